@@ -1,0 +1,205 @@
+package dataplane
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// Sizes shared by every backend.
+const (
+	// DefaultFrameSize is the size in bytes of one frame buffer (one UMEM
+	// chunk on AF_XDP): headroom + packet + tailroom. Power of 2.
+	DefaultFrameSize = 4096
+
+	// MinHeadroom is the least number of bytes a received or allocated frame
+	// has in front of its data, for outer headers prepended in place
+	// (Ethernet 14 + 802.1Q 4 + IPv6 40 + UDP 8 + WireGuard 16 = 82).
+	MinHeadroom = 128
+
+	// DefaultHeadroom is the headroom the backends leave by default.
+	DefaultHeadroom = 256
+
+	// MinTailroom is the least number of bytes a frame of MTU-sized
+	// data has behind its data, for padding and an authentication tag.
+	MinTailroom = 64
+
+	// MaxBurst is the largest burst a backend is tuned for. Callers may pass
+	// larger slices; backends process them in pieces of at most MaxBurst.
+	MaxBurst = 256
+)
+
+// Errors returned by backends. Backends wrap them with the interface name
+// and the fix; test with errors.Is.
+var (
+	ErrClosed        = errors.New("dataplane: port closed")
+	ErrNoSuchQueue   = errors.New("dataplane: queue index out of range")
+	ErrNotSupported  = errors.New("dataplane: not supported")
+	ErrPoolExhausted = errors.New("dataplane: frame pool exhausted")
+)
+
+// Port is one network interface with NumQueues queues.
+//
+// The methods of Port are safe for concurrent use. Close stops every queue;
+// after Close the halves' methods return 0 and frames still held by callers
+// may be freed or dropped (their memory stays valid until they are).
+type Port interface {
+	// Name is the interface name (e.g. "eth0" or a memport name).
+	Name() string
+	// MAC is the port's hardware address. The caller must not modify it.
+	MAC() net.HardwareAddr
+	// MTU is the largest L3 packet in bytes the port sends or receives
+	// (not counting the 14-byte Ethernet header or an 802.1Q tag).
+	MTU() int
+	// NumQueues is the number of queues, at least 1.
+	NumQueues() int
+	// Queue returns queue i, 0 <= i < NumQueues.
+	Queue(i int) Queue
+	// Stats adds up the counters of every queue, plus port-wide ones.
+	Stats() Stats
+	// Close detaches the port from the device and frees every resource.
+	Close() error
+}
+
+// Queue is one NIC queue: an RX half and a TX half.
+type Queue interface {
+	// Index is the queue's index on its port.
+	Index() int
+	// Port is the port the queue belongs to.
+	Port() Port
+	RX() RX
+	TX() TX
+	// Stats returns a snapshot of this queue's counters. Safe for
+	// concurrent use with the owners of both halves.
+	Stats() Stats
+}
+
+// RX is the receive half of a queue. It has one owner goroutine at a time.
+type RX interface {
+	// Receive fills frames[0:n] with received frames and returns n. It never
+	// blocks; n is 0 when nothing is waiting. The caller owns the n frames
+	// and must give each back exactly once: through Free (of this or any
+	// half), Transmit on any TX half, or by keeping it.
+	Receive(frames []Frame) int
+
+	// Free returns frames to the pool so that they can be received into
+	// again. The caller no longer owns them. Frames of another pool go back
+	// to their own pool.
+	Free(frames []Frame)
+
+	// WaitFD is a file descriptor that polls readable (POLLIN) while frames
+	// may be waiting, for use by Waiter. Arm must be called before blocking.
+	WaitFD() int
+
+	// Arm tells the backend that the owner is about to block in poll(2) and
+	// returns false if frames are already waiting (so blocking would be
+	// wrong). The backend then wakes WaitFD when frames arrive.
+	Arm() bool
+}
+
+// TX is the transmit half of a queue. It has one owner goroutine at a time.
+type TX interface {
+	// Transmit queues frames for sending and returns how many it took: it
+	// takes ownership of frames[:n] and the caller keeps frames[n:] (the TX
+	// ring was full). A frame of another pool is copied into one of this
+	// queue's pool (counted as a copy) and the original freed, unless the
+	// pools share memory. Transmit kicks the device at most once.
+	Transmit(frames []Frame) int
+
+	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
+	// with DefaultHeadroom in front and length 0, and returns n. The caller
+	// owns them. n < len(frames) when the pool is short.
+	Alloc(frames []Frame) int
+
+	// Free returns frames to the pool. The caller no longer owns them.
+	Free(frames []Frame)
+
+	// Reclaim takes completed frames off the completion ring into the
+	// half's free cache and returns how many. Transmit and Alloc call it as
+	// needed; an idle owner may call it to let buffers flow back.
+	Reclaim() int
+}
+
+// Timeout values for Waiter.Wait.
+const (
+	// Forever blocks until a queue is ready or the doorbell rings.
+	Forever time.Duration = -1
+)
+
+// Stats is a snapshot of counters. Fields are cumulative since the port was
+// opened.
+type Stats struct {
+	RXPackets, RXBytes uint64
+	TXPackets, TXBytes uint64
+	// Copies counts frames copied between pools on Transmit.
+	Copies uint64
+	// RingFull counts Transmit calls that could not take every frame, and
+	// refills that found the fill ring full or the pool empty.
+	RingFull uint64
+	// Drops counts dropped frames by reason.
+	Drops [NumDropReasons]uint64
+	// Backend holds backend-specific counters by name (e.g. AF_XDP's
+	// XDP_STATISTICS and the XDP program's per-CPU counters). May be nil.
+	Backend map[string]uint64
+}
+
+// Add adds o's counters to s.
+func (s *Stats) Add(o Stats) {
+	s.RXPackets += o.RXPackets
+	s.RXBytes += o.RXBytes
+	s.TXPackets += o.TXPackets
+	s.TXBytes += o.TXBytes
+	s.Copies += o.Copies
+	s.RingFull += o.RingFull
+	for i := range s.Drops {
+		s.Drops[i] += o.Drops[i]
+	}
+	if len(o.Backend) > 0 {
+		if s.Backend == nil {
+			s.Backend = make(map[string]uint64, len(o.Backend))
+		}
+		for k, v := range o.Backend {
+			s.Backend[k] += v
+		}
+	}
+}
+
+// DropReason says why a backend dropped a frame.
+type DropReason uint8
+
+// Drop reasons counted by the backends.
+const (
+	// DropRunt: a received frame shorter than an Ethernet header (14 bytes).
+	DropRunt DropReason = iota
+	// DropTooLong: a frame longer than the frame buffer can hold, or than
+	// MTU + Ethernet header on transmit.
+	DropTooLong
+	// DropBadDescriptor: a descriptor from a ring with an address or length
+	// outside the pool.
+	DropBadDescriptor
+	// DropNoBuffer: a frame lost because no buffer was free (memport RX).
+	DropNoBuffer
+	// DropClosed: a frame handed to a closed port.
+	DropClosed
+	// DropRingFull: a frame the peer's RX ring had no room for (memport).
+	DropRingFull
+
+	NumDropReasons
+)
+
+var dropReasonNames = [NumDropReasons]string{
+	DropRunt:          "runt",
+	DropTooLong:       "too_long",
+	DropBadDescriptor: "bad_descriptor",
+	DropNoBuffer:      "no_buffer",
+	DropClosed:        "closed",
+	DropRingFull:      "ring_full",
+}
+
+// String returns the reason's name in snake case, as used in metric labels.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropReasonNames[r]
+	}
+	return "unknown"
+}

@@ -1,0 +1,309 @@
+package dataplane
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Frame names one packet buffer of a Pool: a chunk of FrameSize bytes whose
+// packet data starts Headroom bytes in and is Len bytes long.
+//
+// A Frame is a small value (no pointers into the packet); copying the value
+// does not copy the packet, and two copies name the same buffer. Exactly one
+// owner may use a buffer at a time: the doc of each call that takes or
+// returns frames says who owns them afterwards. The zero Frame names nothing.
+type Frame struct {
+	pool  *Pool
+	chunk uint64 // offset of the chunk in the pool's memory
+	off   uint32 // offset of the first data byte from chunk
+	len   uint32 // data length in bytes
+}
+
+// Data returns the packet bytes. Its capacity reaches the end of the chunk,
+// so appending up to Tailroom bytes writes in place. The slice is valid while
+// the caller owns the frame.
+func (f *Frame) Data() []byte {
+	start := f.chunk + uint64(f.off)
+	return f.pool.mem[start : start+uint64(f.len) : f.chunk+uint64(f.pool.frameSize)]
+}
+
+// Len is the packet length in bytes.
+func (f *Frame) Len() int { return int(f.len) }
+
+// Headroom is the number of bytes free in front of the data.
+func (f *Frame) Headroom() int { return int(f.off) }
+
+// Tailroom is the number of bytes free behind the data.
+func (f *Frame) Tailroom() int { return int(f.pool.frameSize - f.off - f.len) }
+
+// Pool is the frame's pool, nil for the zero Frame.
+func (f *Frame) Pool() *Pool { return f.pool }
+
+// Chunk is the offset of the frame's chunk in its pool's memory (the UMEM
+// address of the chunk on AF_XDP).
+func (f *Frame) Chunk() uint64 { return f.chunk }
+
+// Addr is the offset of the first data byte in the pool's memory (the UMEM
+// address of a descriptor on AF_XDP).
+func (f *Frame) Addr() uint64 { return f.chunk + uint64(f.off) }
+
+// IsZero reports whether f names no buffer.
+func (f *Frame) IsZero() bool { return f.pool == nil }
+
+// Prepend grows the data by n bytes at the front and returns the whole data,
+// whose first n bytes are for the caller to fill. It returns nil and changes
+// nothing if n exceeds Headroom.
+func (f *Frame) Prepend(n int) []byte {
+	if n < 0 || uint32(n) > f.off {
+		return nil
+	}
+	f.off -= uint32(n)
+	f.len += uint32(n)
+	return f.Data()
+}
+
+// TrimFront drops n bytes from the front of the data (they become headroom).
+// It returns false and changes nothing if n exceeds Len.
+func (f *Frame) TrimFront(n int) bool {
+	if n < 0 || uint32(n) > f.len {
+		return false
+	}
+	f.off += uint32(n)
+	f.len -= uint32(n)
+	return true
+}
+
+// SetLen sets the data length to n bytes, growing into the tailroom or
+// shrinking. It returns false and changes nothing if n < 0 or the data would
+// pass the end of the chunk.
+func (f *Frame) SetLen(n int) bool {
+	if n < 0 || uint64(f.off)+uint64(n) > uint64(f.pool.frameSize) {
+		return false
+	}
+	f.len = uint32(n)
+	return true
+}
+
+// Reset empties the frame and puts its data start headroom bytes into the
+// chunk. It returns false and changes nothing if headroom is past the chunk.
+func (f *Frame) Reset(headroom int) bool {
+	if headroom < 0 || uint32(headroom) > f.pool.frameSize {
+		return false
+	}
+	f.off = uint32(headroom)
+	f.len = 0
+	return true
+}
+
+// Pool is a region of memory cut into chunks of FrameSize bytes (the UMEM on
+// AF_XDP), with a shared list of free chunks.
+//
+// The free list is guarded by a mutex taken once per burst by Get and Put;
+// the owners of queue halves keep private caches (see Cache) in front of it.
+// Every other method is safe for concurrent use and takes no lock.
+type Pool struct {
+	mem       []byte
+	frameSize uint32
+	headroom  uint32
+	nframes   uint32
+
+	mu   sync.Mutex
+	free []uint64 // chunk offsets; guarded by mu
+
+	copies atomic.Uint64
+}
+
+// NewPool returns a pool over mem, cut into len(mem)/frameSize chunks, with
+// every chunk on the free list. frameSize must be a power of 2 of at least
+// 2048 bytes; headroom is the data offset of received and allocated frames
+// and must leave at least 2048 - headroom bytes of room. The pool does not
+// own mem: the caller (a backend) frees it after the pool is no longer used.
+func NewPool(mem []byte, frameSize, headroom int) (*Pool, error) {
+	switch {
+	case frameSize < 2048 || frameSize&(frameSize-1) != 0:
+		return nil, fmt.Errorf("dataplane: frame size %d is not a power of 2 >= 2048", frameSize)
+	case headroom < MinHeadroom || headroom > frameSize-2048:
+		return nil, fmt.Errorf("dataplane: headroom %d not in [%d, frame size - 2048]", headroom, MinHeadroom)
+	case len(mem) < frameSize:
+		return nil, fmt.Errorf("dataplane: pool memory of %d bytes holds no %d-byte frame", len(mem), frameSize)
+	}
+	n := len(mem) / frameSize
+	p := &Pool{
+		mem:       mem,
+		frameSize: uint32(frameSize),
+		headroom:  uint32(headroom),
+		nframes:   uint32(n),
+		free:      make([]uint64, n),
+	}
+	for i := range p.free {
+		// Hand out low addresses first.
+		p.free[i] = uint64(n-1-i) * uint64(frameSize)
+	}
+	return p, nil
+}
+
+// Mem is the pool's whole memory.
+func (p *Pool) Mem() []byte { return p.mem }
+
+// FrameSize is the chunk size in bytes.
+func (p *Pool) FrameSize() int { return int(p.frameSize) }
+
+// Headroom is the default data offset of a frame in its chunk.
+func (p *Pool) Headroom() int { return int(p.headroom) }
+
+// NumFrames is the number of chunks.
+func (p *Pool) NumFrames() int { return int(p.nframes) }
+
+// Copies counts frames copied into this pool from another on transmit.
+func (p *Pool) Copies() uint64 { return p.copies.Load() }
+
+// CountCopy adds n to Copies (for backends).
+func (p *Pool) CountCopy(n int) { p.copies.Add(uint64(n)) }
+
+// FreeCount is the length of the shared free list (excluding caches).
+func (p *Pool) FreeCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.free)
+}
+
+// Get moves up to len(dst) free chunk offsets into dst and returns how many.
+func (p *Pool) Get(dst []uint64) int {
+	p.mu.Lock()
+	n := copy(dst, p.free[max(0, len(p.free)-len(dst)):])
+	p.free = p.free[:len(p.free)-n]
+	p.mu.Unlock()
+	return n
+}
+
+// Put returns chunk offsets to the free list. Each must have come from Get
+// (or the backend's rings) and be free now.
+func (p *Pool) Put(src []uint64) {
+	p.mu.Lock()
+	p.free = append(p.free, src...)
+	p.mu.Unlock()
+}
+
+// PutOne returns one chunk offset to the free list.
+func (p *Pool) PutOne(chunk uint64) {
+	p.mu.Lock()
+	p.free = append(p.free, chunk)
+	p.mu.Unlock()
+}
+
+// Valid reports whether [addr, addr+n) lies inside one chunk of the pool.
+// Backends check every descriptor a ring hands them with it.
+func (p *Pool) Valid(addr uint64, n uint32) bool {
+	if addr >= uint64(len(p.mem)) {
+		return false
+	}
+	chunkEnd := (addr &^ uint64(p.frameSize-1)) + uint64(p.frameSize)
+	return addr+uint64(n) <= chunkEnd && chunkEnd <= uint64(p.nframes)*uint64(p.frameSize)
+}
+
+// Frame returns the frame whose data is [addr, addr+n) in the pool's memory;
+// the chunk is addr rounded down to FrameSize. The caller must have checked
+// Valid(addr, n).
+func (p *Pool) Frame(addr uint64, n uint32) Frame {
+	chunk := addr &^ uint64(p.frameSize-1)
+	return Frame{pool: p, chunk: chunk, off: uint32(addr - chunk), len: n}
+}
+
+// CopyInto copies src's data into dst (a frame of any pool), replacing dst's
+// data and placing it at dst's pool's default headroom. It returns false if
+// the data does not fit.
+func CopyInto(dst *Frame, src *Frame) bool {
+	if !dst.Reset(int(dst.pool.headroom)) || !dst.SetLen(src.Len()) {
+		return false
+	}
+	copy(dst.Data(), src.Data())
+	return true
+}
+
+// Cache is an owner-private stack of free chunks in front of a Pool's shared
+// free list, refilled and drained in bursts of CacheBatch so that the pool's
+// lock is taken at most once per burst. A Cache has one owner goroutine.
+type Cache struct {
+	pool  *Pool
+	addrs []uint64
+}
+
+// CacheBatch is the number of chunks a Cache moves to or from its pool at
+// once; a Cache holds at most 2*CacheBatch before it gives some back.
+const CacheBatch = 256
+
+// NewCache returns an empty cache in front of p.
+func NewCache(p *Pool) *Cache {
+	return &Cache{pool: p, addrs: make([]uint64, 0, 4*CacheBatch)}
+}
+
+// Len is the number of chunks in the cache.
+func (c *Cache) Len() int { return len(c.addrs) }
+
+// Get takes one free chunk, refilling from the pool if needed. ok is false
+// when the pool is empty too.
+func (c *Cache) Get() (chunk uint64, ok bool) {
+	if len(c.addrs) == 0 && !c.refill() {
+		return 0, false
+	}
+	chunk = c.addrs[len(c.addrs)-1]
+	c.addrs = c.addrs[:len(c.addrs)-1]
+	return chunk, true
+}
+
+func (c *Cache) refill() bool {
+	n := c.pool.Get(c.addrs[len(c.addrs):cap(c.addrs)][:CacheBatch])
+	c.addrs = c.addrs[:len(c.addrs)+n]
+	return n > 0
+}
+
+// Put gives one chunk of this cache's pool back.
+func (c *Cache) Put(chunk uint64) {
+	if len(c.addrs) == cap(c.addrs) {
+		c.spill()
+	}
+	c.addrs = append(c.addrs, chunk)
+}
+
+func (c *Cache) spill() {
+	keep := len(c.addrs) - 2*CacheBatch
+	c.pool.Put(c.addrs[keep:])
+	c.addrs = c.addrs[:keep]
+}
+
+// FreeFrames returns frames to their pools: frames of this cache's pool go
+// into the cache, others to their own pool's free list (one lock per run of
+// frames of the same foreign pool).
+func (c *Cache) FreeFrames(frames []Frame) {
+	for i := 0; i < len(frames); i++ {
+		f := &frames[i]
+		if f.pool == c.pool {
+			c.Put(f.chunk)
+			continue
+		}
+		if f.pool == nil {
+			continue
+		}
+		f.pool.PutOne(f.chunk)
+	}
+	if len(c.addrs) > 2*CacheBatch+CacheBatch/2 {
+		c.spill()
+	}
+}
+
+// Drain gives every cached chunk back to the pool.
+func (c *Cache) Drain() {
+	c.pool.Put(c.addrs)
+	c.addrs = c.addrs[:0]
+}
+
+// AllocFrame takes a free chunk and returns it as an empty frame with the
+// pool's default headroom.
+func (c *Cache) AllocFrame() (Frame, bool) {
+	chunk, ok := c.Get()
+	if !ok {
+		return Frame{}, false
+	}
+	return Frame{pool: c.pool, chunk: chunk, off: c.pool.headroom}, true
+}

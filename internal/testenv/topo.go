@@ -1,0 +1,34 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// Topology returns a topology for a test that needs network namespaces: it
+// requires root and the ip and ethtool tools, and removes everything the
+// topology made when the test ends, failed or not.
+func Topology(t testing.TB, prefix string) *topo.Topology {
+	t.Helper()
+	Root(t)
+	Tool(t, "ip", "iproute2")
+	Tool(t, "ethtool", "ethtool")
+	tp := topo.New(prefix)
+	t.Cleanup(func() {
+		if err := tp.Close(); err != nil {
+			t.Errorf("remove topology: %v", err)
+		}
+	})
+	return tp
+}
+
+// NS makes a namespace in tp or fails the test.
+func NS(t testing.TB, tp *topo.Topology, role string) *topo.NS {
+	t.Helper()
+	ns, err := tp.NewNS(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
