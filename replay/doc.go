@@ -1,0 +1,43 @@
+// Package replay implements WireGuard's anti-replay check on a window of
+// 131,008 counters, using the bitmap ring of RFC 6479 ("IPsec Anti-Replay
+// Algorithm without Bit Shifting").
+//
+// # Semantics
+//
+// The rules are those of the WireGuard whitepaper, section 5.4.6
+// ("Subsequent Messages: Exchange of Data Packets"), and of the Linux
+// kernel's and wireguard-go's replay counters; only the width differs. A
+// counter is rejected if it is at or above the caller's limit (WireGuard uses
+// [RejectAfterMessages]), if it was accepted before, or if it lies more than
+// [WindowSize] below the highest counter accepted so far. A counter above the
+// highest moves the window forward; a jump by more than the ring forgets
+// everything behind it.
+//
+// # Width
+//
+// WireGuard's usual window is 127 blocks of 64 bits (8,128 counters). When
+// several NIC RX queues decrypt one session, a queue that stalls for a moment
+// falls tens of thousands of counters behind the others, and its packets,
+// late but legitimate, would be rejected as too old. This window has 2048
+// blocks of 64 bits: 16 KiB per keypair, of which 2047 blocks (131,008
+// counters) are usable; the remaining block is the one RFC 6479 keeps
+// partially filled so that moving the window only ever clears whole blocks.
+//
+// # Authenticate first
+//
+// Check a counter only after the packet carrying it has been authenticated
+// (the AEAD Open succeeded). The counter is sent in the clear: checking an
+// unauthenticated counter would let anyone on the path move the window
+// forward with one forged packet, after which every legitimate packet is
+// "too old", or mark counters as seen so the real packets are dropped as
+// replays. WireGuard's whitepaper (section 5.4.6) and RFC 6479 require the
+// same order.
+//
+// # Forms
+//
+// [Window] has one owner and no lock. [SharedWindow] is the same window
+// behind a mutex, for one keypair decrypted on several queues; its batch
+// check takes the lock once per batch, so queues contend once per batch
+// rather than once per packet. Both zero values are empty windows ready to
+// use.
+package replay
