@@ -1,0 +1,242 @@
+package header
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// TCP and ICMP header sizes Parse checks (RFC 9293 §3.1, RFC 792,
+// RFC 4443 §2.1).
+const (
+	TCPMinLen    = 20
+	ICMPv4Len    = 8 // type, code, checksum, 4 bytes of message-specific data
+	ICMPv6MinLen = 4 // type, code, checksum
+)
+
+// Packet is what Parse learns about a frame: offsets into the frame (in
+// bytes from its first byte) and the fields the hot path needs. The caller
+// owns it and reuses it across frames; Parse overwrites every field, and
+// keeps no reference to the frame.
+//
+// Invariants after OK or ReasonFragment:
+// L3Off <= L4Off <= PayloadOff <= PayloadOff+PayloadLen <= L3End <= len(frame).
+// L3End is where the IP packet ends by its own length field: bytes past it
+// are Ethernet padding and belong to no payload.
+type Packet struct {
+	L3Off      int // Ethernet header length: 14, or 18 with an 802.1Q tag (0 for ParseIP)
+	L3End      int // L3Off + IPv4 total length, or L3Off + 40 + IPv6 payload length
+	L4Off      int // upper-layer header (after IPv4 options or IPv6 extension headers); fragment data for a fragment
+	PayloadOff int // data after the UDP, TCP or ICMP header; L4Off for other protocols and fragments
+	PayloadLen int // bytes of data: UDP length − 8 for UDP, up to L3End otherwise
+
+	Src, Dst netip.Addr // IP source and destination
+	// SrcPort and DstPort are the UDP or TCP ports; 0 for other protocols
+	// and for fragments.
+	SrcPort, DstPort uint16
+
+	EtherType uint16 // after the 802.1Q tag; 0 for ParseIP
+	VLANID    uint16 // 12-bit VLAN ID when Tagged
+	Tagged    bool   // an 802.1Q tag was present
+	IPVersion uint8  // 4 or 6
+	Proto     uint8  // upper-layer protocol (IPv4 protocol, or last IPv6 next header)
+	TTL       uint8  // IPv4 TTL or IPv6 hop limit
+	Fragment  bool   // IPv4 MF or offset, or an IPv6 Fragment header with offset or M
+}
+
+// Parse parses an Ethernet II frame (optionally 802.1Q tagged) carrying
+// IPv4 or IPv6, and its UDP, TCP or ICMP header, into p. It returns OK when
+// every length is consistent, ReasonFragment (with the L3 fields filled)
+// for an IP fragment, and another Reason when the frame must be dropped; p's
+// fields are meaningful only for OK and ReasonFragment.
+//
+// Checked: frame length against the Ethernet and tag; IP version against
+// the EtherType; IPv4 IHL >= 5 and within the frame, total length >= IHL×4
+// and within the frame, header checksum (RFC 1122 §3.2.1.2); IPv6 payload
+// length within the frame and the extension headers (see UpperLayer); UDP
+// length >= 8 and within the IP payload, a nonzero checksum on IPv6 (RFC
+// 8200 §8.1), but not the UDP checksum itself (use UDP.VerifyChecksum);
+// TCP and ICMP header lengths. Bytes past the IP length (Ethernet padding)
+// are ignored. Addresses are not judged (multicast, martians): that is the
+// caller's policy.
+//
+// Parse does not allocate, does not keep frame, and never reads past it.
+func Parse(frame []byte, p *Packet) Reason {
+	*p = Packet{}
+	if len(frame) < EthernetLen {
+		return ReasonRunt
+	}
+	et := binary.BigEndian.Uint16(frame[12:14])
+	off := EthernetLen
+	if et == EtherTypeVLAN {
+		if len(frame) < EthernetVLANLen {
+			return ReasonRunt
+		}
+		p.Tagged = true
+		p.VLANID = binary.BigEndian.Uint16(frame[14:16]) & VLANIDMask
+		et = binary.BigEndian.Uint16(frame[16:18])
+		off = EthernetVLANLen
+	}
+	p.EtherType = et
+	switch et {
+	case EtherTypeIPv4:
+		return parseIPv4(frame, off, p)
+	case EtherTypeIPv6:
+		return parseIPv6(frame, off, p)
+	}
+	return ReasonNotIP
+}
+
+// ParseIP is Parse for a bare IP packet (a decrypted inner packet, a TUN
+// read): the version nibble picks IPv4 or IPv6, L3Off is 0 and EtherType is
+// left 0. L3End tells where the packet ends by its own length: a caller
+// trimming WireGuard padding uses pkt[:p.L3End].
+func ParseIP(pkt []byte, p *Packet) Reason {
+	*p = Packet{}
+	if len(pkt) < 1 {
+		return ReasonTruncatedIP
+	}
+	switch pkt[0] >> 4 {
+	case IPv4Version:
+		return parseIPv4(pkt, 0, p)
+	case IPv6Version:
+		return parseIPv6(pkt, 0, p)
+	}
+	return ReasonBadVersion
+}
+
+func parseIPv4(frame []byte, off int, p *Packet) Reason {
+	p.L3Off = off
+	b := frame[off:]
+	if len(b) < IPv4MinLen {
+		return ReasonTruncatedIP
+	}
+	if b[0]>>4 != IPv4Version {
+		return ReasonBadVersion
+	}
+	ihl := int(b[0]&0x0f) * 4
+	if ihl < IPv4MinLen || ihl > len(b) {
+		return ReasonBadIHL
+	}
+	total := int(binary.BigEndian.Uint16(b[2:4]))
+	if total < ihl {
+		return ReasonBadTotalLength
+	}
+	if total > len(b) {
+		return ReasonLengthExceedsFrame
+	}
+	if FoldChecksum(Checksum(b[:ihl], 0)) != 0xffff {
+		return ReasonBadIPv4Checksum
+	}
+	p.IPVersion = IPv4Version
+	p.TTL = b[8]
+	p.Proto = b[9]
+	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
+	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+	p.L3End = off + total
+	p.L4Off = off + ihl
+	if binary.BigEndian.Uint16(b[6:8])&(ipv4FlagMF|ipv4FragOffMask) != 0 {
+		p.Fragment = true
+		p.PayloadOff = p.L4Off
+		p.PayloadLen = p.L3End - p.L4Off
+		return ReasonFragment
+	}
+	return parseL4(frame[:p.L3End], p, false)
+}
+
+func parseIPv6(frame []byte, off int, p *Packet) Reason {
+	p.L3Off = off
+	b := frame[off:]
+	if len(b) < IPv6Len {
+		return ReasonTruncatedIP
+	}
+	if b[0]>>4 != IPv6Version {
+		return ReasonBadVersion
+	}
+	plen := int(binary.BigEndian.Uint16(b[4:6]))
+	if IPv6Len+plen > len(b) {
+		return ReasonLengthExceedsFrame
+	}
+	p.IPVersion = IPv6Version
+	p.TTL = b[7]
+	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
+	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+	p.L3End = off + IPv6Len + plen
+	nh := b[6]
+	l4 := 0
+	if nh != ProtoUDP && nh != ProtoTCP && nh != ProtoICMPv6 {
+		var frag bool
+		var r Reason
+		nh, l4, frag, r = UpperLayer(b[IPv6Len:IPv6Len+plen], nh)
+		p.Proto = nh
+		p.L4Off = off + IPv6Len + l4
+		if r != OK {
+			return r
+		}
+		if frag {
+			p.Fragment = true
+			p.PayloadOff = p.L4Off
+			p.PayloadLen = p.L3End - p.L4Off
+			return ReasonFragment
+		}
+	}
+	p.Proto = nh
+	p.L4Off = off + IPv6Len + l4
+	return parseL4(frame[:p.L3End], p, true)
+}
+
+// parseL4 reads the upper-layer header at p.L4Off in pkt, which ends at the
+// IP packet's end.
+func parseL4(pkt []byte, p *Packet, v6 bool) Reason {
+	b := pkt[p.L4Off:]
+	switch p.Proto {
+	case ProtoUDP:
+		if len(b) < UDPLen {
+			return ReasonTruncatedL4
+		}
+		ul := int(binary.BigEndian.Uint16(b[4:6]))
+		if ul < UDPLen || ul > len(b) {
+			return ReasonBadUDPLength
+		}
+		if v6 && b[6] == 0 && b[7] == 0 {
+			return ReasonUDPZeroChecksum
+		}
+		p.SrcPort = binary.BigEndian.Uint16(b[0:2])
+		p.DstPort = binary.BigEndian.Uint16(b[2:4])
+		p.PayloadOff = p.L4Off + UDPLen
+		p.PayloadLen = ul - UDPLen
+		return OK
+	case ProtoTCP:
+		if len(b) < TCPMinLen {
+			return ReasonTruncatedL4
+		}
+		doff := int(b[12]>>4) * 4
+		if doff < TCPMinLen || doff > len(b) {
+			return ReasonTruncatedL4
+		}
+		p.SrcPort = binary.BigEndian.Uint16(b[0:2])
+		p.DstPort = binary.BigEndian.Uint16(b[2:4])
+		p.PayloadOff = p.L4Off + doff
+	case ProtoICMPv4:
+		if v6 {
+			p.PayloadOff = p.L4Off
+			break
+		}
+		if len(b) < ICMPv4Len {
+			return ReasonTruncatedL4
+		}
+		p.PayloadOff = p.L4Off + ICMPv4Len
+	case ProtoICMPv6:
+		if !v6 {
+			p.PayloadOff = p.L4Off
+			break
+		}
+		if len(b) < ICMPv6MinLen {
+			return ReasonTruncatedL4
+		}
+		p.PayloadOff = p.L4Off + ICMPv6MinLen
+	default:
+		p.PayloadOff = p.L4Off
+	}
+	p.PayloadLen = len(pkt) - p.PayloadOff
+	return OK
+}
