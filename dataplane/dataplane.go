@@ -203,3 +203,23 @@ func (r DropReason) String() string {
 	}
 	return "unknown"
 }
+
+// Accounter is implemented by ports that can say where every buffer of their
+// pools is, for tests of descriptor accounting (package
+// dataplane/dataplanetest): once traffic has stopped and every frame a
+// caller held has been freed, each chunk of each pool must be in exactly one
+// place, either on its pool's shared free list or reported once by exactly
+// one port.
+type Accounter interface {
+	// Pools returns the pools the port allocates from or keeps buffers of
+	// (its own and, for a port that caches a peer's buffers, the peer's).
+	// Two ports may return the same pool.
+	Pools() []*Pool
+
+	// AccountBuffers calls fn once for every buffer the port holds outside
+	// its pools' shared free lists (which Pool.AppendFree lists): in its
+	// halves' caches, in its rings, or in the kernel's hands. place says
+	// where in a few words (e.g. "fill ring", "rx cache q0"). It may be
+	// called only while no goroutine uses the port's halves.
+	AccountBuffers(fn func(p *Pool, chunk uint64, place string))
+}

@@ -114,17 +114,23 @@ type Pool struct {
 	copies atomic.Uint64
 }
 
+// MinDataRoom is the least number of bytes a frame buffer has behind the
+// default headroom: a 1500-byte MTU packet with an Ethernet header and an
+// 802.1Q tag (1518 bytes), plus MinTailroom.
+const MinDataRoom = 1518 + MinTailroom
+
 // NewPool returns a pool over mem, cut into len(mem)/frameSize chunks, with
 // every chunk on the free list. frameSize must be a power of 2 of at least
-// 2048 bytes; headroom is the data offset of received and allocated frames
-// and must leave at least 2048 - headroom bytes of room. The pool does not
-// own mem: the caller (a backend) frees it after the pool is no longer used.
+// 2048 bytes; headroom is the data offset of received and allocated frames,
+// at least MinHeadroom and at most frameSize - MinDataRoom (466 for 2048-byte
+// frames). The pool does not own mem: the caller (a backend) frees it after
+// the pool is no longer used.
 func NewPool(mem []byte, frameSize, headroom int) (*Pool, error) {
 	switch {
 	case frameSize < 2048 || frameSize&(frameSize-1) != 0:
 		return nil, fmt.Errorf("dataplane: frame size %d is not a power of 2 >= 2048", frameSize)
-	case headroom < MinHeadroom || headroom > frameSize-2048:
-		return nil, fmt.Errorf("dataplane: headroom %d not in [%d, frame size - 2048]", headroom, MinHeadroom)
+	case headroom < MinHeadroom || headroom > frameSize-MinDataRoom:
+		return nil, fmt.Errorf("dataplane: headroom %d not in [%d, frame size %d - %d]", headroom, MinHeadroom, frameSize, MinDataRoom)
 	case len(mem) < frameSize:
 		return nil, fmt.Errorf("dataplane: pool memory of %d bytes holds no %d-byte frame", len(mem), frameSize)
 	}
@@ -178,7 +184,7 @@ func (p *Pool) Get(dst []uint64) int {
 }
 
 // Put returns chunk offsets to the free list. Each must have come from Get
-// (or the backend's rings) and be free now.
+// (or the backend's rings) and be free now. Put does not keep src.
 func (p *Pool) Put(src []uint64) {
 	p.mu.Lock()
 	p.free = append(p.free, src...)
@@ -190,6 +196,14 @@ func (p *Pool) PutOne(chunk uint64) {
 	p.mu.Lock()
 	p.free = append(p.free, chunk)
 	p.mu.Unlock()
+}
+
+// AppendFree appends the chunk offsets on the shared free list to dst and
+// returns it, for accounting (see Accounter).
+func (p *Pool) AppendFree(dst []uint64) []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append(dst, p.free...)
 }
 
 // Valid reports whether [addr, addr+n) lies inside one chunk of the pool.
@@ -223,20 +237,33 @@ func CopyInto(dst *Frame, src *Frame) bool {
 
 // Cache is an owner-private stack of free chunks in front of a Pool's shared
 // free list, refilled and drained in bursts of CacheBatch so that the pool's
-// lock is taken at most once per burst. A Cache has one owner goroutine.
+// lock is taken at most once per burst. A Cache has one owner goroutine; its
+// zero value is not usable (use NewCache).
 type Cache struct {
 	pool  *Pool
-	addrs []uint64
+	addrs []uint64 // cap 4*CacheBatch
+
+	// foreign batches chunks of other pools in FreeFrames, so that a run of
+	// frames of one foreign pool takes that pool's lock once, without
+	// allocating.
+	foreign [foreignBatch]uint64
 }
 
 // CacheBatch is the number of chunks a Cache moves to or from its pool at
-// once; a Cache holds at most 2*CacheBatch before it gives some back.
+// once. A Cache holds at most 4*CacheBatch chunks; when it fills up it gives
+// all but 2*CacheBatch back, and FreeFrames trims it to 2*CacheBatch once it
+// holds more than 3*CacheBatch.
 const CacheBatch = 256
+
+const foreignBatch = 64
 
 // NewCache returns an empty cache in front of p.
 func NewCache(p *Pool) *Cache {
 	return &Cache{pool: p, addrs: make([]uint64, 0, 4*CacheBatch)}
 }
+
+// Pool is the pool the cache stands in front of.
+func (c *Cache) Pool() *Pool { return c.pool }
 
 // Len is the number of chunks in the cache.
 func (c *Cache) Len() int { return len(c.addrs) }
@@ -252,6 +279,8 @@ func (c *Cache) Get() (chunk uint64, ok bool) {
 	return chunk, true
 }
 
+// refill takes up to CacheBatch chunks from the pool; it is called only on
+// an empty cache.
 func (c *Cache) refill() bool {
 	n := c.pool.Get(c.addrs[len(c.addrs):cap(c.addrs)][:CacheBatch])
 	c.addrs = c.addrs[:len(c.addrs)+n]
@@ -266,28 +295,45 @@ func (c *Cache) Put(chunk uint64) {
 	c.addrs = append(c.addrs, chunk)
 }
 
+// spill gives every chunk above 2*CacheBatch back to the pool.
 func (c *Cache) spill() {
-	keep := len(c.addrs) - 2*CacheBatch
+	keep := 2 * CacheBatch
+	if len(c.addrs) <= keep {
+		return
+	}
 	c.pool.Put(c.addrs[keep:])
 	c.addrs = c.addrs[:keep]
 }
 
 // FreeFrames returns frames to their pools: frames of this cache's pool go
 // into the cache, others to their own pool's free list (one lock per run of
-// frames of the same foreign pool).
+// up to 64 frames of the same foreign pool). Zero frames are skipped. The
+// caller no longer owns the frames. It does not allocate.
 func (c *Cache) FreeFrames(frames []Frame) {
-	for i := 0; i < len(frames); i++ {
+	var fpool *Pool
+	nf := 0
+	for i := range frames {
 		f := &frames[i]
-		if f.pool == c.pool {
+		switch {
+		case f.pool == c.pool:
 			c.Put(f.chunk)
 			continue
-		}
-		if f.pool == nil {
+		case f.pool == nil:
 			continue
 		}
-		f.pool.PutOne(f.chunk)
+		if f.pool != fpool || nf == len(c.foreign) {
+			if nf > 0 {
+				fpool.Put(c.foreign[:nf])
+			}
+			fpool, nf = f.pool, 0
+		}
+		c.foreign[nf] = f.chunk
+		nf++
 	}
-	if len(c.addrs) > 2*CacheBatch+CacheBatch/2 {
+	if nf > 0 {
+		fpool.Put(c.foreign[:nf])
+	}
+	if len(c.addrs) > 3*CacheBatch {
 		c.spill()
 	}
 }
@@ -296,6 +342,12 @@ func (c *Cache) FreeFrames(frames []Frame) {
 func (c *Cache) Drain() {
 	c.pool.Put(c.addrs)
 	c.addrs = c.addrs[:0]
+}
+
+// AppendChunks appends the cached chunk offsets to dst and returns it, for
+// accounting (see Accounter). Only the owner may call it.
+func (c *Cache) AppendChunks(dst []uint64) []uint64 {
+	return append(dst, c.addrs...)
 }
 
 // AllocFrame takes a free chunk and returns it as an empty frame with the

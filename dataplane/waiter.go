@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,11 +14,12 @@ import (
 // timeout passes. It is poll(2) over the halves' WaitFDs plus an eventfd.
 //
 // Add, Wait and Close belong to one owner goroutine; Ring is safe for
-// concurrent use from any goroutine.
+// concurrent use from any goroutine, but not after Close (the eventfd's
+// number may be reused by then).
 type Waiter struct {
 	rxs  []RX
 	fds  []unix.PollFd // fds[0] is the doorbell
-	bell int
+	bell atomic.Int32  // eventfd; -1 after Close
 }
 
 // NewWaiter returns a waiter with a doorbell and no queues.
@@ -26,10 +28,13 @@ func NewWaiter() (*Waiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create doorbell: %w", os.NewSyscallError("eventfd", err))
 	}
-	return &Waiter{bell: fd, fds: []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}, nil
+	w := &Waiter{fds: []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
+	w.bell.Store(int32(fd))
+	return w, nil
 }
 
-// Add makes Wait return when rx may have frames.
+// Add makes Wait return when rx may have frames. An RX whose WaitFD is
+// negative (a closed port) is polled by Wait but never wakes it.
 func (w *Waiter) Add(rx RX) {
 	w.rxs = append(w.rxs, rx)
 	w.fds = append(w.fds, unix.PollFd{Fd: int32(rx.WaitFD()), Events: unix.POLLIN})
@@ -37,8 +42,14 @@ func (w *Waiter) Add(rx RX) {
 
 // Ring wakes the owner's current or next Wait. Safe for concurrent use.
 func (w *Waiter) Ring() {
-	var one = [8]byte{1}
-	_, _ = unix.Write(w.bell, one[:])
+	fd := w.bell.Load()
+	if fd < 0 {
+		return
+	}
+	// An eventfd write of 1 fails only when the counter would overflow
+	// (EAGAIN), in which case the bell is already ringing.
+	one := [8]byte{1}
+	_, _ = unix.Write(int(fd), one[:])
 }
 
 // Wait blocks until an added RX half may have frames, the doorbell rings or
@@ -46,6 +57,9 @@ func (w *Waiter) Ring() {
 // if the doorbell rang (and clears it). Spurious returns are allowed: the
 // caller polls every half after Wait returns.
 func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
+	if w.bell.Load() < 0 {
+		return false, ErrClosed
+	}
 	for _, rx := range w.rxs {
 		if !rx.Arm() {
 			timeout = 0
@@ -70,13 +84,21 @@ func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 	}
 	if w.fds[0].Revents&unix.POLLIN != 0 {
 		var buf [8]byte
-		_, _ = unix.Read(w.bell, buf[:])
+		_, _ = unix.Read(int(w.bell.Load()), buf[:])
 		rang = true
 	}
 	return rang, nil
 }
 
-// Close releases the doorbell. The RX halves are not touched.
+// Close releases the doorbell. The RX halves are not touched. A second
+// Close returns ErrClosed.
 func (w *Waiter) Close() error {
-	return unix.Close(w.bell)
+	fd := w.bell.Swap(-1)
+	if fd < 0 {
+		return ErrClosed
+	}
+	if err := unix.Close(int(fd)); err != nil {
+		return fmt.Errorf("close doorbell: %w", os.NewSyscallError("close", err))
+	}
+	return nil
 }

@@ -1,0 +1,169 @@
+package dataplane
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeRX is an RX half whose readiness is an eventfd the test writes.
+type fakeRX struct {
+	fd      int
+	pending atomic.Bool // frames "waiting": Arm returns false
+	arms    atomic.Int32
+}
+
+func newFakeRX(t *testing.T) *fakeRX {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatalf("eventfd: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &fakeRX{fd: fd}
+}
+
+func (r *fakeRX) Receive([]Frame) int { return 0 }
+func (r *fakeRX) Free([]Frame)        {}
+func (r *fakeRX) WaitFD() int         { return r.fd }
+func (r *fakeRX) Arm() bool           { r.arms.Add(1); return !r.pending.Load() }
+func (r *fakeRX) kick() {
+	one := [8]byte{1}
+	unix.Write(r.fd, one[:])
+}
+
+func newTestWaiter(t *testing.T) *Waiter {
+	t.Helper()
+	w, err := NewWaiter()
+	if err != nil {
+		t.Fatalf("NewWaiter: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func TestWaiterTimeout(t *testing.T) {
+	w := newTestWaiter(t)
+	w.Add(newFakeRX(t))
+	for _, timeout := range []time.Duration{0, time.Millisecond, 20 * time.Millisecond} {
+		start := time.Now()
+		rang, err := w.Wait(timeout)
+		if err != nil || rang {
+			t.Errorf("Wait(%v) = %v, %v; want false, nil", timeout, rang, err)
+		}
+		if d := time.Since(start); d < timeout {
+			t.Errorf("Wait(%v) returned after %v, before the timeout", timeout, d)
+		}
+	}
+}
+
+func TestWaiterDoorbell(t *testing.T) {
+	w := newTestWaiter(t)
+	w.Add(newFakeRX(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(10 * time.Millisecond)
+		w.Ring()
+	}()
+	rang, err := w.Wait(Forever)
+	if err != nil || !rang {
+		t.Errorf("Wait(Forever) with a ring from another goroutine = %v, %v; want true, nil", rang, err)
+	}
+	<-done
+	// The bell was cleared: the next Wait times out.
+	if rang, err := w.Wait(0); err != nil || rang {
+		t.Errorf("Wait(0) after the ring was consumed = %v, %v; want false, nil", rang, err)
+	}
+	// Rings before Wait are not lost, and many rings are one wake.
+	w.Ring()
+	w.Ring()
+	if rang, err := w.Wait(time.Second); err != nil || !rang {
+		t.Errorf("Wait after two Rings = %v, %v; want true, nil", rang, err)
+	}
+	if rang, _ := w.Wait(0); rang {
+		t.Errorf("second Wait after two Rings = true, want false")
+	}
+}
+
+func TestWaiterRXReady(t *testing.T) {
+	w := newTestWaiter(t)
+	rxs := []*fakeRX{newFakeRX(t), newFakeRX(t), newFakeRX(t)}
+	for _, rx := range rxs {
+		w.Add(rx)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		rxs[2].kick()
+	}()
+	start := time.Now()
+	rang, err := w.Wait(10 * time.Second)
+	if err != nil || rang {
+		t.Errorf("Wait with a ready RX = %v, %v; want false, nil", rang, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Wait with a ready RX took %v, want a wake-up", d)
+	}
+	for i, rx := range rxs {
+		if rx.arms.Load() != 1 {
+			t.Errorf("rx %d armed %d times, want 1", i, rx.arms.Load())
+		}
+	}
+}
+
+func TestWaiterArmFalseDoesNotBlock(t *testing.T) {
+	w := newTestWaiter(t)
+	rx := newFakeRX(t)
+	rx.pending.Store(true)
+	w.Add(rx)
+	start := time.Now()
+	if _, err := w.Wait(Forever); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Wait(Forever) with an RX whose Arm() = false blocked for %v", d)
+	}
+}
+
+func TestWaiterClose(t *testing.T) {
+	w, err := NewWaiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("Close() = %v, want nil", err)
+	}
+	if err := w.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close() = %v, want ErrClosed", err)
+	}
+	w.Ring() // no effect, no panic
+	if _, err := w.Wait(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestDropReasonString(t *testing.T) {
+	for r := range NumDropReasons {
+		if s := r.String(); s == "" || s == "unknown" {
+			t.Errorf("DropReason(%d).String() = %q, want a name", r, s)
+		}
+	}
+	if s := NumDropReasons.String(); s != "unknown" {
+		t.Errorf("DropReason(%d).String() = %q, want unknown", NumDropReasons, s)
+	}
+}
+
+func TestStatsAdd(t *testing.T) {
+	a := Stats{RXPackets: 1, RXBytes: 2, TXPackets: 3, TXBytes: 4, Copies: 5, RingFull: 6}
+	a.Drops[DropRunt] = 7
+	b := a
+	b.Backend = map[string]uint64{"x": 1}
+	a.Add(b)
+	a.Add(b)
+	if a.RXPackets != 3 || a.Copies != 15 || a.Drops[DropRunt] != 21 || a.Backend["x"] != 2 {
+		t.Errorf("Stats.Add: got %+v", a)
+	}
+}
