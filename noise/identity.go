@@ -1,0 +1,49 @@
+package noise
+
+import "time"
+
+// StaticIdentity is the local static key pair (section 5.4: S_priv, S_pub)
+// and what is derived from it: the key that verifies MAC1 of messages sent
+// to us, the responder's CookieChecker, and the counters of everything done
+// with it. Make it with NewStaticIdentity; it is safe for concurrent use. To
+// change the private key, make a new identity and new Handshakes.
+type StaticIdentity struct {
+	private PrivateKey
+	public  PublicKey
+	clock   func() time.Time
+	stats   Stats
+	checker CookieChecker
+}
+
+// NewStaticIdentity returns the identity of private (one Curve25519
+// operation to derive the public key). clock supplies the time for the
+// initiation flood limit and the cookie lifetimes; nil means time.Now. The
+// identity keeps its own copy of private; Zero erases it.
+func NewStaticIdentity(private PrivateKey, clock func() time.Time) *StaticIdentity {
+	if clock == nil {
+		clock = time.Now
+	}
+	id := &StaticIdentity{private: private, clock: clock}
+	id.public = id.private.PublicKey()
+	id.stats.curve25519.Add(1)
+	id.checker.init(&id.public, clock, &id.stats)
+	return id
+}
+
+// PublicKey returns the static public key.
+func (id *StaticIdentity) PublicKey() PublicKey { return id.public }
+
+// Stats returns the identity's counters, shared with its CookieChecker and
+// every Handshake made with it.
+func (id *StaticIdentity) Stats() *Stats { return &id.stats }
+
+// CookieChecker returns the responder side of the cookie mechanism for
+// messages sent to this identity.
+func (id *StaticIdentity) CookieChecker() *CookieChecker { return &id.checker }
+
+// Zero erases the private key and the cookie secret. The identity must not be
+// used afterwards.
+func (id *StaticIdentity) Zero() {
+	id.private.Zero()
+	id.checker.zero()
+}
