@@ -1,0 +1,492 @@
+package arp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is a neighbour entry's state, in the manner of RFC 4861 §7.3.2
+// (used for IPv4 too). DELAY is folded into PROBE: a stale entry that is
+// used is probed at once.
+type State uint8
+
+// States. Entries in StateReachable, StateStale and StateProbe have a MAC
+// and are found by Table.Lookup; the others are not.
+const (
+	StateNone       State = iota // no entry
+	StateIncomplete              // requests sent, no answer yet
+	StateReachable               // confirmed within ReachableTime
+	StateStale                   // known but not confirmed recently; probed when used
+	StateProbe                   // known, unicast requests outstanding to confirm it
+	StateFailed                  // no answer after the retries; kept FailedTime as a negative entry
+)
+
+var stateNames = [...]string{"none", "incomplete", "reachable", "stale", "probe", "failed"}
+
+// String returns the state's lowercase name.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "state?"
+}
+
+// usable reports whether an entry in state s has a MAC that may be used.
+func (s State) usable() bool { return s == StateReachable || s == StateStale || s == StateProbe }
+
+// Prober sends a request for a neighbour's link-layer address: an ARP
+// request or neighbour solicitation to the broadcast / solicited-node group
+// when unicast is false, or straight to mac when unicast is true (a refresh,
+// RFC 4861 §7.3.3 PROBE). Owned mode sends frames (see FrameProber); shared
+// mode asks the kernel (see KernelProber). It is called from the goroutine
+// that calls Table.Tick or Table.Resolve, with the table's lock held: it
+// must not call back into the Table and should not block.
+type Prober interface {
+	Probe(ip netip.Addr, mac MAC, unicast bool)
+}
+
+// Config sets a Table's timers and bounds. Zero fields take the defaults
+// named on each.
+type Config struct {
+	// ReachableTime is how long a confirmation lasts (RFC 4861 §10
+	// REACHABLE_TIME, default 30 s).
+	ReachableTime time.Duration
+	// RefreshBefore: an entry used since its last confirmation is probed
+	// (unicast) this long before it would turn stale, so that a busy
+	// neighbour never drops out of the hot path. Default ReachableTime/5.
+	RefreshBefore time.Duration
+	// RetransTimer is the least time between two requests for one
+	// neighbour (RFC 4861 §10 RETRANS_TIMER, default 1 s).
+	RetransTimer time.Duration
+	// MaxMulticast is the number of broadcast/multicast requests for an
+	// incomplete entry (MAX_MULTICAST_SOLICIT, default 3).
+	MaxMulticast int
+	// MaxUnicast is the number of unicast probes before a known entry
+	// fails (MAX_UNICAST_SOLICIT, default 3).
+	MaxUnicast int
+	// StaleTime: a stale entry not used for this long is removed
+	// (default 60 s).
+	StaleTime time.Duration
+	// FailedTime: a failed entry is remembered this long, and new frames
+	// for it are refused at once (default 3 s).
+	FailedTime time.Duration
+	// MaxEntries bounds the table (default 4096); requests and learning
+	// beyond it are refused and counted.
+	MaxEntries int
+	// Prober sends the requests; nil sends none (a table fed only by
+	// Set, Learn and Confirm).
+	Prober Prober
+	// Now is the clock (default time.Now); tests pass a fake one.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.ReachableTime <= 0 {
+		c.ReachableTime = 30 * time.Second
+	}
+	if c.RefreshBefore <= 0 {
+		c.RefreshBefore = c.ReachableTime / 5
+	}
+	if c.RetransTimer <= 0 {
+		c.RetransTimer = time.Second
+	}
+	if c.MaxMulticast <= 0 {
+		c.MaxMulticast = 3
+	}
+	if c.MaxUnicast <= 0 {
+		c.MaxUnicast = 3
+	}
+	if c.StaleTime <= 0 {
+		c.StaleTime = 60 * time.Second
+	}
+	if c.FailedTime <= 0 {
+		c.FailedTime = 3 * time.Second
+	}
+	if c.MaxEntries <= 0 {
+		c.MaxEntries = 4096
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// entry is one neighbour. Fields other than used are guarded by Table.mu.
+type entry struct {
+	used atomic.Bool // set by Lookup (only when clear), cleared by Tick
+
+	ip        netip.Addr
+	mac       MAC
+	state     State
+	external  bool      // set through Set (kernel mirror): no own aging
+	wasUsed   bool      // used since the last confirmation / since stale
+	confirmed time.Time // last confirmation (Reachable)
+	since     time.Time // entered the current state
+	nextProbe time.Time // earliest time of the next request
+	probes    int       // requests sent in the current state
+}
+
+// TableStats are a Table's counters.
+type TableStats struct {
+	Requests  uint64 // requests handed to the Prober
+	Failed    uint64 // entries that turned failed
+	Full      uint64 // entries refused because the table was full
+	Confirmed uint64 // confirmations accepted
+	Ignored   uint64 // confirmations for neighbours we did not ask for
+}
+
+// Table is a neighbour cache for one interface (or one port: entries are
+// keyed by address without zone). Lookup is lock-free and safe for
+// concurrent use from any number of queue goroutines; every other method is
+// safe for concurrent use and takes a mutex. Tick must be called regularly
+// (every 100 ms or so, or use Run) to age entries and send retries. Make one
+// with NewTable.
+type Table struct {
+	snap atomic.Pointer[snapshot]
+	cfg  Config
+
+	mu      sync.Mutex
+	entries map[netip.Addr]*entry // guarded by mu
+	stats   TableStats            // guarded by mu
+}
+
+// NewTable returns an empty table.
+func NewTable(cfg Config) *Table {
+	cfg.defaults()
+	t := &Table{cfg: cfg, entries: make(map[netip.Addr]*entry)}
+	t.snap.Store(buildSnapshot(nil))
+	return t
+}
+
+// key drops the zone: a table serves one link.
+func key(ip netip.Addr) netip.Addr { return ip.Unmap().WithZone("") }
+
+// Lookup returns the MAC of ip if the table holds a usable entry for it
+// (reachable, stale or probe). It takes no lock and allocates nothing: it
+// reads the current immutable snapshot. A hit marks the entry used, so that
+// Tick refreshes it before it expires (one atomic store per entry per tick,
+// not per packet). IPv4-mapped IPv6 addresses are looked up as IPv4; zones
+// are ignored.
+func (t *Table) Lookup(ip netip.Addr) (MAC, bool) {
+	s := t.snap.Load()
+	a := ip.Unmap().As16()
+	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	for i := hash(hi, lo) & s.mask; ; i = (i + 1) & s.mask {
+		sl := &s.slots[i]
+		if sl.e == nil {
+			return MAC{}, false
+		}
+		if sl.hi == hi && sl.lo == lo {
+			if !sl.e.used.Load() {
+				sl.e.used.Store(true)
+			}
+			return sl.mac, true
+		}
+	}
+}
+
+// State returns the state and MAC of ip's entry (StateNone if there is
+// none). Takes the lock; for tests and diagnostics.
+func (t *Table) State(ip netip.Addr) (State, MAC) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.entries[key(ip)]; e != nil {
+		return e.state, e.mac
+	}
+	return StateNone, MAC{}
+}
+
+// Len returns the number of entries in every state.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}
+
+// Stats returns a copy of the counters.
+func (t *Table) Stats() TableStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stats
+}
+
+// Resolve asks for ip's MAC when the hot path missed: it makes an
+// incomplete entry and sends the first request at once. Later requests are
+// sent by Tick, at most one per RetransTimer per neighbour and MaxMulticast
+// in all, so calling Resolve for every waiting frame costs no extra
+// traffic. It returns the entry's state after the call: StateFailed means
+// frames for ip should be dropped now; StateNone means the table is full.
+func (t *Table) Resolve(ip netip.Addr) State {
+	ip = key(ip)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.entries[ip]; e != nil {
+		return e.state
+	}
+	if len(t.entries) >= t.cfg.MaxEntries {
+		t.stats.Full++
+		return StateNone
+	}
+	now := t.cfg.Now()
+	e := &entry{ip: ip, state: StateIncomplete, since: now}
+	t.entries[ip] = e
+	t.probe(e, now, false)
+	return e.state
+}
+
+// probe sends one request for e and schedules the next. Caller holds mu.
+func (t *Table) probe(e *entry, now time.Time, unicast bool) {
+	e.probes++
+	e.nextProbe = now.Add(t.cfg.RetransTimer)
+	if t.cfg.Prober != nil {
+		t.stats.Requests++
+		t.cfg.Prober.Probe(e.ip, e.mac, unicast)
+	}
+}
+
+// Confirm records a reachability confirmation of ip at mac: an ARP reply
+// or a solicited neighbour advertisement addressed to us (RFC 4861 §7.2.5).
+// It only updates an entry that exists (we asked): an unsolicited answer
+// for an address we never asked for is counted and ignored, so that
+// answers cannot fill the table.
+func (t *Table) Confirm(ip netip.Addr, mac MAC) {
+	ip = key(ip)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[ip]
+	if e == nil || e.external {
+		t.stats.Ignored++
+		return
+	}
+	now := t.cfg.Now()
+	changed := !e.state.usable() || e.mac != mac
+	e.mac, e.state, e.confirmed, e.since, e.probes, e.wasUsed = mac, StateReachable, now, now, 0, false
+	e.nextProbe = time.Time{}
+	t.stats.Confirmed++
+	if changed {
+		t.publish()
+	}
+}
+
+// Learn records that ip is at mac without confirming it: the sender of an
+// ARP request or of a neighbour solicitation addressed to us, or an
+// unsolicited advertisement (RFC 4861 §7.2.3: create or update as STALE).
+// A request outstanding for ip is not aborted: an incomplete entry keeps its
+// request count and timer and goes on as PROBE, so the neighbour is still
+// confirmed; a probe goes on. Only frames addressed to us should be learnt
+// (the Responder checks that); the table bounds the entries it creates.
+func (t *Table) Learn(ip netip.Addr, mac MAC) {
+	if mac.IsMulticast() || mac.IsZero() {
+		return
+	}
+	ip = key(ip)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	e := t.entries[ip]
+	if e == nil {
+		if len(t.entries) >= t.cfg.MaxEntries {
+			t.stats.Full++
+			return
+		}
+		e = &entry{ip: ip, mac: mac, state: StateStale, since: now}
+		t.entries[ip] = e
+		t.publish()
+		return
+	}
+	if e.external {
+		return
+	}
+	switch e.state {
+	case StateIncomplete:
+		e.mac, e.state = mac, StateProbe // keep probes and nextProbe
+	case StateProbe:
+		if e.mac == mac {
+			return
+		}
+		e.mac = mac
+	default:
+		if e.mac == mac && e.state != StateFailed {
+			return
+		}
+		e.mac, e.state, e.since, e.wasUsed, e.probes = mac, StateStale, now, false, 0
+	}
+	t.publish()
+}
+
+// Set installs ip at mac in state s as an external entry that the table
+// does not age or probe: the mirror of a kernel neighbour (shared mode).
+// A state that is not usable (incomplete, failed, none) removes ip from
+// Lookup; StateNone deletes the entry.
+func (t *Table) Set(ip netip.Addr, mac MAC, s State) {
+	ip = key(ip)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[ip]
+	if s == StateNone {
+		if e != nil {
+			delete(t.entries, ip)
+			t.publish()
+		}
+		return
+	}
+	if e == nil {
+		if len(t.entries) >= t.cfg.MaxEntries {
+			t.stats.Full++
+			return
+		}
+		e = &entry{ip: ip}
+		t.entries[ip] = e
+	}
+	now := t.cfg.Now()
+	e.mac, e.state, e.external, e.since, e.confirmed = mac, s, true, now, now
+	t.publish()
+}
+
+// Delete removes ip's entry.
+func (t *Table) Delete(ip netip.Addr) { t.Set(ip, MAC{}, StateNone) }
+
+// Tick ages the entries and sends the requests that are due: retries for
+// incomplete entries (then FAILED), unicast refreshes for used entries near
+// expiry and for used stale entries (PROBE, then FAILED), expiry of
+// reachable entries to STALE, and removal of unused stale and old failed
+// entries. Call it every 100 ms or so from one goroutine (see Run).
+func (t *Table) Tick() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	changed := false
+	for ip, e := range t.entries {
+		if e.used.Load() {
+			e.used.Store(false)
+			e.wasUsed = true
+		}
+		if e.external {
+			continue
+		}
+		switch e.state {
+		case StateIncomplete:
+			if now.Before(e.nextProbe) {
+				break
+			}
+			if e.probes < t.cfg.MaxMulticast {
+				t.probe(e, now, false)
+				break
+			}
+			e.state, e.since = StateFailed, now
+			t.stats.Failed++
+		case StateReachable:
+			expiry := e.confirmed.Add(t.cfg.ReachableTime)
+			if !now.Before(expiry) {
+				e.state, e.since, e.wasUsed, e.probes = StateStale, now, false, 0
+				break
+			}
+			if e.wasUsed && !now.Before(expiry.Add(-t.cfg.RefreshBefore)) {
+				e.state, e.since, e.probes = StateProbe, now, 0
+				t.probe(e, now, true)
+			}
+		case StateStale:
+			if e.wasUsed {
+				e.state, e.since, e.probes = StateProbe, now, 0
+				t.probe(e, now, true)
+				break
+			}
+			if now.Sub(e.since) >= t.cfg.StaleTime {
+				delete(t.entries, ip)
+				changed = true
+			}
+		case StateProbe:
+			if now.Before(e.nextProbe) {
+				break
+			}
+			if e.probes < t.cfg.MaxUnicast {
+				t.probe(e, now, true)
+				break
+			}
+			e.state, e.since = StateFailed, now
+			t.stats.Failed++
+			changed = true
+		case StateFailed:
+			if now.Sub(e.since) >= t.cfg.FailedTime {
+				delete(t.entries, ip)
+			}
+		}
+	}
+	if changed {
+		t.publish()
+	}
+}
+
+// Run calls Tick every interval (100 ms if 0) until done is closed.
+func (t *Table) Run(done <-chan struct{}, interval time.Duration) {
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tk.C:
+			t.Tick()
+		}
+	}
+}
+
+// publish builds and swaps in a new snapshot. Caller holds mu.
+func (t *Table) publish() {
+	t.snap.Store(buildSnapshot(t.entries))
+}
+
+// snapshot is an immutable open-addressed hash table of the usable
+// entries: power-of-two slots, at most half full, linear probing. It is
+// never written after it is published.
+type snapshot struct {
+	mask  uint64
+	slots []slot
+}
+
+type slot struct {
+	hi, lo uint64 // the address as 16 bytes, big-endian halves
+	mac    MAC
+	e      *entry // nil: empty slot
+}
+
+func buildSnapshot(entries map[netip.Addr]*entry) *snapshot {
+	n := 0
+	for _, e := range entries {
+		if e.state.usable() {
+			n++
+		}
+	}
+	size := 8
+	for size < 2*n {
+		size <<= 1
+	}
+	s := &snapshot{mask: uint64(size - 1), slots: make([]slot, size)}
+	for ip, e := range entries {
+		if !e.state.usable() {
+			continue
+		}
+		a := ip.As16()
+		hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+		i := hash(hi, lo) & s.mask
+		for s.slots[i].e != nil {
+			i = (i + 1) & s.mask
+		}
+		s.slots[i] = slot{hi: hi, lo: lo, mac: e.mac, e: e}
+	}
+	return s
+}
+
+// hash mixes the two halves of an address (a splitmix64-style finaliser).
+func hash(hi, lo uint64) uint64 {
+	h := hi ^ lo*0x9e3779b97f4a7c15
+	h ^= h >> 31
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 29
+	return h
+}
