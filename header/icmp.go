@@ -1,0 +1,229 @@
+package header
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// ICMP types, codes and limits used here.
+const (
+	// ICMPv4TypeDestUnreachable with ICMPv4CodeFragNeeded is
+	// "fragmentation needed and DF set" (RFC 792), whose bytes 6–7 carry
+	// the next-hop MTU (RFC 1191 §4).
+	ICMPv4TypeDestUnreachable = 3
+	ICMPv4CodeFragNeeded      = 4
+	// ICMPv6TypePacketTooBig is "packet too big" (RFC 4443 §3.2), code 0,
+	// bytes 4–7 the MTU of the next-hop link.
+	ICMPv6TypePacketTooBig = 2
+
+	// ICMPv4ErrorMaxLen is the largest ICMPv4 error datagram, IP header
+	// included: 576 bytes (RFC 1812 §4.3.2.3).
+	ICMPv4ErrorMaxLen = 576
+	// ICMPv6ErrorMaxLen is the largest ICMPv6 error packet, IPv6 header
+	// included: the minimum MTU, 1280 bytes (RFC 4443 §2.4(c)).
+	ICMPv6ErrorMaxLen = IPv6MinMTU
+
+	// ICMPv6Len is the header of an ICMPv6 error: type, code, checksum and
+	// the 32-bit message-specific word (RFC 4443 §3).
+	ICMPv6Len = 8
+
+	// icmpErrorTOS is IP precedence "internetwork control" for ICMP
+	// errors (RFC 1812 §4.3.2.5; Linux icmp_send does the same).
+	icmpErrorTOS = 0xc0
+	// icmpv4MinQuote is what RFC 792 requires at least: the IP header and
+	// the first 64 bits of its data.
+	icmpv4MinQuote = 8
+)
+
+// ICMPv4 is a view of an ICMPv4 message starting at its header. Accessors
+// need len(m) >= ICMPv4Len.
+type ICMPv4 []byte
+
+// Type returns the type field.
+func (m ICMPv4) Type() uint8 { return m[0] }
+
+// Code returns the code field.
+func (m ICMPv4) Code() uint8 { return m[1] }
+
+// Checksum returns the checksum field.
+func (m ICMPv4) Checksum() uint16 { return binary.BigEndian.Uint16(m[2:4]) }
+
+// NextHopMTU returns bytes 6–7, the next-hop MTU of a "fragmentation
+// needed" message (RFC 1191 §4).
+func (m ICMPv4) NextHopMTU() uint16 { return binary.BigEndian.Uint16(m[6:8]) }
+
+// VerifyChecksum reports whether the checksum over the whole of m (the
+// ICMP message up to the IP length; ICMPv4 has no pseudo-header, RFC 792)
+// verifies.
+func (m ICMPv4) VerifyChecksum() bool { return FoldChecksum(Checksum(m, 0)) == 0xffff }
+
+// ICMPv6 is a view of an ICMPv6 message starting at its header. Accessors
+// need len(m) >= ICMPv6Len (MTU) or ICMPv6MinLen (the others).
+type ICMPv6 []byte
+
+// Type returns the type field.
+func (m ICMPv6) Type() uint8 { return m[0] }
+
+// Code returns the code field.
+func (m ICMPv6) Code() uint8 { return m[1] }
+
+// Checksum returns the checksum field.
+func (m ICMPv6) Checksum() uint16 { return binary.BigEndian.Uint16(m[2:4]) }
+
+// MTU returns bytes 4–7, the MTU of a "packet too big" message.
+func (m ICMPv6) MTU() uint32 { return binary.BigEndian.Uint32(m[4:8]) }
+
+// VerifyChecksum reports whether the checksum over the pseudo-header
+// (PseudoHeaderChecksum with ProtoICMPv6 and len(m), RFC 4443 §2.3) and m
+// verifies.
+func (m ICMPv6) VerifyChecksum(pseudo uint32) bool {
+	return FoldChecksum(Checksum(m, pseudo)) == 0xffff
+}
+
+// isICMPv4Error reports whether an ICMPv4 type is an error message (RFC 1812
+// §4.3.2.7 lists them: destination unreachable, source quench, redirect,
+// time exceeded, parameter problem).
+func isICMPv4Error(t uint8) bool {
+	switch t {
+	case 3, 4, 5, 11, 12:
+		return true
+	}
+	return false
+}
+
+// unicastSource4 reports whether a is a unique individual host address
+// (RFC 1812 §4.3.2.7, §5.3.7): not 0.0.0.0/8, 127/8, multicast, class E
+// or limited broadcast.
+func unicastSource4(a [4]byte) bool {
+	switch {
+	case a[0] == 0, a[0] == 127, a[0] >= 224:
+		return false
+	}
+	return true
+}
+
+// PutICMPv4FragNeeded writes, into b, an IPv4 packet from src to the source
+// of offending carrying ICMPv4 "destination unreachable, fragmentation
+// needed and DF set" (type 3, code 4, RFC 792) with nextHopMTU in bytes 6–7
+// (RFC 1191 §4), quoting offending from its first byte: as much of it as
+// fits in ICMPv4ErrorMaxLen bytes in all (RFC 1812 §4.3.2.3), never past
+// its total length or len(b). It returns the bytes written (IP header, ICMP
+// header and quote), both checksums set.
+//
+// offending is the IPv4 packet that was too big, starting at its header.
+// The reply has TTL 64, precedence "internetwork control" (RFC 1812
+// §4.3.2.5) and DF clear. b must hold at least the reply's headers, the
+// offending IP header and 8 bytes of its data (RFC 792); otherwise
+// ReasonBufferTooSmall. A malformed offending header gives the reason Parse
+// would; RFC 1812 §4.3.2.7 rules give ReasonICMPNotAllowed: no error about
+// an ICMP error, a non-initial fragment, a multicast or broadcast
+// destination, or a source that is not one host. The caller checks what
+// this function cannot see: link-layer broadcast, directed broadcast, rate
+// limiting (RFC 1812 §4.3.2.8), and that the packet had DF set.
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv4FragNeeded(b []byte, src [4]byte, offending []byte, nextHopMTU uint16) (int, Reason) {
+	if len(offending) < IPv4MinLen {
+		return 0, ReasonTruncatedIP
+	}
+	h := IPv4(offending)
+	if h.Version() != IPv4Version {
+		return 0, ReasonBadVersion
+	}
+	ihl := h.HeaderLen()
+	if ihl < IPv4MinLen || ihl > len(offending) {
+		return 0, ReasonBadIHL
+	}
+	total := h.TotalLength()
+	if total < ihl {
+		return 0, ReasonBadTotalLength
+	}
+	quote := min(total, len(offending))
+	if h.FragmentOffset() != 0 {
+		return 0, ReasonICMPNotAllowed
+	}
+	dst, osrc := h.DstBytes(), h.SrcBytes()
+	if dst[0] >= 224 || !unicastSource4(osrc) {
+		return 0, ReasonICMPNotAllowed
+	}
+	if h.Protocol() == ProtoICMPv4 && quote > ihl && isICMPv4Error(offending[ihl]) {
+		return 0, ReasonICMPNotAllowed
+	}
+	const hdrs = IPv4MinLen + ICMPv4Len
+	quote = min(quote, ICMPv4ErrorMaxLen-hdrs)
+	if need := hdrs + min(quote, ihl+icmpv4MinQuote); len(b) < need {
+		return 0, ReasonBufferTooSmall
+	}
+	quote = min(quote, len(b)-hdrs)
+	n := hdrs + quote
+	f := IPv4Fields{TOS: icmpErrorTOS, Protocol: ProtoICMPv4, Src: src, Dst: osrc}
+	PutIPv4(b, &f, ICMPv4Len+quote)
+	m := b[IPv4MinLen:n]
+	m[0] = ICMPv4TypeDestUnreachable
+	m[1] = ICMPv4CodeFragNeeded
+	binary.BigEndian.PutUint16(m[2:4], 0)
+	binary.BigEndian.PutUint16(m[4:6], 0) // unused (RFC 1191 §4)
+	binary.BigEndian.PutUint16(m[6:8], nextHopMTU)
+	copy(m[ICMPv4Len:], offending[:quote])
+	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, 0)))
+	return n, OK
+}
+
+// PutICMPv6PacketTooBig writes, into b, an IPv6 packet from src to the
+// source of offending carrying ICMPv6 "packet too big" (type 2, code 0,
+// RFC 4443 §3.2) with mtu, quoting offending from its first byte: as much
+// as fits in ICMPv6ErrorMaxLen bytes in all (RFC 4443 §2.4(c)), never past
+// its payload length or len(b). It returns the bytes written, the checksum
+// set over the pseudo-header (RFC 4443 §2.3).
+//
+// offending is the IPv6 packet that was too big, starting at its fixed
+// header. The reply has hop limit 64 and traffic class 0. b must hold at
+// least the two headers and the offending fixed header; otherwise
+// ReasonBufferTooSmall. RFC 4443 §2.4(e) gives ReasonICMPNotAllowed: no
+// error about an ICMPv6 error message (found by walking the extension
+// headers, see UpperLayer) or about a packet whose source is not one host
+// (unspecified, loopback or multicast). A multicast destination is allowed:
+// "packet too big" is the exception of §2.4(e.2). Rate limiting (§2.4(f)) is
+// the caller's.
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32) (int, Reason) {
+	if len(offending) < IPv6Len {
+		return 0, ReasonTruncatedIP
+	}
+	h := IPv6(offending)
+	if h.Version() != IPv6Version {
+		return 0, ReasonBadVersion
+	}
+	quote := min(IPv6Len+h.PayloadLength(), len(offending))
+	osrc := h.SrcBytes()
+	sa := netip.AddrFrom16(osrc)
+	if sa.IsUnspecified() || sa.IsLoopback() || sa.IsMulticast() {
+		return 0, ReasonICMPNotAllowed
+	}
+	// An error about an ICMPv6 error is not sent; a truncated extension
+	// chain is quoted as it is (it is the offending packet's problem).
+	if proto, off, frag, r := UpperLayer(offending[IPv6Len:quote], h.NextHeader()); r == OK && !frag &&
+		proto == ProtoICMPv6 && IPv6Len+off < quote && offending[IPv6Len+off] < 128 {
+		return 0, ReasonICMPNotAllowed
+	}
+	const hdrs = IPv6Len + ICMPv6Len
+	if len(b) < hdrs+IPv6Len {
+		return 0, ReasonBufferTooSmall
+	}
+	quote = min(quote, ICMPv6ErrorMaxLen-hdrs, len(b)-hdrs)
+	n := hdrs + quote
+	f := IPv6Fields{NextHeader: ProtoICMPv6, Src: src, Dst: osrc}
+	PutIPv6(b, &f, ICMPv6Len+quote)
+	m := b[IPv6Len:n]
+	m[0] = ICMPv6TypePacketTooBig
+	m[1] = 0
+	binary.BigEndian.PutUint16(m[2:4], 0)
+	binary.BigEndian.PutUint32(m[4:8], mtu)
+	copy(m[ICMPv6Len:], offending[:quote])
+	ps := PseudoHeaderChecksumBytes(ProtoICMPv6, src[:], osrc[:], len(m))
+	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, ps)))
+	return n, OK
+}
