@@ -74,24 +74,24 @@ type Reason uint8
 
 // Reasons, in the order the checks run.
 const (
-	ReasonNone         Reason = iota
-	ReasonNotNeighbour        // neither ARP nor ICMPv6 NS/NA: not ours to handle, pass it on
-	ReasonTruncated           // shorter than its headers or its length fields say
-	ReasonHardware            // ARP hardware/protocol type or lengths not Ethernet/IPv4
-	ReasonOp                  // ARP operation neither request nor reply
-	ReasonIPVersion           // IPv6 version field not 6
-	ReasonExtHeader           // IPv6 extension headers before ICMPv6 (not walked)
-	ReasonHopLimit            // RFC 4861 §7.1: IP hop limit not 255
-	ReasonCode                // RFC 4861 §7.1: ICMP code not 0
-	ReasonChecksum            // ICMPv6 checksum over the pseudo-header wrong
-	ReasonTargetMulticast     // RFC 4861 §7.1: target address is multicast
-	ReasonOption              // RFC 4861 §7.1: an option of length 0 or past the end
-	ReasonSolicitedFlag       // RFC 4861 §7.1.2: S flag set on a multicast NA
-	ReasonUnspecifiedSrc      // RFC 4861 §7.1.1: NS from :: with an SLLA option or not to solicited-node
-	ReasonSourceMAC           // a multicast/broadcast source or sender MAC
-	ReasonNotForUs            // not addressed to us (wrong unicast destination)
-	ReasonNotOurAddress       // asks for an address we do not own
-	ReasonTentative           // asks for an address still under DAD
+	ReasonNone            Reason = iota
+	ReasonNotNeighbour           // neither ARP nor ICMPv6 NS/NA: not ours to handle, pass it on
+	ReasonTruncated              // shorter than its headers or its length fields say
+	ReasonHardware               // ARP hardware/protocol type or lengths not Ethernet/IPv4
+	ReasonOp                     // ARP operation neither request nor reply
+	ReasonIPVersion              // IPv6 version field not 6
+	ReasonExtHeader              // IPv6 extension headers before ICMPv6 (not walked)
+	ReasonHopLimit               // RFC 4861 §7.1: IP hop limit not 255
+	ReasonCode                   // RFC 4861 §7.1: ICMP code not 0
+	ReasonChecksum               // ICMPv6 checksum over the pseudo-header wrong
+	ReasonTargetMulticast        // RFC 4861 §7.1: target address is multicast
+	ReasonOption                 // RFC 4861 §7.1: an option of length 0 or past the end
+	ReasonSolicitedFlag          // RFC 4861 §7.1.2: S flag set on a multicast NA
+	ReasonUnspecifiedSrc         // RFC 4861 §7.1.1: NS from :: with an SLLA option or not to solicited-node
+	ReasonSourceMAC              // a multicast/broadcast source or sender MAC
+	ReasonNotForUs               // not addressed to us (wrong unicast destination)
+	ReasonNotOurAddress          // asks for an address we do not own
+	ReasonTentative              // asks for an address still under DAD
 	numReasons
 )
 
