@@ -1,0 +1,347 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gaissmai/bart"
+
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMTU is the tunnel MTU: the largest inner IP packet carried
+	// (1500 − 20 IPv4 − 8 UDP − 32 WireGuard overhead − 20 spare for an
+	// IPv6 outer header, as wg-quick picks).
+	DefaultMTU = 1420
+	// DefaultBurst is the number of frames a worker receives at once.
+	DefaultBurst = 64
+	// PublishInterval is how often at most a worker publishes a peer's
+	// timer stamps and counters (DESIGN.md: timers coalesced to 50 ms).
+	PublishInterval = 50 * time.Millisecond
+	// MaxHeldPerPeer is how many packets a worker holds for a peer that
+	// has no usable keypair yet (wireguard-go and the kernel hold 128).
+	MaxHeldPerPeer = 128
+	// DefaultMaxHeldPerQueue caps held packets over all peers of a worker,
+	// so that held frames can never drain the queue's buffers.
+	DefaultMaxHeldPerQueue = 1024
+	// HandshakeQueueLen is the length of the bounded queue of handshake
+	// messages to the control plane; it is "under load" (whitepaper §5.3)
+	// while at least an eighth full.
+	HandshakeQueueLen = 1024
+	// MailboxLen is the length of each worker's control-plane mailbox.
+	MailboxLen = 1024
+)
+
+// Resolver finds the Ethernet address of the next hop toward dst on one
+// port (from a route: dst itself when on-link, else its gateway). ok is
+// false while unknown; the resolver then starts resolution and the caller
+// tries again later. Workers call it only on a miss of their own per-queue
+// cache (entries live NeighbourCacheTTL), never per packet; it must be safe
+// for concurrent use.
+type Resolver interface {
+	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
+}
+
+// NeighbourCacheTTL is how long a worker trusts a resolved MAC before it
+// asks its Resolver again.
+const NeighbourCacheTTL = time.Second
+
+// Config configures an Engine.
+type Config struct {
+	// LAN is the plaintext side, WAN the encrypted side. Queue i of both
+	// is driven by worker i; both must have the same number of queues.
+	LAN, WAN dataplane.Port
+	// ListenPort is our WireGuard UDP port on the WAN addresses.
+	ListenPort uint16
+	// WANAddr4 / WANAddr6 are our outer addresses (either may be invalid
+	// if that family is not used).
+	WANAddr4, WANAddr6 netip.Addr
+	// MTU is the tunnel MTU (default DefaultMTU): inner packets larger
+	// than this get ICMP "fragmentation needed" / "packet too big".
+	MTU int
+	// WANResolver and LANResolver find next-hop MACs on each side.
+	WANResolver, LANResolver Resolver
+	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
+	// ICMP errors we send to LAN hosts).
+	LANAddr4, LANAddr6 netip.Addr
+	// Exception receives inner packets addressed to one of TunnelAddrs
+	// (our own tunnel addresses), e.g. a TUN to the host kernel; may be
+	// nil. Called from workers, must be safe for concurrent use and must
+	// not keep pkt.
+	Exception func(pkt []byte)
+	// TunnelAddrs are the gateway's own addresses inside the tunnel.
+	TunnelAddrs []netip.Addr
+	// ZeroIPv4UDPChecksum sends outer IPv4 UDP datagrams without a
+	// checksum (RFC 768 allows it; the WireGuard payload is authenticated
+	// anyway), saving a pass over each packet. IPv6 always has one (RFC
+	// 8200 §8.1). Received datagrams' checksums are not verified: the
+	// Poly1305 tag authenticates the payload and the NIC or kernel has
+	// checked what it could.
+	ZeroIPv4UDPChecksum bool
+	// Burst is the number of frames received at once (default 64).
+	Burst int
+	// MaxHeldPerQueue caps held packets per worker (default 1024).
+	MaxHeldPerQueue int
+	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
+	CPUs []int
+	// Now is the clock, ns, monotonic (default: time since engine start).
+	Now func() int64
+}
+
+// Engine runs one worker per queue pair and offers the control plane its
+// side: peers and allowed IPs, inbound handshake messages, and a mailbox
+// per worker for outbound control packets.
+//
+// Methods are safe for concurrent use unless noted.
+type Engine struct {
+	cfg     Config
+	now     func() int64
+	workers []*worker
+
+	peersMu sync.Mutex      // serialises SetPeers / SetAllowedIPs
+	routes  atomic.Pointer[routeTable]
+
+	handshakes chan HandshakeMessage
+	hsDrops    atomic.Uint64
+
+	indexes IndexTable
+
+	wg      sync.WaitGroup
+	closing atomic.Bool
+	started bool
+}
+
+// routeTable is the immutable allowed-IPs snapshot workers read.
+type routeTable struct {
+	t     bart.Table[*Peer]
+	peers []*Peer
+	own   map[netip.Addr]struct{}
+}
+
+// HandshakeMessage is a handshake initiation, response or cookie reply
+// (types 1–3) received on the WAN, handed to the control plane. Data is a
+// copy the receiver owns.
+type HandshakeMessage struct {
+	Queue int
+	// Src is the outer source, Dst the outer destination (our address).
+	Src, Dst netip.AddrPort
+	// SrcMAC is the Ethernet source of the frame (the last hop).
+	SrcMAC [6]byte
+	Data   []byte
+	// Received is when the worker received it (Config.Now).
+	Received int64
+}
+
+// ControlPacket is a message the control plane wants sent on the WAN: a
+// handshake message, cookie reply or a sealed keepalive, as the UDP payload.
+type ControlPacket struct {
+	// Dst is the outer destination.
+	Dst netip.AddrPort
+	// SrcPort is the outer source port (0: the listen port).
+	SrcPort uint16
+	// DstMAC is the next hop's MAC; zero to resolve through WANResolver.
+	DstMAC [6]byte
+	// Payload is the UDP payload; the engine copies it before Send returns.
+	Payload []byte
+	// Peer, if not nil, gets LastSent and TxBytes stamped.
+	Peer *Peer
+}
+
+// New makes an engine on two ports. Start runs the workers.
+func New(cfg Config) (*Engine, error) {
+	if cfg.LAN == nil || cfg.WAN == nil {
+		return nil, errors.New("fastpath: LAN and WAN ports are required")
+	}
+	if cfg.LAN.NumQueues() != cfg.WAN.NumQueues() {
+		return nil, fmt.Errorf("fastpath: LAN %s has %d queues, WAN %s has %d; they must match",
+			cfg.LAN.Name(), cfg.LAN.NumQueues(), cfg.WAN.Name(), cfg.WAN.NumQueues())
+	}
+	if cfg.ListenPort == 0 {
+		return nil, errors.New("fastpath: listen port is required")
+	}
+	if !cfg.WANAddr4.IsValid() && !cfg.WANAddr6.IsValid() {
+		return nil, errors.New("fastpath: a WAN address is required")
+	}
+	if cfg.WANResolver == nil || cfg.LANResolver == nil {
+		return nil, errors.New("fastpath: WAN and LAN resolvers are required")
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
+		return nil, fmt.Errorf("fastpath: tunnel MTU %d too small", cfg.MTU)
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
+	if cfg.MaxHeldPerQueue <= 0 {
+		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue
+	}
+	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
+	if cfg.Now == nil {
+		start := time.Now()
+		e.now = func() int64 { return int64(time.Since(start)) }
+	} else {
+		e.now = cfg.Now
+	}
+	rt := &routeTable{own: make(map[netip.Addr]struct{})}
+	for _, a := range cfg.TunnelAddrs {
+		rt.own[a] = struct{}{}
+	}
+	e.routes.Store(rt)
+	for i := 0; i < cfg.LAN.NumQueues(); i++ {
+		w, err := newWorker(e, i)
+		if err != nil {
+			for _, w := range e.workers {
+				w.close()
+			}
+			return nil, err
+		}
+		e.workers = append(e.workers, w)
+	}
+	return e, nil
+}
+
+// Now is the engine's clock in ns.
+func (e *Engine) Now() int64 { return e.now() }
+
+// Indexes is the receiver-index table the control plane allocates from and
+// publishes keypairs to.
+func (e *Engine) Indexes() *IndexTable { return &e.indexes }
+
+// NumWorkers is the number of workers (queues).
+func (e *Engine) NumWorkers() int { return len(e.workers) }
+
+// SetPeers replaces the set of peers and their allowed IPs (allowed[i] for
+// peers[i]) with one atomic swap of the snapshot that workers read. A prefix
+// listed for two peers goes to the later one (as in wireguard-go). Peer IDs
+// are assigned here; a peer keeps its ID across calls while it is listed.
+func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
+	if len(allowed) != len(peers) {
+		return errors.New("fastpath: SetPeers needs one allowed-IPs list per peer")
+	}
+	e.peersMu.Lock()
+	defer e.peersMu.Unlock()
+	old := e.routes.Load()
+	rt := &routeTable{peers: append([]*Peer(nil), peers...), own: old.own}
+	// Dense IDs: keep old ones, give new peers the lowest free.
+	taken := make(map[int]bool, len(peers))
+	inOld := make(map[*Peer]bool, len(old.peers))
+	for _, p := range old.peers {
+		inOld[p] = true
+	}
+	for _, p := range peers {
+		if inOld[p] {
+			taken[p.ID] = true
+		}
+	}
+	next := 0
+	for _, p := range peers {
+		if inOld[p] {
+			continue
+		}
+		for taken[next] {
+			next++
+		}
+		p.ID = next
+		taken[next] = true
+	}
+	for i, p := range peers {
+		for _, pfx := range allowed[i] {
+			rt.t.Insert(pfx.Masked(), p)
+		}
+		if p.SrcPorts == 0 {
+			p.SrcPorts = 1
+		}
+		if p.SrcPortBase == 0 {
+			p.SrcPortBase = e.cfg.ListenPort
+		}
+	}
+	e.routes.Store(rt)
+	e.Kick()
+	return nil
+}
+
+// Handshakes is the bounded queue of handshake messages (types 1–3) for
+// the control plane. Workers never block on it: a message that finds it
+// full is dropped and counted (DropHandshakeQueueFull).
+func (e *Engine) Handshakes() <-chan HandshakeMessage { return e.handshakes }
+
+// UnderLoad reports whether the handshake queue is at least 1/8 full (the
+// first half of wireguard-go's and the kernel's "under load" rule; the
+// control plane holds the state for one second after).
+func (e *Engine) UnderLoad() bool { return len(e.handshakes) >= HandshakeQueueLen/8 }
+
+// Send posts a control packet to worker queue's mailbox (queue is taken
+// modulo the number of workers) and wakes the worker. It copies
+// pkt.Payload. It returns false, counted, if the mailbox is full.
+func (e *Engine) Send(queue int, pkt ControlPacket) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	pkt.Payload = append([]byte(nil), pkt.Payload...)
+	select {
+	case w.mailbox <- mail{ctl: pkt}:
+		w.waiter.Ring()
+		return true
+	default:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
+}
+
+// SendTunnel posts an inner IP packet from the host (the exception
+// interface) to be encrypted and sent to the peer its destination routes to.
+// It copies pkt. It returns false, counted, if the mailbox is full.
+func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	select {
+	case w.mailbox <- mail{inner: append([]byte(nil), pkt...)}:
+		w.waiter.Ring()
+		return true
+	default:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
+}
+
+// Kick wakes every worker (after keypairs or endpoints changed, so that
+// held packets go out).
+func (e *Engine) Kick() {
+	for _, w := range e.workers {
+		w.waiter.Ring()
+	}
+}
+
+// Start runs the workers, each on its own locked OS thread.
+func (e *Engine) Start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	for _, w := range e.workers {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			w.run()
+		}()
+	}
+}
+
+// Close stops the workers and waits for them, frees held frames and
+// returns. It does not close the ports.
+func (e *Engine) Close() error {
+	if !e.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	e.Kick()
+	e.wg.Wait()
+	for _, w := range e.workers {
+		w.close()
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package fastpath
+
+import (
+	"net/netip"
+	"sync/atomic"
+)
+
+// Endpoint is where a peer's transport data goes: the outer destination and
+// how to reach it on the WAN port. It is immutable once published; the
+// control plane (or a worker, when roaming) replaces the whole value.
+type Endpoint struct {
+	// Dst is the peer's outer address and UDP port.
+	Dst netip.AddrPort
+	// Src is our outer address (IPv4 or IPv6, the family of Dst).
+	Src netip.Addr
+	// DstMAC is the Ethernet address of the next hop toward Dst (Dst itself
+	// when on-link, else its gateway's), SrcMAC the WAN port's. A zero
+	// DstMAC means "not resolved yet": workers hold packets as if there
+	// were no keypair and set NeedNeighbour.
+	DstMAC, SrcMAC [6]byte
+}
+
+// Stamps are the timer events of a peer, in ns of the control plane's clock
+// (0 = never). Workers record them per queue and publish them at most once
+// per PublishInterval (50 ms); the control plane's timers read them.
+// Each field only grows (workers publish with an atomic max).
+type Stamps struct {
+	// LastSent: any packet sent to the peer (data or keepalive).
+	LastSent atomic.Int64
+	// LastReceived: any authenticated packet from the peer.
+	LastReceived atomic.Int64
+	// LastDataSent / LastDataReceived: transport data with a non-empty
+	// payload (keepalives excluded), whitepaper §6.5.
+	LastDataSent     atomic.Int64
+	LastDataReceived atomic.Int64
+}
+
+// Peer is one WireGuard peer as the fast path sees it: its keypairs, its
+// endpoint, its outer source ports, and the counters and timer stamps the
+// workers publish.
+//
+// The control plane creates a Peer, registers it with Engine.SetPeers, and
+// writes the keypair slots and the endpoint through atomic pointers; workers
+// on every queue read them without a lock. Fields set before SetPeers
+// (PublicKey, ID, ports) are immutable afterwards.
+type Peer struct {
+	// PublicKey is the peer's static public key (for logs and UAPI).
+	PublicKey [32]byte
+	// ID is a small dense number the engine assigns (SetPeers), indexing
+	// per-queue arrays.
+	ID int
+
+	// SrcPortBase and SrcPorts define the outer UDP source ports used
+	// toward this peer: an inner flow hashes to one of the SrcPorts ports
+	// starting at SrcPortBase (SrcPorts = 1 means the engine's listen port
+	// alone, as plain WireGuard).
+	SrcPortBase uint16
+	SrcPorts    uint16
+
+	// Keypair slots (whitepaper §5.4.5 and §6): workers encrypt with
+	// Current, and decrypt with any of the three; the first worker that
+	// authenticates a packet with Next promotes it (Current → Previous,
+	// Next → Current) by compare-and-swap and rings the control plane.
+	Current, Previous, Next atomic.Pointer[Keypair]
+
+	// Endpoint is the current endpoint, nil until known.
+	Endpoint atomic.Pointer[Endpoint]
+
+	// Stamps are published by the workers; see Stamps.
+	Stamps Stamps
+
+	// TxBytes and RxBytes count transport bytes (outer UDP payload) sent
+	// to and received from the peer, published with the stamps.
+	TxBytes, RxBytes atomic.Uint64
+
+	// HandshakeNeeded is set by a worker that had data for the peer and no
+	// usable keypair (none, expired, or past RekeyAfterMessages); the
+	// control plane clears it when it starts a handshake.
+	HandshakeNeeded atomic.Bool
+	// NeedNeighbour is set when the endpoint's next hop has no MAC yet.
+	NeedNeighbour atomic.Bool
+
+	// Promoted is set by the worker that moved Next to Current; the control
+	// plane clears it (and learns the session is confirmed).
+	Promoted atomic.Bool
+}
+
+// Rotate installs kp as the peer's new session the way the whitepaper's
+// §5.4.5 requires for each role, and returns the keypair that fell out (for
+// the control plane to unpublish from the index table and zero), or nil.
+//
+// The initiator starts using its keypair at once: Previous ← Current,
+// Current ← kp. The responder must not send with a keypair before the
+// initiator has used it, so kp goes to Next (and whatever was in Next
+// falls out); a worker promotes it on first authenticated receipt.
+// Called by the control plane only (one goroutine per peer at a time).
+func (p *Peer) Rotate(kp *Keypair) (dropped *Keypair) {
+	if kp.IsInitiator {
+		dropped = p.Previous.Swap(p.Current.Load())
+		if n := p.Next.Swap(nil); n != nil {
+			if dropped != nil {
+				dropped.Zero()
+			}
+			dropped = n
+		}
+		p.Current.Store(kp)
+		return dropped
+	}
+	return p.Next.Swap(kp)
+}
+
+// promote moves kp from Next to Current if it is still in Next; it returns
+// the keypair that fell out of Previous. Safe for concurrent use by workers:
+// only the one whose compare-and-swap wins rotates.
+func (p *Peer) promote(kp *Keypair) (won bool) {
+	if !p.Next.CompareAndSwap(kp, nil) {
+		return false
+	}
+	kp.confirmed.Store(true)
+	old := p.Current.Swap(kp)
+	p.Previous.Store(old)
+	p.Promoted.Store(true)
+	return true
+}
+
+// ClearKeypairs removes all three keypairs and returns them (any may be
+// nil), e.g. when the peer's key changes or it is removed.
+func (p *Peer) ClearKeypairs() [3]*Keypair {
+	return [3]*Keypair{p.Current.Swap(nil), p.Previous.Swap(nil), p.Next.Swap(nil)}
+}
+
+// storeMax raises a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package fastpath
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// DropReason says why a worker dropped a packet. Every packet a worker
+// drops is counted under exactly one reason.
+type DropReason uint8
+
+// Drop reasons.
+const (
+	// DropMalformed: a LAN frame or inner packet that does not parse
+	// (runt, bad lengths, bad IPv4 header checksum, ...).
+	DropMalformed DropReason = iota
+	// DropNotIP: a LAN frame that is neither IPv4 nor IPv6.
+	DropNotIP
+	// DropNoRoute: no peer's allowed IPs contain the inner destination.
+	DropNoRoute
+	// DropTooBig: an inner packet larger than the tunnel MTU (an ICMP
+	// error went back to its sender when allowed).
+	DropTooBig
+	// DropHeldOverflow: a packet waiting for a handshake found its peer's
+	// queue (MaxHeldPerPeer) or the worker's cap full.
+	DropHeldOverflow
+	// DropNonceExhausted: the keypair reached RejectAfterMessages.
+	DropNonceExhausted
+	// DropWANMalformed: a WAN frame that is not well-formed UDP to us.
+	DropWANMalformed
+	// DropNotForUs: a WAN frame to another address or port.
+	DropNotForUs
+	// DropBadType: a WireGuard message of unknown type or reserved bytes
+	// not zero.
+	DropBadType
+	// DropShortData: transport data shorter than header + tag (32 bytes).
+	DropShortData
+	// DropUnknownIndex: transport data whose receiver index names no
+	// keypair.
+	DropUnknownIndex
+	// DropExpired: transport data for a keypair past RejectAfterTime or
+	// zeroed.
+	DropExpired
+	// DropCounterLimit: transport data with counter >= RejectAfterMessages.
+	DropCounterLimit
+	// DropAuth: transport data that failed authentication.
+	DropAuth
+	// DropReplay: an authenticated counter seen before or too old.
+	DropReplay
+	// DropInnerMalformed: a decrypted packet that is not valid IP.
+	DropInnerMalformed
+	// DropAllowedIPs: a decrypted packet whose source is not in its
+	// peer's allowed IPs.
+	DropAllowedIPs
+	// DropNoNeighbour: no MAC known yet for the next hop on the LAN.
+	DropNoNeighbour
+	// DropHandshakeQueueFull: the control plane's handshake queue was full.
+	DropHandshakeQueueFull
+	// DropMailboxFull: a worker's control mailbox was full.
+	DropMailboxFull
+	// DropRingFull: a TX ring took fewer frames than offered.
+	DropRingFull
+	// DropNoBuffer: no free frame to build a packet in.
+	DropNoBuffer
+	// DropClosed: frames held when the engine closed.
+	DropClosed
+
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropMalformed:          "malformed",
+	DropNotIP:              "not_ip",
+	DropNoRoute:            "no_route",
+	DropTooBig:             "too_big",
+	DropHeldOverflow:       "held_overflow",
+	DropNonceExhausted:     "nonce_exhausted",
+	DropWANMalformed:       "wan_malformed",
+	DropNotForUs:           "not_for_us",
+	DropBadType:            "bad_type",
+	DropShortData:          "short_data",
+	DropUnknownIndex:       "unknown_index",
+	DropExpired:            "expired_keypair",
+	DropCounterLimit:       "counter_limit",
+	DropAuth:               "authentication",
+	DropReplay:             "replay",
+	DropInnerMalformed:     "inner_malformed",
+	DropAllowedIPs:         "allowed_ips",
+	DropNoNeighbour:        "no_neighbour",
+	DropHandshakeQueueFull: "handshake_queue_full",
+	DropMailboxFull:        "mailbox_full",
+	DropRingFull:           "ring_full",
+	DropNoBuffer:           "no_buffer",
+	DropClosed:             "closed",
+}
+
+// String is the reason's snake-case name (for metric labels and logs).
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// QueueStats are one worker's counters.
+type QueueStats struct {
+	// Encrypted / Decrypted count transport data packets sealed and
+	// accepted (keepalives included); bytes are inner bytes.
+	Encrypted, Decrypted           uint64
+	EncryptedBytes, DecryptedBytes uint64
+	// KeepalivesReceived counts authenticated empty transport messages.
+	KeepalivesReceived uint64
+	// HandshakesReceived counts messages of types 1–3 handed on.
+	HandshakesReceived uint64
+	// ControlSent counts control-plane packets sent from the mailbox.
+	ControlSent uint64
+	// Exception counts inner packets handed to the exception interface.
+	Exception uint64
+	// ICMPSent counts ICMP errors sent to LAN hosts.
+	ICMPSent uint64
+	// Held is the number of packets held now for a handshake.
+	Held uint64
+	// Drops counts drops by reason.
+	Drops [NumDropReasons]uint64
+	// LAN and WAN are the ports' queue counters.
+	LAN, WAN dataplane.Stats
+}
+
+type counters struct {
+	encrypted, decrypted           atomic.Uint64
+	encryptedBytes, decryptedBytes atomic.Uint64
+	keepalives, handshakes         atomic.Uint64
+	controlSent, exception, icmp   atomic.Uint64
+	held                           atomic.Uint64
+	drops                          [NumDropReasons]atomic.Uint64
+}
+
+// count adds n drops for reason r. Worker-owned counters are atomics so
+// that Stats may read them; workers add once per batch per reason.
+func (w *worker) count(r DropReason, n int) {
+	w.c.drops[r].Add(uint64(n))
+}
+
+func (w *worker) stats() QueueStats {
+	var s QueueStats
+	s.Encrypted = w.c.encrypted.Load()
+	s.Decrypted = w.c.decrypted.Load()
+	s.EncryptedBytes = w.c.encryptedBytes.Load()
+	s.DecryptedBytes = w.c.decryptedBytes.Load()
+	s.KeepalivesReceived = w.c.keepalives.Load()
+	s.HandshakesReceived = w.c.handshakes.Load()
+	s.ControlSent = w.c.controlSent.Load()
+	s.Exception = w.c.exception.Load()
+	s.ICMPSent = w.c.icmp.Load()
+	s.Held = w.c.held.Load()
+	for i := range s.Drops {
+		s.Drops[i] = w.c.drops[i].Load()
+	}
+	s.LAN = w.lanQ.Stats()
+	s.WAN = w.wanQ.Stats()
+	return s
+}
+
+// Stats returns each worker's counters.
+func (e *Engine) Stats() []QueueStats {
+	out := make([]QueueStats, len(e.workers))
+	for i, w := range e.workers {
+		out[i] = w.stats()
+	}
+	return out
+}
+
+// TotalDrops adds up the drops of every worker by reason.
+func TotalDrops(qs []QueueStats) [NumDropReasons]uint64 {
+	var t [NumDropReasons]uint64
+	for _, q := range qs {
+		for i, v := range q.Drops {
+			t[i] += v
+		}
+	}
+	return t
+}

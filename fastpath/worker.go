@@ -1,0 +1,1067 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// WireGuard message layout (whitepaper §5.4). The noise package has the
+// same constants; the fast path keeps its own to stay free of the control
+// plane's imports.
+const (
+	msgTransport      = 4
+	transportHdrLen   = 16 // type(1) reserved(3) receiver(4) counter(8)
+	tagLen            = 16 // Poly1305
+	minTransportLen   = transportHdrLen + tagLen
+	rejectAfterTimeNs = int64(180 * time.Second) // whitepaper §6.1 Reject-After-Time
+)
+
+// outer header room: Ethernet + IPv6 (the larger) + UDP.
+const maxOuterHdr = header.EthernetLen + header.IPv6Len + header.UDPLen
+
+type mail struct {
+	ctl   ControlPacket
+	inner []byte
+}
+
+// peerLocal is a worker's private state for one peer, indexed by Peer.ID.
+type peerLocal struct {
+	peer *Peer
+
+	// batch grouping (outbound)
+	batchN    int
+	nonce     uint64
+	granted   int
+	kp        *Keypair
+	ep        *Endpoint
+	lastGroup int // batch serial of the last grouping, to reset lazily
+
+	// held packets waiting for a keypair / neighbour
+	held []dataplane.Frame
+
+	// stamps and counters not yet published
+	dirty            bool
+	lastSent         int64
+	lastReceived     int64
+	lastDataSent     int64
+	lastDataReceived int64
+	txBytes, rxBytes uint64
+
+	// roaming
+	lastSrc    netip.AddrPort
+	lastDst    netip.Addr
+	lastSrcMAC [6]byte
+	sawCurrent bool
+}
+
+type nbrEntry struct {
+	addr    netip.Addr
+	mac     [6]byte
+	expires int64
+}
+
+const nbrCacheSize = 256 // power of 2
+
+type worker struct {
+	e     *Engine
+	id    int
+	lanQ  dataplane.Queue
+	wanQ  dataplane.Queue
+	lanRX dataplane.RX
+	lanTX dataplane.TX
+	wanRX dataplane.RX
+	wanTX dataplane.TX
+
+	waiter  *dataplane.Waiter
+	mailbox chan mail
+
+	burst  int
+	frames []dataplane.Frame
+	out    []dataplane.Frame
+	peerOf []*peerLocal
+	pkt    header.Packet
+	nonce  [12]byte
+
+	// inbound batch state
+	kps      []*Keypair
+	counters []uint64
+	accepted []bool
+	srcs     []netip.AddrPort
+	dsts     []netip.Addr
+	macs     [][6]byte
+	plainOff []int
+	plainLen []int
+	scratchC []uint64
+	scratchA []bool
+	done     []bool
+
+	local     []peerLocal
+	heldTotal int
+	heldPeers []int // IDs of peers with held frames
+
+	nbr [nbrCacheSize]nbrEntry
+
+	lanMAC, wanMAC [6]byte
+	ipID           uint16
+	lastPublish    int64
+	dirtyPeers     []int
+	groupSerial    int
+
+	c counters
+}
+
+func newWorker(e *Engine, i int) (*worker, error) {
+	w := &worker{
+		e:       e,
+		id:      i,
+		lanQ:    e.cfg.LAN.Queue(i),
+		wanQ:    e.cfg.WAN.Queue(i),
+		mailbox: make(chan mail, MailboxLen),
+		burst:   e.cfg.Burst,
+	}
+	w.lanRX, w.lanTX = w.lanQ.RX(), w.lanQ.TX()
+	w.wanRX, w.wanTX = w.wanQ.RX(), w.wanQ.TX()
+	copy(w.lanMAC[:], e.cfg.LAN.MAC())
+	copy(w.wanMAC[:], e.cfg.WAN.MAC())
+	var err error
+	if w.waiter, err = dataplane.NewWaiter(); err != nil {
+		return nil, err
+	}
+	w.waiter.Add(w.lanRX)
+	w.waiter.Add(w.wanRX)
+	b := w.burst
+	w.frames = make([]dataplane.Frame, b)
+	w.out = make([]dataplane.Frame, 0, b+1)
+	w.peerOf = make([]*peerLocal, b)
+	w.kps = make([]*Keypair, b)
+	w.counters = make([]uint64, b)
+	w.accepted = make([]bool, b)
+	w.srcs = make([]netip.AddrPort, b)
+	w.dsts = make([]netip.Addr, b)
+	w.macs = make([][6]byte, b)
+	w.plainOff = make([]int, b)
+	w.plainLen = make([]int, b)
+	w.scratchC = make([]uint64, b)
+	w.scratchA = make([]bool, b)
+	w.done = make([]bool, b)
+	return w, nil
+}
+
+func (w *worker) close() {
+	// Free held frames.
+	for _, id := range w.heldPeers {
+		pl := &w.local[id]
+		w.count(DropClosed, len(pl.held))
+		w.lanTX.Free(pl.held)
+		pl.held = pl.held[:0]
+	}
+	w.heldPeers = w.heldPeers[:0]
+	w.heldTotal = 0
+	w.c.held.Store(0)
+	w.waiter.Close()
+}
+
+// run is the worker loop: poll both RX halves and the mailbox, process,
+// publish stamps, block when idle.
+func (w *worker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cpus := w.e.cfg.CPUs; len(cpus) > 0 {
+		var set unix.CPUSet
+		set.Set(cpus[w.id%len(cpus)])
+		_ = unix.SchedSetaffinity(0, &set) // best effort; documented on Config.CPUs
+	}
+	idle := 0
+	for !w.e.closing.Load() {
+		now := w.e.now()
+		work := w.outbound(now)
+		work += w.inbound(now)
+		work += w.drainMailbox(now)
+		if len(w.heldPeers) > 0 {
+			w.flushHeld(now)
+		}
+		if now-w.lastPublish >= int64(PublishInterval) {
+			w.publish(now)
+		}
+		if work > 0 {
+			idle = 0
+			continue
+		}
+		// Spin briefly before sleeping: a burst may be right behind.
+		if idle++; idle < 64 {
+			continue
+		}
+		idle = 0
+		w.lanTX.Reclaim()
+		w.wanTX.Reclaim()
+		timeout := dataplane.Forever
+		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
+			timeout = PublishInterval
+		}
+		_, _ = w.waiter.Wait(timeout)
+	}
+	w.publish(w.e.now())
+}
+
+// local state for p, growing the array when peers were added.
+func (w *worker) peerState(p *Peer) *peerLocal {
+	if p.ID >= len(w.local) {
+		n := make([]peerLocal, max(p.ID+1, 2*len(w.local)))
+		copy(n, w.local)
+		w.local = n
+	}
+	pl := &w.local[p.ID]
+	if pl.peer != p {
+		// A new peer took this ID: start clean (held frames of the old
+		// one are dropped).
+		if len(pl.held) > 0 {
+			w.dropHeld(pl)
+		}
+		*pl = peerLocal{peer: p, held: pl.held[:0], lastGroup: -1}
+	}
+	return pl
+}
+
+func (w *worker) markDirty(pl *peerLocal) {
+	if !pl.dirty {
+		pl.dirty = true
+		w.dirtyPeers = append(w.dirtyPeers, pl.peer.ID)
+	}
+}
+
+// usable returns the keypair and endpoint to send with, or nil.
+func usable(p *Peer, now int64) (*Keypair, *Endpoint) {
+	kp := p.Current.Load()
+	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+		return nil, nil
+	}
+	ep := p.Endpoint.Load()
+	if ep == nil || ep.DstMAC == ([6]byte{}) {
+		return nil, nil
+	}
+	return kp, ep
+}
+
+// outbound handles one burst from the LAN: classify, group by peer, seal,
+// add outer headers, transmit on the WAN.
+func (w *worker) outbound(now int64) int {
+	n := w.lanRX.Receive(w.frames[:w.burst])
+	if n == 0 {
+		return 0
+	}
+	rt := w.e.routes.Load()
+	w.groupSerial++
+	frames := w.frames[:n]
+	var malformed, notIP, noRoute int
+	// Pass 1: parse, route, count per peer. Frames that leave the batch
+	// get a nil peerOf.
+	for i := range frames {
+		w.peerOf[i] = nil
+		f := &frames[i]
+		r := header.Parse(f.Data(), &w.pkt)
+		if r != header.OK && r != header.ReasonFragment {
+			if r == header.ReasonNotIP {
+				notIP++
+			} else {
+				malformed++
+			}
+			w.lanRX.Free(frames[i : i+1])
+			continue
+		}
+		peer, ok := rt.t.Lookup(w.pkt.Dst)
+		if !ok {
+			noRoute++
+			w.lanRX.Free(frames[i : i+1])
+			continue
+		}
+		ipLen := w.pkt.L3End - w.pkt.L3Off
+		f.TrimFront(w.pkt.L3Off)
+		f.SetLen(ipLen)
+		if ipLen > w.e.cfg.MTU {
+			w.tooBig(f)
+			continue
+		}
+		pl := w.peerState(peer)
+		if pl.lastGroup != w.groupSerial {
+			pl.lastGroup = w.groupSerial
+			pl.batchN = 0
+		}
+		pl.batchN++
+		// The source-port hash needs the inner 5-tuple; stash it in the
+		// frame order: computed again in pass 2 from the packet itself.
+		w.peerOf[i] = pl
+	}
+	if malformed > 0 {
+		w.count(DropMalformed, malformed)
+	}
+	if notIP > 0 {
+		w.count(DropNotIP, notIP)
+	}
+	if noRoute > 0 {
+		w.count(DropNoRoute, noRoute)
+	}
+	// Pass 2: per peer, one nonce reservation; seal in frame order.
+	out := w.out[:0]
+	var encBytes uint64
+	var enc int
+	for i := range frames {
+		pl := w.peerOf[i]
+		if pl == nil {
+			continue
+		}
+		if pl.batchN > 0 {
+			// First frame of this peer in the batch: reserve for all.
+			kp, ep := usable(pl.peer, now)
+			pl.kp, pl.ep, pl.granted = kp, ep, 0
+			if kp != nil {
+				pl.nonce, pl.granted = kp.ReserveNonces(pl.batchN)
+			}
+			pl.batchN = 0
+		}
+		f := &frames[i]
+		if pl.kp == nil || pl.granted == 0 {
+			if pl.kp != nil {
+				// Out of nonces: the control plane must rekey.
+				w.count(DropNonceExhausted, 1)
+				pl.peer.HandshakeNeeded.Store(true)
+				w.lanRX.Free(frames[i : i+1])
+				continue
+			}
+			w.hold(pl, f)
+			continue
+		}
+		inner := f.Len()
+		if !w.seal(f, pl, pl.nonce) {
+			w.count(DropNoBuffer, 1)
+			w.lanRX.Free(frames[i : i+1])
+			continue
+		}
+		pl.nonce++
+		pl.granted--
+		enc++
+		encBytes += uint64(inner)
+		pl.lastSent = now
+		if inner > 0 {
+			pl.lastDataSent = now
+		}
+		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
+		w.markDirty(pl)
+		out = append(out, *f)
+	}
+	w.c.encrypted.Add(uint64(enc))
+	w.c.encryptedBytes.Add(encBytes)
+	w.transmit(w.wanTX, out)
+	return n
+}
+
+func (w *worker) outerLen(ep *Endpoint) int {
+	if ep.Dst.Addr().Is4() {
+		return header.EthernetLen + header.IPv4MinLen + header.UDPLen
+	}
+	return header.EthernetLen + header.IPv6Len + header.UDPLen
+}
+
+// transmit sends frames and frees (counting) what the ring did not take.
+func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) {
+	if len(frames) == 0 {
+		return
+	}
+	sent := tx.Transmit(frames)
+	if sent < len(frames) {
+		// One retry after reclaiming completions.
+		tx.Reclaim()
+		sent += tx.Transmit(frames[sent:])
+	}
+	if sent < len(frames) {
+		w.count(DropRingFull, len(frames)-sent)
+		tx.Free(frames[sent:])
+	}
+}
+
+// seal encrypts the IP packet in f (data = the inner packet) with counter c
+// and wraps it in transport header, UDP, IP and Ethernet toward pl.ep.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+	plen := f.Len()
+	// Padding (whitepaper §5.4.6): to a multiple of 16, never past the MTU.
+	padded := (plen + 15) &^ 15
+	if padded > w.e.cfg.MTU {
+		padded = max(plen, w.e.cfg.MTU)
+	}
+	// Inner 5-tuple hash for the source port, read before sealing.
+	var srcPort uint16
+	if pl.peer.SrcPorts > 1 {
+		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
+	} else {
+		srcPort = pl.peer.SrcPortBase
+	}
+	if f.Tailroom() < padded-plen+tagLen {
+		return false
+	}
+	f.SetLen(padded)
+	d := f.Data()
+	clear(d[plen:padded])
+	pl.kp.Seal(d[:0], d, c, &w.nonce)
+	f.SetLen(padded + tagLen)
+	ep := pl.ep
+	hdrLen := transportHdrLen + w.outerLen(ep)
+	b := f.Prepend(hdrLen)
+	if b == nil {
+		return false
+	}
+	w.putOuter(b, ep, srcPort, transportHdrLen+padded+tagLen)
+	t := b[hdrLen-transportHdrLen:]
+	t[0], t[1], t[2], t[3] = msgTransport, 0, 0, 0
+	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
+	binary.LittleEndian.PutUint64(t[8:16], c)
+	if ep.Dst.Addr().Is6() || !w.e.cfg.ZeroIPv4UDPChecksum {
+		w.udpChecksum(b, ep)
+	}
+	return true
+}
+
+// putOuter writes Ethernet, IP and UDP headers for a UDP payload of n
+// bytes into b (which must hold the outer headers, payload following).
+func (w *worker) putOuter(b []byte, ep *Endpoint, srcPort uint16, n int) {
+	dst := ep.Dst.Addr()
+	if dst.Is4() {
+		header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv4)
+		w.ipID++
+		f := header.IPv4Fields{Protocol: header.ProtoUDP, ID: w.ipID, Src: ep.Src.As4(), Dst: dst.As4()}
+		header.PutIPv4(b[header.EthernetLen:], &f, header.UDPLen+n)
+		header.PutUDP(b[header.EthernetLen+header.IPv4MinLen:], srcPort, ep.Dst.Port(), n)
+		return
+	}
+	header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv6)
+	f := header.IPv6Fields{NextHeader: header.ProtoUDP, Src: ep.Src.As16(), Dst: dst.As16()}
+	header.PutIPv6(b[header.EthernetLen:], &f, header.UDPLen+n)
+	header.PutUDP(b[header.EthernetLen+header.IPv6Len:], srcPort, ep.Dst.Port(), n)
+}
+
+func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
+	off := header.EthernetLen + header.IPv4MinLen
+	if ep.Dst.Addr().Is6() {
+		off = header.EthernetLen + header.IPv6Len
+	}
+	u := header.UDP(b[off:])
+	pseudo := header.PseudoHeaderChecksum(header.ProtoUDP, ep.Src, ep.Dst.Addr(), u.Length())
+	u.SetChecksum(pseudo)
+}
+
+// flowHash hashes the inner IP packet's 5-tuple (addresses, protocol and,
+// for TCP/UDP of unfragmented packets, ports) so that one inner flow always
+// takes one outer source port.
+func flowHash(p []byte) uint32 {
+	var h uint64 = 0x9e3779b97f4a7c15
+	var proto uint8
+	var l4 []byte
+	switch {
+	case len(p) >= header.IPv4MinLen && p[0]>>4 == 4:
+		h ^= uint64(binary.BigEndian.Uint32(p[12:16]))<<32 | uint64(binary.BigEndian.Uint32(p[16:20]))
+		proto = p[9]
+		ihl := int(p[0]&0x0f) * 4
+		if binary.BigEndian.Uint16(p[6:8])&0x3fff == 0 && len(p) >= ihl+4 {
+			l4 = p[ihl:]
+		}
+	case len(p) >= header.IPv6Len:
+		h ^= binary.BigEndian.Uint64(p[8:16]) ^ binary.BigEndian.Uint64(p[16:24])*0xff51afd7ed558ccd
+		h ^= binary.BigEndian.Uint64(p[24:32])*0xc4ceb9fe1a85ec53 ^ binary.BigEndian.Uint64(p[32:40])
+		proto = p[6]
+		if len(p) >= header.IPv6Len+4 {
+			l4 = p[header.IPv6Len:]
+		}
+	}
+	if proto == header.ProtoTCP || proto == header.ProtoUDP {
+		if l4 != nil {
+			h ^= uint64(binary.BigEndian.Uint32(l4[0:4])) << 7
+		}
+	}
+	h ^= uint64(proto) << 56
+	// splitmix64 finaliser
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return uint32(h)
+}
+
+// tooBig answers an inner packet larger than the tunnel MTU with ICMP
+// "fragmentation needed" / "packet too big" to its sender (when RFC 1812
+// §4.3.2.7 / RFC 4443 §2.4 allow), then drops it. f holds the IP packet.
+func (w *worker) tooBig(f *dataplane.Frame) {
+	w.count(DropTooBig, 1)
+	w.tooBigOne(f)
+	w.lanRX.Free(unsafeOne(f))
+}
+
+func (w *worker) tooBigOne(f *dataplane.Frame) {
+	p := f.Data()
+	var srcMAC header.MAC
+	// The Ethernet source of the offending frame is still in the headroom.
+	if f.Headroom() >= header.EthernetLen {
+		var full dataplane.Frame = *f
+		full.Prepend(header.EthernetLen)
+		srcMAC = header.MAC(full.Data()[6:12])
+	}
+	var reply [1]dataplane.Frame
+	if w.lanTX.Alloc(reply[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	r := &reply[0]
+	r.SetLen(header.EthernetLen + header.ICMPv6ErrorMaxLen)
+	b := r.Data()
+	var n int
+	var reason header.Reason
+	if p[0]>>4 == 4 {
+		if !w.e.cfg.LANAddr4.IsValid() || header.IPv4(p).DontFragment() == false {
+			// Without DF the sender allows fragmentation; we do not
+			// fragment, so the packet is only dropped.
+			w.lanTX.Free(reply[:])
+			return
+		}
+		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv4)
+		n, reason = header.PutICMPv4FragNeeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+	} else {
+		if !w.e.cfg.LANAddr6.IsValid() {
+			w.lanTX.Free(reply[:])
+			return
+		}
+		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv6)
+		n, reason = header.PutICMPv6PacketTooBig(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+	}
+	if reason != header.OK {
+		w.lanTX.Free(reply[:])
+		return
+	}
+	r.SetLen(header.EthernetLen + n)
+	w.c.icmp.Add(1)
+	w.transmit(w.lanTX, reply[:])
+}
+
+// hold keeps f (an inner IP packet) until pl's peer has a usable keypair
+// and endpoint, and asks the control plane for a handshake.
+func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
+	p := pl.peer
+	p.HandshakeNeeded.Store(true)
+	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
+		p.NeedNeighbour.Store(true)
+	}
+	if len(pl.held) >= MaxHeldPerPeer || w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
+		// Drop the oldest, as wireguard-go does with its staged queue.
+		if len(pl.held) == 0 {
+			w.count(DropHeldOverflow, 1)
+			w.lanRX.Free(unsafeOne(f))
+			return
+		}
+		w.count(DropHeldOverflow, 1)
+		w.lanRX.Free(pl.held[:1])
+		copy(pl.held, pl.held[1:])
+		pl.held = pl.held[:len(pl.held)-1]
+		w.heldTotal--
+	}
+	if len(pl.held) == 0 {
+		w.heldPeers = append(w.heldPeers, p.ID)
+	}
+	pl.held = append(pl.held, *f)
+	w.heldTotal++
+	w.c.held.Store(uint64(w.heldTotal))
+}
+
+func (w *worker) dropHeld(pl *peerLocal) {
+	w.count(DropHeldOverflow, len(pl.held))
+	w.lanRX.Free(pl.held)
+	w.heldTotal -= len(pl.held)
+	pl.held = pl.held[:0]
+	w.c.held.Store(uint64(w.heldTotal))
+}
+
+// flushHeld sends the held packets of peers that now have a keypair.
+func (w *worker) flushHeld(now int64) {
+	keep := w.heldPeers[:0]
+	for _, id := range w.heldPeers {
+		pl := &w.local[id]
+		if len(pl.held) == 0 {
+			continue
+		}
+		kp, ep := usable(pl.peer, now)
+		if kp == nil {
+			keep = append(keep, id)
+			continue
+		}
+		held := pl.held
+		pl.kp, pl.ep = kp, ep
+		first, granted := kp.ReserveNonces(len(held))
+		out := w.out[:0]
+		for i := range held {
+			f := &held[i]
+			if i >= granted {
+				w.count(DropNonceExhausted, 1)
+				w.lanRX.Free(held[i : i+1])
+				continue
+			}
+			inner := f.Len()
+			if !w.seal(f, pl, first+uint64(i)) {
+				w.count(DropNoBuffer, 1)
+				w.lanRX.Free(held[i : i+1])
+				continue
+			}
+			pl.lastSent = now
+			if inner > 0 {
+				pl.lastDataSent = now
+			}
+			pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+			w.c.encrypted.Add(1)
+			w.c.encryptedBytes.Add(uint64(inner))
+			out = append(out, *f)
+			if len(out) == cap(out) {
+				w.transmit(w.wanTX, out)
+				out = out[:0]
+			}
+		}
+		w.transmit(w.wanTX, out)
+		w.markDirty(pl)
+		w.heldTotal -= len(held)
+		pl.held = held[:0]
+	}
+	w.heldPeers = keep
+	w.c.held.Store(uint64(w.heldTotal))
+}
+
+// inbound handles one burst from the WAN: hand handshakes to the control
+// plane, open transport data in place, check replay once per keypair per
+// batch, check allowed IPs, and transmit the inner packets on the LAN.
+//
+// Frame disposition: a frame handed on (to the LAN TX batch, the control
+// plane, the exception interface) or freed early is zeroed in w.frames;
+// every frame still non-zero at the end is a counted drop and is freed in
+// one call.
+func (w *worker) inbound(now int64) int {
+	n := w.wanRX.Receive(w.frames[:w.burst])
+	if n == 0 {
+		return 0
+	}
+	frames := w.frames[:n]
+	var bad [NumDropReasons]int32
+	// Pass 1: parse, look up, authenticate.
+	for i := range frames {
+		w.kps[i] = nil
+		f := &frames[i]
+		d := f.Data()
+		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
+			bad[DropWANMalformed]++
+			continue
+		}
+		if w.pkt.DstPort != w.e.cfg.ListenPort || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
+			bad[DropNotForUs]++
+			continue
+		}
+		msg := d[w.pkt.PayloadOff : w.pkt.PayloadOff+w.pkt.PayloadLen]
+		if len(msg) < 4 || msg[1]|msg[2]|msg[3] != 0 {
+			bad[DropBadType]++
+			continue
+		}
+		if msg[0] != msgTransport {
+			if msg[0] >= 1 && msg[0] <= 3 {
+				w.handshake(f, msg, now) // copies msg
+				w.wanRX.Free(frames[i : i+1])
+				*f = dataplane.Frame{}
+			} else {
+				bad[DropBadType]++
+			}
+			continue
+		}
+		if len(msg) < minTransportLen {
+			bad[DropShortData]++
+			continue
+		}
+		kp := w.e.indexes.Lookup(binary.LittleEndian.Uint32(msg[4:8]))
+		if kp == nil {
+			bad[DropUnknownIndex]++
+			continue
+		}
+		if kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+			bad[DropExpired]++
+			continue
+		}
+		c := binary.LittleEndian.Uint64(msg[8:16])
+		if c >= RejectAfterMessages {
+			bad[DropCounterLimit]++
+			continue
+		}
+		p, ok := kp.Open(msg[transportHdrLen:], c, &w.nonce)
+		if !ok {
+			bad[DropAuth]++
+			continue
+		}
+		w.kps[i] = kp
+		w.counters[i] = c
+		w.srcs[i] = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
+		w.dsts[i] = w.pkt.Dst
+		w.macs[i] = [6]byte(d[6:12])
+		w.plainOff[i] = w.pkt.PayloadOff + transportHdrLen
+		w.plainLen[i] = len(p)
+	}
+	// Pass 2: replay, one window check per keypair run.
+	w.replayCheck(n)
+	// Pass 3: deliver.
+	rt := w.e.routes.Load()
+	out := w.out[:0]
+	var dec int
+	var decBytes uint64
+	for i := range frames {
+		kp := w.kps[i]
+		if kp == nil {
+			continue
+		}
+		if !w.accepted[i] {
+			bad[DropReplay]++
+			continue
+		}
+		f := &frames[i]
+		peer := kp.Peer
+		pl := w.peerState(peer)
+		if !kp.Confirmed() && peer.promote(kp) {
+			w.e.Kick() // held packets may go now
+		}
+		dec++
+		pl.lastReceived = now
+		pl.rxBytes += uint64(w.plainLen[i] + minTransportLen)
+		if ep := peer.Endpoint.Load(); ep != nil && ep.Dst == w.srcs[i] {
+			pl.sawCurrent = true
+		} else {
+			pl.lastSrc, pl.lastDst, pl.lastSrcMAC = w.srcs[i], w.dsts[i], w.macs[i]
+		}
+		w.markDirty(pl)
+		if w.plainLen[i] == 0 {
+			w.c.keepalives.Add(1)
+			w.wanRX.Free(frames[i : i+1])
+			*f = dataplane.Frame{}
+			continue
+		}
+		f.TrimFront(w.plainOff[i])
+		f.SetLen(w.plainLen[i])
+		if r := header.ParseIP(f.Data(), &w.pkt); r != header.OK && r != header.ReasonFragment {
+			bad[DropInnerMalformed]++
+			continue
+		}
+		if sp, ok := rt.t.Lookup(w.pkt.Src); !ok || sp != peer {
+			bad[DropAllowedIPs]++
+			continue
+		}
+		pl.lastDataReceived = now
+		f.SetLen(w.pkt.L3End)
+		decBytes += uint64(w.pkt.L3End)
+		if _, own := rt.own[w.pkt.Dst]; own && w.e.cfg.Exception != nil {
+			w.e.cfg.Exception(f.Data())
+			w.c.exception.Add(1)
+			w.wanRX.Free(frames[i : i+1])
+			*f = dataplane.Frame{}
+			continue
+		}
+		mac, ok := w.lanNeighbour(w.pkt.Dst, now)
+		if !ok {
+			bad[DropNoNeighbour]++
+			continue
+		}
+		et := uint16(header.EtherTypeIPv4)
+		if w.pkt.IPVersion == 6 {
+			et = header.EtherTypeIPv6
+		}
+		b := f.Prepend(header.EthernetLen)
+		header.PutEthernet(b, header.MAC(mac), header.MAC(w.lanMAC), et)
+		out = append(out, *f)
+		*f = dataplane.Frame{}
+	}
+	w.c.decrypted.Add(uint64(dec))
+	w.c.decryptedBytes.Add(decBytes)
+	w.freeRest(w.wanRX, frames, &bad)
+	w.transmit(w.lanTX, out)
+	return n
+}
+
+// freeRest counts the drops in bad and frees every frame not zeroed.
+func (w *worker) freeRest(rx dataplane.RX, frames []dataplane.Frame, bad *[NumDropReasons]int32) {
+	any := false
+	for r, c := range bad {
+		if c > 0 {
+			w.count(DropReason(r), int(c))
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	k := 0
+	for i := range frames {
+		if !frames[i].IsZero() {
+			frames[k] = frames[i]
+			k++
+		}
+	}
+	rx.Free(frames[:k])
+}
+
+// replayCheck runs the replay window over the authenticated counters of
+// w.kps[:n], once per distinct keypair in the batch (the common case is one
+// keypair per batch: one lock), and fills w.accepted.
+func (w *worker) replayCheck(n int) {
+	done := w.done[:n]
+	for i := 0; i < n; i++ {
+		w.accepted[i] = false
+		done[i] = w.kps[i] == nil
+	}
+	for i := 0; i < n; i++ {
+		if done[i] {
+			continue
+		}
+		kp := w.kps[i]
+		m := 0
+		for j := i; j < n; j++ {
+			if !done[j] && w.kps[j] == kp {
+				w.scratchC[m] = w.counters[j]
+				m++
+			}
+		}
+		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
+		m = 0
+		for j := i; j < n; j++ {
+			if !done[j] && w.kps[j] == kp {
+				w.accepted[j] = w.scratchA[m]
+				done[j] = true
+				m++
+			}
+		}
+	}
+}
+
+// handshake copies a handshake message (types 1–3) to the control plane.
+func (w *worker) handshake(f *dataplane.Frame, msg []byte, now int64) {
+	d := f.Data()
+	m := HandshakeMessage{
+		Queue:    w.id,
+		Src:      netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort),
+		Dst:      netip.AddrPortFrom(w.pkt.Dst, w.pkt.DstPort),
+		SrcMAC:   [6]byte(d[6:12]),
+		Data:     append([]byte(nil), msg...),
+		Received: now,
+	}
+	select {
+	case w.e.handshakes <- m:
+		w.c.handshakes.Add(1)
+	default:
+		w.count(DropHandshakeQueueFull, 1)
+	}
+}
+
+// lanNeighbour returns the MAC of the LAN next hop toward dst, from the
+// worker's cache or, on a miss, the LAN resolver.
+func (w *worker) lanNeighbour(dst netip.Addr, now int64) ([6]byte, bool) {
+	h := nbrHash(dst)
+	e := &w.nbr[h&(nbrCacheSize-1)]
+	if e.addr == dst && now < e.expires {
+		return e.mac, true
+	}
+	mac, ok := w.e.cfg.LANResolver.Resolve(dst)
+	if !ok {
+		return mac, false
+	}
+	*e = nbrEntry{addr: dst, mac: mac, expires: now + int64(NeighbourCacheTTL)}
+	return mac, true
+}
+
+func nbrHash(a netip.Addr) uint32 {
+	if a.Is4() {
+		b := a.As4()
+		return binary.BigEndian.Uint32(b[:]) * 0x9e3779b1 >> 8
+	}
+	b := a.As16()
+	x := binary.BigEndian.Uint64(b[8:]) ^ binary.BigEndian.Uint64(b[:8])
+	return uint32((x * 0x9e3779b97f4a7c15) >> 40)
+}
+
+// drainMailbox sends what the control plane posted.
+func (w *worker) drainMailbox(now int64) int {
+	done := 0
+	for done < w.burst {
+		var m mail
+		select {
+		case m = <-w.mailbox:
+		default:
+			return done
+		}
+		done++
+		if m.inner != nil {
+			w.sendInner(m.inner, now)
+			continue
+		}
+		w.sendControl(&m.ctl, now)
+	}
+	return done
+}
+
+// sendControl builds a frame for a control-plane packet and transmits it.
+func (w *worker) sendControl(c *ControlPacket, now int64) {
+	ep := Endpoint{Dst: c.Dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
+	if c.Dst.Addr().Is4() {
+		ep.Src = w.e.cfg.WANAddr4
+	} else {
+		ep.Src = w.e.cfg.WANAddr6
+	}
+	if !ep.Src.IsValid() {
+		w.count(DropNoRoute, 1)
+		return
+	}
+	if ep.DstMAC == ([6]byte{}) {
+		mac, ok := w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
+		if !ok {
+			w.count(DropNoNeighbour, 1)
+			return
+		}
+		ep.DstMAC = mac
+	}
+	var fr [1]dataplane.Frame
+	if w.wanTX.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	hdr := w.outerLen(&ep)
+	if !f.SetLen(hdr + len(c.Payload)) {
+		w.count(DropNoBuffer, 1)
+		w.wanTX.Free(fr[:])
+		return
+	}
+	b := f.Data()
+	copy(b[hdr:], c.Payload)
+	port := c.SrcPort
+	if port == 0 {
+		port = w.e.cfg.ListenPort
+	}
+	w.putOuter(b, &ep, port, len(c.Payload))
+	if ep.Dst.Addr().Is6() || !w.e.cfg.ZeroIPv4UDPChecksum {
+		w.udpChecksum(b, &ep)
+	}
+	if c.Peer != nil {
+		pl := w.peerState(c.Peer)
+		pl.lastSent = now
+		pl.txBytes += uint64(len(c.Payload))
+		w.markDirty(pl)
+	}
+	w.c.controlSent.Add(1)
+	w.transmit(w.wanTX, fr[:])
+}
+
+// sendInner encrypts an inner packet from the exception interface.
+func (w *worker) sendInner(p []byte, now int64) {
+	rt := w.e.routes.Load()
+	if header.ParseIP(p, &w.pkt) != header.OK {
+		w.count(DropInnerMalformed, 1)
+		return
+	}
+	peer, ok := rt.t.Lookup(w.pkt.Dst)
+	if !ok {
+		w.count(DropNoRoute, 1)
+		return
+	}
+	if len(p) > w.e.cfg.MTU {
+		w.count(DropTooBig, 1)
+		return
+	}
+	var fr [1]dataplane.Frame
+	if w.lanTX.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	f.SetLen(len(p))
+	copy(f.Data(), p)
+	pl := w.peerState(peer)
+	kp, ep := usable(peer, now)
+	if kp == nil {
+		w.hold(pl, f)
+		return
+	}
+	first, granted := kp.ReserveNonces(1)
+	if granted == 0 {
+		w.count(DropNonceExhausted, 1)
+		peer.HandshakeNeeded.Store(true)
+		w.lanTX.Free(fr[:])
+		return
+	}
+	pl.kp, pl.ep = kp, ep
+	if !w.seal(f, pl, first) {
+		w.count(DropNoBuffer, 1)
+		w.lanTX.Free(fr[:])
+		return
+	}
+	pl.lastSent, pl.lastDataSent = now, now
+	pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+	w.markDirty(pl)
+	w.c.encrypted.Add(1)
+	w.c.encryptedBytes.Add(uint64(len(p)))
+	w.transmit(w.wanTX, fr[:])
+}
+
+// publish writes the dirty peers' stamps and counters to the shared Peer
+// (DESIGN.md: at most once per 50 ms per peer), and applies roaming.
+func (w *worker) publish(now int64) {
+	w.lastPublish = now
+	for _, id := range w.dirtyPeers {
+		if id >= len(w.local) {
+			continue
+		}
+		pl := &w.local[id]
+		p := pl.peer
+		if p == nil {
+			continue
+		}
+		storeMax(&p.Stamps.LastSent, pl.lastSent)
+		storeMax(&p.Stamps.LastReceived, pl.lastReceived)
+		storeMax(&p.Stamps.LastDataSent, pl.lastDataSent)
+		storeMax(&p.Stamps.LastDataReceived, pl.lastDataReceived)
+		if pl.txBytes > 0 {
+			p.TxBytes.Add(pl.txBytes)
+			pl.txBytes = 0
+		}
+		if pl.rxBytes > 0 {
+			p.RxBytes.Add(pl.rxBytes)
+			pl.rxBytes = 0
+		}
+		// Roaming (whitepaper §6.5 / DESIGN.md): move the endpoint to the
+		// newest authenticated source only when nothing authenticated came
+		// from the current endpoint during this interval, so that a peer
+		// spreading its source ports does not make it flip per packet.
+		if pl.lastSrc.IsValid() && !pl.sawCurrent {
+			w.roam(pl)
+		}
+		pl.lastSrc = netip.AddrPort{}
+		pl.sawCurrent = false
+		pl.dirty = false
+	}
+	w.dirtyPeers = w.dirtyPeers[:0]
+}
+
+func (w *worker) roam(pl *peerLocal) {
+	ep := &Endpoint{Dst: pl.lastSrc, Src: pl.lastDst, SrcMAC: w.wanMAC}
+	if mac, ok := w.e.cfg.WANResolver.Resolve(pl.lastSrc.Addr()); ok {
+		ep.DstMAC = mac
+	} else {
+		// The frame came from this MAC: the last hop toward the source.
+		ep.DstMAC = pl.lastSrcMAC
+	}
+	pl.peer.Endpoint.Store(ep)
+}
+
+// unsafeOne views one frame as a slice of one without allocating.
+func unsafeOne(f *dataplane.Frame) []dataplane.Frame {
+	return unsafe.Slice(f, 1)
+}
