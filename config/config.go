@@ -1,0 +1,149 @@
+package config
+
+import (
+	"net/netip"
+
+	"github.com/wgpio/wgpio/noise"
+)
+
+// File is one parsed configuration file. Zero values mean "not set": the
+// gateway applies its defaults (or command-line flags) for them. A File holds
+// the private key: it is the caller's to zero (Interface.PrivateKey.Zero) when
+// done, and it must not be logged with %v or %+v beyond what the key types'
+// String methods redact.
+//
+// A File is a plain value: safe to read from several goroutines, not to write.
+type File struct {
+	// Name is the file name given to Parse (or the path given to Load); it
+	// prefixes every Error and Warning.
+	Name      string
+	Interface Interface
+	// Peers are in file order.
+	Peers []Peer
+	WGPIO WGPIO
+	// Warnings lists what Parse accepted but will not act on, in file order.
+	Warnings []Warning
+}
+
+// Interface is the [Interface] section (wg(8) and wg-quick(8)).
+type Interface struct {
+	// PrivateKey is the interface's static Curve25519 private key, as written
+	// (not clamped). Required.
+	PrivateKey noise.PrivateKey
+	// ListenPort is the UDP port to listen on; 0 means unset (a random port).
+	ListenPort uint16
+	// Addresses are the tunnel addresses (wg-quick's Address), each with its
+	// prefix length; an address written without one gets /32 or /128.
+	Addresses []netip.Prefix
+	// MTU is the tunnel MTU in bytes; 0 means unset.
+	MTU int
+	// Unused holds the wg-quick keys wgpio accepts but does not act on (DNS,
+	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark), each also
+	// reported as a Warning. Marshal writes them back.
+	Unused []Setting
+}
+
+// Setting is one "Key = Value" line kept as text.
+type Setting struct {
+	Line  int    // 1-based line number in File.Name
+	Key   string // canonical spelling, e.g. "PostUp"
+	Value string // as written, comments and outer spaces removed
+}
+
+// Peer is one [Peer] section.
+type Peer struct {
+	// Line is the line of the section's [Peer] header.
+	Line int
+	// PublicKey is the peer's static public key. Required; unique in a File.
+	PublicKey noise.PublicKey
+	// PresharedKey is the optional pre-shared key; zero means none.
+	PresharedKey noise.PresharedKey
+	// AllowedIPs are the peer's allowed IPs, masked to their prefix length
+	// (what takes effect; a Warning reports host bits that were dropped).
+	AllowedIPs []netip.Prefix
+	// Endpoint is the peer's address and UDP port; the zero AddrPort means
+	// none (the peer's endpoint is learnt from its first authenticated packet).
+	// IPv4-mapped IPv6 addresses are unmapped.
+	Endpoint netip.AddrPort
+	// EndpointHost is the host name the Endpoint was written with, when it
+	// was one ("vpn.example.com"), and "" for a literal address. Endpoint then
+	// holds the first address the resolver returned.
+	EndpointHost string
+	// PersistentKeepalive is the persistent keepalive interval in seconds
+	// (whitepaper section 6.5); 0 means off.
+	PersistentKeepalive uint16
+}
+
+// Mode selects wgpio's data path.
+type Mode string
+
+// Modes (the [WGPIO] Mode key).
+const (
+	ModeFastPath    Mode = "fastpath"     // wgpio's own engine on the NIC queues
+	ModeCompat      Mode = "compat"       // stock wireguard-go on wgpio's bind and tundev
+	ModeCompatMQTUN Mode = "compat-mqtun" // stock wireguard-go on a multi-queue kernel TUN
+)
+
+// AddressMode says who owns a port's addresses (DESIGN.md, "Addresses and
+// neighbours").
+type AddressMode string
+
+// Address modes (the [WGPIO] AddressMode key).
+const (
+	// AddressShared: the host kernel owns the interfaces' addresses and
+	// answers ARP/NDP; wgpio follows its neighbours and routes.
+	AddressShared AddressMode = "shared"
+	// AddressOwned: the kernel has no address on the interfaces; wgpio owns
+	// WANAddress and LANAddress and answers ARP/NDP for them.
+	AddressOwned AddressMode = "owned"
+)
+
+// XDPMode is how the XDP program is attached.
+type XDPMode string
+
+// XDP attach modes (the [WGPIO] XDPMode key).
+const (
+	XDPAuto    XDPMode = "auto"    // native where the driver supports it, else generic
+	XDPNative  XDPMode = "native"  // driver mode; fails where unsupported
+	XDPGeneric XDPMode = "generic" // skb mode; works on every interface, slower
+)
+
+// PortRange is an inclusive range of UDP ports, First <= Last. The zero value
+// means unset.
+type PortRange struct {
+	First, Last uint16
+}
+
+// Len returns the number of ports in the range (0 for the zero value).
+func (r PortRange) Len() int {
+	if r.First == 0 {
+		return 0
+	}
+	return int(r.Last) - int(r.First) + 1
+}
+
+// WGPIO is the [WGPIO] section: wgpio's own settings, which wg-quick does not
+// know. Every field is optional; zero means unset.
+type WGPIO struct {
+	Mode Mode
+	// WAN and LAN are the names of the encrypted-side and plaintext-side
+	// network interfaces.
+	WAN, LAN    string
+	AddressMode AddressMode
+	// Queues is the number of NIC queues (and fast-path workers) per port.
+	Queues int
+	// CPUs lists the CPUs to pin workers to, ascending, without repeats.
+	CPUs []int
+	// SourcePorts is the range of outer UDP source ports; a flow's port is
+	// chosen by hashing its inner 5-tuple (DESIGN.md, "Fast path").
+	SourcePorts PortRange
+	// WANAddress and LANAddress are the addresses wgpio owns in owned mode,
+	// with their on-link prefix length.
+	WANAddress, LANAddress netip.Prefix
+	// Gateway is the next-hop router on the WAN side in owned mode.
+	Gateway netip.Addr
+	XDPMode XDPMode
+	// MetricsAddress is the host:port to serve Prometheus metrics on; the
+	// host may be empty (every address).
+	MetricsAddress string
+}

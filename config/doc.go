@@ -1,0 +1,60 @@
+// Package config reads wg-quick style configuration files, with wgpio's own
+// settings in an extra [WGPIO] section, into a plain File value.
+//
+// The format is the one of wg(8) ("CONFIGURATION FILE FORMAT" in wg(8)) and
+// wg-quick(8) ("CONFIGURATION" in wg-quick(8)): an INI-like text of
+// [Interface], [Peer] and [WGPIO] sections holding "Key = Value" lines.
+// Section and key names are case-insensitive; a '#' or ';' starts a comment
+// that runs to the end of the line, also after a value; blank lines and the
+// spacing around '=' and commas do not matter. A File renders back to the same
+// format (Marshal) and, for its WireGuard part, to the body of a UAPI "set=1"
+// operation (UAPI; the cross-platform configuration protocol,
+// https://www.wireguard.com/xplatform/#configuration-protocol), so that a
+// gateway applies a file through the same code path as `wg setconf`.
+//
+//	[Interface]
+//	PrivateKey = <base64, 32 bytes>     # required
+//	ListenPort = 51820                  # 1-65535; absent: a random port
+//	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128
+//	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address)
+//	DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark:
+//	                                    # accepted, kept, not acted on: a Warning each
+//
+//	[Peer]                              # repeatable
+//	PublicKey    = <base64>             # required, unique
+//	PresharedKey = <base64>
+//	AllowedIPs   = 10.0.0.2/32, 0.0.0.0/0 # repeatable, comma list; none: a Warning
+//	Endpoint     = 198.51.100.7:51820 | [2001:db8::7]:51820 | vpn.example.com:51820
+//	PersistentKeepalive = 25 | off      # seconds, 0-65535; 0 = off
+//
+//	[WGPIO]                             # wgpio's own settings, all optional
+//	Mode        = fastpath | compat | compat-mqtun
+//	WAN         = eth0                  # interface names
+//	LAN         = eth1
+//	AddressMode = shared | owned
+//	Queues      = 2                     # 1-1024
+//	CPUs        = 0-1,3                 # 0-8191
+//	SourcePorts = 51820 | 51820-51835   # outer UDP source ports
+//	WANAddress  = 198.18.0.2/24         # owned mode only (then required)
+//	LANAddress  = 198.19.0.1/24         # owned mode only (then required)
+//	Gateway     = 198.18.0.1            # owned mode only: next-hop router
+//	XDPMode     = auto | native | generic
+//	MetricsAddress = 127.0.0.1:9586     # host:port
+//
+// Keys that take one value may appear once per section; Address, AllowedIPs
+// and the wg-quick hooks add up when repeated, as in wg-quick.
+//
+// # Errors
+//
+// Parse reads the whole file and reports every problem it finds, not only the
+// first: the error it returns is one *Error or an errors.Join of several, each
+// naming the file, the line and the key (see Error for the exact format).
+// Secret values (private and pre-shared keys) never appear in a message.
+// Problems that do not stop the gateway (keys wgpio ignores, a peer without
+// AllowedIPs, AllowedIPs with host bits set) are File.Warnings instead.
+//
+// The package does no I/O beyond reading the file and, for an Endpoint given
+// as a host name, one resolver call (Options.Resolve; tests inject their own,
+// so they need no DNS). Resolution happens once, at parse time, like
+// `wg setconf`.
+package config

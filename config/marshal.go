@@ -1,0 +1,190 @@
+package config
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Marshal renders f in the file format, one section after another
+// ([Interface], [WGPIO] if any of its fields is set, then each [Peer]), with
+// canonical key names and no comments. Parse(Marshal(f)) gives back f's
+// settings (not its line numbers). The output holds the private and
+// pre-shared keys in base64: treat it as secret.
+func (f *File) Marshal() []byte {
+	var b strings.Builder
+	kv := func(k, v string) {
+		b.WriteString(k)
+		b.WriteString(" = ")
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	in := &f.Interface
+	b.WriteString("[Interface]\n")
+	kv("PrivateKey", in.PrivateKey.Base64())
+	if in.ListenPort != 0 {
+		kv("ListenPort", strconv.Itoa(int(in.ListenPort)))
+	}
+	if len(in.Addresses) > 0 {
+		kv("Address", joinPrefixes(in.Addresses))
+	}
+	if in.MTU != 0 {
+		kv("MTU", strconv.Itoa(in.MTU))
+	}
+	for _, s := range in.Unused {
+		kv(s.Key, s.Value)
+	}
+
+	if w := &f.WGPIO; !w.isZero() {
+		b.WriteString("\n[WGPIO]\n")
+		if w.Mode != "" {
+			kv("Mode", string(w.Mode))
+		}
+		if w.WAN != "" {
+			kv("WAN", w.WAN)
+		}
+		if w.LAN != "" {
+			kv("LAN", w.LAN)
+		}
+		if w.AddressMode != "" {
+			kv("AddressMode", string(w.AddressMode))
+		}
+		if w.Queues != 0 {
+			kv("Queues", strconv.Itoa(w.Queues))
+		}
+		if len(w.CPUs) > 0 {
+			kv("CPUs", formatCPUs(w.CPUs))
+		}
+		if w.SourcePorts.First != 0 {
+			v := strconv.Itoa(int(w.SourcePorts.First))
+			if w.SourcePorts.Last != w.SourcePorts.First {
+				v += "-" + strconv.Itoa(int(w.SourcePorts.Last))
+			}
+			kv("SourcePorts", v)
+		}
+		if w.WANAddress.IsValid() {
+			kv("WANAddress", w.WANAddress.String())
+		}
+		if w.LANAddress.IsValid() {
+			kv("LANAddress", w.LANAddress.String())
+		}
+		if w.Gateway.IsValid() {
+			kv("Gateway", w.Gateway.String())
+		}
+		if w.XDPMode != "" {
+			kv("XDPMode", string(w.XDPMode))
+		}
+		if w.MetricsAddress != "" {
+			kv("MetricsAddress", w.MetricsAddress)
+		}
+	}
+
+	for i := range f.Peers {
+		p := &f.Peers[i]
+		b.WriteString("\n[Peer]\n")
+		kv("PublicKey", p.PublicKey.Base64())
+		if !p.PresharedKey.IsZero() {
+			kv("PresharedKey", p.PresharedKey.Base64())
+		}
+		if len(p.AllowedIPs) > 0 {
+			kv("AllowedIPs", joinPrefixes(p.AllowedIPs))
+		}
+		if p.EndpointHost != "" {
+			kv("Endpoint", p.EndpointHost+":"+strconv.Itoa(int(p.Endpoint.Port())))
+		} else if p.Endpoint.IsValid() {
+			kv("Endpoint", p.Endpoint.String())
+		}
+		if p.PersistentKeepalive != 0 {
+			kv("PersistentKeepalive", strconv.Itoa(int(p.PersistentKeepalive)))
+		}
+	}
+	return []byte(b.String())
+}
+
+func (w *WGPIO) isZero() bool {
+	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.AddressMode == "" && w.Queues == 0 &&
+		len(w.CPUs) == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
+		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == ""
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// formatCPUs writes a CPU list in order, folding ascending runs into ranges.
+func formatCPUs(cpus []int) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// UAPI renders the WireGuard part of f ([Interface] and the peers; not
+// Address, MTU, the unused keys or [WGPIO], which are not WireGuard device
+// settings) as the body of a UAPI "set=1" operation, the form `wg setconf`
+// sends and wireguard-go's (*device.Device).IpcSet takes
+// (https://www.wireguard.com/xplatform/#configuration-protocol):
+//
+//	private_key=<hex>
+//	listen_port=<port>                    (if set)
+//	replace_peers=true
+//	public_key=<hex>                      (then per peer)
+//	preshared_key=<hex>                   (if set)
+//	endpoint=<ip:port or [ip6]:port>      (if set; a host name already resolved)
+//	persistent_keepalive_interval=<secs>  (if set)
+//	replace_allowed_ips=true
+//	allowed_ip=<cidr>                     (one line each)
+//
+// Each line ends in "\n"; there is no "set=1" line and no terminating blank
+// line (the socket protocol adds both). Applying it replaces the device's
+// whole peer set, as `wg setconf` does. The output holds the private key:
+// treat it as secret.
+func (f *File) UAPI() string {
+	var b strings.Builder
+	kv := func(k, v string) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	kv("private_key", f.Interface.PrivateKey.Hex())
+	if f.Interface.ListenPort != 0 {
+		kv("listen_port", strconv.Itoa(int(f.Interface.ListenPort)))
+	}
+	kv("replace_peers", "true")
+	for i := range f.Peers {
+		p := &f.Peers[i]
+		kv("public_key", p.PublicKey.Hex())
+		if !p.PresharedKey.IsZero() {
+			kv("preshared_key", p.PresharedKey.Hex())
+		}
+		if p.Endpoint.IsValid() {
+			kv("endpoint", p.Endpoint.String())
+		}
+		if p.PersistentKeepalive != 0 {
+			kv("persistent_keepalive_interval", strconv.Itoa(int(p.PersistentKeepalive)))
+		}
+		kv("replace_allowed_ips", "true")
+		for _, a := range p.AllowedIPs {
+			kv("allowed_ip", a.String())
+		}
+	}
+	return b.String()
+}
