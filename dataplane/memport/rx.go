@@ -1,0 +1,183 @@
+package memport
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// rxHalf is the receive half of a queue: the consumer ends of the rings from
+// every TX queue of the peer, and a cache of free buffers of the port's pool.
+// Owned by one goroutine; armed, kicked and the counters are shared with the
+// peer's TX halves and Stats.
+type rxHalf struct {
+	q     *Queue
+	in    []consumer // in[i]: the ring from the peer's TX queue i
+	next  int        // ring to read first in the next Receive (round robin)
+	cache *dataplane.Cache
+	_     [cacheLine]byte
+
+	// armed is 1 after Arm and until a transmitter takes it (compare and
+	// swap to 0) to write efd. kicked says a transmitter wrote efd since
+	// Arm last drained it.
+	armed  atomic.Uint32
+	kicked atomic.Bool
+	_      [cacheLine]byte
+
+	efdMu sync.Mutex // guards efd against Close; taken only to wake or drain
+	efd   int        // eventfd; -1 after Close
+
+	stats counters
+	_     [cacheLine]byte
+}
+
+var _ dataplane.RX = (*rxHalf)(nil)
+
+// Receive fills frames[0:n] with received frames and returns n; it never
+// blocks. The caller owns the frames (see dataplane.RX). Frames come from the
+// port's pool with the transmitter's data offset, which is at least
+// dataplane.MinHeadroom. Bad descriptors are dropped and counted.
+func (rx *rxHalf) Receive(frames []dataplane.Frame) int {
+	p := rx.q.port
+	if p.closed.Load() || len(frames) == 0 {
+		return 0
+	}
+	pool := p.pool
+	chunkMask := ^uint64(pool.FrameSize() - 1)
+	n := 0
+	var bytes uint64
+	var runt, tooLong, bad uint64
+	for range len(rx.in) {
+		if n == len(frames) {
+			break
+		}
+		c := &rx.in[rx.next]
+		if rx.next++; rx.next == len(rx.in) {
+			rx.next = 0
+		}
+		want := uint32(len(frames) - n)
+		avail := min(c.avail(want), want)
+		if avail == 0 {
+			continue
+		}
+		for range avail {
+			d := c.get()
+			switch {
+			case !descOK(pool, d):
+				// Nothing in the descriptor can be trusted, so no
+				// buffer is freed.
+				bad++
+			case d.len < ethHeaderLen:
+				runt++
+				rx.cache.Put(d.addr & chunkMask)
+			case d.len > p.maxLen && !taggedFits(pool.Mem()[d.addr:d.addr+uint64(d.len)], p.maxLen):
+				tooLong++
+				rx.cache.Put(d.addr & chunkMask)
+			default:
+				frames[n] = pool.Frame(d.addr, d.len)
+				bytes += uint64(d.len)
+				n++
+			}
+		}
+		c.release()
+	}
+	if n > 0 {
+		rx.stats.packets.Add(uint64(n))
+		rx.stats.bytes.Add(bytes)
+	}
+	if runt|tooLong|bad != 0 {
+		rx.stats.drops[dataplane.DropRunt].Add(runt)
+		rx.stats.drops[dataplane.DropTooLong].Add(tooLong)
+		rx.stats.drops[dataplane.DropBadDescriptor].Add(bad)
+	}
+	return n
+}
+
+// descOK reports whether d names data inside one buffer of pool, at least
+// dataplane.MinHeadroom bytes into it.
+func descOK(pool *dataplane.Pool, d desc) bool {
+	return pool.Valid(d.addr, d.len) && d.addr&uint64(pool.FrameSize()-1) >= dataplane.MinHeadroom
+}
+
+// taggedFits reports whether a frame of len(b) > maxLen bytes is allowed
+// because it carries an 802.1Q or 802.1ad tag (4 more bytes).
+func taggedFits(b []byte, maxLen uint32) bool {
+	if uint32(len(b)) > maxLen+vlanTagLen || len(b) < ethHeaderLen {
+		return false
+	}
+	et := uint16(b[12])<<8 | uint16(b[13])
+	return et == etherTypeVLAN || et == etherTypeQinQ
+}
+
+// Free returns frames to their pools (see dataplane.RX). The caller no
+// longer owns them. It does not allocate.
+func (rx *rxHalf) Free(frames []dataplane.Frame) { rx.cache.FreeFrames(frames) }
+
+// WaitFD is the queue's eventfd, or -1 after Close.
+func (rx *rxHalf) WaitFD() int {
+	rx.efdMu.Lock()
+	defer rx.efdMu.Unlock()
+	return rx.efd
+}
+
+// Arm asks the peer's transmitters to write WaitFD when they next put frames
+// on a ring into this queue, and reports false if frames are already
+// waiting or the port is closed (so the owner must not block).
+//
+// The handshake is Dekker's: Arm stores armed and then loads each ring's
+// prod; a transmitter stores prod and then loads armed. With sequentially
+// consistent atomics at least one of them sees the other's store, so a
+// frame published while the owner arms is never missed.
+func (rx *rxHalf) Arm() bool {
+	if rx.q.port.closed.Load() {
+		return false
+	}
+	if rx.kicked.Swap(false) {
+		// Drain the eventfd a transmitter wrote (it wrote before setting
+		// kicked, so the count is there to read).
+		rx.efdMu.Lock()
+		if rx.efd >= 0 {
+			var buf [8]byte
+			_, _ = unix.Read(rx.efd, buf[:])
+		}
+		rx.efdMu.Unlock()
+	}
+	rx.armed.Store(1)
+	for i := range rx.in {
+		if rx.in[i].pending() {
+			return false
+		}
+	}
+	return true
+}
+
+// wake is called by a transmitter after it published frames on a ring into
+// this queue: if the owner armed, it writes the eventfd (once per arming).
+func (rx *rxHalf) wake() {
+	if rx.armed.Load() == 0 || !rx.armed.CompareAndSwap(1, 0) {
+		return
+	}
+	rx.efdMu.Lock()
+	if rx.efd >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(rx.efd, one[:])
+	}
+	rx.efdMu.Unlock()
+	rx.kicked.Store(true)
+}
+
+// closeWaitFD wakes any poller of the eventfd and closes it.
+func (rx *rxHalf) closeWaitFD() {
+	rx.efdMu.Lock()
+	defer rx.efdMu.Unlock()
+	if rx.efd < 0 {
+		return
+	}
+	one := [8]byte{1}
+	_, _ = unix.Write(rx.efd, one[:])
+	_ = unix.Close(rx.efd)
+	rx.efd = -1
+}

@@ -1,0 +1,177 @@
+package memport
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// txHalf is the transmit half of a queue: the producer ends of the rings to
+// every RX queue of the peer, a cache of the port's own pool (Alloc, Free,
+// originals after a copy) and a cache of the peer's pool to copy into (the
+// same cache when the pool is shared). Owned by one goroutine; corrupt and
+// the counters are shared.
+type txHalf struct {
+	q         *Queue
+	out       []producer // out[k]: the ring to the peer's RX queue k
+	own       *dataplane.Cache
+	peerCache *dataplane.Cache
+	corrupt   atomic.Pointer[desc] // test hook, see Port.CorruptNextDescriptor
+	_         [cacheLine]byte
+
+	stats counters
+	_     [cacheLine]byte
+}
+
+var _ dataplane.TX = (*txHalf)(nil)
+
+// Transmit puts frames on the rings to the peer's RX queues, each frame on
+// the ring of the queue RSSQueue picks, and returns how many it took. It
+// takes ownership of frames[:n]; the caller keeps frames[n:], which begin
+// with a frame whose ring is full (counted once in RingFull). Of the frames
+// taken, those too long for the MTU are dropped (DropTooLong), those of a
+// pool other than the peer's are copied into a buffer of the peer's pool
+// (Copies; DropNoBuffer if the peer's pool is empty) and the originals
+// freed, and the rest cross without a copy. A frame whose data starts less
+// than dataplane.MinHeadroom into its buffer is moved to the pool's default
+// headroom first. If the peer is closed every frame is taken and dropped
+// (DropClosed). After Close of this port Transmit returns 0.
+//
+// One atomic store per ring touched publishes the burst; the peer's
+// eventfd is written only if its owner armed it (see RX.Arm).
+func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
+	p := tx.q.port
+	if p.closed.Load() {
+		return 0
+	}
+	peer := p.peer
+	if peer.closed.Load() {
+		tx.own.FreeFrames(frames)
+		tx.stats.drops[dataplane.DropClosed].Add(uint64(len(frames)))
+		return len(frames)
+	}
+	peerPool := peer.pool
+	corrupt := tx.corrupt.Load()
+	nq := len(tx.out)
+	var touched uint64 // bit k: pushed on out[k]
+	var pkts, bytes, copies, tooLong, noBuf, bad uint64
+	i := 0
+	for ; i < len(frames); i++ {
+		f := &frames[i]
+		if f.IsZero() {
+			bad++
+			continue
+		}
+		l := uint32(f.Len())
+		if l > p.maxLen && !taggedFits(f.Data(), p.maxLen) {
+			tooLong++
+			tx.own.FreeFrames(frames[i : i+1])
+			continue
+		}
+		k := 0
+		if nq > 1 {
+			k = RSSQueue(f.Data(), nq)
+		}
+		out := &tx.out[k]
+		if out.free(1) == 0 {
+			break
+		}
+		var d desc
+		if f.Pool() == peerPool {
+			if f.Headroom() < dataplane.MinHeadroom ||
+				f.Headroom()+int(p.maxLen)+vlanTagLen+dataplane.MinTailroom > peerPool.FrameSize() {
+				moveToHeadroom(f)
+			}
+			d = desc{addr: f.Addr(), len: l}
+		} else {
+			nf, ok := tx.peerCache.AllocFrame()
+			if !ok {
+				noBuf++
+				tx.own.FreeFrames(frames[i : i+1])
+				continue
+			}
+			dataplane.CopyInto(&nf, f) // fits: l <= MTU + 18 and the pool was sized for it
+			tx.own.FreeFrames(frames[i : i+1])
+			copies++
+			d = desc{addr: nf.Addr(), len: l}
+		}
+		if corrupt != nil && tx.corrupt.CompareAndSwap(corrupt, nil) {
+			d = tx.corruptDesc(d, *corrupt)
+			corrupt = nil
+		}
+		out.put(d)
+		touched |= 1 << k
+		pkts++
+		bytes += uint64(l)
+	}
+	for k := 0; touched != 0; k, touched = k+1, touched>>1 {
+		if touched&1 != 0 {
+			tx.out[k].publish()
+			peer.queues[k].rx.wake()
+		}
+	}
+	if pkts > 0 {
+		tx.stats.packets.Add(pkts)
+		tx.stats.bytes.Add(bytes)
+	}
+	if copies > 0 {
+		tx.stats.copies.Add(copies)
+		peerPool.CountCopy(int(copies))
+	}
+	if tooLong|noBuf|bad != 0 {
+		tx.stats.drops[dataplane.DropTooLong].Add(tooLong)
+		tx.stats.drops[dataplane.DropNoBuffer].Add(noBuf)
+		tx.stats.drops[dataplane.DropBadDescriptor].Add(bad)
+	}
+	if i < len(frames) {
+		tx.stats.ringFull.Add(1)
+	}
+	return i
+}
+
+// moveToHeadroom moves f's data to its pool's default headroom, in place
+// (copy handles the overlap).
+func moveToHeadroom(f *dataplane.Frame) {
+	src := f.Data()
+	f.Reset(f.Pool().Headroom())
+	f.SetLen(len(src))
+	copy(f.Data(), src)
+}
+
+// corruptDesc applies the test hook: it returns c in place of d, freeing
+// d's buffer if the receiver will not (c is invalid).
+func (tx *txHalf) corruptDesc(d, c desc) desc {
+	if c.addr == SameAddr {
+		c.addr = d.addr
+	}
+	pool := tx.peerCache.Pool()
+	if c.addr != d.addr || !descOK(pool, c) {
+		tx.peerCache.Put(d.addr &^ uint64(pool.FrameSize()-1))
+	}
+	return c
+}
+
+// Alloc fills frames[0:n] with empty frames of the port's pool, with the
+// pool's headroom and length 0, and returns n (short when the pool is). The
+// caller owns them. After Close it returns 0.
+func (tx *txHalf) Alloc(frames []dataplane.Frame) int {
+	if tx.q.port.closed.Load() {
+		return 0
+	}
+	for i := range frames {
+		f, ok := tx.own.AllocFrame()
+		if !ok {
+			return i
+		}
+		frames[i] = f
+	}
+	return len(frames)
+}
+
+// Free returns frames to their pools. The caller no longer owns them. It
+// does not allocate.
+func (tx *txHalf) Free(frames []dataplane.Frame) { tx.own.FreeFrames(frames) }
+
+// Reclaim returns 0: a memport ring hands frames straight to the peer, so
+// there is no completion ring.
+func (tx *txHalf) Reclaim() int { return 0 }
