@@ -1,0 +1,262 @@
+package fastpath
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/header"
+)
+
+// staticResolver maps addresses to MACs; anything else resolves to def.
+type staticResolver struct {
+	mu  sync.Mutex
+	m   map[netip.Addr][6]byte
+	def [6]byte
+}
+
+func (r *staticResolver) Resolve(a netip.Addr) ([6]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mac, ok := r.m[a]; ok {
+		return mac, true
+	}
+	return r.def, r.def != [6]byte{}
+}
+
+// rig is two fast-path gateways on memport: hostA ⇄ gwA ⇄ gwB ⇄ hostB.
+type rig struct {
+	t              testing.TB
+	hostA, hostB   *memport.Port // host ends of the LAN pairs
+	lanA, lanB     *memport.Port
+	wanA, wanB     *memport.Port
+	a, b           *Engine
+	peerAB, peerBA *Peer // peerAB: gwA's view of gwB
+	clock          *fakeClock
+}
+
+var (
+	wanAddrA  = netip.MustParseAddr("198.18.1.1")
+	wanAddrB  = netip.MustParseAddr("198.18.1.2")
+	hostAddrA = netip.MustParseAddr("198.19.1.10")
+	hostAddrB = netip.MustParseAddr("198.19.2.10")
+	lanAddrA  = netip.MustParseAddr("198.19.1.1")
+	lanAddrB  = netip.MustParseAddr("198.19.2.1")
+	host6A    = netip.MustParseAddr("2001:db8:1::10")
+	host6B    = netip.MustParseAddr("2001:db8:2::10")
+	lan6A     = netip.MustParseAddr("2001:db8:1::1")
+	lan6B     = netip.MustParseAddr("2001:db8:2::1")
+)
+
+const portA, portB = 51820, 51821
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now int64
+}
+
+func (c *fakeClock) Now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += int64(d)
+	c.mu.Unlock()
+}
+
+type rigConfig struct {
+	queues   int
+	srcPorts uint16
+	noKeys   bool
+	mtu      int
+	start    bool
+}
+
+func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
+
+func newRig(t testing.TB, rc rigConfig) *rig {
+	t.Helper()
+	if rc.queues == 0 {
+		rc.queues = 1
+	}
+	r := &rig{t: t, clock: &fakeClock{now: int64(time.Hour)}}
+	pair := func(name string, ma, mb byte) (*memport.Port, *memport.Port) {
+		a, b, err := memport.NewPair(memport.Config{Name: name, Queues: rc.queues, MACA: mac(ma), MACB: mac(mb)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+	r.hostA, r.lanA = pair("la", 0x0a, 0x1a)
+	r.wanA, r.wanB = pair("w", 0x2a, 0x2b)
+	r.hostB, r.lanB = pair("lb", 0x0b, 0x1b)
+
+	mk := func(lan, wan *memport.Port, wanAddr, lan4, lan6 netip.Addr, port uint16, hostMAC byte) *Engine {
+		var hm [6]byte
+		copy(hm[:], mac(hostMAC))
+		e, err := New(Config{
+			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr,
+			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
+			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
+			Now: r.clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	r.a = mk(r.lanA, r.wanA, wanAddrA, lanAddrA, lan6A, portA, 0x0a)
+	r.b = mk(r.lanB, r.wanB, wanAddrB, lanAddrB, lan6B, portB, 0x0b)
+
+	r.peerAB = &Peer{SrcPorts: max(rc.srcPorts, 1), SrcPortBase: portA}
+	r.peerBA = &Peer{SrcPorts: max(rc.srcPorts, 1), SrcPortBase: portB}
+	if err := r.a.SetPeers([]*Peer{r.peerAB}, [][]netip.Prefix{{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("2001:db8:2::/48")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.SetPeers([]*Peer{r.peerBA}, [][]netip.Prefix{{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("2001:db8:1::/48")}}); err != nil {
+		t.Fatal(err)
+	}
+	var mA, mB [6]byte
+	copy(mA[:], r.wanA.MAC())
+	copy(mB[:], r.wanB.MAC())
+	r.peerAB.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wanAddrB, portB), Src: wanAddrA, DstMAC: mB, SrcMAC: mA})
+	r.peerBA.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wanAddrA, portA), Src: wanAddrB, DstMAC: mA, SrcMAC: mB})
+	if !rc.noKeys {
+		r.installKeys()
+	}
+	if rc.start {
+		r.a.Start()
+		r.b.Start()
+	}
+	return r
+}
+
+// installKeys derives a fresh session for both gateways as if a handshake
+// had completed (A initiator, B responder), and publishes it.
+func (r *rig) installKeys() (ka, kb *Keypair) {
+	r.t.Helper()
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	ia, err := r.a.Indexes().Allocate()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ib, err := r.b.Indexes().Allocate()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	now := r.clock.Now()
+	ka, err = NewKeypair(&k1, &k2, ia, ib, true, now, r.peerAB)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	kb, err = NewKeypair(&k2, &k1, ib, ia, false, now, r.peerBA)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.a.Indexes().Publish(ia, ka)
+	r.b.Indexes().Publish(ib, kb)
+	r.peerAB.Rotate(ka)
+	r.peerBA.Rotate(kb)
+	// B is the responder: its keypair waits in Next until A's data
+	// arrives; for a rig that starts with traffic both ways, confirm it.
+	r.a.Kick()
+	r.b.Kick()
+	return ka, kb
+}
+
+// udpFrame builds an Ethernet/IP/UDP frame in a frame of tx's pool.
+func udpFrame(t testing.TB, tx dataplane.TX, dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, sport, dport uint16, payload []byte) dataplane.Frame {
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) != 1 {
+		t.Fatal("Alloc: pool empty")
+	}
+	f := &fr[0]
+	iphl := header.IPv4MinLen
+	et := uint16(header.EtherTypeIPv4)
+	if dst.Is6() {
+		iphl = header.IPv6Len
+		et = header.EtherTypeIPv6
+	}
+	n := header.EthernetLen + iphl + header.UDPLen + len(payload)
+	if !f.SetLen(n) {
+		t.Fatalf("frame of %d bytes does not fit", n)
+	}
+	b := f.Data()
+	header.PutEthernet(b, header.MAC(dstMAC), header.MAC(srcMAC), et)
+	l4 := header.EthernetLen + iphl
+	if dst.Is4() {
+		fl := header.IPv4Fields{Protocol: header.ProtoUDP, Src: src.As4(), Dst: dst.As4(), DontFragment: true}
+		header.PutIPv4(b[header.EthernetLen:], &fl, header.UDPLen+len(payload))
+	} else {
+		fl := header.IPv6Fields{NextHeader: header.ProtoUDP, Src: src.As16(), Dst: dst.As16()}
+		header.PutIPv6(b[header.EthernetLen:], &fl, header.UDPLen+len(payload))
+	}
+	header.PutUDP(b[l4:], sport, dport, len(payload))
+	copy(b[l4+header.UDPLen:], payload)
+	u := header.UDP(b[l4:])
+	u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, u.Length()))
+	return *f
+}
+
+// send transmits frames on all of port's TX queue q, failing on ring full.
+func sendAll(t testing.TB, p *memport.Port, q int, frames []dataplane.Frame) {
+	t.Helper()
+	tx := p.Queue(q).TX()
+	for len(frames) > 0 {
+		n := tx.Transmit(frames)
+		if n == 0 {
+			t.Fatalf("Transmit on %s queue %d took nothing", p.Name(), q)
+		}
+		frames = frames[n:]
+	}
+}
+
+// recvAll receives from every queue of p until want frames arrived or the
+// deadline passed, calling fn on each frame's data, then frees them.
+func recvAll(t testing.TB, p *memport.Port, want int, timeout time.Duration, fn func(q int, data []byte)) int {
+	t.Helper()
+	got := 0
+	buf := make([]dataplane.Frame, 64)
+	deadline := time.Now().Add(timeout)
+	for got < want && time.Now().Before(deadline) {
+		any := false
+		for q := 0; q < p.NumQueues(); q++ {
+			rx := p.Queue(q).RX()
+			n := rx.Receive(buf)
+			for i := 0; i < n; i++ {
+				if fn != nil {
+					fn(q, buf[i].Data())
+				}
+			}
+			rx.Free(buf[:n])
+			got += n
+			any = any || n > 0
+		}
+		if !any {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return got
+}
+
+func seqPayload(seq uint32, size int) []byte {
+	p := make([]byte, size)
+	binary.BigEndian.PutUint32(p, seq)
+	for i := 4; i < size; i++ {
+		p[i] = byte(seq) + byte(i)
+	}
+	return p
+}
