@@ -108,6 +108,10 @@ func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) in
 // whole ring if that is more than the ring holds (RFC 6479).
 func (w *Window) advance(cur, next uint64) {
 	diff := next - cur
+	if diff == 1 { // the usual case: in order, into the next block
+		w.ring[next&blockMask] = 0
+		return
+	}
 	if diff >= ringBlocks {
 		clear(w.ring[:])
 		return
