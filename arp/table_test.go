@@ -1,0 +1,376 @@
+package arp
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for Config.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type probe struct {
+	ip      netip.Addr
+	mac     MAC
+	unicast bool
+}
+
+// recProber records the requests a table makes.
+type recProber struct{ probes []probe }
+
+func (p *recProber) Probe(ip netip.Addr, mac MAC, unicast bool) {
+	p.probes = append(p.probes, probe{ip, mac, unicast})
+}
+
+func newTestTable() (*Table, *fakeClock, *recProber) {
+	c := &fakeClock{t: time.Unix(1e9, 0)}
+	p := &recProber{}
+	t := NewTable(Config{
+		ReachableTime: 30 * time.Second, RefreshBefore: 5 * time.Second, RetransTimer: time.Second,
+		MaxMulticast: 3, MaxUnicast: 3, StaleTime: 60 * time.Second, FailedTime: 3 * time.Second,
+		MaxEntries: 16, Prober: p, Now: c.Now,
+	})
+	return t, c, p
+}
+
+func checkState(t *testing.T, tb *Table, ip netip.Addr, want State) {
+	t.Helper()
+	if got, _ := tb.State(ip); got != want {
+		t.Errorf("State(%v) = %v, want %v", ip, got, want)
+	}
+}
+
+func TestTableResolveRetriesThenFails(t *testing.T) {
+	tb, clk, p := newTestTable()
+	if got := tb.Resolve(ip4B); got != StateIncomplete {
+		t.Fatalf("Resolve(%v) = %v, want incomplete", ip4B, got)
+	}
+	tb.Resolve(ip4B) // more frames: no more requests
+	if len(p.probes) != 1 || p.probes[0].unicast {
+		t.Fatalf("probes after Resolve = %+v, want one broadcast", p.probes)
+	}
+	// At most one request a second (RetransTimer).
+	for _, step := range []struct {
+		after  time.Duration
+		probes int
+		state  State
+	}{
+		{500 * time.Millisecond, 1, StateIncomplete},
+		{500 * time.Millisecond, 2, StateIncomplete},
+		{100 * time.Millisecond, 2, StateIncomplete},
+		{900 * time.Millisecond, 3, StateIncomplete},
+		{time.Second, 3, StateFailed}, // MaxMulticast reached
+	} {
+		clk.Add(step.after)
+		tb.Tick()
+		if len(p.probes) != step.probes {
+			t.Errorf("after %v: probes = %d, want %d", step.after, len(p.probes), step.probes)
+		}
+		checkState(t, tb, ip4B, step.state)
+	}
+	if got := tb.Resolve(ip4B); got != StateFailed {
+		t.Errorf("Resolve(failed) = %v, want failed", got)
+	}
+	if len(p.probes) != 3 {
+		t.Errorf("Resolve on a failed entry sent a request: %d probes", len(p.probes))
+	}
+	clk.Add(3 * time.Second)
+	tb.Tick()
+	checkState(t, tb, ip4B, StateNone)
+	if s := tb.Stats(); s.Failed != 1 || s.Requests != 3 {
+		t.Errorf("Stats = %+v, want Failed 1, Requests 3", s)
+	}
+}
+
+func TestTableConfirmExpireRefresh(t *testing.T) {
+	tb, clk, p := newTestTable()
+	tb.Resolve(ip4B)
+	if _, ok := tb.Lookup(ip4B); ok {
+		t.Fatal("Lookup(incomplete) hit")
+	}
+	tb.Confirm(ip4B, macB)
+	if mac, ok := tb.Lookup(ip4B); !ok || mac != macB {
+		t.Fatalf("Lookup after Confirm = %v, %v, want %v, true", mac, ok, macB)
+	}
+	checkState(t, tb, ip4B, StateReachable)
+	// Used (the Lookup above): refreshed RefreshBefore ahead of expiry.
+	clk.Add(24 * time.Second)
+	tb.Tick()
+	checkState(t, tb, ip4B, StateReachable)
+	clk.Add(time.Second) // 25 s = 30 - 5
+	tb.Tick()
+	checkState(t, tb, ip4B, StateProbe)
+	if last := p.probes[len(p.probes)-1]; !last.unicast || last.mac != macB {
+		t.Errorf("refresh probe = %+v, want unicast to %v", last, macB)
+	}
+	if _, ok := tb.Lookup(ip4B); !ok {
+		t.Error("Lookup(probe) missed; a probing entry stays usable")
+	}
+	tb.Confirm(ip4B, macB)
+	checkState(t, tb, ip4B, StateReachable)
+
+	// Not used: expires to stale, still usable, then removed.
+	clk.Add(30 * time.Second)
+	tb.Tick()
+	checkState(t, tb, ip4B, StateStale)
+	n := len(p.probes)
+	clk.Add(60 * time.Second)
+	tb.Tick()
+	checkState(t, tb, ip4B, StateNone)
+	if len(p.probes) != n {
+		t.Errorf("unused stale entry was probed")
+	}
+	if _, ok := tb.Lookup(ip4B); ok {
+		t.Error("Lookup(removed) hit")
+	}
+}
+
+func TestTableStaleUsedProbesThenFails(t *testing.T) {
+	tb, clk, p := newTestTable()
+	tb.Learn(ip4B, macB) // a request from B to us: stale
+	checkState(t, tb, ip4B, StateStale)
+	if len(p.probes) != 0 {
+		t.Fatalf("Learn sent requests: %+v", p.probes)
+	}
+	if _, ok := tb.Lookup(ip4B); !ok {
+		t.Fatal("Lookup(stale) missed")
+	}
+	tb.Tick()
+	checkState(t, tb, ip4B, StateProbe)
+	for i := 0; i < 3; i++ {
+		clk.Add(time.Second)
+		tb.Tick()
+	}
+	checkState(t, tb, ip4B, StateFailed)
+	if len(p.probes) != 3 {
+		t.Errorf("probes = %d, want 3 (MaxUnicast)", len(p.probes))
+	}
+	if _, ok := tb.Lookup(ip4B); ok {
+		t.Error("Lookup(failed) hit")
+	}
+}
+
+func TestTableLearnDoesNotAbortRequest(t *testing.T) {
+	tb, clk, p := newTestTable()
+	tb.Resolve(ip4B)
+	tb.Learn(ip4B, macB) // B asks for us while our request is out
+	checkState(t, tb, ip4B, StateProbe)
+	if mac, ok := tb.Lookup(ip4B); !ok || mac != macB {
+		t.Errorf("Lookup after Learn = %v, %v, want %v, true", mac, ok, macB)
+	}
+	clk.Add(time.Second)
+	tb.Tick()
+	if len(p.probes) != 2 {
+		t.Fatalf("probes = %d, want 2: the request goes on after Learn", len(p.probes))
+	}
+	tb.Confirm(ip4B, macB)
+	checkState(t, tb, ip4B, StateReachable)
+}
+
+func TestTableRefusesUnaskedAndBounds(t *testing.T) {
+	tb, _, _ := newTestTable()
+	tb.Confirm(ip4B, macB)
+	checkState(t, tb, ip4B, StateNone)
+	tb.Learn(ip4B, Broadcast)
+	tb.Learn(ip4B, MAC{0x01, 0, 0x5e, 0, 0, 1})
+	checkState(t, tb, ip4B, StateNone)
+	for i := 0; i < 40; i++ {
+		tb.Learn(netip.AddrFrom4([4]byte{198, 18, 1, byte(i)}), macB)
+	}
+	if tb.Len() != 16 {
+		t.Errorf("Len = %d, want 16 (MaxEntries)", tb.Len())
+	}
+	if s := tb.Stats(); s.Ignored != 1 || s.Full != 24 {
+		t.Errorf("Stats = %+v, want Ignored 1, Full 24", s)
+	}
+}
+
+func TestTableSetExternal(t *testing.T) {
+	tb, clk, p := newTestTable()
+	tb.Set(ip6B, macB, StateReachable)
+	clk.Add(time.Hour)
+	tb.Tick()
+	if mac, ok := tb.Lookup(ip6B); !ok || mac != macB {
+		t.Errorf("Lookup(external) after an hour = %v, %v, want %v, true", mac, ok, macB)
+	}
+	tb.Set(ip6B, macB, StateFailed)
+	if _, ok := tb.Lookup(ip6B); ok {
+		t.Error("Lookup(external failed) hit")
+	}
+	tb.Delete(ip6B)
+	checkState(t, tb, ip6B, StateNone)
+	if len(p.probes) != 0 {
+		t.Errorf("external entries were probed: %+v", p.probes)
+	}
+}
+
+func TestHolder(t *testing.T) {
+	tb, clk, _ := newTestTable()
+	h := NewHolder[int](tb, 2, 3, 0)
+	for i, want := range []bool{true, true, false} { // per neighbour 2
+		if got := h.Hold(ip4B, i); got != want {
+			t.Errorf("Hold(B, %d) = %v, want %v", i, got, want)
+		}
+	}
+	ipC := netip.MustParseAddr("198.18.0.3")
+	if !h.Hold(ipC, 10) {
+		t.Error("Hold(C, 10) = false, want true")
+	}
+	if h.Hold(netip.MustParseAddr("198.18.0.4"), 20) { // per queue 3
+		t.Error("Hold past perQueue = true, want false")
+	}
+	var sent, dropped []int
+	send := func(ip netip.Addr, mac MAC, f int) {
+		if ip != ip4B || mac != macB {
+			t.Errorf("send(%v, %v, %d), want %v at %v", ip, mac, f, ip4B, macB)
+		}
+		sent = append(sent, f)
+	}
+	drop := func(f int) { dropped = append(dropped, f) }
+	h.Release(send, drop)
+	if len(sent)+len(dropped) != 0 || h.Len() != 3 {
+		t.Fatalf("Release before resolution: sent %v dropped %v len %d", sent, dropped, h.Len())
+	}
+	tb.Confirm(ip4B, macB)
+	h.Release(send, drop)
+	if fmt.Sprint(sent) != "[0 1]" || h.Len() != 1 {
+		t.Errorf("Release after Confirm: sent %v, len %d; want [0 1], 1", sent, h.Len())
+	}
+	clk.Add(3 * time.Second) // MaxMulticast × RetransTimer
+	h.Release(send, drop)
+	if fmt.Sprint(dropped) != "[10]" || h.Len() != 0 {
+		t.Errorf("Release after wait: dropped %v, len %d; want [10], 0", dropped, h.Len())
+	}
+	if h.Overflow != 2 || h.Expired != 1 || h.Released != 2 || h.Held != 3 {
+		t.Errorf("counters = held %d released %d overflow %d expired %d, want 3 2 2 1", h.Held, h.Released, h.Overflow, h.Expired)
+	}
+	// A failed neighbour is refused at once.
+	for i := 0; i < 4; i++ {
+		clk.Add(time.Second)
+		tb.Tick()
+	}
+	checkState(t, tb, ipC, StateFailed)
+	if h.Hold(ipC, 11) || h.Failed != 1 {
+		t.Errorf("Hold(failed) accepted or not counted (Failed %d)", h.Failed)
+	}
+}
+
+func fillTable(n int) (*Table, []netip.Addr) {
+	tb := NewTable(Config{MaxEntries: 2 * n})
+	ips := make([]netip.Addr, n)
+	for i := range ips {
+		ips[i] = netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})
+		if i%2 == 1 {
+			ips[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
+		}
+		tb.Learn(ips[i], MAC{2, 0, 0, 0, byte(i >> 8), byte(i)})
+	}
+	return tb, ips
+}
+
+func TestLookupNoAllocs(t *testing.T) {
+	tb, ips := fillTable(100)
+	h := NewHolder[int](tb, 4, 16, 0)
+	h.Hold(ips[3], 1)
+	send := func(netip.Addr, MAC, int) {}
+	drop := func(int) {}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, ok := tb.Lookup(ips[7]); !ok {
+			t.Fatal("miss")
+		}
+		tb.Lookup(netip.MustParseAddr("198.18.200.1"))
+		h.Release(send, drop)
+	})
+	if allocs != 0 {
+		t.Errorf("Lookup/Release allocs = %v, want 0", allocs)
+	}
+}
+
+func TestLookupAllEntries(t *testing.T) {
+	tb, ips := fillTable(1000)
+	for i, ip := range ips {
+		want := MAC{2, 0, 0, 0, byte(i >> 8), byte(i)}
+		if got, ok := tb.Lookup(ip); !ok || got != want {
+			t.Fatalf("Lookup(%v) = %v, %v, want %v, true", ip, got, ok, want)
+		}
+	}
+	if _, ok := tb.Lookup(netip.MustParseAddr("::ffff:198.18.0.2")); !ok {
+		t.Error("Lookup(IPv4-mapped) missed")
+	}
+}
+
+func TestLookupConcurrentWithUpdates(t *testing.T) {
+	tb, ips := fillTable(64)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for _, ip := range ips {
+					tb.Lookup(ip)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 2000; i++ {
+		ip := netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
+		tb.Learn(ip, macB)
+		tb.Tick()
+		tb.Delete(ip)
+	}
+	close(done)
+	wg.Wait()
+}
+
+// BenchmarkLookup compares the lock-free snapshot with the obvious
+// reference, a map behind a sync.RWMutex.
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range []int{16, 1024} {
+		tb, ips := fillTable(n)
+		b.Run(fmt.Sprintf("snapshot/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, ok := tb.Lookup(ips[i&(n-1)]); !ok {
+					b.Fatal("miss")
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+		})
+		var mu sync.RWMutex
+		m := make(map[netip.Addr]MAC)
+		for _, ip := range ips {
+			m[ip] = macB
+		}
+		b.Run(fmt.Sprintf("rwmutex-map/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				mu.RLock()
+				_, ok := m[ips[i&(n-1)]]
+				mu.RUnlock()
+				if !ok {
+					b.Fatal("miss")
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+		})
+	}
+}
