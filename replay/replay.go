@@ -46,8 +46,10 @@ func (w *Window) Reset() {
 	w.ring[0] = 0
 }
 
-// Check reports whether counter is accepted, and if so records it. A counter
-// is rejected if counter >= limit, if it was accepted before, or if it is
+// Check reports whether counter is accepted, and if so records it. counter
+// is the 64-bit counter of an authenticated transport data message
+// (whitepaper section 5.4.6); limit is exclusive, normally
+// [RejectAfterMessages]. A counter is rejected if counter >= limit, if it was accepted before, or if it is
 // more than [WindowSize] below the highest counter accepted so far. A
 // rejected counter leaves the window unchanged.
 func (w *Window) Check(counter, limit uint64) bool {
