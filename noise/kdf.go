@@ -21,10 +21,7 @@ const maxShortInput = 64
 // mixHash sets dst = HASH(h || data).
 func mixHash(dst, h *[KeySize]byte, data []byte) {
 	if len(data) > maxShortInput {
-		d, _ := blake2s.New256(nil)
-		d.Write(h[:])
-		d.Write(data)
-		d.Sum(dst[:0])
+		mixHashSlow(dst, h, data)
 		return
 	}
 	var buf [KeySize + maxShortInput]byte
@@ -32,6 +29,15 @@ func mixHash(dst, h *[KeySize]byte, data []byte) {
 	n := copy(buf[KeySize:], data)
 	*dst = blake2s.Sum256(buf[:KeySize+n])
 	clear(buf[:])
+}
+
+// mixHashSlow is mixHash for long inputs (not reached by the handshake). It
+// hashes copies, so that the caller's arrays do not escape to the heap.
+func mixHashSlow(dst, h *[KeySize]byte, data []byte) {
+	buf := make([]byte, 0, KeySize+len(data))
+	buf = append(append(buf, h[:]...), data...)
+	*dst = blake2s.Sum256(buf)
+	clear(buf)
 }
 
 // hmac2 sets sum = HMAC(key, in0 || in1). key is at most 64 bytes (all our
@@ -74,22 +80,21 @@ func hmacSlow(sum *[KeySize]byte, key, in0, in1 []byte) {
 	for i := range pad {
 		pad[i] = k[i] ^ 0x36
 	}
-	d, _ := blake2s.New256(nil)
-	d.Write(pad[:])
-	d.Write(in0)
-	d.Write(in1)
-	var inner [KeySize]byte
-	d.Sum(inner[:0])
+	// Hash copies in one call, so that nothing of the caller's escapes.
+	buf := make([]byte, 0, hmacBlockSize+len(in0)+len(in1))
+	buf = append(append(append(buf, pad[:]...), in0...), in1...)
+	inner := blake2s.Sum256(buf)
+	clear(buf)
+	var outer [hmacBlockSize + KeySize]byte
 	for i := range pad {
-		pad[i] = k[i] ^ 0x5c
+		outer[i] = k[i] ^ 0x5c
 	}
-	d.Reset()
-	d.Write(pad[:])
-	d.Write(inner[:])
-	d.Sum(sum[:0])
+	copy(outer[hmacBlockSize:], inner[:])
+	*sum = blake2s.Sum256(outer[:])
 	clear(k[:])
 	clear(pad[:])
 	clear(inner[:])
+	clear(outer[:])
 }
 
 var (
