@@ -104,7 +104,7 @@ type Engine struct {
 	now     func() int64
 	workers []*worker
 
-	peersMu sync.Mutex      // serialises SetPeers / SetAllowedIPs
+	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
 	routes  atomic.Pointer[routeTable]
 
 	handshakes chan HandshakeMessage
