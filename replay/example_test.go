@@ -14,7 +14,7 @@ func ExampleSharedWindow_CheckBatch() {
 
 	// Counters of the packets whose Open succeeded, in arrival order; the
 	// buffers belong to the worker and are reused for every batch.
-	counters := []uint64{0, 1, 3, 2, 3, 200000, 1}
+	counters := []uint64{0, 1, 3, 2, 3, 200000, 4} // 3 repeated; 4 too old
 	accepted := make([]bool, len(counters))
 
 	n := window.CheckBatch(counters, replay.RejectAfterMessages, accepted)
