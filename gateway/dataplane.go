@@ -1,0 +1,29 @@
+package gateway
+
+import (
+	"net/netip"
+
+	"github.com/wgpio/wgpio/fastpath"
+)
+
+// Dataplane is what the control plane needs of the fast path: the
+// control-plane side of *fastpath.Engine (see that type for each method's
+// contract). Tests supply a fake.
+type Dataplane interface {
+	// SetPeers replaces the peers and their allowed IPs (allowed[i] for
+	// peers[i]) in one atomic swap.
+	SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error
+	// Handshakes delivers received handshake messages (types 1–3).
+	Handshakes() <-chan fastpath.HandshakeMessage
+	// UnderLoad reports whether the handshake queue is at least 1/8 full.
+	UnderLoad() bool
+	// Send posts a control packet on a worker's mailbox; it copies the
+	// payload and reports false if the mailbox was full.
+	Send(queue int, pkt fastpath.ControlPacket) bool
+	// Kick wakes the workers (keypairs or endpoints changed).
+	Kick()
+	// Now is the dataplane's clock in ns.
+	Now() int64
+	// Indexes is the receiver-index table.
+	Indexes() *fastpath.IndexTable
+}

@@ -1,0 +1,570 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// DefaultTickInterval is how often Start evaluates the timers: the workers
+// publish their stamps at most this often (fastpath.PublishInterval), so
+// ticking faster would see nothing new.
+const DefaultTickInterval = fastpath.PublishInterval
+
+// Options configures a Device.
+type Options struct {
+	// Name names the UAPI socket /var/run/wireguard/<Name>.sock that Start
+	// serves; empty means no socket (the Go API and IpcGet/IpcSet only).
+	Name string
+	// PrivateKey is the static private key; zero means none yet (set it
+	// later through the UAPI or SetPrivateKey; no handshake is possible
+	// before).
+	PrivateKey noise.PrivateKey
+	// ListenPort is reported over the UAPI as listen_port. The dataplane
+	// owns the socket; changing it over the UAPI is recorded only.
+	ListenPort uint16
+	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
+	// Required.
+	Dataplane Dataplane
+	// Now is the monotonic clock of every protocol timer, in ns. Default:
+	// Dataplane.Now. It must be the clock the dataplane stamps with.
+	Now func() int64
+	// WallClock gives the wall time recorded as a peer's last handshake
+	// (UAPI last_handshake_time_sec/nsec are Unix time). Default time.Now.
+	WallClock func() time.Time
+	// Logger receives protocol events at Debug and problems at Warn.
+	// Default: discard.
+	Logger *slog.Logger
+	// Resolve returns the Ethernet address of the next hop toward a peer's
+	// endpoint address (from the routing table), ok = false if unknown. It
+	// may be nil: then an endpoint learned from a received handshake uses
+	// the frame's source MAC (the last hop, right when the peer is on-link or
+	// behind the same router), and a configured endpoint starts unresolved.
+	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
+	WANMAC [6]byte
+	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
+	// send to a configured endpoint of each family.
+	WANAddr4, WANAddr6 netip.Addr
+	// TickInterval is how often Start runs Tick (default 50 ms).
+	TickInterval time.Duration
+	// Jitter returns the random delay added to each handshake retry, in
+	// [0, noise.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
+	Jitter func() time.Duration
+}
+
+// PeerConfig is the configuration of one peer, as the Go API takes it.
+type PeerConfig struct {
+	PublicKey    noise.PublicKey
+	PresharedKey noise.PresharedKey // zero: none
+	// Endpoint is the peer's outer address and port; invalid: unknown until
+	// the peer sends us a handshake.
+	Endpoint netip.AddrPort
+	// PersistentKeepalive is the persistent keepalive interval (whitepaper
+	// §6.5), whole seconds up to 65535; 0 disables it.
+	PersistentKeepalive time.Duration
+	// AllowedIPs are the prefixes routed to the peer (and accepted from it).
+	// A prefix already held by another peer moves to this one.
+	AllowedIPs []netip.Prefix
+}
+
+// PeerStatus is a peer's configuration and state as Peers reports it.
+type PeerStatus struct {
+	PeerConfig
+	// LastHandshake is the wall time of the last completed handshake, zero
+	// if none.
+	LastHandshake time.Time
+	// TxBytes and RxBytes are the transport bytes the workers published.
+	TxBytes, RxBytes uint64
+}
+
+// Device is the control plane of one WireGuard interface: the static
+// identity, the peers, the handshake loop and the timers, over a Dataplane.
+//
+// All methods are safe for concurrent use: one mutex (mu) guards the
+// configuration and every peer's control state; the workers reach the peers
+// only through the atomics of fastpath.Peer.
+type Device struct {
+	opts Options
+	dp   Dataplane
+	now  func() int64
+	wall func() time.Time
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	private    noise.PrivateKey
+	id         *noise.StaticIdentity // nil without a private key
+	listenPort uint16
+	fwmark     uint32
+	peers      []*peer                   // configuration order
+	byKey      map[noise.PublicKey]*peer // by static public key
+	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
+	pending    map[uint32]*peer          // our receiver indexes of handshakes in flight
+	allowed    map[netip.Prefix]*peer    // masked prefix → owner
+	limiter    rateLimiter               // initiations per source under load
+	underLoad  int64                     // last time the dataplane was under load
+	wasLoaded  bool                      // underLoad is valid
+	stats      counters
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+	uapi      net.Listener
+	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
+}
+
+// peer is the control plane's state of one peer; every field is guarded by
+// Device.mu except fp's atomics.
+type peer struct {
+	fp        *fastpath.Peer
+	hs        *noise.Handshake // nil while the device has no private key
+	pub       noise.PublicKey
+	psk       noise.PresharedKey
+	allowed   []netip.Prefix // masked, insertion order
+	keepalive uint16         // persistent keepalive interval, s
+
+	// owned are the keypairs this peer published to the index table that
+	// have not been freed yet; sweep frees those no slot holds any more.
+	owned []*fastpath.Keypair
+	// pendingIndex is the receiver index of our handshake message in flight
+	// (initiation), registered in Device.pending.
+	pendingIndex uint32
+	hasPending   bool
+
+	lastInitSent int64 // when we last sent an initiation (RekeyTimeout rate limit)
+	initSent     bool
+	retransmitAt int64 // retry deadline, 0 = none (whitepaper §6.4)
+	attempts     int
+	zeroAt       int64 // key material zeroing deadline, 0 = none (§6.3)
+	sentLastMin  bool  // the initiator's "last minute" rekey on receive
+	lastHSWall   time.Time
+
+	ownSent       int64 // last authenticated packet the control plane sent
+	kaArmedAt     int64 // first data received since we last sent (§6.5)
+	nhArmedAt     int64 // first data sent since we last received
+	nhJitter      int64
+	nhRearm       int64 // new-handshake timer re-arms only for data after this
+	pkaBase       int64 // when persistent keepalive was turned on
+	handshakeDone bool  // a session was ever established (for logs)
+}
+
+// New makes a device over o.Dataplane. It does not start anything: Start
+// runs the handshake loop, the ticker and the UAPI socket.
+func New(o Options) (*Device, error) {
+	if o.Dataplane == nil {
+		return nil, errors.New("gateway: a dataplane is required")
+	}
+	d := &Device{
+		opts:       o,
+		dp:         o.Dataplane,
+		now:        o.Now,
+		wall:       o.WallClock,
+		log:        o.Logger,
+		listenPort: o.ListenPort,
+		byKey:      make(map[noise.PublicKey]*peer),
+		byFP:       make(map[*fastpath.Peer]*peer),
+		pending:    make(map[uint32]*peer),
+		allowed:    make(map[netip.Prefix]*peer),
+		done:       make(chan struct{}),
+	}
+	if d.now == nil {
+		d.now = o.Dataplane.Now
+	}
+	if d.wall == nil {
+		d.wall = time.Now
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.opts.TickInterval <= 0 {
+		d.opts.TickInterval = DefaultTickInterval
+	}
+	if d.opts.Jitter == nil {
+		d.opts.Jitter = randomJitter
+	}
+	d.limiter.init()
+	d.mu.Lock()
+	d.setPrivateKeyLocked(o.PrivateKey)
+	d.mu.Unlock()
+	return d, nil
+}
+
+// clock adapts the injected ns clock to the time.Time clock of package noise
+// (flood limit, cookie lifetimes).
+func (d *Device) clock() time.Time { return time.Unix(0, d.now()) }
+
+// PublicKey returns the device's static public key (zero without a private
+// key).
+func (d *Device) PublicKey() noise.PublicKey {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.id == nil {
+		return noise.PublicKey{}
+	}
+	return d.id.PublicKey()
+}
+
+// SetPrivateKey replaces the static private key (zero: none). As in
+// wireguard-go, every session ends (the peers' keypairs are dropped and
+// zeroed; new handshakes follow on demand) and a peer whose public key is the
+// new key's own is removed.
+func (d *Device) SetPrivateKey(k noise.PrivateKey) {
+	d.mu.Lock()
+	d.setPrivateKeyLocked(k)
+	d.publishLocked()
+	d.mu.Unlock()
+}
+
+func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
+	if d.id != nil && d.private.Equal(&k) {
+		return
+	}
+	if d.id != nil {
+		d.id.Zero()
+		d.id = nil
+	}
+	d.private.Zero()
+	d.private = k
+	if !k.IsZero() {
+		d.id = noise.NewStaticIdentity(k, d.clock)
+	}
+	for _, p := range append([]*peer(nil), d.peers...) {
+		if d.id != nil {
+			self := d.id.PublicKey()
+			if self.Equal(&p.pub) {
+				d.removePeerLocked(p)
+				continue
+			}
+		}
+		d.resetSessionLocked(p)
+		if p.hs != nil {
+			p.hs.Zero()
+			p.hs = nil
+		}
+		if d.id != nil {
+			p.hs = noise.NewHandshake(d.id, p.pub, p.psk)
+		}
+	}
+}
+
+// AddPeer adds a peer, or replaces the configuration of the peer with the
+// same public key (its sessions are kept, its allowed IPs replaced). A peer
+// whose key is our own is ignored, as wireguard-go does.
+func (d *Device) AddPeer(c PeerConfig) error {
+	if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second {
+		return fmt.Errorf("gateway: persistent keepalive %v out of range", c.PersistentKeepalive)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, _ := d.lookupOrCreateLocked(c.PublicKey)
+	if p == nil {
+		return nil
+	}
+	d.setPSKLocked(p, c.PresharedKey)
+	if c.Endpoint.IsValid() {
+		d.setEndpointConfigLocked(p, c.Endpoint)
+	}
+	d.setKeepaliveLocked(p, uint16(c.PersistentKeepalive/time.Second))
+	d.clearAllowedLocked(p)
+	for _, pfx := range c.AllowedIPs {
+		d.addAllowedLocked(p, pfx)
+	}
+	d.publishLocked()
+	return nil
+}
+
+// RemovePeer removes the peer with public key k, zeroing its sessions and
+// handshake state; it reports whether there was one.
+func (d *Device) RemovePeer(k noise.PublicKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.byKey[k]
+	if p == nil {
+		return false
+	}
+	d.removePeerLocked(p)
+	d.publishLocked()
+	return true
+}
+
+// Peers returns every peer's configuration and state, in configuration
+// order.
+func (d *Device) Peers() []PeerStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]PeerStatus, 0, len(d.peers))
+	for _, p := range d.peers {
+		s := PeerStatus{
+			PeerConfig: PeerConfig{
+				PublicKey:           p.pub,
+				PresharedKey:        p.psk,
+				PersistentKeepalive: time.Duration(p.keepalive) * time.Second,
+				AllowedIPs:          append([]netip.Prefix(nil), p.allowed...),
+			},
+			LastHandshake: p.lastHSWall,
+			TxBytes:       p.fp.TxBytes.Load(),
+			RxBytes:       p.fp.RxBytes.Load(),
+		}
+		if ep := p.fp.Endpoint.Load(); ep != nil {
+			s.Endpoint = ep.Dst
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// FastPeer returns the fast path's Peer for public key k (nil if none), for
+// embedders and tests that drive a data path.
+func (d *Device) FastPeer(k noise.PublicKey) *fastpath.Peer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.byKey[k]; p != nil {
+		return p.fp
+	}
+	return nil
+}
+
+// lookupOrCreateLocked returns the peer for k, creating it; created reports
+// a new peer. It returns nil for our own public key.
+func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool) {
+	if d.id != nil {
+		self := d.id.PublicKey()
+		if self.Equal(&k) {
+			return nil, false
+		}
+	}
+	if p = d.byKey[k]; p != nil {
+		return p, false
+	}
+	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k}
+	if d.id != nil {
+		p.hs = noise.NewHandshake(d.id, k, p.psk)
+	}
+	d.peers = append(d.peers, p)
+	d.byKey[k] = p
+	d.byFP[p.fp] = p
+	return p, true
+}
+
+func (d *Device) setPSKLocked(p *peer, psk noise.PresharedKey) {
+	p.psk.Zero()
+	p.psk = psk
+	if p.hs != nil {
+		p.hs.SetPresharedKey(psk)
+	}
+}
+
+func (d *Device) setKeepaliveLocked(p *peer, secs uint16) (turnedOn bool) {
+	turnedOn = p.keepalive == 0 && secs != 0
+	p.keepalive = secs
+	if turnedOn {
+		p.pkaBase = d.now()
+	}
+	return turnedOn
+}
+
+// setEndpointConfigLocked sets a configured endpoint: our source address
+// of its family, its next hop's MAC if the resolver knows it.
+func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	ep := &fastpath.Endpoint{Dst: ap, SrcMAC: d.opts.WANMAC}
+	if ap.Addr().Is4() {
+		ep.Src = d.opts.WANAddr4
+	} else {
+		ep.Src = d.opts.WANAddr6
+	}
+	if d.opts.Resolve != nil {
+		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
+	}
+	p.fp.Endpoint.Store(ep)
+}
+
+// removePeerLocked forgets p: its keypairs, indexes, handshake and allowed
+// IPs. The caller publishes.
+func (d *Device) removePeerLocked(p *peer) {
+	d.resetSessionLocked(p)
+	if p.hs != nil {
+		p.hs.Zero()
+		p.hs = nil
+	}
+	p.psk.Zero()
+	d.clearAllowedLocked(p)
+	delete(d.byKey, p.pub)
+	delete(d.byFP, p.fp)
+	for i, q := range d.peers {
+		if q == p {
+			d.peers = append(d.peers[:i], d.peers[i+1:]...)
+			break
+		}
+	}
+}
+
+// resetSessionLocked drops every keypair and the handshake in flight of p
+// and zeroes them (whitepaper §6.3's "zero all key material").
+func (d *Device) resetSessionLocked(p *peer) {
+	p.fp.ClearKeypairs()
+	d.sweepLocked(p)
+	d.dropPendingLocked(p)
+	if p.hs != nil {
+		p.hs.Clear()
+	}
+	p.retransmitAt, p.attempts, p.zeroAt = 0, 0, 0
+	p.kaArmedAt, p.nhArmedAt = 0, 0
+	p.fp.HandshakeNeeded.Store(false)
+}
+
+// dropPendingLocked releases the receiver index of the handshake in flight.
+func (d *Device) dropPendingLocked(p *peer) {
+	if !p.hasPending {
+		return
+	}
+	delete(d.pending, p.pendingIndex)
+	d.dp.Indexes().Free(p.pendingIndex)
+	p.hasPending = false
+	p.pendingIndex = 0
+}
+
+// sweepLocked frees and zeroes every keypair p published that none of its
+// three slots holds any more (rotated out, rejected, promoted over).
+func (d *Device) sweepLocked(p *peer) {
+	cur, prev, next := p.fp.Current.Load(), p.fp.Previous.Load(), p.fp.Next.Load()
+	kept := p.owned[:0]
+	for _, kp := range p.owned {
+		if kp == cur || kp == prev || kp == next {
+			kept = append(kept, kp)
+			continue
+		}
+		d.dp.Indexes().Free(kp.LocalIndex)
+		kp.Zero()
+	}
+	clear(p.owned[len(kept):])
+	p.owned = kept
+}
+
+func (d *Device) clearAllowedLocked(p *peer) {
+	for _, pfx := range p.allowed {
+		if d.allowed[pfx] == p {
+			delete(d.allowed, pfx)
+		}
+	}
+	p.allowed = p.allowed[:0]
+}
+
+func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
+	pfx = pfx.Masked()
+	if old := d.allowed[pfx]; old != nil {
+		if old == p {
+			return
+		}
+		old.removeAllowed(pfx)
+	}
+	d.allowed[pfx] = p
+	p.allowed = append(p.allowed, pfx)
+}
+
+func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
+	pfx = pfx.Masked()
+	if d.allowed[pfx] != p {
+		return
+	}
+	delete(d.allowed, pfx)
+	p.removeAllowed(pfx)
+}
+
+func (p *peer) removeAllowed(pfx netip.Prefix) {
+	for i, q := range p.allowed {
+		if q == pfx {
+			p.allowed = append(p.allowed[:i], p.allowed[i+1:]...)
+			return
+		}
+	}
+}
+
+// publishLocked hands the peers and allowed IPs to the dataplane.
+func (d *Device) publishLocked() {
+	fps := make([]*fastpath.Peer, len(d.peers))
+	allowed := make([][]netip.Prefix, len(d.peers))
+	for i, p := range d.peers {
+		fps[i] = p.fp
+		allowed[i] = append([]netip.Prefix(nil), p.allowed...)
+	}
+	if err := d.dp.SetPeers(fps, allowed); err != nil {
+		d.log.Warn("set peers", "err", err)
+	}
+}
+
+// Start runs the handshake loop and the timers (Tick every TickInterval on
+// the real clock) and, if Options.Name is set, serves the UAPI socket. It
+// returns an error only if the socket cannot be made.
+func (d *Device) Start() error {
+	var err error
+	d.startOnce.Do(func() {
+		if d.opts.Name != "" {
+			if err = d.listenUAPI(d.opts.Name); err != nil {
+				return
+			}
+		}
+		d.wg.Add(1)
+		go d.loop()
+	})
+	return err
+}
+
+func (d *Device) loop() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.opts.TickInterval)
+	defer t.Stop()
+	hs := d.dp.Handshakes()
+	for {
+		select {
+		case <-d.done:
+			return
+		case m, ok := <-hs:
+			if !ok {
+				hs = nil
+				continue
+			}
+			d.HandleMessage(m)
+		case <-t.C:
+			d.Tick(d.now())
+		}
+	}
+}
+
+// Close stops the loops, removes the UAPI socket, and zeroes every key the
+// device holds. The dataplane is not closed.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.done)
+		d.mu.Lock()
+		l := d.uapi
+		for c := range d.conns {
+			c.Close()
+		}
+		d.mu.Unlock()
+		if l != nil {
+			l.Close()
+		}
+		d.wg.Wait()
+		d.mu.Lock()
+		for _, p := range append([]*peer(nil), d.peers...) {
+			d.removePeerLocked(p)
+		}
+		if d.id != nil {
+			d.id.Zero()
+			d.id = nil
+		}
+		d.private.Zero()
+		d.publishLocked()
+		d.mu.Unlock()
+	})
+	return nil
+}

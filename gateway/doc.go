@@ -1,0 +1,49 @@
+// Package gateway is wgpio's WireGuard control plane: peers and their
+// configuration, the handshake loop, the timers, the keypair lifecycle,
+// roaming, and configuration over the cross-platform UAPI.
+//
+// It implements, on top of package noise (the messages) and the fast path's
+// shared types (fastpath.Peer, fastpath.Keypair, fastpath.IndexTable):
+//
+//   - the handshake state machine and session management of the WireGuard
+//     whitepaper (J. A. Donenfeld, "WireGuard: Next Generation Kernel Network
+//     Tunnel", revision e2da747), sections 5.4 (handshake, cookies under load)
+//     and 6 (timers: rekey, reject, retry with jitter, give-up, keepalive,
+//     persistent keepalive, zeroing of key material), with the constants of
+//     section 6.1 as wireguard-go's device/constants.go spells them;
+//   - the configuration protocol of https://www.wireguard.com/xplatform/
+//     ("get=1" / "set=1" over a UNIX socket at /var/run/wireguard/<name>.sock,
+//     served through golang.zx2c4.com/wireguard/ipc), so that wg(8) can show
+//     and set a running device.
+//
+// # Clock
+//
+// Every protocol timer runs on an injected monotonic clock (Options.Now, in
+// ns), and Device.Tick evaluates them at a given instant, so that tests run
+// minutes of timers in milliseconds. Three things read wall time instead and
+// are not affected by the injected clock: the TAI64N timestamp of handshake
+// initiations (package noise: wall time by definition), the
+// last_handshake_time reported over the UAPI (Options.WallClock, Unix time as
+// wg(8) expects), and nothing else.
+//
+// # Timers from stamps
+//
+// The fast path's workers do not call back per packet; they publish per-peer
+// stamps (fastpath.Stamps: last sent, last received, last data sent/received)
+// at most every 50 ms, and flags (HandshakeNeeded, Promoted). Tick turns
+// those into the events of whitepaper §6 (wireguard-go device/timers.go names
+// the same events): an event "first data received since we last sent" is
+// seen at the first Tick after the stamp moved, so each timer fires up to one
+// publish interval plus one tick interval (about 100 ms) late. That is well
+// inside the jitter the protocol allows.
+//
+// # Roaming
+//
+// The endpoint is set by the control plane from the outer source of every
+// authenticated handshake message (initiation or response), and by the
+// workers from authenticated transport data under the rule documented in
+// package fastpath (move to the newest authenticated source only when no
+// authenticated packet came from the current endpoint during one 50 ms
+// interval), so that a peer spreading its source ports does not make the
+// endpoint flip per packet.
+package gateway

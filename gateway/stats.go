@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/noise"
+)
+
+// DropReason says why the control plane dropped a message or could not
+// send one. The UAPI has no field for drops (wireguard-go prints none), so
+// they are reported by Stats only.
+type DropReason uint8
+
+// Drop reasons.
+const (
+	DropUnknownType      DropReason = iota // not a handshake message type (bad first four bytes)
+	DropNoPrivateKey                       // the device has no private key yet
+	DropHandshakeInvalid                   // refused by package noise (bad MAC1, stale timestamp, flood, decryption...; see Stats.Noise)
+	DropUnknownPeer                        // initiation from a static key we do not know
+	DropUnknownIndex                       // response or cookie reply for no handshake of ours
+	DropRateLimited                        // per-source initiation rate limit while under load
+	DropIndexTableFull                     // no receiver index left
+	DropNoEndpoint                         // something to send to a peer with no known endpoint
+	DropMailboxFull                        // the dataplane refused a control packet
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	"unknown type", "no private key", "handshake invalid", "unknown peer",
+	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
+}
+
+// String returns the short lowercase name.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// Stats are the device's counters at one moment (each read atomically).
+type Stats struct {
+	Drops             [NumDropReasons]uint64 // indexed by DropReason
+	InitiationsSent   uint64
+	ResponsesSent     uint64
+	CookieRepliesSent uint64
+	KeepalivesSent    uint64 // by the control plane (timers, session confirmation)
+	Sessions          uint64 // keypairs installed
+	Noise             noise.StatsSnapshot
+}
+
+type counters struct {
+	drops             [NumDropReasons]atomic.Uint64
+	initiationsSent   atomic.Uint64
+	responsesSent     atomic.Uint64
+	cookieRepliesSent atomic.Uint64
+	keepalivesSent    atomic.Uint64
+	sessions          atomic.Uint64
+}
+
+func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
+
+// Stats returns the counters; Noise is the current identity's (zero
+// without a private key).
+func (d *Device) Stats() Stats {
+	var s Stats
+	for i := range s.Drops {
+		s.Drops[i] = d.stats.drops[i].Load()
+	}
+	s.InitiationsSent = d.stats.initiationsSent.Load()
+	s.ResponsesSent = d.stats.responsesSent.Load()
+	s.CookieRepliesSent = d.stats.cookieRepliesSent.Load()
+	s.KeepalivesSent = d.stats.keepalivesSent.Load()
+	s.Sessions = d.stats.sessions.Load()
+	d.mu.Lock()
+	if d.id != nil {
+		s.Noise = d.id.Stats().Snapshot()
+	}
+	d.mu.Unlock()
+	return s
+}

@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// Derived timer constants (whitepaper §6.1, §6.2).
+const (
+	rekeyAfterTime     = int64(noise.RekeyAfterTime)
+	rejectAfterTime    = int64(noise.RejectAfterTime)
+	keepaliveTimeout   = int64(noise.KeepaliveTimeout)
+	rekeyTimeout       = int64(noise.RekeyTimeout)
+	newHandshakeAfter  = keepaliveTimeout + rekeyTimeout
+	lastMinuteRekeyAge = rejectAfterTime - keepaliveTimeout - rekeyTimeout // 165 s: initiator rekeys on receive
+	second             = int64(1e9)
+)
+
+// Tick evaluates every peer's timers at now (ns of Options.Now) from the
+// stamps and flags the workers published, and sends what falls due through
+// the dataplane. Start calls it every TickInterval; tests call it with a
+// fake clock. The rules are those of whitepaper §6 as wireguard-go's
+// device/timers.go and send.go apply them:
+//
+//   - HandshakeNeeded (data waiting without a usable keypair): initiate.
+//   - Promoted (the responder's Next received data and became Current):
+//     the handshake is complete; the keypair pushed out is freed.
+//   - Rekey (§6.2): the initiator's current session older than
+//     RekeyAfterTime (120 s) when something is sent on it, or any session
+//     past RekeyAfterMessages; and the initiator's "last minute" rekey when
+//     data arrives on a session older than RejectAfterTime − KeepaliveTimeout
+//     − RekeyTimeout (165 s).
+//   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
+//     out of its slot, unpublished and zeroed (the workers already refuse it).
+//   - Retry (§6.4): an initiation unanswered for RekeyTimeout plus jitter is
+//     resent, up to RekeyAttemptTime / RekeyTimeout times; then give up: no
+//     more retries until new data asks, the held-packets flag is cleared and
+//     the key material is zeroed later.
+//   - Keepalive (§6.5): KeepaliveTimeout (10 s) after data was received
+//     with nothing sent since, send an empty transport message.
+//   - New handshake (§6.5): KeepaliveTimeout + RekeyTimeout (15 s, plus
+//     jitter) after data was sent with nothing received since, initiate.
+//   - Persistent keepalive (§6.5): an empty message after the configured
+//     interval without any authenticated packet sent or received.
+//   - Zeroing (§6.3): RejectAfterTime × 3 (540 s) after the last session
+//     was derived, every keypair and the handshake state are zeroed.
+func (d *Device) Tick(now int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.isUnderLoad(now) // keep the 1 s hold-over current between messages
+	for _, p := range d.peers {
+		d.tickPeerLocked(p, now)
+	}
+}
+
+func (d *Device) tickPeerLocked(p *peer, now int64) {
+	fp := p.fp
+	if fp.Promoted.Swap(false) {
+		// Key confirmation by the first data on the responder's session
+		// (wireguard-go calls timersHandshakeComplete here too).
+		d.completeLocked(p)
+	}
+
+	// Reject after RejectAfterTime: unpublish.
+	for _, slot := range []*atomic.Pointer[fastpath.Keypair]{&fp.Current, &fp.Previous, &fp.Next} {
+		if kp := slot.Load(); kp != nil && now-kp.Created >= rejectAfterTime {
+			slot.CompareAndSwap(kp, nil)
+		}
+	}
+	d.sweepLocked(p)
+
+	// Zeroing of all key material.
+	if p.zeroAt != 0 && now >= p.zeroAt {
+		d.log.Debug("zeroing key material", "peer", p.pub)
+		d.resetSessionLocked(p)
+		p.initSent = false
+		return
+	}
+
+	// Retries and give-up.
+	if p.retransmitAt != 0 && now >= p.retransmitAt {
+		if p.attempts >= noise.MaxHandshakeAttempts {
+			d.log.Debug("handshake did not complete, giving up", "peer", p.pub, "attempts", p.attempts+1)
+			p.retransmitAt = 0
+			p.kaArmedAt = 0
+			fp.HandshakeNeeded.Store(false)
+			d.dropPendingLocked(p)
+			if p.hs != nil {
+				p.hs.Clear()
+			}
+			d.armZeroIfIdleLocked(p, now)
+		} else {
+			p.attempts++
+			// Let a retry through the RekeyTimeout limit: its own deadline
+			// already is RekeyTimeout plus jitter after the last one.
+			p.initSent = false
+			d.initiateLocked(p, now, true)
+		}
+	}
+
+	if fp.HandshakeNeeded.Load() {
+		if p.retransmitAt != 0 {
+			// A handshake is in flight; its retries serve the need.
+			fp.HandshakeNeeded.Store(false)
+		} else {
+			d.initiateLocked(p, now, false)
+		}
+	}
+
+	lastSent := max(fp.Stamps.LastSent.Load(), p.ownSent)
+	lastRecv := fp.Stamps.LastReceived.Load()
+	dataSent := fp.Stamps.LastDataSent.Load()
+	dataRecv := fp.Stamps.LastDataReceived.Load()
+
+	// Rekey.
+	if kp := fp.Current.Load(); kp != nil {
+		switch {
+		case kp.SendCounter() >= noise.RekeyAfterMessages:
+			d.initiateLocked(p, now, false)
+		case kp.IsInitiator && lastSent >= kp.Created+rekeyAfterTime:
+			d.initiateLocked(p, now, false)
+		case kp.IsInitiator && !p.sentLastMin && dataRecv >= kp.Created+lastMinuteRekeyAge:
+			p.sentLastMin = true
+			d.initiateLocked(p, now, false)
+		}
+	}
+
+	// Keepalive after receiving data without sending.
+	if p.kaArmedAt != 0 && lastSent >= p.kaArmedAt {
+		p.kaArmedAt = 0
+	}
+	if p.kaArmedAt == 0 && dataRecv != 0 && dataRecv > lastSent {
+		p.kaArmedAt = dataRecv
+	}
+	if p.kaArmedAt != 0 && now-p.kaArmedAt >= keepaliveTimeout {
+		p.kaArmedAt = 0
+		d.sendKeepaliveLocked(p, now)
+		lastSent = max(lastSent, p.ownSent)
+	}
+
+	// New handshake after sending data without receiving.
+	if p.nhArmedAt != 0 && lastRecv >= p.nhArmedAt {
+		p.nhArmedAt = 0
+	}
+	if p.nhArmedAt == 0 && dataSent != 0 && dataSent > lastRecv && dataSent > p.nhRearm {
+		p.nhArmedAt = dataSent
+		p.nhJitter = int64(d.opts.Jitter())
+	}
+	if p.nhArmedAt != 0 && now-p.nhArmedAt >= newHandshakeAfter+p.nhJitter {
+		d.log.Debug("no reply to data, new handshake", "peer", p.pub)
+		p.nhArmedAt = 0
+		p.nhRearm = now
+		d.initiateLocked(p, now, false)
+		lastSent = max(lastSent, p.ownSent)
+	}
+
+	// Persistent keepalive.
+	if p.keepalive != 0 {
+		last := max(lastSent, lastRecv, p.pkaBase)
+		if now-last >= int64(p.keepalive)*second {
+			d.sendKeepaliveLocked(p, now)
+			if p.ownSent < now {
+				// Nothing could be sent (no endpoint): do not retry
+				// every tick.
+				p.pkaBase = now
+			}
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.zx2c4.com/wireguard/ipc"
+
+	"github.com/wgpio/wgpio/noise"
+)
+
+// UAPIError is an error of the configuration protocol: Code is the negative
+// errno the reply's "errno=" line carries (ipc.IpcError* constants).
+type UAPIError struct {
+	Code int64
+	Err  error
+}
+
+func (e *UAPIError) Error() string { return fmt.Sprintf("uapi: errno %d: %v", e.Code, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *UAPIError) Unwrap() error { return e.Err }
+
+func uapiErrorf(code int64, format string, args ...any) *UAPIError {
+	return &UAPIError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// IpcGet writes the device's configuration and state in the "get=1" format
+// of the configuration protocol (https://www.wireguard.com/xplatform/), the
+// fields and their order as wireguard-go prints them: private_key,
+// listen_port, fwmark, then per peer public_key, preshared_key,
+// protocol_version, endpoint, last_handshake_time_sec/_nsec, tx_bytes,
+// rx_bytes, persistent_keepalive_interval, allowed_ip. Keys are lowercase
+// hex. It does not write the terminating "errno=" line.
+func (d *Device) IpcGet(w io.Writer) error {
+	var b bytes.Buffer
+	d.mu.Lock()
+	if !d.private.IsZero() {
+		fmt.Fprintf(&b, "private_key=%s\n", d.private.Hex())
+	}
+	if d.listenPort != 0 {
+		fmt.Fprintf(&b, "listen_port=%d\n", d.listenPort)
+	}
+	if d.fwmark != 0 {
+		fmt.Fprintf(&b, "fwmark=%d\n", d.fwmark)
+	}
+	for _, p := range d.peers {
+		fmt.Fprintf(&b, "public_key=%s\n", p.pub.Hex())
+		fmt.Fprintf(&b, "preshared_key=%s\n", p.psk.Hex())
+		b.WriteString("protocol_version=1\n")
+		if ep := p.fp.Endpoint.Load(); ep != nil {
+			fmt.Fprintf(&b, "endpoint=%s\n", ep.Dst)
+		}
+		var sec, nsec int64
+		if !p.lastHSWall.IsZero() {
+			ns := p.lastHSWall.UnixNano()
+			sec, nsec = ns/int64(time.Second), ns%int64(time.Second)
+		}
+		fmt.Fprintf(&b, "last_handshake_time_sec=%d\n", sec)
+		fmt.Fprintf(&b, "last_handshake_time_nsec=%d\n", nsec)
+		fmt.Fprintf(&b, "tx_bytes=%d\n", p.fp.TxBytes.Load())
+		fmt.Fprintf(&b, "rx_bytes=%d\n", p.fp.RxBytes.Load())
+		fmt.Fprintf(&b, "persistent_keepalive_interval=%d\n", p.keepalive)
+		for _, pfx := range p.allowed {
+			fmt.Fprintf(&b, "allowed_ip=%s\n", pfx)
+		}
+	}
+	d.mu.Unlock()
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return uapiErrorf(ipc.IpcErrorIO, "write get reply: %w", err)
+	}
+	return nil
+}
+
+// setState is the peer a "set=1" operation is on.
+type setState struct {
+	p        *peer // nil: device lines, or a dummy peer (lines are parsed, not applied)
+	onPeer   bool  // a public_key line was seen
+	created  bool
+	pkaOn    bool
+	changed  bool // allowed IPs or peers changed: publish
+	toKick   []*peer
+	newPeers []*peer
+}
+
+// IpcSet applies a "set=1" operation read from r up to a blank line or the
+// end (https://www.wireguard.com/xplatform/), with every key wireguard-go
+// accepts: device keys private_key, listen_port, fwmark, replace_peers; peer
+// keys (after public_key) update_only, remove, preshared_key, endpoint,
+// persistent_keepalive_interval, replace_allowed_ips, allowed_ip (a leading
+// '-' removes the prefix) and protocol_version (must be 1). As in
+// wireguard-go, lines apply one by one: an error stops the operation and
+// what came before it stays applied. The error is a *UAPIError.
+//
+// Endpoints must be numeric (IP:port or [IPv6]:port): wg(8) resolves host
+// names before it talks to the socket.
+func (d *Device) IpcSet(r io.Reader) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var st setState
+	defer d.finishSetLocked(&st)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			return nil
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return uapiErrorf(ipc.IpcErrorProtocol, "parse line %q", line)
+		}
+		if key == "public_key" {
+			d.postPeerLocked(&st)
+			k, err := noise.ParsePublicKeyHex(value)
+			if err != nil {
+				return uapiErrorf(ipc.IpcErrorInvalid, "parse public_key: %w", err)
+			}
+			st.onPeer = true
+			st.p, st.created = d.lookupOrCreateLocked(k)
+			st.pkaOn = false
+			if st.created {
+				st.changed = true
+				st.newPeers = append(st.newPeers, st.p)
+			}
+			continue
+		}
+		var err error
+		if !st.onPeer {
+			err = d.setDeviceLineLocked(&st, key, value)
+		} else {
+			err = d.setPeerLineLocked(&st, key, value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return uapiErrorf(ipc.IpcErrorIO, "read set request: %w", err)
+	}
+	return nil
+}
+
+// postPeerLocked finishes the lines of one peer: a persistent keepalive
+// just turned on sends a keepalive at once (wireguard-go).
+func (d *Device) postPeerLocked(st *setState) {
+	if st.p != nil && st.pkaOn {
+		st.toKick = append(st.toKick, st.p)
+	}
+	st.p, st.pkaOn, st.created = nil, false, false
+}
+
+func (d *Device) finishSetLocked(st *setState) {
+	d.postPeerLocked(st)
+	if st.changed {
+		d.publishLocked()
+	}
+	now := d.now()
+	for _, p := range st.toKick {
+		if d.byFP[p.fp] == p {
+			d.sendKeepaliveLocked(p, now)
+		}
+	}
+}
+
+func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
+	switch key {
+	case "private_key":
+		var k noise.PrivateKey
+		if value != "" && strings.Trim(value, "0") != "" {
+			var err error
+			if k, err = noise.ParsePrivateKeyHex(value); err != nil {
+				return uapiErrorf(ipc.IpcErrorInvalid, "set private_key: %w", err)
+			}
+		} else if len(value) != 2*noise.KeySize {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set private_key: %w", noise.ErrKeyFormat)
+		}
+		d.setPrivateKeyLocked(k)
+		st.changed = true
+	case "listen_port":
+		port, err := strconv.ParseUint(value, 10, 16)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "parse listen_port: %w", err)
+		}
+		d.listenPort = uint16(port)
+	case "fwmark":
+		mark, err := strconv.ParseUint(value, 10, 32)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "parse fwmark: %w", err)
+		}
+		d.fwmark = uint32(mark)
+	case "replace_peers":
+		if value != "true" {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set replace_peers: invalid value %q", value)
+		}
+		for _, p := range append([]*peer(nil), d.peers...) {
+			d.removePeerLocked(p)
+		}
+		st.changed = true
+	default:
+		return uapiErrorf(ipc.IpcErrorInvalid, "invalid device key %q", key)
+	}
+	return nil
+}
+
+func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
+	p := st.p // nil: a dummy (our own key, removed, or update_only)
+	switch key {
+	case "update_only":
+		if value != "true" {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set update_only: invalid value %q", value)
+		}
+		if st.created && p != nil {
+			d.removePeerLocked(p)
+			st.p = nil
+		}
+	case "remove":
+		if value != "true" {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set remove: invalid value %q", value)
+		}
+		if p != nil {
+			d.removePeerLocked(p)
+			st.changed = true
+		}
+		st.p = nil
+	case "preshared_key":
+		k, err := noise.ParsePresharedKeyHex(value)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set preshared_key: %w", err)
+		}
+		if p != nil {
+			d.setPSKLocked(p, k)
+		}
+	case "endpoint":
+		ap, err := netip.ParseAddrPort(value)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: %w", value, err)
+		}
+		if p != nil {
+			d.setEndpointConfigLocked(p, ap)
+		}
+	case "persistent_keepalive_interval":
+		secs, err := strconv.ParseUint(value, 10, 16)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set persistent_keepalive_interval: %w", err)
+		}
+		if p != nil {
+			st.pkaOn = d.setKeepaliveLocked(p, uint16(secs))
+		}
+	case "replace_allowed_ips":
+		if value != "true" {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set replace_allowed_ips: invalid value %q", value)
+		}
+		if p != nil {
+			d.clearAllowedLocked(p)
+			st.changed = true
+		}
+	case "allowed_ip":
+		remove := strings.HasPrefix(value, "-")
+		pfx, err := netip.ParsePrefix(strings.TrimPrefix(value, "-"))
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "set allowed_ip: %w", err)
+		}
+		if p == nil {
+			return nil
+		}
+		if remove {
+			d.removeAllowedLocked(p, pfx)
+		} else {
+			d.addAllowedLocked(p, pfx)
+		}
+		st.changed = true
+	case "protocol_version":
+		if value != "1" {
+			return uapiErrorf(ipc.IpcErrorInvalid, "invalid protocol_version %q", value)
+		}
+	default:
+		return uapiErrorf(ipc.IpcErrorInvalid, "invalid peer key %q", key)
+	}
+	return nil
+}
+
+// ServeUAPI answers configuration requests on conn until it fails or
+// closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
+// "errno=N\n\n" (after the get output). It closes conn.
+func (d *Device) ServeUAPI(conn net.Conn) {
+	defer conn.Close()
+	rw := bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
+	for {
+		op, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch op {
+		case "set=1\n":
+			err = d.IpcSet(rw.Reader)
+		case "get=1\n":
+			var c byte
+			if c, err = rw.ReadByte(); err != nil {
+				return
+			}
+			if c != '\n' {
+				err = uapiErrorf(ipc.IpcErrorInvalid, "trailing byte %q after get=1", c)
+				break
+			}
+			err = d.IpcGet(rw.Writer)
+		default:
+			d.log.Warn("invalid UAPI operation", "op", op)
+			return
+		}
+		var code int64
+		if err != nil {
+			var ue *UAPIError
+			if errors.As(err, &ue) {
+				code = ue.Code
+			} else {
+				code = ipc.IpcErrorUnknown
+			}
+			d.log.Warn("uapi", "err", err)
+		}
+		fmt.Fprintf(rw, "errno=%d\n\n", code)
+		if rw.Flush() != nil {
+			return
+		}
+	}
+}
+
+// listenUAPI opens /var/run/wireguard/<name>.sock and serves it.
+func (d *Device) listenUAPI(name string) error {
+	f, err := ipc.UAPIOpen(name)
+	if err != nil {
+		return fmt.Errorf("open uapi socket %s: %w", name, err)
+	}
+	l, err := ipc.UAPIListen(name, f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("listen on uapi socket %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.uapi = l
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			if d.conns == nil {
+				d.conns = make(map[net.Conn]struct{})
+			}
+			d.conns[c] = struct{}{}
+			d.mu.Unlock()
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.ServeUAPI(c)
+				d.mu.Lock()
+				delete(d.conns, c)
+				d.mu.Unlock()
+			}()
+		}
+	}()
+	return nil
+}
