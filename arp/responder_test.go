@@ -1,0 +1,318 @@
+package arp
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func newTestResponder(t testing.TB, tb *Table, skipDAD bool) *Responder {
+	t.Helper()
+	r, err := NewResponder(ResponderConfig{MAC: macA, Addrs: []netip.Addr{ip4A, ip6A}, SkipDAD: skipDAD, Table: tb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func arpFrame(t testing.TB, p ARP) []byte {
+	t.Helper()
+	b := make([]byte, MinFrameLen)
+	if _, err := p.Marshal(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestResponderARP(t *testing.T) {
+	other := netip.MustParseAddr("198.18.0.77")
+	tests := []struct {
+		name   string
+		in     ARP
+		want   Reason
+		reply  bool
+		learnt bool
+	}{
+		{"broadcast request for us", ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A}, ReasonNone, true, true},
+		{"unicast request for us", ARP{EthDst: macA, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetMAC: macA, TargetIP: ip4A}, ReasonNone, true, true},
+		{"probe from 0.0.0.0", ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: netip.IPv4Unspecified(), TargetIP: ip4A}, ReasonNone, true, false},
+		{"request for another", ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: other}, ReasonNotOurAddress, false, false},
+		{"request to another mac", ARP{EthDst: MAC{2, 9, 9, 9, 9, 9}, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A}, ReasonNotForUs, false, false},
+		{"broadcast reply", ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPReply, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A}, ReasonNotForUs, false, false},
+		{"multicast source", ARP{EthDst: Broadcast, EthSrc: MAC{3, 0, 0, 0, 0, 1}, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A}, ReasonSourceMAC, false, false},
+		{"multicast sender", ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: Broadcast, SenderIP: ip4B, TargetIP: ip4A}, ReasonSourceMAC, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb, _, _ := newTestTable()
+			r := newTestResponder(t, tb, true)
+			out := make([]byte, 128)
+			n, rs := r.Handle(arpFrame(t, tt.in), out)
+			if rs != tt.want || (n > 0) != tt.reply {
+				t.Fatalf("Handle(%s) = %d, %v, want reply %v, %v", tt.name, n, rs, tt.reply, tt.want)
+			}
+			if rs != ReasonNone && r.Drops(rs) != 1 {
+				t.Errorf("Drops(%v) = %d, want 1", rs, r.Drops(rs))
+			}
+			if st, _ := tb.State(ip4B); (st != StateNone) != tt.learnt {
+				t.Errorf("State(%v) = %v, want learnt %v", ip4B, st, tt.learnt)
+			}
+			if !tt.reply {
+				return
+			}
+			got, rs := ParseARP(out[:n])
+			want := ARP{EthDst: macB, EthSrc: macA, Op: ARPReply, SenderMAC: macA, SenderIP: ip4A, TargetMAC: macB, TargetIP: tt.in.SenderIP}
+			if rs != ReasonNone || got != want {
+				t.Errorf("reply = %+v, %v, want %+v", got, rs, want)
+			}
+		})
+	}
+}
+
+func TestResponderARPReplyConfirms(t *testing.T) {
+	tb, _, _ := newTestTable()
+	r := newTestResponder(t, tb, true)
+	tb.Resolve(ip4B)
+	out := make([]byte, 128)
+	if n, rs := r.Handle(arpFrame(t, ARP{EthDst: macA, EthSrc: macB, Op: ARPReply, SenderMAC: macB, SenderIP: ip4B, TargetMAC: macA, TargetIP: ip4A}), out); n != 0 || rs != ReasonNone {
+		t.Fatalf("Handle(reply) = %d, %v, want 0, none", n, rs)
+	}
+	checkState(t, tb, ip4B, StateReachable)
+	// Another host using our address is a conflict.
+	r.Handle(arpFrame(t, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4A, TargetIP: ip4A}), out)
+	if c := r.Conflicts(); len(c) != 1 || c[0].Addr != ip4A || c[0].MAC != macB {
+		t.Errorf("Conflicts = %+v, want %v at %v", c, ip4A, macB)
+	}
+}
+
+func ndpFrame(t testing.TB, m NDP) []byte {
+	t.Helper()
+	b := make([]byte, NDPFrameLen)
+	n, err := m.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+func TestResponderNS(t *testing.T) {
+	snm := SolicitedNode(ip6A)
+	tests := []struct {
+		name string
+		in   NDP
+		want Reason
+		// expected NA
+		dst       netip.Addr
+		ethDst    MAC
+		solicited bool
+	}{
+		{"multicast ns", NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB},
+			ReasonNone, ip6B, macB, true},
+		{"unicast ns without slla", NDP{EthDst: macA, EthSrc: macB, Src: ip6B, Dst: ip6A, Type: ICMPv6NS, Target: ip6A},
+			ReasonNone, ip6B, macB, true},
+		{"ns from ::", NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: netip.IPv6Unspecified(), Dst: snm, Type: ICMPv6NS, Target: ip6A},
+			ReasonNone, allNodes, MulticastMAC(allNodes), false},
+		{"ns for another", NDP{EthDst: MulticastMAC(SolicitedNode(ip6B)), EthSrc: macB, Src: ip6B, Dst: SolicitedNode(ip6B), Type: ICMPv6NS, Target: ip6B},
+			ReasonNotOurAddress, netip.Addr{}, MAC{}, false},
+		{"ns to wrong group", NDP{EthDst: MulticastMAC(allNodes), EthSrc: macB, Src: ip6B, Dst: allNodes, Type: ICMPv6NS, Target: ip6A},
+			ReasonNotForUs, netip.Addr{}, MAC{}, false},
+		{"ns to another mac", NDP{EthDst: MAC{2, 9, 9, 9, 9, 9}, EthSrc: macB, Src: ip6B, Dst: ip6A, Type: ICMPv6NS, Target: ip6A},
+			ReasonNotForUs, netip.Addr{}, MAC{}, false},
+		{"multicast slla", NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: Broadcast},
+			ReasonSourceMAC, netip.Addr{}, MAC{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb, _, _ := newTestTable()
+			r := newTestResponder(t, tb, true)
+			out := make([]byte, 128)
+			n, rs := r.Handle(ndpFrame(t, tt.in), out)
+			if rs != tt.want {
+				t.Fatalf("Handle(%s) = %d, %v, want %v", tt.name, n, rs, tt.want)
+			}
+			if rs != ReasonNone {
+				return
+			}
+			got, rs := ParseNDP(out[:n])
+			want := NDP{EthDst: tt.ethDst, EthSrc: macA, Src: ip6A, Dst: tt.dst, Type: ICMPv6NA, Target: ip6A,
+				Solicited: tt.solicited, Override: true, HasLinkAddr: true, LinkAddr: macA}
+			if rs != ReasonNone || got != want {
+				t.Errorf("reply = %+v, %v\nwant %+v", got, rs, want)
+			}
+		})
+	}
+}
+
+func TestResponderNAConfirms(t *testing.T) {
+	tb, _, _ := newTestTable()
+	r := newTestResponder(t, tb, true)
+	tb.Resolve(ll6B)
+	out := make([]byte, 128)
+	na := NDP{EthDst: macA, EthSrc: macB, Src: ll6B, Dst: ip6A, Type: ICMPv6NA, Target: ll6B, Solicited: true, HasLinkAddr: true, LinkAddr: macB}
+	if _, rs := r.Handle(ndpFrame(t, na), out); rs != ReasonNone {
+		t.Fatalf("Handle(solicited NA) = %v, want none", rs)
+	}
+	checkState(t, tb, ll6B, StateReachable)
+	// Unsolicited NA: no entry made.
+	un := NDP{EthDst: MulticastMAC(allNodes), EthSrc: macB, Src: ip6B, Dst: allNodes, Type: ICMPv6NA, Target: ip6B, Override: true, HasLinkAddr: true, LinkAddr: macB}
+	if _, rs := r.Handle(ndpFrame(t, un), out); rs != ReasonNotForUs {
+		t.Errorf("Handle(unsolicited NA) = %v, want not-for-us", rs)
+	}
+	checkState(t, tb, ip6B, StateNone)
+}
+
+func TestResponderDAD(t *testing.T) {
+	tests := []struct {
+		name     string
+		other    *NDP // frame from another host during DAD
+		conflict bool
+	}{
+		{"no answer", nil, false},
+		{"na for our address", &NDP{EthDst: MulticastMAC(allNodes), EthSrc: macB, Src: ip6A, Dst: allNodes, Type: ICMPv6NA, Target: ip6A, Override: true, HasLinkAddr: true, LinkAddr: macB}, true},
+		{"another prober", &NDP{EthDst: MulticastMAC(SolicitedNode(ip6A)), EthSrc: macB, Src: netip.IPv6Unspecified(), Dst: SolicitedNode(ip6A), Type: ICMPv6NS, Target: ip6A}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newTestResponder(t, nil, false)
+			out := make([]byte, 128)
+			ns := NDP{EthDst: MulticastMAC(SolicitedNode(ip6A)), EthSrc: macB, Src: ip6B, Dst: SolicitedNode(ip6A), Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB}
+			if _, rs := r.Handle(ndpFrame(t, ns), out); rs != ReasonTentative {
+				t.Errorf("Handle(NS for tentative) = %v, want tentative", rs)
+			}
+			var sent [][]byte
+			send := func(f []byte) error {
+				sent = append(sent, append([]byte(nil), f...))
+				if tt.other != nil {
+					r.Handle(ndpFrame(t, *tt.other), out)
+				}
+				return nil
+			}
+			err := r.DAD(send, 1, 10*time.Millisecond)
+			var ce *ConflictError
+			if got := errors.As(err, &ce); got != tt.conflict {
+				t.Fatalf("DAD() = %v, want conflict %v", err, tt.conflict)
+			}
+			if len(sent) != 1 {
+				t.Fatalf("DAD sent %d frames, want 1", len(sent))
+			}
+			p, rs := ParseNDP(sent[0])
+			if rs != ReasonNone || p.Type != ICMPv6NS || !p.Src.IsUnspecified() || p.Dst != SolicitedNode(ip6A) || p.HasLinkAddr || p.Target != ip6A {
+				t.Errorf("DAD probe = %+v, %v; want NS from :: to %v for %v without SLLA", p, rs, SolicitedNode(ip6A), ip6A)
+			}
+			n, rs := r.Handle(ndpFrame(t, ns), out)
+			if tt.conflict != (rs == ReasonTentative) || tt.conflict == (n > 0) {
+				t.Errorf("Handle(NS) after DAD = %d, %v; conflict %v", n, rs, tt.conflict)
+			}
+		})
+	}
+}
+
+func TestResponderAnnounce(t *testing.T) {
+	r := newTestResponder(t, nil, true)
+	var got []string
+	err := r.Announce(func(f []byte) error {
+		if p, rs := ParseARP(f); rs == ReasonNone {
+			if p.Op != ARPRequest || p.EthDst != Broadcast || p.SenderIP != ip4A || p.TargetIP != ip4A || p.SenderMAC != macA {
+				t.Errorf("gratuitous ARP = %+v", p)
+			}
+			got = append(got, "arp")
+		}
+		if m, rs := ParseNDP(f); rs == ReasonNone {
+			if m.Type != ICMPv6NA || m.Dst != allNodes || m.Solicited || !m.Override || m.LinkAddr != macA || m.Target != ip6A {
+				t.Errorf("unsolicited NA = %+v", m)
+			}
+			got = append(got, "na")
+		}
+		return nil
+	})
+	if err != nil || len(got) != 2 {
+		t.Errorf("Announce() = %v, sent %v; want nil, [arp na]", err, got)
+	}
+}
+
+func TestFrameProber(t *testing.T) {
+	var frames [][]byte
+	p := &FrameProber{MAC: macA, Src4: ip4A, Src6LinkLocal: netip.MustParseAddr("fe80::1"), Src6: ip6A,
+		Send: func(f []byte) { frames = append(frames, append([]byte(nil), f...)) }}
+	p.Probe(ip4B, MAC{}, false)
+	p.Probe(ip4B, macB, true)
+	p.Probe(ll6B, MAC{}, false)
+	p.Probe(ip6B, macB, true)
+	if len(frames) != 4 {
+		t.Fatalf("sent %d frames, want 4", len(frames))
+	}
+	if a, _ := ParseARP(frames[0]); a.EthDst != Broadcast || a.Op != ARPRequest || a.TargetIP != ip4B || a.SenderIP != ip4A {
+		t.Errorf("broadcast request = %+v", a)
+	}
+	if a, _ := ParseARP(frames[1]); a.EthDst != macB {
+		t.Errorf("unicast request to %v, want %v", a.EthDst, macB)
+	}
+	if m, rs := ParseNDP(frames[2]); rs != ReasonNone || m.Src != netip.MustParseAddr("fe80::1") || m.Dst != SolicitedNode(ll6B) || m.EthDst != MulticastMAC(SolicitedNode(ll6B)) || m.LinkAddr != macA {
+		t.Errorf("multicast NS = %+v, %v", m, rs)
+	}
+	if m, rs := ParseNDP(frames[3]); rs != ReasonNone || m.Src != ip6A || m.Dst != ip6B || m.EthDst != macB {
+		t.Errorf("unicast NS = %+v, %v", m, rs)
+	}
+}
+
+func TestHandleNoAllocs(t *testing.T) {
+	tb, _, _ := newTestTable()
+	r := newTestResponder(t, tb, true)
+	req := arpFrame(t, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A})
+	snm := SolicitedNode(ip6A)
+	ns := ndpFrame(t, NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB})
+	var out [NDPFrameLen]byte
+	r.Handle(req, out[:]) // the first learns B (allocates the entry)
+	r.Handle(ns, out[:])
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+	}{{"arp request", req}, {"neighbour solicitation", ns}} {
+		allocs := testing.AllocsPerRun(1000, func() {
+			if n, rs := r.Handle(tt.frame, out[:]); n == 0 {
+				t.Fatalf("Handle(%s) = %d, %v", tt.name, n, rs)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Handle(%s) allocs = %v, want 0", tt.name, allocs)
+		}
+	}
+}
+
+// BenchmarkARPReply answers one ARP request into a caller buffer; the
+// reference builds the same reply with Marshal alone.
+func BenchmarkARPReply(b *testing.B) {
+	tb := NewTable(Config{})
+	r := newTestResponder(b, tb, true)
+	req := arpFrame(b, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A})
+	var out [MinFrameLen]byte
+	b.Run("handle", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(req)))
+		for b.Loop() {
+			r.Handle(req, out[:])
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pps")
+	})
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(MinFrameLen)
+		p := ARP{EthDst: macB, EthSrc: macA, Op: ARPReply, SenderMAC: macA, SenderIP: ip4A, TargetMAC: macB, TargetIP: ip4B}
+		for b.Loop() {
+			p.Marshal(out[:])
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pps")
+	})
+	snm := SolicitedNode(ip6A)
+	ns := ndpFrame(b, NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB})
+	var out6 [NDPFrameLen]byte
+	b.Run("handle-ns", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(ns)))
+		for b.Loop() {
+			r.Handle(ns, out6[:])
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pps")
+	})
+}
