@@ -1,0 +1,51 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"golang.org/x/sys/unix"
+)
+
+// Errors returned by Open, wrapped with the interface, the cause and the
+// fix; test with errors.Is.
+var (
+	// ErrNoSuchInterface: the interface does not exist in the caller's
+	// network namespace.
+	ErrNoSuchInterface = errors.New("afxdp: no such interface")
+	// ErrQueueOutOfRange wraps dataplane.ErrNoSuchQueue: more queues asked
+	// for than the device has RX queues.
+	ErrQueueOutOfRange = fmt.Errorf("afxdp: %w", dataplane.ErrNoSuchQueue)
+	// ErrXDPUnsupported: the driver refused the XDP program in the asked
+	// mode (or zero-copy was asked and the driver lacks it).
+	ErrXDPUnsupported = fmt.Errorf("afxdp: XDP mode not supported by the driver: %w", dataplane.ErrNotSupported)
+	// ErrMTUTooLarge: the device's (or veth peer's) MTU is above the limit
+	// for native XDP.
+	ErrMTUTooLarge = errors.New("afxdp: MTU too large for native XDP")
+	// ErrMemlock: the kernel refused to pin the UMEM or create a map for
+	// lack of locked memory (RLIMIT_MEMLOCK on kernels before 5.11).
+	ErrMemlock = errors.New("afxdp: RLIMIT_MEMLOCK too low")
+	// ErrPermission: the caller lacks CAP_NET_ADMIN, CAP_NET_RAW or
+	// CAP_BPF.
+	ErrPermission = errors.New("afxdp: missing privileges")
+)
+
+// vethMaxXDPMTU is the largest veth peer MTU that allows native XDP on
+// 4 KiB pages: a frame plus XDP headroom and skb_shared_info must fit one
+// page (drivers/net/veth.c, veth_xdp_set).
+const vethMaxXDPMTU = 3506
+
+// diagnose adds the cause and fix to errors whose errno says what is
+// missing.
+func diagnose(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w (AF_XDP needs root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root or setcap cap_net_admin,cap_net_raw,cap_bpf+ep on the binary): %w", ErrPermission, err)
+	case errors.Is(err, unix.ENOBUFS), errors.Is(err, unix.ENOMEM):
+		return fmt.Errorf("%w (raise it with ulimit -l unlimited or LimitMEMLOCK=infinity, or use fewer/smaller frames): %w", ErrMemlock, err)
+	}
+	return err
+}

@@ -1,0 +1,336 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+	"github.com/wgpio/wgpio/dataplane"
+	"golang.org/x/sys/unix"
+)
+
+// AttachMode says how the XDP program is attached to the device.
+type AttachMode int
+
+const (
+	// AttachAuto tries native (driver) XDP and falls back to generic.
+	AttachAuto AttachMode = iota
+	// AttachNative runs the program in the driver (XDP_FLAGS_DRV_MODE).
+	AttachNative
+	// AttachGeneric runs it on the kernel's generic path after the skb is
+	// built (XDP_FLAGS_SKB_MODE): slower, but every device has it.
+	AttachGeneric
+)
+
+// Default sizes.
+const (
+	// DefaultRingSize is the default entry count of each ring.
+	DefaultRingSize = 2048
+	// DefaultFramesPerQueue is the default UMEM size of a port opened
+	// without a UMEM, per queue: the fill ring plus as many again for
+	// frames in flight.
+	DefaultFramesPerQueue = 2 * DefaultRingSize
+)
+
+// Config configures a port. The zero value is usable.
+type Config struct {
+	// Queues is the number of queues, 0..Queues-1 (default: all the
+	// device's RX queues).
+	Queues int
+	// UMEM is the memory to share with other ports; nil makes a private
+	// one of FrameSize × NumFrames bytes in Mode. If the kernel refuses
+	// to share, the port gets a private UMEM and frames transmitted
+	// between the two are copied and counted (Stats.Copies).
+	UMEM *UMEM
+	// FrameSize, NumFrames and Mode size a private UMEM (defaults:
+	// dataplane.DefaultFrameSize, DefaultFramesPerQueue × Queues, ModeAuto).
+	FrameSize, NumFrames int
+	Mode                 Mode
+	// Ring sizes in entries, powers of 2 (default DefaultRingSize).
+	FillRingSize, CompletionRingSize, RXRingSize, TXRingSize int
+	// Attach is the XDP attach mode (default AttachAuto).
+	Attach AttachMode
+	// Filter says which frames go to the sockets; the rest go to the
+	// kernel.
+	Filter Filter
+}
+
+// Port is an interface driven through one AF_XDP socket per queue and an
+// XDP program that redirects the frames Filter selects. It implements
+// dataplane.Port; the methods are safe for concurrent use, the halves have
+// one owner each (see dataplane.RX and dataplane.TX).
+type Port struct {
+	name     string
+	ifindex  int
+	mac      net.HardwareAddr
+	mtu      int
+	umem     *UMEM
+	shared   bool
+	native   bool
+	nativeEr error
+	prog     *program
+	link     link.Link
+	queues   []*queue
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	mu        sync.Mutex // guards the sockets' fds against Close while Stats reads them
+}
+
+var _ dataplane.Port = (*Port)(nil)
+
+// Open opens ifname, which must be in the calling thread's network
+// namespace (the sockets and the program keep that namespace afterwards,
+// so the port may then be used from any goroutine). It raises
+// RLIMIT_MEMLOCK first. Errors wrap ErrNoSuchInterface, ErrQueueOutOfRange,
+// ErrXDPUnsupported, ErrMTUTooLarge, ErrMemlock or ErrPermission with the
+// fix.
+func Open(ifname string, cfg Config) (_ *Port, err error) {
+	_ = rlimit.RemoveMemlock() // best effort; needless on Linux 5.11+
+	l, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (list interfaces with `ip link`; open the port inside the interface's network namespace): %w", ErrNoSuchInterface, ifname, err)
+	}
+	a := l.Attrs()
+	devQueues := max(a.NumRxQueues, 1)
+	if cfg.Queues == 0 {
+		cfg.Queues = devQueues
+	}
+	if cfg.Queues < 0 || cfg.Queues > devQueues {
+		return nil, fmt.Errorf("%w: %d queues asked of %s, which has %d RX queues (ask for fewer, or add queues with ethtool -L)", ErrQueueOutOfRange, cfg.Queues, ifname, devQueues)
+	}
+	sz := ringSizes{cfg.FillRingSize, cfg.CompletionRingSize, cfg.RXRingSize, cfg.TXRingSize}
+	for _, p := range []*int{&sz.fill, &sz.comp, &sz.rx, &sz.tx} {
+		if *p == 0 {
+			*p = DefaultRingSize
+		}
+		if *p < 0 || *p&(*p-1) != 0 {
+			return nil, fmt.Errorf("afxdp: ring size %d is not a power of 2", *p)
+		}
+	}
+	p := &Port{name: ifname, ifindex: a.Index, mac: a.HardwareAddr, mtu: a.MTU, umem: cfg.UMEM, shared: cfg.UMEM != nil}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	private := func() error {
+		n := cfg.NumFrames
+		if n == 0 {
+			n = DefaultFramesPerQueue * cfg.Queues
+		}
+		u, err := NewUMEM(UMEMConfig{FrameSize: cfg.FrameSize, NumFrames: n, Mode: cfg.Mode})
+		p.umem, p.shared = u, false
+		return err
+	}
+	if p.umem == nil {
+		if err := private(); err != nil {
+			return nil, err
+		}
+	}
+	if p.prog, err = newProgram(cfg.Filter, p.mac, devQueues); err != nil {
+		return nil, diagnose(fmt.Errorf("%s: %w", ifname, err))
+	}
+	for i := range cfg.Queues {
+		s, err := p.umem.socket(p.ifindex, i, sz)
+		if err != nil && i == 0 && p.shared && errors.Is(err, errShare) {
+			// The kernel would not share (another namespace, an old
+			// kernel): fall back to a private UMEM; Transmit copies.
+			if err = private(); err == nil {
+				s, err = p.umem.socket(p.ifindex, i, sz)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ifname, err)
+		}
+		q := newQueue(p, i, s)
+		p.queues = append(p.queues, q)
+		if err := p.prog.xsks.Put(uint32(i), uint32(s.fd)); err != nil {
+			return nil, fmt.Errorf("%s: add queue %d socket to XSKMAP: %w", ifname, i, err)
+		}
+	}
+	if err := p.attach(cfg.Attach); err != nil {
+		return nil, fmt.Errorf("%s: %w", ifname, err)
+	}
+	return p, nil
+}
+
+// attach links the program to the device; a bpf_link is released by the
+// kernel when its last fd closes, so a killed process leaves nothing
+// attached.
+func (p *Port) attach(mode AttachMode) error {
+	try := func(flags link.XDPAttachFlags) (link.Link, error) {
+		return link.AttachXDP(link.XDPOptions{Program: p.prog.prog, Interface: p.ifindex, Flags: flags})
+	}
+	var err error
+	switch mode {
+	case AttachGeneric:
+		p.link, err = try(link.XDPGenericMode)
+		return p.attachError("generic", err)
+	case AttachNative:
+		p.link, err = try(link.XDPDriverMode)
+		p.native = err == nil
+		return p.attachError("native", err)
+	}
+	if p.link, err = try(link.XDPDriverMode); err == nil {
+		p.native = true
+		return nil
+	}
+	p.nativeEr = p.attachError("native", err)
+	p.link, err = try(link.XDPGenericMode)
+	return p.attachError("generic", err)
+}
+
+func (p *Port) attachError(mode string, err error) error {
+	if err == nil {
+		return nil
+	}
+	driver := driverName(p.name)
+	switch {
+	case errors.Is(err, unix.ERANGE):
+		if driver == "veth" {
+			return fmt.Errorf("%w: attach %s XDP on veth needs the peer's MTU at most %d (this end has MTU %d): lower the peer's MTU (ip link set dev PEER mtu 1500) or use AttachGeneric: %w", ErrMTUTooLarge, mode, vethMaxXDPMTU, p.mtu, err)
+		}
+		return fmt.Errorf("%w: attach %s XDP with MTU %d on %s driver %s: lower the MTU (ip link set dev %s mtu 1500) or use AttachGeneric: %w", ErrMTUTooLarge, mode, p.mtu, p.name, driver, p.name, err)
+	case errors.Is(err, unix.ENOSPC) && driver == "veth":
+		return fmt.Errorf("%w: %s XDP on veth needs at least as many RX queues as the peer has TX queues (recreate the pair with equal queue counts) or AttachGeneric: %w", ErrXDPUnsupported, mode, err)
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("%w: attach %s XDP on %s (driver %q): use AttachGeneric or AttachAuto: %w", ErrXDPUnsupported, mode, p.name, driver, err)
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("attach %s XDP: another XDP program is attached to %s (see `ip link show dev %s`; detach it with `ip link set dev %s xdp off`): %w", mode, p.name, p.name, p.name, err)
+	}
+	return diagnose(fmt.Errorf("attach %s XDP: %w", mode, err))
+}
+
+// driverName returns the device's driver as ethtool reports it, or "".
+func driverName(ifname string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname)
+	if err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(info.Driver[:])
+}
+
+// Name is the interface name.
+func (p *Port) Name() string { return p.name }
+
+// MAC is the interface's hardware address at Open.
+func (p *Port) MAC() net.HardwareAddr { return p.mac }
+
+// MTU is the interface's MTU at Open.
+func (p *Port) MTU() int { return p.mtu }
+
+// NumQueues is the number of queues opened.
+func (p *Port) NumQueues() int { return len(p.queues) }
+
+// Queue returns queue i; it panics if i is out of range, as slice indexing
+// does (a programming error, not input).
+func (p *Port) Queue(i int) dataplane.Queue { return p.queues[i] }
+
+// UMEM is the port's UMEM.
+func (p *Port) UMEM() *UMEM { return p.umem }
+
+// Pool is the port's frame pool (its UMEM's).
+func (p *Port) Pool() *dataplane.Pool { return p.umem.pool }
+
+// SharedUMEM reports whether the port uses the UMEM passed in Config
+// (false if none was passed or the kernel refused to share it).
+func (p *Port) SharedUMEM() bool { return p.shared }
+
+// ZeroCopy reports whether the UMEM is in zero-copy mode.
+func (p *Port) ZeroCopy() bool { return p.umem.ZeroCopy() }
+
+// NativeXDP reports whether the program runs in the driver (true) or on the
+// generic path (false). With AttachAuto, NativeXDPError says why native
+// failed.
+func (p *Port) NativeXDP() bool { return p.native }
+
+// NativeXDPError is why native XDP was not used under AttachAuto, or nil.
+func (p *Port) NativeXDPError() error { return p.nativeEr }
+
+// Stats adds up the queues' counters and the XDP program's counters
+// (Backend "xdp_*"); the sockets' XDP_STATISTICS appear in Backend as
+// "xsk_*".
+func (p *Port) Stats() dataplane.Stats {
+	var s dataplane.Stats
+	for _, q := range p.queues {
+		s.Add(q.Stats())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prog != nil && !p.closed.Load() {
+		if s.Backend == nil {
+			s.Backend = make(map[string]uint64)
+		}
+		_ = p.prog.counterValues(s.Backend)
+	}
+	return s
+}
+
+// AddPrefix adds a destination prefix to the LAN match (Filter.Prefixes).
+// Safe for concurrent use with traffic: the program sees it at once.
+func (p *Port) AddPrefix(pfx netip.Prefix) error {
+	m, k, err := p.prog.prefixKey(pfx)
+	if err != nil {
+		return fmt.Errorf("add prefix: %w", err)
+	}
+	if err := m.Put(k, uint32(1)); err != nil {
+		return fmt.Errorf("add prefix %v: %w", pfx, err)
+	}
+	return nil
+}
+
+// DeletePrefix removes a prefix added with AddPrefix.
+func (p *Port) DeletePrefix(pfx netip.Prefix) error {
+	m, k, err := p.prog.prefixKey(pfx)
+	if err != nil {
+		return fmt.Errorf("delete prefix: %w", err)
+	}
+	if err := m.Delete(k); err != nil {
+		return fmt.Errorf("delete prefix %v: %w", pfx, err)
+	}
+	return nil
+}
+
+// Close detaches the program, closes the sockets and the maps, and gives
+// the frames the rings held back to the pool. It waits for a half's owner
+// that is inside a call to leave it; afterwards the halves' methods return
+// 0. Frames callers still hold stay valid (see UMEM) and may be freed.
+func (p *Port) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		for _, q := range p.queues {
+			for q.rx.busy.Load() != 0 || q.tx.busy.Load() != 0 {
+				runtime.Gosched()
+			}
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var errs []error
+		if p.link != nil {
+			errs = append(errs, p.link.Close())
+		}
+		for _, q := range p.queues {
+			q.release()
+			p.umem.forget(q.sock)
+		}
+		if p.prog != nil {
+			errs = append(errs, p.prog.Close())
+		}
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}

@@ -1,0 +1,394 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+)
+
+// Filter says which received frames the XDP program redirects to the
+// port's sockets. Everything else gets XDP_PASS and reaches the kernel's
+// stack as if no program were attached (SSH, DHCP, routing, the host's own
+// traffic). A frame may carry one 802.1Q tag in front of its EtherType.
+type Filter struct {
+	// All redirects every frame of at least 14 bytes (a reflector, tests,
+	// an interface wgpio owns alone). The other fields are ignored.
+	All bool
+
+	// UDP redirects IPv4 (without options, not a fragment) or IPv6 (UDP
+	// as the first next header) UDP datagrams to one of these addresses
+	// and a destination port in the range: the WAN side of a gateway.
+	UDP []UDPMatch
+
+	// Neighbors redirects ARP frames (RFC 826) whose target protocol
+	// address is one of these IPv4 addresses, and NDP neighbour
+	// solicitations and advertisements (RFC 4861 section 4.3, 4.4) whose
+	// target or IPv6 destination is one of these IPv6 addresses: the owned
+	// address mode of DESIGN.md, where wgpio answers ARP/NDP itself.
+	Neighbors []netip.Addr
+
+	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
+	// whose IPv4 or IPv6 destination lies in a prefix added with
+	// Port.AddPrefix and is none of HostAddrs is redirected. Broadcast and
+	// multicast frames never match (their MAC is not ours).
+	Prefixes bool
+
+	// HostAddrs are the host's own addresses on this interface, which the
+	// LAN match never redirects.
+	HostAddrs []netip.Addr
+
+	// PrefixCapacity is the most prefixes of each family the LAN match
+	// holds (default 65536).
+	PrefixCapacity int
+}
+
+// UDPMatch is one destination address and an inclusive destination port
+// range.
+type UDPMatch struct {
+	Addr           netip.Addr
+	PortLo, PortHi uint16
+}
+
+// Program counters, one per-CPU slot each.
+const (
+	ctrRedirectUDP = iota
+	ctrRedirectNeighbor
+	ctrRedirectPrefix
+	ctrRedirectAll
+	ctrPass
+	ctrPassHostAddr
+	ctrPassNoSocket
+	numCounters
+)
+
+var counterNames = [numCounters]string{
+	ctrRedirectUDP:      "xdp_redirect_udp",
+	ctrRedirectNeighbor: "xdp_redirect_neighbor",
+	ctrRedirectPrefix:   "xdp_redirect_prefix",
+	ctrRedirectAll:      "xdp_redirect_all",
+	ctrPass:             "xdp_pass",
+	ctrPassHostAddr:     "xdp_pass_host_addr",
+	ctrPassNoSocket:     "xdp_pass_no_socket",
+}
+
+// program is the loaded XDP program and its maps.
+type program struct {
+	prog     *ebpf.Program
+	xsks     *ebpf.Map // XSKMAP: RX queue index -> socket
+	counters *ebpf.Map // per-CPU array of numCounters uint64
+	udp4     *ebpf.Map // hash: IPv4 address -> portRange
+	udp6     *ebpf.Map
+	neigh4   *ebpf.Map // hash: IPv4 address -> 1
+	neigh6   *ebpf.Map
+	host4    *ebpf.Map // hash: host address -> 1
+	host6    *ebpf.Map
+	lpm4     *ebpf.Map // LPM trie: {prefix length, address} -> 1
+	lpm6     *ebpf.Map
+}
+
+func (p *program) Close() error {
+	var errs []error
+	for _, c := range []interface{ Close() error }{p.prog, p.xsks, p.counters, p.udp4, p.udp6, p.neigh4, p.neigh6, p.host4, p.host6, p.lpm4, p.lpm6} {
+		if c != nil && c != (*ebpf.Program)(nil) && c != (*ebpf.Map)(nil) {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lpmKey4 and lpmKey6 are struct bpf_lpm_trie_key with the address in
+// network order.
+type lpmKey4 struct {
+	PrefixLen uint32
+	Addr      [4]byte
+}
+
+type lpmKey6 struct {
+	PrefixLen uint32
+	Addr      [16]byte
+}
+
+// portRange is the value of the UDP maps, in host byte order.
+type portRange struct{ Lo, Hi uint16 }
+
+// be16 returns the number that a 16-bit load of the big-endian bytes of v
+// yields on this host (how the program compares EtherTypes and fields).
+func be16(v uint16) int32 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return int32(binary.NativeEndian.Uint16(b[:]))
+}
+
+// newProgram creates the maps, fills them from f and loads the program.
+// queues is the XSKMAP size (the device's RX queue count).
+func newProgram(f Filter, mac net.HardwareAddr, queues int) (_ *program, err error) {
+	p := &program{}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	capacity := uint32(f.PrefixCapacity)
+	if capacity == 0 {
+		capacity = 65536
+	}
+	mk := func(dst **ebpf.Map, name string, typ ebpf.MapType, k, v, n uint32, flags uint32) error {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: typ, KeySize: k, ValueSize: v, MaxEntries: n, Flags: flags})
+		if err != nil {
+			return fmt.Errorf("create %s map: %w", name, err)
+		}
+		*dst = m
+		return nil
+	}
+	for _, m := range []struct {
+		dst     **ebpf.Map
+		name    string
+		typ     ebpf.MapType
+		k, v, n uint32
+		flags   uint32
+	}{
+		{&p.xsks, "wgpio_xsks", ebpf.XSKMap, 4, 4, uint32(queues), 0},
+		{&p.counters, "wgpio_counters", ebpf.PerCPUArray, 4, 8, numCounters, 0},
+		{&p.udp4, "wgpio_udp4", ebpf.Hash, 4, 4, 64, 0},
+		{&p.udp6, "wgpio_udp6", ebpf.Hash, 16, 4, 64, 0},
+		{&p.neigh4, "wgpio_neigh4", ebpf.Hash, 4, 4, 64, 0},
+		{&p.neigh6, "wgpio_neigh6", ebpf.Hash, 16, 4, 64, 0},
+		{&p.host4, "wgpio_host4", ebpf.Hash, 4, 4, 256, 0},
+		{&p.host6, "wgpio_host6", ebpf.Hash, 16, 4, 256, 0},
+		{&p.lpm4, "wgpio_lpm4", ebpf.LPMTrie, 8, 4, capacity, unix.BPF_F_NO_PREALLOC},
+		{&p.lpm6, "wgpio_lpm6", ebpf.LPMTrie, 20, 4, capacity, unix.BPF_F_NO_PREALLOC},
+	} {
+		if err := mk(m.dst, m.name, m.typ, m.k, m.v, m.n, m.flags); err != nil {
+			return nil, err
+		}
+	}
+	one := uint32(1)
+	for _, u := range f.UDP {
+		if u.PortLo > u.PortHi {
+			return nil, fmt.Errorf("filter: UDP port range %d-%d is empty", u.PortLo, u.PortHi)
+		}
+		v := portRange{u.PortLo, u.PortHi}
+		var err error
+		switch a := u.Addr.Unmap(); {
+		case a.Is4():
+			err = p.udp4.Put(a.As4(), v)
+		case a.Is6():
+			err = p.udp6.Put(a.As16(), v)
+		default:
+			err = fmt.Errorf("invalid address %v", u.Addr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("filter: add UDP match %v: %w", u.Addr, err)
+		}
+	}
+	put := func(m4, m6 *ebpf.Map, addrs []netip.Addr, what string) error {
+		for _, a := range addrs {
+			var err error
+			switch a = a.Unmap(); {
+			case a.Is4():
+				err = m4.Put(a.As4(), one)
+			case a.Is6():
+				err = m6.Put(a.As16(), one)
+			default:
+				err = fmt.Errorf("invalid address %v", a)
+			}
+			if err != nil {
+				return fmt.Errorf("filter: add %s %v: %w", what, a, err)
+			}
+		}
+		return nil
+	}
+	if err := put(p.neigh4, p.neigh6, f.Neighbors, "neighbor address"); err != nil {
+		return nil, err
+	}
+	if err := put(p.host4, p.host6, f.HostAddrs, "host address"); err != nil {
+		return nil, err
+	}
+	p.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "wgpio_xdp",
+		Type:         ebpf.XDP,
+		License:      "Dual MIT/GPL",
+		Instructions: p.instructions(f, mac),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load XDP program: %w", err)
+	}
+	return p, nil
+}
+
+// instructions assembles the filter. Registers: r6 = ctx (struct xdp_md),
+// r7 = data, r8 = data_end, r9 = L3 header, then the counter index; the
+// stack holds the lookup keys: fp-24 the LPM prefix length, fp-20..fp-4 the
+// address (also the hash key), fp-32 the counter index.
+func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r6, r7, r8, r9, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.RFP
+		keyAddr                            = -20
+		keyLPM                             = -24
+		keyCtr                             = -32
+		// struct xdp_md offsets (include/uapi/linux/bpf.h).
+		mdData, mdDataEnd, mdRXQueue = 0, 4, 16
+	)
+	var in asm.Instructions
+	emit := func(ins ...asm.Instruction) { in = append(in, ins...) }
+	label := func(name string, ins asm.Instruction) { in = append(in, ins.WithSymbol(name)) }
+	// need n bytes from register base or go to label.
+	need := func(base asm.Register, n int32, orElse string) {
+		emit(asm.Mov.Reg(r3, base), asm.Add.Imm(r3, n), asm.JGT.Reg(r3, r8, orElse))
+	}
+	lookup := func(m *ebpf.Map, key int32) {
+		emit(asm.LoadMapPtr(r1, m.FD()), asm.Mov.Reg(r2, fp), asm.Add.Imm(r2, key), asm.FnMapLookupElem.Call())
+	}
+	redirect := func(ctr int32) { emit(asm.Mov.Imm(r9, ctr), asm.Ja.Label("redirect")) }
+	// copyAddr copies n 32-bit words from base+off to the address key.
+	copyAddr := func(base asm.Register, off int16, words int) {
+		for i := range words {
+			emit(asm.LoadMem(r2, base, off+int16(4*i), asm.Word), asm.StoreMem(fp, keyAddr+int16(4*i), r2, asm.Word))
+		}
+	}
+	// checkPort compares the UDP destination port at r9+off with the range
+	// r0 points to.
+	checkPort := func(off int16, orElse string) {
+		emit(asm.LoadMem(r2, r9, off, asm.Half), asm.HostTo(asm.BE, r2, asm.Half),
+			asm.LoadMem(r3, r0, 0, asm.Half), asm.JLT.Reg(r2, r3, orElse),
+			asm.LoadMem(r3, r0, 2, asm.Half), asm.JGT.Reg(r2, r3, orElse))
+		redirect(ctrRedirectUDP)
+	}
+	checkMAC := func() {
+		m := [8]byte{}
+		copy(m[:], mac)
+		emit(asm.LoadMem(r2, r7, 0, asm.Word), asm.JNE.Imm32(r2, int32(binary.NativeEndian.Uint32(m[0:4])), "pass"),
+			asm.LoadMem(r2, r7, 4, asm.Half), asm.JNE.Imm(r2, int32(binary.NativeEndian.Uint16(m[4:6])), "pass"))
+	}
+
+	emit(asm.Mov.Reg(r6, asm.R1),
+		asm.LoadMem(r7, r6, mdData, asm.Word),
+		asm.LoadMem(r8, r6, mdDataEnd, asm.Word))
+	need(r7, 14, "pass")
+	if f.All {
+		redirect(ctrRedirectAll)
+	}
+	emit(asm.Mov.Reg(r9, r7), asm.Add.Imm(r9, 14),
+		asm.LoadMem(r2, r7, 12, asm.Half),
+		asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "l3"))
+	need(r7, 18, "pass")
+	emit(asm.LoadMem(r2, r7, 16, asm.Half), asm.Add.Imm(r9, 4))
+	label("l3", asm.JEq.Imm(r2, be16(unix.ETH_P_IP), "ipv4"))
+	emit(asm.JEq.Imm(r2, be16(unix.ETH_P_IPV6), "ipv6"),
+		asm.JNE.Imm(r2, be16(unix.ETH_P_ARP), "pass"))
+
+	// ARP: target protocol address at offset 24 of an Ethernet/IPv4 ARP
+	// packet (RFC 826).
+	need(r9, 28, "pass")
+	copyAddr(r9, 24, 1)
+	lookup(p.neigh4, keyAddr)
+	emit(asm.JEq.Imm(r0, 0, "pass"))
+	redirect(ctrRedirectNeighbor)
+
+	// IPv4 (RFC 791): only a 20-byte header; fragments go to the kernel.
+	label("ipv4", asm.Mov.Reg(r3, r9))
+	emit(asm.Add.Imm(r3, 20), asm.JGT.Reg(r3, r8, "pass"),
+		asm.LoadMem(r2, r9, 0, asm.Byte), asm.JNE.Imm(r2, 0x45, "pass"))
+	copyAddr(r9, 16, 1)
+	emit(asm.LoadMem(r2, r9, 9, asm.Byte), asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix4"),
+		asm.LoadMem(r2, r9, 6, asm.Half), asm.And.Imm(r2, be16(0x3fff)), asm.JNE.Imm(r2, 0, "prefix4"))
+	need(r9, 28, "prefix4")
+	lookup(p.udp4, keyAddr)
+	emit(asm.JEq.Imm(r0, 0, "prefix4"))
+	checkPort(22, "prefix4")
+	label("prefix4", asm.Mov.Imm(r2, 0))
+	if !f.Prefixes {
+		emit(asm.Ja.Label("pass"))
+	}
+	checkMAC()
+	lookup(p.host4, keyAddr)
+	emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 32, asm.Word))
+	lookup(p.lpm4, keyLPM)
+	emit(asm.JEq.Imm(r0, 0, "pass"))
+	redirect(ctrRedirectPrefix)
+
+	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header.
+	label("ipv6", asm.Mov.Reg(r3, r9))
+	emit(asm.Add.Imm(r3, 40), asm.JGT.Reg(r3, r8, "pass"))
+	copyAddr(r9, 24, 4)
+	emit(asm.LoadMem(r2, r9, 6, asm.Byte), asm.JEq.Imm(r2, unix.IPPROTO_ICMPV6, "icmp6"),
+		asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix6"))
+	need(r9, 48, "prefix6")
+	lookup(p.udp6, keyAddr)
+	emit(asm.JEq.Imm(r0, 0, "prefix6"))
+	checkPort(42, "prefix6")
+	// NDP neighbour solicitation (135) and advertisement (136): target
+	// address at offset 8 of the ICMPv6 message (RFC 4861 section 4.3).
+	label("icmp6", asm.Mov.Reg(r3, r9))
+	emit(asm.Add.Imm(r3, 64), asm.JGT.Reg(r3, r8, "prefix6"),
+		asm.LoadMem(r2, r9, 40, asm.Byte), asm.JLT.Imm(r2, 135, "prefix6"), asm.JGT.Imm(r2, 136, "prefix6"))
+	lookup(p.neigh6, keyAddr)
+	emit(asm.JNE.Imm(r0, 0, "ndp"))
+	copyAddr(r9, 48, 4)
+	lookup(p.neigh6, keyAddr)
+	emit(asm.JEq.Imm(r0, 0, "pass"))
+	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
+	emit(asm.Ja.Label("redirect"))
+	label("prefix6", asm.Mov.Imm(r2, 0))
+	if !f.Prefixes {
+		emit(asm.Ja.Label("pass"))
+	}
+	checkMAC()
+	lookup(p.host6, keyAddr)
+	emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 128, asm.Word))
+	lookup(p.lpm6, keyLPM)
+	emit(asm.JEq.Imm(r0, 0, "pass"))
+	redirect(ctrRedirectPrefix)
+
+	// Redirect to the socket of this RX queue; with none there,
+	// bpf_redirect_map returns the low bits of its flags: XDP_PASS.
+	label("redirect", asm.LoadMapPtr(r1, p.xsks.FD()))
+	emit(asm.LoadMem(r2, r6, mdRXQueue, asm.Word), asm.Mov.Imm(r3, xdpPass),
+		asm.FnRedirectMap.Call(), asm.Mov.Reg(r7, r0),
+		asm.JEq.Imm(r0, xdpRedirect, "count"),
+		asm.Mov.Imm(r9, ctrPassNoSocket), asm.Ja.Label("count"))
+	label("pass_host", asm.Mov.Imm(r9, ctrPassHostAddr))
+	emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
+	label("pass", asm.Mov.Imm(r9, ctrPass))
+	emit(asm.Mov.Imm(r7, xdpPass))
+	label("count", asm.StoreMem(fp, keyCtr, r9, asm.Word))
+	lookup(p.counters, keyCtr)
+	emit(asm.JEq.Imm(r0, 0, "out"), asm.Mov.Imm(r1, 1), asm.StoreXAdd(r0, r1, asm.DWord))
+	label("out", asm.Mov.Reg(r0, r7))
+	emit(asm.Return())
+	return in
+}
+
+// counterValues sums the per-CPU counters.
+func (p *program) counterValues(into map[string]uint64) error {
+	var per []uint64
+	for i := uint32(0); i < numCounters; i++ {
+		if err := p.counters.Lookup(i, &per); err != nil {
+			return fmt.Errorf("read XDP counters: %w", err)
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		into[counterNames[i]] += sum
+	}
+	return nil
+}
+
+// prefixKey returns the LPM map and key for pfx.
+func (p *program) prefixKey(pfx netip.Prefix) (*ebpf.Map, any, error) {
+	if !pfx.IsValid() {
+		return nil, nil, fmt.Errorf("invalid prefix %v", pfx)
+	}
+	pfx = pfx.Masked()
+	if a := pfx.Addr(); a.Is4() {
+		return p.lpm4, lpmKey4{uint32(pfx.Bits()), a.As4()}, nil
+	}
+	return p.lpm6, lpmKey6{uint32(pfx.Bits()), pfx.Addr().As16()}, nil
+}

@@ -1,0 +1,392 @@
+package afxdp
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"golang.org/x/sys/unix"
+)
+
+// ethHeaderLen is the Ethernet header length (IEEE 802.3), the shortest
+// frame a queue accepts; vlanTagLen is one 802.1Q tag.
+const (
+	ethHeaderLen = 14
+	vlanTagLen   = 4
+)
+
+// queue is one NIC queue with its socket and two halves.
+type queue struct {
+	port  *Port
+	index int
+	sock  *socket
+	rx    rxHalf
+	tx    txHalf
+}
+
+var _ dataplane.Queue = (*queue)(nil)
+
+func newQueue(p *Port, i int, s *socket) *queue {
+	q := &queue{port: p, index: i, sock: s}
+	pool := p.umem.pool
+	q.rx = rxHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem()))}
+	q.tx = txHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem())),
+		maxLen:   uint32(min(p.mtu+ethHeaderLen+vlanTagLen, pool.FrameSize()-pool.Headroom())),
+		copyMode: !p.umem.ZeroCopy()}
+	q.rx.zerocopy = !q.tx.copyMode
+	q.rx.refill() // give the kernel buffers before the program redirects
+	return q
+}
+
+func (q *queue) Index() int           { return q.index }
+func (q *queue) Port() dataplane.Port { return q.port }
+func (q *queue) RX() dataplane.RX     { return &q.rx }
+func (q *queue) TX() dataplane.TX     { return &q.tx }
+
+// Stats returns the queue's counters and its socket's XDP_STATISTICS.
+func (q *queue) Stats() dataplane.Stats {
+	var s dataplane.Stats
+	r, t := &q.rx.ctr, &q.tx.ctr
+	s.RXPackets, s.RXBytes = r.packets.Load(), r.bytes.Load()
+	s.TXPackets, s.TXBytes = t.packets.Load(), t.bytes.Load()
+	s.Copies = t.copies.Load()
+	s.RingFull = r.ringFull.Load() + t.ringFull.Load()
+	for i := range s.Drops {
+		s.Drops[i] = r.drops[i].Load() + t.drops[i].Load()
+	}
+	s.Backend = map[string]uint64{"tx_kicks": t.kicks.Load()}
+	q.port.mu.Lock()
+	defer q.port.mu.Unlock()
+	if q.sock.fd >= 0 {
+		if st, err := q.sock.statistics(); err == nil {
+			s.Backend["xsk_rx_dropped"] = st.Rx_dropped
+			s.Backend["xsk_rx_invalid_descs"] = st.Rx_invalid_descs
+			s.Backend["xsk_tx_invalid_descs"] = st.Tx_invalid_descs
+			s.Backend["xsk_rx_ring_full"] = st.Rx_ring_full
+			s.Backend["xsk_rx_fill_ring_empty_descs"] = st.Rx_fill_ring_empty_descs
+			s.Backend["xsk_tx_ring_empty_descs"] = st.Tx_ring_empty_descs
+		}
+	}
+	return s
+}
+
+// counters of one half, written by its owner once per burst.
+type counters struct {
+	packets, bytes atomic.Uint64
+	copies         atomic.Uint64
+	ringFull       atomic.Uint64
+	kicks          atomic.Uint64
+	drops          [dataplane.NumDropReasons]atomic.Uint64
+}
+
+// rxHalf owns the RX ring and the fill ring.
+type rxHalf struct {
+	q        *queue
+	s        *socket
+	pool     *dataplane.Pool
+	cache    *dataplane.Cache
+	memLen   uint64
+	zerocopy bool
+	// busy is 1 while the owner is inside a method; Close waits for 0
+	// after setting closed (both sequentially consistent, so one of the
+	// two sides sees the other).
+	busy atomic.Int32
+	ctr  counters
+}
+
+func (h *rxHalf) enter() bool {
+	h.busy.Store(1)
+	if h.q.port.closed.Load() {
+		h.busy.Store(0)
+		return false
+	}
+	return true
+}
+
+// refill tops up the fill ring from the half's cache. With the pool
+// empty it counts a ring-full event and leaves the rest for next time.
+func (h *rxHalf) refill() {
+	free := h.s.fill.free(uint32(h.s.fill.size))
+	var i uint32
+	for ; i < free; i++ {
+		c, ok := h.cache.Get()
+		if !ok {
+			h.ctr.ringFull.Add(1)
+			break
+		}
+		*h.s.fill.slot(i) = c
+	}
+	if i > 0 {
+		h.s.fill.submit(i)
+		if h.zerocopy && h.s.fill.needWakeup() {
+			h.s.kickRX()
+		}
+	}
+}
+
+// Receive fills frames[:n] with received frames (at most
+// dataplane.MaxBurst) and returns n; see dataplane.RX. Descriptors the
+// kernel should never produce (address outside the UMEM, data past the
+// chunk) and runts are dropped and counted, not returned.
+func (h *rxHalf) Receive(frames []dataplane.Frame) int {
+	if !h.enter() {
+		return 0
+	}
+	want := uint32(min(len(frames), dataplane.MaxBurst))
+	n := min(h.s.rx.avail(want), want)
+	var got int
+	var bytes uint64
+	for i := uint32(0); i < n; i++ {
+		d := h.s.rx.entry(i)
+		addr, l := d.Addr, d.Len
+		switch {
+		case addr >= h.memLen:
+			h.ctr.drops[dataplane.DropBadDescriptor].Add(1)
+		case !h.pool.Valid(addr, l):
+			h.ctr.drops[dataplane.DropTooLong].Add(1)
+			h.cache.Put(addr &^ uint64(h.pool.FrameSize()-1))
+		case l < ethHeaderLen:
+			h.ctr.drops[dataplane.DropRunt].Add(1)
+			h.cache.Put(addr &^ uint64(h.pool.FrameSize()-1))
+		default:
+			frames[got] = h.pool.Frame(addr, l)
+			got++
+			bytes += uint64(l)
+		}
+	}
+	if n > 0 {
+		h.s.rx.release(n)
+	}
+	h.refill()
+	if got > 0 {
+		h.ctr.packets.Add(uint64(got))
+		h.ctr.bytes.Add(bytes)
+	}
+	h.busy.Store(0)
+	return got
+}
+
+// Free gives frames back (to this half's cache, or their own pool).
+func (h *rxHalf) Free(frames []dataplane.Frame) {
+	if !h.enter() {
+		freeToPools(frames)
+		return
+	}
+	h.cache.FreeFrames(frames)
+	h.busy.Store(0)
+}
+
+// WaitFD is the socket, which polls readable when the RX ring has frames.
+func (h *rxHalf) WaitFD() int { return h.s.fd }
+
+// Arm returns false if frames are waiting. Polling the socket also wakes
+// the driver when the fill ring needs it (need_wakeup).
+func (h *rxHalf) Arm() bool {
+	if !h.enter() {
+		return true
+	}
+	empty := h.s.rx.avail(1) == 0
+	h.busy.Store(0)
+	return empty
+}
+
+// freeToPools returns frames to their pools' shared free lists (after
+// Close, when the caches are gone).
+func freeToPools(frames []dataplane.Frame) {
+	for i := range frames {
+		if p := frames[i].Pool(); p != nil {
+			p.PutOne(frames[i].Chunk())
+		}
+	}
+}
+
+// txHalf owns the TX ring and the completion ring.
+type txHalf struct {
+	q        *queue
+	s        *socket
+	pool     *dataplane.Pool
+	cache    *dataplane.Cache
+	memLen   uint64
+	maxLen   uint32
+	copyMode bool
+	busy     atomic.Int32
+	ctr      counters
+}
+
+func (h *txHalf) enter() bool {
+	h.busy.Store(1)
+	if h.q.port.closed.Load() {
+		h.busy.Store(0)
+		return false
+	}
+	return true
+}
+
+// Transmit puts frames on the TX ring and kicks the kernel; see
+// dataplane.TX. It takes at most dataplane.MaxBurst frames a call. A runt
+// or a frame longer than MTU + Ethernet header + one 802.1Q tag is taken,
+// dropped and counted. A frame of another pool is copied into this UMEM
+// (counted in Copies) and freed to its own pool.
+//
+// In copy mode the kernel sends only inside sendto, at most its TX budget
+// a call: one kick with XDP_MAX_TX_SKB_BUDGET raised (Linux 6.17), else one
+// kick per 32 frames.
+func (h *txHalf) Transmit(frames []dataplane.Frame) int {
+	if !h.enter() {
+		return 0
+	}
+	h.reclaim()
+	want := uint32(min(len(frames), dataplane.MaxBurst))
+	room := h.s.tx.free(want)
+	if room < want && h.reclaim() > 0 {
+		room = h.s.tx.free(want)
+	}
+	var i, slots uint32
+	var bytes uint64
+	for ; i < want && slots < room; i++ {
+		f := &frames[i]
+		l := uint32(f.Len())
+		if l < ethHeaderLen || l > h.maxLen {
+			r := dataplane.DropRunt
+			if l >= ethHeaderLen {
+				r = dataplane.DropTooLong
+			}
+			h.ctr.drops[r].Add(1)
+			h.cache.FreeFrames(frames[i : i+1])
+			continue
+		}
+		addr := f.Addr()
+		if f.Pool() != h.pool {
+			nf, ok := h.cache.AllocFrame()
+			if !ok || !dataplane.CopyInto(&nf, f) {
+				if ok {
+					h.cache.Put(nf.Chunk())
+				}
+				break // the caller keeps frames[i:]
+			}
+			h.pool.CountCopy(1)
+			h.ctr.copies.Add(1)
+			f.Pool().PutOne(f.Chunk())
+			addr = nf.Addr()
+		}
+		*h.s.tx.slot(slots) = unix.XDPDesc{Addr: addr, Len: l}
+		slots++
+		bytes += uint64(l)
+	}
+	if slots > 0 {
+		h.s.tx.submit(slots)
+		h.kick(slots)
+		h.ctr.packets.Add(uint64(slots))
+		h.ctr.bytes.Add(bytes)
+	}
+	if int(i) < len(frames) {
+		h.ctr.ringFull.Add(1)
+	}
+	h.busy.Store(0)
+	return int(i)
+}
+
+func (h *txHalf) kick(n uint32) {
+	if !h.copyMode && !h.s.tx.needWakeup() {
+		return
+	}
+	kicks := uint32(1)
+	if h.copyMode {
+		kicks = (n + uint32(h.s.txBudget) - 1) / uint32(h.s.txBudget)
+	}
+	for range kicks {
+		h.s.kickTX()
+	}
+	h.ctr.kicks.Add(uint64(kicks))
+}
+
+// reclaim moves completed frames from the completion ring to the cache.
+func (h *txHalf) reclaim() int {
+	n := h.s.comp.avail(uint32(h.s.comp.size))
+	if n == 0 {
+		return 0
+	}
+	mask := ^uint64(h.pool.FrameSize() - 1)
+	for i := uint32(0); i < n; i++ {
+		a := *h.s.comp.entry(i)
+		if a >= h.memLen {
+			h.ctr.drops[dataplane.DropBadDescriptor].Add(1)
+			continue
+		}
+		h.cache.Put(a & mask)
+	}
+	h.s.comp.release(n)
+	return int(n)
+}
+
+// Reclaim takes completed frames back; see dataplane.TX.
+func (h *txHalf) Reclaim() int {
+	if !h.enter() {
+		return 0
+	}
+	n := h.reclaim()
+	h.busy.Store(0)
+	return n
+}
+
+// Alloc fills frames with empty frames of the UMEM; see dataplane.TX.
+func (h *txHalf) Alloc(frames []dataplane.Frame) int {
+	if !h.enter() {
+		return 0
+	}
+	n := 0
+	for n < len(frames) {
+		f, ok := h.cache.AllocFrame()
+		if !ok {
+			if h.reclaim() > 0 {
+				continue
+			}
+			break
+		}
+		frames[n] = f
+		n++
+	}
+	h.busy.Store(0)
+	return n
+}
+
+// Free gives frames back; see dataplane.TX.
+func (h *txHalf) Free(frames []dataplane.Frame) {
+	if !h.enter() {
+		freeToPools(frames)
+		return
+	}
+	h.cache.FreeFrames(frames)
+	h.busy.Store(0)
+}
+
+// release runs at Close, after both halves have left: it closes the
+// socket, takes back the frames the rings still hold, and unmaps them.
+func (q *queue) release() {
+	s := q.sock
+	s.closeFD()
+	pool := q.port.umem.pool
+	mask := ^uint64(pool.FrameSize() - 1)
+	memLen := uint64(len(pool.Mem()))
+	put := func(a uint64) {
+		if a < memLen {
+			pool.PutOne(a & mask)
+		}
+	}
+	// Unbound now, the kernel touches no ring: what lies between the
+	// consumer and producer indexes of each ring is ours again.
+	for r, i := s.fill, atomic.LoadUint32(s.fill.cons); i != r.cachedProd; i++ {
+		put(r.descs[i&r.mask])
+	}
+	for r, i := s.rx, q.rx.s.rx.cachedCons; i != atomic.LoadUint32(s.rx.prod); i++ {
+		put(r.descs[i&r.mask].Addr)
+	}
+	for r, i := s.tx, atomic.LoadUint32(s.tx.cons); i != r.cachedProd; i++ {
+		put(r.descs[i&r.mask].Addr)
+	}
+	for r, i := s.comp, s.comp.cachedCons; i != atomic.LoadUint32(s.comp.prod); i++ {
+		put(r.descs[i&r.mask])
+	}
+	s.unmap()
+	q.rx.cache.Drain()
+	q.tx.cache.Drain()
+}

@@ -1,0 +1,175 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"golang.org/x/sys/unix"
+)
+
+// Mode is the UMEM's data path: copy or zero-copy. One UMEM has one mode;
+// sockets that share it inherit it.
+type Mode int
+
+const (
+	// ModeAuto tries zero-copy and falls back to copy mode.
+	ModeAuto Mode = iota
+	// ModeCopy copies frames between the driver's buffers and the UMEM
+	// (works on every device, veth included).
+	ModeCopy
+	// ModeZeroCopy lets the driver DMA into the UMEM; Open fails if the
+	// driver lacks it.
+	ModeZeroCopy
+)
+
+// UMEMConfig sizes a UMEM.
+type UMEMConfig struct {
+	// FrameSize is the chunk size in bytes, a power of 2 in [2048, 4096]
+	// (default dataplane.DefaultFrameSize).
+	FrameSize int
+	// NumFrames is the number of chunks (default 8192). Each queue bound
+	// to the UMEM keeps up to its fill ring size of them in the kernel.
+	NumFrames int
+	// Mode is copy, zero-copy or auto (default).
+	Mode Mode
+}
+
+// UMEM is the memory AF_XDP sockets receive into and transmit from, cut
+// into chunks of FrameSize bytes and handed out through a dataplane.Pool.
+// Several ports (e.g. a gateway's LAN and WAN) opened with the same UMEM in
+// Config share it, so that a frame received on one is transmitted on the
+// other without a copy (XDP_SHARED_UMEM across devices and queues, Linux
+// 5.10). Safe for concurrent use.
+//
+// The memory is Go heap memory, page aligned and pinned by the kernel while
+// a socket uses it; it stays valid for frames callers still hold after
+// every port is closed, and is freed by the garbage collector.
+type UMEM struct {
+	mem  []byte
+	pool *dataplane.Pool
+	mode Mode
+
+	mu       sync.Mutex
+	live     map[*socket]bool // bound sockets using the UMEM; guarded by mu
+	zerocopy bool             // mode of the live sockets; guarded by mu
+}
+
+// NewUMEM allocates a UMEM. Sockets register it when the first port opens
+// on it.
+func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
+	if cfg.FrameSize == 0 {
+		cfg.FrameSize = dataplane.DefaultFrameSize
+	}
+	if cfg.NumFrames == 0 {
+		cfg.NumFrames = 8192
+	}
+	if cfg.FrameSize != 2048 && cfg.FrameSize != 4096 {
+		return nil, fmt.Errorf("afxdp: frame size %d is not 2048 or 4096 (aligned UMEM chunks of at most a page)", cfg.FrameSize)
+	}
+	if cfg.NumFrames < 64 {
+		return nil, fmt.Errorf("afxdp: %d frames is too few (at least 64)", cfg.NumFrames)
+	}
+	page := os.Getpagesize()
+	size := cfg.NumFrames * cfg.FrameSize
+	raw := make([]byte, size+page)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&raw[0])) % uintptr(page)); r != 0 {
+		off = page - r
+	}
+	mem := raw[off : off+size : off+size]
+	pool, err := dataplane.NewPool(mem, cfg.FrameSize, xdpPacketHeadroom)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: create pool: %w", err)
+	}
+	return &UMEM{mem: mem, pool: pool, mode: cfg.Mode, live: make(map[*socket]bool)}, nil
+}
+
+// Pool is the UMEM's frame pool.
+func (u *UMEM) Pool() *dataplane.Pool { return u.pool }
+
+// ZeroCopy reports whether the UMEM's sockets run in zero-copy mode (false
+// in copy mode or before any socket is bound).
+func (u *UMEM) ZeroCopy() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.zerocopy
+}
+
+// errShare says a socket could not share the UMEM.
+var errShare = errors.New("afxdp: cannot share UMEM")
+
+// socket creates a socket bound to ifindex/queue on this UMEM: the first
+// one registers the memory and picks the mode, the others share it. A
+// failure to share wraps errShare.
+func (u *UMEM) socket(ifindex, queue int, sz ringSizes) (*socket, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.live) > 0 {
+		var owner *socket
+		for s := range u.live {
+			owner = s
+			break
+		}
+		s, err := newSocket(nil, sz)
+		if err != nil {
+			return nil, err
+		}
+		// Flags other than XDP_SHARED_UMEM are refused: the mode and
+		// need_wakeup come from the owner's pool (net/xdp/xsk.c, xsk_bind).
+		if err := s.bind(ifindex, queue, unix.XDP_SHARED_UMEM, owner.fd); err != nil {
+			s.close()
+			return nil, fmt.Errorf("%w: bind queue %d with XDP_SHARED_UMEM: %w", errShare, queue, diagnose(err))
+		}
+		u.live[s] = true
+		return s, nil
+	}
+	reg := unix.XDPUmemReg{
+		Addr: uint64(uintptr(unsafe.Pointer(&u.mem[0]))),
+		Len:  uint64(len(u.mem)),
+		Size: uint32(u.pool.FrameSize()),
+	}
+	try := func(mode uint16) (*socket, error) {
+		s, err := newSocket(&reg, sz)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.bind(ifindex, queue, unix.XDP_USE_NEED_WAKEUP|mode, 0); err != nil {
+			s.close()
+			return nil, diagnose(err)
+		}
+		return s, nil
+	}
+	var s *socket
+	var err error
+	switch u.mode {
+	case ModeZeroCopy:
+		if s, err = try(unix.XDP_ZEROCOPY); err != nil {
+			return nil, fmt.Errorf("%w: zero-copy bind of queue %d (the driver lacks AF_XDP zero-copy; use ModeCopy or ModeAuto): %w", ErrXDPUnsupported, queue, err)
+		}
+		u.zerocopy = true
+	case ModeAuto:
+		if s, err = try(unix.XDP_ZEROCOPY); err == nil {
+			u.zerocopy = true
+			break
+		}
+		fallthrough
+	default:
+		if s, err = try(unix.XDP_COPY); err != nil {
+			return nil, fmt.Errorf("bind queue %d: %w", queue, err)
+		}
+		u.zerocopy = false
+	}
+	u.live[s] = true
+	return s, nil
+}
+
+// forget drops a closed socket.
+func (u *UMEM) forget(s *socket) {
+	u.mu.Lock()
+	delete(u.live, s)
+	u.mu.Unlock()
+}
