@@ -175,14 +175,18 @@ func PutIPv4(b []byte, f *IPv4Fields, payloadLen int) int {
 	binary.BigEndian.PutUint16(b[6:8], flags)
 	b[8] = ttl
 	b[9] = f.Protocol
+	b[10], b[11] = 0, 0
 	copy(b[12:16], f.Src[:])
 	copy(b[16:20], f.Dst[:])
-	// The checksum of a 20-byte header summed word by word, without a
-	// call: the fixed words first, then the addresses.
-	s := uint32(ipv4VersionIHL5)<<8 | uint32(f.TOS)
-	s += uint32(total) + uint32(f.ID) + uint32(flags) + (uint32(ttl)<<8 | uint32(f.Protocol))
-	s += uint32(binary.BigEndian.Uint16(b[12:14])) + uint32(binary.BigEndian.Uint16(b[14:16]))
-	s += uint32(binary.BigEndian.Uint16(b[16:18])) + uint32(binary.BigEndian.Uint16(b[18:20]))
-	binary.BigEndian.PutUint16(b[10:12], ^FoldChecksum(s))
+	// The header checksum summed as five little-endian 32-bit words
+	// without a call; the little-endian result is stored little-endian,
+	// which is the big-endian checksum (RFC 1071 §2(B)).
+	s := uint64(binary.LittleEndian.Uint32(b[0:4])) + uint64(binary.LittleEndian.Uint32(b[4:8])) +
+		uint64(binary.LittleEndian.Uint32(b[8:12])) + uint64(binary.LittleEndian.Uint32(b[12:16])) +
+		uint64(binary.LittleEndian.Uint32(b[16:20]))
+	s = (s >> 32) + (s & 0xffffffff)
+	s = (s >> 16) + (s & 0xffff)
+	s = (s >> 16) + (s & 0xffff)
+	binary.LittleEndian.PutUint16(b[10:12], ^uint16(s))
 	return IPv4MinLen
 }

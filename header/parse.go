@@ -124,7 +124,7 @@ func parseIPv4(frame []byte, off int, p *Packet) Reason {
 	if total > len(b) {
 		return ReasonLengthExceedsFrame
 	}
-	if FoldChecksum(Checksum(b[:ihl], 0)) != 0xffff {
+	if !ipv4HeaderSumOK(b[:ihl]) {
 		return ReasonBadIPv4Checksum
 	}
 	p.IPVersion = IPv4Version
@@ -239,4 +239,22 @@ func parseL4(pkt []byte, p *Packet, v6 bool) Reason {
 	}
 	p.PayloadLen = len(pkt) - p.PayloadOff
 	return OK
+}
+
+// ipv4HeaderSumOK reports whether an IPv4 header of len(h) bytes (IHL × 4,
+// at least 20) sums to 0xffff, checksum field included. It sums 32-bit
+// words into 64 bits, which cannot overflow for 15 words, and needs no byte
+// swap: 0xffff reads the same in either order (RFC 1071 §2(B)).
+func ipv4HeaderSumOK(h []byte) bool {
+	_ = h[IPv4MinLen-1]
+	s := uint64(binary.LittleEndian.Uint32(h[0:4])) + uint64(binary.LittleEndian.Uint32(h[4:8])) +
+		uint64(binary.LittleEndian.Uint32(h[8:12])) + uint64(binary.LittleEndian.Uint32(h[12:16])) +
+		uint64(binary.LittleEndian.Uint32(h[16:20]))
+	for h = h[IPv4MinLen:]; len(h) >= 4; h = h[4:] {
+		s += uint64(binary.LittleEndian.Uint32(h[0:4]))
+	}
+	s = (s >> 32) + (s & 0xffffffff)
+	s = (s >> 16) + (s & 0xffff)
+	s = (s >> 16) + (s & 0xffff)
+	return s == 0xffff
 }
