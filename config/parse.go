@@ -100,14 +100,22 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 		} else {
 			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: "read: " + err.Error(), Err: err})
 		}
-		return nil, errors.Join(p.errs...)
+		return nil, joinErrors(p.errs)
 	}
 	p.endSection()
 	p.finish()
 	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+		return nil, joinErrors(p.errs)
 	}
 	return p.f, nil
+}
+
+// joinErrors returns the one error of errs, or errors.Join of them all.
+func joinErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 type section int
@@ -217,6 +225,10 @@ func (p *parser) line(n int, raw string) {
 	if p.section == secSkip {
 		return
 	}
+	if !isKeyName(k) {
+		p.errorf(n, "", "%s is not a key name; want \"Key = Value\" or a [Section] header", quoteShort(k))
+		return
+	}
 	if p.section == secNone {
 		p.errorf(n, k, "outside any section; put it under [Interface], [Peer] or [WGPIO]")
 		return
@@ -322,12 +334,50 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// quoteShort quotes s for a message, cut to 40 bytes.
+// quoteShort quotes s for a message, cut to 40 bytes. Anything shaped like a
+// base64 key (44 characters ending in '=') is replaced by "(a key)": it may be
+// a private key pasted into the wrong line, and keys never reach messages.
 func quoteShort(s string) string {
+	if looksLikeKey(s) {
+		return "(a key)"
+	}
 	if len(s) > 40 {
 		return strconv.Quote(s[:40]) + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// looksLikeKey reports whether s holds a run of 43 or more base64 characters,
+// the length of a 32-byte key's base64 form without its padding.
+func looksLikeKey(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '/' {
+			if run++; run >= 43 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+// isKeyName reports whether k can be echoed in a message as a key name: at
+// most 32 letters, digits, '_' or '-'. Anything else may be key material
+// pasted on a line of its own.
+func isKeyName(k string) bool {
+	if len(k) > 32 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *parser) header(n int, s string) {
@@ -418,10 +468,11 @@ func (p *parser) finish() {
 	w := &p.f.WGPIO
 	if w.AddressMode == AddressOwned {
 		var missing []string
-		if !w.WANAddress.IsValid() {
+		// A key set to a bad value was reported where it stands.
+		if _, set := p.ioSeen["WANAddress"]; !set {
 			missing = append(missing, "WANAddress")
 		}
-		if !w.LANAddress.IsValid() {
+		if _, set := p.ioSeen["LANAddress"]; !set {
 			missing = append(missing, "LANAddress")
 		}
 		if len(missing) > 0 {
@@ -515,7 +566,7 @@ func (p *parser) peerKey(n int, key, v string) {
 			peer.PersistentKeepalive = 0
 			return
 		}
-		if s, ok := p.number(n, key, v, 0, 65535, ` seconds or "off"`); ok {
+		if s, ok := p.number(n, key, v, 0, 65535, ` of seconds or "off"`); ok {
 			peer.PersistentKeepalive = uint16(s)
 		}
 	}
@@ -532,7 +583,7 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		}
 		host, port = v[1:i], v[i+2:]
 		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() {
+		if err != nil || !a.Is6() || (a.Zone() != "" && !isIfName(a.Zone())) {
 			p.errorf(n, key, "%s is not an IPv6 address", quoteShort(host))
 			return
 		}
