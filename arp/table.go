@@ -187,6 +187,22 @@ func (t *Table) Lookup(ip netip.Addr) (MAC, bool) {
 	}
 }
 
+// peek is Lookup without marking the entry used.
+func (t *Table) peek(ip netip.Addr) (MAC, bool) {
+	s := t.snap.Load()
+	a := ip.As16()
+	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	for i := hash(hi, lo) & s.mask; ; i = (i + 1) & s.mask {
+		sl := &s.slots[i]
+		if sl.e == nil {
+			return MAC{}, false
+		}
+		if sl.hi == hi && sl.lo == lo {
+			return sl.mac, true
+		}
+	}
+}
+
 // State returns the state and MAC of ip's entry (StateNone if there is
 // none). Takes the lock; for tests and diagnostics.
 func (t *Table) State(ip netip.Addr) (State, MAC) {
@@ -223,6 +239,13 @@ func (t *Table) Resolve(ip netip.Addr) State {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.entries[ip]; e != nil {
+		if e.external && !e.state.usable() {
+			// A kernel entry that is incomplete or failed: ask the
+			// kernel again, at most once per RetransTimer.
+			if now := t.cfg.Now(); !now.Before(e.nextProbe) {
+				t.probe(e, now, false)
+			}
+		}
 		return e.state
 	}
 	if len(t.entries) >= t.cfg.MaxEntries {
@@ -282,6 +305,12 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) {
 		return
 	}
 	ip = key(ip)
+	// Fast path without the lock: a usable entry with the same MAC is
+	// left as it is in every state, so a busy neighbour's requests cost
+	// no lock.
+	if m, ok := t.peek(ip); ok && m == mac {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()

@@ -1,0 +1,382 @@
+package arp
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// KernelOptions say which kernel tables the shared-mode readers follow.
+type KernelOptions struct {
+	// Namespace is the network namespace to read (netns.None() or 0:
+	// the caller's). The handle must stay open while the reader runs.
+	Namespace netns.NsHandle
+	// LinkIndex limits routes and neighbours to one interface (0: all).
+	LinkIndex int
+	// ErrorCallback, if set, receives errors of the subscription (for
+	// instance a netlink socket overrun); the reader then lists again.
+	ErrorCallback func(error)
+}
+
+func (o *KernelOptions) ns() netns.NsHandle {
+	if o.Namespace <= 0 {
+		return netns.None()
+	}
+	return o.Namespace
+}
+
+// KernelRoutes is the Resolver of shared mode: a snapshot of the kernel's
+// main routing table (IPv4 and IPv6), swapped atomically and rebuilt from a
+// fresh listing whenever the kernel reports a route change (RTNLGRP
+// IPv4/IPv6 route notifications), so that changes apply within
+// milliseconds. Multipath routes use their first next hop; routes that are
+// not unicast (blackhole, unreachable, prohibit) answer ok false. NextHop
+// is lock-free and safe for concurrent use. Close stops following.
+type KernelRoutes struct {
+	opts KernelOptions
+	h    *netlink.Handle
+	snap atomic.Pointer[routeTable]
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	// Updates counts the snapshots built (for tests and metrics).
+	Updates atomic.Uint64
+}
+
+// NewKernelRoutes lists the kernel's routes and follows their changes.
+func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
+	h, err := netlink.NewHandleAt(opts.ns())
+	if err != nil {
+		return nil, fmt.Errorf("arp: kernel routes: netlink handle: %w", err)
+	}
+	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{})}
+	ch := make(chan netlink.RouteUpdate, 256)
+	ns := opts.ns()
+	errc := make(chan error, 1)
+	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) {
+		if opts.ErrorCallback != nil {
+			opts.ErrorCallback(err)
+		}
+		select {
+		case errc <- err:
+		default:
+		}
+	}}
+	// Subscribe before listing, so no change falls between the two.
+	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+	}
+	if err := k.reload(); err != nil {
+		close(k.done)
+		h.Close()
+		return nil, err
+	}
+	k.wg.Add(1)
+	go k.follow(ch, errc)
+	return k, nil
+}
+
+func (k *KernelRoutes) follow(ch <-chan netlink.RouteUpdate, errc <-chan error) {
+	defer k.wg.Done()
+	for {
+		select {
+		case <-k.done:
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-errc:
+		}
+		// Coalesce a burst of updates into one listing.
+		for drained := false; !drained; {
+			select {
+			case <-ch:
+			default:
+				drained = true
+			}
+		}
+		if err := k.reload(); err != nil && k.opts.ErrorCallback != nil {
+			k.opts.ErrorCallback(err)
+		}
+	}
+}
+
+func (k *KernelRoutes) reload() error {
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, LinkIndex: k.opts.LinkIndex}
+	mask := uint64(netlink.RT_FILTER_TABLE)
+	if k.opts.LinkIndex != 0 {
+		mask |= netlink.RT_FILTER_OIF
+	}
+	routes, err := k.h.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
+	if err != nil {
+		return fmt.Errorf("arp: kernel routes: list: %w", err)
+	}
+	t := new(routeTable)
+	prio := make(map[netip.Prefix]int)
+	for _, r := range routes {
+		pfx, rt, ok := fromKernelRoute(r)
+		if !ok {
+			continue
+		}
+		if p, seen := prio[pfx]; seen && p <= r.Priority {
+			continue
+		}
+		prio[pfx] = r.Priority
+		t.Insert(pfx, rt)
+	}
+	k.snap.Store(t)
+	k.Updates.Add(1)
+	return nil
+}
+
+// fromKernelRoute converts a netlink route. Non-unicast routes map to a
+// Route with IfIndex -1, which NextHop reports as unreachable.
+func fromKernelRoute(r netlink.Route) (netip.Prefix, Route, bool) {
+	var pfx netip.Prefix
+	if r.Dst != nil {
+		a, ok := netip.AddrFromSlice(r.Dst.IP)
+		if !ok {
+			return pfx, Route{}, false
+		}
+		ones, _ := r.Dst.Mask.Size()
+		pfx = netip.PrefixFrom(a.Unmap(), ones).Masked()
+	} else if r.Family == netlink.FAMILY_V6 {
+		pfx = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	} else {
+		pfx = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	}
+	rt := Route{Prefix: pfx, IfIndex: r.LinkIndex}
+	if r.Type != 0 && r.Type != unix.RTN_UNICAST {
+		rt.IfIndex = -1
+		return pfx, rt, true
+	}
+	gw, idx := r.Gw, r.LinkIndex
+	if gw == nil && len(r.MultiPath) > 0 {
+		gw, idx = r.MultiPath[0].Gw, r.MultiPath[0].LinkIndex
+	}
+	if gw != nil {
+		if a, ok := netip.AddrFromSlice(gw); ok {
+			rt.Gateway = a.Unmap()
+		}
+	}
+	rt.IfIndex = idx
+	return pfx, rt, true
+}
+
+// NextHop implements Resolver.
+func (k *KernelRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
+	dst = dst.Unmap()
+	r, ok := k.snap.Load().Lookup(dst.WithZone(""))
+	if !ok || r.IfIndex < 0 {
+		return netip.Addr{}, 0, false
+	}
+	return r.nextHop(dst)
+}
+
+// Close stops following the kernel and releases the netlink sockets.
+func (k *KernelRoutes) Close() error {
+	close(k.done)
+	k.wg.Wait()
+	k.h.Close()
+	return nil
+}
+
+// KernelNeighbours mirrors the kernel's neighbour table (ARP and NDP, one
+// interface or all) into a Table in shared mode: it lists the entries,
+// then follows RTM_NEWNEIGH/RTM_DELNEIGH notifications. Kernel states map to
+// table states: REACHABLE, PERMANENT, NOARP → reachable; STALE, DELAY →
+// stale; PROBE → probe; INCOMPLETE → incomplete; FAILED → failed. Entries
+// without a 6-byte unicast MAC are skipped.
+type KernelNeighbours struct {
+	t    *Table
+	opts KernelOptions
+	h    *netlink.Handle
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	// Updates counts the notifications applied.
+	Updates atomic.Uint64
+}
+
+// NewKernelNeighbours starts mirroring the kernel's neighbours into t.
+func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error) {
+	h, err := netlink.NewHandleAt(opts.ns())
+	if err != nil {
+		return nil, fmt.Errorf("arp: kernel neighbours: netlink handle: %w", err)
+	}
+	k := &KernelNeighbours{t: t, opts: opts, h: h, done: make(chan struct{})}
+	ch := make(chan netlink.NeighUpdate, 1024)
+	ns := opts.ns()
+	sub := netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: opts.ErrorCallback}
+	if err := netlink.NeighSubscribeWithOptions(ch, k.done, sub); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
+	}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		ns, err := h.NeighList(opts.LinkIndex, fam)
+		if err != nil {
+			close(k.done)
+			h.Close()
+			return nil, fmt.Errorf("arp: kernel neighbours: list: %w", err)
+		}
+		for _, n := range ns {
+			k.apply(n, false)
+		}
+	}
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		for {
+			select {
+			case <-k.done:
+				return
+			case u, ok := <-ch:
+				if !ok {
+					return
+				}
+				k.apply(u.Neigh, u.Type == unix.RTM_DELNEIGH)
+				k.Updates.Add(1)
+			}
+		}
+	}()
+	return k, nil
+}
+
+func (k *KernelNeighbours) apply(n netlink.Neigh, del bool) {
+	if k.opts.LinkIndex != 0 && n.LinkIndex != k.opts.LinkIndex {
+		return
+	}
+	ip, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return
+	}
+	ip = ip.Unmap()
+	if ip.IsMulticast() {
+		return
+	}
+	if del {
+		k.t.Delete(ip)
+		return
+	}
+	var mac MAC
+	if len(n.HardwareAddr) == 6 {
+		mac = MAC(n.HardwareAddr)
+	}
+	st := kernelState(n.State)
+	if st.usable() && (mac.IsZero() || mac.IsMulticast()) {
+		return
+	}
+	k.t.Set(ip, mac, st)
+}
+
+func kernelState(s int) State {
+	switch {
+	case s&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0:
+		return StateReachable
+	case s&(netlink.NUD_STALE|netlink.NUD_DELAY) != 0:
+		return StateStale
+	case s&netlink.NUD_PROBE != 0:
+		return StateProbe
+	case s&netlink.NUD_INCOMPLETE != 0:
+		return StateIncomplete
+	case s&netlink.NUD_FAILED != 0:
+		return StateFailed
+	}
+	return StateNone
+}
+
+// Close stops mirroring.
+func (k *KernelNeighbours) Close() error {
+	close(k.done)
+	k.wg.Wait()
+	k.h.Close()
+	return nil
+}
+
+// KernelProber is the Prober of shared mode: it asks the kernel to resolve
+// a neighbour (RTM_NEWNEIGH with NTF_USE, the kernel's neigh_event_send:
+// an incomplete entry is made and the kernel sends its ARP request or NS;
+// a stale one is probed). The answer reaches the table through
+// KernelNeighbours. Errors are counted.
+type KernelProber struct {
+	Handle    *netlink.Handle
+	LinkIndex int
+	Errors    atomic.Uint64
+	LastError atomic.Pointer[error]
+}
+
+// Probe implements Prober; unicast and mac are left to the kernel.
+func (p *KernelProber) Probe(ip netip.Addr, _ MAC, _ bool) {
+	fam := netlink.FAMILY_V4
+	if ip.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	err := p.Handle.NeighSet(&netlink.Neigh{
+		LinkIndex: p.LinkIndex, Family: fam, IP: net.IP(ip.AsSlice()),
+		Flags: netlink.NTF_USE,
+	})
+	if err != nil {
+		err = fmt.Errorf("arp: ask kernel to resolve %v: %w", ip, err)
+		p.Errors.Add(1)
+		p.LastError.Store(&err)
+	}
+}
+
+// JoinGroup makes the interface ifname receive the Ethernet multicast
+// address of the IPv6 group (RFC 2464 §7), as owned mode needs for the
+// solicited-node groups of our addresses (Responder.SolicitedNodeGroups):
+// SIOCADDMULTI, the call behind `ip maddr add`. Membership is counted by
+// the kernel and lasts until LeaveGroup or the interface goes away. It acts
+// in the caller's network namespace (the current thread's).
+func JoinGroup(ifname string, group netip.Addr) error {
+	return multi(unix.SIOCADDMULTI, ifname, group)
+}
+
+// LeaveGroup undoes JoinGroup.
+func LeaveGroup(ifname string, group netip.Addr) error {
+	return multi(unix.SIOCDELMULTI, ifname, group)
+}
+
+// ifreqHW is struct ifreq with the ifr_hwaddr member (<linux/if.h>):
+// the name, then a struct sockaddr (family, 14 bytes of data), padded to
+// the union's 24 bytes.
+type ifreqHW struct {
+	name   [unix.IFNAMSIZ]byte
+	family uint16
+	data   [14]byte
+	_      [8]byte
+}
+
+func multi(req uintptr, ifname string, group netip.Addr) error {
+	if !group.Is6() || !group.IsMulticast() {
+		return fmt.Errorf("arp: multicast group: %v is not an IPv6 multicast group", group)
+	}
+	if len(ifname) == 0 || len(ifname) >= unix.IFNAMSIZ {
+		return fmt.Errorf("arp: multicast group: bad interface name %q", ifname)
+	}
+	var ifr ifreqHW
+	copy(ifr.name[:], ifname)
+	ifr.family = unix.AF_UNSPEC
+	mac := MulticastMAC(group)
+	copy(ifr.data[:], mac[:])
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("arp: multicast group: %w", os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(unsafe.Pointer(&ifr)))
+	if errno != 0 {
+		return fmt.Errorf("arp: multicast group %v on %s: %w", group, ifname, os.NewSyscallError("ioctl", errno))
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package arp
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/gaissmai/bart"
+)
+
+// Resolver gives the next hop towards a destination: the address whose MAC
+// a frame to dst must carry, and the interface to send it on.
+type Resolver interface {
+	// NextHop returns dst itself when dst is on-link, the gateway when
+	// it is reached through one, and ok false when no route covers dst.
+	// It is safe for concurrent use and allocates nothing.
+	NextHop(dst netip.Addr) (nexthop netip.Addr, ifindex int, ok bool)
+}
+
+// Route is one route: destinations in Prefix are reached through Gateway
+// on the interface IfIndex, or directly (on-link) when Gateway is not
+// valid.
+type Route struct {
+	Prefix  netip.Prefix
+	Gateway netip.Addr
+	IfIndex int
+}
+
+func (r Route) nextHop(dst netip.Addr) (netip.Addr, int, bool) {
+	if r.Gateway.IsValid() {
+		return r.Gateway, r.IfIndex, true
+	}
+	return dst, r.IfIndex, true
+}
+
+// routeTable is an immutable longest-prefix-match table.
+type routeTable = bart.Table[Route]
+
+func lookupRoute(t *routeTable, dst netip.Addr) (netip.Addr, int, bool) {
+	dst = dst.Unmap()
+	r, ok := t.Lookup(dst.WithZone(""))
+	if !ok {
+		return netip.Addr{}, 0, false
+	}
+	return r.nextHop(dst)
+}
+
+// StaticRoutes is the Resolver of owned mode: configured routes, the
+// longest prefix wins. Immutable after NewStaticRoutes; safe for
+// concurrent use.
+type StaticRoutes struct {
+	t *routeTable
+}
+
+// NewStaticRoutes returns a Resolver over routes. Typical owned-mode use:
+// the interface's own prefix on-link ({198.18.0.0/24, no gateway}) and a
+// default route ({0.0.0.0/0, gateway 198.18.0.1}). A gateway must be
+// on-link through some other route of the set, and of the prefix's family.
+func NewStaticRoutes(routes []Route) (*StaticRoutes, error) {
+	t := new(routeTable)
+	for _, r := range routes {
+		if !r.Prefix.IsValid() {
+			return nil, fmt.Errorf("arp: static route: invalid prefix %v", r.Prefix)
+		}
+		r.Prefix = r.Prefix.Masked()
+		if r.Gateway.IsValid() {
+			r.Gateway = r.Gateway.Unmap()
+			if r.Gateway.Is4() != r.Prefix.Addr().Is4() {
+				return nil, fmt.Errorf("arp: static route %v: gateway %v of another family", r.Prefix, r.Gateway)
+			}
+		}
+		t.Insert(r.Prefix, r)
+	}
+	for _, r := range routes {
+		if !r.Gateway.IsValid() {
+			continue
+		}
+		g, ok := t.Lookup(r.Gateway.WithZone(""))
+		if !ok || g.Gateway.IsValid() {
+			return nil, fmt.Errorf("arp: static route %v: gateway %v is not on-link", r.Prefix, r.Gateway)
+		}
+	}
+	return &StaticRoutes{t: t}, nil
+}
+
+// NextHop implements Resolver.
+func (s *StaticRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
+	return lookupRoute(s.t, dst)
+}
