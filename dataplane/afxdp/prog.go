@@ -273,7 +273,22 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 	need(r7, 14, "pass")
 	if f.All {
 		redirect(ctrRedirectAll)
+	} else {
+		p.parse(f, emit, label, need, lookup, redirect, copyAddr, checkPort, checkMAC)
 	}
+	p.tail(emit, label, lookup, f.Prefixes && !f.All)
+	return in
+}
+
+// parse emits the filter proper (see instructions).
+func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(string, asm.Instruction),
+	need func(asm.Register, int32, string), lookup func(*ebpf.Map, int32), redirect func(int32),
+	copyAddr func(asm.Register, int16, int), checkPort func(int16, string), checkMAC func()) {
+	const (
+		r0, r2, r3, r7, r8, r9, fp = asm.R0, asm.R2, asm.R3, asm.R7, asm.R8, asm.R9, asm.RFP
+		keyAddr                    = -20
+		keyLPM                     = -24
+	)
 	emit(asm.Mov.Reg(r9, r7), asm.Add.Imm(r9, 14),
 		asm.LoadMem(r2, r7, 12, asm.Half),
 		asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "l3"))
@@ -302,16 +317,17 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 	lookup(p.udp4, keyAddr)
 	emit(asm.JEq.Imm(r0, 0, "prefix4"))
 	checkPort(22, "prefix4")
-	label("prefix4", asm.Mov.Imm(r2, 0))
-	if !f.Prefixes {
-		emit(asm.Ja.Label("pass"))
+	if f.Prefixes {
+		label("prefix4", asm.Mov.Imm(r2, 0))
+		checkMAC()
+		lookup(p.host4, keyAddr)
+		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 32, asm.Word))
+		lookup(p.lpm4, keyLPM)
+		emit(asm.JEq.Imm(r0, 0, "pass"))
+		redirect(ctrRedirectPrefix)
+	} else {
+		label("prefix4", asm.Ja.Label("pass"))
 	}
-	checkMAC()
-	lookup(p.host4, keyAddr)
-	emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 32, asm.Word))
-	lookup(p.lpm4, keyLPM)
-	emit(asm.JEq.Imm(r0, 0, "pass"))
-	redirect(ctrRedirectPrefix)
 
 	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header.
 	label("ipv6", asm.Mov.Reg(r3, r9))
@@ -335,16 +351,26 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 	emit(asm.JEq.Imm(r0, 0, "pass"))
 	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
 	emit(asm.Ja.Label("redirect"))
-	label("prefix6", asm.Mov.Imm(r2, 0))
-	if !f.Prefixes {
-		emit(asm.Ja.Label("pass"))
+	if f.Prefixes {
+		label("prefix6", asm.Mov.Imm(r2, 0))
+		checkMAC()
+		lookup(p.host6, keyAddr)
+		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 128, asm.Word))
+		lookup(p.lpm6, keyLPM)
+		emit(asm.JEq.Imm(r0, 0, "pass"))
+		redirect(ctrRedirectPrefix)
+	} else {
+		label("prefix6", asm.Ja.Label("pass"))
 	}
-	checkMAC()
-	lookup(p.host6, keyAddr)
-	emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 128, asm.Word))
-	lookup(p.lpm6, keyLPM)
-	emit(asm.JEq.Imm(r0, 0, "pass"))
-	redirect(ctrRedirectPrefix)
+}
+
+// tail emits the redirect, pass and counting sections.
+func (p *program) tail(emit func(...asm.Instruction), label func(string, asm.Instruction), lookup func(*ebpf.Map, int32), hostPass bool) {
+	const (
+		r0, r1, r2, r3, r6, r7, r9, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R9, asm.RFP
+		keyCtr                         = -32
+		mdRXQueue                      = 16
+	)
 
 	// Redirect to the socket of this RX queue; with none there,
 	// bpf_redirect_map returns the low bits of its flags: XDP_PASS.
@@ -353,8 +379,10 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 		asm.FnRedirectMap.Call(), asm.Mov.Reg(r7, r0),
 		asm.JEq.Imm(r0, xdpRedirect, "count"),
 		asm.Mov.Imm(r9, ctrPassNoSocket), asm.Ja.Label("count"))
-	label("pass_host", asm.Mov.Imm(r9, ctrPassHostAddr))
-	emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
+	if hostPass {
+		label("pass_host", asm.Mov.Imm(r9, ctrPassHostAddr))
+		emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
+	}
 	label("pass", asm.Mov.Imm(r9, ctrPass))
 	emit(asm.Mov.Imm(r7, xdpPass))
 	label("count", asm.StoreMem(fp, keyCtr, r9, asm.Word))
@@ -362,7 +390,6 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 	emit(asm.JEq.Imm(r0, 0, "out"), asm.Mov.Imm(r1, 1), asm.StoreXAdd(r0, r1, asm.DWord))
 	label("out", asm.Mov.Reg(r0, r7))
 	emit(asm.Return())
-	return in
 }
 
 // counterValues sums the per-CPU counters.

@@ -1,0 +1,219 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/wgpio/wgpio/internal/testenv"
+)
+
+var (
+	ourMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
+	otherMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	bcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+)
+
+// eth returns an Ethernet header to dst with the EtherType, optionally with
+// an 802.1Q tag (VLAN 7) in front of it.
+func eth(dst net.HardwareAddr, etherType uint16, vlan bool) []byte {
+	b := append(append([]byte{}, dst...), otherMAC...)
+	if vlan {
+		b = binary.BigEndian.AppendUint16(b, 0x8100)
+		b = binary.BigEndian.AppendUint16(b, 7)
+	}
+	return binary.BigEndian.AppendUint16(b, etherType)
+}
+
+// ipv4 returns an IPv4 header (checksum not filled: XDP does not check it).
+func ipv4(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
+	b := make([]byte, 20)
+	b[0], b[8], b[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(b[2:], uint16(20+payloadLen))
+	binary.BigEndian.PutUint16(b[6:], fragOff)
+	copy(b[12:], []byte{198, 18, 9, 9})
+	a := netip.MustParseAddr(dst).As4()
+	copy(b[16:], a[:])
+	return b
+}
+
+func ipv6(next byte, dst string, payloadLen int) []byte {
+	b := make([]byte, 40)
+	b[0], b[6], b[7] = 0x60, next, 64
+	binary.BigEndian.PutUint16(b[4:], uint16(payloadLen))
+	b[8], b[9] = 0x20, 0x01
+	a := netip.MustParseAddr(dst).As16()
+	copy(b[24:], a[:])
+	return b
+}
+
+func udp(dport uint16) []byte {
+	b := make([]byte, 8+32)
+	binary.BigEndian.PutUint16(b[0:], 40000)
+	binary.BigEndian.PutUint16(b[2:], dport)
+	binary.BigEndian.PutUint16(b[4:], uint16(len(b)))
+	return b
+}
+
+// arp returns an Ethernet/IPv4 ARP request for target (RFC 826).
+func arp(target string) []byte {
+	b := make([]byte, 28)
+	binary.BigEndian.PutUint16(b[0:], 1)      // hardware type Ethernet
+	binary.BigEndian.PutUint16(b[2:], 0x0800) // protocol IPv4
+	b[4], b[5] = 6, 4
+	binary.BigEndian.PutUint16(b[6:], 1) // request
+	copy(b[8:], otherMAC)
+	a := netip.MustParseAddr(target).As4()
+	copy(b[24:], a[:])
+	return b
+}
+
+// ndp returns an ICMPv6 neighbour solicitation (135) or advertisement
+// (136) for target (RFC 4861 section 4.3).
+func ndp(typ byte, target string) []byte {
+	b := make([]byte, 24)
+	b[0] = typ
+	a := netip.MustParseAddr(target).As16()
+	copy(b[8:], a[:])
+	return b
+}
+
+func cat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// TestFilter runs frames through the program with BPF_PROG_TEST_RUN. No
+// socket is in the XSKMAP, so a frame the filter selects comes back as
+// XDP_PASS counted as xdp_pass_no_socket, and one it rejects as xdp_pass
+// (or xdp_pass_host_addr).
+func TestFilter(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{
+		UDP: []UDPMatch{
+			{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51830},
+			{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
+		},
+		Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:db8::1")},
+		Prefixes:  true,
+		HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("2001:db8:1::1")},
+	}
+	prog, err := newProgram(f, ourMAC, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	for _, pfx := range []string{"198.19.1.0/24", "2001:db8:1::/48"} {
+		m, k, err := prog.prefixKey(netip.MustParsePrefix(pfx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put(k, uint32(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		redirect = "xdp_pass_no_socket"
+		pass     = "xdp_pass"
+		host     = "xdp_pass_host_addr"
+	)
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"udp4 port lo", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 port hi", cat(eth(bcastMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51830)), redirect},
+		{"udp4 port above", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51831)), pass},
+		{"udp4 port below", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51819)), pass},
+		{"udp4 other address", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.2", 0, 40), udp(51820)), pass},
+		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ipv4(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
+		{"tcp4", cat(eth(otherMAC, 0x0800, false), ipv4(6, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
+		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40)[:19]), pass},
+		{"udp6", cat(eth(otherMAC, 0x86dd, false), ipv6(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"udp6 other port", cat(eth(otherMAC, 0x86dd, false), ipv6(17, "2001:db8::1", 40), udp(51821)), pass},
+		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ipv6(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"arp for us", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), redirect},
+		{"arp for another", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), pass},
+		{"arp truncated", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")[:27]), pass},
+		{"ndp ns target us", cat(eth(bcastMAC, 0x86dd, false), ipv6(58, "ff02::1:ff00:1", 24), ndp(135, "2001:db8::1")), redirect},
+		{"ndp na to us", cat(eth(ourMAC, 0x86dd, false), ipv6(58, "2001:db8::1", 24), ndp(136, "2001:db8::5")), redirect},
+		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ipv6(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
+		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ipv6(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
+		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), redirect},
+		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.1.1", 0, 40), udp(80)), host},
+		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.2.5", 0, 40), udp(80)), pass},
+		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), pass},
+		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), pass},
+		{"lan6 in prefix", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:1::5", 40), udp(80)), redirect},
+		{"lan6 host address", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:1::1", 40), udp(80)), host},
+		{"lan6 outside prefix", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:2::5", 40), udp(80)), pass},
+		{"other ethertype", cat(eth(ourMAC, 0x88b5, false), make([]byte, 50)), pass},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := map[string]uint64{}
+			if err := prog.counterValues(before); err != nil {
+				t.Fatal(err)
+			}
+			ret, err := prog.prog.Run(&ebpf.RunOptions{Data: tt.frame})
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if ret != xdpPass {
+				t.Errorf("action = %d, want XDP_PASS (%d)", ret, xdpPass)
+			}
+			after := map[string]uint64{}
+			if err := prog.counterValues(after); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for k, v := range after {
+				if v != before[k] {
+					got = append(got, k)
+				}
+			}
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("counters changed = %v, want [%s]", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestProgramLoads checks that the verifier accepts every shape of filter.
+func TestProgramLoads(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		f    Filter
+	}{
+		{"empty", Filter{}},
+		{"all", Filter{All: true}},
+		{"udp", Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 1, PortHi: 2}}}},
+		{"prefixes", Filter{Prefixes: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := newProgram(tt.f, ourMAC, 1)
+			if err != nil {
+				t.Fatalf("newProgram(%+v) = %v", tt.f, err)
+			}
+			p.Close()
+		})
+	}
+	if _, err := newProgram(Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 2, PortHi: 1}}}, ourMAC, 1); err == nil {
+		t.Error("newProgram with port range 2-1 = nil error, want an error")
+	}
+}
