@@ -132,7 +132,8 @@ type WGPIO struct {
 	AddressMode AddressMode
 	// Queues is the number of NIC queues (and fast-path workers) per port.
 	Queues int
-	// CPUs lists the CPUs to pin workers to, ascending, without repeats.
+	// CPUs lists the CPUs to pin workers to, in the order written (ranges
+	// expanded), without repeats.
 	CPUs []int
 	// SourcePorts is the range of outer UDP source ports; a flow's port is
 	// chosen by hashing its inner 5-tuple (DESIGN.md, "Fast path").

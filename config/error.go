@@ -21,7 +21,7 @@ import (
 type Error struct {
 	File string // the name given to Parse
 	Line int    // 1-based; 0 when the problem is not on one line
-	Key  string // canonical key name (as in the documentation), or "" when none
+	Key  string // key name: canonical for known keys, as written for unknown ones; "" when none
 	Msg  string
 	// Err is the underlying error, if any (a resolver's or a reader's).
 	Err error
