@@ -287,7 +287,10 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 // refused if its timestamp is not newer than the newest accepted from the
 // peer (a replay: DropStaleTimestamp) or if it comes within
 // HandshakeInitiationRate of the last accepted one on the identity's clock
-// (DropFlood). Errors are DropReasons and are counted. msg is not kept.
+// (DropFlood). An exchange we had in progress with the peer is abandoned
+// (both sides initiating at once: the newest initiation wins, as in
+// wireguard-go); its LocalIndex stays set until CreateResponse replaces it.
+// Errors are DropReasons and are counted. msg is not kept.
 func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *Handshake) (*Handshake, error) {
 	st := &id.stats
 	if len(msg) != InitiationSize {
@@ -346,7 +349,9 @@ func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *
 		return nil, st.drop(DropFlood)
 	}
 
+	idx := h.localIndex // still in the caller's table: CreateResponse replaces it
 	h.clearLocked()
+	h.localIndex = idx
 	h.hash, h.chainKey = hash, ck
 	h.remoteEphemeral = epub
 	h.remoteIndex = binary.LittleEndian.Uint32(msg[InitiationOffsetSender:])

@@ -422,3 +422,68 @@ func isZeroBytes(b []byte) bool {
 	}
 	return true
 }
+
+// TestSimultaneousInitiation: a responder that had its own initiation out
+// abandons it for the peer's, keeps reporting its index until the response
+// replaces it, and refuses a response to the abandoned one.
+func TestSimultaneousInitiation(t *testing.T) {
+	p := newPair(t, noise.PresharedKey{})
+	var mine [noise.InitiationSize]byte
+	if err := p.hsR.CreateInitiation(&mine, 77); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 1), p.lookupR); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.hsR.LocalIndex(); got != 77 {
+		t.Errorf("LocalIndex after consuming the peer's initiation = %d, want 77", got)
+	}
+	if got := p.hsR.State(); got != noise.StateInitiationConsumed {
+		t.Errorf("State = %v, want %v", got, noise.StateInitiationConsumed)
+	}
+	var resp [noise.ResponseSize]byte
+	if err := p.hsR.CreateResponse(&resp, 78); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.hsR.LocalIndex(); got != 78 {
+		t.Errorf("LocalIndex after CreateResponse = %d, want 78", got)
+	}
+	if got := p.hsR.Clear(); got != 78 {
+		t.Errorf("Clear() = %d, want 78", got)
+	}
+}
+
+// TestConcurrentUse exercises the locks under the race detector: one
+// identity's checker and handshakes used from several goroutines.
+func TestConcurrentUse(t *testing.T) {
+	p := newPair(t, noise.PresharedKey{})
+	init := p.initiation(t, 1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var reply [noise.CookieReplySize]byte
+			var m [noise.InitiationSize]byte
+			for i := range 50 {
+				cc := p.idR.CookieChecker()
+				if v, _ := cc.Check(init, p.initiatorSrc, true); v == noise.VerdictCookie {
+					if err := cc.CreateReply(&reply, init, p.initiatorSrc); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if g == 0 {
+					p.hsI.ConsumeCookieReply(reply[:])
+				}
+				if i%10 == 0 {
+					p.hsI.CreateInitiation(&m, uint32(i))
+					p.clock.Advance(time.Second)
+					p.idR.ConsumeInitiation(m[:], p.lookupR)
+				}
+				_ = p.idR.Stats().Snapshot()
+			}
+		}()
+	}
+	wg.Wait()
+}

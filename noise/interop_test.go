@@ -224,3 +224,22 @@ func TestInteropCookie(t *testing.T) {
 		t.Errorf("plaintext from wireguard-go = % x, want % x", got, ping)
 	}
 }
+
+// TestInteropPresharedKeyMismatch: stock wireguard-go configured with
+// another pre-shared key answers our initiation (the psk enters only at the
+// response) and we refuse its response.
+func TestInteropPresharedKeyMismatch(t *testing.T) {
+	id := newIdentity(t)
+	theirs, _ := noise.NewPresharedKey()
+	w := newWGPeer(t, id.PublicKey(), theirs)
+	hs := noise.NewHandshake(id, w.pub, noise.PresharedKey{})
+	var init [noise.InitiationSize]byte
+	if err := hs.CreateInitiation(&init, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.send(t, init[:])
+	resp := w.recv(t, noise.TypeResponse, 5*time.Second)
+	if err := hs.ConsumeResponse(resp); err != noise.DropDecryptFailed {
+		t.Errorf("ConsumeResponse(response under another psk) = %v, want %v", err, noise.DropDecryptFailed)
+	}
+}
