@@ -1,0 +1,526 @@
+package arp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// wire is an AF_PACKET socket bound to one interface inside a namespace:
+// our side of the link in these tests, where a dataplane queue would be.
+type wire struct {
+	fd  int
+	mac MAC
+	idx int
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func openWire(t *testing.T, ns *topo.NS, dev string) *wire {
+	t.Helper()
+	w := &wire{fd: -1}
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		w.idx = ifi.Index
+		copy(w.mac[:], ifi.HardwareAddr)
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return os.NewSyscallError("socket", err)
+		}
+		w.fd = fd
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			return os.NewSyscallError("bind", err)
+		}
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+		tv := unix.Timeval{Usec: 20000}
+		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	})
+	if w.fd >= 0 {
+		t.Cleanup(func() { unix.Close(w.fd) })
+	}
+	if err != nil {
+		t.Fatalf("open packet socket on %s: %v", dev, err)
+	}
+	return w
+}
+
+func (w *wire) send(f []byte) error {
+	_, err := unix.Write(w.fd, f)
+	return err
+}
+
+// recv returns one frame that arrived on the link (not one we sent);
+// n == 0 on timeout.
+func (w *wire) recv(b []byte) (int, error) {
+	for {
+		n, from, err := unix.Recvfrom(w.fd, b, 0)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		return n, nil
+	}
+}
+
+// host is our side in owned mode: a wire, a Responder answering on it, a
+// Table resolving through it, and the UDP frames that reached us.
+type host struct {
+	w    *wire
+	r    *Responder
+	tb   *Table
+	p    *FrameProber
+	udp  chan []byte
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startHost(t *testing.T, w *wire, addrs []netip.Addr, cfg Config, skipDAD bool) *host {
+	t.Helper()
+	h := &host{w: w, udp: make(chan []byte, 64), stop: make(chan struct{})}
+	h.p = &FrameProber{MAC: w.mac, Send: func(f []byte) { _ = w.send(f) }}
+	for _, a := range addrs {
+		switch {
+		case a.Is4():
+			h.p.Src4 = a
+		case a.IsLinkLocalUnicast():
+			h.p.Src6LinkLocal = a
+		default:
+			h.p.Src6 = a
+		}
+	}
+	cfg.Prober = h.p
+	h.tb = NewTable(cfg)
+	r, err := NewResponder(ResponderConfig{MAC: w.mac, Addrs: addrs, Table: h.tb, SkipDAD: skipDAD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		h.tb.Run(h.stop, 20*time.Millisecond)
+	}()
+	go func() {
+		defer h.wg.Done()
+		buf := make([]byte, 2048)
+		var out [NDPFrameLen]byte
+		for {
+			select {
+			case <-h.stop:
+				return
+			default:
+			}
+			n, err := w.recv(buf)
+			if err != nil || n == 0 {
+				continue
+			}
+			f := buf[:n]
+			m, rs := h.r.Handle(f, out[:])
+			if m > 0 {
+				_ = w.send(out[:m])
+			}
+			if rs == ReasonNotNeighbour && MAC(f[0:6]) == w.mac && isUDP(f) {
+				select {
+				case h.udp <- append([]byte(nil), f...):
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(h.stop); h.wg.Wait() })
+	return h
+}
+
+func isUDP(f []byte) bool {
+	switch binary.BigEndian.Uint16(f[12:14]) {
+	case EtherTypeIPv4:
+		return len(f) > 34 && f[23] == 17
+	case EtherTypeIPv6:
+		return len(f) > 54 && f[20] == 17
+	}
+	return false
+}
+
+// kernelSendUDP sends one datagram from the kernel of ns to dst, which
+// makes the kernel resolve dst first.
+func kernelSendUDP(t *testing.T, ns *topo.NS, dst netip.AddrPort, payload []byte) {
+	t.Helper()
+	err := ns.Do(func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write(payload)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send UDP to %v in %s: %v", dst, ns.Name, err)
+	}
+}
+
+func waitUDP(t *testing.T, h *host, marker []byte) []byte {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case f := <-h.udp:
+			if bytes.Contains(f, marker) {
+				return f
+			}
+		case <-deadline:
+			t.Fatalf("no datagram with %q arrived (responder drops %v, replies %d)", marker, h.r.DropCounts(), h.r.Replies())
+			return nil
+		}
+	}
+}
+
+// waitFor polls cond every 10 ms until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}
+
+func kernelNeighMAC(t *testing.T, ns *topo.NS, dev string, ip netip.Addr) string {
+	t.Helper()
+	out, err := ns.Run("ip", "neigh", "show", "dev", dev, "to", ip.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func macOf(t *testing.T, ns *topo.NS, dev string) MAC {
+	t.Helper()
+	hw, err := ns.LinkMAC(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MAC(hw)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	usV4 = netip.MustParseAddr("198.18.0.1")
+	kV4  = netip.MustParseAddr("198.18.0.2")
+	usV6 = netip.MustParseAddr("2001:2::1") // RFC 5180 benchmarking prefix
+	kV6  = netip.MustParseAddr("2001:2::2")
+	usLL = netip.MustParseAddr("fe80::1")
+	kLL  = netip.MustParseAddr("fe80::2")
+)
+
+// ownedPair makes two namespaces joined by a veth: ours, where the kernel
+// has no address (IPv6 off on the veth, so the kernel answers nothing),
+// and the kernel's, with IPv4, global and link-local IPv6 addresses.
+func ownedPair(t *testing.T) (us, k *topo.NS, v *topo.Veth) {
+	tp := testenv.Topology(t, "arpo")
+	us, k = testenv.NS(t, tp, "u"), testenv.NS(t, tp, "k")
+	v, err := tp.NewVeth(us, k, topo.VethConfig{})
+	must(t, err)
+	must(t, us.Sysctl("net.ipv6.conf."+v.A+".disable_ipv6", "1"))
+	must(t, k.AddAddr(v.B, kV4.String()+"/24"))
+	must(t, k.AddAddr(v.B, kV6.String()+"/64"))
+	must(t, k.AddAddr(v.B, kLL.String()+"/64"))
+	return us, k, v
+}
+
+func TestOwnedKernelResolvesUs(t *testing.T) {
+	us, k, v := ownedPair(t)
+	w := openWire(t, us, v.A)
+	h := startHost(t, w, []netip.Addr{usV4, usV6, usLL}, Config{}, false)
+	var sent sync.Mutex
+	send := func(f []byte) error { sent.Lock(); defer sent.Unlock(); return w.send(f) }
+	// Our solicited-node groups, joined on our interface.
+	must(t, us.Do(func() error {
+		for _, g := range h.r.SolicitedNodeGroups() {
+			if err := JoinGroup(v.A, g); err != nil {
+				return err
+			}
+		}
+		b, err := os.ReadFile("/proc/thread-self/net/dev_mcast")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "3333ff000001") {
+			return fmt.Errorf("dev_mcast has no 33:33:ff:00:00:01:\n%s", b)
+		}
+		return nil
+	}))
+	if err := h.r.DAD(send, 1, 300*time.Millisecond); err != nil {
+		t.Fatalf("DAD(%v) = %v, want no conflict", []netip.Addr{usV6, usLL}, err)
+	}
+	must(t, h.r.Announce(send))
+	for _, tt := range []struct {
+		name string
+		dst  netip.AddrPort
+	}{
+		{"ipv4", netip.AddrPortFrom(usV4, 9000)},
+		{"ipv6 global", netip.AddrPortFrom(usV6, 9001)},
+		{"ipv6 link-local", netip.AddrPortFrom(usLL.WithZone(v.B), 9002)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			marker := []byte("hello-" + tt.name)
+			kernelSendUDP(t, k, tt.dst, marker)
+			f := waitUDP(t, h, marker)
+			if MAC(f[0:6]) != w.mac {
+				t.Errorf("datagram to MAC %v, want ours %v", MAC(f[0:6]), w.mac)
+			}
+			if got := kernelNeighMAC(t, k, v.B, tt.dst.Addr().WithZone("")); !strings.Contains(got, w.mac.String()) {
+				t.Errorf("kernel neighbour for %v = %q, want lladdr %v", tt.dst.Addr(), got, w.mac)
+			}
+		})
+	}
+	// The kernel talked to us, so it is learnt (its requests were
+	// addressed to us), but nothing else is.
+	if st, mac := h.tb.State(kV4); !st.usable() || mac != macOf(t, k, v.B) {
+		t.Errorf("State(%v) = %v, %v; want learnt at %v", kV4, st, mac, macOf(t, k, v.B))
+	}
+}
+
+func TestOwnedDADConflictWithKernel(t *testing.T) {
+	us, _, v := ownedPair(t)
+	w := openWire(t, us, v.A)
+	h := startHost(t, w, []netip.Addr{kV6}, Config{}, false) // the kernel owns it
+	err := h.r.DAD(w.send, 1, 500*time.Millisecond)
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Conflicts[0].Addr != kV6 {
+		t.Fatalf("DAD(%v) = %v, want a conflict for it", kV6, err)
+	}
+}
+
+func TestOwnedWeResolveKernel(t *testing.T) {
+	us, k, v := ownedPair(t)
+	w := openWire(t, us, v.A)
+	h := startHost(t, w, []netip.Addr{usV4, usV6, usLL}, Config{}, true)
+	kmac := macOf(t, k, v.B)
+	for _, ip := range []netip.Addr{kV4, kV6, kLL} {
+		t.Run(ip.String(), func(t *testing.T) {
+			h.tb.Resolve(ip)
+			if !waitFor(3*time.Second, func() bool { _, ok := h.tb.Lookup(ip); return ok }) {
+				st, _ := h.tb.State(ip)
+				t.Fatalf("Lookup(%v) never hit; state %v, drops %v", ip, st, h.r.DropCounts())
+			}
+			if mac, _ := h.tb.Lookup(ip); mac != kmac {
+				t.Errorf("Lookup(%v) = %v, want %v", ip, mac, kmac)
+			}
+			if st, _ := h.tb.State(ip); st != StateReachable {
+				t.Errorf("State(%v) = %v, want reachable", ip, st)
+			}
+		})
+	}
+}
+
+func TestOwnedExpireAndRefresh(t *testing.T) {
+	us, k, v := ownedPair(t)
+	w := openWire(t, us, v.A)
+	h := startHost(t, w, []netip.Addr{usV4, usV6}, Config{
+		ReachableTime: 600 * time.Millisecond, RefreshBefore: 300 * time.Millisecond,
+		RetransTimer: 100 * time.Millisecond, StaleTime: 10 * time.Second,
+	}, true)
+	kmac := macOf(t, k, v.B)
+	for _, ip := range []netip.Addr{kV4, kV6} {
+		t.Run(ip.String(), func(t *testing.T) {
+			h.tb.Resolve(ip)
+			if !waitFor(3*time.Second, func() bool { _, ok := h.tb.Lookup(ip); return ok }) {
+				t.Fatalf("Lookup(%v) never hit", ip)
+			}
+			before := h.tb.Stats().Confirmed
+			// In use for 4 reachable times: refreshed before
+			// expiry, never missing.
+			misses := 0
+			for end := time.Now().Add(2400 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				if mac, ok := h.tb.Lookup(ip); !ok || mac != kmac {
+					misses++
+				}
+			}
+			if misses != 0 {
+				t.Errorf("Lookup(%v) missed %d times while in use", ip, misses)
+			}
+			if got := h.tb.Stats().Confirmed - before; got < 2 {
+				t.Errorf("confirmations while in use = %d, want ≥ 2 (refreshes)", got)
+			}
+			// Unused: expires to stale, still usable.
+			if !waitFor(3*time.Second, func() bool { st, _ := h.tb.State(ip); return st == StateStale }) {
+				st, _ := h.tb.State(ip)
+				t.Errorf("State(%v) unused = %v, want stale", ip, st)
+			}
+		})
+	}
+}
+
+// udp4Frame builds an Ethernet/IPv4/UDP frame (UDP checksum 0, RFC 768).
+func udp4Frame(dstMAC, srcMAC MAC, src, dst netip.Addr, port uint16, payload []byte) []byte {
+	f := make([]byte, 14+20+8+len(payload))
+	copy(f[0:6], dstMAC[:])
+	copy(f[6:12], srcMAC[:])
+	binary.BigEndian.PutUint16(f[12:14], EtherTypeIPv4)
+	ip := f[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:4], uint16(20+8+len(payload)))
+	s, d := src.As4(), dst.As4()
+	copy(ip[12:16], s[:])
+	copy(ip[16:20], d[:])
+	binary.BigEndian.PutUint16(ip[10:12], ^header.FoldChecksum(header.Checksum(ip, 0)))
+	u := f[34:42]
+	binary.BigEndian.PutUint16(u[0:2], 40000)
+	binary.BigEndian.PutUint16(u[2:4], port)
+	binary.BigEndian.PutUint16(u[4:6], uint16(8+len(payload)))
+	copy(f[42:], payload)
+	return f
+}
+
+// routerTopo: us —v1— router —v2— far. The router has .254 on both
+// sides; far routes back through it.
+func routerTopo(t *testing.T, prefix string) (us, r, far *topo.NS, v1, v2 *topo.Veth) {
+	tp := testenv.Topology(t, prefix)
+	us, r, far = testenv.NS(t, tp, "u"), testenv.NS(t, tp, "r"), testenv.NS(t, tp, "f")
+	var err error
+	v1, err = tp.NewVeth(us, r, topo.VethConfig{})
+	must(t, err)
+	v2, err = tp.NewVeth(r, far, topo.VethConfig{})
+	must(t, err)
+	must(t, r.Forwarding())
+	must(t, r.AddAddr(v1.B, "198.18.1.254/24"))
+	must(t, r.AddAddr(v2.A, "198.18.2.254/24"))
+	must(t, far.AddAddr(v2.B, "198.18.2.2/24"))
+	must(t, far.AddRoute("default", "198.18.2.254", v2.B))
+	return
+}
+
+// listenFar opens a UDP socket in far and returns a function that waits
+// for a datagram with marker.
+func listenFar(t *testing.T, far *topo.NS, port int) func(marker []byte) bool {
+	var c *net.UDPConn
+	must(t, far.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(198, 18, 2, 2), Port: port})
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	return func(marker []byte) bool {
+		buf := make([]byte, 2048)
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		for {
+			n, _, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return false
+			}
+			if bytes.Contains(buf[:n], marker) {
+				return true
+			}
+		}
+	}
+}
+
+func TestOwnedThroughRouter(t *testing.T) {
+	us, r, far, v1, _ := routerTopo(t, "arpr")
+	must(t, us.Sysctl("net.ipv6.conf."+v1.A+".disable_ipv6", "1"))
+	w := openWire(t, us, v1.A)
+	our := netip.MustParseAddr("198.18.1.1")
+	h := startHost(t, w, []netip.Addr{our}, Config{}, true)
+	routes, err := NewStaticRoutes([]Route{
+		{Prefix: netip.MustParsePrefix("198.18.1.0/24"), IfIndex: w.idx},
+		{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("198.18.1.254"), IfIndex: w.idx},
+	})
+	must(t, err)
+	farIP := netip.MustParseAddr("198.18.2.2")
+	nh, idx, ok := routes.NextHop(farIP)
+	if !ok || nh != netip.MustParseAddr("198.18.1.254") || idx != w.idx {
+		t.Fatalf("NextHop(%v) = %v, %d, %v, want 198.18.1.254, %d", farIP, nh, idx, ok, w.idx)
+	}
+	wait := listenFar(t, far, 9100)
+	h.tb.Resolve(nh)
+	if !waitFor(3*time.Second, func() bool { _, ok := h.tb.Lookup(nh); return ok }) {
+		t.Fatalf("router %v never resolved", nh)
+	}
+	mac, _ := h.tb.Lookup(nh)
+	if want := macOf(t, r, v1.B); mac != want {
+		t.Fatalf("Lookup(router) = %v, want the router's %v", mac, want)
+	}
+	marker := []byte("through-the-router")
+	must(t, w.send(udp4Frame(mac, w.mac, our, farIP, 9100, marker)))
+	if !wait(marker) {
+		t.Errorf("datagram to %v through the router's MAC did not arrive", farIP)
+	}
+}
+
+func TestOwnedARPFloodGrowsNothing(t *testing.T) {
+	testenv.Short(t, "sends 100,000 frames")
+	us, k, v := ownedPair(t)
+	w := openWire(t, us, v.A)
+	h := startHost(t, w, []netip.Addr{usV4}, Config{}, true)
+	h.tb.Resolve(kV4)
+	if !waitFor(3*time.Second, func() bool { _, ok := h.tb.Lookup(kV4); return ok }) {
+		t.Fatal("kernel address never resolved")
+	}
+	kw := openWire(t, k, v.B)
+	snap, n := h.tb.snap.Load(), h.tb.Len()
+	var ms0, ms1 runtimeMem
+	ms0.read()
+	const flood = 100000
+	f := make([]byte, MinFrameLen)
+	for i := 0; i < flood; i++ {
+		src := MAC{0x02, 0xaa, 0, byte(i >> 16), byte(i >> 8), byte(i)}
+		p := ARP{EthDst: Broadcast, EthSrc: src, Op: ARPRequest, SenderMAC: src,
+			SenderIP: netip.AddrFrom4([4]byte{198, 18, 0, byte(3 + i%250)}), TargetIP: netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})}
+		if i%2 == 1 {
+			p.EthDst = w.mac // unicast to us, still not our address
+		}
+		if _, err := p.Marshal(f); err != nil {
+			t.Fatal(err)
+		}
+		if err := kw.send(f); err != nil && !errors.Is(err, unix.ENOBUFS) {
+			t.Fatal(err)
+		}
+	}
+	waitFor(2*time.Second, func() bool { return false }) // let the receiver drain
+	ms1.read()
+	seen := h.r.Drops(ReasonNotOurAddress)
+	t.Logf("flood: %d frames sent, %d seen and dropped as not-our-address; heap %d → %d bytes", flood, seen, ms0.heap, ms1.heap)
+	if seen < flood/10 {
+		t.Errorf("only %d of %d flood frames reached the responder", seen, flood)
+	}
+	if h.tb.snap.Load() != snap || h.tb.Len() != n {
+		t.Errorf("flood changed the table: %d entries (was %d), snapshot replaced %v", h.tb.Len(), n, h.tb.snap.Load() != snap)
+	}
+	if grow := int64(ms1.heap) - int64(ms0.heap); grow > 1<<20 {
+		t.Errorf("heap grew by %d bytes during the flood, want < 1 MiB", grow)
+	}
+	if _, ok := h.tb.Lookup(kV4); !ok {
+		t.Error("Lookup(kernel) missed after the flood")
+	}
+}
