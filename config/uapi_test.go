@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/tun/tuntest"
 )
 
@@ -25,13 +26,31 @@ func hexKey(t testing.TB, b64 string) string {
 	return hex.EncodeToString(b)
 }
 
-// newDevice returns a stock wireguard-go device that is never brought up: a
-// channel TUN (tun/tuntest) and the standard bind, which opens no socket
-// until Up, so endpoints print as given (conn/bindtest's endpoints print as
-// 127.0.0.1:port whatever they were set to).
+// downTUN is a tun/tuntest channel TUN that never reports tun.EventUp, so
+// the device on it stays down: its bind is never opened and no peer is
+// started, and nothing is sent anywhere.
+type downTUN struct {
+	tun.Device
+	events chan tun.Event
+}
+
+func (d *downTUN) Events() <-chan tun.Event { return d.events }
+
+func (d *downTUN) Close() error {
+	err := d.Device.Close()
+	close(d.events)
+	return err
+}
+
+// newDevice returns a stock wireguard-go device that stays down: a channel
+// TUN (tun/tuntest) that never comes up, and the standard bind, which opens
+// no socket while the device is down, so endpoints print as given
+// (conn/bindtest's endpoints print as 127.0.0.1:port whatever they were set
+// to, and a device up on the standard bind would send handshakes).
 func newDevice(t *testing.T) *device.Device {
 	t.Helper()
-	dev := device.NewDevice(tuntest.NewChannelTUN().TUN(), conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	tdev := &downTUN{Device: tuntest.NewChannelTUN().TUN(), events: make(chan tun.Event)}
+	dev := device.NewDevice(tdev, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
 	t.Cleanup(dev.Close)
 	return dev
 }
