@@ -109,7 +109,7 @@ func TestPutIPv4(t *testing.T) {
 			if h.Version() != uint8(got.Version) || h.HeaderLen() != got.Len || h.TOS() != uint8(got.TOS) || h.TotalLength() != got.TotalLen ||
 				h.ID() != uint16(got.ID) || h.TTL() != uint8(got.TTL) || h.Protocol() != uint8(got.Protocol) ||
 				h.Checksum() != uint16(got.Checksum) || !got.Src.Equal(h.Src().AsSlice()) || !got.Dst.Equal(h.Dst().AsSlice()) ||
-				h.DontFragment() != (got.Flags&ipv4.DontFragment != 0) || h.IsFragment() || h.FragmentOffset() != got.FragOff {
+				h.DontFragment() != (got.Flags&ipv4.DontFragment != 0) || h.IsFragment() || h.FragmentOffset() != got.FragOff*8 {
 				t.Errorf("IPv4 view of %x disagrees with ipv4.ParseHeader: %+v", b, got)
 			}
 		}
