@@ -34,9 +34,12 @@
 //     (section 5.4.7): the responder checks MAC1 always and MAC2 when under
 //     load, and answers with cookie replies; the initiator stamps MAC1 and
 //     MAC2 on what it sends and takes in cookie replies.
+//   - SourceLimiter: the per-source token bucket for handshake messages
+//     (20 per second, burst 5), for the caller to apply under load.
 //
 // # A responder's receive path
 //
+//	if underLoad && !limiter.Allow(src.Addr()) { drop }       // as the kernel does
 //	v, err := id.CookieChecker().Check(msg, src, underLoad) // no Curve25519 yet
 //	switch v {
 //	case noise.VerdictDrop: // err says why; counted
