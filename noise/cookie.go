@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,19 @@ const (
 	// VerdictAccept: go on with ConsumeInitiation or ConsumeResponse.
 	VerdictAccept
 )
+
+// String returns "drop", "cookie" or "accept".
+func (v Verdict) String() string {
+	switch v {
+	case VerdictDrop:
+		return "drop"
+	case VerdictCookie:
+		return "cookie"
+	case VerdictAccept:
+		return "accept"
+	}
+	return "verdict(" + strconv.Itoa(int(v)) + ")"
+}
 
 // CookieChecker is the responder's half of the cookie mechanism (section
 // 5.4.7): it verifies MAC1 of every handshake message sent to us, verifies

@@ -39,13 +39,13 @@
 //
 // # A responder's receive path
 //
-//	if underLoad && !limiter.Allow(src.Addr()) { drop }       // as the kernel does
 //	v, err := id.CookieChecker().Check(msg, src, underLoad) // no Curve25519 yet
 //	switch v {
 //	case noise.VerdictDrop: // err says why; counted
 //	case noise.VerdictCookie:
 //		id.CookieChecker().CreateReply(&reply, msg, src) // send reply to src
 //	case noise.VerdictAccept:
+//		if underLoad && !limiter.Allow(src.Addr()) { break } // source proven by MAC2
 //		h, err := id.ConsumeInitiation(msg, lookup)     // Curve25519 from here on
 //		h.CreateResponse(&resp, newIndex)
 //		keys, err := h.DeriveKeys()

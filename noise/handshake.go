@@ -419,16 +419,22 @@ func (h *Handshake) CreateResponse(dst *[ResponseSize]byte, localIndex uint32) e
 	return nil
 }
 
-// ResponseReceiver returns the receiver index of a handshake response or
-// cookie reply (bytes 8..12 and 4..8 respectively): the caller's key into its
-// index table to find the Handshake to give msg to. ok is false for a
-// message of another size.
-func ResponseReceiver(msg []byte) (receiver uint32, ok bool) {
-	switch len(msg) {
-	case ResponseSize:
+// MessageReceiver returns the receiver index of a handshake response
+// (bytes 8..12), a cookie reply or transport data (bytes 4..8): the caller's
+// key into its index table to find the Handshake or keypair to give msg to.
+// ok is false for a message that is none of those by type and size. It
+// does not allocate.
+func MessageReceiver(msg []byte) (receiver uint32, ok bool) {
+	if len(msg) < 4 {
+		return 0, false
+	}
+	switch t := binary.LittleEndian.Uint32(msg); {
+	case t == TypeResponse && len(msg) == ResponseSize:
 		return binary.LittleEndian.Uint32(msg[ResponseOffsetReceiver:]), true
-	case CookieReplySize:
+	case t == TypeCookieReply && len(msg) == CookieReplySize:
 		return binary.LittleEndian.Uint32(msg[CookieReplyOffsetReceiver:]), true
+	case t == TypeTransport && len(msg) >= TransportMinSize:
+		return binary.LittleEndian.Uint32(msg[TransportOffsetReceiver:]), true
 	}
 	return 0, false
 }

@@ -24,8 +24,10 @@ const (
 )
 
 // SourceLimiter decides whether a handshake message from a source address
-// may be processed: the caller asks it before the cookie check when under
-// load (kernel and wireguard-go: ratelimit, then cookie). IPv4 sources are
+// may be processed. The caller asks it when under load, after
+// CookieChecker.Check accepted the message, so that only sources proven by
+// a valid MAC2 spend tokens (wireguard-go's RoutineHandshake order). IPv4
+// sources are
 // limited per address; IPv6 sources per /64, as the kernel does (wireguard-go
 // keys on the full address), since one host commonly holds a whole /64.
 // IPv4-mapped IPv6 addresses count as IPv4. A message is allowed when the

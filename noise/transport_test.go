@@ -60,3 +60,35 @@ func TestTransportHeader(t *testing.T) {
 		t.Errorf("transport helpers allocs = %v, want 0", n)
 	}
 }
+
+func TestMessageReceiver(t *testing.T) {
+	resp := make([]byte, noise.ResponseSize)
+	resp[0] = noise.TypeResponse
+	resp[8] = 0x11
+	cookie := make([]byte, noise.CookieReplySize)
+	cookie[0] = noise.TypeCookieReply
+	cookie[4] = 0x22
+	data := make([]byte, noise.TransportMinSize)
+	noise.PutTransportHeader(data, 0x33, 9)
+	init := make([]byte, noise.InitiationSize)
+	init[0] = noise.TypeInitiation
+	tests := []struct {
+		name string
+		msg  []byte
+		want uint32
+		ok   bool
+	}{
+		{"response", resp, 0x11, true},
+		{"cookie reply", cookie, 0x22, true},
+		{"transport", data, 0x33, true},
+		{"initiation", init, 0, false},
+		{"short response", resp[:91], 0, false},
+		{"short transport", data[:31], 0, false},
+		{"empty", nil, 0, false},
+	}
+	for _, tc := range tests {
+		if got, ok := noise.MessageReceiver(tc.msg); got != tc.want || ok != tc.ok {
+			t.Errorf("MessageReceiver(%s) = %#x, %v; want %#x, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
