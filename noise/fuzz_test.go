@@ -143,3 +143,20 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func FuzzMessageReceiver(f *testing.F) {
+	f.Add([]byte{2, 0, 0, 0})                                          // response type, short
+	f.Add(append([]byte{3, 0, 0, 0, 7, 0, 0, 0}, make([]byte, 56)...)) // cookie reply, receiver 7
+	f.Add(append([]byte{4, 0, 0, 0, 9, 0, 0, 0}, make([]byte, 24)...)) // keepalive, receiver 9
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		r, ok := noise.MessageReceiver(msg)
+		if !ok && r != 0 {
+			t.Fatalf("MessageReceiver = %d, false", r)
+		}
+		if ok && msg[0] == noise.TypeTransport {
+			if r2, _, ok2 := noise.ParseTransportHeader(msg); !ok2 || r2 != r {
+				t.Fatalf("MessageReceiver = %d, ParseTransportHeader = %d, %v", r, r2, ok2)
+			}
+		}
+	})
+}

@@ -56,6 +56,7 @@ func TestTransportHeader(t *testing.T) {
 		noise.ParseTransportHeader(b[:])
 		noise.PutNonce(&nonce, 3)
 		noise.PaddingLen(100, 1420)
+		noise.MessageReceiver(b[:])
 	}); n != 0 {
 		t.Errorf("transport helpers allocs = %v, want 0", n)
 	}
