@@ -235,6 +235,8 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 	}
 	clear(dst[:])
 	hash, ck := initialHash, initialChainKey
+	defer clear(hash[:])
+	defer clear(ck[:])
 	mixHash(&hash, &hash, h.remoteStatic[:])
 
 	epub, err := h.newEphemeral()
@@ -268,8 +270,6 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 	h.cookies.AddMACs(dst[:])
 
 	h.hash, h.chainKey = hash, ck
-	clear(hash[:])
-	clear(ck[:])
 	h.localIndex = localIndex
 	h.state = StateInitiationCreated
 	st.initiationsCreated.Add(1)
