@@ -1,6 +1,10 @@
 package noise
 
-import "golang.zx2c4.com/wireguard/tai64n"
+import (
+	"net/netip"
+
+	"golang.zx2c4.com/wireguard/tai64n"
+)
 
 // SetTimestampFunc replaces the TAI64N source of h's initiations (tests only).
 func SetTimestampFunc(h *Handshake, f func() tai64n.Timestamp) {
@@ -8,3 +12,5 @@ func SetTimestampFunc(h *Handshake, f func() tai64n.Timestamp) {
 	h.timestamp = f
 	h.mu.Unlock()
 }
+
+var netipAddrPortForTest = netip.MustParseAddrPort("198.18.5.5:5555")
