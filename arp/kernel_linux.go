@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -51,62 +52,91 @@ type KernelRoutes struct {
 	Updates atomic.Uint64
 }
 
-// NewKernelRoutes lists the kernel's routes and follows their changes.
+// NewKernelRoutes lists the kernel's routes and follows their changes. If
+// the notification socket fails (an overrun), it subscribes and lists again.
 func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
 	h, err := netlink.NewHandleAt(opts.ns())
 	if err != nil {
 		return nil, fmt.Errorf("arp: kernel routes: netlink handle: %w", err)
 	}
 	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{})}
-	ch := make(chan netlink.RouteUpdate, 256)
-	ns := opts.ns()
-	errc := make(chan error, 1)
-	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) {
-		if opts.ErrorCallback != nil {
-			opts.ErrorCallback(err)
-		}
-		select {
-		case errc <- err:
-		default:
-		}
-	}}
-	// Subscribe before listing, so no change falls between the two.
-	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
-	}
-	if err := k.reload(); err != nil {
+	ch, err := k.subscribe()
+	if err != nil {
 		close(k.done)
 		h.Close()
 		return nil, err
 	}
 	k.wg.Add(1)
-	go k.follow(ch, errc)
+	go k.follow(ch)
 	return k, nil
 }
 
-func (k *KernelRoutes) follow(ch <-chan netlink.RouteUpdate, errc <-chan error) {
+// subscribe subscribes, then lists, so that no change falls between.
+func (k *KernelRoutes) subscribe() (chan netlink.RouteUpdate, error) {
+	ch := make(chan netlink.RouteUpdate, 256)
+	ns := k.opts.ns()
+	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
+	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
+		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+	}
+	if err := k.reload(); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// report passes err to cb unless done is closed (errors of a closing
+// subscription are expected).
+func report(done <-chan struct{}, cb func(error), err error) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	if cb != nil {
+		cb(err)
+	}
+}
+
+// resubscribeDelay is the pause before subscribing again after a failure.
+const resubscribeDelay = 100 * time.Millisecond
+
+func (k *KernelRoutes) follow(ch chan netlink.RouteUpdate) {
 	defer k.wg.Done()
 	for {
+		var ok bool
 		select {
 		case <-k.done:
 			return
-		case _, ok := <-ch:
-			if !ok {
-				return
+		case _, ok = <-ch:
+		}
+		if !ok {
+			// The subscription failed: subscribe and list again.
+			for {
+				select {
+				case <-k.done:
+					return
+				case <-time.After(resubscribeDelay):
+				}
+				var err error
+				if ch, err = k.subscribe(); err == nil {
+					break
+				}
+				report(k.done, k.opts.ErrorCallback, err)
 			}
-		case <-errc:
+			continue
 		}
 		// Coalesce a burst of updates into one listing.
 		for drained := false; !drained; {
 			select {
-			case <-ch:
+			case _, ok := <-ch:
+				drained = !ok
 			default:
 				drained = true
 			}
 		}
-		if err := k.reload(); err != nil && k.opts.ErrorCallback != nil {
-			k.opts.ErrorCallback(err)
+		if err := k.reload(); err != nil {
+			report(k.done, k.opts.ErrorCallback, err)
 		}
 	}
 }
@@ -208,48 +238,70 @@ type KernelNeighbours struct {
 	Updates atomic.Uint64
 }
 
-// NewKernelNeighbours starts mirroring the kernel's neighbours into t.
+// NewKernelNeighbours starts mirroring the kernel's neighbours into t. If
+// the notification socket fails (an overrun), it subscribes and lists again.
 func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error) {
 	h, err := netlink.NewHandleAt(opts.ns())
 	if err != nil {
 		return nil, fmt.Errorf("arp: kernel neighbours: netlink handle: %w", err)
 	}
 	k := &KernelNeighbours{t: t, opts: opts, h: h, done: make(chan struct{})}
-	ch := make(chan netlink.NeighUpdate, 1024)
-	ns := opts.ns()
-	sub := netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: opts.ErrorCallback}
-	if err := netlink.NeighSubscribeWithOptions(ch, k.done, sub); err != nil {
+	ch, err := k.subscribe()
+	if err != nil {
+		close(k.done)
 		h.Close()
+		return nil, err
+	}
+	k.wg.Add(1)
+	go k.follow(ch)
+	return k, nil
+}
+
+func (k *KernelNeighbours) subscribe() (chan netlink.NeighUpdate, error) {
+	ch := make(chan netlink.NeighUpdate, 1024)
+	ns := k.opts.ns()
+	sub := netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
+	if err := netlink.NeighSubscribeWithOptions(ch, k.done, sub); err != nil {
 		return nil, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
 	}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		ns, err := h.NeighList(opts.LinkIndex, fam)
+		ns, err := k.h.NeighList(k.opts.LinkIndex, fam)
 		if err != nil {
-			close(k.done)
-			h.Close()
 			return nil, fmt.Errorf("arp: kernel neighbours: list: %w", err)
 		}
 		for _, n := range ns {
 			k.apply(n, false)
 		}
 	}
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
-		for {
-			select {
-			case <-k.done:
-				return
-			case u, ok := <-ch:
-				if !ok {
-					return
-				}
+	return ch, nil
+}
+
+func (k *KernelNeighbours) follow(ch chan netlink.NeighUpdate) {
+	defer k.wg.Done()
+	for {
+		select {
+		case <-k.done:
+			return
+		case u, ok := <-ch:
+			if ok {
 				k.apply(u.Neigh, u.Type == unix.RTM_DELNEIGH)
 				k.Updates.Add(1)
+				continue
+			}
+			for {
+				select {
+				case <-k.done:
+					return
+				case <-time.After(resubscribeDelay):
+				}
+				var err error
+				if ch, err = k.subscribe(); err == nil {
+					break
+				}
+				report(k.done, k.opts.ErrorCallback, err)
 			}
 		}
-	}()
-	return k, nil
+	}
 }
 
 func (k *KernelNeighbours) apply(n netlink.Neigh, del bool) {

@@ -393,6 +393,14 @@ func (t *Table) Tick() {
 			e.wasUsed = true
 		}
 		if e.external {
+			// The kernel ages its own entries; a stale one that is
+			// in use here is refreshed by asking the kernel to
+			// probe it (shared mode has no traffic of its own
+			// through the kernel to do so).
+			if e.state == StateStale && e.wasUsed && !now.Before(e.nextProbe) {
+				e.wasUsed = false
+				t.probe(e, now, true)
+			}
 			continue
 		}
 		switch e.state {

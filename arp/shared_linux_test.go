@@ -1,0 +1,215 @@
+package arp
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// sharedPair is ownedPair with the kernel owning our addresses too.
+func sharedPair(t *testing.T) (us, k *topo.NS, v *topo.Veth) {
+	tp := testenv.Topology(t, "arps")
+	us, k = testenv.NS(t, tp, "u"), testenv.NS(t, tp, "k")
+	v, err := tp.NewVeth(us, k, topo.VethConfig{})
+	must(t, err)
+	for _, a := range []string{usV4.String() + "/24", usV6.String() + "/64", usLL.String() + "/64"} {
+		must(t, us.AddAddr(v.A, a))
+	}
+	for _, a := range []string{kV4.String() + "/24", kV6.String() + "/64", kLL.String() + "/64"} {
+		must(t, k.AddAddr(v.B, a))
+	}
+	return us, k, v
+}
+
+// sharedTable is the shared-mode setup: a Table fed by the kernel's
+// neighbours and asking the kernel to resolve.
+func sharedTable(t *testing.T, us *topo.NS, idx int) (*Table, *KernelProber) {
+	p := &KernelProber{Handle: us.Handle(), LinkIndex: idx}
+	tb := NewTable(Config{Prober: p, RetransTimer: 200 * time.Millisecond})
+	kn, err := NewKernelNeighbours(tb, KernelOptions{Namespace: us.NsHandle(), LinkIndex: idx,
+		ErrorCallback: func(err error) { t.Logf("neighbour subscription: %v", err) }})
+	must(t, err)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() { tb.Run(done, 20*time.Millisecond); close(finished) }()
+	t.Cleanup(func() { close(done); <-finished; kn.Close() })
+	return tb, p
+}
+
+func linkIndex(t *testing.T, ns *topo.NS, dev string) int {
+	l, err := ns.Handle().LinkByName(dev)
+	must(t, err)
+	return l.Attrs().Index
+}
+
+func TestSharedKernelResolvesUs(t *testing.T) {
+	us, k, v := sharedPair(t)
+	w := openWire(t, us, v.A)
+	for _, dst := range []netip.AddrPort{
+		netip.AddrPortFrom(usV4, 9000),
+		netip.AddrPortFrom(usV6, 9001),
+		netip.AddrPortFrom(usLL.WithZone(v.B), 9002),
+	} {
+		t.Run(dst.Addr().String(), func(t *testing.T) {
+			marker := []byte("shared-" + dst.String())
+			kernelSendUDP(t, k, dst, marker)
+			buf := make([]byte, 2048)
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+				n, err := w.recv(buf)
+				must(t, err)
+				if n > 0 && MAC(buf[0:6]) == w.mac && isUDP(buf[:n]) && bytes.Contains(buf[:n], marker) {
+					return
+				}
+			}
+			t.Errorf("datagram to %v never reached our interface", dst)
+		})
+	}
+}
+
+func TestSharedWeResolveKernel(t *testing.T) {
+	us, k, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	tb, p := sharedTable(t, us, idx)
+	kmac := macOf(t, k, v.B)
+	for _, ip := range []netip.Addr{kV4, kV6, kLL} {
+		t.Run(ip.String(), func(t *testing.T) {
+			tb.Resolve(ip)
+			if !waitFor(3*time.Second, func() bool { _, ok := tb.Lookup(ip); return ok }) {
+				st, _ := tb.State(ip)
+				var last error
+				if e := p.LastError.Load(); e != nil {
+					last = *e
+				}
+				t.Fatalf("Lookup(%v) never hit; state %v, prober errors %d (%v)", ip, st, p.Errors.Load(), last)
+			}
+			if mac, _ := tb.Lookup(ip); mac != kmac {
+				t.Errorf("Lookup(%v) = %v, want %v", ip, mac, kmac)
+			}
+		})
+	}
+}
+
+func TestSharedExpireAndRefresh(t *testing.T) {
+	us, k, v := sharedPair(t)
+	must(t, us.Sysctl("net.ipv4.neigh."+v.A+".delay_first_probe_time", "1"))
+	idx := linkIndex(t, us, v.A)
+	tb, _ := sharedTable(t, us, idx)
+	kmac := macOf(t, k, v.B)
+	tb.Resolve(kV4)
+	if !waitFor(3*time.Second, func() bool { st, _ := tb.State(kV4); return st == StateReachable }) {
+		t.Fatal("kernel address never reachable")
+	}
+	// The kernel's entry turns stale (set here, as the kernel's own
+	// aging depends on its traffic); the mirror follows, still usable.
+	must(t, us.Handle().NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4, IP: net.IP(kV4.AsSlice()),
+		HardwareAddr: net.HardwareAddr(kmac[:]), State: netlink.NUD_STALE}))
+	if !waitFor(time.Second, func() bool { st, _ := tb.State(kV4); return st == StateStale }) {
+		st, _ := tb.State(kV4)
+		t.Fatalf("State(%v) = %v, want stale after the kernel's entry went stale", kV4, st)
+	}
+	if mac, ok := tb.Lookup(kV4); !ok || mac != kmac { // a use
+		t.Fatalf("Lookup(stale) = %v, %v, want %v", mac, ok, kmac)
+	}
+	// Used while stale: the table asks the kernel to probe, and the
+	// entry comes back reachable.
+	if !waitFor(5*time.Second, func() bool {
+		tb.Lookup(kV4)
+		st, _ := tb.State(kV4)
+		return st == StateReachable
+	}) {
+		st, _ := tb.State(kV4)
+		t.Errorf("State(%v) after use = %v, want reachable again (refreshed)", kV4, st)
+	}
+}
+
+func TestSharedRouteChangeFollowed(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	dst4 := netip.MustParseAddr("198.18.9.9")
+	dst6 := netip.MustParseAddr("2001:2:9::9")
+	if nh, _, ok := kr.NextHop(kV4); !ok || nh != kV4 {
+		t.Errorf("NextHop(on-link %v) = %v, %v, want itself", kV4, nh, ok)
+	}
+	if _, _, ok := kr.NextHop(dst4); ok {
+		t.Fatalf("NextHop(%v) ok before any route", dst4)
+	}
+	_, n4, _ := net.ParseCIDR("198.18.9.0/24")
+	_, n6, _ := net.ParseCIDR("2001:2:9::/48")
+	steps := []struct {
+		name  string
+		apply func() error
+		dst   netip.Addr
+		want  netip.Addr // invalid: no route
+	}{
+		{"add v4", func() error {
+			return us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP("198.18.0.2"), LinkIndex: idx})
+		}, dst4, kV4},
+		{"replace v4", func() error {
+			return us.Handle().RouteReplace(&netlink.Route{Dst: n4, Gw: net.ParseIP("198.18.0.3"), LinkIndex: idx})
+		}, dst4, netip.MustParseAddr("198.18.0.3")},
+		{"delete v4", func() error {
+			return us.Handle().RouteDel(&netlink.Route{Dst: n4, LinkIndex: idx})
+		}, dst4, netip.Addr{}},
+		{"add v6 via link-local", func() error {
+			return us.Handle().RouteAdd(&netlink.Route{Dst: n6, Gw: net.ParseIP("fe80::2"), LinkIndex: idx})
+		}, dst6, kLL},
+	}
+	for _, s := range steps {
+		must(t, s.apply())
+		start := time.Now()
+		ok := waitFor(time.Second, func() bool {
+			nh, i, ok := kr.NextHop(s.dst)
+			if !s.want.IsValid() {
+				return !ok
+			}
+			return ok && nh == s.want && i == idx
+		})
+		nh, i, got := kr.NextHop(s.dst)
+		if !ok {
+			t.Errorf("%s: NextHop(%v) = %v, %d, %v a second later, want %v on %d", s.name, s.dst, nh, i, got, s.want, idx)
+			continue
+		}
+		t.Logf("%s: followed in %v", s.name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+func TestSharedThroughRouter(t *testing.T) {
+	us, r, far, v1, _ := routerTopo(t, "arpR")
+	must(t, us.AddAddr(v1.A, "198.18.1.1/24"))
+	must(t, us.AddRoute("default", "198.18.1.254", v1.A))
+	idx := linkIndex(t, us, v1.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	tb, _ := sharedTable(t, us, idx)
+	farIP := netip.MustParseAddr("198.18.2.2")
+	nh, i, ok := kr.NextHop(farIP)
+	if !ok || nh != netip.MustParseAddr("198.18.1.254") || i != idx {
+		t.Fatalf("NextHop(%v) = %v, %d, %v, want 198.18.1.254 on %d", farIP, nh, i, ok, idx)
+	}
+	tb.Resolve(nh)
+	if !waitFor(3*time.Second, func() bool { _, ok := tb.Lookup(nh); return ok }) {
+		t.Fatalf("router %v never resolved", nh)
+	}
+	mac, _ := tb.Lookup(nh)
+	if want := macOf(t, r, v1.B); mac != want {
+		t.Fatalf("Lookup(router) = %v, want the router's %v", mac, want)
+	}
+	w := openWire(t, us, v1.A)
+	wait := listenFar(t, far, 9200)
+	marker := []byte("shared-through-the-router")
+	must(t, w.send(udp4Frame(mac, w.mac, netip.MustParseAddr("198.18.1.1"), farIP, 9200, marker)))
+	if !wait(marker) {
+		t.Errorf("datagram to %v through the router's MAC did not arrive", farIP)
+	}
+}
