@@ -140,6 +140,9 @@ func parseIPv4(frame []byte, off int, p *Packet) Reason {
 		p.PayloadLen = p.L3End - p.L4Off
 		return ReasonFragment
 	}
+	if p.Proto == ProtoUDP {
+		return parseUDP(b[ihl:total], p, false)
+	}
 	return parseL4(frame[:p.L3End], p, false)
 }
 
@@ -184,27 +187,33 @@ func parseIPv6(frame []byte, off int, p *Packet) Reason {
 	return parseL4(frame[:p.L3End], p, true)
 }
 
+// parseUDP reads the UDP header at the start of b, which ends where the IP
+// packet ends; p.L4Off is its offset in the frame.
+func parseUDP(b []byte, p *Packet, v6 bool) Reason {
+	if len(b) < UDPLen {
+		return ReasonTruncatedL4
+	}
+	ul := int(binary.BigEndian.Uint16(b[4:6]))
+	if ul < UDPLen || ul > len(b) {
+		return ReasonBadUDPLength
+	}
+	if v6 && b[6] == 0 && b[7] == 0 {
+		return ReasonUDPZeroChecksum
+	}
+	p.SrcPort = binary.BigEndian.Uint16(b[0:2])
+	p.DstPort = binary.BigEndian.Uint16(b[2:4])
+	p.PayloadOff = p.L4Off + UDPLen
+	p.PayloadLen = ul - UDPLen
+	return OK
+}
+
 // parseL4 reads the upper-layer header at p.L4Off in pkt, which ends at the
 // IP packet's end.
 func parseL4(pkt []byte, p *Packet, v6 bool) Reason {
 	b := pkt[p.L4Off:]
 	switch p.Proto {
 	case ProtoUDP:
-		if len(b) < UDPLen {
-			return ReasonTruncatedL4
-		}
-		ul := int(binary.BigEndian.Uint16(b[4:6]))
-		if ul < UDPLen || ul > len(b) {
-			return ReasonBadUDPLength
-		}
-		if v6 && b[6] == 0 && b[7] == 0 {
-			return ReasonUDPZeroChecksum
-		}
-		p.SrcPort = binary.BigEndian.Uint16(b[0:2])
-		p.DstPort = binary.BigEndian.Uint16(b[2:4])
-		p.PayloadOff = p.L4Off + UDPLen
-		p.PayloadLen = ul - UDPLen
-		return OK
+		return parseUDP(b, p, v6)
 	case ProtoTCP:
 		if len(b) < TCPMinLen {
 			return ReasonTruncatedL4
