@@ -1,0 +1,546 @@
+package bind
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/header"
+)
+
+// BatchSize is the number of datagrams a ReceiveFunc fills and Send takes
+// at most per call: wireguard-go's conn.IdealBatchSize, which is within the
+// queues' burst (dataplane.MaxBurst).
+const BatchSize = min(conn.IdealBatchSize, dataplane.MaxBurst)
+
+// DefaultResolveWait is how long Send waits for a next hop's MAC to
+// resolve before it drops the batch (Config.ResolveWait).
+const DefaultResolveWait = time.Second
+
+// maxEndpoints bounds each receive queue's endpoint cache; a full cache is
+// emptied (a flood of spoofed sources costs allocations, never memory).
+const maxEndpoints = 4096
+
+// Config configures a Bind.
+type Config struct {
+	// Port is the WAN port. The Bind uses every queue of it and does not
+	// close it.
+	Port dataplane.Port
+	// Addr4 and Addr6 are the addresses the Bind listens on and sends
+	// from; at least one must be valid. Datagrams to other addresses are
+	// dropped and counted.
+	Addr4, Addr6 netip.Addr
+	// ListenPort is the UDP port, fixed because the XDP filter matching it
+	// is installed when the port is opened. Open(0) listens on it; Open
+	// with another nonzero port fails.
+	ListenPort uint16
+	// Routes gives the next hop towards an endpoint (arp.KernelRoutes in
+	// shared mode, arp.StaticRoutes in owned mode). It must describe this
+	// port's interface: the interface index it returns is not checked.
+	Routes arp.Resolver
+	// Neighbours holds the next hops' MACs.
+	Neighbours *arp.Table
+	// Responder, in owned mode, answers the ARP requests and neighbour
+	// solicitations for Addr4 and Addr6 that arrive on the port (the XDP
+	// filter must redirect them: afxdp.Filter.Neighbors). Nil in shared
+	// mode, where the kernel answers.
+	Responder *arp.Responder
+	// ChecksumIPv4 computes the UDP checksum of IPv4 datagrams; without it
+	// they carry 0, "no checksum" (RFC 768), as WireGuard's own
+	// authentication covers every message. IPv6 datagrams always carry a
+	// checksum (RFC 8200 §8.1).
+	ChecksumIPv4 bool
+	// VerifyChecksum verifies the UDP checksum of received datagrams and
+	// drops those that fail (DropBadChecksum). Off by default: every
+	// WireGuard message is authenticated (the Poly1305 tag of transport
+	// data, whitepaper §5.4.6; MAC1 of handshake messages, §5.4.4), so a
+	// corrupted datagram is rejected by wireguard-go anyway. A zero
+	// checksum is accepted on IPv4 (RFC 768) and always dropped on IPv6
+	// (RFC 8200 §8.1, header.ReasonUDPZeroChecksum), verified or not.
+	VerifyChecksum bool
+	// ResolveWait bounds how long Send waits for an unresolved next hop
+	// (default DefaultResolveWait); it waits before taking a TX queue, so
+	// other senders are not held up.
+	ResolveWait time.Duration
+	// TTL is the IPv4 TTL and IPv6 hop limit (0: 64).
+	TTL uint8
+}
+
+// XDPFilter returns the afxdp filter for a WAN port of a Bind listening on
+// addrs and port: UDP to one of the addresses and exactly that port is
+// redirected, everything else is passed to the kernel. With owned true the
+// ARP and NDP frames for addrs are redirected too (owned address mode).
+func XDPFilter(addrs []netip.Addr, port uint16, owned bool) afxdp.Filter {
+	var f afxdp.Filter
+	for _, a := range addrs {
+		if a.IsValid() {
+			f.UDP = append(f.UDP, afxdp.UDPMatch{Addr: a, PortLo: port, PortHi: port})
+			if owned {
+				f.Neighbors = append(f.Neighbors, a)
+			}
+		}
+	}
+	return f
+}
+
+// Errors returned by Send, Open and SendFrame; test with errors.Is.
+var (
+	ErrNoRoute     = errors.New("bind: no route to endpoint")
+	ErrNoNeighbour = errors.New("bind: next hop did not resolve")
+	ErrNoAddress   = errors.New("bind: no local address of the endpoint's family")
+	ErrNoBuffer    = errors.New("bind: no free frame")
+)
+
+// Bind is a conn.Bind over a dataplane port.
+//
+// Receiving: Open returns one ReceiveFunc per queue; each owns its queue's
+// RX half and must be called by one goroutine at a time (wireguard-go runs
+// one per function). Sending: Send is safe for concurrent use. Each queue's
+// TX half is guarded by a mutex taken once per Send call (per batch, never
+// per datagram); a sender takes the first free TX queue, trying them in
+// turn from a rotating start (one atomic add per batch), and waits only when
+// every queue is busy. The lock order is the neighbour table's lock, then a
+// TX queue's: Send resolves next hops before it takes a TX queue, so an
+// arp.FrameProber may call SendFrame from under the table's lock.
+type Bind struct {
+	cfg   Config
+	mac   header.MAC
+	txqs  []*txQueue
+	txRot atomic.Uint32
+
+	closedFlag atomic.Bool // true while no generation is open
+
+	mu   sync.Mutex // guards gen, and serialises Open and Close
+	gen  *generation
+	stat struct { // counters of closed generations
+		rx [NumDropReasons]uint64
+		rp [header.NumReasons]uint64
+		n  uint64
+	}
+}
+
+var _ conn.Bind = (*Bind)(nil)
+
+// generation is the state of one Open..Close.
+type generation struct {
+	closed atomic.Bool
+	rxs    []*rxQueue
+}
+
+// txQueue is one queue's TX half, shared by senders under mu.
+type txQueue struct {
+	mu     sync.Mutex
+	tx     dataplane.TX
+	frames []dataplane.Frame // scratch, guarded by mu
+	ctr    txCounters
+}
+
+type txCounters struct {
+	packets atomic.Uint64
+	drops   [NumDropReasons]atomic.Uint64
+}
+
+// New returns a closed Bind over cfg.Port; wireguard-go opens it.
+func New(cfg Config) (*Bind, error) {
+	switch {
+	case cfg.Port == nil:
+		return nil, errors.New("bind: no port")
+	case !cfg.Addr4.IsValid() && !cfg.Addr6.IsValid():
+		return nil, errors.New("bind: no listen address")
+	case cfg.Addr4.IsValid() && !cfg.Addr4.Unmap().Is4(), cfg.Addr6.IsValid() && !cfg.Addr6.Is6():
+		return nil, fmt.Errorf("bind: listen addresses %v, %v of the wrong family", cfg.Addr4, cfg.Addr6)
+	case cfg.ListenPort == 0:
+		return nil, errors.New("bind: listen port 0 (the XDP filter needs a fixed port)")
+	case cfg.Routes == nil || cfg.Neighbours == nil:
+		return nil, errors.New("bind: no routes or neighbour table")
+	case len(cfg.Port.MAC()) != header.MACLen:
+		return nil, fmt.Errorf("bind: port MAC %v is not 6 bytes", cfg.Port.MAC())
+	}
+	cfg.Addr4 = cfg.Addr4.Unmap()
+	if cfg.ResolveWait <= 0 {
+		cfg.ResolveWait = DefaultResolveWait
+	}
+	b := &Bind{cfg: cfg, mac: header.MAC(cfg.Port.MAC())}
+	b.closedFlag.Store(true)
+	for i := range cfg.Port.NumQueues() {
+		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize)})
+	}
+	return b, nil
+}
+
+// Open starts listening and returns one ReceiveFunc per queue. port 0
+// means Config.ListenPort; another port than that fails (the XDP filter is
+// fixed). It returns conn.ErrBindAlreadyOpen if open.
+func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gen != nil {
+		return nil, 0, conn.ErrBindAlreadyOpen
+	}
+	if port != 0 && port != b.cfg.ListenPort {
+		return nil, 0, fmt.Errorf("bind: listen port %d asked, but the port filters %d (set listen_port to it)", port, b.cfg.ListenPort)
+	}
+	g := &generation{}
+	fns := make([]conn.ReceiveFunc, 0, b.cfg.Port.NumQueues())
+	for i := range b.cfg.Port.NumQueues() {
+		w, err := dataplane.NewWaiter()
+		if err != nil {
+			for _, r := range g.rxs {
+				r.w.Close()
+			}
+			return nil, 0, fmt.Errorf("bind: open: %w", err)
+		}
+		rx := b.cfg.Port.Queue(i).RX()
+		w.Add(rx)
+		r := &rxQueue{
+			b: b, g: g, rx: rx, w: w,
+			frames: make([]dataplane.Frame, BatchSize),
+			eps:    make(map[netip.AddrPort]*Endpoint),
+			reply:  make([]byte, arp.NDPFrameLen),
+		}
+		g.rxs = append(g.rxs, r)
+		fns = append(fns, r.receive)
+	}
+	b.gen = g
+	b.closedFlag.Store(false)
+	return fns, b.cfg.ListenPort, nil
+}
+
+// Close stops listening: every ReceiveFunc of this Open, blocked or not,
+// returns net.ErrClosed from now on, and Close waits for the ones inside a
+// call to leave, so that the RX halves are free for the next Open. The port
+// stays open. Close of a closed Bind returns nil.
+func (b *Bind) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.gen
+	if g == nil {
+		return nil
+	}
+	b.gen = nil
+	b.closedFlag.Store(true)
+	g.closed.Store(true)
+	for _, r := range g.rxs {
+		r.w.Ring()
+	}
+	var errs []error
+	for _, r := range g.rxs {
+		r.mu.Lock()
+		if err := r.w.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		for i := range r.ctr.drops {
+			b.stat.rx[i] += r.ctr.drops[i].Load()
+		}
+		for i := range r.ctr.parse {
+			b.stat.rp[i] += r.ctr.parse[i].Load()
+		}
+		b.stat.n += r.ctr.packets.Load()
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// SetMark does nothing and returns nil: no socket carries the datagrams,
+// so there is nothing to mark (SO_MARK steers kernel routing, which these
+// frames do not go through).
+func (b *Bind) SetMark(uint32) error { return nil }
+
+// BatchSize returns BatchSize.
+func (b *Bind) BatchSize() int { return BatchSize }
+
+// ParseEndpoint parses "ip:port" or "[ip6]:port" (IPv4-mapped addresses
+// are unmapped). The result is an *Endpoint.
+func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return nil, fmt.Errorf("bind: parse endpoint: %w", err)
+	}
+	return b.newEndpoint(ap), nil
+}
+
+func (b *Bind) newEndpoint(ap netip.AddrPort) *Endpoint {
+	a := ap.Addr().Unmap().WithZone("")
+	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port())}
+	if a.Is4() {
+		e.src = b.cfg.Addr4
+	} else {
+		e.src = b.cfg.Addr6
+	}
+	e.srcPort = b.cfg.ListenPort
+	return e
+}
+
+// Endpoint is a peer's address and port, and the local address of its
+// family that datagrams to it come from. Immutable, so the receive path
+// hands out cached ones: the same *Endpoint may be held by several peers
+// and goroutines.
+type Endpoint struct {
+	dst     netip.AddrPort
+	src     netip.Addr
+	srcPort uint16
+}
+
+var _ conn.Endpoint = (*Endpoint)(nil)
+
+// ClearSrc does nothing: the source is the Bind's configured address of
+// the destination's family, not a sticky choice.
+func (e *Endpoint) ClearSrc() {}
+
+// SrcToString returns the local address and port.
+func (e *Endpoint) SrcToString() string {
+	if !e.src.IsValid() {
+		return ""
+	}
+	return netip.AddrPortFrom(e.src, e.srcPort).String()
+}
+
+// DstToString returns the peer's address and port.
+func (e *Endpoint) DstToString() string { return e.dst.String() }
+
+// DstToBytes returns the peer's address (4 or 16 bytes) followed by its
+// port, big-endian: the source identity wireguard-go's cookie MAC2 covers
+// (whitepaper §5.4.7). It allocates.
+func (e *Endpoint) DstToBytes() []byte {
+	b := e.dst.Addr().AsSlice()
+	return append(b, byte(e.dst.Port()>>8), byte(e.dst.Port()))
+}
+
+// DstIP returns the peer's address.
+func (e *Endpoint) DstIP() netip.Addr { return e.dst.Addr() }
+
+// SrcIP returns the local address.
+func (e *Endpoint) SrcIP() netip.Addr { return e.src }
+
+// AddrPort returns the peer's address and port.
+func (e *Endpoint) AddrPort() netip.AddrPort { return e.dst }
+
+// nextHop returns the MAC that frames to dst carry. The fast path is two
+// lock-free lookups; a miss asks the table to resolve and polls for up to
+// ResolveWait.
+func (b *Bind) nextHop(dst netip.Addr) (header.MAC, DropReason, error) {
+	nh, _, ok := b.cfg.Routes.NextHop(dst)
+	if !ok {
+		return header.MAC{}, DropNoRoute, fmt.Errorf("%w %v", ErrNoRoute, dst)
+	}
+	if mac, ok := b.cfg.Neighbours.Lookup(nh); ok {
+		return header.MAC(mac), 0, nil
+	}
+	mac, err := resolve(b.cfg.Neighbours, nh, b.cfg.ResolveWait)
+	if err != nil {
+		return header.MAC{}, DropNoNeighbour, fmt.Errorf("%w: %v via %v: %w", ErrNoNeighbour, dst, nh, err)
+	}
+	return mac, 0, nil
+}
+
+// errResolveTimeout and errResolveFailed say why resolve gave up.
+var (
+	errResolveTimeout = errors.New("no answer in time")
+	errResolveFailed  = errors.New("neighbour failed or table full")
+)
+
+// resolve asks t for ip's MAC and polls for it until wait has passed.
+func resolve(t *arp.Table, ip netip.Addr, wait time.Duration) (header.MAC, error) {
+	deadline := time.Now().Add(wait)
+	for sleep := 100 * time.Microsecond; ; sleep = min(2*sleep, 10*time.Millisecond) {
+		switch t.Resolve(ip) {
+		case arp.StateFailed, arp.StateNone:
+			return header.MAC{}, errResolveFailed
+		}
+		if mac, ok := t.Lookup(ip); ok {
+			return header.MAC(mac), nil
+		}
+		if time.Now().After(deadline) {
+			return header.MAC{}, errResolveTimeout
+		}
+		time.Sleep(sleep)
+	}
+}
+
+// takeTX returns a TX queue with its mutex held.
+func (b *Bind) takeTX() *txQueue {
+	n := uint32(len(b.txqs))
+	start := b.txRot.Add(1)
+	for i := range n {
+		if q := b.txqs[(start+i)%n]; q.mu.TryLock() {
+			return q
+		}
+	}
+	q := b.txqs[start%n]
+	q.mu.Lock()
+	return q
+}
+
+// Send sends each of bufs as one UDP datagram to ep (an *Endpoint) from
+// the Bind's address of ep's family and ListenPort. len(bufs) must not
+// exceed BatchSize (more are sent in several batches). Send does not keep
+// bufs. It is safe for concurrent use and does not allocate on the hot
+// path. Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
+// ErrNoAddress, ErrNoRoute, ErrNoNeighbour (the batch is dropped and
+// counted), ErrNoBuffer (the pool ran dry: the rest of the batch is
+// dropped and counted). Datagrams the TX ring has no room for, even after
+// reclaiming completions, are dropped and counted (DropTXFull) without an
+// error, as a full qdisc drops.
+func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
+	e, ok := ep.(*Endpoint)
+	if !ok {
+		return conn.ErrWrongEndpointType
+	}
+	if b.isClosedFast() {
+		return net.ErrClosed
+	}
+	dst := e.dst.Addr()
+	v4 := dst.Is4()
+	src := b.cfg.Addr6
+	if v4 {
+		src = b.cfg.Addr4
+	}
+	if !src.IsValid() {
+		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
+	}
+	mac, reason, err := b.nextHop(dst)
+	if err != nil {
+		q := b.txqs[0]
+		q.ctr.drops[reason].Add(uint64(len(bufs)))
+		return err
+	}
+	for len(bufs) > 0 {
+		n := min(len(bufs), BatchSize)
+		if err := b.sendBatch(bufs[:n], mac, src, e.dst, v4); err != nil {
+			return err
+		}
+		bufs = bufs[n:]
+	}
+	return nil
+}
+
+// isClosedFast reports whether the Bind is closed, without the lock: a
+// Send racing with Close may still go out, as on a socket.
+func (b *Bind) isClosedFast() bool {
+	return b.closedFlag.Load()
+}
+
+// sendBatch builds and transmits up to BatchSize datagrams on one TX queue.
+func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
+	q := b.takeTX()
+	defer q.mu.Unlock()
+	got := q.tx.Alloc(q.frames[:len(bufs)])
+	var err error
+	if got < len(bufs) {
+		q.ctr.drops[DropNoBuffer].Add(uint64(len(bufs) - got))
+		err = ErrNoBuffer
+	}
+	frames := q.frames[:got]
+	k := 0
+	for i := range frames {
+		if b.build(&frames[i], bufs[i], mac, src, dst, v4) {
+			frames[k] = frames[i]
+			k++
+			continue
+		}
+		q.ctr.drops[DropTooBig].Add(1)
+		q.tx.Free(frames[i : i+1])
+	}
+	frames = frames[:k]
+	sent := 0
+	for tries := 0; sent < len(frames) && tries < 4; tries++ {
+		m := q.tx.Transmit(frames[sent:])
+		if m == 0 {
+			q.tx.Reclaim()
+		}
+		sent += m
+	}
+	if sent < len(frames) {
+		q.ctr.drops[DropTXFull].Add(uint64(len(frames) - sent))
+		q.tx.Free(frames[sent:])
+	}
+	q.ctr.packets.Add(uint64(sent))
+	clear(q.frames[:got])
+	return err
+}
+
+// Header sizes of the datagrams sent.
+const (
+	hdr4 = header.EthernetLen + header.IPv4MinLen + header.UDPLen // 42
+	hdr6 = header.EthernetLen + header.IPv6Len + header.UDPLen    // 62
+)
+
+// build writes payload and the Ethernet, IP and UDP headers into f (an
+// empty frame). It returns false if the datagram does not fit the frame or
+// the port's MTU.
+func (b *Bind) build(f *dataplane.Frame, payload []byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) bool {
+	hl := hdr6
+	if v4 {
+		hl = hdr4
+	}
+	if hl-header.EthernetLen+len(payload) > b.cfg.Port.MTU() || !f.SetLen(len(payload)) {
+		return false
+	}
+	copy(f.Data(), payload)
+	d := f.Prepend(hl)
+	if d == nil {
+		return false
+	}
+	ulen := header.UDPLen + len(payload)
+	if v4 {
+		header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv4)
+		fl := header.IPv4Fields{TTL: b.cfg.TTL, Protocol: header.ProtoUDP, DontFragment: true, Src: src.As4(), Dst: dst.Addr().As4()}
+		header.PutIPv4(d[header.EthernetLen:], &fl, ulen)
+		u := header.UDP(d[header.EthernetLen+header.IPv4MinLen:])
+		header.PutUDP(u, b.cfg.ListenPort, dst.Port(), len(payload))
+		if b.cfg.ChecksumIPv4 {
+			u.SetChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], ulen))
+		}
+		return true
+	}
+	header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv6)
+	fl := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: b.cfg.TTL, Src: src.As16(), Dst: dst.Addr().As16()}
+	header.PutIPv6(d[header.EthernetLen:], &fl, ulen)
+	u := header.UDP(d[header.EthernetLen+header.IPv6Len:])
+	header.PutUDP(u, b.cfg.ListenPort, dst.Port(), len(payload))
+	u.SetChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], ulen))
+	return true
+}
+
+// SendFrame transmits one whole Ethernet frame (an ARP or NDP message of
+// owned mode: an arp.FrameProber's Send, a Responder's reply) on some TX
+// queue. It copies frame and does not keep it. Safe for concurrent use;
+// it may be called with the neighbour table's lock held (see Bind), but not
+// with a TX queue of this Bind held.
+func (b *Bind) SendFrame(frame []byte) error {
+	return sendFrame(b.takeTX, frame)
+}
+
+func sendFrame(take func() *txQueue, frame []byte) error {
+	q := take()
+	defer q.mu.Unlock()
+	if q.tx.Alloc(q.frames[:1]) != 1 {
+		q.ctr.drops[DropNoBuffer].Add(1)
+		return ErrNoBuffer
+	}
+	f := &q.frames[0]
+	if !f.SetLen(len(frame)) {
+		q.tx.Free(q.frames[:1])
+		q.ctr.drops[DropTooBig].Add(1)
+		return fmt.Errorf("bind: send frame: %d bytes do not fit a frame", len(frame))
+	}
+	copy(f.Data(), frame)
+	if q.tx.Transmit(q.frames[:1]) != 1 {
+		q.tx.Reclaim()
+		if q.tx.Transmit(q.frames[:1]) != 1 {
+			q.tx.Free(q.frames[:1])
+			q.ctr.drops[DropTXFull].Add(1)
+		}
+	}
+	q.frames[0] = dataplane.Frame{}
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package bind is a conn.Bind (golang.zx2c4.com/wireguard/conn) over a
+// dataplane port: stock wireguard-go sends and receives its UDP datagrams
+// (WireGuard whitepaper §5.4) as raw Ethernet frames on the port's queues,
+// without kernel sockets.
+//
+// The headers it writes and reads are Ethernet II (IEEE 802.3 §3.2), IPv4
+// (RFC 791) or IPv6 (RFC 8200) and UDP (RFC 768); UDP checksums follow
+// RFC 768 (optional on IPv4) and RFC 8200 §8.1 (mandatory on IPv6). Next
+// hops come from an arp.Resolver (routes) and an arp.Table (neighbours) in
+// either address mode of DESIGN.md: shared (the kernel owns the address;
+// arp.KernelRoutes, arp.KernelNeighbours, arp.KernelProber) or owned (we
+// answer ARP/NDP with an arp.Responder; arp.StaticRoutes, arp.FrameProber
+// sending through Bind.SendFrame).
+//
+// The port is the caller's: open it with a filter that redirects only UDP
+// to the bind's address and port (see XDPFilter), pass it in Config, and
+// close it after the wireguard-go device is closed.
+package bind

@@ -1,0 +1,267 @@
+package bind
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"golang.zx2c4.com/wireguard/conn"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// DropReason says why the Bind dropped a frame or a datagram.
+type DropReason uint8
+
+// Drop reasons. Frames header.Parse rejects count as DropMalformed, and
+// by header.Reason in Stats.Parse.
+const (
+	// DropMalformed: header.Parse rejected the frame (runt, bad IP or UDP
+	// length, bad IPv4 header checksum, zero UDP checksum on IPv6, ...).
+	DropMalformed DropReason = iota
+	// DropNotIP: neither IP nor, in owned mode, ARP/NDP for us.
+	DropNotIP
+	// DropNeighbour: an ARP/NDP frame the Responder refused.
+	DropNeighbour
+	// DropNotUDP: IP, but not UDP.
+	DropNotUDP
+	// DropFragment: an IP fragment (WireGuard datagrams fit the MTU).
+	DropFragment
+	// DropNotOurs: UDP to another address or port.
+	DropNotOurs
+	// DropBadChecksum: the UDP checksum failed (Config.VerifyChecksum).
+	DropBadChecksum
+	// DropTooBig: a datagram longer than the receive buffer, or on send
+	// longer than the MTU or the frame.
+	DropTooBig
+	// DropNoRoute: Send found no route to the endpoint.
+	DropNoRoute
+	// DropNoNeighbour: Send's next hop did not resolve.
+	DropNoNeighbour
+	// DropNoBuffer: the pool had no free frame.
+	DropNoBuffer
+	// DropTXFull: the TX ring stayed full.
+	DropTXFull
+
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropMalformed:   "malformed",
+	DropNotIP:       "not_ip",
+	DropNeighbour:   "neighbour",
+	DropNotUDP:      "not_udp",
+	DropFragment:    "fragment",
+	DropNotOurs:     "not_ours",
+	DropBadChecksum: "bad_checksum",
+	DropTooBig:      "too_big",
+	DropNoRoute:     "no_route",
+	DropNoNeighbour: "no_neighbour",
+	DropNoBuffer:    "no_buffer",
+	DropTXFull:      "tx_full",
+}
+
+// String returns the reason's snake-case name.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// Stats are the Bind's counters since New.
+type Stats struct {
+	RXPackets uint64 // datagrams handed to wireguard-go
+	TXPackets uint64 // datagrams transmitted
+	// Drops counts dropped frames (receive) and datagrams (send) by reason.
+	Drops [NumDropReasons]uint64
+	// Parse breaks DropMalformed down by header.Reason.
+	Parse [header.NumReasons]uint64
+	// NeighbourReplies counts ARP/NDP answers sent (owned mode).
+	NeighbourReplies uint64
+}
+
+// Stats returns a snapshot of the counters. Safe for concurrent use.
+func (b *Bind) Stats() Stats {
+	var s Stats
+	b.mu.Lock()
+	s.Drops = b.stat.rx
+	s.Parse = b.stat.rp
+	s.RXPackets = b.stat.n
+	if b.gen != nil {
+		for _, r := range b.gen.rxs {
+			for i := range r.ctr.drops {
+				s.Drops[i] += r.ctr.drops[i].Load()
+			}
+			for i := range r.ctr.parse {
+				s.Parse[i] += r.ctr.parse[i].Load()
+			}
+			s.RXPackets += r.ctr.packets.Load()
+			s.NeighbourReplies += r.ctr.replies.Load()
+		}
+	}
+	b.mu.Unlock()
+	for _, q := range b.txqs {
+		s.TXPackets += q.ctr.packets.Load()
+		for i := range q.ctr.drops {
+			s.Drops[i] += q.ctr.drops[i].Load()
+		}
+	}
+	return s
+}
+
+// rxQueue is one queue's receive side for one generation. Everything but
+// the counters belongs to the goroutine inside receive, which holds mu for
+// the whole call (taken once per call: Close takes it to wait for the
+// goroutine to leave).
+type rxQueue struct {
+	b  *Bind
+	g  *generation
+	rx dataplane.RX
+	w  *dataplane.Waiter
+
+	mu     sync.Mutex
+	frames []dataplane.Frame
+	eps    map[netip.AddrPort]*Endpoint
+	pkt    header.Packet
+	reply  []byte
+
+	ctr struct {
+		packets atomic.Uint64
+		replies atomic.Uint64
+		drops   [NumDropReasons]atomic.Uint64
+		parse   [header.NumReasons]atomic.Uint64
+	}
+}
+
+// receive is the queue's conn.ReceiveFunc: it blocks until at least one
+// datagram for us arrives, copies up to len(packets) payloads into
+// packets[i][:sizes[i]] with their sources in eps[i], and returns how many.
+// The frames are given back to the queue before it returns; packets stay
+// the caller's. After Close it returns net.ErrClosed. It allocates only to
+// cache an endpoint for a new source address and port.
+func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	want := min(len(packets), len(sizes), len(eps), len(r.frames))
+	for {
+		if r.g.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		m := r.rx.Receive(r.frames[:want])
+		n := 0
+		for i := range m {
+			if r.handle(r.frames[i].Data(), packets[n], &sizes[n], &eps[n]) {
+				n++
+			}
+		}
+		r.rx.Free(r.frames[:m])
+		clear(r.frames[:m])
+		if n > 0 {
+			r.ctr.packets.Add(uint64(n))
+			return n, nil
+		}
+		if m == 0 {
+			if _, err := r.w.Wait(dataplane.Forever); err != nil {
+				if r.g.closed.Load() {
+					return 0, net.ErrClosed
+				}
+				return 0, err
+			}
+		}
+	}
+}
+
+// handle takes one received frame; if it carries a datagram for us it
+// copies the payload into buf and reports true.
+func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
+	b := r.b
+	p := &r.pkt
+	switch rs := header.Parse(frame, p); rs {
+	case header.OK:
+	case header.ReasonNotIP:
+		r.neighbour(frame)
+		return false
+	case header.ReasonFragment:
+		r.ctr.drops[DropFragment].Add(1)
+		return false
+	default:
+		r.ctr.drops[DropMalformed].Add(1)
+		r.ctr.parse[rs].Add(1)
+		return false
+	}
+	if p.Proto != header.ProtoUDP {
+		if p.IPVersion == 6 && p.Proto == header.ProtoICMPv6 && b.cfg.Responder != nil {
+			r.neighbour(frame)
+			return false
+		}
+		r.ctr.drops[DropNotUDP].Add(1)
+		return false
+	}
+	dst := p.Dst
+	if p.DstPort != b.cfg.ListenPort || (dst != b.cfg.Addr4 && dst != b.cfg.Addr6) {
+		r.ctr.drops[DropNotOurs].Add(1)
+		return false
+	}
+	u := header.UDP(frame[p.L4Off:p.L3End])
+	if b.cfg.VerifyChecksum && !(p.IPVersion == 4 && u.Checksum() == 0) {
+		var ps uint32
+		if p.IPVersion == 4 {
+			h := frame[p.L3Off:]
+			ps = header.PseudoHeaderChecksumBytes(header.ProtoUDP, h[12:16], h[16:20], u.Length())
+		} else {
+			h := frame[p.L3Off:]
+			ps = header.PseudoHeaderChecksumBytes(header.ProtoUDP, h[8:24], h[24:40], u.Length())
+		}
+		if !u.VerifyChecksum(ps) {
+			r.ctr.drops[DropBadChecksum].Add(1)
+			return false
+		}
+	}
+	payload := frame[p.PayloadOff : p.PayloadOff+p.PayloadLen]
+	if len(payload) > len(buf) {
+		r.ctr.drops[DropTooBig].Add(1)
+		return false
+	}
+	*size = copy(buf, payload)
+	*ep = r.endpoint(netip.AddrPortFrom(p.Src, p.SrcPort))
+	return true
+}
+
+// endpoint returns the cached endpoint for src, making one on a miss.
+func (r *rxQueue) endpoint(src netip.AddrPort) *Endpoint {
+	if e, ok := r.eps[src]; ok {
+		return e
+	}
+	if len(r.eps) >= maxEndpoints {
+		clear(r.eps)
+	}
+	e := r.b.newEndpoint(src)
+	r.eps[src] = e
+	return e
+}
+
+// neighbour hands an ARP or NDP frame to the Responder (owned mode) and
+// sends its answer; without a Responder the frame is counted as not IP.
+func (r *rxQueue) neighbour(frame []byte) {
+	rsp := r.b.cfg.Responder
+	if rsp == nil {
+		r.ctr.drops[DropNotIP].Add(1)
+		return
+	}
+	n, rs := rsp.Handle(frame, r.reply)
+	switch {
+	case n > 0:
+		if r.b.SendFrame(r.reply[:n]) == nil {
+			r.ctr.replies.Add(1)
+		}
+	case rs == arp.ReasonNone:
+	case rs == arp.ReasonNotNeighbour:
+		r.ctr.drops[DropNotIP].Add(1)
+	default:
+		r.ctr.drops[DropNeighbour].Add(1)
+	}
+}
