@@ -1,0 +1,194 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wgpio/wgpio/bench/internal/gen"
+	"github.com/wgpio/wgpio/bench/internal/gwproc"
+	"github.com/wgpio/wgpio/bench/internal/sink"
+)
+
+// cleanLoss is the loss below which a step is clean (1%, as in the seed
+// report).
+const cleanLoss = 0.01
+
+// drain is how long the sink keeps counting after the generator stops.
+const drain = 300 * time.Millisecond
+
+// runKind measures kind k: the sweep for every size, then the TCP stream.
+func (r *rig) runKind(ctx context.Context, k Kind, cr *ConfigResult) error {
+	r.progress("%s: starting gateways (%s)", k.Name, k.Desc)
+	defer r.stopProcs()
+	if err := r.startGateways(ctx, k); err != nil {
+		return err
+	}
+	gw1, gw2 := r.procs[1], r.procs[0]
+	for _, size := range r.o.Sizes {
+		sr, err := r.sweep(ctx, k, size, gw1, gw2)
+		if err != nil {
+			return err
+		}
+		cr.Sizes = append(cr.Sizes, sr)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	tr, err := r.tcpStream(ctx)
+	if err != nil {
+		return fmt.Errorf("tcp stream: %w", err)
+	}
+	cr.TCP = &tr
+	r.progress("%s: tcp %.0f Mbit/s, %d retransmits, %d reorder events", k.Name, tr.Mbps, tr.Retransmits, tr.ReorderEvents)
+	return nil
+}
+
+// sweep offers the rates in turn at one packet size. It stops after two
+// steps in a row lose 10% or more: the peak has been passed.
+func (r *rig) sweep(ctx context.Context, k Kind, size int, gw1, gw2 *gwproc.Proc) (SizeResult, error) {
+	sr := SizeResult{Size: size}
+	gens, err := r.generators(size)
+	if err != nil {
+		return sr, err
+	}
+	// A short warm-up (ARP, handshake state, socket buffers) that is not
+	// recorded.
+	r.step(ctx, gens, r.o.Rates[0], 200*time.Millisecond, gw1, gw2)
+	lossy := 0
+	for _, rate := range r.o.Rates {
+		if ctx.Err() != nil {
+			break
+		}
+		st, err := r.step(ctx, gens, rate, r.o.Duration, gw1, gw2)
+		if err != nil {
+			return sr, err
+		}
+		sr.Steps = append(sr.Steps, st)
+		r.progress("%s: %4d B offered %8.0f pps (gen %8.0f) delivered %8.0f pps loss %5.1f%% reord %d gw1 %6.0f ns/pkt %.3f cs/pkt sink drops %d",
+			k.Name, size, st.Offered, st.Achieved, st.DeliveredPPS, st.LossPct, st.Reordered, st.GW1CPUNsPerPkt, st.GW1CtxPerPkt, st.SinkDrops)
+		if st.LossPct >= 10 {
+			lossy++
+		} else {
+			lossy = 0
+		}
+		if lossy >= 2 {
+			break
+		}
+	}
+	sr.summarize()
+	return sr, nil
+}
+
+// generators makes one generator per veth queue, the flows split among them.
+func (r *rig) generators(size int) ([]*gen.Generator, error) {
+	q := r.genPort.NumQueues()
+	per := max(r.o.Flows/q, 1)
+	var gs []*gen.Generator
+	for i := range q {
+		g, err := gen.New(gen.Config{
+			SrcMAC: r.genPort.MAC(), DstMAC: r.gw1MAC,
+			Src: netip.MustParseAddr(srcAddr), Dst: netip.MustParseAddr(sinkAddr),
+			SrcPort: uint16(genSrcPort + i*per), DstPort: udpPort, Flows: per, FirstFlow: uint32(i * per), Size: size,
+		})
+		if err != nil {
+			return nil, err
+		}
+		gs = append(gs, g)
+	}
+	return gs, nil
+}
+
+// step runs one offered-load step and measures it.
+func (r *rig) step(ctx context.Context, gens []*gen.Generator, rate float64, d time.Duration, gw1, gw2 *gwproc.Proc) (Step, error) {
+	r.run++
+	run := r.run
+	flows := 0
+	for _, g := range gens {
+		flows += g.Flows()
+	}
+	r.udp.Start(run, flows)
+	snmp0, err := r.sinkSNMP()
+	if err != nil {
+		return Step{}, err
+	}
+	u10, err1 := gw1.Usage()
+	u20, err2 := gw2.Usage()
+	if err1 != nil || err2 != nil {
+		return Step{}, fmt.Errorf("gateway died: %v %v: %s | %s", err1, err2, gw1.Log(), gw2.Log())
+	}
+	reps := make([]gen.Report, len(gens))
+	var wg sync.WaitGroup
+	for i, g := range gens {
+		wg.Go(func() {
+			reps[i] = g.Run(ctx, r.genPort.Queue(i).TX(), run, rate/float64(len(gens)), d)
+		})
+	}
+	wg.Wait()
+	time.Sleep(drain)
+	u11, _ := gw1.Usage()
+	u21, _ := gw2.Usage()
+	snmp1, err := r.sinkSNMP()
+	if err != nil {
+		return Step{}, err
+	}
+	c := r.udp.Counts()
+	st := Step{Offered: rate}
+	var elapsed time.Duration
+	for _, rep := range reps {
+		st.Sent += rep.Sent
+		st.GenShort += rep.Short
+		elapsed = max(elapsed, rep.Elapsed)
+	}
+	if elapsed > 0 {
+		st.Achieved = float64(st.Sent) / elapsed.Seconds()
+		st.DeliveredPPS = float64(c.Received) / elapsed.Seconds()
+	}
+	st.Delivered = c.Received
+	st.Reordered, st.Duplicates, st.Stale = c.Reordered, c.Duplicates, c.Stale
+	if st.Sent > 0 && st.Sent >= c.Received {
+		st.LossPct = 100 * float64(st.Sent-c.Received) / float64(st.Sent)
+	}
+	st.SinkDrops = snmp1.RcvbufErrors - snmp0.RcvbufErrors
+	d1, d2 := u11.Sub(u10), u21.Sub(u20)
+	st.GW1CPUSeconds, st.GW2CPUSeconds = d1.CPU.Seconds(), d2.CPU.Seconds()
+	st.GW1CtxSwitches, st.GW2CtxSwitches = d1.CtxSwitches, d2.CtxSwitches
+	if c.Received > 0 {
+		n := float64(c.Received)
+		st.GW1CPUNsPerPkt = float64(d1.CPU.Nanoseconds()) / n
+		st.GW2CPUNsPerPkt = float64(d2.CPU.Nanoseconds()) / n
+		st.GW1CtxPerPkt = float64(d1.CtxSwitches) / n
+		st.GW2CtxPerPkt = float64(d2.CtxSwitches) / n
+	}
+	return st, nil
+}
+
+func (r *rig) sinkSNMP() (sink.SNMP, error) {
+	out, err := r.snk.Run("cat", "/proc/net/snmp")
+	if err != nil {
+		return sink.SNMP{}, err
+	}
+	return sink.ParseSNMP(out)
+}
+
+// tcpStream runs one TCP stream from the source host to the sink host.
+func (r *rig) tcpStream(ctx context.Context) (sink.TCPResult, error) {
+	var c *net.TCPConn
+	err := r.src.Do(func() error {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(sinkAddr, strconv.Itoa(tcpPort)))
+		if err != nil {
+			return err
+		}
+		c = conn.(*net.TCPConn)
+		return nil
+	})
+	if err != nil {
+		return sink.TCPResult{}, fmt.Errorf("dial: %w", err)
+	}
+	return sink.SendTCP(ctx, c, r.tcp, r.o.TCPDuration)
+}

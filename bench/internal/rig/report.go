@@ -1,0 +1,173 @@
+package rig
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Write writes results.json, results.md and plot-<size>.png into dir,
+// creating it.
+func (res *Results) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("rig: results dir: %w", err)
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("rig: encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("rig: write results.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(res.Markdown()), 0o644); err != nil {
+		return fmt.Errorf("rig: write results.md: %w", err)
+	}
+	for _, s := range res.Options.Sizes {
+		if err := res.plot(s, filepath.Join(dir, fmt.Sprintf("plot-%d.png", s))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pps formats a packet rate: "350 k", "1.52 M".
+func pps(v float64) string {
+	switch {
+	case v <= 0:
+		return "—"
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f M", v/1e6)
+	default:
+		return fmt.Sprintf("%.0f k", v/1e3)
+	}
+}
+
+func ratio(v, ref float64) string {
+	if v <= 0 || ref <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v/ref)
+}
+
+// Markdown renders the report tables: per packet size, delivered packets
+// per second (clean and peak), CPU time and context switches per delivered
+// packet, and the ratios to the reference configuration; then the TCP
+// stream; then what was skipped or failed.
+func (res *Results) Markdown() string {
+	var b strings.Builder
+	o := res.Options
+	fmt.Fprintf(&b, "# wgpio bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; gateways on CPUs %s, GOMAXPROCS=%d; %d veth queues; %d inner flows; %.1f s per step.\n\n",
+		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUs, o.GOMAXPROCS, o.Queues, o.Flows, o.StepSeconds)
+	b.WriteString("Gateway 1 runs the configuration; gateway 2 is always stock wireguard-go on a kernel TUN. " +
+		"'Clean' is the delivered rate at the highest offered rate with under 1% loss; 'peak' the most ever delivered. " +
+		"CPU and context switches are per delivered packet at the clean rate. " +
+		"These are figures from a small shared VM: compare ratios, not absolutes.\n\n")
+	var ref *ConfigResult
+	for i := range res.Configs {
+		if res.Configs[i].Name == Reference && len(res.Configs[i].Sizes) > 0 {
+			ref = &res.Configs[i]
+		}
+	}
+	for _, s := range o.Sizes {
+		fmt.Fprintf(&b, "## %d-byte packets\n\n", s)
+		b.WriteString("| configuration | clean | peak | gw1 CPU/pkt | gw1 ctxsw/pkt | gw2 CPU/pkt | clean vs wg-tun | CPU/pkt vs wg-tun | generator max |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		var rs *SizeResult
+		if ref != nil {
+			rs = ref.Size(s)
+		}
+		for i := range res.Configs {
+			c := &res.Configs[i]
+			sr := c.Size(s)
+			if sr == nil {
+				continue
+			}
+			cr, cpu := "—", "—"
+			if rs != nil {
+				cr = ratio(sr.CleanPPS, rs.CleanPPS)
+				cpu = ratio(sr.GW1CPUNsPerPkt, rs.GW1CPUNsPerPkt)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %.0f ns | %.3f | %.0f ns | %s | %s | %s |\n",
+				c.Name, pps(sr.CleanPPS), pps(sr.PeakPPS), sr.GW1CPUNsPerPkt, sr.GW1CtxPerPkt, sr.GW2CPUNsPerPkt, cr, cpu, pps(sr.GenMaxPPS))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "## One inner TCP stream (%.0f s)\n\n", o.TCPSeconds)
+	b.WriteString("| configuration | Mbit/s | retransmits | reorder events |\n|---|---|---|---|\n")
+	for _, c := range res.Configs {
+		if c.TCP != nil {
+			fmt.Fprintf(&b, "| %s | %.0f | %d | %d |\n", c.Name, c.TCP.Mbps, c.TCP.Retransmits, c.TCP.ReorderEvents)
+		}
+	}
+	b.WriteString("\n")
+	var notes []string
+	for _, c := range res.Configs {
+		switch {
+		case c.Skipped != "":
+			notes = append(notes, fmt.Sprintf("- %s: skipped: %s", c.Name, c.Skipped))
+		case c.Error != "":
+			notes = append(notes, fmt.Sprintf("- %s: error: %s", c.Name, c.Error))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("## Not measured\n\n" + strings.Join(notes, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// plot draws delivered against offered rate, one line per configuration,
+// and the line delivered = offered.
+func (res *Results) plot(size int, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("delivered vs offered, %d-byte packets", size)
+	p.X.Label.Text = "offered (generator achieved), packets/s"
+	p.Y.Label.Text = "delivered at the sink, packets/s"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	maxX := 0.0
+	i := 0
+	for _, c := range res.Configs {
+		sr := c.Size(size)
+		if sr == nil || len(sr.Steps) == 0 {
+			continue
+		}
+		pts := make(plotter.XYs, len(sr.Steps))
+		for j, st := range sr.Steps {
+			pts[j].X, pts[j].Y = st.Achieved, st.DeliveredPPS
+			maxX = max(maxX, st.Achieved)
+		}
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("rig: plot %s: %w", c.Name, err)
+		}
+		l.Color = plotutil.Color(i)
+		s.Color = plotutil.Color(i)
+		s.Shape = plotutil.Shape(i)
+		p.Add(l, s)
+		p.Legend.Add(c.Name, l, s)
+		i++
+	}
+	if maxX > 0 {
+		ideal, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: maxX, Y: maxX}})
+		if err == nil {
+			ideal.Color = color.Gray{Y: 160}
+			ideal.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+			p.Add(ideal)
+			p.Legend.Add("offered", ideal)
+		}
+	}
+	p.Add(plotter.NewGrid())
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("rig: save plot: %w", err)
+	}
+	return nil
+}

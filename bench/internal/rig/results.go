@@ -1,0 +1,125 @@
+package rig
+
+import (
+	"time"
+
+	"github.com/wgpio/wgpio/bench/internal/sink"
+)
+
+// Results is everything one run measured (results.json).
+type Results struct {
+	Started     time.Time      `json:"started"`
+	Finished    time.Time      `json:"finished"`
+	Interrupted bool           `json:"interrupted,omitempty"`
+	Command     string         `json:"command"`
+	Kernel      string         `json:"kernel"`
+	CPUs        int            `json:"cpus"`
+	GoVersion   string         `json:"go_version"`
+	Options     PublicOptions  `json:"options"`
+	Configs     []ConfigResult `json:"configs"`
+}
+
+// PublicOptions are the options as recorded in results.json.
+type PublicOptions struct {
+	Quick       bool      `json:"quick"`
+	Sizes       []int     `json:"sizes"`
+	Rates       []float64 `json:"rates_pps"`
+	Queues      int       `json:"queues"`
+	StepSeconds float64   `json:"step_seconds"`
+	TCPSeconds  float64   `json:"tcp_seconds"`
+	Flows       int       `json:"flows"`
+	CPUs        string    `json:"cpus"`
+	GOMAXPROCS  int       `json:"gomaxprocs"`
+}
+
+func (o Options) public() PublicOptions {
+	return PublicOptions{
+		Quick: o.Quick, Sizes: o.Sizes, Rates: o.Rates, Queues: o.Queues,
+		StepSeconds: o.Duration.Seconds(), TCPSeconds: o.TCPDuration.Seconds(),
+		Flows: o.Flows, CPUs: o.CPUs, GOMAXPROCS: o.GOMAXPROCS,
+	}
+}
+
+// ConfigResult is one configuration's measurements.
+type ConfigResult struct {
+	Name    string          `json:"name"`
+	Desc    string          `json:"desc"`
+	Skipped string          `json:"skipped,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Sizes   []SizeResult    `json:"sizes,omitempty"`
+	TCP     *sink.TCPResult `json:"tcp,omitempty"`
+}
+
+// Size returns the result for packet size s, or nil.
+func (c *ConfigResult) Size(s int) *SizeResult {
+	for i := range c.Sizes {
+		if c.Sizes[i].Size == s {
+			return &c.Sizes[i]
+		}
+	}
+	return nil
+}
+
+// SizeResult is the sweep at one packet size.
+type SizeResult struct {
+	Size  int    `json:"size"` // IPv4 packet length, bytes
+	Steps []Step `json:"steps"`
+	// CleanPPS is the delivered rate of the highest-offered step with
+	// under 1% loss (0: none); CleanStep its index (-1: none).
+	CleanPPS  float64 `json:"clean_pps"`
+	CleanStep int     `json:"clean_step"`
+	// PeakPPS is the highest delivered rate of any step.
+	PeakPPS float64 `json:"peak_pps"`
+	// At the clean step (or the first step if none was clean): CPU time
+	// and context switches of each gateway per delivered packet.
+	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`
+	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
+	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
+	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
+	// GenMaxPPS is the highest rate the generator achieved.
+	GenMaxPPS float64 `json:"gen_max_pps"`
+}
+
+// Step is one offered-load step.
+type Step struct {
+	Offered        float64 `json:"offered_pps"`
+	Achieved       float64 `json:"achieved_pps"` // generator's own rate
+	Sent           uint64  `json:"sent"`
+	Delivered      uint64  `json:"delivered"`
+	DeliveredPPS   float64 `json:"delivered_pps"`
+	LossPct        float64 `json:"loss_pct"`
+	Reordered      uint64  `json:"reordered"`
+	Duplicates     uint64  `json:"duplicates"`
+	Stale          uint64  `json:"stale"`
+	SinkDrops      uint64  `json:"sink_drops"` // sink socket buffer overflows
+	GenShort       uint64  `json:"gen_short"`  // generator bursts cut short
+	GW1CPUSeconds  float64 `json:"gw1_cpu_s"`
+	GW2CPUSeconds  float64 `json:"gw2_cpu_s"`
+	GW1CtxSwitches uint64  `json:"gw1_ctxsw"`
+	GW2CtxSwitches uint64  `json:"gw2_ctxsw"`
+	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`
+	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
+	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
+	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
+}
+
+// summarize fills the clean, peak and per-packet figures from the steps.
+func (s *SizeResult) summarize() {
+	s.CleanStep = -1
+	for i, st := range s.Steps {
+		if st.Delivered > 0 && st.LossPct < 100*cleanLoss {
+			s.CleanStep, s.CleanPPS = i, st.DeliveredPPS
+		}
+		s.PeakPPS = max(s.PeakPPS, st.DeliveredPPS)
+		s.GenMaxPPS = max(s.GenMaxPPS, st.Achieved)
+	}
+	at := s.CleanStep
+	if at < 0 {
+		at = 0
+	}
+	if at < len(s.Steps) {
+		st := s.Steps[at]
+		s.GW1CPUNsPerPkt, s.GW2CPUNsPerPkt = st.GW1CPUNsPerPkt, st.GW2CPUNsPerPkt
+		s.GW1CtxPerPkt, s.GW2CtxPerPkt = st.GW1CtxPerPkt, st.GW2CtxPerPkt
+	}
+}

@@ -1,0 +1,137 @@
+// Command bench measures wgpio against stock wireguard-go side by side, on
+// one machine, in one command: it builds four network namespaces (source
+// host, gateway 1, gateway 2, sink host), runs a WireGuard tunnel between
+// the gateways with each configuration in turn, sweeps offered load with an
+// AF_XDP packet generator, counts loss and reordering at the sink, reads
+// each gateway's CPU time and context switches, runs one inner TCP stream,
+// and writes results.json, results.md (the table) and plot-<size>.png into
+// a results folder. See package bench/internal/rig for the method.
+//
+// Usage, as root, from the repository root:
+//
+//	go run ./bench -quick            # under 2 minutes
+//	go run ./bench                   # the full run, under 15 minutes
+//	go run ./bench -configs wg-tun,wgpio-fastpath-1q -sizes 64 -queues 2 -duration 2s -out /tmp/r
+//
+// Configurations: wg-tun (stock wireguard-go, kernel TUN + UDP, the
+// reference), wg-mqtun (the same on a multi-queue TUN), wgpio-compat (stock
+// wireguard-go on wgpio bind + tundev), wgpio-fastpath-1q and
+// wgpio-fastpath-2q (the wgpio fast path). A configuration whose binary does
+// not build is reported as skipped. Ctrl-C stops the run and removes
+// everything it made.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wgpio/wgpio/bench/internal/rig"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "short run (under 2 minutes): sizes 64,1420, four rates, 1 s steps, 3 s TCP")
+	configs := flag.String("configs", "", "comma-separated configurations (default all: "+names()+")")
+	sizes := flag.String("sizes", "", "comma-separated IPv4 packet sizes in bytes (default 64,512,1420; quick 64,1420)")
+	rates := flag.String("rates", "", "comma-separated offered rates in packets/s (e.g. 50k,100k,1M)")
+	queues := flag.Int("queues", 2, "veth queues (and generator TX queues)")
+	duration := flag.Duration("duration", 0, "length of one offered-load step (default 2s; quick 1s)")
+	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 3s)")
+	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
+	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
+	out := flag.String("out", "", "results folder (default bench/results/<UTC timestamp>)")
+	flag.Parse()
+
+	o := rig.DefaultOptions(*quick)
+	o.Progress = os.Stderr
+	o.Command = strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " ")
+	o.Queues = *queues
+	if *configs != "" {
+		o.Configs = strings.Split(*configs, ",")
+	}
+	if *sizes != "" {
+		o.Sizes = nil
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				fatal(fmt.Errorf("-sizes: %w", err))
+			}
+			o.Sizes = append(o.Sizes, n)
+		}
+	}
+	if *rates != "" {
+		o.Rates = nil
+		for _, s := range strings.Split(*rates, ",") {
+			v, err := parseRate(s)
+			if err != nil {
+				fatal(fmt.Errorf("-rates: %w", err))
+			}
+			o.Rates = append(o.Rates, v)
+		}
+	}
+	if *duration > 0 {
+		o.Duration = *duration
+	}
+	if *tcp > 0 {
+		o.TCPDuration = *tcp
+	}
+	if *cpus != "" {
+		o.CPUs = *cpus
+	}
+	if *procs > 0 {
+		o.GOMAXPROCS = *procs
+	}
+	if *out != "" {
+		o.Out = *out
+	}
+	if os.Geteuid() != 0 {
+		fatal(fmt.Errorf("must run as root: it creates network namespaces and AF_XDP sockets"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	res, err := rig.Run(ctx, o)
+	if res != nil {
+		fmt.Print(res.Markdown())
+	}
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "done in %v; results in %s\n", time.Since(start).Round(time.Second), o.Out)
+}
+
+func names() string {
+	var n []string
+	for _, k := range rig.Kinds(2) {
+		n = append(n, k.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+// parseRate reads "50000", "50k" or "1.5M".
+func parseRate(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	mul := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
+		mul, s = 1e3, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mul, s = 1e6, s[:len(s)-1]
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad rate %q", s)
+	}
+	return v * mul, nil
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
