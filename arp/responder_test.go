@@ -316,3 +316,37 @@ func BenchmarkARPReply(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pps")
 	})
 }
+
+// FuzzResponderHandle feeds any frame to a Responder: it never panics,
+// and every reply it writes parses as a valid ARP reply or NA from us.
+func FuzzResponderHandle(f *testing.F) {
+	snm := SolicitedNode(ip6A)
+	f.Add(arpFrame(f, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4B, TargetIP: ip4A}))                                   // request for us
+	f.Add(arpFrame(f, ARP{EthDst: macA, EthSrc: macB, Op: ARPReply, SenderMAC: macB, SenderIP: ip4B, TargetMAC: macA, TargetIP: ip4A}))                         // reply to us
+	f.Add(ndpFrame(f, NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB}))      // NS for us
+	f.Add(ndpFrame(f, NDP{EthDst: MulticastMAC(snm), EthSrc: macB, Src: netip.IPv6Unspecified(), Dst: snm, Type: ICMPv6NS, Target: ip6A}))                      // DAD NS
+	f.Add(ndpFrame(f, NDP{EthDst: macA, EthSrc: macB, Src: ip6B, Dst: ip6A, Type: ICMPv6NA, Target: ip6B, Solicited: true, HasLinkAddr: true, LinkAddr: macB})) // solicited NA
+	f.Add([]byte{})                                                                                                                                             // empty
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		tb := NewTable(Config{MaxEntries: 4})
+		r, err := NewResponder(ResponderConfig{MAC: macA, Addrs: []netip.Addr{ip4A, ip6A}, SkipDAD: true, Table: tb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [NDPFrameLen]byte
+		n, _ := r.Handle(frame, out[:])
+		if n == 0 {
+			return
+		}
+		if a, rs := ParseARP(out[:n]); rs == ReasonNone {
+			if a.Op != ARPReply || a.SenderMAC != macA || a.SenderIP != ip4A || a.EthSrc != macA {
+				t.Fatalf("Handle(%x) wrote ARP %+v", frame, a)
+			}
+			return
+		}
+		m, rs := ParseNDP(out[:n])
+		if rs != ReasonNone || m.Type != ICMPv6NA || m.Target != ip6A || m.LinkAddr != macA || m.EthSrc != macA {
+			t.Fatalf("Handle(%x) wrote %x: %+v, %v", frame, out[:n], m, rs)
+		}
+	})
+}
