@@ -11,8 +11,8 @@ import (
 // sum of b read as big-endian 16-bit words; an odd final byte is padded with
 // a zero byte on its right).
 //
-// Partial sums chain: Checksum(b2, Checksum(b1, 0)) equals Checksum(b1||b2, 0)
-// provided len(b1) is even. A partial sum is any uint32 congruent to the
+// Partial sums chain: Checksum(b2, Checksum(b1, 0)) folds to the same value
+// as Checksum(b1||b2, 0) provided len(b1) is even. A partial sum is any uint32 congruent to the
 // ones' complement sum; fold it with FoldChecksum before use, and store the
 // complement ^FoldChecksum(sum) in a header's checksum field. initial may be
 // any uint32 (another partial sum, a PseudoHeaderChecksum).
@@ -90,12 +90,12 @@ func FoldChecksum(sum uint32) uint16 {
 // UDP, TCP and ICMPv6 checksums cover: for IPv4 (RFC 768; RFC 793 §3.1)
 // source, destination, zero, protocol and the 16-bit upper-layer length; for
 // IPv6 (RFC 8200 §8.1) source, destination, the 32-bit upper-layer length,
-// three zero bytes and the next header. src and dst must both be IPv4 (or
-// IPv4-mapped IPv6, treated as IPv6) or both IPv6; length is the upper-layer
-// packet length in bytes (header and data). Feed the result to Checksum as
-// initial.
+// three zero bytes and the next header. When src and dst are both IPv4 the
+// IPv4 form is used, otherwise the IPv6 form (IPv4-mapped addresses count as
+// IPv6; an invalid Addr counts as ::). length is the upper-layer packet
+// length in bytes (header and data). Feed the result to Checksum as initial.
 func PseudoHeaderChecksum(proto uint8, src, dst netip.Addr, length int) uint32 {
-	if src.Is4() {
+	if src.Is4() && dst.Is4() {
 		s4, d4 := src.As4(), dst.As4()
 		return pseudo4(proto, &s4, &d4, length)
 	}

@@ -205,3 +205,14 @@ func BenchmarkChecksum(b *testing.B) {
 		})
 	}
 }
+
+func TestPseudoHeaderChecksumMixed(t *testing.T) {
+	// Mixed or invalid families must not panic; they use the IPv6 form.
+	a4, a6 := netip.AddrFrom4(ip4A), netip.AddrFrom16(ip6B)
+	for _, c := range [][2]netip.Addr{{a4, a6}, {a6, a4}, {{}, a4}, {a4, {}}} {
+		want := FoldChecksum(slowPseudo(ProtoUDP, netip.AddrFrom16(c[0].As16()), netip.AddrFrom16(c[1].As16()), 8))
+		if got := FoldChecksum(PseudoHeaderChecksum(ProtoUDP, c[0], c[1], 8)); got != want {
+			t.Errorf("PseudoHeaderChecksum(%v, %v) = %#04x, want %#04x", c[0], c[1], got, want)
+		}
+	}
+}

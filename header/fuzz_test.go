@@ -190,3 +190,27 @@ func FuzzICMPErrors(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUpperLayer feeds the IPv6 extension-header walker arbitrary chains.
+func FuzzUpperLayer(f *testing.F) {
+	f.Add(cat(ext(ProtoRouting, 0), ext(ProtoUDP, 1)), uint8(ProtoHopByHop))              // Hop-by-Hop, Routing, then UDP
+	f.Add(fragHdr(ProtoTCP, 0, false), uint8(ProtoFragment))                              // atomic fragment
+	f.Add(fragHdr(ProtoUDP, 1280, true), uint8(ProtoFragment))                            // a real fragment
+	f.Add(bytes.Repeat(ext(ProtoDstOpts, 0), MaxExtensionHeaders+1), uint8(ProtoDstOpts)) // too many
+	f.Add([]byte{ProtoUDP}, uint8(ProtoDstOpts))                                          // truncated
+	f.Fuzz(func(t *testing.T, p []byte, nh uint8) {
+		proto, off, frag, r := UpperLayer(p, nh)
+		if off < 0 || off > len(p) {
+			t.Fatalf("UpperLayer(%x, %d) offset %d outside [0, %d]", p, nh, off, len(p))
+		}
+		if r == OK && !frag {
+			switch proto {
+			case ProtoHopByHop, ProtoRouting, ProtoDstOpts, ProtoFragment:
+				t.Fatalf("UpperLayer(%x, %d) = %d, an extension header, with OK", p, nh, proto)
+			}
+		}
+		if r >= NumReasons {
+			t.Fatalf("UpperLayer(%x, %d) reason %d", p, nh, r)
+		}
+	})
+}
