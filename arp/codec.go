@@ -80,7 +80,6 @@ const (
 	ReasonHardware               // ARP hardware/protocol type or lengths not Ethernet/IPv4
 	ReasonOp                     // ARP operation neither request nor reply
 	ReasonIPVersion              // IPv6 version field not 6
-	ReasonExtHeader              // IPv6 extension headers before ICMPv6 (not walked)
 	ReasonHopLimit               // RFC 4861 §7.1: IP hop limit not 255
 	ReasonCode                   // RFC 4861 §7.1: ICMP code not 0
 	ReasonChecksum               // ICMPv6 checksum over the pseudo-header wrong
@@ -97,7 +96,7 @@ const (
 
 var reasonNames = [numReasons]string{
 	"none", "not-neighbour", "truncated", "hardware", "op", "ip-version",
-	"ext-header", "hop-limit", "code", "checksum", "target-multicast",
+	"hop-limit", "code", "checksum", "target-multicast",
 	"option", "solicited-flag", "unspecified-source", "source-mac",
 	"not-for-us", "not-our-address", "tentative",
 }
@@ -206,8 +205,8 @@ type NDP struct {
 // Solicited flag clear. The IPv6 payload length is trusted over the frame
 // length (Ethernet padding is ignored). IPv6 extension headers are not
 // walked: ICMPv6 must follow the fixed header, as it does in every NS/NA
-// that Linux and other stacks send. Other ICMPv6 and IPv6 traffic returns
-// ReasonNotNeighbour. It reads only frame and allocates nothing.
+// that Linux and other stacks send; anything else (other IPv6 and ICMPv6
+// traffic, ICMPv6 after extension headers) returns ReasonNotNeighbour. It reads only frame and allocates nothing.
 func ParseNDP(frame []byte) (NDP, Reason) {
 	var n NDP
 	if len(frame) < EthernetHeaderLen {
@@ -228,9 +227,8 @@ func ParseNDP(frame []byte) (NDP, Reason) {
 		return n, ReasonTruncated
 	}
 	if ip[6] != ipProtoICMPv6 {
-		if isExtHeader(ip[6]) {
-			return n, ReasonExtHeader
-		}
+		// Other traffic, or ICMPv6 behind extension headers (such as
+		// MLD reports with their hop-by-hop option): not NS/NA.
 		return n, ReasonNotNeighbour
 	}
 	icmp := ip[IPv6HeaderLen : IPv6HeaderLen+plen]
@@ -294,16 +292,6 @@ func ParseNDP(frame []byte) (NDP, Reason) {
 		return n, ReasonSolicitedFlag
 	}
 	return n, ReasonNone
-}
-
-// isExtHeader reports whether nh is an IPv6 extension header number (RFC
-// 8200 §4; RFC 7045 list).
-func isExtHeader(nh uint8) bool {
-	switch nh {
-	case 0, 43, 44, 50, 51, 60, 135, 139, 140, 253, 254:
-		return true
-	}
-	return false
 }
 
 // isSolicitedNode reports whether a (16 bytes) is in ff02::1:ff00:0/104

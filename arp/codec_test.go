@@ -199,7 +199,7 @@ func TestParseNDPCorrupt(t *testing.T) {
 		{"checksum", func(b []byte) []byte { b[ndpICMPOffset+2] ^= 1; return b }, ReasonChecksum},
 		{"flipped target bit", func(b []byte) []byte { b[ndpTargetOffset+15] ^= 0x10; return b }, ReasonChecksum},
 		{"version 4", func(b []byte) []byte { b[14] = 0x40; return b }, ReasonIPVersion},
-		{"hop-by-hop header", func(b []byte) []byte { b[20] = 0; return b }, ReasonExtHeader},
+		{"hop-by-hop header", func(b []byte) []byte { b[20] = 0; return b }, ReasonNotNeighbour},
 		{"payload length past frame", func(b []byte) []byte { b[19]++; return b }, ReasonTruncated},
 		{"icmp shorter than 24", func(b []byte) []byte { b[19] = 20; return b[:ndpICMPOffset+20] }, ReasonTruncated},
 		{"no ip header", func(b []byte) []byte { return b[:30] }, ReasonTruncated},
@@ -276,4 +276,18 @@ func FuzzParseNDP(f *testing.F) {
 			t.Fatalf("ParseNDP(Marshal(%+v)) = %+v, %v", m, q, rs)
 		}
 	})
+}
+
+func TestReasonNames(t *testing.T) {
+	seen := map[string]Reason{}
+	for r := Reason(0); r < numReasons; r++ {
+		name := r.String()
+		if name == "" {
+			t.Errorf("Reason(%d).String() = \"\"", r)
+		}
+		if o, dup := seen[name]; dup {
+			t.Errorf("Reason(%d) and Reason(%d) are both %q", r, o, name)
+		}
+		seen[name] = r
+	}
 }

@@ -92,13 +92,14 @@ type host struct {
 	tb   *Table
 	p    *FrameProber
 	udp  chan []byte
+	ndp  chan []byte // NS/NA frames from the kernel, for known answers
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
 func startHost(t *testing.T, w *wire, addrs []netip.Addr, cfg Config, skipDAD bool) *host {
 	t.Helper()
-	h := &host{w: w, udp: make(chan []byte, 64), stop: make(chan struct{})}
+	h := &host{w: w, udp: make(chan []byte, 64), ndp: make(chan []byte, 64), stop: make(chan struct{})}
 	h.p = &FrameProber{MAC: w.mac, Send: func(f []byte) { _ = w.send(f) }}
 	for _, a := range addrs {
 		switch {
@@ -137,6 +138,12 @@ func startHost(t *testing.T, w *wire, addrs []netip.Addr, cfg Config, skipDAD bo
 				continue
 			}
 			f := buf[:n]
+			if _, rs := ParseNDP(f); rs == ReasonNone {
+				select {
+				case h.ndp <- append([]byte(nil), f...):
+				default:
+				}
+			}
 			m, rs := h.r.Handle(f, out[:])
 			if m > 0 {
 				_ = w.send(out[:m])
@@ -303,6 +310,22 @@ func TestOwnedKernelResolvesUs(t *testing.T) {
 				t.Errorf("kernel neighbour for %v = %q, want lladdr %v", tt.dst.Addr(), got, w.mac)
 			}
 		})
+	}
+	// Known answers from the kernel: each NS/NA it sent parses, and
+	// building the parsed message again gives the kernel's bytes,
+	// checksum included.
+	if len(h.ndp) == 0 {
+		t.Error("no NS/NA from the kernel was captured")
+	}
+	for n := len(h.ndp); n > 0; n-- {
+		f := <-h.ndp
+		t.Logf("kernel NDP frame: %x", f)
+		m, _ := ParseNDP(f)
+		var b [NDPFrameLen]byte
+		l, err := m.Marshal(b[:])
+		if err != nil || string(b[:l]) != string(f) {
+			t.Errorf("Marshal(ParseNDP(kernel frame %x)) = %x, %v; want the same bytes", f, b[:l], err)
+		}
 	}
 	// The kernel talked to us, so it is learnt (its requests were
 	// addressed to us), but nothing else is.
