@@ -192,16 +192,20 @@ func BenchmarkChecksum(b *testing.B) {
 		b.Run(fmt.Sprintf("fast/%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(n))
+			start := cpuTime()
 			for b.Loop() {
 				sink += Checksum(buf, 0)
 			}
+			reportCPU(b, start)
 		})
 		b.Run(fmt.Sprintf("reference/%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(n))
+			start := cpuTime()
 			for b.Loop() {
 				sink += slowChecksum(buf, 0)
 			}
+			reportCPU(b, start)
 		})
 	}
 }

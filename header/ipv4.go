@@ -11,16 +11,14 @@ const (
 	IPv4MaxLen  = 60 // header with 40 bytes of options (IHL 15)
 	IPv4Version = 4
 
-	ipv4FlagDF       = 0x4000 // don't fragment
-	ipv4FlagMF       = 0x2000 // more fragments
-	ipv4FragOffMask  = 0x1fff // fragment offset, in 8-byte units
-	ipv4ChecksumOff  = 10
-	ipv4DefaultTTL   = 64
-	ipv4VersionIHL5  = 0x45
-	ipv4MaxTotalLen  = 0xffff
-	ipv4ProtoOff     = 9
-	ipv4TotalLenOff  = 2
-	ipv4FlagsFragOff = 6
+	ipv4FlagDF      = 0x4000 // don't fragment
+	ipv4FlagMF      = 0x2000 // more fragments
+	ipv4FragOffMask = 0x1fff // fragment offset, in 8-byte units
+	ipv4ChecksumOff = 10
+	// defaultTTL is the TTL or hop limit written when none is given
+	// (Linux net.ipv4.ip_default_ttl and net.ipv6.conf.*.hop_limit).
+	defaultTTL      = 64
+	ipv4VersionIHL5 = 0x45
 )
 
 // IP protocol numbers (IANA "Assigned Internet Protocol Numbers"), used in
@@ -145,7 +143,7 @@ func (h IPv4) DecrementTTL() uint8 {
 // template; PutIPv4 reads it and does not keep it.
 type IPv4Fields struct {
 	TOS          uint8 // DSCP and ECN
-	TTL          uint8 // 0 writes the default, 64 (RFC 1700, Linux ip_default_ttl)
+	TTL          uint8 // 0 writes the default, 64 (Linux net.ipv4.ip_default_ttl)
 	Protocol     uint8
 	ID           uint16
 	DontFragment bool
@@ -161,7 +159,7 @@ func PutIPv4(b []byte, f *IPv4Fields, payloadLen int) int {
 	_ = b[IPv4MinLen-1]
 	ttl := f.TTL
 	if ttl == 0 {
-		ttl = ipv4DefaultTTL
+		ttl = defaultTTL
 	}
 	var flags uint16
 	if f.DontFragment {

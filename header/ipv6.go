@@ -131,7 +131,7 @@ func PutIPv6(b []byte, f *IPv6Fields, payloadLen int) int {
 	_ = b[IPv6Len-1]
 	hl := f.HopLimit
 	if hl == 0 {
-		hl = ipv4DefaultTTL
+		hl = defaultTTL
 	}
 	binary.BigEndian.PutUint32(b[0:4], IPv6Version<<28|uint32(f.TrafficClass)<<20|f.FlowLabel&0xfffff)
 	binary.BigEndian.PutUint16(b[4:6], uint16(payloadLen))

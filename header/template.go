@@ -18,7 +18,7 @@ type UDPTemplate struct {
 	n      int    // bytes of headers: L2 + L3 + UDP
 	l3     int    // offset of the IP header
 	l4     int    // offset of the UDP header
-	v6     bool   //
+	v6     bool   // IPv6 rather than IPv4
 	sum    uint32 // IPv4: header sum without total length; IPv6: pseudo-header sum without length and ports
 	udp4cs bool   // compute the UDP checksum on IPv4 too
 }
