@@ -250,3 +250,30 @@ func TestReasonString(t *testing.T) {
 		t.Errorf("Reason(200).String() = %q, want %q", got, want)
 	}
 }
+
+// TestParseTruncations parses every prefix of valid frames: a prefix that
+// cuts into the IP packet must be rejected, one that only cuts padding must
+// parse as the whole frame did.
+func TestParseTruncations(t *testing.T) {
+	pl := []byte("0123456789abcdef")
+	frames := [][]byte{
+		cat(ethHdr(-1, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, options: []byte{1, 1, 1, 0}, payload: udp(pl)}), make([]byte, 9)),
+		cat(ethHdr(3, EtherTypeIPv6), mkIPv6(ProtoHopByHop, -1, cat(ext(ProtoFragment, 0), fragHdr(ProtoUDP, 0, false), udp(pl))), make([]byte, 5)),
+	}
+	for _, frame := range frames {
+		var whole Packet
+		if r := Parse(frame, &whole); r != OK {
+			t.Fatalf("Parse(%x) = %v, want ok", frame, r)
+		}
+		for i := range len(frame) {
+			var p Packet
+			r := Parse(frame[:i], &p)
+			switch {
+			case i < whole.L3End && r == OK:
+				t.Errorf("Parse(frame[:%d]) = ok, want a rejection (IP packet ends at %d)", i, whole.L3End)
+			case i >= whole.L3End && (r != OK || p != whole):
+				t.Errorf("Parse(frame[:%d]) = %v %+v, want ok %+v", i, r, p, whole)
+			}
+		}
+	}
+}
