@@ -1,0 +1,557 @@
+package tundev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// PortBatchSize is the PortDevice's batch size: wireguard-go's
+// conn.IdealBatchSize, within a queue's burst (dataplane.MaxBurst).
+const PortBatchSize = min(conn.IdealBatchSize, dataplane.MaxBurst)
+
+// DefaultResolveWait is how long Write waits for a next hop's MAC before
+// it drops the packets to it (PortConfig.ResolveWait).
+const DefaultResolveWait = time.Second
+
+// PortConfig configures a PortDevice.
+type PortConfig struct {
+	// Port is the LAN port: its XDP filter redirects the frames to route
+	// into the tunnel (afxdp.Filter.Prefixes with the peers' allowed IPs,
+	// HostAddrs with the LAN addresses). The device uses every queue and
+	// does not close the port.
+	Port dataplane.Port
+	// Name is what Name returns (default the port's name).
+	Name string
+	// MTU is what MTU returns, the largest plaintext packet in bytes
+	// (default the port's MTU). Write drops packets longer than the
+	// port's MTU.
+	MTU int
+	// Routes gives the next hop towards a packet's destination on the
+	// LAN (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned
+	// mode). The interface index it returns is not checked.
+	Routes arp.Resolver
+	// Neighbours holds the next hops' MACs.
+	Neighbours *arp.Table
+	// Responder, in owned mode, answers ARP and NDP for the LAN addresses
+	// (the XDP filter must redirect them: afxdp.Filter.Neighbors). Nil in
+	// shared mode, where the kernel answers.
+	Responder *arp.Responder
+	// ResolveWait bounds how long Write waits for a next hop (default
+	// DefaultResolveWait).
+	ResolveWait time.Duration
+}
+
+// PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
+// returns the IP packets of the frames the port's queues receive (Ethernet
+// header stripped), Write sends IP packets as Ethernet frames to their next
+// hop on the LAN.
+//
+// Concurrency: Read owns every RX half and must be called by one goroutine
+// at a time (wireguard-go has one TUN reader). Write is safe for
+// concurrent use: each TX half is guarded by a mutex taken once per batch
+// of up to PortBatchSize packets, a writer taking the first free TX queue
+// from a rotating start. Next hops are resolved before a TX queue is taken,
+// so the lock order is the neighbour table's lock, then a TX queue's; an
+// arp.FrameProber may call SendFrame from under the table's lock.
+type PortDevice struct {
+	cfg    PortConfig
+	name   string
+	mac    header.MAC
+	maxLen int // largest IP packet Write sends: the port's MTU
+	events chan tun.Event
+
+	rmu    sync.Mutex // held by the goroutine inside Read; Close takes it
+	rxs    []dataplane.RX
+	w      *dataplane.Waiter
+	frames []dataplane.Frame // guarded by rmu
+	reply  []byte            // guarded by rmu
+	nextQ  int               // guarded by rmu
+
+	txqs  []*portTX
+	txRot atomic.Uint32
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+
+	ctr portCounters
+}
+
+type portTX struct {
+	mu     sync.Mutex
+	tx     dataplane.TX
+	frames []dataplane.Frame // scratch, guarded by mu
+}
+
+// PortDropReason says why the PortDevice dropped a frame or packet.
+type PortDropReason uint8
+
+// Drop reasons of a PortDevice.
+const (
+	// PortDropNotIP: a received frame neither IPv4 nor IPv6 (nor, in
+	// owned mode, ARP/NDP the Responder used).
+	PortDropNotIP PortDropReason = iota
+	// PortDropMalformed: a received frame shorter than its IP header or
+	// length field says, or with a wrong IP version; or a written packet
+	// that is not IPv4 or IPv6.
+	PortDropMalformed
+	// PortDropTooBig: a received packet larger than Read's buffer, or a
+	// written one larger than the port's MTU.
+	PortDropTooBig
+	// PortDropNeighbour: an ARP/NDP frame the Responder refused.
+	PortDropNeighbour
+	// PortDropNoRoute: no route to a written packet's destination.
+	PortDropNoRoute
+	// PortDropNoNeighbour: the next hop did not resolve.
+	PortDropNoNeighbour
+	// PortDropNoBuffer: the pool had no free frame.
+	PortDropNoBuffer
+	// PortDropTXFull: the TX ring stayed full.
+	PortDropTXFull
+
+	NumPortDropReasons
+)
+
+var portDropNames = [NumPortDropReasons]string{
+	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
+}
+
+// String returns the reason's snake-case name.
+func (r PortDropReason) String() string {
+	if r < NumPortDropReasons {
+		return portDropNames[r]
+	}
+	return "unknown"
+}
+
+type portCounters struct {
+	rx, tx, replies atomic.Uint64
+	drops           [NumPortDropReasons]atomic.Uint64
+}
+
+// PortStats are a PortDevice's counters.
+type PortStats struct {
+	RXPackets        uint64 // packets returned by Read
+	TXPackets        uint64 // packets transmitted by Write
+	NeighbourReplies uint64 // ARP/NDP answers sent (owned mode)
+	Drops            [NumPortDropReasons]uint64
+}
+
+// Stats returns a snapshot of the counters. Safe for concurrent use.
+func (d *PortDevice) Stats() PortStats {
+	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load()}
+	for i := range s.Drops {
+		s.Drops[i] = d.ctr.drops[i].Load()
+	}
+	return s
+}
+
+var _ tun.Device = (*PortDevice)(nil)
+
+// NewPortDevice returns a device over cfg.Port. Its Events channel holds
+// tun.EventUp at once, so wireguard-go brings the device up.
+func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
+	switch {
+	case cfg.Port == nil:
+		return nil, errors.New("tundev: no port")
+	case cfg.Routes == nil || cfg.Neighbours == nil:
+		return nil, errors.New("tundev: no routes or neighbour table")
+	case len(cfg.Port.MAC()) != header.MACLen:
+		return nil, fmt.Errorf("tundev: port MAC %v is not 6 bytes", cfg.Port.MAC())
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Port.Name()
+	}
+	if cfg.MTU <= 0 {
+		cfg.MTU = cfg.Port.MTU()
+	}
+	if cfg.ResolveWait <= 0 {
+		cfg.ResolveWait = DefaultResolveWait
+	}
+	w, err := dataplane.NewWaiter()
+	if err != nil {
+		return nil, fmt.Errorf("tundev: %w", err)
+	}
+	d := &PortDevice{
+		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
+		events: make(chan tun.Event, 1), w: w,
+		frames: make([]dataplane.Frame, PortBatchSize),
+		reply:  make([]byte, arp.NDPFrameLen),
+	}
+	for i := range cfg.Port.NumQueues() {
+		q := cfg.Port.Queue(i)
+		d.rxs = append(d.rxs, q.RX())
+		w.Add(q.RX())
+		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
+	}
+	d.events <- tun.EventUp
+	return d, nil
+}
+
+// File returns nil: there is no file descriptor behind the device.
+func (d *PortDevice) File() *os.File { return nil }
+
+// MTU returns PortConfig.MTU.
+func (d *PortDevice) MTU() (int, error) { return d.cfg.MTU, nil }
+
+// Name returns PortConfig.Name.
+func (d *PortDevice) Name() (string, error) { return d.name, nil }
+
+// Events returns the event channel: tun.EventUp once, closed by Close.
+func (d *PortDevice) Events() <-chan tun.Event { return d.events }
+
+// BatchSize returns PortBatchSize.
+func (d *PortDevice) BatchSize() int { return PortBatchSize }
+
+// Close makes Read and Write return os.ErrClosed, waits for a Read in
+// progress to leave, and closes the event channel. The port stays open.
+func (d *PortDevice) Close() error {
+	d.closeOnce.Do(func() {
+		d.closed.Store(true)
+		d.w.Ring()
+		d.rmu.Lock()
+		d.closeErr = d.w.Close()
+		d.rmu.Unlock()
+		close(d.events)
+	})
+	return d.closeErr
+}
+
+// Read blocks until the port's queues have received at least one IP packet,
+// then copies up to len(bufs) packets (the IP packet of each frame: the
+// Ethernet header and any 802.1Q tag stripped, Ethernet padding cut at the
+// IP length) into bufs[i][offset:], sets sizes[i] and returns how many. The
+// queues are taken in turn, so that a busy one does not starve the others.
+// The frames go back to their queues before Read returns; bufs stay the
+// caller's. In owned mode ARP/NDP frames are answered on the way. Read
+// allocates nothing. After Close it returns os.ErrClosed.
+func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	want := min(len(bufs), len(sizes))
+	for {
+		if d.closed.Load() {
+			return 0, os.ErrClosed
+		}
+		n, m := 0, 0
+		for i := 0; i < len(d.rxs) && n < want; i++ {
+			rx := d.rxs[d.nextQ]
+			d.nextQ++
+			if d.nextQ == len(d.rxs) {
+				d.nextQ = 0
+			}
+			got := rx.Receive(d.frames[:min(want-n, len(d.frames))])
+			m += got
+			for j := range got {
+				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n]) {
+					n++
+				}
+			}
+			rx.Free(d.frames[:got])
+			clear(d.frames[:got])
+		}
+		if n > 0 {
+			d.ctr.rx.Add(uint64(n))
+			return n, nil
+		}
+		if m == 0 {
+			if _, err := d.w.Wait(dataplane.Forever); err != nil {
+				if d.closed.Load() {
+					return 0, os.ErrClosed
+				}
+				return 0, fmt.Errorf("tundev: wait: %w", err)
+			}
+		}
+	}
+}
+
+// take copies the IP packet of one received frame into buf[offset:] and
+// reports whether it did.
+func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
+	if len(frame) < header.EthernetLen {
+		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
+	l3 := header.EthernetLen
+	et := binary.BigEndian.Uint16(frame[12:14])
+	if et == header.EtherTypeVLAN {
+		if len(frame) < header.EthernetVLANLen {
+			d.ctr.drops[PortDropMalformed].Add(1)
+			return false
+		}
+		l3 = header.EthernetVLANLen
+		et = binary.BigEndian.Uint16(frame[16:18])
+	}
+	if d.cfg.Responder != nil && (et == header.EtherTypeARP || et == header.EtherTypeIPv6) && l3 == header.EthernetLen {
+		if d.neighbour(frame) {
+			return false
+		}
+	}
+	pkt := frame[l3:]
+	var n int
+	switch et {
+	case header.EtherTypeIPv4:
+		if len(pkt) < header.IPv4MinLen || pkt[0]>>4 != 4 {
+			d.ctr.drops[PortDropMalformed].Add(1)
+			return false
+		}
+		n = int(binary.BigEndian.Uint16(pkt[2:4]))
+		if n < int(pkt[0]&0xf)*4 || n < header.IPv4MinLen {
+			d.ctr.drops[PortDropMalformed].Add(1)
+			return false
+		}
+	case header.EtherTypeIPv6:
+		if len(pkt) < header.IPv6Len || pkt[0]>>4 != 6 {
+			d.ctr.drops[PortDropMalformed].Add(1)
+			return false
+		}
+		n = header.IPv6Len + int(binary.BigEndian.Uint16(pkt[4:6]))
+	default:
+		d.ctr.drops[PortDropNotIP].Add(1)
+		return false
+	}
+	if n > len(pkt) {
+		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
+	if offset+n > len(buf) {
+		d.ctr.drops[PortDropTooBig].Add(1)
+		return false
+	}
+	*size = copy(buf[offset:], pkt[:n])
+	return true
+}
+
+// neighbour hands a frame to the Responder and sends its answer; it
+// reports whether the frame was ARP/NDP (used or dropped).
+func (d *PortDevice) neighbour(frame []byte) bool {
+	n, rs := d.cfg.Responder.Handle(frame, d.reply)
+	switch {
+	case n > 0:
+		if d.SendFrame(d.reply[:n]) == nil {
+			d.ctr.replies.Add(1)
+		}
+		return true
+	case rs == arp.ReasonNone:
+		return true
+	case rs == arp.ReasonNotNeighbour:
+		return false
+	}
+	d.ctr.drops[PortDropNeighbour].Add(1)
+	return true
+}
+
+// takeTX returns a TX queue with its mutex held.
+func (d *PortDevice) takeTX() *portTX {
+	n := uint32(len(d.txqs))
+	start := d.txRot.Add(1)
+	for i := range n {
+		if q := d.txqs[(start+i)%n]; q.mu.TryLock() {
+			return q
+		}
+	}
+	q := d.txqs[start%n]
+	q.mu.Lock()
+	return q
+}
+
+// Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
+// frame from the port's MAC to the MAC of its next hop, and returns
+// len(bufs) with a nil error once every packet is sent or dropped: packets
+// that cannot be sent (not IP, larger than the port's MTU, no route, an
+// unresolved next hop, no buffer, a full TX ring) are dropped and counted,
+// as a kernel interface drops them, so that one bad packet does not make
+// wireguard-go log every batch. Safe for concurrent use; it does not keep
+// bufs and allocates nothing on the hot path. After Close it returns 0,
+// os.ErrClosed.
+func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
+	if d.closed.Load() {
+		return 0, os.ErrClosed
+	}
+	var macs [PortBatchSize]header.MAC
+	var ok [PortBatchSize]bool
+	for done := 0; done < len(bufs); {
+		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
+		var last netip.Addr
+		var lastMAC header.MAC
+		lastOK, lastReason := false, PortDropNoRoute
+		for i, b := range chunk {
+			ok[i] = false
+			if offset > len(b) {
+				d.ctr.drops[PortDropMalformed].Add(1)
+				continue
+			}
+			pkt := b[offset:]
+			dst, good := destination(pkt)
+			switch {
+			case !good:
+				d.ctr.drops[PortDropMalformed].Add(1)
+				continue
+			case len(pkt) > d.maxLen:
+				d.ctr.drops[PortDropTooBig].Add(1)
+				continue
+			}
+			if dst == last {
+				macs[i], ok[i] = lastMAC, lastOK
+				if !lastOK {
+					d.ctr.drops[lastReason].Add(1)
+				}
+				continue
+			}
+			mac, r := d.nextHop(dst)
+			last, lastMAC, lastOK, lastReason = dst, mac, r == NumPortDropReasons, r
+			if !lastOK {
+				d.ctr.drops[r].Add(1)
+				continue
+			}
+			macs[i], ok[i] = mac, true
+		}
+		d.send(chunk, offset, macs[:len(chunk)], ok[:len(chunk)])
+		done += len(chunk)
+	}
+	return len(bufs), nil
+}
+
+// destination returns an IP packet's destination address.
+func destination(pkt []byte) (netip.Addr, bool) {
+	if len(pkt) < 1 {
+		return netip.Addr{}, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) < header.IPv4MinLen {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom4([4]byte(pkt[16:20])), true
+	case 6:
+		if len(pkt) < header.IPv6Len {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom16([16]byte(pkt[24:40])), true
+	}
+	return netip.Addr{}, false
+}
+
+// nextHop returns dst's next hop MAC, or a drop reason
+// (NumPortDropReasons on success).
+func (d *PortDevice) nextHop(dst netip.Addr) (header.MAC, PortDropReason) {
+	nh, _, ok := d.cfg.Routes.NextHop(dst)
+	if !ok {
+		return header.MAC{}, PortDropNoRoute
+	}
+	if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
+		return header.MAC(mac), NumPortDropReasons
+	}
+	deadline := time.Now().Add(d.cfg.ResolveWait)
+	for sleep := 100 * time.Microsecond; ; sleep = min(2*sleep, 10*time.Millisecond) {
+		switch d.cfg.Neighbours.Resolve(nh) {
+		case arp.StateFailed, arp.StateNone:
+			return header.MAC{}, PortDropNoNeighbour
+		}
+		if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
+			return header.MAC(mac), NumPortDropReasons
+		}
+		if time.Now().After(deadline) || d.closed.Load() {
+			return header.MAC{}, PortDropNoNeighbour
+		}
+		time.Sleep(sleep)
+	}
+}
+
+// send builds and transmits the packets marked ok on one TX queue.
+func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []bool) {
+	want := 0
+	for _, o := range ok {
+		if o {
+			want++
+		}
+	}
+	if want == 0 {
+		return
+	}
+	q := d.takeTX()
+	defer q.mu.Unlock()
+	got := q.tx.Alloc(q.frames[:want])
+	if got < want {
+		d.ctr.drops[PortDropNoBuffer].Add(uint64(want - got))
+	}
+	k := 0
+	for i, b := range bufs {
+		if !ok[i] || k == got {
+			continue
+		}
+		pkt := b[offset:]
+		f := &q.frames[k]
+		if !f.SetLen(header.EthernetLen + len(pkt)) {
+			d.ctr.drops[PortDropTooBig].Add(1)
+			continue
+		}
+		data := f.Data()
+		et := uint16(header.EtherTypeIPv4)
+		if pkt[0]>>4 == 6 {
+			et = header.EtherTypeIPv6
+		}
+		header.PutEthernet(data, macs[i], d.mac, et)
+		copy(data[header.EthernetLen:], pkt)
+		k++
+	}
+	if k < got {
+		q.tx.Free(q.frames[k:got])
+	}
+	sent := 0
+	for tries := 0; sent < k && tries < 4; tries++ {
+		m := q.tx.Transmit(q.frames[sent:k])
+		if m == 0 {
+			q.tx.Reclaim()
+		}
+		sent += m
+	}
+	if sent < k {
+		d.ctr.drops[PortDropTXFull].Add(uint64(k - sent))
+		q.tx.Free(q.frames[sent:k])
+	}
+	d.ctr.tx.Add(uint64(sent))
+	clear(q.frames[:got])
+}
+
+// SendFrame transmits one whole Ethernet frame (owned mode: an
+// arp.FrameProber's request, a Responder's answer or announcement) on some
+// TX queue. It copies frame. Safe for concurrent use; it may be called
+// with the neighbour table's lock held, but not from inside Write.
+func (d *PortDevice) SendFrame(frame []byte) error {
+	q := d.takeTX()
+	defer q.mu.Unlock()
+	if q.tx.Alloc(q.frames[:1]) != 1 {
+		d.ctr.drops[PortDropNoBuffer].Add(1)
+		return errors.New("tundev: send frame: no free frame")
+	}
+	f := &q.frames[0]
+	if !f.SetLen(len(frame)) {
+		q.tx.Free(q.frames[:1])
+		d.ctr.drops[PortDropTooBig].Add(1)
+		return fmt.Errorf("tundev: send frame: %d bytes do not fit a frame", len(frame))
+	}
+	copy(f.Data(), frame)
+	if q.tx.Transmit(q.frames[:1]) != 1 {
+		q.tx.Reclaim()
+		if q.tx.Transmit(q.frames[:1]) != 1 {
+			q.tx.Free(q.frames[:1])
+			d.ctr.drops[PortDropTXFull].Add(1)
+		}
+	}
+	q.frames[0] = dataplane.Frame{}
+	return nil
+}
