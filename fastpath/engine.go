@@ -77,6 +77,9 @@ type Config struct {
 	Exception func(pkt []byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr
+	// SourcePorts is the default size of a peer's outer source port range
+	// (Peer.SrcPorts), starting at ListenPort (default 1).
+	SourcePorts uint16
 	// ZeroIPv4UDPChecksum sends outer IPv4 UDP datagrams without a
 	// checksum (RFC 768 allows it; the WireGuard payload is authenticated
 	// anyway), saving a pass over each packet. IPv6 always has one (RFC
@@ -257,7 +260,7 @@ func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 			rt.t.Insert(pfx.Masked(), p)
 		}
 		if p.SrcPorts == 0 {
-			p.SrcPorts = 1
+			p.SrcPorts = max(e.cfg.SourcePorts, 1)
 		}
 		if p.SrcPortBase == 0 {
 			p.SrcPortBase = e.cfg.ListenPort

@@ -76,7 +76,7 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 			d.consumeResponseLocked(m, now)
 		}
 	case noise.TypeCookieReply:
-		recv, ok := noise.ResponseReceiver(msg)
+		recv, ok := noise.MessageReceiver(msg)
 		if !ok {
 			d.stats.drop(DropHandshakeInvalid)
 			return
@@ -150,7 +150,7 @@ func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64)
 }
 
 func (d *Device) consumeResponseLocked(m fastpath.HandshakeMessage, now int64) {
-	recv, _ := noise.ResponseReceiver(m.Data)
+	recv, _ := noise.MessageReceiver(m.Data)
 	p := d.pending[recv]
 	if p == nil || p.hs == nil {
 		d.stats.drop(DropUnknownIndex)

@@ -1,0 +1,52 @@
+// Command wgpio runs a WireGuard gateway on wgpio's dataplane.
+//
+//	wgpio up -c wg0.conf        run a gateway from a wg-quick style file
+//	wgpio demo                  a throwaway topology with a stock wireguard-go peer
+//	wgpio stats [name]          a running gateway's per-queue counters
+//
+// The configuration file is wg-quick's, plus an optional [WGPIO] section
+// (see package config). The gateway serves the UAPI socket
+// /var/run/wireguard/<name>.sock, so wg(8) shows and sets it.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: wgpio <command> [flags]
+
+commands:
+  up -c FILE      run a gateway from a wg-quick style configuration file
+  demo            build a throwaway topology (two hosts, a wgpio gateway and a
+                  stock wireguard-go gateway), send traffic, show live counters
+  stats [NAME]    print a running gateway's per-queue counters
+
+Run "wgpio <command> -h" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = cmdUp(os.Args[2:])
+	case "demo":
+		err = cmdDemo(os.Args[2:])
+	case "stats":
+		err = cmdStats(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "wgpio: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wgpio: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+)
+
+// collector exports a gateway's counters in Prometheus' conventions: one
+// metric per quantity, labels for queue, reason and peer, _total counters.
+type collector struct {
+	name string
+	g    *fastgw.Gateway
+
+	encrypted, decrypted, drops, held       *prometheus.Desc
+	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
+	peerRx, peerTx, peerHandshake           *prometheus.Desc
+	portRx, portTx, portDrops, portCopies   *prometheus.Desc
+}
+
+func newCollector(name string, g *fastgw.Gateway) *collector {
+	l := prometheus.Labels{"device": name}
+	d := func(n, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("wgpio_"+n, help, labels, l)
+	}
+	return &collector{
+		name: name, g: g,
+		encrypted:     d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
+		decrypted:     d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
+		encBytes:      d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
+		decBytes:      d("inner_bytes_decrypted_total", "Inner bytes accepted.", "queue"),
+		drops:         d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
+		held:          d("packets_held", "Packets waiting for a handshake.", "queue"),
+		handshakes:    d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
+		ctlSent:       d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
+		peerRx:        d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
+		peerTx:        d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
+		peerHandshake: d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
+		portRx:        d("port_receive_packets_total", "Frames received on a port queue.", "port", "queue"),
+		portTx:        d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
+		portDrops:     d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
+		portCopies:    d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
+		c.handshakes, c.ctlSent, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := statsOf(c.g)
+	ctr := prometheus.CounterValue
+	for i, q := range s.Queues {
+		qs := strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(c.encrypted, ctr, float64(q.Encrypted), qs)
+		ch <- prometheus.MustNewConstMetric(c.decrypted, ctr, float64(q.Decrypted), qs)
+		ch <- prometheus.MustNewConstMetric(c.encBytes, ctr, float64(q.EncryptedBytes), qs)
+		ch <- prometheus.MustNewConstMetric(c.decBytes, ctr, float64(q.DecryptedBytes), qs)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(q.Held), qs)
+		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
+		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
+		for r, n := range q.Drops {
+			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(n), qs, fastpath.DropReason(r).String())
+		}
+		for _, port := range []struct {
+			name string
+			st   dataplane.Stats
+		}{{"lan", q.LAN}, {"wan", q.WAN}} {
+			ch <- prometheus.MustNewConstMetric(c.portRx, ctr, float64(port.st.RXPackets), port.name, qs)
+			ch <- prometheus.MustNewConstMetric(c.portTx, ctr, float64(port.st.TXPackets), port.name, qs)
+			ch <- prometheus.MustNewConstMetric(c.portCopies, ctr, float64(port.st.Copies), port.name, qs)
+			for r, n := range port.st.Drops {
+				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(n), port.name, qs, dataplane.DropReason(r).String())
+			}
+		}
+	}
+	for _, p := range s.Peers {
+		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
+		ch <- prometheus.MustNewConstMetric(c.peerTx, ctr, float64(p.TxBytes), p.PublicKey)
+		hs := 0.0
+		if !p.LastHandshake.IsZero() {
+			hs = float64(p.LastHandshake.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.peerHandshake, prometheus.GaugeValue, hs, p.PublicKey)
+	}
+}
+
+// serveMetrics serves /metrics on addr in the background.
+func serveMetrics(addr, name string, g *fastgw.Gateway) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newCollector(name, g)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go func() {
+		if err := http.Serve(ln, mux); err != nil && !errors.Is(err, net.ErrClosed) {
+			fmt.Printf("wgpio: metrics server: %v\n", err)
+		}
+	}()
+	return nil
+}

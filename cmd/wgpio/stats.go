@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+)
+
+func cmdStats(args []string) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the raw JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	names := fs.Args()
+	if len(names) == 0 {
+		m, _ := filepath.Glob(filepath.Join(runDir, "*.stats"))
+		for _, p := range m {
+			names = append(names, strings.TrimSuffix(filepath.Base(p), ".stats"))
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("no running wgpio gateway found (no %s/*.stats socket)", runDir)
+		}
+	}
+	for _, name := range names {
+		s, raw, err := fetchStats(name)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			os.Stdout.Write(raw)
+			continue
+		}
+		printStats(name, s)
+	}
+	return nil
+}
+
+func fetchStats(name string) (GatewayStats, []byte, error) {
+	var s GatewayStats
+	path := filepath.Join(runDir, name+".stats")
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return s, nil, fmt.Errorf("gateway %s: %w (is `wgpio up` running?)", name, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var raw json.RawMessage
+	if err := json.NewDecoder(c).Decode(&raw); err != nil {
+		return s, nil, fmt.Errorf("gateway %s: read stats: %w", name, err)
+	}
+	err = json.Unmarshal(raw, &s)
+	return s, raw, err
+}
+
+func printStats(name string, s GatewayStats) {
+	fmt.Printf("gateway %s\n", name)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\theld\tdrops")
+	for i, q := range s.Queues {
+		var drops []string
+		for r, n := range q.Drops {
+			if n > 0 {
+				drops = append(drops, fmt.Sprintf("%s=%d", fastpath.DropReason(r), n))
+			}
+		}
+		sort.Strings(drops)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.Held, strings.Join(drops, " "))
+	}
+	tw.Flush()
+}

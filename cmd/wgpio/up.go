@@ -1,0 +1,279 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+)
+
+// runDir holds wgpio's own sockets and locks (the UAPI sockets live in
+// /var/run/wireguard, shared with every WireGuard implementation).
+const runDir = "/var/run/wgpio"
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func cmdUp(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
+	name := fs.String("name", "", "interface and UAPI socket `name` (default: the file name without .conf)")
+	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath or compat-mqtun")
+	wan := fs.String("wan", "", "override [WGPIO] WAN interface")
+	lan := fs.String("lan", "", "override [WGPIO] LAN interface")
+	queues := fs.Int("queues", 0, "override [WGPIO] Queues")
+	xdp := fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic")
+	zeroCsum := fs.Bool("zero-udp-checksum", false, "send outer IPv4 UDP without a checksum (RFC 768 allows it)")
+	logLevel := fs.String("log", "info", "log `level`: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *conf == "" {
+		return errors.New("up: -c FILE is required")
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	f, err := config.Load(*conf)
+	if err != nil {
+		return err
+	}
+	for _, w := range f.Warnings {
+		log.Warn("config", "warning", w.String())
+	}
+	if *name == "" {
+		*name = strings.TrimSuffix(filepath.Base(*conf), ".conf")
+	}
+	w := f.WGPIO
+	if *mode != "" {
+		w.Mode = config.Mode(*mode)
+	}
+	if *wan != "" {
+		w.WAN = *wan
+	}
+	if *lan != "" {
+		w.LAN = *lan
+	}
+	if *queues > 0 {
+		w.Queues = *queues
+	}
+	if *xdp != "" {
+		w.XDPMode = config.XDPMode(*xdp)
+	}
+	if w.Mode == "" {
+		w.Mode = config.ModeFastPath
+	}
+	unlock, err := lockInstance(*name, w.WAN)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	switch w.Mode {
+	case config.ModeFastPath:
+		return upFastpath(log, *name, f, w, *zeroCsum)
+	case config.ModeCompatMQTUN:
+		return upCompatMQTUN(log, *name, f, w)
+	default:
+		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath or compat-mqtun)", *conf, w.Mode)
+	}
+}
+
+// lockInstance makes sure one gateway runs per name and per WAN interface.
+func lockInstance(name, wan string) (func(), error) {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", runDir, err)
+	}
+	var files []*os.File
+	release := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, l := range []struct{ path, what string }{
+		{filepath.Join(runDir, "name-"+name+".lock"), "name " + name},
+		{filepath.Join(runDir, "if-"+wan+".lock"), "interface " + wan},
+	} {
+		if strings.HasSuffix(l.path, "if-.lock") {
+			continue
+		}
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("lock %s: %w", l.path, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			release()
+			return nil, fmt.Errorf("another wgpio already runs with %s (lock %s held)", l.what, l.path)
+		}
+		files = append(files, f)
+	}
+	return release, nil
+}
+
+func peerConfigs(f *config.File) []gateway.PeerConfig {
+	var out []gateway.PeerConfig
+	for _, p := range f.Peers {
+		out = append(out, gateway.PeerConfig{
+			PublicKey: p.PublicKey, PresharedKey: p.PresharedKey, Endpoint: p.Endpoint,
+			PersistentKeepalive: time.Duration(p.PersistentKeepalive) * time.Second,
+			AllowedIPs:          p.AllowedIPs,
+		})
+	}
+	return out
+}
+
+func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, zeroCsum bool) error {
+	if w.WAN == "" || w.LAN == "" {
+		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
+	}
+	if w.AddressMode == config.AddressOwned {
+		return fmt.Errorf("%s: [WGPIO] AddressMode = owned is not available in this build; use shared (the kernel keeps the interfaces' addresses)", f.Name)
+	}
+	attach := afxdp.AttachAuto
+	switch w.XDPMode {
+	case config.XDPNative:
+		attach = afxdp.AttachNative
+	case config.XDPGeneric:
+		attach = afxdp.AttachGeneric
+	}
+	cfg := fastgw.Config{
+		Name: name, PrivateKey: f.Interface.PrivateKey, ListenPort: f.Interface.ListenPort,
+		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, CPUs: w.CPUs,
+		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
+		ZeroIPv4UDPChecksum: zeroCsum, Logger: log,
+	}
+	if w.SourcePorts.First != 0 {
+		if f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
+			return fmt.Errorf("%s: [WGPIO] SourcePorts must start at the ListenPort %d", f.Name, f.Interface.ListenPort)
+		}
+		cfg.ListenPort = w.SourcePorts.First
+		cfg.SourcePorts = uint16(w.SourcePorts.Len())
+	}
+	g, err := fastgw.Start(cfg)
+	if err != nil {
+		return explain(err)
+	}
+	stop, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
+	if err != nil {
+		g.Close()
+		return err
+	}
+	if w.MetricsAddress != "" {
+		if err := serveMetrics(w.MetricsAddress, name, g); err != nil {
+			stop()
+			g.Close()
+			return err
+		}
+	}
+	log.Info("running; stop with Ctrl-C or SIGTERM", "uapi", "/var/run/wireguard/"+name+".sock")
+	sig := waitSignal()
+	log.Info("stopping", "signal", sig.String())
+	final := statsOf(g)
+	stop()
+	err = g.Close()
+	logFinal(log, final)
+	return err
+}
+
+// explain adds the fix to errors a new user meets first.
+func explain(err error) error {
+	switch {
+	case errors.Is(err, afxdp.ErrXDPUnsupported):
+		return fmt.Errorf("%w\n(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", err)
+	}
+	return err
+}
+
+func waitSignal() os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	return <-ch
+}
+
+// GatewayStats is what `wgpio stats` prints and the metrics export.
+type GatewayStats struct {
+	Name   string                `json:"name"`
+	Queues []fastpath.QueueStats `json:"queues"`
+	Peers  []PeerStat            `json:"peers"`
+	Device gateway.Stats         `json:"control_plane"`
+}
+
+// PeerStat is a peer's state without key material (the pre-shared key of
+// gateway.PeerStatus never leaves the process).
+type PeerStat struct {
+	PublicKey     string    `json:"public_key"`
+	Endpoint      string    `json:"endpoint,omitempty"`
+	LastHandshake time.Time `json:"last_handshake"`
+	TxBytes       uint64    `json:"tx_bytes"`
+	RxBytes       uint64    `json:"rx_bytes"`
+}
+
+func statsOf(g *fastgw.Gateway) GatewayStats {
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats()}
+	for _, p := range g.Device().Peers() {
+		ps := PeerStat{PublicKey: p.PublicKey.Base64(), LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
+		if p.Endpoint.IsValid() {
+			ps.Endpoint = p.Endpoint.String()
+		}
+		s.Peers = append(s.Peers, ps)
+	}
+	return s
+}
+
+func logFinal(log *slog.Logger, s GatewayStats) {
+	for i, q := range s.Queues {
+		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}
+		for r, n := range q.Drops {
+			if n > 0 {
+				attrs = append(attrs, "drop_"+fastpath.DropReason(r).String(), n)
+			}
+		}
+		log.Info("final counters", attrs...)
+	}
+}
+
+// serveStats answers `wgpio stats` on a unix socket with one JSON document
+// per connection.
+func serveStats(name string, get func() any) (stop func(), err error) {
+	path := filepath.Join(runDir, name+".stats")
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("stats socket %s: %w", path, err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			json.NewEncoder(c).Encode(get())
+			c.Close()
+		}
+	}()
+	return func() { ln.Close(); os.Remove(path) }, nil
+}

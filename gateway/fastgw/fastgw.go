@@ -1,0 +1,462 @@
+// Package fastgw wires a wgpio fast-path gateway together: AF_XDP ports on a
+// WAN and a LAN interface sharing one UMEM, the fast path's per-queue
+// workers (package fastpath), the WireGuard control plane with its UAPI
+// socket (package gateway), next hops from the kernel's routes and
+// neighbours (package arp, shared address mode), and an exception TUN that
+// carries packets for the gateway's own tunnel addresses to and from the
+// host kernel.
+//
+// Start must run in the network namespace of the two interfaces (AF_XDP
+// sockets and netlink handles keep that namespace afterwards). It needs
+// root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
+package fastgw
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// Config configures a fast-path gateway.
+type Config struct {
+	// Name names the UAPI socket (/var/run/wireguard/<Name>.sock) and the
+	// exception TUN interface. Required.
+	Name string
+	// PrivateKey is the static private key.
+	PrivateKey noise.PrivateKey
+	// ListenPort is the WireGuard UDP port on the WAN addresses (default
+	// 51820).
+	ListenPort uint16
+	// Peers to configure at start (more can come over the UAPI).
+	Peers []gateway.PeerConfig
+	// WAN and LAN are the interface names (encrypted and plaintext side).
+	WAN, LAN string
+	// Queues is the number of NIC queues on each side (default 1); one
+	// worker per queue.
+	Queues int
+	// CPUs pins worker i to CPUs[i % len(CPUs)].
+	CPUs []int
+	// SourcePorts is how many outer source ports, from ListenPort up, the
+	// inner flows hash to (default 1: plain WireGuard). The XDP program
+	// accepts the whole range.
+	SourcePorts uint16
+	// Attach selects native or generic XDP (default: native, else generic).
+	Attach afxdp.AttachMode
+	// MTU is the tunnel MTU (default 1420).
+	MTU int
+	// Addresses are the gateway's own tunnel addresses (wg-quick's
+	// Address): they go on the exception TUN, so the gateway answers over
+	// its own tunnel.
+	Addresses []netip.Prefix
+	// ZeroIPv4UDPChecksum sends outer IPv4 UDP without a checksum.
+	ZeroIPv4UDPChecksum bool
+	// Logger (default: discard).
+	Logger *slog.Logger
+}
+
+// Gateway is a running fast-path gateway.
+type Gateway struct {
+	cfg    Config
+	log    *slog.Logger
+	umem   *afxdp.UMEM
+	wan    *afxdp.Port
+	lan    *afxdp.Port
+	engine *fastpath.Engine
+	dev    *gateway.Device
+	dp     *dataplane_
+
+	routes     *arp.KernelRoutes
+	wanNeigh   *arp.KernelNeighbours
+	lanNeigh   *arp.KernelNeighbours
+	wanTable   *arp.Table
+	lanTable   *arp.Table
+	nlHandle   *netlink.Handle
+	tableDone  chan struct{}
+	exc        *tundev.MultiQueueTUN
+	excWG      sync.WaitGroup
+	closeOnce  sync.Once
+	wanIfindex int
+	lanIfindex int
+}
+
+// link describes an interface: index, MAC and its first global IPv4 and
+// IPv6 addresses.
+type link struct {
+	index  int
+	mac    net.HardwareAddr
+	v4, v6 netip.Addr
+	all    []netip.Addr
+}
+
+func readLink(h *netlink.Handle, name string) (link, error) {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+	}
+	out := link{index: l.Attrs().Index, mac: l.Attrs().HardwareAddr}
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		out.all = append(out.all, ip)
+		switch {
+		case ip.Is4() && !out.v4.IsValid():
+			out.v4 = ip
+		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
+			out.v6 = ip
+		}
+	}
+	return out, nil
+}
+
+// resolver finds next-hop MACs on one interface from the kernel's routes
+// and a neighbour table mirrored from the kernel (shared mode).
+type resolver struct {
+	routes  *arp.KernelRoutes
+	table   *arp.Table
+	ifindex int
+}
+
+// Resolve implements fastpath.Resolver.
+func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
+	nh, ifindex, ok := r.routes.NextHop(dst)
+	if !ok || (ifindex != 0 && ifindex != r.ifindex) {
+		return [6]byte{}, false
+	}
+	if mac, ok := r.table.Lookup(nh); ok {
+		return mac, true
+	}
+	r.table.Resolve(nh)
+	return [6]byte{}, false
+}
+
+// dataplane_ is the engine as the control plane sees it, plus keeping the
+// LAN XDP prefix map in sync with the allowed IPs.
+type dataplane_ struct {
+	*fastpath.Engine
+	lan *afxdp.Port
+	// excLink, if not nil, is the exception TUN: the allowed IPs are
+	// routed into it (as wg-quick does), so that the gateway's own traffic
+	// to the peers' networks takes the tunnel. Default routes (/0) are not
+	// installed: they would take the gateway's WAN traffic too.
+	excLink netlink.Link
+	nl      *netlink.Handle
+
+	mu       sync.Mutex
+	prefixes map[netip.Prefix]bool // guarded by mu
+	log      *slog.Logger
+}
+
+// SetPeers implements gateway.Dataplane: it swaps the engine's snapshot and
+// updates the LAN port's LPM map so that the XDP program redirects exactly
+// the destinations some peer's allowed IPs contain.
+func (d *dataplane_) SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	want := make(map[netip.Prefix]bool)
+	for _, l := range allowed {
+		for _, p := range l {
+			want[p.Masked()] = true
+		}
+	}
+	// Add before the snapshot swap (frames may arrive that the engine
+	// cannot route yet: counted as no_route), delete after.
+	for p := range want {
+		if !d.prefixes[p] {
+			if err := d.lan.AddPrefix(p); err != nil {
+				return fmt.Errorf("add %v to the LAN XDP prefix map: %w", p, err)
+			}
+			d.prefixes[p] = true
+			d.route(p, true)
+		}
+	}
+	if err := d.Engine.SetPeers(peers, allowed); err != nil {
+		return err
+	}
+	for p := range d.prefixes {
+		if !want[p] {
+			if err := d.lan.DeletePrefix(p); err != nil {
+				d.log.Warn("delete prefix from the LAN XDP map", "prefix", p, "err", err)
+				continue
+			}
+			delete(d.prefixes, p)
+			d.route(p, false)
+		}
+	}
+	return nil
+}
+
+// route adds or deletes the route of p into the exception TUN.
+func (d *dataplane_) route(p netip.Prefix, add bool) {
+	if d.excLink == nil || p.Bits() == 0 {
+		return
+	}
+	r := &netlink.Route{
+		LinkIndex: d.excLink.Attrs().Index,
+		Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
+	}
+	var err error
+	if add {
+		err = d.nl.RouteReplace(r)
+	} else {
+		err = d.nl.RouteDel(r)
+	}
+	if err != nil {
+		d.log.Warn("route into the exception TUN", "prefix", p, "add", add, "err", err)
+	}
+}
+
+// Start opens the ports and runs the gateway.
+func Start(cfg Config) (_ *Gateway, err error) {
+	if cfg.Name == "" {
+		return nil, errors.New("fastgw: a name is required")
+	}
+	if cfg.WAN == "" || cfg.LAN == "" {
+		return nil, errors.New("fastgw: WAN and LAN interfaces are required")
+	}
+	if cfg.WAN == cfg.LAN {
+		return nil, fmt.Errorf("fastgw: WAN and LAN are both %s; they must be two interfaces", cfg.WAN)
+	}
+	if cfg.ListenPort == 0 {
+		cfg.ListenPort = 51820
+	}
+	if cfg.Queues <= 0 {
+		cfg.Queues = 1
+	}
+	if cfg.SourcePorts == 0 {
+		cfg.SourcePorts = 1
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = fastpath.DefaultMTU
+	}
+	if int(cfg.ListenPort)+int(cfg.SourcePorts)-1 > 65535 {
+		return nil, fmt.Errorf("fastgw: source ports %d-%d pass 65535", cfg.ListenPort, int(cfg.ListenPort)+int(cfg.SourcePorts)-1)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: log, tableDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+
+	if g.nlHandle, err = netlink.NewHandle(); err != nil {
+		return nil, fmt.Errorf("fastgw: netlink: %w", err)
+	}
+	wl, err := readLink(g.nlHandle, cfg.WAN)
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: WAN: %w", err)
+	}
+	ll, err := readLink(g.nlHandle, cfg.LAN)
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: LAN: %w", err)
+	}
+	if !wl.v4.IsValid() && !wl.v6.IsValid() {
+		return nil, fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
+	}
+	g.wanIfindex, g.lanIfindex = wl.index, ll.index
+
+	// Next hops: kernel routes and neighbours (shared mode).
+	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{}); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
+	g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
+	if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{LinkIndex: wl.index}); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{LinkIndex: ll.index}); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	go g.wanTable.Run(g.tableDone, 0)
+	go g.lanTable.Run(g.tableDone, 0)
+	wanRes := &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
+	lanRes := &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
+
+	// Ports on one UMEM: LAN RX frames go out on WAN TX without a copy.
+	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: 8192 * cfg.Queues}); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	var udp []afxdp.UDPMatch
+	for _, a := range []netip.Addr{wl.v4, wl.v6} {
+		if a.IsValid() {
+			udp = append(udp, afxdp.UDPMatch{Addr: a, PortLo: cfg.ListenPort, PortHi: cfg.ListenPort + cfg.SourcePorts - 1})
+		}
+	}
+	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: afxdp.Filter{UDP: udp}})
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: WAN: %w", err)
+	}
+	host := append([]netip.Addr(nil), ll.all...)
+	for _, p := range cfg.Addresses {
+		host = append(host, p.Addr())
+	}
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: host}})
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: LAN: %w", err)
+	}
+	log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
+		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM())
+
+	// Exception TUN for the gateway's own tunnel addresses.
+	var tunnelAddrs []netip.Addr
+	if len(cfg.Addresses) > 0 {
+		if g.exc, err = tundev.OpenMultiQueueTUN(cfg.Name, 1, cfg.MTU); err != nil {
+			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
+		}
+		tl, err := g.nlHandle.LinkByName(cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
+		}
+		for _, p := range cfg.Addresses {
+			a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+			if p.Addr().Is6() {
+				a.Flags |= 0x02 // IFA_F_NODAD
+			}
+			if err := g.nlHandle.AddrAdd(tl, a); err != nil {
+				return nil, fmt.Errorf("fastgw: add %v to %s: %w", p, cfg.Name, err)
+			}
+			tunnelAddrs = append(tunnelAddrs, p.Addr())
+		}
+	}
+
+	ecfg := fastpath.Config{
+		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
+		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
+		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes,
+		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, ZeroIPv4UDPChecksum: cfg.ZeroIPv4UDPChecksum,
+	}
+	if g.exc != nil {
+		exc := g.exc
+		ecfg.Exception = func(pkt []byte) {
+			if _, err := exc.Write([][]byte{pkt}, 0); err != nil {
+				log.Debug("exception TUN write", "err", err)
+			}
+		}
+	}
+	if g.engine, err = fastpath.New(ecfg); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), log: log, nl: g.nlHandle}
+	if g.exc != nil {
+		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
+		}
+	}
+	var wanMAC [6]byte
+	copy(wanMAC[:], wl.mac)
+	g.dev, err = gateway.New(gateway.Options{
+		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort,
+		Dataplane: g.dp, Logger: log, Resolve: wanRes.Resolve,
+		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	for _, p := range cfg.Peers {
+		if err := g.dev.AddPeer(p); err != nil {
+			return nil, fmt.Errorf("fastgw: add peer: %w", err)
+		}
+	}
+	g.engine.Start()
+	if err := g.dev.Start(); err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	if g.exc != nil {
+		g.excWG.Add(1)
+		go g.readException()
+	}
+	log.Info("gateway up", "name", cfg.Name, "listen_port", cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(cfg.Peers))
+	return g, nil
+}
+
+// readException carries the host kernel's packets from the exception TUN
+// into the tunnel.
+func (g *Gateway) readException() {
+	defer g.excWG.Done()
+	bufs := make([][]byte, g.exc.BatchSize())
+	for i := range bufs {
+		bufs[i] = make([]byte, 65535)
+	}
+	sizes := make([]int, len(bufs))
+	q := 0
+	for {
+		n, err := g.exc.Read(bufs, sizes, 0)
+		if err != nil {
+			return
+		}
+		for i := 0; i < n; i++ {
+			g.engine.SendTunnel(q, bufs[i][:sizes[i]])
+			q++
+		}
+	}
+}
+
+// Device is the control plane (peers, UAPI, stats).
+func (g *Gateway) Device() *gateway.Device { return g.dev }
+
+// Engine is the fast path.
+func (g *Gateway) Engine() *fastpath.Engine { return g.engine }
+
+// Ports returns the WAN and LAN ports.
+func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
+
+// Close stops the gateway, removes the UAPI socket, detaches the XDP
+// programs and frees everything. Safe to call more than once.
+func (g *Gateway) Close() error {
+	var errs []error
+	g.closeOnce.Do(func() {
+		if g.dev != nil {
+			errs = append(errs, g.dev.Close())
+		}
+		if g.engine != nil {
+			errs = append(errs, g.engine.Close())
+		}
+		if g.exc != nil {
+			errs = append(errs, g.exc.Close())
+			g.excWG.Wait()
+		}
+		if g.lan != nil {
+			errs = append(errs, g.lan.Close())
+		}
+		if g.wan != nil {
+			errs = append(errs, g.wan.Close())
+		}
+		close(g.tableDone)
+		if g.wanNeigh != nil {
+			errs = append(errs, g.wanNeigh.Close())
+		}
+		if g.lanNeigh != nil {
+			errs = append(errs, g.lanNeigh.Close())
+		}
+		if g.routes != nil {
+			errs = append(errs, g.routes.Close())
+		}
+		if g.nlHandle != nil {
+			g.nlHandle.Close()
+		}
+	})
+	return errors.Join(errs...)
+}

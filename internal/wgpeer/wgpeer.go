@@ -1,0 +1,158 @@
+// Package wgpeer runs stock wireguard-go (golang.zx2c4.com/wireguard, the
+// version pinned in go.mod, unmodified) as a test peer inside a network
+// namespace: a kernel TUN, the standard UDP bind, configuration through its
+// own UAPI handler, and a UAPI socket so that wg(8) can show it.
+package wgpeer
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// Peer is one peer of the stock device.
+type Peer struct {
+	PublicKey  [32]byte
+	Endpoint   netip.AddrPort // invalid: none
+	AllowedIPs []netip.Prefix
+	Keepalive  int // seconds, 0 off
+}
+
+// Config configures a stock wireguard-go device.
+type Config struct {
+	// Name of the TUN interface and the UAPI socket (unique on the host).
+	Name       string
+	PrivateKey [32]byte
+	ListenPort uint16
+	MTU        int // default 1420
+	// Address is put on the TUN (CIDR); Routes are routed into it.
+	Address netip.Prefix
+	Routes  []netip.Prefix
+	Peers   []Peer
+	// Queues > 0 uses wgpio's multi-queue kernel TUN with that many
+	// queues instead of wireguard-go's own TUN.
+	Queues int
+}
+
+// Device is a running stock wireguard-go device.
+type Device struct {
+	Dev  *device.Device
+	uapi net.Listener
+	ns   *topo.NS
+	name string
+}
+
+// UAPIConfig renders cfg as a UAPI set body (hex keys).
+func UAPIConfig(cfg Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "private_key=%s\n", hex.EncodeToString(cfg.PrivateKey[:]))
+	if cfg.ListenPort != 0 {
+		fmt.Fprintf(&b, "listen_port=%d\n", cfg.ListenPort)
+	}
+	b.WriteString("replace_peers=true\n")
+	for _, p := range cfg.Peers {
+		fmt.Fprintf(&b, "public_key=%s\n", hex.EncodeToString(p.PublicKey[:]))
+		if p.Endpoint.IsValid() {
+			fmt.Fprintf(&b, "endpoint=%s\n", p.Endpoint)
+		}
+		if p.Keepalive > 0 {
+			fmt.Fprintf(&b, "persistent_keepalive_interval=%d\n", p.Keepalive)
+		}
+		b.WriteString("replace_allowed_ips=true\n")
+		for _, a := range p.AllowedIPs {
+			fmt.Fprintf(&b, "allowed_ip=%s\n", a)
+		}
+	}
+	return b.String()
+}
+
+// Start runs the device inside ns. Sockets and the TUN are made on a thread
+// inside ns and stay there.
+func Start(ns *topo.NS, cfg Config) (*Device, error) {
+	if cfg.MTU == 0 {
+		cfg.MTU = 1420
+	}
+	d := &Device{ns: ns, name: cfg.Name}
+	err := ns.Do(func() error {
+		var t tun.Device
+		var err error
+		if cfg.Queues > 0 {
+			t, err = tundev.OpenMultiQueueTUN(cfg.Name, cfg.Queues, cfg.MTU)
+		} else {
+			t, err = tun.CreateTUN(cfg.Name, cfg.MTU)
+		}
+		if err != nil {
+			return fmt.Errorf("wgpeer: create TUN %s: %w", cfg.Name, err)
+		}
+		logger := device.NewLogger(device.LogLevelError, "wgpeer("+cfg.Name+") ")
+		d.Dev = device.NewDevice(t, conn.NewDefaultBind(), logger)
+		if err := d.Dev.IpcSet(UAPIConfig(cfg)); err != nil {
+			d.Dev.Close()
+			return fmt.Errorf("wgpeer: configure: %w", err)
+		}
+		if err := d.Dev.Up(); err != nil {
+			d.Dev.Close()
+			return fmt.Errorf("wgpeer: up: %w", err)
+		}
+		f, err := ipc.UAPIOpen(cfg.Name)
+		if err != nil {
+			d.Dev.Close()
+			return fmt.Errorf("wgpeer: UAPI socket: %w", err)
+		}
+		d.uapi, err = ipc.UAPIListen(cfg.Name, f)
+		if err != nil {
+			d.Dev.Close()
+			return fmt.Errorf("wgpeer: UAPI listen: %w", err)
+		}
+		go func() {
+			for {
+				c, err := d.uapi.Accept()
+				if err != nil {
+					return
+				}
+				go d.Dev.IpcHandle(c)
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Address.IsValid() {
+		if err := ns.AddAddr(cfg.Name, cfg.Address.String()); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if _, err := ns.Run("ip", "link", "set", cfg.Name, "up"); err != nil {
+		d.Close()
+		return nil, err
+	}
+	for _, r := range cfg.Routes {
+		if err := ns.AddRoute(r.String(), "", cfg.Name); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Close stops the device and removes its UAPI socket.
+func (d *Device) Close() {
+	if d.uapi != nil {
+		d.uapi.Close()
+	}
+	if d.Dev != nil {
+		d.Dev.Close()
+	}
+}
