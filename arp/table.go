@@ -2,6 +2,7 @@ package arp
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -146,17 +147,19 @@ type TableStats struct {
 type Table struct {
 	snap atomic.Pointer[snapshot]
 	cfg  Config
+	seed uint64
 
 	mu      sync.Mutex
 	entries map[netip.Addr]*entry // guarded by mu
 	stats   TableStats            // guarded by mu
+	dirty   bool                  // guarded by mu; snapshot behind entries, publish at Tick
 }
 
 // NewTable returns an empty table.
 func NewTable(cfg Config) *Table {
 	cfg.defaults()
-	t := &Table{cfg: cfg, entries: make(map[netip.Addr]*entry)}
-	t.snap.Store(buildSnapshot(nil))
+	t := &Table{cfg: cfg, entries: make(map[netip.Addr]*entry), seed: rand.Uint64()}
+	t.snap.Store(buildSnapshot(nil, t.seed))
 	return t
 }
 
@@ -171,9 +174,11 @@ func key(ip netip.Addr) netip.Addr { return ip.Unmap().WithZone("") }
 // are ignored.
 func (t *Table) Lookup(ip netip.Addr) (MAC, bool) {
 	s := t.snap.Load()
-	a := ip.Unmap().As16()
+	// As16 maps IPv4 to ::ffff:a.b.c.d, the same 16 bytes as the
+	// IPv4-mapped form, so no Unmap is needed.
+	a := ip.As16()
 	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
-	for i := hash(hi, lo) & s.mask; ; i = (i + 1) & s.mask {
+	for i := s.index(hi, lo); ; i = (i + 1) & s.mask {
 		sl := &s.slots[i]
 		if sl.e == nil {
 			return MAC{}, false
@@ -192,7 +197,7 @@ func (t *Table) peek(ip netip.Addr) (MAC, bool) {
 	s := t.snap.Load()
 	a := ip.As16()
 	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
-	for i := hash(hi, lo) & s.mask; ; i = (i + 1) & s.mask {
+	for i := s.index(hi, lo); ; i = (i + 1) & s.mask {
 		sl := &s.slots[i]
 		if sl.e == nil {
 			return MAC{}, false
@@ -299,7 +304,9 @@ func (t *Table) Confirm(ip netip.Addr, mac MAC) {
 // A request outstanding for ip is not aborted: an incomplete entry keeps its
 // request count and timer and goes on as PROBE, so the neighbour is still
 // confirmed; a probe goes on. Only frames addressed to us should be learnt
-// (the Responder checks that); the table bounds the entries it creates.
+// (the Responder checks that); the table bounds the entries it creates. A
+// new entry shows in Lookup from the next Tick (nothing waits for it); a
+// changed one at once.
 func (t *Table) Learn(ip netip.Addr, mac MAC) {
 	if mac.IsMulticast() || mac.IsZero() {
 		return
@@ -322,7 +329,10 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) {
 		}
 		e = &entry{ip: ip, mac: mac, state: StateStale, since: now}
 		t.entries[ip] = e
-		t.publish()
+		// Nobody waits for a neighbour we did not ask for: publish
+		// it with the next Tick, so that a burst of new neighbours
+		// costs one snapshot, not one each.
+		t.dirty = true
 		return
 	}
 	if e.external {
@@ -342,7 +352,7 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) {
 		}
 		e.mac, e.state, e.since, e.wasUsed, e.probes = mac, StateStale, now, false, 0
 	}
-	t.publish()
+	t.publish() // frames may wait for this entry (incomplete, failed) or use its old MAC
 }
 
 // Set installs ip at mac in state s as an external entry that the table
@@ -370,8 +380,11 @@ func (t *Table) Set(ip netip.Addr, mac MAC, s State) {
 		t.entries[ip] = e
 	}
 	now := t.cfg.Now()
+	changed := e.state.usable() != s.usable() || (s.usable() && e.mac != mac)
 	e.mac, e.state, e.external, e.since, e.confirmed = mac, s, true, now, now
-	t.publish()
+	if changed {
+		t.publish()
+	}
 }
 
 // Delete removes ip's entry.
@@ -451,7 +464,7 @@ func (t *Table) Tick() {
 			}
 		}
 	}
-	if changed {
+	if changed || t.dirty {
 		t.publish()
 	}
 }
@@ -475,7 +488,8 @@ func (t *Table) Run(done <-chan struct{}, interval time.Duration) {
 
 // publish builds and swaps in a new snapshot. Caller holds mu.
 func (t *Table) publish() {
-	t.snap.Store(buildSnapshot(t.entries))
+	t.dirty = false
+	t.snap.Store(buildSnapshot(t.entries, t.seed))
 }
 
 // snapshot is an immutable open-addressed hash table of the usable
@@ -483,7 +497,22 @@ func (t *Table) publish() {
 // never written after it is published.
 type snapshot struct {
 	mask  uint64
+	seed  uint64 // the table's random seed
+	shift uint8  // 64 - log2(len(slots))
 	slots []slot
+}
+
+// index is the home slot of an address: a seeded multiply-xorshift mix
+// whose top bits select the slot (Fibonacci hashing, Knuth TAOCP vol. 3
+// §6.4). The random seed keeps neighbours that choose their addresses
+// (any IPv6 host picks its interface identifier) from steering entries
+// into one cluster and slowing every lookup.
+func (s *snapshot) index(hi, lo uint64) uint64 {
+	h := (hi ^ s.seed) * 0x9e3779b97f4a7c15
+	h ^= lo
+	h ^= h >> 32
+	h *= 0xd6e8feb86659fd93
+	return h >> s.shift
 }
 
 type slot struct {
@@ -492,38 +521,30 @@ type slot struct {
 	e      *entry // nil: empty slot
 }
 
-func buildSnapshot(entries map[netip.Addr]*entry) *snapshot {
+func buildSnapshot(entries map[netip.Addr]*entry, seed uint64) *snapshot {
 	n := 0
 	for _, e := range entries {
 		if e.state.usable() {
 			n++
 		}
 	}
-	size := 8
+	size, bits := 8, uint8(3)
 	for size < 2*n {
 		size <<= 1
+		bits++
 	}
-	s := &snapshot{mask: uint64(size - 1), slots: make([]slot, size)}
+	s := &snapshot{mask: uint64(size - 1), seed: seed, shift: 64 - bits, slots: make([]slot, size)}
 	for ip, e := range entries {
 		if !e.state.usable() {
 			continue
 		}
 		a := ip.As16()
 		hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
-		i := hash(hi, lo) & s.mask
+		i := s.index(hi, lo)
 		for s.slots[i].e != nil {
 			i = (i + 1) & s.mask
 		}
 		s.slots[i] = slot{hi: hi, lo: lo, mac: e.mac, e: e}
 	}
 	return s
-}
-
-// hash mixes the two halves of an address (a splitmix64-style finaliser).
-func hash(hi, lo uint64) uint64 {
-	h := hi ^ lo*0x9e3779b97f4a7c15
-	h ^= h >> 31
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 29
-	return h
 }

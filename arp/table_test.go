@@ -144,6 +144,8 @@ func TestTableStaleUsedProbesThenFails(t *testing.T) {
 	if len(p.probes) != 0 {
 		t.Fatalf("Learn sent requests: %+v", p.probes)
 	}
+	tb.Tick() // publishes the new entry
+	checkState(t, tb, ip4B, StateStale)
 	if _, ok := tb.Lookup(ip4B); !ok {
 		t.Fatal("Lookup(stale) missed")
 	}
@@ -277,6 +279,7 @@ func fillTable(n int) (*Table, []netip.Addr) {
 		}
 		tb.Learn(ips[i], MAC{2, 0, 0, 0, byte(i >> 8), byte(i)})
 	}
+	tb.Tick()
 	return tb, ips
 }
 
@@ -372,5 +375,29 @@ func BenchmarkLookup(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 		})
+	}
+}
+
+// TestSnapshotSpread checks that 4096 addresses of one /64 with sequential
+// interface identifiers fill the open-addressed snapshot without long
+// clusters.
+func TestSnapshotSpread(t *testing.T) {
+	tb := NewTable(Config{MaxEntries: 4096})
+	for i := 0; i < 4096; i++ {
+		tb.Learn(netip.AddrFrom16([16]byte{0x20, 0x01, 0x00, 0x02, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}), macB)
+	}
+	tb.Tick()
+	s := tb.snap.Load()
+	longest, run := 0, 0
+	for _, sl := range s.slots {
+		if sl.e == nil {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	if longest > 64 {
+		t.Errorf("longest cluster = %d slots of %d, want ≤ 64", longest, len(s.slots))
 	}
 }
