@@ -45,6 +45,7 @@ func main() {
 	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 3s)")
 	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
 	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
+	peer := flag.String("peer", rig.PeerStock, "what gateway 2 runs: stock (wireguard-go on a kernel TUN) or same (the configuration under test)")
 	out := flag.String("out", "", "results folder (default bench/results/<UTC timestamp>)")
 	flag.Parse()
 
@@ -52,6 +53,7 @@ func main() {
 	o.Progress = os.Stderr
 	o.Command = strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " ")
 	o.Queues = *queues
+	o.Peer = *peer
 	if *configs != "" {
 		o.Configs = strings.Split(*configs, ",")
 	}

@@ -42,6 +42,12 @@ type Kind struct {
 	KernelRoutes bool
 	// MinQueues is the least number of veth queues the kind needs.
 	MinQueues int
+	// GWQueues is the number of queues gateway 1 serves (0: all the veth
+	// has). With fewer than the veth has, the rig steers the traffic
+	// toward gateway 1 onto queues 0..GWQueues-1 (generator TX queues and
+	// XPS on the sending ends), as a NIC with that many queues would get
+	// it.
+	GWQueues int
 	// Command writes the kind's configuration for g into dir and returns
 	// the program's arguments (after the binary).
 	Command func(g Gateway, dir string) ([]string, error)
@@ -69,12 +75,12 @@ func Kinds(q int) []Kind {
 		},
 		{
 			Name: "wgpio-fastpath-1q", Desc: "wgpio fast path, 1 queue",
-			Binary: "wgpio", MinQueues: 1,
+			Binary: "wgpio", MinQueues: 1, GWQueues: 1,
 			Command: func(g Gateway, dir string) ([]string, error) { return wgpioArgs(g, dir, "fastpath", 1) },
 		},
 		{
 			Name: "wgpio-fastpath-2q", Desc: "wgpio fast path, 2 queues",
-			Binary: "wgpio", MinQueues: 2,
+			Binary: "wgpio", MinQueues: 2, GWQueues: 2,
 			Command: func(g Gateway, dir string) ([]string, error) { return wgpioArgs(g, dir, "fastpath", 2) },
 		},
 	}
@@ -120,7 +126,9 @@ func WGPIOConfig(g Gateway, mode string, queues int) string {
 }
 
 func wgpioArgs(g Gateway, dir, mode string, queues int) ([]string, error) {
-	p := filepath.Join(dir, g.Name+".conf")
+	// The file name is the gateway's name, which names its UAPI socket in
+	// /var/run/wireguard (shared by all namespaces): make it unique.
+	p := filepath.Join(dir, g.TUN+".conf")
 	if err := os.WriteFile(p, []byte(WGPIOConfig(g, mode, queues)), 0o600); err != nil {
 		return nil, fmt.Errorf("write wgpio config: %w", err)
 	}

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/wgpio/wgpio/bench/internal/gen"
 	"github.com/wgpio/wgpio/bench/internal/gwproc"
 	"github.com/wgpio/wgpio/bench/internal/sink"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // cleanLoss is the loss below which a step is clean (1%, as in the seed
@@ -25,6 +28,14 @@ const drain = 300 * time.Millisecond
 func (r *rig) runKind(ctx context.Context, k Kind, cr *ConfigResult) error {
 	r.progress("%s: starting gateways (%s)", k.Name, k.Desc)
 	defer r.stopProcs()
+	r.gwQueues = r.o.Queues
+	if k.GWQueues > 0 {
+		r.gwQueues = min(k.GWQueues, r.o.Queues)
+	}
+	if err := r.steer(r.gwQueues); err != nil {
+		return err
+	}
+	defer r.steer(r.o.Queues)
 	if err := r.startGateways(ctx, k); err != nil {
 		return err
 	}
@@ -86,7 +97,7 @@ func (r *rig) sweep(ctx context.Context, k Kind, size int, gw1, gw2 *gwproc.Proc
 
 // generators makes one generator per veth queue, the flows split among them.
 func (r *rig) generators(size int) ([]*gen.Generator, error) {
-	q := r.genPort.NumQueues()
+	q := r.gwQueues
 	per := max(r.o.Flows/q, 1)
 	var gs []*gen.Generator
 	for i := range q {
@@ -165,6 +176,32 @@ func (r *rig) step(ctx context.Context, gens []*gen.Generator, rate float64, d t
 		st.GW2CtxPerPkt = float64(d2.CtxSwitches) / n
 	}
 	return st, nil
+}
+
+// steer makes the kernels of the source host, gateway 2 and the sink host
+// transmit toward a gateway on queues 0..q-1 only, through XPS
+// (Documentation/networking/scaling.rst, "XPS: Transmit Packet Steering"):
+// on veth a frame arrives on the RX queue of the sender's TX queue. q equal
+// to the veth's queue count turns XPS off again (the default hash).
+func (r *rig) steer(q int) error {
+	all := fmt.Sprintf("%x", uint64(1)<<runtime.NumCPU()-1)
+	for _, e := range []struct {
+		ns  *topo.NS
+		dev string
+	}{{r.src, r.lan1.A}, {r.gw2, r.wan.B}, {r.snk, r.lan2.B}} {
+		var script strings.Builder
+		for i := range r.o.Queues {
+			mask := "0"
+			if q < r.o.Queues && i == 0 {
+				mask = all
+			}
+			fmt.Fprintf(&script, "echo %s > /sys/class/net/%s/queues/tx-%d/xps_cpus; ", mask, e.dev, i)
+		}
+		if _, err := e.ns.Run("sh", "-c", script.String()); err != nil {
+			return fmt.Errorf("steer to %d queues: %w", q, err)
+		}
+	}
+	return nil
 }
 
 func (r *rig) sinkSNMP() (sink.SNMP, error) {

@@ -67,10 +67,15 @@ func (res *Results) Markdown() string {
 	fmt.Fprintf(&b, "# wgpio bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; gateways on CPUs %s, GOMAXPROCS=%d; %d veth queues; %d inner flows; %.1f s per step.\n\n",
 		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUs, o.GOMAXPROCS, o.Queues, o.Flows, o.StepSeconds)
-	b.WriteString("Gateway 1 runs the configuration; gateway 2 is always stock wireguard-go on a kernel TUN. " +
+	if o.Peer == PeerSame {
+		b.WriteString("Both gateways run the configuration. ")
+	} else {
+		b.WriteString("Gateway 1 runs the configuration; gateway 2 is stock wireguard-go on a kernel TUN (it may cap what the tunnel delivers; -peer same runs the configuration on both). ")
+	}
+	b.WriteString(
 		"'Clean' is the delivered rate at the highest offered rate with under 1% loss; 'peak' the most ever delivered. " +
-		"CPU and context switches are per delivered packet at the clean rate. " +
-		"These are figures from a small shared VM: compare ratios, not absolutes.\n\n")
+			"CPU and context switches are per delivered packet at the clean rate. " +
+			"These are figures from a small shared VM: compare ratios, not absolutes.\n\n")
 	var ref *ConfigResult
 	for i := range res.Configs {
 		if res.Configs[i].Name == Reference && len(res.Configs[i].Sizes) > 0 {
@@ -133,6 +138,8 @@ func (res *Results) plot(size int, path string) error {
 	p.Y.Label.Text = "delivered at the sink, packets/s"
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.YOffs = -vg.Points(12)
+	p.Legend.XOffs = vg.Points(12)
 	maxX := 0.0
 	i := 0
 	for _, c := range res.Configs {

@@ -17,6 +17,9 @@ type Results struct {
 	GoVersion   string         `json:"go_version"`
 	Options     PublicOptions  `json:"options"`
 	Configs     []ConfigResult `json:"configs"`
+	// Namespaces are the network namespaces the run made (all removed
+	// when Run returns).
+	Namespaces []string `json:"namespaces"`
 }
 
 // PublicOptions are the options as recorded in results.json.
@@ -30,13 +33,14 @@ type PublicOptions struct {
 	Flows       int       `json:"flows"`
 	CPUs        string    `json:"cpus"`
 	GOMAXPROCS  int       `json:"gomaxprocs"`
+	Peer        string    `json:"peer"` // what gateway 2 runs
 }
 
 func (o Options) public() PublicOptions {
 	return PublicOptions{
 		Quick: o.Quick, Sizes: o.Sizes, Rates: o.Rates, Queues: o.Queues,
 		StepSeconds: o.Duration.Seconds(), TCPSeconds: o.TCPDuration.Seconds(),
-		Flows: o.Flows, CPUs: o.CPUs, GOMAXPROCS: o.GOMAXPROCS,
+		Flows: o.Flows, CPUs: o.CPUs, GOMAXPROCS: o.GOMAXPROCS, Peer: o.Peer,
 	}
 }
 

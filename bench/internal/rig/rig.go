@@ -44,6 +44,12 @@ const (
 	defaultFlow = 64
 )
 
+// Values of Options.Peer.
+const (
+	PeerStock = "stock"
+	PeerSame  = "same"
+)
+
 // Options configure a run. The zero value is not usable; start from
 // DefaultOptions.
 type Options struct {
@@ -58,8 +64,15 @@ type Options struct {
 	CPUs        string        // CPU list for every gateway process (taskset -c)
 	GOMAXPROCS  int           // for every gateway process
 	Out         string        // results folder
-	Progress    io.Writer     // progress lines (nil = none)
-	Command     string        // the command line, for the report
+	// ReadyTimeout is how long a configuration may take until a ping
+	// crosses the tunnel (default 20 s).
+	ReadyTimeout time.Duration
+	// Peer is what gateway 2 runs: PeerStock (stock wireguard-go on a
+	// kernel TUN, the default) or PeerSame (the configuration under test,
+	// so that the peer does not cap what the tunnel delivers).
+	Peer     string
+	Progress io.Writer // progress lines (nil = none)
+	Command  string    // the command line, for the report
 }
 
 // DefaultOptions returns the full run's options, or the quick run's.
@@ -103,6 +116,7 @@ type rig struct {
 	procs    []*gwproc.Proc
 	run      uint32
 	gw1MAC   net.HardwareAddr
+	gwQueues int // queues gateway 1 serves in the current configuration
 }
 
 func (r *rig) progress(format string, args ...any) {
@@ -117,6 +131,13 @@ func (r *rig) progress(format string, args ...any) {
 func Run(ctx context.Context, o Options) (res *Results, err error) {
 	if len(o.Sizes) == 0 || len(o.Rates) == 0 || o.Queues < 1 || o.Duration <= 0 {
 		return nil, errors.New("rig: sizes, rates, queues and duration must be set")
+	}
+	switch o.Peer {
+	case "":
+		o.Peer = PeerStock
+	case PeerStock, PeerSame:
+	default:
+		return nil, fmt.Errorf("rig: peer %q, want %s or %s", o.Peer, PeerStock, PeerSame)
 	}
 	for _, s := range o.Sizes {
 		if s < gen.MinSize || s > tunnelMTU {
@@ -159,7 +180,15 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 		return nil, fmt.Errorf("rig: reference gateway: %s", r.missing["wggw"])
 	}
 	r.progress("building topology (%d veth queues)", o.Queues)
-	if err := r.build(); err != nil {
+	err = r.build()
+	if r.t != nil {
+		for _, ns := range []*topo.NS{r.src, r.gw1, r.gw2, r.snk} {
+			if ns != nil {
+				res.Namespaces = append(res.Namespaces, ns.Name)
+			}
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("rig: build topology: %w", err)
 	}
 	for _, k := range kinds {
@@ -349,15 +378,22 @@ func (r *rig) startGateways(ctx context.Context, k Kind) error {
 		Endpoint: net.JoinHostPort(gw1WANAddr, strconv.Itoa(listenPort)), TunnelAddr: gw2Tunnel + "/30",
 		AllowedIPs: []string{srcNet, gw1Tunnel + "/32"}, MTU: tunnelMTU, Queues: r.o.Queues, CPUs: r.o.CPUs,
 	}
-	ref := Kinds(r.o.Queues)[0]
-	if err := r.startOne(ref, g2, r.gw2); err != nil {
+	peer := Kinds(r.o.Queues)[0]
+	if r.o.Peer == PeerSame {
+		peer = k
+	}
+	if err := r.startOne(peer, g2, r.gw2); err != nil {
 		return err
 	}
 	if err := r.startOne(k, g1, r.gw1); err != nil {
 		return err
 	}
 	// The first packets start the handshake; wait until one gets through.
-	deadline := time.Now().Add(20 * time.Second)
+	wait := r.o.ReadyTimeout
+	if wait <= 0 {
+		wait = 20 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		if _, err := r.src.Run("ping", "-c", "1", "-W", "1", sinkAddr); err == nil {
 			return nil
@@ -372,7 +408,7 @@ func (r *rig) startGateways(ctx context.Context, k Kind) error {
 			for _, p := range r.procs {
 				logs = append(logs, p.Name+": "+p.Log())
 			}
-			return fmt.Errorf("no ping through the tunnel after 20 s; logs: %s", strings.Join(logs, " | "))
+			return fmt.Errorf("no ping through the tunnel after %v; logs: %s", wait, strings.Join(logs, " | "))
 		}
 	}
 }
