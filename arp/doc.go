@@ -24,6 +24,20 @@
 //     from routes, so that an endpoint that is not on-link is reached
 //     through its gateway's MAC.
 //
+// Owned mode starts in this order (see Example_ownedMode): make the Table
+// with a FrameProber, the Responder, join the solicited-node groups
+// (JoinGroup, SIOCADDMULTI; or let the XDP program pass 33:33:ff:xx:xx:xx),
+// start the queue loop that hands frames to Responder.Handle, run
+// Responder.DAD (RFC 4862 §5.4), then Responder.Announce (gratuitous ARP,
+// unsolicited NA). Shared mode needs no responder: KernelNeighbours mirrors
+// the kernel's neighbours into a Table whose Prober is a KernelProber, and
+// KernelRoutes gives the next hops.
+//
+// Not done: 802.1Q tags (strip before, add after), IPv4 address conflict
+// detection probes (RFC 5227 §2.1; conflicts are still noticed and
+// reported), NS/NA behind IPv6 extension headers, router
+// advertisements and redirects, multipath routes beyond the first hop.
+//
 // The two address modes are those of DESIGN.md "Addresses and neighbours":
 // shared (the kernel owns the address and answers ARP/NDP; we mirror its
 // neighbour and route tables) and owned (we answer and resolve ourselves).
