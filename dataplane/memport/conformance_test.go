@@ -1,0 +1,41 @@
+package memport_test
+
+import (
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/dataplanetest"
+	"github.com/wgpio/wgpio/dataplane/memport"
+)
+
+func newPairFunc(cfg memport.Config) dataplanetest.NewPairFunc {
+	return func(t *testing.T, queues int) (a, b dataplane.Port) {
+		c := cfg
+		c.Queues = queues
+		pa, pb, err := memport.NewPair(c)
+		if err != nil {
+			t.Fatalf("NewPair(%+v) = %v", c, err)
+		}
+		return pa, pb
+	}
+}
+
+func frames() int {
+	if testing.Short() {
+		return 100_000
+	}
+	return 1_000_000
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("SeparatePools", func(t *testing.T) {
+		dataplanetest.Run(t, newPairFunc(memport.Config{}), dataplanetest.Options{Frames: frames()})
+	})
+	t.Run("SharedPool", func(t *testing.T) {
+		dataplanetest.Run(t, newPairFunc(memport.Config{SharedPool: true}), dataplanetest.Options{Frames: frames()})
+	})
+	t.Run("SmallRings", func(t *testing.T) {
+		dataplanetest.Run(t, newPairFunc(memport.Config{RingSize: 8, MTU: 9000, FrameSize: 16384}),
+			dataplanetest.Options{Frames: frames() / 10, Queues: []int{1, 3}})
+	})
+}
