@@ -514,6 +514,23 @@ func TestOwnedARPFloodGrowsNothing(t *testing.T) {
 	snap, n := h.tb.snap.Load(), h.tb.Len()
 	var ms0, ms1 runtimeMem
 	ms0.read()
+	// A queue's lookups go on during the flood and never miss.
+	var misses, lookups int
+	stopLookups, lookupsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(lookupsDone)
+		for {
+			select {
+			case <-stopLookups:
+				return
+			default:
+			}
+			if _, ok := h.tb.Lookup(kV4); !ok {
+				misses++
+			}
+			lookups++
+		}
+	}()
 	const flood = 100000
 	f := make([]byte, MinFrameLen)
 	for i := 0; i < flood; i++ {
@@ -531,6 +548,11 @@ func TestOwnedARPFloodGrowsNothing(t *testing.T) {
 		}
 	}
 	waitFor(2*time.Second, func() bool { return false }) // let the receiver drain
+	close(stopLookups)
+	<-lookupsDone
+	if misses != 0 {
+		t.Errorf("Lookup(%v) missed %d of %d times during the flood", kV4, misses, lookups)
+	}
 	ms1.read()
 	seen := h.r.Drops(ReasonNotOurAddress)
 	t.Logf("flood: %d frames sent, %d seen and dropped as not-our-address; heap %d → %d bytes", flood, seen, ms0.heap, ms1.heap)
