@@ -1,5 +1,36 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
-func cmdDemo(args []string) error { return errors.New("demo: not built yet") }
+	"github.com/wgpio/wgpio/internal/demo"
+)
+
+func cmdDemo(args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	dur := fs.Duration("duration", 0, "stop after this long (default: run until Ctrl-C)")
+	rate := fs.Int("rate", 20000, "offered UDP packets per second in each direction")
+	size := fs.Int("size", 512, "UDP payload size in bytes (8 to 1392)")
+	queues := fs.Int("queues", 1, "queues on the wgpio gateway's interfaces")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("demo: needs root: it creates network namespaces, veth pairs and XDP programs (run: sudo go run ./cmd/wgpio demo)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := demo.Run(ctx, demo.Options{Duration: *dur, Rate: *rate, Size: *size, Queues: *queues}, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if res.ReceivedAB == 0 || res.ReceivedBA == 0 {
+		return fmt.Errorf("demo: no traffic came through in one direction (A→B %d, B→A %d); drops %v", res.ReceivedAB, res.ReceivedBA, res.Drops)
+	}
+	return nil
+}

@@ -94,7 +94,9 @@ func Start(ns *topo.NS, cfg Config) (*Device, error) {
 		if err != nil {
 			return fmt.Errorf("wgpeer: create TUN %s: %w", cfg.Name, err)
 		}
-		logger := device.NewLogger(device.LogLevelError, "wgpeer("+cfg.Name+") ")
+		// Silent: in a namespace, wireguard-go's TUN MTU watcher looks the
+		// interface up from another thread and logs a harmless error.
+		logger := device.NewLogger(device.LogLevelSilent, "")
 		d.Dev = device.NewDevice(t, conn.NewDefaultBind(), logger)
 		if err := d.Dev.IpcSet(UAPIConfig(cfg)); err != nil {
 			d.Dev.Close()

@@ -1,0 +1,238 @@
+package demo
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// Options configure the demo.
+type Options struct {
+	// Duration of the traffic; 0 runs until ctx is done.
+	Duration time.Duration
+	// Rate is the offered packets per second in each direction (default
+	// 20,000).
+	Rate int
+	// Size is the UDP payload size in bytes (default 512).
+	Size int
+	// Queues on the wgpio gateway (default 1).
+	Queues int
+}
+
+// Result sums up a demo run.
+type Result struct {
+	// SentAB/ReceivedAB count datagrams from hostA to hostB (through wgpio
+	// then stock wireguard-go); SentBA/ReceivedBA the other way.
+	SentAB, ReceivedAB, SentBA, ReceivedBA uint64
+	// Namespaces lists the namespaces the demo made (all removed on return).
+	Namespaces []string
+	// Drops are the wgpio gateway's drops by reason at the end.
+	Drops map[string]uint64
+}
+
+type flow struct {
+	sent, received atomic.Uint64
+}
+
+// Run builds the topology, sends UDP both ways through the tunnel, prints a
+// line per second to out, and removes everything before it returns, also
+// when ctx is cancelled (Ctrl-C).
+func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) {
+	if o.Rate <= 0 {
+		o.Rate = 20000
+	}
+	if o.Size <= 0 {
+		o.Size = 512
+	}
+	if o.Size < 8 || o.Size > 1392 {
+		return res, fmt.Errorf("demo: payload size %d not in [8, 1392] (the tunnel MTU is 1420)", o.Size)
+	}
+	tp := topo.New("wgd")
+	defer func() {
+		if cerr := tp.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("demo: clean up: %w", cerr))
+		}
+	}()
+	fmt.Fprintln(out, "building namespaces: hostA ── wgpio fast path ══ stock wireguard-go ── hostB")
+	s, err := BuildSite(tp, SiteConfig{Queues: o.Queues})
+	if err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	defer s.Close()
+	for _, ns := range []*topo.NS{s.HostA, s.GwA, s.GwB, s.HostB} {
+		res.Namespaces = append(res.Namespaces, ns.Name)
+	}
+	wan, lan := s.Gateway.Ports()
+	fmt.Fprintf(out, "wgpio gateway %s in %s: WAN %s, LAN %s; stock wireguard-go %s in %s\n",
+		s.GwName, s.GwA.Name, wan.Name(), lan.Name(), s.StockName, s.GwB.Name)
+	fmt.Fprintf(out, "try in another shell: wg show %s   |   ip netns exec %s ping %s\n", s.GwName, s.HostA.Name, HostB4)
+
+	ab, err := newPath(s.HostA, s.HostB, HostA4.String(), HostB4.String())
+	if err != nil {
+		return res, err
+	}
+	defer ab.close()
+	ba, err := newPath(s.HostB, s.HostA, HostB4.String(), HostA4.String())
+	if err != nil {
+		return res, err
+	}
+	defer ba.close()
+
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	for _, p := range []*path{ab, ba} {
+		wg.Add(2)
+		go func() { defer wg.Done(); p.receive() }()
+		go func() { defer wg.Done(); p.send(ctx, o.Rate, o.Size) }()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastAB, lastBA, lastEnc, lastDec uint64
+	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  drops")
+	start := time.Now()
+	var prevSentAB, prevSentBA uint64
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+		}
+		qs := s.Gateway.Engine().Stats()
+		var enc, dec uint64
+		for _, q := range qs {
+			enc += q.Encrypted
+			dec += q.Decrypted
+		}
+		rab, rba := ab.f.received.Load(), ba.f.received.Load()
+		sab, sba := ab.f.sent.Load(), ba.f.sent.Load()
+		hs := "none"
+		for _, p := range s.Gateway.Device().Peers() {
+			if !p.LastHandshake.IsZero() {
+				hs = fmt.Sprintf("%.0fs ago", time.Since(p.LastHandshake).Seconds())
+			}
+		}
+		fmt.Fprintf(out, "%4.0fs  %10d  %10d  %10d  %10d  %11d  %11d  %9s  %s\n",
+			time.Since(start).Seconds(), sab-prevSentAB, rab-lastAB, sba-prevSentBA, rba-lastBA,
+			enc-lastEnc, dec-lastDec, hs, dropString(fastpath.TotalDrops(qs)))
+		prevSentAB, prevSentBA, lastAB, lastBA, lastEnc, lastDec = sab, sba, rab, rba, enc, dec
+	}
+	ab.close()
+	ba.close()
+	wg.Wait()
+	res.SentAB, res.ReceivedAB = ab.f.sent.Load(), ab.f.received.Load()
+	res.SentBA, res.ReceivedBA = ba.f.sent.Load(), ba.f.received.Load()
+	res.Drops = make(map[string]uint64)
+	for r, n := range fastpath.TotalDrops(s.Gateway.Engine().Stats()) {
+		if n > 0 {
+			res.Drops[fastpath.DropReason(r).String()] = n
+		}
+	}
+	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces\n",
+		res.SentAB, res.ReceivedAB, res.SentBA, res.ReceivedBA)
+	return res, nil
+}
+
+func dropString(d [fastpath.NumDropReasons]uint64) string {
+	var parts []string
+	for r, n := range d {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", fastpath.DropReason(r), n))
+		}
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// path is one direction of UDP traffic: a socket in the source namespace
+// and one in the destination namespace.
+type path struct {
+	src, dst *net.UDPConn
+	f        flow
+	once     sync.Once
+}
+
+func newPath(srcNS, dstNS *topo.NS, srcAddr, dstAddr string) (*path, error) {
+	p := &path{}
+	if err := dstNS.Do(func() (err error) {
+		p.dst, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(dstAddr), Port: 9000})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("demo: receiver in %s: %w", dstNS.Name, err)
+	}
+	if err := srcNS.Do(func() (err error) {
+		p.src, err = net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(srcAddr)}, &net.UDPAddr{IP: net.ParseIP(dstAddr), Port: 9000})
+		return err
+	}); err != nil {
+		p.dst.Close()
+		return nil, fmt.Errorf("demo: sender in %s: %w", srcNS.Name, err)
+	}
+	p.dst.SetReadBuffer(4 << 20)
+	return p, nil
+}
+
+func (p *path) close() {
+	p.once.Do(func() {
+		p.src.Close()
+		p.dst.Close()
+	})
+}
+
+// send offers rate datagrams per second in bursts every millisecond.
+func (p *path) send(ctx context.Context, rate, size int) {
+	buf := make([]byte, size)
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	start := time.Now()
+	var seq uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		due := uint64(time.Since(start).Seconds() * float64(rate))
+		for seq < due {
+			binary.BigEndian.PutUint64(buf, seq)
+			if _, err := p.src.Write(buf); err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// ENOBUFS/ECONNREFUSED: counted as sent, lost.
+			}
+			seq++
+			p.f.sent.Add(1)
+		}
+	}
+}
+
+func (p *path) receive() {
+	buf := make([]byte, 2048)
+	for {
+		n, err := p.dst.Read(buf)
+		if err != nil {
+			return
+		}
+		if n >= 8 {
+			p.f.received.Add(1)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+// Package demo builds the two-site topology that the demo, the examples and
+// the interop tests share, and runs the demo:
+//
+//	hostA ── gwA (wgpio fast path, AF_XDP) ══ [router] ══ gwB (stock wireguard-go) ── hostB
+//
+// Every address is in 198.18.0.0/15 (RFC 2544) and lives only inside the
+// namespaces the topology makes.
+package demo
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/wgpeer"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// Addresses of the site topology.
+var (
+	HostA4   = netip.MustParseAddr("198.19.1.10")
+	HostB4   = netip.MustParseAddr("198.19.2.10")
+	HostA6   = netip.MustParseAddr("2001:db8:1::10")
+	HostB6   = netip.MustParseAddr("2001:db8:2::10")
+	TunnelA  = netip.MustParseAddr("198.19.100.1")
+	TunnelB  = netip.MustParseAddr("198.19.100.2")
+	LANA4    = netip.MustParseAddr("198.19.1.1")
+	LANB4    = netip.MustParseAddr("198.19.2.1")
+	SitesNet = netip.MustParsePrefix("198.19.0.0/16")
+)
+
+// SiteConfig chooses a variant of the topology.
+type SiteConfig struct {
+	// Routed puts a router namespace between the gateways, so that the
+	// endpoints are not on-link.
+	Routed bool
+	// Outer6 uses IPv6 outer endpoints.
+	Outer6 bool
+	// Queues on gwA's veths (default 1).
+	Queues int
+	// SourcePorts at gwA (default 1).
+	SourcePorts uint16
+	// NoFastPath builds the namespaces and the stock peer but does not
+	// start gwA; the caller starts its own gateway with FastConfig.
+	NoFastPath bool
+}
+
+// Site is a built topology.
+type Site struct {
+	HostA, GwA, GwB, HostB, Router *topo.NS
+	// LANA and WANA are gwA's interface names (inside GwA).
+	LANA, WANA string
+	// Gateway is gwA's wgpio gateway (nil with NoFastPath).
+	Gateway *fastgw.Gateway
+	// FastConfig is the configuration gwA runs (or would run).
+	FastConfig fastgw.Config
+	// Stock is gwB's stock wireguard-go device.
+	Stock *wgpeer.Device
+	// GwName and StockName are the UAPI names (wg show NAME).
+	GwName, StockName string
+}
+
+// Close stops the gateways. The namespaces belong to the topology.
+func (s *Site) Close() {
+	if s.Gateway != nil {
+		s.Gateway.Close()
+	}
+	if s.Stock != nil {
+		s.Stock.Close()
+	}
+}
+
+// BuildSite makes the namespaces, veths, addresses and routes in tp, starts
+// the stock wireguard-go peer in gwB and, unless NoFastPath, the wgpio
+// fast-path gateway in gwA. On error the caller closes tp (and s, if not
+// nil).
+func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
+	if sc.Queues == 0 {
+		sc.Queues = 1
+	}
+	s = &Site{}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var errs []error
+	must := func(e error) {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	mkns := func(role string) *topo.NS {
+		ns, e := tp.NewNS(role)
+		must(e)
+		return ns
+	}
+	s.HostA, s.GwA, s.GwB, s.HostB = mkns("ha"), mkns("ga"), mkns("gb"), mkns("hb")
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	veth := func(a, b *topo.NS, q int) *topo.Veth {
+		v, e := tp.NewVeth(a, b, topo.VethConfig{Queues: q})
+		if e != nil {
+			must(e)
+			return &topo.Veth{}
+		}
+		return v
+	}
+	lanA := veth(s.HostA, s.GwA, sc.Queues)
+	lanB := veth(s.GwB, s.HostB, 1)
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	must(s.HostA.AddAddr(lanA.A, "198.19.1.10/24"))
+	must(s.GwA.AddAddr(lanA.B, "198.19.1.1/24"))
+	must(s.HostA.AddAddr(lanA.A, "2001:db8:1::10/64"))
+	must(s.GwA.AddAddr(lanA.B, "2001:db8:1::1/64"))
+	must(s.HostA.AddRoute("198.19.0.0/16", "198.19.1.1", ""))
+	must(s.HostA.AddRoute("2001:db8::/32", "2001:db8:1::1", ""))
+	must(s.GwB.AddAddr(lanB.A, "198.19.2.1/24"))
+	must(s.HostB.AddAddr(lanB.B, "198.19.2.10/24"))
+	must(s.GwB.AddAddr(lanB.A, "2001:db8:2::1/64"))
+	must(s.HostB.AddAddr(lanB.B, "2001:db8:2::10/64"))
+	must(s.HostB.AddRoute("default", "198.19.2.1", ""))
+	must(s.HostB.AddRoute("default", "2001:db8:2::1", ""))
+	must(s.GwB.Forwarding())
+
+	var wanA *topo.Veth
+	var endA, endB netip.Addr
+	if !sc.Routed {
+		wanA = veth(s.GwA, s.GwB, sc.Queues)
+		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
+		must(s.GwB.AddAddr(wanA.B, "198.18.1.2/24"))
+		must(s.GwA.AddAddr(wanA.A, "2001:db8:f::1/64"))
+		must(s.GwB.AddAddr(wanA.B, "2001:db8:f::2/64"))
+		endA, endB = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")
+		if sc.Outer6 {
+			endA, endB = netip.MustParseAddr("2001:db8:f::1"), netip.MustParseAddr("2001:db8:f::2")
+		}
+	} else {
+		s.Router = mkns("rt")
+		wanA = veth(s.GwA, s.Router, sc.Queues)
+		wanB := veth(s.Router, s.GwB, 1)
+		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
+		must(s.Router.AddAddr(wanA.B, "198.18.1.254/24"))
+		must(s.Router.AddAddr(wanB.A, "198.18.2.254/24"))
+		must(s.GwB.AddAddr(wanB.B, "198.18.2.2/24"))
+		must(s.GwA.AddAddr(wanA.A, "2001:db8:f1::1/64"))
+		must(s.Router.AddAddr(wanA.B, "2001:db8:f1::fe/64"))
+		must(s.Router.AddAddr(wanB.A, "2001:db8:f2::fe/64"))
+		must(s.GwB.AddAddr(wanB.B, "2001:db8:f2::2/64"))
+		must(s.Router.Forwarding())
+		must(s.GwA.AddRoute("198.18.2.0/24", "198.18.1.254", ""))
+		must(s.GwB.AddRoute("198.18.1.0/24", "198.18.2.254", ""))
+		must(s.GwA.AddRoute("2001:db8:f2::/64", "2001:db8:f1::fe", ""))
+		must(s.GwB.AddRoute("2001:db8:f1::/64", "2001:db8:f2::fe", ""))
+		endA, endB = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.2.2")
+		if sc.Outer6 {
+			endA, endB = netip.MustParseAddr("2001:db8:f1::1"), netip.MustParseAddr("2001:db8:f2::2")
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	s.LANA, s.WANA = lanA.B, wanA.A
+
+	privA, err := noise.NewPrivateKey()
+	if err != nil {
+		return nil, err
+	}
+	privB, err := noise.NewPrivateKey()
+	if err != nil {
+		return nil, err
+	}
+	s.GwName, s.StockName = topo.UniqueName("wgpa"), topo.UniqueName("wgsb")
+	s.Stock, err = wgpeer.Start(s.GwB, wgpeer.Config{
+		Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
+		Address: netip.MustParsePrefix("198.19.100.2/24"),
+		Routes:  []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("2001:db8:1::/64")},
+		Peers: []wgpeer.Peer{{
+			PublicKey:  privA.PublicKey(),
+			Endpoint:   netip.AddrPortFrom(endA, 51820),
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("198.19.100.1/32"), netip.MustParsePrefix("2001:db8:1::/64")},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.FastConfig = fastgw.Config{
+		Name: s.GwName, PrivateKey: privA, ListenPort: 51820,
+		WAN: wanA.A, LAN: lanA.B, Queues: sc.Queues, SourcePorts: sc.SourcePorts,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.100.1/24")},
+		Peers: []gateway.PeerConfig{{
+			PublicKey:  privB.PublicKey(),
+			Endpoint:   netip.AddrPortFrom(endB, 51820),
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
+		}},
+	}
+	if sc.NoFastPath {
+		return s, nil
+	}
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(s.FastConfig)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("start the wgpio gateway in %s: %w", s.GwA.Name, err)
+	}
+	return s, nil
+}
