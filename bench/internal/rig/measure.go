@@ -1,11 +1,13 @@
 package rig
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,8 +93,40 @@ func (r *rig) sweep(ctx context.Context, k Kind, size int, gw1, gw2 *gwproc.Proc
 			break
 		}
 	}
+	// Bisect between the highest clean and the lowest lossy rate, for a
+	// finer clean figure than the coarse list gives.
+	for range r.o.Refine {
+		lo, hi := bracket(sr.Steps)
+		if ctx.Err() != nil || lo <= 0 || hi <= 0 || hi < 1.1*lo {
+			break
+		}
+		st, err := r.step(ctx, gens, (lo+hi)/2, r.o.Duration, gw1, gw2)
+		if err != nil {
+			return sr, err
+		}
+		sr.Steps = append(sr.Steps, st)
+		r.progress("%s: %4d B offered %8.0f pps (gen %8.0f) delivered %8.0f pps loss %5.1f%% (refine)",
+			k.Name, size, st.Offered, st.Achieved, st.DeliveredPPS, st.LossPct)
+	}
+	slices.SortStableFunc(sr.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
 	sr.summarize()
 	return sr, nil
+}
+
+// bracket returns the highest offered rate with under 1% loss and the
+// lowest offered rate above it that lost more (0 where there is none).
+func bracket(steps []Step) (lo, hi float64) {
+	for _, st := range steps {
+		if st.Delivered > 0 && st.LossPct < 100*cleanLoss {
+			lo = max(lo, st.Offered)
+		}
+	}
+	for _, st := range steps {
+		if st.Offered > lo && (st.Delivered == 0 || st.LossPct >= 100*cleanLoss) && (hi == 0 || st.Offered < hi) {
+			hi = st.Offered
+		}
+	}
+	return lo, hi
 }
 
 // generators makes one generator per veth queue, the flows split among them.

@@ -80,8 +80,14 @@ type SizeResult struct {
 	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
 	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
 	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
-	// GenMaxPPS is the highest rate the generator achieved.
-	GenMaxPPS float64 `json:"gen_max_pps"`
+	// GenMaxPPS is the highest rate the generator achieved; GenMinRatio
+	// the lowest ratio of achieved to offered rate over the steps (under
+	// about 0.97 the generator, not the gateway, limited that step).
+	GenMaxPPS   float64 `json:"gen_max_pps"`
+	GenMinRatio float64 `json:"gen_min_ratio"`
+	// SinkDrops adds up the sink socket's buffer overflows over the steps
+	// (not 0: the sink, not the gateway, lost packets).
+	SinkDrops uint64 `json:"sink_drops"`
 }
 
 // Step is one offered-load step.
@@ -116,6 +122,10 @@ func (s *SizeResult) summarize() {
 		}
 		s.PeakPPS = max(s.PeakPPS, st.DeliveredPPS)
 		s.GenMaxPPS = max(s.GenMaxPPS, st.Achieved)
+		s.SinkDrops += st.SinkDrops
+		if st.Offered > 0 && (i == 0 || st.Achieved/st.Offered < s.GenMinRatio) {
+			s.GenMinRatio = st.Achieved / st.Offered
+		}
 	}
 	at := s.CleanStep
 	if at < 0 {
