@@ -1,0 +1,587 @@
+package bind_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/curve25519"
+	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// Addresses of the gateway-pair topology:
+//
+//	hostA ── lanA ── gwA ══ WAN (direct, or through a router) ══ gwB ── lanB ── hostB
+//	198.18.1.2   198.18.1.1   198.18.2.1 … 198.18.2.2 / 198.18.4.2   198.18.3.1   198.18.3.2
+//
+// IPv6 uses 2001:2::/48 (RFC 5180, benchmarking) with the same third
+// group. gwA runs stock wireguard-go on wgpio (bind over AF_XDP on its WAN
+// veth; tundev.PortDevice over AF_XDP on its LAN veth, or a multi-queue
+// kernel TUN); gwB runs stock wireguard-go on its own kernel TUN and
+// standard bind.
+var (
+	hostA4, hostA6 = netip.MustParseAddr("198.18.1.2"), netip.MustParseAddr("2001:2:0:1::2")
+	lanA4, lanA6   = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:2:0:1::1")
+	wanA4, wanA6   = netip.MustParseAddr("198.18.2.1"), netip.MustParseAddr("2001:2:0:2::1")
+	hostB4, hostB6 = netip.MustParseAddr("198.18.3.2"), netip.MustParseAddr("2001:2:0:3::2")
+)
+
+const (
+	wgPort   = 51820
+	echoPort = 7007
+	tcpPort  = 7008
+	tunMTU   = 1420
+)
+
+type variant struct {
+	name     string
+	outer6   bool // gwB's endpoint is IPv6
+	router   bool // a router namespace between the gateways
+	mqtun    bool // gwA's plaintext side is a multi-queue kernel TUN, not a PortDevice
+	badInput bool
+}
+
+// TestGatewayPair runs stock wireguard-go gateways against each other, one
+// on wgpio's bind and tundev, the other on kernel TUN and sockets, and
+// moves UDP echoes and SHA-256-checked TCP transfers (IPv4 and IPv6 inner)
+// between hosts behind them. The TCP transfer is 16 MB (IPv4) and 4 MB
+// (IPv6) per variant; WGPIO_LONG=1 makes the IPv4 one 200 MB.
+func TestGatewayPair(t *testing.T) {
+	for _, v := range []variant{
+		{name: "xdp/v4-outer/on-link", badInput: true},
+		{name: "xdp/v6-outer/router", outer6: true, router: true},
+		{name: "mqtun/v4-outer/router", mqtun: true, router: true},
+	} {
+		t.Run(v.name, func(t *testing.T) { runVariant(t, v) })
+	}
+}
+
+type pair struct {
+	hA, gA, gB, hB, rt *topo.NS
+	lanA, lanB         *topo.Veth
+	wanA               string // gwA's WAN interface
+	wanB               string // gwB's WAN interface
+	wanBAddr           netip.Addr
+	nameA, nameB       string
+	bindA              *bind.Bind
+	wanPort            *afxdp.Port
+	lanDev             *tundev.PortDevice
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runVariant(t *testing.T, v variant) {
+	testenv.Tool(t, "wg", "wireguard-tools")
+	tp := testenv.Topology(t, "wgb")
+	p := &pair{}
+	p.hA, p.gA, p.gB, p.hB = testenv.NS(t, tp, "h"), testenv.NS(t, tp, "g"), testenv.NS(t, tp, "g"), testenv.NS(t, tp, "h")
+	var err error
+	p.lanA, err = tp.NewVeth(p.hA, p.gA, topo.VethConfig{MTU: tunMTU})
+	must(t, err)
+	p.lanB, err = tp.NewVeth(p.gB, p.hB, topo.VethConfig{MTU: tunMTU})
+	must(t, err)
+	must(t, p.hA.AddAddr(p.lanA.A, "198.18.1.2/24"))
+	must(t, p.hA.AddAddr(p.lanA.A, "2001:2:0:1::2/64"))
+	must(t, p.gA.AddAddr(p.lanA.B, "198.18.1.1/24"))
+	must(t, p.gA.AddAddr(p.lanA.B, "2001:2:0:1::1/64"))
+	must(t, p.hA.AddRoute("default", "198.18.1.1", p.lanA.A))
+	must(t, p.hA.AddRoute("default", "2001:2:0:1::1", p.lanA.A))
+	must(t, p.gB.AddAddr(p.lanB.A, "198.18.3.1/24"))
+	must(t, p.gB.AddAddr(p.lanB.A, "2001:2:0:3::1/64"))
+	must(t, p.hB.AddAddr(p.lanB.B, "198.18.3.2/24"))
+	must(t, p.hB.AddAddr(p.lanB.B, "2001:2:0:3::2/64"))
+	must(t, p.hB.AddRoute("default", "198.18.3.1", p.lanB.B))
+	must(t, p.hB.AddRoute("default", "2001:2:0:3::1", p.lanB.B))
+	must(t, p.gB.Forwarding())
+	if v.router {
+		p.rt = testenv.NS(t, tp, "r")
+		wa, err := tp.NewVeth(p.gA, p.rt, topo.VethConfig{Queues: 2})
+		must(t, err)
+		wb, err := tp.NewVeth(p.rt, p.gB, topo.VethConfig{})
+		must(t, err)
+		p.wanA, p.wanB = wa.A, wb.B
+		must(t, p.rt.Forwarding())
+		must(t, p.gA.AddAddr(wa.A, "198.18.2.1/24"))
+		must(t, p.gA.AddAddr(wa.A, "2001:2:0:2::1/64"))
+		must(t, p.rt.AddAddr(wa.B, "198.18.2.254/24"))
+		must(t, p.rt.AddAddr(wa.B, "2001:2:0:2::fe/64"))
+		must(t, p.rt.AddAddr(wb.A, "198.18.4.254/24"))
+		must(t, p.rt.AddAddr(wb.A, "2001:2:0:4::fe/64"))
+		must(t, p.gB.AddAddr(wb.B, "198.18.4.2/24"))
+		must(t, p.gB.AddAddr(wb.B, "2001:2:0:4::2/64"))
+		must(t, p.gA.AddRoute("198.18.4.0/24", "198.18.2.254", wa.A))
+		must(t, p.gA.AddRoute("2001:2:0:4::/64", "2001:2:0:2::fe", wa.A))
+		must(t, p.gB.AddRoute("198.18.2.0/24", "198.18.4.254", wb.B))
+		must(t, p.gB.AddRoute("2001:2:0:2::/64", "2001:2:0:4::fe", wb.B))
+		p.wanBAddr = netip.MustParseAddr("198.18.4.2")
+		if v.outer6 {
+			p.wanBAddr = netip.MustParseAddr("2001:2:0:4::2")
+		}
+	} else {
+		w, err := tp.NewVeth(p.gA, p.gB, topo.VethConfig{Queues: 2})
+		must(t, err)
+		p.wanA, p.wanB = w.A, w.B
+		must(t, p.gA.AddAddr(w.A, "198.18.2.1/24"))
+		must(t, p.gA.AddAddr(w.A, "2001:2:0:2::1/64"))
+		must(t, p.gB.AddAddr(w.B, "198.18.2.2/24"))
+		must(t, p.gB.AddAddr(w.B, "2001:2:0:2::2/64"))
+		p.wanBAddr = netip.MustParseAddr("198.18.2.2")
+		if v.outer6 {
+			p.wanBAddr = netip.MustParseAddr("2001:2:0:2::2")
+		}
+	}
+	p.nameA, p.nameB = topo.UniqueName("wgpA"), topo.UniqueName("wgpB")
+	privA, pubA := keypair(t)
+	privB, pubB := keypair(t)
+
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	logger := func(who string) *device.Logger {
+		return &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(f string, a ...any) {
+			if !done.Load() {
+				t.Logf(who+": "+f, a...)
+			}
+		}}
+	}
+
+	// Gateway B: stock wireguard-go, kernel TUN and sockets inside gB.
+	var tunB tun.Device
+	must(t, p.gB.Do(func() error {
+		var err error
+		tunB, err = tun.CreateTUN(p.nameB, tunMTU)
+		return err
+	}))
+	wgB := device.NewDevice(tunB, &nsBind{Bind: conn.NewDefaultBind(), ns: p.gB}, logger("gwB"))
+	t.Cleanup(wgB.Close)
+	must(t, wgB.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\npublic_key=%s\nallowed_ip=198.18.1.0/24\nallowed_ip=2001:2:0:1::/64\n",
+		hex.EncodeToString(privB[:]), wgPort, hex.EncodeToString(pubA[:]))))
+	must(t, wgB.Up())
+	_, err = p.gB.Run("ip", "link", "set", p.nameB, "up")
+	must(t, err)
+	must(t, p.gB.AddRoute("198.18.1.0/24", "", p.nameB))
+	must(t, p.gB.AddRoute("2001:2:0:1::/64", "", p.nameB))
+	uapi(t, wgB, p.nameB)
+
+	// Gateway A: stock wireguard-go on wgpio's bind (AF_XDP on the WAN)
+	// and a PortDevice (AF_XDP on the LAN) or a multi-queue TUN.
+	p.wanPort = openPort(t, p.gA, p.wanA, bind.XDPFilter([]netip.Addr{wanA4, wanA6}, wgPort, false))
+	routes, tbl := sharedNeighbours(t, p.gA, p.wanA)
+	p.bindA, err = bind.New(bind.Config{Port: p.wanPort, Addr4: wanA4, Addr6: wanA6, ListenPort: wgPort, Routes: routes, Neighbours: tbl})
+	must(t, err)
+	var tunA tun.Device
+	if v.mqtun {
+		must(t, p.gA.Forwarding())
+		var mq *tundev.MultiQueueTUN
+		must(t, p.gA.Do(func() error {
+			var err error
+			mq, err = tundev.OpenMultiQueueTUN(p.nameA, 2, tunMTU)
+			return err
+		}))
+		tunA = mq
+		must(t, p.gA.AddRoute("198.18.3.0/24", "", p.nameA))
+		must(t, p.gA.AddRoute("2001:2:0:3::/64", "", p.nameA))
+	} else {
+		lanPort := openPort(t, p.gA, p.lanA.B, afxdp.Filter{Prefixes: true, HostAddrs: []netip.Addr{lanA4, lanA6}})
+		must(t, lanPort.AddPrefix(netip.MustParsePrefix("198.18.3.0/24")))
+		must(t, lanPort.AddPrefix(netip.MustParsePrefix("2001:2:0:3::/64")))
+		lroutes, ltbl := sharedNeighbours(t, p.gA, p.lanA.B)
+		p.lanDev, err = tundev.NewPortDevice(tundev.PortConfig{Port: lanPort, Name: p.nameA, MTU: tunMTU, Routes: lroutes, Neighbours: ltbl})
+		must(t, err)
+		tunA = p.lanDev
+	}
+	wgA := device.NewDevice(tunA, p.bindA, logger("gwA"))
+	t.Cleanup(wgA.Close)
+	must(t, wgA.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\npublic_key=%s\nendpoint=%s\nallowed_ip=198.18.3.0/24\nallowed_ip=2001:2:0:3::/64\n",
+		hex.EncodeToString(privA[:]), wgPort, hex.EncodeToString(pubB[:]), netip.AddrPortFrom(p.wanBAddr, wgPort))))
+	must(t, wgA.Up())
+	uapi(t, wgA, p.nameA)
+
+	// Hosts: echo and TCP servers on hostB.
+	startServers(t, p.hB)
+
+	start := time.Now()
+	echo(t, p.hA, hostB4, 15*time.Second)
+	t.Logf("first IPv4 echo after %v", time.Since(start).Round(time.Millisecond))
+	echo(t, p.hA, hostB6, 5*time.Second)
+	size := 16 << 20
+	if os.Getenv("WGPIO_LONG") == "1" {
+		size = 200 << 20
+	}
+	transfer(t, p.hA, hostB4, size)
+	transfer(t, p.hA, hostB6, 4<<20)
+
+	if v.badInput {
+		badInput(t, p)
+		echo(t, p.hA, hostB4, 5*time.Second)
+		transfer(t, p.hA, hostB4, 1<<20)
+	}
+
+	pubAB64, pubBB64 := base64.StdEncoding.EncodeToString(pubA[:]), base64.StdEncoding.EncodeToString(pubB[:])
+	checkWGShow(t, p.nameA, pubBB64)
+	checkWGShow(t, p.nameB, pubAB64)
+
+	s := p.bindA.Stats()
+	t.Logf("bind: rx %d tx %d drops %v", s.RXPackets, s.TXPackets, s.Drops)
+	if s.RXPackets == 0 || s.TXPackets == 0 {
+		t.Errorf("bind Stats RX %d, TX %d; want both > 0", s.RXPackets, s.TXPackets)
+	}
+	if p.lanDev != nil {
+		ls := p.lanDev.Stats()
+		t.Logf("tundev: rx %d tx %d drops %v", ls.RXPackets, ls.TXPackets, ls.Drops)
+		if ls.RXPackets == 0 || ls.TXPackets == 0 {
+			t.Errorf("PortDevice Stats RX %d, TX %d; want both > 0", ls.RXPackets, ls.TXPackets)
+		}
+	}
+}
+
+func keypair(t testing.TB) (priv, pub [32]byte) {
+	if _, err := rand.Read(priv[:]); err != nil {
+		t.Fatal(err)
+	}
+	priv[0] &= 248
+	priv[31] = priv[31]&127 | 64
+	p, err := curve25519.X25519(priv[:], curve25519.Basepoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, [32]byte(p)
+}
+
+// nsBind opens a standard bind's sockets inside a namespace, whatever
+// goroutine wireguard-go calls Open from.
+type nsBind struct {
+	conn.Bind
+	ns *topo.NS
+}
+
+func (b *nsBind) Open(port uint16) (fns []conn.ReceiveFunc, actual uint16, err error) {
+	err = b.ns.Do(func() error {
+		var err error
+		fns, actual, err = b.Bind.Open(port)
+		return err
+	})
+	return fns, actual, err
+}
+
+func openPort(t testing.TB, ns *topo.NS, dev string, f afxdp.Filter) *afxdp.Port {
+	t.Helper()
+	var p *afxdp.Port
+	must(t, ns.Do(func() error {
+		var err error
+		p, err = afxdp.Open(dev, afxdp.Config{Filter: f})
+		return err
+	}))
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// sharedNeighbours follows the kernel's routes and neighbours of dev in ns
+// (shared address mode).
+func sharedNeighbours(t testing.TB, ns *topo.NS, dev string) (*arp.KernelRoutes, *arp.Table) {
+	t.Helper()
+	l, err := ns.Handle().LinkByName(dev)
+	must(t, err)
+	opts := arp.KernelOptions{Namespace: ns.NsHandle(), LinkIndex: l.Attrs().Index}
+	routes, err := arp.NewKernelRoutes(opts)
+	must(t, err)
+	t.Cleanup(func() { routes.Close() })
+	tbl := arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: ns.Handle(), LinkIndex: l.Attrs().Index}, RetransTimer: 100 * time.Millisecond})
+	kn, err := arp.NewKernelNeighbours(tbl, opts)
+	must(t, err)
+	t.Cleanup(func() { kn.Close() })
+	return routes, tbl
+}
+
+// uapi serves the UAPI socket for name, as wireguard-go's main does.
+func uapi(t testing.TB, d *device.Device, name string) {
+	t.Helper()
+	f, err := ipc.UAPIOpen(name)
+	must(t, err)
+	l, err := ipc.UAPIListen(name, f)
+	must(t, err)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go d.IpcHandle(c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		os.Remove("/var/run/wireguard/" + name + ".sock")
+	})
+}
+
+// startServers runs a UDP echo server (IPv4 and IPv6) and a TCP server
+// that answers the SHA-256 of everything it reads, inside ns.
+func startServers(t testing.TB, ns *topo.NS) {
+	t.Helper()
+	var uc net.PacketConn
+	var tl net.Listener
+	must(t, ns.Do(func() error {
+		var err error
+		if uc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", echoPort)); err != nil {
+			return err
+		}
+		tl, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort))
+		return err
+	}))
+	t.Cleanup(func() { uc.Close(); tl.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := uc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			uc.WriteTo(buf[:n], from)
+		}
+	}()
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Minute))
+				h := sha256.New()
+				if _, err := io.Copy(h, c); err != nil {
+					return
+				}
+				c.Write(h.Sum(nil))
+			}()
+		}
+	}()
+}
+
+// echo sends UDP probes from ns to dst until one comes back.
+func echo(t testing.TB, ns *topo.NS, dst netip.Addr, within time.Duration) {
+	t.Helper()
+	var c net.PacketConn
+	must(t, ns.Do(func() error {
+		var err error
+		c, err = net.ListenPacket("udp", ":0")
+		return err
+	}))
+	defer c.Close()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, echoPort))
+	buf := make([]byte, 64)
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); {
+		msg := fmt.Sprintf("ping %d", time.Now().UnixNano())
+		if _, err := c.WriteTo([]byte(msg), to); err != nil {
+			t.Fatalf("send echo to %v: %v", dst, err)
+		}
+		c.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+		for {
+			n, _, err := c.ReadFrom(buf)
+			if err != nil {
+				break
+			}
+			if string(buf[:n]) == msg {
+				return
+			}
+		}
+	}
+	t.Fatalf("no UDP echo from %v within %v", dst, within)
+}
+
+// transfer sends size pseudo-random bytes over TCP from ns to dst and
+// compares the SHA-256 the server computed with ours.
+func transfer(t testing.TB, ns *topo.NS, dst netip.Addr, size int) {
+	t.Helper()
+	var c net.Conn
+	must(t, ns.Do(func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", netip.AddrPortFrom(dst, tcpPort).String(), 10*time.Second)
+		return err
+	}))
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	src := mrand.NewChaCha8([32]byte{byte(size), 1, 2, 3})
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for left := size; left > 0; {
+		n := min(left, len(buf))
+		src.Read(buf[:n])
+		h.Write(buf[:n])
+		if _, err := c.Write(buf[:n]); err != nil {
+			t.Fatalf("TCP to %v: write after %d bytes: %v", dst, size-left, err)
+		}
+		left -= n
+	}
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("TCP to %v: read digest: %v", dst, err)
+	}
+	if want := h.Sum(nil); !bytes.Equal(got, want) {
+		t.Fatalf("TCP to %v: server SHA-256 = %x, want %x", dst, got, want)
+	}
+	d := time.Since(start)
+	t.Logf("TCP %d MB to %v: SHA-256 matches, %.0f Mbit/s", size>>20, dst, float64(size)*8/d.Seconds()/1e6)
+}
+
+var transferRE = regexp.MustCompile(`transfer: ([0-9.]+) \S+ received, ([0-9.]+) \S+ sent`)
+
+// checkWGShow runs the real wg tool against the device's UAPI socket.
+func checkWGShow(t testing.TB, name, peer string) {
+	t.Helper()
+	out, err := exec.Command("wg", "show", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wg show %s: %v: %s", name, err, out)
+	}
+	s := string(out)
+	if !bytes.Contains(out, []byte("peer: "+peer)) || !bytes.Contains(out, []byte("latest handshake:")) {
+		t.Errorf("wg show %s = %q, want peer %s with a latest handshake", name, s, peer)
+	}
+	m := transferRE.FindStringSubmatch(s)
+	if m == nil {
+		t.Errorf("wg show %s = %q, want a transfer line", name, s)
+		return
+	}
+	rx, _ := strconv.ParseFloat(m[1], 64)
+	tx, _ := strconv.ParseFloat(m[2], 64)
+	if rx == 0 || tx == 0 {
+		t.Errorf("wg show %s: transfer %s received, %s sent; want both non-zero", name, m[1], m[2])
+	}
+}
+
+// badInput sends, from gwB's side of the WAN, frames that are not valid
+// WireGuard datagrams: runts, IPv4 and UDP lengths that lie, bad header
+// checksums, garbage payloads to our port, and an ARP storm. The bind
+// must count what the XDP filter gives it, the filter must pass the rest
+// to the kernel, and the tunnel must keep working (checked by the caller).
+func badInput(t *testing.T, p *pair) {
+	wanB, err := p.gB.LinkMAC(p.wanB)
+	must(t, err)
+	l, err := p.gB.Handle().LinkByName(p.wanB)
+	must(t, err)
+	dstMAC, err := p.gA.LinkMAC(p.wanA)
+	must(t, err)
+	var fd int
+	must(t, p.gB.Do(func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		return err
+	}))
+	defer unix.Close(fd)
+	sa := &unix.SockaddrLinklayer{Ifindex: l.Attrs().Index, Halen: 6}
+	copy(sa.Addr[:], dstMAC)
+	send := func(f []byte) {
+		if err := unix.Sendto(fd, f, 0, sa); err != nil {
+			t.Fatalf("inject %d-byte frame: %v", len(f), err)
+		}
+	}
+	src := netip.MustParseAddr("198.18.2.2")
+	if p.wanBAddr.Is4() {
+		src = p.wanBAddr
+	}
+	good := func(payload []byte) []byte {
+		f := make([]byte, 42+len(payload))
+		header.PutEthernet(f, header.MAC(dstMAC), header.MAC(wanB), header.EtherTypeIPv4)
+		header.PutIPv4(f[14:], &header.IPv4Fields{Protocol: header.ProtoUDP, Src: src.As4(), Dst: wanA4.As4()}, 8+len(payload))
+		header.PutUDP(f[34:], wgPort, wgPort, len(payload))
+		copy(f[42:], payload)
+		return f
+	}
+	before := p.bindA.Stats()
+	passBefore := p.wanPort.Stats().Backend["xdp_pass"]
+	const each = 20
+	for i := range each {
+		send(good(nil)[:14+10])     // runt: truncated IPv4 header
+		send(good(nil)[:14+20+4])   // runt: truncated UDP header
+		f := good(make([]byte, 32)) // IPv4 total length past the frame
+		binary.BigEndian.PutUint16(f[16:], 200)
+		header.IPv4(f[14:34]).SetChecksum()
+		send(f)
+		f = good(make([]byte, 32)) // UDP length past the IP payload
+		binary.BigEndian.PutUint16(f[38:], 300)
+		send(f)
+		f = good(make([]byte, 32)) // UDP length below its header
+		binary.BigEndian.PutUint16(f[38:], 4)
+		send(f)
+		f = good(make([]byte, 32)) // bad IPv4 header checksum
+		f[24] ^= 0x55
+		send(f)
+		garbage := make([]byte, 16+i*7) // not WireGuard
+		rand.Read(garbage)
+		send(good(garbage))
+		tm := make([]byte, 32+16) // transport data with an unknown receiver index
+		tm[0] = 4
+		rand.Read(tm[4:])
+		send(good(tm))
+	}
+	const storm = 500
+	for i := range storm {
+		req := make([]byte, 60)
+		sender := netip.AddrFrom4([4]byte{198, 18, 2, byte(10 + i%200)})
+		n, err := (&arp.ARP{EthDst: arp.Broadcast, EthSrc: arp.MAC(wanB), Op: arp.ARPRequest, SenderMAC: arp.MAC(wanB), SenderIP: sender, TargetIP: wanA4}).Marshal(req)
+		must(t, err)
+		send(req[:n])
+	}
+	// Let the queues drain.
+	time.Sleep(200 * time.Millisecond)
+	after := p.bindA.Stats()
+	passAfter := p.wanPort.Stats().Backend["xdp_pass"]
+	checks := []struct {
+		what string
+		got  uint64
+		want uint64
+	}{
+		{"IPv4 length past frame", after.Parse[header.ReasonLengthExceedsFrame] - before.Parse[header.ReasonLengthExceedsFrame], each},
+		{"bad UDP length", after.Parse[header.ReasonBadUDPLength] - before.Parse[header.ReasonBadUDPLength], 2 * each},
+		{"bad IPv4 checksum", after.Parse[header.ReasonBadIPv4Checksum] - before.Parse[header.ReasonBadIPv4Checksum], each},
+		{"malformed", after.Drops[bind.DropMalformed] - before.Drops[bind.DropMalformed], 4 * each},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("bind counted %d %s frames, want %d", c.got, c.what, c.want)
+		}
+	}
+	if got := after.RXPackets - before.RXPackets; got < 2*each {
+		t.Errorf("bind handed %d datagrams to wireguard-go, want at least the %d garbage ones", got, 2*each)
+	}
+	if got := passAfter - passBefore; got < storm+2*each {
+		t.Errorf("XDP passed %d frames to the kernel, want at least %d (ARP storm and runts)", got, storm+2*each)
+	}
+	t.Logf("bad input: bind parse drops %v; XDP passed %d", after.Parse, passAfter-passBefore)
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
