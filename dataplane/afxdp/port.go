@@ -125,7 +125,10 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 	private := func() error {
 		n := cfg.NumFrames
 		if n == 0 {
-			n = DefaultFramesPerQueue * cfg.Queues
+			n = max(DefaultFramesPerQueue, 2*sz.fill) * cfg.Queues
+		}
+		if least := cfg.Queues * (sz.fill + 2*dataplane.CacheBatch); n < least {
+			return fmt.Errorf("afxdp: %d frames for %d queues with %d-entry fill rings: the fill rings would take them all (use at least %d)", n, cfg.Queues, sz.fill, least)
 		}
 		u, err := NewUMEM(UMEMConfig{FrameSize: cfg.FrameSize, NumFrames: n, Mode: cfg.Mode})
 		p.umem, p.shared = u, false

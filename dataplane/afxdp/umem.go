@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -105,9 +106,30 @@ var errShare = errors.New("afxdp: cannot share UMEM")
 // socket creates a socket bound to ifindex/queue on this UMEM: the first
 // one registers the memory and picks the mode, the others share it. A
 // failure to share wraps errShare.
+//
+// A queue stays bound for a moment after its last socket closes (the
+// kernel releases the buffer pool from a work queue), so a bind that finds
+// the queue busy is retried with a fresh socket for up to bindRetry.
 func (u *UMEM) socket(ifindex, queue int, sz ringSizes) (*socket, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	start := time.Now()
+	for {
+		s, err := u.socketOnce(ifindex, queue, sz)
+		if err == nil || !errors.Is(err, unix.EBUSY) {
+			return s, err
+		}
+		if time.Since(start) > bindRetry {
+			return nil, fmt.Errorf("queue %d busy for %v (another AF_XDP socket or a zero-copy user holds it): %w", queue, bindRetry, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// bindRetry is how long a bind to a busy queue is retried.
+const bindRetry = 2 * time.Second
+
+func (u *UMEM) socketOnce(ifindex, queue int, sz ringSizes) (*socket, error) {
 	if len(u.live) > 0 {
 		var owner *socket
 		for s := range u.live {
