@@ -148,6 +148,7 @@ type peer struct {
 	lastHSWall   time.Time
 
 	ownSent       int64 // last authenticated packet the control plane sent
+	ownRecv       int64 // last authenticated handshake message received
 	kaArmedAt     int64 // first data received since we last sent (§6.5)
 	nhArmedAt     int64 // first data sent since we last received
 	nhJitter      int64

@@ -141,6 +141,7 @@ func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64)
 		return
 	}
 	d.setEndpointFromLocked(p, m)
+	p.ownRecv = max(p.ownRecv, now)
 	d.stats.responsesSent.Add(1)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
@@ -167,6 +168,7 @@ func (d *Device) consumeResponseLocked(m fastpath.HandshakeMessage, now int64) {
 		return
 	}
 	d.setEndpointFromLocked(p, m)
+	p.ownRecv = max(p.ownRecv, now)
 	d.completeLocked(p)
 	d.armZeroLocked(p, now)
 	d.log.Debug("handshake complete (initiator)", "peer", p.pub)

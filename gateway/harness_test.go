@@ -368,7 +368,7 @@ func (r *rig) drain(d time.Duration) { r.pump(d, nil) }
 func (r *rig) wgSend(seq int) {
 	p := tuntest.Ping(ourInner, wgInner)
 	binary.BigEndian.PutUint16(p[len(p)-2:], uint16(seq)) // last payload bytes: sequence
-	r.wgTUN.Outbound <- p // tuntest: Outbound is what the device reads
+	r.wgTUN.Outbound <- p                                 // tuntest: Outbound is what the device reads
 }
 
 // ourPacket is an inner packet from us to wireguard-go.

@@ -81,7 +81,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 
 	// Retries and give-up.
 	if p.retransmitAt != 0 && now >= p.retransmitAt {
-		if p.attempts >= noise.MaxHandshakeAttempts {
+		if p.attempts > noise.MaxHandshakeAttempts { // wireguard-go: MaxTimerHandshakes+2 initiations in all
 			d.log.Debug("handshake did not complete, giving up", "peer", p.pub, "attempts", p.attempts+1)
 			p.retransmitAt = 0
 			p.kaArmedAt = 0
@@ -110,7 +110,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	lastSent := max(fp.Stamps.LastSent.Load(), p.ownSent)
-	lastRecv := fp.Stamps.LastReceived.Load()
+	lastRecv := max(fp.Stamps.LastReceived.Load(), p.ownRecv)
 	dataSent := fp.Stamps.LastDataSent.Load()
 	dataRecv := fp.Stamps.LastDataReceived.Load()
 
@@ -128,10 +128,13 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	// Keepalive after receiving data without sending.
-	if p.kaArmedAt != 0 && lastSent >= p.kaArmedAt {
+	// Ties (data received in the same ns as something sent) arm the timer:
+	// the stamps cannot tell the order, and an extra keepalive is harmless
+	// where a missing one lets the peer's new-handshake timer fire.
+	if p.kaArmedAt != 0 && lastSent > p.kaArmedAt {
 		p.kaArmedAt = 0
 	}
-	if p.kaArmedAt == 0 && dataRecv != 0 && dataRecv > lastSent {
+	if p.kaArmedAt == 0 && dataRecv != 0 && dataRecv >= lastSent {
 		p.kaArmedAt = dataRecv
 	}
 	if p.kaArmedAt != 0 && now-p.kaArmedAt >= keepaliveTimeout {

@@ -1,0 +1,370 @@
+package gateway
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// The timer tests run our Device on the fake clock against stock
+// wireguard-go and assert on what goes out through Dataplane.Send; the
+// constants are whitepaper §6.1's (wireguard-go device/constants.go).
+
+// ofType returns the packets of type typ (and size, if not 0).
+func ofType(s []sentPacket, typ byte, size int) []sentPacket {
+	var out []sentPacket
+	for _, p := range s {
+		if p.typ == typ && (size == 0 || p.size == size) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func secs(d int64) float64 { return float64(d) / 1e9 }
+
+func TestRekeyUnderTraffic(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	fp := r.fp()
+	first := r.establishAsInitiator()
+	t0 := first.Created
+	mark := r.f.nsent()
+	lost := 0
+	for i := 1; i <= 130; i++ {
+		r.advance(time.Second)
+		if !r.f.sendData(fp, ourPacket(i)) {
+			lost++
+		} else if _, ok := r.waitWG(2 * time.Second); !ok {
+			lost++
+		}
+		r.wgSend(i)
+		if _, ok := r.waitInner(2 * time.Second); !ok {
+			lost++
+		}
+	}
+	if lost != 0 {
+		t.Errorf("%d packets lost across the rekey, want 0", lost)
+	}
+	inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, noise.InitiationSize)
+	if len(inits) != 1 {
+		t.Fatalf("initiations during 130 s of traffic = %d, want 1; sent %v", len(inits), types(r.f.sentSince(mark)))
+	}
+	// Rekey is checked on send: the first send at or after 120 s is at
+	// t0+120 s, seen by the next tick, one second later.
+	if at := inits[0].at - t0; at < int64(noise.RekeyAfterTime) || at > int64(noise.RekeyAfterTime+time.Second) {
+		t.Errorf("rekey initiation at t0+%.3fs, want within [120 s, 121 s]", secs(at))
+	}
+	cur := fp.Current.Load()
+	if cur == first || cur == nil || !cur.IsInitiator {
+		t.Fatalf("Current after rekey = %p, want a new initiator keypair (old %p)", cur, first)
+	}
+	if prev := fp.Previous.Load(); prev != first {
+		t.Errorf("Previous after rekey = %p, want the old keypair %p", prev, first)
+	}
+}
+
+func TestRejectAfterTime(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	fp := r.fp()
+	kp := r.establishAsInitiator()
+	t0 := kp.Created
+	r.advance(time.Duration(t0 + int64(noise.RejectAfterTime) - time.Second.Nanoseconds() - r.now()))
+	if fp.Current.Load() != kp || r.f.idx.Lookup(kp.LocalIndex) != kp {
+		t.Fatalf("at t0+179 s the keypair is gone, want it current and published")
+	}
+	mark := r.f.nsent()
+	r.advance(time.Second)
+	if got := fp.Current.Load(); got != nil {
+		t.Errorf("at t0+180 s Current = %p, want nil", got)
+	}
+	if r.f.idx.Lookup(kp.LocalIndex) != nil || r.f.idx.Len() != 0 {
+		t.Errorf("at t0+180 s index %#x still published (table holds %d), want none", kp.LocalIndex, r.f.idx.Len())
+	}
+	if !kp.Dead() {
+		t.Errorf("rejected keypair Dead() = false, want true (zeroed)")
+	}
+	if s := r.f.sentSince(mark); len(s) != 0 {
+		t.Errorf("rejection sent %v, want nothing", types(s))
+	}
+	// Data now needs a new handshake.
+	if r.f.sendData(fp, ourPacket(1)) {
+		t.Fatalf("sendData after rejection = true, want false (no usable keypair)")
+	}
+	r.advance(50 * time.Millisecond)
+	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 1 {
+		t.Errorf("initiations after data past rejection = %d, want 1", len(inits))
+	}
+}
+
+func TestRetryAndGiveUp(t *testing.T) {
+	const jitter = 200 * time.Millisecond
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", fixJitter: jitter})
+	r.f.drop.Store(true)
+	fp := r.fp()
+	fp.HandshakeNeeded.Store(true)
+	t0 := r.now()
+	r.dev.Tick(t0)
+	const step = 50 * time.Millisecond
+	for r.now()-t0 < int64(130*time.Second) {
+		r.advance(step)
+	}
+	inits := ofType(r.f.sentSince(0), noise.TypeInitiation, noise.InitiationSize)
+	// wireguard-go: the first initiation and MaxTimerHandshakes+1 = 19
+	// retries ("did not complete after 20 attempts, giving up").
+	if want := noise.MaxHandshakeAttempts + 2; len(inits) != want {
+		t.Fatalf("initiations = %d, want %d; %v", len(inits), want, types(inits))
+	}
+	for i := 1; i < len(inits); i++ {
+		gap := inits[i].at - inits[i-1].at
+		if lo, hi := int64(noise.RekeyTimeout+jitter), int64(noise.RekeyTimeout+jitter+step); gap < lo || gap > hi {
+			t.Errorf("retry %d after %.3fs, want within [%.3f, %.3f] s", i, secs(gap), secs(lo), secs(hi))
+		}
+	}
+	if fp.HandshakeNeeded.Load() {
+		t.Errorf("HandshakeNeeded after give-up = true, want false (held packets dropped)")
+	}
+	if r.f.idx.Len() != 0 {
+		t.Errorf("index table holds %d after give-up, want 0", r.f.idx.Len())
+	}
+	// New data starts a new round.
+	fp.HandshakeNeeded.Store(true)
+	mark := r.f.nsent()
+	r.advance(step)
+	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 1 {
+		t.Errorf("initiations for new data after give-up = %d, want 1", n)
+	}
+}
+
+// establishAsResponder makes wireguard-go initiate and send data, and
+// returns when the data arrived (our keypair promoted).
+func (r *rig) establishAsResponder() {
+	r.t.Helper()
+	r.wgSend(1)
+	if _, ok := r.waitInner(3 * time.Second); !ok {
+		r.t.Fatalf("no data from wireguard-go; sent %v", types(r.f.sentSince(0)))
+	}
+	r.dev.Tick(r.now())
+}
+
+func TestKeepaliveAfterReceiving(t *testing.T) {
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
+	r.establishAsResponder()
+	t0 := r.fp().Stamps.LastDataReceived.Load()
+	mark := r.f.nsent()
+	rx0 := wgRxBytes(t, r)
+	for r.now()-t0 < int64(30*time.Second) {
+		r.advance(100 * time.Millisecond)
+	}
+	ka := ofType(r.f.sentSince(mark), noise.TypeTransport, noise.KeepaliveSize)
+	if len(ka) != 1 {
+		t.Fatalf("keepalives in 30 s after one data packet = %d, want 1; %v", len(ka), types(r.f.sentSince(mark)))
+	}
+	if at := ka[0].at - t0; at != int64(noise.KeepaliveTimeout) {
+		t.Errorf("keepalive at +%.3fs, want +10 s", secs(at))
+	}
+	// wireguard-go accepts it: its peer's rx counter grows by 32 bytes.
+	if !r.pump(2*time.Second, func() bool { return wgRxBytes(t, r) >= rx0+noise.KeepaliveSize }) {
+		t.Errorf("wireguard-go rx_bytes = %d, want at least %d (a keepalive more)", wgRxBytes(t, r), rx0+noise.KeepaliveSize)
+	}
+}
+
+func TestNewHandshakeWithoutReply(t *testing.T) {
+	const jitter = 100 * time.Millisecond
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", fixJitter: jitter})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(time.Second)
+	r.f.drop.Store(true)
+	t1 := r.now()
+	if !r.f.sendData(fp, ourPacket(1)) {
+		t.Fatal("sendData = false, want true")
+	}
+	mark := r.f.nsent()
+	for r.now()-t1 < int64(20*time.Second) {
+		r.advance(50 * time.Millisecond)
+	}
+	inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)
+	if len(inits) == 0 {
+		t.Fatalf("no initiation within 20 s of unanswered data; sent %v", types(r.f.sentSince(mark)))
+	}
+	want := int64(noise.KeepaliveTimeout + noise.RekeyTimeout + jitter)
+	if at := inits[0].at - t1; at < want || at > want+int64(50*time.Millisecond) {
+		t.Errorf("new handshake at +%.3fs, want +%.3fs", secs(at), secs(want))
+	}
+}
+
+func TestPersistentKeepalive(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", keepalive: 25 * time.Second})
+	kp := r.establishAsInitiator()
+	t0 := kp.Created
+	mark := r.f.nsent()
+	for r.now()-t0 < int64(80*time.Second) {
+		r.advance(500 * time.Millisecond)
+	}
+	ka := ofType(r.f.sentSince(mark), noise.TypeTransport, noise.KeepaliveSize)
+	want := []int64{25, 50, 75}
+	if len(ka) != len(want) {
+		t.Fatalf("persistent keepalives in 80 s = %d, want %d; %v", len(ka), len(want), types(r.f.sentSince(mark)))
+	}
+	for i, p := range ka {
+		if at := p.at - t0; at != want[i]*int64(time.Second) {
+			t.Errorf("keepalive %d at +%.3fs, want +%d s", i, secs(at), want[i])
+		}
+	}
+}
+
+func TestPersistentKeepaliveTurnedOnSendsAtOnce(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	r.establishAsInitiator()
+	mark := r.f.nsent()
+	err := r.dev.IpcSet(stringsReader("public_key=" + r.wgPub.Hex() + "\npersistent_keepalive_interval=25\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// wireguard-go: turning a persistent keepalive on sends one at once.
+	if ka := ofType(r.f.sentSince(mark), noise.TypeTransport, noise.KeepaliveSize); len(ka) != 1 || ka[0].at != r.now() {
+		t.Errorf("keepalives when turning on = %v, want one now", types(ka))
+	}
+}
+
+func TestZeroingAfterRejectTimesThree(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	fp := r.fp()
+	kp := r.establishAsInitiator()
+	t0 := kp.Created
+	p := r.dev.byKey[r.wgPub]
+	for r.now()-t0 < int64(3*noise.RejectAfterTime)-int64(20*time.Second) {
+		r.advance(10 * time.Second)
+	}
+	r.advance(time.Duration(t0 + int64(3*noise.RejectAfterTime) - int64(time.Second) - r.now()))
+	r.dev.mu.Lock()
+	armed := p.zeroAt
+	r.dev.mu.Unlock()
+	if want := t0 + 3*int64(noise.RejectAfterTime); armed != want {
+		t.Fatalf("zeroing armed at t0+%.3fs, want t0+540 s", secs(armed-t0))
+	}
+	r.advance(time.Duration(armed - r.now()))
+	r.dev.mu.Lock()
+	armed = p.zeroAt
+	st := p.hs.State()
+	r.dev.mu.Unlock()
+	if armed != 0 {
+		t.Errorf("zeroing still armed after 540 s")
+	}
+	if st != noise.StateZeroed {
+		t.Errorf("handshake state after 540 s = %v, want zeroed", st)
+	}
+	if fp.Current.Load() != nil || fp.Previous.Load() != nil || fp.Next.Load() != nil || r.f.idx.Len() != 0 || !kp.Dead() {
+		t.Errorf("key material left after 540 s: slots %p %p %p, %d indexes, dead %v",
+			fp.Current.Load(), fp.Previous.Load(), fp.Next.Load(), r.f.idx.Len(), kp.Dead())
+	}
+}
+
+func TestRoamingToNewEndpoint(t *testing.T) {
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
+	fp := r.fp()
+	r.establishAsResponder()
+	a := netip.MustParseAddrPort("198.18.0.2:51820")
+	if ep := fp.Endpoint.Load(); ep == nil || ep.Dst != a {
+		t.Fatalf("endpoint = %v, want %v", ep, a)
+	}
+	// The peer moves: its next handshake comes from b.
+	b := netip.MustParseAddrPort("198.18.7.9:40000")
+	r.f.wgSrc.Store(&b)
+	r.advance(time.Second)
+	time.Sleep(25 * time.Millisecond) // wireguard-go's own initiation flood limit is on wall time
+	if err := r.wg.Down(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wg.Up(); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.f.nsent()
+	r.establishAsResponder()
+	if ep := fp.Endpoint.Load(); ep == nil || ep.Dst != b {
+		t.Fatalf("endpoint after roaming = %v, want %v", ep, b)
+	}
+	resp := ofType(r.f.sentSince(mark), noise.TypeResponse, 0)
+	if len(resp) != 1 || resp[0].dst != b {
+		t.Fatalf("responses after roaming = %v, want one to %v", types(resp), b)
+	}
+	t1 := r.now()
+	for r.now()-t1 < int64(11*time.Second) {
+		r.advance(500 * time.Millisecond)
+	}
+	ka := ofType(r.f.sentSince(mark), noise.TypeTransport, noise.KeepaliveSize)
+	if len(ka) != 1 || ka[0].dst != b {
+		t.Errorf("keepalives after roaming = %v, want one to %v", types(ka), b)
+	}
+}
+
+// TestCookieUnderLoad: while our dataplane reports load, stock wireguard-go's
+// initiation gets a cookie reply instead of a response, and wireguard-go's
+// retry (after its RekeyTimeout of 5 s wall time) carries a MAC2 that we
+// accept.
+func TestCookieUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for wireguard-go's 5 s retry")
+	}
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
+	r.f.load.Store(true)
+	r.wgSend(1)
+	if !r.pump(2*time.Second, func() bool { return len(ofType(r.f.sentSince(0), noise.TypeCookieReply, noise.CookieReplySize)) == 1 }) {
+		t.Fatalf("no cookie reply under load; sent %v", types(r.f.sentSince(0)))
+	}
+	if n := len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)); n != 0 {
+		t.Fatalf("responses under load without MAC2 = %d, want 0", n)
+	}
+	// wireguard-go retries after RekeyTimeout plus jitter, with MAC2.
+	if _, ok := r.waitInner(8 * time.Second); !ok {
+		t.Fatalf("no session after the cookie; sent %v; stats %+v", types(r.f.sentSince(0)), r.dev.Stats())
+	}
+	if n := len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)); n != 1 {
+		t.Errorf("responses = %d, want 1", n)
+	}
+}
+
+func TestBadMAC1FloodCostsNoCurve25519(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	before := r.dev.Stats()
+	msg := make([]byte, noise.InitiationSize)
+	msg[0] = noise.TypeInitiation
+	const n = 1000
+	for i := 0; i < n; i++ {
+		msg[4] = byte(i)
+		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.9:1"), Data: msg})
+	}
+	after := r.dev.Stats()
+	if got := after.Noise.Curve25519 - before.Noise.Curve25519; got != 0 {
+		t.Errorf("Curve25519 operations for %d bad-MAC1 initiations = %d, want 0", n, got)
+	}
+	if got := after.Drops[DropHandshakeInvalid] - before.Drops[DropHandshakeInvalid]; got != n {
+		t.Errorf("Drops[handshake invalid] = %d, want %d", got, n)
+	}
+	if s := r.f.sentSince(0); len(s) != 0 {
+		t.Errorf("sent %v in answer to bad MAC1, want nothing", types(s))
+	}
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// wgRxBytes is the rx_bytes wireguard-go reports for its one peer.
+func wgRxBytes(t *testing.T, r *rig) int {
+	t.Helper()
+	get, err := r.wg.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(get, "\n") {
+		if v, ok := strings.CutPrefix(line, "rx_bytes="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
