@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -116,6 +117,9 @@ type worker struct {
 	groupSerial    int
 
 	c counters
+
+	// capture, if not nil, copies frames at the burst points (capture.go).
+	capture atomic.Pointer[Capture]
 }
 
 func newWorker(e *Engine, i int) (*worker, error) {
@@ -257,6 +261,9 @@ func (w *worker) outbound(now int64) int {
 	if n == 0 {
 		return 0
 	}
+	if c := w.capture.Load(); c != nil {
+		c.put(w.id, CaptureLAN, CaptureRX, w.frames[:n])
+	}
 	rt := w.e.routes.Load()
 	w.groupSerial++
 	frames := w.frames[:n]
@@ -373,6 +380,13 @@ func (w *worker) outerLen(ep *Endpoint) int {
 func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) {
 	if len(frames) == 0 {
 		return
+	}
+	if c := w.capture.Load(); c != nil {
+		port := CaptureLAN
+		if tx == w.wanTX {
+			port = CaptureWAN
+		}
+		c.put(w.id, port, CaptureTX, frames)
 	}
 	sent := tx.Transmit(frames)
 	if sent < len(frames) {
@@ -648,6 +662,9 @@ func (w *worker) inbound(now int64) int {
 	n := w.wanRX.Receive(w.frames[:w.burst])
 	if n == 0 {
 		return 0
+	}
+	if c := w.capture.Load(); c != nil {
+		c.put(w.id, CaptureWAN, CaptureRX, w.frames[:n])
 	}
 	frames := w.frames[:n]
 	var bad [NumDropReasons]int32
