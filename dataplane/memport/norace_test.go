@@ -1,0 +1,5 @@
+//go:build !race
+
+package memport_test
+
+const raceEnabled = false
