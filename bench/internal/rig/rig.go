@@ -272,7 +272,7 @@ func (r *rig) stopProcs() {
 // build makes the namespaces, veths, addresses and routes, opens the
 // generator's AF_XDP port and the sink's sockets.
 func (r *rig) build() (err error) {
-	r.t = topo.New("wgb")
+	r.t = topo.New("bench")
 	if r.src, err = r.t.NewNS("s"); err != nil {
 		return err
 	}
@@ -370,13 +370,13 @@ func (r *rig) startGateways(ctx context.Context, k Kind) error {
 		return err
 	}
 	g1 := Gateway{
-		Name: "gw1", LAN: r.lan1.B, WAN: r.wan.A, TUN: topo.UniqueName("wgb1"),
+		Name: "gw1", LAN: r.lan1.B, WAN: r.wan.A, TUN: topo.UniqueName("bench1"),
 		PrivateKey: k1, PeerPublic: p2, ListenPort: listenPort,
 		Endpoint: net.JoinHostPort(gw2WANAddr, strconv.Itoa(listenPort)), TunnelAddr: gw1Tunnel + "/30",
 		AllowedIPs: []string{sinkNet, gw2Tunnel + "/32"}, MTU: tunnelMTU, Queues: r.o.Queues, CPUs: r.o.CPUs,
 	}
 	g2 := Gateway{
-		Name: "gw2", LAN: r.lan2.A, WAN: r.wan.B, TUN: topo.UniqueName("wgb2"),
+		Name: "gw2", LAN: r.lan2.A, WAN: r.wan.B, TUN: topo.UniqueName("bench2"),
 		PrivateKey: k2, PeerPublic: p1, ListenPort: listenPort,
 		Endpoint: net.JoinHostPort(gw1WANAddr, strconv.Itoa(listenPort)), TunnelAddr: gw2Tunnel + "/30",
 		AllowedIPs: []string{srcNet, gw1Tunnel + "/32"}, MTU: tunnelMTU, Queues: r.o.Queues, CPUs: r.o.CPUs,
