@@ -1,0 +1,374 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// uniqueName returns an interface name no other test uses (the UAPI
+// directory is shared by every namespace): prefix + 6 random hex digits.
+func uniqueName(prefix string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// refDevice is a stock wireguard-go device (down: no sockets) with its own
+// UAPI listener, the reference for our UAPI.
+func refDevice(t *testing.T, name string) *device.Device {
+	t.Helper()
+	// The TUN never reports "up", so the device stays down: no socket is
+	// opened and nothing is sent anywhere.
+	dev := device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	t.Cleanup(dev.Close)
+	if name == "" {
+		return dev
+	}
+	f, err := ipc.UAPIOpen(name)
+	if err != nil {
+		testenv.Missing(t, "UAPI socket directory /var/run/wireguard", fmt.Sprintf("run as root (%v)", err))
+	}
+	l, err := ipc.UAPIListen(name, f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("UAPIListen(%s): %v", name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go dev.IpcHandle(c)
+		}
+	}()
+	return dev
+}
+
+// downTUN is a TUN that sends no events (tuntest's reports EventUp, which
+// brings a wireguard-go device up).
+type downTUN struct{ tun.Device }
+
+func (downTUN) Events() <-chan tun.Event { return nil }
+
+// ourDevice is our Device over a fakeDP, serving UAPI as name ("" none).
+func ourDevice(t *testing.T, name string) *Device {
+	t.Helper()
+	d, err := New(Options{Name: name, Dataplane: newFakeDP(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Start(); err != nil {
+		if name != "" {
+			testenv.Missing(t, "UAPI socket directory /var/run/wireguard", fmt.Sprintf("run as root (%v)", err))
+		}
+		t.Fatal(err)
+	}
+	return d
+}
+
+// normalize (times and counters aside) makes UAPI get output or wg(8) output comparable between two
+// devices: the interface name replaced, peer blocks sorted (wireguard-go
+// keeps peers in a map), comma lists and allowed_ip lines sorted.
+func normalize(s, name string) string {
+	if name != "" {
+		s = strings.ReplaceAll(s, name, "NAME")
+	}
+	if !strings.Contains(s, "public_key=") && !strings.Contains(s, "peer: ") && !strings.Contains(s, "[Peer]") {
+		// One line per peer (wg show <if> <field>): peer order is not part
+		// of the contract.
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	// Split into blocks at peer starts.
+	var blocks [][]string
+	cur := []string{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.HasPrefix(line, "public_key=") || strings.HasPrefix(line, "peer: ") || line == "[Peer]" {
+			blocks = append(blocks, cur)
+			cur = []string{}
+		}
+		if line == "" {
+			continue
+		}
+		// Times and counters aside: they depend on traffic, not on the
+		// configuration (our device runs; the reference is down).
+		if k, _, ok := strings.Cut(line, "="); ok && (k == "tx_bytes" || k == "rx_bytes" || strings.HasPrefix(k, "last_handshake_time")) {
+			line = k + "=N"
+		}
+		if t := strings.TrimSpace(line); strings.HasPrefix(t, "transfer: ") || strings.HasPrefix(t, "latest handshake: ") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ": "); ok && strings.Contains(k, "allowed ips") {
+			parts := strings.Split(v, ", ")
+			slices.Sort(parts)
+			line = k + ": " + strings.Join(parts, ", ")
+		}
+		if k, v, ok := strings.Cut(line, " = "); ok && k == "AllowedIPs" {
+			parts := strings.Split(v, ", ")
+			slices.Sort(parts)
+			line = k + " = " + strings.Join(parts, ", ")
+		}
+		cur = append(cur, line)
+	}
+	blocks = append(blocks, cur)
+	head := blocks[0]
+	peers := blocks[1:]
+	for _, b := range peers {
+		// allowed_ip lines: order is not part of the contract.
+		i := slices.IndexFunc(b, func(l string) bool { return strings.HasPrefix(l, "allowed_ip=") })
+		if i >= 0 {
+			slices.Sort(b[i:])
+		}
+	}
+	slices.SortFunc(peers, func(a, b []string) int { return strings.Compare(strings.Join(a, "\n"), strings.Join(b, "\n")) })
+	var out []string
+	out = append(out, head...)
+	for _, b := range peers {
+		out = append(out, "")
+		out = append(out, b...)
+	}
+	return strings.Join(out, "\n")
+}
+
+func hexKey(t *testing.T) (noise.PrivateKey, string) {
+	k, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, k.Hex()
+}
+
+func pubHex(t *testing.T) string {
+	k, _ := hexKey(t)
+	p := k.PublicKey()
+	return p.Hex()
+}
+
+// TestUAPISetMatchesWireguardGo applies the same "set=1" requests to our
+// Device and to stock wireguard-go and compares the errno of each request
+// and the "get=1" output after each (known answer: wireguard-go).
+func TestUAPISetMatchesWireguardGo(t *testing.T) {
+	priv, privHex := hexKey(t)
+	self := priv.PublicKey()
+	k1, k2 := pubHex(t), pubHex(t)
+	psk, _ := noise.NewPresharedKey()
+	zero := strings.Repeat("0", 64)
+	for _, tc := range []struct {
+		name string
+		reqs []string
+	}{
+		{"device keys", []string{"private_key=" + privHex + "\nlisten_port=51820\nfwmark=7\n"}},
+		{"zero private key", []string{"private_key=" + privHex + "\n", "private_key=" + zero + "\n"}},
+		{"short private key", []string{"private_key=abcd\n"}},
+		{"empty private key", []string{"private_key=\n"}},
+		{"listen port too large", []string{"listen_port=70000\n"}},
+		{"fwmark not decimal", []string{"fwmark=0x10\n"}},
+		{"unknown device key", []string{"bogus=1\n"}},
+		{"no equals sign", []string{"private_key=" + privHex + "\nnoequals\n"}},
+		{"replace_peers false", []string{"replace_peers=false\n"}},
+		{"full peer", []string{"private_key=" + privHex + "\npublic_key=" + k1 + "\npreshared_key=" + psk.Hex() +
+			"\nendpoint=198.18.0.2:51820\npersistent_keepalive_interval=25\nallowed_ip=198.19.0.0/24\nallowed_ip=2001:2::/64\nprotocol_version=1\n"}},
+		{"ipv6 endpoint", []string{"public_key=" + k1 + "\nendpoint=[2001:2::2]:51820\n"}},
+		{"bad public key", []string{"public_key=zz\n"}},
+		{"host name endpoint", []string{"public_key=" + k1 + "\nendpoint=example.com:51820\n"}},
+		{"bad preshared key", []string{"public_key=" + k1 + "\npreshared_key=12\n"}},
+		{"keepalive too large", []string{"public_key=" + k1 + "\npersistent_keepalive_interval=70000\n"}},
+		{"protocol version 2", []string{"public_key=" + k1 + "\nprotocol_version=2\n"}},
+		{"unknown peer key", []string{"public_key=" + k1 + "\nbogus=1\n"}},
+		{"bad allowed ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/33\n"}},
+		{"allowed ip masked and deduplicated", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.1/24\nallowed_ip=198.19.0.0/24\n"}},
+		{"allowed ip moves to later peer", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=198.19.0.0/24\n"}},
+		{"allowed ip removed with minus", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nallowed_ip=198.19.1.0/24\n",
+			"public_key=" + k1 + "\nallowed_ip=-198.19.0.0/24\nallowed_ip=-198.19.9.0/24\n"}},
+		{"minus of other peer's ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=-198.19.0.0/24\n"}},
+		{"replace allowed ips", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\n", "public_key=" + k1 + "\nreplace_allowed_ips=true\nallowed_ip=198.19.5.0/24\n"}},
+		{"replace allowed ips bad value", []string{"public_key=" + k1 + "\nreplace_allowed_ips=yes\n"}},
+		{"update_only new peer", []string{"public_key=" + k1 + "\nupdate_only=true\nallowed_ip=198.19.0.0/24\n"}},
+		{"update_only existing peer", []string{"public_key=" + k1 + "\n", "public_key=" + k1 + "\nupdate_only=true\nallowed_ip=198.19.0.0/24\n"}},
+		{"remove", []string{"public_key=" + k1 + "\npublic_key=" + k2 + "\n", "public_key=" + k1 + "\nremove=true\nallowed_ip=198.19.0.0/24\n"}},
+		{"remove bad value", []string{"public_key=" + k1 + "\nremove=1\n"}},
+		{"replace_peers", []string{"public_key=" + k1 + "\npublic_key=" + k2 + "\n", "replace_peers=true\npublic_key=" + k2 + "\n"}},
+		{"own key as peer ignored", []string{"private_key=" + privHex + "\npublic_key=" + self.Hex() + "\nallowed_ip=198.19.0.0/24\n"}},
+		{"own key removes peer", []string{"public_key=" + self.Hex() + "\n", "private_key=" + privHex + "\n"}},
+		{"error stops mid-way", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nbogus=1\npublic_key=" + k2 + "\n"}},
+		{"blank line ends request", []string{"public_key=" + k1 + "\n\npublic_key=" + k2 + "\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := refDevice(t, "")
+			ours := ourDevice(t, "")
+			for i, req := range tc.reqs {
+				refErr := ref.IpcSet(req)
+				ourErr := ours.IpcSet(strings.NewReader(req))
+				if got, want := errnoOf(ourErr), errnoOf(refErr); got != want {
+					t.Errorf("request %d: errno = %d (%v), want %d (%v)", i, got, ourErr, want, refErr)
+				}
+				refGet, err := ref.IpcGet()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				if err := ours.IpcGet(&b); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(normalize(refGet, ""), normalize(b.String(), "")); diff != "" {
+					t.Errorf("request %d: get=1 mismatch (-wireguard-go +ours):\n%s", i, diff)
+				}
+			}
+		})
+	}
+}
+
+func errnoOf(err error) int64 {
+	if err == nil {
+		return 0
+	}
+	var ue *UAPIError
+	if errors.As(err, &ue) {
+		return ue.Code
+	}
+	var ie *device.IPCError
+	if errors.As(err, &ie) {
+		return ie.ErrorCode()
+	}
+	return -1
+}
+
+// TestWgToolMatchesWireguardGo runs Debian's wg(8) against our socket and
+// against stock wireguard-go's, with the same configuration, and compares
+// what `wg show` and `wg showconf` print.
+func TestWgToolMatchesWireguardGo(t *testing.T) {
+	testenv.Root(t)
+	wg := testenv.Tool(t, "wg", "wireguard-tools")
+	ourName, refName := uniqueName("wgpio"), uniqueName("wgref")
+	refDevice(t, refName)
+	ourDevice(t, ourName)
+
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	priv, _ := hexKey(t)
+	psk, _ := noise.NewPresharedKey()
+	privFile := write("priv", priv.Base64())
+	pskFile := write("psk", psk.Base64())
+	k := func() string { kk, _ := hexKey(t); p := kk.PublicKey(); return p.Base64() }
+	p1, p2, p3 := k(), k(), k()
+	conf := write("conf", fmt.Sprintf(`[Interface]
+PrivateKey = %s
+ListenPort = 51999
+
+[Peer]
+PublicKey = %s
+AllowedIPs = 198.19.7.0/24
+Endpoint = 198.18.3.3:51820
+`, priv.Base64(), p3))
+
+	run := func(name string, args ...string) (string, error) {
+		cmd := exec.Command(wg, args...)
+		out, err := cmd.CombinedOutput()
+		return strings.ReplaceAll(string(out), name, "NAME"), err
+	}
+	steps := [][]string{
+		{"set", "NAME", "private-key", privFile, "listen-port", "51820", "fwmark", "0x1234"},
+		{"set", "NAME", "peer", p1, "preshared-key", pskFile, "endpoint", "198.18.0.2:51820", "persistent-keepalive", "25", "allowed-ips", "198.19.0.0/24,2001:2::/64"},
+		{"set", "NAME", "peer", p2, "endpoint", "[2001:2::2]:51820", "allowed-ips", "198.19.1.0/24"},
+		{"set", "NAME", "peer", p1, "allowed-ips", "+198.19.2.0/24,-198.19.0.0/24"},
+		{"set", "NAME", "peer", p2, "allowed-ips", "198.19.2.0/24"},
+		{"set", "NAME", "peer", p1, "persistent-keepalive", "off"},
+		{"set", "NAME", "peer", p2, "remove"},
+		{"set", "NAME", "peer", p1, "endpoint", "not-an-endpoint"},
+		{"set", "NAME", "listen-port", "99999"},
+		{"setconf", "NAME", conf},
+		{"addconf", "NAME", conf},
+	}
+	shows := [][]string{
+		{"show", "NAME"}, {"showconf", "NAME"}, {"show", "NAME", "peers"}, {"show", "NAME", "allowed-ips"},
+		{"show", "NAME", "endpoints"}, {"show", "NAME", "persistent-keepalive"}, {"show", "NAME", "fwmark"},
+		{"show", "NAME", "listen-port"}, {"show", "NAME", "preshared-keys"}, {"show", "NAME", "public-key"},
+	}
+	compare := func(i int, args []string, wantSame bool) {
+		sub := func(name string) []string {
+			out := slices.Clone(args)
+			for j := range out {
+				if out[j] == "NAME" {
+					out[j] = name
+				}
+			}
+			return out
+		}
+		refOut, refErr := run(refName, sub(refName)...)
+		ourOut, ourErr := run(ourName, sub(ourName)...)
+		if (refErr == nil) != (ourErr == nil) {
+			t.Errorf("step %d: wg %v: error %v, wireguard-go's %v\nours: %s\nwireguard-go: %s", i, args, ourErr, refErr, ourOut, refOut)
+		}
+		if diff := cmp.Diff(normalize(refOut, "NAME"), normalize(ourOut, "NAME")); diff != "" {
+			t.Errorf("step %d: wg %v mismatch (-wireguard-go +ours):\n%s", i, args, diff)
+		}
+	}
+	for i, s := range steps {
+		compare(i, s, true)
+		for _, show := range shows {
+			compare(i, show, true)
+		}
+	}
+	// The socket goes away with the device.
+	sock := "/var/run/wireguard/" + ourName + ".sock"
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("socket %s missing while the device runs: %v", sock, err)
+	}
+}
+
+func TestCloseRemovesSocket(t *testing.T) {
+	testenv.Root(t)
+	name := uniqueName("wgpio")
+	d, err := New(Options{Name: name, Dataplane: newFakeDP(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/var/run/wireguard/" + name + ".sock"
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial %s: %v", sock, err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "get=1\n\n")
+	buf := make([]byte, 256)
+	n, _ := c.Read(buf)
+	if got := string(buf[:n]); !strings.HasSuffix(got, "errno=0\n\n") {
+		t.Errorf("get=1 reply = %q, want it to end in errno=0", got)
+	}
+	d.Close()
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("after Close, stat %s = %v, want not exist", sock, err)
+	}
+}
