@@ -337,3 +337,42 @@ func (p *Port) Close() error {
 	})
 	return p.closeErr
 }
+
+// Pools returns the port's pool (dataplane.Accounter).
+func (p *Port) Pools() []*dataplane.Pool { return []*dataplane.Pool{p.umem.pool} }
+
+// AccountBuffers reports every chunk the port holds outside the pool's
+// free list: in its halves' caches and in its four rings
+// (dataplane.Accounter). Chunks the kernel took off the TX ring and has not
+// yet completed are not seen; call it once traffic has settled, with no
+// goroutine in the halves. After Close the port holds nothing.
+func (p *Port) AccountBuffers(fn func(pl *dataplane.Pool, chunk uint64, place string)) {
+	if p.closed.Load() {
+		return
+	}
+	pl := p.umem.pool
+	mask := ^uint64(pl.FrameSize() - 1)
+	for _, q := range p.queues {
+		s := q.sock
+		for _, c := range q.rx.cache.AppendChunks(nil) {
+			fn(pl, c, "rx cache")
+		}
+		for _, c := range q.tx.cache.AppendChunks(nil) {
+			fn(pl, c, "tx cache")
+		}
+		for i := atomic.LoadUint32(s.fill.cons); i != s.fill.cachedProd; i++ {
+			fn(pl, s.fill.descs[i&s.fill.mask]&mask, "fill ring")
+		}
+		for i := s.rx.cachedCons; i != atomic.LoadUint32(s.rx.prod); i++ {
+			fn(pl, s.rx.descs[i&s.rx.mask].Addr&mask, "rx ring")
+		}
+		for i := atomic.LoadUint32(s.tx.cons); i != s.tx.cachedProd; i++ {
+			fn(pl, s.tx.descs[i&s.tx.mask].Addr&mask, "tx ring")
+		}
+		for i := s.comp.cachedCons; i != atomic.LoadUint32(s.comp.prod); i++ {
+			fn(pl, s.comp.descs[i&s.comp.mask]&mask, "completion ring")
+		}
+	}
+}
+
+var _ dataplane.Accounter = (*Port)(nil)

@@ -30,7 +30,7 @@ func newQueue(p *Port, i int, s *socket) *queue {
 	pool := p.umem.pool
 	q.rx = rxHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem()))}
 	q.tx = txHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem())),
-		maxLen:   uint32(min(p.mtu+ethHeaderLen+vlanTagLen, pool.FrameSize()-pool.Headroom())),
+		maxLen:   uint32(min(p.mtu+ethHeaderLen, pool.FrameSize()-pool.Headroom()-vlanTagLen)),
 		copyMode: !p.umem.ZeroCopy()}
 	q.rx.zerocopy = !q.tx.copyMode
 	q.rx.refill() // give the kernel buffers before the program redirects
@@ -206,7 +206,7 @@ type txHalf struct {
 	pool     *dataplane.Pool
 	cache    *dataplane.Cache
 	memLen   uint64
-	maxLen   uint32
+	maxLen   uint32 // untagged; one 802.1Q tag may add vlanTagLen
 	copyMode bool
 	busy     atomic.Int32
 	ctr      counters
@@ -223,8 +223,8 @@ func (h *txHalf) enter() bool {
 
 // Transmit puts frames on the TX ring and kicks the kernel; see
 // dataplane.TX. It takes at most dataplane.MaxBurst frames a call. A runt
-// or a frame longer than MTU + Ethernet header + one 802.1Q tag is taken,
-// dropped and counted. A frame of another pool is copied into this UMEM
+// or a frame longer than MTU + Ethernet header (+ 4 bytes if it carries an
+// 802.1Q tag) is taken, dropped and counted. A frame of another pool is copied into this UMEM
 // (counted in Copies) and freed to its own pool.
 //
 // In copy mode the kernel sends only inside sendto, at most its TX budget
@@ -245,7 +245,7 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 	for ; i < want && slots < room; i++ {
 		f := &frames[i]
 		l := uint32(f.Len())
-		if l < ethHeaderLen || l > h.maxLen {
+		if l < ethHeaderLen || l > h.maxLen && !(l <= h.maxLen+vlanTagLen && tagged(f.Data())) {
 			r := dataplane.DropRunt
 			if l >= ethHeaderLen {
 				r = dataplane.DropTooLong
@@ -283,6 +283,11 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 	}
 	h.busy.Store(0)
 	return int(i)
+}
+
+// tagged reports whether an Ethernet frame carries an 802.1Q tag.
+func tagged(b []byte) bool {
+	return len(b) >= ethHeaderLen && b[12] == 0x81 && b[13] == 0x00
 }
 
 func (h *txHalf) kick(n uint32) {

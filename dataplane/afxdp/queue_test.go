@@ -89,24 +89,31 @@ func TestReceiveBadDescriptors(t *testing.T) {
 
 func TestTransmitBadFrames(t *testing.T) {
 	q := fakeQueue(t, 2048)
-	frames := make([]dataplane.Frame, 4)
-	if n := q.tx.Alloc(frames); n != 4 {
-		t.Fatalf("Alloc = %d, want 4", n)
+	frames := make([]dataplane.Frame, 6)
+	if n := q.tx.Alloc(frames); n != 6 {
+		t.Fatalf("Alloc = %d, want 6", n)
 	}
-	frames[0].SetLen(60)
-	frames[1].SetLen(13)   // runt
-	frames[2].SetLen(1600) // past MTU + header + tag
-	frames[3].SetLen(1518)
-	if n := q.tx.Transmit(frames); n != 4 {
-		t.Fatalf("Transmit = %d, want 4 (drops are taken)", n)
+	for i, l := range []int{
+		60,   // good
+		13,   // runt
+		1600, // past MTU + header + tag
+		1514, // MTU + header: good
+		1515, // one byte too long without a tag
+		1518, // MTU + header + tag, tagged below: good
+	} {
+		frames[i].SetLen(l)
+	}
+	frames[5].Data()[12], frames[5].Data()[13] = 0x81, 0x00
+	if n := q.tx.Transmit(frames); n != 6 {
+		t.Fatalf("Transmit = %d, want 6 (drops are taken)", n)
 	}
 	s := q.sock
-	if got := *s.tx.prod; got != 2 {
-		t.Fatalf("TX ring producer = %d, want 2", got)
+	if got := *s.tx.prod; got != 3 {
+		t.Fatalf("TX ring producer = %d, want 3", got)
 	}
 	st := q.Stats()
-	if st.Drops[dataplane.DropRunt] != 1 || st.Drops[dataplane.DropTooLong] != 1 {
-		t.Errorf("Drops runt/too_long = %d/%d, want 1/1", st.Drops[dataplane.DropRunt], st.Drops[dataplane.DropTooLong])
+	if st.Drops[dataplane.DropRunt] != 1 || st.Drops[dataplane.DropTooLong] != 2 {
+		t.Errorf("Drops runt/too_long = %d/%d, want 1/2", st.Drops[dataplane.DropRunt], st.Drops[dataplane.DropTooLong])
 	}
 	// The kernel completes both, one with an address outside the UMEM.
 	s.comp.descs[0], s.comp.descs[1] = s.tx.descs[0].Addr, 1<<60
