@@ -193,8 +193,8 @@ func TestPortDeviceWrite(t *testing.T) {
 		pad(p4), pad(p4far), pad(p6),
 		pad(ipPacket(lanIP, netip.MustParseAddr("198.51.100.1"), nil)), // no route
 		pad(ipPacket(lanIP, netip.MustParseAddr("198.18.11.99"), nil)), // no neighbour
-		pad([]byte{0x50, 1, 2}),                                       // not IP
-		pad(ipPacket(lanIP, hostIP, make([]byte, 1600))),               // above the port MTU
+		pad([]byte{0x50, 1, 2}),                          // not IP
+		pad(ipPacket(lanIP, hostIP, make([]byte, 1600))), // above the port MTU
 	}
 	n, err := r.dev.Write(bufs, off)
 	if n != len(bufs) || err != nil {
