@@ -25,6 +25,7 @@ func sharedPair(t *testing.T) (us, k *topo.NS, v *topo.Veth) {
 	for _, a := range []string{kV4.String() + "/24", kV6.String() + "/64", kLL.String() + "/64"} {
 		must(t, k.AddAddr(v.B, a))
 	}
+	waitUp(t, v)
 	return us, k, v
 }
 
