@@ -67,6 +67,8 @@ type variant struct {
 	router   bool // a router namespace between the gateways
 	mqtun    bool // gwA's plaintext side is a multi-queue kernel TUN, not a PortDevice
 	owned    bool // gwA's kernel has no address on its veths: wgpio answers ARP/NDP
+	stockA   bool // gwA is like gwB: kernel TUN and sockets (the benchmark's reference)
+	modeB    int  // gwB's mode (benchmark); modeStock in the tests
 	badInput bool
 }
 
@@ -89,13 +91,16 @@ func TestGatewayPair(t *testing.T) {
 type pair struct {
 	hA, gA, gB, hB, rt *topo.NS
 	lanA, lanB         *topo.Veth
-	wanA               string // gwA's WAN interface
-	wanB               string // gwB's WAN interface
-	wanBAddr           netip.Addr
+	wanA               string     // gwA's WAN interface
+	wanB               string     // gwB's WAN interface
+	wanBAddr           netip.Addr // the endpoint gwA uses
+	wanBAddr4          netip.Addr
+	wanBAddr6          netip.Addr
 	nameA, nameB       string
 	bindA              *bind.Bind
 	wanPort            *afxdp.Port
 	lanDev             *tundev.PortDevice
+	pubA, pubB         [32]byte
 }
 
 func must(t testing.TB, err error) {
@@ -105,8 +110,8 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func runVariant(t *testing.T, v variant) {
-	testenv.Tool(t, "wg", "wireguard-tools")
+// buildPair makes the topology and starts both gateways.
+func buildPair(t testing.TB, v variant) *pair {
 	tp := testenv.Topology(t, "wgb")
 	p := &pair{}
 	p.hA, p.gA, p.gB, p.hB = testenv.NS(t, tp, "h"), testenv.NS(t, tp, "g"), testenv.NS(t, tp, "g"), testenv.NS(t, tp, "h")
@@ -155,10 +160,7 @@ func runVariant(t *testing.T, v variant) {
 		must(t, p.gA.AddRoute("2001:2:0:4::/64", "2001:2:0:2::fe", wa.A))
 		must(t, p.gB.AddRoute("198.18.2.0/24", "198.18.4.254", wb.B))
 		must(t, p.gB.AddRoute("2001:2:0:2::/64", "2001:2:0:4::fe", wb.B))
-		p.wanBAddr = netip.MustParseAddr("198.18.4.2")
-		if v.outer6 {
-			p.wanBAddr = netip.MustParseAddr("2001:2:0:4::2")
-		}
+		p.wanBAddr4, p.wanBAddr6 = netip.MustParseAddr("198.18.4.2"), netip.MustParseAddr("2001:2:0:4::2")
 	} else {
 		w, err := tp.NewVeth(p.gA, p.gB, topo.VethConfig{Queues: 2})
 		must(t, err)
@@ -167,102 +169,169 @@ func runVariant(t *testing.T, v variant) {
 		gaAddr(w.A, "2001:2:0:2::1/64")
 		must(t, p.gB.AddAddr(w.B, "198.18.2.2/24"))
 		must(t, p.gB.AddAddr(w.B, "2001:2:0:2::2/64"))
-		p.wanBAddr = netip.MustParseAddr("198.18.2.2")
-		if v.outer6 {
-			p.wanBAddr = netip.MustParseAddr("2001:2:0:2::2")
-		}
+		p.wanBAddr4, p.wanBAddr6 = netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2:0:2::2")
+	}
+	p.wanBAddr = p.wanBAddr4
+	if v.outer6 {
+		p.wanBAddr = p.wanBAddr6
 	}
 	p.nameA, p.nameB = topo.UniqueName("wgpA"), topo.UniqueName("wgpB")
 	privA, pubA := keypair(t)
 	privB, pubB := keypair(t)
+	p.pubA, p.pubB = pubA, pubB
+	startGateway(t, gwSpec{
+		ns: p.gB, name: p.nameB, lanIf: p.lanB.A, wanIf: p.wanB, mode: v.modeB,
+		lan4: netip.MustParseAddr("198.18.3.1"), lan6: netip.MustParseAddr("2001:2:0:3::1"),
+		wan4: p.wanBAddr4, wan6: p.wanBAddr6,
+		local: []string{"198.18.3.0/24", "2001:2:0:3::/64"}, remote: []string{"198.18.1.0/24", "2001:2:0:1::/64"},
+		priv: privB, peer: pubA,
+	})
+	a := startGateway(t, gwSpec{
+		ns: p.gA, name: p.nameA, lanIf: p.lanA.B, wanIf: p.wanA, mode: v.modeA(), owned: v.owned,
+		lan4: lanA4, lan6: lanA6, wan4: wanA4, wan6: wanA6,
+		local: []string{"198.18.1.0/24", "2001:2:0:1::/64"}, remote: []string{"198.18.3.0/24", "2001:2:0:3::/64"},
+		wanNets: []string{"198.18.2.0/24", "2001:2:0:2::/64"},
+		priv:    privA, peer: pubB, endpoint: netip.AddrPortFrom(p.wanBAddr, wgPort),
+	})
+	p.bindA, p.wanPort, p.lanDev = a.bind, a.wanPort, a.lanDev
+	return p
+}
 
+// Gateway modes: what carries stock wireguard-go's two sides.
+const (
+	modeStock = iota // kernel TUN and the standard bind (kernel UDP sockets)
+	modeMQTUN        // a multi-queue kernel TUN and wgpio's bind over AF_XDP
+	modeWgpio        // wgpio's bind and PortDevice, both over AF_XDP
+)
+
+func (v variant) modeA() int {
+	switch {
+	case v.stockA:
+		return modeStock
+	case v.mqtun:
+		return modeMQTUN
+	}
+	return modeWgpio
+}
+
+// gwSpec describes one gateway.
+type gwSpec struct {
+	ns                     *topo.NS
+	name                   string // wireguard-go device name (TUN, UAPI socket)
+	lanIf, wanIf           string
+	mode                   int
+	owned                  bool // owned address mode (the kernel has no address on the veths)
+	lan4, lan6, wan4, wan6 netip.Addr
+	local, remote          []string // the LAN behind this gateway, and behind the peer
+	wanNets                []string // on-link WAN prefixes (owned mode)
+	priv, peer             [32]byte
+	endpoint               netip.AddrPort // the peer's, or invalid to learn it
+}
+
+type gateway struct {
+	dev     *device.Device
+	bind    *bind.Bind
+	wanPort *afxdp.Port
+	lanDev  *tundev.PortDevice
+}
+
+// startGateway starts stock wireguard-go in s.ns on the sides s.mode says,
+// configured through IpcSet, with its UAPI socket served.
+func startGateway(t testing.TB, s gwSpec) *gateway {
+	t.Helper()
+	g := &gateway{}
 	var done atomic.Bool
 	t.Cleanup(func() { done.Store(true) })
-	logger := func(who string) *device.Logger {
-		return &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(f string, a ...any) {
-			// wireguard-go asks for the kernel TUN's MTU through a socket
-			// of the caller's namespace, where gwB's TUN does not exist:
-			// it falls back to its default, 1420, the MTU we set anyway.
-			if strings.Contains(f, "MTU") {
-				return
-			}
-			if !done.Load() {
-				t.Logf(who+": "+f, a...)
-			}
-		}}
-	}
-
-	// Gateway B: stock wireguard-go, kernel TUN and sockets inside gB.
-	var tunB tun.Device
-	must(t, p.gB.Do(func() error {
-		var err error
-		tunB, err = tun.CreateTUN(p.nameB, tunMTU)
-		return err
-	}))
-	wgB := device.NewDevice(tunB, &nsBind{Bind: conn.NewDefaultBind(), ns: p.gB}, logger("gwB"))
-	t.Cleanup(wgB.Close)
-	must(t, wgB.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\npublic_key=%s\nallowed_ip=198.18.1.0/24\nallowed_ip=2001:2:0:1::/64\n",
-		hex.EncodeToString(privB[:]), wgPort, hex.EncodeToString(pubA[:]))))
-	must(t, wgB.Up())
-	_, err = p.gB.Run("ip", "link", "set", p.nameB, "up")
-	must(t, err)
-	must(t, p.gB.AddRoute("198.18.1.0/24", "", p.nameB))
-	must(t, p.gB.AddRoute("2001:2:0:1::/64", "", p.nameB))
-	uapi(t, wgB, p.nameB)
-
-	// Gateway A: stock wireguard-go on wgpio's bind (AF_XDP on the WAN)
-	// and a PortDevice (AF_XDP on the LAN) or a multi-queue TUN.
-	p.wanPort = openPort(t, p.gA, p.wanA, bind.XDPFilter([]netip.Addr{wanA4, wanA6}, wgPort, v.owned))
-	bcfg := bind.Config{Port: p.wanPort, Addr4: wanA4, Addr6: wanA6, ListenPort: wgPort}
-	var sendWAN func([]byte)
-	if v.owned {
-		bcfg.Routes, bcfg.Neighbours, bcfg.Responder = ownedNeighbours(t, p.gA, p.wanA, p.wanPort.MAC(), wanA4, wanA6,
-			[]string{"198.18.2.0/24", "2001:2:0:2::/64"}, func(f []byte) { sendWAN(f) })
-	} else {
-		bcfg.Routes, bcfg.Neighbours = sharedNeighbours(t, p.gA, p.wanA)
-	}
-	p.bindA, err = bind.New(bcfg)
-	must(t, err)
-	sendWAN = func(f []byte) { p.bindA.SendFrame(f) }
-	var tunA tun.Device
-	if v.mqtun {
-		must(t, p.gA.Forwarding())
-		var mq *tundev.MultiQueueTUN
-		must(t, p.gA.Do(func() error {
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(f string, a ...any) {
+		// wireguard-go asks for a kernel TUN's MTU through a socket of
+		// the caller's namespace, where the TUN does not exist: it falls
+		// back to its default, 1420, the MTU we set anyway.
+		if strings.Contains(f, "MTU") || done.Load() {
+			return
+		}
+		t.Logf(s.name+": "+f, a...)
+	}}
+	kernelTUN := func(mq bool) tun.Device {
+		must(t, s.ns.Forwarding())
+		var d tun.Device
+		must(t, s.ns.Do(func() error {
 			var err error
-			mq, err = tundev.OpenMultiQueueTUN(p.nameA, 2, tunMTU)
+			if mq {
+				d, err = tundev.OpenMultiQueueTUN(s.name, 2, tunMTU)
+			} else {
+				d, err = tun.CreateTUN(s.name, tunMTU)
+			}
 			return err
 		}))
-		tunA = mq
-		must(t, p.gA.AddRoute("198.18.3.0/24", "", p.nameA))
-		must(t, p.gA.AddRoute("2001:2:0:3::/64", "", p.nameA))
-	} else {
-		f := afxdp.Filter{Prefixes: true, HostAddrs: []netip.Addr{lanA4, lanA6}}
-		if v.owned {
-			f = afxdp.Filter{Prefixes: true, Neighbors: []netip.Addr{lanA4, lanA6}}
-		}
-		lanPort := openPort(t, p.gA, p.lanA.B, f)
-		must(t, lanPort.AddPrefix(netip.MustParsePrefix("198.18.3.0/24")))
-		must(t, lanPort.AddPrefix(netip.MustParsePrefix("2001:2:0:3::/64")))
-		pcfg := tundev.PortConfig{Port: lanPort, Name: p.nameA, MTU: tunMTU}
-		var sendLAN func([]byte)
-		if v.owned {
-			pcfg.Routes, pcfg.Neighbours, pcfg.Responder = ownedNeighbours(t, p.gA, p.lanA.B, lanPort.MAC(), lanA4, lanA6,
-				[]string{"198.18.1.0/24", "2001:2:0:1::/64"}, func(f []byte) { sendLAN(f) })
-		} else {
-			pcfg.Routes, pcfg.Neighbours = sharedNeighbours(t, p.gA, p.lanA.B)
-		}
-		p.lanDev, err = tundev.NewPortDevice(pcfg)
-		must(t, err)
-		sendLAN = func(f []byte) { p.lanDev.SendFrame(f) }
-		tunA = p.lanDev
+		return d
 	}
-	wgA := device.NewDevice(tunA, p.bindA, logger("gwA"))
-	t.Cleanup(wgA.Close)
-	must(t, wgA.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\npublic_key=%s\nendpoint=%s\nallowed_ip=198.18.3.0/24\nallowed_ip=2001:2:0:3::/64\n",
-		hex.EncodeToString(privA[:]), wgPort, hex.EncodeToString(pubB[:]), netip.AddrPortFrom(p.wanBAddr, wgPort))))
-	must(t, wgA.Up())
-	uapi(t, wgA, p.nameA)
+	var tunDev tun.Device
+	var b conn.Bind
+	switch s.mode {
+	case modeStock:
+		tunDev = kernelTUN(false)
+		b = &nsBind{Bind: conn.NewDefaultBind(), ns: s.ns}
+	default:
+		g.wanPort = openPort(t, s.ns, s.wanIf, bind.XDPFilter([]netip.Addr{s.wan4, s.wan6}, wgPort, s.owned))
+		bcfg := bind.Config{Port: g.wanPort, Addr4: s.wan4, Addr6: s.wan6, ListenPort: wgPort}
+		if s.owned {
+			bcfg.Routes, bcfg.Neighbours, bcfg.Responder = ownedNeighbours(t, s.ns, s.wanIf, g.wanPort.MAC(), s.wan4, s.wan6,
+				s.wanNets, func(f []byte) { g.bind.SendFrame(f) })
+		} else {
+			bcfg.Routes, bcfg.Neighbours = sharedNeighbours(t, s.ns, s.wanIf)
+		}
+		var err error
+		g.bind, err = bind.New(bcfg)
+		must(t, err)
+		b = g.bind
+		if s.mode == modeMQTUN {
+			tunDev = kernelTUN(true)
+			break
+		}
+		f := afxdp.Filter{Prefixes: true, HostAddrs: []netip.Addr{s.lan4, s.lan6}}
+		if s.owned {
+			f = afxdp.Filter{Prefixes: true, Neighbors: []netip.Addr{s.lan4, s.lan6}}
+		}
+		lanPort := openPort(t, s.ns, s.lanIf, f)
+		for _, r := range s.remote {
+			must(t, lanPort.AddPrefix(netip.MustParsePrefix(r)))
+		}
+		pcfg := tundev.PortConfig{Port: lanPort, Name: s.name, MTU: tunMTU}
+		if s.owned {
+			pcfg.Routes, pcfg.Neighbours, pcfg.Responder = ownedNeighbours(t, s.ns, s.lanIf, lanPort.MAC(), s.lan4, s.lan6,
+				s.local, func(f []byte) { g.lanDev.SendFrame(f) })
+		} else {
+			pcfg.Routes, pcfg.Neighbours = sharedNeighbours(t, s.ns, s.lanIf)
+		}
+		g.lanDev, err = tundev.NewPortDevice(pcfg)
+		must(t, err)
+		tunDev = g.lanDev
+	}
+	g.dev = device.NewDevice(tunDev, b, logger)
+	t.Cleanup(g.dev.Close)
+	cfg := fmt.Sprintf("private_key=%s\nlisten_port=%d\npublic_key=%s\n", hex.EncodeToString(s.priv[:]), wgPort, hex.EncodeToString(s.peer[:]))
+	if s.endpoint.IsValid() {
+		cfg += fmt.Sprintf("endpoint=%s\n", s.endpoint)
+	}
+	for _, r := range s.remote {
+		cfg += "allowed_ip=" + r + "\n"
+	}
+	must(t, g.dev.IpcSet(cfg))
+	must(t, g.dev.Up())
+	if s.mode != modeWgpio {
+		_, err := s.ns.Run("ip", "link", "set", s.name, "up")
+		must(t, err)
+		for _, r := range s.remote {
+			must(t, s.ns.AddRoute(r, "", s.name))
+		}
+	}
+	uapi(t, g.dev, s.name)
+	return g
+}
+
+func runVariant(t *testing.T, v variant) {
+	testenv.Tool(t, "wg", "wireguard-tools")
+	p := buildPair(t, v)
 
 	// Hosts: echo and TCP servers on hostB.
 	startServers(t, p.hB)
@@ -291,7 +360,7 @@ func runVariant(t *testing.T, v variant) {
 		transfer(t, p.hA, hostB4, 1<<20)
 	}
 
-	pubAB64, pubBB64 := base64.StdEncoding.EncodeToString(pubA[:]), base64.StdEncoding.EncodeToString(pubB[:])
+	pubAB64, pubBB64 := base64.StdEncoding.EncodeToString(p.pubA[:]), base64.StdEncoding.EncodeToString(p.pubB[:])
 	checkWGShow(t, p.nameA, pubBB64)
 	checkWGShow(t, p.nameB, pubAB64)
 
