@@ -345,9 +345,13 @@ func (q *Queue) Stats() dataplane.Stats {
 }
 
 // counters are one half's counters, written by its owner once per burst and
-// read by Stats from any goroutine.
+// read by Stats from any goroutine. Only the owner writes, so an update is a
+// load and a store (add), not a locked read-modify-write.
 type counters struct {
 	packets, bytes   atomic.Uint64
 	copies, ringFull atomic.Uint64
 	drops            [dataplane.NumDropReasons]atomic.Uint64
 }
+
+// add adds n to a counter that only the caller writes.
+func add(c *atomic.Uint64, n uint64) { c.Store(c.Load() + n) }

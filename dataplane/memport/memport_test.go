@@ -465,22 +465,26 @@ func (fw *forwarder) drain() {
 // frames forwarded, per queue. BenchmarkChannelReference is the naive
 // reference: frames handed over a buffered Go channel one by one.
 func BenchmarkForward(b *testing.B) {
-	for _, shared := range []bool{true, false} {
+	for _, cfg := range []memport.Config{{SharedPool: true}, {}, {SharedPool: true, Queues: 2}} {
 		for _, batch := range []int{1, 16, 64} {
 			name := "shared"
-			if !shared {
+			if !cfg.SharedPool {
 				name = "copy"
 			}
+			if cfg.Queues == 2 {
+				name += "/rss2"
+			}
 			b.Run(name+"/batch="+itoa(batch), func(b *testing.B) {
-				pa, pb := newPair(b, memport.Config{SharedPool: shared})
+				pa, pb := newPair(b, cfg)
 				fw := newForwarder(b, pa, pb, batch)
-				b.SetBytes(64)
+				b.SetBytes(int64(64 * 2 * batch)) // two bursts per op
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
 					fw.step()
 				}
-				b.ReportMetric(float64(fw.forward)/b.Elapsed().Seconds(), "pps")
+				// Per queue: every queue forwards its share.
+				b.ReportMetric(float64(fw.forward)/b.Elapsed().Seconds()/float64(pa.NumQueues()), "pps")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(fw.forward), "ns/frame")
 				fw.drain()
 			})
@@ -498,7 +502,7 @@ func BenchmarkChannelReference(b *testing.B) {
 				ab <- f
 			}
 			var forward uint64
-			b.SetBytes(64)
+			b.SetBytes(int64(64 * 2 * batch))
 			b.ReportAllocs()
 			for b.Loop() {
 				for range batch {

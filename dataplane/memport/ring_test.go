@@ -1,6 +1,7 @@
 package memport
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -171,6 +172,9 @@ func TestRingConcurrent(t *testing.T) {
 		p := newProducer(r)
 		for sent := uint64(0); sent < total; {
 			n := min(uint64(p.free(32)), 32, total-sent)
+			if n == 0 {
+				runtime.Gosched()
+			}
 			for range n {
 				p.put(desc{addr: sent, len: uint32(sent)})
 				sent++
@@ -181,6 +185,9 @@ func TestRingConcurrent(t *testing.T) {
 	c := newConsumer(r)
 	for got := uint64(0); got < total; {
 		n := c.avail(64)
+		if n == 0 {
+			runtime.Gosched()
+		}
 		for range n {
 			d := c.get()
 			if d.addr != got || d.len != uint32(got) {

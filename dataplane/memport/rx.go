@@ -85,13 +85,13 @@ func (rx *rxHalf) Receive(frames []dataplane.Frame) int {
 		c.release()
 	}
 	if n > 0 {
-		rx.stats.packets.Add(uint64(n))
-		rx.stats.bytes.Add(bytes)
+		add(&rx.stats.packets, uint64(n))
+		add(&rx.stats.bytes, bytes)
 	}
 	if runt|tooLong|bad != 0 {
-		rx.stats.drops[dataplane.DropRunt].Add(runt)
-		rx.stats.drops[dataplane.DropTooLong].Add(tooLong)
-		rx.stats.drops[dataplane.DropBadDescriptor].Add(bad)
+		add(&rx.stats.drops[dataplane.DropRunt], runt)
+		add(&rx.stats.drops[dataplane.DropTooLong], tooLong)
+		add(&rx.stats.drops[dataplane.DropBadDescriptor], bad)
 	}
 	return n
 }

@@ -47,7 +47,7 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	peer := p.peer
 	if peer.closed.Load() {
 		tx.own.FreeFrames(frames)
-		tx.stats.drops[dataplane.DropClosed].Add(uint64(len(frames)))
+		add(&tx.stats.drops[dataplane.DropClosed], uint64(len(frames)))
 		return len(frames)
 	}
 	peerPool := peer.pool
@@ -111,20 +111,20 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		}
 	}
 	if pkts > 0 {
-		tx.stats.packets.Add(pkts)
-		tx.stats.bytes.Add(bytes)
+		add(&tx.stats.packets, pkts)
+		add(&tx.stats.bytes, bytes)
 	}
 	if copies > 0 {
-		tx.stats.copies.Add(copies)
+		add(&tx.stats.copies, copies)
 		peerPool.CountCopy(int(copies))
 	}
 	if tooLong|noBuf|bad != 0 {
-		tx.stats.drops[dataplane.DropTooLong].Add(tooLong)
-		tx.stats.drops[dataplane.DropNoBuffer].Add(noBuf)
-		tx.stats.drops[dataplane.DropBadDescriptor].Add(bad)
+		add(&tx.stats.drops[dataplane.DropTooLong], tooLong)
+		add(&tx.stats.drops[dataplane.DropNoBuffer], noBuf)
+		add(&tx.stats.drops[dataplane.DropBadDescriptor], bad)
 	}
 	if i < len(frames) {
-		tx.stats.ringFull.Add(1)
+		add(&tx.stats.ringFull, 1)
 	}
 	return i
 }
