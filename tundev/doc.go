@@ -1,7 +1,17 @@
 // Package tundev provides tun.Device implementations
-// (golang.zx2c4.com/wireguard/tun) for stock wireguard-go: a multi-queue
-// kernel TUN (IFF_MULTI_QUEUE, one reader per queue) that spreads the
-// plaintext side over CPUs without leaving the kernel's TUN driver.
+// (golang.zx2c4.com/wireguard/tun) for stock wireguard-go:
+//
+//   - MultiQueueTUN, a multi-queue kernel TUN (IFF_MULTI_QUEUE, one reader
+//     per queue) that spreads the plaintext side over CPUs without leaving
+//     the kernel's TUN driver;
+//   - PortDevice, whose plaintext side is a dataplane port (the gateway's
+//     LAN interface, AF_XDP or memport): Read merges the port's queues with
+//     a dataplane.Waiter and strips the Ethernet header (IEEE 802.3 §3.2,
+//     802.1Q tags included); Write adds one toward the packet's next hop,
+//     found through an arp.Resolver and an arp.Table, in either address
+//     mode of DESIGN.md (shared: the kernel owns the LAN address and answers
+//     ARP/NDP; owned: an arp.Responder answers ARP, RFC 826, and neighbour
+//     solicitations, RFC 4861 §7.2.4, on the device's queues).
 //
 // Linux only; see the TUN/TAP documentation in the kernel tree
 // (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.
