@@ -1,3 +1,5 @@
+//go:build linux
+
 package afxdp
 
 import (
@@ -100,7 +102,10 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 		return nil, fmt.Errorf("%w: %s (list interfaces with `ip link`; open the port inside the interface's network namespace): %w", ErrNoSuchInterface, ifname, err)
 	}
 	a := l.Attrs()
-	devQueues := max(a.NumRxQueues, 1)
+	devQueues := rxQueues(ifname)
+	if devQueues == 0 {
+		devQueues = max(a.NumRxQueues, 1)
+	}
 	if cfg.Queues == 0 {
 		cfg.Queues = devQueues
 	}

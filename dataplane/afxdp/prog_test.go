@@ -1,3 +1,5 @@
+//go:build linux
+
 package afxdp
 
 import (
@@ -29,7 +31,7 @@ func eth(dst net.HardwareAddr, etherType uint16, vlan bool) []byte {
 }
 
 // ipv4 returns an IPv4 header (checksum not filled: XDP does not check it).
-func ipv4(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
+func ip4hdr(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
 	b := make([]byte, 20)
 	b[0], b[8], b[9] = 0x45, 64, proto
 	binary.BigEndian.PutUint16(b[2:], uint16(20+payloadLen))
@@ -40,7 +42,7 @@ func ipv4(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
 	return b
 }
 
-func ipv6(next byte, dst string, payloadLen int) []byte {
+func ip6hdr(next byte, dst string, payloadLen int) []byte {
 	b := make([]byte, 40)
 	b[0], b[6], b[7] = 0x60, next, 64
 	binary.BigEndian.PutUint16(b[4:], uint16(payloadLen))
@@ -131,34 +133,34 @@ func TestFilter(t *testing.T) {
 		frame []byte
 		want  string
 	}{
-		{"udp4 port lo", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 port hi", cat(eth(bcastMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51830)), redirect},
-		{"udp4 port above", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51831)), pass},
-		{"udp4 port below", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51819)), pass},
-		{"udp4 other address", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.2", 0, 40), udp(51820)), pass},
-		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ipv4(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
-		{"tcp4", cat(eth(otherMAC, 0x0800, false), ipv4(6, "198.18.0.1", 0, 40), udp(51820)), pass},
-		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
-		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ipv4(17, "198.18.0.1", 0, 40)[:19]), pass},
-		{"udp6", cat(eth(otherMAC, 0x86dd, false), ipv6(17, "2001:db8::1", 40), udp(51820)), redirect},
-		{"udp6 other port", cat(eth(otherMAC, 0x86dd, false), ipv6(17, "2001:db8::1", 40), udp(51821)), pass},
-		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ipv6(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"udp4 port lo", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 port hi", cat(eth(bcastMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51830)), redirect},
+		{"udp4 port above", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51831)), pass},
+		{"udp4 port below", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51819)), pass},
+		{"udp4 other address", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
+		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
+		{"tcp4", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
+		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40)[:19]), pass},
+		{"udp6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"udp6 other port", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51821)), pass},
+		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
 		{"arp for us", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), redirect},
 		{"arp for another", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), pass},
 		{"arp truncated", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")[:27]), pass},
-		{"ndp ns target us", cat(eth(bcastMAC, 0x86dd, false), ipv6(58, "ff02::1:ff00:1", 24), ndp(135, "2001:db8::1")), redirect},
-		{"ndp na to us", cat(eth(ourMAC, 0x86dd, false), ipv6(58, "2001:db8::1", 24), ndp(136, "2001:db8::5")), redirect},
-		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ipv6(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
-		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ipv6(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
-		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), redirect},
-		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.1.1", 0, 40), udp(80)), host},
-		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ipv4(6, "198.19.2.5", 0, 40), udp(80)), pass},
-		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), pass},
-		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ipv4(6, "198.19.1.5", 0, 40), udp(80)), pass},
-		{"lan6 in prefix", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:1::5", 40), udp(80)), redirect},
-		{"lan6 host address", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:1::1", 40), udp(80)), host},
-		{"lan6 outside prefix", cat(eth(ourMAC, 0x86dd, false), ipv6(6, "2001:db8:2::5", 40), udp(80)), pass},
+		{"ndp ns target us", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:1", 24), ndp(135, "2001:db8::1")), redirect},
+		{"ndp na to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(136, "2001:db8::5")), redirect},
+		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
+		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
+		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
+		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.1", 0, 40), udp(80)), host},
+		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.2.5", 0, 40), udp(80)), pass},
+		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
+		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
+		{"lan6 in prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:1::5", 40), udp(80)), redirect},
+		{"lan6 host address", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:1::1", 40), udp(80)), host},
+		{"lan6 outside prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:2::5", 40), udp(80)), pass},
 		{"other ethertype", cat(eth(ourMAC, 0x88b5, false), make([]byte, 50)), pass},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
