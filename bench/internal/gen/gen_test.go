@@ -179,8 +179,10 @@ func TestRunMemport(t *testing.T) {
 	if rep.Sent != got {
 		t.Errorf("Run sent %d, receiver got %d", rep.Sent, got)
 	}
-	if ach := rep.Achieved(); ach < 0.5*rate || ach > 1.05*rate {
-		t.Errorf("Achieved() = %.0f pps, want about %.0f", ach, rate)
+	// The rate itself is not checked here (no timed tests); only that
+	// the pacing never runs ahead of it.
+	if ach := rep.Achieved(); rep.Sent == 0 || ach > 1.05*rate {
+		t.Errorf("Sent = %d, Achieved() = %.0f pps; want some, at most %.0f", rep.Sent, ach, rate)
 	}
 	var sum uint64
 	for _, n := range rep.PerFlow {
