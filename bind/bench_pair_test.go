@@ -129,6 +129,14 @@ func benchPair(b *testing.B, v variant, d time.Duration) {
 	if got > 0 {
 		b.ReportMetric(float64(c1-c0)/got, "cpu-ns/pkt")
 	}
+	if p.bindA != nil {
+		bs := p.bindA.Stats()
+		b.Logf("gwA bind: rx %d tx %d drops %v; WAN port %v", bs.RXPackets, bs.TXPackets, bs.Drops, p.wanPort.Stats().Backend)
+	}
+	if p.lanDev != nil {
+		ls := p.lanDev.Stats()
+		b.Logf("gwA tundev: rx %d tx %d drops %v", ls.RXPackets, ls.TXPackets, ls.Drops)
+	}
 	b.Logf("%s: offered %.0f pps, delivered %.0f pps, CPU %.2f s over %.2f s", p.nameA, offered/secs, got/secs, time.Duration(c1-c0).Seconds(), secs)
 }
 
