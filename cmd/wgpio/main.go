@@ -3,6 +3,7 @@
 //	wgpio up -c wg0.conf        run a gateway from a wg-quick style file
 //	wgpio demo                  a throwaway topology with a stock wireguard-go peer
 //	wgpio stats [name]          a running gateway's per-queue counters
+//	wgpio capture NAME          what the fast path sees on a port, as pcap
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
 // (see package config). The gateway serves the UAPI socket
@@ -21,6 +22,8 @@ commands:
   demo            build a throwaway topology (two hosts, a wgpio gateway and a
                   stock wireguard-go gateway), send traffic, show live counters
   stats [NAME]    print a running gateway's per-queue counters
+  capture NAME    write what the fast path receives and transmits as pcap
+                  (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
 
 Run "wgpio <command> -h" for the flags of a command.
 `
@@ -38,6 +41,8 @@ func main() {
 		err = cmdDemo(os.Args[2:])
 	case "stats":
 		err = cmdStats(os.Args[2:])
+	case "capture":
+		err = cmdCapture(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

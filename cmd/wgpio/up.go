@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -85,6 +86,11 @@ func cmdUp(args []string) error {
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}
+	if w.Mode == config.ModeFastPath {
+		if err := checkCaps(fastpathCaps); err != nil {
+			return err
+		}
+	}
 	unlock, err := lockInstance(*name, w.WAN)
 	if err != nil {
 		return err
@@ -101,7 +107,8 @@ func cmdUp(args []string) error {
 	}
 }
 
-// lockInstance makes sure one gateway runs per name and per WAN interface.
+// lockInstance makes sure one gateway runs per name and per WAN interface
+// (of this network namespace: the lock names the namespace's inode).
 func lockInstance(name, wan string) (func(), error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", runDir, err)
@@ -114,9 +121,9 @@ func lockInstance(name, wan string) (func(), error) {
 	}
 	for _, l := range []struct{ path, what string }{
 		{filepath.Join(runDir, "name-"+name+".lock"), "name " + name},
-		{filepath.Join(runDir, "if-"+wan+".lock"), "interface " + wan},
+		{filepath.Join(runDir, "if-"+netnsID()+"-"+wan+".lock"), "interface " + wan},
 	} {
-		if strings.HasSuffix(l.path, "if-.lock") {
+		if wan == "" && strings.Contains(l.path, "/if-") {
 			continue
 		}
 		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
@@ -132,6 +139,15 @@ func lockInstance(name, wan string) (func(), error) {
 		files = append(files, f)
 	}
 	return release, nil
+}
+
+// netnsID names this process's network namespace by its inode.
+func netnsID() string {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return "0"
+	}
+	return strconv.FormatUint(st.Ino, 10)
 }
 
 func peerConfigs(f *config.File) []gateway.PeerConfig {
@@ -177,11 +193,18 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 	if err != nil {
 		return explain(err)
 	}
-	stop, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
+	stopStats, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
 	if err != nil {
 		g.Close()
 		return err
 	}
+	stopCapture, err := serveCapture(name, g.Engine(), log)
+	if err != nil {
+		stopStats()
+		g.Close()
+		return err
+	}
+	stop := func() { stopCapture(); stopStats() }
 	if w.MetricsAddress != "" {
 		if err := serveMetrics(w.MetricsAddress, name, g); err != nil {
 			stop()

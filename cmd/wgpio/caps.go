@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Linux capability numbers (include/uapi/linux/capability.h).
+const (
+	capNetAdmin = 12
+	capNetRaw   = 13
+	capIPCLock  = 14
+	capBPF      = 39 // Linux 5.8+
+)
+
+type capability struct {
+	bit  uint
+	name string
+	why  string
+}
+
+// fastpathCaps are what the fast path needs: CAP_NET_ADMIN to attach XDP
+// programs, set up the exception TUN, addresses and routes; CAP_NET_RAW to
+// open AF_XDP sockets; CAP_BPF to load the XDP program and create its maps.
+var fastpathCaps = []capability{
+	{capNetAdmin, "CAP_NET_ADMIN", "attach XDP programs, create the exception TUN"},
+	{capNetRaw, "CAP_NET_RAW", "open AF_XDP sockets"},
+	{capBPF, "CAP_BPF", "load the XDP program and its maps"},
+}
+
+// effectiveCaps reads the effective capability set of this process from
+// /proc/self/status (proc(5), "CapEff").
+func effectiveCaps() (uint64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, fmt.Errorf("no CapEff line in /proc/self/status")
+}
+
+// checkCaps returns an error naming every capability of want the process
+// lacks. If the set cannot be read, it returns nil and lets the kernel
+// answer.
+func checkCaps(want []capability) error {
+	eff, err := effectiveCaps()
+	if err != nil {
+		return nil
+	}
+	var missing []string
+	for _, c := range want {
+		if eff&(1<<c.bit) == 0 {
+			missing = append(missing, c.name+" (to "+c.why+")")
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("missing privileges: %s; run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)", strings.Join(missing, ", "))
+}

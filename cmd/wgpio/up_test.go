@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/noise"
+)
+
+const metricsAddr = "127.0.0.1:9586" // inside gwA's own namespace
+
+// TestUpWithStockPeer runs `wgpio up` in gwA against stock wireguard-go in
+// gwB: traffic both ways; wg(8) shows and changes it live (a new peer, an
+// allowed IP removed, the endpoint moved to IPv6) without dropping the
+// tunnel; `wgpio stats`, the metrics endpoint and `wgpio capture` see it.
+func TestUpWithStockPeer(t *testing.T) {
+	s := newSite(t, func(f *config.File) { f.WGPIO.MetricsAddress = metricsAddr })
+	s.up(t)
+	s.pingBoth(t)
+	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+		t.Fatalf("IPv6 inner before wg set: %v", err)
+	}
+
+	stock := s.FastConfig.Peers[0].PublicKey.Base64()
+	show := wg(t, s.GwA, "show", s.GwName)
+	for _, want := range []string{"interface: " + s.GwName, "listening port: 51820", "peer: " + stock, "latest handshake", "198.19.2.0/24"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("wg show %s lacks %q:\n%s", s.GwName, want, show)
+		}
+	}
+
+	t.Run("add-peer", func(t *testing.T) {
+		k, err := noise.NewPrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := k.PublicKey().Base64()
+		wg(t, s.GwA, "set", s.GwName, "peer", pub, "allowed-ips", "198.19.50.0/24", "endpoint", "198.18.1.2:51999")
+		if got := wg(t, s.GwA, "show", s.GwName, "peers"); !strings.Contains(got, pub) {
+			t.Errorf("wg show %s peers = %q, want it to list %s", s.GwName, got, pub)
+		}
+		if err := ping(s.HostA, demo.HostB4, 3*time.Second); err != nil {
+			t.Errorf("after adding a peer: %v", err)
+		}
+	})
+	t.Run("remove-allowed-ip", func(t *testing.T) {
+		wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
+		got := wg(t, s.GwA, "show", s.GwName, "allowed-ips")
+		if strings.Contains(got, "2001:db8:2::/64") || !strings.Contains(got, "198.19.2.0/24") {
+			t.Errorf("wg show allowed-ips = %q, want 198.19.2.0/24 and no 2001:db8:2::/64", got)
+		}
+		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
+			t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
+		}
+		if err := ping(s.HostA, demo.HostB4, 3*time.Second); err != nil {
+			t.Errorf("after removing an allowed IP: %v", err)
+		}
+	})
+	t.Run("change-endpoint", func(t *testing.T) {
+		// The gateway resolves a configured endpoint's MAC once, when it is
+		// set (gateway.Device.setEndpointConfigLocked); an unknown one is
+		// not retried until the next handshake. Have the kernel's neighbour
+		// table (which the gateway mirrors) know it first.
+		if _, err := s.GwA.Run("ping", "-c", "1", "-W", "1", "2001:db8:f::2"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		wg(t, s.GwA, "set", s.GwName, "peer", stock, "endpoint", "[2001:db8:f::2]:51820")
+		if got := wg(t, s.GwA, "show", s.GwName, "endpoints"); !strings.Contains(got, "[2001:db8:f::2]:51820") {
+			t.Errorf("wg show endpoints = %q, want [2001:db8:f::2]:51820", got)
+		}
+		if err := ping(s.HostA, demo.HostB4, 5*time.Second); err != nil {
+			st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+			neigh, _ := s.GwA.Run("ip", "-6", "neigh")
+			t.Fatalf("after moving the endpoint: %v\nwgpio stats:\n%s\nneighbours:\n%s\nwg show:\n%s", err, st, neigh, wg(t, s.GwA, "show", s.GwName))
+		}
+		// gwB roams to our IPv6 address and answers there.
+		if got := wg(t, s.GwB, "show", s.StockName, "endpoints"); !strings.Contains(got, "[2001:db8:f::1]:51820") {
+			t.Errorf("stock peer's endpoint for us = %q, want [2001:db8:f::1]:51820", got)
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		out, err := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wgpio stats %s: %v\n%s", s.GwName, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) < 3 || lines[0] != "gateway "+s.GwName || !strings.HasPrefix(lines[1], "queue") {
+			t.Fatalf("wgpio stats = %q, want a header and one line per queue", out)
+		}
+		var q, enc, dec uint64
+		if _, err := fmt.Sscan(lines[2], &q, &enc, &dec); err != nil || q != 0 || enc == 0 || dec == 0 {
+			t.Errorf("queue line %q: queue %d encrypted %d decrypted %d (%v); want queue 0 with both > 0", lines[2], q, enc, dec, err)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		body := httpGet(t, s, metricsAddr, "/metrics")
+		for _, want := range []string{
+			`wgpio_packets_encrypted_total{device="` + s.GwName + `",queue="0"}`,
+			`wgpio_packets_decrypted_total{device="` + s.GwName + `",queue="0"}`,
+			`wgpio_drops_total{`, `wgpio_port_receive_packets_total{`, `wgpio_peer_last_handshake_seconds{`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+	t.Run("capture", func(t *testing.T) {
+		testCapture(t, s)
+	})
+	// The tunnel is still up after every change.
+	s.pingBoth(t)
+}
+
+// httpGet fetches path from addr inside gwA's namespace (net/http dials
+// from other goroutines, which would leave the namespace: one request by
+// hand).
+func httpGet(t *testing.T, s *site, addr, path string) string {
+	t.Helper()
+	var c net.Conn
+	if err := s.GwA.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", addr, 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("connect to the metrics endpoint %s: %v", addr, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr)
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "HTTP/1.0 200") {
+		t.Fatalf("GET %s = %.200q, want 200", path, b)
+	}
+	return string(b)
+}
+
+// testCapture runs `wgpio capture` on the WAN while pings flow and reads the
+// pcap file back with its own parser and with tcpdump.
+func testCapture(t *testing.T, s *site) {
+	file := filepath.Join(t.TempDir(), "wan.pcap")
+	capt := exec.Command(wgpioBin, "capture", s.GwName, "-port", "wan", "-dir", "tx", "-proto", "udp", "-c", "4", "-w", file)
+	var out strings.Builder
+	capt.Stdout, capt.Stderr = &out, &out
+	if err := capt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- capt.Wait() }()
+	stop := time.After(10 * time.Second)
+loop:
+	for {
+		s.HostA.Run("ping", "-c", "2", "-i", "0.2", "-W", "1", demo.HostB4.String())
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("wgpio capture: %v\n%s", err, out.String())
+			}
+			break loop
+		case <-stop:
+			capt.Process.Kill()
+			t.Fatalf("wgpio capture did not get 4 frames in 10 s:\n%s", out.String())
+		default:
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < pcapFileHeaderLen || binary.LittleEndian.Uint32(b) != pcapMagicNano || binary.LittleEndian.Uint32(b[20:]) != linkTypeEthernet {
+		t.Fatalf("pcap file header = %x, want nanosecond magic and LINKTYPE_ETHERNET", b[:min(len(b), 24)])
+	}
+	n := 0
+	for off := pcapFileHeaderLen; off < len(b); n++ {
+		incl := int(binary.LittleEndian.Uint32(b[off+8:]))
+		off += pcapRecordLen + incl
+		if off > len(b) {
+			t.Fatalf("record %d runs past the file", n)
+		}
+	}
+	if n != 4 {
+		t.Errorf("pcap records = %d, want 4", n)
+	}
+	if tcpdump, err := exec.LookPath("tcpdump"); err == nil {
+		td, err := exec.Command(tcpdump, "-n", "-r", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tcpdump -r: %v\n%s", err, td)
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(td)))
+		lines := 0
+		for sc.Scan() {
+			l := sc.Text()
+			if strings.HasPrefix(l, "reading from") {
+				continue
+			}
+			lines++
+			if !strings.Contains(l, "198.18.1.1.51820 > 198.18.1.2.51820") && !strings.Contains(l, "2001:db8:f::1.51820 > 2001:db8:f::2.51820") {
+				t.Errorf("tcpdump line %q: want our WAN address to the stock peer, port 51820", l)
+			}
+		}
+		if lines != 4 {
+			t.Errorf("tcpdump read %d packets, want 4:\n%s", lines, td)
+		}
+	}
+}
+
+// TestUpUnprivileged runs the gateway as nobody with only CAP_NET_ADMIN,
+// CAP_NET_RAW and CAP_BPF (as dist/wgpio.service does). /var/run/wireguard
+// and /var/run/wgpio are private tmpfs mounts owned by nobody (systemd's
+// RuntimeDirectory= does the same), so the host's are not touched; wg(8)
+// and `wgpio stats` run in the gateway's mount namespace.
+func TestUpUnprivileged(t *testing.T) {
+	testenv.Tool(t, "setpriv", "util-linux")
+	testenv.Tool(t, "unshare", "util-linux")
+	testenv.Tool(t, "nsenter", "util-linux")
+	s := newSite(t, nil)
+	script := `set -e
+mount -t tmpfs -o mode=0755 wgpio-test /var/run/wireguard
+mount -t tmpfs -o mode=0755 wgpio-test /var/run/wgpio
+chown nobody /var/run/wireguard /var/run/wgpio
+chown nobody "$2"
+exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf "$1" up -c "$2"`
+	// nobody must reach the binary and the configuration file.
+	for _, d := range []string{filepath.Dir(wgpioBin), s.dir, filepath.Dir(s.dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll("/var/run/wireguard", 0o755)
+	os.MkdirAll(runDir, 0o755)
+	cmd := s.GwA.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", wgpioBin, s.conf)
+	g := start(t, cmd)
+	// The gateway's mount namespace: enter it through its pid (ip netns
+	// exec, unshare, sh and setpriv all exec, so the pid is wgpio's).
+	in := func(name string, args ...string) (string, error) {
+		out, err := exec.Command("nsenter", append([]string{"-t", fmt.Sprint(cmd.Process.Pid), "-m", "-n", name}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if g.exited() {
+			t.Fatalf("unprivileged wgpio up exited: %v\n%s", g.err, g.output())
+		}
+		if _, err := in("test", "-S", filepath.Join(runDir, s.GwName+".stats")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unprivileged wgpio up did not come up in 20 s:\n%s", g.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil {
+		if !strings.Contains(string(st), "Uid:\t65534") {
+			t.Errorf("gateway process is not running as nobody:\n%s", st)
+		}
+	}
+	s.pingBoth(t)
+	out, err := in("wg", "show", s.GwName)
+	if err != nil || !strings.Contains(out, "latest handshake") {
+		t.Errorf("wg show %s in the gateway's mount namespace: %v\n%s", s.GwName, err, out)
+	}
+	out, err = in(wgpioBin, "stats", s.GwName)
+	if err != nil || !strings.Contains(out, "queue") {
+		t.Errorf("wgpio stats: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unprivileged gateway did not stop on SIGTERM")
+	}
+	if g.err != nil {
+		t.Errorf("unprivileged gateway exit: %v\n%s", g.err, g.output())
+	}
+	if xdpAttached(t, s.GwA, s.WANA) || xdpAttached(t, s.GwA, s.LANA) {
+		t.Errorf("an XDP program is still attached after SIGTERM")
+	}
+}
