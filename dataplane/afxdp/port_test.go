@@ -122,44 +122,66 @@ func TestFramesBothWays(t *testing.T) {
 	}
 }
 
-// TestSharedUMEM opens both ends of the pair on one UMEM: a frame received
-// on B is transmitted on A without a copy (or, where the kernel refuses to
-// share across namespaces, with counted copies).
+// TestSharedUMEM opens both ends of the pair on one UMEM (and then on two):
+// frames received on B are transmitted on A's TX, a queue of another port.
+// On one UMEM that takes no copy; on two, every frame is copied and
+// counted.
 func TestSharedUMEM(t *testing.T) {
-	p := newVethPair(t, 1)
-	u, err := NewUMEM(UMEMConfig{NumFrames: 8192})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := openIn(t, p.a, p.v.A, Config{UMEM: u, Filter: Filter{All: true}})
-	b := openIn(t, p.b, p.v.B, Config{UMEM: u, Filter: Filter{All: true}})
-	t.Logf("shared: A %v, B %v", a.SharedUMEM(), b.SharedUMEM())
-	if !a.SharedUMEM() {
-		t.Fatalf("first port on the UMEM: SharedUMEM() = false, want true")
-	}
-	const n = 500
-	sendTest(t, a.Queue(0).TX(), p.macA, p.macB, 7, n)
-	// B sends everything it receives back through A's peer, i.e. B's TX.
-	frames := make([]dataplane.Frame, 64)
-	got := 0
-	deadline := time.Now().Add(5 * time.Second)
-	for got < n && time.Now().Before(deadline) {
-		k := b.Queue(0).RX().Receive(frames)
-		for i := range k {
-			d := frames[i].Data()
-			copy(d[0:6], p.macA)
-		}
-		m := b.Queue(0).TX().Transmit(frames[:k])
-		b.Queue(0).RX().Free(frames[m:k])
-		got += m
-		if k == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	receiveTest(t, a, 7, n)
-	copies := b.Stats().Copies
-	if b.SharedUMEM() && copies != 0 {
-		t.Errorf("shared UMEM: Copies = %d, want 0", copies)
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			p := newVethPair(t, 1)
+			var u *UMEM
+			if shared {
+				var err error
+				if u, err = NewUMEM(UMEMConfig{NumFrames: 8192}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := openIn(t, p.a, p.v.A, Config{UMEM: u, Filter: Filter{All: true}})
+			b := openIn(t, p.b, p.v.B, Config{UMEM: u, Filter: Filter{All: true}})
+			if a.SharedUMEM() != shared || b.SharedUMEM() != shared {
+				t.Fatalf("SharedUMEM() = %v, %v, want %v", a.SharedUMEM(), b.SharedUMEM(), shared)
+			}
+			const n = 500
+			sendTest(t, a.Queue(0).TX(), p.macA, p.macB, 7, n)
+			// Forward what B receives to A's TX, retagged 8: it goes to B again.
+			frames := make([]dataplane.Frame, 64)
+			fwd, back := 0, 0
+			deadline := time.Now().Add(5 * time.Second)
+			for back < n {
+				if time.Now().After(deadline) {
+					t.Fatalf("forwarded %d, received back %d of %d", fwd, back, n)
+				}
+				k := b.Queue(0).RX().Receive(frames)
+				keep := frames[:0]
+				for i := range k {
+					d := frames[i].Data()
+					isTest := binary.BigEndian.Uint16(d[12:]) == testEtherType
+					if isTest && binary.BigEndian.Uint16(d[14:]) == 7 {
+						binary.BigEndian.PutUint16(d[14:], 8)
+						keep = append(keep, frames[i])
+						continue
+					}
+					if isTest && binary.BigEndian.Uint16(d[14:]) == 8 {
+						back++
+					}
+					b.Queue(0).RX().Free(frames[i : i+1])
+				}
+				m := a.Queue(0).TX().Transmit(keep)
+				b.Queue(0).RX().Free(keep[m:])
+				fwd += m
+				if k == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			want := uint64(0)
+			if !shared {
+				want = n
+			}
+			if got := a.Stats().Copies; got != want {
+				t.Errorf("A Copies = %d, want %d", got, want)
+			}
+		})
 	}
 }
 
