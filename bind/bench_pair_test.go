@@ -18,8 +18,10 @@ const benchPayload = 64 - 20 - 8
 // BenchmarkGatewayPair64 pushes 64-byte UDP packets at saturation from
 // hostA through a pair of stock wireguard-go gateways to hostB, with both
 // gateways on (a) kernel TUN + kernel UDP sockets, (b) the multi-queue
-// kernel TUN + wgpio bind, (c) wgpio bind + tundev.PortDevice, one after
-// another. It reports offered and delivered packets per second, loss, and
+// kernel TUN (2 queues) + kernel UDP sockets, (c) the multi-queue TUN +
+// wgpio bind, (d) wgpio bind + tundev.PortDevice, one after another. The
+// load is 4 inner flows from kernel UDP sockets (sendmmsg) on hostA; the
+// sink counts with recvmmsg on hostB. It reports offered and delivered packets per second, loss, and
 // CPU time per delivered packet. Each configuration runs for a fixed 3 s
 // whatever b.N is, so run it with -benchtime=1x:
 //
@@ -36,6 +38,7 @@ func BenchmarkGatewayPair64(b *testing.B) {
 		v    variant
 	}{
 		{"stock-tun-udp", variant{stockA: true, modeB: modeStock}},
+		{"mqtun-std-bind", variant{mqStdA: true, modeB: modeMQStd}},
 		{"mqtun-wgpio-bind", variant{mqtun: true, modeB: modeMQTUN}},
 		{"wgpio-bind-tundev", variant{modeB: modeWgpio}},
 	} {

@@ -68,6 +68,7 @@ type variant struct {
 	mqtun    bool // gwA's plaintext side is a multi-queue kernel TUN, not a PortDevice
 	owned    bool // gwA's kernel has no address on its veths: wgpio answers ARP/NDP
 	stockA   bool // gwA is like gwB: kernel TUN and sockets (the benchmark's reference)
+	mqStdA   bool // gwA on a multi-queue TUN and kernel sockets (benchmark)
 	modeB    int  // gwB's mode (benchmark); modeStock in the tests
 	badInput bool
 }
@@ -200,6 +201,7 @@ func buildPair(t testing.TB, v variant) *pair {
 // Gateway modes: what carries stock wireguard-go's two sides.
 const (
 	modeStock = iota // kernel TUN and the standard bind (kernel UDP sockets)
+	modeMQStd        // a multi-queue kernel TUN and the standard bind
 	modeMQTUN        // a multi-queue kernel TUN and wgpio's bind over AF_XDP
 	modeWgpio        // wgpio's bind and PortDevice, both over AF_XDP
 )
@@ -208,6 +210,8 @@ func (v variant) modeA() int {
 	switch {
 	case v.stockA:
 		return modeStock
+	case v.mqStdA:
+		return modeMQStd
 	case v.mqtun:
 		return modeMQTUN
 	}
@@ -268,8 +272,8 @@ func startGateway(t testing.TB, s gwSpec) *gateway {
 	var tunDev tun.Device
 	var b conn.Bind
 	switch s.mode {
-	case modeStock:
-		tunDev = kernelTUN(false)
+	case modeStock, modeMQStd:
+		tunDev = kernelTUN(s.mode == modeMQStd)
 		b = &nsBind{Bind: conn.NewDefaultBind(), ns: s.ns}
 	default:
 		g.wanPort = openPort(t, s.ns, s.wanIf, bind.XDPFilter([]netip.Addr{s.wan4, s.wan6}, wgPort, s.owned))
