@@ -12,6 +12,20 @@
 // answer ARP/NDP with an arp.Responder; arp.StaticRoutes, arp.FrameProber
 // sending through Bind.SendFrame).
 //
+// Queues: Open returns one conn.ReceiveFunc per queue of the port, each
+// owning that queue's RX half (wireguard-go runs one goroutine per
+// function); Send, called from wireguard-go's many sending goroutines,
+// takes the first free TX half under a mutex held for the whole batch, so
+// nothing is locked per datagram (see Bind).
+//
+// Checksums: datagrams sent over IPv6 carry a UDP checksum; over IPv4 they
+// carry one if Config.ChecksumIPv4 is set and 0 ("none", RFC 768)
+// otherwise. Received datagrams: a zero checksum over IPv6 is dropped (RFC
+// 8200 §8.1); other checksums are verified only with Config.VerifyChecksum,
+// because wireguard-go authenticates every message anyway (Poly1305 tag,
+// MAC1). Bad frames are dropped and counted by reason (Bind.Stats), never
+// returned as errors.
+//
 // The port is the caller's: open it with a filter that redirects only UDP
 // to the bind's address and port (see XDPFilter), pass it in Config, and
 // close it after the wireguard-go device is closed.
