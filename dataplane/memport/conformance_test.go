@@ -41,6 +41,6 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("SmallRings", func(t *testing.T) {
 		dataplanetest.Run(t, newPairFunc(memport.Config{RingSize: 8, MTU: 9000, FrameSize: 16384}),
-			dataplanetest.Options{Frames: frames() / 10, Queues: []int{1, 3}})
+			dataplanetest.Options{Frames: frames() / 50, Queues: []int{1, 3}})
 	})
 }
