@@ -312,6 +312,17 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	}
 }
 
+// WorkerThreads returns the OS thread IDs of the running workers (0 for a
+// worker not started), e.g. to read their context switches from
+// /proc/self/task/TID/status or to move them with sched_setaffinity.
+func (e *Engine) WorkerThreads() []int {
+	out := make([]int, len(e.workers))
+	for i, w := range e.workers {
+		out[i] = int(w.tid.Load())
+	}
+	return out
+}
+
 // Kick wakes every worker (after keypairs or endpoints changed, so that
 // held packets go out).
 func (e *Engine) Kick() {

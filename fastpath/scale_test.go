@@ -1,0 +1,251 @@
+package fastpath
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/header"
+)
+
+// queueTemplates finds, for each queue q, an inner IPv4/UDP frame (from
+// hostA to host B's address dst) that memport's RSS puts on gateway A's LAN
+// RX queue q and whose outer source port (flowHash over srcPorts ports) puts
+// the sealed frame on gateway B's WAN RX queue q, so that one goroutine per
+// queue can feed and drain its own queue.
+func queueTemplates(t testing.TB, r *rig, queues int, srcPorts uint16, dst netip.Addr, size int) [][]byte {
+	out := make([][]byte, queues)
+	found := 0
+	tx := r.hostA.Queue(0).TX()
+	for sport := uint16(1000); found < queues && sport < 60000; sport++ {
+		f := udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, dst, sport, 2000, make([]byte, size))
+		d := append([]byte(nil), f.Data()...)
+		tx.Free([]dataplane.Frame{f})
+		q := memport.RSSQueue(d, queues)
+		if out[q] != nil {
+			continue
+		}
+		port := portA + uint16(flowHash(d[header.EthernetLen:])%uint32(srcPorts))
+		// The outer frame's RSS at B: build a stand-in with the outer tuple.
+		outer := make([]byte, 14+20+8)
+		header.PutEthernet(outer, header.MAC{}, header.MAC{}, header.EtherTypeIPv4)
+		ip := header.IPv4Fields{Protocol: header.ProtoUDP, Src: wanAddrA.As4(), Dst: wanAddrB.As4()}
+		header.PutIPv4(outer[14:], &ip, 8)
+		header.PutUDP(outer[34:], port, portB, 0)
+		if srcPorts > 1 && memport.RSSQueue(outer, queues) != q {
+			continue
+		}
+		out[q] = d
+		found++
+	}
+	if found < queues {
+		t.Fatalf("no template for every queue")
+	}
+	return out
+}
+
+// pinThread pins the calling goroutine's OS thread to cpu (best effort).
+func pinThread(cpu int) {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu % runtime.NumCPU())
+	unix.SchedSetaffinity(0, &set)
+}
+
+// runQueues has one pinned goroutine per queue feed its LAN queue, run the
+// worker's outbound path and drain gateway B's WAN queue, for n packets
+// per queue; it returns the aggregate packets per second.
+func runQueues(b *testing.B, r *rig, queues int, tmpls [][]byte, n int) float64 {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var elapsed []time.Duration = make([]time.Duration, queues)
+	for q := 0; q < queues; q++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pinThread(q)
+			defer runtime.UnlockOSThread()
+			frames := make([]dataplane.Frame, 64)
+			tx := r.hostA.Queue(q).TX()
+			wrx := r.wanB.Queue(q).RX()
+			w := r.a.workers[q]
+			tmpl := tmpls[q]
+			<-start
+			t0 := time.Now()
+			for done := 0; done < n; done += 64 {
+				k := tx.Alloc(frames)
+				for i := 0; i < k; i++ {
+					frames[i].SetLen(len(tmpl))
+					copy(frames[i].Data(), tmpl)
+				}
+				tx.Transmit(frames[:k])
+				w.outbound(0)
+				m := wrx.Receive(frames)
+				wrx.Free(frames[:m])
+			}
+			elapsed[q] = time.Since(t0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var longest time.Duration
+	for _, e := range elapsed {
+		longest = max(longest, e)
+	}
+	return float64(n*queues) / longest.Seconds()
+}
+
+// BenchmarkQueues compares the aggregate encrypt-path rate of 1 and 2
+// queues, each driven by a goroutine pinned to its own CPU (64-byte IPv4
+// inner packets, batch 64, 16 outer source ports). Ratio target: 2 queues
+// ≥ 1.8 × 1 queue on a machine with 2 idle cores.
+func BenchmarkQueues(b *testing.B) {
+	for _, queues := range []int{1, 2} {
+		b.Run(fmt.Sprintf("queues=%d", queues), func(b *testing.B) {
+			r := newRig(b, rigConfig{queues: queues, srcPorts: 16})
+			tmpls := queueTemplates(b, r, queues, 16, hostAddrB, 64-42)
+			b.ReportAllocs()
+			b.ResetTimer()
+			pps := runQueues(b, r, queues, tmpls, max(b.N/queues, 64))
+			b.ReportMetric(pps, "pps")
+		})
+	}
+}
+
+// BenchmarkPeers compares the encrypt path with 1 peer and with 1,000 peers
+// (traffic round-robin over all of them, 64 distinct peers per batch).
+// Target: 1,000 peers ≥ 0.9 × 1 peer.
+func BenchmarkPeers(b *testing.B) {
+	for _, npeers := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("peers=%d", npeers), func(b *testing.B) {
+			r := newRig(b, rigConfig{})
+			peers := []*Peer{r.peerAB}
+			allowed := [][]netip.Prefix{{netip.MustParsePrefix("198.19.2.0/24")}}
+			var tmpls [][]byte
+			tx := r.hostA.Queue(0).TX()
+			for i := 1; i < npeers; i++ {
+				p := &Peer{SrcPorts: 1, SrcPortBase: portA}
+				dst := netip.AddrFrom4([4]byte{198, 19, byte(3 + i/250), byte(1 + i%250)})
+				peers = append(peers, p)
+				allowed = append(allowed, []netip.Prefix{netip.PrefixFrom(dst, 32)})
+				f := udpFrame(b, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, dst, 1000, 2000, make([]byte, 22))
+				tmpls = append(tmpls, append([]byte(nil), f.Data()...))
+				tx.Free([]dataplane.Frame{f})
+			}
+			if err := r.a.SetPeers(peers, allowed); err != nil {
+				b.Fatal(err)
+			}
+			ep := r.peerAB.Endpoint.Load()
+			kp := r.peerAB.Current.Load()
+			for _, p := range peers[1:] {
+				p.Endpoint.Store(ep)
+				k2, _ := NewKeypair(&[32]byte{1}, &[32]byte{2}, kp.LocalIndex+1, kp.RemoteIndex, true, kp.Created, p)
+				p.Current.Store(k2)
+			}
+			if npeers == 1 {
+				tmpls = [][]byte{templateFrame(b, r, 22)}
+			}
+			frames := make([]dataplane.Frame, 64)
+			wrx := r.wanB.Queue(0).RX()
+			w := r.a.workers[0]
+			b.ReportAllocs()
+			b.ResetTimer()
+			t0 := time.Now()
+			k := 0
+			for done := 0; done < b.N; done += 64 {
+				n := tx.Alloc(frames)
+				for i := 0; i < n; i++ {
+					t := tmpls[k%len(tmpls)]
+					k++
+					frames[i].SetLen(len(t))
+					copy(frames[i].Data(), t)
+				}
+				tx.Transmit(frames[:n])
+				w.outbound(0)
+				m := wrx.Receive(frames)
+				wrx.Free(frames[:m])
+			}
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "pps")
+		})
+	}
+}
+
+// threadCtxSwitches reads a thread's voluntary + involuntary context
+// switches from /proc.
+func threadCtxSwitches(tid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+	if err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "voluntary_ctxt_switches:") || strings.HasPrefix(line, "nonvoluntary_ctxt_switches:") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseUint(f[len(f)-1], 10, 64)
+			total += v
+		}
+	}
+	return total, nil
+}
+
+// BenchmarkContextSwitches offers packets through two running engines
+// (A encrypts, B decrypts, workers started as in production) in bursts of
+// 64 as fast as the rings take them, and reports the context switches of
+// the four worker threads per forwarded packet. Target ≤ 0.01.
+func BenchmarkContextSwitches(b *testing.B) {
+	r := newRig(b, rigConfig{start: true})
+	tmpl := templateFrame(b, r, 22)
+	// Warm up so that B's keypair is promoted and the threads exist.
+	frames := make([]dataplane.Frame, 64)
+	tx := r.hostA.Queue(0).TX()
+	rx := r.hostB.Queue(0).RX()
+	feed := func() {
+		n := tx.Alloc(frames)
+		for i := 0; i < n; i++ {
+			frames[i].SetLen(len(tmpl))
+			copy(frames[i].Data(), tmpl)
+		}
+		sent := tx.Transmit(frames[:n])
+		tx.Free(frames[sent:n])
+	}
+	feed()
+	time.Sleep(50 * time.Millisecond)
+	m := rx.Receive(frames)
+	rx.Free(frames[:m])
+	tids := append(r.a.WorkerThreads(), r.b.WorkerThreads()...)
+	count := func() uint64 {
+		var s uint64
+		for _, tid := range tids {
+			v, err := threadCtxSwitches(tid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s += v
+		}
+		return s
+	}
+	n := max(b.N, 1_000_000)
+	b.ResetTimer()
+	before := count()
+	delivered := 0
+	t0 := time.Now()
+	for delivered < n && time.Since(t0) < 60*time.Second {
+		feed()
+		m := rx.Receive(frames)
+		rx.Free(frames[:m])
+		delivered += m
+	}
+	after := count()
+	b.ReportMetric(float64(after-before)/float64(delivered), "ctxsw/pkt")
+	b.ReportMetric(float64(delivered)/time.Since(t0).Seconds(), "pps")
+}
