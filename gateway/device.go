@@ -336,11 +336,14 @@ func (d *Device) FastPeer(k noise.PublicKey) *fastpath.Peer {
 // lookupOrCreateLocked returns the peer for k, creating it; created reports
 // a new peer. It returns nil for our own public key.
 func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool) {
+	// Without a private key our public key is the zero key, and a peer
+	// with the zero key is ignored too (as wireguard-go does).
+	var self noise.PublicKey
 	if d.id != nil {
-		self := d.id.PublicKey()
-		if self.Equal(&k) {
-			return nil, false
-		}
+		self = d.id.PublicKey()
+	}
+	if self.Equal(&k) {
+		return nil, false
 	}
 	if p = d.byKey[k]; p != nil {
 		return p, false
@@ -375,9 +378,10 @@ func (d *Device) setKeepaliveLocked(p *peer, secs uint16) (turnedOn bool) {
 // setEndpointConfigLocked sets a configured endpoint: our source address
 // of its family, its next hop's MAC if the resolver knows it.
 func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
+	// UAPI prints back what was set, as wireguard-go does.
 	ep := &fastpath.Endpoint{Dst: ap, SrcMAC: d.opts.WANMAC}
-	if ap.Addr().Is4() {
+	if ap.Addr().Is4() || ap.Addr().Is4In6() {
 		ep.Src = d.opts.WANAddr4
 	} else {
 		ep.Src = d.opts.WANAddr6

@@ -179,6 +179,9 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 			if k, err = noise.ParsePrivateKeyHex(value); err != nil {
 				return uapiErrorf(ipc.IpcErrorInvalid, "set private_key: %w", err)
 			}
+			// wireguard-go clamps a key set over the UAPI (RFC 7748 §5), and
+			// get=1 prints it clamped.
+			k.Clamp()
 		} else if len(value) != 2*noise.KeySize {
 			return uapiErrorf(ipc.IpcErrorInvalid, "set private_key: %w", noise.ErrKeyFormat)
 		}
