@@ -23,6 +23,9 @@ import (
 // report).
 const cleanLoss = 0.01
 
+// minRate is the lowest rate a refinement step offers, packets/s.
+const minRate = 5e3
+
 // drain is how long the sink keeps counting after the generator stops.
 const drain = 300 * time.Millisecond
 
@@ -97,9 +100,10 @@ func (r *rig) sweep(ctx context.Context, k Kind, size int, gw1, gw2 *gwproc.Proc
 	// finer clean figure than the coarse list gives.
 	for range r.o.Refine {
 		lo, hi := bracket(sr.Steps)
-		if ctx.Err() != nil || lo <= 0 || hi <= 0 || hi < 1.1*lo {
+		if ctx.Err() != nil || hi <= 0 || hi < 1.1*lo || (lo <= 0 && hi < 2*minRate) {
 			break
 		}
+		// With no clean step yet, halve the lowest lossy rate.
 		st, err := r.step(ctx, gens, (lo+hi)/2, r.o.Duration, gw1, gw2)
 		if err != nil {
 			return sr, err

@@ -81,7 +81,7 @@ func DefaultOptions(quick bool) Options {
 	o := Options{
 		Quick:       quick,
 		Sizes:       []int{64, 512, 1420},
-		Rates:       []float64{25e3, 50e3, 100e3, 150e3, 200e3, 300e3, 400e3, 600e3, 800e3, 1.2e6, 1.6e6},
+		Rates:       []float64{10e3, 25e3, 50e3, 100e3, 150e3, 200e3, 300e3, 400e3, 600e3, 800e3, 1.2e6, 1.6e6},
 		Refine:      2,
 		Queues:      2,
 		Duration:    2 * time.Second,
