@@ -96,7 +96,8 @@ var _ dataplane.Port = (*Port)(nil)
 // ErrXDPUnsupported, ErrMTUTooLarge, ErrMemlock or ErrPermission with the
 // fix.
 func Open(ifname string, cfg Config) (_ *Port, err error) {
-	_ = rlimit.RemoveMemlock() // best effort; needless on Linux 5.11+
+	_ = rlimit.RemoveMemlock() // best effort; a no-op where maps are charged to the memory cgroup
+	raiseMemlock()
 	l, err := netlink.LinkByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (list interfaces with `ip link`; open the port inside the interface's network namespace): %w", ErrNoSuchInterface, ifname, err)
@@ -216,6 +217,18 @@ func (p *Port) attachError(mode string, err error) error {
 		return fmt.Errorf("attach %s XDP: another XDP program is attached to %s (see `ip link show dev %s`; detach it with `ip link set dev %s xdp off`): %w", mode, p.name, p.name, p.name, err)
 	}
 	return diagnose(fmt.Errorf("attach %s XDP: %w", mode, err))
+}
+
+// raiseMemlock raises the soft RLIMIT_MEMLOCK to the hard limit: UMEM
+// pages are charged to it unless the process has CAP_IPC_LOCK
+// (net/xdp/xdp_umem.c, xdp_umem_account_pages), even where BPF maps are
+// not (Linux 5.11).
+func raiseMemlock() {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl) == nil && rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &rl)
+	}
 }
 
 // driverName returns the device's driver as ethtool reports it, or "".

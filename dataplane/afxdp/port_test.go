@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/internal/topo"
+	"golang.org/x/sys/unix"
 )
 
 // testEtherType is the IEEE local experimental EtherType 1, carried by the
@@ -376,28 +377,47 @@ func udpKernel(t *testing.T, p *vethPair) {
 
 const helperEnv = "WGPIO_AFXDP_HELPER"
 
-// TestHelperProcess is the child of TestSIGKILL: it opens a port on the
-// interface and namespace named by WGPIO_AFXDP_HELPER ("ns dev"), says
-// "ready" and waits to be killed.
+// TestHelperProcess is the child of TestSIGKILL and TestOpenPrivileges.
+// WGPIO_AFXDP_HELPER is "MODE NS DEV": it enters namespace NS and opens
+// DEV; MODE "hold" says "ready" and waits to be killed, "nocap" first drops
+// every capability, "memlock" drops CAP_IPC_LOCK and CAP_SYS_RESOURCE and
+// lowers RLIMIT_MEMLOCK to 64 KiB; those two print the error.
 func TestHelperProcess(t *testing.T) {
 	arg := os.Getenv(helperEnv)
 	if arg == "" {
-		t.Skip("helper process for TestSIGKILL")
+		t.Skip("helper process for TestSIGKILL and TestOpenPrivileges")
 	}
-	var nsName, dev string
-	fmt.Sscan(arg, &nsName, &dev)
+	var mode, nsName, dev string
+	fmt.Sscan(arg, &mode, &nsName, &dev)
 	runtime.LockOSThread()
 	h, err := netns.GetFromName(nsName)
+	if err == nil {
+		err = netns.Set(h)
+	}
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	if err := netns.Set(h); err != nil {
-		fmt.Println("error:", err)
+	switch mode {
+	case "nocap":
+		err = setCaps(func(c uint64) uint64 { return 0 })
+	case "memlock":
+		rl := unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}
+		if err = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &rl); err == nil {
+			err = setCaps(func(c uint64) uint64 { return c &^ (1<<unix.CAP_IPC_LOCK | 1<<unix.CAP_SYS_RESOURCE) })
+		}
+	}
+	if err != nil {
+		fmt.Println("error: set up:", err)
 		os.Exit(1)
 	}
 	addr := netip.MustParseAddr("198.18.7.2")
-	if _, err := Open(dev, Config{Filter: Filter{UDP: []UDPMatch{{Addr: addr, PortLo: 9000, PortHi: 9000}}}}); err != nil {
+	_, err = Open(dev, Config{Filter: Filter{UDP: []UDPMatch{{Addr: addr, PortLo: 9000, PortHi: 9000}}}})
+	if mode != "hold" {
+		fmt.Printf("permission=%v memlock=%v %v\n", errors.Is(err, ErrPermission), errors.Is(err, ErrMemlock), err)
+		os.Exit(0)
+	}
+	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
@@ -405,12 +425,33 @@ func TestHelperProcess(t *testing.T) {
 	select {}
 }
 
+// setCaps changes the calling thread's effective and permitted
+// capabilities with f.
+func setCaps(f func(uint64) uint64) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var d [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &d[0]); err != nil {
+		return err
+	}
+	eff := f(uint64(d[0].Effective) | uint64(d[1].Effective)<<32)
+	perm := f(uint64(d[0].Permitted) | uint64(d[1].Permitted)<<32)
+	d[0].Effective, d[1].Effective = uint32(eff), uint32(eff>>32)
+	d[0].Permitted, d[1].Permitted = uint32(perm), uint32(perm>>32)
+	return unix.Capset(&hdr, &d[0])
+}
+
+// helper starts the test binary as TestHelperProcess.
+func helper(mode string, ns *topo.NS, dev string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode+" "+ns.Name+" "+dev)
+	return cmd
+}
+
 // TestSIGKILL kills a process holding a port: the kernel must detach the
 // program and the interface pass traffic to the kernel again.
 func TestSIGKILL(t *testing.T) {
 	p := newVethPair(t, 1)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+p.b.Name+" "+p.v.B)
+	cmd := helper("hold", p.b, p.v.B)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -439,6 +480,27 @@ func TestSIGKILL(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	udpKernel(t, p)
+}
+
+// TestOpenPrivileges opens a port in processes that lack privileges.
+func TestOpenPrivileges(t *testing.T) {
+	p := newVethPair(t, 1)
+	for _, tt := range []struct{ mode, want string }{
+		{"nocap", "permission=true memlock=false"},
+		{"memlock", "permission=false memlock=true"},
+	} {
+		out, err := helper(tt.mode, p.b, p.v.B).CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper %s: %v: %s", tt.mode, err, out)
+		}
+		if !strings.HasPrefix(string(out), tt.want) {
+			t.Errorf("Open as %s: %s, want %s", tt.mode, out, tt.want)
+		}
+		t.Logf("%s: %s", tt.mode, strings.TrimSpace(string(out)))
+	}
+	if attached(t, p.b, p.v.B) {
+		t.Error("XDP program attached after failed Opens")
+	}
 }
 
 // TestOpenErrors checks the errors name the cause.
