@@ -43,7 +43,10 @@ type fakeDP struct {
 	hs    chan fastpath.HandshakeMessage
 	load  atomic.Bool
 	drop  atomic.Bool // lose everything on the wire, both ways
-	kicks atomic.Int64
+	// viaChannel: deliver handshake messages through Handshakes() (for
+	// Device.Start's loop) instead of calling HandleMessage.
+	viaChannel bool
+	kicks      atomic.Int64
 
 	mu      sync.Mutex
 	peers   []*fastpath.Peer
@@ -178,10 +181,15 @@ func (f *fakeDP) deliver(dev *Device, b []byte) {
 	now := f.clock.Load()
 	switch b[0] {
 	case noise.TypeInitiation, noise.TypeResponse, noise.TypeCookieReply:
-		dev.HandleMessage(fastpath.HandshakeMessage{
+		m := fastpath.HandshakeMessage{
 			Src: *f.wgSrc.Load(), Dst: f.ourDst, SrcMAC: [6]byte{2, 0, 0, 0, 0, 2},
 			Data: b, Received: now,
-		})
+		}
+		if f.viaChannel {
+			f.hs <- m
+		} else {
+			dev.HandleMessage(m)
+		}
 	case noise.TypeTransport:
 		recv, counter, ok := noise.ParseTransportHeader(b)
 		if !ok {

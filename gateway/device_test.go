@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestStartLoop runs the real loop: handshake messages arrive through
+// Dataplane.Handshakes (not HandleMessage), timers on the ticker.
+func TestStartLoop(t *testing.T) {
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
+	r.f.viaChannel = true
+	if err := r.dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.wgSend(1)
+	if _, ok := r.waitInner(3 * time.Second); !ok {
+		t.Fatalf("no data from wireguard-go through the loop; sent %v", types(r.f.sentSince(0)))
+	}
+	// The ticker sees the promotion.
+	fp := r.fp()
+	deadline := time.Now().Add(2 * time.Second)
+	for fp.Promoted.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fp.Promoted.Load() {
+		t.Errorf("Promoted still set 2 s after promotion, want the ticker to clear it")
+	}
+}
+
+func TestAddRemovePeer(t *testing.T) {
+	f := newFakeDP(t)
+	priv, _ := noise.NewPrivateKey()
+	d, err := New(Options{PrivateKey: priv, Dataplane: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	k1, _ := noise.NewPrivateKey()
+	k2, _ := noise.NewPrivateKey()
+	p1, p2 := k1.PublicKey(), k2.PublicKey()
+	a := netip.MustParsePrefix("198.19.0.0/24")
+	b := netip.MustParsePrefix("198.19.1.0/24")
+	if err := d.AddPeer(PeerConfig{PublicKey: p1, AllowedIPs: []netip.Prefix{a, b}, Endpoint: netip.MustParseAddrPort("198.18.0.2:51820")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddPeer(PeerConfig{PublicKey: p2, AllowedIPs: []netip.Prefix{b}}); err != nil {
+		t.Fatal(err)
+	}
+	// Our own key is ignored, as wireguard-go does.
+	if err := d.AddPeer(PeerConfig{PublicKey: d.PublicKey()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddPeer(PeerConfig{PublicKey: p2, PersistentKeepalive: 70000 * time.Second}); err == nil {
+		t.Errorf("AddPeer(keepalive 70000 s) = nil, want an error")
+	}
+	f.mu.Lock()
+	n, allowed := len(f.peers), slices.Clone(f.allowed)
+	f.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("dataplane has %d peers, want 2", n)
+	}
+	if !slices.Equal(allowed[0], []netip.Prefix{a}) || !slices.Equal(allowed[1], []netip.Prefix{b}) {
+		t.Errorf("allowed IPs = %v, want [[%v] [%v]] (b moved to the later peer)", allowed, a, b)
+	}
+	ps := d.Peers()
+	if len(ps) != 2 || ps[0].Endpoint != netip.MustParseAddrPort("198.18.0.2:51820") {
+		t.Errorf("Peers() = %+v, want two, the first with its endpoint", ps)
+	}
+	if !d.RemovePeer(p1) || d.RemovePeer(p1) {
+		t.Errorf("RemovePeer twice: want true then false")
+	}
+	if d.FastPeer(p1) != nil || d.FastPeer(p2) == nil {
+		t.Errorf("FastPeer after removal: p1 %v p2 %v, want nil and non-nil", d.FastPeer(p1), d.FastPeer(p2))
+	}
+}
+
+// TestUnderLoadHoldsOneSecond: "under load" lasts UnderLoadAfterTime (1 s)
+// after the dataplane's queue drained (wireguard-go, the kernel).
+func TestUnderLoadHoldsOneSecond(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	init := func() fastpath.HandshakeMessage {
+		// A real initiation from a peer the device knows, MAC1 valid.
+		var msg [noise.InitiationSize]byte
+		id := noise.NewStaticIdentity(r.wgKey, nil)
+		h := noise.NewHandshake(id, r.ourKey.PublicKey(), noise.PresharedKey{})
+		if err := h.CreateInitiation(&msg, 7); err != nil {
+			t.Fatal(err)
+		}
+		return fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]}
+	}
+	r.f.load.Store(true)
+	r.dev.HandleMessage(init())
+	r.f.load.Store(false)
+	for _, tc := range []struct {
+		after      time.Duration
+		wantCookie bool
+	}{
+		{500 * time.Millisecond, true},
+		{time.Second, false},
+	} {
+		r.f.clock.Store(fakeEpoch + int64(tc.after))
+		mark := r.f.nsent()
+		r.dev.HandleMessage(init())
+		s := r.f.sentSince(mark)
+		gotCookie := len(ofType(s, noise.TypeCookieReply, 0)) == 1
+		if gotCookie != tc.wantCookie || len(s) != 1 {
+			t.Errorf("%v after load: sent %v, want cookie reply %v", tc.after, types(s), tc.wantCookie)
+		}
+	}
+}
+
+// TestCookieRepliesRateLimited: under load, cookie replies to one source
+// follow wireguard-go's ratelimiter (burst 5, then 20 per second).
+func TestCookieRepliesRateLimited(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var msg [noise.InitiationSize]byte
+	id := noise.NewStaticIdentity(r.wgKey, nil)
+	h := noise.NewHandshake(id, r.ourKey.PublicKey(), noise.PresharedKey{})
+	if err := h.CreateInitiation(&msg, 7); err != nil {
+		t.Fatal(err)
+	}
+	r.f.load.Store(true)
+	for i := 0; i < 10; i++ {
+		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]})
+	}
+	if n := len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)); n != 5 {
+		t.Errorf("cookie replies to 10 initiations at once = %d, want 5 (burst)", n)
+	}
+	if got := r.dev.Stats().Drops[DropRateLimited]; got != 5 {
+		t.Errorf("Drops[rate limited] = %d, want 5", got)
+	}
+	r.f.clock.Add(int64(time.Second / 20))
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]})
+	if n := len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)); n != 6 {
+		t.Errorf("cookie replies after 50 ms = %d, want 6", n)
+	}
+}
