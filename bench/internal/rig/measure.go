@@ -46,11 +46,18 @@ func (r *rig) runKind(ctx context.Context, k Kind, cr *ConfigResult) error {
 	}
 	gw1, gw2 := r.procs[1], r.procs[0]
 	for _, size := range r.o.Sizes {
-		sr, err := r.sweep(ctx, k, size, gw1, gw2)
-		if err != nil {
-			return err
+		var runs []SizeResult
+		for range max(r.o.Repeat, 1) {
+			sr, err := r.sweep(ctx, k, size, gw1, gw2)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, sr)
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		cr.Sizes = append(cr.Sizes, sr)
+		cr.Sizes = append(cr.Sizes, medianRun(runs))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -266,4 +273,22 @@ func (r *rig) tcpStream(ctx context.Context) (sink.TCPResult, error) {
 		return sink.TCPResult{}, fmt.Errorf("dial: %w", err)
 	}
 	return sink.SendTCP(ctx, c, r.tcp, r.o.TCPDuration)
+}
+
+// medianRun returns the sweep whose clean rate is the median of runs (the
+// lower middle one for an even count), with every run's clean and peak
+// rates recorded and PeakPPS set to the median peak.
+func medianRun(runs []SizeResult) SizeResult {
+	byClean := slices.Clone(runs)
+	slices.SortStableFunc(byClean, func(a, b SizeResult) int { return cmp.Compare(a.CleanPPS, b.CleanPPS) })
+	m := byClean[(len(byClean)-1)/2]
+	var peaks []float64
+	for _, r := range runs {
+		m.CleanRuns = append(m.CleanRuns, r.CleanPPS)
+		peaks = append(peaks, r.PeakPPS)
+	}
+	m.PeakRuns = peaks
+	slices.Sort(peaks)
+	m.PeakPPS = peaks[(len(peaks)-1)/2]
+	return m
 }

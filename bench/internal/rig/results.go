@@ -29,6 +29,7 @@ type PublicOptions struct {
 	Rates       []float64 `json:"rates_pps"`
 	Queues      int       `json:"queues"`
 	StepSeconds float64   `json:"step_seconds"`
+	Repeat      int       `json:"repeat"`
 	TCPSeconds  float64   `json:"tcp_seconds"`
 	Flows       int       `json:"flows"`
 	CPUs        string    `json:"cpus"`
@@ -39,7 +40,7 @@ type PublicOptions struct {
 func (o Options) public() PublicOptions {
 	return PublicOptions{
 		Quick: o.Quick, Sizes: o.Sizes, Rates: o.Rates, Queues: o.Queues,
-		StepSeconds: o.Duration.Seconds(), TCPSeconds: o.TCPDuration.Seconds(),
+		StepSeconds: o.Duration.Seconds(), Repeat: max(o.Repeat, 1), TCPSeconds: o.TCPDuration.Seconds(),
 		Flows: o.Flows, CPUs: o.CPUs, GOMAXPROCS: o.GOMAXPROCS, Peer: o.Peer,
 	}
 }
@@ -74,6 +75,12 @@ type SizeResult struct {
 	CleanStep int     `json:"clean_step"`
 	// PeakPPS is the highest delivered rate of any step.
 	PeakPPS float64 `json:"peak_pps"`
+	// With Options.Repeat > 1, CleanRuns and PeakRuns hold every sweep's
+	// clean and peak rates; CleanPPS and PeakPPS are their medians, and
+	// Steps and the per-packet figures come from the sweep with the median
+	// clean rate.
+	CleanRuns []float64 `json:"clean_runs,omitempty"`
+	PeakRuns  []float64 `json:"peak_runs,omitempty"`
 	// At the clean step (or the first step if none was clean): CPU time
 	// and context switches of each gateway per delivered packet.
 	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`

@@ -60,6 +60,7 @@ type Options struct {
 	Queues      int           // veth queues (and generator TX queues)
 	Duration    time.Duration // per offered-load step
 	Refine      int           // bisection steps between the clean and the first lossy rate
+	Repeat      int           // sweeps per size; the report gives medians
 	TCPDuration time.Duration // the TCP stream
 	Flows       int           // inner UDP flows
 	CPUs        string        // CPU list for every gateway process (taskset -c)
@@ -83,6 +84,7 @@ func DefaultOptions(quick bool) Options {
 		Sizes:       []int{64, 512, 1420},
 		Rates:       []float64{10e3, 25e3, 50e3, 100e3, 150e3, 200e3, 300e3, 400e3, 600e3, 800e3, 1.2e6, 1.6e6},
 		Refine:      2,
+		Repeat:      3,
 		Queues:      2,
 		Duration:    2 * time.Second,
 		TCPDuration: 10 * time.Second,
@@ -96,6 +98,7 @@ func DefaultOptions(quick bool) Options {
 		o.Rates = []float64{50e3, 100e3, 200e3, 400e3}
 		o.Duration = time.Second
 		o.Refine = 1
+		o.Repeat = 1
 		o.TCPDuration = 3 * time.Second
 	}
 	return o

@@ -126,3 +126,18 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+func TestMedianRun(t *testing.T) {
+	runs := []SizeResult{
+		{CleanPPS: 300, PeakPPS: 10, GW1CPUNsPerPkt: 3},
+		{CleanPPS: 100, PeakPPS: 30, GW1CPUNsPerPkt: 1},
+		{CleanPPS: 200, PeakPPS: 20, GW1CPUNsPerPkt: 2},
+	}
+	m := medianRun(runs)
+	if m.CleanPPS != 200 || m.GW1CPUNsPerPkt != 2 || m.PeakPPS != 20 || len(m.CleanRuns) != 3 || len(m.PeakRuns) != 3 {
+		t.Errorf("medianRun = %+v, want the 200-pps run with peak 20 and 3 runs recorded", m)
+	}
+	if one := medianRun(runs[:1]); one.CleanPPS != 300 || one.PeakPPS != 10 {
+		t.Errorf("medianRun(one) = %+v, want it unchanged", one)
+	}
+}
