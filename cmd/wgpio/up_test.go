@@ -221,7 +221,13 @@ loop:
 }
 
 // TestUpUnprivileged runs the gateway as nobody with only CAP_NET_ADMIN,
-// CAP_NET_RAW and CAP_BPF (as dist/wgpio.service does). /var/run/wireguard
+// CAP_NET_RAW and CAP_BPF (as dist/wgpio.service does), and RLIMIT_MEMLOCK
+// raised before the privileges are dropped (LimitMEMLOCK=infinity in the
+// unit): registering the UMEM (XDP_UMEM_REG) charges its pages to
+// RLIMIT_MEMLOCK unless the caller has CAP_IPC_LOCK (net/xdp/xdp_umem.c,
+// xdp_umem_account_pages), 32 MiB per queue here. The exception TUN needs
+// /dev/net/tun open to the user (mode 0666, as most distributions ship it).
+// /var/run/wireguard
 // and /var/run/wgpio are private tmpfs mounts owned by nobody (systemd's
 // RuntimeDirectory= does the same), so the host's are not touched; wg(8)
 // and `wgpio stats` run in the gateway's mount namespace.
@@ -235,7 +241,17 @@ mount -t tmpfs -o mode=0755 wgpio-test /var/run/wireguard
 mount -t tmpfs -o mode=0755 wgpio-test /var/run/wgpio
 chown nobody /var/run/wireguard /var/run/wgpio
 chown nobody "$2"
-exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf "$1" up -c "$2"`
+if [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+	echo "test: /dev/net/tun is not world-writable on this host: a private 0666 node in the test's mount namespace" >&2
+	mount -t tmpfs -o mode=0755 wgpio-test /dev/net
+	mknod -m 0666 /dev/net/tun c 10 200
+fi
+caps=+net_admin,+net_raw,+bpf
+if ! ulimit -l unlimited 2>/dev/null; then
+	echo "test: cannot raise RLIMIT_MEMLOCK (no CAP_SYS_RESOURCE here): adding CAP_IPC_LOCK" >&2
+	caps=$caps,+ipc_lock
+fi
+exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=$caps --ambient-caps=$caps "$1" up -c "$2"`
 	// nobody must reach the binary and the configuration file.
 	for _, d := range []string{filepath.Dir(wgpioBin), s.dir, filepath.Dir(s.dir)} {
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -269,6 +285,9 @@ exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+net_admin
 		if !strings.Contains(string(st), "Uid:\t65534") {
 			t.Errorf("gateway process is not running as nobody:\n%s", st)
 		}
+	}
+	if strings.Contains(g.output(), "adding CAP_IPC_LOCK") {
+		t.Logf("RLIMIT_MEMLOCK could not be raised on this host: the gateway ran with CAP_IPC_LOCK as a fourth capability")
 	}
 	s.pingBoth(t)
 	out, err := in("wg", "show", s.GwName)
