@@ -20,11 +20,27 @@
 //
 // Every protocol timer runs on an injected monotonic clock (Options.Now, in
 // ns), and Device.Tick evaluates them at a given instant, so that tests run
-// minutes of timers in milliseconds. Three things read wall time instead and
-// are not affected by the injected clock: the TAI64N timestamp of handshake
-// initiations (package noise: wall time by definition), the
-// last_handshake_time reported over the UAPI (Options.WallClock, Unix time as
-// wg(8) expects), and nothing else.
+// minutes of timers in milliseconds. The per-source rate limit of
+// initiations and package noise's flood limit and cookie lifetimes use the
+// same clock. Two things read wall time instead and are not affected by the
+// injected clock: the TAI64N timestamp of handshake initiations (package
+// noise: wall time by definition, since the responder compares it with the
+// last one it accepted, possibly before a restart), and the
+// last_handshake_time reported over the UAPI (Options.WallClock, Unix time
+// as wg(8) expects).
+//
+// # Key material
+//
+// Every keypair the device publishes is tracked until it has left all three
+// slots of its peer (rotated out, promoted over, rejected after
+// RejectAfterTime, or dropped with the peer); then its receiver index is
+// freed and fastpath.Keypair.Zero is called. The transport keys exist in our
+// memory only between noise.Handshake.DeriveKeys and fastpath.NewKeypair, and
+// are zeroed right after (noise.Keys.Zero); the copies inside the AEADs
+// cannot be zeroed (see package noise). Handshake state is cleared on
+// give-up and zeroing, and zeroed with its pre-shared key when a peer is
+// removed; the identity's private key when the device closes or the key
+// changes.
 //
 // # Timers from stamps
 //

@@ -37,7 +37,7 @@ type sentPacket struct {
 // possible reference data path (Indexes().Lookup + Open on receive,
 // Current.Seal on send). Its clock is a number the test moves.
 type fakeDP struct {
-	t     *testing.T
+	t     testing.TB
 	clock atomic.Int64
 	idx   fastpath.IndexTable
 	hs    chan fastpath.HandshakeMessage
@@ -63,7 +63,7 @@ type fakeDP struct {
 
 const fakeEpoch = int64(1000 * time.Second) // the fake clock starts here (0 means "never" in stamps)
 
-func newFakeDP(t *testing.T) *fakeDP {
+func newFakeDP(t testing.TB) *fakeDP {
 	f := &fakeDP{
 		t:      t,
 		hs:     make(chan fastpath.HandshakeMessage, fastpath.HandshakeQueueLen),
