@@ -252,7 +252,7 @@ func (f *fakeDP) sendData(peer *fastpath.Peer, pkt []byte) bool {
 
 // rig is our Device on a fakeDP wired to a stock wireguard-go device.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	f      *fakeDP
 	dev    *Device
 	wg     *device.Device
@@ -278,7 +278,7 @@ type rigOptions struct {
 	noWGConfig bool
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, f: newFakeDP(t), wgOut: make(chan []byte, 1024)}
 	var err error
