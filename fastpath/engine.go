@@ -24,6 +24,8 @@ const (
 	// PublishInterval is how often at most a worker publishes a peer's
 	// timer stamps and counters (DESIGN.md: timers coalesced to 50 ms).
 	PublishInterval = 50 * time.Millisecond
+	// DefaultIdleSpin is Config.IdleSpin's default.
+	DefaultIdleSpin = 50 * time.Microsecond
 	// MaxHeldPerPeer is how many packets a worker holds for a peer that
 	// has no usable keypair yet (wireguard-go and the kernel hold 128).
 	MaxHeldPerPeer = 128
@@ -91,6 +93,11 @@ type Config struct {
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
+	// IdleSpin is how long a worker keeps polling its queues after its
+	// last work before it blocks (default DefaultIdleSpin; negative: block
+	// at once). Longer spins save context switches at moderate rates and
+	// cost CPU when traffic stops.
+	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
 	CPUs []int
 	// Now is the clock, ns, monotonic (default: time since engine start).
@@ -179,6 +186,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d too small", cfg.MTU)
+	}
+	if cfg.IdleSpin == 0 {
+		cfg.IdleSpin = DefaultIdleSpin
 	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = DefaultBurst
