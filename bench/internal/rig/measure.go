@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -60,6 +63,14 @@ func (r *rig) runKind(ctx context.Context, k Kind, cr *ConfigResult) error {
 		cr.Sizes = append(cr.Sizes, medianRun(runs))
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+	}
+	if r.o.Profile && len(cr.Sizes) > 0 {
+		path, err := r.profile(ctx, k, cr.Sizes[0], gw1, gw2)
+		if err != nil {
+			r.progress("%s: profile: %v", k.Name, err)
+		} else {
+			cr.Profile = path
 		}
 	}
 	tr, err := r.tcpStream(ctx)
@@ -291,4 +302,53 @@ func medianRun(runs []SizeResult) SizeResult {
 	slices.Sort(peaks)
 	m.PeakPPS = peaks[(len(peaks)-1)/2]
 	return m
+}
+
+// profile records gateway 1 with perf(1) for one step at sr's clean rate
+// (or its lowest rate if none was clean) and writes the top of perf
+// report, flat by symbol, into the results folder. It returns the file's
+// name.
+func (r *rig) profile(ctx context.Context, k Kind, sr SizeResult, gw1, gw2 *gwproc.Proc) (string, error) {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		return "", fmt.Errorf("perf not installed (apt-get install linux-perf): %w", err)
+	}
+	rate := sr.CleanPPS
+	if rate <= 0 && len(sr.Steps) > 0 {
+		rate = sr.Steps[0].Offered
+	}
+	gens, err := r.generators(sr.Size)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(r.o.Out, 0o755); err != nil {
+		return "", fmt.Errorf("results dir: %w", err)
+	}
+	data := filepath.Join(r.dir, "perf-"+k.Name+".data")
+	rec := exec.Command(perf, "record", "-q", "-F", "999", "-g", "-o", data, "-p", strconv.Itoa(gw1.Pid()))
+	var recOut strings.Builder
+	rec.Stdout, rec.Stderr = &recOut, &recOut
+	if err := rec.Start(); err != nil {
+		return "", fmt.Errorf("perf record: %w", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st, err := r.step(ctx, gens, rate, r.o.Duration, gw1, gw2)
+	rec.Process.Signal(os.Interrupt)
+	rec.Wait()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+		"--sort", "dso,symbol", "--percent-limit", "1").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("perf report: %w: %s %s", err, out, recOut.String())
+	}
+	name := fmt.Sprintf("profile-%s-%d.txt", k.Name, sr.Size)
+	head := fmt.Sprintf("# gateway 1 (%s), %d-byte packets offered at %.0f pps, delivered %.0f pps, loss %.1f%%\n",
+		k.Name, sr.Size, st.Offered, st.DeliveredPPS, st.LossPct)
+	if err := os.WriteFile(filepath.Join(r.o.Out, name), append([]byte(head), out...), 0o644); err != nil {
+		return "", fmt.Errorf("write profile: %w", err)
+	}
+	r.progress("%s: profile in %s", k.Name, name)
+	return name, nil
 }

@@ -53,6 +53,9 @@ type ConfigResult struct {
 	Error   string          `json:"error,omitempty"`
 	Sizes   []SizeResult    `json:"sizes,omitempty"`
 	TCP     *sink.TCPResult `json:"tcp,omitempty"`
+	// Profile names the perf report of gateway 1 in the results folder
+	// (with Options.Profile).
+	Profile string `json:"profile,omitempty"`
 }
 
 // Size returns the result for packet size s, or nil.

@@ -61,6 +61,7 @@ type Options struct {
 	Duration    time.Duration // per offered-load step
 	Refine      int           // bisection steps between the clean and the first lossy rate
 	Repeat      int           // sweeps per size; the report gives medians
+	Profile     bool          // record gateway 1 with perf at the first size's clean rate
 	TCPDuration time.Duration // the TCP stream
 	Flows       int           // inner UDP flows
 	CPUs        string        // CPU list for every gateway process (taskset -c)
