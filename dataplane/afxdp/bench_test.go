@@ -45,23 +45,25 @@ func processCPU() time.Duration {
 // an AF_XDP port that swaps MACs, addresses and ports, against the
 // reference, kernel UDP sockets echoing with recvmmsg/sendmmsg (x/net ipv4
 // ReadBatch/WriteBatch). The sender is the same in both: an AF_XDP port on
-// A that transmits 64-byte Ethernet/IPv4/UDP frames (60 + FCS... 64 bytes
-// without FCS) as fast as it can, pinned to CPU 0, and counts the echoes;
+// A that transmits 64-byte Ethernet/IPv4/UDP frames (FCS not counted) as
+// fast as it can, pinned to CPU 0, and counts the echoes;
 // the reflector is pinned to CPU 1. One op is one echoed packet; pps is
 // echoes per second; reflector-ns/pkt is the reflector thread's CPU time
 // per echo, process-ns/pkt the whole process's (both exclude softirq work
-// the kernel does outside these threads).
+// the kernel does outside these threads). afxdp-generic attaches the XDP
+// programs in generic mode instead of veth's native mode.
 //
 //	go test ./dataplane/afxdp/ -run '^$' -bench Reflector -benchtime 2000000x
 func BenchmarkReflector(b *testing.B) {
-	b.Run("size=64/afxdp", func(b *testing.B) { benchReflector(b, false) })
-	b.Run("size=64/kernel-udp", func(b *testing.B) { benchReflector(b, true) })
+	b.Run("size=64/afxdp", func(b *testing.B) { benchReflector(b, false, AttachAuto) })
+	b.Run("size=64/afxdp-generic", func(b *testing.B) { benchReflector(b, false, AttachGeneric) })
+	b.Run("size=64/kernel-udp", func(b *testing.B) { benchReflector(b, true, AttachAuto) })
 }
 
-func benchReflector(b *testing.B, kernel bool) {
+func benchReflector(b *testing.B, kernel bool, attach AttachMode) {
 	p := newVethPair(b, 1)
 	const port = 9000
-	sender := openIn(b, p.a, p.v.A, Config{Filter: Filter{UDP: []UDPMatch{{Addr: p.ipA, PortLo: 40000, PortHi: 40000}}}})
+	sender := openIn(b, p.a, p.v.A, Config{Attach: attach, Filter: Filter{UDP: []UDPMatch{{Addr: p.ipA, PortLo: 40000, PortHi: 40000}}}})
 	stop := make(chan struct{})
 	var reflCPU atomic.Int64
 	var wg sync.WaitGroup
@@ -115,7 +117,7 @@ func benchReflector(b *testing.B, kernel bool) {
 		}()
 		defer c.Close()
 	} else {
-		refl := openIn(b, p.b, p.v.B, Config{Filter: Filter{UDP: []UDPMatch{{Addr: p.ipB, PortLo: port, PortHi: port}}}})
+		refl := openIn(b, p.b, p.v.B, Config{Attach: attach, Filter: Filter{UDP: []UDPMatch{{Addr: p.ipB, PortLo: port, PortHi: port}}}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
