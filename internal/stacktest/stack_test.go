@@ -321,3 +321,42 @@ func TestMoreQueuesThanCores(t *testing.T) {
 		t.Errorf("B decrypted on %d queues, want the RSS spread over several", used)
 	}
 }
+
+// TestCoalescedTimersKeepalive: the workers publish timer stamps at most
+// every 50 ms, and the control plane's passive keepalive (whitepaper §6.5:
+// KeepaliveTimeout = 10 s after data was received with nothing sent back)
+// still fires within 50 ms (plus one tick) of the protocol's deadline.
+func TestCoalescedTimersKeepalive(t *testing.T) {
+	s := newStack(t, 1, 1)
+	r := receive(s.b.host)
+	defer r.close()
+	s.send(t, s.a, s.b, 1, 1000)
+	waitFor(t, "first datagram", 10*time.Second, func() bool { return r.count() == 1 })
+	// Let B's worker publish its receive stamp (it publishes once the
+	// clock has moved 50 ms past its last publish).
+	s.clk.Advance(60 * time.Millisecond)
+	waitFor(t, "B's stamps published", 5*time.Second, func() bool {
+		return s.b.dev.Peers()[0].RxBytes > 0
+	})
+	recvAt := s.b.dev.FastPeer(s.a.priv.PublicKey()).Stamps.LastDataReceived.Load()
+	before := s.b.dev.Stats().KeepalivesSent
+	// Just before the deadline: nothing.
+	s.clk.ns.Store(recvAt + int64(10*time.Second) - int64(100*time.Millisecond))
+	time.Sleep(30 * time.Millisecond)
+	if got := s.b.dev.Stats().KeepalivesSent; got != before {
+		t.Fatalf("keepalive sent %v before the 10 s deadline", time.Duration(s.clk.Now()-recvAt))
+	}
+	// 50 ms after it (the publish interval): sent.
+	s.clk.ns.Store(recvAt + int64(10*time.Second) + int64(50*time.Millisecond))
+	waitFor(t, "the passive keepalive", 5*time.Second, func() bool { return s.b.dev.Stats().KeepalivesSent > before })
+	if d := fastpath.TotalDrops(s.a.eng.Stats()); d != ([fastpath.NumDropReasons]uint64{}) {
+		t.Errorf("A drops %v", d)
+	}
+	waitFor(t, "A received the keepalive", 5*time.Second, func() bool {
+		var n uint64
+		for _, q := range s.a.eng.Stats() {
+			n += q.KeepalivesReceived
+		}
+		return n > 0
+	})
+}
