@@ -88,7 +88,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	fmt.Fprintf(os.Stderr, "done in %v; results in %s\n", time.Since(start).Round(time.Second), o.Out)
+	fmt.Fprintf(os.Stderr, "done in %v; results in %s\n", time.Since(start).Round(time.Second), res.Out)
 }
 
 func names() string {

@@ -139,13 +139,9 @@ func wgpioArgs(g Gateway, dir, mode string, queues int) ([]string, error) {
 // build`, from the module root. It returns the path of each binary that
 // built and, for each that did not, why.
 func buildBinaries(dir string, progress func(string, ...any)) (paths map[string]string, missing map[string]string, err error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := moduleRoot()
 	if err != nil {
-		return nil, nil, fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	if strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
-		return nil, nil, fmt.Errorf("not inside the wgpio module: run from the repository")
+		return nil, nil, err
 	}
 	paths, missing = map[string]string{}, map[string]string{}
 	for _, b := range []struct{ name, pkg string }{{"wggw", "./bench/cmd/wggw"}, {"wgpio", "./cmd/wgpio"}} {
@@ -171,4 +167,18 @@ func firstError(out string, err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// moduleRoot is the directory of the go.mod that `go env GOMOD` names from
+// the current directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the wgpio module: run from the repository")
+	}
+	return filepath.Dir(mod), nil
 }

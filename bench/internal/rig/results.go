@@ -20,6 +20,8 @@ type Results struct {
 	// Namespaces are the network namespaces the run made (all removed
 	// when Run returns).
 	Namespaces []string `json:"namespaces"`
+	// Out is the results folder.
+	Out string `json:"-"`
 }
 
 // PublicOptions are the options as recorded in results.json.

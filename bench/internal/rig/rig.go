@@ -22,6 +22,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/internal/topo"
 	"golang.org/x/crypto/curve25519"
+	"golang.org/x/sys/unix"
 )
 
 // Addresses of the rig (see the package doc).
@@ -66,7 +67,7 @@ type Options struct {
 	Flows       int           // inner UDP flows
 	CPUs        string        // CPU list for every gateway process (taskset -c)
 	GOMAXPROCS  int           // for every gateway process
-	Out         string        // results folder
+	Out         string        // results folder (default <module root>/bench/results/<UTC timestamp>)
 	// ReadyTimeout is how long a configuration may take until a ping
 	// crosses the tunnel (default 20 s).
 	ReadyTimeout time.Duration
@@ -90,9 +91,8 @@ func DefaultOptions(quick bool) Options {
 		Duration:    2 * time.Second,
 		TCPDuration: 10 * time.Second,
 		Flows:       defaultFlow,
-		CPUs:        "0-" + strconv.Itoa(runtime.NumCPU()-1),
+		CPUs:        allowedCPUs(),
 		GOMAXPROCS:  runtime.NumCPU(),
-		Out:         filepath.Join("bench", "results", time.Now().UTC().Format("20060102-150405")),
 	}
 	if quick {
 		o.Sizes = []int{64, 1420}
@@ -163,6 +163,13 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 		}
 		kinds = sel
 	}
+	if o.Out == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return nil, err
+		}
+		o.Out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("20060102-150405"))
+	}
 	r := &rig{o: o}
 	if r.dir, err = os.MkdirTemp("", "wgpio-bench-"); err != nil {
 		return nil, fmt.Errorf("rig: temp dir: %w", err)
@@ -228,6 +235,7 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 		return res, err
 	}
 	r.progress("results in %s", o.Out)
+	res.Out = o.Out
 	return res, ctx.Err()
 }
 
@@ -457,4 +465,30 @@ func (r *rig) startOne(k Kind, g Gateway, ns *topo.NS) error {
 		far = srcNet
 	}
 	return ns.AddRoute(far, "", g.TUN)
+}
+
+// allowedCPUs is the CPU list this process may run on (its affinity mask,
+// which a container's cpuset may cut), as taskset -c takes it: "0-1,4".
+func allowedCPUs() string {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return "0-" + strconv.Itoa(runtime.NumCPU()-1)
+	}
+	var parts []string
+	for lo := 0; lo < 1024; lo++ {
+		if !set.IsSet(lo) {
+			continue
+		}
+		hi := lo
+		for hi+1 < 1024 && set.IsSet(hi+1) {
+			hi++
+		}
+		if hi == lo {
+			parts = append(parts, strconv.Itoa(lo))
+		} else {
+			parts = append(parts, strconv.Itoa(lo)+"-"+strconv.Itoa(hi))
+		}
+		lo = hi
+	}
+	return strings.Join(parts, ",")
 }

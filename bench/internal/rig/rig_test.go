@@ -141,3 +141,10 @@ func TestMedianRun(t *testing.T) {
 		t.Errorf("medianRun(one) = %+v, want it unchanged", one)
 	}
 }
+
+func TestAllowedCPUs(t *testing.T) {
+	got := allowedCPUs()
+	if got == "" || strings.ContainsAny(got, " ;") {
+		t.Errorf("allowedCPUs() = %q, want a taskset -c list", got)
+	}
+}
