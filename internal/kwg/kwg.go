@@ -305,6 +305,9 @@ type Guest struct {
 	closeMu sync.Once
 }
 
+// Tap is the name of the guest's tap device.
+func (g *Guest) Tap() string { return g.cfg.Tap }
+
 // Dir is the run directory: console.log, qemu.log, ctl.sock.
 func (g *Guest) Dir() string { return g.dir }
 
