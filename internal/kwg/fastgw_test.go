@@ -3,8 +3,8 @@ package kwg_test
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
