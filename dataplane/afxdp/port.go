@@ -47,7 +47,9 @@ type Config struct {
 	// device's RX queues).
 	Queues int
 	// UMEM is the memory to share with other ports; nil makes a private
-	// one of FrameSize × NumFrames bytes in Mode. If the kernel refuses
+	// one of FrameSize × NumFrames bytes in Mode. A shared UMEM needs more
+	// frames than the fill rings of all the queues bound to it hold
+	// together, or transmitters find it empty. If the kernel refuses
 	// to share, the port gets a private UMEM and frames transmitted
 	// between the two are copied and counted (Stats.Copies).
 	UMEM *UMEM
