@@ -222,8 +222,14 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 			continue
 		}
 		if err := r.runKind(ctx, k, &cr); err != nil {
-			cr.Error = err.Error()
-			r.progress("%s: error: %v", k.Name, err)
+			if strings.Contains(err.Error(), "not available in this build") {
+				// wgpio built, but without this mode yet.
+				cr.Skipped = "mode not available in this wgpio build: " + err.Error()
+				r.progress("%s: skipped: %v", k.Name, err)
+			} else {
+				cr.Error = err.Error()
+				r.progress("%s: error: %v", k.Name, err)
+			}
 		}
 		res.Configs = append(res.Configs, cr)
 	}
