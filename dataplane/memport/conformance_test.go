@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 		dataplanetest.Run(t, newPairFunc(memport.Config{SharedPool: true}), dataplanetest.Options{Frames: frames()})
 	})
 	t.Run("SmallRings", func(t *testing.T) {
-		dataplanetest.Run(t, newPairFunc(memport.Config{RingSize: 8, MTU: 9000, FrameSize: 16384}),
+		dataplanetest.Run(t, newPairFunc(memport.Config{RingSize: 8, FrameSize: 2048}),
 			dataplanetest.Options{Frames: frames() / 50, Queues: []int{1, 3}})
 	})
 }

@@ -47,7 +47,11 @@ type Config struct {
 	// PoolFrames is the number of frame buffers of each port's pool, or of
 	// the shared pool. The default leaves room for full rings and caches:
 	// max(4096, 2 * Queues * (Queues * RingSize + 4 * dataplane.CacheBatch))
-	// per port, twice that for a shared pool.
+	// per port, twice that for a shared pool. Every queue half keeps a
+	// private cache of up to 4 * dataplane.CacheBatch buffers (of its own
+	// pool, and a TX half one of the peer's pool too), so a pool much
+	// smaller than the default can run dry while buffers sit in caches:
+	// Alloc comes up short and copies are dropped (DropNoBuffer).
 	PoolFrames int
 	// SharedPool makes the two ports share one pool, so that frames cross
 	// the wire and move from one port's RX to the other's TX without a copy.
@@ -301,7 +305,7 @@ func (p *Port) AccountBuffers(fn func(pool *dataplane.Pool, chunk uint64, place 
 			place := fmt.Sprintf("%s rx ring q%d from q%d", p.name, k, i)
 			for idx := r.cons.Load(); idx != r.prod.Load(); idx++ {
 				d := r.desc[idx&r.mask]
-				if p.pool.Valid(d.addr, d.len) {
+				if descOK(p.pool, d) { // Receive drops the rest without a free
 					fn(p.pool, d.addr&^uint64(p.pool.FrameSize()-1), place)
 				}
 			}

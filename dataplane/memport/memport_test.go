@@ -298,6 +298,27 @@ func TestOffsetNormalized(t *testing.T) {
 	b.Queue(0).RX().Free(buf)
 }
 
+// TestJumbo: with a 9000-byte MTU, a 9014-byte frame crosses and a 9015-byte
+// one is dropped at the transmitter.
+func TestJumbo(t *testing.T) {
+	a, b := newPair(t, memport.Config{MTU: 9000, FrameSize: 16384, PoolFrames: 600})
+	fs := alloc(t, a.Queue(0).TX(), 2, 1, 9014)
+	fs[1].SetLen(9015)
+	if n := a.Queue(0).TX().Transmit(fs); n != 2 {
+		t.Fatalf("Transmit = %d, want 2", n)
+	}
+	buf := make([]dataplane.Frame, 4)
+	n := b.Queue(0).RX().Receive(buf)
+	if n != 1 || buf[0].Len() != 9014 {
+		t.Errorf("received %d frames (first %d bytes), want 1 of 9014", n, buf[0].Len())
+	}
+	b.Queue(0).RX().Free(buf[:n])
+	if got := a.Stats().Drops[dataplane.DropTooLong]; got != 1 {
+		t.Errorf("Drops[too_long] = %d, want 1", got)
+	}
+	dataplanetest.CheckAccounting(t, a, b)
+}
+
 func TestPeerClosed(t *testing.T) {
 	a, b := newPair(t, memport.Config{})
 	fr := alloc(t, a.Queue(0).TX(), 5, 1, 64)
