@@ -141,3 +141,30 @@ func TestCookieRepliesRateLimited(t *testing.T) {
 		t.Errorf("cookie replies after 50 ms = %d, want 6", n)
 	}
 }
+
+// TestResponderNextReplaced: a second initiation before any data replaces
+// the responder's unconfirmed Next keypair; the first is unpublished and
+// zeroed, and Current is untouched (whitepaper §5.4.5: the responder does
+// not send with a session before the initiator used it).
+func TestResponderNextReplaced(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	fp := r.fp()
+	src := netip.MustParseAddrPort("198.18.0.2:51820")
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: r.wgInitiation(t)})
+	first := fp.Next.Load()
+	if first == nil || fp.Current.Load() != nil {
+		t.Fatalf("after an initiation: Next %p Current %p, want Next set, Current nil", first, fp.Current.Load())
+	}
+	r.f.clock.Add(int64(time.Second))
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: r.wgInitiation(t)})
+	second := fp.Next.Load()
+	if second == nil || second == first {
+		t.Fatalf("after a second initiation Next = %p, want a new keypair (first %p)", second, first)
+	}
+	if !first.Dead() || r.f.idx.Lookup(first.LocalIndex) != nil {
+		t.Errorf("replaced Next: Dead %v, still published %v; want zeroed and unpublished", first.Dead(), r.f.idx.Lookup(first.LocalIndex) != nil)
+	}
+	if fp.Current.Load() != nil || r.f.idx.Len() != 1 {
+		t.Errorf("Current %p, %d indexes; want nil and 1", fp.Current.Load(), r.f.idx.Len())
+	}
+}
