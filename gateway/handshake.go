@@ -27,7 +27,15 @@ func (d *Device) isUnderLoad(now int64) bool {
 }
 
 // HandleMessage processes one received handshake message (initiation,
-// response or cookie reply; whitepaper §5.4). Bad messages are dropped and
+// response or cookie reply; whitepaper §5.4). MAC1 is checked first, before
+// any Curve25519 work; under load (Dataplane.UnderLoad now or within the
+// last second) an initiation or response without a valid MAC2 gets a cookie
+// reply instead, and initiations and cookie replies are rate-limited per
+// source address (20/s, burst 5, as wireguard-go's ratelimiter); package
+// noise refuses a replayed timestamp and an initiation within 20 ms of the
+// peer's last accepted one. An accepted initiation is answered from the
+// queue it arrived on, to its outer source, which becomes the peer's
+// endpoint. Bad messages are dropped and
 // counted (Stats), never returned as errors. Start's loop calls it for every
 // message of Dataplane.Handshakes; tests may call it directly. m.Data is
 // only read.

@@ -35,9 +35,11 @@ const (
 //   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
 //     out of its slot, unpublished and zeroed (the workers already refuse it).
 //   - Retry (§6.4): an initiation unanswered for RekeyTimeout plus jitter is
-//     resent, up to RekeyAttemptTime / RekeyTimeout times; then give up: no
-//     more retries until new data asks, the held-packets flag is cleared and
-//     the key material is zeroed later.
+//     resent; after the first initiation and MaxHandshakeAttempts+1 retries
+//     (20 initiations, as wireguard-go sends) give up: no more retries until
+//     new data asks, HandshakeNeeded is cleared, the exchange is abandoned
+//     and zeroing is armed. (fastpath.Peer has no flag yet to make the
+//     workers drop the packets they hold; they keep at most 128.)
 //   - Keepalive (§6.5): KeepaliveTimeout (10 s) after data was received
 //     with nothing sent since, send an empty transport message.
 //   - New handshake (§6.5): KeepaliveTimeout + RekeyTimeout (15 s, plus
