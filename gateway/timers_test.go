@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -308,9 +309,7 @@ func TestRoamingToNewEndpoint(t *testing.T) {
 // retry (after its RekeyTimeout of 5 s wall time) carries a MAC2 that we
 // accept.
 func TestCookieUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for wireguard-go's 5 s retry")
-	}
+	testenv.Short(t, "waits for wireguard-go's 5 s retry")
 	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
 	r.f.load.Store(true)
 	r.wgSend(1)
