@@ -86,13 +86,7 @@ func TestUnderLoadHoldsOneSecond(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	init := func() fastpath.HandshakeMessage {
 		// A real initiation from a peer the device knows, MAC1 valid.
-		var msg [noise.InitiationSize]byte
-		id := noise.NewStaticIdentity(r.wgKey, nil)
-		h := noise.NewHandshake(id, r.ourKey.PublicKey(), noise.PresharedKey{})
-		if err := h.CreateInitiation(&msg, 7); err != nil {
-			t.Fatal(err)
-		}
-		return fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]}
+		return fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: r.wgInitiation(t)}
 	}
 	r.f.load.Store(true)
 	r.dev.HandleMessage(init())

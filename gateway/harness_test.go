@@ -262,6 +262,7 @@ type rig struct {
 	wgKey  noise.PrivateKey
 	wgPub  noise.PublicKey
 	psk    noise.PresharedKey
+	wgHS   *noise.Handshake // see wgInitiation
 }
 
 var (
