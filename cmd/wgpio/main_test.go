@@ -181,7 +181,9 @@ func ping(ns *topo.NS, dst netip.Addr, timeout time.Duration) error {
 // pingBoth checks traffic through the tunnel both ways.
 func (s *site) pingBoth(t *testing.T) {
 	t.Helper()
-	if err := ping(s.HostA, demo.HostB4, 10*time.Second); err != nil {
+	// The first packet starts the handshake; allow one retry (Rekey-Timeout,
+	// 5 s, whitepaper §6.4).
+	if err := ping(s.HostA, demo.HostB4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := ping(s.HostB, demo.HostA4, 5*time.Second); err != nil {

@@ -97,15 +97,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// serveMetrics serves /metrics on addr in the background.
-func serveMetrics(addr, name string, g *fastgw.Gateway) error {
+// serveMetrics serves /metrics on ln in the background, until ln is
+// closed.
+func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(newCollector(name, g)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics address %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -189,6 +189,17 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())
 	}
+	// Take the metrics address first: if it is in use, fail before
+	// touching the interfaces.
+	var metricsLn net.Listener
+	if w.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", w.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics address %s: %w", w.MetricsAddress, err)
+		}
+		metricsLn = ln
+		defer ln.Close()
+	}
 	g, err := fastgw.Start(cfg)
 	if err != nil {
 		return explain(err)
@@ -205,8 +216,8 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 		return err
 	}
 	stop := func() { stopCapture(); stopStats() }
-	if w.MetricsAddress != "" {
-		if err := serveMetrics(w.MetricsAddress, name, g); err != nil {
+	if metricsLn != nil {
+		if err := serveMetrics(metricsLn, name, g); err != nil {
 			stop()
 			g.Close()
 			return err

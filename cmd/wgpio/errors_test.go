@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// TestUpErrors gives `wgpio up` configurations a new user gets wrong and
+// checks each exact message: config errors with file:line and key, an
+// interface that does not exist, missing privileges, a second instance,
+// an address in use.
+func TestUpErrors(t *testing.T) {
+	testenv.Tool(t, "setpriv", "util-linux")
+	s := newSite(t, nil)
+	key := s.file.Interface.PrivateKey.Base64()
+	good := string(s.file.Marshal())
+	// A TCP port taken inside gwA's namespace.
+	var busy net.Listener
+	if err := s.GwA.Do(func() (err error) {
+		busy, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	metricsName := topo.UniqueName("wgpm")
+
+	withWGPIO := func(extra string) string {
+		return strings.Replace(good, "[WGPIO]\n", "[WGPIO]\n"+extra+"\n", 1)
+	}
+	running := false
+	nobody := []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"}
+	for _, tc := range []struct {
+		name  string
+		first bool     // needs the first instance running on the site's interfaces
+		conf  string   // file contents, written as <name>.conf
+		args  []string // extra arguments to `wgpio up`
+		wrap  []string // command in front of wgpio (run as another user)
+		want  string   // the whole of stderr
+	}{
+		{
+			name: "metrics-in-use",
+			conf: withWGPIO("MetricsAddress = " + busy.Addr().String()),
+			args: []string{"-name", metricsName},
+			want: fmt.Sprintf("wgpio: metrics address %s: listen tcp %s: bind: address already in use", busy.Addr(), busy.Addr()),
+		},
+		{
+			name: "bad-port",
+			conf: "[Interface]\nPrivateKey = " + key + "\nListenPort = 70000\n",
+			want: `wgpio: bad-port.conf:3: key "ListenPort": port 70000 out of range 1-65535`,
+		},
+		{
+			name: "bad-allowed-ips",
+			conf: "[Interface]\nPrivateKey = " + key + "\n\n[Peer]\nPublicKey = " + s.FastConfig.Peers[0].PublicKey.Base64() + "\nAllowedIPs = 198.19.2.0/33\n",
+			want: `wgpio: bad-allowed-ips.conf:6: key "AllowedIPs": "198.19.2.0/33" is not an IP address or CIDR`,
+		},
+		{
+			name: "no-private-key",
+			conf: "[Interface]\nListenPort = 51820\n",
+			want: `wgpio: no-private-key.conf:1: [Interface] has no PrivateKey`,
+		},
+		{
+			name: "unknown-key",
+			conf: "[Interface]\nPrivateKey = " + key + "\nListenPrt = 51820\n",
+			want: `wgpio: unknown-key.conf:3: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`,
+		},
+		{
+			name: "no-wan",
+			conf: "[Interface]\nPrivateKey = " + key + "\n",
+			want: `wgpio: no-wan.conf: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)`,
+		},
+		{
+			name: "no-such-interface",
+			conf: good,
+			args: []string{"-wan", "nosuch0", "-name", "wgpnosuch"},
+			want: `wgpio: fastgw: WAN: interface "nosuch0": afxdp: no such interface (list them with ` + "`ip link`)",
+		},
+		{
+			name: "compat",
+			conf: withWGPIO("Mode = compat"),
+			want: `wgpio: compat.conf: [WGPIO] Mode "compat" is not available in this build (use fastpath or compat-mqtun)`,
+		},
+		{
+			name: "no-privileges",
+			conf: good,
+			wrap: nobody,
+			want: "wgpio: missing privileges: CAP_NET_ADMIN (to attach XDP programs, create the exception TUN), CAP_NET_RAW (to open AF_XDP sockets), CAP_BPF (to load the XDP program and its maps); run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)",
+		},
+		{
+			name:  "same-name",
+			first: true,
+			conf:  good,
+			args:  []string{"-name", s.GwName},
+			want:  fmt.Sprintf("wgpio: another wgpio already runs with name %s (lock %s/name-%s.lock held)", s.GwName, runDir, s.GwName),
+		},
+		{
+			name:  "same-interface",
+			first: true,
+			conf:  good,
+			args:  []string{"-name", "wgpsecond"},
+			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.WANA, runDir, nsInode(t, s), s.WANA),
+		},
+	} {
+		if tc.first && !running {
+			s.up(t)
+			s.pingBoth(t)
+			running = true
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(s.dir, tc.name+".conf")
+			if err := os.WriteFile(file, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"up", "-c", tc.name + ".conf"}, tc.args...)
+			cmdline := append(append(append([]string(nil), tc.wrap...), wgpioBin), args...)
+			cmd := s.GwA.Command(cmdline[0], cmdline[1:]...)
+			cmd.Dir = s.dir
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Errorf("wgpio up: %v, want exit status 1", err)
+			}
+			if got := strings.TrimSpace(stderr.String()); got != tc.want {
+				t.Errorf("wgpio up stderr:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	// The first instance is unharmed.
+	if err := ping(s.HostA, demo.HostB4, 10*time.Second); err != nil {
+		st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+		t.Fatalf("%v\n%s\n%s\n%s", err, st, wg(t, s.GwA, "show"), wg(t, s.GwB, "show"))
+	}
+}
+
+// nsInode returns the inode of gwA's network namespace (the interface lock
+// names it).
+func nsInode(t *testing.T, s *site) string {
+	t.Helper()
+	out, err := s.GwA.Run("stat", "-L", "-c", "%i", "/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// TestSignalsLeaveHostClean stops a gateway in the middle of traffic with
+// SIGTERM (clean shutdown) and SIGKILL (none): either way no XDP program
+// stays attached, the exception TUN is gone and the interfaces pass kernel
+// traffic again. After SIGTERM the UAPI, stats and capture sockets are
+// removed; after SIGKILL nobody can remove them, and the next `wgpio up`
+// replaces the stale ones.
+func TestSignalsLeaveHostClean(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := newSite(t, nil)
+			g := s.up(t)
+			s.pingBoth(t)
+			flood := s.HostA.Command("ping", "-q", "-i", "0.002", "-w", "3", demo.HostB4.String())
+			if err := flood.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { flood.Process.Kill(); flood.Wait() })
+			time.Sleep(500 * time.Millisecond)
+			g.cmd.Process.Signal(sig)
+			select {
+			case <-g.done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("wgpio did not exit on %v", sig)
+			}
+			if sig == syscall.SIGTERM {
+				if g.err != nil {
+					t.Errorf("exit after SIGTERM: %v, want status 0", g.err)
+				}
+				if !strings.Contains(g.output(), "final counters") {
+					t.Errorf("no final counters logged after SIGTERM:\n%s", g.output())
+				}
+			}
+			s.checkClean(t, sig == syscall.SIGTERM)
+			if sig == syscall.SIGKILL {
+				// A new instance starts over the stale sockets and stops
+				// cleanly.
+				g2 := s.up(t)
+				s.pingBoth(t)
+				g2.cmd.Process.Signal(syscall.SIGTERM)
+				<-g2.done
+				if g2.err != nil {
+					t.Errorf("restarted gateway exit: %v", g2.err)
+				}
+				s.checkClean(t, true)
+			}
+		})
+	}
+}
+
+// checkClean checks that gwA's host is as it was before `wgpio up`.
+func (s *site) checkClean(t *testing.T, sockets bool) {
+	t.Helper()
+	for _, dev := range []string{s.WANA, s.LANA} {
+		if xdpAttached(t, s.GwA, dev) {
+			out, _ := s.GwA.Run("ip", "link", "show", "dev", dev)
+			t.Errorf("XDP still attached to %s:\n%s", dev, out)
+		}
+	}
+	if _, err := s.GwA.Run("ip", "link", "show", "dev", s.GwName); err == nil {
+		t.Errorf("the exception TUN %s is still there", s.GwName)
+	}
+	if sockets {
+		for _, p := range []string{"/var/run/wireguard/" + s.GwName + ".sock", filepath.Join(runDir, s.GwName+".stats"), filepath.Join(runDir, s.GwName+".capture")} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%s is still there", p)
+			}
+		}
+	}
+	if out, err := s.GwA.Run("wg", "show", s.GwName); err == nil {
+		t.Errorf("wg show %s answered after the gateway stopped:\n%s", s.GwName, out)
+	}
+	// Kernel traffic across both veths.
+	if _, err := s.GwA.Run("ping", "-c", "1", "-W", "2", "198.18.1.2"); err != nil {
+		t.Errorf("kernel ping across the WAN veth: %v", err)
+	}
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "2", demo.LANA4.String()); err != nil {
+		t.Errorf("kernel ping across the LAN veth: %v", err)
+	}
+}
