@@ -367,3 +367,54 @@ func wgRxBytes(t *testing.T, r *rig) int {
 	}
 	return 0
 }
+
+// TestRekeyAfterMessages: a session past RekeyAfterMessages (2^60) starts a
+// handshake whichever side initiated it (wireguard-go keepKeyFreshSending).
+func TestRekeyAfterMessages(t *testing.T) {
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
+	r.establishAsResponder()
+	kp := r.fp().Current.Load()
+	if kp == nil || kp.IsInitiator {
+		t.Fatalf("Current = %v, want our responder keypair", kp)
+	}
+	mark := r.f.nsent()
+	r.advance(time.Second)
+	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 0 {
+		t.Fatalf("initiations before the message limit = %d, want 0", n)
+	}
+	kp.ReserveNonces(int(noise.RekeyAfterMessages - kp.SendCounter()))
+	r.advance(50 * time.Millisecond)
+	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 1 {
+		t.Errorf("initiations at RekeyAfterMessages = %d, want 1", n)
+	}
+}
+
+// TestLastMinuteRekeyOnReceive: the initiator starts a handshake when data
+// arrives on a session older than RejectAfterTime − KeepaliveTimeout −
+// RekeyTimeout (165 s), before the session expires (wireguard-go
+// keepKeyFreshReceiving).
+func TestLastMinuteRekeyOnReceive(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	kp := r.establishAsInitiator()
+	t0 := kp.Created
+	r.advance(time.Duration(t0 + int64(164*time.Second) - r.now()))
+	r.wgSend(1)
+	if _, ok := r.waitInner(2 * time.Second); !ok {
+		t.Fatal("no data from wireguard-go")
+	}
+	mark := r.f.nsent()
+	r.advance(50 * time.Millisecond)
+	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 0 {
+		t.Fatalf("initiations on data at 164 s = %d, want 0", n)
+	}
+	r.advance(time.Duration(t0 + int64(165*time.Second) - r.now()))
+	r.wgSend(2)
+	if _, ok := r.waitInner(2 * time.Second); !ok {
+		t.Fatal("no data from wireguard-go")
+	}
+	r.advance(50 * time.Millisecond)
+	inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)
+	if len(inits) != 1 {
+		t.Fatalf("initiations on data at 165 s = %d, want 1; %v", len(inits), types(r.f.sentSince(mark)))
+	}
+}
