@@ -132,8 +132,9 @@ type peer struct {
 	keepalive uint16         // persistent keepalive interval, s
 
 	// owned are the keypairs this peer published to the index table that
-	// have not been freed yet; sweep frees those no slot holds any more.
-	owned []*fastpath.Keypair
+	// have not been freed yet; sweepLocked frees those no slot holds any
+	// more.
+	owned []ownedKeypair
 	// pendingIndex is the receiver index of our handshake message in flight
 	// (initiation), registered in Device.pending.
 	pendingIndex uint32
@@ -415,8 +416,8 @@ func (d *Device) removePeerLocked(p *peer) {
 // resetSessionLocked drops every keypair and the handshake in flight of p
 // and zeroes them (whitepaper §6.3's "zero all key material").
 func (d *Device) resetSessionLocked(p *peer) {
-	p.fp.ClearKeypairs()
-	d.sweepLocked(p)
+	cleared := p.fp.ClearKeypairs()
+	d.sweepLocked(p, cleared[:]...)
 	d.dropPendingLocked(p)
 	if p.hs != nil {
 		p.hs.Clear()
@@ -437,14 +438,37 @@ func (d *Device) dropPendingLocked(p *peer) {
 	p.pendingIndex = 0
 }
 
-// sweepLocked frees and zeroes every keypair p published that none of its
-// three slots holds any more (rotated out, rejected, promoted over).
-func (d *Device) sweepLocked(p *peer) {
+// ownedKeypair is a published keypair and whether the last sweep found it
+// in none of its peer's slots.
+type ownedKeypair struct {
+	kp      *fastpath.Keypair
+	missing bool
+}
+
+// sweepLocked frees (index table) and zeroes every keypair p published that
+// none of its three slots holds any more. A keypair the control plane took
+// out itself (dropped: Rotate's result, a rejected or cleared one) goes at
+// once. One that left for another reason (a worker's promotion pushed it
+// out of Previous) goes only when a second sweep, a tick later, still finds
+// it in no slot: a worker's promotion moves a keypair from Next to Current
+// in two steps, and between them it is briefly in neither.
+func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 	cur, prev, next := p.fp.Current.Load(), p.fp.Previous.Load(), p.fp.Next.Load()
 	kept := p.owned[:0]
-	for _, kp := range p.owned {
+	for _, o := range p.owned {
+		kp := o.kp
 		if kp == cur || kp == prev || kp == next {
-			kept = append(kept, kp)
+			kept = append(kept, ownedKeypair{kp: kp})
+			continue
+		}
+		known := false
+		for _, k := range dropped {
+			if k == kp {
+				known = true
+			}
+		}
+		if !known && !o.missing {
+			kept = append(kept, ownedKeypair{kp: kp, missing: true})
 			continue
 		}
 		d.dp.Indexes().Free(kp.LocalIndex)

@@ -162,3 +162,37 @@ func TestResponderNextReplaced(t *testing.T) {
 		t.Errorf("Current %p, %d indexes; want nil and 1", fp.Current.Load(), r.f.idx.Len())
 	}
 }
+
+// TestSweepSparesKeypairMidPromotion: a worker promotes Next in two steps
+// (Next → nil, then Current ← kp); a tick between them must not free the
+// keypair.
+func TestSweepSparesKeypairMidPromotion(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	fp := r.fp()
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: r.wgInitiation(t)})
+	kp := fp.Next.Load()
+	if kp == nil {
+		t.Fatal("no Next keypair after an initiation")
+	}
+	if !fp.Next.CompareAndSwap(kp, nil) { // first half of a promotion
+		t.Fatal("CompareAndSwap(Next) failed")
+	}
+	r.advance(50 * time.Millisecond)
+	if kp.Dead() || r.f.idx.Lookup(kp.LocalIndex) != kp {
+		t.Fatalf("keypair mid-promotion: Dead %v, published %v; want alive and published", kp.Dead(), r.f.idx.Lookup(kp.LocalIndex) == kp)
+	}
+	fp.Current.Store(kp) // second half
+	fp.Promoted.Store(true)
+	r.advance(50 * time.Millisecond)
+	r.advance(50 * time.Millisecond)
+	if kp.Dead() || r.f.idx.Lookup(kp.LocalIndex) != kp {
+		t.Fatalf("promoted keypair: Dead %v, published %v; want alive and published", kp.Dead(), r.f.idx.Lookup(kp.LocalIndex) == kp)
+	}
+	// A keypair gone from every slot for two ticks is freed.
+	fp.Current.Store(nil)
+	r.advance(50 * time.Millisecond)
+	r.advance(50 * time.Millisecond)
+	if !kp.Dead() || r.f.idx.Lookup(kp.LocalIndex) != nil {
+		t.Errorf("orphaned keypair after two ticks: Dead %v, published %v; want zeroed and freed", kp.Dead(), r.f.idx.Lookup(kp.LocalIndex) != nil)
+	}
+}

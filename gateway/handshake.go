@@ -207,11 +207,11 @@ func (d *Device) installLocked(p *peer, idx uint32, now int64) bool {
 		return false
 	}
 	d.dp.Indexes().Publish(kp.LocalIndex, kp)
-	p.owned = append(p.owned, kp)
-	if dropped := p.fp.Rotate(kp); dropped != nil {
-		dropped.Zero()
-	}
-	d.sweepLocked(p)
+	p.owned = append(p.owned, ownedKeypair{kp: kp})
+	// The initiator's Rotate also pushes the old Previous out (and zeroes
+	// it itself when Next was occupied): sweepLocked catches it.
+	dropped := p.fp.Rotate(kp)
+	d.sweepLocked(p, dropped)
 	d.stats.sessions.Add(1)
 	p.handshakeDone = true
 	return true

@@ -66,12 +66,13 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	// Reject after RejectAfterTime: unpublish.
-	for _, slot := range []*atomic.Pointer[fastpath.Keypair]{&fp.Current, &fp.Previous, &fp.Next} {
-		if kp := slot.Load(); kp != nil && now-kp.Created >= rejectAfterTime {
-			slot.CompareAndSwap(kp, nil)
+	var rejected [3]*fastpath.Keypair
+	for i, slot := range []*atomic.Pointer[fastpath.Keypair]{&fp.Current, &fp.Previous, &fp.Next} {
+		if kp := slot.Load(); kp != nil && now-kp.Created >= rejectAfterTime && slot.CompareAndSwap(kp, nil) {
+			rejected[i] = kp
 		}
 	}
-	d.sweepLocked(p)
+	d.sweepLocked(p, rejected[:]...)
 
 	// Zeroing of all key material.
 	if p.zeroAt != 0 && now >= p.zeroAt {
