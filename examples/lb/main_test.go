@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/testenv"
+)
+
+// TestBalancer runs the balancer in the demo topology's gateway namespace
+// (its WAN only) with stock wireguard-go as the peer, and sends requests to
+// the VIP from the host behind the peer, from several source ports.
+func TestBalancer(t *testing.T) {
+	tp := testenv.Topology(t, "xl")
+	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc := s.FastConfig
+	var b *Balancer
+	if err := s.GwA.Do(func() (err error) {
+		b, err = Start(Config{
+			Name: s.GwName, WAN: s.WANA, ListenPort: fc.ListenPort, PrivateKey: fc.PrivateKey,
+			Peers: fc.Peers, VIP: demo.TunnelA, ServicePort: 7, Backends: 4,
+		})
+		return err
+	}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer b.Close()
+
+	// The first request starts the handshake (gwB initiates); retry until
+	// one answer comes, then every request is answered.
+	const clients = 16
+	var conns []*net.UDPConn
+	if err := s.HostB.Do(func() error {
+		for i := 0; i < clients; i++ {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: demo.TunnelA.AsSlice(), Port: 7})
+			if err != nil {
+				return err
+			}
+			conns = append(conns, c)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	ask := func(c *net.UDPConn, msg string, wait time.Duration) (string, error) {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		buf := make([]byte, 1500)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := ask(conns[0], "hello", time.Second); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no answer from the VIP in 15 s: %v", err)
+		}
+	}
+	backends := map[string]bool{}
+	for i, c := range conns {
+		msg := fmt.Sprintf("request %d", i)
+		got, err := ask(c, msg, 2*time.Second)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		var k int
+		if _, err := fmt.Sscanf(got, "backend %d: ", &k); err != nil || !strings.HasSuffix(got, ": "+msg) || k < 0 || k >= 4 {
+			t.Errorf("client %d: answer %q, want \"backend K: %s\" with K in 0-3", i, got, msg)
+		}
+		// A flow always goes to the same backend.
+		again, err := ask(c, msg, 2*time.Second)
+		if err != nil || again != got {
+			t.Errorf("client %d asked twice: %q then %q (%v), want the same backend", i, got, again, err)
+		}
+		backends[got[:len("backend 0")]] = true
+	}
+	if len(backends) < 2 {
+		t.Errorf("%d clients reached %d backends, want the flows spread over several", clients, len(backends))
+	}
+	if _, err := s.HostB.Run("ping", "-c", "1", "-W", "2", demo.TunnelA.String()); err != nil {
+		t.Errorf("ping the VIP: %v", err)
+	}
+	t.Logf("served per backend: %v", b.Served())
+}
