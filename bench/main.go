@@ -20,7 +20,7 @@ func main() {
 	sizes := flag.String("sizes", "", "comma-separated IPv4 packet sizes in bytes (default 64,512,1420; quick 64,1420)")
 	rates := flag.String("rates", "", "comma-separated offered rates in packets/s (e.g. 50k,100k,1M)")
 	queues := flag.Int("queues", 2, "veth queues (and generator TX queues)")
-	duration := flag.Duration("duration", 0, "length of one offered-load step (default 2s; quick 1s)")
+	duration := flag.Duration("duration", 0, "length of one offered-load step (default 1.5s; quick 1s)")
 	repeat := flag.Int("repeat", 0, "sweeps per configuration and size; the report gives medians (default 3; quick 1)")
 	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 3s)")
 	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")

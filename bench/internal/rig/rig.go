@@ -88,7 +88,7 @@ func DefaultOptions(quick bool) Options {
 		Refine:      2,
 		Repeat:      3,
 		Queues:      2,
-		Duration:    2 * time.Second,
+		Duration:    1500 * time.Millisecond,
 		TCPDuration: 10 * time.Second,
 		Flows:       defaultFlow,
 		CPUs:        allowedCPUs(),
