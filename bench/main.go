@@ -21,6 +21,7 @@ func main() {
 	rates := flag.String("rates", "", "comma-separated offered rates in packets/s (e.g. 50k,100k,1M)")
 	queues := flag.Int("queues", 2, "veth queues (and generator TX queues)")
 	duration := flag.Duration("duration", 0, "length of one offered-load step (default 1.5s; quick 1s)")
+	profile := flag.Bool("profile", false, "record gateway 1 with perf(1) at the first size's clean rate; writes profile-<config>-<size>.txt")
 	repeat := flag.Int("repeat", 0, "sweeps per configuration and size; the report gives medians (default 3; quick 1)")
 	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 3s)")
 	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
@@ -60,6 +61,7 @@ func main() {
 	if *duration > 0 {
 		o.Duration = *duration
 	}
+	o.Profile = *profile
 	if *repeat > 0 {
 		o.Repeat = *repeat
 	}

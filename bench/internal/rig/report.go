@@ -115,6 +115,15 @@ func (res *Results) Markdown() string {
 		}
 	}
 	b.WriteString("\n")
+	var profs []string
+	for _, c := range res.Configs {
+		if c.Profile != "" {
+			profs = append(profs, fmt.Sprintf("- %s: [%s](%s)", c.Name, c.Profile, c.Profile))
+		}
+	}
+	if len(profs) > 0 {
+		b.WriteString("## Profiles of gateway 1 (perf, flat by symbol)\n\n" + strings.Join(profs, "\n") + "\n\n")
+	}
 	var notes []string
 	for _, c := range res.Configs {
 		switch {
