@@ -63,6 +63,22 @@ type peerLocal struct {
 	sawCurrent bool
 }
 
+// Frames waiting for a LAN neighbour to resolve: at most maxNeighbourWait
+// per worker (so they can never drain the queue's buffers), retried every
+// neighbourRetry, dropped (no_neighbour) after neighbourWaitMax.
+const (
+	maxNeighbourWait = 256
+	neighbourRetry   = time.Millisecond
+	neighbourWaitMax = 3 * time.Second
+)
+
+type nbrWaiting struct {
+	f     dataplane.Frame // the inner IP packet, Ethernet not yet added
+	dst   netip.Addr
+	v6    bool
+	since time.Time
+}
+
 type nbrEntry struct {
 	addr    netip.Addr
 	mac     [6]byte
@@ -108,9 +124,12 @@ type worker struct {
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
 
-	nbr [nbrCacheSize]nbrEntry
+	nbr      [nbrCacheSize]nbrEntry
+	nbrWait  []nbrWaiting
+	nbrTried time.Time
 
 	lanMAC, wanMAC [6]byte
+	portSpan       uint16 // number of our UDP ports from ListenPort up
 	ipID           uint16
 	lastPublish    int64
 	dirtyPeers     []int
@@ -137,6 +156,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	}
 	w.lanRX, w.lanTX = w.lanQ.RX(), w.lanQ.TX()
 	w.wanRX, w.wanTX = w.wanQ.RX(), w.wanQ.TX()
+	w.portSpan = max(e.cfg.SourcePorts, 1)
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
 	var err error
@@ -173,6 +193,11 @@ func (w *worker) close() {
 	}
 	w.heldPeers = w.heldPeers[:0]
 	w.heldTotal = 0
+	for i := range w.nbrWait {
+		w.count(DropClosed, 1)
+		w.wanRX.Free(unsafeOne(&w.nbrWait[i].f))
+	}
+	w.nbrWait = nil
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
@@ -202,6 +227,9 @@ func (w *worker) run() {
 		if len(w.heldPeers) > 0 {
 			w.flushHeld(now)
 		}
+		if len(w.nbrWait) > 0 {
+			w.flushNeighbourWait(now)
+		}
 		if now-w.lastPublish >= int64(PublishInterval) {
 			w.publish(now)
 		}
@@ -217,6 +245,9 @@ func (w *worker) run() {
 		timeout := dataplane.Forever
 		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
 			timeout = PublishInterval
+		}
+		if len(w.nbrWait) > 0 {
+			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)
 		lastWork = time.Now()
@@ -596,7 +627,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 	}
 	pl.held = append(pl.held, *f)
 	w.heldTotal++
-	w.c.held.Store(uint64(w.heldTotal))
+	w.setHeld()
 }
 
 func (w *worker) dropHeld(pl *peerLocal) {
@@ -604,7 +635,7 @@ func (w *worker) dropHeld(pl *peerLocal) {
 	w.lanRX.Free(pl.held)
 	w.heldTotal -= len(pl.held)
 	pl.held = pl.held[:0]
-	w.c.held.Store(uint64(w.heldTotal))
+	w.setHeld()
 }
 
 // flushHeld sends the held packets of peers that now have a keypair.
@@ -656,7 +687,7 @@ func (w *worker) flushHeld(now int64) {
 		pl.held = held[:0]
 	}
 	w.heldPeers = keep
-	w.c.held.Store(uint64(w.heldTotal))
+	w.setHeld()
 }
 
 // inbound handles one burst from the WAN: hand handshakes to the control
@@ -686,7 +717,9 @@ func (w *worker) inbound(now int64) int {
 			bad[DropWANMalformed]++
 			continue
 		}
-		if w.pkt.DstPort != w.e.cfg.ListenPort || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
+		// Our ports are the listen port and the source-port range above
+		// it: a peer answers to the port we sent from.
+		if w.pkt.DstPort-w.e.cfg.ListenPort >= w.portSpan || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
 			bad[DropNotForUs]++
 			continue
 		}
@@ -795,7 +828,14 @@ func (w *worker) inbound(now int64) int {
 		}
 		mac, ok := w.lanNeighbour(w.pkt.Dst, now)
 		if !ok {
-			bad[DropNoNeighbour]++
+			// Hold it while the resolver asks for the neighbour.
+			if len(w.nbrWait) < maxNeighbourWait {
+				w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: w.pkt.Dst, v6: w.pkt.IPVersion == 6, since: time.Now()})
+				*f = dataplane.Frame{}
+				w.setHeld()
+			} else {
+				bad[DropNoNeighbour]++
+			}
 			continue
 		}
 		et := uint16(header.EtherTypeIPv4)
@@ -812,6 +852,49 @@ func (w *worker) inbound(now int64) int {
 	w.freeRest(w.wanRX, frames, &bad)
 	w.transmit(w.lanTX, out)
 	return n
+}
+
+// flushNeighbourWait sends the frames whose neighbour resolved and drops
+// those that waited too long; it asks again at most every neighbourRetry.
+func (w *worker) flushNeighbourWait(now int64) {
+	t := time.Now()
+	if t.Sub(w.nbrTried) < neighbourRetry {
+		return
+	}
+	w.nbrTried = t
+	out := w.out[:0]
+	keep := w.nbrWait[:0]
+	for _, nw := range w.nbrWait {
+		mac, ok := w.lanNeighbour(nw.dst, now)
+		switch {
+		case ok:
+			f := nw.f
+			et := uint16(header.EtherTypeIPv4)
+			if nw.v6 {
+				et = header.EtherTypeIPv6
+			}
+			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+			out = append(out, f)
+		case t.Sub(nw.since) > neighbourWaitMax:
+			w.count(DropNoNeighbour, 1)
+			w.wanRX.Free(unsafeOne(&nw.f))
+		default:
+			keep = append(keep, nw)
+		}
+		if len(out) == cap(out) {
+			w.transmit(w.lanTX, out)
+			out = out[:0]
+		}
+	}
+	w.nbrWait = keep
+	w.setHeld()
+	w.transmit(w.lanTX, out)
+}
+
+// setHeld publishes the number of frames held (for a handshake or a
+// neighbour).
+func (w *worker) setHeld() {
+	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait)))
 }
 
 // freeRest counts the drops in bad and frees every frame not zeroed.

@@ -45,6 +45,13 @@ type SiteConfig struct {
 	// NoFastPath builds the namespaces and the stock peer but does not
 	// start gwA; the caller starts its own gateway with FastConfig.
 	NoFastPath bool
+	// PeerFastPath runs a second wgpio fast-path gateway in gwB instead
+	// of stock wireguard-go (wgpio ↔ wgpio), with the same Queues and
+	// SourcePorts.
+	PeerFastPath bool
+	// AllowedA overrides the allowed IPs gwA routes to gwB (default the
+	// site B networks and gwB's tunnel address).
+	AllowedA []netip.Prefix
 }
 
 // Site is a built topology.
@@ -56,8 +63,12 @@ type Site struct {
 	Gateway *fastgw.Gateway
 	// FastConfig is the configuration gwA runs (or would run).
 	FastConfig fastgw.Config
-	// Stock is gwB's stock wireguard-go device.
+	// Stock is gwB's stock wireguard-go device (nil with PeerFastPath).
 	Stock *wgpeer.Device
+	// PeerGateway is gwB's wgpio gateway with PeerFastPath.
+	PeerGateway *fastgw.Gateway
+	// LANB and WANB are gwB's interface names (inside GwB).
+	LANB, WANB string
 	// GwName and StockName are the UAPI names (wg show NAME).
 	GwName, StockName string
 }
@@ -69,6 +80,9 @@ func (s *Site) Close() {
 	}
 	if s.Stock != nil {
 		s.Stock.Close()
+	}
+	if s.PeerGateway != nil {
+		s.PeerGateway.Close()
 	}
 }
 
@@ -110,7 +124,11 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		return v
 	}
 	lanA := veth(s.HostA, s.GwA, sc.Queues)
-	lanB := veth(s.GwB, s.HostB, 1)
+	qb := 1
+	if sc.PeerFastPath {
+		qb = sc.Queues
+	}
+	lanB := veth(s.GwB, s.HostB, qb)
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
@@ -130,8 +148,10 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 
 	var wanA *topo.Veth
 	var endA, endB netip.Addr
+	var wanBName string
 	if !sc.Routed {
 		wanA = veth(s.GwA, s.GwB, sc.Queues)
+		wanBName = wanA.B
 		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
 		must(s.GwB.AddAddr(wanA.B, "198.18.1.2/24"))
 		must(s.GwA.AddAddr(wanA.A, "2001:db8:f::1/64"))
@@ -143,7 +163,8 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	} else {
 		s.Router = mkns("rt")
 		wanA = veth(s.GwA, s.Router, sc.Queues)
-		wanB := veth(s.Router, s.GwB, 1)
+		wanB := veth(s.Router, s.GwB, qb)
+		wanBName = wanB.B
 		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
 		must(s.Router.AddAddr(wanA.B, "198.18.1.254/24"))
 		must(s.Router.AddAddr(wanB.A, "198.18.2.254/24"))
@@ -166,6 +187,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		return nil, errs[0]
 	}
 	s.LANA, s.WANA = lanA.B, wanA.A
+	s.LANB, s.WANB = lanB.A, wanBName
 
 	privA, err := noise.NewPrivateKey()
 	if err != nil {
@@ -176,18 +198,40 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		return nil, err
 	}
 	s.GwName, s.StockName = topo.UniqueName("wgpa"), topo.UniqueName("wgsb")
-	s.Stock, err = wgpeer.Start(s.GwB, wgpeer.Config{
-		Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
-		Address: netip.MustParsePrefix("198.19.100.2/24"),
-		Routes:  []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("2001:db8:1::/64")},
-		Peers: []wgpeer.Peer{{
-			PublicKey:  privA.PublicKey(),
-			Endpoint:   netip.AddrPortFrom(endA, 51820),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("198.19.100.1/32"), netip.MustParsePrefix("2001:db8:1::/64")},
-		}},
-	})
-	if err != nil {
-		return nil, err
+	allowedB := []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("198.19.100.1/32"), netip.MustParsePrefix("2001:db8:1::/64")}
+	if sc.PeerFastPath {
+		cfgB := fastgw.Config{
+			Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
+			WAN: wanBName, LAN: lanB.A, Queues: qb, SourcePorts: sc.SourcePorts,
+			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.100.2/24")},
+			Peers: []gateway.PeerConfig{{
+				PublicKey: privA.PublicKey(), Endpoint: netip.AddrPortFrom(endA, 51820), AllowedIPs: allowedB,
+			}},
+		}
+		if err := s.GwB.Do(func() (err error) {
+			s.PeerGateway, err = fastgw.Start(cfgB)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("start the peer wgpio gateway in %s: %w", s.GwB.Name, err)
+		}
+	} else {
+		s.Stock, err = wgpeer.Start(s.GwB, wgpeer.Config{
+			Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
+			Address: netip.MustParsePrefix("198.19.100.2/24"),
+			Routes:  []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("2001:db8:1::/64")},
+			Peers: []wgpeer.Peer{{
+				PublicKey:  privA.PublicKey(),
+				Endpoint:   netip.AddrPortFrom(endA, 51820),
+				AllowedIPs: allowedB,
+			}},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	allowedA := sc.AllowedA
+	if allowedA == nil {
+		allowedA = []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")}
 	}
 	s.FastConfig = fastgw.Config{
 		Name: s.GwName, PrivateKey: privA, ListenPort: 51820,

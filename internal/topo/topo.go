@@ -137,6 +137,19 @@ func (t *Topology) NewNS(role string) (*NS, error) {
 	t.mu.Lock()
 	t.nss = append(t.nss, ns)
 	t.mu.Unlock()
+	// No duplicate address detection in a throwaway namespace: tentative
+	// link-local addresses delay the first IPv6 exchanges by seconds.
+	// (/proc/sys/net is the opening thread's namespace's.)
+	if err := ns.Do(func() error {
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/accept_dad", []byte("0"), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("turn off IPv6 DAD in %s: %w", name, err)
+	}
 	lo, err := nl.LinkByName("lo")
 	if err == nil {
 		err = nl.LinkSetUp(lo)
