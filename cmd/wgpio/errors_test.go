@@ -87,9 +87,9 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: fastgw: WAN: interface "nosuch0": afxdp: no such interface (list them with ` + "`ip link`)",
 		},
 		{
-			name: "compat",
-			conf: withWGPIO("Mode = compat"),
-			want: `wgpio: compat.conf: [WGPIO] Mode "compat" is not available in this build (use fastpath or compat-mqtun)`,
+			name: "owned",
+			conf: withWGPIO("AddressMode = owned\nWANAddress = 198.18.1.1/24\nLANAddress = 198.19.1.1/24"),
+			want: `wgpio: owned.conf: [WGPIO] AddressMode = owned is not available in this build; use shared (the kernel keeps the interfaces' addresses)`,
 		},
 		{
 			name: "no-privileges",

@@ -6,8 +6,16 @@
 //	wgpio capture NAME          what the fast path sees on a port, as pcap
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
-// (see package config). The gateway serves the UAPI socket
-// /var/run/wireguard/<name>.sock, so wg(8) shows and sets it.
+// (see package config). Its Mode picks the data path: fastpath (wgpio's
+// engine on AF_XDP, the default), compat (stock wireguard-go on wgpio's bind
+// and tundev over AF_XDP) or compat-mqtun (stock wireguard-go on a
+// multi-queue kernel TUN and kernel UDP sockets, no XDP). The gateway serves
+// the UAPI socket /var/run/wireguard/<name>.sock, so wg(8) shows and sets it,
+// and /var/run/wgpio/<name>.stats (and, in fastpath mode, <name>.capture).
+//
+// Privileges: root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF with
+// RLIMIT_MEMLOCK large enough for the AF_XDP UMEM (or CAP_IPC_LOCK); see
+// dist/wgpio.service.
 package main
 
 import (

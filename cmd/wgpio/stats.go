@@ -12,7 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 func cmdStats(args []string) error {
@@ -64,6 +66,10 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
+	if s.Compat != nil {
+		printCompatStats(s.Compat)
+		return
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\theld\tdrops")
 	for i, q := range s.Queues {
@@ -76,5 +82,28 @@ func printStats(name string, s GatewayStats) {
 		sort.Strings(drops)
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.Held, strings.Join(drops, " "))
 	}
+	tw.Flush()
+}
+
+// printCompatStats prints compat mode's counters: wgpio's bind (WAN) and
+// PortDevice (LAN) under stock wireguard-go.
+func printCompatStats(c *CompatStats) {
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "side\trx\ttx\tdrops")
+	var bd, ld []string
+	for r, n := range c.Bind.Drops {
+		if n > 0 {
+			bd = append(bd, fmt.Sprintf("%s=%d", bind.DropReason(r), n))
+		}
+	}
+	for r, n := range c.LAN.Drops {
+		if n > 0 {
+			ld = append(ld, fmt.Sprintf("%s=%d", tundev.PortDropReason(r), n))
+		}
+	}
+	sort.Strings(bd)
+	sort.Strings(ld)
+	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(bd, " "))
+	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(ld, " "))
 	tw.Flush()
 }

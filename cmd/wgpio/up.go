@@ -40,7 +40,7 @@ func cmdUp(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
 	name := fs.String("name", "", "interface and UAPI socket `name` (default: the file name without .conf)")
-	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath or compat-mqtun")
+	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun")
 	wan := fs.String("wan", "", "override [WGPIO] WAN interface")
 	lan := fs.String("lan", "", "override [WGPIO] LAN interface")
 	queues := fs.Int("queues", 0, "override [WGPIO] Queues")
@@ -86,7 +86,7 @@ func cmdUp(args []string) error {
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}
-	if w.Mode == config.ModeFastPath {
+	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
@@ -100,10 +100,12 @@ func cmdUp(args []string) error {
 	switch w.Mode {
 	case config.ModeFastPath:
 		return upFastpath(log, *name, f, w, *zeroCsum)
+	case config.ModeCompat:
+		return upCompat(log, *name, f, w)
 	case config.ModeCompatMQTUN:
 		return upCompatMQTUN(log, *name, f, w)
 	default:
-		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath or compat-mqtun)", *conf, w.Mode)
+		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath, compat or compat-mqtun)", *conf, w.Mode)
 	}
 }
 
@@ -250,10 +252,15 @@ func waitSignal() os.Signal {
 
 // GatewayStats is what `wgpio stats` prints and the metrics export.
 type GatewayStats struct {
-	Name   string                `json:"name"`
+	Name string `json:"name"`
+	// Mode is "" for the fast path, else the [WGPIO] Mode.
+	Mode   string                `json:"mode,omitempty"`
 	Queues []fastpath.QueueStats `json:"queues"`
 	Peers  []PeerStat            `json:"peers"`
 	Device gateway.Stats         `json:"control_plane"`
+	// Compat holds compat mode's counters (Queues, Peers and Device are
+	// then empty: wg show has the peers).
+	Compat *CompatStats `json:"compat,omitempty"`
 }
 
 // PeerStat is a peer's state without key material (the pre-shared key of

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/demo"
+)
+
+// TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
+// bind and tundev) against stock wireguard-go: traffic both ways, wg(8)
+// shows it, an allowed IP removed with wg set reaches the LAN XDP filter,
+// `wgpio stats` prints the two sides' counters, SIGTERM leaves no XDP
+// program.
+func TestUpCompat(t *testing.T) {
+	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
+	g := s.up(t)
+	s.pingBoth(t)
+	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+		t.Fatalf("IPv6: %v", err)
+	}
+	stock := s.FastConfig.Peers[0].PublicKey.Base64()
+	if out := wg(t, s.GwA, "show", s.GwName); !strings.Contains(out, "peer: "+stock) || !strings.Contains(out, "latest handshake") {
+		t.Errorf("wg show %s:\n%s", s.GwName, out)
+	}
+	out, err := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "wan (bind)") || !strings.Contains(string(out), "lan (tundev)") {
+		t.Errorf("wgpio stats %s: %v\n%s", s.GwName, err, out)
+	}
+
+	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
+	time.Sleep(1500 * time.Millisecond) // the filter follows within a second
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
+		t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
+	}
+	if err := ping(s.HostA, demo.HostB4, 3*time.Second); err != nil {
+		t.Errorf("after removing an allowed IP: %v", err)
+	}
+
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	<-g.done
+	if g.err != nil {
+		t.Errorf("exit after SIGTERM: %v", g.err)
+	}
+	s.checkClean(t, true)
+}
