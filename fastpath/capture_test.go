@@ -195,7 +195,7 @@ func TestZeroAllocsWithCapture(t *testing.T) {
 
 func BenchmarkCapturePut(b *testing.B) {
 	r := newRig(b, rigConfig{})
-	c, err := NewCapture(CaptureConfig{Ring: 1 << 20})
+	c, err := NewCapture(CaptureConfig{Ring: 4096})
 	if err != nil {
 		b.Fatal(err)
 	}

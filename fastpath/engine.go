@@ -50,6 +50,17 @@ type Resolver interface {
 	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
 }
 
+// NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
+// addresses in the owned address mode, and learns from what it sees (e.g.
+// an arp.Responder). Workers call it for every ARP frame and every ICMPv6
+// neighbour solicitation or advertisement received on its port — rare
+// frames, off the data path. Handle writes the reply frame, if any, into
+// out (at least 128 bytes) and returns its length; it must be safe for
+// concurrent use, allocation-free, and must not keep either slice.
+type NeighbourHandler interface {
+	Handle(frame, out []byte) int
+}
+
 // NeighbourCacheTTL is how long a worker trusts a resolved MAC before it
 // asks its Resolver again.
 const NeighbourCacheTTL = time.Second
@@ -72,6 +83,10 @@ type Config struct {
 	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
 	// ICMP errors we send to LAN hosts).
 	LANAddr4, LANAddr6 netip.Addr
+	// LANNeighbours and WANNeighbours answer ARP/NDP on each port (owned
+	// address mode); nil leaves ARP/NDP to the kernel (shared mode: the
+	// XDP program does not redirect them).
+	LANNeighbours, WANNeighbours NeighbourHandler
 	// Exception receives inner packets addressed to one of TunnelAddrs
 	// (our own tunnel addresses), e.g. a TUN to the host kernel; may be
 	// nil. Called from workers, must be safe for concurrent use and must
@@ -331,6 +346,22 @@ func (e *Engine) WorkerThreads() []int {
 		out[i] = int(w.tid.Load())
 	}
 	return out
+}
+
+// SendFrame posts a whole Ethernet frame (an ARP request or neighbour
+// solicitation of the owned address mode) to be transmitted on the LAN
+// (lan) or WAN port by worker queue. It copies frame and returns false,
+// counted, if the mailbox is full. Safe for concurrent use; never blocks.
+func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	select {
+	case w.mailbox <- mail{raw: append([]byte(nil), frame...), rawLAN: lan}:
+		w.waiter.Ring()
+		return true
+	default:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
 }
 
 // Kick wakes every worker (after keypairs or endpoints changed, so that

@@ -386,3 +386,24 @@ func TestSourcePortsSpreadOverQueues(t *testing.T) {
 func ipOf(t testing.TB, f dataplane.Frame) []byte {
 	return append([]byte(nil), f.Data()[header.EthernetLen:]...)
 }
+
+func TestHeldDroppedWhenHandshakeGivesUp(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	tx := r.hostA.Queue(0).TX()
+	frames := []dataplane.Frame{
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, []byte("one")),
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, []byte("two")),
+	}
+	sendAll(t, r.hostA, 0, frames)
+	w := r.a.workers[0]
+	w.outbound(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 2 {
+		t.Fatalf("held = %d, want 2", s.Held)
+	}
+	r.peerAB.FlushHeld.Store(true) // the control plane gave up
+	w.flushHeld(r.clock.Now())
+	s := r.a.Stats()[0]
+	if s.Held != 0 || s.Drops[DropHandshakeGaveUp] != 2 {
+		t.Errorf("after give-up: held = %d, drops[handshake_gave_up] = %d; want 0 and 2", s.Held, s.Drops[DropHandshakeGaveUp])
+	}
+}

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 )
 
@@ -77,12 +78,25 @@ type Peer struct {
 	// usable keypair (none, expired, or past RekeyAfterMessages); the
 	// control plane clears it when it starts a handshake.
 	HandshakeNeeded atomic.Bool
+	// FlushHeld is set by the control plane when a handshake gives up
+	// (whitepaper §6.4, after RekeyAttemptTime): every worker drops the
+	// packets it holds for the peer (counted handshake_gave_up) and the
+	// last one to look clears nothing — the flag is cleared by the next
+	// HandshakeNeeded a worker raises.
+	FlushHeld atomic.Bool
 	// NeedNeighbour is set when the endpoint's next hop has no MAC yet.
 	NeedNeighbour atomic.Bool
 
 	// Promoted is set by the worker that moved Next to Current; the control
 	// plane clears it (and learns the session is confirmed).
 	Promoted atomic.Bool
+
+	// slotMu serialises the slot transitions (Rotate, promotion,
+	// ClearKeypairs) so that a worker promoting Next cannot overwrite a
+	// keypair the control plane installed at the same moment. Readers
+	// never take it: they load the slots atomically. Taken once per
+	// session, never per packet.
+	slotMu sync.Mutex
 }
 
 // Rotate installs kp as the peer's new session the way the whitepaper's
@@ -94,13 +108,17 @@ type Peer struct {
 // initiator has used it, so kp goes to Next (and whatever was in Next
 // falls out); a worker promotes it on first authenticated receipt.
 // Called by the control plane only (one goroutine per peer at a time).
+//
+// When the initiator's Rotate pushes out both Previous and an unused Next,
+// it returns Next; the control plane must sweep its keypairs against the
+// slots to find every one that left (Previous included), as it must after
+// a promotion.
 func (p *Peer) Rotate(kp *Keypair) (dropped *Keypair) {
+	p.slotMu.Lock()
+	defer p.slotMu.Unlock()
 	if kp.IsInitiator {
 		dropped = p.Previous.Swap(p.Current.Load())
 		if n := p.Next.Swap(nil); n != nil {
-			if dropped != nil {
-				dropped.Zero()
-			}
 			dropped = n
 		}
 		p.Current.Store(kp)
@@ -110,9 +128,12 @@ func (p *Peer) Rotate(kp *Keypair) (dropped *Keypair) {
 }
 
 // promote moves kp from Next to Current if it is still in Next; it returns
-// the keypair that fell out of Previous. Safe for concurrent use by workers:
-// only the one whose compare-and-swap wins rotates.
+// whether this call promoted it. Safe for concurrent use by workers and the
+// control plane: only the caller whose compare-and-swap wins rotates, under
+// slotMu.
 func (p *Peer) promote(kp *Keypair) (won bool) {
+	p.slotMu.Lock()
+	defer p.slotMu.Unlock()
 	if !p.Next.CompareAndSwap(kp, nil) {
 		return false
 	}
@@ -126,6 +147,8 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 // ClearKeypairs removes all three keypairs and returns them (any may be
 // nil), e.g. when the peer's key changes or it is removed.
 func (p *Peer) ClearKeypairs() [3]*Keypair {
+	p.slotMu.Lock()
+	defer p.slotMu.Unlock()
 	return [3]*Keypair{p.Current.Swap(nil), p.Previous.Swap(nil), p.Next.Swap(nil)}
 }
 

@@ -65,6 +65,9 @@ const (
 	DropNoBuffer
 	// DropClosed: frames held when the engine closed.
 	DropClosed
+	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
+	// after RekeyAttemptTime.
+	DropHandshakeGaveUp
 
 	NumDropReasons
 )
@@ -93,6 +96,7 @@ var dropNames = [NumDropReasons]string{
 	DropRingFull:           "ring_full",
 	DropNoBuffer:           "no_buffer",
 	DropClosed:             "closed",
+	DropHandshakeGaveUp:    "handshake_gave_up",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
@@ -119,7 +123,10 @@ type QueueStats struct {
 	Exception uint64
 	// ICMPSent counts ICMP errors sent to LAN hosts.
 	ICMPSent uint64
-	// Held is the number of packets held now for a handshake.
+	// NeighbourFrames counts ARP/NDP frames handed to a NeighbourHandler.
+	NeighbourFrames uint64
+	// Held is the number of packets held now for a handshake or a
+	// neighbour.
 	Held uint64
 	// Drops counts drops by reason.
 	Drops [NumDropReasons]uint64
@@ -132,7 +139,7 @@ type counters struct {
 	encryptedBytes, decryptedBytes atomic.Uint64
 	keepalives, handshakes         atomic.Uint64
 	controlSent, exception, icmp   atomic.Uint64
-	held                           atomic.Uint64
+	held, neighbour                atomic.Uint64
 	drops                          [NumDropReasons]atomic.Uint64
 }
 
@@ -154,6 +161,7 @@ func (w *worker) stats() QueueStats {
 	s.Exception = w.c.exception.Load()
 	s.ICMPSent = w.c.icmp.Load()
 	s.Held = w.c.held.Load()
+	s.NeighbourFrames = w.c.neighbour.Load()
 	for i := range s.Drops {
 		s.Drops[i] = w.c.drops[i].Load()
 	}

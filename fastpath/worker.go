@@ -29,8 +29,10 @@ const (
 const maxOuterHdr = header.EthernetLen + header.IPv6Len + header.UDPLen
 
 type mail struct {
-	ctl   ControlPacket
-	inner []byte
+	ctl    ControlPacket
+	inner  []byte
+	raw    []byte // a whole frame for the LAN (rawLAN) or WAN port
+	rawLAN bool
 }
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
@@ -313,6 +315,11 @@ func (w *worker) outbound(now int64) int {
 	for i := range frames {
 		w.peerOf[i] = nil
 		f := &frames[i]
+		if h := w.e.cfg.LANNeighbours; h != nil && isNeighbourFrame(f.Data()) {
+			w.neighbour(h, w.lanTX, f.Data())
+			w.lanRX.Free(frames[i : i+1])
+			continue
+		}
 		r := header.Parse(f.Data(), &w.pkt)
 		if r != header.OK && r != header.ReasonFragment {
 			if r == header.ReasonNotIP {
@@ -605,6 +612,7 @@ func (w *worker) tooBigOne(f *dataplane.Frame) {
 // and endpoint, and asks the control plane for a handshake.
 func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 	p := pl.peer
+	p.FlushHeld.Store(false)
 	p.HandshakeNeeded.Store(true)
 	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)
@@ -648,6 +656,13 @@ func (w *worker) flushHeld(now int64) {
 		}
 		kp, ep := usable(pl.peer, now)
 		if kp == nil {
+			if pl.peer.FlushHeld.Load() {
+				w.count(DropHandshakeGaveUp, len(pl.held))
+				w.lanRX.Free(pl.held)
+				w.heldTotal -= len(pl.held)
+				pl.held = pl.held[:0]
+				continue
+			}
 			keep = append(keep, id)
 			continue
 		}
@@ -713,6 +728,12 @@ func (w *worker) inbound(now int64) int {
 		w.kps[i] = nil
 		f := &frames[i]
 		d := f.Data()
+		if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
+			w.neighbour(h, w.wanTX, d)
+			w.wanRX.Free(frames[i : i+1])
+			*f = dataplane.Frame{}
+			continue
+		}
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
 			bad[DropWANMalformed]++
 			continue
@@ -1012,6 +1033,14 @@ func (w *worker) drainMailbox(now int64) int {
 			w.sendInner(m.inner, now)
 			continue
 		}
+		if m.raw != nil {
+			tx := w.wanTX
+			if m.rawLAN {
+				tx = w.lanTX
+			}
+			w.sendRaw(tx, m.raw)
+			continue
+		}
 		w.sendControl(&m.ctl, now)
 	}
 	return done
@@ -1168,6 +1197,66 @@ func (w *worker) roam(pl *peerLocal) {
 		ep.DstMAC = pl.lastSrcMAC
 	}
 	pl.peer.Endpoint.Store(ep)
+}
+
+// isNeighbourFrame reports whether an untagged Ethernet frame is ARP or an
+// ICMPv6 neighbour solicitation/advertisement without extension headers.
+func isNeighbourFrame(d []byte) bool {
+	if len(d) < header.EthernetLen {
+		return false
+	}
+	switch binary.BigEndian.Uint16(d[12:14]) {
+	case header.EtherTypeARP:
+		return true
+	case header.EtherTypeIPv6:
+		const icmp = header.EthernetLen + header.IPv6Len
+		return len(d) > icmp && d[header.EthernetLen+6] == header.ProtoICMPv6 &&
+			(d[icmp] == ndpNeighbourSolicitation || d[icmp] == ndpNeighbourAdvertisement)
+	}
+	return false
+}
+
+// ICMPv6 types of RFC 4861 §4.3 and §4.4.
+const (
+	ndpNeighbourSolicitation  = 135
+	ndpNeighbourAdvertisement = 136
+)
+
+// neighbour hands an ARP/NDP frame to h and transmits its reply on tx.
+func (w *worker) neighbour(h NeighbourHandler, tx dataplane.TX, frame []byte) {
+	w.c.neighbour.Add(1)
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	f.SetLen(f.Len() + f.Tailroom())
+	n := h.Handle(frame, f.Data())
+	if n <= 0 {
+		tx.Free(fr[:])
+		return
+	}
+	f.SetLen(n)
+	w.transmit(tx, fr[:])
+}
+
+// sendRaw copies a whole frame from the control plane into a frame of tx's
+// pool and transmits it.
+func (w *worker) sendRaw(tx dataplane.TX, raw []byte) {
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	if !fr[0].SetLen(len(raw)) {
+		w.count(DropNoBuffer, 1)
+		tx.Free(fr[:])
+		return
+	}
+	copy(fr[0].Data(), raw)
+	w.c.controlSent.Add(1)
+	w.transmit(tx, fr[:])
 }
 
 // unsafeOne views one frame as a slice of one without allocating.

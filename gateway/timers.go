@@ -89,6 +89,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			p.retransmitAt = 0
 			p.kaArmedAt = 0
 			fp.HandshakeNeeded.Store(false)
+			fp.FlushHeld.Store(true) // the workers drop the packets they hold (wireguard-go flushes its staged queue)
 			d.dropPendingLocked(p)
 			if p.hs != nil {
 				p.hs.Clear()
