@@ -61,6 +61,20 @@ type Config struct {
 	// Address): they go on the exception TUN, so the gateway answers over
 	// its own tunnel.
 	Addresses []netip.Prefix
+	// Owned selects the owned address mode (DESIGN.md "Addresses and
+	// neighbours"): the kernel has no address on WAN and LAN; wgpio owns
+	// WANAddress and LANAddress, answers ARP and NDP for them, announces
+	// them at start (gratuitous ARP), resolves neighbours itself, and
+	// reaches off-link endpoints through Gateway. Otherwise (shared mode)
+	// the kernel owns the addresses, and neighbours and routes are read
+	// from it.
+	Owned bool
+	// WANAddress and LANAddress are the owned addresses with their on-link
+	// prefixes (owned mode).
+	WANAddress, LANAddress netip.Prefix
+	// Gateway is the WAN next-hop router for destinations that are not
+	// on-link (owned mode; optional).
+	Gateway netip.Addr
 	// ZeroIPv4UDPChecksum sends outer IPv4 UDP without a checksum.
 	ZeroIPv4UDPChecksum bool
 	// Logger (default: discard).
@@ -79,6 +93,9 @@ type Gateway struct {
 	dp     *dataplane_
 
 	routes     *arp.KernelRoutes
+	static     *arp.StaticRoutes
+	wanResp    *arp.Responder
+	lanResp    *arp.Responder
 	wanNeigh   *arp.KernelNeighbours
 	lanNeigh   *arp.KernelNeighbours
 	wanTable   *arp.Table
@@ -131,7 +148,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 // resolver finds next-hop MACs on one interface from the kernel's routes
 // and a neighbour table mirrored from the kernel (shared mode).
 type resolver struct {
-	routes  *arp.KernelRoutes
+	routes  arp.Resolver
 	table   *arp.Table
 	ifindex int
 }
@@ -225,6 +242,86 @@ func (d *dataplane_) route(p netip.Prefix, add bool) {
 	}
 }
 
+// responderHandler adapts an arp.Responder to fastpath.NeighbourHandler.
+type responderHandler struct{ r *arp.Responder }
+
+func (h responderHandler) Handle(frame, out []byte) int {
+	n, _ := h.r.Handle(frame, out)
+	return n
+}
+
+// ownedMode sets up the owned address mode: static routes, neighbour tables
+// fed by our own requests, and responders for our addresses.
+func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
+	cfg := g.cfg
+	if !cfg.WANAddress.IsValid() || !cfg.LANAddress.IsValid() {
+		return errors.New("fastgw: owned address mode needs WANAddress and LANAddress")
+	}
+	if len(wl.all) > 0 || len(ll.all) > 0 {
+		g.log.Warn("owned address mode, but the kernel has addresses on the interfaces; it will not see ARP/NDP for ours", "wan", wl.all, "lan", ll.all)
+	}
+	routes := []arp.Route{
+		{Prefix: cfg.WANAddress.Masked(), IfIndex: wl.index},
+		{Prefix: cfg.LANAddress.Masked(), IfIndex: ll.index},
+	}
+	if cfg.Gateway.IsValid() {
+		def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if cfg.Gateway.Is6() {
+			def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
+		routes = append(routes, arp.Route{Prefix: def, Gateway: cfg.Gateway, IfIndex: wl.index})
+	}
+	var err error
+	if g.static, err = arp.NewStaticRoutes(routes); err != nil {
+		return fmt.Errorf("fastgw: owned routes: %w", err)
+	}
+	prober := func(addr netip.Addr, mac [6]byte, lan bool) *arp.FrameProber {
+		p := &arp.FrameProber{MAC: mac, Send: func(frame []byte) {
+			if e := g.engine; e != nil {
+				e.SendFrame(lan, 0, frame)
+			}
+		}}
+		if addr.Is4() {
+			p.Src4 = addr
+		} else {
+			p.Src6 = addr
+		}
+		return p
+	}
+	wa, la := cfg.WANAddress.Addr(), cfg.LANAddress.Addr()
+	g.wanTable = arp.NewTable(arp.Config{Prober: prober(wa, wanMAC, false)})
+	g.lanTable = arp.NewTable(arp.Config{Prober: prober(la, lanMAC, true)})
+	if g.wanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: wanMAC, Addrs: []netip.Addr{wa}, SkipDAD: true, Table: g.wanTable}); err != nil {
+		return fmt.Errorf("fastgw: WAN responder: %w", err)
+	}
+	if g.lanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: lanMAC, Addrs: []netip.Addr{la}, SkipDAD: true, Table: g.lanTable}); err != nil {
+		return fmt.Errorf("fastgw: LAN responder: %w", err)
+	}
+	for _, x := range []struct {
+		r   *arp.Responder
+		if_ string
+	}{{g.wanResp, cfg.WAN}, {g.lanResp, cfg.LAN}} {
+		for _, grp := range x.r.SolicitedNodeGroups() {
+			if err := arp.JoinGroup(x.if_, grp); err != nil {
+				return fmt.Errorf("fastgw: join %v on %s: %w", grp, x.if_, err)
+			}
+		}
+	}
+	wl.v4, wl.v6, ll.v4, ll.v6 = netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}
+	if wa.Is4() {
+		wl.v4 = wa
+	} else {
+		wl.v6 = wa
+	}
+	if la.Is4() {
+		ll.v4 = la
+	} else {
+		ll.v6 = la
+	}
+	ll.all = append(ll.all, la)
+	return nil
+}
+
 // Start opens the ports and runs the gateway.
 func Start(cfg Config) (_ *Gateway, err error) {
 	if cfg.Name == "" {
@@ -273,27 +370,38 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: LAN: %w", err)
 	}
-	if !wl.v4.IsValid() && !wl.v6.IsValid() {
-		return nil, fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
-	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
-
-	// Next hops: kernel routes and neighbours (shared mode).
-	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{}); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
-	g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
-	if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{LinkIndex: wl.index}); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{LinkIndex: ll.index}); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
+	var wanMAC, lanMAC [6]byte
+	copy(wanMAC[:], wl.mac)
+	copy(lanMAC[:], ll.mac)
+	var wanRes, lanRes *resolver
+	if cfg.Owned {
+		if err := g.ownedMode(&wl, &ll, wanMAC, lanMAC); err != nil {
+			return nil, err
+		}
+		wanRes = &resolver{routes: g.static, table: g.wanTable, ifindex: wl.index}
+		lanRes = &resolver{routes: g.static, table: g.lanTable, ifindex: ll.index}
+	} else {
+		if !wl.v4.IsValid() && !wl.v6.IsValid() {
+			return nil, fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
+		}
+		// Next hops: kernel routes and neighbours (shared mode).
+		if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{}); err != nil {
+			return nil, fmt.Errorf("fastgw: %w", err)
+		}
+		g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
+		g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
+		if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{LinkIndex: wl.index}); err != nil {
+			return nil, fmt.Errorf("fastgw: %w", err)
+		}
+		if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{LinkIndex: ll.index}); err != nil {
+			return nil, fmt.Errorf("fastgw: %w", err)
+		}
+		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
+		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
 	}
 	go g.wanTable.Run(g.tableDone, 0)
 	go g.lanTable.Run(g.tableDone, 0)
-	wanRes := &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
-	lanRes := &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
 
 	// Ports on one UMEM: LAN RX frames go out on WAN TX without a copy.
 	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: 8192 * cfg.Queues}); err != nil {
@@ -305,7 +413,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 			udp = append(udp, afxdp.UDPMatch{Addr: a, PortLo: cfg.ListenPort, PortHi: cfg.ListenPort + cfg.SourcePorts - 1})
 		}
 	}
-	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: afxdp.Filter{UDP: udp}})
+	wanFilter := afxdp.Filter{UDP: udp}
+	lanFilter := afxdp.Filter{Prefixes: true}
+	if cfg.Owned {
+		// ARP and NDP for our addresses come to us, not to the kernel.
+		wanFilter.Neighbors = []netip.Addr{cfg.WANAddress.Addr()}
+		lanFilter.Neighbors = []netip.Addr{cfg.LANAddress.Addr()}
+	}
+	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter})
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: WAN: %w", err)
 	}
@@ -313,7 +428,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	for _, p := range cfg.Addresses {
 		host = append(host, p.Addr())
 	}
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: host}})
+	lanFilter.HostAddrs = host
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter})
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: LAN: %w", err)
 	}
@@ -348,6 +464,10 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes,
 		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, ZeroIPv4UDPChecksum: cfg.ZeroIPv4UDPChecksum,
 	}
+	if cfg.Owned {
+		ecfg.WANNeighbours = responderHandler{g.wanResp}
+		ecfg.LANNeighbours = responderHandler{g.lanResp}
+	}
 	if g.exc != nil {
 		exc := g.exc
 		ecfg.Exception = func(pkt []byte) {
@@ -365,8 +485,6 @@ func Start(cfg Config) (_ *Gateway, err error) {
 			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
 		}
 	}
-	var wanMAC [6]byte
-	copy(wanMAC[:], wl.mac)
 	g.dev, err = gateway.New(gateway.Options{
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort,
 		Dataplane: g.dp, Logger: log, Resolve: wanRes.Resolve,
@@ -387,6 +505,20 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.exc != nil {
 		g.excWG.Add(1)
 		go g.readException()
+	}
+	if cfg.Owned {
+		// Tell the links where our addresses are (RFC 5227 announcement).
+		for _, x := range []struct {
+			r   *arp.Responder
+			lan bool
+		}{{g.wanResp, false}, {g.lanResp, true}} {
+			if err := x.r.Announce(func(frame []byte) error {
+				g.engine.SendFrame(x.lan, 0, frame)
+				return nil
+			}); err != nil {
+				log.Warn("announce owned address", "err", err)
+			}
+		}
 	}
 	log.Info("gateway up", "name", cfg.Name, "listen_port", cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(cfg.Peers))
 	return g, nil

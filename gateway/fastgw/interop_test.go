@@ -367,3 +367,27 @@ func routerIfaceToward(t *testing.T, s *demo.Site) string {
 	t.Fatalf("router has no 198.18.2.254:\n%s", out)
 	return ""
 }
+
+// TestOwnedAddressMode: gwA's kernel has no address on its WAN and LAN;
+// wgpio answers ARP for 198.18.1.1 and 198.19.1.1 itself, resolves the LAN
+// host and the WAN next hop itself, and carries traffic to and from the
+// stock wireguard-go peer — on-link and through a router.
+func TestOwnedAddressMode(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	for _, routed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routed=%v", routed), func(t *testing.T) {
+			s := newSite(t, demo.SiteConfig{Owned: true, Routed: routed})
+			ping(t, s.HostA, demo.HostB4.String(), 0)
+			ping(t, s.HostB, demo.HostA4.String(), 0)
+			tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 2<<20)
+			var nf uint64
+			for _, q := range s.Gateway.Engine().Stats() {
+				nf += q.NeighbourFrames
+			}
+			if nf == 0 {
+				t.Error("no ARP frame reached wgpio's responder")
+			}
+			t.Logf("drops: %s; ARP/NDP frames handled: %d", dropsString(s.Gateway), nf)
+		})
+	}
+}

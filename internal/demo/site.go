@@ -49,6 +49,9 @@ type SiteConfig struct {
 	// of stock wireguard-go (wgpio ↔ wgpio), with the same Queues and
 	// SourcePorts.
 	PeerFastPath bool
+	// Owned runs gwA in the owned address mode: its kernel has no address
+	// on the two interfaces (IPv4 only then); wgpio answers ARP itself.
+	Owned bool
 	// AllowedA overrides the allowed IPs gwA routes to gwB (default the
 	// site B networks and gwB's tunnel address).
 	AllowedA []netip.Prefix
@@ -132,10 +135,16 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
+	// gwAAddr gives gwA's kernel an address, except in owned mode.
+	gwAAddr := func(dev, cidr string) {
+		if !sc.Owned {
+			must(s.GwA.AddAddr(dev, cidr))
+		}
+	}
 	must(s.HostA.AddAddr(lanA.A, "198.19.1.10/24"))
-	must(s.GwA.AddAddr(lanA.B, "198.19.1.1/24"))
+	gwAAddr(lanA.B, "198.19.1.1/24")
 	must(s.HostA.AddAddr(lanA.A, "2001:db8:1::10/64"))
-	must(s.GwA.AddAddr(lanA.B, "2001:db8:1::1/64"))
+	gwAAddr(lanA.B, "2001:db8:1::1/64")
 	must(s.HostA.AddRoute("198.19.0.0/16", "198.19.1.1", ""))
 	must(s.HostA.AddRoute("2001:db8::/32", "2001:db8:1::1", ""))
 	must(s.GwB.AddAddr(lanB.A, "198.19.2.1/24"))
@@ -152,9 +161,9 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	if !sc.Routed {
 		wanA = veth(s.GwA, s.GwB, sc.Queues)
 		wanBName = wanA.B
-		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
+		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.GwB.AddAddr(wanA.B, "198.18.1.2/24"))
-		must(s.GwA.AddAddr(wanA.A, "2001:db8:f::1/64"))
+		gwAAddr(wanA.A, "2001:db8:f::1/64")
 		must(s.GwB.AddAddr(wanA.B, "2001:db8:f::2/64"))
 		endA, endB = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")
 		if sc.Outer6 {
@@ -165,18 +174,22 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		wanA = veth(s.GwA, s.Router, sc.Queues)
 		wanB := veth(s.Router, s.GwB, qb)
 		wanBName = wanB.B
-		must(s.GwA.AddAddr(wanA.A, "198.18.1.1/24"))
+		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.Router.AddAddr(wanA.B, "198.18.1.254/24"))
 		must(s.Router.AddAddr(wanB.A, "198.18.2.254/24"))
 		must(s.GwB.AddAddr(wanB.B, "198.18.2.2/24"))
-		must(s.GwA.AddAddr(wanA.A, "2001:db8:f1::1/64"))
+		gwAAddr(wanA.A, "2001:db8:f1::1/64")
 		must(s.Router.AddAddr(wanA.B, "2001:db8:f1::fe/64"))
 		must(s.Router.AddAddr(wanB.A, "2001:db8:f2::fe/64"))
 		must(s.GwB.AddAddr(wanB.B, "2001:db8:f2::2/64"))
 		must(s.Router.Forwarding())
-		must(s.GwA.AddRoute("198.18.2.0/24", "198.18.1.254", ""))
+		if !sc.Owned {
+			must(s.GwA.AddRoute("198.18.2.0/24", "198.18.1.254", ""))
+		}
 		must(s.GwB.AddRoute("198.18.1.0/24", "198.18.2.254", ""))
-		must(s.GwA.AddRoute("2001:db8:f2::/64", "2001:db8:f1::fe", ""))
+		if !sc.Owned {
+			must(s.GwA.AddRoute("2001:db8:f2::/64", "2001:db8:f1::fe", ""))
+		}
 		must(s.GwB.AddRoute("2001:db8:f1::/64", "2001:db8:f2::fe", ""))
 		endA, endB = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.2.2")
 		if sc.Outer6 {
@@ -242,6 +255,14 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 			Endpoint:   netip.AddrPortFrom(endB, 51820),
 			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
 		}},
+	}
+	if sc.Owned {
+		s.FastConfig.Owned = true
+		s.FastConfig.WANAddress = netip.MustParsePrefix("198.18.1.1/24")
+		s.FastConfig.LANAddress = netip.MustParsePrefix("198.19.1.1/24")
+		if sc.Routed {
+			s.FastConfig.Gateway = netip.MustParseAddr("198.18.1.254")
+		}
 	}
 	if sc.NoFastPath {
 		return s, nil
