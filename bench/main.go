@@ -15,15 +15,15 @@ import (
 )
 
 func main() {
-	quick := flag.Bool("quick", false, "short run (under 2 minutes): sizes 64,1420, four rates, 1 s steps, one sweep, 3 s TCP")
+	quick := flag.Bool("quick", false, "short run (under 2 minutes): sizes 64,1420, four rates, 0.8 s steps, one sweep, 2 s TCP")
 	configs := flag.String("configs", "", "comma-separated configurations (default all: "+names()+")")
 	sizes := flag.String("sizes", "", "comma-separated IPv4 packet sizes in bytes (default 64,512,1420; quick 64,1420)")
 	rates := flag.String("rates", "", "comma-separated offered rates in packets/s (e.g. 50k,100k,1M)")
 	queues := flag.Int("queues", 2, "veth queues (and generator TX queues)")
-	duration := flag.Duration("duration", 0, "length of one offered-load step (default 1.5s; quick 1s)")
+	duration := flag.Duration("duration", 0, "length of one offered-load step (default 1.5s; quick 0.8s)")
 	profile := flag.Bool("profile", false, "record gateway 1 with perf(1) at the first size's clean rate; writes profile-<config>-<size>.txt")
 	repeat := flag.Int("repeat", 0, "sweeps per configuration and size; the report gives medians (default 3; quick 1)")
-	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 3s)")
+	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 2s)")
 	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
 	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
 	peer := flag.String("peer", rig.PeerStock, "what gateway 2 runs: stock (wireguard-go on a kernel TUN) or same (the configuration under test)")

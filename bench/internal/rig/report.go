@@ -65,8 +65,12 @@ func (res *Results) Markdown() string {
 	var b strings.Builder
 	o := res.Options
 	fmt.Fprintf(&b, "# wgpio bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; gateways on CPUs %s, GOMAXPROCS=%d; %d veth queues; %d inner flows; %.1f s per step; median of %d sweeps.\n\n",
-		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUs, o.GOMAXPROCS, o.Queues, o.Flows, o.StepSeconds, max(o.Repeat, 1))
+	sweeps := "one sweep"
+	if o.Repeat > 1 {
+		sweeps = fmt.Sprintf("median of %d sweeps", o.Repeat)
+	}
+	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; gateways on CPUs %s, GOMAXPROCS=%d; %d veth queues; %d inner flows; %.1f s per step; %s.\n\n",
+		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUs, o.GOMAXPROCS, o.Queues, o.Flows, o.StepSeconds, sweeps)
 	if o.Peer == PeerSame {
 		b.WriteString("Both gateways run the configuration. ")
 	} else {

@@ -97,10 +97,10 @@ func DefaultOptions(quick bool) Options {
 	if quick {
 		o.Sizes = []int{64, 1420}
 		o.Rates = []float64{50e3, 100e3, 200e3, 400e3}
-		o.Duration = time.Second
+		o.Duration = 800 * time.Millisecond
 		o.Refine = 1
 		o.Repeat = 1
-		o.TCPDuration = 3 * time.Second
+		o.TCPDuration = 2 * time.Second
 	}
 	return o
 }
