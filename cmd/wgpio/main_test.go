@@ -62,6 +62,7 @@ func newSite(t *testing.T, edit func(f *config.File)) *site {
 		t.Fatalf("BuildSite: %v", err)
 	}
 	t.Cleanup(s.Close)
+	stockBindInNS(t, s)
 	fc := s.FastConfig
 	f := &config.File{
 		Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort, Addresses: fc.Addresses},
@@ -184,7 +185,7 @@ func (s *site) pingBoth(t *testing.T) {
 	// The first packet starts the handshake; allow one retry (Rekey-Timeout,
 	// 5 s, whitepaper §6.4).
 	if err := ping(s.HostA, demo.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, s.diagnose())
 	}
 	if err := ping(s.HostB, demo.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -209,4 +210,53 @@ func xdpAttached(t *testing.T, ns *topo.NS, dev string) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(out, "xdp")
+}
+
+// diagnose describes the two gateways' state, for a failure message.
+func (s *site) diagnose() string {
+	var b strings.Builder
+	st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+	fmt.Fprintf(&b, "wgpio stats:\n%s\n", st)
+	for _, c := range []struct {
+		ns   *topo.NS
+		name string
+		args []string
+	}{
+		{s.GwA, "wg", []string{"show", s.GwName}},
+		{s.GwB, "wg", []string{"show", s.StockName}},
+		{s.GwB, "ss", []string{"-uan"}},
+		{s.GwB, "ip", []string{"-s", "link"}},
+		{s.GwA, "ip", []string{"neigh"}},
+	} {
+		out, err := c.ns.Run(c.name, c.args...)
+		fmt.Fprintf(&b, "%s %s in %s (%v):\n%s\n", c.name, strings.Join(c.args, " "), c.ns.Name, err, out)
+	}
+	return b.String()
+}
+
+// stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
+// gwB's namespace. internal/wgpeer brings the peer's TUN up after
+// device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
+// Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
+// namespace, so the socket is sometimes reopened outside gwB and the peer
+// never answers. Reopen it from inside gwB until it stays there.
+func stockBindInNS(t testing.TB, s *demo.Site) {
+	t.Helper()
+	listening := func() bool {
+		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")
+		return err == nil && strings.Contains(out, "51820")
+	}
+	for try := 0; try < 20; try++ {
+		time.Sleep(100 * time.Millisecond)
+		if listening() {
+			time.Sleep(200 * time.Millisecond)
+			if listening() {
+				return
+			}
+		}
+		if err := s.GwB.Do(s.Stock.Dev.BindUpdate); err != nil {
+			t.Fatalf("reopen the stock peer's bind in %s: %v", s.GwB.Name, err)
+		}
+	}
+	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
 }
