@@ -86,7 +86,7 @@ func TestReorder(t *testing.T) {
 // FuzzCaptureRequest: any request line a client sends the capture socket
 // is either refused with an error or turned into a filter, never a panic.
 func FuzzCaptureRequest(f *testing.F) {
-	f.Add([]byte(`{"port":"wan","dir":"rx"}`))                   // the common case
+	f.Add([]byte(`{"port":"wan","dir":"rx"}`))                    // the common case
 	f.Add([]byte(`{"host":"2001:db8::1","proto":58,"l4port":0}`)) // IPv6 host
 	f.Add([]byte(`{"snaplen":-5}`))                               // bad snap length: NewCapture refuses it
 	f.Add([]byte(`not json`))                                     // garbage
