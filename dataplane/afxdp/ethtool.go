@@ -41,3 +41,10 @@ func rxQueues(ifname string) int {
 	}
 	return int(ch.RXCount + ch.CombinedCount)
 }
+
+// DeviceQueues returns the number of RX queues in use on ifname (in the
+// caller's network namespace), or 0 if the driver does not say. Frames that
+// arrive on a queue without a socket go to the kernel (counted as
+// "xdp_pass_no_socket"), so a caller that opens fewer queues than this
+// leaves part of the traffic to the kernel.
+func DeviceQueues(ifname string) int { return rxQueues(ifname) }

@@ -336,8 +336,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if cfg.ListenPort == 0 {
 		cfg.ListenPort = 51820
 	}
-	if cfg.Queues <= 0 {
-		cfg.Queues = 1
+	if cfg.Queues < 0 {
+		return nil, fmt.Errorf("fastgw: %d queues", cfg.Queues)
 	}
 	if cfg.SourcePorts == 0 {
 		cfg.SourcePorts = 1
@@ -402,6 +402,21 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	go g.wanTable.Run(g.tableDone, 0)
 	go g.lanTable.Run(g.tableDone, 0)
+
+	// Queues: every RX queue of both devices should have a worker, or the
+	// frames arriving there go to the kernel instead of the tunnel.
+	wq, lq := afxdp.DeviceQueues(cfg.WAN), afxdp.DeviceQueues(cfg.LAN)
+	if cfg.Queues == 0 {
+		cfg.Queues = max(1, min(wq, lq))
+		if wq != lq && wq > 0 && lq > 0 {
+			log.Warn("WAN and LAN have different numbers of RX queues; frames on the queues above the smaller count go to the kernel (equalise with ethtool -L)",
+				"wan", cfg.WAN, "wan_queues", wq, "lan", cfg.LAN, "lan_queues", lq, "workers", cfg.Queues)
+		}
+	} else if cfg.Queues < wq || cfg.Queues < lq {
+		log.Warn("fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N)",
+			"queues", cfg.Queues, "wan_queues", wq, "lan_queues", lq)
+	}
+	g.cfg.Queues = cfg.Queues
 
 	// Ports on one UMEM: LAN RX frames go out on WAN TX without a copy.
 	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: 8192 * cfg.Queues}); err != nil {
