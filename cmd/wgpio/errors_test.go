@@ -35,6 +35,17 @@ func TestUpErrors(t *testing.T) {
 	}
 	defer busy.Close()
 	metricsName := topo.UniqueName("wgpm")
+	// An interface without native XDP: a bridge.
+	bridge := topo.UniqueName("wgd")
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"},
+		{"addr", "add", "198.18.7.1/24", "dev", bridge},
+		{"link", "set", bridge, "up"},
+	} {
+		if _, err := s.GwA.Run("ip", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	withWGPIO := func(extra string) string {
 		return strings.Replace(good, "[WGPIO]\n", "[WGPIO]\n"+extra+"\n", 1)
@@ -85,6 +96,13 @@ func TestUpErrors(t *testing.T) {
 			conf: good,
 			args: []string{"-wan", "nosuch0", "-name", "wgpnosuch"},
 			want: `wgpio: fastgw: WAN: interface "nosuch0": afxdp: no such interface (list them with ` + "`ip link`)",
+		},
+		{
+			name: "xdp-unsupported",
+			conf: withWGPIO("XDPMode = native"),
+			args: []string{"-wan", bridge, "-name", topo.UniqueName("wgpx")},
+			want: fmt.Sprintf("wgpio: fastgw: WAN: %s: afxdp: XDP mode not supported by the driver: dataplane: not supported: attach native XDP on %s (driver \"bridge\"): use AttachGeneric or AttachAuto: failed to attach link: create link: operation not supported\n"+
+				"(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", bridge, bridge),
 		},
 		{
 			name: "owned",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -240,6 +241,10 @@ func explain(err error) error {
 	switch {
 	case errors.Is(err, afxdp.ErrXDPUnsupported):
 		return fmt.Errorf("%w\n(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", err)
+	case errors.Is(err, afxdp.ErrMemlock) && os.Geteuid() != 0:
+		return fmt.Errorf("%w\n(as a non-root user the AF_XDP UMEM counts against RLIMIT_MEMLOCK: raise it before dropping privileges, LimitMEMLOCK=infinity in systemd, or grant CAP_IPC_LOCK)", err)
+	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):
+		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
 	}
 	return err
 }
