@@ -46,6 +46,7 @@ func cmdUp(args []string) error {
 	lan := fs.String("lan", "", "override [WGPIO] LAN interface")
 	queues := fs.Int("queues", 0, "override [WGPIO] Queues")
 	xdp := fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic")
+	metrics := fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`")
 	zeroCsum := fs.Bool("zero-udp-checksum", false, "send outer IPv4 UDP without a checksum (RFC 768 allows it)")
 	logLevel := fs.String("log", "info", "log `level`: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +84,9 @@ func cmdUp(args []string) error {
 	}
 	if *xdp != "" {
 		w.XDPMode = config.XDPMode(*xdp)
+	}
+	if *metrics != "" {
+		w.MetricsAddress = *metrics
 	}
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath

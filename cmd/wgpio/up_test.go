@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
@@ -27,8 +26,8 @@ const metricsAddr = "127.0.0.1:9586" // inside gwA's own namespace
 // allowed IP removed, the endpoint moved to IPv6) without dropping the
 // tunnel; `wgpio stats`, the metrics endpoint and `wgpio capture` see it.
 func TestUpWithStockPeer(t *testing.T) {
-	s := newSite(t, func(f *config.File) { f.WGPIO.MetricsAddress = metricsAddr })
-	s.up(t)
+	s := newSite(t, nil)
+	s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
 	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6 inner before wg set: %v", err)
