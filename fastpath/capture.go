@@ -290,6 +290,28 @@ func (c *Capture) put(q int, port CapturePort, dir CaptureDir, frames []dataplan
 	}
 }
 
+// TryReadFrame copies the next captured frame into fr, as ReadFrame does,
+// if one is waiting, and reports whether it did; it never blocks. It must be
+// called from the goroutine that calls ReadFrame.
+func (c *Capture) TryReadFrame(fr *CapturedFrame) bool {
+	for k := range c.rings {
+		qi := (c.next + k) % len(c.rings)
+		r := &c.rings[qi]
+		tail := r.tail.Load()
+		if tail == r.head.Load() {
+			continue
+		}
+		s := &r.slots[tail&r.mask]
+		fr.Data = append(fr.Data[:0], s.buf[:s.n]...)
+		fr.Time = time.Unix(0, s.time)
+		fr.Queue, fr.Port, fr.Dir, fr.OrigLen = qi, s.port, s.dir, s.origLen
+		r.tail.Store(tail + 1)
+		c.next = qi + 1
+		return true
+	}
+	return false
+}
+
 // ReadFrame waits for the next captured frame and copies it into fr
 // (fr.Data is reused when its capacity allows). Frames of one worker come
 // in order; frames of different workers are interleaved in no particular
@@ -300,19 +322,7 @@ func (c *Capture) ReadFrame(ctx context.Context, fr *CapturedFrame) error {
 		return errors.New("fastpath: capture not attached")
 	}
 	for {
-		for k := range c.rings {
-			qi := (c.next + k) % len(c.rings)
-			r := &c.rings[qi]
-			tail := r.tail.Load()
-			if tail == r.head.Load() {
-				continue
-			}
-			s := &r.slots[tail&r.mask]
-			fr.Data = append(fr.Data[:0], s.buf[:s.n]...)
-			fr.Time = time.Unix(0, s.time)
-			fr.Queue, fr.Port, fr.Dir, fr.OrigLen = qi, s.port, s.dir, s.origLen
-			r.tail.Store(tail + 1)
-			c.next = qi + 1
+		if c.TryReadFrame(fr) {
 			return nil
 		}
 		// Idle: wait for a burst. A worker signals after it publishes

@@ -328,17 +328,16 @@ func (s *captureServer) handle(ctx context.Context, c net.Conn) {
 	if err == nil {
 		err = bw.Flush()
 	}
+	// Write what the rings hold; when they are empty, flush, then wait.
 	var fr fastpath.CapturedFrame
 	for err == nil {
-		rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		rerr := capt.ReadFrame(rctx, &fr)
-		rcancel()
-		if rerr != nil {
-			if ctx.Err() != nil {
+		if !capt.TryReadFrame(&fr) {
+			if err = bw.Flush(); err != nil {
 				break
 			}
-			err = bw.Flush() // idle: push out what we have
-			continue
+			if capt.ReadFrame(ctx, &fr) != nil {
+				break // the client left, or the gateway stops
+			}
 		}
 		err = pw.writePacket(fr.Time, fr.Data, fr.OrigLen)
 	}

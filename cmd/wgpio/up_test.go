@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -120,6 +121,50 @@ func TestUpWithStockPeer(t *testing.T) {
 	})
 	t.Run("capture", func(t *testing.T) {
 		testCapture(t, s)
+	})
+	t.Run("capture-stdout", func(t *testing.T) {
+		// LAN RX, ICMP to hostB, to stdout: the pings hostA sends.
+		capt := exec.Command(wgpioBin, "capture", "-port", "lan", "-dir", "rx", "-proto", "icmp", "-host", demo.HostB4.String(), "-c", "2", s.GwName)
+		var stdout, stderr strings.Builder
+		capt.Stdout, capt.Stderr = &stdout, &stderr
+		if err := capt.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- capt.Wait() }()
+		timeout := time.After(10 * time.Second)
+	loop:
+		for {
+			s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB4.String())
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("wgpio capture: %v\n%s", err, stderr.String())
+				}
+				break loop
+			case <-timeout:
+				capt.Process.Kill()
+				t.Fatalf("wgpio capture did not get 2 frames in 10 s:\n%s", stderr.String())
+			default:
+			}
+		}
+		b := []byte(stdout.String())
+		if len(b) < pcapFileHeaderLen || binary.LittleEndian.Uint32(b) != pcapMagicNano {
+			t.Fatalf("stdout is not a pcap stream: %x", b[:min(len(b), 32)])
+		}
+		n := 0
+		for off := pcapFileHeaderLen; off+pcapRecordLen <= len(b); n++ {
+			incl := int(binary.LittleEndian.Uint32(b[off+8:]))
+			rec := b[off+pcapRecordLen : off+pcapRecordLen+incl]
+			// Ethernet, IPv4 (protocol at 14+9 = 1, ICMP), to hostB.
+			if len(rec) < 34 || rec[23] != 1 || !bytes.Equal(rec[30:34], demo.HostB4.AsSlice()) {
+				t.Errorf("record %d is not ICMP to %v: %x", n, demo.HostB4, rec)
+			}
+			off += pcapRecordLen + incl
+		}
+		if n != 2 || !strings.Contains(stderr.String(), "2 frames captured") {
+			t.Errorf("stdout holds %d records, stderr %q; want 2", n, stderr.String())
+		}
 	})
 	// The tunnel is still up after every change.
 	s.pingBoth(t)
