@@ -32,6 +32,12 @@ func TestUpCompat(t *testing.T) {
 		t.Errorf("wgpio stats %s: %v\n%s", s.GwName, err, out)
 	}
 
+	// Compat mode has no capture socket: wireguard-go's frames are not the
+	// fast path's.
+	if out, err := exec.Command(wgpioBin, "capture", "-c", "1", s.GwName).CombinedOutput(); err == nil || !strings.Contains(string(out), "not available in compat mode") {
+		t.Errorf("wgpio capture on a compat gateway: %v, %s; want an error saying capture is not available", err, out)
+	}
+
 	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
 	time.Sleep(1500 * time.Millisecond) // the filter follows within a second
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
