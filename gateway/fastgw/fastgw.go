@@ -419,7 +419,13 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.cfg.Queues = cfg.Queues
 
 	// Ports on one UMEM: LAN RX frames go out on WAN TX without a copy.
-	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: 8192 * cfg.Queues}); err != nil {
+	// Frame budget per queue: each of the two ports' fill, RX, TX and
+	// completion rings can hold a ring's worth (4 × 2 × 2048), plus the
+	// four halves' caches (4 × 1024). With less, a burst that parks frames
+	// in one port's rings starves the other's fill ring (counted by the
+	// kernel as xsk_rx_fill_ring_empty_descs and dropped).
+	const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
+	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: framesPerQueue * cfg.Queues}); err != nil {
 		return nil, fmt.Errorf("fastgw: %w", err)
 	}
 	var udp []afxdp.UDPMatch
