@@ -59,6 +59,19 @@ func (d *Device) Tick(now int64) {
 
 func (d *Device) tickPeerLocked(p *peer, now int64) {
 	fp := p.fp
+	// An endpoint whose next hop had no MAC yet (the workers hold packets
+	// for it and raise NeedNeighbour): ask again until the neighbour
+	// resolves, then wake the workers.
+	if ep := fp.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) && d.opts.Resolve != nil {
+		if mac, ok := d.opts.Resolve(ep.Dst.Addr()); ok {
+			n := *ep
+			n.DstMAC = mac
+			if fp.Endpoint.CompareAndSwap(ep, &n) {
+				fp.NeedNeighbour.Store(false)
+				d.dp.Kick()
+			}
+		}
+	}
 	if fp.Promoted.Swap(false) {
 		// Key confirmation by the first data on the responder's session
 		// (wireguard-go calls timersHandshakeComplete here too).

@@ -97,7 +97,9 @@ func Start(ns *topo.NS, cfg Config) (*Device, error) {
 		// Silent: in a namespace, wireguard-go's TUN MTU watcher looks the
 		// interface up from another thread and logs a harmless error.
 		logger := device.NewLogger(device.LogLevelSilent, "")
-		d.Dev = device.NewDevice(t, conn.NewDefaultBind(), logger)
+		// wireguard-go (re)opens its bind from whatever goroutine handles
+		// a TUN event: open it inside the namespace every time.
+		d.Dev = device.NewDevice(t, &nsBind{Bind: conn.NewDefaultBind(), ns: ns}, logger)
 		if err := d.Dev.IpcSet(UAPIConfig(cfg)); err != nil {
 			d.Dev.Close()
 			return fmt.Errorf("wgpeer: configure: %w", err)
@@ -157,4 +159,21 @@ func (d *Device) Close() {
 	if d.Dev != nil {
 		d.Dev.Close()
 	}
+}
+
+// nsBind opens a standard bind's sockets inside a namespace, whatever
+// goroutine (and so OS thread) wireguard-go calls Open from.
+type nsBind struct {
+	conn.Bind
+	ns *topo.NS
+}
+
+// Open implements conn.Bind.
+func (b *nsBind) Open(port uint16) (fns []conn.ReceiveFunc, actual uint16, err error) {
+	err = b.ns.Do(func() error {
+		var err error
+		fns, actual, err = b.Bind.Open(port)
+		return err
+	})
+	return fns, actual, err
 }
