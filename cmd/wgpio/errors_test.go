@@ -105,9 +105,9 @@ func TestUpErrors(t *testing.T) {
 				"(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", bridge, bridge),
 		},
 		{
-			name: "owned",
-			conf: withWGPIO("AddressMode = owned\nWANAddress = 198.18.1.1/24\nLANAddress = 198.19.1.1/24"),
-			want: `wgpio: owned.conf: [WGPIO] AddressMode = owned is not available in this build; use shared (the kernel keeps the interfaces' addresses)`,
+			name: "source-ports",
+			conf: withWGPIO("SourcePorts = 51900-51910"),
+			want: `wgpio: source-ports.conf: [WGPIO] SourcePorts must start at the ListenPort 51820`,
 		},
 		{
 			name: "no-privileges",

@@ -173,9 +173,6 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 	if w.WAN == "" || w.LAN == "" {
 		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
 	}
-	if w.AddressMode == config.AddressOwned {
-		return fmt.Errorf("%s: [WGPIO] AddressMode = owned is not available in this build; use shared (the kernel keeps the interfaces' addresses)", f.Name)
-	}
 	attach := afxdp.AttachAuto
 	switch w.XDPMode {
 	case config.XDPNative:
@@ -188,6 +185,10 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, CPUs: w.CPUs,
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
 		ZeroIPv4UDPChecksum: zeroCsum, Logger: log,
+	}
+	if w.AddressMode == config.AddressOwned {
+		cfg.Owned = true
+		cfg.WANAddress, cfg.LANAddress, cfg.Gateway = w.WANAddress, w.LANAddress, w.Gateway
 	}
 	if w.SourcePorts.First != 0 {
 		if f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {

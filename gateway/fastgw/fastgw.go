@@ -75,6 +75,13 @@ type Config struct {
 	// Gateway is the WAN next-hop router for destinations that are not
 	// on-link (owned mode; optional).
 	Gateway netip.Addr
+	// Frames is the number of 4 KiB frames of the UMEM the two ports share
+	// (default 20,480 per queue, 80 MiB: every ring of both ports full
+	// plus the caches). The UMEM counts against RLIMIT_MEMLOCK unless the
+	// process has CAP_IPC_LOCK; fewer frames fit a small limit, at the
+	// risk of fill-ring starvation under bursts (counted by the kernel as
+	// xsk_rx_fill_ring_empty_descs).
+	Frames int
 	// ZeroIPv4UDPChecksum sends outer IPv4 UDP without a checksum.
 	ZeroIPv4UDPChecksum bool
 	// Logger (default: discard).
@@ -425,7 +432,11 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	// in one port's rings starves the other's fill ring (counted by the
 	// kernel as xsk_rx_fill_ring_empty_descs and dropped).
 	const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
-	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: framesPerQueue * cfg.Queues}); err != nil {
+	frames := cfg.Frames
+	if frames == 0 {
+		frames = framesPerQueue * cfg.Queues
+	}
+	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
 		return nil, fmt.Errorf("fastgw: %w", err)
 	}
 	var udp []afxdp.UDPMatch
