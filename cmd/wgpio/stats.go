@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -83,6 +84,42 @@ func printStats(name string, s GatewayStats) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.Held, strings.Join(drops, " "))
 	}
 	tw.Flush()
+	// What the ports and the kernel dropped before the workers saw it.
+	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "port\tqueue\trx\ttx\tcopies\tdrops")
+	for i, q := range s.Queues {
+		for _, p := range []struct {
+			name string
+			st   dataplane.Stats
+		}{{"lan", q.LAN}, {"wan", q.WAN}} {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.name, i, p.st.RXPackets, p.st.TXPackets, p.st.Copies, portDrops(p.st))
+		}
+	}
+	tw.Flush()
+}
+
+// portDrops lists a port queue's drops: the backend's by reason, ring-full
+// events, and the kernel's AF_XDP counters that mean a lost frame.
+func portDrops(st dataplane.Stats) string {
+	var out []string
+	for r, n := range st.Drops {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", dataplane.DropReason(r), n))
+		}
+	}
+	if st.RingFull > 0 {
+		out = append(out, fmt.Sprintf("ring_full_events=%d", st.RingFull))
+	}
+	for _, k := range []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full", "xsk_rx_fill_ring_empty_descs"} {
+		if n := st.Backend[k]; n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 // printCompatStats prints compat mode's counters: wgpio's bind (WAN) and
