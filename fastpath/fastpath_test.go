@@ -407,3 +407,28 @@ func TestHeldDroppedWhenHandshakeGivesUp(t *testing.T) {
 		t.Errorf("after give-up: held = %d, drops[handshake_gave_up] = %d; want 0 and 2", s.Held, s.Drops[DropHandshakeGaveUp])
 	}
 }
+
+func TestOuterUDPChecksum(t *testing.T) {
+	for _, csum := range []bool{false, true} {
+		r := newRig(t, rigConfig{csum4: csum})
+		tx := r.hostA.Queue(0).TX()
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, []byte("x"))})
+		r.a.workers[0].outbound(r.clock.Now())
+		n := recvAll(t, r.wanB, 1, time.Second, func(q int, d []byte) {
+			var p header.Packet
+			if header.Parse(d, &p) != header.OK {
+				t.Fatal("outer frame does not parse")
+			}
+			u := header.UDP(d[p.L4Off:])
+			switch {
+			case !csum && u.Checksum() != 0:
+				t.Errorf("IPv4UDPChecksum off: outer checksum %#04x, want 0", u.Checksum())
+			case csum && !u.VerifyChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, p.Src, p.Dst, u.Length())):
+				t.Errorf("IPv4UDPChecksum on: outer checksum %#04x does not verify", u.Checksum())
+			}
+		})
+		if n != 1 {
+			t.Fatalf("csum=%v: %d outer frames, want 1", csum, n)
+		}
+	}
+}

@@ -79,6 +79,7 @@ type rigConfig struct {
 	noKeys   bool
 	mtu      int
 	start    bool
+	csum4    bool // IPv4UDPChecksum
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -89,8 +90,20 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 		rc.queues = 1
 	}
 	r := &rig{t: t, clock: &fakeClock{now: int64(time.Hour)}}
+	// Each gateway's LAN and WAN ports share one pool, as two AF_XDP ports
+	// share one UMEM: frames go from LAN RX to WAN TX without a copy.
+	newPool := func() *dataplane.Pool {
+		p, err := dataplane.NewPool(make([]byte, 16384*dataplane.DefaultFrameSize), dataplane.DefaultFrameSize, dataplane.DefaultHeadroom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	poolA, poolB := newPool(), newPool()
+	pools := map[string][2]*dataplane.Pool{"la": {nil, poolA}, "w": {poolA, poolB}, "lb": {nil, poolB}}
 	pair := func(name string, ma, mb byte) (*memport.Port, *memport.Port) {
-		a, b, err := memport.NewPair(memport.Config{Name: name, Queues: rc.queues, MACA: mac(ma), MACB: mac(mb)})
+		a, b, err := memport.NewPair(memport.Config{Name: name, Queues: rc.queues, MACA: mac(ma), MACB: mac(mb),
+			PoolA: pools[name][0], PoolB: pools[name][1]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +121,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr,
 			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
-			Now: r.clock.Now,
+			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4,
 		})
 		if err != nil {
 			t.Fatal(err)

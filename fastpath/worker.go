@@ -482,7 +482,7 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	t[0], t[1], t[2], t[3] = msgTransport, 0, 0, 0
 	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
-	if ep.Dst.Addr().Is6() || !w.e.cfg.ZeroIPv4UDPChecksum {
+	if ep.Dst.Addr().Is6() || w.e.cfg.IPv4UDPChecksum {
 		w.udpChecksum(b, ep)
 	}
 	return true
@@ -1085,7 +1085,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		port = w.e.cfg.ListenPort
 	}
 	w.putOuter(b, &ep, port, len(c.Payload))
-	if ep.Dst.Addr().Is6() || !w.e.cfg.ZeroIPv4UDPChecksum {
+	if ep.Dst.Addr().Is6() || w.e.cfg.IPv4UDPChecksum {
 		w.udpChecksum(b, &ep)
 	}
 	if c.Peer != nil {

@@ -47,7 +47,7 @@ func cmdUp(args []string) error {
 	queues := fs.Int("queues", 0, "override [WGPIO] Queues")
 	xdp := fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic")
 	metrics := fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`")
-	zeroCsum := fs.Bool("zero-udp-checksum", false, "send outer IPv4 UDP without a checksum (RFC 768 allows it)")
+	csum4 := fs.Bool("ipv4-udp-checksum", false, "compute outer IPv4 UDP checksums (default 0, as RFC 768 allows: the WireGuard payload is authenticated anyway)")
 	logLevel := fs.String("log", "info", "log `level`: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -104,7 +104,7 @@ func cmdUp(args []string) error {
 
 	switch w.Mode {
 	case config.ModeFastPath:
-		return upFastpath(log, *name, f, w, *zeroCsum)
+		return upFastpath(log, *name, f, w, *csum4)
 	case config.ModeCompat:
 		return upCompat(log, *name, f, w)
 	case config.ModeCompatMQTUN:
@@ -169,7 +169,7 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 	return out
 }
 
-func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, zeroCsum bool) error {
+func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool) error {
 	if w.WAN == "" || w.LAN == "" {
 		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
 	}
@@ -184,7 +184,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, z
 		Name: name, PrivateKey: f.Interface.PrivateKey, ListenPort: f.Interface.ListenPort,
 		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, CPUs: w.CPUs,
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
-		ZeroIPv4UDPChecksum: zeroCsum, Logger: log,
+		IPv4UDPChecksum: csum4, Logger: log,
 	}
 	if w.AddressMode == config.AddressOwned {
 		cfg.Owned = true

@@ -56,6 +56,12 @@ type Config struct {
 	// SharedPool makes the two ports share one pool, so that frames cross
 	// the wire and move from one port's RX to the other's TX without a copy.
 	SharedPool bool
+	// PoolA and PoolB, when set, are the pools of port a and port b
+	// (instead of new ones; SharedPool is then ignored for that port). A
+	// gateway's LAN and WAN ports of two different pairs can so share one
+	// pool, like two AF_XDP ports on one UMEM. The frame size and headroom
+	// of a given pool win over FrameSize and Headroom.
+	PoolA, PoolB *dataplane.Pool
 }
 
 func (c *Config) setDefaults() error {
@@ -139,14 +145,18 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 		}
 		return p, nil
 	}
-	pa, err := newPool()
-	if err != nil {
-		return nil, nil, err
-	}
-	pb := pa
-	if !cfg.SharedPool {
-		if pb, err = newPool(); err != nil {
+	pa, pb := cfg.PoolA, cfg.PoolB
+	if pa == nil {
+		if pa, err = newPool(); err != nil {
 			return nil, nil, err
+		}
+	}
+	if pb == nil {
+		pb = pa
+		if !cfg.SharedPool || cfg.PoolA != nil {
+			if pb, err = newPool(); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	a = newPort(cfg.Name+"a", cfg.MACA, cfg.MTU, pa)

@@ -82,8 +82,9 @@ type Config struct {
 	// risk of fill-ring starvation under bursts (counted by the kernel as
 	// xsk_rx_fill_ring_empty_descs).
 	Frames int
-	// ZeroIPv4UDPChecksum sends outer IPv4 UDP without a checksum.
-	ZeroIPv4UDPChecksum bool
+	// IPv4UDPChecksum computes outer IPv4 UDP checksums (default: 0, see
+	// fastpath.Config.IPv4UDPChecksum).
+	IPv4UDPChecksum bool
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -494,7 +495,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes,
-		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, ZeroIPv4UDPChecksum: cfg.ZeroIPv4UDPChecksum,
+		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 	}
 	if cfg.Owned {
 		ecfg.WANNeighbours = responderHandler{g.wanResp}
