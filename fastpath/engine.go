@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gaissmai/bart"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 )
@@ -202,6 +206,17 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d too small", cfg.MTU)
+	}
+	if len(cfg.CPUs) > 0 {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return nil, fmt.Errorf("fastpath: read CPU affinity: %w", os.NewSyscallError("sched_getaffinity", err))
+		}
+		for _, c := range cfg.CPUs {
+			if c < 0 || !set.IsSet(c) {
+				return nil, fmt.Errorf("fastpath: CPU %d is not one this process may run on (allowed: %s)", c, cpuList(&set))
+			}
+		}
 	}
 	if cfg.IdleSpin == 0 {
 		cfg.IdleSpin = DefaultIdleSpin
@@ -400,4 +415,15 @@ func (e *Engine) Close() error {
 		w.close()
 	}
 	return nil
+}
+
+// cpuList formats a CPU set as "0,1,3".
+func cpuList(set *unix.CPUSet) string {
+	var out []string
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			out = append(out, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -68,6 +68,10 @@ const (
 	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
 	// after RekeyAttemptTime.
 	DropHandshakeGaveUp
+	// DropHostMulticast: multicast the host kernel sends on the exception
+	// interface (IPv6 router solicitations, MLD reports), which no peer's
+	// allowed IPs route.
+	DropHostMulticast
 
 	NumDropReasons
 )
@@ -97,6 +101,7 @@ var dropNames = [NumDropReasons]string{
 	DropNoBuffer:           "no_buffer",
 	DropClosed:             "closed",
 	DropHandshakeGaveUp:    "handshake_gave_up",
+	DropHostMulticast:      "host_multicast",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

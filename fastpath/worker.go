@@ -1107,7 +1107,11 @@ func (w *worker) sendInner(p []byte, now int64) {
 	}
 	peer, ok := rt.t.Lookup(w.pkt.Dst)
 	if !ok {
-		w.count(DropNoRoute, 1)
+		if w.pkt.Dst.IsMulticast() {
+			w.count(DropHostMulticast, 1)
+		} else {
+			w.count(DropNoRoute, 1)
+		}
 		return
 	}
 	if len(p) > w.e.cfg.MTU {

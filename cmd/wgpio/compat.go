@@ -45,6 +45,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := addAddresses(name, f.Interface.Addresses); err != nil {
 		return err
 	}
+	if err := addAllowedRoutes(log, name, f); err != nil {
+		return err
+	}
 	uf, err := ipc.UAPIOpen(name)
 	if err != nil {
 		return fmt.Errorf("UAPI socket for %s: %w", name, err)
@@ -82,6 +85,31 @@ func addAddresses(name string, addrs []netip.Prefix) error {
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
 		if err := netlink.AddrAdd(l, a); err != nil {
 			return fmt.Errorf("add %v to %s: %w", p, name, err)
+		}
+	}
+	return nil
+}
+
+// addAllowedRoutes routes every peer's allowed IPs into the TUN, as
+// wg-quick does, so that the host's traffic (forwarded or its own) to the
+// peers' networks enters the tunnel. Default routes (/0) are left out: they
+// would take the route to the peers' endpoints too (wg-quick needs policy
+// routing for that); add them by hand with a route to the endpoints.
+func addAllowedRoutes(log *slog.Logger, name string, f *config.File) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", name, err)
+	}
+	for _, p := range f.Peers {
+		for _, a := range p.AllowedIPs {
+			if a.Bits() == 0 {
+				log.Warn("default route not installed into the TUN; route it by hand, keeping a route to the endpoints", "prefix", a)
+				continue
+			}
+			r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
+			if err := netlink.RouteReplace(r); err != nil {
+				return fmt.Errorf("route %v into %s: %w", a, name, err)
+			}
 		}
 	}
 	return nil

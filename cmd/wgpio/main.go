@@ -19,8 +19,11 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
 const usage = `usage: wgpio <command> [flags]
@@ -32,6 +35,7 @@ commands:
   stats [NAME]    print a running gateway's per-queue counters
   capture NAME    write what the fast path receives and transmits as pcap
                   (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
+  version         print the version
 
 Run "wgpio <command> -h" for the flags of a command.
 `
@@ -54,12 +58,33 @@ func main() {
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
+	case "version", "-version", "--version":
+		fmt.Println(version())
+		return
 	default:
 		fmt.Fprintf(os.Stderr, "wgpio: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the command's usage
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wgpio: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "wgpio (unknown version)"
+	}
+	v := "wgpio " + bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return v + " " + bi.GoVersion
 }

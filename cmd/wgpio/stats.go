@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -34,18 +35,22 @@ func cmdStats(args []string) error {
 			return fmt.Errorf("no running wgpio gateway found (no %s/*.stats socket)", runDir)
 		}
 	}
+	var errs []error
 	for _, name := range names {
 		s, raw, err := fetchStats(name)
 		if err != nil {
-			return err
+			// A stale socket (a gateway killed with SIGKILL) must not
+			// hide the others.
+			errs = append(errs, err)
+			continue
 		}
 		if *asJSON {
-			os.Stdout.Write(raw)
+			os.Stdout.Write(append(raw, '\n'))
 			continue
 		}
 		printStats(name, s)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func fetchStats(name string) (GatewayStats, []byte, error) {

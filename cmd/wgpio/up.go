@@ -122,7 +122,10 @@ func lockInstance(name, wan string) (func(), error) {
 	}
 	var files []*os.File
 	release := func() {
+		// Remove the files we hold while holding them, so that they do
+		// not pile up; a waiting instance then locks a fresh file.
 		for _, f := range files {
+			os.Remove(f.Name())
 			f.Close()
 		}
 	}
@@ -139,7 +142,7 @@ func lockInstance(name, wan string) (func(), error) {
 			return nil, fmt.Errorf("lock %s: %w", l.path, err)
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
+			f.Close() // not ours: leave the file to its holder
 			release()
 			return nil, fmt.Errorf("another wgpio already runs with %s (lock %s held)", l.what, l.path)
 		}

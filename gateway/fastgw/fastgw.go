@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/dataplane"
@@ -379,6 +380,12 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
+	for _, dev := range []string{cfg.LAN, cfg.WAN} {
+		if driver(dev) == "veth" {
+			log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",
+				"interface", dev, "fix", "ethtool -K <the other end> tx off")
+		}
+	}
 	var wanMAC, lanMAC [6]byte
 	copy(wanMAC[:], wl.mac)
 	copy(lanMAC[:], ll.mac)
@@ -624,4 +631,19 @@ func (g *Gateway) Close() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// driver returns the kernel driver of dev ("veth", "mlx5_core", ...), or ""
+// if the ethtool ioctl fails.
+func driver(dev string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, dev)
+	if err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(info.Driver[:])
 }
