@@ -59,11 +59,11 @@ func (d *Device) Tick(now int64) {
 
 func (d *Device) tickPeerLocked(p *peer, now int64) {
 	fp := p.fp
-	// An endpoint whose next hop had no MAC yet (the workers hold packets
-	// for it and raise NeedNeighbour): ask again until the neighbour
-	// resolves, then wake the workers.
-	if ep := fp.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) && d.opts.Resolve != nil {
-		if mac, ok := d.opts.Resolve(ep.Dst.Addr()); ok {
+	// Follow the endpoint's next hop: a MAC not known yet (the workers
+	// hold packets and raise NeedNeighbour) or changed (the neighbour
+	// moved, or the route did). Resolve is a lock-free lookup.
+	if ep := fp.Endpoint.Load(); ep != nil && d.opts.Resolve != nil {
+		if mac, ok := d.opts.Resolve(ep.Dst.Addr()); ok && mac != ep.DstMAC {
 			n := *ep
 			n.DstMAC = mac
 			if fp.Endpoint.CompareAndSwap(ep, &n) {

@@ -290,9 +290,42 @@ func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
 	return nil
 }
 
+// Limits of one UAPI set request read by ServeUAPI.
+const (
+	uapiSetTimeout = 10 * time.Second
+	uapiSetMaxSize = 64 << 20
+)
+
+// readSetBody reads a set=1 request's lines up to and including the blank
+// line that ends it (or EOF, as wireguard-go accepts), within
+// uapiSetTimeout and uapiSetMaxSize.
+func readSetBody(conn net.Conn, r *bufio.Reader) ([]byte, error) {
+	conn.SetReadDeadline(time.Now().Add(uapiSetTimeout))
+	defer conn.SetReadDeadline(time.Time{})
+	var body []byte
+	for {
+		line, err := r.ReadSlice('\n')
+		body = append(body, line...)
+		if len(body) > uapiSetMaxSize {
+			return nil, fmt.Errorf("request longer than %d bytes", uapiSetMaxSize)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			return body, nil
+		case err != nil:
+			return nil, err
+		case len(line) == 1: // the blank line
+			return body, nil
+		}
+	}
+}
+
 // ServeUAPI answers configuration requests on conn until it fails or
 // closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
 // "errno=N\n\n" (after the get output). It closes conn.
+// A set request is read whole, within 10 s, before it is applied.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
 	rw := bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
@@ -303,7 +336,16 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 		}
 		switch op {
 		case "set=1\n":
-			err = d.IpcSet(rw.Reader)
+			// Read the whole request before applying it, within a
+			// deadline, so that a client that stalls mid-request holds
+			// no lock and cannot block the others.
+			var body []byte
+			body, err = readSetBody(conn, rw.Reader)
+			if err != nil {
+				d.log.Warn("UAPI set request", "err", err)
+				return
+			}
+			err = d.IpcSet(bytes.NewReader(body))
 		case "get=1\n":
 			var c byte
 			if c, err = rw.ReadByte(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/arp"
@@ -102,6 +103,7 @@ type Gateway struct {
 	dp     *dataplane_
 
 	routes     *arp.KernelRoutes
+	nsHandle   netns.NsHandle
 	static     *arp.StaticRoutes
 	wanResp    *arp.Responder
 	lanResp    *arp.Responder
@@ -345,8 +347,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if cfg.ListenPort == 0 {
 		cfg.ListenPort = 51820
 	}
-	if cfg.Queues < 0 {
-		return nil, fmt.Errorf("fastgw: %d queues", cfg.Queues)
+	if cfg.Queues < 0 || cfg.Queues > 256 {
+		return nil, fmt.Errorf("fastgw: %d queues, want 0 (all the device's) to 256", cfg.Queues)
 	}
 	if cfg.SourcePorts == 0 {
 		cfg.SourcePorts = 1
@@ -361,7 +363,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: log, tableDone: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: log, tableDone: make(chan struct{}), nsHandle: netns.None()}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -401,15 +403,26 @@ func Start(cfg Config) (_ *Gateway, err error) {
 			return nil, fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
 		}
 		// Next hops: kernel routes and neighbours (shared mode).
-		if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{}); err != nil {
+		// When Start runs on a thread moved into another namespace than
+		// the process's (an embedder's setns, as the demo and the tests
+		// do), name the namespace explicitly: the readers re-subscribe
+		// from their own goroutines after an overflow (an ARP storm), and
+		// those may run on threads of the process's namespace. (Naming it
+		// takes setns, so CAP_SYS_ADMIN: not done when all threads share
+		// one namespace, as under `ip netns exec` or systemd.)
+		if g.nsHandle, err = callerNamespace(); err != nil {
+			return nil, fmt.Errorf("fastgw: %w", err)
+		}
+		onErr := func(err error) { log.Warn("following the kernel's routes and neighbours", "err", err) }
+		if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
 			return nil, fmt.Errorf("fastgw: %w", err)
 		}
 		g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
 		g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
-		if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{LinkIndex: wl.index}); err != nil {
+		if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: wl.index, ErrorCallback: onErr}); err != nil {
 			return nil, fmt.Errorf("fastgw: %w", err)
 		}
-		if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{LinkIndex: ll.index}); err != nil {
+		if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: ll.index, ErrorCallback: onErr}); err != nil {
 			return nil, fmt.Errorf("fastgw: %w", err)
 		}
 		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
@@ -427,6 +440,10 @@ func Start(cfg Config) (_ *Gateway, err error) {
 			log.Warn("WAN and LAN have different numbers of RX queues; frames on the queues above the smaller count go to the kernel (equalise with ethtool -L)",
 				"wan", cfg.WAN, "wan_queues", wq, "lan", cfg.LAN, "lan_queues", lq, "workers", cfg.Queues)
 		}
+	} else if (wq > 0 && cfg.Queues > wq) || (lq > 0 && cfg.Queues > lq) {
+		// Checked before the frame memory is sized by the queue count.
+		return nil, fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N)",
+			cfg.Queues, cfg.WAN, wq, cfg.LAN, lq)
 	} else if cfg.Queues < wq || cfg.Queues < lq {
 		log.Warn("fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N)",
 			"queues", cfg.Queues, "wan_queues", wq, "lan_queues", lq)
@@ -629,6 +646,9 @@ func (g *Gateway) Close() error {
 		if g.nlHandle != nil {
 			g.nlHandle.Close()
 		}
+		if g.nsHandle.IsOpen() {
+			g.nsHandle.Close()
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -646,4 +666,24 @@ func driver(dev string) string {
 		return ""
 	}
 	return unix.ByteSliceToString(info.Driver[:])
+}
+
+// callerNamespace returns the calling thread's network namespace if it is
+// not the process's, else netns.None().
+func callerNamespace() (netns.NsHandle, error) {
+	thread, err := netns.Get()
+	if err != nil {
+		return netns.None(), fmt.Errorf("get network namespace: %w", err)
+	}
+	proc, err := netns.GetFromPath("/proc/self/ns/net")
+	if err != nil {
+		thread.Close()
+		return netns.None(), fmt.Errorf("get the process's network namespace: %w", err)
+	}
+	defer proc.Close()
+	if thread.Equal(proc) {
+		thread.Close()
+		return netns.None(), nil
+	}
+	return thread, nil
 }
