@@ -93,6 +93,12 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	for sc.Scan() {
 		n++
 		p.line(n, sc.Text())
+		if len(p.errs) >= MaxErrors {
+			// Not a configuration file: stop reading (a 50 MB file of
+			// garbage must not cost gigabytes of error values).
+			p.errs = append(p.errs, &Error{File: name, Line: n, Msg: fmt.Sprintf("too many errors (%d); stopped reading", MaxErrors)})
+			return nil, joinErrors(p.errs)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -109,6 +115,9 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	}
 	return p.f, nil
 }
+
+// MaxErrors is how many problems Parse reports before it stops reading.
+const MaxErrors = 50
 
 // joinErrors returns the one error of errs, or errors.Join of them all.
 func joinErrors(errs []error) error {
