@@ -26,7 +26,7 @@ func main() {
 	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 2s)")
 	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
 	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
-	peer := flag.String("peer", rig.PeerStock, "what gateway 2 runs: stock (wireguard-go on a kernel TUN) or same (the configuration under test)")
+	peer := flag.String("peer", rig.PeerSame, "what gateway 2 runs: same (the configuration under test, the default: the tunnel as a user of that configuration runs it) or stock (wireguard-go on a kernel TUN: interop, capped by stock wireguard-go)")
 	out := flag.String("out", "", "results folder (default bench/results/<UTC timestamp>)")
 	flag.Parse()
 

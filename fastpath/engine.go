@@ -205,7 +205,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.MTU = DefaultMTU
 	}
 	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
-		return nil, fmt.Errorf("fastpath: tunnel MTU %d too small", cfg.MTU)
+		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)
 	}
 	if len(cfg.CPUs) > 0 {
 		var set unix.CPUSet
