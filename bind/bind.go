@@ -1,6 +1,7 @@
 package bind
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -112,10 +113,9 @@ var (
 // TX queue's: Send resolves next hops before it takes a TX queue, so an
 // arp.FrameProber may call SendFrame from under the table's lock.
 type Bind struct {
-	cfg   Config
-	mac   header.MAC
-	txqs  []*txQueue
-	txRot atomic.Uint32
+	cfg  Config
+	mac  header.MAC
+	txqs []*txQueue
 
 	closedFlag atomic.Bool // true while no generation is open
 
@@ -366,16 +366,20 @@ func resolve(t *arp.Table, ip netip.Addr, wait time.Duration) (header.MAC, error
 	}
 }
 
-// takeTX returns a TX queue with its mutex held.
-func (b *Bind) takeTX() *txQueue {
+// takeTX returns the TX queue for dst with its mutex held (one lock per
+// batch). A destination always takes the same queue: wireguard-go sends a
+// peer's packets in order from one goroutine, and on links where the
+// receiver's RX queue follows the sender's TX queue (veth), spreading one
+// peer over queues would reorder its packets at the far end.
+func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 	n := uint32(len(b.txqs))
-	start := b.txRot.Add(1)
-	for i := range n {
-		if q := b.txqs[(start+i)%n]; q.mu.TryLock() {
-			return q
-		}
+	q := b.txqs[0]
+	if n > 1 {
+		a := dst.Addr().As16()
+		h := binary.LittleEndian.Uint64(a[8:]) ^ binary.LittleEndian.Uint64(a[:8]) ^ uint64(dst.Port())
+		h *= 0x9e3779b97f4a7c15
+		q = b.txqs[uint32(h>>32)%n]
 	}
-	q := b.txqs[start%n]
 	q.mu.Lock()
 	return q
 }
@@ -431,7 +435,7 @@ func (b *Bind) isClosedFast() bool {
 
 // sendBatch builds and transmits up to BatchSize datagrams on one TX queue.
 func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
-	q := b.takeTX()
+	q := b.takeTX(dst)
 	defer q.mu.Unlock()
 	got := q.tx.Alloc(q.frames[:len(bufs)])
 	var err error
@@ -517,7 +521,7 @@ func (b *Bind) build(f *dataplane.Frame, payload []byte, mac header.MAC, src net
 // it may be called with the neighbour table's lock held (see Bind), but not
 // with a TX queue of this Bind held.
 func (b *Bind) SendFrame(frame []byte) error {
-	return sendFrame(b.takeTX, frame)
+	return sendFrame(func() *txQueue { return b.takeTX(netip.AddrPort{}) }, frame)
 }
 
 func sendFrame(take func() *txQueue, frame []byte) error {

@@ -58,6 +58,10 @@ type peerLocal struct {
 	lastDataReceived int64
 	txBytes, rxBytes uint64
 
+	// outer-header template for ep (rebuilt when the endpoint changes)
+	tmpl   header.UDPTemplate
+	tmplEp *Endpoint
+
 	// roaming
 	lastSrc    netip.AddrPort
 	lastDst    netip.Addr
@@ -471,19 +475,37 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	clear(d[plen:padded])
 	pl.kp.Seal(d[:0], d, c, &w.nonce)
 	f.SetLen(padded + tagLen)
+	// Outer headers from the peer's template (rebuilt when the endpoint
+	// changed): one copy and a few length and checksum patches.
 	ep := pl.ep
-	hdrLen := transportHdrLen + w.outerLen(ep)
-	b := f.Prepend(hdrLen)
+	if pl.tmplEp != ep {
+		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
+			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: -1,
+			SrcAddr: ep.Src, DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
+			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
+		})
+		if !ok {
+			return false
+		}
+		pl.tmpl, pl.tmplEp = t, ep
+	}
+	outer := pl.tmpl.Len()
+	b := f.Prepend(outer + transportHdrLen)
 	if b == nil {
 		return false
 	}
-	w.putOuter(b, ep, srcPort, transportHdrLen+padded+tagLen)
-	t := b[hdrLen-transportHdrLen:]
+	t := b[outer:]
 	t[0], t[1], t[2], t[3] = msgTransport, 0, 0, 0
 	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
-	if ep.Dst.Addr().Is6() || w.e.cfg.IPv4UDPChecksum {
-		w.udpChecksum(b, ep)
+	pl.tmpl.Put(b, srcPort, transportHdrLen+padded+tagLen)
+	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
+		// A fresh IPv4 identification per packet (RFC 6864: the outer
+		// datagram may be fragmented on the way, DF being clear).
+		w.ipID++
+		binary.BigEndian.PutUint16(b[l3+4:l3+6], w.ipID)
+		ck := binary.BigEndian.Uint16(b[l3+10 : l3+12])
+		binary.BigEndian.PutUint16(b[l3+10:l3+12], header.UpdateChecksum(ck, 0, w.ipID))
 	}
 	return true
 }

@@ -80,8 +80,7 @@ type PortDevice struct {
 	reply  []byte            // guarded by rmu
 	nextQ  int               // guarded by rmu
 
-	txqs  []*portTX
-	txRot atomic.Uint32
+	txqs []*portTX
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -354,16 +353,16 @@ func (d *PortDevice) neighbour(frame []byte) bool {
 	return true
 }
 
-// takeTX returns a TX queue with its mutex held.
-func (d *PortDevice) takeTX() *portTX {
-	n := uint32(len(d.txqs))
-	start := d.txRot.Add(1)
-	for i := range n {
-		if q := d.txqs[(start+i)%n]; q.mu.TryLock() {
-			return q
-		}
+// takeTX returns the TX queue for a batch whose first packet is pkt, with
+// its mutex held (one lock per batch). The queue follows the packet's flow
+// (FlowHash): wireguard-go writes a peer's packets in order, and on links
+// where the host's RX queue follows our TX queue (veth), spreading one flow
+// over queues would reorder it at the host.
+func (d *PortDevice) takeTX(pkt []byte) *portTX {
+	q := d.txqs[0]
+	if n := uint32(len(d.txqs)); n > 1 {
+		q = d.txqs[FlowHash(pkt)%n]
 	}
-	q := d.txqs[start%n]
 	q.mu.Lock()
 	return q
 }
@@ -482,7 +481,11 @@ func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []boo
 	if want == 0 {
 		return
 	}
-	q := d.takeTX()
+	first := 0
+	for first < len(ok) && !ok[first] {
+		first++
+	}
+	q := d.takeTX(bufs[first][offset:])
 	defer q.mu.Unlock()
 	got := q.tx.Alloc(q.frames[:want])
 	if got < want {
@@ -532,7 +535,7 @@ func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []boo
 // TX queue. It copies frame. Safe for concurrent use; it may be called
 // with the neighbour table's lock held, but not from inside Write.
 func (d *PortDevice) SendFrame(frame []byte) error {
-	q := d.takeTX()
+	q := d.takeTX(nil)
 	defer q.mu.Unlock()
 	if q.tx.Alloc(q.frames[:1]) != 1 {
 		d.ctr.drops[PortDropNoBuffer].Add(1)
