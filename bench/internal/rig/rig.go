@@ -72,7 +72,8 @@ type Options struct {
 	// crosses the tunnel (default 20 s).
 	ReadyTimeout time.Duration
 	// Peer is what gateway 2 runs: PeerStock (stock wireguard-go on a
-	// kernel TUN, the default) or PeerSame (the configuration under test,
+	// kernel TUN; the zero value) or PeerSame (the configuration under test,
+	// the bench command's default,
 	// so that the peer does not cap what the tunnel delivers).
 	Peer     string
 	Progress io.Writer // progress lines (nil = none)
