@@ -36,14 +36,14 @@ func TestTwoHostsPing(t *testing.T) {
 	}
 	var inNS string
 	if err := a.Do(func() error {
-		b, err := os.ReadFile("/proc/self/net/dev")
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
 		inNS = string(b)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(inNS, v.A) {
-		t.Errorf("Do: /proc/self/net/dev inside %s lacks %s:\n%s", a.Name, v.A, inNS)
+		t.Errorf("Do: /proc/thread-self/net/dev inside %s lacks %s:\n%s", a.Name, v.A, inNS)
 	}
 	name := a.Name
 	if err := tp.Close(); err != nil {
