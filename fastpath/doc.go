@@ -1,0 +1,39 @@
+// Package fastpath is wgpio's WireGuard data plane: one worker per NIC
+// queue that receives a burst, encrypts or decrypts it in place and
+// transmits it, on one OS thread, with no hand-off between goroutines
+// (DESIGN.md "Fast path"; the transport data message of the WireGuard
+// whitepaper §5.4.6).
+//
+// Outbound (LAN RX → WAN TX), per burst: parse (package header), look up
+// the destination in the allowed-IPs snapshot (an immutable
+// github.com/gaissmai/bart table swapped atomically by SetPeers), group by
+// peer, reserve one range of send counters per peer with one atomic add
+// (cut at RejectAfterMessages), pad to 16 bytes without passing the MTU,
+// seal in place (ChaCha20-Poly1305, nonce = 32 zero bits ‖ 64-bit
+// little-endian counter), stamp the outer Ethernet/IP/UDP headers from a
+// per-peer template with a source port chosen by hashing the inner
+// 5-tuple into the peer's port range, transmit. Packets larger than the
+// tunnel MTU get ICMP "fragmentation needed" / "packet too big"; packets for
+// a peer without a usable keypair are held (MaxHeldPerPeer per peer, a cap
+// per worker) while the control plane handshakes.
+//
+// Inbound (WAN RX → LAN TX), per burst: types 1–3 are copied to the control
+// plane (Engine.Handshakes, bounded); type 4 is looked up by receiver index
+// in a lock-free table, opened in place, checked against the keypair's
+// 131,008-counter replay window once per keypair per burst — after
+// authentication (package replay) —, checked against the peer's allowed IPs,
+// trimmed to the inner IP length, and sent toward the LAN next hop. The
+// first worker to authenticate a packet with a peer's "next" keypair
+// promotes it. Packets for the gateway's own tunnel addresses go to
+// Config.Exception (the host kernel, through a TUN).
+//
+// Shared state and who writes it: the control plane (package gateway)
+// creates Peers and Keypairs, publishes keypairs in the IndexTable and the
+// peers' atomic slots, and sets endpoints; workers read them without locks.
+// Workers keep timer stamps and counters per peer privately and publish
+// them at most every PublishInterval (50 ms). Per packet, nothing shared is
+// written but the send-counter add (once per peer per burst) and the replay
+// window (one lock per keypair per burst); the AEAD's Seal/Open is the one
+// interface call per packet. Every dropped packet is counted by reason
+// (DropReason) per worker.
+package fastpath
