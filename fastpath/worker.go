@@ -118,8 +118,6 @@ type worker struct {
 	counters []uint64
 	accepted []bool
 	srcs     []netip.AddrPort
-	dsts     []netip.Addr
-	macs     [][6]byte
 	plainOff []int
 	plainLen []int
 	scratchC []uint64
@@ -179,8 +177,6 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
 	w.srcs = make([]netip.AddrPort, b)
-	w.dsts = make([]netip.Addr, b)
-	w.macs = make([][6]byte, b)
 	w.plainOff = make([]int, b)
 	w.plainLen = make([]int, b)
 	w.scratchC = make([]uint64, b)
@@ -807,8 +803,6 @@ func (w *worker) inbound(now int64) int {
 		w.kps[i] = kp
 		w.counters[i] = c
 		w.srcs[i] = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
-		w.dsts[i] = w.pkt.Dst
-		w.macs[i] = [6]byte(d[6:12])
 		w.plainOff[i] = w.pkt.PayloadOff + transportHdrLen
 		w.plainLen[i] = len(p)
 	}
@@ -839,8 +833,13 @@ func (w *worker) inbound(now int64) int {
 		pl.rxBytes += uint64(w.plainLen[i] + minTransportLen)
 		if ep := peer.Endpoint.Load(); ep != nil && ep.Dst == w.srcs[i] {
 			pl.sawCurrent = true
-		} else {
-			pl.lastSrc, pl.lastDst, pl.lastSrcMAC = w.srcs[i], w.dsts[i], w.macs[i]
+		} else if !pl.sawCurrent || !pl.lastSrc.IsValid() {
+			// A candidate for roaming (rare): the outer headers are still
+			// in front of the payload.
+			var op header.Packet
+			d := f.Data()
+			header.Parse(d, &op)
+			pl.lastSrc, pl.lastDst, pl.lastSrcMAC = w.srcs[i], op.Dst, [6]byte(d[6:12])
 		}
 		w.markDirty(pl)
 		if w.plainLen[i] == 0 {
@@ -862,7 +861,7 @@ func (w *worker) inbound(now int64) int {
 		pl.lastDataReceived = now
 		f.SetLen(w.pkt.L3End)
 		decBytes += uint64(w.pkt.L3End)
-		if _, own := rt.own[w.pkt.Dst]; own && w.e.cfg.Exception != nil {
+		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, w.pkt.Dst) {
 			w.e.cfg.Exception(f.Data())
 			w.c.exception.Add(1)
 			w.wanRX.Free(frames[i : i+1])
@@ -938,6 +937,11 @@ func (w *worker) flushNeighbourWait(now int64) {
 // neighbour).
 func (w *worker) setHeld() {
 	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait)))
+}
+
+func isOwn(rt *routeTable, a netip.Addr) bool {
+	_, ok := rt.own[a]
+	return ok
 }
 
 // freeRest counts the drops in bad and frees every frame not zeroed.
