@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +26,24 @@ func cmdDemo(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := demo.Run(ctx, demo.Options{Duration: *dur, Rate: *rate, Size: *size, Queues: *queues}, os.Stdout)
+	started := func(s *demo.Site) func() {
+		// The demo's wgpio gateway answers `wgpio stats` and `wgpio
+		// capture` like one run by `wgpio up`.
+		name := s.GwName
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return nil
+		}
+		stopStats, err := serveStats(name, func() any { st := statsOf(s.Gateway); st.Name = name; return st })
+		if err != nil {
+			return nil
+		}
+		stopCapture, err := serveCapture(name, s.Gateway.Engine(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			return stopStats
+		}
+		return func() { stopCapture(); stopStats() }
+	}
+	res, err := demo.Run(ctx, demo.Options{Duration: *dur, Rate: *rate, Size: *size, Queues: *queues, Started: started}, os.Stdout)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ type Options struct {
 	Size int
 	// Queues on the wgpio gateway (default 1).
 	Queues int
+	// Started, if set, is called once the site is up (e.g. to serve the
+	// gateway's stats and capture sockets); the func it returns is called
+	// before the site is taken down.
+	Started func(s *Site) (stop func())
 }
 
 // Result sums up a demo run.
@@ -73,10 +77,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) 
 	for _, ns := range []*topo.NS{s.HostA, s.GwA, s.GwB, s.HostB} {
 		res.Namespaces = append(res.Namespaces, ns.Name)
 	}
+	if o.Started != nil {
+		if stop := o.Started(s); stop != nil {
+			defer stop()
+		}
+	}
 	wan, lan := s.Gateway.Ports()
 	fmt.Fprintf(out, "wgpio gateway %s in %s: WAN %s, LAN %s; stock wireguard-go %s in %s\n",
 		s.GwName, s.GwA.Name, wan.Name(), lan.Name(), s.StockName, s.GwB.Name)
-	fmt.Fprintf(out, "try in another shell: wg show %s   |   ip netns exec %s ping %s\n", s.GwName, s.HostA.Name, HostB4)
+	fmt.Fprintf(out, "try in another shell: wg show %s   |   wgpio stats %s   |   ip netns exec %s ping %s\n", s.GwName, s.GwName, s.HostA.Name, HostB4)
 
 	ab, err := newPath(s.HostA, s.HostB, HostA4.String(), HostB4.String())
 	if err != nil {
@@ -103,7 +112,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastAB, lastBA, lastEnc, lastDec uint64
-	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  drops")
+	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  wgpio drops (total)")
 	start := time.Now()
 	var prevSentAB, prevSentBA uint64
 loop:
