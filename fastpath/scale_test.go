@@ -128,7 +128,7 @@ func BenchmarkQueues(b *testing.B) {
 func BenchmarkPeers(b *testing.B) {
 	for _, npeers := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("peers=%d", npeers), func(b *testing.B) {
-			r := newRig(b, rigConfig{})
+			r := newRig(b, rigConfig{onePool: true})
 			peers := []*Peer{r.peerAB}
 			allowed := [][]netip.Prefix{{netip.MustParsePrefix("198.19.2.0/24")}}
 			var tmpls [][]byte
