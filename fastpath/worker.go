@@ -309,7 +309,11 @@ func (w *worker) outbound(now int64) int {
 	rt := w.e.routes.Load()
 	w.groupSerial++
 	frames := w.frames[:n]
-	var malformed, notIP, noRoute int
+	// Frame disposition as in inbound: a frame handed on (WAN TX batch,
+	// held) is zeroed; frames left over at the end (drops, counted in bad,
+	// and ARP/NDP frames once answered) are freed in one call.
+	var bad [NumDropReasons]int32
+	left := 0
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -317,23 +321,23 @@ func (w *worker) outbound(now int64) int {
 		f := &frames[i]
 		if h := w.e.cfg.LANNeighbours; h != nil && isNeighbourFrame(f.Data()) {
 			w.neighbour(h, w.lanTX, f.Data())
-			w.lanRX.Free(frames[i : i+1])
+			left++
 			continue
 		}
 		r := header.Parse(f.Data(), &w.pkt)
 		if r != header.OK && r != header.ReasonFragment {
 			if r == header.ReasonNotIP {
-				notIP++
+				bad[DropNotIP]++
 			} else {
-				malformed++
+				bad[DropMalformed]++
 			}
-			w.lanRX.Free(frames[i : i+1])
+			left++
 			continue
 		}
 		peer, ok := rt.t.Lookup(w.pkt.Dst)
 		if !ok {
-			noRoute++
-			w.lanRX.Free(frames[i : i+1])
+			bad[DropNoRoute]++
+			left++
 			continue
 		}
 		ipLen := w.pkt.L3End - w.pkt.L3Off
@@ -341,6 +345,8 @@ func (w *worker) outbound(now int64) int {
 		f.SetLen(ipLen)
 		if ipLen > w.e.cfg.MTU {
 			w.tooBig(f)
+			bad[DropTooBig]++
+			left++
 			continue
 		}
 		pl := w.peerState(peer)
@@ -352,15 +358,6 @@ func (w *worker) outbound(now int64) int {
 		// The source-port hash needs the inner 5-tuple; stash it in the
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
-	}
-	if malformed > 0 {
-		w.count(DropMalformed, malformed)
-	}
-	if notIP > 0 {
-		w.count(DropNotIP, notIP)
-	}
-	if noRoute > 0 {
-		w.count(DropNoRoute, noRoute)
 	}
 	// Pass 2: per peer, one nonce reservation; seal in frame order.
 	out := w.out[:0]
@@ -384,18 +381,19 @@ func (w *worker) outbound(now int64) int {
 		if pl.kp == nil || pl.granted == 0 {
 			if pl.kp != nil {
 				// Out of nonces: the control plane must rekey.
-				w.count(DropNonceExhausted, 1)
+				bad[DropNonceExhausted]++
+				left++
 				pl.peer.HandshakeNeeded.Store(true)
-				w.lanRX.Free(frames[i : i+1])
 				continue
 			}
-			w.hold(pl, f)
+			w.hold(pl, f) // takes the frame (keeps it, or drops and counts)
+			*f = dataplane.Frame{}
 			continue
 		}
 		inner := f.Len()
 		if !w.seal(f, pl, pl.nonce) {
-			w.count(DropNoBuffer, 1)
-			w.lanRX.Free(frames[i : i+1])
+			bad[DropNoBuffer]++
+			left++
 			continue
 		}
 		pl.nonce++
@@ -409,9 +407,11 @@ func (w *worker) outbound(now int64) int {
 		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
 		w.markDirty(pl)
 		out = append(out, *f)
+		*f = dataplane.Frame{}
 	}
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
+	w.freeRest(w.lanRX, frames, &bad, left)
 	w.transmit(w.wanTX, out)
 	return n
 }
@@ -574,14 +574,9 @@ func flowHash(p []byte) uint32 {
 
 // tooBig answers an inner packet larger than the tunnel MTU with ICMP
 // "fragmentation needed" / "packet too big" to its sender (when RFC 1812
-// §4.3.2.7 / RFC 4443 §2.4 allow), then drops it. f holds the IP packet.
+// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet; the caller drops
+// and counts it.
 func (w *worker) tooBig(f *dataplane.Frame) {
-	w.count(DropTooBig, 1)
-	w.tooBigOne(f)
-	w.lanRX.Free(unsafeOne(f))
-}
-
-func (w *worker) tooBigOne(f *dataplane.Frame) {
 	p := f.Data()
 	var srcMAC header.MAC
 	// The Ethernet source of the offending frame is still in the headroom.
@@ -727,10 +722,11 @@ func (w *worker) flushHeld(now int64) {
 // plane, open transport data in place, check replay once per keypair per
 // batch, check allowed IPs, and transmit the inner packets on the LAN.
 //
-// Frame disposition: a frame handed on (to the LAN TX batch, the control
-// plane, the exception interface) or freed early is zeroed in w.frames;
-// every frame still non-zero at the end is a counted drop and is freed in
-// one call.
+// Frame disposition: a frame handed on (to the LAN TX batch, or held for a
+// neighbour) is zeroed in w.frames; every frame still non-zero at the end —
+// a counted drop, or one consumed here (handshake message copied to the
+// control plane, keepalive, exception packet, ARP/NDP) — is freed in one
+// call.
 func (w *worker) inbound(now int64) int {
 	n := w.wanRX.Receive(w.frames[:w.burst])
 	if n == 0 {
@@ -741,6 +737,7 @@ func (w *worker) inbound(now int64) int {
 	}
 	frames := w.frames[:n]
 	var bad [NumDropReasons]int32
+	left := 0 // frames consumed here (handshakes, keepalives, exception), freed with the drops
 	// Pass 1: parse, look up, authenticate.
 	for i := range frames {
 		w.kps[i] = nil
@@ -748,8 +745,7 @@ func (w *worker) inbound(now int64) int {
 		d := f.Data()
 		if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
 			w.neighbour(h, w.wanTX, d)
-			w.wanRX.Free(frames[i : i+1])
-			*f = dataplane.Frame{}
+			left++
 			continue
 		}
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
@@ -769,9 +765,8 @@ func (w *worker) inbound(now int64) int {
 		}
 		if msg[0] != msgTransport {
 			if msg[0] >= 1 && msg[0] <= 3 {
-				w.handshake(f, msg, now) // copies msg
-				w.wanRX.Free(frames[i : i+1])
-				*f = dataplane.Frame{}
+				w.handshake(f, msg, now) // copies msg; the frame is freed with the rest
+				left++
 			} else {
 				bad[DropBadType]++
 			}
@@ -844,8 +839,7 @@ func (w *worker) inbound(now int64) int {
 		w.markDirty(pl)
 		if w.plainLen[i] == 0 {
 			w.c.keepalives.Add(1)
-			w.wanRX.Free(frames[i : i+1])
-			*f = dataplane.Frame{}
+			left++ // consumed: freed with the rest
 			continue
 		}
 		f.TrimFront(w.plainOff[i])
@@ -864,8 +858,7 @@ func (w *worker) inbound(now int64) int {
 		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, w.pkt.Dst) {
 			w.e.cfg.Exception(f.Data())
 			w.c.exception.Add(1)
-			w.wanRX.Free(frames[i : i+1])
-			*f = dataplane.Frame{}
+			left++ // consumed: freed with the rest
 			continue
 		}
 		mac, ok := w.lanNeighbour(w.pkt.Dst, now)
@@ -891,7 +884,7 @@ func (w *worker) inbound(now int64) int {
 	}
 	w.c.decrypted.Add(uint64(dec))
 	w.c.decryptedBytes.Add(decBytes)
-	w.freeRest(w.wanRX, frames, &bad)
+	w.freeRest(w.wanRX, frames, &bad, left)
 	w.transmit(w.lanTX, out)
 	return n
 }
@@ -944,16 +937,16 @@ func isOwn(rt *routeTable, a netip.Addr) bool {
 	return ok
 }
 
-// freeRest counts the drops in bad and frees every frame not zeroed.
-func (w *worker) freeRest(rx dataplane.RX, frames []dataplane.Frame, bad *[NumDropReasons]int32) {
-	any := false
+// freeRest counts the drops in bad and, when left > 0 frames were left in
+// frames (not zeroed), frees them in one call.
+func (w *worker) freeRest(rx dataplane.RX, frames []dataplane.Frame, bad *[NumDropReasons]int32, left int) {
 	for r, c := range bad {
 		if c > 0 {
 			w.count(DropReason(r), int(c))
-			any = true
+			left = max(left, 1) // every counted drop left its frame
 		}
 	}
-	if !any {
+	if left == 0 {
 		return
 	}
 	k := 0
