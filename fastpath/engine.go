@@ -119,6 +119,10 @@ type Config struct {
 	// cost CPU when traffic stops.
 	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
+	// Empty leaves the workers to the Go scheduler. Pin them where the
+	// device's transmit runs on the sending CPU (veth, and AF_XDP copy
+	// mode generally): a worker that migrates between CPUs under load can
+	// then deliver a flow's packets out of order.
 	CPUs []int
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64

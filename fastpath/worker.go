@@ -208,12 +208,15 @@ func (w *worker) close() {
 // publish stamps, block when idle.
 func (w *worker) run() {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	w.tid.Store(int32(unix.Gettid()))
 	if cpus := w.e.cfg.CPUs; len(cpus) > 0 {
 		var set unix.CPUSet
 		set.Set(cpus[w.id%len(cpus)])
 		_ = unix.SchedSetaffinity(0, &set) // best effort; documented on Config.CPUs
+		// The thread stays locked: when run returns, the runtime ends it
+		// instead of handing its narrowed affinity to other goroutines.
+	} else {
+		defer runtime.UnlockOSThread()
 	}
 	// Busy-poll for IdleSpin after the last work (wall time, not the
 	// injected clock) before blocking in the waiter: at high rates a

@@ -50,6 +50,10 @@ type Config struct {
 	// worker per queue.
 	Queues int
 	// CPUs pins worker i to CPUs[i % len(CPUs)].
+	// Empty leaves the workers to the Go scheduler. Pin them where the
+	// device's transmit runs on the sending CPU (veth, and AF_XDP copy
+	// mode generally): a worker that migrates between CPUs under load can
+	// then deliver a flow's packets out of order.
 	CPUs []int
 	// SourcePorts is how many outer source ports, from ListenPort up, the
 	// inner flows hash to (default 1: plain WireGuard). The XDP program

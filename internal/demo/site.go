@@ -55,6 +55,8 @@ type SiteConfig struct {
 	// AllowedA overrides the allowed IPs gwA routes to gwB (default the
 	// site B networks and gwB's tunnel address).
 	AllowedA []netip.Prefix
+	// CPUs pins the wgpio gateways' workers (fastgw.Config.CPUs).
+	CPUs []int
 }
 
 // Site is a built topology.
@@ -97,10 +99,11 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	if sc.Queues == 0 {
 		sc.Queues = 1
 	}
-	s = &Site{}
+	site := &Site{}
+	s = site
 	defer func() {
 		if err != nil {
-			s.Close()
+			site.Close() // s is nil here
 		}
 	}()
 	var errs []error
@@ -215,7 +218,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	if sc.PeerFastPath {
 		cfgB := fastgw.Config{
 			Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
-			WAN: wanBName, LAN: lanB.A, Queues: qb, SourcePorts: sc.SourcePorts,
+			WAN: wanBName, LAN: lanB.A, Queues: qb, SourcePorts: sc.SourcePorts, CPUs: sc.CPUs,
 			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.100.2/24")},
 			Peers: []gateway.PeerConfig{{
 				PublicKey: privA.PublicKey(), Endpoint: netip.AddrPortFrom(endA, 51820), AllowedIPs: allowedB,
@@ -248,7 +251,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	}
 	s.FastConfig = fastgw.Config{
 		Name: s.GwName, PrivateKey: privA, ListenPort: 51820,
-		WAN: wanA.A, LAN: lanA.B, Queues: sc.Queues, SourcePorts: sc.SourcePorts,
+		WAN: wanA.A, LAN: lanA.B, Queues: sc.Queues, SourcePorts: sc.SourcePorts, CPUs: sc.CPUs,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.100.1/24")},
 		Peers: []gateway.PeerConfig{{
 			PublicKey:  privB.PublicKey(),
