@@ -70,6 +70,16 @@ func fold64(s uint64) uint16 {
 	return uint16(s)
 }
 
+// fold35 folds a ones' complement sum below 2^35 (a handful of 32-bit
+// words) to 16 bits: one 32-bit fold leaves at most 2^32+6, and two 16-bit
+// folds absorb the carries.
+func fold35(s uint64) uint16 {
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s)
+}
+
 // fold32 folds a sum held in 64 bits to a partial sum that fits 32 bits.
 func fold32(s uint64) uint32 {
 	s = (s >> 32) + (s & 0xffffffff)

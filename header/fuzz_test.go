@@ -121,6 +121,13 @@ func FuzzParse(f *testing.F) {
 		if r >= NumReasons {
 			t.Fatalf("Parse(%x) = %d, not a Reason", frame, r)
 		}
+		if len(frame) >= EthernetLen && binary.BigEndian.Uint16(frame[12:14]) == EtherTypeIPv4 {
+			// The one-pass IPv4 path must agree with the general one.
+			ref := Packet{L3Off: EthernetLen, EtherType: EtherTypeIPv4}
+			if rr := parseIPv4(frame, EthernetLen, &ref); rr != r || (r == OK || r == ReasonFragment) && ref != p {
+				t.Fatalf("Parse(%x) = %v %+v, the general IPv4 path %v %+v", frame, r, p, rr, ref)
+			}
+		}
 		if r != OK && r != ReasonFragment {
 			return
 		}
@@ -135,13 +142,20 @@ func FuzzParse(f *testing.F) {
 }
 
 func FuzzParseIP(f *testing.F) {
-	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("inner"))}))                   // inner UDP/IPv4
-	f.Add(cat(mkIPv6(ProtoUDP, -1, udp([]byte("inner"))), make([]byte, 11)))                 // inner UDP/IPv6 with WireGuard padding
-	f.Add(mkIPv6(ProtoDstOpts, -1, cat(ext(ProtoFragment, 0), fragHdr(ProtoTCP, 0, false)))) // extension chain ending in an atomic fragment
-	f.Add([]byte{0x45})                                                                      // one byte
+	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("inner"))}))                                                                    // inner UDP/IPv4
+	f.Add(cat(mkIPv6(ProtoUDP, -1, udp([]byte("inner"))), make([]byte, 11)))                                                                  // inner UDP/IPv6 with WireGuard padding
+	f.Add(mkIPv6(ProtoDstOpts, -1, cat(ext(ProtoFragment, 0), fragHdr(ProtoTCP, 0, false))))                                                  // extension chain ending in an atomic fragment
+	f.Add([]byte{0x45})                                                                                                                       // one byte
+	f.Add(mkIPv4(ip4Spec{proto: ProtoTCP, payload: cat([]byte{0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0x60}, make([]byte, 11), []byte("data"))})) // inner TCP/IPv4 with 4 bytes of options
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		var p Packet
 		r := ParseIP(pkt, &p)
+		if len(pkt) > 0 && pkt[0]>>4 == IPv4Version {
+			var ref Packet
+			if rr := parseIPv4(pkt, 0, &ref); rr != r || (r == OK || r == ReasonFragment) && ref != p {
+				t.Fatalf("ParseIP(%x) = %v %+v, the general IPv4 path %v %+v", pkt, r, p, rr, ref)
+			}
+		}
 		if r != OK && r != ReasonFragment {
 			return
 		}

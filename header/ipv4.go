@@ -182,6 +182,6 @@ func PutIPv4(b []byte, f *IPv4Fields, payloadLen int) int {
 	s := uint64(ipv4VersionIHL5)<<8 | uint64(f.TOS)
 	s += uint64(total) + uint64(f.ID) + uint64(flags) + (uint64(ttl)<<8 | uint64(f.Protocol))
 	s += uint64(binary.BigEndian.Uint32(f.Src[:])) + uint64(binary.BigEndian.Uint32(f.Dst[:]))
-	binary.BigEndian.PutUint16(b[10:12], ^fold64(s))
+	binary.BigEndian.PutUint16(b[10:12], ^fold35(s))
 	return IPv4MinLen
 }

@@ -61,6 +61,15 @@ type Packet struct {
 //
 // Parse does not allocate, does not keep frame, and never reads past it.
 func Parse(frame []byte, p *Packet) Reason {
+	// The common frame on both sides of a gateway, untagged UDP or TCP
+	// over IPv4 without options or fragmentation, is checked in one pass;
+	// anything else, or anything that fails a check, takes the general
+	// path, which finds the reason.
+	if len(frame) > EthernetLen && frame[12] == 0x08 && frame[13] == 0x00 && frame[14] == ipv4VersionIHL5 &&
+		parseIPv4Fast(frame, EthernetLen, p) {
+		p.EtherType = EtherTypeIPv4
+		return OK
+	}
 	*p = Packet{}
 	if len(frame) < EthernetLen {
 		return ReasonRunt
@@ -91,6 +100,10 @@ func Parse(frame []byte, p *Packet) Reason {
 // left 0. L3End tells where the packet ends by its own length: a caller
 // trimming WireGuard padding uses pkt[:p.L3End].
 func ParseIP(pkt []byte, p *Packet) Reason {
+	if len(pkt) > 0 && pkt[0] == ipv4VersionIHL5 && parseIPv4Fast(pkt, 0, p) {
+		p.EtherType = 0
+		return OK
+	}
 	*p = Packet{}
 	if len(pkt) < 1 {
 		return ReasonTruncatedIP
@@ -266,4 +279,61 @@ func ipv4HeaderSumOK(h []byte) bool {
 	s = (s >> 16) + (s & 0xffff)
 	s = (s >> 16) + (s & 0xffff)
 	return s == 0xffff
+}
+
+// parseIPv4Fast parses a UDP or TCP packet over IPv4 without options at
+// frame[off:] (the caller checked the version/IHL byte) in one pass. It
+// returns false, with p partly written, for anything else: a fragment,
+// another protocol, a bad length or checksum, a packet too short for a TCP
+// header's worth of bytes. On true every field but EtherType is set.
+func parseIPv4Fast(frame []byte, off int, p *Packet) bool {
+	ip := frame[off:]
+	if len(ip) < IPv4MinLen+TCPMinLen {
+		return false
+	}
+	b := ip[:IPv4MinLen+TCPMinLen]
+	total := int(binary.BigEndian.Uint16(b[2:4]))
+	if total > len(ip) || binary.BigEndian.Uint16(b[6:8])&(ipv4FlagMF|ipv4FragOffMask) != 0 {
+		return false
+	}
+	hdr, plen := UDPLen, int(binary.BigEndian.Uint16(b[24:26]))-UDPLen
+	proto := b[9]
+	if proto == ProtoTCP {
+		hdr = int(b[32]>>4) * 4
+		plen = total - IPv4MinLen - hdr
+		if hdr < TCPMinLen {
+			return false
+		}
+	} else if proto != ProtoUDP {
+		return false
+	}
+	// UDP: 0 <= payload and UDP length <= IP payload; TCP: header within
+	// the IP payload.
+	if plen < 0 || hdr+plen > total-IPv4MinLen {
+		return false
+	}
+	s := uint64(binary.LittleEndian.Uint32(b[0:4])) + uint64(binary.LittleEndian.Uint32(b[4:8])) +
+		uint64(binary.LittleEndian.Uint32(b[8:12])) + uint64(binary.LittleEndian.Uint32(b[12:16])) +
+		uint64(binary.LittleEndian.Uint32(b[16:20]))
+	if fold35(s) != 0xffff {
+		return false
+	}
+	// Every field is written (no zeroing pass first); the caller sets
+	// EtherType.
+	p.L3Off = off
+	p.L3End = off + total
+	p.L4Off = off + IPv4MinLen
+	p.PayloadOff = off + IPv4MinLen + hdr
+	p.PayloadLen = plen
+	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
+	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+	p.SrcPort = binary.BigEndian.Uint16(b[20:22])
+	p.DstPort = binary.BigEndian.Uint16(b[22:24])
+	p.VLANID = 0
+	p.Tagged = false
+	p.IPVersion = IPv4Version
+	p.Proto = proto
+	p.TTL = b[8]
+	p.Fragment = false
+	return true
 }
