@@ -129,6 +129,9 @@ type worker struct {
 	heldPeers []int // IDs of peers with held frames
 
 	nbr      [nbrCacheSize]nbrEntry
+	// dstRoutes and srcRoutes cache allowed-IPs lookups of destinations
+	// (outbound) and sources (inbound) (routecache.go).
+	dstRoutes, srcRoutes *routeCache
 	nbrWait  []nbrWaiting
 	nbrTried time.Time
 
@@ -182,6 +185,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.scratchC = make([]uint64, b)
 	w.scratchA = make([]bool, b)
 	w.done = make([]bool, b)
+	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
 	return w, nil
 }
 
@@ -337,7 +341,7 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
-		peer, ok := rt.t.Lookup(w.pkt.Dst)
+		peer, ok := w.dstRoutes.lookup(rt, w.pkt.Dst)
 		if !ok {
 			bad[DropNoRoute]++
 			left++
@@ -811,6 +815,13 @@ func (w *worker) inbound(now int64) int {
 	out := w.out[:0]
 	var dec int
 	var decBytes uint64
+	// Per-peer bookkeeping runs once per run of packets of one keypair,
+	// and the endpoint comparison once per run of one outer source.
+	var (
+		runKp  *Keypair
+		pl     *peerLocal
+		runSrc netip.AddrPort
+	)
 	for i := range frames {
 		kp := w.kps[i]
 		if kp == nil {
@@ -822,24 +833,30 @@ func (w *worker) inbound(now int64) int {
 		}
 		f := &frames[i]
 		peer := kp.Peer
-		pl := w.peerState(peer)
-		if !kp.Confirmed() && peer.promote(kp) {
-			w.e.Kick() // held packets may go now
+		if kp != runKp {
+			runKp, runSrc = kp, netip.AddrPort{}
+			pl = w.peerState(peer)
+			if !kp.Confirmed() && peer.promote(kp) {
+				w.e.Kick() // held packets may go now
+			}
+			pl.lastReceived = now
+			w.markDirty(pl)
 		}
 		dec++
-		pl.lastReceived = now
 		pl.rxBytes += uint64(w.plainLen[i] + minTransportLen)
-		if ep := peer.Endpoint.Load(); ep != nil && ep.Dst == w.srcs[i] {
-			pl.sawCurrent = true
-		} else if !pl.sawCurrent || !pl.lastSrc.IsValid() {
-			// A candidate for roaming (rare): the outer headers are still
-			// in front of the payload.
-			var op header.Packet
-			d := f.Data()
-			header.Parse(d, &op)
-			pl.lastSrc, pl.lastDst, pl.lastSrcMAC = w.srcs[i], op.Dst, [6]byte(d[6:12])
+		if w.srcs[i] != runSrc {
+			runSrc = w.srcs[i]
+			if ep := peer.Endpoint.Load(); ep != nil && ep.Dst == runSrc {
+				pl.sawCurrent = true
+			} else if !pl.sawCurrent || !pl.lastSrc.IsValid() {
+				// A candidate for roaming (rare): the outer headers are
+				// still in front of the payload.
+				var op header.Packet
+				d := f.Data()
+				header.Parse(d, &op)
+				pl.lastSrc, pl.lastDst, pl.lastSrcMAC = runSrc, op.Dst, [6]byte(d[6:12])
+			}
 		}
-		w.markDirty(pl)
 		if w.plainLen[i] == 0 {
 			w.c.keepalives.Add(1)
 			left++ // consumed: freed with the rest
@@ -851,7 +868,7 @@ func (w *worker) inbound(now int64) int {
 			bad[DropInnerMalformed]++
 			continue
 		}
-		if sp, ok := rt.t.Lookup(w.pkt.Src); !ok || sp != peer {
+		if sp, ok := w.srcRoutes.lookup(rt, w.pkt.Src); !ok || sp != peer {
 			bad[DropAllowedIPs]++
 			continue
 		}
@@ -966,6 +983,17 @@ func (w *worker) freeRest(rx dataplane.RX, frames []dataplane.Frame, bad *[NumDr
 // w.kps[:n], once per distinct keypair in the batch (the common case is one
 // keypair per batch: one lock), and fills w.accepted.
 func (w *worker) replayCheck(n int) {
+	// The usual burst: every packet authenticated, all of one session.
+	if kp := w.kps[0]; kp != nil {
+		same := true
+		for _, k := range w.kps[1:n] {
+			same = same && k == kp
+		}
+		if same {
+			kp.CheckReplay(w.counters[:n], w.accepted[:n])
+			return
+		}
+	}
 	done := w.done[:n]
 	for i := 0; i < n; i++ {
 		w.accepted[i] = false
