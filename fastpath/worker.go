@@ -128,12 +128,12 @@ type worker struct {
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
 
-	nbr      [nbrCacheSize]nbrEntry
+	nbr [nbrCacheSize]nbrEntry
 	// dstRoutes and srcRoutes cache allowed-IPs lookups of destinations
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
-	nbrWait  []nbrWaiting
-	nbrTried time.Time
+	nbrWait              []nbrWaiting
+	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
 	portSpan       uint16 // number of our UDP ports from ListenPort up
