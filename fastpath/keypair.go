@@ -55,7 +55,10 @@ type Keypair struct {
 	confirmed atomic.Bool
 	dead      atomic.Bool
 
-	replay replay.SharedWindow
+	// replay is allocated apart: a 16 KiB window inside the struct would
+	// space keypairs 16 KiB apart, so that the hot fields of many peers'
+	// keypairs fall into the same few cache sets and each on its own page.
+	replay *replay.SharedWindow
 }
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
@@ -77,6 +80,7 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 		IsInitiator: initiator,
 		Created:     created,
 		Peer:        peer,
+		replay:      new(replay.SharedWindow),
 	}
 	// An initiator's keypair is confirmed by the handshake response it
 	// consumed; a responder's by the first transport data it receives.

@@ -7,7 +7,7 @@ import (
 
 // routeCacheBits sizes a worker's allowed-IPs cache: 2^10 entries, 40 KiB
 // per direction per worker, direct-mapped.
-const routeCacheBits = 10
+const routeCacheBits = 12
 
 // routeCache remembers the results of allowed-IPs lookups of one worker
 // in one direction (destinations outbound, sources inbound). The traffic
