@@ -821,6 +821,13 @@ func (w *worker) inbound(now int64) int {
 		runKp  *Keypair
 		pl     *peerLocal
 		runSrc netip.AddrPort
+		// The last inner source and the peer its allowed IPs name, and
+		// the last destination resolved with its MAC address: a burst is
+		// mostly a few flows.
+		lastSrc     netip.Addr
+		lastSrcPeer *Peer
+		lastDst     netip.Addr
+		lastMAC     [6]byte
 	)
 	for i := range frames {
 		kp := w.kps[i]
@@ -868,7 +875,11 @@ func (w *worker) inbound(now int64) int {
 			bad[DropInnerMalformed]++
 			continue
 		}
-		if sp, ok := w.srcRoutes.lookup(rt, w.pkt.Src); !ok || sp != peer {
+		if w.pkt.Src != lastSrc {
+			lastSrc = w.pkt.Src
+			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
+		}
+		if lastSrcPeer != peer {
 			bad[DropAllowedIPs]++
 			continue
 		}
@@ -881,7 +892,12 @@ func (w *worker) inbound(now int64) int {
 			left++ // consumed: freed with the rest
 			continue
 		}
-		mac, ok := w.lanNeighbour(w.pkt.Dst, now)
+		mac, ok := lastMAC, w.pkt.Dst == lastDst
+		if !ok {
+			if mac, ok = w.lanNeighbour(w.pkt.Dst, now); ok {
+				lastDst, lastMAC = w.pkt.Dst, mac
+			}
+		}
 		if !ok {
 			// Hold it while the resolver asks for the neighbour.
 			if len(w.nbrWait) < maxNeighbourWait {
