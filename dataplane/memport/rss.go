@@ -33,8 +33,9 @@ const (
 // addresses only, so every fragment of a datagram lands on one queue. Non-IP
 // frames, runts and truncated headers go to queue 0.
 //
-// The hash is not Toeplitz: it is a 64-bit multiply-rotate mix of the tuple's
-// 32-bit words, fast and well spread, and like a NIC's default it is not
+// The hash is not Toeplitz: it multiplies the tuple's 64-bit words by odd
+// constants independently, combines them and mixes the result, fast and well
+// spread, and like a NIC's default it is not
 // symmetric (the two directions of a flow may land on different queues).
 // RSSQueue does not allocate and never panics.
 func RSSQueue(frame []byte, queues int) int {
@@ -50,18 +51,20 @@ func RSSQueue(frame []byte, queues int) int {
 	return int((uint64(h) * uint64(queues)) >> 32)
 }
 
+// Odd 64-bit multipliers: the golden-ratio constant and MurmurHash3's
+// fmix64 constants.
 const (
-	mixMul  = 0x9e3779b97f4a7c15 // 2^64 / golden ratio
-	mixMul2 = 0xff51afd7ed558ccd // MurmurHash3 fmix64 constant
+	mulA = 0x9e3779b97f4a7c15
+	mulB = 0xff51afd7ed558ccd
+	mulC = 0xc4ceb9fe1a85ec53
 )
 
-func mix(h uint64, w uint32) uint64 {
-	return bits.RotateLeft64((h^uint64(w))*mixMul, 29)
-}
-
+// finish folds the product of the tuple's words into 32 well-mixed bits.
+// The words are multiplied independently (no chain of dependent
+// multiplies), so the hash costs a few cycles.
 func finish(h uint64) uint32 {
 	h ^= h >> 33
-	h *= mixMul2
+	h *= mulB
 	h ^= h >> 33
 	return uint32(h >> 32)
 }
@@ -82,7 +85,6 @@ func rssHash(b []byte) (uint32, bool) {
 		off += vlanTagLen
 	}
 	ip := b[off:]
-	var h uint64 = mixMul
 	switch et {
 	case etherTypeIPv4:
 		if len(ip) < ipv4MinLen || ip[0]>>4 != 4 {
@@ -92,26 +94,26 @@ func rssHash(b []byte) (uint32, bool) {
 		if ihl < ipv4MinLen || len(ip) < ihl {
 			return 0, false
 		}
-		h = mix(h, binary.BigEndian.Uint32(ip[12:]))
-		h = mix(h, binary.BigEndian.Uint32(ip[16:]))
+		h := binary.BigEndian.Uint64(ip[12:]) * mulA // source and destination
 		proto := ip[9]
 		fragment := binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 // MF or offset
 		if !fragment && (proto == protoTCP || proto == protoUDP) && len(ip) >= ihl+4 {
-			h = mix(h, binary.BigEndian.Uint32(ip[ihl:]))
-			h = mix(h, uint32(proto))
+			ports := uint64(binary.BigEndian.Uint32(ip[ihl:]))<<8 | uint64(proto)
+			h ^= bits.RotateLeft64((ports+1)*mulC, 31)
 		}
 		return finish(h), true
 	case etherTypeIPv6:
 		if len(ip) < ipv6HeaderLen || ip[0]>>4 != 6 {
 			return 0, false
 		}
-		for i := 8; i < ipv6HeaderLen; i += 4 {
-			h = mix(h, binary.BigEndian.Uint32(ip[i:]))
-		}
+		h := binary.BigEndian.Uint64(ip[8:])*mulA ^
+			bits.RotateLeft64(binary.BigEndian.Uint64(ip[16:])*mulB, 17) ^
+			bits.RotateLeft64(binary.BigEndian.Uint64(ip[24:])*mulC, 29) ^
+			bits.RotateLeft64(binary.BigEndian.Uint64(ip[32:])*mulA, 43)
 		nh := ip[6]
 		if (nh == protoTCP || nh == protoUDP) && len(ip) >= ipv6HeaderLen+4 {
-			h = mix(h, binary.BigEndian.Uint32(ip[ipv6HeaderLen:]))
-			h = mix(h, uint32(nh))
+			ports := uint64(binary.BigEndian.Uint32(ip[ipv6HeaderLen:]))<<8 | uint64(nh)
+			h ^= bits.RotateLeft64((ports+1)*mulC, 31)
 		}
 		return finish(h), true
 	}
