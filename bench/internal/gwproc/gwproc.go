@@ -115,13 +115,14 @@ func (p *Proc) Stop() error {
 // Usage is a snapshot of a process's cost.
 type Usage struct {
 	CPU         time.Duration // user + system time
+	System      time.Duration // the system (kernel) part of CPU
 	CtxSwitches uint64        // voluntary + involuntary, live threads
 	Threads     int
 }
 
 // Sub returns u - o.
 func (u Usage) Sub(o Usage) Usage {
-	return Usage{CPU: u.CPU - o.CPU, CtxSwitches: u.CtxSwitches - o.CtxSwitches, Threads: u.Threads}
+	return Usage{CPU: u.CPU - o.CPU, System: u.System - o.System, CtxSwitches: u.CtxSwitches - o.CtxSwitches, Threads: u.Threads}
 }
 
 // Usage reads the process's CPU time and context switches.
@@ -133,11 +134,11 @@ func ReadUsage(pid int) (Usage, error) {
 	if err != nil {
 		return Usage{}, fmt.Errorf("gwproc: read stat: %w", err)
 	}
-	cpu, err := ParseStatCPU(string(b))
+	user, sys, err := ParseStatTimes(string(b))
 	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{CPU: cpu}
+	u := Usage{CPU: user + sys, System: sys}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
@@ -152,23 +153,31 @@ func ReadUsage(pid int) (Usage, error) {
 
 // ParseStatCPU returns utime + stime of a /proc/<pid>/stat line.
 func ParseStatCPU(stat string) (time.Duration, error) {
+	user, sys, err := ParseStatTimes(stat)
+	return user + sys, err
+}
+
+// ParseStatTimes returns utime and stime of a /proc/<pid>/stat line: the
+// time the process ran its own code and the time the kernel ran for it
+// (system calls, and softirq work that ran in its context).
+func ParseStatTimes(stat string) (user, sys time.Duration, err error) {
 	// The command name (field 2) may hold spaces and parentheses: fields
 	// are counted after its closing parenthesis.
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, errors.New("gwproc: stat without command name")
+		return 0, 0, errors.New("gwproc: stat without command name")
 	}
 	f := strings.Fields(stat[i+1:])
 	// f[0] is field 3 (state); utime is field 14, stime field 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("gwproc: stat has %d fields after the name, want at least 13", len(f))
+		return 0, 0, fmt.Errorf("gwproc: stat has %d fields after the name, want at least 13", len(f))
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("gwproc: stat times: %w", err)
+		return 0, 0, fmt.Errorf("gwproc: stat times: %w", err)
 	}
-	return time.Duration(ut+st) * clockTick, nil
+	return time.Duration(ut) * clockTick, time.Duration(st) * clockTick, nil
 }
 
 // ParseStatusSwitches returns voluntary_ctxt_switches +

@@ -227,6 +227,7 @@ func (r *rig) step(ctx context.Context, gens []*gen.Generator, rate float64, d t
 	if c.Received > 0 {
 		n := float64(c.Received)
 		st.GW1CPUNsPerPkt = float64(d1.CPU.Nanoseconds()) / n
+		st.GW1SysNsPerPkt = float64(d1.System.Nanoseconds()) / n
 		st.GW2CPUNsPerPkt = float64(d2.CPU.Nanoseconds()) / n
 		st.GW1CtxPerPkt = float64(d1.CtxSwitches) / n
 		st.GW2CtxPerPkt = float64(d2.CtxSwitches) / n

@@ -92,6 +92,10 @@ type SizeResult struct {
 	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
 	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
 	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
+	// GW1SysNsPerPkt is the kernel's part of GW1CPUNsPerPkt (system
+	// calls and the softirq work charged to the process: on veth, AF_XDP
+	// copy mode's copies and the transmit into the next namespace).
+	GW1SysNsPerPkt float64 `json:"gw1_sys_ns_per_pkt"`
 	// GenMaxPPS is the highest rate the generator achieved; GenMinRatio
 	// the lowest ratio of achieved to offered rate over the steps (under
 	// about 0.97 the generator, not the gateway, limited that step).
@@ -121,6 +125,7 @@ type Step struct {
 	GW2CtxSwitches uint64  `json:"gw2_ctxsw"`
 	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`
 	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
+	GW1SysNsPerPkt float64 `json:"gw1_sys_ns_per_pkt"`
 	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
 	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
 }
@@ -146,6 +151,7 @@ func (s *SizeResult) summarize() {
 	if at < len(s.Steps) {
 		st := s.Steps[at]
 		s.GW1CPUNsPerPkt, s.GW2CPUNsPerPkt = st.GW1CPUNsPerPkt, st.GW2CPUNsPerPkt
+		s.GW1SysNsPerPkt = st.GW1SysNsPerPkt
 		s.GW1CtxPerPkt, s.GW2CtxPerPkt = st.GW1CtxPerPkt, st.GW2CtxPerPkt
 	}
 }
