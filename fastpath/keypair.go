@@ -32,8 +32,11 @@ const (
 // any queue use it concurrently. The AEADs keep their own copies of the keys,
 // which Go gives no way to zero: Zero clears what we hold and drops the AEADs.
 type Keypair struct {
-	// sendNonce is the next counter to reserve. First field: it is the one
-	// cache line written by every queue that encrypts for this session.
+	// sendNonce is the next counter to reserve: the one cache line written
+	// by every queue that encrypts for this session. The allocator does
+	// not align the struct to a cache line, so a line of padding on each
+	// side keeps other fields (and the neighbouring object) off it.
+	_         [64]byte
 	sendNonce atomic.Uint64
 	_         [56]byte
 
