@@ -204,6 +204,31 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
+// CacheSharer is implemented by queues whose RX and TX halves keep free
+// buffers in a Cache (both backends here). By default each half has its own
+// cache, and a frame received on one queue and transmitted on another (a
+// gateway's LAN and WAN) travels back to the receiving half through the
+// pool's shared free list — with several queues, often to another CPU,
+// whose cache must then fetch the buffer's lines. A goroutine that owns
+// several queues on one pool (the fast path's worker owns LAN queue i and
+// WAN queue i on one UMEM) gives them one cache instead, so that the frame a
+// transmit completes is the next the same CPU receives into.
+type CacheSharer interface {
+	// Cache returns the cache the queue's halves keep free buffers of the
+	// queue's own pool in: the queue's own (which the queue accounts, see
+	// Accounter, and drains when closed), unless UseCache gave it another.
+	Cache() *Cache
+
+	// UseCache makes the queue's halves keep free buffers of c's pool in c
+	// (on memport, that includes a transmit half's cache of the peer's pool
+	// when the peer has another one) and reports whether any half does.
+	// The halves' own caches of that pool are drained into the pool. c
+	// stays its owner's: the queue neither accounts nor drains it. Call
+	// UseCache before the queue carries traffic; afterwards c may be used
+	// only by the goroutine that owns the queue, as with every half.
+	UseCache(c *Cache) bool
+}
+
 // Accounter is implemented by ports that can say where every buffer of their
 // pools is, for tests of descriptor accounting (package
 // dataplane/dataplanetest): once traffic has stopped and every frame a

@@ -280,3 +280,29 @@ func seqPayload(seq uint32, size int) []byte {
 	}
 	return p
 }
+
+// shareCaches makes queue q of every port of the rig keep free frames of
+// each pool in one cache per pool (the workers' own, where a worker has
+// one): for benchmarks in which one goroutine drives queue q of every
+// port, as one CPU per queue would, so that the harness's feeding and
+// draining do not move frames between the queues' CPUs through the pools'
+// shared free lists. Not for rigs whose workers run on their own.
+func (r *rig) shareCaches() {
+	for q := 0; q < r.lanA.NumQueues(); q++ {
+		caches := map[*dataplane.Pool]*dataplane.Cache{}
+		for _, p := range []*memport.Port{r.lanA, r.lanB} { // the workers' caches
+			c := p.Queue(q).(dataplane.CacheSharer).Cache()
+			caches[c.Pool()] = c
+		}
+		for _, p := range []*memport.Port{r.hostA, r.lanA, r.wanA, r.wanB, r.lanB, r.hostB} {
+			for _, pl := range p.Pools() {
+				c := caches[pl]
+				if c == nil {
+					c = dataplane.NewCache(pl)
+					caches[pl] = c
+				}
+				p.Queue(q).(dataplane.CacheSharer).UseCache(c)
+			}
+		}
+	}
+}

@@ -114,6 +114,7 @@ func BenchmarkQueues(b *testing.B) {
 	for _, queues := range []int{1, 2} {
 		b.Run(fmt.Sprintf("queues=%d", queues), func(b *testing.B) {
 			r := newRig(b, rigConfig{queues: queues, srcPorts: 16})
+			r.shareCaches() // goroutine q drives queue q of every port
 			tmpls := queueTemplates(b, r, queues, 16, hostAddrB, 64-42)
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -163,6 +163,15 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	}
 	w.lanRX, w.lanTX = w.lanQ.RX(), w.lanQ.TX()
 	w.wanRX, w.wanTX = w.wanQ.RX(), w.wanQ.TX()
+	// The worker owns both queues: when they are on one pool (AF_XDP ports
+	// on a shared UMEM) they keep free frames in one cache, so that a
+	// frame received on one side and sent on the other comes back to
+	// this worker's CPU instead of through the pool's shared free list.
+	if ls, ok := w.lanQ.(dataplane.CacheSharer); ok {
+		if ws, ok := w.wanQ.(dataplane.CacheSharer); ok {
+			ws.UseCache(ls.Cache())
+		}
+	}
 	w.portSpan = max(e.cfg.SourcePorts, 1)
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())

@@ -374,10 +374,12 @@ func (p *Port) AccountBuffers(fn func(pl *dataplane.Pool, chunk uint64, place st
 	mask := ^uint64(pl.FrameSize() - 1)
 	for _, q := range p.queues {
 		s := q.sock
-		for _, c := range q.rx.cache.AppendChunks(nil) {
+		// Caches given with UseCache are their owners' to report; the
+		// queue's own are drained when replaced, and report nothing then.
+		for _, c := range q.ownRX.AppendChunks(nil) {
 			fn(pl, c, "rx cache")
 		}
-		for _, c := range q.tx.cache.AppendChunks(nil) {
+		for _, c := range q.ownTX.AppendChunks(nil) {
 			fn(pl, c, "tx cache")
 		}
 		for i := atomic.LoadUint32(s.fill.cons); i != s.fill.cachedProd; i++ {

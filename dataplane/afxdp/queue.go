@@ -23,15 +23,43 @@ type queue struct {
 	sock  *socket
 	rx    rxHalf
 	tx    txHalf
+	// ownRX and ownTX are the caches the queue made; UseCache may give
+	// the halves a caller's instead.
+	ownRX, ownTX *dataplane.Cache
 }
 
-var _ dataplane.Queue = (*queue)(nil)
+var (
+	_ dataplane.Queue       = (*queue)(nil)
+	_ dataplane.CacheSharer = (*queue)(nil)
+)
+
+// Cache returns the cache the RX half keeps free UMEM chunks in
+// (dataplane.CacheSharer).
+func (q *queue) Cache() *dataplane.Cache { return q.rx.cache }
+
+// UseCache makes both halves keep free chunks in c if c is a cache of the
+// port's UMEM (dataplane.CacheSharer): the fill ring is refilled from it
+// and completed transmits return to it. The halves' own caches are drained
+// into the pool. It reports whether c was taken.
+func (q *queue) UseCache(c *dataplane.Cache) bool {
+	if c.Pool() != q.rx.pool {
+		return false
+	}
+	for _, old := range []*dataplane.Cache{q.rx.cache, q.tx.cache} {
+		if old != c {
+			old.Drain()
+		}
+	}
+	q.rx.cache, q.tx.cache = c, c
+	return true
+}
 
 func newQueue(p *Port, i int, s *socket) *queue {
 	q := &queue{port: p, index: i, sock: s}
 	pool := p.umem.pool
-	q.rx = rxHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem()))}
-	q.tx = txHalf{q: q, s: s, pool: pool, cache: dataplane.NewCache(pool), memLen: uint64(len(pool.Mem())),
+	q.ownRX, q.ownTX = dataplane.NewCache(pool), dataplane.NewCache(pool)
+	q.rx = rxHalf{q: q, s: s, pool: pool, cache: q.ownRX, memLen: uint64(len(pool.Mem()))}
+	q.tx = txHalf{q: q, s: s, pool: pool, cache: q.ownTX, memLen: uint64(len(pool.Mem())),
 		maxLen:   uint32(min(p.mtu+ethHeaderLen, pool.FrameSize()-pool.Headroom()-vlanTagLen)),
 		copyMode: !p.umem.ZeroCopy()}
 	q.rx.zerocopy = !q.tx.copyMode
@@ -394,6 +422,7 @@ func (q *queue) release() {
 		put(r.descs[i&r.mask])
 	}
 	s.unmap()
-	q.rx.cache.Drain()
-	q.tx.cache.Drain()
+	// Caches given with UseCache are their owners' to drain.
+	q.ownRX.Drain()
+	q.ownTX.Drain()
 }

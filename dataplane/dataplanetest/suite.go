@@ -108,6 +108,11 @@ func (o *Options) setDefaults() {
 //     back, then a drain; every buffer of every pool must then be in exactly
 //     one place (see CheckAccounting). Ports must implement
 //     dataplane.Accounter.
+//   - SharedCache (ports implementing dataplane.CacheSharer): b's queue 0
+//     takes a's queue 0's cache (UseCache), and one goroutine drives both:
+//     frames go from a to b, are reflected and come back, each buffer
+//     passing through the shared cache; then every buffer must be in
+//     exactly one place, the shared cache reported once, by a.
 //   - CloseReopen: after Close the halves return 0 and held frames can
 //     still be freed; a new pair (on the same interfaces) works.
 //   - Leaks: no file descriptor or goroutine outlives a pair.
@@ -125,6 +130,7 @@ func Run(t *testing.T, newPair NewPairFunc, opts Options) {
 			t.Run("Accounting", func(t *testing.T) { s.testAccounting(t, q) })
 		})
 	}
+	t.Run("SharedCache", func(t *testing.T) { s.testSharedCache(t) })
 	t.Run("CloseReopen", func(t *testing.T) { s.testCloseReopen(t, opts.Queues[len(opts.Queues)-1]) })
 	t.Run("Leaks", func(t *testing.T) { s.testLeaks(t, opts.Queues[len(opts.Queues)-1]) })
 }
@@ -812,6 +818,83 @@ func (s *suite) testAccounting(t *testing.T, queues int) {
 	}
 	if !s.opts.Lossy && returned.Load()+bDropped.Load() != sent.Load() {
 		t.Errorf("returned %d + dropped %d frames, want the %d sent", returned.Load(), bDropped.Load(), sent.Load())
+	}
+	CheckAccounting(t, p.a, p.b)
+}
+
+func (s *suite) testSharedCache(t *testing.T) {
+	p := s.open(t, 1)
+	qa, qb := p.a.Queue(0), p.b.Queue(0)
+	sa, ok := qa.(dataplane.CacheSharer)
+	if !ok {
+		t.Skipf("%T does not implement dataplane.CacheSharer", qa)
+	}
+	sb, ok := qb.(dataplane.CacheSharer)
+	if !ok {
+		t.Fatalf("%T implements dataplane.CacheSharer and %T does not", qa, qb)
+	}
+	shared := sa.Cache()
+	if shared == nil || shared.Pool() == nil {
+		t.Fatalf("Cache() = %v, want a cache of the queue's pool", shared)
+	}
+	used := sb.UseCache(shared)
+	t.Logf("b's queue took a's cache: %v", used)
+	if sa.UseCache(shared) != true {
+		t.Errorf("UseCache(its own cache) = false, want true")
+	}
+	total := min(s.opts.Frames, 4096)
+	buf := make([]dataplane.Frame, 32)
+	var seq uint64
+	sent, returned, dropped := 0, 0, 0
+	progress := time.Now()
+	for returned+dropped < total && time.Since(progress) < s.opts.Timeout {
+		moved := false
+		if sent < total && sent-returned-dropped < 256 {
+			tx := qa.TX()
+			n := tx.Alloc(buf[:min(len(buf), total-sent)])
+			for i := range n {
+				build(&buf[i], 64, p.ea, p.eb, tag{dir: dirAB, flow: p.flowOf(0, int(seq)), seq: seq})
+				seq++
+			}
+			m := tx.Transmit(buf[:n])
+			tx.Free(buf[m:n])
+			sent += m
+			moved = moved || m > 0
+			if n == 0 {
+				tx.Reclaim()
+			}
+		}
+		if n := qb.RX().Receive(buf); n > 0 {
+			for i := range n {
+				reflect(buf[i].Data())
+			}
+			m := qb.TX().Transmit(buf[:n])
+			qb.TX().Free(buf[m:n])
+			dropped += n - m
+			moved = true
+		} else {
+			qb.TX().Reclaim()
+		}
+		if n := qa.RX().Receive(buf); n > 0 {
+			qa.RX().Free(buf[:n])
+			returned += n
+			moved = true
+		}
+		if moved {
+			progress = time.Now()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	p.reclaimAll()
+	p.drain(p.a, 0)
+	p.drain(p.b, 0)
+	t.Logf("sent %d, returned %d, dropped by b's full TX %d", sent, returned, dropped)
+	if sent < total {
+		t.Errorf("sent %d of %d frames", sent, total)
+	}
+	if !s.opts.Lossy && returned+dropped != sent {
+		t.Errorf("returned %d + dropped %d frames, want the %d sent", returned, dropped, sent)
 	}
 	CheckAccounting(t, p.a, p.b)
 }

@@ -169,8 +169,8 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 			q := &Queue{port: p, index: i}
 			q.rx.efd = -1
 			q.rx.q, q.tx.q = q, q
-			q.rx.cache = dataplane.NewCache(p.pool)
-			q.tx.own = dataplane.NewCache(p.pool)
+			q.ownRX, q.ownTX = dataplane.NewCache(p.pool), dataplane.NewCache(p.pool)
+			q.rx.cache, q.tx.own = q.ownRX, q.ownTX
 			q.tx.out = make([]producer, n)
 			p.queues[i] = q
 		}
@@ -181,6 +181,7 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 			if p.peer.pool != p.pool {
 				q.tx.peerCache = dataplane.NewCache(p.peer.pool)
 			}
+			q.ownPeer = q.tx.peerCache
 		}
 	}
 	// ring[i][k]: from TX queue i of one port to RX queue k of the other.
@@ -305,9 +306,14 @@ func (p *Port) AccountBuffers(fn func(pool *dataplane.Pool, chunk uint64, place 
 		}
 	}
 	for k, q := range p.queues {
-		report(q.rx.cache, fmt.Sprintf("%s rx cache q%d", p.name, k))
-		report(q.tx.own, fmt.Sprintf("%s tx cache q%d", p.name, k))
-		if q.tx.peerCache != q.tx.own {
+		// Caches given with UseCache are their owners' to report.
+		if q.rx.cache == q.ownRX {
+			report(q.rx.cache, fmt.Sprintf("%s rx cache q%d", p.name, k))
+		}
+		if q.tx.own == q.ownTX {
+			report(q.tx.own, fmt.Sprintf("%s tx cache q%d", p.name, k))
+		}
+		if q.tx.peerCache != q.tx.own && q.tx.peerCache == q.ownPeer {
 			report(q.tx.peerCache, fmt.Sprintf("%s tx peer cache q%d", p.name, k))
 		}
 		for i := range q.rx.in {
@@ -329,6 +335,45 @@ type Queue struct {
 	index int
 	rx    rxHalf
 	tx    txHalf
+	// The caches the queue made (rx.cache, tx.own and tx.peerCache start
+	// as these; UseCache may replace them with a caller's).
+	ownRX, ownTX, ownPeer *dataplane.Cache
+}
+
+var _ dataplane.CacheSharer = (*Queue)(nil)
+
+// Cache returns the cache the queue's RX half keeps free buffers of the
+// port's pool in (dataplane.CacheSharer).
+func (q *Queue) Cache() *dataplane.Cache { return q.rx.cache }
+
+// UseCache makes the queue's halves keep free buffers of c's pool in c
+// (dataplane.CacheSharer): the RX half and the TX half's own cache when c
+// is of the port's pool, the TX half's cache of the peer's buffers when c
+// is of the peer's (different) pool. The replaced caches are drained into
+// their pool. It reports whether any half took c.
+func (q *Queue) UseCache(c *dataplane.Cache) bool {
+	used := false
+	if c.Pool() == q.port.pool {
+		for _, old := range []*dataplane.Cache{q.rx.cache, q.tx.own} {
+			if old != c {
+				old.Drain()
+			}
+		}
+		same := q.tx.peerCache == q.tx.own
+		q.rx.cache, q.tx.own = c, c
+		if same {
+			q.tx.peerCache = c
+		}
+		used = true
+	}
+	if c.Pool() == q.port.peer.pool && q.port.peer.pool != q.port.pool {
+		if q.tx.peerCache != c {
+			q.tx.peerCache.Drain()
+		}
+		q.tx.peerCache = c
+		used = true
+	}
+	return used
 }
 
 // Index is the queue's index on its port.
