@@ -755,6 +755,10 @@ func (w *worker) inbound(now int64) int {
 	var bad [NumDropReasons]int32
 	left := 0 // frames consumed here (handshakes, keepalives, exception), freed with the drops
 	// Pass 1: parse, look up, authenticate.
+	var (
+		idxRun   uint32
+		idxRunKp *Keypair // the live keypair of idxRun
+	)
 	for i := range frames {
 		w.kps[i] = nil
 		f := &frames[i]
@@ -792,14 +796,18 @@ func (w *worker) inbound(now int64) int {
 			bad[DropShortData]++
 			continue
 		}
-		kp := w.e.indexes.Lookup(binary.LittleEndian.Uint32(msg[4:8]))
-		if kp == nil {
-			bad[DropUnknownIndex]++
-			continue
-		}
-		if kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
-			bad[DropExpired]++
-			continue
+		// A burst is mostly one session: look its index up once.
+		idx, kp := binary.LittleEndian.Uint32(msg[4:8]), idxRunKp
+		if idx != idxRun || kp == nil {
+			if kp = w.e.indexes.Lookup(idx); kp == nil {
+				bad[DropUnknownIndex]++
+				continue
+			}
+			if kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+				bad[DropExpired]++
+				continue
+			}
+			idxRun, idxRunKp = idx, kp
 		}
 		c := binary.LittleEndian.Uint64(msg[8:16])
 		if c >= RejectAfterMessages {
