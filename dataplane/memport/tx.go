@@ -55,6 +55,11 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	nq := len(tx.out)
 	var touched uint64 // bit k: pushed on out[k]
 	var pkts, bytes, copies, tooLong, noBuf, bad uint64
+	// With one peer queue, the ring's room is checked once for the burst.
+	room := uint32(0)
+	if nq == 1 {
+		room = tx.out[0].free(uint32(len(frames)))
+	}
 	i := 0
 	for ; i < len(frames); i++ {
 		f := &frames[i]
@@ -71,11 +76,15 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		k := 0
 		if nq > 1 {
 			k = RSSQueue(f.Data(), nq)
+			if tx.out[k].free(1) == 0 {
+				break
+			}
+		} else if room == 0 {
+			break
+		} else {
+			room--
 		}
 		out := &tx.out[k]
-		if out.free(1) == 0 {
-			break
-		}
 		var d desc
 		if f.Pool() == peerPool {
 			if f.Headroom() < dataplane.MinHeadroom ||
