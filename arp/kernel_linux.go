@@ -236,69 +236,122 @@ type KernelNeighbours struct {
 
 	// Updates counts the notifications applied.
 	Updates atomic.Uint64
+	// Resyncs counts the periodic listings (NeighbourResync).
+	Resyncs atomic.Uint64
 }
 
 // NewKernelNeighbours starts mirroring the kernel's neighbours into t. If
-// the notification socket fails (an overrun), it subscribes and lists again.
+// the notification socket fails (an overrun, as under an ARP storm), it
+// subscribes and lists again; and it lists the kernel's entries again every
+// NeighbourResync regardless, so that a notification lost in any way (the
+// kernel drops them for a full socket) is repaired within that time.
 func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error) {
 	h, err := netlink.NewHandleAt(opts.ns())
 	if err != nil {
 		return nil, fmt.Errorf("arp: kernel neighbours: netlink handle: %w", err)
 	}
 	k := &KernelNeighbours{t: t, opts: opts, h: h, done: make(chan struct{})}
-	ch, err := k.subscribe()
+	sub, err := k.subscribe()
 	if err != nil {
 		close(k.done)
 		h.Close()
 		return nil, err
 	}
 	k.wg.Add(1)
-	go k.follow(ch)
+	go k.follow(sub)
 	return k, nil
 }
 
-func (k *KernelNeighbours) subscribe() (chan netlink.NeighUpdate, error) {
-	ch := make(chan netlink.NeighUpdate, 1024)
+// NeighbourResync is how often KernelNeighbours lists the kernel's
+// neighbours again besides following its notifications.
+const NeighbourResync = 5 * time.Second
+
+// neighbourRcvbuf is the receive buffer asked for the notification socket
+// (SO_RCVBUFFORCE, which needs CAP_NET_ADMIN as the gateway has; without it
+// the kernel's rmem_max caps it): room for a burst of some thousands of
+// notifications before the kernel drops them.
+const neighbourRcvbuf = 8 << 20
+
+// neighbourSub is one notification subscription; closing stop closes its
+// socket.
+type neighbourSub struct {
+	ch   chan netlink.NeighUpdate
+	stop chan struct{}
+}
+
+func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
+	sub := neighbourSub{ch: make(chan netlink.NeighUpdate, 1024), stop: make(chan struct{})}
 	ns := k.opts.ns()
-	sub := netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
-	if err := netlink.NeighSubscribeWithOptions(ch, k.done, sub); err != nil {
-		return nil, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
+	opts := netlink.NeighSubscribeOptions{
+		Namespace: &ns, ReceiveBufferSize: neighbourRcvbuf, ReceiveBufferForceSize: true,
+		ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) },
 	}
+	if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {
+		// Without CAP_NET_ADMIN the forced size fails: take the default.
+		opts.ReceiveBufferSize, opts.ReceiveBufferForceSize = 0, false
+		if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {
+			return neighbourSub{}, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
+		}
+	}
+	if err := k.list(); err != nil {
+		close(sub.stop)
+		return neighbourSub{}, err
+	}
+	return sub, nil
+}
+
+// list applies the kernel's current entries (after subscribing, so that
+// nothing falls between the listing and the notifications).
+func (k *KernelNeighbours) list() error {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		ns, err := k.h.NeighList(k.opts.LinkIndex, fam)
 		if err != nil {
-			return nil, fmt.Errorf("arp: kernel neighbours: list: %w", err)
+			return fmt.Errorf("arp: kernel neighbours: list: %w", err)
 		}
 		for _, n := range ns {
 			k.apply(n, false)
 		}
 	}
-	return ch, nil
+	return nil
 }
 
-func (k *KernelNeighbours) follow(ch chan netlink.NeighUpdate) {
+func (k *KernelNeighbours) follow(sub neighbourSub) {
 	defer k.wg.Done()
+	resync := time.NewTicker(NeighbourResync)
+	defer resync.Stop()
+	defer func() { close(sub.stop) }()
 	for {
 		select {
 		case <-k.done:
 			return
-		case u, ok := <-ch:
+		case <-resync.C:
+			if err := k.list(); err != nil {
+				report(k.done, k.opts.ErrorCallback, err)
+			}
+			k.Resyncs.Add(1)
+		case u, ok := <-sub.ch:
 			if ok {
 				k.apply(u.Neigh, u.Type == unix.RTM_DELNEIGH)
 				k.Updates.Add(1)
 				continue
 			}
-			for {
+			// The subscription failed (reported through ErrorCallback):
+			// close its socket and start another.
+			close(sub.stop)
+			sub = neighbourSub{}
+			for sub.ch == nil {
 				select {
 				case <-k.done:
+					sub.stop = make(chan struct{}) // for the deferred close
 					return
 				case <-time.After(resubscribeDelay):
 				}
-				var err error
-				if ch, err = k.subscribe(); err == nil {
-					break
+				next, err := k.subscribe()
+				if err != nil {
+					report(k.done, k.opts.ErrorCallback, err)
+					continue
 				}
-				report(k.done, k.opts.ErrorCallback, err)
+				sub = next
 			}
 		}
 	}

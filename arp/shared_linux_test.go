@@ -214,3 +214,30 @@ func TestSharedThroughRouter(t *testing.T) {
 		t.Errorf("datagram to %v through the router's MAC did not arrive", farIP)
 	}
 }
+
+// TestSharedResyncRepairsLostNotification: a notification the table missed
+// (the kernel drops them for a full socket, as under an ARP storm) is
+// repaired by the periodic listing: the table is made to hold a wrong MAC
+// that no notification will correct, and within NeighbourResync it holds
+// the kernel's again.
+func TestSharedResyncRepairsLostNotification(t *testing.T) {
+	us, k, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	tb, _ := sharedTable(t, us, idx)
+	kmac := macOf(t, k, v.B)
+	tb.Resolve(kV4)
+	if !waitFor(3*time.Second, func() bool { m, ok := tb.Lookup(kV4); return ok && m == kmac }) {
+		t.Fatalf("Lookup(%v) never gave the kernel's %v", kV4, kmac)
+	}
+	bogus := MAC{0x02, 0xbb, 0, 0, 0, 1}
+	tb.Set(kV4, bogus, StateStale) // as if the last notification seen had said so
+	if m, _ := tb.Lookup(kV4); m != bogus {
+		t.Fatalf("Set did not take: Lookup = %v", m)
+	}
+	start := time.Now()
+	if !waitFor(NeighbourResync+2*time.Second, func() bool { m, ok := tb.Lookup(kV4); return ok && m == kmac }) {
+		m, _ := tb.Lookup(kV4)
+		t.Fatalf("after %v the table still says %v for %v, the kernel %v", NeighbourResync+2*time.Second, m, kV4, kmac)
+	}
+	t.Logf("repaired after %v", time.Since(start).Round(time.Millisecond))
+}
