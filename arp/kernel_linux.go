@@ -103,11 +103,20 @@ const resubscribeDelay = 100 * time.Millisecond
 
 func (k *KernelRoutes) follow(ch chan netlink.RouteUpdate) {
 	defer k.wg.Done()
+	// A periodic listing repairs a change whose notification was lost,
+	// as KernelNeighbours does.
+	resync := time.NewTicker(NeighbourResync)
+	defer resync.Stop()
 	for {
 		var ok bool
 		select {
 		case <-k.done:
 			return
+		case <-resync.C:
+			if err := k.reload(); err != nil {
+				report(k.done, k.opts.ErrorCallback, err)
+			}
+			continue
 		case _, ok = <-ch:
 		}
 		if !ok {
