@@ -38,7 +38,8 @@ func (o *KernelOptions) ns() netns.NsHandle {
 // main routing table (IPv4 and IPv6), swapped atomically and rebuilt from a
 // fresh listing whenever the kernel reports a route change (RTNLGRP
 // IPv4/IPv6 route notifications), so that changes apply within
-// milliseconds. Multipath routes use their first next hop; routes that are
+// milliseconds, and every NeighbourResync in case a notification was lost.
+// Multipath routes use their first next hop; routes that are
 // not unicast (blackhole, unreachable, prohibit) answer ok false. NextHop
 // is lock-free and safe for concurrent use. Close stops following.
 type KernelRoutes struct {
