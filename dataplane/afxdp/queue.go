@@ -39,14 +39,16 @@ func (q *queue) Cache() *dataplane.Cache { return q.rx.cache }
 
 // UseCache makes both halves keep free chunks in c if c is a cache of the
 // port's UMEM (dataplane.CacheSharer): the fill ring is refilled from it
-// and completed transmits return to it. The halves' own caches are drained
-// into the pool. It reports whether c was taken.
+// and completed transmits return to it. The queue's own caches it replaces
+// are drained into the pool. It reports whether c was taken.
 func (q *queue) UseCache(c *dataplane.Cache) bool {
 	if c.Pool() != q.rx.pool {
 		return false
 	}
+	// Only the queue's own caches are drained: one given earlier is its
+	// owner's.
 	for _, old := range []*dataplane.Cache{q.rx.cache, q.tx.cache} {
-		if old != c {
+		if old != c && (old == q.ownRX || old == q.ownTX) {
 			old.Drain()
 		}
 	}

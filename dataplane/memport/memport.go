@@ -349,13 +349,15 @@ func (q *Queue) Cache() *dataplane.Cache { return q.rx.cache }
 // UseCache makes the queue's halves keep free buffers of c's pool in c
 // (dataplane.CacheSharer): the RX half and the TX half's own cache when c
 // is of the port's pool, the TX half's cache of the peer's buffers when c
-// is of the peer's (different) pool. The replaced caches are drained into
-// their pool. It reports whether any half took c.
+// is of the peer's (different) pool. The queue's own caches it replaces are
+// drained into their pool. It reports whether any half took c.
 func (q *Queue) UseCache(c *dataplane.Cache) bool {
 	used := false
 	if c.Pool() == q.port.pool {
+		// Only the queue's own caches are drained: one given earlier is
+		// its owner's.
 		for _, old := range []*dataplane.Cache{q.rx.cache, q.tx.own} {
-			if old != c {
+			if old != c && (old == q.ownRX || old == q.ownTX) {
 				old.Drain()
 			}
 		}
@@ -367,7 +369,7 @@ func (q *Queue) UseCache(c *dataplane.Cache) bool {
 		used = true
 	}
 	if c.Pool() == q.port.peer.pool && q.port.peer.pool != q.port.pool {
-		if q.tx.peerCache != c {
+		if q.tx.peerCache != c && q.tx.peerCache == q.ownPeer {
 			q.tx.peerCache.Drain()
 		}
 		q.tx.peerCache = c
