@@ -63,26 +63,46 @@ func pinThread(cpu int) {
 	unix.SchedSetaffinity(0, &set)
 }
 
-// runQueues has one pinned goroutine per queue feed its LAN queue, run the
-// worker's outbound path and drain gateway B's WAN queue, for n packets
-// per queue; it returns the aggregate packets per second.
-func runQueues(b *testing.B, r *rig, queues int, tmpls [][]byte, n int) float64 {
+// runPinned runs setup(q) and then, all together, the returned loop on
+// one goroutine per queue, each pinned to CPU q, and returns the aggregate
+// rate of n packets per queue over the slowest goroutine's time.
+func runPinned(queues, n int, setup func(q int) (loop func())) float64 {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	var elapsed []time.Duration = make([]time.Duration, queues)
+	elapsed := make([]time.Duration, queues)
 	for q := 0; q < queues; q++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			pinThread(q)
 			defer runtime.UnlockOSThread()
-			frames := make([]dataplane.Frame, 64)
-			tx := r.hostA.Queue(q).TX()
-			wrx := r.wanB.Queue(q).RX()
-			w := r.a.workers[q]
-			tmpl := tmpls[q]
+			loop := setup(q)
 			<-start
 			t0 := time.Now()
+			loop()
+			elapsed[q] = time.Since(t0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var longest time.Duration
+	for _, e := range elapsed {
+		longest = max(longest, e)
+	}
+	return float64(n*queues) / longest.Seconds()
+}
+
+// runQueues has one pinned goroutine per queue feed its LAN queue, run the
+// worker's outbound path and drain gateway B's WAN queue, for n packets
+// per queue; it returns the aggregate packets per second.
+func runQueues(b *testing.B, r *rig, queues int, tmpls [][]byte, n int) float64 {
+	return runPinned(queues, n, func(q int) func() {
+		frames := make([]dataplane.Frame, 64)
+		tx := r.hostA.Queue(q).TX()
+		wrx := r.wanB.Queue(q).RX()
+		w := r.a.workers[q]
+		tmpl := tmpls[q]
+		return func() {
 			for done := 0; done < n; done += 64 {
 				k := tx.Alloc(frames)
 				for i := 0; i < k; i++ {
@@ -94,16 +114,8 @@ func runQueues(b *testing.B, r *rig, queues int, tmpls [][]byte, n int) float64 
 				m := wrx.Receive(frames)
 				wrx.Free(frames[:m])
 			}
-			elapsed[q] = time.Since(t0)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	var longest time.Duration
-	for _, e := range elapsed {
-		longest = max(longest, e)
-	}
-	return float64(n*queues) / longest.Seconds()
+		}
+	})
 }
 
 // BenchmarkQueues compares the aggregate encrypt-path rate of 1 and 2
@@ -250,34 +262,17 @@ func BenchmarkContextSwitches(b *testing.B) {
 // ChaCha20-Poly1305 Seal of a 64-byte packet in place n times with nothing
 // shared; it returns the aggregate packets per second.
 func runCeiling(queues, n int) float64 {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	elapsed := make([]time.Duration, queues)
-	for q := 0; q < queues; q++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pinThread(q)
-			defer runtime.UnlockOSThread()
-			aead, _ := chacha20poly1305.New(make([]byte, 32))
-			buf := make([]byte, 64+16)
-			var nonce [12]byte
-			<-start
-			t0 := time.Now()
+	return runPinned(queues, n, func(int) func() {
+		aead, _ := chacha20poly1305.New(make([]byte, 32))
+		buf := make([]byte, 64+16)
+		var nonce [12]byte
+		return func() {
 			for i := 0; i < n; i++ {
 				nonce[4] = byte(i)
 				aead.Seal(buf[:0], nonce[:], buf[:64], nil)
 			}
-			elapsed[q] = time.Since(t0)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	var longest time.Duration
-	for _, e := range elapsed {
-		longest = max(longest, e)
-	}
-	return float64(n*queues) / longest.Seconds()
+		}
+	})
 }
 
 // BenchmarkQueuesCeiling is the machine's own scaling ceiling for
