@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"sort"
 	"time"
 )
 
@@ -141,6 +143,34 @@ type Stats struct {
 	// Backend holds backend-specific counters by name (e.g. AF_XDP's
 	// XDP_STATISTICS and the XDP program's per-CPU counters). May be nil.
 	Backend map[string]uint64
+}
+
+// LossCounters names the Backend counters that mean a lost frame: AF_XDP's
+// XDP_STATISTICS (the kernel dropped a frame for a full RX ring or an empty
+// fill ring, or met a bad descriptor).
+var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full", "xsk_rx_fill_ring_empty_descs"}
+
+// Losses lists what s counts as lost, as sorted "name=count" strings for
+// the nonzero counters: the drops by reason, the ring-full events (a
+// transmit that could not take every frame: the caller kept and counted
+// the rest), and the LossCounters of Backend. Empty when nothing was lost.
+func (s Stats) Losses() []string {
+	var out []string
+	for r, n := range s.Drops {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", DropReason(r), n))
+		}
+	}
+	if s.RingFull > 0 {
+		out = append(out, fmt.Sprintf("ring_full_events=%d", s.RingFull))
+	}
+	for _, k := range LossCounters {
+		if n := s.Backend[k]; n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Add adds o's counters to s.

@@ -64,7 +64,7 @@ func (r captureRequest) filter() (fastpath.CaptureFilter, error) {
 	if r.Host != "" {
 		a, err := netip.ParseAddr(r.Host)
 		if err != nil {
-			return f, fmt.Errorf("host %q: %w", r.Host, err)
+			return f, fmt.Errorf("host %q is not an IP address (give one IPv4 or IPv6 address, such as 198.18.1.2 or 2001:db8::2)", r.Host)
 		}
 		f.Host = a.Unmap()
 	}
@@ -90,9 +90,16 @@ func cmdCapture(args []string) error {
 	if err := fs.Parse(reorder(args)); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	switch {
+	case fs.NArg() == 0:
 		fs.Usage()
-		return errors.New("capture: one gateway NAME is required")
+		return errors.New("capture: a gateway NAME is required (wgpio stats lists the running ones)")
+	case fs.NArg() > 1:
+		return fmt.Errorf("capture: one gateway NAME, got %d: %s", fs.NArg(), strings.Join(fs.Args(), " "))
+	case *count < 0:
+		return fmt.Errorf("capture: -c %d: want 0 (until Ctrl-C) or a number of frames", *count)
+	case *snap < 1:
+		return fmt.Errorf("capture: -s %d: want the number of bytes kept of each frame, 1 or more", *snap)
 	}
 	name := fs.Arg(0)
 	req := captureRequest{Port: *port, Dir: *dir, Host: *host, SnapLen: *snap}

@@ -21,6 +21,10 @@ import (
 
 func cmdStats(args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: wgpio stats [-json] [NAME...]\n\nPrints the counters of running gateways: the named ones, or every one\n(each serves them on %s/NAME.stats).\n\n", runDir)
+		fs.PrintDefaults()
+	}
 	asJSON := fs.Bool("json", false, "print the raw JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -103,28 +107,12 @@ func printStats(name string, s GatewayStats) {
 	tw.Flush()
 }
 
-// portDrops lists a port queue's drops: the backend's by reason, ring-full
-// events, and the kernel's AF_XDP counters that mean a lost frame.
+// portDrops lists a port queue's losses (dataplane.Stats.Losses).
 func portDrops(st dataplane.Stats) string {
-	var out []string
-	for r, n := range st.Drops {
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%s=%d", dataplane.DropReason(r), n))
-		}
+	if l := st.Losses(); len(l) > 0 {
+		return strings.Join(l, " ")
 	}
-	if st.RingFull > 0 {
-		out = append(out, fmt.Sprintf("ring_full_events=%d", st.RingFull))
-	}
-	for _, k := range []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full", "xsk_rx_fill_ring_empty_descs"} {
-		if n := st.Backend[k]; n > 0 {
-			out = append(out, fmt.Sprintf("%s=%d", k, n))
-		}
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, " ")
+	return "none"
 }
 
 // printCompatStats prints compat mode's counters: wgpio's bind (WAN) and

@@ -52,8 +52,27 @@ func cmdUp(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		if *conf == "" {
+			return fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), fs.Arg(0))
+		}
+		return fmt.Errorf("up: unexpected argument %q after the flags", fs.Arg(0))
+	}
 	if *conf == "" {
 		return errors.New("up: -c FILE is required")
+	}
+	switch config.Mode(*mode) {
+	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
+	default:
+		return fmt.Errorf("up: -mode %q: want fastpath, compat or compat-mqtun", *mode)
+	}
+	switch config.XDPMode(*xdp) {
+	case "", config.XDPAuto, config.XDPNative, config.XDPGeneric:
+	default:
+		return fmt.Errorf("up: -xdp %q: want auto, native or generic", *xdp)
+	}
+	if *queues < 0 {
+		return fmt.Errorf("up: -queues %d: want 1 or more (0: one per RX queue of the devices)", *queues)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {

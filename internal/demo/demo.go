@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/topo"
 )
 
@@ -112,7 +114,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastAB, lastBA, lastEnc, lastDec uint64
-	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  wgpio drops (total)")
+	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  wgpio drops and port losses (total)")
 	start := time.Now()
 	var prevSentAB, prevSentBA uint64
 loop:
@@ -138,7 +140,7 @@ loop:
 		}
 		fmt.Fprintf(out, "%4.0fs  %10d  %10d  %10d  %10d  %11d  %11d  %9s  %s\n",
 			time.Since(start).Seconds(), sab-prevSentAB, rab-lastAB, sba-prevSentBA, rba-lastBA,
-			enc-lastEnc, dec-lastDec, hs, dropString(fastpath.TotalDrops(qs)))
+			enc-lastEnc, dec-lastDec, hs, dropString(fastpath.TotalDrops(qs), s.Gateway))
 		prevSentAB, prevSentBA, lastAB, lastBA, lastEnc, lastDec = sab, sba, rab, rba, enc, dec
 	}
 	ab.close()
@@ -157,7 +159,9 @@ loop:
 	return res, nil
 }
 
-func dropString(d [fastpath.NumDropReasons]uint64) string {
+// dropString lists the engine's drops by reason and the losses of the
+// gateway's two ports (AF_XDP: frames the kernel could not hand over).
+func dropString(d [fastpath.NumDropReasons]uint64, g *fastgw.Gateway) string {
 	var parts []string
 	for r, n := range d {
 		if n > 0 {
@@ -165,6 +169,15 @@ func dropString(d [fastpath.NumDropReasons]uint64) string {
 		}
 	}
 	sort.Strings(parts)
+	wan, lan := g.Ports()
+	for _, p := range []struct {
+		name string
+		port dataplane.Port
+	}{{"wan", wan}, {"lan", lan}} {
+		for _, l := range p.port.Stats().Losses() {
+			parts = append(parts, p.name+":"+l)
+		}
+	}
 	if len(parts) == 0 {
 		return "none"
 	}
