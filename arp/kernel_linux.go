@@ -294,7 +294,13 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 	ns := k.opts.ns()
 	opts := netlink.NeighSubscribeOptions{
 		Namespace: &ns, ReceiveBufferSize: neighbourRcvbuf, ReceiveBufferForceSize: true,
-		ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) },
+		ErrorCallback: func(err error) {
+			select {
+			case <-sub.stop: // we closed it: its read error is expected
+			default:
+				report(k.done, k.opts.ErrorCallback, err)
+			}
+		},
 	}
 	if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {
 		// Without CAP_NET_ADMIN the forced size fails: take the default.
