@@ -1,6 +1,8 @@
 package fastpath
 
 import (
+	"encoding/json"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -134,10 +136,51 @@ type QueueStats struct {
 	// neighbour.
 	Held uint64
 	// Drops counts drops by reason.
-	Drops [NumDropReasons]uint64
+	Drops DropCounts
 	// LAN and WAN are the ports' queue counters.
 	LAN, WAN dataplane.Stats
 }
+
+// DropCounts counts drops by reason, indexed by DropReason. In JSON it is
+// an object of the nonzero counts by reason name ({"replay": 3}), which
+// UnmarshalJSON reads back; an unknown name is an error.
+type DropCounts [NumDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d DropCounts) MarshalJSON() ([]byte, error) {
+	m := make(map[string]uint64)
+	for r, n := range d {
+		if n > 0 {
+			m[DropReason(r).String()] = n
+		}
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = DropCounts{}
+	for name, n := range m {
+		r, ok := dropReasonByName[name]
+		if !ok {
+			return fmt.Errorf("fastpath: unknown drop reason %q", name)
+		}
+		d[r] = n
+	}
+	return nil
+}
+
+var dropReasonByName = func() map[string]DropReason {
+	m := make(map[string]DropReason, NumDropReasons)
+	for r := range DropReason(NumDropReasons) {
+		m[r.String()] = r
+	}
+	return m
+}()
 
 type counters struct {
 	encrypted, decrypted           atomic.Uint64
