@@ -330,6 +330,10 @@ func (w *worker) outbound(now int64) int {
 	// and ARP/NDP frames once answered) are freed in one call.
 	var bad [NumDropReasons]int32
 	left := 0
+	var (
+		lastDst  netip.Addr // the last destination looked up, and its peer
+		lastPeer *Peer
+	)
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -350,7 +354,11 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
-		peer, ok := w.dstRoutes.lookup(rt, w.pkt.Dst)
+		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
+			lastDst = w.pkt.Dst
+			lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+		}
+		peer, ok := lastPeer, lastPeer != nil
 		if !ok {
 			bad[DropNoRoute]++
 			left++
