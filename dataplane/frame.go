@@ -96,6 +96,9 @@ func (f *Frame) Reset(headroom int) bool {
 	return true
 }
 
+// cacheLine is the size in bytes of a CPU cache line (amd64, arm64).
+const cacheLine = 64
+
 // Pool is a region of memory cut into chunks of FrameSize bytes (the UMEM on
 // AF_XDP), with a shared list of free chunks.
 //
@@ -103,10 +106,14 @@ func (f *Frame) Reset(headroom int) bool {
 // the owners of queue halves keep private caches (see Cache) in front of it.
 // Every other method is safe for concurrent use and takes no lock.
 type Pool struct {
+	// Read on every frame access by every queue's goroutine: kept on a
+	// cache line of their own, apart from the free list's lock and the
+	// counter, which spills and refills write.
 	mem       []byte
 	frameSize uint32
 	headroom  uint32
 	nframes   uint32
+	_         [cacheLine - 36]byte
 
 	mu   sync.Mutex
 	free []uint64 // chunk offsets; guarded by mu

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -430,5 +431,75 @@ func TestOuterUDPChecksum(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("csum=%v: %d outer frames, want 1", csum, n)
 		}
+	}
+}
+
+// TestDataRoamsEndpoint: authenticated data or a keepalive from a new outer
+// source moves B's endpoint for A there at the next publish (whitepaper §2,
+// roaming), with the frame's source MAC as next hop when the WAN resolver
+// does not know the new address; a source that stays current does not.
+func TestDataRoamsEndpoint(t *testing.T) {
+	for _, keepalive := range []bool{false, true} {
+		name := "data"
+		if keepalive {
+			name = "keepalive"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, rigConfig{})
+			ka, _ := r.installKeys()
+			var msg []byte
+			if keepalive {
+				c, n := ka.ReserveNonces(1)
+				if n != 1 {
+					t.Fatal("no nonce")
+				}
+				msg = make([]byte, transportHdrLen)
+				msg[0] = msgTransport
+				binary.LittleEndian.PutUint32(msg[4:8], ka.RemoteIndex)
+				binary.LittleEndian.PutUint64(msg[8:16], c)
+				var nonce [12]byte
+				msg = append(msg, ka.Seal(nil, nil, c, &nonce)...)
+			} else {
+				msg = capture(t, r, 1)[0]
+			}
+			wb := r.b.workers[0]
+			before := r.peerBA.Endpoint.Load()
+			// From the current endpoint: no move.
+			sendAll(t, r.wanA, 0, []dataplane.Frame{wanFrame(t, r, msg)})
+			wb.inbound(r.clock.Now())
+			recvAll(t, r.hostB, 1, 20*time.Millisecond, nil)
+			wb.publish(r.clock.Now())
+			if ep := r.peerBA.Endpoint.Load(); ep != before {
+				t.Fatalf("endpoint moved to %+v on a packet from the current one", ep)
+			}
+			// The same session from a new address, port and MAC; a fresh
+			// counter so that it is not a replay.
+			if keepalive {
+				c, _ := ka.ReserveNonces(1)
+				binary.LittleEndian.PutUint64(msg[8:16], c)
+				var nonce [12]byte
+				msg = append(msg[:transportHdrLen], ka.Seal(nil, nil, c, &nonce)...)
+			} else {
+				msg = capture(t, r, 1)[0]
+			}
+			newSrc := netip.AddrPortFrom(netip.MustParseAddr("198.18.1.99"), 40000)
+			newMAC := net.HardwareAddr{2, 0, 0, 0, 0, 0x99}
+			f := udpFrame(t, r.wanA.Queue(0).TX(), r.wanB.MAC(), newMAC, newSrc.Addr(), wanAddrB, newSrc.Port(), portB, msg)
+			sendAll(t, r.wanA, 0, []dataplane.Frame{f})
+			wb.inbound(r.clock.Now())
+			want := 1
+			if keepalive {
+				want = 0
+			}
+			if got := recvAll(t, r.hostB, want, 20*time.Millisecond, nil); got != want {
+				t.Fatalf("delivered %d, want %d; drops %v", got, want, TotalDrops(r.b.Stats()))
+			}
+			wb.publish(r.clock.Now())
+			ep := r.peerBA.Endpoint.Load()
+			if ep.Dst != newSrc || ep.Src != wanAddrB || ep.DstMAC != [6]byte(newMAC) {
+				t.Errorf("endpoint after roaming = %v from %v via %x, want %v from %v via %x",
+					ep.Dst, ep.Src, ep.DstMAC, newSrc, wanAddrB, []byte(newMAC))
+			}
+		})
 	}
 }

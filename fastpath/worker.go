@@ -114,12 +114,9 @@ type worker struct {
 	nonce  [12]byte
 
 	// inbound batch state
-	kps      []*Keypair
+	meta     []rxMeta
 	counters []uint64
 	accepted []bool
-	srcs     []netip.AddrPort
-	plainOff []int
-	plainLen []int
 	scratchC []uint64
 	scratchA []bool
 	done     []bool
@@ -185,12 +182,9 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.frames = make([]dataplane.Frame, b)
 	w.out = make([]dataplane.Frame, 0, b+1)
 	w.peerOf = make([]*peerLocal, b)
-	w.kps = make([]*Keypair, b)
+	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
-	w.srcs = make([]netip.AddrPort, b)
-	w.plainOff = make([]int, b)
-	w.plainLen = make([]int, b)
 	w.scratchC = make([]uint64, b)
 	w.scratchA = make([]bool, b)
 	w.done = make([]bool, b)
@@ -761,22 +755,72 @@ func (w *worker) inbound(now int64) int {
 	}
 	frames := w.frames[:n]
 	var bad [NumDropReasons]int32
-	left := 0 // frames consumed here (handshakes, keepalives, exception), freed with the drops
-	// Pass 1: parse, look up, authenticate.
+	// Frames consumed here (handshakes, keepalives, exception), freed with
+	// the drops.
+	left := w.authenticate(frames, &bad, now)
+	w.replayCheck(n)
+	out, consumed := w.deliver(frames, &bad, now)
+	w.freeRest(w.wanRX, frames, &bad, left+consumed)
+	w.transmit(w.lanTX, out)
+	return n
+}
+
+// rxMeta is what inbound's first pass learnt of an authenticated transport
+// packet, for its third.
+type rxMeta struct {
+	kp       *Keypair       // nil: not authenticated (dropped or consumed)
+	src      netip.AddrPort // outer source
+	plainLen int32          // plaintext length, with the sender's padding
+	back     int32          // from the frame's data start back to the outer Ethernet header
+	verdict  innerVerdict
+}
+
+// innerVerdict is what the first pass found in an authenticated packet's
+// plaintext, acted on after the replay check.
+type innerVerdict uint8
+
+const (
+	innerDeliver     innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
+	innerKeepalive                       // empty: a keepalive (whitepaper §6.5)
+	innerMalformed                       // not a well-formed IP packet
+	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
+	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
+	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
+)
+
+// authenticate is inbound's first pass: parse, look up the receiver index,
+// open in place, and prepare the inner packet for the LAN while the AEAD's
+// output is hot in the cache (its IP header, allowed IPs, Ethernet toward
+// the next hop; a neighbour it misses is asked for even if the packet turns
+// out to be a replay). It fills w.meta and w.counters for each frame and
+// returns the number of frames it consumed (handshake messages, ARP/NDP).
+func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (left int) {
+	meta := w.meta[:len(frames)]
+	counters := w.counters[:len(frames)]
+	rt := w.e.routes.Load()
 	var (
 		idxRun   uint32
 		idxRunKp *Keypair // the live keypair of idxRun
+		// The last inner source and the peer its allowed IPs name, and
+		// the last destination resolved with its MAC address: a burst is
+		// mostly a few flows.
+		lastSrc     netip.Addr
+		lastSrcPeer *Peer
+		lastDst     netip.Addr
+		lastMAC     [6]byte
 	)
 	for i := range frames {
-		w.kps[i] = nil
+		m := &meta[i]
+		m.kp = nil
 		f := &frames[i]
 		d := f.Data()
-		if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
-			w.neighbour(h, w.wanTX, d)
-			left++
-			continue
-		}
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
+			// ARP and NDP are not UDP: looked for only here.
+			if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
+				w.neighbour(h, w.wanTX, d)
+				left++
+				continue
+			}
 			bad[DropWANMalformed]++
 			continue
 		}
@@ -827,127 +871,177 @@ func (w *worker) inbound(now int64) int {
 			bad[DropAuth]++
 			continue
 		}
-		w.kps[i] = kp
-		w.counters[i] = c
-		w.srcs[i] = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
-		w.plainOff[i] = w.pkt.PayloadOff + transportHdrLen
-		w.plainLen[i] = len(p)
-	}
-	// Pass 2: replay, one window check per keypair run.
-	w.replayCheck(n)
-	// Pass 3: deliver.
-	rt := w.e.routes.Load()
-	out := w.out[:0]
-	var dec int
-	var decBytes uint64
-	// Per-peer bookkeeping runs once per run of packets of one keypair,
-	// and the endpoint comparison once per run of one outer source.
-	var (
-		runKp  *Keypair
-		pl     *peerLocal
-		runSrc netip.AddrPort
-		// The last inner source and the peer its allowed IPs name, and
-		// the last destination resolved with its MAC address: a burst is
-		// mostly a few flows.
-		lastSrc     netip.Addr
-		lastSrcPeer *Peer
-		lastDst     netip.Addr
-		lastMAC     [6]byte
-	)
-	for i := range frames {
-		kp := w.kps[i]
-		if kp == nil {
+		counters[i] = c
+		m.kp = kp
+		m.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
+		m.plainLen = int32(len(p))
+		m.back = 0
+		if len(p) == 0 {
+			m.verdict = innerKeepalive
 			continue
 		}
-		if !w.accepted[i] {
-			bad[DropReplay]++
-			continue
-		}
-		f := &frames[i]
-		peer := kp.Peer
-		if kp != runKp {
-			runKp, runSrc = kp, netip.AddrPort{}
-			pl = w.peerState(peer)
-			if !kp.Confirmed() && peer.promote(kp) {
-				w.e.Kick() // held packets may go now
-			}
-			pl.lastReceived = now
-			w.markDirty(pl)
-		}
-		dec++
-		pl.rxBytes += uint64(w.plainLen[i] + minTransportLen)
-		if w.srcs[i] != runSrc {
-			runSrc = w.srcs[i]
-			if ep := peer.Endpoint.Load(); ep != nil && ep.Dst == runSrc {
-				pl.sawCurrent = true
-			} else if !pl.sawCurrent || !pl.lastSrc.IsValid() {
-				// A candidate for roaming (rare): the outer headers are
-				// still in front of the payload.
-				var op header.Packet
-				d := f.Data()
-				header.Parse(d, &op)
-				pl.lastSrc, pl.lastDst, pl.lastSrcMAC = runSrc, op.Dst, [6]byte(d[6:12])
-			}
-		}
-		if w.plainLen[i] == 0 {
-			w.c.keepalives.Add(1)
-			left++ // consumed: freed with the rest
-			continue
-		}
-		f.TrimFront(w.plainOff[i])
-		f.SetLen(w.plainLen[i])
-		if r := header.ParseIP(f.Data(), &w.pkt); r != header.OK && r != header.ReasonFragment {
-			bad[DropInnerMalformed]++
+		off := w.pkt.PayloadOff + transportHdrLen
+		f.TrimFront(off)
+		f.SetLen(len(p))
+		m.back = int32(off)
+		// The IP header only: a gateway forwards what its upper layer
+		// holds, as a router does.
+		if header.ParseL3(f.Data(), &w.pkt) != header.OK {
+			m.verdict = innerMalformed
 			continue
 		}
 		if w.pkt.Src != lastSrc {
 			lastSrc = w.pkt.Src
 			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
 		}
-		if lastSrcPeer != peer {
-			bad[DropAllowedIPs]++
+		if lastSrcPeer != kp.Peer {
+			m.verdict = innerForeign
 			continue
 		}
-		pl.lastDataReceived = now
-		f.SetLen(w.pkt.L3End)
-		decBytes += uint64(w.pkt.L3End)
-		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, w.pkt.Dst) {
+		f.SetLen(w.pkt.L3End) // without the padding
+		dst := w.pkt.Dst
+		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
+			m.verdict = innerOwn
+			continue
+		}
+		mac, ok := lastMAC, dst == lastDst
+		if !ok {
+			if mac, ok = w.lanNeighbour(dst, now); !ok {
+				m.verdict = innerNoNeighbour
+				continue
+			}
+			lastDst, lastMAC = dst, mac
+		}
+		et := uint16(header.EtherTypeIPv4)
+		if dst.Is6() {
+			et = header.EtherTypeIPv6
+		}
+		header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+		m.back -= header.EthernetLen
+		m.verdict = innerDeliver
+	}
+	return left
+}
+
+// deliver is inbound's third pass, over the authenticated packets: the
+// replay verdict, peer bookkeeping (once per run of one keypair), roaming,
+// and the first pass's verdict on the inner packet. It returns the frames to
+// transmit and the number of frames it consumed (keepalives, exception
+// packets).
+func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (out []dataplane.Frame, left int) {
+	meta := w.meta[:len(frames)]
+	accepted := w.accepted[:len(frames)]
+	out = w.out[:0]
+	var (
+		dec      int
+		decBytes uint64
+		runKp    *Keypair // per-peer bookkeeping runs once per run of one keypair,
+		pl       *peerLocal
+		runSrc   netip.AddrPort // and the endpoint check once per run of one source
+	)
+	for i := range frames {
+		m := &meta[i]
+		kp := m.kp
+		if kp == nil {
+			continue
+		}
+		if !accepted[i] {
+			bad[DropReplay]++
+			continue
+		}
+		f := &frames[i]
+		if kp != runKp {
+			runKp, runSrc = kp, netip.AddrPort{}
+			pl = w.received(kp, now)
+		}
+		dec++
+		pl.rxBytes += uint64(m.plainLen) + minTransportLen
+		if m.src != runSrc {
+			runSrc = m.src
+			w.sawSource(pl, f, m)
+		}
+		switch m.verdict {
+		case innerDeliver:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len() - header.EthernetLen)
+			out = append(out, *f)
+			*f = dataplane.Frame{}
+		case innerKeepalive:
+			w.c.keepalives.Add(1)
+			left++ // consumed: freed with the rest
+		case innerMalformed:
+			bad[DropInnerMalformed]++
+		case innerForeign:
+			bad[DropAllowedIPs]++
+		case innerOwn:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
 			w.e.cfg.Exception(f.Data())
 			w.c.exception.Add(1)
 			left++ // consumed: freed with the rest
-			continue
+		case innerNoNeighbour:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			w.waitNeighbour(f, bad)
 		}
-		mac, ok := lastMAC, w.pkt.Dst == lastDst
-		if !ok {
-			if mac, ok = w.lanNeighbour(w.pkt.Dst, now); ok {
-				lastDst, lastMAC = w.pkt.Dst, mac
-			}
-		}
-		if !ok {
-			// Hold it while the resolver asks for the neighbour.
-			if len(w.nbrWait) < maxNeighbourWait {
-				w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: w.pkt.Dst, v6: w.pkt.IPVersion == 6, since: time.Now()})
-				*f = dataplane.Frame{}
-				w.setHeld()
-			} else {
-				bad[DropNoNeighbour]++
-			}
-			continue
-		}
-		et := uint16(header.EtherTypeIPv4)
-		if w.pkt.IPVersion == 6 {
-			et = header.EtherTypeIPv6
-		}
-		b := f.Prepend(header.EthernetLen)
-		header.PutEthernet(b, header.MAC(mac), header.MAC(w.lanMAC), et)
-		out = append(out, *f)
-		*f = dataplane.Frame{}
 	}
 	w.c.decrypted.Add(uint64(dec))
 	w.c.decryptedBytes.Add(decBytes)
-	w.freeRest(w.wanRX, frames, &bad, left)
-	w.transmit(w.lanTX, out)
-	return n
+	return out, left
+}
+
+// received does the per-peer bookkeeping of a run of authenticated,
+// accepted packets of kp: it confirms (promotes) the keypair if it was the
+// next one (whitepaper §5.4.7: the responder may send once data arrived on
+// it), stamps the receive time and returns the worker's state of the peer.
+func (w *worker) received(kp *Keypair, now int64) *peerLocal {
+	pl := w.peerState(kp.Peer)
+	if !kp.Confirmed() && kp.Peer.promote(kp) {
+		w.e.Kick() // held packets may go now
+	}
+	pl.lastReceived = now
+	w.markDirty(pl)
+	return pl
+}
+
+// sawSource notes the outer source of a run of accepted packets from the
+// peer of pl (frame f, described by m, its outer headers m.back bytes in
+// front of its data): if it is not the peer's endpoint it is a candidate
+// for roaming (whitepaper §2, "cryptokey routing"), which the control plane
+// judges when it reads the stamps.
+func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
+	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Dst == m.src {
+		pl.sawCurrent = true
+		return
+	}
+	if pl.sawCurrent && pl.lastSrc.IsValid() {
+		return
+	}
+	outer := *f
+	d := outer.Prepend(int(m.back))
+	// The authentication pass checked that the outer destination is our
+	// address of the source's family.
+	dst := w.e.cfg.WANAddr6
+	if m.src.Addr().Is4() {
+		dst = w.e.cfg.WANAddr4
+	}
+	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
+}
+
+// waitNeighbour holds f (an inner IP packet, checked by the first pass,
+// Ethernet not yet added) while the resolver asks for its destination's MAC
+// address, or counts its drop when too many wait already. f is zeroed when
+// held.
+func (w *worker) waitNeighbour(f *dataplane.Frame, bad *[NumDropReasons]int32) {
+	if len(w.nbrWait) >= maxNeighbourWait {
+		bad[DropNoNeighbour]++
+		return
+	}
+	header.ParseL3(f.Data(), &w.pkt) // for the destination: rare
+	dst := w.pkt.Dst
+	w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: dst, v6: dst.Is6(), since: time.Now()})
+	*f = dataplane.Frame{}
+	w.setHeld()
 }
 
 // flushNeighbourWait sends the frames whose neighbour resolved and drops
@@ -1021,14 +1115,15 @@ func (w *worker) freeRest(rx dataplane.RX, frames []dataplane.Frame, bad *[NumDr
 }
 
 // replayCheck runs the replay window over the authenticated counters of
-// w.kps[:n], once per distinct keypair in the batch (the common case is one
+// w.meta[:n], once per distinct keypair in the batch (the common case is one
 // keypair per batch: one lock), and fills w.accepted.
 func (w *worker) replayCheck(n int) {
+	meta := w.meta[:n]
 	// The usual burst: every packet authenticated, all of one session.
-	if kp := w.kps[0]; kp != nil {
+	if kp := meta[0].kp; kp != nil {
 		same := true
-		for _, k := range w.kps[1:n] {
-			same = same && k == kp
+		for i := range meta[1:] {
+			same = same && meta[1+i].kp == kp
 		}
 		if same {
 			kp.CheckReplay(w.counters[:n], w.accepted[:n])
@@ -1036,18 +1131,18 @@ func (w *worker) replayCheck(n int) {
 		}
 	}
 	done := w.done[:n]
-	for i := 0; i < n; i++ {
+	for i := range meta {
 		w.accepted[i] = false
-		done[i] = w.kps[i] == nil
+		done[i] = meta[i].kp == nil
 	}
-	for i := 0; i < n; i++ {
+	for i := range meta {
 		if done[i] {
 			continue
 		}
-		kp := w.kps[i]
+		kp := meta[i].kp
 		m := 0
 		for j := i; j < n; j++ {
-			if !done[j] && w.kps[j] == kp {
+			if !done[j] && meta[j].kp == kp {
 				w.scratchC[m] = w.counters[j]
 				m++
 			}
@@ -1055,7 +1150,7 @@ func (w *worker) replayCheck(n int) {
 		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
 		m = 0
 		for j := i; j < n; j++ {
-			if !done[j] && w.kps[j] == kp {
+			if !done[j] && meta[j].kp == kp {
 				w.accepted[j] = w.scratchA[m]
 				done[j] = true
 				m++

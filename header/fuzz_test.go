@@ -164,6 +164,42 @@ func FuzzParseIP(f *testing.F) {
 	})
 }
 
+// FuzzParseL3 checks the one-pass IPv4 path against the general one, and
+// ParseL3 against ParseIP: whatever ParseIP accepts, ParseL3 accepts with
+// the same IP fields (it only judges fewer things).
+func FuzzParseL3(f *testing.F) {
+	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("inner"))}))               // inner UDP/IPv4
+	f.Add(mkIPv4(ip4Spec{proto: ProtoTCP, payload: []byte{0, 1, 0, 2}}))                 // truncated TCP: ParseIP refuses
+	f.Add(mkIPv4(ip4Spec{flagFrag: 0x2000, proto: ProtoUDP, payload: udp([]byte("f"))})) // fragment
+	f.Add(cat(mkIPv6(ProtoUDP, -1, udp([]byte("inner"))), make([]byte, 11)))             // inner UDP/IPv6 with WireGuard padding
+	f.Add(mkIPv6(ProtoHopByHop, -1, cat(ext(ProtoUDP, 0), udp([]byte("x")))))            // extension chain
+	f.Add([]byte{0x45})                                                                  // one byte
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		var p Packet
+		r := ParseL3(pkt, &p)
+		if r == ReasonFragment {
+			t.Fatalf("ParseL3(%x) = ReasonFragment, want OK with Fragment set", pkt)
+		}
+		if len(pkt) > 0 && pkt[0]>>4 == IPv4Version {
+			var ref Packet
+			if rr := parseIPv4Header(pkt, 0, &ref); rr != r || r == OK && ref != p {
+				t.Fatalf("ParseL3(%x) = %v %+v, the general IPv4 path %v %+v", pkt, r, p, rr, ref)
+			}
+		}
+		var q Packet
+		if rq := ParseIP(pkt, &q); rq == OK || rq == ReasonFragment {
+			if r != OK || p.L3End != q.L3End || p.Src != q.Src || p.Dst != q.Dst || p.IPVersion != q.IPVersion || p.TTL != q.TTL ||
+				p.IPVersion == IPv4Version && (p.Proto != q.Proto || p.Fragment != q.Fragment || p.L4Off != q.L4Off) {
+				t.Fatalf("ParseL3(%x) = %v %+v, ParseIP accepted it as %+v", pkt, r, p, q)
+			}
+		}
+		if r != OK {
+			return
+		}
+		checkInvariants(t, pkt, &p)
+	})
+}
+
 func FuzzICMPErrors(f *testing.F) {
 	f.Add(mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, payload: udp(make([]byte, 1000))}), uint16(1420), 1500) // too-big UDP/IPv4
 	f.Add(mkIPv4(ip4Spec{proto: ProtoICMPv4, payload: []byte{3, 4, 0, 0, 0, 0, 5, 0xdc}}), uint16(576), 100)        // an ICMP error itself

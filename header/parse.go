@@ -117,7 +117,76 @@ func ParseIP(pkt []byte, p *Packet) Reason {
 	return ReasonBadVersion
 }
 
+// ParseL3 parses only the IP header of a bare IP packet, making the checks
+// a router makes before it forwards one (RFC 1812 §5.2.2 for IPv4: a whole
+// header, version 4, IHL >= 5 and within pkt, total length >= IHL × 4 and
+// within pkt, header checksum; for IPv6 the fixed header and the payload
+// length within pkt, RFC 8200 §3). The upper layer is not judged: a gateway
+// forwards what it does not understand. It fills p as ParseIP does but for
+// the upper layer: Proto is the IPv4 protocol or the fixed IPv6 header's
+// Next Header (extension headers are not walked), L4Off is the end of the
+// IPv4 header or 40, PayloadOff = L4Off, PayloadLen = L3End − L4Off, the
+// ports are 0, and Fragment is set for an IPv4 fragment (MF or an offset)
+// only. It returns OK, also for a fragment, or the Reason of a bad header.
+//
+// ParseL3 does not allocate, does not keep pkt, and never reads past it.
+func ParseL3(pkt []byte, p *Packet) Reason {
+	// The common packet, IPv4 without options, in one pass.
+	if len(pkt) >= IPv4MinLen && pkt[0] == ipv4VersionIHL5 {
+		b := pkt[:IPv4MinLen]
+		total := int(binary.BigEndian.Uint16(b[2:4]))
+		s := uint64(binary.LittleEndian.Uint32(b[0:4])) + uint64(binary.LittleEndian.Uint32(b[4:8])) +
+			uint64(binary.LittleEndian.Uint32(b[8:12])) + uint64(binary.LittleEndian.Uint32(b[12:16])) +
+			uint64(binary.LittleEndian.Uint32(b[16:20]))
+		if total >= IPv4MinLen && total <= len(pkt) && fold35(s) == 0xffff {
+			// Every field is written, one by one (no zeroing pass,
+			// no copy of a struct with pointers).
+			p.L3Off = 0
+			p.L3End = total
+			p.L4Off = IPv4MinLen
+			p.PayloadOff = IPv4MinLen
+			p.PayloadLen = total - IPv4MinLen
+			p.Src = netip.AddrFrom4([4]byte(b[12:16]))
+			p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+			p.SrcPort, p.DstPort = 0, 0
+			p.EtherType, p.VLANID, p.Tagged = 0, 0, false
+			p.IPVersion = IPv4Version
+			p.Proto = b[9]
+			p.TTL = b[8]
+			p.Fragment = binary.BigEndian.Uint16(b[6:8])&(ipv4FlagMF|ipv4FragOffMask) != 0
+			return OK
+		}
+	}
+	*p = Packet{}
+	if len(pkt) < 1 {
+		return ReasonTruncatedIP
+	}
+	switch pkt[0] >> 4 {
+	case IPv4Version:
+		return parseIPv4Header(pkt, 0, p)
+	case IPv6Version:
+		return parseIPv6Header(pkt, 0, p)
+	}
+	return ReasonBadVersion
+}
+
 func parseIPv4(frame []byte, off int, p *Packet) Reason {
+	if r := parseIPv4Header(frame, off, p); r != OK {
+		return r
+	}
+	if p.Fragment {
+		return ReasonFragment
+	}
+	if p.Proto == ProtoUDP {
+		return parseUDP(frame[p.L4Off:p.L3End], p, false)
+	}
+	return parseL4(frame[:p.L3End], p, false)
+}
+
+// parseIPv4Header checks the IPv4 header at frame[off:] and fills p's L3
+// fields, with PayloadOff = L4Off and PayloadLen the rest of the packet. p
+// must be zero but for what the caller set.
+func parseIPv4Header(frame []byte, off int, p *Packet) Reason {
 	p.L3Off = off
 	b := frame[off:]
 	if len(b) < IPv4MinLen {
@@ -147,42 +216,23 @@ func parseIPv4(frame []byte, off int, p *Packet) Reason {
 	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
 	p.L3End = off + total
 	p.L4Off = off + ihl
-	if binary.BigEndian.Uint16(b[6:8])&(ipv4FlagMF|ipv4FragOffMask) != 0 {
-		p.Fragment = true
-		p.PayloadOff = p.L4Off
-		p.PayloadLen = p.L3End - p.L4Off
-		return ReasonFragment
-	}
-	if p.Proto == ProtoUDP {
-		return parseUDP(b[ihl:total], p, false)
-	}
-	return parseL4(frame[:p.L3End], p, false)
+	p.PayloadOff = p.L4Off
+	p.PayloadLen = p.L3End - p.L4Off
+	p.Fragment = binary.BigEndian.Uint16(b[6:8])&(ipv4FlagMF|ipv4FragOffMask) != 0
+	return OK
 }
 
 func parseIPv6(frame []byte, off int, p *Packet) Reason {
-	p.L3Off = off
+	if r := parseIPv6Header(frame, off, p); r != OK {
+		return r
+	}
 	b := frame[off:]
-	if len(b) < IPv6Len {
-		return ReasonTruncatedIP
-	}
-	if b[0]>>4 != IPv6Version {
-		return ReasonBadVersion
-	}
-	plen := int(binary.BigEndian.Uint16(b[4:6]))
-	if IPv6Len+plen > len(b) {
-		return ReasonLengthExceedsFrame
-	}
-	p.IPVersion = IPv6Version
-	p.TTL = b[7]
-	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
-	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
-	p.L3End = off + IPv6Len + plen
 	nh := b[6]
 	l4 := 0
 	if nh != ProtoUDP && nh != ProtoTCP && nh != ProtoICMPv6 {
 		var frag bool
 		var r Reason
-		nh, l4, frag, r = UpperLayer(b[IPv6Len:IPv6Len+plen], nh)
+		nh, l4, frag, r = UpperLayer(b[IPv6Len:IPv6Len+p.PayloadLen], nh)
 		p.Proto = nh
 		p.L4Off = off + IPv6Len + l4
 		if r != OK {
@@ -198,6 +248,35 @@ func parseIPv6(frame []byte, off int, p *Packet) Reason {
 	p.Proto = nh
 	p.L4Off = off + IPv6Len + l4
 	return parseL4(frame[:p.L3End], p, true)
+}
+
+// parseIPv6Header checks the fixed IPv6 header at frame[off:] and fills p's
+// L3 fields, with Proto the header's Next Header, L4Off right after the
+// fixed header, PayloadOff = L4Off and PayloadLen the IPv6 payload length.
+// p must be zero but for what the caller set.
+func parseIPv6Header(frame []byte, off int, p *Packet) Reason {
+	p.L3Off = off
+	b := frame[off:]
+	if len(b) < IPv6Len {
+		return ReasonTruncatedIP
+	}
+	if b[0]>>4 != IPv6Version {
+		return ReasonBadVersion
+	}
+	plen := int(binary.BigEndian.Uint16(b[4:6]))
+	if IPv6Len+plen > len(b) {
+		return ReasonLengthExceedsFrame
+	}
+	p.IPVersion = IPv6Version
+	p.TTL = b[7]
+	p.Proto = b[6]
+	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
+	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+	p.L3End = off + IPv6Len + plen
+	p.L4Off = off + IPv6Len
+	p.PayloadOff = p.L4Off
+	p.PayloadLen = plen
+	return OK
 }
 
 // parseUDP reads the UDP header at the start of b, which ends where the IP

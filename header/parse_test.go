@@ -277,3 +277,57 @@ func TestParseTruncations(t *testing.T) {
 		}
 	}
 }
+
+func TestParseL3(t *testing.T) {
+	pl := []byte("inner")
+	shortTCP := []byte{0, 1, 0, 2, 0, 0} // six bytes of a TCP header
+	tests := []struct {
+		name     string
+		pkt      []byte
+		want     Reason
+		wantEnd  int
+		wantL4   int
+		wantProt uint8
+		wantFrag bool
+	}{
+		{"udp4 with padding", cat(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(pl)}), make([]byte, 3)), OK, 33, 20, ProtoUDP, false},
+		{"truncated tcp4: forwarded", mkIPv4(ip4Spec{proto: ProtoTCP, payload: shortTCP}), OK, 26, 20, ProtoTCP, false},
+		{"gre4", mkIPv4(ip4Spec{proto: 47, payload: pl}), OK, 25, 20, 47, false},
+		{"options", mkIPv4(ip4Spec{proto: ProtoUDP, options: []byte{1, 1, 1, 0}, payload: udp(pl)}), OK, 37, 24, ProtoUDP, false},
+		{"fragment", mkIPv4(ip4Spec{flagFrag: 0x2000, proto: ProtoUDP, payload: udp(pl)}), OK, 33, 20, ProtoUDP, true},
+		{"udp6 zero checksum: forwarded", mkIPv6(ProtoUDP, -1, mkUDP(1, 2, 8, nil)), OK, 48, 40, ProtoUDP, false},
+		{"ipv6 extension chain: not walked", mkIPv6(ProtoHopByHop, -1, cat(ext(ProtoUDP, 0), udp(pl))), OK, 61, 40, ProtoHopByHop, false},
+		{"bad checksum", mkIPv4(ip4Spec{badSum: true, proto: ProtoUDP, payload: udp(pl)}), ReasonBadIPv4Checksum, 0, 0, 0, false},
+		{"total past the packet", mkIPv4(ip4Spec{total: 200, proto: ProtoUDP, payload: udp(pl)}), ReasonLengthExceedsFrame, 0, 0, 0, false},
+		{"total under the header", mkIPv4(ip4Spec{total: 19, proto: ProtoUDP, payload: udp(pl)}), ReasonBadTotalLength, 0, 0, 0, false},
+		{"ihl 4", mkIPv4(ip4Spec{ihl: 4, proto: ProtoUDP, payload: udp(pl)}), ReasonBadIHL, 0, 0, 0, false},
+		{"ipv6 payload past the packet", mkIPv6(ProtoUDP, 100, udp(pl)), ReasonLengthExceedsFrame, 0, 0, 0, false},
+		{"ipv6 cut", mkIPv6(ProtoUDP, -1, nil)[:39], ReasonTruncatedIP, 0, 0, 0, false},
+		{"empty", nil, ReasonTruncatedIP, 0, 0, 0, false},
+		{"version 5", []byte{0x50, 0, 0, 0}, ReasonBadVersion, 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		var p Packet
+		p.SrcPort, p.EtherType, p.Tagged = 7, 7, true // must be cleared
+		got := ParseL3(tt.pkt, &p)
+		if got != tt.want {
+			t.Errorf("ParseL3(%s) = %v, want %v", tt.name, got, tt.want)
+			continue
+		}
+		if got != OK {
+			continue
+		}
+		if p.L3End != tt.wantEnd || p.L4Off != tt.wantL4 || p.Proto != tt.wantProt || p.Fragment != tt.wantFrag ||
+			p.PayloadOff != p.L4Off || p.PayloadLen != p.L3End-p.L4Off || p.L3Off != 0 ||
+			p.SrcPort != 0 || p.DstPort != 0 || p.EtherType != 0 || p.Tagged {
+			t.Errorf("ParseL3(%s) = %+v, want L3End %d L4Off %d Proto %d Fragment %v and no L2/L4 fields",
+				tt.name, p, tt.wantEnd, tt.wantL4, tt.wantProt, tt.wantFrag)
+		}
+		checkInvariants(t, tt.pkt, &p)
+	}
+	pkt := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(pl)})
+	var p Packet
+	if a := testing.AllocsPerRun(100, func() { ParseL3(pkt, &p) }); a != 0 {
+		t.Errorf("ParseL3: %v allocs, want 0", a)
+	}
+}
