@@ -133,8 +133,11 @@ type WGPIO struct {
 	// Queues is the number of NIC queues (and fast-path workers) per port.
 	Queues int
 	// CPUs lists the CPUs to pin workers to, in the order written (ranges
-	// expanded), without repeats.
-	CPUs []int
+	// expanded), without repeats. CPUsLine is the line it was set on (0:
+	// not set), for the errors found only when the gateway starts (a CPU
+	// the process may not run on).
+	CPUs     []int
+	CPUsLine int
 	// SourcePorts is the range of outer UDP source ports; a flow's port is
 	// chosen by hashing its inner 5-tuple (DESIGN.md, "Fast path").
 	SourcePorts PortRange

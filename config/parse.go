@@ -776,7 +776,7 @@ func (p *parser) cpus(n int, v string) {
 		p.errorf(n, key, "empty CPU list")
 		return
 	}
-	p.f.WGPIO.CPUs = out
+	p.f.WGPIO.CPUs, p.f.WGPIO.CPUsLine = out, n
 }
 
 // isIfName reports whether s can be a Linux interface name (dev_valid_name:

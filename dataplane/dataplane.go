@@ -1,9 +1,11 @@
 package dataplane
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"time"
 )
@@ -139,7 +141,7 @@ type Stats struct {
 	// refills that found the fill ring full or the pool empty.
 	RingFull uint64
 	// Drops counts dropped frames by reason.
-	Drops [NumDropReasons]uint64
+	Drops DropCounts
 	// Backend holds backend-specific counters by name (e.g. AF_XDP's
 	// XDP_STATISTICS and the XDP program's per-CPU counters). May be nil.
 	Backend map[string]uint64
@@ -232,6 +234,40 @@ func (r DropReason) String() string {
 		return dropReasonNames[r]
 	}
 	return "unknown"
+}
+
+// DropCounts counts dropped frames by reason, indexed by DropReason. In
+// JSON it is an object of the nonzero counts by reason name
+// ({"too_long": 3}), which UnmarshalJSON reads back; an unknown name is an
+// error.
+type DropCounts [NumDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d DropCounts) MarshalJSON() ([]byte, error) {
+	m := make(map[string]uint64)
+	for r, n := range d {
+		if n > 0 {
+			m[DropReason(r).String()] = n
+		}
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = DropCounts{}
+	for name, n := range m {
+		r := slices.Index(dropReasonNames[:], name)
+		if r < 0 {
+			return fmt.Errorf("dataplane: unknown drop reason %q", name)
+		}
+		d[r] = n
+	}
+	return nil
 }
 
 // CacheSharer is implemented by queues whose RX and TX halves keep free

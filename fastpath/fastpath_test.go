@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -501,5 +502,79 @@ func TestDataRoamsEndpoint(t *testing.T) {
 					ep.Dst, ep.Src, ep.DstMAC, newSrc, wanAddrB, []byte(newMAC))
 			}
 		})
+	}
+}
+
+// ipFrame puts an Ethernet header in front of the IP packet ip in a frame
+// of tx's pool.
+func ipFrame(t testing.TB, tx dataplane.TX, dstMAC, srcMAC net.HardwareAddr, ip []byte) dataplane.Frame {
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) != 1 {
+		t.Fatal("Alloc: pool empty")
+	}
+	f := &fr[0]
+	f.SetLen(header.EthernetLen + len(ip))
+	et := uint16(header.EtherTypeIPv4)
+	if ip[0]>>4 == 6 {
+		et = header.EtherTypeIPv6
+	}
+	header.PutEthernet(f.Data(), header.MAC(dstMAC), header.MAC(srcMAC), et)
+	copy(f.Data()[header.EthernetLen:], ip)
+	return *f
+}
+
+// TestOddUpperLayersCrossTheTunnel: the gateway judges IP headers, not
+// what follows them. Packets whose upper layer it cannot read (a truncated
+// TCP header, GRE, UDP over IPv6 with checksum 0, an IPv6 extension header
+// that runs past the packet) cross the tunnel both ways, byte for byte.
+func TestOddUpperLayersCrossTheTunnel(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	v4 := func(src, dst netip.Addr, proto uint8, payload []byte) []byte {
+		b := make([]byte, header.IPv4MinLen+len(payload))
+		f := header.IPv4Fields{Protocol: proto, Src: src.As4(), Dst: dst.As4()}
+		header.PutIPv4(b, &f, len(payload))
+		copy(b[header.IPv4MinLen:], payload)
+		return b
+	}
+	v6 := func(src, dst netip.Addr, nh uint8, payload []byte) []byte {
+		b := make([]byte, header.IPv6Len+len(payload))
+		f := header.IPv6Fields{NextHeader: nh, Src: src.As16(), Dst: dst.As16()}
+		header.PutIPv6(b, &f, len(payload))
+		copy(b[header.IPv6Len:], payload)
+		return b
+	}
+	odd := func(src, dst, src6, dst6 netip.Addr) map[string][]byte {
+		return map[string][]byte{
+			"truncated TCP header":   v4(src, dst, header.ProtoTCP, []byte{0, 1, 0, 2, 0, 0}),
+			"GRE":                    v4(src, dst, 47, []byte{0, 0, 0x08, 0, 1, 2, 3, 4}),
+			"UDP/IPv6 checksum 0":    v6(src6, dst6, header.ProtoUDP, []byte{0, 1, 0, 2, 0, 10, 0, 0, 'h', 'i'}),
+			"IPv6 extension overrun": v6(src6, dst6, header.ProtoRouting, []byte{header.ProtoUDP, 9, 0, 0, 0, 0, 0, 0}),
+		}
+	}
+	for _, dir := range []struct {
+		name                 string
+		host, lan, farHost   *memport.Port
+		gw, far              *Engine
+		src, dst, src6, dst6 netip.Addr
+	}{
+		{"A to B", r.hostA, r.lanA, r.hostB, r.a, r.b, hostAddrA, hostAddrB, host6A, host6B},
+		{"B to A", r.hostB, r.lanB, r.hostA, r.b, r.a, hostAddrB, hostAddrA, host6B, host6A},
+	} {
+		for name, ip := range odd(dir.src, dir.dst, dir.src6, dir.dst6) {
+			if r := header.ParseIP(ip, new(header.Packet)); !r.IPHeaderOK() {
+				t.Fatalf("%s: ParseIP = %v, want a sound IP header", name, r)
+			}
+			sendAll(t, dir.host, 0, []dataplane.Frame{ipFrame(t, dir.host.Queue(0).TX(), dir.lan.MAC(), dir.host.MAC(), ip)})
+			dir.gw.workers[0].outbound(r.clock.Now())
+			dir.far.workers[0].inbound(r.clock.Now())
+			var got []byte
+			n := recvAll(t, dir.farHost, 1, 50*time.Millisecond, func(_ int, d []byte) {
+				got = append([]byte(nil), d[header.EthernetLen:]...)
+			})
+			if n != 1 || !bytes.Equal(got, ip) {
+				t.Errorf("%s, %s: received %d packets, %x; want %x; drops %v / %v",
+					dir.name, name, n, got, ip, TotalDrops(dir.gw.Stats()), TotalDrops(dir.far.Stats()))
+			}
+		}
 	}
 }

@@ -225,12 +225,20 @@ func (w *worker) run() {
 	} else {
 		defer runtime.UnlockOSThread()
 	}
-	// Busy-poll for IdleSpin after the last work (wall time, not the
-	// injected clock) before blocking in the waiter: at high rates a
-	// worker never sleeps, so it costs no context switch per burst; idle,
-	// it costs no CPU.
-	spin := w.e.cfg.IdleSpin
-	lastWork := time.Now()
+	// Busy-poll for IdleSpin after the last work before blocking in the
+	// waiter: at high rates a worker never sleeps, so it costs no context
+	// switch per burst; idle, it costs no CPU. The spin is timed on the
+	// engine's clock when that is the real one, so that one clock read per
+	// turn serves both; an injected clock (tests) may stand still, and the
+	// spin then reads the wall clock.
+	spin := int64(w.e.cfg.IdleSpin)
+	realClock := w.e.cfg.Now == nil
+	spinNow := w.e.now
+	if !realClock {
+		start := time.Now()
+		spinNow = func() int64 { return int64(time.Since(start)) }
+	}
+	lastWork := spinNow()
 	for !w.e.closing.Load() {
 		now := w.e.now()
 		work := w.outbound(now)
@@ -245,11 +253,15 @@ func (w *worker) run() {
 		if now-w.lastPublish >= int64(PublishInterval) {
 			w.publish(now)
 		}
+		t := now
+		if !realClock {
+			t = spinNow()
+		}
 		if work > 0 {
-			lastWork = time.Now()
+			lastWork = t
 			continue
 		}
-		if time.Since(lastWork) < spin {
+		if t-lastWork < spin {
 			continue
 		}
 		w.lanTX.Reclaim()
@@ -262,7 +274,7 @@ func (w *worker) run() {
 			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)
-		lastWork = time.Now()
+		lastWork = spinNow()
 	}
 	w.publish(w.e.now())
 }
@@ -338,8 +350,10 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
+		// The IP header is what a gateway judges; what follows it (even
+		// an upper-layer header it cannot read) is the hosts' business.
 		r := header.Parse(f.Data(), &w.pkt)
-		if r != header.OK && r != header.ReasonFragment {
+		if !r.IPHeaderOK() {
 			if r == header.ReasonNotIP {
 				bad[DropNotIP]++
 			} else {
@@ -789,11 +803,12 @@ const (
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
-// open in place, and prepare the inner packet for the LAN while the AEAD's
-// output is hot in the cache (its IP header, allowed IPs, Ethernet toward
-// the next hop; a neighbour it misses is asked for even if the packet turns
-// out to be a replay). It fills w.meta and w.counters for each frame and
-// returns the number of frames it consumed (handshake messages, ARP/NDP).
+// open in place, and prepare the inner packet for the LAN right after it is
+// opened (its IP header, allowed IPs, Ethernet toward the next hop; a
+// neighbour it misses is asked for even if the packet turns out to be a
+// replay). What it finds is acted on by deliver, after the replay check. It
+// fills w.meta and w.counters for each frame and returns the number of
+// frames it consumed (handshake messages, ARP/NDP).
 func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (left int) {
 	meta := w.meta[:len(frames)]
 	counters := w.counters[:len(frames)]
@@ -991,9 +1006,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 }
 
 // received does the per-peer bookkeeping of a run of authenticated,
-// accepted packets of kp: it confirms (promotes) the keypair if it was the
-// next one (whitepaper §5.4.7: the responder may send once data arrived on
-// it), stamps the receive time and returns the worker's state of the peer.
+// accepted packets of kp: it promotes the keypair if it was the next one
+// (the responder sends on a session only once data arrived on it,
+// whitepaper §5.4.6), stamps the receive time and returns the
+// worker's state of the peer.
 func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 	pl := w.peerState(kp.Peer)
 	if !kp.Confirmed() && kp.Peer.promote(kp) {
@@ -1007,8 +1023,8 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 // sawSource notes the outer source of a run of accepted packets from the
 // peer of pl (frame f, described by m, its outer headers m.back bytes in
 // front of its data): if it is not the peer's endpoint it is a candidate
-// for roaming (whitepaper §2, "cryptokey routing"), which the control plane
-// judges when it reads the stamps.
+// for roaming (whitepaper §2.1: the endpoint becomes the source of the
+// latest authenticated packet), which publish acts on.
 func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Dst == m.src {
 		pl.sawCurrent = true

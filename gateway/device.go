@@ -260,24 +260,34 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 // AddPeer adds a peer, or replaces the configuration of the peer with the
 // same public key (its sessions are kept, its allowed IPs replaced). A peer
 // whose key is our own is ignored, as wireguard-go does.
-func (d *Device) AddPeer(c PeerConfig) error {
-	if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second {
-		return fmt.Errorf("gateway: persistent keepalive %v out of range", c.PersistentKeepalive)
+func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}) }
+
+// AddPeers is AddPeer for many peers, in order, handing the dataplane the
+// new peer set once: adding n peers one by one rebuilds the dataplane's
+// tables n times, adding them together once. It checks every configuration
+// before it applies any; on an error nothing changed.
+func (d *Device) AddPeers(cs []PeerConfig) error {
+	for _, c := range cs {
+		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second {
+			return fmt.Errorf("gateway: peer %s: persistent keepalive %v out of range", c.PublicKey, c.PersistentKeepalive)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p, _ := d.lookupOrCreateLocked(c.PublicKey)
-	if p == nil {
-		return nil
-	}
-	d.setPSKLocked(p, c.PresharedKey)
-	if c.Endpoint.IsValid() {
-		d.setEndpointConfigLocked(p, c.Endpoint)
-	}
-	d.setKeepaliveLocked(p, uint16(c.PersistentKeepalive/time.Second))
-	d.clearAllowedLocked(p)
-	for _, pfx := range c.AllowedIPs {
-		d.addAllowedLocked(p, pfx)
+	for _, c := range cs {
+		p, _ := d.lookupOrCreateLocked(c.PublicKey)
+		if p == nil {
+			continue
+		}
+		d.setPSKLocked(p, c.PresharedKey)
+		if c.Endpoint.IsValid() {
+			d.setEndpointConfigLocked(p, c.Endpoint)
+		}
+		d.setKeepaliveLocked(p, uint16(c.PersistentKeepalive/time.Second))
+		d.clearAllowedLocked(p)
+		for _, pfx := range c.AllowedIPs {
+			d.addAllowedLocked(p, pfx)
+		}
 	}
 	d.publishLocked()
 	return nil

@@ -196,3 +196,45 @@ func TestSweepSparesKeypairMidPromotion(t *testing.T) {
 		t.Errorf("orphaned keypair after two ticks: Dead %v, published %v; want zeroed and freed", kp.Dead(), r.f.idx.Lookup(kp.LocalIndex) != nil)
 	}
 }
+
+// TestAddPeersPublishesOnce: many peers added together reach the dataplane
+// in one SetPeers (adding them one by one rebuilt its tables per peer:
+// startup quadratic in peers), and a bad configuration among them changes
+// nothing.
+func TestAddPeersPublishesOnce(t *testing.T) {
+	f := newFakeDP(t)
+	priv, _ := noise.NewPrivateKey()
+	d, err := New(Options{PrivateKey: priv, Dataplane: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cs := make([]PeerConfig, 500)
+	for i := range cs {
+		k, _ := noise.NewPrivateKey()
+		cs[i] = PeerConfig{PublicKey: k.PublicKey(),
+			AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i / 250), byte(i % 250)}), 32)}}
+	}
+	bad := append(append([]PeerConfig(nil), cs[:3]...), PeerConfig{PublicKey: cs[3].PublicKey, PersistentKeepalive: -time.Second})
+	f.mu.Lock()
+	before := f.setPeers
+	f.mu.Unlock()
+	if err := d.AddPeers(bad); err == nil {
+		t.Fatal("AddPeers with a negative keepalive = nil, want an error")
+	}
+	if n := len(d.Peers()); n != 0 {
+		t.Fatalf("%d peers after a refused AddPeers, want 0", n)
+	}
+	if err := d.AddPeers(cs); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	calls, got := f.setPeers-before, len(f.peers)
+	f.mu.Unlock()
+	if calls != 1 || got != len(cs) {
+		t.Errorf("AddPeers(%d) made %d SetPeers calls with %d peers, want 1 with %d", len(cs), calls, got, len(cs))
+	}
+	if n := len(d.Peers()); n != len(cs) {
+		t.Errorf("Peers() lists %d, want %d", n, len(cs))
+	}
+}

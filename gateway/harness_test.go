@@ -48,10 +48,11 @@ type fakeDP struct {
 	viaChannel bool
 	kicks      atomic.Int64
 
-	mu      sync.Mutex
-	peers   []*fastpath.Peer
-	allowed [][]netip.Prefix
-	sent    []sentPacket
+	mu       sync.Mutex
+	peers    []*fastpath.Peer
+	allowed  [][]netip.Prefix
+	setPeers int // calls of SetPeers
+	sent     []sentPacket
 
 	bind   conn.Bind // our side of the channel binds
 	recvs  []conn.ReceiveFunc
@@ -82,6 +83,7 @@ func (f *fakeDP) SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) erro
 	defer f.mu.Unlock()
 	f.peers = append([]*fastpath.Peer(nil), peers...)
 	f.allowed = allowed
+	f.setPeers++
 	for i, p := range peers {
 		p.ID = i
 	}

@@ -17,7 +17,10 @@
 // offsets and addresses, or returns a Reason saying why the frame is
 // truncated or inconsistent. Length fields are trusted over the frame
 // length, so Ethernet padding never appears in a payload, and nothing reads
-// past a slice.
+// past a slice. ParseIP does the same for a bare IP packet, and ParseL3
+// checks only its IP header, as a router does before forwarding; a
+// forwarder that called Parse or ParseIP asks Reason.IPHeaderOK whether the
+// IP header was sound even when what follows it was not.
 //
 // The Put functions write headers in place into a caller's buffer (the
 // headroom in front of a sealed WireGuard message) and return the bytes

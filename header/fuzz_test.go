@@ -128,6 +128,14 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%x) = %v %+v, the general IPv4 path %v %+v", frame, r, p, rr, ref)
 			}
 		}
+		if r.IPHeaderOK() {
+			// The L3 fields are filled, as ParseL3 fills them.
+			var q Packet
+			if rq := ParseL3(frame[p.L3Off:], &q); rq != OK || q.Src != p.Src || q.Dst != p.Dst ||
+				q.L3End != p.L3End-p.L3Off || q.IPVersion != p.IPVersion || q.TTL != p.TTL {
+				t.Fatalf("Parse(%x) = %v %+v, ParseL3 of its IP packet %v %+v", frame, r, p, rq, q)
+			}
+		}
 		if r != OK && r != ReasonFragment {
 			return
 		}

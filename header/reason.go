@@ -84,6 +84,21 @@ func (r Reason) String() string {
 	return "reason(" + itoa(int(r)) + ")"
 }
 
+// IPHeaderOK reports whether Parse or ParseIP, returning r, found the IP
+// header sound and filled the Packet's L3 fields (L3Off, L3End, Src, Dst,
+// IPVersion, TTL): OK, ReasonFragment, and the reasons about what follows
+// the IP header (IPv6 extension headers, the upper-layer header). A router
+// forwards such a packet: it checks the IP header only (RFC 1812 §5.2.2;
+// RFC 8200 §4 for extension headers), and the upper layer is the hosts'.
+func (r Reason) IPHeaderOK() bool {
+	switch r {
+	case OK, ReasonFragment, ReasonBadExtensionHeader, ReasonTooManyExtensionHeaders,
+		ReasonTruncatedL4, ReasonBadUDPLength, ReasonUDPZeroChecksum:
+		return true
+	}
+	return false
+}
+
 func itoa(n int) string {
 	var b [20]byte
 	i := len(b)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/wgpio/wgpio/config"
 )
 
 // TestArgumentErrors: arguments a new user gets wrong are refused before
@@ -33,5 +36,44 @@ func TestArgumentErrors(t *testing.T) {
 	f, err := captureRequest{Port: "any", Dir: "any", Host: "notanip"}.filter()
 	if err == nil || !strings.Contains(err.Error(), `host "notanip" is not an IP address`) {
 		t.Errorf("filter(host notanip) = %+v, %v; want an error naming the host", f, err)
+	}
+}
+
+// TestFlagErrorPrintedOnce: a flag the flag package refuses (it prints the
+// error and the usage) comes back as a flagError, which main does not print
+// again.
+func TestFlagErrorPrintedOnce(t *testing.T) {
+	for _, cmd := range []func([]string) error{cmdUp, cmdStats, cmdDemo, cmdCapture} {
+		var fe flagError
+		if err := cmd([]string{"-no-such-flag"}); !errors.As(err, &fe) {
+			t.Errorf("unknown flag: error %v (%T), want a flagError", err, err)
+		}
+	}
+	var fe flagError
+	if err := cmdUp([]string{"-c"}); !errors.As(err, &fe) {
+		t.Errorf("up -c without a value: error %v (%T), want a flagError", err, err)
+	}
+}
+
+// TestCPUsOutsideAffinity: a CPU the process may not run on is a
+// configuration error naming file, line and key, found before anything
+// starts.
+func TestCPUsOutsideAffinity(t *testing.T) {
+	f, err := config.Parse("wg0.conf", strings.NewReader(
+		"[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n[WGPIO]\nCPUs = 0, 8000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.WGPIO.CPUsLine != 5 {
+		t.Errorf("CPUsLine = %d, want 5", f.WGPIO.CPUsLine)
+	}
+	err = checkCPUs(f.Name, f.WGPIO)
+	want := `wg0.conf:5: key "CPUs": CPU 8000 is not one this process may run on (allowed: 0`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("checkCPUs = %v, want %q…", err, want)
+	}
+	f.WGPIO.CPUs = []int{0}
+	if err := checkCPUs(f.Name, f.WGPIO); err != nil {
+		t.Errorf("checkCPUs(CPU 0) = %v, want nil", err)
 	}
 }

@@ -87,7 +87,7 @@ func cmdCapture(args []string) error {
 	snap := fs.Int("s", fastpath.DefaultCaptureSnapLen, "bytes kept of each frame")
 	out := fs.String("w", "-", "pcap `file` to write (- for stdout)")
 	count := fs.Int("c", 0, "stop after this many frames (0: until Ctrl-C)")
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
 	}
 	switch {

@@ -18,7 +18,7 @@ func cmdDemo(args []string) error {
 	rate := fs.Int("rate", 20000, "offered UDP packets per second in each direction")
 	size := fs.Int("size", 512, "UDP payload size in bytes (8 to 1392)")
 	queues := fs.Int("queues", 1, "queues on the wgpio gateway's interfaces")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {

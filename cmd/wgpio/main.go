@@ -68,10 +68,28 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		return // the flag package printed the command's usage
 	}
+	var fe flagError
+	if errors.As(err, &fe) {
+		os.Exit(2) // the flag package printed the error and the usage
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wgpio: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// flagError is a command line the flag package refused; it has printed
+// why, and the command's usage.
+type flagError struct{ error }
+
+// parseFlags parses args into fs, returning flag.ErrHelp for -h and a
+// flagError for a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return flagError{err}
+	}
+	return err
 }
 
 // version is the module version and VCS revision the binary was built from.

@@ -26,7 +26,7 @@ func cmdStats(args []string) error {
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	names := fs.Args()

@@ -49,7 +49,7 @@ func cmdUp(args []string) error {
 	metrics := fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`")
 	csum4 := fs.Bool("ipv4-udp-checksum", false, "compute outer IPv4 UDP checksums (default 0, as RFC 768 allows: the WireGuard payload is authenticated anyway)")
 	logLevel := fs.String("log", "info", "log `level`: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -115,6 +115,14 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
+	if len(w.CPUs) > 0 {
+		if w.Mode != config.ModeFastPath {
+			log.Warn("config", "warning", config.Warning{File: f.Name, Line: w.CPUsLine, Key: "CPUs",
+				Msg: fmt.Sprintf("ignored in Mode = %s (workers are pinned in fastpath mode only)", w.Mode)}.String())
+		} else if err := checkCPUs(f.Name, w); err != nil {
+			return err
+		}
+	}
 	unlock, err := lockInstance(*name, w.WAN)
 	if err != nil {
 		return err
@@ -131,6 +139,29 @@ func cmdUp(args []string) error {
 	default:
 		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath, compat or compat-mqtun)", *conf, w.Mode)
 	}
+}
+
+// checkCPUs reports, as an error of the configuration file, a CPU in
+// w.CPUs that this process may not run on (outside its affinity mask: not
+// on the machine, offline, or excluded by taskset or a cgroup).
+func checkCPUs(file string, w config.WGPIO) error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return fmt.Errorf("read CPU affinity: %w", os.NewSyscallError("sched_getaffinity", err))
+	}
+	var allowed []string
+	for c := range 1024 {
+		if set.IsSet(c) {
+			allowed = append(allowed, strconv.Itoa(c))
+		}
+	}
+	for _, c := range w.CPUs {
+		if !set.IsSet(c) {
+			return &config.Error{File: file, Line: w.CPUsLine, Key: "CPUs",
+				Msg: fmt.Sprintf("CPU %d is not one this process may run on (allowed: %s)", c, strings.Join(allowed, ","))}
+		}
+	}
+	return nil
 }
 
 // lockInstance makes sure one gateway runs per name and per WAN interface

@@ -147,8 +147,6 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	return i
 }
 
-// moveToHeadroom moves f's data to its pool's default headroom, in place
-// (copy handles the overlap).
 // putPlain puts the leading frames of frames that cross without any work
 // (of pool, at most maxLen bytes, headroom within what the receiver
 // accepts) onto the ring while it has room, and returns how many it put and
@@ -175,6 +173,8 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 	return n, bytes
 }
 
+// moveToHeadroom moves f's data to its pool's default headroom, in place
+// (copy handles the overlap).
 func moveToHeadroom(f *dataplane.Frame) {
 	src := f.Data()
 	f.Reset(f.Pool().Headroom())

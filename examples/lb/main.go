@@ -175,10 +175,8 @@ func Start(cfg Config) (_ *Balancer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lb: %w", err)
 	}
-	for _, p := range cfg.Peers {
-		if err := b.dev.AddPeer(p); err != nil {
-			return nil, fmt.Errorf("lb: %w", err)
-		}
+	if err := b.dev.AddPeers(cfg.Peers); err != nil {
+		return nil, fmt.Errorf("lb: %w", err)
 	}
 	b.engine.Start()
 	if err := b.dev.Start(); err != nil {

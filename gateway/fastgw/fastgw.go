@@ -554,10 +554,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: %w", err)
 	}
-	for _, p := range cfg.Peers {
-		if err := g.dev.AddPeer(p); err != nil {
-			return nil, fmt.Errorf("fastgw: add peer: %w", err)
-		}
+	if err := g.dev.AddPeers(cfg.Peers); err != nil {
+		return nil, fmt.Errorf("fastgw: add peers: %w", err)
 	}
 	g.engine.Start()
 	if err := g.dev.Start(); err != nil {
