@@ -74,6 +74,9 @@ const (
 	// interface (IPv6 router solicitations, MLD reports), which no peer's
 	// allowed IPs route.
 	DropHostMulticast
+	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
+	// IP fragments (Engine.ReceiveWAN) larger than a frame.
+	DropWANTooBig
 
 	NumDropReasons
 )
@@ -104,6 +107,7 @@ var dropNames = [NumDropReasons]string{
 	DropClosed:             "closed",
 	DropHandshakeGaveUp:    "handshake_gave_up",
 	DropHostMulticast:      "host_multicast",
+	DropWANTooBig:          "wan_too_big",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
@@ -132,6 +136,11 @@ type QueueStats struct {
 	ICMPSent uint64
 	// NeighbourFrames counts ARP/NDP frames handed to a NeighbourHandler.
 	NeighbourFrames uint64
+	// FromKernel counts WireGuard datagrams that reached the WAN outside
+	// the ports and came through Engine.ReceiveWAN (reassembled from IP
+	// fragments by the host kernel, or carrying IPv4 options or IPv6
+	// extension headers).
+	FromKernel uint64
 	// Held is the number of packets held now for a handshake or a
 	// neighbour.
 	Held uint64
@@ -187,7 +196,7 @@ type counters struct {
 	encryptedBytes, decryptedBytes atomic.Uint64
 	keepalives, handshakes         atomic.Uint64
 	controlSent, exception, icmp   atomic.Uint64
-	held, neighbour                atomic.Uint64
+	held, neighbour, fromKernel    atomic.Uint64
 	drops                          [NumDropReasons]atomic.Uint64
 }
 
@@ -210,6 +219,7 @@ func (w *worker) stats() QueueStats {
 	s.ICMPSent = w.c.icmp.Load()
 	s.Held = w.c.held.Load()
 	s.NeighbourFrames = w.c.neighbour.Load()
+	s.FromKernel = w.c.fromKernel.Load()
 	for i := range s.Drops {
 		s.Drops[i] = w.c.drops[i].Load()
 	}

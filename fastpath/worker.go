@@ -33,6 +33,10 @@ type mail struct {
 	inner  []byte
 	raw    []byte // a whole frame for the LAN (rawLAN) or WAN port
 	rawLAN bool
+	// wan is a WireGuard message from wanSrc to wanDst that came through
+	// the host kernel (Engine.ReceiveWAN).
+	wan            []byte
+	wanSrc, wanDst netip.AddrPort
 }
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
@@ -106,12 +110,13 @@ type worker struct {
 	waiter  *dataplane.Waiter
 	mailbox chan mail
 
-	burst  int
-	frames []dataplane.Frame
-	out    []dataplane.Frame
-	peerOf []*peerLocal
-	pkt    header.Packet
-	nonce  [12]byte
+	burst    int
+	frames   []dataplane.Frame
+	injected [1]dataplane.Frame // a datagram from the host kernel (receiveWAN)
+	out      []dataplane.Frame
+	peerOf   []*peerLocal
+	pkt      header.Packet
+	nonce    [12]byte
 
 	// inbound batch state
 	meta     []rxMeta
@@ -764,19 +769,67 @@ func (w *worker) inbound(now int64) int {
 	if n == 0 {
 		return 0
 	}
-	if c := w.capture.Load(); c != nil {
-		c.put(w.id, CaptureWAN, CaptureRX, w.frames[:n])
+	w.inboundBurst(w.frames[:n], now)
+	return n
+}
+
+// receiveWAN wraps a WireGuard message that came through the host kernel
+// (Engine.ReceiveWAN) in the Ethernet, IP and UDP headers it arrived with,
+// in a frame of the WAN port's pool, and handles it as a received burst of
+// one. The Ethernet source is unknown (zero): should the peer roam to this
+// source, the control plane resolves the next hop's MAC.
+func (w *worker) receiveWAN(m *mail, now int64) {
+	w.c.fromKernel.Add(1)
+	src, dst := m.wanSrc, m.wanDst
+	ipLen, et := header.IPv4MinLen, uint16(header.EtherTypeIPv4)
+	if !src.Addr().Is4() {
+		ipLen, et = header.IPv6Len, header.EtherTypeIPv6
 	}
-	frames := w.frames[:n]
+	frames := w.injected[:]
+	if w.wanTX.Alloc(frames) != 1 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &frames[0]
+	n := header.EthernetLen + ipLen + header.UDPLen + len(m.wan)
+	if !f.SetLen(n) {
+		w.count(DropWANTooBig, 1)
+		w.wanTX.Free(frames)
+		return
+	}
+	b := f.Data()
+	header.PutEthernet(b, header.MAC(w.wanMAC), header.MAC{}, et)
+	l4 := b[header.EthernetLen+ipLen:]
+	if src.Addr().Is4() {
+		ip := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: src.Addr().As4(), Dst: dst.Addr().As4()}
+		header.PutIPv4(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+	} else {
+		ip := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: 64, Src: src.Addr().As16(), Dst: dst.Addr().As16()}
+		header.PutIPv6(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+	}
+	header.PutUDP(l4, src.Port(), dst.Port(), len(m.wan))
+	copy(l4[header.UDPLen:], m.wan)
+	if !src.Addr().Is4() {
+		// UDP over IPv6 needs its checksum (RFC 8200 §8.1).
+		u := header.UDP(l4[:header.UDPLen+len(m.wan)])
+		u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src.Addr(), dst.Addr(), u.Length()))
+	}
+	w.inboundBurst(frames, now)
+}
+
+// inboundBurst handles frames received on the WAN (see inbound).
+func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
+	if c := w.capture.Load(); c != nil {
+		c.put(w.id, CaptureWAN, CaptureRX, frames)
+	}
 	var bad [NumDropReasons]int32
 	// Frames consumed here (handshakes, keepalives, exception), freed with
 	// the drops.
 	left := w.authenticate(frames, &bad, now)
-	w.replayCheck(n)
+	w.replayCheck(len(frames))
 	out, consumed := w.deliver(frames, &bad, now)
 	w.freeRest(w.wanRX, frames, &bad, left+consumed)
 	w.transmit(w.lanTX, out)
-	return n
 }
 
 // rxMeta is what inbound's first pass learnt of an authenticated transport
@@ -1231,6 +1284,10 @@ func (w *worker) drainMailbox(now int64) int {
 			return done
 		}
 		done++
+		if m.wan != nil {
+			w.receiveWAN(&m, now)
+			continue
+		}
 		if m.inner != nil {
 			w.sendInner(m.inner, now)
 			continue

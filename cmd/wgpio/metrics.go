@@ -23,6 +23,7 @@ type collector struct {
 
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
+	fromKernel                              *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 }
@@ -42,6 +43,7 @@ func newCollector(name string, g *fastgw.Gateway) *collector {
 		held:          d("packets_held", "Packets waiting for a handshake.", "queue"),
 		handshakes:    d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
 		ctlSent:       d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
+		fromKernel:    d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
 		peerRx:        d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
 		peerTx:        d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
 		peerHandshake: d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
@@ -54,7 +56,7 @@ func newCollector(name string, g *fastgw.Gateway) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies} {
+		c.handshakes, c.ctlSent, c.fromKernel, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies} {
 		ch <- d
 	}
 }
@@ -71,6 +73,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(q.Held), qs)
 		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
 		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
+		ch <- prometheus.MustNewConstMetric(c.fromKernel, ctr, float64(q.FromKernel), qs)
 		for r, n := range q.Drops {
 			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(n), qs, fastpath.DropReason(r).String())
 		}

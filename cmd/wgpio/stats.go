@@ -81,7 +81,7 @@ func printStats(name string, s GatewayStats) {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\theld\tdrops")
+	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\tvia kernel\theld\tdrops")
 	for i, q := range s.Queues {
 		var drops []string
 		for r, n := range q.Drops {
@@ -90,7 +90,7 @@ func printStats(name string, s GatewayStats) {
 			}
 		}
 		sort.Strings(drops)
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.Held, strings.Join(drops, " "))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(drops, " "))
 	}
 	tw.Flush()
 	// What the ports and the kernel dropped before the workers saw it.

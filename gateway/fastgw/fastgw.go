@@ -106,22 +106,25 @@ type Gateway struct {
 	dev    *gateway.Device
 	dp     *dataplane_
 
-	routes     *arp.KernelRoutes
-	nsHandle   netns.NsHandle
-	static     *arp.StaticRoutes
-	wanResp    *arp.Responder
-	lanResp    *arp.Responder
-	wanNeigh   *arp.KernelNeighbours
-	lanNeigh   *arp.KernelNeighbours
-	wanTable   *arp.Table
-	lanTable   *arp.Table
-	nlHandle   *netlink.Handle
-	tableDone  chan struct{}
-	exc        *tundev.MultiQueueTUN
-	excWG      sync.WaitGroup
-	closeOnce  sync.Once
-	wanIfindex int
-	lanIfindex int
+	routes    *arp.KernelRoutes
+	nsHandle  netns.NsHandle
+	static    *arp.StaticRoutes
+	wanResp   *arp.Responder
+	lanResp   *arp.Responder
+	wanNeigh  *arp.KernelNeighbours
+	lanNeigh  *arp.KernelNeighbours
+	wanTable  *arp.Table
+	lanTable  *arp.Table
+	nlHandle  *netlink.Handle
+	tableDone chan struct{}
+	exc       *tundev.MultiQueueTUN
+	excWG     sync.WaitGroup
+	// kernelSocks hold our WAN ports in the kernel (listenKernel).
+	kernelSocks []*net.UDPConn
+	kernelWG    sync.WaitGroup
+	closeOnce   sync.Once
+	wanIfindex  int
+	lanIfindex  int
 }
 
 // link describes an interface: index, MAC and its first global IPv4 and
@@ -565,6 +568,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		g.excWG.Add(1)
 		go g.readException()
 	}
+	if !cfg.Owned {
+		g.listenKernel(wl.v4, wl.v6)
+	}
 	if cfg.Owned {
 		// Tell the links where our addresses are (RFC 5227 announcement).
 		for _, x := range []struct {
@@ -581,6 +587,58 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	log.Info("gateway up", "name", cfg.Name, "listen_port", cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(cfg.Peers))
 	return g, nil
+}
+
+// listenKernel opens a UDP socket on each WAN address and port of ours, so
+// that the WireGuard datagrams the XDP program leaves to the kernel reach
+// the fast path through Engine.ReceiveWAN instead of a "port unreachable":
+// IP fragments, which the kernel reassembles (a peer whose path MTU is
+// below its packets' size sends its datagrams fragmented), and datagrams
+// with IPv4 options or IPv6 extension headers. Every other datagram the XDP
+// program redirects, and the sockets never see it. A port another socket
+// holds is logged and skipped (its fragments are then lost, counted by the
+// kernel's UDP counters only). Shared address mode only: in owned mode the
+// kernel has no address to reassemble for.
+func (g *Gateway) listenKernel(addrs ...netip.Addr) {
+	for _, a := range addrs {
+		if !a.IsValid() {
+			continue
+		}
+		network := "udp4"
+		if a.Is6() {
+			network = "udp6"
+		}
+		for i := range g.cfg.SourcePorts {
+			port := g.cfg.ListenPort + i
+			c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
+			if err != nil {
+				g.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
+					"addr", a, "port", port, "err", err)
+				continue
+			}
+			g.kernelSocks = append(g.kernelSocks, c)
+			g.kernelWG.Add(1)
+			go g.readKernel(c, netip.AddrPortFrom(a, port))
+		}
+	}
+}
+
+// readKernel hands the datagrams of c (bound to dst) to the workers,
+// spread by source.
+func (g *Gateway) readKernel(c *net.UDPConn, dst netip.AddrPort) {
+	defer g.kernelWG.Done()
+	buf := make([]byte, 65535)
+	for {
+		n, src, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				g.log.Warn("read reassembled datagrams", "addr", dst, "err", err)
+			}
+			return
+		}
+		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		g.engine.ReceiveWAN(int(src.Port()), src, dst, buf[:n])
+	}
 }
 
 // readException carries the host kernel's packets from the exception TUN
@@ -619,6 +677,10 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
+		for _, c := range g.kernelSocks {
+			c.Close()
+		}
+		g.kernelWG.Wait()
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())
 		}

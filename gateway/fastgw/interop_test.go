@@ -162,6 +162,47 @@ func TestInteropStockWireguardGo(t *testing.T) {
 	}
 }
 
+// TestFragmentedOuterPackets: the stock peer's path to the wgpio gateway
+// has an MTU of 1300, below its full-size WireGuard datagrams (1420 + 60
+// bytes of outer IPv4, UDP and WireGuard headers), so its kernel sends them
+// as IP fragments. The XDP program leaves fragments to gwA's kernel, which
+// reassembles them for the gateway's socket on the WireGuard port
+// (listenKernel): full-size pings and a TCP transfer arrive, the datagrams
+// counted in FromKernel, none answered "port unreachable".
+func TestFragmentedOuterPackets(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	for _, sc := range []struct {
+		name string
+		cfg  demo.SiteConfig
+		gwA  string // gwA's WAN address, as gwB reaches it
+	}{
+		{"ipv4", demo.SiteConfig{}, "198.18.1.1"},
+		{"ipv6", demo.SiteConfig{Outer6: true}, "2001:db8:f::1"},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			s := newSite(t, sc.cfg)
+			ping(t, s.HostB, "198.19.1.10", 0) // handshake first, unfragmented
+			mtu := "1300"
+			if out, err := s.GwB.Run("ip", "route", "replace", sc.gwA, "dev", s.WANB, "mtu", "lock", mtu); err != nil {
+				t.Fatalf("ip route replace %s mtu %s: %v\n%s", sc.gwA, mtu, err, out)
+			}
+			fromKernel := func() (n uint64) {
+				for _, q := range s.Gateway.Engine().Stats() {
+					n += q.FromKernel
+				}
+				return n
+			}
+			before := fromKernel()
+			ping(t, s.HostB, "198.19.1.10", 1392) // full-size inner packets
+			tcpTransfer(t, s.HostB, s.HostA, demo.HostA4, 4<<20)
+			if got := fromKernel() - before; got == 0 {
+				t.Errorf("no datagram came through the kernel; drops %s", dropsString(s.Gateway))
+			}
+			t.Logf("datagrams through the kernel: %d; wgpio drops: %s", fromKernel()-before, dropsString(s.Gateway))
+		})
+	}
+}
+
 // TestOwnTunnelAddressTCP: an SSH-like TCP session from a host behind the
 // stock peer to the wgpio gateway's own tunnel address, which the gateway
 // hands to the host kernel through its exception TUN.
