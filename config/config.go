@@ -41,6 +41,8 @@ type Interface struct {
 	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark), each also
 	// reported as a Warning. Marshal writes them back.
 	Unused []Setting
+	// Lines gives the line each key was set on, by canonical key name.
+	Lines map[string]int
 }
 
 // Setting is one "Key = Value" line kept as text.
@@ -133,11 +135,8 @@ type WGPIO struct {
 	// Queues is the number of NIC queues (and fast-path workers) per port.
 	Queues int
 	// CPUs lists the CPUs to pin workers to, in the order written (ranges
-	// expanded), without repeats. CPUsLine is the line it was set on (0:
-	// not set), for the errors found only when the gateway starts (a CPU
-	// the process may not run on).
-	CPUs     []int
-	CPUsLine int
+	// expanded), without repeats.
+	CPUs []int
 	// SourcePorts is the range of outer UDP source ports; a flow's port is
 	// chosen by hashing its inner 5-tuple (DESIGN.md, "Fast path").
 	SourcePorts PortRange
@@ -150,4 +149,8 @@ type WGPIO struct {
 	// MetricsAddress is the host:port to serve Prometheus metrics on; the
 	// host may be empty (every address).
 	MetricsAddress string
+	// Lines gives the line each key was set on, by canonical key name, for
+	// the errors found only when the gateway starts (an interface that
+	// does not exist, a CPU the process may not run on).
+	Lines map[string]int
 }

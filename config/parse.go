@@ -113,6 +113,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	if len(p.errs) > 0 {
 		return nil, joinErrors(p.errs)
 	}
+	p.f.Interface.Lines, p.f.WGPIO.Lines = p.ifSeen, p.ioSeen
 	return p.f, nil
 }
 
@@ -507,7 +508,7 @@ func (p *parser) interfaceKey(n int, key, v string) {
 	case "PrivateKey":
 		k, err := noise.ParsePrivateKey(v)
 		if err != nil {
-			p.errorf(n, key, "not a base64 32-byte key")
+			p.errorf(n, key, "not a base64 32-byte key%s", keyHint(v))
 			return
 		}
 		in.PrivateKey = k
@@ -531,6 +532,15 @@ func (p *parser) interfaceKey(n int, key, v string) {
 	}
 }
 
+// keyHint adds to a bad key's error when the value looks like a file name:
+// wg-quick files hold the key itself.
+func keyHint(v string) string {
+	if strings.ContainsRune(v, '/') || strings.HasSuffix(v, ".key") {
+		return " (the key itself goes here, as `wg genkey` prints it, not the name of a file holding it)"
+	}
+	return ""
+}
+
 func (p *parser) peerKey(n int, key, v string) {
 	peer := &p.f.Peers[len(p.f.Peers)-1]
 	switch key {
@@ -550,7 +560,7 @@ func (p *parser) peerKey(n int, key, v string) {
 	case "PresharedKey":
 		k, err := noise.ParsePresharedKey(v)
 		if err != nil {
-			p.errorf(n, key, "not a base64 32-byte key")
+			p.errorf(n, key, "not a base64 32-byte key%s", keyHint(v))
 			return
 		}
 		peer.PresharedKey = k
@@ -776,7 +786,7 @@ func (p *parser) cpus(n int, v string) {
 		p.errorf(n, key, "empty CPU list")
 		return
 	}
-	p.f.WGPIO.CPUs, p.f.WGPIO.CPUsLine = out, n
+	p.f.WGPIO.CPUs = out
 }
 
 // isIfName reports whether s can be a Linux interface name (dev_valid_name:

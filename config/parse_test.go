@@ -70,6 +70,8 @@ func pfx(s ...string) []netip.Prefix {
 
 // fileCmp compares Files, keys by value.
 var fileCmp = []cmp.Option{
+	cmpopts.IgnoreFields(Interface{}, "Lines"), // checked apart
+	cmpopts.IgnoreFields(WGPIO{}, "Lines"),
 	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
 	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 	cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }),
@@ -96,7 +98,6 @@ func TestParseGateway(t *testing.T) {
 			AddressMode:    AddressShared,
 			Queues:         2,
 			CPUs:           []int{0, 1},
-			CPUsLine:       16,
 			SourcePorts:    PortRange{51820, 51823},
 			XDPMode:        XDPAuto,
 			MetricsAddress: "127.0.0.1:9586",
@@ -116,6 +117,9 @@ func TestParseGateway(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, f, fileCmp...); diff != "" {
 		t.Errorf("Load(gateway.conf) mismatch (-want +got):\n%s", diff)
+	}
+	if f.WGPIO.Lines["CPUs"] != 16 || f.Interface.Lines["ListenPort"] == 0 || f.Interface.Lines["PrivateKey"] == 0 {
+		t.Errorf("Lines: CPUs at %d, want 16; Interface lines %v", f.WGPIO.Lines["CPUs"], f.Interface.Lines)
 	}
 	if got := f.WGPIO.SourcePorts.Len(); got != 4 {
 		t.Errorf("SourcePorts.Len() = %d, want 4", got)
@@ -431,7 +435,6 @@ func TestRoundTrip(t *testing.T) {
 		cmpopts.IgnoreFields(File{}, "Warnings"),
 		cmpopts.IgnoreFields(Peer{}, "Line"),
 		cmpopts.IgnoreFields(Setting{}, "Line"),
-		cmpopts.IgnoreFields(WGPIO{}, "CPUsLine"),
 	}, fileCmp...)
 	for name, text := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -492,5 +495,13 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+func TestKeyFileNameHint(t *testing.T) {
+	_, err := parseString("[Interface]\nPrivateKey = /etc/wgpio/private.key\n")
+	want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("PrivateKey = a path: %v, want %q", err, want)
 	}
 }

@@ -64,8 +64,8 @@ func TestCPUsOutsideAffinity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.WGPIO.CPUsLine != 5 {
-		t.Errorf("CPUsLine = %d, want 5", f.WGPIO.CPUsLine)
+	if f.WGPIO.Lines["CPUs"] != 5 {
+		t.Errorf("Lines[CPUs] = %d, want 5", f.WGPIO.Lines["CPUs"])
 	}
 	err = checkCPUs(f.Name, f.WGPIO)
 	want := `wg0.conf:5: key "CPUs": CPU 8000 is not one this process may run on (allowed: 0`
@@ -75,5 +75,34 @@ func TestCPUsOutsideAffinity(t *testing.T) {
 	f.WGPIO.CPUs = []int{0}
 	if err := checkCPUs(f.Name, f.WGPIO); err != nil {
 		t.Errorf("checkCPUs(CPU 0) = %v, want nil", err)
+	}
+}
+
+// TestStartErrorsNameTheKey: problems found when the gateway starts, not
+// when the file is parsed, still name the file, line and key (or the flag
+// that set the value), and a gateway name that cannot name an interface is
+// refused before anything opens.
+func TestStartErrorsNameTheKey(t *testing.T) {
+	f, err := config.Parse("wg0.conf", strings.NewReader(
+		"[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n[WGPIO]\nWAN = nosuchif0\nLAN = lo\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkInterfaces(f, f.WGPIO)
+	if want := `wg0.conf:5: key "WAN": no interface "nosuchif0" in this network namespace (list them with ` + "`ip link`)"; err == nil || err.Error() != want {
+		t.Errorf("checkInterfaces = %v, want %q", err, want)
+	}
+	w := f.WGPIO
+	w.Lines = map[string]int{}
+	if err := checkInterfaces(f, w); err == nil || !strings.HasPrefix(err.Error(), `up: -wan: no interface "nosuchif0"`) {
+		t.Errorf("checkInterfaces (WAN from -wan) = %v, want it to name -wan", err)
+	}
+	for _, name := range []string{"averyveryverylongname0", "a/b", "", "x y"} {
+		if err := checkName(name, "/etc/wgpio/"+name+".conf"); err == nil || !strings.Contains(err.Error(), "choose one with -name") {
+			t.Errorf("checkName(%q) = %v, want a refusal that mentions -name", name, err)
+		}
+	}
+	if err := checkName("wg0", "wg0.conf"); err != nil {
+		t.Errorf("checkName(wg0) = %v", err)
 	}
 }

@@ -289,9 +289,6 @@ func (g *compatGateway) Close() error {
 
 // upCompat runs compat mode until SIGINT or SIGTERM.
 func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) error {
-	if w.MetricsAddress != "" {
-		log.Warn("MetricsAddress is served in fastpath mode only; use `wgpio stats` in compat mode")
-	}
 	g, err := startCompat(log, name, f, w)
 	if err != nil {
 		return explain(err)

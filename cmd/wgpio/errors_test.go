@@ -95,7 +95,7 @@ func TestUpErrors(t *testing.T) {
 			name: "no-such-interface",
 			conf: good,
 			args: []string{"-wan", "nosuch0", "-name", "wgpnosuch"},
-			want: `wgpio: fastgw: WAN: interface "nosuch0": afxdp: no such interface (list them with ` + "`ip link`)",
+			want: `wgpio: up: -wan: no interface "nosuch0" in this network namespace (list them with ` + "`ip link`)",
 		},
 		{
 			name: "xdp-unsupported",
@@ -107,7 +107,7 @@ func TestUpErrors(t *testing.T) {
 		{
 			name: "source-ports",
 			conf: withWGPIO("SourcePorts = 51900-51910"),
-			want: `wgpio: source-ports.conf: [WGPIO] SourcePorts must start at the ListenPort 51820`,
+			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
 			name: "no-privileges",

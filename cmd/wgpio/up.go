@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
@@ -89,37 +90,50 @@ func cmdUp(args []string) error {
 		*name = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 	}
 	w := f.WGPIO
-	if *mode != "" {
+	// A key a flag overrides is no longer the file's: its errors name the
+	// flag.
+	w.Lines = maps.Clone(w.Lines)
+	override := func(set bool, key string) bool {
+		if set {
+			delete(w.Lines, key)
+		}
+		return set
+	}
+	if override(*mode != "", "Mode") {
 		w.Mode = config.Mode(*mode)
 	}
-	if *wan != "" {
+	if override(*wan != "", "WAN") {
 		w.WAN = *wan
 	}
-	if *lan != "" {
+	if override(*lan != "", "LAN") {
 		w.LAN = *lan
 	}
-	if *queues > 0 {
+	if override(*queues > 0, "Queues") {
 		w.Queues = *queues
 	}
-	if *xdp != "" {
+	if override(*xdp != "", "XDPMode") {
 		w.XDPMode = config.XDPMode(*xdp)
 	}
-	if *metrics != "" {
+	if override(*metrics != "", "MetricsAddress") {
 		w.MetricsAddress = *metrics
 	}
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}
+	if err := checkName(*name, *conf); err != nil {
+		return err
+	}
+	warnIgnored(log, f, w)
 	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
+		if err := checkInterfaces(f, w); err != nil {
+			return err
+		}
 	}
-	if len(w.CPUs) > 0 {
-		if w.Mode != config.ModeFastPath {
-			log.Warn("config", "warning", config.Warning{File: f.Name, Line: w.CPUsLine, Key: "CPUs",
-				Msg: fmt.Sprintf("ignored in Mode = %s (workers are pinned in fastpath mode only)", w.Mode)}.String())
-		} else if err := checkCPUs(f.Name, w); err != nil {
+	if len(w.CPUs) > 0 && w.Mode == config.ModeFastPath {
+		if err := checkCPUs(f.Name, w); err != nil {
 			return err
 		}
 	}
@@ -141,6 +155,70 @@ func cmdUp(args []string) error {
 	}
 }
 
+// keyError is a problem with the value of key, found when the gateway
+// starts: an error of the configuration file at the key's line, or of the
+// flag that set it.
+func keyError(file string, lines map[string]int, key, flag, msg string) error {
+	if line, ok := lines[key]; ok {
+		return &config.Error{File: file, Line: line, Key: key, Msg: msg}
+	}
+	if flag != "" {
+		return fmt.Errorf("up: -%s: %s", flag, msg)
+	}
+	return fmt.Errorf("%s: [WGPIO] %s: %s", file, key, msg)
+}
+
+// checkName refuses a gateway name that cannot name an interface (the
+// exception TUN or compat mode's TUN bears it) before anything is opened.
+func checkName(name, conf string) error {
+	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("up: gateway name %q (from -name, else the file name %s without .conf) cannot name an interface: "+
+			"1 to 15 bytes, no '/', ':' or white space; choose one with -name", name, filepath.Base(conf))
+	}
+	return nil
+}
+
+// checkInterfaces makes sure WAN and LAN name interfaces of this network
+// namespace, reporting a missing one at its key's line.
+func checkInterfaces(f *config.File, w config.WGPIO) error {
+	for _, x := range []struct{ key, flag, name string }{{"WAN", "wan", w.WAN}, {"LAN", "lan", w.LAN}} {
+		if x.name == "" {
+			continue
+		}
+		if _, err := net.InterfaceByName(x.name); err != nil {
+			return keyError(f.Name, w.Lines, x.key, x.flag,
+				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)", x.name))
+		}
+	}
+	return nil
+}
+
+// warnIgnored warns of settings the chosen mode does not act on.
+func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
+	warn := func(lines map[string]int, key, msg string) {
+		line, ok := lines[key]
+		if !ok {
+			return
+		}
+		log.Warn("config", "warning", config.Warning{File: f.Name, Line: line, Key: key, Msg: msg}.String())
+	}
+	switch w.Mode {
+	case config.ModeCompat:
+		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
+		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
+		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
+	case config.ModeCompatMQTUN:
+		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
+			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
+		}
+		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
+		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; `wgpio stats` does not in this mode)")
+	}
+	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
+		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	}
+}
+
 // checkCPUs reports, as an error of the configuration file, a CPU in
 // w.CPUs that this process may not run on (outside its affinity mask: not
 // on the machine, offline, or excluded by taskset or a cgroup).
@@ -157,8 +235,8 @@ func checkCPUs(file string, w config.WGPIO) error {
 	}
 	for _, c := range w.CPUs {
 		if !set.IsSet(c) {
-			return &config.Error{File: file, Line: w.CPUsLine, Key: "CPUs",
-				Msg: fmt.Sprintf("CPU %d is not one this process may run on (allowed: %s)", c, strings.Join(allowed, ","))}
+			return keyError(file, w.Lines, "CPUs", "",
+				fmt.Sprintf("CPU %d is not one this process may run on (allowed: %s)", c, strings.Join(allowed, ",")))
 		}
 	}
 	return nil
@@ -245,7 +323,8 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	}
 	if w.SourcePorts.First != 0 {
 		if f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
-			return fmt.Errorf("%s: [WGPIO] SourcePorts must start at the ListenPort %d", f.Name, f.Interface.ListenPort)
+			return keyError(f.Name, w.Lines, "SourcePorts", "",
+				fmt.Sprintf("must start at the ListenPort %d (the peers send to it; replies leave from the range above it)", f.Interface.ListenPort))
 		}
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())

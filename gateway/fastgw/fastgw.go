@@ -449,10 +449,10 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		}
 	} else if (wq > 0 && cfg.Queues > wq) || (lq > 0 && cfg.Queues > lq) {
 		// Checked before the frame memory is sized by the queue count.
-		return nil, fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N)",
+		return nil, fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
 			cfg.Queues, cfg.WAN, wq, cfg.LAN, lq)
 	} else if cfg.Queues < wq || cfg.Queues < lq {
-		log.Warn("fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N)",
+		log.Warn("fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N; on veth: rx N tx N)",
 			"queues", cfg.Queues, "wan_queues", wq, "lan_queues", lq)
 	}
 	g.cfg.Queues = cfg.Queues
