@@ -11,6 +11,7 @@ import (
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/counts"
 )
 
 // DropReason says why the Bind dropped a frame or a datagram.
@@ -77,9 +78,9 @@ type Stats struct {
 	RXPackets uint64 // datagrams handed to wireguard-go
 	TXPackets uint64 // datagrams transmitted
 	// Drops counts dropped frames (receive) and datagrams (send) by reason.
-	Drops [NumDropReasons]uint64
+	Drops DropCounts
 	// Parse breaks DropMalformed down by header.Reason.
-	Parse [header.NumReasons]uint64
+	Parse header.ReasonCounts
 	// NeighbourReplies counts ARP/NDP answers sent (owned mode).
 	NeighbourReplies uint64
 }
@@ -265,3 +266,18 @@ func (r *rxQueue) neighbour(frame []byte) {
 		r.ctr.drops[DropNeighbour].Add(1)
 	}
 }
+
+// DropCounts counts drops by reason, indexed by DropReason. In JSON it is an object
+// of the nonzero counts by reason name, which UnmarshalJSON reads back; an
+// unknown name is an error.
+type DropCounts [NumDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	return counts.Unmarshal(b, d[:], reasonName, "bind")
+}
+
+func reasonName(i int) string { return DropReason(i).String() }

@@ -1,13 +1,13 @@
 package dataplane
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sort"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/counts"
 )
 
 // Sizes shared by every backend.
@@ -243,32 +243,14 @@ func (r DropReason) String() string {
 type DropCounts [NumDropReasons]uint64
 
 // MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) {
-	m := make(map[string]uint64)
-	for r, n := range d {
-		if n > 0 {
-			m[DropReason(r).String()] = n
-		}
-	}
-	return json.Marshal(m)
-}
+func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	var m map[string]uint64
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	*d = DropCounts{}
-	for name, n := range m {
-		r := slices.Index(dropReasonNames[:], name)
-		if r < 0 {
-			return fmt.Errorf("dataplane: unknown drop reason %q", name)
-		}
-		d[r] = n
-	}
-	return nil
+	return counts.Unmarshal(b, d[:], reasonName, "dataplane")
 }
+
+func reasonName(i int) string { return DropReason(i).String() }
 
 // CacheSharer is implemented by queues whose RX and TX halves keep free
 // buffers in a Cache (both backends here). By default each half has its own

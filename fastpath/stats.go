@@ -1,11 +1,10 @@
 package fastpath
 
 import (
-	"encoding/json"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/counts"
 )
 
 // DropReason says why a worker dropped a packet. Every packet a worker
@@ -156,40 +155,14 @@ type QueueStats struct {
 type DropCounts [NumDropReasons]uint64
 
 // MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) {
-	m := make(map[string]uint64)
-	for r, n := range d {
-		if n > 0 {
-			m[DropReason(r).String()] = n
-		}
-	}
-	return json.Marshal(m)
-}
+func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	var m map[string]uint64
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	*d = DropCounts{}
-	for name, n := range m {
-		r, ok := dropReasonByName[name]
-		if !ok {
-			return fmt.Errorf("fastpath: unknown drop reason %q", name)
-		}
-		d[r] = n
-	}
-	return nil
+	return counts.Unmarshal(b, d[:], reasonName, "fastpath")
 }
 
-var dropReasonByName = func() map[string]DropReason {
-	m := make(map[string]DropReason, NumDropReasons)
-	for r := range DropReason(NumDropReasons) {
-		m[r.String()] = r
-	}
-	return m
-}()
+func reasonName(i int) string { return DropReason(i).String() }
 
 type counters struct {
 	encrypted, decrypted           atomic.Uint64

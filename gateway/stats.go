@@ -3,6 +3,7 @@ package gateway
 import (
 	"sync/atomic"
 
+	"github.com/wgpio/wgpio/internal/counts"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -40,7 +41,7 @@ func (r DropReason) String() string {
 
 // Stats are the device's counters at one moment (each read atomically).
 type Stats struct {
-	Drops             [NumDropReasons]uint64 // indexed by DropReason
+	Drops             DropCounts
 	InitiationsSent   uint64
 	ResponsesSent     uint64
 	CookieRepliesSent uint64
@@ -79,3 +80,18 @@ func (d *Device) Stats() Stats {
 	d.mu.Unlock()
 	return s
 }
+
+// DropCounts counts drops by reason, indexed by DropReason. In JSON it is an
+// object of the nonzero counts by reason name, which UnmarshalJSON reads
+// back; an unknown name is an error.
+type DropCounts [NumDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	return counts.Unmarshal(b, d[:], reasonName, "gateway")
+}
+
+func reasonName(i int) string { return DropReason(i).String() }

@@ -1,8 +1,10 @@
 package header
 
+import "github.com/wgpio/wgpio/internal/counts"
+
 // Reason says why Parse, ParseIP or an ICMP builder rejected a packet; the
 // zero value OK means it was accepted. Callers drop the packet and count it
-// by reason (an array indexed by Reason, NumReasons long, works).
+// by reason (in a ReasonCounts).
 type Reason uint8
 
 // Reasons, in the order Parse checks them.
@@ -112,3 +114,18 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+// ReasonCounts counts packets by reason, indexed by Reason. In JSON it is an object
+// of the nonzero counts by reason name, which UnmarshalJSON reads back; an
+// unknown name is an error.
+type ReasonCounts [NumReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d ReasonCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *ReasonCounts) UnmarshalJSON(b []byte) error {
+	return counts.Unmarshal(b, d[:], reasonName, "header")
+}
+
+func reasonName(i int) string { return Reason(i).String() }

@@ -1,6 +1,10 @@
 package noise
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/internal/counts"
+)
 
 // DropReason says why a message was rejected. It is an error: functions of
 // this package return one as their error for bad input, so callers can test
@@ -67,8 +71,8 @@ type Stats struct {
 // StatsSnapshot is a copy of Stats at one moment (each field read
 // atomically, the whole not).
 type StatsSnapshot struct {
-	Drops                 [NumDropReasons]uint64 // indexed by DropReason
-	Curve25519            uint64                 // Curve25519 scalar multiplications (key derivations and DH)
+	Drops                 DropCounts
+	Curve25519            uint64 // Curve25519 scalar multiplications (key derivations and DH)
 	InitiationsCreated    uint64
 	InitiationsConsumed   uint64
 	ResponsesCreated      uint64
@@ -110,3 +114,18 @@ func (s *Stats) drop(r DropReason) error {
 	s.drops[r].Add(1)
 	return r
 }
+
+// DropCounts counts drops by reason, indexed by DropReason. In JSON it is an
+// object of the nonzero counts by reason name, which UnmarshalJSON reads
+// back; an unknown name is an error.
+type DropCounts [NumDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	return counts.Unmarshal(b, d[:], reasonName, "noise")
+}
+
+func reasonName(i int) string { return DropReason(i).String() }

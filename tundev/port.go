@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/counts"
 )
 
 // PortBatchSize is the PortDevice's batch size: wireguard-go's
@@ -146,7 +147,7 @@ type PortStats struct {
 	RXPackets        uint64 // packets returned by Read
 	TXPackets        uint64 // packets transmitted by Write
 	NeighbourReplies uint64 // ARP/NDP answers sent (owned mode)
-	Drops            [NumPortDropReasons]uint64
+	Drops            PortDropCounts
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
@@ -558,3 +559,18 @@ func (d *PortDevice) SendFrame(frame []byte) error {
 	q.frames[0] = dataplane.Frame{}
 	return nil
 }
+
+// PortDropCounts counts a PortDevice's drops by reason, indexed by PortDropReason. In JSON it is an object
+// of the nonzero counts by reason name, which UnmarshalJSON reads back; an
+// unknown name is an error.
+type PortDropCounts [NumPortDropReasons]uint64
+
+// MarshalJSON writes the nonzero counts by reason name.
+func (d PortDropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], portReasonName) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *PortDropCounts) UnmarshalJSON(b []byte) error {
+	return counts.Unmarshal(b, d[:], portReasonName, "tundev")
+}
+
+func portReasonName(i int) string { return PortDropReason(i).String() }
