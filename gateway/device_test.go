@@ -33,14 +33,21 @@ func TestStartLoop(t *testing.T) {
 	}
 }
 
-func TestAddRemovePeer(t *testing.T) {
-	f := newFakeDP(t)
+// newPlainDevice is a Device with a fresh key on f, closed with the test.
+func newPlainDevice(t testing.TB, f *fakeDP) *Device {
+	t.Helper()
 	priv, _ := noise.NewPrivateKey()
 	d, err := New(Options{PrivateKey: priv, Dataplane: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestAddRemovePeer(t *testing.T) {
+	f := newFakeDP(t)
+	d := newPlainDevice(t, f)
 	k1, _ := noise.NewPrivateKey()
 	k2, _ := noise.NewPrivateKey()
 	p1, p2 := k1.PublicKey(), k2.PublicKey()
@@ -203,12 +210,7 @@ func TestSweepSparesKeypairMidPromotion(t *testing.T) {
 // nothing.
 func TestAddPeersPublishesOnce(t *testing.T) {
 	f := newFakeDP(t)
-	priv, _ := noise.NewPrivateKey()
-	d, err := New(Options{PrivateKey: priv, Dataplane: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newPlainDevice(t, f)
 	cs := make([]PeerConfig, 500)
 	for i := range cs {
 		k, _ := noise.NewPrivateKey()

@@ -104,15 +104,21 @@ func ParseIP(pkt []byte, p *Packet) Reason {
 		p.EtherType = 0
 		return OK
 	}
+	return parseBare(pkt, p, parseIPv4, parseIPv6)
+}
+
+// parseBare zeroes p and hands a bare IP packet to v4 or v6 by its version
+// nibble.
+func parseBare(pkt []byte, p *Packet, v4, v6 func([]byte, int, *Packet) Reason) Reason {
 	*p = Packet{}
 	if len(pkt) < 1 {
 		return ReasonTruncatedIP
 	}
 	switch pkt[0] >> 4 {
 	case IPv4Version:
-		return parseIPv4(pkt, 0, p)
+		return v4(pkt, 0, p)
 	case IPv6Version:
-		return parseIPv6(pkt, 0, p)
+		return v6(pkt, 0, p)
 	}
 	return ReasonBadVersion
 }
@@ -157,17 +163,7 @@ func ParseL3(pkt []byte, p *Packet) Reason {
 			return OK
 		}
 	}
-	*p = Packet{}
-	if len(pkt) < 1 {
-		return ReasonTruncatedIP
-	}
-	switch pkt[0] >> 4 {
-	case IPv4Version:
-		return parseIPv4Header(pkt, 0, p)
-	case IPv6Version:
-		return parseIPv6Header(pkt, 0, p)
-	}
-	return ReasonBadVersion
+	return parseBare(pkt, p, parseIPv4Header, parseIPv6Header)
 }
 
 func parseIPv4(frame []byte, off int, p *Packet) Reason {
