@@ -26,7 +26,7 @@ import (
 
 // captureRequest is what `wgpio capture` sends on the capture socket, as
 // one JSON line. The gateway answers with one JSON captureReply line and,
-// if it has no error, a pcap stream until either side closes.
+// if it has no error, a pcapng stream until either side closes.
 type captureRequest struct {
 	Port    string `json:"port"` // lan, wan or any
 	Dir     string `json:"dir"`  // rx, tx or any
@@ -76,7 +76,7 @@ var protoNames = map[string]uint8{"icmp": 1, "tcp": 6, "udp": 17, "icmp6": 58, "
 func cmdCapture(args []string) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: wgpio capture [flags] NAME\n\nWrites what a running gateway's fast path receives and transmits as pcap\n(tcpdump on the host no longer sees redirected traffic).\n\n")
+		fmt.Fprintf(fs.Output(), "usage: wgpio capture [flags] NAME\n\nWrites what a running gateway's fast path receives and transmits as pcapng,\nwith the port (interface lan or wan) and the direction of every frame\n(tcpdump on the host no longer sees redirected traffic).\n\n")
 		fs.PrintDefaults()
 	}
 	port := fs.String("port", "any", "gateway port: lan, wan or any")
@@ -85,7 +85,7 @@ func cmdCapture(args []string) error {
 	host := fs.String("host", "", "IP address that is the source or destination (outer header on the WAN)")
 	l4port := fs.Uint("l4port", 0, "UDP or TCP port that is the source or destination")
 	snap := fs.Int("s", fastpath.DefaultCaptureSnapLen, "bytes kept of each frame")
-	out := fs.String("w", "-", "pcap `file` to write (- for stdout)")
+	out := fs.String("w", "-", "pcapng `file` to write (- for stdout)")
 	count := fs.Int("c", 0, "stop after this many frames (0: until Ctrl-C)")
 	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
@@ -168,34 +168,33 @@ func cmdCapture(args []string) error {
 		}
 	}()
 
-	// Copy the stream record by record, so that -c can count and every
-	// record written is whole.
-	var fh [pcapFileHeaderLen]byte
-	if _, err := io.ReadFull(br, fh[:]); err != nil {
-		return fmt.Errorf("capture: read pcap header: %w", err)
-	}
-	bw.Write(fh[:])
-	bw.Flush()
+	// Copy the stream block by block, so that -c can count packets and
+	// every block written is whole.
 	frames := 0
 	buf := make([]byte, 0, 65536)
-	for *count == 0 || frames < *count {
-		var rh [pcapRecordLen]byte
-		if _, err := io.ReadFull(br, rh[:]); err != nil {
+	for first := true; *count == 0 || frames < *count; first = false {
+		var bh [blockHeaderLen]byte
+		if _, err := io.ReadFull(br, bh[:]); err != nil {
+			if first {
+				return fmt.Errorf("capture: read the gateway's pcapng header: %w", err)
+			}
 			break // the gateway stopped or we were interrupted
 		}
-		n := int(binary.LittleEndian.Uint32(rh[8:]))
-		if n > fastpath.MaxCaptureSnapLen {
-			return fmt.Errorf("capture: bad record length %d from the gateway", n)
+		typ, n := binary.LittleEndian.Uint32(bh[0:]), int(binary.LittleEndian.Uint32(bh[4:]))
+		if n < blockHeaderLen+4 || n%4 != 0 || n > maxBlockLen || first && typ != blockSHB {
+			return fmt.Errorf("capture: bad pcapng block (type %#x, %d bytes) from the gateway", typ, n)
 		}
-		buf = buf[:n]
+		buf = buf[:n-blockHeaderLen]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			break
 		}
-		bw.Write(rh[:])
+		bw.Write(bh[:])
 		if _, err := bw.Write(buf); err != nil {
 			return fmt.Errorf("capture: write: %w", err)
 		}
-		frames++
+		if typ == blockEPB {
+			frames++
+		}
 		if br.Buffered() == 0 {
 			if err := bw.Flush(); err != nil {
 				return fmt.Errorf("capture: write: %w", err)
@@ -346,7 +345,7 @@ func (s *captureServer) handle(ctx context.Context, c net.Conn) {
 				break // the client left, or the gateway stops
 			}
 		}
-		err = pw.writePacket(fr.Time, fr.Data, fr.OrigLen)
+		err = pw.writePacket(fr.Time, fr.Port, fr.Dir, fr.Data, fr.OrigLen)
 	}
 	st := capt.Stats()
 	s.log.Info("capture ended", "captured", st.Captured, "dropped", st.Dropped)

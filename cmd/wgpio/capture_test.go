@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,9 +14,10 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 )
 
-// TestPCAPWriter checks the bytes against the file format
-// (draft-ietf-opsawg-pcap §4 file header, §5 packet record), little-endian,
-// nanosecond magic.
+// TestPCAPWriter checks the bytes against the pcapng format
+// (draft-ietf-opsawg-pcapng: Section Header Block, Interface Description
+// Blocks with if_name and if_tsresol, Enhanced Packet Block with
+// epb_flags), little-endian.
 func TestPCAPWriter(t *testing.T) {
 	var b bytes.Buffer
 	w, err := newPCAPWriter(&b, 1518)
@@ -22,23 +25,46 @@ func TestPCAPWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := time.Unix(1700000000, 123456789)
-	if err := w.writePacket(ts, []byte{0xde, 0xad, 0xbe}, 60); err != nil {
+	if err := w.writePacket(ts, fastpath.CaptureWAN, fastpath.CaptureTX, []byte{0xde, 0xad, 0xbe}, 60); err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{
-		0x4d, 0x3c, 0xb2, 0xa1, // magic 0xA1B23C4D: nanosecond timestamps
-		0x02, 0x00, 0x04, 0x00, // version 2.4
-		0, 0, 0, 0, 0, 0, 0, 0, // reserved
-		0xee, 0x05, 0x00, 0x00, // snap length 1518
-		0x01, 0x00, 0x00, 0x00, // LINKTYPE_ETHERNET
-		0x00, 0xf1, 0x53, 0x65, // seconds 1700000000
-		0x15, 0xcd, 0x5b, 0x07, // nanoseconds 123456789
+	idb := func(name string) []byte {
+		return []byte{
+			0x01, 0x00, 0x00, 0x00, // IDB
+			0x28, 0x00, 0x00, 0x00, // 40 bytes
+			0x01, 0x00, 0x00, 0x00, // LINKTYPE_ETHERNET, reserved
+			0xee, 0x05, 0x00, 0x00, // snap length 1518
+			0x02, 0x00, 0x03, 0x00, name[0], name[1], name[2], 0, // if_name
+			0x09, 0x00, 0x01, 0x00, 0x09, 0, 0, 0, // if_tsresol: 10^-9 s
+			0x00, 0x00, 0x00, 0x00, // opt_endofopt
+			0x28, 0x00, 0x00, 0x00,
+		}
+	}
+	ns := uint64(ts.UnixNano())
+	var hi, lo [4]byte
+	binary.LittleEndian.PutUint32(hi[:], uint32(ns>>32))
+	binary.LittleEndian.PutUint32(lo[:], uint32(ns))
+	want := slices.Concat([]byte{
+		0x0a, 0x0d, 0x0d, 0x0a, // SHB
+		0x1c, 0x00, 0x00, 0x00, // 28 bytes
+		0x4d, 0x3c, 0x2b, 0x1a, // byte-order magic
+		0x01, 0x00, 0x00, 0x00, // version 1.0
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // section length unknown
+		0x1c, 0x00, 0x00, 0x00,
+	}, idb("lan"), idb("wan"), []byte{
+		0x06, 0x00, 0x00, 0x00, // EPB
+		0x30, 0x00, 0x00, 0x00, // 48 bytes
+		0x01, 0x00, 0x00, 0x00, // interface 1: wan
+	}, hi[:], lo[:], []byte{
 		0x03, 0x00, 0x00, 0x00, // captured length 3
 		0x3c, 0x00, 0x00, 0x00, // original length 60
-		0xde, 0xad, 0xbe,
-	}
+		0xde, 0xad, 0xbe, 0x00, // data, padded
+		0x02, 0x00, 0x04, 0x00, 0x02, 0x00, 0x00, 0x00, // epb_flags: outbound
+		0x00, 0x00, 0x00, 0x00, // opt_endofopt
+		0x30, 0x00, 0x00, 0x00,
+	})
 	if diff := cmp.Diff(want, b.Bytes()); diff != "" {
-		t.Errorf("pcap bytes (-want +got):\n%s", diff)
+		t.Errorf("pcapng bytes (-want +got):\n%s", diff)
 	}
 }
 

@@ -3,7 +3,7 @@
 //	wgpio up -c wg0.conf        run a gateway from a wg-quick style file
 //	wgpio demo                  a throwaway topology with a stock wireguard-go peer
 //	wgpio stats [name]          a running gateway's per-queue counters
-//	wgpio capture NAME          what the fast path sees on a port, as pcap
+//	wgpio capture NAME          what the fast path sees on a port, as pcapng
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
 // (see package config). Its Mode picks the data path: fastpath (wgpio's
@@ -33,7 +33,7 @@ commands:
   demo            build a throwaway topology (two hosts, a wgpio gateway and a
                   stock wireguard-go gateway), send traffic, show live counters
   stats [NAME]    print a running gateway's per-queue counters
-  capture NAME    write what the fast path receives and transmits as pcap
+  capture NAME    write what the fast path receives and transmits as pcapng
                   (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
   version         print the version
 

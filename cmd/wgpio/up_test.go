@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,22 +149,16 @@ func TestUpWithStockPeer(t *testing.T) {
 			default:
 			}
 		}
-		b := []byte(stdout.String())
-		if len(b) < pcapFileHeaderLen || binary.LittleEndian.Uint32(b) != pcapMagicNano {
-			t.Fatalf("stdout is not a pcap stream: %x", b[:min(len(b), 32)])
-		}
-		n := 0
-		for off := pcapFileHeaderLen; off+pcapRecordLen <= len(b); n++ {
-			incl := int(binary.LittleEndian.Uint32(b[off+8:]))
-			rec := b[off+pcapRecordLen : off+pcapRecordLen+incl]
-			// Ethernet, IPv4 (protocol at 14+9 = 1, ICMP), to hostB.
-			if len(rec) < 34 || rec[23] != 1 || !bytes.Equal(rec[30:34], demo.HostB4.AsSlice()) {
-				t.Errorf("record %d is not ICMP to %v: %x", n, demo.HostB4, rec)
+		pkts := readPCAPNG(t, []byte(stdout.String()))
+		for i, p := range pkts {
+			// Ethernet, IPv4 (protocol at 14+9 = 1, ICMP), to hostB,
+			// received on the LAN.
+			if len(p.data) < 34 || p.data[23] != 1 || !bytes.Equal(p.data[30:34], demo.HostB4.AsSlice()) || p.iface != 0 || p.flags != 1 {
+				t.Errorf("packet %d is not ICMP to %v received on the LAN: interface %d, flags %#x, %x", i, demo.HostB4, p.iface, p.flags, p.data)
 			}
-			off += pcapRecordLen + incl
 		}
-		if n != 2 || !strings.Contains(stderr.String(), "2 frames captured") {
-			t.Errorf("stdout holds %d records, stderr %q; want 2", n, stderr.String())
+		if len(pkts) != 2 || !strings.Contains(stderr.String(), "2 frames captured") {
+			t.Errorf("stdout holds %d packets, stderr %q; want 2", len(pkts), stderr.String())
 		}
 	})
 	// The tunnel is still up after every change.
@@ -195,10 +190,56 @@ func httpGet(t *testing.T, s *site, addr, path string) string {
 	return string(b)
 }
 
+type capturedPacket struct {
+	iface, flags uint32
+	data         []byte
+}
+
+// readPCAPNG parses a pcapng stream as `wgpio capture` writes it: a
+// section header, the two interfaces (lan, wan, Ethernet), and enhanced
+// packet blocks with epb_flags.
+func readPCAPNG(t *testing.T, b []byte) []capturedPacket {
+	t.Helper()
+	var out []capturedPacket
+	var ifaces []string
+	for off := 0; off < len(b); {
+		if off+12 > len(b) {
+			t.Fatalf("block at %d cut short", off)
+		}
+		typ, n := binary.LittleEndian.Uint32(b[off:]), int(binary.LittleEndian.Uint32(b[off+4:]))
+		if n < 12 || off+n > len(b) || binary.LittleEndian.Uint32(b[off+n-4:]) != uint32(n) {
+			t.Fatalf("block at %d: type %#x, bad length %d", off, typ, n)
+		}
+		body := b[off+8 : off+n-4]
+		switch {
+		case off == 0 && (typ != blockSHB || binary.LittleEndian.Uint32(body) != byteOrderMagic):
+			t.Fatalf("stream does not start with a little-endian section header: %x", b[:min(len(b), 32)])
+		case typ == blockIDB:
+			if binary.LittleEndian.Uint16(body) != linkTypeEthernet {
+				t.Errorf("interface %d link type %d, want Ethernet", len(ifaces), binary.LittleEndian.Uint16(body))
+			}
+			ifaces = append(ifaces, string(body[12:15])) // the if_name option's value
+		case typ == blockEPB:
+			incl := int(binary.LittleEndian.Uint32(body[12:]))
+			p := capturedPacket{iface: binary.LittleEndian.Uint32(body), data: body[20 : 20+incl]}
+			opts := body[20+incl+(4-incl%4)%4:]
+			if len(opts) >= 8 && binary.LittleEndian.Uint16(opts) == optEPBFlags {
+				p.flags = binary.LittleEndian.Uint32(opts[4:])
+			}
+			out = append(out, p)
+		}
+		off += n
+	}
+	if !slices.Equal(ifaces, []string{"lan", "wan"}) {
+		t.Errorf("interfaces %q, want lan and wan", ifaces)
+	}
+	return out
+}
+
 // testCapture runs `wgpio capture` on the WAN while pings flow and reads the
-// pcap file back with its own parser and with tcpdump.
+// pcapng file back with its own parser and with tcpdump.
 func testCapture(t *testing.T, s *site) {
-	file := filepath.Join(t.TempDir(), "wan.pcap")
+	file := filepath.Join(t.TempDir(), "wan.pcapng")
 	capt := exec.Command(wgpioBin, "capture", s.GwName, "-port", "wan", "-dir", "tx", "-proto", "udp", "-c", "4", "-w", file)
 	var out strings.Builder
 	capt.Stdout, capt.Stderr = &out, &out
@@ -227,19 +268,14 @@ loop:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < pcapFileHeaderLen || binary.LittleEndian.Uint32(b) != pcapMagicNano || binary.LittleEndian.Uint32(b[20:]) != linkTypeEthernet {
-		t.Fatalf("pcap file header = %x, want nanosecond magic and LINKTYPE_ETHERNET", b[:min(len(b), 24)])
-	}
-	n := 0
-	for off := pcapFileHeaderLen; off < len(b); n++ {
-		incl := int(binary.LittleEndian.Uint32(b[off+8:]))
-		off += pcapRecordLen + incl
-		if off > len(b) {
-			t.Fatalf("record %d runs past the file", n)
+	pkts := readPCAPNG(t, b)
+	for i, p := range pkts {
+		if p.iface != 1 || p.flags != 2 {
+			t.Errorf("packet %d: interface %d, flags %#x; want 1 (wan), outbound", i, p.iface, p.flags)
 		}
 	}
-	if n != 4 {
-		t.Errorf("pcap records = %d, want 4", n)
+	if len(pkts) != 4 {
+		t.Errorf("pcapng packets = %d, want 4", len(pkts))
 	}
 	if tcpdump, err := exec.LookPath("tcpdump"); err == nil {
 		td, err := exec.Command(tcpdump, "-n", "-r", file).CombinedOutput()
