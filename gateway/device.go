@@ -289,8 +289,7 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 			d.addAllowedLocked(p, pfx)
 		}
 	}
-	d.publishLocked()
-	return nil
+	return d.publishLocked()
 }
 
 // RemovePeer removes the peer with public key k, zeroing its sessions and
@@ -527,8 +526,9 @@ func (p *peer) removeAllowed(pfx netip.Prefix) {
 	}
 }
 
-// publishLocked hands the peers and allowed IPs to the dataplane.
-func (d *Device) publishLocked() {
+// publishLocked hands the peers and allowed IPs to the dataplane, and
+// returns (and logs) its error: what it could not take (Dataplane.SetPeers).
+func (d *Device) publishLocked() error {
 	fps := make([]*fastpath.Peer, len(d.peers))
 	allowed := make([][]netip.Prefix, len(d.peers))
 	for i, p := range d.peers {
@@ -536,8 +536,10 @@ func (d *Device) publishLocked() {
 		allowed[i] = append([]netip.Prefix(nil), p.allowed...)
 	}
 	if err := d.dp.SetPeers(fps, allowed); err != nil {
-		d.log.Warn("set peers", "err", err)
+		d.log.Error("the dataplane did not take the whole configuration", "err", err)
+		return err
 	}
+	return nil
 }
 
 // Start runs the handshake loop and the timers (Tick every TickInterval on

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.zx2c4.com/wireguard/ipc"
@@ -102,11 +103,15 @@ type setState struct {
 //
 // Endpoints must be numeric (IP:port or [IPv6]:port): wg(8) resolves host
 // names before it talks to the socket.
-func (d *Device) IpcSet(r io.Reader) error {
+func (d *Device) IpcSet(r io.Reader) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var st setState
-	defer d.finishSetLocked(&st)
+	defer func() {
+		if ferr := d.finishSetLocked(&st); err == nil {
+			err = ferr
+		}
+	}()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
@@ -157,10 +162,23 @@ func (d *Device) postPeerLocked(st *setState) {
 	st.p, st.pkaOn, st.created = nil, false, false
 }
 
-func (d *Device) finishSetLocked(st *setState) {
+// finishSetLocked publishes what the request changed and sends the
+// keepalives it asked for. A dataplane that could not take the whole
+// configuration (which the control plane and the engine hold) is reported
+// to the client: errno is the system error's (ENOSPC for a full LAN
+// prefix map), else EIO.
+func (d *Device) finishSetLocked(st *setState) error {
 	d.postPeerLocked(st)
+	var err error
 	if st.changed {
-		d.publishLocked()
+		if perr := d.publishLocked(); perr != nil {
+			code := int64(ipc.IpcErrorIO)
+			var errno syscall.Errno
+			if errors.As(perr, &errno) {
+				code = -int64(errno)
+			}
+			err = &UAPIError{Code: code, Err: perr}
+		}
 	}
 	now := d.now()
 	for _, p := range st.toKick {
@@ -168,6 +186,7 @@ func (d *Device) finishSetLocked(st *setState) {
 			d.sendKeepaliveLocked(p, now)
 		}
 	}
+	return err
 }
 
 func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {

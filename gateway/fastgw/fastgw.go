@@ -12,12 +12,14 @@
 package fastgw
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -31,6 +33,9 @@ import (
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
 )
+
+// defaultLANPrefixCapacity is Config.LANPrefixCapacity's default.
+const defaultLANPrefixCapacity = 65536
 
 // Config configures a fast-path gateway.
 type Config struct {
@@ -91,6 +96,14 @@ type Config struct {
 	// IPv4UDPChecksum computes outer IPv4 UDP checksums (default: 0, see
 	// fastpath.Config.IPv4UDPChecksum).
 	IPv4UDPChecksum bool
+	// LANPrefixCapacity is the most allowed-IPs prefixes of each family the
+	// LAN side's XDP program redirects (default 65,536). Prefixes past it
+	// still reach the tunnel, through the kernel and the exception TUN, and
+	// a configuration change that meets the limit returns an error (the
+	// UAPI answers ENOSPC). The configuration's first prefixes keep their
+	// slots: peers in configuration order, each one's allowed IPs as
+	// written.
+	LANPrefixCapacity int
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -197,7 +210,9 @@ type dataplane_ struct {
 	nl      *netlink.Handle
 
 	mu       sync.Mutex
-	prefixes map[netip.Prefix]bool // guarded by mu
+	prefixes map[netip.Prefix]bool // in the LAN XDP map; guarded by mu
+	routed   map[netip.Prefix]bool // of the configuration, routed into the exception TUN; guarded by mu
+	capacity int                   // of the LAN map, per family
 	log      *slog.Logger
 }
 
@@ -207,35 +222,81 @@ type dataplane_ struct {
 func (d *dataplane_) SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// The configuration's prefixes in order (peers as configured, each
+	// peer's allowed IPs as written). The LAN map holds the first
+	// capacity of each family: when a configuration holds more, the
+	// earlier ones keep their slots, whatever changes later.
+	var ordered []netip.Prefix
 	want := make(map[netip.Prefix]bool)
 	for _, l := range allowed {
 		for _, p := range l {
-			want[p.Masked()] = true
-		}
-	}
-	// Add before the snapshot swap (frames may arrive that the engine
-	// cannot route yet: counted as no_route), delete after.
-	for p := range want {
-		if !d.prefixes[p] {
-			if err := d.lan.AddPrefix(p); err != nil {
-				return fmt.Errorf("add %v to the LAN XDP prefix map: %w", p, err)
+			if p = p.Masked(); !want[p] {
+				want[p] = true
+				ordered = append(ordered, p)
 			}
-			d.prefixes[p] = true
-			d.route(p, true)
 		}
 	}
+	inMap := make(map[netip.Prefix]bool, len(ordered))
+	var n4, n6 int
+	for _, p := range ordered {
+		n := &n6
+		if p.Addr().Is4() {
+			n = &n4
+		}
+		if *n < d.capacity {
+			*n++
+			inMap[p] = true
+		}
+	}
+	// The map redirects a prefix only while the engine can route it:
+	// prefixes leave the map before the engine's snapshot swap, enter it
+	// after (a frame redirected for a prefix the engine does not know is
+	// dropped as no_route).
+	for p := range d.prefixes {
+		if !inMap[p] {
+			if err := d.lan.DeletePrefix(p); err != nil {
+				d.log.Warn("delete prefix from the LAN XDP map", "prefix", p, "err", err)
+			}
+			delete(d.prefixes, p)
+		}
+	}
+	for p := range d.routed {
+		if !want[p] {
+			delete(d.routed, p)
+			d.route(p, false)
+		}
+	}
+	// The engine always gets the whole configuration, whatever the map
+	// holds.
 	if err := d.Engine.SetPeers(peers, allowed); err != nil {
 		return err
 	}
-	for p := range d.prefixes {
-		if !want[p] {
-			if err := d.lan.DeletePrefix(p); err != nil {
-				d.log.Warn("delete prefix from the LAN XDP map", "prefix", p, "err", err)
-				continue
-			}
-			delete(d.prefixes, p)
-			d.route(p, false)
+	var first error
+	for _, p := range ordered {
+		if !d.routed[p] {
+			d.routed[p] = true
+			d.route(p, true)
 		}
+		if !inMap[p] || d.prefixes[p] {
+			continue
+		}
+		if err := d.lan.AddPrefix(p); err != nil {
+			if first == nil {
+				first = fmt.Errorf("add %v: %w", p, err)
+			}
+			continue
+		}
+		d.prefixes[p] = true
+	}
+	if len(d.prefixes) < len(ordered) {
+		// The others' traffic is not redirected: the kernel forwards it
+		// (with IP forwarding on) into the exception TUN, routed above,
+		// and the gateway encrypts it from there, slowly.
+		if first == nil {
+			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
+		}
+		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes",
+			len(d.prefixes), len(ordered), first)
 	}
 	return nil
 }
@@ -478,7 +539,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		}
 	}
 	wanFilter := afxdp.Filter{UDP: udp}
-	lanFilter := afxdp.Filter{Prefixes: true}
+	lanFilter := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity)}
 	if cfg.Owned {
 		// ARP and NDP for our addresses come to us, not to the kernel.
 		wanFilter.Neighbors = []netip.Addr{cfg.WANAddress.Addr()}
@@ -543,7 +604,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.engine, err = fastpath.New(ecfg); err != nil {
 		return nil, fmt.Errorf("fastgw: %w", err)
 	}
-	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), log: log, nl: g.nlHandle}
+	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool), capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: log, nl: g.nlHandle}
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/noise"
 )
 
 func newSite(t *testing.T, sc demo.SiteConfig) *demo.Site {
@@ -201,6 +202,67 @@ func TestFragmentedOuterPackets(t *testing.T) {
 			t.Logf("datagrams through the kernel: %d; wgpio drops: %s", fromKernel()-before, dropsString(s.Gateway))
 		})
 	}
+}
+
+// TestPrefixMapFull: a configuration change that meets the LAN prefix
+// map's capacity is applied to the control plane and the engine (the
+// existing tunnel keeps working, later changes keep applying) and reported
+// to the client: wg set fails with "No space left on device".
+func TestPrefixMapFull(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	testenv.Tool(t, "wg", "wireguard-tools")
+	s := newSite(t, demo.SiteConfig{NoFastPath: true})
+	fc := s.FastConfig
+	fc.LANPrefixCapacity = 8
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, "198.19.2.10", 0)
+	var many []string
+	for i := range 20 {
+		many = append(many, fmt.Sprintf("198.19.%d.1/32", 50+i))
+	}
+	priv, _ := noise.NewPrivateKey()
+	key := priv.PublicKey().Base64()
+	out, err := exec.Command("wg", "set", s.GwName, "peer", key, "allowed-ips", strings.Join(many, ",")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "No space left on device") {
+		t.Errorf("wg set with more prefixes than the map holds: %v, %q; want it to fail with ENOSPC", err, out)
+	}
+	if dump := wgShow(t, s.GwName); !strings.Contains(dump, "198.19.69.1/32") {
+		t.Errorf("the new peer's allowed IPs are not in the configuration:\n%s", dump)
+	}
+	// The tunnel still works, and later changes still reach the engine
+	// while the map is full: without the stock peer's host network in its
+	// allowed IPs, hostB's packets are dropped (allowed_ips); with it
+	// again, they pass.
+	ping(t, s.HostA, "198.19.2.10", 0)
+	stock := fc.Peers[0]
+	setAllowed := func(skip string) {
+		t.Helper()
+		var allowed []string
+		for _, p := range stock.AllowedIPs {
+			if p.String() != skip {
+				allowed = append(allowed, p.String())
+			}
+		}
+		exec.Command("wg", "set", s.GwName, "peer", stock.PublicKey.Base64(), "allowed-ips", strings.Join(allowed, ",")).Run()
+	}
+	before := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropAllowedIPs]
+	setAllowed("198.19.2.0/24")
+	s.HostB.Run("ping", "-c", "2", "-i", "0.2", "-W", "1", "198.19.1.10")
+	if after := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropAllowedIPs]; after == before {
+		t.Errorf("hostB's packets were not dropped for allowed IPs after its network left the peer's: the engine missed the change")
+	}
+	setAllowed("")
+	ping(t, s.HostB, "198.19.1.10", 0)
+	// A change that frees the map applies cleanly.
+	if out, err := exec.Command("wg", "set", s.GwName, "peer", key, "remove").CombinedOutput(); err != nil {
+		t.Errorf("wg set remove after the map overflowed: %v\n%s", err, out)
+	}
+	ping(t, s.HostB, "198.19.1.10", 0)
 }
 
 // TestOwnTunnelAddressTCP: an SSH-like TCP session from a host behind the
