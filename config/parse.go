@@ -92,7 +92,20 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	n := 0
 	for sc.Scan() {
 		n++
-		p.line(n, sc.Text())
+		text := sc.Text()
+		if n == 1 {
+			switch {
+			case strings.HasPrefix(text, "\ufeff"):
+				// A byte-order mark some editors write: not part of the
+				// first line.
+				text = text[len("\ufeff"):]
+				p.warnf(1, "", "the file starts with a UTF-8 byte-order mark, skipped")
+			case strings.HasPrefix(text, "\xff\xfe") || strings.HasPrefix(text, "\xfe\xff"):
+				p.errs = append(p.errs, &Error{File: name, Line: 1, Msg: "the file is UTF-16 text; save it as UTF-8"})
+				return nil, joinErrors(p.errs)
+			}
+		}
+		p.line(n, text)
 		if len(p.errs) >= MaxErrors {
 			// Not a configuration file: stop reading (a 50 MB file of
 			// garbage must not cost gigabytes of error values).
@@ -519,10 +532,8 @@ func (p *parser) interfaceKey(n int, key, v string) {
 		}
 	case "Address":
 		for _, s := range splitList(v) {
-			if pf, ok := parseCIDR(s, true); ok {
+			if pf, ok := p.prefix(n, key, s); ok {
 				in.Addresses = append(in.Addresses, pf)
-			} else {
-				p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
 			}
 		}
 	case "MTU":
@@ -567,9 +578,8 @@ func (p *parser) peerKey(n int, key, v string) {
 		k.Zero()
 	case "AllowedIPs":
 		for _, s := range splitList(v) {
-			pf, ok := parseCIDR(s, true)
+			pf, ok := p.prefix(n, key, s)
 			if !ok {
-				p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
 				continue
 			}
 			if m := pf.Masked(); m != pf {
@@ -602,8 +612,14 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		}
 		host, port = v[1:i], v[i+2:]
 		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() || (a.Zone() != "" && !isIfName(a.Zone())) {
+		if err != nil || !a.Is6() {
 			p.errorf(n, key, "%s is not an IPv6 address", quoteShort(host))
+			return
+		}
+		if a.Zone() != "" {
+			// The fast path sends to routed endpoints; a zone names an
+			// interface, which it would not honour.
+			p.errorf(n, key, "%s: an address with a zone (%%%s) is not supported; use a global address", quoteShort(host), a.Zone())
 			return
 		}
 	} else {
@@ -880,6 +896,22 @@ func splitList(v string) []string {
 // parseCIDR parses "addr/bits", or, if bare, a lone address as /32 or /128
 // (as wg(8) and wg-quick do). Zones are refused; IPv4-mapped IPv6 addresses
 // are kept as written.
+// prefix parses an Address or AllowedIPs item (CIDR, or a bare address as
+// a host prefix), reporting a bad one.
+func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
+	pf, ok := parseCIDR(s, true)
+	switch {
+	case !ok:
+		p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
+	case pf.Addr().Is4In6():
+		// An IPv4-mapped IPv6 address never appears in an IPv6 header
+		// on the wire (RFC 4291 section 2.5.5.2): it would match nothing.
+		p.errorf(n, key, "%s is an IPv4-mapped IPv6 address; write the IPv4 address (%s)", quoteShort(s), pf.Addr().Unmap())
+		ok = false
+	}
+	return pf, ok
+}
+
 func parseCIDR(s string, bare bool) (netip.Prefix, bool) {
 	if strings.Contains(s, "/") {
 		pf, err := netip.ParsePrefix(s)

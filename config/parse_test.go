@@ -292,6 +292,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad address", iface + "Address = 10.0.0.300/24\n", `wg0.conf:3: key "Address": "10.0.0.300/24" is not an IP address or CIDR`},
 		{"address prefix too long", iface + "Address = 10.0.0.1/33\n", `wg0.conf:3: key "Address": "10.0.0.1/33" is not an IP address or CIDR`},
 		{"address with zone", iface + "Address = fe80::1%eth0\n", `wg0.conf:3: key "Address": "fe80::1%eth0" is not an IP address or CIDR`},
+		{"mapped address", iface + "Address = ::ffff:198.19.60.1/120\n", `wg0.conf:3: key "Address": "::ffff:198.19.60.1/120" is an IPv4-mapped IPv6 address; write the IPv4 address (198.19.60.1)`},
+		{"mapped allowed IPs", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = ::ffff:198.19.70.0/120\n", `wg0.conf:5: key "AllowedIPs": "::ffff:198.19.70.0/120" is an IPv4-mapped IPv6 address; write the IPv4 address (198.19.70.0)`},
+		{"endpoint with zone", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [fe80::1%nosuchif0]:51820\n", `wg0.conf:5: key "Endpoint": "fe80::1%nosuchif0": an address with a zone (%nosuchif0) is not supported; use a global address`},
 		{"peer without public key", iface + "[Peer]\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:3: [Peer] has no PublicKey`},
 		{"bad public key", iface + "[Peer]\nPublicKey = abcd\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key`},
 		{"duplicate public key", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.2/32\n[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.3/32\n", `wg0.conf:7: key "PublicKey": duplicate peer; the [Peer] at line 3 has the same PublicKey`},
@@ -418,10 +421,10 @@ func TestLoadMissing(t *testing.T) {
 // TestRoundTrip: Parse(Marshal(f)) equals f, for the sample files and a
 // config that sets every field.
 func TestRoundTrip(t *testing.T) {
-	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = ::ffff:10.0.0.9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
+	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
 		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nAddressMode = owned\nQueues = 1024\nCPUs = 5,0-3,9\nSourcePorts = 1-65535\n" +
 		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
-		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [fe80::1%eth0]:65535\nPersistentKeepalive = 65535\n" +
+		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"
 	inputs := map[string]string{"every field": every}
 	for _, name := range []string{"gateway.conf", "owned.conf", "client.conf"} {
@@ -503,5 +506,16 @@ func TestKeyFileNameHint(t *testing.T) {
 	want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("PrivateKey = a path: %v, want %q", err, want)
+	}
+}
+
+func TestByteOrderMarks(t *testing.T) {
+	f, err := parseString("\ufeff[Interface]\nPrivateKey = " + priv1 + "\n")
+	if err != nil || len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "byte-order mark") {
+		t.Errorf("UTF-8 BOM: %v, warnings %v; want it skipped with a warning", err, f)
+	}
+	_, err = parseString("\xff\xfe[\x00I\x00")
+	if err == nil || !strings.Contains(err.Error(), "wg0.conf:1: the file is UTF-16 text; save it as UTF-8") {
+		t.Errorf("UTF-16: %v", err)
 	}
 }

@@ -28,8 +28,10 @@ type Options struct {
 	// before).
 	PrivateKey noise.PrivateKey
 	// ListenPort is reported over the UAPI as listen_port. The dataplane
-	// owns the socket; changing it over the UAPI is recorded only.
-	ListenPort uint16
+	// owns the port; a UAPI set of another port is recorded, or, with
+	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
+	ListenPort      uint16
+	FixedListenPort bool
 	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
 	// Required.
 	Dataplane Dataplane

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +239,17 @@ func TestAddPeersPublishesOnce(t *testing.T) {
 	}
 	if n := len(d.Peers()); n != len(cs) {
 		t.Errorf("Peers() lists %d, want %d", n, len(cs))
+	}
+}
+
+func TestStatsLosses(t *testing.T) {
+	var s Stats
+	s.Drops[DropUnknownType] = 2
+	s.Drops[DropHandshakeInvalid] = 3
+	s.Noise.Drops[noise.DropWrongSize] = 1
+	s.Noise.Drops[noise.DropBadMAC1] = 2
+	got := strings.Join(s.Losses(), " ")
+	if want := "handshake_invalid=3 (bad_mac1=2 wrong_size=1) unknown_type=2"; got != want {
+		t.Errorf("Losses = %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/internal/counts"
@@ -94,4 +97,25 @@ func (d *DropCounts) UnmarshalJSON(b []byte) error {
 	return counts.Unmarshal(b, d[:], reasonName, "gateway")
 }
 
-func reasonName(i int) string { return DropReason(i).String() }
+func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String(), " ", "_") }
+
+// Losses lists the nonzero drops as sorted "name=count" strings (names in
+// snake case); handshake_invalid is followed by its breakdown by package
+// noise's reasons, in parentheses. Empty when nothing was dropped.
+func (s Stats) Losses() []string {
+	var out []string
+	for r, n := range s.Drops {
+		if n == 0 {
+			continue
+		}
+		l := fmt.Sprintf("%s=%d", reasonName(r), n)
+		if DropReason(r) == DropHandshakeInvalid {
+			if nl := s.Noise.Drops.Losses(); len(nl) > 0 {
+				l += " (" + strings.Join(nl, " ") + ")"
+			}
+		}
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -211,6 +211,13 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 		if err != nil {
 			return uapiErrorf(ipc.IpcErrorInvalid, "parse listen_port: %w", err)
 		}
+		// A dataplane whose port is fixed when it starts (an XDP
+		// program and sockets): the same value (wg setconf and syncconf
+		// send it) is accepted, another refused rather than recorded and
+		// ignored.
+		if d.opts.FixedListenPort && d.listenPort != 0 && uint16(port) != d.listenPort {
+			return uapiErrorf(-int64(syscall.EOPNOTSUPP), "listen_port %d: the gateway listens on %d, fixed at start (restart it with another ListenPort)", port, d.listenPort)
+		}
 		d.listenPort = uint16(port)
 	case "fwmark":
 		mark, err := strconv.ParseUint(value, 10, 32)
@@ -264,6 +271,12 @@ func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
 		ap, err := netip.ParseAddrPort(value)
 		if err != nil {
 			return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: %w", value, err)
+		}
+		if ap.Addr().Zone() != "" {
+			// Endpoints are routed; a zone names an interface the
+			// dataplane would not honour (and wg(8) 1.0.20210914
+			// crashes printing one it cannot resolve).
+			return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: an address with a zone is not supported", value)
 		}
 		if p != nil {
 			d.setEndpointConfigLocked(p, ap)

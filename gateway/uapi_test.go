@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -375,5 +376,44 @@ func TestCloseRemovesSocket(t *testing.T) {
 	d.Close()
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("after Close, stat %s = %v, want not exist", sock, err)
+	}
+}
+
+// TestFixedListenPort: a dataplane whose port cannot move takes a set of
+// the same listen_port (wg setconf sends it) and refuses another, which
+// stays unapplied.
+func TestFixedListenPort(t *testing.T) {
+	f := newFakeDP(t)
+	priv, _ := noise.NewPrivateKey()
+	d, err := New(Options{PrivateKey: priv, Dataplane: f, ListenPort: 51820, FixedListenPort: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.IpcSet(strings.NewReader("listen_port=51820\n")); err != nil {
+		t.Errorf("set listen_port to the same port: %v", err)
+	}
+	err = d.IpcSet(strings.NewReader("listen_port=40000\n"))
+	var ue *UAPIError
+	if !errors.As(err, &ue) || ue.Code != -int64(syscall.EOPNOTSUPP) {
+		t.Errorf("set listen_port=40000: %v, want errno %d", err, -int64(syscall.EOPNOTSUPP))
+	}
+	var b strings.Builder
+	d.IpcGet(&b)
+	if !strings.Contains(b.String(), "listen_port=51820\n") {
+		t.Errorf("get after a refused port change:\n%s", b.String())
+	}
+}
+
+// TestEndpointZoneRefused: an endpoint with an IPv6 zone is refused
+// (EINVAL) where wireguard-go would take it: endpoints are routed, and
+// wg(8) 1.0.20210914 crashes printing a zone it cannot resolve.
+func TestEndpointZoneRefused(t *testing.T) {
+	d := ourDevice(t, "")
+	k, _ := noise.NewPrivateKey()
+	pub := k.PublicKey()
+	err := d.IpcSet(strings.NewReader("public_key=" + pub.Hex() + "\nendpoint=[fe80::1%nosuchif0]:51820\n"))
+	if errnoOf(err) != ipc.IpcErrorInvalid {
+		t.Errorf("endpoint with a zone: %v, want EINVAL", err)
 	}
 }

@@ -1,6 +1,9 @@
 package noise
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/internal/counts"
@@ -128,4 +131,17 @@ func (d *DropCounts) UnmarshalJSON(b []byte) error {
 	return counts.Unmarshal(b, d[:], reasonName, "noise")
 }
 
-func reasonName(i int) string { return DropReason(i).String() }
+func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String(), " ", "_") }
+
+// Losses lists the nonzero counts as sorted "name=count" strings (names in
+// snake case).
+func (d DropCounts) Losses() []string {
+	var out []string
+	for r, n := range d {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", reasonName(r), n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -27,6 +27,13 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdCapture, []string{"a", "b"}, `capture: one gateway NAME, got 2: a b`},
 		{cmdCapture, []string{"-c", "-1", "wg0"}, `capture: -c -1: want 0 (until Ctrl-C) or a number of frames`},
 		{cmdCapture, []string{"-s", "0", "wg0"}, `capture: -s 0: want the number of bytes kept`},
+		{cmdCapture, []string{"../../etc/passwd"}, `capture: "../../etc/passwd" cannot be a gateway name`},
+		{cmdStats, []string{"a/b"}, `stats: "a/b" cannot be a gateway name`},
+		{cmdDemo, []string{"-rate", "0"}, `demo: -rate 0: want packets per second, 1 or more`},
+		{cmdDemo, []string{"-duration", "-1s"}, `demo: -duration -1s: want 0 (until Ctrl-C) or a positive duration`},
+		{cmdDemo, []string{"extra"}, `demo: unexpected argument "extra"`},
+		{cmdDemo, []string{"-queues", "-1"}, `demo: -queues -1: want 1 to 256`},
+		{cmdCapture, []string{"-l4port", "-1", "wg0"}, `capture: -l4port -1 out of range 0-65535`},
 	} {
 		err := tc.cmd(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -104,5 +111,9 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	}
 	if err := checkName("wg0", "wg0.conf"); err != nil {
 		t.Errorf("checkName(wg0) = %v", err)
+	}
+	q := config.WGPIO{WAN: "lo", LAN: "lo", Queues: 300, Lines: map[string]int{"Queues": 9}}
+	if err := checkQueues("wg0.conf", q); err == nil || !strings.HasPrefix(err.Error(), `wg0.conf:9: key "Queues": 300 queues; the fast path runs at most 256`) {
+		t.Errorf("checkQueues(300) = %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func cmdCapture(args []string) error {
 	dir := fs.String("dir", "any", "direction: rx, tx or any")
 	proto := fs.String("proto", "", "IP protocol: udp, tcp, icmp, icmp6 or a number (default any)")
 	host := fs.String("host", "", "IP address that is the source or destination (outer header on the WAN)")
-	l4port := fs.Uint("l4port", 0, "UDP or TCP port that is the source or destination")
+	l4port := fs.Int("l4port", 0, "UDP or TCP port that is the source or destination")
 	snap := fs.Int("s", fastpath.DefaultCaptureSnapLen, "bytes kept of each frame")
 	out := fs.String("w", "-", "pcapng `file` to write (- for stdout)")
 	count := fs.Int("c", 0, "stop after this many frames (0: until Ctrl-C)")
@@ -102,8 +102,11 @@ func cmdCapture(args []string) error {
 		return fmt.Errorf("capture: -s %d: want the number of bytes kept of each frame, 1 or more", *snap)
 	}
 	name := fs.Arg(0)
+	if err := checkGatewayName(name); err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
 	req := captureRequest{Port: *port, Dir: *dir, Host: *host, SnapLen: *snap}
-	if *l4port > 65535 {
+	if *l4port < 0 || *l4port > 65535 {
 		return fmt.Errorf("capture: -l4port %d out of range 0-65535", *l4port)
 	}
 	req.L4Port = uint16(*l4port)

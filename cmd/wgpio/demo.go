@@ -21,6 +21,18 @@ func cmdDemo(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("demo: unexpected argument %q (it takes flags only; see wgpio demo -h)", fs.Arg(0))
+	case *dur < 0:
+		return fmt.Errorf("demo: -duration %v: want 0 (until Ctrl-C) or a positive duration", *dur)
+	case *rate <= 0:
+		return fmt.Errorf("demo: -rate %d: want packets per second, 1 or more", *rate)
+	case *size < 8 || *size > 1392:
+		return fmt.Errorf("demo: -size %d: want 8 to 1392 bytes", *size)
+	case *queues < 1 || *queues > maxFastQueues:
+		return fmt.Errorf("demo: -queues %d: want 1 to %d", *queues, maxFastQueues)
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("demo: needs root: it creates network namespaces, veth pairs and XDP programs (run: sudo go run ./cmd/wgpio demo)")
 	}

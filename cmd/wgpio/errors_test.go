@@ -110,6 +110,11 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
+			name: "queues",
+			conf: withWGPIO("Queues = 4"),
+			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),
+		},
+		{
 			name: "no-privileges",
 			conf: good,
 			wrap: nobody,

@@ -59,6 +59,10 @@ func main() {
 		fmt.Print(usage)
 		return
 	case "version", "-version", "--version":
+		if len(os.Args) > 2 {
+			fmt.Fprintf(os.Stderr, "wgpio: version takes no arguments\n")
+			os.Exit(2)
+		}
 		fmt.Println(version())
 		return
 	default:

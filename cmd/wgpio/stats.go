@@ -26,10 +26,15 @@ func cmdStats(args []string) error {
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
 	}
 	names := fs.Args()
+	for _, name := range names {
+		if err := checkGatewayName(name); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+	}
 	if len(names) == 0 {
 		m, _ := filepath.Glob(filepath.Join(runDir, "*.stats"))
 		for _, p := range m {
@@ -93,6 +98,9 @@ func printStats(name string, s GatewayStats) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(drops, " "))
 	}
 	tw.Flush()
+	if l := s.Device.Losses(); len(l) > 0 {
+		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
+	}
 	// What the ports and the kernel dropped before the workers saw it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "port\tqueue\trx\ttx\tcopies\tdrops")

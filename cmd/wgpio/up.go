@@ -132,9 +132,14 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
-	if len(w.CPUs) > 0 && w.Mode == config.ModeFastPath {
-		if err := checkCPUs(f.Name, w); err != nil {
+	if w.Mode == config.ModeFastPath {
+		if err := checkQueues(f.Name, w); err != nil {
 			return err
+		}
+		if len(w.CPUs) > 0 {
+			if err := checkCPUs(f.Name, w); err != nil {
+				return err
+			}
 		}
 	}
 	unlock, err := lockInstance(*name, w.WAN)
@@ -171,9 +176,19 @@ func keyError(file string, lines map[string]int, key, flag, msg string) error {
 // checkName refuses a gateway name that cannot name an interface (the
 // exception TUN or compat mode's TUN bears it) before anything is opened.
 func checkName(name, conf string) error {
-	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+	if checkGatewayName(name) != nil {
 		return fmt.Errorf("up: gateway name %q (from -name, else the file name %s without .conf) cannot name an interface: "+
 			"1 to 15 bytes, no '/', ':' or white space; choose one with -name", name, filepath.Base(conf))
+	}
+	return nil
+}
+
+// checkGatewayName refuses what cannot be a gateway's name: an interface
+// name (Linux dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':'
+// or white space), which also keeps the name inside runDir.
+func checkGatewayName(name string) error {
+	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("%q cannot be a gateway name (an interface name: 1 to 15 bytes, no '/', ':' or white space; `wgpio stats` lists the running ones)", name)
 	}
 	return nil
 }
@@ -188,6 +203,25 @@ func checkInterfaces(f *config.File, w config.WGPIO) error {
 		if _, err := net.InterfaceByName(x.name); err != nil {
 			return keyError(f.Name, w.Lines, x.key, x.flag,
 				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)", x.name))
+		}
+	}
+	return nil
+}
+
+// maxFastQueues is the most queues (workers) of a fast-path gateway.
+const maxFastQueues = 256
+
+// checkQueues checks Queues against the fast path's limit and the RX
+// queues WAN and LAN have.
+func checkQueues(file string, w config.WGPIO) error {
+	if w.Queues > maxFastQueues {
+		return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf("%d queues; the fast path runs at most %d", w.Queues, maxFastQueues))
+	}
+	for _, dev := range []string{w.WAN, w.LAN} {
+		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
+			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
+				"%d queues, but %s has %d RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
+				w.Queues, dev, n, dev, dev))
 		}
 	}
 	return nil
@@ -245,8 +279,16 @@ func checkCPUs(file string, w config.WGPIO) error {
 // lockInstance makes sure one gateway runs per name and per WAN interface
 // (of this network namespace: the lock names the namespace's inode).
 func lockInstance(name, wan string) (func(), error) {
+	// Another user than root needs the run directories made writable for
+	// it (dist/wgpio.service: RuntimeDirectory=wgpio wireguard).
+	hint := func(err error) string {
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Sprintf(" (running as uid %d: make %s and /var/run/wireguard writable for that user, as dist/wgpio.service does with RuntimeDirectory=)", os.Getuid(), runDir)
+		}
+		return ""
+	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", runDir, err)
+		return nil, fmt.Errorf("create %s: %w%s", runDir, err, hint(err))
 	}
 	var files []*os.File
 	release := func() {
@@ -267,7 +309,7 @@ func lockInstance(name, wan string) (func(), error) {
 		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			release()
-			return nil, fmt.Errorf("lock %s: %w", l.path, err)
+			return nil, fmt.Errorf("lock %s: %w%s", l.path, err, hint(err))
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close() // not ours: leave the file to its holder

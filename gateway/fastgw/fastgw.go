@@ -611,7 +611,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		}
 	}
 	g.dev, err = gateway.New(gateway.Options{
-		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort,
+		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
 		Dataplane: g.dp, Logger: log, Resolve: wanRes.Resolve,
 		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6,
 	})

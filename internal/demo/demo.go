@@ -169,6 +169,9 @@ func dropString(d [fastpath.NumDropReasons]uint64, g *fastgw.Gateway) string {
 		}
 	}
 	sort.Strings(parts)
+	for _, l := range g.Device().Stats().Losses() {
+		parts = append(parts, "control:"+l)
+	}
 	wan, lan := g.Ports()
 	for _, p := range []struct {
 		name string
