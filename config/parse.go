@@ -77,12 +77,13 @@ func (o Options) Load(path string) (*File, error) {
 // last). See Error for the message format.
 func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	p := parser{
-		opts:    o,
-		f:       &File{Name: name},
-		section: secNone,
-		ifSeen:  map[string]int{},
-		ioSeen:  map[string]int{},
-		pubs:    map[noise.PublicKey]int{},
+		opts:      o,
+		f:         &File{Name: name},
+		section:   secNone,
+		ifSeen:    map[string]int{},
+		ioSeen:    map[string]int{},
+		allowedAt: map[netip.Prefix]int{},
+		pubs:      map[noise.PublicKey]int{},
 	}
 	if p.opts.Resolve == nil {
 		p.opts.Resolve = DefaultResolve
@@ -202,9 +203,10 @@ type parser struct {
 	section section
 	secLine int // line of the current section's header
 
-	ifLine, ioLine int            // lines of the [Interface] and [WGPIO] headers; 0: none yet
-	ifSeen, ioSeen map[string]int // key → first line, in [Interface] and [WGPIO]
-	peerSeen       map[string]int // key → first line, in the current [Peer]
+	ifLine, ioLine int                  // lines of the [Interface] and [WGPIO] headers; 0: none yet
+	ifSeen, ioSeen map[string]int       // key → first line, in [Interface] and [WGPIO]
+	allowedAt      map[netip.Prefix]int // AllowedIPs prefix → line of the [Peer] that has it
+	peerSeen       map[string]int       // key → first line, in the current [Peer]
 	pubs           map[noise.PublicKey]int
 	pubLines       []int // line of each peer's PublicKey (parallel to f.Peers)
 }
@@ -524,6 +526,10 @@ func (p *parser) interfaceKey(n int, key, v string) {
 			p.errorf(n, key, "not a base64 32-byte key%s", keyHint(v))
 			return
 		}
+		if k.IsZero() {
+			p.errorf(n, key, "all zero, which is no key (make one with `wg genkey`)")
+			return
+		}
 		in.PrivateKey = k
 		k.Zero()
 	case "ListenPort":
@@ -561,6 +567,10 @@ func (p *parser) peerKey(n int, key, v string) {
 			p.errorf(n, key, "not a base64 32-byte key")
 			return
 		}
+		if k == (noise.PublicKey{}) {
+			p.errorf(n, key, "all zero, which is no peer's key")
+			return
+		}
 		if first, dup := p.pubs[k]; dup {
 			p.errorf(n, key, "duplicate peer; the [Peer] at line %d has the same PublicKey", first)
 			return
@@ -586,6 +596,10 @@ func (p *parser) peerKey(n int, key, v string) {
 				p.warnf(n, key, "%s has host bits set; it means %s", pf, m)
 				pf = m
 			}
+			if prev, ok := p.allowedAt[pf]; ok && prev != peer.Line {
+				p.warnf(n, key, "%s is also in the [Peer] at line %d; this later peer takes it, as in WireGuard", pf, prev)
+			}
+			p.allowedAt[pf] = peer.Line
 			peer.AllowedIPs = append(peer.AllowedIPs, pf)
 		}
 	case "Endpoint":
@@ -639,7 +653,11 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		return
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		peer.Endpoint = netip.AddrPortFrom(a.Unmap(), pn)
+		if a = a.Unmap(); a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			p.errorf(n, key, "%s is not a unicast address", a)
+			return
+		}
+		peer.Endpoint = netip.AddrPortFrom(a, pn)
 		peer.EndpointHost = ""
 		return
 	}

@@ -519,3 +519,25 @@ func TestByteOrderMarks(t *testing.T) {
 		t.Errorf("UTF-16: %v", err)
 	}
 }
+
+func TestRiskyValues(t *testing.T) {
+	zero := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+	for _, tc := range []struct{ name, conf, want string }{
+		{"zero private key", "[Interface]\nPrivateKey = " + zero + "\n", `wg0.conf:2: key "PrivateKey": all zero, which is no key`},
+		{"zero public key", iface + "[Peer]\nPublicKey = " + zero + "\n", `wg0.conf:4: key "PublicKey": all zero, which is no peer's key`},
+		{"unspecified endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 0.0.0.0:51820\n", `wg0.conf:5: key "Endpoint": 0.0.0.0 is not a unicast address`},
+		{"broadcast endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 255.255.255.255:51820\n", `wg0.conf:5: key "Endpoint": 255.255.255.255 is not a unicast address`},
+		{"multicast endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [ff02::1]:51820\n", `wg0.conf:5: key "Endpoint": ff02::1 is not a unicast address`},
+	} {
+		if _, err := parseString(tc.conf); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 0.0.0.0/0\n[Peer]\nPublicKey = " + pub3 + "\nAllowedIPs = 0.0.0.0/0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), `wg0.conf:8: key "AllowedIPs": 0.0.0.0/0 is also in the [Peer] at line 3; this later peer takes it`) {
+		t.Errorf("warnings %v, want one about 0.0.0.0/0 in two peers", f.Warnings)
+	}
+}
