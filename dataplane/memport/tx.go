@@ -56,14 +56,18 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	var touched uint64 // bit k: pushed on out[k]
 	var pkts, bytes, copies, tooLong, noBuf, bad uint64
 	i := 0
-	if nq == 1 && corrupt == nil {
+	if corrupt == nil {
 		// The common burst first: frames of the peer's pool that need
-		// nothing done, onto the one ring.
-		i, bytes = tx.out[0].putPlain(frames, peerPool, p.maxLen)
-		pkts = uint64(i)
-		if i > 0 {
-			touched = 1
+		// nothing done, onto the one ring or the rings RSS picks.
+		if nq == 1 {
+			i, bytes = tx.out[0].putPlain(frames, peerPool, p.maxLen)
+			if i > 0 {
+				touched = 1
+			}
+		} else {
+			i, bytes, touched = tx.putPlainRSS(frames, peerPool, p.maxLen)
 		}
+		pkts = uint64(i)
 	}
 	// With one peer queue, the ring's room is checked once for the burst.
 	room := uint32(0)
@@ -171,6 +175,31 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 	}
 	o.prod = prod
 	return n, bytes
+}
+
+// putPlainRSS is putPlain for several peer queues: each frame goes to the
+// ring RSSQueue picks, while that ring has room. It returns the frames put,
+// their bytes and the rings touched (bit k: out[k]).
+func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
+	out := tx.out
+	maxHead := pool.FrameSize() - int(maxLen) - vlanTagLen - dataplane.MinTailroom
+	for i := range frames {
+		f := &frames[i]
+		l, h := f.Len(), f.Headroom()
+		if f.Pool() != pool || uint32(l) > maxLen || h < dataplane.MinHeadroom || h > maxHead {
+			break
+		}
+		k := RSSQueue(f.Data(), len(out))
+		o := &out[k]
+		if o.free(1) == 0 {
+			break
+		}
+		o.put(desc{addr: f.Addr(), len: uint32(l)})
+		touched |= 1 << k
+		bytes += uint64(l)
+		n++
+	}
+	return n, bytes, touched
 }
 
 // moveToHeadroom moves f's data to its pool's default headroom, in place
