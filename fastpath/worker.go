@@ -233,9 +233,9 @@ func (w *worker) run() {
 	// Busy-poll for IdleSpin after the last work before blocking in the
 	// waiter: at high rates a worker never sleeps, so it costs no context
 	// switch per burst; idle, it costs no CPU. The spin is timed on the
-	// engine's clock when that is the real one, so that one clock read per
-	// turn serves both; an injected clock (tests) may stand still, and the
-	// spin then reads the wall clock.
+	// engine's clock when that is the real one, so that an idle turn
+	// reads the clock once; an injected clock (tests) may stand still,
+	// and the spin then reads the wall clock.
 	spin := int64(w.e.cfg.IdleSpin)
 	realClock := w.e.cfg.Now == nil
 	spinNow := w.e.now
@@ -258,13 +258,16 @@ func (w *worker) run() {
 		if now-w.lastPublish >= int64(PublishInterval) {
 			w.publish(now)
 		}
+		if work > 0 {
+			// The spin counts from the end of the work: a long burst
+			// must not use it up.
+			lastWork = spinNow()
+			continue
+		}
+		// Idle: this turn's clock reading is as good as a new one.
 		t := now
 		if !realClock {
 			t = spinNow()
-		}
-		if work > 0 {
-			lastWork = t
-			continue
 		}
 		if t-lastWork < spin {
 			continue
