@@ -27,8 +27,10 @@ const (
 	MinIPv6MTU = 1280
 	// MaxMTU is the largest MTU accepted (an IP datagram's 16-bit length).
 	MaxMTU = 65535
-	// MaxQueues is the largest Queues accepted (our choice).
-	MaxQueues = 1024
+	// MaxQueues is the largest Queues accepted: the most queues a Linux
+	// TUN device takes (MAX_TAP_QUEUES, compat-mqtun) and the most
+	// workers of the fast path.
+	MaxQueues = 256
 	// MaxCPU is the largest CPU number accepted (Linux's largest NR_CPUS, 8192).
 	MaxCPU = 8191
 	// MaxLine is the longest line accepted, in bytes (our choice).
@@ -654,7 +656,7 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a = a.Unmap(); a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-			p.errorf(n, key, "%s is not a unicast address", a)
+			p.errorf(n, key, "%s is not a unicast address (write the peer's address, or leave Endpoint out to learn it from the peer)", a)
 			return
 		}
 		peer.Endpoint = netip.AddrPortFrom(a, pn)

@@ -76,7 +76,7 @@ var protoNames = map[string]uint8{"icmp": 1, "tcp": 6, "udp": 17, "icmp6": 58, "
 func cmdCapture(args []string) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: wgpio capture [flags] NAME\n\nWrites what a running gateway's fast path receives and transmits as pcapng,\nwith the port (interface lan or wan) and the direction of every frame\n(tcpdump on the host no longer sees redirected traffic).\n\n")
+		fmt.Fprintf(fs.Output(), "usage: wgpio capture [flags] NAME\n\nWrites what a running gateway's fast path receives and transmits as pcapng,\nwith the port (interface lan or wan) and the direction of every frame\n(tcpdump on the host no longer sees redirected traffic). tcpdump -r reads\nthe file but shows neither; tshark and Wireshark do, or capture one port\nand direction at a time with -port and -dir.\n\n")
 		fs.PrintDefaults()
 	}
 	port := fs.String("port", "any", "gateway port: lan, wan or any")
