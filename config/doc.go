@@ -32,7 +32,7 @@
 //	WAN         = eth0                  # interface names
 //	LAN         = eth1
 //	AddressMode = shared | owned
-//	Queues      = 2                     # 1-1024
+//	Queues      = 2                     # 1-256
 //	CPUs        = 0-1,3                 # 0-8191
 //	SourcePorts = 51820 | 51820-51835   # outer UDP source ports
 //	WANAddress  = 198.18.0.2/24         # owned mode only (then required)
