@@ -75,14 +75,14 @@ func (r DropReason) String() string {
 
 // Stats are the Bind's counters since New.
 type Stats struct {
-	RXPackets uint64 // datagrams handed to wireguard-go
-	TXPackets uint64 // datagrams transmitted
+	RXPackets uint64 `json:"rx_packets"` // datagrams handed to wireguard-go
+	TXPackets uint64 `json:"tx_packets"` // datagrams transmitted
 	// Drops counts dropped frames (receive) and datagrams (send) by reason.
-	Drops DropCounts
+	Drops DropCounts `json:"drops"`
 	// Parse breaks DropMalformed down by header.Reason.
-	Parse header.ReasonCounts
+	Parse header.ReasonCounts `json:"parse"`
 	// NeighbourReplies counts ARP/NDP answers sent (owned mode).
-	NeighbourReplies uint64
+	NeighbourReplies uint64 `json:"neighbour_replies"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.

@@ -133,18 +133,20 @@ const (
 // Stats is a snapshot of counters. Fields are cumulative since the port was
 // opened.
 type Stats struct {
-	RXPackets, RXBytes uint64
-	TXPackets, TXBytes uint64
+	RXPackets uint64 `json:"rx_packets"`
+	RXBytes   uint64 `json:"rx_bytes"`
+	TXPackets uint64 `json:"tx_packets"`
+	TXBytes   uint64 `json:"tx_bytes"`
 	// Copies counts frames copied between pools on Transmit.
-	Copies uint64
+	Copies uint64 `json:"copies"`
 	// RingFull counts Transmit calls that could not take every frame, and
 	// refills that found the fill ring full or the pool empty.
-	RingFull uint64
+	RingFull uint64 `json:"ring_full"`
 	// Drops counts dropped frames by reason.
-	Drops DropCounts
+	Drops DropCounts `json:"drops"`
 	// Backend holds backend-specific counters by name (e.g. AF_XDP's
 	// XDP_STATISTICS and the XDP program's per-CPU counters). May be nil.
-	Backend map[string]uint64
+	Backend map[string]uint64 `json:"backend"`
 }
 
 // LossCounters names the Backend counters that mean a lost frame: AF_XDP's

@@ -121,32 +121,35 @@ func (r DropReason) String() string {
 type QueueStats struct {
 	// Encrypted / Decrypted count transport data packets sealed and
 	// accepted (keepalives included); bytes are inner bytes.
-	Encrypted, Decrypted           uint64
-	EncryptedBytes, DecryptedBytes uint64
+	Encrypted      uint64 `json:"encrypted"`
+	Decrypted      uint64 `json:"decrypted"`
+	EncryptedBytes uint64 `json:"encrypted_bytes"`
+	DecryptedBytes uint64 `json:"decrypted_bytes"`
 	// KeepalivesReceived counts authenticated empty transport messages.
-	KeepalivesReceived uint64
+	KeepalivesReceived uint64 `json:"keepalives_received"`
 	// HandshakesReceived counts messages of types 1–3 handed on.
-	HandshakesReceived uint64
+	HandshakesReceived uint64 `json:"handshakes_received"`
 	// ControlSent counts control-plane packets sent from the mailbox.
-	ControlSent uint64
+	ControlSent uint64 `json:"control_sent"`
 	// Exception counts inner packets handed to the exception interface.
-	Exception uint64
+	Exception uint64 `json:"exception"`
 	// ICMPSent counts ICMP errors sent to LAN hosts.
-	ICMPSent uint64
+	ICMPSent uint64 `json:"icmp_sent"`
 	// NeighbourFrames counts ARP/NDP frames handed to a NeighbourHandler.
-	NeighbourFrames uint64
+	NeighbourFrames uint64 `json:"neighbour_frames"`
 	// FromKernel counts WireGuard datagrams that reached the WAN outside
 	// the ports and came through Engine.ReceiveWAN (reassembled from IP
 	// fragments by the host kernel, or carrying IPv4 options or IPv6
 	// extension headers).
-	FromKernel uint64
+	FromKernel uint64 `json:"from_kernel"`
 	// Held is the number of packets held now for a handshake or a
 	// neighbour.
-	Held uint64
+	Held uint64 `json:"held"`
 	// Drops counts drops by reason.
-	Drops DropCounts
+	Drops DropCounts `json:"drops"`
 	// LAN and WAN are the ports' queue counters.
-	LAN, WAN dataplane.Stats
+	LAN dataplane.Stats `json:"lan"`
+	WAN dataplane.Stats `json:"wan"`
 }
 
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is

@@ -17,9 +17,9 @@ func TestDropCountsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`"Drops":{"%s":7,"%s":3}`, DropNoRoute, DropReplay)
+	want := fmt.Sprintf(`"drops":{"%s":7,"%s":3}`, DropNoRoute, DropReplay)
 	if DropReplay.String() < DropNoRoute.String() {
-		want = fmt.Sprintf(`"Drops":{"%s":3,"%s":7}`, DropReplay, DropNoRoute)
+		want = fmt.Sprintf(`"drops":{"%s":3,"%s":7}`, DropReplay, DropNoRoute)
 	}
 	if !strings.Contains(string(b), want) {
 		t.Errorf("JSON %s, want it to contain %s", b, want)
@@ -28,7 +28,7 @@ func TestDropCountsJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &q); err != nil || q.Drops != d {
 		t.Errorf("read back %v, %v; want %v", q.Drops, err, d)
 	}
-	if err := json.Unmarshal([]byte(`{"Drops":{"no_such_reason":1}}`), &q); err == nil {
+	if err := json.Unmarshal([]byte(`{"drops":{"no_such_reason":1}}`), &q); err == nil {
 		t.Errorf("an unknown reason was accepted")
 	}
 }

@@ -44,13 +44,13 @@ func (r DropReason) String() string {
 
 // Stats are the device's counters at one moment (each read atomically).
 type Stats struct {
-	Drops             DropCounts
-	InitiationsSent   uint64
-	ResponsesSent     uint64
-	CookieRepliesSent uint64
-	KeepalivesSent    uint64 // by the control plane (timers, session confirmation)
-	Sessions          uint64 // keypairs installed
-	Noise             noise.StatsSnapshot
+	Drops             DropCounts          `json:"drops"`
+	InitiationsSent   uint64              `json:"initiations_sent"`
+	ResponsesSent     uint64              `json:"responses_sent"`
+	CookieRepliesSent uint64              `json:"cookie_replies_sent"`
+	KeepalivesSent    uint64              `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
+	Sessions          uint64              `json:"sessions"`        // keypairs installed
+	Noise             noise.StatsSnapshot `json:"noise"`
 }
 
 type counters struct {

@@ -74,14 +74,14 @@ type Stats struct {
 // StatsSnapshot is a copy of Stats at one moment (each field read
 // atomically, the whole not).
 type StatsSnapshot struct {
-	Drops                 DropCounts
-	Curve25519            uint64 // Curve25519 scalar multiplications (key derivations and DH)
-	InitiationsCreated    uint64
-	InitiationsConsumed   uint64
-	ResponsesCreated      uint64
-	ResponsesConsumed     uint64
-	CookieRepliesCreated  uint64
-	CookieRepliesConsumed uint64
+	Drops                 DropCounts `json:"drops"`
+	Curve25519            uint64     `json:"curve25519"` // Curve25519 scalar multiplications (key derivations and DH)
+	InitiationsCreated    uint64     `json:"initiations_created"`
+	InitiationsConsumed   uint64     `json:"initiations_consumed"`
+	ResponsesCreated      uint64     `json:"responses_created"`
+	ResponsesConsumed     uint64     `json:"responses_consumed"`
+	CookieRepliesCreated  uint64     `json:"cookie_replies_created"`
+	CookieRepliesConsumed uint64     `json:"cookie_replies_consumed"`
 }
 
 // Snapshot copies the counters.

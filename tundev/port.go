@@ -144,10 +144,10 @@ type portCounters struct {
 
 // PortStats are a PortDevice's counters.
 type PortStats struct {
-	RXPackets        uint64 // packets returned by Read
-	TXPackets        uint64 // packets transmitted by Write
-	NeighbourReplies uint64 // ARP/NDP answers sent (owned mode)
-	Drops            PortDropCounts
+	RXPackets        uint64         `json:"rx_packets"`        // packets returned by Read
+	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
+	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
+	Drops            PortDropCounts `json:"drops"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
