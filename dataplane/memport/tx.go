@@ -161,11 +161,11 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 	room := o.free(uint32(len(frames)))
 	frames = frames[:min(len(frames), int(room))]
 	ring, mask, prod := o.desc, o.mask, o.prod
-	maxHead := pool.FrameSize() - int(maxLen) - vlanTagLen - dataplane.MinTailroom
+	maxHead := maxHeadroom(pool, maxLen)
 	for i := range frames {
 		f := &frames[i]
-		l, h := f.Len(), f.Headroom()
-		if f.Pool() != pool || uint32(l) > maxLen || h < dataplane.MinHeadroom || h > maxHead {
+		l, ok := plainFrame(f, pool, maxLen, maxHead)
+		if !ok {
 			break
 		}
 		ring[prod&mask] = desc{addr: f.Addr(), len: uint32(l)}
@@ -182,11 +182,11 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 // their bytes and the rings touched (bit k: out[k]).
 func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
 	out := tx.out
-	maxHead := pool.FrameSize() - int(maxLen) - vlanTagLen - dataplane.MinTailroom
+	maxHead := maxHeadroom(pool, maxLen)
 	for i := range frames {
 		f := &frames[i]
-		l, h := f.Len(), f.Headroom()
-		if f.Pool() != pool || uint32(l) > maxLen || h < dataplane.MinHeadroom || h > maxHead {
+		l, ok := plainFrame(f, pool, maxLen, maxHead)
+		if !ok {
 			break
 		}
 		k := RSSQueue(f.Data(), len(out))
@@ -200,6 +200,20 @@ func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, ma
 		n++
 	}
 	return n, bytes, touched
+}
+
+// maxHeadroom is the most headroom a frame of pool may have for the
+// receiver to find room behind a frame of maxLen bytes (and a VLAN tag).
+func maxHeadroom(pool *dataplane.Pool, maxLen uint32) int {
+	return pool.FrameSize() - int(maxLen) - vlanTagLen - dataplane.MinTailroom
+}
+
+// plainFrame returns f's length and whether it crosses without any work:
+// of pool, at most maxLen bytes, headroom from dataplane.MinHeadroom to
+// maxHead.
+func plainFrame(f *dataplane.Frame, pool *dataplane.Pool, maxLen uint32, maxHead int) (int, bool) {
+	l, h := f.Len(), f.Headroom()
+	return l, f.Pool() == pool && uint32(l) <= maxLen && h >= dataplane.MinHeadroom && h <= maxHead
 }
 
 // moveToHeadroom moves f's data to its pool's default headroom, in place
