@@ -281,3 +281,6 @@ func (d *DropCounts) UnmarshalJSON(b []byte) error {
 }
 
 func reasonName(i int) string { return DropReason(i).String() }
+
+// List returns the nonzero counts as "reason=count" strings, sorted.
+func (d DropCounts) List() []string { return counts.List(d[:], reasonName) }

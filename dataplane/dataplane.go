@@ -159,12 +159,7 @@ var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_in
 // transmit that could not take every frame: the caller kept and counted
 // the rest), and the LossCounters of Backend. Empty when nothing was lost.
 func (s Stats) Losses() []string {
-	var out []string
-	for r, n := range s.Drops {
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%s=%d", DropReason(r), n))
-		}
-	}
+	out := counts.List(s.Drops[:], reasonName)
 	if s.RingFull > 0 {
 		out = append(out, fmt.Sprintf("ring_full_events=%d", s.RingFull))
 	}

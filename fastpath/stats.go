@@ -167,6 +167,9 @@ func (d *DropCounts) UnmarshalJSON(b []byte) error {
 
 func reasonName(i int) string { return DropReason(i).String() }
 
+// List returns the nonzero counts as "reason=count" strings, sorted.
+func (d DropCounts) List() []string { return counts.List(d[:], reasonName) }
+
 type counters struct {
 	encrypted, decrypted           atomic.Uint64
 	encryptedBytes, decryptedBytes atomic.Uint64

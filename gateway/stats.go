@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -103,19 +101,14 @@ func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String()
 // snake case); handshake_invalid is followed by its breakdown by package
 // noise's reasons, in parentheses. Empty when nothing was dropped.
 func (s Stats) Losses() []string {
-	var out []string
-	for r, n := range s.Drops {
-		if n == 0 {
-			continue
-		}
-		l := fmt.Sprintf("%s=%d", reasonName(r), n)
-		if DropReason(r) == DropHandshakeInvalid {
-			if nl := s.Noise.Drops.Losses(); len(nl) > 0 {
-				l += " (" + strings.Join(nl, " ") + ")"
+	out := counts.List(s.Drops[:], reasonName)
+	invalid := reasonName(int(DropHandshakeInvalid)) + "="
+	if nl := s.Noise.Drops.Losses(); len(nl) > 0 {
+		for i, l := range out {
+			if strings.HasPrefix(l, invalid) {
+				out[i] += " (" + strings.Join(nl, " ") + ")"
 			}
 		}
-		out = append(out, l)
 	}
-	sort.Strings(out)
 	return out
 }

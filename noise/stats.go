@@ -1,8 +1,6 @@
 package noise
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -135,13 +133,4 @@ func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String()
 
 // Losses lists the nonzero counts as sorted "name=count" strings (names in
 // snake case).
-func (d DropCounts) Losses() []string {
-	var out []string
-	for r, n := range d {
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%s=%d", reasonName(r), n))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
+func (d DropCounts) Losses() []string { return counts.List(d[:], reasonName) }

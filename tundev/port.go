@@ -574,3 +574,6 @@ func (d *PortDropCounts) UnmarshalJSON(b []byte) error {
 }
 
 func portReasonName(i int) string { return PortDropReason(i).String() }
+
+// List returns the nonzero counts as "reason=count" strings, sorted.
+func (d PortDropCounts) List() []string { return counts.List(d[:], portReasonName) }

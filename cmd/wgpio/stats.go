@@ -8,15 +8,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/fastpath"
-	"github.com/wgpio/wgpio/tundev"
 )
 
 func cmdStats(args []string) error {
@@ -88,14 +84,7 @@ func printStats(name string, s GatewayStats) {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\tvia kernel\theld\tdrops")
 	for i, q := range s.Queues {
-		var drops []string
-		for r, n := range q.Drops {
-			if n > 0 {
-				drops = append(drops, fmt.Sprintf("%s=%d", fastpath.DropReason(r), n))
-			}
-		}
-		sort.Strings(drops)
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(drops, " "))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
 	if l := s.Device.Losses(); len(l) > 0 {
@@ -128,20 +117,7 @@ func portDrops(st dataplane.Stats) string {
 func printCompatStats(c *CompatStats) {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "side\trx\ttx\tdrops")
-	var bd, ld []string
-	for r, n := range c.Bind.Drops {
-		if n > 0 {
-			bd = append(bd, fmt.Sprintf("%s=%d", bind.DropReason(r), n))
-		}
-	}
-	for r, n := range c.LAN.Drops {
-		if n > 0 {
-			ld = append(ld, fmt.Sprintf("%s=%d", tundev.PortDropReason(r), n))
-		}
-	}
-	sort.Strings(bd)
-	sort.Strings(ld)
-	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(bd, " "))
-	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(ld, " "))
+	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(c.Bind.Drops.List(), " "))
+	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(c.LAN.Drops.List(), " "))
 	tw.Flush()
 }

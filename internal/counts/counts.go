@@ -6,6 +6,7 @@ package counts
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 )
 
 // Marshal writes the nonzero counts of c as a JSON object keyed by
@@ -18,6 +19,18 @@ func Marshal(c []uint64, name func(i int) string) ([]byte, error) {
 		}
 	}
 	return json.Marshal(m)
+}
+
+// List returns the nonzero counts of c as "name=count" strings, sorted.
+func List(c []uint64, name func(i int) string) []string {
+	var out []string
+	for i, n := range c {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", name(i), n))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Unmarshal reads what Marshal writes into c, zeroing the counts it does

@@ -16,6 +16,9 @@ func TestRoundTrip(t *testing.T) {
 	if err := Unmarshal(b, back, name, "test"); err != nil || fmt.Sprint(back) != fmt.Sprint(c) {
 		t.Errorf("Unmarshal = %v, %v; want %v", back, err, c)
 	}
+	if got := fmt.Sprint(List(c, name)); got != "[r1=3 r3=7]" {
+		t.Errorf("List = %s, want [r1=3 r3=7]", got)
+	}
 	if err := Unmarshal([]byte(`{"r9":1}`), back, name, "test"); err == nil || err.Error() != `test: unknown drop reason "r9"` {
 		t.Errorf("Unmarshal(unknown name) = %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,13 +161,7 @@ loop:
 // dropString lists the engine's drops by reason and the losses of the
 // gateway's two ports (AF_XDP: frames the kernel could not hand over).
 func dropString(d [fastpath.NumDropReasons]uint64, g *fastgw.Gateway) string {
-	var parts []string
-	for r, n := range d {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", fastpath.DropReason(r), n))
-		}
-	}
-	sort.Strings(parts)
+	parts := fastpath.DropCounts(d).List()
 	for _, l := range g.Device().Stats().Losses() {
 		parts = append(parts, "control:"+l)
 	}
