@@ -110,7 +110,8 @@ type Device struct {
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
 	pending    map[uint32]*peer          // our receiver indexes of handshakes in flight
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
-	limiter    rateLimiter               // initiations per source under load
+	limiter    *noise.SourceLimiter      // handshakes per proven source under load
+	replies    cookieBudget              // cookie replies per second, all sources
 	underLoad  int64                     // last time the dataplane was under load
 	wasLoaded  bool                      // underLoad is valid
 	stats      counters
@@ -194,7 +195,7 @@ func New(o Options) (*Device, error) {
 	if d.opts.Jitter == nil {
 		d.opts.Jitter = randomJitter
 	}
-	d.limiter.init()
+	d.limiter = noise.NewSourceLimiter(d.clock)
 	d.mu.Lock()
 	d.setPrivateKeyLocked(o.PrivateKey)
 	d.mu.Unlock()

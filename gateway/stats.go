@@ -20,16 +20,18 @@ const (
 	DropHandshakeInvalid                   // refused by package noise (bad MAC1, stale timestamp, flood, decryption...; see Stats.Noise)
 	DropUnknownPeer                        // initiation from a static key we do not know
 	DropUnknownIndex                       // response or cookie reply for no handshake of ours
-	DropRateLimited                        // per-source initiation rate limit while under load
+	DropRateLimited                        // per-source limit on handshakes with a valid MAC2 while under load (or the limiter's table full)
 	DropIndexTableFull                     // no receiver index left
 	DropNoEndpoint                         // something to send to a peer with no known endpoint
 	DropMailboxFull                        // the dataplane refused a control packet
+	DropCookieBudget                       // cookie reply not sent: over CookieRepliesPerSecond (all sources)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
+	"cookie budget",
 }
 
 // String returns the short lowercase name.
