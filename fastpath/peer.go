@@ -144,6 +144,10 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 	return true
 }
 
+// Promote is promote for dataplanes other than Engine (test doubles): the
+// responder's kp, in Next, received authenticated data (whitepaper §5.4.6).
+func (p *Peer) Promote(kp *Keypair) bool { return p.promote(kp) }
+
 // ClearKeypairs removes all three keypairs and returns them (any may be
 // nil), e.g. when the peer's key changes or it is removed.
 func (p *Peer) ClearKeypairs() [3]*Keypair {

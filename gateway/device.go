@@ -484,6 +484,9 @@ func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 			continue
 		}
 		d.dp.Indexes().Free(kp.LocalIndex)
+		if !kp.IsInitiator && !kp.Confirmed() {
+			d.stats.unconfirmed.Add(1)
+		}
 		kp.Zero()
 	}
 	clear(p.owned[len(kept):])
