@@ -52,6 +52,11 @@ type Options struct {
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
 	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
 	WANMAC [6]byte
+	// WANInterface is the WAN port's interface name: an endpoint given
+	// over the UAPI with an IPv6 zone is accepted only when the zone names
+	// it (or its index, WANIndex).
+	WANInterface string
+	WANIndex     int
 	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
 	// send to a configured endpoint of each family.
 	WANAddr4, WANAddr6 netip.Addr
@@ -99,6 +104,8 @@ type Device struct {
 	now  func() int64
 	wall func() time.Time
 	log  *slog.Logger
+
+	setMu sync.Mutex // serialises UAPI set requests (taken before mu)
 
 	mu         sync.Mutex
 	private    noise.PrivateKey
@@ -408,6 +415,27 @@ func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 // removePeerLocked forgets p: its keypairs, indexes, handshake and allowed
 // IPs. The caller publishes.
 func (d *Device) removePeerLocked(p *peer) {
+	d.forgetPeerLocked(p)
+	for i, q := range d.peers {
+		if q == p {
+			d.peers = append(d.peers[:i], d.peers[i+1:]...)
+			break
+		}
+	}
+}
+
+// removeAllPeersLocked removes every peer, in time linear in their number
+// (removePeerLocked one by one is quadratic). The caller publishes.
+func (d *Device) removeAllPeersLocked() {
+	for _, p := range d.peers {
+		d.forgetPeerLocked(p)
+	}
+	clear(d.peers)
+	d.peers = d.peers[:0]
+}
+
+// forgetPeerLocked is removePeerLocked but for d.peers.
+func (d *Device) forgetPeerLocked(p *peer) {
 	d.resetSessionLocked(p)
 	if p.hs != nil {
 		p.hs.Zero()
@@ -417,12 +445,6 @@ func (d *Device) removePeerLocked(p *peer) {
 	d.clearAllowedLocked(p)
 	delete(d.byKey, p.pub)
 	delete(d.byFP, p.fp)
-	for i, q := range d.peers {
-		if q == p {
-			d.peers = append(d.peers[:i], d.peers[i+1:]...)
-			break
-		}
-	}
 }
 
 // resetSessionLocked drops every keypair and the handshake in flight of p
@@ -502,12 +524,12 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	p.allowed = p.allowed[:0]
 }
 
+// addAllowedLocked gives pfx to p, at the end of p's list even when p held
+// it already (wireguard-go's allowedips moves a re-inserted prefix to the
+// back of its peer's list, so that wg show lists it there).
 func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	pfx = pfx.Masked()
 	if old := d.allowed[pfx]; old != nil {
-		if old == p {
-			return
-		}
 		old.removeAllowed(pfx)
 	}
 	d.allowed[pfx] = p
@@ -602,9 +624,7 @@ func (d *Device) Close() error {
 		}
 		d.wg.Wait()
 		d.mu.Lock()
-		for _, p := range append([]*peer(nil), d.peers...) {
-			d.removePeerLocked(p)
-		}
+		d.removeAllPeersLocked()
 		if d.id != nil {
 			d.id.Zero()
 			d.id = nil
