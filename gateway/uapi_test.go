@@ -1,11 +1,11 @@
 package gateway
 
 import (
-	"log/slog"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
