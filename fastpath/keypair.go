@@ -30,7 +30,9 @@ const (
 // for the send counter (reserved in ranges with one atomic add) and the
 // replay window (shared by every queue, locked once per batch). Workers on
 // any queue use it concurrently. The AEADs keep their own copies of the keys,
-// which Go gives no way to zero: Zero clears what we hold and drops the AEADs.
+// which Go gives no way to zero: Zero marks the keypair dead and clears the
+// replay window, and the AEADs (with their key copies) live until the last
+// reference to the keypair is dropped.
 type Keypair struct {
 	// sendNonce is the next counter to reserve: the one cache line written
 	// by every queue that encrypts for this session. The allocator does

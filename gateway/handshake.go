@@ -245,7 +245,7 @@ func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 }
 
 // setEndpointFromLocked roams p to the outer source of an authenticated
-// handshake message (whitepaper §6.4 roaming: the endpoint is the source of
+// handshake message (whitepaper §2.1, endpoints and roaming: the endpoint is the source of
 // the most recent authenticated packet).
 func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) {
 	old := p.fp.Endpoint.Load()

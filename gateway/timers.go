@@ -38,8 +38,9 @@ const (
 //     resent; after the first initiation and MaxHandshakeAttempts+1 retries
 //     (20 initiations, as wireguard-go sends) give up: no more retries until
 //     new data asks, HandshakeNeeded is cleared, the exchange is abandoned
-//     and zeroing is armed. (fastpath.Peer has no flag yet to make the
-//     workers drop the packets they hold; they keep at most 128.)
+//     and zeroing is armed; FlushHeld makes the workers drop (and count)
+//     the packets they hold for the peer, as wireguard-go flushes its
+//     staged queue.
 //   - Keepalive (§6.5): KeepaliveTimeout (10 s) after data was received
 //     with nothing sent since, send an empty transport message.
 //   - New handshake (§6.5): KeepaliveTimeout + RekeyTimeout (15 s, plus
