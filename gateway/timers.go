@@ -30,7 +30,7 @@ const (
 //   - Rekey (§6.2): the initiator's current session older than
 //     RekeyAfterTime (120 s) when something is sent on it, or any session
 //     past RekeyAfterMessages; and the initiator's "last minute" rekey when
-//     data arrives on a session older than RejectAfterTime − KeepaliveTimeout
+//     any authenticated packet (keepalives too) arrives on a session older than RejectAfterTime − KeepaliveTimeout
 //     − RekeyTimeout (165 s).
 //   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
 //     out of its slot, unpublished and zeroed (the workers already refuse it).
@@ -139,7 +139,9 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			d.initiateLocked(p, now, false)
 		case kp.IsInitiator && lastSent >= kp.Created+rekeyAfterTime:
 			d.initiateLocked(p, now, false)
-		case kp.IsInitiator && !p.sentLastMin && dataRecv >= kp.Created+lastMinuteRekeyAge:
+		case kp.IsInitiator && !p.sentLastMin && fp.Stamps.LastReceived.Load() >= kp.Created+lastMinuteRekeyAge:
+			// Any authenticated transport packet, keepalives included
+			// (whitepaper §6.2; wireguard-go keepKeyFreshReceiving).
 			p.sentLastMin = true
 			d.initiateLocked(p, now, false)
 		}
