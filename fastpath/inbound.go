@@ -6,6 +6,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // inbound handles one burst from the WAN: hand handshakes to the control
@@ -112,8 +113,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			bad[DropBadType]++
 			continue
 		}
-		if msg[0] != msgTransport {
-			if msg[0] >= 1 && msg[0] <= 3 {
+		if msg[0] != protocol.TypeTransport {
+			if msg[0] >= protocol.TypeInitiation && msg[0] <= protocol.TypeCookieReply {
 				w.handshake(f, msg, now) // copies msg; the frame is freed with the rest
 				left++
 			} else {
@@ -121,7 +122,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			}
 			continue
 		}
-		if len(msg) < minTransportLen {
+		if len(msg) < protocol.TransportMinSize {
 			bad[DropShortData]++
 			continue
 		}
@@ -139,11 +140,11 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			idxRun, idxRunKp = idx, kp
 		}
 		c := binary.LittleEndian.Uint64(msg[8:16])
-		if c >= RejectAfterMessages {
+		if c >= protocol.RejectAfterMessages {
 			bad[DropCounterLimit]++
 			continue
 		}
-		p, ok := kp.Open(msg[transportHdrLen:], c, &w.nonce)
+		p, ok := kp.Open(msg[protocol.TransportHeaderSize:], c, &w.nonce)
 		if !ok {
 			bad[DropAuth]++
 			continue
@@ -157,7 +158,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerKeepalive
 			continue
 		}
-		off := w.pkt.PayloadOff + transportHdrLen
+		off := w.pkt.PayloadOff + protocol.TransportHeaderSize
 		f.TrimFront(off)
 		f.SetLen(len(p))
 		m.back = int32(off)
@@ -277,7 +278,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl = w.received(kp, now)
 		}
 		dec++
-		pl.rxBytes += uint64(m.plainLen) + minTransportLen
+		pl.rxBytes += uint64(m.plainLen) + protocol.TransportMinSize
 		if m.src != runSrc {
 			runSrc = m.src
 			w.sawSource(pl, f, m)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // usable returns the keypair and endpoint to send with, or nil.
@@ -174,14 +175,14 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	} else {
 		srcPort = pl.peer.SrcPortBase
 	}
-	if f.Tailroom() < padded-plen+tagLen {
+	if f.Tailroom() < padded-plen+protocol.TagSize {
 		return false
 	}
 	f.SetLen(padded)
 	d := f.Data()
 	clear(d[plen:padded])
 	pl.kp.Seal(d[:0], d, c, &w.nonce)
-	f.SetLen(padded + tagLen)
+	f.SetLen(padded + protocol.TagSize)
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
 	ep := pl.ep
@@ -197,15 +198,15 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 		pl.tmpl, pl.tmplEp = t, ep
 	}
 	outer := pl.tmpl.Len()
-	b := f.Prepend(outer + transportHdrLen)
+	b := f.Prepend(outer + protocol.TransportHeaderSize)
 	if b == nil {
 		return false
 	}
 	t := b[outer:]
-	t[0], t[1], t[2], t[3] = msgTransport, 0, 0, 0
+	t[0], t[1], t[2], t[3] = protocol.TypeTransport, 0, 0, 0
 	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
-	pl.tmpl.Put(b, srcPort, transportHdrLen+padded+tagLen)
+	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
 		// datagram may be fragmented on the way, DF being clear).

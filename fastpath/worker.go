@@ -11,18 +11,11 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
 )
 
-// WireGuard message layout (whitepaper §5.4). The noise package has the
-// same constants; the fast path keeps its own to stay free of the control
-// plane's imports.
-const (
-	msgTransport      = 4
-	transportHdrLen   = 16 // type(1) reserved(3) receiver(4) counter(8)
-	tagLen            = 16 // Poly1305
-	minTransportLen   = transportHdrLen + tagLen
-	rejectAfterTimeNs = int64(180 * time.Second) // whitepaper §6.1 Reject-After-Time
-)
+// rejectAfterTimeNs is protocol.RejectAfterTime on the engine's clock (ns).
+const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
 type peerLocal struct {
