@@ -178,6 +178,6 @@ func (t *memTUN) Close() error {
 }
 
 var (
-	_ conn.Bind = (*memBind)(nil)
+	_ conn.Bind  = (*memBind)(nil)
 	_ tun.Device = (*memTUN)(nil)
 )

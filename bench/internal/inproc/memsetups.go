@@ -2,8 +2,8 @@ package inproc
 
 import (
 	"net"
-	"runtime"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/wgpio/wgpio/arp"
@@ -28,7 +28,7 @@ const (
 	frameSize  = 2048
 )
 
-func hw(b byte) net.HardwareAddr     { return net.HardwareAddr{2, 0, 0, 0, 0x19, b} }
+func hw(b byte) net.HardwareAddr      { return net.HardwareAddr{2, 0, 0, 0, 0x19, b} }
 func mac6(m net.HardwareAddr) [6]byte { var r [6]byte; copy(r[:], m); return r }
 
 // memWires is the memport topology of the compat and fast-path
@@ -43,7 +43,9 @@ type memWires struct {
 
 func newWires(queues int) (*memWires, error) {
 	pool := func() (*dataplane.Pool, error) {
-		return dataplane.NewPool(make([]byte, poolFrames*frameSize), frameSize, dataplane.DefaultHeadroom)
+		mem := make([]byte, poolFrames*frameSize)
+		prefault(mem)
+		return dataplane.NewPool(mem, frameSize, dataplane.DefaultHeadroom)
 	}
 	pa, err := pool()
 	if err != nil {
