@@ -115,6 +115,7 @@ var profMu sync.Mutex
 // process over the step and its drain, split between the sides by the
 // step's CPU profile; allocations; what the sink counted.
 func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
+	w0 := time.Now()
 	r.tag++
 	r.tr.setTag(r.tag)
 	r.sk.tag.Store(r.tag)
@@ -164,6 +165,7 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 		}
 	}
 	st.CPUSeconds = float64(cpu1-cpu0) / 1e9
+	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(runtime.GOMAXPROCS(0))
 	st.Allocs = m1.Mallocs - m0.Mallocs
 	byLabel, err := labelCPU(prof.Bytes(), labelKey)
 	if err != nil {
@@ -299,7 +301,7 @@ func (s *SizeResult) summarize() {
 	s.CleanStep = -1
 	for i, st := range s.Steps {
 		if st.ClosedLoop {
-			s.ClosedLoopPPS = st.DeliveredPPS
+			s.ClosedLoopPPS, s.Closed = st.DeliveredPPS, st
 			continue
 		}
 		if st.clean() && (s.CleanStep < 0 || st.Offered > s.Steps[s.CleanStep].Offered) {

@@ -56,6 +56,7 @@ func (res *Results) ratios() {
 				set("vs_stock", sr.CleanPPS, rs.CleanPPS)
 				set("closed_loop_vs_stock", sr.ClosedLoopPPS, rs.ClosedLoopPPS)
 				set("cpu_vs_stock", sr.At.GatewaysNsPerPkt, rs.At.GatewaysNsPerPkt)
+				set("closed_loop_cpu_vs_stock", sr.Closed.GatewaysNsPerPkt, rs.Closed.GatewaysNsPerPkt)
 			}
 		}
 	}
@@ -120,21 +121,23 @@ func (res *Results) Markdown() string {
 	var b strings.Builder
 	o := res.Options
 	fmt.Fprintf(&b, "# wgpio in-process bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count); %d inner flows; %.1f s per step; batch size %d.\n\n",
-		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUList, o.Flows, o.StepSeconds, o.BatchSize)
+	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count); %d inner flows; %.1f s per step; batch size %d; load average before %s, after %s.\n\n",
+		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUList, o.Flows, o.StepSeconds, o.BatchSize, res.LoadBefore, res.LoadAfter)
 	b.WriteString("One process: generator → gateway A → gateway B → sink, every packet checked at the sink (headers, payload, sequence). " +
 		"'Clean' is the delivered rate at the highest paced offered rate with under 1% loss; 'closed loop' what was delivered with the generator " +
 		"as fast as gateway A takes packets. CPU per delivered packet at the clean step, from getrusage(RUSAGE_SELF), split by the step's CPU profile " +
 		"(pprof label of the goroutines each side started): 'gateways' is gateway A + gateway B + other (samples without a side: Go runtime " +
 		"background work), i.e. everything but the generator and the sink, whose own costs are shown. 'Allocs' are the process's heap " +
 		"allocations per delivered packet. 'doubles' is the stock configuration's in-memory conn.Bind and tun.Device alone " +
-		"(a loop per side instead of wireguard-go): their share of stock's figures.\n\n")
+		"(a loop per side instead of wireguard-go): their share of stock's figures. 'At saturation' is the gateways' CPU per packet in the " +
+		"closed-loop step, where polling designs pay for no idle polls; 'CPU share' the process's CPU time at the clean step over the CPUs " +
+		"pinned to (under 1: idle, or other work on the machine took them).\n\n")
 	for _, run := range res.Runs {
 		ref := run.config(Stock)
 		for _, s := range o.Sizes {
 			fmt.Fprintf(&b, "## %d-byte packets, %d CPU(s)\n\n", s, run.CPUs)
-			b.WriteString("| configuration | clean | closed loop | gateways CPU/pkt | gw A | gw B | other | allocs/pkt | clean vs stock | CPU/pkt vs stock | generator CPU/pkt | sink CPU/pkt | reordered |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| configuration | clean | closed loop | gateways CPU/pkt | gw A | gw B | other | allocs/pkt | clean vs stock | CPU/pkt vs stock | at saturation: CPU/pkt | vs stock | generator CPU/pkt | sink CPU/pkt | CPU share | reordered |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 			var rs *SizeResult
 			if ref != nil {
 				rs = ref.Size(s)
@@ -145,15 +148,16 @@ func (res *Results) Markdown() string {
 				if sr == nil || c.Error != "" {
 					continue
 				}
-				cr, cpu := "—", "—"
+				cr, cpu, sat := "—", "—", "—"
 				if rs != nil {
 					cr = ratio(sr.CleanPPS, rs.CleanPPS)
 					cpu = ratio(sr.At.GatewaysNsPerPkt, rs.At.GatewaysNsPerPkt)
+					sat = ratio(sr.Closed.GatewaysNsPerPkt, rs.Closed.GatewaysNsPerPkt)
 				}
 				a := sr.At
-				fmt.Fprintf(&b, "| %s | %s | %s | %.0f ns | %.0f ns | %.0f ns | %.0f ns | %.3f | %s | %s | %.0f ns | %.0f ns | %d |\n",
+				fmt.Fprintf(&b, "| %s | %s | %s | %.0f ns | %.0f ns | %.0f ns | %.0f ns | %.3f | %s | %s | %.0f ns | %s | %.0f ns | %.0f ns | %.2f | %d |\n",
 					c.Name, pps(sr.CleanPPS), pps(sr.ClosedLoopPPS), a.GatewaysNsPerPkt, a.ANsPerPkt, a.BNsPerPkt, a.OtherNsPerPkt,
-					a.AllocsPerPkt, cr, cpu, a.GenNsPerPkt, a.SinkNsPerPkt, a.Reordered)
+					a.AllocsPerPkt, cr, cpu, sr.Closed.GatewaysNsPerPkt, sat, a.GenNsPerPkt, a.SinkNsPerPkt, a.CPUShare, a.Reordered)
 			}
 			b.WriteString("\n")
 		}

@@ -13,13 +13,19 @@ type Results struct {
 	CPUs      int           `json:"cpus"`
 	GoVersion string        `json:"go_version"`
 	Options   PublicOptions `json:"options"`
+	// LoadBefore and LoadAfter are /proc/loadavg at the start and the
+	// end: other work on the machine competes for the pinned CPUs.
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after"`
 	// Runs has one entry per CPU count.
 	Runs []CPURun `json:"runs"`
 	// Ratios are the figures scripts read, named
 	// "cpus_<n>.size_<bytes>.<config>.<what>" with config's "-" as "_"
 	// (stock, compat, fastpath_1q, ...) and what one of vs_stock (clean
 	// rate over stock's), cpu_vs_stock (gateways' CPU per packet over
-	// stock's) and closed_loop_vs_stock; the same names without the
+	// stock's, at the clean step), closed_loop_vs_stock (closed-loop
+	// rate over stock's) and closed_loop_cpu_vs_stock (gateways' CPU per
+	// packet in the closed-loop step over stock's); the same names without the
 	// "cpus_<n>." prefix give the run with the most CPUs.
 	Ratios map[string]float64 `json:"ratios"`
 	// Out is the results folder.
@@ -79,8 +85,14 @@ type SizeResult struct {
 	// At is the step the per-packet figures come from: the clean step, or
 	// the closed-loop step if none was clean.
 	At Step `json:"at"`
+	// Closed is the closed-loop step: the per-packet figures at
+	// saturation, where a polling design does not pay for idle polls.
+	Closed Step `json:"closed"`
 	// Profile names the CPU profile of step At in the results folder.
 	Profile string `json:"profile,omitempty"`
+	// ClosedProfile names the CPU profile of the closed-loop step, when
+	// that is not At.
+	ClosedProfile string `json:"closed_profile,omitempty"`
 }
 
 // Step is one offered-load step.
@@ -102,7 +114,11 @@ type Step struct {
 	// ProfiledSeconds what the CPU profile sampled of it.
 	CPUSeconds      float64 `json:"cpu_s"`
 	ProfiledSeconds float64 `json:"profiled_s"`
-	Allocs          uint64  `json:"allocs"`
+	// CPUShare is CPUSeconds over the step's wall time times the CPUs
+	// pinned to: under 1 when the process did not get all of them (other
+	// work on the machine, or idle).
+	CPUShare float64 `json:"cpu_share"`
+	Allocs   uint64  `json:"allocs"`
 	// Per delivered packet: the whole process, then its parts: gateway A
 	// (encrypt side), gateway B (decrypt side), the generator, the sink,
 	// and other (samples without a side: the Go runtime's background

@@ -85,9 +85,10 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, fmt.Errorf("inproc: results dir: %w", err)
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	load, _ := os.ReadFile("/proc/loadavg")
 	res := &Results{
 		Started: time.Now().UTC(), Command: o.Command, Kernel: strings.TrimSpace(string(kernel)),
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Out: o.Out,
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Out: o.Out, LoadBefore: strings.TrimSpace(string(load)),
 		Options: PublicOptions{Quick: o.Quick, Configs: o.Configs, Sizes: o.Sizes, CPUCounts: o.CPUs,
 			CPUList: allowed[:slices.Max(o.CPUs)], StepSeconds: o.Duration.Seconds(), Refine: o.Refine,
 			Flows: flows, BatchSize: batchSize},
@@ -119,6 +120,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		res.Runs = append(res.Runs, run)
 	}
 	res.Finished = time.Now().UTC()
+	load, _ = os.ReadFile("/proc/loadavg")
+	res.LoadAfter = strings.TrimSpace(string(load))
 	res.ratios()
 	if err := res.Write(o.Out); err != nil {
 		return res, err
@@ -153,8 +156,8 @@ func runConfig(ctx context.Context, o *Options, name string, cpus []int, cr *Con
 			if s.ClosedLoop {
 				mode = "closed"
 			}
-			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d drops %v",
-				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.Drops)
+			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d CPU share %.2f drops %v",
+				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.CPUShare, s.Drops)
 		})
 		r.close()
 		if err != nil {
@@ -168,6 +171,9 @@ func runConfig(ctx context.Context, o *Options, name string, cpus []int, cr *Con
 			}
 			if at >= 0 && at < len(profs) {
 				sr.Profile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu", name, size, len(cpus)), profs[at])
+			}
+			if cl := slices.IndexFunc(sr.Steps, func(s Step) bool { return s.ClosedLoop }); cl >= 0 && cl != at && cl < len(profs) {
+				sr.ClosedProfile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu-closed", name, size, len(cpus)), profs[cl])
 			}
 		}
 		cr.Sizes = append(cr.Sizes, sr)
