@@ -148,9 +148,12 @@ func TestQuickInProcess(t *testing.T) {
 			t.Errorf("%s: error %q, 64-byte result %v; want a measurement", c.Name, c.Error, sr != nil)
 			continue
 		}
-		if sr.ClosedLoopPPS <= 0 || sr.At.Delivered == 0 || sr.At.GatewaysNsPerPkt <= 0 || sr.At.CPUSeconds <= 0 {
-			t.Errorf("%s: closed loop %.0f pps, %d delivered at the reported step, %.0f ns/pkt, %.3f CPU s; want all > 0",
-				c.Name, sr.ClosedLoopPPS, sr.At.Delivered, sr.At.GatewaysNsPerPkt, sr.At.CPUSeconds)
+		// CPU time comes from getrusage, always there; its split by
+		// profile samples may be empty in a short step on a busy machine,
+		// so only the total is required.
+		if sr.ClosedLoopPPS <= 0 || sr.At.Delivered == 0 || sr.At.CPUNsPerPkt <= 0 || sr.Closed.CPUNsPerPkt <= 0 {
+			t.Errorf("%s: closed loop %.0f pps, %d delivered at the reported step, %.0f and %.0f CPU ns/pkt; want all > 0",
+				c.Name, sr.ClosedLoopPPS, sr.At.Delivered, sr.At.CPUNsPerPkt, sr.Closed.CPUNsPerPkt)
 		}
 		for _, st := range sr.Steps {
 			if st.Corrupt != 0 || st.Delivered > st.Sent {
@@ -158,13 +161,13 @@ func TestQuickInProcess(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"size_64.stock.vs_stock", "size_64.compat.cpu_vs_stock", "size_64.fastpath_2q.closed_loop_vs_stock"} {
+	for _, k := range []string{"size_64.compat.closed_loop_vs_stock", "size_64.fastpath_1q.closed_loop_vs_stock", "size_64.fastpath_2q.closed_loop_vs_stock"} {
 		if v := got.Ratios[k]; v <= 0 {
 			t.Errorf("ratio %s = %v, want > 0", k, v)
 		}
 	}
-	if v := got.Ratios["size_64.stock.cpu_vs_stock"]; v != 1 {
-		t.Errorf("stock's own CPU ratio = %v, want 1", v)
+	if v := got.Ratios["size_64.stock.closed_loop_vs_stock"]; v != 1 {
+		t.Errorf("stock's own closed-loop ratio = %v, want 1", v)
 	}
 	for _, f := range []string{"results.md", "plot-64-" + strconv.Itoa(o.CPUs[0]) + "cpu.png"} {
 		fi, err := os.Stat(filepath.Join(o.Out, f))

@@ -50,16 +50,28 @@ func (r *runner) close() {
 	<-r.done
 }
 
+// window is the most packets the closed-loop generator keeps in flight,
+// well under any ring's room on the way, so that it never overruns a
+// gateway; lossTimeout is how long it waits for the sink before it writes
+// the packets in flight off as lost.
+const (
+	window      = 2048
+	lossTimeout = 100 * time.Millisecond
+)
+
 // generate offers packets for d: at rate packets/s (paced by sleeping;
-// what the first gateway does not take is lost), or, with rate 0, as fast
-// as the first gateway takes them (closed loop: a refused packet is
-// offered again). It runs on its own goroutine with the generator label
+// what the first gateway does not take is lost, and counted as refused), or, with rate 0, in a
+// closed loop: as fast as the sink counts them, with at most window
+// packets in flight (a refused packet is offered again). It runs on its own goroutine with the generator label
 // and returns the packets offered and how long it ran.
-func (r *runner) generate(rate float64, d time.Duration) (offered uint64, elapsed time.Duration) {
+func (r *runner) generate(rate float64, d time.Duration) (offered, refused uint64, elapsed time.Duration) {
 	done := make(chan struct{})
 	labelled(labelGen, func() {
 		go func() {
 			defer close(done)
+			base := r.sk.pub.delivered.Load()
+			var lastGot, lost int64
+			var lastMove time.Duration
 			start := time.Now()
 			for {
 				el := time.Since(start)
@@ -68,11 +80,33 @@ func (r *runner) generate(rate float64, d time.Duration) (offered uint64, elapse
 					return
 				}
 				if rate == 0 {
-					k := r.st.push(r.tr, batchSize)
+					// Closed loop: at most window packets in flight
+					// (offered, not yet counted by the sink); packets
+					// lost on the way are written off when nothing
+					// arrives for lossTimeout.
+					got := int64(r.sk.pub.delivered.Load() - base)
+					if got != lastGot {
+						lastGot, lastMove = got, el
+					}
+					inflight := int64(offered) - got - lost
+					if inflight < 0 { // written off, then arrived late
+						lost += inflight
+						inflight = 0
+					}
+					if inflight >= window {
+						if el-lastMove > lossTimeout {
+							lost += inflight
+							lastMove = el
+							continue
+						}
+						// Leave the CPU to the gateways rather than
+						// spin.
+						time.Sleep(20 * time.Microsecond)
+						continue
+					}
+					k := r.st.push(r.tr, int(min(window-inflight, batchSize)))
 					offered += uint64(k)
-					if k < batchSize {
-						// Gateway A's input is full: leave the CPU
-						// to the gateways rather than spin.
+					if k == 0 {
 						time.Sleep(20 * time.Microsecond)
 					}
 					continue
@@ -84,20 +118,21 @@ func (r *runner) generate(rate float64, d time.Duration) (offered uint64, elapse
 					continue
 				}
 				n := int(min(due, maxBurst))
-				r.st.push(r.tr, n)
+				refused += uint64(n - r.st.push(r.tr, n))
 				offered += uint64(n)
 			}
 		}()
 	})
 	<-done
-	return offered, elapsed
+	return offered, refused, elapsed
 }
 
-// drain waits until the sink has seen nothing new for 30 ms (at most 2 s).
+// drain waits until the sink has seen nothing new for 100 ms (at most 3
+// s): on a busy machine a gateway may not run for tens of milliseconds.
 func (r *runner) drain() {
 	last := r.sk.counts()
 	quiet := time.Duration(0)
-	for t := time.Duration(0); t < 2*time.Second && quiet < 30*time.Millisecond; t += 5 * time.Millisecond {
+	for t := time.Duration(0); t < 3*time.Second && quiet < 100*time.Millisecond; t += 5 * time.Millisecond {
 		time.Sleep(5 * time.Millisecond)
 		c := r.sk.counts()
 		if c == last {
@@ -135,7 +170,7 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 		pprof.StopCPUProfile()
 		return st, nil, err
 	}
-	offered, elapsed := r.generate(rate, d)
+	offered, refused, elapsed := r.generate(rate, d)
 	r.drain()
 	cpu1, err := processCPU()
 	pprof.StopCPUProfile()
@@ -159,6 +194,9 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	st.Foreign = c1.Foreign - c0.Foreign
 	st.Corrupt = c1.Corrupt - c0.Corrupt
 	st.Drops = map[string]uint64{}
+	if refused > 0 {
+		st.Drops["a_input_full"] = refused
+	}
 	for k, v := range d1 {
 		if v > d0[k] {
 			st.Drops[k] = v - d0[k]

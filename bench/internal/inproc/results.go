@@ -107,8 +107,11 @@ type Step struct {
 	Stale        uint64  `json:"stale"`
 	Foreign      uint64  `json:"foreign"`
 	Corrupt      uint64  `json:"corrupt"`
-	// Drops are the step's drops by place and reason (the doubles' full
-	// rings; the ports', binds', TUN devices' and engines' counters).
+	// Drops are the step's drops by place and reason: a_input_full (the
+	// packets gateway A's input refused), the doubles' full rings, the
+	// ports', binds', TUN devices' and engines' counters. wireguard-go
+	// drops some packets without counting them (its full queues), so
+	// these need not add up to the loss.
 	Drops map[string]uint64 `json:"drops,omitempty"`
 	// CPUSeconds is the process's CPU time over the step and its drain;
 	// ProfiledSeconds what the CPU profile sampled of it.

@@ -156,8 +156,8 @@ func runConfig(ctx context.Context, o *Options, name string, cpus []int, cr *Con
 			if s.ClosedLoop {
 				mode = "closed"
 			}
-			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d CPU share %.2f drops %v",
-				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.CPUShare, s.Drops)
+			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d stale %d CPU share %.2f drops %v",
+				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.Stale, s.CPUShare, s.Drops)
 		})
 		r.close()
 		if err != nil {
