@@ -86,7 +86,11 @@ func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) 
 	wan, lan := s.Gateway.Ports()
 	fmt.Fprintf(out, "wgpio gateway %s in %s: WAN %s, LAN %s; stock wireguard-go %s in %s\n",
 		s.GwName, s.GwA.Name, wan.Name(), lan.Name(), s.StockName, s.GwB.Name)
-	fmt.Fprintf(out, "try in another shell: wg show %s   |   wgpio stats %s   |   ip netns exec %s ping %s\n", s.GwName, s.GwName, s.HostA.Name, HostB4)
+	fmt.Fprintf(out, "watch it from another shell while it runs:\n"+
+		"  wg show %s                  (wg: apt-get install wireguard-tools)\n"+
+		"  wgpio stats %s              (from the source tree: go run ./cmd/wgpio stats %s)\n"+
+		"  ip netns exec %s ping %s   (ping: iputils-ping)\n",
+		s.GwName, s.GwName, s.GwName, s.HostA.Name, HostB4)
 
 	ab, err := newPath(s.HostA, s.HostB, HostA4.String(), HostB4.String())
 	if err != nil {
