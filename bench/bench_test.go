@@ -22,7 +22,7 @@ import (
 func TestQuickRig(t *testing.T) {
 	testenv.Root(t)
 	testenv.Short(t, "runs the bench rig (about a minute)")
-	for _, tool := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"ping", "iputils-ping"}, {"taskset", "util-linux"}, {"ethtool", "ethtool"}, {"go", "golang"}} {
+	for _, tool := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"ping", "iputils-ping"}, {"taskset", "util-linux"}, {"go", "golang"}} {
 		testenv.Tool(t, tool.name, tool.pkg)
 	}
 	o := rig.DefaultOptions(true)
