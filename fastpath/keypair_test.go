@@ -3,6 +3,8 @@ package fastpath
 import (
 	"sync"
 	"testing"
+
+	"github.com/wgpio/wgpio/protocol"
 )
 
 func newTestKeypair(t *testing.T) *Keypair {
@@ -16,7 +18,7 @@ func newTestKeypair(t *testing.T) *Keypair {
 }
 
 // TestReserveNoncesNeverWraps starts a keypair a few counters short of
-// RejectAfterMessages and has many goroutines reserve far past the limit
+// protocol.RejectAfterMessages and has many goroutines reserve far past the limit
 // (and past 2^64, where a bare atomic add wraps to 0): every counter below
 // the limit is handed out exactly once and none at or past it.
 func TestReserveNoncesNeverWraps(t *testing.T) {
@@ -27,7 +29,7 @@ func TestReserveNoncesNeverWraps(t *testing.T) {
 		n          = 64
 	)
 	kp := newTestKeypair(t)
-	start := uint64(RejectAfterMessages - left)
+	start := uint64(protocol.RejectAfterMessages - left)
 	kp.sendNonce.Store(start)
 
 	got := make([][]uint64, goroutines)
@@ -53,8 +55,8 @@ func TestReserveNoncesNeverWraps(t *testing.T) {
 	seen := make(map[uint64]bool, left)
 	for _, cs := range got {
 		for _, c := range cs {
-			if c < start || c >= RejectAfterMessages {
-				t.Fatalf("counter %#x handed out, want within [%#x, %#x)", c, start, uint64(RejectAfterMessages))
+			if c < start || c >= protocol.RejectAfterMessages {
+				t.Fatalf("counter %#x handed out, want within [%#x, %#x)", c, start, uint64(protocol.RejectAfterMessages))
 			}
 			if seen[c] {
 				t.Fatalf("counter %#x handed out twice (nonce reuse)", c)
@@ -74,28 +76,28 @@ func TestReserveNoncesNeverWraps(t *testing.T) {
 // ends exactly at the limit is granted in full, one that straddles it in part.
 func TestReserveNoncesSequential(t *testing.T) {
 	kp := newTestKeypair(t)
-	kp.sendNonce.Store(RejectAfterMessages - 10)
-	if first, granted := kp.ReserveNonces(4); first != RejectAfterMessages-10 || granted != 4 {
-		t.Errorf("ReserveNonces(4) = %#x, %d, want %#x, 4", first, granted, uint64(RejectAfterMessages-10))
+	kp.sendNonce.Store(protocol.RejectAfterMessages - 10)
+	if first, granted := kp.ReserveNonces(4); first != protocol.RejectAfterMessages-10 || granted != 4 {
+		t.Errorf("ReserveNonces(4) = %#x, %d, want %#x, 4", first, granted, uint64(protocol.RejectAfterMessages-10))
 	}
-	if first, granted := kp.ReserveNonces(6); first != RejectAfterMessages-6 || granted != 6 {
-		t.Errorf("ReserveNonces(6) = %#x, %d, want %#x, 6 (ends at the limit)", first, granted, uint64(RejectAfterMessages-6))
+	if first, granted := kp.ReserveNonces(6); first != protocol.RejectAfterMessages-6 || granted != 6 {
+		t.Errorf("ReserveNonces(6) = %#x, %d, want %#x, 6 (ends at the limit)", first, granted, uint64(protocol.RejectAfterMessages-6))
 	}
 	if _, granted := kp.ReserveNonces(1); granted != 0 {
 		t.Errorf("ReserveNonces(1) at the limit granted %d, want 0", granted)
 	}
 
 	kp = newTestKeypair(t)
-	kp.sendNonce.Store(RejectAfterMessages - 3)
-	if first, granted := kp.ReserveNonces(64); first != RejectAfterMessages-3 || granted != 3 {
-		t.Errorf("straddling ReserveNonces(64) = %#x, %d, want %#x, 3", first, granted, uint64(RejectAfterMessages-3))
+	kp.sendNonce.Store(protocol.RejectAfterMessages - 3)
+	if first, granted := kp.ReserveNonces(64); first != protocol.RejectAfterMessages-3 || granted != 3 {
+		t.Errorf("straddling ReserveNonces(64) = %#x, %d, want %#x, 3", first, granted, uint64(protocol.RejectAfterMessages-3))
 	}
 	for range 1000 {
 		if _, granted := kp.ReserveNonces(64); granted != 0 {
 			t.Fatalf("ReserveNonces past the limit granted %d", granted)
 		}
 	}
-	if c := kp.SendCounter(); c != RejectAfterMessages {
-		t.Errorf("SendCounter() = %#x, want %#x (held at the limit)", c, uint64(RejectAfterMessages))
+	if c := kp.SendCounter(); c != protocol.RejectAfterMessages {
+		t.Errorf("SendCounter() = %#x, want %#x (held at the limit)", c, uint64(protocol.RejectAfterMessages))
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wgpio/wgpio/internal/counts"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // DropReason says why the control plane dropped a message or could not
@@ -100,7 +101,7 @@ func (d *Device) Stats() Stats {
 		s.Noise = d.id.Stats().Snapshot()
 	}
 	for _, p := range d.peers {
-		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(noise.RejectAfterTime) {
+		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(protocol.RejectAfterTime) {
 			s.LiveSessions++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // TestSessionCounters: during a preshared-key mismatch the responder
@@ -50,7 +51,7 @@ func TestSessionCounters(t *testing.T) {
 		if n := len(ofType(r.f.sentSince(mark), noise.TypeResponse, 0)); n != 1 {
 			t.Fatalf("initiation %d: sent %v, want a response", i+1, types(r.f.sentSince(mark)))
 		}
-		r.advance(noise.RekeyTimeout) // the initiator's retry
+		r.advance(protocol.RekeyTimeout) // the initiator's retry
 	}
 	s = r.dev.Stats()
 	if s.KeypairsInstalledTotal != tries || s.Sessions != tries || s.LiveSessions != 0 {
@@ -60,7 +61,7 @@ func TestSessionCounters(t *testing.T) {
 	if s.ResponderUnconfirmedTotal != tries-1 {
 		t.Errorf("responder keypairs expired unconfirmed = %d, want %d (each replaced by the next)", s.ResponderUnconfirmedTotal, tries-1)
 	}
-	for r.now()-fakeEpoch < int64(4*noise.RejectAfterTime) {
+	for r.now()-fakeEpoch < int64(4*protocol.RejectAfterTime) {
 		r.advance(time.Second)
 	}
 	if got := r.dev.Stats().ResponderUnconfirmedTotal; got != tries {
