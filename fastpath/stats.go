@@ -76,6 +76,9 @@ const (
 	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
 	// IP fragments (Engine.ReceiveWAN) larger than a frame.
 	DropWANTooBig
+	// DropPeerRemoved: packets held for a peer that was removed from the
+	// configuration (Peer.Removed), freed at the worker's next turn.
+	DropPeerRemoved
 
 	NumDropReasons
 )
@@ -107,6 +110,7 @@ var dropNames = [NumDropReasons]string{
 	DropHandshakeGaveUp:    "handshake_gave_up",
 	DropHostMulticast:      "host_multicast",
 	DropWANTooBig:          "wan_too_big",
+	DropPeerRemoved:        "peer_removed",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

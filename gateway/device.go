@@ -434,8 +434,10 @@ func (d *Device) removeAllPeersLocked() {
 	d.peers = d.peers[:0]
 }
 
-// forgetPeerLocked is removePeerLocked but for d.peers.
+// forgetPeerLocked is removePeerLocked but for d.peers. The workers drop
+// the packets they hold for p (fastpath.Peer.Removed).
 func (d *Device) forgetPeerLocked(p *peer) {
+	p.fp.Removed.Store(true)
 	d.resetSessionLocked(p)
 	if p.hs != nil {
 		p.hs.Zero()
@@ -448,8 +450,11 @@ func (d *Device) forgetPeerLocked(p *peer) {
 }
 
 // resetSessionLocked drops every keypair and the handshake in flight of p
-// and zeroes them (whitepaper §6.3's "zero all key material").
+// and zeroes them (whitepaper §6.3's "zero all key material"); the workers
+// drop the packets they hold for p (FlushHeld, counted handshake_gave_up),
+// as no handshake is under way for them any more.
 func (d *Device) resetSessionLocked(p *peer) {
+	p.fp.FlushHeld.Store(true)
 	cleared := p.fp.ClearKeypairs()
 	d.sweepLocked(p, cleared[:]...)
 	d.dropPendingLocked(p)

@@ -69,3 +69,24 @@ func TestSessionCounters(t *testing.T) {
 	}
 
 }
+
+// TestRemovePeerTellsWorkers: removing a peer marks its fastpath.Peer
+// Removed (the workers free what they hold for it), and resetting a
+// session (zeroing) raises FlushHeld.
+func TestRemovePeerTellsWorkers(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	fp := r.fp()
+	fp.HandshakeNeeded.Store(true)
+	r.dev.mu.Lock()
+	r.dev.resetSessionLocked(r.dev.byFP[fp])
+	r.dev.mu.Unlock()
+	if !fp.FlushHeld.Load() || fp.Removed.Load() {
+		t.Errorf("after a session reset: FlushHeld %v Removed %v, want true, false", fp.FlushHeld.Load(), fp.Removed.Load())
+	}
+	if !r.dev.RemovePeer(r.wgPub) {
+		t.Fatal("RemovePeer = false")
+	}
+	if !fp.Removed.Load() {
+		t.Error("after RemovePeer: Removed = false, want true")
+	}
+}
