@@ -108,6 +108,7 @@ func (w *worker) flushHeld(now int64) {
 		}
 		w.transmit(w.wanTX, out)
 		w.markDirty(pl)
+		pl.kp = nil // no keypair kept past its use
 		w.heldTotal -= len(held)
 		pl.held = held[:0]
 	}

@@ -1,7 +1,9 @@
 package fastpath
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
 )
@@ -43,5 +45,50 @@ func TestRemovedPeerHeldFreed(t *testing.T) {
 	hold(5)
 	if s := r.a.Stats()[0]; s.Held != 0 || s.Drops[DropPeerRemoved] != MaxHeldPerPeer+5 {
 		t.Errorf("packets for a removed peer: held = %d, peer_removed = %d; want 0 and %d", s.Held, s.Drops[DropPeerRemoved], MaxHeldPerPeer+5)
+	}
+}
+
+// TestWorkersKeepNoZeroedKeypair: after traffic both ways, a keypair the
+// control plane takes out of its slots and the index table and zeroes is
+// unreachable (collected) although the workers stay idle: no worker keeps
+// a reference to it until the peer's next burst.
+func TestWorkersKeepNoZeroedKeypair(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	collected := make(chan struct{}, 2)
+	func() {
+		ka, kb := r.installKeys()
+		runtime.AddCleanup(ka, func(struct{}) { collected <- struct{}{} }, struct{}{})
+		runtime.AddCleanup(kb, func(struct{}) { collected <- struct{}{} }, struct{}{})
+		// A→B (outbound at A, inbound at B), then B→A.
+		tx := r.hostA.Queue(0).TX()
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
+		r.a.workers[0].outbound(r.clock.Now())
+		r.b.workers[0].inbound(r.clock.Now())
+		if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+			t.Fatalf("A→B: %d packets arrived, want 1; drops B %v", got, TotalDrops(r.b.Stats()))
+		}
+		txb := r.hostB.Queue(0).TX()
+		sendAll(t, r.hostB, 0, []dataplane.Frame{udpFrame(t, txb, r.lanB.MAC(), r.hostB.MAC(), hostAddrB, hostAddrA, 2, 1, seqPayload(2, 40))})
+		r.b.workers[0].outbound(r.clock.Now())
+		r.a.workers[0].inbound(r.clock.Now())
+		if got := recvAll(t, r.hostA, 1, time.Second, nil); got != 1 {
+			t.Fatalf("B→A: %d packets arrived, want 1; drops A %v", got, TotalDrops(r.a.Stats()))
+		}
+		// The control plane's part: out of the slots and the index
+		// table, then zeroed.
+		r.peerAB.ClearKeypairs()
+		r.peerBA.ClearKeypairs()
+		r.a.Indexes().Free(ka.LocalIndex)
+		r.b.Indexes().Free(kb.LocalIndex)
+		ka.Zero()
+		kb.Zero()
+	}()
+	for i := 0; i < 2; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%d of 2 zeroed keypairs still reachable after GC", i)
+		}
 	}
 }

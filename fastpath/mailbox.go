@@ -216,7 +216,9 @@ func (w *worker) sendInner(p []byte, now int64) {
 		return
 	}
 	pl.kp, pl.ep = kp, ep
-	if !w.seal(f, pl, first) {
+	sealed := w.seal(f, pl, first)
+	pl.kp = nil // no keypair kept past its use
+	if !sealed {
 		w.count(DropNoBuffer, 1)
 		w.lanTX.Free(fr[:])
 		return
