@@ -116,8 +116,8 @@ func (w *worker) flushHeld(now int64) {
 	w.setHeld()
 }
 
-// setHeld publishes the number of frames held (for a handshake or a
-// neighbour).
+// setHeld publishes the number of frames held (for a handshake, or for a
+// LAN or WAN neighbour).
 func (w *worker) setHeld() {
-	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait)))
+	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait) + len(w.ctlWait)))
 }

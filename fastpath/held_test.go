@@ -1,11 +1,14 @@
 package fastpath
 
 import (
+	"bytes"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // TestRemovedPeerHeldFreed: packets held for a peer that is then removed
@@ -90,5 +93,54 @@ func TestWorkersKeepNoZeroedKeypair(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("%d of 2 zeroed keypairs still reachable after GC", i)
 		}
+	}
+}
+
+// TestControlWaitsForNeighbour: a handshake initiation posted while the WAN
+// next hop has no MAC yet is held (not dropped as no_neighbour) and leaves,
+// with the resolved MAC, as soon as the resolver answers: the first
+// handshake does not wait for a retry.
+func TestControlWaitsForNeighbour(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	res := r.a.cfg.WANResolver.(*staticResolver)
+	wa := r.a.workers[0]
+	payload := make([]byte, protocol.InitiationSize)
+	payload[0] = protocol.TypeInitiation
+	dst := netip.AddrPortFrom(wanAddrB, portB)
+	if !r.a.Send(0, ControlPacket{Dst: dst, Payload: payload, Peer: r.peerAB}) {
+		t.Fatal("Send refused")
+	}
+	wa.drainMailbox(r.clock.Now())
+	s := r.a.Stats()[0]
+	if s.Drops[DropNoNeighbour] != 0 || s.Held != 1 || s.ControlSent != 0 {
+		t.Fatalf("unresolved next hop: no_neighbour %d, held %d, control sent %d; want 0, 1, 0", s.Drops[DropNoNeighbour], s.Held, s.ControlSent)
+	}
+	var mB [6]byte
+	copy(mB[:], r.wanB.MAC())
+	res.mu.Lock()
+	res.m = map[netip.Addr][6]byte{wanAddrB: mB}
+	res.mu.Unlock()
+	time.Sleep(2 * neighbourRetry)
+	wa.flushNeighbourWait(r.clock.Now())
+	s = r.a.Stats()[0]
+	if s.Held != 0 || s.ControlSent != 1 {
+		t.Fatalf("after the neighbour resolved: held %d, control sent %d; want 0, 1", s.Held, s.ControlSent)
+	}
+	rx := r.wanB.Queue(0).RX()
+	var got [4]dataplane.Frame
+	n := 0
+	for deadline := time.Now().Add(time.Second); n == 0 && time.Now().Before(deadline); {
+		n = rx.Receive(got[:])
+	}
+	if n != 1 {
+		t.Fatalf("frames at B's WAN = %d, want the initiation", n)
+	}
+	defer rx.Free(got[:n])
+	d := got[0].Data()
+	if !bytes.Equal(d[:6], mB[:]) {
+		t.Errorf("initiation's destination MAC = %x, want %x", d[:6], mB)
+	}
+	if !bytes.HasSuffix(d, payload) {
+		t.Errorf("initiation's payload changed")
 	}
 }
