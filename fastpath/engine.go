@@ -341,6 +341,11 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 	}
 }
 
+// FlowHash is the hash of an inner IP packet's flow (addresses, protocol,
+// and TCP/UDP ports when the packet is not a fragment) that picks its outer
+// source port: packets of one flow hash alike. p is only read.
+func FlowHash(p []byte) uint32 { return flowHash(p) }
+
 // SendTunnel posts an inner IP packet from the host (the exception
 // interface) to be encrypted and sent to the peer its destination routes to.
 // It copies pkt. It returns false, counted, if the mailbox is full.
