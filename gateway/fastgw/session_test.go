@@ -1,0 +1,149 @@
+package fastgw_test
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// sendUDP sends n datagrams of 64 bytes (a sequence number first) from ns
+// to dst.
+func sendUDP(t *testing.T, ns *topo.NS, dst netip.AddrPort, n int) {
+	t.Helper()
+	var c *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := make([]byte, 64)
+	for i := range n {
+		binary.BigEndian.PutUint32(b, uint32(i))
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("send to %v: %v", dst, err)
+		}
+	}
+}
+
+func queueHeld(g *fastgw.Gateway) (held uint64) {
+	for _, q := range g.Engine().Stats() {
+		held += q.Held
+	}
+	return held
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRemovedStalledPeersFreeHeld: ten peers whose endpoints never answer
+// fill the queue's held packets (1,024); removing them frees every one
+// (counted peer_removed), and then the stock peer's pre-handshake packets
+// are held and delivered, not lost as held_overflow.
+func TestRemovedStalledPeersFreeHeld(t *testing.T) {
+	s := newSite(t, demo.SiteConfig{})
+	g := s.Gateway
+	var stalled []noise.PublicKey
+	for i := range 10 {
+		k, err := noise.NewPrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := gateway.PeerConfig{PublicKey: k.PublicKey(),
+			Endpoint:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 1, byte(200 + i)}), 51820),
+			AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 32)}}
+		if err := g.Device().AddPeer(pc); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, pc.PublicKey)
+	}
+	for i := range 10 {
+		sendUDP(t, s.HostA, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 9), 150)
+	}
+	capHeld := uint64(fastpath.DefaultMaxHeldPerQueue)
+	if !waitFor(10*time.Second, func() bool { return queueHeld(g) >= capHeld }) {
+		t.Fatalf("held = %d, want the queue's cap %d; drops %s", queueHeld(g), capHeld, dropsString(g))
+	}
+	for _, k := range stalled {
+		if !g.Device().RemovePeer(k) {
+			t.Fatalf("RemovePeer(%v) = false", k)
+		}
+	}
+	if !waitFor(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
+		t.Fatalf("held after removing the stalled peers = %d, want 0; drops %s", queueHeld(g), dropsString(g))
+	}
+	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropPeerRemoved]; n < capHeld {
+		t.Errorf("peer_removed = %d, want at least %d", n, capHeld)
+	}
+
+	// The stock peer has no session yet: its first packets are held for
+	// the handshake, then delivered.
+	const n = 100
+	var rc *net.UDPConn
+	if err := s.HostB.Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	overflow0 := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]
+	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9100), n)
+	seen := make(map[uint32]bool)
+	buf := make([]byte, 2048)
+	rc.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for len(seen) < n {
+		k, err := rc.Read(buf)
+		if err != nil {
+			break
+		}
+		if k == 64 {
+			seen[binary.BigEndian.Uint32(buf)] = true
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d of %d pre-handshake datagrams delivered; held_overflow +%d; drops %s", len(seen), n,
+			fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]-overflow0, dropsString(g))
+	}
+}
+
+// TestColdStartIPv6FirstHandshake: over an IPv6 WAN, the first packet after
+// start makes gwA send one initiation while the WAN next hop is not yet
+// resolved; it waits for the neighbour instead of being dropped, so the
+// handshake completes without a retry (one initiation, no no_neighbour).
+func TestColdStartIPv6FirstHandshake(t *testing.T) {
+	s := newSite(t, demo.SiteConfig{Outer6: true})
+	g := s.Gateway
+	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9), 1)
+	if !waitFor(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
+		t.Fatalf("no handshake; stats %+v; drops %s", g.Device().Stats(), dropsString(g))
+	}
+	st := g.Device().Stats()
+	if st.InitiationsSent != 1 {
+		t.Errorf("initiations sent before the first handshake completed = %d, want 1 (no retry)", st.InitiationsSent)
+	}
+	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]; n != 0 {
+		t.Errorf("no_neighbour drops = %d, want 0", n)
+	}
+	t.Logf("control plane: %+v", st)
+}
