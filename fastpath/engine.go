@@ -140,6 +140,7 @@ type Engine struct {
 
 	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
 	routes  atomic.Pointer[routeTable]
+	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
 
@@ -242,6 +243,7 @@ func New(cfg Config) (*Engine, error) {
 		rt.own[a] = struct{}{}
 	}
 	e.routes.Store(rt)
+	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
 		if err != nil {
@@ -305,9 +307,6 @@ func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 		}
 		if p.SrcPorts == 0 {
 			p.SrcPorts = max(e.cfg.SourcePorts, 1)
-		}
-		if p.SrcPortBase == 0 {
-			p.SrcPortBase = e.cfg.ListenPort
 		}
 	}
 	e.routes.Store(rt)

@@ -177,11 +177,12 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 		padded = max(plen, w.e.cfg.MTU)
 	}
 	// Inner 5-tuple hash for the source port, read before sealing.
-	var srcPort uint16
+	srcPort := pl.peer.SrcPortBase
+	if srcPort == 0 {
+		srcPort = w.wan.port
+	}
 	if pl.peer.SrcPorts > 1 {
-		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
-	} else {
-		srcPort = pl.peer.SrcPortBase
+		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
 		return false

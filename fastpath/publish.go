@@ -29,7 +29,7 @@ func (w *worker) publish(now int64) {
 			p.RxBytes.Add(pl.rxBytes)
 			pl.rxBytes = 0
 		}
-		// Roaming (whitepaper §6.5 / DESIGN.md): move the endpoint to the
+		// Roaming (whitepaper §2.1): move the endpoint to the
 		// newest authenticated source only when nothing authenticated came
 		// from the current endpoint during this interval, so that a peer
 		// spreading its source ports does not make it flip per packet.

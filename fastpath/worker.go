@@ -95,7 +95,8 @@ type worker struct {
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
-	portSpan       uint16 // number of our UDP ports from ListenPort up
+	portSpan       uint16    // number of our UDP ports from the listen port up
+	wan            *wanState // loaded from Engine.wan once per turn of run
 	ipID           uint16
 	lastPublish    int64
 	dirtyPeers     []int
@@ -132,6 +133,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 		}
 	}
 	w.portSpan = max(e.cfg.SourcePorts, 1)
+	w.wan = e.wan.Load()
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
 	var err error
@@ -208,6 +210,7 @@ func (w *worker) run() {
 	lastWork := spinNow()
 	for !w.e.closing.Load() {
 		now := w.e.now()
+		w.wan = w.e.wan.Load()
 		work := w.outbound(now)
 		work += w.inbound(now)
 		work += w.drainMailbox(now)
