@@ -32,6 +32,13 @@ type Options struct {
 	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
 	ListenPort      uint16
 	FixedListenPort bool
+	// SetListenPort, if not nil, moves the dataplane to another listen
+	// port when a UAPI set asks for one (wg set NAME listen-port N, or wg
+	// setconf with another port), as wireguard-go rebinds: it returns the
+	// port now in use (port 0 asks for any free one) or an error, and the
+	// UAPI answers with its errno (EADDRINUSE...) or EIO. It is called with
+	// the device's lock held and must not call back into the Device.
+	SetListenPort func(port uint16) (uint16, error)
 	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
 	// Required.
 	Dataplane Dataplane

@@ -131,6 +131,10 @@ type Gateway struct {
 	tableDone chan struct{}
 	exc       *tundev.MultiQueueTUN
 	excWG     sync.WaitGroup
+	// wanMu guards the listen port (cfg.ListenPort), the WAN addresses
+	// and kernelSocks, which change while running (listen.go).
+	wanMu        sync.Mutex
+	wanV4, wanV6 netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
@@ -411,6 +415,12 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // kernel's UDP counters only). Shared address mode only: in owned mode the
 // kernel has no address to reassemble for.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
+	g.kernelSocks = append(g.kernelSocks, g.openKernel(g.cfg.ListenPort, addrs...)...)
+}
+
+// openKernel opens the sockets of listenKernel for the ports from port up
+// and starts their readers.
+func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*net.UDPConn) {
 	for _, a := range addrs {
 		if !a.IsValid() {
 			continue
@@ -420,18 +430,19 @@ func (g *Gateway) listenKernel(addrs ...netip.Addr) {
 			network = "udp6"
 		}
 		for i := range g.cfg.SourcePorts {
-			port := g.cfg.ListenPort + i
+			port := listenPort + i
 			c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
 			if err != nil {
 				g.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
 					"addr", a, "port", port, "err", err)
 				continue
 			}
-			g.kernelSocks = append(g.kernelSocks, c)
+			socks = append(socks, c)
 			g.kernelWG.Add(1)
 			go g.readKernel(c, netip.AddrPortFrom(a, port))
 		}
 	}
+	return socks
 }
 
 // readKernel hands the datagrams of c (bound to dst) to the workers,
@@ -492,9 +503,11 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
+		g.wanMu.Lock()
 		for _, c := range g.kernelSocks {
 			c.Close()
 		}
+		g.wanMu.Unlock()
 		g.kernelWG.Wait()
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/noise"
 )
@@ -146,4 +150,53 @@ func TestColdStartIPv6FirstHandshake(t *testing.T) {
 		t.Errorf("no_neighbour drops = %d, want 0", n)
 	}
 	t.Logf("control plane: %+v", st)
+}
+
+func wgCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	testenv.Tool(t, "wg", "wireguard-tools")
+	out, err := exec.Command("wg", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wg %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestListenPortLive: `wg set NAME listen-port N` moves a running fast-path
+// gateway (XDP filter, kernel sockets, source port): the stock peer follows
+// our new source port (roaming) and traffic keeps flowing; `wg setconf`
+// with another port and `listen-port 0` (any free port) work too.
+func TestListenPortLive(t *testing.T) {
+	s := newSite(t, demo.SiteConfig{})
+	testenv.Tool(t, "ping", "iputils-ping")
+	ping(t, s.HostA, demo.HostB4.String(), 0)
+	check := func(want string) {
+		t.Helper()
+		if got := wgCmd(t, "show", s.GwName, "listen-port"); want != "" && got != want {
+			t.Fatalf("wg show listen-port = %s, want %s", got, want)
+		}
+		ping(t, s.HostA, demo.HostB4.String(), 0)
+		port := wgCmd(t, "show", s.GwName, "listen-port")
+		if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.HasSuffix(ep, ":"+port) {
+			t.Errorf("stock peer's endpoint for us = %q, want port %s", ep, port)
+		}
+		tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+	}
+	wgCmd(t, "set", s.GwName, "listen-port", "51900")
+	check("51900")
+
+	conf := wgCmd(t, "showconf", s.GwName)
+	conf = strings.Replace(conf, "ListenPort = 51900", "ListenPort = 51910", 1)
+	f := t.TempDir() + "/wg.conf"
+	if err := os.WriteFile(f, []byte(conf+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wgCmd(t, "setconf", s.GwName, f)
+	check("51910")
+
+	wgCmd(t, "set", s.GwName, "listen-port", "0")
+	if p := wgCmd(t, "show", s.GwName, "listen-port"); p == "0" || p == "51910" {
+		t.Fatalf("after listen-port 0: port %s, want a new free one", p)
+	}
+	check("")
 }

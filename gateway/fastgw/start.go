@@ -344,6 +344,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
 		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve,
 		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
+		SetListenPort: g.moveListenPort,
 	})
 	if err != nil {
 		return fmt.Errorf("fastgw: %w", err)
@@ -359,8 +360,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		g.excWG.Add(1)
 		go g.readException()
 	}
+	g.wanV4, g.wanV6 = wl.v4, wl.v6
 	if !cfg.Owned {
+		g.wanMu.Lock()
 		g.listenKernel(wl.v4, wl.v6)
+		g.wanMu.Unlock()
 		return nil
 	}
 	// Tell the links where our addresses are (RFC 5227 announcement).
