@@ -126,6 +126,12 @@ func (w *worker) outbound(now int64) int {
 			*f = dataplane.Frame{}
 			continue
 		}
+		if !pl.ep.Src.IsValid() {
+			// The WAN interface has no usable address of this family.
+			bad[DropNoWANAddress]++
+			left++
+			continue
+		}
 		inner := f.Len()
 		if !w.seal(f, pl, pl.nonce) {
 			bad[DropNoBuffer]++

@@ -138,9 +138,12 @@ type Gateway struct {
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
-	closeOnce   sync.Once
-	wanIfindex  int
-	lanIfindex  int
+	// addrDone stops followWANAddresses (shared mode), addrWG waits for it.
+	addrDone   chan struct{}
+	addrWG     sync.WaitGroup
+	closeOnce  sync.Once
+	wanIfindex int
+	lanIfindex int
 }
 
 // link describes an interface: index, MAC and its first global IPv4 and
@@ -503,6 +506,10 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
+		if g.addrDone != nil {
+			close(g.addrDone)
+			g.addrWG.Wait()
+		}
 		g.wanMu.Lock()
 		for _, c := range g.kernelSocks {
 			c.Close()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
@@ -199,4 +201,65 @@ func TestListenPortLive(t *testing.T) {
 		t.Fatalf("after listen-port 0: port %s, want a new free one", p)
 	}
 	check("")
+}
+
+func delAddr(t *testing.T, ns *topo.NS, dev, cidr string) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		a, err := netlink.ParseAddr(cidr)
+		if err != nil {
+			return err
+		}
+		return netlink.AddrDel(l, a)
+	}); err != nil {
+		t.Fatalf("delete %s from %s: %v", cidr, dev, err)
+	}
+}
+
+// TestWANAddressReplaced: the WAN interface's IPv4 address is replaced
+// while the gateway runs. The gateway follows (netlink): it sends from the
+// new address, the stock peer's endpoint follows (roaming) and the tunnel
+// recovers. With no IPv4 address at all, what cannot be sent is counted
+// (no_wan_address), and adding one brings the tunnel back.
+func TestWANAddressReplaced(t *testing.T) {
+	s := newSite(t, demo.SiteConfig{})
+	testenv.Tool(t, "ping", "iputils-ping")
+	g := s.Gateway
+	ping(t, s.HostA, demo.HostB4.String(), 0)
+
+	delAddr(t, s.GwA, s.WANA, "198.18.1.1/24")
+	if err := s.GwA.AddAddr(s.WANA, "198.18.1.11/24"); err != nil {
+		t.Fatal(err)
+	}
+	newAddr := netip.MustParseAddr("198.18.1.11")
+	if !waitFor(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
+		_, a4, _ := g.Engine().WAN()
+		t.Fatalf("engine's WAN address = %v, want %v", a4, newAddr)
+	}
+	ping(t, s.HostA, demo.HostB4.String(), 0)
+	if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.Contains(ep, "198.18.1.11:51820") {
+		t.Errorf("stock peer's endpoint for us = %q, want 198.18.1.11:51820", ep)
+	}
+	tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+
+	// No IPv4 address: counted, not silent.
+	delAddr(t, s.GwA, s.WANA, "198.18.1.11/24")
+	if !waitFor(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return !a4.IsValid() }) {
+		t.Fatal("engine still has an IPv4 WAN address after the last one was removed")
+	}
+	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress]
+	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9), 5)
+	if !waitFor(5*time.Second, func() bool {
+		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress] >= before+5
+	}) {
+		t.Errorf("no_wan_address drops = %d, want at least %d; drops %s", fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress], before+5, dropsString(g))
+	}
+	if err := s.GwA.AddAddr(s.WANA, "198.18.1.12/24"); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, demo.HostB4.String(), 0)
 }

@@ -365,6 +365,10 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		g.wanMu.Lock()
 		g.listenKernel(wl.v4, wl.v6)
 		g.wanMu.Unlock()
+		g.addrDone = make(chan struct{})
+		if err := g.followWANAddresses(g.addrDone); err != nil {
+			return fmt.Errorf("fastgw: follow the WAN addresses: %w", err)
+		}
 		return nil
 	}
 	// Tell the links where our addresses are (RFC 5227 announcement).
