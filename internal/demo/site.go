@@ -256,7 +256,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		Peers: []gateway.PeerConfig{{
 			PublicKey:  privB.PublicKey(),
 			Endpoint:   netip.AddrPortFrom(endB, 51820),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
+			AllowedIPs: allowedA,
 		}},
 	}
 	if sc.Owned {
