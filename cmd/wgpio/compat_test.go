@@ -54,3 +54,35 @@ func TestUpCompat(t *testing.T) {
 	}
 	s.checkClean(t, true)
 }
+
+// TestUpCompatMQTUN runs `wgpio up` in compat-mqtun mode (stock
+// wireguard-go on a multi-queue kernel TUN and the kernel's UDP sockets):
+// with forwarding off in its namespace it refuses to start and names the
+// sysctls to set; with forwarding on, traffic flows both ways and `wgpio
+// stats` says that the mode keeps no wgpio counters.
+func TestUpCompatMQTUN(t *testing.T) {
+	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
+	out, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
+	want := "sysctl -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), s.GwName+`.conf:`) {
+		t.Fatalf("wgpio up in compat-mqtun without forwarding: %v\n%s\nwant a refusal at the Mode line naming %q", err, out, want)
+	}
+	t.Logf("without forwarding: %s", out)
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	g := s.up(t)
+	s.pingBoth(t)
+	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+		t.Errorf("IPv6: %v", err)
+	}
+	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "compat-mqtun keeps no wgpio counters") || !strings.Contains(string(out), "wg show "+s.GwName) {
+		t.Errorf("wgpio stats %s: %v\n%s\nwant it to say the mode keeps no counters", s.GwName, err, out)
+	}
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	<-g.done
+	if g.err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", g.err, g.output())
+	}
+}
