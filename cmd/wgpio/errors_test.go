@@ -110,6 +110,17 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
+			name: "wan-is-lan",
+			conf: strings.Replace(good, "LAN = "+s.LANA+"\n", "LAN = "+s.WANA+"\n", 1),
+			want: fmt.Sprintf(`wgpio: wan-is-lan.conf:8: key "LAN": %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),
+		},
+		{
+			name: "wan-is-lan-flag",
+			conf: good,
+			args: []string{"-lan", s.WANA},
+			want: fmt.Sprintf(`wgpio: up: -lan: %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),
+		},
+		{
 			name: "queues",
 			conf: withWGPIO("Queues = 4"),
 			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),

@@ -193,9 +193,14 @@ func checkGatewayName(name string) error {
 	return nil
 }
 
-// checkInterfaces makes sure WAN and LAN name interfaces of this network
-// namespace, reporting a missing one at its key's line.
+// checkInterfaces makes sure WAN and LAN name two interfaces of this
+// network namespace, reporting a missing one, or a LAN that is the WAN, at
+// its key's line.
 func checkInterfaces(f *config.File, w config.WGPIO) error {
+	if w.WAN != "" && w.WAN == w.LAN {
+		return keyError(f.Name, w.Lines, "LAN", "lan",
+			fmt.Sprintf("%q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces", w.LAN))
+	}
 	for _, x := range []struct{ key, flag, name string }{{"WAN", "wan", w.WAN}, {"LAN", "lan", w.LAN}} {
 		if x.name == "" {
 			continue
