@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
@@ -479,6 +480,10 @@ type GatewayStats struct {
 	Queues []fastpath.QueueStats `json:"queues"`
 	Peers  []PeerStat            `json:"peers"`
 	Device gateway.Stats         `json:"control_plane"`
+	// XDP holds each port's XDP program counters ("lan", "wan"), frames
+	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
+	// kernel (xdp_pass_vlan: of another VLAN than the port's).
+	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// Compat holds compat mode's counters (Queues, Peers and Device are
 	// then empty: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
@@ -495,7 +500,17 @@ type PeerStat struct {
 }
 
 func statsOf(g *fastgw.Gateway) GatewayStats {
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats()}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}}
+	wan, lan := g.Ports()
+	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
+		m := map[string]uint64{}
+		for k, v := range p.Stats().Backend {
+			if strings.HasPrefix(k, "xdp_") {
+				m[k] = v
+			}
+		}
+		s.XDP[name] = m
+	}
 	for _, p := range g.Device().Peers() {
 		ps := PeerStat{PublicKey: p.PublicKey.Base64(), LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
 		if p.Endpoint.IsValid() {
