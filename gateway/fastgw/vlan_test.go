@@ -1,11 +1,15 @@
 package fastgw_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,3 +216,65 @@ func mustLinks(t *testing.T, ns *topo.NS) []string {
 	return out
 }
 
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWANMTU: a tunnel MTU whose outer packets do not fit the WAN MTU
+// stops the start with the numbers; a WAN MTU lowered while the gateway
+// runs is logged with them.
+func TestWANMTU(t *testing.T) {
+	s := newSite(t, demo.SiteConfig{NoFastPath: true})
+	wan := s.FastConfig.WAN
+	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1450"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.FastConfig
+	err := s.GwA.Do(func() error {
+		g, err := fastgw.Start(cfg)
+		if err == nil {
+			g.Close()
+		}
+		return err
+	})
+	want := "tunnel MTU 1420 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1480, more than the MTU 1450 of WAN " + wan
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "lower MTU in [Interface] to 1390") {
+		t.Fatalf("Start with WAN MTU 1450 = %v, want an error containing %q and the MTU that fits", err, want)
+	}
+
+	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1500"); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var g *fastgw.Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = fastgw.Start(cfg)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1470"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a log line about the lowered WAN MTU", func() bool {
+		l := logs.String()
+		return strings.Contains(l, "WAN MTU changed: tunnel packets are lost") && strings.Contains(l, "mtu=1470") && strings.Contains(l, "= 1480, more than the MTU 1470")
+	})
+}
