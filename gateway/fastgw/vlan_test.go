@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -215,7 +215,6 @@ func mustLinks(t *testing.T, ns *topo.NS) []string {
 	}
 	return out
 }
-
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.
 type syncBuffer struct {
