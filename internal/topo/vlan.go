@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/wgpio/wgpio/internal/ethtool"
+	ethfeat "github.com/wgpio/wgpio/internal/ethtool"
 )
 
 // VLANAccess makes dev in n behave as a host on an 802.1Q access port of
@@ -55,7 +55,7 @@ func (t *Topology) VLANAccess(n *NS, dev string, vid uint16, inband bool) error 
 			return fmt.Errorf("find %s in %s: %w", dev, n.Name, err)
 		}
 		if inband {
-			if err := ethtool.Set(dev, "tx-vlan-hw-insert", false); err != nil {
+			if err := ethfeat.Set(dev, "tx-vlan-hw-insert", false); err != nil {
 				return err
 			}
 		}
