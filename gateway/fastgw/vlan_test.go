@@ -277,3 +277,21 @@ func TestWANMTU(t *testing.T) {
 		return strings.Contains(l, "WAN MTU changed: tunnel packets are lost") && strings.Contains(l, "mtu=1470") && strings.Contains(l, "= 1480, more than the MTU 1470")
 	})
 }
+// TestLANOnVLAN runs gwA's LAN on VLAN 100 of its LAN interface (owned
+// address mode), hostA being a host on an access port of that VLAN: its
+// frames arrive tagged, in the frame or as the skb's VLAN metadata (as RX
+// VLAN offload leaves them), and it drops every frame that comes back
+// untagged. Pings and TCP both ways work only if gwA takes the tagged
+// frames (ARP included) and tags its replies.
+func TestLANOnVLAN(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	for _, inband := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inband=%v", inband), func(t *testing.T) {
+			s := newSite(t, demo.SiteConfig{Owned: true, LANVLAN: 100, LANVLANInBand: inband})
+			ping(t, s.HostA, demo.HostB4.String(), 0)
+			ping(t, s.HostB, demo.HostA4.String(), 0)
+			tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+			t.Logf("drops: %s", dropsString(s.Gateway))
+		})
+	}
+}
