@@ -217,6 +217,10 @@ func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
 		return
 	}
 	switch o := p.offload; {
+	case driverName(p.name) == "veth":
+		// A veth hands over the tag its peer's sender left beside the
+		// frame (TX VLAN offload) whatever its own features say.
+		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes tags its peer sent as metadata, which only native XDP reads, and "+whyNoMeta
 	case o == nil:
 		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload left as it is (KeepRXVLANOffload) and "+whyNoMeta
 	case o.checkErr != nil:

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,33 @@ func TestVLANIsolation(t *testing.T) {
 			!bytes.Equal(got[0:12], frame("x")[0:12]) || binary.BigEndian.Uint16(got[16:]) != 0x0800 {
 			t.Errorf("stripped tag not put back: frame starts % x", got[:18])
 		}
+	}
+}
+
+// TestStrippedTagsGeneric: on generic XDP the program reads no metadata.
+// A veth hands over tags its peer's sender left beside the frame (TX VLAN
+// offload) whatever its own RX offload, and generic XDP does not see them
+// (the frame carries no tag): the port must say so.
+func TestStrippedTagsGeneric(t *testing.T) {
+	p := newVethPair(t, 1)
+	filter := Filter{UDP: []UDPMatch{{Addr: p.ipB, PortLo: 5000, PortHi: 5000}}}
+	for _, keep := range []bool{false, true} {
+		port := openIn(t, p.b, p.v.B, Config{Attach: AttachGeneric, Filter: filter, KeepRXVLANOffload: keep})
+		if s, why := port.StrippedTags(); s != StrippedTagsUnseen || !strings.Contains(why, "veth") {
+			t.Errorf("generic on veth, keep offload %v: StrippedTags() = %v (%s), want unseen, naming the veth", keep, s, why)
+		}
+		port.Close()
+	}
+	// What "unseen" means: a frame tagged as metadata by A's sender is
+	// taken as untagged.
+	port := openIn(t, p.b, p.v.B, Config{Attach: AttachGeneric, Filter: filter})
+	if err := p.tp.VLANAccess(p.a, p.v.A, 100, false); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 2048)
+	n := udpFrame(b, p.macA, p.macB, netip.AddrPortFrom(p.ipA, 4000), netip.AddrPortFrom(p.ipB, 5000), []byte("unseen-tag"))
+	rawSend(t, p.a, p.v.A, b[:n])
+	if receiveMarked(port, []byte("unseen-tag"), 3*time.Second) == nil {
+		t.Error("a generic-XDP port on veth did not take a frame tagged as metadata; if the kernel now shows the tag, StrippedTags can say none here")
 	}
 }
