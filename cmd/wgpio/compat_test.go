@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
@@ -20,7 +20,7 @@ func TestUpCompat(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
 	stock := s.FastConfig.Peers[0].PublicKey.Base64()
@@ -40,10 +40,10 @@ func TestUpCompat(t *testing.T) {
 
 	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
 	time.Sleep(1500 * time.Millisecond) // the filter follows within a second
-	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
-		t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
+		t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 	}
-	if err := ping(s.HostA, demo.HostB4, 3*time.Second); err != nil {
+	if err := ping(s.HostA, twosite.HostB4, 3*time.Second); err != nil {
 		t.Errorf("after removing an allowed IP: %v", err)
 	}
 
@@ -73,7 +73,7 @@ func TestUpCompatMQTUN(t *testing.T) {
 	}
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
 		t.Errorf("IPv6: %v", err)
 	}
 	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
