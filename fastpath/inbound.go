@@ -40,6 +40,11 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	out, consumed := w.deliver(frames, &bad, now)
 	w.freeRest(w.wanRX, frames, &bad, left+consumed)
 	w.transmit(w.lanTX, out)
+	// Keep no keypair past the burst: one the control plane zeroes must
+	// not stay reachable from an idle worker (key hygiene).
+	for i := range frames {
+		w.meta[i].kp = nil
+	}
 }
 
 // rxMeta is what inbound's first pass learnt of an authenticated transport

@@ -151,6 +151,14 @@ func (w *worker) outbound(now int64) int {
 		out = append(out, *f)
 		*f = dataplane.Frame{}
 	}
+	// Keep no keypair past the batch: one the control plane zeroes must
+	// not stay reachable from an idle worker (key hygiene).
+	for i, pl := range w.peerOf[:len(frames)] {
+		if pl != nil {
+			pl.kp = nil
+			w.peerOf[i] = nil
+		}
+	}
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)

@@ -89,6 +89,7 @@ type worker struct {
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
 	nbrWait              []nbrWaiting
+	ctlWait              []ctlWaiting // control-plane frames waiting for the WAN next hop
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
@@ -179,6 +180,11 @@ func (w *worker) close() {
 		w.wanRX.Free(unsafeOne(&w.nbrWait[i].f))
 	}
 	w.nbrWait = nil
+	for i := range w.ctlWait {
+		w.count(DropClosed, 1)
+		w.wanTX.Free(unsafeOne(&w.ctlWait[i].f))
+	}
+	w.ctlWait = nil
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
@@ -219,7 +225,7 @@ func (w *worker) run() {
 		if len(w.heldPeers) > 0 {
 			w.flushHeld(now)
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			w.flushNeighbourWait(now)
 		}
 		if now-w.lastPublish >= int64(PublishInterval) {
@@ -245,7 +251,7 @@ func (w *worker) run() {
 		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
 			timeout = PublishInterval
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)

@@ -88,6 +88,8 @@ func printStats(name string, s GatewayStats) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
+	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
+		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}
