@@ -76,6 +76,14 @@ const (
 	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
 	// IP fragments (Engine.ReceiveWAN) larger than a frame.
 	DropWANTooBig
+	// DropVLAN: a LAN frame of another VLAN than the LAN's (Config.LANVLAN;
+	// with none: a tag with VID other than 0, an 802.1ad or a stacked
+	// tag). The XDP program leaves such frames to the kernel: a worker
+	// sees them only on a port without one.
+	DropVLAN
+	// DropWANVLAN: the same on the WAN (Config.WANVLAN): another VLAN's
+	// frame is never read as WireGuard.
+	DropWANVLAN
 	// DropPeerRemoved: packets held for a peer that was removed from the
 	// configuration (Peer.Removed), freed at the worker's next turn.
 	DropPeerRemoved
@@ -113,6 +121,8 @@ var dropNames = [NumDropReasons]string{
 	DropHandshakeGaveUp:    "handshake_gave_up",
 	DropHostMulticast:      "host_multicast",
 	DropWANTooBig:          "wan_too_big",
+	DropVLAN:               "vlan",
+	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
 	DropNoWANAddress:       "no_wan_address",
 }

@@ -8,10 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 )
 
@@ -77,6 +79,11 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
+	if s.Mode == string(config.ModeCompatMQTUN) {
+		fmt.Printf("Mode = compat-mqtun keeps no wgpio counters: stock wireguard-go on a kernel TUN and UDP sockets carries the packets.\n"+
+			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
+		return
+	}
 	if s.Compat != nil {
 		printCompatStats(s.Compat)
 		return
@@ -104,6 +111,25 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	tw.Flush()
+	// Where the XDP programs sent frames: to the workers or the kernel
+	// (xdp_pass_vlan: another VLAN's frames, never taken).
+	for _, port := range []string{"lan", "wan"} {
+		if m := s.XDP[port]; len(m) > 0 {
+			fmt.Printf("xdp %s: %s\n", port, strings.Join(xdpList(m), " "))
+		}
+	}
+}
+
+// xdpList formats the nonzero XDP counters as sorted "name=count".
+func xdpList(m map[string]uint64) []string {
+	var out []string
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).

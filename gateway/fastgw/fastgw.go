@@ -49,7 +49,16 @@ type Config struct {
 	// Peers to configure at start (more can come over the UAPI).
 	Peers []gateway.PeerConfig
 	// WAN and LAN are the interface names (encrypted and plaintext side).
+	// A kernel VLAN device (eth0.100) stands for its parent and its VLAN,
+	// as with WANVLAN or LANVLAN.
 	WAN, LAN string
+	// WANVLAN and LANVLAN put the WAN or LAN on one IEEE 802.1Q VLAN
+	// (1-4094) of a trunk: the XDP program takes only frames tagged with
+	// it (and with the default 0 only untagged and priority-tagged ones;
+	// see afxdp.Filter.VLAN), and the gateway tags what it sends there.
+	// In shared address mode the kernel's VLAN device for it must exist
+	// (its addresses, routes and neighbours are the side's).
+	WANVLAN, LANVLAN uint16
 	// Queues is the number of NIC queues on each side (default 1); one
 	// worker per queue.
 	Queues int
@@ -131,6 +140,9 @@ type Gateway struct {
 	tableDone chan struct{}
 	exc       *tundev.MultiQueueTUN
 	excWG     sync.WaitGroup
+	// wanSide and lanSide are the ports' trunks, VLANs and address
+	// devices (resolveSide).
+	wanSide, lanSide side
 	// wanMu guards the listen port (cfg.ListenPort), the WAN addresses
 	// and kernelSocks, which change while running (listen.go).
 	wanMu        sync.Mutex
@@ -150,6 +162,7 @@ type Gateway struct {
 // IPv6 addresses.
 type link struct {
 	index  int
+	mtu    int
 	mac    net.HardwareAddr
 	v4, v6 netip.Addr
 	all    []netip.Addr
@@ -160,7 +173,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	if err != nil {
 		return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
-	out := link{index: l.Attrs().Index, mac: l.Attrs().HardwareAddr}
+	out := link{index: l.Attrs().Index, mtu: l.Attrs().MTU, mac: l.Attrs().HardwareAddr}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)

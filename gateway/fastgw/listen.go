@@ -77,7 +77,7 @@ var errRange = errors.New("port range too large")
 func (g *Gateway) udpMatches(port uint16) []afxdp.UDPMatch {
 	c := g.cfg
 	c.ListenPort = port
-	return wanFilter(c, g.wanV4, g.wanV6).UDP
+	return wanFilter(c, g.wanV4, g.wanV6, g.wanSide.vid).UDP
 }
 
 // freePort asks the kernel for a free UDP port on a WAN address (as

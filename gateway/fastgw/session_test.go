@@ -15,9 +15,9 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -49,8 +49,8 @@ func queueHeld(g *fastgw.Gateway) (held uint64) {
 	return held
 }
 
-// waitFor polls cond every 20 ms until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
+// pollUntil polls cond every 20 ms until it holds or timeout passes.
+func pollUntil(timeout time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(timeout); ; {
 		if cond() {
 			return true
@@ -67,7 +67,7 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 // (counted peer_removed), and then the stock peer's pre-handshake packets
 // are held and delivered, not lost as held_overflow.
 func TestRemovedStalledPeersFreeHeld(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{})
+	s := newSite(t, twosite.Config{})
 	g := s.Gateway
 	var stalled []noise.PublicKey
 	for i := range 10 {
@@ -87,7 +87,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 		sendUDP(t, s.HostA, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 9), 150)
 	}
 	capHeld := uint64(fastpath.DefaultMaxHeldPerQueue)
-	if !waitFor(10*time.Second, func() bool { return queueHeld(g) >= capHeld }) {
+	if !pollUntil(10*time.Second, func() bool { return queueHeld(g) >= capHeld }) {
 		t.Fatalf("held = %d, want the queue's cap %d; drops %s", queueHeld(g), capHeld, dropsString(g))
 	}
 	for _, k := range stalled {
@@ -95,7 +95,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 			t.Fatalf("RemovePeer(%v) = false", k)
 		}
 	}
-	if !waitFor(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
+	if !pollUntil(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
 		t.Fatalf("held after removing the stalled peers = %d, want 0; drops %s", queueHeld(g), dropsString(g))
 	}
 	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropPeerRemoved]; n < capHeld {
@@ -107,14 +107,14 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 	const n = 100
 	var rc *net.UDPConn
 	if err := s.HostB.Do(func() (err error) {
-		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9100})
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9100})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
 	overflow0 := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]
-	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9100), n)
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9100), n)
 	seen := make(map[uint32]bool)
 	buf := make([]byte, 2048)
 	rc.SetReadDeadline(time.Now().Add(15 * time.Second))
@@ -138,10 +138,10 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 // resolved; it waits for the neighbour instead of being dropped, so the
 // handshake completes without a retry (one initiation, no no_neighbour).
 func TestColdStartIPv6FirstHandshake(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{Outer6: true})
+	s := newSite(t, twosite.Config{Outer6: true})
 	g := s.Gateway
-	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9), 1)
-	if !waitFor(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 1)
+	if !pollUntil(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
 		t.Fatalf("no handshake; stats %+v; drops %s", g.Device().Stats(), dropsString(g))
 	}
 	st := g.Device().Stats()
@@ -169,20 +169,20 @@ func wgCmd(t *testing.T, args ...string) string {
 // our new source port (roaming) and traffic keeps flowing; `wg setconf`
 // with another port and `listen-port 0` (any free port) work too.
 func TestListenPortLive(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{})
+	s := newSite(t, twosite.Config{})
 	testenv.Tool(t, "ping", "iputils-ping")
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	check := func(want string) {
 		t.Helper()
 		if got := wgCmd(t, "show", s.GwName, "listen-port"); want != "" && got != want {
 			t.Fatalf("wg show listen-port = %s, want %s", got, want)
 		}
-		ping(t, s.HostA, demo.HostB4.String(), 0)
+		ping(t, s.HostA, twosite.HostB4.String(), 0)
 		port := wgCmd(t, "show", s.GwName, "listen-port")
 		if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.HasSuffix(ep, ":"+port) {
 			t.Errorf("stock peer's endpoint for us = %q, want port %s", ep, port)
 		}
-		tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+		tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)
 	}
 	wgCmd(t, "set", s.GwName, "listen-port", "51900")
 	check("51900")
@@ -226,34 +226,34 @@ func delAddr(t *testing.T, ns *topo.NS, dev, cidr string) {
 // recovers. With no IPv4 address at all, what cannot be sent is counted
 // (no_wan_address), and adding one brings the tunnel back.
 func TestWANAddressReplaced(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{})
+	s := newSite(t, twosite.Config{})
 	testenv.Tool(t, "ping", "iputils-ping")
 	g := s.Gateway
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 
 	delAddr(t, s.GwA, s.WANA, "198.18.1.1/24")
 	if err := s.GwA.AddAddr(s.WANA, "198.18.1.11/24"); err != nil {
 		t.Fatal(err)
 	}
 	newAddr := netip.MustParseAddr("198.18.1.11")
-	if !waitFor(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
+	if !pollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
 		_, a4, _ := g.Engine().WAN()
 		t.Fatalf("engine's WAN address = %v, want %v", a4, newAddr)
 	}
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.Contains(ep, "198.18.1.11:51820") {
 		t.Errorf("stock peer's endpoint for us = %q, want 198.18.1.11:51820", ep)
 	}
-	tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)
 
 	// No IPv4 address: counted, not silent.
 	delAddr(t, s.GwA, s.WANA, "198.18.1.11/24")
-	if !waitFor(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return !a4.IsValid() }) {
+	if !pollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return !a4.IsValid() }) {
 		t.Fatal("engine still has an IPv4 WAN address after the last one was removed")
 	}
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress]
-	sendUDP(t, s.HostA, netip.AddrPortFrom(demo.HostB4, 9), 5)
-	if !waitFor(5*time.Second, func() bool {
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 5)
+	if !pollUntil(5*time.Second, func() bool {
 		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress] >= before+5
 	}) {
 		t.Errorf("no_wan_address drops = %d, want at least %d; drops %s", fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress], before+5, dropsString(g))
@@ -261,5 +261,5 @@ func TestWANAddressReplaced(t *testing.T) {
 	if err := s.GwA.AddAddr(s.WANA, "198.18.1.12/24"); err != nil {
 		t.Fatal(err)
 	}
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }

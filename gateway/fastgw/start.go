@@ -67,6 +67,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.startControlPlane(wl, wanRes); err != nil {
 		return nil, err
 	}
+	g.watchMTU(wl)
 	log.Info("gateway up", "name", g.cfg.Name, "listen_port", g.cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(g.cfg.Peers))
 	return g, nil
 }
@@ -80,9 +81,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.WAN == "" || c.LAN == "" {
 		return c, errors.New("fastgw: WAN and LAN interfaces are required")
-	}
-	if c.WAN == c.LAN {
-		return c, fmt.Errorf("fastgw: WAN and LAN are both %s; they must be two interfaces", c.WAN)
 	}
 	if c.ListenPort == 0 {
 		c.ListenPort = 51820
@@ -105,20 +103,48 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// readLinks opens the netlink handle and reads the WAN and LAN interfaces,
-// warning about veths.
+// readLinks opens the netlink handle and reads the WAN and LAN sides: the
+// trunk each port opens and its VLAN (resolveSide; g.cfg.WAN and LAN become
+// the trunks), the interfaces holding their addresses, and checks the
+// tunnel MTU against the WAN's; it warns about veths.
 func (g *Gateway) readLinks() (wl, ll link, err error) {
+	cfg := &g.cfg
 	if g.nlHandle, err = netlink.NewHandle(); err != nil {
 		return wl, ll, fmt.Errorf("fastgw: netlink: %w", err)
 	}
-	if wl, err = readLink(g.nlHandle, g.cfg.WAN); err != nil {
+	if g.wanSide, err = resolveSide(g.nlHandle, "WAN", cfg.WAN, cfg.WANVLAN, cfg.Owned); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	if g.lanSide, err = resolveSide(g.nlHandle, "LAN", cfg.LAN, cfg.LANVLAN, cfg.Owned); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	wanSide, lanSide := g.wanSide, g.lanSide
+	if wanSide.trunk == lanSide.trunk {
+		return wl, ll, fmt.Errorf("fastgw: WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)
+	}
+	cfg.WAN, cfg.LAN = wanSide.trunk, lanSide.trunk
+	if wl, err = readLink(g.nlHandle, wanSide.addrDev); err != nil {
 		return wl, ll, fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	if ll, err = readLink(g.nlHandle, g.cfg.LAN); err != nil {
+	if ll, err = readLink(g.nlHandle, lanSide.addrDev); err != nil {
 		return wl, ll, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
-	for _, dev := range []string{g.cfg.LAN, g.cfg.WAN} {
+	wanMTU, wanMTUDev := wl.mtu, wanSide.addrDev
+	if wanSide.addrDev != wanSide.trunk {
+		if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().MTU < wanMTU {
+			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
+		}
+	}
+	mtuWarn, err := mtuCheck(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
+	if err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	if mtuWarn != "" {
+		g.log.Warn("WAN MTU", "problem", mtuWarn)
+	}
+	for _, dev := range []string{cfg.LAN, cfg.WAN} {
 		if driver(dev) == "veth" {
 			g.log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",
 				"interface", dev, "fix", "ethtool -K <the other end> tx off")
@@ -204,8 +230,8 @@ func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err err
 
 // wanFilter is the WAN XDP filter: UDP to our addresses on the listen port
 // and the source ports above it, and (owned mode) ARP/NDP for our address.
-func wanFilter(c Config, v4, v6 netip.Addr) afxdp.Filter {
-	var f afxdp.Filter
+func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
+	f := afxdp.Filter{VLAN: vid}
 	for _, a := range []netip.Addr{v4, v6} {
 		if a.IsValid() {
 			f.UDP = append(f.UDP, afxdp.UDPMatch{Addr: a, PortLo: c.ListenPort, PortHi: c.ListenPort + c.SourcePorts - 1})
@@ -220,8 +246,8 @@ func wanFilter(c Config, v4, v6 netip.Addr) afxdp.Filter {
 // lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
 // map filled by dataplane_.SetPeers) that are not the host's own addresses
 // (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
-func lanFilter(c Config, hostAddrs []netip.Addr) afxdp.Filter {
-	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity)}
+func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
+	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
 	if c.Owned {
 		f.Neighbors = []netip.Addr{c.LANAddress.Addr()}
 	}
@@ -258,14 +284,17 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6)}); err != nil {
+	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all)}); err != nil {
+	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all, g.lanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
-		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM())
+		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM(),
+		"wan_vlan", g.wanSide.vid, "lan_vlan", g.lanSide.vid)
+	g.warnStrippedTags(g.wan, "WAN")
+	g.warnStrippedTags(g.lan, "LAN")
 	return nil
 }
 
@@ -304,7 +333,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	ecfg := fastpath.Config{
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
-		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes,
+		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
 		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 	}
 	if cfg.Owned {
@@ -384,4 +413,16 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		}
 	}
 	return nil
+}
+
+// watchMTU follows the WAN MTU (vlan.go), on the address device and the
+// trunk under it.
+func (g *Gateway) watchMTU(wl link) {
+	wanIdx := []int{wl.index}
+	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
+		wanIdx = append(wanIdx, t.Attrs().Index)
+	}
+	if err := g.watchWANMTU(g.nsHandle, g.wanSide, wanIdx, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
+		g.log.Warn("live WAN MTU changes will not be checked", "err", err)
+	}
 }

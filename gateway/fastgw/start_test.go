@@ -28,7 +28,6 @@ func TestConfigWithDefaults(t *testing.T) {
 	}{
 		{"no name", func(c *Config) { c.Name = "" }, "a name is required"},
 		{"no LAN", func(c *Config) { c.LAN = "" }, "WAN and LAN interfaces are required"},
-		{"same interface", func(c *Config) { c.LAN = c.WAN }, "they must be two interfaces"},
 		{"too many queues", func(c *Config) { c.Queues = 257 }, "257 queues"},
 		{"ports past 65535", func(c *Config) { c.ListenPort, c.SourcePorts = 65535, 2 }, "pass 65535"},
 		{"owned without addresses", func(c *Config) { c.Owned = true }, "needs WANAddress and LANAddress"},
@@ -68,11 +67,11 @@ func TestFilters(t *testing.T) {
 	}
 	v4, v6 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:2::1")
 	want := afxdp.Filter{UDP: []afxdp.UDPMatch{{Addr: v4, PortLo: 51820, PortHi: 51823}, {Addr: v6, PortLo: 51820, PortHi: 51823}}}
-	if diff := cmp.Diff(want, wanFilter(c, v4, v6), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+	if diff := cmp.Diff(want, wanFilter(c, v4, v6, 0), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("wanFilter (-want +got):\n%s", diff)
 	}
 	host := netip.MustParseAddr("198.18.1.1")
-	lf := lanFilter(c, []netip.Addr{host})
+	lf := lanFilter(c, []netip.Addr{host}, 0)
 	if !lf.Prefixes || lf.PrefixCapacity != defaultLANPrefixCapacity || len(lf.HostAddrs) != 2 ||
 		lf.HostAddrs[0] != host || lf.HostAddrs[1] != netip.MustParseAddr("10.8.0.1") {
 		t.Errorf("lanFilter = %+v, want the prefix map and host addresses [%v 10.8.0.1]", lf, host)

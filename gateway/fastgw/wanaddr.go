@@ -46,7 +46,7 @@ func (g *Gateway) followWANAddresses(done <-chan struct{}) error {
 
 // wanAddressesChanged re-reads the WAN interface and moves to its addresses.
 func (g *Gateway) wanAddressesChanged(warned *bool) {
-	wl, err := readLink(g.nlHandle, g.cfg.WAN)
+	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change", "err", err)
 		return
