@@ -45,16 +45,27 @@ func (g *Gateway) followWANAddresses(done <-chan struct{}) error {
 }
 
 // wanAddressesChanged re-reads the WAN interface and moves to its addresses.
+// The control plane's endpoints move after g.wanMu is released: the UAPI
+// takes the device's lock before g.wanMu (moveListenPort), so this must
+// not take them the other way round.
 func (g *Gateway) wanAddressesChanged(warned *bool) {
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change", "err", err)
 		return
 	}
+	if g.moveWAN(wl, warned) {
+		g.dev.SetWANAddrs(wl.v4, wl.v6)
+	}
+}
+
+// moveWAN moves the dataplane to wl's addresses; false if they did not
+// change.
+func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	g.wanMu.Lock()
 	defer g.wanMu.Unlock()
 	if wl.v4 == g.wanV4 && wl.v6 == g.wanV6 {
-		return
+		return false
 	}
 	if !wl.v4.IsValid() && !wl.v6.IsValid() {
 		if !*warned {
@@ -81,5 +92,5 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
 	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6)
-	g.dev.SetWANAddrs(wl.v4, wl.v6)
+	return true
 }
