@@ -47,4 +47,3 @@ func openGeneric(pkts []Packet, ok []bool) {
 		ok[i] = err == nil
 	}
 }
-

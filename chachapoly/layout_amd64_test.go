@@ -25,3 +25,25 @@ func TestGroupLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestPolyGroupLayout checks the offsets of polyGroup hard-coded in _asm.
+func TestPolyGroupLayout(t *testing.T) {
+	var g polyGroup
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"r", unsafe.Offsetof(g.r), 0},
+		{"s", unsafe.Offsetof(g.s), 384},
+		{"h", unsafe.Offsetof(g.h), 640},
+		{"msg", unsafe.Offsetof(g.msg), 1024},
+		{"full", unsafe.Offsetof(g.full), 1152},
+		{"total", unsafe.Offsetof(g.total), 1280},
+		{"tailOff", unsafe.Offsetof(g.tailOff), 1408},
+		{"tail", unsafe.Offsetof(g.tail), offPolyTail},
+	} {
+		if c.got != c.want {
+			t.Errorf("offset of polyGroup.%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}

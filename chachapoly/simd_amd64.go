@@ -32,6 +32,9 @@ func chacha16(lanes *group, j0, j1 uint64)
 
 func detect() impl {
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2 {
+		if cpu.X86.HasAVX512IFMA {
+			return implAVX512IFMA
+		}
 		return implAVX512
 	}
 	return implGeneric
@@ -42,6 +45,9 @@ func supported() []impl {
 	s := []impl{implGeneric}
 	if detect() >= implAVX512 {
 		s = append(s, implAVX512)
+	}
+	if detect() >= implAVX512IFMA {
+		s = append(s, implAVX512IFMA)
 	}
 	return s
 }
@@ -109,6 +115,8 @@ func (g *group) load(pkts []Packet, idx []uint8) (blocks uint64) {
 
 func sealSIMD(pkts []Packet, im impl) {
 	var g group
+	var pg polyGroup
+	var tags [lanes][TagSize]byte
 	var idx [maxChunk]uint8
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
@@ -118,18 +126,21 @@ func sealSIMD(pkts []Packet, im impl) {
 			lane := idx[i:min(i+lanes, len(c))]
 			blocks := g.load(c, lane)
 			chacha16(&g, 0, blocks+1)
+			macLanes(&pg, &g, c, lane, &tags, im)
 			for l, pi := range lane {
 				p := &c[pi]
-				n := len(p.Data) - TagSize
-				aeadTag((*[TagSize]byte)(p.Data[n:]), &g.polyKey[l], p.AD, p.Data[:n])
+				copy(p.Data[len(p.Data)-TagSize:], tags[l][:])
 			}
 		}
 	}
 	wipe(&g)
+	pg.wipe()
 }
 
 func openSIMD(pkts []Packet, ok []bool, im impl) {
 	var g group
+	var pg polyGroup
+	var tags [lanes][TagSize]byte
 	var idx [maxChunk]uint8
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
@@ -140,12 +151,11 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 			lane := idx[i:min(i+lanes, len(c))]
 			blocks := g.load(c, lane)
 			chacha16(&g, 0, 1)
+			macLanes(&pg, &g, c, lane, &tags, im)
 			for l, pi := range lane {
 				p := &c[pi]
 				n := len(p.Data) - TagSize
-				var tag [TagSize]byte
-				aeadTag(&tag, &g.polyKey[l], p.AD, p.Data[:n])
-				good := subtle.ConstantTimeCompare(tag[:], p.Data[n:]) == 1
+				good := subtle.ConstantTimeCompare(tags[l][:], p.Data[n:]) == 1
 				cok[pi] = good
 				if !good {
 					g.n[l] = 0 // not decrypted: zeroed below
@@ -161,6 +171,7 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 		}
 	}
 	wipe(&g)
+	pg.wipe()
 }
 
 // wipe erases g's key words and one-time keys. It is a separate,

@@ -10,5 +10,6 @@ import . "github.com/mmcloughlin/avo/build"
 func main() {
 	ConstraintExpr("amd64,!purego")
 	chacha16()
+	poly16()
 	Generate()
 }

@@ -1,0 +1,111 @@
+package chachapoly
+
+import (
+	"crypto/cipher"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// benchBurst is a burst of 64 packets and the same packets for x/crypto.
+type benchBurst struct {
+	pkts   []Packet
+	aeads  []cipher.AEAD // x/crypto AEAD of each packet's key
+	sealed [][]byte      // sealed copies, to restore before each open
+	ok     []bool
+}
+
+var benchSizes = []struct {
+	name string
+	lens func(i int) int
+}{
+	{"64", func(int) int { return 64 }},
+	{"128", func(int) int { return 128 }},
+	{"512", func(int) int { return 512 }},
+	{"1420", func(int) int { return 1420 }},
+	// Mixed: like an IMIX, mostly small with some full-size packets.
+	{"mixed", func(i int) int { return []int{64, 64, 128, 1420, 64, 576, 64, 1420}[i%8] }},
+}
+
+func newBenchBurst(b *testing.B, lens func(int) int, nkeys int) *benchBurst {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var refs []*ref
+	for range nkeys {
+		refs = append(refs, newRef(b, rng))
+	}
+	bb := &benchBurst{ok: make([]bool, 64)}
+	for i := range 64 {
+		r := refs[i%nkeys]
+		p := Packet{Key: &r.k, Counter: uint64(i), Data: make([]byte, lens(i)+TagSize)}
+		bb.pkts = append(bb.pkts, p)
+		bb.aeads = append(bb.aeads, r.a)
+	}
+	Seal(bb.pkts)
+	for _, p := range bb.pkts {
+		bb.sealed = append(bb.sealed, append([]byte(nil), p.Data...))
+	}
+	return bb
+}
+
+func (bb *benchBurst) restore() {
+	for i, p := range bb.pkts {
+		copy(p.Data, bb.sealed[i])
+	}
+}
+
+// BenchmarkBurst measures Seal and Open of 64 packets against x/crypto's
+// chacha20poly1305 sealing or opening the same 64 packets one call at a
+// time, in the same loop. Metrics: ns/pkt (burst), xcrypto-ns/pkt, and
+// ratio = burst / x/crypto (below 1 is faster).
+func BenchmarkBurst(b *testing.B) {
+	for _, op := range []string{"seal", "open"} {
+		for _, sz := range benchSizes {
+			for _, nkeys := range []int{1, 64} {
+				b.Run(fmt.Sprintf("%s/%s/keys=%d", op, sz.name, nkeys), func(b *testing.B) {
+					bb := newBenchBurst(b, sz.lens, nkeys)
+					var bytes int
+					for _, p := range bb.pkts {
+						bytes += len(p.Data) - TagSize
+					}
+					b.SetBytes(int64(bytes))
+					b.ReportAllocs()
+					var tBurst, tRef time.Duration
+					for b.Loop() {
+						if op == "open" {
+							bb.restore()
+						}
+						t0 := time.Now()
+						if op == "seal" {
+							Seal(bb.pkts)
+						} else if Open(bb.pkts, bb.ok) != 0 {
+							b.Fatal("open failed")
+						}
+						t1 := time.Now()
+						if op == "open" {
+							bb.restore()
+						}
+						t2 := time.Now()
+						for i := range bb.pkts {
+							p := &bb.pkts[i]
+							n := nonce(p)
+							m := len(p.Data) - TagSize
+							if op == "seal" {
+								bb.aeads[i].Seal(p.Data[:0], n[:], p.Data[:m], nil)
+							} else if _, err := bb.aeads[i].Open(p.Data[:0], n[:], p.Data, nil); err != nil {
+								b.Fatal(err)
+							}
+						}
+						t3 := time.Now()
+						tBurst += t1.Sub(t0)
+						tRef += t3.Sub(t2)
+					}
+					pk := float64(b.N) * float64(len(bb.pkts))
+					b.ReportMetric(float64(tBurst.Nanoseconds())/pk, "ns/pkt")
+					b.ReportMetric(float64(tRef.Nanoseconds())/pk, "xcrypto-ns/pkt")
+					b.ReportMetric(float64(tBurst)/float64(tRef), "ratio")
+				})
+			}
+		}
+	}
+}
