@@ -2,6 +2,7 @@ package chachapoly
 
 import (
 	"crypto/cipher"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -14,6 +15,7 @@ type benchBurst struct {
 	aeads  []cipher.AEAD // x/crypto AEAD of each packet's key
 	sealed [][]byte      // sealed copies, to restore before each open
 	ok     []bool
+	nonce  []byte // x/crypto's nonce buffer, reused (no allocation)
 }
 
 var benchSizes = []struct {
@@ -34,7 +36,7 @@ func newBenchBurst(b *testing.B, lens func(int) int, nkeys int) *benchBurst {
 	for range nkeys {
 		refs = append(refs, newRef(b, rng))
 	}
-	bb := &benchBurst{ok: make([]bool, 64)}
+	bb := &benchBurst{ok: make([]bool, 64), nonce: make([]byte, 12)}
 	for i := range 64 {
 		r := refs[i%nkeys]
 		p := Packet{Key: &r.k, Counter: uint64(i), Data: make([]byte, lens(i)+TagSize)}
@@ -88,11 +90,12 @@ func BenchmarkBurst(b *testing.B) {
 						t2 := time.Now()
 						for i := range bb.pkts {
 							p := &bb.pkts[i]
-							n := nonce(p)
+							n := bb.nonce
+							binary.LittleEndian.PutUint64(n[4:], p.Counter)
 							m := len(p.Data) - TagSize
 							if op == "seal" {
-								bb.aeads[i].Seal(p.Data[:0], n[:], p.Data[:m], nil)
-							} else if _, err := bb.aeads[i].Open(p.Data[:0], n[:], p.Data, nil); err != nil {
+								bb.aeads[i].Seal(p.Data[:0], n, p.Data[:m], nil)
+							} else if _, err := bb.aeads[i].Open(p.Data[:0], n, p.Data, nil); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -106,6 +109,39 @@ func BenchmarkBurst(b *testing.B) {
 					b.ReportMetric(float64(tBurst)/float64(tRef), "ratio")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkShortRun measures Seal of short runs (1 to 64 packets of 64
+// bytes) against x/crypto in the same loop: it decides below which run
+// length the burst path is not worth it (see minRun).
+func BenchmarkShortRun(b *testing.B) {
+	for _, size := range []int{64, 1420} {
+		for _, n := range []int{1, 2, 3, 4, 6, 8, 16, 64} {
+			b.Run(fmt.Sprintf("%d/n=%d", size, n), func(b *testing.B) {
+				bb := newBenchBurst(b, func(int) int { return size }, 1)
+				pkts := bb.pkts[:n]
+				var tBurst, tRef time.Duration
+				for k := 0; b.Loop(); k++ {
+					t0 := time.Now()
+					Seal(pkts)
+					t1 := time.Now()
+					for i := range pkts {
+						p := &pkts[i]
+						binary.LittleEndian.PutUint64(bb.nonce[4:], p.Counter)
+						m := len(p.Data) - TagSize
+						bb.aeads[i].Seal(p.Data[:0], bb.nonce, p.Data[:m], nil)
+					}
+					t2 := time.Now()
+					tBurst += t1.Sub(t0)
+					tRef += t2.Sub(t1)
+				}
+				pk := float64(b.N) * float64(n)
+				b.ReportMetric(float64(tBurst.Nanoseconds())/pk, "ns/pkt")
+				b.ReportMetric(float64(tRef.Nanoseconds())/pk, "xcrypto-ns/pkt")
+				b.ReportMetric(float64(tBurst)/float64(tRef), "ratio")
+			})
 		}
 	}
 }
