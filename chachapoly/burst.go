@@ -79,14 +79,17 @@ type impl int
 
 const (
 	implGeneric    impl = iota // x/crypto per packet
-	implAVX512                 // 16-lane ChaCha20, Poly1305 per lane
-	implAVX512IFMA             // 16-lane ChaCha20, 8-lane IFMA Poly1305
+	implAVX2                   // 8-lane ChaCha20, Poly1305 per lane (scalar)
+	implAVX512                 // 16-lane ChaCha20, Poly1305 per lane (scalar)
+	implAVX512IFMA             // 16-lane ChaCha20, IFMA Poly1305 in two halves of 8 lanes
 )
 
 func (i impl) String() string {
 	switch i {
 	case implGeneric:
 		return "generic"
+	case implAVX2:
+		return "avx2"
 	case implAVX512:
 		return "avx512"
 	case implAVX512IFMA:
@@ -101,7 +104,7 @@ var active = detect()
 
 func (i impl) seal(pkts []Packet) {
 	switch i {
-	case implAVX512, implAVX512IFMA:
+	case implAVX2, implAVX512, implAVX512IFMA:
 		sealSIMD(pkts, i)
 	default:
 		sealGeneric(pkts)
@@ -110,7 +113,7 @@ func (i impl) seal(pkts []Packet) {
 
 func (i impl) open(pkts []Packet, ok []bool) {
 	switch i {
-	case implAVX512, implAVX512IFMA:
+	case implAVX2, implAVX512, implAVX512IFMA:
 		openSIMD(pkts, ok, i)
 	default:
 		openGeneric(pkts, ok)

@@ -759,3 +759,773 @@ poly_done:
 	VMOVDQU64 Z5, 960(AX)
 	VZEROUPPER
 	RET
+
+DATA chacha8_sigma<>+0(SB)/4, $0x61707865
+DATA chacha8_sigma<>+4(SB)/4, $0x61707865
+DATA chacha8_sigma<>+8(SB)/4, $0x61707865
+DATA chacha8_sigma<>+12(SB)/4, $0x61707865
+DATA chacha8_sigma<>+16(SB)/4, $0x61707865
+DATA chacha8_sigma<>+20(SB)/4, $0x61707865
+DATA chacha8_sigma<>+24(SB)/4, $0x61707865
+DATA chacha8_sigma<>+28(SB)/4, $0x61707865
+DATA chacha8_sigma<>+32(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+36(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+40(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+44(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+48(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+52(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+56(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+60(SB)/4, $0x3320646e
+DATA chacha8_sigma<>+64(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+68(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+72(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+76(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+80(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+84(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+88(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+92(SB)/4, $0x79622d32
+DATA chacha8_sigma<>+96(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+100(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+104(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+108(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+112(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+116(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+120(SB)/4, $0x6b206574
+DATA chacha8_sigma<>+124(SB)/4, $0x6b206574
+GLOBL chacha8_sigma<>(SB), RODATA|NOPTR, $128
+
+DATA chacha8_rot16<>+0(SB)/1, $0x02
+DATA chacha8_rot16<>+1(SB)/1, $0x03
+DATA chacha8_rot16<>+2(SB)/1, $0x00
+DATA chacha8_rot16<>+3(SB)/1, $0x01
+DATA chacha8_rot16<>+4(SB)/1, $0x06
+DATA chacha8_rot16<>+5(SB)/1, $0x07
+DATA chacha8_rot16<>+6(SB)/1, $0x04
+DATA chacha8_rot16<>+7(SB)/1, $0x05
+DATA chacha8_rot16<>+8(SB)/1, $0x0a
+DATA chacha8_rot16<>+9(SB)/1, $0x0b
+DATA chacha8_rot16<>+10(SB)/1, $0x08
+DATA chacha8_rot16<>+11(SB)/1, $0x09
+DATA chacha8_rot16<>+12(SB)/1, $0x0e
+DATA chacha8_rot16<>+13(SB)/1, $0x0f
+DATA chacha8_rot16<>+14(SB)/1, $0x0c
+DATA chacha8_rot16<>+15(SB)/1, $0x0d
+DATA chacha8_rot16<>+16(SB)/1, $0x02
+DATA chacha8_rot16<>+17(SB)/1, $0x03
+DATA chacha8_rot16<>+18(SB)/1, $0x00
+DATA chacha8_rot16<>+19(SB)/1, $0x01
+DATA chacha8_rot16<>+20(SB)/1, $0x06
+DATA chacha8_rot16<>+21(SB)/1, $0x07
+DATA chacha8_rot16<>+22(SB)/1, $0x04
+DATA chacha8_rot16<>+23(SB)/1, $0x05
+DATA chacha8_rot16<>+24(SB)/1, $0x0a
+DATA chacha8_rot16<>+25(SB)/1, $0x0b
+DATA chacha8_rot16<>+26(SB)/1, $0x08
+DATA chacha8_rot16<>+27(SB)/1, $0x09
+DATA chacha8_rot16<>+28(SB)/1, $0x0e
+DATA chacha8_rot16<>+29(SB)/1, $0x0f
+DATA chacha8_rot16<>+30(SB)/1, $0x0c
+DATA chacha8_rot16<>+31(SB)/1, $0x0d
+GLOBL chacha8_rot16<>(SB), RODATA|NOPTR, $32
+
+DATA chacha8_rot8<>+0(SB)/1, $0x03
+DATA chacha8_rot8<>+1(SB)/1, $0x00
+DATA chacha8_rot8<>+2(SB)/1, $0x01
+DATA chacha8_rot8<>+3(SB)/1, $0x02
+DATA chacha8_rot8<>+4(SB)/1, $0x07
+DATA chacha8_rot8<>+5(SB)/1, $0x04
+DATA chacha8_rot8<>+6(SB)/1, $0x05
+DATA chacha8_rot8<>+7(SB)/1, $0x06
+DATA chacha8_rot8<>+8(SB)/1, $0x0b
+DATA chacha8_rot8<>+9(SB)/1, $0x08
+DATA chacha8_rot8<>+10(SB)/1, $0x09
+DATA chacha8_rot8<>+11(SB)/1, $0x0a
+DATA chacha8_rot8<>+12(SB)/1, $0x0f
+DATA chacha8_rot8<>+13(SB)/1, $0x0c
+DATA chacha8_rot8<>+14(SB)/1, $0x0d
+DATA chacha8_rot8<>+15(SB)/1, $0x0e
+DATA chacha8_rot8<>+16(SB)/1, $0x03
+DATA chacha8_rot8<>+17(SB)/1, $0x00
+DATA chacha8_rot8<>+18(SB)/1, $0x01
+DATA chacha8_rot8<>+19(SB)/1, $0x02
+DATA chacha8_rot8<>+20(SB)/1, $0x07
+DATA chacha8_rot8<>+21(SB)/1, $0x04
+DATA chacha8_rot8<>+22(SB)/1, $0x05
+DATA chacha8_rot8<>+23(SB)/1, $0x06
+DATA chacha8_rot8<>+24(SB)/1, $0x0b
+DATA chacha8_rot8<>+25(SB)/1, $0x08
+DATA chacha8_rot8<>+26(SB)/1, $0x09
+DATA chacha8_rot8<>+27(SB)/1, $0x0a
+DATA chacha8_rot8<>+28(SB)/1, $0x0f
+DATA chacha8_rot8<>+29(SB)/1, $0x0c
+DATA chacha8_rot8<>+30(SB)/1, $0x0d
+DATA chacha8_rot8<>+31(SB)/1, $0x0e
+GLOBL chacha8_rot8<>(SB), RODATA|NOPTR, $32
+
+// func chacha8(lanes *byte, j0 uint64, j1 uint64)
+// Requires: AVX, AVX2
+TEXT ·chacha8(SB), NOSPLIT, $352-24
+	MOVQ lanes+0(FP), AX
+	MOVQ j0+8(FP), CX
+	MOVQ j1+16(FP), DX
+
+c8_block:
+	CMPQ         CX, DX
+	JAE          c8_done
+	MOVL         CX, SI
+	MOVL         SI, (SP)
+	VPBROADCASTD (SP), Y12
+	VMOVDQU      Y12, 32(SP)
+	VMOVDQU      chacha8_sigma<>+0(SB), Y0
+	VMOVDQU      chacha8_sigma<>+32(SB), Y1
+	VMOVDQU      chacha8_sigma<>+64(SB), Y2
+	VMOVDQU      chacha8_sigma<>+96(SB), Y3
+	VMOVDQU      (AX), Y4
+	VMOVDQU      64(AX), Y5
+	VMOVDQU      128(AX), Y6
+	VMOVDQU      192(AX), Y7
+	VMOVDQU      256(AX), Y8
+	VMOVDQU      320(AX), Y9
+	VMOVDQU      384(AX), Y10
+	VMOVDQU      448(AX), Y11
+	VMOVDQU      512(AX), Y13
+	VMOVDQU      576(AX), Y14
+	VMOVDQU      640(AX), Y15
+	MOVL         $0x0000000a, SI
+
+c8_rounds:
+	VPADDD      Y4, Y0, Y0
+	VPADDD      Y5, Y1, Y1
+	VPADDD      Y6, Y2, Y2
+	VPADDD      Y7, Y3, Y3
+	VPXOR       Y0, Y12, Y12
+	VPXOR       Y1, Y13, Y13
+	VPXOR       Y2, Y14, Y14
+	VPXOR       Y3, Y15, Y15
+	VPSHUFB     chacha8_rot16<>+0(SB), Y12, Y12
+	VPSHUFB     chacha8_rot16<>+0(SB), Y13, Y13
+	VPSHUFB     chacha8_rot16<>+0(SB), Y14, Y14
+	VPSHUFB     chacha8_rot16<>+0(SB), Y15, Y15
+	VPADDD      Y12, Y8, Y8
+	VPADDD      Y13, Y9, Y9
+	VPADDD      Y14, Y10, Y10
+	VPADDD      Y15, Y11, Y11
+	VPXOR       Y8, Y4, Y4
+	VPXOR       Y9, Y5, Y5
+	VPXOR       Y10, Y6, Y6
+	VPXOR       Y11, Y7, Y7
+	VMOVDQU     Y12, (SP)
+	VPSLLD      $0x0c, Y4, Y12
+	VPSRLD      $0x14, Y4, Y4
+	VPOR        Y12, Y4, Y4
+	VPSLLD      $0x0c, Y5, Y12
+	VPSRLD      $0x14, Y5, Y5
+	VPOR        Y12, Y5, Y5
+	VPSLLD      $0x0c, Y6, Y12
+	VPSRLD      $0x14, Y6, Y6
+	VPOR        Y12, Y6, Y6
+	VPSLLD      $0x0c, Y7, Y12
+	VPSRLD      $0x14, Y7, Y7
+	VPOR        Y12, Y7, Y7
+	VMOVDQU     (SP), Y12
+	VPADDD      Y4, Y0, Y0
+	VPADDD      Y5, Y1, Y1
+	VPADDD      Y6, Y2, Y2
+	VPADDD      Y7, Y3, Y3
+	VPXOR       Y0, Y12, Y12
+	VPXOR       Y1, Y13, Y13
+	VPXOR       Y2, Y14, Y14
+	VPXOR       Y3, Y15, Y15
+	VPSHUFB     chacha8_rot8<>+0(SB), Y12, Y12
+	VPSHUFB     chacha8_rot8<>+0(SB), Y13, Y13
+	VPSHUFB     chacha8_rot8<>+0(SB), Y14, Y14
+	VPSHUFB     chacha8_rot8<>+0(SB), Y15, Y15
+	VPADDD      Y12, Y8, Y8
+	VPADDD      Y13, Y9, Y9
+	VPADDD      Y14, Y10, Y10
+	VPADDD      Y15, Y11, Y11
+	VPXOR       Y8, Y4, Y4
+	VPXOR       Y9, Y5, Y5
+	VPXOR       Y10, Y6, Y6
+	VPXOR       Y11, Y7, Y7
+	VMOVDQU     Y12, (SP)
+	VPSLLD      $0x07, Y4, Y12
+	VPSRLD      $0x19, Y4, Y4
+	VPOR        Y12, Y4, Y4
+	VPSLLD      $0x07, Y5, Y12
+	VPSRLD      $0x19, Y5, Y5
+	VPOR        Y12, Y5, Y5
+	VPSLLD      $0x07, Y6, Y12
+	VPSRLD      $0x19, Y6, Y6
+	VPOR        Y12, Y6, Y6
+	VPSLLD      $0x07, Y7, Y12
+	VPSRLD      $0x19, Y7, Y7
+	VPOR        Y12, Y7, Y7
+	VMOVDQU     (SP), Y12
+	VPADDD      Y5, Y0, Y0
+	VPADDD      Y6, Y1, Y1
+	VPADDD      Y7, Y2, Y2
+	VPADDD      Y4, Y3, Y3
+	VPXOR       Y0, Y15, Y15
+	VPXOR       Y1, Y12, Y12
+	VPXOR       Y2, Y13, Y13
+	VPXOR       Y3, Y14, Y14
+	VPSHUFB     chacha8_rot16<>+0(SB), Y15, Y15
+	VPSHUFB     chacha8_rot16<>+0(SB), Y12, Y12
+	VPSHUFB     chacha8_rot16<>+0(SB), Y13, Y13
+	VPSHUFB     chacha8_rot16<>+0(SB), Y14, Y14
+	VPADDD      Y15, Y10, Y10
+	VPADDD      Y12, Y11, Y11
+	VPADDD      Y13, Y8, Y8
+	VPADDD      Y14, Y9, Y9
+	VPXOR       Y10, Y5, Y5
+	VPXOR       Y11, Y6, Y6
+	VPXOR       Y8, Y7, Y7
+	VPXOR       Y9, Y4, Y4
+	VMOVDQU     Y12, (SP)
+	VPSLLD      $0x0c, Y5, Y12
+	VPSRLD      $0x14, Y5, Y5
+	VPOR        Y12, Y5, Y5
+	VPSLLD      $0x0c, Y6, Y12
+	VPSRLD      $0x14, Y6, Y6
+	VPOR        Y12, Y6, Y6
+	VPSLLD      $0x0c, Y7, Y12
+	VPSRLD      $0x14, Y7, Y7
+	VPOR        Y12, Y7, Y7
+	VPSLLD      $0x0c, Y4, Y12
+	VPSRLD      $0x14, Y4, Y4
+	VPOR        Y12, Y4, Y4
+	VMOVDQU     (SP), Y12
+	VPADDD      Y5, Y0, Y0
+	VPADDD      Y6, Y1, Y1
+	VPADDD      Y7, Y2, Y2
+	VPADDD      Y4, Y3, Y3
+	VPXOR       Y0, Y15, Y15
+	VPXOR       Y1, Y12, Y12
+	VPXOR       Y2, Y13, Y13
+	VPXOR       Y3, Y14, Y14
+	VPSHUFB     chacha8_rot8<>+0(SB), Y15, Y15
+	VPSHUFB     chacha8_rot8<>+0(SB), Y12, Y12
+	VPSHUFB     chacha8_rot8<>+0(SB), Y13, Y13
+	VPSHUFB     chacha8_rot8<>+0(SB), Y14, Y14
+	VPADDD      Y15, Y10, Y10
+	VPADDD      Y12, Y11, Y11
+	VPADDD      Y13, Y8, Y8
+	VPADDD      Y14, Y9, Y9
+	VPXOR       Y10, Y5, Y5
+	VPXOR       Y11, Y6, Y6
+	VPXOR       Y8, Y7, Y7
+	VPXOR       Y9, Y4, Y4
+	VMOVDQU     Y12, (SP)
+	VPSLLD      $0x07, Y5, Y12
+	VPSRLD      $0x19, Y5, Y5
+	VPOR        Y12, Y5, Y5
+	VPSLLD      $0x07, Y6, Y12
+	VPSRLD      $0x19, Y6, Y6
+	VPOR        Y12, Y6, Y6
+	VPSLLD      $0x07, Y7, Y12
+	VPSRLD      $0x19, Y7, Y7
+	VPOR        Y12, Y7, Y7
+	VPSLLD      $0x07, Y4, Y12
+	VPSRLD      $0x19, Y4, Y4
+	VPOR        Y12, Y4, Y4
+	VMOVDQU     (SP), Y12
+	DECL        SI
+	JNZ         c8_rounds
+	VPADDD      chacha8_sigma<>+0(SB), Y0, Y0
+	VPADDD      chacha8_sigma<>+32(SB), Y1, Y1
+	VPADDD      chacha8_sigma<>+64(SB), Y2, Y2
+	VPADDD      chacha8_sigma<>+96(SB), Y3, Y3
+	VPADDD      (AX), Y4, Y4
+	VPADDD      64(AX), Y5, Y5
+	VPADDD      128(AX), Y6, Y6
+	VPADDD      192(AX), Y7, Y7
+	VPADDD      256(AX), Y8, Y8
+	VPADDD      320(AX), Y9, Y9
+	VPADDD      384(AX), Y10, Y10
+	VPADDD      448(AX), Y11, Y11
+	VPADDD      32(SP), Y12, Y12
+	VPADDD      512(AX), Y13, Y13
+	VPADDD      576(AX), Y14, Y14
+	VPADDD      640(AX), Y15, Y15
+	VMOVDQU     Y8, 64(SP)
+	VMOVDQU     Y9, 96(SP)
+	VMOVDQU     Y10, 128(SP)
+	VMOVDQU     Y11, 160(SP)
+	VMOVDQU     Y12, 192(SP)
+	VMOVDQU     Y13, 224(SP)
+	VMOVDQU     Y14, 256(SP)
+	VMOVDQU     Y15, 288(SP)
+	LEAQ        -1(CX), BX
+	SHLQ        $0x06, BX
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y12
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x31, Y5, Y1, Y13
+	VPERM2I128  $0x20, Y6, Y2, Y10
+	VPERM2I128  $0x31, Y6, Y2, Y14
+	VPERM2I128  $0x20, Y7, Y3, Y11
+	VPERM2I128  $0x31, Y7, Y3, Y15
+	TESTQ       CX, CX
+	JNZ         c8_data0
+	VMOVDQU     Y8, 960(AX)
+	VMOVDQU     Y9, 992(AX)
+	VMOVDQU     Y10, 1024(AX)
+	VMOVDQU     Y11, 1056(AX)
+	VMOVDQU     Y12, 1088(AX)
+	VMOVDQU     Y13, 1120(AX)
+	VMOVDQU     Y14, 1152(AX)
+	VMOVDQU     Y15, 1184(AX)
+	JMP         c8_next
+
+c8_data0:
+	MOVQ    832(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_0
+	MOVQ    704(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_0
+	VPXOR   (R8), Y8, Y8
+	VMOVDQU Y8, (R8)
+	JMP     c8_skip0_0
+
+c8_partial0_0:
+	VMOVDQU Y8, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_0:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_0
+
+c8_skip0_0:
+	MOVQ    840(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_1
+	MOVQ    712(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_1
+	VPXOR   (R8), Y9, Y9
+	VMOVDQU Y9, (R8)
+	JMP     c8_skip0_1
+
+c8_partial0_1:
+	VMOVDQU Y9, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_1:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_1
+
+c8_skip0_1:
+	MOVQ    848(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_2
+	MOVQ    720(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_2
+	VPXOR   (R8), Y10, Y10
+	VMOVDQU Y10, (R8)
+	JMP     c8_skip0_2
+
+c8_partial0_2:
+	VMOVDQU Y10, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_2:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_2
+
+c8_skip0_2:
+	MOVQ    856(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_3
+	MOVQ    728(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_3
+	VPXOR   (R8), Y11, Y11
+	VMOVDQU Y11, (R8)
+	JMP     c8_skip0_3
+
+c8_partial0_3:
+	VMOVDQU Y11, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_3:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_3
+
+c8_skip0_3:
+	MOVQ    864(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_4
+	MOVQ    736(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_4
+	VPXOR   (R8), Y12, Y12
+	VMOVDQU Y12, (R8)
+	JMP     c8_skip0_4
+
+c8_partial0_4:
+	VMOVDQU Y12, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_4:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_4
+
+c8_skip0_4:
+	MOVQ    872(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_5
+	MOVQ    744(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_5
+	VPXOR   (R8), Y13, Y13
+	VMOVDQU Y13, (R8)
+	JMP     c8_skip0_5
+
+c8_partial0_5:
+	VMOVDQU Y13, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_5:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_5
+
+c8_skip0_5:
+	MOVQ    880(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_6
+	MOVQ    752(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_6
+	VPXOR   (R8), Y14, Y14
+	VMOVDQU Y14, (R8)
+	JMP     c8_skip0_6
+
+c8_partial0_6:
+	VMOVDQU Y14, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_6:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_6
+
+c8_skip0_6:
+	MOVQ    888(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_7
+	MOVQ    760(AX), R8
+	ADDQ    BX, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial0_7
+	VPXOR   (R8), Y15, Y15
+	VMOVDQU Y15, (R8)
+	JMP     c8_skip0_7
+
+c8_partial0_7:
+	VMOVDQU Y15, 320(SP)
+	XORQ    R9, R9
+
+c8_tail0_7:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail0_7
+
+c8_skip0_7:
+	VMOVDQU     64(SP), Y0
+	VMOVDQU     96(SP), Y1
+	VMOVDQU     128(SP), Y2
+	VMOVDQU     160(SP), Y3
+	VMOVDQU     192(SP), Y4
+	VMOVDQU     224(SP), Y5
+	VMOVDQU     256(SP), Y6
+	VMOVDQU     288(SP), Y7
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y12
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x31, Y5, Y1, Y13
+	VPERM2I128  $0x20, Y6, Y2, Y10
+	VPERM2I128  $0x31, Y6, Y2, Y14
+	VPERM2I128  $0x20, Y7, Y3, Y11
+	VPERM2I128  $0x31, Y7, Y3, Y15
+	MOVQ        832(AX), DI
+	SUBQ        BX, DI
+	SUBQ        $0x20, DI
+	JLE         c8_skip1_0
+	MOVQ        704(AX), R8
+	ADDQ        BX, R8
+	ADDQ        $0x20, R8
+	CMPQ        DI, $0x20
+	JB          c8_partial1_0
+	VPXOR       (R8), Y8, Y8
+	VMOVDQU     Y8, (R8)
+	JMP         c8_skip1_0
+
+c8_partial1_0:
+	VMOVDQU Y8, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_0:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_0
+
+c8_skip1_0:
+	MOVQ    840(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_1
+	MOVQ    712(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_1
+	VPXOR   (R8), Y9, Y9
+	VMOVDQU Y9, (R8)
+	JMP     c8_skip1_1
+
+c8_partial1_1:
+	VMOVDQU Y9, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_1:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_1
+
+c8_skip1_1:
+	MOVQ    848(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_2
+	MOVQ    720(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_2
+	VPXOR   (R8), Y10, Y10
+	VMOVDQU Y10, (R8)
+	JMP     c8_skip1_2
+
+c8_partial1_2:
+	VMOVDQU Y10, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_2:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_2
+
+c8_skip1_2:
+	MOVQ    856(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_3
+	MOVQ    728(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_3
+	VPXOR   (R8), Y11, Y11
+	VMOVDQU Y11, (R8)
+	JMP     c8_skip1_3
+
+c8_partial1_3:
+	VMOVDQU Y11, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_3:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_3
+
+c8_skip1_3:
+	MOVQ    864(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_4
+	MOVQ    736(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_4
+	VPXOR   (R8), Y12, Y12
+	VMOVDQU Y12, (R8)
+	JMP     c8_skip1_4
+
+c8_partial1_4:
+	VMOVDQU Y12, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_4:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_4
+
+c8_skip1_4:
+	MOVQ    872(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_5
+	MOVQ    744(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_5
+	VPXOR   (R8), Y13, Y13
+	VMOVDQU Y13, (R8)
+	JMP     c8_skip1_5
+
+c8_partial1_5:
+	VMOVDQU Y13, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_5:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_5
+
+c8_skip1_5:
+	MOVQ    880(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_6
+	MOVQ    752(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_6
+	VPXOR   (R8), Y14, Y14
+	VMOVDQU Y14, (R8)
+	JMP     c8_skip1_6
+
+c8_partial1_6:
+	VMOVDQU Y14, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_6:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_6
+
+c8_skip1_6:
+	MOVQ    888(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_7
+	MOVQ    760(AX), R8
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_7
+	VPXOR   (R8), Y15, Y15
+	VMOVDQU Y15, (R8)
+	JMP     c8_skip1_7
+
+c8_partial1_7:
+	VMOVDQU Y15, 320(SP)
+	XORQ    R9, R9
+
+c8_tail1_7:
+	MOVB 320(SP)(R9*1), SI
+	XORB SI, (R8)(R9*1)
+	INCQ R9
+	CMPQ R9, DI
+	JB   c8_tail1_7
+
+c8_skip1_7:
+c8_next:
+	INCQ CX
+	JMP  c8_block
+
+c8_done:
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, 320(SP)
+	VMOVDQU Y0, 64(SP)
+	VMOVDQU Y0, 96(SP)
+	VMOVDQU Y0, 128(SP)
+	VMOVDQU Y0, 160(SP)
+	VMOVDQU Y0, 192(SP)
+	VMOVDQU Y0, 224(SP)
+	VMOVDQU Y0, 256(SP)
+	VMOVDQU Y0, 288(SP)
+	VMOVDQU Y0, (SP)
+	VZEROALL
+	RET

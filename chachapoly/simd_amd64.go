@@ -30,12 +30,28 @@ type group struct {
 //go:noescape
 func chacha16(lanes *group, j0, j1 uint64)
 
+// chacha8 is in chacha_amd64.s.
+//
+//go:noescape
+func chacha8(lanes *group, j0, j1 uint64)
+
+// CPU features, read once (x/sys/cpu checks that the OS saves the
+// registers too).
+var (
+	hasAVX2   = cpu.X86.HasAVX2
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+	hasIFMA   = hasAVX512 && cpu.X86.HasAVX512IFMA
+)
+
+// detect picks the fastest implementation the CPU runs.
 func detect() impl {
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2 {
-		if cpu.X86.HasAVX512IFMA {
-			return implAVX512IFMA
-		}
+	switch {
+	case hasIFMA:
+		return implAVX512IFMA
+	case hasAVX512:
 		return implAVX512
+	case hasAVX2:
+		return implAVX2
 	}
 	return implGeneric
 }
@@ -43,13 +59,33 @@ func detect() impl {
 // supported lists the implementations this CPU can run, for tests.
 func supported() []impl {
 	s := []impl{implGeneric}
-	if detect() >= implAVX512 {
+	if hasAVX2 {
+		s = append(s, implAVX2)
+	}
+	if hasAVX512 {
 		s = append(s, implAVX512)
 	}
-	if detect() >= implAVX512IFMA {
+	if hasIFMA {
 		s = append(s, implAVX512IFMA)
 	}
 	return s
+}
+
+// width is the number of lanes of one ChaCha20 pass of im.
+func width(im impl) int {
+	if im == implAVX2 {
+		return 8
+	}
+	return lanes
+}
+
+// chacha runs blocks j0..j1-1 of g's lanes with im's kernel.
+func chacha(im impl, g *group, j0, j1 uint64) {
+	if im == implAVX2 {
+		chacha8(g, j0, j1)
+		return
+	}
+	chacha16(g, j0, j1)
 }
 
 // maxChunk is how many packets are ordered by length at once.
@@ -118,14 +154,15 @@ func sealSIMD(pkts []Packet, im impl) {
 	var pg polyGroup
 	var tags [lanes][TagSize]byte
 	var idx [maxChunk]uint8
+	w := width(im)
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
 		pkts = pkts[len(c):]
 		order(c, idx[:len(c)])
-		for i := 0; i < len(c); i += lanes {
-			lane := idx[i:min(i+lanes, len(c))]
+		for i := 0; i < len(c); i += w {
+			lane := idx[i:min(i+w, len(c))]
 			blocks := g.load(c, lane)
-			chacha16(&g, 0, blocks+1)
+			chacha(im, &g, 0, blocks+1)
 			macLanes(&pg, &g, c, lane, &tags, im)
 			for l, pi := range lane {
 				p := &c[pi]
@@ -142,15 +179,16 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 	var pg polyGroup
 	var tags [lanes][TagSize]byte
 	var idx [maxChunk]uint8
+	w := width(im)
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
 		cok := ok[:len(c)]
 		pkts, ok = pkts[len(c):], ok[len(c):]
 		order(c, idx[:len(c)])
-		for i := 0; i < len(c); i += lanes {
-			lane := idx[i:min(i+lanes, len(c))]
+		for i := 0; i < len(c); i += w {
+			lane := idx[i:min(i+w, len(c))]
 			blocks := g.load(c, lane)
-			chacha16(&g, 0, 1)
+			chacha(im, &g, 0, 1)
 			macLanes(&pg, &g, c, lane, &tags, im)
 			for l, pi := range lane {
 				p := &c[pi]
@@ -161,7 +199,7 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 					g.n[l] = 0 // not decrypted: zeroed below
 				}
 			}
-			chacha16(&g, 1, blocks+1)
+			chacha(im, &g, 1, blocks+1)
 			for _, pi := range lane {
 				if !cok[pi] {
 					p := &c[pi]

@@ -11,5 +11,6 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	chacha16()
 	poly16()
+	chacha8()
 	Generate()
 }
