@@ -61,6 +61,15 @@ func (bb *benchBurst) restore() {
 // time, in the same loop. Metrics: ns/pkt (burst), xcrypto-ns/pkt, and
 // ratio = burst / x/crypto (below 1 is faster).
 func BenchmarkBurst(b *testing.B) {
+	for _, im := range supported() {
+		b.Run(im.String(), func(b *testing.B) {
+			setImpl(b, im)
+			benchBurstImpl(b)
+		})
+	}
+}
+
+func benchBurstImpl(b *testing.B) {
 	for _, op := range []string{"seal", "open"} {
 		for _, sz := range benchSizes {
 			for _, nkeys := range []int{1, 64} {
