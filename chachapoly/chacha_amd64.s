@@ -4,12 +4,12 @@
 
 #include "textflag.h"
 
-// func chacha16(lanes *byte, j0 uint64, j1 uint64)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2
-TEXT ·chacha16(SB), NOSPLIT, $0-24
+// func chacha16(lanes *byte, blocks uint64)
+// Requires: AVX, AVX512BW, AVX512F, BMI2
+TEXT ·chacha16(SB), NOSPLIT, $0-16
 	MOVQ lanes+0(FP), AX
-	MOVQ j0+8(FP), CX
-	MOVQ j1+16(FP), DX
+	XORQ CX, CX
+	MOVQ blocks+8(FP), DX
 
 block:
 	CMPQ         CX, DX
@@ -31,6 +31,7 @@ block:
 	VMOVDQU32    384(AX), Z26
 	VMOVDQU32    448(AX), Z27
 	VPBROADCASTD CX, Z28
+	VPADDD       960(AX), Z28, Z28
 	VMOVDQU32    512(AX), Z29
 	VMOVDQU32    576(AX), Z30
 	VMOVDQU32    640(AX), Z31
@@ -231,33 +232,21 @@ rounds:
 	VSHUFI32X4  $0xdd, Z18, Z16, Z7
 	VSHUFI32X4  $0x88, Z19, Z17, Z11
 	VSHUFI32X4  $0xdd, Z19, Z17, Z15
-	TESTQ       CX, CX
-	JNZ         data
-	VMOVDQU32   Y0, 960(AX)
-	VMOVDQU32   Y1, 992(AX)
-	VMOVDQU32   Y2, 1024(AX)
-	VMOVDQU32   Y3, 1056(AX)
-	VMOVDQU32   Y4, 1088(AX)
-	VMOVDQU32   Y5, 1120(AX)
-	VMOVDQU32   Y6, 1152(AX)
-	VMOVDQU32   Y7, 1184(AX)
-	VMOVDQU32   Y8, 1216(AX)
-	VMOVDQU32   Y9, 1248(AX)
-	VMOVDQU32   Y10, 1280(AX)
-	VMOVDQU32   Y11, 1312(AX)
-	VMOVDQU32   Y12, 1344(AX)
-	VMOVDQU32   Y13, 1376(AX)
-	VMOVDQU32   Y14, 1408(AX)
-	VMOVDQU32   Y15, 1440(AX)
-	JMP         next
+	MOVQ        CX, BX
+	SHLQ        $0x06, BX
+	MOVQ        832(AX), DI
+	SUBQ        BX, DI
+	JLE         skip0
+	MOVQ        1024(AX), R8
+	TESTQ       R8, R8
+	JZ          abs0_0
+	ADDQ        AX, R8
+	JMP         ptr0_0
 
-data:
-	LEAQ      -1(CX), BX
-	SHLQ      $0x06, BX
-	MOVQ      832(AX), DI
-	SUBQ      BX, DI
-	JLE       skip0
-	MOVQ      704(AX), R8
+abs0_0:
+	MOVQ 704(AX), R8
+
+ptr0_0:
 	CMPQ      DI, $0x40
 	JB        partial0
 	VPXORD    (R8)(BX*1), Z0, Z0
@@ -273,10 +262,19 @@ partial0:
 	VMOVDQU8   Z0, K1, (R8)(BX*1)
 
 skip0:
-	MOVQ      840(AX), DI
-	SUBQ      BX, DI
-	JLE       skip1
-	MOVQ      712(AX), R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   skip1
+	MOVQ  1032(AX), R8
+	TESTQ R8, R8
+	JZ    abs1_1
+	ADDQ  AX, R8
+	JMP   ptr1_1
+
+abs1_1:
+	MOVQ 712(AX), R8
+
+ptr1_1:
 	CMPQ      DI, $0x40
 	JB        partial1
 	VPXORD    (R8)(BX*1), Z1, Z1
@@ -292,10 +290,19 @@ partial1:
 	VMOVDQU8   Z1, K1, (R8)(BX*1)
 
 skip1:
-	MOVQ      848(AX), DI
-	SUBQ      BX, DI
-	JLE       skip2
-	MOVQ      720(AX), R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   skip2
+	MOVQ  1040(AX), R8
+	TESTQ R8, R8
+	JZ    abs2_2
+	ADDQ  AX, R8
+	JMP   ptr2_2
+
+abs2_2:
+	MOVQ 720(AX), R8
+
+ptr2_2:
 	CMPQ      DI, $0x40
 	JB        partial2
 	VPXORD    (R8)(BX*1), Z2, Z2
@@ -311,10 +318,19 @@ partial2:
 	VMOVDQU8   Z2, K1, (R8)(BX*1)
 
 skip2:
-	MOVQ      856(AX), DI
-	SUBQ      BX, DI
-	JLE       skip3
-	MOVQ      728(AX), R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   skip3
+	MOVQ  1048(AX), R8
+	TESTQ R8, R8
+	JZ    abs3_3
+	ADDQ  AX, R8
+	JMP   ptr3_3
+
+abs3_3:
+	MOVQ 728(AX), R8
+
+ptr3_3:
 	CMPQ      DI, $0x40
 	JB        partial3
 	VPXORD    (R8)(BX*1), Z3, Z3
@@ -330,10 +346,19 @@ partial3:
 	VMOVDQU8   Z3, K1, (R8)(BX*1)
 
 skip3:
-	MOVQ      864(AX), DI
-	SUBQ      BX, DI
-	JLE       skip4
-	MOVQ      736(AX), R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   skip4
+	MOVQ  1056(AX), R8
+	TESTQ R8, R8
+	JZ    abs4_4
+	ADDQ  AX, R8
+	JMP   ptr4_4
+
+abs4_4:
+	MOVQ 736(AX), R8
+
+ptr4_4:
 	CMPQ      DI, $0x40
 	JB        partial4
 	VPXORD    (R8)(BX*1), Z4, Z4
@@ -349,10 +374,19 @@ partial4:
 	VMOVDQU8   Z4, K1, (R8)(BX*1)
 
 skip4:
-	MOVQ      872(AX), DI
-	SUBQ      BX, DI
-	JLE       skip5
-	MOVQ      744(AX), R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   skip5
+	MOVQ  1064(AX), R8
+	TESTQ R8, R8
+	JZ    abs5_5
+	ADDQ  AX, R8
+	JMP   ptr5_5
+
+abs5_5:
+	MOVQ 744(AX), R8
+
+ptr5_5:
 	CMPQ      DI, $0x40
 	JB        partial5
 	VPXORD    (R8)(BX*1), Z5, Z5
@@ -368,10 +402,19 @@ partial5:
 	VMOVDQU8   Z5, K1, (R8)(BX*1)
 
 skip5:
-	MOVQ      880(AX), DI
-	SUBQ      BX, DI
-	JLE       skip6
-	MOVQ      752(AX), R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   skip6
+	MOVQ  1072(AX), R8
+	TESTQ R8, R8
+	JZ    abs6_6
+	ADDQ  AX, R8
+	JMP   ptr6_6
+
+abs6_6:
+	MOVQ 752(AX), R8
+
+ptr6_6:
 	CMPQ      DI, $0x40
 	JB        partial6
 	VPXORD    (R8)(BX*1), Z6, Z6
@@ -387,10 +430,19 @@ partial6:
 	VMOVDQU8   Z6, K1, (R8)(BX*1)
 
 skip6:
-	MOVQ      888(AX), DI
-	SUBQ      BX, DI
-	JLE       skip7
-	MOVQ      760(AX), R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   skip7
+	MOVQ  1080(AX), R8
+	TESTQ R8, R8
+	JZ    abs7_7
+	ADDQ  AX, R8
+	JMP   ptr7_7
+
+abs7_7:
+	MOVQ 760(AX), R8
+
+ptr7_7:
 	CMPQ      DI, $0x40
 	JB        partial7
 	VPXORD    (R8)(BX*1), Z7, Z7
@@ -406,10 +458,19 @@ partial7:
 	VMOVDQU8   Z7, K1, (R8)(BX*1)
 
 skip7:
-	MOVQ      896(AX), DI
-	SUBQ      BX, DI
-	JLE       skip8
-	MOVQ      768(AX), R8
+	MOVQ  896(AX), DI
+	SUBQ  BX, DI
+	JLE   skip8
+	MOVQ  1088(AX), R8
+	TESTQ R8, R8
+	JZ    abs8_8
+	ADDQ  AX, R8
+	JMP   ptr8_8
+
+abs8_8:
+	MOVQ 768(AX), R8
+
+ptr8_8:
 	CMPQ      DI, $0x40
 	JB        partial8
 	VPXORD    (R8)(BX*1), Z8, Z8
@@ -425,10 +486,19 @@ partial8:
 	VMOVDQU8   Z8, K1, (R8)(BX*1)
 
 skip8:
-	MOVQ      904(AX), DI
-	SUBQ      BX, DI
-	JLE       skip9
-	MOVQ      776(AX), R8
+	MOVQ  904(AX), DI
+	SUBQ  BX, DI
+	JLE   skip9
+	MOVQ  1096(AX), R8
+	TESTQ R8, R8
+	JZ    abs9_9
+	ADDQ  AX, R8
+	JMP   ptr9_9
+
+abs9_9:
+	MOVQ 776(AX), R8
+
+ptr9_9:
 	CMPQ      DI, $0x40
 	JB        partial9
 	VPXORD    (R8)(BX*1), Z9, Z9
@@ -444,10 +514,19 @@ partial9:
 	VMOVDQU8   Z9, K1, (R8)(BX*1)
 
 skip9:
-	MOVQ      912(AX), DI
-	SUBQ      BX, DI
-	JLE       skip10
-	MOVQ      784(AX), R8
+	MOVQ  912(AX), DI
+	SUBQ  BX, DI
+	JLE   skip10
+	MOVQ  1104(AX), R8
+	TESTQ R8, R8
+	JZ    abs10_10
+	ADDQ  AX, R8
+	JMP   ptr10_10
+
+abs10_10:
+	MOVQ 784(AX), R8
+
+ptr10_10:
 	CMPQ      DI, $0x40
 	JB        partial10
 	VPXORD    (R8)(BX*1), Z10, Z10
@@ -463,10 +542,19 @@ partial10:
 	VMOVDQU8   Z10, K1, (R8)(BX*1)
 
 skip10:
-	MOVQ      920(AX), DI
-	SUBQ      BX, DI
-	JLE       skip11
-	MOVQ      792(AX), R8
+	MOVQ  920(AX), DI
+	SUBQ  BX, DI
+	JLE   skip11
+	MOVQ  1112(AX), R8
+	TESTQ R8, R8
+	JZ    abs11_11
+	ADDQ  AX, R8
+	JMP   ptr11_11
+
+abs11_11:
+	MOVQ 792(AX), R8
+
+ptr11_11:
 	CMPQ      DI, $0x40
 	JB        partial11
 	VPXORD    (R8)(BX*1), Z11, Z11
@@ -482,10 +570,19 @@ partial11:
 	VMOVDQU8   Z11, K1, (R8)(BX*1)
 
 skip11:
-	MOVQ      928(AX), DI
-	SUBQ      BX, DI
-	JLE       skip12
-	MOVQ      800(AX), R8
+	MOVQ  928(AX), DI
+	SUBQ  BX, DI
+	JLE   skip12
+	MOVQ  1120(AX), R8
+	TESTQ R8, R8
+	JZ    abs12_12
+	ADDQ  AX, R8
+	JMP   ptr12_12
+
+abs12_12:
+	MOVQ 800(AX), R8
+
+ptr12_12:
 	CMPQ      DI, $0x40
 	JB        partial12
 	VPXORD    (R8)(BX*1), Z12, Z12
@@ -501,10 +598,19 @@ partial12:
 	VMOVDQU8   Z12, K1, (R8)(BX*1)
 
 skip12:
-	MOVQ      936(AX), DI
-	SUBQ      BX, DI
-	JLE       skip13
-	MOVQ      808(AX), R8
+	MOVQ  936(AX), DI
+	SUBQ  BX, DI
+	JLE   skip13
+	MOVQ  1128(AX), R8
+	TESTQ R8, R8
+	JZ    abs13_13
+	ADDQ  AX, R8
+	JMP   ptr13_13
+
+abs13_13:
+	MOVQ 808(AX), R8
+
+ptr13_13:
 	CMPQ      DI, $0x40
 	JB        partial13
 	VPXORD    (R8)(BX*1), Z13, Z13
@@ -520,10 +626,19 @@ partial13:
 	VMOVDQU8   Z13, K1, (R8)(BX*1)
 
 skip13:
-	MOVQ      944(AX), DI
-	SUBQ      BX, DI
-	JLE       skip14
-	MOVQ      816(AX), R8
+	MOVQ  944(AX), DI
+	SUBQ  BX, DI
+	JLE   skip14
+	MOVQ  1136(AX), R8
+	TESTQ R8, R8
+	JZ    abs14_14
+	ADDQ  AX, R8
+	JMP   ptr14_14
+
+abs14_14:
+	MOVQ 816(AX), R8
+
+ptr14_14:
 	CMPQ      DI, $0x40
 	JB        partial14
 	VPXORD    (R8)(BX*1), Z14, Z14
@@ -539,10 +654,19 @@ partial14:
 	VMOVDQU8   Z14, K1, (R8)(BX*1)
 
 skip14:
-	MOVQ      952(AX), DI
-	SUBQ      BX, DI
-	JLE       skip15
-	MOVQ      824(AX), R8
+	MOVQ  952(AX), DI
+	SUBQ  BX, DI
+	JLE   skip15
+	MOVQ  1144(AX), R8
+	TESTQ R8, R8
+	JZ    abs15_15
+	ADDQ  AX, R8
+	JMP   ptr15_15
+
+abs15_15:
+	MOVQ 824(AX), R8
+
+ptr15_15:
 	CMPQ      DI, $0x40
 	JB        partial15
 	VPXORD    (R8)(BX*1), Z15, Z15
@@ -558,7 +682,6 @@ partial15:
 	VMOVDQU8   Z15, K1, (R8)(BX*1)
 
 skip15:
-next:
 	INCQ CX
 	JMP  block
 
@@ -862,12 +985,12 @@ DATA chacha8_rot8<>+30(SB)/1, $0x0d
 DATA chacha8_rot8<>+31(SB)/1, $0x0e
 GLOBL chacha8_rot8<>(SB), RODATA|NOPTR, $32
 
-// func chacha8(lanes *byte, j0 uint64, j1 uint64)
+// func chacha8(lanes *byte, blocks uint64)
 // Requires: AVX, AVX2
-TEXT ·chacha8(SB), NOSPLIT, $352-24
+TEXT ·chacha8(SB), NOSPLIT, $352-16
 	MOVQ lanes+0(FP), AX
-	MOVQ j0+8(FP), CX
-	MOVQ j1+16(FP), DX
+	XORQ CX, CX
+	MOVQ blocks+8(FP), DX
 
 c8_block:
 	CMPQ         CX, DX
@@ -875,6 +998,7 @@ c8_block:
 	MOVL         CX, SI
 	MOVL         SI, (SP)
 	VPBROADCASTD (SP), Y12
+	VPADDD       960(AX), Y12, Y12
 	VMOVDQU      Y12, 32(SP)
 	VMOVDQU      chacha8_sigma<>+0(SB), Y0
 	VMOVDQU      chacha8_sigma<>+32(SB), Y1
@@ -1056,7 +1180,7 @@ c8_rounds:
 	VMOVDQU     Y13, 224(SP)
 	VMOVDQU     Y14, 256(SP)
 	VMOVDQU     Y15, 288(SP)
-	LEAQ        -1(CX), BX
+	MOVQ        CX, BX
 	SHLQ        $0x06, BX
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
@@ -1082,23 +1206,19 @@ c8_rounds:
 	VPERM2I128  $0x31, Y6, Y2, Y14
 	VPERM2I128  $0x20, Y7, Y3, Y11
 	VPERM2I128  $0x31, Y7, Y3, Y15
-	TESTQ       CX, CX
-	JNZ         c8_data0
-	VMOVDQU     Y8, 960(AX)
-	VMOVDQU     Y9, 992(AX)
-	VMOVDQU     Y10, 1024(AX)
-	VMOVDQU     Y11, 1056(AX)
-	VMOVDQU     Y12, 1088(AX)
-	VMOVDQU     Y13, 1120(AX)
-	VMOVDQU     Y14, 1152(AX)
-	VMOVDQU     Y15, 1184(AX)
-	JMP         c8_next
+	MOVQ        832(AX), DI
+	SUBQ        BX, DI
+	JLE         c8_skip0_0
+	MOVQ        1024(AX), R8
+	TESTQ       R8, R8
+	JZ          abs0_16
+	ADDQ        AX, R8
+	JMP         ptr0_16
 
-c8_data0:
-	MOVQ    832(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_0
-	MOVQ    704(AX), R8
+abs0_16:
+	MOVQ 704(AX), R8
+
+ptr0_16:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_0
@@ -1118,10 +1238,19 @@ c8_tail0_0:
 	JB   c8_tail0_0
 
 c8_skip0_0:
-	MOVQ    840(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_1
-	MOVQ    712(AX), R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_1
+	MOVQ  1032(AX), R8
+	TESTQ R8, R8
+	JZ    abs1_17
+	ADDQ  AX, R8
+	JMP   ptr1_17
+
+abs1_17:
+	MOVQ 712(AX), R8
+
+ptr1_17:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_1
@@ -1141,10 +1270,19 @@ c8_tail0_1:
 	JB   c8_tail0_1
 
 c8_skip0_1:
-	MOVQ    848(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_2
-	MOVQ    720(AX), R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_2
+	MOVQ  1040(AX), R8
+	TESTQ R8, R8
+	JZ    abs2_18
+	ADDQ  AX, R8
+	JMP   ptr2_18
+
+abs2_18:
+	MOVQ 720(AX), R8
+
+ptr2_18:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_2
@@ -1164,10 +1302,19 @@ c8_tail0_2:
 	JB   c8_tail0_2
 
 c8_skip0_2:
-	MOVQ    856(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_3
-	MOVQ    728(AX), R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_3
+	MOVQ  1048(AX), R8
+	TESTQ R8, R8
+	JZ    abs3_19
+	ADDQ  AX, R8
+	JMP   ptr3_19
+
+abs3_19:
+	MOVQ 728(AX), R8
+
+ptr3_19:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_3
@@ -1187,10 +1334,19 @@ c8_tail0_3:
 	JB   c8_tail0_3
 
 c8_skip0_3:
-	MOVQ    864(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_4
-	MOVQ    736(AX), R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_4
+	MOVQ  1056(AX), R8
+	TESTQ R8, R8
+	JZ    abs4_20
+	ADDQ  AX, R8
+	JMP   ptr4_20
+
+abs4_20:
+	MOVQ 736(AX), R8
+
+ptr4_20:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_4
@@ -1210,10 +1366,19 @@ c8_tail0_4:
 	JB   c8_tail0_4
 
 c8_skip0_4:
-	MOVQ    872(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_5
-	MOVQ    744(AX), R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_5
+	MOVQ  1064(AX), R8
+	TESTQ R8, R8
+	JZ    abs5_21
+	ADDQ  AX, R8
+	JMP   ptr5_21
+
+abs5_21:
+	MOVQ 744(AX), R8
+
+ptr5_21:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_5
@@ -1233,10 +1398,19 @@ c8_tail0_5:
 	JB   c8_tail0_5
 
 c8_skip0_5:
-	MOVQ    880(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_6
-	MOVQ    752(AX), R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_6
+	MOVQ  1072(AX), R8
+	TESTQ R8, R8
+	JZ    abs6_22
+	ADDQ  AX, R8
+	JMP   ptr6_22
+
+abs6_22:
+	MOVQ 752(AX), R8
+
+ptr6_22:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_6
@@ -1256,10 +1430,19 @@ c8_tail0_6:
 	JB   c8_tail0_6
 
 c8_skip0_6:
-	MOVQ    888(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_7
-	MOVQ    760(AX), R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_7
+	MOVQ  1080(AX), R8
+	TESTQ R8, R8
+	JZ    abs7_23
+	ADDQ  AX, R8
+	JMP   ptr7_23
+
+abs7_23:
+	MOVQ 760(AX), R8
+
+ptr7_23:
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_7
@@ -1315,14 +1498,23 @@ c8_skip0_7:
 	SUBQ        BX, DI
 	SUBQ        $0x20, DI
 	JLE         c8_skip1_0
-	MOVQ        704(AX), R8
-	ADDQ        BX, R8
-	ADDQ        $0x20, R8
-	CMPQ        DI, $0x20
-	JB          c8_partial1_0
-	VPXOR       (R8), Y8, Y8
-	VMOVDQU     Y8, (R8)
-	JMP         c8_skip1_0
+	MOVQ        1024(AX), R8
+	TESTQ       R8, R8
+	JZ          abs0_24
+	ADDQ        AX, R8
+	JMP         ptr0_24
+
+abs0_24:
+	MOVQ 704(AX), R8
+
+ptr0_24:
+	ADDQ    BX, R8
+	ADDQ    $0x20, R8
+	CMPQ    DI, $0x20
+	JB      c8_partial1_0
+	VPXOR   (R8), Y8, Y8
+	VMOVDQU Y8, (R8)
+	JMP     c8_skip1_0
 
 c8_partial1_0:
 	VMOVDQU Y8, 320(SP)
@@ -1336,11 +1528,20 @@ c8_tail1_0:
 	JB   c8_tail1_0
 
 c8_skip1_0:
-	MOVQ    840(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_1
-	MOVQ    712(AX), R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_1
+	MOVQ  1032(AX), R8
+	TESTQ R8, R8
+	JZ    abs1_25
+	ADDQ  AX, R8
+	JMP   ptr1_25
+
+abs1_25:
+	MOVQ 712(AX), R8
+
+ptr1_25:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1361,11 +1562,20 @@ c8_tail1_1:
 	JB   c8_tail1_1
 
 c8_skip1_1:
-	MOVQ    848(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_2
-	MOVQ    720(AX), R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_2
+	MOVQ  1040(AX), R8
+	TESTQ R8, R8
+	JZ    abs2_26
+	ADDQ  AX, R8
+	JMP   ptr2_26
+
+abs2_26:
+	MOVQ 720(AX), R8
+
+ptr2_26:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1386,11 +1596,20 @@ c8_tail1_2:
 	JB   c8_tail1_2
 
 c8_skip1_2:
-	MOVQ    856(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_3
-	MOVQ    728(AX), R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_3
+	MOVQ  1048(AX), R8
+	TESTQ R8, R8
+	JZ    abs3_27
+	ADDQ  AX, R8
+	JMP   ptr3_27
+
+abs3_27:
+	MOVQ 728(AX), R8
+
+ptr3_27:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1411,11 +1630,20 @@ c8_tail1_3:
 	JB   c8_tail1_3
 
 c8_skip1_3:
-	MOVQ    864(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_4
-	MOVQ    736(AX), R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_4
+	MOVQ  1056(AX), R8
+	TESTQ R8, R8
+	JZ    abs4_28
+	ADDQ  AX, R8
+	JMP   ptr4_28
+
+abs4_28:
+	MOVQ 736(AX), R8
+
+ptr4_28:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1436,11 +1664,20 @@ c8_tail1_4:
 	JB   c8_tail1_4
 
 c8_skip1_4:
-	MOVQ    872(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_5
-	MOVQ    744(AX), R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_5
+	MOVQ  1064(AX), R8
+	TESTQ R8, R8
+	JZ    abs5_29
+	ADDQ  AX, R8
+	JMP   ptr5_29
+
+abs5_29:
+	MOVQ 744(AX), R8
+
+ptr5_29:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1461,11 +1698,20 @@ c8_tail1_5:
 	JB   c8_tail1_5
 
 c8_skip1_5:
-	MOVQ    880(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_6
-	MOVQ    752(AX), R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_6
+	MOVQ  1072(AX), R8
+	TESTQ R8, R8
+	JZ    abs6_30
+	ADDQ  AX, R8
+	JMP   ptr6_30
+
+abs6_30:
+	MOVQ 752(AX), R8
+
+ptr6_30:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1486,11 +1732,20 @@ c8_tail1_6:
 	JB   c8_tail1_6
 
 c8_skip1_6:
-	MOVQ    888(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_7
-	MOVQ    760(AX), R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_7
+	MOVQ  1080(AX), R8
+	TESTQ R8, R8
+	JZ    abs7_31
+	ADDQ  AX, R8
+	JMP   ptr7_31
+
+abs7_31:
+	MOVQ 760(AX), R8
+
+ptr7_31:
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1511,7 +1766,6 @@ c8_tail1_7:
 	JB   c8_tail1_7
 
 c8_skip1_7:
-c8_next:
 	INCQ CX
 	JMP  c8_block
 

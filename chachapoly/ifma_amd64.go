@@ -98,34 +98,62 @@ func (pg *polyGroup) wipe() {
 	clear(pg.h[:])
 }
 
-// macLanes computes the tags of the packets pkts[lane[l]] in lane l of g
-// (whose one-time keys g.polyKey hold), into tags[l]. Packets with
-// additional data take the scalar path.
-func macLanes(pg *polyGroup, g *group, c []Packet, lane []uint8, tags *[lanes][TagSize]byte, im impl) {
+// mac computes the tag of every packet of c into ch.tags from the one-time
+// keys in ch.g.polyKey: with IFMA, 16 packets at a time in poly16 (packets
+// ordered by length so that lanes finish together; packets with additional
+// data take the scalar path); otherwise one packet at a time.
+func (ch *chunk) mac(im impl, c []Packet) {
 	if im != implAVX512IFMA {
-		for l, pi := range lane {
-			p := &c[pi]
+		for i := range c {
+			p := &c[i]
 			n := len(p.Data) - TagSize
-			aeadTag(&tags[l], &g.polyKey[l], p.AD, p.Data[:n])
+			aeadTag(&ch.tags[i], &ch.g.polyKey[i], p.AD, p.Data[:n])
 		}
 		return
 	}
-	var blocks uint64
-	for l := 0; l < lanes; l++ {
-		if l >= len(lane) || len(c[lane[l]].AD) > 0 {
-			pg.idle(l)
-			continue
+	var idx [maxChunk]uint8
+	orderByLen(c, idx[:len(c)])
+	pg := &ch.pg
+	for start := 0; start < len(c); start += lanes {
+		lane := idx[start:min(start+lanes, len(c))]
+		var blocks uint64
+		for l := 0; l < lanes; l++ {
+			if l >= len(lane) || len(c[lane[l]].AD) > 0 {
+				pg.idle(l)
+				continue
+			}
+			p := &c[lane[l]]
+			blocks = max(blocks, pg.load(l, &ch.g.polyKey[lane[l]], p.Data[:len(p.Data)-TagSize]))
 		}
-		p := &c[lane[l]]
-		blocks = max(blocks, pg.load(l, &g.polyKey[l], p.Data[:len(p.Data)-TagSize]))
+		poly16(pg, blocks)
+		for l, i := range lane {
+			p := &c[i]
+			if len(p.AD) > 0 {
+				aeadTag(&ch.tags[i], &ch.g.polyKey[i], p.AD, p.Data[:len(p.Data)-TagSize])
+				continue
+			}
+			pg.tag(l, &ch.g.polyKey[i], &ch.tags[i])
+		}
 	}
-	poly16(pg, blocks)
-	for l, pi := range lane {
-		p := &c[pi]
-		if len(p.AD) > 0 {
-			aeadTag(&tags[l], &g.polyKey[l], p.AD, p.Data[:len(p.Data)-TagSize])
-			continue
-		}
-		pg.tag(l, &g.polyKey[l], &tags[l])
+}
+
+// orderByLen fills idx with the indexes of c ordered by the size class of
+// their messages (counting sort).
+func orderByLen(c []Packet, idx []uint8) {
+	const classes = 16
+	var count [classes + 1]uint8
+	var class [maxChunk]uint8
+	for i := range c {
+		k := sizeClass((len(c[i].Data) - TagSize + 63) / 64)
+		class[i] = k
+		count[k+1]++
+	}
+	for k := 1; k <= classes; k++ {
+		count[k] += count[k-1]
+	}
+	for i := range c {
+		k := class[i]
+		idx[count[k]] = uint8(i)
+		count[k]++
 	}
 }

@@ -18,7 +18,9 @@ func TestGroupLayout(t *testing.T) {
 		{"nonce", unsafe.Offsetof(g.nonce), 512},
 		{"ptr", unsafe.Offsetof(g.ptr), 704},
 		{"n", unsafe.Offsetof(g.n), 832},
-		{"polyKey", unsafe.Offsetof(g.polyKey), 960},
+		{"ctr", unsafe.Offsetof(g.ctr), 960},
+		{"rel", unsafe.Offsetof(g.rel), 1024},
+		{"polyKey", unsafe.Offsetof(g.polyKey), offPolyKey},
 	} {
 		if c.got != c.want {
 			t.Errorf("offset of group.%s = %d, want %d", c.name, c.got, c.want)

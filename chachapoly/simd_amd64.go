@@ -13,27 +13,39 @@ import (
 // per 32-bit lane of a 512-bit register.
 const lanes = 16
 
-// group is the state of 16 lanes handed to the assembly. Its layout is
-// fixed (the generator in _asm hard-codes the offsets; TestGroupLayout
-// checks them). It lives on the caller's stack and is wiped before the
-// burst call returns.
+// group is the state of 16 lanes handed to the assembly: each lane XORs a
+// run of consecutive ChaCha20 key stream blocks (from block counter ctr on)
+// into n bytes at ptr. A lane is a job: a packet's Poly1305 key block (into
+// a zeroed 32-byte buffer), its whole message, or a segment of a long
+// message spread over idle lanes. Layout fixed (the generator in _asm
+// hard-codes the offsets; TestGroupLayout checks them). It lives on the
+// caller's stack and is wiped before the burst call returns.
 type group struct {
-	key     [8][lanes]uint32      // key words, word-major: key[w][l] is word w of lane l
-	nonce   [3][lanes]uint32      // nonce words 13..15 of the state, word-major
-	ptr     [lanes]unsafe.Pointer // start of each lane's message (nil if idle)
-	n       [lanes]int            // bytes of each lane's message (0 if idle)
-	polyKey [lanes][32]byte       // one-time Poly1305 key of each lane (block 0)
+	key   [8][lanes]uint32      // key words, word-major: key[w][l] is word w of lane l
+	nonce [3][lanes]uint32      // nonce words 13..15 of the state, word-major
+	ptr   [lanes]unsafe.Pointer // start of each lane's bytes (nil if idle)
+	n     [lanes]int            // bytes of each lane (0 if idle)
+	ctr   [lanes]uint32         // block counter of each lane's first block
+	rel   [lanes]uint64         // if not 0, the lane's bytes are polyKey, at this offset in the group
+
+	// polyKey holds the one-time Poly1305 keys of a chunk (RFC 8439
+	// §2.6), written by lanes whose rel points here. Kept inside the
+	// group, addressed by offset, so that no pointer into this stack
+	// object is stored in it (which would move it to the heap).
+	polyKey [maxChunk][32]byte
 }
+
+const offPolyKey = 1152 // offset of group.polyKey
 
 // chacha16 is in chacha_amd64.s.
 //
 //go:noescape
-func chacha16(lanes *group, j0, j1 uint64)
+func chacha16(lanes *group, blocks uint64)
 
 // chacha8 is in chacha_amd64.s.
 //
 //go:noescape
-func chacha8(lanes *group, j0, j1 uint64)
+func chacha8(lanes *group, blocks uint64)
 
 // CPU features, read once (x/sys/cpu checks that the OS saves the
 // registers too).
@@ -79,144 +91,195 @@ func width(im impl) int {
 	return lanes
 }
 
-// chacha runs blocks j0..j1-1 of g's lanes with im's kernel.
-func chacha(im impl, g *group, j0, j1 uint64) {
-	if im == implAVX2 {
-		chacha8(g, j0, j1)
+// chacha runs blocks 0..blocks-1 of g's lanes with im's kernel.
+func chacha(im impl, g *group, blocks uint64) {
+	if blocks == 0 {
 		return
 	}
-	chacha16(g, j0, j1)
+	if im == implAVX2 {
+		chacha8(g, blocks)
+		return
+	}
+	chacha16(g, blocks)
 }
 
-// maxChunk is how many packets are ordered by length at once.
+// maxChunk is how many packets are scheduled at once.
 const maxChunk = 64
 
-// order fills idx with the indexes of pkts (len(pkts) <= maxChunk) grouped by
-// size class (the bit length of the message's block count), so that a group
-// of 16 lanes holds messages of similar length and few lanes idle while the
-// longest finishes. It is a counting sort: linear, no comparison of data.
-func order(pkts []Packet, idx []uint8) {
-	const classes = 16
-	var count [classes + 1]uint8
-	var class [maxChunk]uint8
-	for i := range pkts {
-		c := sizeClass(len(pkts[i].Data) - TagSize)
-		class[i] = c
-		count[c+1]++
-	}
-	for c := 1; c <= classes; c++ {
-		count[c] += count[c-1]
-	}
-	for i := range pkts {
-		c := class[i]
-		idx[count[c]] = uint8(i)
-		count[c]++
-	}
+// job is a run of key stream blocks for one packet: counter ctr on, XORed
+// into n bytes at ptr.
+type job struct {
+	ptr unsafe.Pointer
+	rel uint64 // if not 0, the bytes are in the group at this offset, not at ptr
+	n   int
+	ctr uint32
+	pkt uint8 // index of the packet in the chunk (for its key and nonce)
 }
 
-func sizeClass(n int) uint8 {
-	b := uint((n + 63) / 64)
+func (j *job) blocks() int { return (j.n + 63) / 64 }
+
+// sizeClass is the bit length of a job's block count: jobs of one class
+// differ in length by less than 2x.
+func sizeClass(blocks int) uint8 {
 	c := uint8(0)
-	for b > 0 && c < 15 {
-		b >>= 1
+	for blocks > 0 && c < 15 {
+		blocks >>= 1
 		c++
 	}
 	return c
 }
 
-// load puts the packets pkts[idx[l]] in lanes l of g, idles the other lanes,
-// and returns the ChaCha20 block count of the longest message.
-func (g *group) load(pkts []Packet, idx []uint8) (blocks uint64) {
-	maxLen := 0
-	for l := 0; l < lanes; l++ {
-		if l >= len(idx) {
-			g.ptr[l], g.n[l] = nil, 0
+// sortJobs orders jobs by size class (a counting sort: linear, stable), so
+// that a group of lanes holds jobs of similar length and few lanes idle
+// while the longest finishes.
+func sortJobs(jobs, out []job) {
+	const classes = 16
+	var count [classes + 1]int
+	for i := range jobs {
+		count[sizeClass(jobs[i].blocks())+1]++
+	}
+	for c := 1; c <= classes; c++ {
+		count[c] += count[c-1]
+	}
+	for i := range jobs {
+		c := sizeClass(jobs[i].blocks())
+		out[count[c]] = jobs[i]
+		count[c]++
+	}
+}
+
+// run computes all jobs (sorted by sortJobs), w lanes at a time. A group
+// with idle lanes splits its longest jobs into segments over them (a job of
+// b blocks into two of b/2 and b-b/2), so that a lone long message costs
+// few passes.
+func run(im impl, g *group, c []Packet, jobs []job) {
+	w := width(im)
+	for start := 0; start < len(jobs); start += w {
+		var lane [lanes]job
+		m := copy(lane[:w], jobs[start:])
+		for m < w {
+			long, lb := -1, 1
+			for l := 0; l < m; l++ {
+				if b := lane[l].blocks(); b > lb {
+					long, lb = l, b
+				}
+			}
+			if long < 0 {
+				break
+			}
+			a := &lane[long]
+			h := lb / 2
+			lane[m] = job{ptr: unsafe.Add(a.ptr, 64*h), n: a.n - 64*h, ctr: a.ctr + uint32(h), pkt: a.pkt}
+			a.n = 64 * h
+			m++
+		}
+		blocks := 0
+		for l := 0; l < lanes; l++ {
+			if l >= m {
+				g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = nil, 0, 0, 0
+				continue
+			}
+			j := &lane[l]
+			p := &c[j.pkt]
+			k := &p.Key.w
+			for w := range k {
+				g.key[w][l] = k[w]
+			}
+			g.nonce[0][l] = p.nonce0
+			g.nonce[1][l] = uint32(p.Counter)
+			g.nonce[2][l] = uint32(p.Counter >> 32)
+			g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = j.ptr, j.n, j.ctr, j.rel
+			blocks = max(blocks, j.blocks())
+		}
+		chacha(im, g, uint64(blocks))
+	}
+}
+
+// chunk is the per-call scratch of the SIMD paths, on the caller's stack.
+type chunk struct {
+	g       group
+	pg      polyGroup
+	polyKey [maxChunk][32]byte // one-time Poly1305 keys (RFC 8439 §2.6)
+	tags    [maxChunk][TagSize]byte
+	jobs    [2 * maxChunk]job
+	sorted  [2 * maxChunk]job
+}
+
+// keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of every
+// packet of c to jobs, into zeroed ch.g.polyKey.
+func (ch *chunk) keyJobs(c []Packet, jobs []job) []job {
+	for i := range c {
+		ch.g.polyKey[i] = [32]byte{}
+		jobs = append(jobs, job{rel: uint64(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+	}
+	return jobs
+}
+
+// dataJobs adds the message of every packet of c (from block 1) whose ok
+// is true (all if ok is nil).
+func dataJobs(c []Packet, ok []bool, jobs []job) []job {
+	for i := range c {
+		n := len(c[i].Data) - TagSize
+		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
-		p := &pkts[idx[l]]
-		k := &p.Key.w
-		for w := range k {
-			g.key[w][l] = k[w]
-		}
-		g.nonce[0][l] = p.nonce0
-		g.nonce[1][l] = uint32(p.Counter)
-		g.nonce[2][l] = uint32(p.Counter >> 32)
-		n := len(p.Data) - TagSize
-		g.ptr[l] = unsafe.Pointer(unsafe.SliceData(p.Data))
-		g.n[l] = n
-		maxLen = max(maxLen, n)
+		jobs = append(jobs, job{ptr: unsafe.Pointer(unsafe.SliceData(c[i].Data)), n: n, ctr: 1, pkt: uint8(i)})
 	}
-	return uint64(maxLen+63) / 64
+	return jobs
+}
+
+func (ch *chunk) runJobs(im impl, c []Packet, jobs []job) {
+	s := ch.sorted[:len(jobs)]
+	sortJobs(jobs, s)
+	run(im, &ch.g, c, s)
 }
 
 func sealSIMD(pkts []Packet, im impl) {
-	var g group
-	var pg polyGroup
-	var tags [lanes][TagSize]byte
-	var idx [maxChunk]uint8
-	w := width(im)
+	var ch chunk
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
 		pkts = pkts[len(c):]
-		order(c, idx[:len(c)])
-		for i := 0; i < len(c); i += w {
-			lane := idx[i:min(i+w, len(c))]
-			blocks := g.load(c, lane)
-			chacha(im, &g, 0, blocks+1)
-			macLanes(&pg, &g, c, lane, &tags, im)
-			for l, pi := range lane {
-				p := &c[pi]
-				copy(p.Data[len(p.Data)-TagSize:], tags[l][:])
-			}
+		jobs := ch.keyJobs(c, ch.jobs[:0])
+		jobs = dataJobs(c, nil, jobs)
+		ch.runJobs(im, c, jobs)
+		ch.mac(im, c)
+		for i := range c {
+			d := c[i].Data
+			copy(d[len(d)-TagSize:], ch.tags[i][:])
 		}
 	}
-	wipe(&g)
-	pg.wipe()
+	ch.wipe()
 }
 
 func openSIMD(pkts []Packet, ok []bool, im impl) {
-	var g group
-	var pg polyGroup
-	var tags [lanes][TagSize]byte
-	var idx [maxChunk]uint8
-	w := width(im)
+	var ch chunk
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
 		cok := ok[:len(c)]
 		pkts, ok = pkts[len(c):], ok[len(c):]
-		order(c, idx[:len(c)])
-		for i := 0; i < len(c); i += w {
-			lane := idx[i:min(i+w, len(c))]
-			blocks := g.load(c, lane)
-			chacha(im, &g, 0, 1)
-			macLanes(&pg, &g, c, lane, &tags, im)
-			for l, pi := range lane {
-				p := &c[pi]
-				n := len(p.Data) - TagSize
-				good := subtle.ConstantTimeCompare(tags[l][:], p.Data[n:]) == 1
-				cok[pi] = good
-				if !good {
-					g.n[l] = 0 // not decrypted: zeroed below
-				}
-			}
-			chacha(im, &g, 1, blocks+1)
-			for _, pi := range lane {
-				if !cok[pi] {
-					p := &c[pi]
-					clear(p.Data[:len(p.Data)-TagSize])
-				}
+		ch.runJobs(im, c, ch.keyJobs(c, ch.jobs[:0]))
+		ch.mac(im, c)
+		for i := range c {
+			d := c[i].Data
+			cok[i] = subtle.ConstantTimeCompare(ch.tags[i][:], d[len(d)-TagSize:]) == 1
+		}
+		ch.runJobs(im, c, dataJobs(c, cok, ch.jobs[:0]))
+		for i := range c {
+			if !cok[i] {
+				d := c[i].Data
+				clear(d[:len(d)-TagSize])
 			}
 		}
 	}
-	wipe(&g)
-	pg.wipe()
+	ch.wipe()
 }
 
-// wipe erases g's key words and one-time keys. It is a separate,
-// non-inlined function so that the stores are not removed as dead.
+// wipe erases the key words, one-time keys and Poly1305 state. It is not
+// inlined, so that the stores are not removed as dead.
 //
 //go:noinline
-func wipe(g *group) {
-	clear(g.key[:])
-	clear(g.polyKey[:])
+func (ch *chunk) wipe() {
+	clear(ch.g.key[:])
+	clear(ch.g.polyKey[:])
+	ch.pg.wipe()
 }

@@ -39,7 +39,7 @@ func chacha8() {
 		}
 	}
 
-	TEXT("chacha8", NOSPLIT, "func(lanes *byte, j0, j1 uint64)")
+	TEXT("chacha8", NOSPLIT, "func(lanes *byte, blocks uint64)")
 	Doc("chacha8 is chacha16 for lanes 0..7 of lanes with AVX2 only.")
 	park := AllocLocal(32)  // parked register during 12/7 rotations
 	ctrv := AllocLocal(32)  // counter vector of this block
@@ -47,8 +47,8 @@ func chacha8() {
 	ks := AllocLocal(32)    // key stream of a partial tail
 	g, j, jn := GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
-	Load(Param("j0"), j)
-	Load(Param("j1"), jn)
+	XORQ(j, j)
+	Load(Param("blocks"), jn)
 	off, tmp, rem, ptr, k := GP64(), GP64(), GP64(), GP64(), GP64()
 
 	Label("c8_block")
@@ -57,6 +57,7 @@ func chacha8() {
 	MOVL(j.As32(), tmp.As32())
 	MOVL(tmp.As32(), park)
 	VPBROADCASTD(park, Y12)
+	VPADDD(Mem{Base: g, Disp: offCtr}, Y12, Y12)
 	VMOVDQU(Y12, ctrv)
 	for i := 0; i < 4; i++ {
 		VMOVDQU(sig.Offset(32*i), y(i))
@@ -138,7 +139,7 @@ func chacha8() {
 		VMOVDQU(y(i), rows.Offset(32*(i-8)))
 	}
 
-	LEAQ(Mem{Base: j, Disp: -1}, off)
+	MOVQ(j, off)
 	SHLQ(U8(6), off)
 	for half := 0; half < 2; half++ {
 		if half == 1 {
@@ -164,15 +165,6 @@ func chacha8() {
 			VPERM2I128(U8(0x31), y(4+i), y(i), y(12+i))
 		}
 		// Lane l's 32 bytes are in Y(8+l).
-		if half == 0 {
-			TESTQ(j, j)
-			JNZ(LabelRef("c8_data0"))
-			for l := 0; l < 8; l++ {
-				VMOVDQU(y(8+l), Mem{Base: g, Disp: offPolyKey + 32*l})
-			}
-			JMP(LabelRef("c8_next"))
-			Label("c8_data0")
-		}
 		for l := 0; l < 8; l++ {
 			skip := fmt.Sprintf("c8_skip%d_%d", half, l)
 			partial := fmt.Sprintf("c8_partial%d_%d", half, l)
@@ -182,7 +174,7 @@ func chacha8() {
 				SUBQ(U8(32), rem)
 			}
 			JLE(LabelRef(skip))
-			MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
+			lanePtr(g, l, ptr)
 			ADDQ(off, ptr)
 			if half == 1 {
 				ADDQ(U8(32), ptr)
@@ -206,7 +198,6 @@ func chacha8() {
 		}
 	}
 
-	Label("c8_next")
 	INCQ(j)
 	JMP(LabelRef("c8_block"))
 

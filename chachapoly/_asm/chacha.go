@@ -11,11 +11,12 @@ import (
 // Offsets of the fields of chachapoly.group; TestGroupLayout in the package
 // checks that they match the Go struct.
 const (
-	offKey     = 0   // [8][16]uint32 key words, word-major
-	offNonce   = 512 // [3][16]uint32 nonce words, word-major
-	offPtr     = 704 // [16]unsafe.Pointer start of each lane's message
-	offLen     = 832 // [16]int bytes of each lane's message
-	offPolyKey = 960 // [16][32]byte one-time Poly1305 key of each lane
+	offKey   = 0    // [8][16]uint32 key words, word-major
+	offNonce = 512  // [3][16]uint32 nonce words, word-major
+	offPtr   = 704  // [16]unsafe.Pointer start of each lane's message
+	offLen   = 832  // [16]int bytes of each lane's message
+	offCtr   = 960  // [16]uint32 block counter of each lane's first block
+	offRel   = 1024 // [16]uint64 if not 0: the lane's bytes are at this offset in the group
 )
 
 // sigma is the ChaCha20 constant "expand 32-byte k", RFC 8439 §2.3.
@@ -82,15 +83,15 @@ func transpose() {
 }
 
 func chacha16() {
-	TEXT("chacha16", NOSPLIT, "func(lanes *byte, j0, j1 uint64)")
-	Doc("chacha16 runs ChaCha20 blocks j0..j1-1 of the 16 lanes of g: block 0",
-		"stores the first 32 bytes of each lane's key stream in g's Poly1305 keys,",
-		"block j >= 1 is XORed into bytes 64(j-1) .. 64j of each lane's message",
-		"(masked to the lane's length). It requires AVX-512 F and BW.")
+	TEXT("chacha16", NOSPLIT, "func(lanes *byte, blocks uint64)")
+	Doc("chacha16 XORs blocks 0..blocks-1 of each of the 16 lanes' ChaCha20",
+		"key streams (block counter ctr+j for block j) into bytes 64j .. 64j+63",
+		"of the lane's message, masked to the lane's length. It requires",
+		"AVX-512 F, BW and BMI2.")
 	g, j, jn := GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
-	Load(Param("j0"), j)
-	Load(Param("j1"), jn)
+	XORQ(j, j)
+	Load(Param("blocks"), jn)
 	off := GP64()
 	cnt := GP64()
 	tmp := GP64()
@@ -108,6 +109,7 @@ func chacha16() {
 		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(20+w))
 	}
 	VPBROADCASTD(j.As32(), z(28))
+	VPADDD(Mem{Base: g, Disp: offCtr}, z(28), z(28))
 	for w := 0; w < 3; w++ {
 		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(29+w))
 	}
@@ -127,15 +129,7 @@ func chacha16() {
 	}
 	transpose()
 
-	TESTQ(j, j)
-	JNZ(LabelRef("data"))
-	for l := 0; l < 16; l++ {
-		VMOVDQU32(z(l).AsY(), Mem{Base: g, Disp: offPolyKey + 32*l})
-	}
-	JMP(LabelRef("next"))
-
-	Label("data")
-	LEAQ(Mem{Base: j, Disp: -1}, off)
+	MOVQ(j, off)
 	SHLQ(U8(6), off)
 	rem := GP64()
 	ptr := GP64()
@@ -145,7 +139,7 @@ func chacha16() {
 		MOVQ(Mem{Base: g, Disp: offLen + 8*l}, rem)
 		SUBQ(off, rem)
 		JLE(LabelRef(skip))
-		MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
+		lanePtr(g, l, ptr)
 		at := Mem{Base: ptr, Index: off, Scale: 1}
 		CMPQ(rem, U8(64))
 		JB(LabelRef(partial))
@@ -162,7 +156,6 @@ func chacha16() {
 		Label(skip)
 	}
 
-	Label("next")
 	INCQ(j)
 	JMP(LabelRef("block"))
 
@@ -174,3 +167,21 @@ func chacha16() {
 	}
 	RET()
 }
+
+// lanePtr loads lane l's byte address into ptr: the group's own memory at
+// offset rel when rel is not 0 (Poly1305 key blocks), else ptr.
+func lanePtr(g Register, l int, ptr Register) {
+	abs := fmt.Sprintf("abs%d_%d", l, labelSeq)
+	done := fmt.Sprintf("ptr%d_%d", l, labelSeq)
+	labelSeq++
+	MOVQ(Mem{Base: g, Disp: offRel + 8*l}, ptr)
+	TESTQ(ptr, ptr)
+	JZ(LabelRef(abs))
+	ADDQ(g, ptr)
+	JMP(LabelRef(done))
+	Label(abs)
+	MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
+	Label(done)
+}
+
+var labelSeq int
