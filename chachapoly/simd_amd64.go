@@ -4,6 +4,7 @@ package chachapoly
 
 import (
 	"crypto/subtle"
+	"math/bits"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -33,6 +34,11 @@ type group struct {
 	// group, addressed by offset, so that no pointer into this stack
 	// object is stored in it (which would move it to the heap).
 	polyKey [maxChunk][32]byte
+
+	// keyOf[l] is the Key whose words lane l holds in key (Go only, not
+	// read by the assembly): a lane keeps its key words from one pass to
+	// the next when the key is the same, as in a one-key burst.
+	keyOf [lanes]*Key
 }
 
 const offPolyKey = 1152 // offset of group.polyKey
@@ -107,13 +113,15 @@ func chacha(im impl, g *group, blocks uint64) {
 const maxChunk = 64
 
 // job is a run of key stream blocks for one packet: counter ctr on, XORed
-// into n bytes at ptr.
+// into n bytes at offset off of the packet's Data, or, if rel is not 0, at
+// offset rel in the group (a Poly1305 key block). It holds no pointer, so
+// that moving jobs is a plain copy.
 type job struct {
-	ptr unsafe.Pointer
-	rel uint64 // if not 0, the bytes are in the group at this offset, not at ptr
+	off int
 	n   int
+	rel uint32
 	ctr uint32
-	pkt uint8 // index of the packet in the chunk (for its key and nonce)
+	pkt uint8 // index of the packet in the chunk (for its key, nonce and Data)
 }
 
 func (j *job) blocks() int { return (j.n + 63) / 64 }
@@ -121,12 +129,7 @@ func (j *job) blocks() int { return (j.n + 63) / 64 }
 // sizeClass is the bit length of a job's block count: jobs of one class
 // differ in length by less than 2x.
 func sizeClass(blocks int) uint8 {
-	c := uint8(0)
-	for blocks > 0 && c < 15 {
-		blocks >>= 1
-		c++
-	}
-	return c
+	return uint8(min(bits.Len(uint(blocks)), 15))
 }
 
 // sortJobs orders jobs by size class (a counting sort: linear, stable), so
@@ -135,14 +138,23 @@ func sizeClass(blocks int) uint8 {
 func sortJobs(jobs, out []job) {
 	const classes = 16
 	var count [classes + 1]int
+	var class [2 * maxChunk]uint8
+	same := true
 	for i := range jobs {
-		count[sizeClass(jobs[i].blocks())+1]++
+		c := sizeClass(jobs[i].blocks())
+		class[i] = c
+		count[c+1]++
+		same = same && c == class[0]
+	}
+	if same {
+		copy(out, jobs)
+		return
 	}
 	for c := 1; c <= classes; c++ {
 		count[c] += count[c-1]
 	}
 	for i := range jobs {
-		c := sizeClass(jobs[i].blocks())
+		c := class[i]
 		out[count[c]] = jobs[i]
 		count[c]++
 	}
@@ -154,9 +166,13 @@ func sortJobs(jobs, out []job) {
 // few passes.
 func run(im impl, g *group, c []Packet, jobs []job) {
 	w := width(im)
+	var split [lanes]job
 	for start := 0; start < len(jobs); start += w {
-		var lane [lanes]job
-		m := copy(lane[:w], jobs[start:])
+		lane := jobs[start:min(start+w, len(jobs))]
+		m := len(lane)
+		if m < w {
+			lane = split[:copy(split[:], lane)]
+		}
 		for m < w {
 			long, lb := -1, 1
 			for l := 0; l < m; l++ {
@@ -169,7 +185,7 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			}
 			a := &lane[long]
 			h := lb / 2
-			lane[m] = job{ptr: unsafe.Add(a.ptr, 64*h), n: a.n - 64*h, ctr: a.ctr + uint32(h), pkt: a.pkt}
+			lane = append(lane, job{off: a.off + 64*h, n: a.n - 64*h, ctr: a.ctr + uint32(h), pkt: a.pkt})
 			a.n = 64 * h
 			m++
 		}
@@ -181,14 +197,22 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			}
 			j := &lane[l]
 			p := &c[j.pkt]
-			k := &p.Key.w
-			for w := range k {
-				g.key[w][l] = k[w]
+			if g.keyOf[l] != p.Key {
+				g.keyOf[l] = p.Key
+				k := &p.Key.w
+				for w := range k {
+					g.key[w][l] = k[w]
+				}
 			}
 			g.nonce[0][l] = p.nonce0
 			g.nonce[1][l] = uint32(p.Counter)
 			g.nonce[2][l] = uint32(p.Counter >> 32)
-			g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = j.ptr, j.n, j.ctr, j.rel
+			if j.rel != 0 {
+				g.ptr[l] = nil
+			} else {
+				g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), j.off)
+			}
+			g.n[l], g.ctr[l], g.rel[l] = j.n, j.ctr, uint64(j.rel)
 			blocks = max(blocks, j.blocks())
 		}
 		chacha(im, g, uint64(blocks))
@@ -210,7 +234,7 @@ type chunk struct {
 func (ch *chunk) keyJobs(c []Packet, jobs []job) []job {
 	for i := range c {
 		ch.g.polyKey[i] = [32]byte{}
-		jobs = append(jobs, job{rel: uint64(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+		jobs = append(jobs, job{rel: uint32(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
 	}
 	return jobs
 }
@@ -223,7 +247,7 @@ func dataJobs(c []Packet, ok []bool, jobs []job) []job {
 		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
-		jobs = append(jobs, job{ptr: unsafe.Pointer(unsafe.SliceData(c[i].Data)), n: n, ctr: 1, pkt: uint8(i)})
+		jobs = append(jobs, job{n: n, ctr: 1, pkt: uint8(i)})
 	}
 	return jobs
 }
@@ -280,6 +304,7 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 //go:noinline
 func (ch *chunk) wipe() {
 	clear(ch.g.key[:])
+	clear(ch.g.keyOf[:])
 	clear(ch.g.polyKey[:])
 	ch.pg.wipe()
 }
