@@ -62,7 +62,8 @@
 // tag: the ChaCha20 and Poly1305 kernels branch only on loop counters,
 // message lengths and a lane's job kind, and address memory only from
 // message pointers and lengths; the scalar Poly1305 reduces without branches
-// (a mask selects h or h-p); tags are compared with crypto/subtle. The
+// (a mask selects h or h-p); tags are compared in constant time (the XORs
+// of their two halves folded into one word, then tested once). The
 // result of a comparison is public (the packet is dropped or delivered), so
 // Open branches on it to skip decrypting and to zero a failed packet. This
 // was checked by reading every conditional jump and memory operand of the
