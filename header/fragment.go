@@ -91,7 +91,7 @@ func (f *IPv4Fragmenter) Reset(p []byte, mtu int) Reason {
 		o = o[l:]
 	}
 	chl := (IPv4MinLen + no + 3) &^ 3
-	clear(f.opts[no:chl-IPv4MinLen]) // EOL padding
+	clear(f.opts[no : chl-IPv4MinLen]) // EOL padding
 	f.p, f.hl, f.chl, f.total = p[:total], hl, chl, total
 	f.base, f.mf = h.FragmentOffset(), h.MoreFragments()
 	data := total - hl
