@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 for t in ip:iproute2 ethtool:ethtool wg:wireguard-tools iperf3:iperf3 ping:iputils-ping \
-         qemu-system-x86_64:qemu-system-x86 busybox:busybox-static cpio:cpio depmod:kmod tcpdump:tcpdump; do
+         qemu-system-x86_64:qemu-system-x86 busybox:busybox-static cpio:cpio depmod:kmod tcpdump:tcpdump traceroute:traceroute; do
 	cmd=${t%%:*} pkg=${t##*:}
 	command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] || need+=("$pkg")
 done
