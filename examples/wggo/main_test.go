@@ -128,7 +128,7 @@ func checkTunnelMTU(t *testing.T, s *demo.Site, g *Gateway) {
 	if g.LAN.Stats().Fragmented == 0 {
 		t.Errorf("PortDevice fragmented nothing: %+v", g.LAN.Stats())
 	}
-	out, _ =  s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", demo.HostB4.String())
+	out, _ = s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", demo.HostB4.String())
 	if !strings.Contains(out, "mtu = 1420") || !strings.Contains(out, "From "+demo.LANA4.String()) {
 		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420) from %v, got:\n%s", demo.LANA4, out)
 	}
