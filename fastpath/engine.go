@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // Defaults of Config.
@@ -126,7 +128,28 @@ type Config struct {
 	CPUs []int
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64
+
+	// ICMPRate (messages per second), ICMPBurst (messages) and
+	// ICMPDestInterval limit the time exceeded errors the workers send,
+	// as Linux limits its ICMP errors (net.ipv4.icmp_msgs_per_sec,
+	// icmp_msgs_burst, icmp_ratelimit): one global bucket and one per
+	// destination (a burst of 6, then one per interval), shared by all
+	// workers without a lock (package internal/icmprate). Zero takes
+	// Linux's default (1000, 50, 1 s); a negative rate or interval turns
+	// that limit off. "Fragmentation needed" and "packet too big" are
+	// never limited, as Linux exempts them: path MTU discovery must not
+	// break.
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
+	// gateway in both directions (for paths that filter ICMP):
+	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over
+	// IPv4, MTU − 60 over IPv6), or a size in bytes.
+	MSSClamp int
 }
+
+// MSSClampAuto is Config.MSSClamp's "auto".
+const MSSClampAuto = -1
 
 // Engine runs one worker per queue pair and offers the control plane its
 // side: peers and allowed IPs, inbound handshake messages, and a mailbox
@@ -145,6 +168,11 @@ type Engine struct {
 	hsDrops    atomic.Uint64
 
 	indexes IndexTable
+
+	// icmpLimit rate-limits time exceeded; shared by the workers.
+	icmpLimit *icmprate.Limiter
+	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
+	mss4, mss6 uint16
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -232,6 +260,13 @@ func New(cfg Config) (*Engine, error) {
 		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
+	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
+	switch {
+	case cfg.MSSClamp == MSSClampAuto:
+		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
+	case cfg.MSSClamp > 0:
+		e.mss4, e.mss6 = uint16(min(cfg.MSSClamp, 0xffff)), uint16(min(cfg.MSSClamp, 0xffff))
+	}
 	if cfg.Now == nil {
 		start := time.Now()
 		e.now = func() int64 { return int64(time.Since(start)) }

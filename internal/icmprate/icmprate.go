@@ -48,7 +48,6 @@ type Config struct {
 // Limiter decides whether an ICMP error may be sent. Safe for concurrent
 // use; Allow takes no lock and allocates nothing.
 type Limiter struct {
-	epoch      time.Time
 	seed       uint64
 	globalT    int64 // ns between messages; 0: no global limit
 	globalTol  int64 // ns of burst
@@ -71,7 +70,7 @@ func New(c Config) *Limiter {
 	if c.DestInterval == 0 {
 		c.DestInterval = DefaultDestInterval
 	}
-	l := &Limiter{epoch: time.Now(), seed: rand.Uint64()}
+	l := &Limiter{seed: rand.Uint64()}
 	if c.Rate > 0 {
 		l.globalT = int64(time.Second) / int64(c.Rate)
 		l.globalTol = l.globalT * int64(c.Burst-1)
@@ -83,14 +82,15 @@ func New(c Config) *Limiter {
 	return l
 }
 
-// Allow reports whether an error to dst may be sent at time now (from
-// time.Now: a monotonic reading), and counts the message as allowed or
+// Allow reports whether an error to dst may be sent at time now, in ns of a
+// monotonic clock that every caller of this Limiter shares (a fast-path
+// engine's clock; 0 or later), and counts the message as allowed or
 // suppressed. A nil Limiter allows everything.
-func (l *Limiter) Allow(dst netip.Addr, now time.Time) bool {
+func (l *Limiter) Allow(dst netip.Addr, now int64) bool {
 	if l == nil {
 		return true
 	}
-	t := int64(now.Sub(l.epoch))
+	t := now
 	if l.destT > 0 && !l.allowDest(dst, t/int64(time.Microsecond)) {
 		l.suppressed.Add(1)
 		return false

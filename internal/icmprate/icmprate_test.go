@@ -12,7 +12,7 @@ func addr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, byte(i >> 
 
 func TestGlobal(t *testing.T) {
 	l := New(Config{Rate: 1000, Burst: 50, DestInterval: -1})
-	t0 := l.epoch.Add(time.Hour)
+	t0 := int64(time.Hour)
 	n := 0
 	for i := range 200 {
 		if l.Allow(addr(i), t0) {
@@ -23,13 +23,13 @@ func TestGlobal(t *testing.T) {
 		t.Fatalf("allowed at once = %d, want the burst, 50", n)
 	}
 	// 1,000 per second: one more each millisecond.
-	if !l.Allow(addr(1), t0.Add(time.Millisecond)) || l.Allow(addr(2), t0.Add(time.Millisecond)) {
+	if !l.Allow(addr(1), t0+int64(time.Millisecond)) || l.Allow(addr(2), t0+int64(time.Millisecond)) {
 		t.Errorf("after 1 ms: want exactly one more allowed")
 	}
 	// Over 10 s at 10,000 attempts a second, about 1,000 a second pass.
 	n = 0
 	for i := range 100000 {
-		if l.Allow(addr(i), t0.Add(time.Second+time.Duration(i)*100*time.Microsecond)) {
+		if l.Allow(addr(i), t0+int64(time.Second+time.Duration(i)*100*time.Microsecond)) {
 			n++
 		}
 	}
@@ -44,7 +44,7 @@ func TestGlobal(t *testing.T) {
 
 func TestPerDestination(t *testing.T) {
 	l := New(Config{Rate: -1})
-	t0 := l.epoch.Add(time.Hour)
+	t0 := int64(time.Hour)
 	d := addr(7)
 	n := 0
 	for range 20 {
@@ -58,13 +58,13 @@ func TestPerDestination(t *testing.T) {
 	if !l.Allow(addr(8), t0) {
 		t.Errorf("another destination suppressed")
 	}
-	if l.Allow(d, t0.Add(999*time.Millisecond)) || !l.Allow(d, t0.Add(time.Second)) {
+	if l.Allow(d, t0+int64(999*time.Millisecond)) || !l.Allow(d, t0+int64(time.Second)) {
 		t.Errorf("want the next message to %v after 1 s, not before", d)
 	}
 	// After a long idle time the burst is back, no more.
 	n = 0
 	for range 20 {
-		if l.Allow(d, t0.Add(time.Hour)) {
+		if l.Allow(d, t0+int64(time.Hour)) {
 			n++
 		}
 	}
@@ -75,12 +75,12 @@ func TestPerDestination(t *testing.T) {
 
 func TestDefaultsAndOff(t *testing.T) {
 	var nilL *Limiter
-	if !nilL.Allow(addr(1), time.Now()) {
+	if !nilL.Allow(addr(1), 0) {
 		t.Error("nil Limiter suppressed")
 	}
 	l := New(Config{Rate: -1, DestInterval: -1})
 	for i := range 10000 {
-		if !l.Allow(addr(1), l.epoch.Add(time.Duration(i))) {
+		if !l.Allow(addr(1), int64(i)) {
 			t.Fatal("limits off, message suppressed")
 		}
 	}
@@ -94,7 +94,7 @@ func TestDefaultsAndOff(t *testing.T) {
 // the burst, however the goroutines interleave.
 func TestShared(t *testing.T) {
 	l := New(Config{Rate: 1, Burst: 50, DestInterval: -1})
-	t0 := l.epoch.Add(time.Hour)
+	t0 := int64(time.Hour)
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -119,7 +119,7 @@ func TestShared(t *testing.T) {
 
 func TestAllowAllocs(t *testing.T) {
 	l := New(Config{})
-	now := time.Now()
+	now := int64(time.Hour)
 	a := netip.MustParseAddr("2001:2::1")
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(a, now) }); n != 0 {
 		t.Errorf("Allow allocates %v times", n)
@@ -128,7 +128,7 @@ func TestAllowAllocs(t *testing.T) {
 
 func BenchmarkAllow(b *testing.B) {
 	l := New(Config{})
-	now := time.Now()
+	now := int64(time.Hour)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		l.Allow(addr(i&1023), now)
