@@ -173,6 +173,10 @@ type Engine struct {
 	icmpLimit *icmprate.Limiter
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
 	mss4, mss6 uint16
+	// tunSrc4, tunSrc6 are the sources of time exceeded sent into the
+	// tunnel: our first tunnel address of the family, else our LAN
+	// address (invalid: none is sent).
+	tunSrc4, tunSrc6 netip.Addr
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -261,6 +265,14 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
+	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
+	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
+		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
+			e.tunSrc4 = a
+		} else if a.Is6() {
+			e.tunSrc6 = a
+		}
+	}
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
