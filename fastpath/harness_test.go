@@ -80,6 +80,10 @@ type rigConfig struct {
 	mtu      int
 	start    bool
 	csum4    bool // IPv4UDPChecksum
+	// ICMP rate limits and MSS clamp (Config fields of the same names).
+	icmpRate, icmpBurst int
+	icmpDest            time.Duration
+	mssClamp            int
 	// onePool puts every port of the rig on one pool, so that no frame is
 	// copied on the emulated wires either (benchmarks: the fast path's
 	// own work alone).
@@ -129,6 +133,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4,
+			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 		})
 		if err != nil {
 			t.Fatal(err)
