@@ -8,7 +8,7 @@
 // the destination in the allowed-IPs snapshot (an immutable
 // github.com/gaissmai/bart table swapped atomically by SetPeers), group by
 // peer, reserve one range of send counters per peer with one atomic add
-// (cut at RejectAfterMessages), pad to 16 bytes without passing the MTU,
+// (cut at protocol.RejectAfterMessages), pad to 16 bytes without passing the MTU,
 // seal in place (ChaCha20-Poly1305, nonce = 32 zero bits ‖ 64-bit
 // little-endian counter), stamp the outer Ethernet/IP/UDP headers from a
 // per-peer template with a source port chosen by hashing the inner

@@ -165,7 +165,6 @@ type Engine struct {
 	routes  atomic.Pointer[routeTable]
 
 	handshakes chan HandshakeMessage
-	hsDrops    atomic.Uint64
 
 	indexes IndexTable
 

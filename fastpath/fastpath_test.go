@@ -11,6 +11,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // checkUDP parses an Ethernet frame and returns the UDP payload, failing on
@@ -194,7 +195,7 @@ func TestBadTransportDroppedAndCounted(t *testing.T) {
 		{"runt", []byte{4}, DropBadType},
 		{"counter at limit", func() []byte {
 			c := append([]byte(nil), msgs[0]...)
-			binary.LittleEndian.PutUint64(c[8:16], RejectAfterMessages)
+			binary.LittleEndian.PutUint64(c[8:16], protocol.RejectAfterMessages)
 			return c
 		}(), DropCounterLimit},
 	}
@@ -454,8 +455,8 @@ func TestDataRoamsEndpoint(t *testing.T) {
 				if n != 1 {
 					t.Fatal("no nonce")
 				}
-				msg = make([]byte, transportHdrLen)
-				msg[0] = msgTransport
+				msg = make([]byte, protocol.TransportHeaderSize)
+				msg[0] = protocol.TypeTransport
 				binary.LittleEndian.PutUint32(msg[4:8], ka.RemoteIndex)
 				binary.LittleEndian.PutUint64(msg[8:16], c)
 				var nonce [12]byte
@@ -479,7 +480,7 @@ func TestDataRoamsEndpoint(t *testing.T) {
 				c, _ := ka.ReserveNonces(1)
 				binary.LittleEndian.PutUint64(msg[8:16], c)
 				var nonce [12]byte
-				msg = append(msg[:transportHdrLen], ka.Seal(nil, nil, c, &nonce)...)
+				msg = append(msg[:protocol.TransportHeaderSize], ka.Seal(nil, nil, c, &nonce)...)
 			} else {
 				msg = capture(t, r, 1)[0]
 			}

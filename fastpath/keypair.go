@@ -7,19 +7,8 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
+	"github.com/wgpio/wgpio/protocol"
 	"github.com/wgpio/wgpio/replay"
-)
-
-// Protocol limits from the WireGuard whitepaper §6.1 (and wireguard-go's
-// device/constants.go).
-const (
-	// RekeyAfterMessages: the initiator starts a new handshake once a
-	// keypair has sent this many messages.
-	RekeyAfterMessages = 1 << 60
-	// RejectAfterMessages: no message is sent or accepted with a counter at
-	// or past this (2^64 − 2^13 − 1; the 2^13 leaves room for the replay
-	// window of the kernel implementation).
-	RejectAfterMessages = replay.RejectAfterMessages
 )
 
 // Keypair is one session's transport keys, as derived by a handshake
@@ -93,15 +82,15 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 
 // ReserveNonces reserves n consecutive send counters with one atomic add and
 // returns the first and how many of the n may be used (fewer, or 0, when the
-// range passes RejectAfterMessages). Safe for concurrent use.
+// range passes [protocol.RejectAfterMessages]). Safe for concurrent use.
 func (kp *Keypair) ReserveNonces(n int) (first uint64, granted int) {
 	end := kp.sendNonce.Add(uint64(n))
 	first = end - uint64(n)
-	if end < first || first >= RejectAfterMessages { // wrapped or exhausted
+	if end < first || first >= protocol.RejectAfterMessages { // wrapped or exhausted
 		return first, 0
 	}
-	if end > RejectAfterMessages {
-		return first, int(RejectAfterMessages - first)
+	if end > protocol.RejectAfterMessages {
+		return first, int(protocol.RejectAfterMessages - first)
 	}
 	return first, n
 }
@@ -147,7 +136,7 @@ func putNonce(nonce *[12]byte, c uint64) {
 // authenticated with this keypair, once per batch (see package replay: only
 // authenticated counters may move the window). accepted[i] reports counters[i].
 func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
-	return kp.replay.CheckBatch(counters, RejectAfterMessages, accepted)
+	return kp.replay.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 }
 
 // Zero marks the keypair dead (Dead reports true, workers stop using it)

@@ -75,7 +75,7 @@ type Peer struct {
 	TxBytes, RxBytes atomic.Uint64
 
 	// HandshakeNeeded is set by a worker that had data for the peer and no
-	// usable keypair (none, expired, or past RekeyAfterMessages); the
+	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages]); the
 	// control plane clears it when it starts a handshake.
 	HandshakeNeeded atomic.Bool
 	// FlushHeld is set by the control plane when a handshake gives up

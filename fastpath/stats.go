@@ -26,7 +26,7 @@ const (
 	// DropHeldOverflow: a packet waiting for a handshake found its peer's
 	// queue (MaxHeldPerPeer) or the worker's cap full.
 	DropHeldOverflow
-	// DropNonceExhausted: the keypair reached RejectAfterMessages.
+	// DropNonceExhausted: the keypair reached [protocol.RejectAfterMessages].
 	DropNonceExhausted
 	// DropWANMalformed: a WAN frame that is not well-formed UDP to us.
 	DropWANMalformed
@@ -43,7 +43,7 @@ const (
 	// DropExpired: transport data for a keypair past RejectAfterTime or
 	// zeroed.
 	DropExpired
-	// DropCounterLimit: transport data with counter >= RejectAfterMessages.
+	// DropCounterLimit: transport data with counter >= [protocol.RejectAfterMessages].
 	DropCounterLimit
 	// DropAuth: transport data that failed authentication.
 	DropAuth

@@ -58,7 +58,7 @@ type Options struct {
 	// TickInterval is how often Start runs Tick (default 50 ms).
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in
-	// [0, noise.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
+	// [0, protocol.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
 	Jitter func() time.Duration
 }
 

@@ -8,10 +8,11 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 func randomJitter() time.Duration {
-	return time.Duration(rand.Int64N(int64(noise.RekeyTimeoutJitterMax)))
+	return time.Duration(rand.Int64N(int64(protocol.RekeyTimeoutJitterMax)))
 }
 
 // isUnderLoad applies the rule of wireguard-go and the kernel (whitepaper
@@ -230,7 +231,7 @@ func (d *Device) completeLocked(p *peer) {
 // armZeroLocked (re)arms the zeroing of all key material RejectAfterTime×3
 // after a session was derived (whitepaper §6.3).
 func (d *Device) armZeroLocked(p *peer, now int64) {
-	p.zeroAt = now + 3*int64(noise.RejectAfterTime)
+	p.zeroAt = now + 3*int64(protocol.RejectAfterTime)
 }
 
 func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
@@ -280,7 +281,7 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	if !isRetry {
 		p.attempts = 0
 	}
-	if p.initSent && now-p.lastInitSent < int64(noise.RekeyTimeout) {
+	if p.initSent && now-p.lastInitSent < int64(protocol.RekeyTimeout) {
 		return
 	}
 	if p.hs == nil {
@@ -288,7 +289,7 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	}
 	p.lastInitSent, p.initSent = now, true
 	p.fp.HandshakeNeeded.Store(false)
-	p.retransmitAt = now + int64(noise.RekeyTimeout) + int64(d.opts.Jitter())
+	p.retransmitAt = now + int64(protocol.RekeyTimeout) + int64(d.opts.Jitter())
 	d.dropPendingLocked(p)
 	idx, err := d.dp.Indexes().Allocate()
 	if err != nil {
@@ -320,7 +321,7 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 // exchange in flight bounds the life of its ephemeral key too).
 func (d *Device) armZeroIfIdleLocked(p *peer, now int64) {
 	if p.zeroAt == 0 {
-		p.zeroAt = now + 3*int64(noise.RejectAfterTime)
+		p.zeroAt = now + 3*int64(protocol.RejectAfterTime)
 	}
 }
 
@@ -330,7 +331,7 @@ func (d *Device) armZeroIfIdleLocked(p *peer, now int64) {
 func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
 	kp := p.fp.Current.Load()
 	ep := p.fp.Endpoint.Load()
-	if kp == nil || kp.Dead() || now-kp.Created >= int64(noise.RejectAfterTime) {
+	if kp == nil || kp.Dead() || now-kp.Created >= int64(protocol.RejectAfterTime) {
 		d.initiateLocked(p, now, false)
 		return
 	}
@@ -353,7 +354,7 @@ func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
 	d.stats.keepalivesSent.Add(1)
 	d.sentLocked(p, now)
 	d.sendLocked(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
-	if kp.IsInitiator && now-kp.Created >= int64(noise.RekeyAfterTime) || c >= noise.RekeyAfterMessages {
+	if kp.IsInitiator && now-kp.Created >= int64(protocol.RekeyAfterTime) || c >= protocol.RekeyAfterMessages {
 		d.initiateLocked(p, now, false)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // The engine is the dataplane the control plane drives in production.
@@ -229,7 +230,7 @@ func (f *fakeDP) sendData(peer *fastpath.Peer, pkt []byte) bool {
 	now := f.clock.Load()
 	kp := peer.Current.Load()
 	ep := peer.Endpoint.Load()
-	if kp == nil || kp.Dead() || now-kp.Created >= int64(noise.RejectAfterTime) || ep == nil {
+	if kp == nil || kp.Dead() || now-kp.Created >= int64(protocol.RejectAfterTime) || ep == nil {
 		peer.HandshakeNeeded.Store(true)
 		return false
 	}

@@ -4,15 +4,15 @@ import (
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/fastpath"
-	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // Derived timer constants (whitepaper §6.1, §6.2).
 const (
-	rekeyAfterTime     = int64(noise.RekeyAfterTime)
-	rejectAfterTime    = int64(noise.RejectAfterTime)
-	keepaliveTimeout   = int64(noise.KeepaliveTimeout)
-	rekeyTimeout       = int64(noise.RekeyTimeout)
+	rekeyAfterTime     = int64(protocol.RekeyAfterTime)
+	rejectAfterTime    = int64(protocol.RejectAfterTime)
+	keepaliveTimeout   = int64(protocol.KeepaliveTimeout)
+	rekeyTimeout       = int64(protocol.RekeyTimeout)
 	newHandshakeAfter  = keepaliveTimeout + rekeyTimeout
 	lastMinuteRekeyAge = rejectAfterTime - keepaliveTimeout - rekeyTimeout // 165 s: initiator rekeys on receive
 	second             = int64(1e9)
@@ -97,7 +97,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 
 	// Retries and give-up.
 	if p.retransmitAt != 0 && now >= p.retransmitAt {
-		if p.attempts > noise.MaxHandshakeAttempts { // wireguard-go: MaxTimerHandshakes+2 initiations in all
+		if p.attempts > protocol.MaxHandshakeAttempts { // wireguard-go: MaxTimerHandshakes+2 initiations in all
 			d.log.Debug("handshake did not complete, giving up", "peer", p.pub, "attempts", p.attempts+1)
 			p.retransmitAt = 0
 			p.kaArmedAt = 0
@@ -134,7 +134,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	// Rekey.
 	if kp := fp.Current.Load(); kp != nil {
 		switch {
-		case kp.SendCounter() >= noise.RekeyAfterMessages:
+		case kp.SendCounter() >= protocol.RekeyAfterMessages:
 			d.initiateLocked(p, now, false)
 		case kp.IsInitiator && lastSent >= kp.Created+rekeyAfterTime:
 			d.initiateLocked(p, now, false)

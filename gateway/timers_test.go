@@ -10,6 +10,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // The timer tests run our Device on the fake clock against stock
@@ -57,7 +58,7 @@ func TestRekeyUnderTraffic(t *testing.T) {
 	}
 	// Rekey is checked on send: the first send at or after 120 s is at
 	// t0+120 s, seen by the next tick, one second later.
-	if at := inits[0].at - t0; at < int64(noise.RekeyAfterTime) || at > int64(noise.RekeyAfterTime+time.Second) {
+	if at := inits[0].at - t0; at < int64(protocol.RekeyAfterTime) || at > int64(protocol.RekeyAfterTime+time.Second) {
 		t.Errorf("rekey initiation at t0+%.3fs, want within [120 s, 121 s]", secs(at))
 	}
 	cur := fp.Current.Load()
@@ -74,7 +75,7 @@ func TestRejectAfterTime(t *testing.T) {
 	fp := r.fp()
 	kp := r.establishAsInitiator()
 	t0 := kp.Created
-	r.advance(time.Duration(t0 + int64(noise.RejectAfterTime) - time.Second.Nanoseconds() - r.now()))
+	r.advance(time.Duration(t0 + int64(protocol.RejectAfterTime) - time.Second.Nanoseconds() - r.now()))
 	if fp.Current.Load() != kp || r.f.idx.Lookup(kp.LocalIndex) != kp {
 		t.Fatalf("at t0+179 s the keypair is gone, want it current and published")
 	}
@@ -117,12 +118,12 @@ func TestRetryAndGiveUp(t *testing.T) {
 	inits := ofType(r.f.sentSince(0), noise.TypeInitiation, noise.InitiationSize)
 	// wireguard-go: the first initiation and MaxTimerHandshakes+1 = 19
 	// retries ("did not complete after 20 attempts, giving up").
-	if want := noise.MaxHandshakeAttempts + 2; len(inits) != want {
+	if want := protocol.MaxHandshakeAttempts + 2; len(inits) != want {
 		t.Fatalf("initiations = %d, want %d; %v", len(inits), want, types(inits))
 	}
 	for i := 1; i < len(inits); i++ {
 		gap := inits[i].at - inits[i-1].at
-		if lo, hi := int64(noise.RekeyTimeout+jitter), int64(noise.RekeyTimeout+jitter+step); gap < lo || gap > hi {
+		if lo, hi := int64(protocol.RekeyTimeout+jitter), int64(protocol.RekeyTimeout+jitter+step); gap < lo || gap > hi {
 			t.Errorf("retry %d after %.3fs, want within [%.3f, %.3f] s", i, secs(gap), secs(lo), secs(hi))
 		}
 	}
@@ -165,7 +166,7 @@ func TestKeepaliveAfterReceiving(t *testing.T) {
 	if len(ka) != 1 {
 		t.Fatalf("keepalives in 30 s after one data packet = %d, want 1; %v", len(ka), types(r.f.sentSince(mark)))
 	}
-	if at := ka[0].at - t0; at != int64(noise.KeepaliveTimeout) {
+	if at := ka[0].at - t0; at != int64(protocol.KeepaliveTimeout) {
 		t.Errorf("keepalive at +%.3fs, want +10 s", secs(at))
 	}
 	// wireguard-go accepts it: its peer's rx counter grows by 32 bytes.
@@ -193,7 +194,7 @@ func TestNewHandshakeWithoutReply(t *testing.T) {
 	if len(inits) == 0 {
 		t.Fatalf("no initiation within 20 s of unanswered data; sent %v", types(r.f.sentSince(mark)))
 	}
-	want := int64(noise.KeepaliveTimeout + noise.RekeyTimeout + jitter)
+	want := int64(protocol.KeepaliveTimeout + protocol.RekeyTimeout + jitter)
 	if at := inits[0].at - t1; at < want || at > want+int64(50*time.Millisecond) {
 		t.Errorf("new handshake at +%.3fs, want +%.3fs", secs(at), secs(want))
 	}
@@ -239,14 +240,14 @@ func TestZeroingAfterRejectTimesThree(t *testing.T) {
 	kp := r.establishAsInitiator()
 	t0 := kp.Created
 	p := r.dev.byKey[r.wgPub]
-	for r.now()-t0 < int64(3*noise.RejectAfterTime)-int64(20*time.Second) {
+	for r.now()-t0 < int64(3*protocol.RejectAfterTime)-int64(20*time.Second) {
 		r.advance(10 * time.Second)
 	}
-	r.advance(time.Duration(t0 + int64(3*noise.RejectAfterTime) - int64(time.Second) - r.now()))
+	r.advance(time.Duration(t0 + int64(3*protocol.RejectAfterTime) - int64(time.Second) - r.now()))
 	r.dev.mu.Lock()
 	armed := p.zeroAt
 	r.dev.mu.Unlock()
-	if want := t0 + 3*int64(noise.RejectAfterTime); armed != want {
+	if want := t0 + 3*int64(protocol.RejectAfterTime); armed != want {
 		t.Fatalf("zeroing armed at t0+%.3fs, want t0+540 s", secs(armed-t0))
 	}
 	r.advance(time.Duration(armed - r.now()))
@@ -382,7 +383,7 @@ func TestRekeyAfterMessages(t *testing.T) {
 	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 0 {
 		t.Fatalf("initiations before the message limit = %d, want 0", n)
 	}
-	kp.ReserveNonces(int(noise.RekeyAfterMessages - kp.SendCounter()))
+	kp.ReserveNonces(int(protocol.RekeyAfterMessages - kp.SendCounter()))
 	r.advance(50 * time.Millisecond)
 	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 1 {
 		t.Errorf("initiations at RekeyAfterMessages = %d, want 1", n)

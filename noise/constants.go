@@ -1,6 +1,10 @@
 package noise
 
-import "time"
+import (
+	"time"
+
+	"github.com/wgpio/wgpio/protocol"
+)
 
 // Protocol strings (whitepaper section 5.4).
 const (
@@ -17,36 +21,30 @@ const (
 	LabelCookie = "cookie--"
 )
 
-// Message types: the first byte of every message, followed by three zero
-// bytes (section 5.4). wireguard-go and the kernel read the first four bytes
-// as one little-endian uint32, so nonzero reserved bytes make a message of
-// no known type.
+// Message types and sizes: aliases of package protocol's, which owns them
+// (whitepaper section 5.4), for callers of this package's message
+// functions.
 const (
-	TypeInitiation  = 1
-	TypeResponse    = 2
-	TypeCookieReply = 3
-	TypeTransport   = 4
-)
+	TypeInitiation  = protocol.TypeInitiation
+	TypeResponse    = protocol.TypeResponse
+	TypeCookieReply = protocol.TypeCookieReply
+	TypeTransport   = protocol.TypeTransport
 
-// Sizes in bytes (section 5.4).
-const (
-	KeySize       = 32 // Curve25519 keys, pre-shared keys, chaining keys, hashes
-	TagSize       = 16 // Poly1305 authentication tag
-	MACSize       = 16 // MAC1, MAC2 and cookies: BLAKE2s with 16-byte output
-	TimestampSize = 12 // TAI64N
+	KeySize       = protocol.KeySize
+	TagSize       = protocol.TagSize
+	MACSize       = protocol.MACSize
+	TimestampSize = protocol.TimestampSize
 
-	InitiationSize       = 148 // handshake initiation (section 5.4.2)
-	ResponseSize         = 92  // handshake response (section 5.4.3)
-	CookieReplySize      = 64  // cookie reply (section 5.4.7)
-	TransportHeaderSize  = 16  // type, receiver index and counter of transport data
-	TransportMinSize     = TransportHeaderSize + TagSize
-	KeepaliveSize        = TransportMinSize // a keepalive carries no plaintext
-	CookieNonceSize      = 24               // XChaCha20-Poly1305 nonce of a cookie reply
-	TransportNonceSize   = 12               // ChaCha20-Poly1305 nonce of transport data
-	PaddingMultiple      = 16               // transport plaintext is padded to a multiple of this (section 5.4.6)
-	MaxHandshakeSize     = InitiationSize   // largest handshake message
-	initiationMAC1Offset = InitiationSize - 2*MACSize
-	responseMAC1Offset   = ResponseSize - 2*MACSize
+	InitiationSize      = protocol.InitiationSize
+	ResponseSize        = protocol.ResponseSize
+	CookieReplySize     = protocol.CookieReplySize
+	TransportHeaderSize = protocol.TransportHeaderSize
+	TransportMinSize    = protocol.TransportMinSize
+	KeepaliveSize       = protocol.KeepaliveSize
+	CookieNonceSize     = protocol.CookieNonceSize
+	TransportNonceSize  = protocol.TransportNonceSize
+	PaddingMultiple     = protocol.PaddingMultiple
+	MaxHandshakeSize    = protocol.MaxHandshakeSize
 )
 
 // Field offsets of the handshake initiation (section 5.4.2).
@@ -76,36 +74,22 @@ const (
 	CookieReplyOffsetCookie   = 32 // encrypted cookie, 16+16 bytes
 )
 
-// Field offsets of transport data (section 5.4.6).
+// Field offsets of transport data (section 5.4.6): aliases of package
+// protocol's.
 const (
-	TransportOffsetReceiver = 4
-	TransportOffsetCounter  = 8 // 64-bit little-endian
-	TransportOffsetContent  = 16
+	TransportOffsetReceiver = protocol.TransportOffsetReceiver
+	TransportOffsetCounter  = protocol.TransportOffsetCounter
+	TransportOffsetContent  = protocol.TransportOffsetContent
 )
 
-// Protocol constants (whitepaper section 6.1; wireguard-go device/constants.go).
-const (
-	RekeyAfterMessages  uint64 = 1 << 60
-	RejectAfterMessages uint64 = 1<<64 - 1<<13 - 1
-	RekeyAfterTime             = 120 * time.Second
-	RejectAfterTime            = 180 * time.Second
-	RekeyAttemptTime           = 90 * time.Second
-	RekeyTimeout               = 5 * time.Second
-	// RekeyTimeoutJitterMax is the largest random delay added to each
-	// handshake retry (section 6.1: "up to 333 ms"; wireguard-go draws from
-	// [0, 334) ms).
-	RekeyTimeoutJitterMax = 334 * time.Millisecond
-	// MaxHandshakeAttempts is RekeyAttemptTime / RekeyTimeout.
-	MaxHandshakeAttempts = int(RekeyAttemptTime / RekeyTimeout)
-	KeepaliveTimeout     = 10 * time.Second
-	// CookieRefreshTime is the lifetime of the responder's cookie secret and
-	// of a cookie (section 5.4.7).
-	CookieRefreshTime = 120 * time.Second
-	// HandshakeInitiationRate is the minimum interval between two accepted
-	// handshake initiations from one peer: 1 s / 50 = 20 ms (wireguard-go
-	// HandshakeInitationRate; the kernel's INITIATIONS_PER_SECOND = 50).
-	HandshakeInitiationRate = time.Second / 50
-)
+// The limits and timers of whitepaper section 6.1 are package protocol's
+// (protocol.RekeyAfterMessages, protocol.RejectAfterTime, ...).
+
+// HandshakeInitiationRate is the minimum interval between two accepted
+// handshake initiations from one peer: 1 s / 50 = 20 ms (wireguard-go
+// HandshakeInitationRate; the kernel's INITIATIONS_PER_SECOND = 50). An
+// implementation's choice, not the whitepaper's.
+const HandshakeInitiationRate = time.Second / 50
 
 // Implementation constants: choices, not protocol.
 const (

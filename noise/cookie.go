@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // Verdict is what CookieChecker.Check decides for a handshake message.
@@ -43,7 +45,7 @@ func (v Verdict) String() string {
 // CookieChecker is the responder's half of the cookie mechanism (section
 // 5.4.7): it verifies MAC1 of every handshake message sent to us, verifies
 // MAC2 when under load, and makes cookie replies. The cookie secret is
-// random, made on first use and remade when older than CookieRefreshTime
+// random, made on first use and remade when older than [protocol.CookieRefreshTime]
 // (2 minutes) on the identity's clock. Get one from
 // StaticIdentity.CookieChecker; safe for concurrent use.
 type CookieChecker struct {
@@ -128,7 +130,7 @@ func (c *CookieChecker) cookieFor(cookie *[MACSize]byte, src netip.AddrPort) {
 // CheckMAC2 reports whether msg, a handshake initiation or response whose
 // MAC1 was already verified, carries MAC2 = MAC(cookie, msg up to MAC2) for
 // the cookie this checker would give src now. A secret older than
-// CookieRefreshTime validates nothing.
+// [protocol.CookieRefreshTime] validates nothing.
 func (c *CookieChecker) CheckMAC2(msg []byte, src netip.AddrPort) bool {
 	off, err := macOffsets(msg)
 	if err != nil {
@@ -137,7 +139,7 @@ func (c *CookieChecker) CheckMAC2(msg []byte, src netip.AddrPort) bool {
 	off += MACSize
 	var cookie, m [MACSize]byte
 	c.mu.RLock()
-	if !c.hasSecret || c.clock().Sub(c.secretSet) > CookieRefreshTime {
+	if !c.hasSecret || c.clock().Sub(c.secretSet) > protocol.CookieRefreshTime {
 		c.mu.RUnlock()
 		return false
 	}
@@ -182,7 +184,7 @@ func (c *CookieChecker) Check(msg []byte, src netip.AddrPort, underLoad bool) (V
 // index, a random 24-byte nonce, and the cookie for src encrypted with
 // XChaCha20-Poly1305 under HASH(LabelCookie || our public key), with msg's
 // MAC1 as associated data. It renews the cookie secret when older than
-// CookieRefreshTime. msg must have passed Check; an error means nothing was
+// [protocol.CookieRefreshTime]. msg must have passed Check; an error means nothing was
 // written that should be sent.
 func (c *CookieChecker) CreateReply(dst *[CookieReplySize]byte, msg []byte, src netip.AddrPort) error {
 	off, err := macOffsets(msg)
@@ -192,7 +194,7 @@ func (c *CookieChecker) CreateReply(dst *[CookieReplySize]byte, msg []byte, src 
 	var cookie [MACSize]byte
 	c.mu.Lock()
 	now := c.clock()
-	if !c.hasSecret || now.Sub(c.secretSet) > CookieRefreshTime {
+	if !c.hasSecret || now.Sub(c.secretSet) > protocol.CookieRefreshTime {
 		if _, err := rand.Read(c.secret[:]); err != nil {
 			c.mu.Unlock()
 			return fmt.Errorf("renew cookie secret: %w", err)
@@ -221,7 +223,7 @@ func (c *CookieChecker) CreateReply(dst *[CookieReplySize]byte, msg []byte, src 
 // CookieGenerator is the initiator's half of the cookie mechanism (section
 // 5.4.7), one per peer: it stamps MAC1 and, while it holds a fresh cookie,
 // MAC2 on the handshake messages we send to the peer, and takes in the
-// peer's cookie replies. A cookie is used for CookieRefreshTime minus
+// peer's cookie replies. A cookie is used for [protocol.CookieRefreshTime] minus
 // CookieLatency after it arrived. A Handshake holds one; safe for concurrent
 // use.
 type CookieGenerator struct {
@@ -271,7 +273,7 @@ func (g *CookieGenerator) AddMACs(msg []byte) error {
 	defer g.mu.Unlock()
 	g.lastMAC1 = m1
 	g.hasLastMAC1 = true
-	if !g.hasCookie || g.clock().Sub(g.cookieSet) > CookieRefreshTime-CookieLatency {
+	if !g.hasCookie || g.clock().Sub(g.cookieSet) > protocol.CookieRefreshTime-CookieLatency {
 		clear(mac2)
 		return nil
 	}

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/noise"
 	"golang.zx2c4.com/wireguard/tai64n"
+
+	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // fakeClock is an injected clock that moves only when told.
@@ -360,15 +362,15 @@ func TestCookie(t *testing.T) {
 	}
 
 	// The initiator stops using the cookie after CookieRefreshTime - CookieLatency.
-	p.clock.Advance(noise.CookieRefreshTime - noise.CookieLatency - 5*time.Second + time.Second)
+	p.clock.Advance(protocol.CookieRefreshTime - noise.CookieLatency - 5*time.Second + time.Second)
 	m = p.initiation(t, 14)
 	if isZeroBytes(m[noise.InitiationOffsetMAC2:]) {
-		t.Errorf("MAC2 at %v after the cookie = zeros, want a MAC", noise.CookieRefreshTime-noise.CookieLatency-4*time.Second)
+		t.Errorf("MAC2 at %v after the cookie = zeros, want a MAC", protocol.CookieRefreshTime-noise.CookieLatency-4*time.Second)
 	}
 	p.clock.Advance(5 * time.Second)
 	m = p.initiation(t, 15)
 	if !isZeroBytes(m[noise.InitiationOffsetMAC2:]) {
-		t.Errorf("MAC2 after %v = % x, want zeros", noise.CookieRefreshTime-noise.CookieLatency, m[noise.InitiationOffsetMAC2:])
+		t.Errorf("MAC2 after %v = % x, want zeros", protocol.CookieRefreshTime-noise.CookieLatency, m[noise.InitiationOffsetMAC2:])
 	}
 
 	// Replies to a handshake response work the same way, and a cookie reply
@@ -402,9 +404,9 @@ func TestCookieSecretRotation(t *testing.T) {
 	if !cc.CheckMAC2(m, p.initiatorSrc) {
 		t.Fatal("CheckMAC2(fresh cookie) = false")
 	}
-	p.clock.Advance(noise.CookieRefreshTime + time.Millisecond)
+	p.clock.Advance(protocol.CookieRefreshTime + time.Millisecond)
 	if cc.CheckMAC2(m, p.initiatorSrc) {
-		t.Errorf("CheckMAC2 after %v = true, want false (secret expired)", noise.CookieRefreshTime)
+		t.Errorf("CheckMAC2 after %v = true, want false (secret expired)", protocol.CookieRefreshTime)
 	}
 	if err := cc.CreateReply(&reply, m, p.initiatorSrc); err != nil {
 		t.Fatal(err)

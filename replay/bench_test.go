@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	wgreplay "golang.zx2c4.com/wireguard/replay"
+
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // The reference in these benchmarks is stock wireguard-go's replay.Filter
@@ -58,19 +60,19 @@ func BenchmarkSingle(b *testing.B) {
 	}{
 		{"wgpio-Window", func() func(uint64) bool {
 			w := new(Window)
-			return func(c uint64) bool { return w.Check(c, RejectAfterMessages) }
+			return func(c uint64) bool { return w.Check(c, protocol.RejectAfterMessages) }
 		}()},
 		{"wgpio-SharedWindow", func() func(uint64) bool {
 			s := new(SharedWindow)
-			return func(c uint64) bool { return s.Check(c, RejectAfterMessages) }
+			return func(c uint64) bool { return s.Check(c, protocol.RejectAfterMessages) }
 		}()},
 		{"wggo-Filter", func() func(uint64) bool {
 			f := new(wgreplay.Filter)
-			return func(c uint64) bool { return f.ValidateCounter(c, RejectAfterMessages) }
+			return func(c uint64) bool { return f.ValidateCounter(c, protocol.RejectAfterMessages) }
 		}()},
 		{"wggo-Filter+mutex", func() func(uint64) bool {
 			l := new(lockedFilter)
-			return func(c uint64) bool { return l.check(c, RejectAfterMessages) }
+			return func(c uint64) bool { return l.check(c, protocol.RejectAfterMessages) }
 		}()},
 	}
 	for _, impl := range impls {
@@ -99,11 +101,11 @@ type batchImpl struct {
 var batchImpls = []batchImpl{
 	{"wgpio-Window", func() func([]uint64, []bool) int {
 		w := new(Window)
-		return func(cs []uint64, acc []bool) int { return w.CheckBatch(cs, RejectAfterMessages, acc) }
+		return func(cs []uint64, acc []bool) int { return w.CheckBatch(cs, protocol.RejectAfterMessages, acc) }
 	}},
 	{"wgpio-SharedWindow", func() func([]uint64, []bool) int {
 		s := new(SharedWindow)
-		return func(cs []uint64, acc []bool) int { return s.CheckBatch(cs, RejectAfterMessages, acc) }
+		return func(cs []uint64, acc []bool) int { return s.CheckBatch(cs, protocol.RejectAfterMessages, acc) }
 	}},
 	// The reference: lock per counter, as wireguard-go's receive path does.
 	{"wggo-Filter+mutex-per-counter", func() func([]uint64, []bool) int {
@@ -111,7 +113,7 @@ var batchImpls = []batchImpl{
 		return func(cs []uint64, acc []bool) int {
 			n := 0
 			for i, c := range cs {
-				acc[i] = l.check(c, RejectAfterMessages)
+				acc[i] = l.check(c, protocol.RejectAfterMessages)
 				if acc[i] {
 					n++
 				}
@@ -122,7 +124,7 @@ var batchImpls = []batchImpl{
 	// The seed report's patch 2 on wireguard-go: lock per batch.
 	{"wggo-Filter+mutex-per-batch", func() func([]uint64, []bool) int {
 		l := new(lockedFilter)
-		return func(cs []uint64, acc []bool) int { return l.checkBatch(cs, RejectAfterMessages, acc) }
+		return func(cs []uint64, acc []bool) int { return l.checkBatch(cs, protocol.RejectAfterMessages, acc) }
 	}},
 }
 

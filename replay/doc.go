@@ -8,8 +8,9 @@
 // ("Subsequent Messages: Exchange of Data Packets"), and of the Linux
 // kernel's and wireguard-go's replay counters; only the width differs. A
 // counter is rejected if it is at or above the caller's limit (WireGuard uses
-// [RejectAfterMessages]), if it was accepted before, or if it lies more than
-// [WindowSize] below the highest counter accepted so far. A counter above the
+// [github.com/wgpio/wgpio/protocol.RejectAfterMessages]), if it was accepted
+// before, or if it lies more than [WindowSize] below the highest counter
+// accepted so far. A counter above the
 // highest moves the window forward; a jump by more than the ring forgets
 // everything behind it.
 //

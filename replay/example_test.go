@@ -3,6 +3,7 @@ package replay_test
 import (
 	"fmt"
 
+	"github.com/wgpio/wgpio/protocol"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -17,7 +18,7 @@ func ExampleSharedWindow_CheckBatch() {
 	counters := []uint64{0, 1, 3, 2, 3, 200000, 4} // 3 repeated; 4 too old
 	accepted := make([]bool, len(counters))
 
-	n := window.CheckBatch(counters, replay.RejectAfterMessages, accepted)
+	n := window.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 	fmt.Println(n, accepted)
 	// Output: 5 [true true true true false true false]
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"testing"
+
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // refWindow is the slow, obvious reference: the set of every counter ever
@@ -36,7 +38,7 @@ func (r *refWindow) check(c, limit uint64) bool {
 
 // fuzzLimits are the limits a fuzz input selects with its first byte.
 var fuzzLimits = [...]uint64{
-	RejectAfterMessages,
+	protocol.RejectAfterMessages,
 	math.MaxUint64,
 	0,
 	1,
@@ -156,7 +158,7 @@ func FuzzWindow(f *testing.F) {
 	f.Add(seed(0, opForward, 200, opJump, 0, 1, 17, opBehind, 0xff, 0xff, opEdge, 0, opEdge, 0xff, opEdge, 1))
 	// A jump by exactly one lap of the ring, and back.
 	f.Add(seed(0, opForward, 63, opLap|opEndBatch, 1, opLap, 0, opLap, 2, opRepeat, 2))
-	// Next to RejectAfterMessages, and to the largest limit.
+	// Next to protocol.RejectAfterMessages, and to the largest limit.
 	f.Add(seed(0, opLimit, 0, opLimit, 0x80, opLimit, 1, opLimit, 0x81, opRepeat, 1))
 	f.Add(seed(1, opLimit, 0, opLimit, 0, opAbsolute, 0, 0, 0, 0, 0, 0, 0, 0))
 	// A tiny limit: nothing accepted with limit 0; only 0 with limit 1.

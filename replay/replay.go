@@ -2,15 +2,6 @@ package replay
 
 import "sync"
 
-// Protocol constants.
-const (
-	// RejectAfterMessages is WireGuard's limit on the transport data counter
-	// of one keypair: 2^64 - 2^13 - 1 (whitepaper section 6.1; wireguard-go
-	// device/constants.go). Pass it as the limit to reject counters at or
-	// above it.
-	RejectAfterMessages uint64 = 1<<64 - 1<<13 - 1
-)
-
 // Implementation choices.
 const (
 	blockShift = 6               // log2 of the bits in a block
@@ -48,10 +39,11 @@ func (w *Window) Reset() {
 
 // Check reports whether counter is accepted, and if so records it. counter
 // is the 64-bit counter of an authenticated transport data message
-// (whitepaper section 5.4.6); limit is exclusive, normally
-// [RejectAfterMessages]. A counter is rejected if counter >= limit, if it was accepted before, or if it is
-// more than [WindowSize] below the highest counter accepted so far. A
-// rejected counter leaves the window unchanged.
+// (whitepaper section 5.4.6); limit is exclusive, normally WireGuard's
+// protocol.RejectAfterMessages. A counter is rejected if counter >= limit,
+// if it was accepted before, or if it is more than [WindowSize] below the
+// highest counter accepted so far. A rejected counter leaves the window
+// unchanged.
 func (w *Window) Check(counter, limit uint64) bool {
 	if counter >= limit {
 		return false

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	wgreplay "golang.zx2c4.com/wireguard/replay"
+
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // step is one check of a known-answer sequence.
@@ -31,7 +33,7 @@ const wgWindowSize = (128 - 1) * 64
 // tLim is the first distance at which a counter falls out of the window.
 func selftest(size uint64) []step {
 	tLim := size + 1
-	const r = RejectAfterMessages
+	const r = protocol.RejectAfterMessages
 	return []step{
 		{0, true},                    // 1: first counter
 		{1, true},                    // 2: next
@@ -209,12 +211,12 @@ func TestKnownAnswers(t *testing.T) {
 		steps func(size uint64) []step
 		limit uint64
 	}
-	seqs := []seq{{"selftest", selftest, RejectAfterMessages}}
+	seqs := []seq{{"selftest", selftest, protocol.RejectAfterMessages}}
 	for i := range 6 {
 		seqs = append(seqs, seq{
 			name:  fmt.Sprintf("bulk%d", i+1),
 			steps: func(size uint64) []step { return bulk(size)[i] },
-			limit: RejectAfterMessages,
+			limit: protocol.RejectAfterMessages,
 		})
 	}
 
@@ -258,8 +260,8 @@ func TestWindowSize(t *testing.T) {
 	if WindowSize != 131008 {
 		t.Errorf("WindowSize = %d, want 131008", WindowSize)
 	}
-	if RejectAfterMessages != 1<<64-1<<13-1 {
-		t.Errorf("RejectAfterMessages = %d, want 2^64-2^13-1", RejectAfterMessages)
+	if protocol.RejectAfterMessages != 1<<64-1<<13-1 {
+		t.Errorf("protocol.RejectAfterMessages = %d, want 2^64-2^13-1", protocol.RejectAfterMessages)
 	}
 	var w Window
 	if got := len(w.ring) * 8; got != 16<<10 {
@@ -275,9 +277,9 @@ func TestLimit(t *testing.T) {
 		{0, 0, false},
 		{0, 1, true},
 		{1, 1, false},
-		{RejectAfterMessages - 1, RejectAfterMessages, true},
-		{RejectAfterMessages, RejectAfterMessages, false},
-		{math.MaxUint64, RejectAfterMessages, false},
+		{protocol.RejectAfterMessages - 1, protocol.RejectAfterMessages, true},
+		{protocol.RejectAfterMessages, protocol.RejectAfterMessages, false},
+		{math.MaxUint64, protocol.RejectAfterMessages, false},
 		{math.MaxUint64, math.MaxUint64, false},
 		{math.MaxUint64 - 1, math.MaxUint64, true},
 	}
@@ -312,7 +314,7 @@ func TestBatchDuplicates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var w Window
 			got := make([]bool, len(tt.counters))
-			n := w.CheckBatch(tt.counters, RejectAfterMessages, got)
+			n := w.CheckBatch(tt.counters, protocol.RejectAfterMessages, got)
 			wantN := 0
 			for i := range got {
 				if got[i] != tt.want[i] {
@@ -341,13 +343,13 @@ func TestCheckBatchShortAccepted(t *testing.T) {
 					}
 				}()
 				if name == "Window" {
-					w.CheckBatch([]uint64{1, 2}, RejectAfterMessages, make([]bool, 1))
+					w.CheckBatch([]uint64{1, 2}, protocol.RejectAfterMessages, make([]bool, 1))
 				} else {
-					s.CheckBatch([]uint64{1, 2}, RejectAfterMessages, make([]bool, 1))
+					s.CheckBatch([]uint64{1, 2}, protocol.RejectAfterMessages, make([]bool, 1))
 				}
 			}()
 			// The shared window must not be left locked.
-			if name == "SharedWindow" && !s.Check(3, RejectAfterMessages) {
+			if name == "SharedWindow" && !s.Check(3, protocol.RejectAfterMessages) {
 				t.Errorf("SharedWindow.Check(3) = false after a panicking batch, want true")
 			}
 		})
@@ -368,8 +370,8 @@ func TestAgreesWithWireGuard(t *testing.T) {
 		case r == 0: // jump far ahead: both clear their rings
 			c = hi + rng.Uint64N(1<<40)
 		case r < 5: // at or over the limit
-			c = RejectAfterMessages + rng.Uint64N(3) - 1
-			if c < RejectAfterMessages {
+			c = protocol.RejectAfterMessages + rng.Uint64N(3) - 1
+			if c < protocol.RejectAfterMessages {
 				continue // would move both to the top; keep going below it
 			}
 		case r < 100: // duplicate-prone: near the newest
@@ -379,10 +381,10 @@ func TestAgreesWithWireGuard(t *testing.T) {
 			c -= min(c, rng.Uint64N(8000))
 			c = max(c, hi-min(hi, 8000))
 		}
-		if c > hi && c < RejectAfterMessages {
+		if c > hi && c < protocol.RejectAfterMessages {
 			hi = c
 		}
-		got, want := w.Check(c, RejectAfterMessages), f.ValidateCounter(c, RejectAfterMessages)
+		got, want := w.Check(c, protocol.RejectAfterMessages), f.ValidateCounter(c, protocol.RejectAfterMessages)
 		if got != want {
 			t.Fatalf("step %d: Check(%d) = %v, want %v (wireguard-go)", i, c, got, want)
 		}
@@ -399,21 +401,21 @@ func TestNoAllocs(t *testing.T) {
 		name string
 		fn   func()
 	}{
-		{"Window.Check", func() { base++; w.Check(base, RejectAfterMessages) }},
-		{"SharedWindow.Check", func() { base++; s.Check(base, RejectAfterMessages) }},
+		{"Window.Check", func() { base++; w.Check(base, protocol.RejectAfterMessages) }},
+		{"SharedWindow.Check", func() { base++; s.Check(base, protocol.RejectAfterMessages) }},
 		{"Window.CheckBatch", func() {
 			for i := range counters {
 				counters[i] = base + uint64(i)
 			}
 			base += 64
-			w.CheckBatch(counters, RejectAfterMessages, accepted)
+			w.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 		}},
 		{"SharedWindow.CheckBatch", func() {
 			for i := range counters {
 				counters[i] = base + uint64(i)
 			}
 			base += 64
-			s.CheckBatch(counters, RejectAfterMessages, accepted)
+			s.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 		}},
 		{"Window.Reset", func() { w.Reset() }},
 	}
@@ -504,7 +506,7 @@ func TestReorderTolerance(t *testing.T) {
 	var originals, dups, wgRejected, wgDupAccepted int
 	for bi, b := range batches {
 		accepted := make([]bool, len(b))
-		w.CheckBatch(b, RejectAfterMessages, accepted)
+		w.CheckBatch(b, protocol.RejectAfterMessages, accepted)
 		for i, c := range b {
 			if original[bi][i] {
 				originals++
@@ -523,7 +525,7 @@ func TestReorderTolerance(t *testing.T) {
 			if original[bi][i] {
 				maxBehind = max(maxBehind, hi-c)
 			}
-			ok := f.ValidateCounter(c, RejectAfterMessages)
+			ok := f.ValidateCounter(c, protocol.RejectAfterMessages)
 			if original[bi][i] && !ok {
 				wgRejected++
 			}
@@ -562,14 +564,14 @@ func TestSharedConcurrent(t *testing.T) {
 				for i := range perG {
 					c := uint64(i*goroutines + g) // interleaved, disjoint
 					if g%2 == 0 {
-						if !s.Check(c, RejectAfterMessages) {
+						if !s.Check(c, protocol.RejectAfterMessages) {
 							rejected[g]++
 						}
 						continue
 					}
 					cs = append(cs, c)
 					if len(cs) == cap(cs) || i == perG-1 {
-						rejected[g] += len(cs) - s.CheckBatch(cs, RejectAfterMessages, acc)
+						rejected[g] += len(cs) - s.CheckBatch(cs, protocol.RejectAfterMessages, acc)
 						cs = cs[:0]
 					}
 				}
@@ -603,12 +605,12 @@ func TestSharedConcurrent(t *testing.T) {
 					}
 					if g%2 == 0 {
 						for _, c := range cs {
-							if s.Check(c, RejectAfterMessages) {
+							if s.Check(c, protocol.RejectAfterMessages) {
 								accepted[g]++
 							}
 						}
 					} else {
-						accepted[g] += s.CheckBatch(cs, RejectAfterMessages, acc)
+						accepted[g] += s.CheckBatch(cs, protocol.RejectAfterMessages, acc)
 					}
 				}
 			})

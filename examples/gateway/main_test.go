@@ -33,6 +33,7 @@ func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
 // wireguard-go, and checks traffic both ways.
 func TestGatewayExample(t *testing.T) {
 	tp := testenv.Topology(t, "xg")
+	testenv.Tool(t, "ping", "iputils-ping")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)

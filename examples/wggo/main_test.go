@@ -33,6 +33,7 @@ func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
 func TestStockWireguardGoOnWgpio(t *testing.T) {
 	wg := testenv.Tool(t, "wg", "wireguard-tools")
 	tp := testenv.Topology(t, "xw")
+	testenv.Tool(t, "ping", "iputils-ping")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,108 @@
+package fastpath
+
+import (
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// hold keeps f (an inner IP packet) until pl's peer has a usable keypair
+// and endpoint, and asks the control plane for a handshake.
+func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
+	p := pl.peer
+	p.FlushHeld.Store(false)
+	p.HandshakeNeeded.Store(true)
+	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
+		p.NeedNeighbour.Store(true)
+	}
+	if len(pl.held) >= MaxHeldPerPeer || w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
+		// Drop the oldest, as wireguard-go does with its staged queue.
+		if len(pl.held) == 0 {
+			w.count(DropHeldOverflow, 1)
+			w.lanRX.Free(unsafeOne(f))
+			return
+		}
+		w.count(DropHeldOverflow, 1)
+		w.lanRX.Free(pl.held[:1])
+		copy(pl.held, pl.held[1:])
+		pl.held = pl.held[:len(pl.held)-1]
+		w.heldTotal--
+	}
+	if len(pl.held) == 0 {
+		w.heldPeers = append(w.heldPeers, p.ID)
+	}
+	pl.held = append(pl.held, *f)
+	w.heldTotal++
+	w.setHeld()
+}
+
+func (w *worker) dropHeld(pl *peerLocal) {
+	w.count(DropHeldOverflow, len(pl.held))
+	w.lanRX.Free(pl.held)
+	w.heldTotal -= len(pl.held)
+	pl.held = pl.held[:0]
+	w.setHeld()
+}
+
+// flushHeld sends the held packets of peers that now have a keypair.
+func (w *worker) flushHeld(now int64) {
+	keep := w.heldPeers[:0]
+	for _, id := range w.heldPeers {
+		pl := &w.local[id]
+		if len(pl.held) == 0 {
+			continue
+		}
+		kp, ep := usable(pl.peer, now)
+		if kp == nil {
+			if pl.peer.FlushHeld.Load() {
+				w.count(DropHandshakeGaveUp, len(pl.held))
+				w.lanRX.Free(pl.held)
+				w.heldTotal -= len(pl.held)
+				pl.held = pl.held[:0]
+				continue
+			}
+			keep = append(keep, id)
+			continue
+		}
+		held := pl.held
+		pl.kp, pl.ep = kp, ep
+		first, granted := kp.ReserveNonces(len(held))
+		out := w.out[:0]
+		for i := range held {
+			f := &held[i]
+			if i >= granted {
+				w.count(DropNonceExhausted, 1)
+				w.lanRX.Free(held[i : i+1])
+				continue
+			}
+			inner := f.Len()
+			if !w.seal(f, pl, first+uint64(i)) {
+				w.count(DropNoBuffer, 1)
+				w.lanRX.Free(held[i : i+1])
+				continue
+			}
+			pl.lastSent = now
+			if inner > 0 {
+				pl.lastDataSent = now
+			}
+			pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+			w.c.encrypted.Add(1)
+			w.c.encryptedBytes.Add(uint64(inner))
+			out = append(out, *f)
+			if len(out) == cap(out) {
+				w.transmit(w.wanTX, out)
+				out = out[:0]
+			}
+		}
+		w.transmit(w.wanTX, out)
+		w.markDirty(pl)
+		w.heldTotal -= len(held)
+		pl.held = held[:0]
+	}
+	w.heldPeers = keep
+	w.setHeld()
+}
+
+// setHeld publishes the number of frames held (for a handshake or a
+// neighbour).
+func (w *worker) setHeld() {
+	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait)))
+}

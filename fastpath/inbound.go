@@ -1,0 +1,388 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
+)
+
+// inbound handles one burst from the WAN: hand handshakes to the control
+// plane, open transport data in place, check replay once per keypair per
+// batch, check allowed IPs, and transmit the inner packets on the LAN.
+//
+// Frame disposition: a frame handed on (to the LAN TX batch, or held for a
+// neighbour) is zeroed in w.frames; every frame still non-zero at the end —
+// a counted drop, or one consumed here (handshake message copied to the
+// control plane, keepalive, exception packet, ARP/NDP) — is freed in one
+// call.
+func (w *worker) inbound(now int64) int {
+	n := w.wanRX.Receive(w.frames[:w.burst])
+	if n == 0 {
+		return 0
+	}
+	w.inboundBurst(w.frames[:n], now)
+	return n
+}
+
+// inboundBurst handles frames received on the WAN (see inbound).
+func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
+	if c := w.capture.Load(); c != nil {
+		c.put(w.id, CaptureWAN, CaptureRX, frames)
+	}
+	var bad [NumDropReasons]int32
+	// Frames consumed here (handshakes, keepalives, exception), freed with
+	// the drops.
+	left := w.authenticate(frames, &bad, now)
+	w.replayCheck(len(frames))
+	out, consumed := w.deliver(frames, &bad, now)
+	w.freeRest(w.wanRX, frames, &bad, left+consumed)
+	w.transmit(w.lanTX, out)
+}
+
+// rxMeta is what inbound's first pass learnt of an authenticated transport
+// packet, for its third.
+type rxMeta struct {
+	kp       *Keypair       // nil: not authenticated (dropped or consumed)
+	src      netip.AddrPort // outer source
+	plainLen int32          // plaintext length, with the sender's padding
+	back     int32          // from the frame's data start back to the outer Ethernet header
+	verdict  innerVerdict
+}
+
+// innerVerdict is what the first pass found in an authenticated packet's
+// plaintext, acted on after the replay check.
+type innerVerdict uint8
+
+const (
+	innerDeliver     innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
+	innerKeepalive                       // empty: a keepalive (whitepaper §6.5)
+	innerMalformed                       // not a well-formed IP packet
+	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
+	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
+	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
+)
+
+// authenticate is inbound's first pass: parse, look up the receiver index,
+// open in place, and prepare the inner packet for the LAN right after it is
+// opened (its IP header, allowed IPs, Ethernet toward the next hop; a
+// neighbour it misses is asked for even if the packet turns out to be a
+// replay). What it finds is acted on by deliver, after the replay check. It
+// fills w.meta and w.counters for each frame and returns the number of
+// frames it consumed (handshake messages, ARP/NDP).
+func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (left int) {
+	meta := w.meta[:len(frames)]
+	counters := w.counters[:len(frames)]
+	rt := w.e.routes.Load()
+	var (
+		idxRun   uint32
+		idxRunKp *Keypair // the live keypair of idxRun
+		// The last inner source and the peer its allowed IPs name, and
+		// the last destination resolved with its MAC address: a burst is
+		// mostly a few flows.
+		lastSrc     netip.Addr
+		lastSrcPeer *Peer
+		lastDst     netip.Addr
+		lastMAC     [6]byte
+	)
+	for i := range frames {
+		m := &meta[i]
+		m.kp = nil
+		f := &frames[i]
+		d := f.Data()
+		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
+			// ARP and NDP are not UDP: looked for only here.
+			if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
+				w.neighbour(h, w.wanTX, d)
+				left++
+				continue
+			}
+			bad[DropWANMalformed]++
+			continue
+		}
+		// Our ports are the listen port and the source-port range above
+		// it: a peer answers to the port we sent from.
+		if w.pkt.DstPort-w.e.cfg.ListenPort >= w.portSpan || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
+			bad[DropNotForUs]++
+			continue
+		}
+		msg := d[w.pkt.PayloadOff : w.pkt.PayloadOff+w.pkt.PayloadLen]
+		if len(msg) < 4 || msg[1]|msg[2]|msg[3] != 0 {
+			bad[DropBadType]++
+			continue
+		}
+		if msg[0] != protocol.TypeTransport {
+			if msg[0] >= protocol.TypeInitiation && msg[0] <= protocol.TypeCookieReply {
+				w.handshake(f, msg, now) // copies msg; the frame is freed with the rest
+				left++
+			} else {
+				bad[DropBadType]++
+			}
+			continue
+		}
+		if len(msg) < protocol.TransportMinSize {
+			bad[DropShortData]++
+			continue
+		}
+		// A burst is mostly one session: look its index up once.
+		idx, kp := binary.LittleEndian.Uint32(msg[4:8]), idxRunKp
+		if idx != idxRun || kp == nil {
+			if kp = w.e.indexes.Lookup(idx); kp == nil {
+				bad[DropUnknownIndex]++
+				continue
+			}
+			if kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+				bad[DropExpired]++
+				continue
+			}
+			idxRun, idxRunKp = idx, kp
+		}
+		c := binary.LittleEndian.Uint64(msg[8:16])
+		if c >= protocol.RejectAfterMessages {
+			bad[DropCounterLimit]++
+			continue
+		}
+		p, ok := kp.Open(msg[protocol.TransportHeaderSize:], c, &w.nonce)
+		if !ok {
+			bad[DropAuth]++
+			continue
+		}
+		counters[i] = c
+		m.kp = kp
+		m.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
+		m.plainLen = int32(len(p))
+		m.back = 0
+		if len(p) == 0 {
+			m.verdict = innerKeepalive
+			continue
+		}
+		off := w.pkt.PayloadOff + protocol.TransportHeaderSize
+		f.TrimFront(off)
+		f.SetLen(len(p))
+		m.back = int32(off)
+		// The IP header only: a gateway forwards what its upper layer
+		// holds, as a router does.
+		if header.ParseL3(f.Data(), &w.pkt) != header.OK {
+			m.verdict = innerMalformed
+			continue
+		}
+		if w.pkt.Src != lastSrc {
+			lastSrc = w.pkt.Src
+			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
+		}
+		if lastSrcPeer != kp.Peer {
+			m.verdict = innerForeign
+			continue
+		}
+		f.SetLen(w.pkt.L3End) // without the padding
+		dst := w.pkt.Dst
+		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
+			m.verdict = innerOwn
+			continue
+		}
+		mac, ok := lastMAC, dst == lastDst
+		if !ok {
+			if mac, ok = w.lanNeighbour(dst, now); !ok {
+				m.verdict = innerNoNeighbour
+				continue
+			}
+			lastDst, lastMAC = dst, mac
+		}
+		et := uint16(header.EtherTypeIPv4)
+		if dst.Is6() {
+			et = header.EtherTypeIPv6
+		}
+		header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+		m.back -= header.EthernetLen
+		m.verdict = innerDeliver
+	}
+	return left
+}
+
+// replayCheck runs the replay window over the authenticated counters of
+// w.meta[:n], once per distinct keypair in the batch (the common case is one
+// keypair per batch: one lock), and fills w.accepted.
+func (w *worker) replayCheck(n int) {
+	meta := w.meta[:n]
+	// The usual burst: every packet authenticated, all of one session.
+	if kp := meta[0].kp; kp != nil {
+		same := true
+		for i := range meta[1:] {
+			same = same && meta[1+i].kp == kp
+		}
+		if same {
+			kp.CheckReplay(w.counters[:n], w.accepted[:n])
+			return
+		}
+	}
+	done := w.done[:n]
+	for i := range meta {
+		w.accepted[i] = false
+		done[i] = meta[i].kp == nil
+	}
+	for i := range meta {
+		if done[i] {
+			continue
+		}
+		kp := meta[i].kp
+		m := 0
+		for j := i; j < n; j++ {
+			if !done[j] && meta[j].kp == kp {
+				w.scratchC[m] = w.counters[j]
+				m++
+			}
+		}
+		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
+		m = 0
+		for j := i; j < n; j++ {
+			if !done[j] && meta[j].kp == kp {
+				w.accepted[j] = w.scratchA[m]
+				done[j] = true
+				m++
+			}
+		}
+	}
+}
+
+// deliver is inbound's third pass, over the authenticated packets: the
+// replay verdict, peer bookkeeping (once per run of one keypair), roaming,
+// and the first pass's verdict on the inner packet. It returns the frames to
+// transmit and the number of frames it consumed (keepalives, exception
+// packets).
+func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (out []dataplane.Frame, left int) {
+	meta := w.meta[:len(frames)]
+	accepted := w.accepted[:len(frames)]
+	out = w.out[:0]
+	var (
+		dec      int
+		decBytes uint64
+		runKp    *Keypair // per-peer bookkeeping runs once per run of one keypair,
+		pl       *peerLocal
+		runSrc   netip.AddrPort // and the endpoint check once per run of one source
+	)
+	for i := range frames {
+		m := &meta[i]
+		kp := m.kp
+		if kp == nil {
+			continue
+		}
+		if !accepted[i] {
+			bad[DropReplay]++
+			continue
+		}
+		f := &frames[i]
+		if kp != runKp {
+			runKp, runSrc = kp, netip.AddrPort{}
+			pl = w.received(kp, now)
+		}
+		dec++
+		pl.rxBytes += uint64(m.plainLen) + protocol.TransportMinSize
+		if m.src != runSrc {
+			runSrc = m.src
+			w.sawSource(pl, f, m)
+		}
+		switch m.verdict {
+		case innerDeliver:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len() - header.EthernetLen)
+			out = append(out, *f)
+			*f = dataplane.Frame{}
+		case innerKeepalive:
+			w.c.keepalives.Add(1)
+			left++ // consumed: freed with the rest
+		case innerMalformed:
+			bad[DropInnerMalformed]++
+		case innerForeign:
+			bad[DropAllowedIPs]++
+		case innerOwn:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			w.e.cfg.Exception(f.Data())
+			w.c.exception.Add(1)
+			left++ // consumed: freed with the rest
+		case innerNoNeighbour:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			w.waitNeighbour(f, bad)
+		}
+	}
+	w.c.decrypted.Add(uint64(dec))
+	w.c.decryptedBytes.Add(decBytes)
+	return out, left
+}
+
+// received does the per-peer bookkeeping of a run of authenticated,
+// accepted packets of kp: it promotes the keypair if it was the next one
+// (the responder sends on a session only once data arrived on it,
+// whitepaper §5.4.6), stamps the receive time and returns the
+// worker's state of the peer.
+func (w *worker) received(kp *Keypair, now int64) *peerLocal {
+	pl := w.peerState(kp.Peer)
+	if !kp.Confirmed() && kp.Peer.promote(kp) {
+		w.e.Kick() // held packets may go now
+	}
+	pl.lastReceived = now
+	w.markDirty(pl)
+	return pl
+}
+
+// sawSource notes the outer source of a run of accepted packets from the
+// peer of pl (frame f, described by m, its outer headers m.back bytes in
+// front of its data): if it is not the peer's endpoint it is a candidate
+// for roaming (whitepaper §2.1: the endpoint becomes the source of the
+// latest authenticated packet), which publish acts on.
+func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
+	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Dst == m.src {
+		pl.sawCurrent = true
+		return
+	}
+	if pl.sawCurrent && pl.lastSrc.IsValid() {
+		return
+	}
+	outer := *f
+	d := outer.Prepend(int(m.back))
+	// The authentication pass checked that the outer destination is our
+	// address of the source's family.
+	dst := w.e.cfg.WANAddr6
+	if m.src.Addr().Is4() {
+		dst = w.e.cfg.WANAddr4
+	}
+	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
+}
+
+func (w *worker) roam(pl *peerLocal) {
+	ep := &Endpoint{Dst: pl.lastSrc, Src: pl.lastDst, SrcMAC: w.wanMAC}
+	if mac, ok := w.e.cfg.WANResolver.Resolve(pl.lastSrc.Addr()); ok {
+		ep.DstMAC = mac
+	} else {
+		// The frame came from this MAC: the last hop toward the source.
+		ep.DstMAC = pl.lastSrcMAC
+	}
+	pl.peer.Endpoint.Store(ep)
+}
+
+func isOwn(rt *routeTable, a netip.Addr) bool {
+	_, ok := rt.own[a]
+	return ok
+}
+
+// handshake copies a handshake message (types 1–3) to the control plane.
+func (w *worker) handshake(f *dataplane.Frame, msg []byte, now int64) {
+	d := f.Data()
+	m := HandshakeMessage{
+		Queue:    w.id,
+		Src:      netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort),
+		Dst:      netip.AddrPortFrom(w.pkt.Dst, w.pkt.DstPort),
+		SrcMAC:   [6]byte(d[6:12]),
+		Data:     append([]byte(nil), msg...),
+		Received: now,
+	}
+	select {
+	case w.e.handshakes <- m:
+		w.c.handshakes.Add(1)
+	default:
+		w.count(DropHandshakeQueueFull, 1)
+	}
+}

@@ -1,0 +1,248 @@
+package fastpath
+
+import (
+	"net/netip"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+type mail struct {
+	ctl    ControlPacket
+	inner  []byte
+	raw    []byte // a whole frame for the LAN (rawLAN) or WAN port
+	rawLAN bool
+	// wan is a WireGuard message from wanSrc to wanDst that came through
+	// the host kernel (Engine.ReceiveWAN).
+	wan            []byte
+	wanSrc, wanDst netip.AddrPort
+}
+
+// drainMailbox sends what the control plane posted.
+func (w *worker) drainMailbox(now int64) int {
+	done := 0
+	for done < w.burst {
+		var m mail
+		select {
+		case m = <-w.mailbox:
+		default:
+			return done
+		}
+		done++
+		if m.wan != nil {
+			w.receiveWAN(&m, now)
+			continue
+		}
+		if m.inner != nil {
+			w.sendInner(m.inner, now)
+			continue
+		}
+		if m.raw != nil {
+			tx := w.wanTX
+			if m.rawLAN {
+				tx = w.lanTX
+			}
+			w.sendRaw(tx, m.raw)
+			continue
+		}
+		w.sendControl(&m.ctl, now)
+	}
+	return done
+}
+
+// receiveWAN wraps a WireGuard message that came through the host kernel
+// (Engine.ReceiveWAN) in the Ethernet, IP and UDP headers it arrived with,
+// in a frame of the WAN port's pool, and handles it as a received burst of
+// one. The Ethernet source is unknown (zero): should the peer roam to this
+// source, the control plane resolves the next hop's MAC.
+func (w *worker) receiveWAN(m *mail, now int64) {
+	w.c.fromKernel.Add(1)
+	src, dst := m.wanSrc, m.wanDst
+	ipLen, et := header.IPv4MinLen, uint16(header.EtherTypeIPv4)
+	if !src.Addr().Is4() {
+		ipLen, et = header.IPv6Len, header.EtherTypeIPv6
+	}
+	frames := w.injected[:]
+	if w.wanTX.Alloc(frames) != 1 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &frames[0]
+	n := header.EthernetLen + ipLen + header.UDPLen + len(m.wan)
+	if !f.SetLen(n) {
+		w.count(DropWANTooBig, 1)
+		w.wanTX.Free(frames)
+		return
+	}
+	b := f.Data()
+	header.PutEthernet(b, header.MAC(w.wanMAC), header.MAC{}, et)
+	l4 := b[header.EthernetLen+ipLen:]
+	if src.Addr().Is4() {
+		ip := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: src.Addr().As4(), Dst: dst.Addr().As4()}
+		header.PutIPv4(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+	} else {
+		ip := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: 64, Src: src.Addr().As16(), Dst: dst.Addr().As16()}
+		header.PutIPv6(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+	}
+	header.PutUDP(l4, src.Port(), dst.Port(), len(m.wan))
+	copy(l4[header.UDPLen:], m.wan)
+	if !src.Addr().Is4() {
+		// UDP over IPv6 needs its checksum (RFC 8200 §8.1).
+		u := header.UDP(l4[:header.UDPLen+len(m.wan)])
+		u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src.Addr(), dst.Addr(), u.Length()))
+	}
+	w.inboundBurst(frames, now)
+}
+
+// sendControl builds a frame for a control-plane packet and transmits it.
+func (w *worker) sendControl(c *ControlPacket, now int64) {
+	ep := Endpoint{Dst: c.Dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
+	if c.Dst.Addr().Is4() {
+		ep.Src = w.e.cfg.WANAddr4
+	} else {
+		ep.Src = w.e.cfg.WANAddr6
+	}
+	if !ep.Src.IsValid() {
+		w.count(DropNoRoute, 1)
+		return
+	}
+	if ep.DstMAC == ([6]byte{}) {
+		mac, ok := w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
+		if !ok {
+			w.count(DropNoNeighbour, 1)
+			return
+		}
+		ep.DstMAC = mac
+	}
+	var fr [1]dataplane.Frame
+	if w.wanTX.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	hdr := w.outerLen(&ep)
+	if !f.SetLen(hdr + len(c.Payload)) {
+		w.count(DropNoBuffer, 1)
+		w.wanTX.Free(fr[:])
+		return
+	}
+	b := f.Data()
+	copy(b[hdr:], c.Payload)
+	port := c.SrcPort
+	if port == 0 {
+		port = w.e.cfg.ListenPort
+	}
+	w.putOuter(b, &ep, port, len(c.Payload))
+	if ep.Dst.Addr().Is6() || w.e.cfg.IPv4UDPChecksum {
+		w.udpChecksum(b, &ep)
+	}
+	if c.Peer != nil {
+		pl := w.peerState(c.Peer)
+		pl.lastSent = now
+		pl.txBytes += uint64(len(c.Payload))
+		w.markDirty(pl)
+	}
+	w.c.controlSent.Add(1)
+	w.transmit(w.wanTX, fr[:])
+}
+
+// putOuter writes Ethernet, IP and UDP headers for a UDP payload of n
+// bytes into b (which must hold the outer headers, payload following).
+func (w *worker) putOuter(b []byte, ep *Endpoint, srcPort uint16, n int) {
+	dst := ep.Dst.Addr()
+	if dst.Is4() {
+		header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv4)
+		w.ipID++
+		f := header.IPv4Fields{Protocol: header.ProtoUDP, ID: w.ipID, Src: ep.Src.As4(), Dst: dst.As4()}
+		header.PutIPv4(b[header.EthernetLen:], &f, header.UDPLen+n)
+		header.PutUDP(b[header.EthernetLen+header.IPv4MinLen:], srcPort, ep.Dst.Port(), n)
+		return
+	}
+	header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv6)
+	f := header.IPv6Fields{NextHeader: header.ProtoUDP, Src: ep.Src.As16(), Dst: dst.As16()}
+	header.PutIPv6(b[header.EthernetLen:], &f, header.UDPLen+n)
+	header.PutUDP(b[header.EthernetLen+header.IPv6Len:], srcPort, ep.Dst.Port(), n)
+}
+
+func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
+	off := header.EthernetLen + header.IPv4MinLen
+	if ep.Dst.Addr().Is6() {
+		off = header.EthernetLen + header.IPv6Len
+	}
+	u := header.UDP(b[off:])
+	pseudo := header.PseudoHeaderChecksum(header.ProtoUDP, ep.Src, ep.Dst.Addr(), u.Length())
+	u.SetChecksum(pseudo)
+}
+
+// sendInner encrypts an inner packet from the exception interface.
+func (w *worker) sendInner(p []byte, now int64) {
+	rt := w.e.routes.Load()
+	if header.ParseIP(p, &w.pkt) != header.OK {
+		w.count(DropInnerMalformed, 1)
+		return
+	}
+	peer, ok := rt.t.Lookup(w.pkt.Dst)
+	if !ok {
+		if w.pkt.Dst.IsMulticast() {
+			w.count(DropHostMulticast, 1)
+		} else {
+			w.count(DropNoRoute, 1)
+		}
+		return
+	}
+	if len(p) > w.e.cfg.MTU {
+		w.count(DropTooBig, 1)
+		return
+	}
+	var fr [1]dataplane.Frame
+	if w.lanTX.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	f.SetLen(len(p))
+	copy(f.Data(), p)
+	pl := w.peerState(peer)
+	kp, ep := usable(peer, now)
+	if kp == nil {
+		w.hold(pl, f)
+		return
+	}
+	first, granted := kp.ReserveNonces(1)
+	if granted == 0 {
+		w.count(DropNonceExhausted, 1)
+		peer.HandshakeNeeded.Store(true)
+		w.lanTX.Free(fr[:])
+		return
+	}
+	pl.kp, pl.ep = kp, ep
+	if !w.seal(f, pl, first) {
+		w.count(DropNoBuffer, 1)
+		w.lanTX.Free(fr[:])
+		return
+	}
+	pl.lastSent, pl.lastDataSent = now, now
+	pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+	w.markDirty(pl)
+	w.c.encrypted.Add(1)
+	w.c.encryptedBytes.Add(uint64(len(p)))
+	w.transmit(w.wanTX, fr[:])
+}
+
+// sendRaw copies a whole frame from the control plane into a frame of tx's
+// pool and transmits it.
+func (w *worker) sendRaw(tx dataplane.TX, raw []byte) {
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	if !fr[0].SetLen(len(raw)) {
+		w.count(DropNoBuffer, 1)
+		tx.Free(fr[:])
+		return
+	}
+	copy(fr[0].Data(), raw)
+	w.c.controlSent.Add(1)
+	w.transmit(tx, fr[:])
+}

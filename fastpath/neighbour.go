@@ -1,0 +1,155 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// Frames waiting for a LAN neighbour to resolve: at most maxNeighbourWait
+// per worker (so they can never drain the queue's buffers), retried every
+// neighbourRetry, dropped (no_neighbour) after neighbourWaitMax.
+const (
+	maxNeighbourWait = 256
+	neighbourRetry   = time.Millisecond
+	neighbourWaitMax = 3 * time.Second
+)
+
+type nbrWaiting struct {
+	f     dataplane.Frame // the inner IP packet, Ethernet not yet added
+	dst   netip.Addr
+	v6    bool
+	since time.Time
+}
+
+type nbrEntry struct {
+	addr    netip.Addr
+	mac     [6]byte
+	expires int64
+}
+
+const nbrCacheSize = 256 // power of 2
+
+// waitNeighbour holds f (an inner IP packet, checked by the first pass,
+// Ethernet not yet added) while the resolver asks for its destination's MAC
+// address, or counts its drop when too many wait already. f is zeroed when
+// held.
+func (w *worker) waitNeighbour(f *dataplane.Frame, bad *[NumDropReasons]int32) {
+	if len(w.nbrWait) >= maxNeighbourWait {
+		bad[DropNoNeighbour]++
+		return
+	}
+	header.ParseL3(f.Data(), &w.pkt) // for the destination: rare
+	dst := w.pkt.Dst
+	w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: dst, v6: dst.Is6(), since: time.Now()})
+	*f = dataplane.Frame{}
+	w.setHeld()
+}
+
+// flushNeighbourWait sends the frames whose neighbour resolved and drops
+// those that waited too long; it asks again at most every neighbourRetry.
+func (w *worker) flushNeighbourWait(now int64) {
+	t := time.Now()
+	if t.Sub(w.nbrTried) < neighbourRetry {
+		return
+	}
+	w.nbrTried = t
+	out := w.out[:0]
+	keep := w.nbrWait[:0]
+	for _, nw := range w.nbrWait {
+		mac, ok := w.lanNeighbour(nw.dst, now)
+		switch {
+		case ok:
+			f := nw.f
+			et := uint16(header.EtherTypeIPv4)
+			if nw.v6 {
+				et = header.EtherTypeIPv6
+			}
+			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+			out = append(out, f)
+		case t.Sub(nw.since) > neighbourWaitMax:
+			w.count(DropNoNeighbour, 1)
+			w.wanRX.Free(unsafeOne(&nw.f))
+		default:
+			keep = append(keep, nw)
+		}
+		if len(out) == cap(out) {
+			w.transmit(w.lanTX, out)
+			out = out[:0]
+		}
+	}
+	w.nbrWait = keep
+	w.setHeld()
+	w.transmit(w.lanTX, out)
+}
+
+// lanNeighbour returns the MAC of the LAN next hop toward dst, from the
+// worker's cache or, on a miss, the LAN resolver.
+func (w *worker) lanNeighbour(dst netip.Addr, now int64) ([6]byte, bool) {
+	h := nbrHash(dst)
+	e := &w.nbr[h&(nbrCacheSize-1)]
+	if e.addr == dst && now < e.expires {
+		return e.mac, true
+	}
+	mac, ok := w.e.cfg.LANResolver.Resolve(dst)
+	if !ok {
+		return mac, false
+	}
+	*e = nbrEntry{addr: dst, mac: mac, expires: now + int64(NeighbourCacheTTL)}
+	return mac, true
+}
+
+func nbrHash(a netip.Addr) uint32 {
+	if a.Is4() {
+		b := a.As4()
+		return binary.BigEndian.Uint32(b[:]) * 0x9e3779b1 >> 8
+	}
+	b := a.As16()
+	x := binary.BigEndian.Uint64(b[8:]) ^ binary.BigEndian.Uint64(b[:8])
+	return uint32((x * 0x9e3779b97f4a7c15) >> 40)
+}
+
+// isNeighbourFrame reports whether an untagged Ethernet frame is ARP or an
+// ICMPv6 neighbour solicitation/advertisement without extension headers.
+func isNeighbourFrame(d []byte) bool {
+	if len(d) < header.EthernetLen {
+		return false
+	}
+	switch binary.BigEndian.Uint16(d[12:14]) {
+	case header.EtherTypeARP:
+		return true
+	case header.EtherTypeIPv6:
+		const icmp = header.EthernetLen + header.IPv6Len
+		return len(d) > icmp && d[header.EthernetLen+6] == header.ProtoICMPv6 &&
+			(d[icmp] == ndpNeighbourSolicitation || d[icmp] == ndpNeighbourAdvertisement)
+	}
+	return false
+}
+
+// ICMPv6 types of RFC 4861 §4.3 and §4.4.
+const (
+	ndpNeighbourSolicitation  = 135
+	ndpNeighbourAdvertisement = 136
+)
+
+// neighbour hands an ARP/NDP frame to h and transmits its reply on tx.
+func (w *worker) neighbour(h NeighbourHandler, tx dataplane.TX, frame []byte) {
+	w.c.neighbour.Add(1)
+	var fr [1]dataplane.Frame
+	if tx.Alloc(fr[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	f := &fr[0]
+	f.SetLen(f.Len() + f.Tailroom())
+	n := h.Handle(frame, f.Data())
+	if n <= 0 {
+		tx.Free(fr[:])
+		return
+	}
+	f.SetLen(n)
+	w.transmit(tx, fr[:])
+}

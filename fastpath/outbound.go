@@ -1,0 +1,306 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
+)
+
+// usable returns the keypair and endpoint to send with, or nil.
+func usable(p *Peer, now int64) (*Keypair, *Endpoint) {
+	kp := p.Current.Load()
+	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+		return nil, nil
+	}
+	ep := p.Endpoint.Load()
+	if ep == nil || ep.DstMAC == ([6]byte{}) {
+		return nil, nil
+	}
+	return kp, ep
+}
+
+// outbound handles one burst from the LAN: classify, group by peer, seal,
+// add outer headers, transmit on the WAN.
+func (w *worker) outbound(now int64) int {
+	n := w.lanRX.Receive(w.frames[:w.burst])
+	if n == 0 {
+		return 0
+	}
+	if c := w.capture.Load(); c != nil {
+		c.put(w.id, CaptureLAN, CaptureRX, w.frames[:n])
+	}
+	rt := w.e.routes.Load()
+	w.groupSerial++
+	frames := w.frames[:n]
+	// Frame disposition as in inbound: a frame handed on (WAN TX batch,
+	// held) is zeroed; frames left over at the end (drops, counted in bad,
+	// and ARP/NDP frames once answered) are freed in one call.
+	var bad [NumDropReasons]int32
+	left := 0
+	var (
+		lastDst  netip.Addr // the last destination looked up, and its peer
+		lastPeer *Peer
+	)
+	// Pass 1: parse, route, count per peer. Frames that leave the batch
+	// get a nil peerOf.
+	for i := range frames {
+		w.peerOf[i] = nil
+		f := &frames[i]
+		if h := w.e.cfg.LANNeighbours; h != nil && isNeighbourFrame(f.Data()) {
+			w.neighbour(h, w.lanTX, f.Data())
+			left++
+			continue
+		}
+		// The IP header is what a gateway judges; what follows it (even
+		// an upper-layer header it cannot read) is the hosts' business.
+		r := header.Parse(f.Data(), &w.pkt)
+		if !r.IPHeaderOK() {
+			if r == header.ReasonNotIP {
+				bad[DropNotIP]++
+			} else {
+				bad[DropMalformed]++
+			}
+			left++
+			continue
+		}
+		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
+			lastDst = w.pkt.Dst
+			lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+		}
+		peer, ok := lastPeer, lastPeer != nil
+		if !ok {
+			bad[DropNoRoute]++
+			left++
+			continue
+		}
+		ipLen := w.pkt.L3End - w.pkt.L3Off
+		f.TrimFront(w.pkt.L3Off)
+		f.SetLen(ipLen)
+		if ipLen > w.e.cfg.MTU {
+			w.tooBig(f)
+			bad[DropTooBig]++
+			left++
+			continue
+		}
+		pl := w.peerState(peer)
+		if pl.lastGroup != w.groupSerial {
+			pl.lastGroup = w.groupSerial
+			pl.batchN = 0
+		}
+		pl.batchN++
+		// The source-port hash needs the inner 5-tuple; stash it in the
+		// frame order: computed again in pass 2 from the packet itself.
+		w.peerOf[i] = pl
+	}
+	// Pass 2: per peer, one nonce reservation; seal in frame order.
+	out := w.out[:0]
+	var encBytes uint64
+	var enc int
+	for i := range frames {
+		pl := w.peerOf[i]
+		if pl == nil {
+			continue
+		}
+		if pl.batchN > 0 {
+			// First frame of this peer in the batch: reserve for all.
+			kp, ep := usable(pl.peer, now)
+			pl.kp, pl.ep, pl.granted = kp, ep, 0
+			if kp != nil {
+				pl.nonce, pl.granted = kp.ReserveNonces(pl.batchN)
+			}
+			pl.batchN = 0
+		}
+		f := &frames[i]
+		if pl.kp == nil || pl.granted == 0 {
+			if pl.kp != nil {
+				// Out of nonces: the control plane must rekey.
+				bad[DropNonceExhausted]++
+				left++
+				pl.peer.HandshakeNeeded.Store(true)
+				continue
+			}
+			w.hold(pl, f) // takes the frame (keeps it, or drops and counts)
+			*f = dataplane.Frame{}
+			continue
+		}
+		inner := f.Len()
+		if !w.seal(f, pl, pl.nonce) {
+			bad[DropNoBuffer]++
+			left++
+			continue
+		}
+		pl.nonce++
+		pl.granted--
+		enc++
+		encBytes += uint64(inner)
+		pl.lastSent = now
+		if inner > 0 {
+			pl.lastDataSent = now
+		}
+		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
+		w.markDirty(pl)
+		out = append(out, *f)
+		*f = dataplane.Frame{}
+	}
+	w.c.encrypted.Add(uint64(enc))
+	w.c.encryptedBytes.Add(encBytes)
+	w.freeRest(w.lanRX, frames, &bad, left)
+	w.transmit(w.wanTX, out)
+	return n
+}
+
+func (w *worker) outerLen(ep *Endpoint) int {
+	if ep.Dst.Addr().Is4() {
+		return header.EthernetLen + header.IPv4MinLen + header.UDPLen
+	}
+	return header.EthernetLen + header.IPv6Len + header.UDPLen
+}
+
+// seal encrypts the IP packet in f (data = the inner packet) with counter c
+// and wraps it in transport header, UDP, IP and Ethernet toward pl.ep.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+	plen := f.Len()
+	// Padding (whitepaper §5.4.6): to a multiple of 16, never past the MTU.
+	padded := (plen + 15) &^ 15
+	if padded > w.e.cfg.MTU {
+		padded = max(plen, w.e.cfg.MTU)
+	}
+	// Inner 5-tuple hash for the source port, read before sealing.
+	var srcPort uint16
+	if pl.peer.SrcPorts > 1 {
+		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
+	} else {
+		srcPort = pl.peer.SrcPortBase
+	}
+	if f.Tailroom() < padded-plen+protocol.TagSize {
+		return false
+	}
+	f.SetLen(padded)
+	d := f.Data()
+	clear(d[plen:padded])
+	pl.kp.Seal(d[:0], d, c, &w.nonce)
+	f.SetLen(padded + protocol.TagSize)
+	// Outer headers from the peer's template (rebuilt when the endpoint
+	// changed): one copy and a few length and checksum patches.
+	ep := pl.ep
+	if pl.tmplEp != ep {
+		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
+			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: -1,
+			SrcAddr: ep.Src, DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
+			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
+		})
+		if !ok {
+			return false
+		}
+		pl.tmpl, pl.tmplEp = t, ep
+	}
+	outer := pl.tmpl.Len()
+	b := f.Prepend(outer + protocol.TransportHeaderSize)
+	if b == nil {
+		return false
+	}
+	t := b[outer:]
+	t[0], t[1], t[2], t[3] = protocol.TypeTransport, 0, 0, 0
+	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
+	binary.LittleEndian.PutUint64(t[8:16], c)
+	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
+	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
+		// A fresh IPv4 identification per packet (RFC 6864: the outer
+		// datagram may be fragmented on the way, DF being clear).
+		w.ipID++
+		binary.BigEndian.PutUint16(b[l3+4:l3+6], w.ipID)
+		ck := binary.BigEndian.Uint16(b[l3+10 : l3+12])
+		binary.BigEndian.PutUint16(b[l3+10:l3+12], header.UpdateChecksum(ck, 0, w.ipID))
+	}
+	return true
+}
+
+// flowHash hashes the inner IP packet's 5-tuple (addresses, protocol and,
+// for TCP/UDP of unfragmented packets, ports) so that one inner flow always
+// takes one outer source port.
+func flowHash(p []byte) uint32 {
+	var h uint64 = 0x9e3779b97f4a7c15
+	var proto uint8
+	var l4 []byte
+	switch {
+	case len(p) >= header.IPv4MinLen && p[0]>>4 == 4:
+		h ^= uint64(binary.BigEndian.Uint32(p[12:16]))<<32 | uint64(binary.BigEndian.Uint32(p[16:20]))
+		proto = p[9]
+		ihl := int(p[0]&0x0f) * 4
+		if binary.BigEndian.Uint16(p[6:8])&0x3fff == 0 && len(p) >= ihl+4 {
+			l4 = p[ihl:]
+		}
+	case len(p) >= header.IPv6Len:
+		h ^= binary.BigEndian.Uint64(p[8:16]) ^ binary.BigEndian.Uint64(p[16:24])*0xff51afd7ed558ccd
+		h ^= binary.BigEndian.Uint64(p[24:32])*0xc4ceb9fe1a85ec53 ^ binary.BigEndian.Uint64(p[32:40])
+		proto = p[6]
+		if len(p) >= header.IPv6Len+4 {
+			l4 = p[header.IPv6Len:]
+		}
+	}
+	if proto == header.ProtoTCP || proto == header.ProtoUDP {
+		if l4 != nil {
+			h ^= uint64(binary.BigEndian.Uint32(l4[0:4])) << 7
+		}
+	}
+	h ^= uint64(proto) << 56
+	// splitmix64 finaliser
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return uint32(h)
+}
+
+// tooBig answers an inner packet larger than the tunnel MTU with ICMP
+// "fragmentation needed" / "packet too big" to its sender (when RFC 1812
+// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet; the caller drops
+// and counts it.
+func (w *worker) tooBig(f *dataplane.Frame) {
+	p := f.Data()
+	var srcMAC header.MAC
+	// The Ethernet source of the offending frame is still in the headroom.
+	if f.Headroom() >= header.EthernetLen {
+		var full dataplane.Frame = *f
+		full.Prepend(header.EthernetLen)
+		srcMAC = header.MAC(full.Data()[6:12])
+	}
+	var reply [1]dataplane.Frame
+	if w.lanTX.Alloc(reply[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	r := &reply[0]
+	r.SetLen(header.EthernetLen + header.ICMPv6ErrorMaxLen)
+	b := r.Data()
+	var n int
+	var reason header.Reason
+	if p[0]>>4 == 4 {
+		if !w.e.cfg.LANAddr4.IsValid() || !header.IPv4(p).DontFragment() {
+			// Without DF the sender allows fragmentation; we do not
+			// fragment, so the packet is only dropped.
+			w.lanTX.Free(reply[:])
+			return
+		}
+		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv4)
+		n, reason = header.PutICMPv4FragNeeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+	} else {
+		if !w.e.cfg.LANAddr6.IsValid() {
+			w.lanTX.Free(reply[:])
+			return
+		}
+		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv6)
+		n, reason = header.PutICMPv6PacketTooBig(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+	}
+	if reason != header.OK {
+		w.lanTX.Free(reply[:])
+		return
+	}
+	r.SetLen(header.EthernetLen + n)
+	w.c.icmp.Add(1)
+	w.transmit(w.lanTX, reply[:])
+}
