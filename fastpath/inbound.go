@@ -63,6 +63,7 @@ const (
 	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
 	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
+	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -158,6 +159,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerKeepalive
 			continue
 		}
+		oecn := header.ECN(d[w.pkt.L3Off:]) // the outer ECN field, for RFC 6040
 		off := w.pkt.PayloadOff + protocol.TransportHeaderSize
 		f.TrimFront(off)
 		f.SetLen(len(p))
@@ -177,10 +179,22 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
+		ip := f.Data()
+		if oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
+			header.DecapECN(ip, oecn)
+		}
 		dst := w.pkt.Dst
 		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
 			m.verdict = innerOwn
 			continue
+		}
+		// A transit packet: forwarded as a router does (router.go).
+		if !header.Forward(ip) {
+			m.verdict = innerTTLExceeded
+			continue
+		}
+		if w.e.mss4 != 0 {
+			w.clampMSS(ip)
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
@@ -306,6 +320,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
 			w.waitNeighbour(f, bad)
+		case innerTTLExceeded:
+			pl.lastDataReceived = now
+			bad[DropTTLExceeded]++
+			w.timeExceededTunnel(f.Data(), now)
 		}
 	}
 	w.c.decrypted.Add(uint64(dec))

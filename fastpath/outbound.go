@@ -43,6 +43,7 @@ func (w *worker) outbound(now int64) int {
 	var (
 		lastDst  netip.Addr // the last destination looked up, and its peer
 		lastPeer *Peer
+		extra    int // fragments added at w.frames[n:]
 	)
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
@@ -79,22 +80,53 @@ func (w *worker) outbound(now int64) int {
 		ipLen := w.pkt.L3End - w.pkt.L3Off
 		f.TrimFront(w.pkt.L3Off)
 		f.SetLen(ipLen)
-		if ipLen > w.e.cfg.MTU {
-			w.tooBig(f)
-			bad[DropTooBig]++
+		// Forwarded as a router does (router.go): TTL or hop limit − 1,
+		// or time exceeded to the sender.
+		p := f.Data()
+		if !header.Forward(p) {
+			w.icmpToLAN(f, true, now)
+			bad[DropTTLExceeded]++
 			left++
 			continue
+		}
+		if w.e.mss4 != 0 {
+			w.clampMSS(p)
 		}
 		pl := w.peerState(peer)
 		if pl.lastGroup != w.groupSerial {
 			pl.lastGroup = w.groupSerial
 			pl.batchN = 0
 		}
+		if ipLen > w.e.cfg.MTU {
+			// IPv4 without DF is fragmented (RFC 791), each fragment
+			// a transport message of its own; the rest get
+			// "fragmentation needed" / "packet too big".
+			k := -2
+			if p[0]>>4 == header.IPv4Version && !header.IPv4(p).DontFragment() {
+				k = w.fragment(f, pl, n+extra)
+			}
+			switch {
+			case k >= 0:
+				extra += k
+				pl.batchN += k
+			case k == -1:
+				bad[DropFragmentNoBuffer]++
+				left++
+				continue
+			default:
+				w.icmpToLAN(f, false, now)
+				bad[DropTooBig]++
+				left++
+				continue
+			}
+		}
 		pl.batchN++
 		// The source-port hash needs the inner 5-tuple; stash it in the
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
 	}
+	// Fragments 1 and later of the burst's oversized packets follow it.
+	frames = w.frames[:n+extra]
 	// Pass 2: per peer, one nonce reservation; seal in frame order.
 	out := w.out[:0]
 	var encBytes uint64
@@ -175,6 +207,11 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	} else {
 		srcPort = pl.peer.SrcPortBase
 	}
+	// The outer ECN field follows the inner one (router.go).
+	var ecn uint8
+	if plen > 0 {
+		ecn = header.EncapECN(header.ECN(f.Data()))
+	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
 		return false
 	}
@@ -209,11 +246,12 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
-		// datagram may be fragmented on the way, DF being clear).
+		// datagram may be fragmented on the way, DF being clear), and
+		// the ECN field, with one checksum update.
 		w.ipID++
-		binary.BigEndian.PutUint16(b[l3+4:l3+6], w.ipID)
-		ck := binary.BigEndian.Uint16(b[l3+10 : l3+12])
-		binary.BigEndian.PutUint16(b[l3+10:l3+12], header.UpdateChecksum(ck, 0, w.ipID))
+		putOuterIPv4(b, l3, w.ipID, ecn)
+	} else if ecn != 0 {
+		putOuterIPv6ECN(b, l3, ecn)
 	}
 	return true
 }
@@ -254,53 +292,4 @@ func flowHash(p []byte) uint32 {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return uint32(h)
-}
-
-// tooBig answers an inner packet larger than the tunnel MTU with ICMP
-// "fragmentation needed" / "packet too big" to its sender (when RFC 1812
-// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet; the caller drops
-// and counts it.
-func (w *worker) tooBig(f *dataplane.Frame) {
-	p := f.Data()
-	var srcMAC header.MAC
-	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= header.EthernetLen {
-		var full dataplane.Frame = *f
-		full.Prepend(header.EthernetLen)
-		srcMAC = header.MAC(full.Data()[6:12])
-	}
-	var reply [1]dataplane.Frame
-	if w.lanTX.Alloc(reply[:]) == 0 {
-		w.count(DropNoBuffer, 1)
-		return
-	}
-	r := &reply[0]
-	r.SetLen(header.EthernetLen + header.ICMPv6ErrorMaxLen)
-	b := r.Data()
-	var n int
-	var reason header.Reason
-	if p[0]>>4 == 4 {
-		if !w.e.cfg.LANAddr4.IsValid() || !header.IPv4(p).DontFragment() {
-			// Without DF the sender allows fragmentation; we do not
-			// fragment, so the packet is only dropped.
-			w.lanTX.Free(reply[:])
-			return
-		}
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv4)
-		n, reason = header.PutICMPv4FragNeeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
-	} else {
-		if !w.e.cfg.LANAddr6.IsValid() {
-			w.lanTX.Free(reply[:])
-			return
-		}
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv6)
-		n, reason = header.PutICMPv6PacketTooBig(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
-	}
-	if reason != header.OK {
-		w.lanTX.Free(reply[:])
-		return
-	}
-	r.SetLen(header.EthernetLen + n)
-	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply[:])
 }

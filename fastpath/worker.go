@@ -100,6 +100,8 @@ type worker struct {
 
 	c counters
 
+	fwd fwdState // forwarding as a router (router.go)
+
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
 	tid atomic.Int32
@@ -138,9 +140,10 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.lanRX)
 	w.waiter.Add(w.wanRX)
 	b := w.burst
-	w.frames = make([]dataplane.Frame, b)
-	w.out = make([]dataplane.Frame, 0, b+1)
-	w.peerOf = make([]*peerLocal, b)
+	// Outbound bursts grow by the fragments of their oversized packets.
+	w.frames = make([]dataplane.Frame, b+fragSlots(b))
+	w.out = make([]dataplane.Frame, 0, b+fragSlots(b)+1)
+	w.peerOf = make([]*peerLocal, b+fragSlots(b))
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
