@@ -176,6 +176,9 @@ type Engine struct {
 	// tunnel: our first tunnel address of the family, else our LAN
 	// address (invalid: none is sent).
 	tunSrc4, tunSrc6 netip.Addr
+	// lanMTU is the LAN port's MTU: decrypted packets larger than it are
+	// fragmented or answered (router.go).
+	lanMTU int
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -264,6 +267,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
+	e.lanMTU = cfg.LAN.MTU()
 	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
 	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
 		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {

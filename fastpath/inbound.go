@@ -64,6 +64,7 @@ const (
 	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
 	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
+	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -196,6 +197,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if w.e.mss4 != 0 {
 			w.clampMSS(ip)
 		}
+		if len(ip) > w.e.lanMTU && w.e.lanMTU > 0 {
+			m.verdict = innerOverLANMTU
+			continue
+		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
 			if mac, ok = w.lanNeighbour(dst, now); !ok {
@@ -324,6 +329,14 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			bad[DropTTLExceeded]++
 			w.timeExceededTunnel(f.Data(), now)
+		case innerOverLANMTU:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			if w.toLANOverMTU(f, now) {
+				*f = dataplane.Frame{}
+			} else {
+				bad[DropLANTooBig]++
+			}
 		}
 	}
 	w.c.decrypted.Add(uint64(dec))

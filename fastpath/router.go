@@ -22,9 +22,16 @@ import (
 // dropped (fragment_no_buffer).
 func fragSlots(burst int) int { return 2 * burst }
 
+// maxLANFragments bounds the fragments of one decrypted packet toward the
+// LAN: a 65,535-byte packet at the smallest LAN MTU the engine accepts
+// for IPv4 (576) needs 119.
+const maxLANFragments = 128
+
 // fwdState is a worker's scratch for forwarding.
 type fwdState struct {
 	frag header.IPv4Fragmenter
+	// lan holds the fragments of a decrypted packet over the LAN MTU.
+	lan [maxLANFragments]dataplane.Frame
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte
 }
@@ -209,4 +216,80 @@ func (w *worker) clampMSS(p []byte) {
 		mss = w.e.mss6
 	}
 	header.ClampMSS(p, mss)
+}
+
+// toLANOverMTU handles a decrypted transit packet in f (its inner IP packet,
+// no Ethernet yet) larger than the LAN port's MTU, as a router does at the
+// LAN interface: IPv4 without DF is cut into fragments of the LAN MTU (RFC
+// 791), sent to the next hop with f as fragment 0; it reports true when it
+// sent them (f is then the LAN TX ring's). Otherwise the caller drops f
+// (lan_too_big): an IPv4 packet with DF or an IPv6 packet is answered into
+// the tunnel with "fragmentation needed" / "packet too big" carrying the
+// LAN MTU, from our tunnel address (never rate-limited).
+func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
+	p := f.Data()
+	mtu := w.e.lanMTU
+	if p[0]>>4 != header.IPv4Version || header.IPv4(p).DontFragment() {
+		w.mtuErrorTunnel(p, mtu, now)
+		return false
+	}
+	fr := &w.fwd.frag
+	if fr.Reset(p, mtu) != header.OK || fr.Count() > maxLANFragments {
+		return false
+	}
+	mac, ok := w.lanNeighbour(netip.AddrFrom4(header.IPv4(p).DstBytes()), now)
+	if !ok {
+		return false
+	}
+	k := fr.Count()
+	frags := w.fwd.lan[:k]
+	more := frags[1:]
+	if got := w.lanTX.Alloc(more); got < len(more) {
+		w.lanTX.Free(more[:got])
+		clear(more)
+		return false
+	}
+	for i := range more {
+		m := &more[i]
+		if !m.SetLen(fr.Len(i + 1)) {
+			w.lanTX.Free(more)
+			clear(more)
+			return false
+		}
+		fr.Put(m.Data(), i+1)
+		header.PutEthernet(m.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), header.EtherTypeIPv4)
+	}
+	f.SetLen(fr.PutFirst())
+	header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), header.EtherTypeIPv4)
+	frags[0] = *f
+	w.c.fragmented.Add(1)
+	w.c.fragments.Add(uint64(k))
+	w.transmit(w.lanTX, frags)
+	clear(frags)
+	return true
+}
+
+// mtuErrorTunnel answers the decrypted packet p, too large for the next
+// link (mtu bytes), into the tunnel with "fragmentation needed" (IPv4 with
+// DF) or "packet too big" (IPv6), from our tunnel address of its family;
+// never rate-limited (path MTU discovery).
+func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
+	var n int
+	var r header.Reason
+	if p[0]>>4 == header.IPv4Version {
+		if !w.e.tunSrc4.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], w.e.tunSrc4.As4(), p, uint16(min(mtu, 0xffff)))
+	} else {
+		if !w.e.tunSrc6.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], w.e.tunSrc6.As16(), p, uint32(mtu))
+	}
+	if r != header.OK {
+		return
+	}
+	w.c.icmp.Add(1)
+	w.sendInner(w.fwd.icmp[:n], now)
 }

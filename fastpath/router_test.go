@@ -316,3 +316,51 @@ func TestMSSClamp(t *testing.T) {
 		t.Errorf("TCP checksum does not verify after the clamp")
 	}
 }
+
+// TestFragmentToLAN: a decrypted packet larger than the LAN MTU (here 1280
+// at gateway B, behind a 1420 tunnel) is fragmented toward the LAN when DF is
+// clear; with DF, or over IPv6, it is dropped (lan_too_big) and its sender
+// gets "fragmentation needed" / "packet too big" with the LAN MTU back
+// through the tunnel.
+func TestFragmentToLAN(t *testing.T) {
+	r := newRig(t, rigConfig{lanMTUB: 1280})
+	orig := ttlFrame(t, r, hostAddrA, hostAddrB, 1400-28, 64, 0, false)
+	want := bytes.Clone(orig.Data()[header.EthernetLen:])
+	want[8] -= 2
+	header.IPv4(want).SetChecksum()
+	atB, _ := through(t, r, orig)
+	if len(atB) != 2 {
+		t.Fatalf("%d frames at hostB, want 2 fragments (B %v)", len(atB), r.b.Stats()[0].Drops.List())
+	}
+	var frags [][]byte
+	for _, d := range atB {
+		if len(d)-header.EthernetLen > 1280 {
+			t.Errorf("fragment of %d bytes over the LAN MTU", len(d)-header.EthernetLen)
+		}
+		frags = append(frags, d[header.EthernetLen:])
+	}
+	if got := reassemble4(t, frags); !bytes.Equal(got, want) {
+		t.Errorf("reassembled\n%x\nwant\n%x", got[:40], want[:40])
+	}
+	for _, c := range []struct {
+		src, dst netip.Addr
+		typ      uint8
+	}{{hostAddrA, hostAddrB, 3}, {host6A, host6B, 2}} {
+		atB, atA := through(t, r, ttlFrame(t, r, c.src, c.dst, 1400-48, 64, 0, true))
+		if len(atB) != 0 || len(atA) != 1 {
+			t.Fatalf("%v with DF over the LAN MTU: %d at hostB, %d answers at hostA", c.dst, len(atB), len(atA))
+		}
+		var p header.Packet
+		header.Parse(atA[0], &p)
+		mtu := int(binary.BigEndian.Uint16(atA[0][p.L4Off+6:]))
+		if c.typ == 2 {
+			mtu = int(binary.BigEndian.Uint32(atA[0][p.L4Off+4:]))
+		}
+		if atA[0][p.L4Off] != c.typ || mtu != 1280 {
+			t.Errorf("%v: answer type %d mtu %d, want %d, 1280", c.dst, atA[0][p.L4Off], mtu, c.typ)
+		}
+	}
+	if d := r.b.Stats()[0].Drops[DropLANTooBig]; d != 2 {
+		t.Errorf("lan_too_big = %d, want 2", d)
+	}
+}

@@ -85,6 +85,12 @@ const (
 	// that could not be fragmented for want of free frames (RFC 791
 	// fragmentation needs one frame per fragment).
 	DropFragmentNoBuffer
+	// DropLANTooBig: a decrypted packet larger than the LAN port's MTU
+	// (a peer whose tunnel MTU is larger than ours) that could not be
+	// fragmented toward the LAN: IPv4 with DF or IPv6 (answered into the
+	// tunnel with "fragmentation needed" / "packet too big" carrying the
+	// LAN MTU), or no free frames or next hop for the fragments.
+	DropLANTooBig
 
 	NumDropReasons
 )
@@ -118,6 +124,7 @@ var dropNames = [NumDropReasons]string{
 	DropWANTooBig:          "wan_too_big",
 	DropTTLExceeded:        "ttl_exceeded",
 	DropFragmentNoBuffer:   "fragment_no_buffer",
+	DropLANTooBig:          "lan_too_big",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
