@@ -50,18 +50,24 @@ func (w *worker) outbound(now int64) int {
 	for i := range frames {
 		w.peerOf[i] = nil
 		f := &frames[i]
-		if h := w.e.cfg.LANNeighbours; h != nil && isNeighbourFrame(f.Data()) {
-			w.neighbour(h, w.lanTX, f.Data())
-			left++
-			continue
+		if h := w.e.cfg.LANNeighbours; h != nil {
+			if l2 := neighbourL2(f.Data(), w.lanVLAN); l2 != 0 {
+				w.neighbour(h, w.lanTX, f.Data(), l2, w.lanVLAN)
+				left++
+				continue
+			}
 		}
 		// The IP header is what a gateway judges; what follows it (even
 		// an upper-layer header it cannot read) is the hosts' business.
+		// A frame of another VLAN never enters the tunnel (vlan.go).
 		r := header.Parse(f.Data(), &w.pkt)
-		if !r.IPHeaderOK() {
-			if r == header.ReasonNotIP {
+		if !r.IPHeaderOK() || w.pkt.VLANID != w.lanVLAN {
+			switch {
+			case foreignVLAN(&w.pkt, w.lanVLAN):
+				bad[DropVLAN]++
+			case r == header.ReasonNotIP:
 				bad[DropNotIP]++
-			} else {
+			default:
 				bad[DropMalformed]++
 			}
 			left++
@@ -84,7 +90,7 @@ func (w *worker) outbound(now int64) int {
 		// or time exceeded to the sender.
 		p := f.Data()
 		if !header.Forward(p) {
-			w.icmpToLAN(f, true, now)
+			w.icmpToLAN(f, w.pkt.L3Off, true, now)
 			bad[DropTTLExceeded]++
 			left++
 			continue
@@ -114,7 +120,7 @@ func (w *worker) outbound(now int64) int {
 				left++
 				continue
 			default:
-				w.icmpToLAN(f, false, now)
+				w.icmpToLAN(f, w.pkt.L3Off, false, now)
 				bad[DropTooBig]++
 				left++
 				continue
@@ -186,9 +192,9 @@ func (w *worker) outbound(now int64) int {
 
 func (w *worker) outerLen(ep *Endpoint) int {
 	if ep.Dst.Addr().Is4() {
-		return header.EthernetLen + header.IPv4MinLen + header.UDPLen
+		return w.wanL2 + header.IPv4MinLen + header.UDPLen
 	}
-	return header.EthernetLen + header.IPv6Len + header.UDPLen
+	return w.wanL2 + header.IPv6Len + header.UDPLen
 }
 
 // seal encrypts the IP packet in f (data = the inner packet) with counter c
@@ -225,7 +231,7 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	ep := pl.ep
 	if pl.tmplEp != ep {
 		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
-			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: -1,
+			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: w.wanTag,
 			SrcAddr: ep.Src, DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
 			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
 		})

@@ -37,14 +37,14 @@ type fwdState struct {
 }
 
 // icmpToLAN answers the IP packet in f (its data from the IP header, the
-// Ethernet header still in the headroom) toward its sender on the LAN with
+// Ethernet header of l2 bytes still in the headroom) toward its sender on the LAN with
 // an ICMP error from our LAN address, as Linux answers from the address of
 // the interface the answer leaves by: time exceeded (ttl true, rate-limited)
 // or fragmentation needed / packet too big with the tunnel MTU (never
 // limited: path MTU discovery must not break). The caller drops and counts
 // f. Nothing is sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, or
 // without a LAN address of the packet's family.
-func (w *worker) icmpToLAN(f *dataplane.Frame, ttl bool, now int64) {
+func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	p := f.Data()
 	v4 := p[0]>>4 == header.IPv4Version
 	if v4 && !w.e.cfg.LANAddr4.IsValid() || !v4 && !w.e.cfg.LANAddr6.IsValid() {
@@ -58,9 +58,9 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, ttl bool, now int64) {
 	}
 	var srcMAC header.MAC
 	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= header.EthernetLen {
+	if f.Headroom() >= l2 {
 		var full dataplane.Frame = *f
-		full.Prepend(header.EthernetLen)
+		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
 	var reply [1]dataplane.Frame
@@ -69,31 +69,31 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, ttl bool, now int64) {
 		return
 	}
 	r := &reply[0]
-	r.SetLen(header.EthernetLen + header.ICMPv6ErrorMaxLen)
+	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
 	b := r.Data()
 	var n int
 	var reason header.Reason
 	switch {
 	case v4:
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv4)
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
 		if ttl {
-			n, reason = header.PutICMPv4TimeExceeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p)
+			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p)
 		} else {
-			n, reason = header.PutICMPv4FragNeeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
 		}
 	default:
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv6)
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
 		if ttl {
-			n, reason = header.PutICMPv6TimeExceeded(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p)
+			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p)
 		} else {
-			n, reason = header.PutICMPv6PacketTooBig(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
 		}
 	}
 	if reason != header.OK {
 		w.lanTX.Free(reply[:])
 		return
 	}
-	r.SetLen(header.EthernetLen + n)
+	r.SetLen(w.lanL2 + n)
 	w.c.icmp.Add(1)
 	w.transmit(w.lanTX, reply[:])
 }
@@ -257,10 +257,10 @@ func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
 			return false
 		}
 		fr.Put(m.Data(), i+1)
-		header.PutEthernet(m.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), header.EtherTypeIPv4)
+		w.putLANEthernet(m, mac, header.EtherTypeIPv4)
 	}
 	f.SetLen(fr.PutFirst())
-	header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), header.EtherTypeIPv4)
+	w.putLANEthernet(f, mac, header.EtherTypeIPv4)
 	frags[0] = *f
 	w.c.fragmented.Add(1)
 	w.c.fragments.Add(uint64(k))

@@ -91,6 +91,14 @@ const (
 	// tunnel with "fragmentation needed" / "packet too big" carrying the
 	// LAN MTU), or no free frames or next hop for the fragments.
 	DropLANTooBig
+	// DropVLAN: a LAN frame of another VLAN than the LAN's (Config.LANVLAN;
+	// with none: a tag with VID other than 0, an 802.1ad or a stacked
+	// tag). The XDP program leaves such frames to the kernel: a worker
+	// sees them only on a port without one.
+	DropVLAN
+	// DropWANVLAN: the same on the WAN (Config.WANVLAN): another VLAN's
+	// frame is never read as WireGuard.
+	DropWANVLAN
 
 	NumDropReasons
 )
@@ -125,6 +133,8 @@ var dropNames = [NumDropReasons]string{
 	DropTTLExceeded:        "ttl_exceeded",
 	DropFragmentNoBuffer:   "fragment_no_buffer",
 	DropLANTooBig:          "lan_too_big",
+	DropVLAN:               "vlan",
+	DropWANVLAN:            "wan_vlan",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

@@ -92,11 +92,18 @@ type worker struct {
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
-	portSpan       uint16 // number of our UDP ports from ListenPort up
-	ipID           uint16
-	lastPublish    int64
-	dirtyPeers     []int
-	groupSerial    int
+	// lanVLAN and wanVLAN are the ports' VLANs (0: untagged), lanL2 and
+	// wanL2 the Ethernet header lengths of the frames sent there, wanTag
+	// the VLAN of the outer-header templates (-1: untagged) (vlan.go).
+	lanVLAN, wanVLAN uint16
+	lanL2, wanL2     int
+	wanTag           int
+	nbrFrame         [1536]byte // an ARP/NDP request with its tag taken off
+	portSpan         uint16     // number of our UDP ports from ListenPort up
+	ipID             uint16
+	lastPublish      int64
+	dirtyPeers       []int
+	groupSerial      int
 
 	c counters
 
@@ -133,6 +140,12 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.portSpan = max(e.cfg.SourcePorts, 1)
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
+	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
+	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
+	w.wanTag = -1
+	if w.wanVLAN != 0 {
+		w.wanTag = int(w.wanVLAN)
+	}
 	var err error
 	if w.waiter, err = dataplane.NewWaiter(); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,6 +28,7 @@ type collector struct {
 	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
+	xdp                                     *prometheus.Desc
 }
 
 func newCollector(name string, g *fastgw.Gateway) *collector {
@@ -55,12 +57,14 @@ func newCollector(name string, g *fastgw.Gateway) *collector {
 		portTx:         d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
 		portDrops:      d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
 		portCopies:     d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+		xdp:            d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies} {
+		c.handshakes, c.ctlSent, c.fromKernel, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp} {
 		ch <- d
 	}
 }
@@ -94,6 +98,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for r, n := range port.st.Drops {
 				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(n), port.name, qs, dataplane.DropReason(r).String())
 			}
+		}
+	}
+	for port, m := range s.XDP {
+		for k, v := range m {
+			ch <- prometheus.MustNewConstMetric(c.xdp, ctr, float64(v), port, strings.TrimPrefix(k, "xdp_"))
 		}
 	}
 	for _, p := range s.Peers {

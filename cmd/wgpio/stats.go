@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -103,6 +104,25 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	tw.Flush()
+	// Where the XDP programs sent frames: to the workers or the kernel
+	// (xdp_pass_vlan: another VLAN's frames, never taken).
+	for _, port := range []string{"lan", "wan"} {
+		if m := s.XDP[port]; len(m) > 0 {
+			fmt.Printf("xdp %s: %s\n", port, strings.Join(xdpList(m), " "))
+		}
+	}
+}
+
+// xdpList formats the nonzero XDP counters as sorted "name=count".
+func xdpList(m map[string]uint64) []string {
+	var out []string
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).

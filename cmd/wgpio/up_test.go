@@ -107,6 +107,10 @@ func TestUpWithStockPeer(t *testing.T) {
 		if _, err := fmt.Sscan(lines[2], &q, &enc, &dec); err != nil || q != 0 || enc == 0 || dec == 0 {
 			t.Errorf("queue line %q: queue %d encrypted %d decrypted %d (%v); want queue 0 with both > 0", lines[2], q, enc, dec, err)
 		}
+		// The XDP programs' verdicts: the LAN redirected the pings.
+		if !strings.Contains(string(out), "xdp lan: ") || !strings.Contains(string(out), "xdp_redirect_prefix=") {
+			t.Errorf("wgpio stats lacks the LAN XDP counters:\n%s", out)
+		}
 	})
 	t.Run("metrics", func(t *testing.T) {
 		body := httpGet(t, s, metricsAddr, "/metrics")
@@ -114,6 +118,7 @@ func TestUpWithStockPeer(t *testing.T) {
 			`wgpio_packets_encrypted_total{device="` + s.GwName + `",queue="0"}`,
 			`wgpio_packets_decrypted_total{device="` + s.GwName + `",queue="0"}`,
 			`wgpio_drops_total{`, `wgpio_port_receive_packets_total{`, `wgpio_peer_last_handshake_seconds{`,
+			`wgpio_xdp_frames_total{device="` + s.GwName + `",port="lan",verdict="pass_vlan"}`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
