@@ -364,3 +364,24 @@ func TestFragmentToLAN(t *testing.T) {
 		t.Errorf("lan_too_big = %d, want 2", d)
 	}
 }
+
+// TestZeroAllocsFragmenting: a burst that is fragmented on the way into
+// the tunnel allocates nothing either.
+func TestZeroAllocsFragmenting(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	f := ttlFrame(t, r, hostAddrA, hostAddrB, 1500-28, 64, 0, false)
+	tmpl := bytes.Clone(f.Data())
+	r.hostA.Queue(0).TX().Free([]dataplane.Frame{f})
+	frames := make([]dataplane.Frame, 64)
+	if got := pump(t, r, frames, tmpl, 16); got != 32 {
+		t.Fatalf("warm-up: %d fragments at hostB, want 32 (A %v, B %v)", got, r.a.Stats()[0].Drops.List(), r.b.Stats()[0].Drops.List())
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if got := pump(t, r, frames, tmpl, 16); got != 32 {
+			t.Fatalf("%d fragments at hostB, want 32", got)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("AllocsPerRun(16 packets cut into 32 fragments, sealed, opened) = %v, want 0", allocs)
+	}
+}
