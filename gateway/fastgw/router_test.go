@@ -165,8 +165,8 @@ func TestFragmentation(t *testing.T) {
 		if _, err := sc.Write(fragPayload(uint32(i), size)); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
-		if i%50 == 49 {
-			time.Sleep(5 * time.Millisecond) // the stock peer reassembles on 2 busy cores
+		if i%10 == 9 {
+			time.Sleep(2 * time.Millisecond) // the stock peer decrypts on 2 busy cores
 		}
 	}
 	if c := <-got; c != n {
@@ -262,23 +262,24 @@ func TestICMPRateLimit(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	elapsed := time.Since(start)
-	got := count(ipv4.ICMPTypeTimeExceeded, 500*time.Millisecond)
+	flooded := time.Since(start)
+	got := count(ipv4.ICMPTypeTimeExceeded, 2*time.Second)
 	after := s.Gateway.Engine().Stats()[0]
+	elapsed := time.Since(start) // every message was allowed within it
 	sent, supp := after.ICMPSent-before.ICMPSent, after.ICMPSuppressed-before.ICMPSuppressed
 	dropped := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropTTLExceeded]
 	if dropped != flood || sent+supp != flood {
 		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed", flood, dropped, sent, supp)
 	}
-	// At most the burst plus the rate over the flood's duration (and
-	// the reading time); at least the burst.
-	if max := 20 + int(200*(elapsed+600*time.Millisecond).Seconds()) + 1; int(sent) > max || sent < 20 {
+	// At most the burst plus the rate over the time since the flood
+	// began; at least the burst.
+	if max := 20 + int(200*elapsed.Seconds()) + 1; int(sent) > max || sent < 20 {
 		t.Errorf("%d time exceeded sent in %v, want between the burst (20) and %d", sent, elapsed, max)
 	}
 	if got != int(sent) {
 		t.Errorf("hostA received %d time exceeded, the gateway sent %d", got, sent)
 	}
-	t.Logf("TTL-1 flood: %d packets in %v, %d time exceeded, %d suppressed", flood, elapsed, sent, supp)
+	t.Logf("TTL-1 flood: %d packets in %v, %d time exceeded, %d suppressed", flood, flooded, sent, supp)
 
 	// DF over the MTU: every one answered (IP_PMTUDISC_PROBE sets DF but
 	// ignores the path MTU hostA learns).
@@ -294,7 +295,7 @@ func TestICMPRateLimit(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	got = count(ipv4.ICMPTypeDestinationUnreachable, 500*time.Millisecond)
+	got = count(ipv4.ICMPTypeDestinationUnreachable, 2*time.Second)
 	after = s.Gateway.Engine().Stats()[0]
 	if got != big || after.ICMPSuppressed != before.ICMPSuppressed || after.ICMPSent-before.ICMPSent != big {
 		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed; want all answered; drops %s",
