@@ -81,8 +81,9 @@ type Config struct {
 	// WANAddr4 / WANAddr6 are our outer addresses (either may be invalid
 	// if that family is not used).
 	WANAddr4, WANAddr6 netip.Addr
-	// MTU is the tunnel MTU (default DefaultMTU): inner packets larger
-	// than this get ICMP "fragmentation needed" / "packet too big".
+	// MTU is the tunnel MTU (default DefaultMTU): inner IPv4 packets
+	// larger than this without DF are fragmented (RFC 791); the others
+	// get ICMP "fragmentation needed" / "packet too big".
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
 	WANResolver, LANResolver Resolver
