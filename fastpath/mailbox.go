@@ -108,13 +108,9 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		w.count(DropNoRoute, 1)
 		return
 	}
+	resolved := true
 	if ep.DstMAC == ([6]byte{}) {
-		mac, ok := w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
-		if !ok {
-			w.count(DropNoNeighbour, 1)
-			return
-		}
-		ep.DstMAC = mac
+		ep.DstMAC, resolved = w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
 	}
 	var fr [1]dataplane.Frame
 	if w.wanTX.Alloc(fr[:]) == 0 {
@@ -143,6 +139,12 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		pl.lastSent = now
 		pl.txBytes += uint64(len(c.Payload))
 		w.markDirty(pl)
+	}
+	if !resolved {
+		// The next hop is being resolved: wait for it, as LAN packets
+		// do, rather than lose a handshake to a cold neighbour cache.
+		w.waitControl(f, c.Dst.Addr())
+		return
 	}
 	w.c.controlSent.Add(1)
 	w.transmit(w.wanTX, fr[:])
@@ -219,7 +221,9 @@ func (w *worker) sendInner(p []byte, now int64) {
 		return
 	}
 	pl.kp, pl.ep = kp, ep
-	if !w.seal(f, pl, first) {
+	sealed := w.seal(f, pl, first)
+	pl.kp = nil // no keypair kept past its use
+	if !sealed {
 		w.count(DropNoBuffer, 1)
 		w.lanTX.Free(fr[:])
 		return

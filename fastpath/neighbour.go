@@ -18,6 +18,54 @@ const (
 	neighbourWaitMax = 3 * time.Second
 )
 
+// Control-plane packets (handshake messages, cookie replies, keepalives)
+// whose WAN next hop has no MAC yet wait too, complete but for the
+// destination MAC: at most maxControlWait per worker, retried with the LAN
+// waits, dropped (no_neighbour) after neighbourWaitMax.
+const maxControlWait = 64
+
+type ctlWaiting struct {
+	f     dataplane.Frame // the whole frame; destination MAC written when resolved
+	dst   netip.Addr      // the endpoint address (the resolver finds its next hop)
+	since time.Time
+}
+
+// waitControl holds f, a control-plane frame of wanTX's pool, until the WAN
+// next hop toward dst resolves. It takes f.
+func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr) {
+	if len(w.ctlWait) >= maxControlWait {
+		w.count(DropNoNeighbour, 1)
+		w.wanTX.Free(unsafeOne(f))
+		return
+	}
+	w.ctlWait = append(w.ctlWait, ctlWaiting{f: *f, dst: dst, since: time.Now()})
+	*f = dataplane.Frame{}
+	w.setHeld()
+}
+
+// flushControlWait sends the control-plane frames whose WAN next hop
+// resolved and drops those that waited too long.
+func (w *worker) flushControlWait(t time.Time) {
+	keep := w.ctlWait[:0]
+	for _, cw := range w.ctlWait {
+		mac, ok := w.e.cfg.WANResolver.Resolve(cw.dst)
+		switch {
+		case ok:
+			f := cw.f
+			copy(f.Data()[:6], mac[:])
+			w.c.controlSent.Add(1)
+			w.transmit(w.wanTX, unsafeOne(&f))
+		case t.Sub(cw.since) > neighbourWaitMax:
+			w.count(DropNoNeighbour, 1)
+			w.wanTX.Free(unsafeOne(&cw.f))
+		default:
+			keep = append(keep, cw)
+		}
+	}
+	clear(w.ctlWait[len(keep):])
+	w.ctlWait = keep
+}
+
 type nbrWaiting struct {
 	f     dataplane.Frame // the inner IP packet, Ethernet not yet added
 	dst   netip.Addr
@@ -57,6 +105,9 @@ func (w *worker) flushNeighbourWait(now int64) {
 		return
 	}
 	w.nbrTried = t
+	if len(w.ctlWait) > 0 {
+		w.flushControlWait(t)
+	}
 	out := w.out[:0]
 	keep := w.nbrWait[:0]
 	for _, nw := range w.nbrWait {

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -133,10 +134,9 @@ func (w *worker) outbound(now int64) int {
 	}
 	// Fragments 1 and later of the burst's oversized packets follow it.
 	frames = w.frames[:n+extra]
-	// Pass 2: per peer, one nonce reservation; seal in frame order.
-	out := w.out[:0]
-	var encBytes uint64
-	var enc int
+	// Pass 2: per peer, one nonce reservation; pad each frame and queue it
+	// for sealing, in frame order.
+	q, qm := w.sealQ[:0], w.sealMeta[:0]
 	for i := range frames {
 		pl := w.peerOf[i]
 		if pl == nil {
@@ -165,17 +165,35 @@ func (w *worker) outbound(now int64) int {
 			continue
 		}
 		inner := f.Len()
-		if !w.seal(f, pl, pl.nonce) {
+		padded, srcPort, ecn, ok := w.pad(f, pl)
+		if !ok {
 			bad[DropNoBuffer]++
 			left++
 			continue
 		}
+		q = append(q, chachapoly.Packet{Key: &pl.kp.send, Counter: pl.nonce, Data: f.Data()})
+		qm = append(qm, sealMeta{frame: int32(i), inner: int32(inner), padded: int32(padded), srcPort: srcPort, ecn: ecn, c: pl.nonce, pl: pl})
 		pl.nonce++
 		pl.granted--
+	}
+	// One call seals the whole burst (package chachapoly: SIMD lanes).
+	chachapoly.Seal(q)
+	clear(q) // drop the key and buffer references
+	out := w.out[:0]
+	var encBytes uint64
+	var enc int
+	for k := range qm {
+		sm := &qm[k]
+		f, pl := &frames[sm.frame], sm.pl
+		if !w.wrap(f, pl, sm.c, sm.srcPort, int(sm.padded), sm.ecn) {
+			bad[DropNoBuffer]++
+			left++
+			continue
+		}
 		enc++
-		encBytes += uint64(inner)
+		encBytes += uint64(sm.inner)
 		pl.lastSent = now
-		if inner > 0 {
+		if sm.inner > 0 {
 			pl.lastDataSent = now
 		}
 		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
@@ -183,6 +201,15 @@ func (w *worker) outbound(now int64) int {
 		out = append(out, *f)
 		*f = dataplane.Frame{}
 	}
+	// Keep no keypair past the batch: one the control plane zeroes must
+	// not stay reachable from an idle worker (key hygiene).
+	for i, pl := range w.peerOf[:len(frames)] {
+		if pl != nil {
+			pl.kp = nil
+			w.peerOf[i] = nil
+		}
+	}
+	clear(qm) // drop the peerLocal references
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
@@ -197,35 +224,48 @@ func (w *worker) outerLen(ep *Endpoint) int {
 	return w.wanL2 + header.IPv6Len + header.UDPLen
 }
 
-// seal encrypts the IP packet in f (data = the inner packet) with counter c
-// and wraps it in transport header, UDP, IP and Ethernet toward pl.ep.
-func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+// sealMeta is what outbound keeps of a frame queued for sealing, to wrap it
+// once the burst is sealed.
+type sealMeta struct {
+	frame, inner, padded int32
+	srcPort              uint16
+	ecn                  uint8 // outer ECN field (router.go)
+	c                    uint64
+	pl                   *peerLocal
+}
+
+// pad prepares the IP packet in f (data = the inner packet) for sealing:
+// zero padding to a multiple of 16 (whitepaper §5.4.6), never past the MTU,
+// and room for the tag, so that f.Data() is plaintext ‖ 16 bytes. It
+// returns the padded length, the outer source port (hashed from the inner
+// 5-tuple) and the outer ECN field (from the inner one: router.go), both
+// read before sealing, or ok = false without tailroom.
+func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ecn uint8, ok bool) {
 	plen := f.Len()
-	// Padding (whitepaper §5.4.6): to a multiple of 16, never past the MTU.
-	padded := (plen + 15) &^ 15
+	padded = (plen + 15) &^ 15
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
 	}
-	// Inner 5-tuple hash for the source port, read before sealing.
-	var srcPort uint16
 	if pl.peer.SrcPorts > 1 {
 		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
 	} else {
 		srcPort = pl.peer.SrcPortBase
 	}
-	// The outer ECN field follows the inner one (router.go).
-	var ecn uint8
 	if plen > 0 {
 		ecn = header.EncapECN(header.ECN(f.Data()))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
-		return false
+		return 0, 0, 0, false
 	}
-	f.SetLen(padded)
-	d := f.Data()
-	clear(d[plen:padded])
-	pl.kp.Seal(d[:0], d, c, &w.nonce)
 	f.SetLen(padded + protocol.TagSize)
+	clear(f.Data()[plen:padded])
+	return padded, srcPort, ecn, true
+}
+
+// wrap puts the transport header (counter c), UDP, IP (ECN field ecn) and
+// Ethernet toward pl.ep in front of the sealed message in f (padded bytes
+// of ciphertext, then the tag).
+func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, c uint64, srcPort uint16, padded int, ecn uint8) bool {
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
 	ep := pl.ep
@@ -298,4 +338,19 @@ func flowHash(p []byte) uint32 {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return uint32(h)
+}
+
+// seal pads, seals (counter c) and wraps one frame: for the paths that send
+// a frame at a time (held packets, the control plane's inner packets);
+// outbound seals its bursts in one call.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+	padded, srcPort, ecn, ok := w.pad(f, pl)
+	if !ok {
+		return false
+	}
+	q := w.sealQ[:1]
+	q[0] = chachapoly.Packet{Key: &pl.kp.send, Counter: c, Data: f.Data()}
+	chachapoly.Seal(q)
+	q[0] = chachapoly.Packet{}
+	return w.wrap(f, pl, c, srcPort, padded, ecn)
 }

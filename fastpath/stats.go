@@ -99,6 +99,9 @@ const (
 	// DropWANVLAN: the same on the WAN (Config.WANVLAN): another VLAN's
 	// frame is never read as WireGuard.
 	DropWANVLAN
+	// DropPeerRemoved: packets held for a peer that was removed from the
+	// configuration (Peer.Removed), freed at the worker's next turn.
+	DropPeerRemoved
 
 	NumDropReasons
 )
@@ -135,6 +138,7 @@ var dropNames = [NumDropReasons]string{
 	DropLANTooBig:          "lan_too_big",
 	DropVLAN:               "vlan",
 	DropWANVLAN:            "wan_vlan",
+	DropPeerRemoved:        "peer_removed",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

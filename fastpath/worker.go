@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -70,7 +71,15 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
-	nonce    [12]byte
+
+	// outbound: the burst queued for chachapoly.Seal and what wraps it
+	sealQ    []chachapoly.Packet
+	sealMeta []sealMeta
+
+	// inbound: the burst queued for chachapoly.Open
+	openQ    []chachapoly.Packet
+	openMeta []openMeta
+	openOK   []bool
 
 	// inbound batch state
 	meta     []rxMeta
@@ -89,6 +98,7 @@ type worker struct {
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
 	nbrWait              []nbrWaiting
+	ctlWait              []ctlWaiting // control-plane frames waiting for the WAN next hop
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
@@ -154,9 +164,15 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.wanRX)
 	b := w.burst
 	// Outbound bursts grow by the fragments of their oversized packets.
-	w.frames = make([]dataplane.Frame, b+fragSlots(b))
-	w.out = make([]dataplane.Frame, 0, b+fragSlots(b)+1)
-	w.peerOf = make([]*peerLocal, b+fragSlots(b))
+	fb := b + fragSlots(b)
+	w.frames = make([]dataplane.Frame, fb)
+	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.peerOf = make([]*peerLocal, fb)
+	w.sealQ = make([]chachapoly.Packet, 0, fb)
+	w.sealMeta = make([]sealMeta, 0, fb)
+	w.openQ = make([]chachapoly.Packet, 0, b)
+	w.openMeta = make([]openMeta, 0, b)
+	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
@@ -182,6 +198,11 @@ func (w *worker) close() {
 		w.wanRX.Free(unsafeOne(&w.nbrWait[i].f))
 	}
 	w.nbrWait = nil
+	for i := range w.ctlWait {
+		w.count(DropClosed, 1)
+		w.wanTX.Free(unsafeOne(&w.ctlWait[i].f))
+	}
+	w.ctlWait = nil
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
@@ -222,7 +243,7 @@ func (w *worker) run() {
 		if len(w.heldPeers) > 0 {
 			w.flushHeld(now)
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			w.flushNeighbourWait(now)
 		}
 		if now-w.lastPublish >= int64(PublishInterval) {
@@ -248,7 +269,7 @@ func (w *worker) run() {
 		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
 			timeout = PublishInterval
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)

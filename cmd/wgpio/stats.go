@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 )
 
@@ -78,6 +79,11 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
+	if s.Mode == string(config.ModeCompatMQTUN) {
+		fmt.Printf("Mode = compat-mqtun keeps no wgpio counters: stock wireguard-go on a kernel TUN and UDP sockets carries the packets.\n"+
+			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
+		return
+	}
 	if s.Compat != nil {
 		printCompatStats(s.Compat)
 		return
@@ -89,6 +95,8 @@ func printStats(name string, s GatewayStats) {
 			q.Fragmented, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
+	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
+		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}

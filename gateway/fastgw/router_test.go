@@ -15,13 +15,13 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // Behaving like the Linux router the gateway replaces (RFC 1812, RFC 8200):
-// against stock wireguard-go in the demo topology.
+// against stock wireguard-go in the two-site topology.
 
 // runOK runs cmd in ns and returns its output, failing the test on error.
 func runOK(t *testing.T, ns *topo.NS, name string, args ...string) string {
@@ -41,20 +41,20 @@ func runOK(t *testing.T, ns *topo.NS, name string, args ...string) string {
 func TestTTLTimeExceeded(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	tr := testenv.Tool(t, "traceroute", "traceroute")
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
-	ping(t, s.HostA, demo.HostB6.String(), 0)
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB6.String(), 0)
 	for _, c := range []struct {
 		from *topo.NS
 		dst  string
 		ttl  string
 		want string
 	}{
-		{s.HostA, demo.HostB4.String(), "1", "From 198.19.1.1 icmp_seq=1 Time to live exceeded"},
-		{s.HostA, demo.HostB6.String(), "1", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
+		{s.HostA, twosite.HostB4.String(), "1", "From 198.19.1.1 icmp_seq=1 Time to live exceeded"},
+		{s.HostA, twosite.HostB6.String(), "1", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
 		// hostB's packet leaves gwB with TTL 1: gwA is the hop where it expires.
-		{s.HostB, demo.HostA4.String(), "2", "From 198.19.100.1 icmp_seq=1 Time to live exceeded"},
-		{s.HostB, demo.HostA6.String(), "2", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
+		{s.HostB, twosite.HostA4.String(), "2", "From 198.19.100.1 icmp_seq=1 Time to live exceeded"},
+		{s.HostB, twosite.HostA6.String(), "2", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
 	} {
 		out, _ := c.from.Run("ping", "-c", "1", "-W", "2", "-t", c.ttl, c.dst)
 		if !strings.Contains(out, c.want) {
@@ -66,10 +66,10 @@ func TestTTLTimeExceeded(t *testing.T) {
 		dst  string
 		hops []string // hop 1, 2, 3
 	}{
-		{s.HostA, demo.HostB4.String(), []string{"198.19.1.1", "198.19.100.2", demo.HostB4.String()}},
-		{s.HostA, demo.HostB6.String(), []string{"2001:db8:1::1", "", demo.HostB6.String()}},
-		{s.HostB, demo.HostA4.String(), []string{"198.19.2.1", "198.19.100.1", demo.HostA4.String()}},
-		{s.HostB, demo.HostA6.String(), []string{"2001:db8:2::1", "2001:db8:1::1", demo.HostA6.String()}},
+		{s.HostA, twosite.HostB4.String(), []string{"198.19.1.1", "198.19.100.2", twosite.HostB4.String()}},
+		{s.HostA, twosite.HostB6.String(), []string{"2001:db8:1::1", "", twosite.HostB6.String()}},
+		{s.HostB, twosite.HostA4.String(), []string{"198.19.2.1", "198.19.100.1", twosite.HostA4.String()}},
+		{s.HostB, twosite.HostA6.String(), []string{"2001:db8:2::1", "2001:db8:1::1", twosite.HostA6.String()}},
 	} {
 		args := []string{"-n", "-q", "1", "-w", "2", "-m", "5"}
 		if strings.Contains(c.dst, ":") {
@@ -100,13 +100,13 @@ func TestTTLTimeExceeded(t *testing.T) {
 // variants still get "fragmentation needed (mtu 1420)".
 func TestFragmentation(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	for _, size := range []string{"1472", "4000"} {
 		for _, c := range []struct {
 			from *topo.NS
 			dst  string
-		}{{s.HostA, demo.HostB4.String()}, {s.HostB, demo.HostA4.String()}} {
+		}{{s.HostA, twosite.HostB4.String()}, {s.HostB, twosite.HostA4.String()}} {
 			if out, err := c.from.Run("ping", "-c", "2", "-W", "2", "-M", "dont", "-s", size, c.dst); err != nil {
 				t.Errorf("ping -M dont -s %s %s: %v\n%s", size, c.dst, err, out)
 			}
@@ -119,7 +119,7 @@ func TestFragmentation(t *testing.T) {
 
 	var rc, sc *net.UDPConn
 	if err := s.HostB.Do(func() (err error) {
-		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9200})
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9200})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestFragmentation(t *testing.T) {
 		})
 	}
 	if err := s.HostA.Do(func() (err error) {
-		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9200})
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9200})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestFragmentation(t *testing.T) {
 		t.Errorf("received %d of %d 3,000-byte datagrams intact; drops %s\nLAN %+v\nWAN %+v\n%s", c, n, dropsString(s.Gateway), lan.Stats(), wan.Stats(), diag.String())
 	}
 
-	out, _ := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", demo.HostB4.String())
+	out, _ := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String())
 	if !strings.Contains(out, "mtu = 1420") {
 		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420), got:\n%s", out)
 	}
@@ -200,7 +200,7 @@ func fragPayload(seq uint32, size int) []byte {
 // gets 6 and then 1 a second; a flood of DF packets over the MTU is answered
 // in full.
 func TestICMPRateLimit(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{NoFastPath: true})
+	s := newSite(t, twosite.Config{NoFastPath: true})
 	fc := s.FastConfig
 	fc.ICMPRate, fc.ICMPBurst, fc.ICMPDestInterval = 200, 20, -1
 	if err := s.GwA.Do(func() (err error) {
@@ -209,11 +209,11 @@ func TestICMPRateLimit(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	// hostA listens for the ICMP errors and floods with TTL 1 / DF.
 	var ic *net.IPConn
 	if err := s.HostA.Do(func() (err error) {
-		ic, err = net.ListenIP("ip4:icmp", &net.IPAddr{IP: demo.HostA4.AsSlice()})
+		ic, err = net.ListenIP("ip4:icmp", &net.IPAddr{IP: twosite.HostA4.AsSlice()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -226,9 +226,9 @@ func TestICMPRateLimit(t *testing.T) {
 	}
 	// Unconnected: the ICMP errors do not come back as socket errors.
 	var uc *net.UDPConn
-	dst := &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9300}
+	dst := &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9300}
 	if err := s.HostA.Do(func() (err error) {
-		uc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostA4.AsSlice()})
+		uc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostA4.AsSlice()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -309,20 +309,20 @@ func TestICMPRateLimit(t *testing.T) {
 // CE on its link toward gwB makes hostB's packet CE (RFC 6040),
 // and leaves a Not-ECT packet alone (topo.MarkCE: a TCX program).
 func TestECNAcrossTunnel(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	if got := udpTOS(t, s, 0x02); got&3 != 2 {
 		t.Errorf("ECT(0) across the stock peer: TOS at hostB %#x", got)
 	}
 
 	testenv.Short(t, "builds namespaces and runs two gateways")
 	tp := testenv.Topology(t, "fe")
-	w, err := demo.BuildSite(tp, demo.SiteConfig{PeerFastPath: true, Routed: true})
+	w, err := twosite.Build(tp, twosite.Config{PeerFastPath: true, Routed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Close)
-	ping(t, w.HostA, demo.HostB4.String(), 0)
+	ping(t, w.HostA, twosite.HostB4.String(), 0)
 	if got := udpTOS(t, w, 0x02); got&3 != 2 {
 		t.Errorf("ECT(0) between wgpio gateways: TOS at hostB %#x", got)
 	}
@@ -340,11 +340,11 @@ func TestECNAcrossTunnel(t *testing.T) {
 
 // udpTOS sends one UDP datagram with IP TOS tos from hostA to hostB and
 // returns the TOS hostB received it with.
-func udpTOS(t *testing.T, s *demo.Site, tos int) int {
+func udpTOS(t *testing.T, s *twosite.Site, tos int) int {
 	t.Helper()
 	var rc, sc *net.UDPConn
 	if err := s.HostB.Do(func() (err error) {
-		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9400})
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9400})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func udpTOS(t *testing.T, s *demo.Site, tos int) int {
 	raw, _ := rc.SyscallConn()
 	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1) })
 	if err := s.HostA.Do(func() (err error) {
-		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9400})
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9400})
 		return err
 	}); err != nil {
 		t.Fatal(err)
