@@ -17,10 +17,10 @@ import (
 // itself (the exception interface, Config.Exception) are not.
 
 // fragSlots is how many extra frames a burst may grow by through
-// fragmentation (fragments 1 and later of its oversized packets): a burst
-// of 1,500-byte packets needs one per packet; beyond it the packet is
-// dropped (fragment_no_buffer).
-func fragSlots(burst int) int { return 2 * burst }
+// fragmentation (fragments 1 and later of its oversized packets): six per
+// packet, what a burst of 9,000-byte jumbo frames needs at a 1,420-byte
+// tunnel MTU; past it a packet is dropped (fragment_no_buffer).
+func fragSlots(burst int) int { return 6 * burst }
 
 // maxLANFragments bounds the fragments of one decrypted packet toward the
 // LAN: a 65,535-byte packet at the smallest LAN MTU the engine accepts
