@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -70,7 +71,15 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
-	nonce    [12]byte
+
+	// outbound: the burst queued for chachapoly.Seal and what wraps it
+	sealQ    []chachapoly.Packet
+	sealMeta []sealMeta
+
+	// inbound: the burst queued for chachapoly.Open
+	openQ    []chachapoly.Packet
+	openMeta []openMeta
+	openOK   []bool
 
 	// inbound batch state
 	meta     []rxMeta
@@ -110,6 +119,8 @@ type worker struct {
 	groupSerial      int
 
 	c counters
+
+	fwd fwdState // forwarding as a router (router.go)
 
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
@@ -156,9 +167,16 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.lanRX)
 	w.waiter.Add(w.wanRX)
 	b := w.burst
-	w.frames = make([]dataplane.Frame, b)
-	w.out = make([]dataplane.Frame, 0, b+1)
-	w.peerOf = make([]*peerLocal, b)
+	// Outbound bursts grow by the fragments of their oversized packets.
+	fb := b + fragSlots(b)
+	w.frames = make([]dataplane.Frame, fb)
+	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.peerOf = make([]*peerLocal, fb)
+	w.sealQ = make([]chachapoly.Packet, 0, fb)
+	w.sealMeta = make([]sealMeta, 0, fb)
+	w.openQ = make([]chachapoly.Packet, 0, b)
+	w.openMeta = make([]openMeta, 0, b)
+	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)

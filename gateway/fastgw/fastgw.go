@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -112,6 +113,14 @@ type Config struct {
 	// slots: peers in configuration order, each one's allowed IPs as
 	// written.
 	LANPrefixCapacity int
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
+	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
+	// off when negative).
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway
+	// (fastpath.Config.MSSClamp: fastpath.MSSClampAuto or bytes; 0 off).
+	MSSClamp int
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
