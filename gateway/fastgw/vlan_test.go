@@ -277,6 +277,7 @@ func TestWANMTU(t *testing.T) {
 		return strings.Contains(l, "WAN MTU changed: tunnel packets are lost") && strings.Contains(l, "mtu=1470") && strings.Contains(l, "= 1480, more than the MTU 1470")
 	})
 }
+
 // TestLANOnVLAN runs gwA's LAN on VLAN 100 of its LAN interface (owned
 // address mode), hostA being a host on an access port of that VLAN: its
 // frames arrive tagged, in the frame or as the skb's VLAN metadata (as RX
