@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
@@ -33,7 +33,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	wg := testenv.Tool(t, "wg", "wireguard-tools")
 	tp := testenv.Topology(t, "xw")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +60,9 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 			g.Close()
 		}
 	}()
-	ping(t, s.HostA, demo.HostB4.String(), 15*time.Second)
-	ping(t, s.HostB, demo.HostA4.String(), 5*time.Second)
-	ping(t, s.HostA, demo.HostB6.String(), 5*time.Second)
+	ping(t, s.HostA, twosite.HostB4.String(), 15*time.Second)
+	ping(t, s.HostB, twosite.HostA4.String(), 5*time.Second)
+	ping(t, s.HostA, twosite.HostB6.String(), 5*time.Second)
 	out, err := s.GwA.Run(wg, "show", s.GwName)
 	if err != nil || !strings.Contains(out, "peer: "+fc.Peers[0].PublicKey.Base64()) || !strings.Contains(out, "latest handshake") {
 		t.Errorf("wg show %s: %v\n%s", s.GwName, err, out)
@@ -85,7 +85,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 // Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
 // namespace, so the socket is sometimes reopened outside gwB and the peer
 // never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *demo.Site) {
+func stockBindInNS(t testing.TB, s *twosite.Site) {
 	t.Helper()
 	listening := func() bool {
 		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")

@@ -1,11 +1,11 @@
-// Package demo builds the two-site topology that the demo, the examples and
-// the interop tests share, and runs the demo:
+// Package twosite builds the two-site topology that `wgpio demo`, the
+// examples' tests and the interop tests share:
 //
 //	hostA ── gwA (wgpio fast path, AF_XDP) ══ [router] ══ gwB (stock wireguard-go) ── hostB
 //
 // Every address is in 198.18.0.0/15 (RFC 2544) and lives only inside the
 // namespaces the topology makes.
-package demo
+package twosite
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ var (
 	SitesNet = netip.MustParsePrefix("198.19.0.0/16")
 )
 
-// SiteConfig chooses a variant of the topology.
-type SiteConfig struct {
+// Config chooses a variant of the topology.
+type Config struct {
 	// Routed puts a router namespace between the gateways, so that the
 	// endpoints are not on-link.
 	Routed bool
@@ -103,11 +103,11 @@ func (s *Site) Close() {
 	}
 }
 
-// BuildSite makes the namespaces, veths, addresses and routes in tp, starts
+// Build makes the namespaces, veths, addresses and routes in tp, starts
 // the stock wireguard-go peer in gwB and, unless NoFastPath, the wgpio
 // fast-path gateway in gwA. On error the caller closes tp (and s, if not
 // nil).
-func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
+func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 	if sc.Queues == 0 {
 		sc.Queues = 1
 	}
@@ -274,7 +274,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		Peers: []gateway.PeerConfig{{
 			PublicKey:  privB.PublicKey(),
 			Endpoint:   netip.AddrPortFrom(endB, 51820),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
+			AllowedIPs: allowedA,
 		}},
 	}
 	s.FastConfig.LANVLAN, s.FastConfig.WANVLAN = sc.LANVLAN, sc.WANVLAN
