@@ -18,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -162,6 +163,8 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
+	fastgw.LogStrippedTags(log, g.wan, "WAN")
+	fastgw.LogStrippedTags(log, g.lan, "LAN")
 	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu}
 	if pc.Routes, pc.Neighbours, err = neighbours(lan.index); err != nil {
 		return nil, err
