@@ -55,7 +55,7 @@ func (r *runner) close() {
 // gateway; lossTimeout is how long it waits for the sink before it writes
 // the packets in flight off as lost.
 const (
-	window      = 2048
+	window      = 512
 	lossTimeout = 100 * time.Millisecond
 )
 
