@@ -51,11 +51,13 @@ func (r *runner) close() {
 }
 
 // window is the most packets the closed-loop generator keeps in flight,
-// well under any ring's room on the way, so that it never overruns a
-// gateway; lossTimeout is how long it waits for the sink before it writes
+// under any ring's room on the way, so that it never overruns a gateway,
+// and large against the 64–128-packet batches of the stages, so that they
+// run full (a small window makes a latency-bound ping-pong in which every
+// stage idles between bursts); lossTimeout is how long it waits for the sink before it writes
 // the packets in flight off as lost.
 const (
-	window      = 512
+	window      = 2048
 	lossTimeout = 100 * time.Millisecond
 )
 
