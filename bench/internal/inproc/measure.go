@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
@@ -256,19 +257,32 @@ func (r *runner) ready(timeout time.Duration) error {
 	return errors.New("inproc: no packet crossed the tunnel (handshake did not complete?)")
 }
 
-// sweep measures one size: a warm-up, the closed-loop step, then paced
-// steps at factors of its delivered rate until two in a row lose 10% or
-// more, then bisection between the highest clean and the lowest lossy
-// offered rate.
-func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
-	sr := SizeResult{Size: r.tr.size}
-	var profs [][]byte
+// prepare waits until packets cross (the handshake is done) and warms the
+// configuration up with a short closed-loop step that is not recorded.
+func (r *runner) prepare() error {
 	if err := r.ready(15 * time.Second); err != nil {
-		return sr, nil, err
+		return err
 	}
-	if _, _, err := r.step(0, r.o.Duration/4); err != nil { // warm-up, not recorded
-		return sr, nil, err
+	_, _, err := r.step(0, r.o.Duration/4)
+	return err
+}
+
+// closedLoop runs one recorded closed-loop step.
+func (r *runner) closedLoop() (Step, []byte, error) {
+	st, prof, err := r.step(0, r.o.Duration)
+	if err == nil && st.Delivered == 0 {
+		err = errors.New("inproc: nothing delivered in a closed-loop step")
 	}
+	return st, prof, err
+}
+
+// paced completes a size's sweep after its closed-loop steps: paced steps
+// at factors of the closed-loop steps' median delivered rate until two in
+// a row lose 10% or more, then bisection between the highest clean and
+// the lowest lossy offered rate.
+func (r *runner) paced(closed []Step, closedProfs [][]byte, progress func(Step)) (SizeResult, [][]byte, error) {
+	sr := SizeResult{Size: r.tr.size, Steps: slices.Clone(closed)}
+	profs := slices.Clone(closedProfs)
 	add := func(rate float64) (Step, error) {
 		st, prof, err := r.step(rate, r.o.Duration)
 		if err != nil {
@@ -281,16 +295,14 @@ func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
 		}
 		return st, nil
 	}
-	top, err := add(0)
-	if err != nil {
-		return sr, nil, err
+	top := medianClosed(sr.Steps)
+	if top < 0 {
+		return sr, nil, errors.New("inproc: no closed-loop step")
 	}
-	if top.DeliveredPPS <= 0 {
-		return sr, nil, errors.New("inproc: nothing delivered in the closed-loop step")
-	}
+	t := sr.Steps[top].DeliveredPPS
 	lossy := 0
 	for _, f := range factors {
-		st, err := add(f * top.DeliveredPPS)
+		st, err := add(f * t)
 		if err != nil {
 			return sr, nil, err
 		}
@@ -316,6 +328,22 @@ func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
 	return sr, profs, nil
 }
 
+// medianClosed returns the index of the closed-loop step with the median
+// delivered rate (the lower median), or -1 if there is none.
+func medianClosed(steps []Step) int {
+	var idx []int
+	for i, st := range steps {
+		if st.ClosedLoop {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return -1
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(steps[a].DeliveredPPS, steps[b].DeliveredPPS) })
+	return idx[(len(idx)-1)/2]
+}
+
 // bracket returns the highest clean and the lowest lossy offered rate of
 // the paced steps (0 if none).
 func bracket(steps []Step) (lo, hi float64) {
@@ -339,9 +367,11 @@ func (st *Step) clean() bool { return st.Delivered > 0 && st.LossPct < 100*clean
 // closed-loop step).
 func (s *SizeResult) summarize() {
 	s.CleanStep = -1
+	if m := medianClosed(s.Steps); m >= 0 {
+		s.ClosedLoopPPS, s.Closed = s.Steps[m].DeliveredPPS, s.Steps[m]
+	}
 	for i, st := range s.Steps {
 		if st.ClosedLoop {
-			s.ClosedLoopPPS, s.Closed = st.DeliveredPPS, st
 			continue
 		}
 		if st.clean() && (s.CleanStep < 0 || st.Offered > s.Steps[s.CleanStep].Offered) {
@@ -350,7 +380,7 @@ func (s *SizeResult) summarize() {
 	}
 	at := s.CleanStep
 	if at < 0 {
-		at = slices.IndexFunc(s.Steps, func(st Step) bool { return st.ClosedLoop })
+		at = medianClosed(s.Steps)
 	}
 	if at >= 0 {
 		s.At = s.Steps[at]
