@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,6 @@ type runner struct {
 	st   *setup
 	tr   *traffic
 	sk   *sink
-	tag  uint32
 	stop chan struct{}
 	done chan struct{}
 }
@@ -146,6 +146,10 @@ func (r *runner) drain() {
 	}
 }
 
+// tags numbers the steps of the whole process, so that a late packet of
+// an earlier step, of any size, is recognised as such.
+var tags atomic.Uint32
+
 // profMu serialises CPU profiles (one per process at a time).
 var profMu sync.Mutex
 
@@ -154,9 +158,9 @@ var profMu sync.Mutex
 // step's CPU profile; allocations; what the sink counted.
 func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	w0 := time.Now()
-	r.tag++
-	r.tr.setTag(r.tag)
-	r.sk.tag.Store(r.tag)
+	tag := tags.Add(1)
+	r.tr.setTag(tag)
+	r.sk.tag.Store(tag)
 	var st Step
 	c0 := r.sk.counts()
 	d0 := r.st.drops()
