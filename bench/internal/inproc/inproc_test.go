@@ -266,7 +266,7 @@ func TestLabelCPU(t *testing.T) {
 	}
 	start, _ := processCPU()
 	done := make(chan struct{})
-	pprof.Do(context.Background(), pprof.Labels(labelKey, "busy"), func(context.Context) {
+	pprof.Do(context.Background(), pprof.Labels(configKey, "c", labelKey, "busy"), func(context.Context) {
 		go func() {
 			defer close(done)
 			x := 0
@@ -282,11 +282,11 @@ func TestLabelCPU(t *testing.T) {
 	})
 	<-done
 	pprof.StopCPUProfile()
-	m, err := labelCPU(prof.Bytes(), labelKey)
+	m, err := labelCPU(prof.Bytes(), configKey, labelKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m["busy"] <= 0 {
+	if m["c/busy"] <= 0 {
 		t.Errorf("labelCPU = %v, want CPU time for side=busy", m)
 	}
 }

@@ -23,6 +23,7 @@ var factors = []float64{0.5, 0.8, 0.95, 1.1, 1.3, 1.6, 2.0}
 
 // runner measures one configuration at one packet size.
 type runner struct {
+	name string // the configuration
 	o    *Options
 	st   *setup
 	tr   *traffic
@@ -31,13 +32,13 @@ type runner struct {
 	done chan struct{}
 }
 
-func newRunner(o *Options, st *setup, size int) (*runner, error) {
+func newRunner(name string, o *Options, st *setup, size int) (*runner, error) {
 	tr, err := newTraffic(size)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, st: st, tr: tr, sk: newSink(tr), stop: make(chan struct{}), done: make(chan struct{})}
-	labelled(labelSink, func() {
+	r := &runner{name: name, o: o, st: st, tr: tr, sk: newSink(tr), stop: make(chan struct{}), done: make(chan struct{})}
+	labelledIn(name, labelSink, func() {
 		go func() {
 			defer close(r.done)
 			st.sink(r.sk, r.stop)
@@ -69,7 +70,7 @@ const (
 // and returns the packets offered and how long it ran.
 func (r *runner) generate(rate float64, d time.Duration) (offered, refused uint64, elapsed time.Duration) {
 	done := make(chan struct{})
-	labelled(labelGen, func() {
+	labelledIn(r.name, labelGen, func() {
 		go func() {
 			defer close(done)
 			base := r.sk.pub.delivered.Load()
@@ -212,7 +213,7 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	st.CPUSeconds = float64(cpu1-cpu0) / 1e9
 	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(runtime.GOMAXPROCS(0))
 	st.Allocs = m1.Mallocs - m0.Mallocs
-	byLabel, err := labelCPU(prof.Bytes(), labelKey)
+	byLabel, err := labelCPU(prof.Bytes(), configKey, labelKey)
 	if err != nil {
 		return st, nil, err
 	}
@@ -227,10 +228,10 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 		st.AllocsPerPkt = float64(st.Allocs) / n
 		if sampled > 0 {
 			scale := float64(cpu1-cpu0) / float64(sampled) / n
-			st.ANsPerPkt = float64(byLabel[labelA]) * scale
-			st.BNsPerPkt = float64(byLabel[labelB]) * scale
-			st.GenNsPerPkt = float64(byLabel[labelGen]) * scale
-			st.SinkNsPerPkt = float64(byLabel[labelSink]) * scale
+			st.ANsPerPkt = float64(byLabel[r.name+"/"+labelA]) * scale
+			st.BNsPerPkt = float64(byLabel[r.name+"/"+labelB]) * scale
+			st.GenNsPerPkt = float64(byLabel[r.name+"/"+labelGen]) * scale
+			st.SinkNsPerPkt = float64(byLabel[r.name+"/"+labelSink]) * scale
 			st.OtherNsPerPkt = st.CPUNsPerPkt - st.ANsPerPkt - st.BNsPerPkt - st.GenNsPerPkt - st.SinkNsPerPkt
 			st.GatewaysNsPerPkt = st.ANsPerPkt + st.BNsPerPkt + st.OtherNsPerPkt
 		}

@@ -187,7 +187,7 @@ func measureCPUs(ctx context.Context, o *Options, cpus []int, crs []ConfigResult
 			if st == nil || crs[i].Error != "" {
 				continue
 			}
-			r, err := newRunner(o, st, size)
+			r, err := newRunner(crs[i].Name, o, st, size)
 			if err != nil {
 				fail(i, err)
 				continue
