@@ -30,7 +30,9 @@
 //	[WGPIO]                             # wgpio's own settings, all optional
 //	Mode        = fastpath | compat | compat-mqtun
 //	WAN         = eth0                  # interface names
-//	LAN         = eth1
+//	LAN         = eth1                  # or eth1.100, a kernel VLAN device: its VLAN on eth1
+//	WANVLAN     = 100                   # 1-4094: WAN on this 802.1Q VLAN of the trunk WAN
+//	LANVLAN     = 200                   # 1-4094: LAN likewise (default: untagged)
 //	AddressMode = shared | owned
 //	Queues      = 2                     # 1-256
 //	CPUs        = 0-1,3                 # 0-8191
@@ -40,6 +42,11 @@
 //	Gateway     = 198.18.0.1            # owned mode only: next-hop router
 //	XDPMode     = auto | native | generic
 //	MetricsAddress = 127.0.0.1:9586     # host:port
+//	MSSClamp    = auto | off | 1360     # TCP SYN MSS clamp, both ways; auto = MTU − 40 (IPv4) / − 60 (IPv6); default off
+//	ICMPRate    = 1000 | off            # ICMP errors per second, all destinations (Linux icmp_msgs_per_sec)
+//	ICMPBurst   = 50                    # messages (Linux icmp_msgs_burst)
+//	ICMPDestInterval = 1000 | off       # ms between errors to one destination after 6 (Linux icmp_ratelimit);
+//	                                    # "fragmentation needed"/"packet too big" are never limited
 //
 // Keys that take one value may appear once per section; Address, AllowedIPs
 // and the wg-quick hooks add up when repeated, as in wg-quick.

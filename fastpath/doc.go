@@ -13,7 +13,9 @@
 // little-endian counter), stamp the outer Ethernet/IP/UDP headers from a
 // per-peer template with a source port chosen by hashing the inner
 // 5-tuple into the peer's port range, transmit. Packets larger than the
-// tunnel MTU get ICMP "fragmentation needed" / "packet too big"; packets for
+// tunnel MTU get ICMP "fragmentation needed" / "packet too big", or are
+// fragmented (IPv4 without DF, RFC 791); transit packets lose one TTL or hop
+// limit and are answered with time exceeded at 0 (router.go); packets for
 // a peer without a usable keypair are held (MaxHeldPerPeer per peer, a cap
 // per worker) while the control plane handshakes.
 //
@@ -26,6 +28,12 @@
 // first worker to authenticate a packet with a peer's "next" keypair
 // promotes it. Packets for the gateway's own tunnel addresses go to
 // Config.Exception (the host kernel, through a TUN).
+//
+// VLANs (vlan.go): each port is on one 802.1Q VLAN (Config.LANVLAN,
+// Config.WANVLAN; 0 untagged, a priority tag counting as untagged). A frame
+// of another VLAN is dropped by reason (vlan, wan_vlan), never encrypted
+// nor read as WireGuard, and whatever a worker sends on a port carries its
+// tag. The check is one comparison of the parsed VID per frame.
 //
 // Shared state and who writes it: the control plane (package gateway)
 // creates Peers and Keypairs, publishes keypairs in the IndexTable and the

@@ -1,12 +1,9 @@
 package fastpath
 
 import (
-	"crypto/cipher"
-	"fmt"
 	"sync/atomic"
 
-	"golang.org/x/crypto/chacha20poly1305"
-
+	"github.com/wgpio/wgpio/chachapoly"
 	"github.com/wgpio/wgpio/protocol"
 	"github.com/wgpio/wgpio/replay"
 )
@@ -18,8 +15,8 @@ import (
 // A Keypair is created by the control plane and is immutable afterwards but
 // for the send counter (reserved in ranges with one atomic add) and the
 // replay window (shared by every queue, locked once per batch). Workers on
-// any queue use it concurrently. The AEADs keep their own copies of the keys,
-// which Go gives no way to zero: Zero clears what we hold and drops the AEADs.
+// any queue use it concurrently. The keys are held as chachapoly.Keys, which
+// the workers seal and open with in bursts (package chachapoly).
 type Keypair struct {
 	// sendNonce is the next counter to reserve: the one cache line written
 	// by every queue that encrypts for this session. The allocator does
@@ -29,7 +26,7 @@ type Keypair struct {
 	sendNonce atomic.Uint64
 	_         [56]byte
 
-	send, receive cipher.AEAD
+	send, receive chachapoly.Key
 
 	// LocalIndex is our receiver index: peers put it in transport data
 	// they send us. RemoteIndex is theirs, written into what we send.
@@ -46,6 +43,9 @@ type Keypair struct {
 	// (whitepaper §5.4.6: the responder must not send before).
 	confirmed atomic.Bool
 	dead      atomic.Bool
+	// exhausted is set once a reservation reached RejectAfterMessages:
+	// ReserveNonces then hands out nothing without touching sendNonce.
+	exhausted atomic.Bool
 
 	// replay is allocated apart: a 16 KiB window inside the struct would
 	// space keypairs 16 KiB apart, so that the hot fields of many peers'
@@ -54,19 +54,10 @@ type Keypair struct {
 }
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
-// are copied into the AEADs; the caller zeroes its copies.
+// are copied (expanded) into the keypair; the caller zeroes its copies. The
+// error is always nil today (kept for key types that can fail).
 func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, initiator bool, created int64, peer *Peer) (*Keypair, error) {
-	s, err := chacha20poly1305.New(sendKey[:])
-	if err != nil {
-		return nil, fmt.Errorf("create send AEAD: %w", err)
-	}
-	r, err := chacha20poly1305.New(receiveKey[:])
-	if err != nil {
-		return nil, fmt.Errorf("create receive AEAD: %w", err)
-	}
 	kp := &Keypair{
-		send:        s,
-		receive:     r,
 		LocalIndex:  localIndex,
 		RemoteIndex: remoteIndex,
 		IsInitiator: initiator,
@@ -74,25 +65,43 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 		Peer:        peer,
 		replay:      new(replay.SharedWindow),
 	}
+	kp.send.Set(sendKey)
+	kp.receive.Set(receiveKey)
 	// An initiator's keypair is confirmed by the handshake response it
 	// consumed; a responder's by the first transport data it receives.
 	kp.confirmed.Store(initiator)
 	return kp, nil
 }
 
-// ReserveNonces reserves n consecutive send counters with one atomic add and
-// returns the first and how many of the n may be used (fewer, or 0, when the
-// range passes [protocol.RejectAfterMessages]). Safe for concurrent use.
+// ReserveNonces reserves n consecutive send counters and returns the first
+// and how many of the n may be used (fewer, or 0, when the range reaches
+// [protocol.RejectAfterMessages], whitepaper §6.1). No counter is ever handed out twice.
+// Safe for concurrent use; n must be at least 1.
+//
+// The common path is one atomic load of the exhausted flag and one atomic
+// add, no compare-and-swap. The call whose range reaches the limit sets the
+// flag and puts the counter back to RejectAfterMessages (as the kernel's
+// send path does), so later calls return 0 before adding. Only calls that
+// loaded the flag before it was set can still add; the counter could wrap
+// past 2^64 (and hand out small counters again) only if such calls added more
+// than the 2^13+1 counters between RejectAfterMessages and 2^64 before any of
+// them stored the counter back, at least 128 calls of the default burst of 64
+// stalled between two adjacent instructions at once.
 func (kp *Keypair) ReserveNonces(n int) (first uint64, granted int) {
+	if kp.exhausted.Load() {
+		return protocol.RejectAfterMessages, 0
+	}
 	end := kp.sendNonce.Add(uint64(n))
 	first = end - uint64(n)
-	if end < first || first >= protocol.RejectAfterMessages { // wrapped or exhausted
-		return first, 0
+	if end < protocol.RejectAfterMessages && end >= first {
+		return first, n // the common path
 	}
-	if end > protocol.RejectAfterMessages {
-		return first, int(protocol.RejectAfterMessages - first)
+	kp.exhausted.Store(true)
+	kp.sendNonce.Store(protocol.RejectAfterMessages)
+	if end < first || first >= protocol.RejectAfterMessages { // wrapped or already past
+		return protocol.RejectAfterMessages, 0
 	}
-	return first, n
+	return first, int(protocol.RejectAfterMessages - first)
 }
 
 // SendCounter is the next counter ReserveNonces would hand out (the number
@@ -103,33 +112,34 @@ func (kp *Keypair) SendCounter() uint64 { return kp.sendNonce.Load() }
 // initiator; for the responder once data arrived on it).
 func (kp *Keypair) Confirmed() bool { return kp.confirmed.Load() }
 
-// Seal encrypts the plaintext p in place into dst[:len(p)+16] with counter c
-// (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter).
-// dst must be p[:0] or not overlap p. nonce is a 12-byte scratch buffer owned
-// by the caller (it must not escape to the heap per packet).
-func (kp *Keypair) Seal(dst, p []byte, c uint64, nonce *[12]byte) []byte {
-	putNonce(nonce, c)
-	return kp.send.Seal(dst, nonce[:], p, nil)
+// Seal encrypts the plaintext p into dst[:len(dst)+len(p)+16] with counter c
+// (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter)
+// and returns it; dst may be p[:0] (in place, with 16 bytes of capacity
+// after p) or not overlap p. It seals one message: the workers seal bursts
+// with chachapoly.Seal.
+func (kp *Keypair) Seal(dst, p []byte, c uint64) []byte {
+	n := len(dst)
+	out := append(dst, p...)
+	out = append(out, zeroTag[:]...)
+	pk := [1]chachapoly.Packet{{Key: &kp.send, Counter: c, Data: out[n:]}}
+	chachapoly.Seal(pk[:])
+	return out
 }
+
+var zeroTag [chachapoly.TagSize]byte
 
 // Open authenticates and decrypts ct (ciphertext ‖ 16-byte tag) in place
-// and returns the plaintext (a prefix of ct), or ok = false.
-func (kp *Keypair) Open(ct []byte, c uint64, nonce *[12]byte) (p []byte, ok bool) {
-	putNonce(nonce, c)
-	p, err := kp.receive.Open(ct[:0], nonce[:], ct, nil)
-	return p, err == nil
-}
-
-func putNonce(nonce *[12]byte, c uint64) {
-	nonce[0], nonce[1], nonce[2], nonce[3] = 0, 0, 0, 0
-	nonce[4] = byte(c)
-	nonce[5] = byte(c >> 8)
-	nonce[6] = byte(c >> 16)
-	nonce[7] = byte(c >> 24)
-	nonce[8] = byte(c >> 32)
-	nonce[9] = byte(c >> 40)
-	nonce[10] = byte(c >> 48)
-	nonce[11] = byte(c >> 56)
+// and returns the plaintext (a prefix of ct), or ok = false (and the
+// plaintext area zeroed). It opens one message: the workers open bursts
+// with chachapoly.Open.
+func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
+	if len(ct) < chachapoly.TagSize {
+		return nil, false
+	}
+	pk := [1]chachapoly.Packet{{Key: &kp.receive, Counter: c, Data: ct}}
+	var res [1]bool
+	chachapoly.Open(pk[:], res[:])
+	return ct[:len(ct)-chachapoly.TagSize], res[0]
 }
 
 // CheckReplay runs the replay window over counters of packets that were
@@ -140,10 +150,10 @@ func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
 }
 
 // Zero marks the keypair dead (Dead reports true, workers stop using it)
-// and clears the replay window. It does not touch the AEADs, which workers
-// may still be using for a batch they loaded the keypair for: the Go AEAD
-// keeps its own copy of the key in unexported memory that cannot be zeroed,
-// and that copy lives until the last reference is dropped. The control plane
+// and clears the replay window. It does not erase the keys, which workers
+// may still be using for a batch they loaded the keypair for (there is no
+// grace period between unpublishing and Zero yet; chachapoly.Key.Zero would
+// erase them once one exists). The control plane
 // calls Zero after it has unpublished the keypair from its peer and the
 // index table (whitepaper §6.3, zeroing after RejectAfterTime × 3).
 func (kp *Keypair) Zero() {

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -70,7 +71,15 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
-	nonce    [12]byte
+
+	// outbound: the burst queued for chachapoly.Seal and what wraps it
+	sealQ    []chachapoly.Packet
+	sealMeta []sealMeta
+
+	// inbound: the burst queued for chachapoly.Open
+	openQ    []chachapoly.Packet
+	openMeta []openMeta
+	openOK   []bool
 
 	// inbound batch state
 	meta     []rxMeta
@@ -89,16 +98,26 @@ type worker struct {
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
 	nbrWait              []nbrWaiting
+	ctlWait              []ctlWaiting // control-plane frames waiting for the WAN next hop
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
-	portSpan       uint16 // number of our UDP ports from ListenPort up
-	ipID           uint16
-	lastPublish    int64
-	dirtyPeers     []int
-	groupSerial    int
+	// lanVLAN and wanVLAN are the ports' VLANs (0: untagged), lanL2 and
+	// wanL2 the Ethernet header lengths of the frames sent there, wanTag
+	// the VLAN of the outer-header templates (-1: untagged) (vlan.go).
+	lanVLAN, wanVLAN uint16
+	lanL2, wanL2     int
+	wanTag           int
+	nbrFrame         [1536]byte // an ARP/NDP request with its tag taken off
+	portSpan         uint16     // number of our UDP ports from ListenPort up
+	ipID             uint16
+	lastPublish      int64
+	dirtyPeers       []int
+	groupSerial      int
 
 	c counters
+
+	fwd fwdState // forwarding as a router (router.go)
 
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
@@ -131,6 +150,12 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.portSpan = max(e.cfg.SourcePorts, 1)
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
+	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
+	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
+	w.wanTag = -1
+	if w.wanVLAN != 0 {
+		w.wanTag = int(w.wanVLAN)
+	}
 	var err error
 	if w.waiter, err = dataplane.NewWaiter(); err != nil {
 		return nil, err
@@ -138,9 +163,16 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.lanRX)
 	w.waiter.Add(w.wanRX)
 	b := w.burst
-	w.frames = make([]dataplane.Frame, b)
-	w.out = make([]dataplane.Frame, 0, b+1)
-	w.peerOf = make([]*peerLocal, b)
+	// Outbound bursts grow by the fragments of their oversized packets.
+	fb := b + fragSlots(b)
+	w.frames = make([]dataplane.Frame, fb)
+	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.peerOf = make([]*peerLocal, fb)
+	w.sealQ = make([]chachapoly.Packet, 0, fb)
+	w.sealMeta = make([]sealMeta, 0, fb)
+	w.openQ = make([]chachapoly.Packet, 0, b)
+	w.openMeta = make([]openMeta, 0, b)
+	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
@@ -166,6 +198,11 @@ func (w *worker) close() {
 		w.wanRX.Free(unsafeOne(&w.nbrWait[i].f))
 	}
 	w.nbrWait = nil
+	for i := range w.ctlWait {
+		w.count(DropClosed, 1)
+		w.wanTX.Free(unsafeOne(&w.ctlWait[i].f))
+	}
+	w.ctlWait = nil
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
@@ -206,7 +243,7 @@ func (w *worker) run() {
 		if len(w.heldPeers) > 0 {
 			w.flushHeld(now)
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			w.flushNeighbourWait(now)
 		}
 		if now-w.lastPublish >= int64(PublishInterval) {
@@ -232,7 +269,7 @@ func (w *worker) run() {
 		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
 			timeout = PublishInterval
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)

@@ -56,7 +56,6 @@ type fakeDP struct {
 	sent     []sentPacket
 
 	bind   conn.Bind // our side of the channel binds
-	recvs  []conn.ReceiveFunc
 	rx     chan []byte
 	wgSrc  atomic.Pointer[netip.AddrPort] // outer source we attribute to wireguard-go's packets
 	ourDst netip.AddrPort
@@ -202,18 +201,13 @@ func (f *fakeDP) deliver(dev *Device, b []byte) {
 		if kp == nil || kp.Dead() {
 			return
 		}
-		var nonce [12]byte
-		p, ok := kp.Open(b[noise.TransportHeaderSize:], counter, &nonce)
+		p, ok := kp.Open(b[noise.TransportHeaderSize:], counter)
 		if !ok {
 			return
 		}
 		peer := kp.Peer
 		// Promotion of the responder's Next, as the workers do it.
-		if peer.Next.CompareAndSwap(kp, nil) {
-			old := peer.Current.Swap(kp)
-			peer.Previous.Store(old)
-			peer.Promoted.Store(true)
-		}
+		peer.Promote(kp)
 		storeMax(&peer.Stamps.LastReceived, now)
 		peer.RxBytes.Add(uint64(len(b)))
 		if len(p) > 0 {
@@ -244,8 +238,7 @@ func (f *fakeDP) sendData(peer *fastpath.Peer, pkt []byte) bool {
 	copy(plain, pkt)
 	out := make([]byte, noise.TransportHeaderSize, noise.TransportHeaderSize+len(plain)+noise.TagSize)
 	noise.PutTransportHeader(out, kp.RemoteIndex, c)
-	var nonce [12]byte
-	out = kp.Seal(out, plain, c, &nonce)
+	out = kp.Seal(out, plain, c)
 	storeMax(&peer.Stamps.LastSent, now)
 	storeMax(&peer.Stamps.LastDataSent, now)
 	peer.TxBytes.Add(uint64(len(out)))
@@ -274,12 +267,11 @@ var (
 )
 
 type rigOptions struct {
-	psk        bool
-	ourEP      string // endpoint wireguard-go is given for us ("" none)
-	wgEP       string // endpoint we are given for wireguard-go ("" none)
-	keepalive  time.Duration
-	fixJitter  time.Duration
-	noWGConfig bool
+	psk       bool
+	ourEP     string // endpoint wireguard-go is given for us ("" none)
+	wgEP      string // endpoint we are given for wireguard-go ("" none)
+	keepalive time.Duration
+	fixJitter time.Duration
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -372,9 +364,6 @@ func (r *rig) pump(timeout time.Duration, cond func() bool) bool {
 		}
 	}
 }
-
-// drain processes what wireguard-go sends for d of real time.
-func (r *rig) drain(d time.Duration) { r.pump(d, nil) }
 
 // wgSend makes wireguard-go send one inner packet to us.
 func (r *rig) wgSend(seq int) {

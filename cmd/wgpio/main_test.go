@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // wgpioBin is the binary under test, built once in TestMain with
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // site is the two-site topology with gwA left to a `wgpio up` process.
 type site struct {
-	*demo.Site
+	*twosite.Site
 	tp   *topo.Topology
 	dir  string // holds the config file
 	conf string // config file path
@@ -58,9 +58,9 @@ func newSite(t *testing.T, edit func(f *config.File)) *site {
 	testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "wc")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
-		t.Fatalf("BuildSite: %v", err)
+		t.Fatalf("twosite.Build: %v", err)
 	}
 	t.Cleanup(s.Close)
 	stockBindInNS(t, s)
@@ -185,10 +185,10 @@ func (s *site) pingBoth(t *testing.T) {
 	t.Helper()
 	// The first packet starts the handshake; allow one retry (Rekey-Timeout,
 	// 5 s, whitepaper §6.4).
-	if err := ping(s.HostA, demo.HostB4, 15*time.Second); err != nil {
+	if err := ping(s.HostA, twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, s.diagnose())
 	}
-	if err := ping(s.HostB, demo.HostA4, 5*time.Second); err != nil {
+	if err := ping(s.HostB, twosite.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -241,7 +241,7 @@ func (s *site) diagnose() string {
 // Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
 // namespace, so the socket is sometimes reopened outside gwB and the peer
 // never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *demo.Site) {
+func stockBindInNS(t testing.TB, s *twosite.Site) {
 	t.Helper()
 	listening := func() bool {
 		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")

@@ -8,10 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 )
 
@@ -77,16 +79,24 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
+	if s.Mode == string(config.ModeCompatMQTUN) {
+		fmt.Printf("Mode = compat-mqtun keeps no wgpio counters: stock wireguard-go on a kernel TUN and UDP sockets carries the packets.\n"+
+			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
+		return
+	}
 	if s.Compat != nil {
 		printCompatStats(s.Compat)
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\tvia kernel\theld\tdrops")
+	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\tvia kernel\theld\tfragmented\ticmp sent/suppressed\tdrops")
 	for i, q := range s.Queues {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(q.Drops.List(), " "))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held,
+			q.Fragmented, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
+	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
+		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}
@@ -102,6 +112,25 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	tw.Flush()
+	// Where the XDP programs sent frames: to the workers or the kernel
+	// (xdp_pass_vlan: another VLAN's frames, never taken).
+	for _, port := range []string{"lan", "wan"} {
+		if m := s.XDP[port]; len(m) > 0 {
+			fmt.Printf("xdp %s: %s\n", port, strings.Join(xdpList(m), " "))
+		}
+	}
+}
+
+// xdpList formats the nonzero XDP counters as sorted "name=count".
+func xdpList(m map[string]uint64) []string {
+	var out []string
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // ping pings dst from ns until one answer comes, within timeout.
@@ -34,7 +34,7 @@ func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
 func TestGatewayExample(t *testing.T) {
 	tp := testenv.Topology(t, "xg")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +65,10 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatalf("fastgw.Start: %v", err)
 	}
 	defer g.Close()
-	ping(t, s.HostA, demo.HostB4.String(), 15*time.Second)
-	ping(t, s.HostB, demo.HostA4.String(), 5*time.Second)
+	ping(t, s.HostA, twosite.HostB4.String(), 15*time.Second)
+	ping(t, s.HostB, twosite.HostA4.String(), 5*time.Second)
 	// The gateway's own tunnel address answers through the exception TUN.
-	ping(t, s.HostB, demo.TunnelA.String(), 5*time.Second)
+	ping(t, s.HostB, twosite.TunnelA.String(), 5*time.Second)
 	if q := g.Engine().Stats()[0]; q.Encrypted == 0 || q.Decrypted == 0 {
 		t.Errorf("queue 0 encrypted %d, decrypted %d; want both > 0", q.Encrypted, q.Decrypted)
 	}
@@ -91,7 +91,7 @@ func TestParseConfigErrors(t *testing.T) {
 // Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
 // namespace, so the socket is sometimes reopened outside gwB and the peer
 // never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *demo.Site) {
+func stockBindInNS(t testing.TB, s *twosite.Site) {
 	t.Helper()
 	listening := func() bool {
 		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")

@@ -21,7 +21,7 @@
 //
 //	wggo -c wg0.conf      # then: wg show wg0
 //
-// It needs Linux 5.11+ with XDP on both interfaces (native or generic) and
+// It needs Linux 5.10 or later with XDP on both interfaces (native or generic) and
 // root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
 // CAP_IPC_LOCK for the UMEMs). Both interfaces keep their kernel addresses
 // (shared address mode). The LAN's XDP filter redirects the peers' allowed
@@ -177,7 +177,9 @@ func Start(f *config.File, name string, log *slog.Logger) (_ *Gateway, err error
 			}
 		}
 	}
-	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu}
+	// Oversized packets are answered from the LAN address, as Linux
+	// answers from the address of the interface the answer leaves by.
+	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
 	if pc.Routes, pc.Neighbours, err = neighbours(lan.index); err != nil {
 		return nil, fmt.Errorf("wggo: %w", err)
 	}
