@@ -80,17 +80,15 @@ func (g *Gateway) udpMatches(port uint16) []afxdp.UDPMatch {
 	return wanFilter(c, g.wanV4, g.wanV6, g.wanSide.vid).UDP
 }
 
-// freePort asks the kernel for a free UDP port on a WAN address (as
+// freePort asks the kernel for a free UDP port (as
 // wireguard-go does for listen-port 0) whose SourcePorts range fits below
 // 65536. g.wanMu held.
 func (g *Gateway) freePort() (uint16, error) {
-	a := g.wanV4
-	if !a.IsValid() {
-		a = g.wanV6
-	}
-	network := "udp4"
-	if a.Is6() {
-		network = "udp6"
+	// The wildcard address: a port free there is free on every address,
+	// ours included.
+	a, network := netip.IPv4Unspecified(), "udp4"
+	if !g.wanV4.IsValid() {
+		a, network = netip.IPv6Unspecified(), "udp6"
 	}
 	for range 16 {
 		c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
