@@ -18,8 +18,8 @@ import (
 // collector exports a gateway's counters in Prometheus' conventions: one
 // metric per quantity, labels for queue, reason and peer, _total counters.
 type collector struct {
-	name string
-	g    *fastgw.Gateway
+	name  string
+	stats func() GatewayStats
 
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
@@ -28,13 +28,13 @@ type collector struct {
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 }
 
-func newCollector(name string, g *fastgw.Gateway) *collector {
+func newCollector(name string, stats func() GatewayStats) *collector {
 	l := prometheus.Labels{"device": name}
 	d := func(n, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("wgpio_"+n, help, labels, l)
 	}
 	return &collector{
-		name: name, g: g,
+		name: name, stats: stats,
 		encrypted:     d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
 		decrypted:     d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
 		encBytes:      d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
@@ -62,7 +62,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := statsOf(c.g)
+	s := c.stats()
 	ctr := prometheus.CounterValue
 	for i, q := range s.Queues {
 		qs := strconv.Itoa(i)
@@ -104,7 +104,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // closed.
 func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector(name, g)); err != nil {
+	if err := reg.Register(newCollector(name, func() GatewayStats { return statsOf(g) })); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
