@@ -130,16 +130,13 @@ var portDropNames = [NumPortDropReasons]string{
 }
 
 // String returns the reason's snake-case name.
-func (r PortDropReason) String() string {
-	if r < NumPortDropReasons {
-		return portDropNames[r]
-	}
-	return "unknown"
-}
+func (r PortDropReason) String() string { return counts.Name(portDropNames[:], r) }
+
+const _ = counts.MaxReasons - NumPortDropReasons // at most MaxReasons reasons
 
 type portCounters struct {
 	rx, tx, replies atomic.Uint64
-	drops           [NumPortDropReasons]atomic.Uint64
+	drops           counts.Atomic[PortDropReason]
 }
 
 // PortStats are a PortDevice's counters.
@@ -153,9 +150,7 @@ type PortStats struct {
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (d *PortDevice) Stats() PortStats {
 	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load()}
-	for i := range s.Drops {
-		s.Drops[i] = d.ctr.drops[i].Load()
-	}
+	s.Drops = d.ctr.drops.Load()
 	return s
 }
 
@@ -562,18 +557,6 @@ func (d *PortDevice) SendFrame(frame []byte) error {
 
 // PortDropCounts counts a PortDevice's drops by reason, indexed by PortDropReason. In JSON it is an object
 // of the nonzero counts by reason name, which UnmarshalJSON reads back; an
-// unknown name is an error.
-type PortDropCounts [NumPortDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d PortDropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], portReasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *PortDropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], portReasonName, "tundev")
-}
-
-func portReasonName(i int) string { return PortDropReason(i).String() }
-
-// List returns the nonzero counts as "reason=count" strings, sorted.
-func (d PortDropCounts) List() []string { return counts.List(d[:], portReasonName) }
+// unknown name is an error. List gives them as sorted "reason=count"
+// strings.
+type PortDropCounts = counts.Counts[PortDropReason]

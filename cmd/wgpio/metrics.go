@@ -74,8 +74,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
 		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.fromKernel, ctr, float64(q.FromKernel), qs)
-		for r, n := range q.Drops {
-			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(n), qs, fastpath.DropReason(r).String())
+		for r := range fastpath.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(q.Drops[r]), qs, r.String())
 		}
 		for _, port := range []struct {
 			name string
@@ -84,8 +84,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.portRx, ctr, float64(port.st.RXPackets), port.name, qs)
 			ch <- prometheus.MustNewConstMetric(c.portTx, ctr, float64(port.st.TXPackets), port.name, qs)
 			ch <- prometheus.MustNewConstMetric(c.portCopies, ctr, float64(port.st.Copies), port.name, qs)
-			for r, n := range port.st.Drops {
-				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(n), port.name, qs, dataplane.DropReason(r).String())
+			for r := range dataplane.NumDropReasons {
+				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
 			}
 		}
 	}

@@ -161,7 +161,9 @@ loop:
 // dropString lists the engine's drops by reason and the losses of the
 // gateway's two ports (AF_XDP: frames the kernel could not hand over).
 func dropString(d [fastpath.NumDropReasons]uint64, g *fastgw.Gateway) string {
-	parts := fastpath.DropCounts(d).List()
+	var c fastpath.DropCounts
+	copy(c[:], d[:])
+	parts := c.List()
 	for _, l := range g.Device().Stats().Losses() {
 		parts = append(parts, "control:"+l)
 	}
