@@ -524,24 +524,15 @@ func (b *Bind) SendFrame(frame []byte) error {
 func sendFrame(take func() *txQueue, frame []byte) error {
 	q := take()
 	defer q.mu.Unlock()
-	if q.tx.Alloc(q.frames[:1]) != 1 {
-		q.ctr.drops[DropNoBuffer].Add(1)
+	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
+	case dataplane.ErrNoFreeFrame:
+		q.ctr.drops.Add(DropNoBuffer, 1)
 		return ErrNoBuffer
-	}
-	f := &q.frames[0]
-	if !f.SetLen(len(frame)) {
-		q.tx.Free(q.frames[:1])
-		q.ctr.drops[DropTooBig].Add(1)
+	case dataplane.ErrFrameTooLong:
+		q.ctr.drops.Add(DropTooBig, 1)
 		return fmt.Errorf("bind: send frame: %d bytes do not fit a frame", len(frame))
+	case dataplane.ErrRingFull:
+		q.ctr.drops.Add(DropTXFull, 1) // counted, as a full qdisc drops
 	}
-	copy(f.Data(), frame)
-	if q.tx.Transmit(q.frames[:1]) != 1 {
-		q.tx.Reclaim()
-		if q.tx.Transmit(q.frames[:1]) != 1 {
-			q.tx.Free(q.frames[:1])
-			q.ctr.drops[DropTXFull].Add(1)
-		}
-	}
-	q.frames[0] = dataplane.Frame{}
 	return nil
 }

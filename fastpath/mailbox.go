@@ -233,16 +233,10 @@ func (w *worker) sendInner(p []byte, now int64) {
 // pool and transmits it.
 func (w *worker) sendRaw(tx dataplane.TX, raw []byte) {
 	var fr [1]dataplane.Frame
-	if tx.Alloc(fr[:]) == 0 {
+	if dataplane.CopyFrame(tx, fr[:], raw) != nil {
 		w.count(DropNoBuffer, 1)
 		return
 	}
-	if !fr[0].SetLen(len(raw)) {
-		w.count(DropNoBuffer, 1)
-		tx.Free(fr[:])
-		return
-	}
-	copy(fr[0].Data(), raw)
 	w.c.controlSent.Add(1)
 	w.transmit(tx, fr[:])
 }

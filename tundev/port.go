@@ -533,25 +533,16 @@ func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []boo
 func (d *PortDevice) SendFrame(frame []byte) error {
 	q := d.takeTX(nil)
 	defer q.mu.Unlock()
-	if q.tx.Alloc(q.frames[:1]) != 1 {
-		d.ctr.drops[PortDropNoBuffer].Add(1)
+	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
+	case dataplane.ErrNoFreeFrame:
+		d.ctr.drops.Add(PortDropNoBuffer, 1)
 		return errors.New("tundev: send frame: no free frame")
-	}
-	f := &q.frames[0]
-	if !f.SetLen(len(frame)) {
-		q.tx.Free(q.frames[:1])
-		d.ctr.drops[PortDropTooBig].Add(1)
+	case dataplane.ErrFrameTooLong:
+		d.ctr.drops.Add(PortDropTooBig, 1)
 		return fmt.Errorf("tundev: send frame: %d bytes do not fit a frame", len(frame))
+	case dataplane.ErrRingFull:
+		d.ctr.drops.Add(PortDropTXFull, 1) // counted, as a full qdisc drops
 	}
-	copy(f.Data(), frame)
-	if q.tx.Transmit(q.frames[:1]) != 1 {
-		q.tx.Reclaim()
-		if q.tx.Transmit(q.frames[:1]) != 1 {
-			q.tx.Free(q.frames[:1])
-			d.ctr.drops[PortDropTXFull].Add(1)
-		}
-	}
-	q.frames[0] = dataplane.Frame{}
 	return nil
 }
 
