@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -46,7 +47,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	for _, p := range fc.Peers {
 		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
 	}
-	var g *Gateway
+	var g *compatgw.Gateway
 	if err := s.GwA.Do(func() (err error) {
 		g, err = Start(f, s.GwName, slog.New(slog.DiscardHandler))
 		return err
@@ -66,7 +67,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	if err != nil || !strings.Contains(out, "peer: "+fc.Peers[0].PublicKey.Base64()) || !strings.Contains(out, "latest handshake") {
 		t.Errorf("wg show %s: %v\n%s", s.GwName, err, out)
 	}
-	if st := g.Bind.Stats(); st.RXPackets == 0 || st.TXPackets == 0 {
+	if st := g.Bind().Stats(); st.RXPackets == 0 || st.TXPackets == 0 {
 		t.Errorf("bind RX %d, TX %d; want both > 0", st.RXPackets, st.TXPackets)
 	}
 	g.Close()
