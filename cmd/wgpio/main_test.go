@@ -235,7 +235,7 @@ func (s *site) diagnose() string {
 }
 
 // stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
-// gwB's namespace. internal/wgpeer brings the peer's TUN up after
+// gwB's namespace. internal/testing/wgpeer brings the peer's TUN up after
 // device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
 // Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
 // namespace, so the socket is sometimes reopened outside gwB and the peer

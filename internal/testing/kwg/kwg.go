@@ -188,7 +188,7 @@ func buildEcho(out string) error {
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
 	}
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/wgpio/wgpio/internal/kwg/kwgecho")
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/wgpio/wgpio/internal/testing/kwg/kwgecho")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kwg: go build kwgecho: %w: %s", err, out)
