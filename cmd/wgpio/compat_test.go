@@ -20,7 +20,7 @@ func TestUpCompat(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := ping(s.HostA, demo.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(demo.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
 	stock := s.FastConfig.Peers[0].PublicKey.Base64()
@@ -43,7 +43,7 @@ func TestUpCompat(t *testing.T) {
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
 		t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
 	}
-	if err := ping(s.HostA, demo.HostB4, 3*time.Second); err != nil {
+	if err := s.HostA.Ping(demo.HostB4, 3*time.Second); err != nil {
 		t.Errorf("after removing an allowed IP: %v", err)
 	}
 
