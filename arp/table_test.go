@@ -314,11 +314,23 @@ func TestLookupAllEntries(t *testing.T) {
 	}
 }
 
+// TestLookupConcurrentWithUpdates has readers look up settled entries while
+// the owner learns, publishes and deletes others: every reader sees every
+// settled entry with its MAC in every snapshot, and a churned address
+// either missing or with its MAC, never another. (Under -race it also
+// checks the snapshot publication.)
 func TestLookupConcurrentWithUpdates(t *testing.T) {
 	tb, ips := fillTable(64)
+	want := make([]MAC, len(ips))
+	for i := range ips {
+		want[i] = MAC{2, 0, 0, 0, byte(i >> 8), byte(i)}
+	}
+	churn := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}) }
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := 0; g < 2; g++ {
+	var passes [2]int
+	var bad [2]string
+	for g := range passes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -328,20 +340,43 @@ func TestLookupConcurrentWithUpdates(t *testing.T) {
 					return
 				default:
 				}
-				for _, ip := range ips {
-					tb.Lookup(ip)
+				for i, ip := range ips {
+					if got, ok := tb.Lookup(ip); (!ok || got != want[i]) && bad[g] == "" {
+						bad[g] = fmt.Sprintf("Lookup(%v) = %v, %v during updates, want %v, true", ip, got, ok, want[i])
+					}
 				}
+				if got, ok := tb.Lookup(churn(passes[g] % 2000)); ok && got != macB && bad[g] == "" {
+					bad[g] = fmt.Sprintf("Lookup(churned %v) = %v, true, want %v or a miss", churn(passes[g]%2000), got, macB)
+				}
+				passes[g]++
 			}
 		}()
 	}
 	for i := 0; i < 2000; i++ {
-		ip := netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
+		ip := churn(i)
 		tb.Learn(ip, macB)
 		tb.Tick()
+		if got, ok := tb.Lookup(ip); !ok || got != macB {
+			t.Fatalf("Lookup(%v) after Learn and Tick = %v, %v, want %v, true", ip, got, ok, macB)
+		}
 		tb.Delete(ip)
 	}
 	close(done)
 	wg.Wait()
+	for g := range passes {
+		if bad[g] != "" {
+			t.Errorf("reader %d: %s", g, bad[g])
+		}
+	}
+	tb.Tick()
+	for i, ip := range ips {
+		if got, ok := tb.Lookup(ip); !ok || got != want[i] {
+			t.Errorf("Lookup(%v) after the updates = %v, %v, want %v, true", ip, got, ok, want[i])
+		}
+	}
+	if _, ok := tb.Lookup(churn(1999)); ok {
+		t.Errorf("Lookup(%v) after Delete and Tick found it", churn(1999))
+	}
 }
 
 // BenchmarkLookup compares the lock-free snapshot with the obvious

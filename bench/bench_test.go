@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/bench/internal/inproc"
 	"github.com/wgpio/wgpio/bench/internal/rig"
 	"github.com/wgpio/wgpio/internal/testenv"
 )
@@ -19,7 +22,7 @@ import (
 func TestQuickRig(t *testing.T) {
 	testenv.Root(t)
 	testenv.Short(t, "runs the bench rig (about a minute)")
-	for _, tool := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"ping", "iputils-ping"}, {"taskset", "util-linux"}, {"ethtool", "ethtool"}, {"go", "golang"}} {
+	for _, tool := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"ping", "iputils-ping"}, {"taskset", "util-linux"}, {"go", "golang"}} {
 		testenv.Tool(t, tool.name, tool.pkg)
 	}
 	o := rig.DefaultOptions(true)
@@ -108,4 +111,71 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestQuickInProcess runs `-inprocess -quick` (at one size and CPU count,
+// to stay short) and checks that every configuration measured real
+// numbers and that the report and the ratios scripts read are there.
+func TestQuickInProcess(t *testing.T) {
+	testenv.Short(t, "runs the in-process bench (about a minute)")
+	o := inproc.DefaultOptions(true)
+	o.Sizes = []int{64}
+	o.CPUs = []int{min(2, runtime.NumCPU())}
+	o.Profiles = false
+	o.Out = t.TempDir()
+	o.Command = "go test ./bench -run TestQuickInProcess"
+	o.Progress = testWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	res, err := inproc.Run(ctx, o)
+	if err != nil {
+		t.Fatalf("inproc.Run = %v, want nil", err)
+	}
+	b, err := os.ReadFile(filepath.Join(o.Out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got inproc.Results
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	if len(got.Runs) != 1 || len(got.Runs[0].Configs) != len(inproc.Configs()) {
+		t.Fatalf("results.json has %d runs, want 1 with %d configurations", len(got.Runs), len(inproc.Configs()))
+	}
+	for _, c := range got.Runs[0].Configs {
+		sr := c.Size(64)
+		if c.Error != "" || sr == nil {
+			t.Errorf("%s: error %q, 64-byte result %v; want a measurement", c.Name, c.Error, sr != nil)
+			continue
+		}
+		// CPU time comes from getrusage, always there; its split by
+		// profile samples may be empty in a short step on a busy machine,
+		// so only the total is required.
+		if sr.ClosedLoopPPS <= 0 || sr.At.Delivered == 0 || sr.At.CPUNsPerPkt <= 0 || sr.Closed.CPUNsPerPkt <= 0 {
+			t.Errorf("%s: closed loop %.0f pps, %d delivered at the reported step, %.0f and %.0f CPU ns/pkt; want all > 0",
+				c.Name, sr.ClosedLoopPPS, sr.At.Delivered, sr.At.CPUNsPerPkt, sr.Closed.CPUNsPerPkt)
+		}
+		for _, st := range sr.Steps {
+			if st.Corrupt != 0 || st.Delivered > st.Sent {
+				t.Errorf("%s: step %+v: corrupt or more delivered than sent", c.Name, st)
+			}
+		}
+	}
+	for _, k := range []string{"size_64.compat.closed_loop_vs_stock", "size_64.fastpath_1q.closed_loop_vs_stock", "size_64.fastpath_2q.closed_loop_vs_stock"} {
+		if v := got.Ratios[k]; v <= 0 {
+			t.Errorf("ratio %s = %v, want > 0", k, v)
+		}
+	}
+	if v := got.Ratios["size_64.stock.closed_loop_vs_stock"]; v != 1 {
+		t.Errorf("stock's own closed-loop ratio = %v, want 1", v)
+	}
+	for _, f := range []string{"results.md", "plot-64-" + strconv.Itoa(o.CPUs[0]) + "cpu.png"} {
+		fi, err := os.Stat(filepath.Join(o.Out, f))
+		if err != nil || fi.Size() == 0 {
+			t.Errorf("report file %s: %v (size %d), want a non-empty file", f, err, sizeOf(fi))
+		}
+	}
+	if md := res.Markdown(); !strings.Contains(md, "| stock |") || !strings.Contains(md, "| fastpath-2q |") {
+		t.Errorf("results.md lacks the stock or fastpath-2q row:\n%s", md)
+	}
 }

@@ -23,4 +23,12 @@
 // removes everything it made; a gateway process dies with the rig
 // (parent-death signal) even on SIGKILL, but namespaces are then left
 // behind (`ip netns list | grep ^bench`).
+//
+// With -inprocess it measures instead in one process, without the kernel
+// and without root: stock wireguard-go over fair in-memory conn.Bind and
+// tun.Device doubles, wireguard-go on wgpio's bind and tundev over memport,
+// and the fast path over memport, at 1 and 2 pinned CPUs (see package
+// bench/internal/inproc and bench/README.md):
+//
+//	go run ./bench -inprocess -quick
 package main

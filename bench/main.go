@@ -24,11 +24,16 @@ func main() {
 	profile := flag.Bool("profile", false, "record gateway 1 with perf(1) at the first size's clean rate; writes profile-<config>-<size>.txt")
 	repeat := flag.Int("repeat", 0, "sweeps per configuration and size; the report gives medians (default 3; quick 1)")
 	tcp := flag.Duration("tcp", 0, "length of the TCP stream (default 10s; quick 2s)")
-	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all)")
+	cpus := flag.String("cpus", "", "CPU list for every gateway process, as taskset -c (default all); with -inprocess, the CPU counts to pin the process to (default 1,2)")
 	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
 	peer := flag.String("peer", rig.PeerSame, "what gateway 2 runs: same (the configuration under test, the default: the tunnel as a user of that configuration runs it) or stock (wireguard-go on a kernel TUN: interop, capped by stock wireguard-go)")
 	out := flag.String("out", "", "results folder (default bench/results/<UTC timestamp>)")
+	inprocess := flag.Bool("inprocess", false, "measure in one process without the kernel (stock wireguard-go over in-memory doubles, compat and the fast path over memport) instead of the namespace rig; honours -quick, -configs, -sizes, -duration, -out and -cpus (CPU counts, e.g. 1,2); needs no root")
 	flag.Parse()
+	if *inprocess {
+		runInProcess(*quick, *configs, *sizes, *cpus, *duration, *out)
+		return
+	}
 
 	o := rig.DefaultOptions(*quick)
 	o.Progress = os.Stderr

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -349,6 +350,11 @@ func TestBadInput(t *testing.T) {
 			return b
 		}), DropNotUDP, 0},
 		{"other address", udpFrame(from, netip.AddrPortFrom(peerIP4, ourPort), []byte("x"), true), DropNotOurs, 0},
+		// Another VLAN's frame is never WireGuard for us (isolation as
+		// the XDP program keeps it; a priority tag, VID 0, would pass).
+		{"VLAN 100", mut(func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x81, 0, 0, 100}, b[12:]) }), DropVLAN, 0},
+		{"802.1ad", mut(func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x88, 0xa8, 0, 0}, b[12:]) }), DropVLAN, 0},
+		{"stacked tags", mut(func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x81, 0, 0, 0, 0x81, 0, 0, 7}, b[12:]) }), DropVLAN, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

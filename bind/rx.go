@@ -46,6 +46,11 @@ const (
 	DropNoBuffer
 	// DropTXFull: the TX ring stayed full.
 	DropTXFull
+	// DropVLAN: a frame with an 802.1Q tag of a VLAN other than 0 (a
+	// priority tag), or an 802.1ad tag: another VLAN's traffic, never
+	// WireGuard for us (the XDP program leaves such frames to the kernel;
+	// a port without one hands them over).
+	DropVLAN
 
 	NumDropReasons
 )
@@ -63,6 +68,7 @@ var dropNames = [NumDropReasons]string{
 	DropNoNeighbour: "no_neighbour",
 	DropNoBuffer:    "no_buffer",
 	DropTXFull:      "tx_full",
+	DropVLAN:        "vlan",
 }
 
 // String returns the reason's snake-case name.
@@ -174,7 +180,15 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 	p := &r.pkt
 	switch rs := header.Parse(frame, p); rs {
 	case header.OK:
+		if p.VLANID != 0 {
+			r.ctr.drops[DropVLAN].Add(1)
+			return false
+		}
 	case header.ReasonNotIP:
+		if p.EtherType == header.EtherTypeQinQ || p.EtherType == header.EtherTypeVLAN {
+			r.ctr.drops[DropVLAN].Add(1)
+			return false
+		}
 		r.neighbour(frame)
 		return false
 	case header.ReasonFragment:

@@ -130,8 +130,14 @@ type WGPIO struct {
 	Mode Mode
 	// WAN and LAN are the names of the encrypted-side and plaintext-side
 	// network interfaces.
-	WAN, LAN    string
-	AddressMode AddressMode
+	WAN, LAN string
+	// WANVLAN and LANVLAN put the WAN or LAN on one VLAN of a trunk: the
+	// IEEE 802.1Q VLAN identifier (1-MaxVLANID) whose tagged frames the
+	// gateway takes on that interface, and with which it tags what it
+	// sends there; 0 means untagged. Frames of other VLANs, and untagged
+	// frames where a VLAN is set, are left to the kernel.
+	WANVLAN, LANVLAN uint16
+	AddressMode      AddressMode
 	// Queues is the number of NIC queues (and fast-path workers) per port.
 	Queues int
 	// CPUs lists the CPUs to pin workers to, in the order written (ranges

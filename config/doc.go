@@ -30,7 +30,9 @@
 //	[WGPIO]                             # wgpio's own settings, all optional
 //	Mode        = fastpath | compat | compat-mqtun
 //	WAN         = eth0                  # interface names
-//	LAN         = eth1
+//	LAN         = eth1                  # or eth1.100, a kernel VLAN device: its VLAN on eth1
+//	WANVLAN     = 100                   # 1-4094: WAN on this 802.1Q VLAN of the trunk WAN
+//	LANVLAN     = 200                   # 1-4094: LAN likewise (default: untagged)
 //	AddressMode = shared | owned
 //	Queues      = 2                     # 1-256
 //	CPUs        = 0-1,3                 # 0-8191

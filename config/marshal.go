@@ -46,6 +46,12 @@ func (f *File) Marshal() []byte {
 		if w.LAN != "" {
 			kv("LAN", w.LAN)
 		}
+		if w.WANVLAN != 0 {
+			kv("WANVLAN", strconv.Itoa(int(w.WANVLAN)))
+		}
+		if w.LANVLAN != 0 {
+			kv("LANVLAN", strconv.Itoa(int(w.LANVLAN)))
+		}
 		if w.AddressMode != "" {
 			kv("AddressMode", string(w.AddressMode))
 		}
@@ -102,7 +108,7 @@ func (f *File) Marshal() []byte {
 }
 
 func (w *WGPIO) isZero() bool {
-	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.AddressMode == "" && w.Queues == 0 &&
+	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.WANVLAN == 0 && w.LANVLAN == 0 && w.AddressMode == "" && w.Queues == 0 &&
 		len(w.CPUs) == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
 		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == ""
 }

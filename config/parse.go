@@ -31,6 +31,9 @@ const (
 	// TUN device takes (MAX_TAP_QUEUES, compat-mqtun) and the most
 	// workers of the fast path.
 	MaxQueues = 256
+	// MaxVLANID is the largest WANVLAN or LANVLAN accepted (IEEE 802.1Q
+	// §9.6: VID 4095 is reserved, 0 means no VLAN).
+	MaxVLANID = 4094
 	// MaxCPU is the largest CPU number accepted (Linux's largest NR_CPUS, 8192).
 	MaxCPU = 8191
 	// MaxLine is the longest line accepted, in bytes (our choice).
@@ -187,6 +190,8 @@ var keys = []keyInfo{
 	{name: "Mode", sec: secWGPIO},
 	{name: "WAN", sec: secWGPIO},
 	{name: "LAN", sec: secWGPIO},
+	{name: "WANVLAN", sec: secWGPIO},
+	{name: "LANVLAN", sec: secWGPIO},
 	{name: "AddressMode", sec: secWGPIO},
 	{name: "Queues", sec: secWGPIO},
 	{name: "CPUs", sec: secWGPIO},
@@ -729,6 +734,16 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			w.WAN = v
 		} else {
 			w.LAN = v
+		}
+	case "WANVLAN", "LANVLAN":
+		id, ok := p.number(n, key, v, 1, MaxVLANID, " (an IEEE 802.1Q VLAN identifier; leave the key out for untagged frames)")
+		if !ok {
+			return
+		}
+		if key == "WANVLAN" {
+			w.WANVLAN = uint16(id)
+		} else {
+			w.LANVLAN = uint16(id)
 		}
 	case "Queues":
 		if q, ok := p.number(n, key, v, 1, MaxQueues, ""); ok {

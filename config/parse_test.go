@@ -317,6 +317,9 @@ func TestParseErrors(t *testing.T) {
 		{"xdp mode", iface + "[WGPIO]\nXDPMode = offload\n", `wg0.conf:4: key "XDPMode": "offload" is not one of auto, native, generic`},
 		{"queues zero", iface + "[WGPIO]\nQueues = 0\n", `wg0.conf:4: key "Queues": 0 out of range 1-256`},
 		{"queues too many", iface + "[WGPIO]\nQueues = 257\n", `wg0.conf:4: key "Queues": 257 out of range 1-256`},
+		{"vlan zero", iface + "[WGPIO]\nLANVLAN = 0\n", `wg0.conf:4: key "LANVLAN": 0 out of range 1-4094`},
+		{"vlan reserved", iface + "[WGPIO]\nWANVLAN = 4095\n", `wg0.conf:4: key "WANVLAN": 4095 out of range 1-4094`},
+		{"vlan not a number", iface + "[WGPIO]\nWANVLAN = eth0.100\n", `wg0.conf:4: key "WANVLAN": "eth0.100" is not a number (an IEEE 802.1Q VLAN identifier; leave the key out for untagged frames)`},
 		{"cpus backwards", iface + "[WGPIO]\nCPUs = 3-1\n", `wg0.conf:4: key "CPUs": "3-1" is not a CPU list like 0-1,3`},
 		{"cpus garbage", iface + "[WGPIO]\nCPUs = all\n", `wg0.conf:4: key "CPUs": "all" is not a CPU list like 0-1,3`},
 		{"cpus twice", iface + "[WGPIO]\nCPUs = 0-2,1\n", `wg0.conf:4: key "CPUs": CPU 1 listed twice`},
@@ -422,7 +425,7 @@ func TestLoadMissing(t *testing.T) {
 // config that sets every field.
 func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
-		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nSourcePorts = 1-65535\n" +
+		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nSourcePorts = 1-65535\n" +
 		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"

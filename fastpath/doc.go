@@ -27,6 +27,12 @@
 // promotes it. Packets for the gateway's own tunnel addresses go to
 // Config.Exception (the host kernel, through a TUN).
 //
+// VLANs (vlan.go): each port is on one 802.1Q VLAN (Config.LANVLAN,
+// Config.WANVLAN; 0 untagged, a priority tag counting as untagged). A frame
+// of another VLAN is dropped by reason (vlan, wan_vlan), never encrypted
+// nor read as WireGuard, and whatever a worker sends on a port carries its
+// tag. The check is one comparison of the parsed VID per frame.
+//
 // Shared state and who writes it: the control plane (package gateway)
 // creates Peers and Keypairs, publishes keypairs in the IndexTable and the
 // peers' atomic slots, and sets endpoints; workers read them without locks.

@@ -84,6 +84,13 @@ type Config struct {
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
 	WANResolver, LANResolver Resolver
+	// WANVLAN and LANVLAN are the IEEE 802.1Q VLAN (1-4094) each side
+	// runs on, or 0 for untagged frames. A worker takes from a port only
+	// frames of its VLAN (with 0: untagged or priority-tagged, VID 0) and
+	// drops the others by reason (DropVLAN, DropWANVLAN): the XDP program
+	// leaves them to the kernel, so only a port without one (memport)
+	// hands them over. What a worker sends on a port carries its tag.
+	WANVLAN, LANVLAN uint16
 	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
 	// ICMP errors we send to LAN hosts).
 	LANAddr4, LANAddr6 netip.Addr
@@ -206,6 +213,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MTU == 0 {
 		cfg.MTU = DefaultMTU
+	}
+	if cfg.WANVLAN > 4094 || cfg.LANVLAN > 4094 {
+		return nil, fmt.Errorf("fastpath: VLAN %d/%d (WAN/LAN): want 1-4094, or 0 for untagged", cfg.WANVLAN, cfg.LANVLAN)
 	}
 	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)

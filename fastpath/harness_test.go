@@ -84,6 +84,8 @@ type rigConfig struct {
 	// copied on the emulated wires either (benchmarks: the fast path's
 	// own work alone).
 	onePool bool
+	// lanVLAN and wanVLAN put both gateways' LAN and WAN on those VLANs.
+	lanVLAN, wanVLAN uint16
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -128,7 +130,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr,
 			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
-			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4,
+			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,12 @@ import (
 // and endpoint, and asks the control plane for a handshake.
 func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 	p := pl.peer
+	if p.Removed.Load() {
+		// A batch of the snapshot before the removal.
+		w.count(DropPeerRemoved, 1)
+		w.lanRX.Free(unsafeOne(f))
+		return
+	}
 	p.FlushHeld.Store(false)
 	p.HandshakeNeeded.Store(true)
 	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
@@ -42,12 +48,20 @@ func (w *worker) dropHeld(pl *peerLocal) {
 	w.setHeld()
 }
 
-// flushHeld sends the held packets of peers that now have a keypair.
+// flushHeld sends the held packets of peers that now have a keypair, and
+// drops those of removed peers and of peers whose handshake gave up.
 func (w *worker) flushHeld(now int64) {
 	keep := w.heldPeers[:0]
 	for _, id := range w.heldPeers {
 		pl := &w.local[id]
 		if len(pl.held) == 0 {
+			continue
+		}
+		if pl.peer.Removed.Load() {
+			w.count(DropPeerRemoved, len(pl.held))
+			w.lanRX.Free(pl.held)
+			w.heldTotal -= len(pl.held)
+			pl.held = pl.held[:0]
 			continue
 		}
 		kp, ep := usable(pl.peer, now)
@@ -94,6 +108,7 @@ func (w *worker) flushHeld(now int64) {
 		}
 		w.transmit(w.wanTX, out)
 		w.markDirty(pl)
+		pl.kp = nil // no keypair kept past its use
 		w.heldTotal -= len(held)
 		pl.held = held[:0]
 	}
@@ -101,8 +116,8 @@ func (w *worker) flushHeld(now int64) {
 	w.setHeld()
 }
 
-// setHeld publishes the number of frames held (for a handshake or a
-// neighbour).
+// setHeld publishes the number of frames held (for a handshake, or for a
+// LAN or WAN neighbour).
 func (w *worker) setHeld() {
-	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait)))
+	w.c.held.Store(uint64(w.heldTotal + len(w.nbrWait) + len(w.ctlWait)))
 }

@@ -40,6 +40,11 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	out, consumed := w.deliver(frames, &bad, now)
 	w.freeRest(w.wanRX, frames, &bad, left+consumed)
 	w.transmit(w.lanTX, out)
+	// Keep no keypair past the burst: one the control plane zeroes must
+	// not stay reachable from an idle worker (key hygiene).
+	for i := range frames {
+		w.meta[i].kp = nil
+	}
 }
 
 // rxMeta is what inbound's first pass learnt of an authenticated transport
@@ -92,14 +97,21 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		m.kp = nil
 		f := &frames[i]
 		d := f.Data()
-		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP {
+		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP || w.pkt.VLANID != w.wanVLAN {
 			// ARP and NDP are not UDP: looked for only here.
-			if h := w.e.cfg.WANNeighbours; h != nil && isNeighbourFrame(d) {
-				w.neighbour(h, w.wanTX, d)
-				left++
-				continue
+			if h := w.e.cfg.WANNeighbours; h != nil {
+				if l2 := neighbourL2(d, w.wanVLAN); l2 != 0 {
+					w.neighbour(h, w.wanTX, d, l2, w.wanVLAN)
+					left++
+					continue
+				}
 			}
-			bad[DropWANMalformed]++
+			// Another VLAN's frame is never WireGuard for us (vlan.go).
+			if foreignVLAN(&w.pkt, w.wanVLAN) {
+				bad[DropWANVLAN]++
+			} else {
+				bad[DropWANMalformed]++
+			}
 			continue
 		}
 		// Our ports are the listen port and the source-port range above
@@ -194,8 +206,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if dst.Is6() {
 			et = header.EtherTypeIPv6
 		}
-		header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
-		m.back -= header.EthernetLen
+		m.back -= int32(w.putLANEthernet(f, mac, et))
 		m.verdict = innerDeliver
 	}
 	return left
@@ -286,7 +297,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		switch m.verdict {
 		case innerDeliver:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len() - header.EthernetLen)
+			decBytes += uint64(f.Len() - w.lanL2)
 			out = append(out, *f)
 			*f = dataplane.Frame{}
 		case innerKeepalive:

@@ -19,7 +19,9 @@ import (
 // for the send counter (reserved in ranges with one atomic add) and the
 // replay window (shared by every queue, locked once per batch). Workers on
 // any queue use it concurrently. The AEADs keep their own copies of the keys,
-// which Go gives no way to zero: Zero clears what we hold and drops the AEADs.
+// which Go gives no way to zero: Zero marks the keypair dead and clears the
+// replay window, and the AEADs (with their key copies) live until the last
+// reference to the keypair is dropped.
 type Keypair struct {
 	// sendNonce is the next counter to reserve: the one cache line written
 	// by every queue that encrypts for this session. The allocator does
@@ -46,6 +48,9 @@ type Keypair struct {
 	// (whitepaper §5.4.6: the responder must not send before).
 	confirmed atomic.Bool
 	dead      atomic.Bool
+	// exhausted is set once a reservation reached RejectAfterMessages:
+	// ReserveNonces then hands out nothing without touching sendNonce.
+	exhausted atomic.Bool
 
 	// replay is allocated apart: a 16 KiB window inside the struct would
 	// space keypairs 16 KiB apart, so that the hot fields of many peers'
@@ -80,19 +85,35 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 	return kp, nil
 }
 
-// ReserveNonces reserves n consecutive send counters with one atomic add and
-// returns the first and how many of the n may be used (fewer, or 0, when the
-// range passes [protocol.RejectAfterMessages]). Safe for concurrent use.
+// ReserveNonces reserves n consecutive send counters and returns the first
+// and how many of the n may be used (fewer, or 0, when the range reaches
+// [protocol.RejectAfterMessages], whitepaper §6.1). No counter is ever handed out twice.
+// Safe for concurrent use; n must be at least 1.
+//
+// The common path is one atomic load of the exhausted flag and one atomic
+// add, no compare-and-swap. The call whose range reaches the limit sets the
+// flag and puts the counter back to RejectAfterMessages (as the kernel's
+// send path does), so later calls return 0 before adding. Only calls that
+// loaded the flag before it was set can still add; the counter could wrap
+// past 2^64 (and hand out small counters again) only if such calls added more
+// than the 2^13+1 counters between RejectAfterMessages and 2^64 before any of
+// them stored the counter back, at least 128 calls of the default burst of 64
+// stalled between two adjacent instructions at once.
 func (kp *Keypair) ReserveNonces(n int) (first uint64, granted int) {
+	if kp.exhausted.Load() {
+		return protocol.RejectAfterMessages, 0
+	}
 	end := kp.sendNonce.Add(uint64(n))
 	first = end - uint64(n)
-	if end < first || first >= protocol.RejectAfterMessages { // wrapped or exhausted
-		return first, 0
+	if end < protocol.RejectAfterMessages && end >= first {
+		return first, n // the common path
 	}
-	if end > protocol.RejectAfterMessages {
-		return first, int(protocol.RejectAfterMessages - first)
+	kp.exhausted.Store(true)
+	kp.sendNonce.Store(protocol.RejectAfterMessages)
+	if end < first || first >= protocol.RejectAfterMessages { // wrapped or already past
+		return protocol.RejectAfterMessages, 0
 	}
-	return first, n
+	return first, int(protocol.RejectAfterMessages - first)
 }
 
 // SendCounter is the next counter ReserveNonces would hand out (the number

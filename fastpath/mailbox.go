@@ -38,11 +38,11 @@ func (w *worker) drainMailbox(now int64) int {
 			continue
 		}
 		if m.raw != nil {
-			tx := w.wanTX
+			tx, vlan := w.wanTX, w.wanVLAN
 			if m.rawLAN {
-				tx = w.lanTX
+				tx, vlan = w.lanTX, w.lanVLAN
 			}
-			w.sendRaw(tx, m.raw)
+			w.sendRaw(tx, m.raw, vlan)
 			continue
 		}
 		w.sendControl(&m.ctl, now)
@@ -68,21 +68,23 @@ func (w *worker) receiveWAN(m *mail, now int64) {
 		return
 	}
 	f := &frames[0]
-	n := header.EthernetLen + ipLen + header.UDPLen + len(m.wan)
+	// With the WAN's tag, as a frame received on the WAN would have.
+	l2 := w.wanL2
+	n := l2 + ipLen + header.UDPLen + len(m.wan)
 	if !f.SetLen(n) {
 		w.count(DropWANTooBig, 1)
 		w.wanTX.Free(frames)
 		return
 	}
 	b := f.Data()
-	header.PutEthernet(b, header.MAC(w.wanMAC), header.MAC{}, et)
-	l4 := b[header.EthernetLen+ipLen:]
+	putEthernet(b, header.MAC(w.wanMAC), header.MAC{}, w.wanVLAN, et)
+	l4 := b[l2+ipLen:]
 	if src.Addr().Is4() {
 		ip := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: src.Addr().As4(), Dst: dst.Addr().As4()}
-		header.PutIPv4(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+		header.PutIPv4(b[l2:], &ip, header.UDPLen+len(m.wan))
 	} else {
 		ip := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: 64, Src: src.Addr().As16(), Dst: dst.Addr().As16()}
-		header.PutIPv6(b[header.EthernetLen:], &ip, header.UDPLen+len(m.wan))
+		header.PutIPv6(b[l2:], &ip, header.UDPLen+len(m.wan))
 	}
 	header.PutUDP(l4, src.Port(), dst.Port(), len(m.wan))
 	copy(l4[header.UDPLen:], m.wan)
@@ -106,13 +108,9 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		w.count(DropNoRoute, 1)
 		return
 	}
+	resolved := true
 	if ep.DstMAC == ([6]byte{}) {
-		mac, ok := w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
-		if !ok {
-			w.count(DropNoNeighbour, 1)
-			return
-		}
-		ep.DstMAC = mac
+		ep.DstMAC, resolved = w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
 	}
 	var fr [1]dataplane.Frame
 	if w.wanTX.Alloc(fr[:]) == 0 {
@@ -142,6 +140,12 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		pl.txBytes += uint64(len(c.Payload))
 		w.markDirty(pl)
 	}
+	if !resolved {
+		// The next hop is being resolved: wait for it, as LAN packets
+		// do, rather than lose a handshake to a cold neighbour cache.
+		w.waitControl(f, c.Dst.Addr())
+		return
+	}
 	w.c.controlSent.Add(1)
 	w.transmit(w.wanTX, fr[:])
 }
@@ -150,24 +154,25 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 // bytes into b (which must hold the outer headers, payload following).
 func (w *worker) putOuter(b []byte, ep *Endpoint, srcPort uint16, n int) {
 	dst := ep.Dst.Addr()
+	l2 := w.wanL2
 	if dst.Is4() {
-		header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv4)
+		putEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), w.wanVLAN, header.EtherTypeIPv4)
 		w.ipID++
 		f := header.IPv4Fields{Protocol: header.ProtoUDP, ID: w.ipID, Src: ep.Src.As4(), Dst: dst.As4()}
-		header.PutIPv4(b[header.EthernetLen:], &f, header.UDPLen+n)
-		header.PutUDP(b[header.EthernetLen+header.IPv4MinLen:], srcPort, ep.Dst.Port(), n)
+		header.PutIPv4(b[l2:], &f, header.UDPLen+n)
+		header.PutUDP(b[l2+header.IPv4MinLen:], srcPort, ep.Dst.Port(), n)
 		return
 	}
-	header.PutEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), header.EtherTypeIPv6)
+	putEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), w.wanVLAN, header.EtherTypeIPv6)
 	f := header.IPv6Fields{NextHeader: header.ProtoUDP, Src: ep.Src.As16(), Dst: dst.As16()}
-	header.PutIPv6(b[header.EthernetLen:], &f, header.UDPLen+n)
-	header.PutUDP(b[header.EthernetLen+header.IPv6Len:], srcPort, ep.Dst.Port(), n)
+	header.PutIPv6(b[l2:], &f, header.UDPLen+n)
+	header.PutUDP(b[l2+header.IPv6Len:], srcPort, ep.Dst.Port(), n)
 }
 
 func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
-	off := header.EthernetLen + header.IPv4MinLen
+	off := w.wanL2 + header.IPv4MinLen
 	if ep.Dst.Addr().Is6() {
-		off = header.EthernetLen + header.IPv6Len
+		off = w.wanL2 + header.IPv6Len
 	}
 	u := header.UDP(b[off:])
 	pseudo := header.PseudoHeaderChecksum(header.ProtoUDP, ep.Src, ep.Dst.Addr(), u.Length())
@@ -216,7 +221,9 @@ func (w *worker) sendInner(p []byte, now int64) {
 		return
 	}
 	pl.kp, pl.ep = kp, ep
-	if !w.seal(f, pl, first) {
+	sealed := w.seal(f, pl, first)
+	pl.kp = nil // no keypair kept past its use
+	if !sealed {
 		w.count(DropNoBuffer, 1)
 		w.lanTX.Free(fr[:])
 		return
@@ -229,12 +236,17 @@ func (w *worker) sendInner(p []byte, now int64) {
 	w.transmit(w.wanTX, fr[:])
 }
 
-// sendRaw copies a whole frame from the control plane into a frame of tx's
-// pool and transmits it.
-func (w *worker) sendRaw(tx dataplane.TX, raw []byte) {
+// sendRaw copies a whole untagged frame from the control plane into a frame
+// of tx's pool and transmits it on that port of vlan (tagged if not 0).
+func (w *worker) sendRaw(tx dataplane.TX, raw []byte, vlan uint16) {
 	var fr [1]dataplane.Frame
 	if dataplane.CopyFrame(tx, fr[:], raw) != nil {
 		w.count(DropNoBuffer, 1)
+		return
+	}
+	if vlan != 0 && !tagFrame(&fr[0], vlan) {
+		w.count(DropNoBuffer, 1)
+		tx.Free(fr[:])
 		return
 	}
 	w.c.controlSent.Add(1)

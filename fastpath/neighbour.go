@@ -18,6 +18,54 @@ const (
 	neighbourWaitMax = 3 * time.Second
 )
 
+// Control-plane packets (handshake messages, cookie replies, keepalives)
+// whose WAN next hop has no MAC yet wait too, complete but for the
+// destination MAC: at most maxControlWait per worker, retried with the LAN
+// waits, dropped (no_neighbour) after neighbourWaitMax.
+const maxControlWait = 64
+
+type ctlWaiting struct {
+	f     dataplane.Frame // the whole frame; destination MAC written when resolved
+	dst   netip.Addr      // the endpoint address (the resolver finds its next hop)
+	since time.Time
+}
+
+// waitControl holds f, a control-plane frame of wanTX's pool, until the WAN
+// next hop toward dst resolves. It takes f.
+func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr) {
+	if len(w.ctlWait) >= maxControlWait {
+		w.count(DropNoNeighbour, 1)
+		w.wanTX.Free(unsafeOne(f))
+		return
+	}
+	w.ctlWait = append(w.ctlWait, ctlWaiting{f: *f, dst: dst, since: time.Now()})
+	*f = dataplane.Frame{}
+	w.setHeld()
+}
+
+// flushControlWait sends the control-plane frames whose WAN next hop
+// resolved and drops those that waited too long.
+func (w *worker) flushControlWait(t time.Time) {
+	keep := w.ctlWait[:0]
+	for _, cw := range w.ctlWait {
+		mac, ok := w.e.cfg.WANResolver.Resolve(cw.dst)
+		switch {
+		case ok:
+			f := cw.f
+			copy(f.Data()[:6], mac[:])
+			w.c.controlSent.Add(1)
+			w.transmit(w.wanTX, unsafeOne(&f))
+		case t.Sub(cw.since) > neighbourWaitMax:
+			w.count(DropNoNeighbour, 1)
+			w.wanTX.Free(unsafeOne(&cw.f))
+		default:
+			keep = append(keep, cw)
+		}
+	}
+	clear(w.ctlWait[len(keep):])
+	w.ctlWait = keep
+}
+
 type nbrWaiting struct {
 	f     dataplane.Frame // the inner IP packet, Ethernet not yet added
 	dst   netip.Addr
@@ -57,6 +105,9 @@ func (w *worker) flushNeighbourWait(now int64) {
 		return
 	}
 	w.nbrTried = t
+	if len(w.ctlWait) > 0 {
+		w.flushControlWait(t)
+	}
 	out := w.out[:0]
 	keep := w.nbrWait[:0]
 	for _, nw := range w.nbrWait {
@@ -68,7 +119,7 @@ func (w *worker) flushNeighbourWait(now int64) {
 			if nw.v6 {
 				et = header.EtherTypeIPv6
 			}
-			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+			w.putLANEthernet(&f, mac, et)
 			out = append(out, f)
 		case t.Sub(nw.since) > neighbourWaitMax:
 			w.count(DropNoNeighbour, 1)
@@ -112,44 +163,43 @@ func nbrHash(a netip.Addr) uint32 {
 	return uint32((x * 0x9e3779b97f4a7c15) >> 40)
 }
 
-// isNeighbourFrame reports whether an untagged Ethernet frame is ARP or an
-// ICMPv6 neighbour solicitation/advertisement without extension headers.
-func isNeighbourFrame(d []byte) bool {
-	if len(d) < header.EthernetLen {
-		return false
-	}
-	switch binary.BigEndian.Uint16(d[12:14]) {
-	case header.EtherTypeARP:
-		return true
-	case header.EtherTypeIPv6:
-		const icmp = header.EthernetLen + header.IPv6Len
-		return len(d) > icmp && d[header.EthernetLen+6] == header.ProtoICMPv6 &&
-			(d[icmp] == ndpNeighbourSolicitation || d[icmp] == ndpNeighbourAdvertisement)
-	}
-	return false
-}
-
 // ICMPv6 types of RFC 4861 §4.3 and §4.4.
 const (
 	ndpNeighbourSolicitation  = 135
 	ndpNeighbourAdvertisement = 136
 )
 
-// neighbour hands an ARP/NDP frame to h and transmits its reply on tx.
-func (w *worker) neighbour(h NeighbourHandler, tx dataplane.TX, frame []byte) {
+// neighbour hands an ARP/NDP frame (with an Ethernet header of l2 bytes,
+// see neighbourL2) to h and transmits its reply on tx, a port of vlan. h
+// reads and writes untagged frames: a tag is taken off the request (into
+// w.nbrFrame) and the port's tag put on the reply.
+func (w *worker) neighbour(h NeighbourHandler, tx dataplane.TX, frame []byte, l2 int, vlan uint16) {
 	w.c.neighbour.Add(1)
+	if l2 != header.EthernetLen {
+		if len(frame)-header.VLANTagLen > len(w.nbrFrame) {
+			return // not an ARP/NDP frame we answer (they are short)
+		}
+		n := copy(w.nbrFrame[:], frame[:header.EthernetLen-2])
+		n += copy(w.nbrFrame[n:], frame[header.EthernetVLANLen-2:])
+		frame = w.nbrFrame[:n]
+	}
 	var fr [1]dataplane.Frame
 	if tx.Alloc(fr[:]) == 0 {
 		w.count(DropNoBuffer, 1)
 		return
 	}
 	f := &fr[0]
-	f.SetLen(f.Len() + f.Tailroom())
+	f.SetLen(f.Len() + f.Tailroom() - header.VLANTagLen)
 	n := h.Handle(frame, f.Data())
 	if n <= 0 {
 		tx.Free(fr[:])
 		return
 	}
 	f.SetLen(n)
+	if vlan != 0 && !tagFrame(f, vlan) {
+		w.count(DropNoBuffer, 1)
+		tx.Free(fr[:])
+		return
+	}
 	w.transmit(tx, fr[:])
 }

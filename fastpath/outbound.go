@@ -49,18 +49,24 @@ func (w *worker) outbound(now int64) int {
 	for i := range frames {
 		w.peerOf[i] = nil
 		f := &frames[i]
-		if h := w.e.cfg.LANNeighbours; h != nil && isNeighbourFrame(f.Data()) {
-			w.neighbour(h, w.lanTX, f.Data())
-			left++
-			continue
+		if h := w.e.cfg.LANNeighbours; h != nil {
+			if l2 := neighbourL2(f.Data(), w.lanVLAN); l2 != 0 {
+				w.neighbour(h, w.lanTX, f.Data(), l2, w.lanVLAN)
+				left++
+				continue
+			}
 		}
 		// The IP header is what a gateway judges; what follows it (even
 		// an upper-layer header it cannot read) is the hosts' business.
+		// A frame of another VLAN never enters the tunnel (vlan.go).
 		r := header.Parse(f.Data(), &w.pkt)
-		if !r.IPHeaderOK() {
-			if r == header.ReasonNotIP {
+		if !r.IPHeaderOK() || w.pkt.VLANID != w.lanVLAN {
+			switch {
+			case foreignVLAN(&w.pkt, w.lanVLAN):
+				bad[DropVLAN]++
+			case r == header.ReasonNotIP:
 				bad[DropNotIP]++
-			} else {
+			default:
 				bad[DropMalformed]++
 			}
 			left++
@@ -80,7 +86,7 @@ func (w *worker) outbound(now int64) int {
 		f.TrimFront(w.pkt.L3Off)
 		f.SetLen(ipLen)
 		if ipLen > w.e.cfg.MTU {
-			w.tooBig(f)
+			w.tooBig(f, w.pkt.L3Off)
 			bad[DropTooBig]++
 			left++
 			continue
@@ -145,6 +151,14 @@ func (w *worker) outbound(now int64) int {
 		out = append(out, *f)
 		*f = dataplane.Frame{}
 	}
+	// Keep no keypair past the batch: one the control plane zeroes must
+	// not stay reachable from an idle worker (key hygiene).
+	for i, pl := range w.peerOf[:len(frames)] {
+		if pl != nil {
+			pl.kp = nil
+			w.peerOf[i] = nil
+		}
+	}
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
@@ -154,9 +168,9 @@ func (w *worker) outbound(now int64) int {
 
 func (w *worker) outerLen(ep *Endpoint) int {
 	if ep.Dst.Addr().Is4() {
-		return header.EthernetLen + header.IPv4MinLen + header.UDPLen
+		return w.wanL2 + header.IPv4MinLen + header.UDPLen
 	}
-	return header.EthernetLen + header.IPv6Len + header.UDPLen
+	return w.wanL2 + header.IPv6Len + header.UDPLen
 }
 
 // seal encrypts the IP packet in f (data = the inner packet) with counter c
@@ -188,7 +202,7 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	ep := pl.ep
 	if pl.tmplEp != ep {
 		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
-			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: -1,
+			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: w.wanTag,
 			SrcAddr: ep.Src, DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
 			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
 		})
@@ -258,15 +272,15 @@ func flowHash(p []byte) uint32 {
 
 // tooBig answers an inner packet larger than the tunnel MTU with ICMP
 // "fragmentation needed" / "packet too big" to its sender (when RFC 1812
-// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet; the caller drops
-// and counts it.
-func (w *worker) tooBig(f *dataplane.Frame) {
+// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet, which followed
+// an Ethernet header of l2 bytes; the caller drops and counts it.
+func (w *worker) tooBig(f *dataplane.Frame, l2 int) {
 	p := f.Data()
 	var srcMAC header.MAC
 	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= header.EthernetLen {
+	if f.Headroom() >= l2 {
 		var full dataplane.Frame = *f
-		full.Prepend(header.EthernetLen)
+		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
 	var reply [1]dataplane.Frame
@@ -275,7 +289,7 @@ func (w *worker) tooBig(f *dataplane.Frame) {
 		return
 	}
 	r := &reply[0]
-	r.SetLen(header.EthernetLen + header.ICMPv6ErrorMaxLen)
+	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
 	b := r.Data()
 	var n int
 	var reason header.Reason
@@ -286,21 +300,21 @@ func (w *worker) tooBig(f *dataplane.Frame) {
 			w.lanTX.Free(reply[:])
 			return
 		}
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv4)
-		n, reason = header.PutICMPv4FragNeeded(b[header.EthernetLen:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
+		n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
 	} else {
 		if !w.e.cfg.LANAddr6.IsValid() {
 			w.lanTX.Free(reply[:])
 			return
 		}
-		header.PutEthernet(b, srcMAC, header.MAC(w.lanMAC), header.EtherTypeIPv6)
-		n, reason = header.PutICMPv6PacketTooBig(b[header.EthernetLen:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
+		n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
 	}
 	if reason != header.OK {
 		w.lanTX.Free(reply[:])
 		return
 	}
-	r.SetLen(header.EthernetLen + n)
+	r.SetLen(w.lanL2 + n)
 	w.c.icmp.Add(1)
 	w.transmit(w.lanTX, reply[:])
 }

@@ -84,6 +84,11 @@ type Peer struct {
 	// last one to look clears nothing — the flag is cleared by the next
 	// HandshakeNeeded a worker raises.
 	FlushHeld atomic.Bool
+	// Removed is set by the control plane when the peer leaves the
+	// configuration (or the device closes), and never cleared: every worker
+	// drops the packets it holds for the peer (counted peer_removed) at its
+	// next turn, within PublishInterval, and holds no more for it.
+	Removed atomic.Bool
 	// NeedNeighbour is set when the endpoint's next hop has no MAC yet.
 	NeedNeighbour atomic.Bool
 
@@ -143,6 +148,10 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 	p.Promoted.Store(true)
 	return true
 }
+
+// Promote is promote for dataplanes other than Engine (test doubles): the
+// responder's kp, in Next, received authenticated data (whitepaper §5.4.6).
+func (p *Peer) Promote(kp *Keypair) bool { return p.promote(kp) }
 
 // ClearKeypairs removes all three keypairs and returns them (any may be
 // nil), e.g. when the peer's key changes or it is removed.

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"unsafe"
 )
 
 // TestRouteCacheMatchesTable: the cache answers exactly as the prefix
@@ -60,4 +61,16 @@ func BenchmarkRouteLookup(b *testing.B) {
 			c.lookup(rt, a)
 		}
 	})
+}
+
+// TestRouteCacheSize keeps routeCacheBits' doc comment true: 2^12 entries
+// of 32 bytes, 128 KiB per direction.
+func TestRouteCacheSize(t *testing.T) {
+	var c routeCache
+	if n := len(c.entries); n != 1<<12 {
+		t.Errorf("route cache entries = %d, want %d", n, 1<<12)
+	}
+	if got := unsafe.Sizeof(c.entries); got != 128<<10 {
+		t.Errorf("route cache size = %d bytes, want %d (128 KiB, as documented)", got, 128<<10)
+	}
 }

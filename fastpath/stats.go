@@ -76,6 +76,17 @@ const (
 	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
 	// IP fragments (Engine.ReceiveWAN) larger than a frame.
 	DropWANTooBig
+	// DropVLAN: a LAN frame of another VLAN than the LAN's (Config.LANVLAN;
+	// with none: a tag with VID other than 0, an 802.1ad or a stacked
+	// tag). The XDP program leaves such frames to the kernel: a worker
+	// sees them only on a port without one.
+	DropVLAN
+	// DropWANVLAN: the same on the WAN (Config.WANVLAN): another VLAN's
+	// frame is never read as WireGuard.
+	DropWANVLAN
+	// DropPeerRemoved: packets held for a peer that was removed from the
+	// configuration (Peer.Removed), freed at the worker's next turn.
+	DropPeerRemoved
 
 	NumDropReasons
 )
@@ -107,6 +118,9 @@ var dropNames = [NumDropReasons]string{
 	DropHandshakeGaveUp:    "handshake_gave_up",
 	DropHostMulticast:      "host_multicast",
 	DropWANTooBig:          "wan_too_big",
+	DropVLAN:               "vlan",
+	DropWANVLAN:            "wan_vlan",
+	DropPeerRemoved:        "peer_removed",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

@@ -89,14 +89,22 @@ type worker struct {
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
 	nbrWait              []nbrWaiting
+	ctlWait              []ctlWaiting // control-plane frames waiting for the WAN next hop
 	nbrTried             time.Time
 
 	lanMAC, wanMAC [6]byte
-	portSpan       uint16 // number of our UDP ports from ListenPort up
-	ipID           uint16
-	lastPublish    int64
-	dirtyPeers     []int
-	groupSerial    int
+	// lanVLAN and wanVLAN are the ports' VLANs (0: untagged), lanL2 and
+	// wanL2 the Ethernet header lengths of the frames sent there, wanTag
+	// the VLAN of the outer-header templates (-1: untagged) (vlan.go).
+	lanVLAN, wanVLAN uint16
+	lanL2, wanL2     int
+	wanTag           int
+	nbrFrame         [1536]byte // an ARP/NDP request with its tag taken off
+	portSpan         uint16     // number of our UDP ports from ListenPort up
+	ipID             uint16
+	lastPublish      int64
+	dirtyPeers       []int
+	groupSerial      int
 
 	c counters
 
@@ -131,6 +139,12 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.portSpan = max(e.cfg.SourcePorts, 1)
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
+	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
+	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
+	w.wanTag = -1
+	if w.wanVLAN != 0 {
+		w.wanTag = int(w.wanVLAN)
+	}
 	var err error
 	if w.waiter, err = dataplane.NewWaiter(); err != nil {
 		return nil, err
@@ -166,6 +180,11 @@ func (w *worker) close() {
 		w.wanRX.Free(unsafeOne(&w.nbrWait[i].f))
 	}
 	w.nbrWait = nil
+	for i := range w.ctlWait {
+		w.count(DropClosed, 1)
+		w.wanTX.Free(unsafeOne(&w.ctlWait[i].f))
+	}
+	w.ctlWait = nil
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
@@ -206,7 +225,7 @@ func (w *worker) run() {
 		if len(w.heldPeers) > 0 {
 			w.flushHeld(now)
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			w.flushNeighbourWait(now)
 		}
 		if now-w.lastPublish >= int64(PublishInterval) {
@@ -232,7 +251,7 @@ func (w *worker) run() {
 		if len(w.dirtyPeers) > 0 || len(w.heldPeers) > 0 {
 			timeout = PublishInterval
 		}
-		if len(w.nbrWait) > 0 {
+		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
 		_, _ = w.waiter.Wait(timeout)

@@ -52,6 +52,11 @@ type Options struct {
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
 	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
 	WANMAC [6]byte
+	// WANInterface is the WAN port's interface name: an endpoint given
+	// over the UAPI with an IPv6 zone is accepted only when the zone names
+	// it (or its index, WANIndex).
+	WANInterface string
+	WANIndex     int
 	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
 	// send to a configured endpoint of each family.
 	WANAddr4, WANAddr6 netip.Addr
@@ -100,6 +105,8 @@ type Device struct {
 	wall func() time.Time
 	log  *slog.Logger
 
+	setMu sync.Mutex // serialises UAPI set requests (taken before mu)
+
 	mu         sync.Mutex
 	private    noise.PrivateKey
 	id         *noise.StaticIdentity // nil without a private key
@@ -110,7 +117,8 @@ type Device struct {
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
 	pending    map[uint32]*peer          // our receiver indexes of handshakes in flight
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
-	limiter    rateLimiter               // initiations per source under load
+	limiter    *noise.SourceLimiter      // handshakes per proven source under load
+	replies    cookieBudget              // cookie replies per second, all sources
 	underLoad  int64                     // last time the dataplane was under load
 	wasLoaded  bool                      // underLoad is valid
 	stats      counters
@@ -194,7 +202,7 @@ func New(o Options) (*Device, error) {
 	if d.opts.Jitter == nil {
 		d.opts.Jitter = randomJitter
 	}
-	d.limiter.init()
+	d.limiter = noise.NewSourceLimiter(d.clock)
 	d.mu.Lock()
 	d.setPrivateKeyLocked(o.PrivateKey)
 	d.mu.Unlock()
@@ -407,6 +415,29 @@ func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 // removePeerLocked forgets p: its keypairs, indexes, handshake and allowed
 // IPs. The caller publishes.
 func (d *Device) removePeerLocked(p *peer) {
+	d.forgetPeerLocked(p)
+	for i, q := range d.peers {
+		if q == p {
+			d.peers = append(d.peers[:i], d.peers[i+1:]...)
+			break
+		}
+	}
+}
+
+// removeAllPeersLocked removes every peer, in time linear in their number
+// (removePeerLocked one by one is quadratic). The caller publishes.
+func (d *Device) removeAllPeersLocked() {
+	for _, p := range d.peers {
+		d.forgetPeerLocked(p)
+	}
+	clear(d.peers)
+	d.peers = d.peers[:0]
+}
+
+// forgetPeerLocked is removePeerLocked but for d.peers. The workers drop
+// the packets they hold for p (fastpath.Peer.Removed).
+func (d *Device) forgetPeerLocked(p *peer) {
+	p.fp.Removed.Store(true)
 	d.resetSessionLocked(p)
 	if p.hs != nil {
 		p.hs.Zero()
@@ -416,17 +447,14 @@ func (d *Device) removePeerLocked(p *peer) {
 	d.clearAllowedLocked(p)
 	delete(d.byKey, p.pub)
 	delete(d.byFP, p.fp)
-	for i, q := range d.peers {
-		if q == p {
-			d.peers = append(d.peers[:i], d.peers[i+1:]...)
-			break
-		}
-	}
 }
 
 // resetSessionLocked drops every keypair and the handshake in flight of p
-// and zeroes them (whitepaper §6.3's "zero all key material").
+// and zeroes them (whitepaper §6.3's "zero all key material"); the workers
+// drop the packets they hold for p (FlushHeld, counted handshake_gave_up),
+// as no handshake is under way for them any more.
 func (d *Device) resetSessionLocked(p *peer) {
+	p.fp.FlushHeld.Store(true)
 	cleared := p.fp.ClearKeypairs()
 	d.sweepLocked(p, cleared[:]...)
 	d.dropPendingLocked(p)
@@ -483,6 +511,9 @@ func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 			continue
 		}
 		d.dp.Indexes().Free(kp.LocalIndex)
+		if !kp.IsInitiator && !kp.Confirmed() {
+			d.stats.unconfirmed.Add(1)
+		}
 		kp.Zero()
 	}
 	clear(p.owned[len(kept):])
@@ -498,12 +529,12 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	p.allowed = p.allowed[:0]
 }
 
+// addAllowedLocked gives pfx to p, at the end of p's list even when p held
+// it already (wireguard-go's allowedips moves a re-inserted prefix to the
+// back of its peer's list, so that wg show lists it there).
 func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	pfx = pfx.Masked()
 	if old := d.allowed[pfx]; old != nil {
-		if old == p {
-			return
-		}
 		old.removeAllowed(pfx)
 	}
 	d.allowed[pfx] = p
@@ -598,9 +629,7 @@ func (d *Device) Close() error {
 		}
 		d.wg.Wait()
 		d.mu.Lock()
-		for _, p := range append([]*peer(nil), d.peers...) {
-			d.removePeerLocked(p)
-		}
+		d.removeAllPeersLocked()
 		if d.id != nil {
 			d.id.Zero()
 			d.id = nil

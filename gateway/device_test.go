@@ -117,33 +117,6 @@ func TestUnderLoadHoldsOneSecond(t *testing.T) {
 	}
 }
 
-// TestCookieRepliesRateLimited: under load, cookie replies to one source
-// follow wireguard-go's ratelimiter (burst 5, then 20 per second).
-func TestCookieRepliesRateLimited(t *testing.T) {
-	r := newRig(t, rigOptions{})
-	var msg [noise.InitiationSize]byte
-	id := noise.NewStaticIdentity(r.wgKey, nil)
-	h := noise.NewHandshake(id, r.ourKey.PublicKey(), noise.PresharedKey{})
-	if err := h.CreateInitiation(&msg, 7); err != nil {
-		t.Fatal(err)
-	}
-	r.f.load.Store(true)
-	for i := 0; i < 10; i++ {
-		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]})
-	}
-	if n := len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)); n != 5 {
-		t.Errorf("cookie replies to 10 initiations at once = %d, want 5 (burst)", n)
-	}
-	if got := r.dev.Stats().Drops[DropRateLimited]; got != 5 {
-		t.Errorf("Drops[rate limited] = %d, want 5", got)
-	}
-	r.f.clock.Add(int64(time.Second / 20))
-	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), Data: msg[:]})
-	if n := len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)); n != 6 {
-		t.Errorf("cookie replies after 50 ms = %d, want 6", n)
-	}
-}
-
 // TestResponderNextReplaced: a second initiation before any data replaces
 // the responder's unconfirmed Next keypair; the first is unpublished and
 // zeroed, and Current is untouched (whitepaper §5.4.5: the responder does

@@ -21,7 +21,7 @@
 // Every protocol timer runs on an injected monotonic clock (Options.Now, in
 // ns), and Device.Tick evaluates them at a given instant, so that tests run
 // minutes of timers in milliseconds. The per-source rate limit of
-// initiations and package noise's flood limit and cookie lifetimes use the
+// handshakes, the global bound on cookie replies and package noise's flood limit and cookie lifetimes use the
 // same clock. Two things read wall time instead and are not affected by the
 // injected clock: the TAI64N timestamp of handshake initiations (package
 // noise: wall time by definition, since the responder compares it with the

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"math/rand/v2"
-	"net/netip"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
@@ -31,8 +30,11 @@ func (d *Device) isUnderLoad(now int64) bool {
 // response or cookie reply; whitepaper §5.4). MAC1 is checked first, before
 // any Curve25519 work; under load (Dataplane.UnderLoad now or within the
 // last second) an initiation or response without a valid MAC2 gets a cookie
-// reply instead, and initiations and cookie replies are rate-limited per
-// source address (20/s, burst 5, as wireguard-go's ratelimiter); package
+// reply instead (at most CookieRepliesPerSecond over all sources: the
+// sources are unproven, so no per-source state is kept for them), and one
+// with a valid MAC2, its source address proven, is rate-limited per source
+// by noise.SourceLimiter (20/s, burst 5, bounded table), where the kernel's
+// cookie.c and wireguard-go's RoutineHandshake apply their limiter; package
 // noise refuses a replayed timestamp and an initiation within 20 ms of the
 // peer's last accepted one. An accepted initiation is answered from the
 // queue it arrived on, to its outer source, which becomes the peer's
@@ -62,8 +64,8 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 			d.stats.drop(DropHandshakeInvalid)
 			return
 		case noise.VerdictCookie:
-			if !d.limiter.allow(m.Src.Addr(), now) {
-				d.stats.drop(DropRateLimited)
+			if !d.replies.allow(now) {
+				d.stats.drop(DropCookieBudget)
 				return
 			}
 			var reply [noise.CookieReplySize]byte
@@ -75,7 +77,7 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 			d.sendLocked(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]})
 			return
 		}
-		if underLoad && !d.limiter.allow(m.Src.Addr(), now) {
+		if underLoad && !d.limiter.Allow(m.Src.Addr()) {
 			d.stats.drop(DropRateLimited)
 			return
 		}
@@ -244,7 +246,7 @@ func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 }
 
 // setEndpointFromLocked roams p to the outer source of an authenticated
-// handshake message (whitepaper §6.4 roaming: the endpoint is the source of
+// handshake message (whitepaper §2.1, endpoints and roaming: the endpoint is the source of
 // the most recent authenticated packet).
 func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) {
 	old := p.fp.Endpoint.Load()
@@ -368,16 +370,4 @@ func (d *Device) SendKeepalive(k noise.PublicKey) {
 	if p := d.byKey[k]; p != nil {
 		d.sendKeepaliveLocked(p, d.now())
 	}
-}
-
-// addrKey is the rate limiter's key for a source: the address, or its /64
-// for IPv6 (wireguard-go ratelimiter).
-func addrKey(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	if a.Is6() {
-		b := a.As16()
-		clear(b[8:])
-		return netip.AddrFrom16(b)
-	}
-	return a
 }

@@ -209,11 +209,7 @@ func (f *fakeDP) deliver(dev *Device, b []byte) {
 		}
 		peer := kp.Peer
 		// Promotion of the responder's Next, as the workers do it.
-		if peer.Next.CompareAndSwap(kp, nil) {
-			old := peer.Current.Swap(kp)
-			peer.Previous.Store(old)
-			peer.Promoted.Store(true)
-		}
+		peer.Promote(kp)
 		storeMax(&peer.Stamps.LastReceived, now)
 		peer.RxBytes.Add(uint64(len(b)))
 		if len(p) > 0 {

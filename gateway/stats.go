@@ -6,6 +6,7 @@ import (
 
 	"github.com/wgpio/wgpio/internal/counts"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // DropReason says why the control plane dropped a message or could not
@@ -20,16 +21,18 @@ const (
 	DropHandshakeInvalid                   // refused by package noise (bad MAC1, stale timestamp, flood, decryption...; see Stats.Noise)
 	DropUnknownPeer                        // initiation from a static key we do not know
 	DropUnknownIndex                       // response or cookie reply for no handshake of ours
-	DropRateLimited                        // per-source initiation rate limit while under load
+	DropRateLimited                        // per-source limit on handshakes with a valid MAC2 while under load (or the limiter's table full)
 	DropIndexTableFull                     // no receiver index left
 	DropNoEndpoint                         // something to send to a peer with no known endpoint
 	DropMailboxFull                        // the dataplane refused a control packet
+	DropCookieBudget                       // cookie reply not sent: over CookieRepliesPerSecond (all sources)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
+	"cookie budget",
 }
 
 // String returns the short lowercase name.
@@ -42,13 +45,28 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // Stats are the device's counters at one moment (each read atomically).
 type Stats struct {
-	Drops             DropCounts          `json:"drops"`
-	InitiationsSent   uint64              `json:"initiations_sent"`
-	ResponsesSent     uint64              `json:"responses_sent"`
-	CookieRepliesSent uint64              `json:"cookie_replies_sent"`
-	KeepalivesSent    uint64              `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
-	Sessions          uint64              `json:"sessions"`        // keypairs installed
-	Noise             noise.StatsSnapshot `json:"noise"`
+	Drops             DropCounts `json:"drops"`
+	InitiationsSent   uint64     `json:"initiations_sent"`
+	ResponsesSent     uint64     `json:"responses_sent"`
+	CookieRepliesSent uint64     `json:"cookie_replies_sent"`
+	KeepalivesSent    uint64     `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
+	// LiveSessions is a gauge: the peers whose current keypair is
+	// confirmed and younger than RejectAfterTime (whitepaper §6.1), the
+	// sessions that carry traffic now.
+	LiveSessions uint64 `json:"live_sessions"`
+	// KeypairsInstalledTotal counts every keypair a completed handshake
+	// installed, as initiator or responder, confirmed or not.
+	KeypairsInstalledTotal uint64 `json:"keypairs_installed_total"`
+	// Sessions is KeypairsInstalledTotal under its old name, kept for
+	// readers of earlier versions. Deprecated: it is not a count of live
+	// sessions; use LiveSessions or KeypairsInstalledTotal.
+	Sessions uint64 `json:"sessions"`
+	// ResponderUnconfirmedTotal counts responder keypairs freed without
+	// ever receiving data (replaced by a newer handshake, expired or
+	// removed with their peer): the initiator never used them, which on
+	// this side is the only sign of a preshared key mismatch.
+	ResponderUnconfirmedTotal uint64              `json:"responder_keypairs_expired_unconfirmed_total"`
+	Noise                     noise.StatsSnapshot `json:"noise"`
 }
 
 type counters struct {
@@ -57,7 +75,8 @@ type counters struct {
 	responsesSent     atomic.Uint64
 	cookieRepliesSent atomic.Uint64
 	keepalivesSent    atomic.Uint64
-	sessions          atomic.Uint64
+	sessions          atomic.Uint64 // keypairs installed
+	unconfirmed       atomic.Uint64 // responder keypairs freed unconfirmed
 }
 
 func (c *counters) drop(r DropReason) { c.drops.Add(r, 1) }
@@ -71,10 +90,18 @@ func (d *Device) Stats() Stats {
 	s.ResponsesSent = d.stats.responsesSent.Load()
 	s.CookieRepliesSent = d.stats.cookieRepliesSent.Load()
 	s.KeepalivesSent = d.stats.keepalivesSent.Load()
-	s.Sessions = d.stats.sessions.Load()
+	s.KeypairsInstalledTotal = d.stats.sessions.Load()
+	s.Sessions = s.KeypairsInstalledTotal
+	s.ResponderUnconfirmedTotal = d.stats.unconfirmed.Load()
+	now := d.now()
 	d.mu.Lock()
 	if d.id != nil {
 		s.Noise = d.id.Stats().Snapshot()
+	}
+	for _, p := range d.peers {
+		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(protocol.RejectAfterTime) {
+			s.LiveSessions++
+		}
 	}
 	d.mu.Unlock()
 	return s

@@ -30,7 +30,7 @@ const (
 //   - Rekey (§6.2): the initiator's current session older than
 //     RekeyAfterTime (120 s) when something is sent on it, or any session
 //     past RekeyAfterMessages; and the initiator's "last minute" rekey when
-//     data arrives on a session older than RejectAfterTime − KeepaliveTimeout
+//     any authenticated packet (keepalives too) arrives on a session older than RejectAfterTime − KeepaliveTimeout
 //     − RekeyTimeout (165 s).
 //   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
 //     out of its slot, unpublished and zeroed (the workers already refuse it).
@@ -38,8 +38,9 @@ const (
 //     resent; after the first initiation and MaxHandshakeAttempts+1 retries
 //     (20 initiations, as wireguard-go sends) give up: no more retries until
 //     new data asks, HandshakeNeeded is cleared, the exchange is abandoned
-//     and zeroing is armed. (fastpath.Peer has no flag yet to make the
-//     workers drop the packets they hold; they keep at most 128.)
+//     and zeroing is armed; FlushHeld makes the workers drop (and count)
+//     the packets they hold for the peer, as wireguard-go flushes its
+//     staged queue.
 //   - Keepalive (§6.5): KeepaliveTimeout (10 s) after data was received
 //     with nothing sent since, send an empty transport message.
 //   - New handshake (§6.5): KeepaliveTimeout + RekeyTimeout (15 s, plus
@@ -138,7 +139,9 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			d.initiateLocked(p, now, false)
 		case kp.IsInitiator && lastSent >= kp.Created+rekeyAfterTime:
 			d.initiateLocked(p, now, false)
-		case kp.IsInitiator && !p.sentLastMin && dataRecv >= kp.Created+lastMinuteRekeyAge:
+		case kp.IsInitiator && !p.sentLastMin && fp.Stamps.LastReceived.Load() >= kp.Created+lastMinuteRekeyAge:
+			// Any authenticated transport packet, keepalives included
+			// (whitepaper §6.2; wireguard-go keepKeyFreshReceiving).
 			p.sentLastMin = true
 			d.initiateLocked(p, now, false)
 		}

@@ -419,3 +419,32 @@ func TestLastMinuteRekeyOnReceive(t *testing.T) {
 		t.Fatalf("initiations on data at 165 s = %d, want 1; %v", len(inits), types(r.f.sentSince(mark)))
 	}
 }
+
+// TestLastMinuteRekeyOnKeepalive: a keepalive (authenticated, empty)
+// arriving on an initiator's session older than 165 s starts the handshake
+// as data does (whitepaper §6.2; wireguard-go keepKeyFreshReceiving runs for
+// every authenticated transport packet).
+func TestLastMinuteRekeyOnKeepalive(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	kp := r.establishAsInitiator()
+	r.advance(time.Duration(kp.Created + int64(165*time.Second) - r.now()))
+	fp := r.fp()
+	recv0, data0 := fp.Stamps.LastReceived.Load(), fp.Stamps.LastDataReceived.Load()
+	mark := r.f.nsent()
+	// wireguard-go sends a keepalive at once when persistent keepalive is
+	// turned on for a peer with a session.
+	ourPub := r.ourKey.PublicKey()
+	if err := r.wg.IpcSet("public_key=" + ourPub.Hex() + "\npersistent_keepalive_interval=3600\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.pump(3*time.Second, func() bool { return fp.Stamps.LastReceived.Load() > recv0 }) {
+		t.Fatal("no keepalive from wireguard-go")
+	}
+	if fp.Stamps.LastDataReceived.Load() != data0 {
+		t.Fatal("wireguard-go sent data, want a bare keepalive")
+	}
+	r.advance(50 * time.Millisecond)
+	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 1 {
+		t.Errorf("initiations on a keepalive at 165 s = %d, want 1; %v", len(inits), types(r.f.sentSince(mark)))
+	}
+}

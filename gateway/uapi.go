@@ -113,44 +113,50 @@ func (d *Device) IpcSet(r io.Reader) (err error) {
 		}
 	}()
 	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, uapiMaxLine)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
 			return nil
 		}
-		key, value, ok := strings.Cut(line, "=")
-		if !ok {
-			return uapiErrorf(ipc.IpcErrorProtocol, "parse line %q", line)
-		}
-		if key == "public_key" {
-			d.postPeerLocked(&st)
-			k, err := noise.ParsePublicKeyHex(value)
-			if err != nil {
-				return uapiErrorf(ipc.IpcErrorInvalid, "parse public_key: %w", err)
-			}
-			st.onPeer = true
-			st.p, st.created = d.lookupOrCreateLocked(k)
-			st.pkaOn = false
-			if st.created {
-				st.changed = true
-				st.newPeers = append(st.newPeers, st.p)
-			}
-			continue
-		}
-		var err error
-		if !st.onPeer {
-			err = d.setDeviceLineLocked(&st, key, value)
-		} else {
-			err = d.setPeerLineLocked(&st, key, value)
-		}
-		if err != nil {
+		if err := d.setLineLocked(&st, line); err != nil {
 			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return errLineTooLong
+		}
 		return uapiErrorf(ipc.IpcErrorIO, "read set request: %w", err)
 	}
 	return nil
+}
+
+// setLineLocked applies one line of a set=1 request (without its newline).
+func (d *Device) setLineLocked(st *setState, line string) error {
+	key, value, ok := strings.Cut(line, "=")
+	if !ok {
+		return uapiErrorf(ipc.IpcErrorProtocol, "parse line %q", line)
+	}
+	if key == "public_key" {
+		d.postPeerLocked(st)
+		k, err := noise.ParsePublicKeyHex(value)
+		if err != nil {
+			return uapiErrorf(ipc.IpcErrorInvalid, "parse public_key: %w", err)
+		}
+		st.onPeer = true
+		st.p, st.created = d.lookupOrCreateLocked(k)
+		st.pkaOn = false
+		if st.created {
+			st.changed = true
+			st.newPeers = append(st.newPeers, st.p)
+		}
+		return nil
+	}
+	if !st.onPeer {
+		return d.setDeviceLineLocked(st, key, value)
+	}
+	return d.setPeerLineLocked(st, key, value)
 }
 
 // postPeerLocked finishes the lines of one peer: a persistent keepalive
@@ -229,9 +235,7 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 		if value != "true" {
 			return uapiErrorf(ipc.IpcErrorInvalid, "set replace_peers: invalid value %q", value)
 		}
-		for _, p := range append([]*peer(nil), d.peers...) {
-			d.removePeerLocked(p)
-		}
+		d.removeAllPeersLocked()
 		st.changed = true
 	default:
 		return uapiErrorf(ipc.IpcErrorInvalid, "invalid device key %q", key)
@@ -272,11 +276,16 @@ func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
 		if err != nil {
 			return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: %w", value, err)
 		}
-		if ap.Addr().Zone() != "" {
-			// Endpoints are routed; a zone names an interface the
-			// dataplane would not honour (and wg(8) 1.0.20210914
-			// crashes printing one it cannot resolve).
-			return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: an address with a zone is not supported", value)
+		if z := ap.Addr().Zone(); z != "" {
+			// The fast path sends every packet out of the WAN port: a
+			// zone naming it (by name or index) says nothing more and is
+			// dropped; any other interface cannot be honoured.
+			if !d.isWANZone(z) {
+				d.log.Warn("endpoint refused: its zone is not the WAN interface, the only one the fast path sends on",
+					"endpoint", value, "zone", z, "wan", d.opts.WANInterface)
+				return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: zone %q is not the WAN interface %q", value, z, d.opts.WANInterface)
+			}
+			ap = netip.AddrPortFrom(ap.Addr().WithZone(""), ap.Port())
 		}
 		if p != nil {
 			d.setEndpointConfigLocked(p, ap)
@@ -322,63 +331,132 @@ func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
 	return nil
 }
 
-// Limits of one UAPI set request read by ServeUAPI.
+// Limits of the UAPI server. Memory: each connection holds at most a
+// read buffer of uapiMaxLine and a batch of uapiBatchBytes of lines, and at
+// most uapiMaxConns connections are served at once (more wait in the
+// listen backlog), so all of them together hold under 40 MiB whatever they
+// send; a set request of any size (a 1,000,000-peer setconf) is applied
+// batch by batch as it arrives.
 const (
-	uapiSetTimeout = 10 * time.Second
-	uapiSetMaxSize = 64 << 20
+	// uapiMaxLine is the longest line accepted (64 KiB, newline included);
+	// a longer one is read to its end, discarded, and the request answered
+	// with errno EMSGSIZE.
+	uapiMaxLine    = 64 << 10
+	uapiBatchBytes = 256 << 10
+	uapiMaxConns   = 64
+	// uapiIdleTimeout bounds how long a request may go without a full
+	// batch (or its end) arriving, and a connection without a request.
+	uapiIdleTimeout = 10 * time.Second
 )
 
-// readSetBody reads a set=1 request's lines up to and including the blank
-// line that ends it (or EOF, as wireguard-go accepts), within
-// uapiSetTimeout and uapiSetMaxSize.
-func readSetBody(conn net.Conn, r *bufio.Reader) ([]byte, error) {
-	conn.SetReadDeadline(time.Now().Add(uapiSetTimeout))
-	defer conn.SetReadDeadline(time.Time{})
-	var body []byte
-	for {
-		line, err := r.ReadSlice('\n')
-		body = append(body, line...)
-		if len(body) > uapiSetMaxSize {
-			return nil, fmt.Errorf("request longer than %d bytes", uapiSetMaxSize)
+var errLineTooLong = uapiErrorf(-int64(syscall.EMSGSIZE), "line longer than %d bytes", uapiMaxLine)
+
+// readLine reads one line from r without its newline, into the reader's
+// buffer (valid until the next read). A line longer than uapiMaxLine is read
+// to its end and discarded: errLineTooLong. At EOF without a newline the
+// partial line is returned with io.EOF.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		for err == bufio.ErrBufferFull {
+			_, err = r.ReadSlice('\n')
 		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue
-		case err == io.EOF:
-			return body, nil
-		case err != nil:
+		if err != nil && err != io.EOF {
 			return nil, err
-		case len(line) == 1: // the blank line
-			return body, nil
 		}
+		return nil, errLineTooLong
 	}
+	return bytes.TrimSuffix(line, []byte("\n")), err
+}
+
+// ipcSetConn applies a set=1 request read from conn line by line, in
+// batches of up to uapiBatchBytes: a batch is read without holding Device.mu
+// (a client that stalls holds no lock the handshakes or timers need) and
+// applied under it; what the request changed is published once, at its end.
+// setMu keeps set requests from interleaving, as wireguard-go's ipcMutex
+// does. After an error the rest of the request is read and discarded, so
+// that the connection stays in step.
+func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
+	d.setMu.Lock()
+	defer d.setMu.Unlock()
+	defer conn.SetReadDeadline(time.Time{})
+	var st setState
+	defer func() {
+		d.mu.Lock()
+		if ferr := d.finishSetLocked(&st); err == nil {
+			err = ferr
+		}
+		d.mu.Unlock()
+	}()
+	batch := make([]byte, 0, uapiBatchBytes+uapiMaxLine)
+	var ends []int
+	var failed error
+	for done := false; !done; {
+		conn.SetReadDeadline(time.Now().Add(uapiIdleTimeout))
+		batch, ends = batch[:0], ends[:0]
+		for len(batch) < uapiBatchBytes {
+			line, rerr := readLine(r)
+			if rerr == errLineTooLong {
+				if failed == nil {
+					failed = rerr
+				}
+				continue
+			}
+			if rerr != nil && rerr != io.EOF {
+				return uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
+			}
+			if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
+				done = true
+				break
+			}
+			batch = append(batch, line...)
+			ends = append(ends, len(batch))
+			if rerr == io.EOF {
+				done = true
+				break
+			}
+		}
+		if failed != nil {
+			continue // discard up to the end of the request
+		}
+		d.mu.Lock()
+		start := 0
+		for _, end := range ends {
+			if failed = d.setLineLocked(&st, string(batch[start:end])); failed != nil {
+				break
+			}
+			start = end
+		}
+		d.mu.Unlock()
+	}
+	return failed
 }
 
 // ServeUAPI answers configuration requests on conn until it fails or
 // closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
-// "errno=N\n\n" (after the get output). It closes conn.
-// A set request is read whole, within 10 s, before it is applied.
+// "errno=N\n\n" (after the get output). It closes conn. Lines are at most
+// 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
+// any length.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
-	rw := bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(conn))
 	for {
-		op, err := rw.ReadString('\n')
+		conn.SetReadDeadline(time.Now().Add(uapiIdleTimeout))
+		opb, err := readLine(rw.Reader)
 		if err != nil {
+			if err == errLineTooLong {
+				d.log.Warn("invalid UAPI operation", "err", err)
+				fmt.Fprintf(rw, "errno=%d\n\n", errLineTooLong.Code)
+				rw.Flush()
+			}
 			return
 		}
+		op := string(opb)
+		conn.SetReadDeadline(time.Time{})
 		switch op {
-		case "set=1\n":
-			// Read the whole request before applying it, within a
-			// deadline, so that a client that stalls mid-request holds
-			// no lock and cannot block the others.
-			var body []byte
-			body, err = readSetBody(conn, rw.Reader)
-			if err != nil {
-				d.log.Warn("UAPI set request", "err", err)
-				return
-			}
-			err = d.IpcSet(bytes.NewReader(body))
-		case "get=1\n":
+		case "set=1":
+			err = d.ipcSetConn(conn, rw.Reader)
+		case "get=1":
 			var c byte
 			if c, err = rw.ReadByte(); err != nil {
 				return
@@ -426,7 +504,9 @@ func (d *Device) listenUAPI(name string) error {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		slots := make(chan struct{}, uapiMaxConns)
 		for {
+			slots <- struct{}{} // at most uapiMaxConns served at once
 			c, err := l.Accept()
 			if err != nil {
 				return
@@ -444,8 +524,17 @@ func (d *Device) listenUAPI(name string) error {
 				d.mu.Lock()
 				delete(d.conns, c)
 				d.mu.Unlock()
+				<-slots
 			}()
 		}
 	}()
 	return nil
+}
+
+// isWANZone reports whether an IPv6 zone names the WAN interface.
+func (d *Device) isWANZone(z string) bool {
+	if d.opts.WANInterface != "" && z == d.opts.WANInterface {
+		return true
+	}
+	return d.opts.WANIndex > 0 && z == strconv.Itoa(d.opts.WANIndex)
 }

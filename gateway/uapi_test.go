@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -204,6 +205,8 @@ func TestUAPISetMatchesWireguardGo(t *testing.T) {
 		{"unknown peer key", []string{"public_key=" + k1 + "\nbogus=1\n"}},
 		{"bad allowed ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/33\n"}},
 		{"allowed ip masked and deduplicated", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.1/24\nallowed_ip=198.19.0.0/24\n"}},
+		{"allowed ip re-added moves to the end", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nallowed_ip=198.19.1.0/24\n",
+			"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\n"}},
 		{"allowed ip moves to later peer", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=198.19.0.0/24\n"}},
 		{"allowed ip removed with minus", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nallowed_ip=198.19.1.0/24\n",
 			"public_key=" + k1 + "\nallowed_ip=-198.19.0.0/24\nallowed_ip=-198.19.9.0/24\n"}},
@@ -405,15 +408,39 @@ func TestFixedListenPort(t *testing.T) {
 	}
 }
 
-// TestEndpointZoneRefused: an endpoint with an IPv6 zone is refused
-// (EINVAL) where wireguard-go would take it: endpoints are routed, and
-// wg(8) 1.0.20210914 crashes printing a zone it cannot resolve.
-func TestEndpointZoneRefused(t *testing.T) {
-	d := ourDevice(t, "")
+// TestEndpointZone: an endpoint with an IPv6 zone naming the WAN interface
+// (by name or index) is taken, without the zone (the fast path sends on the
+// WAN port only); another zone is refused (EINVAL) with a log line naming
+// both interfaces.
+func TestEndpointZone(t *testing.T) {
+	var logs strings.Builder
+	d, err := New(Options{Dataplane: newFakeDP(t), WANInterface: "wan0", WANIndex: 7,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	k, _ := noise.NewPrivateKey()
 	pub := k.PublicKey()
-	err := d.IpcSet(strings.NewReader("public_key=" + pub.Hex() + "\nendpoint=[fe80::1%nosuchif0]:51820\n"))
-	if errnoOf(err) != ipc.IpcErrorInvalid {
-		t.Errorf("endpoint with a zone: %v, want EINVAL", err)
+	for _, tc := range []struct {
+		ep, want string
+		errno    int64
+	}{
+		{"[fe80::1%wan0]:51820", "endpoint=[fe80::1]:51820\n", 0},
+		{"[fe80::2%7]:51820", "endpoint=[fe80::2]:51820\n", 0},
+		{"[fe80::3%nosuchif0]:51820", "endpoint=[fe80::2]:51820\n", ipc.IpcErrorInvalid},
+	} {
+		err := d.IpcSet(strings.NewReader("public_key=" + pub.Hex() + "\nendpoint=" + tc.ep + "\n"))
+		if errnoOf(err) != tc.errno {
+			t.Errorf("endpoint %s: %v, want errno %d", tc.ep, err, tc.errno)
+		}
+		var b strings.Builder
+		d.IpcGet(&b)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("after endpoint %s: get=1 lacks %q:\n%s", tc.ep, tc.want, b.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "zone=nosuchif0 wan=wan0") {
+		t.Errorf("log after a foreign zone = %q, want the zone and the WAN interface named", logs.String())
 	}
 }

@@ -70,6 +70,14 @@ func Parse(frame []byte, p *Packet) Reason {
 		p.EtherType = EtherTypeIPv4
 		return OK
 	}
+	// The same behind one 802.1Q tag (a gateway on a VLAN of a trunk).
+	if len(frame) > EthernetVLANLen && frame[12] == 0x81 && frame[13] == 0x00 && frame[16] == 0x08 && frame[17] == 0x00 &&
+		frame[18] == ipv4VersionIHL5 && parseIPv4Fast(frame, EthernetVLANLen, p) {
+		p.EtherType = EtherTypeIPv4
+		p.Tagged = true
+		p.VLANID = binary.BigEndian.Uint16(frame[14:16]) & VLANIDMask
+		return OK
+	}
 	*p = Packet{}
 	if len(frame) < EthernetLen {
 		return ReasonRunt

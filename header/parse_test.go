@@ -130,6 +130,11 @@ func TestParse(t *testing.T) {
 	}{
 		{"udp4", cat(ethHdr(-1, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(pl)})), OK, ptr(udp4(14, 20, 0, false))},
 		{"udp4 vlan", cat(ethHdr(42, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(pl)})), OK, ptr(udp4(18, 20, 42, true))},
+		// Long enough for the one-pass path of tagged frames.
+		{"udp4 vlan long", cat(ethHdr(4094, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("wireguard! wireguard! wireguard!"))})), OK,
+			ptr(func() Packet { p := udp4(18, 20, 4094, true); p.L3End += 22; p.PayloadLen += 22; return p }())},
+		{"udp4 priority tag long", cat(ethHdr(0, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("wireguard! wireguard! wireguard!"))})), OK,
+			ptr(func() Packet { p := udp4(18, 20, 0, true); p.L3End += 22; p.PayloadLen += 22; return p }())},
 		{"udp4 options", cat(ethHdr(-1, EtherTypeIPv4), mkIPv4(ip4Spec{proto: ProtoUDP, options: opts, payload: udp(pl)})), OK, ptr(udp4(14, 28, 0, false))},
 		// A 60-byte minimum frame: the padding after the IP total
 		// length must not reach the payload.

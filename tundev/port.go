@@ -121,12 +121,17 @@ const (
 	PortDropNoBuffer
 	// PortDropTXFull: the TX ring stayed full.
 	PortDropTXFull
+	// PortDropVLAN: a received frame with an 802.1Q tag of a VLAN other
+	// than 0 (a priority tag), or an 802.1ad tag: another VLAN's traffic,
+	// never forwarded into the tunnel (the XDP program leaves such frames
+	// to the kernel; a port without one hands them over).
+	PortDropVLAN
 
 	NumPortDropReasons
 )
 
 var portDropNames = [NumPortDropReasons]string{
-	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
+	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full", "vlan",
 }
 
 // String returns the reason's snake-case name.
@@ -289,6 +294,13 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
 		}
 		l3 = header.EthernetVLANLen
 		et = binary.BigEndian.Uint16(frame[16:18])
+		if binary.BigEndian.Uint16(frame[14:16])&header.VLANIDMask != 0 || et == header.EtherTypeVLAN || et == header.EtherTypeQinQ {
+			d.ctr.drops[PortDropVLAN].Add(1)
+			return false
+		}
+	} else if et == header.EtherTypeQinQ {
+		d.ctr.drops[PortDropVLAN].Add(1)
+		return false
 	}
 	if d.cfg.Responder != nil && (et == header.EtherTypeARP || et == header.EtherTypeIPv6) && l3 == header.EthernetLen {
 		if d.neighbour(frame) {

@@ -144,11 +144,15 @@ func TestPortDeviceRead(t *testing.T) {
 	p4 := ipPacket(hostIP, farIP, []byte("v4"))
 	p6 := ipPacket(hostIP6, netip.MustParseAddr("2001:2:0:12::5"), []byte("v6"))
 	padded := append(ethFrame(macGW, macHost, 0x0800, ipPacket(hostIP, farIP, []byte("p"))), make([]byte, 20)...)
-	tagged := append(append(append([]byte{}, macGW...), macHost...), 0x81, 0x00, 0x00, 0x05, 0x08, 0x00)
+	// A priority tag (VID 0) is untagged for Linux; VLAN 5 is another
+	// VLAN's traffic, dropped by reason.
+	tagged := append(append(append([]byte{}, macGW...), macHost...), 0x81, 0x00, 0xa0, 0x00, 0x08, 0x00)
 	tagged = append(tagged, p4...)
+	vlan5 := append(append(append([]byte{}, macGW...), macHost...), 0x81, 0x00, 0x00, 0x05, 0x08, 0x00)
+	vlan5 = append(vlan5, p4...)
 	r.inject(t, 0, ethFrame(macGW, macHost, 0x0800, p4))
 	r.inject(t, 1, ethFrame(macGW, macHost, 0x86dd, p6), padded)
-	r.inject(t, 2, tagged, ethFrame(macGW, macHost, 0x88cc, []byte("lldp garbage")), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x08, 0x00, 0x45})
+	r.inject(t, 2, tagged, ethFrame(macGW, macHost, 0x88cc, []byte("lldp garbage")), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x08, 0x00, 0x45}, vlan5)
 	const off = 16
 	bufs := make([][]byte, 8)
 	for i := range bufs {
@@ -175,8 +179,8 @@ func TestPortDeviceRead(t *testing.T) {
 		}
 	}
 	s := r.dev.Stats()
-	if s.RXPackets != 4 || s.Drops[PortDropNotIP] != 1 || s.Drops[PortDropMalformed] != 1 {
-		t.Errorf("Stats() = %+v, want 4 packets, 1 not IP, 1 malformed", s)
+	if s.RXPackets != 4 || s.Drops[PortDropNotIP] != 1 || s.Drops[PortDropMalformed] != 1 || s.Drops[PortDropVLAN] != 1 {
+		t.Errorf("Stats() = %+v, want 4 packets, 1 not IP, 1 malformed, 1 vlan", s)
 	}
 }
 

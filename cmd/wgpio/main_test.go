@@ -55,6 +55,7 @@ type site struct {
 func newSite(t *testing.T, edit func(f *config.File)) *site {
 	t.Helper()
 	testenv.Tool(t, "wg", "wireguard-tools")
+	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "wc")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {

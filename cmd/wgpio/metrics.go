@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 )
 
@@ -26,6 +28,9 @@ type collector struct {
 	fromKernel                              *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
+	xdp                                     *prometheus.Desc
+	liveSessions, keypairs, unconfirmed     *prometheus.Desc
+	controlDrops                            *prometheus.Desc
 }
 
 func newCollector(name string, stats func() GatewayStats) *collector {
@@ -51,12 +56,18 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 		portTx:        d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
 		portDrops:     d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
 		portCopies:    d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+		xdp:           d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
+		liveSessions:  d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
+		keypairs:      d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
+		unconfirmed:   d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
+		controlDrops:  d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies} {
+		c.handshakes, c.ctlSent, c.fromKernel, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp,
+		c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops} {
 		ch <- d
 	}
 }
@@ -88,6 +99,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
 			}
 		}
+	}
+	for port, m := range s.XDP {
+		for k, v := range m {
+			ch <- prometheus.MustNewConstMetric(c.xdp, ctr, float64(v), port, strings.TrimPrefix(k, "xdp_"))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(s.Device.LiveSessions))
+	ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(s.Device.KeypairsInstalledTotal))
+	ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(s.Device.ResponderUnconfirmedTotal))
+	for r, n := range s.Device.Drops {
+		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(n), gateway.DropReason(r).String())
 	}
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)

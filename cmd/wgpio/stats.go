@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,6 +88,8 @@ func printStats(name string, s GatewayStats) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
+	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
+		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}
@@ -102,6 +105,25 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	tw.Flush()
+	// Where the XDP programs sent frames: to the workers or the kernel
+	// (xdp_pass_vlan: another VLAN's frames, never taken).
+	for _, port := range []string{"lan", "wan"} {
+		if m := s.XDP[port]; len(m) > 0 {
+			fmt.Printf("xdp %s: %s\n", port, strings.Join(xdpList(m), " "))
+		}
+	}
+}
+
+// xdpList formats the nonzero XDP counters as sorted "name=count".
+func xdpList(m map[string]uint64) []string {
+	var out []string
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).

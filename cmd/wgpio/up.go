@@ -17,9 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
@@ -124,7 +126,15 @@ func cmdUp(args []string) error {
 		return err
 	}
 	warnIgnored(log, f, w)
+	if w.Mode != config.ModeFastPath {
+		for _, k := range []string{"WANVLAN", "LANVLAN"} {
+			if _, ok := w.Lines[k]; ok {
+				return keyError(f.Name, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
+			}
+		}
+	}
 	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
+		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
@@ -157,6 +167,21 @@ func cmdUp(args []string) error {
 		return upCompatMQTUN(log, *name, f, w)
 	default:
 		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath, compat or compat-mqtun)", *conf, w.Mode)
+	}
+}
+
+// warnNetfilter logs the host's netfilter rules that the gateway's transit
+// traffic no longer passes (see forwardingRules), and what to use instead.
+func warnNetfilter(log *slog.Logger, devs []string) {
+	rules, err := forwardingRules(devs)
+	if len(rules) > 0 {
+		log.Warn("the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: "+
+			"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). "+
+			"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`",
+			"rules", strings.Join(rules, "; "))
+	}
+	if err != nil {
+		log.Warn("could not read all of the host's netfilter rules", "err", err)
 	}
 }
 
@@ -217,7 +242,7 @@ func checkQueues(file string, w config.WGPIO) error {
 	if w.Queues > maxFastQueues {
 		return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf("%d queues; the fast path runs at most %d", w.Queues, maxFastQueues))
 	}
-	for _, dev := range []string{w.WAN, w.LAN} {
+	for _, dev := range []string{trunkOf(w.WAN), trunkOf(w.LAN)} {
 		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
 			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
 				"%d queues, but %s has %d RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
@@ -225,6 +250,19 @@ func checkQueues(file string, w config.WGPIO) error {
 		}
 	}
 	return nil
+}
+
+// trunkOf returns the parent of a kernel VLAN device (the interface the
+// fast path opens for it), else name itself.
+func trunkOf(name string) string {
+	if l, err := netlink.LinkByName(name); err == nil {
+		if v, ok := l.(*netlink.Vlan); ok {
+			if p, err := netlink.LinkByIndex(v.ParentIndex); err == nil {
+				return p.Attrs().Name
+			}
+		}
+	}
+	return name
 }
 
 // warnIgnored warns of settings the chosen mode does not act on.
@@ -355,7 +393,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	}
 	cfg := fastgw.Config{
 		Name: name, PrivateKey: f.Interface.PrivateKey, ListenPort: f.Interface.ListenPort,
-		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, CPUs: w.CPUs,
+		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, WANVLAN: w.WANVLAN, LANVLAN: w.LANVLAN, Queues: w.Queues, CPUs: w.CPUs,
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
 		IPv4UDPChecksum: csum4, Logger: log,
 	}
@@ -442,6 +480,10 @@ type GatewayStats struct {
 	Queues []fastpath.QueueStats `json:"queues"`
 	Peers  []PeerStat            `json:"peers"`
 	Device gateway.Stats         `json:"control_plane"`
+	// XDP holds each port's XDP program counters ("lan", "wan"), frames
+	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
+	// kernel (xdp_pass_vlan: of another VLAN than the port's).
+	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// Compat holds compat mode's counters (Queues, Peers and Device are
 	// then empty: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
@@ -458,7 +500,17 @@ type PeerStat struct {
 }
 
 func statsOf(g *fastgw.Gateway) GatewayStats {
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats()}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}}
+	wan, lan := g.Ports()
+	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
+		m := map[string]uint64{}
+		for k, v := range p.Stats().Backend {
+			if strings.HasPrefix(k, "xdp_") {
+				m[k] = v
+			}
+		}
+		s.XDP[name] = m
+	}
 	for _, p := range g.Device().Peers() {
 		ps := PeerStat{PublicKey: p.PublicKey.Base64(), LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
 		if p.Endpoint.IsValid() {

@@ -103,9 +103,16 @@ func TestUpWithStockPeer(t *testing.T) {
 		if len(lines) < 3 || lines[0] != "gateway "+s.GwName || !strings.HasPrefix(lines[1], "queue") {
 			t.Fatalf("wgpio stats = %q, want a header and one line per queue", out)
 		}
+		if !strings.Contains(string(out), "sessions: 1 live,") {
+			t.Errorf("wgpio stats = %q, want a line \"sessions: 1 live, ...\"", out)
+		}
 		var q, enc, dec uint64
 		if _, err := fmt.Sscan(lines[2], &q, &enc, &dec); err != nil || q != 0 || enc == 0 || dec == 0 {
 			t.Errorf("queue line %q: queue %d encrypted %d decrypted %d (%v); want queue 0 with both > 0", lines[2], q, enc, dec, err)
+		}
+		// The XDP programs' verdicts: the LAN redirected the pings.
+		if !strings.Contains(string(out), "xdp lan: ") || !strings.Contains(string(out), "xdp_redirect_prefix=") {
+			t.Errorf("wgpio stats lacks the LAN XDP counters:\n%s", out)
 		}
 	})
 	t.Run("metrics", func(t *testing.T) {
@@ -114,6 +121,9 @@ func TestUpWithStockPeer(t *testing.T) {
 			`wgpio_packets_encrypted_total{device="` + s.GwName + `",queue="0"}`,
 			`wgpio_packets_decrypted_total{device="` + s.GwName + `",queue="0"}`,
 			`wgpio_drops_total{`, `wgpio_port_receive_packets_total{`, `wgpio_peer_last_handshake_seconds{`,
+			`wgpio_xdp_frames_total{device="` + s.GwName + `",port="lan",verdict="pass_vlan"}`,
+			`wgpio_live_sessions{device="` + s.GwName + `"} 1`, `wgpio_keypairs_installed_total{`,
+			`wgpio_responder_keypairs_expired_unconfirmed_total{`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)

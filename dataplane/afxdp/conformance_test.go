@@ -8,6 +8,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/dataplanetest"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestConformance runs the dataplane conformance suite on two AF_XDP ports
@@ -22,13 +23,17 @@ func TestConformance(t *testing.T) {
 			name = "shared"
 		}
 		t.Run(name, func(t *testing.T) {
+			// The requirements are checked, and the topology made, on
+			// this test: a skip or failure from inside the suite's
+			// subtests must name their own t.
+			tp := testenv.Topology(t, "xdp")
 			opts := dataplanetest.Options{Lossy: true, Frames: 100_000}
 			pairs := map[int]*vethPair{}
 			umems := map[int]*UMEM{}
 			newPair := func(st *testing.T, queues int) (dataplane.Port, dataplane.Port) {
 				vp := pairs[queues]
 				if vp == nil {
-					vp = newVethPair(t, queues)
+					vp = newVethPairIn(st, tp, queues)
 					pairs[queues] = vp
 					if shared {
 						u, err := NewUMEM(UMEMConfig{NumFrames: 4 * queues * 4096})

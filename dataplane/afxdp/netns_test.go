@@ -26,7 +26,13 @@ type vethPair struct {
 
 func newVethPair(t testing.TB, queues int) *vethPair {
 	t.Helper()
-	tp := testenv.Topology(t, "xdp")
+	return newVethPairIn(t, testenv.Topology(t, "xdp"), queues)
+}
+
+// newVethPairIn is newVethPair in a topology the caller made (and removes),
+// reporting failures on t: a subtest can make a pair that outlives it.
+func newVethPairIn(t testing.TB, tp *topo.Topology, queues int) *vethPair {
+	t.Helper()
 	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
 	v, err := tp.NewVeth(a, b, topo.VethConfig{Queues: queues})
 	if err != nil {
@@ -167,7 +173,6 @@ func reflectQueue(q dataplane.Queue, stop <-chan struct{}) {
 	defer w.Close()
 	w.Add(rx)
 	frames := make([]dataplane.Frame, 64)
-	keep := frames[:0]
 	for {
 		select {
 		case <-stop:
@@ -180,7 +185,7 @@ func reflectQueue(q dataplane.Queue, stop <-chan struct{}) {
 			w.Wait(10 * time.Millisecond)
 			continue
 		}
-		keep = frames[:0]
+		keep := frames[:0]
 		var drop []dataplane.Frame
 		for i := range n {
 			if reflectIPv4UDP(frames[i].Data()) {

@@ -64,6 +64,12 @@ type Config struct {
 	// Filter says which frames go to the sockets; the rest go to the
 	// kernel.
 	Filter Filter
+	// KeepRXVLANOffload leaves the device's RX VLAN offload as it is. By
+	// default Open turns it off (the features rx-vlan-hw-parse and
+	// rx-vlan-stag-hw-parse) while the port is open, so that the XDP
+	// program sees every 802.1Q tag in the frame, and Close turns back
+	// on what it turned off; see Port.StrippedTags.
+	KeepRXVLANOffload bool
 }
 
 // Port is an interface driven through one AF_XDP socket per queue and an
@@ -82,6 +88,9 @@ type Port struct {
 	prog     *program
 	link     link.Link
 	queues   []*queue
+	offload  *vlanOffload // RX VLAN offload turned off by Open, or nil
+	stripped StrippedTags
+	whyTags  string
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -147,7 +156,29 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 			return nil, err
 		}
 	}
-	if p.prog, err = newProgram(cfg.Filter, p.mac, devQueues); err != nil {
+	if !cfg.Filter.All && !cfg.KeepRXVLANOffload {
+		p.offload = disableRXVLANOffload(ifname)
+	}
+	// The program reads stripped tags from the XDP metadata where the
+	// driver offers them and native XDP may be used; if the kernel
+	// refuses that program, the portable one sees in-band tags only.
+	metaIfindex, whyNoMeta := 0, "generic XDP reads no metadata"
+	if cfg.Attach != AttachGeneric && !cfg.Filter.All {
+		ok, err := metadataHasVLANTag(p.ifindex)
+		if _, kerr := vlanTagKfunc(); ok && kerr == nil {
+			metaIfindex = p.ifindex
+		} else {
+			whyNoMeta = fmt.Sprintf("driver %q offers no VLAN tag in the XDP metadata", driverName(ifname))
+			if err = errors.Join(err, kerr); err != nil {
+				whyNoMeta = err.Error()
+			}
+		}
+	}
+	if p.prog, err = newProgram(cfg.Filter, p.mac, devQueues, metaIfindex); err != nil && metaIfindex > 0 {
+		whyNoMeta = err.Error()
+		p.prog, err = newProgram(cfg.Filter, p.mac, devQueues, 0)
+	}
+	if err != nil {
 		return nil, diagnose(fmt.Errorf("%s: %w", ifname, err))
 	}
 	for i := range cfg.Queues {
@@ -171,8 +202,41 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 	if err := p.attach(cfg.Attach); err != nil {
 		return nil, fmt.Errorf("%s: %w", ifname, err)
 	}
+	p.judgeStrippedTags(cfg, whyNoMeta)
 	return p, nil
 }
+
+// judgeStrippedTags sets what StrippedTags reports, once attached.
+func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
+	if cfg.Filter.All {
+		p.stripped, p.whyTags = StrippedTagsNone, "the filter redirects every frame"
+		return
+	}
+	if p.prog.meta && p.native {
+		p.stripped, p.whyTags = StrippedTagsMetadata, "stripped tags are read from the XDP metadata"
+		return
+	}
+	switch o := p.offload; {
+	case driverName(p.name) == "veth":
+		// A veth hands over the tag its peer's sender left beside the
+		// frame (TX VLAN offload) whatever its own features say.
+		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes tags its peer sent as metadata, which only native XDP reads, and "+whyNoMeta
+	case o == nil:
+		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload left as it is (KeepRXVLANOffload) and "+whyNoMeta
+	case o.checkErr != nil:
+		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload unknown ("+o.checkErr.Error()+") and "+whyNoMeta
+	case len(o.stillOn) > 0:
+		p.stripped, p.whyTags = StrippedTagsUnseen, fmt.Sprintf("RX VLAN offload %v cannot be turned off and %s", o.stillOn, whyNoMeta)
+	default:
+		p.stripped, p.whyTags = StrippedTagsNone, "RX VLAN offload is off"
+	}
+}
+
+// StrippedTags says how the XDP program sees the 802.1Q tags the device
+// strips before XDP (RX VLAN offload), with the reason in words.
+// StrippedTagsUnseen means VLAN isolation does not hold for frames whose
+// tag the device strips: a caller should say so loudly.
+func (p *Port) StrippedTags() (StrippedTags, string) { return p.stripped, p.whyTags }
 
 // attach links the program to the device; a bpf_link is released by the
 // kernel when its last fd closes, so a killed process leaves nothing
@@ -196,6 +260,12 @@ func (p *Port) attach(mode AttachMode) error {
 		return nil
 	}
 	p.nativeEr = p.attachError("native", err)
+	if p.prog.meta {
+		// Generic XDP attaches no device-bound program.
+		if err := p.prog.reloadPortable(); err != nil {
+			return err
+		}
+	}
 	p.link, err = try(link.XDPGenericMode)
 	return p.attachError("generic", err)
 }
@@ -352,6 +422,11 @@ func (p *Port) Close() error {
 		}
 		if p.prog != nil {
 			errs = append(errs, p.prog.Close())
+		}
+		if p.offload != nil {
+			if err := p.offload.restoreOffload(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: turn RX VLAN offload back on: %w", p.name, err))
+			}
 		}
 		p.closeErr = errors.Join(errs...)
 	})

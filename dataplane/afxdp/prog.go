@@ -48,6 +48,11 @@ type Filter struct {
 	// PrefixCapacity is the most prefixes of each family the LAN match
 	// holds (default 65536).
 	PrefixCapacity int
+
+	// VLAN is the 802.1Q VLAN identifier (1-4094) whose frames the filter
+	// redirects, or 0 for untagged (and priority-tagged) frames. All
+	// ignores it.
+	VLAN uint16
 }
 
 // UDPMatch is one destination address and an inclusive destination port
@@ -66,6 +71,7 @@ const (
 	ctrPass
 	ctrPassHostAddr
 	ctrPassNoSocket
+	ctrPassVLAN
 	numCounters
 )
 
@@ -77,11 +83,18 @@ var counterNames = [numCounters]string{
 	ctrPass:             "xdp_pass",
 	ctrPassHostAddr:     "xdp_pass_host_addr",
 	ctrPassNoSocket:     "xdp_pass_no_socket",
+	ctrPassVLAN:         "xdp_pass_vlan",
 }
 
 // program is the loaded XDP program and its maps.
 type program struct {
-	prog     *ebpf.Program
+	prog *ebpf.Program
+	// meta reports whether prog reads stripped VLAN tags from the XDP
+	// metadata: then it is bound to one device, and only native XDP
+	// attaches it.
+	meta     bool
+	filter   Filter
+	mac      net.HardwareAddr
 	xsks     *ebpf.Map // XSKMAP: RX queue index -> socket
 	counters *ebpf.Map // per-CPU array of numCounters uint64
 	udp4     *ebpf.Map // hash: IPv4 address -> portRange
@@ -128,9 +141,14 @@ func be16(v uint16) int32 {
 }
 
 // newProgram creates the maps, fills them from f and loads the program.
-// queues is the XSKMAP size (the device's RX queue count).
-func newProgram(f Filter, mac net.HardwareAddr, queues int) (_ *program, err error) {
-	p := &program{}
+// queues is the XSKMAP size (the device's RX queue count). With metaIfindex
+// above 0 the program is bound to that device and reads stripped VLAN tags
+// from the XDP metadata (see load); with 0 it sees in-band tags only.
+func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *program, err error) {
+	if f.VLAN > maxVLANID {
+		return nil, fmt.Errorf("filter: VLAN %d is not a VLAN identifier (1-%d, or 0 for untagged)", f.VLAN, maxVLANID)
+	}
+	p := &program{filter: f, mac: mac}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -212,23 +230,60 @@ func newProgram(f Filter, mac net.HardwareAddr, queues int) (_ *program, err err
 	if err := put(p.host4, p.host6, f.HostAddrs, "host address"); err != nil {
 		return nil, err
 	}
-	p.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "wgpio_xdp",
-		Type:         ebpf.XDP,
-		License:      "Dual MIT/GPL",
-		Instructions: p.instructions(f, mac),
-	})
+	if p.prog, err = p.load(metaIfindex); err != nil {
+		return nil, err
+	}
+	p.meta = metaIfindex > 0
+	return p, nil
+}
+
+// load assembles and loads the program on the maps of p. With ifindex
+// above 0 it is bound to that device (BPF_F_XDP_DEV_BOUND_ONLY, Linux 6.3)
+// so that the bpf_xdp_metadata_rx_vlan_tag kfunc (Linux 6.8) reaches the
+// driver's implementation; such a program attaches in native mode only.
+func (p *program) load(ifindex int) (*ebpf.Program, error) {
+	spec := &ebpf.ProgramSpec{
+		Name:    "wgpio_xdp",
+		Type:    ebpf.XDP,
+		License: "Dual MIT/GPL",
+	}
+	kfunc := int64(-1)
+	if ifindex > 0 {
+		id, err := vlanTagKfunc()
+		if err != nil {
+			return nil, err
+		}
+		kfunc = id
+		spec.Ifindex = uint32(ifindex)
+		spec.Flags = unix.BPF_F_XDP_DEV_BOUND_ONLY
+	}
+	spec.Instructions = p.instructions(p.filter, p.mac, kfunc)
+	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
 		return nil, fmt.Errorf("load XDP program: %w", err)
 	}
-	return p, nil
+	return prog, nil
+}
+
+// reloadPortable replaces a device-bound program with one that reads no
+// metadata (generic XDP attaches no device-bound program).
+func (p *program) reloadPortable() error {
+	prog, err := p.load(0)
+	if err != nil {
+		return err
+	}
+	p.prog.Close()
+	p.prog, p.meta = prog, false
+	return nil
 }
 
 // instructions assembles the filter. Registers: r6 = ctx (struct xdp_md),
 // r7 = data, r8 = data_end, r9 = L3 header, then the counter index; the
 // stack holds the lookup keys: fp-24 the LPM prefix length, fp-20..fp-4 the
-// address (also the hash key), fp-32 the counter index.
-func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions {
+// address (also the hash key), fp-32 the counter index, fp-40 and fp-38
+// the TPID and TCI the metadata kfunc writes. kfunc is the BTF ID of
+// bpf_xdp_metadata_rx_vlan_tag in vmlinux, or -1 for no metadata.
+func (p *program) instructions(f Filter, mac net.HardwareAddr, kfunc int64) asm.Instructions {
 	const (
 		r0, r1, r2, r3, r6, r7, r8, r9, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.RFP
 		keyAddr                            = -20
@@ -269,17 +324,61 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr) asm.Instructions 
 			asm.LoadMem(r2, r7, 4, asm.Half), asm.JNE.Imm(r2, int32(binary.NativeEndian.Uint16(m[4:6])), "pass"))
 	}
 
-	emit(asm.Mov.Reg(r6, asm.R1),
-		asm.LoadMem(r7, r6, mdData, asm.Word),
-		asm.LoadMem(r8, r6, mdDataEnd, asm.Word))
+	emit(asm.Mov.Reg(r6, asm.R1))
+	if kfunc >= 0 && !f.All {
+		p.strippedTag(f, kfunc, emit, label)
+	}
+	label("data", asm.LoadMem(r7, r6, mdData, asm.Word))
+	emit(asm.LoadMem(r8, r6, mdDataEnd, asm.Word))
 	need(r7, 14, "pass")
 	if f.All {
 		redirect(ctrRedirectAll)
 	} else {
 		p.parse(f, emit, label, need, lookup, redirect, copyAddr, checkPort, checkMAC)
 	}
-	p.tail(emit, label, lookup, f.Prefixes && !f.All)
+	p.tail(emit, label, lookup, f.Prefixes && !f.All, !f.All)
 	return in
+}
+
+// strippedTag emits the check of a tag the NIC stripped (RX VLAN offload):
+// bpf_xdp_metadata_rx_vlan_tag(ctx, &tpid, &tci) returns 0 with the tag,
+// or an error (-ENODATA: no tag stripped; -EOPNOTSUPP: the driver does not
+// say), and the frame is then judged by its bytes alone. A stripped tag of
+// another VLAN, or an 802.1ad one, passes; one of f.VLAN is put back in
+// front of the EtherType (bpf_xdp_adjust_head makes the room); a stripped
+// priority tag (VID 0) leaves an untagged frame. The kfunc's TCI is in
+// host order, its TPID in network order (Documentation/networking/
+// xdp-rx-metadata.rst).
+func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instruction), label func(string, asm.Instruction)) {
+	const (
+		r0, r1, r2, r3, r6, r7, r8, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.RFP
+		keyTPID, keyTCI                = -40, -38
+		mdData, mdDataEnd              = 0, 4
+	)
+	emit(asm.StoreImm(fp, keyTPID, 0, asm.Word),
+		asm.Mov.Reg(r1, r6),
+		asm.Mov.Reg(r2, fp), asm.Add.Imm(r2, keyTPID),
+		asm.Mov.Reg(r3, fp), asm.Add.Imm(r3, keyTCI),
+		asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: kfunc},
+		asm.JNE.Imm(r0, 0, "data"),
+		asm.LoadMem(r2, fp, keyTPID, asm.Half), asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "pass_vlan"),
+		asm.LoadMem(r2, fp, keyTCI, asm.Half), asm.And.Imm(r2, vlanIDMask))
+	if f.VLAN == 0 {
+		emit(asm.JEq.Imm(r2, 0, "data"), asm.Ja.Label("pass_vlan"))
+		return
+	}
+	emit(asm.JNE.Imm(r2, int32(f.VLAN), "pass_vlan"),
+		asm.Mov.Reg(r1, r6), asm.Mov.Imm(r2, -vlanTagLen), asm.FnXdpAdjustHead.Call(),
+		asm.JNE.Imm(r0, 0, "pass_vlan"),
+		asm.LoadMem(r7, r6, mdData, asm.Word), asm.LoadMem(r8, r6, mdDataEnd, asm.Word),
+		asm.Mov.Reg(r3, r7), asm.Add.Imm(r3, 14+vlanTagLen), asm.JGT.Reg(r3, r8, "pass_vlan"),
+		// The MAC addresses move 4 bytes to the front; the EtherType
+		// stays where it was, behind the tag.
+		asm.LoadMem(r2, r7, vlanTagLen, asm.DWord), asm.LoadMem(r3, r7, vlanTagLen+8, asm.Word),
+		asm.StoreMem(r7, 0, r2, asm.DWord), asm.StoreMem(r7, 8, r3, asm.Word),
+		asm.StoreImm(r7, 12, int64(be16(unix.ETH_P_8021Q)), asm.Half),
+		asm.LoadMem(r2, fp, keyTCI, asm.Half), asm.HostTo(asm.BE, r2, asm.Half),
+		asm.StoreMem(r7, 14, r2, asm.Half))
 }
 
 // parse emits the filter proper (see instructions).
@@ -291,13 +390,25 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		keyAddr                    = -20
 		keyLPM                     = -24
 	)
+	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is
+	// 0) is stepped over; an untagged frame goes on only where f.VLAN is
+	// 0; a frame with an 802.1ad tag, or with a second tag behind the
+	// first, is passed where the EtherType is judged (IEEE 802.1Q §9.5).
 	emit(asm.Mov.Reg(r9, r7), asm.Add.Imm(r9, 14),
-		asm.LoadMem(r2, r7, 12, asm.Half),
-		asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "l3"))
+		asm.LoadMem(r2, r7, 12, asm.Half))
+	if f.VLAN == 0 {
+		emit(asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "l3"))
+	} else {
+		emit(asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "pass_vlan"))
+	}
 	need(r7, 18, "pass")
-	emit(asm.LoadMem(r2, r7, 16, asm.Half), asm.Add.Imm(r9, 4))
+	emit(asm.LoadMem(r2, r7, 14, asm.Half), asm.And.Imm(r2, be16(vlanIDMask)),
+		asm.JNE.Imm(r2, be16(f.VLAN), "pass_vlan"),
+		asm.LoadMem(r2, r7, 16, asm.Half), asm.Add.Imm(r9, 4))
 	label("l3", asm.JEq.Imm(r2, be16(unix.ETH_P_IP), "ipv4"))
 	emit(asm.JEq.Imm(r2, be16(unix.ETH_P_IPV6), "ipv6"),
+		asm.JEq.Imm(r2, be16(unix.ETH_P_8021Q), "pass_vlan"),
+		asm.JEq.Imm(r2, be16(unix.ETH_P_8021AD), "pass_vlan"),
 		asm.JNE.Imm(r2, be16(unix.ETH_P_ARP), "pass"))
 
 	// ARP: target protocol address at offset 24 of an Ethernet/IPv4 ARP
@@ -367,7 +478,7 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 }
 
 // tail emits the redirect, pass and counting sections.
-func (p *program) tail(emit func(...asm.Instruction), label func(string, asm.Instruction), lookup func(*ebpf.Map, int32), hostPass bool) {
+func (p *program) tail(emit func(...asm.Instruction), label func(string, asm.Instruction), lookup func(*ebpf.Map, int32), hostPass, vlanPass bool) {
 	const (
 		r0, r1, r2, r3, r6, r7, r9, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R9, asm.RFP
 		keyCtr                         = -32
@@ -383,6 +494,10 @@ func (p *program) tail(emit func(...asm.Instruction), label func(string, asm.Ins
 		asm.Mov.Imm(r9, ctrPassNoSocket), asm.Ja.Label("count"))
 	if hostPass {
 		label("pass_host", asm.Mov.Imm(r9, ctrPassHostAddr))
+		emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
+	}
+	if vlanPass {
+		label("pass_vlan", asm.Mov.Imm(r9, ctrPassVLAN))
 		emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
 	}
 	label("pass", asm.Mov.Imm(r9, ctrPass))

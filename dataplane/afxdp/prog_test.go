@@ -30,6 +30,15 @@ func eth(dst net.HardwareAddr, etherType uint16, vlan bool) []byte {
 	return binary.BigEndian.AppendUint16(b, etherType)
 }
 
+// ethTag returns an Ethernet header to dst with one tag (TPID and TCI) in
+// front of the EtherType.
+func ethTag(dst net.HardwareAddr, tpid, tci, etherType uint16) []byte {
+	b := append(append([]byte{}, dst...), otherMAC...)
+	b = binary.BigEndian.AppendUint16(b, tpid)
+	b = binary.BigEndian.AppendUint16(b, tci)
+	return binary.BigEndian.AppendUint16(b, etherType)
+}
+
 // ipv4 returns an IPv4 header (checksum not filled: XDP does not check it).
 func ip4hdr(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
 	b := make([]byte, 20)
@@ -109,7 +118,7 @@ func TestFilter(t *testing.T) {
 		Prefixes:  true,
 		HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("2001:db8:1::1")},
 	}
-	prog, err := newProgram(f, ourMAC, 4)
+	prog, err := newProgram(f, ourMAC, 4, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,29 +132,30 @@ func TestFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const (
-		redirect = "xdp_pass_no_socket"
-		pass     = "xdp_pass"
-		host     = "xdp_pass_host_addr"
-	)
-	for _, tt := range []struct {
-		name  string
-		frame []byte
-		want  string
-	}{
+	runFilter(t, prog, []filterCase{
 		{"udp4 port lo", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
 		{"udp4 port hi", cat(eth(bcastMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51830)), redirect},
 		{"udp4 port above", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51831)), pass},
 		{"udp4 port below", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51819)), pass},
 		{"udp4 other address", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
-		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		// VLAN isolation: only untagged and priority-tagged frames.
+		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 priority tag", cat(ethTag(otherMAC, 0x8100, 0xa000, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 802.1ad", cat(ethTag(otherMAC, 0x88a8, 7, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 802.1ad vid 0", cat(ethTag(otherMAC, 0x88a8, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 stacked tags", cat(ethTag(otherMAC, 0x8100, 0, 0x8100), []byte{0, 7, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan truncated", cat(ethTag(otherMAC, 0x8100, 0, 0x0800))[:16], pass},
+		{"arp vlan", cat(ethTag(bcastMAC, 0x8100, 7, 0x0806), arp("198.18.0.1")), passVLAN},
+		{"lan4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), passVLAN},
+		{"lan4 priority tag", cat(ethTag(ourMAC, 0x8100, 0x2000, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
 		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
 		{"tcp4", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.18.0.1", 0, 40), udp(51820)), pass},
 		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
 		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40)[:19]), pass},
 		{"udp6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
 		{"udp6 other port", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51821)), pass},
-		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ip6hdr(17, "2001:db8::1", 40), udp(51820)), passVLAN},
+		{"lan6 vlan", cat(ethTag(ourMAC, 0x8100, 4094, 0x86dd), ip6hdr(6, "2001:db8:1::5", 40), udp(80)), passVLAN},
 		{"arp for us", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), redirect},
 		{"arp for another", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), pass},
 		{"arp truncated", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")[:27]), pass},
@@ -162,7 +172,29 @@ func TestFilter(t *testing.T) {
 		{"lan6 host address", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:1::1", 40), udp(80)), host},
 		{"lan6 outside prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:2::5", 40), udp(80)), pass},
 		{"other ethertype", cat(eth(ourMAC, 0x88b5, false), make([]byte, 50)), pass},
-	} {
+	})
+}
+
+// Counters that tell where the program sent a frame in TestFilter: with no
+// socket in the XSKMAP, a redirected frame counts as xdp_pass_no_socket.
+const (
+	redirect = "xdp_pass_no_socket"
+	pass     = "xdp_pass"
+	passVLAN = "xdp_pass_vlan"
+	host     = "xdp_pass_host_addr"
+)
+
+type filterCase struct {
+	name  string
+	frame []byte
+	want  string // the one counter that must move
+}
+
+// runFilter runs each frame through prog (BPF_PROG_TEST_RUN) and checks
+// that it gets XDP_PASS and moves exactly its counter.
+func runFilter(t *testing.T, prog *program, cases []filterCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			before := map[string]uint64{}
 			if err := prog.counterValues(before); err != nil {
@@ -192,6 +224,51 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+// TestFilterVLAN runs frames through a filter for VLAN 100 of a trunk:
+// only frames with one 802.1Q tag of VID 100 reach the sockets.
+func TestFilterVLAN(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{
+		UDP:       []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}},
+		Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+		Prefixes:  true,
+		VLAN:      100,
+	}
+	prog, err := newProgram(f, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	m, k, err := prog.prefixKey(netip.MustParsePrefix("198.19.1.0/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put(k, uint32(1)); err != nil {
+		t.Fatal(err)
+	}
+	runFilter(t, prog, []filterCase{
+		{"udp4 vlan 100", cat(ethTag(otherMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 vlan 100 pcp 7", cat(ethTag(otherMAC, 0x8100, 0xe000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 vlan 100 other port", cat(ethTag(otherMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51821)), pass},
+		{"udp4 untagged", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 priority tag", cat(ethTag(otherMAC, 0x8100, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan 101", cat(ethTag(otherMAC, 0x8100, 101, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan 100+4096", cat(ethTag(otherMAC, 0x8100, 0x1000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 802.1ad 100", cat(ethTag(otherMAC, 0x88a8, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 stacked", cat(ethTag(otherMAC, 0x8100, 100, 0x8100), []byte{0, 5, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"arp vlan 100", cat(ethTag(bcastMAC, 0x8100, 100, 0x0806), arp("198.18.0.1")), redirect},
+		{"arp untagged", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), passVLAN},
+		{"lan4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
+		{"lan4 untagged", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), passVLAN},
+	})
+	if _, err := newProgram(Filter{VLAN: 4095}, ourMAC, 1, 0); err == nil {
+		t.Error("newProgram with VLAN 4095 = nil error, want an error")
+	}
+}
+
 // TestProgramLoads checks that the verifier accepts every shape of filter.
 func TestProgramLoads(t *testing.T) {
 	testenv.Root(t)
@@ -206,16 +283,17 @@ func TestProgramLoads(t *testing.T) {
 		{"all", Filter{All: true}},
 		{"udp", Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 1, PortHi: 2}}}},
 		{"prefixes", Filter{Prefixes: true}},
+		{"vlan", Filter{Prefixes: true, VLAN: 4094}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := newProgram(tt.f, ourMAC, 1)
+			p, err := newProgram(tt.f, ourMAC, 1, 0)
 			if err != nil {
 				t.Fatalf("newProgram(%+v) = %v", tt.f, err)
 			}
 			p.Close()
 		})
 	}
-	if _, err := newProgram(Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 2, PortHi: 1}}}, ourMAC, 1); err == nil {
+	if _, err := newProgram(Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 2, PortHi: 1}}}, ourMAC, 1, 0); err == nil {
 		t.Error("newProgram with port range 2-1 = nil error, want an error")
 	}
 }

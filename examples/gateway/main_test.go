@@ -17,6 +17,7 @@ import (
 // wireguard-go, and checks traffic both ways.
 func TestGatewayExample(t *testing.T) {
 	tp := testenv.Topology(t, "xg")
+	testenv.Tool(t, "ping", "iputils-ping")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // the VIP from the host behind the peer, from several source ports.
 func TestBalancer(t *testing.T) {
 	tp := testenv.Topology(t, "xl")
+	testenv.Tool(t, "ping", "iputils-ping")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)

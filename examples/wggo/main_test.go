@@ -18,6 +18,7 @@ import (
 func TestStockWireguardGoOnWgpio(t *testing.T) {
 	wg := testenv.Tool(t, "wg", "wireguard-tools")
 	tp := testenv.Topology(t, "xw")
+	testenv.Tool(t, "ping", "iputils-ping")
 	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)

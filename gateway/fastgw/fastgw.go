@@ -50,7 +50,16 @@ type Config struct {
 	// Peers to configure at start (more can come over the UAPI).
 	Peers []gateway.PeerConfig
 	// WAN and LAN are the interface names (encrypted and plaintext side).
+	// A kernel VLAN device (eth0.100) stands for its parent and its VLAN,
+	// as with WANVLAN or LANVLAN.
 	WAN, LAN string
+	// WANVLAN and LANVLAN put the WAN or LAN on one IEEE 802.1Q VLAN
+	// (1-4094) of a trunk: the XDP program takes only frames tagged with
+	// it (and with the default 0 only untagged and priority-tagged ones;
+	// see afxdp.Filter.VLAN), and the gateway tags what it sends there.
+	// In shared address mode the kernel's VLAN device for it must exist
+	// (its addresses, routes and neighbours are the side's).
+	WANVLAN, LANVLAN uint16
 	// Queues is the number of NIC queues on each side (default 1); one
 	// worker per queue.
 	Queues int
@@ -144,6 +153,7 @@ type Gateway struct {
 // IPv6 addresses.
 type link struct {
 	index  int
+	mtu    int
 	mac    net.HardwareAddr
 	v4, v6 netip.Addr
 	all    []netip.Addr
@@ -154,7 +164,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	if err != nil {
 		return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
-	out := link{index: l.Attrs().Index, mac: l.Attrs().HardwareAddr}
+	out := link{index: l.Attrs().Index, mtu: l.Attrs().MTU, mac: l.Attrs().HardwareAddr}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
@@ -409,9 +419,6 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if cfg.WAN == "" || cfg.LAN == "" {
 		return nil, errors.New("fastgw: WAN and LAN interfaces are required")
 	}
-	if cfg.WAN == cfg.LAN {
-		return nil, fmt.Errorf("fastgw: WAN and LAN are both %s; they must be two interfaces", cfg.WAN)
-	}
 	if cfg.ListenPort == 0 {
 		cfg.ListenPort = 51820
 	}
@@ -441,15 +448,41 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.nlHandle, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("fastgw: netlink: %w", err)
 	}
-	wl, err := readLink(g.nlHandle, cfg.WAN)
+	wanSide, err := resolveSide(g.nlHandle, "WAN", cfg.WAN, cfg.WANVLAN, cfg.Owned)
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	lanSide, err := resolveSide(g.nlHandle, "LAN", cfg.LAN, cfg.LANVLAN, cfg.Owned)
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	if wanSide.trunk == lanSide.trunk {
+		return nil, fmt.Errorf("fastgw: WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)
+	}
+	cfg.WAN, cfg.LAN = wanSide.trunk, lanSide.trunk
+	wl, err := readLink(g.nlHandle, wanSide.addrDev)
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	ll, err := readLink(g.nlHandle, cfg.LAN)
+	ll, err := readLink(g.nlHandle, lanSide.addrDev)
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
+	wanMTU, wanMTUDev := wl.mtu, wanSide.addrDev
+	if wanSide.addrDev != wanSide.trunk {
+		if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().MTU < wanMTU {
+			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
+		}
+	}
+	mtuWarn, err := mtuCheck(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: %w", err)
+	}
+	if mtuWarn != "" {
+		log.Warn("WAN MTU", "problem", mtuWarn)
+	}
 	for _, dev := range []string{cfg.LAN, cfg.WAN} {
 		if driver(dev) == "veth" {
 			log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",
@@ -538,8 +571,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 			udp = append(udp, afxdp.UDPMatch{Addr: a, PortLo: cfg.ListenPort, PortHi: cfg.ListenPort + cfg.SourcePorts - 1})
 		}
 	}
-	wanFilter := afxdp.Filter{UDP: udp}
-	lanFilter := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity)}
+	wanFilter := afxdp.Filter{UDP: udp, VLAN: wanSide.vid}
+	lanFilter := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: lanSide.vid}
 	if cfg.Owned {
 		// ARP and NDP for our addresses come to us, not to the kernel.
 		wanFilter.Neighbors = []netip.Addr{cfg.WANAddress.Addr()}
@@ -559,7 +592,10 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
-		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM())
+		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM(),
+		"wan_vlan", wanSide.vid, "lan_vlan", lanSide.vid)
+	g.warnStrippedTags(g.wan, "WAN")
+	g.warnStrippedTags(g.lan, "LAN")
 
 	// Exception TUN for the gateway's own tunnel addresses.
 	var tunnelAddrs []netip.Addr
@@ -586,7 +622,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	ecfg := fastpath.Config{
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
-		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes,
+		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: wanSide.vid, LANVLAN: lanSide.vid,
 		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 	}
 	if cfg.Owned {
@@ -645,6 +681,13 @@ func Start(cfg Config) (_ *Gateway, err error) {
 				log.Warn("announce owned address", "err", err)
 			}
 		}
+	}
+	wanIdx := []int{wl.index}
+	if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
+		wanIdx = append(wanIdx, t.Attrs().Index)
+	}
+	if err := g.watchWANMTU(g.nsHandle, wanSide, wanIdx, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
+		log.Warn("live WAN MTU changes will not be checked", "err", err)
 	}
 	log.Info("gateway up", "name", cfg.Name, "listen_port", cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(cfg.Peers))
 	return g, nil

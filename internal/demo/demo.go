@@ -86,8 +86,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (res Result, err error) 
 	wan, lan := s.Gateway.Ports()
 	fmt.Fprintf(out, "wgpio gateway %s in %s: WAN %s, LAN %s; stock wireguard-go %s in %s\n",
 		s.GwName, s.GwA.Name, wan.Name(), lan.Name(), s.StockName, s.GwB.Name)
-	fmt.Fprintf(out, "try in another shell: wg show %s   |   wgpio stats %s   |   ip netns exec %s ping %s\n", s.GwName, s.GwName, s.HostA.Name, HostB4)
+	fmt.Fprintf(out, "watch it from another shell while it runs:\n"+
+		"  wg show %s                  (wg: apt-get install wireguard-tools)\n"+
+		"  wgpio stats %s              (from the source tree: go run ./cmd/wgpio stats %s)\n"+
+		"  ip netns exec %s ping %s   (ping: iputils-ping)\n",
+		s.GwName, s.GwName, s.GwName, s.HostA.Name, HostB4)
 
+	if err := waitHandshake(ctx, s, out); err != nil {
+		return res, err
+	}
 	ab, err := newPath(s.HostA, s.HostB, HostA4.String(), HostB4.String())
 	if err != nil {
 		return res, err
@@ -156,6 +163,46 @@ loop:
 	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces\n",
 		res.SentAB, res.ReceivedAB, res.SentBA, res.ReceivedBA)
 	return res, nil
+}
+
+// waitHandshake sends one datagram from hostA to hostB's discard port and
+// waits until the wgpio gateway has a session with its peer. Traffic
+// offered before the first handshake completes waits in the gateway
+// (fastpath.MaxHeldPerPeer packets per peer, as wireguard-go and the kernel
+// hold); at the demo's rates more would arrive in the few milliseconds a
+// handshake takes, and the oldest would be dropped as held_overflow.
+func waitHandshake(ctx context.Context, s *Site, out io.Writer) error {
+	var c *net.UDPConn
+	if err := s.HostA.Do(func() (err error) {
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP(HostB4.AsSlice()), Port: 9})
+		return err
+	}); err != nil {
+		return fmt.Errorf("demo: probe socket in %s: %w", s.HostA.Name, err)
+	}
+	defer c.Close()
+	start := time.Now()
+	const timeout = 10 * time.Second
+	for i := 0; ; i++ {
+		for _, p := range s.Gateway.Device().Peers() {
+			if !p.LastHandshake.IsZero() {
+				fmt.Fprintf(out, "handshake with the stock peer done in %v; starting the traffic\n", time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+		}
+		if time.Since(start) > timeout {
+			return fmt.Errorf("demo: no handshake between the gateways within %v", timeout)
+		}
+		if i%100 == 0 { // once a second: the first may be held, not lost
+			if _, err := c.Write([]byte("wgpio demo: handshake probe")); err != nil {
+				return fmt.Errorf("demo: send the handshake probe: %w", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // dropString lists the engine's drops by reason and the losses of the

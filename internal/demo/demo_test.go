@@ -13,11 +13,14 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 )
 
-// TestDemoBinary runs `wgpio demo` as a user would, for a few seconds, and
-// checks that traffic flowed both ways and that everything it made is gone.
+// TestDemoBinary runs `wgpio demo` as a user on a fresh machine would, for a
+// few seconds, with a PATH that holds only the Go toolchain (no ip, ethtool,
+// sysctl or wg), and checks that traffic flowed both ways, that it says how
+// to watch it, and that everything it made is gone.
 func TestDemoBinary(t *testing.T) {
 	testenv.Root(t)
-	testenv.Tool(t, "ethtool", "ethtool")
+	testenv.Tool(t, "ip", "iproute2") // for xdpLinks, not the demo
+	goBin := testenv.Tool(t, "go", "golang (or the toolchain from go.dev/dl)")
 	bin := filepath.Join(t.TempDir(), "wgpio")
 	build := exec.Command("go", "build", "-o", bin, "github.com/wgpio/wgpio/cmd/wgpio")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -28,6 +31,7 @@ func TestDemoBinary(t *testing.T) {
 	xdpBefore := xdpLinks(t)
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "demo", "-duration", "4s", "-rate", "5000")
+	cmd.Env = []string{"PATH=" + filepath.Dir(goBin), "HOME=" + os.Getenv("HOME")}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("wgpio demo: %v\n%s", err, out.String())
@@ -36,6 +40,11 @@ func TestDemoBinary(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "total: A→B") {
 		t.Fatalf("demo printed no total line")
+	}
+	for _, want := range []string{"wg show wgpa", "wgpio stats wgpa", "wireguard-tools"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("demo output lacks %q (how to watch it)", want)
+		}
 	}
 	var sab, rab, sba, rba uint64
 	line := s[strings.Index(s, "total:"):]
@@ -57,7 +66,6 @@ func TestDemoBinary(t *testing.T) {
 // checks the namespaces are gone.
 func TestDemoCancel(t *testing.T) {
 	testenv.Root(t)
-	testenv.Tool(t, "ethtool", "ethtool")
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(2500 * time.Millisecond); cancel() }()
 	var out bytes.Buffer

@@ -57,6 +57,14 @@ type SiteConfig struct {
 	AllowedA []netip.Prefix
 	// CPUs pins the wgpio gateways' workers (fastgw.Config.CPUs).
 	CPUs []int
+	// LANVLAN puts gwA's LAN on this 802.1Q VLAN (fastgw.Config.LANVLAN)
+	// and makes hostA a host on an access port of it (topo.VLANAccess):
+	// its frames leave tagged, and it drops what comes untagged. Needs
+	// Owned (no kernel VLAN device without the 8021q module).
+	LANVLAN uint16
+	// LANVLANInBand writes hostA's tags into the frames; without it they
+	// reach gwA as the skb's VLAN metadata, as RX VLAN offload leaves them.
+	LANVLANInBand bool
 }
 
 // Site is a built topology.
@@ -130,6 +138,9 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		return v
 	}
 	lanA := veth(s.HostA, s.GwA, sc.Queues)
+	if sc.LANVLAN != 0 && len(errs) == 0 {
+		must(tp.VLANAccess(s.HostA, lanA.A, sc.LANVLAN, sc.LANVLANInBand))
+	}
 	qb := 1
 	if sc.PeerFastPath {
 		qb = sc.Queues
@@ -259,6 +270,7 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
 		}},
 	}
+	s.FastConfig.LANVLAN = sc.LANVLAN
 	if sc.Owned {
 		s.FastConfig.Owned = true
 		s.FastConfig.WANAddress = netip.MustParsePrefix("198.18.1.1/24")

@@ -7,13 +7,13 @@ import (
 )
 
 // Topology returns a topology for a test that needs network namespaces: it
-// requires root and the ip and ethtool tools, and removes everything the
+// requires root and the ip tool (topo.NS.Run runs commands through `ip netns
+// exec`), and removes everything the
 // topology made when the test ends, failed or not.
 func Topology(t testing.TB, prefix string) *topo.Topology {
 	t.Helper()
 	Root(t)
 	Tool(t, "ip", "iproute2")
-	Tool(t, "ethtool", "ethtool")
 	tp := topo.New(prefix)
 	t.Cleanup(func() {
 		if err := tp.Close(); err != nil {

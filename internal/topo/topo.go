@@ -8,7 +8,9 @@
 // only inside the namespaces made here. A Topology removes everything it made
 // on Close, in reverse order; deleting a namespace deletes the veths in it.
 //
-// Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
+// Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Everything
+// but Command and Run goes through netlink, netns, ioctl and /proc/sys, so the
+// demo needs no tools beyond the Go toolchain.
 package topo
 
 import (
@@ -192,7 +194,8 @@ func (n *NS) Do(fn func() error) error {
 }
 
 // Command returns a command that runs name with args inside the namespace
-// (through `ip netns exec`).
+// (through `ip netns exec`, so it needs iproute2; the rest of the package
+// needs no binaries).
 func (n *NS) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
@@ -277,8 +280,8 @@ func (t *Topology) NewVeth(a, b *NS, cfg VethConfig) (*Veth, error) {
 			return nil, fmt.Errorf("set %s up: %w", e.name, err)
 		}
 		if !cfg.KeepTXOffload {
-			if _, err := e.ns.Run("ethtool", "-K", e.name, "tx", "off"); err != nil {
-				return nil, fmt.Errorf("turn TX checksum offload off (apt-get install ethtool): %w", err)
+			if err := e.ns.SetTXChecksum(e.name, false); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -343,10 +346,18 @@ func (n *NS) AddRoute(dst, gw, dev string) error {
 }
 
 // Sysctl writes a sysctl inside the namespace (key like
-// "net.ipv4.ip_forward").
+// "net.ipv4.ip_forward") through /proc/sys, without the sysctl binary.
 func (n *NS) Sysctl(key, value string) error {
-	_, err := n.Run("sysctl", "-q", "-w", key+"="+value)
-	return err
+	if key == "" || strings.Contains(key, "/") || strings.Contains(key, "..") {
+		return fmt.Errorf("sysctl key %q: want dotted names like net.ipv4.ip_forward", key)
+	}
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	// /proc/sys/net belongs to the network namespace of the thread that
+	// opens the file.
+	if err := n.Do(func() error { return os.WriteFile(path, []byte(value), 0) }); err != nil {
+		return fmt.Errorf("sysctl %s=%s in %s: %w", key, value, n.Name, err)
+	}
+	return nil
 }
 
 // Forwarding turns IPv4 and IPv6 forwarding on in the namespace (a router).
@@ -364,4 +375,16 @@ func (n *NS) LinkMAC(dev string) (net.HardwareAddr, error) {
 		return nil, fmt.Errorf("find %s in %s: %w", dev, n.Name, err)
 	}
 	return l.Attrs().HardwareAddr, nil
+}
+
+// LinkUp sets dev in the namespace up.
+func (n *NS) LinkUp(dev string) error {
+	l, err := n.nl.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", dev, n.Name, err)
+	}
+	if err := n.nl.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up in %s: %w", dev, n.Name, err)
+	}
+	return nil
 }

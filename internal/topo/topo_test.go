@@ -2,6 +2,7 @@ package topo_test
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -27,12 +28,33 @@ func TestTwoHostsPing(t *testing.T) {
 	if out, err := a.Run("ping", "-c", "1", "-W", "2", "198.18.200.2"); err != nil {
 		t.Fatalf("ping across veth: %v\n%s", err, out)
 	}
-	out, err := a.Run("ethtool", "-k", v.A)
-	if err != nil {
+	for _, e := range []struct {
+		ns  *topo.NS
+		dev string
+	}{{a, v.A}, {b, v.B}} {
+		on, err := e.ns.TXChecksum(e.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on {
+			t.Errorf("TXChecksum(%s) = on after NewVeth, want off", e.dev)
+		}
+		// Cross-check with the ethtool binary where it is installed.
+		if _, err := exec.LookPath("ethtool"); err == nil {
+			out, err := e.ns.Run("ethtool", "-k", e.dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "tx-checksumming: off") {
+				t.Errorf("ethtool -k %s: TX checksum offload not off:\n%s", e.dev, out)
+			}
+		}
+	}
+	if err := a.SetTXChecksum(v.A, true); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "tx-checksumming: off") {
-		t.Errorf("ethtool -k %s: TX checksum offload not off:\n%s", v.A, out)
+	if on, err := a.TXChecksum(v.A); err != nil || !on {
+		t.Errorf("TXChecksum(%s) after SetTXChecksum(on) = %v, %v; want on", v.A, on, err)
 	}
 	var inNS string
 	if err := a.Do(func() error {

@@ -182,3 +182,6 @@ func moduleRoot() (string, error) {
 	}
 	return filepath.Dir(mod), nil
 }
+
+// ModuleRoot returns the wgpio module's root directory (from go env GOMOD).
+func ModuleRoot() (string, error) { return moduleRoot() }

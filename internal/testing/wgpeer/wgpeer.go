@@ -142,7 +142,7 @@ func Start(ns *topo.NS, cfg Config) (*Device, error) {
 			return nil, err
 		}
 	}
-	if _, err := ns.Run("ip", "link", "set", cfg.Name, "up"); err != nil {
+	if err := ns.LinkUp(cfg.Name); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wgpio/wgpio/bench/internal/inproc"
+	"github.com/wgpio/wgpio/bench/internal/rig"
+)
+
+// runInProcess is `go run ./bench -inprocess`.
+func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duration, out string) {
+	o := inproc.DefaultOptions(quick)
+	o.Progress = os.Stderr
+	o.Command = strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " ")
+	if configs != "" {
+		o.Configs = strings.Split(configs, ",")
+	}
+	var err error
+	if sizes != "" {
+		if o.Sizes, err = ints(sizes); err != nil {
+			fatal(fmt.Errorf("-sizes: %w", err))
+		}
+	}
+	if cpus != "" {
+		if o.CPUs, err = ints(cpus); err != nil {
+			fatal(fmt.Errorf("-cpus: %w", err))
+		}
+	}
+	if duration > 0 {
+		o.Duration = duration
+	}
+	o.Out = out
+	if o.Out == "" {
+		root, err := rig.ModuleRoot()
+		if err != nil {
+			fatal(err)
+		}
+		o.Out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("20060102-150405")+"-inprocess")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	res, err := inproc.Run(ctx, o)
+	if res != nil {
+		fmt.Print(res.Markdown())
+	}
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "done in %v; results in %s\n", time.Since(start).Round(time.Second), res.Out)
+}
+
+// ints reads "1,2,3".
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

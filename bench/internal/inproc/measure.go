@@ -1,0 +1,356 @@
+package inproc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+)
+
+// cleanLoss is the loss below which a step is clean (1%, the rig's and
+// the seed report's definition).
+const cleanLoss = 0.01
+
+// factors are the offered rates of the paced steps, as multiples of the
+// closed-loop step's delivered rate.
+var factors = []float64{0.5, 0.8, 0.95, 1.1, 1.3, 1.6, 2.0}
+
+// runner measures one configuration at one packet size.
+type runner struct {
+	o    *Options
+	st   *setup
+	tr   *traffic
+	sk   *sink
+	tag  uint32
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newRunner(o *Options, st *setup, size int) (*runner, error) {
+	tr, err := newTraffic(size)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{o: o, st: st, tr: tr, sk: newSink(tr), stop: make(chan struct{}), done: make(chan struct{})}
+	labelled(labelSink, func() {
+		go func() {
+			defer close(r.done)
+			st.sink(r.sk, r.stop)
+		}()
+	})
+	return r, nil
+}
+
+func (r *runner) close() {
+	close(r.stop)
+	<-r.done
+}
+
+// window is the most packets the closed-loop generator keeps in flight,
+// well under any ring's room on the way, so that it never overruns a
+// gateway; lossTimeout is how long it waits for the sink before it writes
+// the packets in flight off as lost.
+const (
+	window      = 2048
+	lossTimeout = 100 * time.Millisecond
+)
+
+// generate offers packets for d: at rate packets/s (paced by sleeping;
+// what the first gateway does not take is lost, and counted as refused), or, with rate 0, in a
+// closed loop: as fast as the sink counts them, with at most window
+// packets in flight (a refused packet is offered again). It runs on its own goroutine with the generator label
+// and returns the packets offered and how long it ran.
+func (r *runner) generate(rate float64, d time.Duration) (offered, refused uint64, elapsed time.Duration) {
+	done := make(chan struct{})
+	labelled(labelGen, func() {
+		go func() {
+			defer close(done)
+			base := r.sk.pub.delivered.Load()
+			var lastGot, lost int64
+			var lastMove time.Duration
+			start := time.Now()
+			for {
+				el := time.Since(start)
+				if el >= d {
+					elapsed = el
+					return
+				}
+				if rate == 0 {
+					// Closed loop: at most window packets in flight
+					// (offered, not yet counted by the sink); packets
+					// lost on the way are written off when nothing
+					// arrives for lossTimeout.
+					got := int64(r.sk.pub.delivered.Load() - base)
+					if got != lastGot {
+						lastGot, lastMove = got, el
+					}
+					inflight := int64(offered) - got - lost
+					if inflight < 0 { // written off, then arrived late
+						lost += inflight
+						inflight = 0
+					}
+					if inflight >= window {
+						if el-lastMove > lossTimeout {
+							lost += inflight
+							lastMove = el
+							continue
+						}
+						// Leave the CPU to the gateways rather than
+						// spin.
+						time.Sleep(20 * time.Microsecond)
+						continue
+					}
+					k := r.st.push(r.tr, int(min(window-inflight, batchSize)))
+					offered += uint64(k)
+					if k == 0 {
+						time.Sleep(20 * time.Microsecond)
+					}
+					continue
+				}
+				due := int64(rate*el.Seconds()) - int64(offered)
+				if due <= 0 {
+					// Sleep until about 32 packets are due.
+					time.Sleep(min(max(time.Duration(32/rate*1e9), 20*time.Microsecond), time.Millisecond))
+					continue
+				}
+				n := int(min(due, maxBurst))
+				refused += uint64(n - r.st.push(r.tr, n))
+				offered += uint64(n)
+			}
+		}()
+	})
+	<-done
+	return offered, refused, elapsed
+}
+
+// drain waits until the sink has seen nothing new for 100 ms (at most 3
+// s): on a busy machine a gateway may not run for tens of milliseconds.
+func (r *runner) drain() {
+	last := r.sk.counts()
+	quiet := time.Duration(0)
+	for t := time.Duration(0); t < 3*time.Second && quiet < 100*time.Millisecond; t += 5 * time.Millisecond {
+		time.Sleep(5 * time.Millisecond)
+		c := r.sk.counts()
+		if c == last {
+			quiet += 5 * time.Millisecond
+		} else {
+			quiet, last = 0, c
+		}
+	}
+}
+
+// profMu serialises CPU profiles (one per process at a time).
+var profMu sync.Mutex
+
+// step runs one offered-load step and measures it: CPU time of the
+// process over the step and its drain, split between the sides by the
+// step's CPU profile; allocations; what the sink counted.
+func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
+	w0 := time.Now()
+	r.tag++
+	r.tr.setTag(r.tag)
+	r.sk.tag.Store(r.tag)
+	var st Step
+	c0 := r.sk.counts()
+	d0 := r.st.drops()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	profMu.Lock()
+	defer profMu.Unlock()
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		return st, nil, fmt.Errorf("inproc: start CPU profile: %w", err)
+	}
+	cpu0, err := processCPU()
+	if err != nil {
+		pprof.StopCPUProfile()
+		return st, nil, err
+	}
+	offered, refused, elapsed := r.generate(rate, d)
+	r.drain()
+	cpu1, err := processCPU()
+	pprof.StopCPUProfile()
+	if err != nil {
+		return st, nil, err
+	}
+	runtime.ReadMemStats(&m1)
+	c1 := r.sk.counts()
+	d1 := r.st.drops()
+
+	st.ClosedLoop = rate == 0
+	st.Offered = float64(offered) / elapsed.Seconds()
+	st.Sent = offered
+	st.Delivered = c1.Delivered - c0.Delivered
+	st.DeliveredPPS = float64(st.Delivered) / elapsed.Seconds()
+	if offered > 0 {
+		st.LossPct = 100 * (1 - float64(st.Delivered)/float64(offered))
+	}
+	st.Reordered = c1.Reordered - c0.Reordered
+	st.Stale = c1.Stale - c0.Stale
+	st.Foreign = c1.Foreign - c0.Foreign
+	st.Corrupt = c1.Corrupt - c0.Corrupt
+	st.Drops = map[string]uint64{}
+	if refused > 0 {
+		st.Drops["a_input_full"] = refused
+	}
+	for k, v := range d1 {
+		if v > d0[k] {
+			st.Drops[k] = v - d0[k]
+		}
+	}
+	st.CPUSeconds = float64(cpu1-cpu0) / 1e9
+	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(runtime.GOMAXPROCS(0))
+	st.Allocs = m1.Mallocs - m0.Mallocs
+	byLabel, err := labelCPU(prof.Bytes(), labelKey)
+	if err != nil {
+		return st, nil, err
+	}
+	var sampled int64
+	for _, v := range byLabel {
+		sampled += v
+	}
+	st.ProfiledSeconds = float64(sampled) / 1e9
+	if st.Delivered > 0 {
+		n := float64(st.Delivered)
+		st.CPUNsPerPkt = float64(cpu1-cpu0) / n
+		st.AllocsPerPkt = float64(st.Allocs) / n
+		if sampled > 0 {
+			scale := float64(cpu1-cpu0) / float64(sampled) / n
+			st.ANsPerPkt = float64(byLabel[labelA]) * scale
+			st.BNsPerPkt = float64(byLabel[labelB]) * scale
+			st.GenNsPerPkt = float64(byLabel[labelGen]) * scale
+			st.SinkNsPerPkt = float64(byLabel[labelSink]) * scale
+			st.OtherNsPerPkt = st.CPUNsPerPkt - st.ANsPerPkt - st.BNsPerPkt - st.GenNsPerPkt - st.SinkNsPerPkt
+			st.GatewaysNsPerPkt = st.ANsPerPkt + st.BNsPerPkt + st.OtherNsPerPkt
+		}
+	}
+	if st.Corrupt > 0 {
+		bad := ""
+		if p := r.sk.firstBad.Load(); p != nil {
+			bad = *p
+		}
+		return st, nil, fmt.Errorf("inproc: the sink got %d corrupt packets (first: %s)", st.Corrupt, bad)
+	}
+	return st, prof.Bytes(), nil
+}
+
+// ready offers packets at a low rate until the sink counts some (the
+// handshake is done), for at most timeout.
+func (r *runner) ready(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		st, _, err := r.step(2000, 100*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if st.Delivered > 0 {
+			return nil
+		}
+	}
+	return errors.New("inproc: no packet crossed the tunnel (handshake did not complete?)")
+}
+
+// sweep measures one size: a warm-up, the closed-loop step, then paced
+// steps at factors of its delivered rate until two in a row lose 10% or
+// more, then bisection between the highest clean and the lowest lossy
+// offered rate.
+func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
+	sr := SizeResult{Size: r.tr.size}
+	var profs [][]byte
+	if err := r.ready(15 * time.Second); err != nil {
+		return sr, nil, err
+	}
+	if _, _, err := r.step(0, r.o.Duration/4); err != nil { // warm-up, not recorded
+		return sr, nil, err
+	}
+	add := func(rate float64) (Step, error) {
+		st, prof, err := r.step(rate, r.o.Duration)
+		if err != nil {
+			return st, err
+		}
+		sr.Steps = append(sr.Steps, st)
+		profs = append(profs, prof)
+		if progress != nil {
+			progress(st)
+		}
+		return st, nil
+	}
+	top, err := add(0)
+	if err != nil {
+		return sr, nil, err
+	}
+	if top.DeliveredPPS <= 0 {
+		return sr, nil, errors.New("inproc: nothing delivered in the closed-loop step")
+	}
+	lossy := 0
+	for _, f := range factors {
+		st, err := add(f * top.DeliveredPPS)
+		if err != nil {
+			return sr, nil, err
+		}
+		if st.LossPct >= 10 {
+			lossy++
+		} else {
+			lossy = 0
+		}
+		if lossy >= 2 {
+			break
+		}
+	}
+	for range r.o.Refine {
+		lo, hi := bracket(sr.Steps)
+		if lo <= 0 || hi <= 0 || hi/lo < 1.03 {
+			break
+		}
+		if _, err := add((lo + hi) / 2); err != nil {
+			return sr, nil, err
+		}
+	}
+	sr.summarize()
+	return sr, profs, nil
+}
+
+// bracket returns the highest clean and the lowest lossy offered rate of
+// the paced steps (0 if none).
+func bracket(steps []Step) (lo, hi float64) {
+	for _, st := range steps {
+		if !st.ClosedLoop && st.clean() {
+			lo = max(lo, st.Offered)
+		}
+	}
+	for _, st := range steps {
+		if !st.ClosedLoop && !st.clean() && st.Offered > lo && (hi == 0 || st.Offered < hi) {
+			hi = st.Offered
+		}
+	}
+	return lo, hi
+}
+
+func (st *Step) clean() bool { return st.Delivered > 0 && st.LossPct < 100*cleanLoss }
+
+// summarize fills the clean and closed-loop figures and takes the
+// per-packet figures from the clean step (or, if none was clean, from the
+// closed-loop step).
+func (s *SizeResult) summarize() {
+	s.CleanStep = -1
+	for i, st := range s.Steps {
+		if st.ClosedLoop {
+			s.ClosedLoopPPS, s.Closed = st.DeliveredPPS, st
+			continue
+		}
+		if st.clean() && (s.CleanStep < 0 || st.Offered > s.Steps[s.CleanStep].Offered) {
+			s.CleanStep, s.CleanPPS = i, st.DeliveredPPS
+		}
+	}
+	at := s.CleanStep
+	if at < 0 {
+		at = slices.IndexFunc(s.Steps, func(st Step) bool { return st.ClosedLoop })
+	}
+	if at >= 0 {
+		s.At = s.Steps[at]
+	}
+}

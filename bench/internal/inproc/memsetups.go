@@ -1,0 +1,369 @@
+package inproc
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"time"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// memRingSize is the descriptor ring size of the memport wires (per TX
+// queue and RX queue pair; see ringSize).
+const memRingSize = 4096
+
+// poolFrames and frameSize are the frame buffers of each gateway's pool:
+// room for every ring of its wires full.
+const (
+	poolFrames = 65536
+	frameSize  = 2048
+)
+
+func hw(b byte) net.HardwareAddr      { return net.HardwareAddr{2, 0, 0, 0, 0x19, b} }
+func mac6(m net.HardwareAddr) [6]byte { var r [6]byte; copy(r[:], m); return r }
+
+// memWires is the memport topology of the compat and fast-path
+// configurations: host A ⇄ gateway A's LAN, gateway A's WAN ⇄ gateway B's
+// WAN, gateway B's LAN ⇄ host B. Each gateway's ports and its host's port
+// share one pool (as AF_XDP ports on one UMEM, and so that the generator
+// and sink copy nothing); the WAN wire copies each frame once, from A's
+// pool into B's.
+type memWires struct {
+	hostA, lanA, wanA, wanB, lanB, hostB *memport.Port
+}
+
+func newWires(queues int) (*memWires, error) {
+	pool := func() (*dataplane.Pool, error) {
+		mem := make([]byte, poolFrames*frameSize)
+		prefault(mem)
+		return dataplane.NewPool(mem, frameSize, dataplane.DefaultHeadroom)
+	}
+	pa, err := pool()
+	if err != nil {
+		return nil, err
+	}
+	pb, err := pool()
+	if err != nil {
+		return nil, err
+	}
+	w := &memWires{}
+	pair := func(name string, ma, mb byte, x, y *dataplane.Pool) (*memport.Port, *memport.Port, error) {
+		return memport.NewPair(memport.Config{Name: name, Queues: queues, RingSize: memRingSize, MACA: hw(ma), MACB: hw(mb), PoolA: x, PoolB: y})
+	}
+	if w.hostA, w.lanA, err = pair("ha", 1, 2, pa, pa); err != nil {
+		return nil, err
+	}
+	if w.wanA, w.wanB, err = pair("w", 3, 4, pa, pb); err != nil {
+		return nil, err
+	}
+	if w.lanB, w.hostB, err = pair("hb", 5, 6, pb, pb); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *memWires) close() {
+	for _, p := range []*memport.Port{w.hostA, w.lanA, w.wanA, w.wanB, w.lanB, w.hostB} {
+		p.Close()
+	}
+}
+
+// sinkYields is how many empty passes the memport sink yields before it
+// blocks.
+const sinkYields = 8
+
+// ends sets the generator (host A transmits on its queue 0; the wire
+// spreads frames over gateway A's queues by RSS) and the sink (host B
+// receives on every queue, waiting in poll(2) when idle).
+func (w *memWires) ends(st *setup) error {
+	eth := make([]byte, header.EthernetLen)
+	header.PutEthernet(eth, header.MAC(mac6(w.lanA.MAC())), header.MAC(mac6(w.hostA.MAC())), header.EtherTypeIPv4)
+	tx := w.hostA.Queue(0).TX()
+	frames := make([]dataplane.Frame, maxBurst)
+	st.push = func(tr *traffic, n int) int {
+		a := tx.Alloc(frames[:min(n, maxBurst)])
+		for i := range a {
+			f := &frames[i]
+			f.SetLen(header.EthernetLen + tr.size)
+			b := f.Data()
+			copy(b, eth)
+			tr.fill(b[header.EthernetLen:])
+		}
+		k := tx.Transmit(frames[:a])
+		if k < a {
+			tx.Free(frames[k:a])
+		}
+		return k
+	}
+	waiter, err := dataplane.NewWaiter()
+	if err != nil {
+		return err
+	}
+	var rxs []dataplane.RX
+	for q := range w.hostB.NumQueues() {
+		rx := w.hostB.Queue(q).RX()
+		rxs = append(rxs, rx)
+		waiter.Add(rx)
+	}
+	st.sink = func(s *sink, stop <-chan struct{}) {
+		defer waiter.Close()
+		in := make([]dataplane.Frame, maxBurst)
+		idle := 0
+		for {
+			got := 0
+			tag := s.tag.Load()
+			for _, rx := range rxs {
+				n := rx.Receive(in)
+				for i := range n {
+					d := in[i].Data()
+					if len(d) > header.EthernetLen && d[12] == 0x08 && d[13] == 0x00 {
+						s.check(d[header.EthernetLen:], tag)
+					} else {
+						s.local.Foreign++
+					}
+				}
+				rx.Free(in[:n])
+				got += n
+			}
+			if got > 0 {
+				s.publish()
+				idle = 0
+				continue
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Yield to the gateways a few times before blocking in
+			// poll(2), as the doubles' sink does once before parking.
+			if idle++; idle < sinkYields {
+				runtime.Gosched()
+				continue
+			}
+			waiter.Wait(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// portDrops adds the memport ports' drop counters to m.
+func (w *memWires) portDrops(m map[string]uint64) {
+	for _, p := range []*memport.Port{w.hostA, w.lanA, w.wanA, w.wanB, w.lanB, w.hostB} {
+		for r, n := range p.Stats().Drops {
+			if n > 0 {
+				m["port_"+p.Name()+"_"+dataplane.DropReason(r).String()] += n
+			}
+		}
+	}
+}
+
+// static returns a route table and a neighbour table that send prefix
+// on-link and know addr at mac.
+func static(prefix netip.Prefix, addr netip.Addr, mac net.HardwareAddr) (*arp.StaticRoutes, *arp.Table, error) {
+	routes, err := arp.NewStaticRoutes([]arp.Route{{Prefix: prefix}})
+	if err != nil {
+		return nil, nil, err
+	}
+	tbl := arp.NewTable(arp.Config{})
+	tbl.Set(addr, arp.MAC(mac), arp.StateReachable)
+	return routes, tbl, nil
+}
+
+// buildCompat runs two unmodified wireguard-go devices, each on wgpio's
+// bind (WAN) and tundev.PortDevice (LAN) over memport.
+func buildCompat() (st *setup, err error) {
+	const queues = 2
+	w, err := newWires(queues)
+	if err != nil {
+		return nil, err
+	}
+	var closers []func()
+	st = &setup{}
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	closers = append(closers, w.close)
+	if err = w.ends(st); err != nil {
+		return nil, err
+	}
+	pa, pb, err := keys()
+	if err != nil {
+		return nil, err
+	}
+	var binds []*bind.Bind
+	var lans []*tundev.PortDevice
+	for _, g := range []struct {
+		side              string
+		wan, lan, peerWAN *memport.Port
+		host              *memport.Port
+		addr, peer        netip.Addr
+		own, far          netip.Prefix
+		hostAddr          netip.Addr
+		priv, peerPriv    noise.PrivateKey
+	}{
+		{labelA, w.wanA, w.lanA, w.wanB, w.hostA, wanA, wanB, lanA, lanB, hostA, pa, pb},
+		{labelB, w.wanB, w.lanB, w.wanA, w.hostB, wanB, wanA, lanB, lanA, hostB, pb, pa},
+	} {
+		routes, tbl, err := static(netip.PrefixFrom(g.addr, 24), g.peer, g.peerWAN.MAC())
+		if err != nil {
+			return nil, err
+		}
+		bd, err := bind.New(bind.Config{Port: g.wan, Addr4: g.addr, ListenPort: listenPort, Routes: routes, Neighbours: tbl})
+		if err != nil {
+			return nil, err
+		}
+		lroutes, ltbl, err := static(g.own, g.hostAddr, g.host.MAC())
+		if err != nil {
+			return nil, err
+		}
+		lan, err := tundev.NewPortDevice(tundev.PortConfig{Port: g.lan, Name: "lan-" + g.side, MTU: tunnelMTU, Routes: lroutes, Neighbours: ltbl})
+		if err != nil {
+			return nil, err
+		}
+		dev, err := wgDevice(g.side, lan, bd, uapi(g.priv, g.peerPriv.PublicKey(), g.peer, g.far))
+		if err != nil {
+			lan.Close()
+			bd.Close()
+			return nil, err
+		}
+		closers = append(closers, dev.Close)
+		binds = append(binds, bd)
+		lans = append(lans, lan)
+	}
+	st.drops = func() map[string]uint64 {
+		m := map[string]uint64{}
+		for i, bd := range binds {
+			for r, n := range bd.Stats().Drops {
+				if n > 0 {
+					m[[]string{"a", "b"}[i]+"_bind_"+bind.DropReason(r).String()] += n
+				}
+			}
+			for r, n := range lans[i].Stats().Drops {
+				if n > 0 {
+					m[[]string{"a", "b"}[i]+"_tundev_"+tundev.PortDropReason(r).String()] += n
+				}
+			}
+		}
+		w.portDrops(m)
+		return m
+	}
+	st.close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	return st, nil
+}
+
+// resolver answers every address with one MAC.
+type resolver [6]byte
+
+func (r resolver) Resolve(netip.Addr) ([6]byte, bool) { return r, true }
+
+// buildFastPath runs two fast-path engines, each with its control plane
+// (package gateway), which handshake for real before data flows. Worker i
+// of gateway A runs on cpus[i % len], of gateway B on cpus[(i+1) % len],
+// so that with one queue the two gateways use two CPUs when there are two.
+func buildFastPath(queues int, cpus []int) (st *setup, err error) {
+	w, err := newWires(queues)
+	if err != nil {
+		return nil, err
+	}
+	var closers []func()
+	st = &setup{}
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	closers = append(closers, w.close)
+	if err = w.ends(st); err != nil {
+		return nil, err
+	}
+	pa, pb, err := keys()
+	if err != nil {
+		return nil, err
+	}
+	var engs []*fastpath.Engine
+	for i, g := range []struct {
+		side              string
+		wan, lan, peerWAN *memport.Port
+		host              *memport.Port
+		addr, peer        netip.Addr
+		far               netip.Prefix
+		priv, peerPriv    noise.PrivateKey
+	}{
+		{labelA, w.wanA, w.lanA, w.wanB, w.hostA, wanA, wanB, lanB, pa, pb},
+		{labelB, w.wanB, w.lanB, w.wanA, w.hostB, wanB, wanA, lanA, pb, pa},
+	} {
+		var pin []int
+		for j := range cpus {
+			pin = append(pin, cpus[(i+j)%len(cpus)])
+		}
+		eng, err := fastpath.New(fastpath.Config{
+			LAN: g.lan, WAN: g.wan, ListenPort: listenPort, WANAddr4: g.addr,
+			WANResolver: resolver(mac6(g.peerWAN.MAC())), LANResolver: resolver(mac6(g.host.MAC())),
+			CPUs: pin,
+		})
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { eng.Close() })
+		peerMAC := mac6(g.peerWAN.MAC())
+		dev, err := gateway.New(gateway.Options{
+			PrivateKey: g.priv, ListenPort: listenPort, FixedListenPort: true, Dataplane: eng,
+			WANMAC: mac6(g.wan.MAC()), WANAddr4: g.addr,
+			Resolve: func(netip.Addr) ([6]byte, bool) { return peerMAC, true },
+		})
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { dev.Close() })
+		if err := dev.AddPeer(gateway.PeerConfig{PublicKey: g.peerPriv.PublicKey(), Endpoint: netip.AddrPortFrom(g.peer, listenPort),
+			AllowedIPs: []netip.Prefix{g.far}}); err != nil {
+			return nil, err
+		}
+		labelled(g.side, func() {
+			eng.Start()
+			err = dev.Start()
+		})
+		if err != nil {
+			return nil, err
+		}
+		engs = append(engs, eng)
+	}
+	st.drops = func() map[string]uint64 {
+		m := map[string]uint64{}
+		for i, e := range engs {
+			for r, n := range fastpath.TotalDrops(e.Stats()) {
+				if n > 0 {
+					m[[]string{"a", "b"}[i]+"_fastpath_"+fastpath.DropReason(r).String()] += n
+				}
+			}
+		}
+		w.portDrops(m)
+		return m
+	}
+	st.close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	return st, nil
+}

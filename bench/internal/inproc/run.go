@@ -1,0 +1,200 @@
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options configure a run. Start from DefaultOptions.
+type Options struct {
+	Quick    bool
+	Configs  []string      // configuration names; empty = all (Configs())
+	Sizes    []int         // inner IPv4 packet lengths, bytes
+	CPUs     []int         // CPU counts to pin to, e.g. 1, 2
+	Duration time.Duration // per measured step
+	Refine   int           // bisection steps between the clean and the lossy rate
+	Out      string        // results folder (required)
+	Progress io.Writer     // progress lines (nil = none)
+	Command  string        // the command line, for the report
+	// Profiles writes the CPU profile of each size's reported step into
+	// Out, with `go tool pprof -top` of it when the go command is there.
+	Profiles bool
+}
+
+// DefaultOptions returns the full run's options, or the quick run's.
+func DefaultOptions(quick bool) Options {
+	o := Options{
+		Quick: quick, Sizes: []int{64, 512, 1420}, CPUs: []int{1, 2},
+		Duration: time.Second, Refine: 2, Profiles: true,
+	}
+	if quick {
+		o.Sizes = []int{64, 1420}
+		o.Duration = 300 * time.Millisecond
+		o.Refine = 0
+	}
+	return o
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, time.Now().Format("15:04:05 ")+format+"\n", args...)
+	}
+}
+
+// Run measures every configuration at every size and CPU count, in one
+// process, and writes the report into o.Out. A configuration that fails
+// (does not build, no packet crosses, a corrupt packet at the sink) is
+// recorded with its error and makes Run return an error after the others
+// ran.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	if len(o.Sizes) == 0 || len(o.CPUs) == 0 || o.Duration <= 0 || o.Out == "" {
+		return nil, errors.New("inproc: sizes, CPU counts, duration and out must be set")
+	}
+	if len(o.Configs) == 0 {
+		o.Configs = Configs()
+	}
+	for _, c := range o.Configs {
+		if !slices.Contains(Configs(), c) {
+			return nil, fmt.Errorf("inproc: unknown configuration %q (want some of %s)", c, strings.Join(Configs(), ","))
+		}
+	}
+	for _, s := range o.Sizes {
+		if s < minSize || s > tunnelMTU {
+			return nil, fmt.Errorf("inproc: packet size %d outside [%d, %d]", s, minSize, tunnelMTU)
+		}
+	}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range o.CPUs {
+		if n < 1 || n > len(allowed) {
+			return nil, fmt.Errorf("inproc: %d CPUs asked, %d allowed", n, len(allowed))
+		}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("inproc: results dir: %w", err)
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	load, _ := os.ReadFile("/proc/loadavg")
+	res := &Results{
+		Started: time.Now().UTC(), Command: o.Command, Kernel: strings.TrimSpace(string(kernel)),
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Out: o.Out, LoadBefore: strings.TrimSpace(string(load)),
+		Options: PublicOptions{Quick: o.Quick, Configs: o.Configs, Sizes: o.Sizes, CPUCounts: o.CPUs,
+			CPUList: allowed[:slices.Max(o.CPUs)], StepSeconds: o.Duration.Seconds(), Refine: o.Refine,
+			Flows: flows, BatchSize: batchSize},
+	}
+	var failed []string
+	for _, n := range o.CPUs {
+		if ctx.Err() != nil {
+			break
+		}
+		cpus := allowed[:n]
+		restore, err := pin(cpus)
+		if err != nil {
+			return nil, err
+		}
+		run := CPURun{CPUs: n}
+		for _, name := range o.Configs {
+			if ctx.Err() != nil {
+				break
+			}
+			cr := ConfigResult{Name: name, Desc: descs[name]}
+			if err := runConfig(ctx, &o, name, cpus, &cr); err != nil {
+				cr.Error = err.Error()
+				failed = append(failed, fmt.Sprintf("%s on %d CPUs: %v", name, n, err))
+				o.progress("%s, %d CPUs: error: %v", name, n, err)
+			}
+			run.Configs = append(run.Configs, cr)
+		}
+		restore()
+		res.Runs = append(res.Runs, run)
+	}
+	res.Finished = time.Now().UTC()
+	load, _ = os.ReadFile("/proc/loadavg")
+	res.LoadAfter = strings.TrimSpace(string(load))
+	res.ratios()
+	if err := res.Write(o.Out); err != nil {
+		return res, err
+	}
+	switch {
+	case len(failed) > 0:
+		return res, fmt.Errorf("inproc: %d configuration(s) failed: %s", len(failed), strings.Join(failed, "; "))
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// runConfig builds one configuration and sweeps every size on it.
+func runConfig(ctx context.Context, o *Options, name string, cpus []int, cr *ConfigResult) error {
+	o.progress("%s, %d CPUs: %s", name, len(cpus), descs[name])
+	st, err := build(name, cpus)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	for _, size := range o.Sizes {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r, err := newRunner(o, st, size)
+		if err != nil {
+			return err
+		}
+		sr, profs, err := r.sweep(func(s Step) {
+			mode := "paced "
+			if s.ClosedLoop {
+				mode = "closed"
+			}
+			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d stale %d CPU share %.2f drops %v",
+				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.Stale, s.CPUShare, s.Drops)
+		})
+		r.close()
+		if err != nil {
+			cr.Sizes = append(cr.Sizes, sr)
+			return fmt.Errorf("%d B: %w", size, err)
+		}
+		if o.Profiles {
+			at := sr.CleanStep
+			if at < 0 {
+				at = slices.IndexFunc(sr.Steps, func(s Step) bool { return s.ClosedLoop })
+			}
+			if at >= 0 && at < len(profs) {
+				sr.Profile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu", name, size, len(cpus)), profs[at])
+			}
+			if cl := slices.IndexFunc(sr.Steps, func(s Step) bool { return s.ClosedLoop }); cl >= 0 && cl != at && cl < len(profs) {
+				sr.ClosedProfile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu-closed", name, size, len(cpus)), profs[cl])
+			}
+		}
+		cr.Sizes = append(cr.Sizes, sr)
+	}
+	return nil
+}
+
+// writeProfile writes prof as <base>.pb.gz into dir and, when the go
+// command is there, `go tool pprof -top` of it as <base>.txt. It returns
+// the profile's file name ("" if it could not be written).
+func writeProfile(dir, base string, prof []byte) string {
+	name := base + ".pb.gz"
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, prof, 0o644); err != nil {
+		return ""
+	}
+	if goCmd, err := exec.LookPath("go"); err == nil {
+		out, err := exec.Command(goCmd, "tool", "pprof", "-top", "-nodecount=30", p).Output()
+		if err == nil {
+			os.WriteFile(filepath.Join(dir, base+".txt"), out, 0o644)
+		}
+	}
+	return name
+}

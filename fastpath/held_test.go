@@ -1,0 +1,146 @@
+package fastpath
+
+import (
+	"bytes"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/protocol"
+)
+
+// TestRemovedPeerHeldFreed: packets held for a peer that is then removed
+// are freed at the worker's next turn (counted peer_removed), the queue's
+// held count goes back to 0, and a batch still carrying the removed peer
+// holds nothing more for it.
+func TestRemovedPeerHeldFreed(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	tx := r.hostA.Queue(0).TX()
+	hold := func(n int) {
+		var frames []dataplane.Frame
+		for i := range n {
+			frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(uint32(i), 40)))
+		}
+		for len(frames) > 0 {
+			k := min(len(frames), 64)
+			sendAll(t, r.hostA, 0, frames[:k])
+			frames = frames[k:]
+			r.a.workers[0].outbound(r.clock.Now())
+		}
+	}
+	hold(MaxHeldPerPeer)
+	wa := r.a.workers[0]
+	if s := r.a.Stats()[0]; s.Held != MaxHeldPerPeer {
+		t.Fatalf("held = %d, want %d", s.Held, MaxHeldPerPeer)
+	}
+	r.peerAB.Removed.Store(true)
+	wa.flushHeld(r.clock.Now())
+	s := r.a.Stats()[0]
+	if s.Held != 0 || s.Drops[DropPeerRemoved] != MaxHeldPerPeer {
+		t.Errorf("after removal: held = %d, peer_removed = %d; want 0 and %d", s.Held, s.Drops[DropPeerRemoved], MaxHeldPerPeer)
+	}
+	if len(wa.heldPeers) != 0 || wa.heldTotal != 0 {
+		t.Errorf("worker still tracks %d held frames of %d peers", wa.heldTotal, len(wa.heldPeers))
+	}
+	// The snapshot still routes to the peer (SetPeers not called yet).
+	hold(5)
+	if s := r.a.Stats()[0]; s.Held != 0 || s.Drops[DropPeerRemoved] != MaxHeldPerPeer+5 {
+		t.Errorf("packets for a removed peer: held = %d, peer_removed = %d; want 0 and %d", s.Held, s.Drops[DropPeerRemoved], MaxHeldPerPeer+5)
+	}
+}
+
+// TestWorkersKeepNoZeroedKeypair: after traffic both ways, a keypair the
+// control plane takes out of its slots and the index table and zeroes is
+// unreachable (collected) although the workers stay idle: no worker keeps
+// a reference to it until the peer's next burst.
+func TestWorkersKeepNoZeroedKeypair(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	collected := make(chan struct{}, 2)
+	func() {
+		ka, kb := r.installKeys()
+		runtime.AddCleanup(ka, func(struct{}) { collected <- struct{}{} }, struct{}{})
+		runtime.AddCleanup(kb, func(struct{}) { collected <- struct{}{} }, struct{}{})
+		// A→B (outbound at A, inbound at B), then B→A.
+		tx := r.hostA.Queue(0).TX()
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
+		r.a.workers[0].outbound(r.clock.Now())
+		r.b.workers[0].inbound(r.clock.Now())
+		if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+			t.Fatalf("A→B: %d packets arrived, want 1; drops B %v", got, TotalDrops(r.b.Stats()))
+		}
+		txb := r.hostB.Queue(0).TX()
+		sendAll(t, r.hostB, 0, []dataplane.Frame{udpFrame(t, txb, r.lanB.MAC(), r.hostB.MAC(), hostAddrB, hostAddrA, 2, 1, seqPayload(2, 40))})
+		r.b.workers[0].outbound(r.clock.Now())
+		r.a.workers[0].inbound(r.clock.Now())
+		if got := recvAll(t, r.hostA, 1, time.Second, nil); got != 1 {
+			t.Fatalf("B→A: %d packets arrived, want 1; drops A %v", got, TotalDrops(r.a.Stats()))
+		}
+		// The control plane's part: out of the slots and the index
+		// table, then zeroed.
+		r.peerAB.ClearKeypairs()
+		r.peerBA.ClearKeypairs()
+		r.a.Indexes().Free(ka.LocalIndex)
+		r.b.Indexes().Free(kb.LocalIndex)
+		ka.Zero()
+		kb.Zero()
+	}()
+	for i := 0; i < 2; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%d of 2 zeroed keypairs still reachable after GC", i)
+		}
+	}
+}
+
+// TestControlWaitsForNeighbour: a handshake initiation posted while the WAN
+// next hop has no MAC yet is held (not dropped as no_neighbour) and leaves,
+// with the resolved MAC, as soon as the resolver answers: the first
+// handshake does not wait for a retry.
+func TestControlWaitsForNeighbour(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	res := r.a.cfg.WANResolver.(*staticResolver)
+	wa := r.a.workers[0]
+	payload := make([]byte, protocol.InitiationSize)
+	payload[0] = protocol.TypeInitiation
+	dst := netip.AddrPortFrom(wanAddrB, portB)
+	if !r.a.Send(0, ControlPacket{Dst: dst, Payload: payload, Peer: r.peerAB}) {
+		t.Fatal("Send refused")
+	}
+	wa.drainMailbox(r.clock.Now())
+	s := r.a.Stats()[0]
+	if s.Drops[DropNoNeighbour] != 0 || s.Held != 1 || s.ControlSent != 0 {
+		t.Fatalf("unresolved next hop: no_neighbour %d, held %d, control sent %d; want 0, 1, 0", s.Drops[DropNoNeighbour], s.Held, s.ControlSent)
+	}
+	var mB [6]byte
+	copy(mB[:], r.wanB.MAC())
+	res.mu.Lock()
+	res.m = map[netip.Addr][6]byte{wanAddrB: mB}
+	res.mu.Unlock()
+	time.Sleep(2 * neighbourRetry)
+	wa.flushNeighbourWait(r.clock.Now())
+	s = r.a.Stats()[0]
+	if s.Held != 0 || s.ControlSent != 1 {
+		t.Fatalf("after the neighbour resolved: held %d, control sent %d; want 0, 1", s.Held, s.ControlSent)
+	}
+	rx := r.wanB.Queue(0).RX()
+	var got [4]dataplane.Frame
+	n := 0
+	for deadline := time.Now().Add(time.Second); n == 0 && time.Now().Before(deadline); {
+		n = rx.Receive(got[:])
+	}
+	if n != 1 {
+		t.Fatalf("frames at B's WAN = %d, want the initiation", n)
+	}
+	defer rx.Free(got[:n])
+	d := got[0].Data()
+	if !bytes.Equal(d[:6], mB[:]) {
+		t.Errorf("initiation's destination MAC = %x, want %x", d[:6], mB)
+	}
+	if !bytes.HasSuffix(d, payload) {
+		t.Errorf("initiation's payload changed")
+	}
+}

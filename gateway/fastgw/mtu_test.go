@@ -1,0 +1,43 @@
+package fastgw
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMTUCheck: the tunnel MTU plus 60 (IPv4) or 80 (IPv6) bytes of outer
+// headers against the WAN MTU, with the numbers in the message.
+func TestMTUCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		tunnel, wan    int
+		vid            uint16
+		v4, v6         bool
+		wantErr, wantW string // substrings; "" for none
+	}{
+		{"default fits both", 1420, 1500, 0, true, true, "", ""},
+		{"ipv4 exactly", 1440, 1500, 0, true, false, "", ""},
+		{"ipv4 one over", 1441, 1500, 0, true, false, "tunnel MTU 1441 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1501, more than the MTU 1500 of WAN eth0", ""},
+		{"ipv6 only over", 1421, 1500, 0, false, true, "= 1501, more than the MTU 1500", ""},
+		{"both: ipv6 over warns", 1440, 1500, 0, true, true, "", "lower MTU in [Interface] to 1420"},
+		{"pppoe", 1420, 1492, 0, true, true, "", "to IPv6 peers"},
+		{"vlan frame size", 1441, 1500, 100, true, false, "frames of 1519 bytes with the Ethernet header and the 802.1Q tag", ""},
+		// The tag lengthens the frame, not the IP packet: 1440 + 60 fits
+		// a 1500 MTU on a VLAN too.
+		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, true, "", "= 1520, more than the MTU 1500 of WAN eth0 (frames of 1538 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := mtuCheck(tt.tunnel, tt.wan, "eth0", tt.vid, tt.v4, tt.v6)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("mtuCheck = error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("mtuCheck = error %v, want one containing %q", err, tt.wantErr)
+			case tt.wantW == "" && w != "":
+				t.Errorf("mtuCheck = warning %q, want none", w)
+			case tt.wantW != "" && !strings.Contains(w, tt.wantW):
+				t.Errorf("mtuCheck = warning %q, want one containing %q", w, tt.wantW)
+			}
+		})
+	}
+}

@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// serve runs ServeUAPI on one end of a pipe and returns the other.
+func serve(t testing.TB, d *Device) net.Conn {
+	t.Helper()
+	c, s := net.Pipe()
+	go d.ServeUAPI(s)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readErrno reads the "errno=N\n\n" that ends a reply.
+func readErrno(t testing.TB, r *bufio.Reader) int64 {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read reply: %v", err)
+		}
+		var n int64
+		if _, err := fmt.Sscanf(line, "errno=%d\n", &n); err == nil {
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatalf("read reply end: %v", err)
+			}
+			return n
+		}
+	}
+}
+
+// TestUAPILongLineBounded: eight connections at once each send a set
+// request with a 32 MiB line: each is answered EMSGSIZE, its connection
+// stays usable (a get follows), and the heap does not grow with what they
+// sent.
+func TestUAPILongLineBounded(t *testing.T) {
+	d := ourDevice(t, "")
+	const conns, lineLen = 8, 32 << 20
+	chunk := []byte(strings.Repeat("a", 1<<20))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var peak uint64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range conns {
+		c := serve(t, d)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() {
+				io.WriteString(c, "set=1\nprivate_key=")
+				for range lineLen / len(chunk) {
+					c.Write(chunk)
+					if i == 0 {
+						var m runtime.MemStats
+						runtime.ReadMemStats(&m)
+						mu.Lock()
+						peak = max(peak, m.HeapAlloc)
+						mu.Unlock()
+					}
+				}
+				io.WriteString(c, "\n\nget=1\n\n")
+			}()
+			r := bufio.NewReader(c)
+			if n := readErrno(t, r); n != -int64(syscall.EMSGSIZE) {
+				t.Errorf("set with a %d-byte line: errno %d, want %d (EMSGSIZE)", lineLen, n, -int64(syscall.EMSGSIZE))
+			}
+			if n := readErrno(t, r); n != 0 {
+				t.Errorf("get after the long line: errno %d, want 0", n)
+			}
+		}()
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	const heapCap = 16 << 20
+	if grew := int64(peak) - int64(before.HeapAlloc); grew > heapCap {
+		t.Errorf("heap grew %d bytes while %d connections sent %d-byte lines, want under %d", grew, conns, lineLen, heapCap)
+	}
+
+	// The operation line too.
+	c := serve(t, d)
+	go func() {
+		for range 4 {
+			c.Write(chunk) // no newline: a 4 MiB "operation"
+		}
+		io.WriteString(c, "\n")
+	}()
+	if n := readErrno(t, bufio.NewReader(c)); n != -int64(syscall.EMSGSIZE) {
+		t.Errorf("4 MiB operation line: errno %d, want EMSGSIZE", n)
+	}
+}
+
+// TestUAPIMillionPeerSetconf streams a 1,000,000-peer set request (about
+// 120 MB, more than any buffer) over one connection: it is applied whole.
+func TestUAPIMillionPeerSetconf(t *testing.T) {
+	testenv.Short(t, "streams 1,000,000 peers")
+	d := ourDevice(t, "")
+	const peers = 1_000_000
+	c := serve(t, d)
+	go func() {
+		w := bufio.NewWriterSize(c, 1<<16)
+		w.WriteString("set=1\nreplace_peers=true\n")
+		var k noise.PublicKey
+		for i := range peers {
+			k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 1
+			fmt.Fprintf(w, "public_key=%s\nallowed_ip=10.%d.%d.%d/32\n", k.Hex(), byte(i>>16), byte(i>>8), byte(i))
+		}
+		w.WriteString("\n")
+		w.Flush()
+	}()
+	if n := readErrno(t, bufio.NewReader(c)); n != 0 {
+		t.Fatalf("1,000,000-peer set: errno %d, want 0", n)
+	}
+	if got := len(d.Peers()); got != peers {
+		t.Errorf("peers after the set = %d, want %d", got, peers)
+	}
+}
