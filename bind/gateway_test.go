@@ -48,7 +48,6 @@ import (
 // kernel TUN); gwB runs stock wireguard-go on its own kernel TUN and
 // standard bind.
 var (
-	hostA4, hostA6 = netip.MustParseAddr("198.18.1.2"), netip.MustParseAddr("2001:2:0:1::2")
 	lanA4, lanA6   = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:2:0:1::1")
 	wanA4, wanA6   = netip.MustParseAddr("198.18.2.1"), netip.MustParseAddr("2001:2:0:2::1")
 	hostB4, hostB6 = netip.MustParseAddr("198.18.3.2"), netip.MustParseAddr("2001:2:0:3::2")

@@ -109,12 +109,17 @@ func BenchmarkEncryptPath(b *testing.B) {
 					f.SetLen(len(tmpl))
 					copy(f.Data(), tmpl)
 				}
-				tx.Transmit(frames[:n])
+				if k := tx.Transmit(frames[:n]); k != n {
+					b.Fatalf("host transmit took %d of %d frames", k, n)
+				}
 				t0 := time.Now()
 				w.outbound(0)
 				path += time.Since(t0)
 				m := wrx.Receive(frames)
 				wrx.Free(frames[:m])
+				if m != n {
+					b.Fatalf("%d packets in, %d out on the WAN: every packet sent must be delivered (drops %v)", n, m, TotalDrops(r.a.Stats()).List())
+				}
 				sent += m
 				ref.batch(b, m)
 			}
@@ -167,12 +172,17 @@ func BenchmarkDecryptPath(b *testing.B) {
 					copy(f.Data(), sealed[k+i])
 				}
 				k += n
-				wtx.Transmit(frames[:n])
+				if k := wtx.Transmit(frames[:n]); k != n {
+					b.Fatalf("WAN transmit took %d of %d frames", k, n)
+				}
 				t0 := time.Now()
 				w.inbound(0)
 				path += time.Since(t0)
 				m := hrx.Receive(frames)
 				hrx.Free(frames[:m])
+				if m != n {
+					b.Fatalf("%d packets in, %d delivered to the LAN host: every packet sent must be delivered (drops %v)", n, m, TotalDrops(r.b.Stats()).List())
+				}
 				delivered += m
 				ref.batch(b, m)
 			}

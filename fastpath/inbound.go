@@ -206,7 +206,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if dst.Is6() {
 			et = header.EtherTypeIPv6
 		}
-		m.back -= int32(w.putLANEthernet(f, mac, et))
+		if w.lanVLAN == 0 { // the one VLAN branch of the untagged path
+			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+			m.back -= header.EthernetLen
+		} else {
+			m.back -= int32(w.putLANEthernet(f, mac, et))
+		}
 		m.verdict = innerDeliver
 	}
 	return left

@@ -214,12 +214,10 @@ func (e *Engine) Stats() []QueueStats {
 }
 
 // TotalDrops adds up the drops of every worker by reason.
-func TotalDrops(qs []QueueStats) [NumDropReasons]uint64 {
-	var t [NumDropReasons]uint64
-	for _, q := range qs {
-		for r := range NumDropReasons {
-			t[r] += q.Drops[r]
-		}
+func TotalDrops(qs []QueueStats) DropCounts {
+	var t DropCounts
+	for i := range qs {
+		t.Add(&qs[i].Drops)
 	}
 	return t
 }

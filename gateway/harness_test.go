@@ -56,7 +56,6 @@ type fakeDP struct {
 	sent     []sentPacket
 
 	bind   conn.Bind // our side of the channel binds
-	recvs  []conn.ReceiveFunc
 	rx     chan []byte
 	wgSrc  atomic.Pointer[netip.AddrPort] // outer source we attribute to wireguard-go's packets
 	ourDst netip.AddrPort
@@ -270,12 +269,11 @@ var (
 )
 
 type rigOptions struct {
-	psk        bool
-	ourEP      string // endpoint wireguard-go is given for us ("" none)
-	wgEP       string // endpoint we are given for wireguard-go ("" none)
-	keepalive  time.Duration
-	fixJitter  time.Duration
-	noWGConfig bool
+	psk       bool
+	ourEP     string // endpoint wireguard-go is given for us ("" none)
+	wgEP      string // endpoint we are given for wireguard-go ("" none)
+	keepalive time.Duration
+	fixJitter time.Duration
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -368,9 +366,6 @@ func (r *rig) pump(timeout time.Duration, cond func() bool) bool {
 		}
 	}
 }
-
-// drain processes what wireguard-go sends for d of real time.
-func (r *rig) drain(d time.Duration) { r.pump(d, nil) }
 
 // wgSend makes wireguard-go send one inner packet to us.
 func (r *rig) wgSend(seq int) {

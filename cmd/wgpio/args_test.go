@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 
@@ -50,11 +51,17 @@ func TestArgumentErrors(t *testing.T) {
 // error and the usage) comes back as a flagError, which main does not print
 // again.
 func TestFlagErrorPrintedOnce(t *testing.T) {
-	for _, cmd := range []func([]string) error{cmdUp, cmdStats, cmdDemo, cmdCapture} {
+	for _, cmd := range []func([]string) error{cmdUp, cmdStats, cmdDemo, cmdCapture, cmdVersion} {
 		var fe flagError
 		if err := cmd([]string{"-no-such-flag"}); !errors.As(err, &fe) {
 			t.Errorf("unknown flag: error %v (%T), want a flagError", err, err)
 		}
+	}
+	if err := cmdVersion([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("version -h: error %v, want flag.ErrHelp (the usage printed)", err)
+	}
+	if err := cmdVersion([]string{"extra"}); !errors.As(err, new(flagError)) {
+		t.Errorf("version extra: error %v (%T), want a flagError", err, err)
 	}
 	var fe flagError
 	if err := cmdUp([]string{"-c"}); !errors.As(err, &fe) {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/conn"
@@ -25,6 +29,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	mtu := f.Interface.MTU
 	if mtu == 0 {
 		mtu = 1420
+	}
+	if err := checkForwarding(f, w); err != nil {
+		return err
 	}
 	t, err := tundev.OpenMultiQueueTUN(name, queues, mtu)
 	if err != nil {
@@ -66,10 +73,75 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 			go dev.IpcHandle(c)
 		}
 	}()
+	// wgpio keeps no counters in this mode (the kernel's TUN and sockets
+	// carry the packets); the stats socket says so, so that `wgpio stats`
+	// answers instead of failing to connect.
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", runDir, err)
+	}
+	stopStats, err := serveStats(name, func() any {
+		return GatewayStats{Name: name, Mode: string(config.ModeCompatMQTUN)}
+	})
+	if err != nil {
+		return err
+	}
+	defer stopStats()
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM", "name", name, "queues", queues)
 	sig := waitSignal()
 	log.Info("stopping", "signal", sig.String())
 	return nil
+}
+
+// forwardingSysctls are the sysctls that let the kernel forward each
+// address family between interfaces (here: between the LAN and the TUN).
+var forwardingSysctls = [2]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}
+
+// checkForwarding refuses compat-mqtun when the kernel would not forward
+// the families the peers' allowed IPs use: in this mode the kernel routes
+// between the LAN and the TUN, so with forwarding off every LAN host's
+// packet would be dropped without a counter of ours. wgpio does not change
+// the host's sysctls itself (turning IPv6 forwarding on also stops the
+// interfaces from taking router advertisements); it names the one to set.
+func checkForwarding(f *config.File, w config.WGPIO) error {
+	var family [2]bool // IPv4, IPv6
+	for _, p := range f.Peers {
+		for _, a := range p.AllowedIPs {
+			family[btoi(a.Addr().Is6())] = true
+		}
+	}
+	var off []string
+	for i, key := range forwardingSysctls {
+		if !family[i] {
+			continue
+		}
+		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(key, ".", "/"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // IPv6 disabled in this kernel
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		if strings.TrimSpace(string(b)) != "1" {
+			off = append(off, key)
+		}
+	}
+	if len(off) == 0 {
+		return nil
+	}
+	set := make([]string, len(off))
+	for i, k := range off {
+		set[i] = k + "=1"
+	}
+	return keyError(f.Name, w.Lines, "Mode", "mode", fmt.Sprintf(
+		"compat-mqtun forwards through the kernel, and forwarding is off in this network namespace (%s): run `sysctl -w %s` (and keep it in /etc/sysctl.d/), then start again",
+		strings.Join(off, ", "), strings.Join(set, " ")))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // addAddresses puts the tunnel addresses on interface name.

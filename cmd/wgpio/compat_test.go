@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/demo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
@@ -20,7 +20,7 @@ func TestUpCompat(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := s.HostA.Ping(demo.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
 	stock := s.FastConfig.Peers[0].PublicKey.Base64()
@@ -40,10 +40,10 @@ func TestUpCompat(t *testing.T) {
 
 	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
 	time.Sleep(1500 * time.Millisecond) // the filter follows within a second
-	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
-		t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
+		t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 	}
-	if err := s.HostA.Ping(demo.HostB4, 3*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 		t.Errorf("after removing an allowed IP: %v", err)
 	}
 
@@ -53,4 +53,36 @@ func TestUpCompat(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v", g.err)
 	}
 	s.checkClean(t, true)
+}
+
+// TestUpCompatMQTUN runs `wgpio up` in compat-mqtun mode (stock
+// wireguard-go on a multi-queue kernel TUN and the kernel's UDP sockets):
+// with forwarding off in its namespace it refuses to start and names the
+// sysctls to set; with forwarding on, traffic flows both ways and `wgpio
+// stats` says that the mode keeps no wgpio counters.
+func TestUpCompatMQTUN(t *testing.T) {
+	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
+	out, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
+	want := "sysctl -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), s.GwName+`.conf:`) {
+		t.Fatalf("wgpio up in compat-mqtun without forwarding: %v\n%s\nwant a refusal at the Mode line naming %q", err, out, want)
+	}
+	t.Logf("without forwarding: %s", out)
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	g := s.up(t)
+	s.pingBoth(t)
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
+		t.Errorf("IPv6: %v", err)
+	}
+	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "compat-mqtun keeps no wgpio counters") || !strings.Contains(string(out), "wg show "+s.GwName) {
+		t.Errorf("wgpio stats %s: %v\n%s\nwant it to say the mode keeps no counters", s.GwName, err, out)
+	}
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	<-g.done
+	if g.err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", g.err, g.output())
+	}
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestUpErrors gives `wgpio up` configurations a new user gets wrong and
@@ -110,9 +110,32 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
+			name: "wan-is-lan",
+			conf: strings.Replace(good, "LAN = "+s.LANA+"\n", "LAN = "+s.WANA+"\n", 1),
+			want: fmt.Sprintf(`wgpio: wan-is-lan.conf:8: key "LAN": %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),
+		},
+		{
+			name: "wan-is-lan-flag",
+			conf: good,
+			args: []string{"-lan", s.WANA},
+			want: fmt.Sprintf(`wgpio: up: -lan: %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),
+		},
+		{
 			name: "queues",
 			conf: withWGPIO("Queues = 4"),
 			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),
+		},
+		{
+			name: "vlan-compat",
+			conf: withWGPIO("Mode = compat\nLANVLAN = 100"),
+			want: `wgpio: vlan-compat.conf:8: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only, not in Mode = compat`,
+		},
+		{
+			name: "vlan-shared-without-device",
+			conf: withWGPIO("LANVLAN = 100"),
+			args: []string{"-name", topo.UniqueName("wgpv")},
+			want: fmt.Sprintf("wgpio: fastgw: LANVLAN 100 on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
+				"ip link add link %s name %s.100 type vlan id 100 (module 8021q), or use AddressMode = owned", s.LANA, s.LANA, s.LANA),
 		},
 		{
 			name: "no-privileges",
@@ -169,7 +192,7 @@ func TestUpErrors(t *testing.T) {
 		})
 	}
 	// The first instance is unharmed.
-	if err := s.HostA.Ping(demo.HostB4, 10*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 10*time.Second); err != nil {
 		st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 		t.Fatalf("%v\n%s\n%s\n%s", err, st, wg(t, s.GwA, "show"), wg(t, s.GwB, "show"))
 	}
@@ -198,7 +221,7 @@ func TestSignalsLeaveHostClean(t *testing.T) {
 			s := newSite(t, nil)
 			g := s.up(t)
 			s.pingBoth(t)
-			flood := s.HostA.Command("ping", "-q", "-i", "0.002", "-w", "3", demo.HostB4.String())
+			flood := s.HostA.Command("ping", "-q", "-i", "0.002", "-w", "3", twosite.HostB4.String())
 			if err := flood.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +284,7 @@ func (s *site) checkClean(t *testing.T, sockets bool) {
 	if _, err := s.GwA.Run("ping", "-c", "1", "-W", "2", "198.18.1.2"); err != nil {
 		t.Errorf("kernel ping across the WAN veth: %v", err)
 	}
-	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "2", demo.LANA4.String()); err != nil {
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "2", twosite.LANA4.String()); err != nil {
 		t.Errorf("kernel ping across the LAN veth: %v", err)
 	}
 }

@@ -59,12 +59,7 @@ func main() {
 		fmt.Print(usage)
 		return
 	case "version", "-version", "--version":
-		if len(os.Args) > 2 {
-			fmt.Fprintf(os.Stderr, "wgpio: version takes no arguments\n")
-			os.Exit(2)
-		}
-		fmt.Println(version())
-		return
+		err = cmdVersion(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "wgpio: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
@@ -94,6 +89,24 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return flagError{err}
 	}
 	return err
+}
+
+func cmdVersion(args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: wgpio version\n\nPrints the module version, the VCS revision and the Go version the binary\nwas built from.\n")
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("version takes no arguments, got %q", fs.Arg(0))
+		fmt.Fprintln(fs.Output(), err)
+		fs.Usage()
+		return flagError{err}
+	}
+	fmt.Println(version())
+	return nil
 }
 
 // version is the module version and VCS revision the binary was built from.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // wgpioBin is the binary under test, built once in TestMain with
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 
 // site is the two-site topology with gwA left to a `wgpio up` process.
 type site struct {
-	*demo.Site
+	*twosite.Site
 	tp   *topo.Topology
 	dir  string // holds the config file
 	conf string // config file path
@@ -57,9 +57,9 @@ func newSite(t *testing.T, edit func(f *config.File)) *site {
 	testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "wc")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
-		t.Fatalf("BuildSite: %v", err)
+		t.Fatalf("twosite.Build: %v", err)
 	}
 	t.Cleanup(s.Close)
 	if err := s.Stock.PinBind(); err != nil {
@@ -173,10 +173,10 @@ func (s *site) pingBoth(t *testing.T) {
 	t.Helper()
 	// The first packet starts the handshake; allow one retry (Rekey-Timeout,
 	// 5 s, whitepaper §6.4).
-	if err := s.HostA.Ping(demo.HostB4, 15*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, s.diagnose())
 	}
-	if err := s.HostB.Ping(demo.HostA4, 5*time.Second); err != nil {
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -108,8 +108,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(s.Device.LiveSessions))
 	ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(s.Device.KeypairsInstalledTotal))
 	ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(s.Device.ResponderUnconfirmedTotal))
-	for r, n := range s.Device.Drops {
-		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(n), gateway.DropReason(r).String())
+	for r := range gateway.NumDropReasons {
+		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(s.Device.Drops[r]), r.Key())
 	}
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)

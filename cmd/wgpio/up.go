@@ -218,9 +218,14 @@ func checkGatewayName(name string) error {
 	return nil
 }
 
-// checkInterfaces makes sure WAN and LAN name interfaces of this network
-// namespace, reporting a missing one at its key's line.
+// checkInterfaces makes sure WAN and LAN name two interfaces of this
+// network namespace, reporting a missing one, or a LAN that is the WAN, at
+// its key's line.
 func checkInterfaces(f *config.File, w config.WGPIO) error {
+	if w.WAN != "" && w.WAN == w.LAN {
+		return keyError(f.Name, w.Lines, "LAN", "lan",
+			fmt.Sprintf("%q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces", w.LAN))
+	}
 	for _, x := range []struct{ key, flag, name string }{{"WAN", "wan", w.WAN}, {"LAN", "lan", w.LAN}} {
 		if x.name == "" {
 			continue
@@ -284,7 +289,7 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
-		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; `wgpio stats` does not in this mode)")
+		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
 	}
 	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
 		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)

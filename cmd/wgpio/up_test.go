@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -31,7 +31,7 @@ func TestUpWithStockPeer(t *testing.T) {
 	s := newSite(t, nil)
 	s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
-	if err := s.HostA.Ping(demo.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6 inner before wg set: %v", err)
 	}
 
@@ -53,7 +53,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if got := wg(t, s.GwA, "show", s.GwName, "peers"); !strings.Contains(got, pub) {
 			t.Errorf("wg show %s peers = %q, want it to list %s", s.GwName, got, pub)
 		}
-		if err := s.HostA.Ping(demo.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 			t.Errorf("after adding a peer: %v", err)
 		}
 	})
@@ -63,10 +63,10 @@ func TestUpWithStockPeer(t *testing.T) {
 		if strings.Contains(got, "2001:db8:2::/64") || !strings.Contains(got, "198.19.2.0/24") {
 			t.Errorf("wg show allowed-ips = %q, want 198.19.2.0/24 and no 2001:db8:2::/64", got)
 		}
-		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB6.String()); err == nil {
-			t.Errorf("ping %v answered after its allowed IP was removed", demo.HostB6)
+		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
+			t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 		}
-		if err := s.HostA.Ping(demo.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 			t.Errorf("after removing an allowed IP: %v", err)
 		}
 	})
@@ -83,7 +83,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if got := wg(t, s.GwA, "show", s.GwName, "endpoints"); !strings.Contains(got, "[2001:db8:f::2]:51820") {
 			t.Errorf("wg show endpoints = %q, want [2001:db8:f::2]:51820", got)
 		}
-		if err := s.HostA.Ping(demo.HostB4, 5*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 5*time.Second); err != nil {
 			st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 			neigh, _ := s.GwA.Run("ip", "-6", "neigh")
 			t.Fatalf("after moving the endpoint: %v\nwgpio stats:\n%s\nneighbours:\n%s\nwg show:\n%s", err, st, neigh, wg(t, s.GwA, "show", s.GwName))
@@ -135,7 +135,7 @@ func TestUpWithStockPeer(t *testing.T) {
 	})
 	t.Run("capture-stdout", func(t *testing.T) {
 		// LAN RX, ICMP to hostB, to stdout: the pings hostA sends.
-		capt := exec.Command(wgpioBin, "capture", "-port", "lan", "-dir", "rx", "-proto", "icmp", "-host", demo.HostB4.String(), "-c", "2", s.GwName)
+		capt := exec.Command(wgpioBin, "capture", "-port", "lan", "-dir", "rx", "-proto", "icmp", "-host", twosite.HostB4.String(), "-c", "2", s.GwName)
 		var stdout, stderr strings.Builder
 		capt.Stdout, capt.Stderr = &stdout, &stderr
 		if err := capt.Start(); err != nil {
@@ -146,7 +146,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		timeout := time.After(10 * time.Second)
 	loop:
 		for {
-			s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB4.String())
+			s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB4.String())
 			select {
 			case err := <-done:
 				if err != nil {
@@ -163,8 +163,8 @@ func TestUpWithStockPeer(t *testing.T) {
 		for i, p := range pkts {
 			// Ethernet, IPv4 (protocol at 14+9 = 1, ICMP), to hostB,
 			// received on the LAN.
-			if len(p.data) < 34 || p.data[23] != 1 || !bytes.Equal(p.data[30:34], demo.HostB4.AsSlice()) || p.iface != 0 || p.flags != 1 {
-				t.Errorf("packet %d is not ICMP to %v received on the LAN: interface %d, flags %#x, %x", i, demo.HostB4, p.iface, p.flags, p.data)
+			if len(p.data) < 34 || p.data[23] != 1 || !bytes.Equal(p.data[30:34], twosite.HostB4.AsSlice()) || p.iface != 0 || p.flags != 1 {
+				t.Errorf("packet %d is not ICMP to %v received on the LAN: interface %d, flags %#x, %x", i, twosite.HostB4, p.iface, p.flags, p.data)
 			}
 		}
 		if len(pkts) != 2 || !strings.Contains(stderr.String(), "2 frames captured") {
@@ -261,7 +261,7 @@ func testCapture(t *testing.T, s *site) {
 	stop := time.After(10 * time.Second)
 loop:
 	for {
-		s.HostA.Run("ping", "-c", "2", "-i", "0.2", "-W", "1", demo.HostB4.String())
+		s.HostA.Run("ping", "-c", "2", "-i", "0.2", "-W", "1", twosite.HostB4.String())
 		select {
 		case err := <-done:
 			if err != nil {

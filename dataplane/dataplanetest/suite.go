@@ -839,7 +839,7 @@ func (s *suite) testSharedCache(t *testing.T) {
 	}
 	used := sb.UseCache(shared)
 	t.Logf("b's queue took a's cache: %v", used)
-	if sa.UseCache(shared) != true {
+	if !sa.UseCache(shared) {
 		t.Errorf("UseCache(its own cache) = false, want true")
 	}
 	total := min(s.opts.Frames, 4096)

@@ -2,7 +2,7 @@
 // between a LAN and a WAN interface (AF_XDP) with one WireGuard peer, built
 // on the library API (package fastgw) instead of a configuration file.
 //
-// It needs Linux 5.11+ with XDP on both interfaces (native, or generic on
+// It needs Linux 5.10 or later with XDP on both interfaces (native, or generic on
 // any driver), and root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF. Both
 // interfaces must be in the current network namespace and the WAN must
 // have an IP address (the kernel keeps owning it: shared address mode).

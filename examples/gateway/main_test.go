@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestGatewayExample runs the example's configuration, from a command
@@ -18,7 +18,7 @@ import (
 func TestGatewayExample(t *testing.T) {
 	tp := testenv.Topology(t, "xg")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +51,14 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatalf("fastgw.Start: %v", err)
 	}
 	defer g.Close()
-	if err := s.HostA.Ping(demo.HostB4, 15*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HostB.Ping(demo.HostA4, 5*time.Second); err != nil {
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway's own tunnel address answers through the exception TUN.
-	if err := s.HostB.Ping(demo.TunnelA, 5*time.Second); err != nil {
+	if err := s.HostB.Ping(twosite.TunnelA, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if q := g.Engine().Stats()[0]; q.Encrypted == 0 || q.Decrypted == 0 {

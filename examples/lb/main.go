@@ -13,12 +13,13 @@
 // There is no LAN: nothing leaves toward a plaintext network, so the fast
 // path's plaintext side is an in-process memport pair.
 //
-// It needs Linux 5.11+ with XDP on the WAN interface (native or generic),
+// It needs Linux 5.10 or later with XDP on the WAN interface (native or generic),
 // and root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
 // CAP_IPC_LOCK for the UMEM). The WAN must have an IPv4 address.
 //
 //	lb -wan eth0 -key private.key -vip 10.9.0.1 -peer <base64> -allowed 10.9.0.2/32
-//	# from the peer: echo hello | nc -u 10.9.0.1 7   →  "backend 2: hello"
+//	# from the peer (nc: Debian's netcat-openbsd):
+//	echo hello | nc -u -w1 10.9.0.1 7   →  "backend 2: hello"
 package main
 
 import (

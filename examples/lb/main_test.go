@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestBalancer runs the balancer in the demo topology's gateway namespace
@@ -17,7 +17,7 @@ import (
 func TestBalancer(t *testing.T) {
 	tp := testenv.Topology(t, "xl")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestBalancer(t *testing.T) {
 	if err := s.GwA.Do(func() (err error) {
 		b, err = Start(Config{
 			Name: s.GwName, WAN: s.WANA, ListenPort: fc.ListenPort, PrivateKey: fc.PrivateKey,
-			Peers: fc.Peers, VIP: demo.TunnelA, ServicePort: 7, Backends: 4,
+			Peers: fc.Peers, VIP: twosite.TunnelA, ServicePort: 7, Backends: 4,
 		})
 		return err
 	}); err != nil {
@@ -44,7 +44,7 @@ func TestBalancer(t *testing.T) {
 	var conns []*net.UDPConn
 	if err := s.HostB.Do(func() error {
 		for i := 0; i < clients; i++ {
-			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: demo.TunnelA.AsSlice(), Port: 7})
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.TunnelA.AsSlice(), Port: 7})
 			if err != nil {
 				return err
 			}
@@ -97,7 +97,7 @@ func TestBalancer(t *testing.T) {
 	if len(backends) < 2 {
 		t.Errorf("%d clients reached %d backends, want the flows spread over several", clients, len(backends))
 	}
-	if _, err := s.HostB.Run("ping", "-c", "1", "-W", "2", demo.TunnelA.String()); err != nil {
+	if _, err := s.HostB.Run("ping", "-c", "1", "-W", "2", twosite.TunnelA.String()); err != nil {
 		t.Errorf("ping the VIP: %v", err)
 	}
 	t.Logf("served per backend: %v", b.Served())

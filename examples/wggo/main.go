@@ -27,7 +27,7 @@
 //
 //	wggo -c wg0.conf      # then: wg show wg0
 //
-// It needs Linux 5.11+ with XDP on both interfaces (native or generic) and
+// It needs Linux 5.10 or later with XDP on both interfaces (native or generic) and
 // root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
 // CAP_IPC_LOCK for the UMEMs). Both interfaces keep their kernel addresses
 // (shared address mode).

@@ -8,8 +8,8 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/gateway/compatgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestStockWireguardGoOnWgpio runs stock wireguard-go on wgpio's bind and
@@ -19,7 +19,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	wg := testenv.Tool(t, "wg", "wireguard-tools")
 	tp := testenv.Topology(t, "xw")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := demo.BuildSite(tp, demo.SiteConfig{NoFastPath: true})
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +48,13 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 			g.Close()
 		}
 	}()
-	if err := s.HostA.Ping(demo.HostB4, 15*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HostB.Ping(demo.HostA4, 5*time.Second); err != nil {
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HostA.Ping(demo.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	out, err := s.GwA.Run(wg, "show", s.GwName)

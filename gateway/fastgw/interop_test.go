@@ -19,17 +19,17 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
 )
 
-func newSite(t *testing.T, sc demo.SiteConfig) *demo.Site {
+func newSite(t *testing.T, sc twosite.Config) *twosite.Site {
 	t.Helper()
 	testenv.Short(t, "builds namespaces and runs two gateways")
 	tp := testenv.Topology(t, "fg")
-	s, err := demo.BuildSite(tp, sc)
+	s, err := twosite.Build(tp, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func wgShow(t *testing.T, name string) string {
 func TestInteropStockWireguardGo(t *testing.T) {
 	for _, sc := range []struct {
 		name string
-		cfg  demo.SiteConfig
+		cfg  twosite.Config
 	}{
-		{"on-link", demo.SiteConfig{}},
-		{"routed", demo.SiteConfig{Routed: true}},
-		{"outer-ipv6", demo.SiteConfig{Outer6: true}},
+		{"on-link", twosite.Config{}},
+		{"routed", twosite.Config{Routed: true}},
+		{"outer-ipv6", twosite.Config{Outer6: true}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			s := newSite(t, sc.cfg)
@@ -142,8 +142,8 @@ func TestInteropStockWireguardGo(t *testing.T) {
 			ping(t, s.HostA, "198.19.2.10", 1392)
 			// The gateway's own tunnel address, through the exception TUN.
 			ping(t, s.HostB, "198.19.100.1", 0)
-			tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 8<<20)
-			tcpTransfer(t, s.HostB, s.HostA, demo.HostA4, 8<<20)
+			tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 8<<20)
+			tcpTransfer(t, s.HostB, s.HostA, twosite.HostA4, 8<<20)
 			dump := wgShow(t, s.GwName)
 			lines := strings.Split(strings.TrimSpace(dump), "\n")
 			if len(lines) != 2 {
@@ -174,11 +174,11 @@ func TestFragmentedOuterPackets(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	for _, sc := range []struct {
 		name string
-		cfg  demo.SiteConfig
+		cfg  twosite.Config
 		gwA  string // gwA's WAN address, as gwB reaches it
 	}{
-		{"ipv4", demo.SiteConfig{}, "198.18.1.1"},
-		{"ipv6", demo.SiteConfig{Outer6: true}, "2001:db8:f::1"},
+		{"ipv4", twosite.Config{}, "198.18.1.1"},
+		{"ipv6", twosite.Config{Outer6: true}, "2001:db8:f::1"},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			s := newSite(t, sc.cfg)
@@ -195,7 +195,7 @@ func TestFragmentedOuterPackets(t *testing.T) {
 			}
 			before := fromKernel()
 			ping(t, s.HostB, "198.19.1.10", 1392) // full-size inner packets
-			tcpTransfer(t, s.HostB, s.HostA, demo.HostA4, 4<<20)
+			tcpTransfer(t, s.HostB, s.HostA, twosite.HostA4, 4<<20)
 			if got := fromKernel() - before; got == 0 {
 				t.Errorf("no datagram came through the kernel; drops %s", dropsString(s.Gateway))
 			}
@@ -211,7 +211,7 @@ func TestFragmentedOuterPackets(t *testing.T) {
 func TestPrefixMapFull(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	testenv.Tool(t, "wg", "wireguard-tools")
-	s := newSite(t, demo.SiteConfig{NoFastPath: true})
+	s := newSite(t, twosite.Config{NoFastPath: true})
 	fc := s.FastConfig
 	fc.LANPrefixCapacity = 8
 	if err := s.GwA.Do(func() (err error) {
@@ -269,9 +269,9 @@ func TestPrefixMapFull(t *testing.T) {
 // stock peer to the wgpio gateway's own tunnel address, which the gateway
 // hands to the host kernel through its exception TUN.
 func TestOwnTunnelAddressTCP(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{})
-	tcpTransfer(t, s.HostB, s.GwA, demo.TunnelA, 1<<20)
-	tcpTransfer(t, s.GwA, s.HostB, demo.HostB4, 1<<20)
+	s := newSite(t, twosite.Config{})
+	tcpTransfer(t, s.HostB, s.GwA, twosite.TunnelA, 1<<20)
+	tcpTransfer(t, s.GwA, s.HostB, twosite.HostB4, 1<<20)
 	var exc uint64
 	for _, q := range s.Gateway.Engine().Stats() {
 		exc += q.Exception
@@ -290,11 +290,11 @@ func TestMillionDatagrams(t *testing.T) {
 	if testing.Short() {
 		n = 50_000
 	}
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	var rc, sc *net.UDPConn
 	if err := s.HostB.Do(func() (err error) {
-		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9100})
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9100})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestMillionDatagrams(t *testing.T) {
 		})
 	}
 	if err := s.HostA.Do(func() (err error) {
-		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: demo.HostB4.AsSlice(), Port: 9100})
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9100})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -380,10 +380,10 @@ func payloadFor(seq int) []byte {
 // gateway itself, while traffic to the far site goes through the tunnel.
 func TestDefaultRouteKeepsHostTraffic(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	s := newSite(t, demo.SiteConfig{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}})
-	ping(t, s.HostA, demo.LANA4.String(), 0)  // the gateway's own LAN address (ARP + ICMP to the kernel)
-	ping(t, s.HostA, "2001:db8:1::1", 0)      // NDP + ICMPv6 to the kernel
-	ping(t, s.HostA, demo.HostB4.String(), 0) // through the tunnel
+	s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}})
+	ping(t, s.HostA, twosite.LANA4.String(), 0)  // the gateway's own LAN address (ARP + ICMP to the kernel)
+	ping(t, s.HostA, "2001:db8:1::1", 0)         // NDP + ICMPv6 to the kernel
+	ping(t, s.HostA, twosite.HostB4.String(), 0) // through the tunnel
 	ping(t, s.HostA, "2001:db8:2::10", 0)
 	wan, lan := s.Gateway.Ports()
 	_ = wan
@@ -406,21 +406,21 @@ func TestDefaultRouteKeepsHostTraffic(t *testing.T) {
 // under a new identification) is not reordering and does not fail the test.
 func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
-	s := newSite(t, demo.SiteConfig{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	// A first transfer learns the path MTU (the LAN MTU is 1500, the
 	// tunnel's 1420: the first full segments are dropped with an ICMP
 	// error). It runs before the captures start, so that the captures hold
 	// one TCP flow only.
-	tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 256<<10)
+	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 256<<10)
 	dir := t.TempDir()
 	outer := startCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.2.254"), dir+"/wan.pcap",
 		"udp and src host 198.18.1.1")
-	sent := startCapture(t, tcpdump, s.HostA, ifaceWith(t, s.HostA, demo.HostA4.String()), dir+"/sent.pcap",
-		"tcp and dst host "+demo.HostB4.String()+" and greater 500")
-	recv := startCapture(t, tcpdump, s.HostB, ifaceWith(t, s.HostB, demo.HostB4.String()), dir+"/recv.pcap",
-		"tcp and dst host "+demo.HostB4.String()+" and greater 500")
-	tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 4<<20)
+	sent := startCapture(t, tcpdump, s.HostA, ifaceWith(t, s.HostA, twosite.HostA4.String()), dir+"/sent.pcap",
+		"tcp and dst host "+twosite.HostB4.String()+" and greater 500")
+	recv := startCapture(t, tcpdump, s.HostB, ifaceWith(t, s.HostB, twosite.HostB4.String()), dir+"/recv.pcap",
+		"tcp and dst host "+twosite.HostB4.String()+" and greater 500")
+	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 4<<20)
 	time.Sleep(200 * time.Millisecond)
 	ports := map[string]int{}
 	for _, line := range outer.lines(t) {
@@ -601,10 +601,10 @@ func TestOwnedAddressMode(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	for _, routed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("routed=%v", routed), func(t *testing.T) {
-			s := newSite(t, demo.SiteConfig{Owned: true, Routed: routed})
-			ping(t, s.HostA, demo.HostB4.String(), 0)
-			ping(t, s.HostB, demo.HostA4.String(), 0)
-			tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 2<<20)
+			s := newSite(t, twosite.Config{Owned: true, Routed: routed})
+			ping(t, s.HostA, twosite.HostB4.String(), 0)
+			ping(t, s.HostB, twosite.HostA4.String(), 0)
+			tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 2<<20)
 			var nf uint64
 			for _, q := range s.Gateway.Engine().Stats() {
 				nf += q.NeighbourFrames
@@ -625,8 +625,8 @@ func TestOwnedAddressMode(t *testing.T) {
 // the endpoint's next-hop MAC).
 func TestARPStormFromPeerSide(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0)
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	wan, _ := s.Gateway.Ports()
 	gwMAC := wan.MAC()
 	var wanB string
@@ -674,7 +674,7 @@ func TestARPStormFromPeerSide(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s.GwB.Run("ping", "-c", "1", "-W", "1", "198.18.1.1")
-		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", demo.HostB4.String()); err == nil {
+		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB4.String()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

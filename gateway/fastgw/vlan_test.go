@@ -18,9 +18,9 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/header"
-	"github.com/wgpio/wgpio/internal/demo"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // udpFrame builds an Ethernet frame with an 802.1Q tag of tci in front of
@@ -127,9 +127,9 @@ func xdpPassVLAN(g *fastgw.Gateway, lan bool) uint64 {
 // tagged with VLAN 100.
 func TestVLANIsolation(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	s := newSite(t, demo.SiteConfig{})
-	ping(t, s.HostA, demo.HostB4.String(), 0) // the tunnel is up
-	recv := udpListener(t, s.HostB, netip.AddrPortFrom(demo.HostB4, 7777))
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0) // the tunnel is up
+	recv := udpListener(t, s.HostB, netip.AddrPortFrom(twosite.HostB4, 7777))
 
 	lanA := s.FastConfig.LAN
 	links := mustLinks(t, s.HostA)
@@ -138,7 +138,7 @@ func TestVLANIsolation(t *testing.T) {
 	}
 	hostDev := links[0]
 	gwMAC, hostMAC := linkMAC(t, s.GwA, lanA), linkMAC(t, s.HostA, hostDev)
-	from, to := netip.AddrPortFrom(demo.HostA4, 40000), netip.AddrPortFrom(demo.HostB4, 7777)
+	from, to := netip.AddrPortFrom(twosite.HostA4, 40000), netip.AddrPortFrom(twosite.HostB4, 7777)
 	frame := func(tagged bool, tci uint16, msg string) []byte {
 		return udpFrame(gwMAC, hostMAC, tagged, tci, from, to, []byte(msg))
 	}
@@ -238,7 +238,7 @@ func (s *syncBuffer) String() string {
 // stops the start with the numbers; a WAN MTU lowered while the gateway
 // runs is logged with them.
 func TestWANMTU(t *testing.T) {
-	s := newSite(t, demo.SiteConfig{NoFastPath: true})
+	s := newSite(t, twosite.Config{NoFastPath: true})
 	wan := s.FastConfig.WAN
 	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1450"); err != nil {
 		t.Fatal(err)
@@ -277,20 +277,26 @@ func TestWANMTU(t *testing.T) {
 		return strings.Contains(l, "WAN MTU changed: tunnel packets are lost") && strings.Contains(l, "mtu=1470") && strings.Contains(l, "= 1480, more than the MTU 1470")
 	})
 }
+
 // TestLANOnVLAN runs gwA's LAN on VLAN 100 of its LAN interface (owned
 // address mode), hostA being a host on an access port of that VLAN: its
 // frames arrive tagged, in the frame or as the skb's VLAN metadata (as RX
 // VLAN offload leaves them), and it drops every frame that comes back
 // untagged. Pings and TCP both ways work only if gwA takes the tagged
-// frames (ARP included) and tags its replies.
+// frames (ARP included) and tags its replies. In the last case the WAN is
+// on VLAN 7 too, gwB's end of it an access port: the tunnel's frames (and
+// ARP on the WAN) go tagged both ways.
 func TestLANOnVLAN(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	for _, inband := range []bool{true, false} {
-		t.Run(fmt.Sprintf("inband=%v", inband), func(t *testing.T) {
-			s := newSite(t, demo.SiteConfig{Owned: true, LANVLAN: 100, LANVLANInBand: inband})
-			ping(t, s.HostA, demo.HostB4.String(), 0)
-			ping(t, s.HostB, demo.HostA4.String(), 0)
-			tcpTransfer(t, s.HostA, s.HostB, demo.HostB4, 1<<20)
+	for _, tc := range []struct {
+		inband bool
+		wan    uint16
+	}{{true, 0}, {false, 0}, {true, 7}} {
+		t.Run(fmt.Sprintf("inband=%v,wanvlan=%d", tc.inband, tc.wan), func(t *testing.T) {
+			s := newSite(t, twosite.Config{Owned: true, LANVLAN: 100, LANVLANInBand: tc.inband, WANVLAN: tc.wan})
+			ping(t, s.HostA, twosite.HostB4.String(), 0)
+			ping(t, s.HostB, twosite.HostA4.String(), 0)
+			tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)
 			t.Logf("drops: %s", dropsString(s.Gateway))
 		})
 	}

@@ -74,6 +74,10 @@ func Key[R Reason](r R) string {
 // plain array with no lock (see Atomic for concurrent writers). In JSON it
 // is an object of the nonzero counts by Key ({"replay": 3}), which
 // UnmarshalJSON reads back; an unknown name is an error.
+//
+// Its length is MaxReasons, not the type's count: where zero counts matter
+// (one metric per reason), range over the reasons (for r := range
+// NumDropReasons), not over the array.
 type Counts[R Reason] [MaxReasons]uint64
 
 // MarshalJSON writes the nonzero counts by reason key.

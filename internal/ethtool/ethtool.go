@@ -3,8 +3,9 @@
 // Package ethtool reads and changes a network device's features (the
 // offloads `ethtool -k` lists) through the SIOCETHTOOL ioctl
 // (include/uapi/linux/ethtool.h: ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS,
-// ETHTOOL_GFEATURES, ETHTOOL_SFEATURES), so that wgpio needs no ethtool
-// binary. Features are named as the kernel names them
+// ETHTOOL_GFEATURES, ETHTOOL_SFEATURES; ETHTOOL_GTXCSUM and
+// ETHTOOL_STXCSUM for TX checksum offload as a whole), so that wgpio needs
+// no ethtool binary. Features are named as the kernel names them
 // (net/ethtool/common.c, netdev_features_strings), e.g. "rx-vlan-hw-parse".
 //
 // A Handle acts on the devices of the network namespace it was opened in;
@@ -223,4 +224,31 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// ethtoolValue is struct ethtool_value: a command and one 32-bit value.
+type ethtoolValue struct{ cmd, data uint32 }
+
+// TXChecksum reports whether TX checksum offload is on for ifname
+// (ETHTOOL_GTXCSUM: any tx-checksum-* feature active).
+func (h *Handle) TXChecksum(ifname string) (bool, error) {
+	v := ethtoolValue{cmd: unix.ETHTOOL_GTXCSUM}
+	if err := h.ioctl(ifname, unsafe.Pointer(&v)); err != nil {
+		return false, fmt.Errorf("ethtool: %s: get TX checksumming: %w", ifname, err)
+	}
+	return v.data != 0, nil
+}
+
+// SetTXChecksum turns TX checksum offload of ifname on or off: every
+// tx-checksum-* feature at once, as `ethtool -K ifname tx off` does
+// (ETHTOOL_STXCSUM).
+func (h *Handle) SetTXChecksum(ifname string, on bool) error {
+	v := ethtoolValue{cmd: unix.ETHTOOL_STXCSUM}
+	if on {
+		v.data = 1
+	}
+	if err := h.ioctl(ifname, unsafe.Pointer(&v)); err != nil {
+		return fmt.Errorf("ethtool: %s: set TX checksumming %s: %w", ifname, onOff(on), err)
+	}
+	return nil
 }

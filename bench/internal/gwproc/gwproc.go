@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -25,9 +24,8 @@ type Proc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 
-	waitOnce sync.Once
-	waitErr  error
-	exited   chan struct{}
+	waitErr error
+	exited  chan struct{}
 }
 
 // Start starts cmd, with its stdout and stderr going to logPath, in its own

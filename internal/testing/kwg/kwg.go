@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,9 +183,11 @@ func kernelPackage() (string, error) {
 // buildEcho builds the guest's static echo server (the go build cache
 // makes this quick when nothing changed).
 func buildEcho(out string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		// The official tarball's place, for a PATH without it (sudo's
+		// secure_path).
+		goBin = "/usr/local/go/bin/go"
 	}
 	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/wgpio/wgpio/internal/testing/kwg/kwgecho")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -23,13 +23,12 @@ import (
 
 type clock struct{ ns atomic.Int64 }
 
-func (c *clock) Now() int64                   { return c.ns.Load() }
-func (c *clock) Advance(d time.Duration)      { c.ns.Add(int64(d)) }
-func (c *clock) Wall() time.Time              { return time.Unix(0, c.ns.Load()) }
-func newClock() *clock                        { c := &clock{}; c.ns.Store(int64(time.Hour)); return c }
-func hw(b byte) net.HardwareAddr              { return net.HardwareAddr{2, 0, 0, 0, 1, b} }
-func mac6(m net.HardwareAddr) (r [6]byte)     { copy(r[:], m); return r }
-func one(f dataplane.Frame) []dataplane.Frame { return []dataplane.Frame{f} }
+func (c *clock) Now() int64               { return c.ns.Load() }
+func (c *clock) Advance(d time.Duration)  { c.ns.Add(int64(d)) }
+func (c *clock) Wall() time.Time          { return time.Unix(0, c.ns.Load()) }
+func newClock() *clock                    { c := &clock{}; c.ns.Store(int64(time.Hour)); return c }
+func hw(b byte) net.HardwareAddr          { return net.HardwareAddr{2, 0, 0, 0, 1, b} }
+func mac6(m net.HardwareAddr) (r [6]byte) { copy(r[:], m); return r }
 
 // resolver answers every address with one MAC.
 type resolver [6]byte
@@ -46,9 +45,8 @@ type side struct {
 }
 
 type stack struct {
-	a, b  *side
-	clk   *clock
-	queue int
+	a, b *side
+	clk  *clock
 }
 
 // newStack builds hostA ⇄ gwA ⇄ gwB ⇄ hostB with peers configured both
@@ -353,7 +351,7 @@ func TestCoalescedTimersKeepalive(t *testing.T) {
 	// 50 ms after it (the publish interval): sent.
 	s.clk.ns.Store(recvAt + int64(10*time.Second) + int64(50*time.Millisecond))
 	waitFor(t, "the passive keepalive", 5*time.Second, func() bool { return s.b.dev.Stats().KeepalivesSent > before })
-	if d := fastpath.TotalDrops(s.a.eng.Stats()); d != ([fastpath.NumDropReasons]uint64{}) {
+	if d := fastpath.TotalDrops(s.a.eng.Stats()); d != (fastpath.DropCounts{}) {
 		t.Errorf("A drops %v", d)
 	}
 	waitFor(t, "A received the keepalive", 5*time.Second, func() bool {

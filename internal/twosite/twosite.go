@@ -1,11 +1,11 @@
-// Package demo builds the two-site topology that the demo, the examples and
-// the interop tests share, and runs the demo:
+// Package twosite builds the two-site topology that `wgpio demo`, the
+// examples' tests and the interop tests share:
 //
 //	hostA ── gwA (wgpio fast path, AF_XDP) ══ [router] ══ gwB (stock wireguard-go) ── hostB
 //
 // Every address is in 198.18.0.0/15 (RFC 2544) and lives only inside the
 // namespaces the topology makes.
-package demo
+package twosite
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ var (
 	SitesNet = netip.MustParsePrefix("198.19.0.0/16")
 )
 
-// SiteConfig chooses a variant of the topology.
-type SiteConfig struct {
+// Config chooses a variant of the topology.
+type Config struct {
 	// Routed puts a router namespace between the gateways, so that the
 	// endpoints are not on-link.
 	Routed bool
@@ -65,6 +65,10 @@ type SiteConfig struct {
 	// LANVLANInBand writes hostA's tags into the frames; without it they
 	// reach gwA as the skb's VLAN metadata, as RX VLAN offload leaves them.
 	LANVLANInBand bool
+	// WANVLAN puts gwA's WAN on this 802.1Q VLAN (fastgw.Config.WANVLAN)
+	// and gwB's end of the WAN link on an access port of it, tags in the
+	// frames. Needs Owned, and not Routed.
+	WANVLAN uint16
 }
 
 // Site is a built topology.
@@ -99,11 +103,11 @@ func (s *Site) Close() {
 	}
 }
 
-// BuildSite makes the namespaces, veths, addresses and routes in tp, starts
+// Build makes the namespaces, veths, addresses and routes in tp, starts
 // the stock wireguard-go peer in gwB and, unless NoFastPath, the wgpio
 // fast-path gateway in gwA. On error the caller closes tp (and s, if not
 // nil).
-func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
+func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 	if sc.Queues == 0 {
 		sc.Queues = 1
 	}
@@ -175,6 +179,9 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 	if !sc.Routed {
 		wanA = veth(s.GwA, s.GwB, sc.Queues)
 		wanBName = wanA.B
+		if sc.WANVLAN != 0 && len(errs) == 0 {
+			must(tp.VLANAccess(s.GwB, wanA.B, sc.WANVLAN, true))
+		}
 		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.GwB.AddAddr(wanA.B, "198.18.1.2/24"))
 		gwAAddr(wanA.A, "2001:db8:f::1/64")
@@ -267,10 +274,10 @@ func BuildSite(tp *topo.Topology, sc SiteConfig) (s *Site, err error) {
 		Peers: []gateway.PeerConfig{{
 			PublicKey:  privB.PublicKey(),
 			Endpoint:   netip.AddrPortFrom(endB, 51820),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24"), netip.MustParsePrefix("198.19.100.2/32"), netip.MustParsePrefix("2001:db8:2::/64")},
+			AllowedIPs: allowedA,
 		}},
 	}
-	s.FastConfig.LANVLAN = sc.LANVLAN
+	s.FastConfig.LANVLAN, s.FastConfig.WANVLAN = sc.LANVLAN, sc.WANVLAN
 	if sc.Owned {
 		s.FastConfig.Owned = true
 		s.FastConfig.WANAddress = netip.MustParsePrefix("198.18.1.1/24")
