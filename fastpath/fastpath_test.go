@@ -459,8 +459,7 @@ func TestDataRoamsEndpoint(t *testing.T) {
 				msg[0] = protocol.TypeTransport
 				binary.LittleEndian.PutUint32(msg[4:8], ka.RemoteIndex)
 				binary.LittleEndian.PutUint64(msg[8:16], c)
-				var nonce [12]byte
-				msg = append(msg, ka.Seal(nil, nil, c, &nonce)...)
+				msg = append(msg, ka.Seal(nil, nil, c)...)
 			} else {
 				msg = capture(t, r, 1)[0]
 			}
@@ -479,8 +478,7 @@ func TestDataRoamsEndpoint(t *testing.T) {
 			if keepalive {
 				c, _ := ka.ReserveNonces(1)
 				binary.LittleEndian.PutUint64(msg[8:16], c)
-				var nonce [12]byte
-				msg = append(msg[:protocol.TransportHeaderSize], ka.Seal(nil, nil, c, &nonce)...)
+				msg = append(msg[:protocol.TransportHeaderSize], ka.Seal(nil, nil, c)...)
 			} else {
 				msg = capture(t, r, 1)[0]
 			}

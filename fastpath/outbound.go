@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -101,10 +102,9 @@ func (w *worker) outbound(now int64) int {
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
 	}
-	// Pass 2: per peer, one nonce reservation; seal in frame order.
-	out := w.out[:0]
-	var encBytes uint64
-	var enc int
+	// Pass 2: per peer, one nonce reservation; pad each frame and queue it
+	// for sealing, in frame order.
+	q, qm := w.sealQ[:0], w.sealMeta[:0]
 	for i := range frames {
 		pl := w.peerOf[i]
 		if pl == nil {
@@ -133,17 +133,35 @@ func (w *worker) outbound(now int64) int {
 			continue
 		}
 		inner := f.Len()
-		if !w.seal(f, pl, pl.nonce) {
+		padded, srcPort, ok := w.pad(f, pl)
+		if !ok {
 			bad[DropNoBuffer]++
 			left++
 			continue
 		}
+		q = append(q, chachapoly.Packet{Key: &pl.kp.send, Counter: pl.nonce, Data: f.Data()})
+		qm = append(qm, sealMeta{frame: int32(i), inner: int32(inner), padded: int32(padded), srcPort: srcPort, c: pl.nonce, pl: pl})
 		pl.nonce++
 		pl.granted--
+	}
+	// One call seals the whole burst (package chachapoly: SIMD lanes).
+	chachapoly.Seal(q)
+	clear(q) // drop the key and buffer references
+	out := w.out[:0]
+	var encBytes uint64
+	var enc int
+	for k := range qm {
+		sm := &qm[k]
+		f, pl := &frames[sm.frame], sm.pl
+		if !w.wrap(f, pl, sm.c, sm.srcPort, int(sm.padded)) {
+			bad[DropNoBuffer]++
+			left++
+			continue
+		}
 		enc++
-		encBytes += uint64(inner)
+		encBytes += uint64(sm.inner)
 		pl.lastSent = now
-		if inner > 0 {
+		if sm.inner > 0 {
 			pl.lastDataSent = now
 		}
 		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
@@ -159,6 +177,7 @@ func (w *worker) outbound(now int64) int {
 			w.peerOf[i] = nil
 		}
 	}
+	clear(qm) // drop the peerLocal references
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
@@ -173,30 +192,43 @@ func (w *worker) outerLen(ep *Endpoint) int {
 	return w.wanL2 + header.IPv6Len + header.UDPLen
 }
 
-// seal encrypts the IP packet in f (data = the inner packet) with counter c
-// and wraps it in transport header, UDP, IP and Ethernet toward pl.ep.
-func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+// sealMeta is what outbound keeps of a frame queued for sealing, to wrap it
+// once the burst is sealed.
+type sealMeta struct {
+	frame, inner, padded int32
+	srcPort              uint16
+	c                    uint64
+	pl                   *peerLocal
+}
+
+// pad prepares the IP packet in f (data = the inner packet) for sealing:
+// zero padding to a multiple of 16 (whitepaper §5.4.6), never past the MTU,
+// and room for the tag, so that f.Data() is plaintext ‖ 16 bytes. It
+// returns the padded length and the outer source port (hashed from the
+// inner 5-tuple, read before sealing), or ok = false without tailroom.
+func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ok bool) {
 	plen := f.Len()
-	// Padding (whitepaper §5.4.6): to a multiple of 16, never past the MTU.
-	padded := (plen + 15) &^ 15
+	padded = (plen + 15) &^ 15
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
 	}
-	// Inner 5-tuple hash for the source port, read before sealing.
-	var srcPort uint16
 	if pl.peer.SrcPorts > 1 {
 		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
 	} else {
 		srcPort = pl.peer.SrcPortBase
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
-		return false
+		return 0, 0, false
 	}
-	f.SetLen(padded)
-	d := f.Data()
-	clear(d[plen:padded])
-	pl.kp.Seal(d[:0], d, c, &w.nonce)
 	f.SetLen(padded + protocol.TagSize)
+	clear(f.Data()[plen:padded])
+	return padded, srcPort, true
+}
+
+// wrap puts the transport header (counter c), UDP, IP and Ethernet toward
+// pl.ep in front of the sealed message in f (padded bytes of ciphertext,
+// then the tag).
+func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, c uint64, srcPort uint16, padded int) bool {
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
 	ep := pl.ep
@@ -317,4 +349,19 @@ func (w *worker) tooBig(f *dataplane.Frame, l2 int) {
 	r.SetLen(w.lanL2 + n)
 	w.c.icmp.Add(1)
 	w.transmit(w.lanTX, reply[:])
+}
+
+// seal pads, seals (counter c) and wraps one frame: for the paths that send
+// a frame at a time (held packets, the control plane's inner packets);
+// outbound seals its bursts in one call.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+	padded, srcPort, ok := w.pad(f, pl)
+	if !ok {
+		return false
+	}
+	q := w.sealQ[:1]
+	q[0] = chachapoly.Packet{Key: &pl.kp.send, Counter: c, Data: f.Data()}
+	chachapoly.Seal(q)
+	q[0] = chachapoly.Packet{}
+	return w.wrap(f, pl, c, srcPort, padded)
 }

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -70,7 +71,15 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
-	nonce    [12]byte
+
+	// outbound: the burst queued for chachapoly.Seal and what wraps it
+	sealQ    []chachapoly.Packet
+	sealMeta []sealMeta
+
+	// inbound: the burst queued for chachapoly.Open
+	openQ    []chachapoly.Packet
+	openMeta []openMeta
+	openOK   []bool
 
 	// inbound batch state
 	meta     []rxMeta
@@ -155,6 +164,11 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.frames = make([]dataplane.Frame, b)
 	w.out = make([]dataplane.Frame, 0, b+1)
 	w.peerOf = make([]*peerLocal, b)
+	w.sealQ = make([]chachapoly.Packet, 0, b)
+	w.sealMeta = make([]sealMeta, 0, b)
+	w.openQ = make([]chachapoly.Packet, 0, b)
+	w.openMeta = make([]openMeta, 0, b)
+	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
