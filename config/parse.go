@@ -30,6 +30,11 @@ const (
 	// TUN device takes (MAX_TAP_QUEUES, compat-mqtun) and the most
 	// workers of the fast path.
 	MaxQueues = 256
+	// MinMSSClamp and MaxMSSClamp bound a numeric MSSClamp: the smallest
+	// MSS every IPv4 host accepts (RFC 879) and the largest a 65535-byte
+	// IPv4 packet holds.
+	MinMSSClamp = 536
+	MaxMSSClamp = 65495
 	// MaxVLANID is the largest WANVLAN or LANVLAN accepted (IEEE 802.1Q
 	// §9.6: VID 4095 is reserved, 0 means no VLAN).
 	MaxVLANID = 4094
@@ -200,6 +205,10 @@ var keys = []keyInfo{
 	{name: "Gateway", sec: secWGPIO},
 	{name: "XDPMode", sec: secWGPIO},
 	{name: "MetricsAddress", sec: secWGPIO},
+	{name: "MSSClamp", sec: secWGPIO},
+	{name: "ICMPRate", sec: secWGPIO},
+	{name: "ICMPBurst", sec: secWGPIO},
+	{name: "ICMPDestInterval", sec: secWGPIO},
 }
 
 type parser struct {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/wgpio/wgpio/noise"
 )
@@ -280,6 +281,33 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			}
 		}
 		w.MetricsAddress = v
+	case "MSSClamp":
+		switch {
+		case strings.EqualFold(v, "auto"):
+			w.MSSClamp = MSSClampAuto
+		case strings.EqualFold(v, "off"):
+			w.MSSClamp = MSSClampOff
+		default:
+			if x, ok := p.number(n, key, v, MinMSSClamp, MaxMSSClamp, ` of bytes, "auto" or "off"`); ok {
+				w.MSSClamp = x
+			}
+		}
+	case "ICMPRate":
+		if strings.EqualFold(v, "off") {
+			w.ICMPRate = Off
+		} else if x, ok := p.number(n, key, v, 1, 1000000, ` of messages per second or "off"`); ok {
+			w.ICMPRate = x
+		}
+	case "ICMPBurst":
+		if x, ok := p.number(n, key, v, 1, 1000000, " of messages"); ok {
+			w.ICMPBurst = x
+		}
+	case "ICMPDestInterval":
+		if strings.EqualFold(v, "off") {
+			w.ICMPDestInterval = Off
+		} else if x, ok := p.number(n, key, v, 1, 3600000, ` of milliseconds or "off"`); ok {
+			w.ICMPDestInterval = time.Duration(x) * time.Millisecond
+		}
 	}
 }
 
