@@ -38,7 +38,7 @@
 // reported), NS/NA behind IPv6 extension headers, router
 // advertisements and redirects, multipath routes beyond the first hop.
 //
-// The two address modes are those of DESIGN.md "Addresses and neighbours":
+// The two address modes are those of ARCHITECTURE.md "Addresses and neighbours":
 // shared (the kernel owns the address and answers ARP/NDP; we mirror its
 // neighbour and route tables) and owned (we answer and resolve ourselves).
 package arp

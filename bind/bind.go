@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/counts"
 )
 
 // BatchSize is the number of datagrams a ReceiveFunc fills and Send takes
@@ -122,8 +123,8 @@ type Bind struct {
 	mu   sync.Mutex // guards gen, and serialises Open and Close
 	gen  *generation
 	stat struct { // counters of closed generations
-		rx [NumDropReasons]uint64
-		rp [header.NumReasons]uint64
+		rx DropCounts
+		rp header.ReasonCounts
 		n  uint64
 	}
 }
@@ -146,7 +147,7 @@ type txQueue struct {
 
 type txCounters struct {
 	packets atomic.Uint64
-	drops   [NumDropReasons]atomic.Uint64
+	drops   counts.Atomic[DropReason]
 }
 
 // New returns a closed Bind over cfg.Port; wireguard-go opens it.
@@ -238,12 +239,8 @@ func (b *Bind) Close() error {
 		if err := r.w.Close(); err != nil {
 			errs = append(errs, err)
 		}
-		for i := range r.ctr.drops {
-			b.stat.rx[i] += r.ctr.drops[i].Load()
-		}
-		for i := range r.ctr.parse {
-			b.stat.rp[i] += r.ctr.parse[i].Load()
-		}
+		r.ctr.drops.LoadAdd(&b.stat.rx)
+		r.ctr.parse.LoadAdd(&b.stat.rp)
 		b.stat.n += r.ctr.packets.Load()
 		r.mu.Unlock()
 	}
@@ -527,24 +524,15 @@ func (b *Bind) SendFrame(frame []byte) error {
 func sendFrame(take func() *txQueue, frame []byte) error {
 	q := take()
 	defer q.mu.Unlock()
-	if q.tx.Alloc(q.frames[:1]) != 1 {
-		q.ctr.drops[DropNoBuffer].Add(1)
+	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
+	case dataplane.ErrNoFreeFrame:
+		q.ctr.drops.Add(DropNoBuffer, 1)
 		return ErrNoBuffer
-	}
-	f := &q.frames[0]
-	if !f.SetLen(len(frame)) {
-		q.tx.Free(q.frames[:1])
-		q.ctr.drops[DropTooBig].Add(1)
+	case dataplane.ErrFrameTooLong:
+		q.ctr.drops.Add(DropTooBig, 1)
 		return fmt.Errorf("bind: send frame: %d bytes do not fit a frame", len(frame))
+	case dataplane.ErrRingFull:
+		q.ctr.drops.Add(DropTXFull, 1) // counted, as a full qdisc drops
 	}
-	copy(f.Data(), frame)
-	if q.tx.Transmit(q.frames[:1]) != 1 {
-		q.tx.Reclaim()
-		if q.tx.Transmit(q.frames[:1]) != 1 {
-			q.tx.Free(q.frames[:1])
-			q.ctr.drops[DropTXFull].Add(1)
-		}
-	}
-	q.frames[0] = dataplane.Frame{}
 	return nil
 }

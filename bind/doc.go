@@ -7,7 +7,7 @@
 // (RFC 791) or IPv6 (RFC 8200) and UDP (RFC 768); UDP checksums follow
 // RFC 768 (optional on IPv4) and RFC 8200 §8.1 (mandatory on IPv6). Next
 // hops come from an arp.Resolver (routes) and an arp.Table (neighbours) in
-// either address mode of DESIGN.md: shared (the kernel owns the address;
+// either address mode of ARCHITECTURE.md: shared (the kernel owns the address;
 // arp.KernelRoutes, arp.KernelNeighbours, arp.KernelProber) or owned (we
 // answer ARP/NDP with an arp.Responder; arp.StaticRoutes, arp.FrameProber
 // sending through Bind.SendFrame).

@@ -72,12 +72,9 @@ var dropNames = [NumDropReasons]string{
 }
 
 // String returns the reason's snake-case name.
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return counts.Name(dropNames[:], r) }
+
+const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // Stats are the Bind's counters since New.
 type Stats struct {
@@ -100,12 +97,8 @@ func (b *Bind) Stats() Stats {
 	s.RXPackets = b.stat.n
 	if b.gen != nil {
 		for _, r := range b.gen.rxs {
-			for i := range r.ctr.drops {
-				s.Drops[i] += r.ctr.drops[i].Load()
-			}
-			for i := range r.ctr.parse {
-				s.Parse[i] += r.ctr.parse[i].Load()
-			}
+			r.ctr.drops.LoadAdd(&s.Drops)
+			r.ctr.parse.LoadAdd(&s.Parse)
 			s.RXPackets += r.ctr.packets.Load()
 			s.NeighbourReplies += r.ctr.replies.Load()
 		}
@@ -113,9 +106,7 @@ func (b *Bind) Stats() Stats {
 	b.mu.Unlock()
 	for _, q := range b.txqs {
 		s.TXPackets += q.ctr.packets.Load()
-		for i := range q.ctr.drops {
-			s.Drops[i] += q.ctr.drops[i].Load()
-		}
+		q.ctr.drops.LoadAdd(&s.Drops)
 	}
 	return s
 }
@@ -139,8 +130,8 @@ type rxQueue struct {
 	ctr struct {
 		packets atomic.Uint64
 		replies atomic.Uint64
-		drops   [NumDropReasons]atomic.Uint64
-		parse   [header.NumReasons]atomic.Uint64
+		drops   counts.Atomic[DropReason]
+		parse   counts.Atomic[header.Reason]
 	}
 }
 
@@ -283,18 +274,6 @@ func (r *rxQueue) neighbour(frame []byte) {
 
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is an object
 // of the nonzero counts by reason name, which UnmarshalJSON reads back; an
-// unknown name is an error.
-type DropCounts [NumDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "bind")
-}
-
-func reasonName(i int) string { return DropReason(i).String() }
-
-// List returns the nonzero counts as "reason=count" strings, sorted.
-func (d DropCounts) List() []string { return counts.List(d[:], reasonName) }
+// unknown name is an error. List gives them as sorted "reason=count"
+// strings.
+type DropCounts = counts.Counts[DropReason]

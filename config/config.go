@@ -87,7 +87,7 @@ const (
 	ModeCompatMQTUN Mode = "compat-mqtun" // stock wireguard-go on a multi-queue kernel TUN
 )
 
-// AddressMode says who owns a port's addresses (DESIGN.md, "Addresses and
+// AddressMode says who owns a port's addresses (ARCHITECTURE.md, "Addresses and
 // neighbours").
 type AddressMode string
 
@@ -154,7 +154,7 @@ type WGPIO struct {
 	// expanded), without repeats.
 	CPUs []int
 	// SourcePorts is the range of outer UDP source ports; a flow's port is
-	// chosen by hashing its inner 5-tuple (DESIGN.md, "Fast path").
+	// chosen by hashing its inner 5-tuple (ARCHITECTURE.md, "Fast path").
 	SourcePorts PortRange
 	// WANAddress and LANAddress are the addresses wgpio owns in owned mode,
 	// with their on-link prefix length.

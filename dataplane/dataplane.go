@@ -159,7 +159,7 @@ var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_in
 // transmit that could not take every frame: the caller kept and counted
 // the rest), and the LossCounters of Backend. Empty when nothing was lost.
 func (s Stats) Losses() []string {
-	out := counts.List(s.Drops[:], reasonName)
+	out := s.Drops.List()
 	if s.RingFull > 0 {
 		out = append(out, fmt.Sprintf("ring_full_events=%d", s.RingFull))
 	}
@@ -180,9 +180,7 @@ func (s *Stats) Add(o Stats) {
 	s.TXBytes += o.TXBytes
 	s.Copies += o.Copies
 	s.RingFull += o.RingFull
-	for i := range s.Drops {
-		s.Drops[i] += o.Drops[i]
-	}
+	s.Drops.Add(&o.Drops)
 	if len(o.Backend) > 0 {
 		if s.Backend == nil {
 			s.Backend = make(map[string]uint64, len(o.Backend))
@@ -226,28 +224,19 @@ var dropReasonNames = [NumDropReasons]string{
 }
 
 // String returns the reason's name in snake case, as used in metric labels.
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropReasonNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return counts.Name(dropReasonNames[:], r) }
+
+const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // DropCounts counts dropped frames by reason, indexed by DropReason. In
 // JSON it is an object of the nonzero counts by reason name
 // ({"too_long": 3}), which UnmarshalJSON reads back; an unknown name is an
 // error.
-type DropCounts [NumDropReasons]uint64
+type DropCounts = counts.Counts[DropReason]
 
-// MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "dataplane")
-}
-
-func reasonName(i int) string { return DropReason(i).String() }
+// AtomicDropCounts is DropCounts for concurrent writers, for a backend's
+// queue halves: Add per drop or per burst, Load for Stats.
+type AtomicDropCounts = counts.Atomic[DropReason]
 
 // CacheSharer is implemented by queues whose RX and TX halves keep free
 // buffers in a Cache (both backends here). By default each half has its own

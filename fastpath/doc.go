@@ -1,7 +1,7 @@
 // Package fastpath is wgpio's WireGuard data plane: one worker per NIC
 // queue that receives a burst, encrypts or decrypts it in place and
 // transmits it, on one OS thread, with no hand-off between goroutines
-// (DESIGN.md "Fast path"; the transport data message of the WireGuard
+// (ARCHITECTURE.md "Fast path"; the transport data message of the WireGuard
 // whitepaper §5.4.6).
 //
 // Outbound (LAN RX → WAN TX), per burst: parse (package header), look up

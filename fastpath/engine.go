@@ -28,7 +28,7 @@ const (
 	// DefaultBurst is the number of frames a worker receives at once.
 	DefaultBurst = 64
 	// PublishInterval is how often at most a worker publishes a peer's
-	// timer stamps and counters (DESIGN.md: timers coalesced to 50 ms).
+	// timer stamps and counters (ARCHITECTURE.md "Timers from stamps").
 	PublishInterval = 50 * time.Millisecond
 	// DefaultIdleSpin is Config.IdleSpin's default.
 	DefaultIdleSpin = 50 * time.Microsecond

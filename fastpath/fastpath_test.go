@@ -79,10 +79,10 @@ func TestForwardBothWays(t *testing.T) {
 			if got := recvAll(t, r.hostA, 10, 5*time.Second, func(q int, d []byte) { checkUDP(t, d) }); got != 10 {
 				t.Fatalf("B→A delivered %d, want 10; drops B %v A %v", got, r.b.Stats()[0].Drops, r.a.Stats()[0].Drops)
 			}
-			if d := TotalDrops(r.a.Stats()); d != ([NumDropReasons]uint64{}) {
+			if d := TotalDrops(r.a.Stats()); d != (DropCounts{}) {
 				t.Errorf("gateway A drops = %v, want none", d)
 			}
-			if d := TotalDrops(r.b.Stats()); d != ([NumDropReasons]uint64{}) {
+			if d := TotalDrops(r.b.Stats()); d != (DropCounts{}) {
 				t.Errorf("gateway B drops = %v, want none", d)
 			}
 		})

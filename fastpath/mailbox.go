@@ -240,16 +240,10 @@ func (w *worker) sendInner(p []byte, now int64) {
 // of tx's pool and transmits it on that port of vlan (tagged if not 0).
 func (w *worker) sendRaw(tx dataplane.TX, raw []byte, vlan uint16) {
 	var fr [1]dataplane.Frame
-	if tx.Alloc(fr[:]) == 0 {
+	if dataplane.CopyFrame(tx, fr[:], raw) != nil {
 		w.count(DropNoBuffer, 1)
 		return
 	}
-	if !fr[0].SetLen(len(raw)) {
-		w.count(DropNoBuffer, 1)
-		tx.Free(fr[:])
-		return
-	}
-	copy(fr[0].Data(), raw)
 	if vlan != 0 && !tagFrame(&fr[0], vlan) {
 		w.count(DropNoBuffer, 1)
 		tx.Free(fr[:])

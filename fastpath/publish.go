@@ -5,7 +5,8 @@ import (
 )
 
 // publish writes the dirty peers' stamps and counters to the shared Peer
-// (DESIGN.md: at most once per 50 ms per peer), and applies roaming.
+// at most once per PublishInterval (ARCHITECTURE.md "Timers from stamps"),
+// and applies roaming.
 func (w *worker) publish(now int64) {
 	w.lastPublish = now
 	for _, id := range w.dirtyPeers {
@@ -29,7 +30,7 @@ func (w *worker) publish(now int64) {
 			p.RxBytes.Add(pl.rxBytes)
 			pl.rxBytes = 0
 		}
-		// Roaming (whitepaper §2.1): move the endpoint to the
+		// Roaming (whitepaper §2.1; ARCHITECTURE.md "Roaming"): move the endpoint to the
 		// newest authenticated source only when nothing authenticated came
 		// from the current endpoint during this interval, so that a peer
 		// spreading its source ports does not make it flip per packet.

@@ -146,12 +146,9 @@ var dropNames = [NumDropReasons]string{
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return counts.Name(dropNames[:], r) }
+
+const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // QueueStats are one worker's counters.
 type QueueStats struct {
@@ -200,21 +197,9 @@ type QueueStats struct {
 
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is
 // an object of the nonzero counts by reason name ({"replay": 3}), which
-// UnmarshalJSON reads back; an unknown name is an error.
-type DropCounts [NumDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "fastpath")
-}
-
-func reasonName(i int) string { return DropReason(i).String() }
-
-// List returns the nonzero counts as "reason=count" strings, sorted.
-func (d DropCounts) List() []string { return counts.List(d[:], reasonName) }
+// UnmarshalJSON reads back; an unknown name is an error. List gives them
+// as sorted "reason=count" strings.
+type DropCounts = counts.Counts[DropReason]
 
 type counters struct {
 	encrypted, decrypted           atomic.Uint64
@@ -224,13 +209,13 @@ type counters struct {
 	held, neighbour, fromKernel    atomic.Uint64
 	icmpSuppressed                 atomic.Uint64
 	fragmented, fragments          atomic.Uint64
-	drops                          [NumDropReasons]atomic.Uint64
+	drops                          counts.Atomic[DropReason]
 }
 
 // count adds n drops for reason r. Worker-owned counters are atomics so
 // that Stats may read them; workers add once per batch per reason.
 func (w *worker) count(r DropReason, n int) {
-	w.c.drops[r].Add(uint64(n))
+	w.c.drops.Add(r, uint64(n))
 }
 
 func (w *worker) stats() QueueStats {
@@ -250,9 +235,7 @@ func (w *worker) stats() QueueStats {
 	s.Held = w.c.held.Load()
 	s.NeighbourFrames = w.c.neighbour.Load()
 	s.FromKernel = w.c.fromKernel.Load()
-	for i := range s.Drops {
-		s.Drops[i] = w.c.drops[i].Load()
-	}
+	s.Drops = w.c.drops.Load()
 	s.LAN = w.lanQ.Stats()
 	s.WAN = w.wanQ.Stats()
 	return s
@@ -268,12 +251,10 @@ func (e *Engine) Stats() []QueueStats {
 }
 
 // TotalDrops adds up the drops of every worker by reason.
-func TotalDrops(qs []QueueStats) [NumDropReasons]uint64 {
-	var t [NumDropReasons]uint64
-	for _, q := range qs {
-		for i, v := range q.Drops {
-			t[i] += v
-		}
+func TotalDrops(qs []QueueStats) DropCounts {
+	var t DropCounts
+	for i := range qs {
+		t.Add(&qs[i].Drops)
 	}
 	return t
 }

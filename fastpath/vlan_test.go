@@ -185,7 +185,7 @@ func TestVLANConfigured(t *testing.T) {
 	}); got != 1 {
 		t.Fatalf("ICMP errors %d, want 1", got)
 	}
-	if d := TotalDrops(r.b.Stats()); d != ([NumDropReasons]uint64{}) {
+	if d := TotalDrops(r.b.Stats()); d != (DropCounts{}) {
 		t.Errorf("B drops = %v, want none", d)
 	}
 }

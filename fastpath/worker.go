@@ -327,13 +327,7 @@ func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) {
 		}
 		c.put(w.id, port, CaptureTX, frames)
 	}
-	sent := tx.Transmit(frames)
-	if sent < len(frames) {
-		// One retry after reclaiming completions.
-		tx.Reclaim()
-		sent += tx.Transmit(frames[sent:])
-	}
-	if sent < len(frames) {
+	if sent := dataplane.TransmitRetry(tx, frames); sent < len(frames) {
 		w.count(DropRingFull, len(frames)-sent)
 		tx.Free(frames[sent:])
 	}

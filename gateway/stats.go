@@ -36,12 +36,12 @@ var dropNames = [NumDropReasons]string{
 }
 
 // String returns the short lowercase name.
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return counts.Name(dropNames[:], r) }
+
+// Key is the reason's name in JSON and metric labels: String in snake case.
+func (r DropReason) Key() string { return strings.ReplaceAll(r.String(), " ", "_") }
+
+const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // Stats are the device's counters at one moment (each read atomically).
 type Stats struct {
@@ -70,7 +70,7 @@ type Stats struct {
 }
 
 type counters struct {
-	drops             [NumDropReasons]atomic.Uint64
+	drops             counts.Atomic[DropReason]
 	initiationsSent   atomic.Uint64
 	responsesSent     atomic.Uint64
 	cookieRepliesSent atomic.Uint64
@@ -79,15 +79,13 @@ type counters struct {
 	unconfirmed       atomic.Uint64 // responder keypairs freed unconfirmed
 }
 
-func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
+func (c *counters) drop(r DropReason) { c.drops.Add(r, 1) }
 
 // Stats returns the counters; Noise is the current identity's (zero
 // without a private key).
 func (d *Device) Stats() Stats {
 	var s Stats
-	for i := range s.Drops {
-		s.Drops[i] = d.stats.drops[i].Load()
-	}
+	s.Drops = d.stats.drops.Load()
 	s.InitiationsSent = d.stats.initiationsSent.Load()
 	s.ResponsesSent = d.stats.responsesSent.Load()
 	s.CookieRepliesSent = d.stats.cookieRepliesSent.Load()
@@ -112,25 +110,15 @@ func (d *Device) Stats() Stats {
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is an
 // object of the nonzero counts by reason name, which UnmarshalJSON reads
 // back; an unknown name is an error.
-type DropCounts [NumDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "gateway")
-}
-
-func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String(), " ", "_") }
+type DropCounts = counts.Counts[DropReason]
 
 // Losses lists the nonzero drops as sorted "name=count" strings (names in
 // snake case); handshake_invalid is followed by its breakdown by package
 // noise's reasons, in parentheses. Empty when nothing was dropped.
 func (s Stats) Losses() []string {
-	out := counts.List(s.Drops[:], reasonName)
-	invalid := reasonName(int(DropHandshakeInvalid)) + "="
-	if nl := s.Noise.Drops.Losses(); len(nl) > 0 {
+	out := s.Drops.List()
+	invalid := DropHandshakeInvalid.Key() + "="
+	if nl := s.Noise.Drops.List(); len(nl) > 0 {
 		for i, l := range out {
 			if strings.HasPrefix(l, invalid) {
 				out[i] += " (" + strings.Join(nl, " ") + ")"

@@ -86,6 +86,8 @@ func (r Reason) String() string {
 	return "reason(" + itoa(int(r)) + ")"
 }
 
+const _ = counts.MaxReasons - NumReasons // at most MaxReasons reasons
+
 // IPHeaderOK reports whether Parse or ParseIP, returning r, found the IP
 // header sound and filled the Packet's L3 fields (L3Off, L3End, Src, Dst,
 // IPVersion, TTL): OK, ReasonFragment, and the reasons about what follows
@@ -118,14 +120,4 @@ func itoa(n int) string {
 // ReasonCounts counts packets by reason, indexed by Reason. In JSON it is an object
 // of the nonzero counts by reason name, which UnmarshalJSON reads back; an
 // unknown name is an error.
-type ReasonCounts [NumReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d ReasonCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *ReasonCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "header")
-}
-
-func reasonName(i int) string { return Reason(i).String() }
+type ReasonCounts = counts.Counts[Reason]

@@ -53,13 +53,18 @@ func (r DropReason) String() string {
 	return "unknown drop reason"
 }
 
+// Key is the reason's name in JSON: String in snake case ("bad_mac1").
+func (r DropReason) Key() string { return strings.ReplaceAll(r.String(), " ", "_") }
+
+const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
+
 // Error implements error: "noise: bad mac1".
 func (r DropReason) Error() string { return "noise: " + r.String() }
 
 // Stats counts what a StaticIdentity and its Handshakes did. All fields are
 // updated atomically; read them at any time from any goroutine.
 type Stats struct {
-	drops                 [NumDropReasons]atomic.Uint64
+	drops                 counts.Atomic[DropReason]
 	curve25519            atomic.Uint64
 	initiationsCreated    atomic.Uint64
 	initiationsConsumed   atomic.Uint64
@@ -85,9 +90,7 @@ type StatsSnapshot struct {
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() StatsSnapshot {
 	var o StatsSnapshot
-	for i := range s.drops {
-		o.Drops[i] = s.drops[i].Load()
-	}
+	o.Drops = s.drops.Load()
 	o.Curve25519 = s.curve25519.Load()
 	o.InitiationsCreated = s.initiationsCreated.Load()
 	o.InitiationsConsumed = s.initiationsConsumed.Load()
@@ -118,19 +121,6 @@ func (s *Stats) drop(r DropReason) error {
 
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is an
 // object of the nonzero counts by reason name, which UnmarshalJSON reads
-// back; an unknown name is an error.
-type DropCounts [NumDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d DropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], reasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *DropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], reasonName, "noise")
-}
-
-func reasonName(i int) string { return strings.ReplaceAll(DropReason(i).String(), " ", "_") }
-
-// Losses lists the nonzero counts as sorted "name=count" strings (names in
-// snake case).
-func (d DropCounts) Losses() []string { return counts.List(d[:], reasonName) }
+// back; an unknown name is an error. List gives them as sorted
+// "name=count" strings (names in snake case).
+type DropCounts = counts.Counts[DropReason]

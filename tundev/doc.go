@@ -9,7 +9,7 @@
 //     a dataplane.Waiter and strips the Ethernet header (IEEE 802.3 §3.2,
 //     802.1Q tags included); Write adds one toward the packet's next hop,
 //     found through an arp.Resolver and an arp.Table, in either address
-//     mode of DESIGN.md (shared: the kernel owns the LAN address and answers
+//     mode of ARCHITECTURE.md (shared: the kernel owns the LAN address and answers
 //     ARP/NDP; owned: an arp.Responder answers ARP, RFC 826, and neighbour
 //     solicitations, RFC 4861 §7.2.4, on the device's queues).
 //

@@ -155,17 +155,14 @@ var portDropNames = [NumPortDropReasons]string{
 }
 
 // String returns the reason's snake-case name.
-func (r PortDropReason) String() string {
-	if r < NumPortDropReasons {
-		return portDropNames[r]
-	}
-	return "unknown"
-}
+func (r PortDropReason) String() string { return counts.Name(portDropNames[:], r) }
+
+const _ = counts.MaxReasons - NumPortDropReasons // at most MaxReasons reasons
 
 type portCounters struct {
 	rx, tx, replies  atomic.Uint64
 	fragmented, icmp atomic.Uint64
-	drops            [NumPortDropReasons]atomic.Uint64
+	drops            counts.Atomic[PortDropReason]
 }
 
 // PortStats are a PortDevice's counters.
@@ -182,9 +179,7 @@ type PortStats struct {
 func (d *PortDevice) Stats() PortStats {
 	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load(),
 		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load()}
-	for i := range s.Drops {
-		s.Drops[i] = d.ctr.drops[i].Load()
-	}
+	s.Drops = d.ctr.drops.Load()
 	return s
 }
 
@@ -583,42 +578,21 @@ func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []boo
 func (d *PortDevice) SendFrame(frame []byte) error {
 	q := d.takeTX(nil)
 	defer q.mu.Unlock()
-	if q.tx.Alloc(q.frames[:1]) != 1 {
-		d.ctr.drops[PortDropNoBuffer].Add(1)
+	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
+	case dataplane.ErrNoFreeFrame:
+		d.ctr.drops.Add(PortDropNoBuffer, 1)
 		return errors.New("tundev: send frame: no free frame")
-	}
-	f := &q.frames[0]
-	if !f.SetLen(len(frame)) {
-		q.tx.Free(q.frames[:1])
-		d.ctr.drops[PortDropTooBig].Add(1)
+	case dataplane.ErrFrameTooLong:
+		d.ctr.drops.Add(PortDropTooBig, 1)
 		return fmt.Errorf("tundev: send frame: %d bytes do not fit a frame", len(frame))
+	case dataplane.ErrRingFull:
+		d.ctr.drops.Add(PortDropTXFull, 1) // counted, as a full qdisc drops
 	}
-	copy(f.Data(), frame)
-	if q.tx.Transmit(q.frames[:1]) != 1 {
-		q.tx.Reclaim()
-		if q.tx.Transmit(q.frames[:1]) != 1 {
-			q.tx.Free(q.frames[:1])
-			d.ctr.drops[PortDropTXFull].Add(1)
-		}
-	}
-	q.frames[0] = dataplane.Frame{}
 	return nil
 }
 
 // PortDropCounts counts a PortDevice's drops by reason, indexed by PortDropReason. In JSON it is an object
 // of the nonzero counts by reason name, which UnmarshalJSON reads back; an
-// unknown name is an error.
-type PortDropCounts [NumPortDropReasons]uint64
-
-// MarshalJSON writes the nonzero counts by reason name.
-func (d PortDropCounts) MarshalJSON() ([]byte, error) { return counts.Marshal(d[:], portReasonName) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (d *PortDropCounts) UnmarshalJSON(b []byte) error {
-	return counts.Unmarshal(b, d[:], portReasonName, "tundev")
-}
-
-func portReasonName(i int) string { return PortDropReason(i).String() }
-
-// List returns the nonzero counts as "reason=count" strings, sorted.
-func (d PortDropCounts) List() []string { return counts.List(d[:], portReasonName) }
+// unknown name is an error. List gives them as sorted "reason=count"
+// strings.
+type PortDropCounts = counts.Counts[PortDropReason]

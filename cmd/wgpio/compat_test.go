@@ -20,7 +20,7 @@ func TestUpCompat(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
 	// The tunnel MTU is enforced: a non-DF 4000-byte ping crosses in
@@ -52,7 +52,7 @@ func TestUpCompat(t *testing.T) {
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 		t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 	}
-	if err := ping(s.HostA, twosite.HostB4, 3*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 		t.Errorf("after removing an allowed IP: %v", err)
 	}
 
@@ -82,7 +82,7 @@ func TestUpCompatMQTUN(t *testing.T) {
 	}
 	g := s.up(t)
 	s.pingBoth(t)
-	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Errorf("IPv6: %v", err)
 	}
 	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()

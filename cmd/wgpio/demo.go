@@ -270,8 +270,8 @@ func waitHandshake(ctx context.Context, s *twosite.Site, out io.Writer) error {
 
 // demoDrops lists the engine's drops by reason and the losses of the
 // gateway's two ports (AF_XDP: frames the kernel could not hand over).
-func demoDrops(d [fastpath.NumDropReasons]uint64, g *fastgw.Gateway) string {
-	parts := fastpath.DropCounts(d).List()
+func demoDrops(d fastpath.DropCounts, g *fastgw.Gateway) string {
+	parts := d.List()
 	for _, l := range g.Device().Stats().Losses() {
 		parts = append(parts, "control:"+l)
 	}

@@ -192,7 +192,7 @@ func TestUpErrors(t *testing.T) {
 		})
 	}
 	// The first instance is unharmed.
-	if err := ping(s.HostA, twosite.HostB4, 10*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 10*time.Second); err != nil {
 		st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 		t.Fatalf("%v\n%s\n%s\n%s", err, st, wg(t, s.GwA, "show"), wg(t, s.GwB, "show"))
 	}

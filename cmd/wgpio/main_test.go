@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +62,9 @@ func newSite(t *testing.T, edit func(f *config.File)) *site {
 		t.Fatalf("twosite.Build: %v", err)
 	}
 	t.Cleanup(s.Close)
-	stockBindInNS(t, s)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
 	fc := s.FastConfig
 	f := &config.File{
 		Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort, Addresses: fc.Addresses},
@@ -167,28 +168,15 @@ func (s *site) up(t *testing.T, extra ...string) *gw {
 	return g
 }
 
-// ping pings dst from ns until one answer comes, within timeout.
-func ping(ns *topo.NS, dst netip.Addr, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		_, err = ns.Run("ping", "-c", "1", "-W", "1", dst.String())
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("ping %v from %s: no answer in %v: %w", dst, ns.Name, timeout, err)
-}
-
 // pingBoth checks traffic through the tunnel both ways.
 func (s *site) pingBoth(t *testing.T) {
 	t.Helper()
 	// The first packet starts the handshake; allow one retry (Rekey-Timeout,
 	// 5 s, whitepaper §6.4).
-	if err := ping(s.HostA, twosite.HostB4, 15*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, s.diagnose())
 	}
-	if err := ping(s.HostB, twosite.HostA4, 5*time.Second); err != nil {
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -233,31 +221,4 @@ func (s *site) diagnose() string {
 		fmt.Fprintf(&b, "%s %s in %s (%v):\n%s\n", c.name, strings.Join(c.args, " "), c.ns.Name, err, out)
 	}
 	return b.String()
-}
-
-// stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
-// gwB's namespace. internal/wgpeer brings the peer's TUN up after
-// device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
-// Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
-// namespace, so the socket is sometimes reopened outside gwB and the peer
-// never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *twosite.Site) {
-	t.Helper()
-	listening := func() bool {
-		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")
-		return err == nil && strings.Contains(out, "51820")
-	}
-	for try := 0; try < 20; try++ {
-		time.Sleep(100 * time.Millisecond)
-		if listening() {
-			time.Sleep(200 * time.Millisecond)
-			if listening() {
-				return
-			}
-		}
-		if err := s.GwB.Do(s.Stock.Dev.BindUpdate); err != nil {
-			t.Fatalf("reopen the stock peer's bind in %s: %v", s.GwB.Name, err)
-		}
-	}
-	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
 }

@@ -20,8 +20,8 @@ import (
 // collector exports a gateway's counters in Prometheus' conventions: one
 // metric per quantity, labels for queue, reason and peer, _total counters.
 type collector struct {
-	name string
-	g    *fastgw.Gateway
+	name  string
+	stats func() GatewayStats
 
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
@@ -34,13 +34,13 @@ type collector struct {
 	controlDrops                            *prometheus.Desc
 }
 
-func newCollector(name string, g *fastgw.Gateway) *collector {
+func newCollector(name string, stats func() GatewayStats) *collector {
 	l := prometheus.Labels{"device": name}
 	d := func(n, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("wgpio_"+n, help, labels, l)
 	}
 	return &collector{
-		name: name, g: g,
+		name: name, stats: stats,
 		encrypted:      d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
 		decrypted:      d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
 		encBytes:       d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
@@ -77,7 +77,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := statsOf(c.g)
+	s := c.stats()
 	ctr := prometheus.CounterValue
 	for i, q := range s.Queues {
 		qs := strconv.Itoa(i)
@@ -92,8 +92,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.icmpSent, ctr, float64(q.ICMPSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.icmpSuppressed, ctr, float64(q.ICMPSuppressed), qs)
 		ch <- prometheus.MustNewConstMetric(c.fragmented, ctr, float64(q.Fragmented), qs)
-		for r, n := range q.Drops {
-			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(n), qs, fastpath.DropReason(r).String())
+		for r := range fastpath.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(q.Drops[r]), qs, r.String())
 		}
 		for _, port := range []struct {
 			name string
@@ -102,8 +102,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.portRx, ctr, float64(port.st.RXPackets), port.name, qs)
 			ch <- prometheus.MustNewConstMetric(c.portTx, ctr, float64(port.st.TXPackets), port.name, qs)
 			ch <- prometheus.MustNewConstMetric(c.portCopies, ctr, float64(port.st.Copies), port.name, qs)
-			for r, n := range port.st.Drops {
-				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(n), port.name, qs, dataplane.DropReason(r).String())
+			for r := range dataplane.NumDropReasons {
+				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
 			}
 		}
 	}
@@ -115,8 +115,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(s.Device.LiveSessions))
 	ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(s.Device.KeypairsInstalledTotal))
 	ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(s.Device.ResponderUnconfirmedTotal))
-	for r, n := range s.Device.Drops {
-		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(n), gateway.DropReason(r).String())
+	for r := range gateway.NumDropReasons {
+		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(s.Device.Drops[r]), r.Key())
 	}
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
@@ -133,7 +133,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // closed.
 func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector(name, g)); err != nil {
+	if err := reg.Register(newCollector(name, func() GatewayStats { return statsOf(g) })); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()

@@ -31,7 +31,7 @@ func TestUpWithStockPeer(t *testing.T) {
 	s := newSite(t, nil)
 	s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
-	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6 inner before wg set: %v", err)
 	}
 
@@ -53,7 +53,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if got := wg(t, s.GwA, "show", s.GwName, "peers"); !strings.Contains(got, pub) {
 			t.Errorf("wg show %s peers = %q, want it to list %s", s.GwName, got, pub)
 		}
-		if err := ping(s.HostA, twosite.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 			t.Errorf("after adding a peer: %v", err)
 		}
 	})
@@ -66,7 +66,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 			t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 		}
-		if err := ping(s.HostA, twosite.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 			t.Errorf("after removing an allowed IP: %v", err)
 		}
 	})
@@ -83,7 +83,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if got := wg(t, s.GwA, "show", s.GwName, "endpoints"); !strings.Contains(got, "[2001:db8:f::2]:51820") {
 			t.Errorf("wg show endpoints = %q, want [2001:db8:f::2]:51820", got)
 		}
-		if err := ping(s.HostA, twosite.HostB4, 5*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 5*time.Second); err != nil {
 			st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 			neigh, _ := s.GwA.Run("ip", "-6", "neigh")
 			t.Fatalf("after moving the endpoint: %v\nwgpio stats:\n%s\nneighbours:\n%s\nwg show:\n%s", err, st, neigh, wg(t, s.GwA, "show", s.GwName))

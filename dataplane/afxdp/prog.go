@@ -32,7 +32,7 @@ type Filter struct {
 	// address is one of these IPv4 addresses, and NDP neighbour
 	// solicitations and advertisements (RFC 4861 section 4.3, 4.4) whose
 	// target or IPv6 destination is one of these IPv6 addresses: the owned
-	// address mode of DESIGN.md, where wgpio answers ARP/NDP itself.
+	// address mode of ARCHITECTURE.md, where wgpio answers ARP/NDP itself.
 	Neighbors []netip.Addr
 
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC

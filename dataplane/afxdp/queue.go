@@ -5,8 +5,9 @@ package afxdp
 import (
 	"sync/atomic"
 
-	"github.com/wgpio/wgpio/dataplane"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/dataplane"
 )
 
 // ethHeaderLen is the Ethernet header length (IEEE 802.3), the shortest
@@ -82,9 +83,8 @@ func (q *queue) Stats() dataplane.Stats {
 	s.TXPackets, s.TXBytes = t.packets.Load(), t.bytes.Load()
 	s.Copies = t.copies.Load()
 	s.RingFull = r.ringFull.Load() + t.ringFull.Load()
-	for i := range s.Drops {
-		s.Drops[i] = r.drops[i].Load() + t.drops[i].Load()
-	}
+	r.drops.LoadAdd(&s.Drops)
+	t.drops.LoadAdd(&s.Drops)
 	s.Backend = map[string]uint64{"tx_kicks": t.kicks.Load()}
 	q.port.mu.Lock()
 	defer q.port.mu.Unlock()
@@ -107,7 +107,7 @@ type counters struct {
 	copies         atomic.Uint64
 	ringFull       atomic.Uint64
 	kicks          atomic.Uint64
-	drops          [dataplane.NumDropReasons]atomic.Uint64
+	drops          dataplane.AtomicDropCounts
 }
 
 // rxHalf owns the RX ring and the fill ring.

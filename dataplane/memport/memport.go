@@ -399,9 +399,8 @@ func (q *Queue) Stats() dataplane.Stats {
 	s.TXBytes = q.tx.stats.bytes.Load()
 	s.Copies = q.tx.stats.copies.Load()
 	s.RingFull = q.tx.stats.ringFull.Load()
-	for i := range s.Drops {
-		s.Drops[i] = q.rx.stats.drops[i].Load() + q.tx.stats.drops[i].Load()
-	}
+	q.rx.stats.drops.LoadAdd(&s.Drops)
+	q.tx.stats.drops.LoadAdd(&s.Drops)
 	return s
 }
 
@@ -411,7 +410,7 @@ func (q *Queue) Stats() dataplane.Stats {
 type counters struct {
 	packets, bytes   atomic.Uint64
 	copies, ringFull atomic.Uint64
-	drops            [dataplane.NumDropReasons]atomic.Uint64
+	drops            dataplane.AtomicDropCounts
 }
 
 // add adds n to a counter that only the caller writes.

@@ -9,24 +9,8 @@ import (
 
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
-
-// ping pings dst from ns until one answer comes, within timeout.
-func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		_, err := ns.Run("ping", "-c", "1", "-W", "1", dst)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer in %v: %v", timeout, err)
-		}
-	}
-}
 
 // TestGatewayExample runs the example's configuration, from a command
 // line, in the demo topology's gateway namespace against stock
@@ -39,7 +23,9 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	stockBindInNS(t, s)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
 	fc := s.FastConfig
 	key := filepath.Join(t.TempDir(), "private.key")
 	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
@@ -65,10 +51,16 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatalf("fastgw.Start: %v", err)
 	}
 	defer g.Close()
-	ping(t, s.HostA, twosite.HostB4.String(), 15*time.Second)
-	ping(t, s.HostB, twosite.HostA4.String(), 5*time.Second)
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The gateway's own tunnel address answers through the exception TUN.
-	ping(t, s.HostB, twosite.TunnelA.String(), 5*time.Second)
+	if err := s.HostB.Ping(twosite.TunnelA, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if q := g.Engine().Stats()[0]; q.Encrypted == 0 || q.Decrypted == 0 {
 		t.Errorf("queue 0 encrypted %d, decrypted %d; want both > 0", q.Encrypted, q.Decrypted)
 	}
@@ -83,31 +75,4 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("parseConfig(%q) = nil error, want one", args)
 		}
 	}
-}
-
-// stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
-// gwB's namespace. internal/wgpeer brings the peer's TUN up after
-// device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
-// Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
-// namespace, so the socket is sometimes reopened outside gwB and the peer
-// never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *twosite.Site) {
-	t.Helper()
-	listening := func() bool {
-		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")
-		return err == nil && strings.Contains(out, "51820")
-	}
-	for try := 0; try < 20; try++ {
-		time.Sleep(100 * time.Millisecond)
-		if listening() {
-			time.Sleep(200 * time.Millisecond)
-			if listening() {
-				return
-			}
-		}
-		if err := s.GwB.Do(s.Stock.Dev.BindUpdate); err != nil {
-			t.Fatalf("reopen the stock peer's bind in %s: %v", s.GwB.Name, err)
-		}
-	}
-	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
 }

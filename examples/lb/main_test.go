@@ -22,7 +22,9 @@ func TestBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	stockBindInNS(t, s)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
 	fc := s.FastConfig
 	var b *Balancer
 	if err := s.GwA.Do(func() (err error) {
@@ -99,31 +101,4 @@ func TestBalancer(t *testing.T) {
 		t.Errorf("ping the VIP: %v", err)
 	}
 	t.Logf("served per backend: %v", b.Served())
-}
-
-// stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
-// gwB's namespace. internal/wgpeer brings the peer's TUN up after
-// device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
-// Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
-// namespace, so the socket is sometimes reopened outside gwB and the peer
-// never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *twosite.Site) {
-	t.Helper()
-	listening := func() bool {
-		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")
-		return err == nil && strings.Contains(out, "51820")
-	}
-	for try := 0; try < 20; try++ {
-		time.Sleep(100 * time.Millisecond)
-		if listening() {
-			time.Sleep(200 * time.Millisecond)
-			if listening() {
-				return
-			}
-		}
-		if err := s.GwB.Do(s.Stock.Dev.BindUpdate); err != nil {
-			t.Fatalf("reopen the stock peer's bind in %s: %v", s.GwB.Name, err)
-		}
-	}
-	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
 }

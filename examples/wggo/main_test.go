@@ -7,25 +7,11 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/tundev"
 )
-
-func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		_, err := ns.Run("ping", "-c", "1", "-W", "1", dst)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer in %v: %v", timeout, err)
-		}
-	}
-}
 
 // TestStockWireguardGoOnWgpio runs stock wireguard-go on wgpio's bind and
 // PortDevice in the demo topology's gateway namespace, against stock
@@ -39,7 +25,9 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	stockBindInNS(t, s)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
 	fc := s.FastConfig
 	f := &config.File{
 		Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort},
@@ -48,7 +36,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	for _, p := range fc.Peers {
 		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
 	}
-	var g *Gateway
+	var g *compatgw.Gateway
 	if err := s.GwA.Do(func() (err error) {
 		g, err = Start(f, s.GwName, slog.New(slog.DiscardHandler))
 		return err
@@ -61,15 +49,21 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 			g.Close()
 		}
 	}()
-	ping(t, s.HostA, twosite.HostB4.String(), 15*time.Second)
-	ping(t, s.HostB, twosite.HostA4.String(), 5*time.Second)
-	ping(t, s.HostA, twosite.HostB6.String(), 5*time.Second)
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostB.Ping(twosite.HostA4, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	checkTunnelMTU(t, s, g)
 	out, err := s.GwA.Run(wg, "show", s.GwName)
 	if err != nil || !strings.Contains(out, "peer: "+fc.Peers[0].PublicKey.Base64()) || !strings.Contains(out, "latest handshake") {
 		t.Errorf("wg show %s: %v\n%s", s.GwName, err, out)
 	}
-	if st := g.Bind.Stats(); st.RXPackets == 0 || st.TXPackets == 0 {
+	if st := g.Bind().Stats(); st.RXPackets == 0 || st.TXPackets == 0 {
 		t.Errorf("bind RX %d, TX %d; want both > 0", st.RXPackets, st.TXPackets)
 	}
 	g.Close()
@@ -81,39 +75,12 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	}
 }
 
-// stockBindInNS makes sure the stock wireguard-go peer's UDP socket lives in
-// gwB's namespace. internal/wgpeer brings the peer's TUN up after
-// device.Up; wireguard-go handles that TUN event (device/tun.go: EventUp →
-// Device.Up → BindUpdate) on a goroutine whose OS thread may be in any
-// namespace, so the socket is sometimes reopened outside gwB and the peer
-// never answers. Reopen it from inside gwB until it stays there.
-func stockBindInNS(t testing.TB, s *twosite.Site) {
-	t.Helper()
-	listening := func() bool {
-		out, err := s.GwB.Run("ss", "-Huln", "sport", "= :51820")
-		return err == nil && strings.Contains(out, "51820")
-	}
-	for try := 0; try < 20; try++ {
-		time.Sleep(100 * time.Millisecond)
-		if listening() {
-			time.Sleep(200 * time.Millisecond)
-			if listening() {
-				return
-			}
-		}
-		if err := s.GwB.Do(s.Stock.Dev.BindUpdate); err != nil {
-			t.Fatalf("reopen the stock peer's bind in %s: %v", s.GwB.Name, err)
-		}
-	}
-	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
-}
-
 // checkTunnelMTU: hostA has a 1500-byte MTU, the tunnel 1420. The PortDevice
 // answers a DF packet over 1420 with "fragmentation needed (mtu 1420)" from
 // gwA's LAN address, fragments IPv4 packets without DF (pings of 1472 and
 // 4000 bytes cross both ways), and TCP from hostA completes (iperf3), path
 // MTU discovery converging on the tunnel MTU.
-func checkTunnelMTU(t *testing.T, s *twosite.Site, g *Gateway) {
+func checkTunnelMTU(t *testing.T, s *twosite.Site, g *compatgw.Gateway) {
 	t.Helper()
 	iperf := testenv.Tool(t, "iperf3", "iperf3")
 	var out string
@@ -126,14 +93,14 @@ func checkTunnelMTU(t *testing.T, s *twosite.Site, g *Gateway) {
 		}
 	}
 	// Before any "fragmentation needed": hostA has no path MTU cached.
-	if g.LAN.Stats().Fragmented == 0 {
-		t.Errorf("PortDevice fragmented nothing: %+v", g.LAN.Stats())
+	if g.LAN().Stats().Fragmented == 0 {
+		t.Errorf("PortDevice fragmented nothing: %+v", g.LAN().Stats())
 	}
 	out, _ = s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String())
 	if !strings.Contains(out, "mtu = 1420") || !strings.Contains(out, "From "+twosite.LANA4.String()) {
 		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420) from %v, got:\n%s", twosite.LANA4, out)
 	}
-	if st := g.LAN.Stats(); st.ICMPErrors == 0 || st.Drops[tundev.PortDropOverMTU] == 0 {
+	if st := g.LAN().Stats(); st.ICMPErrors == 0 || st.Drops[tundev.PortDropOverMTU] == 0 {
 		t.Errorf("PortDevice stats %+v: want an ICMP error and an over_mtu drop", st)
 	}
 	srv := s.HostB.Command(iperf, "-s", "-1", "-B", twosite.HostB4.String())

@@ -81,7 +81,7 @@ type Config struct {
 	// Address): they go on the exception TUN, so the gateway answers over
 	// its own tunnel.
 	Addresses []netip.Prefix
-	// Owned selects the owned address mode (DESIGN.md "Addresses and
+	// Owned selects the owned address mode (ARCHITECTURE.md "Addresses and
 	// neighbours"): the kernel has no address on WAN and LAN; wgpio owns
 	// WANAddress and LANAddress, answers ARP and NDP for them, announces
 	// them at start (gratuitous ARP), resolves neighbours itself, and

@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -207,6 +208,19 @@ func (n *NS) Run(name string, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out)
 	}
 	return string(out), nil
+}
+
+// Ping pings dst from the namespace (ping(8), one packet a second) until one
+// answer comes, within timeout.
+func (n *NS) Ping(dst netip.Addr, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if _, err = n.Run("ping", "-c", "1", "-W", "1", dst.String()); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("ping %v from %s: no answer in %v: %w", dst, n.Name, timeout, err)
 }
 
 // VethConfig describes a veth pair.

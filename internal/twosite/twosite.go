@@ -13,8 +13,8 @@ import (
 
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/testing/wgpeer"
 	"github.com/wgpio/wgpio/internal/topo"
-	"github.com/wgpio/wgpio/internal/wgpeer"
 	"github.com/wgpio/wgpio/noise"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/kwg"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/testing/kwg"
 	"github.com/wgpio/wgpio/internal/topo"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
-	"github.com/wgpio/wgpio/internal/kwg"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/testing/kwg"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/tundev"
 )

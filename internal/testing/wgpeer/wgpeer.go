@@ -6,10 +6,13 @@ package wgpeer
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
@@ -50,6 +53,7 @@ type Device struct {
 	uapi net.Listener
 	ns   *topo.NS
 	name string
+	port uint16 // Config.ListenPort
 }
 
 // UAPIConfig renders cfg as a UAPI set body (hex keys).
@@ -82,7 +86,7 @@ func Start(ns *topo.NS, cfg Config) (*Device, error) {
 	if cfg.MTU == 0 {
 		cfg.MTU = 1420
 	}
-	d := &Device{ns: ns, name: cfg.Name}
+	d := &Device{ns: ns, name: cfg.Name, port: cfg.ListenPort}
 	err := ns.Do(func() error {
 		var t tun.Device
 		var err error
@@ -149,6 +153,37 @@ func Start(ns *topo.NS, cfg Config) (*Device, error) {
 		}
 	}
 	return d, nil
+}
+
+// PinBind makes sure the device's UDP socket lives in its namespace.
+// Bringing the TUN up after device.Up makes wireguard-go handle a TUN event
+// (device/tun.go: EventUp → Device.Up → BindUpdate) on a goroutine whose OS
+// thread may be in any namespace, so the socket is sometimes reopened
+// outside, and the peer never answers. PinBind reopens it from inside the
+// namespace until it stays there (a few seconds at most) and returns an
+// error if it does not. It needs Config.ListenPort.
+func (d *Device) PinBind() error {
+	if d.port == 0 {
+		return errors.New("wgpeer: PinBind needs a ListenPort")
+	}
+	port := strconv.Itoa(int(d.port))
+	listening := func() bool {
+		out, err := d.ns.Run("ss", "-Huln", "sport", "= :"+port)
+		return err == nil && strings.Contains(out, port)
+	}
+	for range 20 {
+		time.Sleep(100 * time.Millisecond)
+		if listening() {
+			time.Sleep(200 * time.Millisecond)
+			if listening() {
+				return nil
+			}
+		}
+		if err := d.ns.Do(d.Dev.BindUpdate); err != nil {
+			return fmt.Errorf("wgpeer: reopen the bind in %s: %w", d.ns.Name, err)
+		}
+	}
+	return fmt.Errorf("wgpeer: the UDP socket of %s is not in %s", d.name, d.ns.Name)
 }
 
 // Close stops the device and removes its UAPI socket.

@@ -189,7 +189,7 @@ func buildEcho(out string) error {
 		// secure_path).
 		goBin = "/usr/local/go/bin/go"
 	}
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/wgpio/wgpio/internal/kwg/kwgecho")
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/wgpio/wgpio/internal/testing/kwg/kwgecho")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kwg: go build kwgecho: %w: %s", err, out)

@@ -351,7 +351,7 @@ func TestCoalescedTimersKeepalive(t *testing.T) {
 	// 50 ms after it (the publish interval): sent.
 	s.clk.ns.Store(recvAt + int64(10*time.Second) + int64(50*time.Millisecond))
 	waitFor(t, "the passive keepalive", 5*time.Second, func() bool { return s.b.dev.Stats().KeepalivesSent > before })
-	if d := fastpath.TotalDrops(s.a.eng.Stats()); d != ([fastpath.NumDropReasons]uint64{}) {
+	if d := fastpath.TotalDrops(s.a.eng.Stats()); d != (fastpath.DropCounts{}) {
 		t.Errorf("A drops %v", d)
 	}
 	waitFor(t, "A received the keepalive", 5*time.Second, func() bool {

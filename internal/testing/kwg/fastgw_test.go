@@ -13,8 +13,8 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/kwg"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/testing/kwg"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/noise"
 )

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// fullStats is a GatewayStats in which every counter is nonzero, every drop
+// reason of every package included, so that its JSON shows every key.
+func fullStats() GatewayStats {
+	q := fastpath.QueueStats{}
+	ones(&q)
+	for r := range fastpath.NumDropReasons {
+		q.Drops[r] = 1
+	}
+	for _, p := range []*dataplane.Stats{&q.LAN, &q.WAN} {
+		for r := range dataplane.NumDropReasons {
+			p.Drops[r] = 1
+		}
+	}
+	var d gateway.Stats
+	ones(&d)
+	for r := range gateway.NumDropReasons {
+		d.Drops[r] = 1
+	}
+	for r := range noise.NumDropReasons {
+		if r > 0 { // 0 is no reason
+			d.Noise.Drops[r] = 1
+		}
+	}
+	c := &CompatStats{}
+	ones(c)
+	for r := range bind.NumDropReasons {
+		c.Bind.Drops[r] = 1
+	}
+	for r := range header.NumReasons {
+		c.Bind.Parse[r] = 1
+	}
+	for r := range tundev.NumPortDropReasons {
+		c.LAN.Drops[r] = 1
+	}
+	p := PeerStat{PublicKey: "k", Endpoint: "198.18.0.1:51820"}
+	ones(&p)
+	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: d, Compat: c}
+}
+
+// ones sets every uint64 field of the struct v points to (recursively, not
+// inside arrays: those are the drop counts, filled by reason) to 1.
+func ones(v any) {
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Uint64:
+			v.SetUint(1)
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i))
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(v).Elem())
+}
+
+// jsonKeys lists the key paths of a JSON document, arrays as [].
+func jsonKeys(t *testing.T, b []byte) []string {
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(string, any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				p := path + "." + k
+				out = append(out, p)
+				walk(p, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("", doc)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// metricNames lists the metric names with their label names, and the values
+// of the reason and port labels.
+func metricNames(t *testing.T, s GatewayStats) []string {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newCollector("wg0", func() GatewayStats { return s })); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "reason", "port":
+					labels = append(labels, l.GetName()+"="+l.GetValue())
+				default:
+					labels = append(labels, l.GetName())
+				}
+			}
+			out = append(out, mf.GetName()+"{"+strings.Join(labels, ",")+"} "+mf.GetType().String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestStatsNamesGolden guards the names users script against: every key of
+// `wgpio stats -json` (drop reasons of every package included) and every
+// /metrics name, label and reason. A change here breaks dashboards and
+// scripts; if it is meant, run go test -run TestStatsNamesGolden -update
+// and say so in the commit and the README.
+func TestStatsNamesGolden(t *testing.T) {
+	s := fullStats()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "stats_json_keys.golden", jsonKeys(t, b))
+	s.Compat = nil // the metrics are the fast path's
+	golden(t, "metrics_names.golden", metricNames(t, s))
+}
+
+func golden(t *testing.T, name string, got []string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	text := strings.Join(got, "\n") + "\n"
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (create it with -update)", err)
+	}
+	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(text, "\n")); diff != "" {
+		t.Errorf("%s changed (-want +got):\n%s", name, diff)
+	}
+}

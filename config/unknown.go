@@ -1,0 +1,123 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Unknown keys: the suggestions an error gives for a misspelt or misplaced
+// key (the nearest known key, the section that has it).
+
+func lookupKey(sec section, k string) (keyInfo, bool) {
+	for _, ki := range keys {
+		if ki.sec == sec && strings.EqualFold(ki.name, k) {
+			return ki, true
+		}
+	}
+	return keyInfo{}, false
+}
+
+// unknownKey reports a key the current section does not have, with the
+// section it belongs to or the nearest known key (edit distance at most 2).
+func (p *parser) unknownKey(n int, k string) {
+	sec := sectionNames[p.section]
+	for _, ki := range keys {
+		if strings.EqualFold(ki.name, k) {
+			p.errorf(n, k, "unknown key in [%s]; it belongs in [%s]", sec, sectionNames[ki.sec])
+			return
+		}
+	}
+	best, bestD := "", 3
+	if len(k) <= 64 {
+		lk := strings.ToLower(k)
+		for _, ki := range keys {
+			if ki.sec != p.section {
+				continue
+			}
+			if d := editDistance(lk, strings.ToLower(ki.name)); d < bestD {
+				best, bestD = ki.name, d
+			}
+		}
+	}
+	if best != "" {
+		p.errorf(n, k, "unknown key in [%s]; did you mean %q?", sec, best)
+		return
+	}
+	p.errorf(n, k, "unknown key in [%s]", sec)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// quoteShort quotes s for a message, cut to 40 bytes. Anything shaped like a
+// base64 key (44 characters ending in '=') is replaced by "(a key)": it may be
+// a private key pasted into the wrong line, and keys never reach messages.
+func quoteShort(s string) string {
+	if looksLikeKey(s) {
+		return "(a key)"
+	}
+	if len(s) > 40 {
+		return strconv.Quote(s[:40]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// looksLikeKey reports whether s holds a run of 43 or more base64 characters,
+// the length of a 32-byte key's base64 form without its padding.
+func looksLikeKey(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '/' {
+			if run++; run >= 43 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+// isKeyName reports whether k can be echoed in a message as a key name: at
+// most 32 letters, digits, '_' or '-'. Anything else may be key material
+// pasted on a line of its own.
+func isKeyName(k string) bool {
+	if len(k) > 32 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// keyHint adds to a bad key's error when the value looks like a file name:
+// wg-quick files hold the key itself.
+func keyHint(v string) string {
+	if strings.ContainsRune(v, '/') || strings.HasSuffix(v, ".key") {
+		return " (the key itself goes here, as `wg genkey` prints it, not the name of a file holding it)"
+	}
+	return ""
+}

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// Value parsers shared by the sections: numbers, ports, choices, lists and
+// prefixes, each reporting its error against the key and line.
+
+func (p *parser) oneOf(n int, key, v string, choices ...string) (string, bool) {
+	for _, c := range choices {
+		if strings.EqualFold(c, v) {
+			return c, true
+		}
+	}
+	p.errorf(n, key, "%s is not one of %s", quoteShort(v), strings.Join(choices, ", "))
+	return "", false
+}
+
+// digits parses a decimal number of at most 9 digits (no sign, no spaces).
+func digits(s string) (int, bool) {
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	return v, true
+}
+
+// isDigits reports whether s is a non-empty string of decimal digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// number parses a decimal in [lo, hi]; what describes the unit in the
+// "not a number" message.
+func (p *parser) number(n int, key, v string, lo, hi int, what string) (int, bool) {
+	if !isDigits(v) {
+		p.errorf(n, key, "%s is not a number%s", quoteShort(v), what)
+		return 0, false
+	}
+	x, ok := digits(v)
+	if !ok || x < lo || x > hi {
+		p.errorf(n, key, "%s out of range %d-%d", truncate(v, 20), lo, hi)
+		return 0, false
+	}
+	return x, true
+}
+
+// port parses a UDP port, 1-65535.
+func (p *parser) port(n int, key, v string) (uint16, bool) {
+	if !isDigits(v) {
+		p.errorf(n, key, "port %s is not a number", quoteShort(v))
+		return 0, false
+	}
+	x, ok := digits(v)
+	if !ok || x < 1 || x > 65535 {
+		p.errorf(n, key, "port %s out of range 1-65535", truncate(v, 20))
+		return 0, false
+	}
+	return uint16(x), true
+}
+
+// splitList splits a comma list, dropping the spaces around items and empty
+// items (wg-quick accepts "a, b," as well as "a,b").
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseCIDR parses "addr/bits", or, if bare, a lone address as /32 or /128
+// (as wg(8) and wg-quick do). Zones are refused; IPv4-mapped IPv6 addresses
+// are kept as written.
+// prefix parses an Address or AllowedIPs item (CIDR, or a bare address as
+// a host prefix), reporting a bad one.
+func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
+	pf, ok := parseCIDR(s, true)
+	switch {
+	case !ok:
+		p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
+	case pf.Addr().Is4In6():
+		// An IPv4-mapped IPv6 address never appears in an IPv6 header
+		// on the wire (RFC 4291 section 2.5.5.2): it would match nothing.
+		p.errorf(n, key, "%s is an IPv4-mapped IPv6 address; write the IPv4 address (%s)", quoteShort(s), pf.Addr().Unmap())
+		ok = false
+	}
+	return pf, ok
+}
+
+func parseCIDR(s string, bare bool) (netip.Prefix, bool) {
+	if strings.Contains(s, "/") {
+		pf, err := netip.ParsePrefix(s)
+		return pf, err == nil
+	}
+	if !bare {
+		return netip.Prefix{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
+}

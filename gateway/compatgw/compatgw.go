@@ -1,0 +1,392 @@
+// Package compatgw wires wgpio's compat mode together: stock wireguard-go
+// (golang.zx2c4.com/wireguard/device), unmodified, with its encrypted side
+// on a bind.Bind over an AF_XDP port on the WAN interface and its plaintext
+// side on a tundev.PortDevice over an AF_XDP port on the LAN interface. No
+// kernel UDP socket and no kernel TUN: frames go between the NIC queues and
+// wireguard-go's goroutines. It is the compat-mode counterpart of package
+// gateway/fastgw (ARCHITECTURE.md, "Two modes").
+//
+// Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
+// neighbours"): the kernel keeps both interfaces' addresses and answers
+// ARP/NDP; next hops come from its routes and neighbours (package arp). The
+// WAN's XDP program redirects UDP to the WAN addresses and ListenPort; the
+// LAN's redirects frames to the peers' allowed IPs (never the host's own
+// addresses), kept in step with wireguard-go's configuration, wg(8)
+// changes included.
+//
+// Start must run in the network namespace of the two interfaces (AF_XDP
+// sockets and netlink handles keep that namespace afterwards). It needs
+// Linux 5.11+ with XDP on both interfaces (native or generic), and root or
+// CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
+// CAP_IPC_LOCK for the UMEMs).
+package compatgw
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// Defaults of Config.
+const (
+	DefaultMTU          = 1420
+	DefaultSyncInterval = time.Second
+)
+
+// Config configures a compat-mode gateway.
+type Config struct {
+	// Name names the UAPI socket (/var/run/wireguard/<Name>.sock) and the
+	// PortDevice. Required.
+	Name string
+	// UAPI is wireguard-go's configuration: the body of a UAPI "set=1"
+	// operation (private key, listen port, peers), as config.File.UAPI
+	// writes it. Its listen_port must be ListenPort.
+	UAPI string
+	// ListenPort is the WireGuard UDP port on the WAN addresses, which the
+	// WAN's XDP program redirects. Required.
+	ListenPort uint16
+	// WAN and LAN are the interface names (encrypted and plaintext side).
+	// Required.
+	WAN, LAN string
+	// Queues is the number of NIC queues opened on each side (default: all
+	// of the interface's).
+	Queues int
+	// Attach selects native or generic XDP (default: native, else generic).
+	Attach afxdp.AttachMode
+	// MTU is the tunnel MTU (default DefaultMTU).
+	MTU int
+	// SyncInterval is how often the LAN's XDP filter is brought in step
+	// with wireguard-go's allowed IPs (default DefaultSyncInterval).
+	SyncInterval time.Duration
+	// Logger receives wireguard-go's log (debug and warnings) and the
+	// filter's errors (default: discard).
+	Logger *slog.Logger
+}
+
+// Stats are the counters of compat mode: wgpio's two sides of stock
+// wireguard-go.
+type Stats struct {
+	Bind bind.Stats       `json:"bind"`
+	LAN  tundev.PortStats `json:"lan"`
+}
+
+// Gateway is stock wireguard-go running on wgpio ports. Its methods are
+// safe for concurrent use.
+type Gateway struct {
+	dev      *device.Device
+	bind     *bind.Bind
+	lanDev   *tundev.PortDevice
+	wan, lan *afxdp.Port
+	log      *slog.Logger
+	closers  []func() error
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
+}
+
+// iface is an interface's index and first IPv4 and global IPv6 address.
+type iface struct {
+	index  int
+	v4, v6 netip.Addr
+}
+
+func (i iface) addrs() []netip.Addr {
+	var out []netip.Addr
+	for _, a := range []netip.Addr{i.v4, i.v6} {
+		if a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func readIface(h *netlink.Handle, name string) (iface, error) {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+	}
+	out := iface{index: l.Attrs().Index}
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
+	}
+	for _, a := range addrs {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		ip = ip.Unmap()
+		switch {
+		case ip.Is4() && !out.v4.IsValid():
+			out.v4 = ip
+		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
+			out.v6 = ip
+		}
+	}
+	return out, nil
+}
+
+func (cfg *Config) check() error {
+	switch {
+	case cfg.Name == "":
+		return errors.New("compatgw: Name is required")
+	case cfg.WAN == "" || cfg.LAN == "":
+		return errors.New("compatgw: WAN and LAN are required")
+	case cfg.ListenPort == 0:
+		return errors.New("compatgw: ListenPort is required (the XDP filter matches it)")
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultSyncInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Start opens the two ports, runs wireguard-go on them configured with
+// cfg.UAPI, serves its UAPI socket and keeps the LAN filter in step with
+// its allowed IPs. Close undoes all of it; on error nothing is left. Errors
+// start with "compatgw: " and wrap the afxdp errors (ErrNoSuchInterface,
+// ErrXDPUnsupported, ErrMemlock, ...).
+func Start(cfg Config) (_ *Gateway, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool)}
+	defer func() {
+		if err != nil {
+			g.Close()
+			err = fmt.Errorf("compatgw: %w", err)
+		}
+	}()
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	g.closers = append(g.closers, func() error { h.Close(); return nil })
+	wan, err := readIface(h, cfg.WAN)
+	if err != nil {
+		return nil, fmt.Errorf("WAN: %w", err)
+	}
+	lan, err := readIface(h, cfg.LAN)
+	if err != nil {
+		return nil, fmt.Errorf("LAN: %w", err)
+	}
+	if len(wan.addrs()) == 0 {
+		return nil, fmt.Errorf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
+	}
+
+	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
+	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
+	if err != nil {
+		return nil, fmt.Errorf("WAN: %w", err)
+	}
+	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort}
+	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
+		return nil, fmt.Errorf("WAN: %w", err)
+	}
+	if g.bind, err = bind.New(bc); err != nil {
+		return nil, err
+	}
+
+	// The plaintext side: frames to the peers' allowed IPs (not to the
+	// host's own addresses) go to AF_XDP.
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lan.addrs()}})
+	if err != nil {
+		return nil, fmt.Errorf("LAN: %w", err)
+	}
+	fastgw.LogStrippedTags(g.log, g.wan, "WAN")
+	fastgw.LogStrippedTags(g.log, g.lan, "LAN")
+	// Oversized packets are answered from the LAN address, as Linux
+	// answers from the address of the interface the answer leaves by.
+	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
+	if pc.Routes, pc.Neighbours, err = g.kernelNeighbours(h, lan.index); err != nil {
+		return nil, fmt.Errorf("LAN: %w", err)
+	}
+	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
+		return nil, err
+	}
+
+	// Stock wireguard-go on the two.
+	logger := &device.Logger{
+		Verbosef: func(format string, a ...any) { g.log.Debug(fmt.Sprintf(format, a...)) },
+		Errorf:   func(format string, a ...any) { g.log.Warn(fmt.Sprintf(format, a...)) },
+	}
+	g.dev = device.NewDevice(g.lanDev, g.bind, logger)
+	if err := g.dev.IpcSet(cfg.UAPI); err != nil {
+		return nil, fmt.Errorf("configure wireguard-go: %w", err)
+	}
+	if err := g.syncPrefixes(); err != nil {
+		return nil, err
+	}
+	if err := g.dev.Up(); err != nil {
+		return nil, fmt.Errorf("bring %s up: %w", cfg.Name, err)
+	}
+	if err := g.serveUAPI(cfg.Name); err != nil {
+		return nil, err
+	}
+	g.wg.Add(1)
+	go g.followPrefixes(cfg.SyncInterval)
+	return g, nil
+}
+
+// kernelNeighbours follows the kernel's routes and neighbours of one
+// interface (shared address mode) until Close.
+func (g *Gateway) kernelNeighbours(h *netlink.Handle, index int) (*arp.KernelRoutes, *arp.Table, error) {
+	opts := arp.KernelOptions{LinkIndex: index}
+	routes, err := arp.NewKernelRoutes(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.closers = append(g.closers, routes.Close)
+	tbl := arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: h, LinkIndex: index}})
+	kn, err := arp.NewKernelNeighbours(tbl, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.closers = append(g.closers, kn.Close)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		tbl.Run(g.stop, 0)
+	}()
+	return routes, tbl, nil
+}
+
+// serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
+// sets the device.
+func (g *Gateway) serveUAPI(name string) error {
+	uf, err := ipc.UAPIOpen(name)
+	if err != nil {
+		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+	}
+	ln, err := ipc.UAPIListen(name, uf)
+	if err != nil {
+		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+	}
+	g.closers = append(g.closers, ln.Close)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go g.dev.IpcHandle(c)
+		}
+	}()
+	return nil
+}
+
+// followPrefixes keeps the LAN filter in step with the allowed IPs, which
+// wg(8) may change, every interval until Close.
+func (g *Gateway) followPrefixes(interval time.Duration) {
+	defer g.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			if err := g.syncPrefixes(); err != nil {
+				g.log.Warn("LAN XDP filter", "err", err)
+			}
+		}
+	}
+}
+
+// syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
+// wireguard-go has (read over its UAPI "get").
+func (g *Gateway) syncPrefixes() error {
+	var sb strings.Builder
+	if err := g.dev.IpcGetOperation(&sb); err != nil {
+		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
+	}
+	want := make(map[netip.Prefix]bool)
+	sc := bufio.NewScanner(strings.NewReader(sb.String()))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "allowed_ip="); ok {
+			if p, err := netip.ParsePrefix(v); err == nil {
+				want[p.Masked()] = true
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	for p := range want {
+		if !g.prefixes[p] {
+			if err := g.lan.AddPrefix(p); err != nil {
+				errs = append(errs, fmt.Errorf("add %v: %w", p, err))
+				continue
+			}
+			g.prefixes[p] = true
+		}
+	}
+	for p := range g.prefixes {
+		if !want[p] {
+			if err := g.lan.DeletePrefix(p); err != nil {
+				errs = append(errs, fmt.Errorf("delete %v: %w", p, err))
+				continue
+			}
+			delete(g.prefixes, p)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Device is the wireguard-go device.
+func (g *Gateway) Device() *device.Device { return g.dev }
+
+// Bind is the WAN side (wireguard-go's conn.Bind).
+func (g *Gateway) Bind() *bind.Bind { return g.bind }
+
+// LAN is the LAN side (wireguard-go's tun.Device).
+func (g *Gateway) LAN() *tundev.PortDevice { return g.lanDev }
+
+// Stats returns the counters of the two sides.
+func (g *Gateway) Stats() Stats {
+	return Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats()}
+}
+
+// Close stops wireguard-go (which closes the bind and the PortDevice),
+// removes the UAPI socket, detaches the XDP programs and stops the
+// neighbour tables. Call it once.
+func (g *Gateway) Close() error {
+	if g.dev != nil {
+		g.dev.Close()
+	}
+	if g.lan != nil {
+		g.lan.Close()
+	}
+	if g.wan != nil {
+		g.wan.Close()
+	}
+	close(g.stop)
+	var errs []error
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		errs = append(errs, g.closers[i]())
+	}
+	g.wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,119 @@
+package archtest
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/wgpio/wgpio"
+
+// pkg is what go list says of one package (non-test imports only).
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// modulePackages lists the module's packages with their transitive
+// dependencies inside the module, by path relative to the module root.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps", module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := make(map[string][]string)
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		var deps []string
+		for _, d := range p.Deps {
+			if rel, ok := strings.CutPrefix(d, module+"/"); ok {
+				deps = append(deps, rel)
+			}
+		}
+		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = deps
+	}
+	return pkgs
+}
+
+// under reports whether path is dir or inside it.
+func under(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// rule forbids the packages that from selects to depend, directly or not,
+// on a package that to selects.
+type rule struct {
+	what     string
+	from, to func(string) bool
+}
+
+func anyOf(dirs ...string) func(string) bool {
+	return func(p string) bool {
+		for _, d := range dirs {
+			if under(p, d) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestArrows checks "Arrows that must never exist" of ARCHITECTURE.md.
+func TestArrows(t *testing.T) {
+	rules := []rule{
+		{"the data path and the leaves do not reach up into the control plane's wiring, compat mode or the binaries",
+			anyOf("protocol", "replay", "internal/counts", "header", "dataplane", "arp", "noise", "fastpath"),
+			anyOf("gateway", "bind", "tundev", "config", "cmd", "examples", "bench", "tools")},
+		{"the fast path knows no handshake code",
+			anyOf("fastpath"), anyOf("noise", "gateway")},
+		{"a dataplane knows nothing of WireGuard",
+			anyOf("dataplane"), anyOf("header", "replay", "noise", "fastpath", "protocol", "arp")},
+		{"byte-slice packages know no queues",
+			anyOf("replay", "noise", "arp", "header", "protocol"), anyOf("dataplane")},
+		{"protocol is a leaf",
+			anyOf("protocol"), func(string) bool { return true }},
+		{"library code does not use test harnesses",
+			func(p string) bool {
+				return !anyOf("cmd", "examples", "bench", "tools", "internal/testing", "internal/twosite")(p)
+			},
+			anyOf("internal/testing", "internal/twosite")},
+	}
+	pkgs := modulePackages(t)
+	if _, ok := pkgs["fastpath"]; !ok || len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages; the module's were expected", len(pkgs))
+	}
+	for _, r := range rules {
+		for p, deps := range pkgs {
+			if !r.from(p) {
+				continue
+			}
+			for _, d := range deps {
+				if r.to(d) {
+					t.Errorf("%s depends on %s: %s (ARCHITECTURE.md, Arrows that must never exist)", p, d, r.what)
+				}
+			}
+		}
+	}
+}
+
+// TestRuleCatches makes sure a rule can fail: a made-up fast path that
+// imports noise is caught.
+func TestRuleCatches(t *testing.T) {
+	r := rule{"", anyOf("fastpath"), anyOf("noise")}
+	if !(r.from("fastpath") && r.to("noise")) || r.to("noisy") || r.from("fastpathx") {
+		t.Error("rule selection wrong")
+	}
+}
