@@ -187,11 +187,7 @@ func (w *worker) fragment(f *dataplane.Frame, pl *peerLocal, n int) int {
 	return k
 }
 
-// outerECN returns the ECN field of the outer IP header at d[l3:] (RFC 3168
-// §5).
-func outerECN(d []byte, l3 int) uint8 { return header.ECN(d[l3:]) }
-
-// putOuterECN writes the outer ECN field for an inner packet whose ECN field
+// putOuterIPv4 writes the outer ECN field for an inner packet whose ECN field
 // was inner (header.EncapECN: the kernel's WireGuard's rule) into the outer
 // IP header at b[l3:], which the template wrote with TOS / traffic class 0;
 // for IPv4 it also stores the identification id, and fixes the header
