@@ -152,6 +152,8 @@ type Engine struct {
 
 	indexes IndexTable
 
+	retire retirer // keypairs waiting for their keys to be erased (retire.go)
+
 	wg      sync.WaitGroup
 	closing atomic.Bool
 	started bool
@@ -436,8 +438,9 @@ func (e *Engine) Start() {
 	}
 }
 
-// Close stops the workers and waits for them, frees held frames and
-// returns. It does not close the ports.
+// Close stops the workers and waits for them, frees held frames, erases
+// the keys of every retired keypair (Retire) and returns. It does not close
+// the ports.
 func (e *Engine) Close() error {
 	if !e.closing.CompareAndSwap(false, true) {
 		return nil
@@ -447,6 +450,7 @@ func (e *Engine) Close() error {
 	for _, w := range e.workers {
 		w.close()
 	}
+	e.Reap() // every worker is parked now
 	return nil
 }
 

@@ -117,6 +117,11 @@ type worker struct {
 
 	c counters
 
+	// turn counts loop turns (by 2); quiet publishes it, odd while parked
+	// (retire.go).
+	turn  uint64
+	quiet quiescence
+
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
 	tid atomic.Int32
@@ -176,6 +181,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.scratchA = make([]bool, b)
 	w.done = make([]bool, b)
 	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
+	w.park() // not running: holds no keypair
 	return w, nil
 }
 
@@ -232,6 +238,7 @@ func (w *worker) run() {
 	}
 	lastWork := spinNow()
 	for !w.e.closing.Load() {
+		w.beginTurn()
 		now := w.e.now()
 		work := w.outbound(now)
 		work += w.inbound(now)
@@ -268,10 +275,12 @@ func (w *worker) run() {
 		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
+		w.park()
 		_, _ = w.waiter.Wait(timeout)
 		lastWork = spinNow()
 	}
 	w.publish(w.e.now())
+	w.park()
 }
 
 // local state for p, growing the array when peers were added.

@@ -96,6 +96,10 @@ func (f *fakeDP) Kick()                                        { f.kicks.Add(1) 
 func (f *fakeDP) Now() int64                                   { return f.clock.Load() }
 func (f *fakeDP) Indexes() *fastpath.IndexTable                { return &f.idx }
 
+// Retire erases at once: the fake has no workers that could hold kp.
+func (f *fakeDP) Retire(kp *fastpath.Keypair) { kp.Zero() }
+func (f *fakeDP) Reap() int                   { return 0 }
+
 func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	now := f.clock.Load()
 	b := append([]byte(nil), pkt.Payload...)
