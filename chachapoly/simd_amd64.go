@@ -221,12 +221,11 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 
 // chunk is the per-call scratch of the SIMD paths, on the caller's stack.
 type chunk struct {
-	g       group
-	pg      polyGroup
-	polyKey [maxChunk][32]byte // one-time Poly1305 keys (RFC 8439 §2.6)
-	tags    [maxChunk][TagSize]byte
-	jobs    [2 * maxChunk]job
-	sorted  [2 * maxChunk]job
+	g      group
+	pg     polyGroup
+	tags   [maxChunk][TagSize]byte
+	jobs   [2 * maxChunk]job
+	sorted [2 * maxChunk]job
 }
 
 // keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of every

@@ -68,6 +68,7 @@ type openMeta struct {
 	c     uint64
 	kp    *Keypair
 	src   netip.AddrPort
+	ecn   uint8 // the outer header's ECN field (RFC 6040 decapsulation)
 }
 
 // innerVerdict is what the first pass found in an authenticated packet's
@@ -81,6 +82,8 @@ const (
 	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
 	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
+	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
+	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -174,7 +177,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		q = append(q, chachapoly.Packet{Key: &kp.receive, Counter: c, Data: msg[protocol.TransportHeaderSize:]})
 		qm = append(qm, openMeta{frame: int32(i), off: int32(w.pkt.PayloadOff + protocol.TransportHeaderSize),
 			plain: int32(len(msg) - protocol.TransportHeaderSize - protocol.TagSize), c: c, kp: kp,
-			src: netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)})
+			src: netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort), ecn: header.ECN(d[w.pkt.L3Off:])})
 	}
 	// One call authenticates and opens the whole burst (package chachapoly:
 	// SIMD lanes); a packet that fails is dropped alone.
@@ -200,6 +203,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerKeepalive
 			continue
 		}
+		oecn := om.ecn // the outer ECN field, for RFC 6040
 		off := int(om.off)
 		f.TrimFront(off)
 		f.SetLen(plain)
@@ -219,9 +223,25 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
+		ip := f.Data()
+		if oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
+			header.DecapECN(ip, oecn)
+		}
 		dst := w.pkt.Dst
 		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
 			m.verdict = innerOwn
+			continue
+		}
+		// A transit packet: forwarded as a router does (router.go).
+		if !header.Forward(ip) {
+			m.verdict = innerTTLExceeded
+			continue
+		}
+		if w.e.mss4 != 0 {
+			w.clampMSS(ip)
+		}
+		if len(ip) > w.e.lanMTU && w.e.lanMTU > 0 {
+			m.verdict = innerOverLANMTU
 			continue
 		}
 		mac, ok := lastMAC, dst == lastDst
@@ -353,6 +373,18 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
 			w.waitNeighbour(f, bad)
+		case innerTTLExceeded:
+			pl.lastDataReceived = now
+			bad[DropTTLExceeded]++
+			w.timeExceededTunnel(f.Data(), now)
+		case innerOverLANMTU:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			if w.toLANOverMTU(f, now) {
+				*f = dataplane.Frame{}
+			} else {
+				bad[DropLANTooBig]++
+			}
 		}
 	}
 	w.c.decrypted.Add(uint64(dec))

@@ -121,6 +121,7 @@ type worker struct {
 	// (retire.go).
 	turn  uint64
 	quiet quiescence
+	fwd   fwdState // forwarding as a router (router.go)
 
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
@@ -166,11 +167,13 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.lanRX)
 	w.waiter.Add(w.wanRX)
 	b := w.burst
-	w.frames = make([]dataplane.Frame, b)
-	w.out = make([]dataplane.Frame, 0, b+1)
-	w.peerOf = make([]*peerLocal, b)
-	w.sealQ = make([]chachapoly.Packet, 0, b)
-	w.sealMeta = make([]sealMeta, 0, b)
+	// Outbound bursts grow by the fragments of their oversized packets.
+	fb := b + fragSlots(b)
+	w.frames = make([]dataplane.Frame, fb)
+	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.peerOf = make([]*peerLocal, fb)
+	w.sealQ = make([]chachapoly.Packet, 0, fb)
+	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
 	w.openMeta = make([]openMeta, 0, b)
 	w.openOK = make([]bool, b)

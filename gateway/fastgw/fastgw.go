@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -113,6 +114,14 @@ type Config struct {
 	// slots: peers in configuration order, each one's allowed IPs as
 	// written.
 	LANPrefixCapacity int
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
+	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
+	// off when negative).
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway
+	// (fastpath.Config.MSSClamp: fastpath.MSSClampAuto or bytes; 0 off).
+	MSSClamp int
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -624,6 +633,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: wanSide.vid, LANVLAN: lanSide.vid,
 		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
+		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
 	}
 	if cfg.Owned {
 		ecfg.WANNeighbours = responderHandler{g.wanResp}
