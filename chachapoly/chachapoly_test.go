@@ -330,9 +330,21 @@ func TestKeyZero(t *testing.T) {
 	var k Key
 	key := [KeySize]byte{1, 2, 3}
 	k.Set(&key)
+	if k.IsZero() {
+		t.Error("IsZero reports a set key as zero")
+	}
 	k.Zero()
 	if k != (Key{}) {
 		t.Errorf("after Zero, Key = %+v, want zero", k)
+	}
+	if !k.IsZero() {
+		t.Error("IsZero reports an erased key as set")
+	}
+	// A key whose only nonzero byte is the last one is not zero.
+	key = [KeySize]byte{KeySize - 1: 0x80}
+	k.Set(&key)
+	if k.IsZero() {
+		t.Error("IsZero misses the last key byte")
 	}
 }
 

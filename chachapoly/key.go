@@ -52,6 +52,17 @@ func (k *Key) Zero() {
 	k.aead = nil
 }
 
+// IsZero reports whether k holds no key (the zero Key, or one erased by
+// Zero): for tests and checks that key memory was erased. It reads every
+// word, whatever their values.
+func (k *Key) IsZero() bool {
+	var or uint32
+	for _, w := range k.w {
+		or |= w
+	}
+	return or == 0 && k.aead == nil
+}
+
 // bytes writes the key back into b; the caller erases b after use.
 func (k *Key) bytes(b *[KeySize]byte) {
 	for i, w := range k.w {

@@ -177,6 +177,7 @@ type Engine struct {
 
 	indexes IndexTable
 
+	retire retirer // keypairs waiting for their keys to be erased (retire.go)
 	// icmpLimit rate-limits time exceeded; shared by the workers.
 	icmpLimit *icmprate.Limiter
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
@@ -492,8 +493,9 @@ func (e *Engine) Start() {
 	}
 }
 
-// Close stops the workers and waits for them, frees held frames and
-// returns. It does not close the ports.
+// Close stops the workers and waits for them, frees held frames, erases
+// the keys of every retired keypair (Retire) and returns. It does not close
+// the ports.
 func (e *Engine) Close() error {
 	if !e.closing.CompareAndSwap(false, true) {
 		return nil
@@ -503,6 +505,7 @@ func (e *Engine) Close() error {
 	for _, w := range e.workers {
 		w.close()
 	}
+	e.Reap() // every worker is parked now
 	return nil
 }
 

@@ -16,7 +16,9 @@ import (
 // for the send counter (reserved in ranges with one atomic add) and the
 // replay window (shared by every queue, locked once per batch). Workers on
 // any queue use it concurrently. The keys are held as chachapoly.Keys, which
-// the workers seal and open with in bursts (package chachapoly).
+// the workers seal and open with in bursts (package chachapoly); the
+// keypair owns that key memory and erases it when retired (Engine.Retire,
+// after the grace period in which a worker may still hold the keypair).
 type Keypair struct {
 	// sendNonce is the next counter to reserve: the one cache line written
 	// by every queue that encrypts for this session. The allocator does
@@ -149,17 +151,26 @@ func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
 	return kp.replay.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 }
 
-// Zero marks the keypair dead (Dead reports true, workers stop using it)
-// and clears the replay window. It does not erase the keys, which workers
-// may still be using for a batch they loaded the keypair for (there is no
-// grace period between unpublishing and Zero yet; chachapoly.Key.Zero would
-// erase them once one exists). The control plane
-// calls Zero after it has unpublished the keypair from its peer and the
-// index table (whitepaper §6.3, zeroing after RejectAfterTime × 3).
+// Zero marks the keypair dead (Dead reports true, workers stop using it),
+// clears the replay window and erases both keys (chachapoly.Key.Zero): the
+// session is discarded (whitepaper §6.3). No worker may be using the keypair
+// any more: a control plane running an Engine calls Engine.Retire instead,
+// which marks the keypair dead at once and calls Zero after the grace period
+// in which a worker may still be in a batch that loaded it. Zero suits a
+// keypair no worker ever saw (or a stopped engine's).
 func (kp *Keypair) Zero() {
+	kp.kill()
+	kp.send.Zero()
+	kp.receive.Zero()
+}
+
+// kill marks the keypair dead and clears the replay window, leaving the keys
+// to a later Zero (Engine.Retire).
+func (kp *Keypair) kill() {
 	kp.dead.Store(true)
 	kp.replay.Reset()
 }
 
-// Dead reports whether Zero was called.
+// Dead reports whether the keypair was retired or zeroed: workers no longer
+// seal or open with it.
 func (kp *Keypair) Dead() bool { return kp.dead.Load() }

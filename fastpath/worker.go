@@ -120,7 +120,11 @@ type worker struct {
 
 	c counters
 
-	fwd fwdState // forwarding as a router (router.go)
+	// turn counts loop turns (by 2); quiet publishes it, odd while parked
+	// (retire.go).
+	turn  uint64
+	quiet quiescence
+	fwd   fwdState // forwarding as a router (router.go)
 
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
@@ -184,6 +188,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.scratchA = make([]bool, b)
 	w.done = make([]bool, b)
 	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
+	w.park() // not running: holds no keypair
 	return w, nil
 }
 
@@ -240,6 +245,7 @@ func (w *worker) run() {
 	}
 	lastWork := spinNow()
 	for !w.e.closing.Load() {
+		w.beginTurn()
 		now := w.e.now()
 		w.wan = w.e.wan.Load()
 		work := w.outbound(now)
@@ -277,10 +283,12 @@ func (w *worker) run() {
 		if len(w.nbrWait) > 0 || len(w.ctlWait) > 0 {
 			timeout = neighbourRetry
 		}
+		w.park()
 		_, _ = w.waiter.Wait(timeout)
 		lastWork = spinNow()
 	}
 	w.publish(w.e.now())
+	w.park()
 }
 
 // localChunk is the number of peerLocals allocated at once.

@@ -26,4 +26,12 @@ type Dataplane interface {
 	Now() int64
 	// Indexes is the receiver-index table.
 	Indexes() *fastpath.IndexTable
+	// Retire marks an unpublished keypair dead at once and erases its keys
+	// once no worker can still be using it (the grace period; see
+	// fastpath.Engine.Retire).
+	Retire(kp *fastpath.Keypair)
+	// Reap erases the keys of retired keypairs whose grace period has
+	// ended and returns how many still wait; the device calls it on its
+	// tick.
+	Reap() (pending int)
 }

@@ -18,6 +18,11 @@ import (
 // ticking faster would see nothing new.
 const DefaultTickInterval = fastpath.PublishInterval
 
+// closeReapWait bounds how long Close waits for the dataplane's workers to
+// pass a batch boundary so that the retired keypairs' keys are erased; a
+// running worker does so within one batch, a parked one at once.
+const closeReapWait = 100 * time.Millisecond
+
 // Options configures a Device.
 type Options struct {
 	// Name names the UAPI socket /var/run/wireguard/<Name>.sock that Start
@@ -491,8 +496,10 @@ type ownedKeypair struct {
 	missing bool
 }
 
-// sweepLocked frees (index table) and zeroes every keypair p published that
-// none of its three slots holds any more. A keypair the control plane took
+// sweepLocked frees (index table) and retires every keypair p published that
+// none of its three slots holds any more: Dataplane.Retire marks it dead at
+// once and erases its keys after the grace period in which a worker may still
+// be in a batch that loaded it (Tick reaps). A keypair the control plane took
 // out itself (dropped: Rotate's result, a rejected or cleared one) goes at
 // once. One that left for another reason (a worker's promotion pushed it
 // out of Previous) goes only when a second sweep, a tick later, still finds
@@ -521,7 +528,7 @@ func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 		if !kp.IsInitiator && !kp.Confirmed() {
 			d.stats.unconfirmed.Add(1)
 		}
-		kp.Zero()
+		d.dp.Retire(kp)
 	}
 	clear(p.owned[len(kept):])
 	p.owned = kept
@@ -621,7 +628,10 @@ func (d *Device) loop() {
 }
 
 // Close stops the loops, removes the UAPI socket, and zeroes every key the
-// device holds. The dataplane is not closed.
+// device holds. The dataplane is not closed: the keypairs' keys are erased
+// as soon as its workers have passed a batch boundary (Close waits up to
+// closeReapWait for that; what is left then goes at the dataplane's next
+// Reap or its Close).
 func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.done)
@@ -644,6 +654,9 @@ func (d *Device) Close() error {
 		d.private.Zero()
 		d.publishLocked()
 		d.mu.Unlock()
+		for end := time.Now().Add(closeReapWait); d.dp.Reap() > 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
 	})
 	return nil
 }

@@ -226,3 +226,54 @@ func TestStatsLosses(t *testing.T) {
 		t.Errorf("Losses = %q, want %q", got, want)
 	}
 }
+
+// TestKeypairsRetiredThroughDataplane: every way a session ends hands its
+// keypairs to Dataplane.Retire (which erases their keys after the workers'
+// grace period), and Tick and Close reap.
+func TestKeypairsRetiredThroughDataplane(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	kp := r.establishAsInitiator()
+	if r.f.wasRetired(kp) {
+		t.Fatal("a live keypair was retired")
+	}
+	before := r.f.reaps.Load()
+	r.dev.Tick(r.now())
+	if r.f.reaps.Load() == before {
+		t.Error("Tick did not call Dataplane.Reap")
+	}
+	// Peer removal.
+	if !r.dev.RemovePeer(r.wgPub) {
+		t.Fatal("RemovePeer: peer not found")
+	}
+	if !r.f.wasRetired(kp) || !kp.Dead() {
+		t.Fatalf("after RemovePeer: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
+	}
+}
+
+// TestCloseRetiresKeypairs: Device.Close retires every keypair and reaps.
+func TestCloseRetiresKeypairs(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	kp := r.establishAsInitiator()
+	before := r.f.reaps.Load()
+	if err := r.dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.f.wasRetired(kp) || !kp.Dead() {
+		t.Fatalf("after Close: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
+	}
+	if r.f.reaps.Load() == before {
+		t.Error("Close did not call Dataplane.Reap")
+	}
+}
+
+// TestSessionResetRetiresKeypairs: a new private key ends every session
+// through Dataplane.Retire.
+func TestSessionResetRetiresKeypairs(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	kp := r.establishAsInitiator()
+	k, _ := noise.NewPrivateKey()
+	r.dev.SetPrivateKey(k)
+	if !r.f.wasRetired(kp) || !kp.Dead() {
+		t.Fatalf("after SetPrivateKey: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
+	}
+}

@@ -34,10 +34,15 @@
 // Every keypair the device publishes is tracked until it has left all three
 // slots of its peer (rotated out, promoted over, rejected after
 // RejectAfterTime, or dropped with the peer); then its receiver index is
-// freed and fastpath.Keypair.Zero is called. The transport keys exist in our
-// memory only between noise.Handshake.DeriveKeys and fastpath.NewKeypair, and
-// are zeroed right after (noise.Keys.Zero); the copies inside the AEADs
-// cannot be zeroed (see package noise). Handshake state is cleared on
+// freed and it is retired (Dataplane.Retire): dead at once, so that no worker
+// starts using it, and its keys (the chachapoly.Keys the keypair owns)
+// erased once every worker has passed a batch boundary or was parked, which
+// takes at most a tick (Tick calls Dataplane.Reap). The transport keys
+// otherwise exist in our memory only between noise.Handshake.DeriveKeys and
+// fastpath.NewKeypair, and are zeroed right after (noise.Keys.Zero). Only on
+// a machine where package chachapoly uses its fallback does a key copy remain
+// that cannot be erased: the one inside x/crypto's AEAD, left to the garbage
+// collector (see chachapoly.Key). Handshake state is cleared on
 // give-up and zeroing, and zeroed with its pre-shared key when a peer is
 // removed; the identity's private key when the device closes or the key
 // changes.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,12 +49,14 @@ type fakeDP struct {
 	// Device.Start's loop) instead of calling HandleMessage.
 	viaChannel bool
 	kicks      atomic.Int64
+	reaps      atomic.Int64
 
 	mu       sync.Mutex
 	peers    []*fastpath.Peer
 	allowed  [][]netip.Prefix
 	setPeers int // calls of SetPeers
 	sent     []sentPacket
+	retired  []*fastpath.Keypair // Retire's arguments
 
 	bind   conn.Bind // our side of the channel binds
 	rx     chan []byte
@@ -95,6 +98,26 @@ func (f *fakeDP) UnderLoad() bool                              { return f.load.L
 func (f *fakeDP) Kick()                                        { f.kicks.Add(1) }
 func (f *fakeDP) Now() int64                                   { return f.clock.Load() }
 func (f *fakeDP) Indexes() *fastpath.IndexTable                { return &f.idx }
+
+// Retire erases at once: the fake has no workers that could hold kp. It
+// records kp (retired) and Reap counts its calls (reaps).
+func (f *fakeDP) Retire(kp *fastpath.Keypair) {
+	f.mu.Lock()
+	f.retired = append(f.retired, kp)
+	f.mu.Unlock()
+	kp.Zero()
+}
+
+func (f *fakeDP) Reap() int {
+	f.reaps.Add(1)
+	return 0
+}
+
+func (f *fakeDP) wasRetired(kp *fastpath.Keypair) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.retired, kp)
+}
 
 func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	now := f.clock.Load()

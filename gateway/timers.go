@@ -33,7 +33,8 @@ const (
 //     any authenticated packet (keepalives too) arrives on a session older than RejectAfterTime − KeepaliveTimeout
 //     − RekeyTimeout (165 s).
 //   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
-//     out of its slot, unpublished and zeroed (the workers already refuse it).
+//     out of its slot, unpublished and retired (dead at once, the workers
+//     already refuse it; its keys erased after the grace period).
 //   - Retry (§6.4): an initiation unanswered for RekeyTimeout plus jitter is
 //     resent; after the first initiation and MaxHandshakeAttempts+1 retries
 //     (20 initiations, as wireguard-go sends) give up: no more retries until
@@ -48,7 +49,8 @@ const (
 //   - Persistent keepalive (§6.5): an empty message after the configured
 //     interval without any authenticated packet sent or received.
 //   - Zeroing (§6.3): RejectAfterTime × 3 (540 s) after the last session
-//     was derived, every keypair and the handshake state are zeroed.
+//     was derived, every keypair is retired (keys erased after the grace
+//     period) and the handshake state zeroed.
 func (d *Device) Tick(now int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -56,6 +58,9 @@ func (d *Device) Tick(now int64) {
 	for _, p := range d.peers {
 		d.tickPeerLocked(p, now)
 	}
+	// Erase the keys of keypairs retired since, now that the workers
+	// have had a tick to pass a batch boundary.
+	d.dp.Reap()
 }
 
 func (d *Device) tickPeerLocked(p *peer, now int64) {
