@@ -171,6 +171,7 @@ type Engine struct {
 
 	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
 	routes  atomic.Pointer[routeTable]
+	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
 
@@ -304,6 +305,7 @@ func New(cfg Config) (*Engine, error) {
 		rt.own[a] = struct{}{}
 	}
 	e.routes.Store(rt)
+	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
 		if err != nil {
@@ -368,9 +370,6 @@ func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 		if p.SrcPorts == 0 {
 			p.SrcPorts = max(e.cfg.SourcePorts, 1)
 		}
-		if p.SrcPortBase == 0 {
-			p.SrcPortBase = e.cfg.ListenPort
-		}
 	}
 	e.routes.Store(rt)
 	e.Kick()
@@ -402,6 +401,11 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 		return false
 	}
 }
+
+// FlowHash is the hash of an inner IP packet's flow (addresses, protocol,
+// and TCP/UDP ports when the packet is not a fragment) that picks its outer
+// source port: packets of one flow hash alike. p is only read.
+func FlowHash(p []byte) uint32 { return flowHash(p) }
 
 // SendTunnel posts an inner IP packet from the host (the exception
 // interface) to be encrypted and sent to the peer its destination routes to.

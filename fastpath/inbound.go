@@ -134,7 +134,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		// Our ports are the listen port and the source-port range above
 		// it: a peer answers to the port we sent from.
-		if w.pkt.DstPort-w.e.cfg.ListenPort >= w.portSpan || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
+		if w.pkt.DstPort-w.wan.port >= w.portSpan || (w.pkt.Dst != w.wan.addr4 && w.pkt.Dst != w.wan.addr6) {
 			bad[DropNotForUs]++
 			continue
 		}
@@ -424,9 +424,9 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 	d := outer.Prepend(int(m.back))
 	// The authentication pass checked that the outer destination is our
 	// address of the source's family.
-	dst := w.e.cfg.WANAddr6
+	dst := w.wan.addr6
 	if m.src.Addr().Is4() {
-		dst = w.e.cfg.WANAddr4
+		dst = w.wan.addr4
 	}
 	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
 }

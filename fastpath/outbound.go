@@ -164,6 +164,12 @@ func (w *worker) outbound(now int64) int {
 			*f = dataplane.Frame{}
 			continue
 		}
+		if !pl.ep.Src.IsValid() {
+			// The WAN interface has no usable address of this family.
+			bad[DropNoWANAddress]++
+			left++
+			continue
+		}
 		inner := f.Len()
 		padded, srcPort, ecn, ok := w.pad(f, pl)
 		if !ok {
@@ -246,10 +252,13 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
 	}
+	// Inner 5-tuple hash for the source port, read before sealing.
+	srcPort = pl.peer.SrcPortBase
+	if srcPort == 0 {
+		srcPort = w.wan.port
+	}
 	if pl.peer.SrcPorts > 1 {
-		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
-	} else {
-		srcPort = pl.peer.SrcPortBase
+		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
 	}
 	if plen > 0 {
 		ecn = header.EncapECN(header.ECN(f.Data()))

@@ -10,10 +10,10 @@ import (
 func (w *worker) publish(now int64) {
 	w.lastPublish = now
 	for _, id := range w.dirtyPeers {
-		if id >= len(w.local) {
+		if id >= len(w.local)*localChunk {
 			continue
 		}
-		pl := &w.local[id]
+		pl := w.localAt(id)
 		p := pl.peer
 		if p == nil {
 			continue

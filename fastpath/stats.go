@@ -102,6 +102,9 @@ const (
 	// DropPeerRemoved: packets held for a peer that was removed from the
 	// configuration (Peer.Removed), freed at the worker's next turn.
 	DropPeerRemoved
+	// DropNoWANAddress: a control-plane packet to an address family the
+	// WAN interface has no usable address of (Engine.SetWAN).
+	DropNoWANAddress
 
 	NumDropReasons
 )
@@ -139,6 +142,7 @@ var dropNames = [NumDropReasons]string{
 	DropVLAN:               "vlan",
 	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
+	DropNoWANAddress:       "no_wan_address",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
