@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/wgpio/wgpio/noise"
 )
@@ -124,6 +125,15 @@ func (r PortRange) Len() int {
 	return int(r.Last) - int(r.First) + 1
 }
 
+// MSSClamp values besides a size in bytes (WGPIO.MSSClamp).
+const (
+	MSSClampAuto = -1
+	MSSClampOff  = -2
+)
+
+// Off is the value of ICMPRate and ICMPDestInterval written "off".
+const Off = -1
+
 // WGPIO is the [WGPIO] section: wgpio's own settings, which wg-quick does not
 // know. Every field is optional; zero means unset.
 type WGPIO struct {
@@ -155,6 +165,21 @@ type WGPIO struct {
 	// MetricsAddress is the host:port to serve Prometheus metrics on; the
 	// host may be empty (every address).
 	MetricsAddress string
+	// MSSClamp clamps the MSS option of TCP SYNs crossing the gateway in
+	// both directions: MSSClampAuto (the tunnel MTU − 40 for IPv4, − 60
+	// for IPv6), MSSClampOff, or a value in bytes (536-65495). Unset is
+	// off.
+	MSSClamp int
+	// ICMPRate and ICMPBurst are the global limit on ICMP time exceeded
+	// and destination unreachable errors the gateway sends, in messages
+	// per second and messages (Linux net.ipv4.icmp_msgs_per_sec and
+	// icmp_msgs_burst; unset: 1000 and 50); ICMPRate Off (-1) removes it.
+	// "Fragmentation needed" and "packet too big" are never limited.
+	ICMPRate, ICMPBurst int
+	// ICMPDestInterval is the least time between such errors to one
+	// destination, after a burst of 6 (Linux net.ipv4.icmp_ratelimit;
+	// unset: 1 s); -1 (off) removes the limit.
+	ICMPDestInterval time.Duration
 	// Lines gives the line each key was set on, by canonical key name, for
 	// the errors found only when the gateway starts (an interface that
 	// does not exist, a CPU the process may not run on).

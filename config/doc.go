@@ -42,6 +42,11 @@
 //	Gateway     = 198.18.0.1            # owned mode only: next-hop router
 //	XDPMode     = auto | native | generic
 //	MetricsAddress = 127.0.0.1:9586     # host:port
+//	MSSClamp    = auto | off | 1360     # TCP SYN MSS clamp, both ways; auto = MTU − 40 (IPv4) / − 60 (IPv6); default off
+//	ICMPRate    = 1000 | off            # ICMP errors per second, all destinations (Linux icmp_msgs_per_sec)
+//	ICMPBurst   = 50                    # messages (Linux icmp_msgs_burst)
+//	ICMPDestInterval = 1000 | off       # ms between errors to one destination after 6 (Linux icmp_ratelimit);
+//	                                    # "fragmentation needed"/"packet too big" are never limited
 //
 // Keys that take one value may appear once per section; Address, AllowedIPs
 // and the wg-quick hooks add up when repeated, as in wg-quick.

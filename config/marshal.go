@@ -83,6 +83,28 @@ func (f *File) Marshal() []byte {
 		if w.MetricsAddress != "" {
 			kv("MetricsAddress", w.MetricsAddress)
 		}
+		switch w.MSSClamp {
+		case 0:
+		case MSSClampAuto:
+			kv("MSSClamp", "auto")
+		case MSSClampOff:
+			kv("MSSClamp", "off")
+		default:
+			kv("MSSClamp", strconv.Itoa(w.MSSClamp))
+		}
+		if w.ICMPRate == Off {
+			kv("ICMPRate", "off")
+		} else if w.ICMPRate != 0 {
+			kv("ICMPRate", strconv.Itoa(w.ICMPRate))
+		}
+		if w.ICMPBurst != 0 {
+			kv("ICMPBurst", strconv.Itoa(w.ICMPBurst))
+		}
+		if w.ICMPDestInterval == Off {
+			kv("ICMPDestInterval", "off")
+		} else if w.ICMPDestInterval != 0 {
+			kv("ICMPDestInterval", strconv.FormatInt(w.ICMPDestInterval.Milliseconds(), 10))
+		}
 	}
 
 	for i := range f.Peers {
@@ -110,7 +132,8 @@ func (f *File) Marshal() []byte {
 func (w *WGPIO) isZero() bool {
 	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.WANVLAN == 0 && w.LANVLAN == 0 && w.AddressMode == "" && w.Queues == 0 &&
 		len(w.CPUs) == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
-		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == ""
+		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == "" &&
+		w.MSSClamp == 0 && w.ICMPRate == 0 && w.ICMPBurst == 0 && w.ICMPDestInterval == 0
 }
 
 func joinPrefixes(ps []netip.Prefix) string {

@@ -31,6 +31,11 @@ const (
 	// TUN device takes (MAX_TAP_QUEUES, compat-mqtun) and the most
 	// workers of the fast path.
 	MaxQueues = 256
+	// MinMSSClamp and MaxMSSClamp bound a numeric MSSClamp: the smallest
+	// MSS every IPv4 host accepts (RFC 879) and the largest a 65535-byte
+	// IPv4 packet holds.
+	MinMSSClamp = 536
+	MaxMSSClamp = 65495
 	// MaxVLANID is the largest WANVLAN or LANVLAN accepted (IEEE 802.1Q
 	// §9.6: VID 4095 is reserved, 0 means no VLAN).
 	MaxVLANID = 4094
@@ -201,6 +206,10 @@ var keys = []keyInfo{
 	{name: "Gateway", sec: secWGPIO},
 	{name: "XDPMode", sec: secWGPIO},
 	{name: "MetricsAddress", sec: secWGPIO},
+	{name: "MSSClamp", sec: secWGPIO},
+	{name: "ICMPRate", sec: secWGPIO},
+	{name: "ICMPBurst", sec: secWGPIO},
+	{name: "ICMPDestInterval", sec: secWGPIO},
 }
 
 type parser struct {
@@ -802,6 +811,33 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			}
 		}
 		w.MetricsAddress = v
+	case "MSSClamp":
+		switch {
+		case strings.EqualFold(v, "auto"):
+			w.MSSClamp = MSSClampAuto
+		case strings.EqualFold(v, "off"):
+			w.MSSClamp = MSSClampOff
+		default:
+			if x, ok := p.number(n, key, v, MinMSSClamp, MaxMSSClamp, ` of bytes, "auto" or "off"`); ok {
+				w.MSSClamp = x
+			}
+		}
+	case "ICMPRate":
+		if strings.EqualFold(v, "off") {
+			w.ICMPRate = Off
+		} else if x, ok := p.number(n, key, v, 1, 1000000, ` of messages per second or "off"`); ok {
+			w.ICMPRate = x
+		}
+	case "ICMPBurst":
+		if x, ok := p.number(n, key, v, 1, 1000000, " of messages"); ok {
+			w.ICMPBurst = x
+		}
+	case "ICMPDestInterval":
+		if strings.EqualFold(v, "off") {
+			w.ICMPDestInterval = Off
+		} else if x, ok := p.number(n, key, v, 1, 3600000, ` of milliseconds or "off"`); ok {
+			w.ICMPDestInterval = time.Duration(x) * time.Millisecond
+		}
 	}
 }
 

@@ -13,7 +13,9 @@
 // little-endian counter), stamp the outer Ethernet/IP/UDP headers from a
 // per-peer template with a source port chosen by hashing the inner
 // 5-tuple into the peer's port range, transmit. Packets larger than the
-// tunnel MTU get ICMP "fragmentation needed" / "packet too big"; packets for
+// tunnel MTU get ICMP "fragmentation needed" / "packet too big", or are
+// fragmented (IPv4 without DF, RFC 791); transit packets lose one TTL or hop
+// limit and are answered with time exceeded at 0 (router.go); packets for
 // a peer without a usable keypair are held (MaxHeldPerPeer per peer, a cap
 // per worker) while the control plane handshakes.
 //

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // Defaults of Config.
@@ -79,8 +81,9 @@ type Config struct {
 	// WANAddr4 / WANAddr6 are our outer addresses (either may be invalid
 	// if that family is not used).
 	WANAddr4, WANAddr6 netip.Addr
-	// MTU is the tunnel MTU (default DefaultMTU): inner packets larger
-	// than this get ICMP "fragmentation needed" / "packet too big".
+	// MTU is the tunnel MTU (default DefaultMTU): inner IPv4 packets
+	// larger than this without DF are fragmented (RFC 791); the others
+	// get ICMP "fragmentation needed" / "packet too big".
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
 	WANResolver, LANResolver Resolver
@@ -133,7 +136,28 @@ type Config struct {
 	CPUs []int
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64
+
+	// ICMPRate (messages per second), ICMPBurst (messages) and
+	// ICMPDestInterval limit the time exceeded errors the workers send,
+	// as Linux limits its ICMP errors (net.ipv4.icmp_msgs_per_sec,
+	// icmp_msgs_burst, icmp_ratelimit): one global bucket and one per
+	// destination (a burst of 6, then one per interval), shared by all
+	// workers without a lock (package internal/icmprate). Zero takes
+	// Linux's default (1000, 50, 1 s); a negative rate or interval turns
+	// that limit off. "Fragmentation needed" and "packet too big" are
+	// never limited, as Linux exempts them: path MTU discovery must not
+	// break.
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
+	// gateway in both directions (for paths that filter ICMP):
+	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over
+	// IPv4, MTU − 60 over IPv6), or a size in bytes.
+	MSSClamp int
 }
+
+// MSSClampAuto is Config.MSSClamp's "auto".
+const MSSClampAuto = -1
 
 // Engine runs one worker per queue pair and offers the control plane its
 // side: peers and allowed IPs, inbound handshake messages, and a mailbox
@@ -147,10 +171,23 @@ type Engine struct {
 
 	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
 	routes  atomic.Pointer[routeTable]
+	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
 
 	indexes IndexTable
+
+	// icmpLimit rate-limits time exceeded; shared by the workers.
+	icmpLimit *icmprate.Limiter
+	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
+	mss4, mss6 uint16
+	// tunSrc4, tunSrc6 are the sources of time exceeded sent into the
+	// tunnel: our first tunnel address of the family, else our LAN
+	// address (invalid: none is sent).
+	tunSrc4, tunSrc6 netip.Addr
+	// lanMTU is the LAN port's MTU: decrypted packets larger than it are
+	// fragmented or answered (router.go).
+	lanMTU int
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -241,6 +278,22 @@ func New(cfg Config) (*Engine, error) {
 		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
+	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
+	e.lanMTU = cfg.LAN.MTU()
+	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
+	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
+		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
+			e.tunSrc4 = a
+		} else if a.Is6() {
+			e.tunSrc6 = a
+		}
+	}
+	switch {
+	case cfg.MSSClamp == MSSClampAuto:
+		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
+	case cfg.MSSClamp > 0:
+		e.mss4, e.mss6 = uint16(min(cfg.MSSClamp, 0xffff)), uint16(min(cfg.MSSClamp, 0xffff))
+	}
 	if cfg.Now == nil {
 		start := time.Now()
 		e.now = func() int64 { return int64(time.Since(start)) }
@@ -252,6 +305,7 @@ func New(cfg Config) (*Engine, error) {
 		rt.own[a] = struct{}{}
 	}
 	e.routes.Store(rt)
+	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
 		if err != nil {
@@ -316,9 +370,6 @@ func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 		if p.SrcPorts == 0 {
 			p.SrcPorts = max(e.cfg.SourcePorts, 1)
 		}
-		if p.SrcPortBase == 0 {
-			p.SrcPortBase = e.cfg.ListenPort
-		}
 	}
 	e.routes.Store(rt)
 	e.Kick()
@@ -350,6 +401,11 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 		return false
 	}
 }
+
+// FlowHash is the hash of an inner IP packet's flow (addresses, protocol,
+// and TCP/UDP ports when the packet is not a fragment) that picks its outer
+// source port: packets of one flow hash alike. p is only read.
+func FlowHash(p []byte) uint32 { return flowHash(p) }
 
 // SendTunnel posts an inner IP packet from the host (the exception
 // interface) to be encrypted and sent to the peer its destination routes to.

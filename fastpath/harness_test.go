@@ -80,6 +80,11 @@ type rigConfig struct {
 	mtu      int
 	start    bool
 	csum4    bool // IPv4UDPChecksum
+	// ICMP rate limits and MSS clamp (Config fields of the same names).
+	icmpRate, icmpBurst int
+	icmpDest            time.Duration
+	mssClamp            int
+	lanMTUB             int // MTU of gateway B's LAN pair (default memport's, 1500)
 	// onePool puts every port of the rig on one pool, so that no frame is
 	// copied on the emulated wires either (benchmarks: the fast path's
 	// own work alone).
@@ -111,8 +116,12 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 		pools = map[string][2]*dataplane.Pool{"la": {poolA, poolA}, "w": {poolA, poolA}, "lb": {poolA, poolA}}
 	}
 	pair := func(name string, ma, mb byte) (*memport.Port, *memport.Port) {
+		mtu := 0
+		if name == "lb" {
+			mtu = rc.lanMTUB
+		}
 		a, b, err := memport.NewPair(memport.Config{Name: name, Queues: rc.queues, MACA: mac(ma), MACB: mac(mb),
-			PoolA: pools[name][0], PoolB: pools[name][1]})
+			PoolA: pools[name][0], PoolB: pools[name][1], MTU: mtu})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +140,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
+			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 		})
 		if err != nil {
 			t.Fatal(err)

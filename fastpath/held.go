@@ -53,7 +53,7 @@ func (w *worker) dropHeld(pl *peerLocal) {
 func (w *worker) flushHeld(now int64) {
 	keep := w.heldPeers[:0]
 	for _, id := range w.heldPeers {
-		pl := &w.local[id]
+		pl := w.localAt(id)
 		if len(pl.held) == 0 {
 			continue
 		}

@@ -144,3 +144,20 @@ func TestControlWaitsForNeighbour(t *testing.T) {
 		t.Errorf("initiation's payload changed")
 	}
 }
+
+// TestPeerStateStable: a worker's per-peer state does not move when a peer
+// with a higher ID shows up later in the same batch (a batch keeps pointers
+// to it: frames held through a moved copy were lost, still counted held).
+func TestPeerStateStable(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	w := r.a.workers[0]
+	p0 := &Peer{ID: 0}
+	pl0 := w.peerState(p0)
+	pl0.lastSent = 42
+	for _, id := range []int{1, 255, 256, 1000, 5000} {
+		w.peerState(&Peer{ID: id})
+		if got := w.peerState(p0); got != pl0 || got.lastSent != 42 {
+			t.Fatalf("after peer ID %d: peer 0's state moved (%p → %p) or changed", id, pl0, got)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -57,6 +58,19 @@ type rxMeta struct {
 	verdict  innerVerdict
 }
 
+// openMeta is what authenticate keeps of a transport message queued for
+// opening: its frame, where the ciphertext starts in the frame's data, its
+// counter, session and outer source.
+type openMeta struct {
+	frame int32
+	off   int32 // ciphertext start in the frame's data
+	plain int32 // plaintext length (with the sender's padding)
+	c     uint64
+	kp    *Keypair
+	src   netip.AddrPort
+	ecn   uint8 // the outer header's ECN field (RFC 6040 decapsulation)
+}
+
 // innerVerdict is what the first pass found in an authenticated packet's
 // plaintext, acted on after the replay check.
 type innerVerdict uint8
@@ -68,12 +82,14 @@ const (
 	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
 	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
+	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
+	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
-// open in place, and prepare the inner packet for the LAN right after it is
-// opened (its IP header, allowed IPs, Ethernet toward the next hop; a
-// neighbour it misses is asked for even if the packet turns out to be a
+// open the burst's transport messages in place with one chachapoly.Open
+// call, and prepare each authentic inner packet for the LAN (its IP header,
+// allowed IPs, Ethernet toward the next hop; a neighbour it misses is asked for even if the packet turns out to be a
 // replay). What it finds is acted on by deliver, after the replay check. It
 // fills w.meta and w.counters for each frame and returns the number of
 // frames it consumed (handshake messages, ARP/NDP).
@@ -92,6 +108,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		lastDst     netip.Addr
 		lastMAC     [6]byte
 	)
+	// Pass 1: parse, look the session up, queue the message for opening.
+	q, qm := w.openQ[:0], w.openMeta[:0]
 	for i := range frames {
 		m := &meta[i]
 		m.kp = nil
@@ -116,7 +134,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		// Our ports are the listen port and the source-port range above
 		// it: a peer answers to the port we sent from.
-		if w.pkt.DstPort-w.e.cfg.ListenPort >= w.portSpan || (w.pkt.Dst != w.e.cfg.WANAddr4 && w.pkt.Dst != w.e.cfg.WANAddr6) {
+		if w.pkt.DstPort-w.wan.port >= w.portSpan || (w.pkt.Dst != w.wan.addr4 && w.pkt.Dst != w.wan.addr6) {
 			bad[DropNotForUs]++
 			continue
 		}
@@ -156,23 +174,39 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			bad[DropCounterLimit]++
 			continue
 		}
-		p, ok := kp.Open(msg[protocol.TransportHeaderSize:], c, &w.nonce)
-		if !ok {
+		q = append(q, chachapoly.Packet{Key: &kp.receive, Counter: c, Data: msg[protocol.TransportHeaderSize:]})
+		qm = append(qm, openMeta{frame: int32(i), off: int32(w.pkt.PayloadOff + protocol.TransportHeaderSize),
+			plain: int32(len(msg) - protocol.TransportHeaderSize - protocol.TagSize), c: c, kp: kp,
+			src: netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort), ecn: header.ECN(d[w.pkt.L3Off:])})
+	}
+	// One call authenticates and opens the whole burst (package chachapoly:
+	// SIMD lanes); a packet that fails is dropped alone.
+	ok := w.openOK[:len(q)]
+	chachapoly.Open(q, ok)
+	clear(q) // drop the key and buffer references
+	for k := range qm {
+		om := &qm[k]
+		i := om.frame
+		if !ok[k] {
 			bad[DropAuth]++
 			continue
 		}
-		counters[i] = c
+		m, f := &meta[i], &frames[i]
+		kp := om.kp
+		plain := int(om.plain)
+		counters[i] = om.c
 		m.kp = kp
-		m.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
-		m.plainLen = int32(len(p))
+		m.src = om.src
+		m.plainLen = int32(plain)
 		m.back = 0
-		if len(p) == 0 {
+		if plain == 0 {
 			m.verdict = innerKeepalive
 			continue
 		}
-		off := w.pkt.PayloadOff + protocol.TransportHeaderSize
+		oecn := om.ecn // the outer ECN field, for RFC 6040
+		off := int(om.off)
 		f.TrimFront(off)
-		f.SetLen(len(p))
+		f.SetLen(plain)
 		m.back = int32(off)
 		// The IP header only: a gateway forwards what its upper layer
 		// holds, as a router does.
@@ -189,9 +223,25 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
+		ip := f.Data()
+		if oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
+			header.DecapECN(ip, oecn)
+		}
 		dst := w.pkt.Dst
 		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
 			m.verdict = innerOwn
+			continue
+		}
+		// A transit packet: forwarded as a router does (router.go).
+		if !header.Forward(ip) {
+			m.verdict = innerTTLExceeded
+			continue
+		}
+		if w.e.mss4 != 0 {
+			w.clampMSS(ip)
+		}
+		if len(ip) > w.e.lanMTU && w.e.lanMTU > 0 {
+			m.verdict = innerOverLANMTU
 			continue
 		}
 		mac, ok := lastMAC, dst == lastDst
@@ -206,9 +256,15 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if dst.Is6() {
 			et = header.EtherTypeIPv6
 		}
-		m.back -= int32(w.putLANEthernet(f, mac, et))
+		if w.lanVLAN == 0 { // the one VLAN branch of the untagged path
+			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
+			m.back -= header.EthernetLen
+		} else {
+			m.back -= int32(w.putLANEthernet(f, mac, et))
+		}
 		m.verdict = innerDeliver
 	}
+	clear(qm) // drop the keypair references
 	return left
 }
 
@@ -317,6 +373,18 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
 			w.waitNeighbour(f, bad)
+		case innerTTLExceeded:
+			pl.lastDataReceived = now
+			bad[DropTTLExceeded]++
+			w.timeExceededTunnel(f.Data(), now)
+		case innerOverLANMTU:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			if w.toLANOverMTU(f, now) {
+				*f = dataplane.Frame{}
+			} else {
+				bad[DropLANTooBig]++
+			}
 		}
 	}
 	w.c.decrypted.Add(uint64(dec))
@@ -356,9 +424,9 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 	d := outer.Prepend(int(m.back))
 	// The authentication pass checked that the outer destination is our
 	// address of the source's family.
-	dst := w.e.cfg.WANAddr6
+	dst := w.wan.addr6
 	if m.src.Addr().Is4() {
-		dst = w.e.cfg.WANAddr4
+		dst = w.wan.addr4
 	}
 	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
 }

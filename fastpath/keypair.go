@@ -1,12 +1,9 @@
 package fastpath
 
 import (
-	"crypto/cipher"
-	"fmt"
 	"sync/atomic"
 
-	"golang.org/x/crypto/chacha20poly1305"
-
+	"github.com/wgpio/wgpio/chachapoly"
 	"github.com/wgpio/wgpio/protocol"
 	"github.com/wgpio/wgpio/replay"
 )
@@ -18,10 +15,8 @@ import (
 // A Keypair is created by the control plane and is immutable afterwards but
 // for the send counter (reserved in ranges with one atomic add) and the
 // replay window (shared by every queue, locked once per batch). Workers on
-// any queue use it concurrently. The AEADs keep their own copies of the keys,
-// which Go gives no way to zero: Zero marks the keypair dead and clears the
-// replay window, and the AEADs (with their key copies) live until the last
-// reference to the keypair is dropped.
+// any queue use it concurrently. The keys are held as chachapoly.Keys, which
+// the workers seal and open with in bursts (package chachapoly).
 type Keypair struct {
 	// sendNonce is the next counter to reserve: the one cache line written
 	// by every queue that encrypts for this session. The allocator does
@@ -31,7 +26,7 @@ type Keypair struct {
 	sendNonce atomic.Uint64
 	_         [56]byte
 
-	send, receive cipher.AEAD
+	send, receive chachapoly.Key
 
 	// LocalIndex is our receiver index: peers put it in transport data
 	// they send us. RemoteIndex is theirs, written into what we send.
@@ -59,19 +54,10 @@ type Keypair struct {
 }
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
-// are copied into the AEADs; the caller zeroes its copies.
+// are copied (expanded) into the keypair; the caller zeroes its copies. The
+// error is always nil today (kept for key types that can fail).
 func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, initiator bool, created int64, peer *Peer) (*Keypair, error) {
-	s, err := chacha20poly1305.New(sendKey[:])
-	if err != nil {
-		return nil, fmt.Errorf("create send AEAD: %w", err)
-	}
-	r, err := chacha20poly1305.New(receiveKey[:])
-	if err != nil {
-		return nil, fmt.Errorf("create receive AEAD: %w", err)
-	}
 	kp := &Keypair{
-		send:        s,
-		receive:     r,
 		LocalIndex:  localIndex,
 		RemoteIndex: remoteIndex,
 		IsInitiator: initiator,
@@ -79,6 +65,8 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 		Peer:        peer,
 		replay:      new(replay.SharedWindow),
 	}
+	kp.send.Set(sendKey)
+	kp.receive.Set(receiveKey)
 	// An initiator's keypair is confirmed by the handshake response it
 	// consumed; a responder's by the first transport data it receives.
 	kp.confirmed.Store(initiator)
@@ -124,33 +112,34 @@ func (kp *Keypair) SendCounter() uint64 { return kp.sendNonce.Load() }
 // initiator; for the responder once data arrived on it).
 func (kp *Keypair) Confirmed() bool { return kp.confirmed.Load() }
 
-// Seal encrypts the plaintext p in place into dst[:len(p)+16] with counter c
-// (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter).
-// dst must be p[:0] or not overlap p. nonce is a 12-byte scratch buffer owned
-// by the caller (it must not escape to the heap per packet).
-func (kp *Keypair) Seal(dst, p []byte, c uint64, nonce *[12]byte) []byte {
-	putNonce(nonce, c)
-	return kp.send.Seal(dst, nonce[:], p, nil)
+// Seal encrypts the plaintext p into dst[:len(dst)+len(p)+16] with counter c
+// (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter)
+// and returns it; dst may be p[:0] (in place, with 16 bytes of capacity
+// after p) or not overlap p. It seals one message: the workers seal bursts
+// with chachapoly.Seal.
+func (kp *Keypair) Seal(dst, p []byte, c uint64) []byte {
+	n := len(dst)
+	out := append(dst, p...)
+	out = append(out, zeroTag[:]...)
+	pk := [1]chachapoly.Packet{{Key: &kp.send, Counter: c, Data: out[n:]}}
+	chachapoly.Seal(pk[:])
+	return out
 }
+
+var zeroTag [chachapoly.TagSize]byte
 
 // Open authenticates and decrypts ct (ciphertext ‖ 16-byte tag) in place
-// and returns the plaintext (a prefix of ct), or ok = false.
-func (kp *Keypair) Open(ct []byte, c uint64, nonce *[12]byte) (p []byte, ok bool) {
-	putNonce(nonce, c)
-	p, err := kp.receive.Open(ct[:0], nonce[:], ct, nil)
-	return p, err == nil
-}
-
-func putNonce(nonce *[12]byte, c uint64) {
-	nonce[0], nonce[1], nonce[2], nonce[3] = 0, 0, 0, 0
-	nonce[4] = byte(c)
-	nonce[5] = byte(c >> 8)
-	nonce[6] = byte(c >> 16)
-	nonce[7] = byte(c >> 24)
-	nonce[8] = byte(c >> 32)
-	nonce[9] = byte(c >> 40)
-	nonce[10] = byte(c >> 48)
-	nonce[11] = byte(c >> 56)
+// and returns the plaintext (a prefix of ct), or ok = false (and the
+// plaintext area zeroed). It opens one message: the workers open bursts
+// with chachapoly.Open.
+func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
+	if len(ct) < chachapoly.TagSize {
+		return nil, false
+	}
+	pk := [1]chachapoly.Packet{{Key: &kp.receive, Counter: c, Data: ct}}
+	var res [1]bool
+	chachapoly.Open(pk[:], res[:])
+	return ct[:len(ct)-chachapoly.TagSize], res[0]
 }
 
 // CheckReplay runs the replay window over counters of packets that were
@@ -161,10 +150,10 @@ func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
 }
 
 // Zero marks the keypair dead (Dead reports true, workers stop using it)
-// and clears the replay window. It does not touch the AEADs, which workers
-// may still be using for a batch they loaded the keypair for: the Go AEAD
-// keeps its own copy of the key in unexported memory that cannot be zeroed,
-// and that copy lives until the last reference is dropped. The control plane
+// and clears the replay window. It does not erase the keys, which workers
+// may still be using for a batch they loaded the keypair for (there is no
+// grace period between unpublishing and Zero yet; chachapoly.Key.Zero would
+// erase them once one exists). The control plane
 // calls Zero after it has unpublished the keypair from its peer and the
 // index table (whitepaper §6.3, zeroing after RejectAfterTime × 3).
 func (kp *Keypair) Zero() {

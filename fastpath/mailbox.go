@@ -100,12 +100,12 @@ func (w *worker) receiveWAN(m *mail, now int64) {
 func (w *worker) sendControl(c *ControlPacket, now int64) {
 	ep := Endpoint{Dst: c.Dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
 	if c.Dst.Addr().Is4() {
-		ep.Src = w.e.cfg.WANAddr4
+		ep.Src = w.wan.addr4
 	} else {
-		ep.Src = w.e.cfg.WANAddr6
+		ep.Src = w.wan.addr6
 	}
 	if !ep.Src.IsValid() {
-		w.count(DropNoRoute, 1)
+		w.count(DropNoWANAddress, 1)
 		return
 	}
 	resolved := true
@@ -128,7 +128,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	copy(b[hdr:], c.Payload)
 	port := c.SrcPort
 	if port == 0 {
-		port = w.e.cfg.ListenPort
+		port = w.wan.port
 	}
 	w.putOuter(b, &ep, port, len(c.Payload))
 	if ep.Dst.Addr().Is6() || w.e.cfg.IPv4UDPChecksum {

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -43,6 +44,7 @@ func (w *worker) outbound(now int64) int {
 	var (
 		lastDst  netip.Addr // the last destination looked up, and its peer
 		lastPeer *Peer
+		extra    int // fragments added at w.frames[n:]
 	)
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
@@ -85,26 +87,56 @@ func (w *worker) outbound(now int64) int {
 		ipLen := w.pkt.L3End - w.pkt.L3Off
 		f.TrimFront(w.pkt.L3Off)
 		f.SetLen(ipLen)
-		if ipLen > w.e.cfg.MTU {
-			w.tooBig(f, w.pkt.L3Off)
-			bad[DropTooBig]++
+		// Forwarded as a router does (router.go): TTL or hop limit − 1,
+		// or time exceeded to the sender.
+		p := f.Data()
+		if !header.Forward(p) {
+			w.icmpToLAN(f, w.pkt.L3Off, true, now)
+			bad[DropTTLExceeded]++
 			left++
 			continue
+		}
+		if w.e.mss4 != 0 {
+			w.clampMSS(p)
 		}
 		pl := w.peerState(peer)
 		if pl.lastGroup != w.groupSerial {
 			pl.lastGroup = w.groupSerial
 			pl.batchN = 0
 		}
+		if ipLen > w.e.cfg.MTU {
+			// IPv4 without DF is fragmented (RFC 791), each fragment
+			// a transport message of its own; the rest get
+			// "fragmentation needed" / "packet too big".
+			k := -2
+			if p[0]>>4 == header.IPv4Version && !header.IPv4(p).DontFragment() {
+				k = w.fragment(f, pl, n+extra)
+			}
+			switch {
+			case k >= 0:
+				extra += k
+				pl.batchN += k
+			case k == -1:
+				bad[DropFragmentNoBuffer]++
+				left++
+				continue
+			default:
+				w.icmpToLAN(f, w.pkt.L3Off, false, now)
+				bad[DropTooBig]++
+				left++
+				continue
+			}
+		}
 		pl.batchN++
 		// The source-port hash needs the inner 5-tuple; stash it in the
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
 	}
-	// Pass 2: per peer, one nonce reservation; seal in frame order.
-	out := w.out[:0]
-	var encBytes uint64
-	var enc int
+	// Fragments 1 and later of the burst's oversized packets follow it.
+	frames = w.frames[:n+extra]
+	// Pass 2: per peer, one nonce reservation; pad each frame and queue it
+	// for sealing, in frame order.
+	q, qm := w.sealQ[:0], w.sealMeta[:0]
 	for i := range frames {
 		pl := w.peerOf[i]
 		if pl == nil {
@@ -132,18 +164,42 @@ func (w *worker) outbound(now int64) int {
 			*f = dataplane.Frame{}
 			continue
 		}
+		if !pl.ep.Src.IsValid() {
+			// The WAN interface has no usable address of this family.
+			bad[DropNoWANAddress]++
+			left++
+			continue
+		}
 		inner := f.Len()
-		if !w.seal(f, pl, pl.nonce) {
+		padded, srcPort, ecn, ok := w.pad(f, pl)
+		if !ok {
 			bad[DropNoBuffer]++
 			left++
 			continue
 		}
+		q = append(q, chachapoly.Packet{Key: &pl.kp.send, Counter: pl.nonce, Data: f.Data()})
+		qm = append(qm, sealMeta{frame: int32(i), inner: int32(inner), padded: int32(padded), srcPort: srcPort, ecn: ecn, c: pl.nonce, pl: pl})
 		pl.nonce++
 		pl.granted--
+	}
+	// One call seals the whole burst (package chachapoly: SIMD lanes).
+	chachapoly.Seal(q)
+	clear(q) // drop the key and buffer references
+	out := w.out[:0]
+	var encBytes uint64
+	var enc int
+	for k := range qm {
+		sm := &qm[k]
+		f, pl := &frames[sm.frame], sm.pl
+		if !w.wrap(f, pl, sm.c, sm.srcPort, int(sm.padded), sm.ecn) {
+			bad[DropNoBuffer]++
+			left++
+			continue
+		}
 		enc++
-		encBytes += uint64(inner)
+		encBytes += uint64(sm.inner)
 		pl.lastSent = now
-		if inner > 0 {
+		if sm.inner > 0 {
 			pl.lastDataSent = now
 		}
 		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
@@ -159,6 +215,7 @@ func (w *worker) outbound(now int64) int {
 			w.peerOf[i] = nil
 		}
 	}
+	clear(qm) // drop the peerLocal references
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
@@ -173,30 +230,51 @@ func (w *worker) outerLen(ep *Endpoint) int {
 	return w.wanL2 + header.IPv6Len + header.UDPLen
 }
 
-// seal encrypts the IP packet in f (data = the inner packet) with counter c
-// and wraps it in transport header, UDP, IP and Ethernet toward pl.ep.
-func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+// sealMeta is what outbound keeps of a frame queued for sealing, to wrap it
+// once the burst is sealed.
+type sealMeta struct {
+	frame, inner, padded int32
+	srcPort              uint16
+	ecn                  uint8 // outer ECN field (router.go)
+	c                    uint64
+	pl                   *peerLocal
+}
+
+// pad prepares the IP packet in f (data = the inner packet) for sealing:
+// zero padding to a multiple of 16 (whitepaper §5.4.6), never past the MTU,
+// and room for the tag, so that f.Data() is plaintext ‖ 16 bytes. It
+// returns the padded length, the outer source port (hashed from the inner
+// 5-tuple) and the outer ECN field (from the inner one: router.go), both
+// read before sealing, or ok = false without tailroom.
+func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ecn uint8, ok bool) {
 	plen := f.Len()
-	// Padding (whitepaper §5.4.6): to a multiple of 16, never past the MTU.
-	padded := (plen + 15) &^ 15
+	padded = (plen + 15) &^ 15
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
 	}
 	// Inner 5-tuple hash for the source port, read before sealing.
-	var srcPort uint16
+	srcPort = pl.peer.SrcPortBase
+	if srcPort == 0 {
+		srcPort = w.wan.port
+	}
 	if pl.peer.SrcPorts > 1 {
-		srcPort = pl.peer.SrcPortBase + uint16(flowHash(f.Data())%uint32(pl.peer.SrcPorts))
-	} else {
-		srcPort = pl.peer.SrcPortBase
+		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
+	}
+	if plen > 0 {
+		ecn = header.EncapECN(header.ECN(f.Data()))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
-		return false
+		return 0, 0, 0, false
 	}
-	f.SetLen(padded)
-	d := f.Data()
-	clear(d[plen:padded])
-	pl.kp.Seal(d[:0], d, c, &w.nonce)
 	f.SetLen(padded + protocol.TagSize)
+	clear(f.Data()[plen:padded])
+	return padded, srcPort, ecn, true
+}
+
+// wrap puts the transport header (counter c), UDP, IP (ECN field ecn) and
+// Ethernet toward pl.ep in front of the sealed message in f (padded bytes
+// of ciphertext, then the tag).
+func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, c uint64, srcPort uint16, padded int, ecn uint8) bool {
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
 	ep := pl.ep
@@ -223,11 +301,12 @@ func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
 	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
-		// datagram may be fragmented on the way, DF being clear).
+		// datagram may be fragmented on the way, DF being clear), and
+		// the ECN field, with one checksum update.
 		w.ipID++
-		binary.BigEndian.PutUint16(b[l3+4:l3+6], w.ipID)
-		ck := binary.BigEndian.Uint16(b[l3+10 : l3+12])
-		binary.BigEndian.PutUint16(b[l3+10:l3+12], header.UpdateChecksum(ck, 0, w.ipID))
+		putOuterIPv4(b, l3, w.ipID, ecn)
+	} else if ecn != 0 {
+		putOuterIPv6ECN(b, l3, ecn)
 	}
 	return true
 }
@@ -270,51 +349,17 @@ func flowHash(p []byte) uint32 {
 	return uint32(h)
 }
 
-// tooBig answers an inner packet larger than the tunnel MTU with ICMP
-// "fragmentation needed" / "packet too big" to its sender (when RFC 1812
-// §4.3.2.7 / RFC 4443 §2.4 allow). f holds the IP packet, which followed
-// an Ethernet header of l2 bytes; the caller drops and counts it.
-func (w *worker) tooBig(f *dataplane.Frame, l2 int) {
-	p := f.Data()
-	var srcMAC header.MAC
-	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= l2 {
-		var full dataplane.Frame = *f
-		full.Prepend(l2)
-		srcMAC = header.MAC(full.Data()[6:12])
+// seal pads, seals (counter c) and wraps one frame: for the paths that send
+// a frame at a time (held packets, the control plane's inner packets);
+// outbound seals its bursts in one call.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+	padded, srcPort, ecn, ok := w.pad(f, pl)
+	if !ok {
+		return false
 	}
-	var reply [1]dataplane.Frame
-	if w.lanTX.Alloc(reply[:]) == 0 {
-		w.count(DropNoBuffer, 1)
-		return
-	}
-	r := &reply[0]
-	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
-	b := r.Data()
-	var n int
-	var reason header.Reason
-	if p[0]>>4 == 4 {
-		if !w.e.cfg.LANAddr4.IsValid() || !header.IPv4(p).DontFragment() {
-			// Without DF the sender allows fragmentation; we do not
-			// fragment, so the packet is only dropped.
-			w.lanTX.Free(reply[:])
-			return
-		}
-		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
-		n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
-	} else {
-		if !w.e.cfg.LANAddr6.IsValid() {
-			w.lanTX.Free(reply[:])
-			return
-		}
-		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
-		n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
-	}
-	if reason != header.OK {
-		w.lanTX.Free(reply[:])
-		return
-	}
-	r.SetLen(w.lanL2 + n)
-	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply[:])
+	q := w.sealQ[:1]
+	q[0] = chachapoly.Packet{Key: &pl.kp.send, Counter: c, Data: f.Data()}
+	chachapoly.Seal(q)
+	q[0] = chachapoly.Packet{}
+	return w.wrap(f, pl, c, srcPort, padded, ecn)
 }

@@ -9,10 +9,10 @@ import (
 func (w *worker) publish(now int64) {
 	w.lastPublish = now
 	for _, id := range w.dirtyPeers {
-		if id >= len(w.local) {
+		if id >= len(w.local)*localChunk {
 			continue
 		}
-		pl := &w.local[id]
+		pl := w.localAt(id)
 		p := pl.peer
 		if p == nil {
 			continue
@@ -29,7 +29,7 @@ func (w *worker) publish(now int64) {
 			p.RxBytes.Add(pl.rxBytes)
 			pl.rxBytes = 0
 		}
-		// Roaming (whitepaper §6.5 / DESIGN.md): move the endpoint to the
+		// Roaming (whitepaper §2.1): move the endpoint to the
 		// newest authenticated source only when nothing authenticated came
 		// from the current endpoint during this interval, so that a peer
 		// spreading its source ports does not make it flip per packet.

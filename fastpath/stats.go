@@ -76,6 +76,21 @@ const (
 	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
 	// IP fragments (Engine.ReceiveWAN) larger than a frame.
 	DropWANTooBig
+	// DropTTLExceeded: a transit packet (LAN → tunnel or tunnel → LAN)
+	// that arrived with TTL or hop limit 0 or 1 and so would leave with 0
+	// (RFC 1812 §5.3.1, RFC 8200 §3); answered with time exceeded when
+	// ICMP rules and the rate limits allow.
+	DropTTLExceeded
+	// DropFragmentNoBuffer: an IPv4 packet without DF over the tunnel MTU
+	// that could not be fragmented for want of free frames (RFC 791
+	// fragmentation needs one frame per fragment).
+	DropFragmentNoBuffer
+	// DropLANTooBig: a decrypted packet larger than the LAN port's MTU
+	// (a peer whose tunnel MTU is larger than ours) that could not be
+	// fragmented toward the LAN: IPv4 with DF or IPv6 (answered into the
+	// tunnel with "fragmentation needed" / "packet too big" carrying the
+	// LAN MTU), or no free frames or next hop for the fragments.
+	DropLANTooBig
 	// DropVLAN: a LAN frame of another VLAN than the LAN's (Config.LANVLAN;
 	// with none: a tag with VID other than 0, an 802.1ad or a stacked
 	// tag). The XDP program leaves such frames to the kernel: a worker
@@ -87,6 +102,9 @@ const (
 	// DropPeerRemoved: packets held for a peer that was removed from the
 	// configuration (Peer.Removed), freed at the worker's next turn.
 	DropPeerRemoved
+	// DropNoWANAddress: a control-plane packet to an address family the
+	// WAN interface has no usable address of (Engine.SetWAN).
+	DropNoWANAddress
 
 	NumDropReasons
 )
@@ -118,9 +136,13 @@ var dropNames = [NumDropReasons]string{
 	DropHandshakeGaveUp:    "handshake_gave_up",
 	DropHostMulticast:      "host_multicast",
 	DropWANTooBig:          "wan_too_big",
+	DropTTLExceeded:        "ttl_exceeded",
+	DropFragmentNoBuffer:   "fragment_no_buffer",
+	DropLANTooBig:          "lan_too_big",
 	DropVLAN:               "vlan",
 	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
+	DropNoWANAddress:       "no_wan_address",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
@@ -147,8 +169,18 @@ type QueueStats struct {
 	ControlSent uint64 `json:"control_sent"`
 	// Exception counts inner packets handed to the exception interface.
 	Exception uint64 `json:"exception"`
-	// ICMPSent counts ICMP errors sent to LAN hosts.
+	// ICMPSent counts ICMP errors sent (to LAN hosts, and time exceeded
+	// into the tunnel).
 	ICMPSent uint64 `json:"icmp_sent"`
+	// ICMPSuppressed counts time exceeded errors not sent because of the
+	// rate limits (Config.ICMPRate, ICMPBurst, ICMPDestInterval), which
+	// all workers share.
+	ICMPSuppressed uint64 `json:"icmp_suppressed"`
+	// Fragmented counts IPv4 packets without DF over the tunnel MTU sent
+	// as fragments; Fragments the fragments sent for them (each sealed
+	// as a transport message of its own).
+	Fragmented uint64 `json:"fragmented"`
+	Fragments  uint64 `json:"fragments"`
 	// NeighbourFrames counts ARP/NDP frames handed to a NeighbourHandler.
 	NeighbourFrames uint64 `json:"neighbour_frames"`
 	// FromKernel counts WireGuard datagrams that reached the WAN outside
@@ -190,6 +222,8 @@ type counters struct {
 	keepalives, handshakes         atomic.Uint64
 	controlSent, exception, icmp   atomic.Uint64
 	held, neighbour, fromKernel    atomic.Uint64
+	icmpSuppressed                 atomic.Uint64
+	fragmented, fragments          atomic.Uint64
 	drops                          [NumDropReasons]atomic.Uint64
 }
 
@@ -210,6 +244,9 @@ func (w *worker) stats() QueueStats {
 	s.ControlSent = w.c.controlSent.Load()
 	s.Exception = w.c.exception.Load()
 	s.ICMPSent = w.c.icmp.Load()
+	s.ICMPSuppressed = w.c.icmpSuppressed.Load()
+	s.Fragmented = w.c.fragmented.Load()
+	s.Fragments = w.c.fragments.Load()
 	s.Held = w.c.held.Load()
 	s.NeighbourFrames = w.c.neighbour.Load()
 	s.FromKernel = w.c.fromKernel.Load()

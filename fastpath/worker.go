@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -70,7 +71,15 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
-	nonce    [12]byte
+
+	// outbound: the burst queued for chachapoly.Seal and what wraps it
+	sealQ    []chachapoly.Packet
+	sealMeta []sealMeta
+
+	// inbound: the burst queued for chachapoly.Open
+	openQ    []chachapoly.Packet
+	openMeta []openMeta
+	openOK   []bool
 
 	// inbound batch state
 	meta     []rxMeta
@@ -80,7 +89,9 @@ type worker struct {
 	scratchA []bool
 	done     []bool
 
-	local     []peerLocal
+	// local is the per-peer state by Peer.ID, in chunks of localChunk so
+	// that growing it never moves a peerLocal a batch points to.
+	local     [][]peerLocal
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
 
@@ -100,13 +111,16 @@ type worker struct {
 	lanL2, wanL2     int
 	wanTag           int
 	nbrFrame         [1536]byte // an ARP/NDP request with its tag taken off
-	portSpan         uint16     // number of our UDP ports from ListenPort up
+	portSpan         uint16     // number of our UDP ports from the listen port up
+	wan              *wanState  // loaded from Engine.wan once per turn of run
 	ipID             uint16
 	lastPublish      int64
 	dirtyPeers       []int
 	groupSerial      int
 
 	c counters
+
+	fwd fwdState // forwarding as a router (router.go)
 
 	// tid is the worker's OS thread ID while it runs (for per-thread
 	// accounting such as context switches).
@@ -137,6 +151,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 		}
 	}
 	w.portSpan = max(e.cfg.SourcePorts, 1)
+	w.wan = e.wan.Load()
 	copy(w.lanMAC[:], e.cfg.LAN.MAC())
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
 	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
@@ -152,9 +167,16 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.waiter.Add(w.lanRX)
 	w.waiter.Add(w.wanRX)
 	b := w.burst
-	w.frames = make([]dataplane.Frame, b)
-	w.out = make([]dataplane.Frame, 0, b+1)
-	w.peerOf = make([]*peerLocal, b)
+	// Outbound bursts grow by the fragments of their oversized packets.
+	fb := b + fragSlots(b)
+	w.frames = make([]dataplane.Frame, fb)
+	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.peerOf = make([]*peerLocal, fb)
+	w.sealQ = make([]chachapoly.Packet, 0, fb)
+	w.sealMeta = make([]sealMeta, 0, fb)
+	w.openQ = make([]chachapoly.Packet, 0, b)
+	w.openMeta = make([]openMeta, 0, b)
+	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
@@ -168,7 +190,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 func (w *worker) close() {
 	// Free held frames.
 	for _, id := range w.heldPeers {
-		pl := &w.local[id]
+		pl := w.localAt(id)
 		w.count(DropClosed, len(pl.held))
 		w.lanTX.Free(pl.held)
 		pl.held = pl.held[:0]
@@ -219,6 +241,7 @@ func (w *worker) run() {
 	lastWork := spinNow()
 	for !w.e.closing.Load() {
 		now := w.e.now()
+		w.wan = w.e.wan.Load()
 		work := w.outbound(now)
 		work += w.inbound(now)
 		work += w.drainMailbox(now)
@@ -260,14 +283,20 @@ func (w *worker) run() {
 	w.publish(w.e.now())
 }
 
+// localChunk is the number of peerLocals allocated at once.
+const localChunk = 256
+
+// localAt is the state of the peer with ID id (< len(w.local)*localChunk).
+func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%localChunk] }
+
 // local state for p, growing the array when peers were added.
 func (w *worker) peerState(p *Peer) *peerLocal {
-	if p.ID >= len(w.local) {
-		n := make([]peerLocal, max(p.ID+1, 2*len(w.local)))
-		copy(n, w.local)
-		w.local = n
+	for p.ID >= len(w.local)*localChunk {
+		// A new chunk: the peerLocals already handed out (a batch keeps
+		// pointers to them) stay where they are.
+		w.local = append(w.local, make([]peerLocal, localChunk))
 	}
-	pl := &w.local[p.ID]
+	pl := w.localAt(p.ID)
 	if pl.peer != p {
 		// A new peer took this ID: start clean (held frames of the old
 		// one are dropped).

@@ -32,6 +32,13 @@ type Options struct {
 	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
 	ListenPort      uint16
 	FixedListenPort bool
+	// SetListenPort, if not nil, moves the dataplane to another listen
+	// port when a UAPI set asks for one (wg set NAME listen-port N, or wg
+	// setconf with another port), as wireguard-go rebinds: it returns the
+	// port now in use (port 0 asks for any free one) or an error, and the
+	// UAPI answers with its errno (EADDRINUSE...) or EIO. It is called with
+	// the device's lock held and must not call back into the Device.
+	SetListenPort func(port uint16) (uint16, error)
 	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
 	// Required.
 	Dataplane Dataplane
@@ -639,4 +646,34 @@ func (d *Device) Close() error {
 		d.mu.Unlock()
 	})
 	return nil
+}
+
+// SetWANAddrs changes our outer addresses while running (the WAN
+// interface's address was replaced): configured endpoints set later take
+// the new ones, and every peer's endpoint whose source is an old address of
+// its family moves to the new one (invalid: no usable address of that
+// family; the workers then count what they cannot send). The dataplane's
+// own matching is changed separately (fastpath.Engine.SetWAN).
+func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old4, old6 := d.opts.WANAddr4, d.opts.WANAddr6
+	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
+	for _, p := range d.peers {
+		ep := p.fp.Endpoint.Load()
+		if ep == nil {
+			continue
+		}
+		n := *ep
+		switch {
+		case ep.Dst.Addr().Unmap().Is4() && ep.Src != addr4 && (ep.Src == old4 || !ep.Src.IsValid()):
+			n.Src = addr4
+		case !ep.Dst.Addr().Unmap().Is4() && ep.Src != addr6 && (ep.Src == old6 || !ep.Src.IsValid()):
+			n.Src = addr6
+		default:
+			continue
+		}
+		p.fp.Endpoint.CompareAndSwap(ep, &n)
+	}
+	d.dp.Kick()
 }

@@ -350,9 +350,8 @@ func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
 	// confirmed by the response, the responder's reaches Current only by
 	// promotion on received data (fastpath.Peer.Rotate).
 	var buf [noise.KeepaliveSize]byte
-	var nonce [noise.TransportNonceSize]byte
 	noise.PutTransportHeader(buf[:], kp.RemoteIndex, c)
-	out := kp.Seal(buf[:noise.TransportHeaderSize], nil, c, &nonce)
+	out := kp.Seal(buf[:noise.TransportHeaderSize], nil, c)
 	d.stats.keepalivesSent.Add(1)
 	d.sentLocked(p, now)
 	d.sendLocked(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})

@@ -201,8 +201,7 @@ func (f *fakeDP) deliver(dev *Device, b []byte) {
 		if kp == nil || kp.Dead() {
 			return
 		}
-		var nonce [12]byte
-		p, ok := kp.Open(b[noise.TransportHeaderSize:], counter, &nonce)
+		p, ok := kp.Open(b[noise.TransportHeaderSize:], counter)
 		if !ok {
 			return
 		}
@@ -239,8 +238,7 @@ func (f *fakeDP) sendData(peer *fastpath.Peer, pkt []byte) bool {
 	copy(plain, pkt)
 	out := make([]byte, noise.TransportHeaderSize, noise.TransportHeaderSize+len(plain)+noise.TagSize)
 	noise.PutTransportHeader(out, kp.RemoteIndex, c)
-	var nonce [12]byte
-	out = kp.Seal(out, plain, c, &nonce)
+	out = kp.Seal(out, plain, c)
 	storeMax(&peer.Stamps.LastSent, now)
 	storeMax(&peer.Stamps.LastDataSent, now)
 	peer.TxBytes.Add(uint64(len(out)))

@@ -217,6 +217,23 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 		if err != nil {
 			return uapiErrorf(ipc.IpcErrorInvalid, "parse listen_port: %w", err)
 		}
+		if move := d.opts.SetListenPort; move != nil {
+			if uint16(port) == d.listenPort && port != 0 {
+				return nil // wg setconf and syncconf send the same port again
+			}
+			got, err := move(uint16(port))
+			if err != nil {
+				code := int64(ipc.IpcErrorIO)
+				var errno syscall.Errno
+				if errors.As(err, &errno) {
+					code = -int64(errno)
+				}
+				return &UAPIError{Code: code, Err: fmt.Errorf("set listen_port %d: %w", port, err)}
+			}
+			d.log.Info("listen port changed", "from", d.listenPort, "to", got)
+			d.listenPort = got
+			return nil
+		}
 		// A dataplane whose port is fixed when it starts (an XDP
 		// program and sockets): the same value (wg setconf and syncconf
 		// send it) is accepted, another refused rather than recorded and

@@ -444,3 +444,54 @@ func TestEndpointZone(t *testing.T) {
 		t.Errorf("log after a foreign zone = %q, want the zone and the WAN interface named", logs.String())
 	}
 }
+
+// TestListenPortMoves: with SetListenPort, a UAPI set of another port moves
+// the dataplane (and get reports the port it chose; 0 asks for any), the
+// same port is not moved again, and a refusal is answered with its errno.
+func TestListenPortMoves(t *testing.T) {
+	var asked []uint16
+	fail := false
+	d, err := New(Options{Dataplane: newFakeDP(t), ListenPort: 51820, FixedListenPort: true,
+		SetListenPort: func(p uint16) (uint16, error) {
+			asked = append(asked, p)
+			if fail {
+				return 0, syscall.EADDRINUSE
+			}
+			if p == 0 {
+				return 40123, nil
+			}
+			return p, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	get := func() string {
+		var b strings.Builder
+		d.IpcGet(&b)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		set  string
+		want string
+	}{
+		{"listen_port=51820\n", "listen_port=51820\n"},
+		{"listen_port=40000\n", "listen_port=40000\n"},
+		{"listen_port=0\n", "listen_port=40123\n"},
+	} {
+		if err := d.IpcSet(strings.NewReader(tc.set)); err != nil {
+			t.Errorf("set %q: %v", tc.set, err)
+		}
+		if !strings.Contains(get(), tc.want) {
+			t.Errorf("after %q: get lacks %q:\n%s", tc.set, tc.want, get())
+		}
+	}
+	if fmt.Sprint(asked) != "[40000 0]" {
+		t.Errorf("SetListenPort calls = %v, want [40000 0] (not for the port in use)", asked)
+	}
+	fail = true
+	err = d.IpcSet(strings.NewReader("listen_port=50000\n"))
+	if errnoOf(err) != -int64(syscall.EADDRINUSE) || !strings.Contains(get(), "listen_port=40123\n") {
+		t.Errorf("refused move: %v (errno %d), get:\n%s; want EADDRINUSE and the old port", err, errnoOf(err), get())
+	}
+}

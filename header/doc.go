@@ -3,10 +3,16 @@
 // (RFC 791, options allowed, RFC 1071 header checksum, fragments reported),
 // IPv6 (RFC 8200, extension headers walked: Hop-by-Hop Options, Routing,
 // Fragment and Destination Options), UDP (RFC 768, pseudo-header checksum
-// optional on IPv4 and mandatory on IPv6 per RFC 8200 §8.1), and the two ICMP
-// errors a tunnel sends when a packet is too large for it: ICMPv4
-// "fragmentation needed" (RFC 792, RFC 1191 §4) and ICMPv6 "packet too big"
-// (RFC 4443 §3.2).
+// optional on IPv4 and mandatory on IPv6 per RFC 8200 §8.1), and the ICMP
+// errors a router in front of a tunnel sends: ICMPv4 "fragmentation needed"
+// (RFC 792, RFC 1191 §4) and ICMPv6 "packet too big" (RFC 4443 §3.2) when a
+// packet is too large, time exceeded (RFC 792, RFC 4443 §3.3) when its TTL
+// or hop limit runs out.
+//
+// What a router does to a forwarded packet is here too: Forward (TTL or hop
+// limit − 1 with an incremental checksum update, RFC 1812 §5.3.1),
+// IPv4Fragmenter (RFC 791 §3.2), EncapECN and DecapECN (RFC 6040, as the
+// kernel's WireGuard), and ClampMSS (the TCP MSS option of SYNs).
 //
 // Views (Ethernet, IPv4, IPv6, UDP, ICMP) are byte slices with accessor
 // methods. An accessor reads fixed offsets and assumes the slice was checked

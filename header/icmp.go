@@ -15,6 +15,13 @@ const (
 	// ICMPv6TypePacketTooBig is "packet too big" (RFC 4443 §3.2), code 0,
 	// bytes 4–7 the MTU of the next-hop link.
 	ICMPv6TypePacketTooBig = 2
+	// ICMPv4TypeTimeExceeded with ICMPv4CodeTTLExceeded is "time to live
+	// exceeded in transit" (RFC 792; RFC 1812 §5.3.1).
+	ICMPv4TypeTimeExceeded = 11
+	ICMPv4CodeTTLExceeded  = 0
+	// ICMPv6TypeTimeExceeded with code 0 is "hop limit exceeded in
+	// transit" (RFC 4443 §3.3).
+	ICMPv6TypeTimeExceeded = 3
 
 	// ICMPv4ErrorMaxLen is the largest ICMPv4 error datagram, IP header
 	// included: 576 bytes (RFC 1812 §4.3.2.3).
@@ -124,6 +131,25 @@ func unicastSource4(a [4]byte) bool {
 // It allocates nothing and keeps neither slice; b and offending must not
 // overlap.
 func PutICMPv4FragNeeded(b []byte, src [4]byte, offending []byte, nextHopMTU uint16) (int, Reason) {
+	return putICMPv4Error(b, src, offending, ICMPv4TypeDestUnreachable, ICMPv4CodeFragNeeded, uint32(nextHopMTU))
+}
+
+// PutICMPv4TimeExceeded writes, into b, ICMPv4 "time to live exceeded in
+// transit" (type 11, code 0, RFC 792) from src to the source of offending,
+// as a router sends it when it would forward a packet with TTL 0 (RFC 1812
+// §5.3.1). Quote, reply header, buffer rules and the packets no error is
+// sent about are those of PutICMPv4FragNeeded. offending is quoted as
+// received (its TTL not decremented, as Linux quotes it).
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv4TimeExceeded(b []byte, src [4]byte, offending []byte) (int, Reason) {
+	return putICMPv4Error(b, src, offending, ICMPv4TypeTimeExceeded, ICMPv4CodeTTLExceeded, 0)
+}
+
+// putICMPv4Error writes an ICMPv4 error of type typ and code code whose
+// bytes 4–7 are word; see PutICMPv4FragNeeded.
+func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, word uint32) (int, Reason) {
 	if len(offending) < IPv4MinLen {
 		return 0, ReasonTruncatedIP
 	}
@@ -160,11 +186,10 @@ func PutICMPv4FragNeeded(b []byte, src [4]byte, offending []byte, nextHopMTU uin
 	f := IPv4Fields{TOS: icmpErrorTOS, Protocol: ProtoICMPv4, Src: src, Dst: osrc}
 	PutIPv4(b, &f, ICMPv4Len+quote)
 	m := b[IPv4MinLen:n]
-	m[0] = ICMPv4TypeDestUnreachable
-	m[1] = ICMPv4CodeFragNeeded
+	m[0] = typ
+	m[1] = code
 	binary.BigEndian.PutUint16(m[2:4], 0)
-	binary.BigEndian.PutUint16(m[4:6], 0) // unused (RFC 1191 §4)
-	binary.BigEndian.PutUint16(m[6:8], nextHopMTU)
+	binary.BigEndian.PutUint32(m[4:8], word) // unused, or the next-hop MTU (RFC 1191 §4)
 	copy(m[ICMPv4Len:], offending[:quote])
 	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, 0)))
 	return n, OK
@@ -190,6 +215,25 @@ func PutICMPv4FragNeeded(b []byte, src [4]byte, offending []byte, nextHopMTU uin
 // It allocates nothing and keeps neither slice; b and offending must not
 // overlap.
 func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32) (int, Reason) {
+	return putICMPv6Error(b, src, offending, ICMPv6TypePacketTooBig, mtu)
+}
+
+// PutICMPv6TimeExceeded writes, into b, ICMPv6 "hop limit exceeded in
+// transit" (type 3, code 0, RFC 4443 §3.3) from src to the source of
+// offending, as a router sends it when it would forward a packet with hop
+// limit 0 (RFC 8200 §3). The rules are PutICMPv6PacketTooBig's, except that
+// no error is sent about a packet to a multicast destination (RFC 4443
+// §2.4(e.3)). offending is quoted as received.
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv6TimeExceeded(b []byte, src [16]byte, offending []byte) (int, Reason) {
+	return putICMPv6Error(b, src, offending, ICMPv6TypeTimeExceeded, 0)
+}
+
+// putICMPv6Error writes an ICMPv6 error of type typ, code 0, whose bytes
+// 4–7 are word; see PutICMPv6PacketTooBig.
+func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word uint32) (int, Reason) {
 	if len(offending) < IPv6Len {
 		return 0, ReasonTruncatedIP
 	}
@@ -202,6 +246,9 @@ func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32)
 	sa := netip.AddrFrom16(osrc)
 	if sa.IsUnspecified() || sa.IsLoopback() || sa.IsMulticast() {
 		return 0, ReasonICMPNotAllowed
+	}
+	if typ != ICMPv6TypePacketTooBig && h.DstBytes()[0] == 0xff {
+		return 0, ReasonICMPNotAllowed // RFC 4443 §2.4(e.3)
 	}
 	// An error about an ICMPv6 error is not sent; a truncated extension
 	// chain is quoted as it is (it is the offending packet's problem).
@@ -218,10 +265,10 @@ func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32)
 	f := IPv6Fields{NextHeader: ProtoICMPv6, Src: src, Dst: osrc}
 	PutIPv6(b, &f, ICMPv6Len+quote)
 	m := b[IPv6Len:n]
-	m[0] = ICMPv6TypePacketTooBig
+	m[0] = typ
 	m[1] = 0
 	binary.BigEndian.PutUint16(m[2:4], 0)
-	binary.BigEndian.PutUint32(m[4:8], mtu)
+	binary.BigEndian.PutUint32(m[4:8], word)
 	copy(m[ICMPv6Len:], offending[:quote])
 	ps := PseudoHeaderChecksumBytes(ProtoICMPv6, src[:], osrc[:], len(m))
 	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, ps)))

@@ -37,9 +37,19 @@ type PortConfig struct {
 	// Name is what Name returns (default the port's name).
 	Name string
 	// MTU is what MTU returns, the largest plaintext packet in bytes
-	// (default the port's MTU). Write drops packets longer than the
+	// (default the port's MTU): the tunnel MTU. Read enforces it as a
+	// router in front of the tunnel would (mtu.go): a larger IPv4 packet
+	// without DF is fragmented (RFC 791), a larger IPv4 packet with DF or
+	// IPv6 packet is dropped and answered with "fragmentation needed" or
+	// "packet too big" carrying MTU. Write drops packets longer than the
 	// port's MTU.
 	MTU int
+	// ICMPSource4 and ICMPSource6 are the source addresses of those
+	// answers: the gateway's address on the LAN, from the configuration
+	// or the LAN interface, as Linux answers from the address of the
+	// interface the answer leaves by. Without one, oversized packets of
+	// that family are dropped (counted over_mtu) with no answer.
+	ICMPSource4, ICMPSource6 netip.Addr
 	// Routes gives the next hop towards a packet's destination on the
 	// LAN (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned
 	// mode). The interface index it returns is not checked.
@@ -80,6 +90,7 @@ type PortDevice struct {
 	frames []dataplane.Frame // guarded by rmu
 	reply  []byte            // guarded by rmu
 	nextQ  int               // guarded by rmu
+	frag   fragState         // guarded by rmu (mtu.go)
 
 	txqs []*portTX
 
@@ -121,6 +132,14 @@ const (
 	PortDropNoBuffer
 	// PortDropTXFull: the TX ring stayed full.
 	PortDropTXFull
+	// PortDropOverMTU: a received IPv4 packet with DF, or IPv6 packet,
+	// larger than the tunnel MTU (answered with "fragmentation needed" or
+	// "packet too big" when ICMP allows and a source address is known).
+	PortDropOverMTU
+	// PortDropFragment: a received packet larger than the tunnel MTU that
+	// cannot be fragmented (its header leaves no room for 8 data bytes in
+	// the MTU, or it does not fit the fragmentation buffer).
+	PortDropFragment
 	// PortDropVLAN: a received frame with an 802.1Q tag of a VLAN other
 	// than 0 (a priority tag), or an 802.1ad tag: another VLAN's traffic,
 	// never forwarded into the tunnel (the XDP program leaves such frames
@@ -131,7 +150,8 @@ const (
 )
 
 var portDropNames = [NumPortDropReasons]string{
-	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full", "vlan",
+	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
+	"over_mtu", "cannot_fragment", "vlan",
 }
 
 // String returns the reason's snake-case name.
@@ -143,8 +163,9 @@ func (r PortDropReason) String() string {
 }
 
 type portCounters struct {
-	rx, tx, replies atomic.Uint64
-	drops           [NumPortDropReasons]atomic.Uint64
+	rx, tx, replies  atomic.Uint64
+	fragmented, icmp atomic.Uint64
+	drops            [NumPortDropReasons]atomic.Uint64
 }
 
 // PortStats are a PortDevice's counters.
@@ -152,12 +173,15 @@ type PortStats struct {
 	RXPackets        uint64         `json:"rx_packets"`        // packets returned by Read
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
+	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big" answers sent
 	Drops            PortDropCounts `json:"drops"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (d *PortDevice) Stats() PortStats {
-	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load()}
+	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load(),
+		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load()}
 	for i := range s.Drops {
 		s.Drops[i] = d.ctr.drops[i].Load()
 	}
@@ -194,7 +218,8 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
 		events: make(chan tun.Event, 1), w: w,
 		frames: make([]dataplane.Frame, PortBatchSize),
-		reply:  make([]byte, arp.NDPFrameLen),
+		reply:  make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
+		frag:   newFragState(cfg.Port.MTU()),
 	}
 	for i := range cfg.Port.NumQueues() {
 		q := cfg.Port.Queue(i)
@@ -251,8 +276,10 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		if d.closed.Load() {
 			return 0, os.ErrClosed
 		}
-		n, m := 0, 0
-		for i := 0; i < len(d.rxs) && n < want; i++ {
+		// Fragments of packets received before go first; while they
+		// fill the buffers nothing more is received.
+		n, m := d.frag.next(d, bufs[:want], sizes[:want], offset), 0
+		for i := 0; i < len(d.rxs) && n < want && !d.frag.pending(); i++ {
 			rx := d.rxs[d.nextQ]
 			d.nextQ++
 			if d.nextQ == len(d.rxs) {
@@ -267,6 +294,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			}
 			rx.Free(d.frames[:got])
 			clear(d.frames[:got])
+			n += d.frag.next(d, bufs[n:want], sizes[n:want], offset)
 		}
 		if n > 0 {
 			d.ctr.rx.Add(uint64(n))
@@ -284,7 +312,8 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 }
 
 // take copies the IP packet of one received frame into buf[offset:] and
-// reports whether it did.
+// reports whether it did. A packet over the tunnel MTU goes to overMTU
+// (queued for fragmentation, or answered) and take reports false.
 func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
 	if len(frame) < header.EthernetLen {
 		d.ctr.drops[PortDropMalformed].Add(1)
@@ -337,6 +366,10 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
 	}
 	if n > len(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
+	if n > d.cfg.MTU {
+		d.overMTU(frame[:l3], pkt[:n])
 		return false
 	}
 	if offset+n > len(buf) {

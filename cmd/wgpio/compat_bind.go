@@ -18,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -162,7 +163,11 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
-	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu}
+	fastgw.LogStrippedTags(log, g.wan, "WAN")
+	fastgw.LogStrippedTags(log, g.lan, "LAN")
+	// Oversized packets are answered from the LAN address, as Linux
+	// answers from the address of the interface the answer leaves by.
+	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
 	if pc.Routes, pc.Neighbours, err = neighbours(lan.index); err != nil {
 		return nil, err
 	}

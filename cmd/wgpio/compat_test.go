@@ -23,6 +23,15 @@ func TestUpCompat(t *testing.T) {
 	if err := ping(s.HostA, twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
+	// The tunnel MTU is enforced: a non-DF 4000-byte ping crosses in
+	// fragments; a DF one over 1420 gets "fragmentation needed (mtu 1420)"
+	// from the LAN address.
+	if out, err := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "dont", "-s", "4000", twosite.HostB4.String()); err != nil {
+		t.Errorf("ping -M dont -s 4000: %v\n%s", err, out)
+	}
+	if out, _ := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String()); !strings.Contains(out, "mtu = 1420") {
+		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420), got:\n%s", out)
+	}
 	stock := s.FastConfig.Peers[0].PublicKey.Base64()
 	if out := wg(t, s.GwA, "show", s.GwName); !strings.Contains(out, "peer: "+stock) || !strings.Contains(out, "latest handshake") {
 		t.Errorf("wg show %s:\n%s", s.GwName, out)

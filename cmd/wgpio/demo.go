@@ -152,6 +152,10 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) (res demoResult,
 		s.GwName, s.GwName, s.GwName, s.HostA.Name, twosite.HostB4)
 
 	if err := waitHandshake(ctx, s, out); err != nil {
+		if ctx.Err() != nil { // Ctrl-C before the first handshake: a normal stop
+			fmt.Fprintln(out, "stopped before the first handshake; removing the namespaces")
+			return res, nil
+		}
 		return res, err
 	}
 	ab, err := newDemoPath(s.HostA, s.HostB, twosite.HostA4.String(), twosite.HostB4.String())

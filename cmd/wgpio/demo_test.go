@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,14 +66,26 @@ func TestDemoBinary(t *testing.T) {
 	}
 }
 
-// TestDemoCancel stops the demo through its context (as Ctrl-C does) and
-// checks the namespaces are gone.
+// TestDemoCancel stops the demo through its context (as Ctrl-C does) once
+// its traffic has run for a while, and checks the namespaces are gone.
 func TestDemoCancel(t *testing.T) {
 	testenv.Root(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(2500 * time.Millisecond); cancel() }()
-	var out bytes.Buffer
-	res, err := runDemo(ctx, demoOptions{Rate: 2000}, &out)
+	defer cancel()
+	// Cancel 1.5 s after the traffic starts, not at a fixed time after the
+	// call: building namespaces and the first handshake take longer on a
+	// loaded machine, and a cancel before traffic proves nothing.
+	seen := make(chan struct{})
+	out := &lineWatch{want: "starting the traffic", seen: seen}
+	go func() {
+		select {
+		case <-seen:
+			time.Sleep(1500 * time.Millisecond)
+		case <-time.After(2 * time.Minute):
+		}
+		cancel()
+	}()
+	res, err := runDemo(ctx, demoOptions{Rate: 2000}, out)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
@@ -84,6 +97,32 @@ func TestDemoCancel(t *testing.T) {
 			t.Errorf("namespace %s still there after Run", ns)
 		}
 	}
+}
+
+// lineWatch is the demo's output: it keeps what is written and closes seen
+// once want has appeared. Safe for one writer and later readers.
+type lineWatch struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.seen != nil && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+		w.seen = nil
+	}
+	return n, err
+}
+
+func (w *lineWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 func netnsList(t *testing.T) []string {

@@ -126,6 +126,18 @@ func TestUpErrors(t *testing.T) {
 			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),
 		},
 		{
+			name: "vlan-compat",
+			conf: withWGPIO("Mode = compat\nLANVLAN = 100"),
+			want: `wgpio: vlan-compat.conf:8: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only, not in Mode = compat`,
+		},
+		{
+			name: "vlan-shared-without-device",
+			conf: withWGPIO("LANVLAN = 100"),
+			args: []string{"-name", topo.UniqueName("wgpv")},
+			want: fmt.Sprintf("wgpio: fastgw: LANVLAN 100 on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
+				"ip link add link %s name %s.100 type vlan id 100 (module 8021q), or use AddressMode = owned", s.LANA, s.LANA, s.LANA),
+		},
+		{
 			name: "no-privileges",
 			conf: good,
 			wrap: nobody,

@@ -26,6 +26,7 @@ type collector struct {
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
 	fromKernel                              *prometheus.Desc
+	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 	xdp                                     *prometheus.Desc
@@ -40,34 +41,37 @@ func newCollector(name string, g *fastgw.Gateway) *collector {
 	}
 	return &collector{
 		name: name, g: g,
-		encrypted:     d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
-		decrypted:     d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
-		encBytes:      d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
-		decBytes:      d("inner_bytes_decrypted_total", "Inner bytes accepted.", "queue"),
-		drops:         d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
-		held:          d("packets_held", "Packets waiting for a handshake.", "queue"),
-		handshakes:    d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
-		ctlSent:       d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
-		fromKernel:    d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
-		peerRx:        d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
-		peerTx:        d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
-		peerHandshake: d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
-		portRx:        d("port_receive_packets_total", "Frames received on a port queue.", "port", "queue"),
-		portTx:        d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
-		portDrops:     d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
-		portCopies:    d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
-		xdp:           d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
-		liveSessions:  d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
-		keypairs:      d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
-		unconfirmed:   d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
-		controlDrops:  d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
+		encrypted:      d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
+		decrypted:      d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
+		encBytes:       d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
+		decBytes:       d("inner_bytes_decrypted_total", "Inner bytes accepted.", "queue"),
+		drops:          d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
+		held:           d("packets_held", "Packets waiting for a handshake.", "queue"),
+		handshakes:     d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
+		ctlSent:        d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
+		fromKernel:     d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
+		icmpSent:       d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big.", "queue"),
+		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
+		fragmented:     d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
+		peerRx:         d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
+		peerTx:         d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
+		peerHandshake:  d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
+		portRx:         d("port_receive_packets_total", "Frames received on a port queue.", "port", "queue"),
+		portTx:         d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
+		portDrops:      d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
+		portCopies:     d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+		xdp:            d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
+		liveSessions:   d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
+		keypairs:       d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
+		unconfirmed:    d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
+		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.peerRx, c.peerTx, c.peerHandshake, c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp,
-		c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops} {
+		c.handshakes, c.ctlSent, c.fromKernel, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops} {
 		ch <- d
 	}
 }
@@ -85,6 +89,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
 		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.fromKernel, ctr, float64(q.FromKernel), qs)
+		ch <- prometheus.MustNewConstMetric(c.icmpSent, ctr, float64(q.ICMPSent), qs)
+		ch <- prometheus.MustNewConstMetric(c.icmpSuppressed, ctr, float64(q.ICMPSuppressed), qs)
+		ch <- prometheus.MustNewConstMetric(c.fragmented, ctr, float64(q.Fragmented), qs)
 		for r, n := range q.Drops {
 			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(n), qs, fastpath.DropReason(r).String())
 		}

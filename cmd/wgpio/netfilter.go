@@ -25,9 +25,11 @@ import (
 //     families on the forward, prerouting and postrouting hooks (filter,
 //     NAT, mangle) that hold rules or drop by policy, and netdev chains on
 //     the gateway's interfaces (devs);
-//   - legacy iptables: the tables /proc/net/ip_tables_names and
+//   - legacy iptables: the tables /proc/thread-self/net/ip_tables_names and
 //     ip6_tables_names list that hold more than their empty built-in
 //     chains (IPT_SO_GET_INFO; a legacy chain's policy is not read).
+//     thread-self, not /proc/net (the main thread's namespace): the
+//     caller's thread may be in another network namespace.
 //
 // iptables-nft rules are nftables tables and show up as such. An error
 // means some state could not be read; the lines found so far are returned.
@@ -41,7 +43,7 @@ func forwardingRules(devs []string) ([]string, error) {
 		names string
 		level int
 		what  string
-	}{{"/proc/net/ip_tables_names", unix.SOL_IP, "iptables"}, {"/proc/net/ip6_tables_names", unix.SOL_IPV6, "ip6tables"}} {
+	}{{"/proc/thread-self/net/ip_tables_names", unix.SOL_IP, "iptables"}, {"/proc/thread-self/net/ip6_tables_names", unix.SOL_IPV6, "ip6tables"}} {
 		lines, err := legacyRules(fam.names, fam.level, fam.what)
 		out = append(out, lines...)
 		errs = append(errs, err)

@@ -279,6 +279,11 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 		}
 		log.Warn("config", "warning", config.Warning{File: f.Name, Line: line, Key: key, Msg: msg}.String())
 	}
+	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
+		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
+			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
+		}
+	}
 	switch w.Mode {
 	case config.ModeCompat:
 		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
@@ -401,6 +406,14 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, WANVLAN: w.WANVLAN, LANVLAN: w.LANVLAN, Queues: w.Queues, CPUs: w.CPUs,
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
 		IPv4UDPChecksum: csum4, Logger: log,
+		ICMPRate: w.ICMPRate, ICMPBurst: w.ICMPBurst, ICMPDestInterval: w.ICMPDestInterval,
+	}
+	switch w.MSSClamp {
+	case config.MSSClampAuto:
+		cfg.MSSClamp = fastpath.MSSClampAuto
+	case config.MSSClampOff:
+	default:
+		cfg.MSSClamp = w.MSSClamp
 	}
 	if w.AddressMode == config.AddressOwned {
 		cfg.Owned = true

@@ -473,3 +473,58 @@ func (p *Port) AccountBuffers(fn func(pl *dataplane.Pool, chunk uint64, place st
 }
 
 var _ dataplane.Accounter = (*Port)(nil)
+
+// SetUDP replaces the UDP matches of the WAN filter (Filter.UDP) while the
+// port runs: a new listen port or address. The new matches are added before
+// the old ones are removed, so that a datagram to an address and port in
+// both is never passed to the kernel meanwhile.
+func (p *Port) SetUDP(matches []UDPMatch) error {
+	keep4 := make(map[[4]byte]bool)
+	keep6 := make(map[[16]byte]bool)
+	for _, u := range matches {
+		if u.PortLo > u.PortHi {
+			return fmt.Errorf("set UDP matches: port range %d-%d is empty", u.PortLo, u.PortHi)
+		}
+		v := portRange{u.PortLo, u.PortHi}
+		var err error
+		switch a := u.Addr.Unmap(); {
+		case a.Is4():
+			keep4[a.As4()] = true
+			err = p.prog.udp4.Put(a.As4(), v)
+		case a.Is6():
+			keep6[a.As16()] = true
+			err = p.prog.udp6.Put(a.As16(), v)
+		default:
+			err = fmt.Errorf("invalid address %v", u.Addr)
+		}
+		if err != nil {
+			return fmt.Errorf("set UDP match %v: %w", u.Addr, err)
+		}
+	}
+	var k4 [4]byte
+	var v portRange
+	var stale4 [][4]byte
+	for it := p.prog.udp4.Iterate(); it.Next(&k4, &v); {
+		if !keep4[k4] {
+			stale4 = append(stale4, k4)
+		}
+	}
+	var k6 [16]byte
+	var stale6 [][16]byte
+	for it := p.prog.udp6.Iterate(); it.Next(&k6, &v); {
+		if !keep6[k6] {
+			stale6 = append(stale6, k6)
+		}
+	}
+	for _, k := range stale4 {
+		if err := p.prog.udp4.Delete(k); err != nil {
+			return fmt.Errorf("delete UDP match %v: %w", netip.AddrFrom4(k), err)
+		}
+	}
+	for _, k := range stale6 {
+		if err := p.prog.udp6.Delete(k); err != nil {
+			return fmt.Errorf("delete UDP match %v: %w", netip.AddrFrom16(k), err)
+		}
+	}
+	return nil
+}

@@ -177,7 +177,9 @@ func Start(f *config.File, name string, log *slog.Logger) (_ *Gateway, err error
 			}
 		}
 	}
-	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu}
+	// Oversized packets are answered from the LAN address, as Linux
+	// answers from the address of the interface the answer leaves by.
+	pc := tundev.PortConfig{Port: g.lan, Name: name, MTU: mtu, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
 	if pc.Routes, pc.Neighbours, err = neighbours(lan.index); err != nil {
 		return nil, fmt.Errorf("wggo: %w", err)
 	}

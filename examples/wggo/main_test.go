@@ -10,6 +10,7 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 func ping(t *testing.T, ns *topo.NS, dst string, timeout time.Duration) {
@@ -63,6 +64,7 @@ func TestStockWireguardGoOnWgpio(t *testing.T) {
 	ping(t, s.HostA, twosite.HostB4.String(), 15*time.Second)
 	ping(t, s.HostB, twosite.HostA4.String(), 5*time.Second)
 	ping(t, s.HostA, twosite.HostB6.String(), 5*time.Second)
+	checkTunnelMTU(t, s, g)
 	out, err := s.GwA.Run(wg, "show", s.GwName)
 	if err != nil || !strings.Contains(out, "peer: "+fc.Peers[0].PublicKey.Base64()) || !strings.Contains(out, "latest handshake") {
 		t.Errorf("wg show %s: %v\n%s", s.GwName, err, out)
@@ -104,4 +106,52 @@ func stockBindInNS(t testing.TB, s *twosite.Site) {
 		}
 	}
 	t.Fatalf("the stock peer's UDP socket is not in %s", s.GwB.Name)
+}
+
+// checkTunnelMTU: hostA has a 1500-byte MTU, the tunnel 1420. The PortDevice
+// answers a DF packet over 1420 with "fragmentation needed (mtu 1420)" from
+// gwA's LAN address, fragments IPv4 packets without DF (pings of 1472 and
+// 4000 bytes cross both ways), and TCP from hostA completes (iperf3), path
+// MTU discovery converging on the tunnel MTU.
+func checkTunnelMTU(t *testing.T, s *twosite.Site, g *Gateway) {
+	t.Helper()
+	iperf := testenv.Tool(t, "iperf3", "iperf3")
+	var out string
+	for _, size := range []string{"1472", "4000"} {
+		if out, err := s.HostA.Run("ping", "-c", "2", "-W", "2", "-M", "dont", "-s", size, twosite.HostB4.String()); err != nil {
+			t.Errorf("ping -M dont -s %s hostA → hostB: %v\n%s", size, err, out)
+		}
+		if out, err := s.HostB.Run("ping", "-c", "2", "-W", "2", "-M", "dont", "-s", size, twosite.HostA4.String()); err != nil {
+			t.Errorf("ping -M dont -s %s hostB → hostA: %v\n%s", size, err, out)
+		}
+	}
+	// Before any "fragmentation needed": hostA has no path MTU cached.
+	if g.LAN.Stats().Fragmented == 0 {
+		t.Errorf("PortDevice fragmented nothing: %+v", g.LAN.Stats())
+	}
+	out, _ = s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String())
+	if !strings.Contains(out, "mtu = 1420") || !strings.Contains(out, "From "+twosite.LANA4.String()) {
+		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420) from %v, got:\n%s", twosite.LANA4, out)
+	}
+	if st := g.LAN.Stats(); st.ICMPErrors == 0 || st.Drops[tundev.PortDropOverMTU] == 0 {
+		t.Errorf("PortDevice stats %+v: want an ICMP error and an over_mtu drop", st)
+	}
+	srv := s.HostB.Command(iperf, "-s", "-1", "-B", twosite.HostB4.String())
+	if err := srv.Start(); err != nil {
+		t.Fatalf("iperf3 server: %v", err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	var err error
+	for try := 0; try < 20; try++ {
+		time.Sleep(100 * time.Millisecond)
+		var b []byte
+		b, err = s.HostA.Command(iperf, "-c", twosite.HostB4.String(), "-n", "4M", "--connect-timeout", "2000").CombinedOutput()
+		out = string(b)
+		if err == nil || !strings.Contains(out, "Connection refused") {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(out, "receiver") {
+		t.Errorf("iperf3 TCP hostA → hostB over the 1420-byte tunnel: %v\n%s", err, out)
+	}
 }

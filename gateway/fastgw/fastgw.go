@@ -12,7 +12,6 @@
 package fastgw
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -113,6 +113,14 @@ type Config struct {
 	// slots: peers in configuration order, each one's allowed IPs as
 	// written.
 	LANPrefixCapacity int
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
+	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
+	// off when negative).
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway
+	// (fastpath.Config.MSSClamp: fastpath.MSSClampAuto or bytes; 0 off).
+	MSSClamp int
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -141,12 +149,22 @@ type Gateway struct {
 	tableDone chan struct{}
 	exc       *tundev.MultiQueueTUN
 	excWG     sync.WaitGroup
+	// wanSide and lanSide are the ports' trunks, VLANs and address
+	// devices (resolveSide).
+	wanSide, lanSide side
+	// wanMu guards the listen port (cfg.ListenPort), the WAN addresses
+	// and kernelSocks, which change while running (listen.go).
+	wanMu        sync.Mutex
+	wanV4, wanV6 netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
-	closeOnce   sync.Once
-	wanIfindex  int
-	lanIfindex  int
+	// addrDone stops followWANAddresses (shared mode), addrWG waits for it.
+	addrDone   chan struct{}
+	addrWG     sync.WaitGroup
+	closeOnce  sync.Once
+	wanIfindex int
+	lanIfindex int
 }
 
 // link describes an interface: index, MAC and its first global IPv4 and
@@ -411,288 +429,6 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 	return nil
 }
 
-// Start opens the ports and runs the gateway.
-func Start(cfg Config) (_ *Gateway, err error) {
-	if cfg.Name == "" {
-		return nil, errors.New("fastgw: a name is required")
-	}
-	if cfg.WAN == "" || cfg.LAN == "" {
-		return nil, errors.New("fastgw: WAN and LAN interfaces are required")
-	}
-	if cfg.ListenPort == 0 {
-		cfg.ListenPort = 51820
-	}
-	if cfg.Queues < 0 || cfg.Queues > 256 {
-		return nil, fmt.Errorf("fastgw: %d queues, want 0 (all the device's) to 256", cfg.Queues)
-	}
-	if cfg.SourcePorts == 0 {
-		cfg.SourcePorts = 1
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = fastpath.DefaultMTU
-	}
-	if int(cfg.ListenPort)+int(cfg.SourcePorts)-1 > 65535 {
-		return nil, fmt.Errorf("fastgw: source ports %d-%d pass 65535", cfg.ListenPort, int(cfg.ListenPort)+int(cfg.SourcePorts)-1)
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	g := &Gateway{cfg: cfg, log: log, tableDone: make(chan struct{}), nsHandle: netns.None()}
-	defer func() {
-		if err != nil {
-			g.Close()
-		}
-	}()
-
-	if g.nlHandle, err = netlink.NewHandle(); err != nil {
-		return nil, fmt.Errorf("fastgw: netlink: %w", err)
-	}
-	wanSide, err := resolveSide(g.nlHandle, "WAN", cfg.WAN, cfg.WANVLAN, cfg.Owned)
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	lanSide, err := resolveSide(g.nlHandle, "LAN", cfg.LAN, cfg.LANVLAN, cfg.Owned)
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	if wanSide.trunk == lanSide.trunk {
-		return nil, fmt.Errorf("fastgw: WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)
-	}
-	cfg.WAN, cfg.LAN = wanSide.trunk, lanSide.trunk
-	wl, err := readLink(g.nlHandle, wanSide.addrDev)
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: WAN: %w", err)
-	}
-	ll, err := readLink(g.nlHandle, lanSide.addrDev)
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: LAN: %w", err)
-	}
-	g.wanIfindex, g.lanIfindex = wl.index, ll.index
-	wanMTU, wanMTUDev := wl.mtu, wanSide.addrDev
-	if wanSide.addrDev != wanSide.trunk {
-		if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().MTU < wanMTU {
-			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
-		}
-	}
-	mtuWarn, err := mtuCheck(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
-		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	if mtuWarn != "" {
-		log.Warn("WAN MTU", "problem", mtuWarn)
-	}
-	for _, dev := range []string{cfg.LAN, cfg.WAN} {
-		if driver(dev) == "veth" {
-			log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",
-				"interface", dev, "fix", "ethtool -K <the other end> tx off")
-		}
-	}
-	var wanMAC, lanMAC [6]byte
-	copy(wanMAC[:], wl.mac)
-	copy(lanMAC[:], ll.mac)
-	var wanRes, lanRes *resolver
-	if cfg.Owned {
-		if err := g.ownedMode(&wl, &ll, wanMAC, lanMAC); err != nil {
-			return nil, err
-		}
-		wanRes = &resolver{routes: g.static, table: g.wanTable, ifindex: wl.index}
-		lanRes = &resolver{routes: g.static, table: g.lanTable, ifindex: ll.index}
-	} else {
-		if !wl.v4.IsValid() && !wl.v6.IsValid() {
-			return nil, fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
-		}
-		// Next hops: kernel routes and neighbours (shared mode).
-		// When Start runs on a thread moved into another namespace than
-		// the process's (an embedder's setns, as the demo and the tests
-		// do), name the namespace explicitly: the readers re-subscribe
-		// from their own goroutines after an overflow (an ARP storm), and
-		// those may run on threads of the process's namespace. (Naming it
-		// takes setns, so CAP_SYS_ADMIN: not done when all threads share
-		// one namespace, as under `ip netns exec` or systemd.)
-		if g.nsHandle, err = callerNamespace(); err != nil {
-			return nil, fmt.Errorf("fastgw: %w", err)
-		}
-		onErr := func(err error) { log.Warn("following the kernel's routes and neighbours", "err", err) }
-		if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
-			return nil, fmt.Errorf("fastgw: %w", err)
-		}
-		g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
-		g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
-		if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: wl.index, ErrorCallback: onErr}); err != nil {
-			return nil, fmt.Errorf("fastgw: %w", err)
-		}
-		if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: ll.index, ErrorCallback: onErr}); err != nil {
-			return nil, fmt.Errorf("fastgw: %w", err)
-		}
-		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
-		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
-	}
-	go g.wanTable.Run(g.tableDone, 0)
-	go g.lanTable.Run(g.tableDone, 0)
-
-	// Queues: every RX queue of both devices should have a worker, or the
-	// frames arriving there go to the kernel instead of the tunnel.
-	wq, lq := afxdp.DeviceQueues(cfg.WAN), afxdp.DeviceQueues(cfg.LAN)
-	if cfg.Queues == 0 {
-		cfg.Queues = max(1, min(wq, lq))
-		if wq != lq && wq > 0 && lq > 0 {
-			log.Warn("WAN and LAN have different numbers of RX queues; frames on the queues above the smaller count go to the kernel (equalise with ethtool -L)",
-				"wan", cfg.WAN, "wan_queues", wq, "lan", cfg.LAN, "lan_queues", lq, "workers", cfg.Queues)
-		}
-	} else if (wq > 0 && cfg.Queues > wq) || (lq > 0 && cfg.Queues > lq) {
-		// Checked before the frame memory is sized by the queue count.
-		return nil, fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
-			cfg.Queues, cfg.WAN, wq, cfg.LAN, lq)
-	} else if cfg.Queues < wq || cfg.Queues < lq {
-		log.Warn("fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N; on veth: rx N tx N)",
-			"queues", cfg.Queues, "wan_queues", wq, "lan_queues", lq)
-	}
-	g.cfg.Queues = cfg.Queues
-
-	// Ports on one UMEM: LAN RX frames go out on WAN TX without a copy.
-	// Frame budget per queue: each of the two ports' fill, RX, TX and
-	// completion rings can hold a ring's worth (4 × 2 × 2048), plus the
-	// four halves' caches (4 × 1024). With less, a burst that parks frames
-	// in one port's rings starves the other's fill ring (counted by the
-	// kernel as xsk_rx_fill_ring_empty_descs and dropped).
-	const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
-	frames := cfg.Frames
-	if frames == 0 {
-		frames = framesPerQueue * cfg.Queues
-	}
-	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	var udp []afxdp.UDPMatch
-	for _, a := range []netip.Addr{wl.v4, wl.v6} {
-		if a.IsValid() {
-			udp = append(udp, afxdp.UDPMatch{Addr: a, PortLo: cfg.ListenPort, PortHi: cfg.ListenPort + cfg.SourcePorts - 1})
-		}
-	}
-	wanFilter := afxdp.Filter{UDP: udp, VLAN: wanSide.vid}
-	lanFilter := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: lanSide.vid}
-	if cfg.Owned {
-		// ARP and NDP for our addresses come to us, not to the kernel.
-		wanFilter.Neighbors = []netip.Addr{cfg.WANAddress.Addr()}
-		lanFilter.Neighbors = []netip.Addr{cfg.LANAddress.Addr()}
-	}
-	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter})
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: WAN: %w", err)
-	}
-	host := append([]netip.Addr(nil), ll.all...)
-	for _, p := range cfg.Addresses {
-		host = append(host, p.Addr())
-	}
-	lanFilter.HostAddrs = host
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter})
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: LAN: %w", err)
-	}
-	log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
-		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM(),
-		"wan_vlan", wanSide.vid, "lan_vlan", lanSide.vid)
-	g.warnStrippedTags(g.wan, "WAN")
-	g.warnStrippedTags(g.lan, "LAN")
-
-	// Exception TUN for the gateway's own tunnel addresses.
-	var tunnelAddrs []netip.Addr
-	if len(cfg.Addresses) > 0 {
-		if g.exc, err = tundev.OpenMultiQueueTUN(cfg.Name, 1, cfg.MTU); err != nil {
-			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
-		}
-		tl, err := g.nlHandle.LinkByName(cfg.Name)
-		if err != nil {
-			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
-		}
-		for _, p := range cfg.Addresses {
-			a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-			if p.Addr().Is6() {
-				a.Flags |= 0x02 // IFA_F_NODAD
-			}
-			if err := g.nlHandle.AddrAdd(tl, a); err != nil {
-				return nil, fmt.Errorf("fastgw: add %v to %s: %w", p, cfg.Name, err)
-			}
-			tunnelAddrs = append(tunnelAddrs, p.Addr())
-		}
-	}
-
-	ecfg := fastpath.Config{
-		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
-		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
-		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: wanSide.vid, LANVLAN: lanSide.vid,
-		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
-	}
-	if cfg.Owned {
-		ecfg.WANNeighbours = responderHandler{g.wanResp}
-		ecfg.LANNeighbours = responderHandler{g.lanResp}
-	}
-	if g.exc != nil {
-		exc := g.exc
-		ecfg.Exception = func(pkt []byte) {
-			if _, err := exc.Write([][]byte{pkt}, 0); err != nil {
-				log.Debug("exception TUN write", "err", err)
-			}
-		}
-	}
-	if g.engine, err = fastpath.New(ecfg); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool), capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: log, nl: g.nlHandle}
-	if g.exc != nil {
-		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
-			return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
-		}
-	}
-	g.dev, err = gateway.New(gateway.Options{
-		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
-		Dataplane: g.dp, Logger: log, Resolve: wanRes.Resolve,
-		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	if err := g.dev.AddPeers(cfg.Peers); err != nil {
-		return nil, fmt.Errorf("fastgw: add peers: %w", err)
-	}
-	g.engine.Start()
-	if err := g.dev.Start(); err != nil {
-		return nil, fmt.Errorf("fastgw: %w", err)
-	}
-	if g.exc != nil {
-		g.excWG.Add(1)
-		go g.readException()
-	}
-	if !cfg.Owned {
-		g.listenKernel(wl.v4, wl.v6)
-	}
-	if cfg.Owned {
-		// Tell the links where our addresses are (RFC 5227 announcement).
-		for _, x := range []struct {
-			r   *arp.Responder
-			lan bool
-		}{{g.wanResp, false}, {g.lanResp, true}} {
-			if err := x.r.Announce(func(frame []byte) error {
-				g.engine.SendFrame(x.lan, 0, frame)
-				return nil
-			}); err != nil {
-				log.Warn("announce owned address", "err", err)
-			}
-		}
-	}
-	wanIdx := []int{wl.index}
-	if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
-		wanIdx = append(wanIdx, t.Attrs().Index)
-	}
-	if err := g.watchWANMTU(g.nsHandle, wanSide, wanIdx, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
-		log.Warn("live WAN MTU changes will not be checked", "err", err)
-	}
-	log.Info("gateway up", "name", cfg.Name, "listen_port", cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(cfg.Peers))
-	return g, nil
-}
-
 // listenKernel opens a UDP socket on each WAN address and port of ours, so
 // that the WireGuard datagrams the XDP program leaves to the kernel reach
 // the fast path through Engine.ReceiveWAN instead of a "port unreachable":
@@ -704,6 +440,12 @@ func Start(cfg Config) (_ *Gateway, err error) {
 // kernel's UDP counters only). Shared address mode only: in owned mode the
 // kernel has no address to reassemble for.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
+	g.kernelSocks = append(g.kernelSocks, g.openKernel(g.cfg.ListenPort, addrs...)...)
+}
+
+// openKernel opens the sockets of listenKernel for the ports from port up
+// and starts their readers.
+func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*net.UDPConn) {
 	for _, a := range addrs {
 		if !a.IsValid() {
 			continue
@@ -713,18 +455,19 @@ func (g *Gateway) listenKernel(addrs ...netip.Addr) {
 			network = "udp6"
 		}
 		for i := range g.cfg.SourcePorts {
-			port := g.cfg.ListenPort + i
+			port := listenPort + i
 			c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
 			if err != nil {
 				g.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
 					"addr", a, "port", port, "err", err)
 				continue
 			}
-			g.kernelSocks = append(g.kernelSocks, c)
+			socks = append(socks, c)
 			g.kernelWG.Add(1)
 			go g.readKernel(c, netip.AddrPortFrom(a, port))
 		}
 	}
+	return socks
 }
 
 // readKernel hands the datagrams of c (bound to dst) to the workers,
@@ -746,7 +489,7 @@ func (g *Gateway) readKernel(c *net.UDPConn, dst netip.AddrPort) {
 }
 
 // readException carries the host kernel's packets from the exception TUN
-// into the tunnel.
+// into the tunnel, each flow through one worker (tunnelQueue).
 func (g *Gateway) readException() {
 	defer g.excWG.Done()
 	bufs := make([][]byte, g.exc.BatchSize())
@@ -754,18 +497,22 @@ func (g *Gateway) readException() {
 		bufs[i] = make([]byte, 65535)
 	}
 	sizes := make([]int, len(bufs))
-	q := 0
 	for {
 		n, err := g.exc.Read(bufs, sizes, 0)
 		if err != nil {
 			return
 		}
 		for i := 0; i < n; i++ {
-			g.engine.SendTunnel(q, bufs[i][:sizes[i]])
-			q++
+			pkt := bufs[i][:sizes[i]]
+			g.engine.SendTunnel(tunnelQueue(pkt), pkt)
 		}
 	}
 }
+
+// tunnelQueue picks the worker for a packet of the host's own tunnel
+// traffic by its inner flow (fastpath.FlowHash), so that one flow stays on
+// one worker and in order, as LAN traffic does on its NIC queue.
+func tunnelQueue(pkt []byte) int { return int(fastpath.FlowHash(pkt) & 0x7fffffff) }
 
 // Device is the control plane (peers, UAPI, stats).
 func (g *Gateway) Device() *gateway.Device { return g.dev }
@@ -781,9 +528,15 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
+		if g.addrDone != nil {
+			close(g.addrDone)
+			g.addrWG.Wait()
+		}
+		g.wanMu.Lock()
 		for _, c := range g.kernelSocks {
 			c.Close()
 		}
+		g.wanMu.Unlock()
 		g.kernelWG.Wait()
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())

@@ -283,12 +283,17 @@ func TestWANMTU(t *testing.T) {
 // frames arrive tagged, in the frame or as the skb's VLAN metadata (as RX
 // VLAN offload leaves them), and it drops every frame that comes back
 // untagged. Pings and TCP both ways work only if gwA takes the tagged
-// frames (ARP included) and tags its replies.
+// frames (ARP included) and tags its replies. In the last case the WAN is
+// on VLAN 7 too, gwB's end of it an access port: the tunnel's frames (and
+// ARP on the WAN) go tagged both ways.
 func TestLANOnVLAN(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	for _, inband := range []bool{true, false} {
-		t.Run(fmt.Sprintf("inband=%v", inband), func(t *testing.T) {
-			s := newSite(t, twosite.Config{Owned: true, LANVLAN: 100, LANVLANInBand: inband})
+	for _, tc := range []struct {
+		inband bool
+		wan    uint16
+	}{{true, 0}, {false, 0}, {true, 7}} {
+		t.Run(fmt.Sprintf("inband=%v,wanvlan=%d", tc.inband, tc.wan), func(t *testing.T) {
+			s := newSite(t, twosite.Config{Owned: true, LANVLAN: 100, LANVLANInBand: tc.inband, WANVLAN: tc.wan})
 			ping(t, s.HostA, twosite.HostB4.String(), 0)
 			ping(t, s.HostB, twosite.HostA4.String(), 0)
 			tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)

@@ -199,7 +199,6 @@ func TestThousandPeers(t *testing.T) {
 	}
 	// Data from every peer to hostA (this confirms gwA's responder
 	// sessions), then from hostA to every peer, all at once.
-	var nonce [12]byte
 	for _, p := range peers {
 		pkt := make([]byte, 16+32+16)
 		ip := header.IPv4Fields{Protocol: header.ProtoUDP, Src: p.inner.As4(), Dst: [4]byte{198, 19, 1, 10}}
@@ -207,7 +206,7 @@ func TestThousandPeers(t *testing.T) {
 		header.PutUDP(pkt[36:], 7, 7, 4)
 		binary.BigEndian.PutUint32(pkt[44:], p.index)
 		noise.PutTransportHeader(pkt, p.kp.RemoteIndex, p.sent)
-		p.kp.Seal(pkt[16:16], pkt[16:48], p.sent, &nonce)
+		p.kp.Seal(pkt[16:16], pkt[16:48], p.sent)
 		p.sent++
 		w.send(p.addr, pkt)
 	}
@@ -266,7 +265,7 @@ func TestThousandPeers(t *testing.T) {
 			if p == nil || !ok || recv != p.kp.LocalIndex {
 				return
 			}
-			pt, ok := p.kp.Open(append([]byte(nil), msg[16:]...), ctr, &nonce)
+			pt, ok := p.kp.Open(append([]byte(nil), msg[16:]...), ctr)
 			if !ok || len(pt) < 32 || binary.BigEndian.Uint32(pt[28:]) != p.index {
 				t.Errorf("peer %v: bad transport data from gwA", dst)
 				return

@@ -65,6 +65,10 @@ type Config struct {
 	// LANVLANInBand writes hostA's tags into the frames; without it they
 	// reach gwA as the skb's VLAN metadata, as RX VLAN offload leaves them.
 	LANVLANInBand bool
+	// WANVLAN puts gwA's WAN on this 802.1Q VLAN (fastgw.Config.WANVLAN)
+	// and gwB's end of the WAN link on an access port of it, tags in the
+	// frames. Needs Owned, and not Routed.
+	WANVLAN uint16
 }
 
 // Site is a built topology.
@@ -175,6 +179,9 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 	if !sc.Routed {
 		wanA = veth(s.GwA, s.GwB, sc.Queues)
 		wanBName = wanA.B
+		if sc.WANVLAN != 0 && len(errs) == 0 {
+			must(tp.VLANAccess(s.GwB, wanA.B, sc.WANVLAN, true))
+		}
 		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.GwB.AddAddr(wanA.B, "198.18.1.2/24"))
 		gwAAddr(wanA.A, "2001:db8:f::1/64")
@@ -270,7 +277,7 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 			AllowedIPs: allowedA,
 		}},
 	}
-	s.FastConfig.LANVLAN = sc.LANVLAN
+	s.FastConfig.LANVLAN, s.FastConfig.WANVLAN = sc.LANVLAN, sc.WANVLAN
 	if sc.Owned {
 		s.FastConfig.Owned = true
 		s.FastConfig.WANAddress = netip.MustParsePrefix("198.18.1.1/24")

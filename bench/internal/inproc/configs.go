@@ -75,15 +75,29 @@ type setup struct {
 // maxBurst is the most packets the generator offers at once.
 const maxBurst = 256
 
-// labelled runs f with the side label set, so that goroutines f starts
-// inherit it.
-func labelled(side string, f func()) {
-	pprof.Do(context.Background(), pprof.Labels(labelKey, side), func(context.Context) { f() })
+// configKey is the pprof label naming the configuration a goroutine
+// belongs to: every configuration is built at once, and the idle ones'
+// goroutines (timers, ticks) must not count as the measured one's.
+const configKey = "config"
+
+// building is the configuration build is making (build runs on one
+// goroutine at a time).
+var building string
+
+// labelled runs f with the labels of the configuration being built and of
+// side set, so that goroutines f starts inherit them.
+func labelled(side string, f func()) { labelledIn(building, side, f) }
+
+// labelledIn runs f with the labels of config and side set.
+func labelledIn(config, side string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels(configKey, config, labelKey, side), func(context.Context) { f() })
 }
 
 // build makes configuration name with the given CPUs (for pinning the
 // fast path's workers).
 func build(name string, cpus []int) (*setup, error) {
+	building = name
+	defer func() { building = "" }()
 	switch name {
 	case Doubles:
 		return buildDoubles(), nil

@@ -82,8 +82,9 @@ func processCPU() (int64, error) {
 
 // labelCPU reads a CPU profile (runtime/pprof's gzipped profile.proto,
 // github.com/google/pprof/proto/profile.proto) and returns the sampled CPU
-// time in ns per value of label key ("" for samples without it).
-func labelCPU(prof []byte, key string) (map[string]int64, error) {
+// time in ns per "<value of key1>/<value of key2>" ("" for a label a
+// sample lacks).
+func labelCPU(prof []byte, key1, key2 string) (map[string]int64, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(prof))
 	if err != nil {
 		return nil, fmt.Errorf("inproc: profile: %w", err)
@@ -176,13 +177,16 @@ func labelCPU(prof []byte, key string) (map[string]int64, error) {
 		if cpu >= len(s.values) {
 			continue
 		}
-		v := ""
+		var v1, v2 string
 		for _, l := range s.labels {
-			if str(l[0]) == key {
-				v = str(l[1])
+			switch str(l[0]) {
+			case key1:
+				v1 = str(l[1])
+			case key2:
+				v2 = str(l[1])
 			}
 		}
-		out[v] += s.values[cpu]
+		out[v1+"/"+v2] += s.values[cpu]
 	}
 	return out, nil
 }

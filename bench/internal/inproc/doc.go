@@ -35,9 +35,14 @@
 //
 // Method, per configuration, packet size and CPU count: the process is
 // pinned (GOMAXPROCS and sched_setaffinity of every thread) to the first n
-// allowed CPUs; fast-path workers are pinned within them. A closed-loop
-// step (the generator as fast as gateway A takes packets) gives a rate T;
-// paced steps then offer T × 0.5, 0.8, 0.95, 1.1, … until two in a row lose
+// allowed CPUs; fast-path workers are pinned within them. Every
+// configuration is built at once, and each size starts with three rounds of
+// closed-loop steps taken in turn over the configurations (the median is
+// reported), so that all see the same swings of the machine's load. A
+// closed-loop step (the generator keeps at most 2048 packets in flight, sent and not yet
+// counted by the sink, under every ring's room, so that it never overruns a
+// gateway) gives a rate T and the CPU per packet at saturation; paced steps
+// then offer T × 0.5, 0.8, 0.95, 1.1, … until two in a row lose
 // 10% or more, then bisection. "Clean" is the delivered rate of the paced
 // step with the highest offered rate and under 1% loss (the rig's
 // definition). Per step: the process's CPU time (getrusage), split between

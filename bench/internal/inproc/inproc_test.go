@@ -232,8 +232,14 @@ func TestSinkCheck(t *testing.T) {
 	binary.BigEndian.PutUint16(dec[10:], 0)
 	binary.BigEndian.PutUint16(dec[10:], ^header.FoldChecksum(header.Checksum(dec[:20], 0)))
 	s.check(dec, 7)
-	s.check(pkts[0], 7) // flow 0, seq 0 again after seq 1: reordered
-	s.check(pkts[1], 8) // a packet of tag 7 during step 8: stale
+	s.check(pkts[0], 7)        // flow 0, seq 0 again after seq 1: reordered
+	s.check(pkts[1], 8)        // a packet of tag 7 during step 8: stale
+	other, _ := newTraffic(80) // a late packet of an earlier size: stale
+	other.setTag(3)
+	op := make([]byte, 80)
+	other.fill(op)
+	s.check(op, 7)
+	s.check(pkts[1], 6) // a tag from the future: corrupt
 	bad := bytes.Clone(pkts[1])
 	bad[99] ^= 1
 	s.check(bad, 7)
@@ -242,7 +248,7 @@ func TestSinkCheck(t *testing.T) {
 	s.check(short, 7)
 	s.check([]byte{0x60, 0, 0, 0}, 7)
 	s.publish()
-	want := sinkCounts{Delivered: 5, Reordered: 1, Stale: 1, Corrupt: 2, Foreign: 1}
+	want := sinkCounts{Delivered: 5, Reordered: 1, Stale: 2, Corrupt: 3, Foreign: 1}
 	if got := s.counts(); got != want {
 		t.Errorf("counts = %+v, want %+v", got, want)
 	}
@@ -260,7 +266,7 @@ func TestLabelCPU(t *testing.T) {
 	}
 	start, _ := processCPU()
 	done := make(chan struct{})
-	pprof.Do(context.Background(), pprof.Labels(labelKey, "busy"), func(context.Context) {
+	pprof.Do(context.Background(), pprof.Labels(configKey, "c", labelKey, "busy"), func(context.Context) {
 		go func() {
 			defer close(done)
 			x := 0
@@ -276,11 +282,11 @@ func TestLabelCPU(t *testing.T) {
 	})
 	<-done
 	pprof.StopCPUProfile()
-	m, err := labelCPU(prof.Bytes(), labelKey)
+	m, err := labelCPU(prof.Bytes(), configKey, labelKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m["busy"] <= 0 {
+	if m["c/busy"] <= 0 {
 		t.Errorf("labelCPU = %v, want CPU time for side=busy", m)
 	}
 }

@@ -2,12 +2,14 @@ package inproc
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,22 +23,22 @@ var factors = []float64{0.5, 0.8, 0.95, 1.1, 1.3, 1.6, 2.0}
 
 // runner measures one configuration at one packet size.
 type runner struct {
+	name string // the configuration
 	o    *Options
 	st   *setup
 	tr   *traffic
 	sk   *sink
-	tag  uint32
 	stop chan struct{}
 	done chan struct{}
 }
 
-func newRunner(o *Options, st *setup, size int) (*runner, error) {
+func newRunner(name string, o *Options, st *setup, size int) (*runner, error) {
 	tr, err := newTraffic(size)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, st: st, tr: tr, sk: newSink(tr), stop: make(chan struct{}), done: make(chan struct{})}
-	labelled(labelSink, func() {
+	r := &runner{name: name, o: o, st: st, tr: tr, sk: newSink(tr), stop: make(chan struct{}), done: make(chan struct{})}
+	labelledIn(name, labelSink, func() {
 		go func() {
 			defer close(r.done)
 			st.sink(r.sk, r.stop)
@@ -51,8 +53,10 @@ func (r *runner) close() {
 }
 
 // window is the most packets the closed-loop generator keeps in flight,
-// well under any ring's room on the way, so that it never overruns a
-// gateway; lossTimeout is how long it waits for the sink before it writes
+// under any ring's room on the way, so that it never overruns a gateway,
+// and large against the 64–128-packet batches of the stages, so that they
+// run full (a small window makes a latency-bound ping-pong in which every
+// stage idles between bursts); lossTimeout is how long it waits for the sink before it writes
 // the packets in flight off as lost.
 const (
 	window      = 2048
@@ -66,7 +70,7 @@ const (
 // and returns the packets offered and how long it ran.
 func (r *runner) generate(rate float64, d time.Duration) (offered, refused uint64, elapsed time.Duration) {
 	done := make(chan struct{})
-	labelled(labelGen, func() {
+	labelledIn(r.name, labelGen, func() {
 		go func() {
 			defer close(done)
 			base := r.sk.pub.delivered.Load()
@@ -143,6 +147,10 @@ func (r *runner) drain() {
 	}
 }
 
+// tags numbers the steps of the whole process, so that a late packet of
+// an earlier step, of any size, is recognised as such.
+var tags atomic.Uint32
+
 // profMu serialises CPU profiles (one per process at a time).
 var profMu sync.Mutex
 
@@ -151,9 +159,9 @@ var profMu sync.Mutex
 // step's CPU profile; allocations; what the sink counted.
 func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	w0 := time.Now()
-	r.tag++
-	r.tr.setTag(r.tag)
-	r.sk.tag.Store(r.tag)
+	tag := tags.Add(1)
+	r.tr.setTag(tag)
+	r.sk.tag.Store(tag)
 	var st Step
 	c0 := r.sk.counts()
 	d0 := r.st.drops()
@@ -205,7 +213,7 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	st.CPUSeconds = float64(cpu1-cpu0) / 1e9
 	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(runtime.GOMAXPROCS(0))
 	st.Allocs = m1.Mallocs - m0.Mallocs
-	byLabel, err := labelCPU(prof.Bytes(), labelKey)
+	byLabel, err := labelCPU(prof.Bytes(), configKey, labelKey)
 	if err != nil {
 		return st, nil, err
 	}
@@ -220,10 +228,10 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 		st.AllocsPerPkt = float64(st.Allocs) / n
 		if sampled > 0 {
 			scale := float64(cpu1-cpu0) / float64(sampled) / n
-			st.ANsPerPkt = float64(byLabel[labelA]) * scale
-			st.BNsPerPkt = float64(byLabel[labelB]) * scale
-			st.GenNsPerPkt = float64(byLabel[labelGen]) * scale
-			st.SinkNsPerPkt = float64(byLabel[labelSink]) * scale
+			st.ANsPerPkt = float64(byLabel[r.name+"/"+labelA]) * scale
+			st.BNsPerPkt = float64(byLabel[r.name+"/"+labelB]) * scale
+			st.GenNsPerPkt = float64(byLabel[r.name+"/"+labelGen]) * scale
+			st.SinkNsPerPkt = float64(byLabel[r.name+"/"+labelSink]) * scale
 			st.OtherNsPerPkt = st.CPUNsPerPkt - st.ANsPerPkt - st.BNsPerPkt - st.GenNsPerPkt - st.SinkNsPerPkt
 			st.GatewaysNsPerPkt = st.ANsPerPkt + st.BNsPerPkt + st.OtherNsPerPkt
 		}
@@ -254,19 +262,32 @@ func (r *runner) ready(timeout time.Duration) error {
 	return errors.New("inproc: no packet crossed the tunnel (handshake did not complete?)")
 }
 
-// sweep measures one size: a warm-up, the closed-loop step, then paced
-// steps at factors of its delivered rate until two in a row lose 10% or
-// more, then bisection between the highest clean and the lowest lossy
-// offered rate.
-func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
-	sr := SizeResult{Size: r.tr.size}
-	var profs [][]byte
+// prepare waits until packets cross (the handshake is done) and warms the
+// configuration up with a short closed-loop step that is not recorded.
+func (r *runner) prepare() error {
 	if err := r.ready(15 * time.Second); err != nil {
-		return sr, nil, err
+		return err
 	}
-	if _, _, err := r.step(0, r.o.Duration/4); err != nil { // warm-up, not recorded
-		return sr, nil, err
+	_, _, err := r.step(0, r.o.Duration/4)
+	return err
+}
+
+// closedLoop runs one recorded closed-loop step.
+func (r *runner) closedLoop() (Step, []byte, error) {
+	st, prof, err := r.step(0, r.o.Duration)
+	if err == nil && st.Delivered == 0 {
+		err = errors.New("inproc: nothing delivered in a closed-loop step")
 	}
+	return st, prof, err
+}
+
+// paced completes a size's sweep after its closed-loop steps: paced steps
+// at factors of the closed-loop steps' median delivered rate until two in
+// a row lose 10% or more, then bisection between the highest clean and
+// the lowest lossy offered rate.
+func (r *runner) paced(closed []Step, closedProfs [][]byte, progress func(Step)) (SizeResult, [][]byte, error) {
+	sr := SizeResult{Size: r.tr.size, Steps: slices.Clone(closed)}
+	profs := slices.Clone(closedProfs)
 	add := func(rate float64) (Step, error) {
 		st, prof, err := r.step(rate, r.o.Duration)
 		if err != nil {
@@ -279,16 +300,14 @@ func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
 		}
 		return st, nil
 	}
-	top, err := add(0)
-	if err != nil {
-		return sr, nil, err
+	top := medianClosed(sr.Steps)
+	if top < 0 {
+		return sr, nil, errors.New("inproc: no closed-loop step")
 	}
-	if top.DeliveredPPS <= 0 {
-		return sr, nil, errors.New("inproc: nothing delivered in the closed-loop step")
-	}
+	t := sr.Steps[top].DeliveredPPS
 	lossy := 0
 	for _, f := range factors {
-		st, err := add(f * top.DeliveredPPS)
+		st, err := add(f * t)
 		if err != nil {
 			return sr, nil, err
 		}
@@ -314,6 +333,22 @@ func (r *runner) sweep(progress func(Step)) (SizeResult, [][]byte, error) {
 	return sr, profs, nil
 }
 
+// medianClosed returns the index of the closed-loop step with the median
+// delivered rate (the lower median), or -1 if there is none.
+func medianClosed(steps []Step) int {
+	var idx []int
+	for i, st := range steps {
+		if st.ClosedLoop {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return -1
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(steps[a].DeliveredPPS, steps[b].DeliveredPPS) })
+	return idx[(len(idx)-1)/2]
+}
+
 // bracket returns the highest clean and the lowest lossy offered rate of
 // the paced steps (0 if none).
 func bracket(steps []Step) (lo, hi float64) {
@@ -337,9 +372,11 @@ func (st *Step) clean() bool { return st.Delivered > 0 && st.LossPct < 100*clean
 // closed-loop step).
 func (s *SizeResult) summarize() {
 	s.CleanStep = -1
+	if m := medianClosed(s.Steps); m >= 0 {
+		s.ClosedLoopPPS, s.Closed = s.Steps[m].DeliveredPPS, s.Steps[m]
+	}
 	for i, st := range s.Steps {
 		if st.ClosedLoop {
-			s.ClosedLoopPPS, s.Closed = st.DeliveredPPS, st
 			continue
 		}
 		if st.clean() && (s.CleanStep < 0 || st.Offered > s.Steps[s.CleanStep].Offered) {
@@ -348,7 +385,7 @@ func (s *SizeResult) summarize() {
 	}
 	at := s.CleanStep
 	if at < 0 {
-		at = slices.IndexFunc(s.Steps, func(st Step) bool { return st.ClosedLoop })
+		at = medianClosed(s.Steps)
 	}
 	if at >= 0 {
 		s.At = s.Steps[at]

@@ -125,7 +125,7 @@ func (res *Results) Markdown() string {
 		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUList, o.Flows, o.StepSeconds, o.BatchSize, res.LoadBefore, res.LoadAfter)
 	b.WriteString("One process: generator → gateway A → gateway B → sink, every packet checked at the sink (headers, payload, sequence). " +
 		"'Clean' is the delivered rate at the highest paced offered rate with under 1% loss; 'closed loop' what was delivered with the generator " +
-		"as fast as gateway A takes packets. CPU per delivered packet at the clean step, from getrusage(RUSAGE_SELF), split by the step's CPU profile " +
+		"keeping at most 2048 packets in flight. CPU per delivered packet at the clean step, from getrusage(RUSAGE_SELF), split by the step's CPU profile " +
 		"(pprof label of the goroutines each side started): 'gateways' is gateway A + gateway B + other (samples without a side: Go runtime " +
 		"background work), i.e. everything but the generator and the sink, whose own costs are shown. 'Allocs' are the process's heap " +
 		"allocations per delivered packet. 'doubles' is the stock configuration's in-memory conn.Bind and tun.Device alone " +

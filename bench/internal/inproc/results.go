@@ -124,8 +124,9 @@ type Step struct {
 	Allocs   uint64  `json:"allocs"`
 	// Per delivered packet: the whole process, then its parts: gateway A
 	// (encrypt side), gateway B (decrypt side), the generator, the sink,
-	// and other (samples without a side: the Go runtime's background
-	// work, such as garbage collection, and timer callbacks). Gateways is
+	// and other (the rest: the Go runtime's background work, such as
+	// garbage collection, timer callbacks, and the idle configurations'
+	// own background work, e.g. their control planes' ticks). Gateways is
 	// A + B + other: everything but the generator and the sink.
 	CPUNsPerPkt      float64 `json:"cpu_ns_per_pkt"`
 	ANsPerPkt        float64 `json:"gw_a_ns_per_pkt"`

@@ -22,9 +22,13 @@ type Options struct {
 	CPUs     []int         // CPU counts to pin to, e.g. 1, 2
 	Duration time.Duration // per measured step
 	Refine   int           // bisection steps between the clean and the lossy rate
-	Out      string        // results folder (required)
-	Progress io.Writer     // progress lines (nil = none)
-	Command  string        // the command line, for the report
+	// Rounds is how many closed-loop steps each configuration gets per
+	// size, taken in turn over the configurations; the report gives the
+	// median.
+	Rounds   int
+	Out      string    // results folder (required)
+	Progress io.Writer // progress lines (nil = none)
+	Command  string    // the command line, for the report
 	// Profiles writes the CPU profile of each size's reported step into
 	// Out, with `go tool pprof -top` of it when the go command is there.
 	Profiles bool
@@ -34,12 +38,13 @@ type Options struct {
 func DefaultOptions(quick bool) Options {
 	o := Options{
 		Quick: quick, Sizes: []int{64, 512, 1420}, CPUs: []int{1, 2},
-		Duration: time.Second, Refine: 2, Profiles: true,
+		Duration: time.Second, Refine: 2, Rounds: 3, Profiles: true,
 	}
 	if quick {
 		o.Sizes = []int{64, 1420}
 		o.Duration = 300 * time.Millisecond
 		o.Refine = 0
+		o.Rounds = 1
 	}
 	return o
 }
@@ -105,16 +110,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 		run := CPURun{CPUs: n}
 		for _, name := range o.Configs {
-			if ctx.Err() != nil {
-				break
+			run.Configs = append(run.Configs, ConfigResult{Name: name, Desc: descs[name]})
+		}
+		measureCPUs(ctx, &o, cpus, run.Configs)
+		for _, c := range run.Configs {
+			if c.Error != "" {
+				failed = append(failed, fmt.Sprintf("%s on %d CPUs: %s", c.Name, n, c.Error))
 			}
-			cr := ConfigResult{Name: name, Desc: descs[name]}
-			if err := runConfig(ctx, &o, name, cpus, &cr); err != nil {
-				cr.Error = err.Error()
-				failed = append(failed, fmt.Sprintf("%s on %d CPUs: %v", name, n, err))
-				o.progress("%s, %d CPUs: error: %v", name, n, err)
-			}
-			run.Configs = append(run.Configs, cr)
 		}
 		restore()
 		res.Runs = append(res.Runs, run)
@@ -135,50 +137,116 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	return res, nil
 }
 
-// runConfig builds one configuration and sweeps every size on it.
-func runConfig(ctx context.Context, o *Options, name string, cpus []int, cr *ConfigResult) error {
-	o.progress("%s, %d CPUs: %s", name, len(cpus), descs[name])
-	st, err := build(name, cpus)
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	for _, size := range o.Sizes {
-		if ctx.Err() != nil {
-			return ctx.Err()
+// measureCPUs builds every configuration (all at once: idle ones park and
+// cost nothing) and measures each size: first Rounds closed-loop steps,
+// taken in turn over the configurations so that each sees the same
+// changes of the machine's load, then each configuration's paced steps. A
+// configuration that fails gets its Error and is not measured further.
+func measureCPUs(ctx context.Context, o *Options, cpus []int, crs []ConfigResult) {
+	sts := make([]*setup, len(crs))
+	defer func() {
+		for _, st := range sts {
+			if st != nil {
+				st.close()
+			}
 		}
-		r, err := newRunner(o, st, size)
+	}()
+	for i := range crs {
+		o.progress("%s, %d CPUs: %s", crs[i].Name, len(cpus), crs[i].Desc)
+		st, err := build(crs[i].Name, cpus)
 		if err != nil {
-			return err
+			crs[i].Error = err.Error()
+			continue
 		}
-		sr, profs, err := r.sweep(func(s Step) {
+		sts[i] = st
+	}
+	progress := func(name string, size int) func(Step) {
+		return func(s Step) {
 			mode := "paced "
 			if s.ClosedLoop {
 				mode = "closed"
 			}
 			o.progress("%s %4d B %d CPU %s offered %9.0f delivered %9.0f pps loss %5.1f%% gw %6.0f ns/pkt (A %5.0f B %5.0f other %4.0f gen %4.0f sink %4.0f) allocs/pkt %.3f reord %d stale %d CPU share %.2f drops %v",
 				name, size, len(cpus), mode, s.Offered, s.DeliveredPPS, s.LossPct, s.GatewaysNsPerPkt, s.ANsPerPkt, s.BNsPerPkt, s.OtherNsPerPkt, s.GenNsPerPkt, s.SinkNsPerPkt, s.AllocsPerPkt, s.Reordered, s.Stale, s.CPUShare, s.Drops)
-		})
-		r.close()
-		if err != nil {
-			cr.Sizes = append(cr.Sizes, sr)
-			return fmt.Errorf("%d B: %w", size, err)
 		}
-		if o.Profiles {
-			at := sr.CleanStep
-			if at < 0 {
-				at = slices.IndexFunc(sr.Steps, func(s Step) bool { return s.ClosedLoop })
-			}
-			if at >= 0 && at < len(profs) {
-				sr.Profile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu", name, size, len(cpus)), profs[at])
-			}
-			if cl := slices.IndexFunc(sr.Steps, func(s Step) bool { return s.ClosedLoop }); cl >= 0 && cl != at && cl < len(profs) {
-				sr.ClosedProfile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu-closed", name, size, len(cpus)), profs[cl])
-			}
-		}
-		cr.Sizes = append(cr.Sizes, sr)
 	}
-	return nil
+	for _, size := range o.Sizes {
+		if ctx.Err() != nil {
+			return
+		}
+		runners := make([]*runner, len(crs))
+		fail := func(i int, err error) {
+			crs[i].Error = fmt.Sprintf("%d B: %v", size, err)
+			o.progress("%s, %d CPUs: error: %v", crs[i].Name, len(cpus), crs[i].Error)
+			if runners[i] != nil {
+				runners[i].close()
+				runners[i] = nil
+			}
+		}
+		for i, st := range sts {
+			if st == nil || crs[i].Error != "" {
+				continue
+			}
+			r, err := newRunner(crs[i].Name, o, st, size)
+			if err != nil {
+				fail(i, err)
+				continue
+			}
+			runners[i] = r
+			if err := r.prepare(); err != nil {
+				fail(i, err)
+			}
+		}
+		closed := make([][]Step, len(crs))
+		profs := make([][][]byte, len(crs))
+		for range max(o.Rounds, 1) {
+			for i, r := range runners {
+				if r == nil || ctx.Err() != nil {
+					continue
+				}
+				st, prof, err := r.closedLoop()
+				if err != nil {
+					fail(i, err)
+					continue
+				}
+				closed[i] = append(closed[i], st)
+				profs[i] = append(profs[i], prof)
+				progress(crs[i].Name, size)(st)
+			}
+		}
+		for i, r := range runners {
+			if r == nil || ctx.Err() != nil {
+				continue
+			}
+			sr, ps, err := r.paced(closed[i], profs[i], progress(crs[i].Name, size))
+			if err != nil {
+				crs[i].Sizes = append(crs[i].Sizes, sr)
+				fail(i, err)
+				continue
+			}
+			r.close()
+			runners[i] = nil
+			if o.Profiles {
+				name := crs[i].Name
+				at := sr.CleanStep
+				if at < 0 {
+					at = medianClosed(sr.Steps)
+				}
+				if at >= 0 && at < len(ps) {
+					sr.Profile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu", name, size, len(cpus)), ps[at])
+				}
+				if cl := medianClosed(sr.Steps); cl >= 0 && cl != at && cl < len(ps) {
+					sr.ClosedProfile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu-closed", name, size, len(cpus)), ps[cl])
+				}
+			}
+			crs[i].Sizes = append(crs[i].Sizes, sr)
+		}
+		for _, r := range runners {
+			if r != nil {
+				r.close()
+			}
+		}
+	}
 }
 
 // writeProfile writes prof as <base>.pb.gz into dir and, when the go

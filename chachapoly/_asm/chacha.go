@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Offsets of the fields of chachapoly.group; TestGroupLayout in the package
+// checks that they match the Go struct.
+const (
+	offKey   = 0    // [8][16]uint32 key words, word-major
+	offNonce = 512  // [3][16]uint32 nonce words, word-major
+	offPtr   = 704  // [16]unsafe.Pointer start of each lane's message
+	offLen   = 832  // [16]int bytes of each lane's message
+	offCtr   = 960  // [16]uint32 block counter of each lane's first block
+	offRel   = 1024 // [16]uint64 if not 0: the lane's bytes are at this offset in the group
+)
+
+// sigma is the ChaCha20 constant "expand 32-byte k", RFC 8439 §2.3.
+var sigma = [4]uint32{0x61707865, 0x3320646e, 0x79622d32, 0x6b206574}
+
+// z returns ZMM register i.
+func z(i int) VecPhysical { return zmm[i] }
+
+var zmm = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+	Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+
+// quarterRounds emits the quarter rounds (RFC 8439 §2.1) on the four
+// (a, b, c, d) word indexes of qs, interleaved step by step: each register
+// holds one state word of all 16 lanes.
+func quarterRounds(qs [4][4]int) {
+	ops := []struct{ add, to, xor, rot int }{
+		{1, 0, 3, 16}, // a += b; d ^= a; d <<<= 16
+		{3, 2, 1, 12}, // c += d; b ^= c; b <<<= 12
+		{1, 0, 3, 8},  // a += b; d ^= a; d <<<= 8
+		{3, 2, 1, 7},  // c += d; b ^= c; b <<<= 7
+	}
+	for _, o := range ops {
+		for _, q := range qs {
+			VPADDD(z(q[o.add]), z(q[o.to]), z(q[o.to]))
+		}
+		for _, q := range qs {
+			VPXORD(z(q[o.to]), z(q[o.xor]), z(q[o.xor]))
+		}
+		for _, q := range qs {
+			VPROLD(U8(o.rot), z(q[o.xor]), z(q[o.xor]))
+		}
+	}
+}
+
+// transpose turns Z0..Z15 from word-major (register w holds word w of the
+// 16 lanes) into lane-major (register l holds the 64-byte block of lane l),
+// using Z16..Z19 as scratch.
+func transpose() {
+	t := []VecPhysical{Z16, Z17, Z18, Z19}
+	// 4x4 dword transposes inside each 128-bit chunk of four rows.
+	for g := 0; g < 4; g++ {
+		r := []VecPhysical{z(4 * g), z(4*g + 1), z(4*g + 2), z(4*g + 3)}
+		VPUNPCKLDQ(r[1], r[0], t[0])
+		VPUNPCKHDQ(r[1], r[0], t[1])
+		VPUNPCKLDQ(r[3], r[2], t[2])
+		VPUNPCKHDQ(r[3], r[2], t[3])
+		VPUNPCKLQDQ(t[2], t[0], r[0])
+		VPUNPCKHQDQ(t[2], t[0], r[1])
+		VPUNPCKLQDQ(t[3], t[1], r[2])
+		VPUNPCKHQDQ(t[3], t[1], r[3])
+	}
+	// 4x4 transposes of 128-bit chunks across the four groups.
+	for i := 0; i < 4; i++ {
+		a, b, c, d := z(i), z(4+i), z(8+i), z(12+i)
+		VSHUFI32X4(U8(0x44), b, a, t[0])
+		VSHUFI32X4(U8(0xee), b, a, t[1])
+		VSHUFI32X4(U8(0x44), d, c, t[2])
+		VSHUFI32X4(U8(0xee), d, c, t[3])
+		VSHUFI32X4(U8(0x88), t[2], t[0], a)
+		VSHUFI32X4(U8(0xdd), t[2], t[0], b)
+		VSHUFI32X4(U8(0x88), t[3], t[1], c)
+		VSHUFI32X4(U8(0xdd), t[3], t[1], d)
+	}
+}
+
+func chacha16() {
+	TEXT("chacha16", NOSPLIT, "func(lanes *byte, blocks uint64)")
+	Doc("chacha16 XORs blocks 0..blocks-1 of each of the 16 lanes' ChaCha20",
+		"key streams (block counter ctr+j for block j) into bytes 64j .. 64j+63",
+		"of the lane's message, masked to the lane's length. It requires",
+		"AVX-512 F, BW and BMI2.")
+	g, j, jn := GP64(), GP64(), GP64()
+	Load(Param("lanes"), g)
+	XORQ(j, j)
+	Load(Param("blocks"), jn)
+	off := GP64()
+	cnt := GP64()
+	tmp := GP64()
+
+	Label("block")
+	CMPQ(j, jn)
+	JAE(LabelRef("done"))
+
+	// Initial state in Z16..Z31, working copy in Z0..Z15.
+	for i, c := range sigma {
+		MOVL(U32(c), tmp.As32())
+		VPBROADCASTD(tmp.As32(), z(16+i))
+	}
+	for w := 0; w < 8; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(20+w))
+	}
+	VPBROADCASTD(j.As32(), z(28))
+	VPADDD(Mem{Base: g, Disp: offCtr}, z(28), z(28))
+	for w := 0; w < 3; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(29+w))
+	}
+	for i := 0; i < 16; i++ {
+		VMOVDQA64(z(16+i), z(i))
+	}
+
+	MOVL(U32(10), cnt.As32())
+	Label("rounds")
+	quarterRounds([4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
+	quarterRounds([4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
+	DECL(cnt.As32())
+	JNZ(LabelRef("rounds"))
+
+	for i := 0; i < 16; i++ {
+		VPADDD(z(16+i), z(i), z(i))
+	}
+	transpose()
+
+	MOVQ(j, off)
+	SHLQ(U8(6), off)
+	rem := GP64()
+	ptr := GP64()
+	for l := 0; l < 16; l++ {
+		partial := fmt.Sprintf("partial%d", l)
+		skip := fmt.Sprintf("skip%d", l)
+		MOVQ(Mem{Base: g, Disp: offLen + 8*l}, rem)
+		SUBQ(off, rem)
+		JLE(LabelRef(skip))
+		lanePtr(g, l, ptr)
+		at := Mem{Base: ptr, Index: off, Scale: 1}
+		CMPQ(rem, U8(64))
+		JB(LabelRef(partial))
+		VPXORD(at, z(l), z(l))
+		VMOVDQU32(z(l), at)
+		JMP(LabelRef(skip))
+		Label(partial)
+		MOVQ(I32(-1), tmp)
+		BZHIQ(rem, tmp, tmp)
+		KMOVQ(tmp, K1)
+		VMOVDQU8_Z(at, K1, Z16)
+		VPXORD(Z16, z(l), z(l))
+		VMOVDQU8(z(l), K1, at)
+		Label(skip)
+	}
+
+	INCQ(j)
+	JMP(LabelRef("block"))
+
+	Label("done")
+	// Leave no key or key stream in vector registers.
+	VZEROALL()
+	for i := 16; i < 32; i++ {
+		VPXORD(z(i), z(i), z(i))
+	}
+	RET()
+}
+
+// lanePtr loads lane l's byte address into ptr: the group's own memory at
+// offset rel when rel is not 0 (Poly1305 key blocks), else ptr.
+func lanePtr(g Register, l int, ptr Register) {
+	abs := fmt.Sprintf("abs%d_%d", l, labelSeq)
+	done := fmt.Sprintf("ptr%d_%d", l, labelSeq)
+	labelSeq++
+	MOVQ(Mem{Base: g, Disp: offRel + 8*l}, ptr)
+	TESTQ(ptr, ptr)
+	JZ(LabelRef(abs))
+	ADDQ(g, ptr)
+	JMP(LabelRef(done))
+	Label(abs)
+	MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
+	Label(done)
+}
+
+var labelSeq int

@@ -1,0 +1,16 @@
+// Command _asm generates chachapoly's amd64 assembly with avo:
+//
+//	go run . -out ../chacha_amd64.s
+//
+// (run by go generate in the package directory).
+package main
+
+import . "github.com/mmcloughlin/avo/build"
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	chacha16()
+	poly16()
+	chacha8()
+	Generate()
+}

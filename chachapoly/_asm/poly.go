@@ -1,0 +1,155 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Offsets of the fields of chachapoly.polyGroup (16 lanes, two halves of 8
+// 64-bit lanes); TestPolyGroupLayout checks them.
+const (
+	offR     = 0    // [3][16]uint64 r in 44/44/42-bit limbs
+	offS     = 384  // [2][16]uint64 20·r1, 20·r2
+	offH     = 640  // [3][16]uint64 accumulator limbs
+	offMsg   = 1024 // [16]unsafe.Pointer message (ciphertext) start
+	offFull  = 1152 // [16]uint64 full 16-byte blocks read from the message
+	offTotal = 1280 // [16]uint64 blocks in all (message, padded tail, lengths)
+	offTailO = 1408 // [16]uint64 offset of each lane's tail blocks in the group
+)
+
+// poly16 emits the 16-lane Poly1305 kernel: for every lane, absorb blocks
+// 0..total-1, block i read from msg+16i while i < full and from the lane's
+// tail blocks after that. Arithmetic modulo 2^130-5 in three limbs of 44,
+// 44 and 42 bits, products by the 52-bit multiply-adds of AVX-512 IFMA.
+func poly16() {
+	TEXT("poly16", NOSPLIT, "func(lanes *byte, blocks uint64)")
+	Doc("poly16 absorbs up to blocks 16-byte blocks into the Poly1305",
+		"accumulators of the 16 lanes of lanes (a polyGroup). It requires",
+		"AVX-512 F and IFMA.")
+	g, n, i, zero, tmp := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("lanes"), g)
+	Load(Param("blocks"), n)
+	XORQ(i, i)
+	XORQ(zero, zero)
+
+	mask44, mask42, bit40, base := Z31, Z30, Z29, Z28
+	MOVQ(U64(1<<44-1), tmp)
+	VPBROADCASTQ(tmp, mask44)
+	MOVQ(U64(1<<42-1), tmp)
+	VPBROADCASTQ(tmp, mask42)
+	MOVQ(U64(1<<40), tmp)
+	VPBROADCASTQ(tmp, bit40)
+	VPBROADCASTQ(g, base)
+
+	// h limbs of half 0 in Z0..Z2, of half 1 in Z3..Z5.
+	h := [2][3]VecPhysical{{Z0, Z1, Z2}, {Z3, Z4, Z5}}
+	for half := 0; half < 2; half++ {
+		for k := 0; k < 3; k++ {
+			VMOVDQU64(Mem{Base: g, Disp: offH + 128*k + 64*half}, h[half][k])
+		}
+	}
+	I := Z27
+	Label("poly_block")
+	CMPQ(i, n)
+	JAE(LabelRef("poly_done"))
+	VPBROADCASTQ(i, I)
+	for half := 0; half < 2; half++ {
+		at := func(off int) Mem { return Mem{Base: g, Disp: off + 64*half} }
+		lo, hi, addr, t := Z6, Z7, Z8, Z9
+		L0, L1, L2, H0, H1, H2 := Z10, Z11, Z12, Z13, Z14, Z15
+		// Lanes still absorbing (K2), and those reading the message (K1).
+		VPCMPUQ(U8(1), at(offFull), I, K1)  // i < full
+		VPCMPUQ(U8(1), at(offTotal), I, K2) // i < total
+		// Tail address: base + tailOff + 16(i-full); message address:
+		// msg + 16i, chosen where K1.
+		VPSUBQ(at(offFull), I, addr)
+		VPSLLQ(U8(4), addr, addr)
+		VPADDQ(at(offTailO), addr, addr)
+		VPADDQ(base, addr, addr)
+		VPSLLQ(U8(4), I, t)
+		VPADDQ(at(offMsg), t, t)
+		VMOVDQA64(t, K1, addr)
+		KMOVW(K2, K3)
+		VPGATHERQQ(Mem{Base: zero, Index: addr, Scale: 1}, K3, lo)
+		KMOVW(K2, K3)
+		VPGATHERQQ(Mem{Base: zero, Index: addr, Scale: 1, Disp: 8}, K3, hi)
+
+		// a = h + m, m in limbs with the 2^128 bit set (h itself changes
+		// only in lanes still absorbing, below).
+		hh := h[half]
+		a := []VecPhysical{Z16, Z17, Z18}
+		VPANDQ(mask44, lo, t)
+		VPADDQ(t, hh[0], a[0])
+		VPSRLQ(U8(44), lo, t)
+		VPSLLQ(U8(20), hi, lo)
+		VPORQ(lo, t, t)
+		VPANDQ(mask44, t, t)
+		VPADDQ(t, hh[1], a[1])
+		VPSRLQ(U8(24), hi, t)
+		VPORQ(bit40, t, t)
+		VPADDQ(t, hh[2], a[2])
+
+		// Products: column k holds L_k + 2^52·H_k at weight 2^(44k);
+		// 2^132 ≡ 20 (mod p) gives s1 = 20·r1, s2 = 20·r2.
+		r0, r1, r2 := at(offR), at(offR+128), at(offR+256)
+		s1, s2 := at(offS), at(offS+128)
+		for _, z := range []VecPhysical{L0, L1, L2, H0, H1, H2} {
+			VPXORQ(z, z, z)
+		}
+		terms := [3][3]struct {
+			h int
+			m Mem
+		}{
+			{{0, r0}, {1, s2}, {2, s1}},
+			{{0, r1}, {1, r0}, {2, s2}},
+			{{0, r2}, {1, r1}, {2, r0}},
+		}
+		L := []VecPhysical{L0, L1, L2}
+		H := []VecPhysical{H0, H1, H2}
+		for k := 0; k < 3; k++ {
+			for _, tm := range terms[k] {
+				VPMADD52LUQ(tm.m, a[tm.h], L[k])
+				VPMADD52HUQ(tm.m, a[tm.h], H[k])
+			}
+		}
+		// High halves move one column up, times 2^8 (2^52 = 2^44·2^8).
+		VPSLLQ(U8(8), H0, H0)
+		VPADDQ(H0, L1, L1)
+		VPSLLQ(U8(8), H1, H1)
+		VPADDQ(H1, L2, L2)
+		// Carry, and fold everything at or above 2^130 back times 5:
+		// c = L2>>42 + 4·(H2<<8) (H2<<8 is at weight 2^132).
+		VPSRLQ(U8(44), L0, t)
+		VPANDQ(mask44, L0, L0)
+		VPADDQ(t, L1, L1)
+		VPSRLQ(U8(44), L1, t)
+		VPANDQ(mask44, L1, L1)
+		VPADDQ(t, L2, L2)
+		VPSRLQ(U8(42), L2, t)
+		VPANDQ(mask42, L2, L2)
+		VPSLLQ(U8(10), H2, H2)
+		VPADDQ(H2, t, t)
+		VPADDQ(t, L0, L0)
+		VPSLLQ(U8(2), t, t)
+		VPADDQ(t, L0, L0)
+		VPSRLQ(U8(44), L0, t)
+		VPANDQ(mask44, L0, L0)
+		VPADDQ(t, L1, L1)
+		// Keep the new h only in lanes still absorbing.
+		VMOVDQA64(L0, K2, hh[0])
+		VMOVDQA64(L1, K2, hh[1])
+		VMOVDQA64(L2, K2, hh[2])
+	}
+	INCQ(i)
+	JMP(LabelRef("poly_block"))
+
+	Label("poly_done")
+	for half := 0; half < 2; half++ {
+		for k := 0; k < 3; k++ {
+			VMOVDQU64(h[half][k], Mem{Base: g, Disp: offH + 128*k + 64*half})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

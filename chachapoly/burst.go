@@ -1,0 +1,121 @@
+package chachapoly
+
+// Packet is one message of a burst, sealed or opened in place.
+//
+// Data holds the message followed by room for its tag: for [Seal], the
+// plaintext in Data[:len(Data)-TagSize] (replaced by the ciphertext) and
+// TagSize bytes at the end that receive the tag; for [Open], the ciphertext
+// followed by its tag, and the plaintext replaces the ciphertext. len(Data)
+// must be at least TagSize. Data may have any alignment; the caller keeps
+// ownership and the package keeps no reference after the call returns.
+//
+// The nonce is the 96-bit RFC 8439 nonce made of 32 zero bits followed by
+// Counter in little-endian order (WireGuard's, whitepaper §5.4.6). AD is the
+// additional data, empty for WireGuard; it is only read.
+type Packet struct {
+	Key     *Key
+	Counter uint64
+	Data    []byte
+	AD      []byte
+
+	// nonce0 is the first 32-bit word of the nonce, zero in WireGuard;
+	// only the tests set it, to run published vectors.
+	nonce0 uint32
+
+	// nonce is the fallback's scratch for the nonce bytes: the AEAD
+	// interface call would move a local array to the heap.
+	nonce [12]byte
+}
+
+// Seal encrypts and authenticates every packet of pkts in place, as
+// x/crypto's chacha20poly1305 Seal(p.Data[:0], nonce, p.Data[:n], p.AD)
+// would, with n = len(p.Data)-TagSize. Packets may use different keys. The
+// Data of different packets must not overlap (an overlapping burst gives
+// unspecified results).
+//
+// Seal allocates nothing and is safe for concurrent use with other Seal and
+// Open calls on other packets, including calls that share keys. It panics
+// if a packet's Data is shorter than TagSize or its Key is nil.
+func Seal(pkts []Packet) {
+	check(pkts)
+	active.seal(pkts)
+}
+
+// Open authenticates and decrypts every packet of pkts in place, as
+// x/crypto's chacha20poly1305 Open would, and reports each packet's result in
+// ok: ok[i] is true when pkts[i] is authentic, and its plaintext is then in
+// pkts[i].Data[:len(pkts[i].Data)-TagSize]. A packet that fails has that
+// plaintext area zeroed (as x/crypto does) and ok[i] false; the other
+// packets of the burst are unaffected. Its tag bytes are left as they were.
+// len(ok) must be at least len(pkts). Open returns the number of packets
+// that failed.
+//
+// Allocation, concurrency and panics as for [Seal].
+func Open(pkts []Packet, ok []bool) (failed int) {
+	check(pkts)
+	ok = ok[:len(pkts)]
+	active.open(pkts, ok)
+	for _, v := range ok {
+		if !v {
+			failed++
+		}
+	}
+	return failed
+}
+
+func check(pkts []Packet) {
+	for i := range pkts {
+		if len(pkts[i].Data) < TagSize {
+			panic("chachapoly: packet shorter than a tag")
+		}
+		if pkts[i].Key == nil {
+			panic("chachapoly: packet without a key")
+		}
+	}
+}
+
+// impl is one implementation of the burst operations.
+type impl int
+
+const (
+	implGeneric    impl = iota // x/crypto per packet
+	implAVX2                   // 8-lane ChaCha20, Poly1305 per lane (scalar)
+	implAVX512                 // 16-lane ChaCha20, Poly1305 per lane (scalar)
+	implAVX512IFMA             // 16-lane ChaCha20, IFMA Poly1305 in two halves of 8 lanes
+)
+
+func (i impl) String() string {
+	switch i {
+	case implGeneric:
+		return "generic"
+	case implAVX2:
+		return "avx2"
+	case implAVX512:
+		return "avx512"
+	case implAVX512IFMA:
+		return "avx512ifma"
+	}
+	return "unknown"
+}
+
+// active is the implementation in use, chosen once at start-up from the
+// CPU's features (see detect), and changed only by tests through setImpl.
+var active = detect()
+
+func (i impl) seal(pkts []Packet) {
+	switch i {
+	case implAVX2, implAVX512, implAVX512IFMA:
+		sealSIMD(pkts, i)
+	default:
+		sealGeneric(pkts)
+	}
+}
+
+func (i impl) open(pkts []Packet, ok []bool) {
+	switch i {
+	case implAVX2, implAVX512, implAVX512IFMA:
+		openSIMD(pkts, ok, i)
+	default:
+		openGeneric(pkts, ok)
+	}
+}

@@ -1,0 +1,71 @@
+// Package chachapoly seals and opens bursts of ChaCha20-Poly1305 messages
+// (RFC 8439) at once, running independent messages side by side in SIMD
+// lanes instead of one after another.
+//
+// WireGuard (whitepaper §5.4.6) seals every transport data message with
+// ChaCha20-Poly1305 under a 64-bit counter nonce: 32 zero bits followed by
+// the counter in little-endian order (RFC 8439 §2.8 with the nonce of §4).
+// A fast path holds many such messages at once; at small sizes their fixed
+// costs (the Poly1305 key block, the MAC set-up and finalisation) dominate,
+// and they are independent, so this package computes them together.
+//
+// # Implementations
+//
+// One is chosen once at start-up from the CPU's features
+// (golang.org/x/sys/cpu, which also checks that the OS saves the registers):
+//
+//   - avx512ifma (AVX-512 F, VL, BW, IFMA and BMI2): ChaCha20 in 16 32-bit
+//     lanes of ZMM registers; Poly1305 in 16 64-bit lanes (two halves of 8)
+//     with 52-bit multiply-adds, in limbs of 44, 44 and 42 bits.
+//   - avx512 (AVX-512 F, VL, BW and BMI2): the same ChaCha20, Poly1305 one
+//     message at a time in Go (64-bit limbs).
+//   - avx2: ChaCha20 in 8 lanes of YMM registers, Poly1305 as avx512.
+//   - generic: golang.org/x/crypto/chacha20poly1305, one message at a time.
+//
+// A lane of the ChaCha20 kernels is a job: the Poly1305 key block of a
+// message, a whole message, or a segment of a long message spread over
+// lanes that would otherwise idle; jobs are ordered by length so that the
+// lanes of a pass finish together. Lengths may differ freely within a burst:
+// a message's last block is XORed under a byte mask (AVX-512) or byte by
+// byte (AVX2). Messages with additional data take the Poly1305 path of one
+// message at a time.
+//
+// The assembly is generated from Go by avo (github.com/mmcloughlin/avo); the
+// generator is its own module in _asm, `go generate` reproduces
+// chacha_amd64.s byte for byte, and scripts/check-generate.sh (run by CI)
+// fails when it does not.
+//
+// # Cost
+//
+// BenchmarkBurst and BenchmarkShortRun time each burst call and x/crypto
+// sealing or opening the same packets one call at a time, in the same loop.
+// A burst of 64 packets of 64 bytes costs about a quarter of x/crypto per
+// packet; of 1420 bytes, about two thirds. A run of one or two small packets
+// costs more than x/crypto (about 2x for one): the package does not switch
+// to x/crypto for them, because x/crypto keeps a copy of the key that this
+// package cannot erase (see Key memory); callers should hand whole runs.
+//
+// # Key memory
+//
+// A [Key] holds the expanded key itself; [Key.Zero] erases it. The SIMD
+// implementations keep no other copy beyond the duration of a call: the
+// per-call lane state on the stack is wiped before return, and the
+// assembly clears the vector registers (and its stack scratch) it used. The
+// generic implementation uses an x/crypto AEAD, which keeps a private copy
+// of the key that this package cannot erase; it is created only when the
+// generic implementation is the one in use, and dropped (left to the
+// garbage collector) by [Key.Zero].
+//
+// # Constant time
+//
+// No branch and no memory address depends on the key, the plaintext or a
+// tag: the ChaCha20 and Poly1305 kernels branch only on loop counters,
+// message lengths and a lane's job kind, and address memory only from
+// message pointers and lengths; the scalar Poly1305 reduces without branches
+// (a mask selects h or h-p); tags are compared in constant time (the XORs
+// of their two halves folded into one word, then tested once). The
+// result of a comparison is public (the packet is dropped or delivered), so
+// Open branches on it to skip decrypting and to zero a failed packet. This
+// was checked by reading every conditional jump and memory operand of the
+// generated assembly and every branch of the Go code.
+package chachapoly

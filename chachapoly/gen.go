@@ -1,0 +1,6 @@
+package chachapoly
+
+// The amd64 assembly is generated from Go by avo; the generator is its own
+// module in _asm, so this module does not depend on avo.
+// scripts/check-generate.sh checks that the committed file is reproduced.
+//go:generate sh -c "cd _asm && go run . -out ../chacha_amd64.s"

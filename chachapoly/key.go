@@ -1,0 +1,68 @@
+package chachapoly
+
+import (
+	"crypto/cipher"
+	"encoding/binary"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Sizes, RFC 8439 §2.8.
+const (
+	KeySize = 32 // bytes of a ChaCha20-Poly1305 key
+	TagSize = 16 // bytes of a Poly1305 tag
+)
+
+// Key is an expanded ChaCha20-Poly1305 key: the eight 32-bit key words of the
+// ChaCha20 state (RFC 8439 §2.3).
+//
+// The zero Key is not usable: call [Key.Set] first. A Key is set once and
+// then only read by [Seal] and [Open], which may run concurrently on any
+// number of goroutines with the same Key. [Key.Set] and [Key.Zero] must not
+// run concurrently with a Seal or Open that uses the Key: the owner calls
+// Zero only after the last user is done (for WireGuard, after the grace
+// period in which a worker may still hold the keypair).
+//
+// A Key must not be copied after Set: a copy is key memory that Zero does not
+// erase.
+type Key struct {
+	w [8]uint32 // key words, little-endian from the key bytes
+
+	// aead is the fallback's x/crypto AEAD; nil unless the fallback
+	// implementation was in use when Set ran. It holds a private key copy
+	// that only the garbage collector reclaims.
+	aead cipher.AEAD
+}
+
+// Set expands key into k, replacing what k held.
+func (k *Key) Set(key *[KeySize]byte) {
+	for i := range k.w {
+		k.w[i] = binary.LittleEndian.Uint32(key[4*i:])
+	}
+	k.aead = nil
+	if active == implGeneric {
+		k.aead = newAEAD(key)
+	}
+}
+
+// Zero erases the key words held by k and drops the fallback's AEAD, if
+// any. k is unusable afterwards until the next Set.
+func (k *Key) Zero() {
+	clear(k.w[:])
+	k.aead = nil
+}
+
+// bytes writes the key back into b; the caller erases b after use.
+func (k *Key) bytes(b *[KeySize]byte) {
+	for i, w := range k.w {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+}
+
+func newAEAD(key *[KeySize]byte) cipher.AEAD {
+	a, err := chacha20poly1305.New(key[:])
+	if err != nil {
+		panic("chachapoly: " + err.Error()) // unreachable: the size is fixed
+	}
+	return a
+}

@@ -1,0 +1,318 @@
+//go:build !purego
+
+package chachapoly
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// lanes is the number of messages one AVX-512 ChaCha20 pass handles: one
+// per 32-bit lane of a 512-bit register.
+const lanes = 16
+
+// group is the state of 16 lanes handed to the assembly: each lane XORs a
+// run of consecutive ChaCha20 key stream blocks (from block counter ctr on)
+// into n bytes at ptr. A lane is a job: a packet's Poly1305 key block (into
+// a zeroed 32-byte buffer), its whole message, or a segment of a long
+// message spread over idle lanes. Layout fixed (the generator in _asm
+// hard-codes the offsets; TestGroupLayout checks them). It lives on the
+// caller's stack and is wiped before the burst call returns.
+type group struct {
+	key   [8][lanes]uint32      // key words, word-major: key[w][l] is word w of lane l
+	nonce [3][lanes]uint32      // nonce words 13..15 of the state, word-major
+	ptr   [lanes]unsafe.Pointer // start of each lane's bytes (nil if idle)
+	n     [lanes]int            // bytes of each lane (0 if idle)
+	ctr   [lanes]uint32         // block counter of each lane's first block
+	rel   [lanes]uint64         // if not 0, the lane's bytes are polyKey, at this offset in the group
+
+	// polyKey holds the one-time Poly1305 keys of a chunk (RFC 8439
+	// §2.6), written by lanes whose rel points here. Kept inside the
+	// group, addressed by offset, so that no pointer into this stack
+	// object is stored in it (which would move it to the heap).
+	polyKey [maxChunk][32]byte
+
+	// keyOf[l] is the Key whose words lane l holds in key (Go only, not
+	// read by the assembly): a lane keeps its key words from one pass to
+	// the next when the key is the same, as in a one-key burst.
+	keyOf [lanes]*Key
+}
+
+const offPolyKey = 1152 // offset of group.polyKey
+
+// chacha16 is in chacha_amd64.s.
+//
+//go:noescape
+func chacha16(lanes *group, blocks uint64)
+
+// chacha8 is in chacha_amd64.s.
+//
+//go:noescape
+func chacha8(lanes *group, blocks uint64)
+
+// CPU features, read once (x/sys/cpu checks that the OS saves the
+// registers too).
+var (
+	hasAVX2   = cpu.X86.HasAVX2
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+	hasIFMA   = hasAVX512 && cpu.X86.HasAVX512IFMA
+)
+
+// detect picks the fastest implementation the CPU runs.
+func detect() impl {
+	switch {
+	case hasIFMA:
+		return implAVX512IFMA
+	case hasAVX512:
+		return implAVX512
+	case hasAVX2:
+		return implAVX2
+	}
+	return implGeneric
+}
+
+// supported lists the implementations this CPU can run, for tests.
+func supported() []impl {
+	s := []impl{implGeneric}
+	if hasAVX2 {
+		s = append(s, implAVX2)
+	}
+	if hasAVX512 {
+		s = append(s, implAVX512)
+	}
+	if hasIFMA {
+		s = append(s, implAVX512IFMA)
+	}
+	return s
+}
+
+// width is the number of lanes of one ChaCha20 pass of im.
+func width(im impl) int {
+	if im == implAVX2 {
+		return 8
+	}
+	return lanes
+}
+
+// chacha runs blocks 0..blocks-1 of g's lanes with im's kernel.
+func chacha(im impl, g *group, blocks uint64) {
+	if blocks == 0 {
+		return
+	}
+	if im == implAVX2 {
+		chacha8(g, blocks)
+		return
+	}
+	chacha16(g, blocks)
+}
+
+// maxChunk is how many packets are scheduled at once.
+const maxChunk = 64
+
+// job is a run of key stream blocks for one packet: counter ctr on, XORed
+// into n bytes at offset off of the packet's Data, or, if rel is not 0, at
+// offset rel in the group (a Poly1305 key block). It holds no pointer, so
+// that moving jobs is a plain copy.
+type job struct {
+	off int
+	n   int
+	rel uint32
+	ctr uint32
+	pkt uint8 // index of the packet in the chunk (for its key, nonce and Data)
+}
+
+func (j *job) blocks() int { return (j.n + 63) / 64 }
+
+// sizeClass is the bit length of a job's block count: jobs of one class
+// differ in length by less than 2x.
+func sizeClass(blocks int) uint8 {
+	return uint8(min(bits.Len(uint(blocks)), 15))
+}
+
+// sortJobs orders jobs by size class (a counting sort: linear, stable), so
+// that a group of lanes holds jobs of similar length and few lanes idle
+// while the longest finishes.
+func sortJobs(jobs, out []job) {
+	const classes = 16
+	var count [classes + 1]int
+	var class [2 * maxChunk]uint8
+	same := true
+	for i := range jobs {
+		c := sizeClass(jobs[i].blocks())
+		class[i] = c
+		count[c+1]++
+		same = same && c == class[0]
+	}
+	if same {
+		copy(out, jobs)
+		return
+	}
+	for c := 1; c <= classes; c++ {
+		count[c] += count[c-1]
+	}
+	for i := range jobs {
+		c := class[i]
+		out[count[c]] = jobs[i]
+		count[c]++
+	}
+}
+
+// run computes all jobs (sorted by sortJobs), w lanes at a time. A group
+// with idle lanes splits its longest jobs into segments over them (a job of
+// b blocks into two of b/2 and b-b/2), so that a lone long message costs
+// few passes.
+func run(im impl, g *group, c []Packet, jobs []job) {
+	w := width(im)
+	var split [lanes]job
+	for start := 0; start < len(jobs); start += w {
+		lane := jobs[start:min(start+w, len(jobs))]
+		m := len(lane)
+		if m < w {
+			lane = split[:copy(split[:], lane)]
+		}
+		for m < w {
+			long, lb := -1, 1
+			for l := 0; l < m; l++ {
+				if b := lane[l].blocks(); b > lb {
+					long, lb = l, b
+				}
+			}
+			if long < 0 {
+				break
+			}
+			a := &lane[long]
+			h := lb / 2
+			lane = append(lane, job{off: a.off + 64*h, n: a.n - 64*h, ctr: a.ctr + uint32(h), pkt: a.pkt})
+			a.n = 64 * h
+			m++
+		}
+		blocks := 0
+		for l := 0; l < lanes; l++ {
+			if l >= m {
+				g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = nil, 0, 0, 0
+				continue
+			}
+			j := &lane[l]
+			p := &c[j.pkt]
+			if g.keyOf[l] != p.Key {
+				g.keyOf[l] = p.Key
+				k := &p.Key.w
+				for w := range k {
+					g.key[w][l] = k[w]
+				}
+			}
+			g.nonce[0][l] = p.nonce0
+			g.nonce[1][l] = uint32(p.Counter)
+			g.nonce[2][l] = uint32(p.Counter >> 32)
+			if j.rel != 0 {
+				g.ptr[l] = nil
+			} else {
+				g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), j.off)
+			}
+			g.n[l], g.ctr[l], g.rel[l] = j.n, j.ctr, uint64(j.rel)
+			blocks = max(blocks, j.blocks())
+		}
+		chacha(im, g, uint64(blocks))
+	}
+}
+
+// chunk is the per-call scratch of the SIMD paths, on the caller's stack.
+type chunk struct {
+	g      group
+	pg     polyGroup
+	tags   [maxChunk][TagSize]byte
+	jobs   [2 * maxChunk]job
+	sorted [2 * maxChunk]job
+}
+
+// keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of every
+// packet of c to jobs, into zeroed ch.g.polyKey.
+func (ch *chunk) keyJobs(c []Packet, jobs []job) []job {
+	for i := range c {
+		ch.g.polyKey[i] = [32]byte{}
+		jobs = append(jobs, job{rel: uint32(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+	}
+	return jobs
+}
+
+// dataJobs adds the message of every packet of c (from block 1) whose ok
+// is true (all if ok is nil).
+func dataJobs(c []Packet, ok []bool, jobs []job) []job {
+	for i := range c {
+		n := len(c[i].Data) - TagSize
+		if n == 0 || (ok != nil && !ok[i]) {
+			continue
+		}
+		jobs = append(jobs, job{n: n, ctr: 1, pkt: uint8(i)})
+	}
+	return jobs
+}
+
+func (ch *chunk) runJobs(im impl, c []Packet, jobs []job) {
+	s := ch.sorted[:len(jobs)]
+	sortJobs(jobs, s)
+	run(im, &ch.g, c, s)
+}
+
+func sealSIMD(pkts []Packet, im impl) {
+	var ch chunk
+	for len(pkts) > 0 {
+		c := pkts[:min(len(pkts), maxChunk)]
+		pkts = pkts[len(c):]
+		jobs := ch.keyJobs(c, ch.jobs[:0])
+		jobs = dataJobs(c, nil, jobs)
+		ch.runJobs(im, c, jobs)
+		ch.mac(im, c)
+		for i := range c {
+			d := c[i].Data
+			copy(d[len(d)-TagSize:], ch.tags[i][:])
+		}
+	}
+	ch.wipe()
+}
+
+func openSIMD(pkts []Packet, ok []bool, im impl) {
+	var ch chunk
+	for len(pkts) > 0 {
+		c := pkts[:min(len(pkts), maxChunk)]
+		cok := ok[:len(c)]
+		pkts, ok = pkts[len(c):], ok[len(c):]
+		ch.runJobs(im, c, ch.keyJobs(c, ch.jobs[:0]))
+		ch.mac(im, c)
+		for i := range c {
+			d := c[i].Data
+			cok[i] = tagEqual(&ch.tags[i], (*[TagSize]byte)(d[len(d)-TagSize:]))
+		}
+		ch.runJobs(im, c, dataJobs(c, cok, ch.jobs[:0]))
+		for i := range c {
+			if !cok[i] {
+				d := c[i].Data
+				clear(d[:len(d)-TagSize])
+			}
+		}
+	}
+	ch.wipe()
+}
+
+// wipe erases the key words, one-time keys and Poly1305 state. It is not
+// inlined, so that the stores are not removed as dead.
+//
+//go:noinline
+func (ch *chunk) wipe() {
+	clear(ch.g.key[:])
+	clear(ch.g.keyOf[:])
+	clear(ch.g.polyKey[:])
+	ch.pg.wipe()
+}
+
+// tagEqual compares two tags in constant time: the time does not depend on
+// where they differ (two 64-bit XORs folded, then one test of the result,
+// which is public).
+func tagEqual(a, b *[TagSize]byte) bool {
+	x := binary.LittleEndian.Uint64(a[:8]) ^ binary.LittleEndian.Uint64(b[:8])
+	y := binary.LittleEndian.Uint64(a[8:]) ^ binary.LittleEndian.Uint64(b[8:])
+	return x|y == 0
+}

@@ -1,0 +1,295 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// What a worker does to transit packets as the router it replaces would
+// (RFC 1812 §5.3.1, RFC 8200 §3, RFC 791 §3.2): the TTL / hop limit
+// decrement, time exceeded, IPv4 fragmentation over the tunnel MTU, ECN
+// between inner and outer headers (RFC 6040, as the kernel's WireGuard), and
+// the optional TCP MSS clamp. Transit packets are those from the LAN into
+// the tunnel and from the tunnel to the LAN; packets from or to the gateway
+// itself (the exception interface, Config.Exception) are not.
+
+// fragSlots is how many extra frames a burst may grow by through
+// fragmentation (fragments 1 and later of its oversized packets): six per
+// packet, what a burst of 9,000-byte jumbo frames needs at a 1,420-byte
+// tunnel MTU; past it a packet is dropped (fragment_no_buffer).
+func fragSlots(burst int) int { return 6 * burst }
+
+// maxLANFragments bounds the fragments of one decrypted packet toward the
+// LAN: a 65,535-byte packet at the smallest LAN MTU the engine accepts
+// for IPv4 (576) needs 119.
+const maxLANFragments = 128
+
+// fwdState is a worker's scratch for forwarding.
+type fwdState struct {
+	frag header.IPv4Fragmenter
+	// lan holds the fragments of a decrypted packet over the LAN MTU.
+	lan [maxLANFragments]dataplane.Frame
+	// icmp holds a time exceeded error on its way into the tunnel.
+	icmp [header.ICMPv6ErrorMaxLen]byte
+}
+
+// icmpToLAN answers the IP packet in f (its data from the IP header, the
+// Ethernet header of l2 bytes still in the headroom) toward its sender on the LAN with
+// an ICMP error from our LAN address, as Linux answers from the address of
+// the interface the answer leaves by: time exceeded (ttl true, rate-limited)
+// or fragmentation needed / packet too big with the tunnel MTU (never
+// limited: path MTU discovery must not break). The caller drops and counts
+// f. Nothing is sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, or
+// without a LAN address of the packet's family.
+func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
+	p := f.Data()
+	v4 := p[0]>>4 == header.IPv4Version
+	if v4 && !w.e.cfg.LANAddr4.IsValid() || !v4 && !w.e.cfg.LANAddr6.IsValid() {
+		return
+	}
+	if !ttl && v4 && !header.IPv4(p).DontFragment() {
+		return // fragmented instead; not an error
+	}
+	if ttl && !w.icmpAllowed(p, now) {
+		return
+	}
+	var srcMAC header.MAC
+	// The Ethernet source of the offending frame is still in the headroom.
+	if f.Headroom() >= l2 {
+		var full dataplane.Frame = *f
+		full.Prepend(l2)
+		srcMAC = header.MAC(full.Data()[6:12])
+	}
+	var reply [1]dataplane.Frame
+	if w.lanTX.Alloc(reply[:]) == 0 {
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	r := &reply[0]
+	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
+	b := r.Data()
+	var n int
+	var reason header.Reason
+	switch {
+	case v4:
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
+		if ttl {
+			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p)
+		} else {
+			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+		}
+	default:
+		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
+		if ttl {
+			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p)
+		} else {
+			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+		}
+	}
+	if reason != header.OK {
+		w.lanTX.Free(reply[:])
+		return
+	}
+	r.SetLen(w.lanL2 + n)
+	w.c.icmp.Add(1)
+	w.transmit(w.lanTX, reply[:])
+}
+
+// icmpAllowed asks the engine's shared rate limiter whether a time exceeded
+// error to the source of the IP packet p may go now, counting what it
+// suppresses.
+func (w *worker) icmpAllowed(p []byte, now int64) bool {
+	var dst netip.Addr
+	if p[0]>>4 == header.IPv4Version {
+		dst = netip.AddrFrom4(header.IPv4(p).SrcBytes())
+	} else {
+		dst = netip.AddrFrom16(header.IPv6(p).SrcBytes())
+	}
+	if w.e.icmpLimit.Allow(dst, now) {
+		return true
+	}
+	w.c.icmpSuppressed.Add(1)
+	return false
+}
+
+// timeExceededTunnel answers a packet that came out of the tunnel with TTL
+// or hop limit 1 (p, its inner IP packet, already authenticated and
+// replay-checked) with time exceeded back into the tunnel, from our tunnel
+// address of its family, or our LAN address when we have no tunnel address
+// (Linux's choice too: the address of the interface the answer leaves by,
+// else the host's primary one). The answer is sealed to the peer whose
+// allowed IPs hold p's source, through sendInner.
+func (w *worker) timeExceededTunnel(p []byte, now int64) {
+	if !w.icmpAllowed(p, now) {
+		return
+	}
+	var n int
+	var r header.Reason
+	if p[0]>>4 == header.IPv4Version {
+		src := w.e.tunSrc4
+		if !src.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.As4(), p)
+	} else {
+		src := w.e.tunSrc6
+		if !src.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.As16(), p)
+	}
+	if r != header.OK {
+		return
+	}
+	w.c.icmp.Add(1)
+	w.sendInner(w.fwd.icmp[:n], now)
+}
+
+// fragment cuts the IPv4 packet in f (no DF, over the tunnel MTU, TTL
+// already decremented) into fragments of at most the tunnel MTU (RFC 791
+// §3.2, header.IPv4Fragmenter): f becomes fragment 0, and fragments 1 and
+// later go into frames from the LAN TX half's pool at w.frames[n:], each
+// for pl (so that the peer's nonce reservation counts them). It returns the
+// frames added, or -1 when there are not frames enough (nothing changed;
+// the caller drops f, fragment_no_buffer) or the packet cannot be cut (its
+// header leaves no room in the MTU: too_big).
+func (w *worker) fragment(f *dataplane.Frame, pl *peerLocal, n int) int {
+	fr := &w.fwd.frag
+	if fr.Reset(f.Data(), w.e.cfg.MTU) != header.OK {
+		return -2
+	}
+	k := fr.Count() - 1
+	if n+k > len(w.frames) {
+		return -1
+	}
+	more := w.frames[n : n+k]
+	if got := w.lanTX.Alloc(more); got < k {
+		w.lanTX.Free(more[:got])
+		clear(more[:got])
+		return -1
+	}
+	for i := range more {
+		m := &more[i]
+		if !m.SetLen(fr.Len(i + 1)) {
+			w.lanTX.Free(more)
+			clear(more)
+			return -1
+		}
+		fr.Put(m.Data(), i+1)
+		w.peerOf[n+i] = pl
+	}
+	f.SetLen(fr.PutFirst())
+	w.c.fragmented.Add(1)
+	w.c.fragments.Add(uint64(k + 1))
+	return k
+}
+
+// outerECN returns the ECN field of the outer IP header at d[l3:] (RFC 3168
+// §5).
+func outerECN(d []byte, l3 int) uint8 { return header.ECN(d[l3:]) }
+
+// putOuterECN writes the outer ECN field for an inner packet whose ECN field
+// was inner (header.EncapECN: the kernel's WireGuard's rule) into the outer
+// IP header at b[l3:], which the template wrote with TOS / traffic class 0;
+// for IPv4 it also stores the identification id, and fixes the header
+// checksum for both with one incremental update (RFC 1624 eqn. 3: the
+// template's fields were 0).
+func putOuterIPv4(b []byte, l3 int, id uint16, ecn uint8) {
+	b[l3+1] = ecn
+	binary.BigEndian.PutUint16(b[l3+4:l3+6], id)
+	ck := binary.BigEndian.Uint16(b[l3+10 : l3+12])
+	s := uint32(^ck) + uint32(id) + uint32(ecn)
+	binary.BigEndian.PutUint16(b[l3+10:l3+12], ^header.FoldChecksum(s))
+}
+
+// putOuterIPv6ECN sets the ECN bits of the outer IPv6 traffic class (the
+// template wrote 0).
+func putOuterIPv6ECN(b []byte, l3 int, ecn uint8) { b[l3+1] |= ecn << 4 }
+
+// clampMSS applies Config.MSSClamp to the IP packet p (header checked).
+func (w *worker) clampMSS(p []byte) {
+	mss := w.e.mss4
+	if p[0]>>4 != header.IPv4Version {
+		mss = w.e.mss6
+	}
+	header.ClampMSS(p, mss)
+}
+
+// toLANOverMTU handles a decrypted transit packet in f (its inner IP packet,
+// no Ethernet yet) larger than the LAN port's MTU, as a router does at the
+// LAN interface: IPv4 without DF is cut into fragments of the LAN MTU (RFC
+// 791), sent to the next hop with f as fragment 0; it reports true when it
+// sent them (f is then the LAN TX ring's). Otherwise the caller drops f
+// (lan_too_big): an IPv4 packet with DF or an IPv6 packet is answered into
+// the tunnel with "fragmentation needed" / "packet too big" carrying the
+// LAN MTU, from our tunnel address (never rate-limited).
+func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
+	p := f.Data()
+	mtu := w.e.lanMTU
+	if p[0]>>4 != header.IPv4Version || header.IPv4(p).DontFragment() {
+		w.mtuErrorTunnel(p, mtu, now)
+		return false
+	}
+	fr := &w.fwd.frag
+	if fr.Reset(p, mtu) != header.OK || fr.Count() > maxLANFragments {
+		return false
+	}
+	mac, ok := w.lanNeighbour(netip.AddrFrom4(header.IPv4(p).DstBytes()), now)
+	if !ok {
+		return false
+	}
+	k := fr.Count()
+	frags := w.fwd.lan[:k]
+	more := frags[1:]
+	if got := w.lanTX.Alloc(more); got < len(more) {
+		w.lanTX.Free(more[:got])
+		clear(more)
+		return false
+	}
+	for i := range more {
+		m := &more[i]
+		if !m.SetLen(fr.Len(i + 1)) {
+			w.lanTX.Free(more)
+			clear(more)
+			return false
+		}
+		fr.Put(m.Data(), i+1)
+		w.putLANEthernet(m, mac, header.EtherTypeIPv4)
+	}
+	f.SetLen(fr.PutFirst())
+	w.putLANEthernet(f, mac, header.EtherTypeIPv4)
+	frags[0] = *f
+	w.c.fragmented.Add(1)
+	w.c.fragments.Add(uint64(k))
+	w.transmit(w.lanTX, frags)
+	clear(frags)
+	return true
+}
+
+// mtuErrorTunnel answers the decrypted packet p, too large for the next
+// link (mtu bytes), into the tunnel with "fragmentation needed" (IPv4 with
+// DF) or "packet too big" (IPv6), from our tunnel address of its family;
+// never rate-limited (path MTU discovery).
+func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
+	var n int
+	var r header.Reason
+	if p[0]>>4 == header.IPv4Version {
+		if !w.e.tunSrc4.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], w.e.tunSrc4.As4(), p, uint16(min(mtu, 0xffff)))
+	} else {
+		if !w.e.tunSrc6.IsValid() {
+			return
+		}
+		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], w.e.tunSrc6.As16(), p, uint32(mtu))
+	}
+	if r != header.OK {
+		return
+	}
+	w.c.icmp.Add(1)
+	w.sendInner(w.fwd.icmp[:n], now)
+}

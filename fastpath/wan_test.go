@@ -1,0 +1,76 @@
+package fastpath
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
+)
+
+// TestSetWANLive: the listen port moves while the engines run. What A sends
+// leaves from the new port (peers with SrcPortBase 0 follow it), datagrams
+// to the new port are A's, and those to the old port are not (not_for_us).
+func TestSetWANLive(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	r.peerAB.SrcPortBase = 0 // follows A's listen port
+	r.a.Start()
+	r.b.Start()
+	send := func(from, to *rigHost, n int) int {
+		t.Helper()
+		var frames []dataplane.Frame
+		for i := range n {
+			frames = append(frames, udpFrame(t, from.port.Queue(0).TX(), from.gw.MAC(), from.port.MAC(), from.addr, to.addr, 1000, 2000, seqPayload(uint32(i), 64)))
+		}
+		sendAll(t, from.port, 0, frames)
+		return recvAll(t, to.port, n, 3*time.Second, nil)
+	}
+	a := &rigHost{port: r.hostA, gw: r.lanA, addr: hostAddrA}
+	b := &rigHost{port: r.hostB, gw: r.lanB, addr: hostAddrB}
+	if got := send(a, b, 10); got != 10 {
+		t.Fatalf("before the change A→B: %d of 10", got)
+	}
+	// A publish interval passes at B: roaming looks at one interval's
+	// sources at a time.
+	r.clock.Advance(PublishInterval)
+	r.b.Kick()
+	time.Sleep(20 * time.Millisecond)
+	const newPort = portA + 100
+	if err := r.a.SetWAN(newPort, wanAddrA, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := r.a.WAN(); p != newPort {
+		t.Fatalf("WAN() port = %d, want %d", p, newPort)
+	}
+	time.Sleep(10 * time.Millisecond) // a turn of A's worker loop
+	// B still sends to the old port: not A's any more.
+	before := TotalDrops(r.a.Stats())[DropNotForUs]
+	if got := send(b, a, 5); got != 0 {
+		t.Errorf("B→A to the old port: %d of 5 delivered, want 0", got)
+	}
+	if d := TotalDrops(r.a.Stats())[DropNotForUs] - before; d != 5 {
+		t.Errorf("not_for_us after the move = +%d, want +5", d)
+	}
+	// A sends from the new port: B roams to it and answers there.
+	if got := send(a, b, 10); got != 10 {
+		t.Fatalf("after the change A→B: %d of 10", got)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for r.peerBA.Endpoint.Load().Dst.Port() != newPort && time.Now().Before(deadline) {
+		r.clock.Advance(PublishInterval) // roaming is applied at B's publish
+		r.b.Kick()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ep := r.peerBA.Endpoint.Load(); ep.Dst.Port() != newPort {
+		t.Fatalf("B's endpoint for A = %v, want port %d (A sends from it); B last received %d, now %d; B drops %v", ep.Dst, newPort, r.peerBA.Stamps.LastReceived.Load(), r.clock.Now(), TotalDrops(r.b.Stats()))
+	}
+	if got := send(b, a, 10); got != 10 {
+		t.Errorf("B→A to the new port: %d of 10 delivered", got)
+	}
+}
+
+type rigHost struct {
+	port, gw *memport.Port
+	addr     netip.Addr
+}

@@ -1,0 +1,130 @@
+package fastgw
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+)
+
+// moveListenPort moves the gateway to another listen port while it runs
+// (gateway.Options.SetListenPort: wg set NAME listen-port N, wg setconf), as
+// wireguard-go rebinds its sockets: the kernel sockets that receive
+// reassembled datagrams are opened on the new ports, the WAN XDP filter
+// then matches them, the engine sends from them (the SourcePorts range,
+// which starts at the listen port, moves with it), and the old sockets
+// close. Port 0 picks a free port (one whose whole range is free when
+// SourcePorts > 1, as far as a probe can tell). It returns the port in use.
+func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
+	g.wanMu.Lock()
+	defer g.wanMu.Unlock()
+	// Sockets belong to the namespace of the thread that opens them: the
+	// gateway's, not the UAPI goroutine's.
+	var err error
+	if port == 0 {
+		err = g.inNamespace(func() (err error) {
+			port, err = g.freePort()
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if int(port)+int(g.cfg.SourcePorts)-1 > 65535 {
+		return 0, fmt.Errorf("source ports %d-%d pass 65535: %w", port, int(port)+int(g.cfg.SourcePorts)-1, errRange)
+	}
+	if port == g.cfg.ListenPort {
+		return port, nil
+	}
+	var socks []*net.UDPConn
+	if !g.cfg.Owned {
+		if err := g.inNamespace(func() error {
+			socks = g.openKernel(port, g.wanV4, g.wanV6)
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+	}
+	if err := g.wan.SetUDP(g.udpMatches(port)); err != nil {
+		for _, c := range socks {
+			c.Close()
+		}
+		g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)) // best effort back
+		return 0, fmt.Errorf("XDP filter: %w", err)
+	}
+	if err := g.engine.SetWAN(port, g.wanV4, g.wanV6); err != nil {
+		return 0, err
+	}
+	old := g.kernelSocks
+	g.kernelSocks = socks
+	for _, c := range old {
+		c.Close()
+	}
+	g.log.Info("listen port moved", "from", g.cfg.ListenPort, "to", port, "source_ports", g.cfg.SourcePorts)
+	g.cfg.ListenPort = port
+	return port, nil
+}
+
+var errRange = errors.New("port range too large")
+
+// udpMatches is the WAN filter's UDP part for the listen port port and the
+// current WAN addresses. g.wanMu held.
+func (g *Gateway) udpMatches(port uint16) []afxdp.UDPMatch {
+	c := g.cfg
+	c.ListenPort = port
+	return wanFilter(c, g.wanV4, g.wanV6, g.wanSide.vid).UDP
+}
+
+// freePort asks the kernel for a free UDP port (as
+// wireguard-go does for listen-port 0) whose SourcePorts range fits below
+// 65536. g.wanMu held.
+func (g *Gateway) freePort() (uint16, error) {
+	// The wildcard address: a port free there is free on every address,
+	// ours included.
+	a, network := netip.IPv4Unspecified(), "udp4"
+	if !g.wanV4.IsValid() {
+		a, network = netip.IPv6Unspecified(), "udp6"
+	}
+	for range 16 {
+		c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		p := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+		c.Close()
+		if int(p)+int(g.cfg.SourcePorts)-1 <= 65535 {
+			return p, nil
+		}
+	}
+	return 0, errors.New("find a free port: none with room for the source port range")
+}
+
+// inNamespace runs fn on a thread in the gateway's network namespace (the
+// one Start ran in, when it was not the process's; see callerNamespace).
+func (g *Gateway) inNamespace(fn func() error) error {
+	if !g.nsHandle.IsOpen() {
+		return fn()
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("get network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(g.nsHandle); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter the gateway's network namespace: %w", err)
+	}
+	defer func() {
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with its goroutine
+	}()
+	return fn()
+}

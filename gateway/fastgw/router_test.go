@@ -1,0 +1,382 @@
+package fastgw_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
+)
+
+// Behaving like the Linux router the gateway replaces (RFC 1812, RFC 8200):
+// against stock wireguard-go in the two-site topology.
+
+// runOK runs cmd in ns and returns its output, failing the test on error.
+func runOK(t *testing.T, ns *topo.NS, name string, args ...string) string {
+	t.Helper()
+	out, err := ns.Run(name, args...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return out
+}
+
+// TestTTLTimeExceeded: `ping -t 1` through the gateway gets time exceeded
+// from its LAN address; a packet that reaches it from the tunnel with TTL
+// 1 gets it from the gateway's tunnel address (IPv4; its LAN address for
+// IPv6, where it has no tunnel address); traceroute lists the gateway both
+// ways, IPv4 and IPv6.
+func TestTTLTimeExceeded(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	tr := testenv.Tool(t, "traceroute", "traceroute")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	ping(t, s.HostA, twosite.HostB6.String(), 0)
+	for _, c := range []struct {
+		from *topo.NS
+		dst  string
+		ttl  string
+		want string
+	}{
+		{s.HostA, twosite.HostB4.String(), "1", "From 198.19.1.1 icmp_seq=1 Time to live exceeded"},
+		{s.HostA, twosite.HostB6.String(), "1", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
+		// hostB's packet leaves gwB with TTL 1: gwA is the hop where it expires.
+		{s.HostB, twosite.HostA4.String(), "2", "From 198.19.100.1 icmp_seq=1 Time to live exceeded"},
+		{s.HostB, twosite.HostA6.String(), "2", "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
+	} {
+		out, _ := c.from.Run("ping", "-c", "1", "-W", "2", "-t", c.ttl, c.dst)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("ping -t %s %s from %s: want %q, got:\n%s", c.ttl, c.dst, c.from.Name, c.want, out)
+		}
+	}
+	for _, c := range []struct {
+		from *topo.NS
+		dst  string
+		hops []string // hop 1, 2, 3
+	}{
+		{s.HostA, twosite.HostB4.String(), []string{"198.19.1.1", "198.19.100.2", twosite.HostB4.String()}},
+		{s.HostA, twosite.HostB6.String(), []string{"2001:db8:1::1", "", twosite.HostB6.String()}},
+		{s.HostB, twosite.HostA4.String(), []string{"198.19.2.1", "198.19.100.1", twosite.HostA4.String()}},
+		{s.HostB, twosite.HostA6.String(), []string{"2001:db8:2::1", "2001:db8:1::1", twosite.HostA6.String()}},
+	} {
+		args := []string{"-n", "-q", "1", "-w", "2", "-m", "5"}
+		if strings.Contains(c.dst, ":") {
+			args = append(args, "-6")
+		}
+		out := runOK(t, c.from, tr, append(args, c.dst)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for i, want := range c.hops {
+			if want == "" {
+				continue
+			}
+			if len(lines) <= i+1 || !strings.Contains(lines[i+1], " "+want+" ") {
+				t.Errorf("traceroute %s from %s: hop %d is not %s:\n%s", c.dst, c.from.Name, i+1, want, out)
+				break
+			}
+		}
+	}
+	st := s.Gateway.Engine().Stats()
+	if fastpath.TotalDrops(st)[fastpath.DropTTLExceeded] == 0 || st[0].ICMPSent == 0 {
+		t.Errorf("stats: ttl_exceeded %d, icmp sent %d; want both > 0", fastpath.TotalDrops(st)[fastpath.DropTTLExceeded], st[0].ICMPSent)
+	}
+}
+
+// TestFragmentation: IPv4 without DF over the tunnel MTU is fragmented, as
+// Linux does before wg0: pings of 1472 and 4000 bytes cross both ways; 1,000
+// UDP datagrams of 3,000 bytes without DF arrive complete and intact (hostA
+// sends them as 1500-byte fragments, which the gateway cuts again); DF
+// variants still get "fragmentation needed (mtu 1420)".
+func TestFragmentation(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	for _, size := range []string{"1472", "4000"} {
+		for _, c := range []struct {
+			from *topo.NS
+			dst  string
+		}{{s.HostA, twosite.HostB4.String()}, {s.HostB, twosite.HostA4.String()}} {
+			if out, err := c.from.Run("ping", "-c", "2", "-W", "2", "-M", "dont", "-s", size, c.dst); err != nil {
+				t.Errorf("ping -M dont -s %s %s: %v\n%s", size, c.dst, err, out)
+			}
+		}
+	}
+	st := s.Gateway.Engine().Stats()[0]
+	if st.Fragmented == 0 {
+		t.Errorf("nothing fragmented: %+v", st)
+	}
+
+	var rc, sc *net.UDPConn
+	if err := s.HostB.Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9200})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if raw, err := rc.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			// Past net.core.rmem_max: we are root (SO_RCVBUFFORCE).
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+		})
+	}
+	if err := s.HostA.Do(func() (err error) {
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9200})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if raw, err := sc.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DONT)
+		})
+	}
+	const n, size = 1000, 3000
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		seen := make(map[uint32]bool)
+		for len(seen) < n {
+			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			k, err := rc.Read(buf)
+			if err != nil {
+				break
+			}
+			seq := binary.BigEndian.Uint32(buf)
+			if k == size && bytes.Equal(buf[4:k], fragPayload(seq, size)[4:]) {
+				seen[seq] = true
+			}
+		}
+		got <- len(seen)
+	}()
+	for i := range n {
+		if _, err := sc.Write(fragPayload(uint32(i), size)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if i%10 == 9 {
+			time.Sleep(2 * time.Millisecond) // the stock peer decrypts on 2 busy cores
+		}
+	}
+	if c := <-got; c != n {
+		var diag strings.Builder
+		for _, ns := range []*topo.NS{s.HostA, s.GwB, s.HostB} {
+			out, _ := ns.Run("nstat", "-az", "IpReasmFails", "IpReasmTimeout", "IpReasmOKs", "IpFragCreates", "UdpRcvbufErrors", "UdpInErrors", "IpInDiscards", "IpOutDiscards", "IpFragFails")
+			fmt.Fprintf(&diag, "%s:\n%s", ns.Name, out)
+		}
+		wan, lan := s.Gateway.Ports()
+		t.Errorf("received %d of %d 3,000-byte datagrams intact; drops %s\nLAN %+v\nWAN %+v\n%s", c, n, dropsString(s.Gateway), lan.Stats(), wan.Stats(), diag.String())
+	}
+
+	out, _ := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String())
+	if !strings.Contains(out, "mtu = 1420") {
+		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420), got:\n%s", out)
+	}
+}
+
+func fragPayload(seq uint32, size int) []byte {
+	p := make([]byte, size)
+	binary.BigEndian.PutUint32(p, seq)
+	for i := 4; i < size; i++ {
+		p[i] = byte(int(seq)*7 + i)
+	}
+	return p
+}
+
+// TestICMPRateLimit: a flood of TTL-1 packets gets time exceeded at the
+// configured rate (here 200/s, burst 20, no per-destination limit), the rest
+// counted as suppressed; with the default per-destination limit one host
+// gets 6 and then 1 a second; a flood of DF packets over the MTU is answered
+// in full.
+func TestICMPRateLimit(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	fc := s.FastConfig
+	fc.ICMPRate, fc.ICMPBurst, fc.ICMPDestInterval = 200, 20, -1
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	// hostA listens for the ICMP errors and floods with TTL 1 / DF.
+	var ic *net.IPConn
+	if err := s.HostA.Do(func() (err error) {
+		ic, err = net.ListenIP("ip4:icmp", &net.IPAddr{IP: twosite.HostA4.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	if raw, err := ic.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+		})
+	}
+	// Unconnected: the ICMP errors do not come back as socket errors.
+	var uc *net.UDPConn
+	dst := &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9300}
+	if err := s.HostA.Do(func() (err error) {
+		uc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostA4.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	setsock := func(level, opt, v int) {
+		raw, _ := uc.SyscallConn()
+		raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), level, opt, v) })
+	}
+	count := func(typ ipv4.ICMPType, wait time.Duration) int {
+		n := 0
+		buf := make([]byte, 2048)
+		for {
+			ic.SetReadDeadline(time.Now().Add(wait))
+			k, _, err := ic.ReadFrom(buf)
+			if err != nil {
+				return n
+			}
+			if m, err := icmp.ParseMessage(1, buf[:k]); err == nil && m.Type == typ {
+				n++
+			}
+		}
+	}
+	before := s.Gateway.Engine().Stats()[0]
+	setsock(unix.IPPROTO_IP, unix.IP_TTL, 1)
+	const flood = 2000
+	start := time.Now()
+	for i := range flood {
+		uc.WriteToUDP([]byte("ttl one"), dst)
+		if i%100 == 99 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	flooded := time.Since(start)
+	got := count(ipv4.ICMPTypeTimeExceeded, 2*time.Second)
+	after := s.Gateway.Engine().Stats()[0]
+	elapsed := time.Since(start) // every message was allowed within it
+	sent, supp := after.ICMPSent-before.ICMPSent, after.ICMPSuppressed-before.ICMPSuppressed
+	dropped := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropTTLExceeded]
+	if dropped != flood || sent+supp != flood {
+		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed", flood, dropped, sent, supp)
+	}
+	// At most the burst plus the rate over the time since the flood
+	// began; at least the burst.
+	if max := 20 + int(200*elapsed.Seconds()) + 1; int(sent) > max || sent < 20 {
+		t.Errorf("%d time exceeded sent in %v, want between the burst (20) and %d", sent, elapsed, max)
+	}
+	if got != int(sent) {
+		t.Errorf("hostA received %d time exceeded, the gateway sent %d", got, sent)
+	}
+	t.Logf("TTL-1 flood: %d packets in %v, %d time exceeded, %d suppressed", flood, flooded, sent, supp)
+
+	// DF over the MTU: every one answered (IP_PMTUDISC_PROBE sets DF but
+	// ignores the path MTU hostA learns).
+	setsock(unix.IPPROTO_IP, unix.IP_TTL, 64)
+	setsock(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
+	before = s.Gateway.Engine().Stats()[0]
+	const big = 300
+	for i := range big {
+		if _, err := uc.WriteToUDP(make([]byte, 1472), dst); err != nil {
+			t.Fatalf("DF send %d: %v", i, err)
+		}
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	got = count(ipv4.ICMPTypeDestinationUnreachable, 2*time.Second)
+	after = s.Gateway.Engine().Stats()[0]
+	if got != big || after.ICMPSuppressed != before.ICMPSuppressed || after.ICMPSent-before.ICMPSent != big {
+		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed; want all answered; drops %s",
+			big, after.ICMPSent-before.ICMPSent, got, after.ICMPSuppressed-before.ICMPSuppressed, dropsString(s.Gateway))
+	}
+}
+
+// TestECNAcrossTunnel: an ECT(0) packet from hostA arrives at hostB still
+// ECT(0) (stock wireguard-go peer). Between two wgpio gateways, whose outer
+// headers carry the inner ECN field, a router that marks the outer header
+// CE on its link toward gwB makes hostB's packet CE (RFC 6040),
+// and leaves a Not-ECT packet alone (topo.MarkCE: a TCX program).
+func TestECNAcrossTunnel(t *testing.T) {
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	if got := udpTOS(t, s, 0x02); got&3 != 2 {
+		t.Errorf("ECT(0) across the stock peer: TOS at hostB %#x", got)
+	}
+
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	tp := testenv.Topology(t, "fe")
+	w, err := twosite.Build(tp, twosite.Config{PeerFastPath: true, Routed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	ping(t, w.HostA, twosite.HostB4.String(), 0)
+	if got := udpTOS(t, w, 0x02); got&3 != 2 {
+		t.Errorf("ECT(0) between wgpio gateways: TOS at hostB %#x", got)
+	}
+	// The router marks every outer packet toward gwB CE.
+	if err := tp.MarkCE(w.Router, ifaceWith(t, w.Router, "198.18.2.254")); err != nil {
+		t.Fatal(err)
+	}
+	if got := udpTOS(t, w, 0x02); got&3 != 3 {
+		t.Errorf("ECT(0) inner, CE outer: TOS at hostB %#x, want CE", got)
+	}
+	if got := udpTOS(t, w, 0x00); got&3 != 0 {
+		t.Errorf("Not-ECT inner, CE outer: TOS at hostB %#x, want Not-ECT (forwarded unchanged, as the kernel's WireGuard)", got)
+	}
+}
+
+// udpTOS sends one UDP datagram with IP TOS tos from hostA to hostB and
+// returns the TOS hostB received it with.
+func udpTOS(t *testing.T, s *twosite.Site, tos int) int {
+	t.Helper()
+	var rc, sc *net.UDPConn
+	if err := s.HostB.Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9400})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	raw, _ := rc.SyscallConn()
+	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1) })
+	if err := s.HostA.Do(func() (err error) {
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9400})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	raw, _ = sc.SyscallConn()
+	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, tos) })
+	buf, oob := make([]byte, 64), make([]byte, 64)
+	for try := 0; try < 5; try++ {
+		sc.Write([]byte("ecn"))
+		rc.SetReadDeadline(time.Now().Add(time.Second))
+		_, oobn, _, _, err := rc.ReadMsgUDP(buf, oob)
+		if err != nil {
+			continue
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			if m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) > 0 {
+				return int(m.Data[0])
+			}
+		}
+		t.Fatal("no IP_TOS control message")
+	}
+	t.Fatalf("no datagram with TOS %#x reached hostB", tos)
+	return -1
+}

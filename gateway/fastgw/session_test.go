@@ -1,0 +1,265 @@
+package fastgw_test
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// sendUDP sends n datagrams of 64 bytes (a sequence number first) from ns
+// to dst.
+func sendUDP(t *testing.T, ns *topo.NS, dst netip.AddrPort, n int) {
+	t.Helper()
+	var c *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := make([]byte, 64)
+	for i := range n {
+		binary.BigEndian.PutUint32(b, uint32(i))
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("send to %v: %v", dst, err)
+		}
+	}
+}
+
+func queueHeld(g *fastgw.Gateway) (held uint64) {
+	for _, q := range g.Engine().Stats() {
+		held += q.Held
+	}
+	return held
+}
+
+// pollUntil polls cond every 20 ms until it holds or timeout passes.
+func pollUntil(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRemovedStalledPeersFreeHeld: ten peers whose endpoints never answer
+// fill the queue's held packets (1,024); removing them frees every one
+// (counted peer_removed), and then the stock peer's pre-handshake packets
+// are held and delivered, not lost as held_overflow.
+func TestRemovedStalledPeersFreeHeld(t *testing.T) {
+	s := newSite(t, twosite.Config{})
+	g := s.Gateway
+	var stalled []noise.PublicKey
+	for i := range 10 {
+		k, err := noise.NewPrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := gateway.PeerConfig{PublicKey: k.PublicKey(),
+			Endpoint:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 1, byte(200 + i)}), 51820),
+			AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 32)}}
+		if err := g.Device().AddPeer(pc); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, pc.PublicKey)
+	}
+	for i := range 10 {
+		sendUDP(t, s.HostA, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 9), 150)
+	}
+	capHeld := uint64(fastpath.DefaultMaxHeldPerQueue)
+	if !pollUntil(10*time.Second, func() bool { return queueHeld(g) >= capHeld }) {
+		t.Fatalf("held = %d, want the queue's cap %d; drops %s", queueHeld(g), capHeld, dropsString(g))
+	}
+	for _, k := range stalled {
+		if !g.Device().RemovePeer(k) {
+			t.Fatalf("RemovePeer(%v) = false", k)
+		}
+	}
+	if !pollUntil(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
+		t.Fatalf("held after removing the stalled peers = %d, want 0; drops %s", queueHeld(g), dropsString(g))
+	}
+	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropPeerRemoved]; n < capHeld {
+		t.Errorf("peer_removed = %d, want at least %d", n, capHeld)
+	}
+
+	// The stock peer has no session yet: its first packets are held for
+	// the handshake, then delivered.
+	const n = 100
+	var rc *net.UDPConn
+	if err := s.HostB.Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: twosite.HostB4.AsSlice(), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	overflow0 := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9100), n)
+	seen := make(map[uint32]bool)
+	buf := make([]byte, 2048)
+	rc.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for len(seen) < n {
+		k, err := rc.Read(buf)
+		if err != nil {
+			break
+		}
+		if k == 64 {
+			seen[binary.BigEndian.Uint32(buf)] = true
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d of %d pre-handshake datagrams delivered; held_overflow +%d; drops %s", len(seen), n,
+			fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]-overflow0, dropsString(g))
+	}
+}
+
+// TestColdStartIPv6FirstHandshake: over an IPv6 WAN, the first packet after
+// start makes gwA send one initiation while the WAN next hop is not yet
+// resolved; it waits for the neighbour instead of being dropped, so the
+// handshake completes without a retry (one initiation, no no_neighbour).
+func TestColdStartIPv6FirstHandshake(t *testing.T) {
+	s := newSite(t, twosite.Config{Outer6: true})
+	g := s.Gateway
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 1)
+	if !pollUntil(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
+		t.Fatalf("no handshake; stats %+v; drops %s", g.Device().Stats(), dropsString(g))
+	}
+	st := g.Device().Stats()
+	if st.InitiationsSent != 1 {
+		t.Errorf("initiations sent before the first handshake completed = %d, want 1 (no retry)", st.InitiationsSent)
+	}
+	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]; n != 0 {
+		t.Errorf("no_neighbour drops = %d, want 0", n)
+	}
+	t.Logf("control plane: %+v", st)
+}
+
+func wgCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	testenv.Tool(t, "wg", "wireguard-tools")
+	out, err := exec.Command("wg", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wg %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestListenPortLive: `wg set NAME listen-port N` moves a running fast-path
+// gateway (XDP filter, kernel sockets, source port): the stock peer follows
+// our new source port (roaming) and traffic keeps flowing; `wg setconf`
+// with another port and `listen-port 0` (any free port) work too.
+func TestListenPortLive(t *testing.T) {
+	s := newSite(t, twosite.Config{})
+	testenv.Tool(t, "ping", "iputils-ping")
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	check := func(want string) {
+		t.Helper()
+		if got := wgCmd(t, "show", s.GwName, "listen-port"); want != "" && got != want {
+			t.Fatalf("wg show listen-port = %s, want %s", got, want)
+		}
+		ping(t, s.HostA, twosite.HostB4.String(), 0)
+		port := wgCmd(t, "show", s.GwName, "listen-port")
+		if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.HasSuffix(ep, ":"+port) {
+			t.Errorf("stock peer's endpoint for us = %q, want port %s", ep, port)
+		}
+		tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)
+	}
+	wgCmd(t, "set", s.GwName, "listen-port", "51900")
+	check("51900")
+
+	conf := wgCmd(t, "showconf", s.GwName)
+	conf = strings.Replace(conf, "ListenPort = 51900", "ListenPort = 51910", 1)
+	f := t.TempDir() + "/wg.conf"
+	if err := os.WriteFile(f, []byte(conf+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wgCmd(t, "setconf", s.GwName, f)
+	check("51910")
+
+	wgCmd(t, "set", s.GwName, "listen-port", "0")
+	if p := wgCmd(t, "show", s.GwName, "listen-port"); p == "0" || p == "51910" {
+		t.Fatalf("after listen-port 0: port %s, want a new free one", p)
+	}
+	check("")
+}
+
+func delAddr(t *testing.T, ns *topo.NS, dev, cidr string) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		a, err := netlink.ParseAddr(cidr)
+		if err != nil {
+			return err
+		}
+		return netlink.AddrDel(l, a)
+	}); err != nil {
+		t.Fatalf("delete %s from %s: %v", cidr, dev, err)
+	}
+}
+
+// TestWANAddressReplaced: the WAN interface's IPv4 address is replaced
+// while the gateway runs. The gateway follows (netlink): it sends from the
+// new address, the stock peer's endpoint follows (roaming) and the tunnel
+// recovers. With no IPv4 address at all, what cannot be sent is counted
+// (no_wan_address), and adding one brings the tunnel back.
+func TestWANAddressReplaced(t *testing.T) {
+	s := newSite(t, twosite.Config{})
+	testenv.Tool(t, "ping", "iputils-ping")
+	g := s.Gateway
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+
+	delAddr(t, s.GwA, s.WANA, "198.18.1.1/24")
+	if err := s.GwA.AddAddr(s.WANA, "198.18.1.11/24"); err != nil {
+		t.Fatal(err)
+	}
+	newAddr := netip.MustParseAddr("198.18.1.11")
+	if !pollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
+		_, a4, _ := g.Engine().WAN()
+		t.Fatalf("engine's WAN address = %v, want %v", a4, newAddr)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	if ep := wgCmd(t, "show", s.StockName, "endpoints"); !strings.Contains(ep, "198.18.1.11:51820") {
+		t.Errorf("stock peer's endpoint for us = %q, want 198.18.1.11:51820", ep)
+	}
+	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 1<<20)
+
+	// No IPv4 address: counted, not silent.
+	delAddr(t, s.GwA, s.WANA, "198.18.1.11/24")
+	if !pollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return !a4.IsValid() }) {
+		t.Fatal("engine still has an IPv4 WAN address after the last one was removed")
+	}
+	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress]
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 5)
+	if !pollUntil(5*time.Second, func() bool {
+		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress] >= before+5
+	}) {
+		t.Errorf("no_wan_address drops = %d, want at least %d; drops %s", fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress], before+5, dropsString(g))
+	}
+	if err := s.GwA.AddAddr(s.WANA, "198.18.1.12/24"); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}

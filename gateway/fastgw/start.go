@@ -1,0 +1,429 @@
+package fastgw
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// Start opens the ports and runs the gateway, in steps:
+//
+//  1. withDefaults: check the configuration, fill in defaults;
+//  2. readLinks: the WAN and LAN interfaces (index, MAC, addresses);
+//  3. addressMode: next hops and neighbours, owned or shared with the kernel;
+//  4. openPorts: the UMEM and the two AF_XDP ports with their XDP filters;
+//  5. openException: the exception TUN for the gateway's own addresses;
+//  6. startEngine: the fast path's workers;
+//  7. startControlPlane: the WireGuard device, its peers and UAPI socket,
+//     the kernel sockets for reassembled datagrams, and (owned mode) the
+//     announcement of our addresses.
+//
+// On an error everything opened so far is closed.
+func Start(cfg Config) (_ *Gateway, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: log, tableDone: make(chan struct{}), nsHandle: netns.None()}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	wl, ll, err := g.readLinks()
+	if err != nil {
+		return nil, err
+	}
+	wanRes, lanRes, err := g.addressMode(&wl, &ll)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.openPorts(wl, ll); err != nil {
+		return nil, err
+	}
+	tunnelAddrs, err := g.openException()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.startEngine(wl, ll, wanRes, lanRes, tunnelAddrs); err != nil {
+		return nil, err
+	}
+	if err := g.startControlPlane(wl, wanRes); err != nil {
+		return nil, err
+	}
+	g.watchMTU(wl)
+	log.Info("gateway up", "name", g.cfg.Name, "listen_port", g.cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(g.cfg.Peers))
+	return g, nil
+}
+
+// withDefaults checks c and returns it with the defaults filled in
+// (ListenPort 51820, SourcePorts 1, MTU fastpath.DefaultMTU). It touches
+// nothing outside.
+func (c Config) withDefaults() (Config, error) {
+	if c.Name == "" {
+		return c, errors.New("fastgw: a name is required")
+	}
+	if c.WAN == "" || c.LAN == "" {
+		return c, errors.New("fastgw: WAN and LAN interfaces are required")
+	}
+	if c.ListenPort == 0 {
+		c.ListenPort = 51820
+	}
+	if c.Queues < 0 || c.Queues > 256 {
+		return c, fmt.Errorf("fastgw: %d queues, want 0 (all the device's) to 256", c.Queues)
+	}
+	if c.SourcePorts == 0 {
+		c.SourcePorts = 1
+	}
+	if c.MTU == 0 {
+		c.MTU = fastpath.DefaultMTU
+	}
+	if int(c.ListenPort)+int(c.SourcePorts)-1 > 65535 {
+		return c, fmt.Errorf("fastgw: source ports %d-%d pass 65535", c.ListenPort, int(c.ListenPort)+int(c.SourcePorts)-1)
+	}
+	if c.Owned && (!c.WANAddress.IsValid() || !c.LANAddress.IsValid()) {
+		return c, errors.New("fastgw: owned address mode needs WANAddress and LANAddress")
+	}
+	return c, nil
+}
+
+// readLinks opens the netlink handle and reads the WAN and LAN sides: the
+// trunk each port opens and its VLAN (resolveSide; g.cfg.WAN and LAN become
+// the trunks), the interfaces holding their addresses, and checks the
+// tunnel MTU against the WAN's; it warns about veths.
+func (g *Gateway) readLinks() (wl, ll link, err error) {
+	cfg := &g.cfg
+	if g.nlHandle, err = netlink.NewHandle(); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: netlink: %w", err)
+	}
+	if g.wanSide, err = resolveSide(g.nlHandle, "WAN", cfg.WAN, cfg.WANVLAN, cfg.Owned); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	if g.lanSide, err = resolveSide(g.nlHandle, "LAN", cfg.LAN, cfg.LANVLAN, cfg.Owned); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	wanSide, lanSide := g.wanSide, g.lanSide
+	if wanSide.trunk == lanSide.trunk {
+		return wl, ll, fmt.Errorf("fastgw: WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)
+	}
+	cfg.WAN, cfg.LAN = wanSide.trunk, lanSide.trunk
+	if wl, err = readLink(g.nlHandle, wanSide.addrDev); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: WAN: %w", err)
+	}
+	if ll, err = readLink(g.nlHandle, lanSide.addrDev); err != nil {
+		return wl, ll, fmt.Errorf("fastgw: LAN: %w", err)
+	}
+	g.wanIfindex, g.lanIfindex = wl.index, ll.index
+	wanMTU, wanMTUDev := wl.mtu, wanSide.addrDev
+	if wanSide.addrDev != wanSide.trunk {
+		if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().MTU < wanMTU {
+			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
+		}
+	}
+	mtuWarn, err := mtuCheck(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
+	if err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	if mtuWarn != "" {
+		g.log.Warn("WAN MTU", "problem", mtuWarn)
+	}
+	for _, dev := range []string{cfg.LAN, cfg.WAN} {
+		if driver(dev) == "veth" {
+			g.log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",
+				"interface", dev, "fix", "ethtool -K <the other end> tx off")
+		}
+	}
+	return wl, ll, nil
+}
+
+// addressMode sets up where next hops and neighbours come from: our own
+// tables in owned mode (ownedMode), the kernel's routes and neighbours in
+// shared mode (sharedMode). wl and ll get the addresses the gateway uses.
+func (g *Gateway) addressMode(wl, ll *link) (wanRes, lanRes *resolver, err error) {
+	var wanMAC, lanMAC [6]byte
+	copy(wanMAC[:], wl.mac)
+	copy(lanMAC[:], ll.mac)
+	if g.cfg.Owned {
+		if err := g.ownedMode(wl, ll, wanMAC, lanMAC); err != nil {
+			return nil, nil, err
+		}
+		wanRes = &resolver{routes: g.static, table: g.wanTable, ifindex: wl.index}
+		lanRes = &resolver{routes: g.static, table: g.lanTable, ifindex: ll.index}
+	} else {
+		if err := g.sharedMode(*wl, *ll); err != nil {
+			return nil, nil, err
+		}
+		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
+		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
+	}
+	go g.wanTable.Run(g.tableDone, 0)
+	go g.lanTable.Run(g.tableDone, 0)
+	return wanRes, lanRes, nil
+}
+
+// sharedMode follows the kernel's routes and neighbours through netlink.
+func (g *Gateway) sharedMode(wl, ll link) (err error) {
+	if !wl.v4.IsValid() && !wl.v6.IsValid() {
+		return fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", g.cfg.WAN, g.cfg.WAN)
+	}
+	// When Start runs on a thread moved into another namespace than the
+	// process's (an embedder's setns, as the demo and the tests do), name
+	// the namespace explicitly: the readers re-subscribe from their own
+	// goroutines after an overflow (an ARP storm), and those may run on
+	// threads of the process's namespace. (Naming it takes setns, so
+	// CAP_SYS_ADMIN: not done when all threads share one namespace, as
+	// under `ip netns exec` or systemd.)
+	if g.nsHandle, err = callerNamespace(); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	onErr := func(err error) { g.log.Warn("following the kernel's routes and neighbours", "err", err) }
+	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
+	g.lanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: ll.index}})
+	if g.wanNeigh, err = arp.NewKernelNeighbours(g.wanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: wl.index, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	if g.lanNeigh, err = arp.NewKernelNeighbours(g.lanTable, arp.KernelOptions{Namespace: g.nsHandle, LinkIndex: ll.index, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	return nil
+}
+
+// queueCount decides the number of workers from the asked count (0: all)
+// and the RX queue counts (0: unknown) of the devices wan and lan. warn, if
+// not empty, is worth logging.
+func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err error) {
+	switch {
+	case asked == 0:
+		n = max(1, min(wq, lq))
+		if wq != lq && wq > 0 && lq > 0 {
+			warn = "WAN and LAN have different numbers of RX queues; frames on the queues above the smaller count go to the kernel (equalise with ethtool -L)"
+		}
+		return n, warn, nil
+	case (wq > 0 && asked > wq) || (lq > 0 && asked > lq):
+		return 0, "", fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
+			asked, wan, wq, lan, lq)
+	case asked < wq || asked < lq:
+		warn = "fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N; on veth: rx N tx N)"
+	}
+	return asked, warn, nil
+}
+
+// wanFilter is the WAN XDP filter: UDP to our addresses on the listen port
+// and the source ports above it, and (owned mode) ARP/NDP for our address.
+func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
+	f := afxdp.Filter{VLAN: vid}
+	for _, a := range []netip.Addr{v4, v6} {
+		if a.IsValid() {
+			f.UDP = append(f.UDP, afxdp.UDPMatch{Addr: a, PortLo: c.ListenPort, PortHi: c.ListenPort + c.SourcePorts - 1})
+		}
+	}
+	if c.Owned {
+		f.Neighbors = []netip.Addr{c.WANAddress.Addr()}
+	}
+	return f
+}
+
+// lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
+// map filled by dataplane_.SetPeers) that are not the host's own addresses
+// (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
+func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
+	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
+	if c.Owned {
+		f.Neighbors = []netip.Addr{c.LANAddress.Addr()}
+	}
+	f.HostAddrs = append([]netip.Addr(nil), hostAddrs...)
+	for _, p := range c.Addresses {
+		f.HostAddrs = append(f.HostAddrs, p.Addr())
+	}
+	return f
+}
+
+// openPorts sizes the queues and the UMEM and opens the WAN and LAN ports
+// on it (LAN RX frames go out on WAN TX without a copy).
+func (g *Gateway) openPorts(wl, ll link) (err error) {
+	cfg := &g.cfg
+	wq, lq := afxdp.DeviceQueues(cfg.WAN), afxdp.DeviceQueues(cfg.LAN)
+	n, warn, err := queueCount(cfg.Queues, wq, lq, cfg.WAN, cfg.LAN)
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		g.log.Warn(warn, "wan", cfg.WAN, "wan_queues", wq, "lan", cfg.LAN, "lan_queues", lq, "workers", n)
+	}
+	cfg.Queues = n
+	// Frame budget per queue: each of the two ports' fill, RX, TX and
+	// completion rings can hold a ring's worth (4 × 2 × 2048), plus the
+	// four halves' caches (4 × 1024). With less, a burst that parks frames
+	// in one port's rings starves the other's fill ring (counted by the
+	// kernel as xsk_rx_fill_ring_empty_descs and dropped).
+	const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
+	frames := cfg.Frames
+	if frames == 0 {
+		frames = framesPerQueue * cfg.Queues
+	}
+	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
+		return fmt.Errorf("fastgw: WAN: %w", err)
+	}
+	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all, g.lanSide.vid)}); err != nil {
+		return fmt.Errorf("fastgw: LAN: %w", err)
+	}
+	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
+		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM(),
+		"wan_vlan", g.wanSide.vid, "lan_vlan", g.lanSide.vid)
+	g.warnStrippedTags(g.wan, "WAN")
+	g.warnStrippedTags(g.lan, "LAN")
+	return nil
+}
+
+// openException opens the exception TUN with the gateway's own tunnel
+// addresses, if it has any, and returns them.
+func (g *Gateway) openException() (addrs []netip.Addr, err error) {
+	cfg := g.cfg
+	if len(cfg.Addresses) == 0 {
+		return nil, nil
+	}
+	if g.exc, err = tundev.OpenMultiQueueTUN(cfg.Name, 1, cfg.MTU); err != nil {
+		return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
+	}
+	tl, err := g.nlHandle.LinkByName(cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
+	}
+	for _, p := range cfg.Addresses {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if p.Addr().Is6() {
+			a.Flags |= 0x02 // IFA_F_NODAD
+		}
+		if err := g.nlHandle.AddrAdd(tl, a); err != nil {
+			return nil, fmt.Errorf("fastgw: add %v to %s: %w", p, cfg.Name, err)
+		}
+		addrs = append(addrs, p.Addr())
+	}
+	return addrs, nil
+}
+
+// startEngine makes the fast path over the ports and the dataplane the
+// control plane drives (the engine plus the LAN prefix map and the routes
+// into the exception TUN). The workers start with the control plane.
+func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs []netip.Addr) (err error) {
+	cfg := g.cfg
+	ecfg := fastpath.Config{
+		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
+		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
+		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
+		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
+		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
+	}
+	if cfg.Owned {
+		ecfg.WANNeighbours = responderHandler{g.wanResp}
+		ecfg.LANNeighbours = responderHandler{g.lanResp}
+	}
+	if g.exc != nil {
+		exc, log := g.exc, g.log
+		ecfg.Exception = func(pkt []byte) {
+			if _, err := exc.Write([][]byte{pkt}, 0); err != nil {
+				log.Debug("exception TUN write", "err", err)
+			}
+		}
+	}
+	if g.engine, err = fastpath.New(ecfg); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
+		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
+	if g.exc != nil {
+		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
+			return fmt.Errorf("fastgw: exception TUN: %w", err)
+		}
+	}
+	return nil
+}
+
+// startControlPlane makes the WireGuard device over the engine, adds the
+// configured peers, starts the workers and the device (handshakes, timers,
+// UAPI socket), the exception reader, the kernel sockets for reassembled
+// datagrams (shared mode) and announces our addresses (owned mode).
+func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
+	cfg := g.cfg
+	var wanMAC [6]byte
+	copy(wanMAC[:], wl.mac)
+	g.dev, err = gateway.New(gateway.Options{
+		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
+		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve,
+		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
+		SetListenPort: g.moveListenPort,
+	})
+	if err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	if err := g.dev.AddPeers(cfg.Peers); err != nil {
+		return fmt.Errorf("fastgw: add peers: %w", err)
+	}
+	g.engine.Start()
+	if err := g.dev.Start(); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	if g.exc != nil {
+		g.excWG.Add(1)
+		go g.readException()
+	}
+	g.wanV4, g.wanV6 = wl.v4, wl.v6
+	if !cfg.Owned {
+		g.wanMu.Lock()
+		g.listenKernel(wl.v4, wl.v6)
+		g.wanMu.Unlock()
+		g.addrDone = make(chan struct{})
+		if err := g.followWANAddresses(g.addrDone); err != nil {
+			return fmt.Errorf("fastgw: follow the WAN addresses: %w", err)
+		}
+		return nil
+	}
+	// Tell the links where our addresses are (RFC 5227 announcement).
+	for _, x := range []struct {
+		r   *arp.Responder
+		lan bool
+	}{{g.wanResp, false}, {g.lanResp, true}} {
+		if err := x.r.Announce(func(frame []byte) error {
+			g.engine.SendFrame(x.lan, 0, frame)
+			return nil
+		}); err != nil {
+			g.log.Warn("announce owned address", "err", err)
+		}
+	}
+	return nil
+}
+
+// watchMTU follows the WAN MTU (vlan.go), on the address device and the
+// trunk under it.
+func (g *Gateway) watchMTU(wl link) {
+	wanIdx := []int{wl.index}
+	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
+		wanIdx = append(wanIdx, t.Attrs().Index)
+	}
+	if err := g.watchWANMTU(g.nsHandle, g.wanSide, wanIdx, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
+		g.log.Warn("live WAN MTU changes will not be checked", "err", err)
+	}
+}

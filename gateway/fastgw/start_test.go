@@ -1,0 +1,112 @@
+package fastgw
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+)
+
+func TestConfigWithDefaults(t *testing.T) {
+	ok := Config{Name: "wg0", WAN: "eth0", LAN: "eth1"}
+	got, err := ok.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ListenPort != 51820 || got.SourcePorts != 1 || got.MTU != fastpath.DefaultMTU {
+		t.Errorf("defaults: port %d, source ports %d, MTU %d; want 51820, 1, %d", got.ListenPort, got.SourcePorts, got.MTU, fastpath.DefaultMTU)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no name", func(c *Config) { c.Name = "" }, "a name is required"},
+		{"no LAN", func(c *Config) { c.LAN = "" }, "WAN and LAN interfaces are required"},
+		{"too many queues", func(c *Config) { c.Queues = 257 }, "257 queues"},
+		{"ports past 65535", func(c *Config) { c.ListenPort, c.SourcePorts = 65535, 2 }, "pass 65535"},
+		{"owned without addresses", func(c *Config) { c.Owned = true }, "needs WANAddress and LANAddress"},
+	} {
+		c := ok
+		tc.edit(&c)
+		if _, err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: withDefaults() = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestQueueCount(t *testing.T) {
+	for _, tc := range []struct {
+		asked, wq, lq, want int
+		warn, err           bool
+	}{
+		{0, 4, 4, 4, false, false},
+		{0, 4, 2, 2, true, false},
+		{0, 0, 0, 1, false, false}, // unknown counts: one worker
+		{2, 4, 4, 2, true, false},  // fewer workers than queues
+		{8, 4, 4, 0, false, true},
+		{3, 0, 0, 3, false, false},
+	} {
+		n, warn, err := queueCount(tc.asked, tc.wq, tc.lq, "wan0", "lan0")
+		if n != tc.want || (warn != "") != tc.warn || (err != nil) != tc.err {
+			t.Errorf("queueCount(%d, %d, %d) = %d, %q, %v; want %d, warn %v, err %v", tc.asked, tc.wq, tc.lq, n, warn, err, tc.want, tc.warn, tc.err)
+		}
+	}
+}
+
+func TestFilters(t *testing.T) {
+	c, err := Config{Name: "wg0", WAN: "eth0", LAN: "eth1", ListenPort: 51820, SourcePorts: 4,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.8.0.1/24")}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:2::1")
+	want := afxdp.Filter{UDP: []afxdp.UDPMatch{{Addr: v4, PortLo: 51820, PortHi: 51823}, {Addr: v6, PortLo: 51820, PortHi: 51823}}}
+	if diff := cmp.Diff(want, wanFilter(c, v4, v6, 0), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("wanFilter (-want +got):\n%s", diff)
+	}
+	host := netip.MustParseAddr("198.18.1.1")
+	lf := lanFilter(c, []netip.Addr{host}, 0)
+	if !lf.Prefixes || lf.PrefixCapacity != defaultLANPrefixCapacity || len(lf.HostAddrs) != 2 ||
+		lf.HostAddrs[0] != host || lf.HostAddrs[1] != netip.MustParseAddr("10.8.0.1") {
+		t.Errorf("lanFilter = %+v, want the prefix map and host addresses [%v 10.8.0.1]", lf, host)
+	}
+}
+
+// TestTunnelQueueKeepsFlows: the exception TUN's packets of one flow go to
+// one worker whatever their payload or IP ID (no reordering within a
+// flow), and different flows spread.
+func TestTunnelQueueKeepsFlows(t *testing.T) {
+	udp := func(sport uint16, id uint16, payload byte) []byte {
+		p := make([]byte, 20+8+4)
+		p[0] = 0x45
+		binary.BigEndian.PutUint16(p[2:4], uint16(len(p)))
+		binary.BigEndian.PutUint16(p[4:6], id)
+		p[8], p[9] = 64, 17
+		copy(p[12:16], []byte{10, 8, 0, 1})
+		copy(p[16:20], []byte{198, 19, 2, 2})
+		binary.BigEndian.PutUint16(p[20:22], sport)
+		binary.BigEndian.PutUint16(p[22:24], 53)
+		p[28] = payload
+		return p
+	}
+	const workers = 4
+	q := tunnelQueue(udp(40000, 1, 0)) % workers
+	for i := range 100 {
+		if got := tunnelQueue(udp(40000, uint16(i), byte(i))) % workers; got != q {
+			t.Fatalf("packet %d of one flow on worker %d, the first on %d", i, got, q)
+		}
+	}
+	seen := map[int]bool{}
+	for sport := range uint16(64) {
+		seen[tunnelQueue(udp(40000+sport, 1, 0))%workers] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("64 flows all on one worker of %d", workers)
+	}
+}

@@ -1,0 +1,96 @@
+package fastgw
+
+import (
+	"github.com/vishvananda/netlink"
+)
+
+// followWANAddresses follows the WAN interface's addresses (shared mode:
+// the kernel owns them) through netlink, as routes and neighbours are
+// followed: when the address the gateway uses goes away or another comes,
+// the XDP match, the engine's source and matching, the control plane's
+// endpoints and the kernel sockets move to the interface's current first
+// address of each family. With no usable address left it logs once (and
+// the workers count what cannot be sent as no_wan_address). It runs until
+// done is closed.
+func (g *Gateway) followWANAddresses(done <-chan struct{}) error {
+	updates := make(chan netlink.AddrUpdate, 64)
+	opts := netlink.AddrSubscribeOptions{ListExisting: false}
+	if g.nsHandle.IsOpen() {
+		ns := g.nsHandle
+		opts.Namespace = &ns
+	}
+	if err := netlink.AddrSubscribeWithOptions(updates, done, opts); err != nil {
+		return err
+	}
+	g.addrWG.Add(1)
+	go func() {
+		defer g.addrWG.Done()
+		warned := false
+		for {
+			select {
+			case <-done:
+				return
+			case u, ok := <-updates:
+				if !ok {
+					return
+				}
+				if u.LinkIndex != g.wanIfindex {
+					continue
+				}
+				g.wanAddressesChanged(&warned)
+			}
+		}
+	}()
+	return nil
+}
+
+// wanAddressesChanged re-reads the WAN interface and moves to its addresses.
+// The control plane's endpoints move after g.wanMu is released: the UAPI
+// takes the device's lock before g.wanMu (moveListenPort), so this must
+// not take them the other way round.
+func (g *Gateway) wanAddressesChanged(warned *bool) {
+	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
+	if err != nil {
+		g.log.Warn("re-read the WAN interface after an address change", "err", err)
+		return
+	}
+	if g.moveWAN(wl, warned) {
+		g.dev.SetWANAddrs(wl.v4, wl.v6)
+	}
+}
+
+// moveWAN moves the dataplane to wl's addresses; false if they did not
+// change.
+func (g *Gateway) moveWAN(wl link, warned *bool) bool {
+	g.wanMu.Lock()
+	defer g.wanMu.Unlock()
+	if wl.v4 == g.wanV4 && wl.v6 == g.wanV6 {
+		return false
+	}
+	if !wl.v4.IsValid() && !wl.v6.IsValid() {
+		if !*warned {
+			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added (counted no_wan_address)", "interface", g.cfg.WAN)
+			*warned = true
+		}
+	} else {
+		*warned = false
+	}
+	g.log.Info("WAN address changed", "interface", g.cfg.WAN, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
+	g.wanV4, g.wanV6 = wl.v4, wl.v6
+	if err := g.inNamespace(func() error { // sockets belong to the gateway's namespace
+		opened := g.openKernel(g.cfg.ListenPort, wl.v4, wl.v6)
+		old := g.kernelSocks
+		g.kernelSocks = opened
+		for _, c := range old {
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		g.log.Warn("reopen the kernel sockets on the new WAN address", "err", err)
+	}
+	if err := g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)); err != nil {
+		g.log.Warn("update the WAN XDP match", "err", err)
+	}
+	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6)
+	return true
+}

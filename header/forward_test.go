@@ -1,0 +1,263 @@
+package header
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+func TestForward(t *testing.T) {
+	for ttl := 0; ttl < 256; ttl++ {
+		for _, tos := range []byte{0, 0xff} { // vary the checksum
+			p := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp([]byte("x"))})
+			p[1], p[8] = tos, byte(ttl)
+			IPv4(p).SetChecksum()
+			q := bytes.Clone(p)
+			ok := Forward(q)
+			if ok != (ttl > 1) {
+				t.Fatalf("Forward(ttl %d) = %v", ttl, ok)
+			}
+			want := bytes.Clone(p)
+			if ok {
+				want[8]--
+				IPv4(want).SetChecksum() // the slow way
+			}
+			if !bytes.Equal(q, want) {
+				t.Fatalf("Forward(ttl %d, tos %#x) header %x, want %x", ttl, tos, q[:20], want[:20])
+			}
+		}
+		p := mkIPv6(ProtoUDP, -1, udp(nil))
+		p[7] = byte(ttl)
+		if ok := Forward(p); ok != (ttl > 1) || (ok && p[7] != byte(ttl-1)) || (!ok && p[7] != byte(ttl)) {
+			t.Fatalf("Forward(hop limit %d) = %v, hop limit now %d", ttl, ok, p[7])
+		}
+	}
+	// Every checksum value: the incremental update matches a fresh
+	// computation, ±0 included.
+	p := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(nil)})
+	for id := 0; id < 1<<16; id++ {
+		binary.BigEndian.PutUint16(p[4:6], uint16(id))
+		p[8] = 9
+		IPv4(p).SetChecksum()
+		Forward(p)
+		got := IPv4(p).Checksum()
+		IPv4(p).SetChecksum()
+		if got != IPv4(p).Checksum() {
+			t.Fatalf("id %#x: Forward checksum %#04x, fresh %#04x", id, got, IPv4(p).Checksum())
+		}
+	}
+}
+
+func TestPutICMPTimeExceeded(t *testing.T) {
+	p4 := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(make([]byte, 1000))})
+	p4[8] = 1
+	IPv4(p4).SetChecksum()
+	b := make([]byte, 1500)
+	n, r := PutICMPv4TimeExceeded(b, gw4, p4)
+	if r != OK || n != 576 {
+		t.Fatalf("PutICMPv4TimeExceeded = %d, %v, want 576, ok", n, r)
+	}
+	if h := IPv4(b[:n]); !h.VerifyChecksum() || h.Src() != netip.AddrFrom4(gw4) || h.DstBytes() != IPv4(p4).SrcBytes() {
+		t.Errorf("reply header %x", b[:20])
+	}
+	msg, err := icmp.ParseMessage(1, b[20:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if te, ok := msg.Body.(*icmp.TimeExceeded); msg.Type != ipv4.ICMPTypeTimeExceeded || msg.Code != 0 || !ok ||
+		!bytes.Equal(te.Data, p4[:548]) || !ICMPv4(b[20:n]).VerifyChecksum() {
+		t.Errorf("reply = %+v, want time exceeded quoting the packet", msg)
+	}
+	if n, r := PutICMPv4TimeExceeded(b, gw4, IPv4(mkIPv4(ip4Spec{flagFrag: 100, proto: ProtoUDP, payload: make([]byte, 64)}))); r != ReasonICMPNotAllowed {
+		t.Errorf("PutICMPv4TimeExceeded(non-first fragment) = %d, %v", n, r)
+	}
+
+	p6 := mkIPv6(ProtoUDP, -1, udp(make([]byte, 1400)))
+	p6[7] = 1
+	n, r = PutICMPv6TimeExceeded(b, gw6, p6)
+	if r != OK || n != 1280 {
+		t.Fatalf("PutICMPv6TimeExceeded = %d, %v, want 1280, ok", n, r)
+	}
+	osrc := IPv6(p6).SrcBytes()
+	ref := icmp.Message{Type: ipv6.ICMPTypeTimeExceeded, Body: &icmp.TimeExceeded{Data: p6[:1232]}}
+	want, err := ref.Marshal(icmp.IPv6PseudoHeader(net.IP(gw6[:]), net.IP(osrc[:])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b[40:n], want) {
+		t.Errorf("ICMPv6 time exceeded = %x..., x/net/icmp marshals %x...", b[40:48], want[:8])
+	}
+	mc := bytes.Clone(p6)
+	mc[24] = 0xff
+	if n, r := PutICMPv6TimeExceeded(b, gw6, mc); r != ReasonICMPNotAllowed {
+		t.Errorf("PutICMPv6TimeExceeded(multicast destination) = %d, %v", n, r)
+	}
+	if _, r := PutICMPv6PacketTooBig(b, gw6, mc, 1420); r != OK {
+		t.Errorf("PutICMPv6PacketTooBig(multicast destination) = %v, want ok (RFC 4443 §2.4(e.2))", r)
+	}
+}
+
+// slowDecapECN is RFC 6040 §4.2 Figure 4 as a table, with the kernel's
+// WireGuard's choice for the "drop" cell (forward unchanged). Rows: inner;
+// columns: outer.
+var slowDecapECN = [4][4]uint8{
+	ECNNotECT: {ECNNotECT, ECNNotECT, ECNNotECT, ECNNotECT},
+	ECNECT1:   {ECNECT1, ECNECT1, ECNECT1, ECNCE},
+	ECNECT0:   {ECNECT0, ECNECT1, ECNECT0, ECNCE},
+	ECNCE:     {ECNCE, ECNCE, ECNCE, ECNCE},
+}
+
+func TestECN(t *testing.T) {
+	for in := uint8(0); in < 4; in++ {
+		want := in
+		if in == ECNCE {
+			want = ECNECT0
+		}
+		if got := EncapECN(0xb8 | in); got != want {
+			t.Errorf("EncapECN(%d) = %d, want %d", in, got, want)
+		}
+		for out := uint8(0); out < 4; out++ {
+			p4 := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(nil)})
+			p4[1] = 0xb8 | in // DSCP EF kept
+			IPv4(p4).SetChecksum()
+			ok := DecapECN(p4, out)
+			if ECN(p4) != slowDecapECN[in][out] || p4[1]&^3 != 0xb8 || !IPv4(p4).VerifyChecksum() {
+				t.Errorf("DecapECN(IPv4 inner %d, outer %d): tos %#x, checksum ok %v, want ECN %d", in, out, p4[1], IPv4(p4).VerifyChecksum(), slowDecapECN[in][out])
+			}
+			if wantOK := !(in == ECNNotECT && out == ECNCE); ok != wantOK {
+				t.Errorf("DecapECN(inner %d, outer %d) = %v, want %v", in, out, ok, wantOK)
+			}
+			p6 := mkIPv6(ProtoUDP, -1, udp(nil))
+			binary.BigEndian.PutUint32(p6[0:4], 6<<28|uint32(0xb8|in)<<20|0xabcde)
+			DecapECN(p6, out)
+			if ECN(p6) != slowDecapECN[in][out] || IPv6(p6).TrafficClass()&^3 != 0xb8 || IPv6(p6).FlowLabel() != 0xabcde {
+				t.Errorf("DecapECN(IPv6 inner %d, outer %d): %x, want ECN %d", in, out, p6[:4], slowDecapECN[in][out])
+			}
+		}
+	}
+}
+
+func mkTCP(flags byte, opts []byte) []byte {
+	b := make([]byte, 20+len(opts))
+	binary.BigEndian.PutUint16(b[0:2], 40000)
+	binary.BigEndian.PutUint16(b[2:4], 80)
+	b[12] = byte((20+len(opts))/4) << 4
+	b[13] = flags
+	copy(b[20:], opts)
+	return b
+}
+
+func setTCPChecksum(p []byte) {
+	var tcp, src, dst []byte
+	if p[0]>>4 == 4 {
+		tcp, src, dst = p[IPv4(p).HeaderLen():], p[12:16], p[16:20]
+	} else {
+		tcp, src, dst = p[40:], p[8:24], p[24:40]
+	}
+	tcp[16], tcp[17] = 0, 0
+	binary.BigEndian.PutUint16(tcp[16:18], ^FoldChecksum(Checksum(tcp, PseudoHeaderChecksumBytes(ProtoTCP, src, dst, len(tcp)))))
+}
+
+func TestClampMSS(t *testing.T) {
+	mss := func(v uint16) []byte { return []byte{2, 4, byte(v >> 8), byte(v)} }
+	tests := []struct {
+		name    string
+		flags   byte
+		opts    []byte
+		want    uint16 // MSS after; 0: no option
+		changed bool
+	}{
+		{"syn 1460", 0x02, mss(1460), 1380, true},
+		{"syn-ack 1460", 0x12, mss(1460), 1380, true},
+		{"syn 1200 kept", 0x02, mss(1200), 1200, false},
+		{"ack not touched", 0x10, mss(1460), 1460, false},
+		{"odd offset", 0x02, cat([]byte{1}, mss(1460), []byte{1, 1, 1}), 1380, true},
+		{"after sack-permitted and nops", 0x02, cat([]byte{4, 2, 1, 1}, mss(8960)), 1380, true},
+		{"end of list first", 0x02, cat([]byte{0, 0, 0, 0}, mss(1460)), 1460, false},
+		{"bad length", 0x02, []byte{3, 9, 0, 0}, 0, false},
+	}
+	for _, tt := range tests {
+		for _, v6 := range []bool{false, true} {
+			var p []byte
+			if v6 {
+				p = mkIPv6(ProtoTCP, -1, mkTCP(tt.flags, tt.opts))
+			} else {
+				p = mkIPv4(ip4Spec{proto: ProtoTCP, payload: mkTCP(tt.flags, tt.opts)})
+			}
+			setTCPChecksum(p)
+			before := bytes.Clone(p)
+			if got := ClampMSS(p, 1380); got != tt.changed {
+				t.Errorf("%s (v6 %v): ClampMSS = %v, want %v", tt.name, v6, got, tt.changed)
+			}
+			if !tt.changed && !bytes.Equal(p, before) {
+				t.Errorf("%s (v6 %v): packet changed", tt.name, v6)
+			}
+			want := bytes.Clone(p)
+			setTCPChecksum(want) // the slow way
+			if !bytes.Equal(p, want) {
+				t.Errorf("%s (v6 %v): TCP checksum %x, want %x", tt.name, v6, p[len(p)-len(tt.opts)-4:len(p)-len(tt.opts)-2], want[len(p)-len(tt.opts)-4:len(p)-len(tt.opts)-2])
+			}
+			if tt.want != 0 {
+				i := bytes.Index(p[len(p)-len(tt.opts):], []byte{2, 4})
+				if got := binary.BigEndian.Uint16(p[len(p)-len(tt.opts)+i+2:]); got != tt.want {
+					t.Errorf("%s (v6 %v): MSS %d, want %d", tt.name, v6, got, tt.want)
+				}
+			}
+		}
+	}
+	if got := MSSForMTU(1420, false); got != 1380 {
+		t.Errorf("MSSForMTU(1420, v4) = %d", got)
+	}
+	if got := MSSForMTU(1420, true); got != 1360 {
+		t.Errorf("MSSForMTU(1420, v6) = %d", got)
+	}
+}
+
+// FuzzForwardICMP builds time exceeded and the MTU errors about arbitrary
+// bytes: never a panic, never past the limits, and a reply that parses with
+// checksums that verify.
+func FuzzForwardICMP(f *testing.F) {
+	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(make([]byte, 100))}))
+	f.Add(mkIPv6(ProtoUDP, -1, udp(make([]byte, 100))))
+	f.Add(mkIPv6(ProtoDstOpts, -1, cat(ext(ProtoICMPv6, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0})))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		b := make([]byte, 1500)
+		check := func(n int, r Reason, v6 bool) {
+			if r != OK {
+				return
+			}
+			var pk Packet
+			if pr := ParseIP(b[:n], &pk); pr != OK {
+				t.Fatalf("reply does not parse: %v", pr)
+			}
+			if !v6 && (n > ICMPv4ErrorMaxLen || !ICMPv4(b[20:n]).VerifyChecksum()) {
+				t.Fatalf("ICMPv4 reply of %d bytes, checksum ok %v", n, ICMPv4(b[20:n]).VerifyChecksum())
+			}
+			if v6 && n > ICMPv6ErrorMaxLen {
+				t.Fatalf("ICMPv6 reply of %d bytes", n)
+			}
+		}
+		n, r := PutICMPv4TimeExceeded(b, gw4, p)
+		check(n, r, false)
+		n, r = PutICMPv4FragNeeded(b, gw4, p, 1420)
+		check(n, r, false)
+		n, r = PutICMPv6TimeExceeded(b, gw6, p)
+		check(n, r, true)
+		q := bytes.Clone(p)
+		if len(q) >= IPv6Len && q[0]>>4 == 6 {
+			Forward(q)
+			DecapECN(q, ECNCE)
+			ClampMSS(q, 1000)
+		} else if len(q) >= IPv4MinLen && q[0]>>4 == 4 && IPv4(q).HeaderLen() >= 20 && IPv4(q).HeaderLen() <= len(q) {
+			Forward(q)
+			DecapECN(q, ECNCE)
+			ClampMSS(q, 1000)
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package tundev
+
+import (
+	"github.com/wgpio/wgpio/header"
+)
+
+// fragState holds the received IPv4 packets over the tunnel MTU that Read
+// returns as fragments, copied out of their frames back to back, and the
+// packet being cut. Its buffer holds a whole batch of port-MTU packets, so
+// a burst of large packets is never dropped for room.
+type fragState struct {
+	buf  []byte
+	used int
+	q    []fragPkt // packets waiting, in arrival order
+	head int       // next packet of q to cut
+	fr   header.IPv4Fragmenter
+	pend int // 1 + the next fragment of fr to return; 0: none
+}
+
+type fragPkt struct{ off, n int }
+
+func newFragState(portMTU int) fragState {
+	return fragState{buf: make([]byte, PortBatchSize*portMTU), q: make([]fragPkt, 0, PortBatchSize)}
+}
+
+// pending reports whether fragments are waiting.
+func (f *fragState) pending() bool { return f.pend > 0 || f.head < len(f.q) }
+
+// overMTU handles a received packet pkt (its IP length) larger than the
+// tunnel MTU, as a router in front of the tunnel does (RFC 1812 §5.2.6,
+// RFC 8200 §5): an IPv4 packet without DF is queued for fragmentation
+// (fragState.next returns the fragments); otherwise the packet is dropped
+// and answered with "fragmentation needed" (RFC 1191) or "packet too big"
+// (RFC 8201), never rate-limited (Linux exempts them: path MTU discovery
+// must not break). eth is the frame's Ethernet header (and 802.1Q tag), for
+// the answer's addresses.
+func (d *PortDevice) overMTU(eth, pkt []byte) {
+	v4 := pkt[0]>>4 == header.IPv4Version
+	if v4 && !header.IPv4(pkt).DontFragment() {
+		f := &d.frag
+		if len(f.q) == cap(f.q) || len(f.buf)-f.used < len(pkt) {
+			d.ctr.drops[PortDropFragment].Add(1)
+			return
+		}
+		f.q = append(f.q, fragPkt{f.used, copy(f.buf[f.used:], pkt)})
+		f.used += len(pkt)
+		return
+	}
+	d.ctr.drops[PortDropOverMTU].Add(1)
+	// The answer goes back the way the packet came: to its Ethernet
+	// source, with its tag if it had one.
+	b := d.reply
+	l2 := copy(b, eth)
+	copy(b[0:6], eth[6:12])
+	copy(b[6:12], d.mac[:])
+	var n int
+	var r header.Reason
+	switch {
+	case v4 && d.cfg.ICMPSource4.Is4():
+		n, r = header.PutICMPv4FragNeeded(b[l2:], d.cfg.ICMPSource4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
+	case !v4 && d.cfg.ICMPSource6.Is6():
+		n, r = header.PutICMPv6PacketTooBig(b[l2:], d.cfg.ICMPSource6.As16(), pkt, uint32(d.cfg.MTU))
+	default:
+		return
+	}
+	if r != header.OK {
+		return
+	}
+	if d.SendFrame(b[:l2+n]) == nil {
+		d.ctr.icmp.Add(1)
+	}
+}
+
+// next writes waiting fragments, in order, into bufs[i][offset:] and
+// returns how many; those that do not fit wait for the next call.
+func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) int {
+	n := 0
+	for n < len(bufs) {
+		if f.pend == 0 {
+			if f.head == len(f.q) {
+				f.q, f.head, f.used = f.q[:0], 0, 0
+				break
+			}
+			p := f.q[f.head]
+			f.head++
+			if f.fr.Reset(f.buf[p.off:p.off+p.n], d.cfg.MTU) != header.OK {
+				d.ctr.drops[PortDropFragment].Add(1)
+				continue
+			}
+			f.pend = 1
+			d.ctr.fragmented.Add(1)
+		}
+		i := f.pend - 1
+		buf := bufs[n][offset:]
+		if len(buf) < f.fr.Len(i) {
+			d.ctr.drops[PortDropTooBig].Add(1)
+			f.pend = 0
+			continue
+		}
+		if i == 0 {
+			// Fragment 0 is the packet's header rewritten in place;
+			// the later fragments' data past it are left alone.
+			sizes[n] = copy(buf, f.buf[f.q[f.head-1].off:][:f.fr.PutFirst()])
+		} else {
+			sizes[n] = f.fr.Put(buf, i)
+		}
+		n++
+		if f.pend++; f.pend > f.fr.Count() {
+			f.pend = 0
+		}
+	}
+	return n
+}

@@ -1,0 +1,180 @@
+package tundev
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+
+	"github.com/wgpio/wgpio/header"
+)
+
+// bigPacket is ipPacket with n bytes of UDP payload, DF as asked (IPv4),
+// and a valid header checksum.
+func bigPacket(src, dst netip.Addr, n int, df bool, id uint16) []byte {
+	pl := make([]byte, n)
+	for i := range pl {
+		pl[i] = byte(i*13 + int(id))
+	}
+	p := ipPacket(src, dst, pl)
+	if src.Is4() {
+		p[6] = 0
+		if df {
+			p[6] = 0x40
+		}
+		binary.BigEndian.PutUint16(p[4:6], id)
+		header.IPv4(p).SetChecksum()
+	}
+	return p
+}
+
+// readAll reads until want packets came or a second passed.
+func (r *portRig) readAll(t *testing.T, want, nbufs int) [][]byte {
+	t.Helper()
+	const off = 16
+	bufs := make([][]byte, nbufs)
+	for i := range bufs {
+		bufs[i] = make([]byte, 2000)
+	}
+	sizes := make([]int, len(bufs))
+	var got [][]byte
+	for deadline := time.Now().Add(2 * time.Second); len(got) < want && time.Now().Before(deadline); {
+		n, err := r.dev.Read(bufs, sizes, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			got = append(got, append([]byte(nil), bufs[i][off:off+sizes[i]]...))
+		}
+	}
+	return got
+}
+
+// reassembleIPv4 puts fragments of one datagram together (in order, as
+// Read returns them) and returns the datagram as it was before.
+func reassembleIPv4(t *testing.T, frags [][]byte, mtu int) []byte {
+	t.Helper()
+	var data []byte
+	for i, f := range frags {
+		h := header.IPv4(f)
+		if len(f) > mtu || !h.VerifyChecksum() || h.FragmentOffset() != len(data) || h.MoreFragments() != (i < len(frags)-1) {
+			t.Fatalf("fragment %d: %d bytes, offset %d (want %d), MF %v, checksum ok %v", i, len(f), h.FragmentOffset(), len(data), h.MoreFragments(), h.VerifyChecksum())
+		}
+		data = append(data, h.Payload()...)
+	}
+	p := append(bytes.Clone(frags[0][:20]), data...)
+	binary.BigEndian.PutUint16(p[2:4], uint16(len(p)))
+	binary.BigEndian.PutUint16(p[6:8], 0)
+	header.IPv4(p).SetChecksum()
+	return p
+}
+
+// TestPortDeviceFragments: IPv4 packets over the tunnel MTU without DF come
+// out of Read as fragments that reassemble to them, across Reads with few
+// buffers, a burst of them included.
+func TestPortDeviceFragments(t *testing.T) {
+	r := newPortRig(t, 1, func(c *PortConfig) { c.MTU = 576 })
+	const count = 50
+	var sent [][]byte
+	var frames [][]byte
+	for i := range count {
+		p := bigPacket(hostIP, farIP, 1400, false, uint16(i))
+		sent = append(sent, p)
+		frames = append(frames, ethFrame(macGW, macHost, 0x0800, p))
+	}
+	small := ipPacket(hostIP, farIP, []byte("small"))
+	frames = append(frames, ethFrame(macGW, macHost, 0x0800, small))
+	r.inject(t, 0, frames...)
+	// 1,428 bytes at MTU 576: 3 fragments each (552 + 552 + 324 data).
+	got := r.readAll(t, 3*count+1, 7)
+	if len(got) != 3*count+1 {
+		t.Fatalf("Read %d packets, want %d", len(got), 3*count+1)
+	}
+	byID := map[uint16][][]byte{}
+	sawSmall := false
+	for _, g := range got {
+		if bytes.Equal(g, small) {
+			sawSmall = true
+			continue
+		}
+		id := header.IPv4(g).ID()
+		byID[id] = append(byID[id], g)
+	}
+	if !sawSmall {
+		t.Error("the small packet was lost")
+	}
+	for i, p := range sent {
+		fr := byID[uint16(i)]
+		if len(fr) != 3 {
+			t.Fatalf("packet %d: %d fragments, want 3", i, len(fr))
+		}
+		if w := reassembleIPv4(t, fr, 576); !bytes.Equal(w, p) {
+			t.Fatalf("packet %d reassembled differs", i)
+		}
+	}
+	if s := r.dev.Stats(); s.Fragmented != count || s.Drops[PortDropFragment] != 0 || s.Drops[PortDropTooBig] != 0 {
+		t.Errorf("Stats = %+v, want %d fragmented, no drops", s, count)
+	}
+}
+
+// TestPortDeviceOverMTU: a packet over the tunnel MTU with DF (IPv4) or any
+// IPv6 packet is dropped, counted over_mtu, and answered toward its sender
+// with "fragmentation needed (mtu 1420)" / "packet too big (mtu 1420)" from
+// the configured LAN address; never rate-limited.
+func TestPortDeviceOverMTU(t *testing.T) {
+	r := newPortRig(t, 1, func(c *PortConfig) { c.ICMPSource4, c.ICMPSource6 = lanIP, lanIP6 })
+	p4 := bigPacket(hostIP, farIP, 1472, true, 7) // 1500 bytes, DF: ping -M do -s 1472
+	p6 := bigPacket(hostIP6, netip.MustParseAddr("2001:2:0:12::5"), 1452, true, 0)
+	const each = 20
+	var frames [][]byte
+	for range each {
+		frames = append(frames, ethFrame(macGW, macHost, 0x0800, p4), ethFrame(macGW, macHost, 0x86dd, p6))
+	}
+	ok := ipPacket(hostIP, farIP, []byte("fits"))
+	frames = append(frames, ethFrame(macGW, macHost, 0x0800, ok))
+	r.inject(t, 0, frames...)
+	if got := r.readAll(t, 1, 8); len(got) != 1 || !bytes.Equal(got[0], ok) {
+		t.Fatalf("Read = %d packets, want only the one that fits", len(got))
+	}
+	replies := r.collect(2 * each)
+	if len(replies) != 2*each {
+		t.Fatalf("%d answers, want %d (one per packet, none suppressed)", len(replies), 2*each)
+	}
+	var n4, n6 int
+	for _, f := range replies {
+		if !bytes.Equal(f[0:6], macHost) || !bytes.Equal(f[6:12], macGW) {
+			t.Fatalf("answer to %x from %x", f[0:6], f[6:12])
+		}
+		switch binary.BigEndian.Uint16(f[12:14]) {
+		case 0x0800:
+			ip := header.IPv4(f[14:])
+			m, err := icmp.ParseMessage(1, ip.Payload())
+			if err != nil || ip.Src() != lanIP || ip.Dst() != hostIP || m.Type != ipv4.ICMPTypeDestinationUnreachable || m.Code != 4 ||
+				header.ICMPv4(ip.Payload()).NextHopMTU() != 1420 {
+				t.Fatalf("IPv4 answer %v → %v: %+v, %v", ip.Src(), ip.Dst(), m, err)
+			}
+			n4++
+		case 0x86dd:
+			ip := header.IPv6(f[14:])
+			m, err := icmp.ParseMessage(58, ip.Payload())
+			if err != nil || ip.Src() != lanIP6 || m.Type != ipv6.ICMPTypePacketTooBig || m.Body.(*icmp.PacketTooBig).MTU != 1420 {
+				t.Fatalf("IPv6 answer %v → %v: %+v, %v", ip.Src(), ip.Dst(), m, err)
+			}
+			n6++
+		}
+	}
+	if n4 != each || n6 != each {
+		t.Errorf("answers: %d IPv4, %d IPv6, want %d each", n4, n6, each)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropOverMTU] != 2*each || s.ICMPErrors != 2*each {
+		t.Errorf("Stats: over_mtu %d, icmp_errors %d, want %d", s.Drops[PortDropOverMTU], s.ICMPErrors, 2*each)
+	}
+	if PortDropOverMTU.String() != "over_mtu" || PortDropFragment.String() != "cannot_fragment" {
+		t.Errorf("names %q %q", PortDropOverMTU, PortDropFragment)
+	}
+}
