@@ -362,7 +362,9 @@ func TestOwnedDADConflictWithKernel(t *testing.T) {
 	us, _, v := ownedPair(t)
 	w := openWire(t, us, v.A)
 	h := startHost(t, w, []netip.Addr{kV6}, Config{}, false) // the kernel owns it
-	err := h.r.DAD(w.send, 1, 500*time.Millisecond)
+	// RFC 4862's defaults (one probe, RetransTimer 1 s) three times over:
+	// on a loaded machine the kernel's answer took longer than 500 ms.
+	err := h.r.DAD(w.send, 3, time.Second)
 	var ce *ConflictError
 	if !errors.As(err, &ce) || ce.Conflicts[0].Addr != kV6 {
 		t.Fatalf("DAD(%v) = %v, want a conflict for it; drops %v", kV6, err, h.r.DropCounts())
