@@ -440,12 +440,15 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // kernel's UDP counters only). Shared address mode only: in owned mode the
 // kernel has no address to reassemble for.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
-	g.kernelSocks = append(g.kernelSocks, g.openKernel(g.cfg.ListenPort, addrs...)...)
+	socks, _ := g.openKernel(g.cfg.ListenPort, addrs...)
+	g.kernelSocks = append(g.kernelSocks, socks...)
 }
 
 // openKernel opens the sockets of listenKernel for the ports from port up
-// and starts their readers.
-func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*net.UDPConn) {
+// and starts their readers. A socket that cannot be opened is logged and
+// left out; err is the first such failure (a live port move refuses a port
+// the host already uses, EADDRINUSE, as wireguard-go does).
+func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*net.UDPConn, err error) {
 	for _, a := range addrs {
 		if !a.IsValid() {
 			continue
@@ -456,10 +459,13 @@ func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*n
 		}
 		for i := range g.cfg.SourcePorts {
 			port := listenPort + i
-			c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
-			if err != nil {
+			c, lerr := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
+			if lerr != nil {
 				g.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
-					"addr", a, "port", port, "err", err)
+					"addr", a, "port", port, "err", lerr)
+				if err == nil {
+					err = lerr
+				}
 				continue
 			}
 			socks = append(socks, c)
@@ -467,7 +473,7 @@ func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*n
 			go g.readKernel(c, netip.AddrPortFrom(a, port))
 		}
 	}
-	return socks
+	return socks, err
 }
 
 // readKernel hands the datagrams of c (bound to dst) to the workers,

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"syscall"
 
 	"github.com/vishvananda/netns"
 
@@ -43,11 +44,22 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 	}
 	var socks []*net.UDPConn
 	if !g.cfg.Owned {
+		var serr error
 		if err := g.inNamespace(func() error {
-			socks = g.openKernel(port, g.wanV4, g.wanV6)
+			socks, serr = g.openKernel(port, g.wanV4, g.wanV6)
 			return nil
 		}); err != nil {
 			return 0, err
+		}
+		if errors.Is(serr, syscall.EADDRINUSE) {
+			// The host uses the port (EADDRINUSE reaches `wg` as the
+			// reply's errno): refuse, as wireguard-go does, and keep the
+			// old port. Other failures (an address still tentative) are
+			// logged by openKernel and the move goes on, as at start.
+			for _, c := range socks {
+				c.Close()
+			}
+			return 0, fmt.Errorf("listen port %d: %w", port, serr)
 		}
 	}
 	if err := g.wan.SetUDP(g.udpMatches(port)); err != nil {

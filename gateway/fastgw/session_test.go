@@ -196,6 +196,24 @@ func TestListenPortLive(t *testing.T) {
 	wgCmd(t, "setconf", s.GwName, f)
 	check("51910")
 
+	// A port the host already uses is refused (EADDRINUSE, as wireguard-go
+	// answers) and the gateway keeps its port.
+	var busy *net.UDPConn
+	if err := s.GwA.Do(func() (err error) {
+		busy, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 51920})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("wg", "set", s.GwName, "listen-port", "51920").CombinedOutput()
+	busy.Close()
+	if err == nil {
+		t.Errorf("wg set listen-port 51920 (in use) succeeded, want an error\n%s", out)
+	} else if !strings.Contains(string(out), "in use") {
+		t.Errorf("wg set listen-port 51920 (in use): %v: %s; want address in use", err, out)
+	}
+	check("51910")
+
 	wgCmd(t, "set", s.GwName, "listen-port", "0")
 	if p := wgCmd(t, "show", s.GwName, "listen-port"); p == "0" || p == "51910" {
 		t.Fatalf("after listen-port 0: port %s, want a new free one", p)

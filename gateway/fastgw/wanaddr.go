@@ -78,7 +78,7 @@ func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	g.log.Info("WAN address changed", "interface", g.cfg.WAN, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
 	g.wanV4, g.wanV6 = wl.v4, wl.v6
 	if err := g.inNamespace(func() error { // sockets belong to the gateway's namespace
-		opened := g.openKernel(g.cfg.ListenPort, wl.v4, wl.v6)
+		opened, _ := g.openKernel(g.cfg.ListenPort, wl.v4, wl.v6) // failures are logged
 		old := g.kernelSocks
 		g.kernelSocks = opened
 		for _, c := range old {
