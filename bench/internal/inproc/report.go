@@ -13,6 +13,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/wgpio/wgpio/bench/internal/rig"
 )
 
 // Key returns the ratio name for a configuration, e.g.
@@ -97,24 +99,6 @@ func (res *Results) Write(dir string) error {
 	return nil
 }
 
-func pps(v float64) string {
-	switch {
-	case v <= 0:
-		return "—"
-	case v >= 1e6:
-		return fmt.Sprintf("%.2f M", v/1e6)
-	default:
-		return fmt.Sprintf("%.0f k", v/1e3)
-	}
-}
-
-func ratio(v, ref float64) string {
-	if v <= 0 || ref <= 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f×", v/ref)
-}
-
 // Markdown renders the tables: per CPU count and packet size, one row per
 // configuration.
 func (res *Results) Markdown() string {
@@ -150,13 +134,13 @@ func (res *Results) Markdown() string {
 				}
 				cr, cpu, sat := "—", "—", "—"
 				if rs != nil {
-					cr = ratio(sr.CleanPPS, rs.CleanPPS)
-					cpu = ratio(sr.At.GatewaysNsPerPkt, rs.At.GatewaysNsPerPkt)
-					sat = ratio(sr.Closed.GatewaysNsPerPkt, rs.Closed.GatewaysNsPerPkt)
+					cr = rig.Ratio(sr.CleanPPS, rs.CleanPPS)
+					cpu = rig.Ratio(sr.At.GatewaysNsPerPkt, rs.At.GatewaysNsPerPkt)
+					sat = rig.Ratio(sr.Closed.GatewaysNsPerPkt, rs.Closed.GatewaysNsPerPkt)
 				}
 				a := sr.At
 				fmt.Fprintf(&b, "| %s | %s | %s | %.0f ns | %.0f ns | %.0f ns | %.0f ns | %.3f | %s | %s | %.0f ns | %s | %.0f ns | %.0f ns | %.2f | %d |\n",
-					c.Name, pps(sr.CleanPPS), pps(sr.ClosedLoopPPS), a.GatewaysNsPerPkt, a.ANsPerPkt, a.BNsPerPkt, a.OtherNsPerPkt,
+					c.Name, rig.PPS(sr.CleanPPS), rig.PPS(sr.ClosedLoopPPS), a.GatewaysNsPerPkt, a.ANsPerPkt, a.BNsPerPkt, a.OtherNsPerPkt,
 					a.AllocsPerPkt, cr, cpu, sr.Closed.GatewaysNsPerPkt, sat, a.GenNsPerPkt, a.SinkNsPerPkt, a.CPUShare, a.Reordered)
 			}
 			b.WriteString("\n")

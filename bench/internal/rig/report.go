@@ -38,8 +38,8 @@ func (res *Results) Write(dir string) error {
 	return nil
 }
 
-// pps formats a packet rate: "350 k", "1.52 M".
-func pps(v float64) string {
+// PPS formats a packet rate: "350 k", "1.52 M" ("—" for none).
+func PPS(v float64) string {
 	switch {
 	case v <= 0:
 		return "—"
@@ -50,7 +50,8 @@ func pps(v float64) string {
 	}
 }
 
-func ratio(v, ref float64) string {
+// Ratio formats v/ref as "1.23×" ("—" when either is not positive).
+func Ratio(v, ref float64) string {
 	if v <= 0 || ref <= 0 {
 		return "—"
 	}
@@ -104,11 +105,11 @@ func (res *Results) Markdown() string {
 			}
 			cr, cpu := "—", "—"
 			if rs != nil {
-				cr = ratio(sr.CleanPPS, rs.CleanPPS)
-				cpu = ratio(sr.GW1CPUNsPerPkt, rs.GW1CPUNsPerPkt)
+				cr = Ratio(sr.CleanPPS, rs.CleanPPS)
+				cpu = Ratio(sr.GW1CPUNsPerPkt, rs.GW1CPUNsPerPkt)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %.0f ns | %.0f ns | %.3f | %.0f ns | %s | %s | %s | %d |\n",
-				c.Name, pps(sr.CleanPPS), pps(sr.PeakPPS), sr.GW1CPUNsPerPkt, sr.GW1SysNsPerPkt, sr.GW1CtxPerPkt, sr.GW2CPUNsPerPkt, cr, cpu, pps(sr.GenMaxPPS), sr.SinkDrops)
+				c.Name, PPS(sr.CleanPPS), PPS(sr.PeakPPS), sr.GW1CPUNsPerPkt, sr.GW1SysNsPerPkt, sr.GW1CtxPerPkt, sr.GW2CPUNsPerPkt, cr, cpu, PPS(sr.GenMaxPPS), sr.SinkDrops)
 		}
 		b.WriteString("\n")
 	}

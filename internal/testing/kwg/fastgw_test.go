@@ -13,7 +13,6 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
-	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/testing/kwg"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/noise"
@@ -26,32 +25,14 @@ import (
 // gateway's own tunnel address answers through its exception TUN.
 func TestKernelFastPath(t *testing.T) {
 	env := requireGuest(t)
-	tp := testenv.Topology(t, "kwf")
-	gwNS := testenv.NS(t, tp, "g")
-	lanNS := testenv.NS(t, tp, "l")
+	r := newGuestRig(t, env, "kwf")
+	gwNS, lanNS, lan, gwPriv, guestPriv, g := r.gwNS, r.lanNS, r.lan, r.gwPriv, r.guestPriv, r.guest
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	lan, err := tp.NewVeth(gwNS, lanNS, topo.VethConfig{})
-	must(err)
-	must(gwNS.AddAddr(lan.A, lanGateway.String()))
-	must(lanNS.AddAddr(lan.B, lanHost.String()))
-	must(lanNS.AddRoute("default", lanGateway.Addr().String(), ""))
-
-	gwPriv, err := noise.NewPrivateKey()
-	must(err)
-	guestPriv := kwg.NewPrivateKey()
-	g, err := kwg.Boot(env, kwg.GuestConfig{
-		NS: gwNS, Tap: topo.UniqueName("kwt"), TapAddr: tapAddr,
-		GuestAddr: guestAddr, GuestTunnel: guestTunnel, PrivateKey: guestPriv,
-		PeerPublicKey: kwg.Key(gwPriv.PublicKey()), PeerEndpoint: ourEndpoint,
-		PeerAllowedIPs: []netip.Prefix{netip.PrefixFrom(ourTunnel.Addr(), 32), lanNet},
-	})
-	must(err)
-	t.Cleanup(g.Close)
 	t.Logf("guest booted in %v (%s)", g.Boot.Round(time.Millisecond), env.Accel)
 
 	var logs syncBuffer
