@@ -280,7 +280,7 @@ func (w *worker) replayCheck(n int) {
 			same = same && meta[1+i].kp == kp
 		}
 		if same {
-			kp.CheckReplay(w.counters[:n], w.accepted[:n])
+			kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n])
 			return
 		}
 	}
@@ -301,7 +301,7 @@ func (w *worker) replayCheck(n int) {
 				m++
 			}
 		}
-		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
+		kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m])
 		m = 0
 		for j := i; j < n; j++ {
 			if !done[j] && meta[j].kp == kp {
