@@ -156,8 +156,9 @@ func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
 }
 
 // checkReplay is CheckReplay for the worker of queue, whose engine's policy
-// is p (used if this call makes the window).
-func (kp *Keypair) checkReplay(queue int, p replay.Policy, counters []uint64, accepted []bool) int {
+// is p (used if this call makes the window); widened reports that this call
+// widened the window.
+func (kp *Keypair) checkReplay(queue int, p replay.Policy, counters []uint64, accepted []bool) (n int, widened bool) {
 	return kp.window(p).CheckBatchFrom(queue, counters, protocol.RejectAfterMessages, accepted)
 }
 

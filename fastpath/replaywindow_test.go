@@ -136,9 +136,17 @@ func TestReplayWindowSeedCase(t *testing.T) {
 			_, kb := r.installKeys()
 			sealed := sealedStream(t, r, n)
 			distinct, dups := deliverStalled(t, r, sealed, stall)
-			var replays uint64
+			var replays, widened uint64
 			for _, s := range r.b.Stats() {
 				replays += s.Drops[DropReplay]
+				widened += s.ReplayWidened
+			}
+			if want := uint64(0); tt.policy == replay.Auto {
+				if widened != 1 {
+					t.Errorf("ReplayWidened = %d over B's queues, want 1", widened)
+				}
+			} else if widened != want {
+				t.Errorf("ReplayWidened = %d over B's queues, want 0 (%v)", widened, tt.policy)
 			}
 			t.Logf("%v: %d of %d delivered (queues %d/%d), %d replay drops, wide %v",
 				tt.policy, distinct, n, len(sealed[0]), len(sealed[1]), replays, kb.ReplayWide())
@@ -186,7 +194,7 @@ func TestReplayWindowInOrder(t *testing.T) {
 	// enough ahead that the runs' counters stay below it (and within the
 	// wide window).
 	acc := make([]bool, 1)
-	if kb.checkReplay(1, replay.Auto, []uint64{ka.SendCounter() + 100000}, acc) != 1 || !kb.ReplayWide() {
+	if n, widened := kb.checkReplay(1, replay.Auto, []uint64{ka.SendCounter() + 100000}, acc); n != 1 || !widened || !kb.ReplayWide() {
 		t.Fatalf("a fresh counter from a second queue did not widen the window")
 	}
 	run("wide")
