@@ -70,39 +70,13 @@ func perPeer(after, before uint64, n int) int64 {
 
 func runMemory(e *env, out map[string]any) error {
 	n := e.Peers
-	g, err := newGateway(gatewayOptions{})
+	g, err := memoryPerPeer(e, n, out)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	e.Logf("memory: keys of %d simulated peers", n)
-	cfgs := simConfigs(n)
-	heap0, rss0 := heapBytes(), rssBytes()
 
-	t := time.Now()
-	if err := g.Dev.AddPeers(cfgs); err != nil {
-		return err
-	}
-	cfgs = nil
-	e.Logf("memory: %d peers configured in %.1f s", n, time.Since(t).Seconds())
-	heapIdle := heapBytes()
-	out["idle_peer_bytes"] = perPeer(heapIdle, heap0, n)
-
-	t = time.Now()
-	if err := g.establish(n, 32, e.Logf); err != nil {
-		return err
-	}
-	if err := waitSessions(g, n, 30*time.Second); err != nil {
-		return err
-	}
-	e.Logf("memory: %d sessions in %.1f s", n, time.Since(t).Seconds())
-	heapSess, rssSess := heapBytes(), rssBytes()
-	out["session_peer_bytes"] = perPeer(heapSess, heap0, n)
-	out["rss_per_peer_bytes"] = perPeer(rssSess, rss0, n)
-	e.Logf("memory: heap %d → %d (idle) → %d (sessions) bytes; RSS %d → %d; index table %d slots",
-		heap0, heapIdle, heapSess, rss0, rssSess, g.Engine.Indexes().Slots())
-
-	// The rate: a one-peer gateway beside, rounds taking turns.
+	// The rate: a one-peer gateway beside.
 	one, err := newGateway(gatewayOptions{})
 	if err != nil {
 		return err
@@ -153,6 +127,49 @@ func runMemory(e *env, out map[string]any) error {
 	out["fastpath_1_peer_pps"] = p1.rate()
 	out["fastpath_100k_pps"] = pN.rate()
 	return nil
+}
+
+// memoryPerPeer builds a gateway, configures n simulated peers and gives
+// each a session, and puts idle_peer_bytes, session_peer_bytes and
+// rss_per_peer_bytes in out. It returns the gateway, sessions live, for
+// the caller to close.
+func memoryPerPeer(e *env, n int, out map[string]any) (_ *scaleGateway, err error) {
+	g, err := newGateway(gatewayOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	e.Logf("memory: keys of %d simulated peers", n)
+	cfgs := simConfigs(n)
+	heap0, rss0 := heapBytes(), rssBytes()
+
+	t := time.Now()
+	if err := g.Dev.AddPeers(cfgs); err != nil {
+		return nil, err
+	}
+	cfgs = nil
+	e.Logf("memory: %d peers configured in %.1f s", n, time.Since(t).Seconds())
+	heapIdle := heapBytes()
+	out["idle_peer_bytes"] = perPeer(heapIdle, heap0, n)
+
+	t = time.Now()
+	if err := g.establish(n, 32, e.Logf); err != nil {
+		return nil, err
+	}
+	if err := waitSessions(g, n, 30*time.Second); err != nil {
+		return nil, err
+	}
+	e.Logf("memory: %d sessions in %.1f s", n, time.Since(t).Seconds())
+	heapSess, rssSess := heapBytes(), rssBytes()
+	out["session_peer_bytes"] = perPeer(heapSess, heap0, n)
+	out["rss_per_peer_bytes"] = perPeer(rssSess, rss0, n)
+	e.Logf("memory: heap %d → %d (idle) → %d (sessions) bytes; RSS %d → %d; index table %d slots",
+		heap0, heapIdle, heapSess, rss0, rssSess, g.Engine.Indexes().Slots())
+	return g, nil
 }
 
 // waitSessions waits until n peers of g have a confirmed session (the
