@@ -602,7 +602,7 @@ func (p *peer) removeAllowed(pfx netip.Prefix) {
 // fastpath.PeerChange, and returns (and logs) its error: what it could not
 // take. Its cost follows the size of the change, not the configuration's.
 func (d *Device) publishLocked() error {
-	var c fastpath.PeerChange
+	c := fastpath.PeerChange{Routes: make([]fastpath.Route, 0, len(d.dirtyPrefixes))}
 	for p := range d.dirtyPeers {
 		live := d.byFP[p.fp] == p
 		switch {

@@ -43,10 +43,10 @@ func uapiErrorf(code int64, format string, args ...any) *UAPIError {
 // rx_bytes, persistent_keepalive_interval, allowed_ip. Keys are lowercase
 // hex. It does not write the terminating "errno=" line.
 func (d *Device) IpcGet(w io.Writer) error {
-	// Formatted with appends into one buffer (about 300 bytes a peer), in
+	// Formatted with appends into one buffer (about 350 bytes a peer), in
 	// about a microsecond a peer: fmt would take several.
 	d.mu.Lock()
-	b := make([]byte, 0, 64+320*len(d.peers))
+	b := make([]byte, 0, 64+400*len(d.peers)+48*len(d.allowed))
 	if !d.private.IsZero() {
 		b = append(b, "private_key="...)
 		b = hex.AppendEncode(b, d.private[:])
