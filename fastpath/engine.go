@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // Defaults of Config.
@@ -148,6 +149,12 @@ type Config struct {
 	// break.
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
+	// ReplayWindow is the width policy of each keypair's replay window
+	// (package replay): replay.Auto (the zero value) starts at the
+	// kernel's 8,128 counters and widens to 131,008 once the keypair is
+	// received on a second queue or reorders by more than 4,064;
+	// replay.Narrow and replay.Wide fix the width.
+	ReplayWindow replay.Policy
 	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
 	// gateway in both directions (for paths that filter ICMP):
 	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over
