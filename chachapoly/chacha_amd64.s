@@ -1783,3 +1783,256 @@ c8_done:
 	VMOVDQU Y0, (SP)
 	VZEROALL
 	RET
+
+DATA poly8_mask26<>+0(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+8(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+16(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+24(SB)/8, $0x0000000003ffffff
+GLOBL poly8_mask26<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_bit24<>+0(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+8(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+16(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+24(SB)/8, $0x0000000001000000
+GLOBL poly8_bit24<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_minus1<>+0(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+8(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+16(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+24(SB)/8, $0xffffffffffffffff
+GLOBL poly8_minus1<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_one<>+0(SB)/8, $0x0000000000000001
+DATA poly8_one<>+8(SB)/8, $0x0000000000000001
+DATA poly8_one<>+16(SB)/8, $0x0000000000000001
+DATA poly8_one<>+24(SB)/8, $0x0000000000000001
+GLOBL poly8_one<>(SB), RODATA|NOPTR, $32
+
+// func poly8(lanes *byte, blocks uint64)
+// Requires: AVX, AVX2
+TEXT ·poly8(SB), NOSPLIT, $32-16
+	MOVQ         lanes+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	XORQ         DX, DX
+	XORQ         BX, BX
+	MOVQ         AX, (SP)
+	VPBROADCASTQ (SP), Y14
+	VMOVDQU      Y14, (SP)
+	VPXOR        Y15, Y15, Y15
+
+p8_block:
+	CMPQ       DX, CX
+	JAE        p8_done
+	VPSLLQ     $0x04, Y15, Y14
+	VPADDQ     (SP), Y14, Y14
+	VMOVDQU    960(AX), Y0
+	VPSUBQ     Y0, Y15, Y0
+	VPCMPGTQ   poly8_minus1<>+0(SB), Y0, Y1
+	VMOVDQU    1024(AX), Y2
+	VPCMPGTQ   Y15, Y2, Y2
+	VPSLLQ     $0x04, Y0, Y0
+	VPADDQ     896(AX), Y0, Y0
+	VPADDQ     1088(AX), Y14, Y3
+	VPBLENDVB  Y2, Y0, Y3, Y3
+	VMOVDQA    Y1, Y2
+	VPXOR      Y4, Y4, Y4
+	VPGATHERQQ Y2, (BX)(Y3*1), Y4
+	VMOVDQA    Y1, Y2
+	VPXOR      Y5, Y5, Y5
+	VPGATHERQQ Y2, 8(BX)(Y3*1), Y5
+	VPAND      poly8_mask26<>+0(SB), Y4, Y6
+	VPADDQ     576(AX), Y6, Y6
+	VPSRLQ     $0x1a, Y4, Y7
+	VPAND      poly8_mask26<>+0(SB), Y7, Y7
+	VPADDQ     640(AX), Y7, Y7
+	VPSRLQ     $0x34, Y4, Y8
+	VPSLLQ     $0x0c, Y5, Y4
+	VPOR       Y4, Y8, Y8
+	VPAND      poly8_mask26<>+0(SB), Y8, Y8
+	VPADDQ     704(AX), Y8, Y8
+	VPSRLQ     $0x0e, Y5, Y9
+	VPAND      poly8_mask26<>+0(SB), Y9, Y9
+	VPADDQ     768(AX), Y9, Y9
+	VPSRLQ     $0x28, Y5, Y10
+	VPAND      poly8_bit24<>+0(SB), Y1, Y4
+	VPOR       Y4, Y10, Y10
+	VPADDQ     832(AX), Y10, Y10
+	VPMULUDQ   (AX), Y6, Y11
+	VPMULUDQ   512(AX), Y7, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   448(AX), Y8, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   384(AX), Y9, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   320(AX), Y10, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   64(AX), Y6, Y12
+	VPMULUDQ   (AX), Y7, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   512(AX), Y8, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   448(AX), Y9, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   384(AX), Y10, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   128(AX), Y6, Y13
+	VPMULUDQ   64(AX), Y7, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   (AX), Y8, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   512(AX), Y9, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   448(AX), Y10, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   192(AX), Y6, Y0
+	VPMULUDQ   128(AX), Y7, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   64(AX), Y8, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   (AX), Y9, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   512(AX), Y10, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   256(AX), Y6, Y1
+	VPMULUDQ   192(AX), Y7, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   128(AX), Y8, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   64(AX), Y9, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   (AX), Y10, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VPSRLQ     $0x1a, Y12, Y2
+	VPAND      poly8_mask26<>+0(SB), Y12, Y12
+	VPADDQ     Y2, Y13, Y13
+	VPSRLQ     $0x1a, Y13, Y2
+	VPAND      poly8_mask26<>+0(SB), Y13, Y13
+	VPADDQ     Y2, Y0, Y0
+	VPSRLQ     $0x1a, Y0, Y2
+	VPAND      poly8_mask26<>+0(SB), Y0, Y0
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y1, Y2
+	VPAND      poly8_mask26<>+0(SB), Y1, Y1
+	VPADDQ     Y2, Y11, Y11
+	VPSLLQ     $0x02, Y2, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VMOVDQU    Y11, 576(AX)
+	VMOVDQU    Y12, 640(AX)
+	VMOVDQU    Y13, 704(AX)
+	VMOVDQU    Y0, 768(AX)
+	VMOVDQU    Y1, 832(AX)
+	VMOVDQU    992(AX), Y0
+	VPSUBQ     Y0, Y15, Y0
+	VPCMPGTQ   poly8_minus1<>+0(SB), Y0, Y1
+	VMOVDQU    1056(AX), Y2
+	VPCMPGTQ   Y15, Y2, Y2
+	VPSLLQ     $0x04, Y0, Y0
+	VPADDQ     928(AX), Y0, Y0
+	VPADDQ     1120(AX), Y14, Y3
+	VPBLENDVB  Y2, Y0, Y3, Y3
+	VMOVDQA    Y1, Y2
+	VPXOR      Y4, Y4, Y4
+	VPGATHERQQ Y2, (BX)(Y3*1), Y4
+	VMOVDQA    Y1, Y2
+	VPXOR      Y5, Y5, Y5
+	VPGATHERQQ Y2, 8(BX)(Y3*1), Y5
+	VPAND      poly8_mask26<>+0(SB), Y4, Y6
+	VPADDQ     608(AX), Y6, Y6
+	VPSRLQ     $0x1a, Y4, Y7
+	VPAND      poly8_mask26<>+0(SB), Y7, Y7
+	VPADDQ     672(AX), Y7, Y7
+	VPSRLQ     $0x34, Y4, Y8
+	VPSLLQ     $0x0c, Y5, Y4
+	VPOR       Y4, Y8, Y8
+	VPAND      poly8_mask26<>+0(SB), Y8, Y8
+	VPADDQ     736(AX), Y8, Y8
+	VPSRLQ     $0x0e, Y5, Y9
+	VPAND      poly8_mask26<>+0(SB), Y9, Y9
+	VPADDQ     800(AX), Y9, Y9
+	VPSRLQ     $0x28, Y5, Y10
+	VPAND      poly8_bit24<>+0(SB), Y1, Y4
+	VPOR       Y4, Y10, Y10
+	VPADDQ     864(AX), Y10, Y10
+	VPMULUDQ   32(AX), Y6, Y11
+	VPMULUDQ   544(AX), Y7, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   480(AX), Y8, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   416(AX), Y9, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   352(AX), Y10, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   96(AX), Y6, Y12
+	VPMULUDQ   32(AX), Y7, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   544(AX), Y8, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   480(AX), Y9, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   416(AX), Y10, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   160(AX), Y6, Y13
+	VPMULUDQ   96(AX), Y7, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   32(AX), Y8, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   544(AX), Y9, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   480(AX), Y10, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   224(AX), Y6, Y0
+	VPMULUDQ   160(AX), Y7, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   96(AX), Y8, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   32(AX), Y9, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   544(AX), Y10, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   288(AX), Y6, Y1
+	VPMULUDQ   224(AX), Y7, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   160(AX), Y8, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   96(AX), Y9, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   32(AX), Y10, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VPSRLQ     $0x1a, Y12, Y2
+	VPAND      poly8_mask26<>+0(SB), Y12, Y12
+	VPADDQ     Y2, Y13, Y13
+	VPSRLQ     $0x1a, Y13, Y2
+	VPAND      poly8_mask26<>+0(SB), Y13, Y13
+	VPADDQ     Y2, Y0, Y0
+	VPSRLQ     $0x1a, Y0, Y2
+	VPAND      poly8_mask26<>+0(SB), Y0, Y0
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y1, Y2
+	VPAND      poly8_mask26<>+0(SB), Y1, Y1
+	VPADDQ     Y2, Y11, Y11
+	VPSLLQ     $0x02, Y2, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VMOVDQU    Y11, 608(AX)
+	VMOVDQU    Y12, 672(AX)
+	VMOVDQU    Y13, 736(AX)
+	VMOVDQU    Y0, 800(AX)
+	VMOVDQU    Y1, 864(AX)
+	VPADDQ     poly8_one<>+0(SB), Y15, Y15
+	INCQ       DX
+	JMP        p8_block
+
+p8_done:
+	VZEROALL
+	RET
