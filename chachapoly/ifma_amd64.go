@@ -20,6 +20,8 @@ type polyGroup struct {
 	total   [lanes]uint64         // blocks in all: full, padded tail, lengths
 	tailOff [lanes]uint64         // offset of tail[l] in the group
 	tail    [lanes][2 * 16]byte   // padded last partial block, lengths block
+	add     [2][lanes]uint64      // the addend s, low and high 64 bits
+	out     [2][lanes]uint64      // the tags, low and high 64 bits (written by poly16)
 }
 
 const (
@@ -41,6 +43,7 @@ func (pg *polyGroup) load(l int, pk *[32]byte, ct []byte) (total uint64) {
 	l1, l2 := (r0>>44|r1<<20)&mask44, r1>>24
 	pg.r[0][l], pg.r[1][l], pg.r[2][l] = r0&mask44, l1, l2
 	pg.s[0][l], pg.s[1][l] = 20*l1, 20*l2
+	pg.add[0][l], pg.add[1][l] = binary.LittleEndian.Uint64(pk[16:]), binary.LittleEndian.Uint64(pk[24:])
 	pg.h[0][l], pg.h[1][l], pg.h[2][l] = 0, 0, 0
 	n := len(ct)
 	full := n / 16
@@ -66,27 +69,10 @@ func (pg *polyGroup) idle(l int) {
 	pg.msg[l], pg.full[l], pg.total[l] = nil, 0, 0
 }
 
-// tag finishes lane l into out with the addend from pk[16:32].
-func (pg *polyGroup) tag(l int, pk *[32]byte, out *[TagSize]byte) {
-	h0, h1, h2 := pg.h[0][l], pg.h[1][l], pg.h[2][l]
-	h1 += h0 >> 44
-	h0 &= mask44
-	h2 += h1 >> 44
-	h1 &= mask44
-	h0 += 5 * (h2 >> 42)
-	h2 &= mask42
-	h1 += h0 >> 44
-	h0 &= mask44
-	h2 += h1 >> 44
-	h1 &= mask44
-	p := poly{
-		h0: h0 | h1<<44,
-		h1: h1>>20 | h2<<24,
-		h2: h2 >> 40,
-		s0: binary.LittleEndian.Uint64(pk[16:]),
-		s1: binary.LittleEndian.Uint64(pk[24:]),
-	}
-	p.sum(out)
+// tag copies lane l's tag, which poly16 finished, into out.
+func (pg *polyGroup) tag(l int, out *[TagSize]byte) {
+	binary.LittleEndian.PutUint64(out[0:], pg.out[0][l])
+	binary.LittleEndian.PutUint64(out[8:], pg.out[1][l])
 }
 
 // wipe erases the one-time keys and accumulators.
@@ -96,6 +82,8 @@ func (pg *polyGroup) wipe() {
 	clear(pg.r[:])
 	clear(pg.s[:])
 	clear(pg.h[:])
+	clear(pg.add[:])
+	clear(pg.out[:])
 }
 
 // minIFMALanes is the fewest messages worth a poly16 pass: below it the
@@ -175,7 +163,7 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 			ch.macScalar(c, int(i))
 			continue
 		}
-		pg.tag(l, &ch.g.polyKey[i], &ch.tags[i])
+		pg.tag(l, &ch.tags[i])
 	}
 }
 

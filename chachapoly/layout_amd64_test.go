@@ -43,6 +43,8 @@ func TestPolyGroupLayout(t *testing.T) {
 		{"total", unsafe.Offsetof(g.total), 1280},
 		{"tailOff", unsafe.Offsetof(g.tailOff), 1408},
 		{"tail", unsafe.Offsetof(g.tail), offPolyTail},
+		{"add", unsafe.Offsetof(g.add), 2048},
+		{"out", unsafe.Offsetof(g.out), 2304},
 	} {
 		if c.got != c.want {
 			t.Errorf("offset of polyGroup.%s = %d, want %d", c.name, c.got, c.want)
