@@ -125,8 +125,9 @@ type Config struct {
 	MaxHeldPerQueue int
 	// IdleSpin is the longest a worker keeps polling its queues after its
 	// last work before it blocks (default DefaultIdleSpin; negative: block
-	// at once). Within it the spin adapts (spin.go): spins that run out
-	// halve it down to 5 µs, work found after a gap g raises it to 2g, so
+	// at once). Within it the spin adapts (dataplane.Spinner): spins that
+	// run out halve it down to dataplane.MinSpin, work found after a gap g
+	// raises it to 2g, so
 	// that a worker spins through short gaps, which saves a sleep and a
 	// wake-up each, and blocks soon in long ones, where spinning would
 	// only burn CPU.

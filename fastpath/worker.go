@@ -231,14 +231,14 @@ func (w *worker) run() {
 		defer runtime.UnlockOSThread()
 	}
 	// Busy-poll for a while after the last work before blocking in the
-	// waiter (spinner: at most IdleSpin, shorter when the spins keep
-	// running out): at high rates a worker never sleeps, so it costs no
+	// waiter (dataplane.Spinner: at most IdleSpin, down to
+	// dataplane.MinSpin when the spins keep running out): at high rates a worker never sleeps, so it costs no
 	// context switch per burst; idle, it costs no CPU. The clock is read
 	// once per turn: a turn after work or a wake-up takes its reading as
 	// the end of that work. The spin is timed on the engine's clock when
 	// that is the real one; an injected clock (tests) may stand still,
 	// and the spin then reads the wall clock.
-	sp := newSpinner(int64(w.e.cfg.IdleSpin))
+	sp := dataplane.NewSpinner(w.e.cfg.IdleSpin, dataplane.MinSpin)
 	realClock := w.e.cfg.Now == nil
 	wall := time.Now()
 	lastWork := int64(0)
@@ -270,7 +270,7 @@ func (w *worker) run() {
 			if !fresh {
 				// Found while spinning, t - lastWork after the last
 				// work.
-				sp.hit(t - lastWork)
+				sp.Hit(t - lastWork)
 			}
 			// The spin counts from the end of the work (the next
 			// turn's clock): a long burst must not use it up.
@@ -278,10 +278,10 @@ func (w *worker) run() {
 			continue
 		}
 		fresh = false
-		if t-lastWork < sp.budget {
+		if t-lastWork < sp.Budget() {
 			continue
 		}
-		sp.miss()
+		sp.Miss()
 		w.lanTX.Reclaim()
 		w.wanTX.Reclaim()
 		timeout := dataplane.Forever

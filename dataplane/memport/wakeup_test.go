@@ -68,9 +68,9 @@ func TestNoLostWakeup(t *testing.T) {
 		w.Close()
 	}()
 
-	rounds := 1500
+	rounds := 1000
 	if testing.Short() {
-		rounds = 300
+		rounds = 200
 	}
 	// Each transmitter owns TX queue g of a and sends one frame per round
 	// after a random delay of up to ~8 µs (spun, so that it lands
