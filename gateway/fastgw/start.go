@@ -372,6 +372,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		return fmt.Errorf("fastgw: %w", err)
 	}
 	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
+		overflow: make(map[netip.Prefix]bool),
 		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
