@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -34,7 +31,8 @@ import (
 //     peer, in the same run, bursts taking turns (one burst in flight: the
 //     rates include the hand-off to the gateway's worker and back, so they
 //     are below the fast path's own; BenchmarkPeers in ./fastpath measures
-//     that).
+//     that);
+//   - the kernel's cost per peer beside it (kernelPerPeer, kernel.go).
 func init() { register("memory", runMemory) }
 
 // heapBytes is the live Go heap after two collections.
@@ -54,14 +52,7 @@ func rssBytes() uint64 {
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
-			kb, _ := strconv.ParseUint(string(bytes.Fields(v)[0]), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return fieldBytes(b, "VmRSS:", 1024)
 }
 
 func perPeer(after, before uint64, n int) int64 {
@@ -75,6 +66,9 @@ func runMemory(e *env, out map[string]any) error {
 		return err
 	}
 	defer g.Close()
+	if err := kernelPerPeer(e, n, out); err != nil {
+		return fmt.Errorf("kernel cost per peer: %w", err)
+	}
 
 	// The rate: a one-peer gateway beside.
 	one, err := newGateway(gatewayOptions{})
