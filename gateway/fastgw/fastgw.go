@@ -35,7 +35,7 @@ import (
 )
 
 // defaultLANPrefixCapacity is Config.LANPrefixCapacity's default.
-const defaultLANPrefixCapacity = 65536
+const defaultLANPrefixCapacity = afxdp.DefaultPrefixCapacity
 
 // Config configures a fast-path gateway.
 type Config struct {
@@ -106,12 +106,13 @@ type Config struct {
 	// fastpath.Config.IPv4UDPChecksum).
 	IPv4UDPChecksum bool
 	// LANPrefixCapacity is the most allowed-IPs prefixes of each family the
-	// LAN side's XDP program redirects (default 65,536). Prefixes past it
-	// still reach the tunnel, through the kernel and the exception TUN, and
-	// a configuration change that meets the limit returns an error (the
-	// UAPI answers ENOSPC). The configuration's first prefixes keep their
-	// slots: peers in configuration order, each one's allowed IPs as
-	// written.
+	// LAN side's XDP program redirects (default 1,048,576: a million
+	// peers' /32 and /128; the map's memory follows the prefixes in it).
+	// Prefixes past it still reach the tunnel, through the kernel and the
+	// exception TUN, and every configuration change while some wait
+	// returns an error (the UAPI answers ENOSPC). A prefix in the map keeps
+	// its slot while it is configured; a slot that frees goes to one that
+	// waits.
 	LANPrefixCapacity int
 	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
 	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
