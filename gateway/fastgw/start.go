@@ -370,9 +370,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	if g.engine, err = fastpath.New(ecfg); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
-		overflow: make(map[netip.Prefix]bool),
-		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
+	g.dp = newDataplane(g.engine, g.lan, cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), g.log, g.nlHandle)
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return fmt.Errorf("fastgw: exception TUN: %w", err)
