@@ -5,6 +5,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
@@ -51,6 +52,20 @@ func (s StrippedTags) String() string {
 		return "unseen"
 	}
 	return fmt.Sprintf("StrippedTags(%d)", int(s))
+}
+
+// LogStrippedTags logs how the port (the side side, "WAN" or "LAN", of its
+// user) sees the 802.1Q tags its NIC strips (StrippedTags), at error level
+// when it cannot: VLAN isolation then does not hold on that interface.
+func (p *Port) LogStrippedTags(log *slog.Logger, side string) {
+	st, why := p.StrippedTags()
+	if st == StrippedTagsUnseen {
+		log.Error("VLAN ISOLATION DOES NOT HOLD: the NIC may strip 802.1Q tags before XDP and the XDP program cannot see them, so frames of other VLANs may be taken as this side's",
+			"side", side, "interface", p.Name(), "why", why,
+			"fix", "turn RX VLAN offload off (ethtool -K "+p.Name()+" rxvlan off) or use native XDP on a driver with the VLAN XDP metadata (Linux 6.8)")
+		return
+	}
+	log.Info("VLAN tags", "side", side, "interface", p.Name(), "stripped_tags", st.String(), "why", why)
 }
 
 // The kernel's feature names for RX VLAN offload (net/ethtool/common.c,
