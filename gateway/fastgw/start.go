@@ -311,8 +311,8 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 			g.log.Warn("WAN and LAN do not share one UMEM: every frame between them is copied", "interface", p.Name(), "why", err)
 		}
 	}
-	g.warnStrippedTags(g.wan, "WAN")
-	g.warnStrippedTags(g.lan, "LAN")
+	g.wan.LogStrippedTags(g.log, "WAN")
+	g.lan.LogStrippedTags(g.log, "LAN")
 	return nil
 }
 
