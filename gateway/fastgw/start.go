@@ -244,7 +244,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
 }
 
 // lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
-// map filled by dataplane_.SetPeers) that are not the host's own addresses
+// map filled by dataplane_.UpdatePeers) that are not the host's own addresses
 // (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
 func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
