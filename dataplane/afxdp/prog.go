@@ -46,7 +46,9 @@ type Filter struct {
 	HostAddrs []netip.Addr
 
 	// PrefixCapacity is the most prefixes of each family the LAN match
-	// holds (default 65536).
+	// holds (default DefaultPrefixCapacity). The maps allocate an entry
+	// when a prefix is added (BPF_F_NO_PREALLOC), so a large capacity
+	// costs nothing until it is used.
 	PrefixCapacity int
 
 	// VLAN is the 802.1Q VLAN identifier (1-4094) whose frames the filter
@@ -54,6 +56,10 @@ type Filter struct {
 	// ignores it.
 	VLAN uint16
 }
+
+// DefaultPrefixCapacity is Filter.PrefixCapacity's default: 1,048,576
+// prefixes of each family, room for a million peers' /32 and /128.
+const DefaultPrefixCapacity = 1 << 20
 
 // UDPMatch is one destination address and an inclusive destination port
 // range.
@@ -156,7 +162,7 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 	}()
 	capacity := uint32(f.PrefixCapacity)
 	if capacity == 0 {
-		capacity = 65536
+		capacity = DefaultPrefixCapacity
 	}
 	mk := func(dst **ebpf.Map, name string, typ ebpf.MapType, k, v, n uint32, flags uint32) error {
 		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: typ, KeySize: k, ValueSize: v, MaxEntries: n, Flags: flags})
@@ -390,6 +396,24 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		keyAddr                    = -20
 		keyLPM                     = -24
 	)
+	// prefix emits the LAN match of one address family at name: a frame
+	// to our MAC whose destination is no host address and lies in a
+	// prefix of lpm (key: prefix length bits, then the address) goes to
+	// the socket. Without Filter.Prefixes, name jumps to pass.
+	prefix := func(name string, host, lpm *ebpf.Map, bits int64) {
+		if !f.Prefixes {
+			label(name, asm.Ja.Label("pass"))
+			return
+		}
+		label(name, asm.Mov.Imm(r2, 0))
+		checkMAC()
+		lookup(host, keyAddr)
+		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, bits, asm.Word))
+		lookup(lpm, keyLPM)
+		emit(asm.JEq.Imm(r0, 0, "pass"))
+		redirect(ctrRedirectPrefix)
+	}
+
 	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is
 	// 0) is stepped over; an untagged frame goes on only where f.VLAN is
 	// 0; a frame with an 802.1ad tag, or with a second tag behind the
@@ -430,17 +454,7 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	lookup(p.udp4, keyAddr)
 	emit(asm.JEq.Imm(r0, 0, "prefix4"))
 	checkPort(22, "prefix4")
-	if f.Prefixes {
-		label("prefix4", asm.Mov.Imm(r2, 0))
-		checkMAC()
-		lookup(p.host4, keyAddr)
-		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 32, asm.Word))
-		lookup(p.lpm4, keyLPM)
-		emit(asm.JEq.Imm(r0, 0, "pass"))
-		redirect(ctrRedirectPrefix)
-	} else {
-		label("prefix4", asm.Ja.Label("pass"))
-	}
+	prefix("prefix4", p.host4, p.lpm4, 32)
 
 	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header.
 	label("ipv6", asm.Mov.Reg(r3, r9))
@@ -464,17 +478,7 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.JEq.Imm(r0, 0, "pass"))
 	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
 	emit(asm.Ja.Label("redirect"))
-	if f.Prefixes {
-		label("prefix6", asm.Mov.Imm(r2, 0))
-		checkMAC()
-		lookup(p.host6, keyAddr)
-		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 128, asm.Word))
-		lookup(p.lpm6, keyLPM)
-		emit(asm.JEq.Imm(r0, 0, "pass"))
-		redirect(ctrRedirectPrefix)
-	} else {
-		label("prefix6", asm.Ja.Label("pass"))
-	}
+	prefix("prefix6", p.host6, p.lpm6, 128)
 }
 
 // tail emits the redirect, pass and counting sections.
