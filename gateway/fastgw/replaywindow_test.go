@@ -14,14 +14,14 @@ import (
 
 // TestReplayWindowWidensOnTwoQueues is the seed report's case in the
 // namespace rig: two wgpio gateways with 2 queues and 16 outer source ports
-// through a router, one session carrying 8 inner flows, so that gateway B
+// through a router, one session carrying 16 inner flows, so that gateway B
 // receives it on both of its WAN queues (the router's veth picks a TX queue
 // per flow). With the default ReplayWindow (auto), B's window for the
 // session widens (counted in ReplayWidened) and no datagram is lost to the
 // replay check; any loss at all must be AF_XDP ring overflows the kernel
 // counted (a worker not scheduled in time on a loaded machine).
 func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
-	const n, flows, rate = 40_000, 8, 10_000 // datagrams, inner flows, per second
+	const n, flows, rate = 40_000, 16, 10_000 // datagrams, inner flows, per second
 	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 
@@ -93,7 +93,7 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 	t.Logf("received %d of %d; B decrypted per queue %v, replay windows widened %d, replay drops %d; drops A %s B %s",
 		received, n, perQueue, widened, replays, dropsString(s.Gateway), dropsString(s.PeerGateway))
 	for q, d := range perQueue {
-		if d < n/10 {
+		if d < n/64 { // at least one flow of the 16 (all on one queue: a chance of 2^-15)
 			t.Fatalf("B's queue %d decrypted %d of %d: the session did not spread over both queues (per queue %v)", q, d, n, perQueue)
 		}
 	}
