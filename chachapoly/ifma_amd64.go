@@ -148,6 +148,7 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 		return
 	}
 	pg := &ch.pg
+	ch.used16 = true
 	var blocks uint64
 	for l := 0; l < lanes; l++ {
 		if l >= len(lane) || len(c[lane[l]].AD) > 0 {
@@ -181,6 +182,7 @@ func (ch *chunk) mac8(c []Packet, lane []uint8) {
 		return
 	}
 	pg := &ch.pg8
+	ch.used8 = true
 	var blocks uint64
 	for l := 0; l < poly8Lanes; l++ {
 		if l >= len(lane) || len(c[lane[l]].AD) > 0 {
