@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // Defaults of Config.
@@ -122,10 +123,14 @@ type Config struct {
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
-	// IdleSpin is how long a worker keeps polling its queues after its
+	// IdleSpin is the longest a worker keeps polling its queues after its
 	// last work before it blocks (default DefaultIdleSpin; negative: block
-	// at once). Longer spins save context switches at moderate rates and
-	// cost CPU when traffic stops.
+	// at once). Within it the spin adapts (dataplane.Spinner): spins that
+	// run out halve it down to dataplane.MinSpin, work found after a gap g
+	// raises it to 2g, so
+	// that a worker spins through short gaps, which saves a sleep and a
+	// wake-up each, and blocks soon in long ones, where spinning would
+	// only burn CPU.
 	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
 	// Empty leaves the workers to the Go scheduler. Pin them where the
@@ -148,6 +153,12 @@ type Config struct {
 	// break.
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
+	// ReplayWindow is the width policy of each keypair's replay window
+	// (package replay): replay.Auto (the zero value) starts at the
+	// kernel's 8,128 counters and widens to 131,008 once the keypair is
+	// received on a second queue or reorders by more than 4,064;
+	// replay.Narrow and replay.Wide fix the width.
+	ReplayWindow replay.Policy
 	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
 	// gateway in both directions (for paths that filter ICMP):
 	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over

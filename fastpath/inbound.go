@@ -296,7 +296,9 @@ func (w *worker) replayCheck(n int) {
 			same = same && meta[1+i].kp == kp
 		}
 		if same {
-			kp.CheckReplay(w.counters[:n], w.accepted[:n])
+			if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n]); widened {
+				w.c.replayWidened.Add(1)
+			}
 			return
 		}
 	}
@@ -317,7 +319,9 @@ func (w *worker) replayCheck(n int) {
 				m++
 			}
 		}
-		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
+		if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m]); widened {
+			w.c.replayWidened.Add(1)
+		}
 		m = 0
 		for j := i; j < n; j++ {
 			if !done[j] && meta[j].kp == kp {

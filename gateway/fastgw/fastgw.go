@@ -31,6 +31,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/replay"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -121,6 +122,10 @@ type Config struct {
 	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway
 	// (fastpath.Config.MSSClamp: fastpath.MSSClampAuto or bytes; 0 off).
 	MSSClamp int
+	// ReplayWindow is the width policy of each session's replay window
+	// (fastpath.Config.ReplayWindow; the zero value, replay.Auto, starts
+	// at 8,128 counters and widens to 131,008 when needed).
+	ReplayWindow replay.Policy
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
