@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gaissmai/bart"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // Defaults of Config.
@@ -153,6 +153,12 @@ type Config struct {
 	// break.
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
+	// ReplayWindow is the width policy of each keypair's replay window
+	// (package replay): replay.Auto (the zero value) starts at the
+	// kernel's 8,128 counters and widens to 131,008 once the keypair is
+	// received on a second queue or reorders by more than 4,064;
+	// replay.Narrow and replay.Wide fix the width.
+	ReplayWindow replay.Policy
 	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
 	// gateway in both directions (for paths that filter ICMP):
 	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over
@@ -173,8 +179,11 @@ type Engine struct {
 	now     func() int64
 	workers []*worker
 
-	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
+	peersMu sync.Mutex // serialises SetPeers / UpdatePeers (snapshot.go)
 	routes  atomic.Pointer[routeTable]
+	members map[*Peer]struct{}       // the peer set; guarded by peersMu
+	freeIDs []int                    // IDs freed by removed peers; guarded by peersMu
+	nextID  int                      // the lowest ID never given; guarded by peersMu
 	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
@@ -197,13 +206,6 @@ type Engine struct {
 	wg      sync.WaitGroup
 	closing atomic.Bool
 	started bool
-}
-
-// routeTable is the immutable allowed-IPs snapshot workers read.
-type routeTable struct {
-	t     bart.Table[*Peer]
-	peers []*Peer
-	own   map[netip.Addr]struct{}
 }
 
 // HandshakeMessage is a handshake initiation, response or cookie reply
@@ -305,11 +307,12 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.now = cfg.Now
 	}
-	rt := &routeTable{own: make(map[netip.Addr]struct{})}
+	own := make(map[netip.Addr]struct{})
 	for _, a := range cfg.TunnelAddrs {
-		rt.own[a] = struct{}{}
+		own[a] = struct{}{}
 	}
-	e.routes.Store(rt)
+	e.routes.Store(newRouteTable(own))
+	e.members = make(map[*Peer]struct{})
 	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
@@ -333,53 +336,6 @@ func (e *Engine) Indexes() *IndexTable { return &e.indexes }
 
 // NumWorkers is the number of workers (queues).
 func (e *Engine) NumWorkers() int { return len(e.workers) }
-
-// SetPeers replaces the set of peers and their allowed IPs (allowed[i] for
-// peers[i]) with one atomic swap of the snapshot that workers read. A prefix
-// listed for two peers goes to the later one (as in wireguard-go). Peer IDs
-// are assigned here; a peer keeps its ID across calls while it is listed.
-func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
-	if len(allowed) != len(peers) {
-		return errors.New("fastpath: SetPeers needs one allowed-IPs list per peer")
-	}
-	e.peersMu.Lock()
-	defer e.peersMu.Unlock()
-	old := e.routes.Load()
-	rt := &routeTable{peers: append([]*Peer(nil), peers...), own: old.own}
-	// Dense IDs: keep old ones, give new peers the lowest free.
-	taken := make(map[int]bool, len(peers))
-	inOld := make(map[*Peer]bool, len(old.peers))
-	for _, p := range old.peers {
-		inOld[p] = true
-	}
-	for _, p := range peers {
-		if inOld[p] {
-			taken[p.ID] = true
-		}
-	}
-	next := 0
-	for _, p := range peers {
-		if inOld[p] {
-			continue
-		}
-		for taken[next] {
-			next++
-		}
-		p.ID = next
-		taken[next] = true
-	}
-	for i, p := range peers {
-		for _, pfx := range allowed[i] {
-			rt.t.Insert(pfx.Masked(), p)
-		}
-		if p.SrcPorts == 0 {
-			p.SrcPorts = max(e.cfg.SourcePorts, 1)
-		}
-	}
-	e.routes.Store(rt)
-	e.Kick()
-	return nil
-}
 
 // Handshakes is the bounded queue of handshake messages (types 1–3) for
 // the control plane. Workers never block on it: a message that finds it

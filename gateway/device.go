@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
@@ -129,10 +131,18 @@ type Device struct {
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
 	pending    map[uint32]*peer          // our receiver indexes of handshakes in flight
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
-	limiter    *noise.SourceLimiter      // handshakes per proven source under load
-	replies    cookieBudget              // cookie replies per second, all sources
-	underLoad  int64                     // last time the dataplane was under load
-	wasLoaded  bool                      // underLoad is valid
+	// dirtyPeers and dirtyPrefixes are what changed since the last
+	// publish: peers created or forgotten, prefixes whose owner may have
+	// changed. publishLocked hands the dataplane only these.
+	dirtyPeers    map[*peer]struct{}
+	dirtyPrefixes map[netip.Prefix]struct{}
+	// precompute are the handshakes made since the last publish, whose
+	// static-static DH publishLocked has computed in the background.
+	precompute []*noise.Handshake
+	limiter    *noise.SourceLimiter // handshakes per proven source under load
+	replies    cookieBudget         // cookie replies per second, all sources
+	underLoad  int64                // last time the dataplane was under load
+	wasLoaded  bool                 // underLoad is valid
 	stats      counters
 
 	startOnce sync.Once
@@ -152,6 +162,7 @@ type peer struct {
 	psk       noise.PresharedKey
 	allowed   []netip.Prefix // masked, insertion order
 	keepalive uint16         // persistent keepalive interval, s
+	published bool           // fp is in the dataplane's peer set
 
 	// owned are the keypairs this peer published to the index table that
 	// have not been freed yet; sweepLocked frees those no slot holds any
@@ -198,6 +209,9 @@ func New(o Options) (*Device, error) {
 		pending:    make(map[uint32]*peer),
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
+
+		dirtyPeers:    make(map[*peer]struct{}),
+		dirtyPrefixes: make(map[netip.Prefix]struct{}),
 	}
 	if d.now == nil {
 		d.now = o.Dataplane.Now
@@ -251,8 +265,11 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 	if d.id != nil && d.private.Equal(&k) {
 		return
 	}
-	if d.id != nil {
-		d.id.Zero()
+	// The old identity is erased after every handshake made with it (a
+	// background Precompute may still be reading it until its handshake
+	// is zeroed).
+	if old := d.id; old != nil {
+		defer old.Zero()
 		d.id = nil
 	}
 	d.private.Zero()
@@ -275,6 +292,7 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 		}
 		if d.id != nil {
 			p.hs = noise.NewHandshake(d.id, p.pub, p.psk)
+			d.precompute = append(d.precompute, p.hs)
 		}
 	}
 }
@@ -383,10 +401,12 @@ func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool)
 	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k}
 	if d.id != nil {
 		p.hs = noise.NewHandshake(d.id, k, p.psk)
+		d.precompute = append(d.precompute, p.hs)
 	}
 	d.peers = append(d.peers, p)
 	d.byKey[k] = p
 	d.byFP[p.fp] = p
+	d.dirtyPeers[p] = struct{}{}
 	return p, true
 }
 
@@ -459,6 +479,7 @@ func (d *Device) forgetPeerLocked(p *peer) {
 	d.clearAllowedLocked(p)
 	delete(d.byKey, p.pub)
 	delete(d.byFP, p.fp)
+	d.dirtyPeers[p] = struct{}{}
 }
 
 // resetSessionLocked drops every keypair and the handshake in flight of p
@@ -538,6 +559,7 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	for _, pfx := range p.allowed {
 		if d.allowed[pfx] == p {
 			delete(d.allowed, pfx)
+			d.dirtyPrefixes[pfx] = struct{}{}
 		}
 	}
 	p.allowed = p.allowed[:0]
@@ -553,6 +575,7 @@ func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	d.allowed[pfx] = p
 	p.allowed = append(p.allowed, pfx)
+	d.dirtyPrefixes[pfx] = struct{}{}
 }
 
 func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
@@ -562,6 +585,7 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	delete(d.allowed, pfx)
 	p.removeAllowed(pfx)
+	d.dirtyPrefixes[pfx] = struct{}{}
 }
 
 func (p *peer) removeAllowed(pfx netip.Prefix) {
@@ -573,20 +597,79 @@ func (p *peer) removeAllowed(pfx netip.Prefix) {
 	}
 }
 
-// publishLocked hands the peers and allowed IPs to the dataplane, and
-// returns (and logs) its error: what it could not take (Dataplane.SetPeers).
+// publishLocked hands the dataplane what changed since the last publish
+// (peers created or forgotten, prefixes whose owner changed) as one
+// fastpath.PeerChange, and returns (and logs) its error: what it could not
+// take. Its cost follows the size of the change, not the configuration's.
 func (d *Device) publishLocked() error {
-	fps := make([]*fastpath.Peer, len(d.peers))
-	allowed := make([][]netip.Prefix, len(d.peers))
-	for i, p := range d.peers {
-		fps[i] = p.fp
-		allowed[i] = append([]netip.Prefix(nil), p.allowed...)
+	c := fastpath.PeerChange{Routes: make([]fastpath.Route, 0, len(d.dirtyPrefixes))}
+	for p := range d.dirtyPeers {
+		live := d.byFP[p.fp] == p
+		switch {
+		case live && !p.published:
+			c.Add = append(c.Add, p.fp)
+			p.published = true
+		case !live && p.published:
+			c.Remove = append(c.Remove, p.fp)
+			p.published = false
+		}
 	}
-	if err := d.dp.SetPeers(fps, allowed); err != nil {
+	for pfx := range d.dirtyPrefixes {
+		var fp *fastpath.Peer
+		if o := d.allowed[pfx]; o != nil {
+			fp = o.fp
+		}
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx, Peer: fp})
+	}
+	// clear costs the maps' capacity: after a large change, new ones.
+	if len(d.dirtyPeers)+len(d.dirtyPrefixes) > 1024 {
+		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]struct{})
+	} else {
+		clear(d.dirtyPeers)
+		clear(d.dirtyPrefixes)
+	}
+	if len(d.precompute) > 0 {
+		go precompute(d.precompute, d.done)
+		d.precompute = nil
+	}
+	if c.Empty() {
+		return nil
+	}
+	if err := d.dp.UpdatePeers(c); err != nil {
 		d.log.Error("the dataplane did not take the whole configuration", "err", err)
 		return err
 	}
 	return nil
+}
+
+// precompute computes the static-static DH of hs (noise.Handshake.Precompute)
+// on half the CPUs (at least one), until done closes: after a large
+// configuration, so that the first handshake of each peer does not pay for
+// it. A handshake that came first, or was zeroed since, costs nothing.
+func precompute(hs []*noise.Handshake, done <-chan struct{}) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)/2) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(hs) {
+					return
+				}
+				if i%256 == 0 {
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+				hs[i].Precompute()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Start runs the handshake loop and the timers (Tick every TickInterval on

@@ -1,10 +1,8 @@
 package inproc
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,18 +74,8 @@ func (run *CPURun) config(name string) *ConfigResult {
 // Write writes results.json, results.md and plot-<size>-<n>cpu.png into
 // dir, creating it.
 func (res *Results) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("inproc: results dir: %w", err)
-	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("inproc: encode results: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("inproc: write results.json: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(res.Markdown()), 0o644); err != nil {
-		return fmt.Errorf("inproc: write results.md: %w", err)
+	if err := rig.WriteJSONAndMarkdown(dir, res, res.Markdown()); err != nil {
+		return fmt.Errorf("inproc: %w", err)
 	}
 	for _, run := range res.Runs {
 		for _, s := range res.Options.Sizes {
