@@ -123,10 +123,14 @@ type Config struct {
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
-	// IdleSpin is how long a worker keeps polling its queues after its
+	// IdleSpin is the longest a worker keeps polling its queues after its
 	// last work before it blocks (default DefaultIdleSpin; negative: block
-	// at once). Longer spins save context switches at moderate rates and
-	// cost CPU when traffic stops.
+	// at once). Within it the spin adapts (dataplane.Spinner): spins that
+	// run out halve it down to dataplane.MinSpin, work found after a gap g
+	// raises it to 2g, so
+	// that a worker spins through short gaps, which saves a sleep and a
+	// wake-up each, and blocks soon in long ones, where spinning would
+	// only burn CPU.
 	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
 	// Empty leaves the workers to the Go scheduler. Pin them where the
