@@ -94,7 +94,7 @@ func (d *Device) Stats() Stats {
 	s.Sessions = s.KeypairsInstalledTotal
 	s.ResponderUnconfirmedTotal = d.stats.unconfirmed.Load()
 	now := d.now()
-	d.mu.Lock()
+	d.mu.RLock()
 	if d.id != nil {
 		s.Noise = d.id.Stats().Snapshot()
 	}
@@ -103,7 +103,7 @@ func (d *Device) Stats() Stats {
 			s.LiveSessions++
 		}
 	}
-	d.mu.Unlock()
+	d.mu.RUnlock()
 	return s
 }
 

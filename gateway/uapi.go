@@ -43,7 +43,7 @@ func uapiErrorf(code int64, format string, args ...any) *UAPIError {
 // hex. It does not write the terminating "errno=" line.
 func (d *Device) IpcGet(w io.Writer) error {
 	var b bytes.Buffer
-	d.mu.Lock()
+	d.mu.RLock()
 	if !d.private.IsZero() {
 		fmt.Fprintf(&b, "private_key=%s\n", d.private.Hex())
 	}
@@ -61,8 +61,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 			fmt.Fprintf(&b, "endpoint=%s\n", ep.Dst)
 		}
 		var sec, nsec int64
-		if !p.lastHSWall.IsZero() {
-			ns := p.lastHSWall.UnixNano()
+		if ns := p.lastHSWall.Load(); ns != 0 {
 			sec, nsec = ns/int64(time.Second), ns%int64(time.Second)
 		}
 		fmt.Fprintf(&b, "last_handshake_time_sec=%d\n", sec)
@@ -74,7 +73,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 			fmt.Fprintf(&b, "allowed_ip=%s\n", pfx)
 		}
 	}
-	d.mu.Unlock()
+	d.mu.RUnlock()
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return uapiErrorf(ipc.IpcErrorIO, "write get reply: %w", err)
 	}
