@@ -1,6 +1,6 @@
-// Package replay implements WireGuard's anti-replay check on a window of
-// 131,008 counters, using the bitmap ring of RFC 6479 ("IPsec Anti-Replay
-// Algorithm without Bit Shifting").
+// Package replay implements WireGuard's anti-replay check on a window that
+// adapts from the kernel's 8,128 counters to 131,008, using the bitmap ring
+// of RFC 6479 ("IPsec Anti-Replay Algorithm without Bit Shifting").
 //
 // # Semantics
 //
@@ -16,13 +16,24 @@
 //
 // # Width
 //
-// WireGuard's usual window is 127 blocks of 64 bits (8,128 counters). When
-// several NIC RX queues decrypt one session, a queue that stalls for a moment
-// falls tens of thousands of counters behind the others, and its packets,
-// late but legitimate, would be rejected as too old. This window has 2048
-// blocks of 64 bits: 16 KiB per keypair, of which 2047 blocks (131,008
-// counters) are usable; the remaining block is the one RFC 6479 keeps
-// partially filled so that moving the window only ever clears whole blocks.
+// WireGuard's usual window is 127 blocks of 64 bits (8,128 counters,
+// [NarrowWindowSize]). When several NIC RX queues decrypt one session, a
+// queue that stalls for a moment falls tens of thousands of counters behind
+// the others, and its packets, late but legitimate, would be rejected as too
+// old. The wide window has 2048 blocks of 64 bits: 16 KiB per keypair, of
+// which 2047 blocks (131,008 counters, [WindowSize]) are usable; the
+// remaining block is the one RFC 6479 keeps partially filled so that moving
+// the window only ever clears whole blocks.
+//
+// Most sessions (a phone, a laptop) arrive in order on one queue and never
+// need more than the kernel's width, so a window's [Policy] is [Auto] by
+// default: it starts narrow (1 KiB) and widens, once, on a cause that
+// precedes loss — a counter accepted from a second queue, or a counter
+// accepted more than [WidenDepth] (half the narrow window) below the
+// highest — never on a rejected counter. Widening keeps the check exact: a
+// floor is set at that moment below which nothing is accepted (the narrow
+// ring may have forgotten those counters), and above it the wide ring knows
+// every counter accepted. [Narrow] and [Wide] fix the width.
 //
 // # Authenticate first
 //

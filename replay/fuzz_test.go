@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"strconv"
 	"testing"
@@ -10,29 +11,74 @@ import (
 )
 
 // refWindow is the slow, obvious reference: the set of every counter ever
-// accepted, and the highest one. It follows the rules of the whitepaper
-// (section 5.4.6) with our width, and nothing of the ring.
+// accepted, the highest one, and the policy's rules written as stated in
+// the package documentation, with nothing of the ring but the block (64
+// counters) that the floor is defined by.
 type refWindow struct {
-	seen map[uint64]bool
-	last uint64 // highest accepted; 0 when empty, as in WireGuard
+	policy Policy
+	seen   map[uint64]bool
+	last   uint64 // highest accepted; 0 when empty, as in WireGuard
+	wide   bool
+	floor  uint64
+	queue  int // the first batch's queue, -1 before
 }
 
-func (r *refWindow) reset() {
-	r.seen = map[uint64]bool{}
-	r.last = 0
+func (r *refWindow) reset(p Policy) {
+	*r = refWindow{policy: p, seen: map[uint64]bool{}, wide: p == Wide, queue: -1}
+}
+
+// widen applies Auto's widening: the floor is the start of the block after
+// the highest block holding an accepted counter that the narrow ring has
+// dropped (a block b is dropped once the newest counter's block reaches
+// b + 128).
+func (r *refWindow) widen() {
+	r.wide = true
+	for c := range r.seen {
+		if b := c >> 6; b+narrowBlocks <= r.last>>6 {
+			r.floor = max(r.floor, (b+1)<<6)
+		}
+	}
+}
+
+// from is a batch of counters from queue q: a second queue widens an Auto
+// window if the widened window accepts one of them.
+func (r *refWindow) from(q int, counters []uint64, limit uint64) {
+	switch {
+	case r.queue < 0:
+		r.queue = q
+	case q != r.queue && r.policy == Auto && !r.wide:
+		wide := *r
+		wide.seen = maps.Clone(r.seen)
+		wide.widen()
+		for _, c := range counters {
+			if wide.check(c, limit) {
+				r.widen()
+				return
+			}
+		}
+	}
 }
 
 func (r *refWindow) check(c, limit uint64) bool {
+	size := uint64(NarrowWindowSize)
+	if r.wide {
+		size = WindowSize
+	}
 	switch {
 	case c >= limit:
 		return false
-	case c < r.last && r.last-c > WindowSize:
+	case c < r.floor:
+		return false // below the floor set by widening
+	case c < r.last && r.last-c > size:
 		return false // too old
 	case r.seen[c]:
 		return false // replay
 	}
 	r.seen[c] = true
 	r.last = max(r.last, c)
+	if r.policy == Auto && !r.wide && r.last-c > WidenDepth {
+		r.widen()
+	}
 	return true
 }
 
@@ -50,7 +96,8 @@ var fuzzLimits = [...]uint64{
 
 // Opcodes of a fuzz program. Each counter is made by one opcode byte:
 // bits 0-2 choose how (relative to hi, the highest counter generated so
-// far), bit 3 ends the batch after it, and the value 0xff resets the window.
+// far), bit 3 ends the batch after it, bits 4-5 of a batch's first opcode
+// are the queue the batch comes from, and the value 0xff resets the window.
 const (
 	opForward  = iota // hi + next byte
 	opBehind          // hi - next 2 bytes (reordering inside the window)
@@ -71,6 +118,7 @@ type program struct {
 	limit    uint64
 	segments [][]uint64
 	ends     [][]bool // ends[s][i]: a batch ends after segments[s][i]
+	queues   [][]int  // queues[s][i]: the queue of the batch segments[s][i] is in (its first opcode's bits 4-5)
 }
 
 func decode(data []byte) program {
@@ -90,14 +138,22 @@ func decode(data []byte) program {
 	var all []uint64
 	p.segments = [][]uint64{nil}
 	p.ends = [][]bool{nil}
+	p.queues = [][]int{nil}
+	queue, batchStart := 0, true
 	for len(data) > 0 {
 		op := next(1)[0]
 		if op == opReset {
 			p.segments = append(p.segments, nil)
 			p.ends = append(p.ends, nil)
+			p.queues = append(p.queues, nil)
 			hi = 0
+			batchStart = true
 			continue
 		}
+		if batchStart {
+			queue = int(op>>4) & 3
+		}
+		batchStart = op&opEndBatch != 0
 		var c uint64
 		switch op & 7 {
 		case opForward:
@@ -141,6 +197,7 @@ func decode(data []byte) program {
 		s := len(p.segments) - 1
 		p.segments[s] = append(p.segments[s], c)
 		p.ends[s] = append(p.ends[s], op&opEndBatch != 0)
+		p.queues[s] = append(p.queues[s], queue)
 	}
 	return p
 }
@@ -166,88 +223,128 @@ func FuzzWindow(f *testing.F) {
 	f.Add(seed(3, opForward, 0, opForward, 0, opForward, 1))
 	// Resets between segments, the second starting dirty.
 	f.Add(seed(0, opJump, 0xff, 0xff, 20, opReset, opForward, 0, opRepeat, 0, opReset, opJump, 1, 0, 6))
+	// Auto widening: a second queue (bits 4-5 of a batch's first opcode)
+	// after the narrow window dropped a block; then reordering deeper than
+	// WidenDepth (0x10 0x10 = 4112 behind) after a run forward.
+	f.Add(seed(0, opForward, 1, opJump|opEndBatch, 0, 0x21, 0, opForward|0x10, 3, opBehind, 0x10, 0x10, opRepeat, 1))
+	f.Add(seed(0, opJump, 0x10, 0x10, 0, opForward|opEndBatch, 1, opBehind, 0x10, 0x10, opBehind, 0xc0, 0x1f, opRepeat, 2, opEdge, 0))
 	// A limit of WindowSize+1 with the edge counters.
 	f.Add(seed(5, opAbsolute, 0xc0, 0xff, 1, 0, 0, 0, 0, 0, opForward, 0, opRepeat, 1))
 
+	// Every input runs under each policy.
 	var (
-		single, batched, chunked Window
-		shared                   SharedWindow
-		ref                      refWindow
+		single, batched, chunked [numPolicies]Window
+		shared                   [numPolicies]SharedWindow
+		ref, refQ                refWindow
 	)
+	for p := range Policy(numPolicies) {
+		single[p].SetPolicy(p)
+		batched[p].SetPolicy(p)
+		chunked[p].SetPolicy(p)
+		shared[p].SetPolicy(p)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := decode(data)
-		var lastSeg []uint64
-		var lastWant []bool
-		for si, seg := range p.segments {
-			ref.reset()
-			want := make([]bool, len(seg))
-			for i, c := range seg {
-				want[i] = ref.check(c, p.limit)
-			}
-			lastSeg, lastWant = seg, want
-			compare := func(name string, got []bool, last uint64) {
-				t.Helper()
-				for i := range seg {
-					if got[i] != want[i] {
-						t.Fatalf("segment %d: %s: check(%d) at %d = %v, want %v (limit %d)", si, name, seg[i], i, got[i], want[i], p.limit)
-					}
-				}
-				if last != ref.last {
-					t.Fatalf("segment %d: %s: newest = %d, want %d", si, name, last, ref.last)
-				}
-			}
-
-			// One at a time, on a window reused (Reset, not fresh).
-			single.Reset()
-			got := make([]bool, len(seg))
-			for i, c := range seg {
-				got[i] = single.Check(c, p.limit)
-			}
-			compare("Check", got, single.last)
-
-			// Batches as the input chose, on the single-owner and the
-			// shared window; the returned count must match.
-			batched.Reset()
-			shared.Reset()
-			gotShared := make([]bool, len(seg))
-			start := 0
-			for i := range seg {
-				if !p.ends[si][i] && i != len(seg)-1 {
-					continue
-				}
-				n := batched.CheckBatch(seg[start:i+1], p.limit, got[start:i+1])
-				shared.CheckBatch(seg[start:i+1], p.limit, gotShared[start:i+1])
-				wantN := 0
-				for _, ok := range want[start : i+1] {
-					if ok {
-						wantN++
-					}
-				}
-				if n != wantN {
-					t.Fatalf("segment %d: CheckBatch(%v) = %d, want %d", si, seg[start:i+1], n, wantN)
-				}
-				start = i + 1
-			}
-			compare("CheckBatch", got, batched.last)
-			compare("SharedWindow.CheckBatch", gotShared, shared.w.last)
-
-			// Batch boundaries at every position: every batch size up to 65.
-			for size := 1; size <= min(len(seg), 65); size++ {
-				chunked.Reset()
-				for i := 0; i < len(seg); i += size {
-					j := min(i+size, len(seg))
-					chunked.CheckBatch(seg[i:j], p.limit, got[i:j])
-				}
-				compare("CheckBatch/"+strconv.Itoa(size), got, chunked.last)
-			}
-		}
-		// A fresh window must agree with the reused ones on the last
-		// segment.
-		var fresh Window
-		for i, c := range lastSeg {
-			if got := fresh.Check(c, p.limit); got != lastWant[i] {
-				t.Fatalf("fresh Window: Check(%d) at %d = %v, want %v", c, i, got, lastWant[i])
-			}
+		prog := decode(data)
+		for p := range Policy(numPolicies) {
+			fuzzPolicy(t, prog, p, &single[p], &batched[p], &chunked[p], &shared[p], &ref, &refQ)
 		}
 	})
+}
+
+const numPolicies = 3 // Auto, Narrow, Wide
+
+// fuzzPolicy runs one decoded program on windows of policy p, reused across
+// inputs (so Reset is exercised on dirty windows), against the reference:
+// ref for the calls that give no queue, refQ for batches from the queues
+// the input chose.
+func fuzzPolicy(t *testing.T, prog program, pol Policy, single, batched, chunked *Window, shared *SharedWindow, ref, refQ *refWindow) {
+	var lastSeg []uint64
+	var lastWant []bool
+	for si, seg := range prog.segments {
+		ref.reset(pol)
+		refQ.reset(pol)
+		want := make([]bool, len(seg))
+		for i, c := range seg {
+			want[i] = ref.check(c, prog.limit)
+		}
+		// The verdicts of batches from the input's queues.
+		wantQ := make([]bool, len(seg))
+		for i, c := range seg {
+			if i == 0 || prog.ends[si][i-1] {
+				end := i
+				for end < len(seg)-1 && !prog.ends[si][end] {
+					end++
+				}
+				refQ.from(prog.queues[si][i], seg[i:end+1], prog.limit)
+			}
+			wantQ[i] = refQ.check(c, prog.limit)
+		}
+		lastSeg, lastWant = seg, want
+		compare := func(name string, want, got []bool, w *Window, r *refWindow) {
+			t.Helper()
+			for i := range seg {
+				if got[i] != want[i] {
+					t.Fatalf("%v segment %d: %s: check(%d) at %d = %v, want %v (limit %d)", pol, si, name, seg[i], i, got[i], want[i], prog.limit)
+				}
+			}
+			if w.last != r.last || w.Wide() != r.wide || w.floor != r.floor {
+				t.Fatalf("%v segment %d: %s: newest, wide, floor = %d, %v, %d, want %d, %v, %d",
+					pol, si, name, w.last, w.Wide(), w.floor, r.last, r.wide, r.floor)
+			}
+		}
+
+		// One at a time, on a window reused (Reset, not fresh).
+		single.Reset()
+		got := make([]bool, len(seg))
+		for i, c := range seg {
+			got[i] = single.Check(c, prog.limit)
+		}
+		compare("Check", want, got, single, ref)
+
+		// Batches as the input chose, from the input's queues, on the
+		// single-owner and the shared window; the returned count must
+		// match.
+		batched.Reset()
+		shared.Reset()
+		gotShared := make([]bool, len(seg))
+		start := 0
+		for i := range seg {
+			if !prog.ends[si][i] && i != len(seg)-1 {
+				continue
+			}
+			q := prog.queues[si][start]
+			n := batched.CheckBatchFrom(q, seg[start:i+1], prog.limit, got[start:i+1])
+			shared.CheckBatchFrom(q, seg[start:i+1], prog.limit, gotShared[start:i+1])
+			wantN := 0
+			for _, ok := range wantQ[start : i+1] {
+				if ok {
+					wantN++
+				}
+			}
+			if n != wantN {
+				t.Fatalf("%v segment %d: CheckBatchFrom(%d, %v) = %d, want %d", pol, si, q, seg[start:i+1], n, wantN)
+			}
+			start = i + 1
+		}
+		compare("CheckBatchFrom", wantQ, got, batched, refQ)
+		compare("SharedWindow.CheckBatchFrom", wantQ, gotShared, &shared.w, refQ)
+
+		// Batch boundaries at every position: every batch size up to 65.
+		for size := 1; size <= min(len(seg), 65); size++ {
+			chunked.Reset()
+			for i := 0; i < len(seg); i += size {
+				j := min(i+size, len(seg))
+				chunked.CheckBatch(seg[i:j], prog.limit, got[i:j])
+			}
+			compare("CheckBatch/"+strconv.Itoa(size), want, got, chunked, ref)
+		}
+	}
+	// A fresh window must agree with the reused ones on the last segment.
+	var fresh Window
+	fresh.SetPolicy(pol)
+	for i, c := range lastSeg {
+		if got := fresh.Check(c, prog.limit); got != lastWant[i] {
+			t.Fatalf("%v fresh Window: Check(%d) at %d = %v, want %v", pol, c, i, got, lastWant[i])
+		}
+	}
 }

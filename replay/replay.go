@@ -1,6 +1,9 @@
 package replay
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Implementation choices.
 const (
@@ -8,59 +11,169 @@ const (
 	blockBits  = 1 << blockShift // bits in one block of the ring
 	bitMask    = blockBits - 1
 
-	ringBlocks = 2048 // blocks in the ring; a power of 2
-	blockMask  = ringBlocks - 1
+	wideBlocks   = 2048 // blocks in the wide ring; a power of 2
+	narrowBlocks = 128  // blocks in the narrow ring; a power of 2
 
 	// WindowSize is the number of counters below the highest accepted one
-	// that the window still remembers: (2048 - 1) blocks of 64 bits, 131,008
-	// counters. A counter c is too old when highest - c > WindowSize.
-	WindowSize = (ringBlocks - 1) * blockBits
+	// that the wide window still remembers: (2048 - 1) blocks of 64 bits,
+	// 131,008 counters. A counter c is too old when highest - c > the
+	// window's size.
+	WindowSize = (wideBlocks - 1) * blockBits
+	// NarrowWindowSize is the narrow window's size: (128 - 1) blocks of 64
+	// bits, 8,128 counters, the width of the Linux kernel's and
+	// wireguard-go's windows (drivers/net/wireguard/messages.h
+	// COUNTER_WINDOW_SIZE).
+	NarrowWindowSize = (narrowBlocks - 1) * blockBits
+	// WidenDepth is the reordering that makes an adaptive window widen: a
+	// counter accepted more than WidenDepth (half the narrow window, 4,064)
+	// below the highest.
+	WidenDepth = NarrowWindowSize / 2
 )
 
-// A Window remembers which of the most recent counters of one keypair were
-// accepted (RFC 6479).
-//
-// The zero value is an empty window ready to use; it occupies 16 KiB plus
-// one word. A Window has a single owner: it is not safe for concurrent use
-// (see [SharedWindow]). Check counters only after the packet was
-// authenticated; see the package documentation.
-type Window struct {
-	last uint64             // highest counter accepted (0 when empty)
-	ring [ringBlocks]uint64 // bit c&63 of block (c>>6)&blockMask is counter c
+// Policy chooses a window's width.
+type Policy uint8
+
+const (
+	// Auto starts narrow (NarrowWindowSize, about 1 KiB) and widens to
+	// WindowSize (16 KiB more, allocated once) on the first cause that
+	// precedes loss: a counter accepted from a second queue
+	// ([Window.CheckBatchFrom]), or a counter accepted more than
+	// [WidenDepth] below the highest. A rejected counter never widens the
+	// window. Widening sets a floor, so that no counter the narrow window
+	// forgot can be accepted a second time: the start of the block (of 64
+	// counters) after the last block the narrow ring dropped with an
+	// accepted counter in it. Nothing below the floor is accepted after
+	// widening; at or above it the wide window knows every counter the
+	// narrow one accepted.
+	Auto Policy = iota
+	// Narrow is the kernel's window (NarrowWindowSize), never widened:
+	// the verdicts of Linux's and wireguard-go's replay counters.
+	Narrow
+	// Wide is the wide window (WindowSize) from the start.
+	Wide
+)
+
+// ParsePolicy parses a policy as written in configuration: "auto", "8128"
+// (Narrow) or "131008" (Wide).
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "auto":
+		return Auto, nil
+	case "8128":
+		return Narrow, nil
+	case "131008":
+		return Wide, nil
+	}
+	return Auto, fmt.Errorf("replay window %q: want auto, 8128 or 131008", s)
 }
 
-// Reset empties the window, as when a keypair is installed. It takes
-// constant time: only the block holding counter 0 is cleared, because every
-// other block is cleared by the window moving forward before it is used.
+// String returns the policy as ParsePolicy reads it.
+func (p Policy) String() string {
+	switch p {
+	case Auto:
+		return "auto"
+	case Narrow:
+		return "8128"
+	case Wide:
+		return "131008"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// A Window remembers which of the most recent counters of one keypair were
+// accepted (RFC 6479), on a ring of NarrowWindowSize or WindowSize counters
+// chosen by its Policy.
+//
+// The zero value is an empty Auto window ready to use: it occupies about
+// 1 KiB, and 16 KiB more once widened. A Window has a single owner: it is
+// not safe for concurrent use (see [SharedWindow]), and must not be copied
+// after first use. Check counters only after the packet was authenticated;
+// see the package documentation.
+type Window struct {
+	last uint64 // highest counter accepted (0 when empty)
+	// floor: counters below it are rejected. 0 but after widening (see
+	// widen).
+	floor uint64
+	// forgot is 1 + the highest block the narrow ring dropped while it held
+	// an accepted counter (0: none): every counter ever accepted in a block
+	// at or above it is still in the narrow ring.
+	forgot uint64
+	// wide is the wide ring, nil while narrow; once set it is the ring.
+	wide   *[wideBlocks]uint64
+	policy Policy
+	// queue is 1 + the queue of the first CheckBatchFrom (0: none yet).
+	queue uint32
+	// narrow is the ring while wide is nil: bit c&63 of block
+	// (c>>6)&(narrowBlocks-1) is counter c (likewise in the wide ring).
+	narrow [narrowBlocks]uint64
+}
+
+// SetPolicy empties the window and gives it policy p (Wide allocates the
+// wide ring now).
+func (w *Window) SetPolicy(p Policy) {
+	w.policy = p
+	w.Reset()
+}
+
+// Policy returns the window's policy.
+func (w *Window) Policy() Policy { return w.policy }
+
+// Wide reports whether the window is wide (WindowSize): always for Wide,
+// never for Narrow, once widened for Auto.
+func (w *Window) Wide() bool { return w.wide != nil }
+
+// Reset empties the window, as when a keypair is installed, and makes an
+// Auto window narrow again (dropping its wide ring). It takes constant
+// time: only the block holding counter 0 is cleared, because every other
+// block is cleared by the window moving forward before it is used.
 func (w *Window) Reset() {
-	w.last = 0
-	w.ring[0] = 0
+	w.last, w.floor, w.forgot, w.queue = 0, 0, 0, 0
+	w.narrow[0] = 0
+	switch {
+	case w.policy == Wide && w.wide == nil:
+		w.wide = new([wideBlocks]uint64)
+	case w.policy == Wide:
+		w.wide[0] = 0
+	default:
+		w.wide = nil
+	}
+}
+
+// widen switches an Auto window from the narrow ring to the wide one. The
+// narrow ring's blocks are copied to the same blocks of the wide ring (a
+// counter's block is its counter >> 6 in both, only the ring slot differs),
+// and the floor is set to the first counter of block w.forgot: the narrow
+// ring dropped no block at or above it that held an accepted counter, so
+// every counter accepted there is in the copied blocks or was never seen
+// (a block the narrow ring dropped empty had none accepted, and can have
+// none later, being too old for it). Counters below the floor may have been
+// accepted and forgotten: they stay rejected.
+func (w *Window) widen() {
+	wide := new([wideBlocks]uint64)
+	hi := w.last >> blockShift
+	// The narrow ring holds blocks hi-narrowBlocks+1 .. hi (those below
+	// block 0 do not exist); the wide ring's other slots stay zero, which
+	// is what the RFC 6479 ring needs of blocks not yet entered.
+	for k := uint64(0); k < narrowBlocks && k <= hi; k++ {
+		b := hi - k
+		wide[b&(wideBlocks-1)] = w.narrow[b&(narrowBlocks-1)]
+	}
+	w.floor = w.forgot << blockShift
+	w.wide = wide
 }
 
 // Check reports whether counter is accepted, and if so records it. counter
 // is the 64-bit counter of an authenticated transport data message
 // (whitepaper section 5.4.6); limit is exclusive, normally WireGuard's
 // protocol.RejectAfterMessages. A counter is rejected if counter >= limit,
-// if it was accepted before, or if it is more than [WindowSize] below the
-// highest counter accepted so far. A rejected counter leaves the window
-// unchanged.
+// if it was accepted before, if it is more than the window's size
+// (NarrowWindowSize or [WindowSize]) below the highest counter accepted so
+// far, or if it is below the floor set by widening. A rejected counter
+// leaves the window unchanged.
 func (w *Window) Check(counter, limit uint64) bool {
-	if counter >= limit {
-		return false
-	}
-	if counter > w.last {
-		if counter>>blockShift != w.last>>blockShift {
-			w.advance(w.last>>blockShift, counter>>blockShift)
-		}
-		w.last = counter
-	} else if w.last-counter > WindowSize {
-		return false
-	}
-	p := &w.ring[(counter>>blockShift)&blockMask]
-	bit := uint64(1) << (counter & bitMask)
-	old := *p
-	*p = old | bit
-	return old&bit == 0
+	var acc [1]bool
+	w.CheckBatch([]uint64{counter}, limit, acc[:])
+	return acc[0]
 }
 
 // CheckBatch checks counters[i] in order, as if by Check, and sets
@@ -68,25 +181,36 @@ func (w *Window) Check(counter, limit uint64) bool {
 // that appears twice in one batch is accepted at most once, exactly as across
 // two calls. accepted must be at least as long as counters (CheckBatch
 // panics otherwise); neither slice is kept after the call. It does not
-// allocate.
+// allocate, but for the wide ring when an Auto window widens (once).
 func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) int {
 	accepted = accepted[:len(counters)]
-	last := w.last
+	ring, size := w.ring()
+	mask := uint64(len(ring) - 1)
+	last, floor := w.last, w.floor
 	n := 0
 	for i, c := range counters {
 		ok := false
-		if c < limit && (c > last || last-c <= WindowSize) {
+		if c < limit && c >= floor && (c > last || last-c <= size) {
 			if c > last {
 				if c>>blockShift != last>>blockShift {
-					w.advance(last>>blockShift, c>>blockShift)
+					w.advance(ring, last>>blockShift, c>>blockShift)
 				}
 				last = c
 			}
-			p := &w.ring[(c>>blockShift)&blockMask]
+			p := &ring[(c>>blockShift)&mask]
 			bit := uint64(1) << (c & bitMask)
 			old := *p
 			*p = old | bit
 			ok = old&bit == 0
+			if ok && last-c > WidenDepth && w.policy == Auto && w.wide == nil {
+				// Reordering this deep precedes loss: widen now, after
+				// accepting c (the narrow window judged it).
+				w.last = last
+				w.widen()
+				ring, size = w.ring()
+				mask = uint64(len(ring) - 1)
+				floor = w.floor
+			}
 		}
 		accepted[i] = ok
 		if ok {
@@ -97,38 +221,125 @@ func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) in
 	return n
 }
 
-// advance clears the blocks that the window enters when the highest block
-// moves from cur to next (next > cur): blocks cur+1 through next, or the
-// whole ring if that is more than the ring holds (RFC 6479).
-func (w *Window) advance(cur, next uint64) {
+// CheckBatchFrom is CheckBatch for a batch received on queue (a NIC RX
+// queue, any number the caller keeps stable). An Auto window widens before
+// the batch when queue is not the queue of its first CheckBatchFrom and the
+// batch holds a counter the widened window accepts: a keypair decrypted on
+// two queues sees their packets interleave out of order, while a batch of
+// replays (all rejected) from another queue changes nothing.
+func (w *Window) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) int {
+	q := uint32(queue) + 1
+	if w.queue != q {
+		if w.queue == 0 {
+			w.queue = q
+		} else if w.policy == Auto && w.wide == nil && w.freshIfWide(counters, limit) {
+			w.widen()
+		}
+	}
+	return w.CheckBatch(counters, limit, accepted)
+}
+
+// freshIfWide reports whether a narrow window, widened now, would accept
+// one of counters (checked each against the present state: the first such
+// counter is accepted whatever the ones before it were, since they are
+// rejected and leave the window as it is).
+func (w *Window) freshIfWide(counters []uint64, limit uint64) bool {
+	floor := w.forgot << blockShift
+	hi := w.last >> blockShift
+	for _, c := range counters {
+		switch {
+		case c >= limit || c < floor:
+		case c > w.last:
+			return true
+		case w.last-c > WindowSize:
+		case (c>>blockShift)+narrowBlocks <= hi:
+			// In a block the narrow ring dropped, at or above the floor:
+			// it was dropped with no counter accepted.
+			return true
+		case w.narrow[(c>>blockShift)&(narrowBlocks-1)]&(1<<(c&bitMask)) == 0:
+			return true
+		}
+	}
+	return false
+}
+
+// ring returns the ring in use and the window's size in counters.
+func (w *Window) ring() ([]uint64, uint64) {
+	if w.wide != nil {
+		return w.wide[:], WindowSize
+	}
+	return w.narrow[:], NarrowWindowSize
+}
+
+// advance clears the blocks of ring (a power of 2 long) that the window
+// enters when the highest block moves from cur to next (next > cur): blocks
+// cur+1 through next, or the whole ring if that is more than the ring holds
+// (RFC 6479). On the narrow ring it first notes in w.forgot the highest
+// block it drops that holds an accepted counter (the floor if the window
+// widens later).
+func (w *Window) advance(ring []uint64, cur, next uint64) {
+	blocks := uint64(len(ring))
+	mask := blocks - 1
 	diff := next - cur
+	if w.wide == nil && next >= narrowBlocks {
+		// The ring holds blocks cur-narrowBlocks+1 .. cur (those >= 0, all
+		// entered in this session); the move drops those below
+		// next-narrowBlocks+1. Look for the highest dropped one with a bit
+		// set, down to what w.forgot already covers.
+		top := min(cur, next-narrowBlocks) + 1 // 1 + the highest dropped
+		var bottom uint64                      // the lowest dropped
+		if cur >= narrowBlocks {
+			bottom = cur - narrowBlocks + 1
+		}
+		for ob := top; ob > bottom && ob > w.forgot; ob-- {
+			if ring[(ob-1)&mask] != 0 {
+				w.forgot = ob
+				break
+			}
+		}
+	}
 	if diff == 1 { // the usual case: in order, into the next block
-		w.ring[next&blockMask] = 0
+		ring[next&mask] = 0
 		return
 	}
-	if diff >= ringBlocks {
-		clear(w.ring[:])
+	if diff >= blocks {
+		clear(ring)
 		return
 	}
-	start := (cur + 1) & blockMask
+	start := (cur + 1) & mask
 	end := start + diff
-	if end <= ringBlocks {
-		clear(w.ring[start:end])
+	if end <= blocks {
+		clear(ring[start:end])
 		return
 	}
-	clear(w.ring[start:])
-	clear(w.ring[:end-ringBlocks])
+	clear(ring[start:])
+	clear(ring[:end-blocks])
 }
 
 // A SharedWindow is a [Window] behind a mutex, for a keypair whose packets
-// are decrypted on several queues at once.
+// are decrypted on several queues at once. Widening (Auto) happens under the
+// same lock, inside the call that finds the cause.
 //
-// The zero value is an empty window ready to use. It is safe for concurrent
-// use; each call takes the lock once, so a batch of counters costs one lock.
-// A SharedWindow must not be copied after first use.
+// The zero value is an empty Auto window ready to use. It is safe for
+// concurrent use; each call takes the lock once, so a batch of counters
+// costs one lock. A SharedWindow must not be copied after first use.
 type SharedWindow struct {
 	mu sync.Mutex
 	w  Window // guarded by mu
+}
+
+// SetPolicy is [Window.SetPolicy] under the lock.
+func (s *SharedWindow) SetPolicy(p Policy) {
+	s.mu.Lock()
+	s.w.SetPolicy(p)
+	s.mu.Unlock()
+}
+
+// Wide is [Window.Wide] under the lock.
+func (s *SharedWindow) Wide() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Wide()
 }
 
 // Reset empties the window, as [Window.Reset].
@@ -152,6 +363,16 @@ func (s *SharedWindow) CheckBatch(counters []uint64, limit uint64, accepted []bo
 	accepted = accepted[:len(counters)] // panic, if at all, before locking
 	s.mu.Lock()
 	n := s.w.CheckBatch(counters, limit, accepted)
+	s.mu.Unlock()
+	return n
+}
+
+// CheckBatchFrom is [Window.CheckBatchFrom] under the lock, taken once for
+// the whole batch.
+func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) int {
+	accepted = accepted[:len(counters)]
+	s.mu.Lock()
+	n := s.w.CheckBatchFrom(queue, counters, limit, accepted)
 	s.mu.Unlock()
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	wgreplay "golang.zx2c4.com/wireguard/replay"
 
@@ -147,9 +148,15 @@ type checkFunc func(counters []uint64, limit uint64, got []bool)
 
 // implementations returns every way of driving the window, each over a
 // window reused across sequences (so Reset is exercised on a dirty window).
+//
+// The windows are Wide: the sequences are written for one width, and the
+// narrow forms are checked apart (narrowImplementations).
 func implementations() map[string]checkFunc {
 	var single, batch1, batchAll, batch7 Window
 	var shared, sharedBatch SharedWindow
+	for _, w := range []*Window{&single, &batch1, &batchAll, &batch7, &shared.w, &sharedBatch.w} {
+		w.SetPolicy(Wide)
+	}
 	return map[string]checkFunc{
 		"Window.Check": func(cs []uint64, limit uint64, got []bool) {
 			single.Reset()
@@ -260,12 +267,22 @@ func TestWindowSize(t *testing.T) {
 	if WindowSize != 131008 {
 		t.Errorf("WindowSize = %d, want 131008", WindowSize)
 	}
+	if NarrowWindowSize != wgWindowSize {
+		t.Errorf("NarrowWindowSize = %d, want %d (the kernel's)", NarrowWindowSize, wgWindowSize)
+	}
 	if protocol.RejectAfterMessages != 1<<64-1<<13-1 {
 		t.Errorf("protocol.RejectAfterMessages = %d, want 2^64-2^13-1", protocol.RejectAfterMessages)
 	}
 	var w Window
-	if got := len(w.ring) * 8; got != 16<<10 {
-		t.Errorf("ring = %d bytes, want 16 KiB", got)
+	if got := len(w.narrow) * 8; got != 1<<10 {
+		t.Errorf("narrow ring = %d bytes, want 1 KiB", got)
+	}
+	if got := unsafe.Sizeof(w); got > 1100 {
+		t.Errorf("unsafe.Sizeof(Window{}) = %d bytes, want at most 1100 (the narrow ring and a few words)", got)
+	}
+	w.SetPolicy(Wide)
+	if got := len(w.wide) * 8; got != 16<<10 {
+		t.Errorf("wide ring = %d bytes, want 16 KiB", got)
 	}
 }
 
@@ -313,6 +330,7 @@ func TestBatchDuplicates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w Window
+			w.SetPolicy(Wide)
 			got := make([]bool, len(tt.counters))
 			n := w.CheckBatch(tt.counters, protocol.RejectAfterMessages, got)
 			wantN := 0
@@ -356,68 +374,121 @@ func TestCheckBatchShortAccepted(t *testing.T) {
 	}
 }
 
-// TestAgreesWithWireGuard drives our window and stock wireguard-go's with
-// sequences whose counters never fall more than 8,000 behind the newest, so
-// that the difference in width never matters: the verdicts must match.
+// TestAgreesWithWireGuard drives our windows and stock wireguard-go's with
+// the same random sequences. A Narrow window is the kernel's width: its
+// verdicts must match wireguard-go's on every sequence, reordering of any
+// depth included. A Wide window, on sequences whose counters never fall
+// more than 8,000 behind the newest (so that the width never matters), must
+// match too.
 func TestAgreesWithWireGuard(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var w Window
-	var f wgreplay.Filter
-	var hi uint64
-	for i := range 200000 {
-		var c uint64
-		switch r := rng.IntN(1000); {
-		case r == 0: // jump far ahead: both clear their rings
-			c = hi + rng.Uint64N(1<<40)
-		case r < 5: // at or over the limit
-			c = protocol.RejectAfterMessages + rng.Uint64N(3) - 1
-			if c < protocol.RejectAfterMessages {
-				continue // would move both to the top; keep going below it
+	for _, tt := range []struct {
+		policy Policy
+		depth  uint64 // how far behind the newest a counter may be
+	}{
+		{Narrow, 3 * NarrowWindowSize},
+		{Wide, 8000},
+	} {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var w Window
+			w.SetPolicy(tt.policy)
+			var f wgreplay.Filter
+			var hi uint64
+			for i := range 200000 {
+				var c uint64
+				switch r := rng.IntN(1000); {
+				case r == 0: // jump far ahead: both clear their rings
+					c = hi + rng.Uint64N(1<<40)
+				case r < 5: // at or over the limit
+					c = protocol.RejectAfterMessages + rng.Uint64N(3) - 1
+					if c < protocol.RejectAfterMessages {
+						continue // would move both to the top; keep going below it
+					}
+				case r < 100: // duplicate-prone: near the newest
+					c = hi - min(hi, rng.Uint64N(64))
+				default: // mostly forward, some reordering up to depth behind
+					c = hi + rng.Uint64N(200)
+					c -= min(c, rng.Uint64N(tt.depth))
+					c = max(c, hi-min(hi, tt.depth))
+				}
+				if c > hi && c < protocol.RejectAfterMessages {
+					hi = c
+				}
+				got, want := w.Check(c, protocol.RejectAfterMessages), f.ValidateCounter(c, protocol.RejectAfterMessages)
+				if got != want {
+					t.Fatalf("step %d: Check(%d) = %v, want %v (wireguard-go)", i, c, got, want)
+				}
 			}
-		case r < 100: // duplicate-prone: near the newest
-			c = hi - min(hi, rng.Uint64N(64))
-		default: // mostly forward, some reordering up to 8,000 behind
-			c = hi + rng.Uint64N(200)
-			c -= min(c, rng.Uint64N(8000))
-			c = max(c, hi-min(hi, 8000))
+		})
+	}
+}
+
+// TestNarrowKnownAnswers runs the kernel's selftest and bulk runs at the
+// kernel's width through a Narrow window, in batches of 5.
+func TestNarrowKnownAnswers(t *testing.T) {
+	seqs := [][]step{selftest(NarrowWindowSize)}
+	seqs = append(seqs, bulk(NarrowWindowSize)...)
+	var w Window
+	w.SetPolicy(Narrow)
+	check := func(cs []uint64, limit uint64, got []bool) {
+		w.Reset()
+		for i := 0; i < len(cs); i += 5 {
+			j := min(i+5, len(cs))
+			w.CheckBatch(cs[i:j], limit, got[i:j])
 		}
-		if c > hi && c < protocol.RejectAfterMessages {
-			hi = c
-		}
-		got, want := w.Check(c, protocol.RejectAfterMessages), f.ValidateCounter(c, protocol.RejectAfterMessages)
-		if got != want {
-			t.Fatalf("step %d: Check(%d) = %v, want %v (wireguard-go)", i, c, got, want)
-		}
+	}
+	for i, s := range seqs {
+		runSteps(t, fmt.Sprintf("seq%d", i), check, s, protocol.RejectAfterMessages)
+	}
+	if w.Wide() {
+		t.Errorf("Narrow window widened")
 	}
 }
 
 func TestNoAllocs(t *testing.T) {
-	var w Window
+	var w, narrow, wide, widened Window
 	var s SharedWindow
+	narrow.SetPolicy(Narrow)
+	wide.SetPolicy(Wide)
+	// An Auto window widened by a second queue, before the runs: the
+	// steady path after widening allocates nothing either.
+	widened.CheckBatchFrom(0, []uint64{1}, protocol.RejectAfterMessages, make([]bool, 1))
+	widened.CheckBatchFrom(1, []uint64{2}, protocol.RejectAfterMessages, make([]bool, 1))
+	if !widened.Wide() {
+		t.Fatalf("Auto window checked from two queues is not wide")
+	}
 	counters := make([]uint64, 64)
 	accepted := make([]bool, 64)
 	var base uint64
+	batch := func(check func([]uint64, uint64, []bool) int) func() {
+		return func() {
+			for i := range counters {
+				counters[i] = base + uint64(i)
+			}
+			base += 64
+			check(counters, protocol.RejectAfterMessages, accepted)
+		}
+	}
+	queue := 0
+	fromAlternate := func(cs []uint64, l uint64, a []bool) int {
+		queue ^= 1
+		return widened.CheckBatchFrom(queue, cs, l, a)
+	}
+	fromZero := func(cs []uint64, l uint64, a []bool) int { return s.CheckBatchFrom(0, cs, l, a) }
 	tests := []struct {
 		name string
 		fn   func()
 	}{
 		{"Window.Check", func() { base++; w.Check(base, protocol.RejectAfterMessages) }},
 		{"SharedWindow.Check", func() { base++; s.Check(base, protocol.RejectAfterMessages) }},
-		{"Window.CheckBatch", func() {
-			for i := range counters {
-				counters[i] = base + uint64(i)
-			}
-			base += 64
-			w.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
-		}},
-		{"SharedWindow.CheckBatch", func() {
-			for i := range counters {
-				counters[i] = base + uint64(i)
-			}
-			base += 64
-			s.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
-		}},
+		{"Window.CheckBatch", batch(w.CheckBatch)},
+		{"Window.CheckBatch/Narrow", batch(narrow.CheckBatch)},
+		{"Window.CheckBatch/Wide", batch(wide.CheckBatch)},
+		{"Window.CheckBatchFrom/widened", batch(fromAlternate)},
+		{"SharedWindow.CheckBatch", batch(s.CheckBatch)},
+		{"SharedWindow.CheckBatchFrom", batch(fromZero)},
 		{"Window.Reset", func() { w.Reset() }},
+		{"Window.Reset/Wide", func() { wide.Reset() }},
 	}
 	for _, tt := range tests {
 		if got := testing.AllocsPerRun(1000, tt.fn); got != 0 {
@@ -499,14 +570,28 @@ func TestReorderTolerance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6479, 131008))
 	batches, original := reorderTrace(rng, producers, ranges, skew)
 
-	var w Window
+	// Wide from the start, and Auto told the producer of each batch (as
+	// the fast path tells it the queue): the second producer's first batch
+	// widens it while every counter is still in the narrow window.
+	var w, auto Window
+	w.SetPolicy(Wide)
 	var f wgreplay.Filter
 	var maxBehind uint64
 	var hi uint64
-	var originals, dups, wgRejected, wgDupAccepted int
+	var originals, dups, wgRejected, wgDupAccepted, autoLost int
 	for bi, b := range batches {
 		accepted := make([]bool, len(b))
+		autoAcc := make([]bool, len(b))
 		w.CheckBatch(b, protocol.RejectAfterMessages, accepted)
+		auto.CheckBatchFrom(int(b[0]/64%producers), b, protocol.RejectAfterMessages, autoAcc)
+		for i, c := range b {
+			if autoAcc[i] && !accepted[i] {
+				t.Fatalf("batch %d: Auto window accepted %d, which the Wide window rejects", bi, c)
+			}
+			if original[bi][i] && !autoAcc[i] {
+				autoLost++
+			}
+		}
 		for i, c := range b {
 			if original[bi][i] {
 				originals++
@@ -541,6 +626,13 @@ func TestReorderTolerance(t *testing.T) {
 		t.Fatalf("trace reorders by at most %d, want more than wireguard-go's %d", maxBehind, wgWindowSize)
 	}
 	t.Logf("%d originals, %d injected duplicates, originals up to %d counters behind the newest", originals, dups, maxBehind)
+	if !auto.Wide() {
+		t.Errorf("Auto window checked from %d producers is not wide", producers)
+	}
+	// The trace starts with a producer up to skew counters late: what the
+	// other producers sent first has left the narrow window by the time it
+	// shows up and widens the window, and stays below the floor.
+	t.Logf("Auto window: lost %d of %d originals to the narrow start (%.1f%%)", autoLost, originals, 100*float64(autoLost)/float64(originals))
 	t.Logf("wireguard-go replay.Filter (%d counters) rejects %d of %d originals (%.1f%%); it accepts %d duplicates",
 		wgWindowSize, wgRejected, originals, 100*float64(wgRejected)/float64(originals), wgDupAccepted)
 }
@@ -555,6 +647,7 @@ func TestSharedConcurrent(t *testing.T) {
 
 	t.Run("disjoint", func(t *testing.T) {
 		var s SharedWindow
+		s.SetPolicy(Wide)
 		var wg sync.WaitGroup
 		rejected := make([]int, goroutines)
 		for g := range goroutines {
@@ -587,6 +680,7 @@ func TestSharedConcurrent(t *testing.T) {
 
 	t.Run("overlapping", func(t *testing.T) {
 		var s SharedWindow
+		s.SetPolicy(Wide)
 		var wg sync.WaitGroup
 		accepted := make([]int, goroutines)
 		const distinct = perG * goroutines

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// The config part (issue 20): the configuration of e.Peers peers, each with
+// one /32 and one /128, through the real UAPI socket and from a file.
+//
+//	uapi_set_100k_seconds        one set=1 request of every peer, as `wg setconf` sends it
+//	uapi_get_100k_seconds        one get=1 request read to its end (what `wg show NAME dump` reads)
+//	wg_show_dump_100k_seconds    `wg show NAME dump` itself, when wg(8) is installed
+//	uapi_single_set_at_100k_ms   one `wg set NAME peer K allowed-ips ...` at e.Peers peers: median
+//	uapi_single_set_at_100k_max_ms   ... and the slowest of the tries
+//	startup_100k_seconds         config.Load of a file of every peer, then the gateway built and started
+//	                             with them (the path of wgpio up), up to its UAPI socket answering
+func init() { register("config", runConfig) }
+
+func runConfig(e *env, out map[string]any) error {
+	n := e.Peers
+	t := time.Now()
+	peers := scalePeers(n, 1)
+	e.Logf("config: %d peer configurations made in %.1f s", n, time.Since(t).Seconds())
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		return err
+	}
+	f := &config.File{Interface: config.Interface{PrivateKey: priv, ListenPort: gwListen}}
+	for _, p := range peers {
+		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, AllowedIPs: p.AllowedIPs})
+	}
+
+	if err := measureUAPI(e, out, f, peers); err != nil {
+		return err
+	}
+	return measureStartup(e, out, f)
+}
+
+// measureUAPI sets f's peers on an empty gateway through its socket, reads
+// them back, and changes one peer's allowed IPs a few times.
+func measureUAPI(e *env, out map[string]any, f *config.File, peers []gateway.PeerConfig) error {
+	n := len(peers)
+	name := uapiName("wgs")
+	g, err := newGateway(gatewayOptions{Name: name, PrivateKey: f.Interface.PrivateKey})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	body := f.UAPI()
+	e.Logf("config: set of %d peers (%.1f MB) on %s", n, float64(len(body))/1e6, uapiPath(name))
+	t := time.Now()
+	if err := uapiSet(name, body); err != nil {
+		return err
+	}
+	set := time.Since(t).Seconds()
+	out["uapi_set_100k_seconds"] = set
+	e.Logf("config: set %d peers in %.3f s", n, set)
+
+	t = time.Now()
+	c := &lineCounter{prefix: []byte("public_key=")}
+	if errno, err := uapiRequest(name, "get=1", "", c); err != nil || errno != 0 {
+		return fmt.Errorf("uapi get: errno=%d %v", errno, err)
+	}
+	get := time.Since(t).Seconds()
+	if c.n != n {
+		return fmt.Errorf("uapi get: %d peers, want %d", c.n, n)
+	}
+	out["uapi_get_100k_seconds"] = get
+	e.Logf("config: get of %d peers in %.3f s", n, get)
+
+	if wg, err := exec.LookPath("wg"); err == nil {
+		t = time.Now()
+		b, err := exec.Command(wg, "show", name, "dump").Output()
+		if err != nil {
+			return fmt.Errorf("wg show %s dump: %w", name, err)
+		}
+		dump := time.Since(t).Seconds()
+		if got := strings.Count(string(b), "\n") - 1; got != n {
+			return fmt.Errorf("wg show %s dump: %d peers, want %d", name, got, n)
+		}
+		out["wg_show_dump_100k_seconds"] = dump
+		e.Logf("config: wg show %s dump of %d peers in %.3f s", name, n, dump)
+	} else {
+		e.Logf("config: wg(8) not installed: wg_show_dump_100k_seconds not measured")
+	}
+
+	// wg set NAME peer K allowed-ips A,B: replace one peer's prefixes by
+	// ones no peer holds, peers spread over the configuration.
+	tries := 9
+	if e.Quick {
+		tries = 5
+	}
+	var ms []float64
+	for i := range tries {
+		k := (i*n)/tries + i%2
+		var b strings.Builder
+		fmt.Fprintf(&b, "public_key=%s\nreplace_allowed_ips=true\n", peers[k].PublicKey.Hex())
+		for _, p := range peerPrefixes(k, 1+i) {
+			fmt.Fprintf(&b, "allowed_ip=%s\n", p)
+		}
+		t = time.Now()
+		if err := uapiSet(name, b.String()); err != nil {
+			return err
+		}
+		ms = append(ms, float64(time.Since(t).Microseconds())/1000)
+	}
+	slices.Sort(ms)
+	out["uapi_single_set_at_100k_ms"] = ms[len(ms)/2]
+	out["uapi_single_set_at_100k_max_ms"] = ms[len(ms)-1]
+	e.Logf("config: single-peer set at %d peers: median %.2f ms, max %.2f ms over %d tries", n, ms[len(ms)/2], ms[len(ms)-1], tries)
+	return nil
+}
+
+// measureStartup writes f to a file and starts a gateway from it as wgpio
+// up does: config.Load, the peers' configurations, the engine and the
+// device with every peer, the workers and the UAPI socket.
+func measureStartup(e *env, out map[string]any, f *config.File) error {
+	dir, err := os.MkdirTemp("", "wgpio-scale")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "wgs.conf")
+	if err := os.WriteFile(path, f.Marshal(), 0o600); err != nil {
+		return err
+	}
+	n := len(f.Peers)
+	e.Logf("config: start-up from %s (%d peers)", path, n)
+	name := uapiName("wgs")
+	t := time.Now()
+	lf, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pcs := make([]gateway.PeerConfig, 0, len(lf.Peers))
+	for _, p := range lf.Peers {
+		pcs = append(pcs, gateway.PeerConfig{
+			PublicKey: p.PublicKey, PresharedKey: p.PresharedKey, Endpoint: p.Endpoint,
+			PersistentKeepalive: time.Duration(p.PersistentKeepalive) * time.Second,
+			AllowedIPs:          p.AllowedIPs,
+		})
+	}
+	loaded := time.Since(t).Seconds()
+	g, err := newGateway(gatewayOptions{Name: name, PrivateKey: lf.Interface.PrivateKey, Peers: pcs})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	up := time.Since(t).Seconds()
+	out["startup_100k_seconds"] = up
+	e.Logf("config: started with %d peers in %.3f s (file parsed in %.3f s)", n, up, loaded)
+	c := &lineCounter{prefix: []byte("public_key=")}
+	if errno, err := uapiRequest(name, "get=1", "", c); err != nil || errno != 0 {
+		return fmt.Errorf("uapi get after start-up: errno=%d %v", errno, err)
+	}
+	if c.n != n {
+		return fmt.Errorf("after start-up: %d peers, want %d", c.n, n)
+	}
+	return nil
+}
