@@ -176,6 +176,7 @@ type Device struct {
 	timers    timerHeap
 	tickGen   uint64
 	tickEvals uint64           // peer evaluations, for TickStats
+	tickBusy  time.Duration    // wall time in Tick, for TickStats
 	stamped   []*fastpath.Peer // scratch for Dataplane's StampedPeers
 	due       []*peer          // scratch: the peers one tick evaluates
 
@@ -733,18 +734,32 @@ func (d *Device) Start() error {
 	return err
 }
 
-// tickLoop runs Tick every TickInterval until Close.
+// minTickGap is the shortest wait between two ticks of tickLoop: timers
+// due closer together than this fire together.
+const minTickGap = 5 * time.Millisecond
+
+// tickLoop runs Tick until Close: every TickInterval (when the workers
+// publish their stamps), and sooner when the timer heap's earliest
+// deadline comes first (not sooner than minTickGap after the last tick),
+// so that a timer fires within a few ms of its deadline rather than up to a
+// tick late.
 func (d *Device) tickLoop() {
 	defer d.wg.Done()
-	t := time.NewTicker(d.opts.TickInterval)
+	t := time.NewTimer(d.opts.TickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-d.done:
 			return
 		case <-t.C:
-			d.Tick(d.now())
 		}
+		now := d.now()
+		d.Tick(now)
+		wait := d.opts.TickInterval
+		if due, ok := d.nextDeadline(); ok {
+			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))
+		}
+		t.Reset(wait)
 	}
 }
 

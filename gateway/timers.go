@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/protocol"
@@ -69,6 +70,8 @@ func (d *Device) Tick(now int64) {
 	defer d.idMu.RUnlock()
 	d.tickMu.Lock()
 	defer d.tickMu.Unlock()
+	began := time.Now()
+	defer func() { d.tickBusy += time.Since(began) }()
 	d.isUnderLoad(now) // keep the 1 s hold-over current between messages
 	d.tickGen++
 	gen := d.tickGen
@@ -142,6 +145,9 @@ func (d *Device) Tick(now int64) {
 type TickStats struct {
 	Ticks, Evaluated uint64
 	Scheduled        int
+	// Busy is the wall time spent in Tick (its locks held), an upper
+	// bound of its CPU time.
+	Busy time.Duration
 }
 
 // TickStats returns the timers' counters (see TickStats). It waits for a
@@ -149,7 +155,17 @@ type TickStats struct {
 func (d *Device) TickStats() TickStats {
 	d.tickMu.Lock()
 	defer d.tickMu.Unlock()
-	return TickStats{Ticks: d.tickGen, Evaluated: d.tickEvals, Scheduled: len(d.timers)}
+	return TickStats{Ticks: d.tickGen, Evaluated: d.tickEvals, Scheduled: len(d.timers), Busy: d.tickBusy}
+}
+
+// nextDeadline returns the earliest deadline in the timer heap.
+func (d *Device) nextDeadline() (int64, bool) {
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	if len(d.timers) == 0 {
+		return 0, false
+	}
+	return d.timers[0].due, true
 }
 
 // stampReporter is the optional side of a Dataplane that says which peers
