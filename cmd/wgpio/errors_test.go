@@ -14,6 +14,7 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
+	"golang.org/x/sys/unix"
 )
 
 // TestUpErrors gives `wgpio up` configurations a new user gets wrong and
@@ -101,8 +102,9 @@ func TestUpErrors(t *testing.T) {
 			name: "xdp-unsupported",
 			conf: withWGPIO("XDPMode = native"),
 			args: []string{"-wan", bridge, "-name", topo.UniqueName("wgpx")},
-			want: fmt.Sprintf("wgpio: fastgw: WAN: %s: afxdp: XDP mode not supported by the driver: dataplane: not supported: attach native XDP on %s (driver \"bridge\"): use AttachGeneric or AttachAuto: failed to attach link: create link: operation not supported\n"+
-				"(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", bridge, bridge),
+			want: fmt.Sprintf("wgpio: fastgw: WAN: %s: afxdp: XDP mode not supported by the driver: dataplane: not supported: attach native XDP on %s: "+
+				"afxdp: native XDP with redirect in driver \"bridge\" not supported by Linux %s: use generic XDP (AttachGeneric, XDPMode = generic), or a NIC whose driver has native XDP: the driver declares xdp-features 0x0, without basic actions and redirect (0x3)\n"+
+				"(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", bridge, bridge, kernelRelease(t)),
 		},
 		{
 			name: "source-ports",
@@ -287,4 +289,13 @@ func (s *site) checkClean(t *testing.T, sockets bool) {
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "2", twosite.LANA4.String()); err != nil {
 		t.Errorf("kernel ping across the LAN veth: %v", err)
 	}
+}
+
+// kernelRelease is uname -r, which the errors about kernel features name.
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -83,6 +83,7 @@ type Port struct {
 	mtu      int
 	umem     *UMEM
 	shared   bool
+	shareErr error // why the UMEM in Config was not shared, or nil
 	native   bool
 	nativeEr error
 	prog     *program
@@ -184,8 +185,10 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 	for i := range cfg.Queues {
 		s, err := p.umem.socket(p.ifindex, i, sz)
 		if err != nil && i == 0 && p.shared && errors.Is(err, errShare) {
-			// The kernel would not share (another namespace, an old
-			// kernel): fall back to a private UMEM; Transmit copies.
+			// The kernel would not share (before Linux 5.10, see
+			// HaveSharedUMEM; or a zero-copy UMEM and a driver without
+			// zero-copy): fall back to a private UMEM; Transmit copies.
+			p.shareErr = err
 			if err = private(); err == nil {
 				s, err = p.umem.socket(p.ifindex, i, sz)
 			}
@@ -251,15 +254,23 @@ func (p *Port) attach(mode AttachMode) error {
 		p.link, err = try(link.XDPGenericMode)
 		return p.attachError("generic", err)
 	case AttachNative:
+		if perr := HaveNativeXDP(p.name); conclusive(perr) {
+			return fmt.Errorf("%w: attach native XDP on %s: %w", ErrXDPUnsupported, p.name, perr)
+		}
 		p.link, err = try(link.XDPDriverMode)
 		p.native = err == nil
 		return p.attachError("native", err)
 	}
-	if p.link, err = try(link.XDPDriverMode); err == nil {
+	// Auto: native unless the driver is known to lack it (an
+	// inconclusive probe, as on kernels before 6.3, means: try).
+	if perr := HaveNativeXDP(p.name); conclusive(perr) {
+		p.nativeEr = perr
+	} else if p.link, err = try(link.XDPDriverMode); err == nil {
 		p.native = true
 		return nil
+	} else {
+		p.nativeEr = p.attachError("native", err)
 	}
-	p.nativeEr = p.attachError("native", err)
 	if p.prog.meta {
 		// Generic XDP attaches no device-bound program.
 		if err := p.prog.reloadPortable(); err != nil {
@@ -342,6 +353,10 @@ func (p *Port) Pool() *dataplane.Pool { return p.umem.pool }
 // SharedUMEM reports whether the port uses the UMEM passed in Config
 // (false if none was passed or the kernel refused to share it).
 func (p *Port) SharedUMEM() bool { return p.shared }
+
+// SharedUMEMError is why the UMEM passed in Config is not used (a
+// *FeatureError where the kernel lacks sharing), or nil.
+func (p *Port) SharedUMEMError() error { return p.shareErr }
 
 // ZeroCopy reports whether the UMEM is in zero-copy mode.
 func (p *Port) ZeroCopy() bool { return p.umem.ZeroCopy() }

@@ -136,6 +136,44 @@ func TestFramesBothWays(t *testing.T) {
 	}
 }
 
+// forwardBack sends n test frames (tag 7) from a to b and forwards each
+// that b receives to a's TX retagged 8, so that it comes back to b; it
+// returns once b has received all n back.
+func forwardBack(t *testing.T, p *vethPair, a, b *Port, n int) {
+	t.Helper()
+	sendTest(t, a.Queue(0).TX(), p.macA, p.macB, 7, n)
+	// Forward what B receives to A's TX, retagged 8: it goes to B again.
+	frames := make([]dataplane.Frame, 64)
+	fwd, back := 0, 0
+	deadline := time.Now().Add(5 * time.Second)
+	for back < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("forwarded %d, received back %d of %d", fwd, back, n)
+		}
+		k := b.Queue(0).RX().Receive(frames)
+		keep := frames[:0]
+		for i := range k {
+			d := frames[i].Data()
+			isTest := binary.BigEndian.Uint16(d[12:]) == testEtherType
+			if isTest && binary.BigEndian.Uint16(d[14:]) == 7 {
+				binary.BigEndian.PutUint16(d[14:], 8)
+				keep = append(keep, frames[i])
+				continue
+			}
+			if isTest && binary.BigEndian.Uint16(d[14:]) == 8 {
+				back++
+			}
+			b.Queue(0).RX().Free(frames[i : i+1])
+		}
+		m := a.Queue(0).TX().Transmit(keep)
+		b.Queue(0).RX().Free(keep[m:])
+		fwd += m
+		if k == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // TestSharedUMEM opens both ends of the pair on one UMEM (and then on two):
 // frames received on B are transmitted on A's TX, a queue of another port.
 // On one UMEM that takes no copy; on two, every frame is copied and
@@ -157,37 +195,7 @@ func TestSharedUMEM(t *testing.T) {
 				t.Fatalf("SharedUMEM() = %v, %v, want %v", a.SharedUMEM(), b.SharedUMEM(), shared)
 			}
 			const n = 500
-			sendTest(t, a.Queue(0).TX(), p.macA, p.macB, 7, n)
-			// Forward what B receives to A's TX, retagged 8: it goes to B again.
-			frames := make([]dataplane.Frame, 64)
-			fwd, back := 0, 0
-			deadline := time.Now().Add(5 * time.Second)
-			for back < n {
-				if time.Now().After(deadline) {
-					t.Fatalf("forwarded %d, received back %d of %d", fwd, back, n)
-				}
-				k := b.Queue(0).RX().Receive(frames)
-				keep := frames[:0]
-				for i := range k {
-					d := frames[i].Data()
-					isTest := binary.BigEndian.Uint16(d[12:]) == testEtherType
-					if isTest && binary.BigEndian.Uint16(d[14:]) == 7 {
-						binary.BigEndian.PutUint16(d[14:], 8)
-						keep = append(keep, frames[i])
-						continue
-					}
-					if isTest && binary.BigEndian.Uint16(d[14:]) == 8 {
-						back++
-					}
-					b.Queue(0).RX().Free(frames[i : i+1])
-				}
-				m := a.Queue(0).TX().Transmit(keep)
-				b.Queue(0).RX().Free(keep[m:])
-				fwd += m
-				if k == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
+			forwardBack(t, p, a, b, n)
 			want := uint64(0)
 			if !shared {
 				want = n

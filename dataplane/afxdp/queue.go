@@ -149,7 +149,7 @@ func (h *rxHalf) refill() {
 	}
 	if i > 0 {
 		h.s.fill.submit(i)
-		if h.zerocopy && h.s.fill.needWakeup() {
+		if h.zerocopy && h.s.wakeup && h.s.fill.needWakeup() {
 			h.s.kickRX()
 		}
 	}
@@ -323,7 +323,7 @@ func tagged(b []byte) bool {
 }
 
 func (h *txHalf) kick(n uint32) {
-	if !h.copyMode && !h.s.tx.needWakeup() {
+	if !h.copyMode && h.s.wakeup && !h.s.tx.needWakeup() {
 		return
 	}
 	kicks := uint32(1)

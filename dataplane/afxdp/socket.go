@@ -21,6 +21,10 @@ type socket struct {
 	tx       *ring[unix.XDPDesc]
 	maps     [4][]byte // mmap'd ring memory: fill, comp, rx, tx
 	txBudget int       // frames the kernel sends per sendto in copy mode
+	// wakeup: bound with need_wakeup (the owner's choice on a shared
+	// UMEM); without it the rings' flags are never set, and every
+	// transmit in zero-copy mode kicks.
+	wakeup bool
 }
 
 func setsockoptInt(fd, opt, v int) error {

@@ -138,10 +138,14 @@ func (u *UMEM) socketOnce(ifindex, queue int, sz ringSizes) (*socket, error) {
 			owner = s
 			break
 		}
+		if err := haveSharedUMEM(); conclusive(err) {
+			return nil, fmt.Errorf("%w: %w", errShare, err)
+		}
 		s, err := newSocket(nil, sz)
 		if err != nil {
 			return nil, err
 		}
+		s.wakeup = owner.wakeup
 		// Flags other than XDP_SHARED_UMEM are refused: the mode and
 		// need_wakeup come from the owner's pool (net/xdp/xsk.c, xsk_bind).
 		if err := s.bind(ifindex, queue, unix.XDP_SHARED_UMEM, owner.fd); err != nil {
@@ -156,15 +160,21 @@ func (u *UMEM) socketOnce(ifindex, queue int, sz ringSizes) (*socket, error) {
 		Len:  uint64(len(u.mem)),
 		Size: uint32(u.pool.FrameSize()),
 	}
+	// need_wakeup unless the kernel is known to lack it.
+	wakeup := !conclusive(haveNeedWakeup())
 	try := func(mode uint16) (*socket, error) {
 		s, err := newSocket(&reg, sz)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.bind(ifindex, queue, unix.XDP_USE_NEED_WAKEUP|mode, 0); err != nil {
+		if wakeup {
+			mode |= unix.XDP_USE_NEED_WAKEUP
+		}
+		if err := s.bind(ifindex, queue, mode, 0); err != nil {
 			s.close()
 			return nil, diagnose(err)
 		}
+		s.wakeup = wakeup
 		return s, nil
 	}
 	var s *socket

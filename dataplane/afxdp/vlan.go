@@ -3,16 +3,12 @@
 package afxdp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"github.com/wgpio/wgpio/internal/ethtool"
-	"golang.org/x/sys/unix"
 )
 
 // IEEE 802.1Q VLAN identifiers (IEEE 802.1Q §9.6); vlanTagLen is in
@@ -116,53 +112,6 @@ func (v *vlanOffload) restoreOffload() error {
 	v.h = nil
 	return errors.Join(errs...)
 }
-
-// netdev generic netlink family (include/uapi/linux/netdev.h, Linux 6.3).
-const (
-	netdevCmdDevGet                 = 1
-	netdevADevIfindex               = 1
-	netdevADevXDPRXMetadataFeatures = 5
-	netdevXDPRXMetadataVLANTag      = 4
-)
-
-// metadataHasVLANTag reports whether the device's driver implements the
-// VLAN tag XDP metadata (the netdev family's xdp-rx-metadata-features,
-// Linux 6.8 for the VLAN tag). An error means the kernel cannot say.
-func metadataHasVLANTag(ifindex int) (bool, error) {
-	fam, err := netlink.GenlFamilyGet("netdev")
-	if err != nil {
-		return false, fmt.Errorf("netdev netlink family (Linux 6.3): %w", err)
-	}
-	req := nl.NewNetlinkRequest(int(fam.ID), 0)
-	// struct genlmsghdr: command, version, two reserved bytes (zero).
-	req.AddData(rawData{netdevCmdDevGet, 1, 0, 0})
-	req.AddData(nl.NewRtAttr(netdevADevIfindex, nl.Uint32Attr(uint32(ifindex))))
-	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
-	if err != nil {
-		return false, fmt.Errorf("netdev dev-get: %w", err)
-	}
-	for _, m := range msgs {
-		if len(m) < 4 {
-			continue
-		}
-		attrs, err := nl.ParseRouteAttr(m[4:]) // after struct genlmsghdr
-		if err != nil {
-			return false, fmt.Errorf("netdev dev-get: %w", err)
-		}
-		for _, a := range attrs {
-			if a.Attr.Type == netdevADevXDPRXMetadataFeatures && len(a.Value) >= 8 {
-				return binary.NativeEndian.Uint64(a.Value)&netdevXDPRXMetadataVLANTag != 0, nil
-			}
-		}
-	}
-	return false, nil
-}
-
-// rawData is bytes added to a netlink request as they are.
-type rawData []byte
-
-func (d rawData) Len() int          { return len(d) }
-func (d rawData) Serialize() []byte { return d }
 
 var vlanKfunc struct {
 	once sync.Once

@@ -258,6 +258,9 @@ func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
 	return f
 }
 
+// haveSharedUMEM is afxdp's probe; tests force its failure.
+var haveSharedUMEM = afxdp.HaveSharedUMEM
+
 // openPorts sizes the queues and the UMEM and opens the WAN and LAN ports
 // on it (LAN RX frames go out on WAN TX without a copy).
 func (g *Gateway) openPorts(wl, ll link) (err error) {
@@ -281,18 +284,33 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	if frames == 0 {
 		frames = framesPerQueue * cfg.Queues
 	}
-	if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
+	// One UMEM for both ports, so that a frame goes from one to the
+	// other without a copy, where the kernel can share it (Linux 5.10);
+	// else a private one each, half the frames apiece.
+	private := 0
+	if err := haveSharedUMEM(); errors.Is(err, dataplane.ErrNotSupported) {
+		g.log.Warn("WAN and LAN get a UMEM each: every frame between them is copied", "err", err)
+		private = frames / 2
+	} else if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
+	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all, g.lanSide.vid)}); err != nil {
+	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all, g.lanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
-		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.lan.SharedUMEM() && g.wan.SharedUMEM(),
+		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.umem != nil && g.lan.SharedUMEM() && g.wan.SharedUMEM(),
 		"wan_vlan", g.wanSide.vid, "lan_vlan", g.lanSide.vid)
+	for _, p := range []*afxdp.Port{g.wan, g.lan} {
+		if err := p.NativeXDPError(); err != nil {
+			g.log.Warn("generic XDP: slower than native", "interface", p.Name(), "why", err)
+		}
+		if err := p.SharedUMEMError(); err != nil {
+			g.log.Warn("WAN and LAN do not share one UMEM: every frame between them is copied", "interface", p.Name(), "why", err)
+		}
+	}
 	g.warnStrippedTags(g.wan, "WAN")
 	g.warnStrippedTags(g.lan, "LAN")
 	return nil

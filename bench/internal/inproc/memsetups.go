@@ -181,31 +181,49 @@ func static(prefix netip.Prefix, addr netip.Addr, mac net.HardwareAddr) (*arp.St
 	return routes, tbl, nil
 }
 
+// closers are what a setup closes, newest first.
+type closers []func()
+
+func (c *closers) add(f func()) { *c = append(*c, f) }
+
+func (c *closers) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
+}
+
+// startMem begins a setup on memport wires of queues queues: the wires
+// and the generator's and sink's ends on them, and both gateways' keys.
+// On an error it has closed what it opened; otherwise the caller closes
+// through c (the wires are its first entry).
+func startMem(queues int) (st *setup, w *memWires, c *closers, pa, pb noise.PrivateKey, err error) {
+	if w, err = newWires(queues); err != nil {
+		return nil, nil, nil, pa, pb, err
+	}
+	st, c = &setup{}, &closers{w.close}
+	if err = w.ends(st); err == nil {
+		pa, pb, err = keys()
+	}
+	if err != nil {
+		c.run()
+		return nil, nil, nil, pa, pb, err
+	}
+	return st, w, c, pa, pb, nil
+}
+
 // buildCompat runs two unmodified wireguard-go devices, each on wgpio's
 // bind (WAN) and tundev.PortDevice (LAN) over memport.
 func buildCompat() (st *setup, err error) {
-	const queues = 2
-	w, err := newWires(queues)
+	st, w, cl, pa, pb, err := startMem(2)
 	if err != nil {
 		return nil, err
 	}
-	var closers []func()
-	st = &setup{}
 	defer func() {
 		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
+			cl.run()
 		}
 	}()
-	closers = append(closers, w.close)
-	if err = w.ends(st); err != nil {
-		return nil, err
-	}
-	pa, pb, err := keys()
-	if err != nil {
-		return nil, err
-	}
 	var binds []*bind.Bind
 	var lans []*tundev.PortDevice
 	for _, g := range []struct {
@@ -242,7 +260,7 @@ func buildCompat() (st *setup, err error) {
 			bd.Close()
 			return nil, err
 		}
-		closers = append(closers, dev.Close)
+		cl.add(dev.Close)
 		binds = append(binds, bd)
 		lans = append(lans, lan)
 	}
@@ -263,11 +281,7 @@ func buildCompat() (st *setup, err error) {
 		w.portDrops(m)
 		return m
 	}
-	st.close = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	st.close = cl.run
 	return st, nil
 }
 
@@ -281,27 +295,15 @@ func (r resolver) Resolve(netip.Addr) ([6]byte, bool) { return r, true }
 // of gateway A runs on cpus[i % len], of gateway B on cpus[(i+1) % len],
 // so that with one queue the two gateways use two CPUs when there are two.
 func buildFastPath(queues int, cpus []int) (st *setup, err error) {
-	w, err := newWires(queues)
+	st, w, cl, pa, pb, err := startMem(queues)
 	if err != nil {
 		return nil, err
 	}
-	var closers []func()
-	st = &setup{}
 	defer func() {
 		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
+			cl.run()
 		}
 	}()
-	closers = append(closers, w.close)
-	if err = w.ends(st); err != nil {
-		return nil, err
-	}
-	pa, pb, err := keys()
-	if err != nil {
-		return nil, err
-	}
 	var engs []*fastpath.Engine
 	for i, g := range []struct {
 		side              string
@@ -326,7 +328,7 @@ func buildFastPath(queues int, cpus []int) (st *setup, err error) {
 		if err != nil {
 			return nil, err
 		}
-		closers = append(closers, func() { eng.Close() })
+		cl.add(func() { eng.Close() })
 		peerMAC := mac6(g.peerWAN.MAC())
 		dev, err := gateway.New(gateway.Options{
 			PrivateKey: g.priv, ListenPort: listenPort, FixedListenPort: true, Dataplane: eng,
@@ -336,7 +338,7 @@ func buildFastPath(queues int, cpus []int) (st *setup, err error) {
 		if err != nil {
 			return nil, err
 		}
-		closers = append(closers, func() { dev.Close() })
+		cl.add(func() { dev.Close() })
 		if err := dev.AddPeer(gateway.PeerConfig{PublicKey: g.peerPriv.PublicKey(), Endpoint: netip.AddrPortFrom(g.peer, listenPort),
 			AllowedIPs: []netip.Prefix{g.far}}); err != nil {
 			return nil, err
@@ -362,10 +364,6 @@ func buildFastPath(queues int, cpus []int) (st *setup, err error) {
 		w.portDrops(m)
 		return m
 	}
-	st.close = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	st.close = cl.run
 	return st, nil
 }

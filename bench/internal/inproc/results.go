@@ -1,18 +1,13 @@
 package inproc
 
 import (
-	"time"
+	"github.com/wgpio/wgpio/bench/internal/rig"
 )
 
 // Results is everything one in-process run measured (results.json).
 type Results struct {
-	Started   time.Time     `json:"started"`
-	Finished  time.Time     `json:"finished"`
-	Command   string        `json:"command"`
-	Kernel    string        `json:"kernel"`
-	CPUs      int           `json:"cpus"`
-	GoVersion string        `json:"go_version"`
-	Options   PublicOptions `json:"options"`
+	rig.Machine
+	Options PublicOptions `json:"options"`
 	// LoadBefore and LoadAfter are /proc/loadavg at the start and the
 	// end: other work on the machine competes for the pinned CPUs.
 	LoadBefore string `json:"loadavg_before"`

@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wgpio/wgpio/bench/internal/rig"
 )
 
 // Options configure a run. Start from DefaultOptions.
@@ -89,11 +90,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("inproc: results dir: %w", err)
 	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	load, _ := os.ReadFile("/proc/loadavg")
 	res := &Results{
-		Started: time.Now().UTC(), Command: o.Command, Kernel: strings.TrimSpace(string(kernel)),
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Out: o.Out, LoadBefore: strings.TrimSpace(string(load)),
+		Machine: rig.ThisMachine(o.Command), Out: o.Out, LoadBefore: strings.TrimSpace(string(load)),
 		Options: PublicOptions{Quick: o.Quick, Configs: o.Configs, Sizes: o.Sizes, CPUCounts: o.CPUs,
 			CPUList: allowed[:slices.Max(o.CPUs)], StepSeconds: o.Duration.Seconds(), Refine: o.Refine,
 			Flows: flows, BatchSize: batchSize},

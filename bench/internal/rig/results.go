@@ -1,20 +1,32 @@
 package rig
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/wgpio/wgpio/bench/internal/sink"
 )
 
+// Machine says when, how and on what a run measured; the rig's and the
+// in-process bench's results.json both begin with it.
+type Machine struct {
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	Command   string    `json:"command"`
+	Kernel    string    `json:"kernel"`
+	CPUs      int       `json:"cpus"`
+	GoVersion string    `json:"go_version"`
+}
+
+// ThisMachine is a Machine started now, running command.
+func ThisMachine(command string) Machine {
+	return Machine{Started: time.Now().UTC(), Command: command, Kernel: kernelRelease(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+}
+
 // Results is everything one run measured (results.json).
 type Results struct {
-	Started     time.Time      `json:"started"`
-	Finished    time.Time      `json:"finished"`
+	Machine
 	Interrupted bool           `json:"interrupted,omitempty"`
-	Command     string         `json:"command"`
-	Kernel      string         `json:"kernel"`
-	CPUs        int            `json:"cpus"`
-	GoVersion   string         `json:"go_version"`
 	Options     PublicOptions  `json:"options"`
 	Configs     []ConfigResult `json:"configs"`
 	// Namespaces are the network namespaces the run made (all removed
@@ -86,16 +98,9 @@ type SizeResult struct {
 	// clean rate.
 	CleanRuns []float64 `json:"clean_runs,omitempty"`
 	PeakRuns  []float64 `json:"peak_runs,omitempty"`
-	// At the clean step (or the first step if none was clean): CPU time
-	// and context switches of each gateway per delivered packet.
-	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`
-	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
-	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
-	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
-	// GW1SysNsPerPkt is the kernel's part of GW1CPUNsPerPkt (system
-	// calls and the softirq work charged to the process: on veth, AF_XDP
-	// copy mode's copies and the transmit into the next namespace).
-	GW1SysNsPerPkt float64 `json:"gw1_sys_ns_per_pkt"`
+	// The figures per packet at the clean step (or the first step if none
+	// was clean).
+	PerPacket
 	// GenMaxPPS is the highest rate the generator achieved; GenMinRatio
 	// the lowest ratio of achieved to offered rate over the steps (under
 	// about 0.97 the generator, not the gateway, limited that step).
@@ -123,8 +128,17 @@ type Step struct {
 	GW2CPUSeconds  float64 `json:"gw2_cpu_s"`
 	GW1CtxSwitches uint64  `json:"gw1_ctxsw"`
 	GW2CtxSwitches uint64  `json:"gw2_ctxsw"`
+	PerPacket
+}
+
+// PerPacket is CPU time and context switches of each gateway per
+// delivered packet.
+type PerPacket struct {
 	GW1CPUNsPerPkt float64 `json:"gw1_cpu_ns_per_pkt"`
 	GW2CPUNsPerPkt float64 `json:"gw2_cpu_ns_per_pkt"`
+	// GW1SysNsPerPkt is the kernel's part of GW1CPUNsPerPkt (system
+	// calls and the softirq work charged to the process: on veth, AF_XDP
+	// copy mode's copies and the transmit into the next namespace).
 	GW1SysNsPerPkt float64 `json:"gw1_sys_ns_per_pkt"`
 	GW1CtxPerPkt   float64 `json:"gw1_ctxsw_per_pkt"`
 	GW2CtxPerPkt   float64 `json:"gw2_ctxsw_per_pkt"`
@@ -149,9 +163,6 @@ func (s *SizeResult) summarize() {
 		at = 0
 	}
 	if at < len(s.Steps) {
-		st := s.Steps[at]
-		s.GW1CPUNsPerPkt, s.GW2CPUNsPerPkt = st.GW1CPUNsPerPkt, st.GW2CPUNsPerPkt
-		s.GW1SysNsPerPkt = st.GW1SysNsPerPkt
-		s.GW1CtxPerPkt, s.GW2CtxPerPkt = st.GW1CtxPerPkt, st.GW2CtxPerPkt
+		s.PerPacket = s.Steps[at].PerPacket
 	}
 }

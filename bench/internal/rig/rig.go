@@ -184,10 +184,7 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 			err = cerr
 		}
 	}()
-	res = &Results{
-		Started: time.Now().UTC(), Command: o.Command, Kernel: kernelRelease(),
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Options: o.public(),
-	}
+	res = &Results{Machine: ThisMachine(o.Command), Options: o.public()}
 	if r.bins, r.missing, err = buildBinaries(r.dir, r.progress); err != nil {
 		return nil, err
 	}

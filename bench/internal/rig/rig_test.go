@@ -85,15 +85,15 @@ func TestBracket(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	s := SizeResult{Size: 64, Steps: []Step{
-		{Offered: 100, Achieved: 100, Delivered: 100, DeliveredPPS: 100, GW1CPUNsPerPkt: 5},
-		{Offered: 200, Achieved: 190, Delivered: 189, DeliveredPPS: 189, LossPct: 0.5, GW1CPUNsPerPkt: 4, GW1CtxPerPkt: 0.1, SinkDrops: 1},
-		{Offered: 400, Achieved: 300, Delivered: 150, DeliveredPPS: 250, LossPct: 50, GW1CPUNsPerPkt: 3},
+		{Offered: 100, Achieved: 100, Delivered: 100, DeliveredPPS: 100, PerPacket: PerPacket{GW1CPUNsPerPkt: 5}},
+		{Offered: 200, Achieved: 190, Delivered: 189, DeliveredPPS: 189, LossPct: 0.5, PerPacket: PerPacket{GW1CPUNsPerPkt: 4, GW1CtxPerPkt: 0.1}, SinkDrops: 1},
+		{Offered: 400, Achieved: 300, Delivered: 150, DeliveredPPS: 250, LossPct: 50, PerPacket: PerPacket{GW1CPUNsPerPkt: 3}},
 	}}
 	s.summarize()
 	if s.CleanStep != 1 || s.CleanPPS != 189 || s.PeakPPS != 250 || s.GW1CPUNsPerPkt != 4 || s.GW1CtxPerPkt != 0.1 || s.GenMaxPPS != 300 || s.GenMinRatio != 0.75 || s.SinkDrops != 1 {
 		t.Errorf("summarize() = %+v, want clean step 1 (189 pps, 4 ns, 0.1 cs), peak 250, gen max 300, gen ratio 0.75, 1 sink drop", s)
 	}
-	none := SizeResult{Steps: []Step{{Offered: 100, Sent: 100, Delivered: 10, DeliveredPPS: 10, LossPct: 90, GW1CPUNsPerPkt: 7}}}
+	none := SizeResult{Steps: []Step{{Offered: 100, Sent: 100, Delivered: 10, DeliveredPPS: 10, LossPct: 90, PerPacket: PerPacket{GW1CPUNsPerPkt: 7}}}}
 	none.summarize()
 	if none.CleanStep != -1 || none.CleanPPS != 0 || none.GW1CPUNsPerPkt != 7 {
 		t.Errorf("summarize(no clean step) = %+v, want clean step -1, 0 pps, the first step's CPU", none)
@@ -104,9 +104,9 @@ func TestSummarize(t *testing.T) {
 // configuration with its ratio to the reference, and the files exist.
 func TestWrite(t *testing.T) {
 	res := &Results{Options: PublicOptions{Sizes: []int{64}, Queues: 2}, Configs: []ConfigResult{
-		{Name: Reference, Sizes: []SizeResult{{Size: 64, CleanPPS: 100e3, PeakPPS: 120e3, GW1CPUNsPerPkt: 8000,
+		{Name: Reference, Sizes: []SizeResult{{Size: 64, CleanPPS: 100e3, PeakPPS: 120e3, PerPacket: PerPacket{GW1CPUNsPerPkt: 8000},
 			Steps: []Step{{Offered: 100e3, Achieved: 100e3, DeliveredPPS: 100e3}}}}},
-		{Name: "wgpio-fastpath-1q", Sizes: []SizeResult{{Size: 64, CleanPPS: 1.5e6, PeakPPS: 2e6, GW1CPUNsPerPkt: 400,
+		{Name: "wgpio-fastpath-1q", Sizes: []SizeResult{{Size: 64, CleanPPS: 1.5e6, PeakPPS: 2e6, PerPacket: PerPacket{GW1CPUNsPerPkt: 400},
 			Steps: []Step{{Offered: 1.5e6, Achieved: 1.5e6, DeliveredPPS: 1.5e6}}}}},
 		{Name: "wgpio-compat", Skipped: "binary not available: x"},
 	}}
@@ -129,9 +129,9 @@ func TestWrite(t *testing.T) {
 
 func TestMedianRun(t *testing.T) {
 	runs := []SizeResult{
-		{CleanPPS: 300, PeakPPS: 10, GW1CPUNsPerPkt: 3},
-		{CleanPPS: 100, PeakPPS: 30, GW1CPUNsPerPkt: 1},
-		{CleanPPS: 200, PeakPPS: 20, GW1CPUNsPerPkt: 2},
+		{CleanPPS: 300, PeakPPS: 10, PerPacket: PerPacket{GW1CPUNsPerPkt: 3}},
+		{CleanPPS: 100, PeakPPS: 30, PerPacket: PerPacket{GW1CPUNsPerPkt: 1}},
+		{CleanPPS: 200, PeakPPS: 20, PerPacket: PerPacket{GW1CPUNsPerPkt: 2}},
 	}
 	m := medianRun(runs)
 	if m.CleanPPS != 200 || m.GW1CPUNsPerPkt != 2 || m.PeakPPS != 20 || len(m.CleanRuns) != 3 || len(m.PeakRuns) != 3 {
