@@ -85,6 +85,10 @@ type Options struct {
 	// the kernel's per-device workqueue and wireguard-go's per-CPU
 	// handshake workers. 0 means runtime.GOMAXPROCS(0).
 	HandshakeWorkers int
+	// HandshakeBacklog is the capacity of the pool's queue of received
+	// handshake messages; under load (cookie replies) from an eighth full.
+	// 0 means DefaultHandshakeBacklog.
+	HandshakeBacklog int
 }
 
 // PeerConfig is the configuration of one peer, as the Go API takes it.
@@ -277,7 +281,10 @@ func New(o Options) (*Device, error) {
 	if d.opts.HandshakeWorkers <= 0 {
 		d.opts.HandshakeWorkers = runtime.GOMAXPROCS(0)
 	}
-	d.pool.init(d.opts.HandshakeWorkers)
+	if d.opts.HandshakeBacklog <= 0 {
+		d.opts.HandshakeBacklog = DefaultHandshakeBacklog
+	}
+	d.pool.init(d.opts.HandshakeWorkers, d.opts.HandshakeBacklog)
 	d.limiter = noise.NewSourceLimiter(d.clock)
 	d.mu.Lock()
 	d.setPrivateKeyLocked(o.PrivateKey)
@@ -724,6 +731,8 @@ func (d *Device) Start() error {
 			}
 		}
 		d.pool.async.Store(true)
+		d.wg.Add(1)
+		go d.dispatch()
 		for range d.opts.HandshakeWorkers {
 			d.wg.Add(1)
 			go d.handshakeWorker()

@@ -15,11 +15,12 @@ func randomJitter() time.Duration {
 }
 
 // isUnderLoad applies the rule of wireguard-go and the kernel (whitepaper
-// §5.3): under load while the handshake queue the pool drains is at least
-// 1/8 full (Dataplane.UnderLoad: the pool's backlog of received messages)
-// and for noise.UnderLoadAfterTime (1 s) after. Safe for concurrent use.
+// §5.3): under load while the handshake pool's queue of received messages
+// is at least 1/8 full (or the dataplane's channel before it,
+// Dataplane.UnderLoad) and for noise.UnderLoadAfterTime (1 s) after. Safe
+// for concurrent use.
 func (d *Device) isUnderLoad(now int64) bool {
-	if d.dp.UnderLoad() {
+	if d.pool.loaded() || d.dp.UnderLoad() {
 		if now > d.underLoad.Load() {
 			d.underLoad.Store(now)
 		}

@@ -3,30 +3,74 @@ package gateway
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/wgpio/wgpio/fastpath"
 )
+
+// DefaultHandshakeBacklog is the default capacity of the handshake pool's
+// queue of received messages (Options.HandshakeBacklog), as the kernel's
+// MAX_QUEUED_INCOMING_HANDSHAKES and wireguard-go's handshake queue: a
+// reconnect storm of thousands of peers waits there, answered with cookie
+// replies while the queue is an eighth full or more (whitepaper §5.3),
+// instead of being dropped at the dataplane's smaller channel.
+const DefaultHandshakeBacklog = 4096
 
 // initBatch is how many queued initiations a handshake worker sends before
 // it looks at the received messages again.
 const initBatch = 16
 
-// handshakePool is the handshake workers' second source of work, beside
-// the dataplane's channel of received messages: the peers whose timers
-// asked for an initiation (initiateLocked). The timers only decide; the
-// two Curve25519 operations of an initiation run on a handshake worker, so
-// that a tick that starts thousands of handshakes stays short. A peer is
-// queued at most once (peer.initQueued), so the queue never holds more
+// handshakePool is the work of the handshake workers: the received
+// messages (msgs, filled from the dataplane's channel by dispatch; its
+// fill is the backlog the under-load rule judges), and the peers whose
+// timers asked for an initiation (initiateLocked). The timers only decide;
+// the two Curve25519 operations of an initiation run on a handshake worker,
+// so that a tick that starts thousands of handshakes stays short. A peer is
+// queued at most once (peer.initQueued), so that queue never holds more
 // than the peers. Before Start (and after Close) async is false and
 // initiations are sent inline, as tests that drive Tick by hand expect.
 type handshakePool struct {
 	async atomic.Bool
 	bell  chan struct{} // one token per worker that may find work
+	msgs  chan fastpath.HandshakeMessage
+	peak  atomic.Int64 // the largest backlog of msgs seen
 
 	mu    sync.Mutex
 	queue []*peer
 }
 
-func (q *handshakePool) init(workers int) {
+func (q *handshakePool) init(workers, backlog int) {
 	q.bell = make(chan struct{}, workers)
+	q.msgs = make(chan fastpath.HandshakeMessage, backlog)
+}
+
+// loaded reports whether the received messages waiting reach an eighth of
+// the queue (the kernel's and wireguard-go's "under load" mark).
+func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
+
+// dispatch moves the dataplane's handshake messages into the pool's queue
+// until Close. When the queue is full it waits, and the dataplane's own
+// bounded channel fills and drops (counted handshake_queue_full there).
+func (d *Device) dispatch() {
+	defer d.wg.Done()
+	hs := d.dp.Handshakes()
+	for {
+		select {
+		case <-d.done:
+			return
+		case m, ok := <-hs:
+			if !ok {
+				return
+			}
+			select {
+			case d.pool.msgs <- m:
+				if n := int64(len(d.pool.msgs)); n > d.pool.peak.Load() {
+					d.pool.peak.Store(n)
+				}
+			case <-d.done:
+				return
+			}
+		}
+	}
 }
 
 // push queues p and wakes a worker.
@@ -75,21 +119,15 @@ func (q *handshakePool) clear() {
 
 // handshakeWorker is one of the pool's goroutines: it processes received
 // handshake messages (HandleMessage) and the initiations the timers queued
-// until Close. The workers share the dataplane's bounded channel, so its
-// fill, which Dataplane.UnderLoad judges, is the pool's backlog.
+// until Close.
 func (d *Device) handshakeWorker() {
 	defer d.wg.Done()
-	hs := d.dp.Handshakes()
 	var batch [initBatch]*peer
 	for {
 		select {
 		case <-d.done:
 			return
-		case m, ok := <-hs:
-			if !ok {
-				hs = nil
-				continue
-			}
+		case m := <-d.pool.msgs:
 			d.HandleMessage(m)
 		case <-d.pool.bell:
 			n, more := d.pool.pop(batch[:])

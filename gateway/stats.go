@@ -65,8 +65,13 @@ type Stats struct {
 	// ever receiving data (replaced by a newer handshake, expired or
 	// removed with their peer): the initiator never used them, which on
 	// this side is the only sign of a preshared key mismatch.
-	ResponderUnconfirmedTotal uint64              `json:"responder_keypairs_expired_unconfirmed_total"`
-	Noise                     noise.StatsSnapshot `json:"noise"`
+	ResponderUnconfirmedTotal uint64 `json:"responder_keypairs_expired_unconfirmed_total"`
+	// HandshakeBacklog is a gauge: the received handshake messages waiting
+	// for the handshake pool; HandshakeBacklogPeak is the most seen at once
+	// (under load from Options.HandshakeBacklog / 8).
+	HandshakeBacklog     uint64              `json:"handshake_backlog"`
+	HandshakeBacklogPeak uint64              `json:"handshake_backlog_peak"`
+	Noise                noise.StatsSnapshot `json:"noise"`
 }
 
 type counters struct {
@@ -93,6 +98,8 @@ func (d *Device) Stats() Stats {
 	s.KeypairsInstalledTotal = d.stats.sessions.Load()
 	s.Sessions = s.KeypairsInstalledTotal
 	s.ResponderUnconfirmedTotal = d.stats.unconfirmed.Load()
+	s.HandshakeBacklog = uint64(len(d.pool.msgs))
+	s.HandshakeBacklogPeak = uint64(d.pool.peak.Load())
 	now := d.now()
 	d.mu.RLock()
 	if d.id != nil {
