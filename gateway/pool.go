@@ -5,15 +5,20 @@ import (
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // DefaultHandshakeBacklog is the default capacity of the handshake pool's
 // queue of received messages (Options.HandshakeBacklog), as the kernel's
-// MAX_QUEUED_INCOMING_HANDSHAKES and wireguard-go's handshake queue: a
-// reconnect storm of thousands of peers waits there, answered with cookie
-// replies while the queue is an eighth full or more (whitepaper §5.3),
-// instead of being dropped at the dataplane's smaller channel.
-const DefaultHandshakeBacklog = 4096
+// MAX_QUEUED_INCOMING_HANDSHAKES (4096) twice over: a reconnect storm of
+// ten thousand peers, each retrying with its cookie within the same jitter
+// window, waits there, answered with cookie replies while the queue is an
+// eighth full or more (whitepaper §5.3), instead of being dropped at the
+// dataplane's smaller channel. A message that waited longer than
+// REKEY_TIMEOUT is dropped unanswered (handshake_stale): its sender has
+// sent a new one since, and answering the old one would cost the DH work
+// for a response the sender can no longer use.
+const DefaultHandshakeBacklog = 8192
 
 // initBatch is how many queued initiations a handshake worker sends before
 // it looks at the received messages again.
@@ -128,6 +133,10 @@ func (d *Device) handshakeWorker() {
 		case <-d.done:
 			return
 		case m := <-d.pool.msgs:
+			if m.Received != 0 && d.now()-m.Received > int64(protocol.RekeyTimeout) {
+				d.stats.drop(DropHandshakeStale)
+				continue
+			}
 			d.HandleMessage(m)
 		case <-d.pool.bell:
 			n, more := d.pool.pop(batch[:])

@@ -26,13 +26,14 @@ const (
 	DropNoEndpoint                         // something to send to a peer with no known endpoint
 	DropMailboxFull                        // the dataplane refused a control packet
 	DropCookieBudget                       // cookie reply not sent: over CookieRepliesPerSecond (all sources)
+	DropHandshakeStale                     // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
-	"cookie budget",
+	"cookie budget", "handshake stale",
 }
 
 // String returns the short lowercase name.

@@ -26,11 +26,9 @@ type simPeer struct {
 	src  netip.AddrPort
 	tmpl header.UDPTemplate
 
-	// The storm's and the timers' state, owned by the loop that drives
-	// the peer.
+	// The timers' state, owned by the loop that drives the peer.
 	attempts    int
 	established bool
-	nextRetry   int64 // ns since the storm began
 	keys        noise.Keys
 }
 
