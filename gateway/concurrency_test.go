@@ -381,3 +381,60 @@ func TestTickWorkFollowsDueTimers(t *testing.T) {
 		t.Errorf("peers in the timer heap = %d, want the 20 with timers", s)
 	}
 }
+
+// TestUnderLoadFromPoolBacklog: "under load" (whitepaper §5.3) follows the
+// handshake pool's queue: with an eighth of it waiting, an initiation
+// without MAC2 gets a cookie reply instead of a response.
+func TestUnderLoadFromPoolBacklog(t *testing.T) {
+	r := newLightRig(t, 2, 1)
+	s := r.sims[0]
+	for range cap(r.dev.pool.msgs) / 8 {
+		r.dev.pool.msgs <- fastpath.HandshakeMessage{}
+	}
+	r.dev.HandleMessage(s.message(s.initiation(t, 1)))
+	sent := r.f.sentSince(0)
+	if len(ofType(sent, noise.TypeCookieReply, 0)) != 1 || len(ofType(sent, noise.TypeResponse, 0)) != 0 {
+		t.Fatalf("with the pool's queue an eighth full: sent %v, want one cookie reply", types(sent))
+	}
+	if st := r.dev.Stats(); st.HandshakeBacklog != uint64(cap(r.dev.pool.msgs)/8) {
+		t.Errorf("Stats.HandshakeBacklog = %d, want %d", st.HandshakeBacklog, cap(r.dev.pool.msgs)/8)
+	}
+	for len(r.dev.pool.msgs) > 0 {
+		<-r.dev.pool.msgs
+	}
+	// Past the 1 s hold-over a fresh initiation is answered.
+	r.f.clock.Add(int64(2 * time.Second))
+	r.dev.HandleMessage(s.message(s.initiation(t, 2)))
+	if n := len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)); n != 1 {
+		t.Errorf("with the queue empty again: %d responses, want 1", n)
+	}
+}
+
+// TestStaleHandshakeDropped: a message that waited in the pool's queue
+// longer than REKEY_TIMEOUT is dropped unanswered (its sender has retried).
+func TestStaleHandshakeDropped(t *testing.T) {
+	r := newLightRig(t, 2, 1)
+	if err := r.dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := r.sims[0]
+	old := s.message(s.initiation(t, 1))
+	old.Received = r.now() - int64(6*time.Second)
+	r.f.hs <- old
+	fresh := s.message(s.initiation(t, 2))
+	fresh.Received = r.now()
+	r.f.hs <- fresh
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.responses()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(r.responses()); n != 1 {
+		t.Fatalf("%d responses, want 1 (to the fresh initiation)", n)
+	}
+	if got := r.dev.Stats().Drops[DropHandshakeStale]; got != 1 {
+		t.Errorf("Drops[handshake stale] = %d, want 1", got)
+	}
+	if got := binary.LittleEndian.Uint32(r.responses()[0].payload[noise.ResponseOffsetReceiver:]); got != 2 {
+		t.Errorf("response to sender index %d, want 2 (the fresh one)", got)
+	}
+}
