@@ -203,7 +203,7 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 		rx := b.cfg.Port.Queue(i).RX()
 		w.Add(rx)
 		r := &rxQueue{
-			b: b, g: g, rx: rx, w: w,
+			b: b, g: g, rx: rx, w: w, spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 			frames: make([]dataplane.Frame, BatchSize),
 			eps:    make(map[netip.AddrPort]*Endpoint),
 			reply:  make([]byte, arp.NDPFrameLen),

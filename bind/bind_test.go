@@ -546,6 +546,32 @@ func TestNoAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(200, step); a != 0 {
 		t.Errorf("allocs per Send + receive = %v, want 0", a)
 	}
+	// A receive that finds nothing spins (and may block) until a frame
+	// another goroutine sends 20 µs later arrives: no allocation either.
+	kick, sent := make(chan struct{}), make(chan struct{})
+	go func() {
+		for range kick {
+			for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+			}
+			txB.Alloc(fs[4:5])
+			fs[4].SetLen(len(frame))
+			copy(fs[4].Data(), frame)
+			txB.Transmit(fs[4:5])
+			sent <- struct{}{}
+		}
+	}()
+	defer close(kick)
+	late := func() {
+		kick <- struct{}{}
+		if n, err := r.fns[0](rb, sizes, eps); n != 1 || err != nil {
+			t.Fatalf("receive = %d, %v", n, err)
+		}
+		<-sent
+	}
+	late()
+	if a := testing.AllocsPerRun(200, late); a != 0 {
+		t.Errorf("allocs per receive that waits = %v, want 0", a)
+	}
 }
 
 // FuzzReceive feeds arbitrary frames to the receive path: no panic, and a

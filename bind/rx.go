@@ -3,8 +3,10 @@ package bind
 import (
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 
@@ -122,6 +124,7 @@ type rxQueue struct {
 	w  *dataplane.Waiter
 
 	mu     sync.Mutex
+	spin   dataplane.Spinner // receive's idle spin
 	frames []dataplane.Frame
 	eps    map[netip.AddrPort]*Endpoint
 	pkt    header.Packet
@@ -135,8 +138,10 @@ type rxQueue struct {
 	}
 }
 
-// receive is the queue's conn.ReceiveFunc: it blocks until at least one
-// datagram for us arrives, copies up to len(packets) payloads into
+// receive is the queue's conn.ReceiveFunc: it waits until at least one
+// datagram for us arrives (polling again, yielding to other goroutines,
+// for an adaptive spin of at most dataplane.DefaultSpin, then blocking in
+// poll(2): see dataplane.Spinner), copies up to len(packets) payloads into
 // packets[i][:sizes[i]] with their sources in eps[i], and returns how many.
 // The frames are given back to the queue before it returns; packets stay
 // the caller's. After Close it returns net.ErrClosed. It allocates only to
@@ -145,6 +150,7 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	want := min(len(packets), len(sizes), len(eps), len(r.frames))
+	spinning, spinStart := false, time.Time{}
 	for {
 		if r.g.closed.Load() {
 			return 0, net.ErrClosed
@@ -159,17 +165,32 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 		r.rx.Free(r.frames[:m])
 		clear(r.frames[:m])
 		if n > 0 {
+			if spinning {
+				r.spin.Hit(int64(time.Since(spinStart)))
+			}
 			r.ctr.packets.Add(uint64(n))
 			return n, nil
 		}
-		if m == 0 {
+		if m > 0 {
+			continue
+		}
+		// Nothing: poll again, yielding to other goroutines, for the
+		// spinner's budget, then block in the waiter.
+		switch {
+		case !spinning:
+			spinning, spinStart = true, time.Now()
+		case int64(time.Since(spinStart)) >= r.spin.Budget():
+			r.spin.Miss()
+			spinning = false
 			if _, err := r.w.Wait(dataplane.Forever); err != nil {
 				if r.g.closed.Load() {
 					return 0, net.ErrClosed
 				}
 				return 0, err
 			}
+			continue
 		}
+		runtime.Gosched()
 	}
 }
 

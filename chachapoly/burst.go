@@ -98,6 +98,12 @@ func (i impl) String() string {
 	return "unknown"
 }
 
+// poly8Always makes the avx2 and avx512 implementations MAC every group of
+// messages with the AVX2 Poly1305 kernel, whatever its size and lengths (by
+// default only full groups of long messages, where it is faster): a test
+// knob, so that the kernel is checked at every length.
+var poly8Always = false
+
 // active is the implementation in use, chosen once at start-up from the
 // CPU's features (see detect), and changed only by tests through setImpl.
 var active = detect()

@@ -874,13 +874,115 @@ poly_block:
 	JMP          poly_block
 
 poly_done:
-	VMOVDQU64 Z0, 640(AX)
-	VMOVDQU64 Z1, 768(AX)
-	VMOVDQU64 Z2, 896(AX)
-	VMOVDQU64 Z3, 704(AX)
-	VMOVDQU64 Z4, 832(AX)
-	VMOVDQU64 Z5, 960(AX)
-	VZEROUPPER
+	VMOVDQU64    Z0, 640(AX)
+	VMOVDQU64    Z1, 768(AX)
+	VMOVDQU64    Z2, 896(AX)
+	VMOVDQU64    Z3, 704(AX)
+	VMOVDQU64    Z4, 832(AX)
+	VMOVDQU64    Z5, 960(AX)
+	MOVQ         $0x0000000000000005, SI
+	VPBROADCASTQ SI, Z26
+	MOVQ         $0x0000000000000001, SI
+	VPBROADCASTQ SI, Z25
+	VPSRLQ       $0x2c, Z0, Z6
+	VPANDQ       Z31, Z0, Z0
+	VPADDQ       Z6, Z1, Z1
+	VPSRLQ       $0x2c, Z1, Z6
+	VPANDQ       Z31, Z1, Z1
+	VPADDQ       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z2, Z6
+	VPANDQ       Z30, Z2, Z2
+	VPADDQ       Z6, Z0, Z0
+	VPSLLQ       $0x02, Z6, Z6
+	VPADDQ       Z6, Z0, Z0
+	VPSRLQ       $0x2c, Z0, Z6
+	VPANDQ       Z31, Z0, Z0
+	VPADDQ       Z6, Z1, Z1
+	VPSRLQ       $0x2c, Z1, Z6
+	VPANDQ       Z31, Z1, Z1
+	VPADDQ       Z6, Z2, Z2
+	VPADDQ       Z26, Z0, Z7
+	VPSRLQ       $0x2c, Z7, Z6
+	VPANDQ       Z31, Z7, Z7
+	VPADDQ       Z6, Z1, Z8
+	VPSRLQ       $0x2c, Z8, Z6
+	VPANDQ       Z31, Z8, Z8
+	VPADDQ       Z6, Z2, Z9
+	VPSRLQ       $0x2a, Z9, Z6
+	VPTESTMQ     Z6, Z6, K1
+	VMOVDQA64    Z7, K1, Z0
+	VMOVDQA64    Z8, K1, Z1
+	VMOVDQA64    Z9, K1, Z2
+	VPSLLQ       $0x2c, Z1, Z10
+	VPORQ        Z0, Z10, Z10
+	VPSRLQ       $0x14, Z1, Z11
+	VPSLLQ       $0x18, Z2, Z6
+	VPORQ        Z6, Z11, Z11
+	VMOVDQU64    2048(AX), Z12
+	VPADDQ       Z12, Z10, Z10
+	VPCMPUQ      $0x01, Z12, Z10, K1
+	VPADDQ       2176(AX), Z11, Z11
+	VPADDQ       Z25, Z11, K1, Z11
+	VMOVDQU64    Z10, 2304(AX)
+	VMOVDQU64    Z11, 2432(AX)
+	VPSRLQ       $0x2c, Z3, Z6
+	VPANDQ       Z31, Z3, Z3
+	VPADDQ       Z6, Z4, Z4
+	VPSRLQ       $0x2c, Z4, Z6
+	VPANDQ       Z31, Z4, Z4
+	VPADDQ       Z6, Z5, Z5
+	VPSRLQ       $0x2a, Z5, Z6
+	VPANDQ       Z30, Z5, Z5
+	VPADDQ       Z6, Z3, Z3
+	VPSLLQ       $0x02, Z6, Z6
+	VPADDQ       Z6, Z3, Z3
+	VPSRLQ       $0x2c, Z3, Z6
+	VPANDQ       Z31, Z3, Z3
+	VPADDQ       Z6, Z4, Z4
+	VPSRLQ       $0x2c, Z4, Z6
+	VPANDQ       Z31, Z4, Z4
+	VPADDQ       Z6, Z5, Z5
+	VPADDQ       Z26, Z3, Z7
+	VPSRLQ       $0x2c, Z7, Z6
+	VPANDQ       Z31, Z7, Z7
+	VPADDQ       Z6, Z4, Z8
+	VPSRLQ       $0x2c, Z8, Z6
+	VPANDQ       Z31, Z8, Z8
+	VPADDQ       Z6, Z5, Z9
+	VPSRLQ       $0x2a, Z9, Z6
+	VPTESTMQ     Z6, Z6, K1
+	VMOVDQA64    Z7, K1, Z3
+	VMOVDQA64    Z8, K1, Z4
+	VMOVDQA64    Z9, K1, Z5
+	VPSLLQ       $0x2c, Z4, Z10
+	VPORQ        Z3, Z10, Z10
+	VPSRLQ       $0x14, Z4, Z11
+	VPSLLQ       $0x18, Z5, Z6
+	VPORQ        Z6, Z11, Z11
+	VMOVDQU64    2112(AX), Z12
+	VPADDQ       Z12, Z10, Z10
+	VPCMPUQ      $0x01, Z12, Z10, K1
+	VPADDQ       2240(AX), Z11, Z11
+	VPADDQ       Z25, Z11, K1, Z11
+	VMOVDQU64    Z10, 2368(AX)
+	VMOVDQU64    Z11, 2496(AX)
+	VZEROALL
+	VPXORQ       Z16, Z16, Z16
+	VPXORQ       Z17, Z17, Z17
+	VPXORQ       Z18, Z18, Z18
+	VPXORQ       Z19, Z19, Z19
+	VPXORQ       Z20, Z20, Z20
+	VPXORQ       Z21, Z21, Z21
+	VPXORQ       Z22, Z22, Z22
+	VPXORQ       Z23, Z23, Z23
+	VPXORQ       Z24, Z24, Z24
+	VPXORQ       Z25, Z25, Z25
+	VPXORQ       Z26, Z26, Z26
+	VPXORQ       Z27, Z27, Z27
+	VPXORQ       Z28, Z28, Z28
+	VPXORQ       Z29, Z29, Z29
+	VPXORQ       Z30, Z30, Z30
+	VPXORQ       Z31, Z31, Z31
 	RET
 
 DATA chacha8_sigma<>+0(SB)/4, $0x61707865
@@ -1781,5 +1883,258 @@ c8_done:
 	VMOVDQU Y0, 256(SP)
 	VMOVDQU Y0, 288(SP)
 	VMOVDQU Y0, (SP)
+	VZEROALL
+	RET
+
+DATA poly8_mask26<>+0(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+8(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+16(SB)/8, $0x0000000003ffffff
+DATA poly8_mask26<>+24(SB)/8, $0x0000000003ffffff
+GLOBL poly8_mask26<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_bit24<>+0(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+8(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+16(SB)/8, $0x0000000001000000
+DATA poly8_bit24<>+24(SB)/8, $0x0000000001000000
+GLOBL poly8_bit24<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_minus1<>+0(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+8(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+16(SB)/8, $0xffffffffffffffff
+DATA poly8_minus1<>+24(SB)/8, $0xffffffffffffffff
+GLOBL poly8_minus1<>(SB), RODATA|NOPTR, $32
+
+DATA poly8_one<>+0(SB)/8, $0x0000000000000001
+DATA poly8_one<>+8(SB)/8, $0x0000000000000001
+DATA poly8_one<>+16(SB)/8, $0x0000000000000001
+DATA poly8_one<>+24(SB)/8, $0x0000000000000001
+GLOBL poly8_one<>(SB), RODATA|NOPTR, $32
+
+// func poly8(lanes *byte, blocks uint64)
+// Requires: AVX, AVX2
+TEXT ·poly8(SB), NOSPLIT, $32-16
+	MOVQ         lanes+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	XORQ         DX, DX
+	XORQ         BX, BX
+	MOVQ         AX, (SP)
+	VPBROADCASTQ (SP), Y14
+	VMOVDQU      Y14, (SP)
+	VPXOR        Y15, Y15, Y15
+
+p8_block:
+	CMPQ       DX, CX
+	JAE        p8_done
+	VPSLLQ     $0x04, Y15, Y14
+	VPADDQ     (SP), Y14, Y14
+	VMOVDQU    960(AX), Y0
+	VPSUBQ     Y0, Y15, Y0
+	VPCMPGTQ   poly8_minus1<>+0(SB), Y0, Y1
+	VMOVDQU    1024(AX), Y2
+	VPCMPGTQ   Y15, Y2, Y2
+	VPSLLQ     $0x04, Y0, Y0
+	VPADDQ     896(AX), Y0, Y0
+	VPADDQ     1088(AX), Y14, Y3
+	VPBLENDVB  Y2, Y0, Y3, Y3
+	VMOVDQA    Y1, Y2
+	VPXOR      Y4, Y4, Y4
+	VPGATHERQQ Y2, (BX)(Y3*1), Y4
+	VMOVDQA    Y1, Y2
+	VPXOR      Y5, Y5, Y5
+	VPGATHERQQ Y2, 8(BX)(Y3*1), Y5
+	VPAND      poly8_mask26<>+0(SB), Y4, Y6
+	VPADDQ     576(AX), Y6, Y6
+	VPSRLQ     $0x1a, Y4, Y7
+	VPAND      poly8_mask26<>+0(SB), Y7, Y7
+	VPADDQ     640(AX), Y7, Y7
+	VPSRLQ     $0x34, Y4, Y8
+	VPSLLQ     $0x0c, Y5, Y4
+	VPOR       Y4, Y8, Y8
+	VPAND      poly8_mask26<>+0(SB), Y8, Y8
+	VPADDQ     704(AX), Y8, Y8
+	VPSRLQ     $0x0e, Y5, Y9
+	VPAND      poly8_mask26<>+0(SB), Y9, Y9
+	VPADDQ     768(AX), Y9, Y9
+	VPSRLQ     $0x28, Y5, Y10
+	VPAND      poly8_bit24<>+0(SB), Y1, Y4
+	VPOR       Y4, Y10, Y10
+	VPADDQ     832(AX), Y10, Y10
+	VPMULUDQ   (AX), Y6, Y11
+	VPMULUDQ   512(AX), Y7, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   448(AX), Y8, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   384(AX), Y9, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   320(AX), Y10, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   64(AX), Y6, Y12
+	VPMULUDQ   (AX), Y7, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   512(AX), Y8, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   448(AX), Y9, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   384(AX), Y10, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   128(AX), Y6, Y13
+	VPMULUDQ   64(AX), Y7, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   (AX), Y8, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   512(AX), Y9, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   448(AX), Y10, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   192(AX), Y6, Y0
+	VPMULUDQ   128(AX), Y7, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   64(AX), Y8, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   (AX), Y9, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   512(AX), Y10, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   256(AX), Y6, Y1
+	VPMULUDQ   192(AX), Y7, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   128(AX), Y8, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   64(AX), Y9, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   (AX), Y10, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VPSRLQ     $0x1a, Y12, Y2
+	VPAND      poly8_mask26<>+0(SB), Y12, Y12
+	VPADDQ     Y2, Y13, Y13
+	VPSRLQ     $0x1a, Y13, Y2
+	VPAND      poly8_mask26<>+0(SB), Y13, Y13
+	VPADDQ     Y2, Y0, Y0
+	VPSRLQ     $0x1a, Y0, Y2
+	VPAND      poly8_mask26<>+0(SB), Y0, Y0
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y1, Y2
+	VPAND      poly8_mask26<>+0(SB), Y1, Y1
+	VPADDQ     Y2, Y11, Y11
+	VPSLLQ     $0x02, Y2, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VMOVDQU    Y11, 576(AX)
+	VMOVDQU    Y12, 640(AX)
+	VMOVDQU    Y13, 704(AX)
+	VMOVDQU    Y0, 768(AX)
+	VMOVDQU    Y1, 832(AX)
+	VMOVDQU    992(AX), Y0
+	VPSUBQ     Y0, Y15, Y0
+	VPCMPGTQ   poly8_minus1<>+0(SB), Y0, Y1
+	VMOVDQU    1056(AX), Y2
+	VPCMPGTQ   Y15, Y2, Y2
+	VPSLLQ     $0x04, Y0, Y0
+	VPADDQ     928(AX), Y0, Y0
+	VPADDQ     1120(AX), Y14, Y3
+	VPBLENDVB  Y2, Y0, Y3, Y3
+	VMOVDQA    Y1, Y2
+	VPXOR      Y4, Y4, Y4
+	VPGATHERQQ Y2, (BX)(Y3*1), Y4
+	VMOVDQA    Y1, Y2
+	VPXOR      Y5, Y5, Y5
+	VPGATHERQQ Y2, 8(BX)(Y3*1), Y5
+	VPAND      poly8_mask26<>+0(SB), Y4, Y6
+	VPADDQ     608(AX), Y6, Y6
+	VPSRLQ     $0x1a, Y4, Y7
+	VPAND      poly8_mask26<>+0(SB), Y7, Y7
+	VPADDQ     672(AX), Y7, Y7
+	VPSRLQ     $0x34, Y4, Y8
+	VPSLLQ     $0x0c, Y5, Y4
+	VPOR       Y4, Y8, Y8
+	VPAND      poly8_mask26<>+0(SB), Y8, Y8
+	VPADDQ     736(AX), Y8, Y8
+	VPSRLQ     $0x0e, Y5, Y9
+	VPAND      poly8_mask26<>+0(SB), Y9, Y9
+	VPADDQ     800(AX), Y9, Y9
+	VPSRLQ     $0x28, Y5, Y10
+	VPAND      poly8_bit24<>+0(SB), Y1, Y4
+	VPOR       Y4, Y10, Y10
+	VPADDQ     864(AX), Y10, Y10
+	VPMULUDQ   32(AX), Y6, Y11
+	VPMULUDQ   544(AX), Y7, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   480(AX), Y8, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   416(AX), Y9, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   352(AX), Y10, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPMULUDQ   96(AX), Y6, Y12
+	VPMULUDQ   32(AX), Y7, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   544(AX), Y8, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   480(AX), Y9, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   416(AX), Y10, Y2
+	VPADDQ     Y2, Y12, Y12
+	VPMULUDQ   160(AX), Y6, Y13
+	VPMULUDQ   96(AX), Y7, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   32(AX), Y8, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   544(AX), Y9, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   480(AX), Y10, Y2
+	VPADDQ     Y2, Y13, Y13
+	VPMULUDQ   224(AX), Y6, Y0
+	VPMULUDQ   160(AX), Y7, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   96(AX), Y8, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   32(AX), Y9, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   544(AX), Y10, Y2
+	VPADDQ     Y2, Y0, Y0
+	VPMULUDQ   288(AX), Y6, Y1
+	VPMULUDQ   224(AX), Y7, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   160(AX), Y8, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   96(AX), Y9, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPMULUDQ   32(AX), Y10, Y2
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VPSRLQ     $0x1a, Y12, Y2
+	VPAND      poly8_mask26<>+0(SB), Y12, Y12
+	VPADDQ     Y2, Y13, Y13
+	VPSRLQ     $0x1a, Y13, Y2
+	VPAND      poly8_mask26<>+0(SB), Y13, Y13
+	VPADDQ     Y2, Y0, Y0
+	VPSRLQ     $0x1a, Y0, Y2
+	VPAND      poly8_mask26<>+0(SB), Y0, Y0
+	VPADDQ     Y2, Y1, Y1
+	VPSRLQ     $0x1a, Y1, Y2
+	VPAND      poly8_mask26<>+0(SB), Y1, Y1
+	VPADDQ     Y2, Y11, Y11
+	VPSLLQ     $0x02, Y2, Y2
+	VPADDQ     Y2, Y11, Y11
+	VPSRLQ     $0x1a, Y11, Y2
+	VPAND      poly8_mask26<>+0(SB), Y11, Y11
+	VPADDQ     Y2, Y12, Y12
+	VMOVDQU    Y11, 608(AX)
+	VMOVDQU    Y12, 672(AX)
+	VMOVDQU    Y13, 736(AX)
+	VMOVDQU    Y0, 800(AX)
+	VMOVDQU    Y1, 864(AX)
+	VPADDQ     poly8_one<>+0(SB), Y15, Y15
+	INCQ       DX
+	JMP        p8_block
+
+p8_done:
 	VZEROALL
 	RET

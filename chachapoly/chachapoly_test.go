@@ -20,14 +20,60 @@ func setImpl(t testing.TB, im impl) {
 	t.Cleanup(func() { active = old })
 }
 
-// forEachImpl runs f once per implementation this CPU supports, forced.
+// forEachImpl runs f once per implementation this CPU supports, forced,
+// and once more for each implementation that has the AVX2 Poly1305 kernel
+// with that kernel forced on every group (poly8Always).
 func forEachImpl(t *testing.T, f func(t *testing.T)) {
 	for _, im := range supported() {
 		t.Run(im.String(), func(t *testing.T) {
 			setImpl(t, im)
 			f(t)
 		})
+		if hasPoly8(im) {
+			t.Run(im.String()+"-poly8", func(t *testing.T) {
+				setImpl(t, im)
+				setPoly8Always(t)
+				f(t)
+			})
+		}
 	}
+}
+
+// hasPoly8 reports whether im can MAC with the AVX2 Poly1305 kernel.
+func hasPoly8(im impl) bool { return im == implAVX2 || im == implAVX512 }
+
+// setPoly8Always forces the AVX2 Poly1305 kernel on every group for the
+// rest of the test.
+func setPoly8Always(t testing.TB) {
+	old := poly8Always
+	poly8Always = true
+	t.Cleanup(func() { poly8Always = old })
+}
+
+// variant is an implementation, with or without the AVX2 Poly1305 kernel
+// forced.
+type variant struct {
+	im    impl
+	poly8 bool
+}
+
+func (v variant) String() string {
+	if v.poly8 {
+		return v.im.String() + "-poly8"
+	}
+	return v.im.String()
+}
+
+// variants lists what forEachImpl runs, for loops that cannot use subtests.
+func variants() []variant {
+	var vs []variant
+	for _, im := range supported() {
+		vs = append(vs, variant{im: im})
+		if hasPoly8(im) {
+			vs = append(vs, variant{im: im, poly8: true})
+		}
+	}
+	return vs
 }
 
 // ref is the reference: x/crypto's AEAD on the same packet.

@@ -17,8 +17,12 @@
 //   - avx512ifma (AVX-512 F, VL, BW, IFMA and BMI2): ChaCha20 in 16 32-bit
 //     lanes of ZMM registers; Poly1305 in 16 64-bit lanes (two halves of 8)
 //     with 52-bit multiply-adds, in limbs of 44, 44 and 42 bits.
-//   - avx512 (AVX-512 F, VL, BW and BMI2): the same ChaCha20, Poly1305 one
-//     message at a time in Go (64-bit limbs).
+//   - avx512 (AVX-512 F, VL, BW and BMI2): the same ChaCha20; Poly1305 in
+//     8 64-bit lanes of YMM registers (two halves of 4, AVX2) with 32-bit
+//     multiplies, in limbs of 26 bits, for full groups of 8 messages of
+//     496 bytes and more, and one message at a time in Go (64-bit limbs)
+//     otherwise, where that is faster (see mac8's constants for the
+//     measurements).
 //   - avx2: ChaCha20 in 8 lanes of YMM registers, Poly1305 as avx512.
 //   - generic: golang.org/x/crypto/chacha20poly1305, one message at a time.
 //
@@ -61,7 +65,8 @@
 // No branch and no memory address depends on the key, the plaintext or a
 // tag: the ChaCha20 and Poly1305 kernels branch only on loop counters,
 // message lengths and a lane's job kind, and address memory only from
-// message pointers and lengths; the scalar Poly1305 reduces without branches
+// message pointers and lengths (the Poly1305 kernels gather each lane's
+// block from an address computed from its pointer, length and the step); the scalar Poly1305 reduces without branches
 // (a mask selects h or h-p); tags are compared in constant time (the XORs
 // of their two halves folded into one word, then tested once). The
 // result of a comparison is public (the packet is dropped or delivered), so

@@ -35,8 +35,9 @@ func FuzzBurst(f *testing.F) {
 		if flags&0x80 != 0 {
 			maxAD = 24
 		}
-		for _, im := range supported() {
-			active = im
+		for _, v := range variants() {
+			im := v
+			active, poly8Always = v.im, v.poly8
 			pkts, plain, want := burst(t, rng, lens, refs, maxAD)
 			Seal(pkts)
 			for i := range pkts {
@@ -62,7 +63,7 @@ func FuzzBurst(f *testing.F) {
 				}
 			}
 		}
-		active = detect()
+		active, poly8Always = detect(), false
 	})
 }
 

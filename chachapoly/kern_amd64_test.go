@@ -3,6 +3,9 @@
 package chachapoly
 
 import (
+	"encoding/binary"
+	"math/big"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -26,6 +29,23 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		b.ReportMetric(float64(best.Nanoseconds())/10, "min-ns")
 	}
+	b.Run("poly8-load-place-tag", func(b *testing.B) {
+		var pg poly8Group
+		var pk [32]byte
+		var tag [TagSize]byte
+		msg := make([]byte, 64)
+		minOf(b, func() {
+			for l := range poly8Lanes {
+				pg.load(l, &pk, msg)
+			}
+			for l := range poly8Lanes {
+				pg.place(l, 5)
+			}
+			for l := range poly8Lanes {
+				pg.tag(l, &pk, &tag)
+			}
+		})
+	})
 	b.Run("chacha16-block", func(b *testing.B) {
 		var g group
 		minOf(b, func() { chacha16(&g, 1) })
@@ -42,4 +62,123 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		minOf(b, func() { poly16(&pg, 1) })
 	})
+	b.Run("poly8-block", func(b *testing.B) {
+		var pg poly8Group
+		var pk [32]byte
+		for l := range poly8Lanes {
+			pg.load(l, &pk, nil)
+			pg.place(l, 1)
+		}
+		minOf(b, func() { poly8(&pg, 1) })
+	})
+	b.Run("poly8-5blocks", func(b *testing.B) {
+		var pg poly8Group
+		var pk [32]byte
+		msg := make([]byte, 64)
+		for l := range poly8Lanes {
+			pg.load(l, &pk, msg)
+			pg.place(l, 5)
+		}
+		minOf(b, func() { poly8(&pg, 5) })
+	})
+	b.Run("scalar-5blocks", func(b *testing.B) {
+		var pk [32]byte
+		var tag [TagSize]byte
+		msg := make([]byte, 64)
+		minOf(b, func() { aeadTag(&tag, &pk, nil, msg) })
+	})
+}
+
+// finishCases are accumulator values at the edges of the final reduction
+// (RFC 8439 §2.5.1: h mod p, p = 2^130 - 5), and random ones.
+func finishCases() []*big.Int {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 130), big.NewInt(5))
+	var hs []*big.Int
+	for _, d := range []int64{-6, -5, -1, 0, 1, 4, 5, 6} {
+		hs = append(hs, new(big.Int).Add(p, big.NewInt(d)))
+	}
+	two130 := new(big.Int).Lsh(big.NewInt(1), 130)
+	hs = append(hs, big.NewInt(0), big.NewInt(1), new(big.Int).Sub(two130, big.NewInt(1)))
+	rng := rand.New(rand.NewPCG(21, 22))
+	for range 40 {
+		h := new(big.Int).SetUint64(rng.Uint64())
+		h.Lsh(h, 64).Or(h, new(big.Int).SetUint64(rng.Uint64()))
+		h.Lsh(h, 2).Or(h, big.NewInt(int64(rng.IntN(4))))
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// wantTag is (h mod p + s) mod 2^128, little-endian.
+func wantTag(h *big.Int, s0, s1 uint64) [TagSize]byte {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 130), big.NewInt(5))
+	s := new(big.Int).Lsh(new(big.Int).SetUint64(s1), 64)
+	s.Or(s, new(big.Int).SetUint64(s0))
+	t := new(big.Int).Mod(h, p)
+	t.Add(t, s)
+	t.And(t, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1)))
+	var out [TagSize]byte
+	b := t.FillBytes(make([]byte, TagSize))
+	for i := range out {
+		out[i] = b[TagSize-1-i]
+	}
+	return out
+}
+
+// limbs splits h into limbs of the given widths (the last takes the rest).
+func limbs(h *big.Int, widths ...uint) []uint64 {
+	x := new(big.Int).Set(h)
+	out := make([]uint64, len(widths))
+	for i, w := range widths {
+		if i == len(widths)-1 {
+			out[i] = x.Uint64()
+			break
+		}
+		m := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), w), big.NewInt(1))
+		out[i] = new(big.Int).And(x, m).Uint64()
+		x.Rsh(x, w)
+	}
+	return out
+}
+
+// TestPolyFinish checks the end of the vector Poly1305s (poly16's
+// in-kernel finish, poly8Group.tag) at the edges of the reduction modulo
+// p: accumulators just below, at and above p and 2^130, with addends that
+// carry between the tag's halves.
+func TestPolyFinish(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, h := range finishCases() {
+		s0, s1 := rng.Uint64(), rng.Uint64()
+		if rng.IntN(2) == 0 {
+			s0 = ^uint64(0) // carries into the high half
+		}
+		want := wantTag(h, s0, s1)
+		if hasIFMA {
+			var pg polyGroup
+			l := rng.IntN(lanes)
+			for k, v := range limbs(h, 44, 44, 42) {
+				pg.h[k][l] = v
+			}
+			pg.add[0][l], pg.add[1][l] = s0, s1
+			poly16(&pg, 0)
+			var got [TagSize]byte
+			pg.tag(l, &got)
+			if got != want {
+				t.Errorf("poly16 finish of h=%x: got %x, want %x", h, got, want)
+			}
+		}
+		var pg8 poly8Group
+		l := rng.IntN(poly8Lanes)
+		for k, v := range limbs(h, 26, 26, 26, 26, 26) {
+			pg8.h[k][l] = v
+		}
+		var pk [32]byte
+		binary.LittleEndian.PutUint64(pk[16:], s0)
+		binary.LittleEndian.PutUint64(pk[24:], s1)
+		var got [TagSize]byte
+		pg8.tag(l, &pk, &got)
+		if got != want {
+			t.Errorf("poly8 tag of h=%x: got %x, want %x", h, got, want)
+		}
+	}
 }

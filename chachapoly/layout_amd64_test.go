@@ -43,9 +43,33 @@ func TestPolyGroupLayout(t *testing.T) {
 		{"total", unsafe.Offsetof(g.total), 1280},
 		{"tailOff", unsafe.Offsetof(g.tailOff), 1408},
 		{"tail", unsafe.Offsetof(g.tail), offPolyTail},
+		{"add", unsafe.Offsetof(g.add), 2048},
+		{"out", unsafe.Offsetof(g.out), 2304},
 	} {
 		if c.got != c.want {
 			t.Errorf("offset of polyGroup.%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestPoly8GroupLayout checks the offsets of poly8Group hard-coded in _asm.
+func TestPoly8GroupLayout(t *testing.T) {
+	var g poly8Group
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"r", unsafe.Offsetof(g.r), 0},
+		{"s", unsafe.Offsetof(g.s), 320},
+		{"h", unsafe.Offsetof(g.h), 576},
+		{"msg", unsafe.Offsetof(g.msg), 896},
+		{"start", unsafe.Offsetof(g.start), 960},
+		{"fullEnd", unsafe.Offsetof(g.fullEnd), 1024},
+		{"tailRel", unsafe.Offsetof(g.tailRel), 1088},
+		{"tail", unsafe.Offsetof(g.tail), offPoly8Tail},
+	} {
+		if c.got != c.want {
+			t.Errorf("offset of poly8Group.%s = %d, want %d", c.name, c.got, c.want)
 		}
 	}
 }

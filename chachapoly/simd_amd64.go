@@ -223,6 +223,7 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 type chunk struct {
 	g      group
 	pg     polyGroup
+	pg8    poly8Group
 	tags   [maxChunk][TagSize]byte
 	jobs   [2 * maxChunk]job
 	sorted [2 * maxChunk]job
@@ -306,6 +307,7 @@ func (ch *chunk) wipe() {
 	clear(ch.g.keyOf[:])
 	clear(ch.g.polyKey[:])
 	ch.pg.wipe()
+	ch.pg8.wipe()
 }
 
 // tagEqual compares two tags in constant time: the time does not depend on

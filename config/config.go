@@ -131,6 +131,14 @@ const (
 	MSSClampOff  = -2
 )
 
+// ReplayWindow values (WGPIO.ReplayWindow): the width of each session's
+// replay window in counters, or auto (package replay's Policy).
+const (
+	ReplayWindowAuto   = -1
+	ReplayWindowNarrow = 8128   // the Linux kernel's width, 1 KiB per session
+	ReplayWindowWide   = 131008 // 16 KiB per session
+)
+
 // Off is the value of ICMPRate and ICMPDestInterval written "off".
 const Off = -1
 
@@ -183,6 +191,11 @@ type WGPIO struct {
 	// destination, after a burst of 6 (Linux net.ipv4.icmp_ratelimit;
 	// unset: 1 s); -1 (off) removes the limit.
 	ICMPDestInterval time.Duration
+	// ReplayWindow is the width of each session's replay window:
+	// ReplayWindowAuto (start at 8,128 counters, widen to 131,008 when the
+	// session is received on two queues or reorders by more than 4,064),
+	// ReplayWindowNarrow or ReplayWindowWide. Unset is auto.
+	ReplayWindow int
 	// Lines gives the line each key was set on, by canonical key name, for
 	// the errors found only when the gateway starts (an interface that
 	// does not exist, a CPU the process may not run on).

@@ -108,6 +108,13 @@ func (f *File) Marshal() []byte {
 		} else if w.ICMPDestInterval != 0 {
 			kv("ICMPDestInterval", strconv.FormatInt(w.ICMPDestInterval.Milliseconds(), 10))
 		}
+		switch w.ReplayWindow {
+		case 0:
+		case ReplayWindowAuto:
+			kv("ReplayWindow", "auto")
+		default:
+			kv("ReplayWindow", strconv.Itoa(w.ReplayWindow))
+		}
 	}
 
 	for i := range f.Peers {
@@ -136,7 +143,8 @@ func (w *WGPIO) isZero() bool {
 	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.WANVLAN == 0 && w.LANVLAN == 0 && w.AddressMode == "" && w.Queues == 0 &&
 		len(w.CPUs) == 0 && w.HandshakeWorkers == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
 		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == "" &&
-		w.MSSClamp == 0 && w.ICMPRate == 0 && w.ICMPBurst == 0 && w.ICMPDestInterval == 0
+		w.MSSClamp == 0 && w.ICMPRate == 0 && w.ICMPBurst == 0 && w.ICMPDestInterval == 0 &&
+		w.ReplayWindow == 0
 }
 
 func joinPrefixes(ps []netip.Prefix) string {

@@ -212,6 +212,7 @@ var keys = []keyInfo{
 	{name: "ICMPRate", sec: secWGPIO},
 	{name: "ICMPBurst", sec: secWGPIO},
 	{name: "ICMPDestInterval", sec: secWGPIO},
+	{name: "ReplayWindow", sec: secWGPIO},
 }
 
 type parser struct {

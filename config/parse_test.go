@@ -321,6 +321,7 @@ func TestParseErrors(t *testing.T) {
 		{"mss clamp word", iface + "[WGPIO]\nMSSClamp = yes\n", `wg0.conf:4: key "MSSClamp": "yes" is not a number of bytes, "auto" or "off"`},
 		{"mss clamp small", iface + "[WGPIO]\nMSSClamp = 100\n", `wg0.conf:4: key "MSSClamp": 100 out of range 536-65495`},
 		{"handshake workers zero", iface + "[WGPIO]\nHandshakeWorkers = 0\n", `wg0.conf:4: key "HandshakeWorkers": 0 out of range 1-1024`},
+		{"replay window size", iface + "[WGPIO]\nReplayWindow = 4096\n", `wg0.conf:4: key "ReplayWindow": "4096" is not "auto", 8128 or 131008 (counters)`},
 		{"icmp rate zero", iface + "[WGPIO]\nICMPRate = 0\n", `wg0.conf:4: key "ICMPRate": 0 out of range 1-1000000`},
 		{"icmp burst word", iface + "[WGPIO]\nICMPBurst = off\n", `wg0.conf:4: key "ICMPBurst": "off" is not a number of messages`},
 		{"icmp dest interval", iface + "[WGPIO]\nICMPDestInterval = 1s\n", `wg0.conf:4: key "ICMPDestInterval": "1s" is not a number of milliseconds or "off"`},
@@ -435,7 +436,7 @@ func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
 		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nHandshakeWorkers = 3\nSourcePorts = 1-65535\n" +
 		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
-		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\n" +
+		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\nReplayWindow = 131008\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"
 	inputs := map[string]string{"every field": every}
@@ -565,6 +566,9 @@ func TestRouterKeys(t *testing.T) {
 		{"MSSClamp = 1380\n", WGPIO{MSSClamp: 1380}},
 		{"ICMPRate = 200\nICMPBurst = 5\nICMPDestInterval = off\n", WGPIO{ICMPRate: 200, ICMPBurst: 5, ICMPDestInterval: Off}},
 		{"ICMPRate = off\nICMPDestInterval = 500\n", WGPIO{ICMPRate: Off, ICMPDestInterval: 500 * time.Millisecond}},
+		{"ReplayWindow = Auto\n", WGPIO{ReplayWindow: ReplayWindowAuto}},
+		{"ReplayWindow = 8128\n", WGPIO{ReplayWindow: ReplayWindowNarrow}},
+		{"ReplayWindow = 131008\n", WGPIO{ReplayWindow: ReplayWindowWide}},
 	}
 	for _, tt := range tests {
 		f, err := Parse("wg0.conf", strings.NewReader(base+tt.in))
@@ -572,11 +576,11 @@ func TestRouterKeys(t *testing.T) {
 			t.Fatalf("Parse(%q): %v", tt.in, err)
 		}
 		w := f.WGPIO
-		if w.MSSClamp != tt.want.MSSClamp || w.ICMPRate != tt.want.ICMPRate || w.ICMPBurst != tt.want.ICMPBurst || w.ICMPDestInterval != tt.want.ICMPDestInterval {
-			t.Errorf("Parse(%q) = MSSClamp %d ICMPRate %d ICMPBurst %d ICMPDestInterval %v, want %+v", tt.in, w.MSSClamp, w.ICMPRate, w.ICMPBurst, w.ICMPDestInterval, tt.want)
+		if w.MSSClamp != tt.want.MSSClamp || w.ICMPRate != tt.want.ICMPRate || w.ICMPBurst != tt.want.ICMPBurst || w.ICMPDestInterval != tt.want.ICMPDestInterval || w.ReplayWindow != tt.want.ReplayWindow {
+			t.Errorf("Parse(%q) = MSSClamp %d ICMPRate %d ICMPBurst %d ICMPDestInterval %v ReplayWindow %d, want %+v", tt.in, w.MSSClamp, w.ICMPRate, w.ICMPBurst, w.ICMPDestInterval, w.ReplayWindow, tt.want)
 		}
 		g, err := Parse("wg0.conf", bytes.NewReader(f.Marshal()))
-		if err != nil || g.WGPIO.MSSClamp != f.WGPIO.MSSClamp || g.WGPIO.ICMPRate != f.WGPIO.ICMPRate || g.WGPIO.ICMPDestInterval != f.WGPIO.ICMPDestInterval {
+		if err != nil || g.WGPIO.MSSClamp != f.WGPIO.MSSClamp || g.WGPIO.ICMPRate != f.WGPIO.ICMPRate || g.WGPIO.ICMPDestInterval != f.WGPIO.ICMPDestInterval || g.WGPIO.ReplayWindow != f.WGPIO.ReplayWindow {
 			t.Errorf("round trip of %q: %+v, %v", tt.in, g.WGPIO, err)
 		}
 	}

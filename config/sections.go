@@ -296,6 +296,17 @@ func (p *parser) wgpioKey(n int, key, v string) {
 				w.MSSClamp = x
 			}
 		}
+	case "ReplayWindow":
+		switch {
+		case strings.EqualFold(v, "auto"):
+			w.ReplayWindow = ReplayWindowAuto
+		case v == "8128":
+			w.ReplayWindow = ReplayWindowNarrow
+		case v == "131008":
+			w.ReplayWindow = ReplayWindowWide
+		default:
+			p.errorf(n, key, `%s is not "auto", 8128 or 131008 (counters)`, quoteShort(v))
+		}
 	case "ICMPRate":
 		if strings.EqualFold(v, "off") {
 			w.ICMPRate = Off

@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gaissmai/bart"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // Defaults of Config.
@@ -123,10 +123,14 @@ type Config struct {
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
-	// IdleSpin is how long a worker keeps polling its queues after its
+	// IdleSpin is the longest a worker keeps polling its queues after its
 	// last work before it blocks (default DefaultIdleSpin; negative: block
-	// at once). Longer spins save context switches at moderate rates and
-	// cost CPU when traffic stops.
+	// at once). Within it the spin adapts (dataplane.Spinner): spins that
+	// run out halve it down to dataplane.MinSpin, work found after a gap g
+	// raises it to 2g, so
+	// that a worker spins through short gaps, which saves a sleep and a
+	// wake-up each, and blocks soon in long ones, where spinning would
+	// only burn CPU.
 	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
 	// Empty leaves the workers to the Go scheduler. Pin them where the
@@ -149,6 +153,12 @@ type Config struct {
 	// break.
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
+	// ReplayWindow is the width policy of each keypair's replay window
+	// (package replay): replay.Auto (the zero value) starts at the
+	// kernel's 8,128 counters and widens to 131,008 once the keypair is
+	// received on a second queue or reorders by more than 4,064;
+	// replay.Narrow and replay.Wide fix the width.
+	ReplayWindow replay.Policy
 	// MSSClamp, when not 0, lowers the MSS option of TCP SYNs crossing the
 	// gateway in both directions (for paths that filter ICMP):
 	// MSSClampAuto for the MSS the tunnel MTU carries (MTU − 40 over
@@ -169,8 +179,11 @@ type Engine struct {
 	now     func() int64
 	workers []*worker
 
-	peersMu sync.Mutex // serialises SetPeers / SetAllowedIPs
+	peersMu sync.Mutex // serialises SetPeers / UpdatePeers (snapshot.go)
 	routes  atomic.Pointer[routeTable]
+	members map[*Peer]struct{}       // the peer set; guarded by peersMu
+	freeIDs []int                    // IDs freed by removed peers; guarded by peersMu
+	nextID  int                      // the lowest ID never given; guarded by peersMu
 	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
@@ -194,13 +207,6 @@ type Engine struct {
 	wg      sync.WaitGroup
 	closing atomic.Bool
 	started bool
-}
-
-// routeTable is the immutable allowed-IPs snapshot workers read.
-type routeTable struct {
-	t     bart.Table[*Peer]
-	peers []*Peer
-	own   map[netip.Addr]struct{}
 }
 
 // HandshakeMessage is a handshake initiation, response or cookie reply
@@ -302,11 +308,12 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.now = cfg.Now
 	}
-	rt := &routeTable{own: make(map[netip.Addr]struct{})}
+	own := make(map[netip.Addr]struct{})
 	for _, a := range cfg.TunnelAddrs {
-		rt.own[a] = struct{}{}
+		own[a] = struct{}{}
 	}
-	e.routes.Store(rt)
+	e.routes.Store(newRouteTable(own))
+	e.members = make(map[*Peer]struct{})
 	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
@@ -330,53 +337,6 @@ func (e *Engine) Indexes() *IndexTable { return &e.indexes }
 
 // NumWorkers is the number of workers (queues).
 func (e *Engine) NumWorkers() int { return len(e.workers) }
-
-// SetPeers replaces the set of peers and their allowed IPs (allowed[i] for
-// peers[i]) with one atomic swap of the snapshot that workers read. A prefix
-// listed for two peers goes to the later one (as in wireguard-go). Peer IDs
-// are assigned here; a peer keeps its ID across calls while it is listed.
-func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
-	if len(allowed) != len(peers) {
-		return errors.New("fastpath: SetPeers needs one allowed-IPs list per peer")
-	}
-	e.peersMu.Lock()
-	defer e.peersMu.Unlock()
-	old := e.routes.Load()
-	rt := &routeTable{peers: append([]*Peer(nil), peers...), own: old.own}
-	// Dense IDs: keep old ones, give new peers the lowest free.
-	taken := make(map[int]bool, len(peers))
-	inOld := make(map[*Peer]bool, len(old.peers))
-	for _, p := range old.peers {
-		inOld[p] = true
-	}
-	for _, p := range peers {
-		if inOld[p] {
-			taken[p.ID] = true
-		}
-	}
-	next := 0
-	for _, p := range peers {
-		if inOld[p] {
-			continue
-		}
-		for taken[next] {
-			next++
-		}
-		p.ID = next
-		taken[next] = true
-	}
-	for i, p := range peers {
-		for _, pfx := range allowed[i] {
-			rt.t.Insert(pfx.Masked(), p)
-		}
-		if p.SrcPorts == 0 {
-			p.SrcPorts = max(e.cfg.SourcePorts, 1)
-		}
-	}
-	e.routes.Store(rt)
-	e.Kick()
-	return nil
-}
 
 // Handshakes is the bounded queue of handshake messages (types 1–3) for
 // the control plane. Workers never block on it: a message that finds it

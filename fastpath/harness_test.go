@@ -12,6 +12,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // staticResolver maps addresses to MACs; anything else resolves to def.
@@ -91,6 +92,8 @@ type rigConfig struct {
 	onePool bool
 	// lanVLAN and wanVLAN put both gateways' LAN and WAN on those VLANs.
 	lanVLAN, wanVLAN uint16
+	// replayWindow is both engines' Config.ReplayWindow.
+	replayWindow replay.Policy
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -141,6 +144,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
+			ReplayWindow: rc.replayWindow,
 		})
 		if err != nil {
 			t.Fatal(err)

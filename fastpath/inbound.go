@@ -108,7 +108,13 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		lastDst     netip.Addr
 		lastMAC     [6]byte
 	)
+	// What the loops read of the configuration, loaded once per burst.
+	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, w.e.lanMTU
+	own := len(rt.own) > 0 && exc != nil
 	// Pass 1: parse, look the session up, queue the message for opening.
+	// The queues are filled in place: the entries of w.openQ past the
+	// burst are zero (cleared after every Open), so only Key, Counter and
+	// Data are written.
 	q, qm := w.openQ[:0], w.openMeta[:0]
 	for i := range frames {
 		m := &meta[i]
@@ -117,9 +123,9 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		d := f.Data()
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP || w.pkt.VLANID != w.wanVLAN {
 			// ARP and NDP are not UDP: looked for only here.
-			if h := w.e.cfg.WANNeighbours; h != nil {
+			if wanNb != nil {
 				if l2 := neighbourL2(d, w.wanVLAN); l2 != 0 {
-					w.neighbour(h, w.wanTX, d, l2, w.wanVLAN)
+					w.neighbour(wanNb, w.wanTX, d, l2, w.wanVLAN)
 					left++
 					continue
 				}
@@ -174,10 +180,17 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			bad[DropCounterLimit]++
 			continue
 		}
-		q = append(q, chachapoly.Packet{Key: &kp.receive, Counter: c, Data: msg[protocol.TransportHeaderSize:]})
-		qm = append(qm, openMeta{frame: int32(i), off: int32(w.pkt.PayloadOff + protocol.TransportHeaderSize),
-			plain: int32(len(msg) - protocol.TransportHeaderSize - protocol.TagSize), c: c, kp: kp,
-			src: netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort), ecn: header.ECN(d[w.pkt.L3Off:])})
+		k := len(q)
+		if k < cap(q) && k < cap(qm) {
+			q, qm = q[:k+1], qm[:k+1]
+		} else {
+			q, qm = append(q, chachapoly.Packet{}), append(qm, openMeta{})
+		}
+		op, om := &q[k], &qm[k]
+		op.Key, op.Counter, op.Data = &kp.receive, c, msg[protocol.TransportHeaderSize:]
+		om.frame, om.off = int32(i), int32(w.pkt.PayloadOff+protocol.TransportHeaderSize)
+		om.plain, om.c, om.kp = int32(len(msg)-protocol.TransportHeaderSize-protocol.TagSize), c, kp
+		om.src, om.ecn = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort), header.ECN(d[w.pkt.L3Off:])
 	}
 	// One call authenticates and opens the whole burst (package chachapoly:
 	// SIMD lanes); a packet that fails is dropped alone.
@@ -228,7 +241,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			header.DecapECN(ip, oecn)
 		}
 		dst := w.pkt.Dst
-		if len(rt.own) > 0 && w.e.cfg.Exception != nil && isOwn(rt, dst) {
+		if own && isOwn(rt, dst) {
 			m.verdict = innerOwn
 			continue
 		}
@@ -237,10 +250,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerTTLExceeded
 			continue
 		}
-		if w.e.mss4 != 0 {
+		if clamp {
 			w.clampMSS(ip)
 		}
-		if len(ip) > w.e.lanMTU && w.e.lanMTU > 0 {
+		if len(ip) > lanMTU && lanMTU > 0 {
 			m.verdict = innerOverLANMTU
 			continue
 		}
@@ -280,7 +293,9 @@ func (w *worker) replayCheck(n int) {
 			same = same && meta[1+i].kp == kp
 		}
 		if same {
-			kp.CheckReplay(w.counters[:n], w.accepted[:n])
+			if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n]); widened {
+				w.c.replayWidened.Add(1)
+			}
 			return
 		}
 	}
@@ -301,7 +316,9 @@ func (w *worker) replayCheck(n int) {
 				m++
 			}
 		}
-		kp.CheckReplay(w.scratchC[:m], w.scratchA[:m])
+		if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m]); widened {
+			w.c.replayWidened.Add(1)
+		}
 		m = 0
 		for j := i; j < n; j++ {
 			if !done[j] && meta[j].kp == kp {

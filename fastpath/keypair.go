@@ -49,10 +49,13 @@ type Keypair struct {
 	// ReserveNonces then hands out nothing without touching sendNonce.
 	exhausted atomic.Bool
 
-	// replay is allocated apart: a 16 KiB window inside the struct would
-	// space keypairs 16 KiB apart, so that the hot fields of many peers'
-	// keypairs fall into the same few cache sets and each on its own page.
-	replay *replay.SharedWindow
+	// replay is allocated apart, by the first worker that checks a counter
+	// (window): a keypair nothing is received on (an initiator's session
+	// before the reply, a responder's Next never used) carries none, and
+	// the window's policy is the engine's. It stays out of the struct,
+	// which it would space 1 KiB or more apart, so that the hot fields of
+	// many peers' keypairs fall into the same few cache sets.
+	replay atomic.Pointer[replay.SharedWindow]
 }
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
@@ -65,7 +68,6 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 		IsInitiator: initiator,
 		Created:     created,
 		Peer:        peer,
-		replay:      new(replay.SharedWindow),
 	}
 	kp.send.Set(sendKey)
 	kp.receive.Set(receiveKey)
@@ -146,9 +148,42 @@ func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
 
 // CheckReplay runs the replay window over counters of packets that were
 // authenticated with this keypair, once per batch (see package replay: only
-// authenticated counters may move the window). accepted[i] reports counters[i].
+// authenticated counters may move the window). accepted[i] reports
+// counters[i]. The window is replay.Auto, told no queue; the engine's
+// workers check with their queue and the engine's policy.
 func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
-	return kp.replay.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
+	return kp.window(replay.Auto).CheckBatch(counters, protocol.RejectAfterMessages, accepted)
+}
+
+// checkReplay is CheckReplay for the worker of queue, whose engine's policy
+// is p (used if this call makes the window); widened reports that this call
+// widened the window.
+func (kp *Keypair) checkReplay(queue int, p replay.Policy, counters []uint64, accepted []bool) (n int, widened bool) {
+	return kp.window(p).CheckBatchFrom(queue, counters, protocol.RejectAfterMessages, accepted)
+}
+
+// window returns the keypair's replay window, making it with policy p if
+// it has none: once per keypair, by whichever worker gets there first.
+func (kp *Keypair) window(p replay.Policy) *replay.SharedWindow {
+	if w := kp.replay.Load(); w != nil {
+		return w
+	}
+	w := new(replay.SharedWindow)
+	if p != replay.Auto {
+		w.SetPolicy(p)
+	}
+	if kp.replay.CompareAndSwap(nil, w) {
+		return w
+	}
+	return kp.replay.Load()
+}
+
+// ReplayWide reports whether the keypair's replay window is wide (131,008
+// counters): replay.Wide, or replay.Auto once widened. False while it has
+// no window.
+func (kp *Keypair) ReplayWide() bool {
+	w := kp.replay.Load()
+	return w != nil && w.Wide()
 }
 
 // Zero marks the keypair dead (Dead reports true, workers stop using it),
@@ -168,7 +203,9 @@ func (kp *Keypair) Zero() {
 // to a later Zero (Engine.Retire).
 func (kp *Keypair) kill() {
 	kp.dead.Store(true)
-	kp.replay.Reset()
+	if w := kp.replay.Load(); w != nil {
+		w.Reset()
+	}
 }
 
 // Dead reports whether the keypair was retired or zeroed: workers no longer

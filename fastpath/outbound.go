@@ -46,14 +46,16 @@ func (w *worker) outbound(now int64) int {
 		lastPeer *Peer
 		extra    int // fragments added at w.frames[n:]
 	)
+	// What the loops read of the configuration, loaded once per burst.
+	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
 		w.peerOf[i] = nil
 		f := &frames[i]
-		if h := w.e.cfg.LANNeighbours; h != nil {
+		if lanNb != nil {
 			if l2 := neighbourL2(f.Data(), w.lanVLAN); l2 != 0 {
-				w.neighbour(h, w.lanTX, f.Data(), l2, w.lanVLAN)
+				w.neighbour(lanNb, w.lanTX, f.Data(), l2, w.lanVLAN)
 				left++
 				continue
 			}
@@ -96,7 +98,7 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
-		if w.e.mss4 != 0 {
+		if clamp {
 			w.clampMSS(p)
 		}
 		pl := w.peerState(peer)
@@ -104,7 +106,7 @@ func (w *worker) outbound(now int64) int {
 			pl.lastGroup = w.groupSerial
 			pl.batchN = 0
 		}
-		if ipLen > w.e.cfg.MTU {
+		if ipLen > mtu {
 			// IPv4 without DF is fragmented (RFC 791), each fragment
 			// a transport message of its own; the rest get
 			// "fragmentation needed" / "packet too big".
@@ -135,7 +137,9 @@ func (w *worker) outbound(now int64) int {
 	// Fragments 1 and later of the burst's oversized packets follow it.
 	frames = w.frames[:n+extra]
 	// Pass 2: per peer, one nonce reservation; pad each frame and queue it
-	// for sealing, in frame order.
+	// for sealing, in frame order. The queues are filled in place: the
+	// entries of w.sealQ past the burst are zero (cleared after every
+	// Seal), so only Key, Counter and Data are written.
 	q, qm := w.sealQ[:0], w.sealMeta[:0]
 	for i := range frames {
 		pl := w.peerOf[i]
@@ -177,8 +181,16 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
-		q = append(q, chachapoly.Packet{Key: &pl.kp.send, Counter: pl.nonce, Data: f.Data()})
-		qm = append(qm, sealMeta{frame: int32(i), inner: int32(inner), padded: int32(padded), srcPort: srcPort, ecn: ecn, c: pl.nonce, pl: pl})
+		k := len(q)
+		if k < cap(q) && k < cap(qm) {
+			q, qm = q[:k+1], qm[:k+1]
+		} else {
+			q, qm = append(q, chachapoly.Packet{}), append(qm, sealMeta{})
+		}
+		sp, sm := &q[k], &qm[k]
+		sp.Key, sp.Counter, sp.Data = &pl.kp.send, pl.nonce, f.Data()
+		sm.frame, sm.inner, sm.padded, sm.srcPort, sm.ecn = int32(i), int32(inner), int32(padded), srcPort, ecn
+		sm.c, sm.pl = pl.nonce, pl
 		pl.nonce++
 		pl.granted--
 	}

@@ -12,11 +12,11 @@ import (
 // a new snapshot at once.
 func TestRouteCacheMatchesTable(t *testing.T) {
 	pa, pb := &Peer{ID: 0}, &Peer{ID: 1}
-	rt1 := &routeTable{}
+	rt1 := newRouteTable(nil)
 	rt1.t.Insert(netip.MustParsePrefix("198.19.0.0/16"), pa)
 	rt1.t.Insert(netip.MustParsePrefix("198.19.7.0/24"), pb)
 	rt1.t.Insert(netip.MustParsePrefix("2001:db8::/32"), pb)
-	rt2 := &routeTable{}
+	rt2 := newRouteTable(nil)
 	rt2.t.Insert(netip.MustParsePrefix("198.19.0.0/16"), pb)
 
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -46,7 +46,7 @@ func TestRouteCacheMatchesTable(t *testing.T) {
 }
 
 func BenchmarkRouteLookup(b *testing.B) {
-	rt := &routeTable{}
+	rt := newRouteTable(nil)
 	p := &Peer{}
 	rt.t.Insert(netip.MustParsePrefix("198.19.0.0/16"), p)
 	a := netip.MustParseAddr("198.19.2.10")

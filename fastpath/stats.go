@@ -185,6 +185,10 @@ type QueueStats struct {
 	// fragments by the host kernel, or carrying IPv4 options or IPv6
 	// extension headers).
 	FromKernel uint64 `json:"from_kernel"`
+	// ReplayWidened counts keypairs whose replay window this worker
+	// widened (Config.ReplayWindow replay.Auto: a second queue, or deep
+	// reordering).
+	ReplayWidened uint64 `json:"replay_widened"`
 	// Held is the number of packets held now for a handshake or a
 	// neighbour.
 	Held uint64 `json:"held"`
@@ -209,6 +213,7 @@ type counters struct {
 	held, neighbour, fromKernel    atomic.Uint64
 	icmpSuppressed                 atomic.Uint64
 	fragmented, fragments          atomic.Uint64
+	replayWidened                  atomic.Uint64
 	drops                          counts.Atomic[DropReason]
 }
 
@@ -235,6 +240,7 @@ func (w *worker) stats() QueueStats {
 	s.Held = w.c.held.Load()
 	s.NeighbourFrames = w.c.neighbour.Load()
 	s.FromKernel = w.c.fromKernel.Load()
+	s.ReplayWidened = w.c.replayWidened.Load()
 	s.Drops = w.c.drops.Load()
 	s.LAN = w.lanQ.Stats()
 	s.WAN = w.wanQ.Stats()

@@ -230,23 +230,29 @@ func (w *worker) run() {
 	} else {
 		defer runtime.UnlockOSThread()
 	}
-	// Busy-poll for IdleSpin after the last work before blocking in the
-	// waiter: at high rates a worker never sleeps, so it costs no context
-	// switch per burst; idle, it costs no CPU. The spin is timed on the
-	// engine's clock when that is the real one, so that an idle turn
-	// reads the clock once; an injected clock (tests) may stand still,
+	// Busy-poll for a while after the last work before blocking in the
+	// waiter (dataplane.Spinner: at most IdleSpin, down to
+	// dataplane.MinSpin when the spins keep running out): at high rates a worker never sleeps, so it costs no
+	// context switch per burst; idle, it costs no CPU. The clock is read
+	// once per turn: a turn after work or a wake-up takes its reading as
+	// the end of that work. The spin is timed on the engine's clock when
+	// that is the real one; an injected clock (tests) may stand still,
 	// and the spin then reads the wall clock.
-	spin := int64(w.e.cfg.IdleSpin)
+	sp := dataplane.NewSpinner(w.e.cfg.IdleSpin, dataplane.MinSpin)
 	realClock := w.e.cfg.Now == nil
-	spinNow := w.e.now
-	if !realClock {
-		start := time.Now()
-		spinNow = func() int64 { return int64(time.Since(start)) }
-	}
-	lastWork := spinNow()
+	wall := time.Now()
+	lastWork := int64(0)
+	fresh := true // the previous turn worked or woke: lastWork is this turn's clock
 	for !w.e.closing.Load() {
 		w.beginTurn()
 		now := w.e.now()
+		t := now
+		if !realClock {
+			t = int64(time.Since(wall))
+		}
+		if fresh {
+			lastWork = t
+		}
 		w.wan = w.e.wan.Load()
 		work := w.outbound(now)
 		work += w.inbound(now)
@@ -261,19 +267,21 @@ func (w *worker) run() {
 			w.publish(now)
 		}
 		if work > 0 {
-			// The spin counts from the end of the work: a long burst
-			// must not use it up.
-			lastWork = spinNow()
+			if !fresh {
+				// Found while spinning, t - lastWork after the last
+				// work.
+				sp.Hit(t - lastWork)
+			}
+			// The spin counts from the end of the work (the next
+			// turn's clock): a long burst must not use it up.
+			fresh = true
 			continue
 		}
-		// Idle: this turn's clock reading is as good as a new one.
-		t := now
-		if !realClock {
-			t = spinNow()
-		}
-		if t-lastWork < spin {
+		fresh = false
+		if t-lastWork < sp.Budget() {
 			continue
 		}
+		sp.Miss()
 		w.lanTX.Reclaim()
 		w.wanTX.Reclaim()
 		timeout := dataplane.Forever
@@ -285,7 +293,7 @@ func (w *worker) run() {
 		}
 		w.park()
 		_, _ = w.waiter.Wait(timeout)
-		lastWork = spinNow()
+		fresh = true
 	}
 	w.publish(w.e.now())
 	w.park()

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"net/netip"
-
 	"github.com/wgpio/wgpio/fastpath"
 )
 
@@ -10,9 +8,12 @@ import (
 // control-plane side of *fastpath.Engine (see that type for each method's
 // contract). Tests supply a fake.
 type Dataplane interface {
-	// SetPeers replaces the peers and their allowed IPs (allowed[i] for
-	// peers[i]) in one atomic swap.
-	SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error
+	// UpdatePeers applies one change of the peer set and the allowed IPs
+	// in one atomic swap (fastpath.Engine.UpdatePeers): its cost follows
+	// the change's size, not the configuration's. An error after the
+	// engine took the change (a full LAN prefix map) leaves the engine
+	// with all of it.
+	UpdatePeers(c fastpath.PeerChange) error
 	// Handshakes delivers received handshake messages (types 1–3).
 	Handshakes() <-chan fastpath.HandshakeMessage
 	// UnderLoad reports whether the handshake queue is at least 1/8 full.

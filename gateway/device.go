@@ -159,10 +159,18 @@ type Device struct {
 	byKey      map[noise.PublicKey]*peer // by static public key
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
-	limiter    *noise.SourceLimiter      // handshakes per proven source under load
-	replies    cookieBudget              // cookie replies per second, all sources (own lock)
-	underLoad  atomic.Int64              // last time the dataplane was under load
-	wasLoaded  atomic.Bool               // underLoad is valid
+	// dirtyPeers and dirtyPrefixes are what changed since the last
+	// publish: peers created or forgotten, prefixes whose owner may have
+	// changed. publishLocked hands the dataplane only these.
+	dirtyPeers    map[*peer]struct{}
+	dirtyPrefixes map[netip.Prefix]struct{}
+	// precompute are the handshakes made since the last publish, whose
+	// static-static DH publishLocked has computed in the background.
+	precompute []*noise.Handshake
+	limiter    *noise.SourceLimiter // handshakes per proven source under load
+	replies    cookieBudget         // cookie replies per second, all sources (own lock)
+	underLoad  atomic.Int64         // last time the dataplane was under load
+	wasLoaded  atomic.Bool          // underLoad is valid
 	stats      counters
 
 	pendMu  sync.Mutex
@@ -204,6 +212,7 @@ type peer struct {
 	allowed   []netip.Prefix   // masked, insertion order
 	hs        *noise.Handshake // nil while the device has no private key
 	keepalive uint16           // persistent keepalive interval, s
+	published bool             // fp is in the dataplane's peer set
 
 	mu      sync.Mutex
 	removed bool // left the configuration: nothing more is done for it
@@ -262,6 +271,9 @@ func New(o Options) (*Device, error) {
 		pending:    make(map[uint32]*peer),
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
+
+		dirtyPeers:    make(map[*peer]struct{}),
+		dirtyPrefixes: make(map[netip.Prefix]struct{}),
 	}
 	if d.now == nil {
 		d.now = o.Dataplane.Now
@@ -347,6 +359,7 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 		var hs *noise.Handshake
 		if d.id != nil {
 			hs = noise.NewHandshake(d.id, p.pub, p.psk)
+			d.precompute = append(d.precompute, hs)
 		}
 		p.mu.Lock()
 		d.resetSessionLocked(p)
@@ -485,10 +498,12 @@ func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool)
 	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k, heapIdx: -1}
 	if d.id != nil {
 		p.hs = noise.NewHandshake(d.id, k, p.psk)
+		d.precompute = append(d.precompute, p.hs)
 	}
 	d.peers = append(d.peers, p)
 	d.byKey[k] = p
 	d.byFP[p.fp] = p
+	d.dirtyPeers[p] = struct{}{}
 	return p, true
 }
 
@@ -580,6 +595,7 @@ func (d *Device) forgetPeerLocked(p *peer) {
 	d.clearAllowedLocked(p)
 	delete(d.byKey, p.pub)
 	delete(d.byFP, p.fp)
+	d.dirtyPeers[p] = struct{}{}
 }
 
 // resetSessionLocked drops every keypair and the handshake in flight of p
@@ -666,6 +682,7 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	for _, pfx := range p.allowed {
 		if d.allowed[pfx] == p {
 			delete(d.allowed, pfx)
+			d.dirtyPrefixes[pfx] = struct{}{}
 		}
 	}
 	p.allowed = p.allowed[:0]
@@ -681,6 +698,7 @@ func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	d.allowed[pfx] = p
 	p.allowed = append(p.allowed, pfx)
+	d.dirtyPrefixes[pfx] = struct{}{}
 }
 
 func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
@@ -690,6 +708,7 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	delete(d.allowed, pfx)
 	p.removeAllowed(pfx)
+	d.dirtyPrefixes[pfx] = struct{}{}
 }
 
 func (p *peer) removeAllowed(pfx netip.Prefix) {
@@ -701,20 +720,79 @@ func (p *peer) removeAllowed(pfx netip.Prefix) {
 	}
 }
 
-// publishLocked hands the peers and allowed IPs to the dataplane, and
-// returns (and logs) its error: what it could not take (Dataplane.SetPeers).
+// publishLocked hands the dataplane what changed since the last publish
+// (peers created or forgotten, prefixes whose owner changed) as one
+// fastpath.PeerChange, and returns (and logs) its error: what it could not
+// take. Its cost follows the size of the change, not the configuration's.
 func (d *Device) publishLocked() error {
-	fps := make([]*fastpath.Peer, len(d.peers))
-	allowed := make([][]netip.Prefix, len(d.peers))
-	for i, p := range d.peers {
-		fps[i] = p.fp
-		allowed[i] = append([]netip.Prefix(nil), p.allowed...)
+	c := fastpath.PeerChange{Routes: make([]fastpath.Route, 0, len(d.dirtyPrefixes))}
+	for p := range d.dirtyPeers {
+		live := d.byFP[p.fp] == p
+		switch {
+		case live && !p.published:
+			c.Add = append(c.Add, p.fp)
+			p.published = true
+		case !live && p.published:
+			c.Remove = append(c.Remove, p.fp)
+			p.published = false
+		}
 	}
-	if err := d.dp.SetPeers(fps, allowed); err != nil {
+	for pfx := range d.dirtyPrefixes {
+		var fp *fastpath.Peer
+		if o := d.allowed[pfx]; o != nil {
+			fp = o.fp
+		}
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx, Peer: fp})
+	}
+	// clear costs the maps' capacity: after a large change, new ones.
+	if len(d.dirtyPeers)+len(d.dirtyPrefixes) > 1024 {
+		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]struct{})
+	} else {
+		clear(d.dirtyPeers)
+		clear(d.dirtyPrefixes)
+	}
+	if len(d.precompute) > 0 {
+		go precompute(d.precompute, d.done)
+		d.precompute = nil
+	}
+	if c.Empty() {
+		return nil
+	}
+	if err := d.dp.UpdatePeers(c); err != nil {
 		d.log.Error("the dataplane did not take the whole configuration", "err", err)
 		return err
 	}
 	return nil
+}
+
+// precompute computes the static-static DH of hs (noise.Handshake.Precompute)
+// on half the CPUs (at least one), until done closes: after a large
+// configuration, so that the first handshake of each peer does not pay for
+// it. A handshake that came first, or was zeroed since, costs nothing.
+func precompute(hs []*noise.Handshake, done <-chan struct{}) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)/2) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(hs) {
+					return
+				}
+				if i%256 == 0 {
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+				hs[i].Precompute()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Start runs the handshake pool (Options.HandshakeWorkers goroutines

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,8 +54,10 @@ type fakeDP struct {
 
 	mu       sync.Mutex
 	peers    []*fastpath.Peer
-	allowed  [][]netip.Prefix
-	setPeers int // calls of SetPeers
+	allowed  [][]netip.Prefix                // of peers[i], sorted
+	routes   map[netip.Prefix]*fastpath.Peer // the prefix table
+	nextID   int
+	setPeers int // calls of UpdatePeers
 	sent     []sentPacket
 	retired  []*fastpath.Keypair     // Retire's arguments
 	stamped  map[*fastpath.Peer]bool // peers stamped since the last StampedPeers
@@ -82,15 +85,55 @@ func newFakeDP(t testing.TB) *fakeDP {
 	return f
 }
 
-func (f *fakeDP) SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error {
+// UpdatePeers keeps the peer set in order of arrival and each one's
+// allowed IPs (f.allowed[i] for f.peers[i], sorted), as the engine would
+// route them.
+func (f *fakeDP) UpdatePeers(c fastpath.PeerChange) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.peers = append([]*fastpath.Peer(nil), peers...)
-	f.allowed = allowed
-	f.setPeers++
-	for i, p := range peers {
-		p.ID = i
+	if len(c.Remove) > 0 {
+		gone := make(map[*fastpath.Peer]bool, len(c.Remove))
+		for _, p := range c.Remove {
+			gone[p] = true
+		}
+		n := len(f.peers)
+		f.peers = slices.DeleteFunc(f.peers, func(p *fastpath.Peer) bool { return gone[p] })
+		if n-len(f.peers) != len(gone) {
+			f.t.Errorf("UpdatePeers: %d peers removed, %d of them in the set", len(gone), n-len(f.peers))
+		}
 	}
+	for _, p := range c.Add {
+		p.ID = f.nextID
+		f.nextID++
+		f.peers = append(f.peers, p)
+	}
+	if f.routes == nil {
+		f.routes = make(map[netip.Prefix]*fastpath.Peer)
+	}
+	for _, r := range c.Routes {
+		if r.Peer == nil {
+			delete(f.routes, r.Prefix)
+		} else {
+			f.routes[r.Prefix] = r.Peer
+		}
+	}
+	f.allowed = make([][]netip.Prefix, len(f.peers))
+	pos := make(map[*fastpath.Peer]int, len(f.peers))
+	for i, p := range f.peers {
+		pos[p] = i
+	}
+	for pfx, p := range f.routes {
+		i, ok := pos[p]
+		if !ok {
+			f.t.Errorf("UpdatePeers: %v routed to a peer not in the set", pfx)
+			continue
+		}
+		f.allowed[i] = append(f.allowed[i], pfx)
+	}
+	for _, l := range f.allowed {
+		slices.SortFunc(l, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+	}
+	f.setPeers++
 	return nil
 }
 

@@ -49,10 +49,7 @@ func (v Verdict) String() string {
 // (2 minutes) on the identity's clock. Get one from
 // StaticIdentity.CookieChecker; safe for concurrent use.
 type CookieChecker struct {
-	mac1Key   [KeySize]byte // HASH(LabelMAC1 || our public key); immutable
-	cookieKey [KeySize]byte // HASH(LabelCookie || our public key); immutable
-	clock     func() time.Time
-	stats     *Stats
+	cookieKeys // of our public key
 
 	mu        sync.RWMutex
 	secret    [KeySize]byte // guarded by mu
@@ -60,11 +57,21 @@ type CookieChecker struct {
 	hasSecret bool          // guarded by mu
 }
 
-func (c *CookieChecker) init(pub *PublicKey, clock func() time.Time, st *Stats) {
-	c.mac1Key = labelKey(LabelMAC1, pub)
-	c.cookieKey = labelKey(LabelCookie, pub)
-	c.clock = clock
-	c.stats = st
+// cookieKeys are what one public key gives both halves of the cookie
+// mechanism (sections 5.4.4, 5.4.7), with the identity's clock and
+// counters; immutable after init.
+type cookieKeys struct {
+	mac1Key   [KeySize]byte // HASH(LabelMAC1 || public key)
+	cookieKey [KeySize]byte // HASH(LabelCookie || public key)
+	clock     func() time.Time
+	stats     *Stats
+}
+
+func (k *cookieKeys) init(pub *PublicKey, clock func() time.Time, st *Stats) {
+	k.mac1Key = labelKey(LabelMAC1, pub)
+	k.cookieKey = labelKey(LabelCookie, pub)
+	k.clock = clock
+	k.stats = st
 }
 
 func (c *CookieChecker) zero() {
@@ -227,10 +234,7 @@ func (c *CookieChecker) CreateReply(dst *[CookieReplySize]byte, msg []byte, src 
 // CookieLatency after it arrived. A Handshake holds one; safe for concurrent
 // use.
 type CookieGenerator struct {
-	mac1Key   [KeySize]byte // HASH(LabelMAC1 || peer's public key)
-	cookieKey [KeySize]byte // HASH(LabelCookie || peer's public key)
-	clock     func() time.Time
-	stats     *Stats
+	cookieKeys // of the peer's public key
 
 	mu          sync.Mutex
 	cookie      [MACSize]byte // guarded by mu
@@ -238,13 +242,6 @@ type CookieGenerator struct {
 	hasCookie   bool          // guarded by mu
 	lastMAC1    [MACSize]byte // guarded by mu
 	hasLastMAC1 bool          // guarded by mu
-}
-
-func (g *CookieGenerator) init(peer *PublicKey, clock func() time.Time, st *Stats) {
-	g.mac1Key = labelKey(LabelMAC1, peer)
-	g.cookieKey = labelKey(LabelCookie, peer)
-	g.clock = clock
-	g.stats = st
 }
 
 func (g *CookieGenerator) zero() {

@@ -81,8 +81,8 @@ type Handshake struct {
 
 	mu                sync.Mutex
 	psk               PresharedKey
-	staticStatic      [KeySize]byte // DH(our static, peer's static), precomputed
-	staticStaticOK    bool          // false: the peer's key is a low-order point
+	staticStatic      [KeySize]byte // DH(our static, peer's static), computed once (staticStaticLocked)
+	ssState           uint8         // ssUnknown, ssOK, ssInvalid
 	state             State
 	hash              [KeySize]byte
 	chainKey          [KeySize]byte
@@ -96,17 +96,49 @@ type Handshake struct {
 	hasConsumed       bool
 }
 
+// States of Handshake.staticStatic.
+const (
+	ssUnknown uint8 = iota // not computed yet
+	ssOK                   // computed
+	ssInvalid              // the peer's key is a low-order point, or the handshake was zeroed
+)
+
 // NewHandshake returns the handshake state for the peer whose static public
 // key is remote, with pre-shared key psk (zero for none), bound to id. It
-// precomputes DH(id's private key, remote): one Curve25519 operation. A
-// remote key that is a low-order point is accepted here, as wireguard-go
-// accepts it in its configuration, but every handshake with it fails with
-// DropInvalidPublicKey.
+// does no Curve25519 work: DH(id's private key, remote), which every
+// handshake with the peer uses, is computed by Precompute or by the first
+// handshake message, once, so that configuring 100,000 peers is not
+// 100,000 Curve25519 operations in a row. A remote key that is a low-order
+// point is accepted here, as wireguard-go accepts it in its configuration,
+// but every handshake with it fails with DropInvalidPublicKey.
 func NewHandshake(id *StaticIdentity, remote PublicKey, psk PresharedKey) *Handshake {
 	h := &Handshake{id: id, remoteStatic: remote, psk: psk, timestamp: tai64n.Now}
 	h.cookies.init(&remote, id.clock, &id.stats)
-	h.staticStaticOK = dh(&h.staticStatic, &id.private, &remote, &id.stats) == nil
 	return h
+}
+
+// Precompute computes DH(our static, the peer's static) now if no
+// handshake did yet (one Curve25519 operation), so that the first
+// handshake does not pay for it; callers run it off their own locks, e.g.
+// in the background after adding many peers. Safe for concurrent use; a
+// zeroed handshake is left alone.
+func (h *Handshake) Precompute() {
+	h.mu.Lock()
+	h.staticStaticLocked()
+	h.mu.Unlock()
+}
+
+// staticStaticLocked makes h.staticStatic valid if it can and reports
+// whether it is (false: the peer's key is a low-order point, or h was
+// zeroed). h.mu held.
+func (h *Handshake) staticStaticLocked() bool {
+	if h.ssState == ssUnknown {
+		h.ssState = ssInvalid
+		if dh(&h.staticStatic, &h.id.private, &h.remoteStatic, &h.id.stats) == nil {
+			h.ssState = ssOK
+		}
+	}
+	return h.ssState == ssOK
 }
 
 // RemoteStatic returns the peer's static public key.
@@ -179,7 +211,7 @@ func (h *Handshake) Zero() {
 	h.clearLocked()
 	h.psk.Zero()
 	clear(h.staticStatic[:])
-	h.staticStaticOK = false
+	h.ssState = ssInvalid
 	h.mu.Unlock()
 	h.cookies.zero()
 }
@@ -230,7 +262,7 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 	defer h.mu.Unlock()
 	st := &h.id.stats
 	h.clearLocked()
-	if !h.staticStaticOK {
+	if !h.staticStaticLocked() {
 		return DropInvalidPublicKey
 	}
 	clear(dst[:])
@@ -330,7 +362,7 @@ func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.staticStaticOK {
+	if !h.staticStaticLocked() {
 		return nil, st.drop(DropInvalidPublicKey)
 	}
 	kdf2(&ck, &key, ck[:], h.staticStatic[:])

@@ -294,12 +294,39 @@ func TestBadMAC1FloodCostsNoCurve25519(t *testing.T) {
 	if got := after.Drops[noise.DropBadMAC1] - before.Drops[noise.DropBadMAC1]; got != 2*n {
 		t.Errorf("Dropped(bad mac1) = %d, want %d", got, 2*n)
 	}
-	// The good one costs exactly one: DH(S_r, E_i); DH(S_r, S_i) is precomputed.
+	// The good one costs exactly one: DH(S_r, E_i); DH(S_r, S_i) is
+	// precomputed (once: a second Precompute costs nothing).
+	p.hsR.Precompute()
+	p.hsR.Precompute()
+	after = st.Snapshot()
 	if _, err := p.idR.ConsumeInitiation(good, p.lookupR); err != nil {
 		t.Fatal(err)
 	}
 	if got := st.Curve25519Operations() - after.Curve25519; got != 1 {
 		t.Errorf("Curve25519 operations for a good initiation = %d, want 1", got)
+	}
+}
+
+// TestStaticStaticOnFirstUse: without Precompute, the first message of a
+// handshake computes DH(S_r, S_i) itself (one more Curve25519 operation),
+// and only the first.
+func TestStaticStaticOnFirstUse(t *testing.T) {
+	p := newPair(t, noise.PresharedKey{})
+	st := p.idR.Stats()
+	before := st.Curve25519Operations()
+	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 1), p.lookupR); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Curve25519Operations() - before; got != 2 {
+		t.Errorf("first initiation without Precompute: %d Curve25519 operations, want 2 (DH(S_r, E_i) and DH(S_r, S_i))", got)
+	}
+	p.clock.Advance(time.Second)
+	before = st.Curve25519Operations()
+	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 2), p.lookupR); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Curve25519Operations() - before; got != 1 {
+		t.Errorf("second initiation: %d Curve25519 operations, want 1", got)
 	}
 }
 

@@ -38,12 +38,13 @@ func TestReplayAcrossWidening(t *testing.T) {
 				for len(all) > 0 {
 					n := min(len(all), 1+rng.IntN(64))
 					acc := make([]bool, n)
-					if got := w.CheckBatchFrom(rng.IntN(4), all[:n], limit, acc); got != 0 {
+					if got, widened := w.CheckBatchFrom(rng.IntN(4), all[:n], limit, acc); got != 0 || widened {
 						for i, ok := range acc {
 							if ok {
 								t.Fatalf("%s: replay of %d accepted", when, all[i])
 							}
 						}
+						t.Fatalf("%s: a batch of replays widened the window", when)
 					}
 					all = all[n:]
 				}

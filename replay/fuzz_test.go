@@ -313,8 +313,12 @@ func fuzzPolicy(t *testing.T, prog program, pol Policy, single, batched, chunked
 				continue
 			}
 			q := prog.queues[si][start]
-			n := batched.CheckBatchFrom(q, seg[start:i+1], prog.limit, got[start:i+1])
+			wasWide := batched.Wide()
+			n, widened := batched.CheckBatchFrom(q, seg[start:i+1], prog.limit, got[start:i+1])
 			shared.CheckBatchFrom(q, seg[start:i+1], prog.limit, gotShared[start:i+1])
+			if widened != (!wasWide && batched.Wide()) {
+				t.Fatalf("%v segment %d: CheckBatchFrom widened = %v, window wide %v → %v", pol, si, widened, wasWide, batched.Wide())
+			}
 			wantN := 0
 			for _, ok := range wantQ[start : i+1] {
 				if ok {

@@ -226,17 +226,20 @@ func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) in
 // the batch when queue is not the queue of its first CheckBatchFrom and the
 // batch holds a counter the widened window accepts: a keypair decrypted on
 // two queues sees their packets interleave out of order, while a batch of
-// replays (all rejected) from another queue changes nothing.
-func (w *Window) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) int {
+// replays (all rejected) from another queue changes nothing. widened
+// reports whether this call widened the window (for either cause).
+func (w *Window) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) (n int, widened bool) {
+	narrow := w.wide == nil
 	q := uint32(queue) + 1
 	if w.queue != q {
 		if w.queue == 0 {
 			w.queue = q
-		} else if w.policy == Auto && w.wide == nil && w.freshIfWide(counters, limit) {
+		} else if w.policy == Auto && narrow && w.freshIfWide(counters, limit) {
 			w.widen()
 		}
 	}
-	return w.CheckBatch(counters, limit, accepted)
+	n = w.CheckBatch(counters, limit, accepted)
+	return n, narrow && w.wide != nil
 }
 
 // freshIfWide reports whether a narrow window, widened now, would accept
@@ -369,10 +372,10 @@ func (s *SharedWindow) CheckBatch(counters []uint64, limit uint64, accepted []bo
 
 // CheckBatchFrom is [Window.CheckBatchFrom] under the lock, taken once for
 // the whole batch.
-func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) int {
+func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) (n int, widened bool) {
 	accepted = accepted[:len(counters)]
 	s.mu.Lock()
-	n := s.w.CheckBatchFrom(queue, counters, limit, accepted)
+	n, widened = s.w.CheckBatchFrom(queue, counters, limit, accepted)
 	s.mu.Unlock()
-	return n
+	return n, widened
 }

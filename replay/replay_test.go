@@ -472,9 +472,10 @@ func TestNoAllocs(t *testing.T) {
 	queue := 0
 	fromAlternate := func(cs []uint64, l uint64, a []bool) int {
 		queue ^= 1
-		return widened.CheckBatchFrom(queue, cs, l, a)
+		n, _ := widened.CheckBatchFrom(queue, cs, l, a)
+		return n
 	}
-	fromZero := func(cs []uint64, l uint64, a []bool) int { return s.CheckBatchFrom(0, cs, l, a) }
+	fromZero := func(cs []uint64, l uint64, a []bool) int { n, _ := s.CheckBatchFrom(0, cs, l, a); return n }
 	tests := []struct {
 		name string
 		fn   func()

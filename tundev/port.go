@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +74,9 @@ type PortConfig struct {
 // Concurrency: Read owns every RX half and must be called by one goroutine
 // at a time (wireguard-go has one TUN reader). Write is safe for
 // concurrent use: each TX half is guarded by a mutex taken once per batch
-// of up to PortBatchSize packets, a writer taking the first free TX queue
-// from a rotating start. Next hops are resolved before a TX queue is taken,
+// of up to PortBatchSize packets for each queue the batch uses; a packet
+// goes on the TX queue of its flow (FlowHash), so that a flow is never
+// reordered, as on a kernel multi-queue TUN. Next hops are resolved before a TX queue is taken,
 // so the lock order is the neighbour table's lock, then a TX queue's; an
 // arp.FrameProber may call SendFrame from under the table's lock.
 type PortDevice struct {
@@ -90,6 +92,7 @@ type PortDevice struct {
 	frames []dataplane.Frame // guarded by rmu
 	reply  []byte            // guarded by rmu
 	nextQ  int               // guarded by rmu
+	spin   dataplane.Spinner // guarded by rmu: Read's idle spin
 	frag   fragState         // guarded by rmu (mtu.go)
 
 	txqs []*portTX
@@ -215,6 +218,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		frames: make([]dataplane.Frame, PortBatchSize),
 		reply:  make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
 		frag:   newFragState(cfg.Port.MTU()),
+		spin:   dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
 	for i := range cfg.Port.NumQueues() {
 		q := cfg.Port.Queue(i)
@@ -255,18 +259,23 @@ func (d *PortDevice) Close() error {
 	return d.closeErr
 }
 
-// Read blocks until the port's queues have received at least one IP packet,
+// Read waits until the port's queues have received at least one IP packet,
 // then copies up to len(bufs) packets (the IP packet of each frame: the
 // Ethernet header and any 802.1Q tag stripped, Ethernet padding cut at the
 // IP length) into bufs[i][offset:], sets sizes[i] and returns how many. The
 // queues are taken in turn, so that a busy one does not starve the others.
 // The frames go back to their queues before Read returns; bufs stay the
 // caller's. In owned mode ARP/NDP frames are answered on the way. Read
-// allocates nothing. After Close it returns os.ErrClosed.
+// allocates nothing. After Close it returns os.ErrClosed. While nothing
+// comes, it polls again (yielding to other goroutines) for an adaptive
+// spin (dataplane.Spinner, at most dataplane.DefaultSpin) before it blocks
+// in poll(2): at high rates a reader never sleeps, so it pays no wake-up
+// per batch.
 func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
 	want := min(len(bufs), len(sizes))
+	spinning, spinStart := false, time.Time{}
 	for {
 		if d.closed.Load() {
 			return 0, os.ErrClosed
@@ -292,17 +301,32 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			n += d.frag.next(d, bufs[n:want], sizes[n:want], offset)
 		}
 		if n > 0 {
+			if spinning {
+				d.spin.Hit(int64(time.Since(spinStart)))
+			}
 			d.ctr.rx.Add(uint64(n))
 			return n, nil
 		}
-		if m == 0 {
+		if m > 0 {
+			continue
+		}
+		// Nothing: poll again, yielding to other goroutines, for the
+		// spinner's budget, then block in the waiter.
+		switch {
+		case !spinning:
+			spinning, spinStart = true, time.Now()
+		case int64(time.Since(spinStart)) >= d.spin.Budget():
+			d.spin.Miss()
+			spinning = false
 			if _, err := d.w.Wait(dataplane.Forever); err != nil {
 				if d.closed.Load() {
 					return 0, os.ErrClosed
 				}
 				return 0, fmt.Errorf("tundev: wait: %w", err)
 			}
+			continue
 		}
+		runtime.Gosched()
 	}
 }
 
@@ -394,18 +418,23 @@ func (d *PortDevice) neighbour(frame []byte) bool {
 	return true
 }
 
-// takeTX returns the TX queue for a batch whose first packet is pkt, with
-// its mutex held (one lock per batch). The queue follows the packet's flow
-// (FlowHash): wireguard-go writes a peer's packets in order, and on links
-// where the host's RX queue follows our TX queue (veth), spreading one flow
-// over queues would reorder it at the host.
+// takeTX returns the TX queue of the flow of pkt (FlowHash), with its
+// mutex held. A flow always takes the same queue, as on a kernel
+// multi-queue TUN: wireguard-go writes a peer's packets in order, and
+// spreading one flow over queues would reorder it wherever the queues are
+// merged again (the host's RX queues, a NIC's TX rings).
 func (d *PortDevice) takeTX(pkt []byte) *portTX {
-	q := d.txqs[0]
-	if n := uint32(len(d.txqs)); n > 1 {
-		q = d.txqs[FlowHash(pkt)%n]
-	}
+	q := d.txqs[d.txIndex(pkt)]
 	q.mu.Lock()
 	return q
+}
+
+// txIndex is the TX queue of pkt's flow.
+func (d *PortDevice) txIndex(pkt []byte) int {
+	if n := uint32(len(d.txqs)); n > 1 {
+		return int(FlowHash(pkt) % n)
+	}
+	return 0
 }
 
 // Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
@@ -511,8 +540,41 @@ func (d *PortDevice) nextHop(dst netip.Addr) (header.MAC, PortDropReason) {
 	}
 }
 
-// send builds and transmits the packets marked ok on one TX queue.
+// send transmits the packets marked ok, each on the TX queue of its flow
+// (txIndex): one lock per queue the batch touches.
 func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []bool) {
+	if len(d.txqs) == 1 {
+		d.sendOn(d.txqs[0], bufs, offset, macs, ok)
+		return
+	}
+	// Mark each packet with its queue; send queue by queue, each
+	// queue's packets in the batch's order.
+	var qi [PortBatchSize]int
+	var sel [PortBatchSize]bool
+	left := 0
+	for i, o := range ok {
+		if o {
+			qi[i] = d.txIndex(bufs[i][offset:])
+			left++
+		}
+	}
+	for q := 0; left > 0 && q < len(d.txqs); q++ {
+		n := 0
+		for i, o := range ok {
+			sel[i] = o && qi[i] == q
+			if sel[i] {
+				n++
+			}
+		}
+		if n > 0 {
+			d.sendOn(d.txqs[q], bufs, offset, macs, sel[:len(ok)])
+			left -= n
+		}
+	}
+}
+
+// sendOn builds and transmits the packets marked ok on TX queue q.
+func (d *PortDevice) sendOn(q *portTX, bufs [][]byte, offset int, macs []header.MAC, ok []bool) {
 	want := 0
 	for _, o := range ok {
 		if o {
@@ -522,11 +584,7 @@ func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []boo
 	if want == 0 {
 		return
 	}
-	first := 0
-	for first < len(ok) && !ok[first] {
-		first++
-	}
-	q := d.takeTX(bufs[first][offset:])
+	q.mu.Lock()
 	defer q.mu.Unlock()
 	got := q.tx.Alloc(q.frames[:want])
 	if got < want {

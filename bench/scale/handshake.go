@@ -43,18 +43,18 @@ func runHandshake(e *env, out map[string]any) error {
 	return measureTimers(e, out)
 }
 
-// responseRun counts how many responses per second a gateway with the
+// hsResponseRun counts how many responses per second a gateway with the
 // given number of handshake workers sends to frames, one initiation per
 // peer, with at most window outstanding (below the under-load mark of
 // HandshakeQueueLen/8, so that no cookie replies are involved).
-func responseRun(priv noise.PrivateKey, cfgs []gateway.PeerConfig, frames [][]byte, workers int) (float64, error) {
+func hsResponseRun(priv noise.PrivateKey, cfgs []gateway.PeerConfig, frames [][]byte, workers int) (float64, error) {
 	g, err := newGateway(gatewayOptions{PrivateKey: priv, Peers: cfgs,
 		Device: func(o *gateway.Options) { o.HandshakeWorkers = workers }})
 	if err != nil {
 		return 0, err
 	}
 	defer g.Close()
-	f := newFarIO(g)
+	f := newHSFar(g)
 	const window = fastpath.HandshakeQueueLen/8 - 32
 	n := len(frames)
 	sent, got := 0, 0
@@ -96,23 +96,23 @@ func measureResponses(e *env, out map[string]any) error {
 	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
 	probe.Close()
 	t := time.Now()
-	sims, err := newSimPeers(n, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(n, priv.PublicKey(), wanMAC, farMAC)
 	if err != nil {
 		return err
 	}
 	frames := make([][]byte, n)
 	errs := make([]error, n)
-	parallelFor(n, func(i int) { frames[i], errs[i] = sims[i].initiation() })
+	hsParallel(n, func(i int) { frames[i], errs[i] = sims[i].initiation() })
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
 	e.Logf("handshake: %d peers and their initiations made in %.1f s", n, time.Since(t).Seconds())
-	cfgs := simConfigs(sims)
+	cfgs := hsConfigs(sims)
 	var rate [3]float64
 	for _, w := range []int{1, 2} {
-		r, err := responseRun(priv, cfgs, frames, w)
+		r, err := hsResponseRun(priv, cfgs, frames, w)
 		if err != nil {
 			return fmt.Errorf("%d workers: %w", w, err)
 		}
@@ -125,16 +125,16 @@ func measureResponses(e *env, out map[string]any) error {
 	return nil
 }
 
-// stormAttempts is how many initiations each storm peer has ready: the
+// hsStormAttempts is how many initiations each storm peer has ready: the
 // first and its retries at about 5 and 10 s; a retry at 15 s would come
 // after the storm is judged (3 × REKEY_TIMEOUT).
-const stormAttempts = 3
+const hsStormAttempts = 3
 
-// stormPeer is a storm peer's state: one handshake per attempt, made before
+// hsStormPeer is a storm peer's state: one handshake per attempt, made before
 // the storm so that the generator costs next to nothing while it runs, and
 // the cookie generator whose MACs every attempt is sent with.
-type stormPeer struct {
-	*simPeer
+type hsStormPeer struct {
+	*hsPeer
 	attempt   []*noise.Handshake
 	msg       [][]byte // initiation of each attempt, MACs applied at sending
 	sent      int
@@ -143,23 +143,23 @@ type stormPeer struct {
 	respTo    int
 }
 
-// newStormPeers makes the peers' attempts, one pass per attempt so that
+// newHSStormPeers makes the peers' attempts, one pass per attempt so that
 // the TAI64N timestamps grow from one attempt to the next.
-func newStormPeers(sims []*simPeer, gw noise.PublicKey) ([]*stormPeer, error) {
-	out := make([]*stormPeer, len(sims))
+func newHSStormPeers(sims []*hsPeer, gw noise.PublicKey) ([]*hsStormPeer, error) {
+	out := make([]*hsStormPeer, len(sims))
 	for i, s := range sims {
-		out[i] = &stormPeer{simPeer: s, attempt: make([]*noise.Handshake, stormAttempts), msg: make([][]byte, stormAttempts)}
+		out[i] = &hsStormPeer{hsPeer: s, attempt: make([]*noise.Handshake, hsStormAttempts), msg: make([][]byte, hsStormAttempts)}
 	}
-	for k := range stormAttempts {
+	for k := range hsStormAttempts {
 		errs := make([]error, len(sims))
-		parallelFor(len(sims), func(i int) {
+		hsParallel(len(sims), func(i int) {
 			p := out[i]
 			hs := p.hs
 			if k > 0 {
 				hs = noise.NewHandshake(p.hs.Identity(), gw, noise.PresharedKey{})
 			}
 			var msg [noise.InitiationSize]byte
-			if err := hs.CreateInitiation(&msg, simIndex(p.i, k)); err != nil {
+			if err := hs.CreateInitiation(&msg, hsIndex(p.i, k)); err != nil {
 				errs[i] = err
 				return
 			}
@@ -175,8 +175,8 @@ func newStormPeers(sims []*simPeer, gw noise.PublicKey) ([]*stormPeer, error) {
 
 // next returns the frame of the peer's next attempt with its MACs (MAC2
 // from the cookie the gateway gave, if any), or nil when none is left.
-func (p *stormPeer) next() []byte {
-	if p.sent >= stormAttempts {
+func (p *hsStormPeer) next() []byte {
+	if p.sent >= hsStormAttempts {
 		return nil
 	}
 	msg := slices.Clone(p.msg[p.sent])
@@ -209,16 +209,16 @@ func measureStorm(e *env, out map[string]any) error {
 	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
 	probe.Close()
 	t := time.Now()
-	sims, err := newSimPeers(n, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(n, priv.PublicKey(), wanMAC, farMAC)
 	if err != nil {
 		return err
 	}
-	peers, err := newStormPeers(sims, priv.PublicKey())
+	peers, err := newHSStormPeers(sims, priv.PublicKey())
 	if err != nil {
 		return err
 	}
-	e.Logf("handshake: storm: %d peers with %d initiations each made in %.1f s", n, stormAttempts, time.Since(t).Seconds())
-	g, err := newGateway(gatewayOptions{Name: name, PrivateKey: priv, Peers: simConfigs(sims)})
+	e.Logf("handshake: storm: %d peers with %d initiations each made in %.1f s", n, hsStormAttempts, time.Since(t).Seconds())
+	g, err := newGateway(gatewayOptions{Name: name, PrivateKey: priv, Peers: hsConfigs(sims)})
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func measureStorm(e *env, out map[string]any) error {
 		}
 	}()
 
-	f := newFarIO(g)
+	f := newHSFar(g)
 	rng := rand.New(rand.NewPCG(18, 18))
 	jitter := func() int64 { return rng.Int64N(int64(protocol.RekeyTimeoutJitterMax)) }
 	var backlog [][]byte // frames the far ring did not take yet
@@ -268,11 +268,11 @@ func measureStorm(e *env, out map[string]any) error {
 			ringWaits++
 		}
 		k := f.receive(func(msg []byte) {
-			recv, ok := receiverOf(msg)
+			recv, ok := hsReceiver(msg)
 			if !ok {
 				return
 			}
-			i := simOf(recv)
+			i := hsOf(recv)
 			if i < 0 || i >= n {
 				return
 			}
@@ -319,7 +319,7 @@ func measureStorm(e *env, out map[string]any) error {
 	drops := fastpath.TotalDrops(g.Engine.Stats())
 	// Verify the responses the peers took.
 	var bad atomic.Int64
-	parallelFor(n, func(i int) {
+	hsParallel(n, func(i int) {
 		p := peers[i]
 		if p.response == nil {
 			return
@@ -394,7 +394,7 @@ func measureTimers(e *env, out map[string]any) error {
 	}
 	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
 	probe.Close()
-	sims, err := newSimPeers(active, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(active, priv.PublicKey(), wanMAC, farMAC)
 	if err != nil {
 		return err
 	}
@@ -427,7 +427,7 @@ func measureTimers(e *env, out map[string]any) error {
 
 	// Sessions for the active peers (paced below the under-load mark, so
 	// that no cookie round is needed), then a 1 s persistent keepalive.
-	f := newFarIO(g)
+	f := newHSFar(g)
 	const window = 256
 	pending := make([][]byte, 0, active)
 	for _, s := range sims {
@@ -448,11 +448,11 @@ func measureTimers(e *env, out map[string]any) error {
 		}
 		var ferr error
 		k := f.receive(func(msg []byte) {
-			recv, ok := receiverOf(msg)
+			recv, ok := hsReceiver(msg)
 			if !ok || msg[0] != noise.TypeResponse {
 				return
 			}
-			i := simOf(recv)
+			i := hsOf(recv)
 			if i < 0 || i >= active || sims[i].established {
 				return
 			}
@@ -491,8 +491,8 @@ func measureTimers(e *env, out map[string]any) error {
 			if msg[0] != noise.TypeTransport || len(msg) != noise.KeepaliveSize {
 				return
 			}
-			recv, _ := receiverOf(msg)
-			i := simOf(recv)
+			recv, _ := hsReceiver(msg)
+			i := hsOf(recv)
 			if i < 0 || i >= active {
 				return
 			}

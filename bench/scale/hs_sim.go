@@ -18,8 +18,8 @@ import (
 // one static key each, reaching the gateway's WAN port over memport from
 // an address of their own.
 
-// simPeer is one simulated WireGuard peer.
-type simPeer struct {
+// hsPeer is one simulated WireGuard peer.
+type hsPeer struct {
 	i    int
 	pub  noise.PublicKey
 	hs   *noise.Handshake
@@ -32,31 +32,31 @@ type simPeer struct {
 	keys        noise.Keys
 }
 
-// simIndex is the sender index of peer i's attempt: the peer is found
+// hsIndex is the sender index of peer i's attempt: the peer is found
 // again from the receiver index of what the gateway sends back.
-func simIndex(i, attempt int) uint32 { return uint32(i+1)<<8 | uint32(attempt&0xff) }
+func hsIndex(i, attempt int) uint32 { return uint32(i+1)<<8 | uint32(attempt&0xff) }
 
-// simOf returns the peer index an index of simIndex names.
-func simOf(idx uint32) int { return int(idx>>8) - 1 }
+// hsOf returns the peer index an index of hsIndex names.
+func hsOf(idx uint32) int { return int(idx>>8) - 1 }
 
-// simSource is peer i's outer address: 198.18.128.0/17, then other ports.
-func simSource(i int) netip.AddrPort {
+// hsSource is peer i's outer address: 198.18.128.0/17, then other ports.
+func hsSource(i int) netip.AddrPort {
 	a := netip.AddrFrom4([4]byte{198, 18, byte(128 + (i>>8)%128), byte(i)})
 	return netip.AddrPortFrom(a, uint16(40000+i/(1<<15)))
 }
 
-// newSimPeers makes n peers toward the gateway whose public key is gw, in
+// newHSPeers makes n peers toward the gateway whose public key is gw, in
 // parallel (each costs two Curve25519 operations).
-func newSimPeers(n int, gw noise.PublicKey, wanMAC, farMAC [6]byte) ([]*simPeer, error) {
-	out := make([]*simPeer, n)
+func newHSPeers(n int, gw noise.PublicKey, wanMAC, farMAC [6]byte) ([]*hsPeer, error) {
+	out := make([]*hsPeer, n)
 	errs := make([]error, n)
-	parallelFor(n, func(i int) {
+	hsParallel(n, func(i int) {
 		k, err := noise.NewPrivateKey()
 		if err != nil {
 			errs[i] = err
 			return
 		}
-		s := &simPeer{i: i, pub: k.PublicKey(), src: simSource(i)}
+		s := &hsPeer{i: i, pub: k.PublicKey(), src: hsSource(i)}
 		s.hs = noise.NewHandshake(noise.NewStaticIdentity(k, nil), gw, noise.PresharedKey{})
 		k.Zero()
 		var ok bool
@@ -71,8 +71,8 @@ func newSimPeers(n int, gw noise.PublicKey, wanMAC, farMAC [6]byte) ([]*simPeer,
 	return out, errors.Join(errs...)
 }
 
-// parallelFor runs fn(0..n-1) on every CPU.
-func parallelFor(n int, fn func(i int)) {
+// hsParallel runs fn(0..n-1) on every CPU.
+func hsParallel(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	var next sync.Mutex
 	i := 0
@@ -96,7 +96,7 @@ func parallelFor(n int, fn func(i int)) {
 }
 
 // peerConfigs are the gateway's configuration of the simulated peers.
-func simConfigs(sims []*simPeer) []gateway.PeerConfig {
+func hsConfigs(sims []*hsPeer) []gateway.PeerConfig {
 	out := make([]gateway.PeerConfig, len(sims))
 	for i, s := range sims {
 		out[i] = gateway.PeerConfig{PublicKey: s.pub, AllowedIPs: peerPrefixes(i, 0)[:1]}
@@ -105,7 +105,7 @@ func simConfigs(sims []*simPeer) []gateway.PeerConfig {
 }
 
 // frame wraps a WireGuard message in the peer's Ethernet/IPv4/UDP headers.
-func (s *simPeer) frame(msg []byte) []byte {
+func (s *hsPeer) frame(msg []byte) []byte {
 	n := s.tmpl.Len()
 	b := make([]byte, n+len(msg))
 	copy(b[n:], msg)
@@ -115,37 +115,37 @@ func (s *simPeer) frame(msg []byte) []byte {
 
 // initiation makes a fresh initiation (two Curve25519 operations), with
 // MAC2 when the gateway gave the peer a cookie, as a frame.
-func (s *simPeer) initiation() ([]byte, error) {
+func (s *hsPeer) initiation() ([]byte, error) {
 	var msg [noise.InitiationSize]byte
-	if err := s.hs.CreateInitiation(&msg, simIndex(s.i, s.attempts)); err != nil {
+	if err := s.hs.CreateInitiation(&msg, hsIndex(s.i, s.attempts)); err != nil {
 		return nil, err
 	}
 	s.attempts++
 	return s.frame(msg[:]), nil
 }
 
-// farIO owns queue 0 of the far side of the WAN link.
-type farIO struct {
+// hsFar owns queue 0 of the far side of the WAN link.
+type hsFar struct {
 	tx  dataplane.TX
 	rx  dataplane.RX
 	one [1]dataplane.Frame
 	in  [64]dataplane.Frame
 }
 
-func newFarIO(g *scaleGateway) *farIO {
+func newHSFar(g *scaleGateway) *hsFar {
 	q := g.Far.Queue(0)
-	return &farIO{tx: q.TX(), rx: q.RX()}
+	return &hsFar{tx: q.TX(), rx: q.RX()}
 }
 
 // send transmits one frame (a copy); false when the ring or pool is full.
-func (f *farIO) send(b []byte) bool { return dataplane.SendCopy(f.tx, f.one[:], b) == nil }
+func (f *hsFar) send(b []byte) bool { return dataplane.SendCopy(f.tx, f.one[:], b) == nil }
 
 // receive hands each WireGuard message the gateway sent (its UDP payload)
 // to fn and frees the frames; it returns how many frames it took.
-func (f *farIO) receive(fn func(msg []byte)) int {
+func (f *hsFar) receive(fn func(msg []byte)) int {
 	n := f.rx.Receive(f.in[:])
 	for i := range n {
-		if msg := udpPayload(f.in[i].Data()); msg != nil {
+		if msg := hsUDPPayload(f.in[i].Data()); msg != nil {
 			fn(msg)
 		}
 	}
@@ -154,9 +154,9 @@ func (f *farIO) receive(fn func(msg []byte)) int {
 	return n
 }
 
-// udpPayload returns the UDP payload of an untagged Ethernet/IPv4/UDP
+// hsUDPPayload returns the UDP payload of an untagged Ethernet/IPv4/UDP
 // frame, nil for anything else.
-func udpPayload(b []byte) []byte {
+func hsUDPPayload(b []byte) []byte {
 	if len(b) < 14+20+8 || binary.BigEndian.Uint16(b[12:]) != 0x0800 {
 		return nil
 	}
@@ -168,9 +168,9 @@ func udpPayload(b []byte) []byte {
 	return ip[ihl+8:]
 }
 
-// receiverOf returns the receiver index of a response, cookie reply or
+// hsReceiver returns the receiver index of a response, cookie reply or
 // transport message (types 2–4).
-func receiverOf(msg []byte) (uint32, bool) {
+func hsReceiver(msg []byte) (uint32, bool) {
 	if len(msg) < 16 {
 		return 0, false
 	}
@@ -189,7 +189,7 @@ func receiverOf(msg []byte) (uint32, bool) {
 // confirm sends the peer's first transport message (an empty one, a
 // keepalive) on its new session, so that the gateway, the responder,
 // promotes the session to Current (whitepaper §5.4.6).
-func (s *simPeer) confirm(f *farIO) error {
+func (s *hsPeer) confirm(f *hsFar) error {
 	kp, err := fastpath.NewKeypair(&s.keys.Send, &s.keys.Receive, s.keys.LocalIndex, s.keys.RemoteIndex, true, 1, nil)
 	if err != nil {
 		return err

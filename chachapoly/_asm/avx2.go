@@ -72,23 +72,6 @@ func chacha8() {
 	MOVL(U32(10), tmp.As32())
 	Label("c8_rounds")
 	round8 := func(qs [4][4]int) {
-		// a += b; d ^= a; d <<<= 16
-		for _, q := range qs {
-			VPADDD(y(q[1]), y(q[0]), y(q[0]))
-		}
-		for _, q := range qs {
-			VPXOR(y(q[0]), y(q[3]), y(q[3]))
-		}
-		for _, q := range qs {
-			VPSHUFB(rot16, y(q[3]), y(q[3]))
-		}
-		// c += d; b ^= c; b <<<= 12
-		for _, q := range qs {
-			VPADDD(y(q[3]), y(q[2]), y(q[2]))
-		}
-		for _, q := range qs {
-			VPXOR(y(q[2]), y(q[1]), y(q[1]))
-		}
 		rotShift := func(n int) {
 			// Y12 (word 12, a d word) is parked while it serves as scratch.
 			VMOVDQU(Y12, park)
@@ -99,25 +82,29 @@ func chacha8() {
 			}
 			VMOVDQU(park, Y12)
 		}
-		rotShift(12)
-		// a += b; d ^= a; d <<<= 8
-		for _, q := range qs {
-			VPADDD(y(q[1]), y(q[0]), y(q[0]))
+		// Half a quarter round (RFC 8439 §2.1) on four columns or
+		// diagonals: a += b; d ^= a; d <<<= 16 (8), a byte shuffle by
+		// rotD; c += d; b ^= c; b <<<= rotB (12, 7).
+		half := func(rotD Op, rotB int) {
+			for _, q := range qs {
+				VPADDD(y(q[1]), y(q[0]), y(q[0]))
+			}
+			for _, q := range qs {
+				VPXOR(y(q[0]), y(q[3]), y(q[3]))
+			}
+			for _, q := range qs {
+				VPSHUFB(rotD, y(q[3]), y(q[3]))
+			}
+			for _, q := range qs {
+				VPADDD(y(q[3]), y(q[2]), y(q[2]))
+			}
+			for _, q := range qs {
+				VPXOR(y(q[2]), y(q[1]), y(q[1]))
+			}
+			rotShift(rotB)
 		}
-		for _, q := range qs {
-			VPXOR(y(q[0]), y(q[3]), y(q[3]))
-		}
-		for _, q := range qs {
-			VPSHUFB(rot8, y(q[3]), y(q[3]))
-		}
-		// c += d; b ^= c; b <<<= 7
-		for _, q := range qs {
-			VPADDD(y(q[3]), y(q[2]), y(q[2]))
-		}
-		for _, q := range qs {
-			VPXOR(y(q[2]), y(q[1]), y(q[1]))
-		}
-		rotShift(7)
+		half(rot16, 12)
+		half(rot8, 7)
 	}
 	round8([4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
 	round8([4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
@@ -150,15 +137,7 @@ func chacha8() {
 		// Rows 0..7 (or 8..15) in Y0..Y7 -> 32 bytes of each lane in Y8..Y15.
 		t := []VecPhysical{Y8, Y9, Y10, Y11}
 		for gi := 0; gi < 2; gi++ {
-			r := []VecPhysical{y(4 * gi), y(4*gi + 1), y(4*gi + 2), y(4*gi + 3)}
-			VPUNPCKLDQ(r[1], r[0], t[0])
-			VPUNPCKHDQ(r[1], r[0], t[1])
-			VPUNPCKLDQ(r[3], r[2], t[2])
-			VPUNPCKHDQ(r[3], r[2], t[3])
-			VPUNPCKLQDQ(t[2], t[0], r[0])
-			VPUNPCKHQDQ(t[2], t[0], r[1])
-			VPUNPCKLQDQ(t[3], t[1], r[2])
-			VPUNPCKHQDQ(t[3], t[1], r[3])
+			transpose4([]VecPhysical{y(4 * gi), y(4*gi + 1), y(4*gi + 2), y(4*gi + 3)}, t)
 		}
 		for i := 0; i < 4; i++ {
 			VPERM2I128(U8(0x20), y(4+i), y(i), y(8+i))

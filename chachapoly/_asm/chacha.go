@@ -51,6 +51,20 @@ func quarterRounds(qs [4][4]int) {
 	}
 }
 
+// transpose4 transposes the 32-bit words of the four rows r within each
+// 128-bit chunk (word j of row i to word i of row j), with t[0..3] as
+// scratch.
+func transpose4(r, t []VecPhysical) {
+	VPUNPCKLDQ(r[1], r[0], t[0])
+	VPUNPCKHDQ(r[1], r[0], t[1])
+	VPUNPCKLDQ(r[3], r[2], t[2])
+	VPUNPCKHDQ(r[3], r[2], t[3])
+	VPUNPCKLQDQ(t[2], t[0], r[0])
+	VPUNPCKHQDQ(t[2], t[0], r[1])
+	VPUNPCKLQDQ(t[3], t[1], r[2])
+	VPUNPCKHQDQ(t[3], t[1], r[3])
+}
+
 // transpose turns Z0..Z15 from word-major (register w holds word w of the
 // 16 lanes) into lane-major (register l holds the 64-byte block of lane l),
 // using Z16..Z19 as scratch.
@@ -58,15 +72,7 @@ func transpose() {
 	t := []VecPhysical{Z16, Z17, Z18, Z19}
 	// 4x4 dword transposes inside each 128-bit chunk of four rows.
 	for g := 0; g < 4; g++ {
-		r := []VecPhysical{z(4 * g), z(4*g + 1), z(4*g + 2), z(4*g + 3)}
-		VPUNPCKLDQ(r[1], r[0], t[0])
-		VPUNPCKHDQ(r[1], r[0], t[1])
-		VPUNPCKLDQ(r[3], r[2], t[2])
-		VPUNPCKHDQ(r[3], r[2], t[3])
-		VPUNPCKLQDQ(t[2], t[0], r[0])
-		VPUNPCKHQDQ(t[2], t[0], r[1])
-		VPUNPCKLQDQ(t[3], t[1], r[2])
-		VPUNPCKHQDQ(t[3], t[1], r[3])
+		transpose4([]VecPhysical{z(4 * g), z(4*g + 1), z(4*g + 2), z(4*g + 3)}, t)
 	}
 	// 4x4 transposes of 128-bit chunks across the four groups.
 	for i := 0; i < 4; i++ {

@@ -12,5 +12,6 @@ func main() {
 	chacha16()
 	poly16()
 	chacha8()
+	poly8()
 	Generate()
 }

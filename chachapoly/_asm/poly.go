@@ -16,17 +16,21 @@ const (
 	offFull  = 1152 // [16]uint64 full 16-byte blocks read from the message
 	offTotal = 1280 // [16]uint64 blocks in all (message, padded tail, lengths)
 	offTailO = 1408 // [16]uint64 offset of each lane's tail blocks in the group
+	offAdd   = 2048 // [2][16]uint64 the final addend s (RFC 8439 §2.5), low and high 64 bits
+	offOut   = 2304 // [2][16]uint64 the tags, low and high 64 bits
 )
 
 // poly16 emits the 16-lane Poly1305 kernel: for every lane, absorb blocks
 // 0..total-1, block i read from msg+16i while i < full and from the lane's
-// tail blocks after that. Arithmetic modulo 2^130-5 in three limbs of 44,
-// 44 and 42 bits, products by the 52-bit multiply-adds of AVX-512 IFMA.
+// tail blocks after that, then finish the tag (h mod p, plus s, mod 2^128).
+// Arithmetic modulo 2^130-5 in three limbs of 44, 44 and 42 bits, products
+// by the 52-bit multiply-adds of AVX-512 IFMA.
 func poly16() {
 	TEXT("poly16", NOSPLIT, "func(lanes *byte, blocks uint64)")
 	Doc("poly16 absorbs up to blocks 16-byte blocks into the Poly1305",
-		"accumulators of the 16 lanes of lanes (a polyGroup). It requires",
-		"AVX-512 F and IFMA.")
+		"accumulators of the 16 lanes of lanes (a polyGroup) and writes each",
+		"lane's tag (accumulator mod 2^130-5, plus the addend, mod 2^128) to",
+		"its out words. It requires AVX-512 F and IFMA.")
 	g, n, i, zero, tmp := GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
 	Load(Param("blocks"), n)
@@ -150,6 +154,72 @@ func poly16() {
 			VMOVDQU64(h[half][k], Mem{Base: g, Disp: offH + 128*k + 64*half})
 		}
 	}
-	VZEROUPPER()
+	five, one := Z26, Z25
+	MOVQ(U64(5), tmp)
+	VPBROADCASTQ(tmp, five)
+	MOVQ(U64(1), tmp)
+	VPBROADCASTQ(tmp, one)
+	for half := 0; half < 2; half++ {
+		polyFinish(g, h[half], half, mask44, mask42, five, one)
+	}
+	// Leave no accumulator, key or tag in vector registers.
+	VZEROALL()
+	for i := 16; i < 32; i++ {
+		VPXORQ(zmm[i], zmm[i], zmm[i])
+	}
 	RET()
+}
+
+// polyFinish emits the end of a Poly1305 computation for one half (8
+// lanes) of poly16, h its accumulator limbs: carry fully, subtract p where
+// h >= p (chosen by a mask, no branch), add the addend s modulo 2^128 and
+// store the 128-bit tags to the group's out words (RFC 8439 §2.5.1).
+func polyFinish(g Register, h [3]VecPhysical, half int, mask44, mask42, five, one VecPhysical) {
+	at := func(off int) Mem { return Mem{Base: g, Disp: off + 64*half} }
+	t, g0, g1, g2, lo, hi, s := Z6, Z7, Z8, Z9, Z10, Z11, Z12
+	// Carry: every limb to its width, the top back times 5 (2^130 ≡ 5).
+	VPSRLQ(U8(44), h[0], t)
+	VPANDQ(mask44, h[0], h[0])
+	VPADDQ(t, h[1], h[1])
+	VPSRLQ(U8(44), h[1], t)
+	VPANDQ(mask44, h[1], h[1])
+	VPADDQ(t, h[2], h[2])
+	VPSRLQ(U8(42), h[2], t)
+	VPANDQ(mask42, h[2], h[2])
+	VPADDQ(t, h[0], h[0])
+	VPSLLQ(U8(2), t, t)
+	VPADDQ(t, h[0], h[0])
+	VPSRLQ(U8(44), h[0], t)
+	VPANDQ(mask44, h[0], h[0])
+	VPADDQ(t, h[1], h[1])
+	VPSRLQ(U8(44), h[1], t)
+	VPANDQ(mask44, h[1], h[1])
+	VPADDQ(t, h[2], h[2])
+	// g = h + 5; where g reaches 2^130 (bit 42 of its top limb), h >= p
+	// and h mod p = g - 2^130.
+	VPADDQ(five, h[0], g0)
+	VPSRLQ(U8(44), g0, t)
+	VPANDQ(mask44, g0, g0)
+	VPADDQ(t, h[1], g1)
+	VPSRLQ(U8(44), g1, t)
+	VPANDQ(mask44, g1, g1)
+	VPADDQ(t, h[2], g2)
+	VPSRLQ(U8(42), g2, t)
+	VPTESTMQ(t, t, K1)
+	VMOVDQA64(g0, K1, h[0])
+	VMOVDQA64(g1, K1, h[1])
+	VMOVDQA64(g2, K1, h[2])
+	// The low 128 bits, plus s with the carry between its halves.
+	VPSLLQ(U8(44), h[1], lo)
+	VPORQ(h[0], lo, lo)
+	VPSRLQ(U8(20), h[1], hi)
+	VPSLLQ(U8(24), h[2], t)
+	VPORQ(t, hi, hi)
+	VMOVDQU64(at(offAdd), s)
+	VPADDQ(s, lo, lo)
+	VPCMPUQ(U8(1), s, lo, K1) // lo < s: the addition carried
+	VPADDQ(at(offAdd+128), hi, hi)
+	VPADDQ(one, hi, K1, hi)
+	VMOVDQU64(lo, at(offOut))
+	VMOVDQU64(hi, at(offOut+128))
 }

@@ -25,7 +25,7 @@ type collector struct {
 
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
-	fromKernel                              *prometheus.Desc
+	fromKernel, replayWidened               *prometheus.Desc
 	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
@@ -51,6 +51,7 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 		handshakes:     d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
 		ctlSent:        d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
 		fromKernel:     d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
+		replayWidened:  d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
 		icmpSent:       d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big.", "queue"),
 		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:     d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
@@ -73,7 +74,7 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
+		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsBacklog, c.hsBacklogPeak} {
 		ch <- d
 	}
@@ -92,6 +93,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
 		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.fromKernel, ctr, float64(q.FromKernel), qs)
+		ch <- prometheus.MustNewConstMetric(c.replayWidened, ctr, float64(q.ReplayWidened), qs)
 		ch <- prometheus.MustNewConstMetric(c.icmpSent, ctr, float64(q.ICMPSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.icmpSuppressed, ctr, float64(q.ICMPSuppressed), qs)
 		ch <- prometheus.MustNewConstMetric(c.fragmented, ctr, float64(q.Fragmented), qs)

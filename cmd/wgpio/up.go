@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // runDir holds wgpio's own sockets and locks (the UAPI sockets live in
@@ -283,6 +284,7 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
 			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
 		}
+		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
 	}
 	switch w.Mode {
 	case config.ModeCompat:
@@ -407,6 +409,14 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
 		IPv4UDPChecksum: csum4, Logger: log,
 		ICMPRate: w.ICMPRate, ICMPBurst: w.ICMPBurst, ICMPDestInterval: w.ICMPDestInterval,
+	}
+	switch w.ReplayWindow {
+	case config.ReplayWindowNarrow:
+		cfg.ReplayWindow = replay.Narrow
+	case config.ReplayWindowWide:
+		cfg.ReplayWindow = replay.Wide
+	default: // unset or auto
+		cfg.ReplayWindow = replay.Auto
 	}
 	switch w.MSSClamp {
 	case config.MSSClampAuto:

@@ -12,16 +12,23 @@
 // side). It counts what it redirects and passes in per-CPU counters, read
 // by Port.Stats beside the sockets' XDP_STATISTICS. It is attached through
 // a bpf_link (Linux 5.9), so a process that dies leaves nothing attached;
-// native (driver) XDP first, generic XDP as the fallback.
+// native (driver) XDP where the driver has it (HaveNativeXDP), generic XDP
+// otherwise.
 //
 // Frames live in a UMEM, handed out through a dataplane.Pool whose chunk
 // offsets are UMEM addresses, so a Frame indexes the UMEM directly. Ports
 // opened on one UMEM (Config.UMEM) share it with XDP_SHARED_UMEM (separate
 // fill and completion rings per socket, Linux 5.10), so a frame moves from
-// one port's RX to another's TX without a copy; where the kernel refuses,
-// the port falls back to its own UMEM and Transmit copies and counts.
-// A UMEM runs in copy mode (every driver, veth included) or zero-copy
-// mode (drivers that offer it), never both; need_wakeup is always on.
+// one port's RX to another's TX without a copy; where the kernel cannot
+// (HaveSharedUMEM) or refuses, the port falls back to its own UMEM and
+// Transmit copies and counts. A UMEM runs in copy mode (every driver, veth
+// included) or zero-copy mode (drivers that offer it), never both;
+// need_wakeup is on where the kernel has it (HaveNeedWakeup).
+//
+// What the kernel and the driver offer is probed once and cached, in the
+// manner of cilium/ebpf's features package (features.go); a missing
+// feature is a *FeatureError, which matches dataplane.ErrNotSupported and
+// names the feature, the running kernel and the fix.
 //
 // Requirements: Linux 5.10 or later (6.17 for one sendto per TX burst in
 // copy mode), root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF. Open must run

@@ -73,9 +73,15 @@ func (e *FeatureError) Unwrap() []error {
 // does for cilium/ebpf's probes).
 var errAbsent = errors.New("absent")
 
+// absentError is a probe's conclusive answer; it matches errAbsent and
+// says what the probe saw.
+type absentError struct{ error }
+
+func (absentError) Is(target error) bool { return target == errAbsent }
+
 // absent is a probe's conclusive answer, with what it saw.
 func absent(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errAbsent}, args...)...)
+	return absentError{fmt.Errorf(format, args...)}
 }
 
 // conclusive reports whether a probe's error means "not there".
@@ -117,10 +123,8 @@ func (t *featureTest) notSupported(err error) *FeatureError {
 	if fe := (*FeatureError)(nil); errors.As(err, &fe) {
 		return fe
 	}
-	if errors.Is(err, errAbsent) {
-		// The marker says "conclusive"; the rest of the text is the
-		// evidence.
-		err = errors.New(err.Error()[len(errAbsent.Error())+2:])
+	if ae := (absentError{}); errors.As(err, &ae) {
+		err = ae.error // the evidence, without the marker
 	}
 	return &FeatureError{Feature: t.name, MinKernel: t.minKernel, Kernel: kernelRelease(), Fix: t.fix, Err: err}
 }

@@ -390,6 +390,24 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		keyAddr                    = -20
 		keyLPM                     = -24
 	)
+	// prefix emits the LAN match of one address family at name: a frame
+	// to our MAC whose destination is no host address and lies in a
+	// prefix of lpm (key: prefix length bits, then the address) goes to
+	// the socket. Without Filter.Prefixes, name jumps to pass.
+	prefix := func(name string, host, lpm *ebpf.Map, bits int64) {
+		if !f.Prefixes {
+			label(name, asm.Ja.Label("pass"))
+			return
+		}
+		label(name, asm.Mov.Imm(r2, 0))
+		checkMAC()
+		lookup(host, keyAddr)
+		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, bits, asm.Word))
+		lookup(lpm, keyLPM)
+		emit(asm.JEq.Imm(r0, 0, "pass"))
+		redirect(ctrRedirectPrefix)
+	}
+
 	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is
 	// 0) is stepped over; an untagged frame goes on only where f.VLAN is
 	// 0; a frame with an 802.1ad tag, or with a second tag behind the
@@ -430,17 +448,7 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	lookup(p.udp4, keyAddr)
 	emit(asm.JEq.Imm(r0, 0, "prefix4"))
 	checkPort(22, "prefix4")
-	if f.Prefixes {
-		label("prefix4", asm.Mov.Imm(r2, 0))
-		checkMAC()
-		lookup(p.host4, keyAddr)
-		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 32, asm.Word))
-		lookup(p.lpm4, keyLPM)
-		emit(asm.JEq.Imm(r0, 0, "pass"))
-		redirect(ctrRedirectPrefix)
-	} else {
-		label("prefix4", asm.Ja.Label("pass"))
-	}
+	prefix("prefix4", p.host4, p.lpm4, 32)
 
 	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header.
 	label("ipv6", asm.Mov.Reg(r3, r9))
@@ -464,17 +472,7 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.JEq.Imm(r0, 0, "pass"))
 	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
 	emit(asm.Ja.Label("redirect"))
-	if f.Prefixes {
-		label("prefix6", asm.Mov.Imm(r2, 0))
-		checkMAC()
-		lookup(p.host6, keyAddr)
-		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, 128, asm.Word))
-		lookup(p.lpm6, keyLPM)
-		emit(asm.JEq.Imm(r0, 0, "pass"))
-		redirect(ctrRedirectPrefix)
-	} else {
-		label("prefix6", asm.Ja.Label("pass"))
-	}
+	prefix("prefix6", p.host6, p.lpm6, 128)
 }
 
 // tail emits the redirect, pass and counting sections.

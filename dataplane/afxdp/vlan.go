@@ -3,12 +3,12 @@
 package afxdp
 
 import (
-	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
-	"github.com/wgpio/wgpio/internal/ethtool"
+	"github.com/safchain/ethtool"
 )
 
 // IEEE 802.1Q VLAN identifiers (IEEE 802.1Q §9.6); vlanTagLen is in
@@ -53,6 +53,20 @@ func (s StrippedTags) String() string {
 	return fmt.Sprintf("StrippedTags(%d)", int(s))
 }
 
+// LogStrippedTags logs how the port (the side side, "WAN" or "LAN", of its
+// user) sees the 802.1Q tags its NIC strips (StrippedTags), at error level
+// when it cannot: VLAN isolation then does not hold on that interface.
+func (p *Port) LogStrippedTags(log *slog.Logger, side string) {
+	st, why := p.StrippedTags()
+	if st == StrippedTagsUnseen {
+		log.Error("VLAN ISOLATION DOES NOT HOLD: the NIC may strip 802.1Q tags before XDP and the XDP program cannot see them, so frames of other VLANs may be taken as this side's",
+			"side", side, "interface", p.Name(), "why", why,
+			"fix", "turn RX VLAN offload off (ethtool -K "+p.Name()+" rxvlan off) or use native XDP on a driver with the VLAN XDP metadata (Linux 6.8)")
+		return
+	}
+	log.Info("VLAN tags", "side", side, "interface", p.Name(), "stripped_tags", st.String(), "why", why)
+}
+
 // The kernel's feature names for RX VLAN offload (net/ethtool/common.c,
 // netdev_features_strings): 802.1Q and 802.1ad tags.
 var rxVLANFeatures = []string{"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"}
@@ -60,7 +74,7 @@ var rxVLANFeatures = []string{"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"}
 // vlanOffload is what Open changed of a device's RX VLAN offload, to undo
 // at Close.
 type vlanOffload struct {
-	h        *ethtool.Handle // in the device's namespace; nil if it could not be opened
+	e        *ethtool.Ethtool // in the device's namespace; nil if it could not be opened
 	ifname   string
 	restore  []string // features Open turned off
 	stillOn  []string // features on that could not be turned off
@@ -71,46 +85,67 @@ type vlanOffload struct {
 // where they are on and changeable, and reports what it did.
 func disableRXVLANOffload(ifname string) *vlanOffload {
 	v := &vlanOffload{ifname: ifname}
-	h, err := ethtool.Open()
+	e, err := ethtool.NewEthtool()
 	if err != nil {
-		v.checkErr = err
+		v.checkErr = fmt.Errorf("ethtool socket: %w", err)
 		return v
 	}
-	v.h = h
+	v.e = e
+	fs, err := e.FeaturesWithState(ifname)
+	if err != nil {
+		v.checkErr = fmt.Errorf("%s: read features: %w", ifname, err)
+		return v
+	}
+	off := make(map[string]bool)
 	for _, name := range rxVLANFeatures {
-		f, err := h.Get(ifname, name)
-		if errors.Is(err, ethtool.ErrNoFeature) {
-			continue // a kernel without the feature: no device strips such tags
+		switch f, ok := fs[name]; {
+		case !ok || !f.Active:
+			// Off, or a kernel without the feature: no device strips
+			// such tags.
+		case f.Available:
+			off[name] = false
+		default:
+			v.stillOn = append(v.stillOn, name)
 		}
-		if err != nil {
-			v.checkErr = err
-			return v
-		}
-		if !f[0].Active {
+	}
+	if len(off) == 0 {
+		return v
+	}
+	// The driver may keep a feature on that another depends on: read
+	// back what is off now.
+	err = e.Change(ifname, off)
+	now, rerr := e.Features(ifname)
+	for _, name := range rxVLANFeatures {
+		if _, asked := off[name]; !asked {
 			continue
 		}
-		if f[0].Available && h.Set(ifname, name, false) == nil {
+		if err == nil && rerr == nil && !now[name] {
 			v.restore = append(v.restore, name)
-			continue
+		} else {
+			v.stillOn = append(v.stillOn, name)
 		}
-		v.stillOn = append(v.stillOn, name)
 	}
 	return v
 }
 
 // restoreOffload turns back on what disableRXVLANOffload turned off.
 func (v *vlanOffload) restoreOffload() error {
-	if v.h == nil {
+	if v.e == nil {
 		return nil
 	}
-	var errs []error
+	defer func() { v.e.Close(); v.e = nil }()
+	if len(v.restore) == 0 {
+		return nil
+	}
+	on := make(map[string]bool)
 	for _, name := range v.restore {
-		errs = append(errs, v.h.Set(v.ifname, name, true))
+		on[name] = true
 	}
 	v.restore = nil
-	errs = append(errs, v.h.Close())
-	v.h = nil
-	return errors.Join(errs...)
+	if err := v.e.Change(v.ifname, on); err != nil {
+		return fmt.Errorf("set features %v on: %w", on, err)
+	}
+	return nil
 }
 
 var vlanKfunc struct {

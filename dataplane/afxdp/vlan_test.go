@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/safchain/ethtool"
 	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/internal/ethtool"
 	"github.com/wgpio/wgpio/internal/topo"
 	"golang.org/x/sys/unix"
 )
@@ -94,10 +94,13 @@ func TestVLANIsolation(t *testing.T) {
 	offload := func() bool {
 		var on bool
 		if err := p.b.Do(func() error {
-			f, err := ethtool.Get(p.v.B, "rx-vlan-hw-parse")
-			if err == nil {
-				on = f[0].Active
+			e, err := ethtool.NewEthtool()
+			if err != nil {
+				return err
 			}
+			defer e.Close()
+			f, err := e.Features(p.v.B)
+			on = f["rx-vlan-hw-parse"]
 			return err
 		}); err != nil {
 			t.Fatal(err)

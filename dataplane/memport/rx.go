@@ -170,6 +170,9 @@ func (rx *rxHalf) Arm() bool {
 		rx.efdMu.Unlock()
 	}
 	rx.armed.Store(1)
+	if armDelay != nil {
+		armDelay() // tests: widen the window between arming and the check
+	}
 	for i := range rx.in {
 		if rx.in[i].pending() {
 			return false
@@ -177,6 +180,11 @@ func (rx *rxHalf) Arm() bool {
 	}
 	return true
 }
+
+// armDelay, when set (by tests only, before any port is used), runs in Arm
+// between arming and looking at the rings, to widen the window in which a
+// transmitter's frame must still wake the owner (TestNoLostWakeup).
+var armDelay func()
 
 // wake is called by a transmitter after it published frames on a ring into
 // this queue: if the owner armed, it writes the eventfd (once per arming).

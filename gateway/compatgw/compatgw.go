@@ -38,7 +38,6 @@ import (
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
-	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -213,8 +212,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
-	fastgw.LogStrippedTags(g.log, g.wan, "WAN")
-	fastgw.LogStrippedTags(g.log, g.lan, "LAN")
+	g.wan.LogStrippedTags(g.log, "WAN")
+	g.lan.LogStrippedTags(g.log, "LAN")
 	// Oversized packets are answered from the LAN address, as Linux
 	// answers from the address of the interface the answer leaves by.
 	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6}

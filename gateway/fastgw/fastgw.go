@@ -31,6 +31,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/replay"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -124,6 +125,10 @@ type Config struct {
 	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway
 	// (fastpath.Config.MSSClamp: fastpath.MSSClampAuto or bytes; 0 off).
 	MSSClamp int
+	// ReplayWindow is the width policy of each session's replay window
+	// (fastpath.Config.ReplayWindow; the zero value, replay.Auto, starts
+	// at 8,128 counters and widens to 131,008 when needed).
+	ReplayWindow replay.Policy
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -229,7 +234,8 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 }
 
 // dataplane_ is the engine as the control plane sees it, plus keeping the
-// LAN XDP prefix map in sync with the allowed IPs.
+// LAN XDP prefix map and the routes into the exception TUN in step with
+// the allowed IPs, change by change.
 type dataplane_ struct {
 	*fastpath.Engine
 	lan *afxdp.Port
@@ -241,93 +247,106 @@ type dataplane_ struct {
 	nl      *netlink.Handle
 
 	mu       sync.Mutex
-	prefixes map[netip.Prefix]bool // in the LAN XDP map; guarded by mu
-	routed   map[netip.Prefix]bool // of the configuration, routed into the exception TUN; guarded by mu
+	routed   map[netip.Prefix]bool // the configuration's prefixes (routed into the exception TUN); guarded by mu
+	prefixes map[netip.Prefix]bool // those in the LAN XDP map; guarded by mu
+	overflow map[netip.Prefix]bool // those the full map could not take; guarded by mu
+	inMap    [2]int                // prefixes in the map: IPv4, IPv6; guarded by mu
 	capacity int                   // of the LAN map, per family
 	log      *slog.Logger
 }
 
-// SetPeers implements gateway.Dataplane: it swaps the engine's snapshot and
-// updates the LAN port's LPM map so that the XDP program redirects exactly
-// the destinations some peer's allowed IPs contain.
-func (d *dataplane_) SetPeers(peers []*fastpath.Peer, allowed [][]netip.Prefix) error {
+func family(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// UpdatePeers implements gateway.Dataplane: it applies c to the engine and
+// changes the LAN port's LPM map and the exception TUN's routes for the
+// prefixes c names only, so that the XDP program redirects exactly the
+// destinations some peer's allowed IPs contain. A prefix in the map keeps
+// its slot while it is configured; when the map is full, a new prefix
+// waits (overflow) for a slot to free, and every change reports ENOSPC
+// until none waits.
+func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// The configuration's prefixes in order (peers as configured, each
-	// peer's allowed IPs as written). The LAN map holds the first
-	// capacity of each family: when a configuration holds more, the
-	// earlier ones keep their slots, whatever changes later.
-	var ordered []netip.Prefix
-	want := make(map[netip.Prefix]bool)
-	for _, l := range allowed {
-		for _, p := range l {
-			if p = p.Masked(); !want[p] {
-				want[p] = true
-				ordered = append(ordered, p)
-			}
+	var gone, come []netip.Prefix
+	seen := make(map[netip.Prefix]bool, len(c.Routes))
+	for i := len(c.Routes) - 1; i >= 0; i-- { // the last route of a prefix decides
+		r := c.Routes[i]
+		p := r.Prefix.Masked()
+		if seen[p] {
+			continue
 		}
-	}
-	inMap := make(map[netip.Prefix]bool, len(ordered))
-	var n4, n6 int
-	for _, p := range ordered {
-		n := &n6
-		if p.Addr().Is4() {
-			n = &n4
-		}
-		if *n < d.capacity {
-			*n++
-			inMap[p] = true
+		seen[p] = true
+		switch {
+		case r.Peer == nil && d.routed[p]:
+			gone = append(gone, p)
+		case r.Peer != nil && !d.routed[p]:
+			come = append(come, p)
 		}
 	}
 	// The map redirects a prefix only while the engine can route it:
 	// prefixes leave the map before the engine's snapshot swap, enter it
 	// after (a frame redirected for a prefix the engine does not know is
 	// dropped as no_route).
-	for p := range d.prefixes {
-		if !inMap[p] {
+	for _, p := range gone {
+		delete(d.routed, p)
+		d.route(p, false)
+		if d.overflow[p] {
+			delete(d.overflow, p)
+			continue
+		}
+		if d.prefixes[p] {
 			if err := d.lan.DeletePrefix(p); err != nil {
 				d.log.Warn("delete prefix from the LAN XDP map", "prefix", p, "err", err)
 			}
 			delete(d.prefixes, p)
+			d.inMap[family(p)]--
 		}
 	}
-	for p := range d.routed {
-		if !want[p] {
-			delete(d.routed, p)
-			d.route(p, false)
-		}
-	}
-	// The engine always gets the whole configuration, whatever the map
-	// holds.
-	if err := d.Engine.SetPeers(peers, allowed); err != nil {
+	if err := d.Engine.UpdatePeers(c); err != nil {
 		return err
 	}
 	var first error
-	for _, p := range ordered {
-		if !d.routed[p] {
-			d.routed[p] = true
-			d.route(p, true)
-		}
-		if !inMap[p] || d.prefixes[p] {
-			continue
+	add := func(p netip.Prefix) bool {
+		if d.inMap[family(p)] >= d.capacity {
+			return false
 		}
 		if err := d.lan.AddPrefix(p); err != nil {
 			if first == nil {
 				first = fmt.Errorf("add %v: %w", p, err)
 			}
-			continue
+			return false
 		}
 		d.prefixes[p] = true
+		d.inMap[family(p)]++
+		return true
 	}
-	if len(d.prefixes) < len(ordered) {
+	for _, p := range come {
+		d.routed[p] = true
+		d.route(p, true)
+		if !add(p) {
+			d.overflow[p] = true
+		}
+	}
+	// Slots freed above go to prefixes that waited.
+	for p := range d.overflow {
+		if d.inMap[family(p)] < d.capacity && add(p) {
+			delete(d.overflow, p)
+		}
+	}
+	if len(d.overflow) > 0 {
 		// The others' traffic is not redirected: the kernel forwards it
 		// (with IP forwarding on) into the exception TUN, routed above,
 		// and the gateway encrypts it from there, slowly.
 		if first == nil {
 			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
 		}
-		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes",
-			len(d.prefixes), len(ordered), first)
+		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
+			len(d.prefixes), len(d.routed), first)
 	}
 	return nil
 }

@@ -311,8 +311,8 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 			g.log.Warn("WAN and LAN do not share one UMEM: every frame between them is copied", "interface", p.Name(), "why", err)
 		}
 	}
-	g.warnStrippedTags(g.wan, "WAN")
-	g.warnStrippedTags(g.lan, "LAN")
+	g.wan.LogStrippedTags(g.log, "WAN")
+	g.lan.LogStrippedTags(g.log, "LAN")
 	return nil
 }
 
@@ -354,6 +354,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
 		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
+		ReplayWindow: cfg.ReplayWindow,
 	}
 	if cfg.Owned {
 		ecfg.WANNeighbours = responderHandler{g.wanResp}
@@ -371,6 +372,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		return fmt.Errorf("fastgw: %w", err)
 	}
 	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
+		overflow: make(map[netip.Prefix]bool),
 		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {

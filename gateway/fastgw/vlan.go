@@ -3,7 +3,6 @@ package fastgw
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -151,22 +150,4 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, indexes []int, v4, v6 b
 		}
 	}()
 	return nil
-}
-
-// warnStrippedTags says loudly when a port cannot see the VLAN tags its
-// NIC strips: VLAN isolation then does not hold on that interface.
-func (g *Gateway) warnStrippedTags(p *afxdp.Port, what string) { LogStrippedTags(g.log, p, what) }
-
-// LogStrippedTags logs how port p (the side what, "WAN" or "LAN") sees the
-// 802.1Q tags its NIC strips (afxdp.Port.StrippedTags), at error level
-// when it cannot: VLAN isolation then does not hold on that interface.
-func LogStrippedTags(log *slog.Logger, p *afxdp.Port, what string) {
-	st, why := p.StrippedTags()
-	if st == afxdp.StrippedTagsUnseen {
-		log.Error("VLAN ISOLATION DOES NOT HOLD: the NIC may strip 802.1Q tags before XDP and the XDP program cannot see them, so frames of other VLANs may be taken as this side's",
-			"side", what, "interface", p.Name(), "why", why,
-			"fix", "turn RX VLAN offload off (ethtool -K "+p.Name()+" rxvlan off) or use native XDP on a driver with the VLAN XDP metadata (Linux 6.8)")
-		return
-	}
-	log.Info("VLAN tags", "side", what, "interface", p.Name(), "stripped_tags", st.String(), "why", why)
 }

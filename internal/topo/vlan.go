@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	ethfeat "github.com/wgpio/wgpio/internal/ethtool"
+	"github.com/safchain/ethtool"
 )
 
 // VLANAccess makes dev in n behave as a host on an 802.1Q access port of
@@ -55,8 +55,14 @@ func (t *Topology) VLANAccess(n *NS, dev string, vid uint16, inband bool) error 
 			return fmt.Errorf("find %s in %s: %w", dev, n.Name, err)
 		}
 		if inband {
-			if err := ethfeat.Set(dev, "tx-vlan-hw-insert", false); err != nil {
-				return err
+			e, err := ethtool.NewEthtool()
+			if err != nil {
+				return fmt.Errorf("ethtool socket: %w", err)
+			}
+			err = e.Change(dev, map[string]bool{"tx-vlan-hw-insert": false})
+			e.Close()
+			if err != nil {
+				return fmt.Errorf("%s: turn tx-vlan-hw-insert off: %w", dev, err)
 			}
 		}
 		for _, p := range []struct {

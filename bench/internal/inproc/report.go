@@ -1,10 +1,8 @@
 package inproc
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,18 +74,8 @@ func (run *CPURun) config(name string) *ConfigResult {
 // Write writes results.json, results.md and plot-<size>-<n>cpu.png into
 // dir, creating it.
 func (res *Results) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("inproc: results dir: %w", err)
-	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("inproc: encode results: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("inproc: write results.json: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(res.Markdown()), 0o644); err != nil {
-		return fmt.Errorf("inproc: write results.md: %w", err)
+	if err := rig.WriteJSONAndMarkdown(dir, res, res.Markdown()); err != nil {
+		return fmt.Errorf("inproc: %w", err)
 	}
 	for _, run := range res.Runs {
 		for _, s := range res.Options.Sizes {
@@ -105,7 +93,7 @@ func (res *Results) Markdown() string {
 	var b strings.Builder
 	o := res.Options
 	fmt.Fprintf(&b, "# wgpio in-process bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count); %d inner flows; %.1f s per step; batch size %d; load average before %s, after %s.\n\n",
+	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count, + 1 per locked fast-path worker during its steps); %d inner flows; %.1f s per step; batch size %d; load average before %s, after %s.\n\n",
 		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUList, o.Flows, o.StepSeconds, o.BatchSize, res.LoadBefore, res.LoadAfter)
 	b.WriteString("One process: generator → gateway A → gateway B → sink, every packet checked at the sink (headers, payload, sequence). " +
 		"'Clean' is the delivered rate at the highest paced offered rate with under 1% loss; 'closed loop' what was delivered with the generator " +

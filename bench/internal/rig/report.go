@@ -14,21 +14,30 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// WriteJSONAndMarkdown makes dir and writes v as results.json and md as
+// results.md into it: the part of a results folder every bench writes.
+func WriteJSONAndMarkdown(dir string, v any, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results dir: %w", err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644); err != nil {
+		return fmt.Errorf("write results.md: %w", err)
+	}
+	return nil
+}
+
 // Write writes results.json, results.md and plot-<size>.png into dir,
 // creating it.
 func (res *Results) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("rig: results dir: %w", err)
-	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("rig: encode results: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("rig: write results.json: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(res.Markdown()), 0o644); err != nil {
-		return fmt.Errorf("rig: write results.md: %w", err)
+	if err := WriteJSONAndMarkdown(dir, res, res.Markdown()); err != nil {
+		return fmt.Errorf("rig: %w", err)
 	}
 	for _, s := range res.Options.Sizes {
 		if err := res.plot(s, filepath.Join(dir, fmt.Sprintf("plot-%d.png", s))); err != nil {

@@ -85,6 +85,10 @@ func TestArrows(t *testing.T) {
 			anyOf("replay", "noise", "arp", "header", "protocol"), anyOf("dataplane")},
 		{"protocol is a leaf",
 			anyOf("protocol"), func(string) bool { return true }},
+		{"the two modes are wired apart: compat mode does not pull in the fast path's wiring",
+			anyOf("gateway/compatgw"), anyOf("gateway/fastgw")},
+		{"the two modes are wired apart: the fast path's wiring does not pull in compat mode",
+			anyOf("gateway/fastgw"), anyOf("gateway/compatgw")},
 		{"library code does not use test harnesses",
 			func(p string) bool {
 				return !anyOf("cmd", "examples", "bench", "tools", "internal/testing", "internal/twosite")(p)

@@ -1,0 +1,5 @@
+package main
+
+func init() {
+	wantKeys = append(wantKeys, "idle_peer_bytes", "session_peer_bytes", "rss_per_peer_bytes", "fastpath_100k_vs_1")
+}

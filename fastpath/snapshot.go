@@ -1,0 +1,198 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/gaissmai/bart"
+)
+
+// routeTable is the immutable allowed-IPs snapshot workers read
+// (ARCHITECTURE.md, "Shared state"): published whole behind
+// Engine.routes, never written after. Successive snapshots share the
+// prefix table's untouched nodes: a change copies only the nodes on the
+// paths to the prefixes it touches (bart's persistent operations).
+type routeTable struct {
+	t   *bart.Table[*Peer]
+	own map[netip.Addr]struct{}
+}
+
+// newRouteTable is an empty snapshot with our own addresses own.
+func newRouteTable(own map[netip.Addr]struct{}) *routeTable {
+	return &routeTable{t: new(bart.Table[*Peer]), own: own}
+}
+
+// Route gives a prefix of the allowed IPs to a peer (UpdatePeers).
+type Route struct {
+	Prefix netip.Prefix
+	// Peer is the prefix's owner; nil takes the prefix out of the table.
+	Peer *Peer
+}
+
+// PeerChange is one change of the peer set and the allowed IPs, applied by
+// UpdatePeers with one swap of the snapshot: workers see all of it or
+// none. Its cost grows with its own size, not the configuration's.
+type PeerChange struct {
+	// Remove are peers leaving the set (their IDs are freed). Their
+	// prefixes must leave the table or move to other peers in Routes of
+	// the same change.
+	Remove []*Peer
+	// Add are peers joining the set; each gets an ID.
+	Add []*Peer
+	// Routes are applied in order after Remove and Add; every Peer named
+	// must be in the set after them.
+	Routes []Route
+}
+
+// Empty reports whether c changes nothing.
+func (c *PeerChange) Empty() bool { return len(c.Remove)+len(c.Add)+len(c.Routes) == 0 }
+
+// cloneAbove decides between the two ways to make the next prefix table:
+// a change of up to cloneAbove + size/16 routes is applied with persistent
+// operations (each copies the few nodes on its path, microseconds), a
+// larger one on a full copy of the table (linear in its size, but
+// nanoseconds per insert after).
+const cloneAbove = 256
+
+// UpdatePeers applies c: the peers of c.Remove leave the set, those of
+// c.Add join it (with new IDs; a peer keeps its ID while it is in the
+// set), then c.Routes set or clear the owners of their prefixes; then one
+// atomic swap publishes the new snapshot and the workers are woken. It
+// checks c first and on an error changes nothing: a peer added twice or
+// already in the set, one removed that is not, or a route to a peer that
+// is not in the set after the change.
+//
+// Cost: O(len(c.Remove) + len(c.Add) + len(c.Routes) × trie depth) for a
+// small change, whatever the number of peers configured. Safe for
+// concurrent use (serialised with SetPeers).
+func (e *Engine) UpdatePeers(c PeerChange) error {
+	e.peersMu.Lock()
+	defer e.peersMu.Unlock()
+	if err := e.checkChangeLocked(&c); err != nil {
+		return err
+	}
+	for _, p := range c.Remove {
+		e.releaseIDLocked(p)
+	}
+	for _, p := range c.Add {
+		e.assignIDLocked(p)
+	}
+	old := e.routes.Load()
+	t := old.t
+	if len(c.Routes) > 0 {
+		if len(c.Routes) > cloneAbove+t.Size()/16 {
+			t = t.Clone()
+			for _, r := range c.Routes {
+				if r.Peer == nil {
+					t.Delete(r.Prefix)
+				} else {
+					t.Insert(r.Prefix, r.Peer)
+				}
+			}
+		} else {
+			for _, r := range c.Routes {
+				if r.Peer == nil {
+					t = t.DeletePersist(r.Prefix)
+				} else {
+					t = t.InsertPersist(r.Prefix, r.Peer)
+				}
+			}
+		}
+	}
+	e.routes.Store(&routeTable{t: t, own: old.own})
+	e.Kick()
+	return nil
+}
+
+func (e *Engine) checkChangeLocked(c *PeerChange) error {
+	removing := make(map[*Peer]bool, len(c.Remove))
+	for _, p := range c.Remove {
+		if _, ok := e.members[p]; !ok || removing[p] {
+			return errors.New("fastpath: UpdatePeers: a removed peer is not in the set (or removed twice)")
+		}
+		removing[p] = true
+	}
+	adding := make(map[*Peer]bool, len(c.Add))
+	for _, p := range c.Add {
+		if p == nil {
+			return errors.New("fastpath: UpdatePeers: a nil peer added")
+		}
+		if _, ok := e.members[p]; (ok && !removing[p]) || adding[p] {
+			return errors.New("fastpath: UpdatePeers: an added peer is already in the set (or added twice)")
+		}
+		adding[p] = true
+	}
+	for _, r := range c.Routes {
+		if !r.Prefix.IsValid() {
+			return fmt.Errorf("fastpath: UpdatePeers: invalid prefix %v", r.Prefix)
+		}
+		if r.Peer == nil || adding[r.Peer] {
+			continue
+		}
+		if _, ok := e.members[r.Peer]; !ok || removing[r.Peer] {
+			return fmt.Errorf("fastpath: UpdatePeers: %v routed to a peer not in the set", r.Prefix)
+		}
+	}
+	return nil
+}
+
+// assignIDLocked adds p to the set with the most recently freed ID, else
+// the next unused one, so that IDs stay below the largest set's size.
+func (e *Engine) assignIDLocked(p *Peer) {
+	if n := len(e.freeIDs); n > 0 {
+		p.ID = e.freeIDs[n-1]
+		e.freeIDs = e.freeIDs[:n-1]
+	} else {
+		p.ID = e.nextID
+		e.nextID++
+	}
+	if p.SrcPorts == 0 {
+		p.SrcPorts = max(e.cfg.SourcePorts, 1)
+	}
+	e.members[p] = struct{}{}
+}
+
+func (e *Engine) releaseIDLocked(p *Peer) {
+	delete(e.members, p)
+	e.freeIDs = append(e.freeIDs, p.ID)
+}
+
+// SetPeers replaces the set of peers and their allowed IPs (allowed[i] for
+// peers[i]) with one atomic swap of the snapshot that workers read. A prefix
+// listed for two peers goes to the later one (as in wireguard-go). Peer IDs
+// are assigned here; a peer keeps its ID across calls while it is listed.
+// It rebuilds the whole prefix table: UpdatePeers changes a part.
+func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
+	if len(allowed) != len(peers) {
+		return errors.New("fastpath: SetPeers needs one allowed-IPs list per peer")
+	}
+	e.peersMu.Lock()
+	defer e.peersMu.Unlock()
+	keep := make(map[*Peer]bool, len(peers))
+	for _, p := range peers {
+		if p == nil {
+			return errors.New("fastpath: SetPeers: a nil peer")
+		}
+		keep[p] = true
+	}
+	for p := range e.members {
+		if !keep[p] {
+			e.releaseIDLocked(p)
+		}
+	}
+	for _, p := range peers {
+		if _, ok := e.members[p]; !ok {
+			e.assignIDLocked(p)
+		}
+	}
+	rt := newRouteTable(e.routes.Load().own)
+	for i, p := range peers {
+		for _, pfx := range allowed[i] {
+			rt.t.Insert(pfx.Masked(), p)
+		}
+	}
+	e.routes.Store(rt)
+	e.Kick()
+	return nil
+}
