@@ -54,7 +54,7 @@ func hsResponseRun(priv noise.PrivateKey, cfgs []gateway.PeerConfig, frames [][]
 		return 0, err
 	}
 	defer g.Close()
-	settle(len(cfgs))
+	hsSettle(len(cfgs))
 	f := newHSFar(g)
 	const window = fastpath.HandshakeQueueLen/8 - 32
 	n := len(frames)
@@ -224,7 +224,7 @@ func measureStorm(e *env, out map[string]any) error {
 		return err
 	}
 	defer g.Close()
-	settle(n)
+	hsSettle(n)
 	// wg show during the storm: get=1 over the socket, every 20 ms.
 	stop := make(chan struct{})
 	gets := make(chan []time.Duration, 1)
@@ -522,11 +522,11 @@ func measureTimers(e *env, out map[string]any) error {
 	return nil
 }
 
-// settle waits for a new gateway of n peers to finish its background
+// hsSettle waits for a new gateway of n peers to finish its background
 // work (the static-static DH of every peer, gateway.Device's precompute),
 // as a gateway that has run for a while has: about 150 µs a peer on this
 // class of machine, at least 200 ms.
-func settle(n int) {
+func hsSettle(n int) {
 	time.Sleep(max(200*time.Millisecond, time.Duration(n)*150*time.Microsecond))
 }
 
