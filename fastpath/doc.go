@@ -6,7 +6,7 @@
 //
 // Outbound (LAN RX → WAN TX), per burst: parse (package header), look up
 // the destination in the allowed-IPs snapshot (an immutable
-// github.com/gaissmai/bart table swapped atomically by SetPeers), group by
+// github.com/gaissmai/bart table swapped atomically by UpdatePeers), group by
 // peer, reserve one range of send counters per peer with one atomic add
 // (cut at protocol.RejectAfterMessages), pad to 16 bytes without passing the MTU,
 // seal in place (ChaCha20-Poly1305, nonce = 32 zero bits ‖ 64-bit

@@ -244,7 +244,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
 }
 
 // lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
-// map filled by dataplane_.SetPeers) that are not the host's own addresses
+// map filled by dataplane_.UpdatePeers) that are not the host's own addresses
 // (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
 func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
@@ -371,9 +371,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	if g.engine, err = fastpath.New(ecfg); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
-		overflow: make(map[netip.Prefix]bool),
-		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
+	g.dp = newDataplane(g.engine, g.lan, cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), g.log, g.nlHandle)
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return fmt.Errorf("fastgw: exception TUN: %w", err)
