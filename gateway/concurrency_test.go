@@ -47,6 +47,7 @@ type lightRig struct {
 	f    *fakeDP
 	dev  *Device
 	sims []*simPeer
+	our  noise.PrivateKey
 }
 
 func newLightRig(t testing.TB, n, workers int) *lightRig {
@@ -55,7 +56,7 @@ func newLightRig(t testing.TB, n, workers int) *lightRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &lightRig{f: newFakeDP(t)}
+	r := &lightRig{f: newFakeDP(t), our: our}
 	r.dev, err = New(Options{PrivateKey: our, Dataplane: r.f, HandshakeWorkers: workers,
 		WANAddr4: netip.MustParseAddr("198.18.0.1")})
 	if err != nil {
@@ -227,15 +228,25 @@ func TestUAPIDuringStorm(t *testing.T) {
 			}
 			s := r.sims[i%n]
 			var req string
+			switch {
+			case i == 40:
+				// A private key change in the storm (every session ends;
+				// the old identity is zeroed once no worker uses it) and
+				// back, so that the peers' initiations are valid again.
+				other, _ := noise.NewPrivateKey()
+				req = fmt.Sprintf("private_key=%s\n", other.Hex())
+			case i == 41:
+				req = fmt.Sprintf("private_key=%s\n", r.our.Hex())
+			}
 			switch i % 4 {
 			case 0:
-				req = fmt.Sprintf("public_key=%s\nremove=true\n", s.pub.Hex())
+				req += fmt.Sprintf("public_key=%s\nremove=true\n", s.pub.Hex())
 			case 1:
-				req = fmt.Sprintf("public_key=%s\nendpoint=%s\nallowed_ip=198.19.%d.%d/32\n", s.pub.Hex(), s.src, i%n>>8, i%n)
+				req += fmt.Sprintf("public_key=%s\nendpoint=%s\nallowed_ip=198.19.%d.%d/32\n", s.pub.Hex(), s.src, i%n>>8, i%n)
 			case 2:
-				req = fmt.Sprintf("public_key=%s\npersistent_keepalive_interval=%d\n", s.pub.Hex(), 1+i%25)
+				req += fmt.Sprintf("public_key=%s\npersistent_keepalive_interval=%d\n", s.pub.Hex(), 1+i%25)
 			case 3:
-				req = fmt.Sprintf("public_key=%s\nreplace_allowed_ips=true\nallowed_ip=198.19.%d.%d/32\n", s.pub.Hex(), i%n>>8, i%n)
+				req += fmt.Sprintf("public_key=%s\nreplace_allowed_ips=true\nallowed_ip=198.19.%d.%d/32\n", s.pub.Hex(), i%n>>8, i%n)
 			}
 			if err := r.dev.IpcSet(strings.NewReader(req)); err != nil {
 				t.Errorf("IpcSet: %v", err)
