@@ -149,6 +149,7 @@ type Device struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
+	bg        sync.WaitGroup // background precomputation (precompute)
 	uapi      net.Listener
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
 }
@@ -629,7 +630,16 @@ func (d *Device) publishLocked() error {
 		clear(d.dirtyPrefixes)
 	}
 	if len(d.precompute) > 0 {
-		go precompute(d.precompute, d.done)
+		select {
+		case <-d.done: // closing: the handshakes are being zeroed
+		default:
+			hs := d.precompute
+			d.bg.Add(1)
+			go func() {
+				defer d.bg.Done()
+				precompute(hs, d.done)
+			}()
+		}
 		d.precompute = nil
 	}
 	if c.Empty() {
@@ -737,6 +747,7 @@ func (d *Device) Close() error {
 		d.private.Zero()
 		d.publishLocked()
 		d.mu.Unlock()
+		d.bg.Wait() // the background precomputation stops at done
 		for end := time.Now().Add(closeReapWait); d.dp.Reap() > 0 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
