@@ -103,6 +103,11 @@ type Peer struct {
 	// never take it: they load the slots atomically. Taken once per
 	// session, never per packet.
 	slotMu sync.Mutex
+
+	// stampQueued and stampNext link the peer into the engine's list of
+	// peers stamped since the control plane's last tick (stamped.go).
+	stampQueued atomic.Bool
+	stampNext   atomic.Pointer[Peer]
 }
 
 // Rotate installs kp as the peer's new session the way the whitepaper's

@@ -69,6 +69,9 @@ type Config struct {
 	// mode generally): a worker that migrates between CPUs under load can
 	// then deliver a flow's packets out of order.
 	CPUs []int
+	// HandshakeWorkers is the number of handshake goroutines of the
+	// control plane (gateway.Options.HandshakeWorkers); 0: one per CPU.
+	HandshakeWorkers int
 	// SourcePorts is how many outer source ports, from ListenPort up, the
 	// inner flows hash to (default 1: plain WireGuard). The XDP program
 	// accepts the whole range.
