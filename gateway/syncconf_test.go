@@ -242,7 +242,7 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 		tx := host.Queue(0).TX()
 		frames := make([]dataplane.Frame, 1)
 		src := netip.MustParseAddr("198.19.0.10").As4()
-		for seq := uint64(0); ; {
+		for seq := uint64(0); ; seq++ {
 			select {
 			case <-done:
 				return
@@ -273,11 +273,10 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 			binary.BigEndian.PutUint32(p, uint32(i))
 			binary.BigEndian.PutUint64(p[4:], seq/stable)
 			if tx.Transmit(frames) != 1 {
-				tx.Free(frames) // the ring is full: the same packet again
-				time.Sleep(time.Millisecond)
+				tx.Free(frames)
+				fail("host transmit refused a frame")
 				continue
 			}
-			seq++
 			sent.Add(1)
 		}
 	}()
@@ -292,7 +291,7 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 		}
 	}
 	close(done)
-	sender.Wait() // sent is final
+	sender.Wait() // sent is final only once the sender has stopped
 	// Drain: everything sent is delivered or counted as dropped. A packet
 	// lost without a count would leave this waiting: after a minute
 	// without progress, give up (the checks below fail).
