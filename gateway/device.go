@@ -198,6 +198,7 @@ type Device struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
+	bg        sync.WaitGroup // background precomputation (precompute)
 	uapi      net.Listener
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
 }
@@ -754,11 +755,17 @@ func (d *Device) publishLocked() error {
 		clear(d.dirtyPrefixes)
 	}
 	if len(d.precompute) > 0 {
-		d.precomputing.Add(1)
-		go func(hs []*noise.Handshake) {
-			defer d.precomputing.Add(-1)
-			precompute(hs, d.done)
-		}(d.precompute)
+		select {
+		case <-d.done: // closing: the handshakes are being zeroed
+		default:
+			d.bg.Add(1)
+			d.precomputing.Add(1)
+			go func(hs []*noise.Handshake) {
+				defer d.bg.Done()
+				defer d.precomputing.Add(-1)
+				precompute(hs, d.done)
+			}(d.precompute)
+		}
 		d.precompute = nil
 	}
 	if c.Empty() {
@@ -900,6 +907,7 @@ func (d *Device) Close() error {
 		d.private.Zero()
 		d.publishLocked()
 		d.mu.Unlock()
+		d.bg.Wait() // the background precomputation stops at done
 		d.zeroRetired()
 		d.pool.clear()
 		d.touchMu.Lock()
