@@ -161,6 +161,9 @@ type WGPIO struct {
 	// CPUs lists the CPUs to pin workers to, in the order written (ranges
 	// expanded), without repeats.
 	CPUs []int
+	// HandshakeWorkers is the number of goroutines that process handshakes
+	// (gateway.Options.HandshakeWorkers); 0: one per CPU.
+	HandshakeWorkers int
 	// SourcePorts is the range of outer UDP source ports; a flow's port is
 	// chosen by hashing its inner 5-tuple (ARCHITECTURE.md, "Fast path").
 	SourcePorts PortRange

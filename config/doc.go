@@ -36,6 +36,7 @@
 //	AddressMode = shared | owned
 //	Queues      = 2                     # 1-256
 //	CPUs        = 0-1,3                 # 0-8191
+//	HandshakeWorkers = 4                # 1-1024 handshake goroutines; default one per CPU
 //	SourcePorts = 51820 | 51820-51835   # outer UDP source ports
 //	WANAddress  = 198.18.0.2/24         # owned mode only (then required)
 //	LANAddress  = 198.19.0.1/24         # owned mode only (then required)

@@ -61,6 +61,9 @@ func (f *File) Marshal() []byte {
 		if len(w.CPUs) > 0 {
 			kv("CPUs", formatCPUs(w.CPUs))
 		}
+		if w.HandshakeWorkers != 0 {
+			kv("HandshakeWorkers", strconv.Itoa(w.HandshakeWorkers))
+		}
 		if w.SourcePorts.First != 0 {
 			v := strconv.Itoa(int(w.SourcePorts.First))
 			if w.SourcePorts.Last != w.SourcePorts.First {
@@ -138,7 +141,7 @@ func (f *File) Marshal() []byte {
 
 func (w *WGPIO) isZero() bool {
 	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.WANVLAN == 0 && w.LANVLAN == 0 && w.AddressMode == "" && w.Queues == 0 &&
-		len(w.CPUs) == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
+		len(w.CPUs) == 0 && w.HandshakeWorkers == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
 		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == "" &&
 		w.MSSClamp == 0 && w.ICMPRate == 0 && w.ICMPBurst == 0 && w.ICMPDestInterval == 0 &&
 		w.ReplayWindow == 0

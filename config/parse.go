@@ -30,6 +30,8 @@ const (
 	// TUN device takes (MAX_TAP_QUEUES, compat-mqtun) and the most
 	// workers of the fast path.
 	MaxQueues = 256
+	// MaxHandshakeWorkers is the largest HandshakeWorkers accepted.
+	MaxHandshakeWorkers = 1024
 	// MinMSSClamp and MaxMSSClamp bound a numeric MSSClamp: the smallest
 	// MSS every IPv4 host accepts (RFC 879) and the largest a 65535-byte
 	// IPv4 packet holds.
@@ -199,6 +201,7 @@ var keys = []keyInfo{
 	{name: "AddressMode", sec: secWGPIO},
 	{name: "Queues", sec: secWGPIO},
 	{name: "CPUs", sec: secWGPIO},
+	{name: "HandshakeWorkers", sec: secWGPIO},
 	{name: "SourcePorts", sec: secWGPIO},
 	{name: "WANAddress", sec: secWGPIO},
 	{name: "LANAddress", sec: secWGPIO},

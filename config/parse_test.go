@@ -320,6 +320,7 @@ func TestParseErrors(t *testing.T) {
 		{"queues zero", iface + "[WGPIO]\nQueues = 0\n", `wg0.conf:4: key "Queues": 0 out of range 1-256`},
 		{"mss clamp word", iface + "[WGPIO]\nMSSClamp = yes\n", `wg0.conf:4: key "MSSClamp": "yes" is not a number of bytes, "auto" or "off"`},
 		{"mss clamp small", iface + "[WGPIO]\nMSSClamp = 100\n", `wg0.conf:4: key "MSSClamp": 100 out of range 536-65495`},
+		{"handshake workers zero", iface + "[WGPIO]\nHandshakeWorkers = 0\n", `wg0.conf:4: key "HandshakeWorkers": 0 out of range 1-1024`},
 		{"replay window size", iface + "[WGPIO]\nReplayWindow = 4096\n", `wg0.conf:4: key "ReplayWindow": "4096" is not "auto", 8128 or 131008 (counters)`},
 		{"icmp rate zero", iface + "[WGPIO]\nICMPRate = 0\n", `wg0.conf:4: key "ICMPRate": 0 out of range 1-1000000`},
 		{"icmp burst word", iface + "[WGPIO]\nICMPBurst = off\n", `wg0.conf:4: key "ICMPBurst": "off" is not a number of messages`},
@@ -433,7 +434,7 @@ func TestLoadMissing(t *testing.T) {
 // config that sets every field.
 func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
-		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nSourcePorts = 1-65535\n" +
+		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nHandshakeWorkers = 3\nSourcePorts = 1-65535\n" +
 		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
 		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\nReplayWindow = 131008\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +

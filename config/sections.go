@@ -230,6 +230,10 @@ func (p *parser) wgpioKey(n int, key, v string) {
 		}
 	case "CPUs":
 		p.cpus(n, v)
+	case "HandshakeWorkers":
+		if q, ok := p.number(n, key, v, 1, MaxHandshakeWorkers, ""); ok {
+			w.HandshakeWorkers = q
+		}
 	case "SourcePorts":
 		lo, hi, isRange := strings.Cut(v, "-")
 		first, ok := p.port(n, key, strings.TrimSpace(lo))

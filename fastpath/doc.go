@@ -6,7 +6,7 @@
 //
 // Outbound (LAN RX → WAN TX), per burst: parse (package header), look up
 // the destination in the allowed-IPs snapshot (an immutable
-// github.com/gaissmai/bart table swapped atomically by SetPeers), group by
+// github.com/gaissmai/bart table swapped atomically by UpdatePeers), group by
 // peer, reserve one range of send counters per peer with one atomic add
 // (cut at protocol.RejectAfterMessages), pad to 16 bytes without passing the MTU,
 // seal in place (ChaCha20-Poly1305, nonce = 32 zero bits ‖ 64-bit
@@ -22,7 +22,8 @@
 // Inbound (WAN RX → LAN TX), per burst: types 1–3 are copied to the control
 // plane (Engine.Handshakes, bounded); type 4 is looked up by receiver index
 // in a lock-free table, opened in place, checked against the keypair's
-// 131,008-counter replay window once per keypair per burst — after
+// replay window (8,128 counters, widened to 131,008 when the session needs
+// it: Config.ReplayWindow) once per keypair per burst — after
 // authentication (package replay) —, checked against the peer's allowed IPs,
 // trimmed to the inner IP length, and sent toward the LAN next hop. The
 // first worker to authenticate a packet with a peer's "next" keypair

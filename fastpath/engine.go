@@ -187,6 +187,7 @@ type Engine struct {
 	wan     atomic.Pointer[wanState] // listen port and outer addresses (SetWAN)
 
 	handshakes chan HandshakeMessage
+	stamped    stampList // peers published since the control plane's last tick (stamped.go)
 
 	indexes IndexTable
 

@@ -19,6 +19,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)
 	}
+	w.e.stamped.push(p) // the control plane's next tick sees the flags
 	if len(pl.held) >= MaxHeldPerPeer || w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		// Drop the oldest, as wireguard-go does with its staged queue.
 		if len(pl.held) == 0 {

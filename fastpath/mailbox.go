@@ -217,6 +217,7 @@ func (w *worker) sendInner(p []byte, now int64) {
 	if granted == 0 {
 		w.count(DropNonceExhausted, 1)
 		peer.HandshakeNeeded.Store(true)
+		w.e.stamped.push(peer)
 		w.lanTX.Free(fr[:])
 		return
 	}

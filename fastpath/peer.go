@@ -40,14 +40,14 @@ type Stamps struct {
 // endpoint, its outer source ports, and the counters and timer stamps the
 // workers publish.
 //
-// The control plane creates a Peer, registers it with Engine.SetPeers, and
-// writes the keypair slots and the endpoint through atomic pointers; workers
-// on every queue read them without a lock. Fields set before SetPeers
-// (PublicKey, ID, ports) are immutable afterwards.
+// The control plane creates a Peer, registers it with Engine.UpdatePeers
+// (or SetPeers), and writes the keypair slots and the endpoint through
+// atomic pointers; workers on every queue read them without a lock. Fields
+// set before the peer joins (PublicKey, ID, ports) are immutable afterwards.
 type Peer struct {
 	// PublicKey is the peer's static public key (for logs and UAPI).
 	PublicKey [32]byte
-	// ID is a small dense number the engine assigns (SetPeers), indexing
+	// ID is a small dense number the engine assigns (UpdatePeers), indexing
 	// per-queue arrays.
 	ID int
 
@@ -103,6 +103,11 @@ type Peer struct {
 	// never take it: they load the slots atomically. Taken once per
 	// session, never per packet.
 	slotMu sync.Mutex
+
+	// stampQueued and stampNext link the peer into the engine's list of
+	// peers stamped since the control plane's last tick (stamped.go).
+	stampQueued atomic.Bool
+	stampNext   atomic.Pointer[Peer]
 }
 
 // Rotate installs kp as the peer's new session the way the whitepaper's

@@ -40,6 +40,7 @@ func (w *worker) publish(now int64) {
 		pl.lastSrc = netip.AddrPort{}
 		pl.sawCurrent = false
 		pl.dirty = false
+		w.e.stamped.push(p)
 	}
 	w.dirtyPeers = w.dirtyPeers[:0]
 }

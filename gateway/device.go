@@ -78,7 +78,17 @@ type Options struct {
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in
 	// [0, protocol.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
+	// It is called from several goroutines at once.
 	Jitter func() time.Duration
+	// HandshakeWorkers is the number of goroutines Start runs to process
+	// handshake messages and send initiations (the Curve25519 work), like
+	// the kernel's per-device workqueue and wireguard-go's per-CPU
+	// handshake workers. 0 means runtime.GOMAXPROCS(0).
+	HandshakeWorkers int
+	// HandshakeBacklog is the capacity of the pool's queue of received
+	// handshake messages; under load (cookie replies) from an eighth full.
+	// 0 means DefaultHandshakeBacklog.
+	HandshakeBacklog int
 }
 
 // PeerConfig is the configuration of one peer, as the Go API takes it.
@@ -107,11 +117,27 @@ type PeerStatus struct {
 }
 
 // Device is the control plane of one WireGuard interface: the static
-// identity, the peers, the handshake loop and the timers, over a Dataplane.
+// identity, the peers, the handshake pool and the timers, over a Dataplane.
 //
-// All methods are safe for concurrent use: one mutex (mu) guards the
-// configuration and every peer's control state; the workers reach the peers
-// only through the atomics of fastpath.Peer.
+// All methods are safe for concurrent use. Locks (ARCHITECTURE.md "Control
+// plane locks"), always taken in this order:
+//
+//   - setMu serialises UAPI set requests.
+//   - mu (read-write) guards the configuration: the identity, the peer set
+//     and its maps, allowed IPs, listen port. Handshake workers take it for
+//     reading only to look a peer up, never across Curve25519 work.
+//   - idMu is held for reading by whoever uses the identity's private key
+//     outside mu (a handshake worker for one message, Tick); replacing the
+//     private key takes it for writing, after mu is released, to zero the
+//     old identity.
+//   - peer.mu guards one peer's session and timer state; the Curve25519
+//     work of that peer's handshake runs under it and under no lock shared
+//     with other peers.
+//   - pendMu (pending), touchMu (touched), tickMu (the timer heap; taken
+//     by Tick before any peer.mu), the pool's queue lock and the cookie
+//     budget's lock are leaves.
+//
+// The workers reach the peers only through the atomics of fastpath.Peer.
 type Device struct {
 	opts Options
 	dp   Dataplane
@@ -121,15 +147,17 @@ type Device struct {
 
 	setMu sync.Mutex // serialises UAPI set requests (taken before mu)
 
-	mu         sync.Mutex
+	mu         sync.RWMutex
+	idMu       sync.RWMutex
 	private    noise.PrivateKey
-	id         *noise.StaticIdentity // nil without a private key
+	id         *noise.StaticIdentity   // nil without a private key
+	retiredIDs []*noise.StaticIdentity // replaced, to zero (zeroRetired)
+	hasRetired atomic.Bool
 	listenPort uint16
 	fwmark     uint32
 	peers      []*peer                   // configuration order
 	byKey      map[noise.PublicKey]*peer // by static public key
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
-	pending    map[uint32]*peer          // our receiver indexes of handshakes in flight
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
 	// dirtyPeers and dirtyPrefixes are what changed since the last
 	// publish: peers created or forgotten, prefixes whose owner may have
@@ -140,10 +168,29 @@ type Device struct {
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
 	limiter    *noise.SourceLimiter // handshakes per proven source under load
-	replies    cookieBudget         // cookie replies per second, all sources
-	underLoad  int64                // last time the dataplane was under load
-	wasLoaded  bool                 // underLoad is valid
+	replies    cookieBudget         // cookie replies per second, all sources (own lock)
+	underLoad  atomic.Int64         // last time the dataplane was under load
+	wasLoaded  atomic.Bool          // underLoad is valid
 	stats      counters
+
+	pendMu  sync.Mutex
+	pending map[uint32]*peer // our receiver indexes of initiations in flight
+
+	pool handshakePool // the handshake workers' queue of initiations (pool.go)
+
+	// touched are the peers whose timer state the handshake workers or the
+	// UAPI changed since the last tick, each once (peer.touched); Tick
+	// evaluates them.
+	touchMu sync.Mutex
+	touched []*peer
+
+	tickMu    sync.Mutex // serialises Tick; guards the fields below
+	timers    timerHeap
+	tickGen   uint64
+	tickEvals uint64           // peer evaluations, for TickStats
+	tickBusy  time.Duration    // wall time in Tick, for TickStats
+	stamped   []*fastpath.Peer // scratch for Dataplane's StampedPeers
+	due       []*peer          // scratch: the peers one tick evaluates
 
 	startOnce sync.Once
 	closeOnce sync.Once
@@ -153,16 +200,31 @@ type Device struct {
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
 }
 
-// peer is the control plane's state of one peer; every field is guarded by
-// Device.mu except fp's atomics.
+// peer is the control plane's state of one peer. fp and pub are immutable;
+// psk and allowed are guarded by Device.mu; hs, keepalive and pkaBase are
+// written under both Device.mu and mu and read under either; lastHSWall is
+// atomic; the heap fields belong to Tick (Device.tickMu); every other field
+// is guarded by mu.
 type peer struct {
 	fp        *fastpath.Peer
-	hs        *noise.Handshake // nil while the device has no private key
 	pub       noise.PublicKey
 	psk       noise.PresharedKey
-	allowed   []netip.Prefix // masked, insertion order
-	keepalive uint16         // persistent keepalive interval, s
-	published bool           // fp is in the dataplane's peer set
+	allowed   []netip.Prefix   // masked, insertion order
+	hs        *noise.Handshake // nil while the device has no private key
+	keepalive uint16           // persistent keepalive interval, s
+	published bool             // fp is in the dataplane's peer set
+
+	mu      sync.Mutex
+	removed bool // left the configuration: nothing more is done for it
+	// initQueued: an initiation waits in the handshake pool's queue.
+	initQueued bool
+
+	// Tick's: the position in the timer heap and the deadline it is
+	// filed under (timerheap.go), the tick that last evaluated it.
+	heapIdx int
+	due     int64
+	evalGen uint64
+	touched atomic.Bool // in Device.touched
 
 	// owned are the keypairs this peer published to the index table that
 	// have not been freed yet; sweepLocked frees those no slot holds any
@@ -177,9 +239,9 @@ type peer struct {
 	initSent     bool
 	retransmitAt int64 // retry deadline, 0 = none (whitepaper §6.4)
 	attempts     int
-	zeroAt       int64 // key material zeroing deadline, 0 = none (§6.3)
-	sentLastMin  bool  // the initiator's "last minute" rekey on receive
-	lastHSWall   time.Time
+	zeroAt       int64        // key material zeroing deadline, 0 = none (§6.3)
+	sentLastMin  bool         // the initiator's "last minute" rekey on receive
+	lastHSWall   atomic.Int64 // wall time of the last completed handshake, Unix ns; 0 none
 
 	ownSent       int64 // last authenticated packet the control plane sent
 	ownRecv       int64 // last authenticated handshake message received
@@ -228,6 +290,13 @@ func New(o Options) (*Device, error) {
 	if d.opts.Jitter == nil {
 		d.opts.Jitter = randomJitter
 	}
+	if d.opts.HandshakeWorkers <= 0 {
+		d.opts.HandshakeWorkers = runtime.GOMAXPROCS(0)
+	}
+	if d.opts.HandshakeBacklog <= 0 {
+		d.opts.HandshakeBacklog = DefaultHandshakeBacklog
+	}
+	d.pool.init(d.opts.HandshakeWorkers, d.opts.HandshakeBacklog)
 	d.limiter = noise.NewSourceLimiter(d.clock)
 	d.mu.Lock()
 	d.setPrivateKeyLocked(o.PrivateKey)
@@ -242,8 +311,8 @@ func (d *Device) clock() time.Time { return time.Unix(0, d.now()) }
 // PublicKey returns the device's static public key (zero without a private
 // key).
 func (d *Device) PublicKey() noise.PublicKey {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	if d.id == nil {
 		return noise.PublicKey{}
 	}
@@ -259,17 +328,19 @@ func (d *Device) SetPrivateKey(k noise.PrivateKey) {
 	d.setPrivateKeyLocked(k)
 	d.publishLocked()
 	d.mu.Unlock()
+	d.zeroRetired()
 }
 
+// setPrivateKeyLocked replaces the identity. The old one may still be in
+// use by a handshake worker or Tick (they hold idMu for reading): it is
+// zeroed by zeroRetired, which the caller runs once it has released mu.
 func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 	if d.id != nil && d.private.Equal(&k) {
 		return
 	}
-	// The old identity is erased after every handshake made with it (a
-	// background Precompute may still be reading it until its handshake
-	// is zeroed).
-	if old := d.id; old != nil {
-		defer old.Zero()
+	if d.id != nil {
+		d.retiredIDs = append(d.retiredIDs, d.id)
+		d.hasRetired.Store(true)
 		d.id = nil
 	}
 	d.private.Zero()
@@ -285,16 +356,42 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 				continue
 			}
 		}
+		var hs *noise.Handshake
+		if d.id != nil {
+			hs = noise.NewHandshake(d.id, p.pub, p.psk)
+			d.precompute = append(d.precompute, hs)
+		}
+		p.mu.Lock()
 		d.resetSessionLocked(p)
 		if p.hs != nil {
 			p.hs.Zero()
-			p.hs = nil
 		}
-		if d.id != nil {
-			p.hs = noise.NewHandshake(d.id, p.pub, p.psk)
-			d.precompute = append(d.precompute, p.hs)
-		}
+		p.hs = hs
+		p.mu.Unlock()
+		d.touch(p)
 	}
+}
+
+// zeroRetired zeroes the identities setPrivateKeyLocked replaced, once no
+// handshake worker or tick uses them any more. Called without mu held (a
+// worker holding idMu may be waiting for mu to look a peer up).
+func (d *Device) zeroRetired() {
+	if !d.hasRetired.Load() {
+		return
+	}
+	d.mu.Lock()
+	d.hasRetired.Store(false)
+	ids := d.retiredIDs
+	d.retiredIDs = nil
+	d.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	d.idMu.Lock()
+	for _, id := range ids {
+		id.Zero()
+	}
+	d.idMu.Unlock()
 }
 
 // AddPeer adds a peer, or replaces the configuration of the peer with the
@@ -349,8 +446,8 @@ func (d *Device) RemovePeer(k noise.PublicKey) bool {
 // Peers returns every peer's configuration and state, in configuration
 // order.
 func (d *Device) Peers() []PeerStatus {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	out := make([]PeerStatus, 0, len(d.peers))
 	for _, p := range d.peers {
 		s := PeerStatus{
@@ -360,7 +457,7 @@ func (d *Device) Peers() []PeerStatus {
 				PersistentKeepalive: time.Duration(p.keepalive) * time.Second,
 				AllowedIPs:          append([]netip.Prefix(nil), p.allowed...),
 			},
-			LastHandshake: p.lastHSWall,
+			LastHandshake: p.lastHandshake(),
 			TxBytes:       p.fp.TxBytes.Load(),
 			RxBytes:       p.fp.RxBytes.Load(),
 		}
@@ -375,8 +472,8 @@ func (d *Device) Peers() []PeerStatus {
 // FastPeer returns the fast path's Peer for public key k (nil if none), for
 // embedders and tests that drive a data path.
 func (d *Device) FastPeer(k noise.PublicKey) *fastpath.Peer {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	if p := d.byKey[k]; p != nil {
 		return p.fp
 	}
@@ -398,7 +495,7 @@ func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool)
 	if p = d.byKey[k]; p != nil {
 		return p, false
 	}
-	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k}
+	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k, heapIdx: -1}
 	if d.id != nil {
 		p.hs = noise.NewHandshake(d.id, k, p.psk)
 		d.precompute = append(d.precompute, p.hs)
@@ -419,12 +516,27 @@ func (d *Device) setPSKLocked(p *peer, psk noise.PresharedKey) {
 }
 
 func (d *Device) setKeepaliveLocked(p *peer, secs uint16) (turnedOn bool) {
+	p.mu.Lock()
 	turnedOn = p.keepalive == 0 && secs != 0
+	changed := p.keepalive != secs
 	p.keepalive = secs
 	if turnedOn {
 		p.pkaBase = d.now()
 	}
+	p.mu.Unlock()
+	if changed {
+		d.touch(p)
+	}
 	return turnedOn
+}
+
+// lastHandshake is the wall time of p's last completed handshake (zero:
+// none).
+func (p *peer) lastHandshake() time.Time {
+	if ns := p.lastHSWall.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // setEndpointConfigLocked sets a configured endpoint: our source address
@@ -470,11 +582,15 @@ func (d *Device) removeAllPeersLocked() {
 // the packets they hold for p (fastpath.Peer.Removed).
 func (d *Device) forgetPeerLocked(p *peer) {
 	p.fp.Removed.Store(true)
+	p.mu.Lock()
+	p.removed = true
 	d.resetSessionLocked(p)
 	if p.hs != nil {
 		p.hs.Zero()
 		p.hs = nil
 	}
+	p.mu.Unlock()
+	d.touch(p) // Tick takes it out of the timer heap
 	p.psk.Zero()
 	d.clearAllowedLocked(p)
 	delete(d.byKey, p.pub)
@@ -485,8 +601,10 @@ func (d *Device) forgetPeerLocked(p *peer) {
 // resetSessionLocked drops every keypair and the handshake in flight of p
 // and zeroes them (whitepaper §6.3's "zero all key material"); the workers
 // drop the packets they hold for p (FlushHeld, counted handshake_gave_up),
-// as no handshake is under way for them any more.
+// as no handshake is under way for them any more. An initiation waiting in
+// the pool is cancelled. p.mu held.
 func (d *Device) resetSessionLocked(p *peer) {
+	p.initQueued = false
 	p.fp.FlushHeld.Store(true)
 	cleared := p.fp.ClearKeypairs()
 	d.sweepLocked(p, cleared[:]...)
@@ -500,11 +618,16 @@ func (d *Device) resetSessionLocked(p *peer) {
 }
 
 // dropPendingLocked releases the receiver index of the handshake in flight.
+// p.mu held.
 func (d *Device) dropPendingLocked(p *peer) {
 	if !p.hasPending {
 		return
 	}
-	delete(d.pending, p.pendingIndex)
+	d.pendMu.Lock()
+	if d.pending[p.pendingIndex] == p {
+		delete(d.pending, p.pendingIndex)
+	}
+	d.pendMu.Unlock()
 	d.dp.Indexes().Free(p.pendingIndex)
 	p.hasPending = false
 	p.pendingIndex = 0
@@ -525,7 +648,7 @@ type ownedKeypair struct {
 // once. One that left for another reason (a worker's promotion pushed it
 // out of Previous) goes only when a second sweep, a tick later, still finds
 // it in no slot: a worker's promotion moves a keypair from Next to Current
-// in two steps, and between them it is briefly in neither.
+// in two steps, and between them it is briefly in neither. p.mu held.
 func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 	cur, prev, next := p.fp.Current.Load(), p.fp.Previous.Load(), p.fp.Next.Load()
 	kept := p.owned[:0]
@@ -672,9 +795,11 @@ func precompute(hs []*noise.Handshake, done <-chan struct{}) {
 	wg.Wait()
 }
 
-// Start runs the handshake loop and the timers (Tick every TickInterval on
-// the real clock) and, if Options.Name is set, serves the UAPI socket. It
-// returns an error only if the socket cannot be made.
+// Start runs the handshake pool (Options.HandshakeWorkers goroutines
+// receiving Dataplane.Handshakes and sending initiations; pool.go) and the
+// timers (Tick every TickInterval on the real clock, in a goroutine of its
+// own) and, if Options.Name is set, serves the UAPI socket. It returns an
+// error only if the socket cannot be made.
 func (d *Device) Start() error {
 	var err error
 	d.startOnce.Do(func() {
@@ -683,30 +808,45 @@ func (d *Device) Start() error {
 				return
 			}
 		}
+		d.pool.async.Store(true)
 		d.wg.Add(1)
-		go d.loop()
+		go d.dispatch()
+		for range d.opts.HandshakeWorkers {
+			d.wg.Add(1)
+			go d.handshakeWorker()
+		}
+		d.wg.Add(1)
+		go d.tickLoop()
 	})
 	return err
 }
 
-func (d *Device) loop() {
+// minTickGap is the shortest wait between two ticks of tickLoop: timers
+// due closer together than this fire together.
+const minTickGap = 5 * time.Millisecond
+
+// tickLoop runs Tick until Close: every TickInterval (when the workers
+// publish their stamps), and sooner when the timer heap's earliest
+// deadline comes first (not sooner than minTickGap after the last tick),
+// so that a timer fires within a few ms of its deadline rather than up to a
+// tick late.
+func (d *Device) tickLoop() {
 	defer d.wg.Done()
-	t := time.NewTicker(d.opts.TickInterval)
+	t := time.NewTimer(d.opts.TickInterval)
 	defer t.Stop()
-	hs := d.dp.Handshakes()
 	for {
 		select {
 		case <-d.done:
 			return
-		case m, ok := <-hs:
-			if !ok {
-				hs = nil
-				continue
-			}
-			d.HandleMessage(m)
 		case <-t.C:
-			d.Tick(d.now())
 		}
+		now := d.now()
+		d.Tick(now)
+		wait := d.opts.TickInterval
+		if due, ok := d.nextDeadline(); ok {
+			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))
+		}
+		t.Reset(wait)
 	}
 }
 
@@ -728,15 +868,23 @@ func (d *Device) Close() error {
 			l.Close()
 		}
 		d.wg.Wait()
+		d.pool.async.Store(false)
 		d.mu.Lock()
 		d.removeAllPeersLocked()
 		if d.id != nil {
-			d.id.Zero()
+			d.retiredIDs = append(d.retiredIDs, d.id)
+			d.hasRetired.Store(true)
 			d.id = nil
 		}
 		d.private.Zero()
 		d.publishLocked()
 		d.mu.Unlock()
+		d.zeroRetired()
+		d.pool.clear()
+		d.touchMu.Lock()
+		clear(d.touched)
+		d.touched = nil
+		d.touchMu.Unlock()
 		for end := time.Now().Add(closeReapWait); d.dp.Reap() > 0 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}

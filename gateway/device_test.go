@@ -158,6 +158,7 @@ func TestSweepSparesKeypairMidPromotion(t *testing.T) {
 	if !fp.Next.CompareAndSwap(kp, nil) { // first half of a promotion
 		t.Fatal("CompareAndSwap(Next) failed")
 	}
+	r.f.stamp(fp) // as the promoting worker's publish reports the peer
 	r.advance(50 * time.Millisecond)
 	if kp.Dead() || r.f.idx.Lookup(kp.LocalIndex) != kp {
 		t.Fatalf("keypair mid-promotion: Dead %v, published %v; want alive and published", kp.Dead(), r.f.idx.Lookup(kp.LocalIndex) == kp)
@@ -171,6 +172,7 @@ func TestSweepSparesKeypairMidPromotion(t *testing.T) {
 	}
 	// A keypair gone from every slot for two ticks is freed.
 	fp.Current.Store(nil)
+	r.f.stamp(fp)
 	r.advance(50 * time.Millisecond)
 	r.advance(50 * time.Millisecond)
 	if !kp.Dead() || r.f.idx.Lookup(kp.LocalIndex) != nil {

@@ -1,5 +1,5 @@
 // Package gateway is wgpio's WireGuard control plane: peers and their
-// configuration, the handshake loop, the timers, the keypair lifecycle,
+// configuration, the handshake pool, the timers, the keypair lifecycle,
 // roaming, and configuration over the cross-platform UAPI.
 //
 // It implements, on top of package noise (the messages) and the fast path's
@@ -54,9 +54,23 @@
 // at most every 50 ms, and flags (HandshakeNeeded, Promoted). Tick turns
 // those into the events of whitepaper §6 (wireguard-go device/timers.go names
 // the same events): an event "first data received since we last sent" is
-// seen at the first Tick after the stamp moved, so each timer fires up to one
-// publish interval plus one tick interval (about 100 ms) late. That is well
-// inside the jitter the protocol allows.
+// seen at the first Tick after the stamp moved, so a timer armed by a stamp
+// fires up to one publish interval plus one tick interval (about 100 ms)
+// late. That is well inside the jitter the protocol allows. The workers
+// report which peers they stamped (fastpath.Engine.StampedPeers); Tick
+// evaluates those and the peers whose deadline in its timer heap came, so
+// that its work follows the timers due, not the number of peers, and the
+// tick loop wakes for the earliest deadline, so a timer fires within a few
+// ms of it.
+//
+// # Concurrency
+//
+// Handshake messages are processed by a pool of workers
+// (Options.HandshakeWorkers, one per CPU by default) fed by a bounded queue
+// (Options.HandshakeBacklog) whose fill decides "under load" (whitepaper
+// §5.3). The Curve25519 work of a handshake runs under the lock of its peer
+// only, never under the configuration lock the UAPI takes; the locks and
+// their order are in the doc of Device.
 //
 // # Roaming
 //

@@ -15,15 +15,27 @@ func randomJitter() time.Duration {
 }
 
 // isUnderLoad applies the rule of wireguard-go and the kernel (whitepaper
-// §5.3): under load while the handshake queue is at least 1/8 full
-// (Dataplane.UnderLoad) and for noise.UnderLoadAfterTime (1 s) after.
-// d.mu held.
+// §5.3): under load while the handshake pool's queue of received messages
+// is at least 1/8 full (or the dataplane's channel before it,
+// Dataplane.UnderLoad) and for noise.UnderLoadAfterTime (1 s) after. Safe
+// for concurrent use.
 func (d *Device) isUnderLoad(now int64) bool {
-	if d.dp.UnderLoad() {
-		d.underLoad, d.wasLoaded = now, true
+	if d.pool.loaded() || d.dp.UnderLoad() {
+		if now > d.underLoad.Load() {
+			d.underLoad.Store(now)
+		}
+		d.wasLoaded.Store(true)
 		return true
 	}
-	return d.wasLoaded && now-d.underLoad < int64(noise.UnderLoadAfterTime)
+	return d.wasLoaded.Load() && now-d.underLoad.Load() < int64(noise.UnderLoadAfterTime)
+}
+
+// identity returns the current static identity (nil: no private key). The
+// caller holds idMu for reading while it uses it.
+func (d *Device) identity() *noise.StaticIdentity {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.id
 }
 
 // HandleMessage processes one received handshake message (initiation,
@@ -36,29 +48,36 @@ func (d *Device) isUnderLoad(now int64) bool {
 // by noise.SourceLimiter (20/s, burst 5, bounded table), where the kernel's
 // cookie.c and wireguard-go's RoutineHandshake apply their limiter; package
 // noise refuses a replayed timestamp and an initiation within 20 ms of the
-// peer's last accepted one. An accepted initiation is answered from the
-// queue it arrived on, to its outer source, which becomes the peer's
-// endpoint. Bad messages are dropped and
-// counted (Stats), never returned as errors. Start's loop calls it for every
-// message of Dataplane.Handshakes; tests may call it directly. m.Data is
-// only read.
+// peer's last accepted one (§5.4.2). An accepted initiation is answered from
+// the queue it arrived on, to its outer source, which becomes the peer's
+// endpoint (§2.1). Bad messages are dropped and counted (Stats), never
+// returned as errors.
+//
+// Safe for concurrent use: the handshake pool's workers call it in
+// parallel (tests may call it directly). The Curve25519 work runs under no
+// lock shared between peers: the identity's DH of an initiation under none
+// at all, the rest under the sending peer's own lock, which also makes
+// "consume the initiation, create the response, install the session" one
+// step per peer, so that concurrent initiations from one peer give at most
+// one session each and the timestamp rule holds. m.Data is only read.
 func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.idMu.RLock()
+	defer d.idMu.RUnlock()
 	now := d.now()
 	msg := m.Data
 	if len(msg) < 4 || msg[1] != 0 || msg[2] != 0 || msg[3] != 0 {
 		d.stats.drop(DropUnknownType)
 		return
 	}
-	if d.id == nil {
+	id := d.identity()
+	if id == nil {
 		d.stats.drop(DropNoPrivateKey)
 		return
 	}
 	switch msg[0] {
 	case noise.TypeInitiation, noise.TypeResponse:
 		underLoad := d.isUnderLoad(now)
-		v, _ := d.id.CookieChecker().Check(msg, m.Src, underLoad)
+		v, _ := id.CookieChecker().Check(msg, m.Src, underLoad)
 		switch v {
 		case noise.VerdictDrop:
 			d.stats.drop(DropHandshakeInvalid)
@@ -69,22 +88,24 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 				return
 			}
 			var reply [noise.CookieReplySize]byte
-			if err := d.id.CookieChecker().CreateReply(&reply, msg, m.Src); err != nil {
+			if err := id.CookieChecker().CreateReply(&reply, msg, m.Src); err != nil {
 				d.stats.drop(DropHandshakeInvalid)
 				return
 			}
 			d.stats.cookieRepliesSent.Add(1)
-			d.sendLocked(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]})
+			d.send(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]})
 			return
 		}
+		// The limiter applies after a valid MAC2 only: the source is
+		// proven, so its state cannot be grown by spoofed sources.
 		if underLoad && !d.limiter.Allow(m.Src.Addr()) {
 			d.stats.drop(DropRateLimited)
 			return
 		}
 		if msg[0] == noise.TypeInitiation {
-			d.consumeInitiationLocked(m, now)
+			d.consumeInitiation(id, m, now)
 		} else {
-			d.consumeResponseLocked(m, now)
+			d.consumeResponse(m, now)
 		}
 	case noise.TypeCookieReply:
 		recv, ok := noise.MessageReceiver(msg)
@@ -92,17 +113,28 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 			d.stats.drop(DropHandshakeInvalid)
 			return
 		}
-		p := d.pending[recv]
+		p := d.pendingPeer(recv)
 		if p == nil {
 			if kp := d.dp.Indexes().Lookup(recv); kp != nil {
+				d.mu.RLock()
 				p = d.byFP[kp.Peer]
+				d.mu.RUnlock()
 			}
 		}
-		if p == nil || p.hs == nil {
+		var hs *noise.Handshake
+		if p != nil {
+			p.mu.Lock()
+			if !p.removed {
+				hs = p.hs
+			}
+			p.mu.Unlock()
+		}
+		if hs == nil {
 			d.stats.drop(DropUnknownIndex)
 			return
 		}
-		if err := p.hs.ConsumeCookieReply(msg); err != nil {
+		// The cookie generator has its own lock.
+		if err := hs.ConsumeCookieReply(msg); err != nil {
 			d.stats.drop(DropHandshakeInvalid)
 			return
 		}
@@ -112,13 +144,39 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 	}
 }
 
-func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64) {
-	hs, err := d.id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
-		if p := d.byKey[k]; p != nil {
-			return p.hs
+// pendingPeer returns the peer whose initiation in flight has receiver
+// index recv, or nil.
+func (d *Device) pendingPeer(recv uint32) *peer {
+	d.pendMu.Lock()
+	defer d.pendMu.Unlock()
+	return d.pending[recv]
+}
+
+// consumeInitiation answers an initiation (whitepaper §5.4.2, §5.4.3). The
+// identity's DH (ephemeral × our static) runs before the peer is known,
+// under no lock; the peer's lock is taken in the lookup and held through
+// the response and the session's installation.
+func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
+	var p *peer // locked once the lookup found it
+	hs, err := id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
+		d.mu.RLock()
+		q := d.byKey[k]
+		d.mu.RUnlock()
+		if q == nil {
+			return nil
 		}
-		return nil
+		q.mu.Lock()
+		if q.removed || q.hs == nil {
+			q.mu.Unlock()
+			return nil
+		}
+		p = q
+		return q.hs
 	})
+	if p != nil {
+		defer d.touch(p)
+		defer p.mu.Unlock()
+	}
 	if err != nil {
 		if errors.Is(err, noise.DropUnknownPeer) {
 			d.stats.drop(DropUnknownPeer)
@@ -127,7 +185,6 @@ func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64)
 		}
 		return
 	}
-	p := d.byKey[hs.RemoteStatic()]
 	if p == nil || p.hs != hs {
 		d.stats.drop(DropUnknownPeer)
 		return
@@ -136,6 +193,7 @@ func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64)
 	// any (simultaneous initiations: both sides answer, the later session
 	// wins, as in wireguard-go).
 	d.dropPendingLocked(p)
+	p.initQueued = false
 	idx, err := d.dp.Indexes().Allocate()
 	if err != nil {
 		p.hs.Clear()
@@ -156,15 +214,25 @@ func (d *Device) consumeInitiationLocked(m fastpath.HandshakeMessage, now int64)
 	d.stats.responsesSent.Add(1)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
-	d.sendLocked(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp})
+	d.send(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp})
 	d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	d.dp.Kick()
 }
 
-func (d *Device) consumeResponseLocked(m fastpath.HandshakeMessage, now int64) {
+// consumeResponse completes our initiation (whitepaper §5.4.3) under the
+// peer's lock: of two copies of a response, the second finds no initiation
+// in flight.
+func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 	recv, _ := noise.MessageReceiver(m.Data)
-	p := d.pending[recv]
-	if p == nil || p.hs == nil {
+	p := d.pendingPeer(recv)
+	if p == nil {
+		d.stats.drop(DropUnknownIndex)
+		return
+	}
+	p.mu.Lock()
+	defer d.touch(p)
+	defer p.mu.Unlock()
+	if p.removed || p.hs == nil || !p.hasPending || p.pendingIndex != recv {
 		d.stats.drop(DropUnknownIndex)
 		return
 	}
@@ -173,7 +241,9 @@ func (d *Device) consumeResponseLocked(m fastpath.HandshakeMessage, now int64) {
 		return
 	}
 	// The index moves from the handshake to the keypair.
+	d.pendMu.Lock()
 	delete(d.pending, recv)
+	d.pendMu.Unlock()
 	p.hasPending = false
 	if !d.installLocked(p, recv, now) {
 		return
@@ -187,14 +257,14 @@ func (d *Device) consumeResponseLocked(m fastpath.HandshakeMessage, now int64) {
 	// transport message, an empty one if nothing else is waiting. Workers
 	// also send held packets once kicked; the keepalive is sent regardless
 	// (wireguard-go does the same: SendKeepalive after a consumed response).
-	d.sendKeepaliveLocked(p, now)
+	d.keepaliveLocked(p, now)
 	d.dp.Kick()
 }
 
 // installLocked derives the session's keys from p's completed exchange,
 // builds the keypair, publishes it under idx and rotates it into p's slots
 // (initiator: Current at once; responder: Next until data arrives on it).
-// It returns false (index freed, counted) on failure.
+// It returns false (index freed, counted) on failure. p.mu held.
 func (d *Device) installLocked(p *peer, idx uint32, now int64) bool {
 	keys, err := p.hs.DeriveKeys()
 	if err != nil {
@@ -227,7 +297,7 @@ func (d *Device) completeLocked(p *peer) {
 	p.retransmitAt = 0
 	p.attempts = 0
 	p.sentLastMin = false
-	p.lastHSWall = d.wall()
+	p.lastHSWall.Store(d.wall().UnixNano())
 }
 
 // armZeroLocked (re)arms the zeroing of all key material RejectAfterTime×3
@@ -258,8 +328,8 @@ func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) {
 	p.fp.NeedNeighbour.Store(false)
 }
 
-// sendLocked posts pkt, counting a full mailbox.
-func (d *Device) sendLocked(queue int, pkt fastpath.ControlPacket) bool {
+// send posts pkt, counting a full mailbox.
+func (d *Device) send(queue int, pkt fastpath.ControlPacket) bool {
 	if !d.dp.Send(queue, pkt) {
 		d.stats.drop(DropMailboxFull)
 		return false
@@ -275,10 +345,12 @@ func (d *Device) sentLocked(p *peer, now int64) {
 	}
 }
 
-// initiateLocked sends a handshake initiation to p (wireguard-go
+// initiateLocked starts a handshake initiation to p (wireguard-go
 // SendHandshakeInitiation): at most one per RekeyTimeout (whitepaper §6.1),
 // the retry timer armed at RekeyTimeout plus jitter (§6.4). A non-retry
-// resets the attempt count.
+// resets the attempt count. It only decides: once Start has run, the
+// message itself (two Curve25519 operations) is made and sent by a
+// handshake worker (runInitiation), before that inline. p.mu held.
 func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	if !isRetry {
 		p.attempts = 0
@@ -292,6 +364,24 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	p.lastInitSent, p.initSent = now, true
 	p.fp.HandshakeNeeded.Store(false)
 	p.retransmitAt = now + int64(protocol.RekeyTimeout) + int64(d.opts.Jitter())
+	if d.pool.async.Load() {
+		if !p.initQueued {
+			p.initQueued = true
+			d.pool.push(p)
+		}
+		return
+	}
+	d.sendInitiationLocked(p, now)
+}
+
+// sendInitiationLocked makes and sends an initiation (whitepaper §5.4.2),
+// replacing the one in flight: its receiver index is released, a new one
+// registered (the index table and pending stay consistent: an index is in
+// pending exactly while its initiation is p's in flight). p.mu held.
+func (d *Device) sendInitiationLocked(p *peer, now int64) {
+	if p.hs == nil {
+		return
+	}
 	d.dropPendingLocked(p)
 	idx, err := d.dp.Indexes().Allocate()
 	if err != nil {
@@ -305,7 +395,9 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 		return
 	}
 	p.pendingIndex, p.hasPending = idx, true
+	d.pendMu.Lock()
 	d.pending[idx] = p
+	d.pendMu.Unlock()
 	d.armZeroIfIdleLocked(p, now)
 	ep := p.fp.Endpoint.Load()
 	if ep == nil {
@@ -314,8 +406,8 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	}
 	d.stats.initiationsSent.Add(1)
 	d.sentLocked(p, now)
-	d.sendLocked(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp})
-	d.log.Debug("handshake initiation sent", "peer", p.pub, "retry", isRetry, "attempt", p.attempts+1)
+	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp})
+	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", p.attempts+1)
 }
 
 // armZeroIfIdleLocked arms zeroing for handshake state that no session
@@ -327,10 +419,22 @@ func (d *Device) armZeroIfIdleLocked(p *peer, now int64) {
 	}
 }
 
-// sendKeepaliveLocked sends an empty transport data message (whitepaper
-// §6.5) sealed with p's current keypair, or starts a handshake if there is
-// no usable one (wireguard-go SendKeepalive → SendStagedPackets).
+// sendKeepaliveLocked is keepaliveLocked for a caller holding Device.mu
+// (the UAPI) but not p.mu.
 func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
+	p.mu.Lock()
+	if !p.removed {
+		d.keepaliveLocked(p, now)
+	}
+	p.mu.Unlock()
+	d.touch(p)
+}
+
+// keepaliveLocked sends an empty transport data message (whitepaper
+// §6.5) sealed with p's current keypair, or starts a handshake if there is
+// no usable one (wireguard-go SendKeepalive → SendStagedPackets). p.mu
+// held.
+func (d *Device) keepaliveLocked(p *peer, now int64) {
 	kp := p.fp.Current.Load()
 	ep := p.fp.Endpoint.Load()
 	if kp == nil || kp.Dead() || now-kp.Created >= int64(protocol.RejectAfterTime) {
@@ -354,7 +458,7 @@ func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
 	out := kp.Seal(buf[:noise.TransportHeaderSize], nil, c)
 	d.stats.keepalivesSent.Add(1)
 	d.sentLocked(p, now)
-	d.sendLocked(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
+	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
 	if kp.IsInitiator && now-kp.Created >= int64(protocol.RekeyAfterTime) || c >= protocol.RekeyAfterMessages {
 		d.initiateLocked(p, now, false)
 	}
@@ -364,9 +468,12 @@ func (d *Device) sendKeepaliveLocked(p *peer, now int64) {
 // starts a handshake if it has no session), as wireguard-go does when a
 // persistent keepalive is turned on.
 func (d *Device) SendKeepalive(k noise.PublicKey) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p := d.byKey[k]; p != nil {
+	d.idMu.RLock()
+	defer d.idMu.RUnlock()
+	d.mu.RLock()
+	p := d.byKey[k]
+	d.mu.RUnlock()
+	if p != nil {
 		d.sendKeepaliveLocked(p, d.now())
 	}
 }

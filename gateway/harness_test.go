@@ -59,7 +59,8 @@ type fakeDP struct {
 	nextID   int
 	setPeers int // calls of UpdatePeers
 	sent     []sentPacket
-	retired  []*fastpath.Keypair // Retire's arguments
+	retired  []*fastpath.Keypair     // Retire's arguments
+	stamped  map[*fastpath.Peer]bool // peers stamped since the last StampedPeers
 
 	bind   conn.Bind // our side of the channel binds
 	rx     chan []byte
@@ -169,11 +170,42 @@ func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	f.sent = append(f.sent, sentPacket{at: now, typ: b[0], size: len(b), dst: pkt.Dst, payload: b})
 	f.mu.Unlock()
 	if pkt.Peer != nil {
+		f.stamp(pkt.Peer)
 		storeMax(&pkt.Peer.Stamps.LastSent, now)
 		pkt.Peer.TxBytes.Add(uint64(len(b)))
 	}
 	f.wire(b, pkt.Dst)
 	return true
+}
+
+// stamp records that p's stamps change, for StampedPeers.
+func (f *fakeDP) stamp(p *fastpath.Peer) {
+	f.mu.Lock()
+	if f.stamped == nil {
+		f.stamped = make(map[*fastpath.Peer]bool)
+	}
+	f.stamped[p] = true
+	f.mu.Unlock()
+}
+
+// StampedPeers reports the peers stamped since the last call and, as the
+// engine's workers report a peer when they raise its flags, every peer
+// whose HandshakeNeeded, Promoted or NeedNeighbour is set (tests raise
+// them directly). With it the device's timers run from the timer heap, as
+// over the engine.
+func (f *fakeDP) StampedPeers(dst []*fastpath.Peer) []*fastpath.Peer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p := range f.stamped {
+		dst = append(dst, p)
+	}
+	clear(f.stamped)
+	for _, p := range f.peers {
+		if p.HandshakeNeeded.Load() || p.Promoted.Load() || p.NeedNeighbour.Load() {
+			dst = append(dst, p)
+		}
+	}
+	return dst
 }
 
 func storeMax(a *atomic.Int64, v int64) {
@@ -274,6 +306,7 @@ func (f *fakeDP) deliver(dev *Device, b []byte) {
 		peer := kp.Peer
 		// Promotion of the responder's Next, as the workers do it.
 		peer.Promote(kp)
+		f.stamp(peer)
 		storeMax(&peer.Stamps.LastReceived, now)
 		peer.RxBytes.Add(uint64(len(b)))
 		if len(p) > 0 {
@@ -305,6 +338,7 @@ func (f *fakeDP) sendData(peer *fastpath.Peer, pkt []byte) bool {
 	out := make([]byte, noise.TransportHeaderSize, noise.TransportHeaderSize+len(plain)+noise.TagSize)
 	noise.PutTransportHeader(out, kp.RemoteIndex, c)
 	out = kp.Seal(out, plain, c)
+	f.stamp(peer)
 	storeMax(&peer.Stamps.LastSent, now)
 	storeMax(&peer.Stamps.LastDataSent, now)
 	peer.TxBytes.Add(uint64(len(out)))

@@ -26,13 +26,14 @@ const (
 	DropNoEndpoint                         // something to send to a peer with no known endpoint
 	DropMailboxFull                        // the dataplane refused a control packet
 	DropCookieBudget                       // cookie reply not sent: over CookieRepliesPerSecond (all sources)
+	DropHandshakeStale                     // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
-	"cookie budget",
+	"cookie budget", "handshake stale",
 }
 
 // String returns the short lowercase name.
@@ -65,8 +66,13 @@ type Stats struct {
 	// ever receiving data (replaced by a newer handshake, expired or
 	// removed with their peer): the initiator never used them, which on
 	// this side is the only sign of a preshared key mismatch.
-	ResponderUnconfirmedTotal uint64              `json:"responder_keypairs_expired_unconfirmed_total"`
-	Noise                     noise.StatsSnapshot `json:"noise"`
+	ResponderUnconfirmedTotal uint64 `json:"responder_keypairs_expired_unconfirmed_total"`
+	// HandshakeBacklog is a gauge: the received handshake messages waiting
+	// for the handshake pool; HandshakeBacklogPeak is the most seen at once
+	// (under load from Options.HandshakeBacklog / 8).
+	HandshakeBacklog     uint64              `json:"handshake_backlog"`
+	HandshakeBacklogPeak uint64              `json:"handshake_backlog_peak"`
+	Noise                noise.StatsSnapshot `json:"noise"`
 }
 
 type counters struct {
@@ -93,8 +99,10 @@ func (d *Device) Stats() Stats {
 	s.KeypairsInstalledTotal = d.stats.sessions.Load()
 	s.Sessions = s.KeypairsInstalledTotal
 	s.ResponderUnconfirmedTotal = d.stats.unconfirmed.Load()
+	s.HandshakeBacklog = uint64(len(d.pool.msgs))
+	s.HandshakeBacklogPeak = uint64(d.pool.peak.Load())
 	now := d.now()
-	d.mu.Lock()
+	d.mu.RLock()
 	if d.id != nil {
 		s.Noise = d.id.Stats().Snapshot()
 	}
@@ -103,7 +111,7 @@ func (d *Device) Stats() Stats {
 			s.LiveSessions++
 		}
 	}
-	d.mu.Unlock()
+	d.mu.RUnlock()
 	return s
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/protocol"
@@ -51,18 +52,183 @@ const (
 //   - Zeroing (§6.3): RejectAfterTime × 3 (540 s) after the last session
 //     was derived, every keypair is retired (keys erased after the grace
 //     period) and the handshake state zeroed.
+//
+// Tick does not walk every peer. It evaluates the peers the dataplane
+// reports stamped since the last tick (StampedPeers), the peers the
+// handshake workers or the UAPI touched, and the peers whose earliest
+// deadline in the timer heap has come; after evaluating a peer it files it
+// again under its next deadline (nextDueLocked). Between two evaluations a
+// peer's rules can only change by time passing its deadlines (or by new
+// stamps, which bring it back), so this is the same as evaluating every peer
+// every tick, with O((due + stamped) · log n) work. A dataplane without
+// StampedPeers gets the walk of every peer. A peer whose lock a handshake
+// worker holds (Curve25519 work) is left for the next tick rather than
+// waited for. Safe for concurrent use (one Tick at a time).
 func (d *Device) Tick(now int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.zeroRetired()
+	d.idMu.RLock()
+	defer d.idMu.RUnlock()
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	began := time.Now()
+	defer func() { d.tickBusy += time.Since(began) }()
 	d.isUnderLoad(now) // keep the 1 s hold-over current between messages
-	for _, p := range d.peers {
+	d.tickGen++
+	gen := d.tickGen
+	due := d.due[:0]
+
+	// The peers the workers stamped (or all of them, for a dataplane that
+	// cannot say which).
+	if sp, ok := d.dp.(stampReporter); ok {
+		d.stamped = sp.StampedPeers(d.stamped[:0])
+		if len(d.stamped) > 0 {
+			d.mu.RLock()
+			for _, fp := range d.stamped {
+				if p := d.byFP[fp]; p != nil {
+					due = append(due, p)
+				}
+			}
+			d.mu.RUnlock()
+		}
+		clear(d.stamped)
+	} else {
+		d.mu.RLock()
+		due = append(due, d.peers...)
+		d.mu.RUnlock()
+	}
+	// The peers the handshake workers and the UAPI touched.
+	d.touchMu.Lock()
+	touched := d.touched
+	d.touched = nil
+	d.touchMu.Unlock()
+	for _, p := range touched {
+		p.touched.Store(false)
+	}
+	due = append(due, touched...)
+	// The peers whose deadline came.
+	due = d.timers.popDue(now, due)
+
+	for _, p := range due {
+		if p.evalGen == gen {
+			continue // listed twice
+		}
+		if !p.mu.TryLock() {
+			// A handshake worker is in this peer's exchange: look again
+			// next tick rather than wait behind its Curve25519 work.
+			d.timers.set(p, now)
+			continue
+		}
+		p.evalGen = gen
+		if p.removed {
+			p.mu.Unlock()
+			d.timers.remove(p)
+			continue
+		}
 		d.tickPeerLocked(p, now)
+		d.tickEvals++
+		next := d.nextDueLocked(p, now)
+		p.mu.Unlock()
+		d.timers.set(p, next)
+	}
+	clear(due)
+	d.due = due[:0]
+	if cap(d.due) > 4096 && len(touched) < 1024 {
+		d.due = nil // after a storm: give the scratch back
 	}
 	// Erase the keys of keypairs retired since, now that the workers
 	// have had a tick to pass a batch boundary.
 	d.dp.Reap()
 }
 
+// TickStats describes the timers' work: Ticks run, peer evaluations done
+// in them, and the peers waiting in the timer heap now.
+type TickStats struct {
+	Ticks, Evaluated uint64
+	Scheduled        int
+	// Busy is the wall time spent in Tick (its locks held), an upper
+	// bound of its CPU time.
+	Busy time.Duration
+}
+
+// TickStats returns the timers' counters (see TickStats). It waits for a
+// Tick in progress.
+func (d *Device) TickStats() TickStats {
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	return TickStats{Ticks: d.tickGen, Evaluated: d.tickEvals, Scheduled: len(d.timers), Busy: d.tickBusy}
+}
+
+// nextDeadline returns the earliest deadline in the timer heap.
+func (d *Device) nextDeadline() (int64, bool) {
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	if len(d.timers) == 0 {
+		return 0, false
+	}
+	return d.timers[0].due, true
+}
+
+// stampReporter is the optional side of a Dataplane that says which peers
+// its workers stamped (fastpath.Engine.StampedPeers).
+type stampReporter interface {
+	StampedPeers(dst []*fastpath.Peer) []*fastpath.Peer
+}
+
+// nextDueLocked is the earliest time at which one of p's rules can fire
+// with no new stamp (Tick evaluates p again then), or 0 for none: each
+// time-driven rule of tickPeerLocked gives its deadline. The rules driven
+// by stamps and flags (HandshakeNeeded, Promoted, rekey on sending or on
+// receiving, the arming of the keepalive and new-handshake timers) bring
+// the peer back through StampedPeers. p.mu held.
+func (d *Device) nextDueLocked(p *peer, now int64) int64 {
+	var next int64
+	at := func(t int64) {
+		if t < now {
+			t = now // the next tick
+		}
+		if next == 0 || t < next {
+			next = t
+		}
+	}
+	fp := p.fp
+	for _, slot := range []*atomic.Pointer[fastpath.Keypair]{&fp.Current, &fp.Previous, &fp.Next} {
+		if kp := slot.Load(); kp != nil {
+			at(kp.Created + rejectAfterTime)
+		}
+	}
+	for _, o := range p.owned {
+		if o.missing {
+			at(now) // the second sweep, next tick
+			break
+		}
+	}
+	if p.zeroAt != 0 {
+		at(p.zeroAt)
+	}
+	if p.retransmitAt != 0 {
+		at(p.retransmitAt)
+	}
+	if fp.HandshakeNeeded.Load() && p.hs != nil {
+		// initiateLocked held back by the RekeyTimeout limit.
+		at(p.lastInitSent + rekeyTimeout)
+	}
+	if fp.NeedNeighbour.Load() && d.opts.Resolve != nil && fp.Endpoint.Load() != nil {
+		at(now) // resolve again next tick
+	}
+	if p.kaArmedAt != 0 {
+		at(p.kaArmedAt + keepaliveTimeout)
+	}
+	if p.nhArmedAt != 0 {
+		at(p.nhArmedAt + newHandshakeAfter + p.nhJitter)
+	}
+	if p.keepalive != 0 {
+		last := max(fp.Stamps.LastSent.Load(), p.ownSent, fp.Stamps.LastReceived.Load(), p.ownRecv, p.pkaBase)
+		at(last + int64(p.keepalive)*second)
+	}
+	return next
+}
+
+// tickPeerLocked applies every rule of Tick to p at now. p.mu held.
 func (d *Device) tickPeerLocked(p *peer, now int64) {
 	fp := p.fp
 	// Follow the endpoint's next hop: a MAC not known yet (the workers
@@ -164,7 +330,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 	if p.kaArmedAt != 0 && now-p.kaArmedAt >= keepaliveTimeout {
 		p.kaArmedAt = 0
-		d.sendKeepaliveLocked(p, now)
+		d.keepaliveLocked(p, now)
 		lastSent = max(lastSent, p.ownSent)
 	}
 
@@ -188,7 +354,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	if p.keepalive != 0 {
 		last := max(lastSent, lastRecv, p.pkaBase)
 		if now-last >= int64(p.keepalive)*second {
-			d.sendKeepaliveLocked(p, now)
+			d.keepaliveLocked(p, now)
 			if p.ownSent < now {
 				// Nothing could be sent (no endpoint): do not retry
 				// every tick.

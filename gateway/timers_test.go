@@ -384,6 +384,7 @@ func TestRekeyAfterMessages(t *testing.T) {
 		t.Fatalf("initiations before the message limit = %d, want 0", n)
 	}
 	kp.ReserveNonces(int(protocol.RekeyAfterMessages - kp.SendCounter()))
+	r.f.stamp(r.fp()) // the sending workers publish the peer
 	r.advance(50 * time.Millisecond)
 	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 1 {
 		t.Errorf("initiations at RekeyAfterMessages = %d, want 1", n)

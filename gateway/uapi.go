@@ -45,7 +45,7 @@ func uapiErrorf(code int64, format string, args ...any) *UAPIError {
 func (d *Device) IpcGet(w io.Writer) error {
 	// Formatted with appends into one buffer (about 350 bytes a peer), in
 	// about a microsecond a peer: fmt would take several.
-	d.mu.Lock()
+	d.mu.RLock()
 	b := make([]byte, 0, 64+400*len(d.peers)+48*len(d.allowed))
 	if !d.private.IsZero() {
 		b = append(b, "private_key="...)
@@ -70,8 +70,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 			b = append(b, '\n')
 		}
 		var sec, nsec int64
-		if !p.lastHSWall.IsZero() {
-			ns := p.lastHSWall.UnixNano()
+		if ns := p.lastHSWall.Load(); ns != 0 {
 			sec, nsec = ns/int64(time.Second), ns%int64(time.Second)
 		}
 		b = append(b, "last_handshake_time_sec="...)
@@ -86,7 +85,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 			b = append(b, '\n')
 		}
 	}
-	d.mu.Unlock()
+	d.mu.RUnlock()
 	if _, err := w.Write(b); err != nil {
 		return uapiErrorf(ipc.IpcErrorIO, "write get reply: %w", err)
 	}

@@ -55,6 +55,9 @@ type gatewayOptions struct {
 	// Engine adjusts the engine's configuration before it is made (CPUs,
 	// Burst...); may be nil.
 	Engine func(*fastpath.Config)
+	// Device adjusts the device's options before it is made (handshake
+	// workers...); may be nil.
+	Device func(*gateway.Options)
 	// Logger of the device (default: discard).
 	Logger *slog.Logger
 }
@@ -124,11 +127,15 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 			return nil, err
 		}
 	}
-	g.Dev, err = gateway.New(gateway.Options{
+	dopts := gateway.Options{
 		Name: o.Name, PrivateKey: g.PrivateKey, ListenPort: gwListen, FixedListenPort: true,
 		Dataplane: g.Engine, Logger: o.Logger, WANMAC: mac6(g.WAN.MAC()), WANAddr4: gwWAN4,
 		Resolve: func(netip.Addr) ([6]byte, bool) { return farMAC, true },
-	})
+	}
+	if o.Device != nil {
+		o.Device(&dopts)
+	}
+	g.Dev, err = gateway.New(dopts)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type collector struct {
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 	xdp                                     *prometheus.Desc
 	liveSessions, keypairs, unconfirmed     *prometheus.Desc
+	hsBacklog, hsBacklogPeak                *prometheus.Desc
 	controlDrops                            *prometheus.Desc
 }
 
@@ -65,6 +66,8 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 		liveSessions:   d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
 		keypairs:       d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
 		unconfirmed:    d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
+		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
+		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
 	}
 }
@@ -72,7 +75,7 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops} {
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsBacklog, c.hsBacklogPeak} {
 		ch <- d
 	}
 }
@@ -117,6 +120,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(s.Device.LiveSessions))
 	ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(s.Device.KeypairsInstalledTotal))
 	ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(s.Device.ResponderUnconfirmedTotal))
+	ch <- prometheus.MustNewConstMetric(c.hsBacklog, prometheus.GaugeValue, float64(s.Device.HandshakeBacklog))
+	ch <- prometheus.MustNewConstMetric(c.hsBacklogPeak, prometheus.GaugeValue, float64(s.Device.HandshakeBacklogPeak))
 	for r := range gateway.NumDropReasons {
 		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(s.Device.Drops[r]), r.Key())
 	}

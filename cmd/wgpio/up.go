@@ -405,7 +405,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	}
 	cfg := fastgw.Config{
 		Name: name, PrivateKey: f.Interface.PrivateKey, ListenPort: f.Interface.ListenPort,
-		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, WANVLAN: w.WANVLAN, LANVLAN: w.LANVLAN, Queues: w.Queues, CPUs: w.CPUs,
+		Peers: peerConfigs(f), WAN: w.WAN, LAN: w.LAN, WANVLAN: w.WANVLAN, LANVLAN: w.LANVLAN, Queues: w.Queues, CPUs: w.CPUs, HandshakeWorkers: w.HandshakeWorkers,
 		Attach: attach, MTU: f.Interface.MTU, Addresses: f.Interface.Addresses,
 		IPv4UDPChecksum: csum4, Logger: log,
 		ICMPRate: w.ICMPRate, ICMPBurst: w.ICMPBurst, ICMPDestInterval: w.ICMPDestInterval,

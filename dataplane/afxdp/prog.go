@@ -46,7 +46,9 @@ type Filter struct {
 	HostAddrs []netip.Addr
 
 	// PrefixCapacity is the most prefixes of each family the LAN match
-	// holds (default 65536).
+	// holds (default DefaultPrefixCapacity). The maps allocate an entry
+	// when a prefix is added (BPF_F_NO_PREALLOC), so a large capacity
+	// costs nothing until it is used.
 	PrefixCapacity int
 
 	// VLAN is the 802.1Q VLAN identifier (1-4094) whose frames the filter
@@ -54,6 +56,10 @@ type Filter struct {
 	// ignores it.
 	VLAN uint16
 }
+
+// DefaultPrefixCapacity is Filter.PrefixCapacity's default: 1,048,576
+// prefixes of each family, room for a million peers' /32 and /128.
+const DefaultPrefixCapacity = 1 << 20
 
 // UDPMatch is one destination address and an inclusive destination port
 // range.
@@ -156,7 +162,7 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 	}()
 	capacity := uint32(f.PrefixCapacity)
 	if capacity == 0 {
-		capacity = 65536
+		capacity = DefaultPrefixCapacity
 	}
 	mk := func(dst **ebpf.Map, name string, typ ebpf.MapType, k, v, n uint32, flags uint32) error {
 		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: typ, KeySize: k, ValueSize: v, MaxEntries: n, Flags: flags})

@@ -297,3 +297,40 @@ func TestProgramLoads(t *testing.T) {
 		t.Error("newProgram with port range 2-1 = nil error, want an error")
 	}
 }
+
+// TestPrefixMapHolds100kPeers: the LAN prefix maps of the default
+// capacity take 100,000 IPv4 /32 and 100,000 IPv6 /128 (a 100,000-peer
+// configuration), and a frame to the last one added is redirected.
+func TestPrefixMapHolds100kPeers(t *testing.T) {
+	testenv.Root(t)
+	testenv.Short(t, "fills the prefix maps with 200,000 entries")
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := newProgram(Filter{Prefixes: true}, ourMAC, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	const n = 100_000
+	for i := range n {
+		a4 := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		var b [16]byte
+		b[0], b[1], b[13], b[14], b[15] = 0xfd, 1, byte(i>>16), byte(i>>8), byte(i)
+		for _, pfx := range []netip.Prefix{netip.PrefixFrom(a4, 32), netip.PrefixFrom(netip.AddrFrom16(b), 128)} {
+			m, k, err := prog.prefixKey(pfx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Put(k, uint32(1)); err != nil {
+				t.Fatalf("prefix %d of each family (%v): %v", i, pfx, err)
+			}
+		}
+	}
+	i := n - 1
+	last := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+	runFilter(t, prog, []filterCase{
+		{"last /32", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, last.String(), 0, 40), udp(9)), redirect},
+		{"not added", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "10.200.0.1", 0, 40), udp(9)), pass},
+	})
+}

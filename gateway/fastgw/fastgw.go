@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -36,7 +35,7 @@ import (
 )
 
 // defaultLANPrefixCapacity is Config.LANPrefixCapacity's default.
-const defaultLANPrefixCapacity = 65536
+const defaultLANPrefixCapacity = afxdp.DefaultPrefixCapacity
 
 // Config configures a fast-path gateway.
 type Config struct {
@@ -70,6 +69,9 @@ type Config struct {
 	// mode generally): a worker that migrates between CPUs under load can
 	// then deliver a flow's packets out of order.
 	CPUs []int
+	// HandshakeWorkers is the number of handshake goroutines of the
+	// control plane (gateway.Options.HandshakeWorkers); 0: one per CPU.
+	HandshakeWorkers int
 	// SourcePorts is how many outer source ports, from ListenPort up, the
 	// inner flows hash to (default 1: plain WireGuard). The XDP program
 	// accepts the whole range.
@@ -107,12 +109,13 @@ type Config struct {
 	// fastpath.Config.IPv4UDPChecksum).
 	IPv4UDPChecksum bool
 	// LANPrefixCapacity is the most allowed-IPs prefixes of each family the
-	// LAN side's XDP program redirects (default 65,536). Prefixes past it
-	// still reach the tunnel, through the kernel and the exception TUN, and
-	// a configuration change that meets the limit returns an error (the
-	// UAPI answers ENOSPC). The configuration's first prefixes keep their
-	// slots: peers in configuration order, each one's allowed IPs as
-	// written.
+	// LAN side's XDP program redirects (default 1,048,576: a million
+	// peers' /32 and /128; the map's memory follows the prefixes in it).
+	// Prefixes past it still reach the tunnel, through the kernel and the
+	// exception TUN, and every configuration change while some wait
+	// returns an error (the UAPI answers ENOSPC). A prefix in the map keeps
+	// its slot while it is configured; a slot that frees goes to one that
+	// waits.
 	LANPrefixCapacity int
 	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
 	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
@@ -228,124 +231,6 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	}
 	r.table.Resolve(nh)
 	return [6]byte{}, false
-}
-
-// dataplane_ is the engine as the control plane sees it, plus keeping the
-// LAN XDP prefix map and the routes into the exception TUN in step with
-// the allowed IPs, change by change.
-type dataplane_ struct {
-	*fastpath.Engine
-	lan *afxdp.Port
-	// excLink, if not nil, is the exception TUN: the allowed IPs are
-	// routed into it (as wg-quick does), so that the gateway's own traffic
-	// to the peers' networks takes the tunnel. Default routes (/0) are not
-	// installed: they would take the gateway's WAN traffic too.
-	excLink netlink.Link
-	nl      *netlink.Handle
-
-	mu       sync.Mutex
-	routed   map[netip.Prefix]bool // the configuration's prefixes (routed into the exception TUN); guarded by mu
-	prefixes map[netip.Prefix]bool // those in the LAN XDP map; guarded by mu
-	overflow map[netip.Prefix]bool // those the full map could not take; guarded by mu
-	inMap    [2]int                // prefixes in the map: IPv4, IPv6; guarded by mu
-	capacity int                   // of the LAN map, per family
-	log      *slog.Logger
-}
-
-func family(p netip.Prefix) int {
-	if p.Addr().Is4() {
-		return 0
-	}
-	return 1
-}
-
-// UpdatePeers implements gateway.Dataplane: it applies c to the engine and
-// changes the LAN port's LPM map and the exception TUN's routes for the
-// prefixes c names only, so that the XDP program redirects exactly the
-// destinations some peer's allowed IPs contain. A prefix in the map keeps
-// its slot while it is configured; when the map is full, a new prefix
-// waits (overflow) for a slot to free, and every change reports ENOSPC
-// until none waits.
-func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var gone, come []netip.Prefix
-	seen := make(map[netip.Prefix]bool, len(c.Routes))
-	for i := len(c.Routes) - 1; i >= 0; i-- { // the last route of a prefix decides
-		r := c.Routes[i]
-		p := r.Prefix.Masked()
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		switch {
-		case r.Peer == nil && d.routed[p]:
-			gone = append(gone, p)
-		case r.Peer != nil && !d.routed[p]:
-			come = append(come, p)
-		}
-	}
-	// The map redirects a prefix only while the engine can route it:
-	// prefixes leave the map before the engine's snapshot swap, enter it
-	// after (a frame redirected for a prefix the engine does not know is
-	// dropped as no_route).
-	for _, p := range gone {
-		delete(d.routed, p)
-		d.route(p, false)
-		if d.overflow[p] {
-			delete(d.overflow, p)
-			continue
-		}
-		if d.prefixes[p] {
-			if err := d.lan.DeletePrefix(p); err != nil {
-				d.log.Warn("delete prefix from the LAN XDP map", "prefix", p, "err", err)
-			}
-			delete(d.prefixes, p)
-			d.inMap[family(p)]--
-		}
-	}
-	if err := d.Engine.UpdatePeers(c); err != nil {
-		return err
-	}
-	var first error
-	add := func(p netip.Prefix) bool {
-		if d.inMap[family(p)] >= d.capacity {
-			return false
-		}
-		if err := d.lan.AddPrefix(p); err != nil {
-			if first == nil {
-				first = fmt.Errorf("add %v: %w", p, err)
-			}
-			return false
-		}
-		d.prefixes[p] = true
-		d.inMap[family(p)]++
-		return true
-	}
-	for _, p := range come {
-		d.routed[p] = true
-		d.route(p, true)
-		if !add(p) {
-			d.overflow[p] = true
-		}
-	}
-	// Slots freed above go to prefixes that waited.
-	for p := range d.overflow {
-		if d.inMap[family(p)] < d.capacity && add(p) {
-			delete(d.overflow, p)
-		}
-	}
-	if len(d.overflow) > 0 {
-		// The others' traffic is not redirected: the kernel forwards it
-		// (with IP forwarding on) into the exception TUN, routed above,
-		// and the gateway encrypts it from there, slowly.
-		if first == nil {
-			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
-		}
-		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
-			len(d.prefixes), len(d.routed), first)
-	}
-	return nil
 }
 
 // route adds or deletes the route of p into the exception TUN.

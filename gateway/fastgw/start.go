@@ -244,7 +244,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
 }
 
 // lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
-// map filled by dataplane_.SetPeers) that are not the host's own addresses
+// map filled by dataplane_.UpdatePeers) that are not the host's own addresses
 // (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
 func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
@@ -303,14 +303,8 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
 		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.umem != nil && g.lan.SharedUMEM() && g.wan.SharedUMEM(),
 		"wan_vlan", g.wanSide.vid, "lan_vlan", g.lanSide.vid)
-	for _, p := range []*afxdp.Port{g.wan, g.lan} {
-		if err := p.NativeXDPError(); err != nil {
-			g.log.Warn("generic XDP: slower than native", "interface", p.Name(), "why", err)
-		}
-		if err := p.SharedUMEMError(); err != nil {
-			g.log.Warn("WAN and LAN do not share one UMEM: every frame between them is copied", "interface", p.Name(), "why", err)
-		}
-	}
+	g.wan.LogFallbacks(g.log, "WAN")
+	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
 	g.lan.LogStrippedTags(g.log, "LAN")
 	return nil
@@ -371,9 +365,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	if g.engine, err = fastpath.New(ecfg); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	g.dp = &dataplane_{Engine: g.engine, lan: g.lan, prefixes: make(map[netip.Prefix]bool), routed: make(map[netip.Prefix]bool),
-		overflow: make(map[netip.Prefix]bool),
-		capacity: cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), log: g.log, nl: g.nlHandle}
+	g.dp = newDataplane(g.engine, g.lan, cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), g.log, g.nlHandle)
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return fmt.Errorf("fastgw: exception TUN: %w", err)
@@ -394,7 +386,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
 		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve,
 		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
-		SetListenPort: g.moveListenPort,
+		SetListenPort: g.moveListenPort, HandshakeWorkers: cfg.HandshakeWorkers,
 	})
 	if err != nil {
 		return fmt.Errorf("fastgw: %w", err)

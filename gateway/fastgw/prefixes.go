@@ -1,0 +1,228 @@
+package fastgw
+
+import (
+	"container/heap"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+)
+
+// dataplane_ is the engine as the control plane sees it, plus keeping the
+// LAN XDP prefix map and the routes into the exception TUN in step with
+// the allowed IPs, change by change: a change costs its own size (and a
+// logarithm of the configuration's), never a pass over the whole.
+type dataplane_ struct {
+	*fastpath.Engine
+	lan prefixMap
+	// excLink, if not nil, is the exception TUN: the allowed IPs are
+	// routed into it (as wg-quick does), so that the gateway's own traffic
+	// to the peers' networks takes the tunnel. Default routes (/0) are not
+	// installed: they would take the gateway's WAN traffic too.
+	excLink netlink.Link
+	nl      *netlink.Handle
+
+	mu       sync.Mutex
+	entries  map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
+	peerSeq  map[*fastpath.Peer]uint64     // order the peers came in; guarded by mu
+	seq      uint64                        // the last order given; guarded by mu
+	inMap    [2]prefixHeap                 // per family, the prefixes in the map, worst on top; guarded by mu
+	waiting  [2]prefixHeap                 // per family, those the full map could not take, best on top; guarded by mu
+	capacity int                           // of the LAN map, per family
+	log      *slog.Logger
+}
+
+// prefixMap is the LAN port's prefix match (*afxdp.Port).
+type prefixMap interface {
+	AddPrefix(netip.Prefix) error
+	DeletePrefix(netip.Prefix) error
+}
+
+var _ prefixMap = (*afxdp.Port)(nil)
+
+// prefixEntry is one prefix of the configuration. Its rank orders the
+// claims on the map's slots when there are more prefixes than slots:
+// prefixes of peers configured earlier first, then in the order they
+// came (as a configuration file lists them).
+type prefixEntry struct {
+	pfx    netip.Prefix
+	peer   *fastpath.Peer
+	rank   [2]uint64 // peer's order, the prefix's own
+	mapped bool      // in the LAN map (else waiting)
+	index  int       // in its heap
+}
+
+func family(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// prefixHeap is a heap of entries: with worstFirst the highest rank on
+// top, else the lowest.
+type prefixHeap struct {
+	e          []*prefixEntry
+	worstFirst bool
+}
+
+func (h *prefixHeap) Len() int { return len(h.e) }
+func (h *prefixHeap) Less(i, j int) bool {
+	a, b := h.e[i].rank, h.e[j].rank
+	less := a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
+	if h.worstFirst {
+		return !less && a != b
+	}
+	return less
+}
+func (h *prefixHeap) Swap(i, j int) {
+	h.e[i], h.e[j] = h.e[j], h.e[i]
+	h.e[i].index, h.e[j].index = i, j
+}
+func (h *prefixHeap) Push(x any) { e := x.(*prefixEntry); e.index = len(h.e); h.e = append(h.e, e) }
+func (h *prefixHeap) Pop() any {
+	e := h.e[len(h.e)-1]
+	h.e[len(h.e)-1] = nil
+	h.e = h.e[:len(h.e)-1]
+	return e
+}
+
+func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
+	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl,
+		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64)}
+	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
+	return d
+}
+
+// UpdatePeers implements gateway.Dataplane: it applies c to the engine and
+// changes the LAN port's LPM map and the exception TUN's routes for the
+// prefixes c names, so that the XDP program redirects exactly the
+// destinations some peer's allowed IPs contain. When a family has more
+// prefixes than the map holds, the map holds the first by rank (peers in
+// configuration order, each one's prefixes in the order they came), the
+// others wait for a slot, and every change reports ENOSPC while any wait.
+func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	final := make(map[netip.Prefix]*fastpath.Peer, len(c.Routes))
+	order := make([]netip.Prefix, 0, len(c.Routes))
+	for _, r := range c.Routes { // the last route of a prefix decides
+		p := r.Prefix.Masked()
+		if _, ok := final[p]; !ok {
+			order = append(order, p)
+		}
+		final[p] = r.Peer
+	}
+	// The map redirects a prefix only while the engine can route it:
+	// prefixes leave the map before the engine's snapshot swap, enter it
+	// after (a frame redirected for a prefix the engine does not know is
+	// dropped as no_route).
+	for _, p := range order {
+		if e := d.entries[p]; e != nil && final[p] == nil {
+			d.forget(e)
+		}
+	}
+	if err := d.Engine.UpdatePeers(c); err != nil {
+		return err
+	}
+	for _, p := range c.Remove {
+		delete(d.peerSeq, p)
+	}
+	for _, p := range c.Add {
+		d.seq++
+		d.peerSeq[p] = d.seq
+	}
+	for _, p := range order {
+		owner := final[p]
+		if owner == nil {
+			continue
+		}
+		e := d.entries[p]
+		switch {
+		case e == nil:
+			d.seq++
+			e = &prefixEntry{pfx: p, peer: owner, rank: [2]uint64{d.peerSeq[owner], d.seq}}
+			d.entries[p] = e
+			d.route(p, true)
+			heap.Push(&d.waiting[family(p)], e)
+		case e.peer != owner:
+			d.seq++
+			e.peer, e.rank = owner, [2]uint64{d.peerSeq[owner], d.seq}
+			if e.mapped {
+				heap.Fix(&d.inMap[family(p)], e.index)
+			} else {
+				heap.Fix(&d.waiting[family(p)], e.index)
+			}
+		}
+	}
+	var first error
+	for f := range d.inMap {
+		if err := d.balance(f); err != nil && first == nil {
+			first = err
+		}
+	}
+	if n := d.waiting[0].Len() + d.waiting[1].Len(); n > 0 {
+		// The others' traffic is not redirected: the kernel forwards it
+		// (with IP forwarding on) into the exception TUN, routed above,
+		// and the gateway encrypts it from there, slowly.
+		if first == nil {
+			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
+		}
+		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
+			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first)
+	}
+	return nil
+}
+
+// forget takes e out of the configuration: out of the map (or the
+// waiting heap) and its route.
+func (d *dataplane_) forget(e *prefixEntry) {
+	f := family(e.pfx)
+	if e.mapped {
+		if err := d.lan.DeletePrefix(e.pfx); err != nil {
+			d.log.Warn("delete prefix from the LAN XDP map", "prefix", e.pfx, "err", err)
+		}
+		heap.Remove(&d.inMap[f], e.index)
+	} else {
+		heap.Remove(&d.waiting[f], e.index)
+	}
+	delete(d.entries, e.pfx)
+	d.route(e.pfx, false)
+}
+
+// balance fills family f's free slots with the best waiting prefixes and
+// gives a slot held by a prefix of lower rank to a waiting one of higher.
+// Each step is a map operation and a heap operation: the work follows the
+// number of prefixes that move.
+func (d *dataplane_) balance(f int) error {
+	in, wait := &d.inMap[f], &d.waiting[f]
+	for wait.Len() > 0 {
+		best := wait.e[0]
+		if in.Len() >= d.capacity {
+			worst := in.e[0]
+			if !(best.rank[0] < worst.rank[0] || best.rank[0] == worst.rank[0] && best.rank[1] < worst.rank[1]) {
+				return nil
+			}
+			if err := d.lan.DeletePrefix(worst.pfx); err != nil {
+				return fmt.Errorf("delete %v: %w", worst.pfx, err)
+			}
+			heap.Pop(in)
+			worst.mapped = false
+			heap.Push(wait, worst)
+			continue
+		}
+		if err := d.lan.AddPrefix(best.pfx); err != nil {
+			return fmt.Errorf("add %v: %w", best.pfx, err)
+		}
+		heap.Pop(wait)
+		best.mapped = true
+		heap.Push(in, best)
+	}
+	return nil
+}

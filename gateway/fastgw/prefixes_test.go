@@ -1,0 +1,113 @@
+package fastgw
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/fastpath"
+)
+
+// fakeMap is a LAN prefix map of unlimited size that records its content.
+type fakeMap map[netip.Prefix]bool
+
+func (m fakeMap) AddPrefix(p netip.Prefix) error {
+	if m[p] {
+		return fmt.Errorf("%v added twice", p)
+	}
+	m[p] = true
+	return nil
+}
+
+func (m fakeMap) DeletePrefix(p netip.Prefix) error {
+	if !m[p] {
+		return fmt.Errorf("%v deleted but not there", p)
+	}
+	delete(m, p)
+	return nil
+}
+
+type anyMAC struct{}
+
+func (anyMAC) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 1}, true }
+
+// TestPrefixMapRanks: with more prefixes than the map holds, the map holds
+// the first by rank (earlier peers first, each one's prefixes in the order
+// they came), a freed slot goes to the best waiting prefix, a prefix of an
+// earlier peer takes a slot back from a later one, and only the prefixes
+// a change names are touched.
+func TestPrefixMapRanks(t *testing.T) {
+	a, b, err := memport.NewPair(memport.Config{Name: "pm", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
+		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m := fakeMap{}
+	d := newDataplane(eng, m, 4, slog.New(slog.DiscardHandler), nil)
+	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i), 0}), 24) }
+	v6 := netip.MustParsePrefix("2001:db8::/32")
+	inMap := func(want ...int) {
+		t.Helper()
+		var got []int
+		for p := range m {
+			if p.Addr().Is4() {
+				got = append(got, int(p.Addr().As4()[2]))
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) || !m[v6] {
+			t.Fatalf("map holds %v (and %v: %v), want %v (and it)", got, v6, m[v6], want)
+		}
+	}
+	pa, pb := &fastpath.Peer{}, &fastpath.Peer{}
+	// Peer a: 1, 2 and the IPv6 prefix; peer b: 10..15. Capacity 4 per family.
+	c := fastpath.PeerChange{Add: []*fastpath.Peer{pa, pb}}
+	for _, i := range []int{1, 2} {
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: pa})
+	}
+	c.Routes = append(c.Routes, fastpath.Route{Prefix: v6, Peer: pa})
+	for i := 10; i < 16; i++ {
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: pb})
+	}
+	if err := d.UpdatePeers(c); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("UpdatePeers with 8 IPv4 prefixes for 4 slots = %v, want ENOSPC", err)
+	}
+	inMap(1, 2, 10, 11)
+	// a's prefix 2 leaves: b's next takes its slot.
+	err = d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(2)}}})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("still more than fit: %v, want ENOSPC", err)
+	}
+	inMap(1, 10, 11, 12)
+	// It comes back: a was configured before b, it takes the slot back.
+	d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(2), Peer: pa}}})
+	inMap(1, 2, 10, 11)
+	// A prefix moving from b to a ranks as a's newest.
+	d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(15), Peer: pa}}})
+	inMap(1, 2, 10, 15)
+	// Peer b leaves with its prefixes: everything fits, no error.
+	c = fastpath.PeerChange{Remove: []*fastpath.Peer{pb}}
+	for i := 10; i < 15; i++ {
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i)})
+	}
+	if err := d.UpdatePeers(c); err != nil {
+		t.Fatalf("UpdatePeers that frees the map = %v, want nil", err)
+	}
+	inMap(1, 2, 15)
+	if len(d.entries) != 4 || d.waiting[0].Len()+d.waiting[1].Len() != 0 {
+		t.Errorf("%d prefixes configured, %d waiting; want 4 and 0", len(d.entries), d.waiting[0].Len()+d.waiting[1].Len())
+	}
+}

@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/protocol"
+)
+
+// DefaultHandshakeBacklog is the default capacity of the handshake pool's
+// queue of received messages (Options.HandshakeBacklog), as the kernel's
+// MAX_QUEUED_INCOMING_HANDSHAKES (4096) twice over: a reconnect storm of
+// ten thousand peers, each retrying with its cookie within the same jitter
+// window, waits there, answered with cookie replies while the queue is an
+// eighth full or more (whitepaper §5.3), instead of being dropped at the
+// dataplane's smaller channel. A message that waited longer than
+// REKEY_TIMEOUT is dropped unanswered (handshake_stale): its sender has
+// sent a new one since, and answering the old one would cost the DH work
+// for a response the sender can no longer use.
+const DefaultHandshakeBacklog = 8192
+
+// initBatch is how many queued initiations a handshake worker sends before
+// it looks at the received messages again.
+const initBatch = 16
+
+// handshakePool is the work of the handshake workers: the received
+// messages (msgs, filled from the dataplane's channel by dispatch; its
+// fill is the backlog the under-load rule judges), and the peers whose
+// timers asked for an initiation (initiateLocked). The timers only decide;
+// the two Curve25519 operations of an initiation run on a handshake worker,
+// so that a tick that starts thousands of handshakes stays short. A peer is
+// queued at most once (peer.initQueued), so that queue never holds more
+// than the peers. Before Start (and after Close) async is false and
+// initiations are sent inline, as tests that drive Tick by hand expect.
+type handshakePool struct {
+	async atomic.Bool
+	bell  chan struct{} // one token per worker that may find work
+	msgs  chan fastpath.HandshakeMessage
+	peak  atomic.Int64 // the largest backlog of msgs seen
+
+	mu    sync.Mutex
+	queue []*peer
+}
+
+func (q *handshakePool) init(workers, backlog int) {
+	q.bell = make(chan struct{}, workers)
+	q.msgs = make(chan fastpath.HandshakeMessage, backlog)
+}
+
+// loaded reports whether the received messages waiting reach an eighth of
+// the queue (the kernel's and wireguard-go's "under load" mark).
+func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
+
+// dispatch moves the dataplane's handshake messages into the pool's queue
+// until Close. When the queue is full it waits, and the dataplane's own
+// bounded channel fills and drops (counted handshake_queue_full there).
+func (d *Device) dispatch() {
+	defer d.wg.Done()
+	hs := d.dp.Handshakes()
+	for {
+		select {
+		case <-d.done:
+			return
+		case m, ok := <-hs:
+			if !ok {
+				return
+			}
+			select {
+			case d.pool.msgs <- m:
+				if n := int64(len(d.pool.msgs)); n > d.pool.peak.Load() {
+					d.pool.peak.Store(n)
+				}
+			case <-d.done:
+				return
+			}
+		}
+	}
+}
+
+// push queues p and wakes a worker.
+func (q *handshakePool) push(p *peer) {
+	q.mu.Lock()
+	q.queue = append(q.queue, p)
+	q.mu.Unlock()
+	q.ring()
+}
+
+func (q *handshakePool) ring() {
+	select {
+	case q.bell <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes up to len(dst) queued peers into dst and reports how many, and
+// whether more wait.
+func (q *handshakePool) pop(dst []*peer) (n int, more bool) {
+	q.mu.Lock()
+	n = copy(dst, q.queue)
+	rest := copy(q.queue, q.queue[n:])
+	clear(q.queue[rest:])
+	q.queue = q.queue[:rest]
+	if rest == 0 && cap(q.queue) > 4096 {
+		q.queue = nil // a storm is over: give its memory back
+	}
+	q.mu.Unlock()
+	return n, rest > 0
+}
+
+// backlog is the number of initiations waiting.
+func (q *handshakePool) backlog() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue)
+}
+
+func (q *handshakePool) clear() {
+	q.mu.Lock()
+	clear(q.queue)
+	q.queue = nil
+	q.mu.Unlock()
+}
+
+// handshakeWorker is one of the pool's goroutines: it processes received
+// handshake messages (HandleMessage) and the initiations the timers queued
+// until Close.
+func (d *Device) handshakeWorker() {
+	defer d.wg.Done()
+	var batch [initBatch]*peer
+	for {
+		select {
+		case <-d.done:
+			return
+		case m := <-d.pool.msgs:
+			if m.Received != 0 && d.now()-m.Received > int64(protocol.RekeyTimeout) {
+				d.stats.drop(DropHandshakeStale)
+				continue
+			}
+			d.HandleMessage(m)
+		case <-d.pool.bell:
+			n, more := d.pool.pop(batch[:])
+			if more {
+				d.pool.ring()
+			}
+			for _, p := range batch[:n] {
+				d.runInitiation(p)
+			}
+			clear(batch[:n])
+		}
+	}
+}
+
+// runInitiation sends the initiation a timer queued for p, unless p was
+// removed or reset since.
+func (d *Device) runInitiation(p *peer) {
+	d.idMu.RLock()
+	defer d.idMu.RUnlock()
+	p.mu.Lock()
+	if !p.initQueued || p.removed {
+		p.mu.Unlock()
+		return
+	}
+	p.initQueued = false
+	d.sendInitiationLocked(p, d.now())
+	p.mu.Unlock()
+	d.touch(p)
+}
+
+// touch asks the next tick to evaluate p's timers: a handshake worker or
+// the UAPI changed its timer state.
+func (d *Device) touch(p *peer) {
+	if p.touched.Load() || p.touched.Swap(true) {
+		return
+	}
+	d.touchMu.Lock()
+	d.touched = append(d.touched, p)
+	d.touchMu.Unlock()
+}
