@@ -182,8 +182,9 @@ func (rx *rxHalf) Arm() bool {
 }
 
 // armDelay, when set (by tests only, before any port is used), runs in Arm
-// between arming and looking at the rings, to widen the window in which a
-// transmitter's frame must still wake the owner (TestNoLostWakeup).
+// between arming and looking at the rings, so that a test can transmit
+// inside the window in which a frame must still wake the owner
+// (TestNoLostWakeup). One nil check per Arm, that is per sleep.
 var armDelay func()
 
 // wake is called by a transmitter after it published frames on a ring into

@@ -14,18 +14,35 @@ import (
 
 // TestNoLostWakeup: a receiver that blocks in a Waiter without a timeout
 // whenever its queues are empty, as a fast-path worker does, is woken for
-// every frame two transmitters send at random moments, round after round,
-// so that frames are published while it arms, while it polls and while it
-// sleeps. A lost wakeup leaves a frame on a ring while the receiver sleeps
-// for good: the round never completes and the test fails after 20 s (not a
-// timing bound: a healthy round takes microseconds).
+// every frame, round after round. In even rounds the frame is transmitted
+// from inside Arm, between arming and looking at the rings (through the
+// test hook; the receiver waits there until it is sent), the window a
+// broken handshake loses it in; in odd rounds two transmitters send at
+// random moments, so that frames also land while the receiver polls and
+// while it sleeps. A lost wakeup leaves a frame on a ring while the
+// receiver sleeps for good: the round never completes and the test fails
+// after 20 s (not a timing bound: a healthy round takes microseconds). It
+// fails at once when Arm looks at the rings before it arms.
 func TestNoLostWakeup(t *testing.T) {
-	// Arm dawdles for up to ~5 µs between arming and looking at the
-	// rings, so that transmissions land inside that window often.
-	var armRng atomic.Uint64
+	// inArm asks the hook to have transmitter 0 send while Arm is in its
+	// window; the hook waits up to 200 µs for the request.
+	var inArm atomic.Bool
+	type request struct {
+		delay time.Duration
+		ack   bool // signal sent when done (the hook's request)
+	}
+	start := make([]chan request, 2)
+	sent := make(chan struct{}, 1)
+	for g := range 2 {
+		start[g] = make(chan request, 1)
+	}
 	memport.SetArmDelay(func() {
-		d := time.Duration(armRng.Add(0x9e3779b97f4a7c15) >> 52) // 0..4095 ns
-		for t0 := time.Now(); time.Since(t0) < d; {
+		for t0 := time.Now(); time.Since(t0) < 200*time.Microsecond; {
+			if inArm.CompareAndSwap(true, false) {
+				start[0] <- request{ack: true}
+				<-sent
+				return
+			}
 		}
 	})
 	defer memport.SetArmDelay(nil)
@@ -68,25 +85,18 @@ func TestNoLostWakeup(t *testing.T) {
 		w.Close()
 	}()
 
-	rounds := 1000
-	if testing.Short() {
-		rounds = 200
-	}
-	// Each transmitter owns TX queue g of a and sends one frame per round
-	// after a random delay of up to ~8 µs (spun, so that it lands
-	// anywhere in the receiver's receive / arm / poll cycle).
-	start := make([]chan struct{}, 2)
+	// Transmitter g owns TX queue g of a and sends one frame per request
+	// after the requested delay (spun, not slept).
 	var wg sync.WaitGroup
 	for g := range 2 {
-		start[g] = make(chan struct{}, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tx := a.Queue(g).TX()
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			fr := make([]dataplane.Frame, 1)
-			for range start[g] {
-				for d, t0 := time.Duration(rng.IntN(8000)), time.Now(); time.Since(t0) < d; {
+			for req := range start[g] {
+				for t0 := time.Now(); time.Since(t0) < req.delay; {
 				}
 				if tx.Alloc(fr) != 1 {
 					t.Errorf("transmitter %d: Alloc failed", g)
@@ -97,6 +107,9 @@ func TestNoLostWakeup(t *testing.T) {
 					t.Errorf("transmitter %d: Transmit took nothing", g)
 					return
 				}
+				if req.ack {
+					sent <- struct{}{}
+				}
 			}
 		}()
 	}
@@ -106,11 +119,34 @@ func TestNoLostWakeup(t *testing.T) {
 		}
 		wg.Wait()
 	}()
+
+	rounds := 600
+	if testing.Short() {
+		rounds = 150
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var want int64
+	inWindow := 0
 	for round := range rounds {
-		for g := range 2 {
-			start[g] <- struct{}{}
+		if round%2 == 0 {
+			want++
+			inArm.Store(true)
+			// If the receiver is already asleep, nothing takes the
+			// request: send directly after a while.
+			for t0 := time.Now(); inArm.Load() && time.Since(t0) < time.Millisecond; {
+				runtime.Gosched()
+			}
+			if inArm.CompareAndSwap(true, false) {
+				start[0] <- request{}
+			} else {
+				inWindow++
+			}
+		} else {
+			want += 2
+			for g := range 2 {
+				start[g] <- request{delay: time.Duration(rng.IntN(8000))}
+			}
 		}
-		want := int64(2 * (round + 1))
 		deadline := time.Now().Add(20 * time.Second)
 		for got.Load() < want {
 			if time.Now().After(deadline) {
@@ -119,4 +155,8 @@ func TestNoLostWakeup(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
+	if inWindow == 0 {
+		t.Errorf("no frame was sent inside Arm's window in %d rounds", rounds/2)
+	}
+	t.Logf("%d of %d frames sent inside Arm's window", inWindow, rounds/2)
 }
