@@ -50,6 +50,8 @@
 // [Window] has one owner and no lock. [SharedWindow] is the same window
 // behind a mutex, for one keypair decrypted on several queues; its batch
 // check takes the lock once per batch, so queues contend once per batch
-// rather than once per packet. Both zero values are empty windows ready to
-// use.
+// rather than once per packet; widening happens under that lock, in the
+// call that finds the cause. Both zero values are empty Auto windows ready
+// to use; SetPolicy chooses another policy. [Window.CheckBatchFrom] names
+// the queue a batch came from (the queue cause); CheckBatch names none.
 package replay
