@@ -63,10 +63,17 @@ func Open(pkts []Packet, ok []bool) (failed int) {
 	return failed
 }
 
+// maxLen is the longest Data a Packet may have (the SIMD schedule keeps
+// offsets in 32 bits).
+const maxLen = 1<<31 - 1
+
 func check(pkts []Packet) {
 	for i := range pkts {
 		if len(pkts[i].Data) < TagSize {
 			panic("chachapoly: packet shorter than a tag")
+		}
+		if len(pkts[i].Data) > maxLen {
+			panic("chachapoly: packet longer than 2 GiB")
 		}
 		if pkts[i].Key == nil {
 			panic("chachapoly: packet without a key")

@@ -116,15 +116,19 @@ const maxChunk = 64
 // into n bytes at offset off of the packet's Data, or, if rel is not 0, at
 // offset rel in the group (a Poly1305 key block). It holds no pointer, so
 // that moving jobs is a plain copy.
+// Sixteen bytes, so that the chunk's two job arrays (zeroed with the rest
+// of the chunk on every call) stay small: a message is shorter than 2^31
+// bytes (a Go slice of a WireGuard packet is far shorter; check panics
+// otherwise) and rel is below 2^16.
 type job struct {
-	off int
-	n   int
-	rel uint32
+	off int32
+	n   int32
 	ctr uint32
+	rel uint16
 	pkt uint8 // index of the packet in the chunk (for its key, nonce and Data)
 }
 
-func (j *job) blocks() int { return (j.n + 63) / 64 }
+func (j *job) blocks() int { return (int(j.n) + 63) / 64 }
 
 // sizeClass is the bit length of a job's block count: jobs of one class
 // differ in length by less than 2x.
@@ -185,8 +189,8 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			}
 			a := &lane[long]
 			h := lb / 2
-			lane = append(lane, job{off: a.off + 64*h, n: a.n - 64*h, ctr: a.ctr + uint32(h), pkt: a.pkt})
-			a.n = 64 * h
+			lane = append(lane, job{off: a.off + int32(64*h), n: a.n - int32(64*h), ctr: a.ctr + uint32(h), pkt: a.pkt})
+			a.n = int32(64 * h)
 			m++
 		}
 		blocks := 0
@@ -210,9 +214,9 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			if j.rel != 0 {
 				g.ptr[l] = nil
 			} else {
-				g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), j.off)
+				g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
 			}
-			g.n[l], g.ctr[l], g.rel[l] = j.n, j.ctr, uint64(j.rel)
+			g.n[l], g.ctr[l], g.rel[l] = int(j.n), j.ctr, uint64(j.rel)
 			blocks = max(blocks, j.blocks())
 		}
 		chacha(im, g, uint64(blocks))
@@ -227,14 +231,20 @@ type chunk struct {
 	tags   [maxChunk][TagSize]byte
 	jobs   [2 * maxChunk]job
 	sorted [2 * maxChunk]job
+
+	// What wipe must erase: the one-time keys of the first keys packets,
+	// and the Poly1305 groups used.
+	keys          int
+	used16, used8 bool
 }
 
 // keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of every
 // packet of c to jobs, into zeroed ch.g.polyKey.
 func (ch *chunk) keyJobs(c []Packet, jobs []job) []job {
+	ch.keys = max(ch.keys, len(c))
 	for i := range c {
 		ch.g.polyKey[i] = [32]byte{}
-		jobs = append(jobs, job{rel: uint32(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+		jobs = append(jobs, job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
 	}
 	return jobs
 }
@@ -247,7 +257,7 @@ func dataJobs(c []Packet, ok []bool, jobs []job) []job {
 		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
-		jobs = append(jobs, job{n: n, ctr: 1, pkt: uint8(i)})
+		jobs = append(jobs, job{n: int32(n), ctr: 1, pkt: uint8(i)})
 	}
 	return jobs
 }
@@ -305,9 +315,13 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 func (ch *chunk) wipe() {
 	clear(ch.g.key[:])
 	clear(ch.g.keyOf[:])
-	clear(ch.g.polyKey[:])
-	ch.pg.wipe()
-	ch.pg8.wipe()
+	clear(ch.g.polyKey[:ch.keys])
+	if ch.used16 {
+		ch.pg.wipe()
+	}
+	if ch.used8 {
+		ch.pg8.wipe()
+	}
 }
 
 // tagEqual compares two tags in constant time: the time does not depend on

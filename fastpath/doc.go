@@ -22,7 +22,8 @@
 // Inbound (WAN RX → LAN TX), per burst: types 1–3 are copied to the control
 // plane (Engine.Handshakes, bounded); type 4 is looked up by receiver index
 // in a lock-free table, opened in place, checked against the keypair's
-// 131,008-counter replay window once per keypair per burst — after
+// replay window (8,128 counters, widened to 131,008 when the session needs
+// it: Config.ReplayWindow) once per keypair per burst — after
 // authentication (package replay) —, checked against the peer's allowed IPs,
 // trimmed to the inner IP length, and sent toward the LAN next hop. The
 // first worker to authenticate a packet with a peer's "next" keypair

@@ -111,6 +111,9 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	// What the loops read of the configuration, loaded once per burst.
 	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, w.e.lanMTU
 	own := len(rt.own) > 0 && exc != nil
+	if lanMTU <= 0 { // no limit known: one compare per packet either way
+		lanMTU = int(^uint(0) >> 1)
+	}
 	// Pass 1: parse, look the session up, queue the message for opening.
 	// The queues are filled in place: the entries of w.openQ past the
 	// burst are zero (cleared after every Open), so only Key, Counter and
@@ -253,7 +256,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if clamp {
 			w.clampMSS(ip)
 		}
-		if len(ip) > lanMTU && lanMTU > 0 {
+		if len(ip) > lanMTU {
 			m.verdict = innerOverLANMTU
 			continue
 		}

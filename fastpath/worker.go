@@ -90,7 +90,8 @@ type worker struct {
 	done     []bool
 
 	// local is the per-peer state by Peer.ID, in chunks of localChunk so
-	// that growing it never moves a peerLocal a batch points to.
+	// that growing it never moves a peerLocal a batch points to; a chunk
+	// is nil until the worker meets one of its peers (peerState).
 	local     [][]peerLocal
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
@@ -299,8 +300,8 @@ func (w *worker) run() {
 	w.park()
 }
 
-// localChunk is the number of peerLocals allocated at once.
-const localChunk = 256
+// localChunk is the number of peerLocals allocated at once (20 KiB).
+const localChunk = 64
 
 // localAt is the state of the peer with ID id (< len(w.local)*localChunk).
 func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%localChunk] }
@@ -308,9 +309,14 @@ func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%
 // local state for p, growing the array when peers were added.
 func (w *worker) peerState(p *Peer) *peerLocal {
 	for p.ID >= len(w.local)*localChunk {
-		// A new chunk: the peerLocals already handed out (a batch keeps
-		// pointers to them) stay where they are.
-		w.local = append(w.local, make([]peerLocal, localChunk))
+		// The peerLocals already handed out (a batch keeps pointers to
+		// them) stay where they are.
+		w.local = append(w.local, nil)
+	}
+	if c := &w.local[p.ID/localChunk]; *c == nil {
+		// A chunk is made when the worker first meets one of its peers:
+		// peers whose packets never reach this queue cost it nothing.
+		*c = make([]peerLocal, localChunk)
 	}
 	pl := w.localAt(p.ID)
 	if pl.peer != p {

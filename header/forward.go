@@ -34,11 +34,10 @@ func Forward(p []byte) bool {
 		// word drops by 0x0100, so the stored checksum (its complement)
 		// rises by 0x0100 with end-around carry (RFC 1624 eqn. 3). A sum
 		// of 0xffff (−0) is stored as 0, as a fresh computation would.
+		// Branch-free: (s+1)>>16 is 1 exactly when s >= 0xffff.
 		p[8] = ttl - 1
 		s := uint32(binary.BigEndian.Uint16(p[10:12])) + 0x0100
-		if s >= 0xffff {
-			s++
-		}
+		s += (s + 1) >> 16
 		binary.BigEndian.PutUint16(p[10:12], uint16(s))
 		return true
 	}

@@ -720,3 +720,49 @@ func TestSharedConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedConcurrentWidening has goroutines, each a queue, check
+// interleaved ranges of one Auto SharedWindow at once (run it with -race):
+// the window widens under the lock while the others check, and every
+// counter is accepted exactly once. Each goroutine's first batch is checked
+// before any goroutine goes on (a barrier), so the window widens while all
+// counters are still within the narrow window: nothing may be lost.
+func TestSharedConcurrentWidening(t *testing.T) {
+	const goroutines = 4
+	const ranges = 400 // per goroutine, of 64 counters: 102,400 in all
+	var s SharedWindow
+	var first, wg sync.WaitGroup
+	first.Add(goroutines)
+	accepted := make([]int, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			cs := make([]uint64, 64)
+			acc := make([]bool, 64)
+			for r := range ranges {
+				base := uint64(r*goroutines+g) * 64
+				for i := range cs {
+					cs[i] = base + uint64(i)
+				}
+				n, _ := s.CheckBatchFrom(g, cs, protocol.RejectAfterMessages, acc)
+				// Replays of the batch, from the next queue: none accepted.
+				m, _ := s.CheckBatchFrom((g+1)%goroutines, cs, protocol.RejectAfterMessages, acc)
+				accepted[g] += n + m
+				if r == 0 {
+					first.Done()
+					first.Wait()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, a := range accepted {
+		total += a
+	}
+	if total != goroutines*ranges*64 {
+		t.Errorf("accepted %d counters in all, want %d (each exactly once)", total, goroutines*ranges*64)
+	}
+	if !s.Wide() {
+		t.Errorf("window checked from %d queues is not wide", goroutines)
+	}
+}

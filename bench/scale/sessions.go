@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -16,19 +17,32 @@ import (
 	"github.com/wgpio/wgpio/protocol"
 )
 
-// simPeer is one simulated WireGuard peer on the far side of a scaleGateway:
-// its own static key, outer address and allowed IPs. It does what a real
-// initiator does (whitepaper §5.4): a handshake initiation, the response
-// consumed, and transport data sealed with the derived keys.
+// simPeer is one simulated WireGuard peer on the far side of a scaleGateway
+// while its handshake runs: its own static key, outer address and allowed
+// IPs. It does what a real initiator does (whitepaper §5.4): a handshake
+// initiation, the response consumed, and transport data sealed with the
+// derived keys. Nothing of it stays once its session is confirmed.
 type simPeer struct {
 	i    int
-	priv noise.PrivateKey
-	pub  noise.PublicKey
 	src  netip.AddrPort // outer source
 	hs   *noise.Handshake
 	idx  uint32 // our sender index in the initiation
 	keys noise.Keys
 	done chan error
+}
+
+// simPrivate is simulated peer i's static private key, derived from i (so
+// that nothing per peer needs to stay in memory while the gateway's cost is
+// measured). Clamped as Curve25519 keys are (RFC 7748 §5).
+func simPrivate(i int) noise.PrivateKey {
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], uint64(i))
+	copy(seed[8:], "wgpio scale simulated peer")
+	var k noise.PrivateKey
+	rand.NewChaCha8(seed).Read(k[:])
+	k[0] &= 248
+	k[31] = k[31]&127 | 64
+	return k
 }
 
 // simOuter is simulated peer i's outer address and port: 198.19.128.0/17,
@@ -38,42 +52,21 @@ func simOuter(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), uint16(1024+i%60000))
 }
 
-// newSimPeers makes n simulated peers (one Curve25519 operation each for
-// the public key, on two goroutines).
-func newSimPeers(n int) ([]*simPeer, error) {
-	peers := make([]*simPeer, n)
+// simConfigs returns the gateway's configurations of n simulated peers:
+// peer i with its public key (one Curve25519 operation each, on two
+// goroutines), peerPrefixes(i, 0) and no endpoint (learnt from its
+// handshake).
+func simConfigs(n int) []gateway.PeerConfig {
+	cfgs := make([]gateway.PeerConfig, n)
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
 	for w := range 2 {
 		wg.Go(func() {
 			for i := w; i < n; i += 2 {
-				k, err := noise.NewPrivateKey()
-				if err != nil {
-					errs <- err
-					return
-				}
-				p := &simPeer{i: i, priv: k, src: simOuter(i), idx: uint32(i + 1)}
-				p.pub = noise.NewStaticIdentity(k, nil).PublicKey()
-				peers[i] = p
+				cfgs[i] = gateway.PeerConfig{PublicKey: noise.NewStaticIdentity(simPrivate(i), nil).PublicKey(), AllowedIPs: peerPrefixes(i, 0)}
 			}
 		})
 	}
 	wg.Wait()
-	select {
-	case err := <-errs:
-		return nil, err
-	default:
-	}
-	return peers, nil
-}
-
-// simConfigs are the gateway's configurations of peers: peer i with
-// peerPrefixes(i, 0) and no endpoint (learnt from its handshake).
-func simConfigs(peers []*simPeer) []gateway.PeerConfig {
-	cfgs := make([]gateway.PeerConfig, len(peers))
-	for i, p := range peers {
-		cfgs[i] = gateway.PeerConfig{PublicKey: p.pub, AllowedIPs: peerPrefixes(p.i, 0)}
-	}
 	return cfgs
 }
 
@@ -114,13 +107,10 @@ func (g *scaleGateway) farFrames(payloads [][]byte, srcs []netip.AddrPort) error
 // (counter 0), after which the gateway's keypair is Current and its replay
 // window made: a live, in-order session. Initiator-side Curve25519 work runs
 // on two goroutines.
-func (g *scaleGateway) establish(peers []*simPeer, window int, logf func(string, ...any)) error {
+func (g *scaleGateway) establish(n, window int, logf func(string, ...any)) error {
 	gwPub := noise.NewStaticIdentity(g.PrivateKey, nil).PublicKey()
-	byIdx := make(map[uint32]*simPeer, len(peers))
-	for _, p := range peers {
-		byIdx[p.idx] = p
-		p.done = make(chan error, 1)
-	}
+	var mu sync.Mutex
+	inFlight := make(map[uint32]*simPeer, window)
 	// The reader: responses from the gateway, by our sender index.
 	stop := make(chan struct{})
 	var rwg sync.WaitGroup
@@ -133,20 +123,22 @@ func (g *scaleGateway) establish(peers []*simPeer, window int, logf func(string,
 				return
 			default:
 			}
-			n := rx.Receive(frames)
-			if n == 0 {
+			k := rx.Receive(frames)
+			if k == 0 {
 				time.Sleep(20 * time.Microsecond)
 				continue
 			}
-			for _, f := range frames[:n] {
+			for _, f := range frames[:k] {
 				d := f.Data()
 				const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
 				if len(d) < off+protocol.ResponseSize || d[off] != protocol.TypeResponse {
 					continue
 				}
 				msg := append([]byte(nil), d[off:off+protocol.ResponseSize]...)
-				recv := binary.LittleEndian.Uint32(msg[8:])
-				if p := byIdx[recv]; p != nil {
+				mu.Lock()
+				p := inFlight[binary.LittleEndian.Uint32(msg[8:])]
+				mu.Unlock()
+				if p != nil {
 					err := p.hs.ConsumeResponse(msg)
 					if err == nil {
 						p.keys, err = p.hs.DeriveKeys()
@@ -154,47 +146,67 @@ func (g *scaleGateway) establish(peers []*simPeer, window int, logf func(string,
 					p.done <- err
 				}
 			}
-			rx.Free(frames[:n])
+			rx.Free(frames[:k])
 		}
 	})
 	defer func() { close(stop); rwg.Wait() }()
 
 	start := time.Now()
-	sem := make(chan struct{}, window)
-	errs := make(chan error, len(peers))
+	errs := make(chan error, 2)
+	work := make(chan int, window)
 	var wg sync.WaitGroup
-	work := make(chan *simPeer)
 	var sendMu sync.Mutex // one TX queue of the Far port
-	for range 2 {
+	// window goroutines, each one handshake at a time: at most window in
+	// flight; the Curve25519 work spreads over the CPUs.
+	for range window {
 		wg.Go(func() {
-			for p := range work {
-				errs <- g.oneSession(p, gwPub, &sendMu)
-				<-sem
+			for i := range work {
+				p := &simPeer{i: i, src: simOuter(i), idx: uint32(i + 1), done: make(chan error, 1)}
+				mu.Lock()
+				inFlight[p.idx] = p
+				mu.Unlock()
+				err := g.oneSession(p, gwPub, &sendMu)
+				mu.Lock()
+				delete(inFlight, p.idx)
+				mu.Unlock()
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					for range work { // drain: stop
+					}
+					return
+				}
 			}
 		})
 	}
-	for i, p := range peers {
-		sem <- struct{}{}
-		work <- p
+	for i := range n {
+		select {
+		case err := <-errs:
+			close(work)
+			wg.Wait()
+			return err
+		case work <- i:
+		}
 		if (i+1)%20000 == 0 {
-			logf("memory: %d sessions in %.1f s", i+1, time.Since(start).Seconds())
+			logf("memory: %d handshakes started in %.1f s", i+1, time.Since(start).Seconds())
 		}
 	}
 	close(work)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
 	}
-	return nil
 }
 
 // oneSession runs peer p's handshake and confirms the session with a
 // keepalive.
 func (g *scaleGateway) oneSession(p *simPeer, gwPub noise.PublicKey, sendMu *sync.Mutex) error {
-	id := noise.NewStaticIdentity(p.priv, nil)
+	id := noise.NewStaticIdentity(simPrivate(p.i), nil)
 	p.hs = noise.NewHandshake(id, gwPub, noise.PresharedKey{})
 	var init [protocol.InitiationSize]byte
 	if err := p.hs.CreateInitiation(&init, p.idx); err != nil {
@@ -222,7 +234,6 @@ func (g *scaleGateway) oneSession(p *simPeer, gwPub noise.PublicKey, sendMu *syn
 			noise.PutNonce(&nonce, 0)
 			ka = aead.Seal(ka, nonce[:], nil, nil)
 			p.keys.Zero()
-			p.hs, p.done = nil, nil
 			sendMu.Lock()
 			err = g.farFrames([][]byte{ka}, []netip.AddrPort{p.src})
 			sendMu.Unlock()

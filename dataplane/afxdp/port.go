@@ -5,6 +5,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"runtime"
@@ -357,6 +358,19 @@ func (p *Port) SharedUMEM() bool { return p.shared }
 // SharedUMEMError is why the UMEM passed in Config is not used (a
 // *FeatureError where the kernel lacks sharing), or nil.
 func (p *Port) SharedUMEMError() error { return p.shareErr }
+
+// LogFallbacks logs at warning level what the port does slower than asked
+// or possible, and why: generic instead of native XDP (NativeXDPError),
+// its own UMEM instead of the shared one (SharedUMEMError). side names the
+// port for its user ("WAN", "LAN").
+func (p *Port) LogFallbacks(log *slog.Logger, side string) {
+	if err := p.nativeEr; err != nil {
+		log.Warn("generic XDP, slower than native", "side", side, "interface", p.name, "why", err)
+	}
+	if err := p.shareErr; err != nil {
+		log.Warn("a UMEM of its own: frames to and from the other port are copied", "side", side, "interface", p.name, "why", err)
+	}
+}
 
 // ZeroCopy reports whether the UMEM is in zero-copy mode.
 func (p *Port) ZeroCopy() bool { return p.umem.ZeroCopy() }

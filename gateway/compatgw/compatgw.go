@@ -212,6 +212,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
+	g.wan.LogFallbacks(g.log, "WAN")
+	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
 	g.lan.LogStrippedTags(g.log, "LAN")
 	// Oversized packets are answered from the LAN address, as Linux

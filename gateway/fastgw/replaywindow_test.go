@@ -3,6 +3,8 @@ package fastgw_test
 import (
 	"encoding/binary"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,14 +16,14 @@ import (
 
 // TestReplayWindowWidensOnTwoQueues is the seed report's case in the
 // namespace rig: two wgpio gateways with 2 queues and 16 outer source ports
-// through a router, one session carrying 8 inner flows, so that gateway B
+// through a router, one session carrying 16 inner flows, so that gateway B
 // receives it on both of its WAN queues (the router's veth picks a TX queue
 // per flow). With the default ReplayWindow (auto), B's window for the
 // session widens (counted in ReplayWidened) and no datagram is lost to the
 // replay check; any loss at all must be AF_XDP ring overflows the kernel
 // counted (a worker not scheduled in time on a loaded machine).
 func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
-	const n, flows, rate = 40_000, 8, 10_000 // datagrams, inner flows, per second
+	const n, flows, rate = 40_000, 16, 10_000 // datagrams, inner flows, per second
 	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 
@@ -93,7 +95,7 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 	t.Logf("received %d of %d; B decrypted per queue %v, replay windows widened %d, replay drops %d; drops A %s B %s",
 		received, n, perQueue, widened, replays, dropsString(s.Gateway), dropsString(s.PeerGateway))
 	for q, d := range perQueue {
-		if d < n/10 {
+		if d < n/64 { // at least one flow of the 16 (all on one queue: a chance of 2^-15)
 			t.Fatalf("B's queue %d decrypted %d of %d: the session did not spread over both queues (per queue %v)", q, d, n, perQueue)
 		}
 	}
@@ -105,18 +107,27 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 	}
 	// On a loaded machine a worker may not be scheduled in time and its
 	// AF_XDP RX ring overflows: the kernel counts those frames. Every
-	// datagram missing must be one of them (nothing lost to the replay
-	// window, nothing lost silently).
+	// datagram missing must be one of them, or one host B's socket had no
+	// room for (nothing lost to the replay window, nothing lost silently).
 	wanA, lanA := s.Gateway.Ports()
 	wanB, lanB := s.PeerGateway.Ports()
 	var ringDrops uint64
 	for _, st := range []map[string]uint64{lanA.Stats().Backend, wanB.Stats().Backend} {
 		ringDrops += st["xsk_rx_ring_full"] + st["xsk_rx_dropped"]
 	}
+	// And host B's socket may overflow while its reader waits for a CPU.
+	if out, err := s.HostB.Run("nstat", "-az", "UdpRcvbufErrors"); err == nil {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "UdpRcvbufErrors" {
+				v, _ := strconv.ParseUint(f[1], 10, 64)
+				ringDrops += v
+			}
+		}
+	}
 	if lost := uint64(n - received); lost > ringDrops {
-		t.Errorf("received %d of %d datagrams: %d lost, %d counted by the AF_XDP rings\nA LAN %+v\nA WAN %+v\nB WAN %+v\nB LAN %+v",
+		t.Errorf("received %d of %d datagrams: %d lost, %d counted by the AF_XDP rings and host B's socket\nA LAN %+v\nA WAN %+v\nB WAN %+v\nB LAN %+v",
 			received, n, lost, ringDrops, lanA.Stats(), wanA.Stats(), wanB.Stats(), lanB.Stats())
 	} else if lost > 0 {
-		t.Logf("%d datagrams lost to AF_XDP RX ring overflows (machine load), counted by the kernel", lost)
+		t.Logf("%d datagrams lost to AF_XDP RX ring or socket overflows (machine load), counted by the kernel", lost)
 	}
 }

@@ -303,14 +303,8 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,
 		"wan_native_xdp", g.wan.NativeXDP(), "lan_native_xdp", g.lan.NativeXDP(), "shared_umem", g.umem != nil && g.lan.SharedUMEM() && g.wan.SharedUMEM(),
 		"wan_vlan", g.wanSide.vid, "lan_vlan", g.lanSide.vid)
-	for _, p := range []*afxdp.Port{g.wan, g.lan} {
-		if err := p.NativeXDPError(); err != nil {
-			g.log.Warn("generic XDP: slower than native", "interface", p.Name(), "why", err)
-		}
-		if err := p.SharedUMEMError(); err != nil {
-			g.log.Warn("WAN and LAN do not share one UMEM: every frame between them is copied", "interface", p.Name(), "why", err)
-		}
-	}
+	g.wan.LogFallbacks(g.log, "WAN")
+	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
 	g.lan.LogStrippedTags(g.log, "LAN")
 	return nil

@@ -70,10 +70,6 @@ type setup struct {
 	// drops returns cumulative drop counts by place and reason.
 	drops func() map[string]uint64
 	close func()
-	// threads is how many OS threads the gateways' workers keep locked
-	// and busy-poll on (the fast path: one per queue per gateway). Each
-	// gets a P of its own during a step (see runner.step).
-	threads int
 }
 
 // maxBurst is the most packets the generator offers at once.

@@ -163,19 +163,6 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 	r.tr.setTag(tag)
 	r.sk.tag.Store(tag)
 	var st Step
-	// The fast path's workers are locked to OS threads (pinned within the
-	// CPUs) and poll; with only one P per CPU they would hold every P
-	// and leave the generator, the sink and the control planes (in a
-	// deployment other processes and machines, or other Ps) to wait for
-	// Go's 10 ms preemption. So during the step each locked worker gets a
-	// P of its own: the kernel shares the pinned CPUs among the threads,
-	// as it would among separate processes. The CPUs are the same, and so
-	// is what is counted (the process's CPU time).
-	cpus := runtime.GOMAXPROCS(0)
-	if r.st.threads > 0 {
-		runtime.GOMAXPROCS(cpus + r.st.threads)
-		defer runtime.GOMAXPROCS(cpus)
-	}
 	c0 := r.sk.counts()
 	d0 := r.st.drops()
 	var m0, m1 runtime.MemStats
@@ -224,7 +211,7 @@ func (r *runner) step(rate float64, d time.Duration) (Step, []byte, error) {
 		}
 	}
 	st.CPUSeconds = float64(cpu1-cpu0) / 1e9
-	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(cpus)
+	st.CPUShare = st.CPUSeconds / time.Since(w0).Seconds() / float64(runtime.GOMAXPROCS(0))
 	st.Allocs = m1.Mallocs - m0.Mallocs
 	byLabel, err := labelCPU(prof.Bytes(), configKey, labelKey)
 	if err != nil {

@@ -352,7 +352,6 @@ func buildFastPath(queues int, cpus []int) (st *setup, err error) {
 		}
 		engs = append(engs, eng)
 	}
-	st.threads = 2 * queues
 	st.drops = func() map[string]uint64 {
 		m := map[string]uint64{}
 		for i, e := range engs {

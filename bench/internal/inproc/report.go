@@ -93,7 +93,7 @@ func (res *Results) Markdown() string {
 	var b strings.Builder
 	o := res.Options
 	fmt.Fprintf(&b, "# wgpio in-process bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count, + 1 per locked fast-path worker during its steps); %d inner flows; %.1f s per step; batch size %d; load average before %s, after %s.\n\n",
+	fmt.Fprintf(&b, "Command: `%s`  \nKernel %s, %d CPUs, %s; pinned to CPUs %v (GOMAXPROCS = CPU count); %d inner flows; %.1f s per step; batch size %d; load average before %s, after %s.\n\n",
 		res.Command, res.Kernel, res.CPUs, res.GoVersion, o.CPUList, o.Flows, o.StepSeconds, o.BatchSize, res.LoadBefore, res.LoadAfter)
 	b.WriteString("One process: generator → gateway A → gateway B → sink, every packet checked at the sink (headers, payload, sequence). " +
 		"'Clean' is the delivered rate at the highest paced offered rate with under 1% loss; 'closed loop' what was delivered with the generator " +
