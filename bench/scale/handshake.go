@@ -127,9 +127,10 @@ func measureResponses(e *env, out map[string]any) error {
 }
 
 // hsStormAttempts is how many initiations each storm peer has ready: the
-// first and its retries at about 5 and 10 s; a retry at 15 s would come
-// after the storm is judged (3 × REKEY_TIMEOUT).
-const hsStormAttempts = 3
+// first and its retries at about 5, 10, 15, 20 and 25 s, enough for the
+// run's 2 × 3 × REKEY_TIMEOUT (a peer is lost if it has no session after
+// the third).
+const hsStormAttempts = 6
 
 // hsStormPeer is a storm peer's state: one handshake per attempt, made before
 // the storm so that the generator costs next to nothing while it runs, and
