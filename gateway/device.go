@@ -167,11 +167,13 @@ type Device struct {
 	// precompute are the handshakes made since the last publish, whose
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
-	limiter    *noise.SourceLimiter // handshakes per proven source under load
-	replies    cookieBudget         // cookie replies per second, all sources (own lock)
-	underLoad  atomic.Int64         // last time the dataplane was under load
-	wasLoaded  atomic.Bool          // underLoad is valid
-	stats      counters
+	// precomputing counts the background precompute runs still going.
+	precomputing atomic.Int64
+	limiter      *noise.SourceLimiter // handshakes per proven source under load
+	replies      cookieBudget         // cookie replies per second, all sources (own lock)
+	underLoad    atomic.Int64         // last time the dataplane was under load
+	wasLoaded    atomic.Bool          // underLoad is valid
+	stats        counters
 
 	pendMu  sync.Mutex
 	pending map[uint32]*peer // our receiver indexes of initiations in flight
@@ -752,7 +754,11 @@ func (d *Device) publishLocked() error {
 		clear(d.dirtyPrefixes)
 	}
 	if len(d.precompute) > 0 {
-		go precompute(d.precompute, d.done)
+		d.precomputing.Add(1)
+		go func(hs []*noise.Handshake) {
+			defer d.precomputing.Add(-1)
+			precompute(hs, d.done)
+		}(d.precompute)
 		d.precompute = nil
 	}
 	if c.Empty() {
@@ -763,6 +769,21 @@ func (d *Device) publishLocked() error {
 		return err
 	}
 	return nil
+}
+
+// Settle waits until the background work of earlier configuration
+// changes (the static-static DH of new peers, see precompute) has finished
+// or the device is closing, as in a gateway that has run for a while; for
+// tests and benchmarks that count Curve25519 operations or CPU time. Safe
+// for concurrent use; changes made while it waits may extend the wait.
+func (d *Device) Settle() {
+	for d.precomputing.Load() > 0 {
+		select {
+		case <-d.done:
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // precompute computes the static-static DH of hs (noise.Handshake.Precompute)

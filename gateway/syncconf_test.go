@@ -235,9 +235,10 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 	const window = 32
 	var sent atomic.Int64
 	done := make(chan struct{})
-	wg.Add(1)
+	var sender sync.WaitGroup
+	sender.Add(1)
 	go func() {
-		defer wg.Done()
+		defer sender.Done()
 		tx := host.Queue(0).TX()
 		frames := make([]dataplane.Frame, 1)
 		src := netip.MustParseAddr("198.19.0.10").As4()
@@ -290,6 +291,7 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 		}
 	}
 	close(done)
+	sender.Wait() // sent is final only once the sender has stopped
 	// Drain: everything sent is delivered or counted as dropped. A packet
 	// lost without a count would leave this waiting: after a minute
 	// without progress, give up (the checks below fail).
