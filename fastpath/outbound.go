@@ -162,6 +162,7 @@ func (w *worker) outbound(now int64) int {
 				bad[DropNonceExhausted]++
 				left++
 				pl.peer.HandshakeNeeded.Store(true)
+				w.e.stamped.push(pl.peer) // the control plane's next tick sees it
 				continue
 			}
 			w.hold(pl, f) // takes the frame (keeps it, or drops and counts)

@@ -54,7 +54,7 @@ func hsResponseRun(priv noise.PrivateKey, cfgs []gateway.PeerConfig, frames [][]
 		return 0, err
 	}
 	defer g.Close()
-	hsSettle(len(cfgs))
+	g.Dev.Settle()
 	f := newHSFar(g)
 	const window = fastpath.HandshakeQueueLen/8 - 32
 	n := len(frames)
@@ -226,7 +226,7 @@ func measureStorm(e *env, out map[string]any) error {
 		return err
 	}
 	defer g.Close()
-	hsSettle(n)
+	g.Dev.Settle()
 	// wg show during the storm: get=1 over the socket, every 100 ms (each
 	// formats every peer: about 3.5 MB at 10,000).
 	stop := make(chan struct{})
@@ -559,14 +559,6 @@ func measureTimers(e *env, out map[string]any) error {
 	e.Logf("handshake: timers: %d peers, %d with 1 s keepalives: lateness p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
 		n, active, hsMS(late[len(late)/2]), hsMS(late[len(late)*99/100]), hsMS(late[len(late)-1]), len(late))
 	return nil
-}
-
-// hsSettle waits for a new gateway of n peers to finish its background
-// work (the static-static DH of every peer, gateway.Device's precompute),
-// as a gateway that has run for a while has: about 150 µs a peer on this
-// class of machine, at least 200 ms.
-func hsSettle(n int) {
-	time.Sleep(max(200*time.Millisecond, time.Duration(n)*150*time.Microsecond))
 }
 
 func hsMS(d time.Duration) float64 { return float64(d) / 1e6 }
