@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// DefaultTickInterval is how often Start evaluates the timers: the workers
+// publish their stamps at most this often (fastpath.PublishInterval), so
+// ticking faster would see nothing new.
+const DefaultTickInterval = fastpath.PublishInterval
+
+// Options configures a Device.
+type Options struct {
+	// Name names the UAPI socket /var/run/wireguard/<Name>.sock that Start
+	// serves; empty means no socket (the Go API and IpcGet/IpcSet only).
+	Name string
+	// PrivateKey is the static private key; zero means none yet (set it
+	// later through the UAPI or SetPrivateKey; no handshake is possible
+	// before).
+	PrivateKey noise.PrivateKey
+	// ListenPort is reported over the UAPI as listen_port. The dataplane
+	// owns the port; a UAPI set of another port is recorded, or, with
+	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
+	ListenPort      uint16
+	FixedListenPort bool
+	// SetListenPort, if not nil, moves the dataplane to another listen
+	// port when a UAPI set asks for one (wg set NAME listen-port N, or wg
+	// setconf with another port), as wireguard-go rebinds: it returns the
+	// port now in use (port 0 asks for any free one) or an error, and the
+	// UAPI answers with its errno (EADDRINUSE...) or EIO. It is called with
+	// the device's lock held and must not call back into the Device.
+	SetListenPort func(port uint16) (uint16, error)
+	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
+	// Required.
+	Dataplane Dataplane
+	// Now is the monotonic clock of every protocol timer, in ns. Default:
+	// Dataplane.Now. It must be the clock the dataplane stamps with.
+	Now func() int64
+	// WallClock gives the wall time recorded as a peer's last handshake
+	// (UAPI last_handshake_time_sec/nsec are Unix time). Default time.Now.
+	WallClock func() time.Time
+	// Logger receives protocol events at Debug and problems at Warn.
+	// Default: discard.
+	Logger *slog.Logger
+	// Resolve returns the Ethernet address of the next hop toward a peer's
+	// endpoint address (from the routing table), ok = false if unknown. It
+	// may be nil: then an endpoint learned from a received handshake uses
+	// the frame's source MAC (the last hop, right when the peer is on-link or
+	// behind the same router), and a configured endpoint starts unresolved.
+	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
+	WANMAC [6]byte
+	// WANInterface is the WAN port's interface name: an endpoint given
+	// over the UAPI with an IPv6 zone is accepted only when the zone names
+	// it (or its index, WANIndex).
+	WANInterface string
+	WANIndex     int
+	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
+	// send to a configured endpoint of each family.
+	WANAddr4, WANAddr6 netip.Addr
+	// TickInterval is how often Start runs Tick (default 50 ms).
+	TickInterval time.Duration
+	// Jitter returns the random delay added to each handshake retry, in
+	// [0, protocol.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
+	// It is called from several goroutines at once.
+	Jitter func() time.Duration
+	// HandshakeWorkers is the number of goroutines Start runs to process
+	// handshake messages and send initiations (the Curve25519 work), like
+	// the kernel's per-device workqueue and wireguard-go's per-CPU
+	// handshake workers. 0 means runtime.GOMAXPROCS(0).
+	HandshakeWorkers int
+	// HandshakeBacklog is the capacity of the pool's queue of received
+	// handshake messages; under load (cookie replies) from an eighth full.
+	// 0 means DefaultHandshakeBacklog.
+	HandshakeBacklog int
+}
+
+// PeerConfig is the configuration of one peer, as the Go API takes it.
+type PeerConfig struct {
+	PublicKey    noise.PublicKey
+	PresharedKey noise.PresharedKey // zero: none
+	// Endpoint is the peer's outer address and port; invalid: unknown until
+	// the peer sends us a handshake.
+	Endpoint netip.AddrPort
+	// PersistentKeepalive is the persistent keepalive interval (whitepaper
+	// §6.5), whole seconds up to 65535; 0 disables it.
+	PersistentKeepalive time.Duration
+	// AllowedIPs are the prefixes routed to the peer (and accepted from it).
+	// A prefix already held by another peer moves to this one.
+	AllowedIPs []netip.Prefix
+}
+
+// PeerStatus is a peer's configuration and state as Peers reports it.
+type PeerStatus struct {
+	PeerConfig
+	// LastHandshake is the wall time of the last completed handshake, zero
+	// if none.
+	LastHandshake time.Time
+	// TxBytes and RxBytes are the transport bytes the workers published.
+	TxBytes, RxBytes uint64
+}

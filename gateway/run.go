@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Start runs the handshake pool (Options.HandshakeWorkers goroutines
+// receiving Dataplane.Handshakes and sending initiations; pool.go) and the
+// timers (Tick every TickInterval on the real clock, in a goroutine of its
+// own) and, if Options.Name is set, serves the UAPI socket. It returns an
+// error only if the socket cannot be made.
+func (d *Device) Start() error {
+	var err error
+	d.startOnce.Do(func() {
+		if d.opts.Name != "" {
+			if err = d.listenUAPI(d.opts.Name); err != nil {
+				return
+			}
+		}
+		d.pool.async.Store(true)
+		d.wg.Add(1)
+		go d.dispatch()
+		for range d.opts.HandshakeWorkers {
+			d.wg.Add(1)
+			go d.handshakeWorker()
+		}
+		d.wg.Add(1)
+		go d.tickLoop()
+	})
+	return err
+}
+
+// minTickGap is the shortest wait between two ticks of tickLoop: timers
+// due closer together than this fire together.
+const minTickGap = 5 * time.Millisecond
+
+// tickLoop runs Tick until Close: every TickInterval (when the workers
+// publish their stamps), and sooner when the timer heap's earliest
+// deadline comes first (not sooner than minTickGap after the last tick),
+// so that a timer fires within a few ms of its deadline rather than up to a
+// tick late.
+func (d *Device) tickLoop() {
+	defer d.wg.Done()
+	t := time.NewTimer(d.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		now := d.now()
+		d.Tick(now)
+		wait := d.opts.TickInterval
+		if due, ok := d.nextDeadline(); ok {
+			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))
+		}
+		t.Reset(wait)
+	}
+}
+
+// Close stops the loops, removes the UAPI socket, and zeroes every key the
+// device holds. The dataplane is not closed: the keypairs' keys are erased
+// as soon as its workers have passed a batch boundary (Close waits up to
+// closeReapWait for that; what is left then goes at the dataplane's next
+// Reap or its Close).
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.done)
+		d.mu.Lock()
+		l := d.uapi
+		for c := range d.conns {
+			c.Close()
+		}
+		d.mu.Unlock()
+		if l != nil {
+			l.Close()
+		}
+		d.wg.Wait()
+		d.pool.async.Store(false)
+		d.mu.Lock()
+		d.removeAllPeersLocked()
+		if d.id != nil {
+			d.retiredIDs = append(d.retiredIDs, d.id)
+			d.hasRetired.Store(true)
+			d.id = nil
+		}
+		d.private.Zero()
+		d.publishLocked()
+		d.mu.Unlock()
+		d.bg.Wait() // the background precomputation stops at done
+		d.zeroRetired()
+		d.pool.clear()
+		d.touchMu.Lock()
+		clear(d.touched)
+		d.touched = nil
+		d.touchMu.Unlock()
+		for end := time.Now().Add(closeReapWait); d.dp.Reap() > 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	return nil
+}
+
+// SetWANAddrs changes our outer addresses while running (the WAN
+// interface's address was replaced): configured endpoints set later take
+// the new ones, and every peer's endpoint whose source is an old address of
+// its family moves to the new one (invalid: no usable address of that
+// family; the workers then count what they cannot send). The dataplane's
+// own matching is changed separately (fastpath.Engine.SetWAN).
+func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old4, old6 := d.opts.WANAddr4, d.opts.WANAddr6
+	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
+	for _, p := range d.peers {
+		ep := p.fp.Endpoint.Load()
+		if ep == nil {
+			continue
+		}
+		n := *ep
+		switch {
+		case ep.Dst.Addr().Unmap().Is4() && ep.Src != addr4 && (ep.Src == old4 || !ep.Src.IsValid()):
+			n.Src = addr4
+		case !ep.Dst.Addr().Unmap().Is4() && ep.Src != addr6 && (ep.Src == old6 || !ep.Src.IsValid()):
+			n.Src = addr6
+		default:
+			continue
+		}
+		p.fp.Endpoint.CompareAndSwap(ep, &n)
+	}
+	d.dp.Kick()
+}
