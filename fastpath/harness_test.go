@@ -182,6 +182,16 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 // had completed (A initiator, B responder), and publishes it.
 func (r *rig) installKeys() (ka, kb *Keypair) {
 	r.t.Helper()
+	ka, kb, _ = r.newSession()
+	return ka, kb
+}
+
+// newSession derives a fresh keypair pair for the rig (A initiator, B
+// responder), publishes it and rotates it in, and returns what the
+// rotations pushed out. B's keypair waits in Next until A's data arrives;
+// the kicks let both workers see the new keys at once.
+func (r *rig) newSession() (ka, kb *Keypair, dropped []*Keypair) {
+	r.t.Helper()
 	var k1, k2 [32]byte
 	rand.Read(k1[:])
 	rand.Read(k2[:])
@@ -194,23 +204,23 @@ func (r *rig) installKeys() (ka, kb *Keypair) {
 		r.t.Fatal(err)
 	}
 	now := r.clock.Now()
-	ka, err = NewKeypair(&k1, &k2, ia, ib, true, now, r.peerAB)
-	if err != nil {
+	if ka, err = NewKeypair(&k1, &k2, ia, ib, true, now, r.peerAB); err != nil {
 		r.t.Fatal(err)
 	}
-	kb, err = NewKeypair(&k2, &k1, ib, ia, false, now, r.peerBA)
-	if err != nil {
+	if kb, err = NewKeypair(&k2, &k1, ib, ia, false, now, r.peerBA); err != nil {
 		r.t.Fatal(err)
 	}
 	r.a.Indexes().Publish(ia, ka)
 	r.b.Indexes().Publish(ib, kb)
-	r.peerAB.Rotate(ka)
-	r.peerBA.Rotate(kb)
-	// B is the responder: its keypair waits in Next until A's data
-	// arrives; for a rig that starts with traffic both ways, confirm it.
+	if d := r.peerAB.Rotate(ka); d != nil {
+		dropped = append(dropped, d)
+	}
+	if d := r.peerBA.Rotate(kb); d != nil {
+		dropped = append(dropped, d)
+	}
 	r.a.Kick()
 	r.b.Kick()
-	return ka, kb
+	return ka, kb, dropped
 }
 
 // udpFrame builds an Ethernet/IP/UDP frame in a frame of tx's pool.

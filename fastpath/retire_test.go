@@ -1,7 +1,6 @@
 package fastpath
 
 import (
-	"crypto/rand"
 	"net/netip"
 	"sync"
 	"testing"
@@ -146,36 +145,6 @@ func TestRetireIdleWorkers(t *testing.T) {
 	if n := r.b.Reap(); n != 0 {
 		t.Fatalf("Reap: %d pending, want 0", n)
 	}
-}
-
-// newSession derives a fresh keypair pair for the rig (A initiator), publishes
-// it and rotates it in, and returns what the rotations pushed out.
-func (r *rig) newSession() (ka, kb *Keypair, dropped []*Keypair) {
-	var k1, k2 [32]byte
-	rand.Read(k1[:])
-	rand.Read(k2[:])
-	ia, err := r.a.Indexes().Allocate()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	ib, err := r.b.Indexes().Allocate()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	now := r.clock.Now()
-	ka, _ = NewKeypair(&k1, &k2, ia, ib, true, now, r.peerAB)
-	kb, _ = NewKeypair(&k2, &k1, ib, ia, false, now, r.peerBA)
-	r.a.Indexes().Publish(ia, ka)
-	r.b.Indexes().Publish(ib, kb)
-	if d := r.peerAB.Rotate(ka); d != nil {
-		dropped = append(dropped, d)
-	}
-	if d := r.peerBA.Rotate(kb); d != nil {
-		dropped = append(dropped, d)
-	}
-	r.a.Kick()
-	r.b.Kick()
-	return ka, kb, dropped
 }
 
 // pumpHost sends bursts from host p toward dst and drains what arrives on

@@ -76,6 +76,16 @@ type scaleGateway struct {
 	closers    []func()
 }
 
+// portMAC is the MAC of the memport port numbered b in newGateway: the
+// gateway's WAN is 3 and the far side's port 4 (gwWANMAC, gwFarMAC), so
+// simulated peers can address frames before any gateway exists.
+func portMAC(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0x20, b} }
+
+var (
+	gwWANMAC = [6]byte(portMAC(3))
+	gwFarMAC = [6]byte(portMAC(4))
+)
+
 // fixedResolver answers every address with one MAC.
 type fixedResolver [6]byte
 
@@ -97,7 +107,7 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 	}()
 	mk := func(name string, a, b byte) (*memport.Port, *memport.Port, error) {
 		x, y, err := memport.NewPair(memport.Config{Name: name, Queues: o.Queues, RingSize: 1024,
-			MACA: net.HardwareAddr{2, 0, 0, 0, 0x20, a}, MACB: net.HardwareAddr{2, 0, 0, 0, 0x20, b}})
+			MACA: portMAC(a), MACB: portMAC(b)})
 		if err == nil {
 			g.closers = append(g.closers, func() { x.Close(); y.Close() })
 		}

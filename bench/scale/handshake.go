@@ -90,14 +90,8 @@ func measureResponses(e *env, out map[string]any) error {
 	if err != nil {
 		return err
 	}
-	probe, err := newGateway(gatewayOptions{PrivateKey: priv})
-	if err != nil {
-		return err
-	}
-	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
-	probe.Close()
 	t := time.Now()
-	sims, err := newHSPeers(n, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(n, priv.PublicKey(), gwWANMAC, gwFarMAC)
 	if err != nil {
 		return err
 	}
@@ -205,14 +199,8 @@ func measureStorm(e *env, out map[string]any) error {
 		return err
 	}
 	name := uapiName("wgh")
-	probe, err := newGateway(gatewayOptions{PrivateKey: priv})
-	if err != nil {
-		return err
-	}
-	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
-	probe.Close()
 	t := time.Now()
-	sims, err := newHSPeers(n, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(n, priv.PublicKey(), gwWANMAC, gwFarMAC)
 	if err != nil {
 		return err
 	}
@@ -401,13 +389,7 @@ func measureTimers(e *env, out map[string]any) error {
 	if err != nil {
 		return err
 	}
-	probe, err := newGateway(gatewayOptions{PrivateKey: priv})
-	if err != nil {
-		return err
-	}
-	wanMAC, farMAC := mac6(probe.WAN.MAC()), mac6(probe.Far.MAC())
-	probe.Close()
-	sims, err := newHSPeers(active, priv.PublicKey(), wanMAC, farMAC)
+	sims, err := newHSPeers(active, priv.PublicKey(), gwWANMAC, gwFarMAC)
 	if err != nil {
 		return err
 	}
