@@ -175,11 +175,13 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 			continue
 		}
 		// Nothing: poll again, yielding to other goroutines, for the
-		// spinner's budget, then block in the waiter.
+		// spinner's budget, then block in the waiter. A waiter that
+		// parks the goroutine (memport) costs about what one yield
+		// does: yield once, then block.
 		switch {
 		case !spinning:
 			spinning, spinStart = true, time.Now()
-		case int64(time.Since(spinStart)) >= r.spin.Budget():
+		case r.w.Parks() || int64(time.Since(spinStart)) >= r.spin.Budget():
 			r.spin.Miss()
 			spinning = false
 			if _, err := r.w.Wait(dataplane.Forever); err != nil {
