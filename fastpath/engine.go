@@ -40,8 +40,12 @@ const (
 	DefaultMaxHeldPerQueue = 1024
 	// HandshakeQueueLen is the length of the bounded queue of handshake
 	// messages to the control plane; it is "under load" (whitepaper §5.3)
-	// while at least an eighth full.
-	HandshakeQueueLen = 1024
+	// while at least an eighth full. 4096, as the kernel's
+	// MAX_QUEUED_INCOMING_HANDSHAKES and wireguard-go's QueueHandshakeSize:
+	// a reconnect storm's first round arrives faster than the control
+	// plane's screening takes it when the CPUs are busy, and what does not
+	// fit costs its peer REKEY_TIMEOUT.
+	HandshakeQueueLen = 4096
 	// MailboxLen is the length of each worker's control-plane mailbox.
 	MailboxLen = 1024
 )
