@@ -20,43 +20,60 @@ import (
 // keypair owns that key memory and erases it when retired (Engine.Retire,
 // after the grace period in which a worker may still hold the keypair).
 type Keypair struct {
-	// sendNonce is the next counter to reserve: the one cache line written
-	// by every queue that encrypts for this session. The allocator does
-	// not align the struct to a cache line, so a line of padding on each
-	// side keeps other fields (and the neighbouring object) off it.
-	_         [64]byte
+	// The send line (bytes 0-63): what a worker that encrypts for the
+	// session reads and writes once per burst, nothing else. sendNonce
+	// is the next counter to reserve, the one word written by every queue
+	// that encrypts for this session; the fields beside it are read by
+	// the same senders only (receivers never touch this line).
 	sendNonce atomic.Uint64
-	_         [56]byte
+	// exhausted is set once a reservation reached RejectAfterMessages:
+	// ReserveNonces then hands out nothing without touching sendNonce.
+	exhausted atomic.Bool
+	// RemoteIndex is the peer's receiver index, written into what we
+	// send.
+	RemoteIndex uint32
+	send        chachapoly.Key
 
-	send, receive chachapoly.Key
+	// The state line (bytes 64-127): read by senders and receivers once
+	// per burst, written once in a session's life.
 
-	// LocalIndex is our receiver index: peers put it in transport data
-	// they send us. RemoteIndex is theirs, written into what we send.
-	LocalIndex, RemoteIndex uint32
-	// IsInitiator: we sent the handshake initiation for this session.
-	IsInitiator bool
 	// Created is when the handshake completed, in ns of the control plane's
 	// clock (monotonic).
 	Created int64
-	// Peer is the peer the session belongs to.
-	Peer *Peer
-
 	// confirmed is set once the responder has received data on this keypair
 	// (whitepaper §5.4.6: the responder must not send before).
 	confirmed atomic.Bool
 	dead      atomic.Bool
-	// exhausted is set once a reservation reached RejectAfterMessages:
-	// ReserveNonces then hands out nothing without touching sendNonce.
-	exhausted atomic.Bool
-
+	// LocalIndex is our receiver index: peers put it in transport data
+	// they send us.
+	LocalIndex uint32
+	// IsInitiator: we sent the handshake initiation for this session.
+	IsInitiator bool
+	// Peer is the peer the session belongs to.
+	Peer *Peer
 	// replay is allocated apart, by the first worker that checks a counter
 	// (window): a keypair nothing is received on (an initiator's session
 	// before the reply, a responder's Next never used) carries none, and
 	// the window's policy is the engine's. It stays out of the struct,
-	// which it would space 1 KiB or more apart, so that the hot fields of
-	// many peers' keypairs fall into the same few cache sets.
+	// which it would grow by 1 KiB or more.
 	replay atomic.Pointer[replay.SharedWindow]
+	_      [24]byte
+
+	// The receive line (bytes 128-191): the key receivers open with.
+	receive chachapoly.Key
+	_       [keypairPad]byte
 }
+
+// A Keypair fills three cache lines: the allocator's size class of 192
+// bytes places every object on a 64-byte boundary (its spans are
+// page-aligned), so the three lines above are the object's own
+// (TestKeypairLayout checks it). Workers that send for 10,000 peers a
+// second touch two lines of each keypair, which they load for a whole
+// burst at once (outbound.go, warm).
+const (
+	keypairSize = 192
+	keypairPad  = 16
+)
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
 // are copied (expanded) into the keypair; the caller zeroes its copies. The

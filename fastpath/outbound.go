@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
+	"unsafe"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -12,15 +13,24 @@ import (
 
 // usable returns the keypair and endpoint to send with, or nil.
 func usable(p *Peer, now int64) (*Keypair, *Endpoint) {
-	kp := p.Current.Load()
-	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
-		return nil, nil
-	}
-	ep := p.Endpoint.Load()
-	if ep == nil || ep.DstMAC == ([6]byte{}) {
+	kp, ep := p.Current.Load(), p.Endpoint.Load()
+	if !sendable(kp, ep, nil, now) {
 		return nil, nil
 	}
 	return kp, ep
+}
+
+// sendable reports whether kp and ep, a peer's Current keypair and
+// endpoint, may be used to send at now: a keypair confirmed, alive and
+// younger than Reject-After-Time (whitepaper §5.4.6, §6.2), an endpoint
+// with a resolved next hop. tmplEp is an endpoint that passed the check
+// before (the one a peer's outer-header template was built for, or nil):
+// an Endpoint is immutable, so ep == tmplEp passes without reading ep.
+func sendable(kp *Keypair, ep, tmplEp *Endpoint, now int64) bool {
+	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+		return false
+	}
+	return ep != nil && (ep == tmplEp || ep.DstMAC != ([6]byte{}))
 }
 
 // outbound handles one burst from the LAN: classify, group by peer, seal,
@@ -34,7 +44,6 @@ func (w *worker) outbound(now int64) int {
 		c.put(w.id, CaptureLAN, CaptureRX, w.frames[:n])
 	}
 	rt := w.e.routes.Load()
-	w.groupSerial++
 	frames := w.frames[:n]
 	// Frame disposition as in inbound: a frame handed on (WAN TX batch,
 	// held) is zeroed; frames left over at the end (drops, counted in bad,
@@ -45,6 +54,8 @@ func (w *worker) outbound(now int64) int {
 		lastDst  netip.Addr // the last destination looked up, and its peer
 		lastPeer *Peer
 		extra    int // fragments added at w.frames[n:]
+		// the burst's peers, each once, in the order of their first frames
+		peers = w.burstPeers[:0]
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
@@ -102,22 +113,18 @@ func (w *worker) outbound(now int64) int {
 			w.clampMSS(p)
 		}
 		pl := w.peerState(peer)
-		if pl.lastGroup != w.groupSerial {
-			pl.lastGroup = w.groupSerial
-			pl.batchN = 0
-		}
+		k := 0 // fragments added after this frame
 		if ipLen > mtu {
 			// IPv4 without DF is fragmented (RFC 791), each fragment
 			// a transport message of its own; the rest get
 			// "fragmentation needed" / "packet too big".
-			k := -2
+			k = -2
 			if p[0]>>4 == header.IPv4Version && !header.IPv4(p).DontFragment() {
 				k = w.fragment(f, pl, n+extra)
 			}
 			switch {
 			case k >= 0:
 				extra += k
-				pl.batchN += k
 			case k == -1:
 				bad[DropFragmentNoBuffer]++
 				left++
@@ -129,31 +136,43 @@ func (w *worker) outbound(now int64) int {
 				continue
 			}
 		}
-		pl.batchN++
+		if pl.batchN == 0 {
+			peers = append(peers, pl)
+		}
+		pl.batchN += int32(1 + k)
 		// The source-port hash needs the inner 5-tuple; stash it in the
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
 	}
 	// Fragments 1 and later of the burst's oversized packets follow it.
 	frames = w.frames[:n+extra]
-	// Pass 2: per peer, one nonce reservation; pad each frame and queue it
-	// for sealing, in frame order. The queues are filled in place: the
-	// entries of w.sealQ past the burst are zero (cleared after every
-	// Seal), so only Key, Counter and Data are written.
+	// Pass 2, per peer of the burst: the keypair and endpoint to send
+	// with, and one nonce reservation for all its frames. The state of
+	// all the burst's peers is loaded first (warm), so that their cache
+	// misses overlap instead of coming one peer after another.
+	for _, pl := range peers {
+		pl.kp, pl.ep = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
+	}
+	w.warm(peers)
+	for _, pl := range peers {
+		pl.granted = 0
+		if !sendable(pl.kp, pl.ep, pl.tmplEp, now) {
+			pl.kp = nil
+		} else {
+			first, granted := pl.kp.ReserveNonces(int(pl.batchN))
+			pl.nonce, pl.granted = first, int32(granted)
+		}
+		pl.batchN = 0
+	}
+	// Pass 3: pad each frame and queue it for sealing, in frame order.
+	// The queues are filled in place: the entries of w.sealQ past the
+	// burst are zero (cleared after every Seal), so only Key, Counter and
+	// Data are written.
 	q, qm := w.sealQ[:0], w.sealMeta[:0]
 	for i := range frames {
 		pl := w.peerOf[i]
 		if pl == nil {
 			continue
-		}
-		if pl.batchN > 0 {
-			// First frame of this peer in the batch: reserve for all.
-			kp, ep := usable(pl.peer, now)
-			pl.kp, pl.ep, pl.granted = kp, ep, 0
-			if kp != nil {
-				pl.nonce, pl.granted = kp.ReserveNonces(pl.batchN)
-			}
-			pl.batchN = 0
 		}
 		f := &frames[i]
 		if pl.kp == nil || pl.granted == 0 {
@@ -169,8 +188,9 @@ func (w *worker) outbound(now int64) int {
 			*f = dataplane.Frame{}
 			continue
 		}
-		if !pl.ep.Src.IsValid() {
+		if pl.ep != pl.tmplEp && !pl.ep.Src.IsValid() {
 			// The WAN interface has no usable address of this family.
+			// (The template's endpoint had one: it was built.)
 			bad[DropNoWANAddress]++
 			left++
 			continue
@@ -215,25 +235,50 @@ func (w *worker) outbound(now int64) int {
 		if sm.inner > 0 {
 			pl.lastDataSent = now
 		}
-		pl.txBytes += uint64(f.Len() - w.outerLen(pl.ep))
+		pl.txBytes += uint64(protocol.TransportHeaderSize + sm.padded + protocol.TagSize)
 		w.markDirty(pl)
 		out = append(out, *f)
 		*f = dataplane.Frame{}
 	}
 	// Keep no keypair past the batch: one the control plane zeroes must
 	// not stay reachable from an idle worker (key hygiene).
-	for i, pl := range w.peerOf[:len(frames)] {
-		if pl != nil {
-			pl.kp = nil
-			w.peerOf[i] = nil
-		}
+	for _, pl := range peers {
+		pl.kp = nil
 	}
+	clear(peers)
+	clear(w.peerOf[:len(frames)])
 	clear(qm) // drop the peerLocal references
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
 	w.transmit(w.wanTX, out)
 	return n
+}
+
+// warm loads, for each peer of an outbound burst (pl.kp and pl.ep loaded),
+// the cache lines that pass 2, Seal and wrap use: the keypair's send line
+// (counter, index, key) and state line, the peerLocal's template and stamp
+// lines, and the endpoint when the template was not built for it. The
+// loads of different peers do not depend on each other, so the processor
+// has the misses of the whole burst in flight at once; with traffic for
+// thousands of peers, a peer's state is rarely in cache when its next
+// burst comes, and taken one peer after another (each with an atomic add
+// that waits for its line) the misses would add up one after another. The
+// values are summed into w.warmSink so that the loads stay.
+func (w *worker) warm(peers []*peerLocal) {
+	var x uintptr
+	for _, pl := range peers {
+		if kp := pl.kp; kp != nil {
+			x += uintptr(kp.sendNonce.Load()) + uintptr(kp.Created)
+		}
+		// The template's two lines (its header bytes, then its lengths
+		// and the stamps after it).
+		x += uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+		if ep := pl.ep; ep != nil && ep != pl.tmplEp {
+			x += uintptr(ep.DstMAC[0])
+		}
+	}
+	w.warmSink = x
 }
 
 func (w *worker) outerLen(ep *Endpoint) int {

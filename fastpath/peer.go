@@ -45,8 +45,9 @@ type Stamps struct {
 // atomic pointers; workers on every queue read them without a lock. Fields
 // set before the peer joins (PublicKey, ID, ports) are immutable afterwards.
 type Peer struct {
-	// PublicKey is the peer's static public key (for logs and UAPI).
-	PublicKey [32]byte
+	// The fields a worker reads for every peer of a burst come first, in
+	// 32 bytes (ID, the source ports, Current and Endpoint).
+
 	// ID is a small dense number the engine assigns (UpdatePeers), indexing
 	// per-queue arrays.
 	ID int
@@ -63,11 +64,16 @@ type Peer struct {
 	// Current, and decrypt with any of the three; the first worker that
 	// authenticates a packet with Next promotes it (Current → Previous,
 	// Next → Current) by compare-and-swap and rings the control plane.
-	Current, Previous, Next atomic.Pointer[Keypair]
+	Current atomic.Pointer[Keypair]
 
 	// Endpoint is the current endpoint, nil until known.
 	Endpoint atomic.Pointer[Endpoint]
 
+	// Previous and Next: see Current.
+	Previous, Next atomic.Pointer[Keypair]
+
+	// PublicKey is the peer's static public key (for logs and UAPI).
+	PublicKey [32]byte
 	// Stamps are published by the workers; see Stamps.
 	Stamps Stamps
 

@@ -17,38 +17,53 @@ import (
 const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
+//
+// What outbound touches for every peer of a burst is in its first three
+// cache lines (chunks of peerLocals are 64-byte aligned and a peerLocal is
+// a multiple of 64 bytes; TestPeerLocalLayout checks it): line 0 the
+// grouping, the slots and counters, lines 1 and 2 the outer-header
+// template and the send stamps. The rest (inbound, held frames) follows.
 type peerLocal struct {
 	peer *Peer
 
-	// batch grouping (outbound)
-	batchN    int
-	nonce     uint64
-	granted   int
-	kp        *Keypair
-	ep        *Endpoint
-	lastGroup int // batch serial of the last grouping, to reset lazily
+	// batch grouping (outbound): the keypair and endpoint loaded for the
+	// burst, the reserved counters, the burst's frames for the peer.
+	// batchN is 0 outside a burst (outbound's pass 1 lists the peer in
+	// w.burstPeers when it makes it 1 or more, pass 2 sets it back).
+	kp      *Keypair
+	ep      *Endpoint
+	tmplEp  *Endpoint // the endpoint tmpl was built for
+	nonce   uint64
+	batchN  int32
+	granted int32
 
-	// held packets waiting for a keypair / neighbour
-	held []dataplane.Frame
+	// counter not yet published; dirty: listed in w.dirtyPeers
+	txBytes uint64
+	dirty   bool
 
-	// stamps and counters not yet published
-	dirty            bool
+	// outer-header template for tmplEp (rebuilt when the endpoint changes)
+	tmpl header.UDPTemplate
+
+	// stamps not yet published
 	lastSent         int64
-	lastReceived     int64
 	lastDataSent     int64
+	lastReceived     int64
 	lastDataReceived int64
-	txBytes, rxBytes uint64
-
-	// outer-header template for ep (rebuilt when the endpoint changes)
-	tmpl   header.UDPTemplate
-	tmplEp *Endpoint
+	rxBytes          uint64
 
 	// roaming
 	lastSrc    netip.AddrPort
 	lastDst    netip.Addr
 	lastSrcMAC [6]byte
 	sawCurrent bool
+
+	// held packets waiting for a keypair / neighbour
+	held []dataplane.Frame
+	_    [peerLocalPad]byte
 }
+
+// peerLocalPad rounds peerLocal up to whole cache lines.
+const peerLocalPad = 16
 
 type worker struct {
 	e     *Engine
@@ -115,7 +130,11 @@ type worker struct {
 	ipID             uint16
 	lastPublish      int64
 	dirtyPeers       []int
-	groupSerial      int
+	// burstPeers lists the peers of the outbound burst being sealed, each
+	// once (outbound.go).
+	burstPeers []*peerLocal
+	// warmSink keeps outbound's warming loads (outbound.go, warm).
+	warmSink uintptr
 
 	c counters
 
@@ -177,6 +196,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.frames = make([]dataplane.Frame, fb)
 	w.out = make([]dataplane.Frame, 0, fb+1)
 	w.peerOf = make([]*peerLocal, fb)
+	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
@@ -334,7 +354,7 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 		if len(pl.held) > 0 {
 			w.dropHeld(pl)
 		}
-		*pl = peerLocal{peer: p, held: pl.held[:0], lastGroup: -1}
+		*pl = peerLocal{peer: p, held: pl.held[:0]}
 	}
 	return pl
 }

@@ -1,0 +1,84 @@
+package fastpath
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestKeypairLayout checks that a Keypair is the three cache lines its
+// doc describes: the send line (counter, index and send key), the state
+// line and the receive line, and that the allocator puts keypairs on
+// 64-byte boundaries (the size class of keypairSize bytes does). A field
+// added to Keypair must find room in its line (keypairPad and the pads).
+func TestKeypairLayout(t *testing.T) {
+	var kp Keypair
+	if s := unsafe.Sizeof(kp); s != keypairSize {
+		t.Fatalf("Keypair is %d bytes, want %d (adjust the pads)", s, keypairSize)
+	}
+	for _, f := range []struct {
+		name     string
+		off, end uintptr
+		line     uintptr
+	}{
+		{"sendNonce", unsafe.Offsetof(kp.sendNonce), unsafe.Offsetof(kp.sendNonce) + 8, 0},
+		{"exhausted", unsafe.Offsetof(kp.exhausted), unsafe.Offsetof(kp.exhausted) + 4, 0},
+		{"RemoteIndex", unsafe.Offsetof(kp.RemoteIndex), unsafe.Offsetof(kp.RemoteIndex) + 4, 0},
+		{"send", unsafe.Offsetof(kp.send), unsafe.Offsetof(kp.send) + unsafe.Sizeof(kp.send), 0},
+		{"Created", unsafe.Offsetof(kp.Created), unsafe.Offsetof(kp.Created) + 8, 1},
+		{"confirmed", unsafe.Offsetof(kp.confirmed), unsafe.Offsetof(kp.confirmed) + 4, 1},
+		{"dead", unsafe.Offsetof(kp.dead), unsafe.Offsetof(kp.dead) + 4, 1},
+		{"LocalIndex", unsafe.Offsetof(kp.LocalIndex), unsafe.Offsetof(kp.LocalIndex) + 4, 1},
+		{"Peer", unsafe.Offsetof(kp.Peer), unsafe.Offsetof(kp.Peer) + 8, 1},
+		{"replay", unsafe.Offsetof(kp.replay), unsafe.Offsetof(kp.replay) + 8, 1},
+		{"receive", unsafe.Offsetof(kp.receive), unsafe.Offsetof(kp.receive) + unsafe.Sizeof(kp.receive), 2},
+	} {
+		if f.off/64 != f.line || (f.end-1)/64 != f.line {
+			t.Errorf("Keypair.%s at bytes %d-%d, not in line %d", f.name, f.off, f.end-1, f.line)
+		}
+	}
+	keep := make([]*Keypair, 100)
+	for i := range keep {
+		keep[i], _ = NewKeypair(&[32]byte{1}, &[32]byte{2}, 1, 2, true, 0, nil)
+		if a := uintptr(unsafe.Pointer(keep[i])); a%64 != 0 {
+			t.Fatalf("keypair %d at %#x: not on a 64-byte boundary", i, a)
+		}
+	}
+}
+
+// TestPeerLocalLayout checks that outbound's per-peer state is where
+// outbound.go (warm) expects it: what pass 2 and wrap use in the first
+// three cache lines of a peerLocal, and peerLocals packed on line
+// boundaries in their chunks.
+func TestPeerLocalLayout(t *testing.T) {
+	var pl peerLocal
+	if s := unsafe.Sizeof(pl); s%64 != 0 {
+		t.Fatalf("peerLocal is %d bytes, not a multiple of 64", s)
+	}
+	for _, f := range []struct {
+		name     string
+		off, end uintptr
+		line     uintptr
+	}{
+		{"peer", unsafe.Offsetof(pl.peer), unsafe.Offsetof(pl.peer) + 8, 0},
+		{"kp", unsafe.Offsetof(pl.kp), unsafe.Offsetof(pl.kp) + 8, 0},
+		{"ep", unsafe.Offsetof(pl.ep), unsafe.Offsetof(pl.ep) + 8, 0},
+		{"tmplEp", unsafe.Offsetof(pl.tmplEp), unsafe.Offsetof(pl.tmplEp) + 8, 0},
+		{"nonce", unsafe.Offsetof(pl.nonce), unsafe.Offsetof(pl.nonce) + 8, 0},
+		{"batchN", unsafe.Offsetof(pl.batchN), unsafe.Offsetof(pl.batchN) + 4, 0},
+		{"granted", unsafe.Offsetof(pl.granted), unsafe.Offsetof(pl.granted) + 4, 0},
+		{"txBytes", unsafe.Offsetof(pl.txBytes), unsafe.Offsetof(pl.txBytes) + 8, 0},
+		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 0},
+		{"tmpl", unsafe.Offsetof(pl.tmpl), unsafe.Offsetof(pl.tmpl) + unsafe.Sizeof(pl.tmpl), 1},
+		{"lastDataSent", unsafe.Offsetof(pl.lastDataSent), unsafe.Offsetof(pl.lastDataSent) + 8, 2},
+		{"lastSent", unsafe.Offsetof(pl.lastSent), unsafe.Offsetof(pl.lastSent) + 8, 2},
+	} {
+		// tmpl spans lines 1 and 2.
+		if f.off/64 != f.line || ((f.end-1)/64 != f.line && f.name != "tmpl") || (f.end-1)/64 > 2 {
+			t.Errorf("peerLocal.%s at bytes %d-%d, not in line %d", f.name, f.off, f.end-1, f.line)
+		}
+	}
+	c := make([]peerLocal, localChunk)
+	if a := uintptr(unsafe.Pointer(&c[0])); a%64 != 0 {
+		t.Fatalf("a chunk of peerLocals at %#x: not on a 64-byte boundary", a)
+	}
+}
