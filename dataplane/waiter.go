@@ -9,9 +9,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Notifier is implemented by the RX halves of in-process backends
+// (memport), whose transmitters run in the same Go program: after Arm they
+// can wake their owner with a non-blocking send on a Go channel instead of
+// a write to WaitFD. A Waiter whose halves are all Notifiers parks its
+// goroutine in the Go scheduler instead of in poll(2): sleeping and waking
+// cost no system call, the P is free for other goroutines at once, and the
+// woken goroutine runs next on the waker's P (with the frames still in that
+// CPU's cache), as a goroutine woken by a channel does.
+type Notifier interface {
+	// Notify makes the wake-up that Arm asks for a non-blocking send on
+	// ch instead of a write to WaitFD (nil: WaitFD again). The owner
+	// calls it before Arm; the port's closing sends on ch too.
+	Notify(ch chan struct{})
+}
+
 // Waiter blocks its owner until one of several RX halves (of any ports and
 // backends) may have frames, or another goroutine rings the doorbell, or a
-// timeout passes. It is poll(2) over the halves' WaitFDs plus an eventfd.
+// timeout passes. It is poll(2) over the halves' WaitFDs plus an eventfd;
+// when every half is a Notifier (memport), a receive on a Go channel that
+// the halves and the doorbell send on (Parks reports which).
 //
 // Add, Wait and Close belong to one owner goroutine; Ring is safe for
 // concurrent use from any goroutine, but not after Close (the eventfd's
@@ -20,6 +37,12 @@ type Waiter struct {
 	rxs  []RX
 	fds  []unix.PollFd // fds[0] is the doorbell
 	bell atomic.Int32  // eventfd; -1 after Close
+	// ch is the channel mode's wake-up (the halves send on it); bellCh
+	// the doorbell's token, sent in both modes, so that a ring is never
+	// lost when Add changes the mode. One token each at most.
+	ch, bellCh chan struct{}
+	parks      atomic.Bool // every RX is a Notifier: Wait receives on ch
+	timer      *time.Timer // channel mode's timeout, reused (nil until needed)
 }
 
 // NewWaiter returns a waiter with a doorbell and no queues.
@@ -28,22 +51,52 @@ func NewWaiter() (*Waiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create doorbell: %w", os.NewSyscallError("eventfd", err))
 	}
-	w := &Waiter{fds: []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
+	w := &Waiter{fds: []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ch: make(chan struct{}, 1), bellCh: make(chan struct{}, 1)}
 	w.bell.Store(int32(fd))
 	return w, nil
 }
 
 // Add makes Wait return when rx may have frames. An RX whose WaitFD is
-// negative (a closed port) is polled by Wait but never wakes it.
+// negative (a closed port) is polled by Wait but never wakes it. Adding a
+// half that is not a Notifier puts the waiter (back) in poll mode.
 func (w *Waiter) Add(rx RX) {
 	w.rxs = append(w.rxs, rx)
 	w.fds = append(w.fds, unix.PollFd{Fd: int32(rx.WaitFD()), Events: unix.POLLIN})
+	parks := true
+	for _, r := range w.rxs {
+		if _, ok := r.(Notifier); !ok {
+			parks = false
+		}
+	}
+	for _, r := range w.rxs {
+		if n, ok := r.(Notifier); ok {
+			if parks {
+				n.Notify(w.ch)
+			} else {
+				n.Notify(nil)
+			}
+		}
+	}
+	w.parks.Store(parks)
 }
+
+// Parks reports whether Wait parks the goroutine in the Go scheduler
+// (every half is a Notifier) rather than its thread in poll(2): blocking
+// then costs about as much as a channel receive, so a caller may block as
+// soon as it finds nothing instead of spinning first.
+func (w *Waiter) Parks() bool { return w.parks.Load() }
 
 // Ring wakes the owner's current or next Wait. Safe for concurrent use.
 func (w *Waiter) Ring() {
 	fd := w.bell.Load()
 	if fd < 0 {
+		return
+	}
+	select {
+	case w.bellCh <- struct{}{}:
+	default:
+	}
+	if w.parks.Load() {
 		return
 	}
 	// An eventfd write of 1 fails only when the counter would overflow
@@ -55,7 +108,8 @@ func (w *Waiter) Ring() {
 // Wait blocks until an added RX half may have frames, the doorbell rings or
 // timeout passes (Forever: no timeout; 0: just check). It returns rang = true
 // if the doorbell rang (and clears it). Spurious returns are allowed: the
-// caller polls every half after Wait returns.
+// caller polls every half after Wait returns. In channel mode it allocates
+// nothing after the first call with a timeout.
 func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 	if w.bell.Load() < 0 {
 		return false, ErrClosed
@@ -64,6 +118,15 @@ func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 		if !rx.Arm() {
 			timeout = 0
 		}
+	}
+	if w.parks.Load() {
+		return w.park(timeout), nil
+	}
+	select {
+	case <-w.bellCh: // rung (in either mode); the eventfd is drained below
+		rang = true
+		timeout = 0
+	default:
 	}
 	ms := -1
 	if timeout >= 0 {
@@ -85,9 +148,49 @@ func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 	if w.fds[0].Revents&unix.POLLIN != 0 {
 		var buf [8]byte
 		_, _ = unix.Read(int(w.bell.Load()), buf[:])
+		// Ring sent the token before it wrote the eventfd.
+		select {
+		case <-w.bellCh:
+		default:
+		}
 		rang = true
 	}
 	return rang, nil
+}
+
+// park is Wait in channel mode, the halves armed: receive a half's
+// wake-up or the doorbell's token, or time out.
+func (w *Waiter) park(timeout time.Duration) (rang bool) {
+	switch {
+	case timeout == 0:
+		select {
+		case <-w.bellCh:
+			return true
+		default:
+			return false
+		}
+	case timeout < 0:
+		select {
+		case <-w.ch:
+			return false
+		case <-w.bellCh:
+			return true
+		}
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(timeout)
+	} else {
+		w.timer.Reset(timeout)
+	}
+	select {
+	case <-w.ch:
+	case <-w.bellCh:
+		rang = true
+	case <-w.timer.C:
+		return false
+	}
+	w.timer.Stop()
+	return rang
 }
 
 // Close releases the doorbell. The RX halves are not touched. A second

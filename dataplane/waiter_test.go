@@ -167,3 +167,92 @@ func TestStatsAdd(t *testing.T) {
 		t.Errorf("Stats.Add: got %+v", a)
 	}
 }
+
+// notifyRX is a fakeRX that is a Notifier: the test wakes the waiter by
+// sending on the channel it was given, as memport's transmitters do.
+type notifyRX struct {
+	fakeRX
+	ch atomic.Pointer[chan struct{}]
+}
+
+func (r *notifyRX) Notify(ch chan struct{}) {
+	if ch == nil {
+		r.ch.Store(nil)
+		return
+	}
+	r.ch.Store(&ch)
+}
+
+func (r *notifyRX) wake() {
+	select {
+	case *r.ch.Load() <- struct{}{}:
+	default:
+	}
+}
+
+func TestWaiterParks(t *testing.T) {
+	w := newTestWaiter(t)
+	rx := &notifyRX{fakeRX: fakeRX{fd: -1}}
+	w.Add(rx)
+	if !w.Parks() || rx.ch.Load() == nil {
+		t.Fatalf("Parks() = %v, channel given %v; want true, true", w.Parks(), rx.ch.Load() != nil)
+	}
+	// Timeouts, as in poll mode.
+	for _, timeout := range []time.Duration{0, time.Millisecond} {
+		start := time.Now()
+		if rang, err := w.Wait(timeout); err != nil || rang {
+			t.Errorf("Wait(%v) = %v, %v; want false, nil", timeout, rang, err)
+		}
+		if d := time.Since(start); d < timeout {
+			t.Errorf("Wait(%v) returned after %v, before the timeout", timeout, d)
+		}
+	}
+	// A half's wake-up ends Wait(Forever), not as a ring.
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		rx.wake()
+	}()
+	if rang, err := w.Wait(Forever); err != nil || rang {
+		t.Errorf("Wait(Forever) woken by a half = %v, %v; want false, nil", rang, err)
+	}
+	// The doorbell, from another goroutine and before Wait.
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		w.Ring()
+	}()
+	if rang, err := w.Wait(Forever); err != nil || !rang {
+		t.Errorf("Wait(Forever) with a ring = %v, %v; want true, nil", rang, err)
+	}
+	w.Ring()
+	w.Ring()
+	if rang, err := w.Wait(time.Second); err != nil || !rang {
+		t.Errorf("Wait after two Rings = %v, %v; want true, nil", rang, err)
+	}
+	if rang, _ := w.Wait(0); rang {
+		t.Errorf("second Wait after two Rings = true, want false")
+	}
+	// Frames waiting (Arm false): Wait does not block.
+	rx.pending.Store(true)
+	if _, err := w.Wait(Forever); err != nil {
+		t.Errorf("Wait with frames waiting: %v", err)
+	}
+	rx.pending.Store(false)
+	// Sleeping and waking allocate nothing.
+	if n := testing.AllocsPerRun(100, func() {
+		rx.wake()
+		w.Wait(time.Second)
+		w.Wait(0)
+	}); n != 0 {
+		t.Errorf("Wait in channel mode allocates %v times per call, want 0", n)
+	}
+	// A ring in channel mode survives a switch to poll mode (a half that
+	// is not a Notifier).
+	w.Ring()
+	w.Add(newFakeRX(t))
+	if w.Parks() || rx.ch.Load() != nil {
+		t.Fatalf("after adding a poll-only half: Parks() = %v, channel kept %v; want false, false", w.Parks(), rx.ch.Load() != nil)
+	}
+	if rang, err := w.Wait(time.Second); err != nil || !rang {
+		t.Errorf("Wait in poll mode after a ring in channel mode = %v, %v; want true, nil", rang, err)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/dataplane"
 )
 
 // TestPinnedWorkerAffinityStaysWithWorker: a worker pinned by Config.CPUs
@@ -60,4 +63,56 @@ func TestPinnedWorkerAffinityStaysWithWorker(t *testing.T) {
 			t.Fatalf("goroutine %d ran on a thread allowed %d CPUs, want the process's %d (a pinned worker thread leaked)", i, c, all.Count())
 		}
 	}
+}
+
+// TestWorkersShareWhenOversubscribed: with more workers in the process
+// than Go has Ps, every worker runs as an ordinary goroutine (no OS thread
+// of its own: WorkerThreads reports 0) and traffic still crosses; once
+// there are Ps enough, the workers own their threads again. The workers
+// look at the count at each publish interval and before each sleep, so
+// the test waits (up to 10 s, far beyond what a healthy run takes) for the
+// mode to settle rather than timing it.
+func TestWorkersShareWhenOversubscribed(t *testing.T) {
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	r := newRig(t, rigConfig{queues: 2, start: true}) // 4 workers
+	threads := func() []int { return append(r.a.WorkerThreads(), r.b.WorkerThreads()...) }
+	settle := func(owned bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n := 0
+			for _, tid := range threads() {
+				if tid != 0 {
+					n++
+				}
+			}
+			if (owned && n == 4) || (!owned && n == 0) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GOMAXPROCS %d, 4 workers: worker threads %v, want every worker %s", runtime.GOMAXPROCS(0), threads(), map[bool]string{true: "on its own thread", false: "shared (0)"}[owned])
+			}
+			r.a.Kick() // wake the workers so that they look again
+			r.b.Kick()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cross := func() {
+		t.Helper()
+		tx := r.hostA.Queue(0).TX()
+		var frames []dataplane.Frame
+		for i := range 64 {
+			frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, uint16(1000+i), 2000, seqPayload(uint32(i), 32)))
+		}
+		sendAll(t, r.hostA, 0, frames)
+		if got := recvAll(t, r.hostB, 64, 10*time.Second, nil); got != 64 {
+			t.Fatalf("GOMAXPROCS %d: %d of 64 packets crossed", runtime.GOMAXPROCS(0), got)
+		}
+	}
+	settle(false)
+	cross()
+	runtime.GOMAXPROCS(max(old, 4))
+	settle(true)
+	cross()
 }

@@ -40,8 +40,12 @@ const (
 	DefaultMaxHeldPerQueue = 1024
 	// HandshakeQueueLen is the length of the bounded queue of handshake
 	// messages to the control plane; it is "under load" (whitepaper §5.3)
-	// while at least an eighth full.
-	HandshakeQueueLen = 1024
+	// while at least an eighth full. 4096, as the kernel's
+	// MAX_QUEUED_INCOMING_HANDSHAKES and wireguard-go's QueueHandshakeSize:
+	// a reconnect storm's first round arrives faster than the control
+	// plane's screening takes it when the CPUs are busy, and what does not
+	// fit costs its peer REKEY_TIMEOUT.
+	HandshakeQueueLen = 4096
 	// MailboxLen is the length of each worker's control-plane mailbox.
 	MailboxLen = 1024
 )
@@ -123,9 +127,10 @@ type Config struct {
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
-	// IdleSpin is the longest a worker keeps polling its queues after its
-	// last work before it blocks (default DefaultIdleSpin; negative: block
-	// at once). Within it the spin adapts (dataplane.Spinner): spins that
+	// IdleSpin is the longest a worker that owns its OS thread keeps
+	// polling its queues after its last work before it blocks (default
+	// DefaultIdleSpin; negative: block at once; a shared worker yields
+	// instead, see CPUs). Within it the spin adapts (dataplane.Spinner): spins that
 	// run out halve it down to dataplane.MinSpin, work found after a gap g
 	// raises it to 2g, so
 	// that a worker spins through short gaps, which saves a sleep and a
@@ -133,7 +138,12 @@ type Config struct {
 	// only burn CPU.
 	IdleSpin time.Duration
 	// CPUs pins worker i to CPUs[i % len(CPUs)] when not empty.
-	// Empty leaves the workers to the Go scheduler. Pin them where the
+	// Empty leaves the workers to the Go scheduler. A worker owns (and
+	// pins) an OS thread only while the process runs no more workers, of
+	// all its engines, than GOMAXPROCS; beyond that every worker is
+	// shared: an ordinary goroutine, unpinned, that yields to the others
+	// while idle and then blocks (threads.go; ARCHITECTURE.md, Threading
+	// model). Pin them where the
 	// device's transmit runs on the sending CPU (veth, and AF_XDP copy
 	// mode generally): a worker that migrates between CPUs under load can
 	// then deliver a flow's packets out of order.

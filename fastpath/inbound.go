@@ -240,7 +240,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
 		ip := f.Data()
-		if oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
+		if routerWork && oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
 			header.DecapECN(ip, oecn)
 		}
 		dst := w.pkt.Dst
@@ -249,7 +249,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		// A transit packet: forwarded as a router does (router.go).
-		if !header.Forward(ip) {
+		if routerWork && !header.Forward(ip) {
 			m.verdict = innerTTLExceeded
 			continue
 		}

@@ -103,7 +103,7 @@ func (w *worker) outbound(now int64) int {
 		// Forwarded as a router does (router.go): TTL or hop limit − 1,
 		// or time exceeded to the sender.
 		p := f.Data()
-		if !header.Forward(p) {
+		if routerWork && !header.Forward(p) {
 			w.icmpToLAN(f, w.pkt.L3Off, true, now)
 			bad[DropTTLExceeded]++
 			left++
@@ -318,7 +318,7 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 	if pl.peer.SrcPorts > 1 {
 		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
 	}
-	if plen > 0 {
+	if routerWork && plen > 0 {
 		ecn = header.EncapECN(header.ECN(f.Data()))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {

@@ -8,8 +8,6 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/protocol"
@@ -146,9 +144,11 @@ type worker struct {
 	quiet quiescence
 	fwd   fwdState // forwarding as a router (router.go)
 
-	// tid is the worker's OS thread ID while it runs (for per-thread
-	// accounting such as context switches).
+	// tid is the worker's OS thread ID while it owns one (for per-thread
+	// accounting such as context switches); 0 while it is shared
+	// (threads.go).
 	tid atomic.Int32
+	th  thread // OS-thread state, the worker's own (threads.go)
 
 	// capture, if not nil, copies frames at the burst points (capture.go).
 	capture atomic.Pointer[Capture]
@@ -240,21 +240,22 @@ func (w *worker) close() {
 // run is the worker loop: poll both RX halves and the mailbox, process,
 // publish stamps, block when idle.
 func (w *worker) run() {
-	runtime.LockOSThread()
-	w.tid.Store(int32(unix.Gettid()))
-	if cpus := w.e.cfg.CPUs; len(cpus) > 0 {
-		var set unix.CPUSet
-		set.Set(cpus[w.id%len(cpus)])
-		_ = unix.SchedSetaffinity(0, &set) // best effort; documented on Config.CPUs
-		// The thread stays locked: when run returns, the runtime ends it
-		// instead of handing its narrowed affinity to other goroutines.
-	} else {
-		defer runtime.UnlockOSThread()
-	}
+	// Own an OS thread (pinned) or share the Go scheduler's, by the
+	// process's worker count (threads.go); looked at again every publish
+	// interval and before every sleep.
+	runningWorkers.Add(1)
+	shared := w.placeThread()
+	defer func() {
+		runningWorkers.Add(-1)
+		// A thread whose affinity cannot be restored stays locked, and
+		// the runtime ends it with the goroutine.
+		w.share()
+	}()
 	// Busy-poll for a while after the last work before blocking in the
 	// waiter (dataplane.Spinner: at most IdleSpin, down to
 	// dataplane.MinSpin when the spins keep running out): at high rates a worker never sleeps, so it costs no
-	// context switch per burst; idle, it costs no CPU. The clock is read
+	// context switch per burst; idle, it costs no CPU. A shared worker
+	// (threads.go) yields instead, for at most sharedSpin. The clock is read
 	// once per turn: a turn after work or a wake-up takes its reading as
 	// the end of that work. The spin is timed on the engine's clock when
 	// that is the real one; an injected clock (tests) may stand still,
@@ -286,6 +287,7 @@ func (w *worker) run() {
 		}
 		if now-w.lastPublish >= int64(PublishInterval) {
 			w.publish(now)
+			shared = w.placeThread()
 		}
 		if work > 0 {
 			if !fresh {
@@ -299,10 +301,16 @@ func (w *worker) run() {
 			continue
 		}
 		fresh = false
-		if t-lastWork < sp.Budget() {
+		if shared {
+			if t-lastWork < sharedSpin {
+				runtime.Gosched()
+				continue
+			}
+		} else if t-lastWork < sp.Budget() {
 			continue
+		} else {
+			sp.Miss()
 		}
-		sp.Miss()
 		w.lanTX.Reclaim()
 		w.wanTX.Reclaim()
 		timeout := dataplane.Forever
@@ -314,6 +322,7 @@ func (w *worker) run() {
 		}
 		w.park()
 		_, _ = w.waiter.Wait(timeout)
+		shared = w.placeThread()
 		fresh = true
 	}
 	w.publish(w.e.now())

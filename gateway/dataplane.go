@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/wgpio/wgpio/fastpath"
 )
 
@@ -21,6 +23,9 @@ type Dataplane interface {
 	// Send posts a control packet on a worker's mailbox; it copies the
 	// payload and reports false if the mailbox was full.
 	Send(queue int, pkt fastpath.ControlPacket) bool
+	// SendWait is Send waiting up to timeout for room in a full mailbox
+	// (fastpath.Engine.SendWait); false only if the wait ran out.
+	SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool
 	// Kick wakes the workers (keypairs or endpoints changed).
 	Kick()
 	// Now is the dataplane's clock in ns.

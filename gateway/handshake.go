@@ -64,38 +64,13 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 	d.idMu.RLock()
 	defer d.idMu.RUnlock()
 	now := d.now()
+	id, underLoad, ok := d.screen(m, now)
+	if !ok {
+		return
+	}
 	msg := m.Data
-	if len(msg) < 4 || msg[1] != 0 || msg[2] != 0 || msg[3] != 0 {
-		d.stats.drop(DropUnknownType)
-		return
-	}
-	id := d.identity()
-	if id == nil {
-		d.stats.drop(DropNoPrivateKey)
-		return
-	}
 	switch msg[0] {
 	case noise.TypeInitiation, noise.TypeResponse:
-		underLoad := d.isUnderLoad(now)
-		v, _ := id.CookieChecker().Check(msg, m.Src, underLoad)
-		switch v {
-		case noise.VerdictDrop:
-			d.stats.drop(DropHandshakeInvalid)
-			return
-		case noise.VerdictCookie:
-			if !d.replies.allow(now) {
-				d.stats.drop(DropCookieBudget)
-				return
-			}
-			var reply [noise.CookieReplySize]byte
-			if err := id.CookieChecker().CreateReply(&reply, msg, m.Src); err != nil {
-				d.stats.drop(DropHandshakeInvalid)
-				return
-			}
-			d.stats.cookieRepliesSent.Add(1)
-			d.send(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]})
-			return
-		}
 		// The limiter applies after a valid MAC2 only: the source is
 		// proven, so its state cannot be grown by spoofed sources.
 		if underLoad && !d.limiter.Allow(m.Src.Addr()) {
@@ -144,6 +119,57 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 	}
 }
 
+// screen does the checks of a received handshake message that cost no
+// Curve25519 work (whitepaper §5.4.4, §5.4.7) and returns the identity to
+// go on with and whether the device is under load (then an initiation or
+// response has a valid MAC2), or ok = false when the message was dropped
+// (counted) or answered with a cookie reply: the first four bytes, a
+// private key, and for an initiation or response MAC1 and, under load,
+// MAC2. idMu held for reading.
+func (d *Device) screen(m fastpath.HandshakeMessage, now int64) (id *noise.StaticIdentity, underLoad, ok bool) {
+	msg := m.Data
+	if len(msg) < 4 || msg[1] != 0 || msg[2] != 0 || msg[3] != 0 {
+		d.stats.drop(DropUnknownType)
+		return nil, false, false
+	}
+	if id = d.identity(); id == nil {
+		d.stats.drop(DropNoPrivateKey)
+		return nil, false, false
+	}
+	if msg[0] != noise.TypeInitiation && msg[0] != noise.TypeResponse {
+		return id, false, true
+	}
+	underLoad = d.isUnderLoad(now)
+	v, _ := id.CookieChecker().Check(msg, m.Src, underLoad)
+	switch v {
+	case noise.VerdictDrop:
+		d.stats.drop(DropHandshakeInvalid)
+		return nil, false, false
+	case noise.VerdictCookie:
+		d.cookieReply(id, m, now)
+		return nil, false, false
+	}
+	return id, underLoad, true
+}
+
+// cookieReply answers m, an initiation or response without a valid MAC2
+// under load, with a cookie reply (whitepaper §5.4.7), within the global
+// budget of cookie replies. idMu held for reading.
+func (d *Device) cookieReply(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
+	if !d.replies.allow(now) {
+		d.stats.drop(DropCookieBudget)
+		return
+	}
+	var reply [noise.CookieReplySize]byte
+	if err := id.CookieChecker().CreateReply(&reply, m.Data, m.Src); err != nil {
+		d.stats.drop(DropHandshakeInvalid)
+		return
+	}
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]}) {
+		d.stats.cookieRepliesSent.Add(1)
+	}
+}
+
 // pendingPeer returns the peer whose initiation in flight has receiver
 // index recv, or nil.
 func (d *Device) pendingPeer(recv uint32) *peer {
@@ -155,8 +181,31 @@ func (d *Device) pendingPeer(recv uint32) *peer {
 // consumeInitiation answers an initiation (whitepaper §5.4.2, §5.4.3). The
 // identity's DH (ephemeral × our static) runs before the peer is known,
 // under no lock; the peer's lock is taken in the lookup and held through
-// the response and the session's installation.
+// the response and the session's installation, and released before the
+// response is posted: a full mailbox is waited on (sendWait) rather than
+// throwing away four Curve25519 operations, and nobody waits on the peer
+// meanwhile.
 func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
+	var resp [noise.ResponseSize]byte
+	p, ok := d.respond(id, m, now, &resp)
+	if p != nil {
+		p.mu.Unlock()
+		d.touch(p)
+	}
+	if !ok {
+		return
+	}
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
+		d.stats.responsesSent.Add(1)
+		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
+	}
+	d.dp.Kick()
+}
+
+// respond consumes the initiation m, writes the response into resp and
+// installs the session. It returns the sending peer, locked (nil if none
+// was found), and whether resp is to be sent.
+func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (*peer, bool) {
 	var p *peer // locked once the lookup found it
 	hs, err := id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
 		d.mu.RLock()
@@ -173,21 +222,17 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 		p = q
 		return q.hs
 	})
-	if p != nil {
-		defer d.touch(p)
-		defer p.mu.Unlock()
-	}
 	if err != nil {
 		if errors.Is(err, noise.DropUnknownPeer) {
 			d.stats.drop(DropUnknownPeer)
 		} else {
 			d.stats.drop(DropHandshakeInvalid)
 		}
-		return
+		return p, false
 	}
 	if p == nil || p.hs != hs {
 		d.stats.drop(DropUnknownPeer)
-		return
+		return p, false
 	}
 	// The responder's exchange replaces our own initiation in flight, if
 	// any (simultaneous initiations: both sides answer, the later session
@@ -198,25 +243,21 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 	if err != nil {
 		p.hs.Clear()
 		d.stats.drop(DropIndexTableFull)
-		return
+		return p, false
 	}
-	var resp [noise.ResponseSize]byte
-	if err := p.hs.CreateResponse(&resp, idx); err != nil {
+	if err := p.hs.CreateResponse(resp, idx); err != nil {
 		d.dp.Indexes().Free(idx)
 		d.stats.drop(DropHandshakeInvalid)
-		return
+		return p, false
 	}
 	if !d.installLocked(p, idx, now) {
-		return
+		return p, false
 	}
 	d.setEndpointFromLocked(p, m)
 	p.ownRecv = max(p.ownRecv, now)
-	d.stats.responsesSent.Add(1)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
-	d.send(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp})
-	d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
-	d.dp.Kick()
+	return p, true
 }
 
 // consumeResponse completes our initiation (whitepaper §5.4.3) under the
@@ -328,9 +369,28 @@ func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) {
 	p.fp.NeedNeighbour.Store(false)
 }
 
-// send posts pkt, counting a full mailbox.
+// send posts pkt, counting a full mailbox. The timers and the UAPI send
+// with it: they never wait for the dataplane.
 func (d *Device) send(queue int, pkt fastpath.ControlPacket) bool {
 	if !d.dp.Send(queue, pkt) {
+		d.stats.drop(DropMailboxFull)
+		return false
+	}
+	return true
+}
+
+// MailboxWait is the longest a handshake worker waits for room in a
+// dataplane worker's full mailbox to post a response, initiation or cookie
+// reply (Dataplane.SendWait) before it drops it (mailbox_full): a message
+// that cost Curve25519 work, or whose loss costs its peer REKEY_TIMEOUT
+// (whitepaper §6.4), is worth a short wait; the bound keeps a stalled
+// dataplane from holding the pool for longer.
+const MailboxWait = 100 * time.Millisecond
+
+// sendWait posts pkt from a handshake worker, waiting up to MailboxWait for
+// room; a packet not posted is counted. The caller holds no peer's lock.
+func (d *Device) sendWait(queue int, pkt fastpath.ControlPacket) bool {
+	if !d.dp.SendWait(queue, pkt, MailboxWait) {
 		d.stats.drop(DropMailboxFull)
 		return false
 	}
@@ -375,24 +435,33 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 }
 
 // sendInitiationLocked makes and sends an initiation (whitepaper §5.4.2),
-// replacing the one in flight: its receiver index is released, a new one
-// registered (the index table and pending stay consistent: an index is in
-// pending exactly while its initiation is p's in flight). p.mu held.
+// replacing the one in flight (makeInitiationLocked). p.mu held.
 func (d *Device) sendInitiationLocked(p *peer, now int64) {
+	var msg [noise.InitiationSize]byte
+	if pkt, ok := d.makeInitiationLocked(p, now, &msg); ok {
+		d.send(p.fp.ID, pkt)
+	}
+}
+
+// makeInitiationLocked makes an initiation into msg, replacing the one in
+// flight: its receiver index is released, a new one registered (the index
+// table and pending stay consistent: an index is in pending exactly while
+// its initiation is p's in flight). It returns the packet to post, counted
+// as sent, and false when there is nothing to send. p.mu held.
+func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.InitiationSize]byte) (fastpath.ControlPacket, bool) {
 	if p.hs == nil {
-		return
+		return fastpath.ControlPacket{}, false
 	}
 	d.dropPendingLocked(p)
 	idx, err := d.dp.Indexes().Allocate()
 	if err != nil {
 		d.stats.drop(DropIndexTableFull)
-		return
+		return fastpath.ControlPacket{}, false
 	}
-	var msg [noise.InitiationSize]byte
-	if err := p.hs.CreateInitiation(&msg, idx); err != nil {
+	if err := p.hs.CreateInitiation(msg, idx); err != nil {
 		d.dp.Indexes().Free(idx)
 		d.log.Warn("create initiation", "peer", p.pub, "err", err)
-		return
+		return fastpath.ControlPacket{}, false
 	}
 	p.pendingIndex, p.hasPending = idx, true
 	d.pendMu.Lock()
@@ -402,12 +471,12 @@ func (d *Device) sendInitiationLocked(p *peer, now int64) {
 	ep := p.fp.Endpoint.Load()
 	if ep == nil {
 		d.stats.drop(DropNoEndpoint)
-		return
+		return fastpath.ControlPacket{}, false
 	}
 	d.stats.initiationsSent.Add(1)
 	d.sentLocked(p, now)
-	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp})
 	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", p.attempts+1)
+	return fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp}, true
 }
 
 // armZeroIfIdleLocked arms zeroing for handshake state that no session

@@ -51,6 +51,12 @@ type fakeDP struct {
 	viaChannel bool
 	kicks      atomic.Int64
 	reaps      atomic.Int64
+	// SendWait: mailboxFull makes every SendWait run out; fullUntil makes
+	// the next that many find the mailbox full and wait (waited counts
+	// them) before delivering.
+	mailboxFull atomic.Bool
+	fullUntil   atomic.Int64
+	waited      atomic.Int64
 
 	mu       sync.Mutex
 	peers    []*fastpath.Peer
@@ -176,6 +182,20 @@ func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	}
 	f.wire(b, pkt.Dst)
 	return true
+}
+
+// SendWait is Send, or, while full (fullUntil > 0: that many more tries
+// refused), counts a try that found the mailbox full and then delivers, as
+// the engine does once its worker made room; mailboxFull refuses all.
+func (f *fakeDP) SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool {
+	if f.mailboxFull.Load() {
+		return false
+	}
+	if f.fullUntil.Load() > 0 {
+		f.fullUntil.Add(-1)
+		f.waited.Add(1)
+	}
+	return f.Send(queue, pkt)
 }
 
 // stamp records that p's stamps change, for StampedPeers.

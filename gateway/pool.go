@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/protocol"
 )
 
@@ -25,8 +27,8 @@ const DefaultHandshakeBacklog = 8192
 const initBatch = 16
 
 // handshakePool is the work of the handshake workers: the received
-// messages (msgs, filled from the dataplane's channel by dispatch; its
-// fill is the backlog the under-load rule judges), and the peers whose
+// messages that passed admission (msgs, filled from the dataplane's
+// channel by admit; its fill is the backlog the under-load rule judges), and the peers whose
 // timers asked for an initiation (initiateLocked). The timers only decide;
 // the two Curve25519 operations of an initiation run on a handshake worker,
 // so that a tick that starts thousands of handshakes stays short. A peer is
@@ -52,29 +54,32 @@ func (q *handshakePool) init(workers, backlog int) {
 // the queue (the kernel's and wireguard-go's "under load" mark).
 func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
 
-// dispatch moves the dataplane's handshake messages into the pool's queue
-// until Close. When the queue is full it waits, and the dataplane's own
-// bounded channel fills and drops (counted handshake_queue_full there).
-func (d *Device) dispatch() {
-	defer d.wg.Done()
-	hs := d.dp.Handshakes()
-	for {
-		select {
-		case <-d.done:
-			return
-		case m, ok := <-hs:
-			if !ok {
-				return
-			}
-			select {
-			case d.pool.msgs <- m:
-				if n := int64(len(d.pool.msgs)); n > d.pool.peak.Load() {
-					d.pool.peak.Store(n)
-				}
-			case <-d.done:
-				return
-			}
+// admit screens a received handshake message before it may take a place
+// in the pool's queue (screen: no Curve25519 work): a malformed one or one
+// with a bad MAC1 is dropped, and under load an initiation or response
+// without a valid MAC2 is answered with a cookie reply here and now
+// (whitepaper §5.3, §5.4.7), so that the queue holds only work for the
+// handshake workers: messages whose sender proved its address, and those
+// that came while not under load. A proven message is thus never queued
+// behind unproven ones, and a storm's first round costs a cookie reply per
+// peer, not a place in the queue. When the queue is full the message is
+// dropped (handshake_backlog_full) rather than waited for, so that the
+// screening of the messages behind it goes on. The workers screen again
+// (the load may have changed; MAC1 and MAC2 cost a BLAKE2s each).
+func (d *Device) admit(m fastpath.HandshakeMessage) {
+	d.idMu.RLock()
+	_, _, ok := d.screen(m, d.now())
+	d.idMu.RUnlock()
+	if !ok {
+		return
+	}
+	select {
+	case d.pool.msgs <- m:
+		if n := int64(len(d.pool.msgs)); n > d.pool.peak.Load() {
+			d.pool.peak.Store(n)
 		}
+	default:
+		d.stats.drop(DropHandshakeBacklogFull)
 	}
 }
 
@@ -122,16 +127,33 @@ func (q *handshakePool) clear() {
 	q.mu.Unlock()
 }
 
-// handshakeWorker is one of the pool's goroutines: it processes received
-// handshake messages (HandleMessage) and the initiations the timers queued
-// until Close.
+// handshakeWorker is one of the pool's goroutines, until Close. It takes,
+// first, every message waiting in the dataplane's channel (admit: no
+// Curve25519 work, so that a storm's unproven messages are answered or
+// dropped at the rate they come, by every worker, instead of filling the
+// channel), then one message of the pool's queue (HandleMessage) or a
+// batch of the initiations the timers queued. It yields the processor
+// after each (runtime.Gosched): the workers, one per CPU, would otherwise
+// keep every P busy with Curve25519 work for up to the runtime's 10 ms
+// preemption slice at a time, and the UAPI, the tick and the dataplane's
+// workers (whose locked threads need a P too) would wait behind them. A
+// yield with nothing else to run costs well under a microsecond, against
+// about a quarter of a millisecond of work per message.
 func (d *Device) handshakeWorker() {
 	defer d.wg.Done()
+	hs := d.dp.Handshakes()
 	var batch [initBatch]*peer
 	for {
+		d.intake(hs)
 		select {
 		case <-d.done:
 			return
+		case m, ok := <-hs:
+			if !ok {
+				hs = nil // a closed channel is never ready again
+				continue
+			}
+			d.admit(m)
 		case m := <-d.pool.msgs:
 			if m.Received != 0 && d.now()-m.Received > int64(protocol.RekeyTimeout) {
 				d.stats.drop(DropHandshakeStale)
@@ -145,14 +167,32 @@ func (d *Device) handshakeWorker() {
 			}
 			for _, p := range batch[:n] {
 				d.runInitiation(p)
+				runtime.Gosched()
 			}
 			clear(batch[:n])
+		}
+		runtime.Gosched()
+	}
+}
+
+// intake admits what waits in the dataplane's channel, without blocking.
+func (d *Device) intake(hs <-chan fastpath.HandshakeMessage) {
+	for {
+		select {
+		case m, ok := <-hs:
+			if !ok {
+				return
+			}
+			d.admit(m)
+		default:
+			return
 		}
 	}
 }
 
 // runInitiation sends the initiation a timer queued for p, unless p was
-// removed or reset since.
+// removed or reset since; the message is posted after p's lock is released
+// (a full mailbox is waited on, sendWait).
 func (d *Device) runInitiation(p *peer) {
 	d.idMu.RLock()
 	defer d.idMu.RUnlock()
@@ -162,9 +202,14 @@ func (d *Device) runInitiation(p *peer) {
 		return
 	}
 	p.initQueued = false
-	d.sendInitiationLocked(p, d.now())
+	var msg [noise.InitiationSize]byte
+	pkt, ok := d.makeInitiationLocked(p, d.now(), &msg)
+	queue := p.fp.ID
 	p.mu.Unlock()
 	d.touch(p)
+	if ok {
+		d.sendWait(queue, pkt)
+	}
 }
 
 // touch asks the next tick to evaluate p's timers: a handshake worker or

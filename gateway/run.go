@@ -19,8 +19,6 @@ func (d *Device) Start() error {
 			}
 		}
 		d.pool.async.Store(true)
-		d.wg.Add(1)
-		go d.dispatch()
 		for range d.opts.HandshakeWorkers {
 			d.wg.Add(1)
 			go d.handshakeWorker()

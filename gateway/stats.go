@@ -16,24 +16,25 @@ type DropReason uint8
 
 // Drop reasons.
 const (
-	DropUnknownType      DropReason = iota // not a handshake message type (bad first four bytes)
-	DropNoPrivateKey                       // the device has no private key yet
-	DropHandshakeInvalid                   // refused by package noise (bad MAC1, stale timestamp, flood, decryption...; see Stats.Noise)
-	DropUnknownPeer                        // initiation from a static key we do not know
-	DropUnknownIndex                       // response or cookie reply for no handshake of ours
-	DropRateLimited                        // per-source limit on handshakes with a valid MAC2 while under load (or the limiter's table full)
-	DropIndexTableFull                     // no receiver index left
-	DropNoEndpoint                         // something to send to a peer with no known endpoint
-	DropMailboxFull                        // the dataplane refused a control packet
-	DropCookieBudget                       // cookie reply not sent: over CookieRepliesPerSecond (all sources)
-	DropHandshakeStale                     // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
+	DropUnknownType          DropReason = iota // not a handshake message type (bad first four bytes)
+	DropNoPrivateKey                           // the device has no private key yet
+	DropHandshakeInvalid                       // refused by package noise (bad MAC1, stale timestamp, flood, decryption...; see Stats.Noise)
+	DropUnknownPeer                            // initiation from a static key we do not know
+	DropUnknownIndex                           // response or cookie reply for no handshake of ours
+	DropRateLimited                            // per-source limit on handshakes with a valid MAC2 while under load (or the limiter's table full)
+	DropIndexTableFull                         // no receiver index left
+	DropNoEndpoint                             // something to send to a peer with no known endpoint
+	DropMailboxFull                            // the dataplane refused a control packet
+	DropCookieBudget                           // cookie reply not sent: over CookieRepliesPerSecond (all sources)
+	DropHandshakeStale                         // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
+	DropHandshakeBacklogFull                   // the handshake pool's queue was full (Options.HandshakeBacklog)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
-	"cookie budget", "handshake stale",
+	"cookie budget", "handshake stale", "handshake backlog full",
 }
 
 // String returns the short lowercase name.

@@ -59,9 +59,13 @@
 // are documented here rather than hidden: a cipher.AEAD built from a key
 // (chacha20poly1305.New, used here for the handshake's own AEADs and by the
 // caller for Keys) keeps its own copy of the key, which cannot be zeroed and
-// lives until the garbage collector reclaims it; and crypto/ecdh (behind
-// golang.org/x/crypto/curve25519) copies scalars and shared secrets into
-// values it allocates itself. Keys returned by DeriveKeys are the caller's to
+// lives until the garbage collector reclaims it; and crypto/ecdh copies
+// scalars and shared secrets into values it allocates itself: the
+// identity's static key and each exchange's ephemeral key are held as
+// *ecdh.PrivateKey for as long as they are in use (so that an X25519 costs
+// one scalar multiplication, not the two of x/crypto's curve25519.X25519,
+// which makes a new ecdh key, public key included, per call) and dropped
+// for the garbage collector when the identity or exchange is zeroed. Keys returned by DeriveKeys are the caller's to
 // zero (Keys.Zero) once the AEADs are built.
 //
 // # Errors and drops

@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"crypto/ecdh"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -87,6 +88,7 @@ type Handshake struct {
 	hash              [KeySize]byte
 	chainKey          [KeySize]byte
 	localEphemeral    PrivateKey
+	ephemeral         *ecdh.PrivateKey // localEphemeral as crypto/ecdh uses it
 	remoteEphemeral   PublicKey
 	localIndex        uint32
 	remoteIndex       uint32
@@ -134,7 +136,7 @@ func (h *Handshake) Precompute() {
 func (h *Handshake) staticStaticLocked() bool {
 	if h.ssState == ssUnknown {
 		h.ssState = ssInvalid
-		if dh(&h.staticStatic, &h.id.private, &h.remoteStatic, &h.id.stats) == nil {
+		if dh(&h.staticStatic, h.id.scalar, &h.remoteStatic, &h.id.stats) == nil {
 			h.ssState = ssOK
 		}
 	}
@@ -195,6 +197,7 @@ func (h *Handshake) Clear() uint32 {
 
 func (h *Handshake) clearLocked() {
 	h.localEphemeral.Zero()
+	h.ephemeral = nil
 	clear(h.remoteEphemeral[:])
 	clear(h.chainKey[:])
 	clear(h.hash[:])
@@ -247,7 +250,10 @@ func (h *Handshake) newEphemeral() (PublicKey, error) {
 	h.localEphemeral = k
 	k.Zero()
 	h.id.stats.curve25519.Add(1)
-	return h.localEphemeral.PublicKey(), nil
+	if h.ephemeral, err = h.localEphemeral.scalar(); err != nil {
+		return PublicKey{}, err
+	}
+	return PublicKey(h.ephemeral.PublicKey().Bytes()), nil
 }
 
 // CreateInitiation writes a handshake initiation into dst (section 5.4.2)
@@ -282,7 +288,7 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 	var ss, key [KeySize]byte
 	defer clear(ss[:])
 	defer clear(key[:])
-	if err := dh(&ss, &h.localEphemeral, &h.remoteStatic, st); err != nil {
+	if err := dh(&ss, h.ephemeral, &h.remoteStatic, st); err != nil {
 		h.clearLocked()
 		return err
 	}
@@ -345,7 +351,7 @@ func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *
 	mixHash(&hash, &initialHash, id.public[:])
 	mixHash(&hash, &hash, epub[:])
 	kdf1(&ck, initialChainKey[:], epub[:])
-	if err := dh(&ss, &id.private, &epub, st); err != nil {
+	if err := dh(&ss, id.scalar, &epub, st); err != nil {
 		return nil, st.drop(DropInvalidPublicKey)
 	}
 	kdf2(&ck, &key, ck[:], ss[:])
@@ -423,12 +429,12 @@ func (h *Handshake) CreateResponse(dst *[ResponseSize]byte, localIndex uint32) e
 	copy(dst[ResponseOffsetEphemeral:], epub[:])
 	mixHash(&hash, &hash, epub[:])
 	kdf1(&ck, ck[:], epub[:])
-	if err := dh(&ss, &h.localEphemeral, &h.remoteEphemeral, st); err != nil {
+	if err := dh(&ss, h.ephemeral, &h.remoteEphemeral, st); err != nil {
 		h.clearLocked()
 		return err
 	}
 	kdf1(&ck, ck[:], ss[:])
-	if err := dh(&ss, &h.localEphemeral, &h.remoteStatic, st); err != nil {
+	if err := dh(&ss, h.ephemeral, &h.remoteStatic, st); err != nil {
 		h.clearLocked()
 		return err
 	}
@@ -507,11 +513,11 @@ func (h *Handshake) ConsumeResponse(msg []byte) error {
 	copy(epub[:], msg[ResponseOffsetEphemeral:ResponseOffsetEmpty])
 	mixHash(&hash, &hash, epub[:])
 	kdf1(&ck, ck[:], epub[:])
-	if err := dh(&ss, &h.localEphemeral, &epub, st); err != nil {
+	if err := dh(&ss, h.ephemeral, &epub, st); err != nil {
 		return st.drop(DropInvalidPublicKey)
 	}
 	kdf1(&ck, ck[:], ss[:])
-	if err := dh(&ss, &h.id.private, &epub, st); err != nil {
+	if err := dh(&ss, h.id.scalar, &epub, st); err != nil {
 		return st.drop(DropInvalidPublicKey)
 	}
 	kdf1(&ck, ck[:], ss[:])
@@ -526,6 +532,7 @@ func (h *Handshake) ConsumeResponse(msg []byte) error {
 	h.hash, h.chainKey = hash, ck
 	h.remoteIndex = binary.LittleEndian.Uint32(msg[ResponseOffsetSender:])
 	h.localEphemeral.Zero()
+	h.ephemeral = nil
 	h.state = StateResponseConsumed
 	st.responsesConsumed.Add(1)
 	return nil

@@ -1,6 +1,9 @@
 package noise
 
-import "time"
+import (
+	"crypto/ecdh"
+	"time"
+)
 
 // StaticIdentity is the local static key pair (section 5.4: S_priv, S_pub)
 // and what is derived from it: the key that verifies MAC1 of messages sent
@@ -9,6 +12,7 @@ import "time"
 // change the private key, make a new identity and new Handshakes.
 type StaticIdentity struct {
 	private PrivateKey
+	scalar  *ecdh.PrivateKey // private as crypto/ecdh uses it; nil once zeroed
 	public  PublicKey
 	clock   func() time.Time
 	stats   Stats
@@ -24,7 +28,10 @@ func NewStaticIdentity(private PrivateKey, clock func() time.Time) *StaticIdenti
 		clock = time.Now
 	}
 	id := &StaticIdentity{private: private, clock: clock}
-	id.public = id.private.PublicKey()
+	if s, err := id.private.scalar(); err == nil { // never fails with 32 bytes
+		id.scalar = s
+		copy(id.public[:], s.PublicKey().Bytes())
+	}
 	id.stats.curve25519.Add(1)
 	id.checker.init(&id.public, clock, &id.stats)
 	return id
@@ -41,9 +48,12 @@ func (id *StaticIdentity) Stats() *Stats { return &id.stats }
 // messages sent to this identity.
 func (id *StaticIdentity) CookieChecker() *CookieChecker { return &id.checker }
 
-// Zero erases the private key and the cookie secret. The identity must not be
-// used afterwards.
+// Zero erases the private key and the cookie secret, and drops crypto/ecdh's
+// copy of the key (which it cannot erase, see the package doc) for the
+// garbage collector. The identity must not be used afterwards (a handshake
+// with it fails).
 func (id *StaticIdentity) Zero() {
 	id.private.Zero()
+	id.scalar = nil
 	id.checker.zero()
 }

@@ -1,14 +1,13 @@
 package noise
 
 import (
+	"crypto/ecdh"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-
-	"golang.org/x/crypto/curve25519"
 )
 
 // PrivateKey is a Curve25519 private key (section 5.4). Its zero value is the
@@ -57,11 +56,19 @@ func (k *PrivateKey) Clamp() {
 // PublicKey derives the public key: X25519(k, 9). One Curve25519 operation.
 func (k *PrivateKey) PublicKey() PublicKey {
 	var pub PublicKey
-	out, err := curve25519.X25519(k[:], curve25519.Basepoint)
-	if err == nil { // never fails with the base point
-		copy(pub[:], out)
+	if s, err := k.scalar(); err == nil { // never fails with 32 bytes
+		copy(pub[:], s.PublicKey().Bytes())
 	}
 	return pub
+}
+
+// scalar returns k as a crypto/ecdh key, which computes its public key at
+// once (one Curve25519 operation). Every X25519 with a key goes through
+// such a value, made once per key and kept: golang.org/x/crypto/curve25519's
+// X25519(scalar, point) makes one per call, and so costs two scalar
+// multiplications where one is needed.
+func (k *PrivateKey) scalar() (*ecdh.PrivateKey, error) {
+	return ecdh.X25519().NewPrivateKey(k[:])
 }
 
 func parseKey(dst *[KeySize]byte, s string, what, enc string) error {
@@ -181,14 +188,23 @@ func (k *PresharedKey) Equal(o *PresharedKey) bool {
 // Zero overwrites k with zeros.
 func (k *PresharedKey) Zero() { clear(k[:]) }
 
-// dh sets out = X25519(priv, pub) and counts one Curve25519 operation in st.
-// It fails with DropInvalidPublicKey when the result is all zeros (pub is a
-// low-order point; Noise section 12.1, wireguard-go, the kernel).
-func dh(out *[KeySize]byte, priv *PrivateKey, pub *PublicKey, st *Stats) error {
+// dh sets out = X25519(priv, pub), one scalar multiplication, and counts
+// one Curve25519 operation in st. It fails with DropInvalidPublicKey when
+// the result is all zeros (pub is a low-order point; Noise section 12.1,
+// wireguard-go, the kernel), or when priv is nil (a zeroed identity or an
+// exchange without an ephemeral key).
+func dh(out *[KeySize]byte, priv *ecdh.PrivateKey, pub *PublicKey, st *Stats) error {
 	st.curve25519.Add(1)
-	r, err := curve25519.X25519(priv[:], pub[:])
+	clear(out[:])
+	if priv == nil {
+		return DropInvalidPublicKey
+	}
+	p, err := ecdh.X25519().NewPublicKey(pub[:])
 	if err != nil {
-		clear(out[:])
+		return DropInvalidPublicKey
+	}
+	r, err := priv.ECDH(p)
+	if err != nil {
 		return DropInvalidPublicKey
 	}
 	copy(out[:], r)

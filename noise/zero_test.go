@@ -31,7 +31,7 @@ func TestZeroing(t *testing.T) {
 		if _, err := h.DeriveKeys(); err != nil {
 			t.Fatal(err)
 		}
-		if !isZero(h.chainKey[:]) || !isZero(h.hash[:]) || !h.localEphemeral.IsZero() || !isZero(h.remoteEphemeral[:]) {
+		if !isZero(h.chainKey[:]) || !isZero(h.hash[:]) || !h.localEphemeral.IsZero() || h.ephemeral != nil || !isZero(h.remoteEphemeral[:]) {
 			t.Errorf("after DeriveKeys: chaining key, hash or ephemeral keys not zero")
 		}
 		h.Zero()
@@ -44,7 +44,12 @@ func TestZeroing(t *testing.T) {
 		t.Fatal(err)
 	}
 	idR.Zero()
-	if !idR.private.IsZero() || !isZero(idR.checker.secret[:]) {
+	if !idR.private.IsZero() || idR.scalar != nil || !isZero(idR.checker.secret[:]) {
 		t.Errorf("after StaticIdentity.Zero: private key or cookie secret not zero")
+	}
+	// A zeroed identity refuses handshakes instead of using a zero key.
+	var m2 [InitiationSize]byte
+	if err := NewHandshake(idR, idI.PublicKey(), PresharedKey{}).CreateInitiation(&m2, 3); err == nil {
+		t.Errorf("CreateInitiation with a zeroed identity succeeded")
 	}
 }

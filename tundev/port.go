@@ -311,11 +311,13 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			continue
 		}
 		// Nothing: poll again, yielding to other goroutines, for the
-		// spinner's budget, then block in the waiter.
+		// spinner's budget, then block in the waiter. A waiter that
+		// parks the goroutine (memport) costs about what one yield
+		// does: yield once, then block.
 		switch {
 		case !spinning:
 			spinning, spinStart = true, time.Now()
-		case int64(time.Since(spinStart)) >= d.spin.Budget():
+		case d.w.Parks() || int64(time.Since(spinStart)) >= d.spin.Budget():
 			d.spin.Miss()
 			spinning = false
 			if _, err := d.w.Wait(dataplane.Forever); err != nil {

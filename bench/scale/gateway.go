@@ -44,6 +44,8 @@ var (
 type gatewayOptions struct {
 	// Queues is the number of queue pairs (workers), default 1.
 	Queues int
+	// RingSize is the memport rings' size in frames, default 1024.
+	RingSize int
 	// Name, if not empty, serves the UAPI socket /var/run/wireguard/Name.sock
 	// (the one `wg` talks to); uapiName makes a unique one.
 	Name string
@@ -99,6 +101,9 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 	if o.Queues <= 0 {
 		o.Queues = 1
 	}
+	if o.RingSize <= 0 {
+		o.RingSize = 1024
+	}
 	g = &scaleGateway{Name: o.Name, WAN4: gwWAN4, Far4: gwFar4, ListenPort: gwListen}
 	defer func() {
 		if err != nil {
@@ -106,7 +111,7 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 		}
 	}()
 	mk := func(name string, a, b byte) (*memport.Port, *memport.Port, error) {
-		x, y, err := memport.NewPair(memport.Config{Name: name, Queues: o.Queues, RingSize: 1024,
+		x, y, err := memport.NewPair(memport.Config{Name: name, Queues: o.Queues, RingSize: o.RingSize,
 			MACA: portMAC(a), MACB: portMAC(b)})
 		if err == nil {
 			g.closers = append(g.closers, func() { x.Close(); y.Close() })

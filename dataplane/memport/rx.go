@@ -29,12 +29,18 @@ type rxHalf struct {
 
 	efdMu sync.Mutex // guards efd against Close; taken only to wake or drain
 	efd   int        // eventfd; -1 after Close
+	// notify, if set (dataplane.Notifier), is what a wake-up sends on
+	// instead of writing efd.
+	notify atomic.Pointer[chan struct{}]
 
 	stats counters
 	_     [cacheLine]byte
 }
 
-var _ dataplane.RX = (*rxHalf)(nil)
+var (
+	_ dataplane.RX       = (*rxHalf)(nil)
+	_ dataplane.Notifier = (*rxHalf)(nil)
+)
 
 // Receive fills frames[0:n] with received frames and returns n; it never
 // blocks. The caller owns the frames (see dataplane.RX). Frames come from the
@@ -187,10 +193,30 @@ func (rx *rxHalf) Arm() bool {
 // (TestNoLostWakeup). One nil check per Arm, that is per sleep.
 var armDelay func()
 
+// Notify makes a wake-up a non-blocking send on ch instead of an eventfd
+// write (nil: the eventfd again); see dataplane.Notifier. The transmitter
+// that takes the arming sends, as it would write the eventfd: one token per
+// arming, and the goroutine it wakes is readied on the transmitter's P.
+func (rx *rxHalf) Notify(ch chan struct{}) {
+	if ch == nil {
+		rx.notify.Store(nil)
+		return
+	}
+	rx.notify.Store(&ch)
+}
+
 // wake is called by a transmitter after it published frames on a ring into
-// this queue: if the owner armed, it writes the eventfd (once per arming).
+// this queue: if the owner armed, it writes the eventfd, or sends on the
+// Notify channel (once per arming).
 func (rx *rxHalf) wake() {
 	if rx.armed.Load() == 0 || !rx.armed.CompareAndSwap(1, 0) {
+		return
+	}
+	if ch := rx.notify.Load(); ch != nil {
+		select {
+		case *ch <- struct{}{}:
+		default:
+		}
 		return
 	}
 	rx.efdMu.Lock()
@@ -202,8 +228,15 @@ func (rx *rxHalf) wake() {
 	rx.kicked.Store(true)
 }
 
-// closeWaitFD wakes any poller of the eventfd and closes it.
+// closeWaitFD wakes any poller of the eventfd (or waiter on the Notify
+// channel) and closes it.
 func (rx *rxHalf) closeWaitFD() {
+	if ch := rx.notify.Load(); ch != nil {
+		select {
+		case *ch <- struct{}{}:
+		default:
+		}
+	}
 	rx.efdMu.Lock()
 	defer rx.efdMu.Unlock()
 	if rx.efd < 0 {

@@ -22,8 +22,18 @@ import (
 // while it sleeps. A lost wakeup leaves a frame on a ring while the
 // receiver sleeps for good: the round never completes and the test fails
 // after 20 s (not a timing bound: a healthy round takes microseconds). It
-// fails at once when Arm looks at the rings before it arms.
+// fails at once when Arm looks at the rings before it arms. Both ways of
+// waking: the Waiter's channel (memport's halves are dataplane.Notifiers)
+// and poll(2) on the eventfds (the halves wrapped so that they are not).
 func TestNoLostWakeup(t *testing.T) {
+	t.Run("channel", func(t *testing.T) { noLostWakeup(t, false) })
+	t.Run("poll", func(t *testing.T) { noLostWakeup(t, true) })
+}
+
+// pollOnly hides an RX half's Notify method: a Waiter polls its WaitFD.
+type pollOnly struct{ dataplane.RX }
+
+func noLostWakeup(t *testing.T, poll bool) {
 	// inArm asks the hook to have transmitter 0 send while Arm is in its
 	// window; the hook waits up to 200 µs for the request.
 	var inArm atomic.Bool
@@ -52,7 +62,14 @@ func TestNoLostWakeup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q := range 2 {
-		w.Add(b.Queue(q).RX())
+		if poll {
+			w.Add(pollOnly{b.Queue(q).RX()})
+		} else {
+			w.Add(b.Queue(q).RX())
+		}
+	}
+	if w.Parks() == poll {
+		t.Fatalf("Waiter.Parks() = %v with poll %v", w.Parks(), poll)
 	}
 	var got atomic.Int64
 	var stop atomic.Bool

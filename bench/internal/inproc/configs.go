@@ -18,6 +18,7 @@ import (
 // cost, the second the reference of every ratio.
 const (
 	Doubles    = "doubles"
+	Ports      = "ports"
 	Stock      = "stock"
 	Compat     = "compat"
 	FastPath1Q = "fastpath-1q"
@@ -25,11 +26,12 @@ const (
 )
 
 // Configs returns every configuration name, in report order.
-func Configs() []string { return []string{Doubles, Stock, Compat, FastPath1Q, FastPath2Q} }
+func Configs() []string { return []string{Doubles, Ports, Stock, Compat, FastPath1Q, FastPath2Q} }
 
 // Descriptions of the configurations, for the report.
 var descs = map[string]string{
 	Doubles:    "the in-memory conn.Bind and tun.Device doubles alone: one loop per side moves batches TUN → bind and bind → TUN, no wireguard-go",
+	Ports:      "wgpio's bind and tundev over memport alone, as compat wires them: one loop per side moves batches tundev → bind and bind → tundev, no wireguard-go",
 	Stock:      "unmodified wireguard-go, two devices back to back over the in-memory doubles",
 	Compat:     "unmodified wireguard-go on wgpio's bind and tundev over memport (2 queues)",
 	FastPath1Q: "two wgpio fast-path engines (with the gateway control plane) back to back over memport, 1 queue",
@@ -101,6 +103,8 @@ func build(name string, cpus []int) (*setup, error) {
 	switch name {
 	case Doubles:
 		return buildDoubles(), nil
+	case Ports:
+		return buildPorts()
 	case Stock:
 		return buildStock()
 	case Compat:

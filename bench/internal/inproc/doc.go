@@ -11,6 +11,9 @@
 //   - doubles: the in-memory conn.Bind and tun.Device of the stock
 //     configuration alone, a loop per side in place of wireguard-go — their
 //     own cost, to subtract from stock's;
+//   - ports: wgpio's bind and tundev.PortDevice over memport alone, wired
+//     as compat wires them, with the same loops in place of wireguard-go:
+//     their own cost, to set beside the doubles';
 //   - stock: unmodified wireguard-go (golang.zx2c4.com/wireguard/device),
 //     two devices back to back over those doubles: batched at wireguard-go's
 //     batch size (conn.IdealBatchSize), no allocation, lock-free rings (one

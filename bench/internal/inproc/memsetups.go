@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"golang.zx2c4.com/wireguard/conn"
+
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane"
@@ -212,55 +214,36 @@ func startMem(queues int) (st *setup, w *memWires, c *closers, pa, pb noise.Priv
 	return st, w, c, pa, pb, nil
 }
 
-// buildCompat runs two unmodified wireguard-go devices, each on wgpio's
-// bind (WAN) and tundev.PortDevice (LAN) over memport.
-func buildCompat() (st *setup, err error) {
-	st, w, cl, pa, pb, err := startMem(2)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			cl.run()
-		}
-	}()
-	var binds []*bind.Bind
-	var lans []*tundev.PortDevice
+// compatPorts makes each gateway's bind (WAN) and tundev.PortDevice (LAN)
+// over memport, as compat and ports use them, and sets st.drops.
+func compatPorts(st *setup, w *memWires) (binds []*bind.Bind, lans []*tundev.PortDevice, err error) {
 	for _, g := range []struct {
-		side              string
 		wan, lan, peerWAN *memport.Port
 		host              *memport.Port
 		addr, peer        netip.Addr
-		own, far          netip.Prefix
+		own               netip.Prefix
 		hostAddr          netip.Addr
-		priv, peerPriv    noise.PrivateKey
+		side              string
 	}{
-		{labelA, w.wanA, w.lanA, w.wanB, w.hostA, wanA, wanB, lanA, lanB, hostA, pa, pb},
-		{labelB, w.wanB, w.lanB, w.wanA, w.hostB, wanB, wanA, lanB, lanA, hostB, pb, pa},
+		{w.wanA, w.lanA, w.wanB, w.hostA, wanA, wanB, lanA, hostA, labelA},
+		{w.wanB, w.lanB, w.wanA, w.hostB, wanB, wanA, lanB, hostB, labelB},
 	} {
 		routes, tbl, err := static(netip.PrefixFrom(g.addr, 24), g.peer, g.peerWAN.MAC())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		bd, err := bind.New(bind.Config{Port: g.wan, Addr4: g.addr, ListenPort: listenPort, Routes: routes, Neighbours: tbl})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		lroutes, ltbl, err := static(g.own, g.hostAddr, g.host.MAC())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		lan, err := tundev.NewPortDevice(tundev.PortConfig{Port: g.lan, Name: "lan-" + g.side, MTU: tunnelMTU, Routes: lroutes, Neighbours: ltbl})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		dev, err := wgDevice(g.side, lan, bd, uapi(g.priv, g.peerPriv.PublicKey(), g.peer, g.far))
-		if err != nil {
-			lan.Close()
-			bd.Close()
-			return nil, err
-		}
-		cl.add(dev.Close)
 		binds = append(binds, bd)
 		lans = append(lans, lan)
 	}
@@ -280,6 +263,130 @@ func buildCompat() (st *setup, err error) {
 		}
 		w.portDrops(m)
 		return m
+	}
+	return binds, lans, nil
+}
+
+// buildPorts wires host A → tundev A → bind A ⇄ bind B → tundev B → host B
+// over memport, as compat does, with a plain loop per side in place of
+// wireguard-go (as buildDoubles for the doubles): what wgpio's bind and
+// tundev cost by themselves.
+func buildPorts() (st *setup, err error) {
+	st, w, cl, _, _, err := startMem(2)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cl.run()
+		}
+	}()
+	binds, lans, err := compatPorts(st, w)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := binds[0].ParseEndpoint(netip.AddrPortFrom(wanB, listenPort).String())
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := binds[0].Open(listenPort); err != nil {
+		return nil, err
+	}
+	fns, _, err := binds[1].Open(listenPort)
+	if err != nil {
+		binds[0].Close()
+		return nil, err
+	}
+	bufs := func() ([][]byte, []int) {
+		b := make([][]byte, batchSize)
+		for i := range b {
+			b[i] = make([]byte, slotSize)
+		}
+		return b, make([]int, batchSize)
+	}
+	done := make(chan struct{}, 1+len(fns))
+	labelled(labelA, func() {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			b, sizes := bufs()
+			out := make([][]byte, batchSize)
+			for {
+				n, err := lans[0].Read(b, sizes, 0)
+				if err != nil {
+					return
+				}
+				for i := range n {
+					out[i] = b[i][:sizes[i]]
+				}
+				binds[0].Send(out[:n], ep)
+			}
+		}()
+	})
+	labelled(labelB, func() {
+		for _, fn := range fns {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				b, sizes := bufs()
+				eps := make([]conn.Endpoint, batchSize)
+				out := make([][]byte, batchSize)
+				for {
+					n, err := fn(b, sizes, eps)
+					if err != nil {
+						return
+					}
+					for i := range n {
+						out[i] = b[i][:sizes[i]]
+					}
+					lans[1].Write(out[:n], 0)
+				}
+			}()
+		}
+	})
+	st.close = func() {
+		lans[0].Close()
+		binds[1].Close()
+		for range 1 + len(fns) {
+			<-done
+		}
+		binds[0].Close()
+		lans[1].Close()
+		cl.run()
+	}
+	return st, nil
+}
+
+// buildCompat runs two unmodified wireguard-go devices, each on wgpio's
+// bind (WAN) and tundev.PortDevice (LAN) over memport.
+func buildCompat() (st *setup, err error) {
+	st, w, cl, pa, pb, err := startMem(2)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cl.run()
+		}
+	}()
+	binds, lans, err := compatPorts(st, w)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range []struct {
+		side           string
+		peer           netip.Addr
+		far            netip.Prefix
+		priv, peerPriv noise.PrivateKey
+	}{
+		{labelA, wanB, lanB, pa, pb},
+		{labelB, wanA, lanA, pb, pa},
+	} {
+		dev, err := wgDevice(g.side, lans[i], binds[i], uapi(g.priv, g.peerPriv.PublicKey(), g.peer, g.far))
+		if err != nil {
+			lans[i].Close()
+			binds[i].Close()
+			return nil, err
+		}
+		cl.add(dev.Close)
 	}
 	st.close = cl.run
 	return st, nil

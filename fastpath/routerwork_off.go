@@ -1,0 +1,9 @@
+//go:build wgpio_norouter
+
+package fastpath
+
+// routerWork is off in this build: see routerwork.go. Only
+// scripts/routercost.sh builds with the tag wgpio_norouter, to measure what
+// the router work costs; such a build forwards TTL-expired packets and
+// carries no ECN, so its tests of router behaviour fail by design.
+const routerWork = false

@@ -1,0 +1,34 @@
+package fastpath
+
+import "time"
+
+// SendWait is Send for a control packet that cost the sender real work (a
+// handshake response is four Curve25519 operations): when the mailbox of
+// queue is full it waits for room, up to timeout, instead of refusing at
+// once. It copies pkt.Payload and returns false, counted once
+// (DropMailboxFull), only if the mailbox stayed full for timeout. The
+// caller blocks meanwhile, so it must hold no lock the worker or other
+// senders need; a worker drains its mailbox every turn, so a full mailbox
+// means the worker is behind, not asleep. Safe for concurrent use.
+func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	m := mail{ctl: pkt}
+	m.ctl.Payload = append([]byte(nil), pkt.Payload...)
+	select {
+	case w.mailbox <- m:
+		w.waiter.Ring()
+		return true
+	default:
+	}
+	w.waiter.Ring() // the worker may be parked behind a burst of senders
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case w.mailbox <- m:
+		w.waiter.Ring()
+		return true
+	case <-t.C:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
+}
