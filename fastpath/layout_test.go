@@ -82,3 +82,24 @@ func TestPeerLocalLayout(t *testing.T) {
 		t.Fatalf("a chunk of peerLocals at %#x: not on a 64-byte boundary", a)
 	}
 }
+
+// TestPeerLayout checks that the fields outbound reads for every peer of
+// a burst (ID, ports, Current, Endpoint) are in the first 64 bytes of a
+// Peer, and that Peers are allocated on 64-byte boundaries (peerSize).
+func TestPeerLayout(t *testing.T) {
+	var p Peer
+	if s := unsafe.Sizeof(p); s != peerSize {
+		t.Fatalf("Peer is %d bytes, want %d (adjust peerPad)", s, peerSize)
+	}
+	if end := unsafe.Offsetof(p.Endpoint) + 8; end > 64 || unsafe.Offsetof(p.ID) != 0 || unsafe.Offsetof(p.Current) > 56 {
+		t.Errorf("Peer: ID at %d, Current at %d, Endpoint at %d: not all in the first line",
+			unsafe.Offsetof(p.ID), unsafe.Offsetof(p.Current), unsafe.Offsetof(p.Endpoint))
+	}
+	keep := make([]*Peer, 100)
+	for i := range keep {
+		keep[i] = &Peer{ID: i}
+		if a := uintptr(unsafe.Pointer(keep[i])); a%64 != 0 {
+			t.Fatalf("peer %d at %#x: not on a 64-byte boundary", i, a)
+		}
+	}
+}

@@ -143,6 +143,7 @@ type peersRig struct {
 	r     *rig
 	tmpls [][]byte
 	k     int
+	peers []*Peer // newManyPeersRig's, by index
 }
 
 func newPeersRig(b *testing.B, npeers int) *peersRig {
