@@ -36,13 +36,16 @@ func (o *KernelOptions) ns() netns.NsHandle {
 	return o.Namespace
 }
 
-// pinNamespace replaces an unset Namespace with a handle on the calling
-// thread's namespace, which the reader owns (closed by the returned
+// pinNamespace replaces an unset Namespace, when the calling thread is not
+// in the namespace the process started in (startNamespace), with a handle
+// on the thread's namespace, which the reader owns (closed by the returned
 // function). The readers renew their subscriptions from their own
 // goroutine, on whatever thread the runtime gives it; with netns.None()
 // that thread's namespace would be followed, not the caller's (a caller
 // that entered a namespace with setns on a locked thread, as the tests and
 // embedders do, would get the process's tables after the first overrun).
+// A caller in the process's namespace keeps netns.None(): no setns, which
+// a process without CAP_SYS_ADMIN (wgpio up as a service) may not do.
 func (o *KernelOptions) pinNamespace() (func(), error) {
 	if o.Namespace > 0 {
 		return func() {}, nil
@@ -51,9 +54,27 @@ func (o *KernelOptions) pinNamespace() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("get the caller's network namespace: %w", err)
 	}
+	if startNamespace != "" && h.UniqueId() == startNamespace {
+		h.Close()
+		return func() {}, nil
+	}
 	o.Namespace = h
 	return func() { h.Close() }, nil
 }
+
+// startNamespace names (dev:inode) the network namespace the process's
+// threads started in, taken during package initialisation (on the main
+// thread, before the program can have moved a thread). Not
+// /proc/self/ns/net: that is the main thread's namespace now, which a
+// goroutine that moved its thread may be running on.
+var startNamespace = func() string {
+	h, err := netns.Get()
+	if err != nil {
+		return ""
+	}
+	defer h.Close()
+	return h.UniqueId()
+}()
 
 // KernelRoutes is the Resolver of shared mode: a snapshot of the kernel's
 // main routing table (IPv4 and IPv6), swapped atomically and rebuilt from a
