@@ -20,6 +20,7 @@ import (
 var (
 	benchManyPeers  = flag.Int("manypeers", 100000, "BenchmarkManyPeers: peers with a session")
 	benchManySpread = flag.Int("manyspread", 10000, "BenchmarkManyPeers: peers the traffic goes to, round-robin")
+	benchManyEvict  = flag.Int("manyevict", 0, "BenchmarkManyPeers: MiB of memory touched between two rounds (untimed), as other threads and the kernel do between a worker's wake-ups")
 )
 
 // manyAddr is the inner address routed to peer i of a many-peers rig (a
@@ -103,7 +104,16 @@ func BenchmarkManyPeers(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	packets := 0
+	evict := make([]byte, *benchManyEvict<<20)
+	var sink byte
 	for done := 0; done < b.N; done += 128 {
+		if len(evict) > 0 {
+			b.StopTimer()
+			for i := 0; i < len(evict); i += 64 {
+				evict[i]++
+			}
+			b.StartTimer()
+		}
 		t1 := one.batch(frames)
 		tm := many.batch(frames)
 		tOne += t1
@@ -111,6 +121,10 @@ func BenchmarkManyPeers(b *testing.B) {
 		oneR, rounds = append(oneR, t1), append(rounds, tm)
 		packets += 64
 	}
+	if len(evict) > 0 {
+		sink = evict[len(evict)-1]
+	}
+	_ = sink
 	b.ReportMetric(float64(packets)/tOne.Seconds(), "pps-1")
 	b.ReportMetric(float64(packets)/tMany.Seconds(), "pps-many")
 	b.ReportMetric(float64(tMany.Nanoseconds()-tOne.Nanoseconds())/float64(packets), "extra-ns/pkt")

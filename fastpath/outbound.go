@@ -59,6 +59,12 @@ func (w *worker) outbound(now int64) int {
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
+	// After a burst for many peers, this one's routes are looked up
+	// ahead (routecache.go).
+	ahead := w.lastPeers >= aheadMinPeers
+	if ahead {
+		w.routeAhead(rt, frames)
+	}
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -89,7 +95,11 @@ func (w *worker) outbound(now int64) int {
 		}
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
 			lastDst = w.pkt.Dst
-			lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+			if ahead && w.aheadDst[i] == lastDst {
+				lastPeer = w.aheadPeer[i]
+			} else {
+				lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
 		if !ok {
@@ -146,6 +156,7 @@ func (w *worker) outbound(now int64) int {
 	}
 	// Fragments 1 and later of the burst's oversized packets follow it.
 	frames = w.frames[:n+extra]
+	w.lastPeers = len(peers)
 	// Pass 2, per peer of the burst: the keypair and endpoint to send
 	// with, and one nonce reservation for all its frames. The state of
 	// all the burst's peers is loaded first (warm), so that their cache

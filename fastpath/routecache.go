@@ -2,54 +2,196 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
+	"unsafe"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
 )
 
-// routeCacheBits sizes a worker's allowed-IPs cache: 2^12 entries of 32
-// bytes (a netip.Addr and a pointer), 128 KiB per direction per worker,
-// direct-mapped.
-const routeCacheBits = 12
+// A worker's allowed-IPs cache has 2^bits entries of 32 bytes,
+// direct-mapped: 2^routeCacheMinBits (128 KiB per direction per worker)
+// up to 2^routeCacheMaxBits (2 MiB) when the table holds that many
+// prefixes (routeCacheBits). A gateway with 100,000 peers and traffic to
+// 10,000 of them at once then mostly hits: a prefix-table walk there is a
+// chain of dependent cache misses, a hit one miss, which routeAhead takes
+// for a whole burst at once.
+const (
+	routeCacheMinBits = 12
+	routeCacheMaxBits = 16
+)
+
+// routeCacheBits is the size (log2 of the entries) of a cache for a table
+// of n prefixes: about one entry per prefix, within the bounds above.
+func routeCacheBits(n int) int {
+	return min(max(bits.Len(uint(n)), routeCacheMinBits), routeCacheMaxBits)
+}
 
 // routeCache remembers the results of allowed-IPs lookups of one worker
 // in one direction (destinations outbound, sources inbound). The traffic
 // of a flow repeats its addresses, and a hit (a hash and one compare)
 // costs a fraction of the prefix-table walk. Entries belong to one
-// routeTable snapshot: the cache is emptied when the worker sees a new
-// one, so it never answers with a stale configuration. Not safe for
-// concurrent use; each worker owns its caches.
+// routeTable snapshot: each is tagged with the generation of the snapshot
+// it was looked up in, and the generation changes when the worker sees a
+// new snapshot, so the cache never answers with a stale configuration
+// (and is not cleared: a change costs nothing here). It grows (once per
+// doubling, up to 2^routeCacheMaxBits) when a snapshot has more prefixes;
+// it never shrinks. Not safe for concurrent use; each worker owns its
+// caches. The zero value is an empty cache.
 type routeCache struct {
 	rt      *routeTable
-	entries [1 << routeCacheBits]routeCacheEntry
+	gen     uint32 // generation of rt; entries of other generations are empty
+	shift   uint8  // 64 - log2(len(entries))
+	entries []routeCacheEntry
 }
 
 type routeCacheEntry struct {
-	addr netip.Addr // the zero Addr (never looked up) marks an empty entry
-	peer *Peer      // nil: no route
+	hi, lo uint64 // the address (addrKey)
+	peer   *Peer  // nil: no route
+	tag    uint32 // gen<<1 | 1 for IPv4; 0: never used
 }
 
 // lookup returns the peer whose allowed IPs hold a in rt, as
 // rt.t.Lookup(a) would; ok is false when none does.
 func (c *routeCache) lookup(rt *routeTable, a netip.Addr) (*Peer, bool) {
-	if c.rt != rt {
-		c.entries = [1 << routeCacheBits]routeCacheEntry{}
-		c.rt = rt
+	c.use(rt)
+	hi, lo, v4 := addrKey(a)
+	tag := c.gen << 1
+	if v4 {
+		tag |= 1
 	}
-	e := &c.entries[addrHash(a)>>(64-routeCacheBits)]
-	if e.addr == a {
+	e := c.entry(hi, lo)
+	if e.hi == hi && e.lo == lo && e.tag == tag {
 		return e.peer, e.peer != nil
 	}
 	p, ok := rt.t.Lookup(a)
-	e.addr, e.peer = a, p
+	e.hi, e.lo, e.tag, e.peer = hi, lo, tag, p
 	return p, ok
 }
 
-// addrHash mixes an address's bits (Fibonacci hashing: the top bits of the
-// product are the well-mixed ones).
-func addrHash(a netip.Addr) uint64 {
-	if a.Is4() {
-		b := a.As4()
-		return uint64(binary.LittleEndian.Uint32(b[:])) * 0x9e3779b97f4a7c15
+// use makes rt the cache's snapshot: a new generation (entries of older
+// snapshots no longer match), and a larger cache if rt has more prefixes
+// than the cache was sized for.
+func (c *routeCache) use(rt *routeTable) {
+	if c.rt == rt {
+		return
 	}
+	c.rt = rt
+	if b := routeCacheBits(rt.t.Size()); c.entries == nil || 64-int(c.shift) < b {
+		// Once per doubling of the configuration: a new, empty cache.
+		c.entries = make([]routeCacheEntry, 1<<b)
+		c.shift = uint8(64 - b)
+		c.gen = 0
+	}
+	c.gen++
+	if c.gen >= 1<<31 {
+		// The tags would wrap: start again from an empty cache.
+		clear(c.entries)
+		c.gen = 1
+	}
+}
+
+// addrKey is a's cache key: its 16 bytes (an IPv4 address mapped, with v4
+// set), big-endian, so that the last octets, which differ most between
+// neighbouring hosts, are the low bits the hash mixes upward.
+func addrKey(a netip.Addr) (hi, lo uint64, v4 bool) {
 	b := a.As16()
-	return (binary.LittleEndian.Uint64(b[:8])*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:])) * 0xbf58476d1ce4e5b9
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]), a.Is4()
+}
+
+// entry is the cache entry of the address with key hi, lo.
+func (c *routeCache) entry(hi, lo uint64) *routeCacheEntry {
+	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
+	return &c.entries[h>>c.shift]
+}
+
+// aheadMinPeers is the number of distinct peers in an outbound burst from
+// which the next burst's routes are looked up ahead (routeAhead): a burst
+// of a few flows finds its routes and peers in cache.
+const aheadMinPeers = 4
+
+// routeAhead looks up the destination of each frame of an outbound burst
+// (its address read by aheadDst) before pass 1, and loads what pass 1 and
+// pass 2 will need of each frame's peer, level by level in tight loops of
+// their own: the route cache entries of all frames, then the lookups
+// (hits, mostly, or the prefix table), then each peer's first line, then
+// the worker's state for it (peerLocal's first three lines). The loads of
+// one level do not depend on each other, so the processor has the cache
+// misses of the whole burst in flight at once, where pass 1, long per
+// frame, would take a chain of dependent misses (entry, table, peer,
+// state) for one frame after another. With traffic for thousands of
+// peers, and a worker woken for a burst after others ran, little of this
+// is in cache (or the TLB) when a peer's next burst comes. It fills
+// w.aheadDst and w.aheadPeer; pass 1 takes an answer only for the address
+// it parsed itself, so a guess that is wrong (a malformed frame) costs a
+// lookup and changes nothing.
+func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
+	c := w.dstRoutes
+	c.use(rt)
+	dst, ent, peers := w.aheadDst[:len(frames)], w.aheadEntry[:len(frames)], w.aheadPeer[:len(frames)]
+	for i := range frames {
+		a := aheadDst(frames[i].Data())
+		dst[i], ent[i] = a, nil
+		if a.IsValid() {
+			hi, lo, _ := addrKey(a)
+			ent[i] = c.entry(hi, lo)
+		}
+	}
+	var x uintptr
+	for _, e := range ent {
+		if e != nil {
+			x += uintptr(e.tag)
+		}
+	}
+	var (
+		last netip.Addr
+		p    *Peer
+	)
+	for i, a := range dst {
+		if a != last {
+			last, p = a, nil
+			if a.IsValid() {
+				p, _ = c.lookup(rt, a)
+			}
+		}
+		peers[i] = p
+	}
+	for _, p := range peers {
+		if p != nil {
+			x += uintptr(p.ID)
+		}
+	}
+	n := len(w.local) * localChunk
+	for _, p := range peers {
+		if p == nil || p.ID >= n {
+			continue
+		}
+		if ch := w.local[p.ID/localChunk]; ch != nil {
+			pl := &ch[p.ID%localChunk]
+			x += uintptr(pl.batchN) + uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+		}
+	}
+	w.warmSink += x
+}
+
+// aheadDst reads the destination address of the IPv4 or IPv6 packet in
+// the Ethernet frame d (untagged or with one tag), or returns the zero
+// Addr; nothing is checked but the lengths.
+func aheadDst(d []byte) netip.Addr {
+	l2 := header.EthernetLen
+	if len(d) < l2 {
+		return netip.Addr{}
+	}
+	et := binary.BigEndian.Uint16(d[12:14])
+	if et == header.EtherTypeVLAN && len(d) >= header.EthernetVLANLen {
+		et, l2 = binary.BigEndian.Uint16(d[16:18]), header.EthernetVLANLen
+	}
+	switch {
+	case et == header.EtherTypeIPv4 && len(d) >= l2+header.IPv4MinLen:
+		return netip.AddrFrom4([4]byte(d[l2+16 : l2+20]))
+	case et == header.EtherTypeIPv6 && len(d) >= l2+header.IPv6Len:
+		return netip.AddrFrom16([16]byte(d[l2+24 : l2+40]))
+	}
+	return netip.Addr{}
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"unsafe"
+
+	"github.com/wgpio/wgpio/header"
 )
 
 // TestRouteCacheMatchesTable: the cache answers exactly as the prefix
@@ -63,14 +65,81 @@ func BenchmarkRouteLookup(b *testing.B) {
 	})
 }
 
-// TestRouteCacheSize keeps routeCacheBits' doc comment true: 2^12 entries
-// of 32 bytes, 128 KiB per direction.
+// TestRouteCacheSize keeps the doc comment of routeCacheMinBits true:
+// entries of 32 bytes, 2^12 of them (128 KiB) for a small table, 2^16
+// (2 MiB) at most, and a cache that grows with the table it serves and
+// still answers as the table does after it grew.
 func TestRouteCacheSize(t *testing.T) {
-	var c routeCache
-	if n := len(c.entries); n != 1<<12 {
-		t.Errorf("route cache entries = %d, want %d", n, 1<<12)
+	if s := unsafe.Sizeof(routeCacheEntry{}); s != 32 {
+		t.Errorf("route cache entry = %d bytes, want 32", s)
 	}
-	if got := unsafe.Sizeof(c.entries); got != 128<<10 {
-		t.Errorf("route cache size = %d bytes, want %d (128 KiB, as documented)", got, 128<<10)
+	for _, c := range []struct{ prefixes, bits int }{{0, 12}, {4, 12}, {4096, 13}, {20000, 15}, {200000, 16}} {
+		if b := routeCacheBits(c.prefixes); b != c.bits {
+			t.Errorf("routeCacheBits(%d) = %d, want %d", c.prefixes, b, c.bits)
+		}
+	}
+	small, big := newRouteTable(nil), newRouteTable(nil)
+	p := &Peer{}
+	small.t.Insert(netip.MustParsePrefix("10.0.0.0/8"), p)
+	for i := range 20000 {
+		big.t.Insert(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32), p)
+	}
+	var c routeCache
+	a := netip.MustParseAddr("10.1.0.7")
+	if got, ok := c.lookup(small, a); got != p || !ok {
+		t.Fatalf("small table: lookup(%v) = %p %v", a, got, ok)
+	}
+	if n := len(c.entries); n != 1<<12 {
+		t.Errorf("cache of a 1-prefix table: %d entries, want %d", n, 1<<12)
+	}
+	if got, ok := c.lookup(big, a); got != p || !ok {
+		t.Fatalf("big table: lookup(%v) = %p %v", a, got, ok)
+	}
+	if n := len(c.entries); n != 1<<15 {
+		t.Errorf("cache of a 20,000-prefix table: %d entries, want %d", n, 1<<15)
+	}
+	if got, ok := c.lookup(big, netip.MustParseAddr("10.2.0.1")); got != nil || ok {
+		t.Errorf("big table: lookup(10.2.0.1) = %p %v, want no route", got, ok)
+	}
+	// Back to the small table: a new generation, nothing of the big
+	// table's answers.
+	if got, ok := c.lookup(small, netip.MustParseAddr("10.2.0.1")); got != p || !ok {
+		t.Errorf("small table again: lookup(10.2.0.1) = %p %v, want the /8's peer", got, ok)
+	}
+}
+
+// TestAheadDst: routeAhead reads the destination pass 1 parses, for IPv4
+// and IPv6, untagged and tagged, and nothing from a frame too short.
+func TestAheadDst(t *testing.T) {
+	for _, c := range []struct {
+		dst  netip.Addr
+		vlan uint16
+	}{
+		{netip.MustParseAddr("198.19.2.10"), 0},
+		{netip.MustParseAddr("198.19.2.10"), 7},
+		{netip.MustParseAddr("2001:db8:2::10"), 0},
+		{netip.MustParseAddr("2001:db8:2::10"), 7},
+	} {
+		b := make([]byte, 128)
+		et := uint16(header.EtherTypeIPv4)
+		if c.dst.Is6() {
+			et = header.EtherTypeIPv6
+		}
+		l2 := putEthernet(b, header.MAC{}, header.MAC{}, c.vlan, et)
+		if c.dst.Is4() {
+			header.PutIPv4(b[l2:], &header.IPv4Fields{Protocol: header.ProtoUDP, Src: [4]byte{1, 2, 3, 4}, Dst: c.dst.As4()}, 8)
+		} else {
+			header.PutIPv6(b[l2:], &header.IPv6Fields{NextHeader: header.ProtoUDP, Dst: c.dst.As16()}, 8)
+		}
+		var p header.Packet
+		if r := header.Parse(b, &p); !r.IPHeaderOK() {
+			t.Fatalf("%v vlan %d: Parse: %v", c.dst, c.vlan, r)
+		}
+		if got := aheadDst(b); got != p.Dst || got != c.dst {
+			t.Errorf("%v vlan %d: aheadDst = %v, Parse = %v", c.dst, c.vlan, got, p.Dst)
+		}
+		if got := aheadDst(b[:l2+10]); got.IsValid() {
+			t.Errorf("%v vlan %d: aheadDst of a cut frame = %v, want none", c.dst, c.vlan, got)
+		}
 	}
 }

@@ -133,6 +133,13 @@ type worker struct {
 	// burstPeers lists the peers of the outbound burst being sealed, each
 	// once (outbound.go).
 	burstPeers []*peerLocal
+	lastPeers  int // len(burstPeers) of the last outbound burst
+	// aheadDst and aheadPeer are routeAhead's reading of each frame's
+	// destination and the peer it routes to, aheadEntry its cache entry
+	// (routecache.go).
+	aheadDst   []netip.Addr
+	aheadEntry []*routeCacheEntry
+	aheadPeer  []*Peer
 	// warmSink keeps outbound's warming loads (outbound.go, warm).
 	warmSink uintptr
 
@@ -197,6 +204,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.out = make([]dataplane.Frame, 0, fb+1)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
+	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
