@@ -132,8 +132,8 @@ type rxQueue struct {
 	// instead of a map lookup.
 	lastSrc netip.AddrPort
 	lastEP  *Endpoint
-	pkt    header.Packet
-	reply  []byte
+	pkt     header.Packet
+	reply   []byte
 
 	ctr struct {
 		packets atomic.Uint64

@@ -250,7 +250,7 @@ func (w *worker) close() {
 func (w *worker) run() {
 	// Own an OS thread (pinned) or share the Go scheduler's, by the
 	// process's worker count (threads.go); looked at again every publish
-	// interval and before every sleep.
+	// interval and after every sleep.
 	runningWorkers.Add(1)
 	shared := w.placeThread()
 	defer func() {

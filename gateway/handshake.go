@@ -187,7 +187,7 @@ func (d *Device) pendingPeer(recv uint32) *peer {
 // meanwhile.
 func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
 	var resp [noise.ResponseSize]byte
-	p, ok := d.respond(id, m, now, &resp)
+	p, moved, ok := d.respond(id, m, now, &resp)
 	if p != nil {
 		p.mu.Unlock()
 		d.touch(p)
@@ -199,14 +199,22 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 		d.stats.responsesSent.Add(1)
 		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	}
-	d.dp.Kick()
+	// The responder's keypair is not usable before the initiator's first
+	// data promotes it (in the worker, which then sends what it held), so
+	// only a new endpoint, for a session already current, can free held
+	// packets: wake every worker for that alone (the response's own
+	// worker is woken by its post).
+	if moved {
+		d.dp.Kick()
+	}
 }
 
 // respond consumes the initiation m, writes the response into resp and
 // installs the session. It returns the sending peer, locked (nil if none
-// was found), and whether resp is to be sent.
-func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (*peer, bool) {
-	var p *peer // locked once the lookup found it
+// was found), whether the peer's endpoint moved, and whether resp is to be
+// sent.
+func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (p *peer, moved, ok bool) {
+	// p is locked once the lookup found it.
 	hs, err := id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
 		d.mu.RLock()
 		q := d.byKey[k]
@@ -228,11 +236,11 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 		} else {
 			d.stats.drop(DropHandshakeInvalid)
 		}
-		return p, false
+		return p, false, false
 	}
 	if p == nil || p.hs != hs {
 		d.stats.drop(DropUnknownPeer)
-		return p, false
+		return p, false, false
 	}
 	// The responder's exchange replaces our own initiation in flight, if
 	// any (simultaneous initiations: both sides answer, the later session
@@ -243,21 +251,21 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	if err != nil {
 		p.hs.Clear()
 		d.stats.drop(DropIndexTableFull)
-		return p, false
+		return p, false, false
 	}
 	if err := p.hs.CreateResponse(resp, idx); err != nil {
 		d.dp.Indexes().Free(idx)
 		d.stats.drop(DropHandshakeInvalid)
-		return p, false
+		return p, false, false
 	}
 	if !d.installLocked(p, idx, now) {
-		return p, false
+		return p, false, false
 	}
-	d.setEndpointFromLocked(p, m)
+	moved = d.setEndpointFromLocked(p, m)
 	p.ownRecv = max(p.ownRecv, now)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
-	return p, true
+	return p, moved, true
 }
 
 // consumeResponse completes our initiation (whitepaper §5.4.3) under the
@@ -358,15 +366,16 @@ func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 
 // setEndpointFromLocked roams p to the outer source of an authenticated
 // handshake message (whitepaper §2.1, endpoints and roaming: the endpoint is the source of
-// the most recent authenticated packet).
-func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) {
+// the most recent authenticated packet) and reports whether it moved.
+func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (changed bool) {
 	old := p.fp.Endpoint.Load()
 	mac := d.dstMACFor(m)
 	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac {
-		return
+		return false
 	}
 	p.fp.Endpoint.Store(&fastpath.Endpoint{Dst: m.Src, Src: m.Dst.Addr(), DstMAC: mac, SrcMAC: d.opts.WANMAC})
 	p.fp.NeedNeighbour.Store(false)
+	return true
 }
 
 // send posts pkt, counting a full mailbox. The timers and the UAPI send

@@ -22,7 +22,11 @@
 // need_wakeup flag (Linux commit 77cd0d7b3f25, "xsk: add support for
 // need_wakeup flag in AF_XDP rings"): a transmitter writes the eventfd only
 // after the receiver armed it (RX.Arm), so a busy receiver costs the
-// transmitter no system call.
+// transmitter no system call. The RX halves are also dataplane.Notifiers:
+// a dataplane.Waiter over memport halves only gives them a Go channel, and
+// the transmitter that takes the arming sends on it instead of writing the
+// eventfd, so that the waiting goroutine parks in the Go scheduler and
+// sleeping and waking cost no system call at all.
 //
 // Bad input is dropped and counted by reason, never a panic: a frame longer
 // than MTU + 14 bytes (+ 4 for an 802.1Q tag) on Transmit (DropTooLong at
