@@ -18,7 +18,9 @@ import (
 // KernelOptions say which kernel tables the shared-mode readers follow.
 type KernelOptions struct {
 	// Namespace is the network namespace to read (netns.None() or 0:
-	// the caller's). The handle must stay open while the reader runs.
+	// the calling thread's, taken once by the constructor and kept, so
+	// that a subscription renewed later from another thread stays in
+	// it). The handle must stay open while the reader runs.
 	Namespace netns.NsHandle
 	// LinkIndex limits routes and neighbours to one interface (0: all).
 	LinkIndex int
@@ -34,6 +36,46 @@ func (o *KernelOptions) ns() netns.NsHandle {
 	return o.Namespace
 }
 
+// pinNamespace replaces an unset Namespace, when the calling thread is not
+// in the namespace the process started in (startNamespace), with a handle
+// on the thread's namespace, which the reader owns (closed by the returned
+// function). The readers renew their subscriptions from their own
+// goroutine, on whatever thread the runtime gives it; with netns.None()
+// that thread's namespace would be followed, not the caller's (a caller
+// that entered a namespace with setns on a locked thread, as the tests and
+// embedders do, would get the process's tables after the first overrun).
+// A caller in the process's namespace keeps netns.None(): no setns, which
+// a process without CAP_SYS_ADMIN (wgpio up as a service) may not do.
+func (o *KernelOptions) pinNamespace() (func(), error) {
+	if o.Namespace > 0 {
+		return func() {}, nil
+	}
+	h, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("get the caller's network namespace: %w", err)
+	}
+	if startNamespace != "" && h.UniqueId() == startNamespace {
+		h.Close()
+		return func() {}, nil
+	}
+	o.Namespace = h
+	return func() { h.Close() }, nil
+}
+
+// startNamespace names (dev:inode) the network namespace the process's
+// threads started in, taken during package initialisation (on the main
+// thread, before the program can have moved a thread). Not
+// /proc/self/ns/net: that is the main thread's namespace now, which a
+// goroutine that moved its thread may be running on.
+var startNamespace = func() string {
+	h, err := netns.Get()
+	if err != nil {
+		return ""
+	}
+	defer h.Close()
+	return h.UniqueId()
+}()
+
 // KernelRoutes is the Resolver of shared mode: a snapshot of the kernel's
 // main routing table (IPv4 and IPv6), swapped atomically and rebuilt from a
 // fresh listing whenever the kernel reports a route change (RTNLGRP
@@ -43,11 +85,12 @@ func (o *KernelOptions) ns() netns.NsHandle {
 // not unicast (blackhole, unreachable, prohibit) answer ok false. NextHop
 // is lock-free and safe for concurrent use. Close stops following.
 type KernelRoutes struct {
-	opts KernelOptions
-	h    *netlink.Handle
-	snap atomic.Pointer[routeTable]
-	done chan struct{}
-	wg   sync.WaitGroup
+	opts  KernelOptions
+	h     *netlink.Handle
+	unpin func() // closes the namespace handle pinNamespace took
+	snap  atomic.Pointer[routeTable]
+	done  chan struct{}
+	wg    sync.WaitGroup
 
 	// Updates counts the snapshots built (for tests and metrics).
 	Updates atomic.Uint64
@@ -56,15 +99,21 @@ type KernelRoutes struct {
 // NewKernelRoutes lists the kernel's routes and follows their changes. If
 // the notification socket fails (an overrun), it subscribes and lists again.
 func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
+	unpin, err := opts.pinNamespace()
+	if err != nil {
+		return nil, fmt.Errorf("arp: kernel routes: %w", err)
+	}
 	h, err := netlink.NewHandleAt(opts.ns())
 	if err != nil {
+		unpin()
 		return nil, fmt.Errorf("arp: kernel routes: netlink handle: %w", err)
 	}
-	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{})}
+	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{}), unpin: unpin}
 	ch, err := k.subscribe()
 	if err != nil {
 		close(k.done)
 		h.Close()
+		unpin()
 		return nil, err
 	}
 	k.wg.Add(1)
@@ -228,6 +277,7 @@ func (k *KernelRoutes) Close() error {
 	close(k.done)
 	k.wg.Wait()
 	k.h.Close()
+	k.unpin()
 	return nil
 }
 
@@ -238,11 +288,12 @@ func (k *KernelRoutes) Close() error {
 // stale; PROBE → probe; INCOMPLETE → incomplete; FAILED → failed. Entries
 // without a 6-byte unicast MAC are skipped.
 type KernelNeighbours struct {
-	t    *Table
-	opts KernelOptions
-	h    *netlink.Handle
-	done chan struct{}
-	wg   sync.WaitGroup
+	t     *Table
+	opts  KernelOptions
+	h     *netlink.Handle
+	unpin func() // closes the namespace handle pinNamespace took
+	done  chan struct{}
+	wg    sync.WaitGroup
 
 	// Updates counts the notifications applied.
 	Updates atomic.Uint64
@@ -256,15 +307,21 @@ type KernelNeighbours struct {
 // NeighbourResync regardless, so that a notification lost in any way (the
 // kernel drops them for a full socket) is repaired within that time.
 func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error) {
+	unpin, err := opts.pinNamespace()
+	if err != nil {
+		return nil, fmt.Errorf("arp: kernel neighbours: %w", err)
+	}
 	h, err := netlink.NewHandleAt(opts.ns())
 	if err != nil {
+		unpin()
 		return nil, fmt.Errorf("arp: kernel neighbours: netlink handle: %w", err)
 	}
-	k := &KernelNeighbours{t: t, opts: opts, h: h, done: make(chan struct{})}
+	k := &KernelNeighbours{t: t, opts: opts, h: h, done: make(chan struct{}), unpin: unpin}
 	sub, err := k.subscribe()
 	if err != nil {
 		close(k.done)
 		h.Close()
+		unpin()
 		return nil, err
 	}
 	k.wg.Add(1)
@@ -421,6 +478,7 @@ func (k *KernelNeighbours) Close() error {
 	close(k.done)
 	k.wg.Wait()
 	k.h.Close()
+	k.unpin()
 	return nil
 }
 

@@ -453,21 +453,39 @@ func TestClose(t *testing.T) {
 	}
 	r.inject(t, 0, udpFrame(netip.AddrPortFrom(peerIP4, 1), netip.AddrPortFrom(ourIP4, ourPort), []byte("again"), false))
 	r.inject(t, 1, udpFrame(netip.AddrPortFrom(peerIP4, 1), netip.AddrPortFrom(ourIP4, ourPort), []byte("again"), false))
-	got := 0
+	// memport RSS puts the frames on a queue by hash: read both queues at
+	// once, each into its own buffers, until both datagrams came (a queue
+	// that got none blocks until Close).
+	counts := make(chan int, 2*len(fns)+2)
+	var readers sync.WaitGroup
 	for _, fn := range fns {
-		// memport RSS puts the frames on a queue by hash; poll both.
-		done := make(chan int, 1)
+		readers.Add(1)
 		go func() {
-			n, _ := fn(bufs, sizes, eps)
-			done <- n
+			defer readers.Done()
+			bufs, sizes, eps := recvBufs()
+			for {
+				n, err := fn(bufs, sizes, eps)
+				if err != nil {
+					return
+				}
+				if n > 0 {
+					counts <- n
+				}
+			}
 		}()
+	}
+	got := 0
+	for deadline := time.After(10 * time.Second); got < 2; {
 		select {
-		case n := <-done:
+		case n := <-counts:
 			got += n
-		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
 		}
+		break
 	}
 	r.bind.Close()
+	readers.Wait()
 	if got != 2 {
 		t.Errorf("received %d datagrams after reopening, want 2", got)
 	}

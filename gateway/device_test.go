@@ -20,7 +20,7 @@ func TestStartLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.wgSend(1)
-	if _, ok := r.waitInner(3 * time.Second); !ok {
+	if _, ok := r.waitInner(waitLimit); !ok {
 		t.Fatalf("no data from wireguard-go through the loop; sent %v", types(r.f.sentSince(0)))
 	}
 	// The ticker sees the promotion.

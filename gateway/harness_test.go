@@ -466,6 +466,11 @@ func (r *rig) advance(d time.Duration) {
 	r.dev.Tick(r.now())
 }
 
+// waitLimit bounds the real time a test waits for wireguard-go (its
+// goroutines, timers and crypto) to do something: generous, because it
+// only runs out when the test fails, and CI runs -race on 2 busy cores.
+const waitLimit = 30 * time.Second
+
 // pump processes what wireguard-go sent until cond holds (checked after
 // each packet and each idle 5 ms) or timeout of real time passes.
 func (r *rig) pump(timeout time.Duration, cond func() bool) bool {
@@ -536,7 +541,7 @@ func (r *rig) establishAsInitiator() *fastpath.Keypair {
 	fp := r.fp()
 	fp.HandshakeNeeded.Store(true)
 	r.dev.Tick(r.now())
-	if !r.pump(2*time.Second, func() bool { return fp.Current.Load() != nil }) {
+	if !r.pump(waitLimit, func() bool { return fp.Current.Load() != nil }) {
 		r.t.Fatalf("no session with wireguard-go as responder; sent %v", types(r.f.sentSince(0)))
 	}
 	return fp.Current.Load()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
-	"time"
 )
 
 // TestInterop runs handshakes and transport data both ways between our
@@ -39,7 +38,7 @@ func TestInterop(t *testing.T) {
 
 			if tc.initiator == "wg-go" {
 				r.wgSend(1)
-				got, ok := r.waitInner(3 * time.Second)
+				got, ok := r.waitInner(waitLimit)
 				if !ok {
 					t.Fatalf("no data from wireguard-go; sent %v; stats %+v", types(r.f.sentSince(0)), r.dev.Stats())
 				}
@@ -59,7 +58,7 @@ func TestInterop(t *testing.T) {
 				}
 				// wireguard-go answers our keepalive-confirmed session with data.
 				r.wgSend(1)
-				if _, ok := r.waitInner(3 * time.Second); !ok {
+				if _, ok := r.waitInner(waitLimit); !ok {
 					t.Fatalf("no data from wireguard-go; sent %v", types(r.f.sentSince(0)))
 				}
 			}
@@ -68,7 +67,7 @@ func TestInterop(t *testing.T) {
 				if !r.f.sendData(fp, ourPacket(i)) {
 					t.Fatalf("sendData(%d) = false, want true", i)
 				}
-				got, ok := r.waitWG(3 * time.Second)
+				got, ok := r.waitWG(waitLimit)
 				if !ok {
 					t.Fatalf("wireguard-go did not deliver packet %d", i)
 				}

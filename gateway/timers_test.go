@@ -41,11 +41,11 @@ func TestRekeyUnderTraffic(t *testing.T) {
 		r.advance(time.Second)
 		if !r.f.sendData(fp, ourPacket(i)) {
 			lost++
-		} else if _, ok := r.waitWG(2 * time.Second); !ok {
+		} else if _, ok := r.waitWG(waitLimit); !ok {
 			lost++
 		}
 		r.wgSend(i)
-		if _, ok := r.waitInner(2 * time.Second); !ok {
+		if _, ok := r.waitInner(waitLimit); !ok {
 			lost++
 		}
 	}
@@ -147,7 +147,7 @@ func TestRetryAndGiveUp(t *testing.T) {
 func (r *rig) establishAsResponder() {
 	r.t.Helper()
 	r.wgSend(1)
-	if _, ok := r.waitInner(3 * time.Second); !ok {
+	if _, ok := r.waitInner(waitLimit); !ok {
 		r.t.Fatalf("no data from wireguard-go; sent %v", types(r.f.sentSince(0)))
 	}
 	r.dev.Tick(r.now())
@@ -170,7 +170,7 @@ func TestKeepaliveAfterReceiving(t *testing.T) {
 		t.Errorf("keepalive at +%.3fs, want +10 s", secs(at))
 	}
 	// wireguard-go accepts it: its peer's rx counter grows by 32 bytes.
-	if !r.pump(2*time.Second, func() bool { return wgRxBytes(t, r) >= rx0+noise.KeepaliveSize }) {
+	if !r.pump(waitLimit, func() bool { return wgRxBytes(t, r) >= rx0+noise.KeepaliveSize }) {
 		t.Errorf("wireguard-go rx_bytes = %d, want at least %d (a keepalive more)", wgRxBytes(t, r), rx0+noise.KeepaliveSize)
 	}
 }
@@ -314,14 +314,14 @@ func TestCookieUnderLoad(t *testing.T) {
 	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1"})
 	r.f.load.Store(true)
 	r.wgSend(1)
-	if !r.pump(2*time.Second, func() bool { return len(ofType(r.f.sentSince(0), noise.TypeCookieReply, noise.CookieReplySize)) == 1 }) {
+	if !r.pump(waitLimit, func() bool { return len(ofType(r.f.sentSince(0), noise.TypeCookieReply, noise.CookieReplySize)) == 1 }) {
 		t.Fatalf("no cookie reply under load; sent %v", types(r.f.sentSince(0)))
 	}
 	if n := len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)); n != 0 {
 		t.Fatalf("responses under load without MAC2 = %d, want 0", n)
 	}
 	// wireguard-go retries after RekeyTimeout plus jitter, with MAC2.
-	if _, ok := r.waitInner(8 * time.Second); !ok {
+	if _, ok := r.waitInner(waitLimit); !ok {
 		t.Fatalf("no session after the cookie; sent %v; stats %+v", types(r.f.sentSince(0)), r.dev.Stats())
 	}
 	if n := len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)); n != 1 {
@@ -402,7 +402,7 @@ func TestLastMinuteRekeyOnReceive(t *testing.T) {
 	t0 := kp.Created
 	r.advance(time.Duration(t0 + int64(164*time.Second) - r.now()))
 	r.wgSend(1)
-	if _, ok := r.waitInner(2 * time.Second); !ok {
+	if _, ok := r.waitInner(waitLimit); !ok {
 		t.Fatal("no data from wireguard-go")
 	}
 	mark := r.f.nsent()
@@ -412,7 +412,7 @@ func TestLastMinuteRekeyOnReceive(t *testing.T) {
 	}
 	r.advance(time.Duration(t0 + int64(165*time.Second) - r.now()))
 	r.wgSend(2)
-	if _, ok := r.waitInner(2 * time.Second); !ok {
+	if _, ok := r.waitInner(waitLimit); !ok {
 		t.Fatal("no data from wireguard-go")
 	}
 	r.advance(50 * time.Millisecond)
@@ -439,7 +439,7 @@ func TestLastMinuteRekeyOnKeepalive(t *testing.T) {
 	if err := r.wg.IpcSet("public_key=" + ourPub.Hex() + "\npersistent_keepalive_interval=3600\n"); err != nil {
 		t.Fatal(err)
 	}
-	if !r.pump(3*time.Second, func() bool { return fp.Stamps.LastReceived.Load() > recv0 }) {
+	if !r.pump(waitLimit, func() bool { return fp.Stamps.LastReceived.Load() > recv0 }) {
 		t.Fatal("no keepalive from wireguard-go")
 	}
 	if fp.Stamps.LastDataReceived.Load() != data0 {
