@@ -74,9 +74,10 @@ type Options struct {
 	// the kernel's per-device workqueue and wireguard-go's per-CPU
 	// handshake workers. 0 means runtime.GOMAXPROCS(0).
 	HandshakeWorkers int
-	// HandshakeBacklog is the capacity of the pool's queue of received
-	// handshake messages; under load (cookie replies) from an eighth full.
-	// 0 means DefaultHandshakeBacklog.
+	// HandshakeBacklog is the capacity of the pool's queue of admitted
+	// handshake messages (those that need Curve25519 work); under load
+	// (cookie replies at admission) from an eighth full; beyond it
+	// handshake_backlog_full. 0 means DefaultHandshakeBacklog.
 	HandshakeBacklog int
 }
 

@@ -11,12 +11,13 @@ import (
 )
 
 // DefaultHandshakeBacklog is the default capacity of the handshake pool's
-// queue of received messages (Options.HandshakeBacklog), as the kernel's
+// queue of admitted messages (Options.HandshakeBacklog), as the kernel's
 // MAX_QUEUED_INCOMING_HANDSHAKES (4096) twice over: a reconnect storm of
 // ten thousand peers, each retrying with its cookie within the same jitter
-// window, waits there, answered with cookie replies while the queue is an
-// eighth full or more (whitepaper §5.3), instead of being dropped at the
-// dataplane's smaller channel. A message that waited longer than
+// window, waits there for its Curve25519 work; from an eighth full the
+// device is under load (whitepaper §5.3) and admission answers messages
+// without a valid MAC2 with cookie replies instead of queueing them
+// (admit). A message that waited longer than
 // REKEY_TIMEOUT is dropped unanswered (handshake_stale): its sender has
 // sent a new one since, and answering the old one would cost the DH work
 // for a response the sender can no longer use.
@@ -28,8 +29,8 @@ const initBatch = 16
 
 // handshakePool is the work of the handshake workers: the received
 // messages that passed admission (msgs, filled from the dataplane's
-// channel by admit; its fill is the backlog the under-load rule judges), and the peers whose
-// timers asked for an initiation (initiateLocked). The timers only decide;
+// channel by admit; its fill is the backlog the under-load rule judges),
+// and the peers whose timers asked for an initiation (initiateLocked). The timers only decide;
 // the two Curve25519 operations of an initiation run on a handshake worker,
 // so that a tick that starts thousands of handshakes stays short. A peer is
 // queued at most once (peer.initQueued), so that queue never holds more

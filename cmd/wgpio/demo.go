@@ -223,8 +223,8 @@ loop:
 			res.Drops[fastpath.DropReason(r).String()] = n
 		}
 	}
-	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces\n",
-		res.SentAB, res.ReceivedAB, res.SentBA, res.ReceivedBA)
+	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces %s\n",
+		res.SentAB, res.ReceivedAB, res.SentBA, res.ReceivedBA, strings.Join(res.Namespaces, " "))
 	return res, nil
 }
 
