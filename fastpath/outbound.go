@@ -59,9 +59,9 @@ func (w *worker) outbound(now int64) int {
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
-	// After a burst for many peers, this one's routes are looked up
-	// ahead (routecache.go).
-	ahead := w.lastPeers >= aheadMinPeers
+	// After a burst for many peers of a large table, this one's routes
+	// are looked up ahead (routecache.go).
+	ahead := w.lastPeers >= aheadMinPeers && rt.t.Size() >= aheadMinPrefixes
 	if ahead {
 		w.routeAhead(rt, frames)
 	}

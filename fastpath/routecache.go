@@ -61,7 +61,7 @@ func (c *routeCache) lookup(rt *routeTable, a netip.Addr) (*Peer, bool) {
 	if v4 {
 		tag |= 1
 	}
-	e := c.entry(hi, lo)
+	e := c.entry(hi, lo, v4)
 	if e.hi == hi && e.lo == lo && e.tag == tag {
 		return e.peer, e.peer != nil
 	}
@@ -100,16 +100,28 @@ func addrKey(a netip.Addr) (hi, lo uint64, v4 bool) {
 	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]), a.Is4()
 }
 
-// entry is the cache entry of the address with key hi, lo.
-func (c *routeCache) entry(hi, lo uint64) *routeCacheEntry {
-	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
+// entry is the cache entry of the address with key hi, lo, v4 (Fibonacci
+// hashing of its bytes in memory order: the top bits of the product are
+// the well-mixed ones, and neighbouring hosts spread evenly).
+func (c *routeCache) entry(hi, lo uint64, v4 bool) *routeCacheEntry {
+	var h uint64
+	if v4 {
+		h = uint64(bits.ReverseBytes32(uint32(lo))) * 0x9e3779b97f4a7c15
+	} else {
+		h = (bits.ReverseBytes64(hi)*0x9e3779b97f4a7c15 ^ bits.ReverseBytes64(lo)) * 0xbf58476d1ce4e5b9
+	}
 	return &c.entries[h>>c.shift]
 }
 
-// aheadMinPeers is the number of distinct peers in an outbound burst from
-// which the next burst's routes are looked up ahead (routeAhead): a burst
-// of a few flows finds its routes and peers in cache.
-const aheadMinPeers = 4
+// routeAhead runs for a burst after one for aheadMinPeers distinct peers
+// or more, when the table has aheadMinPrefixes prefixes or more: a burst
+// of a few flows finds its routes and peers in cache, and so do the
+// bursts of a gateway whose peers' state fits the processor's caches (a
+// few thousand peers), for which the extra loops would only cost.
+const (
+	aheadMinPeers    = 4
+	aheadMinPrefixes = 8192
+)
 
 // routeAhead looks up the destination of each frame of an outbound burst
 // (its address read by aheadDst) before pass 1, and loads what pass 1 and
@@ -134,8 +146,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 		a := aheadDst(frames[i].Data())
 		dst[i], ent[i] = a, nil
 		if a.IsValid() {
-			hi, lo, _ := addrKey(a)
-			ent[i] = c.entry(hi, lo)
+			ent[i] = c.entry(addrKey(a))
 		}
 	}
 	var x uintptr
