@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -435,6 +436,16 @@ func TestDefaultRouteKeepsHostTraffic(t *testing.T) {
 // under a new identification) is not reordering and does not fail the test.
 func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
+	// Both gateways run in this process, 2 queues each: 4 workers. With
+	// fewer Ps than that the workers would be shared (fastpath/threads.go:
+	// unpinned goroutines), and on veth, whose transmit runs on the sending
+	// CPU, a worker that migrates can deliver a flow out of order (see
+	// fastpath.Config.CPUs). A gateway in production runs in its own
+	// process with a CPU per worker: give the test's workers a P each, so
+	// that they own their pinned threads as such a gateway's do. Registered
+	// first, the restore runs after the site's own clean-up.
+	prev := runtime.GOMAXPROCS(4)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	// A first transfer learns the path MTU (the LAN MTU is 1500, the
