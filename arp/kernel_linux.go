@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/internal/threadns"
 )
 
 // KernelOptions say which kernel tables the shared-mode readers follow.
@@ -37,7 +39,7 @@ func (o *KernelOptions) ns() netns.NsHandle {
 }
 
 // pinNamespace replaces an unset Namespace, when the calling thread is not
-// in the namespace the process started in (startNamespace), with a handle
+// in the namespace the process started in (threadns.Moved), with a handle
 // on the thread's namespace, which the reader owns (closed by the returned
 // function). The readers renew their subscriptions from their own
 // goroutine, on whatever thread the runtime gives it; with netns.None()
@@ -50,31 +52,16 @@ func (o *KernelOptions) pinNamespace() (func(), error) {
 	if o.Namespace > 0 {
 		return func() {}, nil
 	}
-	h, err := netns.Get()
+	h, err := threadns.Moved()
 	if err != nil {
 		return nil, fmt.Errorf("get the caller's network namespace: %w", err)
 	}
-	if startNamespace != "" && h.UniqueId() == startNamespace {
-		h.Close()
+	if !h.IsOpen() {
 		return func() {}, nil
 	}
 	o.Namespace = h
 	return func() { h.Close() }, nil
 }
-
-// startNamespace names (dev:inode) the network namespace the process's
-// threads started in, taken during package initialisation (on the main
-// thread, before the program can have moved a thread). Not
-// /proc/self/ns/net: that is the main thread's namespace now, which a
-// goroutine that moved its thread may be running on.
-var startNamespace = func() string {
-	h, err := netns.Get()
-	if err != nil {
-		return ""
-	}
-	defer h.Close()
-	return h.UniqueId()
-}()
 
 // KernelRoutes is the Resolver of shared mode: a snapshot of the kernel's
 // main routing table (IPv4 and IPv6), swapped atomically and rebuilt from a

@@ -498,36 +498,3 @@ func driver(dev string) string {
 	}
 	return unix.ByteSliceToString(info.Driver[:])
 }
-
-// startNamespace names (dev:inode) the network namespace the process's
-// threads started in. Package initialisation runs on the main thread,
-// locked to it and before any goroutine of the program can have moved a
-// thread elsewhere, so this is the namespace every thread that nobody moved
-// is in. It is not /proc/self/ns/net: that is the main thread's namespace
-// now, and an embedder's goroutine that moved its thread with setns (as the
-// demo and the tests do) may be running on the main thread.
-var startNamespace = func() string {
-	h, err := netns.Get()
-	if err != nil {
-		return ""
-	}
-	defer h.Close()
-	return h.UniqueId()
-}()
-
-// callerNamespace returns the calling thread's network namespace if it is
-// not the one the process started in (startNamespace), else netns.None().
-func callerNamespace() (netns.NsHandle, error) {
-	thread, err := netns.Get()
-	if err != nil {
-		return netns.None(), fmt.Errorf("get network namespace: %w", err)
-	}
-	if startNamespace == "" {
-		return thread, nil // unknown: name it (setns works from any namespace)
-	}
-	if thread.UniqueId() == startNamespace {
-		thread.Close()
-		return netns.None(), nil
-	}
-	return thread, nil
-}

@@ -117,7 +117,7 @@ func (g *Gateway) freePort() (uint16, error) {
 }
 
 // inNamespace runs fn on a thread in the gateway's network namespace (the
-// one Start ran in, when it was not the process's; see callerNamespace).
+// one Start ran in, when it was not the process's; see threadns.Moved).
 func (g *Gateway) inNamespace(fn func() error) error {
 	if !g.nsHandle.IsOpen() {
 		return fn()

@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -190,8 +191,8 @@ func (g *Gateway) sharedMode(wl, ll link) (err error) {
 	// threads of the process's namespace. (Naming it takes setns, so
 	// CAP_SYS_ADMIN: not done when all threads share one namespace, as
 	// under `ip netns exec` or systemd.)
-	if g.nsHandle, err = callerNamespace(); err != nil {
-		return fmt.Errorf("fastgw: %w", err)
+	if g.nsHandle, err = threadns.Moved(); err != nil {
+		return fmt.Errorf("fastgw: get network namespace: %w", err)
 	}
 	onErr := func(err error) { g.log.Warn("following the kernel's routes and neighbours", "err", err) }
 	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
