@@ -23,7 +23,9 @@
 //     496 bytes and more, and one message at a time in Go (64-bit limbs)
 //     otherwise, where that is faster (see mac8's constants for the
 //     measurements).
-//   - avx2: ChaCha20 in 8 lanes of YMM registers, Poly1305 as avx512.
+//   - avx2: ChaCha20 in 8 lanes of YMM registers, Poly1305 as avx512, for
+//     messages of up to 256 bytes; longer ones go to x/crypto one at a
+//     time, whose own AVX2 code is faster there (see maxAVX2Len).
 //   - generic: golang.org/x/crypto/chacha20poly1305, one message at a time.
 //
 // A lane of the ChaCha20 kernels is a job: the Poly1305 key block of a

@@ -28,9 +28,10 @@ const (
 type Key struct {
 	w [8]uint32 // key words, little-endian from the key bytes
 
-	// aead is the fallback's x/crypto AEAD; nil unless the fallback
-	// implementation was in use when Set ran. It holds a private key copy
-	// that only the garbage collector reclaims.
+	// aead is x/crypto's AEAD for the messages sealed one at a time: nil
+	// unless the generic implementation (every message) or avx2 (messages
+	// longer than maxAVX2Len) was in use when Set ran. It holds a private
+	// key copy that only the garbage collector reclaims.
 	aead cipher.AEAD
 }
 
@@ -40,7 +41,7 @@ func (k *Key) Set(key *[KeySize]byte) {
 		k.w[i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
 	k.aead = nil
-	if active == implGeneric {
+	if active == implGeneric || active == implAVX2 {
 		k.aead = newAEAD(key)
 	}
 }

@@ -289,14 +289,23 @@ func sealSIMD(pkts []Packet, im impl) {
 	for len(pkts) > 0 {
 		c := pkts[:min(len(pkts), maxChunk)]
 		pkts = pkts[len(c):]
-		ch.runJobs(im, c, ch.sealJobs(c, width(im)))
-		ch.mac(im, c)
-		for i := range c {
-			d := c[i].Data
-			copy(d[len(d)-TagSize:], ch.tags[i][:])
+		if im == implAVX2 && hasLong(c) {
+			ch.sealMixed(c, im)
+			continue
 		}
+		ch.seal(c, im)
 	}
 	ch.wipe()
+}
+
+// seal seals the packets of c (at most maxChunk) with im's kernels.
+func (ch *chunk) seal(c []Packet, im impl) {
+	ch.runJobs(im, c, ch.sealJobs(c, width(im)))
+	ch.mac(im, c)
+	for i := range c {
+		d := c[i].Data
+		copy(d[len(d)-TagSize:], ch.tags[i][:])
+	}
 }
 
 func openSIMD(pkts []Packet, ok []bool, im impl) {
@@ -305,21 +314,31 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 		c := pkts[:min(len(pkts), maxChunk)]
 		cok := ok[:len(c)]
 		pkts, ok = pkts[len(c):], ok[len(c):]
-		ch.runJobs(im, c, ch.keyJobs(c, 0, len(c), ch.jobs[:0]))
-		ch.mac(im, c)
-		for i := range c {
-			d := c[i].Data
-			cok[i] = tagEqual(&ch.tags[i], (*[TagSize]byte)(d[len(d)-TagSize:]))
+		if im == implAVX2 && hasLong(c) {
+			ch.openMixed(c, cok, im)
+			continue
 		}
-		ch.runJobs(im, c, dataJobs(c, 0, len(c), cok, ch.jobs[:0]))
-		for i := range c {
-			if !cok[i] {
-				d := c[i].Data
-				clear(d[:len(d)-TagSize])
-			}
-		}
+		ch.open(c, cok, im)
 	}
 	ch.wipe()
+}
+
+// open opens the packets of c (at most maxChunk) with im's kernels, with
+// the results in ok.
+func (ch *chunk) open(c []Packet, ok []bool, im impl) {
+	ch.runJobs(im, c, ch.keyJobs(c, 0, len(c), ch.jobs[:0]))
+	ch.mac(im, c)
+	for i := range c {
+		d := c[i].Data
+		ok[i] = tagEqual(&ch.tags[i], (*[TagSize]byte)(d[len(d)-TagSize:]))
+	}
+	ch.runJobs(im, c, dataJobs(c, 0, len(c), ok, ch.jobs[:0]))
+	for i := range c {
+		if !ok[i] {
+			d := c[i].Data
+			clear(d[:len(d)-TagSize])
+		}
+	}
 }
 
 // wipe erases the key words, one-time keys and Poly1305 state. It is not

@@ -388,3 +388,29 @@ func (n *NS) LinkUp(dev string) error {
 	}
 	return nil
 }
+
+// LinkDrops returns the packets the kernel dropped at the links of the
+// namespace, summed over every link (rx_dropped, tx_dropped and
+// rx_missed_errors of each; a veth counts there the frames its peer had no
+// room for), and a description of each link's nonzero counts, for a test's
+// log. Compare two readings: the counters start when the link is created.
+func (n *NS) LinkDrops() (total uint64, detail string, err error) {
+	links, err := n.nl.LinkList()
+	if err != nil {
+		return 0, "", fmt.Errorf("list links in %s: %w", n.Name, err)
+	}
+	var b strings.Builder
+	for _, l := range links {
+		st := l.Attrs().Statistics
+		if st == nil {
+			continue
+		}
+		d := st.RxDropped + st.TxDropped + st.RxMissedErrors
+		if d == 0 {
+			continue
+		}
+		total += d
+		fmt.Fprintf(&b, " %s/%s rx_dropped=%d tx_dropped=%d rx_missed=%d", n.Name, l.Attrs().Name, st.RxDropped, st.TxDropped, st.RxMissedErrors)
+	}
+	return total, b.String(), nil
+}
