@@ -118,7 +118,7 @@ func (w *worker) share() {
 // placeThread picks the mode for the current worker count: shared (see
 // above) or owning its thread. It returns whether the worker is shared.
 func (w *worker) placeThread() bool {
-	if oversubscribed() {
+	if w.e.cfg.Share || oversubscribed() {
 		w.share()
 		return !w.th.locked
 	}
