@@ -253,6 +253,7 @@ func TestICMPRateLimit(t *testing.T) {
 		}
 	}
 	before := s.Gateway.Engine().Stats()[0]
+	lostBefore, _ := lanPathLosses(t, s)
 	setsock(unix.IPPROTO_IP, unix.IP_TTL, 1)
 	const flood = 2000
 	start := time.Now()
@@ -268,8 +269,16 @@ func TestICMPRateLimit(t *testing.T) {
 	elapsed := time.Since(start) // every message was allowed within it
 	sent, supp := after.ICMPSent-before.ICMPSent, after.ICMPSuppressed-before.ICMPSuppressed
 	dropped := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropTTLExceeded]
-	if dropped != flood || sent+supp != flood {
-		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed", flood, dropped, sent, supp)
+	// The flood comes in bursts of 100: on a loaded machine the kernel may
+	// drop some before the gateway sees them (the veth's ring in front of
+	// the XDP program, the AF_XDP RX ring), and counts them there. Every
+	// packet the gateway received is answered or suppressed; none of the
+	// rest may be missing without a kernel count.
+	lostAfter, lostDetail := lanPathLosses(t, s)
+	if lost := lostAfter - lostBefore; dropped > flood || flood-dropped > lost || sent+supp != dropped {
+		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed, %d lost before the gateway (%s)", flood, dropped, sent, supp, lost, lostDetail)
+	} else if dropped < flood {
+		t.Logf("TTL-1 flood: %d of %d lost before the gateway, counted by the kernel (%s)", flood-dropped, flood, lostDetail)
 	}
 	// At most the burst plus the rate over the time since the flood
 	// began; at least the burst.
@@ -286,6 +295,7 @@ func TestICMPRateLimit(t *testing.T) {
 	setsock(unix.IPPROTO_IP, unix.IP_TTL, 64)
 	setsock(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
 	before = s.Gateway.Engine().Stats()[0]
+	lostBefore, _ = lanPathLosses(t, s)
 	const big = 300
 	for i := range big {
 		if _, err := uc.WriteToUDP(make([]byte, 1472), dst); err != nil {
@@ -297,10 +307,37 @@ func TestICMPRateLimit(t *testing.T) {
 	}
 	got = count(ipv4.ICMPTypeDestinationUnreachable, 2*time.Second)
 	after = s.Gateway.Engine().Stats()[0]
-	if got != big || after.ICMPSuppressed != before.ICMPSuppressed || after.ICMPSent-before.ICMPSent != big {
-		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed; want all answered; drops %s",
-			big, after.ICMPSent-before.ICMPSent, got, after.ICMPSuppressed-before.ICMPSuppressed, dropsString(s.Gateway))
+	// Every one the gateway received is answered (as above, the kernel
+	// counts what it dropped before the gateway).
+	lostAfter, lostDetail = lanPathLosses(t, s)
+	answered := after.ICMPSent - before.ICMPSent
+	if lost := lostAfter - lostBefore; got != int(answered) || after.ICMPSuppressed != before.ICMPSuppressed || answered > big || big-answered > lost {
+		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed, %d lost before the gateway (%s); want all answered; drops %s",
+			big, answered, got, after.ICMPSuppressed-before.ICMPSuppressed, lost, lostDetail, dropsString(s.Gateway))
 	}
+}
+
+// lanPathLosses sums what the kernel dropped between host A and gateway A's
+// workers: the links of both namespaces (a veth whose peer's ring in front
+// of the XDP program had no room counts it) and the LAN port's AF_XDP RX
+// ring (full, or no fill buffer). Compare two readings.
+func lanPathLosses(t *testing.T, s *twosite.Site) (uint64, string) {
+	t.Helper()
+	var total uint64
+	var detail strings.Builder
+	for _, ns := range []*topo.NS{s.HostA, s.GwA} {
+		d, text, err := ns.LinkDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += d
+		detail.WriteString(text)
+	}
+	_, lan := s.Gateway.Ports()
+	st := lan.Stats().Backend
+	total += st["xsk_rx_ring_full"] + st["xsk_rx_dropped"]
+	fmt.Fprintf(&detail, " LAN xsk_rx_ring_full=%d xsk_rx_dropped=%d", st["xsk_rx_ring_full"], st["xsk_rx_dropped"])
+	return total, detail.String()
 }
 
 // TestECNAcrossTunnel: an ECT(0) packet from hostA arrives at hostB still
