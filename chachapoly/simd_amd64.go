@@ -204,9 +204,8 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			if g.keyOf[l] != p.Key {
 				g.keyOf[l] = p.Key
 				k := &p.Key.w
-				for w := range k {
-					g.key[w][l] = k[w]
-				}
+				g.key[0][l], g.key[1][l], g.key[2][l], g.key[3][l] = k[0], k[1], k[2], k[3]
+				g.key[4][l], g.key[5][l], g.key[6][l], g.key[7][l] = k[4], k[5], k[6], k[7]
 			}
 			g.nonce[0][l] = p.nonce0
 			g.nonce[1][l] = uint32(p.Counter)
@@ -238,26 +237,43 @@ type chunk struct {
 	used16, used8 bool
 }
 
-// keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of every
-// packet of c to jobs, into zeroed ch.g.polyKey.
-func (ch *chunk) keyJobs(c []Packet, jobs []job) []job {
-	ch.keys = max(ch.keys, len(c))
-	for i := range c {
+// keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of packets
+// c[from:to] to jobs, into zeroed ch.g.polyKey.
+func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
+	ch.keys = max(ch.keys, to)
+	for i := from; i < to; i++ {
 		ch.g.polyKey[i] = [32]byte{}
 		jobs = append(jobs, job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
 	}
 	return jobs
 }
 
-// dataJobs adds the message of every packet of c (from block 1) whose ok
-// is true (all if ok is nil).
-func dataJobs(c []Packet, ok []bool, jobs []job) []job {
-	for i := range c {
+// dataJobs adds the message of every packet of c[from:to] (from block 1)
+// whose ok is true (all if ok is nil).
+func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
+	for i := from; i < to; i++ {
 		n := len(c[i].Data) - TagSize
 		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
 		jobs = append(jobs, job{n: int32(n), ctr: 1, pkt: uint8(i)})
+	}
+	return jobs
+}
+
+// sealJobs lists the jobs of sealing c: for each group of w packets (w
+// the width of a pass), their key blocks, then their messages. Jobs of one
+// size class keep this order through sortJobs, so with short messages
+// (one block, as the key block) the message of a packet runs in the same
+// lane as its key block one pass later, and that lane keeps its key words
+// (run): a burst with a key per packet loads each key into a lane once,
+// not twice.
+func (ch *chunk) sealJobs(c []Packet, w int) []job {
+	jobs := ch.jobs[:0]
+	for from := 0; from < len(c); from += w {
+		to := min(from+w, len(c))
+		jobs = ch.keyJobs(c, from, to, jobs)
+		jobs = dataJobs(c, from, to, nil, jobs)
 	}
 	return jobs
 }
@@ -284,9 +300,7 @@ func sealSIMD(pkts []Packet, im impl) {
 
 // seal seals the packets of c (at most maxChunk) with im's kernels.
 func (ch *chunk) seal(c []Packet, im impl) {
-	jobs := ch.keyJobs(c, ch.jobs[:0])
-	jobs = dataJobs(c, nil, jobs)
-	ch.runJobs(im, c, jobs)
+	ch.runJobs(im, c, ch.sealJobs(c, width(im)))
 	ch.mac(im, c)
 	for i := range c {
 		d := c[i].Data
@@ -312,13 +326,13 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 // open opens the packets of c (at most maxChunk) with im's kernels, with
 // the results in ok.
 func (ch *chunk) open(c []Packet, ok []bool, im impl) {
-	ch.runJobs(im, c, ch.keyJobs(c, ch.jobs[:0]))
+	ch.runJobs(im, c, ch.keyJobs(c, 0, len(c), ch.jobs[:0]))
 	ch.mac(im, c)
 	for i := range c {
 		d := c[i].Data
 		ok[i] = tagEqual(&ch.tags[i], (*[TagSize]byte)(d[len(d)-TagSize:]))
 	}
-	ch.runJobs(im, c, dataJobs(c, ok, ch.jobs[:0]))
+	ch.runJobs(im, c, dataJobs(c, 0, len(c), ok, ch.jobs[:0]))
 	for i := range c {
 		if !ok[i] {
 			d := c[i].Data

@@ -116,3 +116,38 @@ func TestWorkersShareWhenOversubscribed(t *testing.T) {
 	settle(true)
 	cross()
 }
+
+// TestShareConfig: an engine with Config.Share runs its workers shared
+// (WorkerThreads reports 0) even with a P for every worker of the process,
+// while another engine beside it owns its threads, and traffic crosses
+// both. Waits for the mode as TestWorkersShareWhenOversubscribed does.
+func TestShareConfig(t *testing.T) {
+	old := runtime.GOMAXPROCS(4)
+	defer runtime.GOMAXPROCS(old)
+	r := newRig(t, rigConfig{})
+	r.a.cfg.Share = true
+	r.a.Start()
+	r.b.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, b := r.a.WorkerThreads(), r.b.WorkerThreads()
+		if a[0] == 0 && b[0] != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker threads: A (Share) %v, want 0; B %v, want its own", a, b)
+		}
+		r.a.Kick()
+		r.b.Kick()
+		time.Sleep(time.Millisecond)
+	}
+	tx := r.hostA.Queue(0).TX()
+	var frames []dataplane.Frame
+	for i := range 64 {
+		frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, uint16(1000+i), 2000, seqPayload(uint32(i), 32)))
+	}
+	sendAll(t, r.hostA, 0, frames)
+	if got := recvAll(t, r.hostB, 64, 10*time.Second, nil); got != 64 {
+		t.Fatalf("%d of 64 packets crossed", got)
+	}
+}

@@ -148,6 +148,13 @@ type Config struct {
 	// mode generally): a worker that migrates between CPUs under load can
 	// then deliver a flow's packets out of order.
 	CPUs []int
+	// Share makes every worker of this engine shared (threads.go) however
+	// many Ps the process has: for a program that runs busy goroutines of
+	// its own beside the engine on the same Ps, such as an in-process
+	// load generator driving it in a closed loop. An owned worker spins
+	// on its P and is woken through thread hand-offs, which such a
+	// goroutine waits for; a shared one is readied on its waker's P.
+	Share bool
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64
 

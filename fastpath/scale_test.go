@@ -225,6 +225,7 @@ func BenchmarkPeers(b *testing.B) {
 	// The ratio of the median batches, which load from elsewhere on a
 	// shared machine disturbs least.
 	b.ReportMetric(float64(median(oneR))/float64(median(manyR)), "med-1000/1")
+	b.ReportMetric(float64(median(manyR)-median(oneR))/64, "med-extra-ns/pkt")
 }
 
 // threadCtxSwitches reads a thread's voluntary + involuntary context

@@ -32,10 +32,12 @@ func TestSetWANLive(t *testing.T) {
 		t.Fatalf("before the change A→B: %d of 10", got)
 	}
 	// A publish interval passes at B: roaming looks at one interval's
-	// sources at a time.
+	// sources at a time, so B must have published the old port's interval
+	// (a turn that began after the clock moved) before A's new port is
+	// seen, or B saw its current endpoint in the same interval and stays.
 	r.clock.Advance(PublishInterval)
 	r.b.Kick()
-	time.Sleep(20 * time.Millisecond)
+	waitTurns(t, r.b)
 	const newPort = portA + 100
 	if err := r.a.SetWAN(newPort, wanAddrA, netip.Addr{}); err != nil {
 		t.Fatal(err)
@@ -43,7 +45,8 @@ func TestSetWANLive(t *testing.T) {
 	if p, _, _ := r.a.WAN(); p != newPort {
 		t.Fatalf("WAN() port = %d, want %d", p, newPort)
 	}
-	time.Sleep(10 * time.Millisecond) // a turn of A's worker loop
+	// A's workers load the port once per loop turn (SetWAN kicks them).
+	waitTurns(t, r.a)
 	// B still sends to the old port: not A's any more.
 	before := TotalDrops(r.a.Stats())[DropNotForUs]
 	if got := send(b, a, 5); got != 0 {
@@ -56,12 +59,10 @@ func TestSetWANLive(t *testing.T) {
 	if got := send(a, b, 10); got != 10 {
 		t.Fatalf("after the change A→B: %d of 10", got)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for r.peerBA.Endpoint.Load().Dst.Port() != newPort && time.Now().Before(deadline) {
-		r.clock.Advance(PublishInterval) // roaming is applied at B's publish
-		r.b.Kick()
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Roaming is applied at B's publish: the turn after the clock moved.
+	r.clock.Advance(PublishInterval)
+	r.b.Kick()
+	waitTurns(t, r.b)
 	if ep := r.peerBA.Endpoint.Load(); ep.Dst.Port() != newPort {
 		t.Fatalf("B's endpoint for A = %v, want port %d (A sends from it); B last received %d, now %d; B drops %v", ep.Dst, newPort, r.peerBA.Stamps.LastReceived.Load(), r.clock.Now(), TotalDrops(r.b.Stats()))
 	}
@@ -73,4 +74,26 @@ func TestSetWANLive(t *testing.T) {
 type rigHost struct {
 	port, gw *memport.Port
 	addr     netip.Addr
+}
+
+// waitTurns waits until every worker of e has run a whole loop turn that
+// began after the call (the worker's published turn state, retire.go): what
+// the caller changed before (the clock, the WAN, kicks) has been seen by a
+// turn that also ran its publish check. The caller must have kicked the
+// engine or given it work, or a parked worker never turns. The bound only
+// ends a test whose workers hang.
+func waitTurns(t testing.TB, e *Engine) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i, w := range e.workers {
+		// A turn numbered above the state now began after it; the state
+		// turn|1 (parked) or a later turn says that turn ended.
+		done := w.quiet.v.Load()&^1 + 3
+		for w.quiet.v.Load() < done {
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %d ran no whole turn in 30 s", i)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 }

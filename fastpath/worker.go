@@ -135,7 +135,7 @@ type worker struct {
 	burstPeers []*peerLocal
 	lastPeers  int // len(burstPeers) of the last outbound burst
 	// aheadDst and aheadPeer are routeAhead's reading of each frame's
-	// destination and the peer it routes to, aheadEntry its cache entry
+	// destination and the peer it routes to, aheadEntry its cache set (first entry)
 	// (routecache.go).
 	aheadDst   []netip.Addr
 	aheadEntry []*routeCacheEntry

@@ -44,11 +44,16 @@ type handshakePool struct {
 
 	mu    sync.Mutex
 	queue []*peer
+
+	// claim tells the fast path how many Ps the workers keep busy
+	// (claim.go).
+	claim procClaim
 }
 
 func (q *handshakePool) init(workers, backlog int) {
 	q.bell = make(chan struct{}, workers)
 	q.msgs = make(chan fastpath.HandshakeMessage, backlog)
+	q.claim.init(workers)
 }
 
 // loaded reports whether the received messages waiting reach an eighth of
@@ -139,29 +144,38 @@ func (q *handshakePool) clear() {
 // preemption slice at a time, and the UAPI, the tick and the dataplane's
 // workers (whose locked threads need a P too) would wait behind them. A
 // yield with nothing else to run costs well under a microsecond, against
-// about a quarter of a millisecond of work per message.
+// about a quarter of a millisecond of work per message. The time it
+// spends outside its wait for work is what the pool claims of the Ps
+// (procClaim).
 func (d *Device) handshakeWorker() {
 	defer d.wg.Done()
 	hs := d.dp.Handshakes()
 	var batch [initBatch]*peer
+	d.pool.claim.add(1)
+	defer d.pool.claim.add(-1)
 	for {
 		d.intake(hs)
-		select {
-		case <-d.done:
+		w, m := d.pool.next(d.done, hs, false)
+		if w == workNone {
+			d.pool.claim.add(-1)
+			w, m = d.pool.next(d.done, hs, true)
+			d.pool.claim.add(1)
+		}
+		switch w {
+		case workDone:
 			return
-		case m, ok := <-hs:
-			if !ok {
-				hs = nil // a closed channel is never ready again
-				continue
-			}
+		case workClosed:
+			hs = nil // a closed channel is never ready again
+			continue
+		case workAdmit:
 			d.admit(m)
-		case m := <-d.pool.msgs:
+		case workMessage:
 			if m.Received != 0 && d.now()-m.Received > int64(protocol.RekeyTimeout) {
 				d.stats.drop(DropHandshakeStale)
 				continue
 			}
 			d.HandleMessage(m)
-		case <-d.pool.bell:
+		case workInitiations:
 			n, more := d.pool.pop(batch[:])
 			if more {
 				d.pool.ring()
@@ -173,6 +187,55 @@ func (d *Device) handshakeWorker() {
 			clear(batch[:n])
 		}
 		runtime.Gosched()
+	}
+}
+
+// work is what a handshake worker found (handshakePool.next).
+type work int
+
+const (
+	workNone        work = iota // nothing waits (only without blocking)
+	workDone                    // the device is closing
+	workClosed                  // the dataplane's channel is closed
+	workAdmit                   // a message of the dataplane's channel
+	workMessage                 // a message of the pool's queue
+	workInitiations             // the bell: initiations are queued
+)
+
+// next takes the next piece of work: a message of the dataplane's channel
+// hs (to admit), of the pool's queue, or the bell of queued initiations;
+// with block it waits for one (or done), without it returns workNone when
+// nothing waits.
+func (q *handshakePool) next(done <-chan struct{}, hs <-chan fastpath.HandshakeMessage, block bool) (work, fastpath.HandshakeMessage) {
+	if !block {
+		select {
+		case <-done:
+			return workDone, fastpath.HandshakeMessage{}
+		case m, ok := <-hs:
+			if !ok {
+				return workClosed, m
+			}
+			return workAdmit, m
+		case m := <-q.msgs:
+			return workMessage, m
+		case <-q.bell:
+			return workInitiations, fastpath.HandshakeMessage{}
+		default:
+			return workNone, fastpath.HandshakeMessage{}
+		}
+	}
+	select {
+	case <-done:
+		return workDone, fastpath.HandshakeMessage{}
+	case m, ok := <-hs:
+		if !ok {
+			return workClosed, m
+		}
+		return workAdmit, m
+	case m := <-q.msgs:
+		return workMessage, m
+	case <-q.bell:
+		return workInitiations, fastpath.HandshakeMessage{}
 	}
 }
 

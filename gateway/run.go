@@ -50,6 +50,7 @@ func (d *Device) tickLoop() {
 		}
 		now := d.now()
 		d.Tick(now)
+		d.pool.claim.settle()
 		wait := d.opts.TickInterval
 		if due, ok := d.nextDeadline(); ok {
 			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))
@@ -76,6 +77,7 @@ func (d *Device) Close() error {
 			l.Close()
 		}
 		d.wg.Wait()
+		d.pool.claim.release()
 		d.pool.async.Store(false)
 		d.mu.Lock()
 		d.removeAllPeersLocked()

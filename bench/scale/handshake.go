@@ -67,7 +67,8 @@ func hsResponseRun(e *env, priv noise.PrivateKey, cfgs []gateway.PeerConfig, fra
 	n := len(frames)
 	sent, got := 0, 0
 	defer hsProfile(e, fmt.Sprintf("resp%d", workers))()
-	cpu0 := hsCPUNow(g.Engine.WorkerThreads())
+	tids := g.Engine.WorkerThreads()
+	cpu0 := hsCPUNow(tids)
 	start := time.Now()
 	deadline := start.Add(2 * time.Minute)
 	// The generator costs next to nothing: it refills the window in
@@ -101,8 +102,13 @@ func hsResponseRun(e *env, priv noise.PrivateKey, cfgs []gateway.PeerConfig, fra
 			time.Sleep(time.Millisecond)
 		}
 	}
-	rate := float64(n) / time.Since(start).Seconds()
-	return rate, hsCPUNow(g.Engine.WorkerThreads()).sub(cpu0), nil
+	wall := time.Since(start)
+	c := hsCPUNow(tids).sub(cpu0)
+	c.wall = wall
+	// The worker threads' figures hold only if the workers owned the same
+	// threads throughout (a shared worker runs on any, with others).
+	c.owned = !slices.Contains(tids, 0) && slices.Equal(tids, g.Engine.WorkerThreads())
+	return float64(n) / wall.Seconds(), c, nil
 }
 
 func measureResponses(e *env, out map[string]any) error {
@@ -138,13 +144,21 @@ func measureResponses(e *env, out map[string]any) error {
 		}
 		rate[w] = r
 		per := func(d time.Duration) float64 { return hsRound1(float64(d) / 1e3 / float64(n)) }
-		cpu[fmt.Sprintf("workers_%d", w)] = map[string]any{
-			"process_us_per_response":      per(c.process),
-			"engine_us_per_response":       per(c.threads),
-			"engine_switches_per_response": hsRound2(float64(c.switches) / float64(n)),
+		cores := hsRound2(float64(c.process) / float64(c.wall))
+		fig := map[string]any{
+			"process_us_per_response": per(c.process),
+			"process_cores":           cores,
+			"engine_worker_owned":     c.owned,
 		}
-		e.Logf("handshake: %d worker(s): %.0f responses/s; CPU per response: process %.0f µs, of it the engine's worker thread %.0f µs (%.2f context switches)",
-			w, r, per(c.process), per(c.threads), float64(c.switches)/float64(n))
+		engine := "the engine's worker shared the Go scheduler"
+		if c.owned {
+			fig["engine_us_per_response"] = per(c.threads)
+			fig["engine_switches_per_response"] = hsRound2(float64(c.switches) / float64(n))
+			engine = fmt.Sprintf("of it the engine's worker thread %.0f µs (%.2f context switches)", per(c.threads), float64(c.switches)/float64(n))
+		}
+		cpu[fmt.Sprintf("workers_%d", w)] = fig
+		e.Logf("handshake: %d worker(s): %.0f responses/s; process CPU %.2f cores, %.0f µs per response, %s",
+			w, r, cores, per(c.process), engine)
 	}
 	// Where the CPU goes (the process's, and of it the fast path's worker
 	// thread's), to read the scaling with.

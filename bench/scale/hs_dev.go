@@ -66,6 +66,8 @@ func hsTimeline() bool { return os.Getenv("WGPIO_SCALE_HS_TIMELINE") != "" }
 type hsCPU struct {
 	process, threads time.Duration
 	switches         int
+	wall             time.Duration // the span measured (set by the caller)
+	owned            bool          // threads is meaningful (set by the caller)
 }
 
 func hsCPUNow(tids []int) hsCPU {
@@ -99,5 +101,5 @@ func hsCPUNow(tids []int) hsCPU {
 }
 
 func (c hsCPU) sub(o hsCPU) hsCPU {
-	return hsCPU{c.process - o.process, c.threads - o.threads, c.switches - o.switches}
+	return hsCPU{process: c.process - o.process, threads: c.threads - o.threads, switches: c.switches - o.switches}
 }

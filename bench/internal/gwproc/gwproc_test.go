@@ -54,8 +54,16 @@ func TestStartStop(t *testing.T) {
 	if err := p.WaitLog("ready", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	u, err := p.Usage()
+	// The kernel counts CPU time in ticks (10 ms): wait for the first
+	// one the spinning process is charged, however long a loaded machine
+	// keeps it off a CPU (the bound only ends a test of a broken Usage).
+	var u Usage
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		u, err = p.Usage()
+		if err != nil || (u.CPU > 0 && u.Threads >= 1) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || u.CPU <= 0 || u.Threads < 1 {
 		t.Errorf("Usage() = %+v, %v; want CPU > 0 and a thread", u, err)
 	}

@@ -71,6 +71,12 @@ type Options struct {
 	// ReadyTimeout is how long a configuration may take until a ping
 	// crosses the tunnel (default 20 s).
 	ReadyTimeout time.Duration
+	// Timeout bounds the run from the moment the binaries are built (0 =
+	// only ctx bounds it): the go toolchain's build of two binaries takes
+	// minutes on a loaded machine, which says nothing about the rig. When
+	// it runs out, Run stops as on a cancelled ctx and returns
+	// context.DeadlineExceeded.
+	Timeout time.Duration
 	// Peer is what gateway 2 runs: PeerStock (stock wireguard-go on a
 	// kernel TUN; the zero value) or PeerSame (the configuration under test,
 	// the bench command's default,
@@ -190,6 +196,11 @@ func Run(ctx context.Context, o Options) (res *Results, err error) {
 	}
 	if _, ok := r.bins["wggw"]; !ok {
 		return nil, fmt.Errorf("rig: reference gateway: %s", r.missing["wggw"])
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
 	}
 	r.progress("building topology (%d veth queues)", o.Queues)
 	err = r.build()
