@@ -15,17 +15,18 @@ const claimWindow = 20 * time.Millisecond
 
 // procClaim tells the fast path's thread policy how many Ps the handshake
 // workers keep busy (fastpath.ClaimProcs): the average number of workers
-// busy (outside their wait for work) over the last window of at least
-// claimWindow, rounded. In a reconnect storm that keeps two workers busy
+// busy (outside their wait for work) over a window of at least
+// claimWindow, rounded, the smaller of the last two windows'. In a reconnect storm that keeps two workers busy
 // on two CPUs the fast path's workers then share the Go scheduler instead
 // of owning locked threads: a locked worker that wakes while every P runs
 // Curve25519 work takes a P through two thread hand-offs, during which
 // the P runs nothing, and holds it while it spins (see
 // fastpath.ClaimProcs). A quiet device claims nothing, so the workers own
-// their (pinned) threads again within two windows of the storm's end.
+// their (pinned) threads again within a window or two of the storm's end.
 //
-// The workers report their transitions (busy, idle); the tick settles the
-// claim (settle). Safe for concurrent use.
+// The workers report their transitions (add) and settle the claim after
+// each piece of work when a window has passed, the tick when they are idle
+// (settle). Safe for concurrent use.
 type procClaim struct {
 	mu      sync.Mutex
 	base    time.Time // the clock's origin (monotonic readings)
@@ -34,6 +35,7 @@ type procClaim struct {
 	area    int64     // workers busy × ns, since start
 	start   int64     // the window's start, ns since base
 	claimed int       // Ps claimed from the fast path
+	last    int       // the previous window's average, rounded
 	max     int       // the workers: no more is ever claimed
 	clock   func() int64
 }
@@ -73,10 +75,14 @@ func (c *procClaim) settle() {
 	if span < int64(claimWindow) {
 		return
 	}
-	want := int((2*c.area + span) / (2 * span))
-	want = min(max(want, 0), c.max)
+	busy := int((2*c.area + span) / (2 * span))
+	busy = min(max(busy, 0), c.max)
 	c.area, c.start = 0, now
-	c.set(want)
+	// A claim rises only when two windows in a row ask for it, so that
+	// one handshake slowed down by a busy machine (its wall time counts)
+	// claims nothing; it falls with the first window that asks for less.
+	c.set(min(busy, c.last))
+	c.last = busy
 }
 
 // release gives back every P claimed (Close).

@@ -186,6 +186,7 @@ func (d *Device) handshakeWorker() {
 			}
 			clear(batch[:n])
 		}
+		d.pool.claim.settle()
 		runtime.Gosched()
 	}
 }
