@@ -432,6 +432,7 @@ func (b *Bind) isClosedFast() bool {
 
 // sendBatch builds and transmits up to BatchSize datagrams on one TX queue.
 func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
+	t := b.template(mac, src, dst, v4)
 	q := b.takeTX(dst)
 	defer q.mu.Unlock()
 	got := q.tx.Alloc(q.frames[:len(bufs)])
@@ -443,7 +444,7 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 	frames := q.frames[:got]
 	k := 0
 	for i := range frames {
-		if b.build(&frames[i], bufs[i], mac, src, dst, v4) {
+		if b.build(&frames[i], bufs[i], &t) {
 			frames[k] = frames[i]
 			k++
 			continue
@@ -475,40 +476,78 @@ const (
 	hdr6 = header.EthernetLen + header.IPv6Len + header.UDPLen    // 62
 )
 
-// build writes payload and the Ethernet, IP and UDP headers into f (an
-// empty frame). It returns false if the datagram does not fit the frame or
-// the port's MTU.
-func (b *Bind) build(f *dataplane.Frame, payload []byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) bool {
-	hl := hdr6
+// hdrTemplate is the Ethernet, IP and UDP headers of a batch's datagrams,
+// built once per batch (they differ only in lengths and checksums): per
+// datagram, build copies it and sets those.
+type hdrTemplate struct {
+	b   [hdr6]byte
+	n   int    // hdr4 or hdr6
+	v4  bool   // IPv4 (else IPv6)
+	sum uint32 // IPv4: partial checksum of the IP header with total length 0; IPv6: of the pseudo-header with length 0
+	ps  uint32 // IPv4 with Config.ChecksumIPv4: the pseudo-header's, length 0
+	udp bool   // IPv4: fill the UDP checksum (Config.ChecksumIPv4)
+}
+
+// template builds the headers of datagrams to dst from src via mac, with
+// zero lengths and checksums.
+func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) hdrTemplate {
+	var t hdrTemplate
+	d := t.b[:]
 	if v4 {
-		hl = hdr4
+		t.n, t.v4, t.udp = hdr4, true, b.cfg.ChecksumIPv4
+		header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv4)
+		fl := header.IPv4Fields{TTL: b.cfg.TTL, Protocol: header.ProtoUDP, DontFragment: true, Src: src.As4(), Dst: dst.Addr().As4()}
+		ip := d[header.EthernetLen:]
+		header.PutIPv4(ip, &fl, -header.IPv4MinLen) // total length 0
+		ip[10], ip[11] = 0, 0
+		// Sums are kept folded to 16 bits, so that adding a length
+		// cannot overflow.
+		t.sum = uint32(header.FoldChecksum(header.Checksum(ip[:header.IPv4MinLen], 0)))
+		header.PutUDP(d[header.EthernetLen+header.IPv4MinLen:], b.cfg.ListenPort, dst.Port(), -header.UDPLen)
+		if t.udp {
+			t.ps = uint32(header.FoldChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], 0)))
+		}
+		return t
 	}
-	if hl-header.EthernetLen+len(payload) > b.cfg.Port.MTU() || !f.SetLen(len(payload)) {
+	t.n = hdr6
+	header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv6)
+	fl := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: b.cfg.TTL, Src: src.As16(), Dst: dst.Addr().As16()}
+	header.PutIPv6(d[header.EthernetLen:], &fl, 0)
+	header.PutUDP(d[header.EthernetLen+header.IPv6Len:], b.cfg.ListenPort, dst.Port(), -header.UDPLen)
+	t.sum = uint32(header.FoldChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], 0)))
+	return t
+}
+
+// build writes payload and the template's headers, with this datagram's
+// lengths and checksums, into f (an empty frame). It returns false if the
+// datagram does not fit the frame or the port's MTU.
+func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate) bool {
+	if t.n-header.EthernetLen+len(payload) > b.cfg.Port.MTU() || !f.SetLen(len(payload)) {
 		return false
 	}
 	copy(f.Data(), payload)
-	d := f.Prepend(hl)
+	d := f.Prepend(t.n)
 	if d == nil {
 		return false
 	}
+	copy(d, t.b[:t.n])
 	ulen := header.UDPLen + len(payload)
-	if v4 {
-		header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv4)
-		fl := header.IPv4Fields{TTL: b.cfg.TTL, Protocol: header.ProtoUDP, DontFragment: true, Src: src.As4(), Dst: dst.Addr().As4()}
-		header.PutIPv4(d[header.EthernetLen:], &fl, ulen)
-		u := header.UDP(d[header.EthernetLen+header.IPv4MinLen:])
-		header.PutUDP(u, b.cfg.ListenPort, dst.Port(), len(payload))
-		if b.cfg.ChecksumIPv4 {
-			u.SetChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], ulen))
+	if t.v4 {
+		ip := d[header.EthernetLen:]
+		total := header.IPv4MinLen + ulen
+		binary.BigEndian.PutUint16(ip[2:4], uint16(total))
+		binary.BigEndian.PutUint16(ip[10:12], ^header.FoldChecksum(t.sum+uint32(total)))
+		u := header.UDP(ip[header.IPv4MinLen:])
+		binary.BigEndian.PutUint16(u[4:6], uint16(ulen))
+		if t.udp {
+			u.SetChecksum(t.ps + uint32(ulen))
 		}
 		return true
 	}
-	header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv6)
-	fl := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: b.cfg.TTL, Src: src.As16(), Dst: dst.Addr().As16()}
-	header.PutIPv6(d[header.EthernetLen:], &fl, ulen)
+	binary.BigEndian.PutUint16(d[header.EthernetLen+4:], uint16(ulen)) // IPv6 payload length
 	u := header.UDP(d[header.EthernetLen+header.IPv6Len:])
-	header.PutUDP(u, b.cfg.ListenPort, dst.Port(), len(payload))
-	u.SetChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], ulen))
+	binary.BigEndian.PutUint16(u[4:6], uint16(ulen))
+	u.SetChecksum(t.sum + uint32(ulen))
 	return true
 }
 

@@ -5,7 +5,6 @@ package afxdp
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -76,14 +75,9 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 	if cfg.NumFrames < 64 {
 		return nil, fmt.Errorf("afxdp: %d frames is too few (at least 64)", cfg.NumFrames)
 	}
-	page := os.Getpagesize()
-	size := cfg.NumFrames * cfg.FrameSize
-	raw := make([]byte, size+page)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&raw[0])) % uintptr(page)); r != 0 {
-		off = page - r
-	}
-	mem := raw[off : off+size : off+size]
+	// Page aligned (the kernel's XDP_UMEM_REG requires it), and on huge
+	// pages where the kernel gives them (dataplane.AllocMemory).
+	mem := dataplane.AllocMemory(cfg.NumFrames * cfg.FrameSize)
 	pool, err := dataplane.NewPool(mem, cfg.FrameSize, xdpPacketHeadroom)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: create pool: %w", err)

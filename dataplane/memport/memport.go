@@ -139,7 +139,7 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 		return nil, nil, err
 	}
 	newPool := func() (*dataplane.Pool, error) {
-		p, err := dataplane.NewPool(make([]byte, cfg.PoolFrames*cfg.FrameSize), cfg.FrameSize, cfg.Headroom)
+		p, err := dataplane.NewPool(dataplane.AllocMemory(cfg.PoolFrames*cfg.FrameSize), cfg.FrameSize, cfg.Headroom)
 		if err != nil {
 			return nil, fmt.Errorf("memport: create pool: %w", err)
 		}

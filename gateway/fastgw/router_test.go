@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +146,7 @@ func TestFragmentation(t *testing.T) {
 		})
 	}
 	const n, size = 1000, 3000
+	dropsBefore, _ := abPathDrops(t, s)
 	got := make(chan int, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -169,14 +172,24 @@ func TestFragmentation(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // the stock peer decrypts on 2 busy cores
 		}
 	}
-	if c := <-got; c != n {
+	// The datagrams are sent open loop (paced for the stock peer): on a
+	// loaded machine the kernel may drop some fragments on the way (a
+	// veth's ring or backlog, an AF_XDP ring, the stock peer's socket,
+	// host B's reassembly or socket), and counts each. A datagram missing
+	// needs at least one such count, or the gateway lost it.
+	c := <-got
+	dropsAfter, detail := abPathDrops(t, s)
+	if lost := uint64(n - c); lost > dropsAfter-dropsBefore {
 		var diag strings.Builder
 		for _, ns := range []*topo.NS{s.HostA, s.GwB, s.HostB} {
-			out, _ := ns.Run("nstat", "-az", "IpReasmFails", "IpReasmTimeout", "IpReasmOKs", "IpFragCreates", "UdpRcvbufErrors", "UdpInErrors", "IpInDiscards", "IpOutDiscards", "IpFragFails")
+			out, _ := ns.Run("nstat", "-asz", "IpReasmFails", "IpReasmTimeout", "IpReasmOKs", "IpFragCreates", "UdpRcvbufErrors", "UdpInErrors", "IpInDiscards", "IpOutDiscards", "IpFragFails")
 			fmt.Fprintf(&diag, "%s:\n%s", ns.Name, out)
 		}
 		wan, lan := s.Gateway.Ports()
-		t.Errorf("received %d of %d 3,000-byte datagrams intact; drops %s\nLAN %+v\nWAN %+v\n%s", c, n, dropsString(s.Gateway), lan.Stats(), wan.Stats(), diag.String())
+		t.Errorf("received %d of %d 3,000-byte datagrams intact, %d counted dropped by the kernel (%s); drops %s\nLAN %+v\nWAN %+v\n%s",
+			c, n, dropsAfter-dropsBefore, detail, dropsString(s.Gateway), lan.Stats(), wan.Stats(), diag.String())
+	} else if lost > 0 {
+		t.Logf("%d of %d datagrams lost where the kernel counted drops (machine load): %s", lost, n, detail)
 	}
 
 	out, _ := s.HostA.Run("ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", twosite.HostB4.String())
@@ -253,6 +266,7 @@ func TestICMPRateLimit(t *testing.T) {
 		}
 	}
 	before := s.Gateway.Engine().Stats()[0]
+	lostBefore, _ := lanPathLosses(t, s)
 	setsock(unix.IPPROTO_IP, unix.IP_TTL, 1)
 	const flood = 2000
 	start := time.Now()
@@ -268,8 +282,16 @@ func TestICMPRateLimit(t *testing.T) {
 	elapsed := time.Since(start) // every message was allowed within it
 	sent, supp := after.ICMPSent-before.ICMPSent, after.ICMPSuppressed-before.ICMPSuppressed
 	dropped := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropTTLExceeded]
-	if dropped != flood || sent+supp != flood {
-		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed", flood, dropped, sent, supp)
+	// The flood comes in bursts of 100: on a loaded machine the kernel may
+	// drop some before the gateway sees them (the veth's ring in front of
+	// the XDP program, the AF_XDP RX ring), and counts them there. Every
+	// packet the gateway received is answered or suppressed; none of the
+	// rest may be missing without a kernel count.
+	lostAfter, lostDetail := lanPathLosses(t, s)
+	if lost := lostAfter - lostBefore; dropped > flood || flood-dropped > lost || sent+supp != dropped {
+		t.Errorf("TTL-1 flood of %d: %d dropped ttl_exceeded, %d answered + %d suppressed, %d lost before the gateway (%s)", flood, dropped, sent, supp, lost, lostDetail)
+	} else if dropped < flood {
+		t.Logf("TTL-1 flood: %d of %d lost before the gateway, counted by the kernel (%s)", flood-dropped, flood, lostDetail)
 	}
 	// At most the burst plus the rate over the time since the flood
 	// began; at least the burst.
@@ -286,6 +308,7 @@ func TestICMPRateLimit(t *testing.T) {
 	setsock(unix.IPPROTO_IP, unix.IP_TTL, 64)
 	setsock(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
 	before = s.Gateway.Engine().Stats()[0]
+	lostBefore, _ = lanPathLosses(t, s)
 	const big = 300
 	for i := range big {
 		if _, err := uc.WriteToUDP(make([]byte, 1472), dst); err != nil {
@@ -297,10 +320,89 @@ func TestICMPRateLimit(t *testing.T) {
 	}
 	got = count(ipv4.ICMPTypeDestinationUnreachable, 2*time.Second)
 	after = s.Gateway.Engine().Stats()[0]
-	if got != big || after.ICMPSuppressed != before.ICMPSuppressed || after.ICMPSent-before.ICMPSent != big {
-		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed; want all answered; drops %s",
-			big, after.ICMPSent-before.ICMPSent, got, after.ICMPSuppressed-before.ICMPSuppressed, dropsString(s.Gateway))
+	// Every one the gateway received is answered (as above, the kernel
+	// counts what it dropped before the gateway).
+	lostAfter, lostDetail = lanPathLosses(t, s)
+	answered := after.ICMPSent - before.ICMPSent
+	if lost := lostAfter - lostBefore; got != int(answered) || after.ICMPSuppressed != before.ICMPSuppressed || answered > big || big-answered > lost {
+		t.Errorf("DF flood of %d over the MTU: %d frag needed sent, %d received, %d suppressed, %d lost before the gateway (%s); want all answered; drops %s",
+			big, answered, got, after.ICMPSuppressed-before.ICMPSuppressed, lost, lostDetail, dropsString(s.Gateway))
 	}
+}
+
+// abPathDrops sums what the kernel dropped and counted on the way from host
+// A to host B's sockets through gwA and the stock peer: every link of the
+// site's namespaces, gwA's AF_XDP RX rings, the stock peer's and host B's
+// UDP socket overflows and host B's failed reassemblies. Compare two
+// readings.
+func abPathDrops(t *testing.T, s *twosite.Site) (uint64, string) {
+	t.Helper()
+	var total uint64
+	var detail strings.Builder
+	for _, ns := range []*topo.NS{s.HostA, s.GwA, s.Router, s.GwB, s.HostB} {
+		if ns == nil {
+			continue // no router: the gateways share a link
+		}
+		d, text, err := ns.LinkDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += d
+		detail.WriteString(text)
+	}
+	wan, lan := s.Gateway.Ports()
+	for _, p := range []struct {
+		name string
+		st   map[string]uint64
+	}{{"LAN", lan.Stats().Backend}, {"WAN", wan.Stats().Backend}} {
+		total += p.st["xsk_rx_ring_full"] + p.st["xsk_rx_dropped"]
+		fmt.Fprintf(&detail, " gwA %s xsk_rx_ring_full=%d xsk_rx_dropped=%d", p.name, p.st["xsk_rx_ring_full"], p.st["xsk_rx_dropped"])
+	}
+	for _, c := range []struct {
+		ns    *topo.NS
+		names []string
+	}{{s.GwB, []string{"UdpRcvbufErrors"}}, {s.HostB, []string{"UdpRcvbufErrors", "IpReasmFails"}}} {
+		out, err := c.ns.Run("nstat", append([]string{"-asz"}, c.names...)...)
+		if err != nil {
+			t.Fatalf("nstat in %s: %v: %s", c.ns.Name, err, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && slices.Contains(c.names, f[0]) {
+				v, err := strconv.ParseUint(f[1], 10, 64)
+				if err != nil {
+					t.Fatalf("nstat in %s: %q: %v", c.ns.Name, line, err)
+				}
+				total += v
+				if v > 0 {
+					fmt.Fprintf(&detail, " %s %s=%d", c.ns.Name, f[0], v)
+				}
+			}
+		}
+	}
+	return total, detail.String()
+}
+
+// lanPathLosses sums what the kernel dropped between host A and gateway A's
+// workers: the links of both namespaces (a veth whose peer's ring in front
+// of the XDP program had no room counts it) and the LAN port's AF_XDP RX
+// ring (full, or no fill buffer). Compare two readings.
+func lanPathLosses(t *testing.T, s *twosite.Site) (uint64, string) {
+	t.Helper()
+	var total uint64
+	var detail strings.Builder
+	for _, ns := range []*topo.NS{s.HostA, s.GwA} {
+		d, text, err := ns.LinkDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += d
+		detail.WriteString(text)
+	}
+	_, lan := s.Gateway.Ports()
+	st := lan.Stats().Backend
+	total += st["xsk_rx_ring_full"] + st["xsk_rx_dropped"]
+	fmt.Fprintf(&detail, " LAN xsk_rx_ring_full=%d xsk_rx_dropped=%d", st["xsk_rx_ring_full"], st["xsk_rx_dropped"])
+	return total, detail.String()
 }
 
 // TestECNAcrossTunnel: an ECT(0) packet from hostA arrives at hostB still

@@ -45,7 +45,7 @@ type memWires struct {
 
 func newWires(queues int) (*memWires, error) {
 	pool := func() (*dataplane.Pool, error) {
-		mem := make([]byte, poolFrames*frameSize)
+		mem := dataplane.AllocMemory(poolFrames * frameSize)
 		prefault(mem)
 		return dataplane.NewPool(mem, frameSize, dataplane.DefaultHeadroom)
 	}

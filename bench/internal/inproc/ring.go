@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/wgpio/wgpio/dataplane"
 )
 
 // slotSize is the bytes of one ring slot: an outer WireGuard datagram of a
@@ -60,7 +63,13 @@ type ring struct {
 }
 
 func newRing() *ring {
-	r := &ring{slots: make([]slot, ringSize), wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	// The slots get the memory the memport pools get (huge pages where
+	// the kernel gives them, dataplane.AllocMemory), so that the doubles
+	// pay no TLB misses the ports do not. A slot holds no pointers, so
+	// the bytes may back it.
+	mem := dataplane.AllocMemory(ringSize * int(unsafe.Sizeof(slot{})))
+	slots := unsafe.Slice((*slot)(unsafe.Pointer(unsafe.SliceData(mem))), ringSize)
+	r := &ring{slots: slots, wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	for i := range r.slots {
 		prefault(r.slots[i].buf[:])
 	}
