@@ -94,6 +94,8 @@ type rigConfig struct {
 	lanVLAN, wanVLAN uint16
 	// replayWindow is both engines' Config.ReplayWindow.
 	replayWindow replay.Policy
+	// share is both engines' Config.Share (shared workers).
+	share bool
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -144,7 +146,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
-			ReplayWindow: rc.replayWindow,
+			ReplayWindow: rc.replayWindow, Share: rc.share,
 		})
 		if err != nil {
 			t.Fatal(err)
