@@ -50,8 +50,8 @@
 // to 0.42 with 64 keys); of 1420 bytes, 0.53 to 0.58 (AMD Zen 5, shared and
 // loaded machine, BenchmarkBurst/avx512ifma). A run of one or two small packets
 // costs more than x/crypto (about 2x for one): the package does not switch
-// to x/crypto for them, because x/crypto keeps a copy of the key that this
-// package cannot erase (see Key memory); callers should hand whole runs.
+// to x/crypto for them, which would need an x/crypto AEAD (and its key
+// copy) for every key; callers should hand whole runs.
 //
 // # Key memory
 //
@@ -59,10 +59,12 @@
 // implementations keep no other copy beyond the duration of a call: the
 // per-call lane state on the stack is wiped before return, and the
 // assembly clears the vector registers (and its stack scratch) it used. The
-// generic implementation uses an x/crypto AEAD, which keeps a private copy
-// of the key that this package cannot erase; it is created only when the
-// generic implementation is the one in use, and dropped (left to the
-// garbage collector) by [Key.Zero].
+// generic implementation, and avx2 for messages longer than 256 bytes, use
+// an x/crypto AEAD, which keeps a private copy of the key and offers no way
+// to erase it; it is created only when one of those implementations is the
+// one in use, and [Key.Zero] erases that copy in place (x/crypto's AEAD is a
+// pointer to the 32 key bytes; a test fails if a new x/crypto changes that
+// layout) before dropping it.
 //
 // # Constant time
 //

@@ -31,7 +31,7 @@ type Key struct {
 	// aead is x/crypto's AEAD for the messages sealed one at a time: nil
 	// unless the generic implementation (every message) or avx2 (messages
 	// longer than maxAVX2Len) was in use when Set ran. It holds a private
-	// key copy that only the garbage collector reclaims.
+	// key copy, which Zero and Set erase in place (wipeAEAD).
 	aead cipher.AEAD
 }
 
@@ -40,16 +40,23 @@ func (k *Key) Set(key *[KeySize]byte) {
 	for i := range k.w {
 		k.w[i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
+	if k.aead != nil {
+		wipeAEAD(k.aead)
+	}
 	k.aead = nil
 	if active == implGeneric || active == implAVX2 {
 		k.aead = newAEAD(key)
 	}
 }
 
-// Zero erases the key words held by k and drops the fallback's AEAD, if
-// any. k is unusable afterwards until the next Set.
+// Zero erases the key words held by k, and the key copy inside x/crypto's
+// AEAD if k has one (the generic implementation, avx2's long messages),
+// which it then drops. k is unusable afterwards until the next Set.
 func (k *Key) Zero() {
 	clear(k.w[:])
+	if k.aead != nil {
+		wipeAEAD(k.aead)
+	}
 	k.aead = nil
 }
 
