@@ -25,6 +25,7 @@ func (h IPv6) DecrementHopLimit() uint8 {
 //
 // One load, one compare and, for IPv4, one checksum update; no allocation.
 func Forward(p []byte) bool {
+	_ = p[11] // both headers are longer: one bounds check for the rest
 	if p[0]>>4 == IPv4Version {
 		ttl := p[8]
 		if ttl <= 1 {
