@@ -84,6 +84,7 @@ const (
 	ReasonCode                   // RFC 4861 §7.1: ICMP code not 0
 	ReasonChecksum               // ICMPv6 checksum over the pseudo-header wrong
 	ReasonTargetMulticast        // RFC 4861 §7.1: target address is multicast
+	ReasonSourceMulticast        // RFC 4291 §2.7: IPv6 source address is multicast (Linux's ipv6_rcv drops it too)
 	ReasonOption                 // RFC 4861 §7.1: an option of length 0 or past the end
 	ReasonSolicitedFlag          // RFC 4861 §7.1.2: S flag set on a multicast NA
 	ReasonUnspecifiedSrc         // RFC 4861 §7.1.1: NS from :: with an SLLA option or not to solicited-node
@@ -96,7 +97,7 @@ const (
 
 var reasonNames = [numReasons]string{
 	"none", "not-neighbour", "truncated", "hardware", "op", "ip-version",
-	"hop-limit", "code", "checksum", "target-multicast",
+	"hop-limit", "code", "checksum", "target-multicast", "source-multicast",
 	"option", "solicited-flag", "unspecified-source", "source-mac",
 	"not-for-us", "not-our-address", "tentative",
 }
@@ -257,6 +258,9 @@ func ParseNDP(frame []byte) (NDP, Reason) {
 	n.Target = netip.AddrFrom16([16]byte(icmp[8:24]))
 	if n.Target.IsMulticast() {
 		return n, ReasonTargetMulticast
+	}
+	if n.Src.IsMulticast() {
+		return n, ReasonSourceMulticast
 	}
 	if n.Type == ICMPv6NA {
 		n.Router = icmp[4]&naFlagRouter != 0

@@ -155,6 +155,8 @@ func TestParseNDP(t *testing.T) {
 		{"hop limit 64 na", rawNDP(macA, macB, ip6B, ip6A, 64, 136, 0, 0x60, ip6B, nil), ReasonHopLimit, NDP{}},
 		{"code 1", rawNDP(macSNA, macB, ip6B, snmA, 255, 135, 1, 0, ip6A, nil), ReasonCode, NDP{}},
 		{"target multicast", rawNDP(macSNA, macB, ip6B, snmA, 255, 135, 0, 0, snmA, nil), ReasonTargetMulticast, NDP{}},
+		{"ns from a multicast source", rawNDP(macSNA, macB, netip.MustParseAddr("ffff::"), snmA, 255, 135, 0, 0, ip6A, nil), ReasonSourceMulticast, NDP{}},
+		{"na from a multicast source", rawNDP(macA, macB, snmA, ip6A, 255, 136, 0, 0x60, ip6B, nil), ReasonSourceMulticast, NDP{}},
 		{"zero-length option", rawNDP(macSNA, macB, ip6B, snmA, 255, 135, 0, 0, ip6A, []byte{1, 0, 0, 0, 0, 0, 0, 0}), ReasonOption, NDP{}},
 		{"option past end", rawNDP(macSNA, macB, ip6B, snmA, 255, 135, 0, 0, ip6A, []byte{1, 2, 0, 0, 0, 0, 0, 0}), ReasonOption, NDP{}},
 		{"dad with slla", rawNDP(macSNA, macB, netip.IPv6Unspecified(), snmA, 255, 135, 0, 0, ip6A, lla(1, macB)), ReasonUnspecifiedSrc, NDP{}},
