@@ -771,11 +771,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // of its XDP program counts the frame there).
 func wanLinkDrops(t *testing.T, p *pair) uint64 {
 	t.Helper()
-	var total uint64
-	for _, ns := range []*topo.NS{p.gA, p.gB} {
-		d, _, err := ns.LinkDrops()
-		must(t, err)
-		total += d
-	}
+	total, _, err := topo.LinkDrops(p.gA, p.gB)
+	must(t, err)
 	return total
 }

@@ -142,15 +142,9 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 // two gateways (gateway A's, the router's and gateway B's namespaces).
 func pathLinkDrops(t *testing.T, s *twosite.Site) (uint64, string) {
 	t.Helper()
-	var total uint64
-	var detail string
-	for _, ns := range []*topo.NS{s.GwA, s.Router, s.GwB} {
-		d, text, err := ns.LinkDrops()
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += d
-		detail += text
+	total, detail, err := topo.LinkDrops(s.GwA, s.Router, s.GwB)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return total, detail
 }

@@ -414,3 +414,21 @@ func (n *NS) LinkDrops() (total uint64, detail string, err error) {
 	}
 	return total, b.String(), nil
 }
+
+// LinkDrops sums NS.LinkDrops over the namespaces nss (nil ones skipped,
+// as a site without a router has none), with their descriptions joined.
+func LinkDrops(nss ...*NS) (total uint64, detail string, err error) {
+	var b strings.Builder
+	for _, n := range nss {
+		if n == nil {
+			continue
+		}
+		d, text, err := n.LinkDrops()
+		if err != nil {
+			return 0, "", err
+		}
+		total += d
+		b.WriteString(text)
+	}
+	return total, b.String(), nil
+}
