@@ -74,6 +74,9 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	if nq == 1 {
 		room = tx.out[0].free(uint32(len(frames) - i))
 	}
+	// Originals of copied frames are freed a run at a time: frames
+	// [copied, i) were all copied (copied < 0: no run is open).
+	copied := -1
 	for ; i < len(frames); i++ {
 		f := &frames[i]
 		if f.IsZero() {
@@ -83,6 +86,10 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		l := uint32(f.Len())
 		if l > p.maxLen && !taggedFits(f.Data(), p.maxLen) {
 			tooLong++
+			if copied >= 0 {
+				tx.own.FreeFrames(frames[copied:i])
+				copied = -1
+			}
 			tx.own.FreeFrames(frames[i : i+1])
 			continue
 		}
@@ -100,20 +107,25 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		out := &tx.out[k]
 		var d desc
 		if f.Pool() == peerPool {
+			if copied >= 0 {
+				tx.own.FreeFrames(frames[copied:i])
+				copied = -1
+			}
 			if f.Headroom() < dataplane.MinHeadroom ||
 				f.Headroom()+int(p.maxLen)+vlanTagLen+dataplane.MinTailroom > peerPool.FrameSize() {
 				moveToHeadroom(f)
 			}
 			d = desc{addr: f.Addr(), len: l}
 		} else {
+			if copied < 0 {
+				copied = i
+			}
 			nf, ok := tx.peerCache.AllocFrame()
 			if !ok {
 				noBuf++
-				tx.own.FreeFrames(frames[i : i+1])
 				continue
 			}
 			dataplane.CopyInto(&nf, f) // fits: l <= MTU + 18 and the pool was sized for it
-			tx.own.FreeFrames(frames[i : i+1])
 			copies++
 			d = desc{addr: nf.Addr(), len: l}
 		}
@@ -125,6 +137,9 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		touched |= 1 << k
 		pkts++
 		bytes += uint64(l)
+	}
+	if copied >= 0 {
+		tx.own.FreeFrames(frames[copied:i])
 	}
 	for k := 0; touched != 0; k, touched = k+1, touched>>1 {
 		if touched&1 != 0 {
@@ -183,6 +198,10 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
 	out := tx.out
 	maxHead := maxHeadroom(pool, maxLen)
+	// room[k] is what is known free on out[k], loaded (one check of the
+	// cached consumer index) when the burst first uses the ring and
+	// again only when it runs out.
+	var room [maxQueues]uint32
 	for i := range frames {
 		f := &frames[i]
 		l, ok := plainFrame(f, pool, maxLen, maxHead)
@@ -191,9 +210,12 @@ func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, ma
 		}
 		k := RSSQueue(f.Data(), len(out))
 		o := &out[k]
-		if o.free(1) == 0 {
-			break
+		if room[k] == 0 {
+			if room[k] = o.free(uint32(len(frames) - i)); room[k] == 0 {
+				break
+			}
 		}
+		room[k]--
 		o.put(desc{addr: f.Addr(), len: uint32(l)})
 		touched |= 1 << k
 		bytes += uint64(l)
@@ -245,14 +267,7 @@ func (tx *txHalf) Alloc(frames []dataplane.Frame) int {
 	if tx.q.port.closed.Load() {
 		return 0
 	}
-	for i := range frames {
-		f, ok := tx.own.AllocFrame()
-		if !ok {
-			return i
-		}
-		frames[i] = f
-	}
-	return len(frames)
+	return tx.own.AllocFrames(frames)
 }
 
 // Free returns frames to their pools. The caller no longer owns them. It
