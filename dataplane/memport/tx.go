@@ -68,6 +68,20 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 			i, bytes, touched = tx.putPlainRSS(frames, peerPool, p.maxLen)
 		}
 		pkts = uint64(i)
+		// Then frames of our own pool bound for a peer with its own
+		// pool (separate memory, as two hosts' NICs): each copied into
+		// a buffer of the peer's pool, the originals freed in one call.
+		if own := tx.own.Pool(); i < len(frames) && peerPool != own {
+			k, kb, kt := tx.putCopy(frames[i:], own, p.maxLen)
+			if k > 0 {
+				tx.own.FreeFrames(frames[i : i+k])
+				i += k
+				pkts += uint64(k)
+				copies += uint64(k)
+				bytes += kb
+				touched |= kt
+			}
+		}
 	}
 	// With one peer queue, the ring's room is checked once for the burst.
 	room := uint32(0)
@@ -217,6 +231,45 @@ func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, ma
 		}
 		room[k]--
 		o.put(desc{addr: f.Addr(), len: uint32(l)})
+		touched |= 1 << k
+		bytes += uint64(l)
+		n++
+	}
+	return n, bytes, touched
+}
+
+// putCopy copies the leading frames of frames that are of pool own and at
+// most maxLen bytes into buffers of the peer's pool and puts those on the
+// rings RSSQueue picks, while the rings have room and the peer's pool has
+// buffers. It returns how many it put, their bytes and the rings touched;
+// the caller frees the originals. The room of each ring is kept in a local
+// as in putPlainRSS.
+func (tx *txHalf) putCopy(frames []dataplane.Frame, own *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
+	out, pc := tx.out, tx.peerCache
+	var room [maxQueues]uint32
+	for i := range frames {
+		f := &frames[i]
+		l := uint32(f.Len())
+		if f.Pool() != own || l > maxLen {
+			break
+		}
+		k := 0
+		if len(out) > 1 {
+			k = RSSQueue(f.Data(), len(out))
+		}
+		o := &out[k]
+		if room[k] == 0 {
+			if room[k] = o.free(uint32(len(frames) - i)); room[k] == 0 {
+				break
+			}
+		}
+		nf, ok := pc.AllocFrame()
+		if !ok {
+			break // the general loop counts it
+		}
+		dataplane.CopyInto(&nf, f) // fits: l <= MTU + 18 and the pool was sized for it
+		room[k]--
+		o.put(desc{addr: nf.Addr(), len: l})
 		touched |= 1 << k
 		bytes += uint64(l)
 		n++
