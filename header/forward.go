@@ -142,28 +142,23 @@ func UndoHop(pkt []byte, p *Packet) {
 
 // hopWord returns the IPv4 header's bytes 8 to 11 (TTL, protocol,
 // checksum), read little-endian as w, after the hop: TTL − 1 (w's low byte,
-// at least 2) and the checksum raised by 0x0100 with end-around carry, as
-// decrementTTL does. A ones' complement sum does not depend on byte order
-// (RFC 1071 §2(B)): in the little-endian half-word the change is +1, and a
-// result of 0xffff is stored as 0 as there.
+// at least 1) and the checksum updated incrementally. TTL is the high byte
+// of the big-endian word at 8 (TTL, protocol): the word drops by 0x0100, so
+// the stored checksum (its complement) rises by 0x0100 with end-around carry
+// (RFC 1624 eqn. 3). A ones' complement sum does not depend on byte order
+// (RFC 1071 §2(B)): read little-endian, the checksum rises by 1. A result of
+// 0xffff (−0) is stored as 0, as a fresh computation would. Branch-free:
+// one 32-bit load, five operations and one store.
 func hopWord(w uint32) uint32 {
 	v := uint64(w) - 1 + 1<<16   // TTL − 1 (no borrow); checksum + 1, its carry in bit 32
-	v += (v + 1<<16) >> 32 << 16 // end-around carry; 0xffff becomes 0
+	v += (v + 1<<16) >> 32 << 16 // end-around carry, and 0xffff becomes 0: +1 exactly when the sum is >= 0xffff
 	return uint32(v)
 }
 
 // decrementTTL lowers the TTL of the IPv4 header p (len(p) >= 12, TTL >= 1)
-// with an incremental update of its checksum.
+// with an incremental update of its checksum (hopWord).
 func decrementTTL(p []byte) {
-	// TTL is the high byte of the word at 8 (TTL, protocol): the word
-	// drops by 0x0100, so the stored checksum (its complement) rises by
-	// 0x0100 with end-around carry (RFC 1624 eqn. 3). A sum of 0xffff (−0)
-	// is stored as 0, as a fresh computation would. Branch-free: (s+1)>>16
-	// is 1 exactly when s >= 0xffff.
-	p[8]--
-	s := uint32(binary.BigEndian.Uint16(p[10:12])) + 0x0100
-	s += (s + 1) >> 16
-	binary.BigEndian.PutUint16(p[10:12], uint16(s))
+	binary.LittleEndian.PutUint32(p[8:12], hopWord(binary.LittleEndian.Uint32(p[8:12])))
 }
 
 // ECN codepoints, the two low bits of the IPv4 TOS byte and the IPv6 traffic
