@@ -34,6 +34,11 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 		c.put(w.id, CaptureWAN, CaptureRX, frames)
 	}
 	var bad [NumDropReasons]int32
+	// A burst from many sessions has their state loaded first
+	// (inahead.go).
+	if len(frames) <= len(w.in.idx) {
+		w.inboundAhead(frames)
+	}
 	// Frames consumed here (handshakes, keepalives, exception), freed with
 	// the drops.
 	left := w.authenticate(frames, &bad, now)
@@ -199,7 +204,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	// SIMD lanes); a packet that fails is dropped alone.
 	ok := w.openOK[:len(q)]
 	chachapoly.Open(q, ok)
-	clear(q) // drop the key and buffer references
+	w.sourcesAhead(q, ok) // inahead.go
+	clear(q)              // drop the key and buffer references
 	for k := range qm {
 		om := &qm[k]
 		i := om.frame

@@ -142,6 +142,8 @@ type worker struct {
 	aheadPeer  []*Peer
 	// warmSink keeps outbound's warming loads (outbound.go, warm).
 	warmSink uintptr
+	// in is inbound's look-ahead scratch (inahead.go).
+	in inAhead
 
 	c counters
 
@@ -205,6 +207,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
+	w.in = newInAhead(b)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
