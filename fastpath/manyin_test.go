@@ -90,23 +90,32 @@ func newManyInRig(tb testing.TB, npeers, spread int) *manyInRig {
 
 // fill puts the next len(frames) messages of the sending peers, round-robin,
 // into frames (allocated on gateway A's WAN TX) and seals them in one call;
-// it returns the sending peer of each.
+// it returns the sending peer of each in who.
 func (mr *manyInRig) fill(frames []dataplane.Frame, who []int) {
 	for i := range frames {
 		j := mr.k % len(mr.tmpls)
 		mr.k++
 		who[i] = j
-		t := mr.tmpls[j]
-		f := &frames[i]
-		f.SetLen(len(t))
-		d := f.Data()
-		copy(d, t)
-		c := mr.next[j]
+		mr.put(&frames[i], i, j, mr.next[j])
 		mr.next[j]++
-		binary.LittleEndian.PutUint64(d[manyInMsgOff+8:], c)
-		mr.q[i] = chachapoly.Packet{Key: &mr.send[j].send, Counter: c, Data: d[manyInMsgOff+protocol.TransportHeaderSize:]}
 	}
-	chachapoly.Seal(mr.q[:len(frames)])
+	mr.seal(len(frames))
+}
+
+// put makes frame f, the i-th of a burst, sending peer j's message with
+// counter c, to be sealed by seal.
+func (mr *manyInRig) put(f *dataplane.Frame, i, j int, c uint64) {
+	t := mr.tmpls[j]
+	f.SetLen(len(t))
+	d := f.Data()
+	copy(d, t)
+	binary.LittleEndian.PutUint64(d[manyInMsgOff+8:], c)
+	mr.q[i] = chachapoly.Packet{Key: &mr.send[j].send, Counter: c, Data: d[manyInMsgOff+protocol.TransportHeaderSize:]}
+}
+
+// seal seals the first n frames put.
+func (mr *manyInRig) seal(n int) {
+	chachapoly.Seal(mr.q[:n])
 	clear(mr.q)
 }
 
@@ -230,6 +239,45 @@ func TestManyPeersInbound(t *testing.T) {
 		if got := TotalDrops(mr.r.b.Stats())[DropReplay] - before; got != uint64(n) {
 			t.Fatalf("replay drops %d, want %d", got, n)
 		}
+	}
+	// Sessions interleaved in one burst, with replays inside it: peers
+	// 0-3 take turns, each sending counters c, c+1, c (again), c+2, and a
+	// counter from before this burst; only the fresh ones pass, each once.
+	before := TotalDrops(mr.r.b.Stats())[DropReplay]
+	n := tx.Alloc(frames[:40])
+	fresh := 0
+	for i := range frames[:n] {
+		j, r := i%4, i/4
+		base := mr.next[j]
+		var c uint64
+		switch r % 5 {
+		case 0, 2:
+			c = base
+		case 1:
+			c = base + 1
+		case 3:
+			c = base + 2
+		case 4:
+			c = base - 4 // sent in an earlier burst (base moved up 3 in this one)
+		}
+		if r%5 == 3 {
+			mr.next[j] += 3
+		}
+		if r%5 != 2 && r%5 != 4 {
+			fresh++
+		}
+		mr.put(&frames[i], i, j, c)
+	}
+	mr.seal(n)
+	tx.Transmit(frames[:n])
+	w.inbound(mr.r.clock.Now())
+	if m := rx.Receive(frames); m != fresh {
+		t.Fatalf("interleaved sessions: %d delivered, want %d", m, fresh)
+	} else {
+		rx.Free(frames[:m])
+	}
+	if got := TotalDrops(mr.r.b.Stats())[DropReplay] - before; got != uint64(n-fresh) {
+		t.Fatalf("interleaved sessions: replay drops %d, want %d", got, n-fresh)
 	}
 	allocs := testing.AllocsPerRun(200, func() {
 		n := tx.Alloc(frames)
