@@ -24,12 +24,15 @@ type inAhead struct {
 	many bool
 }
 
-func newInAhead(burst int) inAhead {
+// newInAhead makes the scratch for bursts of burst frames (outbound's of
+// up to fb with fragments, whose look-ahead uses lines too: up to five per
+// frame).
+func newInAhead(burst, fb int) inAhead {
 	return inAhead{
 		idx:   make([]uint32, burst),
 		ctr:   make([]uint64, burst),
 		kp:    make([]*Keypair, burst),
-		lines: make([]unsafe.Pointer, 0, 4*burst),
+		lines: make([]unsafe.Pointer, 0, max(5*burst, 5*fb)),
 	}
 }
 

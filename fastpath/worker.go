@@ -214,7 +214,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
-	w.in = newInAhead(b)
+	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
