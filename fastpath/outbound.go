@@ -277,19 +277,20 @@ func (w *worker) outbound(now int64) int {
 // that waits for its line) the misses would add up one after another. The
 // values are summed into w.warmSink so that the loads stay.
 func (w *worker) warm(peers []*peerLocal) {
-	var x uintptr
+	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for _, pl := range peers {
 		if kp := pl.kp; kp != nil {
-			x += uintptr(kp.sendNonce.Load()) + uintptr(kp.Created)
+			lines = append(lines, unsafe.Pointer(kp), unsafe.Pointer(&kp.Created))
 		}
 		// The template's two lines (its header bytes, then its lengths
 		// and the stamps after it).
-		x += uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+		lines = append(lines, unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
 		if ep := pl.ep; ep != nil && ep != pl.tmplEp {
-			x += uintptr(ep.DstMAC[0])
+			lines = append(lines, unsafe.Pointer(ep))
 		}
 	}
-	w.warmSink = x
+	prefetch(lines)
+	clear(lines)
 }
 
 func (w *worker) outerLen(ep *Endpoint) int {

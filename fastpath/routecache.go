@@ -191,12 +191,13 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 			ent[i] = &c.set(hi, lo, false)[0]
 		}
 	}
-	var x uintptr
+	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for _, e := range ent {
 		if e != nil {
-			x += uintptr(e.tag)
+			lines = append(lines, unsafe.Pointer(e))
 		}
 	}
+	prefetch(lines)
 	var (
 		last netip.Addr
 		p    *Peer
@@ -210,22 +211,26 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 		}
 		peers[i] = p
 	}
-	for _, p := range peers {
-		if p != nil {
-			x += uintptr(p.ID)
+	lines = lines[:0]
+	for i, p := range peers {
+		if p != nil && (i == 0 || p != peers[i-1]) {
+			lines = append(lines, unsafe.Pointer(p))
 		}
 	}
+	prefetch(lines)
+	lines = lines[:0]
 	n := len(w.local) * localChunk
-	for _, p := range peers {
-		if p == nil || p.ID >= n {
+	for i, p := range peers {
+		if p == nil || p.ID >= n || (i > 0 && p == peers[i-1]) {
 			continue
 		}
 		if ch := w.local[p.ID/localChunk]; ch != nil {
 			pl := &ch[p.ID%localChunk]
-			x += uintptr(pl.batchN) + uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+			lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
 		}
 	}
-	w.warmSink += x
+	prefetch(lines)
+	clear(lines)
 }
 
 // aheadDst reads the destination address of the IPv4 or IPv6 packet in

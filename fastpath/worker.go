@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"github.com/wgpio/wgpio/chachapoly"
+	"math/bits"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -100,7 +101,13 @@ type worker struct {
 	accepted []bool
 	scratchC []uint64
 	scratchA []bool
-	done     []bool
+	// replayCheck's grouping of a burst by keypair (inbound.go): a table
+	// of 2^(64-replayShift) entries, empty between bursts, the next frame
+	// of each frame's keypair, and the table entries in use.
+	replayTab   []replayGroup
+	replayShift uint8
+	sameNext    []int32
+	replayHeads []int32
 
 	// local is the per-peer state by Peer.ID, in chunks of localChunk so
 	// that growing it never moves a peerLocal a batch points to; a chunk
@@ -142,6 +149,8 @@ type worker struct {
 	aheadPeer  []*Peer
 	// warmSink keeps outbound's warming loads (outbound.go, warm).
 	warmSink uintptr
+	// in is inbound's look-ahead scratch (inahead.go).
+	in inAhead
 
 	c counters
 
@@ -205,6 +214,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
+	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
@@ -215,7 +225,10 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.accepted = make([]bool, b)
 	w.scratchC = make([]uint64, b)
 	w.scratchA = make([]bool, b)
-	w.done = make([]bool, b)
+	tb := max(2*b, 16)
+	tb = 1 << bits.Len(uint(tb-1)) // a power of 2
+	w.replayTab, w.replayShift = make([]replayGroup, tb), uint8(64-bits.TrailingZeros(uint(tb)))
+	w.sameNext, w.replayHeads = make([]int32, b), make([]int32, 0, b)
 	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
 	w.park() // not running: holds no keypair
 	return w, nil
