@@ -65,6 +65,8 @@ func (w *worker) outbound(now int64) int {
 	if ahead {
 		w.routeAhead(rt, frames)
 	}
+	routes := w.dstRoutes
+	routes.use(rt) // for find4
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -98,7 +100,15 @@ func (w *worker) outbound(now int64) int {
 			if ahead && w.aheadDst[i] == lastDst {
 				lastPeer = w.aheadPeer[i]
 			} else {
-				lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+				// IPv4 hits inline, the rest through lookup.
+				hit := false
+				if lastDst.Is4() {
+					a := lastDst.As4()
+					lastPeer, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+				}
+				if !hit {
+					lastPeer, _ = routes.lookup(rt, lastDst) // nil: no route
+				}
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
@@ -122,7 +132,10 @@ func (w *worker) outbound(now int64) int {
 		if clamp {
 			w.clampMSS(p)
 		}
-		pl := w.peerState(peer)
+		pl := w.met(peer) // inline for a peer met before
+		if pl == nil {
+			pl = w.peerState(peer)
+		}
 		k := 0 // fragments added after this frame
 		if ipLen > mtu {
 			// IPv4 without DF is fragmented (RFC 791), each fragment
