@@ -65,6 +65,8 @@ func (w *worker) outbound(now int64) int {
 	if ahead {
 		w.routeAhead(rt, frames)
 	}
+	routes := w.dstRoutes
+	routes.use(rt) // for find4
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -98,7 +100,15 @@ func (w *worker) outbound(now int64) int {
 			if ahead && w.aheadDst[i] == lastDst {
 				lastPeer = w.aheadPeer[i]
 			} else {
-				lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+				// IPv4 hits inline, the rest through lookup.
+				hit := false
+				if lastDst.Is4() {
+					a := lastDst.As4()
+					lastPeer, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+				}
+				if !hit {
+					lastPeer, _ = routes.lookup(rt, lastDst) // nil: no route
+				}
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
@@ -122,7 +132,10 @@ func (w *worker) outbound(now int64) int {
 		if clamp {
 			w.clampMSS(p)
 		}
-		pl := w.peerState(peer)
+		pl := w.met(peer) // inline for a peer met before
+		if pl == nil {
+			pl = w.peerState(peer)
+		}
 		k := 0 // fragments added after this frame
 		if ipLen > mtu {
 			// IPv4 without DF is fragmented (RFC 791), each fragment
@@ -277,19 +290,20 @@ func (w *worker) outbound(now int64) int {
 // that waits for its line) the misses would add up one after another. The
 // values are summed into w.warmSink so that the loads stay.
 func (w *worker) warm(peers []*peerLocal) {
-	var x uintptr
+	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for _, pl := range peers {
 		if kp := pl.kp; kp != nil {
-			x += uintptr(kp.sendNonce.Load()) + uintptr(kp.Created)
+			lines = append(lines, unsafe.Pointer(kp), unsafe.Pointer(&kp.Created))
 		}
 		// The template's two lines (its header bytes, then its lengths
 		// and the stamps after it).
-		x += uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+		lines = append(lines, unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
 		if ep := pl.ep; ep != nil && ep != pl.tmplEp {
-			x += uintptr(ep.DstMAC[0])
+			lines = append(lines, unsafe.Pointer(ep))
 		}
 	}
-	w.warmSink = x
+	prefetch(lines)
+	clear(lines)
 }
 
 func (w *worker) outerLen(ep *Endpoint) int {

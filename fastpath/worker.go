@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"github.com/wgpio/wgpio/chachapoly"
+	"math/bits"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -100,7 +101,13 @@ type worker struct {
 	accepted []bool
 	scratchC []uint64
 	scratchA []bool
-	done     []bool
+	// replayCheck's grouping of a burst by keypair (inbound.go): a table
+	// of 2^(64-replayShift) entries, empty between bursts, the next frame
+	// of each frame's keypair, and the table entries in use.
+	replayTab   []replayGroup
+	replayShift uint8
+	sameNext    []int32
+	replayHeads []int32
 
 	// local is the per-peer state by Peer.ID, in chunks of localChunk so
 	// that growing it never moves a peerLocal a batch points to; a chunk
@@ -142,6 +149,8 @@ type worker struct {
 	aheadPeer  []*Peer
 	// warmSink keeps outbound's warming loads (outbound.go, warm).
 	warmSink uintptr
+	// in is inbound's look-ahead scratch (inahead.go).
+	in inAhead
 
 	c counters
 
@@ -205,6 +214,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
+	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
@@ -215,7 +225,10 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.accepted = make([]bool, b)
 	w.scratchC = make([]uint64, b)
 	w.scratchA = make([]bool, b)
-	w.done = make([]bool, b)
+	tb := max(2*b, 16)
+	tb = 1 << bits.Len(uint(tb-1)) // a power of 2
+	w.replayTab, w.replayShift = make([]replayGroup, tb), uint8(64-bits.TrailingZeros(uint(tb)))
+	w.sameNext, w.replayHeads = make([]int32, b), make([]int32, 0, b)
 	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
 	w.park() // not running: holds no keypair
 	return w, nil
@@ -349,6 +362,9 @@ func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%
 
 // local state for p, growing the array when peers were added.
 func (w *worker) peerState(p *Peer) *peerLocal {
+	if pl := w.met(p); pl != nil {
+		return pl
+	}
 	for p.ID >= len(w.local)*localChunk {
 		// The peerLocals already handed out (a batch keeps pointers to
 		// them) stay where they are.
@@ -369,6 +385,19 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 		*pl = peerLocal{peer: p, held: pl.held[:0]}
 	}
 	return pl
+}
+
+// met is peerState's common path, small enough to be inlined (outbound
+// takes it for every frame): the state of p when the worker met p before,
+// or nil (peerState then makes it).
+func (w *worker) met(p *Peer) *peerLocal {
+	id := uint(p.ID)
+	if c := id / localChunk; c < uint(len(w.local)) {
+		if ch := w.local[c]; len(ch) == localChunk && ch[id%localChunk].peer == p {
+			return &ch[id%localChunk]
+		}
+	}
+	return nil
 }
 
 func (w *worker) markDirty(pl *peerLocal) {
