@@ -171,13 +171,18 @@ func (w *worker) outbound(now int64) int {
 	frames = w.frames[:n+extra]
 	w.lastPeers = len(peers)
 	// Pass 2, per peer of the burst: the keypair and endpoint to send
-	// with, and one nonce reservation for all its frames. The state of
-	// all the burst's peers is loaded first (warm), so that their cache
-	// misses overlap instead of coming one peer after another.
+	// with, and one nonce reservation for all its frames. After a burst
+	// for many peers of a large table (ahead), the state of all the
+	// burst's peers is loaded first (warm), so that their cache misses
+	// overlap instead of coming one peer after another; the state of a
+	// few thousand peers stays in cache, and there warm only costs
+	// (BenchmarkPeers: 3 ns per packet with 1,000 peers).
 	for _, pl := range peers {
 		pl.kp, pl.ep = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
 	}
-	w.warm(peers)
+	if ahead {
+		w.warm(peers)
+	}
 	for _, pl := range peers {
 		pl.granted = 0
 		if !sendable(pl.kp, pl.ep, pl.tmplEp, now) {
