@@ -369,7 +369,10 @@ type sealMeta struct {
 // 5-tuple) and the outer ECN field (from the inner one: router.go), both
 // read before sealing, or ok = false without tailroom.
 func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ecn uint8, ok bool) {
-	plen := f.Len()
+	// The inner packet, its capacity to the end of the chunk: one slice
+	// for everything pad reads and writes.
+	d := f.Data()
+	plen := len(d)
 	padded = (plen + 15) &^ 15
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
@@ -380,16 +383,16 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 		srcPort = w.wan.port
 	}
 	if pl.peer.SrcPorts > 1 {
-		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
+		srcPort += uint16(flowHash(d) % uint32(pl.peer.SrcPorts))
 	}
 	if routerWork && plen > 0 {
-		ecn = header.EncapECN(header.ECN(f.Data()))
+		ecn = header.EncapECN(header.ECN(d))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
 		return 0, 0, 0, false
 	}
 	f.SetLen(padded + protocol.TagSize)
-	clear(f.Data()[plen:padded])
+	clear(d[plen:padded])
 	return padded, srcPort, ecn, true
 }
 
