@@ -86,6 +86,20 @@ func (c *routeCache) lookup(rt *routeTable, a netip.Addr) (*Peer, bool) {
 	return p, ok
 }
 
+// find4 is lookup's common path for an IPv4 address (a4, big-endian),
+// small enough to be inlined (outbound takes it for every frame), for a
+// cache in use for the snapshot (use): the peer held for a4 by its set's
+// newer entry (nil: no route), and hit = false when that entry is of
+// another address or generation (lookup then looks further).
+func (c *routeCache) find4(a4 uint32) (p *Peer, hit bool) {
+	// The set is entries[2*i : 2*i+2] for i = the hash's top bits, below
+	// len(entries)/2 (shift); entries was made when the snapshot came
+	// into use (renew). As set and key4 compute them.
+	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> c.shift)
+	e := (*routeCacheEntry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.entries)), 2*i*unsafe.Sizeof(routeCacheEntry{})))
+	return e.peer, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.gen<<1|1
+}
+
 // use makes rt the cache's snapshot: a new generation (entries of older
 // snapshots no longer match), and a larger cache if rt has more prefixes
 // than the cache was sized for.
@@ -162,13 +176,14 @@ const (
 )
 
 // routeAhead looks up the destination of each frame of an outbound burst
-// (its address read by aheadDst) before pass 1, and loads what pass 1 and
-// pass 2 will need of each frame's peer, level by level in tight loops of
-// their own: the route cache entries of all frames, then the lookups
-// (hits, mostly, or the prefix table), then each peer's first line, then
-// the worker's state for it (peerLocal's first three lines). The loads of
-// one level do not depend on each other, so the processor has the cache
-// misses of the whole burst in flight at once, where pass 1, long per
+// (its address read by aheadDst) before pass 1, and prefetches what pass 1
+// and pass 2 will need of each frame's peer, level by level in tight loops
+// of their own: the route cache entries of all frames, then (the lookups:
+// hits, mostly, or the prefix table) each peer's first line, then the
+// worker's state for it (peerLocal's first line, template and stamps). The
+// prefetches of one level do not depend on each other and, unlike loads,
+// do not wait to retire, so the processor has the cache misses of the
+// whole burst in flight at once, where pass 1, long per
 // frame, would take a chain of dependent misses (entry, table, peer,
 // state) for one frame after another. With traffic for thousands of
 // peers, and a worker woken for a burst after others ran, little of this
@@ -191,12 +206,13 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 			ent[i] = &c.set(hi, lo, false)[0]
 		}
 	}
-	var x uintptr
+	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for _, e := range ent {
 		if e != nil {
-			x += uintptr(e.tag)
+			lines = append(lines, unsafe.Pointer(e))
 		}
 	}
+	prefetch(lines)
 	var (
 		last netip.Addr
 		p    *Peer
@@ -210,22 +226,26 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 		}
 		peers[i] = p
 	}
-	for _, p := range peers {
-		if p != nil {
-			x += uintptr(p.ID)
+	lines = lines[:0]
+	for i, p := range peers {
+		if p != nil && (i == 0 || p != peers[i-1]) {
+			lines = append(lines, unsafe.Pointer(p))
 		}
 	}
+	prefetch(lines)
+	lines = lines[:0]
 	n := len(w.local) * localChunk
-	for _, p := range peers {
-		if p == nil || p.ID >= n {
+	for i, p := range peers {
+		if p == nil || p.ID >= n || (i > 0 && p == peers[i-1]) {
 			continue
 		}
 		if ch := w.local[p.ID/localChunk]; ch != nil {
 			pl := &ch[p.ID%localChunk]
-			x += uintptr(pl.batchN) + uintptr(*(*byte)(unsafe.Pointer(&pl.tmpl))) + uintptr(pl.lastSent)
+			lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
 		}
 	}
-	w.warmSink += x
+	prefetch(lines)
+	clear(lines)
 }
 
 // aheadDst reads the destination address of the IPv4 or IPv6 packet in

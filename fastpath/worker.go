@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"github.com/wgpio/wgpio/chachapoly"
+	"math/bits"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -21,32 +22,38 @@ const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 // What outbound touches for every peer of a burst is in its first three
 // cache lines (chunks of peerLocals are 64-byte aligned and a peerLocal is
 // a multiple of 64 bytes; TestPeerLocalLayout checks it): line 0 the
-// grouping, the slots and counters, lines 1 and 2 the outer-header
-// template and the send stamps. The rest (inbound, held frames) follows.
+// grouping, the slots, the counter lease and the byte counter, lines 1
+// and 2 the outer-header template and the send stamps. The rest (inbound,
+// held frames) follows.
 type peerLocal struct {
 	peer *Peer
 
 	// batch grouping (outbound): the keypair and endpoint loaded for the
-	// burst, the reserved counters, the burst's frames for the peer.
-	// batchN is 0 outside a burst (outbound's pass 1 lists the peer in
-	// w.burstPeers when it makes it 1 or more, pass 2 sets it back).
-	kp      *Keypair
-	ep      *Endpoint
-	tmplEp  *Endpoint // the endpoint tmpl was built for
+	// burst, the burst's frames for the peer. batchN is 0 outside a burst
+	// (outbound's pass 1 lists the peer in w.burstPeers when it makes it
+	// 1 or more, pass 2 sets it back).
+	kp     *Keypair
+	ep     *Endpoint
+	tmplEp *Endpoint // the endpoint tmpl was built for
+
+	// The send counters this worker reserved and has not used yet
+	// (outbound.go, lease): granted of them from nonce on, of the keypair
+	// whose serial is leaseOf (0: none).
 	nonce   uint64
+	leaseOf uint64
 	batchN  int32
 	granted int32
 
-	// counter not yet published; dirty: listed in w.dirtyPeers
+	// counter not yet published
 	txBytes uint64
-	dirty   bool
 
 	// outer-header template for tmplEp (rebuilt when the endpoint changes)
 	tmpl header.UDPTemplate
 
-	// stamps not yet published
+	// stamps not yet published; dirty: listed in w.dirtyPeers
 	lastSent         int64
 	lastDataSent     int64
+	dirty            bool
 	lastReceived     int64
 	lastDataReceived int64
 	rxBytes          uint64
@@ -63,7 +70,7 @@ type peerLocal struct {
 }
 
 // peerLocalPad rounds peerLocal up to whole cache lines.
-const peerLocalPad = 16
+const peerLocalPad = 40
 
 type worker struct {
 	e     *Engine
@@ -100,7 +107,13 @@ type worker struct {
 	accepted []bool
 	scratchC []uint64
 	scratchA []bool
-	done     []bool
+	// replayCheck's grouping of a burst by keypair (inbound.go): a table
+	// of 2^(64-replayShift) entries, empty between bursts, the next frame
+	// of each frame's keypair, and the table entries in use.
+	replayTab   []replayGroup
+	replayShift uint8
+	sameNext    []int32
+	replayHeads []int32
 
 	// local is the per-peer state by Peer.ID, in chunks of localChunk so
 	// that growing it never moves a peerLocal a batch points to; a chunk
@@ -140,8 +153,8 @@ type worker struct {
 	aheadDst   []netip.Addr
 	aheadEntry []*routeCacheEntry
 	aheadPeer  []*Peer
-	// warmSink keeps outbound's warming loads (outbound.go, warm).
-	warmSink uintptr
+	// in is inbound's look-ahead scratch (inahead.go).
+	in inAhead
 
 	c counters
 
@@ -205,6 +218,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
+	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
 	w.openQ = make([]chachapoly.Packet, 0, b)
@@ -215,7 +229,10 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.accepted = make([]bool, b)
 	w.scratchC = make([]uint64, b)
 	w.scratchA = make([]bool, b)
-	w.done = make([]bool, b)
+	tb := max(2*b, 16)
+	tb = 1 << bits.Len(uint(tb-1)) // a power of 2
+	w.replayTab, w.replayShift = make([]replayGroup, tb), uint8(64-bits.TrailingZeros(uint(tb)))
+	w.sameNext, w.replayHeads = make([]int32, b), make([]int32, 0, b)
 	w.dstRoutes, w.srcRoutes = new(routeCache), new(routeCache)
 	w.park() // not running: holds no keypair
 	return w, nil
@@ -349,6 +366,9 @@ func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%
 
 // local state for p, growing the array when peers were added.
 func (w *worker) peerState(p *Peer) *peerLocal {
+	if pl := w.met(p); pl != nil {
+		return pl
+	}
 	for p.ID >= len(w.local)*localChunk {
 		// The peerLocals already handed out (a batch keeps pointers to
 		// them) stay where they are.
@@ -369,6 +389,19 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 		*pl = peerLocal{peer: p, held: pl.held[:0]}
 	}
 	return pl
+}
+
+// met is peerState's common path, small enough to be inlined (outbound
+// takes it for every frame): the state of p when the worker met p before,
+// or nil (peerState then makes it).
+func (w *worker) met(p *Peer) *peerLocal {
+	id := uint(p.ID)
+	if c := id / localChunk; c < uint(len(w.local)) {
+		if ch := w.local[c]; len(ch) == localChunk && ch[id%localChunk].peer == p {
+			return &ch[id%localChunk]
+		}
+	}
+	return nil
 }
 
 func (w *worker) markDirty(pl *peerLocal) {

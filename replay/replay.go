@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 )
 
 // Implementation choices.
@@ -378,4 +379,16 @@ func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64
 	n, widened = s.w.CheckBatchFrom(queue, counters, limit, accepted)
 	s.mu.Unlock()
 	return n, widened
+}
+
+// Lines returns the addresses of the memory a check of counter c on s
+// begins with: s itself (its lock and the window's state, in one 64-byte
+// line when s is so aligned) and the block of the narrow ring that holds c.
+// It is for a caller that has the lines of many windows loaded at once
+// (prefetched) before it checks each, as a fast-path worker does for a
+// burst from many sessions. It reads nothing of the window and takes no
+// lock: once widened, c's block lies in the wide ring, and the second
+// address names a line the check does not use.
+func (s *SharedWindow) Lines(c uint64) (head, block unsafe.Pointer) {
+	return unsafe.Pointer(s), unsafe.Pointer(&s.w.narrow[(c>>blockShift)&(narrowBlocks-1)])
 }

@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package fastpath
+
+import "unsafe"
+
+// prefetch does nothing on this architecture (see prefetch_amd64.go).
+func prefetch(lines []unsafe.Pointer) {}
