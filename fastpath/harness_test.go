@@ -96,6 +96,10 @@ type rigConfig struct {
 	replayWindow replay.Policy
 	// share is both engines' Config.Share (shared workers).
 	share bool
+	// tunnelAddrs and exception are both engines' Config.TunnelAddrs and
+	// Config.Exception.
+	tunnelAddrs []netip.Addr
+	exception   func(pkt []byte)
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -147,6 +151,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 			ReplayWindow: rc.replayWindow, Share: rc.share,
+			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -62,6 +62,7 @@ type rxMeta struct {
 	plainLen int32          // plaintext length, with the sender's padding
 	back     int32          // from the frame's data start back to the outer Ethernet header
 	verdict  innerVerdict
+	ecn      uint8 // the outer header's ECN field (RFC 6040 decapsulation)
 }
 
 // openMeta is what authenticate keeps of a transport message queued for
@@ -74,7 +75,6 @@ type openMeta struct {
 	c     uint64
 	kp    *Keypair
 	src   netip.AddrPort
-	ecn   uint8 // the outer header's ECN field (RFC 6040 decapsulation)
 }
 
 // innerVerdict is what the first pass found in an authenticated packet's
@@ -154,6 +154,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		msg := d[w.pkt.PayloadOff : w.pkt.PayloadOff+w.pkt.PayloadLen]
+		if routerWork {
+			// The outer ECN field (RFC 6040 decapsulation): the low bits
+			// of the IPv4 TOS or, 4 bits higher, the IPv6 traffic class
+			// in byte 1 (version 4 = 0b100, 6 = 0b110: shift 0 or 4).
+			m.ecn = d[w.pkt.L3Off+1] >> (w.pkt.IPVersion & 2 << 1) & 3
+		}
 		if len(msg) < 4 || msg[1]|msg[2]|msg[3] != 0 {
 			bad[DropBadType]++
 			continue
@@ -199,7 +205,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		op.Key, op.Counter, op.Data = &kp.receive, c, msg[protocol.TransportHeaderSize:]
 		om.frame, om.off = int32(i), int32(w.pkt.PayloadOff+protocol.TransportHeaderSize)
 		om.plain, om.c, om.kp = int32(len(msg)-protocol.TransportHeaderSize-protocol.TagSize), c, kp
-		om.src, om.ecn = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort), header.ECN(d[w.pkt.L3Off:])
+		om.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
 	}
 	// One call authenticates and opens the whole burst (package chachapoly:
 	// SIMD lanes); a packet that fails is dropped alone.
@@ -226,14 +232,17 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerKeepalive
 			continue
 		}
-		oecn := om.ecn // the outer ECN field, for RFC 6040
 		off := int(om.off)
 		f.TrimFront(off)
 		f.SetLen(plain)
 		m.back = int32(off)
 		// The IP header only: a gateway forwards what its upper layer
-		// holds, as a router does.
-		if header.ParseL3(f.Data(), &w.pkt) != header.OK {
+		// holds, as a router does. parseInner also applies the outer
+		// ECN field and takes the router's hop (TTL / hop limit − 1,
+		// router.go), while it holds the header: done there, and not
+		// by calls in this loop, the router's work costs the loop no
+		// values of its own to keep across calls (scripts/routercost.sh).
+		if parseInner(f.Data(), &w.pkt, m.ecn) != header.OK {
 			m.verdict = innerMalformed
 			continue
 		}
@@ -247,16 +256,19 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
 		ip := f.Data()
-		if routerWork && oecn&1 != 0 { // ECT(1) or CE on the outer header: rare
-			header.DecapECN(ip, oecn)
-		}
 		dst := w.pkt.Dst
 		if own && isOwn(rt, dst) {
+			if routerWork {
+				w.undoHop(ip) // not transit
+			}
 			m.verdict = innerOwn
 			continue
 		}
 		// A transit packet: forwarded as a router does (router.go).
-		if routerWork && !header.Forward(ip) {
+		// One that came with TTL / hop limit 0 or 1 (parseInner left
+		// it alone) is answered with time exceeded, before any MTU or
+		// neighbour decision, as Linux does.
+		if routerWork && w.pkt.TTL <= 1 {
 			m.verdict = innerTTLExceeded
 			continue
 		}
@@ -489,6 +501,13 @@ func (w *worker) roam(pl *peerLocal) {
 	}
 	pl.peer.Endpoint.Store(ep)
 }
+
+// undoHop puts back what parseInner did to ip as a router's hop, for a
+// packet addressed to the gateway itself (not transit). Not inlined: a
+// rare path, kept out of authenticate's loop.
+//
+//go:noinline
+func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
 
 func isOwn(rt *routeTable, a netip.Addr) bool {
 	_, ok := rt.own[a]

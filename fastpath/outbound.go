@@ -65,6 +65,8 @@ func (w *worker) outbound(now int64) int {
 	if ahead {
 		w.routeAhead(rt, frames)
 	}
+	routes := w.dstRoutes
+	routes.use(rt) // for find4
 	// Pass 1: parse, route, count per peer. Frames that leave the batch
 	// get a nil peerOf.
 	for i := range frames {
@@ -98,7 +100,15 @@ func (w *worker) outbound(now int64) int {
 			if ahead && w.aheadDst[i] == lastDst {
 				lastPeer = w.aheadPeer[i]
 			} else {
-				lastPeer, _ = w.dstRoutes.lookup(rt, lastDst) // nil: no route
+				// IPv4 hits inline, the rest through lookup.
+				hit := false
+				if lastDst.Is4() {
+					a := lastDst.As4()
+					lastPeer, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+				}
+				if !hit {
+					lastPeer, _ = routes.lookup(rt, lastDst) // nil: no route
+				}
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
@@ -122,7 +132,10 @@ func (w *worker) outbound(now int64) int {
 		if clamp {
 			w.clampMSS(p)
 		}
-		pl := w.peerState(peer)
+		pl := w.met(peer) // inline for a peer met before
+		if pl == nil {
+			pl = w.peerState(peer)
+		}
 		k := 0 // fragments added after this frame
 		if ipLen > mtu {
 			// IPv4 without DF is fragmented (RFC 791), each fragment
@@ -317,7 +330,10 @@ type sealMeta struct {
 // 5-tuple) and the outer ECN field (from the inner one: router.go), both
 // read before sealing, or ok = false without tailroom.
 func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ecn uint8, ok bool) {
-	plen := f.Len()
+	// The inner packet, its capacity to the end of the chunk: one slice
+	// for everything pad reads and writes.
+	d := f.Data()
+	plen := len(d)
 	padded = (plen + 15) &^ 15
 	if padded > w.e.cfg.MTU {
 		padded = max(plen, w.e.cfg.MTU)
@@ -328,16 +344,16 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 		srcPort = w.wan.port
 	}
 	if pl.peer.SrcPorts > 1 {
-		srcPort += uint16(flowHash(f.Data()) % uint32(pl.peer.SrcPorts))
+		srcPort += uint16(flowHash(d) % uint32(pl.peer.SrcPorts))
 	}
 	if routerWork && plen > 0 {
-		ecn = header.EncapECN(header.ECN(f.Data()))
+		ecn = header.EncapECN(header.ECN(d))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
 		return 0, 0, 0, false
 	}
 	f.SetLen(padded + protocol.TagSize)
-	clear(f.Data()[plen:padded])
+	clear(d[plen:padded])
 	return padded, srcPort, ecn, true
 }
 

@@ -86,6 +86,20 @@ func (c *routeCache) lookup(rt *routeTable, a netip.Addr) (*Peer, bool) {
 	return p, ok
 }
 
+// find4 is lookup's common path for an IPv4 address (a4, big-endian),
+// small enough to be inlined (outbound takes it for every frame), for a
+// cache in use for the snapshot (use): the peer held for a4 by its set's
+// newer entry (nil: no route), and hit = false when that entry is of
+// another address or generation (lookup then looks further).
+func (c *routeCache) find4(a4 uint32) (p *Peer, hit bool) {
+	// The set is entries[2*i : 2*i+2] for i = the hash's top bits, below
+	// len(entries)/2 (shift); entries was made when the snapshot came
+	// into use (renew). As set and key4 compute them.
+	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> c.shift)
+	e := (*routeCacheEntry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.entries)), 2*i*unsafe.Sizeof(routeCacheEntry{})))
+	return e.peer, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.gen<<1|1
+}
+
 // use makes rt the cache's snapshot: a new generation (entries of older
 // snapshots no longer match), and a larger cache if rt has more prefixes
 // than the cache was sized for.

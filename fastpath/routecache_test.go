@@ -12,7 +12,8 @@ import (
 
 // TestRouteCacheMatchesTable: the cache answers exactly as the prefix
 // table, for hits, misses, collisions and unrouted addresses, and follows
-// a new snapshot at once.
+// a new snapshot at once; so does find4 (outbound's inline path) whenever
+// it reports a hit, and it hits an IPv4 address just looked up.
 func TestRouteCacheMatchesTable(t *testing.T) {
 	pa, pb := &Peer{ID: 0}, &Peer{ID: 1}
 	rt1 := newRouteTable(nil)
@@ -35,16 +36,41 @@ func TestRouteCacheMatchesTable(t *testing.T) {
 		}
 	}
 	var c routeCache
+	n4, hits4 := 0, 0
 	for round := 0; round < 3; round++ {
 		for _, rt := range []*routeTable{rt1, rt2, rt1} {
+			c.use(rt)
 			for _, a := range addrs {
-				gp, gok := c.lookup(rt, a)
 				wp, wok := rt.t.Lookup(a)
+				var a4 uint32
+				if a.Is4() {
+					b := a.As4()
+					a4 = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+					if fp, hit := c.find4(a4); hit && fp != wp {
+						t.Fatalf("find4(%v) = %p (hit), table says %p", a, fp, wp)
+					}
+				}
+				gp, gok := c.lookup(rt, a)
 				if gp != wp || gok != wok {
 					t.Fatalf("lookup(%v) = %p %v, table says %p %v", a, gp, gok, wp, wok)
 				}
+				if a.Is4() {
+					// A miss put a4 in its set's newer entry; a hit
+					// in the older one leaves it there (find4 misses).
+					fp, hit := c.find4(a4)
+					if hit && fp != wp {
+						t.Fatalf("find4(%v) after lookup = %p, table says %p", a, fp, wp)
+					}
+					n4++
+					if hit {
+						hits4++
+					}
+				}
 			}
 		}
+	}
+	if hits4 < n4*9/10 {
+		t.Errorf("find4 hit %d of %d IPv4 addresses just looked up, want most", hits4, n4)
 	}
 }
 

@@ -385,3 +385,56 @@ func TestZeroAllocsFragmenting(t *testing.T) {
 		t.Errorf("AllocsPerRun(16 packets cut into 32 fragments, sealed, opened) = %v, want 0", allocs)
 	}
 }
+
+// TestOwnNotTransit: a packet from the tunnel to one of the gateway's own
+// tunnel addresses is not transit: it reaches Config.Exception with the TTL
+// / hop limit and checksum it came out of the tunnel with (one less than
+// hostA sent: A forwarded it), even at 1, and with the outer header's CE
+// mark applied (RFC 6040 decapsulation is not a router's hop).
+func TestOwnNotTransit(t *testing.T) {
+	own4, own6 := netip.MustParseAddr("198.19.2.254"), netip.MustParseAddr("2001:db8:2::fe")
+	var got [][]byte
+	r := newRig(t, rigConfig{tunnelAddrs: []netip.Addr{own4, own6}, exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	for _, c := range []struct {
+		src, dst netip.Addr
+		ttl, tos uint8
+		ce       bool // mark the outer header CE on the way
+	}{
+		{hostAddrA, own4, 64, 0, false},
+		{hostAddrA, own4, 2, 0, false}, // leaves A with 1: B must not answer time exceeded
+		{hostAddrA, own4, 64, header.ECNECT0, true},
+		{host6A, own6, 64, 0, false},
+		{host6A, own6, 2, header.ECNECT0, true},
+	} {
+		f := ttlFrame(t, r, c.src, c.dst, 100, c.ttl, c.tos, true)
+		want := bytes.Clone(f.Data()[header.EthernetLen:])
+		header.Forward(want) // A's hop
+		if c.ce {
+			header.DecapECN(want, header.ECNCE)
+		}
+		sendAll(t, r.hostA, 0, []dataplane.Frame{f})
+		r.a.workers[0].outbound(r.clock.Now())
+		var outer []byte
+		recvAll(t, r.wanB, 1, time.Second, func(q int, d []byte) { outer = bytes.Clone(d) })
+		if outer == nil {
+			t.Fatalf("%v TTL %d: nothing on the WAN (A %v)", c.dst, c.ttl, r.a.Stats()[0].Drops.List())
+		}
+		if c.ce {
+			ip := outer[header.EthernetLen:]
+			ip[1] |= header.ECNCE
+			header.IPv4(ip).SetChecksum()
+		}
+		in := udpFrame(t, r.wanA.Queue(0).TX(), r.wanB.MAC(), r.wanA.MAC(), wanAddrA, wanAddrB, portA, portB, []byte{0})
+		in.SetLen(len(outer))
+		copy(in.Data(), outer)
+		sendAll(t, r.wanA, 0, []dataplane.Frame{in})
+		got = nil
+		r.b.workers[0].inbound(r.clock.Now())
+		if len(got) != 1 || !bytes.Equal(got[0], want) {
+			t.Fatalf("%v TTL %d: exception got %x, want %x (B %v)", c.dst, c.ttl, got, want, r.b.Stats()[0].Drops.List())
+		}
+		if d := TotalDrops(r.b.Stats())[DropTTLExceeded]; d != 0 {
+			t.Fatalf("%v TTL %d: B counted %d ttl_exceeded", c.dst, c.ttl, d)
+		}
+	}
+}

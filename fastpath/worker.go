@@ -360,6 +360,9 @@ func (w *worker) localAt(id int) *peerLocal { return &w.local[id/localChunk][id%
 
 // local state for p, growing the array when peers were added.
 func (w *worker) peerState(p *Peer) *peerLocal {
+	if pl := w.met(p); pl != nil {
+		return pl
+	}
 	for p.ID >= len(w.local)*localChunk {
 		// The peerLocals already handed out (a batch keeps pointers to
 		// them) stay where they are.
@@ -380,6 +383,19 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 		*pl = peerLocal{peer: p, held: pl.held[:0]}
 	}
 	return pl
+}
+
+// met is peerState's common path, small enough to be inlined (outbound
+// takes it for every frame): the state of p when the worker met p before,
+// or nil (peerState then makes it).
+func (w *worker) met(p *Peer) *peerLocal {
+	id := uint(p.ID)
+	if c := id / localChunk; c < uint(len(w.local)) {
+		if ch := w.local[c]; len(ch) == localChunk && ch[id%localChunk].peer == p {
+			return &ch[id%localChunk]
+		}
+	}
+	return nil
 }
 
 func (w *worker) markDirty(pl *peerLocal) {

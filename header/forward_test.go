@@ -261,3 +261,95 @@ func FuzzForwardICMP(f *testing.F) {
 		}
 	})
 }
+
+// parseForwardRef is ParseForward the slow way: ParseL3, then DecapECN and
+// Forward, the functions it fuses.
+func parseForwardRef(pkt []byte, p *Packet, outerECN uint8) Reason {
+	r := ParseL3(pkt, p)
+	if r == OK {
+		DecapECN(pkt, outerECN)
+		Forward(pkt)
+	}
+	return r
+}
+
+// checkParseForward runs ParseForward on a copy of pkt and compares it with
+// parseForwardRef: the verdict, the Packet (but Hop) and every byte; then
+// UndoHop must give back pkt with only the ECN decapsulation applied.
+func checkParseForward(t *testing.T, pkt []byte, outerECN uint8) {
+	t.Helper()
+	got, want := bytes.Clone(pkt), bytes.Clone(pkt)
+	var gp, wp Packet
+	gr, wr := ParseForward(got, &gp, outerECN), parseForwardRef(want, &wp, outerECN)
+	gp.Hop = 0
+	if gr != wr || gp != wp || !bytes.Equal(got, want) {
+		t.Fatalf("ParseForward(%x, ECN %d) = %v %+v\n%x\nwant %v %+v\n%x", pkt[:min(len(pkt), 40)], outerECN, gr, gp, got, wr, wp, want)
+	}
+	if gr != OK {
+		if !bytes.Equal(got, pkt) {
+			t.Fatalf("ParseForward changed a packet it rejected (%v)", gr)
+		}
+		return
+	}
+	got = bytes.Clone(pkt)
+	ParseForward(got, &gp, outerECN)
+	UndoHop(got, &gp)
+	want = bytes.Clone(pkt)
+	DecapECN(want, outerECN)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("UndoHop after ParseForward(%x, ECN %d) = %x, want %x", pkt[:min(len(pkt), 40)], outerECN, got, want)
+	}
+}
+
+func TestParseForward(t *testing.T) {
+	v4 := func(ttl, tos byte, options []byte) []byte {
+		p := mkIPv4(ip4Spec{proto: ProtoUDP, options: options, payload: udp([]byte("x"))})
+		p[1], p[8] = tos, ttl
+		IPv4(p).SetChecksum()
+		return p
+	}
+	for ttl := range 256 {
+		for outer := range uint8(4) {
+			for _, tos := range []byte{0, 0xb8, 0xb9, 0xba, 0xbb, 0xff} { // every inner ECN, and vary the checksum
+				checkParseForward(t, v4(byte(ttl), tos, nil), outer)
+				checkParseForward(t, v4(byte(ttl), tos, []byte{1, 1, 1, 0}), outer) // options: the slow path
+				p6 := mkIPv6(ProtoUDP, -1, udp(nil))
+				binary.BigEndian.PutUint32(p6[0:4], 6<<28|uint32(tos)<<20|0xabcde)
+				p6[7] = byte(ttl)
+				checkParseForward(t, p6, outer)
+			}
+		}
+	}
+	// Every checksum value: the fused update matches Forward's, ±0
+	// included, and UndoHop restores a checksum received as 0xffff (−0,
+	// which verifies where a fresh computation writes 0) exactly.
+	p := v4(9, 0, nil)
+	for id := range 1 << 16 {
+		binary.BigEndian.PutUint16(p[4:6], uint16(id))
+		IPv4(p).SetChecksum()
+		checkParseForward(t, p, ECNNotECT)
+		if IPv4(p).Checksum() == 0 {
+			binary.BigEndian.PutUint16(p[10:12], 0xffff)
+			if !IPv4(p).VerifyChecksum() {
+				t.Fatalf("id %#x: checksum 0xffff does not verify", id)
+			}
+			checkParseForward(t, p, ECNNotECT)
+		}
+	}
+	// Rejected: nothing changes.
+	bad := v4(64, 0, nil)
+	bad[10] ^= 1
+	checkParseForward(t, bad, ECNCE)
+	checkParseForward(t, bad[:19], ECNNotECT)
+}
+
+// FuzzParseForward holds ParseForward to ParseL3 + DecapECN + Forward, and
+// UndoHop to an exact inverse of the hop, on arbitrary bytes.
+func FuzzParseForward(f *testing.F) {
+	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(make([]byte, 10))}), uint8(0))
+	f.Add(mkIPv4(ip4Spec{proto: ProtoUDP, options: []byte{1, 1, 1, 0}, payload: udp(nil)}), uint8(3))
+	f.Add(mkIPv6(ProtoUDP, -1, udp(make([]byte, 10))), uint8(1))
+	f.Fuzz(func(t *testing.T, p []byte, outerECN uint8) {
+		checkParseForward(t, p, outerECN&3)
+	})
+}

@@ -39,8 +39,12 @@ type Packet struct {
 	Tagged    bool   // an 802.1Q tag was present
 	IPVersion uint8  // 4 or 6
 	Proto     uint8  // upper-layer protocol (IPv4 protocol, or last IPv6 next header)
-	TTL       uint8  // IPv4 TTL or IPv6 hop limit
+	TTL       uint8  // IPv4 TTL or IPv6 hop limit (as received)
 	Fragment  bool   // IPv4 MF or offset, or an IPv6 Fragment header with offset or M
+	// Hop is what ParseForward changed when it lowered the TTL or hop
+	// limit: an IPv4 header's bytes 8 to 11 (TTL, protocol, checksum)
+	// before, little-endian, for UndoHop. The other parsers leave it alone.
+	Hop uint32
 }
 
 // Parse parses an Ethernet II frame (optionally 802.1Q tagged) carrying

@@ -1,6 +1,7 @@
 package inproc
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -41,6 +42,7 @@ func mac6(m net.HardwareAddr) [6]byte { var r [6]byte; copy(r[:], m); return r }
 // pool into B's.
 type memWires struct {
 	hostA, lanA, wanA, wanB, lanB, hostB *memport.Port
+	sinkWait                             *dataplane.Waiter // the sink's (ends)
 }
 
 func newWires(queues int) (*memWires, error) {
@@ -74,21 +76,21 @@ func newWires(queues int) (*memWires, error) {
 }
 
 func (w *memWires) close() {
+	if w.sinkWait != nil {
+		w.sinkWait.Close()
+	}
 	for _, p := range []*memport.Port{w.hostA, w.lanA, w.wanA, w.wanB, w.lanB, w.hostB} {
 		p.Close()
 	}
 }
 
-// sinkYields is how many empty passes the memport sink yields before it
-// sleeps sinkSleep (its rings hold far more than arrives meanwhile).
-const (
-	sinkYields = 8
-	sinkSleep  = 50 * time.Microsecond
-)
+// sinkWait bounds how long the memport sink stays parked without
+// looking at its stop channel.
+const sinkWait = 10 * time.Millisecond
 
 // ends sets the generator (host A transmits on its queue 0; the wire
 // spreads frames over gateway A's queues by RSS) and the sink (host B
-// receives on every queue, sleeping briefly when idle).
+// receives on every queue, parking when idle).
 func (w *memWires) ends(st *setup) error {
 	eth := make([]byte, header.EthernetLen)
 	header.PutEthernet(eth, header.MAC(mac6(w.lanA.MAC())), header.MAC(mac6(w.hostA.MAC())), header.EtherTypeIPv4)
@@ -112,6 +114,20 @@ func (w *memWires) ends(st *setup) error {
 	var rxs []dataplane.RX
 	for q := range w.hostB.NumQueues() {
 		rxs = append(rxs, w.hostB.Queue(q).RX())
+	}
+	// The sink blocks as the doubles' sink does: it yields once when it
+	// finds nothing, then parks in a Waiter, which on memport is a Go
+	// channel that gateway B's transmit sends on when the sink armed (no
+	// system call), so that the woken sink runs next on gateway B's P,
+	// as the doubles' does. The timeout only bounds how late it sees
+	// stop. One sink runs at a time (one runner per size).
+	wt, err := dataplane.NewWaiter()
+	if err != nil {
+		return fmt.Errorf("inproc: sink waiter: %w", err)
+	}
+	w.sinkWait = wt
+	for _, rx := range rxs {
+		wt.Add(rx)
 	}
 	st.sink = func(s *sink, stop <-chan struct{}) {
 		in := make([]dataplane.Frame, maxBurst)
@@ -142,19 +158,13 @@ func (w *memWires) ends(st *setup) error {
 				return
 			default:
 			}
-			// Yield to the gateways a few times, then sleep on a Go
-			// timer. The sink never arms its queues' wakeup eventfds,
-			// so that gateway B's transmit pays no write(2) to wake it
-			// (the doubles' sink parks on a channel, which costs its
-			// producer no system call either).
-			if idle++; idle < sinkYields {
+			if idle++; idle == 1 {
 				runtime.Gosched()
 				continue
 			}
-			// Back off while idle (the other configurations' sinks
-			// wait while one is measured), up to a millisecond: the
-			// rings hold far more than that.
-			time.Sleep(min(sinkSleep<<min(idle-sinkYields, 5), time.Millisecond))
+			if _, err := wt.Wait(sinkWait); err != nil {
+				return
+			}
 		}
 	}
 	return nil
