@@ -6,7 +6,7 @@ import "unsafe"
 // lines (PREFETCHT0), without waiting for any: the misses of all of them
 // are in flight at once, and none of the lines is read in the sense of the
 // memory model (a line another goroutine writes is only brought closer).
-// An address that is nil or not mapped costs nothing and faults nowhere.
+// An address that is nil or not mapped faults nowhere.
 // Used by the look-aheads of both paths (inahead.go; routeAhead and warm
 // in outbound).
 //
