@@ -291,16 +291,16 @@ func (w *worker) outbound(now int64) int {
 	return n
 }
 
-// warm loads, for each peer of an outbound burst (pl.kp and pl.ep loaded),
-// the cache lines that pass 2, Seal and wrap use: the keypair's send line
-// (counter, index, key) and state line, the peerLocal's template and stamp
-// lines, and the endpoint when the template was not built for it. The
-// loads of different peers do not depend on each other, so the processor
-// has the misses of the whole burst in flight at once; with traffic for
-// thousands of peers, a peer's state is rarely in cache when its next
-// burst comes, and taken one peer after another (each with an atomic add
-// that waits for its line) the misses would add up one after another. The
-// values are summed into w.warmSink so that the loads stay.
+// warm prefetches, for each peer of an outbound burst (pl.kp and pl.ep
+// loaded), the cache lines that pass 2, Seal and wrap use: the keypair's
+// send line (counter, index, key) and state line, the peerLocal's template
+// and stamp lines, and the endpoint when the template was not built for
+// it. The prefetches of different peers do not depend on each other and
+// do not wait to retire, so the processor has the misses of the whole
+// burst in flight at once; with traffic for thousands of peers, a peer's
+// state is rarely in cache when its next burst comes, and taken one peer
+// after another (each with an atomic add that waits for its line) the
+// misses would add up one after another.
 func (w *worker) warm(peers []*peerLocal) {
 	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for _, pl := range peers {

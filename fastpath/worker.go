@@ -153,8 +153,6 @@ type worker struct {
 	aheadDst   []netip.Addr
 	aheadEntry []*routeCacheEntry
 	aheadPeer  []*Peer
-	// warmSink keeps outbound's warming loads (outbound.go, warm).
-	warmSink uintptr
 	// in is inbound's look-ahead scratch (inahead.go).
 	in inAhead
 
