@@ -16,7 +16,7 @@ import (
 )
 
 // runInProcess is `go run ./bench -inprocess`.
-func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duration, out string) {
+func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duration, rounds int, closed bool, out string) {
 	o := inproc.DefaultOptions(quick)
 	o.Progress = os.Stderr
 	o.Command = strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " ")
@@ -37,6 +37,10 @@ func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duratio
 	if duration > 0 {
 		o.Duration = duration
 	}
+	if rounds > 0 {
+		o.Rounds = rounds
+	}
+	o.ClosedOnly = closed
 	o.Out = out
 	if o.Out == "" {
 		root, err := rig.ModuleRoot()

@@ -442,6 +442,7 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 		err = ErrNoBuffer
 	}
 	frames := q.frames[:got]
+	t.mtu = b.cfg.Port.MTU()
 	k := 0
 	for i := range frames {
 		if b.build(&frames[i], bufs[i], &t) {
@@ -486,6 +487,7 @@ type hdrTemplate struct {
 	sum uint32 // IPv4: partial checksum of the IP header with total length 0; IPv6: of the pseudo-header with length 0
 	ps  uint32 // IPv4 with Config.ChecksumIPv4: the pseudo-header's, length 0
 	udp bool   // IPv4: fill the UDP checksum (Config.ChecksumIPv4)
+	mtu int    // the port's MTU, read once per batch
 }
 
 // template builds the headers of datagrams to dst from src via mac, with
@@ -522,7 +524,7 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 // lengths and checksums, into f (an empty frame). It returns false if the
 // datagram does not fit the frame or the port's MTU.
 func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate) bool {
-	if t.n-header.EthernetLen+len(payload) > b.cfg.Port.MTU() || !f.SetLen(len(payload)) {
+	if t.n-header.EthernetLen+len(payload) > t.mtu || !f.SetLen(len(payload)) {
 		return false
 	}
 	copy(f.Data(), payload)

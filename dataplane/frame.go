@@ -357,6 +357,28 @@ func (c *Cache) AppendChunks(dst []uint64) []uint64 {
 	return append(dst, c.addrs...)
 }
 
+// AllocFrames fills frames with empty frames of the pool, with its default
+// headroom, and returns how many it filled (short only when the pool ran
+// out). The caller owns them. One refill of the cache per CacheBatch
+// frames; no call per frame.
+func (c *Cache) AllocFrames(frames []Frame) int {
+	n := 0
+	for n < len(frames) {
+		if len(c.addrs) == 0 && !c.refill() {
+			break
+		}
+		k := min(len(frames)-n, len(c.addrs))
+		top := len(c.addrs) - 1
+		p, head := c.pool, c.pool.headroom
+		for i := range frames[n : n+k] {
+			frames[n+i] = Frame{pool: p, chunk: c.addrs[top-i], off: head}
+		}
+		c.addrs = c.addrs[:len(c.addrs)-k]
+		n += k
+	}
+	return n
+}
+
 // AllocFrame takes a free chunk and returns it as an empty frame with the
 // pool's default headroom.
 func (c *Cache) AllocFrame() (Frame, bool) {

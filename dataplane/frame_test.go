@@ -365,3 +365,41 @@ func BenchmarkCacheAllocFree(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(frames))/b.Elapsed().Seconds(), "pps")
 }
+
+// TestCacheAllocFrames checks that AllocFrames hands out the chunks
+// AllocFrame would, in the same order, across refills, and stops short
+// when the pool runs out.
+func TestCacheAllocFrames(t *testing.T) {
+	const n = 2*CacheBatch + 37
+	p1, p2 := newTestPool(t, n), newTestPool(t, n)
+	one, bulk := NewCache(p1), NewCache(p2)
+	frames := make([]Frame, 100)
+	total := 0
+	for {
+		k := bulk.AllocFrames(frames)
+		for i := range k {
+			f, ok := one.AllocFrame()
+			if !ok {
+				t.Fatalf("AllocFrame #%d = false, AllocFrames gave a frame", total+i)
+			}
+			g := frames[i]
+			if g.Pool() != p2 || g.Chunk() != f.Chunk() || g.Headroom() != f.Headroom() || g.Len() != 0 {
+				t.Fatalf("frame #%d: AllocFrames chunk %#x headroom %d len %d, AllocFrame chunk %#x headroom %d",
+					total+i, g.Chunk(), g.Headroom(), g.Len(), f.Chunk(), f.Headroom())
+			}
+		}
+		total += k
+		if k < len(frames) {
+			break
+		}
+	}
+	if total != n {
+		t.Errorf("AllocFrames gave %d frames of a %d-frame pool", total, n)
+	}
+	if k := bulk.AllocFrames(frames); k != 0 {
+		t.Errorf("AllocFrames on an empty pool = %d, want 0", k)
+	}
+	if a := testing.AllocsPerRun(10, func() { bulk.AllocFrames(frames) }); a != 0 {
+		t.Errorf("AllocFrames allocates %v times", a)
+	}
+}

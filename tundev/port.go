@@ -162,8 +162,16 @@ func (r PortDropReason) String() string { return counts.Name(portDropNames[:], r
 
 const _ = counts.MaxReasons - NumPortDropReasons // at most MaxReasons reasons
 
+// portCounters are written by Read's goroutine (rx, and the drops and
+// replies of receiving) and by Write's (tx): rx and tx are on lines of
+// their own, so that the two goroutines, on two CPUs, do not take each
+// other's line once per batch.
 type portCounters struct {
-	rx, tx, replies  atomic.Uint64
+	rx               atomic.Uint64
+	_                [56]byte
+	tx               atomic.Uint64
+	_                [56]byte
+	replies          atomic.Uint64
 	fragmented, icmp atomic.Uint64
 	drops            counts.Atomic[PortDropReason]
 }

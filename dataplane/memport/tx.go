@@ -68,12 +68,29 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 			i, bytes, touched = tx.putPlainRSS(frames, peerPool, p.maxLen)
 		}
 		pkts = uint64(i)
+		// Then frames of our own pool bound for a peer with its own
+		// pool (separate memory, as two hosts' NICs): each copied into
+		// a buffer of the peer's pool, the originals freed in one call.
+		if own := tx.own.Pool(); i < len(frames) && peerPool != own {
+			k, kb, kt := tx.putCopy(frames[i:], own, p.maxLen)
+			if k > 0 {
+				tx.own.FreeFrames(frames[i : i+k])
+				i += k
+				pkts += uint64(k)
+				copies += uint64(k)
+				bytes += kb
+				touched |= kt
+			}
+		}
 	}
 	// With one peer queue, the ring's room is checked once for the burst.
 	room := uint32(0)
 	if nq == 1 {
 		room = tx.out[0].free(uint32(len(frames) - i))
 	}
+	// Originals of copied frames are freed a run at a time: frames
+	// [copied, i) were all copied (copied < 0: no run is open).
+	copied := -1
 	for ; i < len(frames); i++ {
 		f := &frames[i]
 		if f.IsZero() {
@@ -83,6 +100,10 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		l := uint32(f.Len())
 		if l > p.maxLen && !taggedFits(f.Data(), p.maxLen) {
 			tooLong++
+			if copied >= 0 {
+				tx.own.FreeFrames(frames[copied:i])
+				copied = -1
+			}
 			tx.own.FreeFrames(frames[i : i+1])
 			continue
 		}
@@ -100,20 +121,25 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		out := &tx.out[k]
 		var d desc
 		if f.Pool() == peerPool {
+			if copied >= 0 {
+				tx.own.FreeFrames(frames[copied:i])
+				copied = -1
+			}
 			if f.Headroom() < dataplane.MinHeadroom ||
 				f.Headroom()+int(p.maxLen)+vlanTagLen+dataplane.MinTailroom > peerPool.FrameSize() {
 				moveToHeadroom(f)
 			}
 			d = desc{addr: f.Addr(), len: l}
 		} else {
+			if copied < 0 {
+				copied = i
+			}
 			nf, ok := tx.peerCache.AllocFrame()
 			if !ok {
 				noBuf++
-				tx.own.FreeFrames(frames[i : i+1])
 				continue
 			}
 			dataplane.CopyInto(&nf, f) // fits: l <= MTU + 18 and the pool was sized for it
-			tx.own.FreeFrames(frames[i : i+1])
 			copies++
 			d = desc{addr: nf.Addr(), len: l}
 		}
@@ -125,6 +151,9 @@ func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 		touched |= 1 << k
 		pkts++
 		bytes += uint64(l)
+	}
+	if copied >= 0 {
+		tx.own.FreeFrames(frames[copied:i])
 	}
 	for k := 0; touched != 0; k, touched = k+1, touched>>1 {
 		if touched&1 != 0 {
@@ -183,6 +212,10 @@ func (o *producer) putPlain(frames []dataplane.Frame, pool *dataplane.Pool, maxL
 func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
 	out := tx.out
 	maxHead := maxHeadroom(pool, maxLen)
+	// room[k] is what is known free on out[k], loaded (one check of the
+	// cached consumer index) when the burst first uses the ring and
+	// again only when it runs out.
+	var room [maxQueues]uint32
 	for i := range frames {
 		f := &frames[i]
 		l, ok := plainFrame(f, pool, maxLen, maxHead)
@@ -191,10 +224,52 @@ func (tx *txHalf) putPlainRSS(frames []dataplane.Frame, pool *dataplane.Pool, ma
 		}
 		k := RSSQueue(f.Data(), len(out))
 		o := &out[k]
-		if o.free(1) == 0 {
+		if room[k] == 0 {
+			if room[k] = o.free(uint32(len(frames) - i)); room[k] == 0 {
+				break
+			}
+		}
+		room[k]--
+		o.put(desc{addr: f.Addr(), len: uint32(l)})
+		touched |= 1 << k
+		bytes += uint64(l)
+		n++
+	}
+	return n, bytes, touched
+}
+
+// putCopy copies the leading frames of frames that are of pool own and at
+// most maxLen bytes into buffers of the peer's pool and puts those on the
+// rings RSSQueue picks, while the rings have room and the peer's pool has
+// buffers. It returns how many it put, their bytes and the rings touched;
+// the caller frees the originals. The room of each ring is kept in a local
+// as in putPlainRSS.
+func (tx *txHalf) putCopy(frames []dataplane.Frame, own *dataplane.Pool, maxLen uint32) (n int, bytes, touched uint64) {
+	out, pc := tx.out, tx.peerCache
+	var room [maxQueues]uint32
+	for i := range frames {
+		f := &frames[i]
+		l := uint32(f.Len())
+		if f.Pool() != own || l > maxLen {
 			break
 		}
-		o.put(desc{addr: f.Addr(), len: uint32(l)})
+		k := 0
+		if len(out) > 1 {
+			k = RSSQueue(f.Data(), len(out))
+		}
+		o := &out[k]
+		if room[k] == 0 {
+			if room[k] = o.free(uint32(len(frames) - i)); room[k] == 0 {
+				break
+			}
+		}
+		nf, ok := pc.AllocFrame()
+		if !ok {
+			break // the general loop counts it
+		}
+		dataplane.CopyInto(&nf, f) // fits: l <= MTU + 18 and the pool was sized for it
+		room[k]--
+		o.put(desc{addr: nf.Addr(), len: l})
 		touched |= 1 << k
 		bytes += uint64(l)
 		n++
@@ -245,14 +320,7 @@ func (tx *txHalf) Alloc(frames []dataplane.Frame) int {
 	if tx.q.port.closed.Load() {
 		return 0
 	}
-	for i := range frames {
-		f, ok := tx.own.AllocFrame()
-		if !ok {
-			return i
-		}
-		frames[i] = f
-	}
-	return len(frames)
+	return tx.own.AllocFrames(frames)
 }
 
 // Free returns frames to their pools. The caller no longer owns them. It

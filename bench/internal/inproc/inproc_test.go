@@ -300,3 +300,26 @@ func TestKey(t *testing.T) {
 		t.Errorf("Key = %q, want %q", got, want)
 	}
 }
+
+// TestPairedVsStock checks that each round's ratio is taken against
+// stock's step of the same round, and that rounds missing a figure are
+// left out.
+func TestPairedVsStock(t *testing.T) {
+	st := func(ns ...float64) []Step {
+		var s []Step
+		for _, v := range ns {
+			s = append(s, Step{ClosedLoop: true, GatewaysNsPerPkt: v})
+		}
+		return s
+	}
+	got := pairedVsStock(st(110, 300, 0, 120), st(100, 200, 100, 100, 100))
+	want := []float64{1.1, 1.5, 1.2}
+	if len(got) != len(want) {
+		t.Fatalf("pairedVsStock = %v, want %v", got, want)
+	}
+	for i := range want {
+		if d := got[i] - want[i]; d > 1e-9 || d < -1e-9 {
+			t.Fatalf("pairedVsStock = %v, want %v", got, want)
+		}
+	}
+}

@@ -307,6 +307,9 @@ func (r *runner) paced(closed []Step, closedProfs [][]byte, progress func(Step))
 	t := sr.Steps[top].DeliveredPPS
 	lossy := 0
 	for _, f := range factors {
+		if r.o.ClosedOnly {
+			break
+		}
 		st, err := add(f * t)
 		if err != nil {
 			return sr, nil, err
@@ -320,7 +323,11 @@ func (r *runner) paced(closed []Step, closedProfs [][]byte, progress func(Step))
 			break
 		}
 	}
-	for range r.o.Refine {
+	refine := r.o.Refine
+	if r.o.ClosedOnly {
+		refine = 0
+	}
+	for range refine {
 		lo, hi := bracket(sr.Steps)
 		if lo <= 0 || hi <= 0 || hi/lo < 1.03 {
 			break
@@ -390,4 +397,19 @@ func (s *SizeResult) summarize() {
 	if at >= 0 {
 		s.At = s.Steps[at]
 	}
+}
+
+// pairedVsStock returns, for each closed-loop round, the gateways' CPU per
+// packet of steps over that of stock's step in the same round (closed[i]
+// and stock taken one after the other), and whether stock was measured.
+// On a machine whose load changes from second to second these paired
+// ratios are steadier than the ratio of the medians.
+func pairedVsStock(steps, stock []Step) []float64 {
+	var out []float64
+	for i := range min(len(steps), len(stock)) {
+		if steps[i].GatewaysNsPerPkt > 0 && stock[i].GatewaysNsPerPkt > 0 {
+			out = append(out, steps[i].GatewaysNsPerPkt/stock[i].GatewaysNsPerPkt)
+		}
+	}
+	return out
 }

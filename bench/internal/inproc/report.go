@@ -132,6 +132,17 @@ func (res *Results) Markdown() string {
 					a.AllocsPerPkt, cr, cpu, sr.Closed.GatewaysNsPerPkt, sat, a.GenNsPerPkt, a.SinkNsPerPkt, a.CPUShare, a.Reordered)
 			}
 			b.WriteString("\n")
+			var paired []string
+			for i := range run.Configs {
+				if sr := run.Configs[i].Size(s); sr != nil && len(sr.PairedVsStock) > 1 {
+					v := slices.Sorted(slices.Values(sr.PairedVsStock))
+					paired = append(paired, fmt.Sprintf("%s %.3f (%.3f–%.3f, %d rounds)", run.Configs[i].Name, v[(len(v)-1)/2], v[0], v[len(v)-1], len(v)))
+				}
+			}
+			if len(paired) > 0 {
+				fmt.Fprintf(&b, "Closed loop, gateways' CPU/pkt over stock's in the same round (the rounds take the configurations in turn), median (range): %s.\n\n",
+					strings.Join(paired, ", "))
+			}
 		}
 	}
 	var profs, notes []string

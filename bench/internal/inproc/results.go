@@ -38,6 +38,8 @@ type PublicOptions struct {
 	Refine      int      `json:"refine"`
 	Flows       int      `json:"flows"`
 	BatchSize   int      `json:"batch_size"` // the doubles' BatchSize
+	Rounds      int      `json:"rounds"`     // closed-loop rounds per configuration and size
+	ClosedOnly  bool     `json:"closed_only,omitempty"`
 }
 
 // CPURun is every configuration measured with the process pinned to
@@ -88,6 +90,10 @@ type SizeResult struct {
 	// ClosedProfile names the CPU profile of the closed-loop step, when
 	// that is not At.
 	ClosedProfile string `json:"closed_profile,omitempty"`
+	// PairedVsStock is, per closed-loop round, the gateways' CPU per
+	// packet over stock's in the same round (the rounds take the
+	// configurations in turn); absent for stock and without it.
+	PairedVsStock []float64 `json:"paired_vs_stock,omitempty"`
 }
 
 // Step is one offered-load step.

@@ -30,6 +30,11 @@ type Options struct {
 	Out      string    // results folder (required)
 	Progress io.Writer // progress lines (nil = none)
 	Command  string    // the command line, for the report
+	// ClosedOnly measures the closed-loop rounds only (no paced sweep, so
+	// no clean rate): with many Rounds, a quick side by side of the
+	// configurations' CPU per packet on a noisy machine, where the paired
+	// ratios to stock (SizeResult.PairedVsStock) are the figure to read.
+	ClosedOnly bool
 	// Profiles writes the CPU profile of each size's reported step into
 	// Out, with `go tool pprof -top` of it when the go command is there.
 	Profiles bool
@@ -95,7 +100,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		Machine: rig.ThisMachine(o.Command), Out: o.Out, LoadBefore: strings.TrimSpace(string(load)),
 		Options: PublicOptions{Quick: o.Quick, Configs: o.Configs, Sizes: o.Sizes, CPUCounts: o.CPUs,
 			CPUList: allowed[:slices.Max(o.CPUs)], StepSeconds: o.Duration.Seconds(), Refine: o.Refine,
-			Flows: flows, BatchSize: batchSize},
+			Flows: flows, BatchSize: batchSize, Rounds: max(o.Rounds, 1), ClosedOnly: o.ClosedOnly},
 	}
 	var failed []string
 	for _, n := range o.CPUs {
@@ -213,6 +218,17 @@ func measureCPUs(ctx context.Context, o *Options, cpus []int, crs []ConfigResult
 				progress(crs[i].Name, size)(st)
 			}
 		}
+		stock := slices.Index(o.Configs, Stock)
+		for i := range runners {
+			if stock < 0 || i == stock || len(closed[i]) == 0 {
+				continue
+			}
+			if pr := pairedVsStock(closed[i], closed[stock]); len(pr) > 0 {
+				s := slices.Sorted(slices.Values(pr))
+				o.progress("%s %4d B %d CPU closed loop, gateways' CPU/pkt vs stock's in the same round: median %.3f, range %.3f-%.3f over %d rounds",
+					crs[i].Name, size, len(cpus), s[(len(s)-1)/2], s[0], s[len(s)-1], len(s))
+			}
+		}
 		for i, r := range runners {
 			if r == nil || ctx.Err() != nil {
 				continue
@@ -237,6 +253,9 @@ func measureCPUs(ctx context.Context, o *Options, cpus []int, crs []ConfigResult
 				if cl := medianClosed(sr.Steps); cl >= 0 && cl != at && cl < len(ps) {
 					sr.ClosedProfile = writeProfile(o.Out, fmt.Sprintf("profile-%s-%d-%dcpu-closed", name, size, len(cpus)), ps[cl])
 				}
+			}
+			if stock >= 0 && i != stock {
+				sr.PairedVsStock = pairedVsStock(closed[i], closed[stock])
 			}
 			crs[i].Sizes = append(crs[i].Sizes, sr)
 		}
