@@ -83,10 +83,9 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 		}
 	}
 	prefetch(lines)
-	// Level 2: the keypairs' state line (expiry, index, peer, window),
-	// receive line (the key Open reads) and first line (the send line,
-	// which authenticate's nil check of the keypair, before it takes the
-	// receive key's address, loads).
+	// Level 2: the keypairs' state line (expiry, index, peer, window) and
+	// receive line (the key Open reads); the first, the send line, is not
+	// read on this path.
 	lines = lines[:0]
 	var prev *Keypair
 	for i, x := range idx {
@@ -97,7 +96,7 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 		kp := slots[x&mask].kp.Load()
 		kps[i], prev = kp, kp
 		if kp != nil {
-			lines = append(lines, unsafe.Pointer(&kp.Created), unsafe.Pointer(&kp.receive), unsafe.Pointer(kp))
+			lines = append(lines, unsafe.Pointer(&kp.Created), unsafe.Pointer(&kp.receive))
 		}
 	}
 	prefetch(lines)

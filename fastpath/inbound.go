@@ -106,6 +106,11 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	var (
 		idxRun   uint32
 		idxRunKp *Keypair // the live keypair of idxRun
+		// and its receive key, taken where the keypair is known not to
+		// be nil: &kp.receive per message made the compiler check kp
+		// for nil by loading its first line, which nothing else of the
+		// inbound path reads (inahead.go)
+		idxRunKey *chachapoly.Key
 		// The last inner source and the peer its allowed IPs name, and
 		// the last destination resolved with its MAC address: a burst is
 		// mostly a few flows.
@@ -188,7 +193,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 				bad[DropExpired]++
 				continue
 			}
-			idxRun, idxRunKp = idx, kp
+			idxRun, idxRunKp, idxRunKey = idx, kp, &kp.receive
 		}
 		c := binary.LittleEndian.Uint64(msg[8:16])
 		if c >= protocol.RejectAfterMessages {
@@ -202,7 +207,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			q, qm = append(q, chachapoly.Packet{}), append(qm, openMeta{})
 		}
 		op, om := &q[k], &qm[k]
-		op.Key, op.Counter, op.Data = &kp.receive, c, msg[protocol.TransportHeaderSize:]
+		op.Key, op.Counter, op.Data = idxRunKey, c, msg[protocol.TransportHeaderSize:]
 		om.frame, om.off = int32(i), int32(w.pkt.PayloadOff+protocol.TransportHeaderSize)
 		om.plain, om.c, om.kp = int32(len(msg)-protocol.TransportHeaderSize-protocol.TagSize), c, kp
 		om.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)

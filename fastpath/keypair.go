@@ -57,12 +57,20 @@ type Keypair struct {
 	// the window's policy is the engine's. It stays out of the struct,
 	// which it would grow by 1 KiB or more.
 	replay atomic.Pointer[replay.SharedWindow]
-	_      [24]byte
+	// serial tells keypairs apart for as long as the process runs (never
+	// 0, never reused, unlike an address or a receiver index): a worker's
+	// lease of send counters names its keypair by it (outbound.go, lease),
+	// so that it keeps no pointer to it past a burst.
+	serial uint64
+	_      [16]byte
 
 	// The receive line (bytes 128-191): the key receivers open with.
 	receive chachapoly.Key
 	_       [keypairPad]byte
 }
+
+// keypairSerials numbers the keypairs NewKeypair makes (Keypair.serial).
+var keypairSerials atomic.Uint64
 
 // A Keypair fills three cache lines: the allocator's size class of 192
 // bytes places every object on a 64-byte boundary (its spans are
@@ -80,6 +88,7 @@ const (
 // error is always nil today (kept for key types that can fail).
 func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, initiator bool, created int64, peer *Peer) (*Keypair, error) {
 	kp := &Keypair{
+		serial:      keypairSerials.Add(1),
 		LocalIndex:  localIndex,
 		RemoteIndex: remoteIndex,
 		IsInitiator: initiator,

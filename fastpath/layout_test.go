@@ -30,6 +30,7 @@ func TestKeypairLayout(t *testing.T) {
 		{"LocalIndex", unsafe.Offsetof(kp.LocalIndex), unsafe.Offsetof(kp.LocalIndex) + 4, 1},
 		{"Peer", unsafe.Offsetof(kp.Peer), unsafe.Offsetof(kp.Peer) + 8, 1},
 		{"replay", unsafe.Offsetof(kp.replay), unsafe.Offsetof(kp.replay) + 8, 1},
+		{"serial", unsafe.Offsetof(kp.serial), unsafe.Offsetof(kp.serial) + 8, 1},
 		{"receive", unsafe.Offsetof(kp.receive), unsafe.Offsetof(kp.receive) + unsafe.Sizeof(kp.receive), 2},
 	} {
 		if f.off/64 != f.line || (f.end-1)/64 != f.line {
@@ -66,11 +67,12 @@ func TestPeerLocalLayout(t *testing.T) {
 		{"nonce", unsafe.Offsetof(pl.nonce), unsafe.Offsetof(pl.nonce) + 8, 0},
 		{"batchN", unsafe.Offsetof(pl.batchN), unsafe.Offsetof(pl.batchN) + 4, 0},
 		{"granted", unsafe.Offsetof(pl.granted), unsafe.Offsetof(pl.granted) + 4, 0},
+		{"leaseOf", unsafe.Offsetof(pl.leaseOf), unsafe.Offsetof(pl.leaseOf) + 8, 0},
 		{"txBytes", unsafe.Offsetof(pl.txBytes), unsafe.Offsetof(pl.txBytes) + 8, 0},
-		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 0},
 		{"tmpl", unsafe.Offsetof(pl.tmpl), unsafe.Offsetof(pl.tmpl) + unsafe.Sizeof(pl.tmpl), 1},
 		{"lastDataSent", unsafe.Offsetof(pl.lastDataSent), unsafe.Offsetof(pl.lastDataSent) + 8, 2},
 		{"lastSent", unsafe.Offsetof(pl.lastSent), unsafe.Offsetof(pl.lastSent) + 8, 2},
+		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 2},
 	} {
 		// tmpl spans lines 1 and 2.
 		if f.off/64 != f.line || ((f.end-1)/64 != f.line && f.name != "tmpl") || (f.end-1)/64 > 2 {

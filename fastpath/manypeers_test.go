@@ -208,9 +208,16 @@ func TestManyPeersBurst(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("AllocsPerRun(burst of 64 for 64 distinct peers of %d) = %v, want 0", npeers, allocs)
 	}
-	// The counters go on where they were after the unchecked bursts.
-	for i := range next {
-		next[i] = pr.peers[i].Current.Load().SendCounter() // reserved so far
+	// The counters go on where they were after the unchecked bursts: the
+	// next of the worker's lease (outbound.go) while it holds one,
+	// otherwise the next the keypair reserves.
+	w := pr.r.a.workers[0]
+	for i, p := range pr.peers {
+		kp := p.Current.Load()
+		next[i] = kp.SendCounter()
+		if pl := w.met(p); pl != nil && pl.leaseOf == kp.serial && pl.granted > 0 {
+			next[i] = pl.nonce
+		}
 	}
 	for range 3 {
 		burst(true)

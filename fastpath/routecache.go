@@ -176,13 +176,14 @@ const (
 )
 
 // routeAhead looks up the destination of each frame of an outbound burst
-// (its address read by aheadDst) before pass 1, and loads what pass 1 and
-// pass 2 will need of each frame's peer, level by level in tight loops of
-// their own: the route cache entries of all frames, then the lookups
-// (hits, mostly, or the prefix table), then each peer's first line, then
-// the worker's state for it (peerLocal's first three lines). The loads of
-// one level do not depend on each other, so the processor has the cache
-// misses of the whole burst in flight at once, where pass 1, long per
+// (its address read by aheadDst) before pass 1, and prefetches what pass 1
+// and pass 2 will need of each frame's peer, level by level in tight loops
+// of their own: the route cache entries of all frames, then (the lookups:
+// hits, mostly, or the prefix table) each peer's first line, then the
+// worker's state for it (peerLocal's first line, template and stamps). The
+// prefetches of one level do not depend on each other and, unlike loads,
+// do not wait to retire, so the processor has the cache misses of the
+// whole burst in flight at once, where pass 1, long per
 // frame, would take a chain of dependent misses (entry, table, peer,
 // state) for one frame after another. With traffic for thousands of
 // peers, and a worker woken for a burst after others ran, little of this

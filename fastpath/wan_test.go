@@ -36,7 +36,6 @@ func TestSetWANLive(t *testing.T) {
 	// (a turn that began after the clock moved) before A's new port is
 	// seen, or B saw its current endpoint in the same interval and stays.
 	r.clock.Advance(PublishInterval)
-	r.b.Kick()
 	waitTurns(t, r.b)
 	const newPort = portA + 100
 	if err := r.a.SetWAN(newPort, wanAddrA, netip.Addr{}); err != nil {
@@ -61,7 +60,6 @@ func TestSetWANLive(t *testing.T) {
 	}
 	// Roaming is applied at B's publish: the turn after the clock moved.
 	r.clock.Advance(PublishInterval)
-	r.b.Kick()
 	waitTurns(t, r.b)
 	if ep := r.peerBA.Endpoint.Load(); ep.Dst.Port() != newPort {
 		t.Fatalf("B's endpoint for A = %v, want port %d (A sends from it); B last received %d, now %d; B drops %v", ep.Dst, newPort, r.peerBA.Stamps.LastReceived.Load(), r.clock.Now(), TotalDrops(r.b.Stats()))
@@ -78,18 +76,24 @@ type rigHost struct {
 
 // waitTurns waits until every worker of e has run a whole loop turn that
 // began after the call (the worker's published turn state, retire.go): what
-// the caller changed before (the clock, the WAN, kicks) has been seen by a
-// turn that also ran its publish check. The caller must have kicked the
-// engine or given it work, or a parked worker never turns. The bound only
-// ends a test whose workers hang.
+// the caller changed before (the clock, the WAN) has been seen by a turn that
+// also ran its publish check. It reads every worker's turn state and only
+// then kicks the engine: a kick before the read could let the kicked turn
+// end, and the worker park, before the read, which would then wait for a
+// turn that nothing starts (CI saw it under -race). The bound only ends a
+// test whose workers hang.
 func waitTurns(t testing.TB, e *Engine) {
 	t.Helper()
+	done := make([]uint64, len(e.workers))
+	for i, w := range e.workers {
+		// A turn numbered above the state now begins after it; the state
+		// turn|1 (parked) or a later turn says that turn ended.
+		done[i] = w.quiet.v.Load()&^1 + 3
+	}
+	e.Kick()
 	deadline := time.Now().Add(30 * time.Second)
 	for i, w := range e.workers {
-		// A turn numbered above the state now began after it; the state
-		// turn|1 (parked) or a later turn says that turn ended.
-		done := w.quiet.v.Load()&^1 + 3
-		for w.quiet.v.Load() < done {
+		for w.quiet.v.Load() < done[i] {
 			if time.Now().After(deadline) {
 				t.Fatalf("worker %d ran no whole turn in 30 s", i)
 			}

@@ -22,32 +22,38 @@ const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 // What outbound touches for every peer of a burst is in its first three
 // cache lines (chunks of peerLocals are 64-byte aligned and a peerLocal is
 // a multiple of 64 bytes; TestPeerLocalLayout checks it): line 0 the
-// grouping, the slots and counters, lines 1 and 2 the outer-header
-// template and the send stamps. The rest (inbound, held frames) follows.
+// grouping, the slots, the counter lease and the byte counter, lines 1
+// and 2 the outer-header template and the send stamps. The rest (inbound,
+// held frames) follows.
 type peerLocal struct {
 	peer *Peer
 
 	// batch grouping (outbound): the keypair and endpoint loaded for the
-	// burst, the reserved counters, the burst's frames for the peer.
-	// batchN is 0 outside a burst (outbound's pass 1 lists the peer in
-	// w.burstPeers when it makes it 1 or more, pass 2 sets it back).
-	kp      *Keypair
-	ep      *Endpoint
-	tmplEp  *Endpoint // the endpoint tmpl was built for
+	// burst, the burst's frames for the peer. batchN is 0 outside a burst
+	// (outbound's pass 1 lists the peer in w.burstPeers when it makes it
+	// 1 or more, pass 2 sets it back).
+	kp     *Keypair
+	ep     *Endpoint
+	tmplEp *Endpoint // the endpoint tmpl was built for
+
+	// The send counters this worker reserved and has not used yet
+	// (outbound.go, lease): granted of them from nonce on, of the keypair
+	// whose serial is leaseOf (0: none).
 	nonce   uint64
+	leaseOf uint64
 	batchN  int32
 	granted int32
 
-	// counter not yet published; dirty: listed in w.dirtyPeers
+	// counter not yet published
 	txBytes uint64
-	dirty   bool
 
 	// outer-header template for tmplEp (rebuilt when the endpoint changes)
 	tmpl header.UDPTemplate
 
-	// stamps not yet published
+	// stamps not yet published; dirty: listed in w.dirtyPeers
 	lastSent         int64
 	lastDataSent     int64
+	dirty            bool
 	lastReceived     int64
 	lastDataReceived int64
 	rxBytes          uint64
@@ -64,7 +70,7 @@ type peerLocal struct {
 }
 
 // peerLocalPad rounds peerLocal up to whole cache lines.
-const peerLocalPad = 16
+const peerLocalPad = 40
 
 type worker struct {
 	e     *Engine
@@ -147,8 +153,6 @@ type worker struct {
 	aheadDst   []netip.Addr
 	aheadEntry []*routeCacheEntry
 	aheadPeer  []*Peer
-	// warmSink keeps outbound's warming loads (outbound.go, warm).
-	warmSink uintptr
 	// in is inbound's look-ahead scratch (inahead.go).
 	in inAhead
 

@@ -15,9 +15,9 @@ import (
 // use by several workers; the zero value is not usable.
 type UDPTemplate struct {
 	hdr    [EthernetVLANLen + IPv6Len + UDPLen]byte
-	n      int    // bytes of headers: L2 + L3 + UDP
-	l3     int    // offset of the IP header
-	l4     int    // offset of the UDP header
+	n      uint8  // bytes of headers: L2 + L3 + UDP (at most 66)
+	l3     uint8  // offset of the IP header
+	l4     uint8  // offset of the UDP header
 	v6     bool   // IPv6 rather than IPv4
 	sum    uint32 // IPv4: header sum without total length; IPv6: pseudo-header sum without length and ports
 	udp4cs bool   // compute the UDP checksum on IPv4 too
@@ -54,19 +54,19 @@ func NewUDPTemplate(c UDPTemplateConfig) (UDPTemplate, bool) {
 		et = EtherTypeIPv6
 	}
 	if c.VLANID >= 0 {
-		t.l3 = PutEthernetVLAN(t.hdr[:], c.Dst, c.Src, uint16(c.VLANID), et)
+		t.l3 = uint8(PutEthernetVLAN(t.hdr[:], c.Dst, c.Src, uint16(c.VLANID), et))
 	} else {
-		t.l3 = PutEthernet(t.hdr[:], c.Dst, c.Src, et)
+		t.l3 = uint8(PutEthernet(t.hdr[:], c.Dst, c.Src, et))
 	}
 	if t.v6 {
 		f := IPv6Fields{TrafficClass: c.TOS, NextHeader: ProtoUDP, HopLimit: c.TTL, Src: src.As16(), Dst: dst.As16()}
-		t.l4 = t.l3 + PutIPv6(t.hdr[t.l3:], &f, 0)
+		t.l4 = t.l3 + uint8(PutIPv6(t.hdr[t.l3:], &f, 0))
 		// Pseudo-header with length 0 and the constant UDP word (the
 		// destination port); Put adds the rest.
 		t.sum = PseudoHeaderChecksum(ProtoUDP, src, dst, 0) + uint32(c.DstPort)
 	} else {
 		f := IPv4Fields{TOS: c.TOS, TTL: c.TTL, Protocol: ProtoUDP, DontFragment: c.DontFragment, Src: src.As4(), Dst: dst.As4()}
-		t.l4 = t.l3 + PutIPv4(t.hdr[t.l3:], &f, 0)
+		t.l4 = t.l3 + uint8(PutIPv4(t.hdr[t.l3:], &f, 0))
 		// Header sum with total length 0: Put adds the length.
 		h := t.hdr[t.l3:t.l4]
 		binary.BigEndian.PutUint16(h[2:4], 0)
@@ -76,16 +76,16 @@ func NewUDPTemplate(c UDPTemplateConfig) (UDPTemplate, bool) {
 			t.sum |= uint32(FoldChecksum(PseudoHeaderChecksum(ProtoUDP, src, dst, 0)+uint32(c.DstPort))) << 16
 		}
 	}
-	t.n = PutUDP(t.hdr[t.l4:], 0, c.DstPort, 0) + t.l4
+	t.n = uint8(PutUDP(t.hdr[t.l4:], 0, c.DstPort, 0)) + t.l4
 	return t, true
 }
 
 // Len returns the bytes of headers Put writes: 42 (IPv4) or 62 (IPv6),
 // plus 4 with a VLAN tag.
-func (t *UDPTemplate) Len() int { return t.n }
+func (t *UDPTemplate) Len() int { return int(t.n) }
 
 // IPOffset returns the offset of the IP header within the headers.
-func (t *UDPTemplate) IPOffset() int { return t.l3 }
+func (t *UDPTemplate) IPOffset() int { return int(t.l3) }
 
 // Put writes the headers into b[:Len()] for a datagram of payloadLen bytes
 // from srcPort, the payload already in b[Len():Len()+payloadLen], and
@@ -95,7 +95,7 @@ func (t *UDPTemplate) IPOffset() int { return t.l3 }
 // Len()+payloadLen long; payloadLen must keep the IP length within 65535.
 // It allocates nothing and does not keep b.
 func (t *UDPTemplate) Put(b []byte, srcPort uint16, payloadLen int) int {
-	n := t.n
+	n := int(t.n)
 	_ = b[n-1]
 	// The untagged headers are copied in 8-byte words, which compile to
 	// register moves; a memmove call costs more than the copy.
@@ -137,11 +137,12 @@ func (t *UDPTemplate) Put(b []byte, srcPort uint16, payloadLen int) int {
 		copy(b, t.hdr[:n])
 	}
 	ulen := uint16(UDPLen + payloadLen)
+	l3 := int(t.l3)
 	u := b[t.l4:n]
 	binary.BigEndian.PutUint16(u[0:2], srcPort)
 	binary.BigEndian.PutUint16(u[4:6], ulen)
 	if t.v6 {
-		binary.BigEndian.PutUint16(b[t.l3+4:t.l3+6], ulen)
+		binary.BigEndian.PutUint16(b[l3+4:l3+6], ulen)
 		// Pseudo-header (with the length) + header words + payload; the
 		// length appears twice: once in the pseudo-header, once in UDP.
 		s := Checksum(b[n:n+payloadLen], t.sum+2*uint32(ulen)+uint32(srcPort))
@@ -153,10 +154,10 @@ func (t *UDPTemplate) Put(b []byte, srcPort uint16, payloadLen int) int {
 		return n
 	}
 	total := uint16(IPv4MinLen) + ulen
-	binary.BigEndian.PutUint16(b[t.l3+2:t.l3+4], total)
+	binary.BigEndian.PutUint16(b[l3+2:l3+4], total)
 	hs := t.sum&0xffff + uint32(total) // < 2^17: one fold and its carry
 	hs = hs>>16 + hs&0xffff
-	binary.BigEndian.PutUint16(b[t.l3+10:t.l3+12], ^uint16(hs+hs>>16))
+	binary.BigEndian.PutUint16(b[l3+10:l3+12], ^uint16(hs+hs>>16))
 	if t.udp4cs {
 		s := Checksum(b[n:n+payloadLen], t.sum>>16+2*uint32(ulen)+uint32(srcPort))
 		c := ^FoldChecksum(s)

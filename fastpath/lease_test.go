@@ -1,0 +1,118 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/protocol"
+)
+
+// TestOutboundLease: a worker sending a frame per burst for a peer takes
+// its counters from a lease of leaseMin (one reservation for several
+// bursts), in order without gaps; two workers sending for the same keypair
+// never send a counter twice; a lease the keypair's counter ran more than
+// leaseLag past (other queues sent) is dropped, and so is one of a
+// keypair that is no longer the peer's, even when the new keypair's
+// counter is just past the lease's: the next counter comes from a new
+// reservation of the keypair in use.
+func TestOutboundLease(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 2, srcPorts: 16})
+	tmpls := queueTemplates(t, r, 2, 16, hostAddrB, 22) // one flow per queue
+	// send runs one burst of one frame through worker q and returns the
+	// counter of the message it sent.
+	send := func(q int) uint64 {
+		t.Helper()
+		var f [1]dataplane.Frame
+		tx := r.hostA.Queue(q).TX()
+		if tx.Alloc(f[:]) != 1 {
+			t.Fatal("no frame")
+		}
+		f[0].SetLen(len(tmpls[q]))
+		copy(f[0].Data(), tmpls[q])
+		tx.Transmit(f[:])
+		r.a.workers[q].outbound(0)
+		rx := r.wanB.Queue(q).RX()
+		if rx.Receive(f[:]) != 1 {
+			t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
+		}
+		d := f[0].Data()
+		const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
+		if len(d) < off+protocol.TransportHeaderSize || d[off] != protocol.TypeTransport {
+			t.Fatalf("queue %d: not a transport message: % x", q, d[:min(len(d), off+16)])
+		}
+		c := binary.LittleEndian.Uint64(d[off+8:])
+		rx.Free(f[:])
+		return c
+	}
+	kp := r.peerAB.Current.Load()
+	first := kp.SendCounter()
+	for i := range uint64(3 * leaseMin) {
+		if c := send(0); c != first+i {
+			t.Fatalf("message %d: counter %d, want %d", i, c, first+i)
+		}
+		// One reservation of leaseMin for every leaseMin messages.
+		if got, want := kp.SendCounter(), first+(i/leaseMin+1)*leaseMin; got != want {
+			t.Fatalf("after message %d: %d counters reserved, want %d", i, got, want)
+		}
+	}
+
+	// Two workers on one keypair: every counter once, each worker's in
+	// rising order.
+	seen := map[uint64]bool{}
+	var last [2]uint64
+	for i := range 10 * leaseMin {
+		q := i % 2
+		if i%7 == 0 {
+			q = 1 - q
+		}
+		c := send(q)
+		if seen[c] {
+			t.Fatalf("counter %d sent twice", c)
+		}
+		if c < last[q] {
+			t.Fatalf("queue %d: counter %d after %d", q, c, last[q])
+		}
+		seen[c], last[q] = true, c
+	}
+
+	// leased makes worker q hold a lease with counters left, and returns
+	// the next of them.
+	leased := func(q int) uint64 {
+		t.Helper()
+		pl := r.a.workers[q].met(r.peerAB)
+		if pl.granted == 0 {
+			send(q)
+		}
+		if pl.granted == 0 || pl.leaseOf != r.peerAB.Current.Load().serial {
+			t.Fatalf("queue %d holds no lease of the current keypair", q)
+		}
+		return pl.nonce
+	}
+
+	// Others ran the counter more than leaseLag on: worker 0 drops its
+	// lease (which still has counters) for a new reservation.
+	c0 := leased(0)
+	past, _ := kp.ReserveNonces(leaseLag + 1)
+	if c := send(0); c < past+leaseLag+1 {
+		t.Fatalf("after %d counters reserved from %d elsewhere, worker 0 sent %d (its old lease, from %d)", leaseLag+1, past, c, c0)
+	}
+
+	// A new session: the old lease is of another keypair, even where the
+	// new one's counter has come close to it: the next counter is the new
+	// keypair's own.
+	next := leased(1)
+	r.newSession()
+	nkp := r.peerAB.Current.Load()
+	if nkp == kp {
+		t.Fatal("no new keypair")
+	}
+	if c := send(0); c != 0 {
+		t.Errorf("queue 0, first message of the new session: counter %d, want 0", c)
+	}
+	nkp.ReserveNonces(int(next + 5 - nkp.SendCounter()))
+	if c := send(1); c != next+5 {
+		t.Errorf("queue 1, with a lease of the old keypair from %d, and the new one's counter at %d: sent %d, want %d", next, next+5, c, next+5)
+	}
+}
