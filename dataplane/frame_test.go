@@ -403,3 +403,28 @@ func TestCacheAllocFrames(t *testing.T) {
 		t.Errorf("AllocFrames allocates %v times", a)
 	}
 }
+
+// TestWarm checks that Warm reads each frame's first byte and the byte a
+// cache line in (when the data reaches it), skips empty frames and does
+// not allocate.
+func TestWarm(t *testing.T) {
+	p := newTestPool(t, 4)
+	c := NewCache(p)
+	frames := make([]Frame, 3)
+	if n := c.AllocFrames(frames); n != 3 {
+		t.Fatalf("AllocFrames = %d", n)
+	}
+	frames[0].SetLen(10)
+	frames[0].Data()[0] = 0x01
+	frames[1].SetLen(100)
+	frames[1].Data()[0] = 0x02
+	frames[1].Data()[64] = 0x04
+	frames[1].Data()[65] = 0x80 // not read
+	// frames[2] is empty: not read.
+	if got := Warm(frames); got != 0x07 {
+		t.Errorf("Warm = %#x, want 0x07", got)
+	}
+	if a := testing.AllocsPerRun(10, func() { Warm(frames) }); a != 0 {
+		t.Errorf("Warm allocates %v times", a)
+	}
+}

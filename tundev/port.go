@@ -94,6 +94,7 @@ type PortDevice struct {
 	nextQ  int               // guarded by rmu
 	spin   dataplane.Spinner // guarded by rmu: Read's idle spin
 	frag   fragState         // guarded by rmu (mtu.go)
+	warm   byte              // guarded by rmu: what dataplane.Warm returned, kept so its loads stay
 
 	txqs []*portTX
 
@@ -299,6 +300,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 				d.nextQ = 0
 			}
 			got := rx.Receive(d.frames[:min(want-n, len(d.frames))])
+			d.warm ^= dataplane.Warm(d.frames[:got])
 			m += got
 			for j := range got {
 				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n]) {
