@@ -132,3 +132,12 @@ func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr) {
 	}
 	d.dp.Kick()
 }
+
+// WANAddrs returns the outer source addresses the device gives its peers'
+// endpoints (the last SetWANAddrs, or the options'): once they are the new
+// ones, every peer's endpoint has moved to them. Safe for concurrent use.
+func (d *Device) WANAddrs() (addr4, addr6 netip.Addr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opts.WANAddr4, d.opts.WANAddr6
+}
