@@ -50,7 +50,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 	bp := getBufs.Get().(*[]byte)
 	defer getBufs.Put(bp)
 	b := (*bp)[:0]
-	if need := 64 + 400*len(d.peers) + 48*len(d.allowed); cap(b) < need {
+	if need := d.getReplySizeLocked(); cap(b) < need {
 		b = make([]byte, 0, need)
 	}
 	if !d.private.IsZero() {
@@ -102,6 +102,16 @@ func (d *Device) IpcGet(w io.Writer) error {
 	}
 	return nil
 }
+
+// getReplySize is about the size of IpcGet's reply now, in bytes (an
+// upper bound for peers with up to 8 allowed IPs).
+func (d *Device) getReplySize() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.getReplySizeLocked()
+}
+
+func (d *Device) getReplySizeLocked() int { return 64 + 400*len(d.peers) + 48*len(d.allowed) }
 
 // getBufs are IpcGet's buffers, reused: a dump is about 350 bytes a peer
 // (35 MB at 100,000), which `wg show` every second would otherwise
@@ -517,6 +527,7 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 				err = uapiErrorf(ipc.IpcErrorInvalid, "trailing byte %q after get=1", c)
 				break
 			}
+			growSendBuffer(conn, d.getReplySize())
 			err = d.IpcGet(rw.Writer)
 		default:
 			d.log.Warn("invalid UAPI operation", "op", op)
