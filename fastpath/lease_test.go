@@ -116,3 +116,49 @@ func TestOutboundLease(t *testing.T) {
 		t.Errorf("queue 1, with a lease of the old keypair from %d, and the new one's counter at %d: sent %d, want %d", next, next+5, c, next+5)
 	}
 }
+
+// TestOutboundLeaseLagFitsSmallWindows: a lease kept while other queues
+// sent for the same keypair must not turn into counters that the smallest
+// replay window in use among WireGuard peers rejects. boringtun (Cloudflare
+// WARP and others) keeps 1,024 counters and drops one more than 1,024
+// below the newest it received; the other queues go on sending while the
+// worker's message is sealed and in flight, so the lag a lease may start
+// with has to stay well inside those 1,024 (here: at most half of them).
+func TestOutboundLeaseLagFitsSmallWindows(t *testing.T) {
+	const smallestWindow = 1024 // boringtun's N_BITS
+	r := newRig(t, rigConfig{queues: 2, srcPorts: 16})
+	tmpls := queueTemplates(t, r, 2, 16, hostAddrB, 22)
+	send := func(q int) uint64 {
+		t.Helper()
+		var f [1]dataplane.Frame
+		tx := r.hostA.Queue(q).TX()
+		if tx.Alloc(f[:]) != 1 {
+			t.Fatal("no frame")
+		}
+		f[0].SetLen(len(tmpls[q]))
+		copy(f[0].Data(), tmpls[q])
+		tx.Transmit(f[:])
+		r.a.workers[q].outbound(0)
+		rx := r.wanB.Queue(q).RX()
+		if rx.Receive(f[:]) != 1 {
+			t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
+		}
+		d := f[0].Data()
+		const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
+		if len(d) < off+protocol.TransportHeaderSize || d[off] != protocol.TypeTransport {
+			t.Fatalf("queue %d: not a transport message: % x", q, d[:min(len(d), off+16)])
+		}
+		c := binary.LittleEndian.Uint64(d[off+8:])
+		rx.Free(f[:])
+		return c
+	}
+	kp := r.peerAB.Current.Load()
+	for lag := 1; lag <= smallestWindow; lag += 37 {
+		send(0)               // worker 0 holds a lease (or takes a new one)
+		kp.ReserveNonces(lag) // the other queues sent lag messages
+		newest := kp.SendCounter() - 1
+		if c := send(0); newest > c && newest-c > smallestWindow/2 {
+			t.Fatalf("after %d counters sent elsewhere, worker 0 sent counter %d, %d below the newest (%d): a %d-counter window keeps too little room for the other queues' messages in flight", lag, c, newest-c, newest, smallestWindow)
+		}
+	}
+}

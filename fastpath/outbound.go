@@ -329,14 +329,17 @@ func (w *worker) warm(peers []*peerLocal) {
 // never sent, as a lost packet's. A lease is dropped once the keypair's
 // counter ran more than leaseLag past its next counter (other queues
 // sent): the counters it would send then are at most leaseLag behind
-// the newest, far inside any receiver's replay window (8,128 in
-// wireguard-go, the kernel and package replay), so a lease never turns
+// the newest, inside any receiver's replay window with room to spare for
+// what the other queues send while the message is in flight (8,128 in
+// wireguard-go, the kernel and package replay, but 1,024 in boringtun,
+// which drops a counter more than 1,024 below the newest it received:
+// leaseLag at 1,024 was right at that edge), so a lease never turns
 // into packets a peer rejects as replays. Rekey-After-Messages and
 // Reject-After-Messages count what is reserved (whitepaper §6.1), at
 // most leaseMin-1 per worker ahead of what was sent.
 const (
 	leaseMin = 16
-	leaseLag = 1024
+	leaseLag = 256
 )
 
 // lease makes pl's lease hold counters of kp, pl's usable keypair, for the
