@@ -49,7 +49,8 @@ type Device struct {
 	wall func() time.Time
 	log  *slog.Logger
 
-	setMu sync.Mutex // serialises UAPI set requests (taken before mu)
+	setMu     sync.Mutex // serialises UAPI set requests (taken before mu)
+	replyBufs replyBufs  // IpcGet's buffers, kept while gets come
 
 	mu         sync.RWMutex
 	idMu       sync.RWMutex

@@ -51,6 +51,7 @@ func (d *Device) tickLoop() {
 		now := d.now()
 		d.Tick(now)
 		d.pool.claim.settle()
+		d.replyBufs.expire(time.Now())
 		wait := d.opts.TickInterval
 		if due, ok := d.nextDeadline(); ok {
 			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -47,12 +46,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 	// Formatted with appends into one buffer (about 350 bytes a peer), in
 	// about a microsecond a peer: fmt would take several.
 	d.mu.RLock()
-	bp := getBufs.Get().(*[]byte)
-	defer getBufs.Put(bp)
-	b := (*bp)[:0]
-	if need := d.getReplySizeLocked(); cap(b) < need {
-		b = make([]byte, 0, need)
-	}
+	b := d.replyBufs.get(d.getReplySizeLocked(), time.Now())
 	if !d.private.IsZero() {
 		b = append(b, "private_key="...)
 		b = hex.AppendEncode(b, d.private[:])
@@ -92,11 +86,11 @@ func (d *Device) IpcGet(w io.Writer) error {
 		}
 	}
 	d.mu.RUnlock()
-	*bp = b
 	_, err := w.Write(b)
 	// The dump holds the private and preshared keys in hex: erased before
 	// the buffer waits for the next get.
 	clear(b)
+	d.replyBufs.put(b)
 	if err != nil {
 		return uapiErrorf(ipc.IpcErrorIO, "write get reply: %w", err)
 	}
@@ -112,12 +106,6 @@ func (d *Device) getReplySize() int {
 }
 
 func (d *Device) getReplySizeLocked() int { return 64 + 400*len(d.peers) + 48*len(d.allowed) }
-
-// getBufs are IpcGet's buffers, reused: a dump is about 350 bytes a peer
-// (35 MB at 100,000), which `wg show` every second would otherwise
-// allocate and zero anew each time, a quarter of the get's CPU. The pool
-// lets the garbage collector take them back once gets stop.
-var getBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // appendUint appends key (which ends in '='), v in decimal and a newline.
 func appendUint(b []byte, key string, v uint64) []byte {

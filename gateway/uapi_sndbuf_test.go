@@ -62,3 +62,37 @@ func TestGrowSendBuffer(t *testing.T) {
 		t.Errorf("SO_SNDBUF = %d after asking for 1 GiB, want at most %d", got, 2*uapiMaxSendBuffer)
 	}
 }
+
+// TestReplyBufs: a get's buffer is reused by the next get (no fresh pages
+// to fault in), at most two are kept, and they go after replyIdle without
+// a get.
+func TestReplyBufs(t *testing.T) {
+	var r replyBufs
+	t0 := time.Unix(1000, 0)
+	a := r.get(1<<20, t0)
+	if cap(a) < 1<<20 || len(a) != 0 {
+		t.Fatalf("get: len %d cap %d", len(a), cap(a))
+	}
+	a = append(a, "private_key=..."...)
+	clear(a)
+	r.put(a)
+	b := r.get(1<<20, t0.Add(time.Second))
+	if &b[:1][0] != &a[:1][0] {
+		t.Error("the second get did not reuse the first get's buffer")
+	}
+	c, d := r.get(10, t0.Add(time.Second)), r.get(10, t0.Add(time.Second))
+	r.put(b)
+	r.put(c)
+	r.put(d)
+	if len(r.free) != 2 {
+		t.Errorf("kept %d buffers, want 2", len(r.free))
+	}
+	r.expire(t0.Add(time.Second + replyIdle - time.Millisecond))
+	if len(r.free) != 2 {
+		t.Errorf("expired %d buffers before replyIdle", 2-len(r.free))
+	}
+	r.expire(t0.Add(time.Second + replyIdle))
+	if len(r.free) != 0 {
+		t.Errorf("kept %d buffers after replyIdle without a get", len(r.free))
+	}
+}
