@@ -22,30 +22,7 @@ func TestOutboundLease(t *testing.T) {
 	tmpls := queueTemplates(t, r, 2, 16, hostAddrB, 22) // one flow per queue
 	// send runs one burst of one frame through worker q and returns the
 	// counter of the message it sent.
-	send := func(q int) uint64 {
-		t.Helper()
-		var f [1]dataplane.Frame
-		tx := r.hostA.Queue(q).TX()
-		if tx.Alloc(f[:]) != 1 {
-			t.Fatal("no frame")
-		}
-		f[0].SetLen(len(tmpls[q]))
-		copy(f[0].Data(), tmpls[q])
-		tx.Transmit(f[:])
-		r.a.workers[q].outbound(0)
-		rx := r.wanB.Queue(q).RX()
-		if rx.Receive(f[:]) != 1 {
-			t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
-		}
-		d := f[0].Data()
-		const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
-		if len(d) < off+protocol.TransportHeaderSize || d[off] != protocol.TypeTransport {
-			t.Fatalf("queue %d: not a transport message: % x", q, d[:min(len(d), off+16)])
-		}
-		c := binary.LittleEndian.Uint64(d[off+8:])
-		rx.Free(f[:])
-		return c
-	}
+	send := func(q int) uint64 { return sendOneCounter(t, r, tmpls, q) }
 	kp := r.peerAB.Current.Load()
 	first := kp.SendCounter()
 	for i := range uint64(3 * leaseMin) {
@@ -128,30 +105,7 @@ func TestOutboundLeaseLagFitsSmallWindows(t *testing.T) {
 	const smallestWindow = 1024 // boringtun's N_BITS
 	r := newRig(t, rigConfig{queues: 2, srcPorts: 16})
 	tmpls := queueTemplates(t, r, 2, 16, hostAddrB, 22)
-	send := func(q int) uint64 {
-		t.Helper()
-		var f [1]dataplane.Frame
-		tx := r.hostA.Queue(q).TX()
-		if tx.Alloc(f[:]) != 1 {
-			t.Fatal("no frame")
-		}
-		f[0].SetLen(len(tmpls[q]))
-		copy(f[0].Data(), tmpls[q])
-		tx.Transmit(f[:])
-		r.a.workers[q].outbound(0)
-		rx := r.wanB.Queue(q).RX()
-		if rx.Receive(f[:]) != 1 {
-			t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
-		}
-		d := f[0].Data()
-		const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
-		if len(d) < off+protocol.TransportHeaderSize || d[off] != protocol.TypeTransport {
-			t.Fatalf("queue %d: not a transport message: % x", q, d[:min(len(d), off+16)])
-		}
-		c := binary.LittleEndian.Uint64(d[off+8:])
-		rx.Free(f[:])
-		return c
-	}
+	send := func(q int) uint64 { return sendOneCounter(t, r, tmpls, q) }
 	kp := r.peerAB.Current.Load()
 	for lag := 1; lag <= smallestWindow; lag += 37 {
 		send(0)               // worker 0 holds a lease (or takes a new one)
@@ -161,4 +115,31 @@ func TestOutboundLeaseLagFitsSmallWindows(t *testing.T) {
 			t.Fatalf("after %d counters sent elsewhere, worker 0 sent counter %d, %d below the newest (%d): a %d-counter window keeps too little room for the other queues' messages in flight", lag, c, newest-c, newest, smallestWindow)
 		}
 	}
+}
+
+// sendOneCounter runs one burst of one frame (tmpls[q]) through worker q of
+// r's gateway A and returns the counter of the transport message it sent.
+func sendOneCounter(t *testing.T, r *rig, tmpls [][]byte, q int) uint64 {
+	t.Helper()
+	var f [1]dataplane.Frame
+	tx := r.hostA.Queue(q).TX()
+	if tx.Alloc(f[:]) != 1 {
+		t.Fatal("no frame")
+	}
+	f[0].SetLen(len(tmpls[q]))
+	copy(f[0].Data(), tmpls[q])
+	tx.Transmit(f[:])
+	r.a.workers[q].outbound(0)
+	rx := r.wanB.Queue(q).RX()
+	if rx.Receive(f[:]) != 1 {
+		t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
+	}
+	d := f[0].Data()
+	const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
+	if len(d) < off+protocol.TransportHeaderSize || d[off] != protocol.TypeTransport {
+		t.Fatalf("queue %d: not a transport message: % x", q, d[:min(len(d), off+16)])
+	}
+	c := binary.LittleEndian.Uint64(d[off+8:])
+	rx.Free(f[:])
+	return c
 }

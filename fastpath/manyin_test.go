@@ -163,13 +163,7 @@ func BenchmarkManyPeersInbound(b *testing.B) {
 	b.ResetTimer()
 	packets := 0
 	for done := 0; done < b.N; done += 128 {
-		if len(evict) > 0 {
-			b.StopTimer()
-			for i := 0; i < len(evict); i += 64 {
-				evict[i]++
-			}
-			b.StartTimer()
-		}
+		evictCaches(b, evict)
 		t1, n1 := one.batch(frames, who)
 		tm, nm := many.batch(frames, who)
 		if n1 != 64 || nm != 64 {
