@@ -21,7 +21,11 @@
 //     conn/bindtest and tun/tuntest allocate per packet with a batch size
 //     of 1, and would measure themselves;
 //   - compat: unmodified wireguard-go on wgpio's bind (WAN) and
-//     tundev.PortDevice (LAN) over memport, 2 queues;
+//     tundev.PortDevice (LAN) over memport, 1 queue (the doubles' shape:
+//     one ring each way), the two gateways sharing one frame pool so that
+//     the WAN wire copies nothing: bind's Send copies each datagram into a
+//     frame as the doubles' Send copies it into the peer's ring, one copy
+//     per hop in both (the fast path's WAN wire copies, see memWires);
 //   - fastpath-1q, fastpath-2q: two wgpio fast-path engines (package
 //     fastpath) with their control plane (package gateway, which runs the
 //     real handshake) back to back over memport.

@@ -20,6 +20,14 @@ import (
 	"github.com/wgpio/wgpio/tundev"
 )
 
+// compatQueues is the queues of every port of compat (and ports): one, the
+// shape of the stock doubles (one ring each way, one receive function),
+// so that compat is compared on the same shape. With more, every hop's
+// transmit hashes each frame to a queue (RSS) and tundev's Write each
+// packet to a TX queue (FlowHash), work a single-queue TUN and socket do
+// not do; the rig's compat runs on the veth's queues.
+const compatQueues = 1
+
 // memRingSize is the descriptor ring size of the memport wires (per TX
 // queue and RX queue pair; see ringSize).
 const memRingSize = 4096
@@ -38,14 +46,21 @@ func mac6(m net.HardwareAddr) [6]byte { var r [6]byte; copy(r[:], m); return r }
 // configurations: host A ⇄ gateway A's LAN, gateway A's WAN ⇄ gateway B's
 // WAN, gateway B's LAN ⇄ host B. Each gateway's ports and its host's port
 // share one pool (as AF_XDP ports on one UMEM, and so that the generator
-// and sink copy nothing); the WAN wire copies each frame once, from A's
-// pool into B's.
+// and sink copy nothing). For the fast path the WAN wire copies each frame
+// once, from A's pool into B's: the fast path encrypts in place, so that
+// copy is its one copy per hop, as the stock doubles' Send is theirs. For
+// compat (sharedWAN) both gateways share one pool and the wire copies
+// nothing: wgpio's bind already copies each datagram from wireguard-go's
+// buffer into a frame, the copy the doubles' Send makes into the peer's
+// ring, and a second one on the wire would be memport's, not wgpio's.
 type memWires struct {
 	hostA, lanA, wanA, wanB, lanB, hostB *memport.Port
 	sinkWait                             *dataplane.Waiter // the sink's (ends)
 }
 
-func newWires(queues int) (*memWires, error) {
+// newWires makes the topology with queues queues per port; sharedWAN gives
+// both gateways one pool (see memWires).
+func newWires(queues int, sharedWAN bool) (*memWires, error) {
 	pool := func() (*dataplane.Pool, error) {
 		mem := dataplane.AllocMemory(poolFrames * frameSize)
 		prefault(mem)
@@ -55,9 +70,11 @@ func newWires(queues int) (*memWires, error) {
 	if err != nil {
 		return nil, err
 	}
-	pb, err := pool()
-	if err != nil {
-		return nil, err
+	pb := pa
+	if !sharedWAN {
+		if pb, err = pool(); err != nil {
+			return nil, err
+		}
 	}
 	w := &memWires{}
 	pair := func(name string, ma, mb byte, x, y *dataplane.Pool) (*memport.Port, *memport.Port, error) {
@@ -205,12 +222,13 @@ func (c *closers) run() {
 	*c = nil
 }
 
-// startMem begins a setup on memport wires of queues queues: the wires
-// and the generator's and sink's ends on them, and both gateways' keys.
+// startMem begins a setup on memport wires of queues queues (sharedWAN:
+// one pool for both gateways, see memWires): the wires and the
+// generator's and sink's ends on them, and both gateways' keys.
 // On an error it has closed what it opened; otherwise the caller closes
 // through c (the wires are its first entry).
-func startMem(queues int) (st *setup, w *memWires, c *closers, pa, pb noise.PrivateKey, err error) {
-	if w, err = newWires(queues); err != nil {
+func startMem(queues int, sharedWAN bool) (st *setup, w *memWires, c *closers, pa, pb noise.PrivateKey, err error) {
+	if w, err = newWires(queues, sharedWAN); err != nil {
 		return nil, nil, nil, pa, pb, err
 	}
 	st, c = &setup{}, &closers{w.close}
@@ -282,7 +300,7 @@ func compatPorts(st *setup, w *memWires) (binds []*bind.Bind, lans []*tundev.Por
 // wireguard-go (as buildDoubles for the doubles): what wgpio's bind and
 // tundev cost by themselves.
 func buildPorts() (st *setup, err error) {
-	st, w, cl, _, _, err := startMem(2)
+	st, w, cl, _, _, err := startMem(compatQueues, true)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +386,7 @@ func buildPorts() (st *setup, err error) {
 // buildCompat runs two unmodified wireguard-go devices, each on wgpio's
 // bind (WAN) and tundev.PortDevice (LAN) over memport.
 func buildCompat() (st *setup, err error) {
-	st, w, cl, pa, pb, err := startMem(2)
+	st, w, cl, pa, pb, err := startMem(compatQueues, true)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +430,7 @@ func (r resolver) Resolve(netip.Addr) ([6]byte, bool) { return r, true }
 // of gateway A runs on cpus[i % len], of gateway B on cpus[(i+1) % len],
 // so that with one queue the two gateways use two CPUs when there are two.
 func buildFastPath(queues int, cpus []int) (st *setup, err error) {
-	st, w, cl, pa, pb, err := startMem(queues)
+	st, w, cl, pa, pb, err := startMem(queues, false)
 	if err != nil {
 		return nil, err
 	}

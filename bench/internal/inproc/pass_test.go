@@ -81,7 +81,7 @@ func BenchmarkPass(b *testing.B) {
 		}
 	})
 	b.Run("ports", func(b *testing.B) {
-		st, w, cl, _, _, err := startMem(2)
+		st, w, cl, _, _, err := startMem(compatQueues, true)
 		if err != nil {
 			b.Fatal(err)
 		}
