@@ -365,11 +365,13 @@ func (w *worker) run() {
 	w.park()
 }
 
-// localChunk is the number of peerLocals allocated at once (40 KiB). A
-// chunk must be bigger than the allocator's largest size class (32 KiB):
-// a large object starts on a page, while a smaller one that holds
-// pointers starts 8 bytes into its slot (Go 1.22's malloc header), which
-// shifted every peerLocal of a 20 KiB chunk off its cache lines.
+// localChunk is the number of peerLocals allocated at once (32 KiB). A
+// chunk must not fit the allocator's largest size class (32 KiB) with
+// its malloc header: a large object starts on a page, while a smaller one
+// that holds pointers starts 8 bytes into its slot (Go 1.22's malloc
+// header), which shifted every peerLocal of a 20 KiB chunk off its cache
+// lines. 32 KiB and the 8-byte header do not fit (TestPeerLocalLayout
+// checks the alignment).
 const localChunk = 128
 
 // localAt is the state of the peer with ID id (< len(w.local)*localChunk).
