@@ -6,8 +6,8 @@ import (
 )
 
 // TestKeypairLayout checks that a Keypair is the three cache lines its
-// doc describes: the send line (counter, index and send key), the state
-// line and the receive line, and that the allocator puts keypairs on
+// doc describes: the send line (counter, index, the senders' state and the
+// send key's words), the state line and the receive line, and that the allocator puts keypairs on
 // 64-byte boundaries (the size class of keypairSize bytes does). A field
 // added to Keypair must find room in its line (keypairPad and the pads).
 func TestKeypairLayout(t *testing.T) {
@@ -21,16 +21,19 @@ func TestKeypairLayout(t *testing.T) {
 		line     uintptr
 	}{
 		{"sendNonce", unsafe.Offsetof(kp.sendNonce), unsafe.Offsetof(kp.sendNonce) + 8, 0},
-		{"exhausted", unsafe.Offsetof(kp.exhausted), unsafe.Offsetof(kp.exhausted) + 4, 0},
 		{"RemoteIndex", unsafe.Offsetof(kp.RemoteIndex), unsafe.Offsetof(kp.RemoteIndex) + 4, 0},
-		{"send", unsafe.Offsetof(kp.send), unsafe.Offsetof(kp.send) + unsafe.Sizeof(kp.send), 0},
+		{"sendFlags", unsafe.Offsetof(kp.sendFlags), unsafe.Offsetof(kp.sendFlags) + 4, 0},
+		{"serial", unsafe.Offsetof(kp.serial), unsafe.Offsetof(kp.serial) + 8, 0},
+		{"sendUntil", unsafe.Offsetof(kp.sendUntil), unsafe.Offsetof(kp.sendUntil) + 8, 0},
+		// The send key's words (what Seal reads in bursts); its AEAD
+		// pointer, for long messages only, opens line 1.
+		{"send.w", unsafe.Offsetof(kp.send), unsafe.Offsetof(kp.send) + 32, 0},
 		{"Created", unsafe.Offsetof(kp.Created), unsafe.Offsetof(kp.Created) + 8, 1},
 		{"confirmed", unsafe.Offsetof(kp.confirmed), unsafe.Offsetof(kp.confirmed) + 4, 1},
 		{"dead", unsafe.Offsetof(kp.dead), unsafe.Offsetof(kp.dead) + 4, 1},
 		{"LocalIndex", unsafe.Offsetof(kp.LocalIndex), unsafe.Offsetof(kp.LocalIndex) + 4, 1},
 		{"Peer", unsafe.Offsetof(kp.Peer), unsafe.Offsetof(kp.Peer) + 8, 1},
 		{"replay", unsafe.Offsetof(kp.replay), unsafe.Offsetof(kp.replay) + 8, 1},
-		{"serial", unsafe.Offsetof(kp.serial), unsafe.Offsetof(kp.serial) + 8, 1},
 		{"receive", unsafe.Offsetof(kp.receive), unsafe.Offsetof(kp.receive) + unsafe.Sizeof(kp.receive), 2},
 	} {
 		if f.off/64 != f.line || (f.end-1)/64 != f.line {

@@ -27,7 +27,7 @@ func usable(p *Peer, now int64) (*Keypair, *Endpoint) {
 // before (the one a peer's outer-header template was built for, or nil):
 // an Endpoint is immutable, so ep == tmplEp passes without reading ep.
 func sendable(kp *Keypair, ep, tmplEp *Endpoint, now int64) bool {
-	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+	if kp == nil || !kp.canSend(now) {
 		return false
 	}
 	return ep != nil && (ep == tmplEp || ep.DstMAC != ([6]byte{}))
@@ -296,7 +296,7 @@ func (w *worker) outbound(now int64) int {
 
 // warm prefetches, for each peer of an outbound burst (peers[j] sends
 // with kps[j] and eps[j]), the cache lines that pass 2, Seal and wrap use:
-// the keypair's send line (counter, index, key) and state line, the
+// the keypair's send line (counter, index, key, its state for senders), the
 // peerLocal's template line (its first line, with the lease and the
 // stamps, routeAhead prefetched), and the endpoint when the template was
 // not built for it. The prefetches of different peers do not depend on
@@ -309,7 +309,7 @@ func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
 	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for j, pl := range peers {
 		if kp := kps[j]; kp != nil {
-			lines = append(lines, unsafe.Pointer(kp), unsafe.Pointer(&kp.Created))
+			lines = append(lines, unsafe.Pointer(kp))
 		}
 		// The template (an IPv4 one is one line).
 		lines = append(lines, unsafe.Pointer(&pl.tmpl))
