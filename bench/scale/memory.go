@@ -118,10 +118,15 @@ func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
 		return err
 	}
 	spread := min(n, 10000)
-	// The timed loop runs for rateTime of bursts (both gateways'): long
-	// enough that the rates of two runs on an idle machine agree within a
-	// few percent (a loop of 10,000 bursts each, under a second, gave a
-	// one-peer rate anywhere from 2.0 to 2.8 Mpps from run to run).
+	// The timed loop runs for rateTime of bursts (both gateways'), where
+	// a loop of 10,000 bursts each, under a second, gave a one-peer rate
+	// anywhere from 2.0 to 2.8 Mpps from run to run. It is still not
+	// enough on a shared machine: at load 1-3 on 2 CPUs, runs of one
+	// build gave fastpath_100k_vs_1 from 0.64 to 0.74 (and the median
+	// ratio from 0.63 to 0.86), each quarter of a run 0.63-0.82, the
+	// closed loop timing a parked worker's wake-up in every burst (the
+	// ratio of the median bursts moves with it); compare builds in
+	// alternating runs.
 	timed := rateTime
 	if e.Quick {
 		timed = rateTime / 10
