@@ -78,7 +78,6 @@ func (w *worker) flushHeld(now int64) {
 			continue
 		}
 		held := pl.held
-		pl.kp, pl.ep = kp, ep
 		first, granted := kp.ReserveNonces(len(held))
 		out := w.out[:0]
 		for i := range held {
@@ -89,7 +88,7 @@ func (w *worker) flushHeld(now int64) {
 				continue
 			}
 			inner := f.Len()
-			if !w.seal(f, pl, first+uint64(i)) {
+			if !w.seal(f, pl, kp, ep, first+uint64(i)) {
 				w.count(DropNoBuffer, 1)
 				w.lanRX.Free(held[i : i+1])
 				continue
@@ -109,7 +108,6 @@ func (w *worker) flushHeld(now int64) {
 		}
 		w.transmit(w.wanTX, out)
 		w.markDirty(pl)
-		pl.kp = nil // no keypair kept past its use
 		w.heldTotal -= len(held)
 		pl.held = held[:0]
 	}

@@ -20,22 +20,37 @@ import (
 // keypair owns that key memory and erases it when retired (Engine.Retire,
 // after the grace period in which a worker may still hold the keypair).
 type Keypair struct {
-	// The send line (bytes 0-63): what a worker that encrypts for the
-	// session reads and writes once per burst, nothing else. sendNonce
-	// is the next counter to reserve, the one word written by every queue
-	// that encrypts for this session; the fields beside it are read by
-	// the same senders only (receivers never touch this line).
+	// The send line (bytes 0-63): all that a worker that encrypts for
+	// the session reads and writes once per burst, nothing else (one
+	// line per peer of a burst, not two: with traffic for thousands of
+	// peers every line is a cache miss). sendNonce is the next counter to
+	// reserve, the one word written by every queue that encrypts for
+	// this session; the fields beside it are read by the same senders
+	// only (receivers never touch this line), and are the senders' copies
+	// of what the state line holds for receivers.
 	sendNonce atomic.Uint64
-	// exhausted is set once a reservation reached RejectAfterMessages:
-	// ReserveNonces then hands out nothing without touching sendNonce.
-	exhausted atomic.Bool
 	// RemoteIndex is the peer's receiver index, written into what we
 	// send.
 	RemoteIndex uint32
-	send        chachapoly.Key
+	// sendFlags: sendExhausted, set once a reservation reached
+	// RejectAfterMessages (ReserveNonces then hands out nothing without
+	// touching sendNonce), and the senders' copies of confirmed
+	// (sendConfirmed) and dead (sendDead), set with them.
+	sendFlags atomic.Uint32
+	// serial tells keypairs apart for as long as the process runs (never
+	// 0, never reused, unlike an address or a receiver index): a worker's
+	// lease of send counters names its keypair by it (outbound.go, lease),
+	// so that it keeps no pointer to it past a burst.
+	serial uint64
+	// sendUntil is Created + Reject-After-Time: the keypair sends before
+	// it (whitepaper §6.2).
+	sendUntil int64
+	// send is the send key; its key words end the send line, its
+	// x/crypto AEAD (long messages only) opens the state line.
+	send chachapoly.Key
 
-	// The state line (bytes 64-127): read by senders and receivers once
-	// per burst, written once in a session's life.
+	// The state line (bytes 80-127, after send's end): read by receivers
+	// once per burst, written once in a session's life.
 
 	// Created is when the handshake completed, in ns of the control plane's
 	// clock (monotonic).
@@ -57,17 +72,19 @@ type Keypair struct {
 	// the window's policy is the engine's. It stays out of the struct,
 	// which it would grow by 1 KiB or more.
 	replay atomic.Pointer[replay.SharedWindow]
-	// serial tells keypairs apart for as long as the process runs (never
-	// 0, never reused, unlike an address or a receiver index): a worker's
-	// lease of send counters names its keypair by it (outbound.go, lease),
-	// so that it keeps no pointer to it past a burst.
-	serial uint64
-	_      [16]byte
+	_      [8]byte
 
 	// The receive line (bytes 128-191): the key receivers open with.
 	receive chachapoly.Key
 	_       [keypairPad]byte
 }
+
+// The bits of Keypair.sendFlags.
+const (
+	sendExhausted = 1 << iota
+	sendConfirmed
+	sendDead
+)
 
 // keypairSerials numbers the keypairs NewKeypair makes (Keypair.serial).
 var keypairSerials atomic.Uint64
@@ -76,8 +93,9 @@ var keypairSerials atomic.Uint64
 // bytes places every object on a 64-byte boundary (its spans are
 // page-aligned), so the three lines above are the object's own
 // (TestKeypairLayout checks it). Workers that send for 10,000 peers a
-// second touch two lines of each keypair, which they load for a whole
-// burst at once (outbound.go, warm).
+// second touch one line of each keypair (the send line; the AEAD pointer
+// in the state line only for messages too long for the SIMD lanes), which
+// they load for a whole burst at once (outbound.go, warm).
 const (
 	keypairSize = 192
 	keypairPad  = 16
@@ -93,13 +111,16 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 		RemoteIndex: remoteIndex,
 		IsInitiator: initiator,
 		Created:     created,
+		sendUntil:   created + rejectAfterTimeNs,
 		Peer:        peer,
 	}
 	kp.send.Set(sendKey)
 	kp.receive.Set(receiveKey)
 	// An initiator's keypair is confirmed by the handshake response it
 	// consumed; a responder's by the first transport data it receives.
-	kp.confirmed.Store(initiator)
+	if initiator {
+		kp.confirm()
+	}
 	return kp, nil
 }
 
@@ -118,7 +139,7 @@ func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, i
 // them stored the counter back, at least 128 calls of the default burst of 64
 // stalled between two adjacent instructions at once.
 func (kp *Keypair) ReserveNonces(n int) (first uint64, granted int) {
-	if kp.exhausted.Load() {
+	if kp.sendFlags.Load()&sendExhausted != 0 {
 		return protocol.RejectAfterMessages, 0
 	}
 	end := kp.sendNonce.Add(uint64(n))
@@ -126,7 +147,7 @@ func (kp *Keypair) ReserveNonces(n int) (first uint64, granted int) {
 	if end < protocol.RejectAfterMessages && end >= first {
 		return first, n // the common path
 	}
-	kp.exhausted.Store(true)
+	kp.sendFlags.Or(sendExhausted)
 	kp.sendNonce.Store(protocol.RejectAfterMessages)
 	if end < first || first >= protocol.RejectAfterMessages { // wrapped or already past
 		return protocol.RejectAfterMessages, 0
@@ -141,6 +162,20 @@ func (kp *Keypair) SendCounter() uint64 { return kp.sendNonce.Load() }
 // Confirmed reports whether the session may be used to send (always for the
 // initiator; for the responder once data arrived on it).
 func (kp *Keypair) Confirmed() bool { return kp.confirmed.Load() }
+
+// confirm marks the keypair confirmed, for receivers and senders (before it
+// is made a peer's Current, so that a sender that finds it there sees it
+// confirmed).
+func (kp *Keypair) confirm() {
+	kp.sendFlags.Or(sendConfirmed)
+	kp.confirmed.Store(true)
+}
+
+// canSend is what sendable asks of a keypair, from its send line alone:
+// confirmed, not dead, and younger than Reject-After-Time at now.
+func (kp *Keypair) canSend(now int64) bool {
+	return kp.sendFlags.Load()&(sendConfirmed|sendDead) == sendConfirmed && now < kp.sendUntil
+}
 
 // Seal encrypts the plaintext p into dst[:len(dst)+len(p)+16] with counter c
 // (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter)
@@ -229,6 +264,7 @@ func (kp *Keypair) Zero() {
 // to a later Zero (Engine.Retire).
 func (kp *Keypair) kill() {
 	kp.dead.Store(true)
+	kp.sendFlags.Or(sendDead)
 	if w := kp.replay.Load(); w != nil {
 		w.Reset()
 	}

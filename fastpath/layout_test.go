@@ -6,8 +6,8 @@ import (
 )
 
 // TestKeypairLayout checks that a Keypair is the three cache lines its
-// doc describes: the send line (counter, index and send key), the state
-// line and the receive line, and that the allocator puts keypairs on
+// doc describes: the send line (counter, index, the senders' state and the
+// send key's words), the state line and the receive line, and that the allocator puts keypairs on
 // 64-byte boundaries (the size class of keypairSize bytes does). A field
 // added to Keypair must find room in its line (keypairPad and the pads).
 func TestKeypairLayout(t *testing.T) {
@@ -21,16 +21,19 @@ func TestKeypairLayout(t *testing.T) {
 		line     uintptr
 	}{
 		{"sendNonce", unsafe.Offsetof(kp.sendNonce), unsafe.Offsetof(kp.sendNonce) + 8, 0},
-		{"exhausted", unsafe.Offsetof(kp.exhausted), unsafe.Offsetof(kp.exhausted) + 4, 0},
 		{"RemoteIndex", unsafe.Offsetof(kp.RemoteIndex), unsafe.Offsetof(kp.RemoteIndex) + 4, 0},
-		{"send", unsafe.Offsetof(kp.send), unsafe.Offsetof(kp.send) + unsafe.Sizeof(kp.send), 0},
+		{"sendFlags", unsafe.Offsetof(kp.sendFlags), unsafe.Offsetof(kp.sendFlags) + 4, 0},
+		{"serial", unsafe.Offsetof(kp.serial), unsafe.Offsetof(kp.serial) + 8, 0},
+		{"sendUntil", unsafe.Offsetof(kp.sendUntil), unsafe.Offsetof(kp.sendUntil) + 8, 0},
+		// The send key's words (what Seal reads in bursts); its AEAD
+		// pointer, for long messages only, opens line 1.
+		{"send.w", unsafe.Offsetof(kp.send), unsafe.Offsetof(kp.send) + 32, 0},
 		{"Created", unsafe.Offsetof(kp.Created), unsafe.Offsetof(kp.Created) + 8, 1},
 		{"confirmed", unsafe.Offsetof(kp.confirmed), unsafe.Offsetof(kp.confirmed) + 4, 1},
 		{"dead", unsafe.Offsetof(kp.dead), unsafe.Offsetof(kp.dead) + 4, 1},
 		{"LocalIndex", unsafe.Offsetof(kp.LocalIndex), unsafe.Offsetof(kp.LocalIndex) + 4, 1},
 		{"Peer", unsafe.Offsetof(kp.Peer), unsafe.Offsetof(kp.Peer) + 8, 1},
 		{"replay", unsafe.Offsetof(kp.replay), unsafe.Offsetof(kp.replay) + 8, 1},
-		{"serial", unsafe.Offsetof(kp.serial), unsafe.Offsetof(kp.serial) + 8, 1},
 		{"receive", unsafe.Offsetof(kp.receive), unsafe.Offsetof(kp.receive) + unsafe.Sizeof(kp.receive), 2},
 	} {
 		if f.off/64 != f.line || (f.end-1)/64 != f.line {
@@ -48,8 +51,9 @@ func TestKeypairLayout(t *testing.T) {
 
 // TestPeerLocalLayout checks that outbound's per-peer state is where
 // outbound.go (warm) expects it: what pass 2 and wrap use in the first
-// three cache lines of a peerLocal, and peerLocals packed on line
-// boundaries in their chunks.
+// two cache lines of a peerLocal (line 0 its state, line 1 the template,
+// whose IPv4 part fits a line: TestUDPTemplateIPv4Line in package header),
+// and peerLocals packed on line boundaries in their chunks.
 func TestPeerLocalLayout(t *testing.T) {
 	var pl peerLocal
 	if s := unsafe.Sizeof(pl); s%64 != 0 {
@@ -61,23 +65,23 @@ func TestPeerLocalLayout(t *testing.T) {
 		line     uintptr
 	}{
 		{"peer", unsafe.Offsetof(pl.peer), unsafe.Offsetof(pl.peer) + 8, 0},
-		{"kp", unsafe.Offsetof(pl.kp), unsafe.Offsetof(pl.kp) + 8, 0},
-		{"ep", unsafe.Offsetof(pl.ep), unsafe.Offsetof(pl.ep) + 8, 0},
 		{"tmplEp", unsafe.Offsetof(pl.tmplEp), unsafe.Offsetof(pl.tmplEp) + 8, 0},
 		{"nonce", unsafe.Offsetof(pl.nonce), unsafe.Offsetof(pl.nonce) + 8, 0},
-		{"batchN", unsafe.Offsetof(pl.batchN), unsafe.Offsetof(pl.batchN) + 4, 0},
-		{"granted", unsafe.Offsetof(pl.granted), unsafe.Offsetof(pl.granted) + 4, 0},
 		{"leaseOf", unsafe.Offsetof(pl.leaseOf), unsafe.Offsetof(pl.leaseOf) + 8, 0},
 		{"txBytes", unsafe.Offsetof(pl.txBytes), unsafe.Offsetof(pl.txBytes) + 8, 0},
-		{"tmpl", unsafe.Offsetof(pl.tmpl), unsafe.Offsetof(pl.tmpl) + unsafe.Sizeof(pl.tmpl), 1},
-		{"lastDataSent", unsafe.Offsetof(pl.lastDataSent), unsafe.Offsetof(pl.lastDataSent) + 8, 2},
-		{"lastSent", unsafe.Offsetof(pl.lastSent), unsafe.Offsetof(pl.lastSent) + 8, 2},
-		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 2},
+		{"lastSent", unsafe.Offsetof(pl.lastSent), unsafe.Offsetof(pl.lastSent) + 8, 0},
+		{"lastDataSent", unsafe.Offsetof(pl.lastDataSent), unsafe.Offsetof(pl.lastDataSent) + 8, 0},
+		{"batchN", unsafe.Offsetof(pl.batchN), unsafe.Offsetof(pl.batchN) + 2, 0},
+		{"granted", unsafe.Offsetof(pl.granted), unsafe.Offsetof(pl.granted) + 2, 0},
+		{"slot", unsafe.Offsetof(pl.slot), unsafe.Offsetof(pl.slot) + 2, 0},
+		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 0},
 	} {
-		// tmpl spans lines 1 and 2.
-		if f.off/64 != f.line || ((f.end-1)/64 != f.line && f.name != "tmpl") || (f.end-1)/64 > 2 {
+		if f.off/64 != f.line || (f.end-1)/64 != f.line {
 			t.Errorf("peerLocal.%s at bytes %d-%d, not in line %d", f.name, f.off, f.end-1, f.line)
 		}
+	}
+	if off := unsafe.Offsetof(pl.tmpl); off != 64 {
+		t.Errorf("peerLocal.tmpl at byte %d, not at the start of line 1", off)
 	}
 	// The chunks the worker makes (peerState), not a slice of the test's
 	// own: that one does not escape and lives on the goroutine's stack,

@@ -221,9 +221,7 @@ func (w *worker) sendInner(p []byte, now int64) {
 		w.lanTX.Free(fr[:])
 		return
 	}
-	pl.kp, pl.ep = kp, ep
-	sealed := w.seal(f, pl, first)
-	pl.kp = nil // no keypair kept past its use
+	sealed := w.seal(f, pl, kp, ep, first)
 	if !sealed {
 		w.count(DropNoBuffer, 1)
 		w.lanTX.Free(fr[:])

@@ -27,7 +27,7 @@ func usable(p *Peer, now int64) (*Keypair, *Endpoint) {
 // before (the one a peer's outer-header template was built for, or nil):
 // an Endpoint is immutable, so ep == tmplEp passes without reading ep.
 func sendable(kp *Keypair, ep, tmplEp *Endpoint, now int64) bool {
-	if kp == nil || !kp.Confirmed() || kp.Dead() || now-kp.Created >= rejectAfterTimeNs {
+	if kp == nil || !kp.canSend(now) {
 		return false
 	}
 	return ep != nil && (ep == tmplEp || ep.DstMAC != ([6]byte{}))
@@ -160,9 +160,10 @@ func (w *worker) outbound(now int64) int {
 			}
 		}
 		if pl.batchN == 0 {
+			pl.slot = int16(len(peers))
 			peers = append(peers, pl)
 		}
-		pl.batchN += int32(1 + k)
+		pl.batchN += int16(1 + k)
 		// The source-port hash needs the inner 5-tuple; stash it in the
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
@@ -171,30 +172,32 @@ func (w *worker) outbound(now int64) int {
 	frames = w.frames[:n+extra]
 	w.lastPeers = len(peers)
 	// Pass 2, per peer of the burst: the keypair and endpoint to send
-	// with, and the counters for all its frames (lease: one atomic add
-	// for several bursts of a peer with a few frames each). After a burst
+	// with (kps and eps, by the peer's slot), and the counters for all
+	// its frames (lease: one atomic add for several bursts of a peer
+	// with a few frames each). After a burst
 	// for many peers of a large table (ahead), the state of all the
 	// burst's peers is loaded first (warm), so that their cache misses
 	// overlap instead of coming one peer after another; the state of a
 	// few thousand peers stays in cache, and there warm only costs
 	// (BenchmarkPeers: 3 ns per packet with 1,000 peers). There the
-	// lines wrap uses after Seal (template, stamps) are prefetched
-	// instead, which have time to arrive (some 1 ns per packet).
-	for _, pl := range peers {
-		pl.kp, pl.ep = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
+	// line wrap uses after Seal (the template) is prefetched instead,
+	// which has time to arrive (some 1 ns per packet).
+	kps, eps := w.burstKP[:len(peers)], w.burstEP[:len(peers)]
+	for j, pl := range peers {
+		kps[j], eps[j] = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
 	}
 	if ahead {
-		w.warm(peers)
+		w.warm(peers, kps, eps)
 	}
 	later := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
-	for _, pl := range peers {
+	for j, pl := range peers {
 		if !ahead {
-			later = append(later, unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
+			later = append(later, unsafe.Pointer(&pl.tmpl))
 		}
-		if !sendable(pl.kp, pl.ep, pl.tmplEp, now) {
-			pl.kp = nil
+		if !sendable(kps[j], eps[j], pl.tmplEp, now) {
+			kps[j] = nil
 		} else {
-			pl.lease(pl.kp)
+			pl.lease(kps[j])
 		}
 		pl.batchN = 0
 	}
@@ -211,8 +214,9 @@ func (w *worker) outbound(now int64) int {
 			continue
 		}
 		f := &frames[i]
-		if pl.kp == nil || pl.granted == 0 {
-			if pl.kp != nil {
+		kp, ep := kps[pl.slot], eps[pl.slot]
+		if kp == nil || pl.granted == 0 {
+			if kp != nil {
 				// Out of nonces: the control plane must rekey.
 				bad[DropNonceExhausted]++
 				left++
@@ -224,7 +228,7 @@ func (w *worker) outbound(now int64) int {
 			*f = dataplane.Frame{}
 			continue
 		}
-		if pl.ep != pl.tmplEp && !pl.ep.Src.IsValid() {
+		if ep != pl.tmplEp && !ep.Src.IsValid() {
 			// The WAN interface has no usable address of this family.
 			// (The template's endpoint had one: it was built.)
 			bad[DropNoWANAddress]++
@@ -245,7 +249,7 @@ func (w *worker) outbound(now int64) int {
 			q, qm = append(q, chachapoly.Packet{}), append(qm, sealMeta{})
 		}
 		sp, sm := &q[k], &qm[k]
-		sp.Key, sp.Counter, sp.Data = &pl.kp.send, pl.nonce, f.Data()
+		sp.Key, sp.Counter, sp.Data = &kp.send, pl.nonce, f.Data()
 		sm.frame, sm.inner, sm.padded, sm.srcPort, sm.ecn = int32(i), int32(inner), int32(padded), srcPort, ecn
 		sm.c, sm.pl = pl.nonce, pl
 		pl.nonce++
@@ -260,7 +264,7 @@ func (w *worker) outbound(now int64) int {
 	for k := range qm {
 		sm := &qm[k]
 		f, pl := &frames[sm.frame], sm.pl
-		if !w.wrap(f, pl, sm.c, sm.srcPort, int(sm.padded), sm.ecn) {
+		if !w.wrap(f, pl, kps[pl.slot], eps[pl.slot], sm.c, sm.srcPort, int(sm.padded), sm.ecn) {
 			bad[DropNoBuffer]++
 			left++
 			continue
@@ -278,9 +282,8 @@ func (w *worker) outbound(now int64) int {
 	}
 	// Keep no keypair past the batch: one the control plane zeroes must
 	// not stay reachable from an idle worker (key hygiene).
-	for _, pl := range peers {
-		pl.kp = nil
-	}
+	clear(kps)
+	clear(eps)
 	clear(peers)
 	clear(w.peerOf[:len(frames)])
 	clear(qm) // drop the peerLocal references
@@ -291,26 +294,26 @@ func (w *worker) outbound(now int64) int {
 	return n
 }
 
-// warm prefetches, for each peer of an outbound burst (pl.kp and pl.ep
-// loaded), the cache lines that pass 2, Seal and wrap use: the keypair's
-// send line (counter, index, key) and state line, the peerLocal's template
-// and stamp lines, and the endpoint when the template was not built for
-// it. The prefetches of different peers do not depend on each other and
-// do not wait to retire, so the processor has the misses of the whole
+// warm prefetches, for each peer of an outbound burst (peers[j] sends
+// with kps[j] and eps[j]), the cache lines that pass 2, Seal and wrap use:
+// the keypair's send line (counter, index, key, its state for senders), the
+// peerLocal's template line (its first line, with the lease and the
+// stamps, routeAhead prefetched), and the endpoint when the template was
+// not built for it. The prefetches of different peers do not depend on
+// each other and do not wait to retire, so the processor has the misses of the whole
 // burst in flight at once; with traffic for thousands of peers, a peer's
 // state is rarely in cache when its next burst comes, and taken one peer
 // after another (each with an atomic add that waits for its line) the
 // misses would add up one after another.
-func (w *worker) warm(peers []*peerLocal) {
+func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
 	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
-	for _, pl := range peers {
-		if kp := pl.kp; kp != nil {
-			lines = append(lines, unsafe.Pointer(kp), unsafe.Pointer(&kp.Created))
+	for j, pl := range peers {
+		if kp := kps[j]; kp != nil {
+			lines = append(lines, unsafe.Pointer(kp))
 		}
-		// The template's two lines (its header bytes, then its lengths
-		// and the stamps after it).
-		lines = append(lines, unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
-		if ep := pl.ep; ep != nil && ep != pl.tmplEp {
+		// The template (an IPv4 one is one line).
+		lines = append(lines, unsafe.Pointer(&pl.tmpl))
+		if ep := eps[j]; ep != nil && ep != pl.tmplEp {
 			lines = append(lines, unsafe.Pointer(ep))
 		}
 	}
@@ -353,7 +356,7 @@ func (pl *peerLocal) lease(kp *Keypair) {
 		return
 	}
 	first, granted := kp.ReserveNonces(max(int(pl.batchN), leaseMin))
-	pl.nonce, pl.granted, pl.leaseOf = first, int32(granted), kp.serial
+	pl.nonce, pl.granted, pl.leaseOf = first, int16(granted), kp.serial
 }
 
 func (w *worker) outerLen(ep *Endpoint) int {
@@ -407,13 +410,13 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 	return padded, srcPort, ecn, true
 }
 
-// wrap puts the transport header (counter c), UDP, IP (ECN field ecn) and
-// Ethernet toward pl.ep in front of the sealed message in f (padded bytes
-// of ciphertext, then the tag).
-func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, c uint64, srcPort uint16, padded int, ecn uint8) bool {
+// wrap puts the transport header (counter c of kp), UDP, IP (ECN field
+// ecn) and Ethernet toward ep in front of the sealed message in f (padded
+// bytes of ciphertext, then the tag); kp and ep are what pl's peer sends
+// with.
+func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoint, c uint64, srcPort uint16, padded int, ecn uint8) bool {
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
-	ep := pl.ep
 	if pl.tmplEp != ep {
 		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
 			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: w.wanTag,
@@ -432,7 +435,7 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, c uint64, srcPort uint1
 	}
 	t := b[outer:]
 	t[0], t[1], t[2], t[3] = protocol.TypeTransport, 0, 0, 0
-	binary.LittleEndian.PutUint32(t[4:8], pl.kp.RemoteIndex)
+	binary.LittleEndian.PutUint32(t[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
 	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
@@ -485,17 +488,17 @@ func flowHash(p []byte) uint32 {
 	return uint32(h)
 }
 
-// seal pads, seals (counter c) and wraps one frame: for the paths that send
-// a frame at a time (held packets, the control plane's inner packets);
-// outbound seals its bursts in one call.
-func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, c uint64) bool {
+// seal pads, seals (counter c of kp) and wraps one frame toward ep: for the
+// paths that send a frame at a time (held packets, the control plane's
+// inner packets); outbound seals its bursts in one call.
+func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoint, c uint64) bool {
 	padded, srcPort, ecn, ok := w.pad(f, pl)
 	if !ok {
 		return false
 	}
 	q := w.sealQ[:1]
-	q[0] = chachapoly.Packet{Key: &pl.kp.send, Counter: c, Data: f.Data()}
+	q[0] = chachapoly.Packet{Key: &kp.send, Counter: c, Data: f.Data()}
 	chachapoly.Seal(q)
 	q[0] = chachapoly.Packet{}
-	return w.wrap(f, pl, c, srcPort, padded, ecn)
+	return w.wrap(f, pl, kp, ep, c, srcPort, padded, ecn)
 }

@@ -166,7 +166,7 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 	if !p.Next.CompareAndSwap(kp, nil) {
 		return false
 	}
-	kp.confirmed.Store(true)
+	kp.confirm()
 	old := p.Current.Swap(kp)
 	p.Previous.Store(old)
 	p.Promoted.Store(true)

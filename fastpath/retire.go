@@ -10,7 +10,7 @@ import (
 //
 // A worker reads a keypair from its peer's slots or the index table during a
 // loop turn and drops every reference to it by the end of that turn (outbound
-// peerOf and peerLocal.kp, inbound rxMeta.kp are cleared per batch). So once
+// peerOf and burstKP, inbound rxMeta.kp are cleared per batch). So once
 // the control plane has taken a keypair out of the slots and the index table,
 // a worker can still be using it only if it was inside a turn that began
 // before then. Each worker publishes its state once per loop turn (one atomic

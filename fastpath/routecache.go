@@ -180,7 +180,8 @@ const (
 // and pass 2 will need of each frame's peer, level by level in tight loops
 // of their own: the route cache entries of all frames, then (the lookups:
 // hits, mostly, or the prefix table) each peer's first line, then the
-// worker's state for it (peerLocal's first line, template and stamps). The
+// worker's state for it (peerLocal's first line, with the stamps, and its
+// template). The
 // prefetches of one level do not depend on each other and, unlike loads,
 // do not wait to retire, so the processor has the cache misses of the
 // whole burst in flight at once, where pass 1, long per
@@ -241,7 +242,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 		}
 		if ch := w.local[p.ID/localChunk]; ch != nil {
 			pl := &ch[p.ID%localChunk]
-			lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.tmpl), unsafe.Pointer(&pl.lastSent))
+			lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.tmpl))
 		}
 	}
 	prefetch(lines)

@@ -19,21 +19,16 @@ const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
 //
-// What outbound touches for every peer of a burst is in its first three
+// What outbound touches for every peer of a burst is in its first two
 // cache lines (chunks of peerLocals are 64-byte aligned and a peerLocal is
 // a multiple of 64 bytes; TestPeerLocalLayout checks it): line 0 the
-// grouping, the slots, the counter lease and the byte counter, lines 1
-// and 2 the outer-header template and the send stamps. The rest (inbound,
-// held frames) follows.
+// grouping, the counter lease, the byte counter and the send stamps, line
+// 1 the outer-header template (all of it an IPv4 one uses; an IPv6 one
+// runs into line 2). The keypair and endpoint a burst sends with are kept
+// apart, per burst (worker.burstKP, burstEP), so that they take no room
+// here. The rest (inbound, held frames) follows.
 type peerLocal struct {
-	peer *Peer
-
-	// batch grouping (outbound): the keypair and endpoint loaded for the
-	// burst, the burst's frames for the peer. batchN is 0 outside a burst
-	// (outbound's pass 1 lists the peer in w.burstPeers when it makes it
-	// 1 or more, pass 2 sets it back).
-	kp     *Keypair
-	ep     *Endpoint
+	peer   *Peer
 	tmplEp *Endpoint // the endpoint tmpl was built for
 
 	// The send counters this worker reserved and has not used yet
@@ -41,19 +36,30 @@ type peerLocal struct {
 	// whose serial is leaseOf (0: none).
 	nonce   uint64
 	leaseOf uint64
-	batchN  int32
-	granted int32
 
 	// counter not yet published
 	txBytes uint64
 
+	// send stamps not yet published; dirty: listed in w.dirtyPeers
+	lastSent     int64
+	lastDataSent int64
+
+	// batch grouping (outbound): the burst's frames for the peer, and the
+	// peer's place in the burst's list of peers (w.burstPeers, and the
+	// keypair and endpoint loaded for it in w.burstKP and w.burstEP).
+	// batchN is 0 outside a burst (outbound's pass 1 lists the peer when
+	// it makes it 1 or more, pass 2 sets it back); slot is valid while
+	// the burst is handled. A burst holds at most a few hundred frames
+	// (Config.Burst and its fragments), well inside an int16.
+	batchN  int16
+	granted int16
+	slot    int16
+	dirty   bool
+
 	// outer-header template for tmplEp (rebuilt when the endpoint changes)
 	tmpl header.UDPTemplate
 
-	// stamps not yet published; dirty: listed in w.dirtyPeers
-	lastSent         int64
-	lastDataSent     int64
-	dirty            bool
+	// receive stamps not yet published
 	lastReceived     int64
 	lastDataReceived int64
 	rxBytes          uint64
@@ -66,11 +72,11 @@ type peerLocal struct {
 
 	// held packets waiting for a keypair / neighbour
 	held []dataplane.Frame
-	_    [peerLocalPad]byte
-}
 
-// peerLocalPad rounds peerLocal up to whole cache lines.
-const peerLocalPad = 40
+	// (256 bytes, whole cache lines: a field added here must round it up
+	// to the next line with a pad, which a zero pad would not do, the
+	// compiler growing a struct that ends with one.)
+}
 
 type worker struct {
 	e     *Engine
@@ -144,8 +150,12 @@ type worker struct {
 	lastPublish      int64
 	dirtyPeers       []int
 	// burstPeers lists the peers of the outbound burst being sealed, each
-	// once (outbound.go).
+	// once (outbound.go), and burstKP and burstEP the keypair (nil: none
+	// usable) and endpoint each sends with, by the same index
+	// (peerLocal.slot); all three are cleared after each burst.
 	burstPeers []*peerLocal
+	burstKP    []*Keypair
+	burstEP    []*Endpoint
 	lastPeers  int // len(burstPeers) of the last outbound burst
 	// aheadDst and aheadPeer are routeAhead's reading of each frame's
 	// destination and the peer it routes to, aheadEntry its cache set (first entry)
@@ -217,6 +227,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.out = make([]dataplane.Frame, 0, fb+1)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
+	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
 	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
 	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
@@ -354,11 +365,13 @@ func (w *worker) run() {
 	w.park()
 }
 
-// localChunk is the number of peerLocals allocated at once (40 KiB). A
-// chunk must be bigger than the allocator's largest size class (32 KiB):
-// a large object starts on a page, while a smaller one that holds
-// pointers starts 8 bytes into its slot (Go 1.22's malloc header), which
-// shifted every peerLocal of a 20 KiB chunk off its cache lines.
+// localChunk is the number of peerLocals allocated at once (32 KiB). A
+// chunk must not fit the allocator's largest size class (32 KiB) with
+// its malloc header: a large object starts on a page, while a smaller one
+// that holds pointers starts 8 bytes into its slot (Go 1.22's malloc
+// header), which shifted every peerLocal of a 20 KiB chunk off its cache
+// lines. 32 KiB and the 8-byte header do not fit (TestPeerLocalLayout
+// checks the alignment).
 const localChunk = 128
 
 // localAt is the state of the peer with ID id (< len(w.local)*localChunk).

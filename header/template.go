@@ -13,14 +13,20 @@ import (
 //
 // A UDPTemplate is immutable after NewUDPTemplate and safe for concurrent
 // use by several workers; the zero value is not usable.
+//
+// The lengths and flags come first and the header bytes after them, so
+// that Put for IPv4 (42 or 46 bytes of headers) reads the first 55 bytes
+// of the 76: one cache line when the template starts on one (a fast-path
+// worker keeps one per peer, and with traffic for thousands of peers
+// every line of it counts).
 type UDPTemplate struct {
-	hdr    [EthernetVLANLen + IPv6Len + UDPLen]byte
+	sum    uint32 // IPv4: header sum without total length; IPv6: pseudo-header sum without length and ports
 	n      uint8  // bytes of headers: L2 + L3 + UDP (at most 66)
 	l3     uint8  // offset of the IP header
 	l4     uint8  // offset of the UDP header
 	v6     bool   // IPv6 rather than IPv4
-	sum    uint32 // IPv4: header sum without total length; IPv6: pseudo-header sum without length and ports
 	udp4cs bool   // compute the UDP checksum on IPv4 too
+	hdr    [EthernetVLANLen + IPv6Len + UDPLen]byte
 }
 
 // UDPTemplateConfig describes the flow of a UDPTemplate.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"unsafe"
 )
 
 // TestUDPTemplate compares UDPTemplate.Put with the step-by-step builders
@@ -74,5 +75,22 @@ func TestUDPTemplate(t *testing.T) {
 	}
 	if _, ok := NewUDPTemplate(UDPTemplateConfig{}); ok {
 		t.Errorf("NewUDPTemplate(zero addresses) = true, want false")
+	}
+}
+
+// TestUDPTemplateIPv4Line checks that what Put reads of an IPv4 template,
+// tagged or not (the lengths and flags, then up to 46 bytes of headers),
+// lies in the first 64 bytes of a UDPTemplate: one cache line when the
+// template starts on one, as in a fast-path worker's state per peer.
+func TestUDPTemplateIPv4Line(t *testing.T) {
+	var tm UDPTemplate
+	if end := unsafe.Offsetof(tm.hdr) + EthernetVLANLen + IPv4MinLen + UDPLen; end > 64 {
+		t.Errorf("an IPv4 template's headers end at byte %d, past the first 64", end)
+	}
+	for _, off := range []uintptr{unsafe.Offsetof(tm.sum), unsafe.Offsetof(tm.n), unsafe.Offsetof(tm.l3),
+		unsafe.Offsetof(tm.l4), unsafe.Offsetof(tm.v6), unsafe.Offsetof(tm.udp4cs)} {
+		if off >= unsafe.Offsetof(tm.hdr) {
+			t.Errorf("a length or flag at byte %d, after the header bytes", off)
+		}
 	}
 }
