@@ -3,6 +3,7 @@ package chachapoly
 import (
 	"bytes"
 	"testing"
+	"unsafe"
 )
 
 // TestWipeAEAD checks that this package knows the layout of x/crypto's
@@ -53,5 +54,15 @@ func TestWipeAEAD(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyWordsFirst: a Key's 32 bytes of key words open it, and its AEAD
+// pointer follows; fastpath lays a Keypair's send line out on it (the
+// words end that line, TestKeypairLayout there).
+func TestKeyWordsFirst(t *testing.T) {
+	var k Key
+	if off := unsafe.Offsetof(k.w); off != 0 || unsafe.Sizeof(k.w) != 32 {
+		t.Errorf("Key.w at byte %d, %d bytes; fastpath's Keypair layout needs it at 0, 32 bytes", off, unsafe.Sizeof(k.w))
 	}
 }

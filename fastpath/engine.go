@@ -27,6 +27,10 @@ const (
 	DefaultMTU = 1420
 	// DefaultBurst is the number of frames a worker receives at once.
 	DefaultBurst = 64
+	// MaxBurst is the largest Config.Burst: a burst and the fragments it
+	// may split into (up to 7 frames each) are counted per peer in 16-bit
+	// fields that keep a peer's outbound state in two cache lines.
+	MaxBurst = 4096
 	// PublishInterval is how often at most a worker publishes a peer's
 	// timer stamps and counters (ARCHITECTURE.md "Timers from stamps").
 	PublishInterval = 50 * time.Millisecond
@@ -123,7 +127,8 @@ type Config struct {
 	// has one (RFC 8200 §8.1). Received datagrams' checksums are not
 	// verified, for the same reason.
 	IPv4UDPChecksum bool
-	// Burst is the number of frames received at once (default 64).
+	// Burst is the number of frames received at once (default 64, at most
+	// MaxBurst; New rejects more).
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
@@ -298,6 +303,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = DefaultBurst
+	}
+	if cfg.Burst > MaxBurst {
+		return nil, fmt.Errorf("fastpath: burst of %d frames is over the limit of %d (Config.Burst)", cfg.Burst, MaxBurst)
 	}
 	if cfg.MaxHeldPerQueue <= 0 {
 		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue

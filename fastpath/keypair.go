@@ -53,7 +53,8 @@ type Keypair struct {
 	// once per burst, written once in a session's life.
 
 	// Created is when the handshake completed, in ns of the control plane's
-	// clock (monotonic).
+	// clock (monotonic). Set by NewKeypair and never changed after:
+	// sendUntil copies it for the senders.
 	Created int64
 	// confirmed is set once the responder has received data on this keypair
 	// (whitepaper §5.4.6: the responder must not send before).

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/protocol"
 )
@@ -121,6 +122,18 @@ func TestOutboundLeaseLagFitsSmallWindows(t *testing.T) {
 // r's gateway A and returns the counter of the transport message it sent.
 func sendOneCounter(t *testing.T, r *rig, tmpls [][]byte, q int) uint64 {
 	t.Helper()
+	c, ok := trySend(t, r, tmpls, q, 0)
+	if !ok {
+		t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
+	}
+	return c
+}
+
+// trySend runs one burst of one frame (tmpls[q]) through A's worker q at
+// time now and returns the counter of the message it sent, or false if
+// it sent nothing.
+func trySend(t *testing.T, r *rig, tmpls [][]byte, q int, now int64) (uint64, bool) {
+	t.Helper()
 	var f [1]dataplane.Frame
 	tx := r.hostA.Queue(q).TX()
 	if tx.Alloc(f[:]) != 1 {
@@ -129,10 +142,10 @@ func sendOneCounter(t *testing.T, r *rig, tmpls [][]byte, q int) uint64 {
 	f[0].SetLen(len(tmpls[q]))
 	copy(f[0].Data(), tmpls[q])
 	tx.Transmit(f[:])
-	r.a.workers[q].outbound(0)
+	r.a.workers[q].outbound(now)
 	rx := r.wanB.Queue(q).RX()
 	if rx.Receive(f[:]) != 1 {
-		t.Fatalf("queue %d: nothing sent (drops %v)", q, TotalDrops(r.a.Stats()).List())
+		return 0, false
 	}
 	d := f[0].Data()
 	const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
@@ -141,5 +154,62 @@ func sendOneCounter(t *testing.T, r *rig, tmpls [][]byte, q int) uint64 {
 	}
 	c := binary.LittleEndian.Uint64(d[off+8:])
 	rx.Free(f[:])
-	return c
+	return c, true
+}
+
+// TestSendLimits: a keypair sends until Reject-After-Time after its
+// handshake and not at it (whitepaper §6.2), and not once it is dead:
+// the senders' copies of the keypair's state (sendUntil, sendFlags) agree
+// with Created and Dead.
+func TestSendLimits(t *testing.T) {
+	r := newRig(t, rigConfig{srcPorts: 16})
+	tmpls := queueTemplates(t, r, 1, 16, hostAddrB, 22)
+	kp := r.peerAB.Current.Load()
+	limit := kp.Created + int64(protocol.RejectAfterTime)
+	for _, now := range []int64{kp.Created, limit - 1} {
+		if _, ok := trySend(t, r, tmpls, 0, now); !ok {
+			t.Fatalf("nothing sent %d ns after the handshake (limit %v)", now-kp.Created, protocol.RejectAfterTime)
+		}
+	}
+	if _, ok := trySend(t, r, tmpls, 0, limit); ok {
+		t.Fatalf("sent at Reject-After-Time")
+	}
+
+	r = newRig(t, rigConfig{srcPorts: 16})
+	tmpls = queueTemplates(t, r, 1, 16, hostAddrB, 22)
+	kp = r.peerAB.Current.Load()
+	if _, ok := trySend(t, r, tmpls, 0, kp.Created); !ok {
+		t.Fatal("nothing sent on a live keypair")
+	}
+	kp.kill()
+	if !kp.Dead() {
+		t.Fatal("kill left the keypair alive")
+	}
+	if _, ok := trySend(t, r, tmpls, 0, kp.Created); ok {
+		t.Fatal("sent on a dead keypair")
+	}
+}
+
+// TestBurstLimit: New refuses a burst its 16-bit per-peer counts could not
+// hold, and takes MaxBurst.
+func TestBurstLimit(t *testing.T) {
+	for _, c := range []struct {
+		burst int
+		ok    bool
+	}{{MaxBurst, true}, {MaxBurst + 1, false}} {
+		a, b, err := memport.NewPair(memport.Config{Name: "bl", MACA: mac(1), MACB: mac(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Config{LAN: a, WAN: b, ListenPort: portA, WANAddr4: wanAddrA, LANAddr4: lanAddrA,
+			WANResolver: &staticResolver{}, LANResolver: &staticResolver{}, Burst: c.burst})
+		if (err == nil) != c.ok {
+			t.Errorf("burst %d: error %v, want ok %v", c.burst, err, c.ok)
+		}
+		if e != nil {
+			e.Close()
+		}
+		a.Close()
+		b.Close()
+	}
 }

@@ -49,8 +49,8 @@ type peerLocal struct {
 	// keypair and endpoint loaded for it in w.burstKP and w.burstEP).
 	// batchN is 0 outside a burst (outbound's pass 1 lists the peer when
 	// it makes it 1 or more, pass 2 sets it back); slot is valid while
-	// the burst is handled. A burst holds at most a few hundred frames
-	// (Config.Burst and its fragments), well inside an int16.
+	// the burst is handled. A burst holds at most 7 × MaxBurst frames
+	// (Config.Burst and its fragments), inside an int16; New enforces it.
 	batchN  int16
 	granted int16
 	slot    int16
