@@ -36,10 +36,13 @@ import (
 //     rates include the hand-off to the gateway's worker and back, so they
 //     are below the fast path's own; BenchmarkPeers in ./fastpath measures
 //     that; the workers are shared, see pumpedEngine), over rateTime of
-//     bursts, leaving out the pairs of bursts a preemption interrupted
-//     (steadyRates; fastpath_rate_interrupted is their share,
-//     fastpath_100k_vs_1_all the ratio with them), and
-//     fastpath_100k_vs_1_median, the same from the median bursts; with
+//     bursts, every burst counted (fastpath_1_peer_pps and
+//     fastpath_100k_pps are these rates); beside it
+//     fastpath_100k_vs_1_steady, the same leaving out the pairs of
+//     bursts a preemption interrupted (steadyRates;
+//     fastpath_rate_interrupted is their share), fastpath_100k_vs_1_median,
+//     the same from the median bursts, and fastpath_rate_lost, frames
+//     that did not come out within a burst's 100 ms; with
 //     WGPIO_SCALE_CPUPROFILE set, a CPU profile of that loop, the two
 //     gateways' goroutines labelled gw=many and gw=one;
 //   - the kernel's cost per peer beside it (kernelPerPeer, kernel.go).
@@ -171,22 +174,27 @@ func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
 	if p1.lost()+pN.lost() > 0 {
 		e.Logf("memory: %d and %d packets did not come out in time (1 peer, %d peers)", p1.lost(), pN.lost(), n)
 	}
+	out["fastpath_rate_lost"] = p1.lost() + pN.lost()
 	// The rates over the pairs of bursts that ran uninterrupted: a burst
 	// over interruptedBy times its gateway's median was preempted (the
 	// pump or the worker lost its CPU to another process for a time
 	// slice, some milliseconds against tens of microseconds), and on a
 	// loaded machine such bursts, taken whole, held half the time and
-	// set the plain rates (fastpath_100k_vs_1_all) anywhere from 0.55 to
-	// 0.70 from one quarter to the next. A pair is dropped whole, so both
-	// rates are over the same moments; on a quiet machine nothing is.
+	// set the plain rates anywhere from 0.55 to 0.70 from one quarter to
+	// the next. A pair is dropped whole, so both rates are over the same
+	// moments; on a quiet machine few are (0.5% at load 1-2). The figure
+	// of issue 19 is the plain one: the filter also drops a burst that is
+	// slow for a reason of the 100,000-peer configuration itself (a
+	// worker's publish of thousands of peers' stamps, every 5 s of real
+	// time under slowClock), so it is reported beside it, not instead.
 	r1, rN, dropped := steadyRates(p1, pN)
-	out["fastpath_100k_vs_1"] = rN / r1
-	out["fastpath_1_peer_pps"] = r1
-	out["fastpath_100k_pps"] = rN
-	out["fastpath_100k_vs_1_all"] = pN.rate() / p1.rate()
+	out["fastpath_100k_vs_1"] = pN.rate() / p1.rate()
+	out["fastpath_1_peer_pps"] = p1.rate()
+	out["fastpath_100k_pps"] = pN.rate()
+	out["fastpath_100k_vs_1_steady"] = rN / r1
 	out["fastpath_rate_interrupted"] = float64(dropped) / float64(len(p1.times))
-	e.Logf("memory: %d of %d pairs of bursts interrupted; all bursts: 1 peer %.0f pps, %d peers %.0f pps",
-		dropped, len(p1.times), p1.rate(), n, pN.rate())
+	e.Logf("memory: %d of %d pairs of bursts interrupted; without them: 1 peer %.0f pps, %d peers %.0f pps",
+		dropped, len(p1.times), r1, n, rN)
 	// The same from the median burst of each, which load from elsewhere
 	// on a shared machine (a preempted pump or worker) disturbs least.
 	out["fastpath_100k_vs_1_median"] = float64(p1.median()) / float64(pN.median())

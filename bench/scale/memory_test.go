@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 )
 
 // TestMemoryPerPeer checks the targets at 1,000 peers: a configured
@@ -31,5 +32,23 @@ func TestMemoryPerPeer(t *testing.T) {
 	}
 	if b := out["session_peer_bytes"].(int64); b > 8192 {
 		t.Errorf("session_peer_bytes = %d, want at most 8192", b)
+	}
+}
+
+// TestSteadyRates: a pair is dropped whole when either burst took over
+// interruptedBy times its pump's median, and the rates are over the rest.
+func TestSteadyRates(t *testing.T) {
+	us := time.Microsecond
+	a := &pump{times: []time.Duration{10 * us, 10 * us, 10 * us, 100 * us, 10 * us}, got: []int32{64, 64, 64, 64, 64}}
+	b := &pump{times: []time.Duration{20 * us, 20 * us, 200 * us, 20 * us, 20 * us}, got: []int32{64, 64, 64, 64, 64}}
+	ra, rb, dropped := steadyRates(a, b)
+	if dropped != 2 {
+		t.Fatalf("dropped %d pairs, want 2 (pair 2: b over 4x its median, pair 3: a)", dropped)
+	}
+	if want := 3 * 64 / (30 * us).Seconds(); ra != want {
+		t.Errorf("a's rate %.0f, want %.0f", ra, want)
+	}
+	if want := 3 * 64 / (60 * us).Seconds(); rb != want {
+		t.Errorf("b's rate %.0f, want %.0f", rb, want)
 	}
 }

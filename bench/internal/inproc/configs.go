@@ -33,7 +33,7 @@ var descs = map[string]string{
 	Doubles:    "the in-memory conn.Bind and tun.Device doubles alone: one loop per side moves batches TUN → bind and bind → TUN, no wireguard-go",
 	Ports:      "wgpio's bind and tundev over memport alone, as compat wires them: one loop per side moves batches tundev → bind and bind → tundev, no wireguard-go",
 	Stock:      "unmodified wireguard-go, two devices back to back over the in-memory doubles",
-	Compat:     "unmodified wireguard-go on wgpio's bind and tundev over memport (1 queue, one pool for both gateways: one copy per hop, as stock)",
+	Compat:     "unmodified wireguard-go on wgpio's bind and tundev over memport (1 queue, one pool for both gateways: the copies per hop of stock's doubles)",
 	FastPath1Q: "two wgpio fast-path engines (with the gateway control plane) back to back over memport, 1 queue",
 	FastPath2Q: "the same, 2 queues",
 }

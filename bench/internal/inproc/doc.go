@@ -24,8 +24,9 @@
 //     tundev.PortDevice (LAN) over memport, 1 queue (the doubles' shape:
 //     one ring each way), the two gateways sharing one frame pool so that
 //     the WAN wire copies nothing: bind's Send copies each datagram into a
-//     frame as the doubles' Send copies it into the peer's ring, one copy
-//     per hop in both (the fast path's WAN wire copies, see memWires);
+//     frame and its receive out of one, as the doubles' Send and receive
+//     copy into and out of the peer's ring, the same copies per hop in both
+//     (the fast path's WAN wire copies, see memWires);
 //   - fastpath-1q, fastpath-2q: two wgpio fast-path engines (package
 //     fastpath) with their control plane (package gateway, which runs the
 //     real handshake) back to back over memport.

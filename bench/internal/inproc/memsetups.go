@@ -32,8 +32,9 @@ const compatQueues = 1
 // queue and RX queue pair; see ringSize).
 const memRingSize = 4096
 
-// poolFrames and frameSize are the frame buffers of each gateway's pool:
-// room for every ring of its wires full.
+// poolFrames and frameSize are the frame buffers of each pool (each
+// gateway's, or compat's one for both): room for every ring of its wires
+// full.
 const (
 	poolFrames = 65536
 	frameSize  = 2048
@@ -51,8 +52,9 @@ func mac6(m net.HardwareAddr) [6]byte { var r [6]byte; copy(r[:], m); return r }
 // copy is its one copy per hop, as the stock doubles' Send is theirs. For
 // compat (sharedWAN) both gateways share one pool and the wire copies
 // nothing: wgpio's bind already copies each datagram from wireguard-go's
-// buffer into a frame, the copy the doubles' Send makes into the peer's
-// ring, and a second one on the wire would be memport's, not wgpio's.
+// buffer into a frame and out of it on receipt, the copies the doubles'
+// Send and receive make into and out of the peer's ring, and another one
+// on the wire would be memport's, not wgpio's.
 type memWires struct {
 	hostA, lanA, wanA, wanB, lanB, hostB *memport.Port
 	sinkWait                             *dataplane.Waiter // the sink's (ends)
