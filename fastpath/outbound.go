@@ -297,8 +297,8 @@ func (w *worker) outbound(now int64) int {
 // warm prefetches, for each peer of an outbound burst (peers[j] sends
 // with kps[j] and eps[j]), the cache lines that pass 2, Seal and wrap use:
 // the keypair's send line (counter, index, key, its state for senders), the
-// peerLocal's template line (its first line, with the lease and the
-// stamps, routeAhead prefetched), and the endpoint when the template was
+// peerLocal's template line (its second: routeAhead prefetched the first,
+// with the lease and the stamps), and the endpoint when the template was
 // not built for it. The prefetches of different peers do not depend on
 // each other and do not wait to retire, so the processor has the misses of the whole
 // burst in flight at once; with traffic for thousands of peers, a peer's
