@@ -15,6 +15,10 @@ import (
 	"github.com/wgpio/wgpio/bench/internal/rig"
 )
 
+// closedRound is a closed-loop round's length with -closed (the side by
+// side) unless -duration says otherwise.
+const closedRound = 3 * time.Second
+
 // runInProcess is `go run ./bench -inprocess`.
 func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duration, rounds int, closed bool, out string) {
 	o := inproc.DefaultOptions(quick)
@@ -36,6 +40,11 @@ func runInProcess(quick bool, configs, sizes, cpus string, duration time.Duratio
 	}
 	if duration > 0 {
 		o.Duration = duration
+	} else if closed && !quick {
+		// The side by side: on a 2-core VM rounds of 1 s left compat's
+		// paired median anywhere from 0.91 to 1.43 over four runs, rounds
+		// of 3 s 1.01-1.09 over five (bench/README.md).
+		o.Duration = closedRound
 	}
 	if rounds > 0 {
 		o.Rounds = rounds

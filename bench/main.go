@@ -28,7 +28,7 @@ func main() {
 	procs := flag.Int("gomaxprocs", 0, "GOMAXPROCS of every gateway process (default the CPU count)")
 	peer := flag.String("peer", rig.PeerSame, "what gateway 2 runs: same (the configuration under test, the default: the tunnel as a user of that configuration runs it) or stock (wireguard-go on a kernel TUN: interop, capped by stock wireguard-go)")
 	out := flag.String("out", "", "results folder (default bench/results/<UTC timestamp>)")
-	closed := flag.Bool("closed", false, "with -inprocess: closed-loop rounds only (no paced sweep); with -repeat N, N rounds taking the configurations in turn, and each configuration's CPU per packet over stock's in the same round: the side by side for a noisy machine")
+	closed := flag.Bool("closed", false, "with -inprocess: closed-loop rounds only (no paced sweep); with -repeat N, N rounds taking the configurations in turn, and each configuration's CPU per packet over stock's in the same round: the side by side for a noisy machine; rounds of 3 s unless -duration is given")
 	inprocess := flag.Bool("inprocess", false, "measure in one process without the kernel (stock wireguard-go over in-memory doubles, compat and the fast path over memport) instead of the namespace rig; honours -quick, -configs, -sizes, -duration, -repeat (closed-loop rounds, taken in turn over the configurations), -closed, -out and -cpus (CPU counts, e.g. 1,2); needs no root")
 	flag.Parse()
 	if *inprocess {
