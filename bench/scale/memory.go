@@ -100,7 +100,6 @@ func runMemory(e *env, out map[string]any) error {
 // fastpathRate puts fastpath_100k_vs_1 and its companions in out: g, with
 // n sessions, against a one-peer gateway built here.
 func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
-
 	// The rate: a one-peer gateway beside, on the same kind of clock.
 	var one *scaleGateway
 	var err error
