@@ -36,7 +36,7 @@ import (
 //     rates include the hand-off to the gateway's worker and back, so they
 //     are below the fast path's own; BenchmarkPeers in ./fastpath measures
 //     that; the workers are shared, see pumpedEngine), over rateTime of
-//     bursts, every burst counted (fastpath_1_peer_pps and
+//     bursts, every burst counted, on one P (onOneP; fastpath_1_peer_pps and
 //     fastpath_100k_pps are these rates); beside it
 //     fastpath_100k_vs_1_steady, the same leaving out the pairs of
 //     bursts a preemption interrupted (steadyRates;
@@ -141,9 +141,11 @@ func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
 	if err != nil {
 		return err
 	}
-	// Warm-up (route caches, first touch of the pools), then bursts taking
+	// The pumps and the gateways' workers run on one P (onOneP), then
+	// warm-up (route caches, first touch of the pools), then bursts taking
 	// turns, so that both gateways see the same machine: a burst of load
 	// from elsewhere slows both alike.
+	defer onOneP()()
 	for range 2000 {
 		p1.burst()
 		pN.burst()
@@ -200,6 +202,26 @@ func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
 	out["fastpath_rate_bursts"] = len(p1.times)
 	e.Logf("memory: median burst: 1 peer %v, %d peers %v", p1.median(), n, pN.median())
 	return nil
+}
+
+// onOneP runs the process on one P (GOMAXPROCS 1) until the function it
+// returns restores the old count. The rate is the fast path's on one
+// core: the pump and the gateways' shared workers are goroutines that
+// hand each burst to each other, and with a second P the scheduler now
+// and then gives a readied worker to the other P (an idle P is woken
+// and steals it), so a burst ran on the pump's core or the other one,
+// each frame crossing between their caches, a thread waking on a futex
+// on the way. On this session's 2-CPU VM (2 December) that moved the
+// one-peer rate between 2.0 and 3.6 M packets/s from run to run and
+// each quarter's ratio between 0.55 and 0.69; on one P the one-peer
+// rate was 4.3-4.5 M in every quarter of every run (ratios 0.59-0.67
+// plain and 0.70-0.76 of the median bursts, against 0.58-0.62 and
+// 0.69-0.86 on two Ps in the same hour). The gateways' other
+// goroutines (timers, the control plane) share that P, so what the
+// 100,000-peer configuration makes them do is in its rate.
+func onOneP() (restore func()) {
+	prev := runtime.GOMAXPROCS(1)
+	return func() { runtime.GOMAXPROCS(prev) }
 }
 
 // rateTime is how long fastpathRate's timed loop runs (both gateways'
