@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -419,4 +420,24 @@ func blockNoHibit(p *poly, m [16]byte) (h0, h1, h2 uint64) {
 	q.h2-- // block adds 2^128; cancel it (h2 >= 1 is not needed: wraps back)
 	q.block(binary.LittleEndian.Uint64(m[:]), binary.LittleEndian.Uint64(m[8:]))
 	return q.h0, q.h1, q.h2
+}
+
+// TestCPUPaths says which implementations the tests of this package force
+// on this CPU and which it cannot run (their kernels are then untested
+// here: a CPU without AVX-512 leaves out avx512 and avx512ifma). .ci/run
+// prints the line, so a CI run on such a machine says what it did not
+// test. It fails if the implementation this CPU would use is not among
+// those tested.
+func TestCPUPaths(t *testing.T) {
+	run := supported()
+	var missing []impl
+	for im := implGeneric; im <= implAVX512IFMA; im++ {
+		if !slices.Contains(run, im) {
+			missing = append(missing, im)
+		}
+	}
+	t.Logf("forced and tested on this CPU: %v; not runnable here, so untested: %v; in use: %v", run, missing, detect())
+	if !slices.Contains(run, detect()) {
+		t.Fatalf("the implementation in use, %v, is not among those tested (%v)", detect(), run)
+	}
 }
