@@ -174,15 +174,25 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) (res demoResult,
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	var wg sync.WaitGroup
+	// The ledger's starting point: the kernel's drop counters and wgpio's
+	// (waitHandshake's datagram is not the traffic's).
+	nss := []*topo.NS{s.HostA, s.GwA, s.GwB, s.HostB}
+	kernel0, err := readKernelDrops(nss)
+	if err != nil {
+		return res, err
+	}
+	enc0, dec0 := sealedOpened(s.Gateway.Engine().Stats())
+	var senders, receivers sync.WaitGroup
 	for _, p := range []*demoPath{ab, ba} {
-		wg.Add(2)
-		go func() { defer wg.Done(); p.receive() }()
-		go func() { defer wg.Done(); p.send(ctx, o.Rate, o.Size) }()
+		receivers.Add(1)
+		senders.Add(1)
+		go func() { defer receivers.Done(); p.receive() }()
+		go func() { defer senders.Done(); p.send(ctx, o.Rate, o.Size) }()
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var lastAB, lastBA, lastEnc, lastDec uint64
+	lastEnc, lastDec := enc0, dec0
+	var lastAB, lastBA uint64
 	fmt.Fprintln(out, "time   A→B sent/s  A→B recv/s  B→A sent/s  B→A recv/s  encrypted/s  decrypted/s  handshake  wgpio drops and port losses (total)")
 	start := time.Now()
 	var prevSentAB, prevSentBA uint64
@@ -194,11 +204,7 @@ loop:
 		case <-tick.C:
 		}
 		qs := s.Gateway.Engine().Stats()
-		var enc, dec uint64
-		for _, q := range qs {
-			enc += q.Encrypted
-			dec += q.Decrypted
-		}
+		enc, dec := sealedOpened(qs)
 		rab, rba := ab.f.received.Load(), ba.f.received.Load()
 		sab, sba := ab.f.sent.Load(), ba.f.sent.Load()
 		hs := "none"
@@ -212,17 +218,34 @@ loop:
 			enc-lastEnc, dec-lastDec, hs, demoDrops(fastpath.TotalDrops(qs), s.Gateway))
 		prevSentAB, prevSentBA, lastAB, lastBA, lastEnc, lastDec = sab, sba, rab, rba, enc, dec
 	}
+	// The senders stop; what is in flight is counted before the
+	// receivers close.
+	senders.Wait()
+	drain(100*time.Millisecond, 2*time.Second, func() uint64 { return ab.f.received.Load() + ba.f.received.Load() })
 	ab.close()
 	ba.close()
-	wg.Wait()
+	receivers.Wait()
 	res.SentAB, res.ReceivedAB = ab.f.sent.Load(), ab.f.received.Load()
 	res.SentBA, res.ReceivedBA = ba.f.sent.Load(), ba.f.received.Load()
 	res.Drops = make(map[string]uint64)
-	for r, n := range fastpath.TotalDrops(s.Gateway.Engine().Stats()) {
+	qs := s.Gateway.Engine().Stats()
+	for r, n := range fastpath.TotalDrops(qs) {
 		if n > 0 {
 			res.Drops[fastpath.DropReason(r).String()] = n
 		}
 	}
+	kernel1, err := readKernelDrops(nss)
+	if err != nil {
+		return res, err
+	}
+	enc, dec := sealedOpened(qs)
+	l := demoLedger{
+		sentAB: res.SentAB, encrypted: enc - enc0, receivedAB: res.ReceivedAB,
+		sentBA: res.SentBA, decrypted: dec - dec0, receivedBA: res.ReceivedBA,
+		wgpio: demoDrops(fastpath.TotalDrops(qs), s.Gateway),
+	}
+	l.kernel, l.kernelDetail = kernel1.since(kernel0)
+	l.write(out)
 	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces %s\n",
 		res.SentAB, res.ReceivedAB, res.SentBA, res.ReceivedBA, strings.Join(res.Namespaces, " "))
 	return res, nil
@@ -288,6 +311,16 @@ func demoDrops(d fastpath.DropCounts, g *fastgw.Gateway) string {
 		return "none"
 	}
 	return strings.Join(parts, " ")
+}
+
+// sealedOpened sums the transport data packets the queues encrypted and
+// decrypted.
+func sealedOpened(qs []fastpath.QueueStats) (enc, dec uint64) {
+	for _, q := range qs {
+		enc += q.Encrypted
+		dec += q.Decrypted
+	}
+	return enc, dec
 }
 
 // demoPath is one direction of UDP traffic: a socket in the source namespace

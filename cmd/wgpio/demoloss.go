@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// The demo accounts for every datagram it offered: each direction's count
+// at the sender, at wgpio (encrypted A→B, decrypted B→A) and at the
+// receiver, and the drops counted on the way: wgpio's by reason and its
+// ports' losses (the per-second lines), and the kernel's in the demo's
+// namespaces (UDP buffer errors, links' dropped counters). What no counter
+// explains lies in the stock wireguard-go peer, whose queues drop without
+// a counter when its goroutines fall behind.
+
+// kernelDrops is what the kernel counted as dropped in a set of
+// namespaces: UDP datagrams it had no buffer room for (/proc/net/snmp,
+// RcvbufErrors and SndbufErrors; InErrors would count the first again)
+// and frames its links dropped.
+type kernelDrops struct {
+	udp   map[string]uint64 // "namespace counter" → count
+	links map[string]uint64 // "namespace links" → rx_dropped + tx_dropped + rx_missed of its links
+}
+
+// readKernelDrops reads the kernel's drop counters of each namespace.
+func readKernelDrops(nss []*topo.NS) (kernelDrops, error) {
+	k := kernelDrops{udp: map[string]uint64{}, links: map[string]uint64{}}
+	for _, ns := range nss {
+		err := ns.Do(func() error {
+			// /proc/thread-self/net is the namespace of this thread (Do
+			// locked it into ns), where /proc/self/net is the process's.
+			b, err := os.ReadFile("/proc/thread-self/net/snmp")
+			if err != nil {
+				return err
+			}
+			for name, v := range snmpUDPErrors(b) {
+				k.udp[ns.Name+" "+name] = v
+			}
+			return nil
+		})
+		if err != nil {
+			return k, fmt.Errorf("demo: UDP counters of %s: %w", ns.Name, err)
+		}
+		d, _, err := ns.LinkDrops()
+		if err != nil {
+			return k, fmt.Errorf("demo: link counters of %s: %w", ns.Name, err)
+		}
+		k.links[ns.Name+" links"] = d
+	}
+	return k, nil
+}
+
+// snmpUDPErrors returns the drop counters of the Udp lines of
+// /proc/net/snmp (a header line of names, then one of values).
+func snmpUDPErrors(b []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	var names []string
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, v := range f[1:] {
+			if i < len(names) && (names[i] == "RcvbufErrors" || names[i] == "SndbufErrors") {
+				out[names[i]], _ = strconv.ParseUint(v, 10, 64)
+			}
+		}
+		break
+	}
+	return out
+}
+
+// since returns the counters that grew from before to k, with how much,
+// and their sum.
+func (k kernelDrops) since(before kernelDrops) (total uint64, detail string) {
+	var parts []string
+	for _, m := range []struct{ now, then map[string]uint64 }{{k.udp, before.udp}, {k.links, before.links}} {
+		for name, v := range m.now {
+			if d := v - m.then[name]; v > m.then[name] {
+				total += d
+				parts = append(parts, fmt.Sprintf("%s=%d", name, d))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return 0, "none"
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+// demoLedger is what the demo reports of where its datagrams went.
+type demoLedger struct {
+	sentAB, encrypted, receivedAB uint64 // host A → wgpio → host B
+	sentBA, decrypted, receivedBA uint64 // host B → wgpio → host A
+	wgpio                         string // wgpio's drops and port losses, or "none"
+	kernel                        uint64 // the kernel's drops in the namespaces
+	kernelDetail                  string
+}
+
+// write prints the ledger: the counts at each stage, the drops counted,
+// and what no counter explains.
+func (l demoLedger) write(out io.Writer) {
+	fmt.Fprintf(out, "where the datagrams went: A→B host A sent %d, wgpio encrypted %d, host B received %d; B→A host B sent %d, wgpio decrypted %d, host A received %d\n",
+		l.sentAB, l.encrypted, l.receivedAB, l.sentBA, l.decrypted, l.receivedBA)
+	fmt.Fprintf(out, "drops counted: wgpio %s; the kernel %s\n", l.wgpio, l.kernelDetail)
+	// The stock peer's stretch: from wgpio to host B, from host B to wgpio.
+	stock := sub(l.encrypted, l.receivedAB) + sub(l.sentBA, l.decrypted)
+	if stock > l.kernel {
+		fmt.Fprintf(out, "not counted: about %d in the stock wireguard-go peer, whose queues drop without a counter when its goroutines fall behind (load average %s)\n",
+			stock-l.kernel, loadAverage())
+	}
+}
+
+func sub(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
+}
+
+// loadAverage is the first field of /proc/loadavg, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
+
+// drain waits until the receivers' counts stop growing (no datagram for
+// quiet, at most max), so that datagrams still in flight when the senders
+// stop are counted, not taken for losses.
+func drain(quiet, max time.Duration, received func() uint64) {
+	deadline := time.Now().Add(max)
+	last := received()
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet)
+		now := received()
+		if now == last {
+			return
+		}
+		last = now
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestSNMPUDPErrors(t *testing.T) {
+	snmp := "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+		"Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
+		"Udp: 10 1 7 12 5 2 2 0 0\n" +
+		"UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
+		"UdpLite: 0 0 0 0 9 9 0 0 0\n"
+	got := snmpUDPErrors([]byte(snmp))
+	if len(got) != 2 || got["RcvbufErrors"] != 5 || got["SndbufErrors"] != 2 {
+		t.Fatalf("snmpUDPErrors = %v, want RcvbufErrors 5, SndbufErrors 2 (Udp only, InErrors left out)", got)
+	}
+}
+
+func TestLedgerNamesUncountedLoss(t *testing.T) {
+	before := kernelDrops{udp: map[string]uint64{"gb RcvbufErrors": 3}, links: map[string]uint64{"gb links": 0}}
+	after := kernelDrops{udp: map[string]uint64{"gb RcvbufErrors": 13}, links: map[string]uint64{"gb links": 0}}
+	l := demoLedger{sentAB: 100, encrypted: 100, receivedAB: 90, sentBA: 100, decrypted: 70, receivedBA: 70, wgpio: "none"}
+	l.kernel, l.kernelDetail = after.since(before)
+	if l.kernel != 10 || l.kernelDetail != "gb RcvbufErrors=10" {
+		t.Fatalf("since = %d %q, want 10 \"gb RcvbufErrors=10\"", l.kernel, l.kernelDetail)
+	}
+	var b bytes.Buffer
+	l.write(&b)
+	// 10 lost from wgpio to host B and 30 from host B to wgpio, 10 of
+	// them counted by the kernel: 30 in the stock peer.
+	if !strings.Contains(b.String(), "not counted: about 30 in the stock wireguard-go peer") {
+		t.Fatalf("ledger:\n%s\nwant the 30 datagrams no counter explains", b.String())
+	}
+	l = demoLedger{sentAB: 5, encrypted: 5, receivedAB: 5, sentBA: 5, decrypted: 5, receivedBA: 5, wgpio: "none", kernelDetail: "none"}
+	b.Reset()
+	l.write(&b)
+	if strings.Contains(b.String(), "not counted") {
+		t.Fatalf("ledger of a run without loss:\n%s", b.String())
+	}
+}
