@@ -3,7 +3,7 @@
 # differs from the committed files (the generator is the source of truth).
 set -eu
 cd "$(dirname "$0")/.."
-for pkg in chachapoly; do
+for pkg in chachapoly fastpath; do
 	(cd "$pkg" && go generate)
 done
 if ! git diff --exit-code -- '*.s'; then
