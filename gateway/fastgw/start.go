@@ -432,11 +432,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 // watchMTU follows the WAN MTU (vlan.go), on the address device and the
 // trunk under it.
 func (g *Gateway) watchMTU(wl link) {
-	wanIdx := []int{wl.index}
+	mtus := map[int]int{wl.index: wl.mtu}
 	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
-		wanIdx = append(wanIdx, t.Attrs().Index)
+		mtus[t.Attrs().Index] = t.Attrs().MTU
 	}
-	if err := g.watchWANMTU(g.nsHandle, g.wanSide, wanIdx, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
+	if err := g.watchWANMTU(g.nsHandle, g.wanSide, mtus, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
 		g.log.Warn("live WAN MTU changes will not be checked", "err", err)
 	}
 }

@@ -117,24 +117,29 @@ func mtuCheck(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (wa
 // watchWANMTU logs, at warning level, every change of the WAN's MTU (the
 // trunk's or its VLAN device's) that mtuCheck finds wrong, until done is
 // closed. The gateway keeps running: the operator is told the numbers.
-func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, indexes []int, v4, v6 bool, done <-chan struct{}) error {
+// mtus maps each watched interface index to its MTU at start (mtuCheck
+// passed it); a link update that leaves the MTU as it was (the XDP
+// program detached at Close, a carrier change, an alias) logs nothing,
+// nor does the subscription's end when done is closed.
+func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
 	ch := make(chan netlink.LinkUpdate, 16)
-	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) { g.log.Warn("following the WAN MTU", "err", err) }}
+	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-done: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the WAN MTU", "err", err)
+		}
+	}}
 	if ns.IsOpen() {
 		opts.Namespace = &ns
 	}
 	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
 		return fmt.Errorf("follow the WAN MTU: %w", err)
 	}
-	mtus := make(map[int]int)
 	go func() {
 		for u := range ch {
 			a := u.Attrs()
-			watched := false
-			for _, i := range indexes {
-				watched = watched || a.Index == i
-			}
-			if !watched || mtus[a.Index] == a.MTU {
+			if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
 				continue
 			}
 			mtus[a.Index] = a.MTU

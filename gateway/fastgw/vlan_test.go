@@ -236,7 +236,9 @@ func (s *syncBuffer) String() string {
 
 // TestWANMTU: a tunnel MTU whose outer packets do not fit the WAN MTU
 // stops the start with the numbers; a WAN MTU lowered while the gateway
-// runs is logged with them.
+// runs is logged with them, and a change of the WAN link that leaves its
+// MTU as it was (here its alias; at Close, the XDP program detached) is
+// not logged as an MTU change.
 func TestWANMTU(t *testing.T) {
 	s := newSite(t, twosite.Config{NoFastPath: true})
 	wan := s.FastConfig.WAN
@@ -269,6 +271,9 @@ func TestWANMTU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "alias", "wan-uplink"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1470"); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +281,11 @@ func TestWANMTU(t *testing.T) {
 		l := logs.String()
 		return strings.Contains(l, "WAN MTU changed: tunnel packets are lost") && strings.Contains(l, "mtu=1470") && strings.Contains(l, "= 1480, more than the MTU 1470")
 	})
+	// The link updates arrive in order: the alias's came before the
+	// MTU's, so it has been seen.
+	if l := logs.String(); strings.Contains(l, "mtu=1500") {
+		t.Errorf("a WAN alias change, MTU still 1500, was logged as an MTU change:\n%s", l)
+	}
 }
 
 // TestLANOnVLAN runs gwA's LAN on VLAN 100 of its LAN interface (owned
