@@ -181,7 +181,9 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) (res demoResult,
 	if err != nil {
 		return res, err
 	}
-	enc0, dec0 := sealedOpened(s.Gateway.Engine().Stats())
+	qs0 := s.Gateway.Engine().Stats()
+	enc0, dec0 := sealedOpened(qs0)
+	drops0 := fastpath.TotalDrops(qs0)
 	var senders, receivers sync.WaitGroup
 	for _, p := range []*demoPath{ab, ba} {
 		receivers.Add(1)
@@ -244,6 +246,8 @@ loop:
 		sentBA: res.SentBA, decrypted: dec - dec0, receivedBA: res.ReceivedBA,
 		wgpio: demoDrops(fastpath.TotalDrops(qs), s.Gateway),
 	}
+	drops1 := fastpath.TotalDrops(qs)
+	l.workerDrops = sub(drops1.Total(), drops0.Total())
 	l.kernel, l.kernelDetail = kernel1.since(kernel0)
 	l.write(out)
 	fmt.Fprintf(out, "total: A→B %d sent, %d received; B→A %d sent, %d received; removing the namespaces %s\n",
