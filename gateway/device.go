@@ -100,6 +100,7 @@ type Device struct {
 	due       []*peer          // scratch: the peers one tick evaluates
 
 	startOnce sync.Once
+	started   atomic.Bool // Start ran: a keepalive turned on is sent at once
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -319,6 +320,7 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var kick []*peer
 	for _, c := range cs {
 		p, _ := d.lookupOrCreateLocked(c.PublicKey)
 		if p == nil {
@@ -328,13 +330,25 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 		if c.Endpoint.IsValid() {
 			d.setEndpointConfigLocked(p, c.Endpoint)
 		}
-		d.setKeepaliveLocked(p, uint16(c.PersistentKeepalive/time.Second))
+		if d.setKeepaliveLocked(p, uint16(c.PersistentKeepalive/time.Second)) {
+			kick = append(kick, p)
+		}
 		d.clearAllowedLocked(p)
 		for _, pfx := range c.AllowedIPs {
 			d.addAllowedLocked(p, pfx)
 		}
 	}
-	return d.publishLocked()
+	err := d.publishLocked()
+	// A persistent keepalive turned on for a running device is sent at
+	// once, as the UAPI does (postPeerLocked); before Start, Start sends
+	// them (keepalivesAtStart).
+	if d.started.Load() {
+		now := d.now()
+		for _, p := range kick {
+			d.sendKeepaliveLocked(p, now)
+		}
+	}
+	return err
 }
 
 // RemovePeer removes the peer with public key k, zeroing its sessions and

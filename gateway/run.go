@@ -25,8 +25,30 @@ func (d *Device) Start() error {
 		}
 		d.wg.Add(1)
 		go d.tickLoop()
+		d.keepalivesAtStart()
 	})
 	return err
+}
+
+// keepalivesAtStart marks the device started and sends a keepalive to
+// every peer with a persistent keepalive, which starts a handshake where
+// there is no session: a peer behind NAT that is configured to keep its
+// mapping open opens it when the device comes up, not at its first
+// packet (wireguard-go's Device.Up and the kernel's set_peer do the
+// same).
+func (d *Device) keepalivesAtStart() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.started.Store(true)
+	now := d.now()
+	for _, p := range d.byKey {
+		p.mu.Lock()
+		on := p.keepalive != 0
+		p.mu.Unlock()
+		if on {
+			d.sendKeepaliveLocked(p, now)
+		}
+	}
 }
 
 // minTickGap is the shortest wait between two ticks of tickLoop: timers

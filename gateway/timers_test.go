@@ -450,3 +450,46 @@ func TestLastMinuteRekeyOnKeepalive(t *testing.T) {
 		t.Errorf("initiations on a keepalive at 165 s = %d, want 1; %v", len(inits), types(r.f.sentSince(mark)))
 	}
 }
+
+// TestPersistentKeepaliveAtStart: a peer configured with a persistent
+// keepalive before Start gets a keepalive when the device starts, which
+// without a session is a handshake initiation (wireguard-go's Device.Up,
+// the kernel's set_peer); one added with it to a running device gets it at
+// once; a peer without one gets nothing.
+func TestPersistentKeepaliveAtStart(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", keepalive: 25 * time.Second})
+	quiet, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dev.AddPeer(PeerConfig{PublicKey: quiet.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.0.3:51820")}); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.f.nsent()
+	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 0 {
+		t.Fatalf("initiations before Start: %d", len(inits))
+	}
+	if err := r.dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitInits := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)) < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(got) != want {
+			t.Fatalf("initiations = %d, want %d: %v", len(got), want, types(r.f.sentSince(mark)))
+		}
+	}
+	waitInits(1) // the keepalive peer's, not the quiet one's
+	late, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dev.AddPeer(PeerConfig{PublicKey: late.PublicKey(), PersistentKeepalive: 10 * time.Second,
+		Endpoint: netip.MustParseAddrPort("198.18.0.4:51820")}); err != nil {
+		t.Fatal(err)
+	}
+	waitInits(2)
+}
