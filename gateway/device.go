@@ -107,6 +107,8 @@ type Device struct {
 	bg        sync.WaitGroup // background precomputation (precompute)
 	uapi      net.Listener
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
+
+	badMAC1Logged atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
 }
 
 // peer is the control plane's state of one peer. fp and pub are immutable;

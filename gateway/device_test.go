@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -277,5 +279,41 @@ func TestSessionResetRetiresKeypairs(t *testing.T) {
 	r.dev.SetPrivateKey(k)
 	if !r.f.wasRetired(kp) || !kp.Dead() {
 		t.Fatalf("after SetPrivateKey: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
+	}
+}
+
+// TestBadMAC1Warns: a handshake whose MAC1 is not for this gateway's
+// public key (a peer configured with another key) is dropped and counted,
+// and logged at warning level at most once a minute, with its source.
+func TestBadMAC1Warns(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var logs bytes.Buffer
+	r.dev.log = slog.New(slog.NewTextHandler(&logs, nil))
+	src := netip.MustParseAddrPort("198.18.0.2:51820")
+	bad := func() {
+		m := r.wgInitiation(t)
+		m[noise.InitiationOffsetMAC1] ^= 1
+		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: m})
+	}
+	bad()
+	bad()
+	if n := strings.Count(logs.String(), "bad MAC1"); n != 1 {
+		t.Fatalf("two bad MAC1s within a minute logged %d times, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "src=198.18.0.2:51820") || !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("warning lacks the source or level:\n%s", logs.String())
+	}
+	r.f.clock.Add(int64(61 * time.Second))
+	bad()
+	if n := strings.Count(logs.String(), "bad MAC1"); n != 2 {
+		t.Errorf("a bad MAC1 a minute later: logged %d times in all, want 2", n)
+	}
+	if got := r.dev.Stats().Drops[DropHandshakeInvalid]; got != 3 {
+		t.Errorf("handshake_invalid = %d, want 3", got)
+	}
+	// A valid initiation logs nothing more.
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: r.wgInitiation(t)})
+	if n := strings.Count(logs.String(), "bad MAC1"); n != 2 {
+		t.Errorf("a valid initiation was logged as a bad MAC1")
 	}
 }

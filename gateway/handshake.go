@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
@@ -140,16 +141,37 @@ func (d *Device) screen(m fastpath.HandshakeMessage, now int64) (id *noise.Stati
 		return id, false, true
 	}
 	underLoad = d.isUnderLoad(now)
-	v, _ := id.CookieChecker().Check(msg, m.Src, underLoad)
+	v, err := id.CookieChecker().Check(msg, m.Src, underLoad)
 	switch v {
 	case noise.VerdictDrop:
 		d.stats.drop(DropHandshakeInvalid)
+		if errors.Is(err, noise.DropBadMAC1) {
+			d.warnBadMAC1(m.Src, now)
+		}
 		return nil, false, false
 	case noise.VerdictCookie:
 		d.cookieReply(id, m, now)
 		return nil, false, false
 	}
 	return id, underLoad, true
+}
+
+// badMAC1Every is how often at most warnBadMAC1 logs.
+const badMAC1Every = int64(time.Minute)
+
+// warnBadMAC1 logs, at most once per badMAC1Every, a handshake message
+// whose MAC1 did not verify against this device's public key (whitepaper
+// §5.4.4): the mark of a peer configured with another public key for
+// this gateway, the commonest mistake in setting up a tunnel, which
+// otherwise shows only as a counter (wireguard-go and the kernel log it at
+// debug level only). Safe for concurrent use.
+func (d *Device) warnBadMAC1(src netip.AddrPort, now int64) {
+	last := d.badMAC1Logged.Load()
+	if last != 0 && now-last < badMAC1Every || !d.badMAC1Logged.CompareAndSwap(last, now) {
+		return
+	}
+	d.log.Warn("handshake message with a bad MAC1 dropped: the sender does not have this gateway's public key as its peer (compare this gateway's public key with the PublicKey in the sender's [Peer]), or it is not WireGuard; counted as handshake_invalid (bad_mac1), logged at most once a minute",
+		"src", src)
 }
 
 // cookieReply answers m, an initiation or response without a valid MAC2
