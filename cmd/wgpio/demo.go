@@ -176,7 +176,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) (res demoResult,
 	}
 	// The ledger's starting point: the kernel's drop counters and wgpio's
 	// (waitHandshake's datagram is not the traffic's).
-	nss := []*topo.NS{s.HostA, s.GwA, s.GwB, s.HostB}
+	// By role, so that the ledger names where a drop was, not a random
+	// namespace name; on veth the kernel counts wgpio's port losses (an
+	// AF_XDP ring with no room) again at its links.
+	nss := []demoNS{{"host A", s.HostA}, {"wgpio's namespace (its port losses again)", s.GwA},
+		{"the stock peer's namespace", s.GwB}, {"host B", s.HostB}}
 	kernel0, err := readKernelDrops(nss)
 	if err != nil {
 		return res, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,10 +31,18 @@ type kernelDrops struct {
 	links map[string]uint64 // "namespace links" → rx_dropped + tx_dropped + rx_missed of its links
 }
 
+// demoNS is one of the demo's namespaces and its role, which names it in
+// the ledger.
+type demoNS struct {
+	role string
+	ns   *topo.NS
+}
+
 // readKernelDrops reads the kernel's drop counters of each namespace.
-func readKernelDrops(nss []*topo.NS) (kernelDrops, error) {
+func readKernelDrops(nss []demoNS) (kernelDrops, error) {
 	k := kernelDrops{udp: map[string]uint64{}, links: map[string]uint64{}}
-	for _, ns := range nss {
+	for _, n := range nss {
+		ns := n.ns
 		err := ns.Do(func() error {
 			// /proc/thread-self/net is the namespace of this thread (Do
 			// locked it into ns), where /proc/self/net is the process's.
@@ -42,7 +51,7 @@ func readKernelDrops(nss []*topo.NS) (kernelDrops, error) {
 				return err
 			}
 			for name, v := range snmpUDPErrors(b) {
-				k.udp[ns.Name+" "+name] = v
+				k.udp[n.role+" "+name] = v
 			}
 			return nil
 		})
@@ -53,7 +62,7 @@ func readKernelDrops(nss []*topo.NS) (kernelDrops, error) {
 		if err != nil {
 			return k, fmt.Errorf("demo: link counters of %s: %w", ns.Name, err)
 		}
-		k.links[ns.Name+" links"] = d
+		k.links[n.role+" links"] = d
 	}
 	return k, nil
 }
@@ -98,6 +107,7 @@ func (k kernelDrops) since(before kernelDrops) (total uint64, detail string) {
 	if len(parts) == 0 {
 		return 0, "none"
 	}
+	slices.Sort(parts)
 	return total, strings.Join(parts, ", ")
 }
 
