@@ -53,7 +53,8 @@ func (w *worker) outbound(now int64) int {
 	var (
 		lastDst  netip.Addr // the last destination looked up, and its peer
 		lastPeer *Peer
-		extra    int // fragments added at w.frames[n:]
+		lastID   uint // lastPeer's ID, as the route cache has it (metAt)
+		extra    int  // fragments added at w.frames[n:]
 		// the burst's peers, each once, in the order of their first frames
 		peers = w.burstPeers[:0]
 	)
@@ -98,16 +99,21 @@ func (w *worker) outbound(now int64) int {
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
 			lastDst = w.pkt.Dst
 			if ahead && w.aheadDst[i] == lastDst {
-				lastPeer = w.aheadPeer[i]
+				lastPeer, lastID = w.aheadPeer[i], uint(w.aheadID[i])
 			} else {
 				// IPv4 hits inline, the rest through lookup.
 				hit := false
 				if lastDst.Is4() {
 					a := lastDst.As4()
-					lastPeer, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+					var id uint32
+					lastPeer, id, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+					lastID = uint(id)
 				}
 				if !hit {
 					lastPeer, _ = routes.lookup(rt, lastDst) // nil: no route
+					if lastPeer != nil {
+						lastID = uint(lastPeer.ID)
+					}
 				}
 			}
 		}
@@ -132,7 +138,7 @@ func (w *worker) outbound(now int64) int {
 		if clamp {
 			w.clampMSS(p)
 		}
-		pl := w.met(peer) // inline for a peer met before
+		pl := w.metAt(peer, lastID) // inline for a peer met before
 		if pl == nil {
 			pl = w.peerState(peer)
 		}
@@ -183,26 +189,13 @@ func (w *worker) outbound(now int64) int {
 	// line wrap uses after Seal (the template) is prefetched instead,
 	// which has time to arrive (some 1 ns per packet).
 	kps, eps := w.burstKP[:len(peers)], w.burstEP[:len(peers)]
-	for j, pl := range peers {
-		kps[j], eps[j] = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
-	}
 	if ahead {
+		for j, pl := range peers {
+			kps[j], eps[j] = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
+		}
 		w.warm(peers, kps, eps)
 	}
-	later := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
-	for j, pl := range peers {
-		if !ahead {
-			later = append(later, unsafe.Pointer(&pl.tmpl))
-		}
-		if !sendable(kps[j], eps[j], pl.tmplEp, now) {
-			kps[j] = nil
-		} else {
-			pl.lease(kps[j])
-		}
-		pl.batchN = 0
-	}
-	prefetch(later)
-	clear(later)
+	w.sendWith(peers, kps, eps, ahead, now)
 	// Pass 3: pad each frame and queue it for sealing, in frame order.
 	// The queues are filled in place: the entries of w.sealQ past the
 	// burst are zero (cleared after every Seal), so only Key, Counter and
@@ -294,6 +287,37 @@ func (w *worker) outbound(now int64) int {
 	return n
 }
 
+// sendWith is outbound's pass 2 for the burst's peers (peers[j] the
+// peer of slot j): it leaves in kps[j] and eps[j] the keypair and endpoint
+// the peer sends with (kps[j] nil: none usable) and leases counters for
+// its frames, and sets each peer's batchN back to 0. With ahead, kps and
+// eps hold the peers' Current and Endpoint already (loaded before warm);
+// without, they are loaded here, and the peers' templates prefetched.
+// (A function of its own: in outbound's body, its loop's variables lived
+// on the stack.)
+func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, ahead bool, now int64) {
+	kps, eps = kps[:len(peers)], eps[:len(peers)]
+	later := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
+	for j, pl := range peers {
+		kp, ep := kps[j], eps[j]
+		if !ahead {
+			p := pl.peer
+			kp, ep = p.Current.Load(), p.Endpoint.Load()
+			eps[j] = ep
+			later = append(later, unsafe.Pointer(&pl.tmpl))
+		}
+		if !sendable(kp, ep, pl.tmplEp, now) {
+			kp = nil
+		} else if !pl.leased(kp) {
+			pl.lease(kp)
+		}
+		kps[j] = kp
+		pl.batchN = 0
+	}
+	prefetch(later)
+	clear(later)
+}
+
 // warm prefetches, for each peer of an outbound burst (peers[j] sends
 // with kps[j] and eps[j]), the cache lines that pass 2, Seal and wrap use:
 // the keypair's send line (counter, index, key, its state for senders), the
@@ -349,6 +373,13 @@ const (
 	leaseLag = 256
 )
 
+// leased reports whether pl's lease holds counters of kp for the batchN
+// frames of its burst, and is not too far behind (lease's common case,
+// small enough to be inlined in outbound's loop over a burst's peers).
+func (pl *peerLocal) leased(kp *Keypair) bool {
+	return kp.serial != 0 && pl.leaseOf == kp.serial && pl.granted >= pl.batchN && kp.sendNonce.Load()-pl.nonce <= leaseLag
+}
+
 // lease makes pl's lease hold counters of kp, pl's usable keypair, for the
 // batchN frames of its burst: the lease it holds when that is of kp,
 // holds as many and is not too far behind, otherwise a new one of
@@ -356,7 +387,7 @@ const (
 // granted then says how many). The lease names kp by its serial, never a
 // pointer (a worker keeps no keypair past a burst).
 func (pl *peerLocal) lease(kp *Keypair) {
-	if kp.serial != 0 && pl.leaseOf == kp.serial && pl.granted >= pl.batchN && kp.sendNonce.Load()-pl.nonce <= leaseLag {
+	if pl.leased(kp) {
 		return
 	}
 	first, granted := kp.ReserveNonces(max(int(pl.batchN), leaseMin))

@@ -46,8 +46,8 @@ func TestRouteCacheMatchesTable(t *testing.T) {
 				if a.Is4() {
 					b := a.As4()
 					a4 = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-					if fp, hit := c.find4(a4); hit && fp != wp {
-						t.Fatalf("find4(%v) = %p (hit), table says %p", a, fp, wp)
+					if fp, id, hit := c.find4(a4); hit && (fp != wp || (fp != nil && int(id) != fp.ID)) {
+						t.Fatalf("find4(%v) = %p ID %d (hit), table says %p", a, fp, id, wp)
 					}
 				}
 				gp, gok := c.lookup(rt, a)
@@ -57,9 +57,9 @@ func TestRouteCacheMatchesTable(t *testing.T) {
 				if a.Is4() {
 					// A miss put a4 in its set's newer entry; a hit
 					// in the older one leaves it there (find4 misses).
-					fp, hit := c.find4(a4)
-					if hit && fp != wp {
-						t.Fatalf("find4(%v) after lookup = %p, table says %p", a, fp, wp)
+					fp, id, hit := c.find4(a4)
+					if hit && (fp != wp || (fp != nil && int(id) != fp.ID)) {
+						t.Fatalf("find4(%v) after lookup = %p ID %d, table says %p", a, fp, id, wp)
 					}
 					n4++
 					if hit {
@@ -204,7 +204,8 @@ func TestRouteCacheTwoWays(t *testing.T) {
 		}
 	}
 	key := func(a netip.Addr) routeCacheEntry {
-		return routeCacheEntry{lo: key4(a), peer: peers[slices.Index(same, a)], tag: c.gen<<1 | 1}
+		p := peers[slices.Index(same, a)]
+		return routeCacheEntry{lo: key4(a), peer: p, tag: c.gen<<1 | 1, id: uint32(p.ID)}
 	}
 	if *first != [2]routeCacheEntry{key(same[1]), key(same[0])} {
 		t.Errorf("set after two look-ups: %+v, want both addresses (newest first)", *first)

@@ -157,12 +157,13 @@ type worker struct {
 	burstKP    []*Keypair
 	burstEP    []*Endpoint
 	lastPeers  int // len(burstPeers) of the last outbound burst
-	// aheadDst and aheadPeer are routeAhead's reading of each frame's
-	// destination and the peer it routes to, aheadEntry its cache set (first entry)
-	// (routecache.go).
+	// aheadDst, aheadPeer and aheadID are routeAhead's reading of each
+	// frame's destination and the peer it routes to (and its ID),
+	// aheadEntry its cache set (first entry) (routecache.go).
 	aheadDst   []netip.Addr
 	aheadEntry []*routeCacheEntry
 	aheadPeer  []*Peer
+	aheadID    []uint32
 	// in is inbound's look-ahead scratch (inahead.go).
 	in inAhead
 
@@ -228,7 +229,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
-	w.aheadDst, w.aheadEntry, w.aheadPeer = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b)
+	w.aheadDst, w.aheadEntry, w.aheadPeer, w.aheadID = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b), make([]uint32, b)
 	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
@@ -404,13 +405,19 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 	return pl
 }
 
-// met is peerState's common path, small enough to be inlined (outbound
-// takes it for every frame): the state of p when the worker met p before,
-// or nil (peerState then makes it).
-func (w *worker) met(p *Peer) *peerLocal {
-	id := uint(p.ID)
+// met is peerState's common path: the state of p when the worker met p
+// before, or nil (peerState then makes it).
+func (w *worker) met(p *Peer) *peerLocal { return w.metAt(p, uint(p.ID)) }
+
+// metAt is met for a peer whose ID is id as far as the caller knows (its
+// route cache entry's), small enough to be inlined (outbound takes it for
+// every frame): nil unless p.ID is id. The peerLocal's address comes from
+// id, not from p.ID, so its load does not wait for the Peer's line: with
+// traffic for many peers both are cache misses, which then overlap (the
+// check of p.ID is predicted, not waited for).
+func (w *worker) metAt(p *Peer, id uint) *peerLocal {
 	if c := id / localChunk; c < uint(len(w.local)) {
-		if ch := w.local[c]; len(ch) == localChunk && ch[id%localChunk].peer == p {
+		if ch := w.local[c]; len(ch) == localChunk && ch[id%localChunk].peer == p && uint(p.ID) == id {
 			return &ch[id%localChunk]
 		}
 	}
