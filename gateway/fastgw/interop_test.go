@@ -447,6 +447,21 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	prev := runtime.GOMAXPROCS(4)
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, Queues: 2, SourcePorts: 16, CPUs: []int{0, 1}})
+	// On veth the queue a frame arrives on is the one its sender's stack
+	// picked by the socket's transmit hash, which TCP draws anew after a
+	// retransmission timeout (net.core.txrehash): a worker of A starved
+	// of its CPU for 200 ms (seen at load 6-9) makes the sender time out,
+	// and the retransmission, on the other queue, overtakes the segments
+	// waiting on the first. A NIC's RSS hashes the headers and keeps a
+	// flow on its queue; so does host A here without rehashing.
+	if err := s.HostA.Do(func() error {
+		return os.WriteFile("/proc/sys/net/core/txrehash", []byte("0"), 0)
+	}); err != nil {
+		t.Fatalf("host A: net.core.txrehash=0: %v", err)
+	}
+	if out, err := s.HostA.Run("cat", "/proc/sys/net/core/txrehash"); err != nil || strings.TrimSpace(out) != "0" {
+		t.Fatalf("host A's net.core.txrehash = %q (%v), want 0", out, err)
+	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	// A first transfer learns the path MTU (the LAN MTU is 1500, the
 	// tunnel's 1420: the first full segments are dropped with an ICMP
