@@ -88,8 +88,12 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 	}
 	t.Logf("received %d of %d; B decrypted per queue %v, replay windows widened %d, replay drops %d; drops A %s B %s",
 		received, n, perQueue, widened, replays, dropsString(s.Gateway), dropsString(s.PeerGateway))
+	// spreadFlows saw each queue take at least one flow, of n/len(senders)
+	// datagrams; a quarter of one is the mark of the session spread
+	// (the losses the test allows below, AF_XDP ring overflows on a
+	// loaded machine, may fall on a queue's only flow).
 	for q, d := range perQueue {
-		if d < uint64(n/len(senders)) { // at least one flow (spreadFlows saw each queue take one)
+		if d < uint64(n/len(senders)/4) {
 			t.Fatalf("B's queue %d decrypted %d of %d: the session did not spread over both queues (per queue %v)", q, d, n, perQueue)
 		}
 	}
