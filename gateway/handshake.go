@@ -484,6 +484,15 @@ func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.Initiation
 		return fastpath.ControlPacket{}, false
 	}
 	d.dropPendingLocked(p)
+	// Without an endpoint there is nowhere to send: stop before the
+	// index and the Curve25519 work (a peer with a persistent keepalive
+	// and no endpoint retries every Rekey-Timeout; at 100,000 such peers
+	// that work alone would take more than two cores).
+	ep := p.fp.Endpoint.Load()
+	if ep == nil {
+		d.stats.drop(DropNoEndpoint)
+		return fastpath.ControlPacket{}, false
+	}
 	idx, err := d.dp.Indexes().Allocate()
 	if err != nil {
 		d.stats.drop(DropIndexTableFull)
@@ -499,11 +508,6 @@ func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.Initiation
 	d.pending[idx] = p
 	d.pendMu.Unlock()
 	d.armZeroIfIdleLocked(p, now)
-	ep := p.fp.Endpoint.Load()
-	if ep == nil {
-		d.stats.drop(DropNoEndpoint)
-		return fastpath.ControlPacket{}, false
-	}
 	d.stats.initiationsSent.Add(1)
 	d.sentLocked(p, now)
 	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", p.attempts+1)

@@ -425,6 +425,10 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if err := r.dev.AddPeer(pc); err != nil {
 		t.Fatal(err)
 	}
+	// The rig drives a running device by hand (Tick on its clock)
+	// without Start: a keepalive turned on is sent at once, as on a
+	// device that is up.
+	r.dev.started.Store(true)
 
 	binds := bindtest.NewChannelBinds()
 	r.wgTUN = tuntest.NewChannelTUN()

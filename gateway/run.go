@@ -34,7 +34,7 @@ func (d *Device) Start() error {
 // every peer with a persistent keepalive, which starts a handshake where
 // there is no session: a peer behind NAT that is configured to keep its
 // mapping open opens it when the device comes up, not at its first
-// packet (wireguard-go's Device.Up and the kernel's set_peer do the
+// packet (wireguard-go's Device.Up and the kernel's wg_open do the
 // same).
 func (d *Device) keepalivesAtStart() {
 	d.mu.Lock()

@@ -454,7 +454,7 @@ func TestLastMinuteRekeyOnKeepalive(t *testing.T) {
 // TestPersistentKeepaliveAtStart: a peer configured with a persistent
 // keepalive before Start gets a keepalive when the device starts, which
 // without a session is a handshake initiation (wireguard-go's Device.Up,
-// the kernel's set_peer); one added with it to a running device gets it at
+// the kernel's wg_open); one added with it to a running device gets it at
 // once; a peer without one gets nothing.
 func TestPersistentKeepaliveAtStart(t *testing.T) {
 	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", keepalive: 25 * time.Second})
@@ -492,4 +492,23 @@ func TestPersistentKeepaliveAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitInits(2)
+}
+
+// TestInitiationWithoutEndpoint: a peer with no endpoint (a persistent
+// keepalive, nothing heard from it yet) asks for handshakes that cannot be
+// sent: each is counted as no_endpoint before any Curve25519 work, and
+// holds no receiver index.
+func TestInitiationWithoutEndpoint(t *testing.T) {
+	r := newRig(t, rigOptions{keepalive: 25 * time.Second})
+	p := r.dev.byKey[r.wgPub]
+	r.dev.mu.Lock()
+	r.dev.sendKeepaliveLocked(p, r.now())
+	r.dev.mu.Unlock()
+	st := r.dev.Stats()
+	p.mu.Lock()
+	pending := p.hasPending
+	p.mu.Unlock()
+	if st.Drops[DropNoEndpoint] != 1 || st.InitiationsSent != 0 || pending {
+		t.Fatalf("no_endpoint %d, initiations sent %d, pending index %v; want 1, 0, false", st.Drops[DropNoEndpoint], st.InitiationsSent, pending)
+	}
 }

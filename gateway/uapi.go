@@ -219,9 +219,11 @@ func (d *Device) finishSetLocked(st *setState) error {
 			err = &UAPIError{Code: code, Err: perr}
 		}
 	}
+	// Before Start, Start sends them (keepalivesAtStart), as wireguard-go
+	// sends them only on a device that is up.
 	now := d.now()
 	for _, p := range st.toKick {
-		if d.byFP[p.fp] == p {
+		if d.started.Load() && d.byFP[p.fp] == p {
 			d.sendKeepaliveLocked(p, now)
 		}
 	}

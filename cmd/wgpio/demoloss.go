@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/internal/topo"
 )
@@ -23,9 +23,9 @@ import (
 // a counter when its goroutines fall behind.
 
 // kernelDrops is what the kernel counted as dropped in a set of
-// namespaces: UDP datagrams it had no buffer room for (/proc/net/snmp,
-// RcvbufErrors and SndbufErrors; InErrors would count the first again)
-// and frames its links dropped.
+// namespaces: UDP datagrams it had no buffer room for (/proc/net/snmp's
+// RcvbufErrors and SndbufErrors, read with prometheus/procfs; InErrors
+// would count the first again) and frames its links dropped.
 type kernelDrops struct {
 	udp   map[string]uint64 // "namespace counter" → count
 	links map[string]uint64 // "namespace links" → rx_dropped + tx_dropped + rx_missed of its links
@@ -44,14 +44,25 @@ func readKernelDrops(nss []demoNS) (kernelDrops, error) {
 	for _, n := range nss {
 		ns := n.ns
 		err := ns.Do(func() error {
-			// /proc/thread-self/net is the namespace of this thread (Do
-			// locked it into ns), where /proc/self/net is the process's.
-			b, err := os.ReadFile("/proc/thread-self/net/snmp")
+			// The counters of this thread's namespace (Do locked it into
+			// ns): /proc/self/task/<tid>/net/snmp, where /proc/self/net
+			// would be the process's.
+			fs, err := procfs.NewFS("/proc/self/task")
 			if err != nil {
 				return err
 			}
-			for name, v := range snmpUDPErrors(b) {
-				k.udp[n.role+" "+name] = v
+			p, err := fs.Proc(unix.Gettid())
+			if err != nil {
+				return err
+			}
+			snmp, err := p.Snmp()
+			if err != nil {
+				return err
+			}
+			for name, v := range map[string]*float64{"RcvbufErrors": snmp.Udp.RcvbufErrors, "SndbufErrors": snmp.Udp.SndbufErrors} {
+				if v != nil {
+					k.udp[n.role+" "+name] = uint64(*v)
+				}
 			}
 			return nil
 		})
@@ -65,31 +76,6 @@ func readKernelDrops(nss []demoNS) (kernelDrops, error) {
 		k.links[n.role+" links"] = d
 	}
 	return k, nil
-}
-
-// snmpUDPErrors returns the drop counters of the Udp lines of
-// /proc/net/snmp (a header line of names, then one of values).
-func snmpUDPErrors(b []byte) map[string]uint64 {
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	var names []string
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if names == nil {
-			names = f[1:]
-			continue
-		}
-		for i, v := range f[1:] {
-			if i < len(names) && (names[i] == "RcvbufErrors" || names[i] == "SndbufErrors") {
-				out[names[i]], _ = strconv.ParseUint(v, 10, 64)
-			}
-		}
-		break
-	}
-	return out
 }
 
 // since returns the counters that grew from before to k, with how much,

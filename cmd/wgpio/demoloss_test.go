@@ -6,18 +6,6 @@ import (
 	"testing"
 )
 
-func TestSNMPUDPErrors(t *testing.T) {
-	snmp := "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
-		"Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
-		"Udp: 10 1 7 12 5 2 2 0 0\n" +
-		"UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
-		"UdpLite: 0 0 0 0 9 9 0 0 0\n"
-	got := snmpUDPErrors([]byte(snmp))
-	if len(got) != 2 || got["RcvbufErrors"] != 5 || got["SndbufErrors"] != 2 {
-		t.Fatalf("snmpUDPErrors = %v, want RcvbufErrors 5, SndbufErrors 2 (Udp only, InErrors left out)", got)
-	}
-}
-
 func TestLedgerNamesUncountedLoss(t *testing.T) {
 	before := kernelDrops{udp: map[string]uint64{"gb RcvbufErrors": 3}, links: map[string]uint64{"gb links": 0}}
 	after := kernelDrops{udp: map[string]uint64{"gb RcvbufErrors": 13}, links: map[string]uint64{"gb links": 0}}
