@@ -132,6 +132,7 @@ func (l demoLedger) write(out io.Writer) {
 	}
 }
 
+// sub is a − b, or 0 when b ≥ a (counters read at different moments).
 func sub(a, b uint64) uint64 {
 	if a > b {
 		return a - b
