@@ -235,7 +235,8 @@ loop:
 	res.SentBA, res.ReceivedBA = ba.f.sent.Load(), ba.f.received.Load()
 	res.Drops = make(map[string]uint64)
 	qs := s.Gateway.Engine().Stats()
-	for r, n := range fastpath.TotalDrops(qs) {
+	drops1 := fastpath.TotalDrops(qs)
+	for r, n := range drops1 {
 		if n > 0 {
 			res.Drops[fastpath.DropReason(r).String()] = n
 		}
@@ -248,9 +249,8 @@ loop:
 	l := demoLedger{
 		sentAB: res.SentAB, encrypted: enc - enc0, receivedAB: res.ReceivedAB,
 		sentBA: res.SentBA, decrypted: dec - dec0, receivedBA: res.ReceivedBA,
-		wgpio: demoDrops(fastpath.TotalDrops(qs), s.Gateway),
+		wgpio: demoDrops(drops1, s.Gateway),
 	}
-	drops1 := fastpath.TotalDrops(qs)
 	l.workerDrops = sub(drops1.Total(), drops0.Total())
 	l.kernel, l.kernelDetail = kernel1.since(kernel0)
 	l.write(out)
