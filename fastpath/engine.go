@@ -222,9 +222,11 @@ type Engine struct {
 	// tunnel: our first tunnel address of the family, else our LAN
 	// address (invalid: none is sent).
 	tunSrc4, tunSrc6 netip.Addr
-	// lanMTU is the LAN port's MTU: decrypted packets larger than it are
-	// fragmented or answered (router.go).
-	lanMTU int
+	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
+	// limit known): decrypted packets larger than it are fragmented or
+	// answered (router.go). Set by New from Config.LAN.MTU() and by
+	// SetLANMTU; a worker loads it once per inbound burst.
+	lanMTU atomic.Int64
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -312,7 +314,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
-	e.lanMTU = cfg.LAN.MTU()
+	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
 	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
 		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
@@ -355,6 +357,15 @@ func New(cfg Config) (*Engine, error) {
 
 // Now is the engine's clock in ns.
 func (e *Engine) Now() int64 { return e.now() }
+
+// SetLANMTU sets the MTU, in bytes of IP packet, that decrypted transit
+// packets are checked against on their way to the LAN (0 or less: no
+// limit): a gateway calls it when its LAN interface's MTU changes (`ip
+// link set DEV mtu N`), as a Linux router checks each forwarded packet
+// against the outgoing device's MTU of the moment (RFC 1812 §5.3.1;
+// net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
+// the new value from their next burst. Safe for concurrent use.
+func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
 
 // Indexes is the receiver-index table the control plane allocates from and
 // publishes keypairs to.

@@ -430,8 +430,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 }
 
 // watchMTU follows the WAN MTU (vlan.go), on the address device and the
-// trunk under it.
+// trunk under it, and the LAN port's MTU (lanmtu.go).
 func (g *Gateway) watchMTU(wl link) {
+	if err := g.watchLANMTU(); err != nil {
+		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
+	}
 	mtus := map[int]int{wl.index: wl.mtu}
 	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
 		mtus[t.Attrs().Index] = t.Attrs().MTU
