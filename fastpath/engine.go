@@ -110,12 +110,20 @@ type Config struct {
 	// XDP program does not redirect them).
 	LANNeighbours, WANNeighbours NeighbourHandler
 	// Exception receives inner packets addressed to one of TunnelAddrs
-	// (our own tunnel addresses), e.g. a TUN to the host kernel; may be
-	// nil. Called from workers, must be safe for concurrent use and must
-	// not keep pkt.
+	// (our own tunnel addresses) or HostAddrs, e.g. a TUN to the host
+	// kernel; may be nil. Called from workers, must be safe for
+	// concurrent use and must not keep pkt.
 	Exception func(pkt []byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr
+	// HostAddrs are the host's other addresses (its LAN and WAN
+	// interfaces'). An inner packet from the tunnel to one of them is not
+	// transit either: with an Exception it goes there, as the tunnel
+	// addresses' do, and the host answers it, as Linux delivers locally
+	// what wg0 receives for any of the host's addresses (RFC 1122 §3.3.4.2,
+	// the weak host model). Without one it is forwarded toward the LAN
+	// like any packet. Read once, by New.
+	HostAddrs []netip.Addr
 	// SourcePorts is the default size of a peer's outer source port range
 	// (Peer.SrcPorts), starting at ListenPort (default 1).
 	SourcePorts uint16
@@ -338,6 +346,9 @@ func New(cfg Config) (*Engine, error) {
 	own := make(map[netip.Addr]struct{})
 	for _, a := range cfg.TunnelAddrs {
 		own[a] = struct{}{}
+	}
+	for _, a := range cfg.HostAddrs {
+		own[a.Unmap()] = struct{}{}
 	}
 	e.routes.Store(newRouteTable(own))
 	e.members = make(map[*Peer]struct{})

@@ -428,6 +428,34 @@ func TestZeroAllocsFragmenting(t *testing.T) {
 	}
 }
 
+// TestHostAddrNotTransit: a packet from the tunnel to one of the host's
+// own LAN addresses (Config.HostAddrs) reaches Config.Exception, for the
+// host to answer, as Linux delivers locally what wg0 receives for any of
+// its addresses, and is not sent onto the LAN. Before, only the tunnel
+// addresses were the gateway's own: a ping from a remote site to the
+// gateway's LAN address was forwarded to the LAN, where the kernel could
+// not resolve its own address (no_neighbour), and never answered.
+func TestHostAddrNotTransit(t *testing.T) {
+	var got [][]byte
+	r := newRig(t, rigConfig{hostAddrsB: []netip.Addr{lanAddrB, lan6B}, exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	for _, c := range []struct{ src, dst netip.Addr }{{hostAddrA, lanAddrB}, {host6A, lan6B}, {hostAddrA, hostAddrB}} {
+		got = nil
+		f := ttlFrame(t, r, c.src, c.dst, 100, 64, 0, true)
+		want := bytes.Clone(f.Data()[header.EthernetLen:])
+		header.Forward(want) // A's hop; B's is not taken: not transit
+		atB, _ := through(t, r, f)
+		if c.dst == hostAddrB { // transit, as before
+			if len(got) != 0 || len(atB) != 1 {
+				t.Errorf("%v: %d packets to the exception, %d at hostB, want 0 and 1", c.dst, len(got), len(atB))
+			}
+			continue
+		}
+		if len(got) != 1 || !bytes.Equal(got[0], want) || len(atB) != 0 {
+			t.Errorf("%v: exception got %x, want %x; %d frames at hostB, want 0 (B %v)", c.dst, got, want, len(atB), r.b.Stats()[0].Drops.List())
+		}
+	}
+}
+
 // TestOwnNotTransit: a packet from the tunnel to one of the gateway's own
 // tunnel addresses is not transit: it reaches Config.Exception with the TTL
 // / hop limit and checksum it came out of the tunnel with (one less than

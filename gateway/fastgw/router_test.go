@@ -221,6 +221,21 @@ func TestLANMTULive(t *testing.T) {
 	}
 }
 
+// TestPingGatewayLANAddress: hostB, at the far site, pings gwA's LAN
+// address through the tunnel and gets the answer, as from a Linux router
+// whose wg0 delivers locally what comes for any of its addresses. Before,
+// the packet was forwarded toward the LAN, where gwA's kernel could not
+// resolve its own address: no answer, counted as no_neighbour.
+func TestPingGatewayLANAddress(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	ping(t, s.HostB, twosite.LANA4.String(), 0)
+	if d := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoNeighbour]; d != 0 {
+		t.Errorf("no_neighbour = %d; drops %s", d, dropsString(s.Gateway))
+	}
+}
+
 func fragPayload(seq uint32, size int) []byte {
 	p := make([]byte, size)
 	binary.BigEndian.PutUint32(p, seq)
