@@ -110,12 +110,20 @@ type Config struct {
 	// XDP program does not redirect them).
 	LANNeighbours, WANNeighbours NeighbourHandler
 	// Exception receives inner packets addressed to one of TunnelAddrs
-	// (our own tunnel addresses), e.g. a TUN to the host kernel; may be
-	// nil. Called from workers, must be safe for concurrent use and must
-	// not keep pkt.
+	// (our own tunnel addresses) or HostAddrs, e.g. a TUN to the host
+	// kernel; may be nil. Called from workers, must be safe for
+	// concurrent use and must not keep pkt.
 	Exception func(pkt []byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr
+	// HostAddrs are the host's other addresses (its LAN and WAN
+	// interfaces'). An inner packet from the tunnel to one of them is not
+	// transit either: with an Exception it goes there, as the tunnel
+	// addresses' do, and the host answers it, as Linux delivers locally
+	// what wg0 receives for any of the host's addresses (RFC 1122 §3.3.4.2,
+	// the weak host model). Without one it is forwarded toward the LAN
+	// like any packet. Read once, by New.
+	HostAddrs []netip.Addr
 	// SourcePorts is the default size of a peer's outer source port range
 	// (Peer.SrcPorts), starting at ListenPort (default 1).
 	SourcePorts uint16
@@ -222,9 +230,11 @@ type Engine struct {
 	// tunnel: our first tunnel address of the family, else our LAN
 	// address (invalid: none is sent).
 	tunSrc4, tunSrc6 netip.Addr
-	// lanMTU is the LAN port's MTU: decrypted packets larger than it are
-	// fragmented or answered (router.go).
-	lanMTU int
+	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
+	// limit known): decrypted packets larger than it are fragmented or
+	// answered (router.go). Set by New from Config.LAN.MTU() and by
+	// SetLANMTU; a worker loads it once per inbound burst.
+	lanMTU atomic.Int64
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -312,7 +322,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
-	e.lanMTU = cfg.LAN.MTU()
+	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
 	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
 		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
@@ -337,6 +347,9 @@ func New(cfg Config) (*Engine, error) {
 	for _, a := range cfg.TunnelAddrs {
 		own[a] = struct{}{}
 	}
+	for _, a := range cfg.HostAddrs {
+		own[a.Unmap()] = struct{}{}
+	}
 	e.routes.Store(newRouteTable(own))
 	e.members = make(map[*Peer]struct{})
 	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
@@ -355,6 +368,15 @@ func New(cfg Config) (*Engine, error) {
 
 // Now is the engine's clock in ns.
 func (e *Engine) Now() int64 { return e.now() }
+
+// SetLANMTU sets the MTU, in bytes of IP packet, that decrypted transit
+// packets are checked against on their way to the LAN (0 or less: no
+// limit): a gateway calls it when its LAN interface's MTU changes (`ip
+// link set DEV mtu N`), as a Linux router checks each forwarded packet
+// against the outgoing device's MTU of the moment (RFC 1812 §5.3.1;
+// net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
+// the new value from their next burst. Safe for concurrent use.
+func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
 
 // Indexes is the receiver-index table the control plane allocates from and
 // publishes keypairs to.

@@ -100,6 +100,8 @@ type rigConfig struct {
 	// Config.Exception.
 	tunnelAddrs []netip.Addr
 	exception   func(pkt []byte)
+	// hostAddrsB is gateway B's Config.HostAddrs.
+	hostAddrsB []netip.Addr
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -141,7 +143,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	r.wanA, r.wanB = pair("w", 0x2a, 0x2b)
 	r.hostB, r.lanB = pair("lb", 0x0b, 0x1b)
 
-	mk := func(lan, wan *memport.Port, wanAddr, lan4, lan6 netip.Addr, port uint16, hostMAC byte) *Engine {
+	mk := func(lan, wan *memport.Port, wanAddr, lan4, lan6 netip.Addr, port uint16, hostMAC byte, hostAddrs []netip.Addr) *Engine {
 		var hm [6]byte
 		copy(hm[:], mac(hostMAC))
 		e, err := New(Config{
@@ -151,7 +153,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 			ReplayWindow: rc.replayWindow, Share: rc.share,
-			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception,
+			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception, HostAddrs: hostAddrs,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -159,8 +161,8 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 		t.Cleanup(func() { e.Close() })
 		return e
 	}
-	r.a = mk(r.lanA, r.wanA, wanAddrA, lanAddrA, lan6A, portA, 0x0a)
-	r.b = mk(r.lanB, r.wanB, wanAddrB, lanAddrB, lan6B, portB, 0x0b)
+	r.a = mk(r.lanA, r.wanA, wanAddrA, lanAddrA, lan6A, portA, 0x0a, nil)
+	r.b = mk(r.lanB, r.wanB, wanAddrB, lanAddrB, lan6B, portB, 0x0b, rc.hostAddrsB)
 
 	r.peerAB = &Peer{SrcPorts: max(rc.srcPorts, 1), SrcPortBase: portA}
 	r.peerBA = &Peer{SrcPorts: max(rc.srcPorts, 1), SrcPortBase: portB}

@@ -120,7 +120,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		lastMAC     [6]byte
 	)
 	// What the loops read of the configuration, loaded once per burst.
-	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, w.e.lanMTU
+	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, int(w.e.lanMTU.Load())
+	w.lanMTU = lanMTU // for toLANOverMTU, in the third pass
 	own := len(rt.own) > 0 && exc != nil
 	if lanMTU <= 0 { // no limit known: one compare per packet either way
 		lanMTU = int(^uint(0) >> 1)

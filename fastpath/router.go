@@ -215,16 +215,17 @@ func (w *worker) clampMSS(p []byte) {
 }
 
 // toLANOverMTU handles a decrypted transit packet in f (its inner IP packet,
-// no Ethernet yet) larger than the LAN port's MTU, as a router does at the
-// LAN interface: IPv4 without DF is cut into fragments of the LAN MTU (RFC
-// 791), sent to the next hop with f as fragment 0; it reports true when it
-// sent them (f is then the LAN TX ring's). Otherwise the caller drops f
-// (lan_too_big): an IPv4 packet with DF or an IPv6 packet is answered into
-// the tunnel with "fragmentation needed" / "packet too big" carrying the
-// LAN MTU, from our tunnel address (never rate-limited).
+// no Ethernet yet) larger than the LAN MTU of the burst (w.lanMTU), as a
+// router does at the LAN interface: IPv4 without DF is cut into fragments
+// of the LAN MTU (RFC 791), sent to the next hop with f as fragment 0; it
+// reports true when it sent them (f is then the LAN TX ring's). Otherwise
+// the caller drops f (lan_too_big): an IPv4 packet with DF or an IPv6
+// packet is answered into the tunnel with "fragmentation needed" / "packet
+// too big" carrying the LAN MTU, from our tunnel address (never
+// rate-limited).
 func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
 	p := f.Data()
-	mtu := w.e.lanMTU
+	mtu := w.lanMTU
 	if p[0]>>4 != header.IPv4Version || header.IPv4(p).DontFragment() {
 		w.mtuErrorTunnel(p, mtu, now)
 		return false

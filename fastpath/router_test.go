@@ -365,6 +365,48 @@ func TestFragmentToLAN(t *testing.T) {
 	}
 }
 
+// TestSetLANMTU: a LAN MTU lowered while the engine runs (SetLANMTU, as
+// the gateway calls it when `ip link set DEV mtu N` changes its LAN
+// interface) applies to the next decrypted packet: one with DF over the
+// new MTU is dropped (lan_too_big) and answered with "fragmentation
+// needed" carrying it, one without DF is fragmented to it; raised again,
+// the same packet passes whole. Before SetLANMTU existed the MTU read at
+// New held for the engine's life, and such packets left whole, for the
+// kernel to drop without a counter.
+func TestSetLANMTU(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	const size = 1400 - 28 // ICMP payload: a 1400-byte IPv4 packet
+	if atB, _ := through(t, r, ttlFrame(t, r, hostAddrA, hostAddrB, size, 64, 0, true)); len(atB) != 1 {
+		t.Fatalf("at the LAN MTU of 1500: %d frames at hostB, want 1", len(atB))
+	}
+	r.b.SetLANMTU(1280)
+	atB, atA := through(t, r, ttlFrame(t, r, hostAddrA, hostAddrB, size, 64, 0, true))
+	if len(atB) != 0 || len(atA) != 1 {
+		t.Fatalf("DF over the new LAN MTU: %d frames at hostB, %d answers at hostA, want 0 and 1", len(atB), len(atA))
+	}
+	var p header.Packet
+	header.Parse(atA[0], &p)
+	if typ, mtu := atA[0][p.L4Off], binary.BigEndian.Uint16(atA[0][p.L4Off+6:]); typ != 3 || mtu != 1280 {
+		t.Errorf("answer type %d mtu %d, want 3 (fragmentation needed) and 1280", typ, mtu)
+	}
+	if d := r.b.Stats()[0].Drops[DropLANTooBig]; d != 1 {
+		t.Errorf("lan_too_big = %d, want 1", d)
+	}
+	atB, _ = through(t, r, ttlFrame(t, r, hostAddrA, hostAddrB, size, 64, 0, false))
+	if len(atB) != 2 {
+		t.Fatalf("no DF over the new LAN MTU: %d frames at hostB, want 2 fragments", len(atB))
+	}
+	for _, d := range atB {
+		if len(d)-header.EthernetLen > 1280 {
+			t.Errorf("fragment of %d bytes over the LAN MTU of 1280", len(d)-header.EthernetLen)
+		}
+	}
+	r.b.SetLANMTU(1500)
+	if atB, _ := through(t, r, ttlFrame(t, r, hostAddrA, hostAddrB, size, 64, 0, true)); len(atB) != 1 || len(atB[0])-header.EthernetLen != 1400 {
+		t.Errorf("LAN MTU back at 1500: %d frames at hostB, want the 1400-byte packet whole", len(atB))
+	}
+}
+
 // TestZeroAllocsFragmenting: a burst that is fragmented on the way into
 // the tunnel allocates nothing either.
 func TestZeroAllocsFragmenting(t *testing.T) {
@@ -383,6 +425,34 @@ func TestZeroAllocsFragmenting(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("AllocsPerRun(16 packets cut into 32 fragments, sealed, opened) = %v, want 0", allocs)
+	}
+}
+
+// TestHostAddrNotTransit: a packet from the tunnel to one of the host's
+// own LAN addresses (Config.HostAddrs) reaches Config.Exception, for the
+// host to answer, as Linux delivers locally what wg0 receives for any of
+// its addresses, and is not sent onto the LAN. Before, only the tunnel
+// addresses were the gateway's own: a ping from a remote site to the
+// gateway's LAN address was forwarded to the LAN, where the kernel could
+// not resolve its own address (no_neighbour), and never answered.
+func TestHostAddrNotTransit(t *testing.T) {
+	var got [][]byte
+	r := newRig(t, rigConfig{hostAddrsB: []netip.Addr{lanAddrB, lan6B}, exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	for _, c := range []struct{ src, dst netip.Addr }{{hostAddrA, lanAddrB}, {host6A, lan6B}, {hostAddrA, hostAddrB}} {
+		got = nil
+		f := ttlFrame(t, r, c.src, c.dst, 100, 64, 0, true)
+		want := bytes.Clone(f.Data()[header.EthernetLen:])
+		header.Forward(want) // A's hop; B's is not taken: not transit
+		atB, _ := through(t, r, f)
+		if c.dst == hostAddrB { // transit, as before
+			if len(got) != 0 || len(atB) != 1 {
+				t.Errorf("%v: %d packets to the exception, %d at hostB, want 0 and 1", c.dst, len(got), len(atB))
+			}
+			continue
+		}
+		if len(got) != 1 || !bytes.Equal(got[0], want) || len(atB) != 0 {
+			t.Errorf("%v: exception got %x, want %x; %d frames at hostB, want 0 (B %v)", c.dst, got, want, len(atB), r.b.Stats()[0].Drops.List())
+		}
 	}
 }
 

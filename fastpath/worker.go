@@ -108,6 +108,7 @@ type worker struct {
 	openOK   []bool
 
 	// inbound batch state
+	lanMTU   int // the LAN MTU the burst is checked against (Engine.lanMTU)
 	meta     []rxMeta
 	counters []uint64
 	accepted []bool

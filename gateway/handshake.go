@@ -264,6 +264,10 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 		d.stats.drop(DropUnknownPeer)
 		return p, false, false
 	}
+	// An authenticated handshake message counts in the peer's rx_bytes,
+	// as the one we send counts in its tx_bytes (wireguard-go's
+	// RoutineHandshake, the kernel's wg_receive_handshake_packet).
+	p.fp.RxBytes.Add(uint64(len(m.Data)))
 	// The responder's exchange replaces our own initiation in flight, if
 	// any (simultaneous initiations: both sides answer, the later session
 	// wins, as in wireguard-go).
@@ -311,6 +315,7 @@ func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 		d.stats.drop(DropHandshakeInvalid)
 		return
 	}
+	p.fp.RxBytes.Add(uint64(len(m.Data))) // as in respond
 	// The index moves from the handshake to the keypair.
 	d.pendMu.Lock()
 	delete(d.pending, recv)

@@ -355,19 +355,55 @@ func TestBadMAC1FloodCostsNoCurve25519(t *testing.T) {
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
 // wgRxBytes is the rx_bytes wireguard-go reports for its one peer.
-func wgRxBytes(t *testing.T, r *rig) int {
+func wgRxBytes(t *testing.T, r *rig) int { return wgCounter(t, r, "rx_bytes=") }
+
+// wgCounter is the value of key (with its "=") in wireguard-go's UAPI get
+// for its one peer.
+func wgCounter(t *testing.T, r *rig, key string) int {
 	t.Helper()
 	get, err := r.wg.IpcGet()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(get, "\n") {
-		if v, ok := strings.CutPrefix(line, "rx_bytes="); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			n, _ := strconv.Atoi(v)
 			return n
 		}
 	}
 	return 0
+}
+
+// TestByteCountersMirror: after a handshake each way and data, our peer's
+// rx_bytes equal wireguard-go's tx_bytes and our tx_bytes its rx_bytes:
+// both sides count the handshake messages they receive, as they count
+// those they send (wireguard-go's RoutineHandshake, the kernel's
+// wg_receive_handshake_packet). Before, ours left out the initiations and
+// responses received, so `wg show` said "0 B received" on a gateway whose
+// handshake had completed.
+func TestByteCountersMirror(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		establish func(r *rig)
+	}{
+		{"responder", func(r *rig) { r.establishAsResponder() }},
+		{"initiator", func(r *rig) { r.establishAsInitiator() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820"})
+			c.establish(r)
+			fp := r.fp()
+			if !r.pump(waitLimit, func() bool {
+				return int(fp.RxBytes.Load()) == wgCounter(t, r, "tx_bytes=") && int(fp.TxBytes.Load()) == wgCounter(t, r, "rx_bytes=")
+			}) {
+				t.Errorf("ours rx_bytes %d tx_bytes %d, wireguard-go's tx_bytes %d rx_bytes %d; want them equal; sent %v",
+					fp.RxBytes.Load(), fp.TxBytes.Load(), wgCounter(t, r, "tx_bytes="), wgCounter(t, r, "rx_bytes="), types(r.f.sentSince(0)))
+			}
+			if fp.RxBytes.Load() == 0 {
+				t.Errorf("rx_bytes 0 after a handshake")
+			}
+		})
+	}
 }
 
 // TestRekeyAfterMessages: a session past RekeyAfterMessages (2^60) starts a

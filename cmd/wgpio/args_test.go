@@ -35,6 +35,7 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdDemo, []string{"extra"}, `demo: unexpected argument "extra"`},
 		{cmdDemo, []string{"-queues", "-1"}, `demo: -queues -1: want 1 to 256`},
 		{cmdCapture, []string{"-l4port", "-1", "wg0"}, `capture: -l4port -1 out of range 0-65535`},
+		{cmdStrip, []string{}, `strip takes one configuration file, got 0 arguments`},
 	} {
 		err := tc.cmd(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -51,7 +52,7 @@ func TestArgumentErrors(t *testing.T) {
 // error and the usage) comes back as a flagError, which main does not print
 // again.
 func TestFlagErrorPrintedOnce(t *testing.T) {
-	for _, cmd := range []func([]string) error{cmdUp, cmdStats, cmdDemo, cmdCapture, cmdVersion} {
+	for _, cmd := range []func([]string) error{cmdUp, cmdStats, cmdDemo, cmdCapture, cmdVersion, cmdStrip} {
 		var fe flagError
 		if err := cmd([]string{"-no-such-flag"}); !errors.As(err, &fe) {
 			t.Errorf("unknown flag: error %v (%T), want a flagError", err, err)

@@ -112,6 +112,12 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
+			name: "mtu",
+			conf: strings.Replace(good, "\n\n[WGPIO]\n", "\nMTU = 1460\n\n[WGPIO]\n", 1),
+			want: fmt.Sprintf(`wgpio: mtu.conf:5: key "MTU": tunnel MTU 1460 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1520, more than the MTU 1500 of WAN %s (frames of 1534 bytes with the Ethernet header): `+
+				`full-size tunnel packets to IPv4 peers cannot leave; lower MTU in [Interface] to 1440 or raise the WAN MTU`, s.WANA),
+		},
+		{
 			name: "wan-is-lan",
 			conf: strings.Replace(good, "LAN = "+s.LANA+"\n", "LAN = "+s.WANA+"\n", 1),
 			want: fmt.Sprintf(`wgpio: wan-is-lan.conf:8: key "LAN": %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),

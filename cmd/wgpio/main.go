@@ -4,6 +4,7 @@
 //	wgpio demo                  a throwaway topology with a stock wireguard-go peer
 //	wgpio stats [name]          a running gateway's per-queue counters
 //	wgpio capture NAME          what the fast path sees on a port, as pcapng
+//	wgpio strip FILE            the file's wg(8) keys, for wg syncconf
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
 // (see package config). Its Mode picks the data path: fastpath (wgpio's
@@ -35,6 +36,7 @@ commands:
   stats [NAME]    print a running gateway's per-queue counters
   capture NAME    write what the fast path receives and transmits as pcapng
                   (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
+  strip FILE      print the file's wg(8) keys, for wg syncconf NAME <(wgpio strip FILE)
   version         print the version
 
 Run "wgpio <command> -h" for the flags of a command.
@@ -55,6 +57,8 @@ func main() {
 		err = cmdStats(os.Args[2:])
 	case "capture":
 		err = cmdCapture(os.Args[2:])
+	case "strip":
+		err = cmdStrip(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

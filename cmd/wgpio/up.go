@@ -449,6 +449,12 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		defer ln.Close()
 	}
 	g, err := fastgw.Start(cfg)
+	var mtuErr *fastgw.MTUError
+	if errors.As(err, &mtuErr) {
+		if _, ok := f.Interface.Lines["MTU"]; ok {
+			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
+		}
+	}
 	if err != nil {
 		return explain(err)
 	}

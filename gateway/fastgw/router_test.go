@@ -198,6 +198,44 @@ func TestFragmentation(t *testing.T) {
 	}
 }
 
+// TestLANMTULive: the LAN interface's MTU lowered while the gateway runs
+// (`ip link set LAN mtu 1300`) applies to the packets decrypted after it,
+// as a Linux router checks each forwarded packet against the outgoing
+// device's MTU: a 1400-byte ping with DF from hostB gets "fragmentation
+// needed (mtu = 1300)" back through the tunnel (lan_too_big). Before the
+// gateway followed the LAN MTU, the MTU read at start held: the packet
+// left whole, and a LAN host behind a link of that MTU never got it, with
+// no count at the gateway and no ICMP for its sender.
+func TestLANMTULive(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1300")
+	var out string
+	waitFor(t, "fragmentation needed with the new LAN MTU", func() bool {
+		out, _ = s.HostB.Run("ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1372", twosite.HostA4.String())
+		return strings.Contains(out, "mtu = 1300")
+	})
+	if d := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropLANTooBig]; d == 0 {
+		t.Errorf("lan_too_big = 0 after a DF packet over the LAN MTU; drops %s; ping:\n%s", dropsString(s.Gateway), out)
+	}
+}
+
+// TestPingGatewayLANAddress: hostB, at the far site, pings gwA's LAN
+// address through the tunnel and gets the answer, as from a Linux router
+// whose wg0 delivers locally what comes for any of its addresses. Before,
+// the packet was forwarded toward the LAN, where gwA's kernel could not
+// resolve its own address: no answer, counted as no_neighbour.
+func TestPingGatewayLANAddress(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	ping(t, s.HostB, twosite.LANA4.String(), 0)
+	if d := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoNeighbour]; d != 0 {
+		t.Errorf("no_neighbour = %d; drops %s", d, dropsString(s.Gateway))
+	}
+}
+
 func fragPayload(seq uint32, size int) []byte {
 	p := make([]byte, size)
 	binary.BigEndian.PutUint32(p, seq)

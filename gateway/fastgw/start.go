@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -347,7 +348,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
-		TunnelAddrs: tunnelAddrs, CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
+		TunnelAddrs: tunnelAddrs, HostAddrs: append(slices.Clone(ll.all), wl.all...), CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
 		ReplayWindow: cfg.ReplayWindow,
 	}
@@ -430,8 +431,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 }
 
 // watchMTU follows the WAN MTU (vlan.go), on the address device and the
-// trunk under it.
+// trunk under it, and the LAN port's MTU (lanmtu.go).
 func (g *Gateway) watchMTU(wl link) {
+	if err := g.watchLANMTU(); err != nil {
+		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
+	}
 	mtus := map[int]int{wl.index: wl.mtu}
 	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
 		mtus[t.Attrs().Index] = t.Attrs().MTU

@@ -1,7 +1,6 @@
 package fastgw
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
@@ -83,6 +82,14 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	return s, nil
 }
 
+// MTUError is Start's error for a tunnel MTU (Config.MTU) whose packets
+// with their outer headers do not fit the WAN MTU; its text gives the
+// numbers and the MTU that fits. The caller can report it at the
+// configuration's MTU key.
+type MTUError struct{ msg string }
+
+func (e *MTUError) Error() string { return e.msg }
+
 // mtuCheck compares the tunnel MTU plus the outer overhead with the MTU of
 // the WAN. An outer packet above it would not leave the WAN (the fast path
 // builds outer packets itself; nothing fragments them on this host), so:
@@ -105,9 +112,9 @@ func mtuCheck(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (wa
 	}
 	switch {
 	case v4 && tunnelMTU+OuterOverhead4 > wanMTU:
-		return "", errors.New(say("IPv4", OuterOverhead4))
+		return "", &MTUError{say("IPv4", OuterOverhead4)}
 	case !v4 && v6 && tunnelMTU+OuterOverhead6 > wanMTU:
-		return "", errors.New(say("IPv6", OuterOverhead6))
+		return "", &MTUError{say("IPv6", OuterOverhead6)}
 	case v4 && v6 && tunnelMTU+OuterOverhead6 > wanMTU:
 		return say("IPv6", OuterOverhead6), nil
 	}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStrip: `wgpio strip` of a gateway file prints what `wg syncconf`
+// takes: the interface's private key and port and the peers, without
+// Address, MTU or [WGPIO] (wg-quick strip keeps [WGPIO], which wg refuses
+// with "Line unrecognized: `[WGPIO]'"); an error names the file's line.
+func TestStrip(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "wg0.conf")
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nListenPort = 51820\nAddress = 10.8.0.1/24\nMTU = 1420\n\n"+
+		"[WGPIO]\nWAN = eth0\nLAN = eth1\n\n[Peer]\nPublicKey = FELmkFHd7oDx8G88ut8XjiVWGlhI1v1uP9JS3sNnVQM=\nAllowedIPs = 10.8.0.2/32\nEndpoint = 203.0.113.20:51820\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := strip(&out, []string{conf}); err != nil {
+		t.Fatal(err)
+	}
+	want := "[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nListenPort = 51820\n\n" +
+		"[Peer]\nPublicKey = FELmkFHd7oDx8G88ut8XjiVWGlhI1v1uP9JS3sNnVQM=\nAllowedIPs = 10.8.0.2/32\nEndpoint = 203.0.113.20:51820\n"
+	if out.String() != want {
+		t.Errorf("strip printed\n%s\nwant\n%s", out.String(), want)
+	}
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("[Interface]\nListenPrt = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := strip(&out, []string{bad}); err == nil || !strings.Contains(err.Error(), "bad.conf:2") {
+		t.Errorf("strip of a bad file: error %v, want one naming bad.conf:2", err)
+	}
+}

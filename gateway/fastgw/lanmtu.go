@@ -1,0 +1,57 @@
+package fastgw
+
+import (
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+)
+
+// watchLANMTU follows the MTU of the LAN port's interface (the trunk the
+// AF_XDP port is open on, whose MTU the engine read at start) until
+// g.tableDone is closed: each change is handed to the engine
+// (fastpath.Engine.SetLANMTU), so that decrypted packets over the new MTU
+// are fragmented or answered with "fragmentation needed" (lan_too_big) as
+// a Linux router checks them against the outgoing device's MTU of the
+// moment, rather than sent whole for the kernel to drop without a count;
+// and logged at info level. A link update that leaves the MTU as it was
+// changes nothing. The engine must be running.
+func (g *Gateway) watchLANMTU() error {
+	l, err := g.nlHandle.LinkByName(g.lanSide.trunk)
+	if err != nil {
+		return fmt.Errorf("follow the LAN MTU: %w", err)
+	}
+	index, mtu := l.Attrs().Index, l.Attrs().MTU
+	done := g.tableDone
+	ch := make(chan netlink.LinkUpdate, 16)
+	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-done: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the LAN MTU", "err", err)
+		}
+	}}
+	if g.nsHandle.IsOpen() {
+		opts.Namespace = &g.nsHandle
+	}
+	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+		return fmt.Errorf("follow the LAN MTU: %w", err)
+	}
+	// A change between the engine's read and the subscription is caught
+	// here.
+	if l, err := g.nlHandle.LinkByIndex(index); err == nil && l.Attrs().MTU != mtu {
+		mtu = l.Attrs().MTU
+		g.engine.SetLANMTU(mtu)
+	}
+	go func() {
+		for u := range ch {
+			a := u.Attrs()
+			if a.Index != index || a.MTU == mtu {
+				continue
+			}
+			mtu = a.MTU
+			g.engine.SetLANMTU(mtu)
+			g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
+		}
+	}()
+	return nil
+}
