@@ -258,7 +258,8 @@ type HandshakeMessage struct {
 // ControlPacket is a message the control plane wants sent on the WAN: a
 // handshake message, cookie reply or a sealed keepalive, as the UDP payload.
 type ControlPacket struct {
-	// Dst is the outer destination.
+	// Dst is the outer destination; an IPv4-mapped IPv6 address is sent
+	// to as IPv4.
 	Dst netip.AddrPort
 	// SrcPort is the outer source port (0: the listen port).
 	SrcPort uint16

@@ -98,8 +98,13 @@ func (w *worker) receiveWAN(m *mail, now int64) {
 
 // sendControl builds a frame for a control-plane packet and transmits it.
 func (w *worker) sendControl(c *ControlPacket, now int64) {
-	ep := Endpoint{Dst: c.Dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
-	if c.Dst.Addr().Is4() {
+	// An IPv4-mapped destination (the UAPI keeps an endpoint as written,
+	// [::ffff:a.b.c.d]:port) is sent as IPv4, as wrap's template sends
+	// transport data to it: such an address never appears in an IPv6
+	// header (RFC 4291 section 2.5.5.2).
+	dst := netip.AddrPortFrom(c.Dst.Addr().Unmap(), c.Dst.Port())
+	ep := Endpoint{Dst: dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
+	if dst.Addr().Is4() {
 		ep.Src = w.wan.addr4
 	} else {
 		ep.Src = w.wan.addr6
@@ -110,7 +115,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	}
 	resolved := true
 	if ep.DstMAC == ([6]byte{}) {
-		ep.DstMAC, resolved = w.e.cfg.WANResolver.Resolve(c.Dst.Addr())
+		ep.DstMAC, resolved = w.e.cfg.WANResolver.Resolve(dst.Addr())
 	}
 	var fr [1]dataplane.Frame
 	if w.wanTX.Alloc(fr[:]) == 0 {
@@ -143,7 +148,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	if !resolved {
 		// The next hop is being resolved: wait for it, as LAN packets
 		// do, rather than lose a handshake to a cold neighbour cache.
-		w.waitControl(f, c.Dst.Addr())
+		w.waitControl(f, dst.Addr())
 		return
 	}
 	w.c.controlSent.Add(1)

@@ -395,7 +395,8 @@ func (pl *peerLocal) lease(kp *Keypair) {
 }
 
 func (w *worker) outerLen(ep *Endpoint) int {
-	if ep.Dst.Addr().Is4() {
+	// An IPv4-mapped Dst is sent as IPv4 (wrap's template unmaps it).
+	if ep.Dst.Addr().Unmap().Is4() {
 		return w.wanL2 + header.IPv4MinLen + header.UDPLen
 	}
 	return w.wanL2 + header.IPv6Len + header.UDPLen

@@ -10,7 +10,8 @@ import (
 // how to reach it on the WAN port. It is immutable once published; the
 // control plane (or a worker, when roaming) replaces the whole value.
 type Endpoint struct {
-	// Dst is the peer's outer address and UDP port.
+	// Dst is the peer's outer address and UDP port. An IPv4-mapped IPv6
+	// address (as the UAPI keeps one written so) is sent to as IPv4.
 	Dst netip.AddrPort
 	// Src is our outer address (IPv4 or IPv6, the family of Dst).
 	Src netip.Addr
