@@ -107,6 +107,7 @@ type Device struct {
 	bg        sync.WaitGroup // background precomputation (precompute)
 	uapi      net.Listener
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
+	uapiIdle  time.Duration         // uapiIdleTimeout; tests shorten it before serving
 
 	badMAC1Logged atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
 }
@@ -182,6 +183,7 @@ func New(o Options) (*Device, error) {
 		pending:    make(map[uint32]*peer),
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
+		uapiIdle:   uapiIdleTimeout,
 
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]struct{}),

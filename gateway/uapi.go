@@ -397,9 +397,36 @@ const (
 	uapiBatchBytes = 256 << 10
 	uapiMaxConns   = 64
 	// uapiIdleTimeout bounds how long a request may go without a full
-	// batch (or its end) arriving, and a connection without a request.
+	// batch (or its end) arriving, a connection without a request, and a
+	// reply without uapiWriteChunk of it being taken by the reader.
 	uapiIdleTimeout = 10 * time.Second
+	// uapiWriteChunk is how much of a reply one write deadline covers.
+	uapiWriteChunk = 256 << 10
 )
+
+// stallWriter writes to conn in chunks of uapiWriteChunk bytes, each
+// under a fresh write deadline idle from its start: a client that stops
+// reading a reply (a stopped `wg show`, a script that never reads) frees
+// its connection and its slot of uapiMaxConns after idle, while one that
+// reads a long reply slowly is not cut off.
+type stallWriter struct {
+	conn net.Conn
+	idle time.Duration
+}
+
+func (w stallWriter) Write(b []byte) (n int, err error) {
+	for len(b) > 0 {
+		c := min(len(b), uapiWriteChunk)
+		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
+		m, err := w.conn.Write(b[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[c:]
+	}
+	return n, nil
+}
 
 var errLineTooLong = uapiErrorf(-int64(syscall.EMSGSIZE), "line longer than %d bytes", uapiMaxLine)
 
@@ -444,7 +471,7 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	var ends []int
 	var failed error
 	for done := false; !done; {
-		conn.SetReadDeadline(time.Now().Add(uapiIdleTimeout))
+		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
 		batch, ends = batch[:0], ends[:0]
 		for len(batch) < uapiBatchBytes {
 			line, rerr := readLine(r)
@@ -488,12 +515,13 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 // closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
 // "errno=N\n\n" (after the get output). It closes conn. Lines are at most
 // 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
-// any length.
+// any length. A client that stalls for uapiIdleTimeout, reading or being
+// read from (stallWriter), is disconnected.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
-	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(conn))
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
 	for {
-		conn.SetReadDeadline(time.Now().Add(uapiIdleTimeout))
+		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
 		opb, err := readLine(rw.Reader)
 		if err != nil {
 			if err == errLineTooLong {
@@ -504,15 +532,17 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 			return
 		}
 		op := string(opb)
-		conn.SetReadDeadline(time.Time{})
 		switch op {
 		case "set=1":
 			err = d.ipcSetConn(conn, rw.Reader)
 		case "get=1":
+			// The blank line ending the request, under the same
+			// deadline as the operation line.
 			var c byte
 			if c, err = rw.ReadByte(); err != nil {
 				return
 			}
+			conn.SetReadDeadline(time.Time{})
 			if c != '\n' {
 				err = uapiErrorf(ipc.IpcErrorInvalid, "trailing byte %q after get=1", c)
 				break

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
@@ -127,5 +128,44 @@ func TestUAPIMillionPeerSetconf(t *testing.T) {
 	}
 	if got := len(d.Peers()); got != peers {
 		t.Errorf("peers after the set = %d, want %d", got, peers)
+	}
+}
+
+// TestUAPIStalledClient: a client that stalls (a stopped `wg show`) frees
+// its connection, and so its slot of uapiMaxConns, after the idle timeout,
+// wherever it stalls: before the blank line ending a get, or while a reply
+// waits to be read.
+func TestUAPIStalledClient(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	for _, tc := range []struct {
+		name, send string
+	}{
+		{"no request", ""},
+		{"get without its blank line", "get=1\n"},
+		{"set without its end", "set=1\nlisten_port=1\n"},
+		{"get reply never read", "get=1\n\n"},
+		{"set reply never read", "set=1\nlisten_port=1\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := ourDevice(t, "")
+			d.uapiIdle = idle
+			c, s := net.Pipe()
+			t.Cleanup(func() { c.Close() })
+			done := make(chan struct{})
+			go func() {
+				d.ServeUAPI(s)
+				close(done)
+			}()
+			if tc.send != "" {
+				if _, err := io.WriteString(c, tc.send); err != nil {
+					t.Fatalf("write request: %v", err)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(100 * idle):
+				t.Fatalf("ServeUAPI still serving a client stalled after %q for %v, want it closed after %v", tc.send, 100*idle, idle)
+			}
+		})
 	}
 }
