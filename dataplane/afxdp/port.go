@@ -32,6 +32,16 @@ const (
 	AttachGeneric
 )
 
+// MaxFrameLen returns the longest Ethernet frame, in bytes with its
+// 802.1Q tag if any, that a port on a UMEM of frameSize-byte chunks both
+// receives and sends: the chunk less the headroom the kernel leaves in
+// front of received data (XDP_PACKET_HEADROOM) and the 4 bytes TX keeps
+// for a tag (3,836 for dataplane.DefaultFrameSize). The kernel drops a
+// longer received frame at the socket, counted as xsk_rx_dropped
+// (net/xdp/xsk.c, __xsk_rcv: -ENOSPC for a frame over the chunk without
+// XDP_USE_SG, which this package does not use).
+func MaxFrameLen(frameSize int) int { return frameSize - xdpPacketHeadroom - vlanTagLen }
+
 // Default sizes.
 const (
 	// DefaultRingSize is the default entry count of each ring.

@@ -3,6 +3,9 @@ package fastgw
 import (
 	"strings"
 	"testing"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
 )
 
 // TestMTUCheck: the tunnel MTU plus 60 (IPv4) or 80 (IPv6) bytes of outer
@@ -39,5 +42,48 @@ func TestMTUCheck(t *testing.T) {
 				t.Errorf("mtuCheck = warning %q, want one containing %q", w, tt.wantW)
 			}
 		})
+	}
+}
+
+// TestFrameCheck: the tunnel MTU's WAN frames and the LAN MTU's frames
+// against the longest frame an AF_XDP port takes (3,836 bytes with 4 KiB
+// chunks). A jumbo LAN (MTU 9000) whose frames toward the tunnel the
+// kernel dropped at the socket, unseen and unanswered, is warned about; a
+// tunnel MTU whose packets could never be sent is refused.
+func TestFrameCheck(t *testing.T) {
+	const maxFrame = 3836
+	for _, tt := range []struct {
+		name           string
+		tunnel, lan    int
+		wanVID, lanVID uint16
+		v4             bool
+		wantErr, wantW string // substrings; "" for none
+	}{
+		{"defaults", 1420, 1500, 0, 0, true, "", ""},
+		{"ipv4 tunnel exactly", 3762, 1500, 0, 0, true, "", ""},
+		{"ipv4 tunnel one over", 3763, 1500, 0, 0, true, "tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer headers, the Ethernet header), more than the 3836", ""},
+		{"ipv6-only tunnel", 3743, 1500, 0, 0, false, "lower MTU in [Interface] to 3742", ""},
+		{"wan tag", 3762, 1500, 100, 0, true, "lower MTU in [Interface] to 3758", ""},
+		{"jumbo tunnel", 9000, 9000, 0, 0, true, "to 3762", ""},
+		{"lan exactly", 1420, 3822, 0, 0, true, "", ""},
+		{"jumbo lan", 1420, 9000, 0, 0, true, "", "LAN eth1 has MTU 9000 (frames of 9014 bytes), more than the 3836 bytes"},
+		{"lan tag", 1420, 3822, 0, 200, true, "", "lower the LAN MTU to 3818"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := frameCheck(tt.tunnel, tt.lan, "eth1", tt.wanVID, tt.lanVID, tt.v4, maxFrame)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("frameCheck = error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("frameCheck = error %v, want one containing %q", err, tt.wantErr)
+			case tt.wantW == "" && w != "":
+				t.Errorf("frameCheck = warning %q, want none", w)
+			case tt.wantW != "" && !strings.Contains(w, tt.wantW):
+				t.Errorf("frameCheck = warning %q, want one containing %q", w, tt.wantW)
+			}
+		})
+	}
+	if got := afxdp.MaxFrameLen(dataplane.DefaultFrameSize); got != maxFrame {
+		t.Errorf("afxdp.MaxFrameLen(%d) = %d, want %d", dataplane.DefaultFrameSize, got, maxFrame)
 	}
 }

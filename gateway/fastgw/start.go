@@ -146,6 +146,14 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 	if mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
+	frameWarn, err := frameCheck(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
+		wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()), afxdp.MaxFrameLen(dataplane.DefaultFrameSize))
+	if err != nil {
+		return wl, ll, fmt.Errorf("fastgw: %w", err)
+	}
+	if frameWarn != "" {
+		g.log.Warn("LAN MTU", "problem", frameWarn)
+	}
 	for _, dev := range []string{cfg.LAN, cfg.WAN} {
 		if driver(dev) == "veth" {
 			g.log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send reach the tunnel with partial checksums (AF_XDP keeps them as they are) and the far end drops them",

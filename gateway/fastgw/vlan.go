@@ -121,6 +121,42 @@ func mtuCheck(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (wa
 	return "", nil
 }
 
+// frameCheck compares the frames the gateway must carry with the longest
+// its AF_XDP ports take, maxFrame bytes (afxdp.MaxFrameLen). A tunnel
+// packet of tunnelMTU bytes leaves as a frame of the tunnel MTU, the outer
+// overhead (of IPv4 when the WAN has an IPv4 address, mtuCheck's rule),
+// the Ethernet header and the WAN's tag: a longer one could never be sent,
+// so its packets would be lost without "fragmentation needed" (they are
+// within the tunnel MTU): an error. A LAN MTU whose full frames are longer
+// is a warning: those frames toward the tunnel are dropped by the kernel
+// at the socket (xsk_rx_dropped) before the fast path sees them, so their
+// senders get no "fragmentation needed" either (path MTU discovery breaks
+// for a jumbo LAN), while the LAN's other traffic is untouched.
+func frameCheck(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4 bool, maxFrame int) (warn string, err error) {
+	tagLen := func(vid uint16) int {
+		if vid != 0 {
+			return 4
+		}
+		return 0
+	}
+	overhead := OuterOverhead6
+	if v4 {
+		overhead = OuterOverhead4
+	}
+	if frame := tunnelMTU + overhead + header.EthernetLen + tagLen(wanVID); frame > maxFrame {
+		return "", fmt.Errorf("tunnel MTU %d makes WAN frames of %d bytes (%d of outer headers, the Ethernet header%s), more than the %d an AF_XDP frame holds: "+
+			"full-size tunnel packets could never be sent; lower MTU in [Interface] to %d",
+			tunnelMTU, frame, overhead, map[bool]string{true: " and the 802.1Q tag", false: ""}[wanVID != 0], maxFrame, tunnelMTU-(frame-maxFrame))
+	}
+	if frame := lanMTU + header.EthernetLen + tagLen(lanVID); frame > maxFrame {
+		return fmt.Sprintf("LAN %s has MTU %d (frames of %d bytes), more than the %d bytes an AF_XDP frame holds: the kernel drops longer frames toward the tunnel "+
+			"(xsk_rx_dropped in wgpio stats) before the gateway sees them, so their senders get no \"fragmentation needed\" and path MTU discovery fails; "+
+			"lower the LAN MTU to %d, or set MSSClamp = auto in [WGPIO] so that TCP stays within the tunnel MTU",
+			lanDev, lanMTU, frame, maxFrame, lanMTU-(frame-maxFrame)), nil
+	}
+	return "", nil
+}
+
 // watchWANMTU logs, at warning level, every change of the WAN's MTU (the
 // trunk's or its VLAN device's) that mtuCheck finds wrong, until done is
 // closed. The gateway keeps running: the operator is told the numbers.
