@@ -98,10 +98,21 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	w.transmit(w.lanTX, reply[:])
 }
 
-// icmpAllowed asks the engine's shared rate limiter whether a time exceeded
-// error to the source of the IP packet p may go now, counting what it
-// suppresses.
+// icmpAllowed reports whether a time exceeded error about the IP packet p
+// may go to its source now: not when no error may answer p at all
+// (header's RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e) rules, asked first, as
+// Linux's __icmp_send does, so that such packets, an ICMP error flood
+// with TTL 1, spend none of the budget and are not counted as
+// suppressed), else the engine's shared rate limiter's answer, counting
+// what it suppresses.
 func (w *worker) icmpAllowed(p []byte, now int64) bool {
+	if p[0]>>4 == header.IPv4Version {
+		if header.ICMPv4ErrorAllowed(p) != header.OK {
+			return false
+		}
+	} else if header.ICMPv6ErrorAllowed(p, header.ICMPv6TypeTimeExceeded) != header.OK {
+		return false
+	}
 	var dst netip.Addr
 	if p[0]>>4 == header.IPv4Version {
 		dst = netip.AddrFrom4(header.IPv4(p).SrcBytes())

@@ -246,6 +246,19 @@ func FuzzICMPErrors(f *testing.F) {
 		} else if n != 0 {
 			t.Fatalf("PutICMPv6PacketTooBig(%x) = %d, %v, want 0", off, n, r)
 		}
+		// The checks without writing agree with the writers, but for a
+		// buffer too small, which they do not see.
+		agree := func(name string, allowed, put Reason) {
+			if allowed != put && (allowed != OK || put != ReasonBufferTooSmall) {
+				t.Fatalf("%s(%x) = %v, the writer says %v", name, off, allowed, put)
+			}
+		}
+		_, r4 := PutICMPv4TimeExceeded(b, gw4, off)
+		agree("ICMPv4ErrorAllowed", ICMPv4ErrorAllowed(off), r4)
+		_, r6 := PutICMPv6TimeExceeded(b, gw6, off)
+		agree("ICMPv6ErrorAllowed(time exceeded)", ICMPv6ErrorAllowed(off, ICMPv6TypeTimeExceeded), r6)
+		_, r6 = PutICMPv6PacketTooBig(b, gw6, off, uint32(mtu))
+		agree("ICMPv6ErrorAllowed(packet too big)", ICMPv6ErrorAllowed(off, ICMPv6TypePacketTooBig), r6)
 	})
 }
 

@@ -147,9 +147,23 @@ func PutICMPv4TimeExceeded(b []byte, src [4]byte, offending []byte) (int, Reason
 	return putICMPv4Error(b, src, offending, ICMPv4TypeTimeExceeded, ICMPv4CodeTTLExceeded, 0)
 }
 
-// putICMPv4Error writes an ICMPv4 error of type typ and code code whose
-// bytes 4–7 are word; see PutICMPv4FragNeeded.
-func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, word uint32) (int, Reason) {
+// ICMPv4ErrorAllowed reports whether an ICMPv4 error may be sent about
+// the IPv4 packet offending: OK, or the Reason PutICMPv4FragNeeded and
+// PutICMPv4TimeExceeded return for it (a malformed header, or
+// ReasonICMPNotAllowed by the rules of RFC 1812 §4.3.2.7 they list),
+// without writing anything. A caller that rate-limits its errors asks it
+// first, so that packets no error may answer spend none of the budget
+// (Linux's __icmp_send applies these rules before icmp_global_allow).
+//
+// It allocates nothing and keeps no slice.
+func ICMPv4ErrorAllowed(offending []byte) Reason {
+	_, r := checkICMPv4Error(offending)
+	return r
+}
+
+// checkICMPv4Error applies putICMPv4Error's rules to offending and returns
+// how much of it an error may quote: its total length, within offending.
+func checkICMPv4Error(offending []byte) (quote int, r Reason) {
 	if len(offending) < IPv4MinLen {
 		return 0, ReasonTruncatedIP
 	}
@@ -165,7 +179,7 @@ func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, wo
 	if total < ihl {
 		return 0, ReasonBadTotalLength
 	}
-	quote := min(total, len(offending))
+	quote = min(total, len(offending))
 	if h.FragmentOffset() != 0 {
 		return 0, ReasonICMPNotAllowed
 	}
@@ -176,6 +190,18 @@ func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, wo
 	if h.Protocol() == ProtoICMPv4 && quote > ihl && isICMPv4Error(offending[ihl]) {
 		return 0, ReasonICMPNotAllowed
 	}
+	return quote, OK
+}
+
+// putICMPv4Error writes an ICMPv4 error of type typ and code code whose
+// bytes 4–7 are word; see PutICMPv4FragNeeded.
+func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, word uint32) (int, Reason) {
+	quote, r := checkICMPv4Error(offending)
+	if r != OK {
+		return 0, r
+	}
+	h := IPv4(offending)
+	ihl, osrc := h.HeaderLen(), h.SrcBytes()
 	const hdrs = IPv4MinLen + ICMPv4Len
 	quote = min(quote, ICMPv4ErrorMaxLen-hdrs)
 	if need := hdrs + min(quote, ihl+icmpv4MinQuote); len(b) < need {
@@ -231,9 +257,23 @@ func PutICMPv6TimeExceeded(b []byte, src [16]byte, offending []byte) (int, Reaso
 	return putICMPv6Error(b, src, offending, ICMPv6TypeTimeExceeded, 0)
 }
 
-// putICMPv6Error writes an ICMPv6 error of type typ, code 0, whose bytes
-// 4–7 are word; see PutICMPv6PacketTooBig.
-func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word uint32) (int, Reason) {
+// ICMPv6ErrorAllowed reports whether an ICMPv6 error of type typ
+// (ICMPv6TypePacketTooBig or ICMPv6TypeTimeExceeded) may be sent about the
+// IPv6 packet offending: OK, or the Reason PutICMPv6PacketTooBig or
+// PutICMPv6TimeExceeded returns for it (RFC 4443 §2.4(e)), without writing
+// anything; see ICMPv4ErrorAllowed for why a rate-limiting caller asks it
+// first.
+//
+// It allocates nothing and keeps no slice.
+func ICMPv6ErrorAllowed(offending []byte, typ uint8) Reason {
+	_, r := checkICMPv6Error(offending, typ)
+	return r
+}
+
+// checkICMPv6Error applies putICMPv6Error's rules to offending and returns
+// how much of it an error may quote: the fixed header and its payload
+// length, within offending.
+func checkICMPv6Error(offending []byte, typ uint8) (quote int, r Reason) {
 	if len(offending) < IPv6Len {
 		return 0, ReasonTruncatedIP
 	}
@@ -241,9 +281,8 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word ui
 	if h.Version() != IPv6Version {
 		return 0, ReasonBadVersion
 	}
-	quote := min(IPv6Len+h.PayloadLength(), len(offending))
-	osrc := h.SrcBytes()
-	sa := netip.AddrFrom16(osrc)
+	quote = min(IPv6Len+h.PayloadLength(), len(offending))
+	sa := netip.AddrFrom16(h.SrcBytes())
 	if sa.IsUnspecified() || sa.IsLoopback() || sa.IsMulticast() {
 		return 0, ReasonICMPNotAllowed
 	}
@@ -256,6 +295,17 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word ui
 		proto == ProtoICMPv6 && IPv6Len+off < quote && offending[IPv6Len+off] < 128 {
 		return 0, ReasonICMPNotAllowed
 	}
+	return quote, OK
+}
+
+// putICMPv6Error writes an ICMPv6 error of type typ, code 0, whose bytes
+// 4–7 are word; see PutICMPv6PacketTooBig.
+func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word uint32) (int, Reason) {
+	quote, r := checkICMPv6Error(offending, typ)
+	if r != OK {
+		return 0, r
+	}
+	osrc := IPv6(offending).SrcBytes()
 	const hdrs = IPv6Len + ICMPv6Len
 	if len(b) < hdrs+IPv6Len {
 		return 0, ReasonBufferTooSmall
