@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -136,6 +137,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// metricsTimeout bounds how long the metrics server waits for a request's
+// headers and lets a connection idle; a reply gets metricsWriteTimeout.
+const (
+	metricsTimeout      = 10 * time.Second
+	metricsWriteTimeout = time.Minute
+)
+
+// metricsServer returns the HTTP server of the metrics endpoint, which
+// may listen on every address (MetricsAddress ":9586"): a client that
+// sends its headers slowly or never (slowloris), or holds a connection
+// idle, is disconnected after timeout, so that connections, and the
+// goroutine and buffers each holds, stay bounded by the rate they arrive
+// at; http.Serve's default server waits for ever.
+func metricsServer(h http.Handler, timeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: timeout,
+		ReadTimeout:       timeout,
+		IdleTimeout:       timeout,
+		WriteTimeout:      metricsWriteTimeout,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
 // serveMetrics serves /metrics on ln in the background, until ln is
 // closed.
 func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
@@ -145,8 +170,9 @@ func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := metricsServer(mux, metricsTimeout)
 	go func() {
-		if err := http.Serve(ln, mux); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 			fmt.Printf("wgpio: metrics server: %v\n", err)
 		}
 	}()

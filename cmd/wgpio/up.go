@@ -567,8 +567,12 @@ func logFinal(log *slog.Logger, s GatewayStats) {
 	}
 }
 
+// statsWriteTimeout bounds how long serveStats waits for a client to take
+// its reply.
+const statsWriteTimeout = 5 * time.Second
+
 // serveStats answers `wgpio stats` on a unix socket with one JSON document
-// per connection.
+// per connection, one connection at a time.
 func serveStats(name string, get func() any) (stop func(), err error) {
 	path := filepath.Join(runDir, name+".stats")
 	os.Remove(path)
@@ -582,6 +586,10 @@ func serveStats(name string, get func() any) (stop func(), err error) {
 			if err != nil {
 				return
 			}
+			// A client that does not read (a stopped `wgpio stats`)
+			// must not hold this loop: the reply, which lists every
+			// peer, may not fit the socket buffer.
+			c.SetWriteDeadline(time.Now().Add(statsWriteTimeout))
 			json.NewEncoder(c).Encode(get())
 			c.Close()
 		}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// TestMetricsSlowClient: the metrics endpoint, which may listen on every
+// address, disconnects a client that never finishes its request headers
+// (slowloris) or sits idle, and still answers a proper request.
+func TestMetricsSlowClient(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := metricsServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }), timeout)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	for _, send := range []string{"", "GET /metrics HTTP/1.1\r\nHost: x\r\n"} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, send)
+		c.SetReadDeadline(time.Now().Add(50 * timeout))
+		start := time.Now()
+		_, err = io.Copy(io.Discard, c) // returns when the server closes
+		c.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("client stalled after %q: still connected after %v, want closed after %v", send, time.Since(start), timeout)
+		}
+	}
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok\n" {
+		t.Errorf("GET /metrics = %q, want %q", body, "ok\n")
+	}
+}
+
+// TestStatsStalledClient: a `wgpio stats` client that connects and never
+// reads a reply larger than the socket buffer (thousands of peers) holds
+// the stats socket's one serving loop for statsWriteTimeout at most: the
+// next client is answered.
+func TestStatsStalledClient(t *testing.T) {
+	testenv.Root(t)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := topo.UniqueName("wgps")
+	big := strings.Repeat("x", 16<<20)
+	stop, err := serveStats(name, func() any { return big })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	path := filepath.Join(runDir, name+".stats")
+	stalled, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	time.Sleep(100 * time.Millisecond) // the loop is now writing to it
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(3 * statsWriteTimeout))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil || n != int64(len(big))+3 { // a JSON string: quotes and a newline
+		t.Errorf("second client behind a stalled one: read %d bytes, %v; want the %d-byte reply", n, err, len(big)+3)
+	}
+}
