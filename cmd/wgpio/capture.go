@@ -324,6 +324,10 @@ func (s *captureServer) handle(ctx context.Context, c net.Conn) {
 	// The client sends nothing more: a read returning means it left.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// When the gateway stops (or the client left), a write blocked on a
+	// client that stopped reading (suspended with Ctrl-Z, piped into a
+	// stuck reader) fails at once: stop waits for this handler.
+	defer context.AfterFunc(ctx, func() { c.SetWriteDeadline(time.Now()) })()
 	go func() {
 		io.Copy(io.Discard, br)
 		cancel()

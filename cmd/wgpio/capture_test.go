@@ -1,17 +1,26 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestPCAPWriter checks the bytes against the pcapng format
@@ -128,4 +137,87 @@ func FuzzCaptureRequest(f *testing.F) {
 			t.Fatal("NewCapture returned nil without an error")
 		}
 	})
+}
+
+// nowhere resolves nothing.
+type nowhere struct{}
+
+func (nowhere) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
+
+// TestCaptureStopWithStalledClient: stopping the capture server (the
+// gateway shutting down) does not wait for ever on a capture client that
+// stopped reading (a `wgpio capture` suspended with Ctrl-Z, a pipe into a
+// stuck reader) while its stream was being written.
+func TestCaptureStopWithStalledClient(t *testing.T) {
+	testenv.Root(t)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lan, lanPeer, err := memport.NewPair(memport.Config{Name: "cl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lan.Close()
+	defer lanPeer.Close()
+	wan, wanPeer, err := memport.NewPair(memport.Config{Name: "cw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wan.Close()
+	defer wanPeer.Close()
+	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820,
+		WANAddr4: netip.MustParseAddr("198.18.0.1"), WANResolver: nowhere{}, LANResolver: nowhere{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	defer e.Close()
+	name := topo.UniqueName("wgpc")
+	stop, err := serveCapture(name, e, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	c, err := net.Dial("unix", filepath.Join(runDir, name+".capture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(captureRequest{Port: "lan", Dir: "rx"}); err != nil {
+		t.Fatal(err)
+	}
+	// Read the reply, then stop reading while the LAN receives frames
+	// enough to fill the socket buffer many times over.
+	if _, err := bufio.NewReader(c).ReadBytes('\n'); err != nil {
+		t.Fatalf("read reply: %v", err)
+	}
+	payload := make([]byte, 1400)
+	tx := lanPeer.Queue(0).TX()
+	for range 4000 {
+		var f [1]dataplane.Frame
+		if tx.Alloc(f[:]) == 0 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		f[0].SetLen(len(payload))
+		copy(f[0].Data(), payload)
+		tx.Transmit(f[:])
+	}
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		stop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		stopped = true
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopping the capture server still waits after 10 s for a client that stopped reading")
+	}
 }
