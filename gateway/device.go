@@ -121,7 +121,7 @@ type peer struct {
 	fp        *fastpath.Peer
 	pub       noise.PublicKey
 	psk       noise.PresharedKey
-	allowed   []netip.Prefix   // masked, insertion order
+	allowed   prefixList       // masked, insertion order
 	hs        *noise.Handshake // nil while the device has no private key
 	keepalive uint16           // persistent keepalive interval, s
 	published bool             // fp is in the dataplane's peer set
@@ -381,7 +381,7 @@ func (d *Device) Peers() []PeerStatus {
 				PublicKey:           p.pub,
 				PresharedKey:        p.psk,
 				PersistentKeepalive: time.Duration(p.keepalive) * time.Second,
-				AllowedIPs:          append([]netip.Prefix(nil), p.allowed...),
+				AllowedIPs:          p.allowed.Append(nil),
 			},
 			LastHandshake: p.lastHandshake(),
 			TxBytes:       p.fp.TxBytes.Load(),

@@ -12,13 +12,13 @@ import (
 )
 
 func (d *Device) clearAllowedLocked(p *peer) {
-	for _, pfx := range p.allowed {
+	for pfx := range p.allowed.All {
 		if d.allowed[pfx] == p {
 			delete(d.allowed, pfx)
 			d.dirtyPrefixes[pfx] = struct{}{}
 		}
 	}
-	p.allowed = p.allowed[:0]
+	p.allowed.Reset()
 }
 
 // addAllowedLocked gives pfx to p, at the end of p's list even when p held
@@ -26,11 +26,11 @@ func (d *Device) clearAllowedLocked(p *peer) {
 // back of its peer's list, so that wg show lists it there).
 func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	pfx = pfx.Masked()
-	if old := d.allowed[pfx]; old != nil {
-		old.removeAllowed(pfx)
+	if old := d.allowed[pfx]; old != nil && old != p {
+		old.allowed.Remove(pfx)
 	}
 	d.allowed[pfx] = p
-	p.allowed = append(p.allowed, pfx)
+	p.allowed.Add(pfx)
 	d.dirtyPrefixes[pfx] = struct{}{}
 }
 
@@ -40,17 +40,8 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 		return
 	}
 	delete(d.allowed, pfx)
-	p.removeAllowed(pfx)
+	p.allowed.Remove(pfx)
 	d.dirtyPrefixes[pfx] = struct{}{}
-}
-
-func (p *peer) removeAllowed(pfx netip.Prefix) {
-	for i, q := range p.allowed {
-		if q == pfx {
-			p.allowed = append(p.allowed[:i], p.allowed[i+1:]...)
-			return
-		}
-	}
 }
 
 // publishLocked hands the dataplane what changed since the last publish

@@ -79,7 +79,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 		b = appendUint(b, "tx_bytes=", p.fp.TxBytes.Load())
 		b = appendUint(b, "rx_bytes=", p.fp.RxBytes.Load())
 		b = appendUint(b, "persistent_keepalive_interval=", uint64(p.keepalive))
-		for _, pfx := range p.allowed {
+		for pfx := range p.allowed.All {
 			b = append(b, "allowed_ip="...)
 			b = pfx.AppendTo(b)
 			b = append(b, '\n')
