@@ -83,9 +83,9 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 }
 
 // MTUError is Start's error for a tunnel MTU (Config.MTU) whose packets
-// with their outer headers do not fit the WAN MTU; its text gives the
-// numbers and the MTU that fits. The caller can report it at the
-// configuration's MTU key.
+// with their outer headers do not fit the WAN MTU (mtuCheck) or an AF_XDP
+// frame (frameCheck); its text gives the numbers and the MTU that fits.
+// The caller can report it at the configuration's MTU key.
 type MTUError struct{ msg string }
 
 func (e *MTUError) Error() string { return e.msg }
@@ -144,9 +144,9 @@ func frameCheck(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4 
 		overhead = OuterOverhead4
 	}
 	if frame := tunnelMTU + overhead + header.EthernetLen + tagLen(wanVID); frame > maxFrame {
-		return "", fmt.Errorf("tunnel MTU %d makes WAN frames of %d bytes (%d of outer headers, the Ethernet header%s), more than the %d an AF_XDP frame holds: "+
+		return "", &MTUError{msg: fmt.Sprintf("tunnel MTU %d makes WAN frames of %d bytes (%d of outer headers, the Ethernet header%s), more than the %d an AF_XDP frame holds: "+
 			"full-size tunnel packets could never be sent; lower MTU in [Interface] to %d",
-			tunnelMTU, frame, overhead, map[bool]string{true: " and the 802.1Q tag", false: ""}[wanVID != 0], maxFrame, tunnelMTU-(frame-maxFrame))
+			tunnelMTU, frame, overhead, map[bool]string{true: " and the 802.1Q tag", false: ""}[wanVID != 0], maxFrame, tunnelMTU-(frame-maxFrame))}
 	}
 	if frame := lanMTU + header.EthernetLen + tagLen(lanVID); frame > maxFrame {
 		return fmt.Sprintf("LAN %s has MTU %d (frames of %d bytes), more than the %d bytes an AF_XDP frame holds: the kernel drops longer frames toward the tunnel "+
