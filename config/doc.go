@@ -15,7 +15,7 @@
 //	[Interface]
 //	PrivateKey = <base64, 32 bytes>     # required
 //	ListenPort = 51820                  # 1-65535; absent: a random port
-//	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128
+//	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128; unicast
 //	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address)
 //	DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark:
 //	                                    # accepted, kept, not acted on: a Warning each

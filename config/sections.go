@@ -33,9 +33,18 @@ func (p *parser) interfaceKey(n int, key, v string) {
 		}
 	case "Address":
 		for _, s := range splitList(v) {
-			if pf, ok := p.prefix(n, key, s); ok {
-				in.Addresses = append(in.Addresses, pf)
+			pf, ok := p.prefix(n, key, s)
+			if !ok {
+				continue
 			}
+			// The address is given to the exception TUN (wg-quick: ip
+			// address add): 0.0.0.0/0 there would route every
+			// destination into the tunnel, 127.0.0.1/8 shadow loopback.
+			if a := pf.Addr(); a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+				p.errorf(n, key, "%s is not a unicast address this interface can have (write its own address, as in 10.0.0.1/24)", quoteShort(s))
+				continue
+			}
+			in.Addresses = append(in.Addresses, pf)
 		}
 	case "MTU":
 		if m, ok := p.number(n, key, v, MinMTU, MaxMTU, ""); ok {
