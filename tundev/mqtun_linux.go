@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"os"
 	"sync"
 	"unsafe"
@@ -94,6 +95,13 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 			t.closeFDs()
 			if errno == unix.EPERM {
 				return nil, fmt.Errorf("tundev: create TUN %s: missing CAP_NET_ADMIN: %w", name, os.NewSyscallError("ioctl TUNSETIFF", errno))
+			}
+			if _, err := net.InterfaceByName(name); errno == unix.EINVAL && err == nil {
+				// The kernel refuses a name another kind of interface
+				// holds, or a TUN made without multi-queue
+				// (drivers/net/tun.c, tun_set_iff).
+				return nil, fmt.Errorf("tundev: create TUN %s: an interface named %s exists and is not a multi-queue TUN (ip -d link show %s); choose another name: %w",
+					name, name, name, os.NewSyscallError("ioctl TUNSETIFF", errno))
 			}
 			return nil, fmt.Errorf("tundev: create TUN %s queue %d: %w", name, i, os.NewSyscallError("ioctl TUNSETIFF", errno))
 		}

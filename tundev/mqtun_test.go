@@ -3,6 +3,7 @@ package tundev
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,24 @@ func TestFlowHashStable(t *testing.T) {
 	c[21] = 0x3a // other source port
 	if FlowHash(a) == FlowHash(c) {
 		t.Error("FlowHash equal for different source ports (unlikely)")
+	}
+}
+
+// TestMultiQueueTUNNameTaken: a name another kind of interface holds (the
+// gateway named after its WAN, or "lo") is refused with an error that says
+// so, not the kernel's bare EINVAL.
+func TestMultiQueueTUNNameTaken(t *testing.T) {
+	tp := testenv.Topology(t, "mn")
+	ns := testenv.NS(t, tp, "a")
+	err := ns.Do(func() error {
+		dev, err := OpenMultiQueueTUN("lo", 1, 1420)
+		if err == nil {
+			dev.Close()
+		}
+		return err
+	})
+	const want = "an interface named lo exists and is not a multi-queue TUN"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("OpenMultiQueueTUN(lo) = %v, want an error containing %q", err, want)
 	}
 }
