@@ -239,6 +239,9 @@ func isBoolFlag(a string) bool {
 	return a == "h" || a == "help"
 }
 
+// maxCaptureRequest bounds a capture request's line, in bytes.
+const maxCaptureRequest = 4096
+
 // captureServer answers `wgpio capture` on /var/run/wgpio/<name>.capture.
 // One capture runs at a time.
 type captureServer struct {
@@ -287,8 +290,15 @@ func (s *captureServer) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	reply := func(msg string) { json.NewEncoder(c).Encode(captureReply{Error: msg}) }
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(c)
-	line, err := br.ReadBytes('\n')
+	// The request is one short JSON line: read into the reader's buffer
+	// only, so that a client sending a line without end (gigabytes in
+	// the 5 s) costs no memory beyond it.
+	br := bufio.NewReaderSize(c, maxCaptureRequest)
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		reply(fmt.Sprintf("bad request: longer than %d bytes", maxCaptureRequest))
+		return
+	}
 	if err != nil {
 		return
 	}

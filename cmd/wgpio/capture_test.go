@@ -10,7 +10,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,45 +147,50 @@ type nowhere struct{}
 
 func (nowhere) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
 
-// TestCaptureStopWithStalledClient: stopping the capture server (the
-// gateway shutting down) does not wait for ever on a capture client that
-// stopped reading (a `wgpio capture` suspended with Ctrl-Z, a pipe into a
-// stuck reader) while its stream was being written.
-func TestCaptureStopWithStalledClient(t *testing.T) {
+// startCapture runs a capture server on an engine over memports and
+// returns the name it serves, the LAN's host end (to send frames the
+// engine receives) and the server's stop function (also called at
+// cleanup unless it was called).
+func startCapture(t *testing.T) (name string, host *memport.Port, stop func()) {
+	t.Helper()
 	testenv.Root(t)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lan, lanPeer, err := memport.NewPair(memport.Config{Name: "cl"})
+	lan, host, err := memport.NewPair(memport.Config{Name: "cl"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lan.Close()
-	defer lanPeer.Close()
+	t.Cleanup(func() { lan.Close(); host.Close() })
 	wan, wanPeer, err := memport.NewPair(memport.Config{Name: "cw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wan.Close()
-	defer wanPeer.Close()
+	t.Cleanup(func() { wan.Close(); wanPeer.Close() })
 	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820,
 		WANAddr4: netip.MustParseAddr("198.18.0.1"), WANResolver: nowhere{}, LANResolver: nowhere{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
-	defer e.Close()
-	name := topo.UniqueName("wgpc")
-	stop, err := serveCapture(name, e, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { e.Close() })
+	name = topo.UniqueName("wgpc")
+	stopServer, err := serveCapture(name, e, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stop()
-		}
-	}()
+	var once sync.Once
+	stop = func() { once.Do(stopServer) }
+	t.Cleanup(stop)
+	return name, host, stop
+}
+
+// TestCaptureStopWithStalledClient: stopping the capture server (the
+// gateway shutting down) does not wait for ever on a capture client that
+// stopped reading (a `wgpio capture` suspended with Ctrl-Z, a pipe into a
+// stuck reader) while its stream was being written.
+func TestCaptureStopWithStalledClient(t *testing.T) {
+	name, host, stop := startCapture(t)
 	c, err := net.Dial("unix", filepath.Join(runDir, name+".capture"))
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +205,7 @@ func TestCaptureStopWithStalledClient(t *testing.T) {
 		t.Fatalf("read reply: %v", err)
 	}
 	payload := make([]byte, 1400)
-	tx := lanPeer.Queue(0).TX()
+	tx := host.Queue(0).TX()
 	for range 4000 {
 		var f [1]dataplane.Frame
 		if tx.Alloc(f[:]) == 0 {
@@ -216,8 +224,41 @@ func TestCaptureStopWithStalledClient(t *testing.T) {
 	}()
 	select {
 	case <-done:
-		stopped = true
 	case <-time.After(10 * time.Second):
 		t.Fatal("stopping the capture server still waits after 10 s for a client that stopped reading")
+	}
+}
+
+// TestCaptureRequestTooLong: a request line without end (8 MiB, no
+// newline) is answered with an error once it passes maxCaptureRequest
+// bytes, and the server's heap does not grow with it.
+func TestCaptureRequestTooLong(t *testing.T) {
+	name, _, _ := startCapture(t)
+	c, err := net.Dial("unix", filepath.Join(runDir, name+".capture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	go func() {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for range 128 {
+			if _, err := c.Write(chunk); err != nil {
+				return // the server answered and closed
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	var rep captureReply
+	if err != nil || json.Unmarshal(line, &rep) != nil || !strings.Contains(rep.Error, "longer than") {
+		t.Fatalf("reply to an endless request line = %q, %v; want an error saying it is too long", line, err)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("heap grew %d bytes while the request line was read, want under 4 MiB", grew)
 	}
 }
