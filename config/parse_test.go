@@ -43,13 +43,20 @@ func key32(t testing.TB, s string) (k [32]byte) {
 
 // fakeResolve answers every name with 192.0.2.7 (or 2001:db8::7 for names
 // starting with "v6."), except names starting with "nx", which fail as an
-// unknown host would, and names starting with "empty", which have no address.
+// unknown host would, names starting with "empty", which have no address,
+// names starting with "blocked", which resolve to 0.0.0.0 and :: as a DNS
+// block list answers, and names starting with "mixed", to 0.0.0.0 then
+// 192.0.2.9.
 func fakeResolve(host string) ([]netip.Addr, error) {
 	switch {
 	case strings.HasPrefix(host, "nx"):
 		return nil, errors.New("no such host")
 	case strings.HasPrefix(host, "empty"):
 		return nil, nil
+	case strings.HasPrefix(host, "blocked"):
+		return []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()}, nil
+	case strings.HasPrefix(host, "mixed"):
+		return []netip.Addr{netip.IPv4Unspecified(), netip.MustParseAddr("192.0.2.9")}, nil
 	case strings.HasPrefix(host, "v6."):
 		return []netip.Addr{netip.MustParseAddr("2001:db8::7"), netip.MustParseAddr("192.0.2.8")}, nil
 	}
@@ -316,6 +323,7 @@ func TestParseErrors(t *testing.T) {
 		{"endpoint brackets no port", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [2001:db8::1]\n", `wg0.conf:5: key "Endpoint": "[2001:db8::1]": want [IPv6]:port`},
 		{"endpoint bad host", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = bad!host:51820\n", `wg0.conf:5: key "Endpoint": "bad!host" is not an IP address or a host name`},
 		{"endpoint unresolved", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = nx.example.com:51820\n", `wg0.conf:5: key "Endpoint": resolve "nx.example.com": no such host`},
+		{"endpoint blocked", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = blocked.example.com:51820\n", `wg0.conf:5: key "Endpoint": resolve "blocked.example.com": 0.0.0.0, ::, not a unicast address (a DNS block list answers so for a name it blocks)`},
 		{"endpoint no addresses", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = empty.example.com:51820\n", `wg0.conf:5: key "Endpoint": resolve "empty.example.com": no addresses`},
 		{"keepalive not a number", iface + "[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = never\n", `wg0.conf:5: key "PersistentKeepalive": "never" is not a number of seconds or "off"`},
 		{"keepalive too big", iface + "[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = 65536\n", `wg0.conf:5: key "PersistentKeepalive": 65536 out of range 0-65535`},
@@ -588,5 +596,18 @@ func TestRouterKeys(t *testing.T) {
 		if err != nil || g.WGPIO.MSSClamp != f.WGPIO.MSSClamp || g.WGPIO.ICMPRate != f.WGPIO.ICMPRate || g.WGPIO.ICMPDestInterval != f.WGPIO.ICMPDestInterval || g.WGPIO.ReplayWindow != f.WGPIO.ReplayWindow {
 			t.Errorf("round trip of %q: %+v, %v", tt.in, g.WGPIO, err)
 		}
+	}
+}
+
+// TestEndpointSkipsNonUnicast: a host name's answers that are no peer's
+// address (0.0.0.0 from a DNS block list) are passed over for the first
+// unicast one.
+func TestEndpointSkipsNonUnicast(t *testing.T) {
+	f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = mixed.example.com:51820\n")
+	if err != nil {
+		t.Fatalf("Parse = %v, want no error", err)
+	}
+	if got, want := f.Peers[0].Endpoint, netip.MustParseAddrPort("192.0.2.9:51820"); got != want {
+		t.Errorf("Endpoint = %v, want %v (the first unicast answer)", got, want)
 	}
 }

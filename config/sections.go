@@ -148,7 +148,7 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		return
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if a = a.Unmap(); a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		if a = a.Unmap(); !unicastEndpoint(a) {
 			p.errorf(n, key, "%s is not a unicast address (write the peer's address, or leave Endpoint out to learn it from the peer)", a)
 			return
 		}
@@ -165,14 +165,32 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		p.errs = append(p.errs, &Error{File: p.f.Name, Line: n, Key: key, Msg: fmt.Sprintf("resolve %q: %v", host, err), Err: err})
 		return
 	}
+	var refused []string
 	for _, a := range addrs {
-		if a.IsValid() {
-			peer.Endpoint = netip.AddrPortFrom(a.Unmap(), pn)
-			peer.EndpointHost = host
-			return
+		if !a.IsValid() {
+			continue
 		}
+		if a = a.Unmap(); !unicastEndpoint(a) {
+			// A DNS block list answers 0.0.0.0 or :: for the names
+			// it blocks: no peer is there.
+			refused = append(refused, a.String())
+			continue
+		}
+		peer.Endpoint = netip.AddrPortFrom(a, pn)
+		peer.EndpointHost = host
+		return
+	}
+	if len(refused) > 0 {
+		p.errorf(n, key, "resolve %q: %s, not a unicast address (a DNS block list answers so for a name it blocks)", host, strings.Join(refused, ", "))
+		return
 	}
 	p.errorf(n, key, "resolve %q: no addresses", host)
+}
+
+// unicastEndpoint reports whether a (unmapped) can be a peer's address:
+// not unspecified, multicast or the limited broadcast address.
+func unicastEndpoint(a netip.Addr) bool {
+	return !a.IsUnspecified() && !a.IsMulticast() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
 // isHostName reports whether s is a syntactically valid DNS host name (RFC
