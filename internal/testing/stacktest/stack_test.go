@@ -337,10 +337,12 @@ func TestCoalescedTimersKeepalive(t *testing.T) {
 	// Let B's worker publish its receive stamp (it publishes once the
 	// clock has moved 50 ms past its last publish).
 	s.clk.Advance(60 * time.Millisecond)
+	// (The stamp itself: the peer's rx_bytes count the handshake too.)
+	fp := s.b.dev.FastPeer(s.a.priv.PublicKey())
 	waitFor(t, "B's stamps published", 5*time.Second, func() bool {
-		return s.b.dev.Peers()[0].RxBytes > 0
+		return fp.Stamps.LastDataReceived.Load() > 0
 	})
-	recvAt := s.b.dev.FastPeer(s.a.priv.PublicKey()).Stamps.LastDataReceived.Load()
+	recvAt := fp.Stamps.LastDataReceived.Load()
 	before := s.b.dev.Stats().KeepalivesSent
 	// Just before the deadline: nothing.
 	s.clk.ns.Store(recvAt + int64(10*time.Second) - int64(100*time.Millisecond))
