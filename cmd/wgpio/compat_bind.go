@@ -44,7 +44,7 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) error {
 	g, err := startCompat(log, name, f, w)
 	if err != nil {
-		return explain(err)
+		return startError(f, err)
 	}
 	stopStats, err := serveStats(name, func() any {
 		s := g.Stats()

@@ -18,7 +18,8 @@ import (
 )
 
 // TestUpErrors gives `wgpio up` configurations a new user gets wrong and
-// checks each exact message: config errors with file:line and key, an
+// checks each exact message: config errors with file:line and key (a
+// tunnel MTU the WAN cannot carry in both modes included), an
 // interface that does not exist, missing privileges, a second instance,
 // an address in use.
 func TestUpErrors(t *testing.T) {
@@ -115,6 +116,14 @@ func TestUpErrors(t *testing.T) {
 			name: "mtu",
 			conf: strings.Replace(good, "\n\n[WGPIO]\n", "\nMTU = 1460\n\n[WGPIO]\n", 1),
 			want: fmt.Sprintf(`wgpio: mtu.conf:5: key "MTU": tunnel MTU 1460 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1520, more than the MTU 1500 of WAN %s (frames of 1534 bytes with the Ethernet header): `+
+				`full-size tunnel packets to IPv4 peers cannot leave; lower MTU in [Interface] to 1440 or raise the WAN MTU`, s.WANA),
+		},
+		{
+			// Compat mode checks the tunnel MTU as fast-path mode does:
+			// wgpio's bind cannot fragment outer packets either.
+			name: "mtu-compat",
+			conf: strings.Replace(withWGPIO("Mode = compat"), "\n\n[WGPIO]\n", "\nMTU = 9000\n\n[WGPIO]\n", 1),
+			want: fmt.Sprintf(`wgpio: mtu-compat.conf:5: key "MTU": tunnel MTU 9000 + 60 bytes of outer IPv4, UDP and WireGuard headers = 9060, more than the MTU 1500 of WAN %s (frames of 9074 bytes with the Ethernet header): `+
 				`full-size tunnel packets to IPv4 peers cannot leave; lower MTU in [Interface] to 1440 or raise the WAN MTU`, s.WANA),
 		},
 		{

@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -449,14 +450,8 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		defer ln.Close()
 	}
 	g, err := fastgw.Start(cfg)
-	var mtuErr *fastgw.MTUError
-	if errors.As(err, &mtuErr) {
-		if _, ok := f.Interface.Lines["MTU"]; ok {
-			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
-		}
-	}
 	if err != nil {
-		return explain(err)
+		return startError(f, err)
 	}
 	stopStats, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
 	if err != nil {
@@ -485,6 +480,19 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	err = g.Close()
 	logFinal(log, final)
 	return err
+}
+
+// startError is the error `wgpio up` reports for err, a gateway's Start
+// error in either mode: a tunnel MTU the start refused (tunnelmtu.MTUError)
+// at the file's MTU line when it has one, else err with explain's fix.
+func startError(f *config.File, err error) error {
+	var mtuErr *tunnelmtu.MTUError
+	if errors.As(err, &mtuErr) {
+		if _, ok := f.Interface.Lines["MTU"]; ok {
+			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
+		}
+	}
+	return explain(err)
 }
 
 // explain adds the fix to errors a new user meets first.

@@ -37,7 +37,9 @@ import (
 
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -67,7 +69,9 @@ type Config struct {
 	Queues int
 	// Attach selects native or generic XDP (default: native, else generic).
 	Attach afxdp.AttachMode
-	// MTU is the tunnel MTU (default DefaultMTU).
+	// MTU is the tunnel MTU (default DefaultMTU). Start refuses one whose
+	// full-size packets with their outer headers the WAN MTU or an AF_XDP
+	// frame cannot carry (checkMTU).
 	MTU int
 	// SyncInterval is how often the LAN's XDP filter is brought in step
 	// with wireguard-go's allowed IPs (default DefaultSyncInterval).
@@ -100,10 +104,11 @@ type Gateway struct {
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
 }
 
-// iface is an interface's index and first IPv4 and global IPv6 address.
+// iface is an interface's index, MTU (bytes) and first IPv4 and global
+// IPv6 address.
 type iface struct {
-	index  int
-	v4, v6 netip.Addr
+	index, mtu int
+	v4, v6     netip.Addr
 }
 
 func (i iface) addrs() []netip.Addr {
@@ -121,7 +126,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	if err != nil {
 		return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
-	out := iface{index: l.Attrs().Index}
+	out := iface{index: l.Attrs().Index, mtu: l.Attrs().MTU}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
@@ -164,7 +169,8 @@ func (cfg *Config) check() error {
 // cfg.UAPI, serves its UAPI socket and keeps the LAN filter in step with
 // its allowed IPs. Close undoes all of it; on error nothing is left. Errors
 // start with "compatgw: " and wrap the afxdp errors (ErrNoSuchInterface,
-// ErrXDPUnsupported, ErrMemlock, ...).
+// ErrXDPUnsupported, ErrMemlock, ...) or, for a tunnel MTU that does not
+// fit, a *tunnelmtu.MTUError.
 func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -191,6 +197,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	if len(wan.addrs()) == 0 {
 		return nil, fmt.Errorf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
+	}
+	if err := g.checkMTU(&cfg, wan, lan); err != nil {
+		return nil, err
 	}
 
 	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
@@ -247,6 +256,32 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.wg.Add(1)
 	go g.followPrefixes(cfg.SyncInterval)
 	return g, nil
+}
+
+// checkMTU runs the fast-path mode's start-up checks of the tunnel MTU
+// (package tunnelmtu) before any port is opened: wgpio's bind sends the
+// outer packets through an AF_XDP port, where nothing fragments them, so a
+// full-size tunnel packet over the WAN MTU or an AF_XDP frame would be
+// lost (counted only as the bind's too_big). Compat mode serves no VLAN
+// of a trunk (bind and tundev drop tagged frames), so its frames carry no
+// 802.1Q tag: VLAN 0 on both sides. The ports are opened with
+// dataplane.DefaultFrameSize chunks. A warning is logged.
+func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
+	warn, err := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid())
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		g.log.Warn("WAN MTU", "problem", warn)
+	}
+	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		g.log.Warn("LAN MTU", "problem", warn)
+	}
+	return nil
 }
 
 // kernelNeighbours follows the kernel's routes and neighbours of one

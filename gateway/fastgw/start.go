@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -24,7 +25,9 @@ import (
 // Start opens the ports and runs the gateway, in steps:
 //
 //  1. withDefaults: check the configuration, fill in defaults;
-//  2. readLinks: the WAN and LAN interfaces (index, MAC, addresses);
+//  2. readLinks: the WAN and LAN interfaces (index, MAC, addresses), and
+//     the tunnel MTU against them (tunnelmtu.CheckWAN, CheckFrames: a
+//     tunnel MTU that does not fit is a *tunnelmtu.MTUError);
 //  3. addressMode: next hops and neighbours, owned or shared with the kernel;
 //  4. openPorts: the UMEM and the two AF_XDP ports with their XDP filters;
 //  5. openException: the exception TUN for the gateway's own addresses;
@@ -138,7 +141,7 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
 		}
 	}
-	mtuWarn, err := mtuCheck(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+	mtuWarn, err := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
 		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
 	if err != nil {
 		return wl, ll, fmt.Errorf("fastgw: %w", err)
@@ -146,8 +149,8 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 	if mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
-	frameWarn, err := frameCheck(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
-		wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()), afxdp.MaxFrameLen(dataplane.DefaultFrameSize))
+	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
+		wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return wl, ll, fmt.Errorf("fastgw: %w", err)
 	}

@@ -1,0 +1,109 @@
+package tunnelmtu
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+)
+
+// TestOuterOverhead: the kernel's WireGuard takes 80 bytes off a 1500-byte
+// MTU for its default of 1420 (IPv6 outer headers); IPv4's are 20 shorter.
+func TestOuterOverhead(t *testing.T) {
+	if OuterOverhead4 != 60 || OuterOverhead6 != 80 {
+		t.Errorf("OuterOverhead4, OuterOverhead6 = %d, %d, want 60, 80", OuterOverhead4, OuterOverhead6)
+	}
+}
+
+// TestCheckWAN: the tunnel MTU plus 60 (IPv4) or 80 (IPv6) bytes of outer
+// headers against the WAN MTU, with the numbers in the message.
+func TestCheckWAN(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		tunnel, wan    int
+		vid            uint16
+		v4, v6         bool
+		wantErr, wantW string // substrings; "" for none
+	}{
+		{"default fits both", 1420, 1500, 0, true, true, "", ""},
+		{"ipv4 exactly", 1440, 1500, 0, true, false, "", ""},
+		{"ipv4 one over", 1441, 1500, 0, true, false, "tunnel MTU 1441 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1501, more than the MTU 1500 of WAN eth0", ""},
+		{"ipv6 only over", 1421, 1500, 0, false, true, "= 1501, more than the MTU 1500", ""},
+		{"both: ipv6 over warns", 1440, 1500, 0, true, true, "", "lower MTU in [Interface] to 1420"},
+		{"pppoe", 1420, 1492, 0, true, true, "", "to IPv6 peers"},
+		{"vlan frame size", 1441, 1500, 100, true, false, "frames of 1519 bytes with the Ethernet header and the 802.1Q tag", ""},
+		// The tag lengthens the frame, not the IP packet: 1440 + 60 fits
+		// a 1500 MTU on a VLAN too.
+		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, true, "", "= 1520, more than the MTU 1500 of WAN eth0 (frames of 1538 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := CheckWAN(tt.tunnel, tt.wan, "eth0", tt.vid, tt.v4, tt.v6)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("CheckWAN = error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("CheckWAN = error %v, want one containing %q", err, tt.wantErr)
+			case err != nil && !errors.As(err, new(*MTUError)):
+				t.Errorf("CheckWAN = error %T, want *MTUError", err)
+			case tt.wantW == "" && w != "":
+				t.Errorf("CheckWAN = warning %q, want none", w)
+			case tt.wantW != "" && !strings.Contains(w, tt.wantW):
+				t.Errorf("CheckWAN = warning %q, want one containing %q", w, tt.wantW)
+			}
+		})
+	}
+}
+
+// TestCheckFrames: the tunnel MTU's WAN frames and the LAN MTU's frames
+// against the longest frame an AF_XDP port takes (3,836 bytes with 4 KiB
+// chunks). A jumbo LAN (MTU 9000) whose frames toward the tunnel the
+// kernel dropped at the socket, unseen and unanswered, is warned about; a
+// tunnel MTU whose packets could never be sent is refused.
+func TestCheckFrames(t *testing.T) {
+	const maxFrame = 3836
+	for _, tt := range []struct {
+		name           string
+		tunnel, lan    int
+		wanVID, lanVID uint16
+		v4, clamp      bool
+		wantErr, wantW string // substrings; "" for none
+	}{
+		{"defaults", 1420, 1500, 0, 0, true, true, "", ""},
+		{"ipv4 tunnel exactly", 3762, 1500, 0, 0, true, true, "", ""},
+		{"ipv4 tunnel one over", 3763, 1500, 0, 0, true, true, "tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer headers, the Ethernet header), more than the 3836", ""},
+		{"ipv6-only tunnel", 3743, 1500, 0, 0, false, true, "lower MTU in [Interface] to 3742", ""},
+		{"wan tag", 3762, 1500, 100, 0, true, true, "lower MTU in [Interface] to 3758", ""},
+		{"jumbo tunnel", 9000, 9000, 0, 0, true, true, "to 3762", ""},
+		{"lan exactly", 1420, 3822, 0, 0, true, true, "", ""},
+		{"jumbo lan", 1420, 9000, 0, 0, true, true, "", "LAN eth1 has MTU 9000 (frames of 9014 bytes), more than the 3836 bytes"},
+		{"lan tag", 1420, 3822, 0, 200, true, true, "", "lower the LAN MTU to 3818"},
+		{"jumbo lan offers the clamp", 1420, 9000, 0, 0, true, true, "", "lower the LAN MTU to 3822, or set MSSClamp = auto in [WGPIO]"},
+		// Compat mode: wireguard-go clamps nothing, so the warning ends
+		// with the one fix it has.
+		{"jumbo lan without a clamp", 1420, 9000, 0, 0, true, false, "", "so their senders get no \"fragmentation needed\" and path MTU discovery fails; lower the LAN MTU to 3822"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := CheckFrames(tt.tunnel, tt.lan, "eth1", tt.wanVID, tt.lanVID, tt.v4, maxFrame, tt.clamp)
+			if !tt.clamp && strings.Contains(w, "MSSClamp") {
+				t.Errorf("CheckFrames(clamp false) = warning %q, offering MSSClamp", w)
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("CheckFrames = error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("CheckFrames = error %v, want one containing %q", err, tt.wantErr)
+			case err != nil && !errors.As(err, new(*MTUError)):
+				t.Errorf("CheckFrames = error %T, want *MTUError", err)
+			case tt.wantW == "" && w != "":
+				t.Errorf("CheckFrames = warning %q, want none", w)
+			case tt.wantW != "" && !strings.Contains(w, tt.wantW):
+				t.Errorf("CheckFrames = warning %q, want one containing %q", w, tt.wantW)
+			}
+		})
+	}
+	if got := afxdp.MaxFrameLen(dataplane.DefaultFrameSize); got != maxFrame {
+		t.Errorf("afxdp.MaxFrameLen(%d) = %d, want %d", dataplane.DefaultFrameSize, got, maxFrame)
+	}
+}
