@@ -12,13 +12,8 @@ import (
 // settings (not its line numbers). The output holds the private and
 // pre-shared keys in base64: treat it as secret.
 func (f *File) Marshal() []byte {
-	var b strings.Builder
-	kv := func(k, v string) {
-		b.WriteString(k)
-		b.WriteString(" = ")
-		b.WriteString(v)
-		b.WriteByte('\n')
-	}
+	var b cfgWriter
+	kv := b.kv
 	in := &f.Interface
 	b.WriteString("[Interface]\n")
 	kv("PrivateKey", in.PrivateKey.Base64())
@@ -117,26 +112,44 @@ func (f *File) Marshal() []byte {
 		}
 	}
 
-	for i := range f.Peers {
-		p := &f.Peers[i]
+	b.peers(f.Peers, true)
+	return []byte(b.String())
+}
+
+// cfgWriter builds text in the file format (Marshal, WG).
+type cfgWriter struct{ strings.Builder }
+
+// kv writes the line "k = v".
+func (b *cfgWriter) kv(k, v string) {
+	b.WriteString(k)
+	b.WriteString(" = ")
+	b.WriteString(v)
+	b.WriteByte('\n')
+}
+
+// peers writes a [Peer] section for each of ps, the keys wg(8) knows that
+// are set. With names, an Endpoint written as a host name is written so,
+// else as the address Parse resolved it to.
+func (b *cfgWriter) peers(ps []Peer, names bool) {
+	for i := range ps {
+		p := &ps[i]
 		b.WriteString("\n[Peer]\n")
-		kv("PublicKey", p.PublicKey.Base64())
+		b.kv("PublicKey", p.PublicKey.Base64())
 		if !p.PresharedKey.IsZero() {
-			kv("PresharedKey", p.PresharedKey.Base64())
+			b.kv("PresharedKey", p.PresharedKey.Base64())
 		}
 		if len(p.AllowedIPs) > 0 {
-			kv("AllowedIPs", joinPrefixes(p.AllowedIPs))
+			b.kv("AllowedIPs", joinPrefixes(p.AllowedIPs))
 		}
-		if p.EndpointHost != "" {
-			kv("Endpoint", p.EndpointHost+":"+strconv.Itoa(int(p.Endpoint.Port())))
+		if names && p.EndpointHost != "" {
+			b.kv("Endpoint", p.EndpointHost+":"+strconv.Itoa(int(p.Endpoint.Port())))
 		} else if p.Endpoint.IsValid() {
-			kv("Endpoint", p.Endpoint.String())
+			b.kv("Endpoint", p.Endpoint.String())
 		}
 		if p.PersistentKeepalive != 0 {
-			kv("PersistentKeepalive", strconv.Itoa(int(p.PersistentKeepalive)))
+			b.kv("PersistentKeepalive", strconv.Itoa(int(p.PersistentKeepalive)))
 		}
 	}
-	return []byte(b.String())
 }
 
 func (w *WGPIO) isZero() bool {

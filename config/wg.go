@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strconv"
-	"strings"
-)
+import "strconv"
 
 // WG renders f as wg(8)'s configuration format, what `wg setconf` and `wg
 // syncconf` take: [Interface] with PrivateKey, ListenPort and FwMark (if
@@ -17,39 +14,17 @@ import (
 // resolved it to. The output holds the private and pre-shared keys in
 // base64: treat it as secret.
 func (f *File) WG() []byte {
-	var b strings.Builder
-	kv := func(k, v string) {
-		b.WriteString(k)
-		b.WriteString(" = ")
-		b.WriteString(v)
-		b.WriteByte('\n')
-	}
+	var b cfgWriter
 	b.WriteString("[Interface]\n")
-	kv("PrivateKey", f.Interface.PrivateKey.Base64())
+	b.kv("PrivateKey", f.Interface.PrivateKey.Base64())
 	if f.Interface.ListenPort != 0 {
-		kv("ListenPort", strconv.Itoa(int(f.Interface.ListenPort)))
+		b.kv("ListenPort", strconv.Itoa(int(f.Interface.ListenPort)))
 	}
 	for _, s := range f.Interface.Unused {
 		if s.Key == "FwMark" {
-			kv(s.Key, s.Value)
+			b.kv(s.Key, s.Value)
 		}
 	}
-	for i := range f.Peers {
-		p := &f.Peers[i]
-		b.WriteString("\n[Peer]\n")
-		kv("PublicKey", p.PublicKey.Base64())
-		if !p.PresharedKey.IsZero() {
-			kv("PresharedKey", p.PresharedKey.Base64())
-		}
-		if len(p.AllowedIPs) > 0 {
-			kv("AllowedIPs", joinPrefixes(p.AllowedIPs))
-		}
-		if p.Endpoint.IsValid() {
-			kv("Endpoint", p.Endpoint.String())
-		}
-		if p.PersistentKeepalive != 0 {
-			kv("PersistentKeepalive", strconv.Itoa(int(p.PersistentKeepalive)))
-		}
-	}
+	b.peers(f.Peers, false)
 	return []byte(b.String())
 }

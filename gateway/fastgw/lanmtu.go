@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // watchLANMTU follows the MTU of the LAN port's interface (the trunk the
@@ -21,20 +22,9 @@ func (g *Gateway) watchLANMTU() error {
 		return fmt.Errorf("follow the LAN MTU: %w", err)
 	}
 	index, mtu := l.Attrs().Index, l.Attrs().MTU
-	done := g.tableDone
-	ch := make(chan netlink.LinkUpdate, 16)
-	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
-		select {
-		case <-done: // closing the subscription fails its pending receive
-		default:
-			g.log.Warn("following the LAN MTU", "err", err)
-		}
-	}}
-	if g.nsHandle.IsOpen() {
-		opts.Namespace = &g.nsHandle
-	}
-	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
-		return fmt.Errorf("follow the LAN MTU: %w", err)
+	ch, err := g.subscribeLinks(g.nsHandle, g.tableDone, "LAN")
+	if err != nil {
+		return err
 	}
 	// A change between the engine's read and the subscription is caught
 	// here.
@@ -54,4 +44,27 @@ func (g *Gateway) watchLANMTU() error {
 		}
 	}()
 	return nil
+}
+
+// subscribeLinks subscribes to the link updates of the namespace ns (the
+// current one when ns is not open) until done is closed, for following
+// the MTU of the side named what ("WAN", "LAN"): an error of the
+// subscription is logged at warning level, but not the one its own end
+// at done causes.
+func (g *Gateway) subscribeLinks(ns netns.NsHandle, done <-chan struct{}, what string) (<-chan netlink.LinkUpdate, error) {
+	ch := make(chan netlink.LinkUpdate, 16)
+	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-done: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the "+what+" MTU", "err", err)
+		}
+	}}
+	if ns.IsOpen() {
+		opts.Namespace = &ns
+	}
+	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+		return nil, fmt.Errorf("follow the %s MTU: %w", what, err)
+	}
+	return ch, nil
 }

@@ -81,19 +81,9 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // was (the XDP program detached at Close, a carrier change, an alias) logs
 // nothing, nor does the subscription's end when done is closed.
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
-	ch := make(chan netlink.LinkUpdate, 16)
-	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
-		select {
-		case <-done: // closing the subscription fails its pending receive
-		default:
-			g.log.Warn("following the WAN MTU", "err", err)
-		}
-	}}
-	if ns.IsOpen() {
-		opts.Namespace = &ns
-	}
-	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
-		return fmt.Errorf("follow the WAN MTU: %w", err)
+	ch, err := g.subscribeLinks(ns, done, "WAN")
+	if err != nil {
+		return err
 	}
 	go func() {
 		for u := range ch {
