@@ -102,6 +102,10 @@ func (p *pair) collect(dir uint8, want int, keep bool) []received {
 			for i := range n {
 				f := &buf[i]
 				tg, ok := p.checkFrame(dst, f, de)
+				if ok && tg.dir == dir && p.late != nil && int(tg.flow) < len(p.late) && tg.seq < p.late[tg.flow] {
+					rx.Free(buf[i : i+1])
+					continue
+				}
 				if ok {
 					if tg.dir != dir {
 						p.t.Errorf("%s q%d: frame of direction %d, want %d", dst.Name(), qi, tg.dir, dir)
