@@ -79,8 +79,11 @@ type Peer struct {
 	// Stamps are published by the workers; see Stamps.
 	Stamps Stamps
 
-	// TxBytes and RxBytes count transport bytes (outer UDP payload) sent
-	// to and received from the peer, published with the stamps.
+	// TxBytes and RxBytes count the bytes of UDP payload sent to and
+	// received from the peer: transport messages, published by the
+	// workers with the stamps, and handshake messages (those received
+	// added by the control plane once authenticated), as wireguard-go
+	// and the kernel count them.
 	TxBytes, RxBytes atomic.Uint64
 
 	// HandshakeNeeded is set by a worker that had data for the peer and no

@@ -102,6 +102,7 @@ type PeerStatus struct {
 	// LastHandshake is the wall time of the last completed handshake, zero
 	// if none.
 	LastHandshake time.Time
-	// TxBytes and RxBytes are the transport bytes the workers published.
+	// TxBytes and RxBytes are the bytes of transport and handshake
+	// messages sent to and received from the peer (fastpath.Peer's).
 	TxBytes, RxBytes uint64
 }

@@ -119,7 +119,7 @@ func fastpathRate(e *env, g *scaleGateway, n int, out map[string]any) error {
 	if err := waitSessions(one, 1, 10*time.Second); err != nil {
 		return err
 	}
-	spread := min(n, spreadOverride())
+	spread := min(n, 10000)
 	// The timed loop runs for rateTime of bursts (both gateways'), where
 	// a loop of 10,000 bursts each, under a second, gave a one-peer rate
 	// anywhere from 2.0 to 2.8 Mpps from run to run. It is still not

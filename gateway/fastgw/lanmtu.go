@@ -21,16 +21,19 @@ func (g *Gateway) watchLANMTU() error {
 	if err != nil {
 		return fmt.Errorf("follow the LAN MTU: %w", err)
 	}
-	index, mtu := l.Attrs().Index, l.Attrs().MTU
+	// mtu is the engine's: the port's at its opening (New read
+	// Config.LAN.MTU()), not the link's now, which may differ already.
+	index, mtu := l.Attrs().Index, g.lan.MTU()
 	ch, err := g.subscribeLinks(g.nsHandle, g.tableDone, "LAN")
 	if err != nil {
 		return err
 	}
-	// A change between the engine's read and the subscription is caught
-	// here.
+	// A change between the port's opening and the subscription is
+	// caught here.
 	if l, err := g.nlHandle.LinkByIndex(index); err == nil && l.Attrs().MTU != mtu {
 		mtu = l.Attrs().MTU
 		g.engine.SetLANMTU(mtu)
+		g.log.Info("LAN MTU changed while the gateway started; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", l.Attrs().Name, "mtu", mtu)
 	}
 	go func() {
 		for u := range ch {
