@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"strconv"
@@ -122,7 +123,9 @@ type Config struct {
 	// addresses' do, and the host answers it, as Linux delivers locally
 	// what wg0 receives for any of the host's addresses (RFC 1122 §3.3.4.2,
 	// the weak host model). Without one it is forwarded toward the LAN
-	// like any packet. Read once, by New.
+	// like any packet. IPv6 link-local addresses are left out: Linux
+	// delivers a packet to one only from its own link (RFC 4007 §9).
+	// Read by New; SetHostAddrs replaces them.
 	HostAddrs []netip.Addr
 	// SourcePorts is the default size of a peer's outer source port range
 	// (Peer.SrcPorts), starting at ListenPort (default 1).
@@ -344,14 +347,7 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.now = cfg.Now
 	}
-	own := make(map[netip.Addr]struct{})
-	for _, a := range cfg.TunnelAddrs {
-		own[a] = struct{}{}
-	}
-	for _, a := range cfg.HostAddrs {
-		own[a.Unmap()] = struct{}{}
-	}
-	e.routes.Store(newRouteTable(own))
+	e.routes.Store(newRouteTable(ownAddrs(cfg.TunnelAddrs, cfg.HostAddrs)))
 	e.members = make(map[*Peer]struct{})
 	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
@@ -378,6 +374,38 @@ func (e *Engine) Now() int64 { return e.now() }
 // net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
 // the new value from their next burst. Safe for concurrent use.
 func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
+
+// SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
+// packets from the tunnel go to the exception (e.g. after the WAN
+// interface's address changed: DHCP). Workers use the new set from their
+// next burst (one swap of the routing snapshot). Safe for concurrent use.
+func (e *Engine) SetHostAddrs(addrs []netip.Addr) {
+	e.peersMu.Lock()
+	defer e.peersMu.Unlock()
+	old := e.routes.Load()
+	own := ownAddrs(e.cfg.TunnelAddrs, addrs)
+	if maps.Equal(own, old.own) {
+		return
+	}
+	e.routes.Store(&routeTable{t: old.t, own: own})
+	e.Kick()
+}
+
+// ownAddrs is the set of addresses whose packets from the tunnel are the
+// host's (Config.TunnelAddrs and HostAddrs, IPv6 link-local ones left
+// out), unmapped.
+func ownAddrs(tunnel, host []netip.Addr) map[netip.Addr]struct{} {
+	own := make(map[netip.Addr]struct{}, len(tunnel)+len(host))
+	for _, a := range tunnel {
+		own[a] = struct{}{}
+	}
+	for _, a := range host {
+		if a = a.Unmap(); !a.IsLinkLocalUnicast() {
+			own[a] = struct{}{}
+		}
+	}
+	return own
+}
 
 // Indexes is the receiver-index table the control plane allocates from and
 // publishes keypairs to.

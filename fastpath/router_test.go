@@ -456,6 +456,36 @@ func TestHostAddrNotTransit(t *testing.T) {
 	}
 }
 
+// TestSetHostAddrs: the host's addresses can be replaced while running
+// (the WAN's after DHCP): a packet to an address added goes to the
+// exception, one to an address taken away is transit again; an IPv6
+// link-local address is never the host's here (RFC 4007 §9: Linux
+// delivers to it only from its own link).
+func TestSetHostAddrs(t *testing.T) {
+	var got [][]byte
+	r := newRig(t, rigConfig{hostAddrsB: []netip.Addr{lanAddrB}, exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	toException := func(dst netip.Addr) bool {
+		t.Helper()
+		got = nil
+		f := ttlFrame(t, r, hostAddrA, dst, 100, 64, 0, true)
+		atB, _ := through(t, r, f)
+		if len(got)+len(atB) != 1 {
+			t.Fatalf("%v: %d to the exception, %d at hostB, want 1 in all", dst, len(got), len(atB))
+		}
+		return len(got) == 1
+	}
+	if !toException(lanAddrB) || toException(hostAddrB) {
+		t.Fatalf("before SetHostAddrs: want %v the host's and %v transit", lanAddrB, hostAddrB)
+	}
+	r.b.SetHostAddrs([]netip.Addr{hostAddrB, netip.MustParseAddr("fe80::1")})
+	if toException(lanAddrB) || !toException(hostAddrB) {
+		t.Errorf("after SetHostAddrs(%v): want %v transit and %v the host's", hostAddrB, lanAddrB, hostAddrB)
+	}
+	if _, ok := r.b.routes.Load().own[netip.MustParseAddr("fe80::1")]; ok {
+		t.Errorf("link-local fe80::1 taken as the host's")
+	}
+}
+
 // TestOwnNotTransit: a packet from the tunnel to one of the gateway's own
 // tunnel addresses is not transit: it reaches Config.Exception with the TTL
 // / hop limit and checksum it came out of the tunnel with (one less than

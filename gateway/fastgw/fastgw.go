@@ -164,6 +164,9 @@ type Gateway struct {
 	// and kernelSocks, which change while running (listen.go).
 	wanMu        sync.Mutex
 	wanV4, wanV6 netip.Addr
+	// lanAddrs are the LAN interface's addresses at start: with the WAN
+	// interface's of the moment, the engine's HostAddrs.
+	lanAddrs []netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup

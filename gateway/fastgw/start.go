@@ -355,6 +355,7 @@ func (g *Gateway) openException() (addrs []netip.Addr, err error) {
 // into the exception TUN). The workers start with the control plane.
 func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs []netip.Addr) (err error) {
 	cfg := g.cfg
+	g.lanAddrs = ll.all
 	ecfg := fastpath.Config{
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
 		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,

@@ -1,6 +1,8 @@
 package fastgw
 
 import (
+	"slices"
+
 	"github.com/vishvananda/netlink"
 )
 
@@ -57,6 +59,9 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 	if g.moveWAN(wl, warned) {
 		g.dev.SetWANAddrs(wl.v4, wl.v6)
 	}
+	// What a peer sends to the WAN interface's addresses of now goes to
+	// the host (fastpath.Config.HostAddrs); the LAN's are those of start.
+	g.engine.SetHostAddrs(append(slices.Clone(g.lanAddrs), wl.all...))
 }
 
 // moveWAN moves the dataplane to wl's addresses; false if they did not
