@@ -90,20 +90,26 @@ func TestKernelFastPath(t *testing.T) {
 		},
 		log: func() string { return logs.String() + "\nfast-path drops: " + drops(current()) },
 		final: func(t *testing.T) {
-			// The workers publish their byte counts at most every 50 ms.
+			// The workers publish their byte counts and stamps at most
+			// every 50 ms. The byte counts include the handshake's
+			// messages: transfer both ways shows in the data stamps.
 			var st gateway.PeerStatus
+			var sent, received int64
 			for i := 0; i < 20; i++ {
 				ps := current().Device().Peers()
 				if len(ps) == 1 {
 					st = ps[0]
-					if !st.LastHandshake.IsZero() && st.TxBytes > 0 && st.RxBytes > 0 {
+					if fp := current().Device().FastPeer(st.PublicKey); fp != nil {
+						sent, received = fp.Stamps.LastDataSent.Load(), fp.Stamps.LastDataReceived.Load()
+					}
+					if !st.LastHandshake.IsZero() && st.TxBytes > 0 && st.RxBytes > 0 && sent > 0 && received > 0 {
 						break
 					}
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			if st.LastHandshake.IsZero() || st.TxBytes == 0 || st.RxBytes == 0 || st.Endpoint != guestEP {
-				t.Errorf("wgpio's view of the guest: %+v, want endpoint %v, a handshake and transfer both ways", st, guestEP)
+			if st.LastHandshake.IsZero() || st.TxBytes == 0 || st.RxBytes == 0 || sent == 0 || received == 0 || st.Endpoint != guestEP {
+				t.Errorf("wgpio's view of the guest: %+v (data last sent at %d, received at %d ns), want endpoint %v, a handshake and transfer both ways", st, sent, received, guestEP)
 			}
 			t.Logf("wgpio control plane: %+v", current().Device().Stats())
 			t.Logf("wgpio fast-path drops: %s", drops(current()))
