@@ -2,6 +2,7 @@ package fastgw
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -22,32 +23,66 @@ func (g *Gateway) watchLANMTU() error {
 		return fmt.Errorf("follow the LAN MTU: %w", err)
 	}
 	// mtu is the engine's: the port's at its opening (New read
-	// Config.LAN.MTU()), not the link's now, which may differ already.
+	// Config.LAN.MTU()), not the link's now, which may differ already
+	// (followLinks reads it after subscribing, and that change is
+	// handed on like any other).
 	index, mtu := l.Attrs().Index, g.lan.MTU()
-	ch, err := g.subscribeLinks(g.nsHandle, g.tableDone, "LAN")
+	return g.followLinks(g.nsHandle, g.tableDone, "LAN", []int{index}, func(a netlink.LinkAttrs) {
+		if a.Index != index || a.MTU == mtu {
+			return
+		}
+		mtu = a.MTU
+		g.engine.SetLANMTU(mtu)
+		g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
+	})
+}
+
+// resubscribeDelay is how long followLinks waits before subscribing again
+// after its subscription ended on an error.
+const resubscribeDelay = time.Second
+
+// followLinks calls handle, on one goroutine, with the attributes of each
+// link update of the namespace ns until done is closed, for following the
+// MTU of the side named what ("WAN", "LAN"), and with those of the
+// interfaces indexes as read after each subscription, so that a change
+// made before it is not missed. When the subscription ends on an error
+// (its socket overflowed in a burst of link events: ENOBUFS), the error is
+// logged and followLinks subscribes again after resubscribeDelay; only
+// its end at done is silent. It returns the first subscription's error.
+func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(netlink.LinkAttrs)) error {
+	ch, err := g.subscribeLinks(ns, done, what)
 	if err != nil {
 		return err
 	}
-	// A change between the port's opening and the subscription is
-	// caught here.
-	if l, err := g.nlHandle.LinkByIndex(index); err == nil && l.Attrs().MTU != mtu {
-		mtu = l.Attrs().MTU
-		g.engine.SetLANMTU(mtu)
-		g.log.Info("LAN MTU changed while the gateway started; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", l.Attrs().Name, "mtu", mtu)
-	}
 	go func() {
-		for u := range ch {
-			a := u.Attrs()
-			if a.Index != index || a.MTU == mtu {
-				continue
+		for {
+			for _, i := range indexes {
+				if l, err := g.nlHandle.LinkByIndex(i); err == nil {
+					handle(*l.Attrs())
+				}
 			}
-			mtu = a.MTU
-			g.engine.SetLANMTU(mtu)
-			g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
+			for u := range ch {
+				handle(*u.Attrs())
+			}
+			for ch = nil; ch == nil; {
+				select {
+				case <-done:
+					return
+				case <-time.After(resubscribeDelay):
+				}
+				if ch, err = g.subscribeLinks(ns, done, what); err != nil {
+					g.log.Warn("following the "+what+" MTU: subscribe again", "err", err)
+				} else {
+					g.log.Info("following the " + what + " MTU again after its subscription ended")
+				}
+			}
 		}
 	}()
 	return nil
 }
+
+// linkSubscribe is netlink's; tests end subscriptions early through it.
+var linkSubscribe = netlink.LinkSubscribeWithOptions
 
 // subscribeLinks subscribes to the link updates of the namespace ns (the
 // current one when ns is not open) until done is closed, for following
@@ -66,7 +101,7 @@ func (g *Gateway) subscribeLinks(ns netns.NsHandle, done <-chan struct{}, what s
 	if ns.IsOpen() {
 		opts.Namespace = &ns
 	}
-	if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+	if err := linkSubscribe(ch, done, opts); err != nil {
 		return nil, fmt.Errorf("follow the %s MTU: %w", what, err)
 	}
 	return ch, nil

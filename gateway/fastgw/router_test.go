@@ -221,6 +221,25 @@ func TestLANMTULive(t *testing.T) {
 	}
 }
 
+// TestLANMTUResubscribed: the MTU watchers' link subscriptions end at
+// start (as one does when its socket overflows in a burst of link
+// events); they subscribe again, and a LAN MTU lowered after that is
+// still followed.
+func TestLANMTUResubscribed(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	defer fastgw.EndFirstLinkSubscriptions(2)()
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	// Before or after the watcher subscribed again: it reads the link
+	// when it does.
+	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1300")
+	var out string
+	waitFor(t, "fragmentation needed with the new LAN MTU", func() bool {
+		out, _ = s.HostB.Run("ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1372", twosite.HostA4.String())
+		return strings.Contains(out, "mtu = 1300")
+	})
+}
+
 // TestPingGatewayLANAddress: hostB, at the far site, pings gwA's LAN
 // address through the tunnel and gets the answer, as from a Linux router
 // whose wg0 delivers locally what comes for any of its addresses. Before,

@@ -2,6 +2,8 @@ package fastgw
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -81,27 +83,20 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // was (the XDP program detached at Close, a carrier change, an alias) logs
 // nothing, nor does the subscription's end when done is closed.
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
-	ch, err := g.subscribeLinks(ns, done, "WAN")
-	if err != nil {
-		return err
-	}
-	go func() {
-		for u := range ch {
-			a := u.Attrs()
-			if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
-				continue
-			}
-			mtus[a.Index] = a.MTU
-			warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, a.MTU, a.Name, s.vid, v4, v6)
-			switch {
-			case err != nil:
-				g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", a.MTU, "problem", err.Error())
-			case warn != "":
-				g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", a.MTU, "problem", warn)
-			default:
-				g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", a.MTU, "tunnel_mtu", g.cfg.MTU)
-			}
+	indexes := slices.Collect(maps.Keys(mtus))
+	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs) {
+		if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
+			return
 		}
-	}()
-	return nil
+		mtus[a.Index] = a.MTU
+		warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, a.MTU, a.Name, s.vid, v4, v6)
+		switch {
+		case err != nil:
+			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", a.MTU, "problem", err.Error())
+		case warn != "":
+			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", a.MTU, "problem", warn)
+		default:
+			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", a.MTU, "tunnel_mtu", g.cfg.MTU)
+		}
+	})
 }
