@@ -1,12 +1,10 @@
 package compatgw
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
@@ -14,24 +12,6 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStartMTU: Start refuses a tunnel MTU whose full-size packets the WAN
 // MTU or an AF_XDP frame cannot carry, with fastgw's message in a
@@ -76,7 +56,7 @@ func TestStartMTU(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var logs syncBuffer
+			var logs testenv.LogBuffer
 			cfg := Config{
 				Name: topo.UniqueName("wgpm"), ListenPort: 51820, WAN: wan.A, LAN: lan.A, MTU: tt.tunnel,
 				// Generic XDP: native XDP on veth takes no MTU above 3506.

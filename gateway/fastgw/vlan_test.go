@@ -1,7 +1,6 @@
 package fastgw_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -216,24 +214,6 @@ func mustLinks(t *testing.T, ns *topo.NS) []string {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestWANMTU: a tunnel MTU whose outer packets do not fit the WAN MTU
 // stops the start with the numbers; a WAN MTU lowered while the gateway
 // runs is logged with them, and a change of the WAN link that leaves its
@@ -261,7 +241,7 @@ func TestWANMTU(t *testing.T) {
 	if _, err := s.GwA.Run("ip", "link", "set", "dev", wan, "mtu", "1500"); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	var g *fastgw.Gateway
 	if err := s.GwA.Do(func() (err error) {

@@ -42,7 +42,7 @@ type compat struct {
 
 // startCompat builds the compat peer inside ns: every socket and netlink
 // handle is made there.
-func startCompat(ns *topo.NS, wanName, lanName string, priv, guestPub kwg.Key, logs *syncBuffer) (_ *compat, err error) {
+func startCompat(ns *topo.NS, wanName, lanName string, priv, guestPub kwg.Key, logs *testenv.LogBuffer) (_ *compat, err error) {
 	c := &compat{tablesDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -185,7 +185,7 @@ func TestKernelCompat(t *testing.T) {
 	t.Cleanup(g.Close)
 	t.Logf("guest booted in %v (%s)", g.Boot.Round(time.Millisecond), env.Accel)
 
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	var mu sync.Mutex
 	var cur *compat
 	start := func() error {

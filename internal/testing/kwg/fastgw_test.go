@@ -2,6 +2,7 @@ package kwg_test
 
 import (
 	"fmt"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -35,7 +36,7 @@ func TestKernelFastPath(t *testing.T) {
 	}
 	t.Logf("guest booted in %v (%s)", g.Boot.Round(time.Millisecond), env.Accel)
 
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	var mu sync.Mutex
 	var gw *fastgw.Gateway
 	name := topo.UniqueName("kwgp")

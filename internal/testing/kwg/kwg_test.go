@@ -100,24 +100,6 @@ func staticELF(path string) bool {
 	return true
 }
 
-// syncBuffer is a log sink for a peer, safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // counters are a wgpio control plane's handshake counters.
 type counters struct {
 	InitiationsSent, ResponsesSent, Sessions uint64
