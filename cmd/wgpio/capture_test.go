@@ -216,7 +216,9 @@ func TestCaptureStopWithStalledClient(t *testing.T) {
 		copy(f[0].Data(), payload)
 		tx.Transmit(f[:])
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The server is stuck in a write once the client's receive queue is
+	// full, the rest of the 5.6 MB still to come.
+	waitReceiveQueue(t, c, 64<<10)
 	done := make(chan struct{})
 	go func() {
 		stop()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 )
@@ -74,7 +76,7 @@ func TestStatsStalledClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
-	time.Sleep(100 * time.Millisecond) // the loop is now writing to it
+	waitReceiveQueue(t, stalled, 64<<10) // the loop is now writing to it
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -84,5 +86,26 @@ func TestStatsStalledClient(t *testing.T) {
 	n, err := io.Copy(io.Discard, c)
 	if err != nil || n != int64(len(big))+3 { // a JSON string: quotes and a newline
 		t.Errorf("second client behind a stalled one: read %d bytes, %v; want the %d-byte reply", n, err, len(big)+3)
+	}
+}
+
+// waitReceiveQueue waits, up to 10 s, until at least n bytes are queued
+// unread in the receive buffer of the unix socket c: a server writing to
+// a client that does not read is then blocked in its write (a unix stream
+// socket's writer waits on the reader's buffer) or about to be.
+func waitReceiveQueue(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	rc, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() (q int) {
+		rc.Control(func(fd uintptr) { q, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+		return q
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes queued for the client after 10 s, want %d: the server never filled its buffer", queued(), n)
+		}
 	}
 }
