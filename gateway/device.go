@@ -100,6 +100,7 @@ type Device struct {
 	due       []*peer          // scratch: the peers one tick evaluates
 
 	startOnce sync.Once
+	startErr  error       // the first Start's error, returned by every later one
 	started   atomic.Bool // Start ran: a keepalive turned on is sent at once
 	closeOnce sync.Once
 	done      chan struct{}

@@ -317,3 +317,21 @@ func TestBadMAC1Warns(t *testing.T) {
 		t.Errorf("a valid initiation was logged as a bad MAC1")
 	}
 }
+
+// TestStartErrorSticks: a Start that failed (the UAPI socket could not be
+// made) started nothing, and a second Start must say so again rather than
+// return nil with nothing running.
+func TestStartErrorSticks(t *testing.T) {
+	d, err := New(Options{Name: strings.Repeat("x", 200), Dataplane: newFakeDP(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	err1 := d.Start()
+	if err1 == nil {
+		t.Fatal("Start with a 200-byte UAPI socket name = nil, want an error (path too long for a UNIX socket)")
+	}
+	if err2 := d.Start(); err2 != err1 {
+		t.Errorf("second Start = %v, want the first one's error %v", err2, err1)
+	}
+}
