@@ -335,3 +335,26 @@ func TestStartErrorSticks(t *testing.T) {
 		t.Errorf("second Start = %v, want the first one's error %v", err2, err1)
 	}
 }
+
+// TestAddPeerKeepaliveWholeSeconds: PersistentKeepalive is whole seconds
+// (the UAPI's persistent_keepalive_interval); AddPeer refuses a fraction,
+// which would otherwise be truncated (500 ms to 0, keepalive off) without
+// a word, and changes nothing.
+func TestAddPeerKeepaliveWholeSeconds(t *testing.T) {
+	d := newPlainDevice(t, newFakeDP(t))
+	k, _ := noise.NewPrivateKey()
+	for _, ka := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, -time.Second, 65536 * time.Second} {
+		if err := d.AddPeer(PeerConfig{PublicKey: k.PublicKey(), PersistentKeepalive: ka}); err == nil {
+			t.Errorf("AddPeer(PersistentKeepalive %v) = nil, want an error", ka)
+		}
+	}
+	if n := len(d.Peers()); n != 0 {
+		t.Errorf("after refused AddPeers, %d peers, want 0", n)
+	}
+	if err := d.AddPeer(PeerConfig{PublicKey: k.PublicKey(), PersistentKeepalive: 25 * time.Second}); err != nil {
+		t.Fatalf("AddPeer(PersistentKeepalive 25s) = %v", err)
+	}
+	if got := d.Peers()[0].PersistentKeepalive; got != 25*time.Second {
+		t.Errorf("PersistentKeepalive = %v, want 25s", got)
+	}
+}
