@@ -459,8 +459,10 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 func FlowHash(p []byte) uint32 { return flowHash(p) }
 
 // SendTunnel posts an inner IP packet from the host (the exception
-// interface) to be encrypted and sent to the peer its destination routes to.
-// It copies pkt. It returns false, counted, if the mailbox is full.
+// interface) to be encrypted and sent to the peer its destination routes to,
+// by worker queue (taken modulo the number of workers, as in Send; the
+// Exception callback is not told its worker's queue). It copies pkt. It
+// returns false, counted, if the mailbox is full.
 func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	select {
@@ -473,7 +475,8 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	}
 }
 
-// ReceiveWAN hands the worker of queue a WireGuard message, the payload msg
+// ReceiveWAN hands the worker of queue (modulo the number of workers, as
+// in Send) a WireGuard message, the payload msg
 // of a UDP datagram from src to dst (our address and port), that reached
 // the WAN outside the ports: one the host kernel reassembled from IP
 // fragments (the XDP program passes fragments to the kernel, which
@@ -506,7 +509,8 @@ func (e *Engine) WorkerThreads() []int {
 
 // SendFrame posts a whole Ethernet frame (an ARP request or neighbour
 // solicitation of the owned address mode) to be transmitted on the LAN
-// (lan) or WAN port by worker queue. It copies frame and returns false,
+// (lan) or WAN port by worker queue (modulo the number of workers, as in
+// Send). It copies frame and returns false,
 // counted, if the mailbox is full. Safe for concurrent use; never blocks.
 func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
