@@ -157,8 +157,10 @@ func New(cfg Config) (*Bind, error) {
 		return nil, errors.New("bind: no port")
 	case !cfg.Addr4.IsValid() && !cfg.Addr6.IsValid():
 		return nil, errors.New("bind: no listen address")
-	case cfg.Addr4.IsValid() && !cfg.Addr4.Unmap().Is4(), cfg.Addr6.IsValid() && !cfg.Addr6.Is6():
-		return nil, fmt.Errorf("bind: listen addresses %v, %v of the wrong family", cfg.Addr4, cfg.Addr6)
+	case cfg.Addr4.IsValid() && !cfg.Addr4.Unmap().Is4():
+		return nil, fmt.Errorf("bind: Addr4 %v is not an IPv4 address", cfg.Addr4)
+	case cfg.Addr6.IsValid() && !cfg.Addr6.Is6():
+		return nil, fmt.Errorf("bind: Addr6 %v is not an IPv6 address", cfg.Addr6)
 	case cfg.ListenPort == 0:
 		return nil, errors.New("bind: listen port 0 (the XDP filter needs a fixed port)")
 	case cfg.Routes == nil || cfg.Neighbours == nil:

@@ -231,7 +231,10 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 // DropCounts counts dropped frames by reason, indexed by DropReason. In
 // JSON it is an object of the nonzero counts by reason name
 // ({"too_long": 3}), which UnmarshalJSON reads back; an unknown name is an
-// error.
+// error. Its methods (those of internal/counts.Counts, which go doc does
+// not list): List gives the nonzero counts as sorted "reason=count"
+// strings (print that: %v prints the whole array), Total their sum, Add
+// adds another's.
 type DropCounts = counts.Counts[DropReason]
 
 // AtomicDropCounts is DropCounts for concurrent writers, for a backend's

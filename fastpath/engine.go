@@ -84,17 +84,26 @@ const NeighbourCacheTTL = time.Second
 type Config struct {
 	// LAN is the plaintext side, WAN the encrypted side. Queue i of both
 	// is driven by worker i; both must have the same number of queues.
+	// Required. The engine does not close them.
 	LAN, WAN dataplane.Port
-	// ListenPort is our WireGuard UDP port on the WAN addresses.
+	// ListenPort is our WireGuard UDP port on the WAN addresses. Required
+	// (not 0).
 	ListenPort uint16
-	// WANAddr4 / WANAddr6 are our outer addresses (either may be invalid
-	// if that family is not used).
+	// WANAddr4 / WANAddr6 are our outer addresses. At least one is
+	// required; the other may be invalid if that family is not used.
 	WANAddr4, WANAddr6 netip.Addr
-	// MTU is the tunnel MTU (default DefaultMTU): inner IPv4 packets
-	// larger than this without DF are fragmented (RFC 791); the others
-	// get ICMP "fragmentation needed" / "packet too big".
+	// MTU is the tunnel MTU (default DefaultMTU; at least 576, or 1280
+	// with a WANAddr6): inner IPv4 packets larger than this without DF
+	// are fragmented (RFC 791); the others get ICMP "fragmentation
+	// needed" / "packet too big". New does not check it against
+	// WAN.MTU(): nothing fragments the outer packets, so a tunnel packet
+	// whose outer packet (MTU + tunnelmtu.OuterOverhead4 or 6) exceeds
+	// the WAN port's MTU is lost at the port (memport counts it as
+	// dataplane.DropTooLong in QueueStats.WAN). Check it with package
+	// gateway/tunnelmtu (CheckWAN), as gateway/fastgw does.
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
+	// Both are required.
 	WANResolver, LANResolver Resolver
 	// WANVLAN and LANVLAN are the IEEE 802.1Q VLAN (1-4094) each side
 	// runs on, or 0 for untagged frames. A worker takes from a port only
@@ -138,8 +147,8 @@ type Config struct {
 	// has one (RFC 8200 §8.1). Received datagrams' checksums are not
 	// verified, for the same reason.
 	IPv4UDPChecksum bool
-	// Burst is the number of frames received at once (default 64, at most
-	// MaxBurst; New rejects more).
+	// Burst is the number of frames received at once (0 or less:
+	// DefaultBurst; at most MaxBurst, New rejects more).
 	Burst int
 	// MaxHeldPerQueue caps held packets per worker (default 1024).
 	MaxHeldPerQueue int
@@ -274,7 +283,11 @@ type ControlPacket struct {
 	Peer *Peer
 }
 
-// New makes an engine on two ports. Start runs the workers.
+// New makes an engine on two ports. Start runs the workers. It returns
+// an error, and makes nothing, for a Config without its required fields
+// (LAN and WAN, ListenPort, a WAN address, both resolvers), ports of
+// different queue counts, a VLAN over 4094, a tunnel MTU below the
+// minimum, a Burst over MaxBurst or a CPU the process may not run on.
 func New(cfg Config) (*Engine, error) {
 	if cfg.LAN == nil || cfg.WAN == nil {
 		return nil, errors.New("fastpath: LAN and WAN ports are required")
@@ -446,8 +459,10 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 func FlowHash(p []byte) uint32 { return flowHash(p) }
 
 // SendTunnel posts an inner IP packet from the host (the exception
-// interface) to be encrypted and sent to the peer its destination routes to.
-// It copies pkt. It returns false, counted, if the mailbox is full.
+// interface) to be encrypted and sent to the peer its destination routes to,
+// by worker queue (taken modulo the number of workers, as in Send; the
+// Exception callback is not told its worker's queue). It copies pkt. It
+// returns false, counted, if the mailbox is full.
 func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	select {
@@ -460,7 +475,8 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	}
 }
 
-// ReceiveWAN hands the worker of queue a WireGuard message, the payload msg
+// ReceiveWAN hands the worker of queue (modulo the number of workers, as
+// in Send) a WireGuard message, the payload msg
 // of a UDP datagram from src to dst (our address and port), that reached
 // the WAN outside the ports: one the host kernel reassembled from IP
 // fragments (the XDP program passes fragments to the kernel, which
@@ -493,7 +509,8 @@ func (e *Engine) WorkerThreads() []int {
 
 // SendFrame posts a whole Ethernet frame (an ARP request or neighbour
 // solicitation of the owned address mode) to be transmitted on the LAN
-// (lan) or WAN port by worker queue. It copies frame and returns false,
+// (lan) or WAN port by worker queue (modulo the number of workers, as in
+// Send). It copies frame and returns false,
 // counted, if the mailbox is full. Safe for concurrent use; never blocks.
 func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
@@ -515,7 +532,10 @@ func (e *Engine) Kick() {
 	}
 }
 
-// Start runs the workers, each on its own locked OS thread.
+// Start runs the workers, one goroutine per queue: each owns a locked
+// (and, with Config.CPUs, pinned) OS thread or shares the Go scheduler's,
+// as Config.CPUs and Config.Share say. Call it once, before Close (a
+// second call does nothing), and not concurrently with Close.
 func (e *Engine) Start() {
 	if e.started {
 		return

@@ -4,7 +4,7 @@ import "time"
 
 // SendWait is Send for a control packet that cost the sender real work (a
 // handshake response is four Curve25519 operations): when the mailbox of
-// queue is full it waits for room, up to timeout, instead of refusing at
+// queue (modulo the number of workers, as in Send) is full it waits for room, up to timeout, instead of refusing at
 // once. It copies pkt.Payload and returns false, counted once
 // (DropMailboxFull), only if the mailbox stayed full for timeout. The
 // caller blocks meanwhile, so it must hold no lock the worker or other

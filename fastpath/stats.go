@@ -201,8 +201,10 @@ type QueueStats struct {
 
 // DropCounts counts drops by reason, indexed by DropReason. In JSON it is
 // an object of the nonzero counts by reason name ({"replay": 3}), which
-// UnmarshalJSON reads back; an unknown name is an error. List gives them
-// as sorted "reason=count" strings.
+// UnmarshalJSON reads back; an unknown name is an error. Its methods (those
+// of internal/counts.Counts, which go doc does not list): List gives the
+// nonzero counts as sorted "reason=count" strings (print that: %v prints
+// the whole array), Total their sum, Add adds another's.
 type DropCounts = counts.Counts[DropReason]
 
 type counters struct {

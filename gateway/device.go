@@ -100,6 +100,7 @@ type Device struct {
 	due       []*peer          // scratch: the peers one tick evaluates
 
 	startOnce sync.Once
+	startErr  error       // the first Start's error, returned by every later one
 	started   atomic.Bool // Start ran: a keepalive turned on is sent at once
 	closeOnce sync.Once
 	done      chan struct{}
@@ -318,8 +319,8 @@ func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}
 // before it applies any; on an error nothing changed.
 func (d *Device) AddPeers(cs []PeerConfig) error {
 	for _, c := range cs {
-		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second {
-			return fmt.Errorf("gateway: peer %s: persistent keepalive %v out of range", c.PublicKey, c.PersistentKeepalive)
+		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
+			return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
 		}
 	}
 	d.mu.Lock()

@@ -317,3 +317,44 @@ func TestBadMAC1Warns(t *testing.T) {
 		t.Errorf("a valid initiation was logged as a bad MAC1")
 	}
 }
+
+// TestStartErrorSticks: a Start that failed (the UAPI socket could not be
+// made) started nothing, and a second Start must say so again rather than
+// return nil with nothing running.
+func TestStartErrorSticks(t *testing.T) {
+	d, err := New(Options{Name: strings.Repeat("x", 200), Dataplane: newFakeDP(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	err1 := d.Start()
+	if err1 == nil {
+		t.Fatal("Start with a 200-byte UAPI socket name = nil, want an error (path too long for a UNIX socket)")
+	}
+	if err2 := d.Start(); err2 != err1 {
+		t.Errorf("second Start = %v, want the first one's error %v", err2, err1)
+	}
+}
+
+// TestAddPeerKeepaliveWholeSeconds: PersistentKeepalive is whole seconds
+// (the UAPI's persistent_keepalive_interval); AddPeer refuses a fraction,
+// which would otherwise be truncated (500 ms to 0, keepalive off) without
+// a word, and changes nothing.
+func TestAddPeerKeepaliveWholeSeconds(t *testing.T) {
+	d := newPlainDevice(t, newFakeDP(t))
+	k, _ := noise.NewPrivateKey()
+	for _, ka := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, -time.Second, 65536 * time.Second} {
+		if err := d.AddPeer(PeerConfig{PublicKey: k.PublicKey(), PersistentKeepalive: ka}); err == nil {
+			t.Errorf("AddPeer(PersistentKeepalive %v) = nil, want an error", ka)
+		}
+	}
+	if n := len(d.Peers()); n != 0 {
+		t.Errorf("after refused AddPeers, %d peers, want 0", n)
+	}
+	if err := d.AddPeer(PeerConfig{PublicKey: k.PublicKey(), PersistentKeepalive: 25 * time.Second}); err != nil {
+		t.Fatalf("AddPeer(PersistentKeepalive 25s) = %v", err)
+	}
+	if got := d.Peers()[0].PersistentKeepalive; got != 25*time.Second {
+		t.Errorf("PersistentKeepalive = %v, want 25s", got)
+	}
+}

@@ -89,7 +89,8 @@ type PeerConfig struct {
 	// the peer sends us a handshake.
 	Endpoint netip.AddrPort
 	// PersistentKeepalive is the persistent keepalive interval (whitepaper
-	// §6.5), whole seconds up to 65535; 0 disables it.
+	// §6.5), whole seconds up to 65535 (AddPeer refuses others: 500 ms
+	// would otherwise round to 0, which disables it); 0 disables it.
 	PersistentKeepalive time.Duration
 	// AllowedIPs are the prefixes routed to the peer (and accepted from it).
 	// A prefix already held by another peer moves to this one.

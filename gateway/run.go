@@ -9,12 +9,12 @@ import (
 // receiving Dataplane.Handshakes and sending initiations; pool.go) and the
 // timers (Tick every TickInterval on the real clock, in a goroutine of its
 // own) and, if Options.Name is set, serves the UAPI socket. It returns an
-// error only if the socket cannot be made.
+// error only if the socket cannot be made; nothing runs then. Start runs
+// once: a later call starts nothing and returns the first call's result.
 func (d *Device) Start() error {
-	var err error
 	d.startOnce.Do(func() {
 		if d.opts.Name != "" {
-			if err = d.listenUAPI(d.opts.Name); err != nil {
+			if d.startErr = d.listenUAPI(d.opts.Name); d.startErr != nil {
 				return
 			}
 		}
@@ -27,7 +27,7 @@ func (d *Device) Start() error {
 		go d.tickLoop()
 		d.keepalivesAtStart()
 	})
-	return err
+	return d.startErr
 }
 
 // keepalivesAtStart marks the device started and sends a keepalive to

@@ -116,9 +116,12 @@ func (d *Device) Stats() Stats {
 	return s
 }
 
-// DropCounts counts drops by reason, indexed by DropReason. In JSON it is an
-// object of the nonzero counts by reason name, which UnmarshalJSON reads
-// back; an unknown name is an error.
+// DropCounts counts drops by reason, indexed by DropReason. In JSON it is
+// an object of the nonzero counts by reason name, which UnmarshalJSON reads
+// back; an unknown name is an error. Its methods (those of
+// internal/counts.Counts, which go doc does not list): List gives the
+// nonzero counts as sorted "reason=count" strings (print that: %v prints
+// the whole array), Total their sum, Add adds another's.
 type DropCounts = counts.Counts[DropReason]
 
 // Losses lists the nonzero drops as sorted "name=count" strings (names in

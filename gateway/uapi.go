@@ -574,12 +574,12 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 func (d *Device) listenUAPI(name string) error {
 	f, err := ipc.UAPIOpen(name)
 	if err != nil {
-		return fmt.Errorf("open uapi socket %s: %w", name, err)
+		return fmt.Errorf("gateway: open UAPI socket %s: %w", name, err)
 	}
 	l, err := ipc.UAPIListen(name, f)
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("listen on uapi socket %s: %w", name, err)
+		return fmt.Errorf("gateway: listen on UAPI socket %s: %w", name, err)
 	}
 	d.mu.Lock()
 	d.uapi = l

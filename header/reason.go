@@ -117,7 +117,10 @@ func itoa(n int) string {
 	return string(b[i:])
 }
 
-// ReasonCounts counts packets by reason, indexed by Reason. In JSON it is an object
-// of the nonzero counts by reason name, which UnmarshalJSON reads back; an
-// unknown name is an error.
+// ReasonCounts counts packets by reason, indexed by Reason. In JSON it is
+// an object of the nonzero counts by reason name, which UnmarshalJSON reads
+// back; an unknown name is an error. Its methods (those of
+// internal/counts.Counts, which go doc does not list): List gives the
+// nonzero counts as sorted "reason=count" strings (print that: %v prints
+// the whole array), Total their sum, Add adds another's.
 type ReasonCounts = counts.Counts[Reason]

@@ -666,8 +666,10 @@ func (d *PortDevice) SendFrame(frame []byte) error {
 	return nil
 }
 
-// PortDropCounts counts a PortDevice's drops by reason, indexed by PortDropReason. In JSON it is an object
-// of the nonzero counts by reason name, which UnmarshalJSON reads back; an
-// unknown name is an error. List gives them as sorted "reason=count"
-// strings.
+// PortDropCounts counts a PortDevice's drops by reason, indexed by
+// PortDropReason. In JSON it is an object of the nonzero counts by reason
+// name, which UnmarshalJSON reads back; an unknown name is an error. Its
+// methods (those of internal/counts.Counts, which go doc does not list):
+// List gives the nonzero counts as sorted "reason=count" strings (print
+// that: %v prints the whole array), Total their sum, Add adds another's.
 type PortDropCounts = counts.Counts[PortDropReason]
