@@ -106,17 +106,16 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 // suppressed), else the engine's shared rate limiter's answer, counting
 // what it suppresses.
 func (w *worker) icmpAllowed(p []byte, now int64) bool {
+	var dst netip.Addr
 	if p[0]>>4 == header.IPv4Version {
 		if header.ICMPv4ErrorAllowed(p) != header.OK {
 			return false
 		}
-	} else if header.ICMPv6ErrorAllowed(p, header.ICMPv6TypeTimeExceeded) != header.OK {
-		return false
-	}
-	var dst netip.Addr
-	if p[0]>>4 == header.IPv4Version {
 		dst = netip.AddrFrom4(header.IPv4(p).SrcBytes())
 	} else {
+		if header.ICMPv6ErrorAllowed(p, header.ICMPv6TypeTimeExceeded) != header.OK {
+			return false
+		}
 		dst = netip.AddrFrom16(header.IPv6(p).SrcBytes())
 	}
 	if w.e.icmpLimit.Allow(dst, now) {

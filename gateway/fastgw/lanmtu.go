@@ -2,10 +2,8 @@ package fastgw
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // watchLANMTU follows the MTU of the LAN port's interface (the trunk the
@@ -35,74 +33,4 @@ func (g *Gateway) watchLANMTU() error {
 		g.engine.SetLANMTU(mtu)
 		g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
 	})
-}
-
-// resubscribeDelay is how long followLinks waits before subscribing again
-// after its subscription ended on an error.
-const resubscribeDelay = time.Second
-
-// followLinks calls handle, on one goroutine, with the attributes of each
-// link update of the namespace ns until done is closed, for following the
-// MTU of the side named what ("WAN", "LAN"), and with those of the
-// interfaces indexes as read after each subscription, so that a change
-// made before it is not missed. When the subscription ends on an error
-// (its socket overflowed in a burst of link events: ENOBUFS), the error is
-// logged and followLinks subscribes again after resubscribeDelay; only
-// its end at done is silent. It returns the first subscription's error.
-func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(netlink.LinkAttrs)) error {
-	ch, err := g.subscribeLinks(ns, done, what)
-	if err != nil {
-		return err
-	}
-	go func() {
-		for {
-			for _, i := range indexes {
-				if l, err := g.nlHandle.LinkByIndex(i); err == nil {
-					handle(*l.Attrs())
-				}
-			}
-			for u := range ch {
-				handle(*u.Attrs())
-			}
-			for ch = nil; ch == nil; {
-				select {
-				case <-done:
-					return
-				case <-time.After(resubscribeDelay):
-				}
-				if ch, err = g.subscribeLinks(ns, done, what); err != nil {
-					g.log.Warn("following the "+what+" MTU: subscribe again", "err", err)
-				} else {
-					g.log.Info("following the " + what + " MTU again after its subscription ended")
-				}
-			}
-		}
-	}()
-	return nil
-}
-
-// linkSubscribe is netlink's; tests end subscriptions early through it.
-var linkSubscribe = netlink.LinkSubscribeWithOptions
-
-// subscribeLinks subscribes to the link updates of the namespace ns (the
-// current one when ns is not open) until done is closed, for following
-// the MTU of the side named what ("WAN", "LAN"): an error of the
-// subscription is logged at warning level, but not the one its own end
-// at done causes.
-func (g *Gateway) subscribeLinks(ns netns.NsHandle, done <-chan struct{}, what string) (<-chan netlink.LinkUpdate, error) {
-	ch := make(chan netlink.LinkUpdate, 16)
-	opts := netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
-		select {
-		case <-done: // closing the subscription fails its pending receive
-		default:
-			g.log.Warn("following the "+what+" MTU", "err", err)
-		}
-	}}
-	if ns.IsOpen() {
-		opts.Namespace = &ns
-	}
-	if err := linkSubscribe(ch, done, opts); err != nil {
-		return nil, fmt.Errorf("follow the %s MTU: %w", what, err)
-	}
-	return ch, nil
 }

@@ -210,6 +210,14 @@ func TestLANMTULive(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	s := newSite(t, twosite.Config{})
 	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	lowerLANMTU(t, s)
+}
+
+// lowerLANMTU lowers gwA's LAN MTU to 1300 and checks that a DF packet
+// from hostB over it is answered with fragmentation needed (mtu = 1300)
+// and counted lan_too_big.
+func lowerLANMTU(t *testing.T, s *twosite.Site) {
+	t.Helper()
 	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1300")
 	var out string
 	waitFor(t, "fragmentation needed with the new LAN MTU", func() bool {
@@ -232,12 +240,7 @@ func TestLANMTUResubscribed(t *testing.T) {
 	ping(t, s.HostB, twosite.HostA4.String(), 0)
 	// Before or after the watcher subscribed again: it reads the link
 	// when it does.
-	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1300")
-	var out string
-	waitFor(t, "fragmentation needed with the new LAN MTU", func() bool {
-		out, _ = s.HostB.Run("ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1372", twosite.HostA4.String())
-		return strings.Contains(out, "mtu = 1300")
-	})
+	lowerLANMTU(t, s)
 }
 
 // TestPingGatewayLANAddress: hostB, at the far site, pings gwA's LAN

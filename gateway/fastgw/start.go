@@ -443,7 +443,8 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 }
 
 // watchMTU follows the WAN MTU (vlan.go), on the address device and the
-// trunk under it, and the LAN port's MTU (lanmtu.go).
+// trunk under it, and the LAN port's MTU (lanmtu.go), through
+// followLinks (linkwatch.go).
 func (g *Gateway) watchMTU(wl link) {
 	if err := g.watchLANMTU(); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
