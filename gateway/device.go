@@ -236,9 +236,14 @@ func (d *Device) PublicKey() noise.PublicKey {
 // SetPrivateKey replaces the static private key (zero: none). As in
 // wireguard-go, every session ends (the peers' keypairs are dropped and
 // zeroed; new handshakes follow on demand) and a peer whose public key is the
-// new key's own is removed.
+// new key's own is removed. After Close it does nothing: the device keeps
+// no key its Close would not erase.
 func (d *Device) SetPrivateKey(k noise.PrivateKey) {
 	d.mu.Lock()
+	if d.closed() {
+		d.mu.Unlock()
+		return
+	}
 	d.setPrivateKeyLocked(k)
 	d.publishLocked()
 	d.mu.Unlock()
@@ -308,6 +313,22 @@ func (d *Device) zeroRetired() {
 	d.idMu.Unlock()
 }
 
+// errDeviceClosed is the error of the configuration calls after Close.
+var errDeviceClosed = fmt.Errorf("gateway: device closed: %w", net.ErrClosed)
+
+// closed reports whether Close has begun. The configuration calls check it
+// under mu: Close closes done before it takes mu to remove every peer, so
+// a call that took mu first has its changes undone by Close, and one that
+// takes it later changes nothing.
+func (d *Device) closed() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // AddPeer adds a peer, or replaces the configuration of the peer with the
 // same public key (its sessions are kept, its allowed IPs replaced). A peer
 // whose key is our own is ignored, as wireguard-go does.
@@ -316,7 +337,8 @@ func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}
 // AddPeers is AddPeer for many peers, in order, handing the dataplane the
 // new peer set once: adding n peers one by one rebuilds the dataplane's
 // tables n times, adding them together once. It checks every configuration
-// before it applies any; on an error nothing changed.
+// before it applies any; on an error nothing changed. After Close it adds
+// nothing and returns an error wrapping net.ErrClosed.
 func (d *Device) AddPeers(cs []PeerConfig) error {
 	for _, c := range cs {
 		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
@@ -325,6 +347,9 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed() {
+		return errDeviceClosed
+	}
 	var kick []*peer
 	for _, c := range cs {
 		p, _ := d.lookupOrCreateLocked(c.PublicKey)

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -356,5 +358,39 @@ func TestAddPeerKeepaliveWholeSeconds(t *testing.T) {
 	}
 	if got := d.Peers()[0].PersistentKeepalive; got != 25*time.Second {
 		t.Errorf("PersistentKeepalive = %v, want 25s", got)
+	}
+}
+
+// TestClosedDeviceRefusesChanges: after Close, which zeroed every key the
+// device held, the configuration calls change nothing and say so: a peer
+// (with its preshared key) or a private key set afterwards would be key
+// material no one erases, and a UAPI set would report success for a
+// device that is gone.
+func TestClosedDeviceRefusesChanges(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	if err := r.dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := noise.NewPrivateKey()
+	pub := k.PublicKey()
+	psk := noise.PresharedKey{1}
+	err := r.dev.AddPeer(PeerConfig{PublicKey: pub, PresharedKey: psk})
+	if !errors.Is(err, net.ErrClosed) {
+		t.Errorf("AddPeer after Close: %v, want an error wrapping net.ErrClosed", err)
+	}
+	if n := len(r.dev.Peers()); n != 0 {
+		t.Errorf("after AddPeer on a closed device: %d peers, want 0", n)
+	}
+	err = r.dev.IpcSet(strings.NewReader("public_key=" + pub.Hex() + "\n\n"))
+	var ue *UAPIError
+	if !errors.As(err, &ue) || !errors.Is(err, net.ErrClosed) {
+		t.Errorf("IpcSet after Close: %v, want a *UAPIError wrapping net.ErrClosed", err)
+	}
+	if n := len(r.dev.Peers()); n != 0 {
+		t.Errorf("after IpcSet on a closed device: %d peers, want 0", n)
+	}
+	r.dev.SetPrivateKey(k)
+	if pk := r.dev.PublicKey(); pk != (noise.PublicKey{}) {
+		t.Errorf("after SetPrivateKey on a closed device: public key %x, want none", pk)
 	}
 }

@@ -135,10 +135,14 @@ type setState struct {
 // what came before it stays applied. The error is a *UAPIError.
 //
 // Endpoints must be numeric (IP:port or [IPv6]:port): wg(8) resolves host
-// names before it talks to the socket.
+// names before it talks to the socket. After Close nothing is applied and
+// the error wraps net.ErrClosed.
 func (d *Device) IpcSet(r io.Reader) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed() {
+		return uapiErrorf(ipc.IpcErrorIO, "%w", errDeviceClosed)
+	}
 	var st setState
 	defer func() {
 		if ferr := d.finishSetLocked(&st); err == nil {
