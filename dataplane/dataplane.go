@@ -149,10 +149,16 @@ type Stats struct {
 	Backend map[string]uint64 `json:"backend"`
 }
 
-// LossCounters names the Backend counters that mean a lost frame: AF_XDP's
-// XDP_STATISTICS (the kernel dropped a frame for a full RX ring or an empty
-// fill ring, or met a bad descriptor).
-var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full", "xsk_rx_fill_ring_empty_descs"}
+// LossCounters names the Backend counters that count lost frames, each
+// frame once: AF_XDP's XDP_STATISTICS (the kernel dropped a received frame
+// for a full RX ring, or for no free frame in the fill ring or a frame too
+// long for one, or met a bad descriptor). xsk_rx_fill_ring_empty_descs is
+// not one of them: in copy mode (veth, generic XDP) a frame dropped for an
+// empty fill ring is counted in xsk_rx_dropped as well (net/xdp/xsk.c,
+// __xsk_rcv), and in zero-copy mode the counter counts the driver's failed
+// refills, not frames (the NIC drops what finds no buffer and counts it in
+// its own statistics, ethtool -S). It stays in Backend, as a cause.
+var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full"}
 
 // Losses lists what s counts as lost, as sorted "name=count" strings for
 // the nonzero counters: the drops by reason, the ring-full events (a

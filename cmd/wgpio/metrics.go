@@ -18,6 +18,10 @@ import (
 	"github.com/wgpio/wgpio/gateway/fastgw"
 )
 
+// fillRingEmptyKey is AF_XDP's Backend counter of fill-ring-empty events
+// (dataplane.LossCounters says why it is not a loss counter).
+const fillRingEmptyKey = "xsk_rx_fill_ring_empty_descs"
+
 // collector exports a gateway's counters in Prometheus' conventions: one
 // metric per quantity, labels for queue, reason and peer, _total counters.
 type collector struct {
@@ -30,6 +34,7 @@ type collector struct {
 	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
+	kernelDrops, fillRingEmpty              *prometheus.Desc
 	xdp                                     *prometheus.Desc
 	liveSessions, keypairs, unconfirmed     *prometheus.Desc
 	hsBacklog, hsBacklogPeak                *prometheus.Desc
@@ -63,6 +68,8 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 		portTx:         d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
 		portDrops:      d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
 		portCopies:     d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+		kernelDrops:    d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
+		fillRingEmpty:  d("port_fill_ring_empty_total", "Times the kernel found a port queue's fill ring empty (XDP_STATISTICS rx_fill_ring_empty_descs; in copy mode each such frame is also in port_kernel_drops_total{reason=\"rx_dropped\"}).", "port", "queue"),
 		xdp:            d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
 		liveSessions:   d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
 		keypairs:       d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
@@ -76,7 +83,7 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsBacklog, c.hsBacklogPeak} {
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsBacklog, c.hsBacklogPeak} {
 		ch <- d
 	}
 }
@@ -110,6 +117,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.portCopies, ctr, float64(port.st.Copies), port.name, qs)
 			for r := range dataplane.NumDropReasons {
 				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
+			}
+			// The kernel's counters of the queue's socket (absent from
+			// Backend while the socket is closed, and for other backends).
+			for _, k := range dataplane.LossCounters {
+				if v, ok := port.st.Backend[k]; ok {
+					ch <- prometheus.MustNewConstMetric(c.kernelDrops, ctr, float64(v), port.name, qs, strings.TrimPrefix(k, "xsk_"))
+				}
+			}
+			if v, ok := port.st.Backend[fillRingEmptyKey]; ok {
+				ch <- prometheus.MustNewConstMetric(c.fillRingEmpty, ctr, float64(v), port.name, qs)
 			}
 		}
 	}

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/fastpath"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -107,5 +111,47 @@ func waitReceiveQueue(t *testing.T, c net.Conn, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d bytes queued for the client after 10 s, want %d: the server never filled its buffer", queued(), n)
 		}
+	}
+}
+
+// TestMetricsKernelDrops: the AF_XDP sockets' losses the kernel counts
+// (XDP_STATISTICS) are exported per port, queue and reason, each frame
+// once: the fill-ring-empty events, already in rx_dropped, apart.
+func TestMetricsKernelDrops(t *testing.T) {
+	q := fastpath.QueueStats{}
+	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 7, "xsk_rx_dropped": 3, fillRingEmptyKey: 3, "xsk_rx_invalid_descs": 0, "xsk_tx_invalid_descs": 0}
+	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newCollector("wg0", func() GatewayStats { return s })); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := b.String()
+	for _, want := range []string{
+		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_ring_full"} 7`,
+		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_dropped"} 3`,
+		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_invalid_descs"} 0`,
+		`wgpio_port_fill_ring_empty_total{device="wg0",port="wan",queue="0"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// The LAN port's Stats have no socket counters (closed, or another
+	// backend): nothing is made up for it.
+	if strings.Contains(body, `port="lan",queue="0",reason="rx_dropped"`) {
+		t.Error("kernel drops exported for a port without socket counters")
+	}
+	if strings.Contains(body, `reason="rx_fill_ring_empty_descs"`) {
+		t.Error("the fill-ring-empty events are exported as a drop reason: they are in rx_dropped already")
 	}
 }

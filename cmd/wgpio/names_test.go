@@ -35,6 +35,11 @@ func fullStats() GatewayStats {
 		for r := range dataplane.NumDropReasons {
 			p.Drops[r] = 1
 		}
+		// What an AF_XDP port's Stats hold besides (afxdp.Queue.Stats).
+		p.Backend = map[string]uint64{fillRingEmptyKey: 1, "xsk_tx_ring_empty_descs": 1, "tx_kicks": 1}
+		for _, k := range dataplane.LossCounters {
+			p.Backend[k] = 1
+		}
 	}
 	var d gateway.Stats
 	ones(&d)

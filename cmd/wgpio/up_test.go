@@ -124,6 +124,11 @@ func TestUpWithStockPeer(t *testing.T) {
 			`wgpio_xdp_frames_total{device="` + s.GwName + `",port="lan",verdict="pass_vlan"}`,
 			`wgpio_live_sessions{device="` + s.GwName + `"} 1`, `wgpio_keypairs_installed_total{`,
 			`wgpio_responder_keypairs_expired_unconfirmed_total{`,
+			// The kernel's counters of the AF_XDP sockets (rx_ring_full:
+			// the workers did not keep up).
+			`wgpio_port_kernel_drops_total{device="` + s.GwName + `",port="wan",queue="0",reason="rx_ring_full"}`,
+			`wgpio_port_kernel_drops_total{device="` + s.GwName + `",port="lan",queue="0",reason="rx_dropped"}`,
+			`wgpio_port_fill_ring_empty_total{device="` + s.GwName + `",port="lan",queue="0"}`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
