@@ -38,7 +38,7 @@ type collector struct {
 	xdp                                     *prometheus.Desc
 	liveSessions, keypairs, unconfirmed     *prometheus.Desc
 	hsBacklog, hsBacklogPeak                *prometheus.Desc
-	controlDrops                            *prometheus.Desc
+	controlDrops, exceptionDrops            *prometheus.Desc
 }
 
 func newCollector(name string, stats func() GatewayStats) *collector {
@@ -77,13 +77,14 @@ func newCollector(name string, stats func() GatewayStats) *collector {
 		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
+		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses) that the exception TUN refused: its interface was down."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsBacklog, c.hsBacklogPeak} {
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak} {
 		ch <- d
 	}
 }
@@ -143,6 +144,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for r := range gateway.NumDropReasons {
 		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(s.Device.Drops[r]), r.Key())
 	}
+	ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(s.ExceptionDrops))
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
 		ch <- prometheus.MustNewConstMetric(c.peerTx, ctr, float64(p.TxBytes), p.PublicKey)

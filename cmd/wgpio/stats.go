@@ -100,6 +100,9 @@ func printStats(name string, s GatewayStats) {
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}
+	if s.ExceptionDrops > 0 {
+		fmt.Printf("exception TUN drops: %d (packets for the host while its interface %s was down)\n", s.ExceptionDrops, s.Name)
+	}
 	// What the ports and the kernel dropped before the workers saw it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "port\tqueue\trx\ttx\tcopies\tdrops")

@@ -526,6 +526,9 @@ type GatewayStats struct {
 	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
 	// kernel (xdp_pass_vlan: of another VLAN than the port's).
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
+	// ExceptionDrops counts the packets for the host that the exception
+	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops).
+	ExceptionDrops uint64 `json:"exception_tun_drops"`
 	// Compat holds compat mode's counters (Queues, Peers and Device are
 	// then empty: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
@@ -542,7 +545,7 @@ type PeerStat struct {
 }
 
 func statsOf(g *fastgw.Gateway) GatewayStats {
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}, ExceptionDrops: g.ExceptionDrops()}
 	wan, lan := g.Ports()
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
 		m := map[string]uint64{}

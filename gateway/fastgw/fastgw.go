@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -157,6 +158,10 @@ type Gateway struct {
 	tableDone chan struct{}
 	exc       *tundev.MultiQueueTUN
 	excWG     sync.WaitGroup
+	// excDrops counts the packets the exception TUN did not take
+	// (ExceptionDrops); excWarned is when that was last logged (Unix ns).
+	excDrops  atomic.Uint64
+	excWarned atomic.Int64
 	// wanSide and lanSide are the ports' trunks, VLANs and address
 	// devices (resolveSide).
 	wanSide, lanSide side
@@ -398,27 +403,6 @@ func (g *Gateway) readKernel(c *net.UDPConn, dst netip.AddrPort) {
 		}
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 		g.engine.ReceiveWAN(int(src.Port()), src, dst, buf[:n])
-	}
-}
-
-// readException carries the host kernel's packets from the exception TUN
-// into the tunnel, each flow through one worker (tunnelQueue).
-func (g *Gateway) readException() {
-	defer g.excWG.Done()
-	bufs := make([][]byte, g.exc.BatchSize())
-	for i := range bufs {
-		bufs[i] = make([]byte, 65535)
-	}
-	sizes := make([]int, len(bufs))
-	for {
-		n, err := g.exc.Read(bufs, sizes, 0)
-		if err != nil {
-			return
-		}
-		for i := 0; i < n; i++ {
-			pkt := bufs[i][:sizes[i]]
-			g.engine.SendTunnel(tunnelQueue(pkt), pkt)
-		}
 	}
 }
 

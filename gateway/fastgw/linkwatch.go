@@ -14,7 +14,8 @@ const resubscribeDelay = time.Second
 
 // followLinks calls handle, on one goroutine, with the attributes of each
 // link update of the namespace ns until done is closed, for following the
-// MTU of the side named what ("WAN", "LAN"), and with those of the
+// MTU of the side named what ("WAN", "LAN") or the state of the exception
+// TUN ("exception TUN"), and with those of the
 // interfaces indexes as read after each subscription, so that a change
 // made before it is not missed. When the subscription ends on an error
 // (its socket overflowed in a burst of link events: ENOBUFS), the error is
@@ -42,9 +43,9 @@ func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what stri
 				case <-time.After(resubscribeDelay):
 				}
 				if ch, err = g.subscribeLinks(ns, done, what); err != nil {
-					g.log.Warn("following the "+what+" MTU: subscribe again", "err", err)
+					g.log.Warn("following the "+what+" link: subscribe again", "err", err)
 				} else {
-					g.log.Info("following the " + what + " MTU again after its subscription ended")
+					g.log.Info("following the " + what + " link again after its subscription ended")
 				}
 			}
 		}
@@ -57,7 +58,7 @@ var linkSubscribe = netlink.LinkSubscribeWithOptions
 
 // subscribeLinks subscribes to the link updates of the namespace ns (the
 // current one when ns is not open) until done is closed, for following
-// the MTU of the side named what ("WAN", "LAN"): an error of the
+// the link named what (see followLinks): an error of the
 // subscription is logged at warning level, but not the one its own end
 // at done causes.
 func (g *Gateway) subscribeLinks(ns netns.NsHandle, done <-chan struct{}, what string) (<-chan netlink.LinkUpdate, error) {
@@ -66,14 +67,14 @@ func (g *Gateway) subscribeLinks(ns netns.NsHandle, done <-chan struct{}, what s
 		select {
 		case <-done: // closing the subscription fails its pending receive
 		default:
-			g.log.Warn("following the "+what+" MTU", "err", err)
+			g.log.Warn("following the "+what+" link", "err", err)
 		}
 	}}
 	if ns.IsOpen() {
 		opts.Namespace = &ns
 	}
 	if err := linkSubscribe(ch, done, opts); err != nil {
-		return nil, fmt.Errorf("follow the %s MTU: %w", what, err)
+		return nil, fmt.Errorf("follow the %s link: %w", what, err)
 	}
 	return ch, nil
 }

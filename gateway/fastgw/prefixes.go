@@ -226,3 +226,15 @@ func (d *dataplane_) balance(f int) error {
 	}
 	return nil
 }
+
+// restoreRoutes installs again the route into the exception TUN of every
+// prefix of the configuration (the kernel removed them when the interface
+// went down: Gateway.watchException), and returns how many it tried.
+func (d *dataplane_) restoreRoutes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for p := range d.entries {
+		d.route(p, true)
+	}
+	return len(d.entries)
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 
@@ -337,14 +336,10 @@ func (g *Gateway) openException() (addrs []netip.Addr, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
 	}
+	if err := g.addExceptionAddrs(tl); err != nil {
+		return nil, err
+	}
 	for _, p := range cfg.Addresses {
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-		if p.Addr().Is6() {
-			a.Flags |= 0x02 // IFA_F_NODAD
-		}
-		if err := g.nlHandle.AddrAdd(tl, a); err != nil {
-			return nil, fmt.Errorf("fastgw: add %v to %s: %w", p, cfg.Name, err)
-		}
 		addrs = append(addrs, p.Addr())
 	}
 	return addrs, nil
@@ -369,10 +364,10 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		ecfg.LANNeighbours = responderHandler{g.lanResp}
 	}
 	if g.exc != nil {
-		exc, log := g.exc, g.log
+		exc := g.exc
 		ecfg.Exception = func(pkt []byte) {
 			if _, err := exc.Write([][]byte{pkt}, 0); err != nil {
-				log.Debug("exception TUN write", "err", err)
+				g.exceptionFailed(err)
 			}
 		}
 	}
@@ -415,6 +410,9 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 	if g.exc != nil {
 		g.excWG.Add(1)
 		go g.readException()
+		if err := g.watchException(); err != nil {
+			return fmt.Errorf("fastgw: follow the exception TUN: %w", err)
+		}
 	}
 	g.wanV4, g.wanV6 = wl.v4, wl.v6
 	if !cfg.Owned {

@@ -1,0 +1,100 @@
+package fastgw
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// addExceptionAddrs puts the gateway's tunnel addresses (Config.Addresses)
+// on the exception TUN l, replacing any that are there.
+func (g *Gateway) addExceptionAddrs(l netlink.Link) error {
+	for _, p := range g.cfg.Addresses {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if p.Addr().Is6() {
+			a.Flags |= 0x02 // IFA_F_NODAD
+		}
+		if err := g.nlHandle.AddrReplace(l, a); err != nil {
+			return fmt.Errorf("fastgw: add %v to %s: %w", p, g.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// watchException restores, each time the exception TUN comes up after it
+// was down (ip link set wg0 down, then up), what the kernel removed with
+// it: the routes of the allowed IPs into it, and its IPv6 tunnel addresses
+// (an IPv6 address leaves a link that goes down, unless
+// net.ipv6.conf.*.keep_addr_on_down is set). On Linux wg-quick installed
+// those and a down and up of wg0 loses them until wg-quick runs again; the
+// gateway installed them itself and keeps them. While the interface is
+// down the host's own traffic to the peers' networks has no route into the
+// tunnel (as with wg0 down), and what the workers hand the host is counted
+// as ExceptionDrops. Runs until g.tableDone is closed.
+func (g *Gateway) watchException() error {
+	l := g.dp.excLink
+	index, up := l.Attrs().Index, l.Attrs().Flags&net.FlagUp != 0
+	return g.followLinks(g.nsHandle, g.tableDone, "exception TUN", []int{index}, func(a netlink.LinkAttrs) {
+		if a.Index != index {
+			return
+		}
+		now := a.Flags&net.FlagUp != 0
+		if now && !up {
+			err := g.addExceptionAddrs(l)
+			n := g.dp.restoreRoutes()
+			if err != nil {
+				g.log.Warn("exception TUN up again; its tunnel addresses could not be restored", "interface", a.Name, "err", err, "routes_restored", n)
+			} else {
+				g.log.Info("exception TUN up again: its tunnel addresses and routes restored", "interface", a.Name, "routes", n)
+			}
+		}
+		up = now
+	})
+}
+
+// readException carries the host kernel's packets from the exception TUN
+// into the tunnel, each flow through one worker (tunnelQueue).
+func (g *Gateway) readException() {
+	defer g.excWG.Done()
+	bufs := make([][]byte, g.exc.BatchSize())
+	for i := range bufs {
+		bufs[i] = make([]byte, 65535)
+	}
+	sizes := make([]int, len(bufs))
+	for {
+		n, err := g.exc.Read(bufs, sizes, 0)
+		if err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				g.log.Error("exception TUN read failed: the host's own traffic into the tunnel stops until the gateway restarts", "interface", g.cfg.Name, "err", err)
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			pkt := bufs[i][:sizes[i]]
+			g.engine.SendTunnel(tunnelQueue(pkt), pkt)
+		}
+	}
+}
+
+// ExceptionDrops is the number of packets for the host (to the gateway's
+// tunnel addresses, or from the tunnel to its LAN or WAN addresses) that
+// the exception TUN did not take: its interface was down (the kernel
+// refuses a TUN write then, EIO) or gone. The workers counted each as
+// handed on (fastpath.QueueStats.Exception); these never reached the
+// host. Safe for concurrent use.
+func (g *Gateway) ExceptionDrops() uint64 { return g.excDrops.Load() }
+
+// exceptionFailed counts a packet the exception TUN refused and logs it
+// at warning level, at most once a minute.
+func (g *Gateway) exceptionFailed(err error) {
+	g.excDrops.Add(1)
+	now := time.Now().UnixNano()
+	if last := g.excWarned.Load(); now-last >= int64(time.Minute) && g.excWarned.CompareAndSwap(last, now) {
+		g.log.Warn("exception TUN refused a packet for the host (is the interface up?); such packets are dropped and counted as exception_tun_drops",
+			"interface", g.cfg.Name, "err", err, "dropped", g.excDrops.Load())
+	}
+}
