@@ -567,3 +567,57 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 	}
 	return nil
 }
+
+// SetHostAddrs replaces the host addresses of the LAN filter
+// (Filter.HostAddrs: frames to them go to the kernel) while the port
+// runs: the interface's addresses changed. The new ones are added before
+// the old ones are removed, so that a frame to an address in both is never
+// redirected meanwhile. At most 256 of each family; the error names the
+// address that did not fit.
+func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
+	one := uint32(1)
+	keep4 := make(map[[4]byte]bool)
+	keep6 := make(map[[16]byte]bool)
+	for _, a := range addrs {
+		var err error
+		switch a = a.Unmap(); {
+		case a.Is4():
+			keep4[a.As4()] = true
+			err = p.prog.host4.Put(a.As4(), one)
+		case a.Is6():
+			keep6[a.As16()] = true
+			err = p.prog.host6.Put(a.As16(), one)
+		default:
+			err = fmt.Errorf("invalid address %v", a)
+		}
+		if err != nil {
+			return fmt.Errorf("set host address %v: %w", a, err)
+		}
+	}
+	var v uint32
+	var k4 [4]byte
+	var stale4 [][4]byte
+	for it := p.prog.host4.Iterate(); it.Next(&k4, &v); {
+		if !keep4[k4] {
+			stale4 = append(stale4, k4)
+		}
+	}
+	var k6 [16]byte
+	var stale6 [][16]byte
+	for it := p.prog.host6.Iterate(); it.Next(&k6, &v); {
+		if !keep6[k6] {
+			stale6 = append(stale6, k6)
+		}
+	}
+	for _, k := range stale4 {
+		if err := p.prog.host4.Delete(k); err != nil {
+			return fmt.Errorf("delete host address %v: %w", netip.AddrFrom4(k), err)
+		}
+	}
+	for _, k := range stale6 {
+		if err := p.prog.host6.Delete(k); err != nil {
+			return fmt.Errorf("delete host address %v: %w", netip.AddrFrom16(k), err)
+		}
+	}
+	return nil
+}

@@ -334,3 +334,49 @@ func TestPrefixMapHolds100kPeers(t *testing.T) {
 		{"not added", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "10.200.0.1", 0, 40), udp(9)), pass},
 	})
 }
+
+// TestSetHostAddrs: Port.SetHostAddrs replaces the LAN filter's host
+// addresses while the program runs: frames to a new address go to the
+// kernel, frames to one removed are redirected again.
+func TestSetHostAddrs(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := newProgram(Filter{Prefixes: true, HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1")}}, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	for _, pfx := range []string{"0.0.0.0/0", "::/0"} {
+		m, k, err := prog.prefixKey(netip.MustParsePrefix(pfx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put(k, uint32(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	to := func(dst string) []byte {
+		if netip.MustParseAddr(dst).Is4() {
+			return cat(eth(ourMAC, 0x0800, false), ip4hdr(6, dst, 0, 40), udp(22))
+		}
+		return cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, dst, 40), udp(22))
+	}
+	p := &Port{prog: prog}
+	if err := p.SetHostAddrs([]netip.Addr{netip.MustParseAddr("198.19.1.2"), netip.MustParseAddr("2001:db8:1::2")}); err != nil {
+		t.Fatal(err)
+	}
+	runFilter(t, prog, []filterCase{
+		{"new v4 address", to("198.19.1.2"), host},
+		{"new v6 address", to("2001:db8:1::2"), host},
+		{"removed address", to("198.19.1.1"), redirect},
+	})
+	if err := p.SetHostAddrs(nil); err != nil {
+		t.Fatal(err)
+	}
+	runFilter(t, prog, []filterCase{
+		{"all removed v4", to("198.19.1.2"), redirect},
+		{"all removed v6", to("2001:db8:1::2"), redirect},
+	})
+}

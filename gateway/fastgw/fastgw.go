@@ -169,13 +169,14 @@ type Gateway struct {
 	// and kernelSocks, which change while running (listen.go).
 	wanMu        sync.Mutex
 	wanV4, wanV6 netip.Addr
-	// lanAddrs are the LAN interface's addresses at start: with the WAN
-	// interface's of the moment, the engine's HostAddrs.
+	// lanAddrs are the LAN interface's addresses (followed in shared
+	// mode: lanAddressesChanged): with the WAN interface's, the engine's
+	// HostAddrs.
 	lanAddrs []netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
-	// addrDone stops followWANAddresses (shared mode), addrWG waits for it.
+	// addrDone stops followAddresses (shared mode), addrWG waits for it.
 	addrDone   chan struct{}
 	addrWG     sync.WaitGroup
 	closeOnce  sync.Once

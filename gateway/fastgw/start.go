@@ -420,8 +420,8 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		g.listenKernel(wl.v4, wl.v6)
 		g.wanMu.Unlock()
 		g.addrDone = make(chan struct{})
-		if err := g.followWANAddresses(g.addrDone); err != nil {
-			return fmt.Errorf("fastgw: follow the WAN addresses: %w", err)
+		if err := g.followAddresses(g.addrDone); err != nil {
+			return fmt.Errorf("fastgw: follow the interfaces' addresses: %w", err)
 		}
 		return nil
 	}

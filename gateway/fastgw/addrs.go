@@ -6,15 +6,17 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// followWANAddresses follows the WAN interface's addresses (shared mode:
-// the kernel owns them) through netlink, as routes and neighbours are
-// followed: when the address the gateway uses goes away or another comes,
-// the XDP match, the engine's source and matching, the control plane's
-// endpoints and the kernel sockets move to the interface's current first
-// address of each family. With no usable address left it logs once (and
-// the workers count what cannot be sent as no_wan_address). It runs until
-// done is closed.
-func (g *Gateway) followWANAddresses(done <-chan struct{}) error {
+// followAddresses follows the WAN and LAN interfaces' addresses (shared
+// mode: the kernel owns them) through netlink, as routes and neighbours
+// are followed. On the WAN, when the address the gateway uses goes away or
+// another comes, the XDP match, the engine's source and matching, the
+// control plane's endpoints and the kernel sockets move to the interface's
+// current first address of each family; with no usable address left it
+// logs once (and the workers count what cannot be sent as
+// no_wan_address). On the LAN, frames to an address added (a keepalived
+// virtual address, a renumbering) go to the host, not into the tunnel
+// (lanAddressesChanged). It runs until done is closed.
+func (g *Gateway) followAddresses(done <-chan struct{}) error {
 	updates := make(chan netlink.AddrUpdate, 64)
 	opts := netlink.AddrSubscribeOptions{ListExisting: false}
 	if g.nsHandle.IsOpen() {
@@ -36,10 +38,12 @@ func (g *Gateway) followWANAddresses(done <-chan struct{}) error {
 				if !ok {
 					return
 				}
-				if u.LinkIndex != g.wanIfindex {
-					continue
+				switch u.LinkIndex {
+				case g.wanIfindex:
+					g.wanAddressesChanged(&warned)
+				case g.lanIfindex:
+					g.lanAddressesChanged()
 				}
-				g.wanAddressesChanged(&warned)
 			}
 		}
 	}()
@@ -60,8 +64,38 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		g.dev.SetWANAddrs(wl.v4, wl.v6)
 	}
 	// What a peer sends to the WAN interface's addresses of now goes to
-	// the host (fastpath.Config.HostAddrs); the LAN's are those of start.
+	// the host (fastpath.Config.HostAddrs), as what it sends to the LAN's.
 	g.engine.SetHostAddrs(append(slices.Clone(g.lanAddrs), wl.all...))
+}
+
+// lanAddressesChanged re-reads the LAN interface's addresses (g.lanAddrs,
+// written on followAddresses' goroutine only, once running) and makes them
+// the host's: frames from the LAN to them go to the kernel (the LAN XDP
+// filter's host addresses, with the tunnel addresses), and so do packets a
+// peer sends to them (the engine's HostAddrs). Without that, with
+// AllowedIPs = 0.0.0.0/0, what LAN hosts sent to an address added since
+// start went into the tunnel. ICMP errors the workers send toward LAN hosts
+// keep the LAN address of start as their source.
+func (g *Gateway) lanAddressesChanged() {
+	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
+	if err != nil {
+		g.log.Warn("re-read the LAN interface after an address change", "err", err)
+		return
+	}
+	if slices.Equal(ll.all, g.lanAddrs) {
+		return
+	}
+	g.log.Info("LAN addresses changed", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
+	g.lanAddrs = ll.all
+	if err := g.lan.SetHostAddrs(lanFilter(g.cfg, ll.all, g.lanSide.vid).HostAddrs); err != nil {
+		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
+	}
+	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
+	if err != nil {
+		g.log.Warn("re-read the WAN interface after a LAN address change", "err", err)
+		return
+	}
+	g.engine.SetHostAddrs(append(slices.Clone(ll.all), wl.all...))
 }
 
 // moveWAN moves the dataplane to wl's addresses; false if they did not

@@ -1,0 +1,35 @@
+package fastgw_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
+)
+
+// TestLANAddressFollowed: an address added to the LAN interface of a
+// running gateway (a keepalived virtual address, a renumbering) is the
+// host's. With AllowedIPs = 0.0.0.0/0, a LAN host's ping to it is answered
+// by the host, not sent into the tunnel; and a ping from the far site
+// through the tunnel is handed to the host (the exception TUN), not
+// forwarded to the LAN. Removed again, it is forwarded like any other
+// destination.
+func TestLANAddressFollowed(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	t.Run("from-lan", func(t *testing.T) {
+		s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+		ping(t, s.HostA, "198.19.2.10", 0) // through the tunnel
+		runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
+		ping(t, s.HostA, "198.19.1.2", 0)
+		runOK(t, s.GwA, "ip", "addr", "del", "198.19.1.2/24", "dev", s.LANA)
+		ping(t, s.HostA, "198.19.1.1", 0) // the address of start, still the host's
+		ping(t, s.HostA, "198.19.2.10", 0)
+	})
+	t.Run("from-tunnel", func(t *testing.T) {
+		s := newSite(t, twosite.Config{})
+		ping(t, s.HostB, "198.19.1.1", 0) // the address of start
+		runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
+		ping(t, s.HostB, "198.19.1.2", 0)
+	})
+}
