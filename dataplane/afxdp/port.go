@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
@@ -540,32 +541,10 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 			return fmt.Errorf("set UDP match %v: %w", u.Addr, err)
 		}
 	}
-	var k4 [4]byte
-	var v portRange
-	var stale4 [][4]byte
-	for it := p.prog.udp4.Iterate(); it.Next(&k4, &v); {
-		if !keep4[k4] {
-			stale4 = append(stale4, k4)
-		}
+	if err := deleteStale(p.prog.udp4, keep4, "UDP match"); err != nil {
+		return err
 	}
-	var k6 [16]byte
-	var stale6 [][16]byte
-	for it := p.prog.udp6.Iterate(); it.Next(&k6, &v); {
-		if !keep6[k6] {
-			stale6 = append(stale6, k6)
-		}
-	}
-	for _, k := range stale4 {
-		if err := p.prog.udp4.Delete(k); err != nil {
-			return fmt.Errorf("delete UDP match %v: %w", netip.AddrFrom4(k), err)
-		}
-	}
-	for _, k := range stale6 {
-		if err := p.prog.udp6.Delete(k); err != nil {
-			return fmt.Errorf("delete UDP match %v: %w", netip.AddrFrom16(k), err)
-		}
-	}
-	return nil
+	return deleteStale(p.prog.udp6, keep6, "UDP match")
 }
 
 // SetHostAddrs replaces the host addresses of the LAN filter
@@ -594,30 +573,39 @@ func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
 			return fmt.Errorf("set host address %v: %w", a, err)
 		}
 	}
-	var v uint32
-	var k4 [4]byte
-	var stale4 [][4]byte
-	for it := p.prog.host4.Iterate(); it.Next(&k4, &v); {
-		if !keep4[k4] {
-			stale4 = append(stale4, k4)
+	if err := deleteStale(p.prog.host4, keep4, "host address"); err != nil {
+		return err
+	}
+	return deleteStale(p.prog.host6, keep6, "host address")
+}
+
+// deleteStale deletes from m, a map keyed by IPv4 ([4]byte) or IPv6
+// ([16]byte) addresses, every key keep does not hold; what names its
+// entries in the error.
+func deleteStale[K [4]byte | [16]byte](m *ebpf.Map, keep map[K]bool, what string) error {
+	var stale []K
+	var k K
+	err := m.NextKey(nil, &k)
+	for ; err == nil; err = m.NextKey(k, &k) {
+		if !keep[k] {
+			stale = append(stale, k)
 		}
 	}
-	var k6 [16]byte
-	var stale6 [][16]byte
-	for it := p.prog.host6.Iterate(); it.Next(&k6, &v); {
-		if !keep6[k6] {
-			stale6 = append(stale6, k6)
-		}
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("list %ss: %w", what, err)
 	}
-	for _, k := range stale4 {
-		if err := p.prog.host4.Delete(k); err != nil {
-			return fmt.Errorf("delete host address %v: %w", netip.AddrFrom4(k), err)
-		}
-	}
-	for _, k := range stale6 {
-		if err := p.prog.host6.Delete(k); err != nil {
-			return fmt.Errorf("delete host address %v: %w", netip.AddrFrom16(k), err)
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil {
+			return fmt.Errorf("delete %s %v: %w", what, keyAddr(k), err)
 		}
 	}
 	return nil
+}
+
+// keyAddr is the address of a map key.
+func keyAddr[K [4]byte | [16]byte](k K) netip.Addr {
+	if b, ok := any(k).([4]byte); ok {
+		return netip.AddrFrom4(b)
+	}
+	return netip.AddrFrom16(any(k).([16]byte))
 }

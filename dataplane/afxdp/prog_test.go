@@ -380,3 +380,34 @@ func TestSetHostAddrs(t *testing.T) {
 		{"all removed v6", to("2001:db8:1::2"), redirect},
 	})
 }
+
+// TestSetUDP: Port.SetUDP replaces the WAN filter's UDP matches while the
+// program runs (a new listen port or WAN address): datagrams to the new
+// address and port are redirected, those to the old ones passed.
+func TestSetUDP(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := newProgram(Filter{UDP: []UDPMatch{
+		{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820},
+		{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
+	}}, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	p := &Port{prog: prog}
+	if err := p.SetUDP([]UDPMatch{{Addr: netip.MustParseAddr("198.18.0.2"), PortLo: 51821, PortHi: 51822}}); err != nil {
+		t.Fatal(err)
+	}
+	runFilter(t, prog, []filterCase{
+		{"new address and port", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51822)), redirect},
+		{"new address, old port", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
+		{"old v4 address", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"old v6 address", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), pass},
+	})
+	if err := p.SetUDP([]UDPMatch{{Addr: netip.MustParseAddr("198.18.0.2"), PortLo: 2, PortHi: 1}}); err == nil {
+		t.Error("SetUDP took an empty port range")
+	}
+}
