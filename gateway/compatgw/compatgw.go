@@ -33,7 +33,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
@@ -74,7 +73,9 @@ type Config struct {
 	// frame cannot carry (checkMTU).
 	MTU int
 	// SyncInterval is how often the LAN's XDP filter is brought in step
-	// with wireguard-go's allowed IPs (default DefaultSyncInterval).
+	// with wireguard-go's allowed IPs when they are changed from Go
+	// (Device().IpcSet; default DefaultSyncInterval). A change through the
+	// UAPI socket (wg(8)) is in the filter before its reply.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -307,34 +308,9 @@ func (g *Gateway) kernelNeighbours(h *netlink.Handle, index int) (*arp.KernelRou
 	return routes, tbl, nil
 }
 
-// serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
-// sets the device.
-func (g *Gateway) serveUAPI(name string) error {
-	uf, err := ipc.UAPIOpen(name)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	ln, err := ipc.UAPIListen(name, uf)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	g.closers = append(g.closers, ln.Close)
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go g.dev.IpcHandle(c)
-		}
-	}()
-	return nil
-}
-
 // followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// wg(8) may change, every interval until Close.
+// Device().IpcSet may change, every interval until Close (handleUAPI syncs
+// after each set of wg(8)).
 func (g *Gateway) followPrefixes(interval time.Duration) {
 	defer g.wg.Done()
 	t := time.NewTicker(interval)
@@ -352,8 +328,12 @@ func (g *Gateway) followPrefixes(interval time.Duration) {
 }
 
 // syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
-// wireguard-go has (read over its UAPI "get").
+// wireguard-go has (read over its UAPI "get"). Calls are serialized from
+// the read on, so that a sync that read the allowed IPs before a change
+// cannot undo the sync that read them after it.
 func (g *Gateway) syncPrefixes() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var sb strings.Builder
 	if err := g.dev.IpcGetOperation(&sb); err != nil {
 		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
@@ -367,8 +347,6 @@ func (g *Gateway) syncPrefixes() error {
 			}
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var errs []error
 	for p := range want {
 		if !g.prefixes[p] {
