@@ -20,8 +20,9 @@ import (
 // TestUpErrors gives `wgpio up` configurations a new user gets wrong and
 // checks each exact message: config errors with file:line and key (a
 // tunnel MTU the WAN cannot carry in both modes included), an
-// interface that does not exist, missing privileges, a second instance,
-// an address in use.
+// interface that does not exist, missing privileges (fast path and
+// compat-mqtun), a second instance (same name, same WAN, the first's LAN as
+// its WAN), an address in use.
 func TestUpErrors(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	s := newSite(t, nil)
@@ -161,6 +162,14 @@ func TestUpErrors(t *testing.T) {
 			want: "wgpio: missing privileges: CAP_NET_ADMIN (to attach XDP programs, create the exception TUN), CAP_NET_RAW (to open AF_XDP sockets), CAP_BPF (to load the XDP program and its maps); run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)",
 		},
 		{
+			// compat-mqtun needs CAP_NET_ADMIN alone, and says so before
+			// it touches the run directories.
+			name: "noprivs-mqtun",
+			conf: withWGPIO("Mode = compat-mqtun"),
+			wrap: nobody,
+			want: "wgpio: missing privileges: CAP_NET_ADMIN (to create the multi-queue TUN, its addresses and routes); run as root, or grant CAP_NET_ADMIN (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin --ambient-caps=+net_admin ...)",
+		},
+		{
 			name:  "same-name",
 			first: true,
 			conf:  good,
@@ -173,6 +182,16 @@ func TestUpErrors(t *testing.T) {
 			conf:  good,
 			args:  []string{"-name", "wgpsecond"},
 			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.WANA, runDir, nsInode(t, s), s.WANA),
+		},
+		{
+			// The first instance's LAN as this one's WAN (and the other
+			// way round): refused by name, not by the kernel's "queue
+			// busy" after a two-second wait.
+			name:  "same-interface-as-lan",
+			first: true,
+			conf:  good,
+			args:  []string{"-name", "wgpsecond", "-wan", s.LANA, "-lan", s.WANA},
+			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.LANA, runDir, nsInode(t, s), s.LANA),
 		},
 	} {
 		if tc.first && !running {

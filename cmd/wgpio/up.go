@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,12 +136,21 @@ func cmdUp(args []string) error {
 			}
 		}
 	}
-	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
-		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
+	// The interfaces an instance takes: their NIC queues and XDP hook, so
+	// the trunk of a kernel VLAN device.
+	var ifaces []string
+	switch w.Mode {
+	case config.ModeFastPath, config.ModeCompat:
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
+		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
 		if err := checkInterfaces(f, w); err != nil {
+			return err
+		}
+		ifaces = []string{trunkOf(w.WAN), trunkOf(w.LAN)}
+	case config.ModeCompatMQTUN:
+		if err := checkCaps(mqtunCaps); err != nil {
 			return err
 		}
 	}
@@ -154,7 +164,7 @@ func cmdUp(args []string) error {
 			}
 		}
 	}
-	unlock, err := lockInstance(*name, w.WAN)
+	unlock, err := lockInstance(*name, ifaces)
 	if err != nil {
 		return err
 	}
@@ -327,9 +337,12 @@ func checkCPUs(file string, w config.WGPIO) error {
 	return nil
 }
 
-// lockInstance makes sure one gateway runs per name and per WAN interface
-// (of this network namespace: the lock names the namespace's inode).
-func lockInstance(name, wan string) (func(), error) {
+// lockInstance makes sure one gateway runs per name and per interface of
+// ifaces (WAN and LAN, or none), so that a second instance on either is
+// refused by name at once rather than by the kernel when it attaches XDP or
+// binds a queue. Interfaces are those of this network namespace: the lock
+// names the namespace's inode. "" in ifaces is skipped.
+func lockInstance(name string, ifaces []string) (func(), error) {
 	// Another user than root needs the run directories made writable for
 	// it (dist/wgpio.service: RuntimeDirectory=wgpio wireguard).
 	hint := func(err error) string {
@@ -350,13 +363,15 @@ func lockInstance(name, wan string) (func(), error) {
 			f.Close()
 		}
 	}
-	for _, l := range []struct{ path, what string }{
-		{filepath.Join(runDir, "name-"+name+".lock"), "name " + name},
-		{filepath.Join(runDir, "if-"+netnsID()+"-"+wan+".lock"), "interface " + wan},
-	} {
-		if wan == "" && strings.Contains(l.path, "/if-") {
-			continue
+	type lock struct{ path, what string }
+	locks := []lock{{filepath.Join(runDir, "name-"+name+".lock"), "name " + name}}
+	for i, dev := range ifaces {
+		// One file locked twice by one process would conflict with itself.
+		if dev != "" && !slices.Contains(ifaces[:i], dev) {
+			locks = append(locks, lock{filepath.Join(runDir, "if-"+netnsID()+"-"+dev+".lock"), "interface " + dev})
 		}
+	}
+	for _, l := range locks {
 		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			release()
