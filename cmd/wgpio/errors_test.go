@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 // tunnel MTU the WAN cannot carry in both modes included), an
 // interface that does not exist, missing privileges (fast path and
 // compat-mqtun), a second instance (same name, same WAN, the first's LAN as
-// its WAN), an address in use.
+// its WAN), an address in use, and `wgpio stats` by a user who may not.
 func TestUpErrors(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	s := newSite(t, nil)
@@ -231,6 +232,17 @@ func TestUpErrors(t *testing.T) {
 	if err := s.HostA.Ping(twosite.HostB4, 10*time.Second); err != nil {
 		st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 		t.Fatalf("%v\n%s\n%s\n%s", err, st, wg(t, s.GwA, "show"), wg(t, s.GwB, "show"))
+	}
+	// Its counters are root's: another user is told so, not asked whether
+	// the gateway runs.
+	out, _ := exec.Command(nobody[0], append(nobody[1:], wgpioBin, "stats", s.GwName)...).CombinedOutput()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("wgpio: gateway %s: dial unix %s/%s.stats: connect: permission denied (running as uid %s: the socket is the gateway's user's; run this as root or as that user)\n", s.GwName, runDir, s.GwName, u.Uid)
+	if string(out) != want {
+		t.Errorf("wgpio stats as nobody:\n got %s\nwant %s", out, want)
 	}
 }
 
