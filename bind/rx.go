@@ -243,7 +243,7 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 		return false
 	}
 	dst := p.Dst
-	if p.DstPort != b.cfg.ListenPort || (dst != b.cfg.Addr4 && dst != b.cfg.Addr6) {
+	if p.DstPort != r.g.port || (dst != b.cfg.Addr4 && dst != b.cfg.Addr6) {
 		r.ctr.drops[DropNotOurs].Add(1)
 		return false
 	}

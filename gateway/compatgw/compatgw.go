@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.zx2c4.com/wireguard/device"
 
 	"github.com/wgpio/wgpio/arp"
@@ -39,6 +40,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -97,6 +99,8 @@ type Gateway struct {
 	lanDev   *tundev.PortDevice
 	wan, lan *afxdp.Port
 	log      *slog.Logger
+	wanAddrs []netip.Addr   // the WAN's addresses at start, which the bind listens on
+	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -176,13 +180,22 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool)}
+	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), nsHandle: netns.None()}
 	defer func() {
 		if err != nil {
 			g.Close()
 			err = fmt.Errorf("compatgw: %w", err)
 		}
 	}()
+	if g.nsHandle, err = threadns.Moved(); err != nil {
+		return nil, fmt.Errorf("network namespace: %w", err)
+	}
+	g.closers = append(g.closers, func() error {
+		if g.nsHandle.IsOpen() {
+			g.nsHandle.Close()
+		}
+		return nil
+	})
 	h, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -208,7 +221,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
-	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort}
+	g.wanAddrs = wan.addrs()
+	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}

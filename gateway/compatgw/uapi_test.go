@@ -33,24 +33,29 @@ func uapiSet(t *testing.T, name string, lines ...string) string {
 	return strings.TrimSuffix(reply, "\n")
 }
 
-// TestUAPISetFollowedAtOnce: an allowed IP added or removed through the
-// UAPI socket (wg set, wg syncconf) is in the LAN's XDP filter when the
-// reply comes, as a Linux wg0 routes by it when wg returns: a LAN host's
-// packet to a prefix just added reaches wireguard-go (the LAN device's
-// RXPackets), one to a prefix just removed goes to the host's kernel. The
-// periodic sync is set to an hour, so only the reply path can pass. The
-// gateway's namespace has a WAN (198.18.0.1/24) and a LAN (198.18.1.1/24)
-// with a host (198.18.1.2) that routes 198.18.5.0/24 through it.
-func TestUAPISetFollowedAtOnce(t *testing.T) {
+// site is a compat gateway between a WAN (198.18.0.1/24, the peer's
+// namespace at 198.18.0.2) and a LAN (198.18.1.1/24, a host at
+// 198.18.1.2 that routes 198.18.5.0/24 and 198.18.9.0/24 through it),
+// configured with one peer (peerKey, endpoint 198.18.0.2:51820, allowed
+// IPs 198.18.9.0/24). The periodic sync of the LAN filter is set to an
+// hour.
+type site struct {
+	gw, peer, host *topo.NS
+	g              *Gateway
+	name, peerKey  string
+}
+
+func newSite(t *testing.T) *site {
+	t.Helper()
 	testenv.Root(t)
 	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "cgu")
-	gw, peer, host := testenv.NS(t, tp, "g"), testenv.NS(t, tp, "p"), testenv.NS(t, tp, "h")
-	wan, err := tp.NewVeth(gw, peer, topo.VethConfig{})
+	s := &site{gw: testenv.NS(t, tp, "g"), peer: testenv.NS(t, tp, "p"), host: testenv.NS(t, tp, "h")}
+	wan, err := tp.NewVeth(s.gw, s.peer, topo.VethConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lan, err := tp.NewVeth(gw, host, topo.VethConfig{})
+	lan, err := tp.NewVeth(s.gw, s.host, topo.VethConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,33 +63,46 @@ func TestUAPISetFollowedAtOnce(t *testing.T) {
 		ns        *topo.NS
 		dev, cidr string
 	}{
-		{gw, wan.A, "198.18.0.1/24"}, {peer, wan.B, "198.18.0.2/24"},
-		{gw, lan.A, "198.18.1.1/24"}, {host, lan.B, "198.18.1.2/24"},
+		{s.gw, wan.A, "198.18.0.1/24"}, {s.peer, wan.B, "198.18.0.2/24"},
+		{s.gw, lan.A, "198.18.1.1/24"}, {s.host, lan.B, "198.18.1.2/24"},
 	} {
 		if err := a.ns.AddAddr(a.dev, a.cidr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := host.AddRoute("198.18.5.0/24", "198.18.1.1", ""); err != nil {
-		t.Fatal(err)
+	for _, dst := range []string{"198.18.5.0/24", "198.18.9.0/24"} {
+		if err := s.host.AddRoute(dst, "198.18.1.1", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
-	name := topo.UniqueName("wgpu")
-	peerKey := strings.Repeat("22", 32)
+	s.name = topo.UniqueName("wgpu")
+	s.peerKey = strings.Repeat("22", 32)
 	cfg := Config{
-		Name: name, ListenPort: 51820, WAN: wan.A, LAN: lan.A,
+		Name: s.name, ListenPort: 51820, WAN: wan.A, LAN: lan.A,
 		Attach:       afxdp.AttachGeneric,
 		SyncInterval: time.Hour,
 		UAPI: "private_key=" + strings.Repeat("11", 32) + "\nlisten_port=51820\n" +
-			"public_key=" + peerKey + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.9.0/24\n",
+			"public_key=" + s.peerKey + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.9.0/24\n",
 	}
-	var g *Gateway
-	if err := gw.Do(func() (err error) {
-		g, err = Start(cfg)
+	if err := s.gw.Do(func() (err error) {
+		s.g, err = Start(cfg)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { s.g.Close() })
+	return s
+}
+
+// TestUAPISetFollowedAtOnce: an allowed IP added or removed through the
+// UAPI socket (wg set, wg syncconf) is in the LAN's XDP filter when the
+// reply comes, as a Linux wg0 routes by it when wg returns: a LAN host's
+// packet to a prefix just added reaches wireguard-go (the LAN device's
+// RXPackets), one to a prefix just removed goes to the host's kernel. The
+// periodic sync is set to an hour, so only the reply path can pass.
+func TestUAPISetFollowedAtOnce(t *testing.T) {
+	s := newSite(t)
+	g, host, name, peerKey := s.g, s.host, s.name, s.peerKey
 
 	// reaches sends one ping from the host to dst and reports whether the
 	// LAN device read a packet (the ping itself is never answered: the
