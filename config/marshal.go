@@ -197,6 +197,7 @@ func formatCPUs(cpus []int) string {
 //
 //	private_key=<hex>
 //	listen_port=<port>                    (if set)
+//	fwmark=<mark>                         (if set, decimal)
 //	replace_peers=true
 //	public_key=<hex>                      (then per peer)
 //	preshared_key=<hex>                   (if set)
@@ -220,6 +221,9 @@ func (f *File) UAPI() string {
 	kv("private_key", f.Interface.PrivateKey.Hex())
 	if f.Interface.ListenPort != 0 {
 		kv("listen_port", strconv.Itoa(int(f.Interface.ListenPort)))
+	}
+	if f.Interface.FwMark != 0 {
+		kv("fwmark", strconv.FormatUint(uint64(f.Interface.FwMark), 10))
 	}
 	kv("replace_peers", "true")
 	for i := range f.Peers {

@@ -18,9 +18,10 @@ import (
 // `wgpio stats` prints the two sides' counters, SIGTERM leaves no XDP
 // program.
 func TestUpCompat(t *testing.T) {
-	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
+	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat; withFwMark(f) })
 	g := s.up(t)
 	s.pingBoth(t)
+	checkFwMark(t, s)
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}

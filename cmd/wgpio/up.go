@@ -468,6 +468,14 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	if err != nil {
 		return startError(f, err)
 	}
+	if m := f.Interface.FwMark; m != 0 {
+		// Reported by wg show, as a Linux wg0 reports the file's FwMark;
+		// it marks nothing (README, "fwmark, policy routing and VRFs").
+		if err := g.Device().IpcSet(strings.NewReader("fwmark=" + strconv.FormatUint(uint64(m), 10) + "\n")); err != nil {
+			g.Close()
+			return fmt.Errorf("%s: FwMark: %w", f.Name, err)
+		}
+	}
 	stopStats, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
 	if err != nil {
 		g.Close()
