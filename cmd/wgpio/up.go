@@ -10,12 +10,10 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -495,8 +493,15 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			return err
 		}
 	}
-	log.Info("running; stop with Ctrl-C or SIGTERM", "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := waitSignal()
+	log.Info("running; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "uapi", "/var/run/wireguard/"+name+".sock")
+	sig := serve(log, f.Name, uapiDevice{
+		get: func() (string, error) {
+			var b strings.Builder
+			err := g.Device().IpcGet(&b)
+			return b.String(), err
+		},
+		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
+	})
 	log.Info("stopping", "signal", sig.String())
 	final := statsOf(g)
 	stop()
@@ -529,12 +534,6 @@ func explain(err error) error {
 		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
 	}
 	return err
-}
-
-func waitSignal() os.Signal {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	return <-ch
 }
 
 // GatewayStats is what `wgpio stats` prints and the metrics export.

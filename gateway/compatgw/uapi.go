@@ -125,3 +125,18 @@ func uapiErrno(err error) int64 {
 	}
 	return ipc.IpcErrorInvalid
 }
+
+// IpcSet applies body, a UAPI "set=1" operation without its "set=1" and
+// blank lines, to wireguard-go as a set on the UAPI socket does: the LAN's
+// XDP filter follows before it returns. The error is wireguard-go's, or
+// the filter's (filterError).
+func (g *Gateway) IpcSet(body string) error {
+	err := g.dev.IpcSet(body)
+	if serr := g.syncPrefixes(); serr != nil {
+		g.log.Warn("LAN XDP filter", "err", serr)
+		if err == nil {
+			err = filterError(serr)
+		}
+	}
+	return err
+}
