@@ -38,8 +38,8 @@ type Config struct {
 	// close it.
 	Port dataplane.Port
 	// Addr4 and Addr6 are the addresses the Bind listens on and sends
-	// from; at least one must be valid. Datagrams to other addresses are
-	// dropped and counted.
+	// from at first (SetAddrs replaces them); at least one must be valid.
+	// Datagrams to other addresses are dropped and counted.
 	Addr4, Addr6 netip.Addr
 	// ListenPort is the UDP port the Bind listens on and sends from at
 	// first. Open(0) keeps the port it has; Open with another port moves
@@ -126,8 +126,9 @@ type Bind struct {
 	mac  header.MAC
 	txqs []*txQueue
 
-	closedFlag atomic.Bool   // true while no generation is open
-	port       atomic.Uint32 // the UDP port listened on and sent from; written under mu by Open
+	closedFlag atomic.Bool                // true while no generation is open
+	port       atomic.Uint32              // the UDP port listened on and sent from; written under mu by Open
+	local      atomic.Pointer[localAddrs] // the addresses listened on and sent from (SetAddrs)
 
 	mu   sync.Mutex // guards gen, and serialises Open and Close
 	gen  *generation
@@ -139,6 +140,19 @@ type Bind struct {
 }
 
 var _ conn.Bind = (*Bind)(nil)
+
+// localAddrs are the Bind's addresses of each family (invalid: none),
+// immutable once published.
+type localAddrs struct{ v4, v6 netip.Addr }
+
+// SetAddrs replaces the addresses the Bind listens on and sends from
+// (Config.Addr4 and Addr6 at first; an invalid one: none of that family),
+// for a WAN interface renumbered while the gateway runs. The caller
+// points the XDP filter at them too. Datagrams in a burst being received
+// are judged by the addresses of its start. Safe for concurrent use.
+func (b *Bind) SetAddrs(v4, v6 netip.Addr) {
+	b.local.Store(&localAddrs{v4: v4.Unmap(), v6: v6})
+}
 
 // generation is the state of one Open..Close.
 type generation struct {
@@ -185,6 +199,7 @@ func New(cfg Config) (*Bind, error) {
 	b := &Bind{cfg: cfg, mac: header.MAC(cfg.Port.MAC())}
 	b.closedFlag.Store(true)
 	b.port.Store(uint32(cfg.ListenPort))
+	b.SetAddrs(cfg.Addr4, cfg.Addr6)
 	for i := range cfg.Port.NumQueues() {
 		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize)})
 	}
@@ -290,10 +305,10 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 func (b *Bind) newEndpoint(ap netip.AddrPort) *Endpoint {
 	a := ap.Addr().Unmap().WithZone("")
 	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port())}
-	if a.Is4() {
-		e.src = b.cfg.Addr4
+	if l := b.local.Load(); a.Is4() {
+		e.src = l.v4
 	} else {
-		e.src = b.cfg.Addr6
+		e.src = l.v6
 	}
 	e.srcPort = uint16(b.port.Load())
 	return e
@@ -423,9 +438,10 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	dst := e.dst.Addr()
 	v4 := dst.Is4()
-	src := b.cfg.Addr6
+	l := b.local.Load()
+	src := l.v6
 	if v4 {
-		src = b.cfg.Addr4
+		src = l.v4
 	}
 	if !src.IsValid() {
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)

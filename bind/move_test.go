@@ -74,3 +74,35 @@ func TestOpenMoves(t *testing.T) {
 		r.fns = fns
 	}
 }
+
+// TestSetAddrs: after SetAddrs (a WAN renumbered), datagrams to the new
+// address are received and those to the old one dropped as not_ours, and
+// Send writes the new source address.
+func TestSetAddrs(t *testing.T) {
+	r := newRig(t, 1, nil)
+	newIP4 := netip.MustParseAddr("198.18.9.5")
+	r.bind.SetAddrs(newIP4, ourIP6)
+	from := netip.AddrPortFrom(peerIP4, 1)
+	r.inject(t, 0, udpFrame(from, netip.AddrPortFrom(ourIP4, ourPort), []byte("old"), false))
+	r.inject(t, 0, udpFrame(from, netip.AddrPortFrom(newIP4, ourPort), []byte("new"), false))
+	bufs, sizes, eps := recvBufs()
+	n, err := r.fns[0](bufs, sizes, eps)
+	if err != nil || n != 1 || string(bufs[0][:sizes[0]]) != "new" {
+		t.Errorf("ReceiveFunc = %d, %v (first %q), want the one datagram to %v", n, err, bufs[0][:sizes[0]], newIP4)
+	}
+	if d := r.bind.Stats().Drops[DropNotOurs]; d != 1 {
+		t.Errorf("Drops[not_ours] = %d, want 1 (the datagram to the old address)", d)
+	}
+	ep, err := r.bind.ParseEndpoint(from.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.bind.Send([][]byte{[]byte("x")}, ep); err != nil {
+		t.Fatal(err)
+	}
+	if out := r.collect(t, 1, time.Second); len(out) != 1 {
+		t.Errorf("peer received %d frames, want 1", len(out))
+	} else if src := netip.AddrFrom4([4]byte(out[0][header.EthernetLen+12 : header.EthernetLen+16])); src != newIP4 {
+		t.Errorf("sent from %v, want %v", src, newIP4)
+	}
+}

@@ -8,7 +8,8 @@
 //
 // Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
 // neighbours"): the kernel keeps both interfaces' addresses and answers
-// ARP/NDP; next hops come from its routes and neighbours (package arp). The
+// ARP/NDP; next hops come from its routes and neighbours (package arp), and
+// the WAN's addresses are followed when they change (wanaddr.go). The
 // WAN's XDP program redirects UDP to the WAN addresses and ListenPort; the
 // LAN's redirects frames to the peers' allowed IPs (never the host's own
 // addresses), kept in step with wireguard-go's configuration, wg(8)
@@ -99,11 +100,15 @@ type Gateway struct {
 	lanDev   *tundev.PortDevice
 	wan, lan *afxdp.Port
 	log      *slog.Logger
-	wanAddrs []netip.Addr   // the WAN's addresses at start, which the bind listens on
-	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
-	closers  []func() error
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// wanMu guards wanAddrs and listenPort: the WAN's addresses the bind
+	// listens on and the port (wanaddr.go, listen.go).
+	wanMu      sync.Mutex
+	wanAddrs   []netip.Addr
+	listenPort uint16
+	nsHandle   netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	closers    []func() error
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
@@ -221,13 +226,20 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
-	g.wanAddrs = wan.addrs()
+	g.wanAddrs, g.listenPort = wan.addrs(), cfg.ListenPort
 	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
+	}
+	ah, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if err := g.followWANAddresses(ah, cfg.WAN, wan.index); err != nil {
+		return nil, fmt.Errorf("WAN: follow addresses: %w", err)
 	}
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the

@@ -23,13 +23,16 @@ import (
 // bind sends from it. Peers follow the new port when they receive an
 // authenticated packet from it (roaming), as from wireguard-go's.
 func (g *Gateway) moveListenPort(port uint16) error {
+	g.wanMu.Lock()
+	defer g.wanMu.Unlock()
 	if err := g.inNamespace(func() error { return probeUDP(port, g.wanAddrs) }); err != nil {
 		return err
 	}
 	if err := g.wan.SetUDP(bind.XDPFilter(g.wanAddrs, port, false).UDP); err != nil {
 		return fmt.Errorf("XDP filter: %w", err)
 	}
-	g.log.Info("listen port moved", "to", port)
+	g.log.Info("listen port moved", "from", g.listenPort, "to", port)
+	g.listenPort = port
 	return nil
 }
 

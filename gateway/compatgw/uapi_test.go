@@ -43,6 +43,7 @@ type site struct {
 	gw, peer, host *topo.NS
 	g              *Gateway
 	name, peerKey  string
+	wanDev         string // the gateway's WAN interface
 }
 
 func newSite(t *testing.T) *site {
@@ -75,6 +76,7 @@ func newSite(t *testing.T) *site {
 			t.Fatal(err)
 		}
 	}
+	s.wanDev = wan.A
 	s.name = topo.UniqueName("wgpu")
 	s.peerKey = strings.Repeat("22", 32)
 	cfg := Config{
