@@ -38,13 +38,21 @@ type Config struct {
 	// close it.
 	Port dataplane.Port
 	// Addr4 and Addr6 are the addresses the Bind listens on and sends
-	// from; at least one must be valid. Datagrams to other addresses are
-	// dropped and counted.
+	// from at first (SetAddrs replaces them); at least one must be valid.
+	// Datagrams to other addresses are dropped and counted.
 	Addr4, Addr6 netip.Addr
-	// ListenPort is the UDP port, fixed because the XDP filter matching it
-	// is installed when the port is opened. Open(0) listens on it; Open
-	// with another nonzero port fails.
+	// ListenPort is the UDP port the Bind listens on and sends from at
+	// first. Open(0) keeps the port it has; Open with another port moves
+	// it there through Move.
 	ListenPort uint16
+	// Move points what delivers the port's datagrams (the XDP filter's
+	// UDP match) at port, a nonzero port other than the one the Bind
+	// listens on, or returns why it cannot (EADDRINUSE: the host uses
+	// it), in which case the Bind stays on its port. wireguard-go calls
+	// Open with the new port after Close when listen_port is set (wg set
+	// NAME listen-port N); Move runs in that Open, the Bind closed. Nil:
+	// Open refuses another port.
+	Move func(port uint16) error
 	// Routes gives the next hop towards an endpoint (arp.KernelRoutes in
 	// shared mode, arp.StaticRoutes in owned mode). It must describe this
 	// port's interface: the interface index it returns is not checked.
@@ -118,7 +126,9 @@ type Bind struct {
 	mac  header.MAC
 	txqs []*txQueue
 
-	closedFlag atomic.Bool // true while no generation is open
+	closedFlag atomic.Bool                // true while no generation is open
+	port       atomic.Uint32              // the UDP port listened on and sent from; written under mu by Open
+	local      atomic.Pointer[localAddrs] // the addresses listened on and sent from (SetAddrs)
 
 	mu   sync.Mutex // guards gen, and serialises Open and Close
 	gen  *generation
@@ -131,9 +141,23 @@ type Bind struct {
 
 var _ conn.Bind = (*Bind)(nil)
 
+// localAddrs are the Bind's addresses of each family (invalid: none),
+// immutable once published.
+type localAddrs struct{ v4, v6 netip.Addr }
+
+// SetAddrs replaces the addresses the Bind listens on and sends from
+// (Config.Addr4 and Addr6 at first; an invalid one: none of that family),
+// for a WAN interface renumbered while the gateway runs. The caller
+// points the XDP filter at them too. Datagrams in a burst being received
+// are judged by the addresses of its start. Safe for concurrent use.
+func (b *Bind) SetAddrs(v4, v6 netip.Addr) {
+	b.local.Store(&localAddrs{v4: v4.Unmap(), v6: v6})
+}
+
 // generation is the state of one Open..Close.
 type generation struct {
 	closed atomic.Bool
+	port   uint16 // the listen port of this generation, fixed
 	rxs    []*rxQueue
 }
 
@@ -174,25 +198,36 @@ func New(cfg Config) (*Bind, error) {
 	}
 	b := &Bind{cfg: cfg, mac: header.MAC(cfg.Port.MAC())}
 	b.closedFlag.Store(true)
+	b.port.Store(uint32(cfg.ListenPort))
+	b.SetAddrs(cfg.Addr4, cfg.Addr6)
 	for i := range cfg.Port.NumQueues() {
 		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize)})
 	}
 	return b, nil
 }
 
-// Open starts listening and returns one ReceiveFunc per queue. port 0
-// means Config.ListenPort; another port than that fails (the XDP filter is
-// fixed). It returns conn.ErrBindAlreadyOpen if open.
+// Open starts listening and returns one ReceiveFunc per queue and the
+// port listened on. port 0 keeps the port the Bind has (Config.ListenPort
+// at first); another port is moved to through Config.Move, and without
+// Move refused. It returns conn.ErrBindAlreadyOpen if open.
 func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.gen != nil {
 		return nil, 0, conn.ErrBindAlreadyOpen
 	}
-	if port != 0 && port != b.cfg.ListenPort {
-		return nil, 0, fmt.Errorf("bind: listen port %d asked, but the port filters %d (set listen_port to it)", port, b.cfg.ListenPort)
+	cur := uint16(b.port.Load())
+	if port != 0 && port != cur {
+		if b.cfg.Move == nil {
+			return nil, 0, fmt.Errorf("bind: listen port %d asked, but the port filters %d (set listen_port to it)", port, cur)
+		}
+		if err := b.cfg.Move(port); err != nil {
+			return nil, 0, fmt.Errorf("bind: move listen port %d to %d: %w", cur, port, err)
+		}
+		b.port.Store(uint32(port))
+		cur = port
 	}
-	g := &generation{}
+	g := &generation{port: cur}
 	fns := make([]conn.ReceiveFunc, 0, b.cfg.Port.NumQueues())
 	for i := range b.cfg.Port.NumQueues() {
 		w, err := dataplane.NewWaiter()
@@ -215,7 +250,7 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 	}
 	b.gen = g
 	b.closedFlag.Store(false)
-	return fns, b.cfg.ListenPort, nil
+	return fns, cur, nil
 }
 
 // Close stops listening: every ReceiveFunc of this Open, blocked or not,
@@ -270,12 +305,12 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 func (b *Bind) newEndpoint(ap netip.AddrPort) *Endpoint {
 	a := ap.Addr().Unmap().WithZone("")
 	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port())}
-	if a.Is4() {
-		e.src = b.cfg.Addr4
+	if l := b.local.Load(); a.Is4() {
+		e.src = l.v4
 	} else {
-		e.src = b.cfg.Addr6
+		e.src = l.v6
 	}
-	e.srcPort = b.cfg.ListenPort
+	e.srcPort = uint16(b.port.Load())
 	return e
 }
 
@@ -384,7 +419,7 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 }
 
 // Send sends each of bufs as one UDP datagram to ep (an *Endpoint) from
-// the Bind's address of ep's family and ListenPort. len(bufs) must not
+// the Bind's address of ep's family and listen port. len(bufs) must not
 // exceed BatchSize (more are sent in several batches). Send does not keep
 // bufs. It is safe for concurrent use and does not allocate on the hot
 // path. Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
@@ -403,9 +438,10 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	dst := e.dst.Addr()
 	v4 := dst.Is4()
-	src := b.cfg.Addr6
+	l := b.local.Load()
+	src := l.v6
 	if v4 {
-		src = b.cfg.Addr4
+		src = l.v4
 	}
 	if !src.IsValid() {
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
@@ -507,7 +543,7 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 		// Sums are kept folded to 16 bits, so that adding a length
 		// cannot overflow.
 		t.sum = uint32(header.FoldChecksum(header.Checksum(ip[:header.IPv4MinLen], 0)))
-		header.PutUDP(d[header.EthernetLen+header.IPv4MinLen:], b.cfg.ListenPort, dst.Port(), -header.UDPLen)
+		header.PutUDP(d[header.EthernetLen+header.IPv4MinLen:], uint16(b.port.Load()), dst.Port(), -header.UDPLen)
 		if t.udp {
 			t.ps = uint32(header.FoldChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], 0)))
 		}
@@ -517,7 +553,7 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 	header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv6)
 	fl := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: b.cfg.TTL, Src: src.As16(), Dst: dst.Addr().As16()}
 	header.PutIPv6(d[header.EthernetLen:], &fl, 0)
-	header.PutUDP(d[header.EthernetLen+header.IPv6Len:], b.cfg.ListenPort, dst.Port(), -header.UDPLen)
+	header.PutUDP(d[header.EthernetLen+header.IPv6Len:], uint16(b.port.Load()), dst.Port(), -header.UDPLen)
 	t.sum = uint32(header.FoldChecksum(header.PseudoHeaderChecksumBytes(header.ProtoUDP, fl.Src[:], fl.Dst[:], 0)))
 	return t
 }

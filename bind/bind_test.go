@@ -604,6 +604,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add(arpReq[:n])
 	r := newRig(f, 1, func(c *Config) { c.VerifyChecksum = true })
 	q := r.bind.gen.rxs[0]
+	q.local = r.bind.local.Load() // as receive loads it for each burst
 	buf := make([]byte, 2048)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		before := r.bind.Stats()

@@ -133,6 +133,7 @@ type rxQueue struct {
 	lastSrc netip.AddrPort
 	lastEP  *Endpoint
 	pkt     header.Packet
+	local   *localAddrs // the Bind's addresses, loaded once per burst
 	reply   []byte
 	warm    byte // what dataplane.Warm returned, kept so its loads stay
 
@@ -164,6 +165,7 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 		}
 		m := r.rx.Receive(r.frames[:want])
 		r.warm ^= dataplane.Warm(r.frames[:m])
+		r.local = r.b.local.Load()
 		n := 0
 		for i := range m {
 			if r.handle(r.frames[i].Data(), packets[n], &sizes[n], &eps[n]) {
@@ -243,7 +245,7 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 		return false
 	}
 	dst := p.Dst
-	if p.DstPort != b.cfg.ListenPort || (dst != b.cfg.Addr4 && dst != b.cfg.Addr6) {
+	if p.DstPort != r.g.port || (dst != r.local.v4 && dst != r.local.v6) {
 		r.ctr.drops[DropNotOurs].Add(1)
 		return false
 	}

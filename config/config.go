@@ -38,8 +38,16 @@ type Interface struct {
 	Addresses []netip.Prefix
 	// MTU is the tunnel MTU in bytes; 0 means unset.
 	MTU int
+	// FwMark is the firewall mark (FwMark, as wg(8) reads it: "off", or a
+	// number in decimal, 0x hex or 0 octal up to 2^32-1; 0: none). The
+	// gateway reports it (wg show) in every mode, but only compat-mqtun's
+	// kernel sockets carry it: the other modes send through no socket
+	// (README, "fwmark, policy routing and VRFs"). The line is also kept
+	// in Unused, so that Marshal and WG write it back as written.
+	FwMark uint32
 	// Unused holds the wg-quick keys wgpio accepts but does not act on (DNS,
-	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark), each also
+	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig; and FwMark, which
+	// FwMark holds parsed), each also
 	// reported as a Warning. Marshal writes them back.
 	Unused []Setting
 	// Lines gives the line each key was set on, by canonical key name.

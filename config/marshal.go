@@ -197,6 +197,7 @@ func formatCPUs(cpus []int) string {
 //
 //	private_key=<hex>
 //	listen_port=<port>                    (if set)
+//	fwmark=<mark>                         (if set, decimal)
 //	replace_peers=true
 //	public_key=<hex>                      (then per peer)
 //	preshared_key=<hex>                   (if set)
@@ -209,7 +210,33 @@ func formatCPUs(cpus []int) string {
 // line (the socket protocol adds both). Applying it replaces the device's
 // whole peer set, as `wg setconf` does. The output holds the private key:
 // treat it as secret.
-func (f *File) UAPI() string {
+func (f *File) UAPI() string { return f.uapi(false) }
+
+// SyncUAPI is the body of a UAPI "set=1" operation that applies f to a
+// running device as `wg syncconf` applies a file: UAPI's lines without
+// replace_peers, so that the sessions of the peers f keeps go on, an
+// fwmark line also for "FwMark = off", and "public_key=<hex>" then
+// "remove=true" for each key of running (the device's peers, lowercase hex
+// as get=1 prints them) that f does not list. The output holds the private
+// key: treat it as secret.
+func (f *File) SyncUAPI(running []string) string {
+	var b strings.Builder
+	b.WriteString(f.uapi(true))
+	keep := make(map[string]bool, len(f.Peers))
+	for i := range f.Peers {
+		keep[f.Peers[i].PublicKey.Hex()] = true
+	}
+	for _, k := range running {
+		if !keep[k] {
+			b.WriteString("public_key=" + k + "\nremove=true\n")
+		}
+	}
+	return b.String()
+}
+
+// uapi writes UAPI's lines; with sync, SyncUAPI's device and peer lines
+// (no replace_peers; fwmark whenever the file sets FwMark, off included).
+func (f *File) uapi(sync bool) string {
 	var b strings.Builder
 	kv := func(k, v string) {
 		b.WriteString(k)
@@ -221,7 +248,12 @@ func (f *File) UAPI() string {
 	if f.Interface.ListenPort != 0 {
 		kv("listen_port", strconv.Itoa(int(f.Interface.ListenPort)))
 	}
-	kv("replace_peers", "true")
+	if _, set := f.Interface.Lines["FwMark"]; f.Interface.FwMark != 0 || sync && set {
+		kv("fwmark", strconv.FormatUint(uint64(f.Interface.FwMark), 10))
+	}
+	if !sync {
+		kv("replace_peers", "true")
+	}
 	for i := range f.Peers {
 		p := &f.Peers[i]
 		kv("public_key", p.PublicKey.Hex())

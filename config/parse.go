@@ -293,6 +293,17 @@ func (p *parser) line(n int, raw string) {
 		p.errorf(n, ki.name, "empty value")
 		return
 	}
+	if ki.name == "FwMark" {
+		m, ok := parseFwMark(v)
+		if !ok {
+			p.errorf(n, ki.name, "%s is not a mark; want off or a number up to 4294967295 (decimal, or hexadecimal with 0x)", quoteShort(v))
+			return
+		}
+		p.f.Interface.FwMark = m
+		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
+		p.warnf(n, ki.name, "reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)")
+		return
+	}
 	if ki.unused {
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
 		p.warnf(n, ki.name, "ignored: wgpio does not act on it")

@@ -245,7 +245,7 @@ func TestParseWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	want := []string{
-		`wg0.conf:3: key "FwMark": ignored: wgpio does not act on it`,
+		`wg0.conf:3: key "FwMark": reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)`,
 		`wg0.conf:4: key "Table": ignored: wgpio does not act on it`,
 		`wg0.conf:5: key "SaveConfig": ignored: wgpio does not act on it`,
 		`wg0.conf:6: [Peer] has no AllowedIPs; no traffic will pass to or from it`,
@@ -254,6 +254,9 @@ func TestParseWarnings(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Warnings mismatch (-want +got):\n%s", diff)
+	}
+	if f.Interface.FwMark != 0x1234 {
+		t.Errorf("FwMark = %#x, want 0x1234", f.Interface.FwMark)
 	}
 	if diff := cmp.Diff(pfx("10.0.0.0/24", "2001:db8::/32"), f.Peers[1].AllowedIPs, fileCmp...); diff != "" {
 		t.Errorf("AllowedIPs mismatch (-want +got):\n%s", diff)
@@ -609,5 +612,39 @@ func TestEndpointSkipsNonUnicast(t *testing.T) {
 	}
 	if got, want := f.Peers[0].Endpoint, netip.MustParseAddrPort("192.0.2.9:51820"); got != want {
 		t.Errorf("Endpoint = %v, want %v (the first unicast answer)", got, want)
+	}
+}
+
+// TestParseFwMark: FwMark takes what wg(8) takes (config.c parse_fwmark:
+// "off", or strtoul base 0 up to 2^32-1) and is applied at start, as on a
+// Linux wg0; anything else is an error at its line.
+func TestParseFwMark(t *testing.T) {
+	for _, tt := range []struct {
+		v    string
+		want uint32
+		err  bool
+	}{
+		{v: "off", want: 0}, {v: "OFF", want: 0}, {v: "0", want: 0},
+		{v: "51820", want: 51820}, {v: "0x1234", want: 0x1234}, {v: "0XfF", want: 255},
+		{v: "010", want: 8}, {v: "4294967295", want: 1<<32 - 1},
+		{v: "4294967296", err: true}, {v: "-1", err: true}, {v: "0x", err: true},
+		{v: "12ab", err: true}, {v: "1_000", err: true}, {v: "0b101", err: true}, {v: "0o17", err: true},
+	} {
+		t.Run(tt.v, func(t *testing.T) {
+			f, err := parseString("[Interface]\nPrivateKey = " + priv1 + "\nFwMark = " + tt.v + "\n")
+			if tt.err {
+				want := `wg0.conf:3: key "FwMark": "` + tt.v + `" is not a mark; want off or a number up to 4294967295 (decimal, or hexadecimal with 0x)`
+				if err == nil || err.Error() != want {
+					t.Errorf("Parse(FwMark = %s) = %v, want %q", tt.v, err, want)
+				}
+				return
+			}
+			if err != nil || f.Interface.FwMark != tt.want {
+				t.Fatalf("Parse(FwMark = %s) = %v, FwMark %d; want %d", tt.v, err, f.Interface.FwMark, tt.want)
+			}
+			if u := f.UAPI(); (tt.want != 0) != strings.Contains(u, fmt.Sprintf("\nfwmark=%d\n", tt.want)) {
+				t.Errorf("UAPI() = %q, want a fwmark=%d line exactly when the mark is not 0", u, tt.want)
+			}
+		})
 	}
 }

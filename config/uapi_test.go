@@ -224,3 +224,26 @@ func TestUAPIText(t *testing.T) {
 		t.Errorf("UAPI() mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncUAPI: SyncUAPI is what `wg syncconf` sends for a file: no
+// replace_peers, the file's peers with replace_allowed_ips, a removal for
+// each running peer the file lacks, and fwmark whenever the file sets
+// FwMark ("off" included, as wg(8) sends it), before the peers.
+func TestSyncUAPI(t *testing.T) {
+	f, err := parseString("[Interface]\nPrivateKey = " + priv1 + "\nFwMark = off\n" +
+		"[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.SyncUAPI([]string{hexKey(t, pub2), hexKey(t, pub3)})
+	want := "private_key=" + hexKey(t, priv1) + "\n" +
+		"fwmark=0\n" +
+		"public_key=" + hexKey(t, pub2) + "\nreplace_allowed_ips=true\nallowed_ip=10.0.0.0/24\n" +
+		"public_key=" + hexKey(t, pub3) + "\nremove=true\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SyncUAPI mismatch (-want +got):\n%s", diff)
+	}
+	if u := f.UAPI(); strings.Contains(u, "fwmark") || !strings.Contains(u, "replace_peers=true\n") {
+		t.Errorf("UAPI() = %q, want replace_peers and no fwmark line for FwMark = off", u)
+	}
+}

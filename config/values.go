@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -119,4 +120,22 @@ func parseCIDR(s string, bare bool) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, a.BitLen()), true
+}
+
+// parseFwMark parses an FwMark value as wg(8) does (config.c parse_fwmark:
+// "off" in any case, else strtoul with base 0: decimal, 0x hexadecimal or
+// 0 octal, up to 2^32-1, nothing after the number).
+func parseFwMark(v string) (uint32, bool) {
+	if strings.EqualFold(v, "off") {
+		return 0, true
+	}
+	if v == "" || strings.ContainsAny(v, "_+-") || strings.HasPrefix(v, "0o") || strings.HasPrefix(v, "0b") ||
+		strings.HasPrefix(v, "0O") || strings.HasPrefix(v, "0B") {
+		return 0, false // Go's base-0 extras that strtoul does not take
+	}
+	m, err := strconv.ParseUint(v, 0, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(m), true
 }

@@ -31,6 +31,12 @@ var fastpathCaps = []capability{
 	{capBPF, "CAP_BPF", "load the XDP program and its maps"},
 }
 
+// mqtunCaps are what compat-mqtun needs: CAP_NET_ADMIN to create the
+// multi-queue TUN and give it its addresses and routes.
+var mqtunCaps = []capability{
+	{capNetAdmin, "CAP_NET_ADMIN", "create the multi-queue TUN, its addresses and routes"},
+}
+
 // effectiveCaps reads the effective capability set of this process from
 // /proc/self/status (proc(5), "CapEff").
 func effectiveCaps() (uint64, error) {
@@ -65,5 +71,16 @@ func checkCaps(want []capability) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("missing privileges: %s; run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)", strings.Join(missing, ", "))
+	names := make([]string, len(want))
+	setpriv := make([]string, len(want))
+	for i, c := range want {
+		names[i] = c.name
+		setpriv[i] = "+" + strings.ToLower(strings.TrimPrefix(c.name, "CAP_"))
+	}
+	all := names[len(names)-1]
+	if len(names) > 1 {
+		all = strings.Join(names[:len(names)-1], ", ") + " and " + all
+	}
+	sp := strings.Join(setpriv, ",")
+	return fmt.Errorf("missing privileges: %s; run as root, or grant %s (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=%s --ambient-caps=%s ...)", strings.Join(missing, ", "), all, sp, sp)
 }

@@ -54,8 +54,8 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) err
 		g.Close()
 		return err
 	}
-	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := waitSignal()
+	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
+	sig := serve(log, f.Name, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet})
 	log.Info("stopping", "signal", sig.String())
 	final := g.Stats()
 	stopStats()

@@ -13,13 +13,15 @@ import (
 
 // TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
 // bind and tundev) against stock wireguard-go: traffic both ways, wg(8)
-// shows it, an allowed IP removed with wg set reaches the LAN XDP filter,
+// shows it, an allowed IP removed with wg set leaves the LAN XDP filter
+// before wg returns,
 // `wgpio stats` prints the two sides' counters, SIGTERM leaves no XDP
 // program.
 func TestUpCompat(t *testing.T) {
-	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat })
+	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompat; withFwMark(f) })
 	g := s.up(t)
 	s.pingBoth(t)
+	checkFwMark(t, s)
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Fatalf("IPv6: %v", err)
 	}
@@ -48,7 +50,7 @@ func TestUpCompat(t *testing.T) {
 	}
 
 	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
-	time.Sleep(1500 * time.Millisecond) // the filter follows within a second
+	// The LAN filter follows before wg returns (compatgw.handleUAPI).
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 		t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,8 +21,9 @@ import (
 // TestUpErrors gives `wgpio up` configurations a new user gets wrong and
 // checks each exact message: config errors with file:line and key (a
 // tunnel MTU the WAN cannot carry in both modes included), an
-// interface that does not exist, missing privileges, a second instance,
-// an address in use.
+// interface that does not exist, missing privileges (fast path and
+// compat-mqtun), a second instance (same name, same WAN, the first's LAN as
+// its WAN), an address in use, and `wgpio stats` by a user who may not.
 func TestUpErrors(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	s := newSite(t, nil)
@@ -161,6 +163,14 @@ func TestUpErrors(t *testing.T) {
 			want: "wgpio: missing privileges: CAP_NET_ADMIN (to attach XDP programs, create the exception TUN), CAP_NET_RAW (to open AF_XDP sockets), CAP_BPF (to load the XDP program and its maps); run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)",
 		},
 		{
+			// compat-mqtun needs CAP_NET_ADMIN alone, and says so before
+			// it touches the run directories.
+			name: "noprivs-mqtun",
+			conf: withWGPIO("Mode = compat-mqtun"),
+			wrap: nobody,
+			want: "wgpio: missing privileges: CAP_NET_ADMIN (to create the multi-queue TUN, its addresses and routes); run as root, or grant CAP_NET_ADMIN (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin --ambient-caps=+net_admin ...)",
+		},
+		{
 			name:  "same-name",
 			first: true,
 			conf:  good,
@@ -173,6 +183,16 @@ func TestUpErrors(t *testing.T) {
 			conf:  good,
 			args:  []string{"-name", "wgpsecond"},
 			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.WANA, runDir, nsInode(t, s), s.WANA),
+		},
+		{
+			// The first instance's LAN as this one's WAN (and the other
+			// way round): refused by name, not by the kernel's "queue
+			// busy" after a two-second wait.
+			name:  "same-interface-as-lan",
+			first: true,
+			conf:  good,
+			args:  []string{"-name", "wgpsecond", "-wan", s.LANA, "-lan", s.WANA},
+			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.LANA, runDir, nsInode(t, s), s.LANA),
 		},
 	} {
 		if tc.first && !running {
@@ -212,6 +232,17 @@ func TestUpErrors(t *testing.T) {
 	if err := s.HostA.Ping(twosite.HostB4, 10*time.Second); err != nil {
 		st, _ := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 		t.Fatalf("%v\n%s\n%s\n%s", err, st, wg(t, s.GwA, "show"), wg(t, s.GwB, "show"))
+	}
+	// Its counters are root's: another user is told so, not asked whether
+	// the gateway runs.
+	out, _ := exec.Command(nobody[0], append(nobody[1:], wgpioBin, "stats", s.GwName)...).CombinedOutput()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("wgpio: gateway %s: dial unix %s/%s.stats: connect: permission denied (running as uid %s: the socket is the gateway's user's; run this as root or as that user)\n", s.GwName, runDir, s.GwName, u.Uid)
+	if string(out) != want {
+		t.Errorf("wgpio stats as nobody:\n got %s\nwant %s", out, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -65,7 +66,7 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 	path := filepath.Join(runDir, name+".stats")
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
-		return s, nil, fmt.Errorf("gateway %s: %w (is `wgpio up` running?)", name, err)
+		return s, nil, fmt.Errorf("gateway %s: %w (%s)", name, err, dialHint(err, "is `wgpio up` running?"))
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -152,4 +153,16 @@ func printCompatStats(c *CompatStats) {
 	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(c.Bind.Drops.List(), " "))
 	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(c.LAN.Drops.List(), " "))
 	tw.Flush()
+}
+
+// dialHint is what to say after an error connecting to a gateway's socket
+// in runDir: for a permission error, who may connect (the socket belongs
+// to the user the gateway runs as, root or dist/wgpio.service's wgpio);
+// else notRunning, the likelier cause (no gateway, or a stale socket of
+// one killed with SIGKILL).
+func dialHint(err error, notRunning string) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Sprintf("running as uid %d: the socket is the gateway's user's; run this as root or as that user", os.Getuid())
+	}
+	return notRunning
 }

@@ -10,11 +10,10 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -135,12 +134,21 @@ func cmdUp(args []string) error {
 			}
 		}
 	}
-	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
-		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
+	// The interfaces an instance takes: their NIC queues and XDP hook, so
+	// the trunk of a kernel VLAN device.
+	var ifaces []string
+	switch w.Mode {
+	case config.ModeFastPath, config.ModeCompat:
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
+		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
 		if err := checkInterfaces(f, w); err != nil {
+			return err
+		}
+		ifaces = []string{trunkOf(w.WAN), trunkOf(w.LAN)}
+	case config.ModeCompatMQTUN:
+		if err := checkCaps(mqtunCaps); err != nil {
 			return err
 		}
 	}
@@ -154,7 +162,7 @@ func cmdUp(args []string) error {
 			}
 		}
 	}
-	unlock, err := lockInstance(*name, w.WAN)
+	unlock, err := lockInstance(*name, ifaces)
 	if err != nil {
 		return err
 	}
@@ -327,9 +335,12 @@ func checkCPUs(file string, w config.WGPIO) error {
 	return nil
 }
 
-// lockInstance makes sure one gateway runs per name and per WAN interface
-// (of this network namespace: the lock names the namespace's inode).
-func lockInstance(name, wan string) (func(), error) {
+// lockInstance makes sure one gateway runs per name and per interface of
+// ifaces (WAN and LAN, or none), so that a second instance on either is
+// refused by name at once rather than by the kernel when it attaches XDP or
+// binds a queue. Interfaces are those of this network namespace: the lock
+// names the namespace's inode. "" in ifaces is skipped.
+func lockInstance(name string, ifaces []string) (func(), error) {
 	// Another user than root needs the run directories made writable for
 	// it (dist/wgpio.service: RuntimeDirectory=wgpio wireguard).
 	hint := func(err error) string {
@@ -350,13 +361,15 @@ func lockInstance(name, wan string) (func(), error) {
 			f.Close()
 		}
 	}
-	for _, l := range []struct{ path, what string }{
-		{filepath.Join(runDir, "name-"+name+".lock"), "name " + name},
-		{filepath.Join(runDir, "if-"+netnsID()+"-"+wan+".lock"), "interface " + wan},
-	} {
-		if wan == "" && strings.Contains(l.path, "/if-") {
-			continue
+	type lock struct{ path, what string }
+	locks := []lock{{filepath.Join(runDir, "name-"+name+".lock"), "name " + name}}
+	for i, dev := range ifaces {
+		// One file locked twice by one process would conflict with itself.
+		if dev != "" && !slices.Contains(ifaces[:i], dev) {
+			locks = append(locks, lock{filepath.Join(runDir, "if-"+netnsID()+"-"+dev+".lock"), "interface " + dev})
 		}
+	}
+	for _, l := range locks {
 		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			release()
@@ -453,6 +466,14 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	if err != nil {
 		return startError(f, err)
 	}
+	if m := f.Interface.FwMark; m != 0 {
+		// Reported by wg show, as a Linux wg0 reports the file's FwMark;
+		// it marks nothing (README, "fwmark, policy routing and VRFs").
+		if err := g.Device().IpcSet(strings.NewReader("fwmark=" + strconv.FormatUint(uint64(m), 10) + "\n")); err != nil {
+			g.Close()
+			return fmt.Errorf("%s: FwMark: %w", f.Name, err)
+		}
+	}
 	stopStats, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
 	if err != nil {
 		g.Close()
@@ -472,8 +493,15 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			return err
 		}
 	}
-	log.Info("running; stop with Ctrl-C or SIGTERM", "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := waitSignal()
+	log.Info("running; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "uapi", "/var/run/wireguard/"+name+".sock")
+	sig := serve(log, f.Name, uapiDevice{
+		get: func() (string, error) {
+			var b strings.Builder
+			err := g.Device().IpcGet(&b)
+			return b.String(), err
+		},
+		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
+	})
 	log.Info("stopping", "signal", sig.String())
 	final := statsOf(g)
 	stop()
@@ -506,12 +534,6 @@ func explain(err error) error {
 		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
 	}
 	return err
-}
-
-func waitSignal() os.Signal {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	return <-ch
 }
 
 // GatewayStats is what `wgpio stats` prints and the metrics export.

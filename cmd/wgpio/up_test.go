@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
@@ -26,9 +27,10 @@ const metricsAddr = "127.0.0.1:9586" // inside gwA's own namespace
 // TestUpWithStockPeer runs `wgpio up` in gwA against stock wireguard-go in
 // gwB: traffic both ways; wg(8) shows and changes it live (a new peer, an
 // allowed IP removed, the endpoint moved to IPv6) without dropping the
-// tunnel; `wgpio stats`, the metrics endpoint and `wgpio capture` see it.
+// tunnel; `wgpio stats`, the metrics endpoint and `wgpio capture` see it;
+// the file's FwMark is reported, as a Linux wg0 reports it.
 func TestUpWithStockPeer(t *testing.T) {
-	s := newSite(t, nil)
+	s := newSite(t, withFwMark)
 	s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
@@ -36,6 +38,7 @@ func TestUpWithStockPeer(t *testing.T) {
 	}
 
 	stock := s.FastConfig.Peers[0].PublicKey.Base64()
+	checkFwMark(t, s)
 	show := wg(t, s.GwA, "show", s.GwName)
 	for _, want := range []string{"interface: " + s.GwName, "listening port: 51820", "peer: " + stock, "latest handshake", "198.19.2.0/24"} {
 		if !strings.Contains(show, want) {
@@ -404,5 +407,21 @@ exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=$caps --am
 	}
 	if xdpAttached(t, s.GwA, s.WANA) || xdpAttached(t, s.GwA, s.LANA) {
 		t.Errorf("an XDP program is still attached after SIGTERM")
+	}
+}
+
+// withFwMark gives the site's file FwMark = 0x1234.
+func withFwMark(f *config.File) {
+	f.Interface.FwMark = 0x1234
+	f.Interface.Unused = append(f.Interface.Unused, config.Setting{Key: "FwMark", Value: "0x1234"})
+}
+
+// checkFwMark: wg(8) reports the FwMark of the file the gateway started
+// from (withFwMark), as it reports a Linux wg0's; before the fix wgpio
+// ignored it until a `wg syncconf` of the same file set it.
+func checkFwMark(t *testing.T, s *site) {
+	t.Helper()
+	if got := strings.TrimSpace(wg(t, s.GwA, "show", s.GwName, "fwmark")); got != "0x1234" {
+		t.Errorf("wg show %s fwmark = %q, want 0x1234 (the file's FwMark)", s.GwName, got)
 	}
 }

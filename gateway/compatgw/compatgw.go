@@ -8,7 +8,8 @@
 //
 // Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
 // neighbours"): the kernel keeps both interfaces' addresses and answers
-// ARP/NDP; next hops come from its routes and neighbours (package arp). The
+// ARP/NDP; next hops come from its routes and neighbours (package arp), and
+// the WAN's addresses are followed when they change (wanaddr.go). The
 // WAN's XDP program redirects UDP to the WAN addresses and ListenPort; the
 // LAN's redirects frames to the peers' allowed IPs (never the host's own
 // addresses), kept in step with wireguard-go's configuration, wg(8)
@@ -32,14 +33,15 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -74,7 +76,9 @@ type Config struct {
 	// frame cannot carry (checkMTU).
 	MTU int
 	// SyncInterval is how often the LAN's XDP filter is brought in step
-	// with wireguard-go's allowed IPs (default DefaultSyncInterval).
+	// with wireguard-go's allowed IPs when they are changed from Go
+	// (Device().IpcSet; default DefaultSyncInterval). A change through the
+	// UAPI socket (wg(8)) is in the filter before its reply.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -96,9 +100,15 @@ type Gateway struct {
 	lanDev   *tundev.PortDevice
 	wan, lan *afxdp.Port
 	log      *slog.Logger
-	closers  []func() error
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// wanMu guards wanAddrs and listenPort: the WAN's addresses the bind
+	// listens on and the port (wanaddr.go, listen.go).
+	wanMu      sync.Mutex
+	wanAddrs   []netip.Addr
+	listenPort uint16
+	nsHandle   netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	closers    []func() error
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
@@ -175,13 +185,22 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool)}
+	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), nsHandle: netns.None()}
 	defer func() {
 		if err != nil {
 			g.Close()
 			err = fmt.Errorf("compatgw: %w", err)
 		}
 	}()
+	if g.nsHandle, err = threadns.Moved(); err != nil {
+		return nil, fmt.Errorf("network namespace: %w", err)
+	}
+	g.closers = append(g.closers, func() error {
+		if g.nsHandle.IsOpen() {
+			g.nsHandle.Close()
+		}
+		return nil
+	})
 	h, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -207,12 +226,20 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
-	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort}
+	g.wanAddrs, g.listenPort = wan.addrs(), cfg.ListenPort
+	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
+	}
+	ah, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if err := g.followWANAddresses(ah, cfg.WAN, wan.index); err != nil {
+		return nil, fmt.Errorf("WAN: follow addresses: %w", err)
 	}
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
@@ -307,34 +334,9 @@ func (g *Gateway) kernelNeighbours(h *netlink.Handle, index int) (*arp.KernelRou
 	return routes, tbl, nil
 }
 
-// serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
-// sets the device.
-func (g *Gateway) serveUAPI(name string) error {
-	uf, err := ipc.UAPIOpen(name)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	ln, err := ipc.UAPIListen(name, uf)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	g.closers = append(g.closers, ln.Close)
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go g.dev.IpcHandle(c)
-		}
-	}()
-	return nil
-}
-
 // followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// wg(8) may change, every interval until Close.
+// Device().IpcSet may change, every interval until Close (handleUAPI syncs
+// after each set of wg(8)).
 func (g *Gateway) followPrefixes(interval time.Duration) {
 	defer g.wg.Done()
 	t := time.NewTicker(interval)
@@ -352,8 +354,12 @@ func (g *Gateway) followPrefixes(interval time.Duration) {
 }
 
 // syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
-// wireguard-go has (read over its UAPI "get").
+// wireguard-go has (read over its UAPI "get"). Calls are serialized from
+// the read on, so that a sync that read the allowed IPs before a change
+// cannot undo the sync that read them after it.
 func (g *Gateway) syncPrefixes() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var sb strings.Builder
 	if err := g.dev.IpcGetOperation(&sb); err != nil {
 		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
@@ -367,8 +373,6 @@ func (g *Gateway) syncPrefixes() error {
 			}
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var errs []error
 	for p := range want {
 		if !g.prefixes[p] {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestUpReload: SIGHUP (systemctl reload) applies the edited file to a
+// running gateway as `wg syncconf NAME <(wgpio strip FILE)` does, in the
+// fast path and in compat mode: a peer added, the stock peer's IPv6
+// allowed IP dropped (its traffic stops at once), FwMark set, the
+// stock peer's session kept (same handshake time, traffic on); a file
+// that does not parse changes nothing and is logged; a peer dropped from
+// the file is removed. The process runs on throughout. (SIGHUP used to
+// end the process as Go's default does, skipping the shutdown.)
+func TestUpReload(t *testing.T) {
+	for _, mode := range []config.Mode{config.ModeFastPath, config.ModeCompat} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := newSite(t, func(f *config.File) { f.WGPIO.Mode = mode })
+			g := s.up(t)
+			s.pingBoth(t)
+			if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
+				t.Fatalf("IPv6: %v", err)
+			}
+			stock := s.FastConfig.Peers[0].PublicKey.Base64()
+			handshake := func() string {
+				for _, l := range strings.Split(wg(t, s.GwA, "show", s.GwName, "latest-handshakes"), "\n") {
+					if k, v, ok := strings.Cut(l, "\t"); ok && k == stock {
+						return v
+					}
+				}
+				return ""
+			}
+			before := handshake()
+
+			k, err := noise.NewPrivateKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			added := k.PublicKey().Base64()
+			write := func(text string) {
+				t.Helper()
+				if err := os.WriteFile(s.conf, []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			edited := *s.file
+			edited.Interface.FwMark = 0x99
+			edited.Interface.Unused = []config.Setting{{Key: "FwMark", Value: "0x99"}}
+			kept := s.file.Peers[0] // the stock peer, IPv4 allowed IPs only
+			kept.AllowedIPs = nil
+			for _, a := range s.file.Peers[0].AllowedIPs {
+				if a.Addr().Is4() {
+					kept.AllowedIPs = append(kept.AllowedIPs, a)
+				}
+			}
+			edited.Peers = []config.Peer{kept, {PublicKey: k.PublicKey()}}
+			write(string(edited.Marshal()))
+			hup := func() {
+				t.Helper()
+				if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hup()
+			waitFor(t, 5*time.Second, "the added peer", func() bool {
+				return strings.Contains(wg(t, s.GwA, "show", s.GwName, "peers"), added)
+			})
+			if g.exited() {
+				t.Fatalf("wgpio exited on SIGHUP: %v", g.err)
+			}
+			if got := strings.TrimSpace(wg(t, s.GwA, "show", s.GwName, "fwmark")); got != "0x99" {
+				t.Errorf("fwmark after reload = %q, want 0x99", got)
+			}
+			if got := wg(t, s.GwA, "show", s.GwName, "allowed-ips"); strings.Contains(got, "2001:db8:2::/64") {
+				t.Errorf("allowed IPs after reload still hold 2001:db8:2::/64:\n%s", got)
+			}
+			if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
+				t.Errorf("ping %v answered after the reload removed its allowed IP", twosite.HostB6)
+			}
+			if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
+				t.Errorf("IPv4 after reload: %v", err)
+			}
+			if after := handshake(); after != before {
+				t.Errorf("latest handshake of the stock peer %s before the reload, %s after: want its session kept", before, after)
+			}
+
+			write("[Interface]\nPrivateKey = nonsense\n")
+			hup()
+			waitFor(t, 5*time.Second, "the reload error in the log", func() bool {
+				return strings.Contains(g.output(), "reload: configuration not applied")
+			})
+			if !strings.Contains(wg(t, s.GwA, "show", s.GwName, "peers"), added) || g.exited() {
+				t.Errorf("a file that does not parse changed the gateway (exited %v)", g.exited())
+			}
+
+			edited.Peers = edited.Peers[:1]
+			write(string(edited.Marshal()))
+			hup()
+			waitFor(t, 5*time.Second, "the removed peer gone", func() bool {
+				return !strings.Contains(wg(t, s.GwA, "show", s.GwName, "peers"), added)
+			})
+
+			g.cmd.Process.Signal(syscall.SIGTERM)
+			<-g.done
+			if g.err != nil {
+				t.Errorf("exit after SIGTERM: %v", g.err)
+			}
+		})
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+	}
+}

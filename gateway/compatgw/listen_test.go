@@ -1,0 +1,143 @@
+package compatgw
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestListenPortMoves: wg set NAME listen-port N on a running compat
+// gateway moves it as it moves wireguard-go's sockets: datagrams to the
+// new port reach wireguard-go (the bind's RXPackets) and those to the old
+// one go to the host's kernel, what wireguard-go sends leaves from the new
+// port, and a port a socket of the host holds is refused with EADDRINUSE.
+// (The bind refused every other port with EADDRINUSE and left wireguard-go
+// without one: traffic stopped until the old port was set again.)
+func TestListenPortMoves(t *testing.T) {
+	s := newSite(t)
+	pc := s.listenPeer(t)
+	delivered := func(port uint16, wait time.Duration) bool {
+		t.Helper()
+		return s.delivered(t, netip.AddrPortFrom(netip.MustParseAddr("198.18.0.1"), port), wait)
+	}
+	if !delivered(51820, 2*time.Second) {
+		t.Fatal("a datagram to the listen port 51820 did not reach wireguard-go")
+	}
+	if got := uapiSet(t, s.name, "listen_port=51900"); got != "errno=0" {
+		t.Fatalf("set listen_port=51900: reply %q, want errno=0", got)
+	}
+	if !delivered(51900, 2*time.Second) {
+		t.Error("after listen-port 51900, a datagram to 51900 did not reach wireguard-go")
+	}
+	if delivered(51820, 300*time.Millisecond) {
+		t.Error("after listen-port 51900, a datagram to the old port 51820 still reached wireguard-go")
+	}
+	// Data for the peer makes wireguard-go send a handshake initiation to
+	// its endpoint, from the new port.
+	if from, want := s.sentFrom(t, pc), netip.MustParseAddrPort("198.18.0.1:51900"); from != want {
+		t.Errorf("datagram from %v, want from %v", from, want)
+	}
+
+	var held *net.UDPConn
+	if err := s.gw.Do(func() (err error) {
+		held, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.1:51910")))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if got := uapiSet(t, s.name, "listen_port=51910"); got != "errno=-98" {
+		t.Errorf("set listen_port=51910, which a socket of the host holds: reply %q, want errno=-98 (EADDRINUSE)", got)
+	}
+}
+
+// delivered sends a datagram from the peer's namespace to dst and reports
+// whether the bind handed it to wireguard-go within wait.
+func (s *site) delivered(t *testing.T, dst netip.AddrPort, wait time.Duration) bool {
+	t.Helper()
+	before := s.g.Stats().Bind.RXPackets
+	if err := s.peer.Do(func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte{9, 9, 9, 9})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if s.g.Stats().Bind.RXPackets > before {
+			return true
+		}
+	}
+	return false
+}
+
+// listenPeer opens the peer's socket at the gateway's endpoint for it
+// (198.18.0.2:51820).
+func (s *site) listenPeer(t *testing.T) *net.UDPConn {
+	t.Helper()
+	var pc *net.UDPConn
+	if err := s.peer.Do(func() (err error) {
+		pc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.2:51820")))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// sentFrom makes wireguard-go send to the peer (a LAN host's packet for
+// it starts a handshake) and returns the source of what arrives at pc.
+func (s *site) sentFrom(t *testing.T, pc *net.UDPConn) netip.AddrPort {
+	t.Helper()
+	s.host.Run("ping", "-c", "1", "-W", "1", "198.18.9.1")
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2048)
+	_, from, err := pc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("no datagram from the gateway: %v", err)
+	}
+	return from
+}
+
+// TestWANRenumbered: when the WAN's address is replaced (DHCP,
+// renumbering), the compat gateway listens on and sends from the new one,
+// as the fast path does and as wireguard-go's wildcard sockets do: a
+// datagram to the new address reaches wireguard-go, one to the old address
+// does not, and what wireguard-go sends leaves from the new address. (It
+// kept the addresses of start: the tunnel died until a restart.)
+func TestWANRenumbered(t *testing.T) {
+	s := newSite(t)
+	pc := s.listenPeer(t)
+	old, renumbered := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.7")
+	if !s.delivered(t, netip.AddrPortFrom(old, 51820), 2*time.Second) {
+		t.Fatal("a datagram to the WAN address did not reach wireguard-go")
+	}
+	// The old address goes first (deleting a primary address deletes
+	// the secondaries of its subnet too).
+	if out, err := s.gw.Run("ip", "addr", "del", "198.18.0.1/24", "dev", s.wanDev); err != nil {
+		t.Fatalf("ip addr del: %v\n%s", err, out)
+	}
+	if err := s.gw.AddAddr(s.wanDev, "198.18.0.7/24"); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway learns of it through netlink: allow it a moment.
+	ok := false
+	for end := time.Now().Add(3 * time.Second); !ok && time.Now().Before(end); {
+		ok = s.delivered(t, netip.AddrPortFrom(renumbered, 51820), 200*time.Millisecond)
+	}
+	if !ok {
+		t.Errorf("after renumbering to %v, a datagram to it did not reach wireguard-go", renumbered)
+	}
+	if s.delivered(t, netip.AddrPortFrom(old, 51820), 300*time.Millisecond) {
+		t.Errorf("after renumbering, a datagram to the old address %v still reached wireguard-go", old)
+	}
+	if from, want := s.sentFrom(t, pc), netip.AddrPortFrom(renumbered, 51820); from != want {
+		t.Errorf("after renumbering, datagram from %v, want from %v", from, want)
+	}
+}

@@ -1,0 +1,142 @@
+package compatgw
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+)
+
+// serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
+// sets the device (handleUAPI).
+func (g *Gateway) serveUAPI(name string) error {
+	uf, err := ipc.UAPIOpen(name)
+	if err != nil {
+		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+	}
+	ln, err := ipc.UAPIListen(name, uf)
+	if err != nil {
+		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+	}
+	g.closers = append(g.closers, ln.Close)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go g.handleUAPI(c)
+		}
+	}()
+	return nil
+}
+
+// handleUAPI answers the get=1 and set=1 operations of one connection
+// (https://www.wireguard.com/xplatform/) with wireguard-go's own
+// IpcGetOperation and IpcSetOperation, until the client closes it or sends
+// anything else. A set is followed by syncPrefixes before its errno line
+// is written: when `wg set` or `wg syncconf` returns, the LAN's XDP filter
+// already takes the frames to every allowed IP the change added and no
+// longer takes those it removed, as a Linux wg0 routes by its allowed IPs
+// the moment the netlink request is acknowledged. (Serving the socket with
+// device.IpcHandle left that to followPrefixes: for up to SyncInterval a
+// new prefix's frames went to the host's kernel, which drops them or
+// forwards them in clear by another route.) A set that wireguard-go took
+// but the filter could not follow is answered with the filter's errno
+// (ENOSPC: the prefix map is full), else EIO. Closes c.
+func (g *Gateway) handleUAPI(c net.Conn) {
+	defer c.Close()
+	r, w := bufio.NewReader(c), bufio.NewWriter(c)
+	for {
+		op, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch op {
+		case "set=1\n":
+			err = g.dev.IpcSetOperation(r)
+			if serr := g.syncPrefixes(); serr != nil {
+				g.log.Warn("LAN XDP filter", "err", serr)
+				if err == nil {
+					err = filterError(serr)
+				}
+			}
+		case "get=1\n":
+			// The operation line is followed by a blank line.
+			if b, rerr := r.ReadByte(); rerr != nil {
+				return
+			} else if b != '\n' {
+				err = fmt.Errorf("get=1 followed by %q, not a blank line", b)
+				break
+			}
+			err = g.dev.IpcGetOperation(w)
+		default:
+			g.log.Warn("UAPI: unknown operation; closing the connection", "op", op)
+			return
+		}
+		if _, werr := fmt.Fprintf(w, "errno=%d\n\n", uapiErrno(err)); werr != nil {
+			return
+		}
+		if w.Flush() != nil {
+			return
+		}
+	}
+}
+
+// filterError is the UAPI error of a set that the LAN filter could not
+// follow: the system error's errno, else EIO.
+func filterError(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return &uapiError{code: -int64(errno), err: err}
+	}
+	return &uapiError{code: ipc.IpcErrorIO, err: err}
+}
+
+// uapiError is an error with the (negative) errno its reply carries.
+type uapiError struct {
+	code int64
+	err  error
+}
+
+func (e *uapiError) Error() string { return fmt.Sprintf("uapi: errno %d: %v", e.code, e.err) }
+func (e *uapiError) Unwrap() error { return e.err }
+
+// uapiErrno is the value of the reply's errno line for err: 0 for nil,
+// wireguard-go's code for its *device.IPCError, ours for a *uapiError,
+// else EINVAL (a malformed request).
+func uapiErrno(err error) int64 {
+	if err == nil {
+		return 0
+	}
+	var ie *device.IPCError
+	if errors.As(err, &ie) {
+		return ie.ErrorCode()
+	}
+	var ue *uapiError
+	if errors.As(err, &ue) {
+		return ue.code
+	}
+	return ipc.IpcErrorInvalid
+}
+
+// IpcSet applies body, a UAPI "set=1" operation without its "set=1" and
+// blank lines, to wireguard-go as a set on the UAPI socket does: the LAN's
+// XDP filter follows before it returns. The error is wireguard-go's, or
+// the filter's (filterError).
+func (g *Gateway) IpcSet(body string) error {
+	err := g.dev.IpcSet(body)
+	if serr := g.syncPrefixes(); serr != nil {
+		g.log.Warn("LAN XDP filter", "err", serr)
+		if err == nil {
+			err = filterError(serr)
+		}
+	}
+	return err
+}
