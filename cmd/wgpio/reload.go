@@ -63,8 +63,7 @@ func reload(path string, dev uapiDevice) error {
 			running = append(running, k)
 		}
 	}
-	body := f.SyncUAPI(running)
-	err = dev.set(body)
-	clear([]byte(body)) // best effort: the string holds the private key
-	return err
+	// The body holds the private key, in a string nothing can erase,
+	// as every UAPI request through the socket does.
+	return dev.set(f.SyncUAPI(running))
 }
