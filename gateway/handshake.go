@@ -291,7 +291,25 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	p.ownRecv = max(p.ownRecv, now)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
+	d.responseSentLocked(p, now)
 	return p, moved, true
+}
+
+// responseSentLocked applies the rule that a handshake message, response as
+// well as initiation, is sent at most once per RekeyTimeout (whitepaper §6.1,
+// "under no circumstances" more often; wireguard-go's SendHandshakeResponse
+// and the kernel's wg_packet_send_handshake_response record the response as
+// the last handshake sent). So a responder with data waiting does not cross
+// the initiator's exchange with one of its own: the data goes once the
+// initiator's first message promotes the responder's keypair (§5.4.6), and
+// only if none came within RekeyTimeout does the responder initiate. Our
+// own initiation in flight was abandoned by consuming the peer's
+// (dropPendingLocked): its retry stops, as wireguard-go's retry, falling
+// within RekeyTimeout of the response, is not sent and not re-armed. p.mu
+// held.
+func (d *Device) responseSentLocked(p *peer, now int64) {
+	p.lastInitSent, p.initSent = now, true
+	p.retransmitAt = 0
 }
 
 // consumeResponse completes our initiation (whitepaper §5.4.3) under the
