@@ -120,8 +120,22 @@ type Peer struct {
 	stampQueued atomic.Bool
 	stampNext   atomic.Pointer[Peer]
 
+	// holding is the number of workers that hold packets for the peer
+	// (held.go): one more when a worker's first is held, one less when it
+	// sends or drops the last. Written once per handshake's wait, never
+	// per packet.
+	holding atomic.Int32
+
 	_ [peerPad]byte
 }
+
+// Holding reports whether some worker holds packets for the peer, waiting
+// for a usable keypair. They go out with the first one that becomes usable
+// (or are dropped when the handshake gives up): the control plane that
+// completes a handshake as initiator then sends no keepalive of its own,
+// since they confirm the session (whitepaper §5.4.6, §6.5; wireguard-go's
+// SendKeepalive queues one only when nothing is staged).
+func (p *Peer) Holding() bool { return p.holding.Load() > 0 }
 
 // A Peer is peerSize bytes: the allocator's size class of that size puts
 // every Peer on a 64-byte boundary, so that the fields workers read for
@@ -129,7 +143,7 @@ type Peer struct {
 // (TestPeerLayout). A field added to Peer takes its room from peerPad.
 const (
 	peerSize = 192
-	peerPad  = 24
+	peerPad  = 20
 )
 
 // Rotate installs kp as the peer's new session the way the whitepaper's

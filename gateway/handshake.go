@@ -347,11 +347,15 @@ func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 	d.completeLocked(p)
 	d.armZeroLocked(p, now)
 	d.log.Debug("handshake complete (initiator)", "peer", p.pub)
-	// Whitepaper §6.5 / §5.4.6: the initiator confirms the session with a
-	// transport message, an empty one if nothing else is waiting. Workers
-	// also send held packets once kicked; the keepalive is sent regardless
-	// (wireguard-go does the same: SendKeepalive after a consumed response).
-	d.keepaliveLocked(p, now)
+	// Whitepaper §5.4.6, §6.5: the initiator confirms the session with a
+	// transport message, an empty one only if nothing else is waiting:
+	// the workers send what they hold once kicked (fastpath.Peer.Holding),
+	// as wireguard-go's SendKeepalive after a consumed response queues a
+	// keepalive only when its staged queue is empty and then sends the
+	// staged packets.
+	if !p.fp.Holding() {
+		d.keepaliveLocked(p, now)
+	}
 	d.dp.Kick()
 }
 
