@@ -156,17 +156,29 @@ const (
 // falls out); a worker promotes it on first authenticated receipt.
 // Called by the control plane only (one goroutine per peer at a time).
 //
-// When the initiator's Rotate pushes out both Previous and an unused Next,
-// it returns Next; the control plane must sweep its keypairs against the
-// slots to find every one that left (Previous included), as it must after
-// a promotion.
+// An initiator's kp that finds a responder's keypair waiting in Next (both
+// sides initiated at once: we answered the peer's initiation, then our own
+// exchange completed) moves that keypair to Previous instead, and the
+// old Current falls out, as the kernel's add_new_keypair and wireguard-go's
+// BeginSymmetricSession do: the peer, the initiator of that session, sends
+// with it from the moment it consumed our response, until our first message
+// on kp promotes kp at its end, and what it sent meanwhile is still
+// received. That keypair is never sent with (it stays unconfirmed).
+//
+// When the initiator's Rotate pushes out two keypairs, it returns one; the
+// control plane must sweep its keypairs against the slots to find every
+// one that left, as it must after a promotion.
 func (p *Peer) Rotate(kp *Keypair) (dropped *Keypair) {
 	p.slotMu.Lock()
 	defer p.slotMu.Unlock()
 	if kp.IsInitiator {
-		dropped = p.Previous.Swap(p.Current.Load())
 		if n := p.Next.Swap(nil); n != nil {
-			dropped = n
+			dropped = p.Previous.Swap(n)
+			if c := p.Current.Load(); c != nil {
+				dropped = c
+			}
+		} else {
+			dropped = p.Previous.Swap(p.Current.Load())
 		}
 		p.Current.Store(kp)
 		return dropped

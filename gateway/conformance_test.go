@@ -105,3 +105,75 @@ func TestUnansweredRekeyGivesUp(t *testing.T) {
 		t.Errorf("last initiation at +%.3fs, want by +%.3fs", secs(last), secs(limit))
 	}
 }
+
+// TestCrossedHandshakeKeepsPeersSession: we answered the peer's initiation
+// (its session waits in our Next) and then our own initiation completed.
+// The peer, the initiator of the first session, sends with it from the
+// moment it consumed our response, until our first message on the second
+// reaches it; what it sent meanwhile must still be received. The kernel
+// (add_new_keypair) and wireguard-go (BeginSymmetricSession) move the
+// waiting Next to Previous; dropping it lost those packets.
+func TestCrossedHandshakeKeepsPeersSession(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	fp := r.fp()
+	src := netip.MustParseAddrPort("198.18.0.2:51820")
+	wgID := noise.NewStaticIdentity(r.wgKey, nil)
+	wgHS := noise.NewHandshake(wgID, r.ourKey.PublicKey(), r.psk)
+	const wgIndex1, wgIndex2 = 7, 8
+
+	// The peer initiates; we answer (its session goes to our Next).
+	var init1 [noise.InitiationSize]byte
+	if err := wgHS.CreateInitiation(&init1, wgIndex1); err != nil {
+		t.Fatal(err)
+	}
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: init1[:]})
+	resps := ofType(r.f.sentSince(0), noise.TypeResponse, 0)
+	if len(resps) != 1 || fp.Next.Load() == nil {
+		t.Fatalf("no response and Next after the peer's initiation; sent %v", types(r.f.sentSince(0)))
+	}
+	if err := wgHS.ConsumeResponse(resps[0].payload); err != nil {
+		t.Fatal(err)
+	}
+	keys1, err := wgHS.DeriveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerKP1, err := fastpath.NewKeypair(&keys1.Send, &keys1.Receive, keys1.LocalIndex, keys1.RemoteIndex, true, r.now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Our own initiation (data waiting, RekeyTimeout after the response),
+	// answered by the peer: our session becomes Current.
+	r.advance(protocol.RekeyTimeout)
+	fp.HandshakeNeeded.Store(true)
+	r.advance(50 * time.Millisecond)
+	inits := ofType(r.f.sentSince(0), noise.TypeInitiation, 0)
+	if len(inits) != 1 {
+		t.Fatalf("initiations = %d, want 1; sent %v", len(inits), types(r.f.sentSince(0)))
+	}
+	if _, err := wgID.ConsumeInitiation(inits[0].payload, func(noise.PublicKey) *noise.Handshake { return wgHS }); err != nil {
+		t.Fatal(err)
+	}
+	var resp2 [noise.ResponseSize]byte
+	if err := wgHS.CreateResponse(&resp2, wgIndex2); err != nil {
+		t.Fatal(err)
+	}
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: resp2[:]})
+	if cur := fp.Current.Load(); cur == nil || !cur.IsInitiator {
+		t.Fatalf("Current after our exchange = %v, want our initiator keypair", cur)
+	}
+
+	// The peer's data on the first session, sent before our first message
+	// on the second reached it.
+	plain := r.wgPacket(1)
+	msg := make([]byte, noise.TransportHeaderSize, noise.TransportHeaderSize+len(plain)+noise.TagSize)
+	noise.PutTransportHeader(msg, peerKP1.RemoteIndex, 0)
+	msg = peerKP1.Seal(msg, plain, 0)
+	r.f.deliver(r.dev, msg)
+	select {
+	case <-r.f.inner:
+	default:
+		t.Fatalf("the peer's data on the session it initiated was dropped; Previous %v", fp.Previous.Load())
+	}
+}

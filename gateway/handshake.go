@@ -380,7 +380,8 @@ func (d *Device) installLocked(p *peer, idx uint32, now int64) bool {
 	d.dp.Indexes().Publish(kp.LocalIndex, kp)
 	p.owned = append(p.owned, ownedKeypair{kp: kp})
 	// The initiator's Rotate also pushes the old Previous out (and the
-	// old Next when Next was occupied): sweepLocked retires it.
+	// old Current, when a responder's Next took Previous): sweepLocked
+	// retires what it names now, the other a tick later.
 	dropped := p.fp.Rotate(kp)
 	d.sweepLocked(p, dropped)
 	d.stats.sessions.Add(1)
