@@ -10,6 +10,10 @@ import (
 	"github.com/wgpio/wgpio/protocol"
 )
 
+// wgMAC is the source MAC of the peer's handshake messages in these tests:
+// the endpoint they set is then complete (a next hop's MAC known).
+var wgMAC = [6]byte{2, 0, 0, 0, 0, 2}
+
 // The protocol-conformance tests: rules of whitepaper §6 where wgpio once
 // did what neither wireguard-go nor the kernel does, each checked against
 // the behaviour of wireguard-go (device/send.go, device/timers.go).
@@ -31,7 +35,7 @@ func TestResponseCountsAgainstRekeyTimeout(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, rigOptions{})
 			fp := r.fp()
-			r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: r.wgInitiation(t)})
+			r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, SrcMAC: wgMAC, Data: r.wgInitiation(t)})
 			next := fp.Next.Load()
 			if next == nil || len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)) != 1 {
 				t.Fatalf("no response and Next keypair after an initiation; sent %v", types(r.f.sentSince(0)))
@@ -126,7 +130,7 @@ func TestCrossedHandshakeKeepsPeersSession(t *testing.T) {
 	if err := wgHS.CreateInitiation(&init1, wgIndex1); err != nil {
 		t.Fatal(err)
 	}
-	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: init1[:]})
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, SrcMAC: wgMAC, Data: init1[:]})
 	resps := ofType(r.f.sentSince(0), noise.TypeResponse, 0)
 	if len(resps) != 1 || fp.Next.Load() == nil {
 		t.Fatalf("no response and Next after the peer's initiation; sent %v", types(r.f.sentSince(0)))
@@ -159,7 +163,7 @@ func TestCrossedHandshakeKeepsPeersSession(t *testing.T) {
 	if err := wgHS.CreateResponse(&resp2, wgIndex2); err != nil {
 		t.Fatal(err)
 	}
-	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: resp2[:]})
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, SrcMAC: wgMAC, Data: resp2[:]})
 	if cur := fp.Current.Load(); cur == nil || !cur.IsInitiator {
 		t.Fatalf("Current after our exchange = %v, want our initiator keypair", cur)
 	}

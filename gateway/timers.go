@@ -293,12 +293,14 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	if fp.HandshakeNeeded.Load() {
-		if kp := fp.Current.Load(); canSendOn(kp, now) {
+		if ep := fp.Endpoint.Load(); canSendOn(fp.Current.Load(), now) && ep != nil && ep.DstMAC != ([6]byte{}) {
 			// A session became usable since a worker asked (the
 			// responder's Next, promoted by the initiator's first
 			// message): the workers send what they hold with it, as
 			// wireguard-go sends its staged packets, and no handshake is
-			// needed (§6.1: none is sent without need).
+			// needed (§6.1: none is sent without need). (Held for an
+			// endpoint's next hop, they still get the handshake, whose
+			// response gives the MAC when nothing resolves it.)
 			fp.HandshakeNeeded.Store(false)
 		} else if p.retransmitAt != 0 {
 			// A handshake is in flight; its retries serve the need.
