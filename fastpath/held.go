@@ -35,6 +35,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 	}
 	if len(pl.held) == 0 {
 		w.heldPeers = append(w.heldPeers, p.ID)
+		p.holding.Add(1)
 	}
 	pl.held = append(pl.held, *f)
 	w.heldTotal++
@@ -45,8 +46,17 @@ func (w *worker) dropHeld(pl *peerLocal) {
 	w.count(DropHeldOverflow, len(pl.held))
 	w.lanRX.Free(pl.held)
 	w.heldTotal -= len(pl.held)
-	pl.held = pl.held[:0]
+	w.emptied(pl)
 	w.setHeld()
+}
+
+// emptied empties pl's held list (its frames sent or freed by the caller)
+// and tells its peer this worker holds nothing more for it (Peer.Holding).
+func (w *worker) emptied(pl *peerLocal) {
+	if len(pl.held) > 0 {
+		pl.peer.holding.Add(-1)
+	}
+	pl.held = pl.held[:0]
 }
 
 // flushHeld sends the held packets of peers that now have a keypair, and
@@ -62,7 +72,7 @@ func (w *worker) flushHeld(now int64) {
 			w.count(DropPeerRemoved, len(pl.held))
 			w.lanRX.Free(pl.held)
 			w.heldTotal -= len(pl.held)
-			pl.held = pl.held[:0]
+			w.emptied(pl)
 			continue
 		}
 		kp, ep := usable(pl.peer, now)
@@ -71,7 +81,7 @@ func (w *worker) flushHeld(now int64) {
 				w.count(DropHandshakeGaveUp, len(pl.held))
 				w.lanRX.Free(pl.held)
 				w.heldTotal -= len(pl.held)
-				pl.held = pl.held[:0]
+				w.emptied(pl)
 				continue
 			}
 			keep = append(keep, id)
@@ -109,7 +119,7 @@ func (w *worker) flushHeld(now int64) {
 		w.transmit(w.wanTX, out)
 		w.markDirty(pl)
 		w.heldTotal -= len(held)
-		pl.held = held[:0]
+		w.emptied(pl)
 	}
 	w.heldPeers = keep
 	w.setHeld()

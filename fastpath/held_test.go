@@ -35,8 +35,14 @@ func TestRemovedPeerHeldFreed(t *testing.T) {
 	if s := r.a.Stats()[0]; s.Held != MaxHeldPerPeer {
 		t.Fatalf("held = %d, want %d", s.Held, MaxHeldPerPeer)
 	}
+	if !r.peerAB.Holding() {
+		t.Fatalf("Holding() with %d packets held = false, want true", MaxHeldPerPeer)
+	}
 	r.peerAB.Removed.Store(true)
 	wa.flushHeld(r.clock.Now())
+	if r.peerAB.Holding() {
+		t.Errorf("Holding() after the held packets were dropped = true, want false")
+	}
 	s := r.a.Stats()[0]
 	if s.Held != 0 || s.Drops[DropPeerRemoved] != MaxHeldPerPeer {
 		t.Errorf("after removal: held = %d, peer_removed = %d; want 0 and %d", s.Held, s.Drops[DropPeerRemoved], MaxHeldPerPeer)
@@ -159,5 +165,34 @@ func TestPeerStateStable(t *testing.T) {
 		if got := w.peerState(p0); got != pl0 || got.lastSent != 42 {
 			t.Fatalf("after peer ID %d: peer 0's state moved (%p → %p) or changed", id, pl0, got)
 		}
+	}
+}
+
+// TestHoldingUntilSent: Peer.Holding reports held packets from the first
+// held until the worker sends them with the keypair that becomes usable (the
+// control plane then sends no keepalive of its own after the handshake).
+func TestHoldingUntilSent(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	tx := r.hostA.Queue(0).TX()
+	if r.peerAB.Holding() {
+		t.Fatal("Holding() before anything was held = true, want false")
+	}
+	sendAll(t, r.hostA, 0, []dataplane.Frame{
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40)),
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(2, 40)),
+	})
+	wa := r.a.workers[0]
+	wa.outbound(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 2 || !r.peerAB.Holding() {
+		t.Fatalf("held = %d, Holding() = %v; want 2, true", s.Held, r.peerAB.Holding())
+	}
+	r.installKeys()
+	wa.flushHeld(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 0 || r.peerAB.Holding() {
+		t.Errorf("after the keypair came: held = %d, Holding() = %v; want 0, false", s.Held, r.peerAB.Holding())
+	}
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 2, time.Second, nil); got != 2 {
+		t.Errorf("held packets delivered = %d, want 2; drops A %v, B %v", got, TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
 	}
 }

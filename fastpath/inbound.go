@@ -465,7 +465,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 // worker's state of the peer.
 func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 	pl := w.peerState(kp.Peer)
-	if !kp.Confirmed() && kp.Peer.promote(kp) {
+	// An unconfirmed keypair is promoted from Next only: one moved to
+	// Previous (Peer.Rotate) is received on, never sent with, and costs
+	// no lock per burst.
+	if !kp.Confirmed() && kp.Peer.Next.Load() == kp && kp.Peer.promote(kp) {
 		w.e.Kick() // held packets may go now
 	}
 	pl.lastReceived = now

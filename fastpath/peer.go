@@ -120,8 +120,22 @@ type Peer struct {
 	stampQueued atomic.Bool
 	stampNext   atomic.Pointer[Peer]
 
+	// holding is the number of workers that hold packets for the peer
+	// (held.go): one more when a worker's first is held, one less when it
+	// sends or drops the last. Written once per handshake's wait, never
+	// per packet.
+	holding atomic.Int32
+
 	_ [peerPad]byte
 }
+
+// Holding reports whether some worker holds packets for the peer, waiting
+// for a usable keypair. They go out with the first one that becomes usable
+// (or are dropped when the handshake gives up): the control plane that
+// completes a handshake as initiator then sends no keepalive of its own,
+// since they confirm the session (whitepaper §5.4.6, §6.5; wireguard-go's
+// SendKeepalive queues one only when nothing is staged).
+func (p *Peer) Holding() bool { return p.holding.Load() > 0 }
 
 // A Peer is peerSize bytes: the allocator's size class of that size puts
 // every Peer on a 64-byte boundary, so that the fields workers read for
@@ -129,7 +143,7 @@ type Peer struct {
 // (TestPeerLayout). A field added to Peer takes its room from peerPad.
 const (
 	peerSize = 192
-	peerPad  = 24
+	peerPad  = 20
 )
 
 // Rotate installs kp as the peer's new session the way the whitepaper's
@@ -142,17 +156,29 @@ const (
 // falls out); a worker promotes it on first authenticated receipt.
 // Called by the control plane only (one goroutine per peer at a time).
 //
-// When the initiator's Rotate pushes out both Previous and an unused Next,
-// it returns Next; the control plane must sweep its keypairs against the
-// slots to find every one that left (Previous included), as it must after
-// a promotion.
+// An initiator's kp that finds a responder's keypair waiting in Next (both
+// sides initiated at once: we answered the peer's initiation, then our own
+// exchange completed) moves that keypair to Previous instead, and the
+// old Current falls out, as the kernel's add_new_keypair and wireguard-go's
+// BeginSymmetricSession do: the peer, the initiator of that session, sends
+// with it from the moment it consumed our response, until our first message
+// on kp promotes kp at its end, and what it sent meanwhile is still
+// received. That keypair is never sent with (it stays unconfirmed).
+//
+// When the initiator's Rotate pushes out two keypairs, it returns one; the
+// control plane must sweep its keypairs against the slots to find every
+// one that left, as it must after a promotion.
 func (p *Peer) Rotate(kp *Keypair) (dropped *Keypair) {
 	p.slotMu.Lock()
 	defer p.slotMu.Unlock()
 	if kp.IsInitiator {
-		dropped = p.Previous.Swap(p.Current.Load())
 		if n := p.Next.Swap(nil); n != nil {
-			dropped = n
+			dropped = p.Previous.Swap(n)
+			if c := p.Current.Load(); c != nil {
+				dropped = c
+			}
+		} else {
+			dropped = p.Previous.Swap(p.Current.Load())
 		}
 		p.Current.Store(kp)
 		return dropped

@@ -257,7 +257,7 @@ func (w *worker) close() {
 		pl := w.localAt(id)
 		w.count(DropClosed, len(pl.held))
 		w.lanTX.Free(pl.held)
-		pl.held = pl.held[:0]
+		w.emptied(pl)
 	}
 	w.heldPeers = w.heldPeers[:0]
 	w.heldTotal = 0

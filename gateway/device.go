@@ -148,12 +148,13 @@ type peer struct {
 	pendingIndex uint32
 	hasPending   bool
 
-	lastInitSent int64 // when we last sent an initiation (RekeyTimeout rate limit)
+	lastInitSent int64 // when we last sent an initiation or a response (RekeyTimeout rate limit, §6.1)
 	initSent     bool
 	retransmitAt int64 // retry deadline, 0 = none (whitepaper §6.4)
 	attempts     int
 	zeroAt       int64        // key material zeroing deadline, 0 = none (§6.3)
 	sentLastMin  bool         // the initiator's "last minute" rekey on receive
+	freshSent    int64        // LastDataSent the rekey rules on sending last acted on
 	lastHSWall   atomic.Int64 // wall time of the last completed handshake, Unix ns; 0 none
 
 	ownSent       int64 // last authenticated packet the control plane sent

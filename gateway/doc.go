@@ -81,4 +81,37 @@
 // authenticated packet came from the current endpoint during one 50 ms
 // interval), so that a peer spreading its source ports does not make the
 // endpoint flip per packet.
+//
+// # Differences from wireguard-go
+//
+// The rules of whitepaper §6 are applied as wireguard-go's device/timers.go
+// and send.go apply them, but for these deliberate differences, none of
+// which a peer needs to know of:
+//
+//   - A keypair is unpublished and its keys erased when it reaches
+//     RejectAfterTime (§6.2); wireguard-go leaves it in its slot, refused,
+//     until it is rotated out or zeroed at RejectAfterTime × 3 (§6.3).
+//   - The responder keeps its Previous keypair until its new Next is
+//     promoted, where wireguard-go and the kernel drop Previous when Next
+//     is installed: packets still in flight on the older session are
+//     received a little longer.
+//   - One passive keepalive (§6.5) answers all the data received before
+//     it; wireguard-go sends a second one KeepaliveTimeout later when data
+//     arrived while its keepalive timer was pending, even if the first was
+//     sent after that data.
+//   - Giving up a handshake (§6.4) clears its state at once, and zeroing
+//     (§6.3) is armed when an exchange starts with no session behind it
+//     as well as when a session is derived (wireguard-go arms it only then
+//     and at the give-up), so that no ephemeral key outlives RejectAfterTime
+//     × 3. A response that comes after the give-up is refused.
+//   - Timers driven by the workers' stamps fire up to about 100 ms late (see
+//     "Timers from stamps"), inside the jitter the protocol allows.
+//   - TAI64N timestamps are made strictly increasing within the process
+//     (package noise), so a wall clock stepped back does not make the
+//     peers refuse our initiations until it catches up, as it does with
+//     wireguard-go; across a restart the wall clock alone decides, as in
+//     every implementation.
+//   - Cookie replies are bounded over all sources together
+//     (CookieRepliesPerSecond); wireguard-go sends one for every message
+//     without a valid MAC2 under load.
 package gateway

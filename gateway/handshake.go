@@ -291,7 +291,25 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	p.ownRecv = max(p.ownRecv, now)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
+	d.responseSentLocked(p, now)
 	return p, moved, true
+}
+
+// responseSentLocked applies the rule that a handshake message, response as
+// well as initiation, is sent at most once per RekeyTimeout (whitepaper §6.1,
+// "under no circumstances" more often; wireguard-go's SendHandshakeResponse
+// and the kernel's wg_packet_send_handshake_response record the response as
+// the last handshake sent). So a responder with data waiting does not cross
+// the initiator's exchange with one of its own: the data goes once the
+// initiator's first message promotes the responder's keypair (§5.4.6), and
+// only if none came within RekeyTimeout does the responder initiate. Our
+// own initiation in flight was abandoned by consuming the peer's
+// (dropPendingLocked): its retry stops, as wireguard-go's retry, falling
+// within RekeyTimeout of the response, is not sent and not re-armed. p.mu
+// held.
+func (d *Device) responseSentLocked(p *peer, now int64) {
+	p.lastInitSent, p.initSent = now, true
+	p.retransmitAt = 0
 }
 
 // consumeResponse completes our initiation (whitepaper §5.4.3) under the
@@ -329,11 +347,15 @@ func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 	d.completeLocked(p)
 	d.armZeroLocked(p, now)
 	d.log.Debug("handshake complete (initiator)", "peer", p.pub)
-	// Whitepaper §6.5 / §5.4.6: the initiator confirms the session with a
-	// transport message, an empty one if nothing else is waiting. Workers
-	// also send held packets once kicked; the keepalive is sent regardless
-	// (wireguard-go does the same: SendKeepalive after a consumed response).
-	d.keepaliveLocked(p, now)
+	// Whitepaper §5.4.6, §6.5: the initiator confirms the session with a
+	// transport message, an empty one only if nothing else is waiting:
+	// the workers send what they hold once kicked (fastpath.Peer.Holding),
+	// as wireguard-go's SendKeepalive after a consumed response queues a
+	// keepalive only when its staged queue is empty and then sends the
+	// staged packets.
+	if !p.fp.Holding() {
+		d.keepaliveLocked(p, now)
+	}
 	d.dp.Kick()
 }
 
@@ -358,7 +380,8 @@ func (d *Device) installLocked(p *peer, idx uint32, now int64) bool {
 	d.dp.Indexes().Publish(kp.LocalIndex, kp)
 	p.owned = append(p.owned, ownedKeypair{kp: kp})
 	// The initiator's Rotate also pushes the old Previous out (and the
-	// old Next when Next was occupied): sweepLocked retires it.
+	// old Current, when a responder's Next took Previous): sweepLocked
+	// retires what it names now, the other a tick later.
 	dropped := p.fp.Rotate(kp)
 	d.sweepLocked(p, dropped)
 	d.stats.sessions.Add(1)

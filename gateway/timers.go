@@ -25,12 +25,15 @@ const (
 // fake clock. The rules are those of whitepaper §6 as wireguard-go's
 // device/timers.go and send.go apply them:
 //
-//   - HandshakeNeeded (data waiting without a usable keypair): initiate.
+//   - HandshakeNeeded (data waiting without a usable keypair): initiate,
+//     at most once per RekeyTimeout after our last initiation or response
+//     (§6.1); nothing if Current became usable meanwhile (the responder's
+//     Next promoted: the workers send what they held with it).
 //   - Promoted (the responder's Next received data and became Current):
 //     the handshake is complete; the keypair pushed out is freed.
 //   - Rekey (§6.2): the initiator's current session older than
-//     RekeyAfterTime (120 s) when something is sent on it, or any session
-//     past RekeyAfterMessages; and the initiator's "last minute" rekey when
+//     RekeyAfterTime (120 s) when data or a keepalive is sent on it, or any
+//     session past RekeyAfterMessages, once per new sending; and the initiator's "last minute" rekey when
 //     any authenticated packet (keepalives too) arrives on a session older than RejectAfterTime − KeepaliveTimeout
 //     − RekeyTimeout (165 s).
 //   - Reject (§6.1): a keypair older than RejectAfterTime (180 s) is taken
@@ -290,7 +293,16 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	if fp.HandshakeNeeded.Load() {
-		if p.retransmitAt != 0 {
+		if ep := fp.Endpoint.Load(); canSendOn(fp.Current.Load(), now) && ep != nil && ep.DstMAC != ([6]byte{}) {
+			// A session became usable since a worker asked (the
+			// responder's Next, promoted by the initiator's first
+			// message): the workers send what they hold with it, as
+			// wireguard-go sends its staged packets, and no handshake is
+			// needed (§6.1: none is sent without need). (Held for an
+			// endpoint's next hop, they still get the handshake, whose
+			// response gives the MAC when nothing resolves it.)
+			fp.HandshakeNeeded.Store(false)
+		} else if p.retransmitAt != 0 {
 			// A handshake is in flight; its retries serve the need.
 			fp.HandshakeNeeded.Store(false)
 		} else {
@@ -303,12 +315,21 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	dataSent := fp.Stamps.LastDataSent.Load()
 	dataRecv := fp.Stamps.LastDataReceived.Load()
 
-	// Rekey.
+	// Rekey. The rules on sending look at data the workers sent since the
+	// last look (keepalives check for themselves, keepaliveLocked), once:
+	// wireguard-go's keepKeyFreshSending runs per transport message sent,
+	// and each of its initiations that the RekeyTimeout limit holds back
+	// restarts the count of attempts, so acting again on the same old
+	// stamp at every evaluation would restart it for as long as the
+	// session lasts and a rekey that gets no answer would never give up
+	// (§6.4).
 	if kp := fp.Current.Load(); kp != nil {
+		sentSince := dataSent > p.freshSent
+		p.freshSent = max(p.freshSent, dataSent)
 		switch {
-		case kp.SendCounter() >= protocol.RekeyAfterMessages:
+		case sentSince && kp.SendCounter() >= protocol.RekeyAfterMessages:
 			d.initiateLocked(p, now, false)
-		case kp.IsInitiator && lastSent >= kp.Created+rekeyAfterTime:
+		case sentSince && kp.IsInitiator && dataSent >= kp.Created+rekeyAfterTime:
 			d.initiateLocked(p, now, false)
 		case kp.IsInitiator && !p.sentLastMin && fp.Stamps.LastReceived.Load() >= kp.Created+lastMinuteRekeyAge:
 			// Any authenticated transport packet, keepalives included
@@ -362,4 +383,13 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			}
 		}
 	}
+}
+
+// canSendOn reports whether kp, a peer's Current keypair, can carry data at
+// now: confirmed, alive, younger than RejectAfterTime and short of
+// RejectAfterMessages (whitepaper §5.4.6, §6.2), what the workers' sendable
+// asks of it.
+func canSendOn(kp *fastpath.Keypair, now int64) bool {
+	return kp != nil && kp.Confirmed() && !kp.Dead() && now-kp.Created < rejectAfterTime &&
+		kp.SendCounter() < protocol.RejectAfterMessages
 }

@@ -416,12 +416,16 @@ func TestRekeyAfterMessages(t *testing.T) {
 		t.Fatalf("Current = %v, want our responder keypair", kp)
 	}
 	mark := r.f.nsent()
-	r.advance(time.Second)
+	// Past RekeyTimeout since our response (a handshake message at most
+	// once per RekeyTimeout, §6.1).
+	r.advance(protocol.RekeyTimeout)
 	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 0 {
 		t.Fatalf("initiations before the message limit = %d, want 0", n)
 	}
 	kp.ReserveNonces(int(protocol.RekeyAfterMessages - kp.SendCounter()))
-	r.f.stamp(r.fp()) // the sending workers publish the peer
+	// The sending workers publish the data they sent with those counters.
+	storeMax(&r.fp().Stamps.LastDataSent, r.now())
+	r.f.stamp(r.fp())
 	r.advance(50 * time.Millisecond)
 	if n := len(ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)); n != 1 {
 		t.Errorf("initiations at RekeyAfterMessages = %d, want 1", n)

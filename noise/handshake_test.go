@@ -223,6 +223,26 @@ func TestInitiationFlood(t *testing.T) {
 	}
 }
 
+// TestWallClockSteppedBack: the TAI64N timestamp is wall time (whitepaper
+// §5.4.2), and a responder refuses one not newer than the last it accepted.
+// After the initiator's wall clock steps back an hour, its next initiation
+// still carries a newer timestamp than the last it sent, so the responder
+// accepts it rather than refusing every initiation until the clock catches
+// up.
+func TestWallClockSteppedBack(t *testing.T) {
+	p := newPair(t, noise.PresharedKey{})
+	wall := tai64n.Now()
+	noise.SetTimestampFunc(p.hsI, func() tai64n.Timestamp { return wall })
+	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 1), p.lookupR); err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(wall[:8], binary.BigEndian.Uint64(wall[:8])-3600)
+	p.clock.Advance(time.Second) // past the flood limit, on the monotonic clock
+	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 2), p.lookupR); err != nil {
+		t.Errorf("ConsumeInitiation(after the wall clock stepped back 1 h) = %v, want nil", err)
+	}
+}
+
 func TestConsumeResponseRejects(t *testing.T) {
 	p := newPair(t, noise.PresharedKey{})
 	if _, err := p.idR.ConsumeInitiation(p.initiation(t, 5), p.lookupR); err != nil {

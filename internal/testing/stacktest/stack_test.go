@@ -364,3 +364,29 @@ func TestCoalescedTimersKeepalive(t *testing.T) {
 		return n > 0
 	})
 }
+
+// TestNoKeepaliveAfterHandshakeWithHeldData: the initiator of a handshake
+// started by held data confirms the session with that data, not with a
+// keepalive as well (whitepaper §5.4.6, §6.5; wireguard-go's SendKeepalive
+// after a consumed response queues a keepalive only when nothing is
+// staged). The clock stands still, so no timer sends one either.
+func TestNoKeepaliveAfterHandshakeWithHeldData(t *testing.T) {
+	s := newStack(t, 1, 1)
+	r := receive(s.b.host)
+	defer r.close()
+	s.send(t, s.a, s.b, 1, 1000)
+	waitFor(t, "the held datagram", 10*time.Second, func() bool { return r.count() == 1 })
+	fp := s.a.dev.FastPeer(s.b.priv.PublicKey())
+	waitFor(t, "A's worker sent what it held", 5*time.Second, func() bool { return !fp.Holding() })
+	time.Sleep(20 * time.Millisecond) // a keepalive posted with the data would be out by now
+	if n := s.a.dev.Stats().KeepalivesSent; n != 0 {
+		t.Errorf("A sent %d keepalives after its handshake with data held, want 0", n)
+	}
+	var got uint64
+	for _, q := range s.b.eng.Stats() {
+		got += q.KeepalivesReceived
+	}
+	if got != 0 {
+		t.Errorf("B received %d keepalives, want 0", got)
+	}
+}
