@@ -549,34 +549,44 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 
 // SetHostAddrs replaces the host addresses of the LAN filter
 // (Filter.HostAddrs: frames to them go to the kernel) while the port
-// runs: the interface's addresses changed. The new ones are added before
-// the old ones are removed, so that a frame to an address in both is never
-// redirected meanwhile. At most 256 of each family; the error names the
-// address that did not fit.
+// runs: the interface's addresses changed. The addresses not in addrs are
+// removed first, then those of addrs added in order, so that an address
+// in both is never out of the map (a frame to it is never redirected
+// meanwhile) and a set as large as the old one, disjoint from it, fits.
+// At most 256 of each family (the maps' size): the error names the first
+// address that did not fit; those before it are in the map.
 func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
-	one := uint32(1)
 	keep4 := make(map[[4]byte]bool)
 	keep6 := make(map[[16]byte]bool)
 	for _, a := range addrs {
-		var err error
 		switch a = a.Unmap(); {
 		case a.Is4():
 			keep4[a.As4()] = true
-			err = p.prog.host4.Put(a.As4(), one)
 		case a.Is6():
 			keep6[a.As16()] = true
-			err = p.prog.host6.Put(a.As16(), one)
 		default:
-			err = fmt.Errorf("invalid address %v", a)
-		}
-		if err != nil {
-			return fmt.Errorf("set host address %v: %w", a, err)
+			return fmt.Errorf("set host address: invalid address %v", a)
 		}
 	}
 	if err := deleteStale(p.prog.host4, keep4, "host address"); err != nil {
 		return err
 	}
-	return deleteStale(p.prog.host6, keep6, "host address")
+	if err := deleteStale(p.prog.host6, keep6, "host address"); err != nil {
+		return err
+	}
+	one := uint32(1)
+	for _, a := range addrs {
+		var err error
+		if a = a.Unmap(); a.Is4() {
+			err = p.prog.host4.Put(a.As4(), one)
+		} else {
+			err = p.prog.host6.Put(a.As16(), one)
+		}
+		if err != nil {
+			return fmt.Errorf("set host address %v: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // deleteStale deletes from m, a map keyed by IPv4 ([4]byte) or IPv6

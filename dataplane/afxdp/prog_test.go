@@ -4,8 +4,10 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -410,4 +412,78 @@ func TestSetUDP(t *testing.T) {
 	if err := p.SetUDP([]UDPMatch{{Addr: netip.MustParseAddr("198.18.0.2"), PortLo: 2, PortHi: 1}}); err == nil {
 		t.Error("SetUDP took an empty port range")
 	}
+}
+
+// TestSetHostAddrsRenumberFull: Port.SetHostAddrs replaces a set of host
+// addresses by another as large, disjoint from it, when both together do
+// not fit the map (256 of each family): a LAN renumbered from 200
+// addresses to 200 others. The stale ones go first; adding the new ones
+// first ran out of room at the 57th (E2BIG) and left the filter half
+// updated, the old addresses still the host's.
+func TestSetHostAddrsRenumberFull(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	set := func(base string, n int) []netip.Addr {
+		a := netip.MustParseAddr(base)
+		out := make([]netip.Addr, n)
+		for i := range out {
+			out[i] = a
+			a = a.Next()
+		}
+		return out
+	}
+	old := append(set("198.18.1.0", 200), set("2001:db8:1::", 200)...)
+	prog, err := newProgram(Filter{Prefixes: true, HostAddrs: old}, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	p := &Port{prog: prog}
+	renumbered := append(set("198.19.1.0", 200), set("2001:db8:2::", 200)...)
+	if err := p.SetHostAddrs(renumbered); err != nil {
+		t.Fatalf("SetHostAddrs(200 new of each family) = %v, want nil", err)
+	}
+	for _, a := range renumbered {
+		if !hostAddr(t, prog, a) {
+			t.Errorf("%v not a host address after SetHostAddrs", a)
+		}
+	}
+	for _, a := range old {
+		if hostAddr(t, prog, a) {
+			t.Errorf("%v still a host address after SetHostAddrs", a)
+		}
+	}
+	// More than fit: the error names the first address left out, and
+	// those before it are the host's.
+	tooMany := set("198.18.2.0", 257)
+	err = p.SetHostAddrs(tooMany)
+	if err == nil || !strings.Contains(err.Error(), tooMany[256].String()) {
+		t.Errorf("SetHostAddrs(257 IPv4) = %v, want an error naming %v", err, tooMany[256])
+	}
+	for _, a := range tooMany[:256] {
+		if !hostAddr(t, prog, a) {
+			t.Errorf("%v not a host address after SetHostAddrs(257)", a)
+		}
+	}
+}
+
+// hostAddr reports whether a is in prog's host address map.
+func hostAddr(t *testing.T, prog *program, a netip.Addr) bool {
+	t.Helper()
+	var v uint32
+	var err error
+	if a.Is4() {
+		err = prog.host4.Lookup(a.As4(), &v)
+	} else {
+		err = prog.host6.Lookup(a.As16(), &v)
+	}
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
