@@ -108,7 +108,7 @@ type Port struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	mu        sync.Mutex // guards the sockets' fds against Close while Stats reads them
+	mu        sync.Mutex // guards the sockets' and maps' fds against Close while Stats reads them or a call changes the maps (lockMaps)
 }
 
 var _ dataplane.Port = (*Port)(nil)
@@ -415,7 +415,13 @@ func (p *Port) Stats() dataplane.Stats {
 
 // AddPrefix adds a destination prefix to the LAN match (Filter.Prefixes).
 // Safe for concurrent use with traffic: the program sees it at once.
+// After Close it returns an error wrapping net.ErrClosed, as DeletePrefix,
+// SetUDP and SetHostAddrs do.
 func (p *Port) AddPrefix(pfx netip.Prefix) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("add prefix %v: %w", pfx, err)
+	}
+	defer p.mu.Unlock()
 	m, k, err := p.prog.prefixKey(pfx)
 	if err != nil {
 		return fmt.Errorf("add prefix: %w", err)
@@ -428,12 +434,33 @@ func (p *Port) AddPrefix(pfx netip.Prefix) error {
 
 // DeletePrefix removes a prefix added with AddPrefix.
 func (p *Port) DeletePrefix(pfx netip.Prefix) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("delete prefix %v: %w", pfx, err)
+	}
+	defer p.mu.Unlock()
 	m, k, err := p.prog.prefixKey(pfx)
 	if err != nil {
 		return fmt.Errorf("delete prefix: %w", err)
 	}
 	if err := m.Delete(k); err != nil {
 		return fmt.Errorf("delete prefix %v: %w", pfx, err)
+	}
+	return nil
+}
+
+// errPortClosed is the error of the calls that change a port's maps
+// after Close.
+var errPortClosed = fmt.Errorf("afxdp: port closed: %w", net.ErrClosed)
+
+// lockMaps takes p.mu for a call that changes the program's maps and
+// returns nil, or returns errPortClosed without it after Close (which
+// closes the maps under p.mu): the call must not use their descriptors,
+// closed, or reused by then for another file.
+func (p *Port) lockMaps() error {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return errPortClosed
 	}
 	return nil
 }
@@ -519,6 +546,10 @@ var _ dataplane.Accounter = (*Port)(nil)
 // the old ones are removed, so that a datagram to an address and port in
 // both is never passed to the kernel meanwhile.
 func (p *Port) SetUDP(matches []UDPMatch) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("set UDP matches: %w", err)
+	}
+	defer p.mu.Unlock()
 	keep4 := make(map[[4]byte]bool)
 	keep6 := make(map[[16]byte]bool)
 	for _, u := range matches {
@@ -556,6 +587,10 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 // At most 256 of each family (the maps' size): the error names the first
 // address that did not fit; those before it are in the map.
 func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("set host addresses: %w", err)
+	}
+	defer p.mu.Unlock()
 	keep4 := make(map[[4]byte]bool)
 	keep6 := make(map[[16]byte]bool)
 	for _, a := range addrs {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
@@ -486,4 +487,52 @@ func hostAddr(t *testing.T, prog *program, a netip.Addr) bool {
 		t.Fatal(err)
 	}
 	return true
+}
+
+// TestMapCallsAfterClose: the calls that change a port's maps (AddPrefix,
+// DeletePrefix, SetUDP, SetHostAddrs), made while Close runs or after it
+// (a UAPI set or an address change as the gateway stops), return an error
+// wrapping net.ErrClosed and touch no file descriptor: they read the maps'
+// descriptors as Close closed them (a data race under -race), and one
+// reused by then would have been written.
+func TestMapCallsAfterClose(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("198.19.5.0/24")
+	addrs := []netip.Addr{netip.MustParseAddr("198.19.1.1")}
+	udp := []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}}
+	calls := map[string]func(p *Port) error{
+		"AddPrefix":    func(p *Port) error { return p.AddPrefix(pfx) },
+		"DeletePrefix": func(p *Port) error { return p.DeletePrefix(pfx) },
+		"SetUDP":       func(p *Port) error { return p.SetUDP(udp) },
+		"SetHostAddrs": func(p *Port) error { return p.SetHostAddrs(addrs) },
+	}
+	for round := range 20 {
+		prog, err := newProgram(Filter{Prefixes: true}, ourMAC, 4, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Port{prog: prog}
+		done := make(chan struct{})
+		for _, call := range calls {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for !p.closed.Load() {
+					call(p)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		p.Close()
+		for range calls {
+			<-done
+		}
+		for name, call := range calls {
+			if err := call(p); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("%s after Close = %v, want an error wrapping net.ErrClosed", name, err)
+			}
+		}
+	}
 }
