@@ -101,3 +101,34 @@ func TestExceptionTUNFlaps(t *testing.T) {
 		}
 	}
 }
+
+// TestExceptionTUNDeleted: the exception TUN deleted while the gateway
+// runs (ip link del wg0): what the workers hand it for the host is
+// counted as refused, the tunnel's transit traffic goes on, and Close
+// returns.
+func TestExceptionTUNDeleted(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	testenv.Tool(t, "ping", "iputils-ping")
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(s.FastConfig)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	runOK(t, s.GwA, "ip", "link", "del", s.GwName)
+	for range 3 {
+		s.HostB.Run("ping", "-c", "1", "-W", "1", twosite.TunnelA.String())
+	}
+	if n := s.Gateway.ExceptionDrops(); n < 3 {
+		t.Errorf("ExceptionDrops = %d after 3 pings to a deleted exception TUN, want >= 3", n)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Gateway.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10 s with the exception TUN deleted")
+	}
+}
