@@ -648,3 +648,24 @@ func TestParseFwMark(t *testing.T) {
 		})
 	}
 }
+
+// TestMTUBelowIPv6Minimum: an MTU below 1280 with IPv6 allowed IPs (no
+// IPv6 Address, which is an error) is accepted with a warning at the MTU
+// line naming the prefix; with IPv4 allowed IPs alone, no warning.
+func TestMTUBelowIPv6Minimum(t *testing.T) {
+	iface := "[Interface]\nPrivateKey = " + priv1 + "\nMTU = 1200\n"
+	f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n[Peer]\nPublicKey = " + pub3 + "\nAllowedIPs = 0.0.0.0/0, ::/0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 1 || !strings.HasPrefix(f.Warnings[0].String(), `wg0.conf:3: key "MTU": 1200 is below 1280, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold ::/0`) {
+		t.Errorf("warnings %v, want one at the MTU about ::/0", f.Warnings)
+	}
+	f, err = parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24, 10.1.0.0/16\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("IPv4 allowed IPs only: warnings %v, want none", f.Warnings)
+	}
+}
