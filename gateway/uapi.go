@@ -58,7 +58,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 	if d.fwmark != 0 {
 		b = appendUint(b, "fwmark=", uint64(d.fwmark))
 	}
-	for _, p := range d.peers {
+	for p := range d.peers.All {
 		b = append(b, "public_key="...)
 		b = hex.AppendEncode(b, p.pub[:])
 		b = append(b, "\npreshared_key="...)
@@ -105,7 +105,7 @@ func (d *Device) getReplySize() int {
 	return d.getReplySizeLocked()
 }
 
-func (d *Device) getReplySizeLocked() int { return 64 + 400*len(d.peers) + 48*len(d.allowed) }
+func (d *Device) getReplySizeLocked() int { return 64 + 400*d.peers.Len() + 48*len(d.allowed) }
 
 // appendUint appends key (which ends in '='), v in decimal and a newline.
 func appendUint(b []byte, key string, v uint64) []byte {
