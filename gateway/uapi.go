@@ -116,13 +116,12 @@ func appendUint(b []byte, key string, v uint64) []byte {
 
 // setState is the peer a "set=1" operation is on.
 type setState struct {
-	p        *peer // nil: device lines, or a dummy peer (lines are parsed, not applied)
-	onPeer   bool  // a public_key line was seen
-	created  bool
-	pkaOn    bool
-	changed  bool // allowed IPs or peers changed: publish
-	toKick   []*peer
-	newPeers []*peer
+	p       *peer // nil: device lines, or a dummy peer (lines are parsed, not applied)
+	onPeer  bool  // a public_key line was seen
+	created bool
+	pkaOn   bool
+	changed bool // allowed IPs or peers changed: publish
+	toKick  []*peer
 }
 
 // IpcSet applies a "set=1" operation read from r up to a blank line or the
@@ -182,7 +181,6 @@ func (d *Device) setLineLocked(st *setState, line string) error {
 		st.pkaOn = false
 		if st.created {
 			st.changed = true
-			st.newPeers = append(st.newPeers, st.p)
 		}
 		return nil
 	}
