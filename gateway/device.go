@@ -69,6 +69,7 @@ type Device struct {
 	// changed. publishLocked hands the dataplane only these.
 	dirtyPeers    map[*peer]struct{}
 	dirtyPrefixes map[netip.Prefix]struct{}
+	dirtyOrder    []netip.Prefix // dirtyPrefixes' keys, in the order first touched
 	// precompute are the handshakes made since the last publish, whose
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
