@@ -22,12 +22,10 @@
 package compatgw
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,8 +71,12 @@ type Config struct {
 	// full-size packets with their outer headers the WAN MTU or an AF_XDP
 	// frame cannot carry (checkMTU).
 	MTU int
-	// SyncInterval is how often the LAN's XDP filter is brought in step
-	// with wireguard-go's allowed IPs (default DefaultSyncInterval).
+	// SyncInterval is how often at most the LAN's XDP filter is brought in
+	// step with wireguard-go's allowed IPs, for changes made through the
+	// Go API (default DefaultSyncInterval); a sync reads the whole
+	// configuration (about 8 µs a peer), so with many peers it runs less
+	// often (followPrefixes). A UAPI client's changes are followed when its
+	// connection closes.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -99,6 +101,11 @@ type Gateway struct {
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
+
+	// filter is the LAN port's prefix match (lan, or a test's); changed
+	// asks followPrefixes for a sync (capacity 1: requests coalesce).
+	filter  prefixFilter
+	changed chan struct{}
 
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
@@ -175,7 +182,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool)}
+	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), changed: make(chan struct{}, 1), prefixes: make(map[netip.Prefix]bool)}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -221,6 +228,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
+	g.filter = g.lan
 	g.wan.LogFallbacks(g.log, "WAN")
 	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
@@ -327,68 +335,13 @@ func (g *Gateway) serveUAPI(name string) error {
 			if err != nil {
 				return
 			}
-			go g.dev.IpcHandle(c)
+			go func() {
+				g.dev.IpcHandle(c)
+				g.syncSoon() // the client may have changed allowed IPs
+			}()
 		}
 	}()
 	return nil
-}
-
-// followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// wg(8) may change, every interval until Close.
-func (g *Gateway) followPrefixes(interval time.Duration) {
-	defer g.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if err := g.syncPrefixes(); err != nil {
-				g.log.Warn("LAN XDP filter", "err", err)
-			}
-		}
-	}
-}
-
-// syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
-// wireguard-go has (read over its UAPI "get").
-func (g *Gateway) syncPrefixes() error {
-	var sb strings.Builder
-	if err := g.dev.IpcGetOperation(&sb); err != nil {
-		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
-	}
-	want := make(map[netip.Prefix]bool)
-	sc := bufio.NewScanner(strings.NewReader(sb.String()))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "allowed_ip="); ok {
-			if p, err := netip.ParsePrefix(v); err == nil {
-				want[p.Masked()] = true
-			}
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var errs []error
-	for p := range want {
-		if !g.prefixes[p] {
-			if err := g.lan.AddPrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("add %v: %w", p, err))
-				continue
-			}
-			g.prefixes[p] = true
-		}
-	}
-	for p := range g.prefixes {
-		if !want[p] {
-			if err := g.lan.DeletePrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("delete %v: %w", p, err))
-				continue
-			}
-			delete(g.prefixes, p)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Device is the wireguard-go device.
