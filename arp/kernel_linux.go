@@ -116,9 +116,27 @@ func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
 func (k *KernelRoutes) subscribe() (chan netlink.RouteUpdate, error) {
 	ch := make(chan netlink.RouteUpdate, 256)
 	ns := k.opts.ns()
+	// The buffer of the neighbours' socket: a burst of route changes
+	// (fastgw's own into its exception TUN, which Ignore leaves out but the
+	// socket still receives, 40,000 when 20,000 peers start) overran the
+	// default one, and every overrun cost a subscription and a listing.
 	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
-	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
-		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+	subscribed := false
+	if !routeRcvbufRefused.Load() {
+		sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = neighbourRcvbuf, true
+		if netlink.RouteSubscribeWithOptions(ch, k.done, sub) == nil {
+			subscribed = true
+		} else {
+			// Without CAP_NET_ADMIN the forced size fails (and netlink
+			// v1.3.1 leaves that socket open): the default from now on.
+			routeRcvbufRefused.Store(true)
+			sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = 0, false
+		}
+	}
+	if !subscribed {
+		if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
+			return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+		}
 	}
 	if err := k.reload(); err != nil {
 		return nil, err
@@ -150,6 +168,10 @@ func (k *KernelRoutes) ignored(r *netlink.Route) bool {
 	i := k.ignore.Load()
 	return i != 0 && int64(r.LinkIndex) == i
 }
+
+// routeRcvbufRefused records that forcing the route subscription's
+// receive buffer failed once (no CAP_NET_ADMIN): it is not tried again.
+var routeRcvbufRefused atomic.Bool
 
 // report passes err to cb unless done is closed (errors of a closing
 // subscription are expected).
