@@ -127,7 +127,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: fmt.Sprintf("line longer than %d bytes", MaxLine)})
+			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: fmt.Sprintf("line longer than %d bytes (a long AllowedIPs or Address list can be split over several lines: they add up)", MaxLine)})
 		} else {
 			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: "read: " + err.Error(), Err: err})
 		}

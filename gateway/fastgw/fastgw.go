@@ -442,6 +442,12 @@ func (g *Gateway) Close() error {
 		if g.engine != nil {
 			errs = append(errs, g.engine.Close())
 		}
+		if g.routes != nil {
+			// Before the exception TUN goes with its routes: the
+			// notifications of tens of thousands of deletions would
+			// overrun the subscription, for nothing.
+			errs = append(errs, g.routes.Close())
+		}
 		if g.exc != nil {
 			errs = append(errs, g.exc.Close())
 			g.excWG.Wait()
@@ -458,9 +464,6 @@ func (g *Gateway) Close() error {
 		}
 		if g.lanNeigh != nil {
 			errs = append(errs, g.lanNeigh.Close())
-		}
-		if g.routes != nil {
-			errs = append(errs, g.routes.Close())
 		}
 		if g.nlHandle != nil {
 			g.nlHandle.Close()
