@@ -494,7 +494,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		}
 	}
 	log.Info("running; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f.Name, uapiDevice{
+	sig := serve(log, f, uapiDevice{
 		get: func() (string, error) {
 			var b strings.Builder
 			err := g.Device().IpcGet(&b)
