@@ -588,7 +588,13 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 	return s
 }
 
+// logFinal logs s at exit: each queue's counts and drops by reason, and
+// the packets for the host the exception TUN refused when there were any
+// (they are no queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
+	if s.ExceptionDrops > 0 {
+		log.Info("final counters", "exception_tun_drops", s.ExceptionDrops)
+	}
 	for i, q := range s.Queues {
 		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}
 		for r, n := range q.Drops {
