@@ -41,8 +41,24 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
+// upUsage heads `wgpio up -h`: how to watch, reload and stop a gateway.
+const upUsage = `usage: wgpio up -c FILE [flags]
+
+Runs a gateway from a wg-quick style file plus an optional [WGPIO] section,
+in the foreground, until SIGINT (Ctrl-C) or SIGTERM. SIGHUP (systemctl
+reload, kill -HUP) applies the edited file's peers, PrivateKey, ListenPort
+and FwMark as wg syncconf does; Address, MTU and [WGPIO] apply at the next
+start. Watch it with wg show NAME, wgpio stats NAME, and /metrics on the
+MetricsAddress.
+
+`
+
 func cmdUp(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), upUsage)
+		fs.PrintDefaults()
+	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
 	name := fs.String("name", "", "interface and UAPI socket `name` (default: the file name without .conf)")
 	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun")
