@@ -9,7 +9,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/wgpio/wgpio/config"
 )
@@ -27,11 +29,12 @@ type uapiDevice struct {
 // what it applied: the peers added, removed and kept, and the keys of the
 // file that differ from those the gateway started with but take effect
 // only at the next start. started is the file as loaded at start, before
-// the command line's overrides. Without this, SIGHUP (`systemctl reload`,
+// the command line's overrides. Each reload's outcome goes to st (nil:
+// none), which /metrics exports. Without this, SIGHUP (`systemctl reload`,
 // `kill -HUP`, a closed terminal) ended the process at once, as Go's
 // default does, without the shutdown SIGTERM gets (XDP programs detached,
 // RX VLAN offload restored, sockets removed).
-func serve(log *slog.Logger, started *config.File, dev uapiDevice) os.Signal {
+func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState) os.Signal {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	path := started.Name
@@ -41,6 +44,7 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice) os.Signal {
 			return sig
 		}
 		r, err := reload(started, dev)
+		st.record(err, time.Now())
 		if err != nil {
 			log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
 			continue
@@ -126,4 +130,31 @@ func startOnlyChanged(a, b *config.File) []string {
 		}
 	}
 	return keys
+}
+
+// reloadState is the outcome of the last reload, for /metrics: whether it
+// applied the file (the start counts as a successful load) and when the
+// last successful one was. Safe for concurrent use; a nil *reloadState
+// records nothing.
+type reloadState struct {
+	failed    atomic.Bool
+	successNs atomic.Int64 // Unix time in ns of the last successful load
+}
+
+// newReloadState is the state after a successful start at t.
+func newReloadState(t time.Time) *reloadState {
+	st := &reloadState{}
+	st.successNs.Store(t.UnixNano())
+	return st
+}
+
+// record notes a reload at t that failed with err, or succeeded (nil).
+func (st *reloadState) record(err error, t time.Time) {
+	if st == nil {
+		return
+	}
+	st.failed.Store(err != nil)
+	if err == nil {
+		st.successNs.Store(t.UnixNano())
+	}
 }

@@ -502,8 +502,9 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		return err
 	}
 	stop := func() { stopCapture(); stopStats() }
+	reloads := newReloadState(time.Now())
 	if metricsLn != nil {
-		if err := serveMetrics(metricsLn, name, g); err != nil {
+		if err := serveMetrics(metricsLn, name, g, reloads); err != nil {
 			stop()
 			g.Close()
 			return err
@@ -517,7 +518,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			return b.String(), err
 		},
 		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
-	})
+	}, reloads)
 	log.Info("stopping", "signal", sig.String())
 	final := statsOf(g)
 	stop()
