@@ -98,6 +98,8 @@ func printStats(name string, s GatewayStats) {
 	tw.Flush()
 	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
 		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
+	fmt.Printf("handshake backlog: %d waiting, %d at most\n",
+		s.Device.HandshakeBacklog, s.Device.HandshakeBacklogPeak)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}
