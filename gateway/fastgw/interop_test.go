@@ -530,6 +530,12 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	}
 	t.Logf("segments: %d sent, %d received, %d not in the sender's capture; drops: A %s B %s",
 		len(sentIDs), len(recvIDs), unknown, dropsString(s.Gateway), dropsString(s.PeerGateway))
+	for i, q := range s.Gateway.Engine().Stats() {
+		t.Logf("A queue %d: encrypted %d decrypted %d", i, q.Encrypted, q.Decrypted)
+	}
+	for i, q := range s.PeerGateway.Engine().Stats() {
+		t.Logf("B queue %d: encrypted %d decrypted %d", i, q.Encrypted, q.Decrypted)
+	}
 	if inversions > 0 {
 		t.Errorf("host B received %d of %d segments after a segment sent later (reordering)", inversions, len(recvIDs))
 	}
