@@ -78,6 +78,10 @@ type KernelRoutes struct {
 	snap  atomic.Pointer[routeTable]
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// ignore is the interface index Ignore set (0: none); kick asks the
+	// follower for a listing once it is set.
+	ignore atomic.Int64
+	kick   chan struct{}
 
 	// Updates counts the snapshots built (for tests and metrics).
 	Updates atomic.Uint64
@@ -95,7 +99,7 @@ func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
 		unpin()
 		return nil, fmt.Errorf("arp: kernel routes: netlink handle: %w", err)
 	}
-	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{}), unpin: unpin}
+	k := &KernelRoutes{opts: opts, h: h, done: make(chan struct{}), kick: make(chan struct{}, 1), unpin: unpin}
 	ch, err := k.subscribe()
 	if err != nil {
 		close(k.done)
@@ -112,15 +116,62 @@ func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
 func (k *KernelRoutes) subscribe() (chan netlink.RouteUpdate, error) {
 	ch := make(chan netlink.RouteUpdate, 256)
 	ns := k.opts.ns()
+	// The buffer of the neighbours' socket: a burst of route changes
+	// (fastgw's own into its exception TUN, which Ignore leaves out but the
+	// socket still receives, 40,000 when 20,000 peers start) overran the
+	// default one, and every overrun cost a subscription and a listing.
 	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
-	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
-		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+	subscribed := false
+	if !routeRcvbufRefused.Load() {
+		sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = neighbourRcvbuf, true
+		if netlink.RouteSubscribeWithOptions(ch, k.done, sub) == nil {
+			subscribed = true
+		} else {
+			// Without CAP_NET_ADMIN the forced size fails (and netlink
+			// v1.3.1 leaves that socket open): the default from now on.
+			routeRcvbufRefused.Store(true)
+			sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = 0, false
+		}
+	}
+	if !subscribed {
+		if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
+			return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
+		}
 	}
 	if err := k.reload(); err != nil {
 		return nil, err
 	}
 	return ch, nil
 }
+
+// Ignore leaves the routes out of interface ifindex out of the table, and
+// their changes cause no listing: fastgw's routes into its exception TUN,
+// one per allowed-IPs prefix (200,000 at 100,000 peers), which the gateway
+// adds and removes itself with every configuration change. Followed, each
+// change listed the whole table again (about 45 ms of CPU per `wg set` at
+// 20,000 peers) and a start-up's burst of them overran the notification
+// socket. NextHop of a destination routed there answers from the next best
+// route (the fast path never sends through that interface). The routes
+// already listed leave the table within milliseconds (the follower lists
+// again). Safe for concurrent use; ifindex 0 ignores none.
+func (k *KernelRoutes) Ignore(ifindex int) {
+	k.ignore.Store(int64(ifindex))
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ignored reports whether a route (or its notification) goes out of the
+// interface Ignore set. A multipath route is never ignored.
+func (k *KernelRoutes) ignored(r *netlink.Route) bool {
+	i := k.ignore.Load()
+	return i != 0 && int64(r.LinkIndex) == i
+}
+
+// routeRcvbufRefused records that forcing the route subscription's
+// receive buffer failed once (no CAP_NET_ADMIN): it is not tried again.
+var routeRcvbufRefused atomic.Bool
 
 // report passes err to cb unless done is closed (errors of a closing
 // subscription are expected).
@@ -146,6 +197,7 @@ func (k *KernelRoutes) follow(ch chan netlink.RouteUpdate) {
 	defer resync.Stop()
 	for {
 		var ok bool
+		var u netlink.RouteUpdate
 		select {
 		case <-k.done:
 			return
@@ -154,7 +206,12 @@ func (k *KernelRoutes) follow(ch chan netlink.RouteUpdate) {
 				report(k.done, k.opts.ErrorCallback, err)
 			}
 			continue
-		case _, ok = <-ch:
+		case <-k.kick:
+			if err := k.reload(); err != nil {
+				report(k.done, k.opts.ErrorCallback, err)
+			}
+			continue
+		case u, ok = <-ch:
 		}
 		if !ok {
 			// The subscription failed: subscribe and list again.
@@ -172,14 +229,20 @@ func (k *KernelRoutes) follow(ch chan netlink.RouteUpdate) {
 			}
 			continue
 		}
-		// Coalesce a burst of updates into one listing.
+		// Coalesce a burst of updates into one listing, if one of them
+		// is of a route not ignored.
+		changed := !k.ignored(&u.Route)
 		for drained := false; !drained; {
 			select {
-			case _, ok := <-ch:
+			case u, ok := <-ch:
 				drained = !ok
+				changed = changed || !ok || !k.ignored(&u.Route)
 			default:
 				drained = true
 			}
+		}
+		if !changed {
+			continue
 		}
 		if err := k.reload(); err != nil {
 			report(k.done, k.opts.ErrorCallback, err)
@@ -200,6 +263,9 @@ func (k *KernelRoutes) reload() error {
 	t := new(routeTable)
 	prio := make(map[netip.Prefix]int)
 	for _, r := range routes {
+		if k.ignored(&r) {
+			continue
+		}
 		pfx, rt, ok := fromKernelRoute(r)
 		if !ok {
 			continue

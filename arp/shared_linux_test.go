@@ -2,6 +2,7 @@ package arp
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -240,4 +241,53 @@ func TestSharedResyncRepairsLostNotification(t *testing.T) {
 		t.Fatalf("after %v the table still says %v for %v, the kernel %v", NeighbourResync+2*time.Second, m, kV4, kmac)
 	}
 	t.Logf("repaired after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestSharedIgnoredLinkNotFollowed: routes out of an interface given to
+// Ignore (fastgw's exception TUN) leave the table, those listed already
+// included, and so do routes added there later, while changes of the
+// others are still followed.
+func TestSharedIgnoredLinkNotFollowed(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	// A veth with both ends here stands for the exception TUN.
+	must(t, us.Handle().LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "ign0"}, PeerName: "ign1"}))
+	must(t, us.LinkUp("ign1"))
+	must(t, us.LinkUp("ign0"))
+	ign := linkIndex(t, us, "ign0")
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	_, n24, _ := net.ParseCIDR("198.18.9.0/24")
+	_, n25, _ := net.ParseCIDR("198.18.9.128/25")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n24, Gw: net.ParseIP("198.18.0.2"), LinkIndex: idx}))
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n25, LinkIndex: ign}))
+	via := func(dst string, wantIdx int, wantNH netip.Addr) bool {
+		nh, i, ok := kr.NextHop(netip.MustParseAddr(dst))
+		return ok && i == wantIdx && (!wantNH.IsValid() || nh == wantNH)
+	}
+	if !waitFor(time.Second, func() bool { return via("198.18.9.200", ign, netip.Addr{}) }) {
+		t.Fatalf("a route out of ign0 not followed before Ignore")
+	}
+	kr.Ignore(ign)
+	if !waitFor(time.Second, func() bool { return via("198.18.9.200", idx, kV4) }) {
+		nh, i, ok := kr.NextHop(netip.MustParseAddr("198.18.9.200"))
+		t.Fatalf("after Ignore(ign0): NextHop(198.18.9.200) = %v, %d, %v, want %v on %d (the /24), not ign0 (%d)", nh, i, ok, kV4, idx, ign)
+	}
+	// Routes added out of ign0 later stay out, also once a change of
+	// another route makes the follower list the table again.
+	for i := range 64 {
+		_, n, _ := net.ParseCIDR(fmt.Sprintf("198.18.9.%d/32", i))
+		must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n, LinkIndex: ign}))
+	}
+	must(t, us.Handle().RouteReplace(&netlink.Route{Dst: n24, Gw: net.ParseIP("198.18.0.3"), LinkIndex: idx}))
+	if !waitFor(time.Second, func() bool { return via("198.18.9.100", idx, netip.MustParseAddr("198.18.0.3")) }) {
+		t.Fatalf("the /24's new gateway not followed after Ignore")
+	}
+	for i := range 64 {
+		dst := fmt.Sprintf("198.18.9.%d", i)
+		if nh, i, ok := kr.NextHop(netip.MustParseAddr(dst)); !ok || i != idx {
+			t.Fatalf("NextHop(%s) = %v, %d, %v: want the /24 on %d, not ign0 (%d)", dst, nh, i, ok, idx, ign)
+		}
+	}
 }

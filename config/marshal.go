@@ -20,9 +20,7 @@ func (f *File) Marshal() []byte {
 	if in.ListenPort != 0 {
 		kv("ListenPort", strconv.Itoa(int(in.ListenPort)))
 	}
-	if len(in.Addresses) > 0 {
-		kv("Address", joinPrefixes(in.Addresses))
-	}
+	b.prefixLines("Address", in.Addresses)
 	if in.MTU != 0 {
 		kv("MTU", strconv.Itoa(in.MTU))
 	}
@@ -138,9 +136,7 @@ func (b *cfgWriter) peers(ps []Peer, names bool) {
 		if !p.PresharedKey.IsZero() {
 			b.kv("PresharedKey", p.PresharedKey.Base64())
 		}
-		if len(p.AllowedIPs) > 0 {
-			b.kv("AllowedIPs", joinPrefixes(p.AllowedIPs))
-		}
+		b.prefixLines("AllowedIPs", p.AllowedIPs)
 		if names && p.EndpointHost != "" {
 			b.kv("Endpoint", p.EndpointHost+":"+strconv.Itoa(int(p.Endpoint.Port())))
 		} else if p.Endpoint.IsValid() {
@@ -160,12 +156,37 @@ func (w *WGPIO) isZero() bool {
 		w.ReplayWindow == 0
 }
 
-func joinPrefixes(ps []netip.Prefix) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
+// maxListLine is the longest comma list prefixLines writes on one line, in
+// bytes: well under MaxLine, which Parse refuses.
+const maxListLine = MaxLine / 4
+
+// prefixLines writes ps as "k = a, b, ..." lines, as many as it takes to
+// keep each list under maxListLine bytes: a peer's allowed IPs may be more
+// than one line holds (a country's block list), and repeated AllowedIPs
+// lines add up, in wg(8) and wg-quick(8) as in Parse (so do Address
+// lines). Nothing for no ps.
+func (b *cfgWriter) prefixLines(k string, ps []netip.Prefix) {
+	line := -1 // bytes of the list on the open line; -1: no line open
+	for _, p := range ps {
+		if line >= maxListLine {
+			b.WriteByte('\n')
+			line = -1
+		}
+		if line < 0 {
+			b.WriteString(k)
+			b.WriteString(" = ")
+			line = 0
+		} else {
+			b.WriteString(", ")
+			line += 2
+		}
+		s := p.String()
+		b.WriteString(s)
+		line += len(s)
 	}
-	return strings.Join(s, ", ")
+	if line >= 0 {
+		b.WriteByte('\n')
+	}
 }
 
 // formatCPUs writes a CPU list in order, folding ascending runs into ranges.

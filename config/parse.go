@@ -127,7 +127,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: fmt.Sprintf("line longer than %d bytes", MaxLine)})
+			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: fmt.Sprintf("line longer than %d bytes (a long AllowedIPs or Address list can be split over several lines: they add up)", MaxLine)})
 		} else {
 			p.errs = append(p.errs, &Error{File: name, Line: n + 1, Msg: "read: " + err.Error(), Err: err})
 		}
@@ -408,10 +408,28 @@ func (p *parser) finish() {
 	}
 	in := &p.f.Interface
 	if in.MTU != 0 && in.MTU < MinIPv6MTU {
+		v6Addr := false
 		for _, a := range in.Addresses {
 			if a.Addr().Is6() && !a.Addr().Is4In6() {
 				p.errorf(p.ifSeen["MTU"], "MTU", "%d is below %d, IPv6's minimum (RFC 8200 section 5), with IPv6 Address %s", in.MTU, MinIPv6MTU, a)
+				v6Addr = true
 				break
+			}
+		}
+		// Without an IPv6 address the tunnel may still carry IPv6 for a
+		// peer, but not whole: a host told "packet too big" with less
+		// than 1280 keeps sending 1280-byte packets (RFC 8201 section 4,
+		// RFC 8021), which are refused again. (Linux disables IPv6 on
+		// a wg0 below 1280, so no IPv6 route goes through it there.)
+	peers:
+		for i := range p.f.Peers {
+			for _, a := range p.f.Peers[i].AllowedIPs {
+				if !v6Addr && a.Addr().Is6() {
+					p.warnf(p.ifSeen["MTU"], "MTU", "%d is below %d, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold %s: "+
+						"IPv6 packets over %d bytes are answered with packet too big, which hosts ignore below 1280, so IPv6 flows with larger packets stall "+
+						"(a Linux wg0 with this MTU carries no IPv6 at all); raise the MTU to %d or drop the IPv6 prefixes", in.MTU, MinIPv6MTU, a, in.MTU, MinIPv6MTU)
+					break peers
+				}
 			}
 		}
 	}

@@ -366,7 +366,7 @@ func TestParseErrors(t *testing.T) {
 		{"key pasted alone", iface + priv2 + "\n", `wg0.conf:3: (a key) is not a key name; want "Key = Value" or a [Section] header`},
 		{"key pasted unpadded", iface + priv2[:43] + "\n", `wg0.conf:3: (a key): want "Key = Value" or a [Section] header`},
 		{"key name with spaces", iface + "Listen Port = 1\n", `wg0.conf:3: "Listen Port" is not a key name; want "Key = Value" or a [Section] header`},
-		{"line too long", iface + "DNS = " + strings.Repeat("x", MaxLine) + "\n", fmt.Sprintf(`wg0.conf:3: line longer than %d bytes`, MaxLine)},
+		{"line too long", iface + "DNS = " + strings.Repeat("x", MaxLine) + "\n", fmt.Sprintf(`wg0.conf:3: line longer than %d bytes (a long AllowedIPs or Address list can be split over several lines: they add up)`, MaxLine)},
 		{
 			"every problem reported",
 			"[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 70000\nMTU = x\n[Peer]\nEndpoint = 203.0.113.1\n[Bogus]\nkey = value\n",
@@ -446,8 +446,9 @@ func TestLoadMissing(t *testing.T) {
 	}
 }
 
-// TestRoundTrip: Parse(Marshal(f)) equals f, for the sample files and a
-// config that sets every field.
+// TestRoundTrip: Parse(Marshal(f)) equals f, for the sample files, a
+// config that sets every field, and one whose peer has more allowed IPs
+// than one line of MaxLine holds (written on several lines, which add up).
 func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
 		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nHandshakeWorkers = 3\nSourcePorts = 1-65535\n" +
@@ -455,7 +456,18 @@ func TestRoundTrip(t *testing.T) {
 		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\nReplayWindow = 131008\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"
-	inputs := map[string]string{"every field": every}
+	var many strings.Builder
+	many.WriteString("[Interface]\nPrivateKey = " + priv1 + "\n[Peer]\nPublicKey = " + pub2 + "\n")
+	for i := range 8000 {
+		if i%1000 == 0 {
+			many.WriteString("\nAllowedIPs = ")
+		} else {
+			many.WriteString(", ")
+		}
+		fmt.Fprintf(&many, "10.%d.%d.0/24, fd00:%x::/32", byte(i>>8), byte(i), i)
+	}
+	many.WriteString("\n")
+	inputs := map[string]string{"every field": every, "16,000 allowed IPs": many.String()}
 	for _, name := range []string{"gateway.conf", "owned.conf", "client.conf"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
@@ -484,6 +496,9 @@ func TestRoundTrip(t *testing.T) {
 			}
 			if out2 := f2.Marshal(); string(out2) != string(out) {
 				t.Errorf("Marshal not stable:\n%s\nthen\n%s", out, out2)
+			}
+			if _, err := parseString(string(f1.WG())); err != nil {
+				t.Errorf("Parse(WG(f)) = %v", err)
 			}
 		})
 	}
@@ -646,5 +661,26 @@ func TestParseFwMark(t *testing.T) {
 				t.Errorf("UAPI() = %q, want a fwmark=%d line exactly when the mark is not 0", u, tt.want)
 			}
 		})
+	}
+}
+
+// TestMTUBelowIPv6Minimum: an MTU below 1280 with IPv6 allowed IPs (no
+// IPv6 Address, which is an error) is accepted with a warning at the MTU
+// line naming the prefix; with IPv4 allowed IPs alone, no warning.
+func TestMTUBelowIPv6Minimum(t *testing.T) {
+	iface := "[Interface]\nPrivateKey = " + priv1 + "\nMTU = 1200\n"
+	f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n[Peer]\nPublicKey = " + pub3 + "\nAllowedIPs = 0.0.0.0/0, ::/0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 1 || !strings.HasPrefix(f.Warnings[0].String(), `wg0.conf:3: key "MTU": 1200 is below 1280, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold ::/0`) {
+		t.Errorf("warnings %v, want one at the MTU about ::/0", f.Warnings)
+	}
+	f, err = parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24, 10.1.0.0/16\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("IPv4 allowed IPs only: warnings %v, want none", f.Warnings)
 	}
 }

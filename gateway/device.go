@@ -60,7 +60,7 @@ type Device struct {
 	hasRetired atomic.Bool
 	listenPort uint16
 	fwmark     uint32
-	peers      []*peer                   // configuration order
+	peers      peerList                  // configuration order
 	byKey      map[noise.PublicKey]*peer // by static public key
 	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
 	allowed    map[netip.Prefix]*peer    // masked prefix → owner
@@ -69,6 +69,7 @@ type Device struct {
 	// changed. publishLocked hands the dataplane only these.
 	dirtyPeers    map[*peer]struct{}
 	dirtyPrefixes map[netip.Prefix]struct{}
+	dirtyOrder    []netip.Prefix // dirtyPrefixes' keys, in the order first touched
 	// precompute are the handshakes made since the last publish, whose
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
@@ -114,7 +115,7 @@ type Device struct {
 }
 
 // peer is the control plane's state of one peer. fp and pub are immutable;
-// psk and allowed are guarded by Device.mu; hs, keepalive and pkaBase are
+// psk, allowed and listIdx are guarded by Device.mu; hs, keepalive and pkaBase are
 // written under both Device.mu and mu and read under either; lastHSWall is
 // atomic; the heap fields belong to Tick (Device.tickMu); every other field
 // is guarded by mu.
@@ -123,6 +124,7 @@ type peer struct {
 	pub       noise.PublicKey
 	psk       noise.PresharedKey
 	allowed   prefixList       // masked, insertion order
+	listIdx   int              // position in Device.peers (peerList), -1 once out
 	hs        *noise.Handshake // nil while the device has no private key
 	keepalive uint16           // persistent keepalive interval, s
 	published bool             // fp is in the dataplane's peer set
@@ -275,7 +277,7 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 	if !k.IsZero() {
 		d.id = noise.NewStaticIdentity(k, d.clock)
 	}
-	for _, p := range append([]*peer(nil), d.peers...) {
+	for _, p := range d.peers.Append(nil) {
 		if d.id != nil {
 			self := d.id.PublicKey()
 			if self.Equal(&p.pub) {
@@ -408,8 +410,8 @@ func (d *Device) RemovePeer(k noise.PublicKey) bool {
 func (d *Device) Peers() []PeerStatus {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	out := make([]PeerStatus, 0, len(d.peers))
-	for _, p := range d.peers {
+	out := make([]PeerStatus, 0, d.peers.Len())
+	for p := range d.peers.All {
 		s := PeerStatus{
 			PeerConfig: PeerConfig{
 				PublicKey:           p.pub,
@@ -455,12 +457,12 @@ func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool)
 	if p = d.byKey[k]; p != nil {
 		return p, false
 	}
-	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k, heapIdx: -1}
+	p = &peer{fp: &fastpath.Peer{PublicKey: k}, pub: k, heapIdx: -1, listIdx: -1}
 	if d.id != nil {
 		p.hs = noise.NewHandshake(d.id, k, p.psk)
 		d.precompute = append(d.precompute, p.hs)
 	}
-	d.peers = append(d.peers, p)
+	d.peers.Add(p)
 	d.byKey[k] = p
 	d.byFP[p.fp] = p
 	d.dirtyPeers[p] = struct{}{}
@@ -520,22 +522,15 @@ func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 // IPs. The caller publishes.
 func (d *Device) removePeerLocked(p *peer) {
 	d.forgetPeerLocked(p)
-	for i, q := range d.peers {
-		if q == p {
-			d.peers = append(d.peers[:i], d.peers[i+1:]...)
-			break
-		}
-	}
+	d.peers.Remove(p)
 }
 
-// removeAllPeersLocked removes every peer, in time linear in their number
-// (removePeerLocked one by one is quadratic). The caller publishes.
+// removeAllPeersLocked removes every peer. The caller publishes.
 func (d *Device) removeAllPeersLocked() {
-	for _, p := range d.peers {
+	for p := range d.peers.All {
 		d.forgetPeerLocked(p)
 	}
-	clear(d.peers)
-	d.peers = d.peers[:0]
+	d.peers.Reset()
 }
 
 // forgetPeerLocked is removePeerLocked but for d.peers. The workers drop

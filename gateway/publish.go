@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"cmp"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +17,19 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	for pfx := range p.allowed.All {
 		if d.allowed[pfx] == p {
 			delete(d.allowed, pfx)
-			d.dirtyPrefixes[pfx] = struct{}{}
+			d.dirtyPrefixLocked(pfx)
 		}
 	}
 	p.allowed.Reset()
+}
+
+// dirtyPrefixLocked records that pfx's owner may have changed, for the
+// next publish, in the order the prefixes are first touched.
+func (d *Device) dirtyPrefixLocked(pfx netip.Prefix) {
+	if _, ok := d.dirtyPrefixes[pfx]; !ok {
+		d.dirtyPrefixes[pfx] = struct{}{}
+		d.dirtyOrder = append(d.dirtyOrder, pfx)
+	}
 }
 
 // addAllowedLocked gives pfx to p, at the end of p's list even when p held
@@ -31,7 +42,7 @@ func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	d.allowed[pfx] = p
 	p.allowed.Add(pfx)
-	d.dirtyPrefixes[pfx] = struct{}{}
+	d.dirtyPrefixLocked(pfx)
 }
 
 func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
@@ -41,39 +52,54 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	delete(d.allowed, pfx)
 	p.allowed.Remove(pfx)
-	d.dirtyPrefixes[pfx] = struct{}{}
+	d.dirtyPrefixLocked(pfx)
 }
 
 // publishLocked hands the dataplane what changed since the last publish
 // (peers created or forgotten, prefixes whose owner changed) as one
 // fastpath.PeerChange, and returns (and logs) its error: what it could not
-// take. Its cost follows the size of the change, not the configuration's.
+// take. Its cost follows the size of the change, not the configuration's
+// (O(k log k) for k peers added).
+//
+// The peers it adds are in configuration order (Device.peers) and the
+// prefixes it routes in the order the change first touched them (a file's
+// or a request's order), not in the dirty maps' random order: a dataplane
+// that cannot take every prefix ranks them so (fastgw's LAN prefix map
+// keeps those of the peers configured first, each one's in its order).
 func (d *Device) publishLocked() error {
-	c := fastpath.PeerChange{Routes: make([]fastpath.Route, 0, len(d.dirtyPrefixes))}
+	var c fastpath.PeerChange
+	var added []*peer
 	for p := range d.dirtyPeers {
 		live := d.byFP[p.fp] == p
 		switch {
 		case live && !p.published:
-			c.Add = append(c.Add, p.fp)
+			added = append(added, p)
 			p.published = true
 		case !live && p.published:
 			c.Remove = append(c.Remove, p.fp)
 			p.published = false
 		}
 	}
-	for pfx := range d.dirtyPrefixes {
-		var fp *fastpath.Peer
+	slices.SortFunc(added, func(a, b *peer) int { return cmp.Compare(a.listIdx, b.listIdx) })
+	c.Add = make([]*fastpath.Peer, len(added))
+	for i, p := range added {
+		c.Add[i] = p.fp
+	}
+	c.Routes = make([]fastpath.Route, len(d.dirtyOrder))
+	for i, pfx := range d.dirtyOrder {
+		c.Routes[i].Prefix = pfx
 		if o := d.allowed[pfx]; o != nil {
-			fp = o.fp
+			c.Routes[i].Peer = o.fp
 		}
-		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx, Peer: fp})
 	}
 	// clear costs the maps' capacity: after a large change, new ones.
 	if len(d.dirtyPeers)+len(d.dirtyPrefixes) > 1024 {
 		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]struct{})
+		d.dirtyOrder = nil
 	} else {
 		clear(d.dirtyPeers)
 		clear(d.dirtyPrefixes)
+		d.dirtyOrder = d.dirtyOrder[:0]
 	}
 	if len(d.precompute) > 0 {
 		select {

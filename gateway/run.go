@@ -137,7 +137,7 @@ func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr) {
 	defer d.mu.Unlock()
 	old4, old6 := d.opts.WANAddr4, d.opts.WANAddr6
 	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
-	for _, p := range d.peers {
+	for p := range d.peers.All {
 		ep := p.fp.Endpoint.Load()
 		if ep == nil {
 			continue

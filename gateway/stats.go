@@ -107,7 +107,7 @@ func (d *Device) Stats() Stats {
 	if d.id != nil {
 		s.Noise = d.id.Stats().Snapshot()
 	}
-	for _, p := range d.peers {
+	for p := range d.peers.All {
 		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(protocol.RejectAfterTime) {
 			s.LiveSessions++
 		}

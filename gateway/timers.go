@@ -96,7 +96,7 @@ func (d *Device) Tick(now int64) {
 		clear(d.stamped)
 	} else {
 		d.mu.RLock()
-		due = append(due, d.peers...)
+		due = d.peers.Append(due)
 		d.mu.RUnlock()
 	}
 	// The peers the handshake workers and the UAPI touched.

@@ -58,7 +58,7 @@ func (d *Device) IpcGet(w io.Writer) error {
 	if d.fwmark != 0 {
 		b = appendUint(b, "fwmark=", uint64(d.fwmark))
 	}
-	for _, p := range d.peers {
+	for p := range d.peers.All {
 		b = append(b, "public_key="...)
 		b = hex.AppendEncode(b, p.pub[:])
 		b = append(b, "\npreshared_key="...)
@@ -105,7 +105,7 @@ func (d *Device) getReplySize() int {
 	return d.getReplySizeLocked()
 }
 
-func (d *Device) getReplySizeLocked() int { return 64 + 400*len(d.peers) + 48*len(d.allowed) }
+func (d *Device) getReplySizeLocked() int { return 64 + 400*d.peers.Len() + 48*len(d.allowed) }
 
 // appendUint appends key (which ends in '='), v in decimal and a newline.
 func appendUint(b []byte, key string, v uint64) []byte {
@@ -116,13 +116,12 @@ func appendUint(b []byte, key string, v uint64) []byte {
 
 // setState is the peer a "set=1" operation is on.
 type setState struct {
-	p        *peer // nil: device lines, or a dummy peer (lines are parsed, not applied)
-	onPeer   bool  // a public_key line was seen
-	created  bool
-	pkaOn    bool
-	changed  bool // allowed IPs or peers changed: publish
-	toKick   []*peer
-	newPeers []*peer
+	p       *peer // nil: device lines, or a dummy peer (lines are parsed, not applied)
+	onPeer  bool  // a public_key line was seen
+	created bool
+	pkaOn   bool
+	changed bool // allowed IPs or peers changed: publish
+	toKick  []*peer
 }
 
 // IpcSet applies a "set=1" operation read from r up to a blank line or the
@@ -186,7 +185,6 @@ func (d *Device) setLineLocked(st *setState, line string) error {
 		st.pkaOn = false
 		if st.created {
 			st.changed = true
-			st.newPeers = append(st.newPeers, st.p)
 		}
 		return nil
 	}
@@ -457,8 +455,17 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // (a client that stalls holds no lock the handshakes or timers need) and
 // applied under it; what the request changed is published once, at its end.
 // setMu keeps set requests from interleaving, as wireguard-go's ipcMutex
-// does. After an error the rest of the request is read and discarded, so
-// that the connection stays in step.
+// does.
+//
+// A request cut short leaves what wireguard-go's line-by-line IpcSet
+// leaves, wherever the batches fall: every whole line before the cut
+// applied, nothing after it. The cut is the first line that fails, a line
+// longer than uapiMaxLine (errLineTooLong), or a read error (the client
+// stalled past uapiIdle, or went away); at EOF the last line is applied
+// even without its newline, as wireguard-go's scanner does, but after a
+// read error it is not (wireguard-go's would apply "allowed_ip=10.0.0.0/2"
+// cut from a /24). After an error the rest of the request is read and
+// discarded, so that the connection stays in step.
 func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
@@ -473,20 +480,24 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	}()
 	batch := make([]byte, 0, uapiBatchBytes+uapiMaxLine)
 	var ends []int
-	var failed error
+	var failed error // the first error: nothing after it is applied
 	for done := false; !done; {
 		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
 		batch, ends = batch[:0], ends[:0]
+		var cut error // what ends the request within this batch
 		for len(batch) < uapiBatchBytes {
 			line, rerr := readLine(r)
 			if rerr == errLineTooLong {
-				if failed == nil {
-					failed = rerr
+				if failed != nil {
+					continue // discarding up to the end of the request
 				}
-				continue
+				cut = rerr // the lines before it are applied below
+				break
 			}
 			if rerr != nil && rerr != io.EOF {
-				return uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
+				cut = uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
+				done = true
+				break
 			}
 			if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
 				done = true
@@ -499,18 +510,20 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 				break
 			}
 		}
-		if failed != nil {
-			continue // discard up to the end of the request
-		}
-		d.mu.Lock()
-		start := 0
-		for _, end := range ends {
-			if failed = d.setLineLocked(&st, string(batch[start:end])); failed != nil {
-				break
+		if failed == nil {
+			d.mu.Lock()
+			start := 0
+			for _, end := range ends {
+				if failed = d.setLineLocked(&st, string(batch[start:end])); failed != nil {
+					break
+				}
+				start = end
 			}
-			start = end
+			d.mu.Unlock()
 		}
-		d.mu.Unlock()
+		if failed == nil {
+			failed = cut
+		}
 	}
 	return failed
 }

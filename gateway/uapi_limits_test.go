@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
 )
@@ -165,6 +167,88 @@ func TestUAPIStalledClient(t *testing.T) {
 			case <-done:
 			case <-time.After(100 * idle):
 				t.Fatalf("ServeUAPI still serving a client stalled after %q for %v, want it closed after %v", tc.send, 100*idle, idle)
+			}
+		})
+	}
+}
+
+// TestUAPIInterruptedSetMatchesWireguardGo: a set request cut short on the
+// socket (a line too long, a client that stalls or closes half-way) leaves
+// what wireguard-go leaves: every whole line before the cut applied, none
+// after it, whichever batch of ipcSetConn the cut falls in.
+func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	k1, k2, k3 := pubHex(t), pubHex(t), pubHex(t)
+	head := "public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=198.19.1.0/24\npersistent_keepalive_interval=25\n"
+	// Far more than a batch (uapiBatchBytes): the cut falls in a later one.
+	var many strings.Builder
+	for i := 0; many.Len() < uapiBatchBytes+4096; i++ {
+		var k noise.PublicKey
+		k[0], k[1], k[2] = byte(i), byte(i>>8), 9
+		fmt.Fprintf(&many, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
+	}
+	long := "endpoint=" + strings.Repeat("1", 2*uapiMaxLine) + "\n"
+	tail := "public_key=" + k3 + "\nallowed_ip=198.19.2.0/24\n\n"
+	for _, tc := range []struct {
+		name string
+		sent string // what the client sends after set=1
+		// applied is what wireguard-go applies of it; cut: the client
+		// stalls or closes after sent.
+		applied string
+		stall   bool
+		errno   int64 // our reply, when the client is still there
+	}{
+		{"line too long", head + long + tail, head, false, -int64(syscall.EMSGSIZE)},
+		{"line too long in a later batch", many.String() + head + long + tail, many.String() + head, false, -int64(syscall.EMSGSIZE)},
+		{"client stalls", head, head, true, 0},
+		{"client stalls in a later batch", many.String() + head, many.String() + head, true, 0},
+		{"client closes", head, head, false, 0},
+		{"client closes in a later batch", many.String() + head, many.String() + head, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := refDevice(t, "")
+			ref.IpcSet(tc.applied)
+			ours := ourDevice(t, "")
+			ours.uapiIdle = idle
+			c, s := net.Pipe()
+			defer c.Close()
+			done := make(chan struct{})
+			go func() {
+				ours.ServeUAPI(s)
+				close(done)
+			}()
+			go func() {
+				io.WriteString(c, "set=1\n"+tc.sent)
+				if !tc.stall && tc.errno == 0 {
+					c.Close() // half-way through the request
+				}
+			}()
+			if tc.errno != 0 {
+				if n := readErrno(t, bufio.NewReader(c)); n != tc.errno {
+					t.Errorf("errno %d, want %d", n, tc.errno)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(100 * idle):
+				if tc.errno == 0 {
+					t.Fatalf("ServeUAPI still serving after %v", 100*idle)
+				}
+			}
+			refGet, err := ref.IpcGet()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			if err := ours.IpcGet(&b); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(normalize(refGet, ""), normalize(b.String(), "")); diff != "" {
+				if len(diff) > 2000 {
+					diff = diff[:2000] + "..."
+				}
+				t.Errorf("get=1 after the interrupted set: %d peers, wireguard-go %d (-wireguard-go +ours):\n%s",
+					strings.Count(b.String(), "public_key="), strings.Count(refGet, "public_key="), diff)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"flag"
+	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -123,5 +125,30 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	q := config.WGPIO{WAN: "lo", LAN: "lo", Queues: 300, Lines: map[string]int{"Queues": 9}}
 	if err := checkQueues("wg0.conf", q); err == nil || !strings.HasPrefix(err.Error(), `wg0.conf:9: key "Queues": 300 queues; the fast path runs at most 256`) {
 		t.Errorf("checkQueues(300) = %v", err)
+	}
+}
+
+// TestUpHelp: `wgpio up -h` says how to stop and reload a gateway and
+// where to watch it, not only its flags (the reload by SIGHUP was in no
+// help text).
+func TestUpHelp(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	err = cmdUp([]string{"-h"})
+	os.Stderr = stderr
+	w.Close()
+	out, _ := io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("cmdUp(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"usage: wgpio up -c FILE", "SIGTERM", "SIGHUP", "wg syncconf", "wgpio stats NAME", "-metrics-addr"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("wgpio up -h does not say %q:\n%s", want, out)
+		}
 	}
 }

@@ -87,7 +87,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	}
 	defer stopStats()
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f.Name, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, sigs)
+	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, nil, sigs)
 	log.Info("stopping", "signal", sig.String())
 	return nil
 }

@@ -55,7 +55,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 		return err
 	}
 	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f.Name, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, sigs)
+	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, nil, sigs)
 	log.Info("stopping", "signal", sig.String())
 	final := g.Stats()
 	stopStats()

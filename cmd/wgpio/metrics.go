@@ -180,12 +180,36 @@ func metricsServer(h http.Handler, timeout time.Duration) *http.Server {
 	}
 }
 
+// reloadMetrics exports st in the names Prometheus' own servers use for
+// their configuration reloads, so that one alert rule covers them:
+// wgpio_config_last_reload_successful (1, or 0 after a SIGHUP whose file
+// was not applied) and wgpio_config_last_reload_success_timestamp_seconds
+// (the start, or the last reload applied).
+func reloadMetrics(name string, st *reloadState) []prometheus.Collector {
+	l := prometheus.Labels{"device": name}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wgpio_config_last_reload_successful", ConstLabels: l,
+			Help: "Whether the last reload (SIGHUP, systemctl reload) applied the configuration file: 1 yes (or none since the start), 0 no (the file did not parse or was refused: see the log)."},
+			func() float64 {
+				if st.failed.Load() {
+					return 0
+				}
+				return 1
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wgpio_config_last_reload_success_timestamp_seconds", ConstLabels: l,
+			Help: "Unix time of the start or of the last reload that applied the configuration file."},
+			func() float64 { return float64(st.successNs.Load()) / 1e9 }),
+	}
+}
+
 // serveMetrics serves /metrics on ln in the background, until ln is
-// closed.
-func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway) error {
+// closed: g's counters and the reloads' outcome st.
+func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway, st *reloadState) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector(name, func() GatewayStats { return statsOf(g) })); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	for _, c := range append([]prometheus.Collector{newCollector(name, func() GatewayStats { return statsOf(g) })}, reloadMetrics(name, st)...) {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -153,5 +154,54 @@ func TestMetricsKernelDrops(t *testing.T) {
 	}
 	if strings.Contains(body, `reason="rx_fill_ring_empty_descs"`) {
 		t.Error("the fill-ring-empty events are exported as a drop reason: they are in rx_dropped already")
+	}
+}
+
+// TestReloadMetrics: /metrics says whether the last reload applied the
+// file and when the last one that did was (the start before any), in the
+// names Prometheus' servers use, so that a systemctl reload of a broken
+// file, which succeeds as a command, shows.
+func TestReloadMetrics(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	st := newReloadState(start)
+	reg := prometheus.NewRegistry()
+	for _, c := range reloadMetrics("wg0", st) {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (ok, at float64) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "wgpio_config_last_reload_successful":
+				ok = mf.GetMetric()[0].GetGauge().GetValue()
+			case "wgpio_config_last_reload_success_timestamp_seconds":
+				at = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return ok, at
+	}
+	for _, step := range []struct {
+		what   string
+		err    error
+		at     time.Time
+		ok     float64
+		lastOK time.Time
+	}{
+		{"start", nil, time.Time{}, 1, start},
+		{"a file that does not parse", errors.New("wg0.conf:3: unknown key"), start.Add(time.Minute), 0, start},
+		{"a reload applied", nil, start.Add(2 * time.Minute), 1, start.Add(2 * time.Minute)},
+	} {
+		if !step.at.IsZero() {
+			st.record(step.err, step.at)
+		}
+		if ok, at := read(); ok != step.ok || at != float64(step.lastOK.Unix()) {
+			t.Errorf("after %s: successful = %v, success timestamp = %v; want %v, %v", step.what, ok, at, step.ok, step.lastOK.Unix())
+		}
 	}
 }

@@ -6,8 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/wgpio/wgpio/config"
 )
@@ -47,10 +51,15 @@ type loaded struct {
 }
 
 // serve waits for SIGINT or SIGTERM and returns it; each SIGHUP meanwhile
-// reloads the configuration file path into dev (reload). Without this,
-// SIGHUP (`systemctl reload`, `kill -HUP`, a closed terminal) ended the
-// process at once, as Go's default does, without the shutdown SIGTERM gets
-// (XDP programs detached, RX VLAN offload restored, sockets removed).
+// reloads the configuration file started.Name into dev (apply) and logs
+// what it applied: the peers added, removed and kept, and the keys of the
+// file that differ from those the gateway started with but take effect
+// only at the next start. started is the file as loaded at start, before
+// the command line's overrides. Each reload's outcome goes to st (nil:
+// none), which /metrics exports. Without this, SIGHUP (`systemctl reload`,
+// `kill -HUP`, a closed terminal) ended the process at once, as Go's
+// default does, without the shutdown SIGTERM gets (XDP programs detached,
+// RX VLAN offload restored, sockets removed).
 //
 // The file is read on a goroutine of its own, and applied on serve's: a
 // read that does not end (the path made a FIFO, a hung network file
@@ -58,7 +67,8 @@ type loaded struct {
 // reads the file again after it, as it may have changed since the read
 // began. A stop waiting is served before anything else; a read still
 // running then is left, and its key erased when it ends.
-func serve(log *slog.Logger, path string, dev uapiDevice, sigs signals) os.Signal {
+func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState, sigs signals) os.Signal {
+	path := started.Name
 	results := make(chan loaded, 1)
 	reading, again := false, false
 	read := func() {
@@ -92,15 +102,23 @@ func serve(log *slog.Logger, path string, dev uapiDevice, sigs signals) os.Signa
 				continue
 			}
 			read()
-		case r := <-results:
+		case l := <-results:
 			reading = false
-			if r.err == nil {
-				r.err = apply(r.f, dev)
+			var r reloaded
+			err := l.err
+			if err == nil {
+				r, err = apply(started, l.f, dev)
 			}
-			if r.err != nil {
-				log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", r.err)
+			st.record(err, time.Now())
+			if err != nil {
+				log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
 			} else {
-				log.Info("reload: peers, PrivateKey, ListenPort and FwMark applied as wg syncconf applies them; Address, MTU and [WGPIO] take effect at the next start", "file", path)
+				log.Info("reload: peers, PrivateKey, ListenPort and FwMark applied as wg syncconf applies them",
+					"file", path, "peers_added", r.added, "peers_removed", r.removed, "peers_kept", r.kept)
+				if len(r.restart) > 0 {
+					log.Warn("reload: keys changed in the file that take effect only at the next start (systemctl restart); the gateway runs on with those it started with",
+						"file", path, "keys", strings.Join(r.restart, ", "))
+				}
 			}
 			if again {
 				again = false
@@ -110,15 +128,36 @@ func serve(log *slog.Logger, path string, dev uapiDevice, sigs signals) os.Signa
 	}
 }
 
+// reloaded is what a reload did: the peers the file added, removed (those
+// running that it no longer lists) and kept (their sessions go on; their
+// allowed IPs, endpoint, keepalive and preshared key are set from the
+// file), and the names of the keys (Address, MTU, [WGPIO]'s) whose values
+// differ from the file the gateway started with, which a reload does not
+// apply.
+type reloaded struct {
+	added, removed, kept int
+	restart              []string
+}
+
+// reload loads the file at started.Name and applies it to dev (apply). A
+// file that does not parse changes nothing.
+func reload(started *config.File, dev uapiDevice) (reloaded, error) {
+	f, err := config.Load(started.Name)
+	if err != nil {
+		return reloaded{}, err
+	}
+	return apply(started, f, dev)
+}
+
 // apply applies f to dev as `wg syncconf NAME <(wgpio strip FILE)` does
 // (config.File.SyncUAPI): the peers it lists are set, the sessions of
-// those unchanged go on, the others are removed. It erases f's private
-// key.
-func apply(f *config.File, dev uapiDevice) error {
+// those unchanged go on, the others are removed. started is the file the
+// gateway started with (reloaded.restart). It erases f's private key.
+func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	defer f.Interface.PrivateKey.Zero()
 	cur, err := dev.get()
 	if err != nil {
-		return fmt.Errorf("read the running configuration: %w", err)
+		return reloaded{}, fmt.Errorf("read the running configuration: %w", err)
 	}
 	var running []string
 	sc := bufio.NewScanner(strings.NewReader(cur))
@@ -128,7 +167,70 @@ func apply(f *config.File, dev uapiDevice) error {
 			running = append(running, k)
 		}
 	}
+	r := reloaded{restart: startOnlyChanged(started, f)}
+	listed := make(map[string]bool, len(f.Peers))
+	for i := range f.Peers {
+		listed[f.Peers[i].PublicKey.Hex()] = true
+	}
+	for _, k := range running {
+		if listed[k] {
+			r.kept++
+			delete(listed, k)
+		} else {
+			r.removed++
+		}
+	}
+	r.added = len(listed)
 	// The body holds the private key, in a string nothing can erase,
 	// as every UAPI request through the socket does.
-	return dev.set(f.SyncUAPI(running))
+	return r, dev.set(f.SyncUAPI(running))
+}
+
+// startOnlyChanged names, in file order of sections, the keys a reload
+// does not apply whose values differ between the file the gateway
+// started with (a) and the reloaded one (b): Address, MTU and every
+// [WGPIO] key (its field names are its key names).
+func startOnlyChanged(a, b *config.File) []string {
+	var keys []string
+	if !slices.Equal(a.Interface.Addresses, b.Interface.Addresses) {
+		keys = append(keys, "Address")
+	}
+	if a.Interface.MTU != b.Interface.MTU {
+		keys = append(keys, "MTU")
+	}
+	va, vb := reflect.ValueOf(a.WGPIO), reflect.ValueOf(b.WGPIO)
+	for i := range va.NumField() {
+		name := va.Type().Field(i).Name
+		if name != "Lines" && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// reloadState is the outcome of the last reload, for /metrics: whether it
+// applied the file (the start counts as a successful load) and when the
+// last successful one was. Safe for concurrent use; a nil *reloadState
+// records nothing.
+type reloadState struct {
+	failed    atomic.Bool
+	successNs atomic.Int64 // Unix time in ns of the last successful load
+}
+
+// newReloadState is the state after a successful start at t.
+func newReloadState(t time.Time) *reloadState {
+	st := &reloadState{}
+	st.successNs.Store(t.UnixNano())
+	return st
+}
+
+// record notes a reload at t that failed with err, or succeeded (nil).
+func (st *reloadState) record(err error, t time.Time) {
+	if st == nil {
+		return
+	}
+	st.failed.Store(err != nil)
+	if err == nil {
+		st.successNs.Store(t.UnixNano())
+	}
 }

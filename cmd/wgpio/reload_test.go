@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -195,6 +199,73 @@ func TestUpReloadStorm(t *testing.T) {
 			}
 			if g.err != nil {
 				t.Errorf("exit after SIGTERM: %v", g.err)
+			}
+		})
+	}
+}
+
+// TestReloadReports: a reload says what it applied, the peers the file
+// added, removed and kept, and names the keys that changed in the file but
+// take effect only at the next start (Address, MTU, [WGPIO] keys), so that
+// an edit of those is not taken for applied. Before, every reload logged
+// the same sentence whatever the file said.
+func TestReloadReports(t *testing.T) {
+	keys := make([]noise.PublicKey, 3) // kept, removed, added
+	for i := range keys {
+		k, err := noise.NewPrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k.PublicKey()
+	}
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(addr string, mtu, queues int, peers ...noise.PublicKey) string {
+		s := fmt.Sprintf("[Interface]\nPrivateKey = %s\nListenPort = 51820\nAddress = %s\nMTU = %d\n[WGPIO]\nWAN = eth0\nLAN = eth1\nQueues = %d\n",
+			priv.Base64(), addr, mtu, queues)
+		for _, p := range peers {
+			s += "[Peer]\nPublicKey = " + p.Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+		}
+		return s
+	}
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	started, err := config.Parse(path, strings.NewReader(text("198.18.98.1/24", 1420, 2, keys[0], keys[1])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set string
+	dev := uapiDevice{
+		get: func() (string, error) {
+			return "private_key=" + priv.Hex() + "\npublic_key=" + keys[0].Hex() + "\npublic_key=" + keys[1].Hex() + "\n", nil
+		},
+		set: func(body string) error { set = body; return nil },
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		want    reloaded
+		removes bool
+	}{
+		{"unchanged", text("198.18.98.1/24", 1420, 2, keys[0], keys[1]), reloaded{kept: 2}, false},
+		{"peers", text("198.18.98.1/24", 1420, 2, keys[0], keys[2]), reloaded{added: 1, removed: 1, kept: 1}, true},
+		{"start only", text("198.18.97.1/24", 1400, 1, keys[0], keys[1]), reloaded{kept: 2, restart: []string{"Address", "MTU", "Queues"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			set = ""
+			got, err := reload(started, dev)
+			if err != nil {
+				t.Fatalf("reload: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(reloaded{})); diff != "" {
+				t.Errorf("reload (-want +got):\n%s", diff)
+			}
+			if removed := strings.Contains(set, "public_key="+keys[1].Hex()+"\nremove=true\n"); removed != tc.removes {
+				t.Errorf("UAPI body removes %s: %v, want %v:\n%s", keys[1].Base64(), removed, tc.removes, set)
 			}
 		})
 	}

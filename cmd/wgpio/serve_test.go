@@ -58,7 +58,7 @@ func serveAsync(t *testing.T, path string, dev uapiDevice, sigs signals) (<-chan
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logBuf}, nil))
 	out := make(chan os.Signal, 1)
-	go func() { out <- serve(log, path, dev, sigs) }()
+	go func() { out <- serve(log, &config.File{Name: path}, dev, nil, sigs) }()
 	return out, &logBuf
 }
 

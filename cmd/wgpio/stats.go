@@ -90,7 +90,7 @@ func printStats(name string, s GatewayStats) {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives\thandshakes\tvia kernel\theld\tfragmented\ticmp sent/suppressed\tdrops")
+	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives in\thandshakes in\tvia kernel\theld\tfragmented\ticmp sent/suppressed\tdrops")
 	for i, q := range s.Queues {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held,
 			q.Fragmented, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
@@ -98,6 +98,8 @@ func printStats(name string, s GatewayStats) {
 	tw.Flush()
 	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
 		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
+	fmt.Printf("handshake backlog: %d waiting, %d at most\n",
+		s.Device.HandshakeBacklog, s.Device.HandshakeBacklogPeak)
 	if l := s.Device.Losses(); len(l) > 0 {
 		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
 	}

@@ -41,8 +41,24 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
+// upUsage heads `wgpio up -h`: how to watch, reload and stop a gateway.
+const upUsage = `usage: wgpio up -c FILE [flags]
+
+Runs a gateway from a wg-quick style file plus an optional [WGPIO] section,
+in the foreground, until SIGINT (Ctrl-C) or SIGTERM. SIGHUP (systemctl
+reload, kill -HUP) applies the edited file's peers, PrivateKey, ListenPort
+and FwMark as wg syncconf does; Address, MTU and [WGPIO] apply at the next
+start. Watch it with wg show NAME, wgpio stats NAME, and /metrics on the
+MetricsAddress.
+
+`
+
 func cmdUp(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), upUsage)
+		fs.PrintDefaults()
+	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
 	name := fs.String("name", "", "interface and UAPI socket `name` (default: the file name without .conf)")
 	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun")
@@ -488,22 +504,23 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		return err
 	}
 	stop := func() { stopCapture(); stopStats() }
+	reloads := newReloadState(time.Now())
 	if metricsLn != nil {
-		if err := serveMetrics(metricsLn, name, g); err != nil {
+		if err := serveMetrics(metricsLn, name, g, reloads); err != nil {
 			stop()
 			g.Close()
 			return err
 		}
 	}
 	log.Info("running; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f.Name, uapiDevice{
+	sig := serve(log, f, uapiDevice{
 		get: func() (string, error) {
 			var b strings.Builder
 			err := g.Device().IpcGet(&b)
 			return b.String(), err
 		},
 		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
-	}, sigs)
+	}, reloads, sigs)
 	log.Info("stopping", "signal", sig.String())
 	final := statsOf(g)
 	stop()
@@ -590,7 +607,13 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 	return s
 }
 
+// logFinal logs s at exit: each queue's counts and drops by reason, and
+// the packets for the host the exception TUN refused when there were any
+// (they are no queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
+	if s.ExceptionDrops > 0 {
+		log.Info("final counters", "exception_tun_drops", s.ExceptionDrops)
+	}
 	for i, q := range s.Queues {
 		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}
 		for r, n := range q.Drops {

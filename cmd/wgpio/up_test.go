@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
@@ -423,5 +425,21 @@ func checkFwMark(t *testing.T, s *site) {
 	t.Helper()
 	if got := strings.TrimSpace(wg(t, s.GwA, "show", s.GwName, "fwmark")); got != "0x1234" {
 		t.Errorf("wg show %s fwmark = %q, want 0x1234 (the file's FwMark)", s.GwName, got)
+	}
+}
+
+// TestLogFinalExceptionDrops: the counters logged at exit include the
+// packets the exception TUN refused (its interface down), which `wgpio
+// stats` shows but no queue's drops hold.
+func TestLogFinalExceptionDrops(t *testing.T) {
+	for _, tc := range []struct {
+		drops uint64
+		want  bool
+	}{{0, false}, {7, true}} {
+		var b strings.Builder
+		logFinal(slog.New(slog.NewTextHandler(&b, nil)), GatewayStats{Queues: make([]fastpath.QueueStats, 1), ExceptionDrops: tc.drops})
+		if got := strings.Contains(b.String(), fmt.Sprintf("exception_tun_drops=%d", tc.drops)); got != tc.want {
+			t.Errorf("logFinal with ExceptionDrops %d logged it: %v, want %v:\n%s", tc.drops, got, tc.want, b.String())
+		}
 	}
 }

@@ -23,12 +23,10 @@
 package compatgw
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,10 +74,12 @@ type Config struct {
 	// full-size packets with their outer headers the WAN MTU or an AF_XDP
 	// frame cannot carry (checkMTU).
 	MTU int
-	// SyncInterval is how often the LAN's XDP filter is brought in step
-	// with wireguard-go's allowed IPs when they are changed from Go
-	// (Device().IpcSet; default DefaultSyncInterval). A change through the
-	// UAPI socket (wg(8)) is in the filter before its reply.
+	// SyncInterval is how often at most the LAN's XDP filter is brought in
+	// step with wireguard-go's allowed IPs for changes made from Go
+	// (Device().IpcSet; default DefaultSyncInterval); a sync reads the
+	// whole configuration (about 8 µs a peer), so with many peers it runs
+	// less often (followPrefixes). A change through the UAPI socket (wg(8))
+	// or Gateway.IpcSet is in the filter before its reply.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -110,6 +110,9 @@ type Gateway struct {
 	closers    []func() error
 	stop       chan struct{}
 	wg         sync.WaitGroup
+
+	// filter is the LAN port's prefix match (lan, or a test's).
+	filter prefixFilter
 
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
@@ -260,6 +263,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
+	g.filter = g.lan
 	g.wan.LogFallbacks(g.log, "WAN")
 	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
@@ -344,67 +348,6 @@ func (g *Gateway) kernelNeighbours(h *netlink.Handle, index int) (*arp.KernelRou
 		tbl.Run(g.stop, 0)
 	}()
 	return routes, tbl, nil
-}
-
-// followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// Device().IpcSet may change, every interval until Close (handleUAPI syncs
-// after each set of wg(8)).
-func (g *Gateway) followPrefixes(interval time.Duration) {
-	defer g.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if err := g.syncPrefixes(); err != nil {
-				g.log.Warn("LAN XDP filter", "err", err)
-			}
-		}
-	}
-}
-
-// syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
-// wireguard-go has (read over its UAPI "get"). Calls are serialized from
-// the read on, so that a sync that read the allowed IPs before a change
-// cannot undo the sync that read them after it.
-func (g *Gateway) syncPrefixes() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var sb strings.Builder
-	if err := g.dev.IpcGetOperation(&sb); err != nil {
-		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
-	}
-	want := make(map[netip.Prefix]bool)
-	sc := bufio.NewScanner(strings.NewReader(sb.String()))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "allowed_ip="); ok {
-			if p, err := netip.ParsePrefix(v); err == nil {
-				want[p.Masked()] = true
-			}
-		}
-	}
-	var errs []error
-	for p := range want {
-		if !g.prefixes[p] {
-			if err := g.lan.AddPrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("add %v: %w", p, err))
-				continue
-			}
-			g.prefixes[p] = true
-		}
-	}
-	for p := range g.prefixes {
-		if !want[p] {
-			if err := g.lan.DeletePrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("delete %v: %w", p, err))
-				continue
-			}
-			delete(g.prefixes, p)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Device is the wireguard-go device.

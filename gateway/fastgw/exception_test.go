@@ -2,6 +2,7 @@ package fastgw_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,11 +20,16 @@ import (
 // packets are counted (ExceptionDrops). Brought up again, the interface
 // gets back what the kernel removed with it, the routes of the allowed
 // IPs into it and the IPv6 tunnel address, and the host answers again.
+// Allowed IPs changed while it is down (a reload, wg set) are no warning
+// (the kernel refuses routes into a down link, and removed the old ones):
+// the new prefix's route is there once it is up.
 func TestExceptionTUNDownAndUp(t *testing.T) {
 	s := newSite(t, twosite.Config{NoFastPath: true})
 	testenv.Tool(t, "ping", "iputils-ping")
 	fc := s.FastConfig
 	fc.Addresses = append(fc.Addresses, netip.MustParsePrefix("fd00:5::1/64"))
+	var logs testenv.LogBuffer
+	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	if err := s.GwA.Do(func() (err error) {
 		s.Gateway, err = fastgw.Start(fc)
 		return err
@@ -43,8 +49,21 @@ func TestExceptionTUNDownAndUp(t *testing.T) {
 	if n := s.Gateway.ExceptionDrops(); n < 3 {
 		t.Errorf("ExceptionDrops = %d after 3 pings to a down exception TUN, want >= 3", n)
 	}
+	// Keep the prefixes the pings need, drop the IPv6 one, add 198.19.3.0/24.
+	set := fmt.Sprintf("public_key=%s\nreplace_allowed_ips=true\nallowed_ip=198.19.2.0/24\nallowed_ip=198.19.100.2/32\nallowed_ip=198.19.3.0/24\n",
+		fc.Peers[0].PublicKey.Hex())
+	if err := s.Gateway.Device().IpcSet(strings.NewReader(set)); err != nil {
+		t.Fatalf("IpcSet with the exception TUN down: %v", err)
+	}
 	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "up")
 	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	waitFor(t, "the route of 198.19.3.0/24, added while down, into "+s.GwName, func() bool {
+		out, _ := s.GwA.Run("ip", "route", "show", "198.19.3.0/24")
+		return strings.Contains(out, "dev "+s.GwName)
+	})
+	if l := logs.String(); strings.Contains(l, "level=WARN msg=\"route into the exception TUN") {
+		t.Errorf("allowed IPs changed while the exception TUN was down logged a route warning:\n%s", l)
+	}
 	// The kernel removed the IPv6 address with the link going down.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		out, _ := s.GwA.Run("ip", "-6", "addr", "show", "dev", s.GwName)

@@ -254,7 +254,12 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
-// route adds or deletes the route of p into the exception TUN.
+// route adds or deletes the route of p into the exception TUN. While the
+// interface is down the kernel takes no route into it (ENETDOWN) and has
+// already removed the old ones (ESRCH on delete); neither is worth a
+// warning, since watchException installs the routes of the prefixes
+// configured by then when it comes up (restoreRoutes): both are logged at
+// debug level only.
 func (d *dataplane_) route(p netip.Prefix, add bool) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return
@@ -269,7 +274,13 @@ func (d *dataplane_) route(p netip.Prefix, add bool) {
 	} else {
 		err = d.nl.RouteDel(r)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case add && errors.Is(err, unix.ENETDOWN):
+		d.log.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
+	case !add && errors.Is(err, unix.ESRCH):
+		d.log.Debug("route into the exception TUN already gone (the interface went down, or it was deleted by hand)", "prefix", p)
+	default:
 		d.log.Warn("route into the exception TUN", "prefix", p, "add", add, "err", err)
 	}
 }
@@ -454,6 +465,12 @@ func (g *Gateway) Close() error {
 		if g.engine != nil {
 			errs = append(errs, g.engine.Close())
 		}
+		if g.routes != nil {
+			// Before the exception TUN goes with its routes: the
+			// notifications of tens of thousands of deletions would
+			// overrun the subscription, for nothing.
+			errs = append(errs, g.routes.Close())
+		}
 		if g.exc != nil {
 			errs = append(errs, g.exc.Close())
 			g.excWG.Wait()
@@ -470,9 +487,6 @@ func (g *Gateway) Close() error {
 		}
 		if g.lanNeigh != nil {
 			errs = append(errs, g.lanNeigh.Close())
-		}
-		if g.routes != nil {
-			errs = append(errs, g.routes.Close())
 		}
 		if g.nlHandle != nil {
 			g.nlHandle.Close()

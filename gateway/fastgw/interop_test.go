@@ -530,6 +530,17 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	}
 	t.Logf("segments: %d sent, %d received, %d not in the sender's capture; drops: A %s B %s",
 		len(sentIDs), len(recvIDs), unknown, dropsString(s.Gateway), dropsString(s.PeerGateway))
+	for _, g := range []struct {
+		name string
+		gw   *fastgw.Gateway
+	}{{"A", s.Gateway}, {"B", s.PeerGateway}} {
+		for i, q := range g.gw.Engine().Stats() {
+			t.Logf("%s queue %d: encrypted %d decrypted %d exception %d control sent %d held %d from kernel %d",
+				g.name, i, q.Encrypted, q.Decrypted, q.Exception, q.ControlSent, q.Held, q.FromKernel)
+		}
+		_, lan := g.gw.Ports()
+		t.Logf("%s LAN XDP: %v", g.name, lan.Stats().Backend)
+	}
 	if inversions > 0 {
 		t.Errorf("host B received %d of %d segments after a segment sent later (reordering)", inversions, len(recvIDs))
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/noise"
 )
 
 // fakeMap is a LAN prefix map of unlimited size that records its content.
@@ -109,5 +111,71 @@ func TestPrefixMapRanks(t *testing.T) {
 	inMap(1, 2, 15)
 	if len(d.entries) != 4 || d.waiting[0].Len()+d.waiting[1].Len() != 0 {
 		t.Errorf("%d prefixes configured, %d waiting; want 4 and 0", len(d.entries), d.waiting[0].Len()+d.waiting[1].Len())
+	}
+}
+
+// TestPrefixMapConfigurationOrder: when one change configures more
+// prefixes than the map holds (a start-up from a file, a wg setconf), the
+// map holds those of the peers listed first, each peer's in the order
+// listed (README "Large configurations"), whatever order the control
+// plane keeps its change in.
+func TestPrefixMapConfigurationOrder(t *testing.T) {
+	a, b, err := memport.NewPair(memport.Config{Name: "po", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i), 0}), 24) }
+	key := func(i int) noise.PublicKey {
+		var k noise.PublicKey
+		k[0], k[1] = byte(i), 0x5a
+		return k
+	}
+	const capacity, peers = 16, 64
+	for _, tc := range []struct {
+		name string
+		cs   []gateway.PeerConfig
+	}{
+		{"a prefix per peer", func() (cs []gateway.PeerConfig) {
+			for i := range peers {
+				cs = append(cs, gateway.PeerConfig{PublicKey: key(i), AllowedIPs: []netip.Prefix{pfx(i)}})
+			}
+			return cs
+		}()},
+		{"one peer's prefixes", func() (cs []gateway.PeerConfig) {
+			c := gateway.PeerConfig{PublicKey: key(0)}
+			for i := range peers {
+				c.AllowedIPs = append(c.AllowedIPs, pfx(i))
+			}
+			return append(cs, c)
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
+				WANResolver: anyMAC{}, LANResolver: anyMAC{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			m := fakeMap{}
+			dev, err := gateway.New(gateway.Options{Dataplane: newDataplane(eng, m, capacity, slog.New(slog.DiscardHandler), nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			if err := dev.AddPeers(tc.cs); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("AddPeers of %d prefixes for %d slots = %v, want ENOSPC", peers, capacity, err)
+			}
+			var missing []netip.Prefix
+			for i := range capacity {
+				if !m[pfx(i)] {
+					missing = append(missing, pfx(i))
+				}
+			}
+			if len(missing) > 0 || len(m) != capacity {
+				t.Errorf("map holds %d prefixes, of the first %d listed not %v", len(m), capacity, missing)
+			}
+		})
 	}
 }

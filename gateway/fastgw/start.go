@@ -379,6 +379,11 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return fmt.Errorf("fastgw: exception TUN: %w", err)
 		}
+		if g.routes != nil {
+			// Its routes are ours, one per allowed-IPs prefix: following
+			// them would list the kernel's whole table at every change.
+			g.routes.Ignore(g.dp.excLink.Attrs().Index)
+		}
 	}
 	return nil
 }

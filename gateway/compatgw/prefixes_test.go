@@ -1,0 +1,136 @@
+package compatgw
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// fakeFilter is a LAN prefix filter that records its content.
+type fakeFilter struct {
+	mu  sync.Mutex
+	set map[netip.Prefix]bool
+}
+
+func (f *fakeFilter) AddPrefix(p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set[p] = true
+	return nil
+}
+
+func (f *fakeFilter) DeletePrefix(p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.set, p)
+	return nil
+}
+
+func (f *fakeFilter) holds() []netip.Prefix {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(f.set), func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+}
+
+// downTUN is a TUN that sends no events, so that the wireguard-go device
+// stays down (no socket opened).
+type downTUN struct{ tun.Device }
+
+func (downTUN) Events() <-chan tun.Event { return nil }
+
+// TestFilterFollowsUAPI: a wg(8) change over the UAPI socket reaches the
+// LAN filter when the client's connection closes, not a SyncInterval
+// later (a sync reads the whole configuration: with many peers it runs
+// seldom).
+func TestFilterFollowsUAPI(t *testing.T) {
+	testenv.Root(t)
+	var b [3]byte
+	rand.Read(b[:])
+	name := "wgpcg" + hex.EncodeToString(b[:])
+	f := &fakeFilter{set: map[netip.Prefix]bool{}}
+	g := &Gateway{log: slog.New(slog.DiscardHandler), stop: make(chan struct{}),
+		prefixes: map[netip.Prefix]bool{}, filter: f}
+	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	if err := g.serveUAPI(name); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Add(1)
+	go g.followPrefixes(time.Hour)
+	defer func() {
+		close(g.stop)
+		for _, c := range g.closers {
+			c()
+		}
+		g.wg.Wait()
+		g.dev.Close()
+	}()
+	k, _ := noise.NewPrivateKey()
+	pub := k.PublicKey()
+	for _, step := range []struct {
+		set  string
+		want []netip.Prefix
+	}{
+		{"public_key=" + pub.Hex() + "\nallowed_ip=198.19.7.0/24\nallowed_ip=2001:db8::/32\n",
+			[]netip.Prefix{netip.MustParsePrefix("198.19.7.0/24"), netip.MustParsePrefix("2001:db8::/32")}},
+		{"public_key=" + pub.Hex() + "\nallowed_ip=-2001:db8::/32\n", []netip.Prefix{netip.MustParsePrefix("198.19.7.0/24")}},
+		{"public_key=" + pub.Hex() + "\nremove=true\n", nil},
+	} {
+		c, err := net.Dial("unix", "/var/run/wireguard/"+name+".sock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "set=1\n%s\n", step.set)
+		reply, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || reply != "errno=0\n" {
+			t.Fatalf("set %q: reply %q, %v", step.set, reply, err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.Equal(f.holds(), step.want) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := f.holds(); !slices.Equal(got, step.want) {
+			t.Fatalf("after set %q: the LAN filter holds %v, want %v", step.set, got, step.want)
+		}
+	}
+}
+
+// TestAllowedIPsWriter: the prefixes of a get reply written in pieces of
+// every size are those of the whole reply.
+func TestAllowedIPsWriter(t *testing.T) {
+	reply := "private_key=00\nlisten_port=1\npublic_key=01\nallowed_ip=198.19.7.1/24\nendpoint=198.18.0.2:1\nallowed_ip=2001:db8::/32\n" +
+		"public_key=02\nallowed_ip=10.0.0.0/8\nallowed_ip=bogus\nallowed_ip=10.1.2.3/32"
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32"),
+		netip.MustParsePrefix("198.19.7.0/24"), netip.MustParsePrefix("2001:db8::/32")}
+	for size := 1; size <= len(reply); size++ {
+		w := allowedIPsWriter{want: map[netip.Prefix]bool{}}
+		for s := reply; len(s) > 0; {
+			n := min(size, len(s))
+			w.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		w.Write([]byte{'\n'})
+		got := slices.SortedFunc(maps.Keys(w.want), func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("written %d bytes at a time: prefixes %v, want %v", size, got, want)
+		}
+	}
+}
