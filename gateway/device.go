@@ -257,6 +257,13 @@ func (d *Device) SetPrivateKey(k noise.PrivateKey) {
 // use by a handshake worker or Tick (they hold idMu for reading): it is
 // zeroed by zeroRetired, which the caller runs once it has released mu.
 func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
+	// Kept clamped (RFC 7748 §5), as wireguard-go keeps it: the same
+	// identity (X25519 clamps on use), so that a key set again unclamped
+	// (a file's, through a reload or wg syncconf; the UAPI clamps) is
+	// the key the device has, and its sessions go on.
+	if !k.IsZero() {
+		k.Clamp()
+	}
 	if d.id != nil && d.private.Equal(&k) {
 		return
 	}

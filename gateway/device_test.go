@@ -394,3 +394,24 @@ func TestClosedDeviceRefusesChanges(t *testing.T) {
 		t.Errorf("after SetPrivateKey on a closed device: public key %x, want none", pk)
 	}
 }
+
+// TestUnclampedKeyResetNot: a private key given unclamped (a file's
+// PrivateKey from a tool other than wg genkey; wg(8) takes any 32
+// bytes), set again unchanged through the UAPI (a SIGHUP reload, wg
+// syncconf), keeps every session, as in wireguard-go, which clamps the key
+// before it compares it. The device kept the key as given and compared
+// it with the UAPI's clamped copy: they differed, and every session was
+// dropped at the first reload.
+func TestUnclampedKeyResetNot(t *testing.T) {
+	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", unclamped: true})
+	unclamped := r.ourKey
+	unclamped[0] |= 7
+	unclamped[31] |= 128
+	kp := r.establishAsInitiator()
+	if err := r.dev.IpcSet(strings.NewReader("private_key=" + unclamped.Hex() + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.fp().Current.Load(); got != kp {
+		t.Errorf("current keypair after setting the same key again = %p, want %p (kept)", got, kp)
+	}
+}

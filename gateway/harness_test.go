@@ -392,6 +392,7 @@ type rigOptions struct {
 	wgEP      string // endpoint we are given for wireguard-go ("" none)
 	keepalive time.Duration
 	fixJitter time.Duration
+	unclamped bool // the device is given ourKey unclamped (low 3 bits and bit 255 set)
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -411,7 +412,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		}
 	}
 	jit := func() time.Duration { return o.fixJitter }
-	r.dev, err = New(Options{PrivateKey: r.ourKey, ListenPort: 51820, Dataplane: r.f, Jitter: jit,
+	given := r.ourKey
+	if o.unclamped {
+		given[0] |= 7
+		given[31] |= 128
+	}
+	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit,
 		WANAddr4: netip.MustParseAddr("198.18.0.1"), WANAddr6: netip.MustParseAddr("2001:2::1")})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 
 // upCompatMQTUN runs stock wireguard-go, unmodified, on wgpio's multi-queue
 // kernel TUN and the standard UDP bind: no XDP needed.
-func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO) error {
+func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
 	queues := w.Queues
 	if queues <= 0 {
 		queues = 1
@@ -87,7 +87,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	}
 	defer stopStats()
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, nil)
+	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, nil, sigs)
 	log.Info("stopping", "signal", sig.String())
 	return nil
 }

@@ -41,7 +41,7 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM.
-func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) error {
+func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
 	g, err := startCompat(log, name, f, w)
 	if err != nil {
 		return startError(f, err)
@@ -55,7 +55,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) err
 		return err
 	}
 	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, nil)
+	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, nil, sigs)
 	log.Info("stopping", "signal", sig.String())
 	final := g.Stats()
 	stopStats()

@@ -24,8 +24,34 @@ type uapiDevice struct {
 	set func(body string) error
 }
 
+// signals are the signals a running gateway acts on: stop receives
+// SIGINT and SIGTERM, reload SIGHUP. They are registered before the
+// gateway starts (notifySignals), so that one sent while it starts waits
+// for serve instead of ending the process half set up, as Go's default
+// does. Each has its own channel: signal.Notify drops a signal its
+// channel has no room for, and in one channel a SIGHUP waiting while a
+// reload ran left no room for a SIGTERM (systemctl reload, then stop),
+// which was lost. SIGHUPs waiting together are one reload: it reads the
+// file as it is then.
+type signals struct{ stop, reload chan os.Signal }
+
+// notifySignals registers the signals of serve; for the life of the
+// process.
+func notifySignals() signals {
+	s := signals{stop: make(chan os.Signal, 1), reload: make(chan os.Signal, 1)}
+	signal.Notify(s.stop, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(s.reload, syscall.SIGHUP)
+	return s
+}
+
+// loaded is the outcome of reading the configuration file for a reload.
+type loaded struct {
+	f   *config.File
+	err error
+}
+
 // serve waits for SIGINT or SIGTERM and returns it; each SIGHUP meanwhile
-// reloads the configuration file started.Name into dev (reload) and logs
+// reloads the configuration file started.Name into dev (apply) and logs
 // what it applied: the peers added, removed and kept, and the keys of the
 // file that differ from those the gateway started with but take effect
 // only at the next start. started is the file as loaded at start, before
@@ -34,26 +60,70 @@ type uapiDevice struct {
 // `kill -HUP`, a closed terminal) ended the process at once, as Go's
 // default does, without the shutdown SIGTERM gets (XDP programs detached,
 // RX VLAN offload restored, sockets removed).
-func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState) os.Signal {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+//
+// The file is read on a goroutine of its own, and applied on serve's: a
+// read that does not end (the path made a FIFO, a hung network file
+// system) neither delays a stop nor races one. A SIGHUP during a read
+// reads the file again after it, as it may have changed since the read
+// began. A stop waiting is served before anything else; a read still
+// running then is left, and its key erased when it ends.
+func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState, sigs signals) os.Signal {
 	path := started.Name
+	results := make(chan loaded, 1)
+	reading, again := false, false
+	read := func() {
+		reading = true
+		go func() {
+			f, err := config.Load(path)
+			results <- loaded{f, err}
+		}()
+	}
+	defer func() {
+		if reading {
+			go func() {
+				if r := <-results; r.f != nil {
+					r.f.Interface.PrivateKey.Zero()
+				}
+			}()
+		}
+	}()
 	for {
-		sig := <-ch
-		if sig != syscall.SIGHUP {
+		select {
+		case sig := <-sigs.stop:
 			return sig
+		default:
 		}
-		r, err := reload(started, dev)
-		st.record(err, time.Now())
-		if err != nil {
-			log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
-			continue
-		}
-		log.Info("reload: peers, PrivateKey, ListenPort and FwMark applied as wg syncconf applies them",
-			"file", path, "peers_added", r.added, "peers_removed", r.removed, "peers_kept", r.kept)
-		if len(r.restart) > 0 {
-			log.Warn("reload: keys changed in the file that take effect only at the next start (systemctl restart); the gateway runs on with those it started with",
-				"file", path, "keys", strings.Join(r.restart, ", "))
+		select {
+		case sig := <-sigs.stop:
+			return sig
+		case <-sigs.reload:
+			if reading {
+				again = true
+				continue
+			}
+			read()
+		case l := <-results:
+			reading = false
+			var r reloaded
+			err := l.err
+			if err == nil {
+				r, err = apply(started, l.f, dev)
+			}
+			st.record(err, time.Now())
+			if err != nil {
+				log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
+			} else {
+				log.Info("reload: peers, PrivateKey, ListenPort and FwMark applied as wg syncconf applies them",
+					"file", path, "peers_added", r.added, "peers_removed", r.removed, "peers_kept", r.kept)
+				if len(r.restart) > 0 {
+					log.Warn("reload: keys changed in the file that take effect only at the next start (systemctl restart); the gateway runs on with those it started with",
+						"file", path, "keys", strings.Join(r.restart, ", "))
+				}
+			}
+			if again {
+				again = false
+				read()
+			}
 		}
 	}
 }
@@ -69,15 +139,21 @@ type reloaded struct {
 	restart              []string
 }
 
-// reload applies the file at started.Name to dev as `wg syncconf NAME
-// <(wgpio strip FILE)` does (config.File.SyncUAPI): the peers it lists are
-// set, the sessions of those unchanged go on, the others are removed. A
+// reload loads the file at started.Name and applies it to dev (apply). A
 // file that does not parse changes nothing.
 func reload(started *config.File, dev uapiDevice) (reloaded, error) {
 	f, err := config.Load(started.Name)
 	if err != nil {
 		return reloaded{}, err
 	}
+	return apply(started, f, dev)
+}
+
+// apply applies f to dev as `wg syncconf NAME <(wgpio strip FILE)` does
+// (config.File.SyncUAPI): the peers it lists are set, the sessions of
+// those unchanged go on, the others are removed. started is the file the
+// gateway started with (reloaded.restart). It erases f's private key.
+func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	defer f.Interface.PrivateKey.Zero()
 	cur, err := dev.get()
 	if err != nil {

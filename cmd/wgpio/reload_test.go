@@ -131,6 +131,79 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// TestUpReloadStorm: a storm of SIGHUPs while pings cross the tunnel,
+// the file flipping between two versions (a second peer and another
+// ListenPort in one) and a `wg set` running meanwhile, in the fast path
+// and in compat mode: the gateway runs on, the stock peer's traffic
+// passes after the storm, the last version read is applied, and SIGTERM
+// stops it cleanly.
+func TestUpReloadStorm(t *testing.T) {
+	for _, mode := range []config.Mode{config.ModeFastPath, config.ModeCompat} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := newSite(t, func(f *config.File) { f.WGPIO.Mode = mode })
+			g := s.up(t)
+			s.pingBoth(t)
+			k, err := noise.NewPrivateKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			added := k.PublicKey().Base64()
+			a := *s.file
+			b := *s.file
+			b.Peers = append(append([]config.Peer(nil), s.file.Peers...), config.Peer{PublicKey: k.PublicKey()})
+			b.Interface.ListenPort = s.file.Interface.ListenPort + 7
+			versions := [][]byte{a.Marshal(), b.Marshal()}
+			stop := make(chan struct{})
+			pinged := make(chan error, 1)
+			go func() {
+				var last error
+				for {
+					select {
+					case <-stop:
+						pinged <- last
+						return
+					default:
+					}
+					_, last = s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB4.String())
+				}
+			}()
+			for i := range 100 {
+				if err := os.WriteFile(s.conf, versions[i%2], 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 == 0 {
+					wg(t, s.GwA, "set", s.GwName, "peer", added, "persistent-keepalive", "0")
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			// The last version written has the second peer.
+			waitFor(t, 5*time.Second, "the second peer", func() bool {
+				return strings.Contains(wg(t, s.GwA, "show", s.GwName, "peers"), added)
+			})
+			close(stop)
+			<-pinged
+			if g.exited() {
+				t.Fatalf("wgpio exited during the SIGHUP storm: %v\n%s", g.err, g.output())
+			}
+			if err := s.HostA.Ping(twosite.HostB4, 10*time.Second); err != nil {
+				t.Errorf("IPv4 after the storm: %v", err)
+			}
+			g.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-g.done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("wgpio did not stop within 20 s of SIGTERM after the storm\n%s", g.output())
+			}
+			if g.err != nil {
+				t.Errorf("exit after SIGTERM: %v", g.err)
+			}
+		})
+	}
+}
+
 // TestReloadReports: a reload says what it applied, the peers the file
 // added, removed and kept, and names the keys that changed in the file but
 // take effect only at the next start (Address, MTU, [WGPIO] keys), so that

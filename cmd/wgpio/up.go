@@ -184,13 +184,15 @@ func cmdUp(args []string) error {
 	}
 	defer unlock()
 
+	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs.
+	sigs := notifySignals()
 	switch w.Mode {
 	case config.ModeFastPath:
-		return upFastpath(log, *name, f, w, *csum4)
+		return upFastpath(log, *name, f, w, *csum4, sigs)
 	case config.ModeCompat:
-		return upCompat(log, *name, f, w)
+		return upCompat(log, *name, f, w, sigs)
 	case config.ModeCompatMQTUN:
-		return upCompatMQTUN(log, *name, f, w)
+		return upCompatMQTUN(log, *name, f, w, sigs)
 	default:
 		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath, compat or compat-mqtun)", *conf, w.Mode)
 	}
@@ -422,7 +424,7 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 	return out
 }
 
-func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool) error {
+func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
 	if w.WAN == "" || w.LAN == "" {
 		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
 	}
@@ -518,7 +520,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			return b.String(), err
 		},
 		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
-	}, reloads)
+	}, reloads, sigs)
 	log.Info("stopping", "signal", sig.String())
 	final := statsOf(g)
 	stop()

@@ -108,7 +108,7 @@ type Port struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	mu        sync.Mutex // guards the sockets' fds against Close while Stats reads them
+	mu        sync.Mutex // guards the sockets' and maps' fds against Close while Stats reads them or a call changes the maps (lockMaps)
 }
 
 var _ dataplane.Port = (*Port)(nil)
@@ -415,7 +415,13 @@ func (p *Port) Stats() dataplane.Stats {
 
 // AddPrefix adds a destination prefix to the LAN match (Filter.Prefixes).
 // Safe for concurrent use with traffic: the program sees it at once.
+// After Close it returns an error wrapping net.ErrClosed, as DeletePrefix,
+// SetUDP and SetHostAddrs do.
 func (p *Port) AddPrefix(pfx netip.Prefix) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("add prefix %v: %w", pfx, err)
+	}
+	defer p.mu.Unlock()
 	m, k, err := p.prog.prefixKey(pfx)
 	if err != nil {
 		return fmt.Errorf("add prefix: %w", err)
@@ -428,12 +434,33 @@ func (p *Port) AddPrefix(pfx netip.Prefix) error {
 
 // DeletePrefix removes a prefix added with AddPrefix.
 func (p *Port) DeletePrefix(pfx netip.Prefix) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("delete prefix %v: %w", pfx, err)
+	}
+	defer p.mu.Unlock()
 	m, k, err := p.prog.prefixKey(pfx)
 	if err != nil {
 		return fmt.Errorf("delete prefix: %w", err)
 	}
 	if err := m.Delete(k); err != nil {
 		return fmt.Errorf("delete prefix %v: %w", pfx, err)
+	}
+	return nil
+}
+
+// errPortClosed is the error of the calls that change a port's maps
+// after Close.
+var errPortClosed = fmt.Errorf("afxdp: port closed: %w", net.ErrClosed)
+
+// lockMaps takes p.mu for a call that changes the program's maps and
+// returns nil, or returns errPortClosed without it after Close (which
+// closes the maps under p.mu): the call must not use their descriptors,
+// closed, or reused by then for another file.
+func (p *Port) lockMaps() error {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return errPortClosed
 	}
 	return nil
 }
@@ -519,6 +546,10 @@ var _ dataplane.Accounter = (*Port)(nil)
 // the old ones are removed, so that a datagram to an address and port in
 // both is never passed to the kernel meanwhile.
 func (p *Port) SetUDP(matches []UDPMatch) error {
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("set UDP matches: %w", err)
+	}
+	defer p.mu.Unlock()
 	keep4 := make(map[[4]byte]bool)
 	keep6 := make(map[[16]byte]bool)
 	for _, u := range matches {
@@ -549,34 +580,48 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 
 // SetHostAddrs replaces the host addresses of the LAN filter
 // (Filter.HostAddrs: frames to them go to the kernel) while the port
-// runs: the interface's addresses changed. The new ones are added before
-// the old ones are removed, so that a frame to an address in both is never
-// redirected meanwhile. At most 256 of each family; the error names the
-// address that did not fit.
+// runs: the interface's addresses changed. The addresses not in addrs are
+// removed first, then those of addrs added in order, so that an address
+// in both is never out of the map (a frame to it is never redirected
+// meanwhile) and a set as large as the old one, disjoint from it, fits.
+// At most 256 of each family (the maps' size): the error names the first
+// address that did not fit; those before it are in the map.
 func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
-	one := uint32(1)
+	if err := p.lockMaps(); err != nil {
+		return fmt.Errorf("set host addresses: %w", err)
+	}
+	defer p.mu.Unlock()
 	keep4 := make(map[[4]byte]bool)
 	keep6 := make(map[[16]byte]bool)
 	for _, a := range addrs {
-		var err error
 		switch a = a.Unmap(); {
 		case a.Is4():
 			keep4[a.As4()] = true
-			err = p.prog.host4.Put(a.As4(), one)
 		case a.Is6():
 			keep6[a.As16()] = true
-			err = p.prog.host6.Put(a.As16(), one)
 		default:
-			err = fmt.Errorf("invalid address %v", a)
-		}
-		if err != nil {
-			return fmt.Errorf("set host address %v: %w", a, err)
+			return fmt.Errorf("set host address: invalid address %v", a)
 		}
 	}
 	if err := deleteStale(p.prog.host4, keep4, "host address"); err != nil {
 		return err
 	}
-	return deleteStale(p.prog.host6, keep6, "host address")
+	if err := deleteStale(p.prog.host6, keep6, "host address"); err != nil {
+		return err
+	}
+	one := uint32(1)
+	for _, a := range addrs {
+		var err error
+		if a = a.Unmap(); a.Is4() {
+			err = p.prog.host4.Put(a.As4(), one)
+		} else {
+			err = p.prog.host6.Put(a.As16(), one)
+		}
+		if err != nil {
+			return fmt.Errorf("set host address %v: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // deleteStale deletes from m, a map keyed by IPv4 ([4]byte) or IPv6

@@ -4,9 +4,12 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
@@ -409,5 +412,127 @@ func TestSetUDP(t *testing.T) {
 	})
 	if err := p.SetUDP([]UDPMatch{{Addr: netip.MustParseAddr("198.18.0.2"), PortLo: 2, PortHi: 1}}); err == nil {
 		t.Error("SetUDP took an empty port range")
+	}
+}
+
+// TestSetHostAddrsRenumberFull: Port.SetHostAddrs replaces a set of host
+// addresses by another as large, disjoint from it, when both together do
+// not fit the map (256 of each family): a LAN renumbered from 200
+// addresses to 200 others. The stale ones go first; adding the new ones
+// first ran out of room at the 57th (E2BIG) and left the filter half
+// updated, the old addresses still the host's.
+func TestSetHostAddrsRenumberFull(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	set := func(base string, n int) []netip.Addr {
+		a := netip.MustParseAddr(base)
+		out := make([]netip.Addr, n)
+		for i := range out {
+			out[i] = a
+			a = a.Next()
+		}
+		return out
+	}
+	old := append(set("198.18.1.0", 200), set("2001:db8:1::", 200)...)
+	prog, err := newProgram(Filter{Prefixes: true, HostAddrs: old}, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	p := &Port{prog: prog}
+	renumbered := append(set("198.19.1.0", 200), set("2001:db8:2::", 200)...)
+	if err := p.SetHostAddrs(renumbered); err != nil {
+		t.Fatalf("SetHostAddrs(200 new of each family) = %v, want nil", err)
+	}
+	for _, a := range renumbered {
+		if !hostAddr(t, prog, a) {
+			t.Errorf("%v not a host address after SetHostAddrs", a)
+		}
+	}
+	for _, a := range old {
+		if hostAddr(t, prog, a) {
+			t.Errorf("%v still a host address after SetHostAddrs", a)
+		}
+	}
+	// More than fit: the error names the first address left out, and
+	// those before it are the host's.
+	tooMany := set("198.18.2.0", 257)
+	err = p.SetHostAddrs(tooMany)
+	if err == nil || !strings.Contains(err.Error(), tooMany[256].String()) {
+		t.Errorf("SetHostAddrs(257 IPv4) = %v, want an error naming %v", err, tooMany[256])
+	}
+	for _, a := range tooMany[:256] {
+		if !hostAddr(t, prog, a) {
+			t.Errorf("%v not a host address after SetHostAddrs(257)", a)
+		}
+	}
+}
+
+// hostAddr reports whether a is in prog's host address map.
+func hostAddr(t *testing.T, prog *program, a netip.Addr) bool {
+	t.Helper()
+	var v uint32
+	var err error
+	if a.Is4() {
+		err = prog.host4.Lookup(a.As4(), &v)
+	} else {
+		err = prog.host6.Lookup(a.As16(), &v)
+	}
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// TestMapCallsAfterClose: the calls that change a port's maps (AddPrefix,
+// DeletePrefix, SetUDP, SetHostAddrs), made while Close runs or after it
+// (a UAPI set or an address change as the gateway stops), return an error
+// wrapping net.ErrClosed and touch no file descriptor: they read the maps'
+// descriptors as Close closed them (a data race under -race), and one
+// reused by then would have been written.
+func TestMapCallsAfterClose(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("198.19.5.0/24")
+	addrs := []netip.Addr{netip.MustParseAddr("198.19.1.1")}
+	udp := []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}}
+	calls := map[string]func(p *Port) error{
+		"AddPrefix":    func(p *Port) error { return p.AddPrefix(pfx) },
+		"DeletePrefix": func(p *Port) error { return p.DeletePrefix(pfx) },
+		"SetUDP":       func(p *Port) error { return p.SetUDP(udp) },
+		"SetHostAddrs": func(p *Port) error { return p.SetHostAddrs(addrs) },
+	}
+	for round := range 20 {
+		prog, err := newProgram(Filter{Prefixes: true}, ourMAC, 4, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Port{prog: prog}
+		done := make(chan struct{})
+		for _, call := range calls {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for !p.closed.Load() {
+					call(p)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		p.Close()
+		for range calls {
+			<-done
+		}
+		for name, call := range calls {
+			if err := call(p); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("%s after Close = %v, want an error wrapping net.ErrClosed", name, err)
+			}
+		}
 	}
 }

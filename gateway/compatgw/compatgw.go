@@ -39,6 +39,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -144,6 +145,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	if err != nil {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
+	var deprecated netip.Addr
 	for _, a := range addrs {
 		ip, _ := netip.AddrFromSlice(a.IP)
 		ip = ip.Unmap()
@@ -151,8 +153,18 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 		case ip.Is4() && !out.v4.IsValid():
 			out.v4 = ip
 		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
-			out.v6 = ip
+			switch srcaddr.IPv6(a.Flags) {
+			case srcaddr.Preferred:
+				out.v6 = ip
+			case srcaddr.Deprecated:
+				if !deprecated.IsValid() {
+					deprecated = ip
+				}
+			}
 		}
+	}
+	if !out.v6.IsValid() {
+		out.v6 = deprecated
 	}
 	return out, nil
 }

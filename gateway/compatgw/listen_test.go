@@ -1,8 +1,12 @@
 package compatgw
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,5 +143,47 @@ func TestWANRenumbered(t *testing.T) {
 	}
 	if from, want := s.sentFrom(t, pc), netip.AddrPortFrom(renumbered, 51820); from != want {
 		t.Errorf("after renumbering, datagram from %v, want from %v", from, want)
+	}
+}
+
+// TestWANRenumberedAfterChurn: a burst of address changes on the WAN
+// interface (hundreds added and removed at once) ends the address
+// subscription when its socket overflows (ENOBUFS); the gateway
+// subscribes again and re-reads the WAN, so that a renumbering after the
+// burst is still followed: a datagram to the new address reaches
+// wireguard-go. (The follower ended with its subscription, silently.)
+func TestWANRenumberedAfterChurn(t *testing.T) {
+	s := newSite(t)
+	var b strings.Builder
+	for round := range 4 {
+		verb := "add"
+		if round%2 == 1 {
+			verb = "del"
+		}
+		for i := range 200 {
+			fmt.Fprintf(&b, "addr %s 198.18.%d.%d/32 dev %s\n", verb, 200+i/250, 1+i%250, s.wanDev)
+			fmt.Fprintf(&b, "addr %s 2001:db8:77::%x/128 dev %s nodad\n", verb, i+1, s.wanDev)
+		}
+	}
+	batch := filepath.Join(t.TempDir(), "churn")
+	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.gw.Run("ip", "-batch", batch); err != nil {
+		t.Fatalf("ip -batch: %v\n%s", err, out)
+	}
+	if out, err := s.gw.Run("ip", "addr", "del", "198.18.0.1/24", "dev", s.wanDev); err != nil {
+		t.Fatalf("ip addr del: %v\n%s", err, out)
+	}
+	if err := s.gw.AddAddr(s.wanDev, "198.18.0.7/24"); err != nil {
+		t.Fatal(err)
+	}
+	renumbered := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.7"), 51820)
+	ok := false
+	for end := time.Now().Add(5 * time.Second); !ok && time.Now().Before(end); {
+		ok = s.delivered(t, renumbered, 200*time.Millisecond)
+	}
+	if !ok {
+		t.Errorf("after the burst and renumbering to %v, a datagram to it did not reach wireguard-go", renumbered)
 	}
 }

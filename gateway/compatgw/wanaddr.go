@@ -2,11 +2,16 @@ package compatgw
 
 import (
 	"slices"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/bind"
 )
+
+// resubscribeDelay is how long followWANAddresses waits before it
+// subscribes again after its subscription ended on an error.
+const resubscribeDelay = time.Second
 
 // followWANAddresses follows the WAN interface's addresses (shared mode:
 // the kernel owns them) through netlink, as fast-path mode does: when an
@@ -16,15 +21,15 @@ import (
 // follow it when they receive from it (roaming). With no address left it
 // logs once. h is a netlink handle in the gateway's namespace, owned by the
 // follower from now on (closed when it stops); index is the WAN's
-// ifindex. It runs until Close.
+// ifindex. The updates waiting when one arrives are taken with it and the
+// WAN re-read once for them all. When the subscription ends on an error
+// (its socket overflowed in a burst of address changes: ENOBUFS), the
+// error is logged, and after resubscribeDelay it subscribes again and
+// re-reads the WAN, so that what changed meanwhile is not missed. It runs
+// until Close.
 func (g *Gateway) followWANAddresses(h *netlink.Handle, name string, index int) error {
-	updates := make(chan netlink.AddrUpdate, 64)
-	opts := netlink.AddrSubscribeOptions{}
-	if g.nsHandle.IsOpen() {
-		ns := g.nsHandle
-		opts.Namespace = &ns
-	}
-	if err := netlink.AddrSubscribeWithOptions(updates, g.stop, opts); err != nil {
+	updates, err := g.subscribeAddrs()
+	if err != nil {
 		h.Close()
 		return err
 	}
@@ -34,20 +39,79 @@ func (g *Gateway) followWANAddresses(h *netlink.Handle, name string, index int) 
 		defer h.Close()
 		warned := false
 		for {
+			changed := false
 			select {
 			case <-g.stop:
 				return
 			case u, ok := <-updates:
 				if !ok {
-					return
+					if updates = g.resubscribeAddrs(); updates == nil {
+						return
+					}
+					changed = true
+					break
 				}
-				if u.LinkIndex == index {
-					g.wanAddressesChanged(h, name, &warned)
+				changed = u.LinkIndex == index
+			burst:
+				for {
+					select {
+					case u, ok := <-updates:
+						if !ok {
+							break burst // seen closed at the next turn
+						}
+						changed = changed || u.LinkIndex == index
+					default:
+						break burst
+					}
 				}
+			}
+			if changed {
+				g.wanAddressesChanged(h, name, &warned)
 			}
 		}
 	}()
 	return nil
+}
+
+// subscribeAddrs subscribes to the address updates of the gateway's
+// namespace until Close; an error that ends the subscription is logged at
+// warning level, but not the one Close causes.
+func (g *Gateway) subscribeAddrs() (<-chan netlink.AddrUpdate, error) {
+	ch := make(chan netlink.AddrUpdate, 64)
+	opts := netlink.AddrSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-g.stop: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the WAN addresses", "err", err)
+		}
+	}}
+	if g.nsHandle.IsOpen() {
+		ns := g.nsHandle
+		opts.Namespace = &ns
+	}
+	if err := netlink.AddrSubscribeWithOptions(ch, g.stop, opts); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// resubscribeAddrs subscribes again, every resubscribeDelay until it
+// succeeds; nil when the gateway is closed first.
+func (g *Gateway) resubscribeAddrs() <-chan netlink.AddrUpdate {
+	for {
+		select {
+		case <-g.stop:
+			return nil
+		case <-time.After(resubscribeDelay):
+		}
+		ch, err := g.subscribeAddrs()
+		if err != nil {
+			g.log.Warn("following the WAN addresses: subscribe again", "err", err)
+			continue
+		}
+		g.log.Info("following the WAN addresses again after their subscription ended")
+		return ch
+	}
 }
 
 // wanAddressesChanged re-reads the WAN interface and moves the XDP match

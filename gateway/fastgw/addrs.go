@@ -1,7 +1,9 @@
 package fastgw
 
 import (
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/vishvananda/netlink"
 )
@@ -15,15 +17,18 @@ import (
 // logs once (and the workers count what cannot be sent as
 // no_wan_address). On the LAN, frames to an address added (a keepalived
 // virtual address, a renumbering) go to the host, not into the tunnel
-// (lanAddressesChanged). It runs until done is closed.
+// (lanAddressesChanged).
+//
+// The updates waiting when one arrives are taken with it, and each side
+// they name is re-read once: a burst of hundreds costs a few reads, not
+// one each. When the subscription ends on an error (its socket overflowed
+// in such a burst: ENOBUFS), the error is logged, and after
+// resubscribeDelay followAddresses subscribes again and re-reads both
+// sides, so that what changed meanwhile is not missed (as followLinks).
+// It runs until done is closed.
 func (g *Gateway) followAddresses(done <-chan struct{}) error {
-	updates := make(chan netlink.AddrUpdate, 64)
-	opts := netlink.AddrSubscribeOptions{ListExisting: false}
-	if g.nsHandle.IsOpen() {
-		ns := g.nsHandle
-		opts.Namespace = &ns
-	}
-	if err := netlink.AddrSubscribeWithOptions(updates, done, opts); err != nil {
+	ch, err := g.subscribeAddrs(done)
+	if err != nil {
 		return err
 	}
 	g.addrWG.Add(1)
@@ -31,23 +36,83 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 		defer g.addrWG.Done()
 		warned := false
 		for {
+			var wan, lan bool
 			select {
 			case <-done:
 				return
-			case u, ok := <-updates:
+			case u, ok := <-ch:
 				if !ok {
-					return
+					if ch = g.resubscribeAddrs(done); ch == nil {
+						return
+					}
+					wan, lan = true, true
+					break
 				}
-				switch u.LinkIndex {
-				case g.wanIfindex:
-					g.wanAddressesChanged(&warned)
-				case g.lanIfindex:
-					g.lanAddressesChanged()
+				wan, lan = u.LinkIndex == g.wanIfindex, u.LinkIndex == g.lanIfindex
+			burst:
+				for {
+					select {
+					case u, ok := <-ch:
+						if !ok {
+							break burst // seen closed at the next turn
+						}
+						wan = wan || u.LinkIndex == g.wanIfindex
+						lan = lan || u.LinkIndex == g.lanIfindex
+					default:
+						break burst
+					}
 				}
+			}
+			if wan {
+				g.wanAddressesChanged(&warned)
+			}
+			if lan {
+				g.lanAddressesChanged()
 			}
 		}
 	}()
 	return nil
+}
+
+// subscribeAddrs subscribes to the address updates of the gateway's
+// namespace until done is closed; an error that ends the subscription is
+// logged at warning level, but not the one its own end at done causes.
+func (g *Gateway) subscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpdate, error) {
+	ch := make(chan netlink.AddrUpdate, 64)
+	opts := netlink.AddrSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-done: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the WAN and LAN addresses", "err", err)
+		}
+	}}
+	if g.nsHandle.IsOpen() {
+		ns := g.nsHandle
+		opts.Namespace = &ns
+	}
+	if err := netlink.AddrSubscribeWithOptions(ch, done, opts); err != nil {
+		return nil, fmt.Errorf("follow the WAN and LAN addresses: %w", err)
+	}
+	return ch, nil
+}
+
+// resubscribeAddrs subscribes again, every resubscribeDelay until it
+// succeeds; nil when done is closed first.
+func (g *Gateway) resubscribeAddrs(done <-chan struct{}) <-chan netlink.AddrUpdate {
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-time.After(resubscribeDelay):
+		}
+		ch, err := g.subscribeAddrs(done)
+		if err != nil {
+			g.log.Warn("following the WAN and LAN addresses: subscribe again", "err", err)
+			continue
+		}
+		g.log.Info("following the WAN and LAN addresses again after their subscription ended")
+		return ch
+	}
 }
 
 // wanAddressesChanged re-reads the WAN interface and moves to its addresses.

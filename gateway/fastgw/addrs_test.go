@@ -1,7 +1,11 @@
 package fastgw_test
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/internal/testenv"
@@ -32,4 +36,36 @@ func TestLANAddressFollowed(t *testing.T) {
 		runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
 		ping(t, s.HostB, "198.19.1.2", 0)
 	})
+}
+
+// TestLANAddressChurn: a burst of address changes on the LAN interface
+// (hundreds added and removed at once, IPv4 and IPv6, as a script or a
+// failover does) ends the address subscription when its socket
+// overflows (ENOBUFS). The gateway subscribes again and reads the
+// addresses of now: an address added after the burst is still the
+// host's (a LAN host's ping to it answered, with AllowedIPs = 0.0.0.0/0),
+// and none of the burst's is left behind.
+func TestLANAddressChurn(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+	ping(t, s.HostA, "198.19.2.10", 0)
+	var b strings.Builder
+	for round := range 4 {
+		verb := "add"
+		if round%2 == 1 {
+			verb = "del"
+		}
+		for i := range 200 {
+			fmt.Fprintf(&b, "addr %s 198.18.%d.%d/32 dev %s\n", verb, 200+i/250, 1+i%250, s.LANA)
+			fmt.Fprintf(&b, "addr %s 2001:db8:77::%x/128 dev %s nodad\n", verb, i+1, s.LANA)
+		}
+	}
+	batch := filepath.Join(t.TempDir(), "churn")
+	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, s.GwA, "ip", "-batch", batch)
+	runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
+	ping(t, s.HostA, "198.19.1.2", 0)
+	ping(t, s.HostA, "198.19.2.10", 0)
 }

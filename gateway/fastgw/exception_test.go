@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +73,81 @@ func TestExceptionTUNDownAndUp(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the IPv6 tunnel address is not back on %s:\n%s", s.GwName, out)
 		}
+	}
+}
+
+// TestExceptionTUNFlaps: the exception TUN brought down and up again fast,
+// many times, its MTU changed meanwhile, and a peer's allowed IP added
+// while it is down (its route refused then): when it stays up, its routes
+// (the added prefix's included) and its IPv6 tunnel address are back, and
+// the host answers through it.
+func TestExceptionTUNFlaps(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	testenv.Tool(t, "ping", "iputils-ping")
+	fc := s.FastConfig
+	fc.Addresses = append(fc.Addresses, netip.MustParsePrefix("fd00:5::1/64"))
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "link set %s down\nlink set %s mtu %d\nlink set %s up\n", s.GwName, s.GwName, 1380+i%20, s.GwName)
+	}
+	fmt.Fprintf(&b, "link set %s down\n", s.GwName)
+	batch := filepath.Join(t.TempDir(), "flaps")
+	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, s.GwA, "ip", "-batch", batch)
+	peer := fc.Peers[0].PublicKey.Hex()
+	if err := s.Gateway.Device().IpcSet(strings.NewReader("public_key=" + peer + "\nallowed_ip=198.19.77.0/24\n")); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "up")
+	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out6, _ := s.GwA.Run("ip", "-6", "addr", "show", "dev", s.GwName)
+		routes, _ := s.GwA.Run("ip", "route", "show", "dev", s.GwName)
+		if strings.Contains(out6, "fd00:5::1/64") && strings.Contains(routes, "198.19.77.0/24") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the flaps, %s lacks its IPv6 tunnel address or the added prefix's route:\n%s\n%s", s.GwName, out6, routes)
+		}
+	}
+}
+
+// TestExceptionTUNDeleted: the exception TUN deleted while the gateway
+// runs (ip link del wg0): what the workers hand it for the host is
+// counted as refused, the tunnel's transit traffic goes on, and Close
+// returns.
+func TestExceptionTUNDeleted(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	testenv.Tool(t, "ping", "iputils-ping")
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(s.FastConfig)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	runOK(t, s.GwA, "ip", "link", "del", s.GwName)
+	for range 3 {
+		s.HostB.Run("ping", "-c", "1", "-W", "1", twosite.TunnelA.String())
+	}
+	if n := s.Gateway.ExceptionDrops(); n < 3 {
+		t.Errorf("ExceptionDrops = %d after 3 pings to a deleted exception TUN, want >= 3", n)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Gateway.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10 s with the exception TUN deleted")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/replay"
 	"github.com/wgpio/wgpio/tundev"
@@ -204,6 +205,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	if err != nil {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
+	var deprecated netip.Addr
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
 		if !ok {
@@ -215,8 +217,18 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 		case ip.Is4() && !out.v4.IsValid():
 			out.v4 = ip
 		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
-			out.v6 = ip
+			switch srcaddr.IPv6(a.Flags) {
+			case srcaddr.Preferred:
+				out.v6 = ip
+			case srcaddr.Deprecated:
+				if !deprecated.IsValid() {
+					deprecated = ip
+				}
+			}
 		}
+	}
+	if !out.v6.IsValid() {
+		out.v6 = deprecated
 	}
 	return out, nil
 }

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// fakeDevice is a uapiDevice that records what is set; each set waits
+// for release when it is not nil.
+type fakeDevice struct {
+	mu      sync.Mutex
+	sets    []string
+	entered chan struct{} // a set began
+	release chan struct{}
+}
+
+func (d *fakeDevice) uapi() uapiDevice {
+	return uapiDevice{
+		get: func() (string, error) { return "", nil },
+		set: func(body string) error {
+			select {
+			case d.entered <- struct{}{}:
+			default:
+			}
+			if d.release != nil {
+				<-d.release
+			}
+			d.mu.Lock()
+			d.sets = append(d.sets, body)
+			d.mu.Unlock()
+			return nil
+		},
+	}
+}
+
+func (d *fakeDevice) nsets() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.sets)
+}
+
+// serveAsync runs serve on a goroutine and returns the channel of its
+// result.
+func serveAsync(t *testing.T, path string, dev uapiDevice, sigs signals) (<-chan os.Signal, *bytes.Buffer) {
+	t.Helper()
+	var logBuf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logBuf}, nil))
+	out := make(chan os.Signal, 1)
+	go func() { out <- serve(log, &config.File{Name: path}, dev, nil, sigs) }()
+	return out, &logBuf
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// testSignals registers serve's signals for the test and removes them
+// after it.
+func testSignals(t *testing.T) signals {
+	sigs := notifySignals()
+	t.Cleanup(func() { signal.Stop(sigs.stop); signal.Stop(sigs.reload) })
+	return sigs
+}
+
+func kill(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantStop(t *testing.T, out <-chan os.Signal, within time.Duration) {
+	t.Helper()
+	select {
+	case sig := <-out:
+		if sig != syscall.SIGTERM {
+			t.Errorf("serve returned %v, want SIGTERM", sig)
+		}
+	case <-time.After(within):
+		t.Fatalf("serve did not return within %v of SIGTERM", within)
+	}
+}
+
+func writeConfig(t *testing.T) string {
+	t.Helper()
+	k, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := config.File{Interface: config.Interface{PrivateKey: k}}
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := os.WriteFile(path, f.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestServeStopDuringReload: a SIGTERM sent while a reload is applied
+// and another SIGHUP waits (systemctl reload twice, then stop) stops
+// serve; the two shared one channel of one place, the SIGHUP took it and
+// the SIGTERM was dropped: the gateway ran on.
+func TestServeStopDuringReload(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	dev := &fakeDevice{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	out, _ := serveAsync(t, path, dev.uapi(), sigs)
+	time.Sleep(50 * time.Millisecond) // serve waiting
+	kill(t, syscall.SIGHUP)
+	select {
+	case <-dev.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reload after SIGHUP")
+	}
+	kill(t, syscall.SIGHUP)
+	time.Sleep(50 * time.Millisecond) // the SIGHUP delivered first
+	kill(t, syscall.SIGTERM)
+	time.Sleep(50 * time.Millisecond)
+	close(dev.release)
+	wantStop(t, out, 5*time.Second)
+}
+
+// TestServeStopDuringRead: a SIGTERM while the file's read does not end
+// (the path made a FIFO no one writes) stops serve; the read blocked
+// serve, which never saw the SIGTERM.
+func TestServeStopDuringRead(t *testing.T) {
+	sigs := testSignals(t)
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, _ := serveAsync(t, path, dev.uapi(), sigs)
+	kill(t, syscall.SIGHUP)
+	time.Sleep(100 * time.Millisecond)
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+	// Unblock the read left behind, so that it ends with the test.
+	if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		w.Close()
+	}
+}
+
+// TestServeSignalsBeforeServe: a SIGHUP and a SIGTERM sent while the
+// gateway starts, before serve runs, wait for it: no default action ends
+// the process half set up (Go's default for both), and serve returns the
+// SIGTERM first.
+func TestServeSignalsBeforeServe(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	kill(t, syscall.SIGHUP)
+	kill(t, syscall.SIGTERM)
+	time.Sleep(50 * time.Millisecond)
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, _ := serveAsync(t, path, dev.uapi(), sigs)
+	wantStop(t, out, 5*time.Second)
+}
+
+// TestServeReloadStorm: a storm of SIGHUPs is coalesced into a few
+// reloads, each applied whole, the last one after the storm; a file that
+// does not parse is logged and not applied.
+func TestServeReloadStorm(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
+	for range 200 {
+		kill(t, syscall.SIGHUP)
+	}
+	for end := time.Now().Add(5 * time.Second); dev.nsets() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no reload after 200 SIGHUPs")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	n := dev.nsets()
+	if err := os.WriteFile(path, []byte("[Interface]\nPrivateKey = nonsense\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+	if got := dev.nsets(); got != n {
+		t.Errorf("sets after a SIGHUP with a file that does not parse: %d, want %d", got, n)
+	}
+	if !strings.Contains(logBuf.String(), "reload: configuration not applied") {
+		t.Errorf("log lacks the failed reload:\n%s", logBuf.String())
+	}
+}

@@ -1,0 +1,90 @@
+package fastgw
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// TestReadLinkSkipsUnusableIPv6: the IPv6 address the gateway sends from
+// (link.v6) is not one still in duplicate address detection (tentative:
+// the kernel refuses it as a source, RFC 4862 §5.4) nor deprecated while
+// a preferred one exists (RFC 6724 §5 rule 3), though the kernel lists
+// the newest address first: an address added to the WAN (a renumbering)
+// made the gateway send from it before it could be used. All of them
+// are the host's (link.all).
+func TestReadLinkSkipsUnusableIPv6(t *testing.T) {
+	testenv.Root(t)
+	tp := testenv.Topology(t, "rl")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	v, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The topology turns duplicate address detection off; on for ours.
+	if err := a.Sysctl("net.ipv6.conf."+v.A+".accept_dad", "1"); err != nil {
+		t.Fatal(err)
+	}
+	// ::3 is the peer's already: on ours, duplicate address detection
+	// runs (tentative), then fails.
+	for _, c := range []struct {
+		ns   *topo.NS
+		args []string
+	}{
+		{b, []string{"link", "set", v.B, "up"}},
+		{b, []string{"addr", "add", "2001:db8:5::3/64", "dev", v.B, "nodad"}},
+		{a, []string{"addr", "add", "2001:db8:5::1/64", "dev", v.A, "nodad"}},
+		{a, []string{"addr", "add", "2001:db8:5::2/64", "dev", v.A, "nodad", "preferred_lft", "0"}},
+		{a, []string{"addr", "add", "2001:db8:5::3/64", "dev", v.A}},
+	} {
+		if out, err := c.ns.Run("ip", c.args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", c.args, err, out)
+		}
+	}
+	want := netip.MustParseAddr("2001:db8:5::1")
+	l, err := readLink(a.Handle(), v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.v6 != want {
+		out, _ := a.Run("ip", "-6", "addr", "show", "dev", v.A)
+		t.Errorf("readLink(%s).v6 = %v, want %v (::3 tentative, ::2 deprecated):\n%s", v.A, l.v6, want, out)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _ := a.Run("ip", "-6", "addr", "show", "dev", v.A)
+		if strings.Contains(out, "dadfailed") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("duplicate address detection of ::3 did not fail:\n%s", out)
+		}
+	}
+	if l, err = readLink(a.Handle(), v.A); err != nil {
+		t.Fatal(err)
+	}
+	if l.v6 != want {
+		out, _ := a.Run("ip", "-6", "addr", "show", "dev", v.A)
+		t.Errorf("readLink(%s).v6 = %v, want %v (::3 failed detection, ::2 deprecated):\n%s", v.A, l.v6, want, out)
+	}
+	for _, s := range []string{"2001:db8:5::1", "2001:db8:5::2", "2001:db8:5::3"} {
+		found := false
+		for _, x := range l.all {
+			found = found || x == netip.MustParseAddr(s)
+		}
+		if !found {
+			t.Errorf("readLink(%s).all = %v, want %s in it", v.A, l.all, s)
+		}
+	}
+	// Only a deprecated one usable: it is used.
+	a.Run("ip", "addr", "del", "2001:db8:5::1/64", "dev", v.A)
+	if l, err = readLink(a.Handle(), v.A); err != nil {
+		t.Fatal(err)
+	}
+	if want := netip.MustParseAddr("2001:db8:5::2"); l.v6 != want {
+		t.Errorf("readLink(%s).v6 = %v with only a deprecated address usable, want %v", v.A, l.v6, want)
+	}
+}
