@@ -122,7 +122,8 @@ type Gateway struct {
 // IPv6 address.
 type iface struct {
 	index, mtu int
-	v4, v6     netip.Addr
+	v4, v6     netip.Addr   // the sources: srcaddr.Choose
+	all        []netip.Addr // every address of the interface
 }
 
 func (i iface) addrs() []netip.Addr {
@@ -145,27 +146,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	if err != nil {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
-	var deprecated netip.Addr
-	for _, a := range addrs {
-		ip, _ := netip.AddrFromSlice(a.IP)
-		ip = ip.Unmap()
-		switch {
-		case ip.Is4() && !out.v4.IsValid():
-			out.v4 = ip
-		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
-			switch srcaddr.IPv6(a.Flags) {
-			case srcaddr.Preferred:
-				out.v6 = ip
-			case srcaddr.Deprecated:
-				if !deprecated.IsValid() {
-					deprecated = ip
-				}
-			}
-		}
-	}
-	if !out.v6.IsValid() {
-		out.v6 = deprecated
-	}
+	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	return out, nil
 }
 
@@ -259,7 +240,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lan.addrs()}})
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lan.all}})
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}

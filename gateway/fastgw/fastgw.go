@@ -205,31 +205,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	if err != nil {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
-	var deprecated netip.Addr
-	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		out.all = append(out.all, ip)
-		switch {
-		case ip.Is4() && !out.v4.IsValid():
-			out.v4 = ip
-		case ip.Is6() && !ip.IsLinkLocalUnicast() && !out.v6.IsValid():
-			switch srcaddr.IPv6(a.Flags) {
-			case srcaddr.Preferred:
-				out.v6 = ip
-			case srcaddr.Deprecated:
-				if !deprecated.IsValid() {
-					deprecated = ip
-				}
-			}
-		}
-	}
-	if !out.v6.IsValid() {
-		out.v6 = deprecated
-	}
+	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	return out, nil
 }
 

@@ -1,6 +1,11 @@
 package srcaddr
 
-import "golang.org/x/sys/unix"
+import (
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
 
 // Use is how an IPv6 address may be used as a source.
 type Use int
@@ -22,4 +27,38 @@ func IPv6(flags int) Use {
 		return Deprecated
 	}
 	return Preferred
+}
+
+// Choose reads an interface's addresses as netlink lists them: v4 is the
+// first IPv4 address; v6 the first IPv6 one, not link-local, that IPv6
+// judges Preferred, else the first Deprecated one, else none; all holds
+// every address (an IPv4-mapped one as IPv4). The gateways send from v4
+// and v6, and take all as the host's own.
+func Choose(addrs []netlink.Addr) (v4, v6 netip.Addr, all []netip.Addr) {
+	var deprecated netip.Addr
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		all = append(all, ip)
+		switch {
+		case ip.Is4() && !v4.IsValid():
+			v4 = ip
+		case ip.Is6() && !ip.IsLinkLocalUnicast() && !v6.IsValid():
+			switch IPv6(a.Flags) {
+			case Preferred:
+				v6 = ip
+			case Deprecated:
+				if !deprecated.IsValid() {
+					deprecated = ip
+				}
+			}
+		}
+	}
+	if !v6.IsValid() {
+		v6 = deprecated
+	}
+	return v4, v6, all
 }

@@ -1,0 +1,44 @@
+package srcaddr
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// TestChoose: the first IPv4 address; the first preferred IPv6 address
+// that is not link-local, though tentative, failed and deprecated ones
+// come before it (the kernel lists the newest first); a deprecated one
+// when no other is left; every address in all. The kernel's own flags
+// on real addresses: fastgw's TestReadLinkSkipsUnusableIPv6.
+func TestChoose(t *testing.T) {
+	addr := func(s string, flags int) netlink.Addr {
+		return netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(s)}, Flags: flags}
+	}
+	addrs := []netlink.Addr{
+		addr("2001:db8::4", unix.IFA_F_TENTATIVE),
+		addr("2001:db8::3", unix.IFA_F_DADFAILED|unix.IFA_F_TENTATIVE),
+		addr("2001:db8::2", unix.IFA_F_DEPRECATED),
+		addr("fe80::1", 0),
+		addr("198.18.0.1", 0),
+		addr("2001:db8::1", 0),
+		addr("198.18.0.2", 0),
+	}
+	v4, v6, all := Choose(addrs)
+	if v4 != netip.MustParseAddr("198.18.0.1") || v6 != netip.MustParseAddr("2001:db8::1") || len(all) != len(addrs) {
+		t.Errorf("Choose = %v, %v, %v; want 198.18.0.1, 2001:db8::1 and all %d", v4, v6, all, len(addrs))
+	}
+	if !slices.Contains(all, netip.MustParseAddr("198.18.0.1")) {
+		t.Errorf("all = %v: an IPv4 address as IPv6-mapped?", all)
+	}
+	if _, v6, _ := Choose(slices.Delete(slices.Clone(addrs), 5, 6)); v6 != netip.MustParseAddr("2001:db8::2") {
+		t.Errorf("without a preferred address: v6 = %v, want the deprecated 2001:db8::2", v6)
+	}
+	if _, v6, _ := Choose(addrs[:2]); v6.IsValid() {
+		t.Errorf("tentative and failed addresses only: v6 = %v, want none", v6)
+	}
+}
