@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"syscall"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/internal/threadns"
 )
 
 // moveListenPort is the bind's Config.Move: wg set NAME listen-port N (or
@@ -56,25 +54,4 @@ func probeUDP(port uint16, addrs []netip.Addr) error {
 // inNamespace runs fn on a thread in the gateway's network namespace (the
 // one Start ran in, when it was not the process's; see threadns.Moved):
 // wireguard-go calls Move from a UAPI goroutine, on any thread.
-func (g *Gateway) inNamespace(fn func() error) error {
-	if !g.nsHandle.IsOpen() {
-		return fn()
-	}
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("get network namespace: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(g.nsHandle); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter the gateway's network namespace: %w", err)
-	}
-	defer func() {
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and ends with its goroutine
-	}()
-	return fn()
-}
+func (g *Gateway) inNamespace(fn func() error) error { return threadns.Do(g.nsHandle, fn) }

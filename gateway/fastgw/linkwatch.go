@@ -2,6 +2,7 @@ package fastgw
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -12,12 +13,12 @@ import (
 // after its subscription ended on an error.
 const resubscribeDelay = time.Second
 
-// followLinks calls handle, on one goroutine, with the attributes of each
-// link update of the namespace ns until done is closed, for following the
-// MTU of the side named what ("WAN", "LAN") or the state of the exception
-// TUN ("exception TUN"), and with those of the
-// interfaces indexes as read after each subscription, so that a change
-// made before it is not missed. When the subscription ends on an error
+// followLinks calls handle, on one goroutine, with the attributes of the
+// interfaces indexes, read anew after each subscription (so that a change
+// made before it is not missed) and at each link update of one of them in
+// the namespace ns, until done is closed: for following the MTU of the
+// side named what ("WAN", "LAN") or the state of the exception TUN
+// ("exception TUN"). When the subscription ends on an error
 // (its socket overflowed in a burst of link events: ENOBUFS), the error is
 // logged and followLinks subscribes again after resubscribeDelay; only
 // its end at done is silent. It returns the first subscription's error.
@@ -34,7 +35,15 @@ func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what stri
 				}
 			}
 			for u := range ch {
-				handle(*u.Attrs())
+				// The link as it is now, not as the update says it
+				// was: updates queued while the state above was read
+				// are older than it, and taken as they are they turned
+				// a followed MTU back for a moment (and logged it).
+				if i := u.Attrs().Index; slices.Contains(indexes, i) {
+					if l, err := g.nlHandle.LinkByIndex(i); err == nil {
+						handle(*l.Attrs())
+					}
+				}
 			}
 			for ch = nil; ch == nil; {
 				select {

@@ -4,7 +4,12 @@
 // later done on other threads can be pointed at the caller's namespace.
 package threadns
 
-import "github.com/vishvananda/netns"
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+)
 
 // start names (dev:inode) the network namespace the process's threads
 // started in. Package initialisation runs on the main thread, locked to it
@@ -36,4 +41,32 @@ func Moved() (netns.NsHandle, error) {
 		return netns.None(), nil
 	}
 	return h, nil
+}
+
+// Do runs fn on a thread in the network namespace ns (one Moved returned),
+// or on the calling one when ns is not open (netns.None: the process's
+// own). The thread is locked while it is in ns and goes back to its
+// namespace after fn; a thread that cannot go back stays locked and ends
+// with its goroutine.
+func Do(ns netns.NsHandle, fn func() error) error {
+	if !ns.IsOpen() {
+		return fn()
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("get network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(ns); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter the gateway's network namespace: %w", err)
+	}
+	defer func() {
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return fn()
 }
