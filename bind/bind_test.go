@@ -188,6 +188,28 @@ func recvBufs() ([][]byte, []int, []conn.Endpoint) {
 	return bufs, make([]int, BatchSize), make([]conn.Endpoint, BatchSize)
 }
 
+// readAll runs a reader on each of fns (each into its own buffers) until
+// it returns an error (the bind closed), calling got with the count of
+// each batch that holds datagrams; wg counts the readers.
+func readAll(wg *sync.WaitGroup, fns []conn.ReceiveFunc, got func(n int)) {
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs, sizes, eps := recvBufs()
+			for {
+				n, err := fn(bufs, sizes, eps)
+				if err != nil {
+					return
+				}
+				if n > 0 {
+					got(n)
+				}
+			}
+		}()
+	}
+}
+
 // TestSendFrames checks every byte of what Send writes against frames
 // built by hand, with checksums from the plain RFC 1071 reference.
 func TestSendFrames(t *testing.T) {
@@ -458,22 +480,7 @@ func TestClose(t *testing.T) {
 	// that got none blocks until Close).
 	counts := make(chan int, 2*len(fns)+2)
 	var readers sync.WaitGroup
-	for _, fn := range fns {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			bufs, sizes, eps := recvBufs()
-			for {
-				n, err := fn(bufs, sizes, eps)
-				if err != nil {
-					return
-				}
-				if n > 0 {
-					counts <- n
-				}
-			}
-		}()
-	}
+	readAll(&readers, fns, func(n int) { counts <- n })
 	got := 0
 	for deadline := time.After(10 * time.Second); got < 2; {
 		select {

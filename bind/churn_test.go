@@ -27,18 +27,7 @@ func TestOpenCloseChurn(t *testing.T) {
 	fns := r.fns
 	for round := range 200 {
 		var wg sync.WaitGroup
-		for _, fn := range fns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				bufs, sizes, eps := recvBufs()
-				for {
-					if _, err := fn(bufs, sizes, eps); err != nil {
-						return
-					}
-				}
-			}()
-		}
+		readAll(&wg, fns, func(int) {})
 		stop := make(chan struct{})
 		wg.Add(1)
 		go func() {
@@ -72,25 +61,12 @@ func TestOpenCloseChurn(t *testing.T) {
 	before := r.bind.Stats().RXPackets
 	got := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bufs, sizes, eps := recvBufs()
-			for {
-				n, err := fn(bufs, sizes, eps)
-				if err != nil {
-					return
-				}
-				if n > 0 {
-					select {
-					case got <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}()
-	}
+	readAll(&wg, fns, func(int) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	})
 	r.inject(t, 0, udpFrame(from, netip.AddrPortFrom(ourIP4, ourPort), []byte("after"), false))
 	r.inject(t, 1, udpFrame(from, netip.AddrPortFrom(ourIP4, ourPort), []byte("after"), false))
 	select {

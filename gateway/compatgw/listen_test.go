@@ -1,14 +1,12 @@
 package compatgw
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestListenPortMoves: wg set NAME listen-port N on a running compat
@@ -154,24 +152,7 @@ func TestWANRenumbered(t *testing.T) {
 // wireguard-go. (The follower ended with its subscription, silently.)
 func TestWANRenumberedAfterChurn(t *testing.T) {
 	s := newSite(t)
-	var b strings.Builder
-	for round := range 4 {
-		verb := "add"
-		if round%2 == 1 {
-			verb = "del"
-		}
-		for i := range 200 {
-			fmt.Fprintf(&b, "addr %s 198.18.%d.%d/32 dev %s\n", verb, 200+i/250, 1+i%250, s.wanDev)
-			fmt.Fprintf(&b, "addr %s 2001:db8:77::%x/128 dev %s nodad\n", verb, i+1, s.wanDev)
-		}
-	}
-	batch := filepath.Join(t.TempDir(), "churn")
-	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := s.gw.Run("ip", "-batch", batch); err != nil {
-		t.Fatalf("ip -batch: %v\n%s", err, out)
-	}
+	testenv.AddressChurn(t, s.gw, s.wanDev)
 	if out, err := s.gw.Run("ip", "addr", "del", "198.18.0.1/24", "dev", s.wanDev); err != nil {
 		t.Fatalf("ip addr del: %v\n%s", err, out)
 	}

@@ -1,11 +1,7 @@
 package fastgw_test
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/internal/testenv"
@@ -49,22 +45,7 @@ func TestLANAddressChurn(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
 	ping(t, s.HostA, "198.19.2.10", 0)
-	var b strings.Builder
-	for round := range 4 {
-		verb := "add"
-		if round%2 == 1 {
-			verb = "del"
-		}
-		for i := range 200 {
-			fmt.Fprintf(&b, "addr %s 198.18.%d.%d/32 dev %s\n", verb, 200+i/250, 1+i%250, s.LANA)
-			fmt.Fprintf(&b, "addr %s 2001:db8:77::%x/128 dev %s nodad\n", verb, i+1, s.LANA)
-		}
-	}
-	batch := filepath.Join(t.TempDir(), "churn")
-	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runOK(t, s.GwA, "ip", "-batch", batch)
+	testenv.AddressChurn(t, s.GwA, s.LANA)
 	runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
 	ping(t, s.HostA, "198.19.1.2", 0)
 	ping(t, s.HostA, "198.19.2.10", 0)

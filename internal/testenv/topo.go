@@ -1,6 +1,10 @@
 package testenv
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/internal/topo"
@@ -35,4 +39,30 @@ func NS(t testing.TB, tp *topo.Topology, role string) *topo.NS {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// AddressChurn adds and removes, in one `ip -batch` in ns, 200 IPv4 and
+// 200 IPv6 addresses on dev, twice: a burst of address notifications
+// (some 1,600) that overflows an address subscription's socket, as a
+// script or a failover can. No address of the burst is left.
+func AddressChurn(t testing.TB, ns *topo.NS, dev string) {
+	t.Helper()
+	var b strings.Builder
+	for round := range 4 {
+		verb := "add"
+		if round%2 == 1 {
+			verb = "del"
+		}
+		for i := range 200 {
+			fmt.Fprintf(&b, "addr %s 198.18.%d.%d/32 dev %s\n", verb, 200+i/250, 1+i%250, dev)
+			fmt.Fprintf(&b, "addr %s 2001:db8:77::%x/128 dev %s nodad\n", verb, i+1, dev)
+		}
+	}
+	batch := filepath.Join(t.TempDir(), "churn")
+	if err := os.WriteFile(batch, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ns.Run("ip", "-batch", batch); err != nil {
+		t.Fatalf("ip -batch in %s: %v\n%s", ns.Name, err, out)
+	}
 }
