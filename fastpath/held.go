@@ -87,42 +87,53 @@ func (w *worker) flushHeld(now int64) {
 			keep = append(keep, id)
 			continue
 		}
-		held := pl.held
-		first, granted := kp.ReserveNonces(len(held))
-		out := w.out[:0]
-		for i := range held {
-			f := &held[i]
-			if i >= granted {
-				w.count(DropNonceExhausted, 1)
-				w.lanRX.Free(held[i : i+1])
-				continue
-			}
-			inner := f.Len()
-			if !w.seal(f, pl, kp, ep, first+uint64(i)) {
-				w.count(DropNoBuffer, 1)
-				w.lanRX.Free(held[i : i+1])
-				continue
-			}
-			pl.lastSent = now
-			if inner > 0 {
-				pl.lastDataSent = now
-			}
-			pl.txBytes += uint64(f.Len() - w.outerLen(ep))
-			w.c.encrypted.Add(1)
-			w.c.encryptedBytes.Add(uint64(inner))
-			out = append(out, *f)
-			if len(out) == cap(out) {
-				w.transmit(w.wanTX, out)
-				out = out[:0]
-			}
-		}
-		w.transmit(w.wanTX, out)
-		w.markDirty(pl)
-		w.heldTotal -= len(held)
-		w.emptied(pl)
+		w.sendHeld(pl, kp, ep, now)
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// sendHeld seals and transmits pl's held frames, oldest first, with kp (its
+// peer's usable keypair) toward ep, and empties its held list (its ID
+// leaves w.heldPeers at the next flushHeld). Counters it cannot reserve
+// (Reject-After-Messages) are counted as nonce_exhausted drops. Not
+// inlined: rare, and sendWith's loop stays small.
+//
+//go:noinline
+func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
+	held := pl.held
+	first, granted := kp.ReserveNonces(len(held))
+	out := w.out[:0]
+	for i := range held {
+		f := &held[i]
+		if i >= granted {
+			w.count(DropNonceExhausted, 1)
+			w.lanRX.Free(held[i : i+1])
+			continue
+		}
+		inner := f.Len()
+		if !w.seal(f, pl, kp, ep, first+uint64(i)) {
+			w.count(DropNoBuffer, 1)
+			w.lanRX.Free(held[i : i+1])
+			continue
+		}
+		pl.lastSent = now
+		if inner > 0 {
+			pl.lastDataSent = now
+		}
+		pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+		w.c.encrypted.Add(1)
+		w.c.encryptedBytes.Add(uint64(inner))
+		out = append(out, *f)
+		if len(out) == cap(out) {
+			w.transmit(w.wanTX, out)
+			out = out[:0]
+		}
+	}
+	w.transmit(w.wanTX, out)
+	w.markDirty(pl)
+	w.heldTotal -= len(held)
+	w.emptied(pl)
 }
 
 // setHeld publishes the number of frames held (for a handshake, or for a

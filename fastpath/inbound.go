@@ -287,7 +287,14 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
+			// Behind frames that wait for the same neighbour
+			// (neighbour.go: their order is kept), or waiting.
+			if w.nbrWaiting(dst) {
+				m.verdict = innerNoNeighbour
+				continue
+			}
 			if mac, ok = w.lanNeighbour(dst, now); !ok {
+				w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
 			}
@@ -403,6 +410,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		}
 		if !accepted[i] {
 			bad[DropReplay]++
+			if m.verdict == innerNoNeighbour {
+				w.nbrRelease(w.waitDst(&frames[i]))
+			}
 			continue
 		}
 		f := &frames[i]

@@ -129,7 +129,8 @@ type worker struct {
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
 
-	nbr [nbrCacheSize]nbrEntry
+	nbr      [nbrCacheSize]nbrEntry
+	nbrWaitN int // frames in nbrWait counted in nbr's slots (nbrHold)
 	// dstRoutes and srcRoutes cache allowed-IPs lookups of destinations
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
