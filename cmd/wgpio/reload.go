@@ -130,8 +130,9 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 
 // reloaded is what a reload did: the peers the file added, removed (those
 // running that it no longer lists) and kept (their sessions go on; their
-// allowed IPs, endpoint, keepalive and preshared key are set from the
-// file), and the names of the keys (Address, MTU, [WGPIO]'s) whose values
+// allowed IPs, keepalive and preshared key are set from the file, none
+// where it has none, and their endpoint where it gives one:
+// config.File.SyncUAPI), and the names of the keys (Address, MTU, [WGPIO]'s) whose values
 // differ from the file the gateway started with, which a reload does not
 // apply.
 type reloaded struct {
