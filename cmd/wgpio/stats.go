@@ -96,6 +96,16 @@ func printStats(name string, s GatewayStats) {
 			q.Fragmented, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
+	// The workers count what they receive, per queue (the columns "in"
+	// above); the control plane sends every keepalive and handshake
+	// message, counted for the whole gateway.
+	var keepalivesIn uint64
+	for _, q := range s.Queues {
+		keepalivesIn += q.KeepalivesReceived
+	}
+	fmt.Printf("keepalives: %d sent, %d received\n", s.Device.KeepalivesSent, keepalivesIn)
+	fmt.Printf("handshake messages sent: %d initiations, %d responses, %d cookie replies\n",
+		s.Device.InitiationsSent, s.Device.ResponsesSent, s.Device.CookieRepliesSent)
 	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
 		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
 	fmt.Printf("handshake backlog: %d waiting, %d at most\n",
