@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 )
@@ -14,7 +16,7 @@ import (
 // peak, as the README says it does (they were in -json and /metrics only).
 func TestPrintStatsBacklog(t *testing.T) {
 	out := capturePrintStats(t, GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1),
-		Device: gateway.Stats{HandshakeBacklog: 3, HandshakeBacklogPeak: 1024}})
+		Device: &gateway.Stats{HandshakeBacklog: 3, HandshakeBacklogPeak: 1024}})
 	if want := "handshake backlog: 3 waiting, 1024 at most"; !strings.Contains(out, want) {
 		t.Errorf("printStats does not say %q:\n%s", want, out)
 	}
@@ -28,7 +30,7 @@ func TestPrintStatsKeepalives(t *testing.T) {
 	q := make([]fastpath.QueueStats, 2)
 	q[0].KeepalivesReceived, q[1].KeepalivesReceived = 4, 3
 	out := capturePrintStats(t, GatewayStats{Name: "wg0", Queues: q,
-		Device: gateway.Stats{KeepalivesSent: 9, InitiationsSent: 2, ResponsesSent: 5, CookieRepliesSent: 1}})
+		Device: &gateway.Stats{KeepalivesSent: 9, InitiationsSent: 2, ResponsesSent: 5, CookieRepliesSent: 1}})
 	for _, want := range []string{
 		"keepalives in",
 		"keepalives: 9 sent, 7 received\n",
@@ -60,4 +62,37 @@ func capturePrintStats(t *testing.T, s GatewayStats) string {
 	out := <-done
 	r.Close()
 	return string(out)
+}
+
+// TestCompatStatsJSON: the stats of the compat modes leave out what they
+// do not count (control_plane: stock wireguard-go keeps no counters of
+// its handshakes and keepalives; exception_tun_drops: no exception TUN)
+// instead of zeros that read as data, which the fast path's JSON keeps
+// even when zero. Before, both compat modes served an all-zero
+// control_plane.
+func TestCompatStatsJSON(t *testing.T) {
+	var exc uint64
+	for _, tc := range []struct {
+		name    string
+		s       GatewayStats
+		present bool
+	}{
+		{"compat", compatStats("wg0", config.ModeCompat, &CompatStats{}), false},
+		{"compat-mqtun", compatStats("wg0", config.ModeCompatMQTUN, nil), false},
+		{"fastpath", GatewayStats{Name: "wg0", Device: &gateway.Stats{}, ExceptionDrops: &exc}, true},
+	} {
+		b, err := json.Marshal(tc.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"control_plane", "exception_tun_drops"} {
+			if _, ok := m[k]; ok != tc.present {
+				t.Errorf("%s: JSON has %q: %v, want %v:\n%s", tc.name, k, ok, tc.present, b)
+			}
+		}
+	}
 }

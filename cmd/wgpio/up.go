@@ -555,23 +555,34 @@ func explain(err error) error {
 	return err
 }
 
-// GatewayStats is what `wgpio stats` prints and the metrics export.
+// GatewayStats is what `wgpio stats` prints (-json: this struct) and the
+// metrics export. The fast path fills every field but Compat; compat
+// mode fills Name, Mode and Compat, and compat-mqtun Name and Mode only.
+// What a mode does not count is left out of the JSON, not written as
+// zeros: stock wireguard-go, which carries compat modes' handshakes and
+// keepalives, keeps no counters of them (its UAPI gives per peer only
+// bytes and the last handshake: `wg show`), so compat modes have no
+// control_plane, and no exception_tun_drops (they have no exception
+// TUN).
 type GatewayStats struct {
 	Name string `json:"name"`
 	// Mode is "" for the fast path, else the [WGPIO] Mode.
 	Mode   string                `json:"mode,omitempty"`
 	Queues []fastpath.QueueStats `json:"queues"`
 	Peers  []PeerStat            `json:"peers"`
-	Device gateway.Stats         `json:"control_plane"`
+	// Device is the fast path's control plane's counters; nil in compat
+	// modes.
+	Device *gateway.Stats `json:"control_plane,omitempty"`
 	// XDP holds each port's XDP program counters ("lan", "wan"), frames
 	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
 	// kernel (xdp_pass_vlan: of another VLAN than the port's).
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// ExceptionDrops counts the packets for the host that the exception
-	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops).
-	ExceptionDrops uint64 `json:"exception_tun_drops"`
-	// Compat holds compat mode's counters (Queues, Peers and Device are
-	// then empty: wg show has the peers).
+	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops);
+	// nil in compat modes.
+	ExceptionDrops *uint64 `json:"exception_tun_drops,omitempty"`
+	// Compat holds compat mode's counters (Queues and Peers are then
+	// empty, Device and ExceptionDrops nil: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
 }
 
@@ -586,7 +597,8 @@ type PeerStat struct {
 }
 
 func statsOf(g *fastgw.Gateway) GatewayStats {
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}, ExceptionDrops: g.ExceptionDrops()}
+	dev, exc := g.Device().Stats(), g.ExceptionDrops()
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, XDP: map[string]map[string]uint64{}, ExceptionDrops: &exc}
 	wan, lan := g.Ports()
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
 		m := map[string]uint64{}
@@ -611,8 +623,8 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 // the packets for the host the exception TUN refused when there were any
 // (they are no queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
-	if s.ExceptionDrops > 0 {
-		log.Info("final counters", "exception_tun_drops", s.ExceptionDrops)
+	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
+		log.Info("final counters", "exception_tun_drops", *s.ExceptionDrops)
 	}
 	for i, q := range s.Queues {
 		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}
