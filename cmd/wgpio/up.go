@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -278,8 +279,8 @@ func checkQueues(file string, w config.WGPIO) error {
 	for _, dev := range []string{trunkOf(w.WAN), trunkOf(w.LAN)} {
 		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
 			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
-				"%d queues, but %s has %d RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
-				w.Queues, dev, n, dev, dev))
+				"%d queues, but %s has %s (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
+				w.Queues, dev, plural.Count(n, "RX queue", "RX queues"), dev, dev))
 		}
 	}
 	return nil
