@@ -144,12 +144,8 @@ func cmdUp(args []string) error {
 		return err
 	}
 	warnIgnored(log, f, w)
-	if w.Mode != config.ModeFastPath {
-		for _, k := range []string{"WANVLAN", "LANVLAN"} {
-			if _, ok := w.Lines[k]; ok {
-				return keyError(f.Name, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
-			}
-		}
+	if err := checkVLANMode(f.Name, w); err != nil {
+		return err
 	}
 	// The interfaces an instance takes: their NIC queues and XDP hook, so
 	// the trunk of a kernel VLAN device.
@@ -299,14 +295,25 @@ func trunkOf(name string) string {
 	return name
 }
 
-// warnIgnored warns of settings the chosen mode does not act on.
+// warnIgnored warns of settings the chosen mode does not act on
+// (ignoredKeys), and of a -metrics-addr flag outside fastpath mode.
 func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
+	for _, warning := range ignoredKeys(f, w) {
+		log.Warn("config", "warning", warning.String())
+	}
+	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
+		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	}
+}
+
+// ignoredKeys lists, in the order checked, the keys of f that w.Mode (set)
+// does not act on.
+func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
+	var out []config.Warning
 	warn := func(lines map[string]int, key, msg string) {
-		line, ok := lines[key]
-		if !ok {
-			return
+		if line, ok := lines[key]; ok {
+			out = append(out, config.Warning{File: f.Name, Line: line, Key: key, Msg: msg})
 		}
-		log.Warn("config", "warning", config.Warning{File: f.Name, Line: line, Key: key, Msg: msg}.String())
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
 		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
@@ -326,9 +333,20 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
 	}
-	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
-		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	return out
+}
+
+// checkVLANMode refuses a trunk's VLAN (WANVLAN, LANVLAN) outside fastpath
+// mode; w.Mode is set.
+func checkVLANMode(file string, w config.WGPIO) error {
+	if w.Mode != config.ModeFastPath {
+		for _, k := range []string{"WANVLAN", "LANVLAN"} {
+			if _, ok := w.Lines[k]; ok {
+				return keyError(file, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
+			}
+		}
 	}
+	return nil
 }
 
 // checkCPUs reports, as an error of the configuration file, a CPU in
