@@ -181,8 +181,11 @@ func cmdUp(args []string) error {
 	}
 	defer unlock()
 
-	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs.
+	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
+	// a second SIGTERM or SIGINT during the start aborts it.
 	sigs := notifySignals()
+	sigs.started = watchStart(log, sigs.stop, abortStart(log))
+	defer sigs.started()
 	switch w.Mode {
 	case config.ModeFastPath:
 		return upFastpath(log, *name, f, w, *csum4, sigs)
