@@ -14,7 +14,8 @@
 // multi-queue kernel TUN and kernel UDP sockets, no XDP). The gateway serves
 // the UAPI socket /var/run/wireguard/<name>.sock, so wg(8) shows and sets it,
 // and /var/run/wgpio/<name>.stats (and, in fastpath mode, <name>.capture).
-// SIGINT and SIGTERM stop it; SIGHUP applies the edited file as `wg
+// SIGINT and SIGTERM stop it (one during the start waits for it to end; a
+// second aborts it: watchStart); SIGHUP applies the edited file as `wg
 // syncconf` would (reload.go).
 //
 // Privileges: root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF with
