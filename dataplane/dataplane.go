@@ -34,12 +34,13 @@ const (
 )
 
 // Errors returned by backends. Backends wrap them with the interface name
-// and the fix; test with errors.Is.
+// and the fix; test with errors.Is. (A pool that runs dry is no error of a
+// port: Alloc returns fewer frames; CopyFrame and SendCopy, which report
+// errors, return ErrNoFreeFrame.)
 var (
-	ErrClosed        = errors.New("dataplane: port closed")
-	ErrNoSuchQueue   = errors.New("dataplane: queue index out of range")
-	ErrNotSupported  = errors.New("dataplane: not supported")
-	ErrPoolExhausted = errors.New("dataplane: frame pool exhausted")
+	ErrClosed       = errors.New("dataplane: port closed")
+	ErrNoSuchQueue  = errors.New("dataplane: queue index out of range")
+	ErrNotSupported = errors.New("dataplane: not supported")
 )
 
 // Port is one network interface with NumQueues queues.

@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -293,8 +294,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("fastpath: LAN and WAN ports are required")
 	}
 	if cfg.LAN.NumQueues() != cfg.WAN.NumQueues() {
-		return nil, fmt.Errorf("fastpath: LAN %s has %d queues, WAN %s has %d; they must match",
-			cfg.LAN.Name(), cfg.LAN.NumQueues(), cfg.WAN.Name(), cfg.WAN.NumQueues())
+		return nil, fmt.Errorf("fastpath: LAN %s has %s, WAN %s has %d; they must match",
+			cfg.LAN.Name(), plural.Count(cfg.LAN.NumQueues(), "queue", "queues"), cfg.WAN.Name(), cfg.WAN.NumQueues())
 	}
 	if cfg.ListenPort == 0 {
 		return nil, errors.New("fastpath: listen port is required")

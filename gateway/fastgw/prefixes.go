@@ -12,6 +12,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/plural"
 )
 
 // dataplane_ is the engine as the control plane sees it, plus keeping the
@@ -172,7 +173,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 		// (with IP forwarding on) into the exception TUN, routed above,
 		// and the gateway encrypts it from there, slowly.
 		if first == nil {
-			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
+			first = fmt.Errorf("%w: %s of a family at most", syscall.ENOSPC, plural.Count(d.capacity, "prefix", "prefixes"))
 		}
 		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
 			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first)

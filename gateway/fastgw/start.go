@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -232,8 +233,8 @@ func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err err
 		}
 		return n, warn, nil
 	case (wq > 0 && asked > wq) || (lq > 0 && asked > lq):
-		return 0, "", fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
-			asked, wan, wq, lan, lq)
+		return 0, "", fmt.Errorf("fastgw: %d queues asked, but %s has %s and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
+			asked, wan, plural.Count(wq, "RX queue", "RX queues"), lan, lq)
 	case asked < wq || asked < lq:
 		warn = "fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N; on veth: rx N tx N)"
 	}
