@@ -160,7 +160,9 @@ func (g *Gateway) lanAddressesChanged() {
 	}
 	g.log.Info("LAN addresses changed", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
-	if err := g.lan.SetHostAddrs(lanFilter(g.cfg, ll.all, g.lanSide.vid).HostAddrs); err != nil {
+	host, left := lanHostAddrs(g.cfg, ll.all)
+	g.warnHostAddrsLeft(left)
+	if err := g.lan.SetHostAddrs(host); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)

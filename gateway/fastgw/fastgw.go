@@ -174,6 +174,9 @@ type Gateway struct {
 	// mode: lanAddressesChanged): with the WAN interface's, the engine's
 	// HostAddrs.
 	lanAddrs []netip.Addr
+	// lanLeft are the LAN addresses the LAN XDP filter could not hold
+	// (warnHostAddrsLeft); written where lanAddrs is.
+	lanLeft []netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
