@@ -160,10 +160,10 @@ func TestExceptionTUNDeleted(t *testing.T) {
 // its IPv6 tunnel address. Before, it restored only on a transition from
 // down to up that it saw, and both stayed lost.
 func TestExceptionTUNDownAndUpUnfollowed(t *testing.T) {
-	s := newSite(t, twosite.Config{NoFastPath: true})
 	testenv.Tool(t, "ping", "iputils-ping")
 	pause, resume, restore := fastgw.PauseLinkSubscriptions()
-	defer restore()
+	t.Cleanup(restore) // after the site's Close, registered later
+	s := newSite(t, twosite.Config{NoFastPath: true})
 	fc := s.FastConfig
 	fc.Addresses = append(fc.Addresses, netip.MustParsePrefix("fd00:5::1/64"))
 	var logs testenv.LogBuffer
@@ -174,7 +174,6 @@ func TestExceptionTUNDownAndUpUnfollowed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Gateway.Close() // before restore
 	ping(t, s.HostB, twosite.TunnelA.String(), 0)
 	pause()
 	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "down")

@@ -181,8 +181,10 @@ type Gateway struct {
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
 	// addrDone stops followAddresses (shared mode), addrWG waits for it.
-	addrDone   chan struct{}
-	addrWG     sync.WaitGroup
+	addrDone chan struct{}
+	addrWG   sync.WaitGroup
+	// linkWG waits for followLinks' goroutines, which tableDone stops.
+	linkWG     sync.WaitGroup
 	closeOnce  sync.Once
 	wanIfindex int
 	lanIfindex int
@@ -461,6 +463,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, g.wan.Close())
 		}
 		close(g.tableDone)
+		g.linkWG.Wait()
 		if g.wanNeigh != nil {
 			errs = append(errs, g.wanNeigh.Close())
 		}

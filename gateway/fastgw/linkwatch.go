@@ -24,12 +24,16 @@ const resubscribeDelay = time.Second
 // (its socket overflowed in a burst of link events: ENOBUFS), the error is
 // logged and followLinks subscribes again after resubscribeDelay; only
 // its end at done is silent. It returns the first subscription's error.
+// Close waits for the goroutine (g.linkWG) after closing done, before it
+// closes the netlink handle the goroutine reads links with.
 func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(a netlink.LinkAttrs, reread bool)) error {
 	ch, err := g.subscribeLinks(ns, done, what)
 	if err != nil {
 		return err
 	}
+	g.linkWG.Add(1)
 	go func() {
+		defer g.linkWG.Done()
 		for {
 			for _, i := range indexes {
 				if l, err := g.nlHandle.LinkByIndex(i); err == nil {
