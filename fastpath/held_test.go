@@ -196,3 +196,45 @@ func TestHoldingUntilSent(t *testing.T) {
 		t.Errorf("held packets delivered = %d, want 2; drops A %v, B %v", got, TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
 	}
 }
+
+// TestHoldForNeighbourNoHandshake: a packet for a peer whose keypair is
+// usable but whose endpoint's next hop has no MAC yet (an endpoint just
+// set) is held with NeedNeighbour raised and HandshakeNeeded not: the
+// session it has serves once the control plane fills in the MAC, and the
+// held packet leaves with it at the next flush. Before, every held packet
+// raised HandshakeNeeded, and the control plane started a handshake that
+// was not needed. Without a keypair both are raised.
+func TestHoldForNeighbourNoHandshake(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	tx := r.hostA.Queue(0).TX()
+	send := func(seq uint32) {
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(seq, 40))})
+		r.a.workers[0].outbound(r.clock.Now())
+	}
+	send(1) // B's keypair promoted: the session is usable both ways
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Fatalf("first packet delivered = %d, want 1", got)
+	}
+	ep := *r.peerAB.Endpoint.Load()
+	noMAC := ep
+	noMAC.DstMAC = [6]byte{}
+	r.peerAB.Endpoint.Store(&noMAC)
+	send(2)
+	if s := r.a.Stats()[0]; s.Held != 1 || !r.peerAB.NeedNeighbour.Load() || r.peerAB.HandshakeNeeded.Load() {
+		t.Fatalf("held = %d, NeedNeighbour %v, HandshakeNeeded %v; want 1, true, false",
+			s.Held, r.peerAB.NeedNeighbour.Load(), r.peerAB.HandshakeNeeded.Load())
+	}
+	r.peerAB.Endpoint.Store(&ep) // the control plane resolved the MAC
+	r.peerAB.NeedNeighbour.Store(false)
+	r.a.workers[0].flushHeld(r.clock.Now())
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Errorf("held packet delivered = %d, want 1; drops A %v, B %v", got, TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
+	}
+	r.peerAB.Current.Store(nil) // no keypair: a handshake is needed
+	send(3)
+	if !r.peerAB.HandshakeNeeded.Load() {
+		t.Errorf("HandshakeNeeded not raised for a packet held without a keypair")
+	}
+}

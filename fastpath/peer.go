@@ -87,8 +87,10 @@ type Peer struct {
 	TxBytes, RxBytes atomic.Uint64
 
 	// HandshakeNeeded is set by a worker that had data for the peer and no
-	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages]); the
-	// control plane clears it when it starts a handshake.
+	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages])
+	// or no endpoint, never for an endpoint whose next hop lacks only its
+	// MAC (NeedNeighbour); the control plane clears it when it starts a
+	// handshake, or finds Current usable.
 	HandshakeNeeded atomic.Bool
 	// FlushHeld is set by the control plane when a handshake gives up
 	// (whitepaper §6.4, after RekeyAttemptTime): every worker drops the
