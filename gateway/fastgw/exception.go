@@ -37,15 +37,21 @@ func (g *Gateway) addExceptionAddrs(l netlink.Link) error {
 // tunnel (as with wg0 down), and what the workers hand the host is counted
 // as ExceptionDrops. A down and up while the link subscription was gone
 // (it overflowed: ENOBUFS, and followLinks subscribes again) shows no
-// transition: after each subscription, with the link up, the watcher
-// looks for what is missing and restores it (restoreMissing). Runs until
-// g.tableDone is closed.
+// transition: after each renewed subscription, with the link up, the
+// watcher looks for what is missing and restores it (restoreMissing).
+// Runs until g.tableDone is closed.
 func (g *Gateway) watchException() error {
 	l := g.dp.excLink
 	index, up := l.Attrs().Index, l.Attrs().Flags&net.FlagUp != 0
+	// The first read follows Start's own installation: nothing to look
+	// for then (listing the routes costs a dump of the whole table).
+	first := true
 	return g.followLinks(g.nsHandle, g.tableDone, "exception TUN", []int{index}, func(a netlink.LinkAttrs, reread bool) {
 		if a.Index != index {
 			return
+		}
+		if reread && first {
+			first, reread = false, false
 		}
 		now := a.Flags&net.FlagUp != 0
 		switch {
