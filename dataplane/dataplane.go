@@ -117,6 +117,7 @@ type TX interface {
 	Alloc(frames []Frame) int
 
 	// Free returns frames to the pool. The caller no longer owns them.
+	// Frames of another pool go back to their own pool, as RX.Free's.
 	Free(frames []Frame)
 
 	// Reclaim takes completed frames off the completion ring into the

@@ -114,7 +114,10 @@ type Config struct {
 	// hands them over. What a worker sends on a port carries its tag.
 	WANVLAN, LANVLAN uint16
 	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
-	// ICMP errors we send to LAN hosts).
+	// ICMP errors we send to LAN hosts, and of those we send into the
+	// tunnel without a tunnel address of the family); either may be
+	// invalid (no such error of that family is sent). Read by New;
+	// SetLANAddrs replaces them.
 	LANAddr4, LANAddr6 netip.Addr
 	// LANNeighbours and WANNeighbours answer ARP/NDP on each port (owned
 	// address mode); nil leaves ARP/NDP to the kernel (shared mode: the
@@ -239,10 +242,9 @@ type Engine struct {
 	icmpLimit *icmprate.Limiter
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
 	mss4, mss6 uint16
-	// tunSrc4, tunSrc6 are the sources of time exceeded sent into the
-	// tunnel: our first tunnel address of the family, else our LAN
-	// address (invalid: none is sent).
-	tunSrc4, tunSrc6 netip.Addr
+	// icmpSrc are the sources of the ICMP errors workers send (router.go;
+	// set by New and SetLANAddrs).
+	icmpSrc atomic.Pointer[icmpSources]
 	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
 	// limit known): decrypted packets larger than it are fragmented or
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
@@ -341,14 +343,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
-	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
-	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
-		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
-			e.tunSrc4 = a
-		} else if a.Is6() {
-			e.tunSrc6 = a
-		}
-	}
+	e.SetLANAddrs(cfg.LANAddr4, cfg.LANAddr6)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)

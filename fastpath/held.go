@@ -5,8 +5,13 @@ import (
 )
 
 // hold keeps f (an inner IP packet) until pl's peer has a usable keypair
-// and endpoint, and asks the control plane for a handshake.
-func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
+// and endpoint, and asks the control plane for what is missing at now: a
+// handshake (HandshakeNeeded) when the peer has no keypair it may send
+// with, or no endpoint; the endpoint's next hop's MAC (NeedNeighbour)
+// when that is unknown. A usable keypair whose endpoint only lacks the MAC
+// needs no handshake: the control plane resolves the MAC, and flushHeld
+// sends with that keypair.
+func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	p := pl.peer
 	if p.Removed.Load() {
 		// A batch of the snapshot before the removal.
@@ -15,8 +20,11 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 		return
 	}
 	p.FlushHeld.Store(false)
-	p.HandshakeNeeded.Store(true)
-	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
+	ep := p.Endpoint.Load()
+	if kp := p.Current.Load(); kp == nil || !kp.canSend(now) || ep == nil {
+		p.HandshakeNeeded.Store(true)
+	}
+	if ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)
 	}
 	w.e.stamped.push(p) // the control plane's next tick sees the flags

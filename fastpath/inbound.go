@@ -477,8 +477,8 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 	pl := w.peerState(kp.Peer)
 	// An unconfirmed keypair is promoted from Next only: one moved to
 	// Previous (Peer.Rotate) is received on, never sent with, and costs
-	// no lock per burst.
-	if !kp.Confirmed() && kp.Peer.Next.Load() == kp && kp.Peer.promote(kp) {
+	// no lock per burst; it is marked received once (Keypair.Used).
+	if !kp.Confirmed() && kp.Peer.receivedOn(kp) {
 		w.e.Kick() // held packets may go now
 	}
 	pl.lastReceived = now

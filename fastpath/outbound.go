@@ -217,7 +217,7 @@ func (w *worker) outbound(now int64) int {
 				w.e.stamped.push(pl.peer) // the control plane's next tick sees it
 				continue
 			}
-			w.hold(pl, f) // takes the frame (keeps it, or drops and counts)
+			w.hold(pl, f, now) // takes the frame (keeps it, or drops and counts)
 			*f = dataplane.Frame{}
 			continue
 		}

@@ -34,11 +34,53 @@ type fwdState struct {
 	lan [maxLANFragments]dataplane.Frame
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte
+	// reply holds an ICMP error on its way to the LAN (icmpToLAN): a
+	// local array passed to the port's Alloc escaped, one allocation per
+	// error.
+	reply [1]dataplane.Frame
+}
+
+// icmpSources are the sources of the ICMP errors a worker sends, chosen as
+// Linux chooses them for a forwarded packet's error: an address of the
+// interface the error leaves by (RFC 1812 §4.3.2.4; RFC 4443 §2.2),
+// else the host's primary one. lan4, lan6 are our LAN addresses (errors
+// toward LAN hosts); tun4, tun6 our first tunnel address of the family,
+// else the LAN one (errors into the tunnel). Invalid: no error of that
+// family is sent. Never modified after Engine.SetLANAddrs publishes it;
+// a worker loads it once per error it sends (no lock, no allocation).
+type icmpSources struct {
+	lan4, lan6 netip.Addr
+	tun4, tun6 netip.Addr
+}
+
+// SetLANAddrs replaces Config.LANAddr4 and LANAddr6, our LAN addresses,
+// while the engine runs (the LAN interface renumbered): the ICMP errors
+// workers send toward LAN hosts, and into the tunnel where we have no
+// tunnel address of the family, come from them from the next error on.
+// Either may be invalid: no error of that family is sent then. Safe for
+// concurrent use; it allocates, the workers do not.
+func (e *Engine) SetLANAddrs(addr4, addr6 netip.Addr) {
+	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, tun4: addr4.Unmap(), tun6: addr6}
+	for i := len(e.cfg.TunnelAddrs) - 1; i >= 0; i-- {
+		if a := e.cfg.TunnelAddrs[i].Unmap(); a.Is4() {
+			s.tun4 = a
+		} else if a.Is6() {
+			s.tun6 = a
+		}
+	}
+	e.icmpSrc.Store(s)
+}
+
+// LANAddrs returns the LAN addresses ICMP errors toward LAN hosts come from
+// (Config.LANAddr4 and LANAddr6, or SetLANAddrs' latest).
+func (e *Engine) LANAddrs() (addr4, addr6 netip.Addr) {
+	s := e.icmpSrc.Load()
+	return s.lan4, s.lan6
 }
 
 // icmpToLAN answers the IP packet in f (its data from the IP header, the
 // Ethernet header of l2 bytes still in the headroom) toward its sender on the LAN with
-// an ICMP error from our LAN address, as Linux answers from the address of
+// an ICMP error from our LAN address of now (icmpSources), as Linux answers from the address of
 // the interface the answer leaves by: time exceeded (ttl true, rate-limited)
 // or fragmentation needed / packet too big with the tunnel MTU (never
 // limited: path MTU discovery must not break). The caller drops and counts
@@ -47,7 +89,8 @@ type fwdState struct {
 func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	p := f.Data()
 	v4 := p[0]>>4 == header.IPv4Version
-	if v4 && !w.e.cfg.LANAddr4.IsValid() || !v4 && !w.e.cfg.LANAddr6.IsValid() {
+	src := w.e.icmpSrc.Load()
+	if v4 && !src.lan4.IsValid() || !v4 && !src.lan6.IsValid() {
 		return
 	}
 	if !ttl && v4 && !header.IPv4(p).DontFragment() {
@@ -63,8 +106,8 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
-	var reply [1]dataplane.Frame
-	if w.lanTX.Alloc(reply[:]) == 0 {
+	reply := w.fwd.reply[:]
+	if w.lanTX.Alloc(reply) == 0 {
 		w.count(DropNoBuffer, 1)
 		return
 	}
@@ -77,25 +120,25 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	case v4:
 		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
 		if ttl {
-			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p)
+			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], src.lan4.As4(), p)
 		} else {
-			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], src.lan4.As4(), p, uint16(w.e.cfg.MTU))
 		}
 	default:
 		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
 		if ttl {
-			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p)
+			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], src.lan6.As16(), p)
 		} else {
-			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], src.lan6.As16(), p, uint32(w.e.cfg.MTU))
 		}
 	}
 	if reason != header.OK {
-		w.lanTX.Free(reply[:])
+		w.lanTX.Free(reply)
 		return
 	}
 	r.SetLen(w.lanL2 + n)
 	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply[:])
+	w.transmit(w.lanTX, reply)
 }
 
 // icmpAllowed reports whether a time exceeded error about the IP packet p
@@ -138,18 +181,17 @@ func (w *worker) timeExceededTunnel(p []byte, now int64) {
 	}
 	var n int
 	var r header.Reason
+	src := w.e.icmpSrc.Load()
 	if p[0]>>4 == header.IPv4Version {
-		src := w.e.tunSrc4
-		if !src.IsValid() {
+		if !src.tun4.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.As4(), p)
+		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.tun4.As4(), p)
 	} else {
-		src := w.e.tunSrc6
-		if !src.IsValid() {
+		if !src.tun6.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.As16(), p)
+		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.tun6.As16(), p)
 	}
 	if r != header.OK {
 		return
@@ -283,16 +325,17 @@ func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
 func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
 	var n int
 	var r header.Reason
+	src := w.e.icmpSrc.Load()
 	if p[0]>>4 == header.IPv4Version {
-		if !w.e.tunSrc4.IsValid() {
+		if !src.tun4.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], w.e.tunSrc4.As4(), p, uint16(min(mtu, 0xffff)))
+		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], src.tun4.As4(), p, uint16(min(mtu, 0xffff)))
 	} else {
-		if !w.e.tunSrc6.IsValid() {
+		if !src.tun6.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], w.e.tunSrc6.As16(), p, uint32(mtu))
+		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], src.tun6.As16(), p, uint32(mtu))
 	}
 	if r != header.OK {
 		return

@@ -253,7 +253,9 @@ func newWorker(e *Engine, i int) (*worker, error) {
 }
 
 func (w *worker) close() {
-	// Free held frames.
+	// Free held frames (of lanRX's pool, or of lanTX's: sendInner's),
+	// each back to its own pool whatever half frees it (dataplane.TX.Free;
+	// TestCloseFreesHeldToTheirPools).
 	for _, id := range w.heldPeers {
 		pl := w.localAt(id)
 		w.count(DropClosed, len(pl.held))

@@ -587,8 +587,8 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 // removed first, then those of addrs added in order, so that an address
 // in both is never out of the map (a frame to it is never redirected
 // meanwhile) and a set as large as the old one, disjoint from it, fits.
-// At most 256 of each family (the maps' size): the error names the first
-// address that did not fit; those before it are in the map.
+// At most MaxHostAddrs of each family (the maps' size): the error names
+// the first address that did not fit; those before it are in the map.
 func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
 	if err := p.lockMaps(); err != nil {
 		return fmt.Errorf("set host addresses: %w", err)

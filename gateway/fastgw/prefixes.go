@@ -239,3 +239,37 @@ func (d *dataplane_) restoreRoutes() int {
 	}
 	return len(d.entries)
 }
+
+// restoreMissingRoutes installs again the routes into the exception TUN
+// of the configuration's prefixes that the kernel's main table lacks
+// (Gateway.restoreMissing), and returns how many. A prefix added while
+// the routes are listed may be installed twice (a replace: harmless).
+func (d *dataplane_) restoreMissingRoutes() (int, error) {
+	if d.excLink == nil {
+		return 0, nil
+	}
+	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: d.excLink.Attrs().Index}, netlink.RT_FILTER_OIF)
+	if err != nil {
+		return 0, fmt.Errorf("list the routes into the exception TUN: %w", err)
+	}
+	have := make(map[netip.Prefix]bool, len(routes))
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			ones, _ := r.Dst.Mask.Size()
+			have[netip.PrefixFrom(ip.Unmap(), ones)] = true
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for p := range d.entries {
+		if p.Bits() > 0 && !have[p] {
+			d.route(p, true)
+			n++
+		}
+	}
+	return n, nil
+}
