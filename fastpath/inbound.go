@@ -90,6 +90,8 @@ const (
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
 	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
 	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
+	innerMartian                         // an address no router forwards (transitAddrs)
+	innerMulticast                       // to a multicast or broadcast address, without an exception interface
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -263,6 +265,15 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		f.SetLen(w.pkt.L3End) // without the padding
 		ip := f.Data()
 		dst := w.pkt.Dst
+		// Addresses no router forwards (router.go); a multicast or
+		// broadcast destination goes to the exception interface, as
+		// Linux's wg0 delivers such a packet locally.
+		if routerWork && !plainUnicast(ip) {
+			if v := w.notTransit(ip, exc != nil); v != innerDeliver {
+				m.verdict = v
+				continue
+			}
+		}
 		if own && isOwn(rt, dst) {
 			if routerWork {
 				w.undoHop(ip) // not transit
@@ -443,6 +454,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			bad[DropTTLExceeded]++
 			w.timeExceededTunnel(f.Data(), now)
+		case innerMartian:
+			bad[DropMartian]++
+		case innerMulticast:
+			bad[DropMulticast]++
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
@@ -517,6 +532,28 @@ func (w *worker) roam(pl *peerLocal) {
 //
 //go:noinline
 func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
+
+// notTransit returns the verdict on the decrypted packet ip whose
+// addresses plainUnicast did not settle: innerDeliver (meaning: go on) when
+// transitAddrs passes them, innerMartian, or for a multicast or broadcast
+// destination innerOwn (the hop undone) when the gateway has an exception
+// interface (exc), innerMulticast when it has none. Not inlined: a rare
+// path, kept out of authenticate's loop.
+//
+//go:noinline
+func (w *worker) notTransit(ip []byte, exc bool) innerVerdict {
+	why, ok := transitAddrs(ip)
+	switch {
+	case ok:
+		return innerDeliver
+	case why == DropMartian:
+		return innerMartian
+	case exc:
+		w.undoHop(ip)
+		return innerOwn
+	}
+	return innerMulticast
+}
 
 func isOwn(rt *routeTable, a netip.Addr) bool {
 	_, ok := rt.own[a]

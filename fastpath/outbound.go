@@ -96,6 +96,15 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
+		// Addresses no router forwards (router.go), judged before the
+		// route, as Linux's route input does.
+		if routerWork && !plainUnicast(f.Data()[w.pkt.L3Off:]) {
+			if why, ok := transitAddrs(f.Data()[w.pkt.L3Off:]); !ok {
+				bad[why]++
+				left++
+				continue
+			}
+		}
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
 			lastDst = w.pkt.Dst
 			if ahead && w.aheadDst[i] == lastDst {
