@@ -3,6 +3,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -51,6 +52,15 @@ func ip4hdr(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
 	copy(b[12:], []byte{198, 18, 9, 9})
 	a := netip.MustParseAddr(dst).As4()
 	copy(b[16:], a[:])
+	return b
+}
+
+// ip4opts appends n bytes of options (NOPs, n a multiple of 4) to the
+// 20-byte header h and sets its IHL and total length to match.
+func ip4opts(h []byte, n int) []byte {
+	b := append(append([]byte{}, h...), bytes.Repeat([]byte{1}, n)...)
+	b[0] = 0x40 | byte(len(b)/4)
+	binary.BigEndian.PutUint16(b[2:], binary.BigEndian.Uint16(b[2:])+uint16(n))
 	return b
 }
 
@@ -168,6 +178,14 @@ func TestFilter(t *testing.T) {
 		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
 		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
 		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.1", 0, 40), udp(80)), host},
+		// IPv4 options: transit traffic for the LAN match, never
+		// WireGuard for the UDP match (the kernel's socket takes it).
+		{"lan4 options", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(1, "198.19.1.5", 0, 40), 4), udp(80)), redirect},
+		{"lan4 options, 60-byte header", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(1, "198.19.1.5", 0, 40), 40), udp(80)), redirect},
+		{"lan4 options host address", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.1.1", 0, 40), 4), udp(80)), host},
+		{"lan4 options outside prefix", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.2.5", 0, 40), 4), udp(80)), pass},
+		{"lan4 IHL 4", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40)[:0], []byte{0x44}, ip4hdr(6, "198.19.1.5", 0, 40)[1:], udp(80)), pass},
+		{"udp4 options", cat(eth(otherMAC, 0x0800, false), ip4opts(ip4hdr(17, "198.18.0.1", 0, 40), 4), udp(51820)), pass},
 		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.2.5", 0, 40), udp(80)), pass},
 		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
 		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
