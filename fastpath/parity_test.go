@@ -275,8 +275,16 @@ func TestRouterParity(t *testing.T) {
 			sendAll(t, r.hostA, 0, []dataplane.Frame{ipFrame(t, r.hostA.Queue(0).TX(), r.lanA.MAC(), r.hostA.MAC(), ip)})
 			r.a.workers[0].outbound(r.clock.Now())
 			after := r.a.Stats()[0]
-			wan, back := drainPort(r.wanB), drainPort(r.hostA)
-			check(t, c, len(wan) == 1 && after.Encrypted == before.Encrypted+1, back, &before, &after)
+			back := drainPort(r.hostA)
+			fwd := after.Encrypted == before.Encrypted+1
+			check(t, c, fwd, back, &before, &after)
+			// What crossed is the packet, its TTL lowered at A and
+			// at B, without the Ethernet padding.
+			r.b.workers[0].inbound(r.clock.Now())
+			lan := drainPort(r.hostB)
+			if fwd && c.fwd {
+				wantDelivered(t, c, ip, lan, 2)
+			}
 		}
 	})
 	t.Run("out of the tunnel", func(t *testing.T) {
@@ -294,17 +302,26 @@ func TestRouterParity(t *testing.T) {
 			back := drainPort(r.hostA)
 			check(t, c, len(lan) == 1, back, &before, &after)
 			if c.fwd && len(lan) == 1 {
-				want := bytes.Clone(ip)
-				if c.name == "v4 Ethernet padding" {
-					want = want[:len(want)-30]
-				}
-				header.DecrementHop(want)
-				if got := lan[0][header.EthernetLen:]; !bytes.Equal(got, want) {
-					t.Errorf("%s: hostB got %x, want %x", c.name, got, want)
-				}
+				wantDelivered(t, c, ip, lan, 1)
 			}
 		}
 	})
+}
+
+// wantDelivered checks that lan holds one frame, the packet ip with its
+// TTL or hop limit lowered hops times and without Ethernet padding.
+func wantDelivered(t *testing.T, c parityCase, ip []byte, lan [][]byte, hops int) {
+	t.Helper()
+	want := bytes.Clone(ip)
+	if p, ok := c.pkt.(ip4); ok {
+		want = want[:len(want)-p.pad]
+	}
+	for range hops {
+		header.DecrementHop(want)
+	}
+	if len(lan) != 1 || !bytes.Equal(lan[0][header.EthernetLen:], want) {
+		t.Errorf("%s: hostB got %x, want %x", c.name, lan, want)
+	}
 }
 
 func check(t *testing.T, c parityCase, fwd bool, back [][]byte, before, after *QueueStats) {
