@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
@@ -58,5 +60,37 @@ func TestIPv4OptionsThroughFastPath(t *testing.T) {
 	}
 	if enc := s.Gateway.Engine().Stats()[0].Encrypted; enc == before {
 		t.Errorf("ping -R answered, but the fast path encrypted nothing")
+	}
+}
+
+// TestDirectedBroadcastFromTunnel: a packet from the tunnel to the LAN's
+// directed broadcast address (198.19.1.255) reaches the host's kernel
+// through the exception TUN, which delivers it locally, as Linux's wg0
+// does (its local table's broadcast route; bc_forwarding off), and is
+// neither sent onto the LAN nor held for a neighbour that never answers.
+// Before, it waited 3 s for an ARP answer and was dropped (no_neighbour).
+func TestDirectedBroadcastFromTunnel(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	testenv.Tool(t, "nstat", "iproute2")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+	runOK(t, s.GwA, "nstat", "-n")
+	before := s.Gateway.Engine().Stats()[0]
+	s.HostB.Run("ping", "-c", "1", "-W", "1", "-b", "198.19.1.255")
+	deadline := time.Now().Add(5 * time.Second)
+	var bcast uint64
+	for bcast == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		bcast += nstatValue(t, runOK(t, s.GwA, "nstat"), "IpExtInBcastPkts")
+	}
+	after := s.Gateway.Engine().Stats()[0]
+	if bcast == 0 || after.Exception == before.Exception {
+		t.Errorf("gwA's kernel received %d broadcasts, the exception TUN %d packets; want both (drops %s)", bcast, after.Exception-before.Exception, dropsString(s.Gateway))
+	}
+	if d := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoNeighbour]; d != 0 {
+		t.Errorf("%d no_neighbour drops, want none", d)
+	}
+	if after.Held != 0 {
+		t.Errorf("%d packets held, want none", after.Held)
 	}
 }
