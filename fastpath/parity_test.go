@@ -380,3 +380,26 @@ func TestMulticastFromTunnelToException(t *testing.T) {
 		}
 	}
 }
+
+// TestMappedAddressesAreIPv6: an IPv4-mapped address in an IPv6 header is
+// an IPv6 address to the allowed IPs, as to the kernel's WireGuard: an
+// IPv6 packet to ::ffff:198.19.2.10 has no route where only 198.19.2.0/24
+// is allowed, and one from ::ffff:198.19.1.10 out of a tunnel whose peer
+// is allowed 198.19.1.0/24 (and no IPv6 prefix holding it) is dropped.
+func TestMappedAddressesAreIPv6(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	d0 := TotalDrops(r.a.Stats())
+	ip := ip6{src: pA6, dst: "::ffff:" + pB}.bytes()
+	sendAll(t, r.hostA, 0, []dataplane.Frame{ipFrame(t, r.hostA.Queue(0).TX(), r.lanA.MAC(), r.hostA.MAC(), ip)})
+	r.a.workers[0].outbound(r.clock.Now())
+	if d := TotalDrops(r.a.Stats()); d[DropNoRoute] != d0[DropNoRoute]+1 {
+		t.Errorf("to ::ffff:%s: drops %v, want one no_route", pB, d.List())
+	}
+	drainPort(r.wanB)
+	d0 = TotalDrops(r.b.Stats())
+	sealToB(t, r, ip6{src: "::ffff:" + pA, dst: pB6}.bytes())
+	r.b.workers[0].inbound(r.clock.Now())
+	if d := TotalDrops(r.b.Stats()); d[DropAllowedIPs] != d0[DropAllowedIPs]+1 || len(drainPort(r.hostB)) != 0 {
+		t.Errorf("from ::ffff:%s: drops %v, want one allowed_ips", pA, d.List())
+	}
+}
