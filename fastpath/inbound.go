@@ -268,10 +268,16 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// Addresses no router forwards (router.go); a multicast or
 		// broadcast destination goes to the exception interface, as
 		// Linux's wg0 delivers such a packet locally.
-		if routerWork && !plainUnicast(ip) {
-			if v := w.notTransit(ip, exc != nil); v != innerDeliver {
-				m.verdict = v
+		if routerWork {
+			if rt.ownSource(ip) {
+				m.verdict = innerMartian
 				continue
+			}
+			if !plainUnicast(ip) {
+				if v := w.notTransit(ip, exc != nil); v != innerDeliver {
+					m.verdict = v
+					continue
+				}
 			}
 		}
 		if own && isOwn(rt, dst) {

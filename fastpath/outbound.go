@@ -98,8 +98,16 @@ func (w *worker) outbound(now int64) int {
 		}
 		// Addresses no router forwards (router.go), judged before the
 		// route, as Linux's route input does.
-		if routerWork && !plainUnicast(f.Data()[w.pkt.L3Off:]) {
-			if why, ok := transitAddrs(f.Data()[w.pkt.L3Off:]); !ok {
+		if routerWork {
+			ip := f.Data()[w.pkt.L3Off:]
+			why, ok := DropReason(0), plainUnicast(ip)
+			if !ok {
+				why, ok = transitAddrs(ip)
+			}
+			if ok && rt.ownSource(ip) {
+				why, ok = DropMartian, false
+			}
+			if !ok {
 				bad[why]++
 				left++
 				continue

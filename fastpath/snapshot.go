@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,11 +17,54 @@ import (
 type routeTable struct {
 	t   *bart.Table[*Peer]
 	own map[netip.Addr]struct{}
+	// own4 holds own's IPv4 addresses (big-endian), for ownSource.
+	own4 []uint32
 }
 
 // newRouteTable is an empty snapshot with our own addresses own.
 func newRouteTable(own map[netip.Addr]struct{}) *routeTable {
-	return &routeTable{t: new(bart.Table[*Peer]), own: own}
+	return withOwn(new(bart.Table[*Peer]), own)
+}
+
+// withOwn is the snapshot of the prefix table t with our own addresses
+// own.
+func withOwn(t *bart.Table[*Peer], own map[netip.Addr]struct{}) *routeTable {
+	rt := &routeTable{t: t, own: own}
+	for a := range own {
+		if a.Is4() {
+			b := a.As4()
+			rt.own4 = append(rt.own4, binary.BigEndian.Uint32(b[:]))
+		}
+	}
+	return rt
+}
+
+// ownSourceScan is how many IPv4 addresses of its own a host may have for
+// ownSource to compare a source with each; past it, a map lookup.
+const ownSourceScan = 16
+
+// ownSource reports whether the IP packet p (header checked) is IPv4 from
+// one of the host's own addresses: from the LAN or the tunnel, a packet
+// Linux takes for a martian source (fib_validate_source refuses a local
+// address as the source of a packet received, accept_local being off),
+// and a spoof of the gateway toward the other side. Linux checks no IPv6
+// source so, nor does ownSource. A few compares for the usual handful of
+// addresses.
+func (rt *routeTable) ownSource(p []byte) bool {
+	if p[0]>>4 != 4 || len(rt.own4) == 0 {
+		return false
+	}
+	s := binary.BigEndian.Uint32(p[12:16])
+	if len(rt.own4) > ownSourceScan {
+		_, ok := rt.own[netip.AddrFrom4([4]byte(p[12:16]))]
+		return ok
+	}
+	for _, a := range rt.own4 {
+		if a == s {
+			return true
+		}
+	}
+	return false
 }
 
 // Route gives a prefix of the allowed IPs to a peer (UpdatePeers).
@@ -100,7 +144,7 @@ func (e *Engine) UpdatePeers(c PeerChange) error {
 			}
 		}
 	}
-	e.routes.Store(&routeTable{t: t, own: old.own})
+	e.routes.Store(&routeTable{t: t, own: old.own, own4: old.own4})
 	e.Kick()
 	return nil
 }

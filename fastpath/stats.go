@@ -108,9 +108,10 @@ const (
 	// DropMartian: a transit packet (LAN → tunnel or tunnel → LAN) with
 	// an address no router forwards (transitAddrs, router.go): source
 	// 0.0.0.0, 127/8, multicast or 255.255.255.255, destination 0.0.0.0
-	// or 127/8; IPv6 source ::, ::1, multicast or link-local,
-	// destination ::1 or link-local. Linux drops the same as martians
-	// (IPv4) or address errors (IPv6).
+	// or 127/8, or an IPv4 source that is one of the host's own
+	// addresses (routeTable.ownSource); IPv6 source ::, ::1, multicast or
+	// link-local, destination ::1 or link-local. Linux drops the same as
+	// martians (IPv4) or address errors (IPv6).
 	DropMartian
 	// DropMulticast: a transit packet to a multicast address or
 	// 255.255.255.255, which Linux, without a multicast routing daemon,
