@@ -269,7 +269,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// broadcast destination goes to the exception interface, as
 		// Linux's wg0 delivers such a packet locally.
 		if routerWork {
-			if rt.ownSource(ip) {
+			if rt.mayOwn(ip) && rt.ownSource(ip) {
 				m.verdict = innerMartian
 				continue
 			}

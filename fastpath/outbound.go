@@ -104,7 +104,7 @@ func (w *worker) outbound(now int64) int {
 			if !ok {
 				why, ok = transitAddrs(ip)
 			}
-			if ok && rt.ownSource(ip) {
+			if ok && rt.mayOwn(ip) && rt.ownSource(ip) {
 				why, ok = DropMartian, false
 			}
 			if !ok {
