@@ -92,6 +92,7 @@ const (
 	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
 	innerMartian                         // an address no router forwards (transitAddrs)
 	innerMulticast                       // to a multicast or broadcast address, without an exception interface
+	innerOptions                         // options Linux does not forward (headerOptions)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -276,6 +277,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			if !plainUnicast(ip) {
 				if v := w.notTransit(ip, exc != nil); v != innerDeliver {
 					m.verdict = v
+					continue
+				}
+			}
+			if !optionsPlain(ip) {
+				if _, ok := headerOptions(ip); !ok {
+					m.verdict = innerOptions
 					continue
 				}
 			}
@@ -464,6 +471,8 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropMartian]++
 		case innerMulticast:
 			bad[DropMulticast]++
+		case innerOptions:
+			bad[DropIPOptions]++
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())

@@ -107,6 +107,9 @@ func (w *worker) outbound(now int64) int {
 			if ok && rt.mayOwn(ip) && rt.ownSource(ip) {
 				why, ok = DropMartian, false
 			}
+			if ok && !optionsPlain(ip) {
+				why, ok = headerOptions(ip)
+			}
 			if !ok {
 				bad[why]++
 				left++

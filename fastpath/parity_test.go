@@ -132,9 +132,27 @@ const (
 var (
 	recordRoute = []byte{7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1} // room for 2 addresses, NOP
 	routerAlert = []byte{0x94, 4, 0, 0}
-	hbhAlert    = []byte{0, header.ProtoUDP, 0, 5, 2, 0, 0, 1, 0}  // Hop-by-Hop: router alert (MLD), PadN
+	hbhAlertHdr    = []byte{0, header.ProtoUDP, 0, 5, 2, 0, 0, 1, 0}  // Hop-by-Hop: router alert (MLD), PadN
 	atomicFrag  = []byte{44, header.ProtoUDP, 0, 0, 0, 0, 0, 0, 1} // Fragment header, offset 0, M 0 (RFC 6946)
 )
+
+// sourceRoute is an IPv4 loose (0x83) or strict (0x89) source route
+// option through hop, then a NOP.
+func sourceRoute(typ byte, hop string) []byte {
+	a := netip.MustParseAddr(hop).As4()
+	return append([]byte{typ, 7, 4, a[0], a[1], a[2], a[3]}, 1)
+}
+
+// hbhUnknown is a Hop-by-Hop header (type in front) with one option of
+// type typ, 4 bytes of data.
+func hbhUnknown(typ byte) []byte { return []byte{0, header.ProtoUDP, 0, typ, 4, 0, 0, 0, 0} }
+
+// routing0 is a type 0 Routing header (type in front) with one address
+// left to visit, hop.
+func routing0(hop string) []byte {
+	a := netip.MustParseAddr(hop).As16()
+	return append([]byte{header.ProtoRouting, header.ProtoUDP, 2, 0, 1, 0, 0, 0, 0}, a[:]...)
+}
 
 func parityCases(src, dst, src6, dst6 string) []parityCase {
 	icmpErr := make([]byte, 8+28) // destination unreachable quoting a packet
@@ -163,6 +181,13 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		{"v4 dst 169.254.1.1", ip4{src: src, dst: "169.254.1.1"}, true, 0},
 		{"v4 record route", ip4{src: src, dst: dst, opts: recordRoute}, true, 0},
 		{"v4 router alert", ip4{src: src, dst: dst, opts: routerAlert}, true, 0},
+		{"v4 loose source route", ip4{src: src, dst: dst, opts: sourceRoute(0x83, dst)}, false, 0},
+		{"v4 strict source route", ip4{src: src, dst: dst, opts: sourceRoute(0x89, dst)}, false, 0},
+		{"v4 timestamp", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
+		{"v4 unknown option", ip4{src: src, dst: dst, opts: []byte{0x9e, 4, 0, 0}}, true, 0},
+		// Linux answers parameter problem (12) too; the gateway does
+		// not (README).
+		{"v4 option length past the header", ip4{src: src, dst: dst, opts: []byte{7, 40, 4, 0}}, false, 0},
 		{"v4 TTL 1", ip4{src: src, dst: dst, ttl: 1}, false, 11},
 		{"v4 TTL 0", ip4{src: src, dst: dst, ttl0: true}, false, 11},
 		{"v4 TTL 1 echo request", ip4{src: src, dst: dst, ttl: 1, proto: header.ProtoICMPv4, payload: echo}, false, 11},
@@ -195,8 +220,14 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		{"v6 hop limit 1", ip6{src: src6, dst: dst6, hl: 1}, false, 3},
 		{"v6 hop limit 0", ip6{src: src6, dst: dst6, hl0: true}, false, 3},
 		{"v6 hop limit 1 dst multicast", ip6{src: src6, dst: "ff0e::1", hl: 1}, false, 0},
-		{"v6 hop-by-hop router alert", ip6{src: src6, dst: dst6, ext: hbhAlert}, true, 0},
+		{"v6 hop-by-hop router alert", ip6{src: src6, dst: dst6, ext: hbhAlertHdr}, true, 0},
 		{"v6 atomic fragment", ip6{src: src6, dst: dst6, ext: atomicFrag}, true, 0},
+		{"v6 hop-by-hop unknown option, skip", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x1e)}, true, 0},
+		{"v6 hop-by-hop unknown option, discard", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x5e)}, false, 0},
+		// Linux answers parameter problem (4) too; the gateway does
+		// not (README).
+		{"v6 hop-by-hop unknown option, discard and answer", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x9e)}, false, 0},
+		{"v6 routing header type 0, segments left 1", ip6{src: src6, dst: dst6, ext: routing0(dst6)}, true, 0},
 		{"v6 payload length past the frame", ip6{src: src6, dst: dst6, plen: 400}, false, 0},
 	}
 }
@@ -455,4 +486,33 @@ func TestOwnSourceIsMartian(t *testing.T) {
 			t.Errorf("out of the tunnel %x: forwarded %v, drops %v; want forwarded %v, else one martian", c.pkt.bytes()[:20], fwd, after.Drops.List(), c.fwd)
 		}
 	}
+}
+
+// FuzzTransitChecks: the address and option checks of transit packets
+// (transitAddrs, headerOptions) never read past a packet whose header
+// ParseL3 accepted, whatever its options. Seeds: a source route, a
+// timestamp, an option running past the header, IPv6 hop-by-hop options
+// to skip and to discard, a hop-by-hop header longer than the packet.
+func FuzzTransitChecks(f *testing.F) {
+	f.Add(ip4{src: pA, dst: pB, opts: sourceRoute(0x83, pB)}.bytes())
+	f.Add(ip4{src: pA, dst: pB, opts: []byte{0x44, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0}}.bytes())
+	f.Add(ip4{src: pA, dst: pB, opts: []byte{7, 40, 4, 0}}.bytes())
+	f.Add(ip6{src: pA6, dst: pB6, ext: hbhUnknown(0x1e)}.bytes())
+	f.Add(ip6{src: "fe80::1", dst: "ff02::1", ext: hbhUnknown(0x9e)}.bytes())
+	f.Add(ip6{src: pA6, dst: pB6, ext: []byte{0, header.ProtoUDP, 200, 0, 0, 0, 0, 0, 0}}.bytes())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var pkt header.Packet
+		if header.ParseL3(p, &pkt) != header.OK {
+			return
+		}
+		ip := p[:pkt.L3End]
+		if why, ok := transitAddrs(ip); !ok && why != DropMartian && why != DropMulticast {
+			t.Fatalf("transitAddrs = %v", why)
+		}
+		if !optionsPlain(ip) {
+			if why, ok := headerOptions(ip); !ok && why != DropIPOptions {
+				t.Fatalf("headerOptions = %v", why)
+			}
+		}
+	})
 }

@@ -382,3 +382,97 @@ func zeroOrOne(a []byte) bool {
 
 // linkLocal6 reports whether the IPv6 address a is in fe80::/10.
 func linkLocal6(a []byte) bool { return a[0] == 0xfe && a[1]&0xc0 == 0x80 }
+
+// IPv4 option types (RFC 791 §3.1) and IPv6 hop-by-hop option types (RFC
+// 8200 §4.2, IANA "Destination Options and Hop-by-Hop Options") that
+// headerOptions reads.
+const (
+	ipv4OptEOL  = 0
+	ipv4OptNOP  = 1
+	ipv4OptLSRR = 0x83 // loose source and record route
+	ipv4OptSSRR = 0x89 // strict source and record route
+
+	hbhPad1     = 0
+	hbhPadN     = 1
+	hbhAlert    = 5    // router alert, RFC 2711
+	hbhCALIPSO  = 7    // RFC 5570
+	hbhIOAM     = 0x31 // RFC 9486
+	hbhActMask  = 0xc0 // the two high bits: what a node that does not know the option does
+	hbhNextOff  = 2    // options start after next header and length
+	hbhUnitSize = 8    // Hdr Ext Len counts 8-octet units beyond the first
+)
+
+// optionsPlain reports whether the IP packet p (header checked) has no
+// options headerOptions would judge: an IPv4 header of 20 bytes, or IPv6
+// without a hop-by-hop header. One or two compares, inlined; false means:
+// ask headerOptions.
+func optionsPlain(p []byte) bool {
+	return p[0] == 0x45 || p[0]>>4 == header.IPv6Version && p[6] != header.ProtoHopByHop
+}
+
+// headerOptions judges the options of the transit IP packet p (header
+// checked) as Linux does before it forwards, and reports whether p may be
+// forwarded; if not, the reason is DropIPOptions:
+//   - IPv4: a loose or strict source route option (Linux's
+//     accept_source_route is 0 on a router: ip_rcv_options drops it), or
+//     options that do not parse (an option length below 2 or past the
+//     header: ip_options_compile; Linux also answers parameter problem,
+//     the gateway does not);
+//   - IPv6: a hop-by-hop option unknown to Linux whose type's two high
+//     bits are not 00, "discard the packet" (RFC 8200 §4.2; Linux
+//     ip6_parse_tlv; with 10 and 11 Linux also answers parameter problem,
+//     the gateway does not), or a hop-by-hop header that does not parse.
+//
+// Other options (record route and timestamp, which Linux fills in and
+// the gateway leaves as they came, router alert, padding) pass.
+//
+//go:noinline
+func headerOptions(p []byte) (DropReason, bool) {
+	if p[0]>>4 == header.IPv4Version {
+		opts := p[header.IPv4MinLen:header.IPv4(p).HeaderLen()]
+		for len(opts) > 0 {
+			switch t := opts[0]; t {
+			case ipv4OptEOL:
+				return 0, true
+			case ipv4OptNOP:
+				opts = opts[1:]
+				continue
+			case ipv4OptLSRR, ipv4OptSSRR:
+				return DropIPOptions, false
+			}
+			if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
+				return DropIPOptions, false
+			}
+			opts = opts[opts[1]:]
+		}
+		return 0, true
+	}
+	ext := p[header.IPv6Len : header.IPv6Len+header.IPv6(p).PayloadLength()]
+	if len(ext) < hbhUnitSize {
+		return DropIPOptions, false
+	}
+	n := (int(ext[1]) + 1) * hbhUnitSize
+	if n > len(ext) {
+		return DropIPOptions, false
+	}
+	opts := ext[hbhNextOff:n]
+	for len(opts) > 0 {
+		t := opts[0]
+		if t == hbhPad1 {
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1])+2 > len(opts) {
+			return DropIPOptions, false
+		}
+		switch t {
+		case hbhPadN, hbhAlert, hbhCALIPSO, hbhIOAM:
+		default:
+			if t&hbhActMask != 0 {
+				return DropIPOptions, false
+			}
+		}
+		opts = opts[int(opts[1])+2:]
+	}
+	return 0, true
+}

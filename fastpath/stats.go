@@ -120,6 +120,11 @@ const (
 	// when there is one (Config.Exception), as Linux's wg0 delivers it
 	// locally.
 	DropMulticast
+	// DropIPOptions: a transit packet with options Linux does not forward
+	// (headerOptions, router.go): an IPv4 source route, IPv4 options that
+	// do not parse, an IPv6 hop-by-hop option whose type says to discard
+	// the packet when unknown (RFC 8200 §4.2).
+	DropIPOptions
 
 	NumDropReasons
 )
@@ -160,6 +165,7 @@ var dropNames = [NumDropReasons]string{
 	DropNoWANAddress:       "no_wan_address",
 	DropMartian:            "martian",
 	DropMulticast:          "multicast",
+	DropIPOptions:          "ip_options",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
