@@ -132,7 +132,7 @@ const (
 var (
 	recordRoute = []byte{7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1} // room for 2 addresses, NOP
 	routerAlert = []byte{0x94, 4, 0, 0}
-	hbhAlertHdr    = []byte{0, header.ProtoUDP, 0, 5, 2, 0, 0, 1, 0}  // Hop-by-Hop: router alert (MLD), PadN
+	hbhAlertHdr = []byte{0, header.ProtoUDP, 0, 5, 2, 0, 0, 1, 0}  // Hop-by-Hop: router alert (MLD), PadN
 	atomicFrag  = []byte{44, header.ProtoUDP, 0, 0, 0, 0, 0, 0, 1} // Fragment header, offset 0, M 0 (RFC 6946)
 )
 
