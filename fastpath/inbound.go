@@ -269,22 +269,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// Addresses no router forwards (router.go); a multicast or
 		// broadcast destination goes to the exception interface, as
 		// Linux's wg0 delivers such a packet locally.
-		if routerWork {
-			if rt.mayOwn(ip) && rt.ownSource(ip) {
-				m.verdict = innerMartian
+		if routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
+			if v := w.notTransit(rt, ip, exc != nil); v != innerDeliver {
+				m.verdict = v
 				continue
-			}
-			if !plainUnicast(ip) {
-				if v := w.notTransit(ip, exc != nil); v != innerDeliver {
-					m.verdict = v
-					continue
-				}
-			}
-			if !optionsPlain(ip) {
-				if _, ok := headerOptions(ip); !ok {
-					m.verdict = innerOptions
-					continue
-				}
 			}
 		}
 		if own && isOwn(rt, dst) {
@@ -548,21 +536,24 @@ func (w *worker) roam(pl *peerLocal) {
 //go:noinline
 func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
 
-// notTransit returns the verdict on the decrypted packet ip whose
-// addresses plainUnicast did not settle: innerDeliver (meaning: go on) when
-// transitAddrs passes them, innerMartian, or for a multicast or broadcast
-// destination innerOwn (the hop undone) when the gateway has an exception
-// interface (exc), innerMulticast when it has none. Not inlined: a rare
-// path, kept out of authenticate's loop.
+// notTransit returns the verdict on the decrypted packet ip (snapshot rt)
+// whose addresses or options plainUnicast, optionsPlain and mayOwn did not
+// settle: innerDeliver (meaning: go on) when transitChecks passes it,
+// innerMartian, innerOptions, or for a multicast or broadcast destination
+// innerOwn (the hop undone) when the gateway has an exception interface
+// (exc), innerMulticast when it has none. Not inlined: a rare path, kept
+// out of authenticate's loop.
 //
 //go:noinline
-func (w *worker) notTransit(ip []byte, exc bool) innerVerdict {
-	why, ok := transitAddrs(ip)
+func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool) innerVerdict {
+	why, ok := transitChecks(rt, ip)
 	switch {
 	case ok:
 		return innerDeliver
 	case why == DropMartian:
 		return innerMartian
+	case why == DropIPOptions:
+		return innerOptions
 	case exc:
 		w.undoHop(ip)
 		return innerOwn

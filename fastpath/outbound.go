@@ -98,19 +98,8 @@ func (w *worker) outbound(now int64) int {
 		}
 		// Addresses no router forwards (router.go), judged before the
 		// route, as Linux's route input does.
-		if routerWork {
-			ip := f.Data()[w.pkt.L3Off:]
-			why, ok := DropReason(0), plainUnicast(ip)
-			if !ok {
-				why, ok = transitAddrs(ip)
-			}
-			if ok && rt.mayOwn(ip) && rt.ownSource(ip) {
-				why, ok = DropMartian, false
-			}
-			if ok && !optionsPlain(ip) {
-				why, ok = headerOptions(ip)
-			}
-			if !ok {
+		if ip := f.Data()[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
+			if why, ok := transitChecks(rt, ip); !ok {
 				bad[why]++
 				left++
 				continue

@@ -476,3 +476,25 @@ func headerOptions(p []byte) (DropReason, bool) {
 	}
 	return 0, true
 }
+
+// transitChecks makes every check a transit IP packet p (header checked)
+// passes before it is forwarded: its source against the host's own
+// addresses of snapshot rt (routeTable.ownSource), its addresses
+// (transitAddrs), its options (headerOptions). It
+// reports whether p may be forwarded, or why not. Callers ask the inlined
+// plainUnicast, optionsPlain and mayOwn first, which settle the common
+// packet.
+//
+//go:noinline
+func transitChecks(rt *routeTable, p []byte) (DropReason, bool) {
+	if rt.ownSource(p) { // before a broadcast goes to the host: Linux validates its source too
+		return DropMartian, false
+	}
+	if why, ok := transitAddrs(p); !ok {
+		return why, false
+	}
+	if !optionsPlain(p) {
+		return headerOptions(p)
+	}
+	return 0, true
+}
