@@ -428,12 +428,16 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			runSrc = m.src
 			w.sawSource(pl, f, m)
 		}
-		switch m.verdict {
-		case innerDeliver:
+		// The common verdict first, out of the switch (a jump table
+		// past 8 cases: an indirect jump per packet).
+		if m.verdict == innerDeliver {
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len() - w.lanL2)
 			out = append(out, *f)
 			*f = dataplane.Frame{}
+			continue
+		}
+		switch m.verdict {
 		case innerKeepalive:
 			w.c.keepalives.Add(1)
 			left++ // consumed: freed with the rest
