@@ -258,9 +258,18 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if w.pkt.Src != lastSrc {
 			lastSrc = w.pkt.Src
 			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
+			// One of the host's own addresses (router.go,
+			// transitChecks) is judged here, once per source, and
+			// stands for no peer.
+			if routerWork && rt.mayOwn(f.Data()) && rt.ownSource(f.Data()) {
+				lastSrcPeer = &ownSourcePeer
+			}
 		}
 		if lastSrcPeer != kp.Peer {
 			m.verdict = innerForeign
+			if lastSrcPeer == &ownSourcePeer {
+				m.verdict = innerMartian
+			}
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
@@ -269,7 +278,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// Addresses no router forwards (router.go); a multicast or
 		// broadcast destination goes to the exception interface, as
 		// Linux's wg0 delivers such a packet locally.
-		if routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
+		if routerWork && !(plainUnicast(ip) && optionsPlain(ip)) {
 			if v := w.notTransit(rt, ip, exc != nil); v != innerDeliver {
 				m.verdict = v
 				continue
@@ -541,8 +550,7 @@ func (w *worker) roam(pl *peerLocal) {
 func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
 
 // notTransit returns the verdict on the decrypted packet ip (snapshot rt)
-// whose addresses or options plainUnicast, optionsPlain and mayOwn did not
-// settle: innerDeliver (meaning: go on) when transitChecks passes it,
+// whose addresses or options plainUnicast and optionsPlain did not settle: innerDeliver (meaning: go on) when transitChecks passes it,
 // innerMartian, innerOptions, or for a multicast or broadcast destination
 // innerOwn (the hop undone) when the gateway has an exception interface
 // (exc), innerMulticast when it has none. Not inlined: a rare path, kept
@@ -564,6 +572,10 @@ func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool) innerVerdict {
 	}
 	return innerMulticast
 }
+
+// ownSourcePeer is no peer: authenticate's stand-in for the peer of a
+// source that is one of the host's own addresses.
+var ownSourcePeer Peer
 
 func isOwn(rt *routeTable, a netip.Addr) bool {
 	_, ok := rt.own[a]
