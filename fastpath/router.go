@@ -482,8 +482,8 @@ func headerOptions(p []byte) (DropReason, bool) {
 // addresses of snapshot rt (routeTable.ownSource), its addresses
 // (transitAddrs), its options (headerOptions). It
 // reports whether p may be forwarded, or why not. Callers ask the inlined
-// plainUnicast, optionsPlain and mayOwn first, which settle the common
-// packet.
+// plainUnicast, optionsPlain and mayOwn first (authenticate asks mayOwn
+// once per source), which settle the common packet.
 //
 //go:noinline
 func transitChecks(rt *routeTable, p []byte) (DropReason, bool) {

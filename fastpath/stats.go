@@ -118,7 +118,8 @@ const (
 	// never forwards (RFC 1812 §5.3.5.1 for the limited broadcast). From
 	// the tunnel, such a packet goes to the exception interface instead
 	// when there is one (Config.Exception), as Linux's wg0 delivers it
-	// locally.
+	// locally; from the LAN, the XDP program leaves it to the kernel, so
+	// that a worker sees it only on a port without one.
 	DropMulticast
 	// DropIPOptions: a transit packet with options Linux does not forward
 	// (headerOptions, router.go): an IPv4 source route, IPv4 options that

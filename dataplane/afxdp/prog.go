@@ -37,8 +37,9 @@ type Filter struct {
 
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
 	// whose IPv4 or IPv6 destination lies in a prefix added with
-	// Port.AddPrefix and is none of HostAddrs is redirected. Broadcast and
-	// multicast frames never match (their MAC is not ours).
+	// Port.AddPrefix and is none of HostAddrs, nor multicast, nor
+	// 255.255.255.255, is redirected. Broadcast and multicast frames
+	// never match (their MAC is not ours).
 	Prefixes bool
 
 	// HostAddrs are the host's own addresses on this interface, which the
@@ -407,6 +408,16 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		}
 		label(name, asm.Mov.Imm(r2, 0))
 		checkMAC()
+		// A multicast or limited-broadcast destination (in a frame to
+		// our MAC) is the host's: Linux delivers it to its own
+		// listeners and forwards none of it.
+		emit(asm.LoadMem(r2, fp, keyAddr, asm.Byte))
+		if bits == 32 {
+			emit(asm.And.Imm(r2, 0xf0), asm.JEq.Imm(r2, 0xe0, "pass"),
+				asm.LoadMem(r2, fp, keyAddr, asm.Word), asm.JEq.Imm32(r2, -1, "pass"))
+		} else {
+			emit(asm.JEq.Imm(r2, 0xff, "pass"))
+		}
 		lookup(host, keyAddr)
 		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, bits, asm.Word))
 		lookup(lpm, keyLPM)

@@ -196,6 +196,46 @@ func TestFilter(t *testing.T) {
 	})
 }
 
+// TestFilterDefaultRoute: with the prefixes 0.0.0.0/0 and ::/0 (a peer
+// with AllowedIPs = 0.0.0.0/0, ::/0), a frame to our MAC with a multicast
+// or limited-broadcast destination still goes to the kernel, which
+// delivers it to the host's listeners as Linux does and forwards none of
+// it; class E and IPv4 with options are transit, the host's addresses
+// the host's.
+func TestFilterDefaultRoute(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{Prefixes: true, HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("198.19.1.255")}}
+	prog, err := newProgram(f, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	for _, pfx := range []string{"0.0.0.0/0", "::/0"} {
+		m, k, err := prog.prefixKey(netip.MustParsePrefix(pfx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put(k, uint32(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runFilter(t, prog, []filterCase{
+		{"lan4 unicast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "203.0.113.5", 0, 40), udp(80)), redirect},
+		{"lan4 multicast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "224.0.0.1", 0, 40), udp(80)), pass},
+		{"lan4 multicast 239", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "239.255.255.250", 0, 40), udp(80)), pass},
+		{"lan4 limited broadcast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "255.255.255.255", 0, 40), udp(80)), pass},
+		{"lan4 directed broadcast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.1.255", 0, 40), udp(80)), host},
+		{"lan4 class E", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "240.0.0.1", 0, 40), udp(80)), redirect},
+		{"lan4 options multicast", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(2, "224.0.0.22", 0, 40), 4), udp(80)), pass},
+		{"lan6 unicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:9::1", 40), udp(80)), redirect},
+		{"lan6 multicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff02::1", 40), udp(80)), pass},
+		{"lan6 multicast global", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff0e::1", 40), udp(80)), pass},
+	})
+}
+
 // Counters that tell where the program sent a frame in TestFilter: with no
 // socket in the XSKMAP, a redirected frame counts as xdp_pass_no_socket.
 const (
