@@ -22,7 +22,9 @@ type File struct {
 	// Peers are in file order.
 	Peers []Peer
 	WGPIO WGPIO
-	// Warnings lists what Parse accepted but will not act on, in file order.
+	// Warnings lists what Parse accepted but will not act on, in file
+	// order: at most MaxWarningsPerKind of a kind, then one Warning per
+	// kind that had more, saying how many (Warning.More).
 	Warnings []Warning
 }
 

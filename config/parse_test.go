@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -682,5 +683,62 @@ func TestMTUBelowIPv6Minimum(t *testing.T) {
 	}
 	if len(f.Warnings) != 0 {
 		t.Errorf("IPv4 allowed IPs only: warnings %v, want none", f.Warnings)
+	}
+}
+
+// TestParseWarningsCapped: 50,000 peers without AllowedIPs give
+// MaxWarningsPerKind warnings and one that counts the rest; another kind
+// (host bits) is capped on its own.
+func TestParseWarningsCapped(t *testing.T) {
+	const peers, hostBits = 50000, 12
+	var b strings.Builder
+	b.WriteString("[Interface]\nPrivateKey = " + priv1 + "\n")
+	key := make([]byte, 32)
+	for i := range peers + hostBits {
+		binary.BigEndian.PutUint32(key, uint32(i+1))
+		b.WriteString("[Peer]\nPublicKey = " + base64.StdEncoding.EncodeToString(key) + "\n")
+		if i >= peers {
+			fmt.Fprintf(&b, "AllowedIPs = 10.%d.0.1/24\n", i-peers)
+		}
+	}
+	f, err := parseString(b.String())
+	if err != nil {
+		t.Fatalf("Parse = %v, want no error", err)
+	}
+	var none, bits, summaries []Warning
+	for _, w := range f.Warnings {
+		switch {
+		case w.More != 0:
+			summaries = append(summaries, w)
+		case strings.Contains(w.Msg, "no AllowedIPs"):
+			none = append(none, w)
+		case strings.Contains(w.Msg, "host bits"):
+			bits = append(bits, w)
+		}
+	}
+	if len(none) != MaxWarningsPerKind || len(bits) != MaxWarningsPerKind {
+		t.Errorf("listed %d warnings of no AllowedIPs and %d of host bits, want %d each", len(none), len(bits), MaxWarningsPerKind)
+	}
+	if len(f.Warnings) != 2*MaxWarningsPerKind+2 {
+		t.Errorf("len(Warnings) = %d, want %d", len(f.Warnings), 2*MaxWarningsPerKind+2)
+	}
+	want := []string{
+		fmt.Sprintf("wg0.conf: %d more warnings of this kind, not listed (%d in all; the first %d are above, the first at line 3: [Peer] has no AllowedIPs; no traffic will pass to or from it)",
+			peers-MaxWarningsPerKind, peers, MaxWarningsPerKind),
+		fmt.Sprintf(`wg0.conf: key "AllowedIPs": %d more warnings of this kind, not listed (%d in all; the first %d are above, the first at line %d: 10.0.0.1/24 has host bits set; it means 10.0.0.0/24)`,
+			hostBits-MaxWarningsPerKind, hostBits, MaxWarningsPerKind, 3+2*peers+2),
+	}
+	var got []string
+	for _, w := range summaries {
+		got = append(got, w.String())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("summaries mismatch (-want +got):\n%s", diff)
+	}
+	if len(summaries) == 2 && (summaries[0].More != peers-MaxWarningsPerKind || summaries[1].More != hostBits-MaxWarningsPerKind) {
+		t.Errorf("More = %d, %d, want %d, %d", summaries[0].More, summaries[1].More, peers-MaxWarningsPerKind, hostBits-MaxWarningsPerKind)
+	}
+	if summaries := f.Warnings[len(f.Warnings)-2:]; summaries[0].More == 0 || summaries[1].More == 0 {
+		t.Errorf("the summaries are not last: %v", f.Warnings[len(f.Warnings)-2:])
 	}
 }
