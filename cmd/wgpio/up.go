@@ -597,14 +597,24 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 		}
 		s.XDP[name] = m
 	}
-	for _, p := range g.Device().Peers() {
+	s.Peers = peerStats(g.Device())
+	return s
+}
+
+// peerStats is every peer's PeerStat, in configuration order (from
+// PeerStates: Peers would copy every peer's allowed IPs, 50 ms and 26 MB
+// at 100,000 peers).
+func peerStats(dev *gateway.Device) []PeerStat {
+	states := dev.PeerStates(nil)
+	out := make([]PeerStat, 0, len(states))
+	for _, p := range states {
 		ps := PeerStat{PublicKey: p.PublicKey.Base64(), LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
 		if p.Endpoint.IsValid() {
 			ps.Endpoint = p.Endpoint.String()
 		}
-		s.Peers = append(s.Peers, ps)
+		out = append(out, ps)
 	}
-	return s
+	return out
 }
 
 // logFinal logs s at exit: each queue's counts and drops by reason, and
