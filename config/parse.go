@@ -209,6 +209,7 @@ var keys = []keyInfo{
 	{name: "Gateway", sec: secWGPIO},
 	{name: "XDPMode", sec: secWGPIO},
 	{name: "MetricsAddress", sec: secWGPIO},
+	{name: "MetricsPeers", sec: secWGPIO},
 	{name: "MSSClamp", sec: secWGPIO},
 	{name: "ICMPRate", sec: secWGPIO},
 	{name: "ICMPBurst", sec: secWGPIO},

@@ -364,6 +364,8 @@ func TestParseErrors(t *testing.T) {
 		{"gateway not an address", iface + "[WGPIO]\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = router\n", `wg0.conf:7: key "Gateway": "router" is not an IP address`},
 		{"metrics no port", iface + "[WGPIO]\nMetricsAddress = 9586\n", `wg0.conf:4: key "MetricsAddress": "9586" is not host:port`},
 		{"metrics bad port", iface + "[WGPIO]\nMetricsAddress = :http\n", `wg0.conf:4: key "MetricsAddress": port "http" is not a number`},
+		{"metrics peers zero", iface + "[WGPIO]\nMetricsPeers = 0\n", `wg0.conf:4: key "MetricsPeers": 0 out of range 1-1000000`},
+		{"metrics peers word", iface + "[WGPIO]\nMetricsPeers = all\n", `wg0.conf:4: key "MetricsPeers": "all" is not a number of peers or "off"`},
 		{"key pasted alone", iface + priv2 + "\n", `wg0.conf:3: (a key) is not a key name; want "Key = Value" or a [Section] header`},
 		{"key pasted unpadded", iface + priv2[:43] + "\n", `wg0.conf:3: (a key): want "Key = Value" or a [Section] header`},
 		{"key name with spaces", iface + "Listen Port = 1\n", `wg0.conf:3: "Listen Port" is not a key name; want "Key = Value" or a [Section] header`},
@@ -453,7 +455,7 @@ func TestLoadMissing(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
 		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nHandshakeWorkers = 3\nSourcePorts = 1-65535\n" +
-		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
+		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\nMetricsPeers = off\n" +
 		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\nReplayWindow = 131008\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"

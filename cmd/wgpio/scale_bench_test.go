@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
@@ -39,7 +40,14 @@ func device100k(b *testing.B) *gateway.Device {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { dev.Close(); eng.Close(); lan.Close(); host.Close(); wan.Close(); far.Close() })
+	b.Cleanup(func() {
+		dev.Close()
+		eng.Close()
+		lan.Close()
+		host.Close()
+		wan.Close()
+		far.Close()
+	})
 	cs := make([]gateway.PeerConfig, 100000)
 	for i := range cs {
 		var k noise.PublicKey
@@ -72,25 +80,34 @@ func BenchmarkStats100k(b *testing.B) {
 
 // BenchmarkScrape100k is one /metrics scrape at 100,000 peers: the
 // collector's metrics gathered and written in Prometheus' text format, as
-// promhttp does.
+// promhttp does; with the per-peer metrics (MetricsPeers above the count)
+// and without (the default, 1,000).
 func BenchmarkScrape100k(b *testing.B) {
 	dev := device100k(b)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newCollector("wg0", func() GatewayStats { return GatewayStats{Peers: peerStats(dev)} }))
-	b.ReportAllocs()
-	for b.Loop() {
-		mfs, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
-		w := &countWriter{}
-		enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				b.Fatal(err)
+	for _, bc := range []struct {
+		name     string
+		maxPeers int
+	}{{"per-peer", config.MaxMetricsPeers}, {"default", config.DefaultMetricsPeers}} {
+		b.Run(bc.name, func(b *testing.B) {
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(newCollector("wg0", bc.maxPeers, func() GatewayStats { return GatewayStats{Device: dev.Stats()} },
+				func() []PeerStat { return peerStats(dev) }))
+			b.ReportAllocs()
+			for b.Loop() {
+				mfs, err := reg.Gather()
+				if err != nil {
+					b.Fatal(err)
+				}
+				w := &countWriter{}
+				enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+				for _, mf := range mfs {
+					if err := enc.Encode(mf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(w.n), "body-bytes")
 			}
-		}
-		b.ReportMetric(float64(w.n), "body-bytes")
+		})
 	}
 }
 

@@ -318,12 +318,14 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
+		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only")
 	case config.ModeCompatMQTUN:
 		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
+		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only")
 	}
 	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
 		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
@@ -506,7 +508,11 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	stop := func() { stopCapture(); stopStats() }
 	reloads := newReloadState(time.Now())
 	if metricsLn != nil {
-		if err := serveMetrics(metricsLn, name, g, reloads); err != nil {
+		maxPeers := w.MetricsPeers
+		if maxPeers == 0 {
+			maxPeers = config.DefaultMetricsPeers
+		}
+		if err := serveMetrics(metricsLn, name, g, maxPeers, reloads); err != nil {
 			stop()
 			g.Close()
 			return err
@@ -585,7 +591,15 @@ type PeerStat struct {
 	RxBytes       uint64    `json:"rx_bytes"`
 }
 
+// statsOf is what `wgpio stats` reads of g: countersOf and every peer's.
 func statsOf(g *fastgw.Gateway) GatewayStats {
+	s := countersOf(g)
+	s.Peers = peerStats(g.Device())
+	return s
+}
+
+// countersOf is g's counters, without the peers'.
+func countersOf(g *fastgw.Gateway) GatewayStats {
 	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}, ExceptionDrops: g.ExceptionDrops()}
 	wan, lan := g.Ports()
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
@@ -597,7 +611,6 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 		}
 		s.XDP[name] = m
 	}
-	s.Peers = peerStats(g.Device())
 	return s
 }
 
