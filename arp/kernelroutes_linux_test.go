@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,6 +137,7 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 	}})
 	must(t, err)
 	defer kr.Close()
+	fds := openFDs(t)
 	stall.Lock()
 	const n = 2000
 	for i := range n {
@@ -164,4 +166,15 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 			t.Fatalf("NextHop(%v) not ok after the resync", d)
 		}
 	}
+	// The failed subscription's sockets are closed, not kept until Close.
+	if !waitFor(time.Second, func() bool { return openFDs(t) <= fds }) {
+		t.Errorf("%d open files after the resubscription, %d before it", openFDs(t), fds)
+	}
+}
+
+// openFDs counts the process's open files.
+func openFDs(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	must(t, err)
+	return len(es)
 }
