@@ -21,7 +21,7 @@ type KernelOptions struct {
 }
 
 // KernelRoutes reads the kernel's routes (Linux only).
-type KernelRoutes struct{ Updates atomic.Uint64 }
+type KernelRoutes struct{ Updates, Listings atomic.Uint64 }
 
 // NewKernelRoutes returns an error: not implemented on this system.
 func NewKernelRoutes(KernelOptions) (*KernelRoutes, error) { return nil, errNotImplemented }

@@ -44,6 +44,7 @@
 //	Gateway     = 198.18.0.1            # owned mode only: next-hop router
 //	XDPMode     = auto | native | generic
 //	MetricsAddress = 127.0.0.1:9586     # host:port
+//	MetricsPeers = 1000 | off           # per-peer series only up to this many peers; default 1000
 //	MSSClamp    = auto | off | 1360     # TCP SYN MSS clamp, both ways; auto = MTU − 40 (IPv4) / − 60 (IPv6); default off
 //	ICMPRate    = 1000 | off            # ICMP errors per second, all destinations (Linux icmp_msgs_per_sec)
 //	ICMPBurst   = 50                    # messages (Linux icmp_msgs_burst)

@@ -40,6 +40,10 @@ type Warning struct {
 	Line int
 	Key  string
 	Msg  string
+	// More, when not 0, makes this Warning the summary of a kind
+	// (MaxWarningsPerKind): it stands for More warnings not listed. Line
+	// is then 0.
+	More int
 }
 
 func (w Warning) String() string { return format(w.File, w.Line, w.Key, w.Msg) }

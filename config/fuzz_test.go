@@ -21,7 +21,7 @@ func FuzzParse(f *testing.F) {
 		"[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 51820\nAddress = 10.8.0.1/24, fd08::1/64\nMTU = 1420\n" +
 			"[WGPIO]\nMode = fastpath\nWAN = eth0\nLAN = eth1\nAddressMode = owned\nQueues = 2\nCPUs = 0-1,3\n" +
 			"SourcePorts = 51820-51835\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = 198.18.0.1\n" +
-			"XDPMode = auto\nMetricsAddress = 127.0.0.1:9586\n" +
+			"XDPMode = auto\nMetricsAddress = 127.0.0.1:9586\nMetricsPeers = 5000\n" +
 			"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 10.8.0.2/32\n" +
 			"Endpoint = [2001:db8::1]:51820\nPersistentKeepalive = 25\n",
 		// Host name endpoint (the fuzz resolver answers), unused keys, comments.

@@ -79,6 +79,11 @@ func (f *File) Marshal() []byte {
 		if w.MetricsAddress != "" {
 			kv("MetricsAddress", w.MetricsAddress)
 		}
+		if w.MetricsPeers == Off {
+			kv("MetricsPeers", "off")
+		} else if w.MetricsPeers != 0 {
+			kv("MetricsPeers", strconv.Itoa(w.MetricsPeers))
+		}
 		switch w.MSSClamp {
 		case 0:
 		case MSSClampAuto:
@@ -151,7 +156,7 @@ func (b *cfgWriter) peers(ps []Peer, names bool) {
 func (w *WGPIO) isZero() bool {
 	return w.Mode == "" && w.WAN == "" && w.LAN == "" && w.WANVLAN == 0 && w.LANVLAN == 0 && w.AddressMode == "" && w.Queues == 0 &&
 		len(w.CPUs) == 0 && w.HandshakeWorkers == 0 && w.SourcePorts == (PortRange{}) && !w.WANAddress.IsValid() &&
-		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == "" &&
+		!w.LANAddress.IsValid() && !w.Gateway.IsValid() && w.XDPMode == "" && w.MetricsAddress == "" && w.MetricsPeers == 0 &&
 		w.MSSClamp == 0 && w.ICMPRate == 0 && w.ICMPBurst == 0 && w.ICMPDestInterval == 0 &&
 		w.ReplayWindow == 0
 }

@@ -135,6 +135,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 	}
 	p.endSection()
 	p.finish()
+	p.summarizeWarnings()
 	if len(p.errs) > 0 {
 		return nil, joinErrors(p.errs)
 	}
@@ -208,6 +209,7 @@ var keys = []keyInfo{
 	{name: "Gateway", sec: secWGPIO},
 	{name: "XDPMode", sec: secWGPIO},
 	{name: "MetricsAddress", sec: secWGPIO},
+	{name: "MetricsPeers", sec: secWGPIO},
 	{name: "MSSClamp", sec: secWGPIO},
 	{name: "ICMPRate", sec: secWGPIO},
 	{name: "ICMPBurst", sec: secWGPIO},
@@ -227,15 +229,58 @@ type parser struct {
 	allowedAt      map[netip.Prefix]int // AllowedIPs prefix → line of the [Peer] that has it
 	peerSeen       map[string]int       // key → first line, in the current [Peer]
 	pubs           map[noise.PublicKey]int
-	pubLines       []int // line of each peer's PublicKey (parallel to f.Peers)
+	pubLines       []int                // line of each peer's PublicKey (parallel to f.Peers)
+	warned         map[string]*warnKind // warnf's format → its count
+	warnOrder      []string             // the formats of warned, in the order first seen
 }
 
 func (p *parser) errorf(line int, key, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.f.Name, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// warnf adds a Warning, unless MaxWarningsPerKind of its kind (its
+// format) are listed already: then it is only counted (summarizeWarnings).
 func (p *parser) warnf(line int, key, format string, args ...any) {
+	k := p.warned[format]
+	if k == nil {
+		if p.warned == nil {
+			p.warned = map[string]*warnKind{}
+		}
+		k = &warnKind{first: len(p.f.Warnings)}
+		p.warned[format] = k
+		p.warnOrder = append(p.warnOrder, format)
+	}
+	k.n++
+	if k.n > MaxWarningsPerKind {
+		return
+	}
 	p.f.Warnings = append(p.f.Warnings, Warning{File: p.f.Name, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// MaxWarningsPerKind is how many warnings of one kind (one message, such
+// as "[Peer] has no AllowedIPs", whatever its line or values) Parse lists
+// one by one; the others of the kind are counted in one Warning after all
+// the listed ones (Warning.More). A file of 50,000 peers without
+// AllowedIPs otherwise logged 50,000 lines at every start.
+const MaxWarningsPerKind = 10
+
+// warnKind counts the warnings of one kind: n in all, the first at
+// p.f.Warnings[first].
+type warnKind struct{ n, first int }
+
+// summarizeWarnings adds, per kind with more than MaxWarningsPerKind
+// warnings, one that says how many more there were.
+func (p *parser) summarizeWarnings() {
+	for _, format := range p.warnOrder {
+		k := p.warned[format]
+		if k.n <= MaxWarningsPerKind {
+			continue
+		}
+		w := p.f.Warnings[k.first]
+		more := k.n - MaxWarningsPerKind
+		p.f.Warnings = append(p.f.Warnings, Warning{File: w.File, Key: w.Key, More: more,
+			Msg: fmt.Sprintf("%d more warnings of this kind, not listed (%d in all; the first %d are above, the first at line %d: %s)", more, k.n, MaxWarningsPerKind, w.Line, w.Msg)})
+	}
 }
 
 // stripComment removes a comment started by '#' or ';' and the spaces around

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -363,6 +364,8 @@ func TestParseErrors(t *testing.T) {
 		{"gateway not an address", iface + "[WGPIO]\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = router\n", `wg0.conf:7: key "Gateway": "router" is not an IP address`},
 		{"metrics no port", iface + "[WGPIO]\nMetricsAddress = 9586\n", `wg0.conf:4: key "MetricsAddress": "9586" is not host:port`},
 		{"metrics bad port", iface + "[WGPIO]\nMetricsAddress = :http\n", `wg0.conf:4: key "MetricsAddress": port "http" is not a number`},
+		{"metrics peers zero", iface + "[WGPIO]\nMetricsPeers = 0\n", `wg0.conf:4: key "MetricsPeers": 0 out of range 1-1000000`},
+		{"metrics peers word", iface + "[WGPIO]\nMetricsPeers = all\n", `wg0.conf:4: key "MetricsPeers": "all" is not a number of peers or "off"`},
 		{"key pasted alone", iface + priv2 + "\n", `wg0.conf:3: (a key) is not a key name; want "Key = Value" or a [Section] header`},
 		{"key pasted unpadded", iface + priv2[:43] + "\n", `wg0.conf:3: (a key): want "Key = Value" or a [Section] header`},
 		{"key name with spaces", iface + "Listen Port = 1\n", `wg0.conf:3: "Listen Port" is not a key name; want "Key = Value" or a [Section] header`},
@@ -452,7 +455,7 @@ func TestLoadMissing(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	every := "[Interface]\nPrivateKey = " + priv1 + "\nListenPort = 1\nAddress = 10.0.0.1/24\nAddress = 2001:db8::9/128\nMTU = 1280\nDNS = 1.1.1.1\nPreDown = x\n" +
 		"[WGPIO]\nMode = compat\nWAN = w0\nLAN = l0\nWANVLAN = 1\nLANVLAN = 4094\nAddressMode = owned\nQueues = 256\nCPUs = 5,0-3,9\nHandshakeWorkers = 3\nSourcePorts = 1-65535\n" +
-		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\n" +
+		"WANAddress = 2001:db8::2/64\nLANAddress = 198.19.0.1/31\nGateway = fe80::1\nXDPMode = generic\nMetricsAddress = [::1]:9586\nMetricsPeers = off\n" +
 		"MSSClamp = 1360\nICMPRate = off\nICMPBurst = 10\nICMPDestInterval = 250\nReplayWindow = 131008\n" +
 		"[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk + "\nAllowedIPs = 0.0.0.0/0, ::/0\nEndpoint = [2001:db8::1]:65535\nPersistentKeepalive = 65535\n" +
 		"[Peer]\nPublicKey = " + pub3 + "\nEndpoint = host.example:7\n"
@@ -682,5 +685,62 @@ func TestMTUBelowIPv6Minimum(t *testing.T) {
 	}
 	if len(f.Warnings) != 0 {
 		t.Errorf("IPv4 allowed IPs only: warnings %v, want none", f.Warnings)
+	}
+}
+
+// TestParseWarningsCapped: 50,000 peers without AllowedIPs give
+// MaxWarningsPerKind warnings and one that counts the rest; another kind
+// (host bits) is capped on its own.
+func TestParseWarningsCapped(t *testing.T) {
+	const peers, hostBits = 50000, 12
+	var b strings.Builder
+	b.WriteString("[Interface]\nPrivateKey = " + priv1 + "\n")
+	key := make([]byte, 32)
+	for i := range peers + hostBits {
+		binary.BigEndian.PutUint32(key, uint32(i+1))
+		b.WriteString("[Peer]\nPublicKey = " + base64.StdEncoding.EncodeToString(key) + "\n")
+		if i >= peers {
+			fmt.Fprintf(&b, "AllowedIPs = 10.%d.0.1/24\n", i-peers)
+		}
+	}
+	f, err := parseString(b.String())
+	if err != nil {
+		t.Fatalf("Parse = %v, want no error", err)
+	}
+	var none, bits, summaries []Warning
+	for _, w := range f.Warnings {
+		switch {
+		case w.More != 0:
+			summaries = append(summaries, w)
+		case strings.Contains(w.Msg, "no AllowedIPs"):
+			none = append(none, w)
+		case strings.Contains(w.Msg, "host bits"):
+			bits = append(bits, w)
+		}
+	}
+	if len(none) != MaxWarningsPerKind || len(bits) != MaxWarningsPerKind {
+		t.Errorf("listed %d warnings of no AllowedIPs and %d of host bits, want %d each", len(none), len(bits), MaxWarningsPerKind)
+	}
+	if len(f.Warnings) != 2*MaxWarningsPerKind+2 {
+		t.Errorf("len(Warnings) = %d, want %d", len(f.Warnings), 2*MaxWarningsPerKind+2)
+	}
+	want := []string{
+		fmt.Sprintf("wg0.conf: %d more warnings of this kind, not listed (%d in all; the first %d are above, the first at line 3: [Peer] has no AllowedIPs; no traffic will pass to or from it)",
+			peers-MaxWarningsPerKind, peers, MaxWarningsPerKind),
+		fmt.Sprintf(`wg0.conf: key "AllowedIPs": %d more warnings of this kind, not listed (%d in all; the first %d are above, the first at line %d: 10.0.0.1/24 has host bits set; it means 10.0.0.0/24)`,
+			hostBits-MaxWarningsPerKind, hostBits, MaxWarningsPerKind, 3+2*peers+2),
+	}
+	var got []string
+	for _, w := range summaries {
+		got = append(got, w.String())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("summaries mismatch (-want +got):\n%s", diff)
+	}
+	if len(summaries) == 2 && (summaries[0].More != peers-MaxWarningsPerKind || summaries[1].More != hostBits-MaxWarningsPerKind) {
+		t.Errorf("More = %d, %d, want %d, %d", summaries[0].More, summaries[1].More, peers-MaxWarningsPerKind, hostBits-MaxWarningsPerKind)
+	}
+	if summaries := f.Warnings[len(f.Warnings)-2:]; summaries[0].More == 0 || summaries[1].More == 0 {
+		t.Errorf("the summaries are not last: %v", f.Warnings[len(f.Warnings)-2:])
 	}
 }

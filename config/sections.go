@@ -312,6 +312,12 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			}
 		}
 		w.MetricsAddress = v
+	case "MetricsPeers":
+		if strings.EqualFold(v, "off") {
+			w.MetricsPeers = Off
+		} else if x, ok := p.number(n, key, v, 1, MaxMetricsPeers, ` of peers or "off"`); ok {
+			w.MetricsPeers = x
+		}
 	case "MSSClamp":
 		switch {
 		case strings.EqualFold(v, "auto"):

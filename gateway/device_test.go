@@ -415,3 +415,34 @@ func TestUnclampedKeyResetNot(t *testing.T) {
 		t.Errorf("current keypair after setting the same key again = %p, want %p (kept)", got, kp)
 	}
 }
+
+// TestPeerStates: PeerStates reports what Peers does of each peer's state,
+// in the same order, and allocates nothing into a slice with room.
+func TestPeerStates(t *testing.T) {
+	f := newFakeDP(t)
+	d := newPlainDevice(t, f)
+	var cs []PeerConfig
+	for i := range 5 {
+		k, _ := noise.NewPrivateKey()
+		c := PeerConfig{PublicKey: k.PublicKey(), AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 32)}}
+		if i%2 == 0 {
+			c.Endpoint = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 0, byte(i)}), 51820)
+		}
+		cs = append(cs, c)
+	}
+	if err := d.AddPeers(cs); err != nil {
+		t.Fatal(err)
+	}
+	var want []PeerState
+	for _, p := range d.Peers() {
+		want = append(want, PeerState{PublicKey: p.PublicKey, Endpoint: p.Endpoint, LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes})
+	}
+	got := d.PeerStates(nil)
+	if !slices.Equal(want, got) {
+		t.Errorf("PeerStates = %+v, want %+v (Peers' state)", got, want)
+	}
+	buf := make([]PeerState, 0, len(cs))
+	if n := testing.AllocsPerRun(100, func() { buf = d.PeerStates(buf[:0]) }); n != 0 {
+		t.Errorf("PeerStates into a slice with room: %v allocations, want 0", n)
+	}
+}

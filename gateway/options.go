@@ -97,6 +97,21 @@ type PeerConfig struct {
 	AllowedIPs []netip.Prefix
 }
 
+// PeerState is a peer's state without its configuration, as PeerStates
+// reports it: what counters and dashboards read of every peer.
+type PeerState struct {
+	PublicKey noise.PublicKey
+	// Endpoint is where the peer's packets go now (roaming moves it);
+	// invalid: none known yet.
+	Endpoint netip.AddrPort
+	// LastHandshake is the wall time of the last completed handshake, zero
+	// if none.
+	LastHandshake time.Time
+	// TxBytes and RxBytes are the bytes of transport and handshake
+	// messages sent to and received from the peer (fastpath.Peer's).
+	TxBytes, RxBytes uint64
+}
+
 // PeerStatus is a peer's configuration and state as Peers reports it.
 type PeerStatus struct {
 	PeerConfig

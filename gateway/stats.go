@@ -52,6 +52,8 @@ type Stats struct {
 	ResponsesSent     uint64     `json:"responses_sent"`
 	CookieRepliesSent uint64     `json:"cookie_replies_sent"`
 	KeepalivesSent    uint64     `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
+	// PeersConfigured is a gauge: the peers of the configuration.
+	PeersConfigured uint64 `json:"peers_configured"`
 	// LiveSessions is a gauge: the peers whose current keypair is
 	// confirmed and younger than RejectAfterTime (whitepaper §6.1), the
 	// sessions that carry traffic now.
@@ -110,6 +112,7 @@ func (d *Device) Stats() Stats {
 	if d.id != nil {
 		s.Noise = d.id.Stats().Snapshot()
 	}
+	s.PeersConfigured = uint64(d.peers.Len())
 	for p := range d.peers.All {
 		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(protocol.RejectAfterTime) {
 			s.LiveSessions++

@@ -214,7 +214,7 @@ loop:
 		rab, rba := ab.f.received.Load(), ba.f.received.Load()
 		sab, sba := ab.f.sent.Load(), ba.f.sent.Load()
 		hs := "none"
-		for _, p := range s.Gateway.Device().Peers() {
+		for _, p := range s.Gateway.Device().PeerStates(nil) {
 			if !p.LastHandshake.IsZero() {
 				hs = fmt.Sprintf("%.0fs ago", time.Since(p.LastHandshake).Seconds())
 			}
@@ -277,7 +277,7 @@ func waitHandshake(ctx context.Context, s *twosite.Site, out io.Writer) error {
 	start := time.Now()
 	const timeout = 10 * time.Second
 	for i := 0; ; i++ {
-		for _, p := range s.Gateway.Device().Peers() {
+		for _, p := range s.Gateway.Device().PeerStates(nil) {
 			if !p.LastHandshake.IsZero() {
 				fmt.Fprintf(out, "handshake with the stock peer done in %v; starting the traffic\n", time.Since(start).Round(time.Millisecond))
 				return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
 
 	"github.com/wgpio/wgpio/internal/testenv"
@@ -123,7 +124,7 @@ func TestMetricsKernelDrops(t *testing.T) {
 	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 7, "xsk_rx_dropped": 3, fillRingEmptyKey: 3, "xsk_rx_invalid_descs": 0, "xsk_tx_invalid_descs": 0}
 	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector("wg0", func() GatewayStats { return s })); err != nil {
+	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func() []PeerStat { return s.Peers })); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -202,6 +203,42 @@ func TestReloadMetrics(t *testing.T) {
 		}
 		if ok, at := read(); ok != step.ok || at != float64(step.lastOK.Unix()) {
 			t.Errorf("after %s: successful = %v, success timestamp = %v; want %v, %v", step.what, ok, at, step.ok, step.lastOK.Unix())
+		}
+	}
+}
+
+// TestMetricsPeerLimit: the per-peer series are exported only while the
+// gateway has at most MetricsPeers peers (none with off), the peers are
+// not even read beyond it, and wgpio_peers counts them in every case.
+func TestMetricsPeerLimit(t *testing.T) {
+	peers := []PeerStat{{PublicKey: "a"}, {PublicKey: "b"}, {PublicKey: "c"}}
+	s := GatewayStats{Name: "wg0"}
+	s.Device.PeersConfigured = uint64(len(peers))
+	for _, tc := range []struct {
+		maxPeers   int
+		wantSeries int
+	}{{config.DefaultMetricsPeers, 9}, {3, 9}, {2, 0}, {config.Off, 0}} {
+		reads := 0
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newCollector("wg0", tc.maxPeers, func() GatewayStats { return s }, func() []PeerStat { reads++; return peers }))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		series, count := 0, -1.0
+		for _, mf := range mfs {
+			switch name := mf.GetName(); {
+			case strings.HasPrefix(name, "wgpio_peer_"):
+				series += len(mf.GetMetric())
+			case name == "wgpio_peers":
+				count = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		if series != tc.wantSeries || count != 3 {
+			t.Errorf("MetricsPeers %d, 3 peers: %d per-peer series and wgpio_peers %v, want %d and 3", tc.maxPeers, series, count, tc.wantSeries)
+		}
+		if tc.wantSeries == 0 && reads != 0 {
+			t.Errorf("MetricsPeers %d, 3 peers: the peers were read %d times, want none", tc.maxPeers, reads)
 		}
 	}
 }

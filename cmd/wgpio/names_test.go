@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
@@ -117,7 +118,7 @@ func jsonKeys(t *testing.T, b []byte) []string {
 // of the reason and port labels.
 func metricNames(t *testing.T, s GatewayStats) []string {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector("wg0", func() GatewayStats { return s })); err != nil {
+	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func() []PeerStat { return s.Peers })); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

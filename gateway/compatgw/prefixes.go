@@ -60,11 +60,11 @@ func (g *Gateway) syncPrefixes() error {
 	}
 	w.Write([]byte{'\n'}) // a last line without its newline
 	want := w.want
-	var errs []error
+	var errs prefixErrors
 	for p := range want {
 		if !g.prefixes[p] {
 			if err := g.filter.AddPrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("add %v: %w", p, err))
+				errs.add(fmt.Errorf("add %v: %w", p, err))
 				continue
 			}
 			g.prefixes[p] = true
@@ -73,13 +73,42 @@ func (g *Gateway) syncPrefixes() error {
 	for p := range g.prefixes {
 		if !want[p] {
 			if err := g.filter.DeletePrefix(p); err != nil {
-				errs = append(errs, fmt.Errorf("delete %v: %w", p, err))
+				errs.add(fmt.Errorf("delete %v: %w", p, err))
 				continue
 			}
 			delete(g.prefixes, p)
 		}
 	}
-	return errors.Join(errs...)
+	return errs.err()
+}
+
+// maxPrefixErrors is how many failed prefixes a sync's error names; the
+// others are counted. A LAN map too small for the configuration (ENOSPC
+// for each prefix beyond it) made every sync's warning list them all: at
+// 100,000 peers, a line of megabytes every few seconds.
+const maxPrefixErrors = 10
+
+// prefixErrors gathers a sync's errors, the first maxPrefixErrors of them
+// and a count of the rest. The zero value is empty.
+type prefixErrors struct {
+	errs []error
+	n    int
+}
+
+func (e *prefixErrors) add(err error) {
+	e.n++
+	if len(e.errs) < maxPrefixErrors {
+		e.errs = append(e.errs, err)
+	}
+}
+
+// err joins the errors kept (errors.Join; nil if none), followed by the
+// number of those not kept.
+func (e *prefixErrors) err() error {
+	if more := e.n - len(e.errs); more > 0 {
+		return errors.Join(append(e.errs, fmt.Errorf("%d more prefixes failed (%d in all), not listed", more, e.n))...)
+	}
+	return errors.Join(e.errs...)
 }
 
 // allowedIPsWriter collects the masked prefixes of the "allowed_ip=" lines

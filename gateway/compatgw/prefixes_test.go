@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,5 +134,40 @@ func TestAllowedIPsWriter(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("written %d bytes at a time: prefixes %v, want %v", size, got, want)
 		}
+	}
+}
+
+// fullFilter refuses every prefix, as a LAN map too small for the
+// configuration does beyond its capacity.
+type fullFilter struct{}
+
+func (fullFilter) AddPrefix(p netip.Prefix) error    { return fmt.Errorf("%v: %w", p, syscall.ENOSPC) }
+func (fullFilter) DeletePrefix(p netip.Prefix) error { return nil }
+
+// TestSyncErrorsCapped: a sync whose every prefix fails names
+// maxPrefixErrors of them and counts the others, instead of listing
+// thousands in one warning at every sync.
+func TestSyncErrorsCapped(t *testing.T) {
+	g := &Gateway{log: slog.New(slog.DiscardHandler), prefixes: map[netip.Prefix]bool{}, filter: fullFilter{}}
+	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	defer g.dev.Close()
+	const n = 1000
+	var set strings.Builder
+	for i := range n {
+		k, _ := noise.NewPrivateKey()
+		pub := k.PublicKey()
+		fmt.Fprintf(&set, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", pub.Hex(), i>>8, i&255)
+	}
+	if err := g.dev.IpcSet(set.String()); err != nil {
+		t.Fatal(err)
+	}
+	err := g.syncPrefixes()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("syncPrefixes = %v, want ENOSPC", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := fmt.Sprintf("%d more prefixes failed (%d in all), not listed", n-maxPrefixErrors, n)
+	if len(lines) != maxPrefixErrors+1 || lines[len(lines)-1] != want {
+		t.Errorf("syncPrefixes error has %d lines, the last %q; want %d, the last %q", len(lines), lines[len(lines)-1], maxPrefixErrors+1, want)
 	}
 }

@@ -293,11 +293,11 @@ func (d *dataplane_) route(p netip.Prefix, add bool) {
 	switch {
 	case err == nil:
 	case add && errors.Is(err, unix.ENETDOWN):
-		d.log.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
+		d.warn.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
 	case !add && errors.Is(err, unix.ESRCH):
-		d.log.Debug("route into the exception TUN already gone (the interface went down, or it was deleted by hand)", "prefix", p)
+		d.warn.Debug("route into the exception TUN already gone (the interface went down, or it was deleted by hand)", "prefix", p)
 	default:
-		d.log.Warn("route into the exception TUN", "prefix", p, "add", add, "err", err)
+		d.warn.Warn("route into the exception TUN", "prefix", p, "add", add, "err", err)
 	}
 }
 

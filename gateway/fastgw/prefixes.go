@@ -12,6 +12,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/logcap"
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
@@ -37,7 +38,15 @@ type dataplane_ struct {
 	waiting  [2]prefixHeap                 // per family, those the full map could not take, best on top; guarded by mu
 	capacity int                           // of the LAN map, per family
 	log      *slog.Logger
+	// warn logs what fails per prefix, maxPrefixWarnings lines of a kind
+	// per change (UpdatePeers, restoreRoutes) and a count; guarded by mu.
+	warn *logcap.Log
 }
+
+// maxPrefixWarnings is how many lines of one kind a change logs about its
+// prefixes before it only counts them: a change of 100,000 peers whose
+// routes all fail logged 200,000 lines.
+const maxPrefixWarnings = 10
 
 // prefixMap is the LAN port's prefix match (*afxdp.Port).
 type prefixMap interface {
@@ -95,7 +104,7 @@ func (h *prefixHeap) Pop() any {
 }
 
 func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
-	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl,
+	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings),
 		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64)}
 	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
 	return d
@@ -111,6 +120,7 @@ func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Log
 func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer d.warn.Flush()
 	final := make(map[netip.Prefix]*fastpath.Peer, len(c.Routes))
 	order := make([]netip.Prefix, 0, len(c.Routes))
 	for _, r := range c.Routes { // the last route of a prefix decides
@@ -187,7 +197,7 @@ func (d *dataplane_) forget(e *prefixEntry) {
 	f := family(e.pfx)
 	if e.mapped {
 		if err := d.lan.DeletePrefix(e.pfx); err != nil {
-			d.log.Warn("delete prefix from the LAN XDP map", "prefix", e.pfx, "err", err)
+			d.warn.Warn("delete prefix from the LAN XDP map", "prefix", e.pfx, "err", err)
 		}
 		heap.Remove(&d.inMap[f], e.index)
 	} else {
@@ -234,6 +244,7 @@ func (d *dataplane_) balance(f int) error {
 func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer d.warn.Flush()
 	for p := range d.entries {
 		d.route(p, true)
 	}

@@ -1,6 +1,7 @@
 package fastgw
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
@@ -177,5 +180,62 @@ func TestPrefixMapConfigurationOrder(t *testing.T) {
 				t.Errorf("map holds %d prefixes, of the first %d listed not %v", len(m), capacity, missing)
 			}
 		})
+	}
+}
+
+// deleteFails is a prefix map whose deletions all fail.
+type deleteFails struct{ fakeMap }
+
+func (deleteFails) DeletePrefix(p netip.Prefix) error { return fmt.Errorf("%v: %w", p, syscall.EIO) }
+
+// countHandler counts the records of each message.
+type countHandler struct{ n map[string]int }
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.n[r.Message]++
+	return nil
+}
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestPrefixWarningsCapped: a change whose every prefix fails the same
+// way logs maxPrefixWarnings lines and one count, not a line a prefix.
+func TestPrefixWarningsCapped(t *testing.T) {
+	a, b, err := memport.NewPair(memport.Config{Name: "pw", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
+		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	h := countHandler{n: map[string]int{}}
+	d := newDataplane(eng, deleteFails{fakeMap{}}, 1<<20, slog.New(h), nil)
+	const n = 1000
+	peers := make([]*fastpath.Peer, n)
+	add, remove := fastpath.PeerChange{}, fastpath.PeerChange{}
+	for i := range peers {
+		peers[i] = &fastpath.Peer{}
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 32)
+		add.Add = append(add.Add, peers[i])
+		add.Routes = append(add.Routes, fastpath.Route{Prefix: p, Peer: peers[i]})
+		remove.Remove = append(remove.Remove, peers[i])
+		remove.Routes = append(remove.Routes, fastpath.Route{Prefix: p})
+	}
+	if err := d.UpdatePeers(add); err != nil {
+		t.Fatal(err)
+	}
+	d.UpdatePeers(remove)
+	want := map[string]int{
+		"delete prefix from the LAN XDP map":                                           maxPrefixWarnings,
+		"delete prefix from the LAN XDP map (more of the same, not logged one by one)": 1,
+	}
+	if diff := cmp.Diff(want, h.n); diff != "" {
+		t.Errorf("lines logged by message (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,172 @@
+package arp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// TestSharedRoutesIncremental: changes of the main table (adds, replaces,
+// deletes, of both families) are followed from their notifications alone,
+// without listing the table again.
+func TestSharedRoutesIncremental(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	const n = 200
+	route := func(i int, gw string) *netlink.Route {
+		_, dst, _ := net.ParseCIDR(fmt.Sprintf("198.19.%d.%d/32", i/256, i%256))
+		return &netlink.Route{Dst: dst, Gw: net.ParseIP(gw), LinkIndex: idx}
+	}
+	dst := func(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("198.19.%d.%d", i/256, i%256)) }
+	all := func(want func(i int) (netip.Addr, bool)) bool {
+		for i := range n {
+			nh, _, ok := kr.NextHop(dst(i))
+			wnh, wok := want(i)
+			if ok != wok || ok && nh != wnh {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range n {
+		must(t, us.Handle().RouteAdd(route(i, "198.18.0.2")))
+	}
+	if !waitFor(time.Second, func() bool { return all(func(int) (netip.Addr, bool) { return kV4, true }) }) {
+		t.Fatalf("%d added routes not all followed within a second", n)
+	}
+	for i := 0; i < n; i += 2 {
+		must(t, us.Handle().RouteReplace(route(i, "198.18.0.3")))
+	}
+	for i := 1; i < n; i += 2 {
+		must(t, us.Handle().RouteDel(route(i, "198.18.0.2")))
+	}
+	_, n6, _ := net.ParseCIDR("2001:2:9::/48")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n6, Gw: net.ParseIP("fe80::2"), LinkIndex: idx}))
+	dst6 := netip.MustParseAddr("2001:2:9::9")
+	if !waitFor(time.Second, func() bool {
+		nh, _, ok := kr.NextHop(dst6)
+		return ok && nh == kLL && all(func(i int) (netip.Addr, bool) {
+			if i%2 == 1 {
+				return netip.Addr{}, false
+			}
+			return netip.MustParseAddr("198.18.0.3"), true
+		})
+	}) {
+		t.Fatalf("replacements and deletions not all followed within a second")
+	}
+	if got := kr.Listings.Load(); got != 1 {
+		t.Errorf("Listings = %d after %d changes, want 1 (the one at start)", got, 2*n+1)
+	}
+	t.Logf("%d changes in %d snapshots", 2*n+1, kr.Updates.Load())
+}
+
+// TestSharedRouteFlushedSilently: the IPv4 FIB removes a route through a
+// link that goes down, or through a gateway whose subnet's address is
+// removed, without a notification of the route; the follower sees the
+// link or address change and lists the table.
+func TestSharedRouteFlushedSilently(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flush func(us *netlink.Handle, link netlink.Link) error
+	}{
+		{"link down", func(h *netlink.Handle, l netlink.Link) error { return h.LinkSetDown(l) }},
+		{"address removed", func(h *netlink.Handle, l netlink.Link) error {
+			a, err := netlink.ParseAddr(usV4.String() + "/24")
+			if err != nil {
+				return err
+			}
+			return h.AddrDel(l, a)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			us, _, v := sharedPair(t)
+			idx := linkIndex(t, us, v.A)
+			kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+			must(t, err)
+			defer kr.Close()
+			_, n4, _ := net.ParseCIDR("198.19.9.0/24")
+			must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
+			dst := netip.MustParseAddr("198.19.9.9")
+			if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return ok }) {
+				t.Fatalf("route to %v not followed", dst)
+			}
+			l, err := us.Handle().LinkByIndex(idx)
+			must(t, err)
+			must(t, tc.flush(us.Handle(), l))
+			if rs, err := us.Handle().RouteGet(net.ParseIP(dst.String())); err == nil {
+				t.Fatalf("the kernel still routes %v (%v): the test does not test", dst, rs)
+			}
+			if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return !ok }) {
+				nh, i, _ := kr.NextHop(dst)
+				t.Fatalf("NextHop(%v) = %v, %d a second after the kernel removed its route", dst, nh, i)
+			}
+		})
+	}
+}
+
+// TestSharedRouteOverrunResync: notifications the kernel drops for a full
+// socket (ENOBUFS) make the follower subscribe and list again, and the
+// changes they carried are in the table.
+func TestSharedRouteOverrunResync(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	// A small socket buffer, and the follower stalled, so that the
+	// kernel's notifications overrun it.
+	routeRcvbuf = 4096
+	var stall sync.Mutex
+	followHook = func() { stall.Lock(); stall.Unlock() }
+	defer func() { routeRcvbuf, followHook = neighbourRcvbuf, nil }()
+	errs := make(chan error, 16)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}})
+	must(t, err)
+	defer kr.Close()
+	fds := openFDs(t)
+	stall.Lock()
+	const n = 2000
+	for i := range n {
+		_, dst, _ := net.ParseCIDR(fmt.Sprintf("198.19.%d.%d/32", i/256, i%256))
+		must(t, us.Handle().RouteAdd(&netlink.Route{Dst: dst, Gw: net.ParseIP("198.18.0.2"), LinkIndex: idx}))
+	}
+	stall.Unlock()
+	last := netip.MustParseAddr(fmt.Sprintf("198.19.%d.%d", (n-1)/256, (n-1)%256))
+	if !waitFor(3*time.Second, func() bool { _, _, ok := kr.NextHop(last); return ok && kr.Listings.Load() >= 2 }) {
+		_, _, ok := kr.NextHop(last)
+		t.Fatalf("after the overrun: NextHop(%v) ok = %v, Listings = %d; want a route, and a second listing", last, ok, kr.Listings.Load())
+	}
+	select {
+	case err := <-errs:
+		// netlink v1.3.1 wraps a failed receive with %v: the errno
+		// is in the text only.
+		if !errors.Is(err, syscall.ENOBUFS) && !strings.Contains(err.Error(), syscall.ENOBUFS.Error()) {
+			t.Errorf("ErrorCallback got %v, want ENOBUFS", err)
+		}
+	default:
+		t.Errorf("ErrorCallback got nothing, want the overrun")
+	}
+	for i := range n {
+		d := netip.MustParseAddr(fmt.Sprintf("198.19.%d.%d", i/256, i%256))
+		if _, _, ok := kr.NextHop(d); !ok {
+			t.Fatalf("NextHop(%v) not ok after the resync", d)
+		}
+	}
+	// The failed subscription's sockets are closed, not kept until Close.
+	if !waitFor(time.Second, func() bool { return openFDs(t) <= fds }) {
+		t.Errorf("%d open files after the resubscription, %d before it", openFDs(t), fds)
+	}
+}
