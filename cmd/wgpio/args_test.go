@@ -152,3 +152,27 @@ func TestUpHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoHelp: `wgpio demo -h` says what the demo does, not only its
+// flags (it printed "Usage of demo:" and the flags).
+func TestDemoHelp(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	err = cmdDemo([]string{"-h"})
+	os.Stderr = stderr
+	w.Close()
+	out, _ := io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("cmdDemo(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"usage: wgpio demo [flags]", "stock wireguard-go", "Ctrl-C", "wgpio stats", "Needs root", "-duration"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("wgpio demo -h does not say %q:\n%s", want, out)
+		}
+	}
+}
