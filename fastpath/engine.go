@@ -113,7 +113,7 @@ type Config struct {
 	// hands them over. What a worker sends on a port carries its tag.
 	WANVLAN, LANVLAN uint16
 	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
-	// ICMP errors we send to LAN hosts).
+	// ICMP errors we send to LAN hosts); SetLANAddrs replaces them.
 	LANAddr4, LANAddr6 netip.Addr
 	// LANNeighbours and WANNeighbours answer ARP/NDP on each port (owned
 	// address mode); nil leaves ARP/NDP to the kernel (shared mode: the
@@ -238,10 +238,9 @@ type Engine struct {
 	icmpLimit *icmprate.Limiter
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
 	mss4, mss6 uint16
-	// tunSrc4, tunSrc6 are the sources of time exceeded sent into the
-	// tunnel: our first tunnel address of the family, else our LAN
-	// address (invalid: none is sent).
-	tunSrc4, tunSrc6 netip.Addr
+	// icmpSrc holds the sources of the ICMP errors the workers send (New,
+	// SetLANAddrs); a worker loads it for each error it sends.
+	icmpSrc atomic.Pointer[icmpSources]
 	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
 	// limit known): decrypted packets larger than it are fragmented or
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
@@ -340,14 +339,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
-	e.tunSrc4, e.tunSrc6 = cfg.LANAddr4, cfg.LANAddr6
-	for i := len(cfg.TunnelAddrs) - 1; i >= 0; i-- {
-		if a := cfg.TunnelAddrs[i].Unmap(); a.Is4() {
-			e.tunSrc4 = a
-		} else if a.Is6() {
-			e.tunSrc6 = a
-		}
-	}
+	e.icmpSrc.Store(newICMPSources(cfg.TunnelAddrs, cfg.LANAddr4, cfg.LANAddr6))
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
@@ -387,6 +379,16 @@ func (e *Engine) Now() int64 { return e.now() }
 // net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
 // the new value from their next burst. Safe for concurrent use.
 func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
+
+// SetLANAddrs replaces Config.LANAddr4 and LANAddr6, the sources of the
+// ICMP errors sent toward LAN hosts (and into the tunnel when there is no
+// tunnel address of the family): a gateway calls it when its LAN
+// interface's addresses change, as Linux answers from the addresses of
+// the moment. An invalid address sends no error of its family. Workers use
+// the new ones from their next error. Safe for concurrent use.
+func (e *Engine) SetLANAddrs(v4, v6 netip.Addr) {
+	e.icmpSrc.Store(newICMPSources(e.cfg.TunnelAddrs, v4, v6))
+}
 
 // SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
 // packets from the tunnel go to the exception (e.g. after the WAN

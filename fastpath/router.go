@@ -27,6 +27,30 @@ func fragSlots(burst int) int { return 6 * burst }
 // for IPv4 (576) needs 119.
 const maxLANFragments = 128
 
+// icmpSources are the source addresses of the ICMP errors the workers
+// send; invalid: no error of that family is sent. Immutable once stored
+// in Engine.icmpSrc.
+type icmpSources struct {
+	lan4, lan6 netip.Addr // toward LAN hosts: our LAN addresses
+	// tun4, tun6 are for errors into the tunnel: our first tunnel address
+	// of the family, else our LAN address.
+	tun4, tun6 netip.Addr
+}
+
+// newICMPSources builds the sources from our tunnel addresses and LAN
+// addresses.
+func newICMPSources(tunnel []netip.Addr, lan4, lan6 netip.Addr) *icmpSources {
+	s := &icmpSources{lan4: lan4, lan6: lan6, tun4: lan4, tun6: lan6}
+	for i := len(tunnel) - 1; i >= 0; i-- {
+		if a := tunnel[i].Unmap(); a.Is4() {
+			s.tun4 = a
+		} else if a.Is6() {
+			s.tun6 = a
+		}
+	}
+	return s
+}
+
 // fwdState is a worker's scratch for forwarding.
 type fwdState struct {
 	frag header.IPv4Fragmenter
@@ -47,7 +71,8 @@ type fwdState struct {
 func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	p := f.Data()
 	v4 := p[0]>>4 == header.IPv4Version
-	if v4 && !w.e.cfg.LANAddr4.IsValid() || !v4 && !w.e.cfg.LANAddr6.IsValid() {
+	src := w.e.icmpSrc.Load()
+	if v4 && !src.lan4.IsValid() || !v4 && !src.lan6.IsValid() {
 		return
 	}
 	if !ttl && v4 && !header.IPv4(p).DontFragment() {
@@ -77,16 +102,16 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 	case v4:
 		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
 		if ttl {
-			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p)
+			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], src.lan4.As4(), p)
 		} else {
-			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], w.e.cfg.LANAddr4.As4(), p, uint16(w.e.cfg.MTU))
+			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], src.lan4.As4(), p, uint16(w.e.cfg.MTU))
 		}
 	default:
 		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
 		if ttl {
-			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p)
+			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], src.lan6.As16(), p)
 		} else {
-			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], w.e.cfg.LANAddr6.As16(), p, uint32(w.e.cfg.MTU))
+			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], src.lan6.As16(), p, uint32(w.e.cfg.MTU))
 		}
 	}
 	if reason != header.OK {
@@ -138,18 +163,16 @@ func (w *worker) timeExceededTunnel(p []byte, now int64) {
 	}
 	var n int
 	var r header.Reason
-	if p[0]>>4 == header.IPv4Version {
-		src := w.e.tunSrc4
-		if !src.IsValid() {
+	if src := w.e.icmpSrc.Load(); p[0]>>4 == header.IPv4Version {
+		if !src.tun4.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.As4(), p)
+		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.tun4.As4(), p)
 	} else {
-		src := w.e.tunSrc6
-		if !src.IsValid() {
+		if !src.tun6.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.As16(), p)
+		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.tun6.As16(), p)
 	}
 	if r != header.OK {
 		return
@@ -283,16 +306,16 @@ func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
 func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
 	var n int
 	var r header.Reason
-	if p[0]>>4 == header.IPv4Version {
-		if !w.e.tunSrc4.IsValid() {
+	if src := w.e.icmpSrc.Load(); p[0]>>4 == header.IPv4Version {
+		if !src.tun4.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], w.e.tunSrc4.As4(), p, uint16(min(mtu, 0xffff)))
+		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], src.tun4.As4(), p, uint16(min(mtu, 0xffff)))
 	} else {
-		if !w.e.tunSrc6.IsValid() {
+		if !src.tun6.IsValid() {
 			return
 		}
-		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], w.e.tunSrc6.As16(), p, uint32(mtu))
+		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], src.tun6.As16(), p, uint32(mtu))
 	}
 	if r != header.OK {
 		return

@@ -139,8 +139,11 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 // filter's host addresses, with the tunnel addresses), and so do packets a
 // peer sends to them (the engine's HostAddrs). Without that, with
 // AllowedIPs = 0.0.0.0/0, what LAN hosts sent to an address added since
-// start went into the tunnel. ICMP errors the workers send toward LAN hosts
-// keep the LAN address of start as their source.
+// start went into the tunnel. The ICMP errors the workers send toward LAN
+// hosts (and into the tunnel, without a tunnel address) come from the
+// chosen addresses of now (srcaddr.Choose; the engine's SetLANAddrs):
+// with those of start, a LAN that got its IPv6 address after start had no
+// "packet too big" for its hosts.
 func (g *Gateway) lanAddressesChanged() {
 	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
 	if err != nil {
@@ -152,6 +155,7 @@ func (g *Gateway) lanAddressesChanged() {
 	}
 	g.log.Info("LAN addresses changed", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
+	g.engine.SetLANAddrs(ll.v4, ll.v6)
 	if err := g.lan.SetHostAddrs(lanFilter(g.cfg, ll.all, g.lanSide.vid).HostAddrs); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}

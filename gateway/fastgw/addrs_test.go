@@ -2,7 +2,9 @@ package fastgw_test
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -49,4 +51,35 @@ func TestLANAddressChurn(t *testing.T) {
 	runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
 	ping(t, s.HostA, "198.19.1.2", 0)
 	ping(t, s.HostA, "198.19.2.10", 0)
+}
+
+// TestLANRenumberedICMPSource: after the LAN interface is renumbered, the
+// gateway's "packet too big" toward LAN hosts comes from the new address.
+// Before, it kept the address of start; a LAN that got its IPv6 address
+// after start had none to send from, and its hosts' large packets into the
+// tunnel vanished without an answer.
+func TestLANRenumberedICMPSource(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	tooBig := func(dst, from string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		var out string
+		for time.Now().Before(deadline) {
+			// ping exits 1 on the error; its output says who sent it.
+			out, _ = s.HostA.Run("ping", "-6", "-c", "1", "-W", "1", "-M", "do", "-s", "1450", dst)
+			if strings.Contains(out, "From "+from) && strings.Contains(out, "Packet too big: mtu=1420") {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("ping -6 -s 1450 %s: want packet too big from %s, got:\n%s", dst, from, out)
+	}
+	tooBig("2001:db8:2::11", "2001:db8:1::1")
+	runOK(t, s.GwA, "ip", "addr", "add", "2001:db8:1::5/64", "dev", s.LANA, "nodad")
+	runOK(t, s.GwA, "ip", "addr", "del", "2001:db8:1::1/64", "dev", s.LANA)
+	runOK(t, s.HostA, "ip", "-6", "route", "replace", "2001:db8::/32", "via", "2001:db8:1::5")
+	// Another destination each time: the host keeps the path MTU it
+	// learnt for the first.
+	tooBig("2001:db8:2::12", "2001:db8:1::5")
 }
