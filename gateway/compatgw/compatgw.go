@@ -9,11 +9,11 @@
 // Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
 // neighbours"): the kernel keeps both interfaces' addresses and answers
 // ARP/NDP; next hops come from its routes and neighbours (package arp), and
-// the WAN's addresses are followed when they change (wanaddr.go). The
-// WAN's XDP program redirects UDP to the WAN addresses and ListenPort; the
-// LAN's redirects frames to the peers' allowed IPs (never the host's own
-// addresses), kept in step with wireguard-go's configuration, wg(8)
-// changes included.
+// the WAN's and the LAN's addresses are followed when they change
+// (addrs.go). The WAN's XDP program redirects UDP to the WAN addresses and
+// ListenPort; the LAN's redirects frames to the peers' allowed IPs (never
+// the host's own addresses), kept in step with wireguard-go's
+// configuration, wg(8) changes included.
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
@@ -102,14 +102,19 @@ type Gateway struct {
 	wan, lan *afxdp.Port
 	log      *slog.Logger
 	// wanMu guards wanAddrs and listenPort: the WAN's addresses the bind
-	// listens on and the port (wanaddr.go, listen.go).
+	// listens on and the port (addrs.go, listen.go).
 	wanMu      sync.Mutex
 	wanAddrs   []netip.Addr
 	listenPort uint16
-	nsHandle   netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
-	closers    []func() error
-	stop       chan struct{}
-	wg         sync.WaitGroup
+
+	// lanAddrs are the LAN's addresses in its XDP filter's host
+	// addresses; the address follower's alone once Start returns.
+	lanAddrs []netip.Addr
+
+	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	closers  []func() error
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
@@ -230,13 +235,6 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
 	}
-	ah, err := netlink.NewHandle()
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
-	}
-	if err := g.followWANAddresses(ah, cfg.WAN, wan.index); err != nil {
-		return nil, fmt.Errorf("WAN: follow addresses: %w", err)
-	}
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.
@@ -259,6 +257,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
+	}
+	g.lanAddrs = lan.all
+	ah, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if err := g.followAddresses(ah, cfg.WAN, cfg.LAN, wan.index, lan.index); err != nil {
+		return nil, fmt.Errorf("follow addresses: %w", err)
 	}
 
 	// Stock wireguard-go on the two.
