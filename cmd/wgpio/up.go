@@ -475,9 +475,9 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	// touching the interfaces.
 	var metricsLn net.Listener
 	if w.MetricsAddress != "" {
-		ln, err := net.Listen("tcp", w.MetricsAddress)
+		ln, err := listenMetrics(f.Name, w)
 		if err != nil {
-			return fmt.Errorf("metrics address %s: %w", w.MetricsAddress, err)
+			return err
 		}
 		metricsLn = ln
 		defer ln.Close()
