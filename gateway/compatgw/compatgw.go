@@ -17,9 +17,9 @@
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
-// Linux 5.11+ with XDP on both interfaces (native or generic), and root or
-// CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
-// CAP_IPC_LOCK for the UMEMs).
+// Linux 5.10 or later (README, "Requirements") with XDP on both
+// interfaces (native or generic), and root or CAP_NET_ADMIN, CAP_NET_RAW
+// and CAP_BPF (plus RLIMIT_MEMLOCK or CAP_IPC_LOCK for the UMEMs).
 package compatgw
 
 import (
