@@ -68,7 +68,8 @@ func TestUpErrors(t *testing.T) {
 			name: "metrics-in-use",
 			conf: withWGPIO("MetricsAddress = " + busy.Addr().String()),
 			args: []string{"-name", metricsName},
-			want: fmt.Sprintf("wgpio: metrics address %s: listen tcp %s: bind: address already in use", busy.Addr(), busy.Addr()),
+			want: fmt.Sprintf(`wgpio: metrics-in-use.conf:7: key "MetricsAddress": cannot serve metrics on %s: listen tcp %s: bind: address already in use `+
+				"(another process holds the port, or the address is not this host's: choose another host:port)", busy.Addr(), busy.Addr()),
 		},
 		{
 			name: "bad-port",
