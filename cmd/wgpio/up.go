@@ -105,6 +105,7 @@ func cmdUp(args []string) error {
 	for _, w := range f.Warnings {
 		log.Warn("config", "warning", w.String())
 	}
+	warnWorldAccessible(log, *conf)
 	if *name == "" {
 		*name = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 	}
