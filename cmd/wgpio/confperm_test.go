@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestWarnWorldAccessible: `wgpio up` warns, as wg-quick does, of a
@@ -47,5 +49,25 @@ func TestWarnWorldAccessible(t *testing.T) {
 	warnWorldAccessible(slog.New(slog.NewTextHandler(&logs, nil)), filepath.Join(dir, "missing.conf"))
 	if logs.String() != "" {
 		t.Errorf("missing file: logged %q, want nothing", logs.String())
+	}
+}
+
+// TestLockNamesHolder: a second instance refused for a name or an
+// interface is told which gateway holds it, and its pid (to stop or
+// reload it); it was told only the lock file's path.
+func TestLockNamesHolder(t *testing.T) {
+	testenv.Root(t)
+	first, iface := topo.UniqueName("wgpl"), topo.UniqueName("wgpi")
+	release, err := lockInstance(first, []string{iface})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	holder := fmt.Sprintf("another wgpio (gateway %s, pid %d) already runs with ", first, os.Getpid())
+	if _, err := lockInstance(first, nil); err == nil || !strings.HasPrefix(err.Error(), holder+"name "+first) {
+		t.Errorf("second lock of name %s: %v, want %q…", first, err, holder+"name "+first)
+	}
+	if _, err := lockInstance(topo.UniqueName("wgpl"), []string{iface}); err == nil || !strings.HasPrefix(err.Error(), holder+"interface "+iface) {
+		t.Errorf("second lock of interface %s: %v, want %q…", iface, err, holder+"interface "+iface)
 	}
 }

@@ -397,13 +397,34 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 			return nil, fmt.Errorf("lock %s: %w%s", l.path, err, hint(err))
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			holder := lockHolder(f)
 			f.Close() // not ours: leave the file to its holder
 			release()
-			return nil, fmt.Errorf("another wgpio already runs with %s (lock %s held)", l.what, l.path)
+			return nil, fmt.Errorf("another wgpio%s already runs with %s (lock %s held)", holder, l.what, l.path)
 		}
 		files = append(files, f)
+		// Who holds it, for the message of an instance refused.
+		if f.Truncate(0) == nil {
+			f.WriteAt([]byte(fmt.Sprintf("%s %d\n", name, os.Getpid())), 0)
+		}
 	}
 	return release, nil
+}
+
+// lockHolder reads who holds the lock file f, as lockInstance writes it
+// ("NAME PID"), and returns " (gateway NAME, pid PID)", or "" when the
+// file says nothing usable (a holder still writing it).
+func lockHolder(f *os.File) string {
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	fields := strings.Fields(string(b[:n]))
+	if len(fields) != 2 || checkGatewayName(fields[0]) != nil {
+		return ""
+	}
+	if _, err := strconv.Atoi(fields[1]); err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (gateway %s, pid %s)", fields[0], fields[1])
 }
 
 // netnsID names this process's network namespace by its inode.
