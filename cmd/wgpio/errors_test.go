@@ -144,7 +144,7 @@ func TestUpErrors(t *testing.T) {
 		{
 			name: "queues",
 			conf: withWGPIO("Queues = 4"),
-			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),
+			want: fmt.Sprintf(`wgpio: queues.conf:7: key "Queues": 4 queues, but %s has 1 RX queue (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)`, s.WANA, s.WANA, s.WANA),
 		},
 		{
 			name: "vlan-compat",

@@ -278,9 +278,13 @@ func checkQueues(file string, w config.WGPIO) error {
 	}
 	for _, dev := range []string{trunkOf(w.WAN), trunkOf(w.LAN)} {
 		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
+			has := fmt.Sprintf("%d RX queues", n)
+			if n == 1 {
+				has = "1 RX queue"
+			}
 			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
-				"%d queues, but %s has %d RX queues (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
-				w.Queues, dev, n, dev, dev))
+				"%d queues, but %s has %s (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
+				w.Queues, dev, has, dev, dev))
 		}
 	}
 	return nil
