@@ -313,8 +313,9 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
 	g.lan.LogStrippedTags(g.log, "LAN")
+	// The LAN's hosts' TCP and UDP cross the tunnel as they are; the
+	// WAN's carry WireGuard, whose outer UDP checksum nothing checks.
 	g.lan.LogPartialChecksums(g.log, "LAN")
-	g.wan.LogPartialChecksums(g.log, "WAN")
 	return nil
 }
 
