@@ -387,11 +387,12 @@ func (p *Port) LogFallbacks(log *slog.Logger, side string) {
 // LogPartialChecksums logs a warning, naming side ("WAN", "LAN") and the
 // fix, when the port's device is a veth. A host sending through a veth
 // with TX checksum offload on (veth's default) leaves TCP and UDP
-// checksums partial (CHECKSUM_PARTIAL: the pseudo-header sum only), for
-// the device that transmits to complete; AF_XDP hands the frame over as it
-// is, so a gateway that forwards it from the port sends the partial sum,
-// which the receiver drops as a bad checksum. A real NIC's frames carry
-// full checksums.
+// checksums partial (CHECKSUM_PARTIAL in include/linux/skbuff.h: the
+// pseudo-header sum only), for the device that transmits to complete;
+// AF_XDP hands the frame over as it is, so a gateway that forwards it from
+// the port sends the partial sum, which the receiver drops as a bad
+// checksum. A real NIC's frames carry full checksums. The caller picks the
+// ports whose hosts' packets it forwards.
 func (p *Port) LogPartialChecksums(log *slog.Logger, side string) {
 	if p.driver != "veth" {
 		return
