@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -121,22 +122,11 @@ func (k *KernelRoutes) subscribe() (chan netlink.RouteUpdate, error) {
 	// socket still receives, 40,000 when 20,000 peers start) overran the
 	// default one, and every overrun cost a subscription and a listing.
 	sub := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: func(err error) { report(k.done, k.opts.ErrorCallback, err) }}
-	subscribed := false
-	if !routeRcvbufRefused.Load() {
+	if forceRcvbuf(ns) {
 		sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = neighbourRcvbuf, true
-		if netlink.RouteSubscribeWithOptions(ch, k.done, sub) == nil {
-			subscribed = true
-		} else {
-			// Without CAP_NET_ADMIN the forced size fails (and netlink
-			// v1.3.1 leaves that socket open): the default from now on.
-			routeRcvbufRefused.Store(true)
-			sub.ReceiveBufferSize, sub.ReceiveBufferForceSize = 0, false
-		}
 	}
-	if !subscribed {
-		if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
-			return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
-		}
+	if err := netlink.RouteSubscribeWithOptions(ch, k.done, sub); err != nil {
+		return nil, fmt.Errorf("arp: kernel routes: subscribe: %w", err)
 	}
 	if err := k.reload(); err != nil {
 		return nil, err
@@ -169,9 +159,26 @@ func (k *KernelRoutes) ignored(r *netlink.Route) bool {
 	return i != 0 && int64(r.LinkIndex) == i
 }
 
-// routeRcvbufRefused records that forcing the route subscription's
-// receive buffer failed once (no CAP_NET_ADMIN): it is not tried again.
-var routeRcvbufRefused atomic.Bool
+// forceRcvbuf reports whether the notification sockets may be given
+// neighbourRcvbuf with SO_RCVBUFFORCE, which takes CAP_NET_ADMIN (over
+// the namespace ns): it asks on a netlink socket of its own in ns, which
+// it closes, at each subscription (they are rare: a start, a renewal
+// after an overrun), so that a capability dropped or a namespace of
+// another owner is seen. Without it the subscriptions keep the kernel's
+// default buffer (net.core.rmem_default), which a burst overruns sooner
+// (each overrun costs a renewal and a listing; nothing is lost for good:
+// see NewKernelNeighbours). Asked of the subscription's own socket
+// instead (netlink's ReceiveBufferForceSize), a refusal leaked that
+// socket: netlink v1.3.1 returns the error without closing it, one per
+// subscription (TestKernelSubscriptionsWithoutNetAdmin).
+func forceRcvbuf(ns netns.NsHandle) bool {
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	return s.SetReceiveBufferSize(neighbourRcvbuf, true) == nil
+}
 
 // report passes err to cb unless done is closed (errors of a closing
 // subscription are expected).
@@ -403,7 +410,7 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 	sub := neighbourSub{ch: make(chan netlink.NeighUpdate, 1024), stop: make(chan struct{})}
 	ns := k.opts.ns()
 	opts := netlink.NeighSubscribeOptions{
-		Namespace: &ns, ReceiveBufferSize: neighbourRcvbuf, ReceiveBufferForceSize: true,
+		Namespace: &ns,
 		ErrorCallback: func(err error) {
 			select {
 			case <-sub.stop: // we closed it: its read error is expected
@@ -412,12 +419,11 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 			}
 		},
 	}
+	if forceRcvbuf(ns) {
+		opts.ReceiveBufferSize, opts.ReceiveBufferForceSize = neighbourRcvbuf, true
+	}
 	if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {
-		// Without CAP_NET_ADMIN the forced size fails: take the default.
-		opts.ReceiveBufferSize, opts.ReceiveBufferForceSize = 0, false
-		if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {
-			return neighbourSub{}, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
-		}
+		return neighbourSub{}, fmt.Errorf("arp: kernel neighbours: subscribe: %w", err)
 	}
 	if err := k.list(); err != nil {
 		close(sub.stop)

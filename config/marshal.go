@@ -231,33 +231,53 @@ func formatCPUs(cpus []int) string {
 // line (the socket protocol adds both). Applying it replaces the device's
 // whole peer set, as `wg setconf` does. The output holds the private key:
 // treat it as secret.
-func (f *File) UAPI() string { return f.uapi(false) }
+func (f *File) UAPI() string { return f.uapi(nil) }
 
 // SyncUAPI is the body of a UAPI "set=1" operation that applies f to a
 // running device as `wg syncconf` applies a file: UAPI's lines without
 // replace_peers, so that the sessions of the peers f keeps go on, an
 // fwmark line also for "FwMark = off", and "public_key=<hex>" then
 // "remove=true" for each key of running (the device's peers, lowercase hex
-// as get=1 prints them) that f does not list. The output holds the private
-// key: treat it as secret.
+// as get=1 prints them) that f does not list.
+//
+// A peer of running that f lists without PresharedKey gets
+// "preshared_key=" and 64 zeros (none), and one without
+// PersistentKeepalive (or with 0, "off") gets
+// "persistent_keepalive_interval=0": a key removed from the file is
+// removed from the device, as wg(8)'s syncconf does since
+// wireguard-tools commit 780182e ("wg syncconf: explicitly reset
+// PresharedKey/PersistentKeepalive if not set"; src/setconf.c,
+// sync_conf). wg(8) sends them only when the running peer has a key or a
+// keepalive; sending them to a peer without changes nothing. A peer's
+// Endpoint removed from the file is not sent, and the device keeps the
+// endpoint it has (configured or roamed), as with wg(8): the protocol
+// has no way to clear one. The output holds the private key: treat it as
+// secret.
 func (f *File) SyncUAPI(running []string) string {
+	kept := make(map[string]bool, len(running))
+	for _, k := range running {
+		kept[k] = true
+	}
 	var b strings.Builder
-	b.WriteString(f.uapi(true))
-	keep := make(map[string]bool, len(f.Peers))
+	b.WriteString(f.uapi(kept))
+	listed := make(map[string]bool, len(f.Peers))
 	for i := range f.Peers {
-		keep[f.Peers[i].PublicKey.Hex()] = true
+		listed[f.Peers[i].PublicKey.Hex()] = true
 	}
 	for _, k := range running {
-		if !keep[k] {
+		if !listed[k] {
 			b.WriteString("public_key=" + k + "\nremove=true\n")
 		}
 	}
 	return b.String()
 }
 
-// uapi writes UAPI's lines; with sync, SyncUAPI's device and peer lines
-// (no replace_peers; fwmark whenever the file sets FwMark, off included).
-func (f *File) uapi(sync bool) string {
+// uapi writes UAPI's lines; with running non-nil (the keys, hex, of the
+// device's peers), SyncUAPI's device and peer lines: no replace_peers,
+// fwmark whenever the file sets FwMark (off included), and a running
+// peer's preshared key and keepalive cleared when f has none.
+func (f *File) uapi(running map[string]bool) string {
+	sync := running != nil
 	var b strings.Builder
 	kv := func(k, v string) {
 		b.WriteString(k)
@@ -277,14 +297,16 @@ func (f *File) uapi(sync bool) string {
 	}
 	for i := range f.Peers {
 		p := &f.Peers[i]
-		kv("public_key", p.PublicKey.Hex())
-		if !p.PresharedKey.IsZero() {
+		pub := p.PublicKey.Hex()
+		kv("public_key", pub)
+		kept := running[pub]
+		if !p.PresharedKey.IsZero() || kept {
 			kv("preshared_key", p.PresharedKey.Hex())
 		}
 		if p.Endpoint.IsValid() {
 			kv("endpoint", p.Endpoint.String())
 		}
-		if p.PersistentKeepalive != 0 {
+		if p.PersistentKeepalive != 0 || kept {
 			kv("persistent_keepalive_interval", strconv.Itoa(int(p.PersistentKeepalive)))
 		}
 		kv("replace_allowed_ips", "true")

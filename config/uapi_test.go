@@ -228,17 +228,25 @@ func TestUAPIText(t *testing.T) {
 // TestSyncUAPI: SyncUAPI is what `wg syncconf` sends for a file: no
 // replace_peers, the file's peers with replace_allowed_ips, a removal for
 // each running peer the file lacks, and fwmark whenever the file sets
-// FwMark ("off" included, as wg(8) sends it), before the peers.
+// FwMark ("off" included, as wg(8) sends it), before the peers. A running
+// peer the file keeps without PresharedKey or PersistentKeepalive has
+// them cleared (wg(8) since wireguard-tools 780182e); a new peer does not,
+// and no peer's endpoint is sent when the file has none. Before, a kept
+// peer kept the preshared key and keepalive removed from the file.
 func TestSyncUAPI(t *testing.T) {
+	newPeer := priv2 // any 32 bytes: a peer the device does not have
 	f, err := parseString("[Interface]\nPrivateKey = " + priv1 + "\nFwMark = off\n" +
-		"[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n")
+		"[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n" +
+		"[Peer]\nPublicKey = " + newPeer + "\nAllowedIPs = 10.0.1.0/24\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := f.SyncUAPI([]string{hexKey(t, pub2), hexKey(t, pub3)})
 	want := "private_key=" + hexKey(t, priv1) + "\n" +
 		"fwmark=0\n" +
-		"public_key=" + hexKey(t, pub2) + "\nreplace_allowed_ips=true\nallowed_ip=10.0.0.0/24\n" +
+		"public_key=" + hexKey(t, pub2) + "\npreshared_key=" + strings.Repeat("0", 64) +
+		"\npersistent_keepalive_interval=0\nreplace_allowed_ips=true\nallowed_ip=10.0.0.0/24\n" +
+		"public_key=" + hexKey(t, newPeer) + "\nreplace_allowed_ips=true\nallowed_ip=10.0.1.0/24\n" +
 		"public_key=" + hexKey(t, pub3) + "\nremove=true\n"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("SyncUAPI mismatch (-want +got):\n%s", diff)

@@ -34,12 +34,13 @@ const (
 )
 
 // Errors returned by backends. Backends wrap them with the interface name
-// and the fix; test with errors.Is.
+// and the fix; test with errors.Is. (A pool that runs dry is no error of a
+// port: Alloc returns fewer frames; CopyFrame and SendCopy, which report
+// errors, return ErrNoFreeFrame.)
 var (
-	ErrClosed        = errors.New("dataplane: port closed")
-	ErrNoSuchQueue   = errors.New("dataplane: queue index out of range")
-	ErrNotSupported  = errors.New("dataplane: not supported")
-	ErrPoolExhausted = errors.New("dataplane: frame pool exhausted")
+	ErrClosed       = errors.New("dataplane: port closed")
+	ErrNoSuchQueue  = errors.New("dataplane: queue index out of range")
+	ErrNotSupported = errors.New("dataplane: not supported")
 )
 
 // Port is one network interface with NumQueues queues.
@@ -116,6 +117,7 @@ type TX interface {
 	Alloc(frames []Frame) int
 
 	// Free returns frames to the pool. The caller no longer owns them.
+	// Frames of another pool go back to their own pool, as RX.Free's.
 	Free(frames []Frame)
 
 	// Reclaim takes completed frames off the completion ring into the

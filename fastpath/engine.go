@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -113,7 +114,10 @@ type Config struct {
 	// hands them over. What a worker sends on a port carries its tag.
 	WANVLAN, LANVLAN uint16
 	// LANAddr4 / LANAddr6 are our addresses on the LAN (the source of the
-	// ICMP errors we send to LAN hosts); SetLANAddrs replaces them.
+	// ICMP errors we send to LAN hosts, and of those we send into the
+	// tunnel without a tunnel address of the family); either may be
+	// invalid (no such error of that family is sent). Read by New;
+	// SetLANAddrs replaces them.
 	LANAddr4, LANAddr6 netip.Addr
 	// LANNeighbours and WANNeighbours answer ARP/NDP on each port (owned
 	// address mode); nil leaves ARP/NDP to the kernel (shared mode: the
@@ -238,8 +242,8 @@ type Engine struct {
 	icmpLimit *icmprate.Limiter
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
 	mss4, mss6 uint16
-	// icmpSrc holds the sources of the ICMP errors the workers send (New,
-	// SetLANAddrs); a worker loads it for each error it sends.
+	// icmpSrc are the sources of the ICMP errors workers send (router.go;
+	// set by New and SetLANAddrs).
 	icmpSrc atomic.Pointer[icmpSources]
 	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
 	// limit known): decrypted packets larger than it are fragmented or
@@ -292,8 +296,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("fastpath: LAN and WAN ports are required")
 	}
 	if cfg.LAN.NumQueues() != cfg.WAN.NumQueues() {
-		return nil, fmt.Errorf("fastpath: LAN %s has %d queues, WAN %s has %d; they must match",
-			cfg.LAN.Name(), cfg.LAN.NumQueues(), cfg.WAN.Name(), cfg.WAN.NumQueues())
+		return nil, fmt.Errorf("fastpath: LAN %s has %s, WAN %s has %d; they must match",
+			cfg.LAN.Name(), plural.Count(cfg.LAN.NumQueues(), "queue", "queues"), cfg.WAN.Name(), cfg.WAN.NumQueues())
 	}
 	if cfg.ListenPort == 0 {
 		return nil, errors.New("fastpath: listen port is required")
@@ -339,7 +343,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
-	e.icmpSrc.Store(newICMPSources(cfg.TunnelAddrs, cfg.LANAddr4, cfg.LANAddr6))
+	e.SetLANAddrs(cfg.LANAddr4, cfg.LANAddr6)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
@@ -379,16 +383,6 @@ func (e *Engine) Now() int64 { return e.now() }
 // net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
 // the new value from their next burst. Safe for concurrent use.
 func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
-
-// SetLANAddrs replaces Config.LANAddr4 and LANAddr6, the sources of the
-// ICMP errors sent toward LAN hosts (and into the tunnel when there is no
-// tunnel address of the family): a gateway calls it when its LAN
-// interface's addresses change, as Linux answers from the addresses of
-// the moment. An invalid address sends no error of its family. Workers use
-// the new ones from their next error. Safe for concurrent use.
-func (e *Engine) SetLANAddrs(v4, v6 netip.Addr) {
-	e.icmpSrc.Store(newICMPSources(e.cfg.TunnelAddrs, v4, v6))
-}
 
 // SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
 // packets from the tunnel go to the exception (e.g. after the WAN

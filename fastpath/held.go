@@ -5,8 +5,13 @@ import (
 )
 
 // hold keeps f (an inner IP packet) until pl's peer has a usable keypair
-// and endpoint, and asks the control plane for a handshake.
-func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
+// and endpoint, and asks the control plane for what is missing at now: a
+// handshake (HandshakeNeeded) when the peer has no keypair it may send
+// with, or no endpoint; the endpoint's next hop's MAC (NeedNeighbour)
+// when that is unknown. A usable keypair whose endpoint only lacks the MAC
+// needs no handshake: the control plane resolves the MAC, and flushHeld
+// sends with that keypair.
+func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	p := pl.peer
 	if p.Removed.Load() {
 		// A batch of the snapshot before the removal.
@@ -15,8 +20,11 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame) {
 		return
 	}
 	p.FlushHeld.Store(false)
-	p.HandshakeNeeded.Store(true)
-	if ep := p.Endpoint.Load(); ep != nil && ep.DstMAC == ([6]byte{}) {
+	ep := p.Endpoint.Load()
+	if kp := p.Current.Load(); kp == nil || !kp.canSend(now) || ep == nil {
+		p.HandshakeNeeded.Store(true)
+	}
+	if ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)
 	}
 	w.e.stamped.push(p) // the control plane's next tick sees the flags
@@ -87,42 +95,53 @@ func (w *worker) flushHeld(now int64) {
 			keep = append(keep, id)
 			continue
 		}
-		held := pl.held
-		first, granted := kp.ReserveNonces(len(held))
-		out := w.out[:0]
-		for i := range held {
-			f := &held[i]
-			if i >= granted {
-				w.count(DropNonceExhausted, 1)
-				w.lanRX.Free(held[i : i+1])
-				continue
-			}
-			inner := f.Len()
-			if !w.seal(f, pl, kp, ep, first+uint64(i)) {
-				w.count(DropNoBuffer, 1)
-				w.lanRX.Free(held[i : i+1])
-				continue
-			}
-			pl.lastSent = now
-			if inner > 0 {
-				pl.lastDataSent = now
-			}
-			pl.txBytes += uint64(f.Len() - w.outerLen(ep))
-			w.c.encrypted.Add(1)
-			w.c.encryptedBytes.Add(uint64(inner))
-			out = append(out, *f)
-			if len(out) == cap(out) {
-				w.transmit(w.wanTX, out)
-				out = out[:0]
-			}
-		}
-		w.transmit(w.wanTX, out)
-		w.markDirty(pl)
-		w.heldTotal -= len(held)
-		w.emptied(pl)
+		w.sendHeld(pl, kp, ep, now)
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// sendHeld seals and transmits pl's held frames, oldest first, with kp (its
+// peer's usable keypair) toward ep, and empties its held list (its ID
+// leaves w.heldPeers at the next flushHeld). Counters it cannot reserve
+// (Reject-After-Messages) are counted as nonce_exhausted drops. Not
+// inlined: rare, and sendWith's loop stays small.
+//
+//go:noinline
+func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
+	held := pl.held
+	first, granted := kp.ReserveNonces(len(held))
+	out := w.out[:0]
+	for i := range held {
+		f := &held[i]
+		if i >= granted {
+			w.count(DropNonceExhausted, 1)
+			w.lanRX.Free(held[i : i+1])
+			continue
+		}
+		inner := f.Len()
+		if !w.seal(f, pl, kp, ep, first+uint64(i)) {
+			w.count(DropNoBuffer, 1)
+			w.lanRX.Free(held[i : i+1])
+			continue
+		}
+		pl.lastSent = now
+		if inner > 0 {
+			pl.lastDataSent = now
+		}
+		pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+		w.c.encrypted.Add(1)
+		w.c.encryptedBytes.Add(uint64(inner))
+		out = append(out, *f)
+		if len(out) == cap(out) {
+			w.transmit(w.wanTX, out)
+			out = out[:0]
+		}
+	}
+	w.transmit(w.wanTX, out)
+	w.markDirty(pl)
+	w.heldTotal -= len(held)
+	w.emptied(pl)
 }
 
 // setHeld publishes the number of frames held (for a handshake, or for a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/dataplanetest"
 	"github.com/wgpio/wgpio/protocol"
 )
 
@@ -195,4 +196,84 @@ func TestHoldingUntilSent(t *testing.T) {
 	if got := recvAll(t, r.hostB, 2, time.Second, nil); got != 2 {
 		t.Errorf("held packets delivered = %d, want 2; drops A %v, B %v", got, TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
 	}
+}
+
+// TestHoldForNeighbourNoHandshake: a packet for a peer whose keypair is
+// usable but whose endpoint's next hop has no MAC yet (an endpoint just
+// set) is held with NeedNeighbour raised and HandshakeNeeded not: the
+// session it has serves once the control plane fills in the MAC, and the
+// held packet leaves with it at the next flush. Before, every held packet
+// raised HandshakeNeeded, and the control plane started a handshake that
+// was not needed. Without a keypair both are raised.
+func TestHoldForNeighbourNoHandshake(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	tx := r.hostA.Queue(0).TX()
+	send := func(seq uint32) {
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(seq, 40))})
+		r.a.workers[0].outbound(r.clock.Now())
+	}
+	send(1) // B's keypair promoted: the session is usable both ways
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Fatalf("first packet delivered = %d, want 1", got)
+	}
+	ep := *r.peerAB.Endpoint.Load()
+	noMAC := ep
+	noMAC.DstMAC = [6]byte{}
+	r.peerAB.Endpoint.Store(&noMAC)
+	send(2)
+	if s := r.a.Stats()[0]; s.Held != 1 || !r.peerAB.NeedNeighbour.Load() || r.peerAB.HandshakeNeeded.Load() {
+		t.Fatalf("held = %d, NeedNeighbour %v, HandshakeNeeded %v; want 1, true, false",
+			s.Held, r.peerAB.NeedNeighbour.Load(), r.peerAB.HandshakeNeeded.Load())
+	}
+	r.peerAB.Endpoint.Store(&ep) // the control plane resolved the MAC
+	r.peerAB.NeedNeighbour.Store(false)
+	r.a.workers[0].flushHeld(r.clock.Now())
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Errorf("held packet delivered = %d, want 1; drops A %v, B %v", got, TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
+	}
+	r.peerAB.Current.Store(nil) // no keypair: a handshake is needed
+	send(3)
+	if !r.peerAB.HandshakeNeeded.Load() {
+		t.Errorf("HandshakeNeeded not raised for a packet held without a keypair")
+	}
+}
+
+// TestCloseFreesHeldToTheirPools: Close frees the packets a worker holds
+// for a peer without a keypair, and those waiting for a WAN neighbour,
+// whatever pool they came from: from the LAN port's RX (the LAN host's
+// pool: memport hands frames over), from the LAN TX half's own pool (the
+// exception interface's packets, copied into a frame the worker
+// allocated) and the WAN TX half's (a control packet). Every buffer of
+// every pool is then in exactly one place. A frame freed through another
+// half than the one it came from goes back to its own pool
+// (dataplane.Cache.FreeFrames), so close's frees through lanTX and wanRX
+// lose nothing.
+func TestCloseFreesHeldToTheirPools(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	tx := r.hostA.Queue(0).TX()
+	sendAll(t, r.hostA, 0, []dataplane.Frame{
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40)),
+		udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(2, 40)),
+	})
+	wa := r.a.workers[0]
+	now := r.clock.Now()
+	wa.outbound(now)
+	f := udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(3, 40))
+	r.a.SendTunnel(0, f.Data()[14:])
+	tx.Free([]dataplane.Frame{f})
+	// A control packet whose WAN next hop does not resolve waits.
+	r.a.Send(0, ControlPacket{Dst: netip.MustParseAddrPort("198.18.9.9:51820"), Payload: make([]byte, 32)})
+	wa.drainMailbox(now)
+	if s := r.a.Stats()[0]; s.Held != 4 {
+		t.Fatalf("held = %d, want 4 (3 for the peer, 1 control packet); drops %v", s.Held, TotalDrops(r.a.Stats()))
+	}
+	r.a.Close()
+	r.b.Close()
+	if d := TotalDrops(r.a.Stats())[DropClosed]; d != 4 {
+		t.Errorf("closed = %d, want 4", d)
+	}
+	// The gateways' LAN and WAN ports share a pool each: account for all.
+	dataplanetest.CheckAccounting(t, r.hostA, r.lanA, r.wanA, r.wanB, r.lanB, r.hostB)
 }

@@ -287,7 +287,14 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
+			// Behind frames that wait for the same neighbour
+			// (neighbour.go: their order is kept), or waiting.
+			if w.nbrWaiting(dst) {
+				m.verdict = innerNoNeighbour
+				continue
+			}
 			if mac, ok = w.lanNeighbour(dst, now); !ok {
+				w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
 			}
@@ -403,6 +410,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		}
 		if !accepted[i] {
 			bad[DropReplay]++
+			if m.verdict == innerNoNeighbour {
+				w.nbrRelease(w.waitDst(&frames[i]))
+			}
 			continue
 		}
 		f := &frames[i]
@@ -467,8 +477,8 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 	pl := w.peerState(kp.Peer)
 	// An unconfirmed keypair is promoted from Next only: one moved to
 	// Previous (Peer.Rotate) is received on, never sent with, and costs
-	// no lock per burst.
-	if !kp.Confirmed() && kp.Peer.Next.Load() == kp && kp.Peer.promote(kp) {
+	// no lock per burst; it is marked received once (Keypair.Used).
+	if !kp.Confirmed() && kp.Peer.receivedOn(kp) {
 		w.e.Kick() // held packets may go now
 	}
 	pl.lastReceived = now

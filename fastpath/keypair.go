@@ -73,7 +73,11 @@ type Keypair struct {
 	// the window's policy is the engine's. It stays out of the struct,
 	// which it would grow by 1 KiB or more.
 	replay atomic.Pointer[replay.SharedWindow]
-	_      [8]byte
+	// received is set when data arrives on an unconfirmed keypair that is
+	// not in Next (a responder's moved to Previous by Peer.Rotate, never
+	// sent with): the initiator used it, though it is never confirmed.
+	received atomic.Bool
+	_        [4]byte
 
 	// The receive line (bytes 128-191): the key receivers open with.
 	receive chachapoly.Key
@@ -163,6 +167,14 @@ func (kp *Keypair) SendCounter() uint64 { return kp.sendNonce.Load() }
 // Confirmed reports whether the session may be used to send (always for the
 // initiator; for the responder once data arrived on it).
 func (kp *Keypair) Confirmed() bool { return kp.confirmed.Load() }
+
+// Used reports whether the peer sent on a responder's keypair: data
+// arrived on it in Next, which confirmed it (Confirmed), or in Previous,
+// where Peer.Rotate moves it when our own exchange completed first and
+// it is never confirmed. A responder's keypair retired unused is the only
+// sign of a preshared key mismatch on this side. An initiator's keypair
+// is confirmed, so used, from the start.
+func (kp *Keypair) Used() bool { return kp.confirmed.Load() || kp.received.Load() }
 
 // confirm marks the keypair confirmed, for receivers and senders (before it
 // is made a peer's Current, so that a sender that finds it there sees it

@@ -3,7 +3,9 @@ package fastpath
 import (
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/protocol"
 )
 
@@ -99,5 +101,38 @@ func TestReserveNoncesSequential(t *testing.T) {
 	}
 	if c := kp.SendCounter(); c != protocol.RejectAfterMessages {
 		t.Errorf("SendCounter() = %#x, want %#x (held at the limit)", c, uint64(protocol.RejectAfterMessages))
+	}
+}
+
+// TestUsedInPrevious: a responder's keypair that Rotate moved from Next to
+// Previous (our own exchange completed first) stays unconfirmed when data
+// arrives on it, but is marked used (Keypair.Used), so that the control
+// plane does not count it as never used when it retires it.
+func TestUsedInPrevious(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	_, kb := r.installKeys() // B's keypair waits in Next
+	var k1, k2 [32]byte
+	ib, err := r.b.Indexes().Allocate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := NewKeypair(&k1, &k2, ib, 99, true, r.clock.Now(), r.peerBA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b.Indexes().Publish(ib, own)
+	r.peerBA.Rotate(own) // B's own exchange: kb goes to Previous
+	if r.peerBA.Previous.Load() != kb || kb.Used() {
+		t.Fatalf("before data: Previous = %p (want %p), Used() = %v, want false", r.peerBA.Previous.Load(), kb, kb.Used())
+	}
+	tx := r.hostA.Queue(0).TX()
+	sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
+	r.a.workers[0].outbound(r.clock.Now())
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Fatalf("delivered %d on the keypair in Previous, want 1; drops B %v", got, TotalDrops(r.b.Stats()))
+	}
+	if !kb.Used() || kb.Confirmed() || r.peerBA.Current.Load() != own {
+		t.Errorf("after data: Used() = %v, Confirmed() = %v, Current is ours %v; want true, false, true", kb.Used(), kb.Confirmed(), r.peerBA.Current.Load() == own)
 	}
 }

@@ -215,7 +215,7 @@ func (w *worker) sendInner(p []byte, now int64) {
 	pl := w.peerState(peer)
 	kp, ep := usable(peer, now)
 	if kp == nil {
-		w.hold(pl, f)
+		w.hold(pl, f, now)
 		return
 	}
 	first, granted := kp.ReserveNonces(1)

@@ -73,10 +73,62 @@ type nbrWaiting struct {
 	since time.Time
 }
 
+// nbrEntry is a slot of a worker's neighbour cache: addr's MAC until
+// expires, and the number of frames for addr in w.nbrWait (waiting). While
+// waiting is not 0 the slot is addr's (another address that hashes to it
+// is resolved without being cached), and frames for addr join the wait
+// behind the others: Linux sends a neighbour's queued packets first (its
+// arp_queue), and so does flushNeighbourWait, in their order, so a flow's
+// first packets to a LAN host are never overtaken by the next ones when
+// the MAC comes between them.
 type nbrEntry struct {
 	addr    netip.Addr
 	mac     [6]byte
+	waiting uint16 // at most maxNeighbourWait
 	expires int64
+}
+
+// nbrWaiting reports whether frames for dst wait for its MAC (inbound's
+// first pass sends dst's next frames to wait behind them).
+func (w *worker) nbrWaiting(dst netip.Addr) bool {
+	if w.nbrWaitN == 0 {
+		return false
+	}
+	e := &w.nbr[nbrHash(dst)&(nbrCacheSize-1)]
+	return e.waiting != 0 && e.addr == dst
+}
+
+// nbrHold counts a frame for dst that will wait (inbound's first pass, at
+// its verdict, so that the burst's next frames for dst wait too): in
+// dst's slot, unless the slot counts another address's frames (then
+// dst's order is not kept: two addresses waiting at once in one of
+// nbrCacheSize slots).
+func (w *worker) nbrHold(dst netip.Addr) {
+	e := &w.nbr[nbrHash(dst)&(nbrCacheSize-1)]
+	if e.waiting == 0 {
+		*e = nbrEntry{addr: dst}
+	}
+	if e.addr == dst {
+		e.waiting++
+		w.nbrWaitN++
+	}
+}
+
+// nbrRelease counts a frame for dst that no longer waits (sent, or
+// dropped), as nbrHold counted it.
+func (w *worker) nbrRelease(dst netip.Addr) {
+	e := &w.nbr[nbrHash(dst)&(nbrCacheSize-1)]
+	if e.waiting != 0 && e.addr == dst {
+		e.waiting--
+		w.nbrWaitN--
+	}
+}
+
+// waitDst is the destination of the inner IP packet in f, a frame of
+// inbound with the verdict innerNoNeighbour.
+func (w *worker) waitDst(f *dataplane.Frame) netip.Addr {
+	header.ParseL3(f.Data(), &w.pkt)
+	return w.pkt.Dst
 }
 
 const nbrCacheSize = 256 // power of 2
@@ -86,12 +138,12 @@ const nbrCacheSize = 256 // power of 2
 // address, or counts its drop when too many wait already. f is zeroed when
 // held.
 func (w *worker) waitNeighbour(f *dataplane.Frame, bad *[NumDropReasons]int32) {
+	dst := w.waitDst(f) // rare
 	if len(w.nbrWait) >= maxNeighbourWait {
 		bad[DropNoNeighbour]++
+		w.nbrRelease(dst)
 		return
 	}
-	header.ParseL3(f.Data(), &w.pkt) // for the destination: rare
-	dst := w.pkt.Dst
 	w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: dst, v6: dst.Is6(), since: time.Now()})
 	*f = dataplane.Frame{}
 	w.setHeld()
@@ -114,6 +166,7 @@ func (w *worker) flushNeighbourWait(now int64) {
 		mac, ok := w.lanNeighbour(nw.dst, now)
 		switch {
 		case ok:
+			w.nbrRelease(nw.dst)
 			f := nw.f
 			et := uint16(header.EtherTypeIPv4)
 			if nw.v6 {
@@ -122,6 +175,7 @@ func (w *worker) flushNeighbourWait(now int64) {
 			w.putLANEthernet(&f, mac, et)
 			out = append(out, f)
 		case t.Sub(nw.since) > neighbourWaitMax:
+			w.nbrRelease(nw.dst)
 			w.count(DropNoNeighbour, 1)
 			w.wanRX.Free(unsafeOne(&nw.f))
 		default:
@@ -149,7 +203,12 @@ func (w *worker) lanNeighbour(dst netip.Addr, now int64) ([6]byte, bool) {
 	if !ok {
 		return mac, false
 	}
-	*e = nbrEntry{addr: dst, mac: mac, expires: now + int64(NeighbourCacheTTL)}
+	switch {
+	case e.waiting == 0:
+		*e = nbrEntry{addr: dst, mac: mac, expires: now + int64(NeighbourCacheTTL)}
+	case e.addr == dst: // its waiting frames keep their count
+		e.mac, e.expires = mac, now+int64(NeighbourCacheTTL)
+	}
 	return mac, true
 }
 

@@ -217,7 +217,7 @@ func (w *worker) outbound(now int64) int {
 				w.e.stamped.push(pl.peer) // the control plane's next tick sees it
 				continue
 			}
-			w.hold(pl, f) // takes the frame (keeps it, or drops and counts)
+			w.hold(pl, f, now) // takes the frame (keeps it, or drops and counts)
 			*f = dataplane.Frame{}
 			continue
 		}
@@ -290,7 +290,8 @@ func (w *worker) outbound(now int64) int {
 // sendWith is outbound's pass 2 for the burst's peers (peers[j] the
 // peer of slot j): it leaves in kps[j] and eps[j] the keypair and endpoint
 // the peer sends with (kps[j] nil: none usable) and leases counters for
-// its frames, and sets each peer's batchN back to 0. With ahead, kps and
+// its frames, and sets each peer's batchN back to 0; a peer's held frames
+// (held.go) are sent here, before its burst's. With ahead, kps and
 // eps hold the peers' Current and Endpoint already (loaded before warm);
 // without, they are loaded here, and the peers' templates prefetched.
 // (A function of its own: in outbound's body, its loop's variables lived
@@ -308,8 +309,18 @@ func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, a
 		}
 		if !sendable(kp, ep, pl.tmplEp, now) {
 			kp = nil
-		} else if !pl.leased(kp) {
-			pl.lease(kp)
+		} else {
+			if w.heldTotal > 0 && len(pl.held) > 0 && !pl.peer.Removed.Load() {
+				// Frames held for the session go first, as
+				// Linux's WireGuard and wireguard-go send their
+				// staged packets before a newer one: the turn's
+				// flushHeld, after this burst, would send them
+				// after it.
+				w.sendHeld(pl, kp, ep, now)
+			}
+			if !pl.leased(kp) {
+				pl.lease(kp)
+			}
 		}
 		kps[j] = kp
 		pl.batchN = 0

@@ -87,8 +87,10 @@ type Peer struct {
 	TxBytes, RxBytes atomic.Uint64
 
 	// HandshakeNeeded is set by a worker that had data for the peer and no
-	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages]); the
-	// control plane clears it when it starts a handshake.
+	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages])
+	// or no endpoint, never for an endpoint whose next hop lacks only its
+	// MAC (NeedNeighbour); the control plane clears it when it starts a
+	// handshake, or finds Current usable.
 	HandshakeNeeded atomic.Bool
 	// FlushHeld is set by the control plane when a handshake gives up
 	// (whitepaper §6.4, after RekeyAttemptTime): every worker drops the
@@ -163,7 +165,8 @@ const (
 // BeginSymmetricSession do: the peer, the initiator of that session, sends
 // with it from the moment it consumed our response, until our first message
 // on kp promotes kp at its end, and what it sent meanwhile is still
-// received. That keypair is never sent with (it stays unconfirmed).
+// received. That keypair is never sent with (it stays unconfirmed; what
+// arrives on it marks it used, Keypair.Used).
 //
 // When the initiator's Rotate pushes out two keypairs, it returns one; the
 // control plane must sweep its keypairs against the slots to find every
@@ -203,9 +206,23 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 	return true
 }
 
-// Promote is promote for dataplanes other than Engine (test doubles): the
-// responder's kp, in Next, received authenticated data (whitepaper §5.4.6).
-func (p *Peer) Promote(kp *Keypair) bool { return p.promote(kp) }
+// Promote is, for dataplanes other than Engine (test doubles), what a
+// worker does when authenticated data arrives on kp, a responder's
+// keypair not yet confirmed (whitepaper §5.4.6): it promotes kp if kp
+// waits in Next and returns whether this call did; elsewhere (in
+// Previous, where Rotate moved it) it marks kp used (Keypair.Used).
+func (p *Peer) Promote(kp *Keypair) bool { return p.receivedOn(kp) }
+
+// receivedOn is Promote; workers call it for an unconfirmed kp only.
+func (p *Peer) receivedOn(kp *Keypair) (promoted bool) {
+	if p.Next.Load() == kp {
+		return p.promote(kp)
+	}
+	if !kp.received.Load() {
+		kp.received.Store(true)
+	}
+	return false
+}
 
 // ClearKeypairs removes all three keypairs and returns them (any may be
 // nil), e.g. when the peer's key changes or it is removed.

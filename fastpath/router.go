@@ -27,30 +27,6 @@ func fragSlots(burst int) int { return 6 * burst }
 // for IPv4 (576) needs 119.
 const maxLANFragments = 128
 
-// icmpSources are the source addresses of the ICMP errors the workers
-// send; invalid: no error of that family is sent. Immutable once stored
-// in Engine.icmpSrc.
-type icmpSources struct {
-	lan4, lan6 netip.Addr // toward LAN hosts: our LAN addresses
-	// tun4, tun6 are for errors into the tunnel: our first tunnel address
-	// of the family, else our LAN address.
-	tun4, tun6 netip.Addr
-}
-
-// newICMPSources builds the sources from our tunnel addresses and LAN
-// addresses.
-func newICMPSources(tunnel []netip.Addr, lan4, lan6 netip.Addr) *icmpSources {
-	s := &icmpSources{lan4: lan4, lan6: lan6, tun4: lan4, tun6: lan6}
-	for i := len(tunnel) - 1; i >= 0; i-- {
-		if a := tunnel[i].Unmap(); a.Is4() {
-			s.tun4 = a
-		} else if a.Is6() {
-			s.tun6 = a
-		}
-	}
-	return s
-}
-
 // fwdState is a worker's scratch for forwarding.
 type fwdState struct {
 	frag header.IPv4Fragmenter
@@ -58,11 +34,53 @@ type fwdState struct {
 	lan [maxLANFragments]dataplane.Frame
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte
+	// reply holds an ICMP error on its way to the LAN (icmpToLAN): a
+	// local array passed to the port's Alloc escaped, one allocation per
+	// error.
+	reply [1]dataplane.Frame
+}
+
+// icmpSources are the sources of the ICMP errors a worker sends, chosen as
+// Linux chooses them for a forwarded packet's error: an address of the
+// interface the error leaves by (RFC 1812 §4.3.2.4; RFC 4443 §2.2),
+// else the host's primary one. lan4, lan6 are our LAN addresses (errors
+// toward LAN hosts); tun4, tun6 our first tunnel address of the family,
+// else the LAN one (errors into the tunnel). Invalid: no error of that
+// family is sent. Never modified after Engine.SetLANAddrs publishes it;
+// a worker loads it once per error it sends (no lock, no allocation).
+type icmpSources struct {
+	lan4, lan6 netip.Addr
+	tun4, tun6 netip.Addr
+}
+
+// SetLANAddrs replaces Config.LANAddr4 and LANAddr6, our LAN addresses,
+// while the engine runs (the LAN interface renumbered): the ICMP errors
+// workers send toward LAN hosts, and into the tunnel where we have no
+// tunnel address of the family, come from them from the next error on.
+// Either may be invalid: no error of that family is sent then. Safe for
+// concurrent use; it allocates, the workers do not.
+func (e *Engine) SetLANAddrs(addr4, addr6 netip.Addr) {
+	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, tun4: addr4.Unmap(), tun6: addr6}
+	for i := len(e.cfg.TunnelAddrs) - 1; i >= 0; i-- {
+		if a := e.cfg.TunnelAddrs[i].Unmap(); a.Is4() {
+			s.tun4 = a
+		} else if a.Is6() {
+			s.tun6 = a
+		}
+	}
+	e.icmpSrc.Store(s)
+}
+
+// LANAddrs returns the LAN addresses ICMP errors toward LAN hosts come from
+// (Config.LANAddr4 and LANAddr6, or SetLANAddrs' latest).
+func (e *Engine) LANAddrs() (addr4, addr6 netip.Addr) {
+	s := e.icmpSrc.Load()
+	return s.lan4, s.lan6
 }
 
 // icmpToLAN answers the IP packet in f (its data from the IP header, the
 // Ethernet header of l2 bytes still in the headroom) toward its sender on the LAN with
-// an ICMP error from our LAN address, as Linux answers from the address of
+// an ICMP error from our LAN address of now (icmpSources), as Linux answers from the address of
 // the interface the answer leaves by: time exceeded (ttl true, rate-limited)
 // or fragmentation needed / packet too big with the tunnel MTU (never
 // limited: path MTU discovery must not break). The caller drops and counts
@@ -88,8 +106,8 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
-	var reply [1]dataplane.Frame
-	if w.lanTX.Alloc(reply[:]) == 0 {
+	reply := w.fwd.reply[:]
+	if w.lanTX.Alloc(reply) == 0 {
 		w.count(DropNoBuffer, 1)
 		return
 	}
@@ -115,12 +133,12 @@ func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
 		}
 	}
 	if reason != header.OK {
-		w.lanTX.Free(reply[:])
+		w.lanTX.Free(reply)
 		return
 	}
 	r.SetLen(w.lanL2 + n)
 	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply[:])
+	w.transmit(w.lanTX, reply)
 }
 
 // icmpAllowed reports whether a time exceeded error about the IP packet p
@@ -163,7 +181,8 @@ func (w *worker) timeExceededTunnel(p []byte, now int64) {
 	}
 	var n int
 	var r header.Reason
-	if src := w.e.icmpSrc.Load(); p[0]>>4 == header.IPv4Version {
+	src := w.e.icmpSrc.Load()
+	if p[0]>>4 == header.IPv4Version {
 		if !src.tun4.IsValid() {
 			return
 		}
@@ -306,7 +325,8 @@ func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
 func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
 	var n int
 	var r header.Reason
-	if src := w.e.icmpSrc.Load(); p[0]>>4 == header.IPv4Version {
+	src := w.e.icmpSrc.Load()
+	if p[0]>>4 == header.IPv4Version {
 		if !src.tun4.IsValid() {
 			return
 		}

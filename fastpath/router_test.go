@@ -116,6 +116,67 @@ func TestTTLExceeded(t *testing.T) {
 	}
 }
 
+// TestSetLANAddrs: after SetLANAddrs (the LAN interface renumbered), the
+// ICMP errors toward LAN hosts, and those into the tunnel where the
+// gateway has no tunnel address (the rig has none), come from the new LAN
+// addresses; before, they kept Config.LANAddr4 and LANAddr6 for the
+// engine's life. Sending one (fragmentation needed toward the LAN, never
+// rate-limited) allocates nothing.
+func TestSetLANAddrs(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	new4A, new6A := netip.MustParseAddr("198.19.1.7"), netip.MustParseAddr("2001:db8:1::7")
+	new4B, new6B := netip.MustParseAddr("198.19.2.7"), netip.MustParseAddr("2001:db8:2::7")
+	r.a.SetLANAddrs(new4A, new6A)
+	r.b.SetLANAddrs(new4B, new6B)
+	for _, c := range []struct {
+		src, dst netip.Addr
+		ttl      uint8
+		from     netip.Addr
+	}{
+		{hostAddrA, hostAddrB, 1, new4A},
+		{host6A, host6B, 1, new6A},
+		{hostAddrA, hostAddrB, 2, new4B}, // expires at B, answered into the tunnel
+		{host6A, host6B, 2, new6B},
+	} {
+		_, atA := through(t, r, ttlFrame(t, r, c.src, c.dst, 100, c.ttl, 0, true))
+		if len(atA) != 1 {
+			t.Fatalf("%v TTL %d: %d answers at hostA, want 1", c.dst, c.ttl, len(atA))
+		}
+		var p header.Packet
+		if rr := header.Parse(atA[0], &p); rr != header.OK || p.Src != c.from {
+			t.Errorf("%v TTL %d: answer %v from %v, want from %v", c.dst, c.ttl, rr, p.Src, c.from)
+		}
+	}
+	f := ttlFrame(t, r, hostAddrA, hostAddrB, 1500-28, 64, 0, true) // over the tunnel MTU, DF
+	tmpl := bytes.Clone(f.Data())
+	r.hostA.Queue(0).TX().Free([]dataplane.Frame{f})
+	frames := make([]dataplane.Frame, 16)
+	tooBig := func() {
+		tx := r.hostA.Queue(0).TX()
+		n := tx.Alloc(frames)
+		for i := range frames[:n] {
+			frames[i].SetLen(len(tmpl))
+			copy(frames[i].Data(), tmpl)
+		}
+		tx.Free(frames[tx.Transmit(frames[:n]):n])
+		r.a.workers[0].outbound(r.clock.Now())
+		rx := r.hostA.Queue(0).RX()
+		m := rx.Receive(frames)
+		if m != n {
+			t.Fatalf("%d answers at hostA, want %d", m, n)
+		}
+		var p header.Packet
+		if rr := header.Parse(frames[0].Data(), &p); rr != header.OK || p.Src != new4A {
+			t.Fatalf("fragmentation needed %v from %v, want from %v", rr, p.Src, new4A)
+		}
+		rx.Free(frames[:m])
+	}
+	tooBig()
+	if allocs := testing.AllocsPerRun(100, tooBig); allocs != 0 {
+		t.Errorf("AllocsPerRun(16 answered with fragmentation needed) = %v, want 0", allocs)
+	}
+}
+
 // reassemble4 puts IPv4 fragments (IP packets, any order) back together.
 func reassemble4(t *testing.T, frags [][]byte) []byte {
 	t.Helper()

@@ -129,7 +129,8 @@ type worker struct {
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
 
-	nbr [nbrCacheSize]nbrEntry
+	nbr      [nbrCacheSize]nbrEntry
+	nbrWaitN int // frames in nbrWait counted in nbr's slots (nbrHold)
 	// dstRoutes and srcRoutes cache allowed-IPs lookups of destinations
 	// (outbound) and sources (inbound) (routecache.go).
 	dstRoutes, srcRoutes *routeCache
@@ -252,7 +253,9 @@ func newWorker(e *Engine, i int) (*worker, error) {
 }
 
 func (w *worker) close() {
-	// Free held frames.
+	// Free held frames (of lanRX's pool, or of lanTX's: sendInner's),
+	// each back to its own pool whatever half frees it (dataplane.TX.Free;
+	// TestCloseFreesHeldToTheirPools).
 	for _, id := range w.heldPeers {
 		pl := w.localAt(id)
 		w.count(DropClosed, len(pl.held))

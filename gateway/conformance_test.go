@@ -180,4 +180,16 @@ func TestCrossedHandshakeKeepsPeersSession(t *testing.T) {
 	default:
 		t.Fatalf("the peer's data on the session it initiated was dropped; Previous %v", fp.Previous.Load())
 	}
+	// That session was used: retired (at Reject-After-Time), it is not
+	// counted as a responder keypair that expired unconfirmed (the sign of
+	// a preshared key mismatch), though it was never confirmed.
+	for r.now()-fakeEpoch < int64(protocol.RejectAfterTime+10*time.Second) {
+		r.advance(time.Second)
+	}
+	if fp.Previous.Load() != nil && fp.Previous.Load().LocalIndex == peerKP1.RemoteIndex {
+		t.Fatalf("the peer's first session is still in Previous after Reject-After-Time")
+	}
+	if got := r.dev.Stats().ResponderUnconfirmedTotal; got != 0 {
+		t.Errorf("responder keypairs expired unconfirmed = %d, want 0 (the one retired had carried data)", got)
+	}
 }

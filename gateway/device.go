@@ -624,7 +624,7 @@ func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 			continue
 		}
 		d.dp.Indexes().Free(kp.LocalIndex)
-		if !kp.IsInitiator && !kp.Confirmed() {
+		if !kp.IsInitiator && !kp.Used() {
 			d.stats.unconfirmed.Add(1)
 		}
 		d.dp.Retire(kp)

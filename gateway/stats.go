@@ -66,7 +66,10 @@ type Stats struct {
 	// ResponderUnconfirmedTotal counts responder keypairs freed without
 	// ever receiving data (replaced by a newer handshake, expired or
 	// removed with their peer): the initiator never used them, which on
-	// this side is the only sign of a preshared key mismatch.
+	// this side is the only sign of a preshared key mismatch. One that
+	// received data only after both sides' handshakes crossed (moved to
+	// Previous, never confirmed) was used, and is not counted
+	// (fastpath.Keypair.Used).
 	ResponderUnconfirmedTotal uint64 `json:"responder_keypairs_expired_unconfirmed_total"`
 	// HandshakeBacklog is a gauge: the received handshake messages waiting
 	// for the handshake pool; HandshakeBacklogPeak is the most seen at once

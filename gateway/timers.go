@@ -28,7 +28,9 @@ const (
 //   - HandshakeNeeded (data waiting without a usable keypair): initiate,
 //     at most once per RekeyTimeout after our last initiation or response
 //     (§6.1); nothing if Current became usable meanwhile (the responder's
-//     Next promoted: the workers send what they held with it).
+//     Next promoted: the workers send what they held with it), also while
+//     the endpoint's next hop has no MAC yet (NeedNeighbour: each tick
+//     resolves it, and the workers send once it is known).
 //   - Promoted (the responder's Next received data and became Current):
 //     the handshake is complete; the keypair pushed out is freed.
 //   - Rekey (§6.2): the initiator's current session older than
@@ -293,14 +295,16 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	}
 
 	if fp.HandshakeNeeded.Load() {
-		if ep := fp.Endpoint.Load(); canSendOn(fp.Current.Load(), now) && ep != nil && ep.DstMAC != ([6]byte{}) {
+		if canSendOn(fp.Current.Load(), now) && fp.Endpoint.Load() != nil {
 			// A session became usable since a worker asked (the
 			// responder's Next, promoted by the initiator's first
 			// message): the workers send what they hold with it, as
 			// wireguard-go sends its staged packets, and no handshake is
-			// needed (§6.1: none is sent without need). (Held for an
-			// endpoint's next hop, they still get the handshake, whose
-			// response gives the MAC when nothing resolves it.)
+			// needed (§6.1: none is sent without need). So too when
+			// they hold them only for the endpoint's next hop, whose
+			// MAC NeedNeighbour's resolution above brings (a handshake
+			// would wait for the same MAC: its initiation cannot leave
+			// before it, fastpath's waitControl).
 			fp.HandshakeNeeded.Store(false)
 		} else if p.retransmitAt != 0 {
 			// A handshake is in flight; its retries serve the need.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -550,5 +551,57 @@ func TestInitiationWithoutEndpoint(t *testing.T) {
 	p.mu.Unlock()
 	if st.Drops[DropNoEndpoint] != 1 || st.InitiationsSent != 0 || pending {
 		t.Fatalf("no_endpoint %d, initiations sent %d, pending index %v; want 1, 0, false", st.Drops[DropNoEndpoint], st.InitiationsSent, pending)
+	}
+}
+
+// TestEndpointWithoutNeighbourNoHandshake: an endpoint set (wg set ...
+// endpoint) while its next hop has no MAC yet, on a confirmed session,
+// starts no handshake: the data a worker holds for it (raising
+// HandshakeNeeded and NeedNeighbour, as before the fix the workers did)
+// waits for the MAC, which the next ticks resolve, and leaves with the
+// session it has. Before, the tick initiated whenever the MAC was
+// unknown: one handshake more than needed.
+func TestEndpointWithoutNeighbourNoHandshake(t *testing.T) {
+	var known atomic.Bool
+	known.Store(true)
+	mac := [6]byte{2, 0, 0, 0, 0, 9}
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: func(netip.Addr) ([6]byte, bool) {
+		if known.Load() {
+			return mac, true
+		}
+		return [6]byte{}, false
+	}})
+	fp := r.fp()
+	r.establishAsInitiator()
+	for range 12 { // past RekeyTimeout, which holds back an initiation after ours
+		r.advance(500 * time.Millisecond)
+	}
+	known.Store(false)
+	moved := netip.MustParseAddrPort("198.18.0.3:51820")
+	if err := r.dev.IpcSet(strings.NewReader("public_key=" + r.wgPub.Hex() + "\nendpoint=" + moved.String() + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.Dst != moved || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint after the set = %+v, want %v without a MAC", ep, moved)
+	}
+	mark := r.f.nsent()
+	fp.HandshakeNeeded.Store(true) // a worker held data for the peer
+	fp.NeedNeighbour.Store(true)
+	for range 3 {
+		r.advance(10 * time.Millisecond)
+	}
+	known.Store(true)
+	r.advance(10 * time.Millisecond)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac || fp.NeedNeighbour.Load() {
+		t.Errorf("endpoint after the neighbour resolved = %+v (NeedNeighbour %v), want MAC %x", ep, fp.NeedNeighbour.Load(), mac)
+	}
+	if fp.HandshakeNeeded.Load() {
+		t.Errorf("HandshakeNeeded still set with a usable session")
+	}
+	for range 10 {
+		r.advance(500 * time.Millisecond)
+	}
+	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 0 {
+		t.Errorf("%d initiations after setting an endpoint without a MAC on a confirmed session, want 0", len(inits))
 	}
 }

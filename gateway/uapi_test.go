@@ -212,6 +212,11 @@ func TestUAPISetMatchesWireguardGo(t *testing.T) {
 			"public_key=" + k1 + "\nallowed_ip=-198.19.0.0/24\nallowed_ip=-198.19.9.0/24\n"}},
 		{"minus of other peer's ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=-198.19.0.0/24\n"}},
 		{"replace allowed ips", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\n", "public_key=" + k1 + "\nreplace_allowed_ips=true\nallowed_ip=198.19.5.0/24\n"}},
+		// What `wg syncconf` (wireguard-tools 780182e) sends for a peer
+		// kept without PresharedKey, PersistentKeepalive and Endpoint.
+		{"syncconf drops preshared key and keepalive", []string{"public_key=" + k1 + "\npreshared_key=" + psk.Hex() +
+			"\nendpoint=198.18.0.2:51820\npersistent_keepalive_interval=25\nallowed_ip=198.19.0.0/24\n",
+			"public_key=" + k1 + "\npreshared_key=" + zero + "\npersistent_keepalive_interval=0\nreplace_allowed_ips=true\nallowed_ip=198.19.1.0/24\n"}},
 		{"replace allowed ips bad value", []string{"public_key=" + k1 + "\nreplace_allowed_ips=yes\n"}},
 		{"update_only new peer", []string{"public_key=" + k1 + "\nupdate_only=true\nallowed_ip=198.19.0.0/24\n"}},
 		{"update_only existing peer", []string{"public_key=" + k1 + "\n", "public_key=" + k1 + "\nupdate_only=true\nallowed_ip=198.19.0.0/24\n"}},
@@ -296,6 +301,17 @@ PublicKey = %s
 AllowedIPs = 198.19.7.0/24
 Endpoint = 198.18.3.3:51820
 `, priv.Base64(), p3))
+	// p1 kept with its allowed IPs only: Debian's wg(8) v1.0.20210914
+	// leaves the preshared key, endpoint and keepalive as they are (from
+	// 780182e on, wg(8) clears the key and keepalive; compared above in
+	// TestUAPISetMatchesWireguardGo), and removes p2.
+	sync := write("sync", fmt.Sprintf(`[Interface]
+PrivateKey = %s
+
+[Peer]
+PublicKey = %s
+AllowedIPs = 198.19.3.0/24
+`, priv.Base64(), p1))
 
 	run := func(name string, args ...string) (string, error) {
 		cmd := exec.Command(wg, args...)
@@ -310,6 +326,7 @@ Endpoint = 198.18.3.3:51820
 		// alike; allowed_ip=-x itself is compared in TestUAPISetMatchesWireguardGo.
 		{"set", "NAME", "peer", p1, "allowed-ips", "+198.19.2.0/24,-198.19.0.0/24"},
 		{"set", "NAME", "peer", p2, "allowed-ips", "198.19.2.0/24"},
+		{"syncconf", "NAME", sync},
 		{"set", "NAME", "peer", p1, "persistent-keepalive", "off"},
 		{"set", "NAME", "peer", p2, "remove"},
 		{"set", "NAME", "peer", p1, "endpoint", "not-an-endpoint"},

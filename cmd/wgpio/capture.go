@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/plural"
 )
 
 // captureRequest is what `wgpio capture` sends on the capture socket, as
@@ -212,7 +213,7 @@ func cmdCapture(args []string) error {
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("capture: write: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "%d frames captured\n", frames)
+	fmt.Fprintf(os.Stderr, "%s captured\n", plural.Count(frames, "frame", "frames"))
 	return nil
 }
 

@@ -80,7 +80,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
 	stopStats, err := serveStats(name, func() any {
-		return GatewayStats{Name: name, Mode: string(config.ModeCompatMQTUN)}
+		return compatStats(name, config.ModeCompatMQTUN, nil)
 	})
 	if err != nil {
 		return err

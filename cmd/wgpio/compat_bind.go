@@ -40,6 +40,13 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 	})
 }
 
+// compatStats is what the stats socket of a compat mode serves: c (nil
+// for compat-mqtun, where wgpio counts nothing), and no control_plane or
+// exception_tun_drops (GatewayStats).
+func compatStats(name string, mode config.Mode, c *CompatStats) GatewayStats {
+	return GatewayStats{Name: name, Mode: string(mode), Compat: c}
+}
+
 // upCompat runs compat mode until SIGINT or SIGTERM.
 func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
 	g, err := startCompat(log, name, f, w)
@@ -48,7 +55,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	}
 	stopStats, err := serveStats(name, func() any {
 		s := g.Stats()
-		return GatewayStats{Name: name, Mode: string(config.ModeCompat), Compat: &s}
+		return compatStats(name, config.ModeCompat, &s)
 	})
 	if err != nil {
 		g.Close()

@@ -5,6 +5,7 @@
 //	wgpio stats [name]          a running gateway's per-queue counters
 //	wgpio capture NAME          what the fast path sees on a port, as pcapng
 //	wgpio strip FILE            the file's wg(8) keys, for wg syncconf
+//	wgpio check -c FILE         whether up and a reload would take the file
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
 // (see package config). Its Mode picks the data path: fastpath (wgpio's
@@ -13,7 +14,8 @@
 // multi-queue kernel TUN and kernel UDP sockets, no XDP). The gateway serves
 // the UAPI socket /var/run/wireguard/<name>.sock, so wg(8) shows and sets it,
 // and /var/run/wgpio/<name>.stats (and, in fastpath mode, <name>.capture).
-// SIGINT and SIGTERM stop it; SIGHUP applies the edited file as `wg
+// SIGINT and SIGTERM stop it (one during the start waits for it to end; a
+// second aborts it: watchStart); SIGHUP applies the edited file as `wg
 // syncconf` would (reload.go).
 //
 // Privileges: root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF with
@@ -39,6 +41,7 @@ commands:
   capture NAME    write what the fast path receives and transmits as pcapng
                   (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
   strip FILE      print the file's wg(8) keys, for wg syncconf NAME <(wgpio strip FILE)
+  check -c FILE   report the file's errors and warnings, as up and a reload read it
   version         print the version
 
 Run "wgpio <command> -h" for the flags of a command.
@@ -61,6 +64,8 @@ func main() {
 		err = cmdCapture(os.Args[2:])
 	case "strip":
 		err = cmdStrip(os.Args[2:])
+	case "check":
+		err = cmdCheck(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -23,6 +23,9 @@ import (
 var wgpioBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(hangingStartEnv) == "1" {
+		hangingStart()
+	}
 	dir, err := os.MkdirTemp("", "wgpio-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -137,15 +137,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.xdp, ctr, float64(v), port, strings.TrimPrefix(k, "xdp_"))
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(s.Device.LiveSessions))
-	ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(s.Device.KeypairsInstalledTotal))
-	ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(s.Device.ResponderUnconfirmedTotal))
-	ch <- prometheus.MustNewConstMetric(c.hsBacklog, prometheus.GaugeValue, float64(s.Device.HandshakeBacklog))
-	ch <- prometheus.MustNewConstMetric(c.hsBacklogPeak, prometheus.GaugeValue, float64(s.Device.HandshakeBacklogPeak))
-	for r := range gateway.NumDropReasons {
-		ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(s.Device.Drops[r]), r.Key())
+	// The fast path fills both (statsOf); compat modes serve no metrics.
+	if d := s.Device; d != nil {
+		ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(d.LiveSessions))
+		ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(d.KeypairsInstalledTotal))
+		ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(d.ResponderUnconfirmedTotal))
+		ch <- prometheus.MustNewConstMetric(c.hsBacklog, prometheus.GaugeValue, float64(d.HandshakeBacklog))
+		ch <- prometheus.MustNewConstMetric(c.hsBacklogPeak, prometheus.GaugeValue, float64(d.HandshakeBacklogPeak))
+		for r := range gateway.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(d.Drops[r]), r.Key())
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(s.ExceptionDrops))
+	if e := s.ExceptionDrops; e != nil {
+		ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(*e))
+	}
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
 		ch <- prometheus.MustNewConstMetric(c.peerTx, ctr, float64(p.TxBytes), p.PublicKey)

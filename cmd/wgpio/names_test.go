@@ -64,7 +64,7 @@ func fullStats() GatewayStats {
 	}
 	p := PeerStat{PublicKey: "k", Endpoint: "198.18.0.1:51820"}
 	ones(&p)
-	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: d, Compat: c}
+	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: &d, ExceptionDrops: new(uint64), Compat: c}
 }
 
 // ones sets every uint64 field of the struct v points to (recursively, not

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/internal/plural"
 )
 
 // Transit traffic the fast path (and compat mode) carries between the
@@ -93,7 +95,7 @@ func nftablesRules(devs []string) ([]string, error) {
 		if len(rules) == 0 && !drop {
 			continue
 		}
-		line := fmt.Sprintf("nftables %s %s chain %s (%s hook, type %s): %d rules", familyName(ch.Table.Family), ch.Table.Name, ch.Name, hook, ch.Type, len(rules))
+		line := fmt.Sprintf("nftables %s %s chain %s (%s hook, type %s): %s", familyName(ch.Table.Family), ch.Table.Name, ch.Name, hook, ch.Type, plural.Count(len(rules), "rule", "rules"))
 		if drop {
 			line += ", policy drop"
 		}
@@ -167,7 +169,7 @@ func legacyRules(namesFile string, level int, what string) ([]string, error) {
 			hooks++
 		}
 		if extra := int(info.NumEntries) - hooks - 1; extra > 0 {
-			out = append(out, fmt.Sprintf("%s (legacy) table %s: %d entries beyond its empty built-in chains", what, name, extra))
+			out = append(out, fmt.Sprintf("%s (legacy) table %s: %s beyond its empty built-in chains", what, name, plural.Count(extra, "entry", "entries")))
 		}
 	}
 	return out, nil

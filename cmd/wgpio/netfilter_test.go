@@ -77,7 +77,7 @@ func TestForwardingRules(t *testing.T) {
 		}
 		all := strings.Join(rules, "\n")
 		for _, want := range []string{
-			"nftables inet wgpiotest chain fwd (forward hook, type filter): 1 rules",
+			"nftables inet wgpiotest chain fwd (forward hook, type filter): 1 rule",
 			"nftables inet wgpiotest chain post (postrouting hook, type filter): 0 rules, policy drop",
 		} {
 			if !strings.Contains(all, want) {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,8 +33,15 @@ type uapiDevice struct {
 // channel has no room for, and in one channel a SIGHUP waiting while a
 // reload ran left no room for a SIGTERM (systemctl reload, then stop),
 // which was lost. SIGHUPs waiting together are one reload: it reads the
-// file as it is then.
-type signals struct{ stop, reload chan os.Signal }
+// file as it is then. While the gateway starts, watchStart reads stop, so
+// that a second stop signal aborts a start that hangs; serve ends that
+// watch (started) before it reads stop itself.
+type signals struct {
+	stop, reload chan os.Signal
+	// started, if not nil, ends the watch of the start (watchStart);
+	// safe to call more than once.
+	started func()
+}
 
 // notifySignals registers the signals of serve; for the life of the
 // process.
@@ -42,6 +50,62 @@ func notifySignals() signals {
 	signal.Notify(s.stop, syscall.SIGINT, syscall.SIGTERM)
 	signal.Notify(s.reload, syscall.SIGHUP)
 	return s
+}
+
+// watchStart reads stop while the gateway starts, until the returned
+// started is called (by serve, once the gateway runs, or by the caller
+// when the start failed; more calls do nothing). The first stop signal
+// meanwhile is logged and held: started puts it back on stop, where serve
+// finds it at once and shuts the gateway down cleanly, which needs the
+// start to have finished. A second one calls abort with it, for a start
+// that hangs (a device or a netlink request that does not answer), which
+// signal.Notify's channel of one place would otherwise drop, leaving
+// only SIGKILL. abort is expected to end the process (abortStart); the
+// watch ends when it returns.
+func watchStart(log *slog.Logger, stop chan os.Signal, abort func(os.Signal)) (started func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		var first os.Signal
+		for {
+			select {
+			case sig := <-stop:
+				if first == nil {
+					first = sig
+					log.Warn("stop requested while the gateway starts: it stops cleanly once started; send the signal again to abort the start now", "signal", sig.String())
+					continue
+				}
+				abort(sig)
+				return
+			case <-done:
+				if first != nil {
+					select {
+					case stop <- first:
+					default: // another stop signal already waits there
+					}
+				}
+				return
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-ended
+	})
+}
+
+// abortStart is watchStart's abort for `wgpio up`: it logs why and what a
+// start cut short leaves behind (as SIGKILL does: no XDP program stays
+// attached and the exception TUN goes with the process, but its socket
+// files stay until the next start replaces them and RX VLAN offload stays
+// off), and exits with status 1.
+func abortStart(log *slog.Logger) func(os.Signal) {
+	return func(sig os.Signal) {
+		log.Error("second stop signal while the gateway starts: start aborted; "+
+			"its socket files stay until the next start replaces them, and RX VLAN offload stays off where it was turned off (ethtool -K DEV rxvlan on)",
+			"signal", sig.String())
+		os.Exit(1)
+	}
 }
 
 // loaded is the outcome of reading the configuration file for a reload.
@@ -68,6 +132,9 @@ type loaded struct {
 // began. A stop waiting is served before anything else; a read still
 // running then is left, and its key erased when it ends.
 func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState, sigs signals) os.Signal {
+	if sigs.started != nil {
+		sigs.started()
+	}
 	path := started.Name
 	results := make(chan loaded, 1)
 	reading, again := false, false
@@ -130,8 +197,9 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 
 // reloaded is what a reload did: the peers the file added, removed (those
 // running that it no longer lists) and kept (their sessions go on; their
-// allowed IPs, endpoint, keepalive and preshared key are set from the
-// file), and the names of the keys (Address, MTU, [WGPIO]'s) whose values
+// allowed IPs, keepalive and preshared key are set from the file, none
+// where it has none, and their endpoint where it gives one:
+// config.File.SyncUAPI), and the names of the keys (Address, MTU, [WGPIO]'s) whose values
 // differ from the file the gateway started with, which a reload does not
 // apply.
 type reloaded struct {

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/tun/tuntest"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -268,5 +272,71 @@ func TestReloadReports(t *testing.T) {
 				t.Errorf("UAPI body removes %s: %v, want %v:\n%s", keys[1].Base64(), removed, tc.removes, set)
 			}
 		})
+	}
+}
+
+// downTUN is a TUN that never reports up: a wireguard-go device on it
+// stays down, opens no socket and sends nothing.
+type downTUN struct{ tun.Device }
+
+func (downTUN) Events() <-chan tun.Event { return nil }
+
+// TestReloadClearsDroppedKeys: a reload whose file keeps a peer but no
+// longer sets its PresharedKey and PersistentKeepalive removes both from
+// the device, and keeps the peer's endpoint, which the file no longer
+// gives either, as `wg syncconf` does (wireguard-tools 780182e: it sends
+// a zero key and a zero interval; no endpoint). The device is stock
+// wireguard-go, the UAPI of both compat modes; the fast path's UAPI
+// takes the same text alike (gateway's TestUAPISetMatchesWireguardGo,
+// "syncconf drops preshared key and keepalive"). Before, the preshared
+// key and the keepalive stayed.
+func TestReloadClearsDroppedKeys(t *testing.T) {
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerPriv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := peerPriv.PublicKey()
+	psk, err := noise.NewPresharedKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[Peer]\nPublicKey = " + pub.Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	started, err := config.Parse(path, strings.NewReader(head+"PresharedKey = "+psk.Base64()+"\nEndpoint = 198.18.0.2:51820\nPersistentKeepalive = 25\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	defer dev.Close()
+	if err := dev.IpcSet(started.UAPI()); err != nil {
+		t.Fatalf("set the started file: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(head), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reload(started, uapiDevice{get: dev.IpcGet, set: dev.IpcSet})
+	if err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if r.kept != 1 {
+		t.Errorf("reload kept %d peers, want 1", r.kept)
+	}
+	got, err := dev.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"preshared_key=" + strings.Repeat("0", 64) + "\n",
+		"persistent_keepalive_interval=0\n",
+		"endpoint=198.18.0.2:51820\n",
+		"allowed_ip=198.18.99.0/24\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after the reload, get=1 lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -205,4 +208,126 @@ func TestServeReloadStorm(t *testing.T) {
 	if !strings.Contains(logBuf.String(), "reload: configuration not applied") {
 		t.Errorf("log lacks the failed reload:\n%s", logBuf.String())
 	}
+}
+
+// TestSecondStopAbortsStart: while the gateway starts (here a start that
+// never ends), a first SIGTERM is held and logged, and a second stop
+// signal (SIGINT: Ctrl-C again) aborts the start at once; a start that
+// finishes hands the held signal to serve, which stops the gateway
+// cleanly. Before, stop signals were registered on a channel of one
+// place before the start, so the second was dropped and only SIGKILL
+// ended a start that hung.
+func TestSecondStopAbortsStart(t *testing.T) {
+	logged := func(t *testing.T, b *bytes.Buffer, mu *sync.Mutex, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			got := b.String()
+			mu.Unlock()
+			if strings.Contains(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log lacks %q:\n%s", want, got)
+			}
+		}
+	}
+	newLog := func() (*slog.Logger, *bytes.Buffer, *sync.Mutex) {
+		var b bytes.Buffer
+		var mu sync.Mutex
+		return slog.New(slog.NewTextHandler(lockedWriter{&mu, &b}, nil)), &b, &mu
+	}
+	const held = "stop requested while the gateway starts"
+
+	t.Run("second aborts", func(t *testing.T) {
+		sigs := testSignals(t)
+		log, b, mu := newLog()
+		aborted := make(chan os.Signal, 1)
+		sigs.started = watchStart(log, sigs.stop, func(sig os.Signal) { aborted <- sig })
+		defer sigs.started()
+		kill(t, syscall.SIGTERM)
+		logged(t, b, mu, held)
+		select {
+		case sig := <-aborted:
+			t.Fatalf("start aborted on the first signal (%v)", sig)
+		default:
+		}
+		kill(t, syscall.SIGINT)
+		select {
+		case sig := <-aborted:
+			if sig != syscall.SIGINT {
+				t.Errorf("abort(%v), want abort(SIGINT)", sig)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a second stop signal during the start did not abort it")
+		}
+	})
+
+	t.Run("process exits", func(t *testing.T) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), hangingStartEnv+"=1")
+		var mu sync.Mutex
+		var stderr bytes.Buffer
+		cmd.Stderr = lockedWriter{&mu, &stderr}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		defer func() {
+			cmd.Process.Kill()
+			<-done
+		}()
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "starting\n" {
+			t.Fatalf("child said %q (%v), want \"starting\"", line, err)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		logged(t, &stderr, &mu, held)
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-done:
+			done <- err // for the deferred Wait
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("child exit: %v, want status 1", err)
+			}
+			mu.Lock()
+			out := stderr.String()
+			mu.Unlock()
+			if !strings.Contains(out, "second stop signal while the gateway starts: start aborted") {
+				t.Errorf("child's log does not say why it stopped:\n%s", out)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the child did not exit on a second stop signal during its start")
+		}
+	})
+
+	t.Run("first waits for serve", func(t *testing.T) {
+		sigs := testSignals(t)
+		log, b, mu := newLog()
+		sigs.started = watchStart(log, sigs.stop, func(sig os.Signal) { t.Errorf("abort(%v) after one signal", sig) })
+		kill(t, syscall.SIGTERM)
+		logged(t, b, mu, held)
+		out, _ := serveAsync(t, writeConfig(t), (&fakeDevice{}).uapi(), sigs)
+		wantStop(t, out, 10*time.Second)
+	})
+}
+
+// hangingStartEnv set to 1 makes the test binary hangingStart instead of
+// running tests (TestMain).
+const hangingStartEnv = "WGPIO_TEST_HANGING_START"
+
+// hangingStart is the child of TestSecondStopAbortsStart's "process
+// exits": cmdUp's signal handling around a start that never ends. It
+// says "starting" on stdout, then waits.
+func hangingStart() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	sigs := notifySignals()
+	sigs.started = watchStart(log, sigs.stop, abortStart(log))
+	os.Stdout.WriteString("starting\n")
+	select {}
 }

@@ -96,15 +96,27 @@ func printStats(name string, s GatewayStats) {
 			q.Fragmented, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
 	}
 	tw.Flush()
-	fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
-		s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
-	fmt.Printf("handshake backlog: %d waiting, %d at most\n",
-		s.Device.HandshakeBacklog, s.Device.HandshakeBacklogPeak)
-	if l := s.Device.Losses(); len(l) > 0 {
-		fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
+	if s.Device != nil { // always, from a fast-path gateway of this version
+		// The workers count what they receive, per queue (the columns "in"
+		// above); the control plane sends every keepalive and handshake
+		// message, counted for the whole gateway.
+		var keepalivesIn uint64
+		for _, q := range s.Queues {
+			keepalivesIn += q.KeepalivesReceived
+		}
+		fmt.Printf("keepalives: %d sent, %d received\n", s.Device.KeepalivesSent, keepalivesIn)
+		fmt.Printf("handshake messages sent: %d initiations, %d responses, %d cookie replies\n",
+			s.Device.InitiationsSent, s.Device.ResponsesSent, s.Device.CookieRepliesSent)
+		fmt.Printf("sessions: %d live, %d keypairs installed, %d responder keypairs expired unconfirmed\n",
+			s.Device.LiveSessions, s.Device.KeypairsInstalledTotal, s.Device.ResponderUnconfirmedTotal)
+		fmt.Printf("handshake backlog: %d waiting, %d at most\n",
+			s.Device.HandshakeBacklog, s.Device.HandshakeBacklogPeak)
+		if l := s.Device.Losses(); len(l) > 0 {
+			fmt.Printf("control plane drops: %s\n", strings.Join(l, " "))
+		}
 	}
-	if s.ExceptionDrops > 0 {
-		fmt.Printf("exception TUN drops: %d (packets for the host while its interface %s was down)\n", s.ExceptionDrops, s.Name)
+	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
+		fmt.Printf("exception TUN drops: %d (packets for the host while its interface %s was down)\n", *s.ExceptionDrops, s.Name)
 	}
 	// What the ports and the kernel dropped before the workers saw it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)

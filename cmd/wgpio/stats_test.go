@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 )
@@ -13,20 +15,85 @@ import (
 // TestPrintStatsBacklog: `wgpio stats` prints the handshake backlog and its
 // peak, as the README says it does (they were in -json and /metrics only).
 func TestPrintStatsBacklog(t *testing.T) {
+	out := capturePrintStats(t, GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1),
+		Device: &gateway.Stats{HandshakeBacklog: 3, HandshakeBacklogPeak: 1024}})
+	if want := "handshake backlog: 3 waiting, 1024 at most"; !strings.Contains(out, want) {
+		t.Errorf("printStats does not say %q:\n%s", want, out)
+	}
+}
+
+// TestPrintStatsKeepalives: `wgpio stats` says how many keepalives the
+// gateway sent (the control plane's count) beside those it received (the
+// queues' "keepalives in", summed), and the handshake messages it sent.
+// Before, only the received ones were shown, per queue.
+func TestPrintStatsKeepalives(t *testing.T) {
+	q := make([]fastpath.QueueStats, 2)
+	q[0].KeepalivesReceived, q[1].KeepalivesReceived = 4, 3
+	out := capturePrintStats(t, GatewayStats{Name: "wg0", Queues: q,
+		Device: &gateway.Stats{KeepalivesSent: 9, InitiationsSent: 2, ResponsesSent: 5, CookieRepliesSent: 1}})
+	for _, want := range []string{
+		"keepalives in",
+		"keepalives: 9 sent, 7 received\n",
+		"handshake messages sent: 2 initiations, 5 responses, 1 cookie replies\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("printStats does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// capturePrintStats is what printStats prints for s.
+func capturePrintStats(t *testing.T, s GatewayStats) string {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	stdout := os.Stdout
 	os.Stdout = w
-	printStats("wg0", GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1),
-		Device: gateway.Stats{HandshakeBacklog: 3, HandshakeBacklogPeak: 1024}})
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- b
+	}()
+	printStats(s.Name, s)
 	os.Stdout = stdout
 	w.Close()
-	out, _ := io.ReadAll(r)
+	out := <-done
 	r.Close()
-	if want := "handshake backlog: 3 waiting, 1024 at most"; !strings.Contains(string(out), want) {
-		t.Errorf("printStats does not say %q:\n%s", want, out)
+	return string(out)
+}
+
+// TestCompatStatsJSON: the stats of the compat modes leave out what they
+// do not count (control_plane: stock wireguard-go keeps no counters of
+// its handshakes and keepalives; exception_tun_drops: no exception TUN)
+// instead of zeros that read as data, which the fast path's JSON keeps
+// even when zero. Before, both compat modes served an all-zero
+// control_plane.
+func TestCompatStatsJSON(t *testing.T) {
+	var exc uint64
+	for _, tc := range []struct {
+		name    string
+		s       GatewayStats
+		present bool
+	}{
+		{"compat", compatStats("wg0", config.ModeCompat, &CompatStats{}), false},
+		{"compat-mqtun", compatStats("wg0", config.ModeCompatMQTUN, nil), false},
+		{"fastpath", GatewayStats{Name: "wg0", Device: &gateway.Stats{}, ExceptionDrops: &exc}, true},
+	} {
+		b, err := json.Marshal(tc.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"control_plane", "exception_tun_drops"} {
+			if _, ok := m[k]; ok != tc.present {
+				t.Errorf("%s: JSON has %q: %v, want %v:\n%s", tc.name, k, ok, tc.present, b)
+			}
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -144,12 +145,8 @@ func cmdUp(args []string) error {
 		return err
 	}
 	warnIgnored(log, f, w)
-	if w.Mode != config.ModeFastPath {
-		for _, k := range []string{"WANVLAN", "LANVLAN"} {
-			if _, ok := w.Lines[k]; ok {
-				return keyError(f.Name, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
-			}
-		}
+	if err := checkVLANMode(f.Name, w); err != nil {
+		return err
 	}
 	// The interfaces an instance takes: their NIC queues and XDP hook, so
 	// the trunk of a kernel VLAN device.
@@ -185,8 +182,11 @@ func cmdUp(args []string) error {
 	}
 	defer unlock()
 
-	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs.
+	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
+	// a second SIGTERM or SIGINT during the start aborts it.
 	sigs := notifySignals()
+	sigs.started = watchStart(log, sigs.stop, abortStart(log))
+	defer sigs.started()
 	switch w.Mode {
 	case config.ModeFastPath:
 		return upFastpath(log, *name, f, w, *csum4, sigs)
@@ -278,13 +278,9 @@ func checkQueues(file string, w config.WGPIO) error {
 	}
 	for _, dev := range []string{trunkOf(w.WAN), trunkOf(w.LAN)} {
 		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
-			has := fmt.Sprintf("%d RX queues", n)
-			if n == 1 {
-				has = "1 RX queue"
-			}
 			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
 				"%d queues, but %s has %s (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
-				w.Queues, dev, has, dev, dev))
+				w.Queues, dev, plural.Count(n, "RX queue", "RX queues"), dev, dev))
 		}
 	}
 	return nil
@@ -303,14 +299,25 @@ func trunkOf(name string) string {
 	return name
 }
 
-// warnIgnored warns of settings the chosen mode does not act on.
+// warnIgnored warns of settings the chosen mode does not act on
+// (ignoredKeys), and of a -metrics-addr flag outside fastpath mode.
 func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
+	for _, warning := range ignoredKeys(f, w) {
+		log.Warn("config", "warning", warning.String())
+	}
+	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
+		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	}
+}
+
+// ignoredKeys lists, in the order checked, the keys of f that w.Mode (set)
+// does not act on.
+func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
+	var out []config.Warning
 	warn := func(lines map[string]int, key, msg string) {
-		line, ok := lines[key]
-		if !ok {
-			return
+		if line, ok := lines[key]; ok {
+			out = append(out, config.Warning{File: f.Name, Line: line, Key: key, Msg: msg})
 		}
-		log.Warn("config", "warning", config.Warning{File: f.Name, Line: line, Key: key, Msg: msg}.String())
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
 		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
@@ -332,9 +339,20 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
 	}
-	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
-		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	return out
+}
+
+// checkVLANMode refuses a trunk's VLAN (WANVLAN, LANVLAN) outside fastpath
+// mode; w.Mode is set.
+func checkVLANMode(file string, w config.WGPIO) error {
+	if w.Mode != config.ModeFastPath {
+		for _, k := range []string{"WANVLAN", "LANVLAN"} {
+			if _, ok := w.Lines[k]; ok {
+				return keyError(file, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
+			}
+		}
 	}
+	return nil
 }
 
 // checkCPUs reports, as an error of the configuration file, a CPU in
@@ -583,23 +601,34 @@ func explain(err error) error {
 	return err
 }
 
-// GatewayStats is what `wgpio stats` prints and the metrics export.
+// GatewayStats is what `wgpio stats` prints (-json: this struct) and the
+// metrics export. The fast path fills every field but Compat; compat
+// mode fills Name, Mode and Compat, and compat-mqtun Name and Mode only.
+// What a mode does not count is left out of the JSON, not written as
+// zeros: stock wireguard-go, which carries compat modes' handshakes and
+// keepalives, keeps no counters of them (its UAPI gives per peer only
+// bytes and the last handshake: `wg show`), so compat modes have no
+// control_plane, and no exception_tun_drops (they have no exception
+// TUN).
 type GatewayStats struct {
 	Name string `json:"name"`
 	// Mode is "" for the fast path, else the [WGPIO] Mode.
 	Mode   string                `json:"mode,omitempty"`
 	Queues []fastpath.QueueStats `json:"queues"`
 	Peers  []PeerStat            `json:"peers"`
-	Device gateway.Stats         `json:"control_plane"`
+	// Device is the fast path's control plane's counters; nil in compat
+	// modes.
+	Device *gateway.Stats `json:"control_plane,omitempty"`
 	// XDP holds each port's XDP program counters ("lan", "wan"), frames
 	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
 	// kernel (xdp_pass_vlan: of another VLAN than the port's).
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// ExceptionDrops counts the packets for the host that the exception
-	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops).
-	ExceptionDrops uint64 `json:"exception_tun_drops"`
-	// Compat holds compat mode's counters (Queues, Peers and Device are
-	// then empty: wg show has the peers).
+	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops);
+	// nil in compat modes.
+	ExceptionDrops *uint64 `json:"exception_tun_drops,omitempty"`
+	// Compat holds compat mode's counters (Queues and Peers are then
+	// empty, Device and ExceptionDrops nil: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
 }
 
@@ -614,7 +643,8 @@ type PeerStat struct {
 }
 
 func statsOf(g *fastgw.Gateway) GatewayStats {
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: g.Device().Stats(), XDP: map[string]map[string]uint64{}, ExceptionDrops: g.ExceptionDrops()}
+	dev, exc := g.Device().Stats(), g.ExceptionDrops()
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, XDP: map[string]map[string]uint64{}, ExceptionDrops: &exc}
 	wan, lan := g.Ports()
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
 		m := map[string]uint64{}
@@ -639,8 +669,8 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 // the packets for the host the exception TUN refused when there were any
 // (they are no queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
-	if s.ExceptionDrops > 0 {
-		log.Info("final counters", "exception_tun_drops", s.ExceptionDrops)
+	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
+		log.Info("final counters", "exception_tun_drops", *s.ExceptionDrops)
 	}
 	for i, q := range s.Queues {
 		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}

@@ -437,7 +437,7 @@ func TestLogFinalExceptionDrops(t *testing.T) {
 		want  bool
 	}{{0, false}, {7, true}} {
 		var b strings.Builder
-		logFinal(slog.New(slog.NewTextHandler(&b, nil)), GatewayStats{Queues: make([]fastpath.QueueStats, 1), ExceptionDrops: tc.drops})
+		logFinal(slog.New(slog.NewTextHandler(&b, nil)), GatewayStats{Queues: make([]fastpath.QueueStats, 1), ExceptionDrops: &tc.drops})
 		if got := strings.Contains(b.String(), fmt.Sprintf("exception_tun_drops=%d", tc.drops)); got != tc.want {
 			t.Errorf("logFinal with ExceptionDrops %d logged it: %v, want %v:\n%s", tc.drops, got, tc.want, b.String())
 		}

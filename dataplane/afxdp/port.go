@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/plural"
 	"golang.org/x/sys/unix"
 )
 
@@ -136,7 +137,8 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 		cfg.Queues = devQueues
 	}
 	if cfg.Queues < 0 || cfg.Queues > devQueues {
-		return nil, fmt.Errorf("%w: %d queues asked of %s, which has %d RX queues (ask for fewer, or add queues with ethtool -L)", ErrQueueOutOfRange, cfg.Queues, ifname, devQueues)
+		return nil, fmt.Errorf("%w: %s asked of %s, which has %s (ask for fewer, or add queues with ethtool -L)", ErrQueueOutOfRange,
+			plural.Count(cfg.Queues, "queue", "queues"), ifname, plural.Count(devQueues, "RX queue", "RX queues"))
 	}
 	sz := ringSizes{cfg.FillRingSize, cfg.CompletionRingSize, cfg.RXRingSize, cfg.TXRingSize}
 	for _, p := range []*int{&sz.fill, &sz.comp, &sz.rx, &sz.tx} {
@@ -159,7 +161,8 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 			n = max(DefaultFramesPerQueue, 2*sz.fill) * cfg.Queues
 		}
 		if least := cfg.Queues * (sz.fill + 2*dataplane.CacheBatch); n < least {
-			return fmt.Errorf("afxdp: %d frames for %d queues with %d-entry fill rings: the fill rings would take them all (use at least %d)", n, cfg.Queues, sz.fill, least)
+			return fmt.Errorf("afxdp: %s for %s with %d-entry fill rings: the fill rings would take them all (use at least %d)",
+				plural.Count(n, "frame", "frames"), plural.Count(cfg.Queues, "queue", "queues"), sz.fill, least)
 		}
 		u, err := NewUMEM(UMEMConfig{FrameSize: cfg.FrameSize, NumFrames: n, Mode: cfg.Mode})
 		p.umem, p.shared = u, false
@@ -602,8 +605,8 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 // removed first, then those of addrs added in order, so that an address
 // in both is never out of the map (a frame to it is never redirected
 // meanwhile) and a set as large as the old one, disjoint from it, fits.
-// At most 256 of each family (the maps' size): the error names the first
-// address that did not fit; those before it are in the map.
+// At most MaxHostAddrs of each family (the maps' size): the error names
+// the first address that did not fit; those before it are in the map.
 func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
 	if err := p.lockMaps(); err != nil {
 		return fmt.Errorf("set host addresses: %w", err)

@@ -42,7 +42,8 @@ type Filter struct {
 	Prefixes bool
 
 	// HostAddrs are the host's own addresses on this interface, which the
-	// LAN match never redirects.
+	// LAN match never redirects: at most MaxHostAddrs of each family
+	// (Open fails with more).
 	HostAddrs []netip.Addr
 
 	// PrefixCapacity is the most prefixes of each family the LAN match
@@ -56,6 +57,11 @@ type Filter struct {
 	// ignores it.
 	VLAN uint16
 }
+
+// MaxHostAddrs is how many host addresses of each family (IPv4, IPv6)
+// the LAN match holds (Filter.HostAddrs, Port.SetHostAddrs): the size of
+// its preallocated hash maps, looked up per frame.
+const MaxHostAddrs = 256
 
 // DefaultPrefixCapacity is Filter.PrefixCapacity's default: 1,048,576
 // prefixes of each family, room for a million peers' /32 and /128.
@@ -185,8 +191,8 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 		{&p.udp6, "wgpio_udp6", ebpf.Hash, 16, 4, 64, 0},
 		{&p.neigh4, "wgpio_neigh4", ebpf.Hash, 4, 4, 64, 0},
 		{&p.neigh6, "wgpio_neigh6", ebpf.Hash, 16, 4, 64, 0},
-		{&p.host4, "wgpio_host4", ebpf.Hash, 4, 4, 256, 0},
-		{&p.host6, "wgpio_host6", ebpf.Hash, 16, 4, 256, 0},
+		{&p.host4, "wgpio_host4", ebpf.Hash, 4, 4, MaxHostAddrs, 0},
+		{&p.host6, "wgpio_host6", ebpf.Hash, 16, 4, MaxHostAddrs, 0},
 		{&p.lpm4, "wgpio_lpm4", ebpf.LPMTrie, 8, 4, capacity, unix.BPF_F_NO_PREALLOC},
 		{&p.lpm6, "wgpio_lpm6", ebpf.LPMTrie, 20, 4, capacity, unix.BPF_F_NO_PREALLOC},
 	} {

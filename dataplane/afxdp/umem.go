@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/plural"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +74,7 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 		return nil, fmt.Errorf("afxdp: frame size %d is not 2048 or 4096 (aligned UMEM chunks of at most a page)", cfg.FrameSize)
 	}
 	if cfg.NumFrames < 64 {
-		return nil, fmt.Errorf("afxdp: %d frames is too few (at least 64)", cfg.NumFrames)
+		return nil, fmt.Errorf("afxdp: %s: too few (at least 64)", plural.Count(cfg.NumFrames, "frame", "frames"))
 	}
 	// Page aligned (the kernel's XDP_UMEM_REG requires it), and on huge
 	// pages where the kernel gives them (dataplane.AllocMemory).

@@ -140,23 +140,29 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 // peer sends to them (the engine's HostAddrs). Without that, with
 // AllowedIPs = 0.0.0.0/0, what LAN hosts sent to an address added since
 // start went into the tunnel. The ICMP errors the workers send toward LAN
-// hosts (and into the tunnel, without a tunnel address) come from the
-// chosen addresses of now (srcaddr.Choose; the engine's SetLANAddrs):
-// with those of start, a LAN that got its IPv6 address after start had no
-// "packet too big" for its hosts.
+// hosts (and into the tunnel, for a family without a tunnel address) come
+// from the interface's first address of each family of now, as Linux
+// sends them from an address of the interface they leave by (RFC 1812
+// §4.3.2.4, RFC 4443 §2.2): Engine.SetLANAddrs, also when only the choice
+// changed (an IPv6 address whose duplicate address detection ended).
 func (g *Gateway) lanAddressesChanged() {
 	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
 	if err != nil {
 		g.log.Warn("re-read the LAN interface after an address change", "err", err)
 		return
 	}
+	if v4, v6 := g.engine.LANAddrs(); v4 != ll.v4 || v6 != ll.v6 {
+		g.log.Info("LAN source of ICMP errors changed", "interface", g.lanSide.addrDev, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
+		g.engine.SetLANAddrs(ll.v4, ll.v6)
+	}
 	if slices.Equal(ll.all, g.lanAddrs) {
 		return
 	}
 	g.log.Info("LAN addresses changed", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
-	g.engine.SetLANAddrs(ll.v4, ll.v6)
-	if err := g.lan.SetHostAddrs(lanFilter(g.cfg, ll.all, g.lanSide.vid).HostAddrs); err != nil {
+	host, left := lanHostAddrs(g.cfg, ll.all)
+	g.warnHostAddrsLeft(left)
+	if err := g.lan.SetHostAddrs(host); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -34,16 +35,27 @@ func (g *Gateway) addExceptionAddrs(l netlink.Link) error {
 // gateway installed them itself and keeps them. While the interface is
 // down the host's own traffic to the peers' networks has no route into the
 // tunnel (as with wg0 down), and what the workers hand the host is counted
-// as ExceptionDrops. Runs until g.tableDone is closed.
+// as ExceptionDrops. A down and up while the link subscription was gone
+// (it overflowed: ENOBUFS, and followLinks subscribes again) shows no
+// transition: after each renewed subscription, with the link up, the
+// watcher looks for what is missing and restores it (restoreMissing).
+// Runs until g.tableDone is closed.
 func (g *Gateway) watchException() error {
 	l := g.dp.excLink
 	index, up := l.Attrs().Index, l.Attrs().Flags&net.FlagUp != 0
-	return g.followLinks(g.nsHandle, g.tableDone, "exception TUN", []int{index}, func(a netlink.LinkAttrs) {
+	// The first read follows Start's own installation: nothing to look
+	// for then (listing the routes costs a dump of the whole table).
+	first := true
+	return g.followLinks(g.nsHandle, g.tableDone, "exception TUN", []int{index}, func(a netlink.LinkAttrs, reread bool) {
 		if a.Index != index {
 			return
 		}
+		if reread && first {
+			first, reread = false, false
+		}
 		now := a.Flags&net.FlagUp != 0
-		if now && !up {
+		switch {
+		case now && !up:
 			err := g.addExceptionAddrs(l)
 			n := g.dp.restoreRoutes()
 			if err != nil {
@@ -51,9 +63,52 @@ func (g *Gateway) watchException() error {
 			} else {
 				g.log.Info("exception TUN up again: its tunnel addresses and routes restored", "interface", a.Name, "routes", n)
 			}
+		case now && reread:
+			g.restoreMissing(l, a.Name)
 		}
 		up = now
 	})
+}
+
+// restoreMissing puts back on the exception TUN l (up) the tunnel
+// addresses and the routes of the allowed IPs it lacks, as they are after
+// a down and up that no link update told of; it logs what it restored,
+// nothing when nothing lacked.
+func (g *Gateway) restoreMissing(l netlink.Link, name string) {
+	addrs, err := g.exceptionAddrsMissing(l)
+	if err == nil && addrs > 0 {
+		err = g.addExceptionAddrs(l)
+	}
+	routes, rerr := g.dp.restoreMissingRoutes()
+	switch {
+	case err != nil || rerr != nil:
+		g.log.Warn("exception TUN: restore what it lacks after its link subscription was renewed", "interface", name, "addr_err", err, "route_err", rerr, "routes_restored", routes)
+	case addrs > 0 || routes > 0:
+		g.log.Info("exception TUN went down and up while its link was not followed: its tunnel addresses and routes restored", "interface", name, "addresses", addrs, "routes", routes)
+	}
+}
+
+// exceptionAddrsMissing counts the tunnel addresses (Config.Addresses) the
+// exception TUN l does not have.
+func (g *Gateway) exceptionAddrsMissing(l netlink.Link) (int, error) {
+	list, err := g.nlHandle.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return 0, fmt.Errorf("list the addresses of %s: %w", g.cfg.Name, err)
+	}
+	have := make(map[netip.Prefix]bool, len(list))
+	for _, a := range list {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			ones, _ := a.Mask.Size()
+			have[netip.PrefixFrom(ip.Unmap(), ones)] = true
+		}
+	}
+	missing := 0
+	for _, p := range g.cfg.Addresses {
+		if !have[p] {
+			missing++
+		}
+	}
+	return missing, nil
 }
 
 // readException carries the host kernel's packets from the exception TUN

@@ -151,3 +151,45 @@ func TestExceptionTUNDeleted(t *testing.T) {
 		t.Fatal("Close did not return within 10 s with the exception TUN deleted")
 	}
 }
+
+// TestExceptionTUNDownAndUpUnfollowed: the exception TUN goes down and
+// comes back up while its link subscription is gone (it overflowed:
+// ENOBUFS), so that no update tells the watcher of either. When it
+// subscribes again it finds the link up, as it left it, and restores what
+// the kernel removed meanwhile: the routes of the allowed IPs into it and
+// its IPv6 tunnel address. Before, it restored only on a transition from
+// down to up that it saw, and both stayed lost.
+func TestExceptionTUNDownAndUpUnfollowed(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	pause, resume, restore := fastgw.PauseLinkSubscriptions()
+	t.Cleanup(restore) // after the site's Close, registered later
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	fc := s.FastConfig
+	fc.Addresses = append(fc.Addresses, netip.MustParsePrefix("fd00:5::1/64"))
+	var logs testenv.LogBuffer
+	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostB, twosite.TunnelA.String(), 0)
+	pause()
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "down")
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "up")
+	if out := runOK(t, s.GwA, "ip", "route", "show", "dev", s.GwName); strings.Contains(out, "198.19.2.0/24") {
+		t.Fatalf("the route of 198.19.2.0/24 into %s survived the down and up; the test shows nothing:\n%s", s.GwName, out)
+	}
+	resume()
+	waitFor(t, "the IPv6 tunnel address and the route of 198.19.2.0/24 back on "+s.GwName, func() bool {
+		out6, _ := s.GwA.Run("ip", "-6", "addr", "show", "dev", s.GwName)
+		routes, _ := s.GwA.Run("ip", "route", "show", "dev", s.GwName)
+		return strings.Contains(out6, "fd00:5::1/64") && strings.Contains(routes, "198.19.2.0/24")
+	})
+	// The host's own traffic takes the tunnel again.
+	ping(t, s.GwA, twosite.HostB4.String(), 0)
+	if l := logs.String(); !strings.Contains(l, "went down and up while its link was not followed") {
+		t.Errorf("the restore was not logged:\n%s", l)
+	}
+}

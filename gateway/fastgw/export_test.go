@@ -1,6 +1,11 @@
 package fastgw
 
-import "github.com/vishvananda/netlink"
+import (
+	"errors"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+)
 
 // SetSharedUMEMProbe replaces the shared-UMEM probe until restore is
 // called.
@@ -24,4 +29,84 @@ func EndFirstLinkSubscriptions(n int) (restore func()) {
 		return old(ch, done, opts)
 	}
 	return func() { linkSubscribe = old }
+}
+
+// PauseLinkSubscriptions lets a test end every link subscription at once,
+// as a socket overflow (ENOBUFS) ends one, and hold the subscriptions
+// made after it until resume: pause ends them and holds the next ones,
+// resume lets those through. restore (after the gateway is closed)
+// resumes and puts netlink's function back.
+func PauseLinkSubscriptions() (pause, resume, restore func()) {
+	old := linkSubscribe
+	var mu sync.Mutex
+	var stops []chan struct{}
+	var gate chan struct{} // closed or nil: subscriptions go through
+	linkSubscribe = func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, opts netlink.LinkSubscribeOptions) error {
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		if g != nil {
+			select {
+			case <-g:
+			case <-done:
+				return errors.New("closed while subscriptions were paused")
+			}
+		}
+		inner := make(chan netlink.LinkUpdate, 16)
+		if err := old(inner, done, opts); err != nil {
+			return err
+		}
+		stop := make(chan struct{})
+		mu.Lock()
+		stops = append(stops, stop)
+		mu.Unlock()
+		go func() {
+			defer close(ch)
+			defer func() {
+				go func() {
+					for range inner { // until netlink's own end at done
+					}
+				}()
+			}()
+			for {
+				select {
+				case u, ok := <-inner:
+					if !ok {
+						return
+					}
+					select {
+					case ch <- u:
+					case <-stop:
+						return
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+		return nil
+	}
+	resume = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if gate != nil {
+			close(gate)
+			gate = nil
+		}
+	}
+	pause = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if gate == nil {
+			gate = make(chan struct{})
+		}
+		for _, s := range stops {
+			close(s)
+		}
+		stops = nil
+	}
+	return pause, resume, func() {
+		resume()
+		linkSubscribe = old
+	}
 }

@@ -175,12 +175,17 @@ type Gateway struct {
 	// mode: lanAddressesChanged): with the WAN interface's, the engine's
 	// HostAddrs.
 	lanAddrs []netip.Addr
+	// lanLeft are the LAN addresses the LAN XDP filter could not hold
+	// (warnHostAddrsLeft); written where lanAddrs is.
+	lanLeft []netip.Addr
 	// kernelSocks hold our WAN ports in the kernel (listenKernel).
 	kernelSocks []*net.UDPConn
 	kernelWG    sync.WaitGroup
 	// addrDone stops followAddresses (shared mode), addrWG waits for it.
-	addrDone   chan struct{}
-	addrWG     sync.WaitGroup
+	addrDone chan struct{}
+	addrWG   sync.WaitGroup
+	// linkWG waits for followLinks' goroutines, which tableDone stops.
+	linkWG     sync.WaitGroup
 	closeOnce  sync.Once
 	wanIfindex int
 	lanIfindex int
@@ -459,6 +464,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, g.wan.Close())
 		}
 		close(g.tableDone)
+		g.linkWG.Wait()
 		if g.wanNeigh != nil {
 			errs = append(errs, g.wanNeigh.Close())
 		}

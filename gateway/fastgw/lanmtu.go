@@ -25,7 +25,7 @@ func (g *Gateway) watchLANMTU() error {
 	// (followLinks reads it after subscribing, and that change is
 	// handed on like any other).
 	index, mtu := l.Attrs().Index, g.lan.MTU()
-	return g.followLinks(g.nsHandle, g.tableDone, "LAN", []int{index}, func(a netlink.LinkAttrs) {
+	return g.followLinks(g.nsHandle, g.tableDone, "LAN", []int{index}, func(a netlink.LinkAttrs, _ bool) {
 		if a.Index != index || a.MTU == mtu {
 			return
 		}

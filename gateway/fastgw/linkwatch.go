@@ -14,24 +14,30 @@ import (
 const resubscribeDelay = time.Second
 
 // followLinks calls handle, on one goroutine, with the attributes of the
-// interfaces indexes, read anew after each subscription (so that a change
-// made before it is not missed) and at each link update of one of them in
-// the namespace ns, until done is closed: for following the MTU of the
-// side named what ("WAN", "LAN") or the state of the exception TUN
-// ("exception TUN"). When the subscription ends on an error
+// interfaces indexes, read anew after each subscription (reread true: a
+// change made before it is not missed, but changes made and undone while
+// no subscription listened are not seen, and handle may have to check
+// what they may have left) and at each link update of one of them in
+// the namespace ns (reread false), until done is closed: for following
+// the MTU of the side named what ("WAN", "LAN") or the state of the
+// exception TUN ("exception TUN"). When the subscription ends on an error
 // (its socket overflowed in a burst of link events: ENOBUFS), the error is
 // logged and followLinks subscribes again after resubscribeDelay; only
 // its end at done is silent. It returns the first subscription's error.
-func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(netlink.LinkAttrs)) error {
+// Close waits for the goroutine (g.linkWG) after closing done, before it
+// closes the netlink handle the goroutine reads links with.
+func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(a netlink.LinkAttrs, reread bool)) error {
 	ch, err := g.subscribeLinks(ns, done, what)
 	if err != nil {
 		return err
 	}
+	g.linkWG.Add(1)
 	go func() {
+		defer g.linkWG.Done()
 		for {
 			for _, i := range indexes {
 				if l, err := g.nlHandle.LinkByIndex(i); err == nil {
-					handle(*l.Attrs())
+					handle(*l.Attrs(), true)
 				}
 			}
 			for u := range ch {
@@ -41,7 +47,7 @@ func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what stri
 				// a followed MTU back for a moment (and logged it).
 				if i := u.Attrs().Index; slices.Contains(indexes, i) {
 					if l, err := g.nlHandle.LinkByIndex(i); err == nil {
-						handle(*l.Attrs())
+						handle(*l.Attrs(), false)
 					}
 				}
 			}

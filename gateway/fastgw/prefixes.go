@@ -12,6 +12,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/plural"
 )
 
 // dataplane_ is the engine as the control plane sees it, plus keeping the
@@ -172,7 +173,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 		// (with IP forwarding on) into the exception TUN, routed above,
 		// and the gateway encrypts it from there, slowly.
 		if first == nil {
-			first = fmt.Errorf("%w: %d prefixes of a family at most", syscall.ENOSPC, d.capacity)
+			first = fmt.Errorf("%w: %s of a family at most", syscall.ENOSPC, plural.Count(d.capacity, "prefix", "prefixes"))
 		}
 		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
 			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first)
@@ -237,4 +238,38 @@ func (d *dataplane_) restoreRoutes() int {
 		d.route(p, true)
 	}
 	return len(d.entries)
+}
+
+// restoreMissingRoutes installs again the routes into the exception TUN
+// of the configuration's prefixes that the kernel's main table lacks
+// (Gateway.restoreMissing), and returns how many. A prefix added while
+// the routes are listed may be installed twice (a replace: harmless).
+func (d *dataplane_) restoreMissingRoutes() (int, error) {
+	if d.excLink == nil {
+		return 0, nil
+	}
+	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: d.excLink.Attrs().Index}, netlink.RT_FILTER_OIF)
+	if err != nil {
+		return 0, fmt.Errorf("list the routes into the exception TUN: %w", err)
+	}
+	have := make(map[netip.Prefix]bool, len(routes))
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			ones, _ := r.Dst.Mask.Size()
+			have[netip.PrefixFrom(ip.Unmap(), ones)] = true
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for p := range d.entries {
+		if p.Bits() > 0 && !have[p] {
+			d.route(p, true)
+			n++
+		}
+	}
+	return n, nil
 }

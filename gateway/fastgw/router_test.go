@@ -235,7 +235,7 @@ func lowerLANMTU(t *testing.T, s *twosite.Site) {
 // still followed.
 func TestLANMTUResubscribed(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	defer fastgw.EndFirstLinkSubscriptions(2)()
+	t.Cleanup(fastgw.EndFirstLinkSubscriptions(2)) // after the gateway's Close
 	s := newSite(t, twosite.Config{})
 	ping(t, s.HostB, twosite.HostA4.String(), 0)
 	// Before or after the watcher subscribed again: it reads the link

@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -226,8 +227,8 @@ func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err err
 		}
 		return n, warn, nil
 	case (wq > 0 && asked > wq) || (lq > 0 && asked > lq):
-		return 0, "", fmt.Errorf("fastgw: %d queues asked, but %s has %d RX queues and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
-			asked, wan, wq, lan, lq)
+		return 0, "", fmt.Errorf("fastgw: %d queues asked, but %s has %s and %s has %d (ask for fewer, or add queues with ethtool -L DEV combined N; on veth: ethtool -L DEV rx N tx N)",
+			asked, wan, plural.Count(wq, "RX queue", "RX queues"), lan, lq)
 	case asked < wq || asked < lq:
 		warn = "fewer workers than RX queues: frames arriving on the other queues go to the kernel, not the tunnel (set Queues to the device's count, or reduce it with ethtool -L DEV combined N; on veth: rx N tx N)"
 	}
@@ -251,17 +252,67 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
 
 // lanFilter is the LAN XDP filter: destinations in the allowed IPs (a prefix
 // map filled by dataplane_.UpdatePeers) that are not the host's own addresses
-// (hostAddrs and the tunnel addresses), and (owned mode) ARP/NDP for ours.
-func lanFilter(c Config, hostAddrs []netip.Addr, vid uint16) afxdp.Filter {
-	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid}
+// (host, from lanHostAddrs), and (owned mode) ARP/NDP for ours.
+func lanFilter(c Config, host []netip.Addr, vid uint16) afxdp.Filter {
+	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid, HostAddrs: host}
 	if c.Owned {
 		f.Neighbors = []netip.Addr{c.LANAddress.Addr()}
 	}
-	f.HostAddrs = append([]netip.Addr(nil), hostAddrs...)
-	for _, p := range c.Addresses {
-		f.HostAddrs = append(f.HostAddrs, p.Addr())
-	}
 	return f
+}
+
+// lanHostAddrs are the addresses the LAN XDP filter gives to the host
+// rather than the tunnel: the tunnel addresses (c.Addresses) first, then
+// the LAN interface's (lanAddrs, in netlink's order: IPv4's primary
+// first), each once, at most afxdp.MaxHostAddrs of each family. left are
+// those of lanAddrs past that limit, in order: at start as at run time the
+// gateway runs without them and says so (warnHostAddrsLeft), since a
+// failure would take down the tunnel for addresses that matter only when
+// a peer's allowed IPs hold them.
+func lanHostAddrs(c Config, lanAddrs []netip.Addr) (host, left []netip.Addr) {
+	seen := make(map[netip.Addr]bool, len(c.Addresses)+len(lanAddrs))
+	var n4, n6 int
+	add := func(a netip.Addr) bool {
+		if a = a.Unmap(); seen[a] {
+			return true
+		}
+		n := &n6
+		if a.Is4() {
+			n = &n4
+		}
+		if *n == afxdp.MaxHostAddrs {
+			return false
+		}
+		seen[a] = true
+		*n++
+		host = append(host, a)
+		return true
+	}
+	for _, p := range c.Addresses {
+		add(p.Addr())
+	}
+	for _, a := range lanAddrs {
+		if !add(a) {
+			left = append(left, a)
+		}
+	}
+	return host, left
+}
+
+// warnHostAddrsLeft logs the LAN addresses the LAN XDP filter could not
+// hold (lanHostAddrs), when they differ from those of the previous call
+// (g.lanLeft, on the caller's goroutine: Start's, then followAddresses').
+func (g *Gateway) warnHostAddrsLeft(left []netip.Addr) {
+	if slices.Equal(left, g.lanLeft) {
+		return
+	}
+	g.lanLeft = left
+	if len(left) == 0 {
+		g.log.Info("the LAN XDP filter holds all the LAN interface's addresses again", "interface", g.lanSide.addrDev)
+		return
+	}
+	g.log.Warn("the LAN interface has more addresses than the LAN XDP filter holds: frames from LAN hosts to those left out are forwarded as to any other destination (into the tunnel when a peer's allowed IPs hold them), not delivered to this host",
+		"interface", g.lanSide.addrDev, "limit", afxdp.MaxHostAddrs, "per", "family", "left_out", len(left), "addresses", left)
 }
 
 // haveSharedUMEM is afxdp's probe; tests force its failure.
@@ -303,7 +354,9 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: lanFilter(*cfg, ll.all, g.lanSide.vid)}); err != nil {
+	host, left := lanHostAddrs(*cfg, ll.all)
+	g.warnHostAddrsLeft(left)
+	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: lanFilter(*cfg, host, g.lanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,

@@ -3,6 +3,7 @@ package fastgw
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,10 +72,11 @@ func TestFilters(t *testing.T) {
 		t.Errorf("wanFilter (-want +got):\n%s", diff)
 	}
 	host := netip.MustParseAddr("198.18.1.1")
-	lf := lanFilter(c, []netip.Addr{host}, 0)
-	if !lf.Prefixes || lf.PrefixCapacity != defaultLANPrefixCapacity || len(lf.HostAddrs) != 2 ||
-		lf.HostAddrs[0] != host || lf.HostAddrs[1] != netip.MustParseAddr("10.8.0.1") {
-		t.Errorf("lanFilter = %+v, want the prefix map and host addresses [%v 10.8.0.1]", lf, host)
+	hosts, left := lanHostAddrs(c, []netip.Addr{host})
+	lf := lanFilter(c, hosts, 0)
+	if !lf.Prefixes || lf.PrefixCapacity != defaultLANPrefixCapacity || len(lf.HostAddrs) != 2 || len(left) != 0 ||
+		lf.HostAddrs[0] != netip.MustParseAddr("10.8.0.1") || lf.HostAddrs[1] != host {
+		t.Errorf("lanFilter = %+v, left %v; want the prefix map and host addresses [10.8.0.1 %v], none left", lf, left, host)
 	}
 }
 
@@ -108,5 +110,25 @@ func TestTunnelQueueKeepsFlows(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Errorf("64 flows all on one worker of %d", workers)
+	}
+}
+
+// TestLANHostAddrsLimit: the LAN XDP filter takes the tunnel addresses
+// first, then the LAN interface's in order, each once, at most
+// afxdp.MaxHostAddrs of each family; the rest are left out, in order.
+func TestLANHostAddrsLimit(t *testing.T) {
+	tun := netip.MustParseAddr("10.8.0.1")
+	c := Config{Addresses: []netip.Prefix{netip.PrefixFrom(tun, 24)}}
+	lan := []netip.Addr{tun, netip.MustParseAddr("2001:2::1")} // the tunnel address again: counted once
+	for i := range afxdp.MaxHostAddrs + 10 {
+		lan = append(lan, netip.AddrFrom4([4]byte{198, 18, byte(i / 250), byte(1 + i%250)}))
+	}
+	host, left := lanHostAddrs(c, lan)
+	if len(host) != afxdp.MaxHostAddrs+1 || host[0] != tun || host[1] != lan[1] {
+		t.Errorf("lanHostAddrs: %d host addresses starting %v, want %d starting [%v %v]", len(host), host[:2], afxdp.MaxHostAddrs+1, tun, lan[1])
+	}
+	// 255 of the LAN's IPv4 addresses fit beside the tunnel address.
+	if want := lan[2+afxdp.MaxHostAddrs-1:]; !slices.Equal(left, want) {
+		t.Errorf("lanHostAddrs left out %v, want %v", left, want)
 	}
 }

@@ -84,7 +84,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // nothing, nor does the subscription's end when done is closed.
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
 	indexes := slices.Collect(maps.Keys(mtus))
-	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs) {
+	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
 			return
 		}

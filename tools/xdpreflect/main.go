@@ -28,6 +28,7 @@ import (
 	"github.com/vishvananda/netns"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/plural"
 )
 
 func main() {
@@ -71,7 +72,7 @@ func main() {
 	if port.ZeroCopy() {
 		umem = "zero-copy"
 	}
-	fmt.Printf("reflecting on %s: %d queues, %s XDP, %s UMEM\n", port.Name(), port.NumQueues(), mode, umem)
+	fmt.Printf("reflecting on %s: %s, %s XDP, %s UMEM\n", port.Name(), plural.Count(port.NumQueues(), "queue", "queues"), mode, umem)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/plural"
+)
+
+const checkUsage = `usage: wgpio check -c FILE
+
+Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
+errors (file, line and key; exit status 1) or that it is fine (exit status 0),
+with the warnings up would log: keys wgpio does not act on, and those the
+file's Mode ignores. It looks at the file only, not at the system (the
+interfaces, CPUs and privileges are checked by up), and applies nothing.
+dist/wgpio.service runs it before each reload, so that systemctl reload
+fails on a file a reload would not apply.
+`
+
+func cmdCheck(args []string) error { return check(os.Stdout, os.Stderr, args) }
+
+// check is cmdCheck writing its verdict to stdout and the warnings to
+// stderr.
+func check(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), checkUsage)
+		fs.PrintDefaults()
+	}
+	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 || *conf == "" {
+		err := fmt.Errorf("check takes one configuration file, after -c: wgpio check -c FILE")
+		fmt.Fprintln(fs.Output(), err)
+		fs.Usage()
+		return flagError{err}
+	}
+	f, err := config.Load(*conf)
+	if err != nil {
+		return err
+	}
+	defer f.Interface.PrivateKey.Zero()
+	w := f.WGPIO
+	if w.Mode == "" {
+		w.Mode = config.ModeFastPath
+	}
+	if err := checkVLANMode(f.Name, w); err != nil {
+		return err
+	}
+	for _, warning := range append(f.Warnings, ignoredKeys(f, w)...) {
+		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
+	}
+	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"))
+	return nil
+}

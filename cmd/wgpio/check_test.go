@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestCheck: `wgpio check -c FILE` takes a file up and a reload would
+// take (exit 0, "ok"), with the warnings up logs (a key wgpio does not
+// act on, a key the Mode ignores) on stderr, and refuses one they would
+// refuse with the file, line and key (the error main prints, exit 1).
+func TestCheck(t *testing.T) {
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := peer.PublicKey()
+	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n"
+	peers := "[Peer]\nPublicKey = " + pub.Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text     string
+		stdout, stderr string // substrings wanted ("" none)
+		err            string // substring of the error; "" none
+	}{
+		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nCPUs = 0\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warnings.conf:7: key "CPUs": ignored in Mode = compat`},
+		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
+			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
+		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
+			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".conf")
+			if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr strings.Builder
+			err := check(&stdout, &stderr, []string{"-c", path})
+			if tc.err != "" {
+				var ce *config.Error
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &ce) {
+					t.Fatalf("check(%s) = %v, want a *config.Error containing %q", tc.name, err, tc.err)
+				}
+				if stdout.Len() > 0 {
+					t.Errorf("check(%s) printed %q on a bad file", tc.name, stdout.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("check(%s) = %v, want nil", tc.name, err)
+			}
+			if !strings.Contains(stdout.String(), tc.stdout) {
+				t.Errorf("check(%s) stdout = %q, want %q in it", tc.name, stdout.String(), tc.stdout)
+			}
+			if tc.stderr == "" && tc.name == "good" && stderr.Len() > 0 {
+				t.Errorf("check(%s) stderr = %q, want nothing", tc.name, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("check(%s) stderr = %q, want %q in it", tc.name, stderr.String(), tc.stderr)
+			}
+		})
+	}
+	var stderr strings.Builder
+	var fe flagError
+	if err := check(&strings.Builder{}, &stderr, nil); !errors.As(err, &fe) {
+		t.Errorf("check without -c = %v, want a flagError (usage, exit status 2)", err)
+	}
+}
+
+// TestUnitChecksBeforeReload: dist/wgpio.service's ExecReload checks the
+// instance's file (wgpio check -c, the same file ExecStart reads) before
+// it signals the gateway, so that `systemctl reload` fails on a bad file
+// (systemd runs ExecReload lines in order and stops at the first that
+// fails). Before, it only sent SIGHUP, and reported success whatever the
+// file held.
+func TestUnitChecksBeforeReload(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "dist", "wgpio.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var start string
+	var reload []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "ExecStart="); ok {
+			start = v
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "ExecReload="); ok {
+			reload = append(reload, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	conf := ""
+	if fields := strings.Fields(start); len(fields) > 0 {
+		for i, a := range fields[:len(fields)-1] {
+			if a == "-c" {
+				conf = fields[i+1]
+			}
+		}
+	}
+	want := []string{"/usr/local/bin/wgpio check -c " + conf, "/bin/kill -HUP $MAINPID"}
+	if conf == "" || strings.Join(reload, "\n") != strings.Join(want, "\n") {
+		t.Errorf("ExecStart=%s\nExecReload lines = %q, want %q", start, reload, want)
+	}
+}
