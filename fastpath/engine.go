@@ -396,7 +396,7 @@ func (e *Engine) SetHostAddrs(addrs []netip.Addr) {
 	if maps.Equal(own, old.own) {
 		return
 	}
-	e.routes.Store(&routeTable{t: old.t, own: own})
+	e.routes.Store(withOwn(old.t, own))
 	e.Kick()
 }
 

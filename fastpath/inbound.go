@@ -90,6 +90,9 @@ const (
 	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
 	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
 	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
+	innerMartian                         // an address no router forwards (transitAddrs)
+	innerMulticast                       // to a multicast or broadcast address, without an exception interface
+	innerOptions                         // options Linux does not forward (headerOptions)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -255,14 +258,32 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if w.pkt.Src != lastSrc {
 			lastSrc = w.pkt.Src
 			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
+			// One of the host's own addresses (router.go,
+			// transitChecks) is judged here, once per source, and
+			// stands for no peer.
+			if routerWork && rt.mayOwn(f.Data()) && rt.ownSource(f.Data()) {
+				lastSrcPeer = &ownSourcePeer
+			}
 		}
 		if lastSrcPeer != kp.Peer {
 			m.verdict = innerForeign
+			if lastSrcPeer == &ownSourcePeer {
+				m.verdict = innerMartian
+			}
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
 		ip := f.Data()
 		dst := w.pkt.Dst
+		// Addresses no router forwards (router.go); a multicast or
+		// broadcast destination goes to the exception interface, as
+		// Linux's wg0 delivers such a packet locally.
+		if routerWork && !(plainUnicast(ip) && optionsPlain(ip)) {
+			if v := w.notTransit(rt, ip, exc != nil); v != innerDeliver {
+				m.verdict = v
+				continue
+			}
+		}
 		if own && isOwn(rt, dst) {
 			if routerWork {
 				w.undoHop(ip) // not transit
@@ -426,12 +447,16 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			runSrc = m.src
 			w.sawSource(pl, f, m)
 		}
-		switch m.verdict {
-		case innerDeliver:
+		// The common verdict first, out of the switch (a jump table
+		// past 8 cases: an indirect jump per packet).
+		if m.verdict == innerDeliver {
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len() - w.lanL2)
 			out = append(out, *f)
 			*f = dataplane.Frame{}
+			continue
+		}
+		switch m.verdict {
 		case innerKeepalive:
 			w.c.keepalives.Add(1)
 			left++ // consumed: freed with the rest
@@ -453,6 +478,12 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			bad[DropTTLExceeded]++
 			w.timeExceededTunnel(f.Data(), now)
+		case innerMartian:
+			bad[DropMartian]++
+		case innerMulticast:
+			bad[DropMulticast]++
+		case innerOptions:
+			bad[DropIPOptions]++
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
@@ -527,6 +558,34 @@ func (w *worker) roam(pl *peerLocal) {
 //
 //go:noinline
 func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
+
+// notTransit returns the verdict on the decrypted packet ip (snapshot rt)
+// whose addresses or options plainUnicast and optionsPlain did not settle: innerDeliver (meaning: go on) when transitChecks passes it,
+// innerMartian, innerOptions, or for a multicast or broadcast destination
+// innerOwn (the hop undone) when the gateway has an exception interface
+// (exc), innerMulticast when it has none. Not inlined: a rare path, kept
+// out of authenticate's loop.
+//
+//go:noinline
+func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool) innerVerdict {
+	why, ok := transitChecks(rt, ip)
+	switch {
+	case ok:
+		return innerDeliver
+	case why == DropMartian:
+		return innerMartian
+	case why == DropIPOptions:
+		return innerOptions
+	case exc:
+		w.undoHop(ip)
+		return innerOwn
+	}
+	return innerMulticast
+}
+
+// ownSourcePeer is no peer: authenticate's stand-in for the peer of a
+// source that is one of the host's own addresses.
+var ownSourcePeer Peer
 
 func isOwn(rt *routeTable, a netip.Addr) bool {
 	_, ok := rt.own[a]

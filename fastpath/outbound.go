@@ -96,6 +96,15 @@ func (w *worker) outbound(now int64) int {
 			left++
 			continue
 		}
+		// Addresses no router forwards (router.go), judged before the
+		// route, as Linux's route input does.
+		if ip := f.Data()[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
+			if why, ok := transitChecks(rt, ip); !ok {
+				bad[why]++
+				left++
+				continue
+			}
+		}
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
 			lastDst = w.pkt.Dst
 			if ahead && w.aheadDst[i] == lastDst {

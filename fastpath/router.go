@@ -343,3 +343,201 @@ func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
 	w.c.icmp.Add(1)
 	w.sendInner(w.fwd.icmp[:n], now)
 }
+
+// transitAddrs judges the addresses of the transit IP packet p (IPv4 or
+// IPv6 by its version nibble, header checked) as Linux's forwarding path
+// does, and reports whether it may be forwarded; if not, why:
+//   - DropMartian: an IPv4 source 0.0.0.0, 127/8, multicast or
+//     255.255.255.255, or destination 0.0.0.0 or 127/8 (Linux
+//     ip_route_input_slow's "martian source" and "martian destination";
+//     the rest of 0/8 and 240/4 Linux forwards, RFC 1812 §5.3.7
+//     notwithstanding: seen on Linux 6.18); an IPv6 source ::, ::1,
+//     multicast (RFC 4291 §2.7) or link-local, or destination ::1 or
+//     link-local (RFC 4291 §2.5.6: never forwarded off their link; Linux
+//     ip6_rcv_core and ip6_forward). An IPv6 destination :: and
+//     IPv4-mapped addresses are forwarded, as Linux does.
+//   - DropMulticast: a multicast or limited-broadcast destination, which
+//     Linux forwards only with a multicast routing daemon (multicast) or
+//     never (255.255.255.255, RFC 1812 §5.3.5.1).
+//
+// Callers ask plainUnicast first, which settles the common packet inline.
+//
+//go:noinline
+func transitAddrs(p []byte) (DropReason, bool) {
+	if p[0]>>4 == header.IPv4Version {
+		s, d := binary.BigEndian.Uint32(p[12:16]), binary.BigEndian.Uint32(p[16:20])
+		switch {
+		case s == 0, s>>24 == 127, s>>28 == 0xe, s == 0xffffffff, d == 0, d>>24 == 127:
+			return DropMartian, false
+		case d>>28 == 0xe, d == 0xffffffff:
+			return DropMulticast, false
+		}
+		return 0, true
+	}
+	// By the bytes, not netip's predicates, which unmap an IPv4-mapped
+	// address first: Linux judges ::ffff:127.0.0.1 as IPv6 (forwarded).
+	src, dst := p[8:24], p[24:40]
+	switch {
+	case src[0] == 0 && zeroOrOne(src), src[0] == 0xff, linkLocal6(src),
+		dst[0] == 0 && zeroOrOne(dst) && dst[15] == 1, linkLocal6(dst):
+		return DropMartian, false
+	case dst[0] == 0xff:
+		return DropMulticast, false
+	}
+	return 0, true
+}
+
+// plainUnicast reports whether the first bytes of both addresses of the IP
+// packet p (header checked) show that transitAddrs would pass it: IPv4
+// 1-126 or 128-223, IPv6 01-fd. Two table loads, inlined in the hot loops;
+// false means: ask transitAddrs.
+func plainUnicast(p []byte) bool {
+	if p[0]>>4 == header.IPv4Version {
+		return addrClass[p[12]]&addrClass[p[16]]&plain4 != 0
+	}
+	return addrClass[p[8]]&addrClass[p[24]]&plain6 != 0
+}
+
+// addrClass holds, by the first byte of an address, plain4 (IPv4 1-126,
+// 128-223) and plain6 (IPv6 01-fd): prefixes whose every address Linux
+// forwards.
+var addrClass = func() (t [256]uint8) {
+	for b := range t {
+		if b >= 1 && b <= 223 && b != 127 {
+			t[b] |= plain4
+		}
+		if b >= 1 && b <= 0xfd {
+			t[b] |= plain6
+		}
+	}
+	return t
+}()
+
+const (
+	plain4 = 1 << iota
+	plain6
+)
+
+// zeroOrOne reports whether the IPv6 address a is :: or ::1.
+func zeroOrOne(a []byte) bool {
+	return binary.BigEndian.Uint64(a[0:8]) == 0 && binary.BigEndian.Uint64(a[8:16]) <= 1
+}
+
+// linkLocal6 reports whether the IPv6 address a is in fe80::/10.
+func linkLocal6(a []byte) bool { return a[0] == 0xfe && a[1]&0xc0 == 0x80 }
+
+// IPv4 option types (RFC 791 §3.1) and IPv6 hop-by-hop option types (RFC
+// 8200 §4.2, IANA "Destination Options and Hop-by-Hop Options") that
+// headerOptions reads.
+const (
+	ipv4OptEOL  = 0
+	ipv4OptNOP  = 1
+	ipv4OptLSRR = 0x83 // loose source and record route
+	ipv4OptSSRR = 0x89 // strict source and record route
+
+	hbhPad1     = 0
+	hbhPadN     = 1
+	hbhAlert    = 5    // router alert, RFC 2711
+	hbhCALIPSO  = 7    // RFC 5570
+	hbhIOAM     = 0x31 // RFC 9486
+	hbhActMask  = 0xc0 // the two high bits: what a node that does not know the option does
+	hbhNextOff  = 2    // options start after next header and length
+	hbhUnitSize = 8    // Hdr Ext Len counts 8-octet units beyond the first
+)
+
+// optionsPlain reports whether the IP packet p (header checked) has no
+// options headerOptions would judge: an IPv4 header of 20 bytes, or IPv6
+// without a hop-by-hop header. One or two compares, inlined; false means:
+// ask headerOptions.
+func optionsPlain(p []byte) bool {
+	return p[0] == 0x45 || p[0]>>4 == header.IPv6Version && p[6] != header.ProtoHopByHop
+}
+
+// headerOptions judges the options of the transit IP packet p (header
+// checked) as Linux does before it forwards, and reports whether p may be
+// forwarded; if not, the reason is DropIPOptions:
+//   - IPv4: a loose or strict source route option (Linux's
+//     accept_source_route is 0 on a router: ip_rcv_options drops it), or
+//     options that do not parse (an option length below 2 or past the
+//     header: ip_options_compile; Linux also answers parameter problem,
+//     the gateway does not);
+//   - IPv6: a hop-by-hop option unknown to Linux whose type's two high
+//     bits are not 00, "discard the packet" (RFC 8200 §4.2; Linux
+//     ip6_parse_tlv; with 10 and 11 Linux also answers parameter problem,
+//     the gateway does not), or a hop-by-hop header that does not parse.
+//
+// Other options (record route and timestamp, which Linux fills in and
+// the gateway leaves as they came, router alert, padding) pass.
+//
+//go:noinline
+func headerOptions(p []byte) (DropReason, bool) {
+	if p[0]>>4 == header.IPv4Version {
+		opts := p[header.IPv4MinLen:header.IPv4(p).HeaderLen()]
+		for len(opts) > 0 {
+			switch t := opts[0]; t {
+			case ipv4OptEOL:
+				return 0, true
+			case ipv4OptNOP:
+				opts = opts[1:]
+				continue
+			case ipv4OptLSRR, ipv4OptSSRR:
+				return DropIPOptions, false
+			}
+			if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
+				return DropIPOptions, false
+			}
+			opts = opts[opts[1]:]
+		}
+		return 0, true
+	}
+	ext := p[header.IPv6Len : header.IPv6Len+header.IPv6(p).PayloadLength()]
+	if len(ext) < hbhUnitSize {
+		return DropIPOptions, false
+	}
+	n := (int(ext[1]) + 1) * hbhUnitSize
+	if n > len(ext) {
+		return DropIPOptions, false
+	}
+	opts := ext[hbhNextOff:n]
+	for len(opts) > 0 {
+		t := opts[0]
+		if t == hbhPad1 {
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1])+2 > len(opts) {
+			return DropIPOptions, false
+		}
+		switch t {
+		case hbhPadN, hbhAlert, hbhCALIPSO, hbhIOAM:
+		default:
+			if t&hbhActMask != 0 {
+				return DropIPOptions, false
+			}
+		}
+		opts = opts[int(opts[1])+2:]
+	}
+	return 0, true
+}
+
+// transitChecks makes every check a transit IP packet p (header checked)
+// passes before it is forwarded: its source against the host's own
+// addresses of snapshot rt (routeTable.ownSource), its addresses
+// (transitAddrs), its options (headerOptions). It
+// reports whether p may be forwarded, or why not. Callers ask the inlined
+// plainUnicast, optionsPlain and mayOwn first (authenticate asks mayOwn
+// once per source), which settle the common packet.
+//
+//go:noinline
+func transitChecks(rt *routeTable, p []byte) (DropReason, bool) {
+	if rt.ownSource(p) { // before a broadcast goes to the host: Linux validates its source too
+		return DropMartian, false
+	}
+	if why, ok := transitAddrs(p); !ok {
+		return why, false
+	}
+	if !optionsPlain(p) {
+		return headerOptions(p)
+	}
+	return 0, true
+}

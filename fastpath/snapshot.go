@@ -1,11 +1,14 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/gaissmai/bart"
+
+	"github.com/wgpio/wgpio/header"
 )
 
 // routeTable is the immutable allowed-IPs snapshot workers read
@@ -16,11 +19,72 @@ import (
 type routeTable struct {
 	t   *bart.Table[*Peer]
 	own map[netip.Addr]struct{}
+	// own4 holds own's IPv4 addresses (big-endian), for ownSource, and
+	// own4Bits one bit for each (ownBit): a source whose bit is clear is
+	// none of them.
+	own4     []uint32
+	own4Bits uint64
 }
 
 // newRouteTable is an empty snapshot with our own addresses own.
 func newRouteTable(own map[netip.Addr]struct{}) *routeTable {
-	return &routeTable{t: new(bart.Table[*Peer]), own: own}
+	return withOwn(new(bart.Table[*Peer]), own)
+}
+
+// withOwn is the snapshot of the prefix table t with our own addresses
+// own.
+func withOwn(t *bart.Table[*Peer], own map[netip.Addr]struct{}) *routeTable {
+	rt := &routeTable{t: t, own: own}
+	for a := range own {
+		if a.Is4() {
+			b := a.As4()
+			rt.own4 = append(rt.own4, binary.BigEndian.Uint32(b[:]))
+			var h [16]byte
+			copy(h[12:], b[:])
+			rt.own4Bits |= 1 << ownBit(h[:])
+		}
+	}
+	return rt
+}
+
+// ownSourceScan is how many IPv4 addresses of its own a host may have for
+// ownSource to compare a source with each; past it, a map lookup.
+const ownSourceScan = 16
+
+// mayOwn reports whether the IP packet p may be from one of the host's own
+// IPv4 addresses: false, for all but a few percent of sources when the
+// host has a handful of addresses, settles it with a multiply and a
+// shift, inlined; true means: ask ownSource.
+func (rt *routeTable) mayOwn(p []byte) bool { return rt.own4Bits>>ownBit(p)&1 != 0 }
+
+// ownBit hashes bytes 12-15 of p (an IPv4 source; part of an IPv6 one) to
+// a bit of own4Bits.
+func ownBit(p []byte) uint32 { return binary.LittleEndian.Uint32(p[12:16]) * 0x9e3779b1 >> 26 }
+
+// ownSource reports whether the IP packet p (header checked) is IPv4 from
+// one of the host's own addresses: from the LAN or the tunnel, a packet
+// Linux takes for a martian source (fib_validate_source refuses a local
+// address as the source of a packet received, accept_local being off),
+// and a spoof of the gateway toward the other side. Linux checks no IPv6
+// source so, nor does ownSource. Callers ask mayOwn first. A few compares
+// for the usual handful of addresses, a map lookup past ownSourceScan.
+//
+//go:noinline
+func (rt *routeTable) ownSource(p []byte) bool {
+	if p[0]>>4 != header.IPv4Version {
+		return false
+	}
+	if len(rt.own4) > ownSourceScan {
+		_, ok := rt.own[netip.AddrFrom4([4]byte(p[12:16]))]
+		return ok
+	}
+	s := binary.BigEndian.Uint32(p[12:16])
+	for _, a := range rt.own4 {
+		if a == s {
+			return true
+		}
+	}
+	return false
 }
 
 // Route gives a prefix of the allowed IPs to a peer (UpdatePeers).
@@ -100,7 +164,7 @@ func (e *Engine) UpdatePeers(c PeerChange) error {
 			}
 		}
 	}
-	e.routes.Store(&routeTable{t: t, own: old.own})
+	e.routes.Store(&routeTable{t: t, own: old.own, own4: old.own4, own4Bits: old.own4Bits})
 	e.Kick()
 	return nil
 }

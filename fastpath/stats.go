@@ -105,6 +105,27 @@ const (
 	// DropNoWANAddress: a control-plane packet to an address family the
 	// WAN interface has no usable address of (Engine.SetWAN).
 	DropNoWANAddress
+	// DropMartian: a transit packet (LAN → tunnel or tunnel → LAN) with
+	// an address no router forwards (transitAddrs, router.go): source
+	// 0.0.0.0, 127/8, multicast or 255.255.255.255, destination 0.0.0.0
+	// or 127/8, or an IPv4 source that is one of the host's own
+	// addresses (routeTable.ownSource); IPv6 source ::, ::1, multicast or
+	// link-local, destination ::1 or link-local. Linux drops the same as
+	// martians (IPv4) or address errors (IPv6).
+	DropMartian
+	// DropMulticast: a transit packet to a multicast address or
+	// 255.255.255.255, which Linux, without a multicast routing daemon,
+	// never forwards (RFC 1812 §5.3.5.1 for the limited broadcast). From
+	// the tunnel, such a packet goes to the exception interface instead
+	// when there is one (Config.Exception), as Linux's wg0 delivers it
+	// locally; from the LAN, the XDP program leaves it to the kernel, so
+	// that a worker sees it only on a port without one.
+	DropMulticast
+	// DropIPOptions: a transit packet with options Linux does not forward
+	// (headerOptions, router.go): an IPv4 source route, IPv4 options that
+	// do not parse, an IPv6 hop-by-hop option whose type says to discard
+	// the packet when unknown (RFC 8200 §4.2).
+	DropIPOptions
 
 	NumDropReasons
 )
@@ -143,6 +164,9 @@ var dropNames = [NumDropReasons]string{
 	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
 	DropNoWANAddress:       "no_wan_address",
+	DropMartian:            "martian",
+	DropMulticast:          "multicast",
+	DropIPOptions:          "ip_options",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

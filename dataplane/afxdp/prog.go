@@ -37,8 +37,9 @@ type Filter struct {
 
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
 	// whose IPv4 or IPv6 destination lies in a prefix added with
-	// Port.AddPrefix and is none of HostAddrs is redirected. Broadcast and
-	// multicast frames never match (their MAC is not ours).
+	// Port.AddPrefix and is none of HostAddrs, nor multicast, nor
+	// 255.255.255.255, is redirected. Broadcast and multicast frames
+	// never match (their MAC is not ours).
 	Prefixes bool
 
 	// HostAddrs are the host's own addresses on this interface, which the
@@ -413,6 +414,16 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		}
 		label(name, asm.Mov.Imm(r2, 0))
 		checkMAC()
+		// A multicast or limited-broadcast destination (in a frame to
+		// our MAC) is the host's: Linux delivers it to its own
+		// listeners and forwards none of it.
+		emit(asm.LoadMem(r2, fp, keyAddr, asm.Byte))
+		if bits == 32 {
+			emit(asm.And.Imm(r2, 0xf0), asm.JEq.Imm(r2, 0xe0, "pass"),
+				asm.LoadMem(r2, fp, keyAddr, asm.Word), asm.JEq.Imm32(r2, -1, "pass"))
+		} else {
+			emit(asm.JEq.Imm(r2, 0xff, "pass"))
+		}
 		lookup(host, keyAddr)
 		emit(asm.JNE.Imm(r0, 0, "pass_host"), asm.StoreImm(fp, keyLPM, bits, asm.Word))
 		lookup(lpm, keyLPM)
@@ -449,12 +460,21 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.JEq.Imm(r0, 0, "pass"))
 	redirect(ctrRedirectNeighbor)
 
-	// IPv4 (RFC 791): only a 20-byte header; fragments go to the kernel.
+	// IPv4 (RFC 791). The UDP match takes only a 20-byte header that is
+	// not a fragment (the kernel's socket takes the rest of what is
+	// WireGuard for us); the LAN match takes options too (IHL 6-15): a
+	// transit packet with options (record route, router alert) is the
+	// fast path's to forward as Linux forwards it into wg0, and one left
+	// to the kernel went out of its default route unencrypted, where no
+	// allowed IPs but 0.0.0.0/0 covered it (no route into the exception
+	// TUN), or was dropped with forwarding off.
 	label("ipv4", asm.Mov.Reg(r3, r9))
-	emit(asm.Add.Imm(r3, 20), asm.JGT.Reg(r3, r8, "pass"),
-		asm.LoadMem(r2, r9, 0, asm.Byte), asm.JNE.Imm(r2, 0x45, "pass"))
+	emit(asm.Add.Imm(r3, 20), asm.JGT.Reg(r3, r8, "pass"))
 	copyAddr(r9, 16, 1)
-	emit(asm.LoadMem(r2, r9, 9, asm.Byte), asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix4"),
+	emit(asm.LoadMem(r2, r9, 0, asm.Byte), asm.JEq.Imm(r2, 0x45, "ipv4_20"),
+		asm.JLT.Imm(r2, 0x46, "pass"), asm.JGT.Imm(r2, 0x4f, "pass"), asm.Ja.Label("prefix4"))
+	label("ipv4_20", asm.LoadMem(r2, r9, 9, asm.Byte))
+	emit(asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix4"),
 		asm.LoadMem(r2, r9, 6, asm.Half), asm.And.Imm(r2, be16(0x3fff)), asm.JNE.Imm(r2, 0, "prefix4"))
 	need(r9, 28, "prefix4")
 	lookup(p.udp4, keyAddr)

@@ -3,6 +3,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -51,6 +52,15 @@ func ip4hdr(proto byte, dst string, fragOff uint16, payloadLen int) []byte {
 	copy(b[12:], []byte{198, 18, 9, 9})
 	a := netip.MustParseAddr(dst).As4()
 	copy(b[16:], a[:])
+	return b
+}
+
+// ip4opts appends n bytes of options (NOPs, n a multiple of 4) to the
+// 20-byte header h and sets its IHL and total length to match.
+func ip4opts(h []byte, n int) []byte {
+	b := append(append([]byte{}, h...), bytes.Repeat([]byte{1}, n)...)
+	b[0] = 0x40 | byte(len(b)/4)
+	binary.BigEndian.PutUint16(b[2:], binary.BigEndian.Uint16(b[2:])+uint16(n))
 	return b
 }
 
@@ -168,6 +178,14 @@ func TestFilter(t *testing.T) {
 		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
 		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
 		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.1", 0, 40), udp(80)), host},
+		// IPv4 options: transit traffic for the LAN match, never
+		// WireGuard for the UDP match (the kernel's socket takes it).
+		{"lan4 options", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(1, "198.19.1.5", 0, 40), 4), udp(80)), redirect},
+		{"lan4 options, 60-byte header", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(1, "198.19.1.5", 0, 40), 40), udp(80)), redirect},
+		{"lan4 options host address", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.1.1", 0, 40), 4), udp(80)), host},
+		{"lan4 options outside prefix", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.2.5", 0, 40), 4), udp(80)), pass},
+		{"lan4 IHL 4", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40)[:0], []byte{0x44}, ip4hdr(6, "198.19.1.5", 0, 40)[1:], udp(80)), pass},
+		{"udp4 options", cat(eth(otherMAC, 0x0800, false), ip4opts(ip4hdr(17, "198.18.0.1", 0, 40), 4), udp(51820)), pass},
 		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.2.5", 0, 40), udp(80)), pass},
 		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
 		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
@@ -175,6 +193,46 @@ func TestFilter(t *testing.T) {
 		{"lan6 host address", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:1::1", 40), udp(80)), host},
 		{"lan6 outside prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(6, "2001:db8:2::5", 40), udp(80)), pass},
 		{"other ethertype", cat(eth(ourMAC, 0x88b5, false), make([]byte, 50)), pass},
+	})
+}
+
+// TestFilterDefaultRoute: with the prefixes 0.0.0.0/0 and ::/0 (a peer
+// with AllowedIPs = 0.0.0.0/0, ::/0), a frame to our MAC with a multicast
+// or limited-broadcast destination still goes to the kernel, which
+// delivers it to the host's listeners as Linux does and forwards none of
+// it; class E and IPv4 with options are transit, the host's addresses
+// the host's.
+func TestFilterDefaultRoute(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{Prefixes: true, HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("198.19.1.255")}}
+	prog, err := newProgram(f, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	for _, pfx := range []string{"0.0.0.0/0", "::/0"} {
+		m, k, err := prog.prefixKey(netip.MustParsePrefix(pfx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put(k, uint32(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runFilter(t, prog, []filterCase{
+		{"lan4 unicast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "203.0.113.5", 0, 40), udp(80)), redirect},
+		{"lan4 multicast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "224.0.0.1", 0, 40), udp(80)), pass},
+		{"lan4 multicast 239", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "239.255.255.250", 0, 40), udp(80)), pass},
+		{"lan4 limited broadcast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "255.255.255.255", 0, 40), udp(80)), pass},
+		{"lan4 directed broadcast", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.1.255", 0, 40), udp(80)), host},
+		{"lan4 class E", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "240.0.0.1", 0, 40), udp(80)), redirect},
+		{"lan4 options multicast", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(2, "224.0.0.22", 0, 40), 4), udp(80)), pass},
+		{"lan6 unicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:9::1", 40), udp(80)), redirect},
+		{"lan6 multicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff02::1", 40), udp(80)), pass},
+		{"lan6 multicast global", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff0e::1", 40), udp(80)), pass},
 	})
 }
 
