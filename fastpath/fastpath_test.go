@@ -629,3 +629,49 @@ func TestReceiveWANFromKernel(t *testing.T) {
 		t.Errorf("second message delivered %d, want 1", n)
 	}
 }
+
+// TestTooBigICMPFollowsLANAddrs: the source of "fragmentation needed" and
+// "packet too big" toward LAN hosts is the LAN address of the moment
+// (SetLANAddrs), as Linux answers from the interface's addresses of now.
+// Before, it was the address of start: a gateway whose LAN got its IPv6
+// address after start (SLAAC, DHCPv6, an operator) sent no "packet too
+// big" at all, and large IPv6 packets from the LAN vanished.
+func TestTooBigICMPFollowsLANAddrs(t *testing.T) {
+	r := newRig(t, rigConfig{mtu: 1280})
+	tx := r.hostA.Queue(0).TX()
+	send := func(src, dst netip.Addr) (replies int, from netip.Addr) {
+		t.Helper()
+		f := udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), src, dst, 1, 2, make([]byte, 1400))
+		sendAll(t, r.hostA, 0, []dataplane.Frame{f})
+		r.a.workers[0].outbound(r.clock.Now())
+		recvAll(t, r.hostA, 1, 100*time.Millisecond, func(q int, d []byte) {
+			var p header.Packet
+			if rr := header.Parse(d, &p); rr != header.OK {
+				t.Fatalf("ICMP reply does not parse: %v", rr)
+			}
+			replies++
+			from = p.Src
+		})
+		return replies, from
+	}
+	r.a.SetLANAddrs(netip.Addr{}, netip.Addr{}) // no LAN address yet
+	for _, dst := range []netip.Addr{hostAddrB, host6B} {
+		src := hostAddrA
+		if dst.Is6() {
+			src = host6A
+		}
+		if n, _ := send(src, dst); n != 0 {
+			t.Errorf("to %v without a LAN address: %d ICMP replies, want none", dst, n)
+		}
+	}
+	new4, new6 := netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("2001:2:0:9::1")
+	r.a.SetLANAddrs(new4, new6) // added while running
+	for _, tc := range []struct{ src, dst, want netip.Addr }{{hostAddrA, hostAddrB, new4}, {host6A, host6B, new6}} {
+		if n, from := send(tc.src, tc.dst); n != 1 || from != tc.want {
+			t.Errorf("to %v after SetLANAddrs: %d ICMP replies from %v, want 1 from %v", tc.dst, n, from, tc.want)
+		}
+	}
+	if d := TotalDrops(r.a.Stats())[DropTooBig]; d != 4 {
+		t.Errorf("drops[too_big] = %d, want 4", d)
+	}
+}

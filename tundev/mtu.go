@@ -1,8 +1,23 @@
 package tundev
 
 import (
+	"net/netip"
+
 	"github.com/wgpio/wgpio/header"
 )
+
+// icmpSources are the source addresses of the answers to oversized
+// packets; invalid: no answer of that family. Immutable once stored.
+type icmpSources struct{ v4, v6 netip.Addr }
+
+// SetICMPSources replaces PortConfig.ICMPSource4 and ICMPSource6, the
+// sources of "fragmentation needed" and "packet too big": a gateway calls
+// it when its LAN interface's addresses change, as Linux answers from the
+// addresses of the moment. Safe for concurrent use with Read; the next
+// answer uses them.
+func (d *PortDevice) SetICMPSources(v4, v6 netip.Addr) {
+	d.icmpSrc.Store(&icmpSources{v4: v4, v6: v6})
+}
 
 // fragState holds the received IPv4 packets over the tunnel MTU that Read
 // returns as fragments, copied out of their frames back to back, and the
@@ -55,11 +70,12 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 	copy(b[6:12], d.mac[:])
 	var n int
 	var r header.Reason
+	src := d.icmpSrc.Load()
 	switch {
-	case v4 && d.cfg.ICMPSource4.Is4():
-		n, r = header.PutICMPv4FragNeeded(b[l2:], d.cfg.ICMPSource4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
-	case !v4 && d.cfg.ICMPSource6.Is6():
-		n, r = header.PutICMPv6PacketTooBig(b[l2:], d.cfg.ICMPSource6.As16(), pkt, uint32(d.cfg.MTU))
+	case v4 && src.v4.Is4():
+		n, r = header.PutICMPv4FragNeeded(b[l2:], src.v4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
+	case !v4 && src.v6.Is6():
+		n, r = header.PutICMPv6PacketTooBig(b[l2:], src.v6.As16(), pkt, uint32(d.cfg.MTU))
 	default:
 		return
 	}

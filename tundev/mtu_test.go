@@ -178,3 +178,29 @@ func TestPortDeviceOverMTU(t *testing.T) {
 		t.Errorf("names %q %q", PortDropOverMTU, PortDropFragment)
 	}
 }
+
+// TestPortDeviceICMPSourcesFollow: SetICMPSources replaces the sources of
+// the answers to oversized packets, as a gateway does when its LAN
+// interface's addresses change: without a source of the family nothing is
+// answered; with one, the answer comes from it. Before, the LAN addresses
+// of start stayed the sources for ever.
+func TestPortDeviceICMPSourcesFollow(t *testing.T) {
+	r := newPortRig(t, 1, nil)
+	p6 := bigPacket(hostIP6, netip.MustParseAddr("2001:2:0:12::5"), 1452, true, 0)
+	ok := ipPacket(hostIP, farIP, []byte("fits")) // Read returns once it has this
+	r.inject(t, 0, ethFrame(macGW, macHost, 0x86dd, p6), ethFrame(macGW, macHost, 0x0800, ok))
+	r.readAll(t, 1, 8)
+	if got := r.collect(1); len(got) != 0 {
+		t.Fatalf("without an IPv6 source: %d answers, want none", len(got))
+	}
+	r.dev.SetICMPSources(lanIP, lanIP6)
+	r.inject(t, 0, ethFrame(macGW, macHost, 0x86dd, p6), ethFrame(macGW, macHost, 0x0800, ok))
+	r.readAll(t, 1, 8)
+	got := r.collect(1)
+	if len(got) != 1 {
+		t.Fatalf("after SetICMPSources: %d answers, want 1", len(got))
+	}
+	if ip := header.IPv6(got[0][14:]); ip.Src() != lanIP6 || ip.Dst() != hostIP6 {
+		t.Errorf("answer %v → %v, want %v → %v", ip.Src(), ip.Dst(), lanIP6, hostIP6)
+	}
+}

@@ -48,8 +48,9 @@ type PortConfig struct {
 	// ICMPSource4 and ICMPSource6 are the source addresses of those
 	// answers: the gateway's address on the LAN, from the configuration
 	// or the LAN interface, as Linux answers from the address of the
-	// interface the answer leaves by. Without one, oversized packets of
-	// that family are dropped (counted over_mtu) with no answer.
+	// interface the answer leaves by (PortDevice.SetICMPSources replaces
+	// them when the interface's addresses change). Without one, oversized
+	// packets of that family are dropped (counted over_mtu) with no answer.
 	ICMPSource4, ICMPSource6 netip.Addr
 	// Routes gives the next hop towards a packet's destination on the
 	// LAN (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned
@@ -95,6 +96,10 @@ type PortDevice struct {
 	spin   dataplane.Spinner // guarded by rmu: Read's idle spin
 	frag   fragState         // guarded by rmu (mtu.go)
 	warm   byte              // guarded by rmu: what dataplane.Warm returned, kept so its loads stay
+
+	// icmpSrc holds the sources of the answers to oversized packets
+	// (PortConfig.ICMPSource4/6, then SetICMPSources); loaded per answer.
+	icmpSrc atomic.Pointer[icmpSources]
 
 	txqs []*portTX
 
@@ -235,6 +240,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		w.Add(q.RX())
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
+	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
 	d.events <- tun.EventUp
 	return d, nil
 }

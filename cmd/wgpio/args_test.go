@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestArgumentErrors: arguments a new user gets wrong are refused before
@@ -149,6 +152,64 @@ func TestUpHelp(t *testing.T) {
 	for _, want := range []string{"usage: wgpio up -c FILE", "SIGTERM", "SIGHUP", "wg syncconf", "wgpio stats NAME", "-metrics-addr"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("wgpio up -h does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDemoHelp: `wgpio demo -h` says what the demo does, not only its
+// flags (it printed "Usage of demo:" and the flags).
+func TestDemoHelp(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	err = cmdDemo([]string{"-h"})
+	os.Stderr = stderr
+	w.Close()
+	out, _ := io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("cmdDemo(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"usage: wgpio demo [flags]", "stock wireguard-go", "Ctrl-C", "wgpio stats", "Needs root", "-duration"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("wgpio demo -h does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestWarnIgnored: `wgpio up` warns of each key of the file the chosen
+// mode does not act on, naming file, line and key, and of none it acts
+// on. Compat mode said nothing of SourcePorts and HandshakeWorkers, which
+// wireguard-go never sees.
+func TestWarnIgnored(t *testing.T) {
+	const file = "[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nListenPort = 51820\n\n[WGPIO]\n" +
+		"Mode = %s\nWAN = wan0\nLAN = lan0\nQueues = 2\nCPUs = 0\nHandshakeWorkers = 2\nSourcePorts = 51820-51823\nMSSClamp = auto\nReplayWindow = auto\n"
+	for _, tt := range []struct {
+		mode      string
+		want, not []string // keys warned of, keys not
+	}{
+		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}},
+		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues", "WAN", "LAN"}},
+		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues"}},
+	} {
+		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mode)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs testenv.LogBuffer
+		warnIgnored(slog.New(slog.NewTextHandler(&logs, nil)), f, f.WGPIO)
+		for _, k := range tt.want {
+			if want := fmt.Sprintf(`wg0.conf:%d: key \"%s\": ignored`, f.WGPIO.Lines[k], k); !strings.Contains(logs.String(), want) {
+				t.Errorf("Mode = %s: no warning %q in:\n%s", tt.mode, want, logs.String())
+			}
+		}
+		for _, k := range tt.not {
+			if strings.Contains(logs.String(), fmt.Sprintf(`key \"%s\"`, k)) {
+				t.Errorf("Mode = %s: warned of %s, which it acts on:\n%s", tt.mode, k, logs.String())
+			}
 		}
 	}
 }

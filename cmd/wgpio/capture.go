@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/plural"
 )
@@ -86,7 +88,7 @@ func cmdCapture(args []string) error {
 	host := fs.String("host", "", "IP address that is the source or destination (outer header on the WAN)")
 	l4port := fs.Int("l4port", 0, "UDP or TCP port that is the source or destination")
 	snap := fs.Int("s", fastpath.DefaultCaptureSnapLen, "bytes kept of each frame")
-	out := fs.String("w", "-", "pcapng `file` to write (- for stdout)")
+	out := fs.String("w", "-", "pcapng `file` to write (- for stdout: a pipe or a file, not a terminal)")
 	count := fs.Int("c", 0, "stop after this many frames (0: until Ctrl-C)")
 	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
@@ -122,6 +124,9 @@ func cmdCapture(args []string) error {
 	}
 	if _, err := req.filter(); err != nil { // check before connecting
 		return fmt.Errorf("capture: %w", err)
+	}
+	if *out == "-" && isTerminal(os.Stdout) {
+		return fmt.Errorf("capture: standard output is a terminal, where pcapng is unreadable: write a file (-w %s.pcapng, then tshark -r %s.pcapng) or pipe it into a reader (wgpio capture %s | tshark -r -)", name, name, name)
 	}
 
 	path := filepath.Join(runDir, name+".capture")
@@ -210,6 +215,12 @@ func cmdCapture(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "%s captured\n", plural.Count(frames, "frame", "frames"))
 	return nil
+}
+
+// isTerminal reports whether f is a terminal (the TCGETS ioctl answers).
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // reorder moves flags before positional arguments, so that both

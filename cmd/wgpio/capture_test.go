@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
@@ -262,5 +264,63 @@ func TestCaptureRequestTooLong(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
 		t.Errorf("heap grew %d bytes while the request line was read, want under 4 MiB", grew)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair and returns its terminal end (the
+// one a shell's stdout would be), closed at the end of the test.
+func openPTY(t *testing.T) *os.File {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal (%v): mount devpts at /dev/pts", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestCaptureRefusesTerminal: `wgpio capture NAME` without -w at a shell
+// prompt wrote the binary pcapng stream onto the terminal. It now refuses
+// before it connects, saying how to write a file or pipe into a reader;
+// with stdout redirected (a file, /dev/null, a pipe) it goes on.
+func TestCaptureRefusesTerminal(t *testing.T) {
+	tty := openPTY(t)
+	if !isTerminal(tty) {
+		t.Fatalf("isTerminal(%s) = false, want true", tty.Name())
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	if isTerminal(devnull) {
+		t.Errorf("isTerminal(%s) = true, want false (a character device, not a terminal)", os.DevNull)
+	}
+	stdout := os.Stdout
+	defer func() { os.Stdout = stdout }()
+	os.Stdout = tty
+	err = cmdCapture([]string{"nosuchgw0"})
+	want := "capture: standard output is a terminal, where pcapng is unreadable: write a file (-w nosuchgw0.pcapng"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "| tshark -r -") {
+		t.Errorf("capture to a terminal: error %v, want %q…, with a pipe into tshark", err, want)
+	}
+	os.Stdout = devnull
+	if err := cmdCapture([]string{"nosuchgw0"}); err == nil || strings.Contains(err.Error(), "terminal") {
+		t.Errorf("capture to %s: error %v, want the gateway's absence, not the terminal", os.DevNull, err)
+	}
+	if err := cmdCapture([]string{"-w", filepath.Join(t.TempDir(), "x.pcapng"), "nosuchgw0"}); err == nil || strings.Contains(err.Error(), "terminal") {
+		t.Errorf("capture -w FILE: error %v, want the gateway's absence, not the terminal", err)
 	}
 }

@@ -26,6 +26,19 @@ import (
 
 func cmdDemo(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: wgpio demo [flags]
+
+Builds a throwaway topology in network namespaces (host A, a wgpio
+fast-path gateway, a stock wireguard-go gateway, host B), sends UDP both
+ways through the tunnel and prints per-second counters, until Ctrl-C or
+-duration; then accounts for every datagram and removes everything. While
+it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
+(it prints the name). Needs root.
+
+`)
+		fs.PrintDefaults()
+	}
 	dur := fs.Duration("duration", 0, "stop after this long (default: run until Ctrl-C)")
 	rate := fs.Int("rate", 20000, "offered UDP packets per second in each direction")
 	size := fs.Int("size", 512, "UDP payload size in bytes (8 to 1392)")

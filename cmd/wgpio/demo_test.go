@@ -44,7 +44,7 @@ func TestDemoBinary(t *testing.T) {
 	if !strings.Contains(s, "total: A→B") {
 		t.Fatalf("demo printed no total line")
 	}
-	for _, want := range []string{"wg show wgpa", "wgpio stats wgpa", "wireguard-tools", "where the datagrams went: A→B host A sent", "drops counted: wgpio "} {
+	for _, want := range []string{"wg show wgpa", "wgpio stats wgpa", "wireguard-tools", "where the datagrams went: A→B host A sent", "drops counted: by wgpio: "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("demo output lacks %q (how to watch it, where the datagrams went)", want)
 		}

@@ -123,7 +123,7 @@ func (l demoLedger) write(out io.Writer) {
 	if l.encrypted > l.sentAB || l.decrypted > l.sentBA {
 		fmt.Fprintln(out, "(wgpio's counts include the other packets through the tunnel meanwhile, such as a ping)")
 	}
-	fmt.Fprintf(out, "drops counted: wgpio %s; the kernel %s\n", l.wgpio, l.kernelDetail)
+	fmt.Fprintf(out, "drops counted: by wgpio: %s; by the kernel: %s\n", l.wgpio, l.kernelDetail)
 	lost := sub(l.sentAB, l.receivedAB) + sub(l.sentBA, l.receivedBA)
 	stock := sub(min(l.encrypted, l.sentAB), l.receivedAB) + sub(l.sentBA, l.decrypted)
 	if n := min(stock, sub(lost, l.kernel+l.workerDrops)); n > 0 {

@@ -21,6 +21,11 @@ func TestLedgerNamesUncountedLoss(t *testing.T) {
 	if !strings.Contains(b.String(), "not counted: about 30 in the stock wireguard-go peer") {
 		t.Fatalf("ledger:\n%s\nwant the 30 datagrams no counter explains", b.String())
 	}
+	// Each counter set is named before its list (it read "the kernel gb
+	// RcvbufErrors=10").
+	if want := "drops counted: by wgpio: none; by the kernel: gb RcvbufErrors=10\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("ledger:\n%s\nwant %q", b.String(), want)
+	}
 	l = demoLedger{sentAB: 5, encrypted: 5, receivedAB: 5, sentBA: 5, decrypted: 5, receivedBA: 5, wgpio: "none", kernelDetail: "none"}
 	b.Reset()
 	l.write(&b)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,7 +55,7 @@ func TestUpErrors(t *testing.T) {
 	withWGPIO := func(extra string) string {
 		return strings.Replace(good, "[WGPIO]\n", "[WGPIO]\n"+extra+"\n", 1)
 	}
-	running := false
+	running, firstPid := false, 0
 	nobody := []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"}
 	for _, tc := range []struct {
 		name  string
@@ -68,7 +69,8 @@ func TestUpErrors(t *testing.T) {
 			name: "metrics-in-use",
 			conf: withWGPIO("MetricsAddress = " + busy.Addr().String()),
 			args: []string{"-name", metricsName},
-			want: fmt.Sprintf("wgpio: metrics address %s: listen tcp %s: bind: address already in use", busy.Addr(), busy.Addr()),
+			want: fmt.Sprintf(`wgpio: metrics-in-use.conf:7: key "MetricsAddress": cannot serve metrics on %s: listen tcp %s: bind: address already in use `+
+				"(another process holds the port, or the address is not this host's: choose another host:port)", busy.Addr(), busy.Addr()),
 		},
 		{
 			name: "bad-port",
@@ -175,14 +177,14 @@ func TestUpErrors(t *testing.T) {
 			first: true,
 			conf:  good,
 			args:  []string{"-name", s.GwName},
-			want:  fmt.Sprintf("wgpio: another wgpio already runs with name %s (lock %s/name-%s.lock held)", s.GwName, runDir, s.GwName),
+			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with name %s (lock %s/name-%s.lock held)", s.GwName, s.GwName, runDir, s.GwName),
 		},
 		{
 			name:  "same-interface",
 			first: true,
 			conf:  good,
 			args:  []string{"-name", "wgpsecond"},
-			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.WANA, runDir, nsInode(t, s), s.WANA),
+			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held)", s.GwName, s.WANA, runDir, nsInode(t, s), s.WANA),
 		},
 		{
 			// The first instance's LAN as this one's WAN (and the other
@@ -192,11 +194,11 @@ func TestUpErrors(t *testing.T) {
 			first: true,
 			conf:  good,
 			args:  []string{"-name", "wgpsecond", "-wan", s.LANA, "-lan", s.WANA},
-			want:  fmt.Sprintf("wgpio: another wgpio already runs with interface %s (lock %s/if-%s-%s.lock held)", s.LANA, runDir, nsInode(t, s), s.LANA),
+			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held)", s.GwName, s.LANA, runDir, nsInode(t, s), s.LANA),
 		},
 	} {
 		if tc.first && !running {
-			s.up(t)
+			firstPid = s.up(t).cmd.Process.Pid
 			s.pingBoth(t)
 			running = true
 		}
@@ -223,8 +225,10 @@ func TestUpErrors(t *testing.T) {
 					errLines = append(errLines, l)
 				}
 			}
-			if got := strings.Join(errLines, "\n"); got != tc.want {
-				t.Errorf("wgpio up stderr:\n got %s\nwant %s", got, tc.want)
+			// {pid}: the first instance's, which holds the locks.
+			want := strings.ReplaceAll(tc.want, "{pid}", strconv.Itoa(firstPid))
+			if got := strings.Join(errLines, "\n"); got != want {
+				t.Errorf("wgpio up stderr:\n got %s\nwant %s", got, want)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
@@ -224,6 +225,18 @@ func reloadMetrics(name string, st *reloadState) []prometheus.Collector {
 			Help: "Unix time of the start or of the last reload that applied the configuration file."},
 			func() float64 { return float64(st.successNs.Load()) / 1e9 }),
 	}
+}
+
+// listenMetrics listens on w.MetricsAddress. Its error names the file,
+// line and key (or -metrics-addr) and the listener's error, as the other
+// errors found at start do.
+func listenMetrics(file string, w config.WGPIO) (net.Listener, error) {
+	ln, err := net.Listen("tcp", w.MetricsAddress)
+	if err != nil {
+		return nil, keyError(file, w.Lines, "MetricsAddress", "metrics-addr",
+			fmt.Sprintf("cannot serve metrics on %s: %v (another process holds the port, or the address is not this host's: choose another host:port)", w.MetricsAddress, err))
+	}
+	return ln, nil
 }
 
 // serveMetrics serves /metrics on ln in the background, until ln is

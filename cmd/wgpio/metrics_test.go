@@ -17,6 +17,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -212,8 +213,7 @@ func TestReloadMetrics(t *testing.T) {
 // not even read beyond it, and wgpio_peers counts them in every case.
 func TestMetricsPeerLimit(t *testing.T) {
 	peers := []PeerStat{{PublicKey: "a"}, {PublicKey: "b"}, {PublicKey: "c"}}
-	s := GatewayStats{Name: "wg0"}
-	s.Device.PeersConfigured = uint64(len(peers))
+	s := GatewayStats{Name: "wg0", Device: &gateway.Stats{PeersConfigured: uint64(len(peers))}}
 	for _, tc := range []struct {
 		maxPeers   int
 		wantSeries int
@@ -241,4 +241,32 @@ func TestMetricsPeerLimit(t *testing.T) {
 			t.Errorf("MetricsPeers %d, 3 peers: the peers were read %d times, want none", tc.maxPeers, reads)
 		}
 	}
+}
+
+// TestListenMetricsInUse: a MetricsAddress whose port another process
+// holds is an error naming the file, line and key (or -metrics-addr), as
+// the other errors found at start are; it said only "metrics address
+// ...: bind: address already in use".
+func TestListenMetricsInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.Addr().String()
+	w := config.WGPIO{MetricsAddress: addr, Lines: map[string]int{"MetricsAddress": 12}}
+	_, err = listenMetrics("wg0.conf", w)
+	if want := `wg0.conf:12: key "MetricsAddress": cannot serve metrics on ` + addr; err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("listenMetrics(%s, held) = %v, want %q… naming the cause", addr, err, want)
+	}
+	w.Lines = map[string]int{} // from -metrics-addr
+	if _, err := listenMetrics("wg0.conf", w); err == nil || !strings.HasPrefix(err.Error(), "up: -metrics-addr: cannot serve metrics on "+addr) {
+		t.Errorf("listenMetrics(-metrics-addr %s, held) = %v, want it to name -metrics-addr", addr, err)
+	}
+	w.MetricsAddress = "127.0.0.1:0"
+	ln, err := listenMetrics("wg0.conf", w)
+	if err != nil {
+		t.Fatalf("listenMetrics(127.0.0.1:0) = %v", err)
+	}
+	ln.Close()
 }

@@ -133,8 +133,12 @@ func printStats(name string, s GatewayStats) {
 	// Where the XDP programs sent frames: to the workers or the kernel
 	// (xdp_pass_vlan: another VLAN's frames, never taken).
 	for _, port := range []string{"lan", "wan"} {
-		if m := s.XDP[port]; len(m) > 0 {
-			fmt.Printf("xdp %s: %s\n", port, strings.Join(xdpList(m), " "))
+		if m, ok := s.XDP[port]; ok {
+			l := xdpList(m)
+			if len(l) == 0 {
+				l = []string{"none yet"}
+			}
+			fmt.Printf("xdp %s: %s\n", port, strings.Join(l, " "))
 		}
 	}
 }

@@ -106,6 +106,7 @@ func cmdUp(args []string) error {
 	for _, w := range f.Warnings {
 		log.Warn("config", "warning", w.String())
 	}
+	warnWorldAccessible(log, *conf)
 	if *name == "" {
 		*name = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 	}
@@ -323,6 +324,7 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
 		}
 		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
+		warn(w.Lines, "HandshakeWorkers", "ignored in the compat modes: wireguard-go runs its own handshake goroutines, one per CPU")
 	}
 	switch w.Mode {
 	case config.ModeCompat:
@@ -330,6 +332,7 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
 		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only")
+		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
 		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
@@ -418,13 +421,34 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 			return nil, fmt.Errorf("lock %s: %w%s", l.path, err, hint(err))
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			holder := lockHolder(f)
 			f.Close() // not ours: leave the file to its holder
 			release()
-			return nil, fmt.Errorf("another wgpio already runs with %s (lock %s held)", l.what, l.path)
+			return nil, fmt.Errorf("another wgpio%s already runs with %s (lock %s held)", holder, l.what, l.path)
 		}
 		files = append(files, f)
+		// Who holds it, for the message of an instance refused.
+		if f.Truncate(0) == nil {
+			f.WriteAt([]byte(fmt.Sprintf("%s %d\n", name, os.Getpid())), 0)
+		}
 	}
 	return release, nil
+}
+
+// lockHolder reads who holds the lock file f, as lockInstance writes it
+// ("NAME PID"), and returns " (gateway NAME, pid PID)", or "" when the
+// file says nothing usable (a holder still writing it).
+func lockHolder(f *os.File) string {
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	fields := strings.Fields(string(b[:n]))
+	if len(fields) != 2 || checkGatewayName(fields[0]) != nil {
+		return ""
+	}
+	if _, err := strconv.Atoi(fields[1]); err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (gateway %s, pid %s)", fields[0], fields[1])
 }
 
 // netnsID names this process's network namespace by its inode.
@@ -497,9 +521,9 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	// touching the interfaces.
 	var metricsLn net.Listener
 	if w.MetricsAddress != "" {
-		ln, err := net.Listen("tcp", w.MetricsAddress)
+		ln, err := listenMetrics(f.Name, w)
 		if err != nil {
-			return fmt.Errorf("metrics address %s: %w", w.MetricsAddress, err)
+			return err
 		}
 		metricsLn = ln
 		defer ln.Close()

@@ -91,6 +91,7 @@ type Config struct {
 // one owner each (see dataplane.RX and dataplane.TX).
 type Port struct {
 	name     string
+	driver   string // the device's driver at Open ("veth", "mlx5_core", ...), or ""
 	ifindex  int
 	mac      net.HardwareAddr
 	mtu      int
@@ -148,7 +149,7 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 			return nil, fmt.Errorf("afxdp: ring size %d is not a power of 2", *p)
 		}
 	}
-	p := &Port{name: ifname, ifindex: a.Index, mac: a.HardwareAddr, mtu: a.MTU, umem: cfg.UMEM, shared: cfg.UMEM != nil}
+	p := &Port{name: ifname, driver: driverName(ifname), ifindex: a.Index, mac: a.HardwareAddr, mtu: a.MTU, umem: cfg.UMEM, shared: cfg.UMEM != nil}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -184,7 +185,7 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 		if _, kerr := vlanTagKfunc(); ok && kerr == nil {
 			metaIfindex = p.ifindex
 		} else {
-			whyNoMeta = fmt.Sprintf("driver %q offers no VLAN tag in the XDP metadata", driverName(ifname))
+			whyNoMeta = fmt.Sprintf("driver %q offers no VLAN tag in the XDP metadata", p.driver)
 			if err = errors.Join(err, kerr); err != nil {
 				whyNoMeta = err.Error()
 			}
@@ -235,7 +236,7 @@ func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
 		return
 	}
 	switch o := p.offload; {
-	case driverName(p.name) == "veth":
+	case p.driver == "veth":
 		// A veth hands over the tag its peer's sender left beside the
 		// frame (TX VLAN offload) whatever its own features say.
 		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes tags its peer sent as metadata, which only native XDP reads, and "+whyNoMeta
@@ -300,7 +301,7 @@ func (p *Port) attachError(mode string, err error) error {
 	if err == nil {
 		return nil
 	}
-	driver := driverName(p.name)
+	driver := p.driver
 	switch {
 	case errors.Is(err, unix.ERANGE):
 		if driver == "veth" {
@@ -384,6 +385,23 @@ func (p *Port) LogFallbacks(log *slog.Logger, side string) {
 	if err := p.shareErr; err != nil {
 		log.Warn("a UMEM of its own: frames to and from the other port are copied", "side", side, "interface", p.name, "why", err)
 	}
+}
+
+// LogPartialChecksums logs a warning, naming side ("WAN", "LAN") and the
+// fix, when the port's device is a veth. A host sending through a veth
+// with TX checksum offload on (veth's default) leaves TCP and UDP
+// checksums partial (CHECKSUM_PARTIAL in include/linux/skbuff.h: the
+// pseudo-header sum only), for the device that transmits to complete;
+// AF_XDP hands the frame over as it is, so a gateway that forwards it from
+// the port sends the partial sum, which the receiver drops as a bad
+// checksum. A real NIC's frames carry full checksums. The caller picks the
+// ports whose hosts' packets it forwards.
+func (p *Port) LogPartialChecksums(log *slog.Logger, side string) {
+	if p.driver != "veth" {
+		return
+	}
+	log.Warn("interface is a veth: the hosts on its other end must turn TX checksum offload off, or the TCP and UDP packets they send are forwarded with partial checksums (AF_XDP keeps them as they are) and their receivers drop them",
+		"side", side, "interface", p.name, "fix", "ethtool -K <the other end> tx off")
 }
 
 // ZeroCopy reports whether the UMEM is in zero-copy mode.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"golang.org/x/sys/unix"
 )
@@ -303,6 +305,27 @@ func TestKernelPathAndChecksums(t *testing.T) {
 	}
 	t.Logf("TX budget per sendto %d (XDP_MAX_TX_SKB_BUDGET raised: %v); stats: %+v",
 		port.queues[0].sock.txBudget, port.queues[0].sock.txBudget > copyModeTXBudget, st)
+}
+
+// TestLogPartialChecksums: a port on a veth warns that the hosts beyond
+// it must turn TX checksum offload off, naming the side and the fix; a
+// port on another driver says nothing. Compat mode's gateway gave no such
+// warning, and a new user's TCP through it stalled without a word.
+func TestLogPartialChecksums(t *testing.T) {
+	p := newVethPair(t, 1)
+	port := openIn(t, p.b, p.v.B, Config{Filter: Filter{UDP: []UDPMatch{{Addr: p.ipB, PortLo: 9000, PortHi: 9000}}}})
+	var logs testenv.LogBuffer
+	port.LogPartialChecksums(slog.New(slog.NewTextHandler(&logs, nil)), "LAN")
+	for _, want := range []string{"interface is a veth", "TX checksum offload off", "side=LAN", "interface=" + p.v.B, `fix="ethtool -K <the other end> tx off"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("LogPartialChecksums on veth %s logged:\n%s\nwant it to contain %q", p.v.B, logs.String(), want)
+		}
+	}
+	var quiet testenv.LogBuffer
+	(&Port{name: "eth0", driver: "mlx5_core"}).LogPartialChecksums(slog.New(slog.NewTextHandler(&quiet, nil)), "LAN")
+	if quiet.String() != "" {
+		t.Errorf("LogPartialChecksums on mlx5_core logged %q, want nothing", quiet.String())
+	}
 }
 
 func countFDs(t *testing.T) int {

@@ -9,17 +9,17 @@
 // Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
 // neighbours"): the kernel keeps both interfaces' addresses and answers
 // ARP/NDP; next hops come from its routes and neighbours (package arp), and
-// the WAN's addresses are followed when they change (wanaddr.go). The
-// WAN's XDP program redirects UDP to the WAN addresses and ListenPort; the
-// LAN's redirects frames to the peers' allowed IPs (never the host's own
-// addresses), kept in step with wireguard-go's configuration, wg(8)
-// changes included.
+// the WAN's and the LAN's addresses are followed when they change
+// (addrs.go). The WAN's XDP program redirects UDP to the WAN addresses and
+// ListenPort; the LAN's redirects frames to the peers' allowed IPs (never
+// the host's own addresses), kept in step with wireguard-go's
+// configuration, wg(8) changes included.
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
-// Linux 5.11+ with XDP on both interfaces (native or generic), and root or
-// CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
-// CAP_IPC_LOCK for the UMEMs).
+// Linux 5.10 or later (README, "Requirements") with XDP on both
+// interfaces (native or generic), and root or CAP_NET_ADMIN, CAP_NET_RAW
+// and CAP_BPF (plus RLIMIT_MEMLOCK or CAP_IPC_LOCK for the UMEMs).
 package compatgw
 
 import (
@@ -102,14 +102,19 @@ type Gateway struct {
 	wan, lan *afxdp.Port
 	log      *slog.Logger
 	// wanMu guards wanAddrs and listenPort: the WAN's addresses the bind
-	// listens on and the port (wanaddr.go, listen.go).
+	// listens on and the port (addrs.go, listen.go).
 	wanMu      sync.Mutex
 	wanAddrs   []netip.Addr
 	listenPort uint16
-	nsHandle   netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
-	closers    []func() error
-	stop       chan struct{}
-	wg         sync.WaitGroup
+
+	// lanAddrs are the LAN's addresses in its XDP filter's host
+	// addresses; the address follower's alone once Start returns.
+	lanAddrs []netip.Addr
+
+	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	closers  []func() error
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
@@ -230,13 +235,6 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
 	}
-	ah, err := netlink.NewHandle()
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
-	}
-	if err := g.followWANAddresses(ah, cfg.WAN, wan.index); err != nil {
-		return nil, fmt.Errorf("WAN: follow addresses: %w", err)
-	}
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.
@@ -249,6 +247,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.lan.LogFallbacks(g.log, "LAN")
 	g.wan.LogStrippedTags(g.log, "WAN")
 	g.lan.LogStrippedTags(g.log, "LAN")
+	// The LAN's hosts' TCP and UDP cross the tunnel as they are; the
+	// WAN's carry WireGuard, whose outer UDP checksum nothing checks.
+	g.lan.LogPartialChecksums(g.log, "LAN")
 	// Oversized packets are answered from the LAN address, as Linux
 	// answers from the address of the interface the answer leaves by.
 	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
@@ -257,6 +258,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
+	}
+	g.lanAddrs = lan.all
+	ah, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if err := g.followAddresses(ah, cfg.WAN, cfg.LAN, wan.index, lan.index); err != nil {
+		return nil, fmt.Errorf("follow addresses: %w", err)
 	}
 
 	// Stock wireguard-go on the two.

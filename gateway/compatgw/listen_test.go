@@ -3,6 +3,7 @@ package compatgw
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,58 @@ func TestWANRenumberedAfterChurn(t *testing.T) {
 	}
 	if !ok {
 		t.Errorf("after the burst and renumbering to %v, a datagram to it did not reach wireguard-go", renumbered)
+	}
+}
+
+// TestLANAddressesFollowed: the LAN's addresses of now are the host's, as
+// in fast-path mode. An address added to the LAN interface while running
+// (a keepalived virtual address) that lies in a peer's allowed IPs is
+// answered by the host, not sent into the tunnel; and an IPv6 address
+// added after start is the source of "packet too big" toward LAN hosts.
+// (Compat kept the addresses of start: the first went to wireguard-go and
+// the second got no answer at all.)
+func TestLANAddressesFollowed(t *testing.T) {
+	s := newSite(t)
+	before := s.g.Stats().LAN.RXPackets
+	s.host.Run("ping", "-c", "1", "-W", "1", "198.18.9.77")
+	if s.g.Stats().LAN.RXPackets == before {
+		t.Fatal("a ping to 198.18.9.77, in the peer's allowed IPs, did not reach wireguard-go")
+	}
+	if err := s.gw.AddAddr(s.lanDev, "198.18.9.77/32"); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	answered := false
+	for end := time.Now().Add(5 * time.Second); !answered && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		var err error
+		out, err = s.host.Run("ping", "-c", "1", "-W", "1", "198.18.9.77")
+		answered = err == nil
+	}
+	if !answered {
+		t.Errorf("after adding 198.18.9.77 to the LAN interface, the LAN host's ping to it was not answered by the host:\n%s", out)
+	}
+
+	// IPv6 on the LAN, added after start: a LAN host's packet over the
+	// tunnel MTU (1420) is answered from the new address.
+	if got := uapiSet(t, s.name, "public_key="+s.peerKey, "allowed_ip=2001:2:0:9::/64"); got != "errno=0" {
+		t.Fatalf("set allowed_ip=2001:2:0:9::/64: reply %q, want errno=0", got)
+	}
+	for _, err := range []error{
+		s.gw.AddAddr(s.lanDev, "2001:2:0:1::1/64"),
+		s.host.AddAddr(s.hostDev, "2001:2:0:1::2/64"),
+		s.host.AddRoute("2001:2:0:9::/64", "2001:2:0:1::1", ""),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := false
+	for end := time.Now().Add(5 * time.Second); !ok && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		// ping exits 1 on the error; its output says who sent it.
+		out, _ = s.host.Run("ping", "-6", "-c", "1", "-W", "1", "-M", "do", "-s", "1450", "2001:2:0:9::5")
+		ok = strings.Contains(out, "From 2001:2:0:1::1") && strings.Contains(out, "Packet too big: mtu=1420")
+	}
+	if !ok {
+		t.Errorf("ping -6 -s 1450 from the LAN after the LAN got 2001:2:0:1::1: want packet too big from it, got:\n%s", out)
 	}
 }

@@ -94,6 +94,11 @@ func TestStartMTU(t *testing.T) {
 			if !strings.Contains(l, fmt.Sprintf(tt.wantWarn, lan.A)) || strings.Contains(l, "MSSClamp") {
 				t.Errorf("Start(LAN MTU %d) logged:\n%s\nwant a warning containing %q and no MSSClamp (wireguard-go clamps nothing)", tt.lan, l, fmt.Sprintf(tt.wantWarn, lan.A))
 			}
+			// The LAN is a veth: its hosts' partial checksums would cross
+			// the tunnel as they are, as in fast-path mode.
+			if !strings.Contains(l, "interface is a veth") || !strings.Contains(l, "interface="+lan.A) {
+				t.Errorf("Start on veths logged:\n%s\nwant the warning that hosts on the LAN veth %s must turn TX checksum offload off", l, lan.A)
+			}
 		})
 	}
 }

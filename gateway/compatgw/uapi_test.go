@@ -43,7 +43,8 @@ type site struct {
 	gw, peer, host *topo.NS
 	g              *Gateway
 	name, peerKey  string
-	wanDev         string // the gateway's WAN interface
+	wanDev, lanDev string // the gateway's WAN and LAN interfaces
+	hostDev        string // the LAN host's interface
 }
 
 func newSite(t *testing.T) *site {
@@ -76,7 +77,7 @@ func newSite(t *testing.T) *site {
 			t.Fatal(err)
 		}
 	}
-	s.wanDev = wan.A
+	s.wanDev, s.lanDev, s.hostDev = wan.A, lan.A, lan.B
 	s.name = topo.UniqueName("wgpu")
 	s.peerKey = strings.Repeat("22", 32)
 	cfg := Config{

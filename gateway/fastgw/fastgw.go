@@ -63,8 +63,9 @@ type Config struct {
 	// In shared address mode the kernel's VLAN device for it must exist
 	// (its addresses, routes and neighbours are the side's).
 	WANVLAN, LANVLAN uint16
-	// Queues is the number of NIC queues on each side (default 1); one
-	// worker per queue.
+	// Queues is the number of NIC queues on each side, one worker per
+	// queue (default 0: all the RX queues of the interface that has fewer;
+	// more than an interface has is an error).
 	Queues int
 	// CPUs pins worker i to CPUs[i % len(CPUs)].
 	// Empty leaves the workers to the Go scheduler. Pin them where the
@@ -513,19 +514,4 @@ func (g *Gateway) Close() error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// driver returns the kernel driver of dev ("veth", "mlx5_core", ...), or ""
-// if the ethtool ioctl fails.
-func driver(dev string) string {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(fd)
-	info, err := unix.IoctlGetEthtoolDrvinfo(fd, dev)
-	if err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(info.Driver[:])
 }

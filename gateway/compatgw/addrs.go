@@ -1,0 +1,175 @@
+package compatgw
+
+import (
+	"slices"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/bind"
+)
+
+// resubscribeDelay is how long followAddresses waits before it
+// subscribes again after its subscription ended on an error.
+const resubscribeDelay = time.Second
+
+// followAddresses follows the WAN and LAN interfaces' addresses (shared
+// mode: the kernel owns them) through netlink, as fast-path mode does.
+// When a WAN address is replaced (DHCP, renumbering), the WAN's XDP filter
+// matches the interface's first address of each family of now and the
+// bind listens on and sends from them, so that peers reach the new address
+// and follow it when they receive from it (roaming); with no address left
+// it logs once. When the LAN's addresses change, they are the host's
+// (lanAddressesChanged). h is a netlink handle in the gateway's namespace,
+// owned by the follower from now on (closed when it stops); wan and lan
+// are the interfaces of start (their names, indexes). The updates waiting
+// when one arrives are taken with it and each interface re-read once for
+// them all. When the subscription ends on an error (its socket overflowed
+// in a burst of address changes: ENOBUFS), the error is logged, and after
+// resubscribeDelay it subscribes again and re-reads both, so that what
+// changed meanwhile is not missed. It runs until Close.
+func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wanIndex, lanIndex int) error {
+	updates, err := g.subscribeAddrs()
+	if err != nil {
+		h.Close()
+		return err
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer h.Close()
+		warned := false
+		for {
+			wanChanged, lanChanged := false, false
+			select {
+			case <-g.stop:
+				return
+			case u, ok := <-updates:
+				if !ok {
+					if updates = g.resubscribeAddrs(); updates == nil {
+						return
+					}
+					wanChanged, lanChanged = true, true
+					break
+				}
+				wanChanged, lanChanged = u.LinkIndex == wanIndex, u.LinkIndex == lanIndex
+			burst:
+				for {
+					select {
+					case u, ok := <-updates:
+						if !ok {
+							break burst // seen closed at the next turn
+						}
+						wanChanged = wanChanged || u.LinkIndex == wanIndex
+						lanChanged = lanChanged || u.LinkIndex == lanIndex
+					default:
+						break burst
+					}
+				}
+			}
+			if wanChanged {
+				g.wanAddressesChanged(h, wanName, &warned)
+			}
+			if lanChanged {
+				g.lanAddressesChanged(h, lanName)
+			}
+		}
+	}()
+	return nil
+}
+
+// subscribeAddrs subscribes to the address updates of the gateway's
+// namespace until Close; an error that ends the subscription is logged at
+// warning level, but not the one Close causes.
+func (g *Gateway) subscribeAddrs() (<-chan netlink.AddrUpdate, error) {
+	ch := make(chan netlink.AddrUpdate, 64)
+	opts := netlink.AddrSubscribeOptions{ErrorCallback: func(err error) {
+		select {
+		case <-g.stop: // closing the subscription fails its pending receive
+		default:
+			g.log.Warn("following the WAN and LAN addresses", "err", err)
+		}
+	}}
+	if g.nsHandle.IsOpen() {
+		ns := g.nsHandle
+		opts.Namespace = &ns
+	}
+	if err := netlink.AddrSubscribeWithOptions(ch, g.stop, opts); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// resubscribeAddrs subscribes again, every resubscribeDelay until it
+// succeeds; nil when the gateway is closed first.
+func (g *Gateway) resubscribeAddrs() <-chan netlink.AddrUpdate {
+	for {
+		select {
+		case <-g.stop:
+			return nil
+		case <-time.After(resubscribeDelay):
+		}
+		ch, err := g.subscribeAddrs()
+		if err != nil {
+			g.log.Warn("following the WAN and LAN addresses: subscribe again", "err", err)
+			continue
+		}
+		g.log.Info("following the WAN and LAN addresses again after their subscription ended")
+		return ch
+	}
+}
+
+// wanAddressesChanged re-reads the WAN interface and moves the XDP match
+// and the bind to its addresses.
+func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) {
+	wan, err := readIface(h, name)
+	if err != nil {
+		g.log.Warn("re-read the WAN interface after an address change", "err", err)
+		return
+	}
+	addrs := wan.addrs()
+	g.wanMu.Lock()
+	defer g.wanMu.Unlock()
+	if slices.Equal(addrs, g.wanAddrs) {
+		return
+	}
+	if len(addrs) == 0 {
+		if !*warned {
+			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added", "interface", name)
+			*warned = true
+		}
+	} else {
+		*warned = false
+	}
+	g.log.Info("WAN address changed", "interface", name, "from", g.wanAddrs, "to", addrs)
+	if err := g.wan.SetUDP(bind.XDPFilter(addrs, g.listenPort, false).UDP); err != nil {
+		g.log.Warn("update the WAN XDP match", "err", err)
+	}
+	g.bind.SetAddrs(wan.v4, wan.v6)
+	g.wanAddrs = addrs
+}
+
+// lanAddressesChanged re-reads the LAN interface and makes its addresses of
+// now the host's, as fast-path mode does: frames from the LAN to them go
+// to the kernel (the LAN XDP filter's host addresses; without that, an
+// address added while running, such as a keepalived virtual address, that
+// lies in a peer's allowed IPs was sent into the tunnel), and the answers
+// to oversized packets come from them (the LAN device's ICMP sources;
+// with those of start, a LAN that got its IPv6 address after start got no
+// "packet too big"). g.lanAddrs is the follower's alone once running.
+func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
+	lan, err := readIface(h, name)
+	if err != nil {
+		g.log.Warn("re-read the LAN interface after an address change", "err", err)
+		return
+	}
+	if slices.Equal(lan.all, g.lanAddrs) {
+		return
+	}
+	g.log.Info("LAN addresses changed", "interface", name, "from", g.lanAddrs, "to", lan.all)
+	g.lanAddrs = lan.all
+	if err := g.lan.SetHostAddrs(lan.all); err != nil {
+		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
+	}
+	g.lanDev.SetICMPSources(lan.v4, lan.v6)
+}
