@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -124,8 +124,13 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 	// A small socket buffer, and the follower stalled, so that the
 	// kernel's notifications overrun it.
 	routeRcvbuf = 4096
-	var stall sync.Mutex
-	followHook = func() { stall.Lock(); stall.Unlock() }
+	// While stall holds a channel, the follower waits for it to close.
+	var stall atomic.Pointer[chan struct{}]
+	followHook = func() {
+		if c := stall.Load(); c != nil {
+			<-*c
+		}
+	}
 	defer func() { routeRcvbuf, followHook = neighbourRcvbuf, nil }()
 	errs := make(chan error, 16)
 	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
@@ -137,13 +142,14 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 	must(t, err)
 	defer kr.Close()
 	fds := openFDs(t)
-	stall.Lock()
+	gate := make(chan struct{})
+	stall.Store(&gate)
 	const n = 2000
 	for i := range n {
 		_, dst, _ := net.ParseCIDR(fmt.Sprintf("198.19.%d.%d/32", i/256, i%256))
 		must(t, us.Handle().RouteAdd(&netlink.Route{Dst: dst, Gw: net.ParseIP("198.18.0.2"), LinkIndex: idx}))
 	}
-	stall.Unlock()
+	close(gate)
 	last := netip.MustParseAddr(fmt.Sprintf("198.19.%d.%d", (n-1)/256, (n-1)%256))
 	if !waitFor(3*time.Second, func() bool { _, _, ok := kr.NextHop(last); return ok && kr.Listings.Load() >= 2 }) {
 		_, _, ok := kr.NextHop(last)
