@@ -1,0 +1,130 @@
+package fastpath
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// sealed has A seal the packets numbered first up to first+n-1 (orderRig's
+// flow) and returns their transport messages as they reached B's WAN,
+// without B reading them.
+func (o orderRig) sealed(first, n int) [][]byte {
+	o.t.Helper()
+	o.send(first, n)
+	frames := make([]dataplane.Frame, 64)
+	rx := o.wanB.Queue(0).RX()
+	m := rx.Receive(frames)
+	var out [][]byte
+	for i := range m {
+		var p header.Packet
+		d := frames[i].Data()
+		if header.Parse(d, &p) != header.OK {
+			o.t.Fatal("A sent an unparsable frame")
+		}
+		out = append(out, append([]byte(nil), d[p.PayloadOff:p.PayloadOff+p.PayloadLen]...))
+	}
+	rx.Free(frames[:m])
+	if len(out) != n {
+		o.t.Fatalf("A sealed %d messages, want %d", len(out), n)
+	}
+	return out
+}
+
+// inject hands msgs to B's worker as one burst from A's endpoint.
+func (o orderRig) inject(msgs ...[]byte) {
+	o.t.Helper()
+	var frames []dataplane.Frame
+	for _, m := range msgs {
+		frames = append(frames, wanFrame(o.t, o.rig, m))
+	}
+	sendAll(o.t, o.wanA, 0, frames)
+	o.b.workers[0].inbound(o.clock.Now())
+}
+
+// unresolve makes B's LAN neighbours unknown and returns the function that
+// makes them known again.
+func (o orderRig) unresolve() (resolve func()) {
+	res := o.b.cfg.LANResolver.(*staticResolver)
+	res.mu.Lock()
+	mac := res.def
+	res.def = [6]byte{}
+	res.mu.Unlock()
+	return func() {
+		res.mu.Lock()
+		res.def = mac
+		res.mu.Unlock()
+	}
+}
+
+// checkNbrCount checks that the neighbour cache's slots count exactly the
+// frames that wait for their address (nbrHold's accounting).
+func checkNbrCount(t *testing.T, w *worker) {
+	t.Helper()
+	n := 0
+	for i, e := range w.nbr {
+		c := 0
+		for _, nw := range w.nbrWait {
+			if nw.counted && nw.dst == e.addr {
+				c++
+			}
+		}
+		if int(e.waiting) != c {
+			t.Errorf("neighbour cache slot %d (%v) counts %d waiting frames, %d wait", i, e.addr, e.waiting, c)
+		}
+		n += int(e.waiting)
+	}
+	if n != w.nbrWaitN {
+		t.Errorf("nbrWaitN = %d, the slots count %d", w.nbrWaitN, n)
+	}
+}
+
+// TestNeighbourWaitCountsEveryFrame: every frame that waits for a LAN
+// neighbour is counted in its slot, also those that joined a wait already
+// begun (in the same burst or a later one).
+func TestNeighbourWaitCountsEveryFrame(t *testing.T) {
+	o := orderRig{newRig(t, rigConfig{}), t}
+	o.unresolve()
+	wb := o.b.workers[0]
+	o.send(0, 3)
+	wb.inbound(o.clock.Now())
+	o.send(3, 2)
+	wb.inbound(o.clock.Now())
+	if len(wb.nbrWait) != 5 {
+		t.Fatalf("%d frames wait, want 5", len(wb.nbrWait))
+	}
+	e := wb.nbr[nbrHash(hostAddrB)&(nbrCacheSize-1)]
+	if e.addr != hostAddrB || e.waiting != 5 {
+		t.Errorf("slot of %v: %v counts %d waiting frames, want 5", hostAddrB, e.addr, e.waiting)
+	}
+	checkNbrCount(t, wb)
+}
+
+// TestReplayKeepsNeighbourWait: a replay of a packet that waits for its
+// LAN neighbour (dropped as a replay, its verdict no-neighbour) does not
+// uncount the genuine one, whose successor, once the MAC is known, must
+// still leave after it.
+func TestReplayKeepsNeighbourWait(t *testing.T) {
+	o := orderRig{newRig(t, rigConfig{}), t}
+	resolve := o.unresolve()
+	msgs := o.sealed(0, 2)
+	wb := o.b.workers[0]
+	o.inject(msgs[0])
+	o.inject(msgs[0]) // an attacker's replay while the genuine one waits
+	if d := TotalDrops(o.b.Stats())[DropReplay]; d != 1 {
+		t.Errorf("drops[replay] = %d, want 1", d)
+	}
+	checkNbrCount(t, wb)
+	resolve()
+	o.inject(msgs[1])
+	wb.nbrTried = time.Time{}
+	wb.flushNeighbourWait(o.clock.Now())
+	got := o.received(2)
+	if want := []int{0, 1}; !slices.Equal(got, want) {
+		t.Errorf("host B received %v, want %v; drops B %v", got, want, TotalDrops(o.b.Stats()))
+	}
+	checkNbrCount(t, wb)
+}
