@@ -1,6 +1,8 @@
 package fastpath
 
 import (
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -127,4 +129,119 @@ func TestReplayKeepsNeighbourWait(t *testing.T) {
 		t.Errorf("host B received %v, want %v; drops B %v", got, want, TotalDrops(o.b.Stats()))
 	}
 	checkNbrCount(t, wb)
+}
+
+// TestNeighbourWaitAccountingRandom: bursts from the tunnel toward LAN
+// hosts whose MACs come and go (two of them sharing a neighbour cache
+// slot), replays of packets that wait, waits that time out and a wait
+// list that overflows: after every step the slots count exactly the frames
+// that wait, and every packet sent is delivered, dropped and counted, or
+// waiting.
+func TestNeighbourWaitAccountingRandom(t *testing.T) {
+	o := orderRig{newRig(t, rigConfig{}), t}
+	o.unresolve()
+	res := o.b.cfg.LANResolver.(*staticResolver)
+	wb := o.b.workers[0]
+	// Three hosts, two of them in one slot.
+	var dsts []netip.Addr
+	slots := map[uint32]netip.Addr{}
+	for i := 2; i < 255 && len(dsts) < 2; i++ {
+		a := netip.AddrFrom4([4]byte{198, 19, 2, byte(i)})
+		s := nbrHash(a) & (nbrCacheSize - 1)
+		if b, ok := slots[s]; ok {
+			dsts = []netip.Addr{b, a}
+		}
+		slots[s] = a
+	}
+	if len(dsts) != 2 {
+		t.Fatal("no two addresses of 198.19.2.0/24 share a slot")
+	}
+	dsts = append(dsts, hostAddrB)
+	macB := [6]byte(o.hostB.MAC())
+	rng := rand.New(rand.NewPCG(1, 2))
+	tx := o.hostA.Queue(0).TX()
+	var last [][]byte // transport messages of the last burst, for replays
+	sent, replays, got := 0, 0, 0
+	hostRX, buf := o.hostB.Queue(0).RX(), make([]dataplane.Frame, 64)
+	drain := func() (n int) {
+		for {
+			m := hostRX.Receive(buf)
+			if m == 0 {
+				return n
+			}
+			hostRX.Free(buf[:m])
+			n += m
+		}
+	}
+	for step := range 3000 {
+		switch op := rng.IntN(10); {
+		case op < 5: // a burst from A toward the LAN hosts
+			n := 1 + rng.IntN(12)
+			var frames []dataplane.Frame
+			for range n {
+				d := dsts[rng.IntN(len(dsts))]
+				frames = append(frames, udpFrame(t, tx, o.lanA.MAC(), o.hostA.MAC(), hostAddrA, d, 1, 2, seqPayload(uint32(sent), 40)))
+				sent++
+			}
+			sendAll(t, o.hostA, 0, frames)
+			o.a.workers[0].outbound(o.clock.Now())
+			rx := o.wanB.Queue(0).RX()
+			buf := make([]dataplane.Frame, 64)
+			m := rx.Receive(buf)
+			last = last[:0]
+			for i := range m {
+				var p header.Packet
+				d := buf[i].Data()
+				header.Parse(d, &p)
+				last = append(last, append([]byte(nil), d[p.PayloadOff:p.PayloadOff+p.PayloadLen]...))
+			}
+			rx.Free(buf[:m])
+			if m != n {
+				t.Fatalf("step %d: A sealed %d of %d", step, m, n)
+			}
+			o.inject(last...)
+		case op < 6 && len(last) > 0: // replays of the last burst
+			o.inject(last...)
+			replays += len(last)
+		case op < 8: // a host's MAC comes or goes
+			d := dsts[rng.IntN(len(dsts))]
+			res.mu.Lock()
+			if res.m == nil {
+				res.m = map[netip.Addr][6]byte{}
+			}
+			if _, ok := res.m[d]; ok {
+				delete(res.m, d)
+			} else {
+				res.m[d] = macB
+			}
+			res.mu.Unlock()
+			// The cached MAC of a host that went must not outlive the step
+			// (the neighbour cache's TTL, passed without aging the session).
+			for i := range wb.nbr {
+				wb.nbr[i].expires = 0
+			}
+		case op < 9: // some waits time out
+			for i := range wb.nbrWait {
+				if rng.IntN(3) == 0 {
+					wb.nbrWait[i].since = time.Now().Add(-neighbourWaitMax - time.Second)
+				}
+			}
+			fallthrough
+		default:
+			wb.nbrTried = time.Time{}
+			wb.flushNeighbourWait(o.clock.Now())
+		}
+		got += drain()
+		checkNbrCount(t, wb)
+		if t.Failed() {
+			t.Fatalf("step %d", step)
+		}
+	}
+	d := TotalDrops(o.b.Stats())
+	if got+int(d[DropNoNeighbour])+len(wb.nbrWait) != sent || int(d[DropReplay]) != replays {
+		t.Errorf("sent %d, replayed %d: delivered %d, no_neighbour %d, waiting %d, replay %d; drops %v", sent, replays, got, d[DropNoNeighbour], len(wb.nbrWait), d[DropReplay], d)
+	}
+	if int(o.b.Stats()[0].Held) != len(wb.nbrWait) {
+		t.Errorf("Held = %d, %d wait", o.b.Stats()[0].Held, len(wb.nbrWait))
+	}
 }
