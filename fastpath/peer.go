@@ -213,10 +213,13 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 // Previous, where Rotate moved it) it marks kp used (Keypair.Used).
 func (p *Peer) Promote(kp *Keypair) bool { return p.receivedOn(kp) }
 
-// receivedOn is Promote; workers call it for an unconfirmed kp only.
+// receivedOn is Promote; workers call it for an unconfirmed kp only. A
+// kp that was in Next at the load but not at the promotion (Rotate moved
+// it to Previous in between) is marked used too; one another worker
+// promoted is confirmed, and marking it changes nothing.
 func (p *Peer) receivedOn(kp *Keypair) (promoted bool) {
-	if p.Next.Load() == kp {
-		return p.promote(kp)
+	if p.Next.Load() == kp && p.promote(kp) {
+		return true
 	}
 	if !kp.received.Load() {
 		kp.received.Store(true)
