@@ -245,3 +245,41 @@ func TestNeighbourWaitAccountingRandom(t *testing.T) {
 		t.Errorf("Held = %d, %d wait", o.b.Stats()[0].Held, len(wb.nbrWait))
 	}
 }
+
+// TestNeighbourWaitFlood: a peer flooding packets toward LAN addresses
+// that never resolve fills the wait list (maxNeighbourWait frames) and
+// the rest are dropped and counted (no_neighbour); a LAN host whose MAC is
+// known is still reached at once, in the same bursts.
+func TestNeighbourWaitFlood(t *testing.T) {
+	o := orderRig{newRig(t, rigConfig{}), t}
+	o.unresolve()
+	res := o.b.cfg.LANResolver.(*staticResolver)
+	res.mu.Lock()
+	res.m = map[netip.Addr][6]byte{hostAddrB: [6]byte(o.hostB.MAC())}
+	res.mu.Unlock()
+	wb := o.b.workers[0]
+	tx := o.hostA.Queue(0).TX()
+	const flood = 400
+	sent := 0
+	for sent < flood {
+		var frames []dataplane.Frame
+		for i := 0; i < 30 && sent < flood; i++ {
+			d := netip.AddrFrom4([4]byte{198, 19, 2, byte(20 + sent%200)})
+			frames = append(frames, udpFrame(t, tx, o.lanA.MAC(), o.hostA.MAC(), hostAddrA, d, 1, 2, seqPayload(uint32(sent), 40)))
+			sent++
+		}
+		frames = append(frames, udpFrame(t, tx, o.lanA.MAC(), o.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(uint32(1000+sent), 40)))
+		sendAll(t, o.hostA, 0, frames)
+		o.a.workers[0].outbound(o.clock.Now())
+		wb.inbound(o.clock.Now())
+	}
+	got := o.received((flood + 29) / 30)
+	if len(got) != (flood+29)/30 {
+		t.Errorf("the known host got %d packets during the flood, want %d", len(got), (flood+29)/30)
+	}
+	d := TotalDrops(o.b.Stats())
+	if len(wb.nbrWait) != maxNeighbourWait || int(d[DropNoNeighbour]) != flood-maxNeighbourWait {
+		t.Errorf("%d wait, no_neighbour %d; want %d and %d", len(wb.nbrWait), d[DropNoNeighbour], maxNeighbourWait, flood-maxNeighbourWait)
+	}
+	checkNbrCount(t, wb)
+}
