@@ -89,7 +89,8 @@ type Peer struct {
 	// HandshakeNeeded is set by a worker that had data for the peer and no
 	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages])
 	// or no endpoint, never for an endpoint whose next hop lacks only its
-	// MAC (NeedNeighbour); the control plane clears it when it starts a
+	// MAC (NeedNeighbour), and by one whose packets held for that MAC
+	// outlive their keypair; the control plane clears it when it starts a
 	// handshake, or finds Current usable.
 	HandshakeNeeded atomic.Bool
 	// FlushHeld is set by the control plane when a handshake gives up
