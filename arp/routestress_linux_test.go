@@ -11,7 +11,7 @@ import (
 
 // TestSharedRoutesFollowedAsListed: a random run of route changes of both
 // families (add, replace, append, prepend, delete, by metric, unicast and
-// not, on two links), links going down and up and IPv4 addresses removed
+// not, on two links), links going down and up and addresses of both families removed
 // and put back, as an operator and a flaky network make them, leaves the
 // follower's table answering as a fresh listing of the kernel's does.
 func TestSharedRoutesFollowedAsListed(t *testing.T) {
@@ -72,8 +72,8 @@ func TestSharedRoutesFollowedAsListed(t *testing.T) {
 			ops = append(ops, strings.Join(args, " "))
 			args = []string{"link", "set", l, "up"}
 		case op < 18:
-			a := []string{"198.18.0.1/24 dev " + v.A, "198.18.5.1/24 dev d0"}[rng.IntN(2)]
-			args = append([]string{"addr", "del"}, strings.Fields(a)...)
+			a := []string{"198.18.0.1/24 dev " + v.A, "198.18.5.1/24 dev d0", "2001:2::1/64 dev " + v.A + " nodad", "2001:2:5::1/64 dev d0 nodad"}[rng.IntN(4)]
+			args = append([]string{"addr", "del"}, strings.Fields(strings.TrimSuffix(a, " nodad"))...)
 			try(args...)
 			ops = append(ops, strings.Join(args, " "))
 			args = append([]string{"addr", "add"}, strings.Fields(a)...)
