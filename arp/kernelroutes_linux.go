@@ -21,6 +21,9 @@ import (
 //   - the notification socket failed (ENOBUFS: the kernel dropped
 //     notifications for a full socket; or any other error): it
 //     subscribes again, then lists;
+//   - a nexthop object (`ip nexthop`) was added, replaced or deleted: the
+//     routes through it change or go without a route notification
+//     (subscribeNexthops);
 //   - a link went down or away, or an IPv4 address was removed: the IPv4
 //     FIB then removes the routes through that link or gateway without
 //     an RTM_DELROUTE (fib_sync_down_dev / fib_table_flush in
@@ -87,13 +90,14 @@ func NewKernelRoutes(opts KernelOptions) (*KernelRoutes, error) {
 	return k, nil
 }
 
-// routeSub is one subscription: route, link and address notifications on
-// three sockets, which closing stop closes.
+// routeSub is one subscription: route, link, address and nexthop
+// notifications on four sockets, which closing stop closes.
 type routeSub struct {
-	routes chan netlink.RouteUpdate
-	links  chan netlink.LinkUpdate
-	addrs  chan netlink.AddrUpdate
-	stop   chan struct{}
+	routes   chan netlink.RouteUpdate
+	links    chan netlink.LinkUpdate
+	addrs    chan netlink.AddrUpdate
+	nexthops <-chan struct{} // nil until subscribed
+	stop     chan struct{}
 }
 
 // close closes the subscription's sockets and drains its channels until
@@ -101,14 +105,18 @@ type routeSub struct {
 // channel ends.
 func (s *routeSub) close() {
 	close(s.stop)
-	go func(r chan netlink.RouteUpdate, l chan netlink.LinkUpdate, a chan netlink.AddrUpdate) {
+	go func(r chan netlink.RouteUpdate, l chan netlink.LinkUpdate, a chan netlink.AddrUpdate, n <-chan struct{}) {
 		for range r {
 		}
 		for range l {
 		}
 		for range a {
 		}
-	}(s.routes, s.links, s.addrs)
+		if n != nil {
+			for range n {
+			}
+		}
+	}(s.routes, s.links, s.addrs, s.nexthops)
 }
 
 // routeRcvbuf is the receive buffer forced on the route notification
@@ -166,6 +174,11 @@ func (k *KernelRoutes) subscribe() (routeSub, error) {
 		close(sub.addrs)
 		return fail("addresses", err)
 	}
+	nh, err := subscribeNexthops(ns, sub.stop, onErr)
+	if err != nil {
+		return fail("nexthops", err)
+	}
+	sub.nexthops = nh
 	if err := k.list(); err != nil {
 		sub.close()
 		return routeSub{}, err
@@ -238,6 +251,9 @@ func (k *KernelRoutes) follow(sub routeSub) {
 		case u, ok := <-sub.addrs:
 			failed = !ok
 			relist = ok && !u.NewAddr && u.LinkAddress.IP.To4() != nil && !k.ignoredIndex(u.LinkIndex)
+		case _, ok := <-sub.nexthops:
+			failed = !ok
+			relist = ok
 		}
 		switch {
 		case failed:

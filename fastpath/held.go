@@ -23,6 +23,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	ep := p.Endpoint.Load()
 	if kp := p.Current.Load(); kp == nil || !kp.canSend(now) || ep == nil {
 		p.HandshakeNeeded.Store(true)
+		pl.sessionAsked = true
 	}
 	if ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)
@@ -65,6 +66,7 @@ func (w *worker) emptied(pl *peerLocal) {
 		pl.peer.holding.Add(-1)
 	}
 	pl.held = pl.held[:0]
+	pl.sessionAsked = false
 }
 
 // flushHeld sends the held packets of peers that now have a keypair, and
@@ -92,6 +94,7 @@ func (w *worker) flushHeld(now int64) {
 				w.emptied(pl)
 				continue
 			}
+			w.askSession(pl, now)
 			keep = append(keep, id)
 			continue
 		}
@@ -99,6 +102,28 @@ func (w *worker) flushHeld(now int64) {
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// askSession raises HandshakeNeeded for pl's held packets, once while
+// they wait, when what they wait for is a session: packets held only for
+// the endpoint's next hop's MAC (hold asked for no handshake: the keypair
+// was usable) whose keypair expired meanwhile (Reject-After-Time,
+// whitepaper §6.2), with no new packet to ask for one. Without it they
+// waited, unsent, for the zeroing of the keys (§6.3, up to 540 s after the
+// session began), which drops them.
+// A session that came since an ask served it: the next expiry asks again.
+func (w *worker) askSession(pl *peerLocal, now int64) {
+	p := pl.peer
+	if kp := p.Current.Load(); kp != nil && kp.canSend(now) && p.Endpoint.Load() != nil {
+		pl.sessionAsked = false // the MAC only
+		return
+	}
+	if pl.sessionAsked {
+		return
+	}
+	pl.sessionAsked = true
+	p.HandshakeNeeded.Store(true)
+	w.e.stamped.push(p)
 }
 
 // sendHeld seals and transmits pl's held frames, oldest first, with kp (its

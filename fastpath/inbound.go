@@ -63,6 +63,9 @@ type rxMeta struct {
 	back     int32          // from the frame's data start back to the outer Ethernet header
 	verdict  innerVerdict
 	ecn      uint8 // the outer header's ECN field (RFC 6040 decapsulation)
+	// With verdict innerNoNeighbour: whether nbrHold counted the frame in
+	// its destination's neighbour cache slot (what releases it uncounts).
+	nbrCounted bool
 }
 
 // openMeta is what authenticate keeps of a transport message queued for
@@ -311,11 +314,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			// Behind frames that wait for the same neighbour
 			// (neighbour.go: their order is kept), or waiting.
 			if w.nbrWaiting(dst) {
+				m.nbrCounted = w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
 			}
 			if mac, ok = w.lanNeighbour(dst, now); !ok {
-				w.nbrHold(dst)
+				m.nbrCounted = w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
 			}
@@ -431,7 +435,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		}
 		if !accepted[i] {
 			bad[DropReplay]++
-			if m.verdict == innerNoNeighbour {
+			if m.verdict == innerNoNeighbour && m.nbrCounted {
 				w.nbrRelease(w.waitDst(&frames[i]))
 			}
 			continue
@@ -473,7 +477,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerNoNeighbour:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
-			w.waitNeighbour(f, bad)
+			w.waitNeighbour(f, m.nbrCounted, bad)
 		case innerTTLExceeded:
 			pl.lastDataReceived = now
 			bad[DropTTLExceeded]++

@@ -67,14 +67,17 @@ func (w *worker) flushControlWait(t time.Time) {
 }
 
 type nbrWaiting struct {
-	f     dataplane.Frame // the inner IP packet, Ethernet not yet added
-	dst   netip.Addr
-	v6    bool
-	since time.Time
+	f       dataplane.Frame // the inner IP packet, Ethernet not yet added
+	dst     netip.Addr
+	v6      bool
+	counted bool // in dst's neighbour cache slot (nbrHold)
+	since   time.Time
 }
 
 // nbrEntry is a slot of a worker's neighbour cache: addr's MAC until
-// expires, and the number of frames for addr in w.nbrWait (waiting). While
+// expires, and the number of frames for addr counted by nbrHold and not
+// yet released (waiting): in w.nbrWait, or between inbound's first pass
+// and its third. While
 // waiting is not 0 the slot is addr's (another address that hashes to it
 // is resolved without being cached), and frames for addr join the wait
 // behind the others: Linux sends a neighbour's queued packets first (its
@@ -99,23 +102,27 @@ func (w *worker) nbrWaiting(dst netip.Addr) bool {
 }
 
 // nbrHold counts a frame for dst that will wait (inbound's first pass, at
-// its verdict, so that the burst's next frames for dst wait too): in
-// dst's slot, unless the slot counts another address's frames (then
-// dst's order is not kept: two addresses waiting at once in one of
-// nbrCacheSize slots).
-func (w *worker) nbrHold(dst netip.Addr) {
+// its verdict, so that the burst's next frames for dst wait too), each
+// frame once, also one that joins a wait already begun: in dst's slot,
+// unless the slot counts another address's frames (then dst's order is
+// not kept: two addresses waiting at once in one of nbrCacheSize slots).
+// It reports whether it counted the frame: only a counted frame is
+// released (nbrRelease), so a frame that leaves never uncounts another.
+func (w *worker) nbrHold(dst netip.Addr) (counted bool) {
 	e := &w.nbr[nbrHash(dst)&(nbrCacheSize-1)]
 	if e.waiting == 0 {
 		*e = nbrEntry{addr: dst}
 	}
-	if e.addr == dst {
-		e.waiting++
-		w.nbrWaitN++
+	if e.addr != dst {
+		return false
 	}
+	e.waiting++
+	w.nbrWaitN++
+	return true
 }
 
-// nbrRelease counts a frame for dst that no longer waits (sent, or
-// dropped), as nbrHold counted it.
+// nbrRelease uncounts a frame for dst that nbrHold counted and that no
+// longer waits (sent, or dropped).
 func (w *worker) nbrRelease(dst netip.Addr) {
 	e := &w.nbr[nbrHash(dst)&(nbrCacheSize-1)]
 	if e.waiting != 0 && e.addr == dst {
@@ -135,16 +142,18 @@ const nbrCacheSize = 256 // power of 2
 
 // waitNeighbour holds f (an inner IP packet, checked by the first pass,
 // Ethernet not yet added) while the resolver asks for its destination's MAC
-// address, or counts its drop when too many wait already. f is zeroed when
-// held.
-func (w *worker) waitNeighbour(f *dataplane.Frame, bad *[NumDropReasons]int32) {
+// address, or counts its drop when too many wait already. counted is
+// nbrHold's answer for f. f is zeroed when held.
+func (w *worker) waitNeighbour(f *dataplane.Frame, counted bool, bad *[NumDropReasons]int32) {
 	dst := w.waitDst(f) // rare
 	if len(w.nbrWait) >= maxNeighbourWait {
 		bad[DropNoNeighbour]++
-		w.nbrRelease(dst)
+		if counted {
+			w.nbrRelease(dst)
+		}
 		return
 	}
-	w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: dst, v6: dst.Is6(), since: time.Now()})
+	w.nbrWait = append(w.nbrWait, nbrWaiting{f: *f, dst: dst, v6: dst.Is6(), counted: counted, since: time.Now()})
 	*f = dataplane.Frame{}
 	w.setHeld()
 }
@@ -166,7 +175,9 @@ func (w *worker) flushNeighbourWait(now int64) {
 		mac, ok := w.lanNeighbour(nw.dst, now)
 		switch {
 		case ok:
-			w.nbrRelease(nw.dst)
+			if nw.counted {
+				w.nbrRelease(nw.dst)
+			}
 			f := nw.f
 			et := uint16(header.EtherTypeIPv4)
 			if nw.v6 {
@@ -175,7 +186,9 @@ func (w *worker) flushNeighbourWait(now int64) {
 			w.putLANEthernet(&f, mac, et)
 			out = append(out, f)
 		case t.Sub(nw.since) > neighbourWaitMax:
-			w.nbrRelease(nw.dst)
+			if nw.counted {
+				w.nbrRelease(nw.dst)
+			}
 			w.count(DropNoNeighbour, 1)
 			w.wanRX.Free(unsafeOne(&nw.f))
 		default:

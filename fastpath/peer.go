@@ -89,7 +89,8 @@ type Peer struct {
 	// HandshakeNeeded is set by a worker that had data for the peer and no
 	// usable keypair (none, expired, or past [protocol.RekeyAfterMessages])
 	// or no endpoint, never for an endpoint whose next hop lacks only its
-	// MAC (NeedNeighbour); the control plane clears it when it starts a
+	// MAC (NeedNeighbour), and by one whose packets held for that MAC
+	// outlive their keypair; the control plane clears it when it starts a
 	// handshake, or finds Current usable.
 	HandshakeNeeded atomic.Bool
 	// FlushHeld is set by the control plane when a handshake gives up
@@ -213,10 +214,13 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 // Previous, where Rotate moved it) it marks kp used (Keypair.Used).
 func (p *Peer) Promote(kp *Keypair) bool { return p.receivedOn(kp) }
 
-// receivedOn is Promote; workers call it for an unconfirmed kp only.
+// receivedOn is Promote; workers call it for an unconfirmed kp only. A
+// kp that was in Next at the load but not at the promotion (Rotate moved
+// it to Previous in between) is marked used too; one another worker
+// promoted is confirmed, and marking it changes nothing.
 func (p *Peer) receivedOn(kp *Keypair) (promoted bool) {
-	if p.Next.Load() == kp {
-		return p.promote(kp)
+	if p.Next.Load() == kp && p.promote(kp) {
+		return true
 	}
 	if !kp.received.Load() {
 		kp.received.Store(true)

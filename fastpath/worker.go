@@ -69,6 +69,9 @@ type peerLocal struct {
 	lastDst    netip.Addr
 	lastSrcMAC [6]byte
 	sawCurrent bool
+	// sessionAsked: HandshakeNeeded was raised for the packets held now
+	// (hold, flushHeld); cleared when they leave (emptied).
+	sessionAsked bool
 
 	// held packets waiting for a keypair / neighbour
 	held []dataplane.Frame

@@ -44,12 +44,29 @@ type signals struct {
 }
 
 // notifySignals registers the signals of serve; for the life of the
-// process.
-func notifySignals() signals {
-	s := signals{stop: make(chan os.Signal, 1), reload: make(chan os.Signal, 1)}
+// process. reload, if not nil, is notifyReload's channel, registered
+// earlier; nil registers SIGHUP now.
+func notifySignals(reload chan os.Signal) signals {
+	if reload == nil {
+		reload = notifyReload()
+	}
+	s := signals{stop: make(chan os.Signal, 1), reload: reload}
 	signal.Notify(s.stop, syscall.SIGINT, syscall.SIGTERM)
-	signal.Notify(s.reload, syscall.SIGHUP)
 	return s
+}
+
+// notifyReload registers SIGHUP for serve (signals.reload). `wgpio up`
+// calls it first, before it reads its file: Go's default for a SIGHUP
+// ends the process, and dist/wgpio.service (Type=simple) lets `systemctl
+// reload` send one as soon as the process exists, so a reload right after
+// a start ended the gateway (as a clean exit, which Restart=on-failure does
+// not restart). Registered, the SIGHUP waits for serve, which reads the
+// file again. SIGINT and SIGTERM keep their default until notifySignals:
+// before the start begins they end the process at once.
+func notifyReload() chan os.Signal {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	return c
 }
 
 // watchStart reads stop while the gateway starts, until the returned

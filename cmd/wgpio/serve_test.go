@@ -79,7 +79,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // testSignals registers serve's signals for the test and removes them
 // after it.
 func testSignals(t *testing.T) signals {
-	sigs := notifySignals()
+	sigs := notifySignals(nil)
 	t.Cleanup(func() { signal.Stop(sigs.stop); signal.Stop(sigs.reload) })
 	return sigs
 }
@@ -326,7 +326,7 @@ const hangingStartEnv = "WGPIO_TEST_HANGING_START"
 // says "starting" on stdout, then waits.
 func hangingStart() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	sigs := notifySignals()
+	sigs := notifySignals(nil)
 	sigs.started = watchStart(log, sigs.stop, abortStart(log))
 	os.Stdout.WriteString("starting\n")
 	select {}

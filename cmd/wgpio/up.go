@@ -55,6 +55,7 @@ MetricsAddress.
 `
 
 func cmdUp(args []string) error {
+	reload := notifyReload() // before anything that takes time
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), upUsage)
@@ -184,7 +185,7 @@ func cmdUp(args []string) error {
 
 	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
 	// a second SIGTERM or SIGINT during the start aborts it.
-	sigs := notifySignals()
+	sigs := notifySignals(reload)
 	sigs.started = watchStart(log, sigs.stop, abortStart(log))
 	defer sigs.started()
 	switch w.Mode {

@@ -253,7 +253,8 @@ func (d *dataplane_) restoreRoutes() int {
 
 // restoreMissingRoutes installs again the routes into the exception TUN
 // of the configuration's prefixes that the kernel's main table lacks
-// (Gateway.restoreMissing), and returns how many. A prefix added while
+// (Gateway.restoreMissing), and returns how many; its failures are
+// logged as UpdatePeers' are (capped per kind, counted at its end). A prefix added while
 // the routes are listed may be installed twice (a replace: harmless).
 func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	if d.excLink == nil {
@@ -275,6 +276,7 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer d.warn.Flush()
 	n := 0
 	for p := range d.entries {
 		if p.Bits() > 0 && !have[p] {
