@@ -30,16 +30,16 @@ type dataplane_ struct {
 	excLink netlink.Link
 	nl      *netlink.Handle
 
-	mu       sync.Mutex
-	entries  map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
+	mu      sync.Mutex
+	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
 	// left are the prefixes that left the configuration, whose routes
 	// into the exception TUN stay (forget); guarded by mu.
 	left     map[netip.Prefix]struct{}
-	peerSeq  map[*fastpath.Peer]uint64     // order the peers came in; guarded by mu
-	seq      uint64                        // the last order given; guarded by mu
-	inMap    [2]prefixHeap                 // per family, the prefixes in the map, worst on top; guarded by mu
-	waiting  [2]prefixHeap                 // per family, those the full map could not take, best on top; guarded by mu
-	capacity int                           // of the LAN map, per family
+	peerSeq  map[*fastpath.Peer]uint64 // order the peers came in; guarded by mu
+	seq      uint64                    // the last order given; guarded by mu
+	inMap    [2]prefixHeap             // per family, the prefixes in the map, worst on top; guarded by mu
+	waiting  [2]prefixHeap             // per family, those the full map could not take, best on top; guarded by mu
+	capacity int                       // of the LAN map, per family
 	log      *slog.Logger
 	// warn logs what fails per prefix, maxPrefixWarnings lines of a kind
 	// per change (UpdatePeers, restoreRoutes) and a count; guarded by mu.
