@@ -569,7 +569,8 @@ func isWireGuard(msg []byte) bool {
 // the kernel, goes into the exception TUN and is dropped there, counted
 // (no_route); the gateway's default route toward the WAN router never
 // carries it out in cleartext, as it did while the removal deleted the
-// routes into the exception TUN.
+// routes into the exception TUN. So also after the exception TUN went
+// down and up (the kernel removed its routes meanwhile).
 func TestRemovedPeerNoCleartext(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	s := newSite(t, twosite.Config{Routed: true})
@@ -584,18 +585,32 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	wgCmd(t, "set", s.GwName, "peer", s.FastConfig.Peers[0].PublicKey.String(), "remove")
 	before := s.Gateway.Engine().Stats()
 	const n = 50
-	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
 	var noRoute uint64
-	pollUntil(5*time.Second, func() bool {
-		noRoute = fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoRoute] - fastpath.TotalDrops(before)[fastpath.DropNoRoute]
-		return noRoute >= n
-	})
+	counted := func(want uint64) {
+		pollUntil(5*time.Second, func() bool {
+			noRoute = fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoRoute] - fastpath.TotalDrops(before)[fastpath.DropNoRoute]
+			return noRoute >= want
+		})
+	}
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+	counted(n)
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "down")
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "up")
+	if !pollUntil(5*time.Second, func() bool {
+		routes, _ := s.GwA.Run("ip", "route", "show", "dev", s.GwName)
+		return strings.Contains(routes, "198.19.2.0/24")
+	}) {
+		routes, _ := s.GwA.Run("ip", "route", "show", "dev", s.GwName)
+		t.Errorf("after a down and up, %s lacks the removed peer's route:\n%s", s.GwName, routes)
+	}
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+	counted(2 * n)
 	wan.stop()
 	if _, leaks := wanLeaks(t, wan.file); len(leaks) > 0 {
 		t.Errorf("after the peer's removal, %d packets on the WAN are not WireGuard; the first: %s", len(leaks), leaks[0])
 	}
-	if noRoute < n {
+	if noRoute < 2*n {
 		lost, detail := lanPathLosses(t, s)
-		t.Errorf("%d datagrams to the removed peer's allowed IPs, %d counted as no_route (LAN path losses %d: %s)", n, noRoute, lost, detail)
+		t.Errorf("%d datagrams to the removed peer's allowed IPs, %d counted as no_route (LAN path losses %d: %s)", 2*n, noRoute, lost, detail)
 	}
 }

@@ -253,8 +253,9 @@ func (d *dataplane_) balance(f int) error {
 }
 
 // restoreRoutes installs again the route into the exception TUN of every
-// prefix of the configuration (the kernel removed them when the interface
-// went down: Gateway.watchException), and returns how many it tried.
+// prefix of the configuration and every prefix that left it (the kernel
+// removed them when the interface went down: Gateway.watchException),
+// and returns how many it tried.
 func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -265,11 +266,12 @@ func (d *dataplane_) restoreRoutes() int {
 	for p := range d.left {
 		d.route(p)
 	}
-	return len(d.entries)
+	return len(d.entries) + len(d.left)
 }
 
 // restoreMissingRoutes installs again the routes into the exception TUN
-// of the configuration's prefixes that the kernel's main table lacks
+// of the configuration's prefixes and of those that left it (forget)
+// that the kernel's main table lacks
 // (Gateway.restoreMissing), and returns how many. A prefix added while
 // the routes are listed may be installed twice (a replace: harmless).
 func (d *dataplane_) restoreMissingRoutes() (int, error) {
