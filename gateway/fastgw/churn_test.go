@@ -177,6 +177,9 @@ func readLedger(t *testing.T, s *twosite.Site) ledgerSnap {
 	var l ledgerSnap
 	l.kernel = map[string]uint64{}
 	for i, g := range []*fastgw.Gateway{s.Gateway, s.PeerGateway} {
+		if g == nil {
+			continue // a stock wireguard-go peer: no counters
+		}
 		qs := g.Engine().Stats()
 		l.drops[i] = fastpath.TotalDrops(qs)
 		for _, q := range qs {
@@ -293,8 +296,15 @@ func explained(before, after ledgerSnap, in, out int) (total uint64, detail, pas
 // reloaded. Then it balances the ledger: every datagram sent arrived once,
 // or a counter on its path took it; none arrived after one sent later
 // but for what a churn step explains; and every UDP datagram on the WAN
-// is a WireGuard message, no inner packet in cleartext.
+// is a WireGuard message, no inner packet in cleartext. Then the same
+// against a stock wireguard-go peer, whose drops have no counter: there
+// the ledger is only reported, the order and the WAN checked.
 func TestChurnLedger(t *testing.T) {
+	t.Run("wgpio", func(t *testing.T) { testChurnLedger(t, false) })
+	t.Run("stock", func(t *testing.T) { testChurnLedger(t, true) })
+}
+
+func testChurnLedger(t *testing.T, stock bool) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	testenv.Tool(t, "wg", "wireguard-tools")
 	// Each gateway's worker pinned to a CPU of its own, as
@@ -302,7 +312,7 @@ func TestChurnLedger(t *testing.T) {
 	// next hop's receive (a veth without XDP: the router's, the hosts')
 	// on the worker's CPU, so a worker that migrates under load delivers
 	// a flow out of order (seen at load 8: 27 datagrams of B→A).
-	s := newSite(t, twosite.Config{PeerFastPath: true, Routed: true, CPUs: []int{0}, PeerCPUs: []int{1}})
+	s := newSite(t, twosite.Config{PeerFastPath: !stock, Routed: true, CPUs: []int{0}, PeerCPUs: []int{1}})
 	// Gateways on the Internet route what is not theirs to their WAN
 	// router: a packet the kernel gets from an XDP pass verdict goes
 	// there, not into a void.
@@ -386,7 +396,11 @@ func TestChurnLedger(t *testing.T) {
 	// (a packet waits at most 3 s for a neighbour).
 	pollUntil(10*time.Second, func() bool {
 		quiet := time.Now().UnixNano()-max(ab.last.Load(), ba.last.Load()) > int64(time.Second)
-		return quiet && queueHeld(s.Gateway)+queueHeld(s.PeerGateway) == 0
+		held := queueHeld(s.Gateway)
+		if !stock {
+			held += queueHeld(s.PeerGateway)
+		}
+		return quiet && held == 0
 	})
 	after := readLedger(t, s)
 	for _, c := range caps {
@@ -419,7 +433,10 @@ func TestChurnLedger(t *testing.T) {
 			}
 		}
 		t.Logf("  %s counters that could take its datagrams: %d: %s; left to the kernel: %s", f.name, counted, strings.Join(detail, ", "), strings.Join(passed, ", "))
-		if lost := uint64(len(miss)); lost > counted {
+		switch lost := uint64(len(miss)); {
+		case lost > counted && stock:
+			t.Logf("  %s: %d lost beyond what wgpio and the kernel counted: in the stock wireguard-go peer, whose drops have no counter", f.name, lost-counted)
+		case lost > counted:
 			t.Errorf("%s: %d datagrams lost, its counters explain at most %d: %d lost without a counter", f.name, lost, counted, lost-counted)
 		}
 	}
