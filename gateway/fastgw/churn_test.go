@@ -298,7 +298,8 @@ func explained(before, after ledgerSnap, in, out int) (total uint64, detail, pas
 // but for what a churn step explains; and every UDP datagram on the WAN
 // is a WireGuard message, no inner packet in cleartext. Then the same
 // against a stock wireguard-go peer, whose drops have no counter: there
-// the ledger is only reported, the order and the WAN checked.
+// the ledger and the order are only reported (its goroutines are not
+// pinned), the WAN checked.
 func TestChurnLedger(t *testing.T) {
 	t.Run("wgpio", func(t *testing.T) { testChurnLedger(t, false) })
 	t.Run("stock", func(t *testing.T) { testChurnLedger(t, true) })
@@ -428,7 +429,13 @@ func testChurnLedger(t *testing.T, stock bool) {
 		for _, r := range seqRuns(late) {
 			w, explained := f.when(r, events)
 			t.Logf("  %s reordered %s, sent at %s", f.name, r, w)
-			if !explained {
+			switch {
+			case !explained && stock:
+				// wireguard-go's goroutines move between CPUs, and on veth
+				// the receive of what they send or write to the TUN runs
+				// on the sender's CPU: not wgpio's to keep in order.
+				t.Logf("  %s: %s out of order away from the churn: with a stock wireguard-go peer, not held against wgpio", f.name, r)
+			case !explained:
 				t.Errorf("%s: %s arrived after a datagram sent later, away from every churn step", f.name, r)
 			}
 		}
