@@ -271,13 +271,13 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
-// route adds or deletes the route of p into the exception TUN. While the
-// interface is down the kernel takes no route into it (ENETDOWN) and has
-// already removed the old ones (ESRCH on delete); neither is worth a
+// route installs (or replaces) the route of p into the exception TUN;
+// none is ever deleted (dataplane_.forget says why). While the interface
+// is down the kernel takes no route into it (ENETDOWN): not worth a
 // warning, since watchException installs the routes of the prefixes
-// configured by then when it comes up (restoreRoutes): both are logged at
-// debug level only.
-func (d *dataplane_) route(p netip.Prefix, add bool) {
+// configured and left by then when it comes up (restoreRoutes), so it is
+// logged at debug level only.
+func (d *dataplane_) route(p netip.Prefix) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return
 	}
@@ -285,20 +285,12 @@ func (d *dataplane_) route(p netip.Prefix, add bool) {
 		LinkIndex: d.excLink.Attrs().Index,
 		Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
 	}
-	var err error
-	if add {
-		err = d.nl.RouteReplace(r)
-	} else {
-		err = d.nl.RouteDel(r)
-	}
-	switch {
+	switch err := d.nl.RouteReplace(r); {
 	case err == nil:
-	case add && errors.Is(err, unix.ENETDOWN):
+	case errors.Is(err, unix.ENETDOWN):
 		d.warn.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
-	case !add && errors.Is(err, unix.ESRCH):
-		d.warn.Debug("route into the exception TUN already gone (the interface went down, or it was deleted by hand)", "prefix", p)
 	default:
-		d.warn.Warn("route into the exception TUN", "prefix", p, "add", add, "err", err)
+		d.warn.Warn("route into the exception TUN", "prefix", p, "err", err)
 	}
 }
 

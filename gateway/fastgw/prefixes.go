@@ -30,13 +30,16 @@ type dataplane_ struct {
 	excLink netlink.Link
 	nl      *netlink.Handle
 
-	mu       sync.Mutex
-	entries  map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
-	peerSeq  map[*fastpath.Peer]uint64     // order the peers came in; guarded by mu
-	seq      uint64                        // the last order given; guarded by mu
-	inMap    [2]prefixHeap                 // per family, the prefixes in the map, worst on top; guarded by mu
-	waiting  [2]prefixHeap                 // per family, those the full map could not take, best on top; guarded by mu
-	capacity int                           // of the LAN map, per family
+	mu      sync.Mutex
+	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
+	// left are the prefixes that left the configuration, whose routes
+	// into the exception TUN stay (forget); guarded by mu.
+	left     map[netip.Prefix]struct{}
+	peerSeq  map[*fastpath.Peer]uint64 // order the peers came in; guarded by mu
+	seq      uint64                    // the last order given; guarded by mu
+	inMap    [2]prefixHeap             // per family, the prefixes in the map, worst on top; guarded by mu
+	waiting  [2]prefixHeap             // per family, those the full map could not take, best on top; guarded by mu
+	capacity int                       // of the LAN map, per family
 	log      *slog.Logger
 	// warn logs what fails per prefix, maxPrefixWarnings lines of a kind
 	// per change (UpdatePeers, restoreRoutes) and a count; guarded by mu.
@@ -105,7 +108,7 @@ func (h *prefixHeap) Pop() any {
 
 func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
 	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings),
-		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64)}
+		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: make(map[netip.Prefix]struct{})}
 	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
 	return d
 }
@@ -160,7 +163,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.seq++
 			e = &prefixEntry{pfx: p, peer: owner, rank: [2]uint64{d.peerSeq[owner], d.seq}}
 			d.entries[p] = e
-			d.route(p, true)
+			delete(d.left, p)
+			d.route(p)
 			heap.Push(&d.waiting[family(p)], e)
 		case e.peer != owner:
 			d.seq++
@@ -192,7 +196,15 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 }
 
 // forget takes e out of the configuration: out of the map (or the
-// waiting heap) and its route.
+// waiting heap). Its route into the exception TUN stays, as wg-quick's
+// route into wg0 stays after `wg set wg0 peer KEY remove`: the LAN's
+// packets to it, which the XDP program now passes to the kernel, go on
+// into the exception TUN and the engine drops them, counted as
+// no_route. Deleted, the kernel forwarded them by its other routes,
+// through a default route out of the WAN in cleartext (TestChurnLedger:
+// 166 of host A's datagrams in the 50 ms between a peer's removal and
+// its addition again). `ip route del PREFIX dev NAME` hands such a
+// prefix back to the host's routes.
 func (d *dataplane_) forget(e *prefixEntry) {
 	f := family(e.pfx)
 	if e.mapped {
@@ -204,7 +216,9 @@ func (d *dataplane_) forget(e *prefixEntry) {
 		heap.Remove(&d.waiting[f], e.index)
 	}
 	delete(d.entries, e.pfx)
-	d.route(e.pfx, false)
+	if e.pfx.Bits() > 0 {
+		d.left[e.pfx] = struct{}{}
+	}
 }
 
 // balance fills family f's free slots with the best waiting prefixes and
@@ -239,22 +253,27 @@ func (d *dataplane_) balance(f int) error {
 }
 
 // restoreRoutes installs again the route into the exception TUN of every
-// prefix of the configuration (the kernel removed them when the interface
-// went down: Gateway.watchException), and returns how many it tried.
+// prefix of the configuration and every prefix that left it (the kernel
+// removed them when the interface went down: Gateway.watchException),
+// and returns how many it tried.
 func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
 	for p := range d.entries {
-		d.route(p, true)
+		d.route(p)
 	}
-	return len(d.entries)
+	for p := range d.left {
+		d.route(p)
+	}
+	return len(d.entries) + len(d.left)
 }
 
 // restoreMissingRoutes installs again the routes into the exception TUN
-// of the configuration's prefixes that the kernel's main table lacks
-// (Gateway.restoreMissing), and returns how many; its failures are
-// logged as UpdatePeers' are (capped per kind, counted at its end). A prefix added while
+// of the configuration's prefixes and of those that left it (forget)
+// that the kernel's main table lacks (Gateway.restoreMissing), and
+// returns how many; its failures are logged as UpdatePeers' are (capped
+// per kind, counted at its end). A prefix added while
 // the routes are listed may be installed twice (a replace: harmless).
 func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	if d.excLink == nil {
@@ -280,7 +299,13 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	n := 0
 	for p := range d.entries {
 		if p.Bits() > 0 && !have[p] {
-			d.route(p, true)
+			d.route(p)
+			n++
+		}
+	}
+	for p := range d.left {
+		if !have[p] {
+			d.route(p)
 			n++
 		}
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	AllowedA []netip.Prefix
 	// CPUs pins the wgpio gateways' workers (fastgw.Config.CPUs).
 	CPUs []int
+	// PeerCPUs pins gwB's workers with PeerFastPath instead (default
+	// CPUs): each gateway's worker 0 on a CPU of its own.
+	PeerCPUs []int
 	// LANVLAN puts gwA's LAN on this 802.1Q VLAN (fastgw.Config.LANVLAN)
 	// and makes hostA a host on an access port of it (topo.VLANAccess):
 	// its frames leave tagged, and it drops what comes untagged. Needs
@@ -234,9 +237,13 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 	s.GwName, s.StockName = topo.UniqueName("wgpa"), topo.UniqueName("wgsb")
 	allowedB := []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("198.19.100.1/32"), netip.MustParsePrefix("2001:db8:1::/64")}
 	if sc.PeerFastPath {
+		cpusB := sc.CPUs
+		if sc.PeerCPUs != nil {
+			cpusB = sc.PeerCPUs
+		}
 		cfgB := fastgw.Config{
 			Name: s.StockName, PrivateKey: privB, ListenPort: 51820,
-			WAN: wanBName, LAN: lanB.A, Queues: qb, SourcePorts: sc.SourcePorts, CPUs: sc.CPUs,
+			WAN: wanBName, LAN: lanB.A, Queues: qb, SourcePorts: sc.SourcePorts, CPUs: cpusB,
 			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.100.2/24")},
 			Peers: []gateway.PeerConfig{{
 				PublicKey: privA.PublicKey(), Endpoint: netip.AddrPortFrom(endA, 51820), AllowedIPs: allowedB,
