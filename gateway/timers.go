@@ -29,8 +29,9 @@ const (
 //     at most once per RekeyTimeout after our last initiation or response
 //     (§6.1); nothing if Current became usable meanwhile (the responder's
 //     Next promoted: the workers send what they held with it), also while
-//     the endpoint's next hop has no MAC yet (NeedNeighbour: each tick
-//     resolves it, and the workers send once it is known).
+//     the endpoint's next hop has no MAC yet (NeedNeighbour: the ticks
+//     resolve it, backing off to once a second, followNeighbourLocked, and
+//     the workers send once it is known).
 //   - Promoted (the responder's Next received data and became Current):
 //     the handshake is complete; the keypair pushed out is freed.
 //   - Rekey (§6.2): the initiator's current session older than
