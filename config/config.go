@@ -85,6 +85,12 @@ type Peer struct {
 	// PersistentKeepalive is the persistent keepalive interval in seconds
 	// (whitepaper section 6.5); 0 means off.
 	PersistentKeepalive uint16
+	// KeepaliveOff is set when the peer's section says so:
+	// "PersistentKeepalive = 0" (or "off"). WG and Marshal write that line
+	// back, as `wg-quick strip` keeps it: with `wg addconf` it turns a
+	// running peer's keepalive off, where a peer without the key keeps
+	// the one it has.
+	KeepaliveOff bool
 }
 
 // Mode selects wgpio's data path.

@@ -131,7 +131,8 @@ func (b *cfgWriter) kv(k, v string) {
 }
 
 // peers writes a [Peer] section for each of ps, the keys wg(8) knows that
-// are set. With names, an Endpoint written as a host name is written so,
+// are set (PersistentKeepalive also when written as 0 or off:
+// Peer.KeepaliveOff). With names, an Endpoint written as a host name is written so,
 // else as the address Parse resolved it to.
 func (b *cfgWriter) peers(ps []Peer, names bool) {
 	for i := range ps {
@@ -147,7 +148,7 @@ func (b *cfgWriter) peers(ps []Peer, names bool) {
 		} else if p.Endpoint.IsValid() {
 			b.kv("Endpoint", p.Endpoint.String())
 		}
-		if p.PersistentKeepalive != 0 {
+		if p.PersistentKeepalive != 0 || p.KeepaliveOff {
 			b.kv("PersistentKeepalive", strconv.Itoa(int(p.PersistentKeepalive)))
 		}
 	}

@@ -101,11 +101,11 @@ func (p *parser) peerKey(n int, key, v string) {
 		p.endpoint(n, peer, v)
 	case "PersistentKeepalive":
 		if strings.EqualFold(v, "off") {
-			peer.PersistentKeepalive = 0
+			peer.PersistentKeepalive, peer.KeepaliveOff = 0, true
 			return
 		}
 		if s, ok := p.number(n, key, v, 0, 65535, ` of seconds or "off"`); ok {
-			peer.PersistentKeepalive = uint16(s)
+			peer.PersistentKeepalive, peer.KeepaliveOff = uint16(s), s == 0
 		}
 	}
 }

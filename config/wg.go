@@ -5,7 +5,9 @@ import "strconv"
 // WG renders f as wg(8)'s configuration format, what `wg setconf` and `wg
 // syncconf` take: [Interface] with PrivateKey, ListenPort and FwMark (if
 // set), then each [Peer] with PublicKey, PresharedKey, AllowedIPs,
-// Endpoint and PersistentKeepalive (those set), canonical key names, no
+// Endpoint and PersistentKeepalive (those set; a keepalive written as 0
+// or off too, as "PersistentKeepalive = 0": `wg-quick strip` keeps every
+// line but the wg-quick keys), canonical key names, no
 // comments. It is what `wg-quick strip` gives for a wg-quick file: the
 // keys wg(8) refuses (Address, MTU, DNS, Table, the hooks, SaveConfig)
 // and the [WGPIO] section are left out, so that `wg syncconf wg0

@@ -63,7 +63,8 @@ type rxMeta struct {
 	back     int32          // from the frame's data start back to the outer Ethernet header
 	verdict  innerVerdict
 	ecn      uint8 // the outer header's ECN field (RFC 6040 decapsulation)
-	// With verdict innerNoNeighbour: whether nbrHold counted the frame in
+	// With verdict innerNoNeighbour (also a packet over the LAN MTU that
+	// will be fragmented, overLANMTU): whether nbrHold counted the frame in
 	// its destination's neighbour cache slot (what releases it uncounts).
 	nbrCounted bool
 }
@@ -306,7 +307,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			w.clampMSS(ip)
 		}
 		if len(ip) > lanMTU {
-			m.verdict = innerOverLANMTU
+			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
 			continue
 		}
 		mac, ok := lastMAC, dst == lastDst
@@ -491,11 +492,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
-			if w.toLANOverMTU(f, now) {
-				*f = dataplane.Frame{}
-			} else {
-				bad[DropLANTooBig]++
-			}
+			w.toLANOverMTU(f, bad, now)
 		}
 	}
 	w.c.decrypted.Add(uint64(dec))

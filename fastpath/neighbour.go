@@ -67,7 +67,7 @@ func (w *worker) flushControlWait(t time.Time) {
 }
 
 type nbrWaiting struct {
-	f       dataplane.Frame // the inner IP packet, Ethernet not yet added
+	f       dataplane.Frame // the inner IP packet, Ethernet not yet added; over the LAN MTU: IPv4 without DF (overLANMTU)
 	dst     netip.Addr
 	v6      bool
 	counted bool // in dst's neighbour cache slot (nbrHold)
@@ -158,8 +158,9 @@ func (w *worker) waitNeighbour(f *dataplane.Frame, counted bool, bad *[NumDropRe
 	w.setHeld()
 }
 
-// flushNeighbourWait sends the frames whose neighbour resolved and drops
-// those that waited too long; it asks again at most every neighbourRetry.
+// flushNeighbourWait sends the frames whose neighbour resolved, in their
+// order (one over the LAN MTU of now cut into fragments), and drops those
+// that waited too long; it asks again at most every neighbourRetry.
 func (w *worker) flushNeighbourWait(now int64) {
 	t := time.Now()
 	if t.Sub(w.nbrTried) < neighbourRetry {
@@ -171,9 +172,22 @@ func (w *worker) flushNeighbourWait(now int64) {
 	}
 	out := w.out[:0]
 	keep := w.nbrWait[:0]
+	mtu := int(w.e.lanMTU.Load())
 	for _, nw := range w.nbrWait {
 		mac, ok := w.lanNeighbour(nw.dst, now)
 		switch {
+		case ok && mtu > 0 && !nw.v6 && nw.f.Len() > mtu && !header.IPv4(nw.f.Data()).DontFragment():
+			// IPv4 without DF over the LAN MTU (overLANMTU): cut
+			// into fragments, after the frames before it.
+			if nw.counted {
+				w.nbrRelease(nw.dst)
+			}
+			w.transmit(w.lanTX, out)
+			out = out[:0]
+			if f := nw.f; !w.fragmentToLAN(&f, mac, mtu) {
+				w.count(DropLANTooBig, 1)
+				w.wanRX.Free(unsafeOne(&f))
+			}
 		case ok:
 			if nw.counted {
 				w.nbrRelease(nw.dst)

@@ -269,25 +269,67 @@ func (w *worker) clampMSS(p []byte) {
 // toLANOverMTU handles a decrypted transit packet in f (its inner IP packet,
 // no Ethernet yet) larger than the LAN MTU of the burst (w.lanMTU), as a
 // router does at the LAN interface: IPv4 without DF is cut into fragments
-// of the LAN MTU (RFC 791), sent to the next hop with f as fragment 0; it
-// reports true when it sent them (f is then the LAN TX ring's). Otherwise
-// the caller drops f (lan_too_big): an IPv4 packet with DF or an IPv6
-// packet is answered into the tunnel with "fragmentation needed" / "packet
+// of the LAN MTU (RFC 791) and sent to the next hop (fragmentToLAN), or
+// waits for the next hop's MAC as a fitting packet does (the first pass,
+// overLANMTU, found it known; this is for the rare slot reused since). An
+// IPv4 packet with DF or an IPv6 packet is dropped (lan_too_big, counted in
+// bad) and answered into the tunnel with "fragmentation needed" / "packet
 // too big" carrying the LAN MTU, from our tunnel address (never
-// rate-limited).
-func (w *worker) toLANOverMTU(f *dataplane.Frame, now int64) bool {
+// rate-limited). f is zeroed when handed on (sent, or waiting); otherwise
+// the caller frees it.
+func (w *worker) toLANOverMTU(f *dataplane.Frame, bad *[NumDropReasons]int32, now int64) {
 	p := f.Data()
-	mtu := w.lanMTU
 	if p[0]>>4 != header.IPv4Version || header.IPv4(p).DontFragment() {
-		w.mtuErrorTunnel(p, mtu, now)
-		return false
+		w.mtuErrorTunnel(p, w.lanMTU, now)
+		bad[DropLANTooBig]++
+		return
 	}
-	fr := &w.fwd.frag
-	if fr.Reset(p, mtu) != header.OK || fr.Count() > maxLANFragments {
-		return false
-	}
-	mac, ok := w.lanNeighbour(netip.AddrFrom4(header.IPv4(p).DstBytes()), now)
+	dst := netip.AddrFrom4(header.IPv4(p).DstBytes())
+	mac, ok := w.lanNeighbour(dst, now)
 	if !ok {
+		w.waitNeighbour(f, w.nbrHold(dst), bad)
+		return
+	}
+	if !w.fragmentToLAN(f, mac, w.lanMTU) {
+		bad[DropLANTooBig]++
+		return
+	}
+	*f = dataplane.Frame{}
+}
+
+// overLANMTU is the first pass's verdict on the transit packet ip toward
+// dst, larger than the LAN MTU: innerOverLANMTU, or innerNoNeighbour (with
+// nbrHold's answer) for IPv4 without DF whose LAN next hop has no MAC yet
+// or has frames waiting for it. Such a packet is fragmented toward the LAN
+// and, as Linux queues its fragments for the neighbour (ip_finish_output2
+// after ip_fragment: the arp_queue), it waits in the same list, in order,
+// counted once, and is cut when the neighbour resolves
+// (flushNeighbourWait). Not inlined: a rare path, kept out of
+// authenticate's loop.
+//
+//go:noinline
+func (w *worker) overLANMTU(ip []byte, dst netip.Addr, now int64) (v innerVerdict, counted bool) {
+	if ip[0]>>4 != header.IPv4Version || header.IPv4(ip).DontFragment() {
+		return innerOverLANMTU, false // answered with an ICMP error
+	}
+	if w.nbrWaiting(dst) {
+		return innerNoNeighbour, w.nbrHold(dst)
+	}
+	if _, ok := w.lanNeighbour(dst, now); !ok {
+		return innerNoNeighbour, w.nbrHold(dst)
+	}
+	return innerOverLANMTU, false
+}
+
+// fragmentToLAN cuts the IPv4 packet in f (no DF, no Ethernet yet) into
+// fragments of at most mtu bytes (RFC 791 §3.2) and transmits them to mac
+// on the LAN, f as fragment 0 (then the LAN TX ring's), fragments 1 and
+// later in frames of the LAN TX pool. It reports false, f unchanged and
+// still the caller's, when the packet cannot be cut (or needs more than
+// maxLANFragments) or the pool has not frames enough.
+func (w *worker) fragmentToLAN(f *dataplane.Frame, mac [6]byte, mtu int) bool {
+	fr := &w.fwd.frag
+	if fr.Reset(f.Data(), mtu) != header.OK || fr.Count() > maxLANFragments {
 		return false
 	}
 	k := fr.Count()

@@ -168,6 +168,14 @@ type peer struct {
 	nhRearm       int64 // new-handshake timer re-arms only for data after this
 	pkaBase       int64 // when persistent keepalive was turned on
 	handshakeDone bool  // a session was ever established (for logs)
+
+	// While NeedNeighbour stays set, endpoint nbrEP's next hop is
+	// resolved again at nbrRetryAt, then after nbrBackoff, doubled each
+	// time up to maxNeighbourBackoff (followNeighbourLocked); 0: at the
+	// next evaluation.
+	nbrEP      *fastpath.Endpoint
+	nbrRetryAt int64
+	nbrBackoff int64
 }
 
 // New makes a device over o.Dataplane. It does not start anything: Start

@@ -29,8 +29,9 @@ const (
 //     at most once per RekeyTimeout after our last initiation or response
 //     (§6.1); nothing if Current became usable meanwhile (the responder's
 //     Next promoted: the workers send what they held with it), also while
-//     the endpoint's next hop has no MAC yet (NeedNeighbour: each tick
-//     resolves it, and the workers send once it is known).
+//     the endpoint's next hop has no MAC yet (NeedNeighbour: the ticks
+//     resolve it, backing off to once a second, followNeighbourLocked, and
+//     the workers send once it is known).
 //   - Promoted (the responder's Next received data and became Current):
 //     the handshake is complete; the keypair pushed out is freed.
 //   - Rekey (§6.2): the initiator's current session older than
@@ -218,7 +219,7 @@ func (d *Device) nextDueLocked(p *peer, now int64) int64 {
 		at(p.lastInitSent + rekeyTimeout)
 	}
 	if fp.NeedNeighbour.Load() && d.opts.Resolve != nil && fp.Endpoint.Load() != nil {
-		at(now) // resolve again next tick
+		at(p.nbrRetryAt) // resolve again then (tickPeerLocked's backoff)
 	}
 	if p.kaArmedAt != 0 {
 		at(p.kaArmedAt + keepaliveTimeout)
@@ -233,22 +234,61 @@ func (d *Device) nextDueLocked(p *peer, now int64) int64 {
 	return next
 }
 
+// maxNeighbourBackoff bounds the wait between two resolutions of a peer's
+// endpoint whose next hop has no MAC: Linux's neighbour code asks again
+// once per RETRANS_TIME (1 s by default, RFC 4861 §10 RETRANS_TIMER; arp
+// Config.RetransTimer), so that a MAC found is used within it.
+const maxNeighbourBackoff = int64(time.Second)
+
+// followNeighbourLocked follows p's endpoint's next hop: a MAC not known
+// yet (the workers hold packets and raise NeedNeighbour) or changed (the
+// neighbour moved, or the route did). Resolve is a lock-free lookup (with
+// a request for a missing neighbour). While NeedNeighbour stays set and
+// the MAC is not found, it resolves again one tick later, then two, four
+// ... at most maxNeighbourBackoff apart (nbrRetryAt, which nextDueLocked
+// files the peer under), not at every tick: 10,000 such peers cost a tick
+// some 1.5 ms of resolutions every 50 ms (BenchmarkTickNeedNeighbour). A
+// flag raised while the endpoint already has its MAC (a worker read the
+// endpoint before the tick stored it) is cleared. p.mu held.
+func (d *Device) followNeighbourLocked(p *peer, now int64) {
+	fp := p.fp
+	ep := fp.Endpoint.Load()
+	if ep == nil || d.opts.Resolve == nil {
+		return
+	}
+	need := fp.NeedNeighbour.Load()
+	if need && ep == p.nbrEP && now < p.nbrRetryAt {
+		return // backing off; a new endpoint is resolved at once
+	}
+	mac, ok := d.opts.Resolve(ep.Dst.Addr())
+	switch {
+	case ok && mac != ep.DstMAC:
+		n := *ep
+		n.DstMAC = mac
+		if fp.Endpoint.CompareAndSwap(ep, &n) {
+			fp.NeedNeighbour.Store(false)
+			d.dp.Kick()
+		}
+	case ok:
+		if need {
+			fp.NeedNeighbour.Store(false)
+			d.dp.Kick() // the workers send what they held
+		}
+	case need:
+		if ep != p.nbrEP {
+			p.nbrEP, p.nbrBackoff = ep, 0
+		}
+		p.nbrBackoff = min(max(2*p.nbrBackoff, int64(d.opts.TickInterval)), maxNeighbourBackoff)
+		p.nbrRetryAt = now + p.nbrBackoff
+		return
+	}
+	p.nbrEP, p.nbrRetryAt, p.nbrBackoff = nil, 0, 0
+}
+
 // tickPeerLocked applies every rule of Tick to p at now. p.mu held.
 func (d *Device) tickPeerLocked(p *peer, now int64) {
 	fp := p.fp
-	// Follow the endpoint's next hop: a MAC not known yet (the workers
-	// hold packets and raise NeedNeighbour) or changed (the neighbour
-	// moved, or the route did). Resolve is a lock-free lookup.
-	if ep := fp.Endpoint.Load(); ep != nil && d.opts.Resolve != nil {
-		if mac, ok := d.opts.Resolve(ep.Dst.Addr()); ok && mac != ep.DstMAC {
-			n := *ep
-			n.DstMAC = mac
-			if fp.Endpoint.CompareAndSwap(ep, &n) {
-				fp.NeedNeighbour.Store(false)
-				d.dp.Kick()
-			}
-		}
-	}
+	d.followNeighbourLocked(p, now)
 	if fp.Promoted.Swap(false) {
 		// Key confirmation by the first data on the responder's session
 		// (wireguard-go calls timersHandshakeComplete here too).

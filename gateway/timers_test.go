@@ -558,7 +558,7 @@ func TestInitiationWithoutEndpoint(t *testing.T) {
 // endpoint) while its next hop has no MAC yet, on a confirmed session,
 // starts no handshake: the data a worker holds for it (raising
 // HandshakeNeeded and NeedNeighbour, as before the fix the workers did)
-// waits for the MAC, which the next ticks resolve, and leaves with the
+// waits for the MAC, which a later tick resolves, and leaves with the
 // session it has. Before, the tick initiated whenever the MAC was
 // unknown: one handshake more than needed.
 func TestEndpointWithoutNeighbourNoHandshake(t *testing.T) {
@@ -591,7 +591,10 @@ func TestEndpointWithoutNeighbourNoHandshake(t *testing.T) {
 		r.advance(10 * time.Millisecond)
 	}
 	known.Store(true)
-	r.advance(10 * time.Millisecond)
+	// Resolved again within maxNeighbourBackoff (followNeighbourLocked).
+	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
+		r.advance(DefaultTickInterval)
+	}
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac || fp.NeedNeighbour.Load() {
 		t.Errorf("endpoint after the neighbour resolved = %+v (NeedNeighbour %v), want MAC %x", ep, fp.NeedNeighbour.Load(), mac)
 	}
@@ -603,5 +606,51 @@ func TestEndpointWithoutNeighbourNoHandshake(t *testing.T) {
 	}
 	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 0 {
 		t.Errorf("%d initiations after setting an endpoint without a MAC on a confirmed session, want 0", len(inits))
+	}
+}
+
+// TestNeedNeighbourBackoff: a peer whose endpoint's next hop has no MAC
+// (NeedNeighbour) is resolved again one tick later, then two, four ... at
+// most maxNeighbourBackoff apart, not at every tick (10,000 such peers
+// cost each 50 ms tick 1.5 ms: BenchmarkTickNeedNeighbour); the MAC, once
+// known, is in the endpoint within maxNeighbourBackoff. A flag raised
+// while the endpoint already has its MAC is cleared at the next tick, no
+// longer resolved at every tick for ever.
+func TestNeedNeighbourBackoff(t *testing.T) {
+	var known atomic.Bool
+	var resolves atomic.Int64
+	mac := [6]byte{2, 0, 0, 0, 0, 9}
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: func(netip.Addr) ([6]byte, bool) {
+		resolves.Add(1)
+		if known.Load() {
+			return mac, true
+		}
+		return [6]byte{}, false
+	}})
+	fp := r.fp()
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint at start = %+v, want one without a MAC", ep)
+	}
+	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
+	const ticks = 200            // 10 s
+	for range ticks {
+		r.advance(DefaultTickInterval)
+	}
+	// 50, 100, 200, 400, 800 ms, then every second.
+	if n := resolves.Load(); n > 16 || n < 10 {
+		t.Errorf("%d resolutions in %d ticks without a MAC, want 10 to 16 (backing off to one a second)", n, ticks)
+	}
+	known.Store(true)
+	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.NeedNeighbour.Load(); waited += DefaultTickInterval {
+		r.advance(DefaultTickInterval)
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac || fp.NeedNeighbour.Load() {
+		t.Fatalf("endpoint %v after the MAC became known (NeedNeighbour %v), want MAC %x", ep, fp.NeedNeighbour.Load(), mac)
+	}
+	// A worker read the endpoint before the MAC was stored in it.
+	fp.NeedNeighbour.Store(true)
+	r.advance(DefaultTickInterval)
+	if fp.NeedNeighbour.Load() {
+		t.Errorf("NeedNeighbour still set after a tick, the endpoint's MAC known")
 	}
 }

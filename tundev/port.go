@@ -654,18 +654,20 @@ func (d *PortDevice) sendOn(q *portTX, bufs [][]byte, offset int, macs []header.
 
 // SendFrame transmits one whole Ethernet frame (owned mode: an
 // arp.FrameProber's request, a Responder's answer or announcement) on some
-// TX queue. It copies frame. Safe for concurrent use; it may be called
-// with the neighbour table's lock held, but not from inside Write.
+// TX queue. It copies frame. The error wraps dataplane.ErrNoFreeFrame or
+// ErrFrameTooLong (the frame is dropped and counted); a full TX ring is
+// counted, not an error. Safe for concurrent use; it may be called with
+// the neighbour table's lock held, but not from inside Write.
 func (d *PortDevice) SendFrame(frame []byte) error {
 	q := d.takeTX(nil)
 	defer q.mu.Unlock()
 	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
 	case dataplane.ErrNoFreeFrame:
 		d.ctr.drops.Add(PortDropNoBuffer, 1)
-		return errors.New("tundev: send frame: no free frame")
+		return fmt.Errorf("tundev: send frame: %w", err)
 	case dataplane.ErrFrameTooLong:
 		d.ctr.drops.Add(PortDropTooBig, 1)
-		return fmt.Errorf("tundev: send frame: %d bytes do not fit a frame", len(frame))
+		return fmt.Errorf("tundev: send frame of %d bytes: %w", len(frame), err)
 	case dataplane.ErrRingFull:
 		d.ctr.drops.Add(PortDropTXFull, 1) // counted, as a full qdisc drops
 	}

@@ -404,3 +404,32 @@ func TestPortDeviceWriteKeepsFlowOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestPortDeviceSendFrameErrors: SendFrame's errors wrap their cause, for
+// errors.Is: a frame longer than a frame buffer (dataplane.ErrFrameTooLong)
+// and a pool without a free frame (dataplane.ErrNoFreeFrame), each
+// dropped and counted. (They were new errors that only said so in text.)
+func TestPortDeviceSendFrameErrors(t *testing.T) {
+	r := newPortRig(t, 1, nil)
+	if err := r.dev.SendFrame(make([]byte, 1<<16)); !errors.Is(err, dataplane.ErrFrameTooLong) {
+		t.Errorf("SendFrame(64 KiB) = %v, want dataplane.ErrFrameTooLong", err)
+	}
+	tx := r.a.Queue(0).TX()
+	var held []dataplane.Frame
+	for {
+		fr := make([]dataplane.Frame, 64)
+		n := tx.Alloc(fr)
+		held = append(held, fr[:n]...)
+		if n == 0 {
+			break
+		}
+	}
+	err := r.dev.SendFrame(ethFrame(macHost, macGW, 0x0806, make([]byte, 28)))
+	tx.Free(held)
+	if !errors.Is(err, dataplane.ErrNoFreeFrame) {
+		t.Errorf("SendFrame with the pool empty (%d frames taken) = %v, want dataplane.ErrNoFreeFrame", len(held), err)
+	}
+	if d := r.dev.Stats().Drops; d[PortDropTooBig] != 1 || d[PortDropNoBuffer] != 1 {
+		t.Errorf("drops %v, want too_big=1 and no_buffer=1", d.List())
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/compatgw"
 )
 
@@ -41,10 +42,11 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 }
 
 // compatStats is what the stats socket of a compat mode serves: c (nil
-// for compat-mqtun, where wgpio counts nothing), and no control_plane or
-// exception_tun_drops (GatewayStats).
+// for compat-mqtun, where wgpio counts nothing), queues and peers as empty
+// lists (JSON [], as the fast path's with none, not null: wg show has the
+// peers), and no control_plane or exception_tun_drops (GatewayStats).
 func compatStats(name string, mode config.Mode, c *CompatStats) GatewayStats {
-	return GatewayStats{Name: name, Mode: string(mode), Compat: c}
+	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c}
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM.

@@ -69,7 +69,8 @@ func capturePrintStats(t *testing.T, s GatewayStats) string {
 // its handshakes and keepalives; exception_tun_drops: no exception TUN)
 // instead of zeros that read as data, which the fast path's JSON keeps
 // even when zero. Before, both compat modes served an all-zero
-// control_plane.
+// control_plane. Their queues and peers are empty lists, [], as the fast
+// path's when it has none; they were null.
 func TestCompatStatsJSON(t *testing.T) {
 	var exc uint64
 	for _, tc := range []struct {
@@ -92,6 +93,15 @@ func TestCompatStatsJSON(t *testing.T) {
 		for _, k := range []string{"control_plane", "exception_tun_drops"} {
 			if _, ok := m[k]; ok != tc.present {
 				t.Errorf("%s: JSON has %q: %v, want %v:\n%s", tc.name, k, ok, tc.present, b)
+			}
+		}
+		if tc.present {
+			continue
+		}
+		// None of them: empty lists, as the fast path's, not null.
+		for _, k := range []string{"queues", "peers"} {
+			if got := string(m[k]); got != "[]" {
+				t.Errorf("%s: JSON %q = %s, want []", tc.name, k, got)
 			}
 		}
 	}

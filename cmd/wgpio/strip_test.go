@@ -36,3 +36,33 @@ func TestStrip(t *testing.T) {
 		t.Errorf("strip of a bad file: error %v, want one naming bad.conf:2", err)
 	}
 }
+
+// TestStripKeepaliveOff: "PersistentKeepalive = 0" (or "off") is printed,
+// as `wg-quick strip` prints every line but the wg-quick keys: with `wg
+// addconf` it turns a running peer's keepalive off, where a peer without
+// the line keeps its own. A peer without the key gets none.
+func TestStripKeepaliveOff(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "wg0.conf")
+	const (
+		pub1 = "FELmkFHd7oDx8G88ut8XjiVWGlhI1v1uP9JS3sNnVQM="
+		pub2 = "TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0="
+		pub3 = "gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA="
+	)
+	if err := os.WriteFile(conf, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n"+
+		"[Peer]\nPublicKey = "+pub1+"\nPersistentKeepalive = 0\n\n"+
+		"[Peer]\nPublicKey = "+pub2+"\nPersistentKeepalive = off\n\n"+
+		"[Peer]\nPublicKey = "+pub3+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := strip(&out, []string{conf}); err != nil {
+		t.Fatal(err)
+	}
+	want := "[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n" +
+		"[Peer]\nPublicKey = " + pub1 + "\nPersistentKeepalive = 0\n\n" +
+		"[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = 0\n\n" +
+		"[Peer]\nPublicKey = " + pub3 + "\n"
+	if out.String() != want {
+		t.Errorf("strip printed\n%s\nwant\n%s", out.String(), want)
+	}
+}

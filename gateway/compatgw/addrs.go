@@ -27,9 +27,11 @@ const resubscribeDelay = time.Second
 // them all. When the subscription ends on an error (its socket overflowed
 // in a burst of address changes: ENOBUFS), the error is logged, and after
 // resubscribeDelay it subscribes again and re-reads both, so that what
-// changed meanwhile is not missed. It runs until Close.
+// changed meanwhile is not missed; the ended subscription's socket is
+// closed first (one was kept per renewal until Close). It runs until
+// Close.
 func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wanIndex, lanIndex int) error {
-	updates, err := g.subscribeAddrs()
+	updates, end, err := g.subscribeAddrs()
 	if err != nil {
 		h.Close()
 		return err
@@ -38,6 +40,11 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 	go func() {
 		defer g.wg.Done()
 		defer h.Close()
+		defer func() {
+			if end != nil { // nil: closed while subscribing again
+				end()
+			}
+		}()
 		warned := false
 		for {
 			wanChanged, lanChanged := false, false
@@ -46,7 +53,8 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 				return
 			case u, ok := <-updates:
 				if !ok {
-					if updates = g.resubscribeAddrs(); updates == nil {
+					end() // its socket: netlink closes it on end only
+					if updates, end = g.resubscribeAddrs(); updates == nil {
 						return
 					}
 					wanChanged, lanChanged = true, true
@@ -79,10 +87,15 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 }
 
 // subscribeAddrs subscribes to the address updates of the gateway's
-// namespace until Close; an error that ends the subscription is logged at
-// warning level, but not the one Close causes.
-func (g *Gateway) subscribeAddrs() (<-chan netlink.AddrUpdate, error) {
+// namespace until end is called or Close; an error that ends the
+// subscription is logged at warning level, but not the one Close causes.
+// end closes the subscription's netlink socket, which netlink keeps open
+// after an error until then (v1.3.1: the socket is closed only when the
+// done channel is); it must be called once, also after the updates
+// channel closed (a resubscription).
+func (g *Gateway) subscribeAddrs() (updates <-chan netlink.AddrUpdate, end func(), err error) {
 	ch := make(chan netlink.AddrUpdate, 64)
+	done := make(chan struct{})
 	opts := netlink.AddrSubscribeOptions{ErrorCallback: func(err error) {
 		select {
 		case <-g.stop: // closing the subscription fails its pending receive
@@ -94,28 +107,29 @@ func (g *Gateway) subscribeAddrs() (<-chan netlink.AddrUpdate, error) {
 		ns := g.nsHandle
 		opts.Namespace = &ns
 	}
-	if err := netlink.AddrSubscribeWithOptions(ch, g.stop, opts); err != nil {
-		return nil, err
+	if err := netlink.AddrSubscribeWithOptions(ch, done, opts); err != nil {
+		close(done)
+		return nil, nil, err
 	}
-	return ch, nil
+	return ch, func() { close(done) }, nil
 }
 
 // resubscribeAddrs subscribes again, every resubscribeDelay until it
-// succeeds; nil when the gateway is closed first.
-func (g *Gateway) resubscribeAddrs() <-chan netlink.AddrUpdate {
+// succeeds (see subscribeAddrs); nil when the gateway is closed first.
+func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 	for {
 		select {
 		case <-g.stop:
-			return nil
+			return nil, nil
 		case <-time.After(resubscribeDelay):
 		}
-		ch, err := g.subscribeAddrs()
+		ch, end, err := g.subscribeAddrs()
 		if err != nil {
 			g.log.Warn("following the WAN and LAN addresses: subscribe again", "err", err)
 			continue
 		}
 		g.log.Info("following the WAN and LAN addresses again after their subscription ended")
-		return ch
+		return ch, end
 	}
 }
 

@@ -47,7 +47,7 @@ type site struct {
 	hostDev        string // the LAN host's interface
 }
 
-func newSite(t *testing.T) *site {
+func newSite(t *testing.T, opts ...func(*Config)) *site {
 	t.Helper()
 	testenv.Root(t)
 	testenv.Tool(t, "ping", "iputils-ping")
@@ -86,6 +86,9 @@ func newSite(t *testing.T) *site {
 		SyncInterval: time.Hour,
 		UAPI: "private_key=" + strings.Repeat("11", 32) + "\nlisten_port=51820\n" +
 			"public_key=" + s.peerKey + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.9.0/24\n",
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	if err := s.gw.Do(func() (err error) {
 		s.g, err = Start(cfg)
