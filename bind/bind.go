@@ -593,9 +593,11 @@ func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate) bool {
 
 // SendFrame transmits one whole Ethernet frame (an ARP or NDP message of
 // owned mode: an arp.FrameProber's Send, a Responder's reply) on some TX
-// queue. It copies frame and does not keep it. Safe for concurrent use;
-// it may be called with the neighbour table's lock held (see Bind), but not
-// with a TX queue of this Bind held.
+// queue. It copies frame and does not keep it. The error is ErrNoBuffer
+// (no free frame) or wraps dataplane.ErrFrameTooLong, the frame dropped
+// and counted either way; a full TX ring is counted, not an error. Safe
+// for concurrent use; it may be called with the neighbour table's lock
+// held (see Bind), but not with a TX queue of this Bind held.
 func (b *Bind) SendFrame(frame []byte) error {
 	return sendFrame(func() *txQueue { return b.takeTX(netip.AddrPort{}) }, frame)
 }
@@ -609,7 +611,7 @@ func sendFrame(take func() *txQueue, frame []byte) error {
 		return ErrNoBuffer
 	case dataplane.ErrFrameTooLong:
 		q.ctr.drops.Add(DropTooBig, 1)
-		return fmt.Errorf("bind: send frame: %d bytes do not fit a frame", len(frame))
+		return fmt.Errorf("bind: send frame of %d bytes: %w", len(frame), err)
 	case dataplane.ErrRingFull:
 		q.ctr.drops.Add(DropTXFull, 1) // counted, as a full qdisc drops
 	}

@@ -700,3 +700,16 @@ func BenchmarkSendReceive(b *testing.B) {
 		run(b, func() error { return tx.Send(payload, ep) }, fns[0])
 	})
 }
+
+// TestSendFrameTooLong: a frame longer than a frame buffer is refused with
+// an error that wraps dataplane.ErrFrameTooLong (for errors.Is), and
+// counted as too big.
+func TestSendFrameTooLong(t *testing.T) {
+	r := newRig(t, 1, nil)
+	if err := r.bind.SendFrame(make([]byte, 1<<16)); !errors.Is(err, dataplane.ErrFrameTooLong) {
+		t.Errorf("SendFrame(64 KiB) = %v, want dataplane.ErrFrameTooLong", err)
+	}
+	if got := r.bind.Stats().Drops[DropTooBig]; got != 1 {
+		t.Errorf("Stats().Drops[DropTooBig] = %d, want 1", got)
+	}
+}
