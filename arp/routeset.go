@@ -61,10 +61,20 @@ func best(rs []kernelRoute) *kernelRoute {
 // holds, and the caller must list the table again: a route added beside
 // another of the same key (IPv4's `ip route append`, an IPv6 multipath
 // route gaining a next hop) leaves the kernel choosing between them. A
-// route already held as r is a notification older than the listing
-// (the follower subscribes before it lists) and changes nothing. A key
-// that holds more than one route (aliases) is listed again whatever the
-// notification: which of them it replaced is not said.
+// key that holds more than one route (aliases) is listed again whatever
+// the notification: which of them it replaced is not said.
+//
+// An add (no replace) of a route already held as r is either a
+// notification older than the listing (the follower subscribes before it
+// lists) or a second alias that differs from the first only in what a
+// kernelRoute leaves out (`ip route append` or `prepend` of the same
+// next hop with another proto, src or metrics: the kernel's fib_info
+// differs, so it takes both). It is kept as a second route of the key:
+// the answer is the same either way, and the next notification of the
+// key, with two routes held, lists the table. Counted as the same route,
+// the deletion of one alias deleted the key while the kernel still
+// routed by the other ("no route" for a prefix the kernel forwards, until
+// some other change made it list: TestSharedRouteAliasOfOneNextHop).
 func (s *routeSet) add(r kernelRoute, replace bool) bool {
 	rs := s.byPrefix[r.Prefix]
 	at, n := -1, 0
@@ -76,6 +86,9 @@ func (s *routeSet) add(r kernelRoute, replace bool) bool {
 	switch {
 	case n > 1:
 		return false
+	case n == 1 && rs[at] == r && !replace:
+		s.byPrefix[r.Prefix] = append(rs, r)
+		return true
 	case n == 1 && rs[at] == r:
 		return true
 	case n == 1 && !replace:
