@@ -163,6 +163,50 @@ func TestSharedRouteAliasOfOneNextHop(t *testing.T) {
 	}
 }
 
+// TestSharedRouteTOS: a route with a TOS, which the kernel uses only for
+// packets of that TOS, does not answer for the fast path's packets, in
+// the follower or in a fresh listing: the kernel's answer for TOS 0 is
+// theirs (`ip route get`). Before, a listing answered from a TOS alias
+// the kernel lists first, the follower from the route it held, and a
+// prefix with TOS routes only answered for everything.
+func TestSharedRouteTOS(t *testing.T) {
+	us, _, v := sharedPair(t)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := us.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	ip("route", "add", "198.19.1.0/24", "via", kV4.String(), "dev", v.A)
+	ip("route", "append", "198.19.1.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A)
+	ip("route", "add", "198.19.0.0/16", "via", kV4.String(), "dev", v.A)
+	ip("route", "add", "198.19.2.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A)
+	ip("route", "add", "198.19.3.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A, "metric", "5")
+	ip("route", "add", "198.19.3.0/24", "via", kV4.String(), "dev", v.A, "metric", "10")
+	fresh, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer fresh.Close()
+	for _, d := range []string{"198.19.1.1", "198.19.2.1", "198.19.3.1"} {
+		dst := netip.MustParseAddr(d)
+		rs, err := us.Handle().RouteGet(net.ParseIP(d))
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("ip route get %s: %v", d, err)
+		}
+		want, _ := netip.AddrFromSlice(rs[0].Gw)
+		want = want.Unmap()
+		if !waitFor(time.Second, func() bool { nh, _, ok := kr.NextHop(dst); return ok && nh == want }) {
+			nh, _, ok := kr.NextHop(dst)
+			t.Errorf("followed: NextHop(%v) = %v, %v; the kernel routes it via %v", dst, nh, ok, want)
+		}
+		if nh, _, ok := fresh.NextHop(dst); !ok || nh != want {
+			t.Errorf("listed: NextHop(%v) = %v, %v; the kernel routes it via %v", dst, nh, ok, want)
+		}
+	}
+}
+
 // TestSharedRouteOverrunResync: notifications the kernel drops for a full
 // socket (ENOBUFS) make the follower subscribe and list again, and the
 // changes they carried are in the table.
