@@ -115,6 +115,98 @@ func TestSharedRouteFlushedSilently(t *testing.T) {
 	}
 }
 
+// TestSharedRouteAliasOfOneNextHop: a second route of one key through
+// the same next hop, added by another proto (`ip route append` or
+// `prepend`: the kernel keeps both, their fib_info differing), and the
+// deletion of the first leave the follower routing by the second, as the
+// kernel does; it answered "no route" until some other change made it
+// list the table.
+func TestSharedRouteAliasOfOneNextHop(t *testing.T) {
+	for _, how := range []string{"append", "prepend"} {
+		t.Run(how, func(t *testing.T) {
+			us, _, v := sharedPair(t)
+			kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+			must(t, err)
+			defer kr.Close()
+			ip := func(args ...string) {
+				t.Helper()
+				if out, err := us.Run("ip", args...); err != nil {
+					t.Fatalf("ip %v: %v: %s", args, err, out)
+				}
+			}
+			// followed waits until the follower has applied the
+			// notifications so far: a marker route's is behind them.
+			marker := 0
+			followed := func() {
+				t.Helper()
+				marker++
+				m := fmt.Sprintf("198.19.200.%d", marker)
+				ip("route", "add", m+"/32", "via", kV4.String(), "dev", v.A)
+				if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(netip.MustParseAddr(m)); return ok }) {
+					t.Fatalf("marker route %v not followed", m)
+				}
+			}
+			ip("route", "add", "198.19.1.0/24", "via", kV4.String(), "dev", v.A, "proto", "boot")
+			ip("route", how, "198.19.1.0/24", "via", kV4.String(), "dev", v.A, "proto", "static")
+			followed()
+			ip("route", "del", "198.19.1.0/24", "proto", "boot")
+			dst := netip.MustParseAddr("198.19.1.1")
+			if _, err := us.Handle().RouteGet(net.ParseIP(dst.String())); err != nil {
+				t.Fatalf("the kernel no longer routes %v (%v): the test does not test", dst, err)
+			}
+			followed()
+			if nh, _, ok := kr.NextHop(dst); !ok || nh != kV4 {
+				out, _ := us.Run("ip", "route")
+				t.Fatalf("NextHop(%v) = %v, %v; want %v, true, as the kernel's table:\n%s", dst, nh, ok, kV4, out)
+			}
+		})
+	}
+}
+
+// TestSharedRouteTOS: a route with a TOS, which the kernel uses only for
+// packets of that TOS, does not answer for the fast path's packets, in
+// the follower or in a fresh listing: the kernel's answer for TOS 0 is
+// theirs (`ip route get`). Before, a listing answered from a TOS alias
+// the kernel lists first, the follower from the route it held, and a
+// prefix with TOS routes only answered for everything.
+func TestSharedRouteTOS(t *testing.T) {
+	us, _, v := sharedPair(t)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := us.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	ip("route", "add", "198.19.1.0/24", "via", kV4.String(), "dev", v.A)
+	ip("route", "append", "198.19.1.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A)
+	ip("route", "add", "198.19.0.0/16", "via", kV4.String(), "dev", v.A)
+	ip("route", "add", "198.19.2.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A)
+	ip("route", "add", "198.19.3.0/24", "tos", "0x10", "via", "198.18.0.3", "dev", v.A, "metric", "5")
+	ip("route", "add", "198.19.3.0/24", "via", kV4.String(), "dev", v.A, "metric", "10")
+	fresh, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer fresh.Close()
+	for _, d := range []string{"198.19.1.1", "198.19.2.1", "198.19.3.1"} {
+		dst := netip.MustParseAddr(d)
+		rs, err := us.Handle().RouteGet(net.ParseIP(d))
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("ip route get %s: %v", d, err)
+		}
+		want, _ := netip.AddrFromSlice(rs[0].Gw)
+		want = want.Unmap()
+		if !waitFor(time.Second, func() bool { nh, _, ok := kr.NextHop(dst); return ok && nh == want }) {
+			nh, _, ok := kr.NextHop(dst)
+			t.Errorf("followed: NextHop(%v) = %v, %v; the kernel routes it via %v", dst, nh, ok, want)
+		}
+		if nh, _, ok := fresh.NextHop(dst); !ok || nh != want {
+			t.Errorf("listed: NextHop(%v) = %v, %v; the kernel routes it via %v", dst, nh, ok, want)
+		}
+	}
+}
+
 // TestSharedRouteOverrunResync: notifications the kernel drops for a full
 // socket (ENOBUFS) make the follower subscribe and list again, and the
 // changes they carried are in the table.

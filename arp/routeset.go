@@ -40,16 +40,27 @@ func newRouteSet(routes []kernelRoute) *routeSet {
 		s.byPrefix[r.Prefix] = append(s.byPrefix[r.Prefix], r)
 	}
 	for pfx, rs := range s.byPrefix {
-		s.t.Insert(pfx, best(rs).Route)
+		if b := best(rs); b != nil {
+			s.t.Insert(pfx, b.Route)
+		}
 	}
 	return s
 }
 
-// best returns the route of rs (not empty) that NextHop answers from.
+// best returns the route of rs that NextHop answers from: of those with
+// TOS 0, the lowest priority, the first of equals; nil if every route of
+// rs has a TOS. A route with a TOS matches only packets of that TOS
+// (fib_table_lookup in net/ipv4/fib_trie.c skips an alias whose fa_tos is
+// neither 0 nor the flow's), and the fast path asks for every packet
+// alike: as the kernel does for TOS 0, it answers from the other routes
+// of the prefix, or from a shorter prefix. Chosen before, a TOS route
+// answered for all traffic, and which of a prefix's routes won depended
+// on whether it was listed (the kernel lists a TOS alias first) or
+// followed (an append comes last).
 func best(rs []kernelRoute) *kernelRoute {
-	b := &rs[0]
+	var b *kernelRoute
 	for i := range rs {
-		if rs[i].priority < b.priority {
+		if rs[i].tos == 0 && (b == nil || rs[i].priority < b.priority) {
 			b = &rs[i]
 		}
 	}
@@ -61,10 +72,20 @@ func best(rs []kernelRoute) *kernelRoute {
 // holds, and the caller must list the table again: a route added beside
 // another of the same key (IPv4's `ip route append`, an IPv6 multipath
 // route gaining a next hop) leaves the kernel choosing between them. A
-// route already held as r is a notification older than the listing
-// (the follower subscribes before it lists) and changes nothing. A key
-// that holds more than one route (aliases) is listed again whatever the
-// notification: which of them it replaced is not said.
+// key that holds more than one route (aliases) is listed again whatever
+// the notification: which of them it replaced is not said.
+//
+// An add (no replace) of a route already held as r is either a
+// notification older than the listing (the follower subscribes before it
+// lists) or a second alias that differs from the first only in what a
+// kernelRoute leaves out (`ip route append` or `prepend` of the same
+// next hop with another proto, src or metrics: the kernel's fib_info
+// differs, so it takes both). It is kept as a second route of the key:
+// the answer is the same either way, and the next notification of the
+// key, with two routes held, lists the table. Counted as the same route,
+// the deletion of one alias deleted the key while the kernel still
+// routed by the other ("no route" for a prefix the kernel forwards, until
+// some other change made it list: TestSharedRouteAliasOfOneNextHop).
 func (s *routeSet) add(r kernelRoute, replace bool) bool {
 	rs := s.byPrefix[r.Prefix]
 	at, n := -1, 0
@@ -76,6 +97,9 @@ func (s *routeSet) add(r kernelRoute, replace bool) bool {
 	switch {
 	case n > 1:
 		return false
+	case n == 1 && rs[at] == r && !replace:
+		s.byPrefix[r.Prefix] = append(rs, r)
+		return true
 	case n == 1 && rs[at] == r:
 		return true
 	case n == 1 && !replace:
@@ -150,9 +174,13 @@ func (s *routeSet) changed(pfx netip.Prefix, rs []kernelRoute) {
 		s.t = s.t.DeletePersist(pfx)
 		return
 	}
-	b := best(rs).Route
-	if cur, ok := s.t.Get(pfx); ok && cur == b {
-		return
+	bp := best(rs)
+	cur, ok := s.t.Get(pfx)
+	switch {
+	case bp == nil && ok:
+		s.t = s.t.DeletePersist(pfx)
+	case bp == nil, ok && cur == bp.Route:
+	default:
+		s.t = s.t.InsertPersist(pfx, bp.Route)
 	}
-	s.t = s.t.InsertPersist(pfx, b)
 }

@@ -36,11 +36,12 @@ func (m *kernelModel) del(r kernelRoute) bool {
 	return false
 }
 
-// best is the route of pfx NextHop must answer from.
+// best is the route of pfx NextHop must answer from (routes of TOS 0
+// only: best).
 func (m kernelModel) best(pfx netip.Prefix) (Route, bool) {
 	var b *kernelRoute
 	for i := range m {
-		if m[i].Prefix == pfx && (b == nil || m[i].priority < b.priority) {
+		if m[i].Prefix == pfx && m[i].tos == 0 && (b == nil || m[i].priority < b.priority) {
 			b = &m[i]
 		}
 	}

@@ -11,8 +11,9 @@ import (
 
 // TestSharedRoutesFollowedAsListed: a random run of route changes of both
 // families (add, replace, append, prepend, delete, by metric, unicast and
-// not, on two links), links going down and up and addresses of both families removed
-// and put back, as an operator and a flaky network make them, leaves the
+// not, on two links, aliases of one next hop by another proto), links
+// going down and up and addresses of both families removed and put
+// back, as an operator and a flaky network make them, leaves the
 // follower's table answering as a fresh listing of the kernel's does.
 func TestSharedRoutesFollowedAsListed(t *testing.T) {
 	us, _, v := sharedPair(t)
@@ -49,6 +50,9 @@ func TestSharedRoutesFollowedAsListed(t *testing.T) {
 			fam, pfx, via = "-6", pfx6, via6
 		}
 		p, g, m := pfx[rng.IntN(len(pfx))], via[rng.IntN(len(via))], metrics[rng.IntN(len(metrics))]
+		// Aliases of one next hop differ in proto (the kernel takes an
+		// append of the same gateway by another daemon).
+		proto := []string{"boot", "static", "dhcp"}[rng.IntN(3)]
 		var args []string
 		switch op := rng.IntN(20); {
 		case op < 5:
@@ -56,11 +60,13 @@ func TestSharedRoutesFollowedAsListed(t *testing.T) {
 		case op < 8:
 			args = []string{fam, "route", "replace", p, "via", g[0], "dev", g[1], "metric", m}
 		case op < 9:
-			args = []string{fam, "route", "append", p, "via", g[0], "dev", g[1], "metric", m}
+			args = []string{fam, "route", "append", p, "via", g[0], "dev", g[1], "metric", m, "proto", proto}
 		case op < 10:
-			args = []string{fam, "route", "prepend", p, "via", g[0], "dev", g[1], "metric", m}
-		case op < 14:
+			args = []string{fam, "route", "prepend", p, "via", g[0], "dev", g[1], "metric", m, "proto", proto}
+		case op < 12:
 			args = []string{fam, "route", "del", p, "metric", m}
+		case op < 14:
+			args = []string{fam, "route", "del", p, "metric", m, "proto", proto}
 		case op < 15:
 			args = []string{fam, "route", "replace", []string{"blackhole", "unreachable", "prohibit"}[rng.IntN(3)], p, "metric", m}
 		case op < 16:

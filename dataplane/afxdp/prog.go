@@ -494,6 +494,12 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	checkPort(42, "prefix6")
 	// NDP neighbour solicitation (135) and advertisement (136): target
 	// address at offset 8 of the ICMPv6 message (RFC 4861 section 4.3).
+	// One neither to nor about us is judged as any other packet by the
+	// LAN match, its destination put back in the key: a unicast one to a
+	// peer's allowed IPs is transit (Linux forwards an NS or NA as any
+	// other packet), and passed to the kernel it left by the kernel's
+	// default route unencrypted where only ::/0 covered it
+	// (TestFilterDefaultRoute "lan6 ndp ns unicast").
 	label("icmp6", asm.Mov.Reg(r3, r9))
 	emit(asm.Add.Imm(r3, 64), asm.JGT.Reg(r3, r8, "prefix6"),
 		asm.LoadMem(r2, r9, 40, asm.Byte), asm.JLT.Imm(r2, 135, "prefix6"), asm.JGT.Imm(r2, 136, "prefix6"))
@@ -501,7 +507,9 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.JNE.Imm(r0, 0, "ndp"))
 	copyAddr(r9, 48, 4)
 	lookup(p.neigh6, keyAddr)
-	emit(asm.JEq.Imm(r0, 0, "pass"))
+	emit(asm.JNE.Imm(r0, 0, "ndp"))
+	copyAddr(r9, 24, 4)
+	emit(asm.Ja.Label("prefix6"))
 	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
 	emit(asm.Ja.Label("redirect"))
 	prefix("prefix6", p.host6, p.lpm6, 128)

@@ -176,6 +176,11 @@ func TestFilter(t *testing.T) {
 		{"ndp na to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(136, "2001:db8::5")), redirect},
 		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
 		{"icmp6 echo to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(128, "2001:db8::1")), pass},
+		{"ndp ns unicast in prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:1::5", 24), ndp(135, "2001:db8:1::5")), redirect},
+		{"ndp na unicast in prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:1::5", 24), ndp(136, "2001:db8:1::6")), redirect},
+		{"ndp ns to host address", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:1::1", 24), ndp(135, "2001:db8:1::1")), host},
+		{"ndp ns unicast outside prefix", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:2::5", 24), ndp(135, "2001:db8:2::5")), pass},
+		{"ndp ns unicast in prefix, other mac", cat(eth(otherMAC, 0x86dd, false), ip6hdr(58, "2001:db8:1::5", 24), ndp(135, "2001:db8:1::5")), pass},
 		{"lan4 in prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
 		{"lan4 host address", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.1", 0, 40), udp(80)), host},
 		// IPv4 options: transit traffic for the LAN match, never
@@ -233,6 +238,12 @@ func TestFilterDefaultRoute(t *testing.T) {
 		{"lan6 unicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:9::1", 40), udp(80)), redirect},
 		{"lan6 multicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff02::1", 40), udp(80)), pass},
 		{"lan6 multicast global", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "ff0e::1", 40), udp(80)), pass},
+		// An NS or NA to a remote unicast address is transit: Linux
+		// forwards it (seen on 6.18), out of the WAN in cleartext
+		// when it had it.
+		{"lan6 ndp ns unicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:9::1", 24), ndp(135, "2001:db8:9::1")), redirect},
+		{"lan6 ndp na unicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8:9::1", 24), ndp(136, "2001:db8:9::2")), redirect},
+		{"lan6 ndp ns multicast", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8:9::5")), pass},
 	})
 }
 

@@ -281,17 +281,42 @@ func (d *dataplane_) route(p netip.Prefix) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return
 	}
+	d.installRoute(p, d.nl.RouteReplace)
+}
+
+// routeLeft installs again the route into the exception TUN of p, a
+// prefix that left the configuration (forget), unless the main table
+// holds another route of its key (destination, TOS 0 and metric 0, or
+// IPv6's 1024): one the operator added after `ip route del PREFIX dev
+// NAME` gave the prefix back (README), or a routing daemon's. That route
+// is theirs: route's replace turned it into one into the exception TUN,
+// whose traffic the engine drops (no_route), at the TUN's next down and
+// up or lost subscription. It reports false for such a prefix, which the
+// caller stops keeping.
+func (d *dataplane_) routeLeft(p netip.Prefix) bool {
+	if d.excLink == nil || p.Bits() == 0 {
+		return true
+	}
+	return !errors.Is(d.installRoute(p, d.nl.RouteAdd), unix.EEXIST)
+}
+
+// installRoute installs the route of p into the exception TUN with
+// install (RouteReplace or RouteAdd), logs a failure other than EEXIST,
+// and returns the error.
+func (d *dataplane_) installRoute(p netip.Prefix, install func(*netlink.Route) error) error {
 	r := &netlink.Route{
 		LinkIndex: d.excLink.Attrs().Index,
 		Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
 	}
-	switch err := d.nl.RouteReplace(r); {
-	case err == nil:
+	err := install(r)
+	switch {
+	case err == nil, errors.Is(err, unix.EEXIST):
 	case errors.Is(err, unix.ENETDOWN):
 		d.warn.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
 	default:
 		d.warn.Warn("route into the exception TUN", "prefix", p, "err", err)
 	}
+	return err
 }
 
 // responderHandler adapts an arp.Responder to fastpath.NeighbourHandler.

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -204,7 +205,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 // through a default route out of the WAN in cleartext (TestChurnLedger:
 // 166 of host A's datagrams in the 50 ms between a peer's removal and
 // its addition again). `ip route del PREFIX dev NAME` hands such a
-// prefix back to the host's routes.
+// prefix back to the host's routes; a route of its key added then keeps
+// it theirs (restoreLeft).
 func (d *dataplane_) forget(e *prefixEntry) {
 	f := family(e.pfx)
 	if e.mapped {
@@ -255,7 +257,8 @@ func (d *dataplane_) balance(f int) error {
 // restoreRoutes installs again the route into the exception TUN of every
 // prefix of the configuration and every prefix that left it (the kernel
 // removed them when the interface went down: Gateway.watchException),
-// and returns how many it tried.
+// and returns how many it tried. A prefix that left the configuration and
+// has a route of another's now is no longer kept (restoreLeft).
 func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -263,25 +266,55 @@ func (d *dataplane_) restoreRoutes() int {
 	for p := range d.entries {
 		d.route(p)
 	}
-	for p := range d.left {
-		d.route(p)
-	}
-	return len(d.entries) + len(d.left)
+	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
 }
 
-// restoreMissingRoutes installs again the routes into the exception TUN
-// of the configuration's prefixes and of those that left it (forget)
-// that the kernel's main table lacks (Gateway.restoreMissing), and
-// returns how many; its failures are logged as UpdatePeers' are (capped
-// per kind, counted at its end). A prefix added while
-// the routes are listed may be installed twice (a replace: harmless).
-func (d *dataplane_) restoreMissingRoutes() (int, error) {
-	if d.excLink == nil {
-		return 0, nil
+// restoreLeft installs again the routes into the exception TUN of the
+// prefixes that left the configuration (forget) for which want reports
+// true, and returns how many it tried; d.mu held. A prefix whose key
+// (destination, TOS 0, metric 0 or IPv6's 1024) the main table holds in
+// a route not into the exception TUN (routeLeft's EEXIST; the routes into
+// it are listed to tell, once, only when some prefix met one) is no
+// longer kept: `ip route del PREFIX dev NAME` gave it back, and the route
+// the operator (or a routing daemon) added then is theirs. Replaced, as
+// every route was restored before, it carried their traffic into the
+// exception TUN, whose engine drops it (no_route), from the TUN's next
+// down and up on (TestLeftPrefixRoutedElsewhere).
+func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
+	n := 0
+	var taken []netip.Prefix
+	for p := range d.left {
+		if !want(p) {
+			continue
+		}
+		n++
+		if !d.routeLeft(p) {
+			taken = append(taken, p)
+		}
 	}
+	if len(taken) == 0 {
+		return n
+	}
+	ours, err := d.excRoutes()
+	if err != nil {
+		d.warn.Warn("routes kept for prefixes that left the configuration: tell which are routed elsewhere now", "err", err)
+		return n
+	}
+	for _, p := range taken {
+		if !ours[p] {
+			delete(d.left, p)
+			d.warn.Log(slog.LevelInfo, "a prefix that left the configuration is routed elsewhere now: its route into the exception TUN is no longer kept", "prefix", p)
+		}
+	}
+	return n
+}
+
+// excRoutes lists the destinations of the main table's routes into the
+// exception TUN.
+func (d *dataplane_) excRoutes() (map[netip.Prefix]bool, error) {
 	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: d.excLink.Attrs().Index}, netlink.RT_FILTER_OIF)
 	if err != nil {
-		return 0, fmt.Errorf("list the routes into the exception TUN: %w", err)
+		return nil, fmt.Errorf("list the routes into the exception TUN: %w", err)
 	}
 	have := make(map[netip.Prefix]bool, len(routes))
 	for _, r := range routes {
@@ -289,9 +322,31 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 			continue
 		}
 		if ip, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			if len(r.Dst.Mask) == net.IPv4len {
+				ip = ip.Unmap()
+			}
 			ones, _ := r.Dst.Mask.Size()
-			have[netip.PrefixFrom(ip.Unmap(), ones)] = true
+			have[netip.PrefixFrom(ip, ones)] = true
 		}
+	}
+	return have, nil
+}
+
+// restoreMissingRoutes installs again the routes into the exception TUN
+// of the configuration's prefixes and of those that left it (forget)
+// that the kernel's main table lacks (Gateway.restoreMissing), and
+// returns how many; its failures are logged as UpdatePeers' are (capped
+// per kind, counted at its end). A prefix that left the configuration and
+// has a route of another's now is no longer kept (restoreLeft). A prefix
+// added while the routes are listed may be installed twice (a replace:
+// harmless).
+func (d *dataplane_) restoreMissingRoutes() (int, error) {
+	if d.excLink == nil {
+		return 0, nil
+	}
+	have, err := d.excRoutes()
+	if err != nil {
+		return 0, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -303,11 +358,5 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 			n++
 		}
 	}
-	for p := range d.left {
-		if !have[p] {
-			d.route(p)
-			n++
-		}
-	}
-	return n, nil
+	return n + d.restoreLeft(func(p netip.Prefix) bool { return !have[p] }), nil
 }
