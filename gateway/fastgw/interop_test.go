@@ -479,13 +479,25 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 4<<20)
 	time.Sleep(200 * time.Millisecond)
 	ports := map[string]int{}
+	// dsts counts the datagrams per outer destination port in the order
+	// the ports first appear: the port is A's endpoint for B, which roams
+	// (fastpath/publish.go) when B's replies move to another of its
+	// source ports. A flow whose destination port changes mid-flow can
+	// move to another of B's queues, and so be reordered.
+	var dsts []string
+	dstCount := map[string]int{}
 	for _, line := range outer.lines(t) {
 		// "IP 198.18.1.1.51827 > 198.18.2.2.51820: UDP, length 148"
 		f := strings.Fields(line)
-		if len(f) < 4 || f[1] != "IP" || !strings.HasPrefix(f[2], "198.18.1.1.") {
+		if len(f) < 5 || f[1] != "IP" || !strings.HasPrefix(f[2], "198.18.1.1.") {
 			continue
 		}
 		ports[f[2][len("198.18.1.1."):]]++
+		d := strings.TrimSuffix(f[4][strings.LastIndexByte(f[4], '.')+1:], ":")
+		if dstCount[d] == 0 {
+			dsts = append(dsts, d)
+		}
+		dstCount[d]++
 	}
 	// Keepalives and handshakes use the listen port; the TCP flow's data
 	// one hashed port (the ACKs go the other way).
@@ -500,6 +512,11 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	}
 	ep := s.PeerGateway.Device().Peers()[0].Endpoint
 	t.Logf("B's endpoint for A: %v; ports seen %v", ep, ports)
+	var dstLog strings.Builder
+	for _, d := range dsts {
+		fmt.Fprintf(&dstLog, " %s×%d", d, dstCount[d])
+	}
+	t.Logf("A's endpoint for B: %v; A→B destination ports in wire order:%s", s.Gateway.Device().Peers()[0].Endpoint, dstLog.String())
 	if len(data) == 1 && ep.Port() != mustPort(t, data[0]) {
 		t.Errorf("B's endpoint for A is %v, want the flow's port %s (it must not flip)", ep, data[0])
 	}
