@@ -523,8 +523,22 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 // front of its data): if it is not the peer's endpoint it is a candidate
 // for roaming (whitepaper §2.1: the endpoint becomes the source of the
 // latest authenticated packet), which publish acts on.
+//
+// Toward a peer we spread our source ports over (SrcPorts > 1: a peer that
+// spreads its own, as two wgpio gateways configured alike do, and not
+// behind NAT: README, SourcePorts), a source that differs from the
+// endpoint in its port only is not a candidate: such a peer sends each
+// inner flow from a port of its own, and following them moved the
+// endpoint, hence the outer destination port of every flow toward the
+// peer, each time a flow of its started, so that the peer's RSS moved
+// those flows to another receive queue mid-flow and reordered them
+// (TestWgpioToWgpioSourcePorts, TestPortOnlyNoRoamWhenSpread). A new
+// address still roams, and a handshake sets the endpoint (port
+// included) as for any peer (gateway: setEndpointFromLocked), which is
+// how a change of the peer's listen port is followed.
 func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
-	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Dst == m.src {
+	if ep := pl.peer.Endpoint.Load(); ep != nil && (ep.Dst == m.src ||
+		pl.peer.SrcPorts > 1 && ep.Dst.Addr() == m.src.Addr()) {
 		pl.sawCurrent = true
 		return
 	}
