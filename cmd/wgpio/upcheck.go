@@ -1,0 +1,187 @@
+package main
+
+// The checks of the configuration that wgpio up (and wgpio check) make
+// before starting a gateway: each error names the file, line and key.
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/plural"
+)
+
+// keyError is a problem with the value of key, found when the gateway
+// starts: an error of the configuration file at the key's line, or of the
+// flag that set it.
+func keyError(file string, lines map[string]int, key, flag, msg string) error {
+	if line, ok := lines[key]; ok {
+		return &config.Error{File: file, Line: line, Key: key, Msg: msg}
+	}
+	if flag != "" {
+		return fmt.Errorf("up: -%s: %s", flag, msg)
+	}
+	return fmt.Errorf("%s: [WGPIO] %s: %s", file, key, msg)
+}
+
+// checkName refuses a gateway name that cannot name an interface (the
+// exception TUN or compat mode's TUN bears it) before anything is opened.
+func checkName(name, conf string) error {
+	if checkGatewayName(name) != nil {
+		return fmt.Errorf("up: gateway name %q (from -name, else the file name %s without .conf) cannot name an interface: "+
+			"1 to 15 bytes, no '/', ':' or white space; choose one with -name", name, filepath.Base(conf))
+	}
+	return nil
+}
+
+// checkGatewayName refuses what cannot be a gateway's name: an interface
+// name (Linux dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':'
+// or white space), which also keeps the name inside runDir.
+func checkGatewayName(name string) error {
+	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("%q cannot be a gateway name (an interface name: 1 to 15 bytes, no '/', ':' or white space; `wgpio stats` lists the running ones)", name)
+	}
+	return nil
+}
+
+// checkInterfaces makes sure WAN and LAN name two interfaces of this
+// network namespace, reporting a missing one, or a LAN that is the WAN, at
+// its key's line.
+func checkInterfaces(f *config.File, w config.WGPIO) error {
+	if w.WAN != "" && w.WAN == w.LAN {
+		return keyError(f.Name, w.Lines, "LAN", "lan",
+			fmt.Sprintf("%q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces", w.LAN))
+	}
+	for _, x := range []struct{ key, flag, name string }{{"WAN", "wan", w.WAN}, {"LAN", "lan", w.LAN}} {
+		if x.name == "" {
+			continue
+		}
+		if _, err := net.InterfaceByName(x.name); err != nil {
+			return keyError(f.Name, w.Lines, x.key, x.flag,
+				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)", x.name))
+		}
+	}
+	return nil
+}
+
+// maxFastQueues is the most queues (workers) of a fast-path gateway.
+const maxFastQueues = 256
+
+// checkQueues checks Queues against the fast path's limit and the RX
+// queues WAN and LAN have.
+func checkQueues(file string, w config.WGPIO) error {
+	if w.Queues > maxFastQueues {
+		return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf("%d queues; the fast path runs at most %d", w.Queues, maxFastQueues))
+	}
+	for _, dev := range []string{trunkOf(w.WAN), trunkOf(w.LAN)} {
+		if n := afxdp.DeviceQueues(dev); dev != "" && n > 0 && w.Queues > n {
+			return keyError(file, w.Lines, "Queues", "queues", fmt.Sprintf(
+				"%d queues, but %s has %s (ask for fewer, or add queues with ethtool -L %s combined N; on veth: ethtool -L %s rx N tx N)",
+				w.Queues, dev, plural.Count(n, "RX queue", "RX queues"), dev, dev))
+		}
+	}
+	return nil
+}
+
+// trunkOf returns the parent of a kernel VLAN device (the interface the
+// fast path opens for it), else name itself.
+func trunkOf(name string) string {
+	if l, err := netlink.LinkByName(name); err == nil {
+		if v, ok := l.(*netlink.Vlan); ok {
+			if p, err := netlink.LinkByIndex(v.ParentIndex); err == nil {
+				return p.Attrs().Name
+			}
+		}
+	}
+	return name
+}
+
+// warnIgnored warns of settings the chosen mode does not act on
+// (ignoredKeys), and of a -metrics-addr flag outside fastpath mode.
+func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
+	for _, warning := range ignoredKeys(f, w) {
+		log.Warn("config", "warning", warning.String())
+	}
+	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
+		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
+	}
+}
+
+// ignoredKeys lists, in the order checked, the keys of f that w.Mode (set)
+// does not act on.
+func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
+	var out []config.Warning
+	warn := func(lines map[string]int, key, msg string) {
+		if line, ok := lines[key]; ok {
+			out = append(out, config.Warning{File: f.Name, Line: line, Key: key, Msg: msg})
+		}
+	}
+	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
+		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
+			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
+		}
+		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
+		warn(w.Lines, "HandshakeWorkers", "ignored in the compat modes: wireguard-go runs its own handshake goroutines, one per CPU")
+	}
+	switch w.Mode {
+	case config.ModeCompat:
+		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
+		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
+		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
+		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only")
+		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
+	case config.ModeCompatMQTUN:
+		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
+			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
+		}
+		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
+		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
+		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only")
+	}
+	return out
+}
+
+// checkVLANMode refuses a trunk's VLAN (WANVLAN, LANVLAN) outside fastpath
+// mode; w.Mode is set.
+func checkVLANMode(file string, w config.WGPIO) error {
+	if w.Mode != config.ModeFastPath {
+		for _, k := range []string{"WANVLAN", "LANVLAN"} {
+			if _, ok := w.Lines[k]; ok {
+				return keyError(file, w.Lines, k, "", fmt.Sprintf("a VLAN of a trunk is served in Mode = fastpath only, not in Mode = %s", w.Mode))
+			}
+		}
+	}
+	return nil
+}
+
+// checkCPUs reports, as an error of the configuration file, a CPU in
+// w.CPUs that this process may not run on (outside its affinity mask: not
+// on the machine, offline, or excluded by taskset or a cgroup).
+func checkCPUs(file string, w config.WGPIO) error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return fmt.Errorf("read CPU affinity: %w", os.NewSyscallError("sched_getaffinity", err))
+	}
+	var allowed []string
+	for c := range 1024 {
+		if set.IsSet(c) {
+			allowed = append(allowed, strconv.Itoa(c))
+		}
+	}
+	for _, c := range w.CPUs {
+		if !set.IsSet(c) {
+			return keyError(file, w.Lines, "CPUs", "",
+				fmt.Sprintf("CPU %d is not one this process may run on (allowed: %s)", c, strings.Join(allowed, ",")))
+		}
+	}
+	return nil
+}
