@@ -112,3 +112,60 @@ func TestNeighbourWaitFragments(t *testing.T) {
 	}
 	checkNbrCount(t, wb)
 }
+
+// TestNeighbourWaitLANMTULowered: packets that wait for their LAN next
+// hop's MAC while the LAN MTU is lowered below their size are handled,
+// when the MAC comes, as packets arriving then would be: IPv4 with DF and
+// IPv6 dropped (lan_too_big) and answered through the tunnel with
+// "fragmentation needed" / "packet too big" carrying the new MTU, IPv4
+// without DF fragmented to it. Before, the first two left whole, over the
+// LAN MTU (checked only when they arrived).
+func TestNeighbourWaitLANMTULowered(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	resolve := orderRig{r, t}.unresolve()
+	wb := r.b.workers[0]
+	atB, atA := through(t, r,
+		ttlFrame(t, r, hostAddrA, hostAddrB, 1400-28, 64, 0, true), // 1400-byte IPv4 packets
+		ttlFrame(t, r, host6A, host6B, 1400-48, 64, 0, true),
+		ttlFrame(t, r, hostAddrA, hostAddrB, 1400-28, 64, 0, false))
+	if len(atB) != 0 || len(atA) != 0 || len(wb.nbrWait) != 3 {
+		t.Fatalf("at the LAN MTU of 1500, unresolved: %d frames at hostB, %d at hostA, %d waiting; want 0, 0, 3 (drops B %v)",
+			len(atB), len(atA), len(wb.nbrWait), TotalDrops(r.b.Stats()).List())
+	}
+	r.b.SetLANMTU(1280)
+	resolve()
+	wb.nbrTried = time.Time{} // the retry is due
+	wb.flushNeighbourWait(r.clock.Now())
+	atB, atA = through(t, r)
+	if len(atB) != 2 {
+		t.Errorf("%d frames at hostB, want the 2 fragments of the packet without DF", len(atB))
+	}
+	for _, d := range atB {
+		if len(d)-header.EthernetLen > 1280 {
+			t.Errorf("%d bytes at hostB, over the LAN MTU of 1280", len(d)-header.EthernetLen)
+		}
+	}
+	var types []uint8
+	for _, d := range atA {
+		var p header.Packet
+		header.Parse(d, &p)
+		typ, mtu := d[p.L4Off], int(binary.BigEndian.Uint16(d[p.L4Off+6:]))
+		if p.Dst.Is6() {
+			mtu = int(binary.BigEndian.Uint32(d[p.L4Off+4:]))
+		}
+		if mtu != 1280 {
+			t.Errorf("ICMP type %d to %v carries the MTU %d, want 1280", typ, p.Dst, mtu)
+		}
+		types = append(types, typ)
+	}
+	if want := []uint8{3, 2}; !slices.Equal(types, want) {
+		t.Errorf("hostA got ICMP types %v, want %v (fragmentation needed, packet too big)", types, want)
+	}
+	if d := TotalDrops(r.b.Stats()); d[DropLANTooBig] != 2 {
+		t.Errorf("lan_too_big = %d, want 2 (drops B %v)", d[DropLANTooBig], d.List())
+	}
+	if len(wb.nbrWait) != 0 {
+		t.Errorf("%d frames still wait", len(wb.nbrWait))
+	}
+	checkNbrCount(t, wb)
+}

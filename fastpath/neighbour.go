@@ -67,7 +67,7 @@ func (w *worker) flushControlWait(t time.Time) {
 }
 
 type nbrWaiting struct {
-	f       dataplane.Frame // the inner IP packet, Ethernet not yet added; over the LAN MTU: IPv4 without DF (overLANMTU)
+	f       dataplane.Frame // the inner IP packet, Ethernet not yet added; over the LAN MTU at arrival: IPv4 without DF (overLANMTU)
 	dst     netip.Addr
 	v6      bool
 	counted bool // in dst's neighbour cache slot (nbrHold)
@@ -159,8 +159,12 @@ func (w *worker) waitNeighbour(f *dataplane.Frame, counted bool, bad *[NumDropRe
 }
 
 // flushNeighbourWait sends the frames whose neighbour resolved, in their
-// order (one over the LAN MTU of now cut into fragments), and drops those
-// that waited too long; it asks again at most every neighbourRetry.
+// order, and drops those that waited too long; it asks again at most every
+// neighbourRetry. A frame over the LAN MTU of now (which may have been
+// lowered while it waited) is handled as toLANOverMTU handles an arrival:
+// IPv4 without DF cut into fragments, IPv4 with DF and IPv6 dropped
+// (lan_too_big) and answered into the tunnel with "fragmentation needed" /
+// "packet too big" (RFC 1812 §4.3.2.7, RFC 4443 §3.2).
 func (w *worker) flushNeighbourWait(now int64) {
 	t := time.Now()
 	if t.Sub(w.nbrTried) < neighbourRetry {
@@ -176,7 +180,17 @@ func (w *worker) flushNeighbourWait(now int64) {
 	for _, nw := range w.nbrWait {
 		mac, ok := w.lanNeighbour(nw.dst, now)
 		switch {
-		case ok && mtu > 0 && !nw.v6 && nw.f.Len() > mtu && !header.IPv4(nw.f.Data()).DontFragment():
+		case ok && mtu > 0 && nw.f.Len() > mtu && (nw.v6 || header.IPv4(nw.f.Data()).DontFragment()):
+			// Over a LAN MTU lowered while it waited (SetLANMTU):
+			// answered and dropped as an arrival of now would be
+			// (toLANOverMTU).
+			if nw.counted {
+				w.nbrRelease(nw.dst)
+			}
+			w.mtuErrorTunnel(nw.f.Data(), mtu, now)
+			w.count(DropLANTooBig, 1)
+			w.wanRX.Free(unsafeOne(&nw.f))
+		case ok && mtu > 0 && nw.f.Len() > mtu:
 			// IPv4 without DF over the LAN MTU (overLANMTU): cut
 			// into fragments, after the frames before it.
 			if nw.counted {

@@ -147,6 +147,17 @@ func sourceRoute(typ byte, hop string) []byte {
 // type typ, 4 bytes of data.
 func hbhUnknown(typ byte) []byte { return []byte{0, header.ProtoUDP, 0, typ, 4, 0, 0, 0, 0} }
 
+// hbhOptions is a Hop-by-Hop header (type in front) of 24 bytes with n
+// (8 or 9) empty options of an unknown type to skip, then PadN.
+func hbhOptions(n int) []byte {
+	b := []byte{0, header.ProtoUDP, 2}
+	for range n {
+		b = append(b, 0x1e, 0)
+	}
+	b = append(b, 1, byte(20-2*n))
+	return append(b, make([]byte, 20-2*n)...)
+}
+
 // routing0 is a type 0 Routing header (type in front) with one address
 // left to visit, hop.
 func routing0(hop string) []byte {
@@ -188,6 +199,23 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		// Linux answers parameter problem (12) too; the gateway does
 		// not (README).
 		{"v4 option length past the header", ip4{src: src, dst: dst, opts: []byte{7, 40, 4, 0}}, false, 0},
+		// Options Linux's ip_options_compile rejects (observed on
+		// Linux 6.18; it answers most with parameter problem (12),
+		// the gateway with none, README) and their valid neighbours.
+		{"v4 record route pointer 3", ip4{src: src, dst: dst, opts: []byte{7, 11, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 0},
+		{"v4 record route pointer in the last address", ip4{src: src, dst: dst, opts: []byte{7, 11, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 0},
+		{"v4 record route full", ip4{src: src, dst: dst, opts: []byte{7, 11, 12, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, true, 0},
+		{"v4 record route length 2", ip4{src: src, dst: dst, opts: []byte{7, 2, 1, 1}}, false, 0},
+		{"v4 two record routes", ip4{src: src, dst: dst, opts: []byte{7, 7, 4, 0, 0, 0, 0, 7, 7, 4, 0, 0, 0, 0, 1, 1}}, false, 0},
+		{"v4 timestamp pointer 4", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 timestamp length 3", ip4{src: src, dst: dst, opts: []byte{0x44, 3, 5, 1}}, false, 0},
+		{"v4 timestamp pairs without room", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 9, 1, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 timestamp pairs", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
+		{"v4 timestamp full, overflow 15", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 13, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 timestamp full, overflow 14", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 13, 0xe0, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
+		{"v4 two timestamps", ip4{src: src, dst: dst, opts: []byte{0x44, 8, 5, 0, 0, 0, 0, 0, 0x44, 8, 5, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 router alert length 2", ip4{src: src, dst: dst, opts: []byte{0x94, 2, 1, 1}}, false, 0},
+		{"v4 CIPSO", ip4{src: src, dst: dst, opts: []byte{0x86, 8, 0, 0, 0, 1, 0, 0}}, false, 0},
 		{"v4 TTL 1", ip4{src: src, dst: dst, ttl: 1}, false, 11},
 		{"v4 TTL 0", ip4{src: src, dst: dst, ttl0: true}, false, 11},
 		{"v4 TTL 1 echo request", ip4{src: src, dst: dst, ttl: 1, proto: header.ProtoICMPv4, payload: echo}, false, 11},
@@ -227,6 +255,19 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		// Linux answers parameter problem (4) too; the gateway does
 		// not (README).
 		{"v6 hop-by-hop unknown option, discard and answer", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x9e)}, false, 0},
+		// Hop-by-hop headers Linux's ip6_parse_tlv rejects (observed
+		// on Linux 6.18, no ICMP error) and their valid neighbours.
+		{"v6 hop-by-hop PadN of 14", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v6 hop-by-hop PadN of 6", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 1, 4, 0, 0, 0, 0}}, true, 0},
+		{"v6 hop-by-hop PadN not zero", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 1, 4, 0, 0, 0, 1}}, false, 0},
+		{"v6 hop-by-hop Pad1 6 times", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
+		{"v6 hop-by-hop Pad1 twice then PadN of 6", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 1, 0, 0, 1, 4, 0, 0, 0, 0, 1, 6, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v6 hop-by-hop router alert of 4 bytes", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 5, 4, 0, 0, 0, 0}}, false, 0},
+		{"v6 hop-by-hop 8 options", ip6{src: src6, dst: dst6, ext: hbhOptions(8)}, true, 0},
+		{"v6 hop-by-hop 9 options", ip6{src: src6, dst: dst6, ext: hbhOptions(9)}, false, 0},
+		{"v6 hop-by-hop IOAM misaligned", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 0x31, 4, 0, 0, 0, 0}}, false, 0},
+		{"v6 hop-by-hop IOAM aligned", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 0, 0, 0x31, 2, 0, 0}}, true, 0},
+		{"v6 hop-by-hop CALIPSO short", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 7, 4, 0, 0, 0, 0}}, false, 0},
 		{"v6 routing header type 0, segments left 1", ip6{src: src6, dst: dst6, ext: routing0(dst6)}, true, 0},
 		{"v6 payload length past the frame", ip6{src: src6, dst: dst6, plen: 400}, false, 0},
 	}
@@ -492,7 +533,8 @@ func TestOwnSourceIsMartian(t *testing.T) {
 // (transitAddrs, headerOptions) never read past a packet whose header
 // ParseL3 accepted, whatever its options. Seeds: a source route, a
 // timestamp, an option running past the header, IPv6 hop-by-hop options
-// to skip and to discard, a hop-by-hop header longer than the packet.
+// to skip and to discard, a hop-by-hop header longer than the packet, a
+// PadN too long, a CALIPSO option.
 func FuzzTransitChecks(f *testing.F) {
 	f.Add(ip4{src: pA, dst: pB, opts: sourceRoute(0x83, pB)}.bytes())
 	f.Add(ip4{src: pA, dst: pB, opts: []byte{0x44, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0}}.bytes())
@@ -500,6 +542,8 @@ func FuzzTransitChecks(f *testing.F) {
 	f.Add(ip6{src: pA6, dst: pB6, ext: hbhUnknown(0x1e)}.bytes())
 	f.Add(ip6{src: "fe80::1", dst: "ff02::1", ext: hbhUnknown(0x9e)}.bytes())
 	f.Add(ip6{src: pA6, dst: pB6, ext: []byte{0, header.ProtoUDP, 200, 0, 0, 0, 0, 0, 0}}.bytes())
+	f.Add(ip6{src: pA6, dst: pB6, ext: []byte{0, header.ProtoUDP, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}.bytes())
+	f.Add(ip6{src: pA6, dst: pB6, ext: []byte{0, header.ProtoUDP, 1, 7, 10, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}}.bytes())
 	f.Fuzz(func(t *testing.T, p []byte) {
 		var pkt header.Packet
 		if header.ParseL3(p, &pkt) != header.OK {

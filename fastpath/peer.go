@@ -123,6 +123,13 @@ type Peer struct {
 	stampQueued atomic.Bool
 	stampNext   atomic.Pointer[Peer]
 
+	// endpointSeen is when a worker last found the endpoint live: it saw
+	// authenticated data from it in the interval it published, or roamed
+	// to it (publish.go, markSeen). Written at most once per
+	// PublishInterval by each worker, read by the others before they
+	// roam.
+	endpointSeen atomic.Int64
+
 	// holding is the number of workers that hold packets for the peer
 	// (held.go): one more when a worker's first is held, one less when it
 	// sends or drops the last. Written once per handshake's wait, never
@@ -146,7 +153,7 @@ func (p *Peer) Holding() bool { return p.holding.Load() > 0 }
 // (TestPeerLayout). A field added to Peer takes its room from peerPad.
 const (
 	peerSize = 192
-	peerPad  = 20
+	peerPad  = 12
 )
 
 // Rotate installs kp as the peer's new session the way the whitepaper's

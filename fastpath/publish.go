@@ -30,12 +30,17 @@ func (w *worker) publish(now int64) {
 			p.RxBytes.Add(pl.rxBytes)
 			pl.rxBytes = 0
 		}
-		// Roaming (whitepaper §2.1; ARCHITECTURE.md "Roaming"): move the endpoint to the
-		// newest authenticated source only when nothing authenticated came
-		// from the current endpoint during this interval, so that a peer
-		// spreading its source ports does not make it flip per packet.
-		if pl.lastSrc.IsValid() && !pl.sawCurrent {
+		// Roaming (whitepaper §2.1; ARCHITECTURE.md "Roaming"): move the
+		// endpoint to the newest authenticated source only when nothing
+		// authenticated came from the current endpoint during this
+		// interval, here or (seenElsewhere) at another worker, so that
+		// a peer spreading its source ports, or sending from two
+		// sources that reach two workers, does not make it flip.
+		if pl.sawCurrent {
+			w.markSeen(p, now)
+		} else if pl.lastSrc.IsValid() && !w.seenElsewhere(p, now) {
 			w.roam(pl)
+			w.markSeen(p, now)
 		}
 		pl.lastSrc = netip.AddrPort{}
 		pl.sawCurrent = false
@@ -43,4 +48,34 @@ func (w *worker) publish(now int64) {
 		w.e.stamped.push(p)
 	}
 	w.dirtyPeers = w.dirtyPeers[:0]
+}
+
+// Peer.endpointSeen holds a publish time (engine clock, ns) with its low
+// seenWorkerBits bits replaced by the ID + 1 of the worker that wrote it
+// (a resolution of 65 µs, against intervals of 50 ms).
+const seenWorkerBits = 16
+
+// seenQuiet is how long the endpoint must go unseen by the other workers
+// before a worker moves it to a source of its own: two publish intervals,
+// one for the other worker's sightings to be published (at its next
+// publish, up to PublishInterval later) and one of slack for a late
+// publish. A worker's own sightings it knows at once (sawCurrent).
+const seenQuiet = 2 * int64(PublishInterval)
+
+// markSeen records in p that the worker found p's endpoint live at now.
+func (w *worker) markSeen(p *Peer, now int64) {
+	const mask = 1<<seenWorkerBits - 1
+	storeMax(&p.endpointSeen, now&^mask|int64(w.id+1)&mask)
+}
+
+// seenElsewhere reports whether another worker found p's endpoint live
+// within seenQuiet before now: then the worker that saw only another
+// source leaves the endpoint where it is. The latest mark alone is kept:
+// when it is the worker's own (written at its previous publish, so
+// older marks of others came before the interval it decides on), the
+// endpoint counts as unseen elsewhere.
+func (w *worker) seenElsewhere(p *Peer, now int64) bool {
+	const mask = 1<<seenWorkerBits - 1
+	s := p.endpointSeen.Load()
+	return s != 0 && s&mask != int64(w.id+1)&mask && now-s&^mask < seenQuiet
 }

@@ -57,3 +57,54 @@ func TestPortOnlyNoRoamWhenSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestRoamNoFlipAcrossWorkers: a peer of one source port whose transport
+// data comes from two sources at once, each reaching one of two workers
+// (one the endpoint, one not), keeps its endpoint while both stay live:
+// the worker that sees only the other source does not roam while another
+// worker has seen the endpoint within seenQuiet. Before, each worker
+// judged by its own packets alone, and the endpoint flipped at every
+// publish of either. When the endpoint's source goes quiet, the other
+// source takes over within a few publish intervals.
+func TestRoamNoFlipAcrossWorkers(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 2})
+	r.installKeys()
+	cur := r.peerBA.Endpoint.Load()
+	other := netip.AddrPortFrom(cur.Dst.Addr(), cur.Dst.Port()+1)
+	send := func(q int, src netip.AddrPort) {
+		t.Helper()
+		msg := capture(t, r, 1)[0]
+		f := udpFrame(t, r.wanA.Queue(q).TX(), r.wanB.MAC(), net.HardwareAddr(cur.DstMAC[:]), src.Addr(), wanAddrB, src.Port(), portB, msg)
+		sendAll(t, r.wanA, q, []dataplane.Frame{f})
+		r.b.workers[q].inbound(r.clock.Now())
+		if got := recvAll(t, r.hostB, 1, 20*time.Millisecond, nil); got != 1 {
+			t.Fatalf("delivered %d from %v on queue %d, want 1; drops %v", got, src, q, TotalDrops(r.b.Stats()))
+		}
+	}
+	moves, last := 0, cur.Dst
+	// Each worker publishes every PublishInterval, the two half an
+	// interval apart; both sources send in every half.
+	half := PublishInterval / 2
+	for i := range 20 {
+		send(0, cur.Dst)
+		send(1, other)
+		r.clock.Advance(half)
+		r.b.workers[i%2].publish(r.clock.Now())
+		if ep := r.peerBA.Endpoint.Load().Dst; ep != last {
+			moves++
+			last = ep
+		}
+	}
+	if moves != 0 || last != cur.Dst {
+		t.Errorf("with both sources live the endpoint moved %d times, ending at %v; want it kept at %v", moves, last, cur.Dst)
+	}
+	// The endpoint's source goes quiet: the other takes over.
+	for i := 0; i < 8 && r.peerBA.Endpoint.Load().Dst != other; i++ {
+		send(1, other)
+		r.clock.Advance(half)
+		r.b.workers[i%2].publish(r.clock.Now())
+	}
+	if ep := r.peerBA.Endpoint.Load().Dst; ep != other {
+		t.Errorf("endpoint %v after 4 intervals of data from %v alone, want it roamed there", ep, other)
+	}
+}

@@ -122,9 +122,12 @@ const (
 	// that a worker sees it only on a port without one.
 	DropMulticast
 	// DropIPOptions: a transit packet with options Linux does not forward
-	// (headerOptions, router.go): an IPv4 source route, IPv4 options that
-	// do not parse, an IPv6 hop-by-hop option whose type says to discard
-	// the packet when unknown (RFC 8200 §4.2).
+	// (headerOptions, options.go): an IPv4 source route or CIPSO option,
+	// IPv4 options that do not parse or whose record route or timestamp
+	// pointer or length Linux rejects, a hop-by-hop header Linux rejects
+	// (padding beyond 7 bytes or not zero, more than 8 options, a bad
+	// router alert, CALIPSO or IOAM option), an IPv6 hop-by-hop option
+	// whose type says to discard the packet when unknown (RFC 8200 §4.2).
 	DropIPOptions
 
 	NumDropReasons

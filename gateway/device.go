@@ -453,6 +453,26 @@ func (d *Device) Peers() []PeerStatus {
 func (d *Device) PeerStates(dst []PeerState) []PeerState {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	return d.peerStatesLocked(dst)
+}
+
+// PeerStatesUpTo is PeerStates when the device has at most max peers,
+// counted under the same read lock: with more it reports false and returns
+// dst unchanged, having read none. A caller that exports per-peer data only
+// up to a limit (wgpio's /metrics, MetricsPeers) so never reads more than
+// max peers, however many are added between its own count and this call.
+// Safe for concurrent use.
+func (d *Device) PeerStatesUpTo(dst []PeerState, max int) ([]PeerState, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.peers.Len() > max {
+		return dst, false
+	}
+	return d.peerStatesLocked(dst), true
+}
+
+// peerStatesLocked is PeerStates; d.mu held (read).
+func (d *Device) peerStatesLocked(dst []PeerState) []PeerState {
 	dst = slices.Grow(dst, d.peers.Len())
 	for p := range d.peers.All {
 		s := PeerState{

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,9 +33,9 @@ const fillRingEmptyKey = "xsk_rx_fill_ring_empty_descs"
 // (BenchmarkScrape100k). wgpio_peers counts them whatever their number.
 type collector struct {
 	name     string
-	stats    func() GatewayStats // without Peers
-	peers    func() []PeerStat   // called only within maxPeers
-	maxPeers int                 // 0: no per-peer metrics
+	stats    func() GatewayStats              // without Peers
+	peers    func(max int) ([]PeerStat, bool) // the peers if at most max (boundedPeerStats), called only within maxPeers
+	maxPeers int                              // 0: no per-peer metrics
 
 	encrypted, decrypted, drops, held       *prometheus.Desc
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
@@ -51,9 +52,10 @@ type collector struct {
 }
 
 // newCollector returns the collector of a gateway: stats gives its
-// counters, peers its peers' (read only when there are at most maxPeers,
-// config.WGPIO.MetricsPeers; 0 or less: never).
-func newCollector(name string, maxPeers int, stats func() GatewayStats, peers func() []PeerStat) *collector {
+// counters, peers its peers' when there are at most max, else false
+// (asked with max = maxPeers, config.WGPIO.MetricsPeers, only when the
+// counters count at most that many; 0 or less: never).
+func newCollector(name string, maxPeers int, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool)) *collector {
 	l := prometheus.Labels{"device": name}
 	d := func(n, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("wgpio_"+n, help, labels, l)
@@ -170,7 +172,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.maxPeers <= 0 || s.Device.PeersConfigured > uint64(c.maxPeers) {
 		return
 	}
-	for _, p := range c.peers() {
+	// Peers added since the count: none is read past the limit.
+	ps, ok := c.peers(c.maxPeers)
+	if !ok {
+		return
+	}
+	for _, p := range ps {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
 		ch <- prometheus.MustNewConstMetric(c.peerTx, ctr, float64(p.TxBytes), p.PublicKey)
 		hs := 0.0
@@ -243,7 +250,7 @@ func listenMetrics(file string, w config.WGPIO) (net.Listener, error) {
 // closed: g's counters and the reloads' outcome st.
 func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway, maxPeers int, st *reloadState) error {
 	reg := prometheus.NewRegistry()
-	coll := newCollector(name, maxPeers, func() GatewayStats { return countersOf(g) }, func() []PeerStat { return peerStats(g.Device()) })
+	coll := newCollector(name, maxPeers, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()))
 	for _, c := range append([]prometheus.Collector{coll}, reloadMetrics(name, st)...) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -258,4 +265,28 @@ func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway, maxPeers int,
 		}
 	}()
 	return nil
+}
+
+// boundedPeerStats returns the collector's peers function for dev: the
+// peers' PeerStats (without Endpoint, which no metric exports) when dev
+// has at most max peers, read under the count's lock
+// (gateway.Device.PeerStatesUpTo), else false. It reuses one buffer of
+// states across scrapes, at most max long; concurrent scrapes take
+// turns.
+func boundedPeerStats(dev *gateway.Device) func(max int) ([]PeerStat, bool) {
+	var mu sync.Mutex
+	var buf []gateway.PeerState
+	return func(max int) ([]PeerStat, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		var ok bool
+		if buf, ok = dev.PeerStatesUpTo(buf[:0], max); !ok {
+			return nil, false
+		}
+		out := make([]PeerStat, len(buf))
+		for i, p := range buf {
+			out[i] = PeerStat{PublicKey: p.PublicKey.Base64(), LastHandshake: p.LastHandshake, TxBytes: p.TxBytes, RxBytes: p.RxBytes}
+		}
+		return out, true
+	}
 }

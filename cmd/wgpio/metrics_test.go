@@ -125,7 +125,7 @@ func TestMetricsKernelDrops(t *testing.T) {
 	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 7, "xsk_rx_dropped": 3, fillRingEmptyKey: 3, "xsk_rx_invalid_descs": 0, "xsk_tx_invalid_descs": 0}
 	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func() []PeerStat { return s.Peers })); err != nil {
+	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return s.Peers, true })); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -220,7 +220,7 @@ func TestMetricsPeerLimit(t *testing.T) {
 	}{{config.DefaultMetricsPeers, 9}, {3, 9}, {2, 0}, {config.Off, 0}} {
 		reads := 0
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(newCollector("wg0", tc.maxPeers, func() GatewayStats { return s }, func() []PeerStat { reads++; return peers }))
+		reg.MustRegister(newCollector("wg0", tc.maxPeers, func() GatewayStats { return s }, func(max int) ([]PeerStat, bool) { reads++; return peers, len(peers) <= max }))
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -239,6 +239,46 @@ func TestMetricsPeerLimit(t *testing.T) {
 		}
 		if tc.wantSeries == 0 && reads != 0 {
 			t.Errorf("MetricsPeers %d, 3 peers: the peers were read %d times, want none", tc.maxPeers, reads)
+		}
+	}
+}
+
+// TestMetricsPeersAddedDuringScrape: peers added between a scrape's count
+// of the peers (within MetricsPeers) and its read of them are not read:
+// the scrape exports no per-peer series then, rather than every peer's
+// (before, at 100,000 peers, a read of all 300,000 series the limit is
+// there to avoid), and the next scrape, counting them, reads none.
+func TestMetricsPeersAddedDuringScrape(t *testing.T) {
+	dev := deviceWithPeers(t, 3)
+	added := false
+	stats := func() GatewayStats {
+		st := dev.Stats()
+		if !added { // after the count, before the read
+			if err := dev.AddPeers(testPeerConfigs(3, 5)); err != nil {
+				t.Fatal(err)
+			}
+			added = true
+		}
+		return GatewayStats{Device: &st}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector("wg0", 3, stats, boundedPeerStats(dev)))
+	for _, want := range []float64{3, 8} {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		series, count := 0, -1.0
+		for _, mf := range mfs {
+			switch name := mf.GetName(); {
+			case strings.HasPrefix(name, "wgpio_peer_"):
+				series += len(mf.GetMetric())
+			case name == "wgpio_peers":
+				count = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		if series != 0 || count != want {
+			t.Errorf("MetricsPeers 3, %v peers counted, 8 configured: %d per-peer series and wgpio_peers %v, want 0 and %v", want, series, count, want)
 		}
 	}
 }

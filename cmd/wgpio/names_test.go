@@ -118,7 +118,7 @@ func jsonKeys(t *testing.T, b []byte) []string {
 // of the reason and port labels.
 func metricNames(t *testing.T, s GatewayStats) []string {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func() []PeerStat { return s.Peers })); err != nil {
+	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return s.Peers, true })); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -19,7 +19,11 @@ import (
 
 // device100k is a gateway.Device over a fast path on memport ports with
 // 100,000 peers, each with a /32 and a /128 and an endpoint.
-func device100k(b *testing.B) *gateway.Device {
+func device100k(b *testing.B) *gateway.Device { return deviceWithPeers(b, 100000) }
+
+// deviceWithPeers is device100k with n peers (at most 65,536 distinct
+// endpoints and 16,777,216 prefixes).
+func deviceWithPeers(b testing.TB, n int) *gateway.Device {
 	b.Helper()
 	mac := func(x byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 9, x} }
 	lan, host, err := memport.NewPair(memport.Config{Name: "sb1", MACA: mac(1), MACB: mac(2)})
@@ -48,19 +52,26 @@ func device100k(b *testing.B) *gateway.Device {
 		wan.Close()
 		far.Close()
 	})
-	cs := make([]gateway.PeerConfig, 100000)
-	for i := range cs {
-		var k noise.PublicKey
-		k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 1
-		cs[i] = gateway.PeerConfig{PublicKey: k, Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 51820),
-			AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32),
-				netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}), 128)}}
-	}
-	if err := dev.AddPeers(cs); err != nil {
+	if err := dev.AddPeers(testPeerConfigs(0, n)); err != nil {
 		b.Fatal(err)
 	}
 	dev.Settle() // the static-static DH of the new peers, done in the background
 	return dev
+}
+
+// testPeerConfigs is the configuration of deviceWithPeers' peers first to
+// first+n-1.
+func testPeerConfigs(first, n int) []gateway.PeerConfig {
+	cs := make([]gateway.PeerConfig, n)
+	for j := range cs {
+		i := first + j
+		var k noise.PublicKey
+		k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 1
+		cs[j] = gateway.PeerConfig{PublicKey: k, Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 51820),
+			AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32),
+				netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(i >> 16), byte(i >> 8), byte(i)}), 128)}}
+	}
+	return cs
 }
 
 type fixedMAC struct{}
@@ -91,7 +102,7 @@ func BenchmarkScrape100k(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(newCollector("wg0", bc.maxPeers, func() GatewayStats { st := dev.Stats(); return GatewayStats{Device: &st} },
-				func() []PeerStat { return peerStats(dev) }))
+				boundedPeerStats(dev)))
 			b.ReportAllocs()
 			for b.Loop() {
 				mfs, err := reg.Gather()

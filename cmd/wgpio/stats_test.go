@@ -95,6 +95,12 @@ func TestCompatStatsJSON(t *testing.T) {
 				t.Errorf("%s: JSON has %q: %v, want %v:\n%s", tc.name, k, ok, tc.present, b)
 			}
 		}
+		// compat carries its counters; compat-mqtun keeps none (the
+		// kernel's TUN and sockets carry its packets) and leaves the key
+		// out, never "compat": null; the fast path has none.
+		if c, ok := m["compat"]; ok != (tc.name == "compat") || string(c) == "null" {
+			t.Errorf("%s: JSON \"compat\" = %s (present %v):\n%s", tc.name, c, ok, b)
+		}
 		if tc.present {
 			continue
 		}

@@ -35,7 +35,14 @@ type dataplane_ struct {
 	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
 	// left are the prefixes that left the configuration, whose routes
 	// into the exception TUN stay (forget); guarded by mu.
-	left     map[netip.Prefix]struct{}
+	left map[netip.Prefix]struct{}
+	// kept are the prefixes that left the configuration while in the
+	// LAN map of a gateway without an exception TUN: they stay in the
+	// map (forget), so the engine drops what the LAN sends them; keptN
+	// counts them per family, slots the configuration's prefixes take
+	// back first (balance); guarded by mu.
+	kept     map[netip.Prefix]struct{}
+	keptN    [2]int
 	peerSeq  map[*fastpath.Peer]uint64 // order the peers came in; guarded by mu
 	seq      uint64                    // the last order given; guarded by mu
 	inMap    [2]prefixHeap             // per family, the prefixes in the map, worst on top; guarded by mu
@@ -109,7 +116,8 @@ func (h *prefixHeap) Pop() any {
 
 func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
 	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings),
-		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: make(map[netip.Prefix]struct{})}
+		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: make(map[netip.Prefix]struct{}),
+		kept: make(map[netip.Prefix]struct{})}
 	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
 	return d
 }
@@ -166,7 +174,14 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.entries[p] = e
 			delete(d.left, p)
 			d.route(p)
-			heap.Push(&d.waiting[family(p)], e)
+			if _, ok := d.kept[p]; ok { // in the map still, in its slot
+				delete(d.kept, p)
+				d.keptN[family(p)]--
+				e.mapped = true
+				heap.Push(&d.inMap[family(p)], e)
+			} else {
+				heap.Push(&d.waiting[family(p)], e)
+			}
 		case e.peer != owner:
 			d.seq++
 			e.peer, e.rank = owner, [2]uint64{d.peerSeq[owner], d.seq}
@@ -206,11 +221,21 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 // 166 of host A's datagrams in the 50 ms between a peer's removal and
 // its addition again). `ip route del PREFIX dev NAME` hands such a
 // prefix back to the host's routes; a route of its key added then keeps
-// it theirs (restoreLeft).
+// it theirs (restoreLeft). Without an exception TUN there is no route to
+// keep: a prefix in the map stays there instead (kept), so the XDP
+// program goes on redirecting its packets to the engine, which drops
+// them as no_route, until the prefix enters the configuration again,
+// the map needs its slot for one of the configuration's (balance) or the
+// gateway stops (TestRemovedPeerNoCleartextNoTUN). Default routes (/0)
+// are kept by neither, as no route into the exception TUN is made for
+// them.
 func (d *dataplane_) forget(e *prefixEntry) {
 	f := family(e.pfx)
 	if e.mapped {
-		if err := d.lan.DeletePrefix(e.pfx); err != nil {
+		if d.excLink == nil && e.pfx.Bits() > 0 {
+			d.kept[e.pfx] = struct{}{}
+			d.keptN[f]++
+		} else if err := d.lan.DeletePrefix(e.pfx); err != nil {
 			d.warn.Warn("delete prefix from the LAN XDP map", "prefix", e.pfx, "err", err)
 		}
 		heap.Remove(&d.inMap[f], e.index)
@@ -223,6 +248,25 @@ func (d *dataplane_) forget(e *prefixEntry) {
 	}
 }
 
+// unkeep takes one prefix of family f that left the configuration out of
+// the LAN map (forget), to free its slot for one of the configuration's:
+// the kernel forwards what the LAN sends it by the host's routes again.
+func (d *dataplane_) unkeep(f int) error {
+	for p := range d.kept {
+		if family(p) != f {
+			continue
+		}
+		if err := d.lan.DeletePrefix(p); err != nil {
+			return fmt.Errorf("delete %v: %w", p, err)
+		}
+		delete(d.kept, p)
+		d.keptN[f]--
+		d.warn.Log(slog.LevelInfo, "the LAN XDP prefix map is full: a prefix that left the configuration is no longer kept in it, the kernel forwards its packets by the host's routes", "prefix", p)
+		return nil
+	}
+	return fmt.Errorf("%s of family %d kept, none found", plural.Count(d.keptN[f], "prefix", "prefixes"), f)
+}
+
 // balance fills family f's free slots with the best waiting prefixes and
 // gives a slot held by a prefix of lower rank to a waiting one of higher.
 // Each step is a map operation and a heap operation: the work follows the
@@ -231,6 +275,12 @@ func (d *dataplane_) balance(f int) error {
 	in, wait := &d.inMap[f], &d.waiting[f]
 	for wait.Len() > 0 {
 		best := wait.e[0]
+		if in.Len()+d.keptN[f] >= d.capacity && d.keptN[f] > 0 {
+			if err := d.unkeep(f); err != nil {
+				return err
+			}
+			continue
+		}
 		if in.Len() >= d.capacity {
 			worst := in.e[0]
 			if !(best.rank[0] < worst.rank[0] || best.rank[0] == worst.rank[0] && best.rank[1] < worst.rank[1]) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
@@ -111,9 +112,28 @@ func TestPrefixMapRanks(t *testing.T) {
 	if err := d.UpdatePeers(c); err != nil {
 		t.Fatalf("UpdatePeers that frees the map = %v, want nil", err)
 	}
-	inMap(1, 2, 15)
-	if len(d.entries) != 4 || d.waiting[0].Len()+d.waiting[1].Len() != 0 {
-		t.Errorf("%d prefixes configured, %d waiting; want 4 and 0", len(d.entries), d.waiting[0].Len()+d.waiting[1].Len())
+	// Without an exception TUN, b's prefix that was in the map stays
+	// there (forget): the engine drops what the LAN sends it.
+	inMap(1, 2, 10, 15)
+	if len(d.entries) != 4 || d.waiting[0].Len()+d.waiting[1].Len() != 0 || d.keptN[0] != 1 {
+		t.Errorf("%d prefixes configured, %d waiting, %d kept; want 4, 0 and 1", len(d.entries), d.waiting[0].Len()+d.waiting[1].Len(), d.keptN[0])
+	}
+	// A kept prefix that comes back takes its slot as it is (fakeMap
+	// fails an add of a prefix it holds).
+	if err := d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(15)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(15), Peer: pa}}}); err != nil {
+		t.Fatalf("UpdatePeers bringing a kept prefix back = %v, want nil", err)
+	}
+	inMap(1, 2, 10, 15)
+	// A prefix of the configuration takes a kept one's slot.
+	if err := d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(20), Peer: pa}}}); err != nil {
+		t.Fatalf("UpdatePeers for a kept prefix's slot = %v, want nil", err)
+	}
+	inMap(1, 2, 15, 20)
+	if d.keptN[0] != 0 || len(d.kept) != 0 {
+		t.Errorf("%d (%d) prefixes kept, want 0", d.keptN[0], len(d.kept))
 	}
 }
 
@@ -230,6 +250,9 @@ func TestPrefixWarningsCapped(t *testing.T) {
 	if err := d.UpdatePeers(add); err != nil {
 		t.Fatal(err)
 	}
+	// The map's deletes are an exception TUN's gateway's (without, forget
+	// keeps the prefixes in the map); d.nl is not used by a removal.
+	d.excLink = &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: 1}}
 	d.UpdatePeers(remove)
 	want := map[string]int{
 		"delete prefix from the LAN XDP map":                                           maxPrefixWarnings,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
@@ -149,4 +150,49 @@ func isWireGuard(msg []byte) bool {
 		return len(msg) >= 32 && (len(msg)-32)%16 == 0
 	}
 	return false
+}
+
+// TestRemovedPeerNoCleartextNoTUN: TestRemovedPeerNoCleartext for a
+// gateway without an exception TUN (no Address), which has no route to
+// keep: the removed peer's prefixes stay in the LAN XDP map, so the LAN's
+// traffic to them reaches the engine, which drops it (no_route), and the
+// gateway's default route toward the WAN router never carries it out in
+// cleartext, as it did while the removal deleted them from the map.
+func TestRemovedPeerNoCleartextNoTUN(t *testing.T) {
+	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
+	s := newSite(t, twosite.Config{Routed: true, NoFastPath: true})
+	fc := s.FastConfig
+	fc.Addresses = nil
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GwA.AddRoute("default", "198.18.1.254", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	wan := startCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.1.254"), t.TempDir()+"/wan.pcap", "ip or ip6")
+	wgCmd(t, "set", s.GwName, "peer", fc.Peers[0].PublicKey.String(), "remove")
+	before := s.Gateway.Engine().Stats()
+	const n = 50
+	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+	var noRoute uint64
+	pollUntil(5*time.Second, func() bool {
+		noRoute = fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoRoute] - fastpath.TotalDrops(before)[fastpath.DropNoRoute]
+		return noRoute >= n
+	})
+	wan.stop()
+	frames, leaks := wanLeaks(t, wan.file)
+	if len(leaks) > 0 {
+		t.Errorf("after the peer's removal, %d of the %d frames on the WAN are not WireGuard; the first: %s", len(leaks), frames, leaks[0])
+	}
+	if noRoute < n {
+		lost, detail := lanPathLosses(t, s)
+		t.Errorf("%d datagrams to the removed peer's allowed IPs, %d counted as no_route (LAN path losses %d: %s)", n, noRoute, lost, detail)
+	}
 }
