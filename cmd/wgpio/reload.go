@@ -191,9 +191,10 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			var r reloaded
 			err := l.err
 			if err == nil {
-				// The file's warnings (keys wgpio ignores, a prefix two
-				// peers list), as `wgpio up` logs them at start: `kill
-				// -HUP` runs no `wgpio check` before it.
+				// The file's warnings (its mode, keys wgpio ignores, a
+				// prefix two peers list), as `wgpio up` logs them at
+				// start: `kill -HUP` runs no `wgpio check` before it.
+				warnWorldAccessible(log, path)
 				for _, w := range l.f.Warnings {
 					log.Warn("reload: config", "warning", w.String())
 				}

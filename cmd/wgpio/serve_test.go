@@ -333,9 +333,9 @@ func hangingStart() {
 }
 
 // TestServeReloadLogsWarnings: a reload logs the warnings of the file it
-// applies (a key wgpio ignores, a prefix that a later peer takes from an
-// earlier one), as `wgpio up` does at start and `wgpio check` does by
-// hand. Before, a reload by `kill -HUP` applied the file silently: a new
+// applies (its mode, when every user may read it; a key wgpio ignores, a
+// prefix that a later peer takes from an earlier one), as `wgpio up` does
+// at start and `wgpio check` does by hand. Before, a reload by `kill -HUP` applied the file silently: a new
 // peer whose AllowedIPs took another road warrior's address was logged
 // nowhere.
 func TestServeReloadLogsWarnings(t *testing.T) {
@@ -360,6 +360,9 @@ func TestServeReloadLogsWarnings(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(path, 0o604); err != nil {
+		t.Fatal(err)
+	}
 	kill(t, syscall.SIGHUP)
 	for end := time.Now().Add(5 * time.Second); dev.nsets() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -370,6 +373,7 @@ func TestServeReloadLogsWarnings(t *testing.T) {
 	wantStop(t, out, 5*time.Second)
 	got := logBuf.String()
 	for _, want := range []string{
+		"world accessible",
 		`wg0.conf:3: key \"DNS\": ignored`,
 		`wg0.conf:9: key \"AllowedIPs\": 198.18.9.2/32 is also in the [Peer] at line 4`,
 	} {
