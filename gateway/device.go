@@ -112,7 +112,8 @@ type Device struct {
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
 	uapiIdle  time.Duration         // uapiIdleTimeout; tests shorten it before serving
 
-	badMAC1Logged atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
+	badMAC1Logged     atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
+	unknownPeerLogged atomic.Int64 // when warnUnknownPeer last logged (Options.Now's clock), 0: never
 }
 
 // peer is the control plane's state of one peer. fp and pub are immutable;

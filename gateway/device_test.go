@@ -320,6 +320,44 @@ func TestBadMAC1Warns(t *testing.T) {
 	}
 }
 
+// TestUnknownPeerWarns: an initiation from a key that is no peer's (here
+// a peer removed, as after a key rotation, whose device still tries) is
+// dropped and counted as unknown_peer, and logged at warning level at
+// most once a minute with the key and the source, so that the operator
+// of a concentrator can tell which device it is. Before, only the counter
+// grew.
+func TestUnknownPeerWarns(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var logs bytes.Buffer
+	r.dev.log = slog.New(slog.NewTextHandler(&logs, nil))
+	if !r.dev.RemovePeer(r.wgPub) {
+		t.Fatal("RemovePeer: no such peer")
+	}
+	src := netip.MustParseAddrPort("198.18.0.2:40001")
+	const msg = "public key that is no peer of this gateway"
+	try := func() {
+		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: r.wgInitiation(t)})
+	}
+	try()
+	try()
+	if n := strings.Count(logs.String(), msg); n != 1 {
+		t.Fatalf("two initiations from an unknown key within a minute logged %d times, want 1:\n%s", n, logs.String())
+	}
+	for _, want := range []string{"level=WARN", `public_key="` + r.wgPub.Base64() + `"`, "src=198.18.0.2:40001"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("warning lacks %q:\n%s", want, logs.String())
+		}
+	}
+	r.f.clock.Add(int64(61 * time.Second))
+	try()
+	if n := strings.Count(logs.String(), msg); n != 2 {
+		t.Errorf("an unknown key a minute later: logged %d times in all, want 2", n)
+	}
+	if got := r.dev.Stats().Drops[DropUnknownPeer]; got != 3 {
+		t.Errorf("unknown_peer = %d, want 3", got)
+	}
+}
+
 // TestStartErrorSticks: a Start that failed (the UAPI socket could not be
 // made) started nothing, and a second Start must say so again rather than
 // return nil with nothing running.

@@ -174,6 +174,24 @@ func (d *Device) warnBadMAC1(src netip.AddrPort, now int64) {
 		"src", src)
 }
 
+// warnUnknownPeer logs, at most once per badMAC1Every, an initiation
+// whose MAC1 verified but whose initiator's static key (decrypted from
+// it, whitepaper §5.4.2) is no peer's: a device removed, or whose key was
+// rotated, that still tries, or one whose key was not added yet. The key
+// and the source are logged so that the operator can tell which; the
+// kernel logs only "Invalid handshake initiation from" the source, at
+// debug level. The message is unauthenticated (anyone who knows this
+// gateway's public key can make one with any key), hence the rate.
+// Safe for concurrent use.
+func (d *Device) warnUnknownPeer(k noise.PublicKey, src netip.AddrPort, now int64) {
+	last := d.unknownPeerLogged.Load()
+	if last != 0 && now-last < badMAC1Every || !d.unknownPeerLogged.CompareAndSwap(last, now) {
+		return
+	}
+	d.log.Warn("handshake initiation from a public key that is no peer of this gateway dropped: a device removed or whose key changed still tries, or its key is not added yet (wg set NAME peer KEY allowed-ips ...); counted as unknown_peer, logged at most once a minute",
+		"public_key", k.Base64(), "src", src)
+}
+
 // cookieReply answers m, an initiation or response without a valid MAC2
 // under load, with a cookie reply (whitepaper §5.4.7), within the global
 // budget of cookie replies. idMu held for reading.
@@ -237,16 +255,19 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 // sent.
 func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (p *peer, moved, ok bool) {
 	// p is locked once the lookup found it.
+	var unknown noise.PublicKey // the initiator's static key, when no peer has it
 	hs, err := id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
 		d.mu.RLock()
 		q := d.byKey[k]
 		d.mu.RUnlock()
 		if q == nil {
+			unknown = k
 			return nil
 		}
 		q.mu.Lock()
 		if q.removed || q.hs == nil {
 			q.mu.Unlock()
+			unknown = k
 			return nil
 		}
 		p = q
@@ -255,6 +276,9 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	if err != nil {
 		if errors.Is(err, noise.DropUnknownPeer) {
 			d.stats.drop(DropUnknownPeer)
+			if !unknown.IsZero() {
+				d.warnUnknownPeer(unknown, m.Src, now)
+			}
 		} else {
 			d.stats.drop(DropHandshakeInvalid)
 		}

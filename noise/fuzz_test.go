@@ -135,6 +135,10 @@ func FuzzParseKey(f *testing.F) {
 			if k2, err := noise.ParsePublicKey(k.Base64()); err != nil || k2 != k {
 				t.Fatalf("base64 round trip of %q", s)
 			}
+			// Only the canonical form parses, as in wg(8).
+			if k.Base64() != s {
+				t.Fatalf("ParsePublicKey(%q) took a form other than %q", s, k.Base64())
+			}
 		}
 		if k, err := noise.ParsePublicKeyHex(s); err == nil {
 			if k2, err := noise.ParsePublicKeyHex(k.Hex()); err != nil || k2 != k {

@@ -71,16 +71,22 @@ func (k *PrivateKey) scalar() (*ecdh.PrivateKey, error) {
 	return ecdh.X25519().NewPrivateKey(k[:])
 }
 
+// parseKey decodes s into dst: enc "base64" takes the 44 characters
+// that wg(8) writes and nothing else (wireguard-tools encoding.c,
+// key_from_base64: padded, and the two bits past the key in the 43rd
+// character zero), so that a file wg-quick refuses is refused here too,
+// and a key that parses prints back as it was written; any other enc
+// takes 64 hex digits (the UAPI).
 func parseKey(dst *[KeySize]byte, s string, what, enc string) error {
 	var n int
 	var err error
 	var buf [KeySize + 3]byte
 	switch enc {
 	case "base64":
-		if base64.StdEncoding.DecodedLen(len(s)) > len(buf) {
+		if len(s) != base64.StdEncoding.EncodedLen(KeySize) {
 			return fmt.Errorf("parse %s: %w", what, ErrKeyFormat)
 		}
-		n, err = base64.StdEncoding.Decode(buf[:], []byte(s))
+		n, err = base64.StdEncoding.Strict().Decode(buf[:], []byte(s))
 	default:
 		if len(s) != 2*KeySize {
 			return fmt.Errorf("parse %s: %w", what, ErrKeyFormat)

@@ -54,6 +54,13 @@ func TestKeyParseErrors(t *testing.T) {
 		{"base64 short", func(s string) error { _, err := noise.ParsePrivateKey(s); return err }, aliceB64[:40]},
 		{"base64 long", func(s string) error { _, err := noise.ParsePublicKey(s); return err }, aliceB64 + "AAAA"},
 		{"base64 garbage", func(s string) error { _, err := noise.ParsePresharedKey(s); return err }, "!!!!" + aliceB64[4:]},
+		// The 43rd character of a 32-byte key carries 4 bits of it and 2
+		// that must be zero: "o" (40) is canonical, "p" (41) is the same
+		// key with a low bit set, which wg(8) refuses ("Key is not the
+		// correct length or format") and Go's lenient decoder took.
+		{"base64 non-canonical", func(s string) error { _, err := noise.ParsePrivateKey(s); return err }, aliceB64[:42] + "p="},
+		{"base64 newline", func(s string) error { _, err := noise.ParsePublicKey(s); return err }, alicePubB64[:20] + "\n" + alicePubB64[20:]},
+		{"base64 no padding", func(s string) error { _, err := noise.ParsePublicKey(s); return err }, alicePubB64[:43]},
 		{"hex short", func(s string) error { _, err := noise.ParsePrivateKeyHex(s); return err }, aliceHex[:62]},
 		{"hex odd", func(s string) error { _, err := noise.ParsePublicKeyHex(s); return err }, aliceHex[:63] + "g"},
 		{"empty", func(s string) error { _, err := noise.ParsePresharedKeyHex(s); return err }, ""},

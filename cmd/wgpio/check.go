@@ -14,8 +14,8 @@ const checkUsage = `usage: wgpio check -c FILE
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
 errors (file, line and key; exit status 1) or that it is fine (exit status 0),
-with the warnings up would log: keys wgpio does not act on, and those the
-file's Mode ignores. It looks at the file only, not at the system (the
+with the warnings up would log: a file every user may read, keys wgpio
+does not act on, and those the file's Mode ignores. It looks at the file only, not at the system (the
 interfaces, CPUs and privileges are checked by up), and applies nothing.
 dist/wgpio.service runs it before each reload, so that systemctl reload
 fails on a file a reload would not apply.
@@ -53,6 +53,9 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	if err := checkVLANMode(f.Name, w); err != nil {
 		return err
+	}
+	if perm, ok := worldAccessible(*conf); ok {
+		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleWarning, perm, *conf)
 	}
 	for _, warning := range append(f.Warnings, ignoredKeys(f, w)...) {
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)

@@ -31,13 +31,18 @@ func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, text     string
-		stdout, stderr string // substrings wanted ("" none)
-		err            string // substring of the error; "" none
+		mode           os.FileMode // 0: 0600
+		stdout, stderr string      // substrings wanted ("" none)
+		err            string      // substring of the error; "" none
 	}{
 		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
 		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nCPUs = 0\n" + peers,
 			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warnings.conf:7: key "CPUs": ignored in Mode = compat`},
+		// up warns of a file every user may read (it holds the private
+		// key), as wg-quick does; check said nothing of it.
+		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
+			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
@@ -47,6 +52,11 @@ func TestCheck(t *testing.T) {
 			path := filepath.Join(dir, tc.name+".conf")
 			if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
 				t.Fatal(err)
+			}
+			if tc.mode != 0 {
+				if err := os.Chmod(path, tc.mode); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var stdout, stderr strings.Builder
 			err := check(&stdout, &stderr, []string{"-c", path})

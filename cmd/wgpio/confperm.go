@@ -14,12 +14,22 @@ import (
 // file that cannot be stat'ed is not warned of: reading it has failed or
 // will fail with its own error.
 func warnWorldAccessible(log *slog.Logger, path string) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return
-	}
-	if perm := st.Mode().Perm(); perm&0o007 != 0 {
-		log.Warn("the configuration file is world accessible, and it holds the private key",
+	if perm, ok := worldAccessible(path); ok {
+		log.Warn(worldAccessibleWarning,
 			"file", path, "mode", fmt.Sprintf("%#o", perm), "fix", "chmod o-rwx "+path)
 	}
+}
+
+const worldAccessibleWarning = "the configuration file is world accessible, and it holds the private key"
+
+// worldAccessible reports whether every user may read or write the file
+// at path (warnWorldAccessible), with its permission bits; false for a
+// file that cannot be stat'ed.
+func worldAccessible(path string) (os.FileMode, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	perm := st.Mode().Perm()
+	return perm, perm&0o007 != 0
 }

@@ -133,9 +133,9 @@ type loaded struct {
 
 // serve waits for SIGINT or SIGTERM and returns it; each SIGHUP meanwhile
 // reloads the configuration file started.Name into dev (apply) and logs
-// what it applied: the peers added, removed and kept, and the keys of the
-// file that differ from those the gateway started with but take effect
-// only at the next start. started is the file as loaded at start, before
+// the file's warnings and what it applied: the peers added, removed and
+// kept, and the keys of the file that differ from those the gateway
+// started with but take effect only at the next start. started is the file as loaded at start, before
 // the command line's overrides. Each reload's outcome goes to st (nil:
 // none), which /metrics exports. Without this, SIGHUP (`systemctl reload`,
 // `kill -HUP`, a closed terminal) ended the process at once, as Go's
@@ -191,6 +191,13 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			var r reloaded
 			err := l.err
 			if err == nil {
+				// The file's warnings (its mode, keys wgpio ignores, a
+				// prefix two peers list), as `wgpio up` logs them at
+				// start: `kill -HUP` runs no `wgpio check` before it.
+				warnWorldAccessible(log, path)
+				for _, w := range l.f.Warnings {
+					log.Warn("reload: config", "warning", w.String())
+				}
 				r, err = apply(started, l.f, dev)
 			}
 			st.record(err, time.Now())

@@ -331,3 +331,54 @@ func hangingStart() {
 	os.Stdout.WriteString("starting\n")
 	select {}
 }
+
+// TestServeReloadLogsWarnings: a reload logs the warnings of the file it
+// applies (its mode, when every user may read it; a key wgpio ignores, a
+// prefix that a later peer takes from an earlier one), as `wgpio up` does
+// at start and `wgpio check` does by hand. Before, a reload by `kill -HUP` applied the file silently: a new
+// peer whose AllowedIPs took another road warrior's address was logged
+// nowhere.
+func TestServeReloadLogsWarnings(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
+	k, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := func() string {
+		p, err := noise.NewPrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.PublicKey().Base64()
+	}
+	text := "[Interface]\nPrivateKey = " + k.Base64() + "\nDNS = 198.18.1.2\n" +
+		"[Peer]\nPublicKey = " + pub() + "\nAllowedIPs = 198.18.9.2/32\n" +
+		"[Peer]\nPublicKey = " + pub() + "\nAllowedIPs = 198.18.9.2/32\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, syscall.SIGHUP)
+	for end := time.Now().Add(5 * time.Second); dev.nsets() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no reload after SIGHUP")
+		}
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+	got := logBuf.String()
+	for _, want := range []string{
+		"world accessible",
+		`wg0.conf:3: key \"DNS\": ignored`,
+		`wg0.conf:9: key \"AllowedIPs\": 198.18.9.2/32 is also in the [Peer] at line 4`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reload log lacks %q:\n%s", want, got)
+		}
+	}
+}
