@@ -390,6 +390,14 @@ func (k *KernelRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 	return r.nextHop(dst)
 }
 
+// PrefixLen returns the length in bits of the prefix of the kernel's
+// route toward dst that NextHop follows (the longest that holds it, of
+// any interface but the one Ignore left out, an unreachable or blackhole
+// route included: Linux's route lookup stops there too), or -1 when no
+// route covers dst. See StaticRoutes.PrefixLen. Safe for concurrent use;
+// allocates nothing.
+func (k *KernelRoutes) PrefixLen(dst netip.Addr) int { return prefixLen(k.snap.Load(), dst) }
+
 // Close stops following the kernel and releases the netlink sockets.
 func (k *KernelRoutes) Close() error {
 	close(k.done)

@@ -44,6 +44,16 @@ func lookupRoute(t *routeTable, dst netip.Addr) (netip.Addr, int, bool) {
 	return r.nextHop(dst)
 }
 
+// prefixLen is the length in bits of the prefix of t's route toward dst
+// (the longest that holds it), or -1 when no route covers dst.
+func prefixLen(t *routeTable, dst netip.Addr) int {
+	r, ok := t.Lookup(dst.Unmap().WithZone(""))
+	if !ok {
+		return -1
+	}
+	return r.Prefix.Bits()
+}
+
 // StaticRoutes is the Resolver of owned mode: configured routes, the
 // longest prefix wins. Immutable after NewStaticRoutes; safe for
 // concurrent use.
@@ -86,3 +96,11 @@ func NewStaticRoutes(routes []Route) (*StaticRoutes, error) {
 func (s *StaticRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 	return lookupRoute(s.t, dst)
 }
+
+// PrefixLen returns the length in bits of the prefix of the route toward
+// dst that NextHop follows (the longest that holds dst), or -1 when no
+// route covers it. The fast path compares it with an allowed-IPs prefix
+// to decide, as Linux's longest-prefix match would, whether a decrypted
+// packet goes to the LAN or back into the tunnel (fastpath.RouteLengths).
+// Safe for concurrent use; allocates nothing.
+func (s *StaticRoutes) PrefixLen(dst netip.Addr) int { return prefixLen(s.t, dst) }

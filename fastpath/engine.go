@@ -66,6 +66,22 @@ type Resolver interface {
 	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
 }
 
+// RouteLengths is what a LAN Resolver may implement besides Resolve: the
+// length in bits of the prefix of its route toward dst (the longest that
+// holds dst, whichever interface it leads to), or -1 when no route covers
+// dst. A worker weighs it against the allowed-IPs prefix of a decrypted
+// packet's destination to decide, as Linux's longest-prefix match over a
+// table holding both would, whether the packet goes to the LAN or back
+// into the tunnel (hairpin.go). Called once per destination that some
+// peer's allowed IPs hold, per burst, never for other packets; it must be
+// safe for concurrent use and allocate nothing. A LAN Resolver without it
+// counts as one with no route: every such destination goes back into the
+// tunnel (but those only a /0 holds). arp.KernelRoutes and
+// arp.StaticRoutes give it (gateway/fastgw's resolver passes it on).
+type RouteLengths interface {
+	PrefixLen(dst netip.Addr) int
+}
+
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
 // addresses in the owned address mode, and learns from what it sees (e.g.
 // an arp.Responder). Workers call it for every ARP frame and every ICMPv6
@@ -104,7 +120,9 @@ type Config struct {
 	// gateway/tunnelmtu (CheckWAN), as gateway/fastgw does.
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
-	// Both are required.
+	// Both are required. A LANResolver that is also a RouteLengths
+	// decides which decrypted packets go back into the tunnel (peer to
+	// peer, hairpin.go).
 	WANResolver, LANResolver Resolver
 	// WANVLAN and LANVLAN are the IEEE 802.1Q VLAN (1-4094) each side
 	// runs on, or 0 for untagged frames. A worker takes from a port only
@@ -250,6 +268,8 @@ type Engine struct {
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
 	// SetLANMTU; a worker loads it once per inbound burst.
 	lanMTU atomic.Int64
+	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
+	lanLens RouteLengths
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -343,6 +363,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
+	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
 	e.SetLANAddrs(cfg.LANAddr4, cfg.LANAddr6)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:

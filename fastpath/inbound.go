@@ -47,6 +47,9 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	out, consumed := w.deliver(frames, &bad, now)
 	w.freeRest(w.wanRX, frames, &bad, left+consumed)
 	w.transmit(w.lanTX, out)
+	if len(w.hair) > 0 {
+		w.hairpinBurst(now) // peer to peer (hairpin.go)
+	}
 	// Keep no keypair past the burst: one the control plane zeroes must
 	// not stay reachable from an idle worker (key hygiene).
 	for i := range frames {
@@ -86,17 +89,19 @@ type openMeta struct {
 type innerVerdict uint8
 
 const (
-	innerDeliver     innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
-	innerKeepalive                       // empty: a keepalive (whitepaper §6.5)
-	innerMalformed                       // not a well-formed IP packet
-	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
-	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
-	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
-	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
-	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
-	innerMartian                         // an address no router forwards (transitAddrs)
-	innerMulticast                       // to a multicast or broadcast address, without an exception interface
-	innerOptions                         // options Linux does not forward (headerOptions)
+	innerDeliver      innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
+	innerKeepalive                        // empty: a keepalive (whitepaper §6.5)
+	innerMalformed                        // not a well-formed IP packet
+	innerForeign                          // source outside the peer's allowed IPs (whitepaper §2)
+	innerOwn                              // for the gateway's own tunnel address (trimmed, no Ethernet)
+	innerNoNeighbour                      // next hop not resolved yet (trimmed, no Ethernet)
+	innerTTLExceeded                      // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
+	innerOverLANMTU                       // larger than the LAN MTU (trimmed, no Ethernet)
+	innerMartian                          // an address no router forwards (transitAddrs)
+	innerMulticast                        // to a multicast or broadcast address, without an exception interface
+	innerOptions                          // options Linux does not forward (headerOptions)
+	innerHairpin                          // back into the tunnel, to another peer or the same (hairpin.go; hop put back, LAN Ethernet in front)
+	innerTunnelTooBig                     // back into the tunnel but over its MTU, DF or IPv6 (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -128,7 +133,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, int(w.e.lanMTU.Load())
-	w.lanMTU = lanMTU // for toLANOverMTU, in the third pass
+	w.lanMTU = lanMTU        // for toLANOverMTU, in the third pass
+	w.hairDst = netip.Addr{} // tunnelBound's answer is the burst's (the LAN's routes may have changed)
 	own := len(rt.own) > 0 && exc != nil
 	if lanMTU <= 0 { // no limit known: one compare per packet either way
 		lanMTU = int(^uint(0) >> 1)
@@ -306,12 +312,22 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if clamp {
 			w.clampMSS(ip)
 		}
+		// Into a peer's allowed IPs (hairpin.go): asked only of a
+		// destination not already sent to the LAN in this burst.
 		if len(ip) > lanMTU {
+			if w.tunnelBound(rt, dst) {
+				m.verdict = w.hairpin(f, m, ip)
+				continue
+			}
 			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
 			continue
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
+			if w.tunnelBound(rt, dst) {
+				m.verdict = w.hairpin(f, m, ip)
+				continue
+			}
 			// Behind frames that wait for the same neighbour
 			// (neighbour.go: their order is kept), or waiting.
 			if w.nbrWaiting(dst) {
@@ -489,6 +505,15 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropMulticast]++
 		case innerOptions:
 			bad[DropIPOptions]++
+		case innerHairpin:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len() - w.lanL2)
+			w.hair = append(w.hair, *f)
+			*f = dataplane.Frame{}
+		case innerTunnelTooBig:
+			pl.lastDataReceived = now
+			bad[DropTooBig]++
+			w.mtuErrorTunnel(f.Data(), w.e.cfg.MTU, now)
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())

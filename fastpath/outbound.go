@@ -43,6 +43,16 @@ func (w *worker) outbound(now int64) int {
 	if c := w.capture.Load(); c != nil {
 		c.put(w.id, CaptureLAN, CaptureRX, w.frames[:n])
 	}
+	w.outboundBurst(n, now)
+	return n
+}
+
+// outboundBurst handles the n frames at w.frames[:n] as outbound's burst:
+// Ethernet frames of the LAN's VLAN toward the tunnel. Besides the LAN's
+// bursts it takes the packets inbound turned back into the tunnel
+// (hairpin.go), from the WAN RX pool: every frame it frees or holds goes
+// back to its own pool (dataplane.RX.Free).
+func (w *worker) outboundBurst(n int, now int64) {
 	rt := w.e.routes.Load()
 	frames := w.frames[:n]
 	// Frame disposition as in inbound: a frame handed on (WAN TX batch,
@@ -293,7 +303,6 @@ func (w *worker) outbound(now int64) int {
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
 	w.transmit(w.wanTX, out)
-	return n
 }
 
 // sendWith is outbound's pass 2 for the burst's peers (peers[j] the

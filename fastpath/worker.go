@@ -99,7 +99,13 @@ type worker struct {
 	injected [1]dataplane.Frame // a datagram from the host kernel (receiveWAN)
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
-	pkt      header.Packet
+	// hair holds an inbound burst's packets that go back into the tunnel
+	// (hairpin.go); hairDst and hairTo are tunnelBound's answer for the
+	// burst's last destination asked.
+	hair    []dataplane.Frame
+	hairDst netip.Addr
+	hairTo  bool
+	pkt     header.Packet
 
 	// outbound: the burst queued for chachapoly.Seal and what wraps it
 	sealQ    []chachapoly.Packet
@@ -231,6 +237,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	fb := b + fragSlots(b)
 	w.frames = make([]dataplane.Frame, fb)
 	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.hair = make([]dataplane.Frame, 0, b)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)

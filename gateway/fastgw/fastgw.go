@@ -271,6 +271,17 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
+// PrefixLen implements fastpath.RouteLengths: the length of the prefix of
+// the route toward dst (arp.KernelRoutes.PrefixLen in shared mode, which
+// leaves out the routes into the exception TUN; arp.StaticRoutes.PrefixLen
+// in owned mode), or -1 when none covers it.
+func (r *resolver) PrefixLen(dst netip.Addr) int {
+	if pl, ok := r.routes.(interface{ PrefixLen(netip.Addr) int }); ok {
+		return pl.PrefixLen(dst)
+	}
+	return -1
+}
+
 // route installs (or replaces) the route of p into the exception TUN;
 // none is ever deleted (dataplane_.forget says why). While the interface
 // is down the kernel takes no route into it (ENETDOWN): not worth a

@@ -1,0 +1,112 @@
+package fastpath
+
+import (
+	"net/netip"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// Peer-to-peer forwarding (hub and spoke): a decrypted transit packet whose
+// destination lies in a peer's allowed IPs goes back into the tunnel, sealed
+// to that peer (cryptokey routing, whitepaper §2), as a Linux router's wg0
+// sends it back out, since the gateway's routes of the allowed IPs into wg0
+// (gateway/fastgw: one per prefix, none for a /0) sit in the same table as
+// the LAN's and the longest prefix wins. The rule, judged after the source
+// check, the own-address and martian checks and the TTL check of inbound's
+// first pass, for a destination D:
+//
+//   - A, the longest allowed-IPs prefix holding D, of peer P; none, or a
+//     /0 (which has no route into wg0: README, "Behaviour as a router"),
+//     and D goes toward the LAN as any other packet;
+//   - L, the length of the LAN resolver's route toward D (RouteLengths:
+//     the kernel's main table without the routes into the exception TUN,
+//     or owned mode's static routes; -1 without a route or without
+//     RouteLengths); L > A's length, and D goes toward the LAN, as
+//     Linux's more specific route wins;
+//   - otherwise the packet goes to P, P may be the peer it came from
+//     (Linux sends it back as well). At equal lengths the tunnel wins:
+//     the gateway's route into the exception TUN replaces (RTM_NEWROUTE
+//     with NLM_F_REPLACE) a route of the same key, and for IPv4 its
+//     metric 0 precedes any other; an IPv6 route of the same prefix with
+//     a metric below 1024 (the kernel's own for an on-link /64: 256)
+//     would win on Linux (README, the differences).
+//
+// Such a packet is forwarded as a router forwards any transit packet (RFC
+// 1812 §5.3.1): its TTL / hop limit drops by one, once (parseInner took
+// the hop; hairpin puts it back, and outbound's header.Forward takes it
+// again), time exceeded went to its source through the tunnel already (a
+// TTL of 1), and one over the tunnel MTU is answered with "fragmentation
+// needed" / "packet too big" into the tunnel (DF set, or IPv6: RFC 1812
+// §4.3.2.7, RFC 4443 §3.2; innerTunnelTooBig) or, IPv4 without DF, cut by
+// outbound's fragmenter (RFC 791). Inbound's deliver collects these
+// frames (w.hair, an Ethernet header of the LAN's VLAN in front, as if a
+// LAN host had sent them) and, after the inbound burst is sent,
+// hairpinBurst runs them through outbound's burst code on the same
+// worker: route, MSS clamp, nonce lease, held frames and a handshake for
+// a peer without a session, one chachapoly.Seal call, templates, source
+// ports. Counters: rx on the source peer (deliver), tx on the
+// destination peer (outbound), QueueStats.PeerToPeer.
+
+// tunnelBound reports whether a decrypted transit packet to dst goes back
+// into the tunnel (the rule above), for snapshot rt. The answer for the
+// burst's last destination asked is kept (w.hairDst, reset by
+// authenticate at every burst): the route-cache look-up, the prefix-table
+// walk and the RouteLengths call come once per run of one destination,
+// and only for destinations a peer's allowed IPs hold. Not inlined: off
+// the path of packets toward the LAN.
+//
+//go:noinline
+func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr) bool {
+	if dst == w.hairDst {
+		return w.hairTo
+	}
+	w.hairDst, w.hairTo = dst, false
+	if p, _ := w.srcRoutes.lookup(rt, dst); p == nil {
+		return false
+	}
+	pfx, _, ok := rt.t.LookupPrefixLPM(netip.PrefixFrom(dst, dst.BitLen()))
+	if !ok || pfx.Bits() == 0 {
+		return false
+	}
+	if l := w.e.lanLens; l != nil && l.PrefixLen(dst) > pfx.Bits() {
+		return false
+	}
+	w.hairTo = true
+	return true
+}
+
+// hairpin is inbound's first-pass verdict on the transit packet ip, in f
+// (described by m and w.pkt), that tunnelBound sends back into the
+// tunnel: innerTunnelTooBig for one over the tunnel MTU that may not be
+// fragmented (DF, or IPv6), else innerHairpin with the hop put back (for
+// outbound's header.Forward to take) and an Ethernet header of the LAN's
+// VLAN in front (outbound's parse reads one). Not inlined: a rare path.
+//
+//go:noinline
+func (w *worker) hairpin(f *dataplane.Frame, m *rxMeta, ip []byte) innerVerdict {
+	v4 := ip[0]>>4 == header.IPv4Version
+	if len(ip) > w.e.cfg.MTU && (!v4 || header.IPv4(ip).DontFragment()) {
+		return innerTunnelTooBig
+	}
+	if routerWork {
+		header.UndoHop(ip, &w.pkt)
+	}
+	et := uint16(header.EtherTypeIPv4)
+	if !v4 {
+		et = header.EtherTypeIPv6
+	}
+	m.back -= int32(w.putLANEthernet(f, w.lanMAC, et))
+	return innerHairpin
+}
+
+// hairpinBurst sends the frames deliver collected in w.hair back into the
+// tunnel as an outbound burst (outboundBurst) on w.frames, which the
+// inbound burst no longer uses.
+func (w *worker) hairpinBurst(now int64) {
+	n := copy(w.frames, w.hair)
+	clear(w.hair)
+	w.hair = w.hair[:0]
+	w.c.peerToPeer.Add(uint64(n))
+	w.outboundBurst(n, now)
+}
