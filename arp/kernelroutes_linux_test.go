@@ -268,3 +268,34 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 		t.Errorf("%d open files after the resubscription, %d before it", openFDs(t), fds)
 	}
 }
+
+// TestSharedRoutesPrefixLen: PrefixLen gives the length of the kernel's
+// route NextHop follows (the on-link /24, a more specific /28 added later,
+// an unreachable route), and -1 where no route covers the destination.
+func TestSharedRoutesPrefixLen(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	on := netip.MustParseAddr("198.18.0.40")
+	if got := kr.PrefixLen(on); got != 24 {
+		t.Errorf("PrefixLen(%v) = %d, want 24 (on-link)", on, got)
+	}
+	if got := kr.PrefixLen(netip.MustParseAddr("203.0.113.1")); got != -1 {
+		t.Errorf("PrefixLen(uncovered) = %d, want -1", got)
+	}
+	_, sub, _ := net.ParseCIDR("198.18.0.32/28")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: sub, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
+	_, bh, _ := net.ParseCIDR("198.19.7.0/25")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: bh, Type: syscall.RTN_UNREACHABLE}))
+	if !waitFor(time.Second, func() bool {
+		return kr.PrefixLen(on) == 28 && kr.PrefixLen(netip.MustParseAddr("198.19.7.1")) == 25
+	}) {
+		t.Errorf("PrefixLen after adding a /28 and an unreachable /25 = %d, %d; want 28, 25",
+			kr.PrefixLen(on), kr.PrefixLen(netip.MustParseAddr("198.19.7.1")))
+	}
+	if a := testing.AllocsPerRun(100, func() { kr.PrefixLen(on) }); a != 0 {
+		t.Errorf("PrefixLen allocs = %v, want 0", a)
+	}
+}

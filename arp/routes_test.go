@@ -47,4 +47,21 @@ func TestStaticRoutes(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { s.NextHop(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
 		t.Errorf("NextHop allocs = %v, want 0", a)
 	}
+	for _, tt := range []struct {
+		dst  string
+		want int
+	}{
+		{"198.18.0.7", 24}, {"198.18.5.1", 16}, {"203.0.113.9", 0}, {"::ffff:198.18.0.7", 24},
+		{"2001:2::9", 64}, {"2001:db8::1", 0},
+	} {
+		if got := s.PrefixLen(netip.MustParseAddr(tt.dst)); got != tt.want {
+			t.Errorf("PrefixLen(%s) = %d, want %d", tt.dst, got, tt.want)
+		}
+	}
+	if got := noDefault.PrefixLen(netip.MustParseAddr("198.19.0.1")); got != -1 {
+		t.Errorf("PrefixLen(uncovered) = %d, want -1", got)
+	}
+	if a := testing.AllocsPerRun(100, func() { s.PrefixLen(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
+		t.Errorf("PrefixLen allocs = %v, want 0", a)
+	}
 }
