@@ -72,9 +72,11 @@ type Resolver interface {
 // dst. A worker weighs it against the allowed-IPs prefix of a decrypted
 // packet's destination to decide, as Linux's longest-prefix match over a
 // table holding both would, whether the packet goes to the LAN or back
-// into the tunnel (hairpin.go). Called once per destination that some
-// peer's allowed IPs hold, per burst, never for other packets; it must be
-// safe for concurrent use and allocate nothing. A LAN Resolver without it
+// into the tunnel (hairpin.go). Called on a miss of the worker's cache of
+// those decisions (entries live NeighbourCacheTTL, and are dropped by a
+// new allowed-IPs snapshot), only for destinations some peer's allowed IPs
+// hold (not by a /0), never per packet; it must be safe for concurrent use
+// and allocate nothing. A LAN Resolver without it
 // counts as one with no route: every such destination goes back into the
 // tunnel (but those only a /0 holds). arp.KernelRoutes and
 // arp.StaticRoutes give it (gateway/fastgw's resolver passes it on).

@@ -48,20 +48,49 @@ import (
 // ports. Counters: rx on the source peer (deliver), tx on the
 // destination peer (outbound), QueueStats.PeerToPeer.
 
+// hairCacheSize is the number of entries of a worker's cache of
+// tunnelBound's answers (a power of 2; 40 bytes each).
+const hairCacheSize = 256
+
+// hairEntry is tunnelBound's answer for addr (to: into the tunnel) under
+// the allowed-IPs snapshot of generation gen (worker.hairGen), valid until
+// expires (ns, the worker's clock): the LAN's routes are asked again after
+// NeighbourCacheTTL, as its neighbours are.
+type hairEntry struct {
+	addr    netip.Addr
+	expires int64
+	gen     uint32
+	to      bool
+}
+
 // tunnelBound reports whether a decrypted transit packet to dst goes back
-// into the tunnel (the rule above), for snapshot rt. The answer for the
-// burst's last destination asked is kept (w.hairDst, reset by
-// authenticate at every burst): the route-cache look-up, the prefix-table
-// walk and the RouteLengths call come once per run of one destination,
-// and only for destinations a peer's allowed IPs hold. Not inlined: off
-// the path of packets toward the LAN.
+// into the tunnel (the rule above), for snapshot rt at now. The answer is
+// kept per destination in a small direct-mapped cache (w.hairCache, by the
+// neighbour cache's hash): the route-cache look-up, the prefix-table walk
+// and the RouteLengths call come once per destination and snapshot, and
+// at most once per NeighbourCacheTTL, the call only for destinations a
+// peer's allowed IPs hold. A change of the LAN's routes therefore applies
+// to peer-to-peer decisions within NeighbourCacheTTL. Inbound asks only
+// for a destination not already resolved toward the LAN in the burst.
+// Not inlined: off the path of a burst's repeated destinations.
 //
 //go:noinline
-func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr) bool {
-	if dst == w.hairDst {
-		return w.hairTo
+func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr, now int64) bool {
+	if rt != w.hairRT {
+		w.hairRT = rt
+		w.hairGen++
 	}
-	w.hairDst, w.hairTo = dst, false
+	e := &w.hairCache[nbrHash(dst)&(hairCacheSize-1)]
+	if e.addr == dst && e.gen == w.hairGen && now < e.expires {
+		return e.to
+	}
+	to := w.tunnelRoute(rt, dst)
+	*e = hairEntry{addr: dst, expires: now + int64(NeighbourCacheTTL), gen: w.hairGen, to: to}
+	return to
+}
+
+// tunnelRoute is tunnelBound's answer, worked out.
+func (w *worker) tunnelRoute(rt *routeTable, dst netip.Addr) bool {
 	if p, _ := w.srcRoutes.lookup(rt, dst); p == nil {
 		return false
 	}
@@ -72,7 +101,6 @@ func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr) bool {
 	if l := w.e.lanLens; l != nil && l.PrefixLen(dst) > pfx.Bits() {
 		return false
 	}
-	w.hairTo = true
 	return true
 }
 

@@ -415,3 +415,41 @@ func TestPeerToPeerZeroAllocs(t *testing.T) {
 		t.Errorf("AllocsPerRun(burst of 64 peer to peer) = %v, want 0", allocs)
 	}
 }
+
+// TestPeerToPeerDecisionCached: tunnelBound's answer is kept per
+// destination: a change of the LAN's routes applies once the entry is
+// older than NeighbourCacheTTL, a new allowed-IPs snapshot at once.
+func TestPeerToPeerDecisionCached(t *testing.T) {
+	h := newHubRig(t, rigConfig{}, nil, true)
+	lanBits := -1
+	asked := 0
+	h.b.lanLens = lensFunc(func(netip.Addr) int { asked++; return lanBits })
+	send := func() (toC, lan int) {
+		t.Helper()
+		sealToB(t, h.rig, ip4{src: pA, dst: pC}.bytes())
+		h.b.workers[0].inbound(h.clock.Now())
+		return len(h.toC(t)), len(drainPort(h.hostB))
+	}
+	if c, l := send(); c != 1 || l != 0 {
+		t.Fatalf("first packet: to C %d, LAN %d; want 1, 0", c, l)
+	}
+	lanBits = 32 // a LAN route of its own now
+	if c, l := send(); c != 1 || l != 0 || asked != 1 {
+		t.Fatalf("within NeighbourCacheTTL: to C %d, LAN %d, asked %d; want 1, 0, 1 (cached)", c, l, asked)
+	}
+	h.clock.Advance(NeighbourCacheTTL)
+	if c, l := send(); c != 0 || l != 1 || asked != 2 {
+		t.Fatalf("after NeighbourCacheTTL: to C %d, LAN %d, asked %d; want 0, 1, 2", c, l, asked)
+	}
+	lanBits = -1
+	// C's networks move to A: a new snapshot, decided again at once.
+	if err := h.b.SetPeers([]*Peer{h.peerBA, h.peerC}, [][]netip.Prefix{
+		{netip.MustParsePrefix("198.19.1.0/24"), pfxC[0]}, {pfxC[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	sealToB(t, h.rig, ip4{src: pA, dst: pC}.bytes())
+	h.b.workers[0].inbound(h.clock.Now())
+	if s := h.b.Stats()[0]; asked != 3 || s.PeerToPeer != 3 {
+		t.Errorf("after a new snapshot: asked %d, peer_to_peer %d; want 3, 3", asked, s.PeerToPeer)
+	}
+}

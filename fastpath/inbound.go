@@ -133,8 +133,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, int(w.e.lanMTU.Load())
-	w.lanMTU = lanMTU        // for toLANOverMTU, in the third pass
-	w.hairDst = netip.Addr{} // tunnelBound's answer is the burst's (the LAN's routes may have changed)
+	w.lanMTU = lanMTU // for toLANOverMTU, in the third pass
 	own := len(rt.own) > 0 && exc != nil
 	if lanMTU <= 0 { // no limit known: one compare per packet either way
 		lanMTU = int(^uint(0) >> 1)
@@ -315,7 +314,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// Into a peer's allowed IPs (hairpin.go): asked only of a
 		// destination not already sent to the LAN in this burst.
 		if len(ip) > lanMTU {
-			if w.tunnelBound(rt, dst) {
+			if w.tunnelBound(rt, dst, now) {
 				m.verdict = w.hairpin(f, m, ip)
 				continue
 			}
@@ -324,7 +323,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
-			if w.tunnelBound(rt, dst) {
+			if w.tunnelBound(rt, dst, now) {
 				m.verdict = w.hairpin(f, m, ip)
 				continue
 			}

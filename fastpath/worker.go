@@ -100,12 +100,13 @@ type worker struct {
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	// hair holds an inbound burst's packets that go back into the tunnel
-	// (hairpin.go); hairDst and hairTo are tunnelBound's answer for the
-	// burst's last destination asked.
-	hair    []dataplane.Frame
-	hairDst netip.Addr
-	hairTo  bool
-	pkt     header.Packet
+	// (hairpin.go); hairCache keeps tunnelBound's answers, for the
+	// snapshot hairRT of generation hairGen.
+	hair      []dataplane.Frame
+	hairCache *[hairCacheSize]hairEntry
+	hairRT    *routeTable
+	hairGen   uint32
+	pkt       header.Packet
 
 	// outbound: the burst queued for chachapoly.Seal and what wraps it
 	sealQ    []chachapoly.Packet
@@ -238,6 +239,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.frames = make([]dataplane.Frame, fb)
 	w.out = make([]dataplane.Frame, 0, fb+1)
 	w.hair = make([]dataplane.Frame, 0, b)
+	w.hairCache = new([hairCacheSize]hairEntry)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
