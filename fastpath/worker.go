@@ -99,14 +99,7 @@ type worker struct {
 	injected [1]dataplane.Frame // a datagram from the host kernel (receiveWAN)
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
-	// hair holds an inbound burst's packets that go back into the tunnel
-	// (hairpin.go); hairCache keeps tunnelBound's answers, for the
-	// snapshot hairRT of generation hairGen.
-	hair      []dataplane.Frame
-	hairCache *[hairCacheSize]hairEntry
-	hairRT    *routeTable
-	hairGen   uint32
-	pkt       header.Packet
+	pkt      header.Packet
 
 	// outbound: the burst queued for chachapoly.Seal and what wraps it
 	sealQ    []chachapoly.Packet
@@ -195,6 +188,15 @@ type worker struct {
 
 	// capture, if not nil, copies frames at the burst points (capture.go).
 	capture atomic.Pointer[Capture]
+
+	// hair holds an inbound burst's packets that go back into the tunnel
+	// (hairpin.go); hairCache keeps tunnelBound's answers, for the
+	// snapshot hairRT of generation hairGen. (Last: off the lines the
+	// paths toward the LAN use.)
+	hair      []dataplane.Frame
+	hairCache *[hairCacheSize]hairEntry
+	hairRT    *routeTable
+	hairGen   uint32
 }
 
 func newWorker(e *Engine, i int) (*worker, error) {
