@@ -49,19 +49,19 @@ func TestStaticRoutes(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		dst  string
-		want int
+		want string
 	}{
-		{"198.18.0.7", 24}, {"198.18.5.1", 16}, {"203.0.113.9", 0}, {"::ffff:198.18.0.7", 24},
-		{"2001:2::9", 64}, {"2001:db8::1", 0},
+		{"198.18.0.7", "198.18.0.0/24"}, {"198.18.5.1", "198.18.0.0/16"}, {"203.0.113.9", "0.0.0.0/0"},
+		{"::ffff:198.18.0.7", "198.18.0.0/24"}, {"2001:2::9", "2001:2::/64"}, {"2001:db8::1", "::/0"},
 	} {
-		if got := s.PrefixLen(netip.MustParseAddr(tt.dst)); got != tt.want {
-			t.Errorf("PrefixLen(%s) = %d, want %d", tt.dst, got, tt.want)
+		if r, ok := s.Route(netip.MustParseAddr(tt.dst)); !ok || r.Prefix != netip.MustParsePrefix(tt.want) {
+			t.Errorf("Route(%s) = %v, %v; want %s, true", tt.dst, r.Prefix, ok, tt.want)
 		}
 	}
-	if got := noDefault.PrefixLen(netip.MustParseAddr("198.19.0.1")); got != -1 {
-		t.Errorf("PrefixLen(uncovered) = %d, want -1", got)
+	if r, ok := noDefault.Route(netip.MustParseAddr("198.19.0.1")); ok {
+		t.Errorf("Route(uncovered) = %v, true; want false", r)
 	}
-	if a := testing.AllocsPerRun(100, func() { s.PrefixLen(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
-		t.Errorf("PrefixLen allocs = %v, want 0", a)
+	if a := testing.AllocsPerRun(100, func() { s.Route(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
+		t.Errorf("Route allocs = %v, want 0", a)
 	}
 }

@@ -66,22 +66,25 @@ type Resolver interface {
 	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
 }
 
-// RouteLengths is what a LAN Resolver may implement besides Resolve: the
-// length in bits of the prefix of its route toward dst (the longest that
-// holds dst, whichever interface it leads to), or -1 when no route covers
-// dst. A worker weighs it against the allowed-IPs prefix of a decrypted
-// packet's destination to decide, as Linux's longest-prefix match over a
-// table holding both would, whether the packet goes to the LAN or back
-// into the tunnel (hairpin.go). Called on a miss of the worker's cache of
-// those decisions (entries live NeighbourCacheTTL, and are dropped by a
-// new allowed-IPs snapshot), only for destinations some peer's allowed IPs
+// RouteLengths is what a LAN Resolver may implement besides Resolve:
+// PrefixLen returns the length in bits of the prefix of its route toward
+// dst (the longest that holds dst, whichever interface it leads to), or -1
+// when no route covers dst, and whether Linux would prefer that route to
+// a route of the same prefix into the gateway's wg0 (the exception
+// interface, whose routes the gateway adds: gateway/fastgw). A worker
+// weighs it against the allowed-IPs prefix of a decrypted packet's
+// destination to decide, as Linux's longest-prefix match over a table
+// holding both would, whether the packet goes to the LAN or back into the
+// tunnel (hairpin.go). Called on a miss of the worker's cache of those
+// decisions (entries live NeighbourCacheTTL, and are dropped by a new
+// allowed-IPs snapshot), only for destinations some peer's allowed IPs
 // hold (not by a /0), never per packet; it must be safe for concurrent use
-// and allocate nothing. A LAN Resolver without it
-// counts as one with no route: every such destination goes back into the
-// tunnel (but those only a /0 holds). arp.KernelRoutes and
-// arp.StaticRoutes give it (gateway/fastgw's resolver passes it on).
+// and allocate nothing. A LAN Resolver without it counts as one with no
+// route: every such destination goes back into the tunnel.
+// arp.KernelRoutes and arp.StaticRoutes give the routes
+// (gateway/fastgw's resolver implements it over them).
 type RouteLengths interface {
-	PrefixLen(dst netip.Addr) int
+	PrefixLen(dst netip.Addr) (bits int, beforeTunnel bool)
 }
 
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own

@@ -23,14 +23,14 @@ import (
 //     the kernel's main table without the routes into the exception TUN,
 //     or owned mode's static routes; -1 without a route or without
 //     RouteLengths); L > A's length, and D goes toward the LAN, as
-//     Linux's more specific route wins;
+//     Linux's more specific route wins; at equal lengths too when Linux
+//     would prefer the LAN's route to the gateway's of the same prefix
+//     into wg0: an IPv6 route of a metric below the gateway's 1024 (the
+//     kernel's own for an on-link /64 has 256). The gateway's IPv4 route,
+//     of metric 0, replaces (RTM_NEWROUTE with NLM_F_REPLACE) a route of
+//     its key and precedes the others of its prefix;
 //   - otherwise the packet goes to P, P may be the peer it came from
-//     (Linux sends it back as well). At equal lengths the tunnel wins:
-//     the gateway's route into the exception TUN replaces (RTM_NEWROUTE
-//     with NLM_F_REPLACE) a route of the same key, and for IPv4 its
-//     metric 0 precedes any other; an IPv6 route of the same prefix with
-//     a metric below 1024 (the kernel's own for an on-link /64: 256)
-//     would win on Linux (README, the differences).
+//     (Linux sends it back as well).
 //
 // Such a packet is forwarded as a router forwards any transit packet (RFC
 // 1812 §5.3.1): its TTL / hop limit drops by one, once (parseInner took
@@ -98,8 +98,10 @@ func (w *worker) tunnelRoute(rt *routeTable, dst netip.Addr) bool {
 	if !ok || pfx.Bits() == 0 {
 		return false
 	}
-	if l := w.e.lanLens; l != nil && l.PrefixLen(dst) > pfx.Bits() {
-		return false
+	if l := w.e.lanLens; l != nil {
+		if bits, first := l.PrefixLen(dst); bits > pfx.Bits() || bits == pfx.Bits() && first {
+			return false
+		}
 	}
 	return true
 }

@@ -121,9 +121,9 @@ func hop(p []byte) uint8 {
 }
 
 // lensFunc is a RouteLengths for tests.
-type lensFunc func(netip.Addr) int
+type lensFunc func(netip.Addr) (int, bool)
 
-func (f lensFunc) PrefixLen(a netip.Addr) int { return f(a) }
+func (f lensFunc) PrefixLen(a netip.Addr) (int, bool) { return f(a) }
 
 // TestPeerToPeer: a packet from peer A whose destination is in peer C's
 // allowed IPs goes back into the tunnel, sealed to C, with its TTL / hop
@@ -209,34 +209,38 @@ func TestPeerToPeerSamePeer(t *testing.T) {
 // TestPeerToPeerRouteChoice: the destination goes where Linux's longest
 // prefix match over the LAN's routes and the routes of the allowed IPs
 // into wg0 sends it (hairpin.go): a more specific LAN route wins, an equal
-// one loses, a /0 alone routes nothing into wg0, and a more specific
-// allowed-IPs prefix wins over a wider LAN route.
+// one loses unless Linux prefers it (its metric), a /0 alone routes
+// nothing into wg0, and a more specific allowed-IPs prefix wins over a
+// wider LAN route.
 func TestPeerToPeerRouteChoice(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		allowedC []netip.Prefix
-		lanBits  int // -1: no LAN route
+		lanBits  int  // -1: no LAN route
+		first    bool // at equal lengths Linux prefers the LAN's route
 		tunnel   bool
 	}{
-		{"LAN /32 over allowed /24", nil, 32, false},
-		{"LAN /25 over allowed /24", nil, 25, false},
-		{"allowed /24 and LAN /24", nil, 24, true},
-		{"allowed /24 over LAN /16", nil, 16, true},
-		{"allowed /24 over a default route", nil, 0, true},
-		{"allowed /24, no LAN route", nil, -1, true},
-		{"allowed /0 only", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, -1, false},
-		{"allowed /0 only, LAN /24", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, 24, false},
-		{"allowed /32 over LAN /24", []netip.Prefix{netip.MustParsePrefix(pC + "/32")}, 24, true},
+		{"LAN /32 over allowed /24", nil, 32, false, false},
+		{"LAN /25 over allowed /24", nil, 25, false, false},
+		{"allowed /24 and LAN /24", nil, 24, false, true},
+		{"allowed /24 and LAN /24 of a lower metric", nil, 24, true, false},
+		{"allowed /24 over LAN /16", nil, 16, false, true},
+		{"allowed /24 over LAN /16 of a lower metric", nil, 16, true, true},
+		{"allowed /24 over a default route", nil, 0, false, true},
+		{"allowed /24, no LAN route", nil, -1, false, true},
+		{"allowed /0 only", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, -1, false, false},
+		{"allowed /0 only, LAN /24", []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, 24, false, false},
+		{"allowed /32 over LAN /24", []netip.Prefix{netip.MustParsePrefix(pC + "/32")}, 24, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHubRig(t, rigConfig{}, c.allowedC, true)
 			var asked int
-			h.b.lanLens = lensFunc(func(a netip.Addr) int {
+			h.b.lanLens = lensFunc(func(a netip.Addr) (int, bool) {
 				asked++
 				if a != netip.MustParseAddr(pC) {
 					t.Errorf("PrefixLen(%v), want only %v", a, pC)
 				}
-				return c.lanBits
+				return c.lanBits, c.first
 			})
 			// Two packets to one destination: one question per burst.
 			sealToB(t, h.rig, ip4{src: pA, dst: pC}.bytes())
@@ -423,7 +427,7 @@ func TestPeerToPeerDecisionCached(t *testing.T) {
 	h := newHubRig(t, rigConfig{}, nil, true)
 	lanBits := -1
 	asked := 0
-	h.b.lanLens = lensFunc(func(netip.Addr) int { asked++; return lanBits })
+	h.b.lanLens = lensFunc(func(netip.Addr) (int, bool) { asked++; return lanBits, false })
 	send := func() (toC, lan int) {
 		t.Helper()
 		sealToB(t, h.rig, ip4{src: pA, dst: pC}.bytes())
