@@ -117,7 +117,7 @@ type worker struct {
 	accepted []bool
 	scratchC []uint64
 	scratchA []bool
-	// replayCheck's grouping of a burst by keypair (inbound.go): a table
+	// replayCheck's grouping of a burst by keypair (replaycheck.go): a table
 	// of 2^(64-replayShift) entries, empty between bursts, the next frame
 	// of each frame's keypair, and the table entries in use.
 	replayTab   []replayGroup
