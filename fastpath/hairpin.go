@@ -138,5 +138,5 @@ func (w *worker) hairpinBurst(now int64) {
 	clear(w.hair)
 	w.hair = w.hair[:0]
 	w.c.peerToPeer.Add(uint64(n))
-	w.outboundBurst(n, now)
+	w.outboundBurst(n, false, now)
 }

@@ -457,3 +457,26 @@ func TestPeerToPeerDecisionCached(t *testing.T) {
 		t.Errorf("after a new snapshot: asked %d, peer_to_peer %d; want 3, 3", asked, s.PeerToPeer)
 	}
 }
+
+// nbrCount counts the frames handed to it as a NeighbourHandler.
+type nbrCount struct{ n int }
+
+func (c *nbrCount) Handle(frame, out []byte) int { c.n++; return 0 }
+
+// TestPeerToPeerNDPNotTheLANs: in the owned address mode (a LAN
+// NeighbourHandler), a peer's ICMPv6 neighbour solicitation to another
+// peer's address is that peer's packet: sent to it, not answered as the
+// LAN's NDP.
+func TestPeerToPeerNDPNotTheLANs(t *testing.T) {
+	h := newHubRig(t, rigConfig{}, nil, true)
+	nb := &nbrCount{}
+	h.b.cfg.LANNeighbours = nb
+	ip := bigIP6(pA6, pC6, 24)
+	ip[6] = header.ProtoICMPv6
+	ip[header.IPv6Len] = ndpNeighbourSolicitation
+	sealToB(t, h.rig, ip)
+	h.b.workers[0].inbound(h.clock.Now())
+	if got := h.toC(t); len(got) != 1 || nb.n != 0 {
+		t.Errorf("C got %d packets, the neighbour handler %d; want 1, 0", len(got), nb.n)
+	}
+}
