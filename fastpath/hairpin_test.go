@@ -3,8 +3,10 @@ package fastpath
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 
@@ -36,7 +38,7 @@ type hubRig struct {
 
 // newHubRig makes the rig with peer C at B holding allowedC (pfxC when
 // nil); keyed says whether C has a session.
-func newHubRig(t *testing.T, rc rigConfig, allowedC []netip.Prefix, keyed bool) *hubRig {
+func newHubRig(t testing.TB, rc rigConfig, allowedC []netip.Prefix, keyed bool) *hubRig {
 	t.Helper()
 	r := newRig(t, rc)
 	if allowedC == nil {
@@ -478,5 +480,59 @@ func TestPeerToPeerNDPNotTheLANs(t *testing.T) {
 	h.b.workers[0].inbound(h.clock.Now())
 	if got := h.toC(t); len(got) != 1 || nb.n != 0 {
 		t.Errorf("C got %d packets, the neighbour handler %d; want 1, 0", len(got), nb.n)
+	}
+}
+
+// BenchmarkPeerToPeerPath measures the hub's path per packet of a peer's
+// traffic for another peer (parse, open in place, replay check, allowed
+// IPs, the route back into the tunnel, then outbound's burst: seal, outer
+// headers, WAN TX) in bursts of 64, fed as BenchmarkDecryptPath is.
+// path-ns/pkt is the worker's inbound call alone (both bursts): set it
+// beside BenchmarkDecryptPath's plus BenchmarkEncryptPath's.
+func BenchmarkPeerToPeerPath(b *testing.B) {
+	for _, size := range []int{64, 1420} {
+		b.Run(fmt.Sprintf("ip%d", size), func(b *testing.B) {
+			h := newHubRig(b, rigConfig{onePool: true}, nil, true)
+			f := udpFrame(b, h.hostA.Queue(0).TX(), h.lanA.MAC(), h.hostA.MAC(), hostAddrA, netip.MustParseAddr(pC), 1000, 2000, seqPayload(1, udpPayloadFor(size)))
+			tmpl := append([]byte(nil), f.Data()...)
+			h.hostA.Queue(0).TX().Free([]dataplane.Frame{f})
+			const ring = 1 << 14
+			sealed := sealMany(b, h.rig, tmpl, ring)
+			frames := make([]dataplane.Frame, 64)
+			wtx, crx := h.wanA.Queue(0).TX(), h.wanA.Queue(0).RX()
+			w := h.b.workers[0]
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var path time.Duration
+			k := 0
+			for done := 0; done < b.N; done += 64 {
+				if k+64 > ring {
+					b.StopTimer()
+					sealed = sealMany(b, h.rig, tmpl, ring)
+					k = 0
+					b.StartTimer()
+				}
+				n := wtx.Alloc(frames)
+				for i := range n {
+					f := &frames[i]
+					f.SetLen(len(sealed[k+i]))
+					copy(f.Data(), sealed[k+i])
+				}
+				k += n
+				if t := wtx.Transmit(frames[:n]); t != n {
+					b.Fatalf("WAN transmit took %d of %d frames", t, n)
+				}
+				t0 := time.Now()
+				w.inbound(0)
+				path += time.Since(t0)
+				m := crx.Receive(frames)
+				crx.Free(frames[:m])
+				if m != n {
+					b.Fatalf("%d packets in, %d sent to C (drops %v)", n, m, TotalDrops(h.b.Stats()).List())
+				}
+			}
+			b.ReportMetric(float64(path.Nanoseconds())/float64(b.N), "path-ns/pkt")
+		})
 	}
 }
