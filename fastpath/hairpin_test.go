@@ -130,17 +130,20 @@ func (f lensFunc) PrefixLen(a netip.Addr) (int, bool) { return f(a) }
 // TestPeerToPeer: a packet from peer A whose destination is in peer C's
 // allowed IPs goes back into the tunnel, sealed to C, with its TTL / hop
 // limit one lower and otherwise unchanged (whitepaper §2, RFC 1812
-// §5.3.1); rx counts at A's peer, tx at C's.
+// §5.3.1); rx counts at A's peer, tx at C's. Also with the LAN on a VLAN
+// (the second burst reads the tag inbound puts in front).
 func TestPeerToPeer(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		ip   []byte
+		vlan uint16
 	}{
-		{"IPv4", ip4{src: pA, dst: pC}.bytes()},
-		{"IPv6", ip6{src: pA6, dst: pC6}.bytes()},
+		{"IPv4", ip4{src: pA, dst: pC}.bytes(), 0},
+		{"IPv6", ip6{src: pA6, dst: pC6}.bytes(), 0},
+		{"IPv4, LAN VLAN 200", ip4{src: pA, dst: pC}.bytes(), 200},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHubRig(t, rigConfig{}, nil, true)
+			h := newHubRig(t, rigConfig{lanVLAN: c.vlan}, nil, true)
 			sealToB(t, h.rig, c.ip)
 			h.b.workers[0].inbound(h.clock.Now())
 			if lan := drainPort(h.hostB); len(lan) != 0 {
