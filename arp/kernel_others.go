@@ -29,6 +29,9 @@ func NewKernelRoutes(KernelOptions) (*KernelRoutes, error) { return nil, errNotI
 // NextHop implements Resolver; it never finds a route.
 func (*KernelRoutes) NextHop(netip.Addr) (netip.Addr, int, bool) { return netip.Addr{}, 0, false }
 
+// Route never finds a route.
+func (*KernelRoutes) Route(netip.Addr) (Route, bool) { return Route{}, false }
+
 // Ignore does nothing.
 func (*KernelRoutes) Ignore(int) {}
 

@@ -362,7 +362,7 @@ func fromKernelRoute(r netlink.Route) (kernelRoute, bool) {
 	} else {
 		pfx = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	}
-	kr := kernelRoute{Route: Route{Prefix: pfx, IfIndex: r.LinkIndex}, tos: r.Tos, priority: r.Priority, multipath: len(r.MultiPath) > 1}
+	kr := kernelRoute{Route: Route{Prefix: pfx, IfIndex: r.LinkIndex, Metric: r.Priority}, tos: r.Tos, multipath: len(r.MultiPath) > 1}
 	if r.Type != 0 && r.Type != unix.RTN_UNICAST {
 		kr.IfIndex = -1
 		return kr, true
@@ -389,6 +389,14 @@ func (k *KernelRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 	}
 	return r.nextHop(dst)
 }
+
+// Route returns the kernel's route toward dst that NextHop follows (the
+// longest prefix that holds it, of the lowest metric, of any interface
+// but the one Ignore left out, an unreachable or blackhole route included
+// with IfIndex -1: Linux's lookup stops there too), or ok false when none
+// covers dst. See StaticRoutes.Route. Safe for concurrent use; allocates
+// nothing.
+func (k *KernelRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(k.snap.Load(), dst) }
 
 // Close stops following the kernel and releases the netlink sockets.
 func (k *KernelRoutes) Close() error {

@@ -268,3 +268,49 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 		t.Errorf("%d open files after the resubscription, %d before it", openFDs(t), fds)
 	}
 }
+
+// TestSharedRoutesRoute: Route gives the kernel's route NextHop follows,
+// prefix and metric (the on-link /24, a more specific /28 added later, an
+// unreachable route, the lower metric of two of one IPv6 prefix), and
+// false where no route covers the destination.
+func TestSharedRoutesRoute(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	bits := func(s string) int {
+		r, ok := kr.Route(netip.MustParseAddr(s))
+		if !ok {
+			return -1
+		}
+		return r.Prefix.Bits()
+	}
+	if got := bits("198.18.0.40"); got != 24 {
+		t.Errorf("Route(198.18.0.40) prefix /%d, want /24 (on-link)", got)
+	}
+	if got := bits("203.0.113.1"); got != -1 {
+		t.Errorf("Route(uncovered) prefix /%d, want none", got)
+	}
+	if r, ok := kr.Route(netip.MustParseAddr("2001:2::40")); !ok || r.Metric != 256 {
+		t.Errorf("Route(2001:2::40) = %+v, %v; want the kernel's on-link route, metric 256", r, ok)
+	}
+	_, sub, _ := net.ParseCIDR("198.18.0.32/28")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: sub, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
+	_, bh, _ := net.ParseCIDR("198.19.7.0/25")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: bh, Type: syscall.RTN_UNREACHABLE}))
+	_, p6, _ := net.ParseCIDR("2001:2:7::/48")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: p6, Gw: net.ParseIP(kV6.String()), LinkIndex: idx, Priority: 2000}))
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: p6, Gw: net.ParseIP(kV6.String()), LinkIndex: idx, Priority: 300}))
+	if !waitFor(time.Second, func() bool {
+		r, ok := kr.Route(netip.MustParseAddr("2001:2:7::1"))
+		return bits("198.18.0.40") == 28 && bits("198.19.7.1") == 25 && ok && r.Metric == 300
+	}) {
+		r, _ := kr.Route(netip.MustParseAddr("2001:2:7::1"))
+		t.Errorf("after adding a /28, an unreachable /25 and a /48 of metrics 2000 and 300: /%d, /%d, metric %d; want /28, /25, 300",
+			bits("198.18.0.40"), bits("198.19.7.1"), r.Metric)
+	}
+	if a := testing.AllocsPerRun(100, func() { kr.Route(netip.MustParseAddr("198.18.0.40")) }); a != 0 {
+		t.Errorf("Route allocs = %v, want 0", a)
+	}
+}

@@ -23,6 +23,9 @@ type Route struct {
 	Prefix  netip.Prefix
 	Gateway netip.Addr
 	IfIndex int
+	// Metric is the kernel's priority of the route (`ip route`'s metric:
+	// of a prefix's routes the lowest wins); 0 for static routes.
+	Metric int
 }
 
 func (r Route) nextHop(dst netip.Addr) (netip.Addr, int, bool) {
@@ -42,6 +45,12 @@ func lookupRoute(t *routeTable, dst netip.Addr) (netip.Addr, int, bool) {
 		return netip.Addr{}, 0, false
 	}
 	return r.nextHop(dst)
+}
+
+// lookupBest returns t's route toward dst (the longest prefix that holds
+// it), whether or not it is unicast.
+func lookupBest(t *routeTable, dst netip.Addr) (Route, bool) {
+	return t.Lookup(dst.Unmap().WithZone(""))
 }
 
 // StaticRoutes is the Resolver of owned mode: configured routes, the
@@ -86,3 +95,11 @@ func NewStaticRoutes(routes []Route) (*StaticRoutes, error) {
 func (s *StaticRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 	return lookupRoute(s.t, dst)
 }
+
+// Route returns the route toward dst that NextHop follows (the longest
+// prefix that holds dst), or ok false when none covers it. The fast path
+// weighs its prefix against an allowed-IPs prefix to decide, as Linux's
+// longest-prefix match would, whether a decrypted packet goes to the LAN
+// or back into the tunnel (fastpath.RouteLengths, through
+// gateway/fastgw). Safe for concurrent use; allocates nothing.
+func (s *StaticRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(s.t, dst) }

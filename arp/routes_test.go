@@ -47,4 +47,21 @@ func TestStaticRoutes(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { s.NextHop(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
 		t.Errorf("NextHop allocs = %v, want 0", a)
 	}
+	for _, tt := range []struct {
+		dst  string
+		want string
+	}{
+		{"198.18.0.7", "198.18.0.0/24"}, {"198.18.5.1", "198.18.0.0/16"}, {"203.0.113.9", "0.0.0.0/0"},
+		{"::ffff:198.18.0.7", "198.18.0.0/24"}, {"2001:2::9", "2001:2::/64"}, {"2001:db8::1", "::/0"},
+	} {
+		if r, ok := s.Route(netip.MustParseAddr(tt.dst)); !ok || r.Prefix != netip.MustParsePrefix(tt.want) {
+			t.Errorf("Route(%s) = %v, %v; want %s, true", tt.dst, r.Prefix, ok, tt.want)
+		}
+	}
+	if r, ok := noDefault.Route(netip.MustParseAddr("198.19.0.1")); ok {
+		t.Errorf("Route(uncovered) = %v, true; want false", r)
+	}
+	if a := testing.AllocsPerRun(100, func() { s.Route(netip.MustParseAddr("198.18.5.1")) }); a != 0 {
+		t.Errorf("Route allocs = %v, want 0", a)
+	}
 }

@@ -4,19 +4,18 @@ import "net/netip"
 
 // kernelRoute is one route of the kernel's main table as KernelRoutes
 // keeps it. Linux names a route of a table by its destination prefix, TOS
-// and priority (the metric: `ip route`'s dst, tos and metric; the FIB
+// and priority (Route.Metric: `ip route`'s dst, tos and metric; the FIB
 // alias key of net/ipv4/fib_trie.c, and fib6_add_rt2node's for IPv6);
 // Route is what NextHop answers from it (IfIndex -1: not unicast).
 type kernelRoute struct {
 	Route
 	tos       int
-	priority  int
 	multipath bool // more than one next hop; Route holds the first
 }
 
 // sameKey reports whether a and b name the same route of the table.
 func (a *kernelRoute) sameKey(b *kernelRoute) bool {
-	return a.Prefix == b.Prefix && a.tos == b.tos && a.priority == b.priority
+	return a.Prefix == b.Prefix && a.tos == b.tos && a.Metric == b.Metric
 }
 
 // routeSet is KernelRoutes' copy of the kernel's main table, kept up to
@@ -60,7 +59,7 @@ func newRouteSet(routes []kernelRoute) *routeSet {
 func best(rs []kernelRoute) *kernelRoute {
 	var b *kernelRoute
 	for i := range rs {
-		if rs[i].tos == 0 && (b == nil || rs[i].priority < b.priority) {
+		if rs[i].tos == 0 && (b == nil || rs[i].Metric < b.Metric) {
 			b = &rs[i]
 		}
 	}

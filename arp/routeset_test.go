@@ -41,7 +41,7 @@ func (m *kernelModel) del(r kernelRoute) bool {
 func (m kernelModel) best(pfx netip.Prefix) (Route, bool) {
 	var b *kernelRoute
 	for i := range m {
-		if m[i].Prefix == pfx && m[i].tos == 0 && (b == nil || m[i].priority < b.priority) {
+		if m[i].Prefix == pfx && m[i].tos == 0 && (b == nil || m[i].Metric < b.Metric) {
 			b = &m[i]
 		}
 	}
@@ -63,8 +63,9 @@ func TestRouteSetAgainstModel(t *testing.T) {
 	gws := []netip.Addr{{}, netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")}
 	random := func() kernelRoute {
 		return kernelRoute{
-			Route:    Route{Prefix: pfxs[rng.IntN(len(pfxs))], Gateway: gws[rng.IntN(len(gws))], IfIndex: 1 + rng.IntN(2)},
-			priority: rng.IntN(3) * 100, tos: rng.IntN(2) * 4, multipath: rng.IntN(8) == 0,
+			Route: Route{Prefix: pfxs[rng.IntN(len(pfxs))], Gateway: gws[rng.IntN(len(gws))], IfIndex: 1 + rng.IntN(2),
+				Metric: rng.IntN(3) * 100},
+			tos: rng.IntN(2) * 4, multipath: rng.IntN(8) == 0,
 		}
 	}
 	var m kernelModel

@@ -28,7 +28,11 @@
 // trimmed to the inner IP length, and sent toward the LAN next hop. The
 // first worker to authenticate a packet with a peer's "next" keypair
 // promotes it. Packets for the gateway's own tunnel addresses go to
-// Config.Exception (the host kernel, through a TUN).
+// Config.Exception (the host kernel, through a TUN). A packet whose
+// destination lies in a peer's allowed IPs, unless the LAN has a longer
+// route toward it (RouteLengths), goes back into the tunnel to that peer
+// (cryptokey routing, whitepaper §2; hairpin.go), through outbound's code
+// as a second burst.
 //
 // VLANs (vlan.go): each port is on one 802.1Q VLAN (Config.LANVLAN,
 // Config.WANVLAN; 0 untagged, a priority tag counting as untagged). A frame

@@ -66,6 +66,27 @@ type Resolver interface {
 	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
 }
 
+// RouteLengths is what a LAN Resolver may implement besides Resolve:
+// PrefixLen returns the length in bits of the prefix of its route toward
+// dst (the longest that holds dst, whichever interface it leads to), or -1
+// when no route covers dst, and whether Linux would prefer that route to
+// a route of the same prefix into the gateway's wg0 (the exception
+// interface, whose routes the gateway adds: gateway/fastgw). A worker
+// weighs it against the allowed-IPs prefix of a decrypted packet's
+// destination to decide, as Linux's longest-prefix match over a table
+// holding both would, whether the packet goes to the LAN or back into the
+// tunnel (hairpin.go). Called on a miss of the worker's cache of those
+// decisions (entries live NeighbourCacheTTL, and are dropped by a new
+// allowed-IPs snapshot), only for destinations some peer's allowed IPs
+// hold (not by a /0), never per packet; it must be safe for concurrent use
+// and allocate nothing. A LAN Resolver without it counts as one with no
+// route: every such destination goes back into the tunnel.
+// arp.KernelRoutes and arp.StaticRoutes give the routes
+// (gateway/fastgw's resolver implements it over them).
+type RouteLengths interface {
+	PrefixLen(dst netip.Addr) (bits int, beforeTunnel bool)
+}
+
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
 // addresses in the owned address mode, and learns from what it sees (e.g.
 // an arp.Responder). Workers call it for every ARP frame and every ICMPv6
@@ -104,7 +125,9 @@ type Config struct {
 	// gateway/tunnelmtu (CheckWAN), as gateway/fastgw does.
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
-	// Both are required.
+	// Both are required. A LANResolver that is also a RouteLengths
+	// decides which decrypted packets go back into the tunnel (peer to
+	// peer, hairpin.go).
 	WANResolver, LANResolver Resolver
 	// WANVLAN and LANVLAN are the IEEE 802.1Q VLAN (1-4094) each side
 	// runs on, or 0 for untagged frames. A worker takes from a port only
@@ -250,6 +273,8 @@ type Engine struct {
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
 	// SetLANMTU; a worker loads it once per inbound burst.
 	lanMTU atomic.Int64
+	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
+	lanLens RouteLengths
 
 	wg      sync.WaitGroup
 	closing atomic.Bool
@@ -343,6 +368,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
+	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
 	e.SetLANAddrs(cfg.LANAddr4, cfg.LANAddr6)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
-	"unsafe"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -47,6 +46,9 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	out, consumed := w.deliver(frames, &bad, now)
 	w.freeRest(w.wanRX, frames, &bad, left+consumed)
 	w.transmit(w.lanTX, out)
+	if len(w.hair) > 0 {
+		w.hairpinBurst(now) // peer to peer (hairpin.go)
+	}
 	// Keep no keypair past the burst: one the control plane zeroes must
 	// not stay reachable from an idle worker (key hygiene).
 	for i := range frames {
@@ -86,17 +88,19 @@ type openMeta struct {
 type innerVerdict uint8
 
 const (
-	innerDeliver     innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
-	innerKeepalive                       // empty: a keepalive (whitepaper §6.5)
-	innerMalformed                       // not a well-formed IP packet
-	innerForeign                         // source outside the peer's allowed IPs (whitepaper §2)
-	innerOwn                             // for the gateway's own tunnel address (trimmed, no Ethernet)
-	innerNoNeighbour                     // next hop not resolved yet (trimmed, no Ethernet)
-	innerTTLExceeded                     // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
-	innerOverLANMTU                      // larger than the LAN MTU (trimmed, no Ethernet)
-	innerMartian                         // an address no router forwards (transitAddrs)
-	innerMulticast                       // to a multicast or broadcast address, without an exception interface
-	innerOptions                         // options Linux does not forward (headerOptions)
+	innerDeliver      innerVerdict = iota // ready for the LAN: trimmed to its IP length, Ethernet in front
+	innerKeepalive                        // empty: a keepalive (whitepaper §6.5)
+	innerMalformed                        // not a well-formed IP packet
+	innerForeign                          // source outside the peer's allowed IPs (whitepaper §2)
+	innerOwn                              // for the gateway's own tunnel address (trimmed, no Ethernet)
+	innerNoNeighbour                      // next hop not resolved yet (trimmed, no Ethernet)
+	innerTTLExceeded                      // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
+	innerOverLANMTU                       // larger than the LAN MTU (trimmed, no Ethernet)
+	innerMartian                          // an address no router forwards (transitAddrs)
+	innerMulticast                        // to a multicast or broadcast address, without an exception interface
+	innerOptions                          // options Linux does not forward (headerOptions)
+	innerHairpin                          // back into the tunnel, to another peer or the same (hairpin.go; hop put back, LAN Ethernet in front)
+	innerTunnelTooBig                     // back into the tunnel but over its MTU, DF or IPv6 (trimmed, no Ethernet)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -306,12 +310,22 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if clamp {
 			w.clampMSS(ip)
 		}
+		// Into a peer's allowed IPs (hairpin.go): asked only of a
+		// destination not already sent to the LAN in this burst.
 		if len(ip) > lanMTU {
+			if w.tunnelBound(rt, dst, now) {
+				m.verdict = w.hairpin(f, m, ip)
+				continue
+			}
 			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
 			continue
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
+			if w.tunnelBound(rt, dst, now) {
+				m.verdict = w.hairpin(f, m, ip)
+				continue
+			}
 			// Behind frames that wait for the same neighbour
 			// (neighbour.go: their order is kept), or waiting.
 			if w.nbrWaiting(dst) {
@@ -340,76 +354,6 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	}
 	clear(qm) // drop the keypair references
 	return left
-}
-
-// replayCheck runs the replay window over the authenticated counters of
-// w.meta[:n], once per distinct keypair in the batch (the common case is one
-// keypair per batch: one lock), and fills w.accepted.
-func (w *worker) replayCheck(n int) {
-	meta := w.meta[:n]
-	// The usual burst: every packet authenticated, all of one session.
-	if kp := meta[0].kp; kp != nil {
-		same := true
-		for i := range meta[1:] {
-			same = same && meta[1+i].kp == kp
-		}
-		if same {
-			if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n]); widened {
-				w.c.replayWidened.Add(1)
-			}
-			return
-		}
-	}
-	// Several sessions: each keypair's frames are linked in frame order
-	// (sameNext), the keypairs found through a small open-addressed table
-	// (replayTab, at least twice the burst), and each keypair's counters
-	// checked in one call, in the order of its first frame: linear in the
-	// burst (comparing every frame with every later one took some 4,000
-	// steps for a burst from 64 sessions).
-	tab, next, heads := w.replayTab, w.sameNext[:n], w.replayHeads[:0]
-	mask := len(tab) - 1
-	for i := range meta {
-		w.accepted[i] = false
-		kp := meta[i].kp
-		if kp == nil {
-			continue
-		}
-		next[i] = -1
-		h := int(uint64(uintptr(unsafe.Pointer(kp)))*0x9e3779b97f4a7c15>>w.replayShift) & mask
-		for tab[h].kp != nil && tab[h].kp != kp {
-			h = (h + 1) & mask
-		}
-		if g := &tab[h]; g.kp == nil {
-			*g = replayGroup{kp: kp, first: int32(i), last: int32(i)}
-			heads = append(heads, int32(h))
-		} else {
-			next[g.last], g.last = int32(i), int32(i)
-		}
-	}
-	for _, h := range heads {
-		g := &tab[h]
-		m := 0
-		for j := g.first; j >= 0; j = next[j] {
-			w.scratchC[m] = w.counters[j]
-			m++
-		}
-		if _, widened := g.kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m]); widened {
-			w.c.replayWidened.Add(1)
-		}
-		m = 0
-		for j := g.first; j >= 0; j = next[j] {
-			w.accepted[j] = w.scratchA[m]
-			m++
-		}
-		*g = replayGroup{} // the table is empty between bursts
-	}
-}
-
-// replayGroup is a keypair's entry in replayCheck's table: its first and
-// last frame of the burst (linked through w.sameNext).
-type replayGroup struct {
-	kp          *Keypair
-	first, last int32
 }
 
 // deliver is inbound's third pass, over the authenticated packets: the
@@ -489,6 +433,15 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropMulticast]++
 		case innerOptions:
 			bad[DropIPOptions]++
+		case innerHairpin:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len() - w.lanL2)
+			w.hair = append(w.hair, *f)
+			*f = dataplane.Frame{}
+		case innerTunnelTooBig:
+			pl.lastDataReceived = now
+			bad[DropTooBig]++
+			w.mtuErrorTunnel(f.Data(), w.e.cfg.MTU, now)
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())

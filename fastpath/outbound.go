@@ -43,6 +43,18 @@ func (w *worker) outbound(now int64) int {
 	if c := w.capture.Load(); c != nil {
 		c.put(w.id, CaptureLAN, CaptureRX, w.frames[:n])
 	}
+	w.outboundBurst(n, true, now)
+	return n
+}
+
+// outboundBurst handles the n frames at w.frames[:n] as outbound's burst:
+// Ethernet frames of the LAN's VLAN toward the tunnel. Besides the LAN's
+// bursts (fromLAN) it takes the packets inbound turned back into the
+// tunnel (hairpin.go), from the WAN RX pool: every frame it frees or holds
+// goes back to its own pool (dataplane.RX.Free); an ICMPv6 neighbour
+// solicitation or advertisement among them is a peer's packet for another
+// peer, not the LAN's NDP, and is not handed to Config.LANNeighbours.
+func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	rt := w.e.routes.Load()
 	frames := w.frames[:n]
 	// Frame disposition as in inbound: a frame handed on (WAN TX batch,
@@ -60,6 +72,9 @@ func (w *worker) outbound(now int64) int {
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
+	if !fromLAN {
+		lanNb = nil
+	}
 	// After a burst for many peers of a large table, this one's routes
 	// are looked up ahead (routecache.go).
 	ahead := w.lastPeers >= aheadMinPeers && rt.t.Size() >= aheadMinPrefixes
@@ -293,7 +308,6 @@ func (w *worker) outbound(now int64) int {
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
 	w.transmit(w.wanTX, out)
-	return n
 }
 
 // sendWith is outbound's pass 2 for the burst's peers (peers[j] the

@@ -193,6 +193,10 @@ type QueueStats struct {
 	ControlSent uint64 `json:"control_sent"`
 	// Exception counts inner packets handed to the exception interface.
 	Exception uint64 `json:"exception"`
+	// PeerToPeer counts decrypted packets sent back into the tunnel
+	// (hairpin.go: to a peer whose allowed IPs hold their destination);
+	// each also counts in Decrypted and, once sealed, in Encrypted.
+	PeerToPeer uint64 `json:"peer_to_peer"`
 	// ICMPSent counts ICMP errors sent (to LAN hosts, and time exceeded
 	// into the tunnel).
 	ICMPSent uint64 `json:"icmp_sent"`
@@ -242,7 +246,7 @@ type counters struct {
 	held, neighbour, fromKernel    atomic.Uint64
 	icmpSuppressed                 atomic.Uint64
 	fragmented, fragments          atomic.Uint64
-	replayWidened                  atomic.Uint64
+	replayWidened, peerToPeer      atomic.Uint64
 	drops                          counts.Atomic[DropReason]
 }
 
@@ -262,6 +266,7 @@ func (w *worker) stats() QueueStats {
 	s.HandshakesReceived = w.c.handshakes.Load()
 	s.ControlSent = w.c.controlSent.Load()
 	s.Exception = w.c.exception.Load()
+	s.PeerToPeer = w.c.peerToPeer.Load()
 	s.ICMPSent = w.c.icmp.Load()
 	s.ICMPSuppressed = w.c.icmpSuppressed.Load()
 	s.Fragmented = w.c.fragmented.Load()

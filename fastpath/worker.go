@@ -117,7 +117,7 @@ type worker struct {
 	accepted []bool
 	scratchC []uint64
 	scratchA []bool
-	// replayCheck's grouping of a burst by keypair (inbound.go): a table
+	// replayCheck's grouping of a burst by keypair (replaycheck.go): a table
 	// of 2^(64-replayShift) entries, empty between bursts, the next frame
 	// of each frame's keypair, and the table entries in use.
 	replayTab   []replayGroup
@@ -188,6 +188,15 @@ type worker struct {
 
 	// capture, if not nil, copies frames at the burst points (capture.go).
 	capture atomic.Pointer[Capture]
+
+	// hair holds an inbound burst's packets that go back into the tunnel
+	// (hairpin.go); hairCache keeps tunnelBound's answers, for the
+	// snapshot hairRT of generation hairGen. (Last: off the lines the
+	// paths toward the LAN use.)
+	hair      []dataplane.Frame
+	hairCache *[hairCacheSize]hairEntry
+	hairRT    *routeTable
+	hairGen   uint32
 }
 
 func newWorker(e *Engine, i int) (*worker, error) {
@@ -231,6 +240,8 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	fb := b + fragSlots(b)
 	w.frames = make([]dataplane.Frame, fb)
 	w.out = make([]dataplane.Frame, 0, fb+1)
+	w.hair = make([]dataplane.Frame, 0, b)
+	w.hairCache = new([hairCacheSize]hairEntry)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)

@@ -271,6 +271,36 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
+// ip6UserMetric is the metric the kernel gives an IPv6 route added
+// without one (IP6_RT_PRIO_USER), as the routes into the exception TUN
+// are (route); IPv4's are added with 0, the lowest.
+const ip6UserMetric = 1024
+
+// PrefixLen implements fastpath.RouteLengths: the length of the prefix
+// of the route toward dst (the kernel's, arp.KernelRoutes.Route, which
+// leaves out the routes into the exception TUN; owned mode's static
+// routes, arp.StaticRoutes.Route), or -1 when none covers it, and whether
+// Linux would prefer it to a route of the same prefix into the exception
+// TUN: a kernel IPv6 route of a metric below ip6UserMetric (the kernel's
+// own route of an on-link prefix has 256). An IPv4 route of the same key
+// as ours (dst, TOS 0, metric 0) is replaced by it, one of another metric
+// comes after it; owned mode's static routes have no metric, and come
+// after it too.
+func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel bool) {
+	rl, ok := r.routes.(interface {
+		Route(netip.Addr) (arp.Route, bool)
+	})
+	if !ok {
+		return -1, false
+	}
+	rt, ok := rl.Route(dst)
+	if !ok {
+		return -1, false
+	}
+	_, kernel := r.routes.(*arp.KernelRoutes)
+	return rt.Prefix.Bits(), kernel && rt.Prefix.Addr().Is6() && rt.Metric < ip6UserMetric
+}
+
 // route installs (or replaces) the route of p into the exception TUN;
 // none is ever deleted (dataplane_.forget says why). While the interface
 // is down the kernel takes no route into it (ENETDOWN): not worth a
