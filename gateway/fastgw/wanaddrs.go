@@ -23,44 +23,11 @@ import (
 // the default addresses (addrs.go).
 
 // wanOthers returns the addresses of an interface (as netlink lists them)
-// that WireGuard is taken at beside v4 and v6: every IPv4 address and every
-// IPv6 address that is neither link-local (an endpoint has no zone) nor
-// unusable (tentative or failed duplicate address detection: the kernel
-// receives nothing at it), each once, in netlink's order, at most
-// afxdp.MaxUDPAddrs of each family with v4 or v6 counted; left are those
+// that WireGuard is taken at beside v4 and v6, at most afxdp.MaxUDPAddrs
+// of each family with v4 or v6 counted (srcaddr.Others); left are those
 // past that bound.
 func wanOthers(addrs []netlink.Addr, v4, v6 netip.Addr) (others, left []netip.Addr) {
-	n4, n6 := 0, 0
-	if v4.IsValid() {
-		n4++
-	}
-	if v6.IsValid() {
-		n6++
-	}
-	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		if ip == v4 || ip == v6 || slices.Contains(others, ip) || slices.Contains(left, ip) {
-			continue
-		}
-		n := &n4
-		if ip.Is6() {
-			if ip.IsLinkLocalUnicast() || srcaddr.IPv6(a.Flags) == srcaddr.Unusable {
-				continue
-			}
-			n = &n6
-		}
-		if *n >= afxdp.MaxUDPAddrs {
-			left = append(left, ip)
-			continue
-		}
-		*n++
-		others = append(others, ip)
-	}
-	return others, left
+	return srcaddr.Others(addrs, v4, v6, afxdp.MaxUDPAddrs)
 }
 
 // wanAddrs returns the WAN addresses WireGuard is taken at: the defaults
