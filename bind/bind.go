@@ -41,6 +41,10 @@ type Config struct {
 	// from at first (SetAddrs replaces them); at least one must be valid.
 	// Datagrams to other addresses are dropped and counted.
 	Addr4, Addr6 netip.Addr
+	// Addrs are the interface's further addresses (a keepalived virtual
+	// address), taken too and answered from (local.go; SetAddrs
+	// replaces them).
+	Addrs []netip.Addr
 	// ListenPort is the UDP port the Bind listens on and sends from at
 	// first. Open(0) keeps the port it has; Open with another port moves
 	// it there through Move.
@@ -141,17 +145,16 @@ type Bind struct {
 
 var _ conn.Bind = (*Bind)(nil)
 
-// localAddrs are the Bind's addresses of each family (invalid: none),
-// immutable once published.
-type localAddrs struct{ v4, v6 netip.Addr }
-
 // SetAddrs replaces the addresses the Bind listens on and sends from
-// (Config.Addr4 and Addr6 at first; an invalid one: none of that family),
-// for a WAN interface renumbered while the gateway runs. The caller
-// points the XDP filter at them too. Datagrams in a burst being received
-// are judged by the addresses of its start. Safe for concurrent use.
-func (b *Bind) SetAddrs(v4, v6 netip.Addr) {
-	b.local.Store(&localAddrs{v4: v4.Unmap(), v6: v6})
+// (Config.Addr4, Addr6 and Addrs at first; an invalid v4 or v6: none of
+// that family; others: the further addresses, local.go), for a WAN
+// interface renumbered, or given an address or losing one, while the
+// gateway runs. The caller points the XDP filter at them too. Datagrams in
+// a burst being received are judged by the addresses of its start; an
+// endpoint whose source is no longer the Bind's is sent to from the
+// default of its family. Safe for concurrent use.
+func (b *Bind) SetAddrs(v4, v6 netip.Addr, others ...netip.Addr) {
+	b.local.Store(newLocalAddrs(v4, v6, others))
 }
 
 // generation is the state of one Open..Close.
@@ -199,7 +202,7 @@ func New(cfg Config) (*Bind, error) {
 	b := &Bind{cfg: cfg, mac: header.MAC(cfg.Port.MAC())}
 	b.closedFlag.Store(true)
 	b.port.Store(uint32(cfg.ListenPort))
-	b.SetAddrs(cfg.Addr4, cfg.Addr6)
+	b.SetAddrs(cfg.Addr4, cfg.Addr6, cfg.Addrs...)
 	for i := range cfg.Port.NumQueues() {
 		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize)})
 	}
@@ -242,7 +245,7 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 		r := &rxQueue{
 			b: b, g: g, rx: rx, w: w, spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 			frames: make([]dataplane.Frame, BatchSize),
-			eps:    make(map[netip.AddrPort]*Endpoint),
+			eps:    make(map[epKey]*Endpoint),
 			reply:  make([]byte, arp.NDPFrameLen),
 		}
 		g.rxs = append(g.rxs, r)
@@ -299,25 +302,29 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind: parse endpoint: %w", err)
 	}
-	return b.newEndpoint(ap), nil
+	return b.newEndpoint(ap, netip.Addr{}), nil
 }
 
-func (b *Bind) newEndpoint(ap netip.AddrPort) *Endpoint {
+// newEndpoint makes the endpoint of ap whose source is local (a datagram
+// from ap was sent to it), or, invalid, the Bind's default address of
+// ap's family (a configured endpoint).
+func (b *Bind) newEndpoint(ap netip.AddrPort, local netip.Addr) *Endpoint {
 	a := ap.Addr().Unmap().WithZone("")
-	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port())}
-	if l := b.local.Load(); a.Is4() {
+	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port()), src: local}
+	if l := b.local.Load(); !local.IsValid() && a.Is4() {
 		e.src = l.v4
-	} else {
+	} else if !local.IsValid() {
 		e.src = l.v6
 	}
 	e.srcPort = uint16(b.port.Load())
 	return e
 }
 
-// Endpoint is a peer's address and port, and the local address of its
-// family that datagrams to it come from. Immutable, so the receive path
-// hands out cached ones: the same *Endpoint may be held by several peers
-// and goroutines.
+// Endpoint is a peer's address and port, and the local address datagrams
+// to it come from: the one the peer's datagram was sent to (one of the
+// Bind's addresses, local.go), or for a configured endpoint the Bind's
+// default of its family. Immutable, so the receive path hands out cached
+// ones: the same *Endpoint may be held by several peers and goroutines.
 type Endpoint struct {
 	dst     netip.AddrPort
 	src     netip.Addr
@@ -326,8 +333,10 @@ type Endpoint struct {
 
 var _ conn.Endpoint = (*Endpoint)(nil)
 
-// ClearSrc does nothing: the source is the Bind's configured address of
-// the destination's family, not a sticky choice.
+// ClearSrc does nothing: an Endpoint is immutable and shared, and Send
+// already sends from the Bind's default address of the destination's
+// family whenever the endpoint's source is no longer one of the Bind's
+// (what clearing the source achieves on wireguard-go's StdNetBind).
 func (e *Endpoint) ClearSrc() {}
 
 // SrcToString returns the local address and port.
@@ -419,7 +428,8 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 }
 
 // Send sends each of bufs as one UDP datagram to ep (an *Endpoint) from
-// the Bind's address of ep's family and listen port. len(bufs) must not
+// ep's source address (local.go; the Bind's default of ep's family when
+// it is none or no longer the Bind's) and the listen port. len(bufs) must not
 // exceed BatchSize (more are sent in several batches). Send does not keep
 // bufs. It is safe for concurrent use and does not allocate on the hot
 // path. Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
@@ -438,11 +448,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	dst := e.dst.Addr()
 	v4 := dst.Is4()
-	l := b.local.Load()
-	src := l.v6
-	if v4 {
-		src = l.v4
-	}
+	src := b.local.Load().source(e.src, dst)
 	if !src.IsValid() {
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
 	}

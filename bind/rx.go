@@ -126,16 +126,17 @@ type rxQueue struct {
 	mu     sync.Mutex
 	spin   dataplane.Spinner // receive's idle spin
 	frames []dataplane.Frame
-	eps    map[netip.AddrPort]*Endpoint
-	// last is the source of the previous datagram and its endpoint: a
-	// peer's datagrams come in runs, which then cost one comparison each
-	// instead of a map lookup.
-	lastSrc netip.AddrPort
-	lastEP  *Endpoint
-	pkt     header.Packet
-	local   *localAddrs // the Bind's addresses, loaded once per burst
-	reply   []byte
-	warm    byte // what dataplane.Warm returned, kept so its loads stay
+	eps    map[epKey]*Endpoint
+	// last is the source of the previous datagram, the local address it
+	// was sent to, and their endpoint: a peer's datagrams come in runs,
+	// which then cost two comparisons each instead of a map lookup.
+	lastSrc   netip.AddrPort
+	lastLocal netip.Addr
+	lastEP    *Endpoint
+	pkt       header.Packet
+	local     *localAddrs // the Bind's addresses, loaded once per burst
+	reply     []byte
+	warm      byte // what dataplane.Warm returned, kept so its loads stay
 
 	ctr struct {
 		packets atomic.Uint64
@@ -245,7 +246,7 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 		return false
 	}
 	dst := p.Dst
-	if p.DstPort != r.g.port || (dst != r.local.v4 && dst != r.local.v6) {
+	if p.DstPort != r.g.port || (dst != r.local.v4 && dst != r.local.v6 && !r.local.has(dst)) {
 		r.ctr.drops[DropNotOurs].Add(1)
 		return false
 	}
@@ -270,24 +271,26 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 		return false
 	}
 	*size = copy(buf, payload)
-	*ep = r.endpoint(netip.AddrPortFrom(p.Src, p.SrcPort))
+	*ep = r.endpoint(netip.AddrPortFrom(p.Src, p.SrcPort), dst)
 	return true
 }
 
-// endpoint returns the cached endpoint for src, making one on a miss.
-func (r *rxQueue) endpoint(src netip.AddrPort) *Endpoint {
-	if r.lastEP != nil && src == r.lastSrc {
+// endpoint returns the cached endpoint for src whose datagram was sent to
+// local, making one on a miss.
+func (r *rxQueue) endpoint(src netip.AddrPort, local netip.Addr) *Endpoint {
+	if r.lastEP != nil && src == r.lastSrc && local == r.lastLocal {
 		return r.lastEP
 	}
-	e, ok := r.eps[src]
+	k := epKey{src, local}
+	e, ok := r.eps[k]
 	if !ok {
 		if len(r.eps) >= maxEndpoints {
 			clear(r.eps)
 		}
-		e = r.b.newEndpoint(src)
-		r.eps[src] = e
+		e = r.b.newEndpoint(src, local)
+		r.eps[k] = e
 	}
-	r.lastSrc, r.lastEP = src, e
+	r.lastSrc, r.lastLocal, r.lastEP = src, local, e
 	return e
 }
 

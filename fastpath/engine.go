@@ -111,9 +111,14 @@ type Config struct {
 	// ListenPort is our WireGuard UDP port on the WAN addresses. Required
 	// (not 0).
 	ListenPort uint16
-	// WANAddr4 / WANAddr6 are our outer addresses. At least one is
-	// required; the other may be invalid if that family is not used.
+	// WANAddr4 / WANAddr6 are our outer addresses, the default sources.
+	// At least one is required; the other may be invalid if that family
+	// is not used.
 	WANAddr4, WANAddr6 netip.Addr
+	// WANAddrs are the WAN's further addresses (optional): datagrams to
+	// them are ours too, and a peer whose endpoint's Src is one of them
+	// is sent to from it (Engine.SetWAN, wanaddrs.go).
+	WANAddrs []netip.Addr
 	// MTU is the tunnel MTU (default DefaultMTU; at least 576, or 1280
 	// with a WANAddr6): inner IPv4 packets larger than this without DF
 	// are fragmented (RFC 791); the others get ICMP "fragmentation
@@ -301,6 +306,11 @@ type ControlPacket struct {
 	// Dst is the outer destination; an IPv4-mapped IPv6 address is sent
 	// to as IPv4.
 	Dst netip.AddrPort
+	// Src is the outer source address: the WAN address the peer reached
+	// us at (the handshake message's Dst, the endpoint's Src). Invalid,
+	// of another family than Dst, or no longer one of the WAN's: the
+	// default of Dst's family (Engine.SetWAN).
+	Src netip.Addr
 	// SrcPort is the outer source port (0: the listen port).
 	SrcPort uint16
 	// DstMAC is the next hop's MAC; zero to resolve through WANResolver.
@@ -384,7 +394,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.routes.Store(newRouteTable(ownAddrs(cfg.TunnelAddrs, cfg.HostAddrs)))
 	e.members = make(map[*Peer]struct{})
-	e.wan.Store(&wanState{port: cfg.ListenPort, addr4: cfg.WANAddr4, addr6: cfg.WANAddr6})
+	e.wan.Store(newWANState(cfg.ListenPort, cfg.WANAddr4, cfg.WANAddr6, cfg.WANAddrs))
 	for i := 0; i < cfg.LAN.NumQueues(); i++ {
 		w, err := newWorker(e, i)
 		if err != nil {

@@ -129,6 +129,9 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		lastSrcPeer *Peer
 		lastDst     netip.Addr
 		lastMAC     [6]byte
+		// The last of the WAN's further addresses a datagram was sent
+		// to (otherWAN, wanaddrs.go).
+		lastWAN netip.Addr
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	wanNb, exc, clamp, lanMTU := w.e.cfg.WANNeighbours, w.e.cfg.Exception, w.e.mss4 != 0, int(w.e.lanMTU.Load())
@@ -166,7 +169,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		// Our ports are the listen port and the source-port range above
 		// it: a peer answers to the port we sent from.
-		if w.pkt.DstPort-w.wan.port >= w.portSpan || (w.pkt.Dst != w.wan.addr4 && w.pkt.Dst != w.wan.addr6) {
+		if w.pkt.DstPort-w.wan.port >= w.portSpan || (w.pkt.Dst != w.wan.addr4 && w.pkt.Dst != w.wan.addr6 &&
+			w.pkt.Dst != lastWAN && !w.otherWAN(&lastWAN)) {
 			bad[DropNotForUs]++
 			continue
 		}
@@ -473,9 +477,12 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 
 // sawSource notes the outer source of a run of accepted packets from the
 // peer of pl (frame f, described by m, its outer headers m.back bytes in
-// front of its data): if it is not the peer's endpoint it is a candidate
-// for roaming (whitepaper §2.1: the endpoint becomes the source of the
-// latest authenticated packet), which publish acts on.
+// front of its data): if it is not the peer's endpoint, or was sent to
+// another of our addresses than the endpoint's Src, it is a candidate for
+// roaming (whitepaper §2.1: the endpoint becomes the source of the latest
+// authenticated packet, and our address it was sent to becomes the
+// endpoint's Src, as Linux's WireGuard keeps it: wanaddrs.go), which
+// publish acts on.
 //
 // Toward a peer we spread our source ports over (SrcPorts > 1: a peer that
 // spreads its own, as two wgpio gateways configured alike do, and not
@@ -490,7 +497,12 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 // included) as for any peer (gateway: setEndpointFromLocked), which is
 // how a change of the peer's listen port is followed.
 func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
-	if ep := pl.peer.Endpoint.Load(); ep != nil && (ep.Dst == m.src ||
+	outer := *f
+	d := outer.Prepend(int(m.back))
+	// Where the peer sent it (authenticate checked it is ours): the
+	// endpoint keeps it as our source toward the peer (wanaddrs.go).
+	dst := outerDst(d)
+	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Src == dst && (ep.Dst == m.src ||
 		pl.peer.SrcPorts > 1 && ep.Dst.Addr() == m.src.Addr()) {
 		pl.sawCurrent = true
 		return
@@ -498,19 +510,12 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 	if pl.sawCurrent && pl.lastSrc.IsValid() {
 		return
 	}
-	outer := *f
-	d := outer.Prepend(int(m.back))
-	// The authentication pass checked that the outer destination is our
-	// address of the source's family.
-	dst := w.wan.addr6
-	if m.src.Addr().Is4() {
-		dst = w.wan.addr4
-	}
 	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
 }
 
 func (w *worker) roam(pl *peerLocal) {
-	ep := &Endpoint{Dst: pl.lastSrc, Src: pl.lastDst, SrcMAC: w.wanMAC}
+	// An address the WAN lost since the packet came is not sent from.
+	ep := &Endpoint{Dst: pl.lastSrc, Src: w.e.wan.Load().source(pl.lastDst, pl.lastSrc.Addr()), SrcMAC: w.wanMAC}
 	if mac, ok := w.e.cfg.WANResolver.Resolve(pl.lastSrc.Addr()); ok {
 		ep.DstMAC = mac
 	} else {

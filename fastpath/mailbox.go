@@ -103,12 +103,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	// transport data to it: such an address never appears in an IPv6
 	// header (RFC 4291 section 2.5.5.2).
 	dst := netip.AddrPortFrom(c.Dst.Addr().Unmap(), c.Dst.Port())
-	ep := Endpoint{Dst: dst, DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
-	if dst.Addr().Is4() {
-		ep.Src = w.wan.addr4
-	} else {
-		ep.Src = w.wan.addr6
-	}
+	ep := Endpoint{Dst: dst, Src: w.wan.source(c.Src, dst.Addr()), DstMAC: c.DstMAC, SrcMAC: w.wanMAC}
 	if !ep.Src.IsValid() {
 		w.count(DropNoWANAddress, 1)
 		return

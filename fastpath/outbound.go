@@ -488,9 +488,10 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 	// Outer headers from the peer's template (rebuilt when the endpoint
 	// changed): one copy and a few length and checksum patches.
 	if pl.tmplEp != ep {
+		// ep.Src, unless the WAN lost it meanwhile (wanaddrs.go).
 		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
 			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: w.wanTag,
-			SrcAddr: ep.Src, DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
+			SrcAddr: w.wan.source(ep.Src, ep.Dst.Addr()), DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
 			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
 		})
 		if !ok {

@@ -13,7 +13,11 @@ type Endpoint struct {
 	// Dst is the peer's outer address and UDP port. An IPv4-mapped IPv6
 	// address (as the UAPI keeps one written so) is sent to as IPv4.
 	Dst netip.AddrPort
-	// Src is our outer address (IPv4 or IPv6, the family of Dst).
+	// Src is our outer address (IPv4 or IPv6, the family of Dst): the WAN
+	// address the peer's last authenticated packet was sent to, or for a
+	// configured endpoint the default of its family. What is sent to the
+	// peer leaves from it while it is one of the WAN's (Engine.SetWAN),
+	// else from the default (wanaddrs.go).
 	Src netip.Addr
 	// DstMAC is the Ethernet address of the next hop toward Dst (Dst itself
 	// when on-link, else its gateway's), SrcMAC the WAN port's. A zero

@@ -205,7 +205,7 @@ func (d *Device) cookieReply(id *noise.StaticIdentity, m fastpath.HandshakeMessa
 		d.stats.drop(DropHandshakeInvalid)
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]}) {
 		d.stats.cookieRepliesSent.Add(1)
 	}
 }
@@ -235,7 +235,7 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 	if !ok {
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
 		d.stats.responsesSent.Add(1)
 		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	}
@@ -563,7 +563,7 @@ func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.Initiation
 	d.stats.initiationsSent.Add(1)
 	d.sentLocked(p, now)
 	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", p.attempts+1)
-	return fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp}, true
+	return fastpath.ControlPacket{Dst: ep.Dst, Src: ep.Src, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp}, true
 }
 
 // armZeroIfIdleLocked arms zeroing for handshake state that no session
@@ -614,7 +614,7 @@ func (d *Device) keepaliveLocked(p *peer, now int64) {
 	out := kp.Seal(buf[:noise.TransportHeaderSize], nil, c)
 	d.stats.keepalivesSent.Add(1)
 	d.sentLocked(p, now)
-	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
+	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, Src: ep.Src, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
 	if kp.IsInitiator && now-kp.Created >= int64(protocol.RekeyAfterTime) || c >= protocol.RekeyAfterMessages {
 		d.initiateLocked(p, now, false)
 	}

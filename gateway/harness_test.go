@@ -31,6 +31,7 @@ type sentPacket struct {
 	typ     byte
 	size    int
 	dst     netip.AddrPort
+	src     netip.Addr // ControlPacket.Src
 	payload []byte
 }
 
@@ -173,7 +174,7 @@ func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	now := f.clock.Load()
 	b := append([]byte(nil), pkt.Payload...)
 	f.mu.Lock()
-	f.sent = append(f.sent, sentPacket{at: now, typ: b[0], size: len(b), dst: pkt.Dst, payload: b})
+	f.sent = append(f.sent, sentPacket{at: now, typ: b[0], size: len(b), dst: pkt.Dst, src: pkt.Src, payload: b})
 	f.mu.Unlock()
 	if pkt.Peer != nil {
 		f.stamp(pkt.Peer)

@@ -126,36 +126,6 @@ func (d *Device) Close() error {
 	return nil
 }
 
-// SetWANAddrs changes our outer addresses while running (the WAN
-// interface's address was replaced): configured endpoints set later take
-// the new ones, and every peer's endpoint whose source is an old address of
-// its family moves to the new one (invalid: no usable address of that
-// family; the workers then count what they cannot send). The dataplane's
-// own matching is changed separately (fastpath.Engine.SetWAN).
-func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old4, old6 := d.opts.WANAddr4, d.opts.WANAddr6
-	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
-	for p := range d.peers.All {
-		ep := p.fp.Endpoint.Load()
-		if ep == nil {
-			continue
-		}
-		n := *ep
-		switch {
-		case ep.Dst.Addr().Unmap().Is4() && ep.Src != addr4 && (ep.Src == old4 || !ep.Src.IsValid()):
-			n.Src = addr4
-		case !ep.Dst.Addr().Unmap().Is4() && ep.Src != addr6 && (ep.Src == old6 || !ep.Src.IsValid()):
-			n.Src = addr6
-		default:
-			continue
-		}
-		p.fp.Endpoint.CompareAndSwap(ep, &n)
-	}
-	d.dp.Kick()
-}
-
 // WANAddrs returns the outer source addresses the device gives its peers'
 // endpoints (the last SetWANAddrs, or the options'): once they are the new
 // ones, every peer's endpoint has moved to them. Safe for concurrent use.

@@ -177,7 +177,13 @@ func TestUAPIStalledClient(t *testing.T) {
 // what wireguard-go leaves: every whole line before the cut applied, none
 // after it, whichever batch of ipcSetConn the cut falls in.
 func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
-	const idle = 50 * time.Millisecond
+	// Long enough that the writer of a request of several batches is
+	// not taken for stalled when the machine is busy: at 50 ms (the read
+	// deadline of each batch) the test failed once, "read reply: EOF" in
+	// "line too long in a later batch", on the 2-core machine at load 16
+	// (other tests running), and passed at load 8: a goroutine can wait
+	// that long for a CPU there.
+	const idle = 300 * time.Millisecond
 	k1, k2, k3 := pubHex(t), pubHex(t), pubHex(t)
 	head := "public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=198.19.1.0/24\npersistent_keepalive_interval=25\n"
 	// Far more than a batch (uapiBatchBytes): the cut falls in a later one.

@@ -563,9 +563,13 @@ func (p *Port) AccountBuffers(fn func(pl *dataplane.Pool, chunk uint64, place st
 var _ dataplane.Accounter = (*Port)(nil)
 
 // SetUDP replaces the UDP matches of the WAN filter (Filter.UDP) while the
-// port runs: a new listen port or address. The new matches are added before
-// the old ones are removed, so that a datagram to an address and port in
-// both is never passed to the kernel meanwhile.
+// port runs: a new listen port, an address added or removed. The addresses
+// not in matches are removed first, then those of matches put (an address
+// in both is never out of the map, its port range replaced in place: a
+// datagram to an address and port in both is never passed to the kernel
+// meanwhile), so that a set of MaxUDPAddrs addresses of a family fits
+// whatever the old one held. With more, the error names the first address
+// that did not fit; those before it are in the map.
 func (p *Port) SetUDP(matches []UDPMatch) error {
 	if err := p.lockMaps(); err != nil {
 		return fmt.Errorf("set UDP matches: %w", err)
@@ -577,26 +581,34 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 		if u.PortLo > u.PortHi {
 			return fmt.Errorf("set UDP matches: port range %d-%d is empty", u.PortLo, u.PortHi)
 		}
-		v := portRange{u.PortLo, u.PortHi}
-		var err error
 		switch a := u.Addr.Unmap(); {
 		case a.Is4():
 			keep4[a.As4()] = true
-			err = p.prog.udp4.Put(a.As4(), v)
 		case a.Is6():
 			keep6[a.As16()] = true
-			err = p.prog.udp6.Put(a.As16(), v)
 		default:
-			err = fmt.Errorf("invalid address %v", u.Addr)
-		}
-		if err != nil {
-			return fmt.Errorf("set UDP match %v: %w", u.Addr, err)
+			return fmt.Errorf("set UDP match: invalid address %v", u.Addr)
 		}
 	}
 	if err := deleteStale(p.prog.udp4, keep4, "UDP match"); err != nil {
 		return err
 	}
-	return deleteStale(p.prog.udp6, keep6, "UDP match")
+	if err := deleteStale(p.prog.udp6, keep6, "UDP match"); err != nil {
+		return err
+	}
+	for _, u := range matches {
+		v := portRange{u.PortLo, u.PortHi}
+		var err error
+		if a := u.Addr.Unmap(); a.Is4() {
+			err = p.prog.udp4.Put(a.As4(), v)
+		} else {
+			err = p.prog.udp6.Put(a.As16(), v)
+		}
+		if err != nil {
+			return fmt.Errorf("set UDP match %v: %w", u.Addr, err)
+		}
+	}
+	return nil
 }
 
 // SetHostAddrs replaces the host addresses of the LAN filter

@@ -25,7 +25,8 @@ type Filter struct {
 
 	// UDP redirects IPv4 (without options, not a fragment) or IPv6 (UDP
 	// as the first next header) UDP datagrams to one of these addresses
-	// and a destination port in the range: the WAN side of a gateway.
+	// and a destination port in the range: the WAN side of a gateway. At
+	// most MaxUDPAddrs addresses of each family (Open fails with more).
 	UDP []UDPMatch
 
 	// Neighbors redirects ARP frames (RFC 826) whose target protocol
@@ -63,6 +64,12 @@ type Filter struct {
 // the LAN match holds (Filter.HostAddrs, Port.SetHostAddrs): the size of
 // its preallocated hash maps, looked up per frame.
 const MaxHostAddrs = 256
+
+// MaxUDPAddrs is how many addresses of each family the UDP match holds
+// (Filter.UDP, Port.SetUDP): the size of its preallocated hash maps,
+// looked up per frame (a WAN with this many addresses, its keepalived
+// virtual ones included, is taken at all of them).
+const MaxUDPAddrs = 256
 
 // DefaultPrefixCapacity is Filter.PrefixCapacity's default: 1,048,576
 // prefixes of each family, room for a million peers' /32 and /128.
@@ -188,8 +195,8 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 	}{
 		{&p.xsks, "wgpio_xsks", ebpf.XSKMap, 4, 4, uint32(queues), 0},
 		{&p.counters, "wgpio_counters", ebpf.PerCPUArray, 4, 8, numCounters, 0},
-		{&p.udp4, "wgpio_udp4", ebpf.Hash, 4, 4, 64, 0},
-		{&p.udp6, "wgpio_udp6", ebpf.Hash, 16, 4, 64, 0},
+		{&p.udp4, "wgpio_udp4", ebpf.Hash, 4, 4, MaxUDPAddrs, 0},
+		{&p.udp6, "wgpio_udp6", ebpf.Hash, 16, 4, MaxUDPAddrs, 0},
 		{&p.neigh4, "wgpio_neigh4", ebpf.Hash, 4, 4, 64, 0},
 		{&p.neigh6, "wgpio_neigh6", ebpf.Hash, 16, 4, 64, 0},
 		{&p.host4, "wgpio_host4", ebpf.Hash, 4, 4, MaxHostAddrs, 0},

@@ -605,3 +605,47 @@ func TestMapCallsAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestSetUDPManyAddrs: the UDP match holds MaxUDPAddrs addresses of each
+// family (a WAN with keepalived virtual addresses beside its own), a set
+// that large replaces another as large and disjoint from it (the stale
+// ones go first), and with more the error names the first address left
+// out. The old map held 64.
+func TestSetUDPManyAddrs(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	set := func(base string, n int) []UDPMatch {
+		a := netip.MustParseAddr(base)
+		out := make([]UDPMatch, n)
+		for i := range out {
+			out[i] = UDPMatch{Addr: a, PortLo: 51820, PortHi: 51821}
+			a = a.Next()
+		}
+		return out
+	}
+	old := append(set("198.18.1.0", MaxUDPAddrs), set("2001:db8:1::", MaxUDPAddrs)...)
+	prog, err := newProgram(Filter{UDP: old}, ourMAC, 4, 0)
+	if err != nil {
+		t.Fatalf("newProgram(%d UDP matches of each family) = %v", MaxUDPAddrs, err)
+	}
+	defer prog.Close()
+	p := &Port{prog: prog}
+	renumbered := append(set("198.18.2.0", MaxUDPAddrs), set("2001:db8:2::", MaxUDPAddrs)...)
+	if err := p.SetUDP(renumbered); err != nil {
+		t.Fatalf("SetUDP(%d new of each family) = %v, want nil", MaxUDPAddrs, err)
+	}
+	last4, last6 := renumbered[MaxUDPAddrs-1].Addr.String(), renumbered[2*MaxUDPAddrs-1].Addr.String()
+	runFilter(t, prog, []filterCase{
+		{"first new v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.2.0", 0, 40), udp(51821)), redirect},
+		{"last new v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, last4, 0, 40), udp(51820)), redirect},
+		{"last new v6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, last6, 40), udp(51820)), redirect},
+		{"old v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.1.5", 0, 40), udp(51820)), pass},
+		{"old v6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8:1::5", 40), udp(51820)), pass},
+	})
+	tooMany := set("198.18.3.0", MaxUDPAddrs+1)
+	if err := p.SetUDP(tooMany); err == nil || !strings.Contains(err.Error(), tooMany[MaxUDPAddrs].Addr.String()) {
+		t.Errorf("SetUDP(%d IPv4) = %v, want an error naming %v", MaxUDPAddrs+1, err, tooMany[MaxUDPAddrs].Addr)
+	}
+}

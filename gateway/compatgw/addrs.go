@@ -1,12 +1,14 @@
 package compatgw
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/bind"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
 )
 
 // resubscribeDelay is how long followAddresses waits before it
@@ -134,7 +136,9 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 }
 
 // wanAddressesChanged re-reads the WAN interface and moves the XDP match
-// and the bind to its addresses.
+// and the bind to its addresses: the sources and the further ones, at
+// which WireGuard is taken too and from which the bind answers a peer
+// that reached it there (bind's local.go).
 func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) {
 	wan, err := readIface(h, name)
 	if err != nil {
@@ -156,11 +160,20 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 		*warned = false
 	}
 	g.log.Info("WAN address changed", "interface", name, "from", g.wanAddrs, "to", addrs)
+	g.warnWANLeft(name, wan.left)
 	if err := g.wan.SetUDP(bind.XDPFilter(addrs, g.listenPort, false).UDP); err != nil {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
-	g.bind.SetAddrs(wan.v4, wan.v6)
+	g.bind.SetAddrs(wan.v4, wan.v6, wan.others...)
 	g.wanAddrs = addrs
+}
+
+// warnWANLeft logs the WAN addresses past the XDP match's bound, at which
+// WireGuard is not taken (the kernel drops what is sent there).
+func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
+	if len(left) > 0 {
+		g.log.Warn("the WAN has more addresses than the XDP match holds: WireGuard is not taken at these", "interface", name, "max_per_family", afxdp.MaxUDPAddrs, "left", left)
+	}
 }
 
 // lanAddressesChanged re-reads the LAN interface and makes its addresses of

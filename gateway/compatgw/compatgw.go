@@ -129,8 +129,13 @@ type iface struct {
 	index, mtu int
 	v4, v6     netip.Addr   // the sources: srcaddr.Choose
 	all        []netip.Addr // every address of the interface
+	// others are the further addresses WireGuard is taken at, left those
+	// past the XDP match's bound (srcaddr.Others).
+	others, left []netip.Addr
 }
 
+// addrs are the addresses WireGuard is taken at: the sources, then the
+// others.
 func (i iface) addrs() []netip.Addr {
 	var out []netip.Addr
 	for _, a := range []netip.Addr{i.v4, i.v6} {
@@ -138,7 +143,7 @@ func (i iface) addrs() []netip.Addr {
 			out = append(out, a)
 		}
 	}
-	return out
+	return append(out, i.others...)
 }
 
 func readIface(h *netlink.Handle, name string) (iface, error) {
@@ -152,6 +157,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
+	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
 	return out, nil
 }
 
@@ -228,7 +234,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
 	g.wanAddrs, g.listenPort = wan.addrs(), cfg.ListenPort
-	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
+	g.warnWANLeft(cfg.WAN, wan.left)
+	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, Addrs: wan.others, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}

@@ -126,7 +126,7 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		return
 	}
 	if g.moveWAN(wl, warned) {
-		g.dev.SetWANAddrs(wl.v4, wl.v6)
+		g.dev.SetWANAddrs(wl.v4, wl.v6, wl.others...)
 	}
 	// What a peer sends to the WAN interface's addresses of now goes to
 	// the host (fastpath.Config.HostAddrs), as what it sends to the LAN's.
@@ -173,12 +173,12 @@ func (g *Gateway) lanAddressesChanged() {
 	g.engine.SetHostAddrs(append(slices.Clone(ll.all), wl.all...))
 }
 
-// moveWAN moves the dataplane to wl's addresses; false if they did not
-// change.
+// moveWAN moves the dataplane to wl's addresses (the defaults and the
+// further ones: wanaddrs.go); false if they did not change.
 func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	g.wanMu.Lock()
 	defer g.wanMu.Unlock()
-	if wl.v4 == g.wanV4 && wl.v6 == g.wanV6 {
+	if wl.v4 == g.wanV4 && wl.v6 == g.wanV6 && slices.Equal(wl.others, g.wanOthers) {
 		return false
 	}
 	if !wl.v4.IsValid() && !wl.v6.IsValid() {
@@ -189,22 +189,18 @@ func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	} else {
 		*warned = false
 	}
-	g.log.Info("WAN address changed", "interface", g.cfg.WAN, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
-	g.wanV4, g.wanV6 = wl.v4, wl.v6
-	if err := g.inNamespace(func() error { // sockets belong to the gateway's namespace
-		opened, _ := g.openKernel(g.cfg.ListenPort, wl.v4, wl.v6) // failures are logged
-		old := g.kernelSocks
-		g.kernelSocks = opened
-		for _, c := range old {
-			c.Close()
-		}
-		return nil
-	}); err != nil {
-		g.log.Warn("reopen the kernel sockets on the new WAN address", "err", err)
+	if wl.v4 != g.wanV4 || wl.v6 != g.wanV6 {
+		g.log.Info("WAN address changed", "interface", g.cfg.WAN, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
 	}
+	if !slices.Equal(wl.others, g.wanOthers) {
+		g.log.Info("WAN's further addresses changed (WireGuard is taken at them too)", "interface", g.cfg.WAN, "from", g.wanOthers, "to", wl.others)
+		g.warnWANLeft(wl.left)
+	}
+	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
+	g.syncKernel()
 	if err := g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)); err != nil {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
-	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6)
+	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6, wl.others...)
 	return true
 }

@@ -172,6 +172,9 @@ type Gateway struct {
 	// and kernelSocks, which change while running (listen.go).
 	wanMu        sync.Mutex
 	wanV4, wanV6 netip.Addr
+	// wanOthers are the WAN's further addresses, WireGuard's too
+	// (wanaddrs.go; shared mode). Guarded by wanMu.
+	wanOthers []netip.Addr
 	// lanAddrs are the LAN interface's addresses (followed in shared
 	// mode: lanAddressesChanged): with the WAN interface's, the engine's
 	// HostAddrs.
@@ -200,6 +203,9 @@ type link struct {
 	mac    net.HardwareAddr
 	v4, v6 netip.Addr
 	all    []netip.Addr
+	// others are the further addresses WireGuard is taken at on a WAN,
+	// left those past the XDP match's bound (wanOthers).
+	others, left []netip.Addr
 }
 
 func readLink(h *netlink.Handle, name string) (link, error) {
@@ -213,6 +219,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
+	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
 	out.all = appendBroadcasts(out.all, addrs)
 	return out, nil
 }
@@ -415,6 +422,7 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 		}
 	}
 	wl.v4, wl.v6, ll.v4, ll.v6 = netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}
+	wl.others, wl.left = nil, nil // owned: WANAddress alone
 	if wa.Is4() {
 		wl.v4 = wa
 	} else {

@@ -44,7 +44,7 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 	if !g.cfg.Owned {
 		var serr error
 		if err := g.inNamespace(func() error {
-			socks, serr = g.openKernel(port, g.wanV4, g.wanV6)
+			socks, serr = g.openKernel(port, g.wanAddrs()...)
 			return nil
 		}); err != nil {
 			return 0, err
@@ -67,7 +67,7 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 		g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)) // best effort back
 		return 0, fmt.Errorf("XDP filter: %w", err)
 	}
-	if err := g.engine.SetWAN(port, g.wanV4, g.wanV6); err != nil {
+	if err := g.engine.SetWAN(port, g.wanV4, g.wanV6, g.wanOthers...); err != nil {
 		return 0, err
 	}
 	old := g.kernelSocks
@@ -87,7 +87,7 @@ var errRange = errors.New("port range too large")
 func (g *Gateway) udpMatches(port uint16) []afxdp.UDPMatch {
 	c := g.cfg
 	c.ListenPort = port
-	return wanFilter(c, g.wanV4, g.wanV6, g.wanSide.vid).UDP
+	return wanFilter(c, g.wanV4, g.wanV6, g.wanSide.vid, g.wanOthers...).UDP
 }
 
 // freePort asks the kernel for a free UDP port (as

@@ -235,11 +235,12 @@ func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err err
 	return asked, warn, nil
 }
 
-// wanFilter is the WAN XDP filter: UDP to our addresses on the listen port
-// and the source ports above it, and (owned mode) ARP/NDP for our address.
-func wanFilter(c Config, v4, v6 netip.Addr, vid uint16) afxdp.Filter {
+// wanFilter is the WAN XDP filter: UDP to our addresses (the defaults v4
+// and v6, the further ones: wanaddrs.go) on the listen port and the source
+// ports above it, and (owned mode) ARP/NDP for our address.
+func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) afxdp.Filter {
 	f := afxdp.Filter{VLAN: vid}
-	for _, a := range []netip.Addr{v4, v6} {
+	for _, a := range append([]netip.Addr{v4, v6}, others...) {
 		if a.IsValid() {
 			f.UDP = append(f.UDP, afxdp.UDPMatch{Addr: a, PortLo: c.ListenPort, PortHi: c.ListenPort + c.SourcePorts - 1})
 		}
@@ -351,7 +352,7 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	} else if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid)}); err != nil {
+	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid, wl.others...)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
 	host, left := lanHostAddrs(*cfg, ll.all)
@@ -403,7 +404,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	g.lanAddrs = ll.all
 	ecfg := fastpath.Config{
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
-		WANAddr4: wl.v4, WANAddr6: wl.v6, LANAddr4: ll.v4, LANAddr6: ll.v6,
+		WANAddr4: wl.v4, WANAddr6: wl.v6, WANAddrs: wl.others, LANAddr4: ll.v4, LANAddr6: ll.v6,
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
 		TunnelAddrs: tunnelAddrs, HostAddrs: append(slices.Clone(ll.all), wl.all...), CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
@@ -469,10 +470,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 			return fmt.Errorf("fastgw: follow the exception TUN: %w", err)
 		}
 	}
-	g.wanV4, g.wanV6 = wl.v4, wl.v6
+	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
 	if !cfg.Owned {
+		g.warnWANLeft(wl.left)
 		g.wanMu.Lock()
-		g.listenKernel(wl.v4, wl.v6)
+		g.listenKernel(g.wanAddrs()...)
 		g.wanMu.Unlock()
 		g.addrDone = make(chan struct{})
 		if err := g.followAddresses(g.addrDone); err != nil {

@@ -2,6 +2,7 @@ package srcaddr
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -61,4 +62,45 @@ func Choose(addrs []netlink.Addr) (v4, v6 netip.Addr, all []netip.Addr) {
 		v6 = deprecated
 	}
 	return v4, v6, all
+}
+
+// Others returns the addresses of an interface (as netlink lists them)
+// that WireGuard is taken at beside v4 and v6, the sources Choose picked
+// (Linux's WireGuard binds its socket to every address): every IPv4
+// address and every IPv6 address that is neither link-local (an
+// endpoint has no zone) nor Unusable (the kernel receives nothing at a
+// tentative address), each once, in netlink's order, at most max of each
+// family with v4 or v6 counted; left are those past that bound.
+func Others(addrs []netlink.Addr, v4, v6 netip.Addr, max int) (others, left []netip.Addr) {
+	n4, n6 := 0, 0
+	if v4.IsValid() {
+		n4++
+	}
+	if v6.IsValid() {
+		n6++
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip == v4 || ip == v6 || slices.Contains(others, ip) || slices.Contains(left, ip) {
+			continue
+		}
+		n := &n4
+		if ip.Is6() {
+			if ip.IsLinkLocalUnicast() || IPv6(a.Flags) == Unusable {
+				continue
+			}
+			n = &n6
+		}
+		if *n >= max {
+			left = append(left, ip)
+			continue
+		}
+		*n++
+		others = append(others, ip)
+	}
+	return others, left
 }

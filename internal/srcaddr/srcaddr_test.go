@@ -42,3 +42,38 @@ func TestChoose(t *testing.T) {
 		t.Errorf("tentative and failed addresses only: v6 = %v, want none", v6)
 	}
 }
+
+// TestOthers: every address but the two chosen, link-local and unusable
+// IPv6 ones, each once, in order; past the bound (the chosen one counted)
+// in left.
+func TestOthers(t *testing.T) {
+	addr := func(s string, flags int) netlink.Addr {
+		return netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(s)}, Flags: flags}
+	}
+	addrs := []netlink.Addr{
+		addr("198.18.0.1", 0),
+		addr("2001:db8::4", unix.IFA_F_TENTATIVE),
+		addr("fe80::1", 0),
+		addr("198.18.0.100", 0),
+		addr("2001:db8::1", 0),
+		addr("2001:db8::2", unix.IFA_F_DEPRECATED),
+		addr("198.18.0.100", 0),
+		addr("198.18.0.101", 0),
+	}
+	v4, v6, _ := Choose(addrs)
+	mk := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	others, left := Others(addrs, v4, v6, 256)
+	if want := mk("198.18.0.100", "2001:db8::2", "198.18.0.101"); !slices.Equal(others, want) || left != nil {
+		t.Errorf("Others = %v, %v; want %v, none left", others, left, want)
+	}
+	others, left = Others(addrs, v4, v6, 2)
+	if want, wantLeft := mk("198.18.0.100", "2001:db8::2"), mk("198.18.0.101"); !slices.Equal(others, want) || !slices.Equal(left, wantLeft) {
+		t.Errorf("Others(max 2) = %v, %v; want %v, %v left", others, left, want, wantLeft)
+	}
+}

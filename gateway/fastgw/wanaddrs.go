@@ -1,0 +1,85 @@
+package fastgw
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/srcaddr"
+)
+
+// The WAN's further addresses (shared address mode): WireGuard is taken at
+// every address of the WAN interface, as Linux's WireGuard, whose socket
+// is bound to the wildcard address, takes it at every address of the host
+// (a keepalived virtual address beside the primary, a multi-homed WAN's
+// secondary address). The first address of each family (link.v4, v6) is
+// the default source; the others (link.others) are matched by the XDP
+// program, held by kernel sockets for reassembled datagrams, and given to
+// the engine and the control plane, which answer a peer from the address
+// it reached us at (fastpath, wanaddrs.go). Followed through netlink with
+// the default addresses (addrs.go).
+
+// wanOthers returns the addresses of an interface (as netlink lists them)
+// that WireGuard is taken at beside v4 and v6, at most afxdp.MaxUDPAddrs
+// of each family with v4 or v6 counted (srcaddr.Others); left are those
+// past that bound.
+func wanOthers(addrs []netlink.Addr, v4, v6 netip.Addr) (others, left []netip.Addr) {
+	return srcaddr.Others(addrs, v4, v6, afxdp.MaxUDPAddrs)
+}
+
+// wanAddrs returns the WAN addresses WireGuard is taken at: the defaults
+// (when valid), then the others. g.wanMu held.
+func (g *Gateway) wanAddrs() []netip.Addr {
+	var all []netip.Addr
+	for _, a := range []netip.Addr{g.wanV4, g.wanV6} {
+		if a.IsValid() {
+			all = append(all, a)
+		}
+	}
+	return append(all, g.wanOthers...)
+}
+
+// warnWANLeft logs the WAN addresses past the XDP match's bound, at which
+// WireGuard is not taken (the kernel drops what is sent there).
+func (g *Gateway) warnWANLeft(left []netip.Addr) {
+	if len(left) > 0 {
+		g.log.Warn("the WAN has more addresses than the XDP match holds: WireGuard is not taken at these", "interface", g.cfg.WAN, "max_per_family", afxdp.MaxUDPAddrs, "left", left)
+	}
+}
+
+// syncKernel makes the kernel sockets for reassembled datagrams
+// (listenKernel) match the WAN addresses of now at the listen port: the
+// sockets of addresses gone are closed, the addresses new get theirs, and
+// those of addresses kept stay open (a socket opened again beside the old
+// one would find its address and port in use). g.wanMu held.
+func (g *Gateway) syncKernel() {
+	want := g.wanAddrs()
+	var kept []*net.UDPConn
+	have := map[netip.Addr]bool{}
+	for _, c := range g.kernelSocks {
+		a := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+		if slices.Contains(want, a) {
+			kept = append(kept, c)
+			have[a] = true
+			continue
+		}
+		c.Close()
+	}
+	var add []netip.Addr
+	for _, a := range want {
+		if !have[a] {
+			add = append(add, a)
+		}
+	}
+	g.kernelSocks = kept
+	if err := g.inNamespace(func() error { // sockets belong to the gateway's namespace
+		opened, _ := g.openKernel(g.cfg.ListenPort, add...) // failures are logged
+		g.kernelSocks = append(g.kernelSocks, opened...)
+		return nil
+	}); err != nil {
+		g.log.Warn("open the kernel sockets on the new WAN addresses", "err", err)
+	}
+}
