@@ -119,8 +119,23 @@ type Gateway struct {
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
 
+	// noRoute is told the kept prefixes (lanDev, or a test's; nil: none
+	// told).
+	noRoute noRouteSetter
+	// capacity is how many prefixes of each family the LAN filter holds
+	// (afxdp.DefaultPrefixCapacity).
+	capacity int
+
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
+	// kept are the prefixes of prefixes that left wireguard-go's allowed
+	// IPs and stay in the LAN filter (syncPrefixes), so that the LAN's
+	// traffic to them reaches the PortDevice, which drops it as no_route,
+	// rather than the host's other routes; keptN and inFilter count them
+	// and prefixes per family. Guarded by mu.
+	kept     map[netip.Prefix]struct{}
+	keptN    [2]int
+	inFilter [2]int
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global
@@ -186,7 +201,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), nsHandle: netns.None()}
+	g := newGateway(cfg.Logger)
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -259,6 +274,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
 	}
+	g.noRoute = g.lanDev
 	g.lanAddrs = lan.all
 	ah, err := netlink.NewHandle()
 	if err != nil {
@@ -289,6 +305,12 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.wg.Add(1)
 	go g.followPrefixes(cfg.SyncInterval)
 	return g, nil
+}
+
+// newGateway returns a Gateway with its maps made, nothing opened.
+func newGateway(log *slog.Logger) *Gateway {
+	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}),
+		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 
 // checkMTU runs the fast-path mode's start-up checks of the tunnel MTU
