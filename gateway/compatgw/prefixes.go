@@ -57,7 +57,7 @@ func (g *Gateway) followPrefixes(interval time.Duration) {
 
 // syncPrefixes makes the LAN XDP filter redirect the allowed IPs
 // wireguard-go has (read over its UAPI get, parsed as it is written), and
-// those that left them, which it keeps (keep). Calls are serialized from
+// those that left them, which it keeps (kept, publishKept). Calls are serialized from
 // the read on, so that a sync that read the allowed IPs before a change
 // cannot undo the sync that read them after it.
 func (g *Gateway) syncPrefixes() error {
@@ -70,12 +70,12 @@ func (g *Gateway) syncPrefixes() error {
 	w.Write([]byte{'\n'}) // a last line without its newline
 	want := w.want
 	var errs prefixErrors
-	changed, unkept, firstUnkept := false, 0, netip.Prefix{}
+	changed, added, unkept, firstUnkept := false, false, 0, netip.Prefix{}
 	for p := range g.kept {
 		if want[p] { // back in the configuration, in its slot
 			delete(g.kept, p)
 			g.keptN[family(p)]--
-			changed = true
+			changed, added = true, true
 		}
 	}
 	for p := range want {
@@ -99,7 +99,7 @@ func (g *Gateway) syncPrefixes() error {
 		}
 		g.prefixes[p] = true
 		g.inFilter[f]++
-		changed = true
+		changed, added = true, true
 	}
 	for p := range g.prefixes {
 		_, kept := g.kept[p]
@@ -111,7 +111,7 @@ func (g *Gateway) syncPrefixes() error {
 			g.keptN[family(p)]++
 			changed = true
 			continue
-		case kept && !covered(p, want):
+		case kept && (!added || !covered(p, want)): // only a prefix added or back can cover it
 			continue
 		}
 		// Not kept, or kept and now inside a configured prefix, which

@@ -203,7 +203,7 @@ func TestKeptPrefixes(t *testing.T) {
 	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
 	defer g.dev.Close()
 	keys := map[string]string{}
-	for _, name := range []string{"a", "b", "c", "d"} {
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		k, _ := noise.NewPrivateKey()
 		pub := k.PublicKey()
 		keys[name] = pub.Hex()
@@ -234,6 +234,14 @@ func TestKeptPrefixes(t *testing.T) {
 		{what: "configured again", set: "public_key=d\nallowed_ip=10.0.0.0/8\n",
 			filter: pfx("10.0.0.0/8", "10.1.5.0/24")},
 		{what: "d removed", set: "public_key=d\nremove=true\n",
+			filter: pfx("10.0.0.0/8", "10.1.5.0/24"), drop: pfx("10.0.0.0/8"), pass: pfx("10.1.5.0/24"), keptN4: 1},
+		{what: "configured again, with a prefix inside", set: "public_key=e\nallowed_ip=10.0.0.0/8\nallowed_ip=10.9.0.0/16\n",
+			filter: pfx("10.0.0.0/8", "10.1.5.0/24", "10.9.0.0/16")},
+		{what: "e removed: both kept", set: "public_key=e\nremove=true\n",
+			filter: pfx("10.0.0.0/8", "10.1.5.0/24", "10.9.0.0/16"), drop: pfx("10.0.0.0/8", "10.9.0.0/16"), pass: pfx("10.1.5.0/24"), keptN4: 2},
+		{what: "the kept outer prefix back: the inner one inside it", set: "public_key=f\nallowed_ip=10.0.0.0/8\n",
+			filter: pfx("10.0.0.0/8", "10.1.5.0/24")},
+		{what: "f removed", set: "public_key=f\nremove=true\n",
 			filter: pfx("10.0.0.0/8", "10.1.5.0/24"), drop: pfx("10.0.0.0/8"), pass: pfx("10.1.5.0/24"), keptN4: 1},
 		{what: "a configured prefix needs the kept one's slot", capacity: 3,
 			set:    "public_key=c\nallowed_ip=192.0.2.0/24\nallowed_ip=198.51.100.0/24\n",
