@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gaissmai/bart"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/tun"
 
@@ -101,6 +102,11 @@ type PortDevice struct {
 	// (PortConfig.ICMPSource4/6, then SetICMPSources); loaded per answer.
 	icmpSrc atomic.Pointer[icmpSources]
 
+	// noRoute are the prefixes whose received packets Read drops (drop
+	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
+	// without a drop prefix. Loaded once per Read loop turn.
+	noRoute atomic.Pointer[bart.Table[bool]]
+
 	txqs []*portTX
 
 	closed    atomic.Bool
@@ -133,7 +139,9 @@ const (
 	PortDropTooBig
 	// PortDropNeighbour: an ARP/NDP frame the Responder refused.
 	PortDropNeighbour
-	// PortDropNoRoute: no route to a written packet's destination.
+	// PortDropNoRoute: no route to a written packet's destination; or a
+	// received packet to a prefix that left wireguard-go's allowed IPs
+	// (SetNoRoute), which wireguard-go would drop uncounted.
 	PortDropNoRoute
 	// PortDropNoNeighbour: the next hop did not resolve.
 	PortDropNoNeighbour
@@ -296,6 +304,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		if d.closed.Load() {
 			return 0, os.ErrClosed
 		}
+		nr := d.noRoute.Load()
 		// Fragments of packets received before go first; while they
 		// fill the buffers nothing more is received.
 		n, m := d.frag.next(d, bufs[:want], sizes[:want], offset), 0
@@ -309,7 +318,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			d.warm ^= dataplane.Warm(d.frames[:got])
 			m += got
 			for j := range got {
-				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n]) {
+				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n], nr) {
 					n++
 				}
 			}
@@ -354,9 +363,10 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 }
 
 // take copies the IP packet of one received frame into buf[offset:] and
-// reports whether it did. A packet over the tunnel MTU goes to overMTU
-// (queued for fragmentation, or answered) and take reports false.
-func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
+// reports whether it did. A packet to a prefix of nr (SetNoRoute's table,
+// or nil) is dropped; one over the tunnel MTU goes to overMTU (queued for
+// fragmentation, or answered) and take reports false.
+func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Table[bool]) bool {
 	if len(frame) < header.EthernetLen {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
@@ -408,6 +418,10 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int) bool {
 	}
 	if n > len(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
+	if nr != nil && dropNoRoute(nr, pkt[:n]) {
+		d.ctr.drops[PortDropNoRoute].Add(1)
 		return false
 	}
 	if n > d.cfg.MTU {

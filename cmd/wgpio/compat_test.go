@@ -1,20 +1,27 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
 // bind and tundev) against stock wireguard-go: traffic both ways, wg(8)
-// shows it, an allowed IP removed with wg set leaves the LAN XDP filter
-// before wg returns,
+// shows it, the LAN's traffic to an allowed IP removed with wg set is
+// dropped and counted by tundev (no_route) from before wg returns,
 // `wgpio stats` prints the two sides' counters, SIGTERM leaves no XDP
 // program.
 func TestUpCompat(t *testing.T) {
@@ -50,9 +57,14 @@ func TestUpCompat(t *testing.T) {
 	}
 
 	wg(t, s.GwA, "set", s.GwName, "peer", stock, "allowed-ips", "198.19.2.0/24,198.19.100.2/32")
-	// The LAN filter follows before wg returns (compatgw.handleUAPI).
+	// The LAN filter and tundev follow before wg returns
+	// (compatgw.handleUAPI): the prefix stays in the filter, tundev
+	// drops its packets.
 	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 		t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
+	}
+	if out, err := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput(); err != nil || !strings.Contains(string(out), "no_route=") {
+		t.Errorf("wgpio stats %s after a ping to a removed allowed IP: %v\n%s\nwant tundev's no_route drops", s.GwName, err, out)
 	}
 	if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
 		t.Errorf("after removing an allowed IP: %v", err)
@@ -70,7 +82,11 @@ func TestUpCompat(t *testing.T) {
 // wireguard-go on a multi-queue kernel TUN and the kernel's UDP sockets):
 // with forwarding off in its namespace it refuses to start and names the
 // sysctls to set; with forwarding on, traffic flows both ways and `wgpio
-// stats` says that the mode keeps no wgpio counters.
+// stats` says that the mode keeps no wgpio counters. A peer removed with
+// wg set keeps its routes into the TUN, as wg-quick's into wg0: the
+// LAN's traffic to its allowed IPs goes into the TUN (its TX counter),
+// where wireguard-go drops it, and never out of the WAN by the host's
+// default route in cleartext.
 func TestUpCompatMQTUN(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
 	out, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
@@ -91,9 +107,115 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "compat-mqtun keeps no wgpio counters") || !strings.Contains(string(out), "wg show "+s.GwName) {
 		t.Errorf("wgpio stats %s: %v\n%s\nwant it to say the mode keeps no counters", s.GwName, err, out)
 	}
+
+	if err := s.GwA.AddRoute("default", "198.18.1.2", ""); err != nil {
+		t.Fatal(err)
+	}
+	wan := startInnerCapture(t, s.GwA, s.WANA)
+	wg(t, s.GwA, "set", s.GwName, "peer", s.FastConfig.Peers[0].PublicKey.String(), "remove")
+	if routes, err := s.GwA.Run("ip", "route", "show", "dev", s.GwName); err != nil || !strings.Contains(routes, "198.19.2.0/24") {
+		t.Errorf("after the peer's removal, the routes into %s (%v):\n%s\nwant 198.19.2.0/24 still", s.GwName, err, routes)
+	}
+	before := tunTX(t, s)
+	const n = 20
+	s.HostA.Run("ping", "-c", fmt.Sprint(n), "-i", "0.01", "-W", "1", twosite.HostB4.String())
+	if got := tunTX(t, s) - before; got < n {
+		t.Errorf("%d pings to the removed peer's allowed IPs, %d packets into %s", n, got, s.GwName)
+	}
+	if leaks := wan.stop(t); len(leaks) > 0 {
+		t.Errorf("after the peer's removal, %d packets with inner addresses left the WAN; the first: %s", len(leaks), leaks[0])
+	}
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	<-g.done
 	if g.err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", g.err, g.output())
 	}
+}
+
+// tunTX is the TX packet counter of gwA's TUN: what the kernel routed
+// into it.
+func tunTX(t *testing.T, s *site) uint64 {
+	t.Helper()
+	out, err := s.GwA.Run("cat", "/sys/class/net/"+s.GwName+"/statistics/tx_packets")
+	if err != nil {
+		t.Fatalf("TX counter of %s: %v\n%s", s.GwName, err, out)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// innerCapture is a tcpdump of the packets with an address of the sites'
+// inner networks (198.19.0.0/16) on an interface.
+type innerCapture struct {
+	ns   *topo.NS
+	cmd  *exec.Cmd
+	bin  string
+	file string
+	done bool
+}
+
+// startInnerCapture runs tcpdump on dev in ns and returns once it captures.
+func startInnerCapture(t *testing.T, ns *topo.NS, dev string) *innerCapture {
+	t.Helper()
+	c := &innerCapture{ns: ns, bin: testenv.Tool(t, "tcpdump", "tcpdump"), file: t.TempDir() + "/inner.pcap"}
+	c.cmd = ns.Command(c.bin, "-i", dev, "-n", "-U", "-w", c.file, "net", "198.19.0.0/16")
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.halt() })
+	ready := make(chan []byte, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := stderr.Read(buf)
+			got = append(got, buf[:n]...)
+			if bytes.Contains(got, []byte("listening on")) || err != nil {
+				ready <- got
+				io.Copy(io.Discard, stderr)
+				return
+			}
+		}
+	}()
+	select {
+	case got := <-ready:
+		if !bytes.Contains(got, []byte("listening on")) {
+			t.Fatalf("tcpdump on %s: %s", dev, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("tcpdump on %s did not start within 10 s", dev)
+	}
+	return c
+}
+
+func (c *innerCapture) halt() {
+	if !c.done {
+		c.done = true
+		c.cmd.Process.Signal(os.Interrupt)
+		c.cmd.Wait()
+	}
+}
+
+// stop ends the capture and returns tcpdump's line for each packet.
+func (c *innerCapture) stop(t *testing.T) []string {
+	t.Helper()
+	c.halt()
+	out, err := c.ns.Run(c.bin, "-n", "-r", c.file)
+	if err != nil {
+		t.Fatalf("tcpdump -r: %v\n%s", err, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "reading from file") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }

@@ -13,7 +13,10 @@
 // (addrs.go). The WAN's XDP program redirects UDP to the WAN addresses and
 // ListenPort; the LAN's redirects frames to the peers' allowed IPs (never
 // the host's own addresses), kept in step with wireguard-go's
-// configuration, wg(8) changes included.
+// configuration, wg(8) changes included, and to the prefixes that left
+// them, whose packets the LAN's PortDevice drops as no_route
+// (prefixes.go), so that the host never forwards them by its other
+// routes (a default route out of the WAN, in cleartext).
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
@@ -119,8 +122,23 @@ type Gateway struct {
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
 
+	// noRoute is told the kept prefixes (lanDev, or a test's; nil: none
+	// told).
+	noRoute noRouteSetter
+	// capacity is how many prefixes of each family the LAN filter holds
+	// (afxdp.DefaultPrefixCapacity).
+	capacity int
+
 	mu       sync.Mutex
 	prefixes map[netip.Prefix]bool // in the LAN filter; guarded by mu
+	// kept are the prefixes of prefixes that left wireguard-go's allowed
+	// IPs and stay in the LAN filter (syncPrefixes), so that the LAN's
+	// traffic to them reaches the PortDevice, which drops it as no_route,
+	// rather than the host's other routes; keptN and inFilter count them
+	// and prefixes per family. Guarded by mu.
+	kept     map[netip.Prefix]struct{}
+	keptN    [2]int
+	inFilter [2]int
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global
@@ -192,7 +210,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), nsHandle: netns.None()}
+	g := newGateway(cfg.Logger)
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -266,6 +284,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
 	}
+	g.noRoute = g.lanDev
 	g.lanAddrs = lan.all
 	ah, err := netlink.NewHandle()
 	if err != nil {
@@ -296,6 +315,12 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.wg.Add(1)
 	go g.followPrefixes(cfg.SyncInterval)
 	return g, nil
+}
+
+// newGateway returns a Gateway with its maps made, nothing opened.
+func newGateway(log *slog.Logger) *Gateway {
+	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}),
+		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 
 // checkMTU runs the fast-path mode's start-up checks of the tunnel MTU

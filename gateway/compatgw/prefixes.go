@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gaissmai/bart"
+
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 )
 
@@ -17,6 +19,12 @@ type prefixFilter interface {
 }
 
 var _ prefixFilter = (*afxdp.Port)(nil)
+
+// noRouteSetter is what the PortDevice drops of the LAN's traffic before
+// wireguard-go (*tundev.PortDevice).
+type noRouteSetter interface {
+	SetNoRoute(drop, pass []netip.Prefix)
+}
 
 // syncSpacing spaces the periodic syncs, in multiples of the last one's
 // cost: a sync reads wireguard-go's whole configuration over its UAPI get
@@ -47,10 +55,11 @@ func (g *Gateway) followPrefixes(interval time.Duration) {
 	}
 }
 
-// syncPrefixes makes the LAN XDP filter redirect exactly the allowed IPs
-// wireguard-go has (read over its UAPI get, parsed as it is written).
-// Calls are serialized from the read on, so that a sync that read the
-// allowed IPs before a change cannot undo the sync that read them after it.
+// syncPrefixes makes the LAN XDP filter redirect the allowed IPs
+// wireguard-go has (read over its UAPI get, parsed as it is written), and
+// those that left them, which it keeps (kept, publishKept). Calls are serialized from
+// the read on, so that a sync that read the allowed IPs before a change
+// cannot undo the sync that read them after it.
 func (g *Gateway) syncPrefixes() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -61,25 +70,142 @@ func (g *Gateway) syncPrefixes() error {
 	w.Write([]byte{'\n'}) // a last line without its newline
 	want := w.want
 	var errs prefixErrors
+	changed, added, unkept, firstUnkept := false, false, 0, netip.Prefix{}
+	for p := range g.kept {
+		if want[p] { // back in the configuration, in its slot
+			delete(g.kept, p)
+			g.keptN[family(p)]--
+			changed, added = true, true
+		}
+	}
 	for p := range want {
-		if !g.prefixes[p] {
-			if err := g.filter.AddPrefix(p); err != nil {
-				errs.add(fmt.Errorf("add %v: %w", p, err))
+		if g.prefixes[p] {
+			continue
+		}
+		f := family(p)
+		if g.inFilter[f] >= g.capacity && g.keptN[f] > 0 {
+			q, err := g.unkeep(f)
+			if err != nil {
+				errs.add(err)
 				continue
 			}
-			g.prefixes[p] = true
+			if unkept++; unkept == 1 {
+				firstUnkept = q
+			}
 		}
+		if err := g.filter.AddPrefix(p); err != nil {
+			errs.add(fmt.Errorf("add %v: %w", p, err))
+			continue
+		}
+		g.prefixes[p] = true
+		g.inFilter[f]++
+		changed, added = true, true
 	}
 	for p := range g.prefixes {
-		if !want[p] {
-			if err := g.filter.DeletePrefix(p); err != nil {
-				errs.add(fmt.Errorf("delete %v: %w", p, err))
-				continue
-			}
-			delete(g.prefixes, p)
+		_, kept := g.kept[p]
+		switch {
+		case want[p]:
+			continue
+		case !kept && p.Bits() > 0 && !covered(p, want):
+			g.kept[p] = struct{}{}
+			g.keptN[family(p)]++
+			changed = true
+			continue
+		case kept && (!added || !covered(p, want)): // only a prefix added or back can cover it
+			continue
 		}
+		// Not kept, or kept and now inside a configured prefix, which
+		// the filter matches and wireguard-go routes to its peer.
+		if err := g.filter.DeletePrefix(p); err != nil {
+			errs.add(fmt.Errorf("delete %v: %w", p, err))
+			continue
+		}
+		if kept {
+			delete(g.kept, p)
+			g.keptN[family(p)]--
+		}
+		delete(g.prefixes, p)
+		g.inFilter[family(p)]--
+		changed = true
+	}
+	if unkept > 0 {
+		g.log.Info("the LAN XDP prefix map is full: prefixes that left wireguard-go's allowed IPs are no longer kept in it, the kernel forwards their packets by the host's routes",
+			"prefixes", unkept, "first", firstUnkept)
+	}
+	if changed || unkept > 0 {
+		g.publishKept(want)
 	}
 	return errs.err()
+}
+
+// covered reports whether a prefix of want other than p contains p: then
+// the LAN filter matches p's packets by that prefix, and wireguard-go
+// sends them to its peer. At most 129 map look-ups.
+func covered(p netip.Prefix, want map[netip.Prefix]bool) bool {
+	for b := p.Bits() - 1; b >= 0; b-- {
+		if q, _ := p.Addr().Prefix(b); want[q] {
+			return true
+		}
+	}
+	return false
+}
+
+// family is 0 for an IPv4 prefix, 1 for IPv6: the LAN filter holds
+// capacity prefixes of each.
+func family(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// unkeep takes one kept prefix of family f out of the LAN filter, to
+// free its slot for one of wireguard-go's allowed IPs, and returns it:
+// the kernel forwards what the LAN sends it by the host's routes again.
+// g.mu must be held.
+func (g *Gateway) unkeep(f int) (netip.Prefix, error) {
+	for p := range g.kept {
+		if family(p) != f {
+			continue
+		}
+		if err := g.filter.DeletePrefix(p); err != nil {
+			return p, fmt.Errorf("delete kept %v: %w", p, err)
+		}
+		delete(g.kept, p)
+		delete(g.prefixes, p)
+		g.keptN[f]--
+		g.inFilter[f]--
+		return p, nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%d prefixes of family %d kept, none found", g.keptN[f], f)
+}
+
+// publishKept hands the PortDevice the kept prefixes, whose packets it
+// drops as no_route, and the allowed IPs inside them, whose packets go
+// on to wireguard-go (tundev.PortDevice.SetNoRoute): O(len(want)) trie
+// look-ups while a prefix is kept, nothing more otherwise. g.mu must be
+// held.
+func (g *Gateway) publishKept(want map[netip.Prefix]bool) {
+	if g.noRoute == nil {
+		return
+	}
+	if len(g.kept) == 0 {
+		g.noRoute.SetNoRoute(nil, nil)
+		return
+	}
+	var kept bart.Table[struct{}]
+	drop := make([]netip.Prefix, 0, len(g.kept))
+	for p := range g.kept {
+		kept.Insert(p, struct{}{})
+		drop = append(drop, p)
+	}
+	var pass []netip.Prefix
+	for p := range want {
+		if _, ok := kept.LookupPrefix(p); ok {
+			pass = append(pass, p)
+		}
+	}
+	g.noRoute.SetNoRoute(drop, pass)
 }
 
 // maxPrefixErrors is how many failed prefixes a sync's error names; the
