@@ -429,7 +429,7 @@ func TestPeerToPeerZeroAllocs(t *testing.T) {
 	}
 }
 
-// TestPeerToPeerDecisionCached: tunnelBound's answer is kept per
+// TestPeerToPeerDecisionCached: lanRoute's answer is kept per
 // destination: a change of the LAN's routes applies once the entry is
 // older than NeighbourCacheTTL, a new allowed-IPs snapshot at once.
 func TestPeerToPeerDecisionCached(t *testing.T) {
