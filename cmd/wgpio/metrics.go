@@ -95,7 +95,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
-		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses) that the exception TUN refused: its interface was down."),
+		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused: its interface was down."),
 	}
 }
 
