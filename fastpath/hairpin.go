@@ -18,12 +18,14 @@ import (
 //
 //   - A, the longest allowed-IPs prefix holding D, of peer P; none, or a
 //     /0 (which has no route into wg0: README, "Behaviour as a router"),
-//     and D goes toward the LAN as any other packet;
+//     and D goes where L leads, as any other packet (toward the LAN, or
+//     to the host: below);
 //   - L, the length of the LAN resolver's route toward D (RouteLengths:
 //     the kernel's main table without the routes into the exception TUN,
 //     or owned mode's static routes; -1 without a route or without
-//     RouteLengths); L > A's length, and D goes toward the LAN, as
-//     Linux's more specific route wins; at equal lengths too when Linux
+//     RouteLengths); L > A's length, and D goes where L leads (toward
+//     the LAN, or to the host: below), as Linux's more specific route
+//     wins; at equal lengths too when Linux
 //     would prefer the LAN's route to the gateway's of the same prefix
 //     into wg0: an IPv6 route of a metric below the gateway's 1024 (the
 //     kernel's own for an on-link /64 has 256). The gateway's IPv4 route,
@@ -74,7 +76,8 @@ const (
 // gateway/fastgw). The kernel takes the router's hop (ip_forward), so
 // the packet goes with the TTL / hop limit it came out of the tunnel
 // with (parseInner's hop put back: one in all); a TTL of 1 was answered
-// here already (time exceeded). Without an exception interface there is
+// here already (time exceeded), and MSSClamp applied as to any transit
+// packet. Without an exception interface there is
 // no way into the kernel: such packets are dropped (DropOffLAN). Counted
 // in QueueStats.ToHost, and as received from their peer. Owned mode's
 // routes all lead to the LAN: it never sends a packet to the host.
