@@ -100,6 +100,7 @@ func (s *StaticRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 // prefix that holds dst), or ok false when none covers it. The fast path
 // weighs its prefix against an allowed-IPs prefix to decide, as Linux's
 // longest-prefix match would, whether a decrypted packet goes to the LAN
-// or back into the tunnel (fastpath.RouteLengths, through
+// or back into the tunnel, and its IfIndex (KernelRoutes') whether one
+// goes to the host's kernel instead (fastpath.RouteLengths, through
 // gateway/fastgw). Safe for concurrent use; allocates nothing.
 func (s *StaticRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(s.t, dst) }

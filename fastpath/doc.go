@@ -32,7 +32,11 @@
 // destination lies in a peer's allowed IPs, unless the LAN has a longer
 // route toward it (RouteLengths), goes back into the tunnel to that peer
 // (cryptokey routing, whitepaper §2; hairpin.go), through outbound's code
-// as a second burst.
+// as a second burst. One whose LAN route leads out of another interface
+// (a full tunnel's Internet traffic, RouteLengths) goes to
+// Config.Exception for the host's kernel to forward, its TTL as it came
+// out of the tunnel (the kernel lowers it), or is dropped (off_lan)
+// without one.
 //
 // VLANs (vlan.go): each port is on one 802.1Q VLAN (Config.LANVLAN,
 // Config.WANVLAN; 0 untagged, a priority tag counting as untagged). A frame

@@ -69,22 +69,26 @@ type Resolver interface {
 // RouteLengths is what a LAN Resolver may implement besides Resolve:
 // PrefixLen returns the length in bits of the prefix of its route toward
 // dst (the longest that holds dst, whichever interface it leads to), or -1
-// when no route covers dst, and whether Linux would prefer that route to
-// a route of the same prefix into the gateway's wg0 (the exception
-// interface, whose routes the gateway adds: gateway/fastgw). A worker
+// when no route covers dst; whether Linux would prefer that route to a
+// route of the same prefix into the gateway's wg0 (the exception
+// interface, whose routes the gateway adds: gateway/fastgw); and whether
+// the route leads elsewhere than the LAN (offLAN: out of another
+// interface, the WAN's default route say, or a route that sends nowhere,
+// unreachable or blackhole, which the host's kernel acts on). A worker
 // weighs it against the allowed-IPs prefix of a decrypted packet's
 // destination to decide, as Linux's longest-prefix match over a table
-// holding both would, whether the packet goes to the LAN or back into the
-// tunnel (hairpin.go). Called on a miss of the worker's cache of those
-// decisions (entries live NeighbourCacheTTL, and are dropped by a new
-// allowed-IPs snapshot), only for destinations some peer's allowed IPs
-// hold (not by a /0), never per packet; it must be safe for concurrent use
-// and allocate nothing. A LAN Resolver without it counts as one with no
-// route: every such destination goes back into the tunnel.
-// arp.KernelRoutes and arp.StaticRoutes give the routes
-// (gateway/fastgw's resolver implements it over them).
+// holding both would, whether the packet goes to the LAN, back into the
+// tunnel, or to the host's kernel to forward (hairpin.go). Called on a
+// miss of the worker's cache of those decisions (entries live
+// NeighbourCacheTTL, and are dropped by a new allowed-IPs snapshot), never
+// per packet; it must be safe for concurrent use and allocate nothing. A
+// LAN Resolver without it counts as one with no route: every destination a
+// peer's allowed IPs hold goes back into the tunnel, every other to the
+// LAN. arp.KernelRoutes and arp.StaticRoutes give the routes
+// (gateway/fastgw's resolver implements it over them; owned mode's static
+// routes all lead to the LAN).
 type RouteLengths interface {
-	PrefixLen(dst netip.Addr) (bits int, beforeTunnel bool)
+	PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN bool)
 }
 
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
@@ -132,7 +136,8 @@ type Config struct {
 	// WANResolver and LANResolver find next-hop MACs on each side.
 	// Both are required. A LANResolver that is also a RouteLengths
 	// decides which decrypted packets go back into the tunnel (peer to
-	// peer, hairpin.go).
+	// peer) and which to the host's kernel through Exception (their
+	// route leads out of another interface than the LAN: hairpin.go).
 	WANResolver, LANResolver Resolver
 	// WANVLAN and LANVLAN are the IEEE 802.1Q VLAN (1-4094) each side
 	// runs on, or 0 for untagged frames. A worker takes from a port only
@@ -152,9 +157,13 @@ type Config struct {
 	// XDP program does not redirect them).
 	LANNeighbours, WANNeighbours NeighbourHandler
 	// Exception receives inner packets addressed to one of TunnelAddrs
-	// (our own tunnel addresses) or HostAddrs, e.g. a TUN to the host
-	// kernel; may be nil. Called from workers, must be safe for
-	// concurrent use and must not keep pkt.
+	// (our own tunnel addresses) or HostAddrs, and transit packets whose
+	// LAN resolver's route leads out of another interface than the LAN
+	// (RouteLengths; for the host's kernel to forward, with the TTL /
+	// hop limit they came out of the tunnel with), e.g. a TUN to the
+	// host kernel; may be nil (such transit packets are then dropped,
+	// DropOffLAN). Called from workers, must be safe for concurrent use
+	// and must not keep pkt.
 	Exception func(pkt []byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr

@@ -18,12 +18,14 @@ import (
 //
 //   - A, the longest allowed-IPs prefix holding D, of peer P; none, or a
 //     /0 (which has no route into wg0: README, "Behaviour as a router"),
-//     and D goes toward the LAN as any other packet;
+//     and D goes where L leads, as any other packet (toward the LAN, or
+//     to the host: below);
 //   - L, the length of the LAN resolver's route toward D (RouteLengths:
 //     the kernel's main table without the routes into the exception TUN,
 //     or owned mode's static routes; -1 without a route or without
-//     RouteLengths); L > A's length, and D goes toward the LAN, as
-//     Linux's more specific route wins; at equal lengths too when Linux
+//     RouteLengths); L > A's length, and D goes where L leads (toward
+//     the LAN, or to the host: below), as Linux's more specific route
+//     wins; at equal lengths too when Linux
 //     would prefer the LAN's route to the gateway's of the same prefix
 //     into wg0: an IPv6 route of a metric below the gateway's 1024 (the
 //     kernel's own for an on-link /64 has 256). The gateway's IPv4 route,
@@ -49,33 +51,60 @@ import (
 // destination peer (outbound), QueueStats.PeerToPeer.
 
 // hairCacheSize is the number of entries of a worker's cache of
-// tunnelBound's answers (a power of 2; 40 bytes each).
+// lanRoute's answers (a power of 2; 40 bytes each).
 const hairCacheSize = 256
 
-// hairEntry is tunnelBound's answer for addr (to: into the tunnel) under
-// the allowed-IPs snapshot of generation gen (worker.hairGen), valid until
-// expires (ns, the worker's clock): the LAN's routes are asked again after
+// routeVerdict is where a decrypted transit packet goes (lanRoute).
+type routeVerdict uint8
+
+const (
+	routeLAN    routeVerdict = iota // toward the LAN's next hop (or no route at all)
+	routeTunnel                     // back into the tunnel (the rule above)
+	routeHost                       // to the host's kernel, which forwards it (below)
+)
+
+// To the host: a destination no allowed-IPs prefix takes (by the rule
+// above) whose LAN resolver's route leads out of another interface than
+// the LAN (RouteLengths' offLAN: the WAN's default route toward the
+// Internet, for a road warrior whose own AllowedIPs = 0.0.0.0/0 sends
+// everything into the tunnel; or a route that sends nowhere, unreachable
+// or blackhole) goes to the host's kernel through the exception
+// interface (Config.Exception, the gateway's wg0), which routes it by
+// its main table, through netfilter (the operator's NAT), as Linux's wg0
+// hands it to the same kernel. The kernel's routes into the exception
+// interface bring the replies back (one per allowed-IPs prefix,
+// gateway/fastgw). The kernel takes the router's hop (ip_forward), so
+// the packet goes with the TTL / hop limit it came out of the tunnel
+// with (parseInner's hop put back: one in all); a TTL of 1 was answered
+// here already (time exceeded), and MSSClamp applied as to any transit
+// packet. Without an exception interface there is
+// no way into the kernel: such packets are dropped (DropOffLAN). Counted
+// in QueueStats.ToHost, and as received from their peer. Owned mode's
+// routes all lead to the LAN: it never sends a packet to the host.
+
+// hairEntry is lanRoute's answer for addr under the allowed-IPs snapshot
+// of generation gen (worker.hairGen), valid until expires (ns, the
+// worker's clock): the LAN's routes are asked again after
 // NeighbourCacheTTL, as its neighbours are.
 type hairEntry struct {
 	addr    netip.Addr
 	expires int64
 	gen     uint32
-	to      bool
+	to      routeVerdict
 }
 
-// tunnelBound reports whether a decrypted transit packet to dst goes back
-// into the tunnel (the rule above), for snapshot rt at now. The answer is
-// kept per destination in a small direct-mapped cache (w.hairCache, by the
+// lanRoute returns where a decrypted transit packet to dst goes (the
+// rules above), for snapshot rt at now. The answer is kept per
+// destination in a small direct-mapped cache (w.hairCache, by the
 // neighbour cache's hash): the route-cache look-up, the prefix-table walk
 // and the RouteLengths call come once per destination and snapshot, and
-// at most once per NeighbourCacheTTL, the call only for destinations a
-// peer's allowed IPs hold. A change of the LAN's routes therefore applies
-// to peer-to-peer decisions within NeighbourCacheTTL. Inbound asks only
-// for a destination not already resolved toward the LAN in the burst.
-// Not inlined: off the path of a burst's repeated destinations.
+// at most once per NeighbourCacheTTL. A change of the LAN's routes
+// therefore applies within NeighbourCacheTTL. Inbound asks only for a
+// destination not already resolved toward the LAN in the burst. Not
+// inlined: off the path of a burst's repeated destinations.
 //
 //go:noinline
-func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr, now int64) bool {
+func (w *worker) lanRoute(rt *routeTable, dst netip.Addr, now int64) routeVerdict {
 	if rt != w.hairRT {
 		w.hairRT = rt
 		w.hairGen++
@@ -84,30 +113,51 @@ func (w *worker) tunnelBound(rt *routeTable, dst netip.Addr, now int64) bool {
 	if e.addr == dst && e.gen == w.hairGen && now < e.expires {
 		return e.to
 	}
-	to := w.tunnelRoute(rt, dst)
+	to := w.routeOf(rt, dst)
 	*e = hairEntry{addr: dst, expires: now + int64(NeighbourCacheTTL), gen: w.hairGen, to: to}
 	return to
 }
 
-// tunnelRoute is tunnelBound's answer, worked out.
-func (w *worker) tunnelRoute(rt *routeTable, dst netip.Addr) bool {
-	if p, _ := w.srcRoutes.lookup(rt, dst); p == nil {
-		return false
-	}
-	pfx, _, ok := rt.t.LookupPrefixLPM(netip.PrefixFrom(dst, dst.BitLen()))
-	if !ok || pfx.Bits() == 0 {
-		return false
-	}
+// routeOf is lanRoute's answer, worked out.
+func (w *worker) routeOf(rt *routeTable, dst netip.Addr) routeVerdict {
+	bits, first, off := -1, false, false
 	if l := w.e.lanLens; l != nil {
-		if bits, first := l.PrefixLen(dst); bits > pfx.Bits() || bits == pfx.Bits() && first {
-			return false
+		bits, first, off = l.PrefixLen(dst)
+	}
+	if p, _ := w.srcRoutes.lookup(rt, dst); p != nil {
+		pfx, _, ok := rt.t.LookupPrefixLPM(netip.PrefixFrom(dst, dst.BitLen()))
+		if ok && pfx.Bits() != 0 && (bits < pfx.Bits() || bits == pfx.Bits() && !first) {
+			return routeTunnel
 		}
 	}
-	return true
+	if bits >= 0 && off {
+		return routeHost
+	}
+	return routeLAN
+}
+
+// offLAN is inbound's first-pass verdict on the transit packet ip, in f
+// (described by m and w.pkt), whose route lanRoute found to be r, not
+// the LAN's: hairpin's for routeTunnel; for routeHost innerHost with the
+// hop put back (the kernel takes it), or innerOffLAN without an
+// exception interface (exc false). Not inlined: a rare path.
+//
+//go:noinline
+func (w *worker) offLAN(f *dataplane.Frame, m *rxMeta, ip []byte, r routeVerdict, exc bool) innerVerdict {
+	if r == routeTunnel {
+		return w.hairpin(f, m, ip)
+	}
+	if !exc {
+		return innerOffLAN
+	}
+	if routerWork {
+		header.UndoHop(ip, &w.pkt)
+	}
+	return innerHost
 }
 
 // hairpin is inbound's first-pass verdict on the transit packet ip, in f
-// (described by m and w.pkt), that tunnelBound sends back into the
+// (described by m and w.pkt), that lanRoute sends back into the
 // tunnel: innerTunnelTooBig for one over the tunnel MTU that may not be
 // fragmented (DF, or IPv6), else innerHairpin with the hop put back (for
 // outbound's header.Forward to take) and an Ethernet header of the LAN's

@@ -122,10 +122,14 @@ func hop(p []byte) uint8 {
 	return p[7]
 }
 
-// lensFunc is a RouteLengths for tests.
+// lensFunc is a RouteLengths for tests, of routes that all lead to the
+// LAN.
 type lensFunc func(netip.Addr) (int, bool)
 
-func (f lensFunc) PrefixLen(a netip.Addr) (int, bool) { return f(a) }
+func (f lensFunc) PrefixLen(a netip.Addr) (int, bool, bool) {
+	bits, first := f(a)
+	return bits, first, false
+}
 
 // TestPeerToPeer: a packet from peer A whose destination is in peer C's
 // allowed IPs goes back into the tunnel, sealed to C, with its TTL / hop
@@ -425,7 +429,7 @@ func TestPeerToPeerZeroAllocs(t *testing.T) {
 	}
 }
 
-// TestPeerToPeerDecisionCached: tunnelBound's answer is kept per
+// TestPeerToPeerDecisionCached: lanRoute's answer is kept per
 // destination: a change of the LAN's routes applies once the entry is
 // older than NeighbourCacheTTL, a new allowed-IPs snapshot at once.
 func TestPeerToPeerDecisionCached(t *testing.T) {

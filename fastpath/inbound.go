@@ -101,6 +101,8 @@ const (
 	innerOptions                          // options Linux does not forward (headerOptions)
 	innerHairpin                          // back into the tunnel, to another peer or the same (hairpin.go; hop put back, LAN Ethernet in front)
 	innerTunnelTooBig                     // back into the tunnel but over its MTU, DF or IPv6 (trimmed, no Ethernet)
+	innerHost                             // for the host's kernel to forward: its route leads off the LAN (hairpin.go; hop put back, trimmed, no Ethernet)
+	innerOffLAN                           // the same without an exception interface
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -314,11 +316,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if clamp {
 			w.clampMSS(ip)
 		}
-		// Into a peer's allowed IPs (hairpin.go): asked only of a
-		// destination not already sent to the LAN in this burst.
+		// Into a peer's allowed IPs, or to the host's kernel when the
+		// route leads elsewhere than the LAN (hairpin.go): asked only of
+		// a destination not already sent to the LAN in this burst.
 		if len(ip) > lanMTU {
-			if w.tunnelBound(rt, dst, now) {
-				m.verdict = w.hairpin(f, m, ip)
+			if r := w.lanRoute(rt, dst, now); r != routeLAN {
+				m.verdict = w.offLAN(f, m, ip, r, exc != nil)
 				continue
 			}
 			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
@@ -326,8 +329,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		mac, ok := lastMAC, dst == lastDst
 		if !ok {
-			if w.tunnelBound(rt, dst, now) {
-				m.verdict = w.hairpin(f, m, ip)
+			if r := w.lanRoute(rt, dst, now); r != routeLAN {
+				m.verdict = w.offLAN(f, m, ip, r, exc != nil)
 				continue
 			}
 			// Behind frames that wait for the same neighbour
@@ -370,11 +373,11 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 	accepted := w.accepted[:len(frames)]
 	out = w.out[:0]
 	var (
-		dec      int
-		decBytes uint64
-		runKp    *Keypair // per-peer bookkeeping runs once per run of one keypair,
-		pl       *peerLocal
-		runSrc   netip.AddrPort // and the endpoint check once per run of one source
+		dec, host int
+		decBytes  uint64
+		runKp     *Keypair // per-peer bookkeeping runs once per run of one keypair,
+		pl        *peerLocal
+		runSrc    netip.AddrPort // and the endpoint check once per run of one source
 	)
 	for i := range frames {
 		m := &meta[i]
@@ -446,6 +449,15 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			pl.lastDataReceived = now
 			bad[DropTooBig]++
 			w.mtuErrorTunnel(f.Data(), w.e.cfg.MTU, now)
+		case innerHost:
+			pl.lastDataReceived = now
+			decBytes += uint64(f.Len())
+			w.e.cfg.Exception(f.Data())
+			host++
+			left++ // consumed: freed with the rest
+		case innerOffLAN:
+			pl.lastDataReceived = now
+			bad[DropOffLAN]++
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
@@ -454,6 +466,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 	}
 	w.c.decrypted.Add(uint64(dec))
 	w.c.decryptedBytes.Add(decBytes)
+	if host != 0 {
+		w.c.toHost.Add(uint64(host))
+	}
 	return out, left
 }
 

@@ -129,6 +129,12 @@ const (
 	// router alert, CALIPSO or IOAM option), an IPv6 hop-by-hop option
 	// whose type says to discard the packet when unknown (RFC 8200 §4.2).
 	DropIPOptions
+	// DropOffLAN: a decrypted transit packet whose route leads out of
+	// another interface than the LAN (RouteLengths: the WAN's default
+	// route toward the Internet, for a full-tunnel road warrior), which
+	// only the host's kernel can forward, without an exception interface
+	// (Config.Exception) to hand it there (hairpin.go).
+	DropOffLAN
 
 	NumDropReasons
 )
@@ -170,6 +176,7 @@ var dropNames = [NumDropReasons]string{
 	DropMartian:            "martian",
 	DropMulticast:          "multicast",
 	DropIPOptions:          "ip_options",
+	DropOffLAN:             "off_lan",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
@@ -197,6 +204,11 @@ type QueueStats struct {
 	// (hairpin.go: to a peer whose allowed IPs hold their destination);
 	// each also counts in Decrypted and, once sealed, in Encrypted.
 	PeerToPeer uint64 `json:"peer_to_peer"`
+	// ToHost counts decrypted transit packets handed to the exception
+	// interface for the host's kernel to forward (hairpin.go: their route
+	// leads out of another interface than the LAN); each also counts in
+	// Decrypted, not in Exception (the host's own packets).
+	ToHost uint64 `json:"to_host"`
 	// ICMPSent counts ICMP errors sent (to LAN hosts, and time exceeded
 	// into the tunnel).
 	ICMPSent uint64 `json:"icmp_sent"`
@@ -247,6 +259,7 @@ type counters struct {
 	icmpSuppressed                 atomic.Uint64
 	fragmented, fragments          atomic.Uint64
 	replayWidened, peerToPeer      atomic.Uint64
+	toHost                         atomic.Uint64
 	drops                          counts.Atomic[DropReason]
 }
 
@@ -267,6 +280,7 @@ func (w *worker) stats() QueueStats {
 	s.ControlSent = w.c.controlSent.Load()
 	s.Exception = w.c.exception.Load()
 	s.PeerToPeer = w.c.peerToPeer.Load()
+	s.ToHost = w.c.toHost.Load()
 	s.ICMPSent = w.c.icmp.Load()
 	s.ICMPSuppressed = w.c.icmpSuppressed.Load()
 	s.Fragmented = w.c.fragmented.Load()

@@ -190,7 +190,7 @@ type worker struct {
 	capture atomic.Pointer[Capture]
 
 	// hair holds an inbound burst's packets that go back into the tunnel
-	// (hairpin.go); hairCache keeps tunnelBound's answers, for the
+	// (hairpin.go); hairCache keeps lanRoute's answers, for the
 	// snapshot hairRT of generation hairGen. (Last: off the lines the
 	// paths toward the LAN use.)
 	hair      []dataplane.Frame

@@ -31,7 +31,8 @@ static_elf() {
 need=()
 for t in ip:iproute2 wg:wireguard-tools iperf3:iperf3 ping:iputils-ping \
          qemu-system-x86_64:qemu-system-x86 cpio:cpio depmod:kmod modprobe:kmod \
-         gzip:gzip tcpdump:tcpdump taskset:util-linux traceroute:traceroute; do
+         gzip:gzip tcpdump:tcpdump taskset:util-linux traceroute:traceroute \
+         nft:nftables; do
 	cmd=${t%%:*} pkg=${t##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -103,6 +103,22 @@ var forwardingSysctls = [2]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forw
 // the host's sysctls itself (turning IPv6 forwarding on also stops the
 // interfaces from taking router advertisements); it names the one to set.
 func checkForwarding(f *config.File, w config.WGPIO) error {
+	off, err := forwardingOff(f)
+	if err != nil || len(off) == 0 {
+		return err
+	}
+	return keyError(f.Name, w.Lines, "Mode", "mode", fmt.Sprintf(
+		"compat-mqtun forwards through the kernel, and forwarding is off in this network namespace (%s): run `sysctl -w %s` (and keep it in /etc/sysctl.d/), then start again",
+		strings.Join(off, ", "), sysctlsOn(off)))
+}
+
+// procSys is where forwardingOff reads the sysctls (a variable for tests).
+var procSys = "/proc/sys/"
+
+// forwardingOff returns the forwardingSysctls that are off in this network
+// namespace, of the families the peers' allowed IPs use (none of a family
+// the kernel has disabled).
+func forwardingOff(f *config.File) ([]string, error) {
 	var family [2]bool // IPv4, IPv6
 	for _, p := range f.Peers {
 		for _, a := range p.AllowedIPs {
@@ -114,27 +130,27 @@ func checkForwarding(f *config.File, w config.WGPIO) error {
 		if !family[i] {
 			continue
 		}
-		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(key, ".", "/"))
+		b, err := os.ReadFile(procSys + strings.ReplaceAll(key, ".", "/"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // IPv6 disabled in this kernel
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", key, err)
+			return nil, fmt.Errorf("read %s: %w", key, err)
 		}
 		if strings.TrimSpace(string(b)) != "1" {
 			off = append(off, key)
 		}
 	}
-	if len(off) == 0 {
-		return nil
-	}
-	set := make([]string, len(off))
-	for i, k := range off {
+	return off, nil
+}
+
+// sysctlsOn is the arguments of `sysctl -w` that turn the sysctls keys on.
+func sysctlsOn(keys []string) string {
+	set := make([]string, len(keys))
+	for i, k := range keys {
 		set[i] = k + "=1"
 	}
-	return keyError(f.Name, w.Lines, "Mode", "mode", fmt.Sprintf(
-		"compat-mqtun forwards through the kernel, and forwarding is off in this network namespace (%s): run `sysctl -w %s` (and keep it in /etc/sysctl.d/), then start again",
-		strings.Join(off, ", "), strings.Join(set, " ")))
+	return strings.Join(set, " ")
 }
 
 func btoi(b bool) int {

@@ -41,7 +41,7 @@ type collector struct {
 	encBytes, decBytes, handshakes, ctlSent *prometheus.Desc
 	fromKernel, replayWidened               *prometheus.Desc
 	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
-	peerToPeer                              *prometheus.Desc
+	peerToPeer, toHost                      *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 	kernelDrops, fillRingEmpty              *prometheus.Desc
@@ -78,6 +78,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:     d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
 		peerToPeer:     d("packets_peer_to_peer_total", "Decrypted packets sent back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke).", "queue"),
+		toHost:         d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
 		peerRx:         d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
 		peerTx:         d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
 		peerHandshake:  d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
@@ -94,13 +95,13 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
-		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses) that the exception TUN refused: its interface was down."),
+		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused: its interface was down."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerToPeer, c.peerRx, c.peerTx, c.peerHandshake,
+		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount} {
 		ch <- d
 	}
@@ -124,6 +125,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.icmpSuppressed, ctr, float64(q.ICMPSuppressed), qs)
 		ch <- prometheus.MustNewConstMetric(c.fragmented, ctr, float64(q.Fragmented), qs)
 		ch <- prometheus.MustNewConstMetric(c.peerToPeer, ctr, float64(q.PeerToPeer), qs)
+		ch <- prometheus.MustNewConstMetric(c.toHost, ctr, float64(q.ToHost), qs)
 		for r := range fastpath.NumDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(q.Drops[r]), qs, r.String())
 		}

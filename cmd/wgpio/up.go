@@ -205,11 +205,34 @@ func warnNetfilter(log *slog.Logger, devs []string) {
 	if len(rules) > 0 {
 		log.Warn("the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: "+
 			"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). "+
-			"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`",
+			"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`. "+
+			"(Decrypted traffic the host routes out of another interface than the LAN, such as a full-tunnel peer's Internet traffic, goes to the kernel through the exception TUN and passes them.)",
 			"rules", strings.Join(rules, "; "))
 	}
 	if err != nil {
 		log.Warn("could not read all of the host's netfilter rules", "err", err)
+	}
+}
+
+// warnForwarding warns when the kernel would not forward a family the
+// peers' allowed IPs use (forwardingOff): in shared address mode with an
+// exception TUN (an Address), the fast path hands decrypted traffic whose
+// route leads out of another interface than the LAN (a full-tunnel road
+// warrior's Internet traffic) to the host's kernel through that TUN, to
+// forward by its routes and netfilter as Linux's wg0 does (fastpath,
+// hairpin.go); with forwarding off the kernel drops it. A warning, not a
+// refusal as compat-mqtun's checkForwarding: most gateways route only
+// between the tunnel and the LAN and never need it.
+func warnForwarding(log *slog.Logger, f *config.File, name string) {
+	off, err := forwardingOff(f)
+	if err != nil {
+		log.Warn("could not read the forwarding sysctls", "err", err)
+		return
+	}
+	if len(off) > 0 {
+		log.Warn(fmt.Sprintf("forwarding is off in this network namespace (%s): decrypted traffic the host routes out of another interface than the LAN "+
+			"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/)",
+			strings.Join(off, ", "), name, sysctlsOn(off)), "sysctls", strings.Join(off, " "))
 	}
 }
 
@@ -349,6 +372,9 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		}
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())
+	}
+	if len(cfg.Addresses) > 0 && !cfg.Owned {
+		warnForwarding(log, f, name)
 	}
 	// Take the metrics address first: if it is in use, fail before
 	// touching the interfaces.

@@ -136,11 +136,12 @@ func (g *Gateway) readException() {
 }
 
 // ExceptionDrops is the number of packets for the host (to the gateway's
-// tunnel addresses, or from the tunnel to its LAN or WAN addresses) that
-// the exception TUN did not take: its interface was down (the kernel
-// refuses a TUN write then, EIO) or gone. The workers counted each as
-// handed on (fastpath.QueueStats.Exception); these never reached the
-// host. Safe for concurrent use.
+// tunnel addresses, or from the tunnel to its LAN or WAN addresses, or
+// for its kernel to forward: a route off the LAN) that the exception TUN
+// did not take: its interface was down (the kernel refuses a TUN write
+// then, EIO) or gone. The workers counted each as handed on
+// (fastpath.QueueStats.Exception, ToHost); these never reached the host.
+// Safe for concurrent use.
 func (g *Gateway) ExceptionDrops() uint64 { return g.excDrops.Load() }
 
 // exceptionFailed counts a packet the exception TUN refused and logs it

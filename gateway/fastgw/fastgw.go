@@ -286,26 +286,30 @@ const ip6UserMetric = 1024
 // PrefixLen implements fastpath.RouteLengths: the length of the prefix
 // of the route toward dst (the kernel's, arp.KernelRoutes.Route, which
 // leaves out the routes into the exception TUN; owned mode's static
-// routes, arp.StaticRoutes.Route), or -1 when none covers it, and whether
+// routes, arp.StaticRoutes.Route), or -1 when none covers it; whether
 // Linux would prefer it to a route of the same prefix into the exception
 // TUN: a kernel IPv6 route of a metric below ip6UserMetric (the kernel's
 // own route of an on-link prefix has 256). An IPv4 route of the same key
 // as ours (dst, TOS 0, metric 0) is replaced by it, one of another metric
 // comes after it; owned mode's static routes have no metric, and come
-// after it too.
-func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel bool) {
+// after it too; and whether the kernel's route leads off r's interface
+// (the LAN's): out of another (a multipath route: its first next hop's,
+// as NextHop), or nowhere (unreachable, blackhole, prohibit: IfIndex
+// -1), which the fast path leaves to the host's kernel. Owned mode's
+// static routes all lead to the LAN.
+func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN bool) {
 	rl, ok := r.routes.(interface {
 		Route(netip.Addr) (arp.Route, bool)
 	})
 	if !ok {
-		return -1, false
+		return -1, false, false
 	}
 	rt, ok := rl.Route(dst)
 	if !ok {
-		return -1, false
+		return -1, false, false
 	}
 	_, kernel := r.routes.(*arp.KernelRoutes)
-	return rt.Prefix.Bits(), kernel && rt.Prefix.Addr().Is6() && rt.Metric < ip6UserMetric
+	return rt.Prefix.Bits(), kernel && rt.Prefix.Addr().Is6() && rt.Metric < ip6UserMetric, kernel && rt.IfIndex != r.ifindex
 }
 
 // route installs (or replaces) the route of p into the exception TUN;

@@ -14,17 +14,20 @@ import (
 // of its route toward a destination and whether Linux would prefer it to
 // a route of the same prefix into the exception TUN (fastpath.RouteLengths,
 // peer to peer): a kernel IPv6 route of a metric below 1024 (the on-link
-// /64, 256), not one above, no IPv4 route, no static route.
+// /64, 256), not one above, no IPv4 route, no static route; and whether
+// the route leads off the LAN (full tunnels: the fast path hands such
+// packets to the host's kernel): a kernel route out of another interface
+// or a blackhole does, the LAN's own do not, a static route never does.
 func TestResolverPrefixLen(t *testing.T) {
 	static, err := arp.NewStaticRoutes([]arp.Route{{Prefix: netip.MustParsePrefix("2001:db8:1::/64"), IfIndex: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	owned := &resolver{routes: static}
-	if bits, first := owned.PrefixLen(netip.MustParseAddr("2001:db8:1::5")); bits != 64 || first {
-		t.Errorf("owned PrefixLen = %d, %v; want 64, false", bits, first)
+	if bits, first, off := owned.PrefixLen(netip.MustParseAddr("2001:db8:1::5")); bits != 64 || first || off {
+		t.Errorf("owned PrefixLen = %d, %v, %v; want 64, false, false", bits, first, off)
 	}
-	if bits, _ := owned.PrefixLen(netip.MustParseAddr("2001:db8:2::5")); bits != -1 {
+	if bits, _, _ := owned.PrefixLen(netip.MustParseAddr("2001:db8:2::5")); bits != -1 {
 		t.Errorf("owned PrefixLen(uncovered) = %d, want -1", bits)
 	}
 
@@ -42,31 +45,51 @@ func TestResolverPrefixLen(t *testing.T) {
 	if err := a.AddRoute("2001:db8:7::/48", "", v.A); err != nil { // metric 1024
 		t.Fatal(err)
 	}
+	// Another interface (a WAN) with the default route, and a blackhole.
+	w, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddAddr(w.A, "198.18.9.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddRoute("0.0.0.0/0", "198.18.9.2", w.A); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := a.Run("ip", "route", "add", "blackhole", "198.19.6.0/24"); err != nil {
+		t.Fatalf("ip route add blackhole: %v\n%s", err, out)
+	}
+	lan, err := a.Handle().LinkByName(v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kr, err := arp.NewKernelRoutes(arp.KernelOptions{Namespace: a.NsHandle()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	shared := &resolver{routes: kr}
+	shared := &resolver{routes: kr, ifindex: lan.Attrs().Index}
 	for _, c := range []struct {
-		dst   string
-		bits  int
-		first bool
+		dst        string
+		bits       int
+		first, off bool
 	}{
-		{"2001:db8:1::5", 64, true}, {"2001:db8:7::5", 48, false}, {"198.19.1.5", 24, false}, {"198.19.9.5", -1, false},
+		{"2001:db8:1::5", 64, true, false}, {"2001:db8:7::5", 48, false, false}, {"198.19.1.5", 24, false, false},
+		{"2001:db8:9::5", -1, false, false}, {"198.19.9.5", 0, false, true}, {"198.18.9.7", 24, false, true},
+		{"198.19.6.5", 24, false, true},
 	} {
 		var bits int
-		var first bool
+		var first, off bool
 		deadline := time.Now().Add(time.Second)
 		for {
-			bits, first = shared.PrefixLen(netip.MustParseAddr(c.dst))
-			if bits == c.bits && first == c.first || time.Now().After(deadline) {
+			bits, first, off = shared.PrefixLen(netip.MustParseAddr(c.dst))
+			if bits == c.bits && first == c.first && off == c.off || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if bits != c.bits || first != c.first {
-			t.Errorf("shared PrefixLen(%s) = %d, %v; want %d, %v", c.dst, bits, first, c.bits, c.first)
+		if bits != c.bits || first != c.first || off != c.off {
+			t.Errorf("shared PrefixLen(%s) = %d, %v, %v; want %d, %v, %v", c.dst, bits, first, off, c.bits, c.first, c.off)
 		}
 	}
 }
