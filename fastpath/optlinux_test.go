@@ -27,7 +27,34 @@ import (
 // which Linux (NetLabel, no DOI configured) drops.
 func TestOptionsAgainstLinux(t *testing.T) {
 	testenv.Short(t, "builds namespaces and sends 3,000 packets through a Linux router")
-	tp := testenv.Topology(t, "ol")
+	lr := newLinuxRouter(t, "ol")
+	rnd := rand.New(rand.NewPCG(15, 3))
+	sent := make([][]byte, 3000)
+	for i := range sent {
+		port := uint16(linuxPort0 + i)
+		if i%2 == 0 {
+			sent[i] = linuxV4(port, "198.18.10.1", "198.18.11.1", randV4Options(rnd))
+		} else {
+			sent[i] = linuxV6(port, "2001:db8:a::1", "2001:db8:b::1", randHopByHop(rnd), true)
+		}
+	}
+	lr.compare(t, sent)
+}
+
+// linuxRouter is a router namespace r (forwarding on, rp_filter off)
+// between namespaces a (198.18.10.1/24, 2001:db8:a::1/64) and b
+// (198.18.11.1/24, 2001:db8:b::1/64), r's default routes toward b (any
+// destination but a's subnets and r's own addresses leaves toward b),
+// and AF_PACKET sockets on a's and b's ends.
+type linuxRouter struct {
+	send, recv int
+	rMAC       [6]byte // r's end toward a
+}
+
+const linuxPort0 = 10000 // the UDP destination port of the first packet sent
+
+func newLinuxRouter(t *testing.T, prefix string) *linuxRouter {
+	tp := testenv.Topology(t, prefix)
 	a, r, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "r"), testenv.NS(t, tp, "b")
 	va, err := tp.NewVeth(a, r, topo.VethConfig{})
 	if err != nil {
@@ -47,20 +74,13 @@ func TestOptionsAgainstLinux(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range [][]string{
-		{"ip", "-6", "addr", "add", "2001:db8:a::1/64", "dev", va.A, "nodad"},
-		{"ip", "-6", "addr", "add", "2001:db8:a::2/64", "dev", va.B, "nodad"},
-		{"ip", "-6", "addr", "add", "2001:db8:b::2/64", "dev", vb.B, "nodad"},
-		{"ip", "-6", "addr", "add", "2001:db8:b::1/64", "dev", vb.A, "nodad"},
+	for _, c := range []struct {
+		ns       *topo.NS
+		dev, pfx string
+	}{
+		{a, va.A, "2001:db8:a::1/64"}, {r, va.B, "2001:db8:a::2/64"}, {r, vb.B, "2001:db8:b::2/64"}, {b, vb.A, "2001:db8:b::1/64"},
 	} {
-		ns := a
-		switch c[6] {
-		case va.B, vb.B:
-			ns = r
-		case vb.A:
-			ns = b
-		}
-		if _, err := ns.Run(c[0], c[1:]...); err != nil {
+		if _, err := c.ns.Run("ip", "-6", "addr", "add", c.pfx, "dev", c.dev, "nodad"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,8 +88,11 @@ func TestOptionsAgainstLinux(t *testing.T) {
 		"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"); err != nil {
 		t.Fatal(err)
 	}
-	for _, gw := range []string{"198.18.11.2", "2001:db8:b::2"} {
-		if err := b.AddRoute("default", gw, ""); err != nil {
+	for _, c := range []struct {
+		ns *topo.NS
+		gw string
+	}{{b, "198.18.11.2"}, {b, "2001:db8:b::2"}, {r, "198.18.11.1"}, {r, "2001:db8:b::1"}} {
+		if err := c.ns.AddRoute("default", c.gw, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,10 +106,16 @@ func TestOptionsAgainstLinux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rMAC := [6]byte(l.Attrs().HardwareAddr)
-	send, recv := packetSocket(t, a, va.A), packetSocket(t, b, vb.A)
+	return &linuxRouter{send: packetSocket(t, a, va.A), recv: packetSocket(t, b, vb.A), rMAC: [6]byte(l.Attrs().HardwareAddr)}
+}
 
-	const n, port0 = 3000, 10000
+// compare sends the IP packets sent from a through the router, packet i
+// a UDP datagram to port linuxPort0+i, and fails the test for each that
+// Linux forwarded to b and the gateway would not, or the other way
+// round.
+func (lr *linuxRouter) compare(t *testing.T, sent [][]byte) {
+	t.Helper()
+	n := len(sent)
 	// Received while sent: what reaches b, by port.
 	got := make([]bool, n)
 	done := make(chan struct{})
@@ -94,7 +123,7 @@ func TestOptionsAgainstLinux(t *testing.T) {
 		defer close(done)
 		buf := make([]byte, 4096)
 		for {
-			m, from, err := unix.Recvfrom(recv, buf, 0)
+			m, from, err := unix.Recvfrom(lr.recv, buf, 0)
 			if err == unix.EINTR { // the runtime's preemption signal
 				continue
 			}
@@ -108,26 +137,21 @@ func TestOptionsAgainstLinux(t *testing.T) {
 			if header.Parse(buf[:m], &p) != header.OK || p.Proto != header.ProtoUDP {
 				continue
 			}
-			if i := int(p.DstPort) - port0; i >= 0 && i < n {
+			if i := int(p.DstPort) - linuxPort0; i >= 0 && i < n {
 				got[i] = true
 			}
 		}
 	}()
-	rnd := rand.New(rand.NewPCG(15, 3))
-	sent := make([][]byte, n)
 	var frame []byte
-	for i := range n {
-		port := uint16(port0 + i)
+	for i, ip := range sent {
 		et := uint16(header.EtherTypeIPv4)
-		if i%2 == 0 {
-			sent[i] = linuxV4(port, randV4Options(rnd))
-		} else {
-			sent[i], et = linuxV6(port, randHopByHop(rnd)), header.EtherTypeIPv6
+		if ip[0]>>4 == header.IPv6Version {
+			et = header.EtherTypeIPv6
 		}
-		frame = append(frame[:0], rMAC[:]...)
+		frame = append(frame[:0], lr.rMAC[:]...)
 		frame = append(frame, 2, 0, 0, 0, 0, 1, byte(et>>8), byte(et))
-		frame = append(frame, sent[i]...)
-		if _, err := unix.Write(send, frame); err != nil {
+		frame = append(frame, ip...)
+		if _, err := unix.Write(lr.send, frame); err != nil {
 			t.Fatal(err)
 		}
 		if i%50 == 49 {
@@ -151,6 +175,35 @@ func TestOptionsAgainstLinux(t *testing.T) {
 	if forwarded < n/10 || forwarded > n*9/10 {
 		t.Errorf("Linux forwarded %d of %d: the mix tests little", forwarded, n)
 	}
+}
+
+// TestAddressesAgainstLinux: the gateway forwards a transit packet by its
+// addresses (transitAddrs: martian, multicast and broadcast sources and
+// destinations) exactly when Linux's forwarding path does: every pair of
+// unusual and ordinary sources and destinations of each family (IPv6
+// with IPv4-mapped, IPv4-compatible, link-local, unique local, NAT64 and
+// multicast of each scope), sent through the router of linuxRouter. A
+// hub sends such a packet from one peer back into the tunnel toward
+// another (hairpin.go) when a peer's allowed IPs hold its destination.
+func TestAddressesAgainstLinux(t *testing.T) {
+	testenv.Short(t, "builds namespaces and sends a few hundred packets through a Linux router")
+	lr := newLinuxRouter(t, "al")
+	src4 := []string{"198.18.10.1", "0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1", "239.1.2.3", "255.255.255.255", "240.0.0.1", "169.254.1.1", "192.0.2.1", "100.64.0.1"}
+	dst4 := []string{"198.18.11.1", "192.0.2.1", "0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1", "224.0.1.1", "239.1.2.3", "255.255.255.255", "240.0.0.1", "169.254.1.1", "100.64.0.1", "203.0.113.255"}
+	src6 := []string{"2001:db8:a::1", "::", "::1", "::ffff:198.18.10.1", "::198.18.10.1", "fe80::1", "ff02::1", "ff0e::1", "fc00::1", "2001:db8:c::1", "64:ff9b::1"}
+	dst6 := []string{"2001:db8:b::1", "2001:db8:c::1", "::", "::1", "::ffff:198.18.11.1", "::198.18.11.1", "fe80::1", "fec0::1", "ff00::1", "ff01::1", "ff02::1", "ff05::1", "ff0e::1", "ff0f::1", "fc00::1", "64:ff9b::1", "2002::1"}
+	var sent [][]byte
+	for _, s := range src4 {
+		for _, d := range dst4 {
+			sent = append(sent, linuxV4(uint16(linuxPort0+len(sent)), s, d, nil))
+		}
+	}
+	for _, s := range src6 {
+		for _, d := range dst6 {
+			sent = append(sent, linuxV6(uint16(linuxPort0+len(sent)), s, d, nil, false))
+		}
+	}
+	lr.compare(t, sent)
 }
 
 // gatewayForwards is the gateway's verdict on the transit packet ip as
@@ -210,13 +263,13 @@ func linuxUDP(port uint16) []byte {
 	return u
 }
 
-// linuxV4 is an IPv4 UDP packet from a to b with the options opts (a
+// linuxV4 is an IPv4 UDP packet from src to dst with the options opts (a
 // multiple of 4 bytes, at most 40) and a valid header checksum.
-func linuxV4(port uint16, opts []byte) []byte {
+func linuxV4(port uint16, src, dst string, opts []byte) []byte {
 	u := linuxUDP(port)
 	hl := header.IPv4MinLen + len(opts)
 	p := make([]byte, hl+len(u))
-	f := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: [4]byte{198, 18, 10, 1}, Dst: [4]byte{198, 18, 11, 1}}
+	f := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: netip.MustParseAddr(src).As4(), Dst: netip.MustParseAddr(dst).As4()}
 	header.PutIPv4(p, &f, len(u))
 	copy(p[header.IPv4MinLen:], opts)
 	copy(p[hl:], u)
@@ -227,15 +280,18 @@ func linuxV4(port uint16, opts []byte) []byte {
 	return p
 }
 
-// linuxV6 is an IPv6 UDP packet from a to b behind a hop-by-hop header
-// of the options opts (padded with zeros to a multiple of 8 bytes), its
-// UDP checksum valid.
-func linuxV6(port uint16, opts []byte) []byte {
-	hbh := append([]byte{header.ProtoUDP, 0}, opts...)
-	hbh = append(hbh, make([]byte, (8-len(hbh)%8)%8)...)
-	hbh[1] = byte(len(hbh)/8 - 1)
+// linuxV6 is an IPv6 UDP packet from src to dst, behind a hop-by-hop
+// header of the options opts (padded with zeros to a multiple of 8
+// bytes) when withHBH, its UDP checksum valid.
+func linuxV6(port uint16, srcS, dstS string, opts []byte, withHBH bool) []byte {
+	var hbh []byte
+	if withHBH {
+		hbh = append([]byte{header.ProtoUDP, 0}, opts...)
+		hbh = append(hbh, make([]byte, (8-len(hbh)%8)%8)...)
+		hbh[1] = byte(len(hbh)/8 - 1)
+	}
 	u := linuxUDP(port)
-	src, dst := netip.MustParseAddr("2001:db8:a::1"), netip.MustParseAddr("2001:db8:b::1")
+	src, dst := netip.MustParseAddr(srcS), netip.MustParseAddr(dstS)
 	c := header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, len(u))
 	sum := ^header.FoldChecksum(header.Checksum(u, c))
 	if sum == 0 {
@@ -243,7 +299,11 @@ func linuxV6(port uint16, opts []byte) []byte {
 	}
 	binary.BigEndian.PutUint16(u[6:8], sum)
 	p := make([]byte, header.IPv6Len+len(hbh)+len(u))
-	f := header.IPv6Fields{NextHeader: header.ProtoHopByHop, HopLimit: 64, Src: src.As16(), Dst: dst.As16()}
+	nh := uint8(header.ProtoUDP)
+	if withHBH {
+		nh = header.ProtoHopByHop
+	}
+	f := header.IPv6Fields{NextHeader: nh, HopLimit: 64, Src: src.As16(), Dst: dst.As16()}
 	header.PutIPv6(p, &f, len(hbh)+len(u))
 	copy(p[header.IPv6Len:], hbh)
 	copy(p[header.IPv6Len+len(hbh):], u)
