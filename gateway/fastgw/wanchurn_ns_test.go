@@ -6,12 +6,14 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
@@ -107,8 +109,19 @@ func TestWANAddressChurn(t *testing.T) {
 	if !pollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == want }) {
 		t.Fatalf("engine's further WAN addresses: %d, want %d", len(g.Engine().WANAddrs()), want)
 	}
-	if got := openFDs(t) - fds; got < want {
-		t.Errorf("%d more fds with %d further addresses, want at least %d (a kernel socket each)", got, want, want)
+	// One kernel socket each, and the default's.
+	v4 := func() int {
+		n := 0
+		for _, a := range listening(t, s.GwA, s.FastConfig.ListenPort) {
+			if a.Is4() {
+				n++
+			}
+		}
+		return n
+	}
+	if !pollUntil(5*time.Second, func() bool { return v4() == want+1 }) {
+		t.Errorf("%d IPv4 sockets at port %d with %d further addresses, want %d (a kernel socket each and the default's)",
+			v4(), s.FastConfig.ListenPort, want, want+1)
 	}
 	ping(t, s.HostB, "198.19.1.10", 0)
 	for _, c := range many {
@@ -144,7 +157,6 @@ func TestWANTentativeAddress(t *testing.T) {
 	}
 	t.Cleanup(func() { g.Close() })
 	ping(t, s.HostB, "198.19.1.10", 0)
-	fds := openFDs(t)
 	a6, dep := netip.MustParseAddr("2001:db8:f1::200"), netip.MustParseAddr("2001:db8:f1::201")
 	if _, err := s.GwA.Run("ip", "-6", "addr", "add", a6.String()+"/64", "dev", s.WANA); err != nil {
 		t.Fatal(err)
@@ -157,7 +169,31 @@ func TestWANTentativeAddress(t *testing.T) {
 		out, _ := s.GwA.Run("ip", "-6", "addr", "show", "dev", s.WANA)
 		t.Fatalf("engine's WAN %v, want %v and %v in it; %s", engineWAN(g), a6, dep, out)
 	}
-	if !pollUntil(5*time.Second, func() bool { return openFDs(t)-fds >= 2 }) {
-		t.Errorf("%d more fds with two IPv6 addresses, want a kernel socket each", openFDs(t)-fds)
+	if !pollUntil(5*time.Second, func() bool {
+		l := listening(t, s.GwA, s.FastConfig.ListenPort)
+		return slices.Contains(l, a6) && slices.Contains(l, dep)
+	}) {
+		t.Errorf("sockets at port %d on %v, want %v and %v among them", s.FastConfig.ListenPort, listening(t, s.GwA, s.FastConfig.ListenPort), a6, dep)
 	}
+}
+
+// listening returns the local addresses of the UDP sockets at port in ns
+// (ss(8)).
+func listening(t *testing.T, ns *topo.NS, port uint16) []netip.Addr {
+	t.Helper()
+	out, err := ns.Run("ss", "-H", "-uln", fmt.Sprintf("sport = :%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []netip.Addr
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(f[3]); err == nil {
+			addrs = append(addrs, ap.Addr().Unmap())
+		}
+	}
+	return addrs
 }
