@@ -51,8 +51,16 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	w.setHeld()
 }
 
+// dropHeld frees the packets held for pl's peer, whose ID a new peer
+// took (peerState): counted peer_removed when the peer was removed, as
+// flushHeld counts them had it run first (the control plane reuses a
+// removed peer's ID at once: Engine.assignIDLocked), else held_overflow.
 func (w *worker) dropHeld(pl *peerLocal) {
-	w.count(DropHeldOverflow, len(pl.held))
+	why := DropHeldOverflow
+	if pl.peer.Removed.Load() {
+		why = DropPeerRemoved
+	}
+	w.count(why, len(pl.held))
 	w.lanRX.Free(pl.held)
 	w.heldTotal -= len(pl.held)
 	w.emptied(pl)

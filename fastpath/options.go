@@ -152,14 +152,16 @@ func timestampOption(o []byte) bool {
 // after the fixed header, up to the payload length): the header within
 // ext, its options each within it; padding in a row (Pad1, PadN) of at
 // most hbhMaxPad bytes, PadN's data all zero; at most hbhMaxOptions
-// options other than padding; a router alert of 2 bytes of data; a
-// CALIPSO option of at least 8 bytes of data holding its compartment
-// bitmap (RFC 5570 §5.1; its content is not judged, as Linux without
-// NetLabel's CALIPSO does not); an IOAM option at an offset from the
-// IPv6 header that is a multiple of 4 (RFC 9486 §4.2, its data not judged:
-// Linux ignores it where IOAM is not enabled, the default); no unknown
-// option whose type's two high bits are not 00, "discard the packet"
-// (RFC 8200 §4.2). Linux answers the last with "parameter problem" when
+// options other than padding; a router alert of 2 bytes of data; no
+// CALIPSO option (RFC 5570), which Linux's ipv6_hop_calipso drops unless
+// NetLabel validates it (calipso_validate: its checksum, and a DOI that
+// `netlabelctl calipso add` configured; none is by default), as IPv4's
+// CIPSO option (observed on Linux 6.18, CONFIG_NETLABEL=y: a well-formed
+// option of DOI 1 with a valid checksum is dropped, Ip6InHdrErrors); an
+// IOAM option at an offset from the IPv6 header that is a multiple of 4
+// (RFC 9486 §4.2, its data not judged: Linux ignores it where IOAM is
+// not enabled, the default); no unknown option whose type's two high
+// bits are not 00, "discard the packet" (RFC 8200 §4.2). Linux answers the last with "parameter problem" when
 // the bits are 10 or 11 (the destination is never multicast here:
 // transitAddrs drops those first), and drops the others silently.
 func hopByHopOptions(ext []byte) bool {
@@ -201,9 +203,7 @@ func hopByHopOptions(ext []byte) bool {
 				return false
 			}
 		case hbhCALIPSO:
-			if o[1] < 8 || int(o[6])*4+8 > int(o[1]) {
-				return false
-			}
+			return false
 		case hbhIOAM:
 			if (header.IPv6Len+off)%4 != 0 {
 				return false

@@ -147,6 +147,29 @@ func sourceRoute(typ byte, hop string) []byte {
 // type typ, 4 bytes of data.
 func hbhUnknown(typ byte) []byte { return []byte{0, header.ProtoUDP, 0, typ, 4, 0, 0, 0, 0} }
 
+// calipsoHBH is a Hop-by-Hop header (type in front) of 16 bytes holding a
+// well-formed CALIPSO option (RFC 5570 §5.1) of DOI doi, no compartment
+// bitmap, sensitivity 0, and its checksum (CRC-16/CCITT, reflected, over
+// the option with the checksum field zero, complemented, low byte
+// first), then PadN.
+func calipsoHBH(doi uint32) []byte {
+	opt := []byte{7, 8, byte(doi >> 24), byte(doi >> 16), byte(doi >> 8), byte(doi), 0, 0, 0, 0}
+	crc := uint16(0xffff)
+	for _, c := range opt {
+		crc ^= uint16(c)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0x8408
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	crc = ^crc
+	opt[8], opt[9] = byte(crc), byte(crc>>8)
+	return append(append([]byte{0, header.ProtoUDP, 1}, opt...), 1, 2, 0, 0)
+}
+
 // hbhOptions is a Hop-by-Hop header (type in front) of 24 bytes with n
 // (8 or 9) empty options of an unknown type to skip, then PadN.
 func hbhOptions(n int) []byte {
@@ -268,6 +291,9 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		{"v6 hop-by-hop IOAM misaligned", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 0x31, 4, 0, 0, 0, 0}}, false, 0},
 		{"v6 hop-by-hop IOAM aligned", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 0, 0, 0x31, 2, 0, 0}}, true, 0},
 		{"v6 hop-by-hop CALIPSO short", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 0, 7, 4, 0, 0, 0, 0}}, false, 0},
+		// A well-formed CALIPSO option, which Linux (NetLabel, no
+		// CALIPSO DOI configured) drops as IPv4's CIPSO.
+		{"v6 hop-by-hop CALIPSO, no DOI configured", ip6{src: src6, dst: dst6, ext: calipsoHBH(1)}, false, 0},
 		{"v6 routing header type 0, segments left 1", ip6{src: src6, dst: dst6, ext: routing0(dst6)}, true, 0},
 		{"v6 payload length past the frame", ip6{src: src6, dst: dst6, plen: 400}, false, 0},
 	}

@@ -126,7 +126,7 @@ const (
 	// IPv4 options that do not parse or whose record route or timestamp
 	// pointer or length Linux rejects, a hop-by-hop header Linux rejects
 	// (padding beyond 7 bytes or not zero, more than 8 options, a bad
-	// router alert, CALIPSO or IOAM option), an IPv6 hop-by-hop option
+	// router alert or IOAM option, a CALIPSO option), an IPv6 hop-by-hop option
 	// whose type says to discard the packet when unknown (RFC 8200 §4.2).
 	DropIPOptions
 	// DropOffLAN: a decrypted transit packet whose route leads out of

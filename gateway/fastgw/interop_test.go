@@ -592,7 +592,11 @@ type capture struct {
 // startCapture runs tcpdump on dev in ns and returns once it is capturing.
 func startCapture(t *testing.T, tcpdump string, ns *topo.NS, dev, file, filter string) *capture {
 	t.Helper()
-	args := append([]string{"-i", dev, "-n", "-U", "-B", "8192", "-w", file}, strings.Fields(filter)...)
+	// Immediate mode: otherwise the kernel hands tcpdump its frames a ring
+	// block at a time (TPACKET_V3, with a timeout), and one interrupted
+	// meanwhile writes none of the last block's, often all of a short
+	// test's (a leak check then reads an empty file).
+	args := append([]string{"-i", dev, "-n", "-U", "--immediate-mode", "-B", "8192", "-w", file}, strings.Fields(filter)...)
 	cmd := ns.Command(tcpdump, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

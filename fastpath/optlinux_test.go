@@ -1,0 +1,367 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// TestOptionsAgainstLinux: the gateway forwards a transit packet with
+// IPv4 options or an IPv6 hop-by-hop header exactly when Linux's
+// forwarding path does (transitAddrs, headerOptions). A router namespace
+// (forwarding on, rp_filter off) between two others is sent 3,000 UDP
+// packets, half IPv4 with random options, half IPv6 with a random
+// hop-by-hop header (each option type the gateway reads, unknown ones of
+// each action, padding, lengths right and wrong), each to a port of its
+// own, and the packets that reach the far side are compared with the
+// gateway's verdict on each. A differential check of the rules of
+// options.go against the running kernel: it found the CALIPSO option,
+// which Linux (NetLabel, no DOI configured) drops.
+func TestOptionsAgainstLinux(t *testing.T) {
+	testenv.Short(t, "builds namespaces and sends 3,000 packets through a Linux router")
+	lr := newLinuxRouter(t, "ol")
+	rnd := rand.New(rand.NewPCG(15, 3))
+	sent := make([][]byte, 3000)
+	for i := range sent {
+		port := uint16(linuxPort0 + i)
+		if i%2 == 0 {
+			sent[i] = linuxV4(port, "198.18.10.1", "198.18.11.1", randV4Options(rnd))
+		} else {
+			sent[i] = linuxV6(port, "2001:db8:a::1", "2001:db8:b::1", randHopByHop(rnd), true)
+		}
+	}
+	lr.compare(t, sent)
+}
+
+// linuxRouter is a router namespace r (forwarding on, rp_filter off)
+// between namespaces a (198.18.10.1/24, 2001:db8:a::1/64) and b
+// (198.18.11.1/24, 2001:db8:b::1/64), r's default routes toward b (any
+// destination but a's subnets and r's own addresses leaves toward b),
+// and AF_PACKET sockets on a's and b's ends.
+type linuxRouter struct {
+	send, recv int
+	rMAC       [6]byte // r's end toward a
+}
+
+const linuxPort0 = 10000 // the UDP destination port of the first packet sent
+
+func newLinuxRouter(t *testing.T, prefix string) *linuxRouter {
+	tp := testenv.Topology(t, prefix)
+	a, r, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "r"), testenv.NS(t, tp, "b")
+	va, err := tp.NewVeth(a, r, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := tp.NewVeth(b, r, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ns       *topo.NS
+		dev, pfx string
+	}{
+		{a, va.A, "198.18.10.1/24"}, {r, va.B, "198.18.10.2/24"}, {r, vb.B, "198.18.11.2/24"}, {b, vb.A, "198.18.11.1/24"},
+	} {
+		if err := c.ns.AddAddr(c.dev, c.pfx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		ns       *topo.NS
+		dev, pfx string
+	}{
+		{a, va.A, "2001:db8:a::1/64"}, {r, va.B, "2001:db8:a::2/64"}, {r, vb.B, "2001:db8:b::2/64"}, {b, vb.A, "2001:db8:b::1/64"},
+	} {
+		if _, err := c.ns.Run("ip", "-6", "addr", "add", c.pfx, "dev", c.dev, "nodad"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Run("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ns *topo.NS
+		gw string
+	}{{b, "198.18.11.2"}, {b, "2001:db8:b::2"}, {r, "198.18.11.1"}, {r, "2001:db8:b::1"}} {
+		if err := c.ns.AddRoute("default", c.gw, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The router knows b's MAC before the first packet.
+	for _, dst := range []string{"198.18.11.1", "2001:db8:b::1"} {
+		if err := r.Ping(netip.MustParseAddr(dst), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := r.Handle().LinkByName(va.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &linuxRouter{send: packetSocket(t, a, va.A), recv: packetSocket(t, b, vb.A), rMAC: [6]byte(l.Attrs().HardwareAddr)}
+}
+
+// compare sends the IP packets sent from a through the router, packet i
+// a UDP datagram to port linuxPort0+i, and fails the test for each that
+// Linux forwarded to b and the gateway would not, or the other way
+// round.
+func (lr *linuxRouter) compare(t *testing.T, sent [][]byte) {
+	t.Helper()
+	n := len(sent)
+	// Received while sent: what reaches b, by port.
+	got := make([]bool, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			m, from, err := unix.Recvfrom(lr.recv, buf, 0)
+			if err == unix.EINTR { // the runtime's preemption signal
+				continue
+			}
+			if err != nil {
+				return // the receive timeout: nothing more comes
+			}
+			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+				continue
+			}
+			var p header.Packet
+			if header.Parse(buf[:m], &p) != header.OK || p.Proto != header.ProtoUDP {
+				continue
+			}
+			if i := int(p.DstPort) - linuxPort0; i >= 0 && i < n {
+				got[i] = true
+			}
+		}
+	}()
+	var frame []byte
+	for i, ip := range sent {
+		et := uint16(header.EtherTypeIPv4)
+		if ip[0]>>4 == header.IPv6Version {
+			et = header.EtherTypeIPv6
+		}
+		frame = append(frame[:0], lr.rMAC[:]...)
+		frame = append(frame, 2, 0, 0, 0, 0, 1, byte(et>>8), byte(et))
+		frame = append(frame, ip...)
+		if _, err := unix.Write(lr.send, frame); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			time.Sleep(5 * time.Millisecond) // within the receiver's buffer
+		}
+	}
+	<-done
+	forwarded, bad := 0, 0
+	for i, ip := range sent {
+		want := got[i]
+		if want {
+			forwarded++
+		}
+		if fwd := gatewayForwards(ip); fwd != want {
+			if bad++; bad <= 10 {
+				t.Errorf("packet %d: gateway forwards %v, Linux %v: %x", i, fwd, want, ip)
+			}
+		}
+	}
+	t.Logf("%d packets, %d forwarded by Linux, %d judged otherwise by the gateway", n, forwarded, bad)
+	if forwarded < n/10 || forwarded > n*9/10 {
+		t.Errorf("Linux forwarded %d of %d: the mix tests little", forwarded, n)
+	}
+}
+
+// TestAddressesAgainstLinux: the gateway forwards a transit packet by its
+// addresses (transitAddrs: martian, multicast and broadcast sources and
+// destinations) exactly when Linux's forwarding path does: every pair of
+// unusual and ordinary sources and destinations of each family (IPv6
+// with IPv4-mapped, IPv4-compatible, link-local, unique local, NAT64 and
+// multicast of each scope), sent through the router of linuxRouter. A
+// hub sends such a packet from one peer back into the tunnel toward
+// another (hairpin.go) when a peer's allowed IPs hold its destination.
+func TestAddressesAgainstLinux(t *testing.T) {
+	testenv.Short(t, "builds namespaces and sends a few hundred packets through a Linux router")
+	lr := newLinuxRouter(t, "al")
+	src4 := []string{"198.18.10.1", "0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1", "239.1.2.3", "255.255.255.255", "240.0.0.1", "169.254.1.1", "192.0.2.1", "100.64.0.1"}
+	dst4 := []string{"198.18.11.1", "192.0.2.1", "0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1", "224.0.1.1", "239.1.2.3", "255.255.255.255", "240.0.0.1", "169.254.1.1", "100.64.0.1", "203.0.113.255"}
+	src6 := []string{"2001:db8:a::1", "::", "::1", "::ffff:198.18.10.1", "::198.18.10.1", "fe80::1", "ff02::1", "ff0e::1", "fc00::1", "2001:db8:c::1", "64:ff9b::1"}
+	dst6 := []string{"2001:db8:b::1", "2001:db8:c::1", "::", "::1", "::ffff:198.18.11.1", "::198.18.11.1", "fe80::1", "fec0::1", "ff00::1", "ff01::1", "ff02::1", "ff05::1", "ff0e::1", "ff0f::1", "fc00::1", "64:ff9b::1", "2002::1"}
+	var sent [][]byte
+	for _, s := range src4 {
+		for _, d := range dst4 {
+			sent = append(sent, linuxV4(uint16(linuxPort0+len(sent)), s, d, nil))
+		}
+	}
+	for _, s := range src6 {
+		for _, d := range dst6 {
+			sent = append(sent, linuxV6(uint16(linuxPort0+len(sent)), s, d, nil, false))
+		}
+	}
+	lr.compare(t, sent)
+}
+
+// gatewayForwards is the gateway's verdict on the transit packet ip as
+// its addresses and options go (inbound's and outbound's checks).
+func gatewayForwards(ip []byte) bool {
+	var p header.Packet
+	if header.ParseL3(ip, &p) != header.OK {
+		return false
+	}
+	ip = ip[:p.L3End]
+	if _, ok := transitAddrs(ip); !ok {
+		return false
+	}
+	if optionsPlain(ip) {
+		return true
+	}
+	_, ok := headerOptions(ip)
+	return ok
+}
+
+// packetSocket opens an AF_PACKET socket on dev in ns, all protocols,
+// with a 1 s receive timeout; closed at the test's end.
+func packetSocket(t *testing.T, ns *topo.NS, dev string) int {
+	t.Helper()
+	all := int(htons(unix.ETH_P_ALL))
+	var fd int
+	if err := ns.Do(func() error {
+		l, err := ns.Handle().LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all); err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20); err != nil {
+			return err
+		}
+		tv := unix.Timeval{Sec: 1}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// linuxUDP is the UDP datagram of the test's packets to port, its
+// checksum left to the caller.
+func linuxUDP(port uint16) []byte {
+	u := make([]byte, header.UDPLen+16)
+	header.PutUDP(u, 1000, port, 16)
+	return u
+}
+
+// linuxV4 is an IPv4 UDP packet from src to dst with the options opts (a
+// multiple of 4 bytes, at most 40) and a valid header checksum.
+func linuxV4(port uint16, src, dst string, opts []byte) []byte {
+	u := linuxUDP(port)
+	hl := header.IPv4MinLen + len(opts)
+	p := make([]byte, hl+len(u))
+	f := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: netip.MustParseAddr(src).As4(), Dst: netip.MustParseAddr(dst).As4()}
+	header.PutIPv4(p, &f, len(u))
+	copy(p[header.IPv4MinLen:], opts)
+	copy(p[hl:], u)
+	p[0] = 0x40 | byte(hl/4)
+	binary.BigEndian.PutUint16(p[2:4], uint16(len(p)))
+	binary.BigEndian.PutUint16(p[10:12], 0)
+	binary.BigEndian.PutUint16(p[10:12], ^header.FoldChecksum(header.Checksum(p[:hl], 0)))
+	return p
+}
+
+// linuxV6 is an IPv6 UDP packet from src to dst, behind a hop-by-hop
+// header of the options opts (padded with zeros to a multiple of 8
+// bytes) when withHBH, its UDP checksum valid.
+func linuxV6(port uint16, srcS, dstS string, opts []byte, withHBH bool) []byte {
+	var hbh []byte
+	if withHBH {
+		hbh = append([]byte{header.ProtoUDP, 0}, opts...)
+		hbh = append(hbh, make([]byte, (8-len(hbh)%8)%8)...)
+		hbh[1] = byte(len(hbh)/8 - 1)
+	}
+	u := linuxUDP(port)
+	src, dst := netip.MustParseAddr(srcS), netip.MustParseAddr(dstS)
+	c := header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, len(u))
+	sum := ^header.FoldChecksum(header.Checksum(u, c))
+	if sum == 0 {
+		sum = 0xffff
+	}
+	binary.BigEndian.PutUint16(u[6:8], sum)
+	p := make([]byte, header.IPv6Len+len(hbh)+len(u))
+	nh := uint8(header.ProtoUDP)
+	if withHBH {
+		nh = header.ProtoHopByHop
+	}
+	f := header.IPv6Fields{NextHeader: nh, HopLimit: 64, Src: src.As16(), Dst: dst.As16()}
+	header.PutIPv6(p, &f, len(hbh)+len(u))
+	copy(p[header.IPv6Len:], hbh)
+	copy(p[header.IPv6Len+len(hbh):], u)
+	return p
+}
+
+// randV4Options is one to four IPv4 options, mostly of the types
+// ipv4Options reads, with lengths and pointers around their bounds,
+// padded with end of list to a multiple of 4, at most 40 bytes.
+func randV4Options(r *rand.Rand) []byte {
+	var o []byte
+	for range 1 + r.IntN(4) {
+		t := pick(r, 0, 1, 7, 7, 0x44, 0x44, 0x83, 0x89, 0x86, 0x94, 0x94, 0x82, 0x88, byte(r.IntN(256)))
+		if t <= 1 {
+			o = append(o, t)
+			continue
+		}
+		ln := pick(r, 2, 3, 4, 7, 8, 11, 12, byte(r.IntN(17)))
+		switch {
+		case t == 0x44 && ln >= 4:
+			o = append(o, t, ln, pick(r, 5, 9, 13, ln+1, ln+4, byte(r.IntN(21))), pick(r, 0, 1, 3, 2, 0xf1, byte(r.IntN(256))))
+			o = append(o, make([]byte, ln-4)...)
+		case t == 7 && ln >= 3:
+			o = append(o, t, ln, pick(r, 4, 8, ln+1, byte(r.IntN(21))))
+			o = append(o, make([]byte, ln-3)...)
+		default:
+			o = append(o, t, ln)
+			for range max(int(ln)-2, 0) {
+				o = append(o, byte(r.IntN(4)))
+			}
+		}
+	}
+	o = o[:min(len(o), 40)]
+	return append(o, make([]byte, (4-len(o)%4)%4)...)
+}
+
+// randHopByHop is up to five hop-by-hop options (RFC 8200 §4.2), mostly
+// of the types hopByHopOptions reads or unknown ones of each action, with
+// lengths around their bounds, then (mostly) PadN to a multiple of 8.
+func randHopByHop(r *rand.Rand) []byte {
+	var o []byte
+	for range r.IntN(6) {
+		t := pick(r, hbhPad1, hbhPadN, hbhPadN, hbhAlert, hbhCALIPSO, hbhIOAM, 0xc2, 0x1e, 0x3e, 0x5e, 0x9e, 0xde, 0x04, 0x26, 0x6d, byte(r.IntN(256)))
+		if t == hbhPad1 {
+			o = append(o, 0)
+			continue
+		}
+		ln := pick(r, 0, 1, 2, 2, 4, 6, 8, 10, byte(r.IntN(21)))
+		o = append(o, t, ln)
+		for range ln {
+			o = append(o, pick(r, 0, 0, 0, byte(r.IntN(256))))
+		}
+	}
+	if pad := (8 - (2+len(o))%8) % 8; pad > 1 && r.IntN(7) > 0 {
+		o = append(append(o, hbhPadN, byte(pad-2)), make([]byte, pad-2)...)
+	}
+	return o
+}
+
+// pick returns one of vs at random.
+func pick(r *rand.Rand, vs ...byte) byte { return vs[r.IntN(len(vs))] }

@@ -1,0 +1,112 @@
+package compatgw
+
+import (
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// TestPeerChurnNoCleartext: site B's peer is removed and added again six
+// times over the UAPI socket (wg set) while a peer of a nested prefix of
+// its networks (198.19.2.128/25, never heard from) comes and goes: the
+// LAN's traffic to the removed networks, and to the nested prefix once
+// its peer is gone too, is dropped and counted (no_route) by the
+// PortDevice, never carried out of the WAN in cleartext by the host's
+// default route; traffic to the nested prefix while its peer is there
+// goes to wireguard-go, and site B is reached again after each addition.
+func TestPeerChurnNoCleartext(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
+	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
+	testenv.Tool(t, "ping", "iputils-ping")
+	tp := testenv.Topology(t, "cc")
+	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
+	fc := s.FastConfig
+	f := &config.File{Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort}}
+	for _, p := range fc.Peers {
+		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
+	}
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := s.GwA.AddRoute("default", "198.18.1.254", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wan := startCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
+	wg := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(wgBin, append([]string{"set", s.GwName}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("wg set %v: %v\n%s", args, err, out)
+		}
+	}
+	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
+	p := fc.Peers[0]
+	var allowed []string
+	for _, a := range p.AllowedIPs {
+		allowed = append(allowed, a.String())
+	}
+	nested := "fPmNcx0FIvqkJcNMDAsQhrNKbzHPCGCcqcjmS3Sg7nY="
+	inNested := netip.MustParseAddr("198.19.2.200")
+	const n = 20
+	want := uint64(0)
+	expect := func(what string) {
+		t.Helper()
+		pollUntil(5*time.Second, func() bool { return noRoute() >= want })
+		if got := noRoute(); got != want {
+			st := g.Stats().LAN
+			t.Fatalf("%s: no_route %d, want %d; LAN: %d read, drops %v", what, got, want, st.RXPackets, st.Drops.List())
+		}
+	}
+	for round := range 6 {
+		wg("peer", nested, "allowed-ips", "198.19.2.128/25")
+		wg("peer", p.PublicKey.String(), "remove")
+		sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+		sendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n) // to wireguard-go's nested peer
+		want += n
+		expect("site B's peer removed")
+		if round%2 == 0 {
+			wg("peer", nested, "remove")
+			sendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n)
+			want += n
+			expect("the nested prefix's peer removed too")
+		}
+		wg("peer", p.PublicKey.String(), "allowed-ips", strings.Join(allowed, ","), "endpoint", p.Endpoint.String())
+		if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+			t.Fatalf("round %d, after the peer came back: %v", round, err)
+		}
+	}
+	frames, leaks := wanLeaks(t, wan.stop(t))
+	t.Logf("%d frames on the WAN, no_route %d", frames, noRoute())
+	if frames == 0 {
+		t.Error("the WAN capture holds no frame, not even the tunnel's: the leak check saw nothing")
+	}
+	if len(leaks) > 0 {
+		t.Errorf("%d of the %d frames on the WAN carry an inner address (cleartext); the first: %s", len(leaks), frames, leaks[0])
+	}
+}
