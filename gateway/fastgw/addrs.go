@@ -198,9 +198,13 @@ func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	}
 	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
 	g.syncKernel()
+	// The engine first: a datagram the XDP match redirects to an address
+	// just added must find the workers taking it (else not_for_us, and a
+	// handshake lost for 5 s); one to an address just removed, still
+	// redirected for a moment, is for no address of ours either way.
+	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6, wl.others...)
 	if err := g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)); err != nil {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
-	g.engine.SetWAN(g.cfg.ListenPort, wl.v4, wl.v6, wl.others...)
 	return true
 }
