@@ -58,7 +58,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	wan := startCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
+	wan := wanCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
 	wg := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(wgBin, append([]string{"set", s.GwName}, args...)...).CombinedOutput(); err != nil {
@@ -77,7 +77,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	want := uint64(0)
 	expect := func(what string) {
 		t.Helper()
-		pollUntil(5*time.Second, func() bool { return noRoute() >= want })
+		testenv.PollUntil(5*time.Second, func() bool { return noRoute() >= want })
 		if got := noRoute(); got != want {
 			st := g.Stats().LAN
 			t.Fatalf("%s: no_route %d, want %d; LAN: %d read, drops %v", what, got, want, st.RXPackets, st.Drops.List())
@@ -86,13 +86,13 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	for round := range 6 {
 		wg("peer", nested, "allowed-ips", "198.19.2.128/25")
 		wg("peer", p.PublicKey.String(), "remove")
-		sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
-		sendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n) // to wireguard-go's nested peer
+		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n) // to wireguard-go's nested peer
 		want += n
 		expect("site B's peer removed")
 		if round%2 == 0 {
 			wg("peer", nested, "remove")
-			sendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n)
+			testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n)
 			want += n
 			expect("the nested prefix's peer removed too")
 		}
@@ -101,7 +101,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 			t.Fatalf("round %d, after the peer came back: %v", round, err)
 		}
 	}
-	frames, leaks := wanLeaks(t, wan.stop(t))
+	frames, leaks := wanLeaks(t, wan)
 	t.Logf("%d frames on the WAN, no_route %d", frames, noRoute())
 	if frames == 0 {
 		t.Error("the WAN capture holds no frame, not even the tunnel's: the leak check saw nothing")

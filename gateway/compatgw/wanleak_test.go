@@ -1,13 +1,8 @@
 package compatgw
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -66,15 +61,15 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	wan := startCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
+	wan := wanCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
 	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
 	const n = 50
 	key := fc.Peers[0].PublicKey
 	removed := func(how string) {
 		t.Helper()
 		before := noRoute()
-		sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
-		pollUntil(5*time.Second, func() bool { return noRoute()-before >= n })
+		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+		testenv.PollUntil(5*time.Second, func() bool { return noRoute()-before >= n })
 		if got := noRoute() - before; got < n {
 			st := g.Stats().LAN
 			t.Errorf("peer removed %s: %d datagrams to its allowed IPs, %d counted as no_route; LAN: %d read, drops %v", how, n, got, st.RXPackets, st.Drops.List())
@@ -99,7 +94,7 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 		t.Fatal(err)
 	}
 	pfx := netip.MustParsePrefix("198.19.2.0/24")
-	if !pollUntil(5*time.Second, func() bool { // a sync saw the peer gone
+	if !testenv.PollUntil(5*time.Second, func() bool { // a sync saw the peer gone
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		_, kept := g.kept[pfx]
@@ -109,7 +104,7 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	}
 	removed("from Go")
 
-	frames, leaks := wanLeaks(t, wan.stop(t))
+	frames, leaks := wanLeaks(t, wan)
 	if frames == 0 {
 		t.Error("the WAN capture holds no frame, not even the tunnel's: the leak check saw nothing")
 	}
@@ -118,19 +113,10 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	}
 }
 
-// capture is a tcpdump writing a pcap file.
-type capture struct {
-	cmd  *exec.Cmd
-	file string
-	done bool
-}
-
-// startCapture runs tcpdump on ns's interface that has the WAN router's
-// address 198.18.1.254 and returns once it captures. In immediate mode:
-// otherwise the kernel hands tcpdump its frames a ring block at a time
-// (TPACKET_V3, with a timeout), and one interrupted meanwhile writes none
-// of the last block's, often all of a short test's.
-func startCapture(t *testing.T, tcpdump string, ns *topo.NS, file string) *capture {
+// wanCapture runs tcpdump (testenv.StartCapture) on ns's interface that
+// has the WAN router's address 198.18.1.254, writing name.pcap in a
+// temporary directory.
+func wanCapture(t *testing.T, tcpdump string, ns *topo.NS, name string) *testenv.Capture {
 	t.Helper()
 	out, err := ns.Run("ip", "-o", "addr", "show")
 	if err != nil {
@@ -145,125 +131,15 @@ func startCapture(t *testing.T, tcpdump string, ns *topo.NS, file string) *captu
 	if dev == "" {
 		t.Fatalf("%s has no address 198.18.1.254:\n%s", ns.Name, out)
 	}
-	c := &capture{file: t.TempDir() + "/" + file + ".pcap"}
-	c.cmd = ns.Command(tcpdump, "-i", dev, "-n", "-U", "--immediate-mode", "-B", "8192", "-w", c.file, "ip", "or", "ip6")
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.stop(t) })
-	ready := make(chan error, 1)
-	go func() {
-		var got []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := stderr.Read(buf)
-			got = append(got, buf[:n]...)
-			if bytes.Contains(got, []byte("listening on")) {
-				ready <- nil
-				io.Copy(io.Discard, stderr)
-				return
-			}
-			if err != nil {
-				ready <- fmt.Errorf("tcpdump on %s: %v: %s", dev, err, got)
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("tcpdump on %s did not start within 10 s", dev)
-	}
-	return c
+	return testenv.StartCapture(t, tcpdump, ns, dev, t.TempDir()+"/"+name+".pcap", "ip or ip6")
 }
 
-// stop ends the capture and returns its file.
-func (c *capture) stop(*testing.T) string {
-	if !c.done {
-		c.done = true
-		c.cmd.Process.Signal(os.Interrupt)
-		c.cmd.Wait()
-	}
-	return c.file
-}
-
-// wanLeaks reads a pcap file of Ethernet frames and returns a line for
-// each IP packet with an address of the sites' inner networks
-// (twosite.SitesNet, 2001:db8::/32) as source or destination, and how
-// many frames it read. WireGuard's outer packets carry the gateways'
-// addresses in 198.18.0.0/16 only.
-func wanLeaks(t *testing.T, file string) (frames int, leaks []string) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) < 24 || binary.LittleEndian.Uint32(b) != 0xa1b2c3d4 || binary.LittleEndian.Uint32(b[20:]) != 1 {
-		t.Fatalf("%s: not a little-endian Ethernet pcap file", file)
-	}
-	doc := netip.MustParsePrefix("2001:db8::/32")
-	for off := 24; off+16 <= len(b); {
-		caplen := int(binary.LittleEndian.Uint32(b[off+8:]))
-		if off+16+caplen > len(b) {
-			break
-		}
-		f := b[off+16 : off+16+caplen]
-		off += 16 + caplen
-		frames++
-		var src, dst netip.Addr
-		switch {
-		case len(f) >= 34 && binary.BigEndian.Uint16(f[12:]) == 0x0800:
-			src, dst = netip.AddrFrom4([4]byte(f[26:30])), netip.AddrFrom4([4]byte(f[30:34]))
-		case len(f) >= 54 && binary.BigEndian.Uint16(f[12:]) == 0x86dd:
-			src, dst = netip.AddrFrom16([16]byte(f[22:38])), netip.AddrFrom16([16]byte(f[38:54]))
-		default:
-			continue
-		}
-		for _, a := range []netip.Addr{src, dst} {
-			if twosite.SitesNet.Contains(a) || doc.Contains(a) {
-				leaks = append(leaks, fmt.Sprintf("frame %d %v → %v: inner address on the WAN", frames, src, dst))
-				break
-			}
-		}
-	}
-	return frames, leaks
-}
-
-// sendUDP sends n datagrams of 64 bytes from ns to dst.
-func sendUDP(t *testing.T, ns *topo.NS, dst netip.AddrPort, n int) {
-	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b := make([]byte, 64)
-	for i := range n {
-		binary.BigEndian.PutUint32(b, uint32(i))
-		if _, err := c.Write(b); err != nil {
-			t.Fatalf("send to %v: %v", dst, err)
-		}
-	}
-}
-
-// pollUntil polls cond every 20 ms until it holds or timeout passes.
-func pollUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
+// wanLeaks is testenv.WANLeaks for c's file (which it stops first) and
+// the sites' inner networks (twosite.SitesNet, 2001:db8:1::/48,
+// 2001:db8:2::/48).
+func wanLeaks(t *testing.T, c *testenv.Capture) (frames int, leaks []string) {
+	c.Stop()
+	return testenv.WANLeaks(t, c.File(), func(a netip.Addr) bool {
+		return twosite.SitesNet.Contains(a) || netip.MustParsePrefix("2001:db8:1::/48").Contains(a) || netip.MustParsePrefix("2001:db8:2::/48").Contains(a)
+	})
 }

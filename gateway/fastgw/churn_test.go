@@ -331,9 +331,9 @@ func testChurnLedger(t *testing.T, stock bool) {
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	ping(t, s.HostB, twosite.HostA4.String(), 0)
 	dir := t.TempDir()
-	var caps []*capture
+	var caps []*testenv.Capture
 	for _, addr := range []string{"198.18.1.254", "198.18.2.254"} {
-		caps = append(caps, startCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, addr), dir+"/wan-"+addr+".pcap", "ip or ip6"))
+		caps = append(caps, testenv.StartCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, addr), dir+"/wan-"+addr+".pcap", "ip or ip6"))
 	}
 
 	n := int(churnRate * churnLen / time.Second)
@@ -395,7 +395,7 @@ func testChurnLedger(t *testing.T, stock bool) {
 	<-ba.done
 	// Let what is in flight arrive and what is held go or be counted
 	// (a packet waits at most 3 s for a neighbour).
-	pollUntil(10*time.Second, func() bool {
+	testenv.PollUntil(10*time.Second, func() bool {
 		quiet := time.Now().UnixNano()-max(ab.last.Load(), ba.last.Load()) > int64(time.Second)
 		held := queueHeld(s.Gateway)
 		if !stock {
@@ -405,7 +405,7 @@ func testChurnLedger(t *testing.T, stock bool) {
 	})
 	after := readLedger(t, s)
 	for _, c := range caps {
-		c.stop()
+		c.Stop()
 	}
 
 	t.Logf("churn steps:")
@@ -448,15 +448,15 @@ func testChurnLedger(t *testing.T, stock bool) {
 		}
 	}
 	for _, c := range caps {
-		frames, leaks := wanLeaks(t, c.file)
+		frames, leaks := wanLeaks(t, c.File())
 		if frames < n/2 {
-			t.Errorf("WAN %s: %d frames captured, want at least %d", c.file, frames, n/2)
+			t.Errorf("WAN %s: %d frames captured, want at least %d", c.File(), frames, n/2)
 		}
 		for _, leak := range leaks[:min(len(leaks), 5)] {
-			t.Errorf("WAN %s: %s", c.file[strings.LastIndex(c.file, "/")+1:], leak)
+			t.Errorf("WAN %s: %s", c.File()[strings.LastIndex(c.File(), "/")+1:], leak)
 		}
 		if len(leaks) > 5 {
-			t.Errorf("WAN %s: %d more such packets", c.file[strings.LastIndex(c.file, "/")+1:], len(leaks)-5)
+			t.Errorf("WAN %s: %d more such packets", c.File()[strings.LastIndex(c.File(), "/")+1:], len(leaks)-5)
 		}
 	}
 }

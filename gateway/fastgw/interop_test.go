@@ -17,8 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
@@ -473,11 +474,11 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	// one TCP flow only.
 	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 256<<10)
 	dir := t.TempDir()
-	outer := startCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.2.254"), dir+"/wan.pcap",
+	outer := testenv.StartCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.2.254"), dir+"/wan.pcap",
 		"udp and src host 198.18.1.1")
-	sent := startCapture(t, tcpdump, s.HostA, ifaceWith(t, s.HostA, twosite.HostA4.String()), dir+"/sent.pcap",
+	sent := testenv.StartCapture(t, tcpdump, s.HostA, ifaceWith(t, s.HostA, twosite.HostA4.String()), dir+"/sent.pcap",
 		"tcp and dst host "+twosite.HostB4.String()+" and greater 500")
-	recv := startCapture(t, tcpdump, s.HostB, ifaceWith(t, s.HostB, twosite.HostB4.String()), dir+"/recv.pcap",
+	recv := testenv.StartCapture(t, tcpdump, s.HostB, ifaceWith(t, s.HostB, twosite.HostB4.String()), dir+"/recv.pcap",
 		"tcp and dst host "+twosite.HostB4.String()+" and greater 500")
 	epA0, epB0 := s.Gateway.Device().Peers()[0].Endpoint, s.PeerGateway.Device().Peers()[0].Endpoint
 	tcpTransfer(t, s.HostA, s.HostB, twosite.HostB4, 4<<20)
@@ -490,7 +491,7 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	// reordered (about 3% of runs did, before sawSource kept it).
 	var dsts []string
 	dstCount := map[string]int{}
-	for _, line := range outer.lines(t) {
+	for _, line := range outer.Lines(t) {
 		// "IP 198.18.1.1.51827 > 198.18.2.2.51820: UDP, length 148"
 		f := strings.Fields(line)
 		if len(f) < 5 || f[1] != "IP" || !strings.HasPrefix(f[2], "198.18.1.1.") {
@@ -536,7 +537,7 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	if len(dataDsts) != 1 {
 		t.Errorf("outer destination ports carrying the TCP flow A→B:%s, want exactly one", dstLog.String())
 	}
-	sentIDs, recvIDs := sent.ipIDs(t), recv.ipIDs(t)
+	sentIDs, recvIDs := ipIDs(t, sent), ipIDs(t, recv)
 	if len(sentIDs) < 1000 || len(recvIDs) < 1000 {
 		t.Fatalf("captured %d segments sent and %d received, want over 1000 each", len(sentIDs), len(recvIDs))
 	}
@@ -580,86 +581,12 @@ func TestWgpioToWgpioSourcePorts(t *testing.T) {
 	}
 }
 
-// capture is a running tcpdump writing a pcap file.
-type capture struct {
-	cmd     *exec.Cmd
-	tcpdump string
-	ns      *topo.NS
-	file    string
-	stopped bool
-}
-
-// startCapture runs tcpdump on dev in ns and returns once it is capturing.
-func startCapture(t *testing.T, tcpdump string, ns *topo.NS, dev, file, filter string) *capture {
-	t.Helper()
-	// Immediate mode: otherwise the kernel hands tcpdump its frames a ring
-	// block at a time (TPACKET_V3, with a timeout), and one interrupted
-	// meanwhile writes none of the last block's, often all of a short
-	// test's (a leak check then reads an empty file).
-	args := append([]string{"-i", dev, "-n", "-U", "--immediate-mode", "-B", "8192", "-w", file}, strings.Fields(filter)...)
-	cmd := ns.Command(tcpdump, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &capture{cmd: cmd, tcpdump: tcpdump, ns: ns, file: file}
-	t.Cleanup(c.stop)
-	ready := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 4096)
-		var got []byte
-		for {
-			n, err := stderr.Read(buf)
-			got = append(got, buf[:n]...)
-			if bytes.Contains(got, []byte("listening on")) {
-				ready <- nil
-				io.Copy(io.Discard, stderr)
-				return
-			}
-			if err != nil {
-				ready <- fmt.Errorf("tcpdump on %s in %s: %v: %s", dev, ns.Name, err, got)
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("tcpdump on %s in %s did not start capturing within 10 s", dev, ns.Name)
-	}
-	return c
-}
-
-func (c *capture) stop() {
-	if !c.stopped {
-		c.stopped = true
-		c.cmd.Process.Signal(os.Interrupt)
-		c.cmd.Wait()
-	}
-}
-
-// lines stops the capture and returns tcpdump's one-line decodes.
-func (c *capture) lines(t *testing.T, flags ...string) []string {
-	t.Helper()
-	c.stop()
-	out, err := c.ns.Run(c.tcpdump, append([]string{"-n", "-r", c.file}, flags...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(out, "\n")
-}
-
-// ipIDs returns the IPv4 identification of each captured packet, in order.
-func (c *capture) ipIDs(t *testing.T) []uint16 {
+// ipIDs returns the IPv4 identification of each packet c captured, in
+// order (it stops c).
+func ipIDs(t *testing.T, c *testenv.Capture) []uint16 {
 	t.Helper()
 	var ids []uint16
-	for _, line := range c.lines(t, "-v") {
+	for _, line := range c.Lines(t, "-v") {
 		// "... IP (tos 0x0, ttl 64, id 4242, offset 0, flags [DF], ..."
 		i := strings.Index(line, " id ")
 		if i < 0 {

@@ -44,7 +44,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 				t.Fatal(err)
 			}
 			ping(t, s.HostA, twosite.HostB4.String(), 0)
-			wan := startCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.1.254"), t.TempDir()+"/wan.pcap", "ip or ip6")
+			wan := testenv.StartCapture(t, tcpdump, s.Router, ifaceWith(t, s.Router, "198.18.1.254"), t.TempDir()+"/wan.pcap", "ip or ip6")
 			p := fc.Peers[0]
 			var allowed []string
 			for _, a := range p.AllowedIPs {
@@ -56,28 +56,28 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 			for round := range 10 {
 				wgCmd(t, "set", s.GwName, "peer", nested, "allowed-ips", "198.19.2.128/25")
 				wgCmd(t, "set", s.GwName, "peer", p.PublicKey.String(), "remove")
-				sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+				testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
 				if round%2 == 0 {
 					wgCmd(t, "set", s.GwName, "peer", nested, "remove")
 				}
-				sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
+				testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
 				// Counted before the peer is back: the exception TUN's
 				// packets are read a little later than the LAN's.
-				pollUntil(5*time.Second, func() bool { return noRoute(s.Gateway, before) >= uint64(2*n*(round+1)) })
+				testenv.PollUntil(5*time.Second, func() bool { return noRoute(s.Gateway, before) >= uint64(2*n*(round+1)) })
 				wgCmd(t, "set", s.GwName, "peer", p.PublicKey.String(), "allowed-ips", strings.Join(allowed, ","), "endpoint", p.Endpoint.String())
 				ping(t, s.HostA, twosite.HostB4.String(), 0)
 			}
 			wgCmd(t, "set", s.GwName, "peer", nested, "remove")
 			// The kernel hands tcpdump a ring block at a time: wait for
 			// the tunnel's frames of the last ping in the file.
-			if !pollUntil(10*time.Second, func() bool {
-				out, _ := s.Router.Run(tcpdump, "-n", "-r", wan.file)
+			if !testenv.PollUntil(10*time.Second, func() bool {
+				out, _ := s.Router.Run(tcpdump, "-n", "-r", wan.File())
 				return strings.Count(out, "\n") >= 2
 			}) {
 				t.Error("the WAN capture holds no frame of the tunnel")
 			}
-			wan.stop()
-			frames, leaks := wanLeaks(t, wan.file)
+			wan.Stop()
+			frames, leaks := wanLeaks(t, wan.File())
 			t.Logf("%d frames on the WAN", frames)
 			if len(leaks) > 0 {
 				t.Errorf("%d of the %d frames on the WAN are not WireGuard; the first: %s", len(leaks), frames, leaks[0])

@@ -21,45 +21,11 @@ import (
 	"github.com/wgpio/wgpio/noise"
 )
 
-// sendUDP sends n datagrams of 64 bytes (a sequence number first) from ns
-// to dst.
-func sendUDP(t *testing.T, ns *topo.NS, dst netip.AddrPort, n int) {
-	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b := make([]byte, 64)
-	for i := range n {
-		binary.BigEndian.PutUint32(b, uint32(i))
-		if _, err := c.Write(b); err != nil {
-			t.Fatalf("send to %v: %v", dst, err)
-		}
-	}
-}
-
 func queueHeld(g *fastgw.Gateway) (held uint64) {
 	for _, q := range g.Engine().Stats() {
 		held += q.Held
 	}
 	return held
-}
-
-// pollUntil polls cond every 20 ms until it holds or timeout passes.
-func pollUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestRemovedStalledPeersFreeHeld: ten peers whose endpoints never answer
@@ -86,7 +52,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 	const perPeer = 150
 	lostBefore, _ := lanPathLosses(t, s)
 	for i := range 10 {
-		sendUDP(t, s.HostA, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 9), perPeer)
+		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 50, byte(1 + i)}), 9), perPeer)
 	}
 	// Held counts the handshake initiations waiting for the stalled
 	// endpoints' neighbours too, so it can reach the cap before every data
@@ -100,7 +66,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 		lost, _ := lanPathLosses(t, s)
 		return 10*perPeer - min(lost-lostBefore, 10*perPeer)
 	}
-	if !pollUntil(10*time.Second, func() bool { return overflow()+capHeld >= arrived() && queueHeld(g) >= capHeld }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { return overflow()+capHeld >= arrived() && queueHeld(g) >= capHeld }) {
 		_, detail := lanPathLosses(t, s)
 		t.Fatalf("held = %d, held_overflow = %d, want the queue's cap %d and %d over it (%d of %d arrived; kernel drops:%s); drops %s",
 			queueHeld(g), overflow(), capHeld, arrived()-min(arrived(), capHeld), arrived(), 10*perPeer, detail, dropsString(g))
@@ -110,7 +76,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 			t.Fatalf("RemovePeer(%v) = false", k)
 		}
 	}
-	if !pollUntil(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { return queueHeld(g) == 0 }) {
 		t.Fatalf("held after removing the stalled peers = %d, want 0; drops %s", queueHeld(g), dropsString(g))
 	}
 	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropPeerRemoved]; n < capHeld {
@@ -129,7 +95,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 	}
 	defer rc.Close()
 	overflow0 := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropHeldOverflow]
-	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9100), n)
+	testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9100), n)
 	seen := make(map[uint32]bool)
 	buf := make([]byte, 2048)
 	rc.SetReadDeadline(time.Now().Add(15 * time.Second))
@@ -155,8 +121,8 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 func TestColdStartIPv6FirstHandshake(t *testing.T) {
 	s := newSite(t, twosite.Config{Outer6: true})
 	g := s.Gateway
-	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 1)
-	if !pollUntil(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
+	testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 1)
+	if !testenv.PollUntil(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
 		t.Fatalf("no handshake; stats %+v; drops %s", g.Device().Stats(), dropsString(g))
 	}
 	st := g.Device().Stats()
@@ -269,7 +235,7 @@ func TestWANAddressReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	newAddr := netip.MustParseAddr("198.18.1.11")
-	if !pollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { _, a4, _ := g.Engine().WAN(); return a4 == newAddr }) {
 		_, a4, _ := g.Engine().WAN()
 		t.Fatalf("engine's WAN address = %v, want %v", a4, newAddr)
 	}
@@ -284,7 +250,7 @@ func TestWANAddressReplaced(t *testing.T) {
 	// The engine moves first, then the control plane moves the peers'
 	// endpoints; a datagram sent between the two still leaves from the
 	// old address (as it would from wg0 in that instant), not counted.
-	if !pollUntil(10*time.Second, func() bool {
+	if !testenv.PollUntil(10*time.Second, func() bool {
 		_, a4, _ := g.Engine().WAN()
 		d4, _ := g.Device().WANAddrs()
 		return !a4.IsValid() && !d4.IsValid()
@@ -292,8 +258,8 @@ func TestWANAddressReplaced(t *testing.T) {
 		t.Fatal("engine or control plane still has an IPv4 WAN address after the last one was removed")
 	}
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress]
-	sendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 5)
-	if !pollUntil(5*time.Second, func() bool {
+	testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 5)
+	if !testenv.PollUntil(5*time.Second, func() bool {
 		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress] >= before+5
 	}) {
 		t.Errorf("no_wan_address drops = %d, want at least %d; drops %s", fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANAddress], before+5, dropsString(g))

@@ -114,7 +114,7 @@ func TestWANSecondaryAddress(t *testing.T) {
 				t.Fatalf("engine's WAN addresses = %v, want %s and %s in them", got, c.primary, c.secondary)
 			}
 			wan := ifaceWith(t, s.Router, c.routerWAN) // the router's end of gwA's WAN veth
-			capt := startCapture(t, tcpdump, s.Router, wan, t.TempDir()+"/wan.pcap", "udp and host "+c.rwOuter)
+			capt := testenv.StartCapture(t, tcpdump, s.Router, wan, t.TempDir()+"/wan.pcap", "udp and host "+c.rwOuter)
 			rwDev, err := wgpeer.Start(rw, wgpeer.Config{
 				Name: topo.UniqueName("wgrw"), PrivateKey: rwKey, ListenPort: 51820,
 				Address: rwInner, Routes: []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24")},
@@ -140,12 +140,12 @@ func TestWANSecondaryAddress(t *testing.T) {
 			// a time (TPACKET_V3, with a timeout): wait until what was
 			// sent is in the file before stopping it.
 			sentFrom := " " + c.secondary + ".51820 > " + c.rwOuter + "."
-			pollUntil(10*time.Second, func() bool {
-				out, _ := s.Router.Run(tcpdump, "-n", "-r", capt.file)
+			testenv.PollUntil(10*time.Second, func() bool {
+				out, _ := s.Router.Run(tcpdump, "-n", "-r", capt.File())
 				return strings.Contains(out, sentFrom)
 			})
 			fromGw, fromOther := 0, 0
-			for _, l := range capt.lines(t) {
+			for _, l := range capt.Lines(t) {
 				switch {
 				case strings.Contains(l, sentFrom):
 					fromGw++
@@ -162,10 +162,10 @@ func TestWANSecondaryAddress(t *testing.T) {
 			// the first address (its persistent keepalive every second)
 			// and follows.
 			delAddr(t, s.GwA, s.WANA, c.secondary+c.rwPrefix)
-			if !pollUntil(10*time.Second, func() bool { return !slices.Contains(engineWAN(g), netip.MustParseAddr(c.secondary)) }) {
+			if !testenv.PollUntil(10*time.Second, func() bool { return !slices.Contains(engineWAN(g), netip.MustParseAddr(c.secondary)) }) {
 				t.Fatalf("engine's WAN addresses after the removal = %v, want %s gone", engineWAN(g), c.secondary)
 			}
-			if !pollUntil(10*time.Second, func() bool { return stockEndpoint(t, rwDev) == port(c.primary) }) {
+			if !testenv.PollUntil(10*time.Second, func() bool { return stockEndpoint(t, rwDev) == port(c.primary) }) {
 				t.Fatalf("road warrior's endpoint for the gateway after %s left = %q, want %s; drops %s", c.secondary, stockEndpoint(t, rwDev), port(c.primary), dropsString(g))
 			}
 			ping(t, rw, "198.19.1.10", 0)

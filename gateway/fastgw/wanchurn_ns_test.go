@@ -77,19 +77,19 @@ func TestWANAddressChurn(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !pollUntil(5*time.Second, func() bool { return has(addrs[4]) }) {
+		if !testenv.PollUntil(5*time.Second, func() bool { return has(addrs[4]) }) {
 			t.Fatalf("round %d: engine's WAN %v lacks %v", round, engineWAN(g), addrs[4])
 		}
 		for _, a := range addrs {
 			delAddr(t, s.GwA, s.WANA, a.String()+"/24")
 		}
-		if !pollUntil(5*time.Second, func() bool { return !has(addrs[0]) && !has(addrs[4]) }) {
+		if !testenv.PollUntil(5*time.Second, func() bool { return !has(addrs[0]) && !has(addrs[4]) }) {
 			t.Fatalf("round %d: engine's WAN %v still has the addresses", round, engineWAN(g))
 		}
 	}
 	close(stop)
 	<-done
-	if !pollUntil(5*time.Second, func() bool { return openFDs(t) <= fds && runtime.NumGoroutine() <= gs }) {
+	if !testenv.PollUntil(5*time.Second, func() bool { return openFDs(t) <= fds && runtime.NumGoroutine() <= gs }) {
 		t.Errorf("after the churn: %d fds, %d goroutines; before %d, %d", openFDs(t), runtime.NumGoroutine(), fds, gs)
 	}
 	ping(t, s.HostB, "198.19.1.10", 0)
@@ -106,7 +106,7 @@ func TestWANAddressChurn(t *testing.T) {
 		}
 	}
 	want := afxdp.MaxUDPAddrs - 1 // the default counts
-	if !pollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == want }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == want }) {
 		t.Fatalf("engine's further WAN addresses: %d, want %d", len(g.Engine().WANAddrs()), want)
 	}
 	// One kernel socket each, and the default's.
@@ -119,7 +119,7 @@ func TestWANAddressChurn(t *testing.T) {
 		}
 		return n
 	}
-	if !pollUntil(5*time.Second, func() bool { return v4() == want+1 }) {
+	if !testenv.PollUntil(5*time.Second, func() bool { return v4() == want+1 }) {
 		t.Errorf("%d IPv4 sockets at port %d with %d further addresses, want %d (a kernel socket each and the default's)",
 			v4(), s.FastConfig.ListenPort, want, want+1)
 	}
@@ -127,7 +127,7 @@ func TestWANAddressChurn(t *testing.T) {
 	for _, c := range many {
 		delAddr(t, s.GwA, s.WANA, c)
 	}
-	if !pollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == 0 && openFDs(t) <= fds }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == 0 && openFDs(t) <= fds }) {
 		t.Errorf("after removing them: %d further addresses, %d fds (before %d)", len(g.Engine().WANAddrs()), openFDs(t), fds)
 	}
 	ping(t, s.HostB, "198.19.1.10", 0)
@@ -165,11 +165,11 @@ func TestWANTentativeAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	has := func(a netip.Addr) bool { return slices.Contains(engineWAN(g), a) }
-	if !pollUntil(10*time.Second, func() bool { return has(a6) && has(dep) }) {
+	if !testenv.PollUntil(10*time.Second, func() bool { return has(a6) && has(dep) }) {
 		out, _ := s.GwA.Run("ip", "-6", "addr", "show", "dev", s.WANA)
 		t.Fatalf("engine's WAN %v, want %v and %v in it; %s", engineWAN(g), a6, dep, out)
 	}
-	if !pollUntil(5*time.Second, func() bool {
+	if !testenv.PollUntil(5*time.Second, func() bool {
 		l := listening(t, s.GwA, s.FastConfig.ListenPort)
 		return slices.Contains(l, a6) && slices.Contains(l, dep)
 	}) {
