@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/tundev"
@@ -26,39 +25,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
-	tp := testenv.Topology(t, "cc")
-	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Stock.PinBind(); err != nil {
-		t.Fatal(err)
-	}
-	fc := s.FastConfig
-	f := &config.File{Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort}}
-	for _, p := range fc.Peers {
-		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
-	}
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.GwA.AddRoute("default", "198.18.1.254", ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.GwA.Forwarding(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	wan := wanCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
+	s, g, wan := routedCompat(t, "cc", tcpdump)
 	wg := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(wgBin, append([]string{"set", s.GwName}, args...)...).CombinedOutput(); err != nil {
@@ -66,7 +33,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 		}
 	}
 	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
-	p := fc.Peers[0]
+	p := s.FastConfig.Peers[0]
 	var allowed []string
 	for _, a := range p.AllowedIPs {
 		allowed = append(allowed, a.String())

@@ -29,42 +29,10 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
-	tp := testenv.Topology(t, "cl")
-	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Stock.PinBind(); err != nil {
-		t.Fatal(err)
-	}
-	fc := s.FastConfig
-	f := &config.File{Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort}}
-	for _, p := range fc.Peers {
-		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
-	}
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.GwA.AddRoute("default", "198.18.1.254", ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.GwA.Forwarding(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	wan := wanCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
+	s, g, wan := routedCompat(t, "cl", tcpdump)
 	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
 	const n = 50
-	key := fc.Peers[0].PublicKey
+	key := s.FastConfig.Peers[0].PublicKey
 	removed := func(how string) {
 		t.Helper()
 		before := noRoute()
@@ -82,7 +50,8 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	removed("over the UAPI socket")
 
 	// Configured again, the prefix is the tunnel's again.
-	uapiPeer := f.UAPI()[strings.Index(f.UAPI(), "public_key="):]
+	uapi := compatFile(s).UAPI()
+	uapiPeer := uapi[strings.Index(uapi, "public_key="):]
 	if err := g.Device().IpcSet(uapiPeer); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +80,56 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	if len(leaks) > 0 {
 		t.Errorf("after the peer's removal, %d of the %d frames on the WAN carry an inner address (cleartext); the first: %s", len(leaks), frames, leaks[0])
 	}
+}
+
+// compatFile is site A's gateway configuration (s.FastConfig) as a
+// configuration file: its key, port and peers.
+func compatFile(s *twosite.Site) *config.File {
+	fc := s.FastConfig
+	f := &config.File{Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort}}
+	for _, p := range fc.Peers {
+		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
+	}
+	return f
+}
+
+// routedCompat builds the routed two sites (namespaces named from
+// prefix) with site A's gateway in compat mode (SyncInterval 50 ms),
+// gives site A's gateway host a default route toward the WAN router and
+// forwarding (so that what the LAN XDP filter leaves to the kernel could
+// leave by the WAN in cleartext), checks that host A reaches host B, and
+// starts a capture on the WAN router's side of site A's WAN.
+func routedCompat(t *testing.T, prefix, tcpdump string) (*twosite.Site, *Gateway, *testenv.Capture) {
+	t.Helper()
+	tp := testenv.Topology(t, prefix)
+	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Stock.PinBind(); err != nil {
+		t.Fatal(err)
+	}
+	fc, f := s.FastConfig, compatFile(s)
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := s.GwA.AddRoute("default", "198.18.1.254", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return s, g, wanCapture(t, tcpdump, s.Router, s.Router.Name+"-wanleak")
 }
 
 // wanCapture runs tcpdump (testenv.StartCapture) on ns's interface that
