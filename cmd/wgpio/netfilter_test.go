@@ -96,3 +96,21 @@ func TestForwardingRules(t *testing.T) {
 		testenv.Missing(t, "legacy iptables table "+legacyMissing, "a kernel with CONFIG_IP_NF_IPTABLES_LEGACY")
 	}
 }
+
+// TestNetfilterWarningHostForwards: the start-up warning says that a full
+// tunnel's Internet traffic passes the host's rules only when the gateway
+// hands it to the kernel (fast path, shared mode, an Address); without an
+// exception TUN that traffic is dropped (off_lan), so saying it passes
+// them sent a reader looking for a NAT rule that can never apply.
+func TestNetfilterWarningHostForwards(t *testing.T) {
+	const tun = "through the exception TUN and passes them"
+	if w := netfilterWarning(true); !strings.Contains(w, tun) {
+		t.Errorf("netfilterWarning(true) = %q, want it to say %q", w, tun)
+	}
+	if w := netfilterWarning(false); strings.Contains(w, "exception TUN") || strings.Contains(w, "full-tunnel") {
+		t.Errorf("netfilterWarning(false) = %q, want no word of the exception TUN or full tunnels", w)
+	}
+	if w := netfilterWarning(false); !strings.Contains(w, "does not pass them") {
+		t.Errorf("netfilterWarning(false) = %q, want the transit warning itself", w)
+	}
+}

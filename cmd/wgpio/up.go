@@ -155,7 +155,8 @@ func cmdUp(args []string) error {
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
-		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)})
+		hostForwards := w.Mode == config.ModeFastPath && w.AddressMode != config.AddressOwned && len(f.Interface.Addresses) > 0
+		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)}, hostForwards)
 		if err := checkInterfaces(f, w); err != nil {
 			return err
 		}
@@ -200,18 +201,31 @@ func cmdUp(args []string) error {
 
 // warnNetfilter logs the host's netfilter rules that the gateway's transit
 // traffic no longer passes (see forwardingRules), and what to use instead.
-func warnNetfilter(log *slog.Logger, devs []string) {
+// hostForwards says whether the gateway hands decrypted traffic routed out
+// of another interface than the LAN to the kernel, which passes them: the
+// fast path in shared address mode with an exception TUN (an Address).
+func warnNetfilter(log *slog.Logger, devs []string, hostForwards bool) {
 	rules, err := forwardingRules(devs)
 	if len(rules) > 0 {
-		log.Warn("the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: "+
-			"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). "+
-			"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`. "+
-			"(Decrypted traffic the host routes out of another interface than the LAN, such as a full-tunnel peer's Internet traffic, goes to the kernel through the exception TUN and passes them.)",
-			"rules", strings.Join(rules, "; "))
+		log.Warn(netfilterWarning(hostForwards), "rules", strings.Join(rules, "; "))
 	}
 	if err != nil {
 		log.Warn("could not read all of the host's netfilter rules", "err", err)
 	}
+}
+
+// netfilterWarning is warnNetfilter's message. Only where hostForwards
+// does it say that a full tunnel's Internet traffic passes the rules:
+// without an exception TUN the fast path drops that traffic (off_lan),
+// and compat mode's tundev sends only to the LAN.
+func netfilterWarning(hostForwards bool) string {
+	msg := "the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: " +
+		"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). " +
+		"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`."
+	if hostForwards {
+		msg += " (Decrypted traffic the host routes out of another interface than the LAN, such as a full-tunnel peer's Internet traffic, goes to the kernel through the exception TUN and passes them.)"
+	}
+	return msg
 }
 
 // warnForwarding warns when the kernel would not forward a family the
