@@ -1,0 +1,62 @@
+package fastgw_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFullTunnelFragNeeded: a road warrior's 1420-byte packet with DF (IPv4)
+// or any 1420-byte IPv6 packet, forwarded by the gateway's kernel along a
+// WAN route of MTU 1280, is answered by the kernel with "fragmentation needed"
+// / "packet too big", which comes back through the tunnel to the road
+// warrior (path-MTU discovery through a full tunnel works, as with wg0).
+func TestFullTunnelFragNeeded(t *testing.T) {
+	r := newFullTunnelRig(t)
+	pingOut(t, r.p1, "198.18.200.1")
+	pingOut(t, r.p1, "2001:db8:c8::1")
+	// The route's MTU, not the WAN's: a veth of MTU 1280 would drop
+	// the road warrior's 1480-byte datagrams on the way in as well.
+	for _, gw := range []string{"198.18.1.254", "2001:db8:f1::fe"} {
+		if out, err := r.gw.Run("ip", "route", "replace", "default", "via", gw, "mtu", "1280"); err != nil {
+			t.Fatalf("set the WAN route's MTU: %v\n%s", err, out)
+		}
+	}
+	for _, c := range []struct{ dst, size, want string }{
+		{"198.18.200.1", "1392", "mtu = 1280"},
+		{"2001:db8:c8::1", "1372", "mtu=1280"},
+	} {
+		out, _ := r.p1.Run("ping", "-c", "2", "-i", "0.3", "-W", "1", "-M", "do", "-s", c.size, c.dst)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("ping -M do -s %s %s from the road warrior: no ICMP error naming the WAN's MTU (%q):\n%s", c.size, c.dst, c.want, out)
+		}
+	}
+	t.Logf("gateway drops: %s", dropsString(r.g))
+}
+
+// TestFullTunnelExceptionDown: while the exception TUN is down the
+// kernel refuses what the gateway hands it for the Internet: counted
+// (ExceptionDrops), the worker goes on with the LAN's traffic, and the
+// Internet is reached again once the TUN is up (its routes restored).
+func TestFullTunnelExceptionDown(t *testing.T) {
+	r := newFullTunnelRig(t)
+	pingOut(t, r.p1, "198.18.200.1")
+	before := r.g.ExceptionDrops()
+	if out, err := r.gw.Run("ip", "link", "set", r.name, "down"); err != nil {
+		t.Fatalf("set %s down: %v\n%s", r.name, err, out)
+	}
+	if out, err := r.p1.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.200.1"); err == nil {
+		t.Errorf("ping the Internet with the exception TUN down: answered\n%s", out)
+	}
+	if d := r.g.ExceptionDrops() - before; d < 3 {
+		t.Errorf("exception TUN drops grew by %d with it down, want at least 3 (the echo requests)", d)
+	}
+	start := time.Now()
+	pingOut(t, r.p1, "198.19.1.10") // the LAN, through the same worker
+	t.Logf("LAN reached %v after the TUN went down", time.Since(start))
+	if out, err := r.gw.Run("ip", "link", "set", r.name, "up"); err != nil {
+		t.Fatalf("set %s up: %v\n%s", r.name, err, out)
+	}
+	pingOut(t, r.p1, "198.18.200.1")
+	t.Logf("gateway drops: %s", dropsString(r.g))
+}
