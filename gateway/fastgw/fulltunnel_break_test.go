@@ -60,3 +60,55 @@ func TestFullTunnelExceptionDown(t *testing.T) {
 	pingOut(t, r.p1, "198.18.200.1")
 	t.Logf("gateway drops: %s", dropsString(r.g))
 }
+
+// TestFullTunnelRouteChange: the gateway's kernel routes move while a road
+// warrior pings the Internet host: the default route from the WAN to the
+// LAN (hl, which holds the Internet host's address too and answers with
+// TTL 50, so 49 at the road warrior) and back, then a more specific route
+// of the LAN added and removed. Each time the verdict follows within
+// about a second (the worker asks the routes once per destination a
+// second, README "Full tunnels"); the test logs how long it took, and
+// fails past 5 s.
+func TestFullTunnelRouteChange(t *testing.T) {
+	r := newFullTunnelRig(t)
+	pingOut(t, r.p1, "198.19.1.10")
+	for _, c := range [][]string{
+		{"ip", "addr", "add", "198.18.200.1/32", "dev", r.lan.B},
+		{"sysctl", "-qw", "net.ipv4.ip_default_ttl=50"},
+	} {
+		if out, err := r.hl.Run(c[0], c[1:]...); err != nil {
+			t.Fatalf("%v in hl: %v\n%s", c, err, out)
+		}
+	}
+	until := func(step, want string) {
+		t.Helper()
+		start := time.Now()
+		for {
+			out, _ := r.p1.Run("ping", "-c", "1", "-W", "0.2", "198.18.200.1")
+			if strings.Contains(out, want) {
+				t.Logf("%s: %s after %v", step, want, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("%s: no reply with %s within 5 s; last:\n%s\ngateway drops: %s", step, want, out, dropsString(r.g))
+			}
+		}
+	}
+	until("start", "ttl=63")
+	for _, s := range []struct {
+		step string
+		cmd  []string
+		want string
+	}{
+		{"default route to the LAN", []string{"ip", "route", "replace", "default", "via", "198.19.1.10"}, "ttl=49"},
+		{"default route back to the WAN", []string{"ip", "route", "replace", "default", "via", "198.18.1.254"}, "ttl=63"},
+		{"a /24 of the LAN added", []string{"ip", "route", "add", "198.18.200.0/24", "via", "198.19.1.10"}, "ttl=49"},
+		{"the /24 removed", []string{"ip", "route", "del", "198.18.200.0/24"}, "ttl=63"},
+	} {
+		if out, err := r.gw.Run(s.cmd[0], s.cmd[1:]...); err != nil {
+			t.Fatalf("%v in gw: %v\n%s", s.cmd, err, out)
+		}
+		until(s.step, s.want)
+	}
+	t.Logf("gateway drops: %s", dropsString(r.g))
+}
