@@ -60,7 +60,11 @@ func TestFullTunnelExceptionDown(t *testing.T) {
 	if out, err := r.gw.Run("ip", "link", "set", r.name, "up"); err != nil {
 		t.Fatalf("set %s up: %v\n%s", r.name, err, out)
 	}
-	pingOut(t, r.p1, "198.18.200.1")
+	time.Sleep(1100 * time.Millisecond) // past the worker's cached verdict
+	out, err := r.p1.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.200.1")
+	if err != nil {
+		t.Errorf("ping the Internet host by the policy route: %v\n%s", err, out)
+	}
 	t.Logf("gateway drops: %s", dropsString(r.g))
 }
 
@@ -181,4 +185,31 @@ func TestFullTunnelFlood(t *testing.T) {
 		t.Errorf("decrypted %d = to_host %d + LAN %d with drops %d and exception TUN drops %d; want at least 1000 to the host, all accounted, no drops",
 			dec, host, lan, drops, r.g.ExceptionDrops())
 	}
+}
+
+// TestFullTunnelPolicyRoute: the gateway's default route toward the
+// Internet lives in another table, chosen by an ip rule for what comes in
+// through the exception TUN (a multi-WAN host's policy routing): the main
+// table has no route toward the Internet host. The fast path cannot
+// follow it, but the kernel can: the road warrior's packet goes to the
+// host, whose kernel forwards it by its rules, as with Linux's wg0 (not
+// held for a LAN neighbour that no route names).
+func TestFullTunnelPolicyRoute(t *testing.T) {
+	r := newFullTunnelRig(t)
+	pingOut(t, r.p1, "198.18.200.1")
+	for _, c := range [][]string{
+		{"ip", "route", "add", "default", "via", "198.18.1.254", "table", "100"},
+		{"ip", "rule", "add", "iif", r.name, "lookup", "100"},
+		{"ip", "route", "del", "default"},
+	} {
+		if out, err := r.gw.Run(c[0], c[1:]...); err != nil {
+			t.Fatalf("%v in gw: %v\n%s", c, err, out)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // past the worker's cached verdict
+	out, err := r.p1.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.200.1")
+	if err != nil {
+		t.Errorf("ping the Internet host by the policy route: %v\n%s", err, out)
+	}
+	t.Logf("gateway drops: %s", dropsString(r.g))
 }
