@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestFullTunnelFragNeeded: a road warrior's 1420-byte packet with DF (IPv4)
@@ -210,6 +211,41 @@ func TestFullTunnelPolicyRoute(t *testing.T) {
 	out, err := r.p1.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.200.1")
 	if err != nil {
 		t.Errorf("ping the Internet host by the policy route: %v\n%s", err, out)
+	}
+	t.Logf("gateway drops: %s", dropsString(r.g))
+}
+
+// TestFullTunnelBackIntoTUN: a destination no peer's allowed IPs hold but
+// the gateway's kernel routes into the exception TUN (an operator's route
+// into wg0, as a route kept for a prefix that left the configuration):
+// the worker hands the road warrior's packets to the host (its route
+// without wg0's is the WAN's default), the kernel sends them back into
+// the TUN once, and the engine drops them there as no_route: no loop,
+// each counted once on each side.
+func TestFullTunnelBackIntoTUN(t *testing.T) {
+	r := newFullTunnelRig(t)
+	pingOut(t, r.p1, "198.18.200.1")
+	if out, err := r.gw.Run("ip", "route", "add", "198.18.200.128/25", "dev", r.name); err != nil {
+		t.Fatalf("route into the TUN: %v\n%s", err, out)
+	}
+	sum := func() (host, noRoute uint64) {
+		for _, q := range r.g.Engine().Stats() {
+			host += q.ToHost
+			noRoute += q.Drops[fastpath.DropNoRoute]
+		}
+		return host, noRoute
+	}
+	host0, noRoute0 := sum()
+	if out, err := r.p1.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", "198.18.200.129"); err == nil {
+		t.Errorf("ping a destination routed back into the TUN: answered\n%s", out)
+	}
+	var host, noRoute uint64
+	testenv.PollUntil(2*time.Second, func() bool {
+		host, noRoute = sum()
+		return noRoute-noRoute0 >= 5
+	})
+	if host-host0 != 5 || noRoute-noRoute0 != 5 {
+		t.Errorf("to_host grew by %d, no_route by %d; want 5, 5 (once each: no loop)", host-host0, noRoute-noRoute0)
 	}
 	t.Logf("gateway drops: %s", dropsString(r.g))
 }
