@@ -74,7 +74,9 @@ type Resolver interface {
 // interface, whose routes the gateway adds: gateway/fastgw); and whether
 // the route leads elsewhere than the LAN (offLAN: out of another
 // interface, the WAN's default route say, or a route that sends nowhere,
-// unreachable or blackhole, which the host's kernel acts on). A worker
+// unreachable or blackhole, which the host's kernel acts on; or, with no
+// route (-1), a table the resolver does not see that the kernel's rules
+// may choose: policy routing). A worker
 // weighs it against the allowed-IPs prefix of a decrypted packet's
 // destination to decide, as Linux's longest-prefix match over a table
 // holding both would, whether the packet goes to the LAN, back into the

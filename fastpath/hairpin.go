@@ -67,10 +67,11 @@ const (
 // above) whose LAN resolver's route leads out of another interface than
 // the LAN (RouteLengths' offLAN: the WAN's default route toward the
 // Internet, for a road warrior whose own AllowedIPs = 0.0.0.0/0 sends
-// everything into the tunnel; or a route that sends nowhere, unreachable
-// or blackhole) goes to the host's kernel through the exception
-// interface (Config.Exception, the gateway's wg0), which routes it by
-// its main table, through netfilter (the operator's NAT), as Linux's wg0
+// everything into the tunnel; a route that sends nowhere, unreachable
+// or blackhole; or no route the resolver sees, where the kernel's rules
+// may choose another table) goes to the host's kernel through the
+// exception interface (Config.Exception, the gateway's wg0), which
+// routes it by its rules and tables, through netfilter (the operator's NAT), as Linux's wg0
 // hands it to the same kernel. The kernel's routes into the exception
 // interface bring the replies back (one per allowed-IPs prefix,
 // gateway/fastgw). The kernel takes the router's hop (ip_forward), so
@@ -130,7 +131,7 @@ func (w *worker) routeOf(rt *routeTable, dst netip.Addr) routeVerdict {
 			return routeTunnel
 		}
 	}
-	if bits >= 0 && off {
+	if off {
 		return routeHost
 	}
 	return routeLAN

@@ -130,8 +130,9 @@ const (
 	// whose type says to discard the packet when unknown (RFC 8200 §4.2).
 	DropIPOptions
 	// DropOffLAN: a decrypted transit packet whose route leads out of
-	// another interface than the LAN (RouteLengths: the WAN's default
-	// route toward the Internet, for a full-tunnel road warrior), which
+	// another interface than the LAN, or that the LAN resolver has no
+	// route for (RouteLengths' offLAN: the WAN's default route toward
+	// the Internet, for a full-tunnel road warrior), which
 	// only the host's kernel can forward, without an exception interface
 	// (Config.Exception) to hand it there (hairpin.go).
 	DropOffLAN

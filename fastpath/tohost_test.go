@@ -151,3 +151,35 @@ func TestToHostZeroAllocs(t *testing.T) {
 		t.Errorf("routes asked %d times for one destination within NeighbourCacheTTL, want 1", lens.asked)
 	}
 }
+
+// noMainRoute is a RouteLengths of a host whose LAN holds 198.19.2.0/24
+// and whose other routes the resolver does not see (policy routing: the
+// default route in another table): no route, offLAN, for the rest.
+type noMainRoute struct{}
+
+func (noMainRoute) PrefixLen(a netip.Addr) (int, bool, bool) {
+	if netip.MustParsePrefix("198.19.2.0/24").Contains(a) {
+		return 24, false, false
+	}
+	return -1, false, true
+}
+
+// TestToHostNoRoute: a destination the LAN resolver has no route for, but
+// says the host's kernel may route (offLAN: its rules may choose another
+// table), goes to the host, not held for a LAN neighbour no route names;
+// a peer's allowed IPs still come first.
+func TestToHostNoRoute(t *testing.T) {
+	var got int
+	h := newHubRig(t, rigConfig{exception: func([]byte) { got++ }}, nil, true)
+	h.b.lanLens = noMainRoute{}
+	sealToB(t, h.rig, ip4{src: pA, dst: pNet}.bytes())
+	h.b.workers[0].inbound(h.clock.Now())
+	if s := h.b.Stats()[0]; got != 1 || s.ToHost != 1 || s.Held != 0 {
+		t.Errorf("no route: to the host %d, to_host %d, held %d; want 1, 1, 0 (drops %v)", got, s.ToHost, s.Held, s.Drops.List())
+	}
+	sealToB(t, h.rig, ip4{src: pA, dst: pC}.bytes())
+	h.b.workers[0].inbound(h.clock.Now())
+	if c := h.toC(t); len(c) != 1 || got != 1 {
+		t.Errorf("to C's allowed IPs: to C %d, to the host %d; want 1, 1", len(c), got)
+	}
+}

@@ -295,8 +295,10 @@ const ip6UserMetric = 1024
 // after it too; and whether the kernel's route leads off r's interface
 // (the LAN's): out of another (a multipath route: its first next hop's,
 // as NextHop), or nowhere (unreachable, blackhole, prohibit: IfIndex
-// -1), which the fast path leaves to the host's kernel. Owned mode's
-// static routes all lead to the LAN.
+// -1), which the fast path leaves to the host's kernel, as it does a
+// destination the main table has no route for (-1, offLAN: the kernel's
+// ip rules may pick another table). Owned mode's static routes all lead
+// to the LAN.
 func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN bool) {
 	rl, ok := r.routes.(interface {
 		Route(netip.Addr) (arp.Route, bool)
@@ -304,11 +306,13 @@ func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN boo
 	if !ok {
 		return -1, false, false
 	}
+	_, kernel := r.routes.(*arp.KernelRoutes)
 	rt, ok := rl.Route(dst)
 	if !ok {
-		return -1, false, false
+		// Not in the main table: the kernel's rules may route it by
+		// another (policy routing), or it answers unreachable.
+		return -1, false, kernel
 	}
-	_, kernel := r.routes.(*arp.KernelRoutes)
 	return rt.Prefix.Bits(), kernel && rt.Prefix.Addr().Is6() && rt.Metric < ip6UserMetric, kernel && rt.IfIndex != r.ifindex
 }
 

@@ -31,6 +31,54 @@ import (
 // the source, with TTL / hop limit 63 (one hop in all at the gateway);
 // the replies reach the road warrior with 63.
 func TestFullTunnelStock(t *testing.T) {
+	r := newFullTunnelRig(t)
+	g, p1, inet := r.g, r.p1, r.inet
+	for _, dst := range []string{"198.18.200.1", "2001:db8:c8::1"} {
+		out := pingOut(t, p1, dst)
+		if !strings.Contains(out, "ttl=63") {
+			t.Errorf("ping %s from p1: reply without ttl=63 (one hop at the gateway):\n%s", dst, out)
+		}
+	}
+	// The LAN still answers through the fast path.
+	pingOut(t, p1, "198.19.1.10")
+	var toHost uint64
+	for _, s := range g.Engine().Stats() {
+		toHost += s.ToHost
+	}
+	if toHost < 2 {
+		t.Errorf("the gateway's to_host = %d, want at least 2 (the pings answered)", toHost)
+	}
+	rules, err := inet.Run("nft", "list", "table", "inet", "count")
+	if err != nil {
+		t.Fatalf("nft list: %v\n%s", err, rules)
+	}
+	counts := regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(rules, -1)
+	if len(counts) != 4 {
+		t.Fatalf("nft counters: %s", rules)
+	}
+	for i, family := range []string{"IPv4", "IPv6"} {
+		natted, _ := strconv.Atoi(counts[2*i][1])
+		raw, _ := strconv.Atoi(counts[2*i+1][1])
+		if natted < 1 || raw != 0 {
+			t.Errorf("%s echo requests at the Internet host: %d from the gateway's WAN address with TTL 63, %d from the road warrior's; want at least 1, 0\n%s",
+				family, natted, raw, rules)
+		}
+	}
+	t.Logf("gateway drops: %s", dropsString(g))
+}
+
+// fullTunnelRig is TestFullTunnelStock's topology, gateway and road
+// warrior (p1, tunnel addresses 198.19.101.2 and 2001:db8:65::2), for
+// the tests that try to break the full-tunnel path.
+type fullTunnelRig struct {
+	gw, inet, p1, hl *topo.NS
+	lan, wan, w1     *topo.Veth
+	g                *fastgw.Gateway
+	name             string // the gateway's exception TUN
+}
+
+// newFullTunnelRig builds fullTunnelRig, removed at the end of t.
+func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	testenv.Short(t, "builds namespaces and runs a gateway and a stock peer")
 	testenv.Tool(t, "ping", "iputils-ping")
 	testenv.Tool(t, "nft", "nftables")
@@ -116,7 +164,10 @@ func TestFullTunnelStock(t *testing.T) {
 		Name: name, PrivateKey: k1, ListenPort: 51820,
 		Address: netip.MustParsePrefix("198.19.101.2/24"), Routes: []netip.Prefix{internet, internet6, site},
 		Peers: []wgpeer.Peer{{PublicKey: gwKey.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.1.1:51820"),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.0/24"), netip.MustParsePrefix("2001:db8:65::/64"), internet, internet6, site}, Keepalive: 1}},
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.0/24"), netip.MustParsePrefix("2001:db8:65::/64"), internet, internet6, site,
+				// The gateway kernel's ICMPv6 errors come from its WAN
+				// address (a full tunnel's ::/0 holds it).
+				netip.MustParsePrefix("2001:db8:f1::/64")}, Keepalive: 1}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +176,10 @@ func TestFullTunnelStock(t *testing.T) {
 	must(p1.AddAddr(name, "2001:db8:65::2/64"))
 
 	var g *fastgw.Gateway
+	excName := topo.UniqueName("wgftg")
 	must(gw.Do(func() (err error) {
 		g, err = fastgw.Start(fastgw.Config{
-			Name: topo.UniqueName("wgftg"), PrivateKey: gwKey, ListenPort: 51820,
+			Name: excName, PrivateKey: gwKey, ListenPort: 51820,
 			WAN: wan.A, LAN: lan.A, Queues: 1,
 			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.101.1/24"), netip.MustParsePrefix("2001:db8:65::1/64")},
 			Peers: []gateway.PeerConfig{{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.2.2:51820"),
@@ -137,36 +189,5 @@ func TestFullTunnelStock(t *testing.T) {
 	}))
 	t.Cleanup(func() { g.Close() })
 
-	for _, dst := range []string{"198.18.200.1", "2001:db8:c8::1"} {
-		out := pingOut(t, p1, dst)
-		if !strings.Contains(out, "ttl=63") {
-			t.Errorf("ping %s from p1: reply without ttl=63 (one hop at the gateway):\n%s", dst, out)
-		}
-	}
-	// The LAN still answers through the fast path.
-	pingOut(t, p1, "198.19.1.10")
-	var toHost uint64
-	for _, s := range g.Engine().Stats() {
-		toHost += s.ToHost
-	}
-	if toHost < 2 {
-		t.Errorf("the gateway's to_host = %d, want at least 2 (the pings answered)", toHost)
-	}
-	rules, err := inet.Run("nft", "list", "table", "inet", "count")
-	if err != nil {
-		t.Fatalf("nft list: %v\n%s", err, rules)
-	}
-	counts := regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(rules, -1)
-	if len(counts) != 4 {
-		t.Fatalf("nft counters: %s", rules)
-	}
-	for i, family := range []string{"IPv4", "IPv6"} {
-		natted, _ := strconv.Atoi(counts[2*i][1])
-		raw, _ := strconv.Atoi(counts[2*i+1][1])
-		if natted < 1 || raw != 0 {
-			t.Errorf("%s echo requests at the Internet host: %d from the gateway's WAN address with TTL 63, %d from the road warrior's; want at least 1, 0\n%s",
-				family, natted, raw, rules)
-		}
-	}
-	t.Logf("gateway drops: %s", dropsString(g))
+	return &fullTunnelRig{gw: gw, inet: inet, p1: p1, hl: hl, lan: lan, wan: wan, w1: w1, g: g, name: excName}
 }

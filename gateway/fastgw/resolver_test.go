@@ -17,7 +17,9 @@ import (
 // /64, 256), not one above, no IPv4 route, no static route; and whether
 // the route leads off the LAN (full tunnels: the fast path hands such
 // packets to the host's kernel): a kernel route out of another interface
-// or a blackhole does, the LAN's own do not, a static route never does.
+// or a blackhole does, and no kernel route at all (the kernel's ip rules
+// may pick another table), the LAN's own do not, a static route never
+// does.
 func TestResolverPrefixLen(t *testing.T) {
 	static, err := arp.NewStaticRoutes([]arp.Route{{Prefix: netip.MustParsePrefix("2001:db8:1::/64"), IfIndex: 2}})
 	if err != nil {
@@ -27,8 +29,8 @@ func TestResolverPrefixLen(t *testing.T) {
 	if bits, first, off := owned.PrefixLen(netip.MustParseAddr("2001:db8:1::5")); bits != 64 || first || off {
 		t.Errorf("owned PrefixLen = %d, %v, %v; want 64, false, false", bits, first, off)
 	}
-	if bits, _, _ := owned.PrefixLen(netip.MustParseAddr("2001:db8:2::5")); bits != -1 {
-		t.Errorf("owned PrefixLen(uncovered) = %d, want -1", bits)
+	if bits, _, off := owned.PrefixLen(netip.MustParseAddr("2001:db8:2::5")); bits != -1 || off {
+		t.Errorf("owned PrefixLen(uncovered) = %d, offLAN %v; want -1, false", bits, off)
 	}
 
 	tp := testenv.Topology(t, "rs")
@@ -75,7 +77,7 @@ func TestResolverPrefixLen(t *testing.T) {
 		first, off bool
 	}{
 		{"2001:db8:1::5", 64, true, false}, {"2001:db8:7::5", 48, false, false}, {"198.19.1.5", 24, false, false},
-		{"2001:db8:9::5", -1, false, false}, {"198.19.9.5", 0, false, true}, {"198.18.9.7", 24, false, true},
+		{"2001:db8:9::5", -1, false, true}, {"198.19.9.5", 0, false, true}, {"198.18.9.7", 24, false, true},
 		{"198.19.6.5", 24, false, true},
 	} {
 		var bits int
