@@ -19,6 +19,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/counts"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // PortBatchSize is the PortDevice's batch size: wireguard-go's
@@ -66,6 +67,21 @@ type PortConfig struct {
 	// ResolveWait bounds how long Write waits for a next hop (default
 	// DefaultResolveWait).
 	ResolveWait time.Duration
+	// TunnelSource4 and TunnelSource6 are the sources of the time exceeded
+	// errors that answer decrypted packets, into the tunnel: our tunnel
+	// address of the family, as Linux answers from the address of the
+	// interface the error leaves by (wg0's). Invalid: the LAN's
+	// (ICMPSource4/6, SetICMPSources), Linux's choice without one.
+	TunnelSource4, TunnelSource6 netip.Addr
+	// MSSClamp4 and MSSClamp6 clamp the MSS option of TCP SYNs crossing
+	// the device either way to at most this many bytes (header.ClampMSS;
+	// config's MSSClamp); 0: no clamp.
+	MSSClamp4, MSSClamp6 uint16
+	// ICMPRate limits the time exceeded errors the device sends, as
+	// Linux's icmp_msgs_per_sec, icmp_msgs_burst and icmp_ratelimit do
+	// (zero fields: Linux's defaults; internal/icmprate). "Fragmentation
+	// needed" and "packet too big" are never limited.
+	ICMPRate icmprate.Config
 }
 
 // PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
@@ -106,6 +122,14 @@ type PortDevice struct {
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
 	noRoute atomic.Pointer[bart.Table[bool]]
+
+	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
+	// prefix length: Write hands a packet to them back to Read (router.go).
+	// Nil until set. Loaded once per Write call.
+	allowed atomic.Pointer[bart.Table[uint8]]
+	loop    loopQueue // Write → Read (loop.go)
+	limit   *icmprate.Limiter
+	epoch   time.Time // the rate limiter's clock starts here
 
 	txqs []*portTX
 
@@ -162,13 +186,27 @@ const (
 	// never forwarded into the tunnel (the XDP program leaves such frames
 	// to the kernel; a port without one hands them over).
 	PortDropVLAN
+	// PortDropTTLExceeded: a transit packet, either way, with TTL or hop
+	// limit 0 or 1 (answered with time exceeded when ICMP allows:
+	// router.go).
+	PortDropTTLExceeded
+	// PortDropMartian: a transit packet with an address no router
+	// forwards (header.TransitAddrs).
+	PortDropMartian
+	// PortDropMulticast: a transit packet to a multicast address or
+	// 255.255.255.255, which Linux without a multicast routing daemon
+	// never forwards.
+	PortDropMulticast
+	// PortDropIPOptions: a transit packet with IPv4 options or an IPv6
+	// hop-by-hop header Linux does not forward (header.TransitOptions).
+	PortDropIPOptions
 
 	NumPortDropReasons
 )
 
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
-	"over_mtu", "cannot_fragment", "vlan",
+	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
 }
 
 // String returns the reason's snake-case name.
@@ -187,6 +225,8 @@ type portCounters struct {
 	_                [56]byte
 	replies          atomic.Uint64
 	fragmented, icmp atomic.Uint64
+	icmpSuppressed   atomic.Uint64
+	peerToPeer       atomic.Uint64
 	drops            counts.Atomic[PortDropReason]
 }
 
@@ -196,14 +236,17 @@ type PortStats struct {
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
 	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
-	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big" answers sent
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed", "packet too big" and time exceeded answers sent
+	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded answers the rate limits held back
+	PeerToPeer       uint64         `json:"peer_to_peer"`      // decrypted packets handed back to wireguard-go for a peer (router.go)
 	Drops            PortDropCounts `json:"drops"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (d *PortDevice) Stats() PortStats {
 	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load(),
-		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load()}
+		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(),
+		ICMPSuppressed: d.ctr.icmpSuppressed.Load(), PeerToPeer: d.ctr.peerToPeer.Load()}
 	s.Drops = d.ctr.drops.Load()
 	return s
 }
@@ -240,6 +283,9 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		frames: make([]dataplane.Frame, PortBatchSize),
 		reply:  make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
 		frag:   newFragState(cfg.Port.MTU()),
+		loop:   newLoopQueue(cfg.Port.MTU()),
+		limit:  icmprate.New(cfg.ICMPRate),
+		epoch:  time.Now(),
 		spin:   dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
 	for i := range cfg.Port.NumQueues() {
@@ -308,6 +354,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		// Fragments of packets received before go first; while they
 		// fill the buffers nothing more is received.
 		n, m := d.frag.next(d, bufs[:want], sizes[:want], offset), 0
+		n += d.loop.pop(d, bufs[n:want], sizes[n:want], offset)
 		for i := 0; i < len(d.rxs) && n < want && !d.frag.pending(); i++ {
 			rx := d.rxs[d.nextQ]
 			d.nextQ++
@@ -424,6 +471,9 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropNoRoute].Add(1)
 		return false
 	}
+	if !d.forwardIn(frame[:l3], pkt[:n]) {
+		return false
+	}
 	if n > d.cfg.MTU {
 		d.overMTU(frame[:l3], pkt[:n])
 		return false
@@ -432,7 +482,10 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropTooBig].Add(1)
 		return false
 	}
-	*size = copy(buf[offset:], pkt[:n])
+	p := buf[offset : offset+n]
+	*size = copy(p, pkt[:n])
+	header.DecrementHop(p)
+	d.clampMSS(p)
 	return true
 }
 
@@ -489,6 +542,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	}
 	var macs [PortBatchSize]header.MAC
 	var ok [PortBatchSize]bool
+	al := d.allowed.Load()
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
 		var last netip.Addr
@@ -508,6 +562,9 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			case len(pkt) > d.maxLen:
 				d.ctr.drops[PortDropTooBig].Add(1)
+				continue
+			}
+			if d.forwardOut(pkt, dst, al) != outLAN {
 				continue
 			}
 			if dst == last {
