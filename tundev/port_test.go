@@ -301,7 +301,10 @@ func TestPortDeviceNoAllocs(t *testing.T) {
 		bufs, sizes := [][]byte{make([]byte, 2000)}, []int{0}
 		fs := make([]dataplane.Frame, 4)
 		txB := r.b.Queue(0).TX()
+		orig := [][]byte{bytes.Clone(out[0]), bytes.Clone(out[1])}
 		step := func() {
+			copy(out[0], orig[0]) // Write lowered the TTL in place
+			copy(out[1], orig[1])
 			r.dev.Write(out, off)
 			for q := range queues {
 				rxB := r.b.Queue(q).RX()
