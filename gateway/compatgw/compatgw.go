@@ -380,7 +380,7 @@ func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	if warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
-	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
+	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return err
 	}
