@@ -113,7 +113,8 @@ func (d *PortDevice) judge(pkt []byte) bool {
 }
 
 // headerOK reports whether the IP header of pkt (at least 20 bytes for
-// IPv4, 40 for IPv6: destination checked) is within pkt, as judge needs:
+// IPv4, 40 for IPv6: destination or take checked) is within pkt, as judge
+// needs:
 // an IPv4 IHL of 5 or more within pkt, an IPv6 payload length within pkt.
 // wireguard-go trims a decrypted packet to its length field but does not
 // read the IHL.
@@ -122,7 +123,7 @@ func headerOK(pkt []byte) bool {
 		ihl := int(pkt[0]&0xf) * 4
 		return ihl >= header.IPv4MinLen && ihl <= len(pkt)
 	}
-	return header.IPv6Len+int(pkt[4])<<8|int(pkt[5]) <= len(pkt)
+	return header.IPv6Len+header.IPv6(pkt).PayloadLength() <= len(pkt)
 }
 
 // lastHop reports whether pkt's TTL or hop limit is 0 or 1: forwarding it
@@ -205,6 +206,10 @@ func (d *PortDevice) timeExceededLAN(eth, pkt []byte) {
 // decrement and the MSS clamp are the caller's, on the copy it hands
 // wireguard-go (Read's buffer, or the fragment queue's).
 func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
+	if !headerOK(pkt) { // an IHL below 5: take reads only the total length
+		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
 	if !d.judge(pkt) {
 		return false
 	}
