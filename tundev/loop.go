@@ -21,8 +21,9 @@ const loopSlots = 2 * PortBatchSize
 //
 // Concurrency: mu guards every field but n, which push and pop update under
 // mu and Read loads without it, so that Read costs one atomic load per
-// turn while the queue is empty. push and timeExceeded are safe for
-// concurrent use (Write's goroutines); pop is Read's.
+// turn while the queue is empty. push (one lock per Write batch) and
+// timeExceeded (one per error, rate-limited) are safe for concurrent use
+// (Write's goroutines); pop is Read's.
 type loopQueue struct {
 	mu   sync.Mutex
 	buf  []byte // loopSlots slots of slot bytes
@@ -59,16 +60,35 @@ func (q *loopQueue) commit(d *PortDevice, size int) {
 	d.w.Ring()
 }
 
-// push queues a copy of pkt (at most the port's MTU: Write checked) for
-// Read, counting it as peer to peer, or drops it (no_buffer).
-func (q *loopQueue) push(d *PortDevice, pkt []byte) {
-	b := q.reserve()
-	if b == nil {
-		d.ctr.drops[PortDropNoBuffer].Add(1)
-		return
+// push queues a copy of each bufs[i][offset:] marked in mark (at most the
+// port's MTU: Write checked) for Read, in order, counting them as peer to
+// peer; those past a full queue are dropped (no_buffer). One lock and one
+// wake-up per call.
+func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) {
+	q.mu.Lock()
+	n, full := int(q.n.Load()), 0
+	for i, m := range mark {
+		if !m {
+			continue
+		}
+		if n == loopSlots {
+			full++
+			continue
+		}
+		j := (q.head + n) % loopSlots
+		q.size[j] = copy(q.buf[j*q.slot:(j+1)*q.slot], bufs[i][offset:])
+		n++
 	}
-	q.commit(d, copy(b, pkt))
-	d.ctr.peerToPeer.Add(1)
+	added := n - int(q.n.Load())
+	q.n.Store(int32(n))
+	q.mu.Unlock()
+	if added > 0 {
+		d.ctr.peerToPeer.Add(uint64(added))
+		d.w.Ring()
+	}
+	if full > 0 {
+		d.ctr.drops[PortDropNoBuffer].Add(uint64(full))
+	}
 }
 
 // timeExceeded queues time exceeded about pkt from our tunnel address in

@@ -541,15 +541,15 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 		return 0, os.ErrClosed
 	}
 	var macs [PortBatchSize]header.MAC
-	var ok [PortBatchSize]bool
+	var ok, loop [PortBatchSize]bool
 	al := d.allowed.Load()
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
 		var last netip.Addr
 		var lastMAC header.MAC
-		lastOK, lastReason := false, PortDropNoRoute
+		lastOK, lastReason, loops := false, PortDropNoRoute, 0
 		for i, b := range chunk {
-			ok[i] = false
+			ok[i], loop[i] = false, false
 			if offset > len(b) {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
@@ -564,7 +564,12 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				d.ctr.drops[PortDropTooBig].Add(1)
 				continue
 			}
-			if d.forwardOut(pkt, dst, al) != outLAN {
+			switch d.forwardOut(pkt, dst, al) {
+			case outLoop:
+				loop[i] = true
+				loops++
+				continue
+			case outDropped:
 				continue
 			}
 			if dst == last {
@@ -581,6 +586,9 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			}
 			macs[i], ok[i] = mac, true
+		}
+		if loops > 0 {
+			d.loop.push(d, chunk, offset, loop[:len(chunk)])
 		}
 		d.send(chunk, offset, macs[:len(chunk)], ok[:len(chunk)])
 		done += len(chunk)

@@ -226,8 +226,8 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 // exceeded into the tunnel, loop.go), the TTL decrement and the MSS clamp,
 // in place (wireguard-go's buffer, which Write does not keep). It returns
 // outLAN for a packet to send to the LAN, outLoop for one to hand back to
-// wireguard-go (peer to peer, toTunnel; already in the loop queue or
-// dropped there), or outDropped.
+// wireguard-go (peer to peer, toTunnel: Write queues the batch's in the
+// loop queue at once), or outDropped (counted).
 func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8]) outVerdict {
 	if !headerOK(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
@@ -244,7 +244,6 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 	header.DecrementHop(pkt)
 	d.clampMSS(pkt)
 	if d.toTunnel(al, dst) {
-		d.loop.push(d, pkt)
 		return outLoop
 	}
 	return outLAN

@@ -27,8 +27,8 @@ import (
 //     with ttl 63 (one hop at the hub), counted as peer_to_peer;
 //   - traceroute's first probe (TTL 1) either way is answered with time
 //     exceeded from the hub: from its tunnel address to a warrior, from
-//     its LAN address to the LAN host; a reply from the LAN host to a
-//     warrior comes with ttl 63;
+//     its LAN address to the LAN host; its second (TTL 2) reaches the far
+//     end; a reply from the LAN host to a warrior comes with ttl 63;
 //   - MSSClamp: a warrior's SYN to the LAN host arrives with the clamped
 //     MSS;
 //   - a LAN frame with a martian source (127.0.0.2) toward a warrior is
@@ -145,6 +145,15 @@ func TestRouterStock(t *testing.T) {
 			out, _ := c.from.Run("ping", "-c", "1", "-W", "2", "-t", "1", c.dst)
 			if !strings.Contains(out, "From "+c.hop) || !strings.Contains(out, " exceeded") {
 				t.Errorf("ping -t 1 %s from %s:\n%s\nwant time exceeded (TTL / hop limit) from %s", c.dst, c.from.Name, out, c.hop)
+			}
+		}
+		// traceroute's second probe: past the hub, to the far end.
+		for _, c := range []struct {
+			from *topo.NS
+			dst  string
+		}{{p1, "198.19.1.10"}, {hl, "198.19.101.2"}, {p1, "2001:db8:65::3"}} {
+			if out, err := c.from.Run("ping", "-c", "1", "-W", "2", "-t", "2", c.dst); err != nil {
+				t.Errorf("ping -t 2 %s from %s: %v (want an answer: one hop at the hub)\n%s", c.dst, c.from.Name, err, out)
 			}
 		}
 		if s := g.Stats().LAN; s.Drops[tundev.PortDropTTLExceeded] < 3 || s.ICMPErrors < 3 {
