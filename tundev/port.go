@@ -87,7 +87,7 @@ type PortConfig struct {
 // PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
 // returns the IP packets of the frames the port's queues receive (Ethernet
 // header stripped), Write sends IP packets as Ethernet frames to their next
-// hop on the LAN.
+// hop on the LAN, both as the router it stands in for would (router.go).
 //
 // Concurrency: Read owns every RX half and must be called by one goroutine
 // at a time (wireguard-go has one TUN reader). Write is safe for
@@ -334,7 +334,11 @@ func (d *PortDevice) Close() error {
 // IP length) into bufs[i][offset:], sets sizes[i] and returns how many. The
 // queues are taken in turn, so that a busy one does not starve the others.
 // The frames go back to their queues before Read returns; bufs stay the
-// caller's. In owned mode ARP/NDP frames are answered on the way. Read
+// caller's. In owned mode ARP/NDP frames are answered on the way. Each
+// packet is forwarded as a router forwards it (router.go: checked, its TTL
+// lowered, its SYN's MSS clamped; one with TTL 1 is answered with time
+// exceeded instead), and the packets Write handed back (peer to peer, time
+// exceeded into the tunnel: loop.go) come first. Read
 // allocates nothing. After Close it returns os.ErrClosed. While nothing
 // comes, it polls again (yielding to other goroutines) for an adaptive
 // spin (dataplane.Spinner, at most dataplane.DefaultSpin) before it blocks
@@ -530,10 +534,14 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 // Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
 // frame from the port's MAC to the MAC of its next hop, and returns
 // len(bufs) with a nil error once every packet is sent or dropped: packets
-// that cannot be sent (not IP, larger than the port's MTU, no route, an
-// unresolved next hop, no buffer, a full TX ring) are dropped and counted,
+// that cannot be sent (not IP, larger than the port's MTU, refused by the
+// router's checks or at TTL 1 (router.go), no route, an unresolved next
+// hop, no buffer, a full TX ring) are dropped and counted,
 // as a kernel interface drops them, so that one bad packet does not make
-// wireguard-go log every batch. Safe for concurrent use; it does not keep
+// wireguard-go log every batch. A packet's TTL or hop limit and a SYN's
+// MSS are changed in place in bufs; one for a peer's allowed IPs (by a
+// longer prefix than the LAN's route: SetAllowedIPs) goes back to Read
+// instead of the LAN. Safe for concurrent use; it does not keep
 // bufs and allocates nothing on the hot path. After Close it returns 0,
 // os.ErrClosed.
 func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
