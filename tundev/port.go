@@ -127,7 +127,8 @@ type PortDevice struct {
 	// prefix length: Write hands a packet to them back to Read (router.go).
 	// Nil until set. Loaded once per Write call.
 	allowed atomic.Pointer[bart.Table[uint8]]
-	loop    loopQueue // Write → Read (loop.go)
+	loop    loopQueue   // Write → Read (loop.go)
+	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
 	limit   *icmprate.Limiter
 	epoch   time.Time // the rate limiter's clock starts here
 
@@ -294,6 +295,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		w.Add(q.RX())
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
+	d.routes, _ = cfg.Routes.(routeLookup)
 	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
 	d.events <- tun.EventUp
 	return d, nil
@@ -551,6 +553,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	var macs [PortBatchSize]header.MAC
 	var ok, loop [PortBatchSize]bool
 	al := d.allowed.Load()
+	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
 		var last netip.Addr
@@ -572,7 +575,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				d.ctr.drops[PortDropTooBig].Add(1)
 				continue
 			}
-			switch d.forwardOut(pkt, dst, al) {
+			switch d.forwardOut(pkt, dst, al, &lastTun) {
 			case outLoop:
 				loop[i] = true
 				loops++

@@ -34,9 +34,9 @@ import (
 // back to wireguard-go's read side (loop.go), as Linux's wg0 sends it back
 // out: peer to peer (hub and spoke), the peer it came from included.
 
-// routeStatic is what the LAN routes (arp.KernelRoutes, arp.StaticRoutes)
+// routeLookup is what the LAN routes (arp.KernelRoutes, arp.StaticRoutes)
 // give besides NextHop: the route toward dst, its prefix and metric.
-type routeStatic interface {
+type routeLookup interface {
 	Route(dst netip.Addr) (arp.Route, bool)
 }
 
@@ -63,24 +63,41 @@ func (d *PortDevice) SetAllowedIPs(allowed []netip.Prefix) {
 	d.allowed.Store(t)
 }
 
+// lastRoute is Write's memory of toTunnel's last answer within a call, so
+// that a batch to one destination asks the routes once.
+type lastRoute struct {
+	dst    netip.Addr // invalid: none yet
+	tunnel bool
+}
+
 // toTunnel reports whether a decrypted packet to dst goes back into the
 // tunnel: the longest allowed-IPs prefix holding dst is longer than the
 // LAN's route toward it (or equal, for IPv4, or IPv6 against a route of a
 // metric of tunnelRouteMetric6 or more), as Linux's longest-prefix match
-// over a table holding both would choose.
-func (d *PortDevice) toTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
+// over a table holding both would choose. A LAN resolver without Route
+// (routeLookup) counts as one with no route. last keeps the answer for
+// the next packet to the same destination.
+func (d *PortDevice) toTunnel(al *bart.Table[uint8], dst netip.Addr, last *lastRoute) bool {
 	if al == nil {
 		return false
 	}
+	if dst == last.dst {
+		return last.tunnel
+	}
+	last.dst, last.tunnel = dst, d.routeToTunnel(al, dst)
+	return last.tunnel
+}
+
+// routeToTunnel is toTunnel's answer for dst, asked of the tables.
+func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
 	bits, ok := al.Lookup(dst)
 	if !ok {
 		return false
 	}
-	rs, ok := d.cfg.Routes.(routeStatic)
-	if !ok {
+	if d.routes == nil {
 		return true
 	}
-	r, ok := rs.Route(dst)
+	r, ok := d.routes.Route(dst)
 	switch {
 	case !ok || r.Prefix.Bits() < int(bits):
 		return true
@@ -228,7 +245,7 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 // outLAN for a packet to send to the LAN, outLoop for one to hand back to
 // wireguard-go (peer to peer, toTunnel: Write queues the batch's in the
 // loop queue at once), or outDropped (counted).
-func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8]) outVerdict {
+func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], last *lastRoute) outVerdict {
 	if !headerOK(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return outDropped
@@ -243,7 +260,7 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 	}
 	header.DecrementHop(pkt)
 	d.clampMSS(pkt)
-	if d.toTunnel(al, dst) {
+	if d.toTunnel(al, dst, last) {
 		return outLoop
 	}
 	return outLAN
