@@ -129,8 +129,10 @@ type PortDevice struct {
 	allowed atomic.Pointer[bart.Table[uint8]]
 	loop    loopQueue   // Write → Read (loop.go)
 	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
-	limit   *icmprate.Limiter
-	epoch   time.Time // the rate limiter's clock starts here
+	// icmpLimit rate-limits time exceeded (router.go; PortConfig.ICMPRate),
+	// on a clock of ns since epoch.
+	icmpLimit *icmprate.Limiter
+	epoch     time.Time
 
 	txqs []*portTX
 
@@ -281,13 +283,12 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	d := &PortDevice{
 		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
 		events: make(chan tun.Event, 1), w: w,
-		frames: make([]dataplane.Frame, PortBatchSize),
-		reply:  make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
-		frag:   newFragState(cfg.Port.MTU()),
-		loop:   newLoopQueue(cfg.Port.MTU()),
-		limit:  icmprate.New(cfg.ICMPRate),
-		epoch:  time.Now(),
-		spin:   dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
+		frames:    make([]dataplane.Frame, PortBatchSize),
+		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
+		frag:      newFragState(cfg.Port.MTU()),
+		loop:      newLoopQueue(cfg.Port.MTU()),
+		icmpLimit: icmprate.New(cfg.ICMPRate), epoch: time.Now(),
+		spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
 	for i := range cfg.Port.NumQueues() {
 		q := cfg.Port.Queue(i)

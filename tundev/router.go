@@ -181,7 +181,7 @@ func (d *PortDevice) icmpAllowed(pkt []byte) bool {
 		}
 		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
 	}
-	if d.limit.Allow(dst, int64(time.Since(d.epoch))) {
+	if d.icmpLimit.Allow(dst, int64(time.Since(d.epoch))) {
 		return true
 	}
 	d.ctr.icmpSuppressed.Add(1)
