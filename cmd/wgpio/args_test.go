@@ -192,7 +192,7 @@ func TestWarnIgnored(t *testing.T) {
 		want, not []string // keys warned of, keys not
 	}{
 		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}},
-		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues", "WAN", "LAN"}},
+		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow"}, []string{"Queues", "WAN", "LAN", "MSSClamp"}},
 		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues"}},
 	} {
 		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mode)))
