@@ -21,6 +21,7 @@ var (
 	benchManyPeers  = flag.Int("manypeers", 100000, "BenchmarkManyPeers: peers with a session")
 	benchManySpread = flag.Int("manyspread", 10000, "BenchmarkManyPeers: peers the traffic goes to, round-robin")
 	benchManyEvict  = flag.Int("manyevict", 0, "BenchmarkManyPeers: MiB of memory touched between two rounds (untimed), as other threads and the kernel do between a worker's wake-ups")
+	benchManyQueued = flag.Int("manyqueued", 0, "BenchmarkManyPeers: bursts kept waiting in each rig's LAN queue (a saturated gateway) besides the one each batch sends")
 )
 
 // manyAddr is the inner address routed to peer i of a many-peers rig (a
@@ -97,6 +98,10 @@ func BenchmarkManyPeers(b *testing.B) {
 	for range 2 * *benchManySpread / 64 { // warm-up: every peer met once
 		one.batch(frames)
 		many.batch(frames)
+	}
+	for range *benchManyQueued {
+		one.queue(frames)
+		many.queue(frames)
 	}
 	var tOne, tMany time.Duration
 	rounds := make([]time.Duration, 0, b.N/128+1)
