@@ -91,6 +91,10 @@ func newManyPeersRig(b testing.TB, npeers, spread int) *peersRig {
 // -manyspread of them (default 10,000: 64 distinct peers per batch, none
 // seen again for 156 batches), the two rigs taking turns batch by batch.
 // "many/1" is the ratio of the rates (bench/scale's target: ≥ 0.85).
+// Like bench/scale's pump, each batch is one burst in flight (fed, then
+// the worker's outbound, then the WAN drained); with -manyqueued k, k
+// more bursts wait in each rig's LAN queue behind it all along, as on a
+// gateway at line rate (docs/performance.md, receive-ahead, 3 December).
 func BenchmarkManyPeers(b *testing.B) {
 	one := newPeersRig(b, 1)
 	many := newManyPeersRig(b, *benchManyPeers, *benchManySpread)
