@@ -1,0 +1,215 @@
+package tundev
+
+import (
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// fillTUN makes the kernel refuse dev's writes as a full queue, EAGAIN:
+// its TUNSETSNDBUF send buffer set to 1 byte, every packet written held,
+// still charged to the queue's socket, in a qdisc that sends 1 byte a
+// second (redirected at the TUN's ingress to the egress of veth, on which
+// a tbf qdisc holds it). The kernel refuses a write while the packets it
+// holds for the queue pass the send buffer (sock_alloc_send_pskb, from
+// tun_get_user): from the first held packet on, until emptyTUN.
+func fillTUN(t *testing.T, ns *topo.NS, dev *MultiQueueTUN, veth string) {
+	t.Helper()
+	name, _ := dev.Name()
+	for _, args := range [][]string{
+		{"qdisc", "add", "dev", veth, "root", "tbf", "rate", "8bit", "burst", "1600", "limit", "10000000"},
+		{"qdisc", "add", "dev", name, "ingress"},
+		{"filter", "add", "dev", name, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", veth},
+	} {
+		if out, err := ns.Run("tc", args...); err != nil {
+			t.Fatalf("tc %v: %v: %s", args, err, out)
+		}
+	}
+	setSendBuffer(t, dev, 1)
+}
+
+// emptyTUN undoes fillTUN: dev takes packets again.
+func emptyTUN(t *testing.T, ns *topo.NS, dev *MultiQueueTUN, veth string) {
+	t.Helper()
+	name, _ := dev.Name()
+	for _, args := range [][]string{{"qdisc", "del", "dev", name, "ingress"}, {"qdisc", "del", "dev", veth, "root"}} {
+		if out, err := ns.Run("tc", args...); err != nil {
+			t.Fatalf("tc %v: %v: %s", args, err, out)
+		}
+	}
+	setSendBuffer(t, dev, math.MaxInt32)
+}
+
+// setSendBuffer sets the TUN's socket send buffer (TUNSETSNDBUF, for
+// every queue) to bytes.
+func setSendBuffer(t *testing.T, dev *MultiQueueTUN, bytes int) {
+	t.Helper()
+	rc, err := dev.files[0].SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetPointerInt(int(fd), unix.TUNSETSNDBUF, bytes)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ierr != nil {
+		t.Fatalf("TUNSETSNDBUF %d: %v", bytes, ierr)
+	}
+}
+
+// udp4 returns an IPv4 UDP packet from src to dst with a 32-byte payload.
+func udp4(src, dst netip.Addr) []byte {
+	const payload = 32
+	p := make([]byte, header.IPv4MinLen+header.UDPLen+payload)
+	header.PutIPv4(p, &header.IPv4Fields{Protocol: header.ProtoUDP, Src: src.As4(), Dst: dst.As4()}, header.UDPLen+payload)
+	u := header.UDP(p[header.IPv4MinLen:])
+	header.PutUDP(u, 4000, 9, payload)
+	u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, u.Length()))
+	return p
+}
+
+// TestMultiQueueTUNWriteDrops: Write never waits and never allocates for
+// a packet the kernel refuses; each is counted by reason: a queue that
+// stays full (fillTUN: EAGAIN), the interface down (EIO), a packet that
+// is not IP (EINVAL). The kernel takes packets again once the queue has
+// room and the interface is up.
+func TestMultiQueueTUNWriteDrops(t *testing.T) {
+	tp := testenv.Topology(t, "md")
+	ns := testenv.NS(t, tp, "a")
+	var dev *MultiQueueTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenMultiQueueTUN("wgpmd0", 2, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if err := ns.AddAddr("wgpmd0", "198.18.78.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	veth, err := tp.NewVeth(ns, ns, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flows over both queues, to the TUN's own address (delivered
+	// locally, to no socket: the kernel takes them).
+	local := netip.MustParseAddr("198.18.78.1")
+	var pkts [][]byte
+	for i := range 8 {
+		pkts = append(pkts, udp4(netip.AddrFrom4([4]byte{198, 18, 78, byte(10 + i)}), local))
+	}
+	write := func(bufs [][]byte) int {
+		t.Helper()
+		done := make(chan int, 1)
+		go func() {
+			n, err := dev.Write(bufs, 0)
+			if err != nil {
+				t.Errorf("Write = %d, %v; want no error", n, err)
+			}
+			done <- n
+		}()
+		select {
+		case n := <-done:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("Write waited 5 s for a refusing kernel")
+			return 0
+		}
+	}
+	want := TUNStats{}
+	check := func(when string) {
+		t.Helper()
+		if got := dev.Stats(); got != want {
+			t.Fatalf("%s: Stats = %+v, want %+v", when, got, want)
+		}
+	}
+	if n := write(pkts); n != len(pkts) {
+		t.Fatalf("Write = %d, want %d", n, len(pkts))
+	}
+	want.TXPackets += uint64(len(pkts))
+	check("queue with room, interface up")
+
+	notIP := []byte{0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	if n := write([][]byte{notIP, pkts[0]}); n != 1 {
+		t.Fatalf("Write(not IP, IPv4) = %d, want 1", n)
+	}
+	want.TXPackets++
+	want.Drops[TUNDropMalformed]++
+	check("a packet that is not IP")
+
+	fillTUN(t, ns, dev, veth.A)
+	// The first packets of each queue are held (one goes out at once,
+	// in tbf's burst); from then on the queue stays full.
+	for i := 0; ; i++ {
+		n := write(pkts)
+		want.TXPackets += uint64(n)
+		want.Drops[TUNDropFull] += uint64(len(pkts) - n)
+		if n == 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("the kernel still takes %d of %d packets after 10 writes, want 0", n, len(pkts))
+		}
+	}
+	check("filling the TUN")
+	if n := write(pkts); n != 0 {
+		t.Fatalf("Write to a full TUN = %d, want 0", n)
+	}
+	want.Drops[TUNDropFull] += uint64(len(pkts))
+	check("full TUN")
+	one := pkts[:1]
+	if a := testing.AllocsPerRun(100, func() { dev.Write(one, 0) }); a != 0 {
+		t.Errorf("Write to a full TUN: %v allocations a call, want 0", a)
+	}
+	want.Drops[TUNDropFull] += 101 // AllocsPerRun's warm-up call too
+	check("full TUN, AllocsPerRun")
+	emptyTUN(t, ns, dev, veth.A)
+	if n := write(pkts); n != len(pkts) {
+		t.Fatalf("Write after the queue emptied = %d, want %d", n, len(pkts))
+	}
+	want.TXPackets += uint64(len(pkts))
+	check("queue emptied")
+
+	if _, err := ns.Run("ip", "link", "set", "wgpmd0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	if n := write(pkts); n != 0 {
+		t.Fatalf("Write to a down TUN = %d, want 0", n)
+	}
+	want.Drops[TUNDropDown] += uint64(len(pkts))
+	check("interface down")
+	if a := testing.AllocsPerRun(100, func() { dev.Write(one, 0) }); a != 0 {
+		t.Errorf("Write to a down TUN: %v allocations a call, want 0", a)
+	}
+	want.Drops[TUNDropDown] += 101
+	check("interface down, AllocsPerRun")
+
+	if err := ns.LinkUp("wgpmd0"); err != nil { // the IPv4 address stays
+		t.Fatal(err)
+	}
+	if n := write(pkts); n != len(pkts) {
+		t.Fatalf("Write after up = %d, want %d", n, len(pkts))
+	}
+	want.TXPackets += uint64(len(pkts))
+	check("up again")
+	if a := testing.AllocsPerRun(100, func() { dev.Write(one, 0) }); a != 0 {
+		t.Errorf("Write: %v allocations a call, want 0", a)
+	}
+
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dev.Write(pkts, 0); n != 0 || err == nil {
+		t.Errorf("Write after Close = %d, %v; want 0 and an error", n, err)
+	}
+}

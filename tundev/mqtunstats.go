@@ -1,0 +1,72 @@
+package tundev
+
+import (
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/internal/counts"
+)
+
+// TUNDropReason says why a MultiQueueTUN dropped a packet. Write drops
+// what the kernel's TUN driver refuses instead of waiting for it
+// (drivers/net/tun.c, tun_get_user), as the kernel's own paths drop what a
+// full queue or a down device cannot take (a full backlog, netif_rx; a
+// full TUN queue, tun_net_xmit) and count it.
+type TUNDropReason uint8
+
+// Drop reasons of a MultiQueueTUN.
+const (
+	// TUNDropFull: write(2) returned EAGAIN (the queue's socket holds its
+	// send buffer's worth of packets the kernel has not consumed yet:
+	// sk_sndbuf, TUNSETSNDBUF) or ENOBUFS/ENOMEM (no memory for the skb).
+	TUNDropFull TUNDropReason = iota
+	// TUNDropDown: write(2) returned EIO: the interface is down
+	// (ip link set wg0 down; tun_get_user checks IFF_UP).
+	TUNDropDown
+	// TUNDropMalformed: write(2) returned EINVAL: not an IPv4 or IPv6
+	// packet (IFF_NO_PI: the version nibble selects the protocol) or
+	// shorter than the kernel accepts.
+	TUNDropMalformed
+	// TUNDropWriteError: write(2) failed with any other errno (the queue
+	// detached, EBADFD; EFAULT).
+	TUNDropWriteError
+	// TUNDropTooBig: a packet read from the kernel larger than Read's
+	// buffer past offset.
+	TUNDropTooBig
+
+	NumTUNDropReasons
+)
+
+var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big"}
+
+// String returns the reason's snake-case name.
+func (r TUNDropReason) String() string { return counts.Name(tunDropNames[:], r) }
+
+const _ = counts.MaxReasons - NumTUNDropReasons // at most MaxReasons reasons
+
+// TUNDropCounts counts a MultiQueueTUN's drops by reason, indexed by
+// TUNDropReason (JSON: the nonzero counts by name).
+type TUNDropCounts = counts.Counts[TUNDropReason]
+
+// TUNStats are a MultiQueueTUN's counters since it was opened.
+type TUNStats struct {
+	RXPackets uint64        `json:"rx_packets"` // packets Read returned (the kernel sent them into the TUN)
+	TXPackets uint64        `json:"tx_packets"` // packets Write handed to the kernel
+	Drops     TUNDropCounts `json:"drops"`
+}
+
+// tunCounters are written by Read's caller (rx, too_big) and by Write's
+// callers (tx, the write drops), once per call each: rx and tx are on
+// lines of their own, so that reader and writers on two CPUs do not take
+// each other's line once per batch.
+type tunCounters struct {
+	rx    atomic.Uint64
+	_     [56]byte
+	tx    atomic.Uint64
+	_     [56]byte
+	drops counts.Atomic[TUNDropReason]
+}
+
+// stats returns a snapshot of c.
+func (c *tunCounters) stats() TUNStats {
+	return TUNStats{RXPackets: c.rx.Load(), TXPackets: c.tx.Load(), Drops: c.drops.Load()}
+}
