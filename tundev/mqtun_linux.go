@@ -322,7 +322,7 @@ func (t *MultiQueueTUN) Write(bufs [][]byte, offset int) (int, error) {
 			sent++
 		case unix.EAGAIN, unix.ENOBUFS, unix.ENOMEM:
 			drops[TUNDropFull]++
-		case unix.EIO:
+		case unix.EIO, unix.EBADFD:
 			drops[TUNDropDown]++
 		case unix.EINVAL:
 			drops[TUNDropMalformed]++

@@ -1,70 +1,14 @@
 package tundev
 
 import (
-	"math"
 	"net/netip"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 )
-
-// fillTUN makes the kernel refuse dev's writes as a full queue, EAGAIN:
-// its TUNSETSNDBUF send buffer set to 1 byte, every packet written held,
-// still charged to the queue's socket, in a qdisc that sends 1 byte a
-// second (redirected at the TUN's ingress to the egress of veth, on which
-// a tbf qdisc holds it). The kernel refuses a write while the packets it
-// holds for the queue pass the send buffer (sock_alloc_send_pskb, from
-// tun_get_user): from the first held packet on, until emptyTUN.
-func fillTUN(t *testing.T, ns *topo.NS, dev *MultiQueueTUN, veth string) {
-	t.Helper()
-	name, _ := dev.Name()
-	for _, args := range [][]string{
-		{"qdisc", "add", "dev", veth, "root", "tbf", "rate", "8bit", "burst", "1600", "limit", "10000000"},
-		{"qdisc", "add", "dev", name, "ingress"},
-		{"filter", "add", "dev", name, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", veth},
-	} {
-		if out, err := ns.Run("tc", args...); err != nil {
-			t.Fatalf("tc %v: %v: %s", args, err, out)
-		}
-	}
-	setSendBuffer(t, dev, 1)
-}
-
-// emptyTUN undoes fillTUN: dev takes packets again.
-func emptyTUN(t *testing.T, ns *topo.NS, dev *MultiQueueTUN, veth string) {
-	t.Helper()
-	name, _ := dev.Name()
-	for _, args := range [][]string{{"qdisc", "del", "dev", name, "ingress"}, {"qdisc", "del", "dev", veth, "root"}} {
-		if out, err := ns.Run("tc", args...); err != nil {
-			t.Fatalf("tc %v: %v: %s", args, err, out)
-		}
-	}
-	setSendBuffer(t, dev, math.MaxInt32)
-}
-
-// setSendBuffer sets the TUN's socket send buffer (TUNSETSNDBUF, for
-// every queue) to bytes.
-func setSendBuffer(t *testing.T, dev *MultiQueueTUN, bytes int) {
-	t.Helper()
-	rc, err := dev.files[0].SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetPointerInt(int(fd), unix.TUNSETSNDBUF, bytes)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if ierr != nil {
-		t.Fatalf("TUNSETSNDBUF %d: %v", bytes, ierr)
-	}
-}
 
 // udp4 returns an IPv4 UDP packet from src to dst with a 32-byte payload.
 func udp4(src, dst netip.Addr) []byte {
@@ -79,7 +23,7 @@ func udp4(src, dst netip.Addr) []byte {
 
 // TestMultiQueueTUNWriteDrops: Write never waits and never allocates for
 // a packet the kernel refuses; each is counted by reason: a queue that
-// stays full (fillTUN: EAGAIN), the interface down (EIO), a packet that
+// stays full (testenv.FillTUN: EAGAIN), the interface down (EIO), a packet that
 // is not IP (EINVAL). The kernel takes packets again once the queue has
 // room and the interface is up.
 func TestMultiQueueTUNWriteDrops(t *testing.T) {
@@ -147,7 +91,7 @@ func TestMultiQueueTUNWriteDrops(t *testing.T) {
 	want.Drops[TUNDropMalformed]++
 	check("a packet that is not IP")
 
-	fillTUN(t, ns, dev, veth.A)
+	empty := testenv.FillTUN(t, ns, "wgpmd0", veth.A, dev.File())
 	// The first packets of each queue are held (one goes out at once,
 	// in tbf's burst); from then on the queue stays full.
 	for i := 0; ; i++ {
@@ -173,7 +117,7 @@ func TestMultiQueueTUNWriteDrops(t *testing.T) {
 	}
 	want.Drops[TUNDropFull] += 101 // AllocsPerRun's warm-up call too
 	check("full TUN, AllocsPerRun")
-	emptyTUN(t, ns, dev, veth.A)
+	empty()
 	if n := write(pkts); n != len(pkts) {
 		t.Fatalf("Write after the queue emptied = %d, want %d", n, len(pkts))
 	}

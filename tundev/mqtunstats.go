@@ -19,15 +19,15 @@ const (
 	// send buffer's worth of packets the kernel has not consumed yet:
 	// sk_sndbuf, TUNSETSNDBUF) or ENOBUFS/ENOMEM (no memory for the skb).
 	TUNDropFull TUNDropReason = iota
-	// TUNDropDown: write(2) returned EIO: the interface is down
-	// (ip link set wg0 down; tun_get_user checks IFF_UP).
+	// TUNDropDown: write(2) returned EIO, the interface is down (ip link
+	// set wg0 down; tun_get_user checks IFF_UP), or EBADFD, it was
+	// deleted (ip link del wg0 detaches the queues: tun_chr_write_iter).
 	TUNDropDown
 	// TUNDropMalformed: write(2) returned EINVAL: not an IPv4 or IPv6
 	// packet (IFF_NO_PI: the version nibble selects the protocol) or
 	// shorter than the kernel accepts.
 	TUNDropMalformed
-	// TUNDropWriteError: write(2) failed with any other errno (the queue
-	// detached, EBADFD; EFAULT).
+	// TUNDropWriteError: write(2) failed with any other errno.
 	TUNDropWriteError
 	// TUNDropTooBig: a packet read from the kernel larger than Read's
 	// buffer past offset.
