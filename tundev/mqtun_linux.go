@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/gaissmai/bart"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -43,6 +45,8 @@ type MultiQueueTUN struct {
 	// for writing while it closes the files and sets fds to nil.
 	fdMu sync.RWMutex
 	ctr  tunCounters
+	// allowed is SetAllowed's table (nil: off), loaded once per Read.
+	allowed atomic.Pointer[bart.Table[struct{}]]
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -245,8 +249,10 @@ func (t *MultiQueueTUN) File() *os.File { return t.files[0] }
 
 // Read returns packets from any queue, merged, copying each to
 // bufs[i][offset:] and its length to sizes[i]. It blocks until at least one
-// packet is there; after Close it returns os.ErrClosed. A packet larger
-// than its buffer past offset is dropped and counted (TUNDropTooBig).
+// packet is there, and may then return 0 packets (all of a batch
+// dropped); after Close it returns os.ErrClosed. A packet larger than its
+// buffer past offset is dropped and counted (TUNDropTooBig), and so is one
+// SetAllowed refuses.
 func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	b := t.pending
 	if b == nil {
@@ -258,7 +264,9 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 			return 0, os.ErrClosed
 		}
 	}
-	n, tooBig := 0, uint64(0)
+	allowed := t.allowed.Load()
+	var drops [NumTUNDropReasons]uint64
+	n := 0
 	for n < len(bufs) && b.next < b.n {
 		sz := b.sizes[b.next]
 		if len(bufs[n])-offset < sz {
@@ -266,8 +274,15 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 			// TUNDropTooBig), as a short read from the kernel TUN
 			// would truncate it.
 			b.next++
-			tooBig++
+			drops[TUNDropTooBig]++
 			continue
+		}
+		if allowed != nil {
+			if r := notAllowed(allowed, b.bufs[b.next][:sz]); r != NumTUNDropReasons {
+				b.next++
+				drops[r]++
+				continue
+			}
 		}
 		copy(bufs[n][offset:], b.bufs[b.next][:sz])
 		sizes[n] = sz
@@ -275,8 +290,12 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 		b.next++
 	}
 	t.ctr.rx.Add(uint64(n))
-	if tooBig > 0 {
-		t.ctr.drops.Add(TUNDropTooBig, tooBig)
+	if drops != ([NumTUNDropReasons]uint64{}) {
+		for r, k := range drops {
+			if k > 0 {
+				t.ctr.drops.Add(TUNDropReason(r), k)
+			}
+		}
 	}
 	if b.next < b.n {
 		t.pending = b

@@ -25,18 +25,24 @@ const (
 	TUNDropDown
 	// TUNDropMalformed: write(2) returned EINVAL: not an IPv4 or IPv6
 	// packet (IFF_NO_PI: the version nibble selects the protocol) or
-	// shorter than the kernel accepts.
+	// shorter than the kernel accepts; or, with SetAllowed, a packet read
+	// from the kernel shorter than its IP header or neither IPv4 nor
+	// IPv6.
 	TUNDropMalformed
 	// TUNDropWriteError: write(2) failed with any other errno.
 	TUNDropWriteError
 	// TUNDropTooBig: a packet read from the kernel larger than Read's
 	// buffer past offset.
 	TUNDropTooBig
+	// TUNDropNoRoute: a packet read from the kernel to a destination no
+	// allowed IP holds (SetAllowed), which wireguard-go would drop
+	// without a counter.
+	TUNDropNoRoute
 
 	NumTUNDropReasons
 )
 
-var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big"}
+var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route"}
 
 // String returns the reason's snake-case name.
 func (r TUNDropReason) String() string { return counts.Name(tunDropNames[:], r) }
@@ -54,7 +60,7 @@ type TUNStats struct {
 	Drops     TUNDropCounts `json:"drops"`
 }
 
-// tunCounters are written by Read's caller (rx, too_big) and by Write's
+// tunCounters are written by Read's caller (rx and its drops) and by Write's
 // callers (tx, the write drops), once per call each: rx and tx are on
 // lines of their own, so that reader and writers on two CPUs do not take
 // each other's line once per batch.

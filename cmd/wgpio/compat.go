@@ -73,14 +73,15 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 			go dev.IpcHandle(c)
 		}
 	}()
-	// wgpio keeps no counters in this mode (the kernel's TUN and sockets
-	// carry the packets); the stats socket says so, so that `wgpio stats`
-	// answers instead of failing to connect.
+	// wgpio counts what its multi-queue TUN reads, writes and drops; the
+	// kernel's UDP sockets and stock wireguard-go count nothing of ours
+	// (README, "Reading the drop counters").
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
 	stopStats, err := serveStats(name, func() any {
-		return compatStats(name, config.ModeCompatMQTUN, nil)
+		ts := t.Stats()
+		return compatStats(name, config.ModeCompatMQTUN, nil, &ts)
 	})
 	if err != nil {
 		return err

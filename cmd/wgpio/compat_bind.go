@@ -8,6 +8,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/compatgw"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // CompatStats are the counters of compat mode: stock wireguard-go's two
@@ -42,11 +43,12 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 }
 
 // compatStats is what the stats socket of a compat mode serves: c (nil
-// for compat-mqtun, where wgpio counts nothing), queues and peers as empty
-// lists (JSON [], as the fast path's with none, not null: wg show has the
-// peers), and no control_plane or exception_tun_drops (GatewayStats).
-func compatStats(name string, mode config.Mode, c *CompatStats) GatewayStats {
-	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c}
+// for compat-mqtun), tun (the multi-queue TUN's counters of
+// compat-mqtun; nil for compat), queues and peers as empty lists (JSON
+// [], as the fast path's with none, not null: wg show has the peers), and
+// no control_plane or exception_tun_drops (GatewayStats).
+func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNStats) GatewayStats {
+	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun}
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM.
@@ -57,7 +59,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	}
 	stopStats, err := serveStats(name, func() any {
 		s := g.Stats()
-		return compatStats(name, config.ModeCompat, &s)
+		return compatStats(name, config.ModeCompat, &s, nil)
 	})
 	if err != nil {
 		g.Close()

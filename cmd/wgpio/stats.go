@@ -16,6 +16,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 func cmdStats(args []string) error {
@@ -81,7 +82,13 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
 	if s.Mode == string(config.ModeCompatMQTUN) {
-		fmt.Printf("Mode = compat-mqtun keeps no wgpio counters: stock wireguard-go on a kernel TUN and UDP sockets carries the packets.\n"+
+		if s.TUN != nil {
+			tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "side\trx\ttx\tdrops")
+			fmt.Fprintf(tw, "tun (%s)\t%d\t%d\t%s\n", name, s.TUN.RXPackets, s.TUN.TXPackets, tunDrops(s.TUN))
+			tw.Flush()
+		}
+		fmt.Printf("Mode = compat-mqtun counts its TUN only: stock wireguard-go and the kernel's UDP sockets carry the rest.\n"+
 			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
 		return
 	}
@@ -116,7 +123,11 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
-		fmt.Printf("exception TUN drops: %d (packets for the host while its interface %s was down)\n", *s.ExceptionDrops, s.Name)
+		fmt.Printf("exception TUN drops: %d (packets for the host the kernel refused: down, its interface %s was down; full, its queue was)", *s.ExceptionDrops, s.Name)
+		if s.TUN != nil {
+			fmt.Printf(": %s", tunDrops(s.TUN))
+		}
+		fmt.Println()
 	}
 	// What the ports and the kernel dropped before the workers saw it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
@@ -153,6 +164,15 @@ func xdpList(m map[string]uint64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// tunDrops lists a kernel TUN's drops (tundev.TUNStats), "none" when it
+// has none.
+func tunDrops(s *tundev.TUNStats) string {
+	if l := s.Drops.List(); len(l) > 0 {
+		return strings.Join(l, " ")
+	}
+	return "none"
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).
