@@ -11,7 +11,8 @@ import (
 // SetAllowed makes Read drop every packet from the kernel that stock
 // wireguard-go on this TUN (compat-mqtun) would drop without a counter,
 // and count it: as TUNDropNoRoute one whose destination no prefix of
-// allowed (the peers' allowed IPs) holds, as TUNDropMalformed one shorter
+// allowed (the peers' allowed IPs) holds (TUNDropHostMulticast when it is
+// multicast), as TUNDropMalformed one shorter
 // than its IP header or neither IPv4 nor IPv6 (wireguard-go's
 // RoutineReadFromTUN, device/send.go, finds no peer for such packets and
 // skips them). It replaces the previous set; nil turns the check off (the
@@ -48,6 +49,9 @@ func notAllowed(a *bart.Table[struct{}], pkt []byte) TUNDropReason {
 		return TUNDropMalformed
 	}
 	if _, ok := a.Lookup(dst); !ok {
+		if dst.IsMulticast() {
+			return TUNDropHostMulticast
+		}
 		return TUNDropNoRoute
 	}
 	return NumTUNDropReasons

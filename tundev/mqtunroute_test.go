@@ -34,7 +34,7 @@ func ip6(src, dst netip.Addr) []byte {
 
 // TestMultiQueueTUNAllowed: with SetAllowed, Read passes the packets to
 // the allowed IPs and drops, counted, those to other destinations
-// (no_route) and those that are not IP or are shorter than their header
+// (no_route; host_multicast to a multicast group) and those that are not IP or are shorter than their header
 // (malformed), as stock wireguard-go would drop them uncounted; with it
 // off it passes everything, and a packet larger than the buffer is
 // dropped as too_big either way. Read allocates nothing.
@@ -44,21 +44,22 @@ func TestMultiQueueTUNAllowed(t *testing.T) {
 	out4 := udp4(src, netip.MustParseAddr("198.19.2.7"))
 	in6 := ip6(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8:1::7"))
 	out6 := ip6(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8:2::7"))
+	rs := ip6(netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::2")) // a router solicitation's header
 	short := in4[:header.IPv4MinLen-1]
 	notIP := append([]byte{0x00}, in4[1:]...)
 	big := make([]byte, 300)
 	copy(big, in4)
-	all := [][]byte{in4, out4, in6, out6, short, notIP, big}
+	all := [][]byte{in4, out4, in6, out6, rs, short, notIP, big}
 	for _, tc := range []struct {
 		name    string
 		allowed []netip.Prefix
 		pass    [][]byte
 		drops   TUNDropCounts
 	}{
-		{"off", nil, [][]byte{in4, out4, in6, out6, short, notIP}, TUNDropCounts{TUNDropTooBig: 1}},
+		{"off", nil, [][]byte{in4, out4, in6, out6, rs, short, notIP}, TUNDropCounts{TUNDropTooBig: 1}},
 		{"allowed IPs", []netip.Prefix{netip.MustParsePrefix("198.19.1.0/24"), netip.MustParsePrefix("2001:db8:1::/48")},
-			[][]byte{in4, in6}, TUNDropCounts{TUNDropTooBig: 1, TUNDropNoRoute: 2, TUNDropMalformed: 2}},
-		{"no peers", []netip.Prefix{}, nil, TUNDropCounts{TUNDropTooBig: 1, TUNDropNoRoute: 4, TUNDropMalformed: 2}},
+			[][]byte{in4, in6}, TUNDropCounts{TUNDropTooBig: 1, TUNDropNoRoute: 2, TUNDropHostMulticast: 1, TUNDropMalformed: 2}},
+		{"no peers", []netip.Prefix{}, nil, TUNDropCounts{TUNDropTooBig: 1, TUNDropNoRoute: 4, TUNDropHostMulticast: 1, TUNDropMalformed: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := memTUN()

@@ -34,15 +34,20 @@ const (
 	// TUNDropTooBig: a packet read from the kernel larger than Read's
 	// buffer past offset.
 	TUNDropTooBig
-	// TUNDropNoRoute: a packet read from the kernel to a destination no
-	// allowed IP holds (SetAllowed), which wireguard-go would drop
-	// without a counter.
+	// TUNDropNoRoute: a packet read from the kernel to a unicast
+	// destination no allowed IP holds (SetAllowed), which wireguard-go
+	// would drop without a counter.
 	TUNDropNoRoute
+	// TUNDropHostMulticast: a packet read from the kernel to a multicast
+	// destination no allowed IP holds (SetAllowed): the host's own IPv6
+	// router solicitations and MLD reports on the TUN, which grow on a
+	// healthy gateway (the fast path's host_multicast).
+	TUNDropHostMulticast
 
 	NumTUNDropReasons
 )
 
-var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route"}
+var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route", "host_multicast"}
 
 // String returns the reason's snake-case name.
 func (r TUNDropReason) String() string { return counts.Name(tunDropNames[:], r) }

@@ -46,6 +46,10 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := dev.IpcSet(f.UAPI()); err != nil {
 		return fmt.Errorf("%s: configure wireguard-go: %w", f.Name, err)
 	}
+	allowed := &mqtunAllowed{dev: dev, tun: t, log: log}
+	if err := allowed.sync(); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
 	if err := dev.Up(); err != nil {
 		return fmt.Errorf("bring %s up: %w", name, err)
 	}
@@ -70,7 +74,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 			if err != nil {
 				return
 			}
-			go dev.IpcHandle(c)
+			go allowed.handleUAPI(c)
 		}
 	}()
 	// wgpio counts what its multi-queue TUN reads, writes and drops; the
@@ -88,7 +92,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	}
 	defer stopStats()
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, nil, sigs)
+	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, nil, sigs)
 	log.Info("stopping", "signal", sig.String())
 	return nil
 }
