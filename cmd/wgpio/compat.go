@@ -33,6 +33,13 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := checkForwarding(f, w); err != nil {
 		return err
 	}
+	metricsLn, err := compatMetricsListener(f, w)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		defer metricsLn.Close()
+	}
 	t, err := tundev.OpenMultiQueueTUN(name, queues, mtu)
 	if err != nil {
 		return err
@@ -83,16 +90,21 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
-	stopStats, err := serveStats(name, func() any {
+	stats := func() GatewayStats {
 		ts := t.Stats()
 		return compatStats(name, config.ModeCompatMQTUN, nil, &ts)
-	})
+	}
+	stopStats, err := serveStats(name, func() any { return stats() })
 	if err != nil {
 		return err
 	}
 	defer stopStats()
+	reloads, err := serveCompatMetrics(metricsLn, name, stats)
+	if err != nil {
+		return err
+	}
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, nil, sigs)
+	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, reloads, sigs)
 	log.Info("stopping", "signal", sig.String())
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,7 +102,7 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if err := s.GwA.Forwarding(); err != nil {
 		t.Fatal(err)
 	}
-	g := s.up(t)
+	g := s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Errorf("IPv6: %v", err)
@@ -132,6 +133,15 @@ func TestUpCompatMQTUN(t *testing.T) {
 	}
 	if err != nil || st.TUN == nil || st.TUN.Drops[tundev.TUNDropNoRoute] < n {
 		t.Errorf("wgpio stats -json %s after %d pings to the removed peer's allowed IPs: %v\n%s\nwant at least %d no_route drops of the TUN", s.GwName, n, err, out, n)
+	}
+	body := httpGet(t, s, metricsAddr, "/metrics")
+	m := regexp.MustCompile(`wgpio_tun_drops_total\{device="` + s.GwName + `",reason="no_route"\} (\d+)`).FindStringSubmatch(body)
+	got := -1 // no such series
+	if m != nil {
+		got, _ = strconv.Atoi(m[1])
+	}
+	if got < n {
+		t.Errorf("/metrics: the TUN's no_route drops = %d, want at least %d:\n%s", got, n, body)
 	}
 	if leaks := wan.stop(t); len(leaks) > 0 {
 		t.Errorf("after the peer's removal, %d packets with inner addresses left the WAN; the first: %s", len(leaks), leaks[0])
