@@ -48,7 +48,8 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		Verbosef: func(format string, a ...any) { log.Debug(fmt.Sprintf(format, a...)) },
 		Errorf:   func(format string, a ...any) { log.Warn(fmt.Sprintf(format, a...)) },
 	}
-	dev := device.NewDevice(t, conn.NewDefaultBind(), logger)
+	udp := &countingBind{Bind: conn.NewDefaultBind()}
+	dev := device.NewDevice(t, udp, logger)
 	defer dev.Close()
 	if err := dev.IpcSet(f.UAPI()); err != nil {
 		return fmt.Errorf("%s: configure wireguard-go: %w", f.Name, err)
@@ -84,15 +85,15 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 			go allowed.handleUAPI(c)
 		}
 	}()
-	// wgpio counts what its multi-queue TUN reads, writes and drops; the
-	// kernel's UDP sockets and stock wireguard-go count nothing of ours
-	// (README, "Reading the drop counters").
+	// wgpio counts what its multi-queue TUN and the UDP sockets carry
+	// and drop; what stock wireguard-go drops inside it is counted
+	// nowhere (README, "Reading the drop counters").
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
 	stats := func() GatewayStats {
-		ts := t.Stats()
-		return compatStats(name, config.ModeCompatMQTUN, nil, &ts)
+		ts, us := t.Stats(), udp.Stats()
+		return compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
 	}
 	stopStats, err := serveStats(name, func() any { return stats() })
 	if err != nil {

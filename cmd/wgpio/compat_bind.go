@@ -45,12 +45,12 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 }
 
 // compatStats is what the stats socket of a compat mode serves: c (nil
-// for compat-mqtun), tun (the multi-queue TUN's counters of
-// compat-mqtun; nil for compat), queues and peers as empty lists (JSON
-// [], as the fast path's with none, not null: wg show has the peers), and
-// no control_plane or exception_tun_drops (GatewayStats).
-func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNStats) GatewayStats {
-	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun}
+// for compat-mqtun), tun and udp (compat-mqtun's multi-queue TUN and UDP
+// sockets; nil for compat), queues and peers as empty lists (JSON [], as
+// the fast path's with none, not null: wg show has the peers), and no
+// control_plane or exception_tun_drops (GatewayStats).
+func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNStats, udp *UDPStats) GatewayStats {
+	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun, UDP: udp}
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM.
@@ -68,7 +68,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	}
 	stats := func() GatewayStats {
 		s := g.Stats()
-		return compatStats(name, config.ModeCompat, &s, nil)
+		return compatStats(name, config.ModeCompat, &s, nil, nil)
 	}
 	stopStats, err := serveStats(name, func() any { return stats() })
 	if err != nil {

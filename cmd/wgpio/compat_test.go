@@ -108,8 +108,8 @@ func TestUpCompatMQTUN(t *testing.T) {
 		t.Errorf("IPv6: %v", err)
 	}
 	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "tun ("+s.GwName+")") || !strings.Contains(string(out), "wg show "+s.GwName) {
-		t.Errorf("wgpio stats %s: %v\n%s\nwant the TUN's counters and a pointer to wg show", s.GwName, err, out)
+	if err != nil || !strings.Contains(string(out), "lan (tun "+s.GwName+")") || !strings.Contains(string(out), "wan (udp sockets)") || !strings.Contains(string(out), "wg show "+s.GwName) {
+		t.Errorf("wgpio stats %s: %v\n%s\nwant the TUN's and the UDP sockets' counters and a pointer to wg show", s.GwName, err, out)
 	}
 
 	if err := s.GwA.AddRoute("default", "198.18.1.2", ""); err != nil {

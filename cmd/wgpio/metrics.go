@@ -53,6 +53,7 @@ type collector struct {
 	controlDrops, exceptionDrops            *prometheus.Desc
 	tunRx, tunTx, tunDrops                  *prometheus.Desc
 	compatRx, compatTx, compatDrops         *prometheus.Desc
+	udpRx, udpTx, udpDrops                  *prometheus.Desc
 }
 
 // newCollector returns the collector of a gateway: stats gives its
@@ -105,6 +106,9 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		compatRx:       d("compat_receive_packets_total", "Mode = compat: packets handed to wireguard-go by wgpio's bind (side wan) and tundev (side lan).", "side"),
 		compatTx:       d("compat_transmit_packets_total", "Mode = compat: packets wgpio's bind (side wan) and tundev (side lan) transmitted for wireguard-go.", "side"),
 		compatDrops:    d("compat_drops_total", "Mode = compat: frames and packets wgpio's bind (side wan) and tundev (side lan) dropped, by reason.", "side", "reason"),
+		udpRx:          d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
+		udpTx:          d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
+		udpDrops:       d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
 	}
 }
 
@@ -112,7 +116,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
-		c.tunRx, c.tunTx, c.tunDrops, c.compatRx, c.compatTx, c.compatDrops} {
+		c.tunRx, c.tunTx, c.tunDrops, c.compatRx, c.compatTx, c.compatDrops, c.udpRx, c.udpTx, c.udpDrops} {
 		ch <- d
 	}
 }
@@ -185,6 +189,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.tunTx, ctr, float64(t.TXPackets))
 		for r := range tundev.NumTUNDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.tunDrops, ctr, float64(t.Drops[r]), r.String())
+		}
+	}
+	if u := s.UDP; u != nil {
+		ch <- prometheus.MustNewConstMetric(c.udpRx, ctr, float64(u.RXPackets))
+		ch <- prometheus.MustNewConstMetric(c.udpTx, ctr, float64(u.TXPackets))
+		for r := range numUDPDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.udpDrops, ctr, float64(u.Drops[r]), r.String())
 		}
 	}
 	if cs := s.Compat; cs != nil {

@@ -68,9 +68,14 @@ func fullStats() GatewayStats {
 	for r := range tundev.NumTUNDropReasons {
 		tun.Drops[r] = 1
 	}
+	udp := &UDPStats{}
+	ones(udp)
+	for r := range numUDPDropReasons {
+		udp.Drops[r] = 1
+	}
 	p := PeerStat{PublicKey: "k", Endpoint: "198.18.0.1:51820"}
 	ones(&p)
-	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: &d, ExceptionDrops: new(uint64), Compat: c, TUN: tun}
+	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: &d, ExceptionDrops: new(uint64), Compat: c, TUN: tun, UDP: udp}
 }
 
 // ones sets every uint64 field of the struct v points to (recursively, not

@@ -82,13 +82,16 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
 	if s.Mode == string(config.ModeCompatMQTUN) {
-		if s.TUN != nil {
-			tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "side\trx\ttx\tdrops")
-			fmt.Fprintf(tw, "tun (%s)\t%d\t%d\t%s\n", name, s.TUN.RXPackets, s.TUN.TXPackets, tunDrops(s.TUN))
-			tw.Flush()
+		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "side\trx\ttx\tdrops")
+		if s.UDP != nil {
+			fmt.Fprintf(tw, "wan (udp sockets)\t%d\t%d\t%s\n", s.UDP.RXPackets, s.UDP.TXPackets, orNone(s.UDP.Drops.List()))
 		}
-		fmt.Printf("Mode = compat-mqtun counts its TUN only: stock wireguard-go and the kernel's UDP sockets carry the rest.\n"+
+		if s.TUN != nil {
+			fmt.Fprintf(tw, "lan (tun %s)\t%d\t%d\t%s\n", name, s.TUN.RXPackets, s.TUN.TXPackets, tunDrops(s.TUN))
+		}
+		tw.Flush()
+		fmt.Printf("Mode = compat-mqtun counts its TUN and UDP sockets; stock wireguard-go counts nothing of what it drops inside.\n"+
 			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
 		return
 	}
@@ -168,8 +171,11 @@ func xdpList(m map[string]uint64) []string {
 
 // tunDrops lists a kernel TUN's drops (tundev.TUNStats), "none" when it
 // has none.
-func tunDrops(s *tundev.TUNStats) string {
-	if l := s.Drops.List(); len(l) > 0 {
+func tunDrops(s *tundev.TUNStats) string { return orNone(s.Drops.List()) }
+
+// orNone joins l with spaces, "none" when empty.
+func orNone(l []string) string {
+	if len(l) > 0 {
 		return strings.Join(l, " ")
 	}
 	return "none"

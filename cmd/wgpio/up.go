@@ -513,6 +513,9 @@ type GatewayStats struct {
 	// TUN's on the fast path with an Address, wireguard-go's TUN's in
 	// compat-mqtun; nil otherwise.
 	TUN *tundev.TUNStats `json:"tun,omitempty"`
+	// UDP is compat-mqtun's counters of the kernel's UDP sockets under
+	// stock wireguard-go (countingBind); nil in the other modes.
+	UDP *UDPStats `json:"udp,omitempty"`
 	// Compat holds compat mode's counters (Queues and Peers are then
 	// empty, Device and ExceptionDrops nil: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
