@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/gaissmai/bart"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -47,6 +48,12 @@ type MultiQueueTUN struct {
 	ctr  tunCounters
 	// allowed is SetAllowed's table (nil: off), loaded once per Read.
 	allowed atomic.Pointer[bart.Table[struct{}]]
+	// nl is a netlink socket of the interface's namespace, for its
+	// kernel counters (Stats), and index the interface's; nlMu guards
+	// nl, nil after Close.
+	nlMu  sync.Mutex
+	nl    *netlink.Handle
+	index int
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -124,6 +131,10 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 		t.files = append(t.files, os.NewFile(uintptr(fd), "/dev/net/tun"))
 	}
 	if err := setMTUUp(name, mtu); err != nil {
+		t.closeFDs()
+		return nil, err
+	}
+	if err := t.openNetlink(); err != nil {
 		t.closeFDs()
 		return nil, err
 	}
@@ -360,8 +371,36 @@ func (t *MultiQueueTUN) Write(bufs [][]byte, offset int) (int, error) {
 	return sent, nil
 }
 
-// Stats returns a snapshot of the counters. Safe for concurrent use.
-func (t *MultiQueueTUN) Stats() TUNStats { return t.ctr.stats() }
+// Stats returns a snapshot of the counters, the kernel's
+// kernel_queue_full read over netlink (one request: not for a hot path).
+// Safe for concurrent use.
+func (t *MultiQueueTUN) Stats() TUNStats {
+	s := t.ctr.stats()
+	t.nlMu.Lock()
+	defer t.nlMu.Unlock()
+	if t.nl == nil {
+		return s
+	}
+	if l, err := t.nl.LinkByIndex(t.index); err == nil && l.Attrs().Name == t.name && l.Attrs().Statistics != nil {
+		s.Drops[TUNDropKernelQueueFull] = l.Attrs().Statistics.TxDropped
+	}
+	return s
+}
+
+// openNetlink opens t.nl in the caller's network namespace (the
+// interface's) and finds the interface's index.
+func (t *MultiQueueTUN) openNetlink() error {
+	ifi, err := net.InterfaceByName(t.name)
+	if err != nil {
+		return fmt.Errorf("tundev: find %s: %w", t.name, err)
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("tundev: netlink socket for the counters of %s: %w", t.name, err)
+	}
+	t.nl, t.index = h, ifi.Index
+	return nil
+}
 
 // MTU returns the MTU the device was opened with.
 func (t *MultiQueueTUN) MTU() (int, error) { return t.mtu, nil }
@@ -392,6 +431,12 @@ func (t *MultiQueueTUN) Close() error {
 		}
 		t.fds = nil
 		t.fdMu.Unlock()
+		t.nlMu.Lock()
+		if t.nl != nil {
+			t.nl.Close()
+			t.nl = nil
+		}
+		t.nlMu.Unlock()
 		t.wg.Wait()
 		close(t.events)
 		err = errors.Join(errs...)

@@ -157,3 +157,41 @@ func TestMultiQueueTUNWriteDrops(t *testing.T) {
 		t.Errorf("Write after Close = %d, %v; want 0 and an error", n, err)
 	}
 }
+
+// TestMultiQueueTUNKernelQueueFull: what the kernel drops on its way into
+// the TUN while the reader is behind (here: Read never called, so the
+// reader goroutines stop once their batches are full, and the TUN's
+// queue, 500 packets, fills) is in Stats as kernel_queue_full: the
+// interface's TX drops, as the kernel counts them.
+func TestMultiQueueTUNKernelQueueFull(t *testing.T) {
+	tp := testenv.Topology(t, "mk")
+	ns := testenv.NS(t, tp, "a")
+	var dev *MultiQueueTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenMultiQueueTUN("wgpmk0", 1, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if err := ns.AddAddr("wgpmk0", "198.18.79.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 3000 // past the readers' 4 batches of 64 and the queue's 500
+	testenv.SendUDP(t, ns, netip.MustParseAddrPort("198.18.79.2:9"), sent)
+	var got, kernel uint64
+	ok := testenv.PollUntil(5*time.Second, func() bool {
+		got = dev.Stats().Drops[TUNDropKernelQueueFull]
+		l, err := ns.Handle().LinkByName("wgpmk0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kernel = l.Attrs().Statistics.TxDropped
+		return got > 0 && got == kernel
+	})
+	if !ok || got > sent {
+		t.Fatalf("Stats kernel_queue_full = %d, the interface's TX drops %d, after %d datagrams routed into a TUN nobody reads; want them equal, above 0 and at most %d", got, kernel, sent, sent)
+	}
+	t.Logf("%d of %d datagrams dropped by the kernel at the TUN's queue", got, sent)
+}

@@ -43,11 +43,17 @@ const (
 	// router solicitations and MLD reports on the TUN, which grow on a
 	// healthy gateway (the fast path's host_multicast).
 	TUNDropHostMulticast
+	// TUNDropKernelQueueFull: packets the kernel dropped on their way
+	// into the TUN, before Read: the queue to the reader was full (the
+	// reader fell behind) or had no reader (tun_net_xmit,
+	// drivers/net/tun.c). The kernel counts them as the interface's TX
+	// drops (ip -s link show); Stats reads that count.
+	TUNDropKernelQueueFull
 
 	NumTUNDropReasons
 )
 
-var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route", "host_multicast"}
+var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route", "host_multicast", "kernel_queue_full"}
 
 // String returns the reason's snake-case name.
 func (r TUNDropReason) String() string { return counts.Name(tunDropNames[:], r) }
@@ -58,7 +64,8 @@ const _ = counts.MaxReasons - NumTUNDropReasons // at most MaxReasons reasons
 // TUNDropReason (JSON: the nonzero counts by name).
 type TUNDropCounts = counts.Counts[TUNDropReason]
 
-// TUNStats are a MultiQueueTUN's counters since it was opened.
+// TUNStats are a MultiQueueTUN's counters since it was opened (the
+// kernel's kernel_queue_full since the interface was made).
 type TUNStats struct {
 	RXPackets uint64        `json:"rx_packets"` // packets Read returned (the kernel sent them into the TUN)
 	TXPackets uint64        `json:"tx_packets"` // packets Write handed to the kernel

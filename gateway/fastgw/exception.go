@@ -141,9 +141,9 @@ func (g *Gateway) readException() {
 // ExceptionDrops is the number of packets for the host (to the gateway's
 // tunnel addresses, or from the tunnel to its LAN or WAN addresses, or
 // for its kernel to forward: a route off the LAN) that the exception TUN
-// did not take, and of the host's packets into the tunnel it could not
-// read whole: the sum of ExceptionTUN's drops, whose reasons
-// (tundev.TUNDropReason) are chiefly down, its interface was down or gone
+// did not take: the sum of ExceptionTUN's write drops (full, down,
+// malformed, write_error; its other reasons are of the host's packets
+// into the tunnel), chiefly down, its interface was down or gone
 // (the kernel refuses a TUN write then, EIO or EBADFD), and full, the
 // kernel's queue had no room (EAGAIN: the worker drops the packet rather
 // than wait, as the kernel's own full queues drop). The workers counted
@@ -152,7 +152,12 @@ func (g *Gateway) readException() {
 // (no Config.Addresses). Safe for concurrent use.
 func (g *Gateway) ExceptionDrops() uint64 {
 	s, _ := g.ExceptionTUN()
-	return s.Drops.Total()
+	return writeDrops(&s.Drops)
+}
+
+// writeDrops is the sum of the write reasons of d.
+func writeDrops(d *tundev.TUNDropCounts) uint64 {
+	return d[tundev.TUNDropFull] + d[tundev.TUNDropDown] + d[tundev.TUNDropMalformed] + d[tundev.TUNDropWriteError]
 }
 
 // ExceptionTUN returns the exception TUN's counters (packets read from
@@ -172,6 +177,6 @@ func (g *Gateway) exceptionFailed() {
 	if last := g.excWarned.Load(); now-last >= int64(time.Minute) && g.excWarned.CompareAndSwap(last, now) {
 		d := g.exc.Stats().Drops
 		g.log.Warn("exception TUN refused a packet for the host (down: is the interface up? full: the host's kernel does not keep up); such packets are dropped and counted as exception_tun_drops",
-			"interface", g.cfg.Name, "dropped", d.Total(), "by_reason", strings.Join(d.List(), " "))
+			"interface", g.cfg.Name, "dropped", writeDrops(&d), "by_reason", strings.Join(d.List(), " "))
 	}
 }
