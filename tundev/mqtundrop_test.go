@@ -5,21 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 )
-
-// udp4 returns an IPv4 UDP packet from src to dst with a 32-byte payload.
-func udp4(src, dst netip.Addr) []byte {
-	const payload = 32
-	p := make([]byte, header.IPv4MinLen+header.UDPLen+payload)
-	header.PutIPv4(p, &header.IPv4Fields{Protocol: header.ProtoUDP, Src: src.As4(), Dst: dst.As4()}, header.UDPLen+payload)
-	u := header.UDP(p[header.IPv4MinLen:])
-	header.PutUDP(u, 4000, 9, payload)
-	u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, u.Length()))
-	return p
-}
 
 // TestMultiQueueTUNWriteDrops: Write never waits and never allocates for
 // a packet the kernel refuses; each is counted by reason: a queue that
