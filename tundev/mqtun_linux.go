@@ -372,10 +372,11 @@ func (t *MultiQueueTUN) Write(bufs [][]byte, offset int) (int, error) {
 }
 
 // Stats returns a snapshot of the counters, the kernel's
-// kernel_queue_full read over netlink (one request: not for a hot path).
-// Safe for concurrent use.
+// kernel_queue_full read over netlink (one request, which may wait for
+// the kernel's RTNL lock: not for a data path; see Counters). Safe for
+// concurrent use.
 func (t *MultiQueueTUN) Stats() TUNStats {
-	s := t.ctr.stats()
+	s := t.Counters()
 	t.nlMu.Lock()
 	defer t.nlMu.Unlock()
 	if t.nl == nil {
@@ -386,6 +387,11 @@ func (t *MultiQueueTUN) Stats() TUNStats {
 	}
 	return s
 }
+
+// Counters returns a snapshot of the counters the TUN keeps itself:
+// Stats without the kernel's kernel_queue_full (zero), a few atomic loads.
+// Safe for concurrent use.
+func (t *MultiQueueTUN) Counters() TUNStats { return t.ctr.stats() }
 
 // openNetlink opens t.nl in the caller's network namespace (the
 // interface's) and finds the interface's index.

@@ -175,7 +175,7 @@ func (g *Gateway) ExceptionTUN() (tundev.TUNStats, bool) {
 func (g *Gateway) exceptionFailed() {
 	now := time.Now().UnixNano()
 	if last := g.excWarned.Load(); now-last >= int64(time.Minute) && g.excWarned.CompareAndSwap(last, now) {
-		d := g.exc.Stats().Drops
+		d := g.exc.Counters().Drops // no netlink request on the worker
 		g.log.Warn("exception TUN refused a packet for the host (down: is the interface up? full: the host's kernel does not keep up); such packets are dropped and counted as exception_tun_drops",
 			"interface", g.cfg.Name, "dropped", writeDrops(&d), "by_reason", strings.Join(d.List(), " "))
 	}
