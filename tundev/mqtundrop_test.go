@@ -61,8 +61,8 @@ func TestMultiQueueTUNWriteDrops(t *testing.T) {
 	want := TUNStats{}
 	check := func(when string) {
 		t.Helper()
-		if got := dev.Stats(); got != want {
-			t.Fatalf("%s: Stats = %+v, want %+v", when, got, want)
+		if got := dev.Counters(); got != want {
+			t.Fatalf("%s: Counters = %+v, want %+v", when, got, want)
 		}
 	}
 	if n := write(pkts); n != len(pkts) {
