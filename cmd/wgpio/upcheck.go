@@ -106,13 +106,10 @@ func trunkOf(name string) string {
 }
 
 // warnIgnored warns of settings the chosen mode does not act on
-// (ignoredKeys), and of a -metrics-addr flag outside fastpath mode.
+// (ignoredKeys).
 func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 	for _, warning := range ignoredKeys(f, w) {
 		log.Warn("config", "warning", warning.String())
-	}
-	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
-		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
 	}
 }
 
@@ -126,6 +123,7 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 		}
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
+		warn(w.Lines, "MetricsPeers", "ignored in the compat modes: they export no per-peer metrics (stock wireguard-go's peers are in wg show)")
 		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
 			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
 		}
@@ -136,16 +134,12 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 	case config.ModeCompat:
 		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
-		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
-		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only")
 		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
 		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
-		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
-		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only")
 	}
 	return out
 }
