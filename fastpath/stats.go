@@ -136,6 +136,12 @@ const (
 	// only the host's kernel can forward, without an exception interface
 	// (Config.Exception) to hand it there (hairpin.go).
 	DropOffLAN
+	// DropNoEndpoint: a packet for a peer whose endpoint the gateway does
+	// not know (configured without one, and not heard from), dropped at
+	// once and answered with host unreachable, as Linux's WireGuard
+	// (wg_xmit, -EDESTADDRREQ); a peer with an endpoint and no session
+	// holds its packets for the handshake instead (held.go).
+	DropNoEndpoint
 
 	NumDropReasons
 )
@@ -173,6 +179,7 @@ var dropNames = [NumDropReasons]string{
 	DropVLAN:               "vlan",
 	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
+	DropNoEndpoint:         "no_endpoint",
 	DropNoWANAddress:       "no_wan_address",
 	DropMartian:            "martian",
 	DropMulticast:          "multicast",

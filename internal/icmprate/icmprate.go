@@ -103,6 +103,22 @@ func (l *Limiter) Allow(dst netip.Addr, now int64) bool {
 	return true
 }
 
+// AllowGlobal is Allow for an error to the host itself: the global bucket
+// only, as Linux lets an error routed over the loopback through its
+// per-destination limit (icmpv4_xrlim_allow, icmpv6_xrlim_allow) but not
+// through icmp_global_allow. Counted as Allow counts.
+func (l *Limiter) AllowGlobal(now int64) bool {
+	if l == nil {
+		return true
+	}
+	if l.globalT > 0 && !gcra(&l.global, now, l.globalT, l.globalTol) {
+		l.suppressed.Add(1)
+		return false
+	}
+	l.allowed.Add(1)
+	return true
+}
+
 // gcra is one conforming-or-not decision of the generic cell rate
 // algorithm on the theoretical arrival time in w: a message at t conforms
 // when the TAT is no more than tol ahead of t; it then moves the TAT on by

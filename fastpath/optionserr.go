@@ -1,0 +1,220 @@
+package fastpath
+
+import (
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// optionsError returns the error Linux answers the transit IP packet p
+// with (header checked) when headerOptions drops it: "parameter problem"
+// pointing at the bad octet, or false when Linux drops p without an
+// answer. Read for the contract in Linux 6.18's ip_options_compile
+// (net/ipv4/ip_options.c) and ip6_parse_tlv (net/ipv6/exthdrs.c):
+//
+//   - IPv4 (RFC 792, RFC 1812 §4.3.2.1 (6), §5.2.5): every option that
+//     does not parse, and every record route, timestamp, router alert,
+//     source route or CIPSO option ipv4Options rejects, gets type 12 code
+//     0 with the pointer ipv4Compile finds; a well-formed loose or strict
+//     source route is dropped silently (accept_source_route 0:
+//     ip_rcv_options);
+//   - IPv6 (RFC 8200 §4.2, RFC 4443 §3.4): an unknown hop-by-hop option
+//     whose type's two high bits are 10, or 11 to a destination that is
+//     not multicast, gets type 4 code 2 pointing at the option's type;
+//     everything else hopByHopOptions drops (padding, too many options,
+//     router alert, CALIPSO, IOAM, bad lengths, unknown 01) silently.
+//
+// A rare path: asked only of a packet headerOptions dropped.
+func optionsError(p []byte) (icmpError, bool) {
+	if p[0]>>4 == header.IPv4Version {
+		ptr, _ := ipv4Compile(p[header.IPv4MinLen:header.IPv4(p).HeaderLen()])
+		if ptr < 0 {
+			return icmpError{}, false
+		}
+		return icmpError{kind: icmpParamProblem, ptr: uint32(header.IPv4MinLen + ptr)}, true
+	}
+	off, ok := hopByHopUnknown(p[header.IPv6Len:header.IPv6Len+header.IPv6(p).PayloadLength()], p[24] == 0xff)
+	if !ok {
+		return icmpError{}, false
+	}
+	return icmpError{kind: icmpParamProblem, code: header.ICMPv6CodeUnrecognizedOption, ptr: uint32(header.IPv6Len + off)}, true
+}
+
+// ipv4Compile walks the IPv4 options opts (the header's bytes after the
+// first 20) as Linux's ip_options_compile does for a received packet and
+// returns the offset in opts of the octet its "parameter problem" would
+// point at, or -1 when every option passes; srr reports a source route
+// (loose or strict) that passed, which Linux then drops without an answer.
+// The rules are ipv4Options' (which is ptr < 0 && !srr); the pointer is,
+// per option: its type octet for an option past the header, a second
+// record route, timestamp, source route or CIPSO; its length octet for an
+// option too short for its kind (source route and record route below 3,
+// timestamp and router alert below 4, CIPSO below 8); its pointer octet
+// for a pointer below the first slot or leaving no room for an entry;
+// a timestamp's flags octet for an overflow count at 15; a CIPSO option's
+// DOI (its third octet) otherwise, since no DOI is configured (NetLabel's
+// default: cipso_v4_validate).
+func ipv4Compile(opts []byte) (ptr int, srr bool) {
+	var rr, ts bool
+	for off := 0; off < len(opts); {
+		o := opts[off:]
+		switch o[0] {
+		case ipv4OptEOL:
+			return -1, srr
+		case ipv4OptNOP:
+			off++
+			continue
+		}
+		if len(o) < 2 || o[1] < 2 || int(o[1]) > len(o) {
+			return off, srr
+		}
+		o = o[:o[1]]
+		switch o[0] {
+		case ipv4OptLSRR, ipv4OptSSRR:
+			switch {
+			case len(o) < 3:
+				return off + 1, srr
+			case o[2] < 4:
+				return off + 2, srr
+			case srr:
+				return off, srr
+			}
+			srr = true
+		case ipv4OptRR:
+			switch {
+			case rr:
+				return off, srr
+			case len(o) < 3:
+				return off + 1, srr
+			case o[2] < 4, int(o[2]) <= len(o) && int(o[2])+3 > len(o):
+				return off + 2, srr
+			}
+			rr = true
+		case ipv4OptTS:
+			if ts {
+				return off, srr
+			}
+			if at := timestampError(o); at >= 0 {
+				return off + at, srr
+			}
+			ts = true
+		case ipv4OptRA:
+			if len(o) < 4 {
+				return off + 1, srr
+			}
+		case ipv4OptCIPSO:
+			// Linux's check for a second CIPSO option never comes:
+			// the first fails validation.
+			if len(o) < 8 {
+				return off + 1, srr
+			}
+			return off + 2, srr // no DOI configured
+		}
+		off += len(o)
+	}
+	return -1, srr
+}
+
+// timestampError returns the offset in the timestamp option o (its length
+// checked against the header) of the octet Linux's parameter problem
+// points at, or -1 when it passes.
+func timestampError(o []byte) int {
+	switch {
+	case len(o) < 4:
+		return 1
+	case o[2] < 5:
+		return 2
+	}
+	ptr, flags := int(o[2]), o[3]&0xf
+	if ptr > len(o) { // full
+		if flags != ipv4TSPrespec && o[3]>>4 == ipv4TSOverMax {
+			return 3
+		}
+		return -1
+	}
+	need := 3
+	if flags == ipv4TSAndAddr || flags == ipv4TSPrespec {
+		need = 7
+	}
+	if ptr+need > len(o) {
+		return 2
+	}
+	return -1
+}
+
+// hopByHopUnknown walks the hop-by-hop header at the start of ext as
+// hopByHopOptions does and reports the offset in ext of the option that
+// made it drop the packet when Linux answers that drop (an unknown option
+// of action 10, or 11 when the destination is not multicast, mcast false);
+// false for a packet that passes or that Linux drops without an answer.
+func hopByHopUnknown(ext []byte, mcast bool) (int, bool) {
+	if len(ext) < hbhUnitSize {
+		return 0, false
+	}
+	n := (int(ext[1]) + 1) * hbhUnitSize
+	if n > len(ext) {
+		return 0, false
+	}
+	off, pad, count := hbhNextOff, 0, 0
+	for off < n {
+		t := ext[off]
+		if t == hbhPad1 {
+			if pad++; pad > hbhMaxPad {
+				return 0, false
+			}
+			off++
+			continue
+		}
+		if off+2 > n || off+2+int(ext[off+1]) > n {
+			return 0, false
+		}
+		o := ext[off : off+2+int(ext[off+1])]
+		if t == hbhPadN {
+			if pad += len(o); pad > hbhMaxPad || !allZero(o[2:]) {
+				return 0, false
+			}
+			off += len(o)
+			continue
+		}
+		if count++; count > hbhMaxOptions {
+			return 0, false
+		}
+		switch t {
+		case hbhAlert:
+			if o[1] != 2 {
+				return 0, false
+			}
+		case hbhCALIPSO:
+			return 0, false
+		case hbhIOAM:
+			if (header.IPv6Len+off)%4 != 0 {
+				return 0, false
+			}
+		default:
+			switch t & hbhActMask {
+			case 0x40:
+				return 0, false
+			case 0x80:
+				return off, true
+			case 0xc0:
+				return off, !mcast
+			}
+		}
+		pad = 0
+		off += len(o)
+	}
+	return 0, false
+}
+
+// optionsDrop answers a transit packet dropped for its options
+// (DropIPOptions) as Linux does (optionsError): the packet in f from the
+// LAN, its IP header at l3 (the frame is dropped: it is trimmed to the
+// IP packet here).
+//
+//go:noinline
+func (w *worker) optionsDrop(f *dataplane.Frame, l3, ipLen int, now int64) {
+	f.TrimFront(l3)
+	f.SetLen(ipLen)
+	if e, ok := optionsError(f.Data()); ok {
+		w.icmpErrorToLAN(f, l3, e, now)
+	}
+}
