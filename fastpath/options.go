@@ -26,6 +26,7 @@ const (
 	hbhAlert    = 5    // router alert, RFC 2711
 	hbhCALIPSO  = 7    // RFC 5570
 	hbhIOAM     = 0x31 // RFC 9486
+	hbhJumbo    = 0xc2 // jumbo payload, RFC 2675
 	hbhActMask  = 0xc0 // the two high bits: what a node that does not know the option does
 	hbhNextOff  = 2    // options start after next header and length
 	hbhUnitSize = 8    // Hdr Ext Len counts 8-octet units beyond the first

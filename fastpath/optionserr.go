@@ -1,6 +1,8 @@
 package fastpath
 
 import (
+	"encoding/binary"
+
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 )
@@ -32,11 +34,11 @@ func optionsError(p []byte) (icmpError, bool) {
 		}
 		return icmpError{kind: icmpParamProblem, ptr: uint32(header.IPv4MinLen + ptr)}, true
 	}
-	off, ok := hopByHopUnknown(p[header.IPv6Len:header.IPv6Len+header.IPv6(p).PayloadLength()], p[24] == 0xff)
+	code, off, ok := hopByHopError(p[header.IPv6Len:header.IPv6Len+header.IPv6(p).PayloadLength()], p[24] == 0xff)
 	if !ok {
 		return icmpError{}, false
 	}
-	return icmpError{kind: icmpParamProblem, code: header.ICMPv6CodeUnrecognizedOption, ptr: uint32(header.IPv6Len + off)}, true
+	return icmpError{kind: icmpParamProblem, code: code, ptr: uint32(header.IPv6Len + off)}, true
 }
 
 // ipv4Compile walks the IPv4 options opts (the header's bytes after the
@@ -141,68 +143,81 @@ func timestampError(o []byte) int {
 	return -1
 }
 
-// hopByHopUnknown walks the hop-by-hop header at the start of ext as
-// hopByHopOptions does and reports the offset in ext of the option that
-// made it drop the packet when Linux answers that drop (an unknown option
-// of action 10, or 11 when the destination is not multicast, mcast false);
-// false for a packet that passes or that Linux drops without an answer.
-func hopByHopUnknown(ext []byte, mcast bool) (int, bool) {
+// hopByHopError walks the hop-by-hop header at the start of ext as
+// hopByHopOptions does and, when Linux answers the drop, returns the
+// ICMPv6 parameter problem's code and the offset in ext it points at: an
+// unknown option of action 10, or 11 when the destination is not
+// multicast (mcast false), code 2 at the option's type; a jumbo payload
+// option (RFC 2675 §3, which Linux's ipv6_hop_jumbo reads: of 4 bytes of
+// data at 4n+2 from the IPv6 header, else dropped silently) code 0 at
+// its length when that is 65,535 or less, else at its type (the IPv6
+// payload length is not 0). false for a packet that passes or that Linux
+// drops without an answer.
+func hopByHopError(ext []byte, mcast bool) (code uint8, off int, ok bool) {
 	if len(ext) < hbhUnitSize {
-		return 0, false
+		return 0, 0, false
 	}
 	n := (int(ext[1]) + 1) * hbhUnitSize
 	if n > len(ext) {
-		return 0, false
+		return 0, 0, false
 	}
 	off, pad, count := hbhNextOff, 0, 0
 	for off < n {
 		t := ext[off]
 		if t == hbhPad1 {
 			if pad++; pad > hbhMaxPad {
-				return 0, false
+				return 0, 0, false
 			}
 			off++
 			continue
 		}
 		if off+2 > n || off+2+int(ext[off+1]) > n {
-			return 0, false
+			return 0, 0, false
 		}
 		o := ext[off : off+2+int(ext[off+1])]
 		if t == hbhPadN {
 			if pad += len(o); pad > hbhMaxPad || !allZero(o[2:]) {
-				return 0, false
+				return 0, 0, false
 			}
 			off += len(o)
 			continue
 		}
 		if count++; count > hbhMaxOptions {
-			return 0, false
+			return 0, 0, false
 		}
 		switch t {
 		case hbhAlert:
 			if o[1] != 2 {
-				return 0, false
+				return 0, 0, false
 			}
 		case hbhCALIPSO:
-			return 0, false
+			return 0, 0, false
 		case hbhIOAM:
 			if (header.IPv6Len+off)%4 != 0 {
-				return 0, false
+				return 0, 0, false
 			}
+		case hbhJumbo:
+			if o[1] != 4 || (header.IPv6Len+off)%4 != 2 {
+				return 0, 0, false
+			}
+			if binary.BigEndian.Uint32(o[2:6]) <= 0xffff {
+				return header.ICMPv6CodeErroneousHeader, off + 2, true
+			}
+			return header.ICMPv6CodeErroneousHeader, off, true
 		default:
 			switch t & hbhActMask {
 			case 0x40:
-				return 0, false
+				return 0, 0, false
 			case 0x80:
-				return off, true
+				return header.ICMPv6CodeUnrecognizedOption, off, true
 			case 0xc0:
-				return off, !mcast
+				return header.ICMPv6CodeUnrecognizedOption, off, !mcast
 			}
 		}
 		pad = 0
 		off += len(o)
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // optionsDrop answers a transit packet dropped for its options
