@@ -95,7 +95,7 @@ func headerOptions(p []byte) (DropReason, bool) {
 // configured, its default; a Linux router configured with one forwards
 // the labels it validates.
 func ipv4Options(opts []byte) bool {
-	ptr, srr := ipv4Compile(opts)
+	ptr, srr, _ := ipv4Compile(opts)
 	return ptr < 0 && !srr
 }
 

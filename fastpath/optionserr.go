@@ -28,8 +28,8 @@ import (
 // A rare path: asked only of a packet headerOptions dropped.
 func optionsError(p []byte) (icmpError, bool) {
 	if p[0]>>4 == header.IPv4Version {
-		ptr, _ := ipv4Compile(p[header.IPv4MinLen:header.IPv4(p).HeaderLen()])
-		if ptr < 0 {
+		ptr, _, quiet := ipv4Compile(p[header.IPv4MinLen:header.IPv4(p).HeaderLen()])
+		if ptr < 0 || quiet {
 			return icmpError{}, false
 		}
 		return icmpError{kind: icmpParamProblem, ptr: uint32(header.IPv4MinLen + ptr)}, true
@@ -48,72 +48,142 @@ func optionsError(p []byte) (icmpError, bool) {
 // (loose or strict) that passed, which Linux then drops without an answer.
 // The rules are ipv4Options' (which is ptr < 0 && !srr); the pointer is,
 // per option: its type octet for an option past the header, a second
-// record route, timestamp, source route or CIPSO; its length octet for an
+// record route, timestamp or source route; its length octet for an
 // option too short for its kind (source route and record route below 3,
 // timestamp and router alert below 4, CIPSO below 8); its pointer octet
 // for a pointer below the first slot or leaving no room for an entry;
 // a timestamp's flags octet for an overflow count at 15; a CIPSO option's
 // DOI (its third octet) otherwise, since no DOI is configured (NetLabel's
 // default: cipso_v4_validate).
-func ipv4Compile(opts []byte) (ptr int, srr bool) {
+//
+// quiet reports an error Linux does not answer after all: its
+// __icmp_send echoes the record route and timestamp options compiled
+// before the bad one into the error's header (__ip_options_echo), with
+// their pointers moved past the entries the router filled in, and gives
+// up (-EINVAL) when such a pointer, within its option, leaves no room for
+// the next entry (observed on Linux 6.18: a record route of 8 bytes,
+// pointer 4, then a bad option, gets no answer).
+func ipv4Compile(opts []byte) (ptr int, srr, quiet bool) {
 	var rr, ts bool
+	var echo echoState
+	fail := func(at int) (int, bool, bool) { return at, srr, echo.fails() }
 	for off := 0; off < len(opts); {
 		o := opts[off:]
 		switch o[0] {
 		case ipv4OptEOL:
-			return -1, srr
+			return -1, srr, false
 		case ipv4OptNOP:
 			off++
 			continue
 		}
 		if len(o) < 2 || o[1] < 2 || int(o[1]) > len(o) {
-			return off, srr
+			return fail(off)
 		}
 		o = o[:o[1]]
 		switch o[0] {
 		case ipv4OptLSRR, ipv4OptSSRR:
 			switch {
 			case len(o) < 3:
-				return off + 1, srr
+				return fail(off + 1)
 			case o[2] < 4:
-				return off + 2, srr
+				return fail(off + 2)
 			case srr:
-				return off, srr
+				return fail(off)
 			}
 			srr = true
 		case ipv4OptRR:
 			switch {
 			case rr:
-				return off, srr
+				return fail(off)
 			case len(o) < 3:
-				return off + 1, srr
+				return fail(off + 1)
 			case o[2] < 4, int(o[2]) <= len(o) && int(o[2])+3 > len(o):
-				return off + 2, srr
+				return fail(off + 2)
 			}
 			rr = true
+			if int(o[2]) <= len(o) { // an address filled in
+				echo.rrLen, echo.rrPtr, echo.rrAddr = len(o), int(o[2])+4, true
+			}
 		case ipv4OptTS:
 			if ts {
-				return off, srr
+				return fail(off)
 			}
 			if at := timestampError(o); at >= 0 {
-				return off + at, srr
+				return fail(off + at)
 			}
 			ts = true
+			echo.timestamp(o)
 		case ipv4OptRA:
 			if len(o) < 4 {
-				return off + 1, srr
+				return fail(off + 1)
 			}
 		case ipv4OptCIPSO:
 			// Linux's check for a second CIPSO option never comes:
 			// the first fails validation.
 			if len(o) < 8 {
-				return off + 1, srr
+				return fail(off + 1)
 			}
-			return off + 2, srr // no DOI configured
+			return fail(off + 2) // no DOI configured
 		}
 		off += len(o)
 	}
-	return -1, srr
+	return -1, srr, false
+}
+
+// echoState is what Linux's __ip_options_echo reads of the record route
+// and timestamp options ip_options_compile passed: their lengths, their
+// pointers as compile left them (moved past the entries it filled in),
+// and which entries the error's header would need filled.
+type echoState struct {
+	rrLen, rrPtr   int
+	rrAddr         bool
+	tsLen, tsPtr   int
+	tsAddr, tsTime bool
+}
+
+// timestamp notes the timestamp option o (passed by timestampError) as
+// compile leaves it: within the option, flags 0 take a timestamp (pointer
+// + 4), flags 1 an address and a timestamp (+ 8), flags 3 a timestamp
+// when the prespecified address is not a unicast one of Linux's table
+// (inet_addr_type: 0.0.0.0/8, 255.255.255.255 and multicast here; the
+// host's own addresses and its subnets' broadcasts too, which the
+// gateway does not judge) (+ 8); others nothing.
+func (e *echoState) timestamp(o []byte) {
+	ptr := int(o[2])
+	if ptr > len(o) {
+		return // full
+	}
+	e.tsLen, e.tsPtr = len(o), ptr
+	switch o[3] & 0xf {
+	case 0:
+		e.tsTime, e.tsPtr = true, ptr+4
+	case ipv4TSAndAddr:
+		e.tsAddr, e.tsTime, e.tsPtr = true, true, ptr+8
+	case ipv4TSPrespec:
+		if a := o[ptr-1 : ptr+3]; a[0] == 0 || a[0]>>4 == 0xe || binary.BigEndian.Uint32(a) == 0xffffffff {
+			e.tsTime, e.tsPtr = true, ptr+8
+		}
+	}
+}
+
+// fails reports whether __ip_options_echo gives up on these options: a
+// filled record route or timestamp whose moved pointer, within its option,
+// leaves no room for the entry the echo would need.
+func (e *echoState) fails() bool {
+	if e.rrAddr && e.rrPtr <= e.rrLen && e.rrPtr+3 > e.rrLen {
+		return true
+	}
+	if e.tsLen == 0 || e.tsPtr > e.tsLen {
+		return false
+	}
+	p := e.tsPtr
+	if e.tsAddr {
+		if p+3 > e.tsLen {
+			return true
+		}
+		p += 4
+	}
+	return e.tsTime && p+3 > e.tsLen
 }
 
 // timestampError returns the offset in the timestamp option o (its length
