@@ -5,6 +5,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // The ICMP errors a worker sends, and where they go. A worker answers a
@@ -104,16 +105,30 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 	return header.PutICMPv6ParamProblem(b, s, p, e.code, e.ptr)
 }
 
+// icmpVia is the way an error leaves: toward a LAN host, into the tunnel
+// to a peer, or to the host itself.
+type icmpVia uint8
+
+const (
+	viaLAN icmpVia = iota
+	viaTunnel
+	viaHost
+)
+
 // icmpAllowed reports whether the error e about the IP packet p may go to
-// its source now: not when no error may answer p at all (header's RFC
-// 1812 §4.3.2.7 / RFC 4443 §2.4(e) rules, asked first, as Linux's
-// __icmp_send does, so that such packets, an ICMP error flood with TTL 1,
-// spend none of the budget and are not counted as suppressed), else, for
-// a limited kind, the engine's shared rate limiter's answer, counting
-// what it suppresses. toHost: the error goes to the host itself, which
-// Linux limits by the global budget only (icmpv4_xrlim_allow and
-// icmpv6_xrlim_allow let a loopback route through).
-func (w *worker) icmpAllowed(p []byte, e icmpError, toHost bool, now int64) bool {
+// its source now, by way of via: not when no error may answer p at all
+// (header's RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e) rules, asked first, as
+// Linux's __icmp_send does, so that such packets, an ICMP error flood
+// with TTL 1, spend none of the budget and are not counted as
+// suppressed), else, for a limited kind, the engine's shared rate
+// limiter's answer, counting what it suppresses. An error to the host
+// itself spends the global budget only (Linux's icmpv4_xrlim_allow and
+// icmpv6_xrlim_allow let a loopback route through); an IPv6 error's
+// per-destination interval shrinks with the length of the route back, as
+// Linux's icmpv6_xrlim_allow shrinks it (icmprate.Shift6): the LAN
+// resolver's route toward the LAN host (a /64 when it has none to tell),
+// the allowed-IPs prefix holding the peer's address.
+func (w *worker) icmpAllowed(p []byte, e icmpError, via icmpVia, now int64) bool {
 	var dst netip.Addr
 	if p[0]>>4 == header.IPv4Version {
 		if header.ICMPv4ErrorAllowed(p) != header.OK {
@@ -130,11 +145,36 @@ func (w *worker) icmpAllowed(p []byte, e icmpError, toHost bool, now int64) bool
 	if !e.limited() {
 		return true
 	}
-	if toHost && w.e.icmpLimit.AllowGlobal(now) || !toHost && w.e.icmpLimit.Allow(dst, now) {
-		return true
+	var ok bool
+	switch {
+	case via == viaHost:
+		ok = w.e.icmpLimit.AllowGlobal(now)
+	case dst.Is4():
+		ok = w.e.icmpLimit.Allow(dst, now)
+	default:
+		ok = w.e.icmpLimit.AllowShift(dst, now, icmprate.Shift6(w.routeBits6(dst, via)))
 	}
-	w.c.icmpSuppressed.Add(1)
-	return false
+	if !ok {
+		w.c.icmpSuppressed.Add(1)
+	}
+	return ok
+}
+
+// routeBits6 is the prefix length of the route an IPv6 error to dst
+// leaves by (icmpAllowed).
+func (w *worker) routeBits6(dst netip.Addr, via icmpVia) int {
+	if via == viaTunnel {
+		if pfx, _, ok := w.e.routes.Load().t.LookupPrefixLPM(netip.PrefixFrom(dst, 128)); ok {
+			return pfx.Bits()
+		}
+		return 128
+	}
+	if l := w.e.lanLens; l != nil {
+		if bits, _, _ := l.PrefixLen(dst); bits >= 0 {
+			return bits
+		}
+	}
+	return 64
 }
 
 // icmpErrorToLAN answers the IP packet in f (its data from the IP header,
@@ -151,7 +191,7 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 	if v4 {
 		from = src.lan4
 	}
-	if !from.IsValid() || !w.icmpAllowed(p, e, false, now) {
+	if !from.IsValid() || !w.icmpAllowed(p, e, viaLAN, now) {
 		return
 	}
 	var srcMAC header.MAC
@@ -195,7 +235,7 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 	if p[0]>>4 == header.IPv4Version {
 		from = src.tun4
 	}
-	if !from.IsValid() || !w.icmpAllowed(p, e, false, now) {
+	if !from.IsValid() || !w.icmpAllowed(p, e, viaTunnel, now) {
 		return
 	}
 	n, r := putICMPError(w.fwd.icmp[:], from, p, e)
@@ -215,7 +255,7 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 // sees the same error: EHOSTUNREACH). Limited by the global budget only,
 // as Linux limits an error to a local address.
 func (w *worker) icmpToHost(p []byte, e icmpError, now int64) {
-	if w.e.cfg.Exception == nil || !w.icmpAllowed(p, e, true, now) {
+	if w.e.cfg.Exception == nil || !w.icmpAllowed(p, e, viaHost, now) {
 		return
 	}
 	var from netip.Addr
