@@ -179,12 +179,24 @@ func (w *worker) routeBits6(dst netip.Addr, via icmpVia) int {
 
 // icmpErrorToLAN answers the IP packet in f (its data from the IP header,
 // the Ethernet header of l2 bytes still in the headroom) toward its
-// sender on the LAN with e, from our LAN address of now (icmpSources), to
-// the Ethernet source of f. The caller drops and counts f. Nothing is
-// sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, past the rate
-// limit, or without a LAN address of the packet's family.
+// sender on the LAN with e, to the Ethernet source of f (lanError). The
+// caller drops and counts f.
 func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int64) {
-	p := f.Data()
+	var srcMAC header.MAC
+	// The Ethernet source of the offending frame is still in the headroom.
+	if f.Headroom() >= l2 {
+		var full dataplane.Frame = *f
+		full.Prepend(l2)
+		srcMAC = header.MAC(full.Data()[6:12])
+	}
+	w.lanError(f.Data(), srcMAC, e, now)
+}
+
+// lanError sends e about the IP packet p to its source on the LAN, at the
+// Ethernet address mac, from our LAN address of now (icmpSources). Nothing
+// is sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, past the
+// rate limit, or without a LAN address of the packet's family.
+func (w *worker) lanError(p []byte, mac header.MAC, e icmpError, now int64) {
 	v4 := p[0]>>4 == header.IPv4Version
 	src := w.e.icmpSrc.Load()
 	from := src.lan6
@@ -193,13 +205,6 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 	}
 	if !from.IsValid() || !w.icmpAllowed(p, e, viaLAN, now) {
 		return
-	}
-	var srcMAC header.MAC
-	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= l2 {
-		var full dataplane.Frame = *f
-		full.Prepend(l2)
-		srcMAC = header.MAC(full.Data()[6:12])
 	}
 	reply := w.fwd.reply[:]
 	if w.lanTX.Alloc(reply) == 0 {
@@ -213,7 +218,7 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 	if v4 {
 		et = header.EtherTypeIPv4
 	}
-	putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, et)
+	putEthernet(b, mac, header.MAC(w.lanMAC), w.lanVLAN, et)
 	n, reason := putICMPError(b[w.lanL2:], from, p, e)
 	if reason != header.OK {
 		w.lanTX.Free(reply)
@@ -244,6 +249,29 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 	}
 	w.c.icmp.Add(1)
 	w.sendInner(w.fwd.icmp[:n], false, now)
+}
+
+// icmpKernel answers p, a packet the exception interface handed over
+// (Engine.SendTunnel: the host's own, or one its kernel forwarded into
+// wg0, as for a removed peer's prefix whose route the exception TUN
+// keeps), with e as Linux's wg0 would: a packet from a LAN host goes back
+// to it from our LAN address, as the error Linux routes out of the LAN
+// (its next hop's MAC from the worker's cache or Config.LANResolver), the
+// rest to the host (icmpToHost).
+func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
+	var src netip.Addr
+	if p[0]>>4 == header.IPv4Version {
+		src = netip.AddrFrom4(header.IPv4(p).SrcBytes())
+	} else {
+		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
+	}
+	if rt := w.e.routes.Load(); !isOwn(rt, src) && w.lanRoute(rt, src, now) == routeLAN {
+		if mac, ok := w.lanNeighbour(src, now); ok {
+			w.lanError(p, header.MAC(mac), e, now)
+			return
+		}
+	}
+	w.icmpToHost(p, e, now)
 }
 
 // icmpToHost answers p, a packet of the host's own that the exception

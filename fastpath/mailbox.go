@@ -181,10 +181,10 @@ func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
 
 // sendInner encrypts an inner packet from the exception interface
 // (fromHost: the host's, Engine.SendTunnel) or one of the worker's own
-// ICMP errors into the tunnel. A packet of the host's that no peer takes
+// ICMP errors into the tunnel. A packet from the host that no peer takes
 // (no_route), or whose peer has no endpoint (no_endpoint), is answered
-// with host unreachable back to the host (icmpToHost), as Linux's wg0
-// answers it (icmperr.go).
+// with host unreachable (icmpKernel), as Linux's wg0 answers it
+// (icmperr.go).
 func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	rt := w.e.routes.Load()
 	if header.ParseIP(p, &w.pkt) != header.OK {
@@ -198,7 +198,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 		} else {
 			w.count(DropNoRoute, 1)
 			if fromHost {
-				w.icmpToHost(p, icmpError{kind: icmpUnreachable}, now)
+				w.icmpKernel(p, icmpError{kind: icmpUnreachable}, now)
 			}
 		}
 		return
@@ -222,7 +222,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 			w.count(DropNoEndpoint, 1)
 			w.lanTX.Free(fr[:])
 			if fromHost {
-				w.icmpToHost(p, icmpError{kind: icmpUnreachable}, now)
+				w.icmpKernel(p, icmpError{kind: icmpUnreachable}, now)
 			}
 			return
 		}

@@ -232,22 +232,29 @@ func TestUnreachablePeerToPeer(t *testing.T) {
 	}
 }
 
-// TestUnreachableToHost: a packet of the host's own (the exception
-// interface) that no peer takes, or whose peer has no endpoint, is
-// answered with host unreachable back through Config.Exception, from the
-// destination it could not reach (an error from the host's own address
-// would be a martian on wg0), so that the host's socket gets its error.
+// TestUnreachableToHost: a packet from the exception interface that no
+// peer takes, or whose peer has no endpoint, is answered with host
+// unreachable: one of the host's own back through Config.Exception, from
+// the destination it could not reach (an error from the host's own
+// address would be a martian on wg0), so that the host's socket gets its
+// error; one the host's kernel forwarded from a LAN host (a removed
+// peer's prefix, whose route the exception TUN keeps) back to that host
+// from our LAN address, as Linux routes its error out of the LAN.
 func TestUnreachableToHost(t *testing.T) {
 	var got [][]byte
-	r := newRig(t, rigConfig{noKeys: true, exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	tun4 := netip.MustParseAddr("198.19.100.1")
+	r := newRig(t, rigConfig{noKeys: true, tunnelAddrs: []netip.Addr{tun4, netip.MustParseAddr("2001:db8:100::1")},
+		exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
 	r.peerAB.Endpoint.Store(nil)
 	for _, c := range []struct {
 		ip  []byte
 		why DropReason
+		lan bool // a LAN host's packet, the kernel forwarded
 	}{
-		{ip4{src: lanAddrA.String(), dst: "198.19.9.10"}.bytes(), DropNoRoute},
-		{ip4{src: lanAddrA.String(), dst: pB}.bytes(), DropNoEndpoint},
-		{ip6{src: lan6A.String(), dst: pB6}.bytes(), DropNoEndpoint},
+		{ip4{src: tun4.String(), dst: "198.19.9.10"}.bytes(), DropNoRoute, false},
+		{ip4{src: tun4.String(), dst: pB}.bytes(), DropNoEndpoint, false},
+		{ip6{src: "2001:db8:100::1", dst: pB6}.bytes(), DropNoEndpoint, false},
+		{lowered(ip4{src: pA, dst: "198.19.9.10"}.bytes()), DropNoRoute, true},
 	} {
 		got = nil
 		before := r.a.Stats()[0]
@@ -256,8 +263,18 @@ func TestUnreachableToHost(t *testing.T) {
 		}
 		r.a.workers[0].drainMailbox(r.clock.Now())
 		s := r.a.Stats()[0]
-		if s.Drops[c.why]-before.Drops[c.why] != 1 || len(got) != 1 {
-			t.Fatalf("%x: %s %d, exception got %d packets; want 1 1", c.ip, dropNames[c.why], s.Drops[c.why]-before.Drops[c.why], len(got))
+		lan := drainPort(r.hostA)
+		if c.lan {
+			if s.Drops[c.why]-before.Drops[c.why] != 1 || len(got) != 0 || len(lan) != 1 {
+				t.Fatalf("%x: %s %d, %d packets to the exception, %d frames to the LAN; want 1 0 1", c.ip, dropNames[c.why], s.Drops[c.why]-before.Drops[c.why], len(got), len(lan))
+			}
+			if b := parseICMPBack(t, lan[0]); b.typ != 3 || b.code != 1 || b.src != lanAddrA || !bytes.Equal(b.quote, c.ip) || b.dstMAC != [6]byte(r.hostA.MAC()) {
+				t.Errorf("LAN got type %d code %d from %v to %x quoting %x, want 3 1 from %v to %x quoting %x", b.typ, b.code, b.src, b.dstMAC, b.quote, lanAddrA, r.hostA.MAC(), c.ip)
+			}
+			continue
+		}
+		if s.Drops[c.why]-before.Drops[c.why] != 1 || len(got) != 1 || len(lan) != 0 {
+			t.Fatalf("%x: %s %d, exception got %d packets, LAN %d frames; want 1 1 0", c.ip, dropNames[c.why], s.Drops[c.why]-before.Drops[c.why], len(got), len(lan))
 		}
 		src, m := icmpOf(got[0])
 		var dst netip.Addr
