@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // unreachable answers pkt, a received IP packet (header checked) that Read
@@ -18,8 +20,10 @@ import (
 // answer leaves by, as Linux chooses it). It is not sent where RFC 1812
 // §4.3.2.7 / RFC 4443 §2.4(e) forbid it, and it spends the device's rate
 // limiter, Linux's defaults (icmp_ratelimit 1000 ms per destination with
-// a burst of 6, icmp_msgs_per_sec 1000, icmp_msgs_burst 50: the ICMP keys
-// do not apply in compat mode), counting what it holds back
+// a burst of 6, icmp_msgs_per_sec 1000, icmp_msgs_burst 50, and for IPv6
+// the interval shortened by the length of the route back, as
+// icmpv6_xrlim_allow: the ICMP keys do not apply in compat mode),
+// counting what it holds back
 // (PortStats.ICMPSuppressed). The quote shows pkt as received: compat mode
 // does not take the router's hop (README). Called from Read, which holds
 // rmu (d.reply).
@@ -41,7 +45,11 @@ func (d *PortDevice) unreachable(eth, pkt []byte) {
 	default:
 		return
 	}
-	if !d.icmpLimit.Allow(dst, int64(time.Since(d.epoch))) {
+	var shift uint
+	if !v4 {
+		shift = icmprate.Shift6(d.routeBits(dst))
+	}
+	if !d.icmpLimit.AllowShift(dst, int64(time.Since(d.epoch)), shift) {
 		d.ctr.icmpSuppressed.Add(1)
 		return
 	}
@@ -62,4 +70,18 @@ func (d *PortDevice) unreachable(eth, pkt []byte) {
 	if d.SendFrame(b[:l2+n]) == nil {
 		d.ctr.icmp.Add(1)
 	}
+}
+
+// routeBits is the prefix length of the route toward dst
+// (PortConfig.Routes, when it tells its routes: arp.KernelRoutes,
+// arp.StaticRoutes), 64 when it does not or has none.
+func (d *PortDevice) routeBits(dst netip.Addr) int {
+	if rl, ok := d.cfg.Routes.(interface {
+		Route(netip.Addr) (arp.Route, bool)
+	}); ok {
+		if r, ok := rl.Route(dst); ok {
+			return r.Prefix.Bits()
+		}
+	}
+	return 64
 }
