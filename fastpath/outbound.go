@@ -115,7 +115,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		// route, as Linux's route input does.
 		if ip := f.Data()[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
 			if why, ok := transitChecks(rt, ip); !ok {
-				if why == DropIPOptions { // parameter problem (optionserr.go)
+				if why == DropIPOptions && fromLAN { // parameter problem (optionserr.go)
 					w.optionsDrop(f, w.pkt.L3Off, w.pkt.L3End-w.pkt.L3Off, now)
 				}
 				bad[why]++
