@@ -560,8 +560,11 @@ func TestOwnSourceIsMartian(t *testing.T) {
 }
 
 // FuzzTransitChecks: the address and option checks of transit packets
-// (transitAddrs, headerOptions) never read past a packet whose header
-// ParseL3 accepted, whatever its options. Seeds: a source route, a
+// (transitAddrs, headerOptions, and optionsError, the parameter problem
+// of a drop) never read past a packet whose header ParseL3 accepted,
+// whatever its options; optionsError answers only what headerOptions
+// drops, pointing into the options (IPv4) or the hop-by-hop header
+// (IPv6), and its answer can be built. Seeds: a source route, a
 // timestamp, an option running past the header, IPv6 hop-by-hop options
 // to skip and to discard, a hop-by-hop header longer than the packet, a
 // PadN too long, a CALIPSO option.
@@ -583,10 +586,31 @@ func FuzzTransitChecks(f *testing.F) {
 		if why, ok := transitAddrs(ip); !ok && why != DropMartian && why != DropMulticast {
 			t.Fatalf("transitAddrs = %v", why)
 		}
-		if !optionsPlain(ip) {
-			if why, ok := headerOptions(ip); !ok && why != DropIPOptions {
-				t.Fatalf("headerOptions = %v", why)
-			}
+		if optionsPlain(ip) {
+			return
+		}
+		why, ok := headerOptions(ip)
+		if !ok && why != DropIPOptions {
+			t.Fatalf("headerOptions = %v", why)
+		}
+		e, answer := optionsError(ip)
+		if !answer {
+			return
+		}
+		end := header.IPv6Len + int(header.IPv6(ip).PayloadLength())
+		if ip[0]>>4 == header.IPv4Version {
+			end = header.IPv4(ip).HeaderLen()
+		}
+		if ok || e.kind != icmpParamProblem || e.ptr < header.IPv4MinLen || int(e.ptr) >= end {
+			t.Fatalf("optionsError = %+v for a packet headerOptions forwards %v (options end at %d)", e, ok, end)
+		}
+		var b [header.ICMPv6ErrorMaxLen]byte
+		src := lan6A
+		if ip[0]>>4 == header.IPv4Version {
+			src = lanAddrA
+		}
+		if _, r := putICMPError(b[:], src, ip, e); r != header.OK && r != header.ReasonICMPNotAllowed {
+			t.Fatalf("putICMPError = %v", r)
 		}
 	})
 }
