@@ -256,8 +256,10 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 // wg0, as for a removed peer's prefix whose route the exception TUN
 // keeps), with e as Linux's wg0 would: a packet from a LAN host goes back
 // to it from our LAN address, as the error Linux routes out of the LAN
-// (its next hop's MAC from the worker's cache or Config.LANResolver), the
-// rest to the host (icmpToHost).
+// (its next hop's MAC from the worker's cache or Config.LANResolver; none
+// is sent while that MAC is unknown, its resolution asked for: Linux
+// would queue the error for the neighbour, the next one goes), the rest
+// to the host (icmpToHost).
 func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	var src netip.Addr
 	if p[0]>>4 == header.IPv4Version {
@@ -268,8 +270,8 @@ func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	if rt := w.e.routes.Load(); !isOwn(rt, src) && w.lanRoute(rt, src, now) == routeLAN {
 		if mac, ok := w.lanNeighbour(src, now); ok {
 			w.lanError(p, header.MAC(mac), e, now)
-			return
 		}
+		return
 	}
 	w.icmpToHost(p, e, now)
 }
