@@ -19,6 +19,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/counts"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // PortBatchSize is the PortDevice's batch size: wireguard-go's
@@ -99,8 +100,13 @@ type PortDevice struct {
 	warm   byte              // guarded by rmu: what dataplane.Warm returned, kept so its loads stay
 
 	// icmpSrc holds the sources of the answers to oversized packets
-	// (PortConfig.ICMPSource4/6, then SetICMPSources); loaded per answer.
+	// and to packets without a route (PortConfig.ICMPSource4/6, then
+	// SetICMPSources); loaded per answer.
 	icmpSrc atomic.Pointer[icmpSources]
+	// icmpLimit rate-limits host unreachable (unreach.go), on a clock
+	// of ns since epoch.
+	icmpLimit *icmprate.Limiter
+	epoch     time.Time
 
 	// noRoute are the prefixes whose received packets Read drops (drop
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
@@ -187,6 +193,7 @@ type portCounters struct {
 	_                [56]byte
 	replies          atomic.Uint64
 	fragmented, icmp atomic.Uint64
+	icmpSuppressed   atomic.Uint64
 	drops            counts.Atomic[PortDropReason]
 }
 
@@ -196,14 +203,15 @@ type PortStats struct {
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
 	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
-	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big" answers sent
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big" and host / address unreachable answers sent
+	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // host / address unreachable answers held back by the rate limits
 	Drops            PortDropCounts `json:"drops"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (d *PortDevice) Stats() PortStats {
 	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load(),
-		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load()}
+		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(), ICMPSuppressed: d.ctr.icmpSuppressed.Load()}
 	s.Drops = d.ctr.drops.Load()
 	return s
 }
@@ -237,10 +245,11 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	d := &PortDevice{
 		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
 		events: make(chan tun.Event, 1), w: w,
-		frames: make([]dataplane.Frame, PortBatchSize),
-		reply:  make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
-		frag:   newFragState(cfg.Port.MTU()),
-		spin:   dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
+		frames:    make([]dataplane.Frame, PortBatchSize),
+		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
+		frag:      newFragState(cfg.Port.MTU()),
+		spin:      dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
+		icmpLimit: icmprate.New(icmprate.Config{}), epoch: time.Now(),
 	}
 	for i := range cfg.Port.NumQueues() {
 		q := cfg.Port.Queue(i)
@@ -421,7 +430,14 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		return false
 	}
 	if nr != nil && dropNoRoute(nr, pkt[:n]) {
+		// As Linux's wg0: the route's MTU first (fragmentation
+		// needed, counted over_mtu), then host unreachable.
+		if n > d.cfg.MTU && (et == header.EtherTypeIPv6 || header.IPv4(pkt).DontFragment()) {
+			d.overMTU(frame[:l3], pkt[:n])
+			return false
+		}
 		d.ctr.drops[PortDropNoRoute].Add(1)
+		d.unreachable(frame[:l3], pkt[:n])
 		return false
 	}
 	if n > d.cfg.MTU {
