@@ -440,6 +440,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropMulticast]++
 		case innerOptions:
 			bad[DropIPOptions]++
+			if e, ok := optionsError(f.Data()); ok {
+				w.icmpTunnel(f.Data(), e, now)
+			}
 		case innerHairpin:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len() - w.lanL2)
@@ -563,6 +566,7 @@ func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool) innerVerdict {
 	case why == DropMartian:
 		return innerMartian
 	case why == DropIPOptions:
+		w.undoHop(ip) // quoted as received: Linux judges options before the hop
 		return innerOptions
 	case exc:
 		w.undoHop(ip)

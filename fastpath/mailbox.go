@@ -34,7 +34,7 @@ func (w *worker) drainMailbox(now int64) int {
 			continue
 		}
 		if m.inner != nil {
-			w.sendInner(m.inner, now)
+			w.sendInner(m.inner, true, now)
 			continue
 		}
 		if m.raw != nil {
@@ -179,8 +179,13 @@ func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
 	u.SetChecksum(pseudo)
 }
 
-// sendInner encrypts an inner packet from the exception interface.
-func (w *worker) sendInner(p []byte, now int64) {
+// sendInner encrypts an inner packet from the exception interface
+// (fromHost: the host's, Engine.SendTunnel) or one of the worker's own
+// ICMP errors into the tunnel. A packet from the host that no peer takes
+// (no_route), or whose peer has no endpoint (no_endpoint), is answered
+// with host unreachable (icmpKernel), as Linux's wg0 answers it
+// (icmperr.go).
+func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	rt := w.e.routes.Load()
 	if header.ParseIP(p, &w.pkt) != header.OK {
 		w.count(DropInnerMalformed, 1)
@@ -192,6 +197,9 @@ func (w *worker) sendInner(p []byte, now int64) {
 			w.count(DropHostMulticast, 1)
 		} else {
 			w.count(DropNoRoute, 1)
+			if fromHost {
+				w.icmpKernel(p, icmpError{kind: icmpUnreachable}, now)
+			}
 		}
 		return
 	}
@@ -210,6 +218,14 @@ func (w *worker) sendInner(p []byte, now int64) {
 	pl := w.peerState(peer)
 	kp, ep := usable(peer, now)
 	if kp == nil {
+		if peer.Endpoint.Load() == nil && !peer.Removed.Load() {
+			w.count(DropNoEndpoint, 1)
+			w.lanTX.Free(fr[:])
+			if fromHost {
+				w.icmpKernel(p, icmpError{kind: icmpUnreachable}, now)
+			}
+			return
+		}
 		w.hold(pl, f, now)
 		return
 	}

@@ -21,6 +21,7 @@ var (
 	benchManyPeers  = flag.Int("manypeers", 100000, "BenchmarkManyPeers: peers with a session")
 	benchManySpread = flag.Int("manyspread", 10000, "BenchmarkManyPeers: peers the traffic goes to, round-robin")
 	benchManyEvict  = flag.Int("manyevict", 0, "BenchmarkManyPeers: MiB of memory touched between two rounds (untimed), as other threads and the kernel do between a worker's wake-ups")
+	benchManyQueued = flag.Int("manyqueued", 0, "BenchmarkManyPeers: bursts kept waiting in each rig's LAN queue (a saturated gateway) besides the one each batch sends")
 )
 
 // manyAddr is the inner address routed to peer i of a many-peers rig (a
@@ -90,6 +91,10 @@ func newManyPeersRig(b testing.TB, npeers, spread int) *peersRig {
 // -manyspread of them (default 10,000: 64 distinct peers per batch, none
 // seen again for 156 batches), the two rigs taking turns batch by batch.
 // "many/1" is the ratio of the rates (bench/scale's target: ≥ 0.85).
+// Like bench/scale's pump, each batch is one burst in flight (fed, then
+// the worker's outbound, then the WAN drained); with -manyqueued k, k
+// more bursts wait in each rig's LAN queue behind it all along, as on a
+// gateway at line rate (docs/performance.md, receive-ahead, 3 December).
 func BenchmarkManyPeers(b *testing.B) {
 	one := newPeersRig(b, 1)
 	many := newManyPeersRig(b, *benchManyPeers, *benchManySpread)
@@ -97,6 +102,10 @@ func BenchmarkManyPeers(b *testing.B) {
 	for range 2 * *benchManySpread / 64 { // warm-up: every peer met once
 		one.batch(frames)
 		many.batch(frames)
+	}
+	for range *benchManyQueued {
+		one.queue(frames)
+		many.queue(frames)
 	}
 	var tOne, tMany time.Duration
 	rounds := make([]time.Duration, 0, b.N/128+1)

@@ -115,6 +115,9 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		// route, as Linux's route input does.
 		if ip := f.Data()[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
 			if why, ok := transitChecks(rt, ip); !ok {
+				if why == DropIPOptions && fromLAN { // parameter problem (optionserr.go)
+					w.optionsDrop(f, w.pkt.L3Off, w.pkt.L3End-w.pkt.L3Off, now)
+				}
 				bad[why]++
 				left++
 				continue
@@ -142,8 +145,8 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
-		if !ok {
-			bad[DropNoRoute]++
+		if !ok { // host unreachable (unreach.go)
+			bad[w.noPeer(f, fromLAN, now)]++
 			left++
 			continue
 		}
@@ -239,6 +242,12 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 				left++
 				pl.peer.HandshakeNeeded.Store(true)
 				w.e.stamped.push(pl.peer) // the control plane's next tick sees it
+				continue
+			}
+			if ep == nil && !pl.peer.Removed.Load() { // host unreachable (unreach.go)
+				w.noEndpoint(f, fromLAN, now)
+				bad[DropNoEndpoint]++
+				left++
 				continue
 			}
 			w.hold(pl, f, now) // takes the frame (keeps it, or drops and counts)

@@ -219,26 +219,27 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		{"v4 strict source route", ip4{src: src, dst: dst, opts: sourceRoute(0x89, dst)}, false, 0},
 		{"v4 timestamp", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
 		{"v4 unknown option", ip4{src: src, dst: dst, opts: []byte{0x9e, 4, 0, 0}}, true, 0},
-		// Linux answers parameter problem (12) too; the gateway does
-		// not (README).
-		{"v4 option length past the header", ip4{src: src, dst: dst, opts: []byte{7, 40, 4, 0}}, false, 0},
+		// Linux answers parameter problem (12), and so does the
+		// gateway (optionserr.go).
+		{"v4 option length past the header", ip4{src: src, dst: dst, opts: []byte{7, 40, 4, 0}}, false, 12},
 		// Options Linux's ip_options_compile rejects (observed on
-		// Linux 6.18; it answers most with parameter problem (12),
-		// the gateway with none, README) and their valid neighbours.
-		{"v4 record route pointer 3", ip4{src: src, dst: dst, opts: []byte{7, 11, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 0},
-		{"v4 record route pointer in the last address", ip4{src: src, dst: dst, opts: []byte{7, 11, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 0},
+		// Linux 6.18; it answers all but a well-formed source route
+		// with parameter problem (12), TestOptionsAgainstLinux) and
+		// their valid neighbours.
+		{"v4 record route pointer 3", ip4{src: src, dst: dst, opts: []byte{7, 11, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 12},
+		{"v4 record route pointer in the last address", ip4{src: src, dst: dst, opts: []byte{7, 11, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, false, 12},
 		{"v4 record route full", ip4{src: src, dst: dst, opts: []byte{7, 11, 12, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, true, 0},
-		{"v4 record route length 2", ip4{src: src, dst: dst, opts: []byte{7, 2, 1, 1}}, false, 0},
-		{"v4 two record routes", ip4{src: src, dst: dst, opts: []byte{7, 7, 4, 0, 0, 0, 0, 7, 7, 4, 0, 0, 0, 0, 1, 1}}, false, 0},
-		{"v4 timestamp pointer 4", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
-		{"v4 timestamp length 3", ip4{src: src, dst: dst, opts: []byte{0x44, 3, 5, 1}}, false, 0},
-		{"v4 timestamp pairs without room", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 9, 1, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 record route length 2", ip4{src: src, dst: dst, opts: []byte{7, 2, 1, 1}}, false, 12},
+		{"v4 two record routes", ip4{src: src, dst: dst, opts: []byte{7, 7, 4, 0, 0, 0, 0, 7, 7, 4, 0, 0, 0, 0, 1, 1}}, false, 12},
+		{"v4 timestamp pointer 4", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 12},
+		{"v4 timestamp length 3", ip4{src: src, dst: dst, opts: []byte{0x44, 3, 5, 1}}, false, 12},
+		{"v4 timestamp pairs without room", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 9, 1, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 12},
 		{"v4 timestamp pairs", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
-		{"v4 timestamp full, overflow 15", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 13, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
+		{"v4 timestamp full, overflow 15", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 13, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 12},
 		{"v4 timestamp full, overflow 14", ip4{src: src, dst: dst, opts: []byte{0x44, 12, 13, 0xe0, 0, 0, 0, 0, 0, 0, 0, 0}}, true, 0},
-		{"v4 two timestamps", ip4{src: src, dst: dst, opts: []byte{0x44, 8, 5, 0, 0, 0, 0, 0, 0x44, 8, 5, 0, 0, 0, 0, 0}}, false, 0},
-		{"v4 router alert length 2", ip4{src: src, dst: dst, opts: []byte{0x94, 2, 1, 1}}, false, 0},
-		{"v4 CIPSO", ip4{src: src, dst: dst, opts: []byte{0x86, 8, 0, 0, 0, 1, 0, 0}}, false, 0},
+		{"v4 two timestamps", ip4{src: src, dst: dst, opts: []byte{0x44, 8, 5, 0, 0, 0, 0, 0, 0x44, 8, 5, 0, 0, 0, 0, 0}}, false, 12},
+		{"v4 router alert length 2", ip4{src: src, dst: dst, opts: []byte{0x94, 2, 1, 1}}, false, 12},
+		{"v4 CIPSO", ip4{src: src, dst: dst, opts: []byte{0x86, 8, 0, 0, 0, 1, 0, 0}}, false, 12},
 		{"v4 TTL 1", ip4{src: src, dst: dst, ttl: 1}, false, 11},
 		{"v4 TTL 0", ip4{src: src, dst: dst, ttl0: true}, false, 11},
 		{"v4 TTL 1 echo request", ip4{src: src, dst: dst, ttl: 1, proto: header.ProtoICMPv4, payload: echo}, false, 11},
@@ -275,9 +276,10 @@ func parityCases(src, dst, src6, dst6 string) []parityCase {
 		{"v6 atomic fragment", ip6{src: src6, dst: dst6, ext: atomicFrag}, true, 0},
 		{"v6 hop-by-hop unknown option, skip", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x1e)}, true, 0},
 		{"v6 hop-by-hop unknown option, discard", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x5e)}, false, 0},
-		// Linux answers parameter problem (4) too; the gateway does
-		// not (README).
-		{"v6 hop-by-hop unknown option, discard and answer", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x9e)}, false, 0},
+		// Linux answers parameter problem (4), and so does the
+		// gateway (optionserr.go).
+		{"v6 hop-by-hop unknown option, discard and answer", ip6{src: src6, dst: dst6, ext: hbhUnknown(0x9e)}, false, 4},
+		{"v6 hop-by-hop unknown option, discard and answer unless multicast", ip6{src: src6, dst: dst6, ext: hbhUnknown(0xde)}, false, 4},
 		// Hop-by-hop headers Linux's ip6_parse_tlv rejects (observed
 		// on Linux 6.18, no ICMP error) and their valid neighbours.
 		{"v6 hop-by-hop PadN of 14", ip6{src: src6, dst: dst6, ext: []byte{0, header.ProtoUDP, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, false, 0},
@@ -364,8 +366,10 @@ func icmpType(d []byte) uint8 {
 // forwards what Linux forwards, drops what Linux drops (each drop
 // counted by reason) and answers with the ICMP error Linux sends, or none.
 func TestRouterParity(t *testing.T) {
+	// The errors' rate limits are tested apart (icmpbudget_test.go,
+	// unreach_test.go): here every error the table owes is sent.
 	t.Run("into the tunnel", func(t *testing.T) {
-		r := newRig(t, rigConfig{})
+		r := newRig(t, rigConfig{icmpDest: -1})
 		allowAll(t, r)
 		for _, c := range parityCases(pA, pB, pA6, pB6) {
 			ip := c.pkt.bytes()
@@ -386,7 +390,7 @@ func TestRouterParity(t *testing.T) {
 		}
 	})
 	t.Run("out of the tunnel", func(t *testing.T) {
-		r := newRig(t, rigConfig{})
+		r := newRig(t, rigConfig{icmpDest: -1})
 		allowAll(t, r)
 		for _, c := range parityCases(pA, pB, pA6, pB6) {
 			ip := c.pkt.bytes()
@@ -556,8 +560,11 @@ func TestOwnSourceIsMartian(t *testing.T) {
 }
 
 // FuzzTransitChecks: the address and option checks of transit packets
-// (transitAddrs, headerOptions) never read past a packet whose header
-// ParseL3 accepted, whatever its options. Seeds: a source route, a
+// (transitAddrs, headerOptions, and optionsError, the parameter problem
+// of a drop) never read past a packet whose header ParseL3 accepted,
+// whatever its options; optionsError answers only what headerOptions
+// drops, pointing into the options (IPv4) or the hop-by-hop header
+// (IPv6), and its answer can be built. Seeds: a source route, a
 // timestamp, an option running past the header, IPv6 hop-by-hop options
 // to skip and to discard, a hop-by-hop header longer than the packet, a
 // PadN too long, a CALIPSO option.
@@ -579,10 +586,31 @@ func FuzzTransitChecks(f *testing.F) {
 		if why, ok := transitAddrs(ip); !ok && why != DropMartian && why != DropMulticast {
 			t.Fatalf("transitAddrs = %v", why)
 		}
-		if !optionsPlain(ip) {
-			if why, ok := headerOptions(ip); !ok && why != DropIPOptions {
-				t.Fatalf("headerOptions = %v", why)
-			}
+		if optionsPlain(ip) {
+			return
+		}
+		why, ok := headerOptions(ip)
+		if !ok && why != DropIPOptions {
+			t.Fatalf("headerOptions = %v", why)
+		}
+		e, answer := optionsError(ip)
+		if !answer {
+			return
+		}
+		end := header.IPv6Len + int(header.IPv6(ip).PayloadLength())
+		if ip[0]>>4 == header.IPv4Version {
+			end = header.IPv4(ip).HeaderLen()
+		}
+		if ok || e.kind != icmpParamProblem || e.ptr < header.IPv4MinLen || int(e.ptr) >= end {
+			t.Fatalf("optionsError = %+v for a packet headerOptions forwards %v (options end at %d)", e, ok, end)
+		}
+		var b [header.ICMPv6ErrorMaxLen]byte
+		src := lan6A
+		if ip[0]>>4 == header.IPv4Version {
+			src = lanAddrA
+		}
+		if _, r := putICMPError(b[:], src, ip, e); r != header.OK && r != header.ReasonICMPNotAllowed {
+			t.Fatalf("putICMPError = %v", r)
 		}
 	})
 }

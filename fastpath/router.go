@@ -79,125 +79,27 @@ func (e *Engine) LANAddrs() (addr4, addr6 netip.Addr) {
 }
 
 // icmpToLAN answers the IP packet in f (its data from the IP header, the
-// Ethernet header of l2 bytes still in the headroom) toward its sender on the LAN with
-// an ICMP error from our LAN address of now (icmpSources), as Linux answers from the address of
-// the interface the answer leaves by: time exceeded (ttl true, rate-limited)
-// or fragmentation needed / packet too big with the tunnel MTU (never
-// limited: path MTU discovery must not break). The caller drops and counts
-// f. Nothing is sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, or
-// without a LAN address of the packet's family.
+// Ethernet header of l2 bytes still in the headroom) toward its sender on
+// the LAN (icmpErrorToLAN): time exceeded (ttl true, rate-limited) or
+// fragmentation needed / packet too big with the tunnel MTU (never
+// limited: path MTU discovery must not break; nothing for IPv4 without DF,
+// which is fragmented instead). The caller drops and counts f.
 func (w *worker) icmpToLAN(f *dataplane.Frame, l2 int, ttl bool, now int64) {
-	p := f.Data()
-	v4 := p[0]>>4 == header.IPv4Version
-	src := w.e.icmpSrc.Load()
-	if v4 && !src.lan4.IsValid() || !v4 && !src.lan6.IsValid() {
-		return
-	}
-	if !ttl && v4 && !header.IPv4(p).DontFragment() {
-		return // fragmented instead; not an error
-	}
-	if ttl && !w.icmpAllowed(p, now) {
-		return
-	}
-	var srcMAC header.MAC
-	// The Ethernet source of the offending frame is still in the headroom.
-	if f.Headroom() >= l2 {
-		var full dataplane.Frame = *f
-		full.Prepend(l2)
-		srcMAC = header.MAC(full.Data()[6:12])
-	}
-	reply := w.fwd.reply[:]
-	if w.lanTX.Alloc(reply) == 0 {
-		w.count(DropNoBuffer, 1)
-		return
-	}
-	r := &reply[0]
-	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
-	b := r.Data()
-	var n int
-	var reason header.Reason
-	switch {
-	case v4:
-		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv4)
-		if ttl {
-			n, reason = header.PutICMPv4TimeExceeded(b[w.lanL2:], src.lan4.As4(), p)
-		} else {
-			n, reason = header.PutICMPv4FragNeeded(b[w.lanL2:], src.lan4.As4(), p, uint16(w.e.cfg.MTU))
+	e := icmpError{kind: icmpTimeExceeded}
+	if !ttl {
+		if p := f.Data(); p[0]>>4 == header.IPv4Version && !header.IPv4(p).DontFragment() {
+			return // fragmented instead; not an error
 		}
-	default:
-		putEthernet(b, srcMAC, header.MAC(w.lanMAC), w.lanVLAN, header.EtherTypeIPv6)
-		if ttl {
-			n, reason = header.PutICMPv6TimeExceeded(b[w.lanL2:], src.lan6.As16(), p)
-		} else {
-			n, reason = header.PutICMPv6PacketTooBig(b[w.lanL2:], src.lan6.As16(), p, uint32(w.e.cfg.MTU))
-		}
+		e = icmpError{kind: icmpTooBig, mtu: w.e.cfg.MTU}
 	}
-	if reason != header.OK {
-		w.lanTX.Free(reply)
-		return
-	}
-	r.SetLen(w.lanL2 + n)
-	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply)
-}
-
-// icmpAllowed reports whether a time exceeded error about the IP packet p
-// may go to its source now: not when no error may answer p at all
-// (header's RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e) rules, asked first, as
-// Linux's __icmp_send does, so that such packets, an ICMP error flood
-// with TTL 1, spend none of the budget and are not counted as
-// suppressed), else the engine's shared rate limiter's answer, counting
-// what it suppresses.
-func (w *worker) icmpAllowed(p []byte, now int64) bool {
-	var dst netip.Addr
-	if p[0]>>4 == header.IPv4Version {
-		if header.ICMPv4ErrorAllowed(p) != header.OK {
-			return false
-		}
-		dst = netip.AddrFrom4(header.IPv4(p).SrcBytes())
-	} else {
-		if header.ICMPv6ErrorAllowed(p, header.ICMPv6TypeTimeExceeded) != header.OK {
-			return false
-		}
-		dst = netip.AddrFrom16(header.IPv6(p).SrcBytes())
-	}
-	if w.e.icmpLimit.Allow(dst, now) {
-		return true
-	}
-	w.c.icmpSuppressed.Add(1)
-	return false
+	w.icmpErrorToLAN(f, l2, e, now)
 }
 
 // timeExceededTunnel answers a packet that came out of the tunnel with TTL
 // or hop limit 1 (p, its inner IP packet, already authenticated and
-// replay-checked) with time exceeded back into the tunnel, from our tunnel
-// address of its family, or our LAN address when we have no tunnel address
-// (Linux's choice too: the address of the interface the answer leaves by,
-// else the host's primary one). The answer is sealed to the peer whose
-// allowed IPs hold p's source, through sendInner.
+// replay-checked) with time exceeded back into the tunnel (icmpTunnel).
 func (w *worker) timeExceededTunnel(p []byte, now int64) {
-	if !w.icmpAllowed(p, now) {
-		return
-	}
-	var n int
-	var r header.Reason
-	src := w.e.icmpSrc.Load()
-	if p[0]>>4 == header.IPv4Version {
-		if !src.tun4.IsValid() {
-			return
-		}
-		n, r = header.PutICMPv4TimeExceeded(w.fwd.icmp[:], src.tun4.As4(), p)
-	} else {
-		if !src.tun6.IsValid() {
-			return
-		}
-		n, r = header.PutICMPv6TimeExceeded(w.fwd.icmp[:], src.tun6.As16(), p)
-	}
-	if r != header.OK {
-		return
-	}
-	w.c.icmp.Add(1)
-	w.sendInner(w.fwd.icmp[:n], now)
+	w.icmpTunnel(p, icmpError{kind: icmpTimeExceeded}, now)
 }
 
 // fragment cuts the IPv4 packet in f (no DF, over the tunnel MTU, TTL
@@ -365,25 +267,7 @@ func (w *worker) fragmentToLAN(f *dataplane.Frame, mac [6]byte, mtu int) bool {
 // DF) or "packet too big" (IPv6), from our tunnel address of its family;
 // never rate-limited (path MTU discovery).
 func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
-	var n int
-	var r header.Reason
-	src := w.e.icmpSrc.Load()
-	if p[0]>>4 == header.IPv4Version {
-		if !src.tun4.IsValid() {
-			return
-		}
-		n, r = header.PutICMPv4FragNeeded(w.fwd.icmp[:], src.tun4.As4(), p, uint16(min(mtu, 0xffff)))
-	} else {
-		if !src.tun6.IsValid() {
-			return
-		}
-		n, r = header.PutICMPv6PacketTooBig(w.fwd.icmp[:], src.tun6.As16(), p, uint32(mtu))
-	}
-	if r != header.OK {
-		return
-	}
-	w.c.icmp.Add(1)
-	w.sendInner(w.fwd.icmp[:n], now)
+	w.icmpTunnel(p, icmpError{kind: icmpTooBig, mtu: mtu}, now)
 }
 
 // transitAddrs is header.TransitAddrs as a DropReason: DropMartian or
@@ -419,6 +303,17 @@ func headerOptions(p []byte) (DropReason, bool) {
 	return 0, true
 }
 
+// rcvDrop6 reports whether Linux's ip6_rcv_core drops the IPv6 packet p
+// for its addresses before it reads the hop-by-hop header: a loopback
+// source or destination (RFC 4291 §2.5.3), a multicast source, a
+// multicast destination of scope 0 or 1 (RFC 4291 §2.7).
+func rcvDrop6(p []byte) bool {
+	src, dst := p[8:24], p[24:40]
+	return src[0] == 0 && binary.BigEndian.Uint64(src[0:8]) == 0 && binary.BigEndian.Uint64(src[8:16]) == 1 ||
+		dst[0] == 0 && binary.BigEndian.Uint64(dst[0:8]) == 0 && binary.BigEndian.Uint64(dst[8:16]) == 1 ||
+		src[0] == 0xff || dst[0] == 0xff && dst[1]&0x0f <= 1
+}
+
 // transitChecks makes every check a transit IP packet p (header checked)
 // passes before it is forwarded: its source against the host's own
 // addresses of snapshot rt (routeTable.ownSource), its addresses
@@ -431,6 +326,15 @@ func headerOptions(p []byte) (DropReason, bool) {
 func transitChecks(rt *routeTable, p []byte) (DropReason, bool) {
 	if rt.ownSource(p) { // before a broadcast goes to the host: Linux validates its source too
 		return DropMartian, false
+	}
+	// IPv6's hop-by-hop header is judged as the packet is received
+	// (ip6_rcv_core), after that function's address checks (rcvDrop6)
+	// and before ip6_forward's: a bad option of a packet to a link-local
+	// or multicast destination is answered (optionsError).
+	if p[0]>>4 == header.IPv6Version && !optionsPlain(p) && !rcvDrop6(p) {
+		if why, ok := headerOptions(p); !ok {
+			return why, false
+		}
 	}
 	if why, ok := transitAddrs(p); !ok {
 		return why, false

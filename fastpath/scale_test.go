@@ -181,9 +181,19 @@ func newPeersRig(b *testing.B, npeers int) *peersRig {
 // batch feeds one batch of 64 into gateway A's LAN, runs its outbound path
 // and drains its WAN, and returns the time taken.
 func (pr *peersRig) batch(frames []dataplane.Frame) time.Duration {
-	tx := pr.r.hostA.Queue(0).TX()
 	wrx := pr.r.wanB.Queue(0).RX()
 	t0 := time.Now()
+	pr.queue(frames)
+	pr.r.a.workers[0].outbound(0)
+	m := wrx.Receive(frames)
+	wrx.Free(frames[:m])
+	return time.Since(t0)
+}
+
+// queue feeds one batch of 64 into gateway A's LAN (the next of the
+// templates, round-robin).
+func (pr *peersRig) queue(frames []dataplane.Frame) {
+	tx := pr.r.hostA.Queue(0).TX()
 	n := tx.Alloc(frames)
 	for i := 0; i < n; i++ {
 		t := pr.tmpls[pr.k%len(pr.tmpls)]
@@ -192,10 +202,6 @@ func (pr *peersRig) batch(frames []dataplane.Frame) time.Duration {
 		copy(frames[i].Data(), t)
 	}
 	tx.Transmit(frames[:n])
-	pr.r.a.workers[0].outbound(0)
-	m := wrx.Receive(frames)
-	wrx.Free(frames[:m])
-	return time.Since(t0)
 }
 
 // BenchmarkPeers compares the encrypt path with 1 peer and with 1,000 peers

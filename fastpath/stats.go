@@ -18,7 +18,8 @@ const (
 	DropMalformed DropReason = iota
 	// DropNotIP: a LAN frame that is neither IPv4 nor IPv6.
 	DropNotIP
-	// DropNoRoute: no peer's allowed IPs contain the inner destination.
+	// DropNoRoute: no peer's allowed IPs contain the inner destination
+	// (answered with host unreachable, icmperr.go).
 	DropNoRoute
 	// DropTooBig: an inner packet larger than the tunnel MTU (an ICMP
 	// error went back to its sender when allowed).
@@ -136,6 +137,12 @@ const (
 	// only the host's kernel can forward, without an exception interface
 	// (Config.Exception) to hand it there (hairpin.go).
 	DropOffLAN
+	// DropNoEndpoint: a packet for a peer whose endpoint the gateway does
+	// not know (configured without one, and not heard from), dropped at
+	// once and answered with host unreachable, as Linux's WireGuard
+	// (wg_xmit, -EDESTADDRREQ); a peer with an endpoint and no session
+	// holds its packets for the handshake instead (held.go).
+	DropNoEndpoint
 
 	NumDropReasons
 )
@@ -173,6 +180,7 @@ var dropNames = [NumDropReasons]string{
 	DropVLAN:               "vlan",
 	DropWANVLAN:            "wan_vlan",
 	DropPeerRemoved:        "peer_removed",
+	DropNoEndpoint:         "no_endpoint",
 	DropNoWANAddress:       "no_wan_address",
 	DropMartian:            "martian",
 	DropMulticast:          "multicast",
@@ -210,12 +218,14 @@ type QueueStats struct {
 	// leads out of another interface than the LAN); each also counts in
 	// Decrypted, not in Exception (the host's own packets).
 	ToHost uint64 `json:"to_host"`
-	// ICMPSent counts ICMP errors sent (to LAN hosts, and time exceeded
-	// into the tunnel).
+	// ICMPSent counts ICMP errors sent (to LAN hosts, into the tunnel and
+	// to the host: time exceeded, fragmentation needed / packet too big,
+	// host / address unreachable, parameter problem; icmperr.go).
 	ICMPSent uint64 `json:"icmp_sent"`
-	// ICMPSuppressed counts time exceeded errors not sent because of the
-	// rate limits (Config.ICMPRate, ICMPBurst, ICMPDestInterval), which
-	// all workers share.
+	// ICMPSuppressed counts time exceeded, host unreachable and parameter
+	// problem errors not sent because of the rate limits
+	// (Config.ICMPRate, ICMPBurst, ICMPDestInterval), which all workers
+	// share.
 	ICMPSuppressed uint64 `json:"icmp_suppressed"`
 	// Fragmented counts IPv4 packets without DF over the tunnel MTU sent
 	// as fragments; Fragments the fragments sent for them (each sealed

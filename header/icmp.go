@@ -241,7 +241,7 @@ func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, wo
 // It allocates nothing and keeps neither slice; b and offending must not
 // overlap.
 func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32) (int, Reason) {
-	return putICMPv6Error(b, src, offending, ICMPv6TypePacketTooBig, mtu)
+	return putICMPv6Error(b, src, offending, ICMPv6TypePacketTooBig, 0, mtu)
 }
 
 // PutICMPv6TimeExceeded writes, into b, ICMPv6 "hop limit exceeded in
@@ -254,7 +254,7 @@ func PutICMPv6PacketTooBig(b []byte, src [16]byte, offending []byte, mtu uint32)
 // It allocates nothing and keeps neither slice; b and offending must not
 // overlap.
 func PutICMPv6TimeExceeded(b []byte, src [16]byte, offending []byte) (int, Reason) {
-	return putICMPv6Error(b, src, offending, ICMPv6TypeTimeExceeded, 0)
+	return putICMPv6Error(b, src, offending, ICMPv6TypeTimeExceeded, 0, 0)
 }
 
 // ICMPv6ErrorAllowed reports whether an ICMPv6 error of type typ
@@ -266,14 +266,18 @@ func PutICMPv6TimeExceeded(b []byte, src [16]byte, offending []byte) (int, Reaso
 //
 // It allocates nothing and keeps no slice.
 func ICMPv6ErrorAllowed(offending []byte, typ uint8) Reason {
-	_, r := checkICMPv6Error(offending, typ)
+	_, r := checkICMPv6Error(offending, typ, 0)
 	return r
 }
 
 // checkICMPv6Error applies putICMPv6Error's rules to offending and returns
 // how much of it an error may quote: the fixed header and its payload
 // length, within offending.
-func checkICMPv6Error(offending []byte, typ uint8) (quote int, r Reason) {
+//
+// A multicast destination is allowed for "packet too big" and for
+// "parameter problem" code 2 (RFC 4443 §2.4(e.2)), as Linux's icmp6_send
+// allows them.
+func checkICMPv6Error(offending []byte, typ, code uint8) (quote int, r Reason) {
 	if len(offending) < IPv6Len {
 		return 0, ReasonTruncatedIP
 	}
@@ -286,7 +290,8 @@ func checkICMPv6Error(offending []byte, typ uint8) (quote int, r Reason) {
 	if sa.IsUnspecified() || sa.IsLoopback() || sa.IsMulticast() {
 		return 0, ReasonICMPNotAllowed
 	}
-	if typ != ICMPv6TypePacketTooBig && h.DstBytes()[0] == 0xff {
+	if h.DstBytes()[0] == 0xff && typ != ICMPv6TypePacketTooBig &&
+		(typ != ICMPv6TypeParamProblem || code != ICMPv6CodeUnrecognizedOption) {
 		return 0, ReasonICMPNotAllowed // RFC 4443 §2.4(e.3)
 	}
 	// An error about an ICMPv6 error is not sent; a truncated extension
@@ -298,10 +303,10 @@ func checkICMPv6Error(offending []byte, typ uint8) (quote int, r Reason) {
 	return quote, OK
 }
 
-// putICMPv6Error writes an ICMPv6 error of type typ, code 0, whose bytes
-// 4–7 are word; see PutICMPv6PacketTooBig.
-func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word uint32) (int, Reason) {
-	quote, r := checkICMPv6Error(offending, typ)
+// putICMPv6Error writes an ICMPv6 error of type typ and code code whose
+// bytes 4–7 are word; see PutICMPv6PacketTooBig.
+func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, word uint32) (int, Reason) {
+	quote, r := checkICMPv6Error(offending, typ, code)
 	if r != OK {
 		return 0, r
 	}
@@ -316,7 +321,7 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ uint8, word ui
 	PutIPv6(b, &f, ICMPv6Len+quote)
 	m := b[IPv6Len:n]
 	m[0] = typ
-	m[1] = 0
+	m[1] = code
 	binary.BigEndian.PutUint16(m[2:4], 0)
 	binary.BigEndian.PutUint32(m[4:8], word)
 	copy(m[ICMPv6Len:], offending[:quote])

@@ -23,6 +23,7 @@ const (
 	hbhAlert    = 5    // router alert, RFC 2711
 	hbhCALIPSO  = 7    // RFC 5570
 	hbhIOAM     = 0x31 // RFC 9486
+	hbhJumbo    = 0xc2 // jumbo payload, RFC 2675
 	hbhActMask  = 0xc0 // the two high bits: what a node that does not know the option does
 	hbhNextOff  = 2    // options start after next header and length
 	hbhUnitSize = 8    // Hdr Ext Len counts 8-octet units beyond the first
@@ -50,8 +51,8 @@ func OptionsPlain(p []byte) bool {
 // read on Linux 6.x), and returns TransitOK when p may be forwarded, else
 // TransitIPOptions. ipv4Options and hopByHopOptions list the
 // rules. Linux answers some of the packets it drops with "parameter
-// problem" (ICMP type 12, ICMPv6 type 4) pointing at the bad byte; the
-// gateways drop them without an answer (README "Behaviour as a router").
+// problem" (ICMP type 12, ICMPv6 type 4) pointing at the bad byte:
+// OptionsError gives that answer, from the drop's rare path.
 //
 // Options that pass are left as they came: record route and timestamp,
 // which Linux fills in, router alert, padding.
@@ -91,57 +92,8 @@ func TransitOptions(p []byte) Transit {
 // configured, its default; a Linux router configured with one forwards
 // the labels it validates.
 func ipv4Options(opts []byte) bool {
-	var rr, ts bool
-	for len(opts) > 0 {
-		t := opts[0]
-		switch t {
-		case ipv4OptEOL:
-			return true
-		case ipv4OptNOP:
-			opts = opts[1:]
-			continue
-		}
-		if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
-			return false
-		}
-		o := opts[:opts[1]]
-		switch t {
-		case ipv4OptLSRR, ipv4OptSSRR, ipv4OptCIPSO:
-			return false
-		case ipv4OptRR:
-			if rr || len(o) < 3 || o[2] < 4 || int(o[2]) <= len(o) && int(o[2])+3 > len(o) {
-				return false
-			}
-			rr = true
-		case ipv4OptTS:
-			if ts || !timestampOption(o) {
-				return false
-			}
-			ts = true
-		case ipv4OptRA:
-			if len(o) < 4 {
-				return false
-			}
-		}
-		opts = opts[len(o):]
-	}
-	return true
-}
-
-// timestampOption reports whether the timestamp option o (its length
-// checked against the header) passes ipv4Options' rules.
-func timestampOption(o []byte) bool {
-	if len(o) < 4 || o[2] < 5 {
-		return false
-	}
-	ptr, flags := int(o[2]), o[3]&0xf
-	if ptr > len(o) { // full
-		return flags == ipv4TSPrespec || o[3]>>4 != ipv4TSOverMax
-	}
-	if flags == ipv4TSAndAddr || flags == ipv4TSPrespec {
-		return ptr+7 <= len(o)
-	}
-	return ptr+3 <= len(o)
+	ptr, srr, _ := ipv4Compile(opts)
+	return ptr < 0 && !srr
 }
 
 // hopByHopOptions reports whether Linux forwards a packet whose IPv6

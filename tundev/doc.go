@@ -3,7 +3,9 @@
 //
 //   - MultiQueueTUN, a multi-queue kernel TUN (IFF_MULTI_QUEUE, one reader
 //     per queue) that spreads the plaintext side over CPUs without leaving
-//     the kernel's TUN driver;
+//     the kernel's TUN driver; its writes never wait for the kernel, and
+//     what it or the kernel's TUN queue drops is counted by reason
+//     (TUNDropReason);
 //   - PortDevice, whose plaintext side is a dataplane port (the gateway's
 //     LAN interface, AF_XDP or memport): Read merges the port's queues with
 //     a dataplane.Waiter and strips the Ethernet header (IEEE 802.3 §3.2,

@@ -8,8 +8,11 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/gaissmai/bart"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -26,7 +29,8 @@ import (
 //
 // Read may be called by one goroutine at a time (wireguard-go has one TUN
 // reader); Write is safe for concurrent use (each queue's fd is written with
-// one write(2) per packet, which the kernel serialises).
+// one write(2) per packet, which the kernel serialises) and never waits for
+// the kernel: what it refuses is dropped and counted (Stats).
 type MultiQueueTUN struct {
 	name   string
 	mtu    int
@@ -37,6 +41,19 @@ type MultiQueueTUN struct {
 	batches chan *tunBatch
 	free    chan *tunBatch
 	pending *tunBatch // partly consumed by Read; owned by the reader
+
+	// fdMu guards fds against Close: Write holds it for reading, Close
+	// for writing while it closes the files and sets fds to nil.
+	fdMu sync.RWMutex
+	ctr  tunCounters
+	// allowed is SetAllowed's table (nil: off), loaded once per Read.
+	allowed atomic.Pointer[bart.Table[struct{}]]
+	// nl is a netlink socket of the interface's namespace, for its
+	// kernel counters (Stats), and index the interface's; nlMu guards
+	// nl, nil after Close.
+	nlMu  sync.Mutex
+	nl    *netlink.Handle
+	index int
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -114,6 +131,10 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 		t.files = append(t.files, os.NewFile(uintptr(fd), "/dev/net/tun"))
 	}
 	if err := setMTUUp(name, mtu); err != nil {
+		t.closeFDs()
+		return nil, err
+	}
+	if err := t.openNetlink(); err != nil {
 		t.closeFDs()
 		return nil, err
 	}
@@ -239,7 +260,10 @@ func (t *MultiQueueTUN) File() *os.File { return t.files[0] }
 
 // Read returns packets from any queue, merged, copying each to
 // bufs[i][offset:] and its length to sizes[i]. It blocks until at least one
-// packet is there; after Close it returns os.ErrClosed.
+// packet is there, and may then return 0 packets (all of a batch
+// dropped); after Close it returns os.ErrClosed. A packet larger than its
+// buffer past offset is dropped and counted (TUNDropTooBig), and so is one
+// SetAllowed refuses.
 func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	b := t.pending
 	if b == nil {
@@ -251,19 +275,38 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 			return 0, os.ErrClosed
 		}
 	}
+	allowed := t.allowed.Load()
+	var drops [NumTUNDropReasons]uint64
 	n := 0
 	for n < len(bufs) && b.next < b.n {
 		sz := b.sizes[b.next]
 		if len(bufs[n])-offset < sz {
-			// Too small a buffer: the packet is dropped, as a short
-			// read from the kernel TUN would truncate it.
+			// Too small a buffer: the packet is dropped (counted as
+			// TUNDropTooBig), as a short read from the kernel TUN
+			// would truncate it.
 			b.next++
+			drops[TUNDropTooBig]++
 			continue
+		}
+		if allowed != nil {
+			if r := notAllowed(allowed, b.bufs[b.next][:sz]); r != NumTUNDropReasons {
+				b.next++
+				drops[r]++
+				continue
+			}
 		}
 		copy(bufs[n][offset:], b.bufs[b.next][:sz])
 		sizes[n] = sz
 		n++
 		b.next++
+	}
+	t.ctr.rx.Add(uint64(n))
+	if drops != ([NumTUNDropReasons]uint64{}) {
+		for r, k := range drops {
+			if k > 0 {
+				t.ctr.drops.Add(TUNDropReason(r), k)
+			}
+		}
 	}
 	if b.next < b.n {
 		t.pending = b
@@ -274,43 +317,95 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 	return n, nil
 }
 
-// Write writes each packet bufs[i][offset:] to the queue its flow hashes to.
-// It returns the number written and the first error.
+// Write hands each packet bufs[i][offset:] to the kernel on the queue its
+// flow hashes to, one write(2) each, and returns the number the kernel
+// took. It never waits: a packet the kernel refuses is dropped and counted
+// by reason (Stats; TUNDropReason says which errno is which), as the
+// kernel's own paths drop what a full queue or a down device cannot take,
+// so that a writer handing packets to the host (a fast-path worker, a
+// wireguard-go receive routine) goes on with its other traffic however
+// slowly the host takes them. Its error is os.ErrClosed after Close, else
+// nil: a refused packet is no error (wireguard-go logs every error Write
+// returns, once per batch). It neither allocates nor keeps bufs; safe for
+// concurrent use (a read lock per call keeps Close from reusing the file
+// descriptors under it).
 func (t *MultiQueueTUN) Write(bufs [][]byte, offset int) (int, error) {
-	for i, b := range bufs {
+	t.fdMu.RLock()
+	defer t.fdMu.RUnlock()
+	if t.fds == nil {
+		return 0, os.ErrClosed
+	}
+	var drops [NumTUNDropReasons]uint64
+	sent := 0
+	for _, b := range bufs {
 		p := b[offset:]
 		q := 0
 		if len(t.fds) > 1 {
 			q = int(FlowHash(p) % uint32(len(t.fds)))
 		}
-		for {
-			_, err := unix.Write(t.fds[q], p)
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EAGAIN {
-				// The queue's fd is non-blocking (the runtime poller set
-				// it so): wait for room through the poller.
-				if werr := t.waitWritable(q); werr != nil {
-					return i, werr
-				}
-				continue
-			}
-			if err != nil {
-				return i, fmt.Errorf("tundev: write %s queue %d: %w", t.name, q, os.NewSyscallError("write", err))
-			}
-			break
+		err := error(unix.EINTR)
+		for err == unix.EINTR {
+			_, err = unix.Write(t.fds[q], p)
+		}
+		switch err {
+		case nil:
+			sent++
+		case unix.EAGAIN, unix.ENOBUFS, unix.ENOMEM:
+			drops[TUNDropFull]++
+		case unix.EIO, unix.EBADFD:
+			drops[TUNDropDown]++
+		case unix.EINVAL:
+			drops[TUNDropMalformed]++
+		default:
+			drops[TUNDropWriteError]++
 		}
 	}
-	return len(bufs), nil
+	t.ctr.tx.Add(uint64(sent))
+	if sent < len(bufs) {
+		for r, n := range drops {
+			if n > 0 {
+				t.ctr.drops.Add(TUNDropReason(r), n)
+			}
+		}
+	}
+	return sent, nil
 }
 
-func (t *MultiQueueTUN) waitWritable(q int) error {
-	rc, err := t.files[q].SyscallConn()
-	if err != nil {
-		return err
+// Stats returns a snapshot of the counters, the kernel's
+// kernel_queue_full read over netlink (one request, which may wait for
+// the kernel's RTNL lock: not for a data path; see Counters). Safe for
+// concurrent use.
+func (t *MultiQueueTUN) Stats() TUNStats {
+	s := t.Counters()
+	t.nlMu.Lock()
+	defer t.nlMu.Unlock()
+	if t.nl == nil {
+		return s
 	}
-	return rc.Write(func(uintptr) bool { return true })
+	if l, err := t.nl.LinkByIndex(t.index); err == nil && l.Attrs().Name == t.name && l.Attrs().Statistics != nil {
+		s.Drops[TUNDropKernelQueueFull] = l.Attrs().Statistics.TxDropped
+	}
+	return s
+}
+
+// Counters returns a snapshot of the counters the TUN keeps itself:
+// Stats without the kernel's kernel_queue_full (zero), a few atomic loads.
+// Safe for concurrent use.
+func (t *MultiQueueTUN) Counters() TUNStats { return t.ctr.stats() }
+
+// openNetlink opens t.nl in the caller's network namespace (the
+// interface's) and finds the interface's index.
+func (t *MultiQueueTUN) openNetlink() error {
+	ifi, err := net.InterfaceByName(t.name)
+	if err != nil {
+		return fmt.Errorf("tundev: find %s: %w", t.name, err)
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("tundev: netlink socket for the counters of %s: %w", t.name, err)
+	}
+	t.nl, t.index = h, ifi.Index
+	return nil
 }
 
 // MTU returns the MTU the device was opened with.
@@ -326,7 +421,7 @@ func (t *MultiQueueTUN) Events() <-chan tun.Event { return t.events }
 func (t *MultiQueueTUN) BatchSize() int { return tunBatchSize }
 
 // NumQueues is the number of queues.
-func (t *MultiQueueTUN) NumQueues() int { return len(t.fds) }
+func (t *MultiQueueTUN) NumQueues() int { return len(t.files) }
 
 // Close detaches every queue and stops the readers.
 func (t *MultiQueueTUN) Close() error {
@@ -334,11 +429,20 @@ func (t *MultiQueueTUN) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.closed)
 		var errs []error
+		t.fdMu.Lock()
 		for _, f := range t.files {
 			if e := f.Close(); e != nil && !errors.Is(e, os.ErrClosed) {
 				errs = append(errs, e)
 			}
 		}
+		t.fds = nil
+		t.fdMu.Unlock()
+		t.nlMu.Lock()
+		if t.nl != nil {
+			t.nl.Close()
+			t.nl = nil
+		}
+		t.nlMu.Unlock()
 		t.wg.Wait()
 		close(t.events)
 		err = errors.Join(errs...)

@@ -14,7 +14,9 @@ import (
 // (gateway/compatgw, syncPrefixes), so that the LAN's traffic to them
 // reaches the device instead of the host's other routes (a default route
 // out of the WAN, in cleartext), and wireguard-go, which has no peer for
-// it and drops it without a counter, never sees it: the drop is counted.
+// it and drops it without a counter, never sees it: the drop is counted,
+// and answered with host unreachable as Linux's wg0 answers it
+// (unreachable; fragmentation needed first for one over the MTU with DF).
 // pass are the allowed IPs inside a prefix of drop, whose packets go on
 // to wireguard-go. The sets are copied into a table published whole (one
 // atomic load per Read call): Read costs nothing more per packet without

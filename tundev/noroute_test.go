@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
 )
 
 // readAll reads from d until want packets came or a second passed, and
@@ -31,9 +32,11 @@ func readAll(t *testing.T, d *PortDevice, want int) []netip.Addr {
 }
 
 // TestPortDeviceNoRoute: a received packet to a drop prefix of SetNoRoute
-// (over the tunnel MTU too: neither fragmented nor answered) is dropped
-// and counted as no_route; one to an allowed IP inside it, or elsewhere,
-// is read; an empty drop set reads them all again.
+// is dropped, counted as no_route and answered with host unreachable (one
+// over the tunnel MTU with DF gets fragmentation needed instead, counted
+// over_mtu, as Linux's route into wg0 checks the MTU first); one to an
+// allowed IP inside it, or elsewhere, is read; an empty drop set reads
+// them all again.
 func TestPortDeviceNoRoute(t *testing.T) {
 	r := newPortRig(t, 1, func(c *PortConfig) { c.ICMPSource4 = lanIP })
 	dropped := netip.MustParseAddr("198.18.12.5")
@@ -56,8 +59,15 @@ func TestPortDeviceNoRoute(t *testing.T) {
 		t.Errorf("read packets to %v, want to %v and %v", got, inside, v6)
 	}
 	s := r.dev.Stats()
-	if s.Drops[PortDropNoRoute] != 2 || s.Drops.Total() != 2 || s.ICMPErrors != 0 || s.Fragmented != 0 {
-		t.Errorf("Stats() = %+v, want 2 no_route drops, nothing else dropped or answered", s)
+	if s.Drops[PortDropNoRoute] != 1 || s.Drops[PortDropOverMTU] != 1 || s.Drops.Total() != 2 || s.ICMPErrors != 2 || s.Fragmented != 0 {
+		t.Errorf("Stats() = %+v, want 1 no_route and 1 over_mtu drop, both answered", s)
+	}
+	var types []uint8
+	for _, f := range r.collect(2) {
+		types = append(types, f[header.EthernetLen+header.IPv4MinLen])
+	}
+	if len(types) != 2 || types[0] != 3 || types[1] != 3 {
+		t.Errorf("answers of types %v, want two destination unreachable", types)
 	}
 	r.dev.SetNoRoute(nil, []netip.Prefix{netip.MustParsePrefix("198.18.12.128/25")})
 	if r.dev.noRoute.Load() != nil {
@@ -96,5 +106,52 @@ func TestPortDeviceNoRouteNoAllocs(t *testing.T) {
 	}
 	if n := r.dev.Stats().Drops[PortDropNoRoute]; n != 202 {
 		t.Errorf("no_route drops = %d, want 202 (AllocsPerRun runs step once more)", n)
+	}
+}
+
+// TestPortDeviceNoRouteUnreachable: what Read drops as no_route is
+// answered as Linux's wg0 answers a packet no peer takes: ICMP host
+// unreachable (3/1) or ICMPv6 address unreachable (1/3), from the
+// port's ICMP source of the family to the packet's Ethernet source,
+// quoting the packet; rate-limited by Linux's defaults (a burst of 6 per
+// destination, then one a second), what is held back counted as
+// icmp_suppressed.
+func TestPortDeviceNoRouteUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		src, dst  netip.Addr
+		et        uint16
+		from      netip.Addr
+		typ, code uint8
+	}{
+		{hostIP, netip.MustParseAddr("198.18.12.5"), 0x0800, lanIP, 3, 1},
+		{hostIP6, netip.MustParseAddr("2001:2:0:13::5"), 0x86dd, lanIP6, 1, 3},
+	} {
+		r := newPortRig(t, 1, func(p *PortConfig) { p.ICMPSource4, p.ICMPSource6 = lanIP, lanIP6 })
+		r.dev.SetNoRoute([]netip.Prefix{netip.MustParsePrefix("198.18.12.0/24"), netip.MustParsePrefix("2001:2:0:13::/64")}, nil)
+		pkt := ipPacket(c.src, c.dst, []byte("unreachable"))
+		var in [][]byte
+		for range 10 {
+			in = append(in, ethFrame(macGW, macHost, c.et, pkt))
+		}
+		in = append(in, ethFrame(macGW, macHost, 0x0800, ipPacket(hostIP, netip.MustParseAddr("198.18.11.7"), []byte("fits")))) // Read returns with it
+		r.inject(t, 0, in...)
+		readAll(t, r.dev, 1)
+		got := r.collect(6)
+		time.Sleep(20 * time.Millisecond)
+		got = append(got, r.collect(1)...)
+		if len(got) != 6 {
+			t.Fatalf("%v: %d answers to 10 packets, want 6", c.dst, len(got))
+		}
+		var p header.Packet
+		if header.Parse(got[0], &p) != header.OK || p.Src != c.from || p.Dst != c.src || [6]byte(got[0][0:6]) != [6]byte(macHost) {
+			t.Fatalf("answer %x: want from %v to %v at %v", got[0], c.from, c.src, macHost)
+		}
+		m := got[0][p.L4Off:p.L3End]
+		if m[0] != c.typ || m[1] != c.code || string(m[8:]) != string(pkt) {
+			t.Errorf("answer type %d code %d quoting %x, want %d %d quoting %x", m[0], m[1], m[8:], c.typ, c.code, pkt)
+		}
+		if s := r.dev.Stats(); s.Drops[PortDropNoRoute] != 10 || s.ICMPErrors != 6 || s.ICMPSuppressed != 4 {
+			t.Errorf("%v: no_route %d icmp_errors %d icmp_suppressed %d, want 10 6 4", c.dst, s.Drops[PortDropNoRoute], s.ICMPErrors, s.ICMPSuppressed)
+		}
 	}
 }

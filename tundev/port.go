@@ -115,9 +115,9 @@ type PortDevice struct {
 	warm   byte              // guarded by rmu: what dataplane.Warm returned, kept so its loads stay
 
 	// icmpSrc holds the sources of the answers to oversized packets
-	// (PortConfig.ICMPSource4/6, then SetICMPSources); loaded per answer.
+	// and to packets without a route (PortConfig.ICMPSource4/6, then
+	// SetICMPSources); loaded per answer.
 	icmpSrc atomic.Pointer[icmpSources]
-
 	// noRoute are the prefixes whose received packets Read drops (drop
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
@@ -129,8 +129,9 @@ type PortDevice struct {
 	allowed atomic.Pointer[bart.Table[uint8]]
 	loop    loopQueue   // Write → Read (loop.go)
 	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
-	// icmpLimit rate-limits time exceeded (router.go; PortConfig.ICMPRate),
-	// on a clock of ns since epoch.
+	// icmpLimit rate-limits time exceeded (router.go) and host
+	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
+	// since epoch.
 	icmpLimit *icmprate.Limiter
 	epoch     time.Time
 
@@ -239,8 +240,8 @@ type PortStats struct {
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
 	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
-	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed", "packet too big" and time exceeded answers sent
-	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded answers the rate limits held back
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big", time exceeded and host / address unreachable answers sent
+	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded and unreachable answers the rate limits held back
 	PeerToPeer       uint64         `json:"peer_to_peer"`      // decrypted packets handed back to wireguard-go for a peer (router.go)
 	Drops            PortDropCounts `json:"drops"`
 }
@@ -475,7 +476,14 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		return false
 	}
 	if nr != nil && dropNoRoute(nr, pkt[:n]) {
+		// As Linux's wg0: the route's MTU first (fragmentation
+		// needed, counted over_mtu), then host unreachable.
+		if n > d.cfg.MTU && (et == header.EtherTypeIPv6 || header.IPv4(pkt).DontFragment()) {
+			d.overMTU(frame[:l3], pkt[:n])
+			return false
+		}
 		d.ctr.drops[PortDropNoRoute].Add(1)
+		d.unreachable(frame[:l3], pkt[:n])
 		return false
 	}
 	if !d.forwardIn(frame[:l3], pkt[:n]) {

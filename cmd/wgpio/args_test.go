@@ -183,17 +183,19 @@ func TestDemoHelp(t *testing.T) {
 // TestWarnIgnored: `wgpio up` warns of each key of the file the chosen
 // mode does not act on, naming file, line and key, and of none it acts
 // on. Compat mode said nothing of SourcePorts and HandshakeWorkers, which
-// wireguard-go never sees.
+// wireguard-go never sees. The compat modes serve metrics (MetricsAddress)
+// without per-peer ones (MetricsPeers).
 func TestWarnIgnored(t *testing.T) {
 	const file = "[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nListenPort = 51820\n\n[WGPIO]\n" +
-		"Mode = %s\nWAN = wan0\nLAN = lan0\nQueues = 2\nCPUs = 0\nHandshakeWorkers = 2\nSourcePorts = 51820-51823\nMSSClamp = auto\nReplayWindow = auto\n"
+		"Mode = %s\nWAN = wan0\nLAN = lan0\nQueues = 2\nCPUs = 0\nHandshakeWorkers = 2\nSourcePorts = 51820-51823\nMSSClamp = auto\nReplayWindow = auto\n" +
+		"MetricsAddress = 127.0.0.1:9586\nMetricsPeers = 10\n"
 	for _, tt := range []struct {
 		mode      string
 		want, not []string // keys warned of, keys not
 	}{
-		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}},
-		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow"}, []string{"Queues", "WAN", "LAN", "MSSClamp"}},
-		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues"}},
+		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsAddress", "MetricsPeers"}},
+		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "WAN", "LAN", "MSSClamp", "MetricsAddress"}},
+		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "MetricsAddress"}},
 	} {
 		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mode)))
 		if err != nil {

@@ -33,6 +33,13 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := checkForwarding(f, w); err != nil {
 		return err
 	}
+	metricsLn, err := compatMetricsListener(f, w)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		defer metricsLn.Close()
+	}
 	t, err := tundev.OpenMultiQueueTUN(name, queues, mtu)
 	if err != nil {
 		return err
@@ -41,10 +48,15 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		Verbosef: func(format string, a ...any) { log.Debug(fmt.Sprintf(format, a...)) },
 		Errorf:   func(format string, a ...any) { log.Warn(fmt.Sprintf(format, a...)) },
 	}
-	dev := device.NewDevice(t, conn.NewDefaultBind(), logger)
+	udp := &countingBind{Bind: conn.NewDefaultBind()}
+	dev := device.NewDevice(t, udp, logger)
 	defer dev.Close()
 	if err := dev.IpcSet(f.UAPI()); err != nil {
 		return fmt.Errorf("%s: configure wireguard-go: %w", f.Name, err)
+	}
+	allowed := &mqtunAllowed{dev: dev, tun: t, log: log}
+	if err := allowed.sync(); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
 	}
 	if err := dev.Up(); err != nil {
 		return fmt.Errorf("bring %s up: %w", name, err)
@@ -70,24 +82,30 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 			if err != nil {
 				return
 			}
-			go dev.IpcHandle(c)
+			go allowed.handleUAPI(c)
 		}
 	}()
-	// wgpio keeps no counters in this mode (the kernel's TUN and sockets
-	// carry the packets); the stats socket says so, so that `wgpio stats`
-	// answers instead of failing to connect.
+	// wgpio counts what its multi-queue TUN and the UDP sockets carry
+	// and drop; what stock wireguard-go drops inside it is counted
+	// nowhere (README, "Reading the drop counters").
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
-	stopStats, err := serveStats(name, func() any {
-		return compatStats(name, config.ModeCompatMQTUN, nil)
-	})
+	stats := func() GatewayStats {
+		ts, us := t.Stats(), udp.Stats()
+		return compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
+	}
+	stopStats, err := serveStats(name, func() any { return stats() })
 	if err != nil {
 		return err
 	}
 	defer stopStats()
+	reloads, err := serveCompatMetrics(metricsLn, name, stats)
+	if err != nil {
+		return err
+	}
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: dev.IpcSet}, nil, sigs)
+	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, reloads, sigs)
 	log.Info("stopping", "signal", sig.String())
 	return nil
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"time"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/compatgw"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // CompatStats are the counters of compat mode: stock wireguard-go's two
@@ -64,33 +67,73 @@ func prefixAddrs(ps []netip.Prefix) []netip.Addr {
 }
 
 // compatStats is what the stats socket of a compat mode serves: c (nil
-// for compat-mqtun, where wgpio counts nothing), queues and peers as empty
-// lists (JSON [], as the fast path's with none, not null: wg show has the
-// peers), and no control_plane or exception_tun_drops (GatewayStats).
-func compatStats(name string, mode config.Mode, c *CompatStats) GatewayStats {
-	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c}
+// for compat-mqtun), tun and udp (compat-mqtun's multi-queue TUN and UDP
+// sockets; nil for compat), queues and peers as empty lists (JSON [], as
+// the fast path's with none, not null: wg show has the peers), and no
+// control_plane or exception_tun_drops (GatewayStats).
+func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNStats, udp *UDPStats) GatewayStats {
+	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun, UDP: udp}
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM.
 func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
+	metricsLn, err := compatMetricsListener(f, w)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		defer metricsLn.Close()
+	}
 	g, err := startCompat(log, name, f, w)
 	if err != nil {
 		return startError(f, err)
 	}
-	stopStats, err := serveStats(name, func() any {
+	stats := func() GatewayStats {
 		s := g.Stats()
-		return compatStats(name, config.ModeCompat, &s)
-	})
+		return compatStats(name, config.ModeCompat, &s, nil, nil)
+	}
+	stopStats, err := serveStats(name, func() any { return stats() })
 	if err != nil {
 		g.Close()
 		return err
 	}
+	reloads, err := serveCompatMetrics(metricsLn, name, stats)
+	if err != nil {
+		stopStats()
+		g.Close()
+		return err
+	}
 	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, nil, sigs)
+	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, reloads, sigs)
 	log.Info("stopping", "signal", sig.String())
 	final := g.Stats()
 	stopStats()
 	err = g.Close()
 	log.Info("final counters", "bind_rx", final.Bind.RXPackets, "bind_tx", final.Bind.TXPackets, "lan_rx", final.LAN.RXPackets, "lan_tx", final.LAN.TXPackets)
 	return err
+}
+
+// compatMetricsListener listens on w.MetricsAddress, if set, before a
+// compat mode starts: a port in use fails the start before it touches the
+// interfaces, as in fastpath mode.
+func compatMetricsListener(f *config.File, w config.WGPIO) (net.Listener, error) {
+	if w.MetricsAddress == "" {
+		return nil, nil
+	}
+	return listenMetrics(f.Name, w)
+}
+
+// serveCompatMetrics serves a compat mode's counters (stats) on ln, if
+// not nil, with the reload metrics of the reloadState it returns (nil
+// without ln). Compat modes export no per-peer metrics: stock
+// wireguard-go's peers are in wg show.
+func serveCompatMetrics(ln net.Listener, name string, stats func() GatewayStats) (*reloadState, error) {
+	if ln == nil {
+		return nil, nil
+	}
+	reloads := newReloadState(time.Now())
+	if err := serveMetrics(ln, name, stats, nil, 0, reloads); err != nil {
+		return nil, err
+	}
+	return reloads, nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // TestUpCompat runs `wgpio up` in compat mode (stock wireguard-go on wgpio's
@@ -82,11 +85,12 @@ func TestUpCompat(t *testing.T) {
 // wireguard-go on a multi-queue kernel TUN and the kernel's UDP sockets):
 // with forwarding off in its namespace it refuses to start and names the
 // sysctls to set; with forwarding on, traffic flows both ways and `wgpio
-// stats` says that the mode keeps no wgpio counters. A peer removed with
-// wg set keeps its routes into the TUN, as wg-quick's into wg0: the
-// LAN's traffic to its allowed IPs goes into the TUN (its TX counter),
-// where wireguard-go drops it, and never out of the WAN by the host's
-// default route in cleartext.
+// stats` prints the TUN's counters. A peer removed with wg set keeps its
+// routes into the TUN, as wg-quick's into wg0: the LAN's traffic to its
+// allowed IPs goes into the TUN (its TX counter), where it is dropped
+// and counted as no_route from before wg returns (wireguard-go would
+// drop it uncounted), and never leaves the WAN by the host's default
+// route in cleartext.
 func TestUpCompatMQTUN(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
 	out, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
@@ -98,14 +102,14 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if err := s.GwA.Forwarding(); err != nil {
 		t.Fatal(err)
 	}
-	g := s.up(t)
+	g := s.up(t, "-metrics-addr", metricsAddr)
 	s.pingBoth(t)
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Errorf("IPv6: %v", err)
 	}
 	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "compat-mqtun keeps no wgpio counters") || !strings.Contains(string(out), "wg show "+s.GwName) {
-		t.Errorf("wgpio stats %s: %v\n%s\nwant it to say the mode keeps no counters", s.GwName, err, out)
+	if err != nil || !strings.Contains(string(out), "lan (tun "+s.GwName+")") || !strings.Contains(string(out), "wan (udp sockets)") || !strings.Contains(string(out), "wg show "+s.GwName) {
+		t.Errorf("wgpio stats %s: %v\n%s\nwant the TUN's and the UDP sockets' counters and a pointer to wg show", s.GwName, err, out)
 	}
 
 	if err := s.GwA.AddRoute("default", "198.18.1.2", ""); err != nil {
@@ -121,6 +125,23 @@ func TestUpCompatMQTUN(t *testing.T) {
 	s.HostA.Run("ping", "-c", fmt.Sprint(n), "-i", "0.01", "-W", "1", twosite.HostB4.String())
 	if got := tunTX(t, s) - before; got < n {
 		t.Errorf("%d pings to the removed peer's allowed IPs, %d packets into %s", n, got, s.GwName)
+	}
+	out, err = exec.Command(wgpioBin, "stats", "-json", s.GwName).CombinedOutput()
+	var st GatewayStats
+	if err == nil {
+		err = json.Unmarshal(out, &st)
+	}
+	if err != nil || st.TUN == nil || st.TUN.Drops[tundev.TUNDropNoRoute] < n {
+		t.Errorf("wgpio stats -json %s after %d pings to the removed peer's allowed IPs: %v\n%s\nwant at least %d no_route drops of the TUN", s.GwName, n, err, out, n)
+	}
+	body := httpGet(t, s, metricsAddr, "/metrics")
+	m := regexp.MustCompile(`wgpio_tun_drops_total\{device="` + s.GwName + `",reason="no_route"\} (\d+)`).FindStringSubmatch(body)
+	got := -1 // no such series
+	if m != nil {
+		got, _ = strconv.Atoi(m[1])
+	}
+	if got < n {
+		t.Errorf("/metrics: the TUN's no_route drops = %d, want at least %d:\n%s", got, n, body)
 	}
 	if leaks := wan.stop(t); len(leaks) > 0 {
 		t.Errorf("after the peer's removal, %d packets with inner addresses left the WAN; the first: %s", len(leaks), leaks[0])

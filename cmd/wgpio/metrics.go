@@ -13,11 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
-	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // fillRingEmptyKey is AF_XDP's Backend counter of fill-ring-empty events
@@ -50,6 +51,9 @@ type collector struct {
 	peerCount                               *prometheus.Desc
 	hsBacklog, hsBacklogPeak                *prometheus.Desc
 	controlDrops, exceptionDrops            *prometheus.Desc
+	tunRx, tunTx, tunDrops                  *prometheus.Desc
+	compatRx, compatTx, compatDrops         *prometheus.Desc
+	udpRx, udpTx, udpDrops                  *prometheus.Desc
 }
 
 // newCollector returns the collector of a gateway: stats gives its
@@ -74,8 +78,8 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		ctlSent:        d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
 		fromKernel:     d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
 		replayWidened:  d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
-		icmpSent:       d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big.", "queue"),
-		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
+		icmpSent:       d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big, host unreachable, parameter problem.", "queue"),
+		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:     d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
 		peerToPeer:     d("packets_peer_to_peer_total", "Decrypted packets sent back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke).", "queue"),
 		toHost:         d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
@@ -95,14 +99,24 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
-		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused: its interface was down."),
+		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
+		tunRx:          d("tun_receive_packets_total", "Packets read from the kernel TUN: the exception TUN's (the host's own packets into the tunnel), or compat-mqtun's (the LAN's)."),
+		tunTx:          d("tun_transmit_packets_total", "Packets written to the kernel TUN: the exception TUN's (for the host), or compat-mqtun's (decrypted)."),
+		tunDrops:       d("tun_drops_total", "Packets the kernel TUN's reader or writer dropped, by reason (full: the kernel's queue had no room, EAGAIN; down: the interface was down or gone; no_route: compat-mqtun, to no allowed IP; host_multicast: the host's own multicast, to no allowed IP).", "reason"),
+		compatRx:       d("compat_receive_packets_total", "Mode = compat: packets handed to wireguard-go by wgpio's bind (side wan) and tundev (side lan).", "side"),
+		compatTx:       d("compat_transmit_packets_total", "Mode = compat: packets wgpio's bind (side wan) and tundev (side lan) transmitted for wireguard-go.", "side"),
+		compatDrops:    d("compat_drops_total", "Mode = compat: frames and packets wgpio's bind (side wan) and tundev (side lan) dropped, by reason.", "side", "reason"),
+		udpRx:          d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
+		udpTx:          d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
+		udpDrops:       d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount} {
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
+		c.tunRx, c.tunTx, c.tunDrops, c.compatRx, c.compatTx, c.compatDrops, c.udpRx, c.udpTx, c.udpDrops} {
 		ch <- d
 	}
 }
@@ -156,7 +170,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.xdp, ctr, float64(v), port, strings.TrimPrefix(k, "xdp_"))
 		}
 	}
-	// The fast path fills both (statsOf); compat modes serve no metrics.
+	// The fast path fills Device (statsOf); compat modes have none.
 	if d := s.Device; d != nil {
 		ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(d.LiveSessions))
 		ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(d.KeypairsInstalledTotal))
@@ -169,6 +183,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if e := s.ExceptionDrops; e != nil {
 		ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(*e))
+	}
+	if t := s.TUN; t != nil {
+		ch <- prometheus.MustNewConstMetric(c.tunRx, ctr, float64(t.RXPackets))
+		ch <- prometheus.MustNewConstMetric(c.tunTx, ctr, float64(t.TXPackets))
+		for r := range tundev.NumTUNDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.tunDrops, ctr, float64(t.Drops[r]), r.String())
+		}
+	}
+	if u := s.UDP; u != nil {
+		ch <- prometheus.MustNewConstMetric(c.udpRx, ctr, float64(u.RXPackets))
+		ch <- prometheus.MustNewConstMetric(c.udpTx, ctr, float64(u.TXPackets))
+		for r := range numUDPDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.udpDrops, ctr, float64(u.Drops[r]), r.String())
+		}
+	}
+	if cs := s.Compat; cs != nil {
+		ch <- prometheus.MustNewConstMetric(c.compatRx, ctr, float64(cs.Bind.RXPackets), "wan")
+		ch <- prometheus.MustNewConstMetric(c.compatTx, ctr, float64(cs.Bind.TXPackets), "wan")
+		ch <- prometheus.MustNewConstMetric(c.compatRx, ctr, float64(cs.LAN.RXPackets), "lan")
+		ch <- prometheus.MustNewConstMetric(c.compatTx, ctr, float64(cs.LAN.TXPackets), "lan")
+		for r := range bind.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.compatDrops, ctr, float64(cs.Bind.Drops[r]), "wan", r.String())
+		}
+		for r := range tundev.NumPortDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.compatDrops, ctr, float64(cs.LAN.Drops[r]), "lan", r.String())
+		}
 	}
 	if s.Device == nil {
 		return
@@ -253,9 +293,9 @@ func listenMetrics(file string, w config.WGPIO) (net.Listener, error) {
 
 // serveMetrics serves /metrics on ln in the background, until ln is
 // closed: g's counters and the reloads' outcome st.
-func serveMetrics(ln net.Listener, name string, g *fastgw.Gateway, maxPeers int, st *reloadState) error {
+func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) error {
 	reg := prometheus.NewRegistry()
-	coll := newCollector(name, maxPeers, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()))
+	coll := newCollector(name, maxPeers, stats, peers)
 	for _, c := range append([]prometheus.Collector{coll}, reloadMetrics(name, st)...) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)

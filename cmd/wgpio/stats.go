@@ -16,6 +16,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 func cmdStats(args []string) error {
@@ -81,7 +82,16 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
 	if s.Mode == string(config.ModeCompatMQTUN) {
-		fmt.Printf("Mode = compat-mqtun keeps no wgpio counters: stock wireguard-go on a kernel TUN and UDP sockets carries the packets.\n"+
+		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "side\trx\ttx\tdrops")
+		if s.UDP != nil {
+			fmt.Fprintf(tw, "wan (udp sockets)\t%d\t%d\t%s\n", s.UDP.RXPackets, s.UDP.TXPackets, orNone(s.UDP.Drops.List()))
+		}
+		if s.TUN != nil {
+			fmt.Fprintf(tw, "lan (tun %s)\t%d\t%d\t%s\n", name, s.TUN.RXPackets, s.TUN.TXPackets, tunDrops(s.TUN))
+		}
+		tw.Flush()
+		fmt.Printf("Mode = compat-mqtun counts its TUN and UDP sockets; stock wireguard-go counts nothing of what it drops inside.\n"+
 			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
 		return
 	}
@@ -116,7 +126,11 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
-		fmt.Printf("exception TUN drops: %d (packets for the host while its interface %s was down)\n", *s.ExceptionDrops, s.Name)
+		fmt.Printf("exception TUN drops: %d (packets for the host the kernel refused: down, its interface %s was down; full, its queue was)", *s.ExceptionDrops, s.Name)
+		if s.TUN != nil {
+			fmt.Printf(": %s", tunDrops(s.TUN))
+		}
+		fmt.Println()
 	}
 	// What the ports and the kernel dropped before the workers saw it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
@@ -153,6 +167,18 @@ func xdpList(m map[string]uint64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// tunDrops lists a kernel TUN's drops (tundev.TUNStats), "none" when it
+// has none.
+func tunDrops(s *tundev.TUNStats) string { return orNone(s.Drops.List()) }
+
+// orNone joins l with spaces, "none" when empty.
+func orNone(l []string) string {
+	if len(l) > 0 {
+		return strings.Join(l, " ")
+	}
+	return "none"
 }
 
 // portDrops lists a port queue's losses (dataplane.Stats.Losses).

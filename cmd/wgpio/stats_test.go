@@ -10,6 +10,7 @@ import (
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // TestPrintStatsBacklog: `wgpio stats` prints the handshake backlog and its
@@ -78,8 +79,8 @@ func TestCompatStatsJSON(t *testing.T) {
 		s       GatewayStats
 		present bool
 	}{
-		{"compat", compatStats("wg0", config.ModeCompat, &CompatStats{}), false},
-		{"compat-mqtun", compatStats("wg0", config.ModeCompatMQTUN, nil), false},
+		{"compat", compatStats("wg0", config.ModeCompat, &CompatStats{}, nil, nil), false},
+		{"compat-mqtun", compatStats("wg0", config.ModeCompatMQTUN, nil, &tundev.TUNStats{}, &UDPStats{}), false},
 		{"fastpath", GatewayStats{Name: "wg0", Device: &gateway.Stats{}, ExceptionDrops: &exc}, true},
 	} {
 		b, err := json.Marshal(tc.s)
@@ -95,11 +96,17 @@ func TestCompatStatsJSON(t *testing.T) {
 				t.Errorf("%s: JSON has %q: %v, want %v:\n%s", tc.name, k, ok, tc.present, b)
 			}
 		}
-		// compat carries its counters; compat-mqtun keeps none (the
-		// kernel's TUN and sockets carry its packets) and leaves the key
-		// out, never "compat": null; the fast path has none.
+		// compat carries its counters; compat-mqtun its TUN's and UDP
+		// sockets' (stock wireguard-go counts nothing) and leaves
+		// "compat" out, never "compat": null; the fast path has none of
+		// them here (no exception TUN).
 		if c, ok := m["compat"]; ok != (tc.name == "compat") || string(c) == "null" {
 			t.Errorf("%s: JSON \"compat\" = %s (present %v):\n%s", tc.name, c, ok, b)
+		}
+		for _, k := range []string{"tun", "udp"} {
+			if c, ok := m[k]; ok != (tc.name == "compat-mqtun") || string(c) == "null" {
+				t.Errorf("%s: JSON %q = %s (present %v):\n%s", tc.name, k, c, ok, b)
+			}
 		}
 		if tc.present {
 			continue

@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/replay"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // runDir holds wgpio's own sockets and locks (the UAPI sockets live in
@@ -431,7 +432,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		if maxPeers == 0 {
 			maxPeers = config.DefaultMetricsPeers
 		}
-		if err := serveMetrics(metricsLn, name, g, maxPeers, reloads); err != nil {
+		if err := serveMetrics(metricsLn, name, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()), maxPeers, reloads); err != nil {
 			stop()
 			g.Close()
 			return err
@@ -503,9 +504,18 @@ type GatewayStats struct {
 	// kernel (xdp_pass_vlan: of another VLAN than the port's).
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// ExceptionDrops counts the packets for the host that the exception
-	// TUN refused (its interface down: fastgw.Gateway.ExceptionDrops);
-	// nil in compat modes.
+	// TUN refused (its interface down or its queue full:
+	// fastgw.Gateway.ExceptionDrops; by reason in TUN); nil in compat
+	// modes.
 	ExceptionDrops *uint64 `json:"exception_tun_drops,omitempty"`
+	// TUN is the kernel TUN's counters (packets read from the kernel and
+	// written to it, drops by reason, tundev.TUNStats): the exception
+	// TUN's on the fast path with an Address, wireguard-go's TUN's in
+	// compat-mqtun; nil otherwise.
+	TUN *tundev.TUNStats `json:"tun,omitempty"`
+	// UDP is compat-mqtun's counters of the kernel's UDP sockets under
+	// stock wireguard-go (countingBind); nil in the other modes.
+	UDP *UDPStats `json:"udp,omitempty"`
 	// Compat holds compat mode's counters (Queues and Peers are then
 	// empty, Device and ExceptionDrops nil: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
@@ -532,6 +542,9 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 func countersOf(g *fastgw.Gateway) GatewayStats {
 	dev, exc := g.Device().Stats(), g.ExceptionDrops()
 	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, XDP: map[string]map[string]uint64{}, ExceptionDrops: &exc}
+	if ts, ok := g.ExceptionTUN(); ok {
+		s.TUN = &ts
+	}
 	wan, lan := g.Ports()
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
 		m := map[string]uint64{}
@@ -566,7 +579,11 @@ func peerStats(dev *gateway.Device) []PeerStat {
 // (they are no queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
 	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
-		log.Info("final counters", "exception_tun_drops", *s.ExceptionDrops)
+		attrs := []any{"exception_tun_drops", *s.ExceptionDrops}
+		if s.TUN != nil {
+			attrs = append(attrs, "by_reason", strings.Join(s.TUN.Drops.List(), " "))
+		}
+		log.Info("final counters", attrs...)
 	}
 	for i, q := range s.Queues {
 		attrs := []any{"queue", i, "encrypted", q.Encrypted, "decrypted", q.Decrypted}

@@ -106,13 +106,10 @@ func trunkOf(name string) string {
 }
 
 // warnIgnored warns of settings the chosen mode does not act on
-// (ignoredKeys), and of a -metrics-addr flag outside fastpath mode.
+// (ignoredKeys).
 func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 	for _, warning := range ignoredKeys(f, w) {
 		log.Warn("config", "warning", warning.String())
-	}
-	if _, inFile := w.Lines["MetricsAddress"]; w.MetricsAddress != "" && !inFile && w.Mode != config.ModeFastPath {
-		log.Warn("-metrics-addr ignored: Prometheus metrics are served in fastpath mode only", "mode", w.Mode)
 	}
 }
 
@@ -126,14 +123,13 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 		}
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
+		warn(w.Lines, "MetricsPeers", "ignored in the compat modes: they export no per-peer metrics (stock wireguard-go's peers are in wg show)")
 		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
 		warn(w.Lines, "HandshakeWorkers", "ignored in the compat modes: wireguard-go runs its own handshake goroutines, one per CPU")
 	}
 	switch w.Mode {
 	case config.ModeCompat:
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
-		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only (use `wgpio stats`)")
-		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat: Prometheus metrics are served in fastpath mode only")
 		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
 		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
@@ -143,8 +139,6 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
-		warn(w.Lines, "MetricsAddress", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only (`wg show` works; wgpio keeps no counters in this mode)")
-		warn(w.Lines, "MetricsPeers", "ignored in Mode = compat-mqtun: Prometheus metrics are served in fastpath mode only")
 	}
 	return out
 }

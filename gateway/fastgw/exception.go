@@ -6,9 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/tundev"
 )
 
 // addExceptionAddrs puts the gateway's tunnel addresses (Config.Addresses)
@@ -138,19 +141,42 @@ func (g *Gateway) readException() {
 // ExceptionDrops is the number of packets for the host (to the gateway's
 // tunnel addresses, or from the tunnel to its LAN or WAN addresses, or
 // for its kernel to forward: a route off the LAN) that the exception TUN
-// did not take: its interface was down (the kernel refuses a TUN write
-// then, EIO) or gone. The workers counted each as handed on
-// (fastpath.QueueStats.Exception, ToHost); these never reached the host.
-// Safe for concurrent use.
-func (g *Gateway) ExceptionDrops() uint64 { return g.excDrops.Load() }
+// did not take: the sum of ExceptionTUN's write drops (full, down,
+// malformed, write_error; its other reasons are of the host's packets
+// into the tunnel), chiefly down, its interface was down or gone
+// (the kernel refuses a TUN write then, EIO or EBADFD), and full, the
+// kernel's queue had no room (EAGAIN: the worker drops the packet rather
+// than wait, as the kernel's own full queues drop). The workers counted
+// each packet for the host as handed on (fastpath.QueueStats.Exception,
+// ToHost); these never reached the host. Zero without an exception TUN
+// (no Config.Addresses). Safe for concurrent use.
+func (g *Gateway) ExceptionDrops() uint64 {
+	s, _ := g.ExceptionTUN()
+	return writeDrops(&s.Drops)
+}
 
-// exceptionFailed counts a packet the exception TUN refused and logs it
+// writeDrops is the sum of the write reasons of d.
+func writeDrops(d *tundev.TUNDropCounts) uint64 {
+	return d[tundev.TUNDropFull] + d[tundev.TUNDropDown] + d[tundev.TUNDropMalformed] + d[tundev.TUNDropWriteError]
+}
+
+// ExceptionTUN returns the exception TUN's counters (packets read from
+// and written to the host's kernel, drops by reason), and false without
+// an exception TUN. Safe for concurrent use.
+func (g *Gateway) ExceptionTUN() (tundev.TUNStats, bool) {
+	if g.exc == nil {
+		return tundev.TUNStats{}, false
+	}
+	return g.exc.Stats(), true
+}
+
+// exceptionFailed logs a packet the exception TUN refused (and counted)
 // at warning level, at most once a minute.
-func (g *Gateway) exceptionFailed(err error) {
-	g.excDrops.Add(1)
+func (g *Gateway) exceptionFailed() {
 	now := time.Now().UnixNano()
 	if last := g.excWarned.Load(); now-last >= int64(time.Minute) && g.excWarned.CompareAndSwap(last, now) {
-		g.log.Warn("exception TUN refused a packet for the host (is the interface up?); such packets are dropped and counted as exception_tun_drops",
-			"interface", g.cfg.Name, "err", err, "dropped", g.excDrops.Load())
+		d := g.exc.Counters().Drops // no netlink request on the worker
+		g.log.Warn("exception TUN refused a packet for the host (down: is the interface up? full: the host's kernel does not keep up); such packets are dropped and counted as exception_tun_drops",
+			"interface", g.cfg.Name, "dropped", writeDrops(&d), "by_reason", strings.Join(d.List(), " "))
 	}
 }

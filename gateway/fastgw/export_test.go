@@ -2,6 +2,7 @@ package fastgw
 
 import (
 	"errors"
+	"os"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -109,4 +110,13 @@ func PauseLinkSubscriptions() (pause, resume, restore func()) {
 		resume()
 		linkSubscribe = old
 	}
+}
+
+// ExceptionFile returns the exception TUN's queue file (nil without one),
+// for a test to set its send buffer (testenv.FillTUN).
+func ExceptionFile(g *Gateway) *os.File {
+	if g.exc == nil {
+		return nil
+	}
+	return g.exc.File()
 }

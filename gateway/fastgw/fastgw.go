@@ -161,9 +161,8 @@ type Gateway struct {
 	tableDone chan struct{}
 	exc       *tundev.MultiQueueTUN
 	excWG     sync.WaitGroup
-	// excDrops counts the packets the exception TUN did not take
-	// (ExceptionDrops); excWarned is when that was last logged (Unix ns).
-	excDrops  atomic.Uint64
+	// excWarned is when a packet the exception TUN refused was last
+	// logged (Unix ns; the TUN counts them: ExceptionDrops).
 	excWarned atomic.Int64
 	// wanSide and lanSide are the ports' trunks, VLANs and address
 	// devices (resolveSide).

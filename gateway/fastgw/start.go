@@ -417,8 +417,10 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	if g.exc != nil {
 		exc := g.exc
 		ecfg.Exception = func(pkt []byte) {
-			if _, err := exc.Write([][]byte{pkt}, 0); err != nil {
-				g.exceptionFailed(err)
+			// Never waits: a packet the kernel refuses is dropped and
+			// counted by the TUN (ExceptionDrops).
+			if n, _ := exc.Write([][]byte{pkt}, 0); n == 0 {
+				g.exceptionFailed()
 			}
 		}
 	}

@@ -87,15 +87,40 @@ func New(c Config) *Limiter {
 // engine's clock; 0 or later), and counts the message as allowed or
 // suppressed. A nil Limiter allows everything.
 func (l *Limiter) Allow(dst netip.Addr, now int64) bool {
+	return l.AllowShift(dst, now, 0)
+}
+
+// AllowShift is Allow with the per-destination interval (and its burst)
+// divided by 2^shift: Linux gives an IPv6 destination reached by a route
+// of prefix length plen < 128 the interval icmpv6_time >> ((128 -
+// plen) >> 5) (icmpv6_xrlim_allow, "give more bandwidth to wider
+// prefixes": a /64's 1000 ms becomes 250 ms); Shift6 computes it.
+func (l *Limiter) AllowShift(dst netip.Addr, now int64, shift uint) bool {
 	if l == nil {
 		return true
 	}
 	t := now
-	if l.destT > 0 && !l.allowDest(dst, t/int64(time.Microsecond)) {
+	if l.destT > 0 && !l.allowDest(dst, t/int64(time.Microsecond), shift) {
 		l.suppressed.Add(1)
 		return false
 	}
 	if l.globalT > 0 && !gcra(&l.global, t, l.globalT, l.globalTol) {
+		l.suppressed.Add(1)
+		return false
+	}
+	l.allowed.Add(1)
+	return true
+}
+
+// AllowGlobal is Allow for an error to the host itself: the global bucket
+// only, as Linux lets an error routed over the loopback through its
+// per-destination limit (icmpv4_xrlim_allow, icmpv6_xrlim_allow) but not
+// through icmp_global_allow. Counted as Allow counts.
+func (l *Limiter) AllowGlobal(now int64) bool {
+	if l == nil {
+		return true
+	}
+	if l.globalT > 0 && !gcra(&l.global, now, l.globalT, l.globalTol) {
 		l.suppressed.Add(1)
 		return false
 	}
@@ -122,7 +147,17 @@ func gcra(w *atomic.Int64, t, T, tol int64) bool {
 
 const tatMask = 1<<48 - 1
 
-func (l *Limiter) allowDest(dst netip.Addr, us int64) bool {
+// Shift6 is AllowShift's shift for an IPv6 destination whose route has
+// prefix length plen (0-128), as Linux's icmpv6_xrlim_allow.
+func Shift6(plen int) uint {
+	if plen >= 128 || plen < 0 {
+		return 0
+	}
+	return uint(128-plen) >> 5
+}
+
+func (l *Limiter) allowDest(dst netip.Addr, us int64, shift uint) bool {
+	destT, destTol := l.destT>>shift, l.destTol>>shift
 	a := dst.As16()
 	h := mix(binary.LittleEndian.Uint64(a[0:8])^l.seed, binary.LittleEndian.Uint64(a[8:16]))
 	slot := &l.dests[h&(DestSlots-1)]
@@ -133,10 +168,10 @@ func (l *Limiter) allowDest(dst netip.Addr, us int64) bool {
 		if old>>48 != tag || tat < us {
 			tat = us // a new destination, or an idle one
 		}
-		if tat-us > l.destTol {
+		if tat-us > destTol {
 			return false
 		}
-		if slot.CompareAndSwap(old, tag<<48|uint64(tat+l.destT)&tatMask) {
+		if slot.CompareAndSwap(old, tag<<48|uint64(tat+destT)&tatMask) {
 			return true
 		}
 	}

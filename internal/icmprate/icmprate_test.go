@@ -134,3 +134,58 @@ func BenchmarkAllow(b *testing.B) {
 		l.Allow(addr(i&1023), now)
 	}
 }
+
+// TestShift6: an IPv6 destination's interval shrinks with its route's
+// prefix length as Linux's icmpv6_xrlim_allow shrinks it (1000 ms >>
+// ((128 - plen) >> 5)): a /64 gets a burst of 6, then one message per
+// 250 ms; a /128 one per second.
+func TestShift6(t *testing.T) {
+	for _, c := range []struct {
+		plen  int
+		shift uint
+	}{{128, 0}, {127, 0}, {96, 1}, {64, 2}, {48, 2}, {32, 3}, {0, 4}} {
+		if got := Shift6(c.plen); got != c.shift {
+			t.Errorf("Shift6(%d) = %d, want %d", c.plen, got, c.shift)
+		}
+	}
+	l := New(Config{Rate: -1})
+	dst := netip.MustParseAddr("2001:db8::1")
+	t0 := int64(time.Hour)
+	n := 0
+	for range 20 {
+		if l.AllowShift(dst, t0, Shift6(64)) {
+			n++
+		}
+	}
+	if n != DestBurst {
+		t.Errorf("a burst to a /64 destination: %d allowed, want %d", n, DestBurst)
+	}
+	n = 0
+	for i := range 20 {
+		if l.AllowShift(dst, t0+int64(i+1)*int64(50*time.Millisecond), Shift6(64)) {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("one a 50 ms over a second after: %d allowed, want 4", n)
+	}
+}
+
+// TestAllowGlobal: AllowGlobal spends the global bucket and no
+// destination's.
+func TestAllowGlobal(t *testing.T) {
+	l := New(Config{Rate: 1000, Burst: 50})
+	t0 := int64(time.Hour)
+	n := 0
+	for range 100 {
+		if l.AllowGlobal(t0) {
+			n++
+		}
+	}
+	if n != 50 {
+		t.Errorf("AllowGlobal: %d of 100 at once, want the burst, 50", n)
+	}
+	if a, s := l.Stats(); a != 50 || s != 50 {
+		t.Errorf("Stats() = %d, %d, want 50, 50", a, s)
+	}
+}

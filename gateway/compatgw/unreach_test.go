@@ -1,0 +1,81 @@
+package compatgw
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// TestHostUnreachable: in compat mode too, a LAN host that pings a removed
+// peer's networks (kept in the LAN's XDP filter, dropped by the
+// PortDevice as no_route) gets what Linux's wg0 answers: ICMP host
+// unreachable / ICMPv6 address unreachable from the gateway's LAN address,
+// at once, as many as Linux's default rate limits let through: 6 of 20
+// pings 2 ms apart (XRLIM_BURST_FACTOR).
+func TestHostUnreachable(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
+	testenv.Tool(t, "ping", "iputils-ping")
+	tp := testenv.Topology(t, "cu")
+	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc, f := s.FastConfig, compatFile(s)
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := s.GwA.Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(wgBin, "set", s.GwName, "peer", fc.Peers[0].PublicKey.String(), "remove").CombinedOutput(); err != nil {
+		t.Fatalf("wg set: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ dst, from string }{
+		{twosite.HostB4.String(), twosite.LANA4.String()},
+		{twosite.HostB6.String(), "2001:db8:1::1"},
+	} {
+		before := g.Stats().LAN
+		if got := unreachables(t, s.HostA, c.dst, c.from, 20); got != 6 {
+			t.Errorf("20 pings to %s: %d host unreachable, want 6 (Linux's burst)", c.dst, got)
+		}
+		st := g.Stats().LAN
+		if d := st.Drops[tundev.PortDropNoRoute] - before.Drops[tundev.PortDropNoRoute]; d != 20 || st.ICMPErrors-before.ICMPErrors != 6 || st.ICMPSuppressed-before.ICMPSuppressed != 14 {
+			t.Errorf("%s: no_route %d, icmp_errors %d, icmp_suppressed %d; want 20 6 14", c.dst, d, st.ICMPErrors-before.ICMPErrors, st.ICMPSuppressed-before.ICMPSuppressed)
+		}
+	}
+}
+
+// unreachables pings dst n times from ns, 2 ms apart, and returns how
+// many "destination unreachable" answers came from from.
+func unreachables(t *testing.T, ns *topo.NS, dst, from string, n int) int {
+	t.Helper()
+	out, _ := ns.Run("ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dst) // fails: no echo reply
+	got := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(strings.ToLower(l), "unreachable") {
+			if !strings.HasPrefix(l, "From "+from+" ") {
+				t.Errorf("answer %q, want one from %s", l, from)
+			}
+			got++
+		}
+	}
+	return got
+}
