@@ -514,7 +514,7 @@ func linuxV6(port uint16, srcS, dstS string, opts []byte, withHBH bool) []byte {
 }
 
 // randV4Options is one to four IPv4 options, mostly of the types
-// ipv4Options reads, with lengths and pointers around their bounds,
+// header.TransitOptions reads (IPv4), with lengths and pointers around their bounds,
 // padded with end of list to a multiple of 4, at most 40 bytes.
 func randV4Options(r *rand.Rand) []byte {
 	var o []byte
@@ -544,7 +544,7 @@ func randV4Options(r *rand.Rand) []byte {
 }
 
 // randHopByHop is up to five hop-by-hop options (RFC 8200 §4.2), mostly
-// of the types hopByHopOptions reads or unknown ones of each action, with
+// of the types header.TransitOptions reads or unknown ones of each action, with
 // lengths around their bounds, then (mostly) PadN to a multiple of 8.
 func randHopByHop(r *rand.Rand) []byte {
 	var o []byte
@@ -565,6 +565,16 @@ func randHopByHop(r *rand.Rand) []byte {
 	}
 	return o
 }
+
+// Hop-by-hop option types randHopByHop draws (RFC 8200 §4.2; RFC 2711,
+// RFC 5570, RFC 9486): those header.TransitOptions reads.
+const (
+	hbhPad1    = 0
+	hbhPadN    = 1
+	hbhAlert   = 5
+	hbhCALIPSO = 7
+	hbhIOAM    = 0x31
+)
 
 // pick returns one of vs at random.
 func pick(r *rand.Rand, vs ...byte) byte { return vs[r.IntN(len(vs))] }

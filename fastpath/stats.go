@@ -107,7 +107,7 @@ const (
 	// WAN interface has no usable address of (Engine.SetWAN).
 	DropNoWANAddress
 	// DropMartian: a transit packet (LAN → tunnel or tunnel → LAN) with
-	// an address no router forwards (transitAddrs, router.go): source
+	// an address no router forwards (header.TransitAddrs): source
 	// 0.0.0.0, 127/8, multicast or 255.255.255.255, destination 0.0.0.0
 	// or 127/8, or an IPv4 source that is one of the host's own
 	// addresses (routeTable.ownSource); IPv6 source ::, ::1, multicast or
@@ -123,7 +123,7 @@ const (
 	// that a worker sees it only on a port without one.
 	DropMulticast
 	// DropIPOptions: a transit packet with options Linux does not forward
-	// (headerOptions, options.go): an IPv4 source route or CIPSO option,
+	// (header.TransitOptions): an IPv4 source route or CIPSO option,
 	// IPv4 options that do not parse or whose record route or timestamp
 	// pointer or length Linux rejects, a hop-by-hop header Linux rejects
 	// (padding beyond 7 bytes or not zero, more than 8 options, a bad

@@ -12,7 +12,11 @@
 // What a router does to a forwarded packet is here too: Forward (TTL or hop
 // limit − 1 with an incremental checksum update, RFC 1812 §5.3.1),
 // IPv4Fragmenter (RFC 791 §3.2), EncapECN and DecapECN (RFC 6040, as the
-// kernel's WireGuard), and ClampMSS (the TCP MSS option of SYNs).
+// kernel's WireGuard), ClampMSS (the TCP MSS option of SYNs), and the
+// judgement of a transit packet's addresses and options as Linux's
+// forwarding path makes it (TransitAddrs, TransitOptions; PlainUnicast and
+// OptionsPlain settle the common packet inline), which both modes' data
+// paths share.
 //
 // Views (Ethernet, IPv4, IPv6, UDP, ICMP) are byte slices with accessor
 // methods. An accessor reads fixed offsets and assumes the slice was checked

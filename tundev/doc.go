@@ -13,7 +13,12 @@
 //     found through an arp.Resolver and an arp.Table, in either address
 //     mode of ARCHITECTURE.md (shared: the kernel owns the LAN address and answers
 //     ARP/NDP; owned: an arp.Responder answers ARP, RFC 826, and neighbour
-//     solicitations, RFC 4861 §7.2.4, on the device's queues).
+//     solicitations, RFC 4861 §7.2.4, on the device's queues). Both
+//     ways it forwards as the Linux router with wg0 it stands in for
+//     (router.go: TTL / hop limit and time exceeded, RFC 1812 §5.3.1 and
+//     RFC 8200 §3; header's address and option checks; MSS clamp), and it
+//     hands a written packet for a peer back to wireguard-go's read side
+//     (peer to peer, loop.go).
 //
 // Linux only; see the TUN/TAP documentation in the kernel tree
 // (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.

@@ -7,8 +7,10 @@ import (
 )
 
 // icmpSources are the source addresses of the answers to oversized
-// packets; invalid: no answer of that family. Immutable once stored.
-type icmpSources struct{ v4, v6 netip.Addr }
+// packets and of time exceeded: v4, v6 toward the LAN, tun4, tun6 into
+// the tunnel (router.go); invalid: no answer of that family. Immutable
+// once stored.
+type icmpSources struct{ v4, v6, tun4, tun6 netip.Addr }
 
 // SetICMPSources replaces PortConfig.ICMPSource4 and ICMPSource6, the
 // sources of "fragmentation needed" and "packet too big": a gateway calls
@@ -16,7 +18,14 @@ type icmpSources struct{ v4, v6 netip.Addr }
 // addresses of the moment. Safe for concurrent use with Read; the next
 // answer uses them.
 func (d *PortDevice) SetICMPSources(v4, v6 netip.Addr) {
-	d.icmpSrc.Store(&icmpSources{v4: v4, v6: v6})
+	s := &icmpSources{v4: v4, v6: v6, tun4: d.cfg.TunnelSource4, tun6: d.cfg.TunnelSource6}
+	if !s.tun4.Is4() {
+		s.tun4 = v4
+	}
+	if !s.tun6.Is6() {
+		s.tun6 = v6
+	}
+	d.icmpSrc.Store(s)
 }
 
 // fragState holds the received IPv4 packets over the tunnel MTU that Read
@@ -58,6 +67,7 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 			return
 		}
 		f.q = append(f.q, fragPkt{f.used, copy(f.buf[f.used:], pkt)})
+		header.DecrementHop(f.buf[f.used:]) // forwardIn checked the TTL
 		f.used += len(pkt)
 		return
 	}

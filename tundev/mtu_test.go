@@ -98,7 +98,7 @@ func TestPortDeviceFragments(t *testing.T) {
 	byID := map[uint16][][]byte{}
 	sawSmall := false
 	for _, g := range got {
-		if bytes.Equal(g, small) {
+		if bytes.Equal(g, hop(small)) {
 			sawSmall = true
 			continue
 		}
@@ -113,7 +113,7 @@ func TestPortDeviceFragments(t *testing.T) {
 		if len(fr) != 3 {
 			t.Fatalf("packet %d: %d fragments, want 3", i, len(fr))
 		}
-		if w := reassembleIPv4(t, fr, 576); !bytes.Equal(w, p) {
+		if w := reassembleIPv4(t, fr, 576); !bytes.Equal(w, hop(p)) {
 			t.Fatalf("packet %d reassembled differs", i)
 		}
 	}
@@ -138,7 +138,7 @@ func TestPortDeviceOverMTU(t *testing.T) {
 	ok := ipPacket(hostIP, farIP, []byte("fits"))
 	frames = append(frames, ethFrame(macGW, macHost, 0x0800, ok))
 	r.inject(t, 0, frames...)
-	if got := r.readAll(t, 1, 8); len(got) != 1 || !bytes.Equal(got[0], ok) {
+	if got := r.readAll(t, 1, 8); len(got) != 1 || !bytes.Equal(got[0], hop(ok)) {
 		t.Fatalf("Read = %d packets, want only the one that fits", len(got))
 	}
 	replies := r.collect(2 * each)

@@ -67,12 +67,27 @@ type PortConfig struct {
 	// ResolveWait bounds how long Write waits for a next hop (default
 	// DefaultResolveWait).
 	ResolveWait time.Duration
+	// TunnelSource4 and TunnelSource6 are the sources of the time exceeded
+	// errors that answer decrypted packets, into the tunnel: our tunnel
+	// address of the family, as Linux answers from the address of the
+	// interface the error leaves by (wg0's). Invalid: the LAN's
+	// (ICMPSource4/6, SetICMPSources), Linux's choice without one.
+	TunnelSource4, TunnelSource6 netip.Addr
+	// MSSClamp4 and MSSClamp6 clamp the MSS option of TCP SYNs crossing
+	// the device either way to at most this many bytes (header.ClampMSS;
+	// config's MSSClamp); 0: no clamp.
+	MSSClamp4, MSSClamp6 uint16
+	// ICMPRate limits the time exceeded errors the device sends, as
+	// Linux's icmp_msgs_per_sec, icmp_msgs_burst and icmp_ratelimit do
+	// (zero fields: Linux's defaults; internal/icmprate). "Fragmentation
+	// needed" and "packet too big" are never limited.
+	ICMPRate icmprate.Config
 }
 
 // PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
 // returns the IP packets of the frames the port's queues receive (Ethernet
 // header stripped), Write sends IP packets as Ethernet frames to their next
-// hop on the LAN.
+// hop on the LAN, both as the router it stands in for would (router.go).
 //
 // Concurrency: Read owns every RX half and must be called by one goroutine
 // at a time (wireguard-go has one TUN reader). Write is safe for
@@ -103,15 +118,22 @@ type PortDevice struct {
 	// and to packets without a route (PortConfig.ICMPSource4/6, then
 	// SetICMPSources); loaded per answer.
 	icmpSrc atomic.Pointer[icmpSources]
-	// icmpLimit rate-limits host unreachable (unreach.go), on a clock
-	// of ns since epoch.
-	icmpLimit *icmprate.Limiter
-	epoch     time.Time
-
 	// noRoute are the prefixes whose received packets Read drops (drop
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
 	noRoute atomic.Pointer[bart.Table[bool]]
+
+	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
+	// prefix length: Write hands a packet to them back to Read (router.go).
+	// Nil until set. Loaded once per Write call.
+	allowed atomic.Pointer[bart.Table[uint8]]
+	loop    loopQueue   // Write → Read (loop.go)
+	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
+	// icmpLimit rate-limits time exceeded (router.go) and host
+	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
+	// since epoch.
+	icmpLimit *icmprate.Limiter
+	epoch     time.Time
 
 	txqs []*portTX
 
@@ -168,13 +190,27 @@ const (
 	// never forwarded into the tunnel (the XDP program leaves such frames
 	// to the kernel; a port without one hands them over).
 	PortDropVLAN
+	// PortDropTTLExceeded: a transit packet, either way, with TTL or hop
+	// limit 0 or 1 (answered with time exceeded when ICMP allows:
+	// router.go).
+	PortDropTTLExceeded
+	// PortDropMartian: a transit packet with an address no router
+	// forwards (header.TransitAddrs).
+	PortDropMartian
+	// PortDropMulticast: a transit packet to a multicast address or
+	// 255.255.255.255, which Linux without a multicast routing daemon
+	// never forwards.
+	PortDropMulticast
+	// PortDropIPOptions: a transit packet with IPv4 options or an IPv6
+	// hop-by-hop header Linux does not forward (header.TransitOptions).
+	PortDropIPOptions
 
 	NumPortDropReasons
 )
 
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
-	"over_mtu", "cannot_fragment", "vlan",
+	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
 }
 
 // String returns the reason's snake-case name.
@@ -194,6 +230,7 @@ type portCounters struct {
 	replies          atomic.Uint64
 	fragmented, icmp atomic.Uint64
 	icmpSuppressed   atomic.Uint64
+	peerToPeer       atomic.Uint64
 	drops            counts.Atomic[PortDropReason]
 }
 
@@ -203,15 +240,17 @@ type PortStats struct {
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
 	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
-	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big" and host / address unreachable answers sent
-	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // host / address unreachable answers held back by the rate limits
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big", time exceeded and host / address unreachable answers sent
+	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded and unreachable answers the rate limits held back
+	PeerToPeer       uint64         `json:"peer_to_peer"`      // decrypted packets handed back to wireguard-go for a peer (router.go)
 	Drops            PortDropCounts `json:"drops"`
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
 func (d *PortDevice) Stats() PortStats {
 	s := PortStats{RXPackets: d.ctr.rx.Load(), TXPackets: d.ctr.tx.Load(), NeighbourReplies: d.ctr.replies.Load(),
-		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(), ICMPSuppressed: d.ctr.icmpSuppressed.Load()}
+		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(),
+		ICMPSuppressed: d.ctr.icmpSuppressed.Load(), PeerToPeer: d.ctr.peerToPeer.Load()}
 	s.Drops = d.ctr.drops.Load()
 	return s
 }
@@ -248,8 +287,9 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		frames:    make([]dataplane.Frame, PortBatchSize),
 		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
 		frag:      newFragState(cfg.Port.MTU()),
-		spin:      dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
-		icmpLimit: icmprate.New(icmprate.Config{}), epoch: time.Now(),
+		loop:      newLoopQueue(cfg.Port.MTU()),
+		icmpLimit: icmprate.New(cfg.ICMPRate), epoch: time.Now(),
+		spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
 	for i := range cfg.Port.NumQueues() {
 		q := cfg.Port.Queue(i)
@@ -257,6 +297,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		w.Add(q.RX())
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
+	d.routes, _ = cfg.Routes.(routeLookup)
 	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
 	d.events <- tun.EventUp
 	return d, nil
@@ -297,7 +338,11 @@ func (d *PortDevice) Close() error {
 // IP length) into bufs[i][offset:], sets sizes[i] and returns how many. The
 // queues are taken in turn, so that a busy one does not starve the others.
 // The frames go back to their queues before Read returns; bufs stay the
-// caller's. In owned mode ARP/NDP frames are answered on the way. Read
+// caller's. In owned mode ARP/NDP frames are answered on the way. Each
+// packet is forwarded as a router forwards it (router.go: checked, its TTL
+// lowered, its SYN's MSS clamped; one with TTL 1 is answered with time
+// exceeded instead), and the packets Write handed back (peer to peer, time
+// exceeded into the tunnel: loop.go) come first. Read
 // allocates nothing. After Close it returns os.ErrClosed. While nothing
 // comes, it polls again (yielding to other goroutines) for an adaptive
 // spin (dataplane.Spinner, at most dataplane.DefaultSpin) before it blocks
@@ -317,6 +362,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		// Fragments of packets received before go first; while they
 		// fill the buffers nothing more is received.
 		n, m := d.frag.next(d, bufs[:want], sizes[:want], offset), 0
+		n += d.loop.pop(d, bufs[n:want], sizes[n:want], offset)
 		for i := 0; i < len(d.rxs) && n < want && !d.frag.pending(); i++ {
 			rx := d.rxs[d.nextQ]
 			d.nextQ++
@@ -440,6 +486,9 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.unreachable(frame[:l3], pkt[:n])
 		return false
 	}
+	if !d.forwardIn(frame[:l3], pkt[:n]) {
+		return false
+	}
 	if n > d.cfg.MTU {
 		d.overMTU(frame[:l3], pkt[:n])
 		return false
@@ -448,7 +497,10 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropTooBig].Add(1)
 		return false
 	}
-	*size = copy(buf[offset:], pkt[:n])
+	p := buf[offset : offset+n]
+	*size = copy(p, pkt[:n])
+	header.DecrementHop(p)
+	d.clampMSS(p)
 	return true
 }
 
@@ -493,10 +545,14 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 // Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
 // frame from the port's MAC to the MAC of its next hop, and returns
 // len(bufs) with a nil error once every packet is sent or dropped: packets
-// that cannot be sent (not IP, larger than the port's MTU, no route, an
-// unresolved next hop, no buffer, a full TX ring) are dropped and counted,
+// that cannot be sent (not IP, larger than the port's MTU, refused by the
+// router's checks or at TTL 1 (router.go), no route, an unresolved next
+// hop, no buffer, a full TX ring) are dropped and counted,
 // as a kernel interface drops them, so that one bad packet does not make
-// wireguard-go log every batch. Safe for concurrent use; it does not keep
+// wireguard-go log every batch. A packet's TTL or hop limit and a SYN's
+// MSS are changed in place in bufs; one for a peer's allowed IPs (by a
+// longer prefix than the LAN's route: SetAllowedIPs) goes back to Read
+// instead of the LAN. Safe for concurrent use; it does not keep
 // bufs and allocates nothing on the hot path. After Close it returns 0,
 // os.ErrClosed.
 func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
@@ -504,14 +560,16 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 		return 0, os.ErrClosed
 	}
 	var macs [PortBatchSize]header.MAC
-	var ok [PortBatchSize]bool
+	var ok, loop [PortBatchSize]bool
+	al := d.allowed.Load()
+	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
 		var last netip.Addr
 		var lastMAC header.MAC
-		lastOK, lastReason := false, PortDropNoRoute
+		lastOK, lastReason, loops := false, PortDropNoRoute, 0
 		for i, b := range chunk {
-			ok[i] = false
+			ok[i], loop[i] = false, false
 			if offset > len(b) {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
@@ -524,6 +582,14 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			case len(pkt) > d.maxLen:
 				d.ctr.drops[PortDropTooBig].Add(1)
+				continue
+			}
+			switch d.forwardOut(pkt, dst, al, &lastTun) {
+			case outLoop:
+				loop[i] = true
+				loops++
+				continue
+			case outDropped:
 				continue
 			}
 			if dst == last {
@@ -540,6 +606,9 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			}
 			macs[i], ok[i] = mac, true
+		}
+		if loops > 0 {
+			d.loop.push(d, chunk, offset, loop[:len(chunk)])
 		}
 		d.send(chunk, offset, macs[:len(chunk)], ok[:len(chunk)])
 		done += len(chunk)

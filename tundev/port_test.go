@@ -15,6 +15,7 @@ import (
 	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/header"
 )
 
 var (
@@ -137,8 +138,17 @@ func TestPortDeviceBasics(t *testing.T) {
 	}
 }
 
+// hop is a copy of the IP packet p as a router forwards it: TTL or hop
+// limit − 1 (header.DecrementHop).
+func hop(p []byte) []byte {
+	q := bytes.Clone(p)
+	header.DecrementHop(q)
+	return q
+}
+
 // TestPortDeviceRead: frames on every queue come out of one Read as IP
-// packets at the offset, without Ethernet header, tag or padding.
+// packets at the offset, without Ethernet header, tag or padding, their TTL
+// lowered by one.
 func TestPortDeviceRead(t *testing.T) {
 	r := newPortRig(t, 3, nil)
 	p4 := ipPacket(hostIP, farIP, []byte("v4"))
@@ -169,7 +179,7 @@ func TestPortDeviceRead(t *testing.T) {
 			got = append(got, append([]byte(nil), bufs[i][off:off+sizes[i]]...))
 		}
 	}
-	want := map[string]bool{string(p4): true, string(p6): true, string(ipPacket(hostIP, farIP, []byte("p"))): true}
+	want := map[string]bool{string(hop(p4)): true, string(hop(p6)): true, string(hop(ipPacket(hostIP, farIP, []byte("p")))): true}
 	if len(got) != 4 {
 		t.Fatalf("Read %d packets, want 4", len(got))
 	}
@@ -205,7 +215,7 @@ func TestPortDeviceWrite(t *testing.T) {
 		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(bufs))
 	}
 	got := r.collect(3)
-	want := [][]byte{ethFrame(macHost, macGW, 0x0800, p4), ethFrame(macHost, macGW, 0x0800, p4far), ethFrame(macHost, macGW, 0x86dd, p6)}
+	want := [][]byte{ethFrame(macHost, macGW, 0x0800, hop(p4)), ethFrame(macHost, macGW, 0x0800, hop(p4far)), ethFrame(macHost, macGW, 0x86dd, hop(p6))}
 	if len(got) != 3 {
 		t.Fatalf("host received %d frames, want 3", len(got))
 	}
@@ -291,7 +301,10 @@ func TestPortDeviceNoAllocs(t *testing.T) {
 		bufs, sizes := [][]byte{make([]byte, 2000)}, []int{0}
 		fs := make([]dataplane.Frame, 4)
 		txB := r.b.Queue(0).TX()
+		orig := [][]byte{bytes.Clone(out[0]), bytes.Clone(out[1])}
 		step := func() {
+			copy(out[0], orig[0]) // Write lowered the TTL in place
+			copy(out[1], orig[1])
 			r.dev.Write(out, off)
 			for q := range queues {
 				rxB := r.b.Queue(q).RX()

@@ -194,7 +194,7 @@ func TestWarnIgnored(t *testing.T) {
 		want, not []string // keys warned of, keys not
 	}{
 		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsAddress", "MetricsPeers"}},
-		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "WAN", "LAN", "MetricsAddress"}},
+		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "WAN", "LAN", "MSSClamp", "MetricsAddress"}},
 		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "MetricsAddress"}},
 	} {
 		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mode)))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/wgpio/wgpio/config"
@@ -40,8 +41,29 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 	return compatgw.Start(compatgw.Config{
 		Name: name, UAPI: f.UAPI(), ListenPort: f.Interface.ListenPort,
 		WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, Attach: attach, MTU: f.Interface.MTU,
-		Logger: log,
+		Logger: log, TunnelAddrs: prefixAddrs(f.Interface.Addresses), MSSClamp: compatMSSClamp(w.MSSClamp),
+		ICMPRate: w.ICMPRate, ICMPBurst: w.ICMPBurst, ICMPDestInterval: w.ICMPDestInterval,
 	})
+}
+
+// compatMSSClamp is config's MSSClamp as compatgw.Config's.
+func compatMSSClamp(m int) int {
+	switch m {
+	case config.MSSClampAuto:
+		return compatgw.MSSClampAuto
+	case config.MSSClampOff:
+		return 0
+	}
+	return m
+}
+
+// prefixAddrs are the addresses of ps.
+func prefixAddrs(ps []netip.Prefix) []netip.Addr {
+	as := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		as[i] = p.Addr()
+	}
+	return as
 }
 
 // compatStats is what the stats socket of a compat mode serves: c (nil

@@ -124,18 +124,17 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
 		warn(w.Lines, "MetricsPeers", "ignored in the compat modes: they export no per-peer metrics (stock wireguard-go's peers are in wg show)")
-		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
-			warn(w.Lines, k, "ignored in the compat modes: the fast path applies it (compat forwards through wireguard-go, which neither clamps nor sends time exceeded)")
-		}
 		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
 		warn(w.Lines, "HandshakeWorkers", "ignored in the compat modes: wireguard-go runs its own handshake goroutines, one per CPU")
 	}
 	switch w.Mode {
 	case config.ModeCompat:
-		warn(f.Interface.Lines, "Address", "ignored in Mode = compat: it has no exception TUN, so the gateway has no tunnel address of its own (fastpath and compat-mqtun have)")
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
+		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
+			warn(w.Lines, k, "ignored in Mode = compat-mqtun: the kernel forwards (clamp with an nftables or iptables TCPMSS rule; its ICMP limits are the net.ipv4.icmp_* sysctls)")
+		}
 		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}

@@ -42,6 +42,8 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
@@ -87,6 +89,44 @@ type Config struct {
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
 	Logger *slog.Logger
+	// TunnelAddrs are the gateway's tunnel addresses (the configuration's
+	// Address): the first of each family is the source of the time
+	// exceeded errors the LAN's PortDevice sends into the tunnel
+	// (tundev.PortConfig.TunnelSource4/6); without one, the LAN address.
+	TunnelAddrs []netip.Addr
+	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway either way:
+	// MSSClampAuto (the tunnel MTU − 40 over IPv4, − 60 over IPv6), a size
+	// in bytes, or 0 (off).
+	MSSClamp int
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
+	// errors the PortDevice sends, as Linux's icmp_msgs_per_sec,
+	// icmp_msgs_burst and icmp_ratelimit (internal/icmprate.Config: zero
+	// takes Linux's default, negative turns the limit off).
+	ICMPRate, ICMPBurst int
+	ICMPDestInterval    time.Duration
+}
+
+// MSSClampAuto is Config.MSSClamp's value for the tunnel MTU's MSS.
+const MSSClampAuto = -1
+
+// routerConfig sets the forwarding fields of pc (tundev's router.go) from
+// cfg, whose MTU is set.
+func routerConfig(pc *tundev.PortConfig, cfg *Config) {
+	for _, a := range cfg.TunnelAddrs {
+		switch a = a.Unmap(); {
+		case a.Is4() && !pc.TunnelSource4.IsValid():
+			pc.TunnelSource4 = a
+		case a.Is6() && !pc.TunnelSource6.IsValid():
+			pc.TunnelSource6 = a
+		}
+	}
+	switch {
+	case cfg.MSSClamp == MSSClampAuto:
+		pc.MSSClamp4, pc.MSSClamp6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)
+	case cfg.MSSClamp > 0:
+		pc.MSSClamp4, pc.MSSClamp6 = uint16(min(cfg.MSSClamp, 0xffff)), uint16(min(cfg.MSSClamp, 0xffff))
+	}
+	pc.ICMPRate = icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval}
 }
 
 // Stats are the counters of compat mode: wgpio's two sides of stock
@@ -278,6 +318,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	// Oversized packets are answered from the LAN address, as Linux
 	// answers from the address of the interface the answer leaves by.
 	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
+	routerConfig(&pc, &cfg)
 	if pc.Routes, pc.Neighbours, err = g.kernelNeighbours(h, lan.index); err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
@@ -339,7 +380,7 @@ func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	if warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
-	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
+	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return err
 	}

@@ -134,6 +134,7 @@ func (g *Gateway) syncPrefixes() error {
 	}
 	if changed || unkept > 0 {
 		g.publishKept(want)
+		g.publishAllowed(want)
 	}
 	return errs.err()
 }
@@ -206,6 +207,28 @@ func (g *Gateway) publishKept(want map[netip.Prefix]bool) {
 		}
 	}
 	g.noRoute.SetNoRoute(drop, pass)
+}
+
+// allowedSetter is what the PortDevice does with the allowed IPs besides
+// the kept prefixes: peer-to-peer forwarding (tundev.PortDevice.
+// SetAllowedIPs).
+type allowedSetter interface {
+	SetAllowedIPs(allowed []netip.Prefix)
+}
+
+// publishAllowed hands the PortDevice every allowed IP of want, for
+// peer-to-peer forwarding, when g.noRoute takes them. O(len(want)); g.mu
+// must be held.
+func (g *Gateway) publishAllowed(want map[netip.Prefix]bool) {
+	a, ok := g.noRoute.(allowedSetter)
+	if !ok {
+		return
+	}
+	all := make([]netip.Prefix, 0, len(want))
+	for p := range want {
+		all = append(all, p)
+	}
+	a.SetAllowedIPs(all)
 }
 
 // maxPrefixErrors is how many failed prefixes a sync's error names; the

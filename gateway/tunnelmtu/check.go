@@ -87,7 +87,7 @@ func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (wa
 // "fragmentation needed" either (path MTU discovery breaks for a jumbo
 // LAN), while the LAN's other traffic is untouched. The warning offers
 // lowering the LAN MTU, and MSSClamp = auto when clamp says the gateway
-// clamps TCP's MSS on request (fast-path mode; compat mode ignores it).
+// clamps TCP's MSS on request (both modes; compat-mqtun leaves it to the kernel).
 func CheckFrames(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4 bool, maxFrame int, clamp bool) (warn string, err error) {
 	overhead := OuterOverhead6
 	if v4 {

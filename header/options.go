@@ -1,13 +1,10 @@
-package fastpath
+package header
 
-import "github.com/wgpio/wgpio/header"
-
-// IPv4 option types (RFC 791 §3.1, RFC 2113, FIPS 188) and IPv6
-// hop-by-hop option types (RFC 8200 §4.2, IANA "Destination Options and
-// Hop-by-Hop Options") that headerOptions reads.
+// IPv4 option types (RFC 791 §3.1, RFC 2113, FIPS 188; end of list and
+// no-operation in fragment.go) and IPv6 hop-by-hop option types (RFC 8200
+// §4.2, IANA "Destination Options and Hop-by-Hop Options") that
+// TransitOptions reads.
 const (
-	ipv4OptEOL   = 0
-	ipv4OptNOP   = 1
 	ipv4OptRR    = 7    // record route
 	ipv4OptTS    = 0x44 // timestamp (RFC 791 §3.1 "Internet Timestamp")
 	ipv4OptLSRR  = 0x83 // loose source and record route
@@ -40,38 +37,38 @@ const (
 	hbhMaxOptions = 8
 )
 
-// optionsPlain reports whether the IP packet p (header checked) has no
-// options headerOptions would judge: an IPv4 header of 20 bytes, or IPv6
-// without a hop-by-hop header. One or two compares, inlined; false means:
-// ask headerOptions.
-func optionsPlain(p []byte) bool {
-	return p[0] == 0x45 || p[0]>>4 == header.IPv6Version && p[6] != header.ProtoHopByHop
+// OptionsPlain reports whether the IP packet p (header checked) has no
+// options TransitOptions would judge: an IPv4 header of 20 bytes, or IPv6
+// without a hop-by-hop  One or two compares, inlined; false means:
+// ask TransitOptions.
+func OptionsPlain(p []byte) bool {
+	return p[0] == 0x45 || p[0]>>4 == IPv6Version && p[6] != ProtoHopByHop
 }
 
-// headerOptions judges the options of the transit IP packet p (header
+// TransitOptions judges the options of the transit IP packet p (header
 // checked) as Linux's forwarding path does (ip_options_compile and
 // ip_rcv_options for IPv4, ip6_parse_tlv for IPv6's hop-by-hop header,
-// read on Linux 6.x), and reports whether p may be forwarded; if not, the
-// reason is DropIPOptions. ipv4Options and hopByHopOptions list the
+// read on Linux 6.x), and returns TransitOK when p may be forwarded, else
+// TransitIPOptions. ipv4Options and hopByHopOptions list the
 // rules. Linux answers some of the packets it drops with "parameter
-// problem" (ICMP type 12, ICMPv6 type 4) pointing at the bad byte; so does
-// the gateway, from the drop's rare path (optionsError).
+// problem" (ICMP type 12, ICMPv6 type 4) pointing at the bad byte:
+// OptionsError gives that answer, from the drop's rare path.
 //
 // Options that pass are left as they came: record route and timestamp,
 // which Linux fills in, router alert, padding.
 //
 //go:noinline
-func headerOptions(p []byte) (DropReason, bool) {
+func TransitOptions(p []byte) Transit {
 	var ok bool
-	if p[0]>>4 == header.IPv4Version {
-		ok = ipv4Options(p[header.IPv4MinLen:header.IPv4(p).HeaderLen()])
+	if p[0]>>4 == IPv4Version {
+		ok = ipv4Options(p[IPv4MinLen:IPv4(p).HeaderLen()])
 	} else {
-		ok = hopByHopOptions(p[header.IPv6Len : header.IPv6Len+header.IPv6(p).PayloadLength()])
+		ok = hopByHopOptions(p[IPv6Len : IPv6Len+IPv6(p).PayloadLength()])
 	}
 	if !ok {
-		return DropIPOptions, false
+		return TransitIPOptions
 	}
-	return 0, true
+	return TransitOK
 }
 
 // ipv4Options reports whether Linux forwards a packet with the IPv4
@@ -115,7 +112,7 @@ func ipv4Options(opts []byte) bool {
 // not enabled, the default); no unknown option whose type's two high
 // bits are not 00, "discard the packet" (RFC 8200 §4.2). Linux answers the last with "parameter problem" when
 // the bits are 10 or 11 (the destination is never multicast here:
-// transitAddrs drops those first), and drops the others silently.
+// TransitAddrs drops those first), and drops the others silently.
 func hopByHopOptions(ext []byte) bool {
 	if len(ext) < hbhUnitSize {
 		return false
@@ -157,7 +154,7 @@ func hopByHopOptions(ext []byte) bool {
 		case hbhCALIPSO:
 			return false
 		case hbhIOAM:
-			if (header.IPv6Len+off)%4 != 0 {
+			if (IPv6Len+off)%4 != 0 {
 				return false
 			}
 		default:

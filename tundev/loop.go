@@ -1,0 +1,140 @@
+package tundev
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/wgpio/wgpio/header"
+)
+
+// loopSlots is how many packets the loop queue holds between two Reads:
+// two of wireguard-go's batches.
+const loopSlots = 2 * PortBatchSize
+
+// loopQueue holds packets that go from Write's side back to Read's, into
+// the tunnel again without touching the LAN: decrypted packets to another
+// peer's (or the same peer's) allowed IPs (peer to peer), and time
+// exceeded errors answering decrypted packets. Slots of a fixed size (the
+// port's MTU, at least an ICMP error's), allocated once: push and pop copy
+// and allocate nothing. A full queue drops the packet (no_buffer), as a
+// full TUN queue would.
+//
+// Concurrency: mu guards every field but n, which push and pop update under
+// mu and Read loads without it, so that Read costs one atomic load per
+// turn while the queue is empty. push (one lock per Write batch) and
+// timeExceeded (one per error, rate-limited) are safe for concurrent use
+// (Write's goroutines); pop is Read's.
+type loopQueue struct {
+	mu   sync.Mutex
+	buf  []byte // loopSlots slots of slot bytes
+	slot int
+	size [loopSlots]int
+	head int // oldest packet's slot
+	n    atomic.Int32
+}
+
+func newLoopQueue(portMTU int) loopQueue {
+	slot := max(portMTU, header.ICMPv6ErrorMaxLen)
+	return loopQueue{buf: make([]byte, loopSlots*slot), slot: slot}
+}
+
+// reserve returns the next free slot, with mu held, or nil (mu released)
+// when the queue is full.
+func (q *loopQueue) reserve() []byte {
+	q.mu.Lock()
+	n := int(q.n.Load())
+	if n == loopSlots {
+		q.mu.Unlock()
+		return nil
+	}
+	i := (q.head + n) % loopSlots
+	return q.buf[i*q.slot : (i+1)*q.slot]
+}
+
+// commit queues the slot reserve returned with its first size bytes, wakes
+// Read and releases mu.
+func (q *loopQueue) commit(d *PortDevice, size int) {
+	q.size[(q.head+int(q.n.Load()))%loopSlots] = size
+	q.n.Add(1)
+	q.mu.Unlock()
+	d.w.Ring()
+}
+
+// push queues a copy of each bufs[i][offset:] marked in mark (at most the
+// port's MTU: Write checked) for Read, in order, counting them as peer to
+// peer; those past a full queue are dropped (no_buffer). One lock and one
+// wake-up per call.
+func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) {
+	q.mu.Lock()
+	n, full := int(q.n.Load()), 0
+	for i, m := range mark {
+		if !m {
+			continue
+		}
+		if n == loopSlots {
+			full++
+			continue
+		}
+		j := (q.head + n) % loopSlots
+		q.size[j] = copy(q.buf[j*q.slot:(j+1)*q.slot], bufs[i][offset:])
+		n++
+	}
+	added := n - int(q.n.Load())
+	q.n.Store(int32(n))
+	q.mu.Unlock()
+	if added > 0 {
+		d.ctr.peerToPeer.Add(uint64(added))
+		d.w.Ring()
+	}
+	if full > 0 {
+		d.ctr.drops[PortDropNoBuffer].Add(uint64(full))
+	}
+}
+
+// timeExceeded queues time exceeded about pkt from our tunnel address in
+// src, and reports whether it did (false: the queue is full, or no error
+// may answer pkt).
+func (q *loopQueue) timeExceeded(d *PortDevice, pkt []byte, src *icmpSources) bool {
+	b := q.reserve()
+	if b == nil {
+		return false
+	}
+	var n int
+	var r header.Reason
+	if pkt[0]>>4 == header.IPv4Version {
+		n, r = header.PutICMPv4TimeExceeded(b, src.tun4.As4(), pkt)
+	} else {
+		n, r = header.PutICMPv6TimeExceeded(b, src.tun6.As16(), pkt)
+	}
+	if r != header.OK {
+		q.mu.Unlock()
+		return false
+	}
+	q.commit(d, n)
+	return true
+}
+
+// pop copies waiting packets, oldest first, into bufs[i][offset:], sets
+// sizes[i] and returns how many; those that do not fit bufs wait for the
+// next call. A packet longer than its buffer is dropped (too_big).
+func (q *loopQueue) pop(d *PortDevice, bufs [][]byte, sizes []int, offset int) int {
+	if q.n.Load() == 0 || len(bufs) == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := 0
+	for q.n.Load() > 0 && k < len(bufs) {
+		s := q.size[q.head]
+		p := q.buf[q.head*q.slot : q.head*q.slot+s]
+		q.head = (q.head + 1) % loopSlots
+		q.n.Add(-1)
+		if len(bufs[k])-offset < s {
+			d.ctr.drops[PortDropTooBig].Add(1)
+			continue
+		}
+		sizes[k] = copy(bufs[k][offset:], p)
+		k++
+	}
+	return k
+}

@@ -1,0 +1,293 @@
+package tundev
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gaissmai/bart"
+
+	"github.com/wgpio/wgpio/arp"
+	"github.com/wgpio/wgpio/header"
+)
+
+// A PortDevice forwards as the Linux router with wg0 it stands in for
+// (RFC 1812 §5.3.1, RFC 8200 §3), in both directions: LAN → tunnel (Read
+// hands wireguard-go the packet) and tunnel → LAN (wireguard-go's Write).
+// Per transit packet, in Linux's order (ip_rcv_options, then route input,
+// then ip_forward / ip6_forward):
+//
+//   - options Linux does not forward are dropped (ip_options,
+//     header.TransitOptions), addresses no router forwards too (martian,
+//     multicast: header.TransitAddrs), fastpath's code for both;
+//   - a TTL or hop limit of 0 or 1 is dropped (ttl_exceeded) and answered
+//     with time exceeded (RFC 792, RFC 4443 §3.3) to the packet's source,
+//     rate-limited as Linux limits it (PortConfig.ICMPRate,
+//     internal/icmprate): to the LAN host by its Ethernet address, or into
+//     the tunnel by handing wireguard-go the error to read (loop.go), from
+//     PortConfig.TunnelSource4/6;
+//   - otherwise the TTL / hop limit drops by one, once (header.DecrementHop),
+//     and a TCP SYN's MSS is clamped (PortConfig.MSSClamp4/6,
+//     header.ClampMSS).
+//
+// A decrypted packet whose destination a peer's allowed IPs hold
+// (SetAllowedIPs) by a longer prefix than the LAN's route toward it goes
+// back to wireguard-go's read side (loop.go), as Linux's wg0 sends it back
+// out: peer to peer (hub and spoke), the peer it came from included.
+
+// routeLookup is what the LAN routes (arp.KernelRoutes, arp.StaticRoutes)
+// give besides NextHop: the route toward dst, its prefix and metric.
+type routeLookup interface {
+	Route(dst netip.Addr) (arp.Route, bool)
+}
+
+// tunnelRouteMetric6 is the metric of an IPv6 route into wg0 (Linux's
+// default for a route added without one, IP6_RT_PRIO_USER); a LAN route of
+// the same prefix and a lower metric wins (the kernel's own on-link /64
+// has 256). An IPv4 route into wg0 has metric 0 and wins ties.
+const tunnelRouteMetric6 = 1024
+
+// SetAllowedIPs replaces the prefixes Write sends back to wireguard-go
+// instead of the LAN: every peer's allowed IPs (gateway/compatgw keeps
+// them in step with wireguard-go's configuration). A /0 has no route into
+// wg0 (README, "Behaviour as a router") and is left out. The table is
+// published whole: Write pays one atomic load per call and one
+// allocation-free trie lookup per packet. Safe for concurrent use;
+// O(len(allowed)) per call.
+func (d *PortDevice) SetAllowedIPs(allowed []netip.Prefix) {
+	t := new(bart.Table[uint8])
+	for _, p := range allowed {
+		if p.Bits() > 0 {
+			t.Insert(p.Masked(), uint8(p.Bits()))
+		}
+	}
+	d.allowed.Store(t)
+}
+
+// lastRoute is Write's memory of toTunnel's last answer within a call, so
+// that a batch to one destination asks the routes once.
+type lastRoute struct {
+	dst    netip.Addr // invalid: none yet
+	tunnel bool
+}
+
+// toTunnel reports whether a decrypted packet to dst goes back into the
+// tunnel: the longest allowed-IPs prefix holding dst is longer than the
+// LAN's route toward it (or equal, for IPv4, or IPv6 against a route of a
+// metric of tunnelRouteMetric6 or more), as Linux's longest-prefix match
+// over a table holding both would choose. A LAN resolver without Route
+// (routeLookup) counts as one with no route. last keeps the answer for
+// the next packet to the same destination.
+func (d *PortDevice) toTunnel(al *bart.Table[uint8], dst netip.Addr, last *lastRoute) bool {
+	if al == nil {
+		return false
+	}
+	if dst == last.dst {
+		return last.tunnel
+	}
+	last.dst, last.tunnel = dst, d.routeToTunnel(al, dst)
+	return last.tunnel
+}
+
+// routeToTunnel is toTunnel's answer for dst, asked of the tables.
+func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
+	bits, ok := al.Lookup(dst)
+	if !ok {
+		return false
+	}
+	if d.routes == nil {
+		return true
+	}
+	r, ok := d.routes.Route(dst)
+	switch {
+	case !ok || r.Prefix.Bits() < int(bits):
+		return true
+	case r.Prefix.Bits() > int(bits):
+		return false
+	}
+	return dst.Is4() || r.Metric >= tunnelRouteMetric6
+}
+
+// judge makes the checks of a transit packet pkt (IP header checked by the
+// caller) that precede its TTL decrement, counting a drop by reason; it
+// reports whether pkt may be forwarded. header's inlined PlainUnicast and
+// OptionsPlain settle the common packet.
+func (d *PortDevice) judge(pkt []byte) bool {
+	if !header.OptionsPlain(pkt) && header.TransitOptions(pkt) != header.TransitOK {
+		d.ctr.drops[PortDropIPOptions].Add(1)
+		return false
+	}
+	if !header.PlainUnicast(pkt) {
+		switch header.TransitAddrs(pkt) {
+		case header.TransitMartian:
+			d.ctr.drops[PortDropMartian].Add(1)
+			return false
+		case header.TransitMulticast:
+			d.ctr.drops[PortDropMulticast].Add(1)
+			return false
+		}
+	}
+	return true
+}
+
+// headerOK reports whether the IP header of pkt (at least 20 bytes for
+// IPv4, 40 for IPv6: destination or take checked) is within pkt, as judge
+// needs:
+// an IPv4 IHL of 5 or more within pkt, an IPv6 payload length within pkt.
+// wireguard-go trims a decrypted packet to its length field but does not
+// read the IHL.
+func headerOK(pkt []byte) bool {
+	if pkt[0]>>4 == header.IPv4Version {
+		ihl := int(pkt[0]&0xf) * 4
+		return ihl >= header.IPv4MinLen && ihl <= len(pkt)
+	}
+	return header.IPv6Len+header.IPv6(pkt).PayloadLength() <= len(pkt)
+}
+
+// lastHop reports whether pkt's TTL or hop limit is 0 or 1: forwarding it
+// would leave it at 0 (RFC 1812 §5.3.1, RFC 8200 §3).
+func lastHop(pkt []byte) bool {
+	if pkt[0]>>4 == header.IPv4Version {
+		return pkt[8] <= 1
+	}
+	return pkt[7] <= 1
+}
+
+// clampMSS applies PortConfig.MSSClamp4/6 to the transit packet pkt.
+func (d *PortDevice) clampMSS(pkt []byte) {
+	mss := d.cfg.MSSClamp4
+	if pkt[0]>>4 != header.IPv4Version {
+		mss = d.cfg.MSSClamp6
+	}
+	if mss != 0 {
+		header.ClampMSS(pkt, mss)
+	}
+}
+
+// icmpAllowed reports whether a time exceeded error about pkt may go to its
+// source now: not when no error may answer pkt at all (RFC 1812 §4.3.2.7,
+// RFC 4443 §2.4(e); asked first, as Linux's __icmp_send does, so that such
+// packets spend no budget), else the rate limiter's answer, counting what
+// it suppresses.
+func (d *PortDevice) icmpAllowed(pkt []byte) bool {
+	var dst netip.Addr
+	if pkt[0]>>4 == header.IPv4Version {
+		if header.ICMPv4ErrorAllowed(pkt) != header.OK {
+			return false
+		}
+		dst = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
+	} else {
+		if header.ICMPv6ErrorAllowed(pkt, header.ICMPv6TypeTimeExceeded) != header.OK {
+			return false
+		}
+		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
+	}
+	if d.icmpLimit.Allow(dst, int64(time.Since(d.epoch))) {
+		return true
+	}
+	d.ctr.icmpSuppressed.Add(1)
+	return false
+}
+
+// timeExceededLAN answers pkt, received from the LAN in a frame whose
+// Ethernet header (and 802.1Q tag) is eth, with time exceeded to its
+// Ethernet source from our LAN address of its family (PortConfig.
+// ICMPSource4/6), as overMTU answers. Read's goroutine only (d.reply).
+func (d *PortDevice) timeExceededLAN(eth, pkt []byte) {
+	src := d.icmpSrc.Load()
+	v4 := pkt[0]>>4 == header.IPv4Version
+	if v4 && !src.v4.Is4() || !v4 && !src.v6.Is6() || !d.icmpAllowed(pkt) {
+		return
+	}
+	b := d.reply
+	l2 := copy(b, eth)
+	copy(b[0:6], eth[6:12])
+	copy(b[6:12], d.mac[:])
+	var n int
+	var r header.Reason
+	if v4 {
+		n, r = header.PutICMPv4TimeExceeded(b[l2:], src.v4.As4(), pkt)
+	} else {
+		n, r = header.PutICMPv6TimeExceeded(b[l2:], src.v6.As16(), pkt)
+	}
+	if r != header.OK {
+		return
+	}
+	if d.SendFrame(b[:l2+n]) == nil {
+		d.ctr.icmp.Add(1)
+	}
+}
+
+// forwardIn does what a router does to pkt, received from the LAN, before
+// it enters the tunnel: judge, then the TTL check (time exceeded to the LAN
+// host, timeExceededLAN). It reports whether pkt goes on; the TTL
+// decrement and the MSS clamp are the caller's, on the copy it hands
+// wireguard-go (Read's buffer, or the fragment queue's).
+func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
+	if !headerOK(pkt) { // an IHL below 5: take reads only the total length
+		d.ctr.drops[PortDropMalformed].Add(1)
+		return false
+	}
+	if !d.judge(pkt) {
+		return false
+	}
+	if lastHop(pkt) {
+		d.ctr.drops[PortDropTTLExceeded].Add(1)
+		d.timeExceededLAN(eth, pkt)
+		return false
+	}
+	return true
+}
+
+// forwardOut does what a router does to pkt, written by wireguard-go (a
+// decrypted packet), before it goes on: judge, the TTL check (time
+// exceeded into the tunnel, loop.go), the TTL decrement and the MSS clamp,
+// in place (wireguard-go's buffer, which Write does not keep). It returns
+// outLAN for a packet to send to the LAN, outLoop for one to hand back to
+// wireguard-go (peer to peer, toTunnel: Write queues the batch's in the
+// loop queue at once), or outDropped (counted).
+func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], last *lastRoute) outVerdict {
+	if !headerOK(pkt) {
+		d.ctr.drops[PortDropMalformed].Add(1)
+		return outDropped
+	}
+	if !d.judge(pkt) {
+		return outDropped
+	}
+	if lastHop(pkt) {
+		d.ctr.drops[PortDropTTLExceeded].Add(1)
+		d.timeExceededTunnel(pkt)
+		return outDropped
+	}
+	header.DecrementHop(pkt)
+	d.clampMSS(pkt)
+	if d.toTunnel(al, dst, last) {
+		return outLoop
+	}
+	return outLAN
+}
+
+// outVerdict is forwardOut's answer.
+type outVerdict uint8
+
+const (
+	outLAN outVerdict = iota
+	outLoop
+	outDropped
+)
+
+// timeExceededTunnel answers pkt, a decrypted packet with TTL or hop limit
+// 0 or 1, with time exceeded back into the tunnel: the error, from our
+// tunnel address of pkt's family (PortConfig.TunnelSource4/6, else the LAN
+// one), is built in the loop queue and read by wireguard-go, which seals
+// it to the peer whose allowed IPs hold pkt's source. Safe for concurrent
+// use (Write's goroutines).
+func (d *PortDevice) timeExceededTunnel(pkt []byte) {
+	src := d.icmpSrc.Load()
+	v4 := pkt[0]>>4 == header.IPv4Version
+	if v4 && !src.tun4.Is4() || !v4 && !src.tun6.Is6() || !d.icmpAllowed(pkt) {
+		return
+	}
+	if d.loop.timeExceeded(d, pkt, src) {
+		d.ctr.icmp.Add(1)
+	}
+}
