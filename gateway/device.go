@@ -560,17 +560,13 @@ func (p *peer) lastHandshake() time.Time {
 	return time.Time{}
 }
 
-// setEndpointConfigLocked sets a configured endpoint: our source address
-// of its family, its next hop's MAC if the resolver knows it.
+// setEndpointConfigLocked sets a configured endpoint: the source its
+// route chooses (routeSourceLocked), its next hop's MAC if the resolver
+// knows it.
 func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
 	// UAPI prints back what was set, as wireguard-go does.
-	ep := &fastpath.Endpoint{Dst: ap, SrcMAC: d.opts.WANMAC}
-	if ap.Addr().Is4() || ap.Addr().Is4In6() {
-		ep.Src = d.opts.WANAddr4
-	} else {
-		ep.Src = d.opts.WANAddr6
-	}
+	ep := &fastpath.Endpoint{Dst: ap, Src: d.routeSourceLocked(ap.Addr()), Routed: true, SrcMAC: d.opts.WANMAC}
 	if d.opts.Resolve != nil {
 		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
 	}

@@ -60,9 +60,18 @@ type Options struct {
 	// it (or its index, WANIndex).
 	WANInterface string
 	WANIndex     int
-	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
-	// send to a configured endpoint of each family.
+	// WANAddr4 and WANAddr6 are our outer addresses, the default source of
+	// each family: of what we send to a configured endpoint when Source is
+	// nil or has no answer.
 	WANAddr4, WANAddr6 netip.Addr
+	// Source, if set, returns the source the kernel's route toward dst
+	// chooses (invalid: none): what we send to a peer not heard from
+	// leaves from it, as Linux's WireGuard sends with its route lookup's
+	// source (srcaddr.Routes, which caches it). It is called with the
+	// device's lock held, when an endpoint is configured, when the WAN's
+	// addresses change (SetWANAddrs) and when routes change
+	// (RefreshSources); never per packet.
+	Source func(dst netip.Addr) netip.Addr
 	// TickInterval is how often Start runs Tick (default 50 ms).
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in

@@ -22,6 +22,37 @@ import (
 // it reached us at (fastpath, wanaddrs.go). Followed through netlink with
 // the default addresses (addrs.go).
 
+// routeSourceCache is how many endpoint addresses the cache of the
+// kernel's sources toward them holds (srcaddr.Routes): the configured
+// endpoints of the peers not heard from, which it holds all up to this
+// many (about 3 MB); past it, every change asks the kernel again for
+// each (tens of µs each).
+const routeSourceCache = 1 << 16
+
+// followSources moves the endpoints of peers not heard from to the
+// source their route chooses after each change of the namespace's
+// routes or addresses (srcaddr.Routes.Changed,
+// gateway.Device.RefreshSources), until done is closed; in shared mode,
+// where the kernel's routes are the host's (owned mode sends from its
+// one WANAddress).
+func (g *Gateway) followSources(done <-chan struct{}) {
+	if g.routeSrc == nil {
+		return
+	}
+	g.addrWG.Add(1)
+	go func() {
+		defer g.addrWG.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-g.routeSrc.Changed():
+				g.dev.RefreshSources()
+			}
+		}
+	}()
+}
+
 // wanOthers returns the addresses of an interface (as netlink lists them)
 // that WireGuard is taken at beside v4 and v6, at most afxdp.MaxUDPAddrs
 // of each family with v4 or v6 counted (srcaddr.Others); left are those
