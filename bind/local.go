@@ -38,11 +38,18 @@ func (l *localAddrs) has(a netip.Addr) bool {
 
 // source returns the address to send to dst from for an endpoint whose
 // source is src: src while it is one of the Bind's addresses of dst's
-// family, else the default of that family (invalid: none).
-func (l *localAddrs) source(src, dst netip.Addr) netip.Addr {
+// family, else the one the route chooses (route, Config.Source: nil or
+// invalid, none) while it is one of them, else the default of that
+// family (invalid: none).
+func (l *localAddrs) source(src, dst netip.Addr, route func(netip.Addr) netip.Addr) netip.Addr {
 	v4 := dst.Is4()
 	if src.Is4() == v4 && l.has(src) {
 		return src
+	}
+	if route != nil {
+		if src := route(dst); src.Is4() == v4 && l.has(src) {
+			return src
+		}
 	}
 	if v4 {
 		return l.v4

@@ -205,7 +205,7 @@ func (g *Gateway) sharedMode(wl, ll link) (err error) {
 	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	if g.routeSrc, err = srcaddr.NewRoutes(g.nsHandle, routeSourceCache, onErr); err != nil {
+	if g.routeSrc, err = srcaddr.NewRoutes(g.nsHandle, srcaddr.DefaultRoutes, onErr); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
 	g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})

@@ -22,13 +22,6 @@ import (
 // it reached us at (fastpath, wanaddrs.go). Followed through netlink with
 // the default addresses (addrs.go).
 
-// routeSourceCache is how many endpoint addresses the cache of the
-// kernel's sources toward them holds (srcaddr.Routes): the configured
-// endpoints of the peers not heard from, which it holds all up to this
-// many (about 3 MB); past it, every change asks the kernel again for
-// each (tens of µs each).
-const routeSourceCache = 1 << 16
-
 // followSources moves the endpoints of peers not heard from to the
 // source their route chooses after each change of the namespace's
 // routes or addresses (srcaddr.Routes.Changed,
