@@ -2,8 +2,11 @@ package bind
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
 
 	"github.com/wgpio/wgpio/header"
 )
@@ -73,5 +76,59 @@ func TestFurtherAddress(t *testing.T) {
 	}
 	if d := r.bind.Stats().Drops[DropNotOurs] - before; d != 1 {
 		t.Errorf("not_ours after %v left = +%d, want +1", virt, d)
+	}
+}
+
+// TestRouteSource: an endpoint not heard from (configured, or whose
+// source left the Bind) is sent to from the address the route chooses
+// (Config.Source, as Linux's WireGuard sends with its route lookup's
+// source) while it is one of the Bind's, else from the default of its
+// family; an endpoint heard from keeps the address it reached.
+func TestRouteSource(t *testing.T) {
+	virt := netip.MustParseAddr("198.18.0.100")
+	var route atomic.Pointer[netip.Addr]
+	route.Store(&virt)
+	r := newRig(t, 1, func(c *Config) {
+		c.Addrs = []netip.Addr{virt}
+		c.Source = func(netip.Addr) netip.Addr { return *route.Load() }
+	})
+	from := netip.AddrPortFrom(peerIP4, 1)
+	sentFrom := func(ep conn.Endpoint) netip.Addr {
+		t.Helper()
+		if err := r.bind.Send([][]byte{[]byte("x")}, ep); err != nil {
+			t.Fatal(err)
+		}
+		out := r.collect(t, 1, time.Second)
+		if len(out) != 1 {
+			t.Fatalf("peer received %d frames, want 1", len(out))
+		}
+		return netip.AddrFrom4([4]byte(out[0][header.EthernetLen+12 : header.EthernetLen+16]))
+	}
+	conf, err := r.bind.ParseEndpoint(from.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.inject(t, 0, udpFrame(from, netip.AddrPortFrom(ourIP4, ourPort), []byte("def"), false))
+	bufs, sizes, eps := recvBufs()
+	if n, err := r.fns[0](bufs, sizes, eps); err != nil || n != 1 {
+		t.Fatalf("ReceiveFunc = %d, %v, want the datagram to %v", n, err, ourIP4)
+	}
+	heard := eps[0]
+	for _, c := range []struct {
+		route, conf netip.Addr
+	}{
+		{virt, virt},           // the route's src
+		{ourIP4, ourIP4},       // the route changed
+		{peerIP4, ourIP4},      // not the Bind's: the default
+		{netip.Addr{}, ourIP4}, // no route
+		{ourIP6, ourIP4},       // another family: the default
+	} {
+		route.Store(&c.route)
+		if src := sentFrom(conf); src != c.conf {
+			t.Errorf("route's source %v: configured endpoint sent to from %v, want %v", c.route, src, c.conf)
+		}
+		if src := sentFrom(heard); src != ourIP4 {
+			t.Errorf("route's source %v: endpoint of a datagram to %v sent to from %v", c.route, ourIP4, src)
+		}
 	}
 }
