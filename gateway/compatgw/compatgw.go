@@ -114,7 +114,7 @@ type Gateway struct {
 	// addresses; the address follower's alone once Start returns.
 	lanAddrs []netip.Addr
 
-	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
 	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
 	closers  []func() error
 	stop     chan struct{}
