@@ -68,9 +68,10 @@ type Options struct {
 	// chooses (invalid: none): what we send to a peer not heard from
 	// leaves from it, as Linux's WireGuard sends with its route lookup's
 	// source (srcaddr.Routes, which caches it). It is called with the
-	// device's lock held, when an endpoint is configured, when the WAN's
-	// addresses change (SetWANAddrs) and when routes change
-	// (RefreshSources); never per packet.
+	// device's lock held when an endpoint is configured, without it when
+	// the WAN's addresses change (SetWANAddrs) and when routes change
+	// (RefreshSources), for each endpoint not heard from; never per
+	// packet. It must be safe for concurrent use.
 	Source func(dst netip.Addr) netip.Addr
 	// TickInterval is how often Start runs Tick (default 50 ms).
 	TickInterval time.Duration

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/wgpio/wgpio/fastpath"
 )
 
 // SetWANAddrs changes our outer addresses while running (an address of
@@ -18,30 +20,29 @@ import (
 // that lost their source are logged once per change, with their number.
 // The dataplane's own matching is changed separately
 // (fastpath.Engine.SetWAN), before this call, and the caller empties its
-// cache of route sources before it (srcaddr.Routes.Flush).
+// cache of route sources before it (srcaddr.Routes.Flush). The routes are
+// asked without the device's lock (peerEndpoint).
 func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr, others ...netip.Addr) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
 	ours := func(a netip.Addr) bool {
 		return a.IsValid() && (a == addr4 || a == addr6 || slices.Contains(others, a))
 	}
-	moved := 0
-	lost := map[netip.Addr]bool{}
+	var todo []peerEndpoint
 	for p := range d.peers.All {
 		ep := p.fp.Endpoint.Load()
 		if ep == nil || !ep.Routed && ours(ep.Src) && ep.Src.Is4() == ep.Dst.Addr().Unmap().Is4() {
 			continue
 		}
-		src := d.routeSourceLocked(ep.Dst.Addr())
-		if ep.Routed && ep.Src == src {
-			continue
-		}
-		n := *ep
-		n.Src, n.Routed = src, true
-		if p.fp.Endpoint.CompareAndSwap(ep, &n) && !ep.Routed && ep.Src.IsValid() {
+		todo = append(todo, peerEndpoint{p.fp, ep})
+	}
+	d.mu.Unlock()
+	moved := 0
+	lost := map[netip.Addr]bool{}
+	for _, pe := range todo {
+		if pe.reroute(d.routeSource(pe.ep.Dst.Addr(), addr4, addr6)) && !pe.ep.Routed && pe.ep.Src.IsValid() {
 			moved++
-			lost[ep.Src] = true
+			lost[pe.ep.Src] = true
 		}
 	}
 	if moved > 0 {
@@ -65,28 +66,55 @@ func (d *Device) RefreshSources() {
 	if d.opts.Source == nil {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	def4, def6 := d.opts.WANAddr4, d.opts.WANAddr6
+	var todo []peerEndpoint
 	for p := range d.peers.All {
-		ep := p.fp.Endpoint.Load()
-		if ep == nil || !ep.Routed {
-			continue
+		if ep := p.fp.Endpoint.Load(); ep != nil && ep.Routed {
+			todo = append(todo, peerEndpoint{p.fp, ep})
 		}
-		if src := d.routeSourceLocked(ep.Dst.Addr()); src != ep.Src {
-			n := *ep
-			n.Src = src
-			p.fp.Endpoint.CompareAndSwap(ep, &n)
-		}
+	}
+	d.mu.RUnlock()
+	for _, pe := range todo {
+		pe.reroute(d.routeSource(pe.ep.Dst.Addr(), def4, def6))
 	}
 }
 
-// routeSourceLocked returns the source of what is sent to dst for a peer
-// not heard from: the route's choice (Options.Source) when it is of dst's
-// family, else the default of that family (invalid: none). Whether it is
-// one of the WAN's addresses the workers check when they build a header
-// from it (fastpath, wanaddrs.go: they fall back to the default). d.mu
-// held.
+// peerEndpoint is a peer's endpoint as it was read under d.mu, to be
+// given another source without it: Options.Source takes a netlink round
+// trip per endpoint address it has not cached (tens of µs; a change of
+// the routes empties its cache), which at many peers would hold the
+// device's lock, and so the handshakes, for seconds.
+type peerEndpoint struct {
+	p  *fastpath.Peer
+	ep *fastpath.Endpoint
+}
+
+// reroute replaces the endpoint with one of source src, Routed, unless it
+// is already that or changed meanwhile (a handshake, a roam, UAPI: they
+// win); it reports whether it replaced it.
+func (pe peerEndpoint) reroute(src netip.Addr) bool {
+	if pe.ep.Routed && pe.ep.Src == src {
+		return false
+	}
+	n := *pe.ep
+	n.Src, n.Routed = src, true
+	return pe.p.Endpoint.CompareAndSwap(pe.ep, &n)
+}
+
+// routeSourceLocked is routeSource with the device's default sources.
+// d.mu held.
 func (d *Device) routeSourceLocked(dst netip.Addr) netip.Addr {
+	return d.routeSource(dst, d.opts.WANAddr4, d.opts.WANAddr6)
+}
+
+// routeSource returns the source of what is sent to dst for a peer not
+// heard from: the route's choice (Options.Source) when it is of dst's
+// family, else the default of that family, def4 or def6 (invalid: none).
+// Whether it is one of the WAN's addresses the workers check when they
+// build a header from it (fastpath, wanaddrs.go: they fall back to the
+// default). d.mu need not be held.
+func (d *Device) routeSource(dst, def4, def6 netip.Addr) netip.Addr {
 	is4 := dst.Unmap().Is4()
 	if d.opts.Source != nil {
 		if src := d.opts.Source(dst); src.IsValid() && src.Is4() == is4 {
@@ -94,7 +122,7 @@ func (d *Device) routeSourceLocked(dst netip.Addr) netip.Addr {
 		}
 	}
 	if is4 {
-		return d.opts.WANAddr4
+		return def4
 	}
-	return d.opts.WANAddr6
+	return def6
 }
