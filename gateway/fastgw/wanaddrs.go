@@ -19,8 +19,11 @@ import (
 // the default source; the others (link.others) are matched by the XDP
 // program, held by kernel sockets for reassembled datagrams, and given to
 // the engine and the control plane, which answer a peer from the address
-// it reached us at (fastpath, wanaddrs.go). Followed through netlink with
-// the default addresses (addrs.go).
+// it reached us at (fastpath, wanaddrs.go); a peer not heard from is sent
+// to from the source the kernel's route toward its endpoint chooses
+// (routeSrc, followSources), the default only when the route gives none
+// of ours. Followed through netlink with the default addresses
+// (addrs.go).
 
 // followSources moves the endpoints of peers not heard from to the
 // source their route chooses after each change of the namespace's
