@@ -57,16 +57,19 @@ type Config struct {
 	// NAME listen-port N); Move runs in that Open, the Bind closed. Nil:
 	// Open refuses another port.
 	Move func(port uint16) error
-	// Source, if set, returns the source the kernel's route toward dst
-	// chooses (invalid: none): an endpoint not heard from (configured,
+	// Source, if set, gives the source the kernel's route toward dst
+	// chooses (srcaddr.Routes): an endpoint not heard from (configured,
 	// or whose source is no longer the Bind's) is sent to from it while
 	// it is one of the Bind's addresses of dst's family, else from the
 	// default of the family, as Linux's WireGuard sends with its route
-	// lookup's source (drivers/net/wireguard/socket.c). Send calls it
-	// once per call (a batch), for such endpoints only; it must be cheap
-	// (srcaddr.Routes caches the kernel's answers) and safe for
-	// concurrent use.
-	Source func(dst netip.Addr) netip.Addr
+	// lookup's source (drivers/net/wireguard/socket.c). The answer is
+	// kept on the endpoint, as the kernel keeps it in the peer's
+	// dst_cache: Send asks the kernel (Source.Source, a netlink round
+	// trip) only for an endpoint never answered, whose question
+	// ParseEndpoint already queued (Source.Ask); after a change of
+	// routes it sends from the endpoint's previous answer until a cached
+	// one is there, and has it asked in the background meanwhile.
+	Source RouteSources
 	// Routes gives the next hop towards an endpoint (arp.KernelRoutes in
 	// shared mode, arp.StaticRoutes in owned mode). It must describe this
 	// port's interface: the interface index it returns is not checked.
@@ -312,7 +315,11 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind: parse endpoint: %w", err)
 	}
-	return b.newEndpoint(ap, netip.Addr{}), nil
+	e := b.newEndpoint(ap, netip.Addr{})
+	if b.cfg.Source != nil {
+		b.cfg.Source.Ask(e.dst.Addr()) // answered before its first Send, mostly
+	}
+	return e, nil
 }
 
 // newEndpoint makes the endpoint of ap whose source is local (a datagram
@@ -326,13 +333,15 @@ func (b *Bind) newEndpoint(ap netip.AddrPort, local netip.Addr) *Endpoint {
 // Endpoint is a peer's address and port, and the local address datagrams
 // to it come from: the one the peer's datagram was sent to (one of the
 // Bind's addresses, local.go), or for a configured endpoint none (Send
-// sends from the source the route chooses). Immutable, so the receive
-// path hands out cached ones: the same *Endpoint may be held by several
-// peers and goroutines.
+// sends from the source the route chooses). Immutable but for the
+// route's answer kept on it (route.go), so the receive path hands out
+// cached ones: the same *Endpoint may be held by several peers and
+// goroutines.
 type Endpoint struct {
 	dst     netip.AddrPort
 	src     netip.Addr
 	srcPort uint16
+	route   atomic.Pointer[routeAnswer] // nil: never asked
 }
 
 var _ conn.Endpoint = (*Endpoint)(nil)
@@ -452,7 +461,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	dst := e.dst.Addr()
 	v4 := dst.Is4()
-	src := b.local.Load().source(e.src, dst, b.cfg.Source)
+	src := b.local.Load().source(e, dst, b.cfg.Source)
 	if !src.IsValid() {
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
 	}

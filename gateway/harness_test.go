@@ -397,7 +397,7 @@ type rigOptions struct {
 	// resolve is the device's Options.Resolve (nil: none).
 	resolve func(dst netip.Addr) (mac [6]byte, ok bool)
 	// source is the device's Options.Source (nil: none).
-	source func(dst netip.Addr) netip.Addr
+	source RouteSources
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {

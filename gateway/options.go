@@ -64,15 +64,15 @@ type Options struct {
 	// each family: of what we send to a configured endpoint when Source is
 	// nil or has no answer.
 	WANAddr4, WANAddr6 netip.Addr
-	// Source, if set, returns the source the kernel's route toward dst
-	// chooses (invalid: none): what we send to a peer not heard from
-	// leaves from it, as Linux's WireGuard sends with its route lookup's
-	// source (srcaddr.Routes, which caches it). It is called with the
-	// device's lock held when an endpoint is configured, without it when
-	// the WAN's addresses change (SetWANAddrs) and when routes change
-	// (RefreshSources), for each endpoint not heard from; never per
-	// packet. It must be safe for concurrent use.
-	Source func(dst netip.Addr) netip.Addr
+	// Source, if set, gives the source the kernel's route toward an
+	// endpoint chooses (srcaddr.Routes, which caches it): what we send to
+	// a peer not heard from leaves from it, as Linux's WireGuard sends
+	// with its route lookup's source. Its Source, which may ask the
+	// kernel, is called with no lock of the device held: before the
+	// first initiation to such a peer, when the WAN's addresses change
+	// (SetWANAddrs) and when routes change (RefreshSources); applying a
+	// configuration reads only its Cached answers (routesrc.go).
+	Source RouteSources
 	// TickInterval is how often Start runs Tick (default 50 ms).
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in

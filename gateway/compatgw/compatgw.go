@@ -265,7 +265,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
 	g.closers = append(g.closers, g.routeSrc.Close)
-	bc.Source = g.routeSrc.Source
+	bc.Source = g.routeSrc
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}

@@ -461,7 +461,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		SetListenPort: g.moveListenPort, HandshakeWorkers: cfg.HandshakeWorkers,
 	}
 	if g.routeSrc != nil {
-		opts.Source = g.routeSrc.Source
+		opts.Source = g.routeSrc
 	}
 	g.dev, err = gateway.New(opts)
 	if err != nil {

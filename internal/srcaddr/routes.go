@@ -26,13 +26,17 @@ import (
 // The cache holds at most Max addresses (past it, it is emptied and
 // fills again with what is asked: the endpoints in use); it is emptied
 // when a route or an address of the namespace changes (followed through
-// netlink: every table, so that policy routing counts), and Changed
-// then reports it, once per run of changes. Source takes a lock and, on
-// a miss, a netlink round trip: it is for the control plane (an endpoint
-// configured or moved, a change reported), never per packet. Safe for
-// concurrent use; Close stops following.
+// netlink: every table, so that policy routing counts), which moves
+// Generation on, and Changed then reports it, once per run of changes.
+// Cached never waits; Source, on a miss, takes a netlink round trip
+// (some 45 µs): it is for the control plane outside its locks (the first
+// send to an endpoint, a change reported), never per packet, nor while a
+// configuration is applied. Ask queues a question for a goroutine of
+// Routes' own. Questions are asked one at a time (one netlink socket);
+// answers are read without waiting for one. Safe for concurrent use;
+// Close stops following and asking.
 type Routes struct {
-	h       *netlink.Handle
+	h       *netlink.Handle // asked under askMu
 	ns      netns.NsHandle
 	max     int
 	onErr   func(error)
@@ -41,8 +45,14 @@ type Routes struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 
-	mu    sync.Mutex
-	cache map[netip.Addr]netip.Addr // endpoint address → source (invalid: none)
+	askMu sync.Mutex // one question at a time on h
+
+	mu     sync.Mutex
+	gen    atomic.Uint64             // moved on (under mu) whenever the cache is emptied
+	cache  map[netip.Addr]netip.Addr // endpoint address → source (invalid: none)
+	queued map[netip.Addr]struct{}   // asked for (Ask), not answered yet
+	queue  []netip.Addr              // the order of queued
+	bell   chan struct{}             // rung when queue gains one
 
 	// Lookups counts the questions asked of the kernel (tests).
 	Lookups atomic.Uint64
@@ -73,27 +83,44 @@ func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) 
 		changed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		cache:   map[netip.Addr]netip.Addr{},
+		queued:  map[netip.Addr]struct{}{},
+		bell:    make(chan struct{}, 1),
 	}
 	routes, addrs, stop, err := r.subscribe()
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.follow(routes, addrs, stop)
+	go r.asker()
 	return r, nil
 }
 
 // Source returns the source the kernel chooses toward dst (an IPv4-mapped
 // address as IPv4), invalid when it has no route there or the question
-// failed (cached too, until the next change).
+// failed (cached too, until the next change). On a miss it asks the
+// kernel and waits for the answer (a netlink round trip, behind any
+// question in flight): never call it holding a lock others wait on.
 func (r *Routes) Source(dst netip.Addr) netip.Addr {
 	dst = dst.Unmap()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if src, ok := r.cache[dst]; ok {
+	if src, ok := r.Cached(dst); ok {
 		return src
 	}
+	r.askMu.Lock()
+	defer r.askMu.Unlock()
+	// Another may have asked while this one waited for askMu.
+	if src, ok := r.Cached(dst); ok {
+		return src
+	}
+	return r.ask(dst)
+}
+
+// ask asks the kernel for dst's source and caches the answer, unless the
+// cache was emptied meanwhile (the answer may be of before the change).
+// askMu held.
+func (r *Routes) ask(dst netip.Addr) netip.Addr {
+	gen := r.gen.Load()
 	var src netip.Addr
 	r.Lookups.Add(1)
 	if rs, err := r.h.RouteGet(dst.AsSlice()); err == nil && len(rs) > 0 {
@@ -101,11 +128,80 @@ func (r *Routes) Source(dst netip.Addr) netip.Addr {
 			src = a.Unmap()
 		}
 	}
-	if len(r.cache) >= r.max {
-		clear(r.cache)
+	r.mu.Lock()
+	if r.gen.Load() == gen {
+		if len(r.cache) >= r.max {
+			clear(r.cache)
+		}
+		r.cache[dst] = src
 	}
-	r.cache[dst] = src
+	r.mu.Unlock()
 	return src
+}
+
+// Cached returns the cached source toward dst (as Source), ok false when
+// none is cached. It never waits for the kernel.
+func (r *Routes) Cached(dst netip.Addr) (src netip.Addr, ok bool) {
+	dst = dst.Unmap()
+	r.mu.Lock()
+	src, ok = r.cache[dst]
+	r.mu.Unlock()
+	return src, ok
+}
+
+// Ask has the source toward dst asked of the kernel by a goroutine of
+// Routes' own, unless it is cached or already asked for; it never waits.
+// At most Max addresses wait (past it, Ask drops the question: asked
+// again, it is queued once there is room).
+func (r *Routes) Ask(dst netip.Addr) {
+	dst = dst.Unmap()
+	r.mu.Lock()
+	_, cached := r.cache[dst]
+	_, queued := r.queued[dst]
+	if !cached && !queued && len(r.queue) < r.max {
+		r.queued[dst] = struct{}{}
+		r.queue = append(r.queue, dst)
+		select {
+		case r.bell <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
+}
+
+// Generation moves on whenever the cache is emptied (a change of routes
+// or addresses, Flush): an answer read at one generation is current
+// while Generation still returns it.
+func (r *Routes) Generation() uint64 { return r.gen.Load() }
+
+// asker answers what Ask queued, one question at a time, until Close.
+func (r *Routes) asker() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-r.bell:
+		}
+		for {
+			r.mu.Lock()
+			if len(r.queue) == 0 {
+				r.queue = nil
+				r.mu.Unlock()
+				break
+			}
+			dst := r.queue[0]
+			r.queue = r.queue[1:]
+			delete(r.queued, dst)
+			r.mu.Unlock()
+			r.Source(dst)
+			select {
+			case <-r.done:
+				return
+			default:
+			}
+		}
+	}
 }
 
 // Changed receives a value after routes or addresses changed (the cache
@@ -117,16 +213,18 @@ func (r *Routes) Changed() <-chan struct{} { return r.changed }
 // never carry what is sent to an endpoint.
 func (r *Routes) Ignore(ifindex int) { r.ignore.Store(int64(ifindex)) }
 
-// Flush empties the cache (without reporting a change): the caller knows
-// the addresses changed and asks again at once, before the notification
-// of that change reaches Routes.
+// Flush empties the cache (without reporting a change) and moves
+// Generation on: the caller knows the addresses changed and asks again
+// at once, before the notification of that change reaches Routes.
 func (r *Routes) Flush() {
 	r.mu.Lock()
 	clear(r.cache)
+	r.gen.Add(1)
 	r.mu.Unlock()
 }
 
-// Close stops following and closes the netlink handle.
+// Close stops following and asking, and closes the netlink handle; it
+// waits for a question in flight.
 func (r *Routes) Close() error {
 	close(r.done)
 	r.wg.Wait()
