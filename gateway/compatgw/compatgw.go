@@ -257,8 +257,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, Addrs: wan.others, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
 	// The source toward a configured endpoint not heard from: the
 	// kernel's route's (Linux's WireGuard's; srcaddr.Routes follows the
-	// changes itself, and Send asks per batch, so its Changed is not
-	// read).
+	// changes itself, and Send reads the answer kept on the endpoint,
+	// its Generation telling it when to take another, bind/route.go,
+	// so its Changed is not read).
 	if g.routeSrc, err = srcaddr.NewRoutes(g.nsHandle, srcaddr.DefaultRoutes, func(err error) {
 		g.log.Warn("following the kernel's routes for the sources toward endpoints", "err", err)
 	}); err != nil {

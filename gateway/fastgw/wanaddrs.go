@@ -25,10 +25,11 @@ import (
 // of ours. Followed through netlink with the default addresses
 // (addrs.go).
 
-// followSources moves the endpoints of peers not heard from to the
-// source their route chooses after each change of the namespace's
-// routes or addresses (srcaddr.Routes.Changed,
-// gateway.Device.RefreshSources), until done is closed; in shared mode,
+// followSources moves the endpoints of peers not heard from that have a
+// session to the source their route chooses after each change of the
+// namespace's routes or addresses (srcaddr.Routes.Changed,
+// gateway.Device.RefreshSources; the others are asked at their next
+// initiation), until done is closed; in shared mode,
 // where the kernel's routes are the host's (owned mode sends from its
 // one WANAddress).
 func (g *Gateway) followSources(done <-chan struct{}) {

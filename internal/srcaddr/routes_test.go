@@ -14,8 +14,9 @@ import (
 // the primary IPv4 address of the subnet; the IPv6 address added first,
 // not the deprecated one added after it (preferred_lft 0, which the
 // kernel lists first); a route's src once the route is added, reported
-// by Changed; answers cached (one question per destination until a
-// change), at most the bound.
+// by Changed, with Generation moved on; answers cached (one question
+// per destination until a change; Cached reads them without asking), at
+// most the bound; Ask has one asked in the background.
 func TestRoutes(t *testing.T) {
 	tp := testenv.Topology(t, "sr")
 	a, err := tp.NewNS("a")
@@ -64,6 +65,17 @@ func TestRoutes(t *testing.T) {
 	if got := r.Source(addr("198.18.5.2")); got != addr("198.18.5.1") || r.Lookups.Load() != n {
 		t.Errorf("Source(198.18.5.2) again = %v after %d questions, want 198.18.5.1 from the cache", got, r.Lookups.Load()-n)
 	}
+	if got, ok := r.Cached(addr("198.18.5.2")); got != addr("198.18.5.1") || !ok {
+		t.Errorf("Cached(198.18.5.2) = %v, %v, want 198.18.5.1, true", got, ok)
+	}
+	if got, ok := r.Cached(addr("198.18.5.77")); ok || r.Lookups.Load() != n {
+		t.Errorf("Cached(198.18.5.77), never asked = %v, %v after %d questions, want none, false, none asked", got, ok, r.Lookups.Load()-n)
+	}
+	r.Ask(addr("198.18.5.77"))
+	if !testenv.PollUntil(5*time.Second, func() bool { src, ok := r.Cached(addr("198.18.5.77")); return ok && src == addr("198.18.5.1") }) {
+		t.Error("Ask(198.18.5.77): no answer cached within 5 s")
+	}
+	gen := r.Generation()
 
 	// A change reported since NewRoutes (none here) is drained first.
 	select {
@@ -78,6 +90,9 @@ func TestRoutes(t *testing.T) {
 	}
 	if got := r.Source(addr("198.18.5.2")); got != addr("198.18.5.100") {
 		t.Errorf("Source(198.18.5.2) after a route with src 198.18.5.100 = %v", got)
+	}
+	if r.Generation() == gen {
+		t.Errorf("Generation = %d after a change, want it moved on", gen)
 	}
 	ip("-6", "route", "add", "2001:2:5::2/128", "dev", v.A, "src", "2001:2:5::100")
 	if !testenv.PollUntil(5*time.Second, func() bool { return r.Source(addr("2001:2:5::2")) == addr("2001:2:5::100") }) {
