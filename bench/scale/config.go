@@ -35,6 +35,7 @@ import (
 //	                             e.Peers endpoints not heard from: what the device does at once
 //	route_reask_100k_seconds     the route toward every endpoint asked again, one at a time, as the
 //	                             first initiations after the change ask it between them (no lock held)
+//	device_lock_during_reask_max_ms  the device's lock taken meanwhile, every ms: the longest wait
 //	uapi_single_set_during_reask_ms  the single-peer set (which takes the device's lock) meanwhile: median
 //
 // The progress lines give each figure's process CPU time beside it (all
@@ -191,6 +192,7 @@ func measureStartup(e *env, out map[string]any, f *config.File) error {
 // device's lock.
 func measureRouteChange(e *env, out map[string]any, g *scaleGateway, pcs []gateway.PeerConfig) error {
 	n := len(pcs)
+	g.Dev.Settle() // the start-up's background DH done, as on a gateway that has been running
 	t := time.Now()
 	g.Routes.Flush()
 	g.Dev.RefreshSources()
@@ -205,18 +207,28 @@ func measureRouteChange(e *env, out map[string]any, g *scaleGateway, pcs []gatew
 		}
 		done <- time.Since(t).Seconds()
 	}()
-	var ms []float64
+	// Meanwhile: the device's lock taken every millisecond (WANAddrs, as
+	// a handshake or the UAPI takes it), a single-peer set every 100 ms.
+	var ms, lockMs []float64
 	var reask float64
+	nextSet := time.Now().Add(100 * time.Millisecond)
 	for i := 0; ; i++ {
 		select {
 		case reask = <-done:
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(time.Millisecond):
+			st := time.Now()
+			g.Dev.WANAddrs()
+			lockMs = append(lockMs, float64(time.Since(st).Microseconds())/1000)
+			if time.Now().Before(nextSet) {
+				continue
+			}
+			nextSet = time.Now().Add(100 * time.Millisecond)
 			k := (i * 7919) % n
 			b := fmt.Sprintf("public_key=%s\nreplace_allowed_ips=true\n", pcs[k].PublicKey.Hex())
 			for _, p := range pcs[k].AllowedIPs {
 				b += fmt.Sprintf("allowed_ip=%s\n", p)
 			}
-			st := time.Now()
+			st = time.Now()
 			if err := uapiSet(g.Name, b); err != nil {
 				return err
 			}
@@ -228,6 +240,12 @@ func measureRouteChange(e *env, out map[string]any, g *scaleGateway, pcs []gatew
 	out["route_reask_100k_seconds"] = reask
 	e.Logf("config: a change of routes at %d endpoints not heard from: seen in %.2f ms; the %d routes asked again in %.3f s (process CPU %.3f s)",
 		n, refresh, g.Routes.Lookups.Load()-asked, reask, cpuTime()-cpu)
+	if len(lockMs) > 0 {
+		slices.Sort(lockMs)
+		out["device_lock_during_reask_max_ms"] = lockMs[len(lockMs)-1]
+		e.Logf("config: the device's lock taken meanwhile in: median %.3f ms, 99th percentile %.3f ms, max %.3f ms over %d tries",
+			lockMs[len(lockMs)/2], lockMs[len(lockMs)*99/100], lockMs[len(lockMs)-1], len(lockMs))
+	}
 	if len(ms) > 0 {
 		slices.Sort(ms)
 		out["uapi_single_set_during_reask_ms"] = ms[len(ms)/2]
