@@ -583,7 +583,7 @@ func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
 	}
 	p.fp.Endpoint.Store(ep)
-	if !asked && d.opts.Source != nil && p.fp.Current.Load() != nil {
+	if !asked && p.fp.Current.Load() != nil {
 		d.rerouteLater(p)
 	}
 }

@@ -105,12 +105,14 @@ func (d *Device) routeSource(dst, def4, def6 netip.Addr) netip.Addr {
 
 // configuredSource returns the source of a configured endpoint ap of p
 // (old: p's endpoint before, nil: none) without asking the kernel: the
-// route's answer if Options.Source has it cached, else old's source if
-// old has the same Dst, else the default of ap's family; asked reports
-// whether the answer was the route's. d.mu held.
+// route's answer if Options.Source has it cached, else (to be asked
+// before anything is sent) old's source if old has the same Dst, else
+// the default of ap's family; asked reports whether the answer was the
+// route's (or, without Options.Source, there is none to ask). d.mu held.
 func (d *Device) configuredSource(ap netip.AddrPort, old *fastpath.Endpoint) (src netip.Addr, asked bool) {
 	is4 := ap.Addr().Unmap().Is4()
-	if d.opts.Source != nil {
+	asked = d.opts.Source == nil
+	if !asked {
 		if s, ok := d.opts.Source.Cached(ap.Addr()); ok {
 			if s.IsValid() && s.Is4() == is4 {
 				return s, true
