@@ -25,12 +25,16 @@ import (
 // The WAN has its primary address, then a second one added after it (a
 // keepalived virtual address; IPv6: with preferred_lft 0, deprecated, as
 // keepalived users set it, which RFC 6724 §5 rule 3 passes over though
-// the kernel lists it first): the initiations leave from the primary. A
-// route toward the endpoint with `src` the second address added: they
-// leave from it. The route's src removed: from the primary again. Then
-// the road warrior starts and answers, and its endpoint for the gateway
-// (which follows what it authenticates) is the primary. With IPv4 and
-// IPv6 outer addresses; captured at the road warrior.
+// the kernel lists it first), and a route toward the endpoint with `src`
+// the second address before the gateway starts: the very first
+// initiation leaves from it, none from the primary (the default, which
+// configuring the endpoint gives it until the route is asked, before the
+// first initiation leaves: gateway/routesrc.go). The route's src
+// removed: from the primary. Added again: from the second. Removed: from
+// the primary. Then the road warrior starts and answers, and its
+// endpoint for the gateway (which follows what it authenticates) is the
+// primary. With IPv4 and IPv6 outer addresses; captured at the road
+// warrior.
 func TestWANSourceNotHeardFrom(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a gateway and a stock peer")
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
@@ -81,6 +85,7 @@ func TestWANSourceNotHeardFrom(t *testing.T) {
 				}
 			}
 			run(gw, append([]string{"addr", "add", c.second + plen, "dev", wan.A}, c.secondOpts...)...)
+			run(gw, "route", "add", c.rw+"/"+c.bits, "dev", wan.A, "src", c.second)
 
 			gwKey, rwKey := newKey(t), newKey(t)
 			rwInner := netip.MustParsePrefix("198.19.101.2/32")
@@ -123,17 +128,21 @@ func TestWANSourceNotHeardFrom(t *testing.T) {
 						initiations(c.primary), c.primary, initiations(c.second), c.second)
 				}
 			}
-			wait(c.primary, 0, "at start")
-			if n := initiations(c.second); n != 0 {
-				t.Errorf("at start: %d initiations from the second address %s, want 0 (the route chooses %s)", n, c.second, c.primary)
+			wait(c.second, 0, "at start, a route with src "+c.second)
+			if n := initiations(c.primary); n != 0 {
+				t.Errorf("at start: %d initiations from the primary %s, want 0 (the route chooses %s)", n, c.primary, c.second)
 			}
 
-			run(gw, "route", "add", c.rw+"/"+c.bits, "dev", wan.A, "src", c.second)
-			wait(c.second, 0, "route with src "+c.second)
+			run(gw, "route", "replace", c.rw+"/"+c.bits, "dev", wan.A)
+			wait(c.primary, 0, "route without src")
+
+			fromSecond := initiations(c.second)
+			run(gw, "route", "replace", c.rw+"/"+c.bits, "dev", wan.A, "src", c.second)
+			wait(c.second, fromSecond, "route with src "+c.second+" again")
 
 			fromPrimary := initiations(c.primary)
 			run(gw, "route", "replace", c.rw+"/"+c.bits, "dev", wan.A)
-			wait(c.primary, fromPrimary, "route without src")
+			wait(c.primary, fromPrimary, "route without src again")
 
 			rwDev, err := wgpeer.Start(rw, wgpeer.Config{
 				Name: topo.UniqueName("wgrw"), PrivateKey: rwKey, ListenPort: 51820, Address: rwInner,
