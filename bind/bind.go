@@ -57,6 +57,19 @@ type Config struct {
 	// NAME listen-port N); Move runs in that Open, the Bind closed. Nil:
 	// Open refuses another port.
 	Move func(port uint16) error
+	// Source, if set, gives the source the kernel's route toward dst
+	// chooses (srcaddr.Routes): an endpoint not heard from (configured,
+	// or whose source is no longer the Bind's) is sent to from it while
+	// it is one of the Bind's addresses of dst's family, else from the
+	// default of the family, as Linux's WireGuard sends with its route
+	// lookup's source (drivers/net/wireguard/socket.c). The answer is
+	// kept on the endpoint, as the kernel keeps it in the peer's
+	// dst_cache: Send asks the kernel (Source.Source, a netlink round
+	// trip) only for an endpoint never answered, whose question
+	// ParseEndpoint already queued (Source.Ask); after a change of
+	// routes it sends from the endpoint's previous answer until a cached
+	// one is there, and has it asked in the background meanwhile.
+	Source RouteSources
 	// Routes gives the next hop towards an endpoint (arp.KernelRoutes in
 	// shared mode, arp.StaticRoutes in owned mode). It must describe this
 	// port's interface: the interface index it returns is not checked.
@@ -302,41 +315,41 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind: parse endpoint: %w", err)
 	}
-	return b.newEndpoint(ap, netip.Addr{}), nil
+	e := b.newEndpoint(ap, netip.Addr{})
+	if b.cfg.Source != nil {
+		b.cfg.Source.Ask(e.dst.Addr()) // answered before its first Send, mostly
+	}
+	return e, nil
 }
 
 // newEndpoint makes the endpoint of ap whose source is local (a datagram
-// from ap was sent to it), or, invalid, the Bind's default address of
-// ap's family (a configured endpoint).
+// from ap was sent to it), or, invalid, none (a configured endpoint: Send
+// asks the route, Config.Source).
 func (b *Bind) newEndpoint(ap netip.AddrPort, local netip.Addr) *Endpoint {
 	a := ap.Addr().Unmap().WithZone("")
-	e := &Endpoint{dst: netip.AddrPortFrom(a, ap.Port()), src: local}
-	if l := b.local.Load(); !local.IsValid() && a.Is4() {
-		e.src = l.v4
-	} else if !local.IsValid() {
-		e.src = l.v6
-	}
-	e.srcPort = uint16(b.port.Load())
-	return e
+	return &Endpoint{dst: netip.AddrPortFrom(a, ap.Port()), src: local, srcPort: uint16(b.port.Load())}
 }
 
 // Endpoint is a peer's address and port, and the local address datagrams
 // to it come from: the one the peer's datagram was sent to (one of the
-// Bind's addresses, local.go), or for a configured endpoint the Bind's
-// default of its family. Immutable, so the receive path hands out cached
-// ones: the same *Endpoint may be held by several peers and goroutines.
+// Bind's addresses, local.go), or for a configured endpoint none (Send
+// sends from the source the route chooses). Immutable but for the
+// route's answer kept on it (route.go), so the receive path hands out
+// cached ones: the same *Endpoint may be held by several peers and
+// goroutines.
 type Endpoint struct {
 	dst     netip.AddrPort
 	src     netip.Addr
 	srcPort uint16
+	route   atomic.Pointer[routeAnswer] // nil: never asked
 }
 
 var _ conn.Endpoint = (*Endpoint)(nil)
 
 // ClearSrc does nothing: an Endpoint is immutable and shared, and Send
-// already sends from the Bind's default address of the destination's
-// family whenever the endpoint's source is no longer one of the Bind's
-// (what clearing the source achieves on wireguard-go's StdNetBind).
+// already sends from the source the route chooses whenever the
+// endpoint's source is no longer one of the Bind's (what clearing the
+// source achieves on wireguard-go's StdNetBind).
 func (e *Endpoint) ClearSrc() {}
 
 // SrcToString returns the local address and port.
@@ -448,7 +461,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	dst := e.dst.Addr()
 	v4 := dst.Is4()
-	src := b.local.Load().source(e.src, dst)
+	src := b.local.Load().source(e, dst, b.cfg.Source)
 	if !src.IsValid() {
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
 	}

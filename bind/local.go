@@ -36,13 +36,20 @@ func (l *localAddrs) has(a netip.Addr) bool {
 	return ok
 }
 
-// source returns the address to send to dst from for an endpoint whose
-// source is src: src while it is one of the Bind's addresses of dst's
-// family, else the default of that family (invalid: none).
-func (l *localAddrs) source(src, dst netip.Addr) netip.Addr {
+// source returns the address to send to dst from for endpoint e: e's
+// source while it is one of the Bind's addresses of dst's family, else
+// the one the route chooses (rs, Config.Source: nil or invalid, none;
+// Endpoint.routeSource) while it is one of them, else the default of that
+// family (invalid: none).
+func (l *localAddrs) source(e *Endpoint, dst netip.Addr, rs RouteSources) netip.Addr {
 	v4 := dst.Is4()
-	if src.Is4() == v4 && l.has(src) {
-		return src
+	if e.src.Is4() == v4 && l.has(e.src) {
+		return e.src
+	}
+	if rs != nil {
+		if src := e.routeSource(dst, rs); src.Is4() == v4 && l.has(src) {
+			return src
+		}
 	}
 	if v4 {
 		return l.v4

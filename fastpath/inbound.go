@@ -495,12 +495,16 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 
 // sawSource notes the outer source of a run of accepted packets from the
 // peer of pl (frame f, described by m, its outer headers m.back bytes in
-// front of its data): if it is not the peer's endpoint, or was sent to
-// another of our addresses than the endpoint's Src, it is a candidate for
-// roaming (whitepaper §2.1: the endpoint becomes the source of the latest
-// authenticated packet, and our address it was sent to becomes the
-// endpoint's Src, as Linux's WireGuard keeps it: wanaddrs.go), which
-// publish acts on.
+// front of its data): if it is not the peer's endpoint, it is a candidate
+// for roaming (whitepaper §2.1: the endpoint becomes the source of the
+// latest authenticated packet, and our address it was sent to becomes
+// the endpoint's Src, as Linux's WireGuard keeps it: wanaddrs.go), which
+// publish acts on. From the endpoint but to another of our addresses
+// than its Src (the peer's Endpoint edited to another of ours), the Src
+// moves at once (localMoved), as Linux's WireGuard sets the source on
+// every authenticated packet: a reply from the previous address, within
+// the publish interval, made a stock peer, which follows the source of
+// what it authenticates, go back to it.
 //
 // Toward a peer we spread our source ports over (SrcPorts > 1: a peer that
 // spreads its own, as two wgpio gateways configured alike do, and not
@@ -520,8 +524,11 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 	// Where the peer sent it (authenticate checked it is ours): the
 	// endpoint keeps it as our source toward the peer (wanaddrs.go).
 	dst := outerDst(d)
-	if ep := pl.peer.Endpoint.Load(); ep != nil && ep.Src == dst && (ep.Dst == m.src ||
+	if ep := pl.peer.Endpoint.Load(); ep != nil && (ep.Dst == m.src ||
 		pl.peer.SrcPorts > 1 && ep.Dst.Addr() == m.src.Addr()) {
+		if ep.Src != dst || ep.Routed {
+			w.localMoved(pl.peer, ep, dst)
+		}
 		pl.sawCurrent = true
 		return
 	}
@@ -529,6 +536,19 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 		return
 	}
 	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
+}
+
+// localMoved points the endpoint ep of p, the source of an authenticated
+// packet sent to our address dst (one of w.wan's), at dst as its Src, and
+// marks it heard from (not Routed). Once per change, not per packet: not
+// inlined, out of sawSource's way. A concurrent change of the endpoint
+// (a roam, the control plane's) wins.
+//
+//go:noinline
+func (w *worker) localMoved(p *Peer, ep *Endpoint, dst netip.Addr) {
+	n := *ep
+	n.Src, n.Routed = w.wan.source(dst, ep.Dst.Addr()), false
+	p.Endpoint.CompareAndSwap(ep, &n)
 }
 
 func (w *worker) roam(pl *peerLocal) {

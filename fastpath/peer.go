@@ -14,11 +14,18 @@ type Endpoint struct {
 	// address (as the UAPI keeps one written so) is sent to as IPv4.
 	Dst netip.AddrPort
 	// Src is our outer address (IPv4 or IPv6, the family of Dst): the WAN
-	// address the peer's last authenticated packet was sent to, or for a
-	// configured endpoint the default of its family. What is sent to the
-	// peer leaves from it while it is one of the WAN's (Engine.SetWAN),
-	// else from the default (wanaddrs.go).
+	// address the peer's last authenticated packet was sent to, or for an
+	// endpoint not heard from the one the kernel's route toward Dst
+	// chooses (Routed). What is sent to the peer leaves from it while it
+	// is one of the WAN's (Engine.SetWAN), else from the default
+	// (wanaddrs.go).
 	Src netip.Addr
+	// Routed: Src is the route's choice (or the default of the family),
+	// not an address a packet of the peer reached; the control plane
+	// follows the route while it is set, and the first authenticated
+	// packet from Dst clears it (Linux's WireGuard keeps the endpoint's
+	// source only once a packet set it: drivers/net/wireguard/socket.c).
+	Routed bool
 	// DstMAC is the Ethernet address of the next hop toward Dst (Dst itself
 	// when on-link, else its gateway's), SrcMAC the WAN port's. A zero
 	// DstMAC means "not resolved yet": workers hold packets as if there

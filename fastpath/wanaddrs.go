@@ -14,9 +14,12 @@ import (
 // the endpoint's src4/src6, kept with the peer's address); the fast path
 // does the same: a datagram to any address of wanState is ours, the
 // endpoint a peer roams to keeps the outer destination of the packet it
-// roamed on as its Src, and what is sent to the peer leaves from that Src
-// (the outer header template of the peer is built with it, so a source of
-// its own costs nothing per packet).
+// roamed on as its Src (and a packet from the endpoint itself to another
+// of our addresses moves the Src at once: localMoved, inbound.go), and
+// what is sent to the peer leaves from that Src (the outer header
+// template of the peer is built with it, so a source of its own costs
+// nothing per packet). An endpoint not heard from has the Src the
+// kernel's route chooses (Endpoint.Routed; the control plane asks).
 
 // newWANState makes the state SetWAN publishes: addr4 and addr6 the
 // defaults, others the further addresses (IPv4-mapped ones as IPv4; the

@@ -163,6 +163,62 @@ func TestWANFurtherAddressBackToDefault(t *testing.T) {
 	}
 }
 
+// TestWANLocalMoveAtOnce: transport data from the peer's endpoint to
+// another of our addresses than the endpoint's Src moves the Src there
+// within the burst, before any publish, and what is sent back leaves from
+// it (Linux's WireGuard sets the endpoint's source from every
+// authenticated packet); a Routed endpoint (not heard from) is marked
+// heard from by its first packet, its Src kept. Data from another source
+// still waits for publish (roaming, whitepaper §2.1), and brings its
+// destination with it.
+func TestWANLocalMoveAtOnce(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	if err := r.b.SetWAN(portB, wanAddrB, netip.Addr{}, wanAddrB2); err != nil {
+		t.Fatal(err)
+	}
+	wb := r.b.workers[0]
+	wb.wan = r.b.wan.Load()
+	cur := *r.peerBA.Endpoint.Load()
+	cur.Routed = true
+	r.peerBA.Endpoint.Store(&cur)
+	to := func(src netip.AddrPort, dst netip.Addr) *Endpoint {
+		t.Helper()
+		msg := capture(t, r, 1)[0]
+		f := udpFrame(t, r.wanA.Queue(0).TX(), r.wanB.MAC(), r.wanA.MAC(), src.Addr(), dst, src.Port(), portB, msg)
+		sendAll(t, r.wanA, 0, []dataplane.Frame{f})
+		wb.inbound(r.clock.Now())
+		if got := recvAll(t, r.hostB, 1, 20*time.Millisecond, nil); got != 1 {
+			t.Fatalf("from %v to %v: delivered %d, want 1; drops %v", src, dst, got, TotalDrops(r.b.Stats()))
+		}
+		return r.peerBA.Endpoint.Load()
+	}
+	if ep := to(cur.Dst, cur.Src); ep.Routed || ep.Src != cur.Src || ep.Dst != cur.Dst {
+		t.Errorf("after data to the Routed endpoint's Src: %+v, want %v from %v, not Routed", *ep, cur.Dst, cur.Src)
+	}
+	if ep := to(cur.Dst, wanAddrB2); ep.Src != wanAddrB2 || ep.Dst != cur.Dst || ep.DstMAC != cur.DstMAC {
+		t.Errorf("after data to %v, before publish: endpoint %v from %v, want %v from %v", wanAddrB2, ep.Dst, ep.Src, cur.Dst, wanAddrB2)
+	}
+	if srcs := outerSources(t, r, 2); !slices.Equal(srcs, []netip.Addr{wanAddrB2, wanAddrB2}) {
+		t.Errorf("data toward the peer left from %v, want %v", srcs, wanAddrB2)
+	}
+	if ep := to(cur.Dst, wanAddrB); ep.Src != wanAddrB {
+		t.Errorf("after data to %v again, before publish: Src %v", wanAddrB, ep.Src)
+	}
+	// An interval without data from the endpoint, then data from another
+	// source only.
+	r.clock.Advance(PublishInterval)
+	wb.publish(r.clock.Now())
+	other := netip.AddrPortFrom(cur.Dst.Addr(), cur.Dst.Port()+1)
+	if ep := to(other, wanAddrB2); ep.Dst != cur.Dst || ep.Src != wanAddrB {
+		t.Errorf("after data from %v, before publish: endpoint %v from %v, want it kept (%v from %v)", other, ep.Dst, ep.Src, cur.Dst, wanAddrB)
+	}
+	r.clock.Advance(PublishInterval)
+	wb.publish(r.clock.Now())
+	if ep := r.peerBA.Endpoint.Load(); ep.Dst != other || ep.Src != wanAddrB2 {
+		t.Errorf("after publish: endpoint %v from %v, want %v from %v", ep.Dst, ep.Src, other, wanAddrB2)
+	}
+}
+
 // TestZeroAllocsFurtherAddress: a batch to a further address of the WAN
 // allocates nothing.
 func TestZeroAllocsFurtherAddress(t *testing.T) {

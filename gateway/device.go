@@ -107,10 +107,18 @@ type Device struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
-	bg        sync.WaitGroup // background precomputation (precompute)
+	bg        sync.WaitGroup // background precomputation (precompute), rerouteQueued
 	uapi      net.Listener
 	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
 	uapiIdle  time.Duration         // uapiIdleTimeout; tests shorten it before serving
+
+	// wanDefs are the default sources (routesrc.go), read without mu.
+	wanDefs atomic.Pointer[wanDefaults]
+	// srcLater are the peers rerouteQueued asks the route of, srcBusy
+	// whether it runs; guarded by srcMu, a leaf.
+	srcMu    sync.Mutex
+	srcLater []*peer
+	srcBusy  bool
 
 	badMAC1Logged     atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
 	unknownPeerLogged atomic.Int64 // when warnUnknownPeer last logged (Options.Now's clock), 0: never
@@ -202,6 +210,7 @@ func New(o Options) (*Device, error) {
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]struct{}),
 	}
+	d.wanDefs.Store(&wanDefaults{o.WANAddr4, o.WANAddr6})
 	if d.now == nil {
 		d.now = o.Dataplane.Now
 	}
@@ -560,21 +569,23 @@ func (p *peer) lastHandshake() time.Time {
 	return time.Time{}
 }
 
-// setEndpointConfigLocked sets a configured endpoint: our source address
-// of its family, its next hop's MAC if the resolver knows it.
+// setEndpointConfigLocked sets a configured endpoint, not heard from
+// (Routed): the source its route chooses if it is cached, else one to
+// be replaced by the route's before anything is sent to it, without the
+// device's lock (configuredSource, routesrc.go); its next hop's MAC if
+// the resolver knows it. d.mu held.
 func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
 	// UAPI prints back what was set, as wireguard-go does.
-	ep := &fastpath.Endpoint{Dst: ap, SrcMAC: d.opts.WANMAC}
-	if ap.Addr().Is4() || ap.Addr().Is4In6() {
-		ep.Src = d.opts.WANAddr4
-	} else {
-		ep.Src = d.opts.WANAddr6
-	}
+	src, asked := d.configuredSource(ap, p.fp.Endpoint.Load())
+	ep := &fastpath.Endpoint{Dst: ap, Src: src, Routed: true, SrcMAC: d.opts.WANMAC}
 	if d.opts.Resolve != nil {
 		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
 	}
 	p.fp.Endpoint.Store(ep)
+	if !asked && p.fp.Current.Load() != nil {
+		d.rerouteLater(p)
+	}
 }
 
 // removePeerLocked forgets p: its keypairs, indexes, handshake and allowed

@@ -444,7 +444,7 @@ func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (changed bool) {
 	old := p.fp.Endpoint.Load()
 	mac := d.dstMACFor(m)
-	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac {
+	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac && !old.Routed {
 		return false
 	}
 	p.fp.Endpoint.Store(&fastpath.Endpoint{Dst: m.Src, Src: m.Dst.Addr(), DstMAC: mac, SrcMAC: d.opts.WANMAC})

@@ -60,9 +60,19 @@ type Options struct {
 	// it (or its index, WANIndex).
 	WANInterface string
 	WANIndex     int
-	// WANAddr4 and WANAddr6 are our outer addresses, the source of what we
-	// send to a configured endpoint of each family.
+	// WANAddr4 and WANAddr6 are our outer addresses, the default source of
+	// each family: of what we send to a configured endpoint when Source is
+	// nil or has no answer.
 	WANAddr4, WANAddr6 netip.Addr
+	// Source, if set, gives the source the kernel's route toward an
+	// endpoint chooses (srcaddr.Routes, which caches it): what we send to
+	// a peer not heard from leaves from it, as Linux's WireGuard sends
+	// with its route lookup's source. Its Source, which may ask the
+	// kernel, is called with no lock of the device held: before the
+	// first initiation to such a peer, when the WAN's addresses change
+	// (SetWANAddrs) and when routes change (RefreshSources); applying a
+	// configuration reads only its Cached answers (routesrc.go).
+	Source RouteSources
 	// TickInterval is how often Start runs Tick (default 50 ms).
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in

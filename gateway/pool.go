@@ -256,14 +256,16 @@ func (d *Device) intake(hs <-chan fastpath.HandshakeMessage) {
 }
 
 // runInitiation sends the initiation a timer queued for p, unless p was
-// removed or reset since; the message is posted after p's lock is released
-// (a full mailbox is waited on, sendWait).
+// removed or reset since; the message is posted after p's lock and the
+// identity's are released, from the source the route toward an endpoint
+// not heard from chooses (sendSource, which may ask the kernel), and a
+// full mailbox is waited on (sendWait).
 func (d *Device) runInitiation(p *peer) {
 	d.idMu.RLock()
-	defer d.idMu.RUnlock()
 	p.mu.Lock()
 	if !p.initQueued || p.removed {
 		p.mu.Unlock()
+		d.idMu.RUnlock()
 		return
 	}
 	p.initQueued = false
@@ -271,8 +273,10 @@ func (d *Device) runInitiation(p *peer) {
 	pkt, ok := d.makeInitiationLocked(p, d.now(), &msg)
 	queue := p.fp.ID
 	p.mu.Unlock()
+	d.idMu.RUnlock()
 	d.touch(p)
 	if ok {
+		pkt.Src = d.sendSource(p.fp, pkt)
 		d.sendWait(queue, pkt)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,10 @@ import (
 )
 
 // The config part (issue 20): the configuration of e.Peers peers, each with
-// one /32 and one /128, through the real UAPI socket and from a file.
+// one /32 and one /128 and an endpoint of its own (scaleEndpoint), through
+// the real UAPI socket and from a file. The gateway asks this process's
+// namespace for the source toward an endpoint not heard from, as wgpio
+// up's does (newGateway's Routes).
 //
 //	uapi_set_100k_seconds        one set=1 request of every peer, as `wg setconf` sends it
 //	uapi_get_100k_seconds        one get=1 request read to its end (what `wg show NAME dump` reads)
@@ -27,6 +31,12 @@ import (
 //	uapi_single_set_at_100k_max_ms   ... and the slowest of the tries
 //	startup_100k_seconds         config.Load of a file of every peer, then the gateway built and started
 //	                             with them (the path of wgpio up), up to its UAPI socket answering
+//	route_change_refresh_100k_ms a change of routes seen (the cache emptied, RefreshSources) at
+//	                             e.Peers endpoints not heard from: what the device does at once
+//	route_reask_100k_seconds     the route toward every endpoint asked again, one at a time, as the
+//	                             first initiations after the change ask it between them (no lock held)
+//	device_lock_during_reask_max_ms  the device's lock taken meanwhile, every ms: the longest wait
+//	uapi_single_set_during_reask_ms  the single-peer set (which takes the device's lock) meanwhile: median
 //
 // The progress lines give each figure's process CPU time beside it (all
 // goroutines, the background ones included): on a loaded machine the wall
@@ -46,6 +56,9 @@ func runConfig(e *env, out map[string]any) error {
 	n := e.Peers
 	t := time.Now()
 	peers := scalePeers(n, 1)
+	for i := range peers {
+		peers[i].Endpoint = scaleEndpoint(i)
+	}
 	e.Logf("config: %d peer configurations made in %.1f s", n, time.Since(t).Seconds())
 	priv, err := noise.NewPrivateKey()
 	if err != nil {
@@ -53,7 +66,7 @@ func runConfig(e *env, out map[string]any) error {
 	}
 	f := &config.File{Interface: config.Interface{PrivateKey: priv, ListenPort: gwListen}}
 	for _, p := range peers {
-		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, AllowedIPs: p.AllowedIPs})
+		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, AllowedIPs: p.AllowedIPs, Endpoint: p.Endpoint})
 	}
 
 	if err := measureUAPI(e, out, f, peers); err != nil {
@@ -170,7 +183,83 @@ func measureStartup(e *env, out map[string]any, f *config.File) error {
 	if c.n != n {
 		return fmt.Errorf("after start-up: %d peers, want %d", c.n, n)
 	}
+	return measureRouteChange(e, out, g, pcs)
+}
+
+// measureRouteChange has g see a change of routes with every peer's
+// endpoint not heard from, then asks the route toward each again, as
+// their first initiations would, while single-peer sets take the
+// device's lock.
+func measureRouteChange(e *env, out map[string]any, g *scaleGateway, pcs []gateway.PeerConfig) error {
+	n := len(pcs)
+	g.Dev.Settle() // the start-up's background DH done, as on a gateway that has been running
+	t := time.Now()
+	g.Routes.Flush()
+	g.Dev.RefreshSources()
+	refresh := float64(time.Since(t).Microseconds()) / 1000
+	out["route_change_refresh_100k_ms"] = refresh
+	done := make(chan float64)
+	t, cpu := time.Now(), cpuTime()
+	asked := g.Routes.Lookups.Load()
+	go func() {
+		for _, p := range pcs {
+			g.Routes.Source(p.Endpoint.Addr())
+		}
+		done <- time.Since(t).Seconds()
+	}()
+	// Meanwhile: the device's lock taken every millisecond (WANAddrs, as
+	// a handshake or the UAPI takes it), a single-peer set every 100 ms.
+	var ms, lockMs []float64
+	var reask float64
+	nextSet := time.Now().Add(100 * time.Millisecond)
+	for i := 0; ; i++ {
+		select {
+		case reask = <-done:
+		case <-time.After(time.Millisecond):
+			st := time.Now()
+			g.Dev.WANAddrs()
+			lockMs = append(lockMs, float64(time.Since(st).Microseconds())/1000)
+			if time.Now().Before(nextSet) {
+				continue
+			}
+			nextSet = time.Now().Add(100 * time.Millisecond)
+			k := (i * 7919) % n
+			b := fmt.Sprintf("public_key=%s\nreplace_allowed_ips=true\n", pcs[k].PublicKey.Hex())
+			for _, p := range pcs[k].AllowedIPs {
+				b += fmt.Sprintf("allowed_ip=%s\n", p)
+			}
+			st = time.Now()
+			if err := uapiSet(g.Name, b); err != nil {
+				return err
+			}
+			ms = append(ms, float64(time.Since(st).Microseconds())/1000)
+			continue
+		}
+		break
+	}
+	out["route_reask_100k_seconds"] = reask
+	e.Logf("config: a change of routes at %d endpoints not heard from: seen in %.2f ms; the %d routes asked again in %.3f s (process CPU %.3f s)",
+		n, refresh, g.Routes.Lookups.Load()-asked, reask, cpuTime()-cpu)
+	if len(lockMs) > 0 {
+		slices.Sort(lockMs)
+		out["device_lock_during_reask_max_ms"] = lockMs[len(lockMs)-1]
+		e.Logf("config: the device's lock taken meanwhile in: median %.3f ms, 99th percentile %.3f ms, max %.3f ms over %d tries",
+			lockMs[len(lockMs)/2], lockMs[len(lockMs)*99/100], lockMs[len(lockMs)-1], len(lockMs))
+	}
+	if len(ms) > 0 {
+		slices.Sort(ms)
+		out["uapi_single_set_during_reask_ms"] = ms[len(ms)/2]
+		e.Logf("config: single-peer set meanwhile: median %.2f ms, max %.2f ms over %d tries", ms[len(ms)/2], ms[len(ms)-1], len(ms))
+	}
 	return nil
+}
+
+// scaleEndpoint is peer i's endpoint in the config part: an address of
+// its own in 100.64.0.0/10 (4M of them; the kernel's route toward it is
+// asked, nothing is sent), port 51820.
+func scaleEndpoint(i int) netip.AddrPort {
+	x := uint32(100)<<24 | uint32(64)<<16 + uint32(i)%(1<<22)
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)}), 51820)
 }
 
 // measureGet reads the configuration of n peers through the socket

@@ -16,9 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netns"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -75,7 +77,11 @@ type scaleGateway struct {
 	PrivateKey noise.PrivateKey
 	WAN4, Far4 netip.Addr
 	ListenPort uint16
-	closers    []func()
+	// Routes gives the device the source the kernel's route toward an
+	// endpoint chooses (gateway.Options.Source), asked of this process's
+	// namespace as wgpio up's gateway asks its own (fastgw, shared mode).
+	Routes  *srcaddr.Routes
+	closers []func()
 }
 
 // portMAC is the MAC of the memport port numbered b in newGateway: the
@@ -142,10 +148,17 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 			return nil, err
 		}
 	}
+	// As fastgw's shared mode: the route's source toward each endpoint
+	// not heard from, its changes followed (RefreshSources).
+	if g.Routes, err = srcaddr.NewRoutes(netns.None(), srcaddr.DefaultRoutes, nil); err != nil {
+		return nil, err
+	}
+	g.closers = append(g.closers, func() { g.Routes.Close() })
 	dopts := gateway.Options{
 		Name: o.Name, PrivateKey: g.PrivateKey, ListenPort: gwListen, FixedListenPort: true,
 		Dataplane: g.Engine, Logger: o.Logger, WANMAC: mac6(g.WAN.MAC()), WANAddr4: gwWAN4,
 		Resolve: func(netip.Addr) ([6]byte, bool) { return farMAC, true },
+		Source:  g.Routes,
 	}
 	if o.Device != nil {
 		o.Device(&dopts)
@@ -164,6 +177,20 @@ func newGateway(o gatewayOptions) (g *scaleGateway, err error) {
 	if err := g.Dev.Start(); err != nil {
 		return nil, err
 	}
+	done := make(chan struct{})
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		for {
+			select {
+			case <-done:
+				return
+			case <-g.Routes.Changed():
+				g.Dev.RefreshSources()
+			}
+		}
+	}()
+	g.closers = append(g.closers, func() { close(done); <-followed })
 	if o.Name != "" {
 		g.closers = append(g.closers, func() { os.Remove(uapiPath(o.Name)) })
 	}

@@ -164,6 +164,7 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	if err := g.wan.SetUDP(bind.XDPFilter(addrs, g.listenPort, false).UDP); err != nil {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
+	g.routeSrc.Flush() // the sources chosen among the addresses of before
 	g.bind.SetAddrs(wan.v4, wan.v6, wan.others...)
 	g.wanAddrs = addrs
 }

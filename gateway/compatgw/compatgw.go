@@ -154,7 +154,8 @@ type Gateway struct {
 	// addresses; the address follower's alone once Start returns.
 	lanAddrs []netip.Addr
 
-	nsHandle netns.NsHandle // the namespace Start ran in, if not the process's (threadns.Moved)
+	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
+	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -294,6 +295,18 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.wanAddrs, g.listenPort = wan.addrs(), cfg.ListenPort
 	g.warnWANLeft(cfg.WAN, wan.left)
 	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, Addrs: wan.others, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
+	// The source toward a configured endpoint not heard from: the
+	// kernel's route's (Linux's WireGuard's; srcaddr.Routes follows the
+	// changes itself, and Send reads the answer kept on the endpoint,
+	// its Generation telling it when to take another, bind/route.go,
+	// so its Changed is not read).
+	if g.routeSrc, err = srcaddr.NewRoutes(g.nsHandle, srcaddr.DefaultRoutes, func(err error) {
+		g.log.Warn("following the kernel's routes for the sources toward endpoints", "err", err)
+	}); err != nil {
+		return nil, fmt.Errorf("WAN: %w", err)
+	}
+	g.closers = append(g.closers, g.routeSrc.Close)
+	bc.Source = g.routeSrc
 	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}

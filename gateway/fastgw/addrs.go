@@ -126,6 +126,9 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		return
 	}
 	if g.moveWAN(wl, warned) {
+		if g.routeSrc != nil {
+			g.routeSrc.Flush() // the sources chosen among the addresses of before
+		}
 		g.dev.SetWANAddrs(wl.v4, wl.v6, wl.others...)
 	}
 	// What a peer sends to the WAN interface's addresses of now goes to

@@ -149,6 +149,7 @@ type Gateway struct {
 	dp     *dataplane_
 
 	routes    *arp.KernelRoutes
+	routeSrc  *srcaddr.Routes // the kernel's source toward each endpoint (shared mode; wanaddrs.go)
 	nsHandle  netns.NsHandle
 	static    *arp.StaticRoutes
 	wanResp   *arp.Responder
@@ -543,6 +544,9 @@ func (g *Gateway) Close() error {
 		}
 		if g.engine != nil {
 			errs = append(errs, g.engine.Close())
+		}
+		if g.routeSrc != nil {
+			errs = append(errs, g.routeSrc.Close())
 		}
 		if g.routes != nil {
 			// Before the exception TUN goes with its routes: the

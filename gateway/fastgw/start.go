@@ -18,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -202,6 +203,9 @@ func (g *Gateway) sharedMode(wl, ll link) (err error) {
 	}
 	onErr := func(err error) { g.log.Warn("following the kernel's routes and neighbours", "err", err) }
 	if g.routes, err = arp.NewKernelRoutes(arp.KernelOptions{Namespace: g.nsHandle, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("fastgw: %w", err)
+	}
+	if g.routeSrc, err = srcaddr.NewRoutes(g.nsHandle, srcaddr.DefaultRoutes, onErr); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
 	g.wanTable = arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: g.nlHandle, LinkIndex: wl.index}})
@@ -437,6 +441,9 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 			// them would list the kernel's whole table at every change.
 			g.routes.Ignore(g.dp.excLink.Attrs().Index)
 		}
+		if g.routeSrc != nil {
+			g.routeSrc.Ignore(g.dp.excLink.Attrs().Index)
+		}
 	}
 	return nil
 }
@@ -449,12 +456,16 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 	cfg := g.cfg
 	var wanMAC [6]byte
 	copy(wanMAC[:], wl.mac)
-	g.dev, err = gateway.New(gateway.Options{
+	opts := gateway.Options{
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
 		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve,
 		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
 		SetListenPort: g.moveListenPort, HandshakeWorkers: cfg.HandshakeWorkers,
-	})
+	}
+	if g.routeSrc != nil {
+		opts.Source = g.routeSrc
+	}
+	g.dev, err = gateway.New(opts)
 	if err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
@@ -479,6 +490,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		g.listenKernel(g.wanAddrs()...)
 		g.wanMu.Unlock()
 		g.addrDone = make(chan struct{})
+		g.followSources(g.addrDone)
 		if err := g.followAddresses(g.addrDone); err != nil {
 			return fmt.Errorf("fastgw: follow the interfaces' addresses: %w", err)
 		}

@@ -19,8 +19,36 @@ import (
 // the default source; the others (link.others) are matched by the XDP
 // program, held by kernel sockets for reassembled datagrams, and given to
 // the engine and the control plane, which answer a peer from the address
-// it reached us at (fastpath, wanaddrs.go). Followed through netlink with
-// the default addresses (addrs.go).
+// it reached us at (fastpath, wanaddrs.go); a peer not heard from is sent
+// to from the source the kernel's route toward its endpoint chooses
+// (routeSrc, followSources), the default only when the route gives none
+// of ours. Followed through netlink with the default addresses
+// (addrs.go).
+
+// followSources moves the endpoints of peers not heard from that have a
+// session to the source their route chooses after each change of the
+// namespace's routes or addresses (srcaddr.Routes.Changed,
+// gateway.Device.RefreshSources; the others are asked at their next
+// initiation), until done is closed; in shared mode,
+// where the kernel's routes are the host's (owned mode sends from its
+// one WANAddress).
+func (g *Gateway) followSources(done <-chan struct{}) {
+	if g.routeSrc == nil {
+		return
+	}
+	g.addrWG.Add(1)
+	go func() {
+		defer g.addrWG.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-g.routeSrc.Changed():
+				g.dev.RefreshSources()
+			}
+		}
+	}()
+}
 
 // wanOthers returns the addresses of an interface (as netlink lists them)
 // that WireGuard is taken at beside v4 and v6, at most afxdp.MaxUDPAddrs

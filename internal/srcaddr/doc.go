@@ -5,5 +5,8 @@
 // there is no preferred one). The kernel lists an interface's newest
 // address first: without this judgement an address just added (a
 // renumbering) was sent from before it could be, and one that failed
-// detection for ever.
+// detection for ever. Routes asks the kernel which source its route
+// toward an endpoint chooses (the route's src, else its source address
+// selection), for the peers not heard from, as Linux's WireGuard sends
+// to them.
 package srcaddr

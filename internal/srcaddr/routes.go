@@ -1,0 +1,346 @@
+package srcaddr
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Routes is the source address the kernel chooses toward an endpoint,
+// asked of it (RTM_GETROUTE, `ip route get DST`: the route's preferred
+// source, else the kernel's source address selection: for IPv4 the
+// primary address of the outgoing interface's matching subnet
+// (fib_result_prefsrc, net/ipv4/fib_semantics.c), for IPv6 RFC 6724 §5,
+// which passes over a deprecated address (ipv6_dev_get_saddr,
+// net/ipv6/addrconf.c)) once per endpoint address and cached, as Linux's
+// WireGuard sends to a peer it has not heard from with the source its
+// route lookup gives (drivers/net/wireguard/socket.c send4/send6, with a
+// dst_cache the kernel invalidates when routes change).
+//
+// The cache holds at most Max addresses (past it, it is emptied and
+// fills again with what is asked: the endpoints in use); it is emptied
+// when a route or an address of the namespace changes (followed through
+// netlink: every table, so that policy routing counts), which moves
+// Generation on, and Changed then reports it, once per run of changes.
+// Cached never waits; Source, on a miss, takes a netlink round trip
+// (some 45 µs): it is for the control plane outside its locks (the first
+// send to an endpoint, a change reported), never per packet, nor while a
+// configuration is applied. Ask queues a question for a goroutine of
+// Routes' own. Questions are asked one at a time (one netlink socket);
+// answers are read without waiting for one. Safe for concurrent use;
+// Close stops following and asking.
+type Routes struct {
+	h       *netlink.Handle // asked under askMu
+	ns      netns.NsHandle
+	max     int
+	onErr   func(error)
+	changed chan struct{}
+	ignore  atomic.Int64 // an interface whose routes are not followed (0: none)
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	askMu sync.Mutex // one question at a time on h
+
+	mu     sync.Mutex
+	gen    atomic.Uint64             // moved on (under mu) whenever the cache is emptied
+	cache  map[netip.Addr]netip.Addr // endpoint address → source (invalid: none)
+	queued map[netip.Addr]struct{}   // asked for (Ask), not answered yet
+	queue  []netip.Addr              // the order of queued
+	bell   chan struct{}             // rung when queue gains one
+
+	// Lookups counts the questions asked of the kernel (tests).
+	Lookups atomic.Uint64
+}
+
+// DefaultRoutes is the gateways' bound of Routes: the configured
+// endpoints of the peers not heard from, which it holds all up to this
+// many (about 3 MB); past it, each change asks the kernel again for each
+// (a netlink round trip, tens of µs).
+const DefaultRoutes = 1 << 16
+
+// routesResubscribe is how long Routes waits before subscribing again
+// after its subscription failed (an overrun: ENOBUFS).
+const routesResubscribe = time.Second
+
+// NewRoutes asks and follows the kernel of namespace ns (netns.None(): the
+// calling thread's; the handle must stay open until Close) for at most
+// size cached endpoint addresses (at least 1). onErr, if not nil, receives
+// the subscription's errors (after which it subscribes again and
+// reports a change).
+func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("srcaddr: netlink handle: %w", err)
+	}
+	r := &Routes{
+		h: h, ns: ns, max: max(1, size), onErr: onErr,
+		changed: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		cache:   map[netip.Addr]netip.Addr{},
+		queued:  map[netip.Addr]struct{}{},
+		bell:    make(chan struct{}, 1),
+	}
+	routes, addrs, stop, err := r.subscribe()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	r.wg.Add(2)
+	go r.follow(routes, addrs, stop)
+	go r.asker()
+	return r, nil
+}
+
+// Source returns the source the kernel chooses toward dst (an IPv4-mapped
+// address as IPv4), invalid when it has no route there or the question
+// failed (cached too, until the next change). On a miss it asks the
+// kernel and waits for the answer (a netlink round trip, behind any
+// question in flight): never call it holding a lock others wait on.
+func (r *Routes) Source(dst netip.Addr) netip.Addr {
+	dst = dst.Unmap()
+	if src, ok := r.Cached(dst); ok {
+		return src
+	}
+	r.askMu.Lock()
+	defer r.askMu.Unlock()
+	// Another may have asked while this one waited for askMu.
+	if src, ok := r.Cached(dst); ok {
+		return src
+	}
+	return r.ask(dst)
+}
+
+// ask asks the kernel for dst's source and caches the answer, unless the
+// cache was emptied meanwhile (the answer may be of before the change).
+// askMu held.
+func (r *Routes) ask(dst netip.Addr) netip.Addr {
+	gen := r.gen.Load()
+	var src netip.Addr
+	r.Lookups.Add(1)
+	if rs, err := r.h.RouteGet(dst.AsSlice()); err == nil && len(rs) > 0 {
+		if a, ok := netip.AddrFromSlice(rs[0].Src); ok {
+			src = a.Unmap()
+		}
+	}
+	r.mu.Lock()
+	if r.gen.Load() == gen {
+		if len(r.cache) >= r.max {
+			clear(r.cache)
+		}
+		r.cache[dst] = src
+	}
+	r.mu.Unlock()
+	return src
+}
+
+// Cached returns the cached source toward dst (as Source), ok false when
+// none is cached. It never waits for the kernel.
+func (r *Routes) Cached(dst netip.Addr) (src netip.Addr, ok bool) {
+	dst = dst.Unmap()
+	r.mu.Lock()
+	src, ok = r.cache[dst]
+	r.mu.Unlock()
+	return src, ok
+}
+
+// Ask has the source toward dst asked of the kernel by a goroutine of
+// Routes' own, unless it is cached or already asked for; it never waits.
+// At most Max addresses wait (past it, Ask drops the question: asked
+// again, it is queued once there is room).
+func (r *Routes) Ask(dst netip.Addr) {
+	dst = dst.Unmap()
+	r.mu.Lock()
+	_, cached := r.cache[dst]
+	_, queued := r.queued[dst]
+	if !cached && !queued && len(r.queue) < r.max {
+		r.queued[dst] = struct{}{}
+		r.queue = append(r.queue, dst)
+		select {
+		case r.bell <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
+}
+
+// Generation moves on whenever the cache is emptied (a change of routes
+// or addresses, Flush): an answer read at one generation is current
+// while Generation still returns it.
+func (r *Routes) Generation() uint64 { return r.gen.Load() }
+
+// asker answers what Ask queued, one question at a time, until Close.
+func (r *Routes) asker() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-r.bell:
+		}
+		for {
+			r.mu.Lock()
+			if len(r.queue) == 0 {
+				r.queue = nil
+				r.mu.Unlock()
+				break
+			}
+			dst := r.queue[0]
+			r.queue = r.queue[1:]
+			delete(r.queued, dst)
+			r.mu.Unlock()
+			r.Source(dst)
+			select {
+			case <-r.done:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// Changed receives a value after routes or addresses changed (the cache
+// emptied): the sources of the endpoints are to be asked again.
+func (r *Routes) Changed() <-chan struct{} { return r.changed }
+
+// Ignore leaves the changes of the routes through interface ifindex out
+// (0: none): fastgw's routes into its exception TUN, two per peer, which
+// never carry what is sent to an endpoint.
+func (r *Routes) Ignore(ifindex int) { r.ignore.Store(int64(ifindex)) }
+
+// Flush empties the cache (without reporting a change) and moves
+// Generation on: the caller knows the addresses changed and asks again
+// at once, before the notification of that change reaches Routes.
+func (r *Routes) Flush() {
+	r.mu.Lock()
+	clear(r.cache)
+	r.gen.Add(1)
+	r.mu.Unlock()
+}
+
+// Close stops following and asking, and closes the netlink handle; it
+// waits for a question in flight.
+func (r *Routes) Close() error {
+	close(r.done)
+	r.wg.Wait()
+	r.h.Close()
+	return nil
+}
+
+// subscribe subscribes to the namespace's route and address
+// notifications; closing stop ends both.
+func (r *Routes) subscribe() (chan netlink.RouteUpdate, chan netlink.AddrUpdate, chan struct{}, error) {
+	routes := make(chan netlink.RouteUpdate, 256)
+	addrs := make(chan netlink.AddrUpdate, 64)
+	stop := make(chan struct{})
+	ns := r.ns
+	onErr := func(err error) {
+		select {
+		case <-stop: // closed by us: its read error is expected
+		default:
+			if r.onErr != nil {
+				r.onErr(err)
+			}
+		}
+	}
+	if err := netlink.RouteSubscribeWithOptions(routes, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		close(stop)
+		return nil, nil, nil, fmt.Errorf("srcaddr: subscribe to routes: %w", err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, stop, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		close(stop)
+		go drain(routes, nil)
+		return nil, nil, nil, fmt.Errorf("srcaddr: subscribe to addresses: %w", err)
+	}
+	return routes, addrs, stop, nil
+}
+
+// drain reads the channels of a stopped subscription until netlink's
+// readers close them, so that a reader blocked on a full one ends.
+func drain(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate) {
+	if routes != nil {
+		for range routes {
+		}
+	}
+	if addrs != nil {
+		for range addrs {
+		}
+	}
+}
+
+// follow empties the cache and reports a change for every run of
+// notifications that may change a source: an address added, removed or
+// changed (its flags: deprecated), a route added or removed but for a
+// cached clone or the ignored interface's. A failed subscription is
+// renewed, and counts as a change (what it missed is unknown).
+func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate, stop chan struct{}) {
+	defer r.wg.Done()
+	defer func() {
+		close(stop)
+		go drain(routes, addrs)
+	}()
+	for {
+		changed, failed := false, false
+		select {
+		case <-r.done:
+			return
+		case u, ok := <-routes:
+			failed = !ok
+			changed = ok && r.counts(&u.Route)
+		case _, ok := <-addrs:
+			failed, changed = !ok, ok
+		}
+		// What else waits belongs to the same run.
+		for more := !failed; more; {
+			select {
+			case u, ok := <-routes:
+				failed = failed || !ok
+				changed = changed || ok && r.counts(&u.Route)
+				more = ok
+			case _, ok := <-addrs:
+				failed = failed || !ok
+				changed = changed || ok
+				more = ok
+			default:
+				more = false
+			}
+		}
+		if failed {
+			close(stop)
+			go drain(routes, addrs)
+			for {
+				select {
+				case <-r.done:
+					routes, addrs, stop = nil, nil, make(chan struct{})
+					return
+				case <-time.After(routesResubscribe):
+				}
+				var err error
+				if routes, addrs, stop, err = r.subscribe(); err == nil {
+					break
+				}
+				if r.onErr != nil {
+					r.onErr(err)
+				}
+			}
+			changed = true
+		}
+		if changed {
+			r.Flush()
+			select {
+			case r.changed <- struct{}{}:
+			default: // one is pending
+			}
+		}
+	}
+}
+
+// counts reports whether a route notification may change a source.
+func (r *Routes) counts(rt *netlink.Route) bool {
+	return rt.Flags&unix.RTM_F_CLONED == 0 && (rt.LinkIndex == 0 || int64(rt.LinkIndex) != r.ignore.Load())
+}

@@ -1,0 +1,111 @@
+package srcaddr
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
+)
+
+// TestRoutes: the kernel's source toward a destination, in a namespace:
+// the primary IPv4 address of the subnet; the IPv6 address added first,
+// not the deprecated one added after it (preferred_lft 0, which the
+// kernel lists first); a route's src once the route is added, reported
+// by Changed, with Generation moved on; answers cached (one question
+// per destination until a change; Cached reads them without asking), at
+// most the bound; Ask has one asked in the background.
+func TestRoutes(t *testing.T) {
+	tp := testenv.Topology(t, "sr")
+	a, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tp.NewNS("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := a.Run("ip", args...); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, err := range []error{
+		a.AddAddr(v.A, "198.18.5.1/24"), a.AddAddr(v.A, "198.18.5.100/24"), a.AddAddr(v.A, "2001:2:5::1/64"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip("addr", "add", "2001:2:5::100/64", "dev", v.A, "preferred_lft", "0", "nodad")
+	const size = 4
+	r, err := NewRoutes(a.NsHandle(), size, func(err error) { t.Errorf("subscription: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	addr := netip.MustParseAddr
+	for dst, want := range map[string]string{"198.18.5.2": "198.18.5.1", "2001:2:5::2": "2001:2:5::1", "::ffff:198.18.5.3": "198.18.5.1", "198.18.9.9": ""} {
+		var w netip.Addr
+		if want != "" {
+			w = addr(want)
+		}
+		if got := r.Source(addr(dst)); got != w {
+			t.Errorf("Source(%s) = %v, want %v", dst, got, w)
+		}
+	}
+	n := r.Lookups.Load()
+	if got := r.Source(addr("198.18.5.2")); got != addr("198.18.5.1") || r.Lookups.Load() != n {
+		t.Errorf("Source(198.18.5.2) again = %v after %d questions, want 198.18.5.1 from the cache", got, r.Lookups.Load()-n)
+	}
+	if got, ok := r.Cached(addr("198.18.5.2")); got != addr("198.18.5.1") || !ok {
+		t.Errorf("Cached(198.18.5.2) = %v, %v, want 198.18.5.1, true", got, ok)
+	}
+	if got, ok := r.Cached(addr("198.18.5.77")); ok || r.Lookups.Load() != n {
+		t.Errorf("Cached(198.18.5.77), never asked = %v, %v after %d questions, want none, false, none asked", got, ok, r.Lookups.Load()-n)
+	}
+	r.Ask(addr("198.18.5.77"))
+	if !testenv.PollUntil(5*time.Second, func() bool { src, ok := r.Cached(addr("198.18.5.77")); return ok && src == addr("198.18.5.1") }) {
+		t.Error("Ask(198.18.5.77): no answer cached within 5 s")
+	}
+	gen := r.Generation()
+
+	// A change reported since NewRoutes (none here) is drained first.
+	select {
+	case <-r.Changed():
+	default:
+	}
+	ip("route", "add", "198.18.5.2/32", "dev", v.A, "src", "198.18.5.100")
+	select {
+	case <-r.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change reported within 5 s of a route added")
+	}
+	if got := r.Source(addr("198.18.5.2")); got != addr("198.18.5.100") {
+		t.Errorf("Source(198.18.5.2) after a route with src 198.18.5.100 = %v", got)
+	}
+	if r.Generation() == gen {
+		t.Errorf("Generation = %d after a change, want it moved on", gen)
+	}
+	ip("-6", "route", "add", "2001:2:5::2/128", "dev", v.A, "src", "2001:2:5::100")
+	if !testenv.PollUntil(5*time.Second, func() bool { return r.Source(addr("2001:2:5::2")) == addr("2001:2:5::100") }) {
+		t.Errorf("Source(2001:2:5::2) after a route with src 2001:2:5::100 = %v", r.Source(addr("2001:2:5::2")))
+	}
+
+	for i := range 3 * size {
+		r.Source(netip.AddrFrom4([4]byte{198, 18, 5, byte(10 + i)}))
+	}
+	r.mu.Lock()
+	held := len(r.cache)
+	r.mu.Unlock()
+	if held > size {
+		t.Errorf("cache holds %d answers, want %d at most", held, size)
+	}
+}
