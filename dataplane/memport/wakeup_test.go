@@ -35,8 +35,15 @@ type pollOnly struct{ dataplane.RX }
 
 func noLostWakeup(t *testing.T, poll bool) {
 	// inArm asks the hook to have transmitter 0 send while Arm is in its
-	// window; the hook waits up to 200 µs for the request.
+	// window. The hook waits for the request while the receiver has all
+	// the frames wanted so far (got == want: the next round is about to
+	// begin), up to hookWait, yielding: under the race detector on a
+	// loaded machine the test's goroutine may not run for a millisecond
+	// and more (with a fixed 200 µs wait, no request of 75 rounds came in
+	// time once). A round that wants frames ends the wait at once.
+	const hookWait, requestWait = 5 * time.Millisecond, 20 * time.Millisecond
 	var inArm atomic.Bool
+	var got, want atomic.Int64
 	type request struct {
 		delay time.Duration
 		ack   bool // signal sent when done (the hook's request)
@@ -47,10 +54,13 @@ func noLostWakeup(t *testing.T, poll bool) {
 		start[g] = make(chan request, 1)
 	}
 	memport.SetArmDelay(func() {
-		for t0 := time.Now(); time.Since(t0) < 200*time.Microsecond; {
+		for t0 := time.Now(); time.Since(t0) < hookWait; runtime.Gosched() {
 			if inArm.CompareAndSwap(true, false) {
 				start[0] <- request{ack: true}
 				<-sent
+				return
+			}
+			if got.Load() != want.Load() {
 				return
 			}
 		}
@@ -71,7 +81,6 @@ func noLostWakeup(t *testing.T, poll bool) {
 	if w.Parks() == poll {
 		t.Fatalf("Waiter.Parks() = %v with poll %v", w.Parks(), poll)
 	}
-	var got atomic.Int64
 	var stop atomic.Bool
 	recvDone := make(chan struct{})
 	go func() {
@@ -142,15 +151,14 @@ func noLostWakeup(t *testing.T, poll bool) {
 		rounds = 150
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
-	var want int64
 	inWindow := 0
 	for round := range rounds {
 		if round%2 == 0 {
-			want++
-			inArm.Store(true)
+			inArm.Store(true) // before want moves: the hook looks at inArm first
+			want.Add(1)
 			// If the receiver is already asleep, nothing takes the
 			// request: send directly after a while.
-			for t0 := time.Now(); inArm.Load() && time.Since(t0) < time.Millisecond; {
+			for t0 := time.Now(); inArm.Load() && time.Since(t0) < requestWait; {
 				runtime.Gosched()
 			}
 			if inArm.CompareAndSwap(true, false) {
@@ -159,15 +167,15 @@ func noLostWakeup(t *testing.T, poll bool) {
 				inWindow++
 			}
 		} else {
-			want += 2
+			want.Add(2)
 			for g := range 2 {
 				start[g] <- request{delay: time.Duration(rng.IntN(8000))}
 			}
 		}
 		deadline := time.Now().Add(20 * time.Second)
-		for got.Load() < want {
+		for got.Load() < want.Load() {
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the receiver got %d of %d frames and sleeps: a lost wakeup", round, got.Load(), want)
+				t.Fatalf("round %d: the receiver got %d of %d frames and sleeps: a lost wakeup", round, got.Load(), want.Load())
 			}
 			runtime.Gosched()
 		}
