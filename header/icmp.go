@@ -89,14 +89,19 @@ func (m ICMPv6) VerifyChecksum(pseudo uint32) bool {
 
 // isICMPv4Error reports whether an ICMPv4 type is an error message (RFC 1812
 // §4.3.2.7 lists them: destination unreachable, source quench, redirect,
-// time exceeded, parameter problem).
+// time exceeded, parameter problem) or unknown: Linux's __icmp_send
+// answers no type past NR_ICMP_TYPES (18, the last RFC 950 defines;
+// "assume any unknown ICMP type is an error"), so neither do we.
 func isICMPv4Error(t uint8) bool {
 	switch t {
 	case 3, 4, 5, 11, 12:
 		return true
 	}
-	return false
+	return t > icmpv4LastKnownType
 }
+
+// icmpv4LastKnownType is Linux's NR_ICMP_TYPES (include/uapi/linux/icmp.h).
+const icmpv4LastKnownType = 18
 
 // unicastSource4 reports whether a is a unique individual host address
 // (RFC 1812 §4.3.2.7, §5.3.7): not 0.0.0.0/8, 127/8, multicast, class E
@@ -187,7 +192,9 @@ func checkICMPv4Error(offending []byte) (quote int, r Reason) {
 	if dst[0] >= 224 || !unicastSource4(osrc) {
 		return 0, ReasonICMPNotAllowed
 	}
-	if h.Protocol() == ProtoICMPv4 && quote > ihl && isICMPv4Error(offending[ihl]) {
+	// An ICMP packet without its type octet gets no error either, as
+	// Linux's __icmp_send cannot read the type (skb_header_pointer).
+	if h.Protocol() == ProtoICMPv4 && (quote <= ihl || isICMPv4Error(offending[ihl])) {
 		return 0, ReasonICMPNotAllowed
 	}
 	return quote, OK

@@ -23,6 +23,10 @@ func TestPutICMPv4FragNeeded(t *testing.T) {
 	opts := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, options: bytes.Repeat([]byte{1}, 40), payload: udp(make([]byte, 1400))})
 	echo := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: append([]byte{8, 0, 0, 0, 0, 1, 0, 1}, make([]byte, 1400)...)})
 	errMsg := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, small...)})
+	unknown19 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{19, 0, 0, 0, 0, 0, 0, 0}})
+	unknown200 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{200, 0, 0, 0, 0, 0, 0, 0}})
+	type18 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{18, 0, 0, 0, 0, 0, 0, 0}})
+	noType := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4})
 	nonFirst := mkIPv4(ip4Spec{flagFrag: 0x4000 | 100, proto: ProtoUDP, payload: make([]byte, 1400)})
 	firstFrag := mkIPv4(ip4Spec{flagFrag: 0x2000, proto: ProtoUDP, payload: udp(make([]byte, 1400))})
 	withDst := func(p []byte, off int, a [4]byte) []byte {
@@ -49,6 +53,14 @@ func TestPutICMPv4FragNeeded(t *testing.T) {
 		{"buffer for header and 8 bytes", opts, 28 + 60 + 8, OK, 68},
 		{"buffer too small", opts, 28 + 60 + 7, ReasonBufferTooSmall, 0},
 		{"about an icmp error", errMsg, 1500, ReasonICMPNotAllowed, 0},
+		// Linux's __icmp_send takes an ICMP type past NR_ICMP_TYPES (18)
+		// for an error, and an ICMP packet without its type octet too
+		// (checked on Linux 6.18: TTL 1 through a router, types 19, 42
+		// and 200 get no time exceeded, 17 and 18 do).
+		{"about icmp type 19", unknown19, 1500, ReasonICMPNotAllowed, 0},
+		{"about icmp type 200", unknown200, 1500, ReasonICMPNotAllowed, 0},
+		{"about icmp type 18", type18, 1500, OK, 28},
+		{"about icmp without a type", noType, 1500, ReasonICMPNotAllowed, 0},
 		{"non-first fragment", nonFirst, 1500, ReasonICMPNotAllowed, 0},
 		{"multicast destination", withDst(big, 16, [4]byte{224, 0, 0, 1}), 1500, ReasonICMPNotAllowed, 0},
 		{"broadcast destination", withDst(big, 16, [4]byte{255, 255, 255, 255}), 1500, ReasonICMPNotAllowed, 0},
