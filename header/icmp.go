@@ -303,9 +303,18 @@ func checkICMPv6Error(offending []byte, typ, code uint8) (quote int, r Reason) {
 	}
 	// An error about an ICMPv6 error is not sent; a truncated extension
 	// chain is quoted as it is (it is the offending packet's problem).
-	if proto, off, frag, r := UpperLayer(offending[IPv6Len:quote], h.NextHeader()); r == OK && !frag &&
-		proto == ProtoICMPv6 && IPv6Len+off < quote && offending[IPv6Len+off] < 128 {
-		return 0, ReasonICMPNotAllowed
+	// As Linux's is_ineligible (net/ipv6/icmp.c): the type of a first
+	// fragment counts too, a non-first fragment's data is no header, and
+	// an ICMPv6 packet without its type octet is taken for an error
+	// unless it is a fragment.
+	if proto, off, frag, r := UpperLayer(offending[IPv6Len:quote], h.NextHeader()); r == OK && proto == ProtoICMPv6 {
+		at := IPv6Len + off
+		if frag && binary.BigEndian.Uint16(offending[at-6:at-4])&^7 != 0 {
+			return quote, OK // non-first: the Fragment header is 8 bytes before at
+		}
+		if at < quote && offending[at] < 128 || at >= quote && !frag {
+			return 0, ReasonICMPNotAllowed
+		}
 	}
 	return quote, OK
 }

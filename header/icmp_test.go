@@ -125,6 +125,10 @@ func TestPutICMPv6PacketTooBig(t *testing.T) {
 	small := mkIPv6(ProtoUDP, -1, udp([]byte("hi")))     // 50 bytes
 	echo := mkIPv6(ProtoICMPv6, -1, append([]byte{128, 0, 0, 0, 0, 1, 0, 1}, make([]byte, 1400)...))
 	errMsg := mkIPv6(ProtoDstOpts, -1, cat(ext(ProtoICMPv6, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0}, small))
+	errFirstFrag := mkIPv6(ProtoFragment, -1, cat([]byte{ProtoICMPv6, 0, 0, 1, 0, 0, 0, 1}, []byte{1, 4, 0, 0, 0, 0, 0, 0}, small))
+	typelessFirstFrag := mkIPv6(ProtoFragment, -1, []byte{ProtoICMPv6, 0, 0, 1, 0, 0, 0, 1})
+	nonFirstFrag := mkIPv6(ProtoFragment, -1, cat([]byte{ProtoICMPv6, 0, 0, 0x41, 0, 0, 0, 1}, []byte{1, 4, 0, 0, 0, 0, 0, 0}))
+	typeless := mkIPv6(ProtoICMPv6, -1, nil)
 	with := func(p []byte, off int, a string) []byte {
 		p = bytes.Clone(p)
 		x := netip.MustParseAddr(a).As16()
@@ -146,6 +150,14 @@ func TestPutICMPv6PacketTooBig(t *testing.T) {
 		{"short buffer quotes less", big, 200, OK, 152},
 		{"buffer too small", big, 48 + 39, ReasonBufferTooSmall, 0},
 		{"about an icmpv6 error", errMsg, 1500, ReasonICMPNotAllowed, 0},
+		// Linux's is_ineligible (net/ipv6/icmp.c) reads the ICMPv6 type
+		// of a first fragment too, and takes an ICMPv6 packet without its
+		// type octet for an error unless it is a fragment (checked on
+		// Linux 6.18: hop limit 1 through a router).
+		{"first fragment of an icmpv6 error", errFirstFrag, 1500, ReasonICMPNotAllowed, 0},
+		{"icmpv6 without a type", typeless, 1500, ReasonICMPNotAllowed, 0},
+		{"first fragment without a type", typelessFirstFrag, 1500, OK, 48},
+		{"non-first fragment", nonFirstFrag, 1500, OK, 56},
 		{"multicast source", with(big, 8, "ff02::1"), 1500, ReasonICMPNotAllowed, 0},
 		{"unspecified source", with(big, 8, "::"), 1500, ReasonICMPNotAllowed, 0},
 		{"truncated", big[:39], 1500, ReasonTruncatedIP, 0},
