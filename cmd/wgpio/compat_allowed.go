@@ -35,7 +35,7 @@ import (
 // applied the sets.
 type mqtunAllowed struct {
 	dev *device.Device
-	tun *tundev.MultiQueueTUN
+	tun allowedTable
 	log *slog.Logger
 
 	mu sync.Mutex
@@ -49,6 +49,14 @@ type mqtunAllowed struct {
 	// syncs counts the syncs (whole reads of the configuration) so far.
 	syncs int
 }
+
+// allowedTable is the TUN's no_route check (*tundev.MultiQueueTUN).
+type allowedTable interface {
+	SetAllowed(allowed []netip.Prefix)
+	UpdateAllowed(add, del []netip.Prefix)
+}
+
+var _ allowedTable = (*tundev.MultiQueueTUN)(nil)
 
 // sync publishes wireguard-go's allowed IPs to the TUN. When they cannot
 // be read the check is turned off (nothing dropped that wireguard-go would

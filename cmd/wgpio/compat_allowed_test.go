@@ -7,15 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.zx2c4.com/wireguard/conn/bindtest"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun/tuntest"
 
-	"github.com/wgpio/wgpio/tundev"
 )
 
 // testAllowed returns an mqtunAllowed on a wireguard-go device (down, on
@@ -32,11 +33,53 @@ func testAllowed(tb testing.TB, n int) *mqtunAllowed {
 	if err := dev.IpcSet(b.String()); err != nil {
 		tb.Fatal(err)
 	}
-	a := &mqtunAllowed{dev: dev, tun: new(tundev.MultiQueueTUN), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &mqtunAllowed{dev: dev, tun: &mapTable{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := a.sync(); err != nil {
 		tb.Fatal(err)
 	}
 	return a
+}
+
+// mapTable is an allowedTable in a map (nil: off), for tests to compare
+// with the model. Not safe for concurrent use: mqtunAllowed calls it
+// with its mutex held.
+type mapTable struct{ m map[netip.Prefix]struct{} }
+
+func (t *mapTable) SetAllowed(allowed []netip.Prefix) {
+	if allowed == nil {
+		t.m = nil
+		return
+	}
+	t.m = make(map[netip.Prefix]struct{})
+	for _, p := range allowed {
+		t.m[p.Masked()] = struct{}{}
+	}
+}
+
+func (t *mapTable) UpdateAllowed(add, del []netip.Prefix) {
+	if t.m == nil {
+		return
+	}
+	for _, p := range del {
+		delete(t.m, p.Masked())
+	}
+	for _, p := range add {
+		t.m[p.Masked()] = struct{}{}
+	}
+}
+
+// checkTable fails t unless a's table holds exactly the model's prefixes.
+func checkTable(t *testing.T, name string, a *mqtunAllowed) {
+	t.Helper()
+	m := a.tun.(*mapTable).m
+	if len(m) != len(a.owners) {
+		t.Errorf("%s: the table holds %d prefixes, the model %d", name, len(m), len(a.owners))
+	}
+	for p := range a.owners {
+		if _, ok := m[p]; !ok {
+			t.Errorf("%s: %v allowed but not in the table", name, p)
+		}
+	}
 }
 
 // peerKey is test peer i's public key, in hex.
@@ -101,6 +144,7 @@ func TestAllowedSetFollows(t *testing.T) {
 		if len(a.peers) != len(want) || !maps.Equal(got, a.owners) {
 			t.Errorf("%s: model %v, %d peers; wireguard-go %v, %d peers", name, a.owners, len(a.peers), got, len(want))
 		}
+		checkTable(t, name, a)
 		if a.syncs != wantSyncs {
 			t.Errorf("%s: %d syncs, want %d", name, a.syncs, wantSyncs)
 		}
@@ -148,4 +192,60 @@ func publicKey(sk device.NoisePrivateKey) []byte {
 		panic(err)
 	}
 	return k.PublicKey().Bytes()
+}
+
+// TestAllowedSetConcurrent: sets from several UAPI clients at once, each
+// moving, adding, removing allowed IPs and peers, leave the model equal
+// to wireguard-go's allowed IPs (the updates reach the TUN in the order
+// wireguard-go applied the sets) without a whole read.
+func TestAllowedSetConcurrent(t *testing.T) {
+	a := testAllowed(t, 16)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 200 {
+				k := peerKey(r.IntN(20))
+				var body string
+				switch r.IntN(5) {
+				case 0:
+					body = "public_key=" + k + "\nremove=true\n"
+				case 1:
+					body = "public_key=" + k + "\nreplace_allowed_ips=true\nallowed_ip=" + peerPrefix(r.IntN(40)).String() + "\n"
+				case 2:
+					body = "public_key=" + k + "\nallowed_ip=-" + peerPrefix(r.IntN(40)).String() + "\n"
+				default:
+					body = "public_key=" + k + "\nallowed_ip=" + peerPrefix(r.IntN(40)).String() + "\n"
+				}
+				if err := a.set(body); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	conf, err := a.dev.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseAllowedIPs(strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	checkTable(t, "after", a)
+	n := 0
+	for k, ps := range want {
+		n += len(ps)
+		if !maps.Equal(ps, a.peers[k]) {
+			t.Errorf("peer %x: model %v, wireguard-go %v", k[:4], a.peers[k], ps)
+		}
+	}
+	if len(a.peers) != len(want) || len(a.owners) != n || a.syncs != 1 {
+		t.Errorf("model: %d peers, %d prefixes, %d syncs; wireguard-go: %d peers, %d prefixes; want 1 sync", len(a.peers), len(a.owners), a.syncs, len(want), n)
+	}
 }
