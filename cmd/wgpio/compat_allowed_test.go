@@ -16,7 +16,6 @@ import (
 	"golang.zx2c4.com/wireguard/conn/bindtest"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun/tuntest"
-
 )
 
 // testAllowed returns an mqtunAllowed on a wireguard-go device (down, on
