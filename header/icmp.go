@@ -89,14 +89,19 @@ func (m ICMPv6) VerifyChecksum(pseudo uint32) bool {
 
 // isICMPv4Error reports whether an ICMPv4 type is an error message (RFC 1812
 // §4.3.2.7 lists them: destination unreachable, source quench, redirect,
-// time exceeded, parameter problem).
+// time exceeded, parameter problem) or unknown: Linux's __icmp_send
+// answers no type past NR_ICMP_TYPES (18, the last RFC 950 defines;
+// "assume any unknown ICMP type is an error"), so neither do we.
 func isICMPv4Error(t uint8) bool {
 	switch t {
 	case 3, 4, 5, 11, 12:
 		return true
 	}
-	return false
+	return t > icmpv4LastKnownType
 }
+
+// icmpv4LastKnownType is Linux's NR_ICMP_TYPES (include/uapi/linux/icmp.h).
+const icmpv4LastKnownType = 18
 
 // unicastSource4 reports whether a is a unique individual host address
 // (RFC 1812 §4.3.2.7, §5.3.7): not 0.0.0.0/8, 127/8, multicast, class E
@@ -187,7 +192,9 @@ func checkICMPv4Error(offending []byte) (quote int, r Reason) {
 	if dst[0] >= 224 || !unicastSource4(osrc) {
 		return 0, ReasonICMPNotAllowed
 	}
-	if h.Protocol() == ProtoICMPv4 && quote > ihl && isICMPv4Error(offending[ihl]) {
+	// An ICMP packet without its type octet gets no error either, as
+	// Linux's __icmp_send cannot read the type (skb_header_pointer).
+	if h.Protocol() == ProtoICMPv4 && (quote <= ihl || isICMPv4Error(offending[ihl])) {
 		return 0, ReasonICMPNotAllowed
 	}
 	return quote, OK
@@ -296,9 +303,18 @@ func checkICMPv6Error(offending []byte, typ, code uint8) (quote int, r Reason) {
 	}
 	// An error about an ICMPv6 error is not sent; a truncated extension
 	// chain is quoted as it is (it is the offending packet's problem).
-	if proto, off, frag, r := UpperLayer(offending[IPv6Len:quote], h.NextHeader()); r == OK && !frag &&
-		proto == ProtoICMPv6 && IPv6Len+off < quote && offending[IPv6Len+off] < 128 {
-		return 0, ReasonICMPNotAllowed
+	// As Linux's is_ineligible (net/ipv6/icmp.c): the type of a first
+	// fragment counts too, a non-first fragment's data is no header, and
+	// an ICMPv6 packet without its type octet is taken for an error
+	// unless it is a fragment.
+	if proto, off, frag, r := UpperLayer(offending[IPv6Len:quote], h.NextHeader()); r == OK && proto == ProtoICMPv6 {
+		at := IPv6Len + off
+		if frag && binary.BigEndian.Uint16(offending[at-6:at-4])&^7 != 0 {
+			return quote, OK // non-first: the Fragment header is 8 bytes before at
+		}
+		if at < quote && offending[at] < 128 || at >= quote && !frag {
+			return 0, ReasonICMPNotAllowed
+		}
 	}
 	return quote, OK
 }

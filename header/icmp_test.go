@@ -23,6 +23,10 @@ func TestPutICMPv4FragNeeded(t *testing.T) {
 	opts := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, options: bytes.Repeat([]byte{1}, 40), payload: udp(make([]byte, 1400))})
 	echo := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: append([]byte{8, 0, 0, 0, 0, 1, 0, 1}, make([]byte, 1400)...)})
 	errMsg := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, small...)})
+	unknown19 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{19, 0, 0, 0, 0, 0, 0, 0}})
+	unknown200 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{200, 0, 0, 0, 0, 0, 0, 0}})
+	type18 := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4, payload: []byte{18, 0, 0, 0, 0, 0, 0, 0}})
+	noType := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoICMPv4})
 	nonFirst := mkIPv4(ip4Spec{flagFrag: 0x4000 | 100, proto: ProtoUDP, payload: make([]byte, 1400)})
 	firstFrag := mkIPv4(ip4Spec{flagFrag: 0x2000, proto: ProtoUDP, payload: udp(make([]byte, 1400))})
 	withDst := func(p []byte, off int, a [4]byte) []byte {
@@ -49,6 +53,14 @@ func TestPutICMPv4FragNeeded(t *testing.T) {
 		{"buffer for header and 8 bytes", opts, 28 + 60 + 8, OK, 68},
 		{"buffer too small", opts, 28 + 60 + 7, ReasonBufferTooSmall, 0},
 		{"about an icmp error", errMsg, 1500, ReasonICMPNotAllowed, 0},
+		// Linux's __icmp_send takes an ICMP type past NR_ICMP_TYPES (18)
+		// for an error, and an ICMP packet without its type octet too
+		// (checked on Linux 6.18: TTL 1 through a router, types 19, 42
+		// and 200 get no time exceeded, 17 and 18 do).
+		{"about icmp type 19", unknown19, 1500, ReasonICMPNotAllowed, 0},
+		{"about icmp type 200", unknown200, 1500, ReasonICMPNotAllowed, 0},
+		{"about icmp type 18", type18, 1500, OK, 28},
+		{"about icmp without a type", noType, 1500, ReasonICMPNotAllowed, 0},
 		{"non-first fragment", nonFirst, 1500, ReasonICMPNotAllowed, 0},
 		{"multicast destination", withDst(big, 16, [4]byte{224, 0, 0, 1}), 1500, ReasonICMPNotAllowed, 0},
 		{"broadcast destination", withDst(big, 16, [4]byte{255, 255, 255, 255}), 1500, ReasonICMPNotAllowed, 0},
@@ -113,6 +125,10 @@ func TestPutICMPv6PacketTooBig(t *testing.T) {
 	small := mkIPv6(ProtoUDP, -1, udp([]byte("hi")))     // 50 bytes
 	echo := mkIPv6(ProtoICMPv6, -1, append([]byte{128, 0, 0, 0, 0, 1, 0, 1}, make([]byte, 1400)...))
 	errMsg := mkIPv6(ProtoDstOpts, -1, cat(ext(ProtoICMPv6, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0}, small))
+	errFirstFrag := mkIPv6(ProtoFragment, -1, cat([]byte{ProtoICMPv6, 0, 0, 1, 0, 0, 0, 1}, []byte{1, 4, 0, 0, 0, 0, 0, 0}, small))
+	typelessFirstFrag := mkIPv6(ProtoFragment, -1, []byte{ProtoICMPv6, 0, 0, 1, 0, 0, 0, 1})
+	nonFirstFrag := mkIPv6(ProtoFragment, -1, cat([]byte{ProtoICMPv6, 0, 0, 0x41, 0, 0, 0, 1}, []byte{1, 4, 0, 0, 0, 0, 0, 0}))
+	typeless := mkIPv6(ProtoICMPv6, -1, nil)
 	with := func(p []byte, off int, a string) []byte {
 		p = bytes.Clone(p)
 		x := netip.MustParseAddr(a).As16()
@@ -134,6 +150,14 @@ func TestPutICMPv6PacketTooBig(t *testing.T) {
 		{"short buffer quotes less", big, 200, OK, 152},
 		{"buffer too small", big, 48 + 39, ReasonBufferTooSmall, 0},
 		{"about an icmpv6 error", errMsg, 1500, ReasonICMPNotAllowed, 0},
+		// Linux's is_ineligible (net/ipv6/icmp.c) reads the ICMPv6 type
+		// of a first fragment too, and takes an ICMPv6 packet without its
+		// type octet for an error unless it is a fragment (checked on
+		// Linux 6.18: hop limit 1 through a router).
+		{"first fragment of an icmpv6 error", errFirstFrag, 1500, ReasonICMPNotAllowed, 0},
+		{"icmpv6 without a type", typeless, 1500, ReasonICMPNotAllowed, 0},
+		{"first fragment without a type", typelessFirstFrag, 1500, OK, 48},
+		{"non-first fragment", nonFirstFrag, 1500, OK, 56},
 		{"multicast source", with(big, 8, "ff02::1"), 1500, ReasonICMPNotAllowed, 0},
 		{"unspecified source", with(big, 8, "::"), 1500, ReasonICMPNotAllowed, 0},
 		{"truncated", big[:39], 1500, ReasonTruncatedIP, 0},

@@ -46,8 +46,10 @@ type MultiQueueTUN struct {
 	// for writing while it closes the files and sets fds to nil.
 	fdMu sync.RWMutex
 	ctr  tunCounters
-	// allowed is SetAllowed's table (nil: off), loaded once per Read.
-	allowed atomic.Pointer[bart.Table[struct{}]]
+	// allowed is SetAllowed's table (nil: off), loaded once per Read;
+	// allowedMu orders its writers (SetAllowed, UpdateAllowed).
+	allowed   atomic.Pointer[bart.Table[struct{}]]
+	allowedMu sync.Mutex
 	// nl is a netlink socket of the interface's namespace, for its
 	// kernel counters (Stats), and index the interface's; nlMu guards
 	// nl, nil after Close.

@@ -25,6 +25,8 @@ import (
 // after a change is applied and before it is acknowledged, so that no
 // packet to an allowed IP is dropped.
 func (t *MultiQueueTUN) SetAllowed(allowed []netip.Prefix) {
+	t.allowedMu.Lock()
+	defer t.allowedMu.Unlock()
 	if allowed == nil {
 		t.allowed.Store(nil)
 		return
@@ -32,6 +34,29 @@ func (t *MultiQueueTUN) SetAllowed(allowed []netip.Prefix) {
 	tb := new(bart.Table[struct{}])
 	for _, p := range allowed {
 		tb.Insert(p.Masked(), struct{}{})
+	}
+	t.allowed.Store(tb)
+}
+
+// UpdateAllowed changes SetAllowed's set by a difference: the prefixes
+// of del leave it, then those of add enter it (a prefix in both stays).
+// Nothing changes while the check is off. The table is copied along the
+// changed paths only (bart's persistent insert and delete) and published
+// whole, so that a change costs O(len(add)+len(del)), not O(the set): a
+// script adding thousands of peers one `wg set` at a time stays linear.
+// Safe for concurrent use with Read and SetAllowed.
+func (t *MultiQueueTUN) UpdateAllowed(add, del []netip.Prefix) {
+	t.allowedMu.Lock()
+	defer t.allowedMu.Unlock()
+	tb := t.allowed.Load()
+	if tb == nil {
+		return
+	}
+	for _, p := range del {
+		tb = tb.DeletePersist(p.Masked())
+	}
+	for _, p := range add {
+		tb = tb.InsertPersist(p.Masked(), struct{}{})
 	}
 	t.allowed.Store(tb)
 }

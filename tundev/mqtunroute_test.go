@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/gaissmai/bart"
+
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -97,5 +99,40 @@ func TestMultiQueueTUNAllowed(t *testing.T) {
 				t.Errorf("Read: %v allocations a call, want 0", allocs)
 			}
 		})
+	}
+}
+
+// TestMultiQueueTUNUpdateAllowed: UpdateAllowed changes SetAllowed's set
+// by the difference it is given (a prefix in both add and del stays),
+// leaves the table it replaces as it was (Read may still hold it), and
+// does nothing while the check is off.
+func TestMultiQueueTUNUpdateAllowed(t *testing.T) {
+	a := netip.MustParsePrefix("198.19.1.0/24")
+	b := netip.MustParsePrefix("198.19.2.7/32")
+	c := netip.MustParsePrefix("2001:db8:1::/48")
+	in := func(tb *bart.Table[struct{}], addr string) bool {
+		_, ok := tb.Lookup(netip.MustParseAddr(addr))
+		return ok
+	}
+	tun := memTUN()
+	tun.UpdateAllowed([]netip.Prefix{a}, nil)
+	if tun.allowed.Load() != nil {
+		t.Fatal("UpdateAllowed turned the check on")
+	}
+	tun.SetAllowed([]netip.Prefix{a})
+	old := tun.allowed.Load()
+	tun.UpdateAllowed([]netip.Prefix{b, c, netip.MustParsePrefix("198.19.1.9/24")}, []netip.Prefix{a, netip.MustParsePrefix("198.19.9.0/24")})
+	now := tun.allowed.Load()
+	for addr, want := range map[string]bool{"198.19.1.5": true, "198.19.2.7": true, "198.19.2.8": false, "2001:db8:1::9": true, "2001:db8:2::9": false} {
+		if got := in(now, addr); got != want {
+			t.Errorf("after the update, %s allowed = %v, want %v", addr, got, want)
+		}
+	}
+	if !in(old, "198.19.1.5") || in(old, "198.19.2.7") || in(old, "2001:db8:1::9") {
+		t.Error("UpdateAllowed changed the table it replaced")
+	}
+	tun.UpdateAllowed(nil, []netip.Prefix{a, c})
+	if now = tun.allowed.Load(); in(now, "198.19.1.5") || in(now, "2001:db8:1::9") || !in(now, "198.19.2.7") {
+		t.Error("del did not take 198.19.1.0/24 and 2001:db8:1::/48 out, or took 198.19.2.7/32")
 	}
 }
