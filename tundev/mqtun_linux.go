@@ -48,6 +48,9 @@ type MultiQueueTUN struct {
 	ctr  tunCounters
 	// allowed is SetAllowed's table (nil: off), loaded once per Read.
 	allowed atomic.Pointer[bart.Table[struct{}]]
+	// icmp answers no_route drops (AnswerNoRoute; nil: not), loaded
+	// once per Read that drops one.
+	icmp atomic.Pointer[hostICMP]
 	// nl is a netlink socket of the interface's namespace, for its
 	// kernel counters (Stats), and index the interface's; nlMu guards
 	// nl, nil after Close.
@@ -290,6 +293,11 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 		}
 		if allowed != nil {
 			if r := notAllowed(allowed, b.bufs[b.next][:sz]); r != NumTUNDropReasons {
+				if r == TUNDropNoRoute {
+					if h := t.icmp.Load(); h != nil {
+						h.unreachable(b.bufs[b.next][:sz], &t.ctr)
+					}
+				}
 				b.next++
 				drops[r]++
 				continue
@@ -443,6 +451,9 @@ func (t *MultiQueueTUN) Close() error {
 			t.nl = nil
 		}
 		t.nlMu.Unlock()
+		if h := t.icmp.Load(); h != nil {
+			h.close()
+		}
 		t.wg.Wait()
 		close(t.events)
 		err = errors.Join(errs...)
