@@ -5,7 +5,8 @@
 //     per queue) that spreads the plaintext side over CPUs without leaving
 //     the kernel's TUN driver; its writes never wait for the kernel, and
 //     what it or the kernel's TUN queue drops is counted by reason
-//     (TUNDropReason);
+//     (TUNDropReason); it answers a packet to no peer with host
+//     unreachable through raw ICMP sockets (AnswerNoRoute);
 //   - PortDevice, whose plaintext side is a dataplane port (the gateway's
 //     LAN interface, AF_XDP or memport): Read merges the port's queues with
 //     a dataplane.Waiter and strips the Ethernet header (IEEE 802.3 §3.2,
@@ -15,8 +16,9 @@
 //     ARP/NDP; owned: an arp.Responder answers ARP, RFC 826, and neighbour
 //     solicitations, RFC 4861 §7.2.4, on the device's queues). Both
 //     ways it forwards as the Linux router with wg0 it stands in for
-//     (router.go: TTL / hop limit and time exceeded, RFC 1812 §5.3.1 and
-//     RFC 8200 §3; header's address and option checks; MSS clamp), and it
+//     (router.go: TTL / hop limit, RFC 1812 §5.3.1 and RFC 8200 §3;
+//     header's address and option checks; MSS clamp; icmperr.go: time
+//     exceeded and parameter problem), and it
 //     hands a written packet for a peer back to wireguard-go's read side
 //     (peer to peer, loop.go).
 //

@@ -13,16 +13,16 @@ const loopSlots = 2 * PortBatchSize
 
 // loopQueue holds packets that go from Write's side back to Read's, into
 // the tunnel again without touching the LAN: decrypted packets to another
-// peer's (or the same peer's) allowed IPs (peer to peer), and time
-// exceeded errors answering decrypted packets. Slots of a fixed size (the
-// port's MTU, at least an ICMP error's), allocated once: push and pop copy
-// and allocate nothing. A full queue drops the packet (no_buffer), as a
+// peer's (or the same peer's) allowed IPs (peer to peer), and the time
+// exceeded and parameter problem errors answering decrypted packets.
+// Slots of a fixed size (the port's MTU, at least an ICMP error's),
+// allocated once: push and pop copy and allocate nothing. A full queue drops the packet (no_buffer), as a
 // full TUN queue would.
 //
 // Concurrency: mu guards every field but n, which push and pop update under
 // mu and Read loads without it, so that Read costs one atomic load per
 // turn while the queue is empty. push (one lock per Write batch) and
-// timeExceeded (one per error, rate-limited) are safe for concurrent use
+// icmpError (one per error, rate-limited) are safe for concurrent use
 // (Write's goroutines); pop is Read's.
 type loopQueue struct {
 	mu   sync.Mutex
@@ -91,21 +91,19 @@ func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) 
 	}
 }
 
-// timeExceeded queues time exceeded about pkt from our tunnel address in
-// src, and reports whether it did (false: the queue is full, or no error
-// may answer pkt).
-func (q *loopQueue) timeExceeded(d *PortDevice, pkt []byte, src *icmpSources) bool {
+// icmpError queues the error e about pkt from our tunnel address of pkt's
+// family in src, and reports whether it did (false: the queue is full, or
+// no error may answer pkt).
+func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, src *icmpSources, e icmpError) bool {
 	b := q.reserve()
 	if b == nil {
 		return false
 	}
-	var n int
-	var r header.Reason
+	from := src.tun6
 	if pkt[0]>>4 == header.IPv4Version {
-		n, r = header.PutICMPv4TimeExceeded(b, src.tun4.As4(), pkt)
-	} else {
-		n, r = header.PutICMPv6TimeExceeded(b, src.tun6.As16(), pkt)
+		from = src.tun4
 	}
+	n, r := e.put(b, from, pkt)
 	if r != header.OK {
 		q.mu.Unlock()
 		return false

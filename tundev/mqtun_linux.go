@@ -50,6 +50,9 @@ type MultiQueueTUN struct {
 	// allowedMu orders its writers (SetAllowed, UpdateAllowed).
 	allowed   atomic.Pointer[bart.Table[struct{}]]
 	allowedMu sync.Mutex
+	// icmp answers no_route drops (AnswerNoRoute; nil: not), loaded
+	// once per Read that drops one.
+	icmp atomic.Pointer[hostICMP]
 	// nl is a netlink socket of the interface's namespace, for its
 	// kernel counters (Stats), and index the interface's; nlMu guards
 	// nl, nil after Close.
@@ -292,6 +295,11 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 		}
 		if allowed != nil {
 			if r := notAllowed(allowed, b.bufs[b.next][:sz]); r != NumTUNDropReasons {
+				if r == TUNDropNoRoute {
+					if h := t.icmp.Load(); h != nil {
+						h.unreachable(b.bufs[b.next][:sz], &t.ctr)
+					}
+				}
 				b.next++
 				drops[r]++
 				continue
@@ -445,6 +453,9 @@ func (t *MultiQueueTUN) Close() error {
 			t.nl = nil
 		}
 		t.nlMu.Unlock()
+		if h := t.icmp.Load(); h != nil {
+			h.close()
+		}
 		t.wg.Wait()
 		close(t.events)
 		err = errors.Join(errs...)

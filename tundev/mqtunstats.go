@@ -70,6 +70,12 @@ type TUNStats struct {
 	RXPackets uint64        `json:"rx_packets"` // packets Read returned (the kernel sent them into the TUN)
 	TXPackets uint64        `json:"tx_packets"` // packets Write handed to the kernel
 	Drops     TUNDropCounts `json:"drops"`
+	// ICMPErrors, ICMPSuppressed and ICMPSendErrors count the host
+	// unreachable answers to no_route drops (AnswerNoRoute): sent, held
+	// back by the rate limits, refused by the kernel's sendto(2).
+	ICMPErrors     uint64 `json:"icmp_errors"`
+	ICMPSuppressed uint64 `json:"icmp_suppressed"`
+	ICMPSendErrors uint64 `json:"icmp_send_errors"`
 }
 
 // tunCounters are written by Read's caller (rx and its drops) and by Write's
@@ -82,9 +88,12 @@ type tunCounters struct {
 	tx    atomic.Uint64
 	_     [56]byte
 	drops counts.Atomic[TUNDropReason]
+	// icmp, icmpSuppressed and icmpSendErrors are Read's (AnswerNoRoute).
+	icmp, icmpSuppressed, icmpSendErrors atomic.Uint64
 }
 
 // stats returns a snapshot of c.
 func (c *tunCounters) stats() TUNStats {
-	return TUNStats{RXPackets: c.rx.Load(), TXPackets: c.tx.Load(), Drops: c.drops.Load()}
+	return TUNStats{RXPackets: c.rx.Load(), TXPackets: c.tx.Load(), Drops: c.drops.Load(),
+		ICMPErrors: c.icmp.Load(), ICMPSuppressed: c.icmpSuppressed.Load(), ICMPSendErrors: c.icmpSendErrors.Load()}
 }

@@ -2,7 +2,6 @@ package tundev
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/gaissmai/bart"
 
@@ -19,12 +18,14 @@ import (
 //   - options Linux does not forward are dropped (ip_options,
 //     header.TransitOptions), addresses no router forwards too (martian,
 //     multicast: header.TransitAddrs), fastpath's code for both;
-//   - a TTL or hop limit of 0 or 1 is dropped (ttl_exceeded) and answered
-//     with time exceeded (RFC 792, RFC 4443 §3.3) to the packet's source,
-//     rate-limited as Linux limits it (PortConfig.ICMPRate,
-//     internal/icmprate): to the LAN host by its Ethernet address, or into
-//     the tunnel by handing wireguard-go the error to read (loop.go), from
-//     PortConfig.TunnelSource4/6;
+//   - a packet dropped for its options is answered with parameter problem
+//     where Linux answers it (header.OptionsError), a TTL or hop limit of
+//     0 or 1 is dropped (ttl_exceeded) and answered with time exceeded
+//     (RFC 792, RFC 4443 §3.3): to the packet's source, rate-limited as
+//     Linux limits it (PortConfig.ICMPRate, internal/icmprate), to the LAN
+//     host by its Ethernet address, or into the tunnel by handing
+//     wireguard-go the error to read (loop.go), from
+//     PortConfig.TunnelSource4/6 (icmperr.go);
 //   - otherwise the TTL / hop limit drops by one, once (header.DecrementHop),
 //     and a TCP SYN's MSS is clamped (PortConfig.MSSClamp4/6,
 //     header.ClampMSS).
@@ -109,24 +110,27 @@ func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
 
 // judge makes the checks of a transit packet pkt (IP header checked by the
 // caller) that precede its TTL decrement, counting a drop by reason; it
-// reports whether pkt may be forwarded. header's inlined PlainUnicast and
-// OptionsPlain settle the common packet.
-func (d *PortDevice) judge(pkt []byte) bool {
+// reports whether pkt may be forwarded, and opts a drop for pkt's options,
+// which the caller answers with parameter problem where Linux does
+// (optionsError: Linux checks options as it receives a packet, before the
+// addresses and the hop). header's inlined PlainUnicast and OptionsPlain
+// settle the common packet.
+func (d *PortDevice) judge(pkt []byte) (ok, opts bool) {
 	if !header.OptionsPlain(pkt) && header.TransitOptions(pkt) != header.TransitOK {
 		d.ctr.drops[PortDropIPOptions].Add(1)
-		return false
+		return false, true
 	}
 	if !header.PlainUnicast(pkt) {
 		switch header.TransitAddrs(pkt) {
 		case header.TransitMartian:
 			d.ctr.drops[PortDropMartian].Add(1)
-			return false
+			return false, false
 		case header.TransitMulticast:
 			d.ctr.drops[PortDropMulticast].Add(1)
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
 }
 
 // headerOK reports whether the IP header of pkt (at least 20 bytes for
@@ -163,84 +167,35 @@ func (d *PortDevice) clampMSS(pkt []byte) {
 	}
 }
 
-// icmpAllowed reports whether a time exceeded error about pkt may go to its
-// source now: not when no error may answer pkt at all (RFC 1812 §4.3.2.7,
-// RFC 4443 §2.4(e); asked first, as Linux's __icmp_send does, so that such
-// packets spend no budget), else the rate limiter's answer, counting what
-// it suppresses.
-func (d *PortDevice) icmpAllowed(pkt []byte) bool {
-	var dst netip.Addr
-	if pkt[0]>>4 == header.IPv4Version {
-		if header.ICMPv4ErrorAllowed(pkt) != header.OK {
-			return false
-		}
-		dst = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
-	} else {
-		if header.ICMPv6ErrorAllowed(pkt, header.ICMPv6TypeTimeExceeded) != header.OK {
-			return false
-		}
-		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
-	}
-	if d.icmpLimit.Allow(dst, int64(time.Since(d.epoch))) {
-		return true
-	}
-	d.ctr.icmpSuppressed.Add(1)
-	return false
-}
-
-// timeExceededLAN answers pkt, received from the LAN in a frame whose
-// Ethernet header (and 802.1Q tag) is eth, with time exceeded to its
-// Ethernet source from our LAN address of its family (PortConfig.
-// ICMPSource4/6), as overMTU answers. Read's goroutine only (d.reply).
-func (d *PortDevice) timeExceededLAN(eth, pkt []byte) {
-	src := d.icmpSrc.Load()
-	v4 := pkt[0]>>4 == header.IPv4Version
-	if v4 && !src.v4.Is4() || !v4 && !src.v6.Is6() || !d.icmpAllowed(pkt) {
-		return
-	}
-	b := d.reply
-	l2 := copy(b, eth)
-	copy(b[0:6], eth[6:12])
-	copy(b[6:12], d.mac[:])
-	var n int
-	var r header.Reason
-	if v4 {
-		n, r = header.PutICMPv4TimeExceeded(b[l2:], src.v4.As4(), pkt)
-	} else {
-		n, r = header.PutICMPv6TimeExceeded(b[l2:], src.v6.As16(), pkt)
-	}
-	if r != header.OK {
-		return
-	}
-	if d.SendFrame(b[:l2+n]) == nil {
-		d.ctr.icmp.Add(1)
-	}
-}
-
 // forwardIn does what a router does to pkt, received from the LAN, before
-// it enters the tunnel: judge, then the TTL check (time exceeded to the LAN
-// host, timeExceededLAN). It reports whether pkt goes on; the TTL
-// decrement and the MSS clamp are the caller's, on the copy it hands
-// wireguard-go (Read's buffer, or the fragment queue's).
+// it enters the tunnel: judge, then the TTL check, answering the LAN host
+// with parameter problem or time exceeded (icmpErrorLAN). It reports
+// whether pkt goes on; the TTL decrement and the MSS clamp are the
+// caller's, on the copy it hands wireguard-go (Read's buffer, or the
+// fragment queue's).
 func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 	if !headerOK(pkt) { // an IHL below 5: take reads only the total length
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
-	if !d.judge(pkt) {
+	if ok, opts := d.judge(pkt); !ok {
+		if opts {
+			d.optionsErrorLAN(eth, pkt)
+		}
 		return false
 	}
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
-		d.timeExceededLAN(eth, pkt)
+		d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpTimeExceeded})
 		return false
 	}
 	return true
 }
 
 // forwardOut does what a router does to pkt, written by wireguard-go (a
-// decrypted packet), before it goes on: judge, the TTL check (time
-// exceeded into the tunnel, loop.go), the TTL decrement and the MSS clamp,
+// decrypted packet), before it goes on: judge and the TTL check (parameter
+// problem or time exceeded into the tunnel, icmpErrorTunnel), the TTL
+// decrement and the MSS clamp,
 // in place (wireguard-go's buffer, which Write does not keep). It returns
 // outLAN for a packet to send to the LAN, outLoop for one to hand back to
 // wireguard-go (peer to peer, toTunnel: Write queues the batch's in the
@@ -250,12 +205,15 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return outDropped
 	}
-	if !d.judge(pkt) {
+	if ok, opts := d.judge(pkt); !ok {
+		if opts {
+			d.optionsErrorTunnel(pkt, al)
+		}
 		return outDropped
 	}
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
-		d.timeExceededTunnel(pkt)
+		d.icmpErrorTunnel(pkt, icmpError{kind: icmpTimeExceeded}, al)
 		return outDropped
 	}
 	header.DecrementHop(pkt)
@@ -274,20 +232,3 @@ const (
 	outLoop
 	outDropped
 )
-
-// timeExceededTunnel answers pkt, a decrypted packet with TTL or hop limit
-// 0 or 1, with time exceeded back into the tunnel: the error, from our
-// tunnel address of pkt's family (PortConfig.TunnelSource4/6, else the LAN
-// one), is built in the loop queue and read by wireguard-go, which seals
-// it to the peer whose allowed IPs hold pkt's source. Safe for concurrent
-// use (Write's goroutines).
-func (d *PortDevice) timeExceededTunnel(pkt []byte) {
-	src := d.icmpSrc.Load()
-	v4 := pkt[0]>>4 == header.IPv4Version
-	if v4 && !src.tun4.Is4() || !v4 && !src.tun6.Is6() || !d.icmpAllowed(pkt) {
-		return
-	}
-	if d.loop.timeExceeded(d, pkt, src) {
-		d.ctr.icmp.Add(1)
-	}
-}

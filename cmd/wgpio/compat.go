@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -43,6 +44,13 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	t, err := tundev.OpenMultiQueueTUN(name, queues, mtu)
 	if err != nil {
 		return err
+	}
+	// Host unreachable for the LAN's packets to no peer, as Linux's wg0
+	// answers them, through raw ICMP sockets (CAP_NET_RAW); without them
+	// those packets are dropped unanswered, as stock wireguard-go drops
+	// them.
+	if err := t.AnswerNoRoute(icmprate.Config{Rate: w.ICMPRate, Burst: w.ICMPBurst, DestInterval: w.ICMPDestInterval}); err != nil {
+		log.Warn("packets to no peer's allowed IPs are dropped without host unreachable", "err", err)
 	}
 	logger := &device.Logger{
 		Verbosef: func(format string, a ...any) { log.Debug(fmt.Sprintf(format, a...)) },

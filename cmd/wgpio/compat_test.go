@@ -89,8 +89,9 @@ func TestUpCompat(t *testing.T) {
 // routes into the TUN, as wg-quick's into wg0: the LAN's traffic to its
 // allowed IPs goes into the TUN (its TX counter), where it is dropped
 // and counted as no_route from before wg returns (wireguard-go would
-// drop it uncounted), and never leaves the WAN by the host's default
-// route in cleartext.
+// drop it uncounted), answered with host unreachable from the LAN
+// address as Linux's wg0 answers, and never leaves the WAN by the host's
+// default route in cleartext.
 func TestUpCompatMQTUN(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
 	out, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
@@ -122,17 +123,32 @@ func TestUpCompatMQTUN(t *testing.T) {
 	}
 	before := tunTX(t, s)
 	const n = 20
-	s.HostA.Run("ping", "-c", fmt.Sprint(n), "-i", "0.01", "-W", "1", twosite.HostB4.String())
+	pings, _ := s.HostA.Run("ping", "-n", "-c", fmt.Sprint(n), "-i", "0.01", "-W", "1", twosite.HostB4.String())
 	if got := tunTX(t, s) - before; got < n {
 		t.Errorf("%d pings to the removed peer's allowed IPs, %d packets into %s", n, got, s.GwName)
+	}
+	// Answered as Linux's wg0 answers them: host unreachable from the
+	// gateway's LAN address (the kernel's choice), 6 at once (the
+	// per-destination burst), the rest suppressed.
+	unreach := 0
+	for _, l := range strings.Split(pings, "\n") {
+		if strings.Contains(l, "Unreachable") {
+			if !strings.HasPrefix(l, "From "+twosite.LANA4.String()+" ") {
+				t.Errorf("answer %q, want one from %s", l, twosite.LANA4)
+			}
+			unreach++
+		}
+	}
+	if unreach != 6 {
+		t.Errorf("%d pings to the removed peer's allowed IPs: %d host unreachable, want 6:\n%s", n, unreach, pings)
 	}
 	out, err = exec.Command(wgpioBin, "stats", "-json", s.GwName).CombinedOutput()
 	var st GatewayStats
 	if err == nil {
 		err = json.Unmarshal(out, &st)
 	}
-	if err != nil || st.TUN == nil || st.TUN.Drops[tundev.TUNDropNoRoute] < n {
-		t.Errorf("wgpio stats -json %s after %d pings to the removed peer's allowed IPs: %v\n%s\nwant at least %d no_route drops of the TUN", s.GwName, n, err, out, n)
+	if err != nil || st.TUN == nil || st.TUN.Drops[tundev.TUNDropNoRoute] < n || st.TUN.ICMPErrors != 6 || st.TUN.ICMPSuppressed < n-6 {
+		t.Errorf("wgpio stats -json %s after %d pings to the removed peer's allowed IPs: %v\n%s\nwant at least %d no_route drops of the TUN, 6 ICMP errors, %d suppressed", s.GwName, n, err, out, n, n-6)
 	}
 	body := httpGet(t, s, metricsAddr, "/metrics")
 	m := regexp.MustCompile(`wgpio_tun_drops_total\{device="` + s.GwName + `",reason="no_route"\} (\d+)`).FindStringSubmatch(body)

@@ -91,6 +91,9 @@ func printStats(name string, s GatewayStats) {
 			fmt.Fprintf(tw, "lan (tun %s)\t%d\t%d\t%s\n", name, s.TUN.RXPackets, s.TUN.TXPackets, tunDrops(s.TUN))
 		}
 		tw.Flush()
+		if s.TUN != nil {
+			fmt.Printf("host unreachable to no_route: %d sent, %d suppressed, %d refused by the kernel\n", s.TUN.ICMPErrors, s.TUN.ICMPSuppressed, s.TUN.ICMPSendErrors)
+		}
 		fmt.Printf("Mode = compat-mqtun counts its TUN and UDP sockets; stock wireguard-go counts nothing of what it drops inside.\n"+
 			"See `wg show %s` (peers, handshakes, transfer) and the kernel's counters (`ip -s link show %s`, `nstat`).\n", name, name)
 		return

@@ -132,9 +132,7 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
-		for _, k := range []string{"MSSClamp", "ICMPRate", "ICMPBurst", "ICMPDestInterval"} {
-			warn(w.Lines, k, "ignored in Mode = compat-mqtun: the kernel forwards (clamp with an nftables or iptables TCPMSS rule; its ICMP limits are the net.ipv4.icmp_* sysctls)")
-		}
+		warn(w.Lines, "MSSClamp", "ignored in Mode = compat-mqtun: the kernel forwards (clamp with an nftables or iptables TCPMSS rule)")
 		for _, k := range []string{"WAN", "LAN", "AddressMode", "SourcePorts", "XDPMode", "WANAddress", "LANAddress", "Gateway"} {
 			warn(w.Lines, k, "ignored in Mode = compat-mqtun: stock wireguard-go uses the kernel's UDP sockets and a TUN, not the NIC queues")
 		}

@@ -31,6 +31,9 @@ import (
 //     end; a reply from the LAN host to a warrior comes with ttl 63;
 //   - MSSClamp: a warrior's SYN to the LAN host arrives with the clamped
 //     MSS;
+//   - a packet with a bad record route option either way is answered with
+//     parameter problem pointing at the bad octet, from the hub's LAN
+//     address to the LAN host, from its tunnel address to a warrior;
 //   - a LAN frame with a martian source (127.0.0.2) toward a warrior is
 //     dropped and counted.
 func TestRouterStock(t *testing.T) {
@@ -201,6 +204,32 @@ func TestRouterStock(t *testing.T) {
 		}
 	})
 
+	t.Run("parameter problem", func(t *testing.T) {
+		before := g.Stats().LAN
+		hubMAC, err := hub.LinkMAC(lan.A)
+		must(err)
+		hlMAC, err := hl.LinkMAC(lan.B)
+		must(err)
+		lanHost, w1Addr := netip.MustParseAddr("198.19.1.10"), netip.MustParseAddr("198.19.101.2")
+		// From the LAN: answered from the hub's LAN address.
+		frame := badOptionsFrame(hubMAC, hlMAC, lanHost, w1Addr)
+		src, m := catchParamProblem(t, hl, func() { sendFrame(t, hl, lan.B, frame) })
+		if src != netip.MustParseAddr("198.19.1.1") || len(m) < 8 || m[4] != 21 {
+			t.Errorf("a LAN host's packet with a bad record route: parameter problem from %v, pointer %v; want from 198.19.1.1, pointer 21", src, m)
+		}
+		// From the tunnel: answered into it from the hub's tunnel address.
+		pkt := frame[header.EthernetLen:]
+		copy(pkt[12:16], w1Addr.AsSlice())
+		copy(pkt[16:20], lanHost.AsSlice())
+		src, m = catchParamProblem(t, p1, func() { sendRaw(t, p1, pkt, lanHost) })
+		if src != netip.MustParseAddr("198.19.101.1") || len(m) < 8 || m[4] != 21 {
+			t.Errorf("a warrior's packet with a bad record route: parameter problem from %v, pointer %v; want from 198.19.101.1, pointer 21", src, m)
+		}
+		if s := g.Stats().LAN; s.Drops[tundev.PortDropIPOptions]-before.Drops[tundev.PortDropIPOptions] != 2 || s.ICMPErrors-before.ICMPErrors != 2 {
+			t.Errorf("the hub's ip_options %d, icmp_errors %d more, want 2 and 2", s.Drops[tundev.PortDropIPOptions]-before.Drops[tundev.PortDropIPOptions], s.ICMPErrors-before.ICMPErrors)
+		}
+	})
+
 	t.Run("martian", func(t *testing.T) {
 		before := g.Stats().LAN.Drops[tundev.PortDropMartian]
 		hubMAC, err := hub.LinkMAC(lan.A)
@@ -272,4 +301,70 @@ func sendFrame(t *testing.T, ns *topo.NS, dev string, frame []byte) {
 	if err != nil {
 		t.Fatalf("send on %s: %v", dev, err)
 	}
+}
+
+// badOptionsFrame is udpFrame with a record route option too short for
+// its kind (length 2), which Linux answers with parameter problem
+// pointing at its length octet (offset 21).
+func badOptionsFrame(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr) []byte {
+	f := udpFrame(dstMAC, srcMAC, src, dst)
+	ip := f[header.EthernetLen:]
+	q := append(append(append(append([]byte{}, f[:header.EthernetLen]...), 0x46), ip[1:20]...), 0x07, 2, 0, 0)
+	q = append(q, ip[20:]...)
+	nip := q[header.EthernetLen:]
+	binary.BigEndian.PutUint16(nip[2:4], uint16(len(nip)))
+	header.IPv4(nip).SetChecksum()
+	return q
+}
+
+// sendRaw sends the IPv4 packet pkt (header included) from ns to dst,
+// through ns's routes (IPPROTO_RAW: the kernel keeps its options).
+func sendRaw(t *testing.T, ns *topo.NS, pkt []byte, dst netip.Addr) {
+	t.Helper()
+	err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		if err != nil {
+			return os.NewSyscallError("socket", err)
+		}
+		defer unix.Close(fd)
+		return os.NewSyscallError("sendto", unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: dst.As4()}))
+	})
+	if err != nil {
+		t.Fatalf("send from %s: %v", ns.Name, err)
+	}
+}
+
+// catchParamProblem runs send and returns the source and the ICMP message
+// of the first parameter problem (type 12) ns receives within 5 s; it
+// resends every second, as the first may wait for a handshake.
+func catchParamProblem(t *testing.T, ns *topo.NS, send func()) (netip.Addr, []byte) {
+	t.Helper()
+	var fd int
+	if err := ns.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	tv := unix.Timeval{Sec: 1}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 2048)
+	for range 5 {
+		send()
+		for {
+			n, from, err := unix.Recvfrom(fd, b, 0)
+			if err != nil {
+				break
+			}
+			m := b[int(b[0]&0xf)*4 : n]
+			if a, ok := from.(*unix.SockaddrInet4); ok && m[0] == 12 {
+				return netip.AddrFrom4(a.Addr), m
+			}
+		}
+	}
+	t.Errorf("%s received no parameter problem", ns.Name)
+	return netip.Addr{}, nil
 }

@@ -1,0 +1,183 @@
+package tundev
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gaissmai/bart"
+
+	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/icmprate"
+)
+
+// The ICMP errors a PortDevice sends about the transit packets it drops,
+// as the Linux router with wg0 answers them:
+//
+//   - time exceeded (RFC 792, RFC 1812 §5.3.1; RFC 4443 §3.3) for a TTL or
+//     hop limit of 0 or 1 (router.go);
+//   - parameter problem (RFC 792, RFC 1812 §4.3.2.1 and §5.2.5; RFC 4443
+//     §3.4, RFC 8200 §4.2) for the IPv4 options and IPv6 hop-by-hop
+//     options Linux answers (header.OptionsError; Linux's
+//     ip_options_compile and ip6_parse_tlv), before the hop.
+//
+// Each goes back the way the packet came: to the LAN host from our LAN
+// address (icmpErrorLAN), or into the tunnel from our tunnel address
+// (icmpErrorTunnel, through the loop queue). Both spend the device's rate
+// limiter (PortConfig.ICMPRate; Linux's icmp_ratemask holds both kinds)
+// and are counted (PortStats.ICMPErrors, ICMPSuppressed). Host
+// unreachable is unreach.go's; fragmentation needed / packet too big,
+// never limited, mtu.go's.
+
+// icmpKind is the error a PortDevice sends about a transit packet.
+type icmpKind uint8
+
+const (
+	icmpTimeExceeded icmpKind = iota // time exceeded in transit, code 0
+	icmpParamProblem                 // parameter problem (type 12 / type 4)
+)
+
+// icmpError is an error about a transit packet: its kind, and for
+// icmpParamProblem the pointer (bytes from the start of the offending IP
+// header; only the low byte for IPv4) and the ICMPv6 code.
+type icmpError struct {
+	kind icmpKind
+	code uint8
+	ptr  uint32
+}
+
+// type6 is e's ICMPv6 type and code.
+func (e icmpError) type6() (typ, code uint8) {
+	if e.kind == icmpTimeExceeded {
+		return header.ICMPv6TypeTimeExceeded, 0
+	}
+	return header.ICMPv6TypeParamProblem, e.code
+}
+
+// put writes into b the IP packet carrying e about the IP packet p (IPv4 or
+// IPv6 by its version nibble) from src, of p's family; see header's Put
+// functions for what b needs and the reasons they return.
+func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) {
+	if p[0]>>4 == header.IPv4Version {
+		if e.kind == icmpTimeExceeded {
+			return header.PutICMPv4TimeExceeded(b, src.As4(), p)
+		}
+		return header.PutICMPv4ParamProblem(b, src.As4(), p, uint8(e.ptr))
+	}
+	if e.kind == icmpTimeExceeded {
+		return header.PutICMPv6TimeExceeded(b, src.As16(), p)
+	}
+	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
+}
+
+// optionsError is the parameter problem Linux answers the transit packet
+// pkt with (header checked) when judge drops it for its options, or false
+// when Linux drops it without an answer (header.OptionsError). A rare path.
+func optionsError(pkt []byte) (icmpError, bool) {
+	code, ptr, ok := header.OptionsError(pkt)
+	return icmpError{kind: icmpParamProblem, code: code, ptr: ptr}, ok
+}
+
+// icmpAllowed reports whether the error e about pkt may go to pkt's source
+// now: not when no error may answer pkt at all (RFC 1812 §4.3.2.7, RFC
+// 4443 §2.4(e); asked first, as Linux's __icmp_send does, so that such
+// packets spend no budget), else the rate limiter's answer, counting what
+// it suppresses. For IPv6 the per-destination interval shrinks with the
+// length of the route back, bits (icmprate.Shift6, as Linux's
+// icmpv6_xrlim_allow): bits is called only then.
+func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) int) bool {
+	var dst netip.Addr
+	var shift uint
+	if pkt[0]>>4 == header.IPv4Version {
+		if header.ICMPv4ErrorAllowed(pkt) != header.OK {
+			return false
+		}
+		dst = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
+	} else {
+		typ, code := e.type6()
+		if header.ICMPv6ErrorAllowedCode(pkt, typ, code) != header.OK {
+			return false
+		}
+		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
+		shift = icmprate.Shift6(bits(dst))
+	}
+	if d.icmpLimit.AllowShift(dst, int64(time.Since(d.epoch)), shift) {
+		return true
+	}
+	d.ctr.icmpSuppressed.Add(1)
+	return false
+}
+
+// icmpErrorLAN answers pkt, received from the LAN in a frame whose
+// Ethernet header (and 802.1Q tag) is eth, with e to its Ethernet source
+// from our LAN address of its family (PortConfig.ICMPSource4/6), as
+// overMTU answers; the route back is the LAN's (routeBits). Read's
+// goroutine only (d.reply).
+func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
+	src := d.icmpSrc.Load()
+	from := src.v6
+	if pkt[0]>>4 == header.IPv4Version {
+		from = src.v4
+	}
+	if !from.IsValid() || from.Is4() != (pkt[0]>>4 == header.IPv4Version) || !d.icmpAllowed(pkt, e, d.routeBits) {
+		return
+	}
+	b := d.reply
+	l2 := copy(b, eth)
+	copy(b[0:6], eth[6:12])
+	copy(b[6:12], d.mac[:])
+	n, r := e.put(b[l2:], from, pkt)
+	if r != header.OK {
+		return
+	}
+	if d.SendFrame(b[:l2+n]) == nil {
+		d.ctr.icmp.Add(1)
+	}
+}
+
+// optionsErrorLAN answers pkt, from the LAN, dropped for its options
+// (optionsError). A rare path.
+//
+//go:noinline
+func (d *PortDevice) optionsErrorLAN(eth, pkt []byte) {
+	if e, ok := optionsError(pkt); ok {
+		d.icmpErrorLAN(eth, pkt, e)
+	}
+}
+
+// icmpErrorTunnel answers pkt, a decrypted packet, with e back into the
+// tunnel: the error, from our tunnel address of pkt's family
+// (PortConfig.TunnelSource4/6, else the LAN one), is built in the loop
+// queue and read by wireguard-go, which seals it to the peer whose allowed
+// IPs hold pkt's source; the route back is that peer's prefix in al (a
+// /128 without one). Safe for concurrent use (Write's goroutines).
+func (d *PortDevice) icmpErrorTunnel(pkt []byte, e icmpError, al *bart.Table[uint8]) {
+	src := d.icmpSrc.Load()
+	from := src.tun6
+	if pkt[0]>>4 == header.IPv4Version {
+		from = src.tun4
+	}
+	bits := func(dst netip.Addr) int {
+		if al != nil {
+			if b, ok := al.Lookup(dst); ok {
+				return int(b)
+			}
+		}
+		return 128
+	}
+	if !from.IsValid() || from.Is4() != (pkt[0]>>4 == header.IPv4Version) || !d.icmpAllowed(pkt, e, bits) {
+		return
+	}
+	if d.loop.icmpError(d, pkt, src, e) {
+		d.ctr.icmp.Add(1)
+	}
+}
+
+// optionsErrorTunnel answers pkt, a decrypted packet dropped for its
+// options, into the tunnel (optionsError). A rare path.
+//
+//go:noinline
+func (d *PortDevice) optionsErrorTunnel(pkt []byte, al *bart.Table[uint8]) {
+	if e, ok := optionsError(pkt); ok {
+		d.icmpErrorTunnel(pkt, e, al)
+	}
+}
