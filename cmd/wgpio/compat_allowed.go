@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +11,8 @@ import (
 	"sync"
 
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/ipc"
 
+	"github.com/wgpio/wgpio/internal/uapiserve"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -240,47 +239,5 @@ func (a *mqtunAllowed) follow(ops []editOp) bool {
 // set followed by sync before its errno line, until the client closes c
 // or sends anything else. Closes c.
 func (a *mqtunAllowed) handleUAPI(c net.Conn) {
-	defer c.Close()
-	r, w := bufio.NewReader(c), bufio.NewWriter(c)
-	for {
-		op, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		switch op {
-		case "set=1\n":
-			err = a.setOperation(r)
-		case "get=1\n":
-			// The operation line is followed by a blank line.
-			if b, rerr := r.ReadByte(); rerr != nil {
-				return
-			} else if b != '\n' {
-				err = fmt.Errorf("get=1 followed by %q, not a blank line", b)
-				break
-			}
-			err = a.dev.IpcGetOperation(w)
-		default:
-			a.log.Warn("UAPI: unknown operation; closing the connection", "op", op)
-			return
-		}
-		if _, werr := fmt.Fprintf(w, "errno=%d\n\n", ipcErrno(err)); werr != nil {
-			return
-		}
-		if w.Flush() != nil {
-			return
-		}
-	}
-}
-
-// ipcErrno is the errno line's value for err: 0 for nil, wireguard-go's
-// code for its *device.IPCError, else EINVAL (a malformed request).
-func ipcErrno(err error) int64 {
-	if err == nil {
-		return 0
-	}
-	var ie *device.IPCError
-	if errors.As(err, &ie) {
-		return ie.ErrorCode()
-	}
-	return ipc.IpcErrorInvalid
+	uapiserve.Serve(c, a.dev, a.setOperation, a.log)
 }

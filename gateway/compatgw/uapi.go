@@ -1,14 +1,15 @@
 package compatgw
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 
-	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
+
+	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
 // serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
@@ -51,42 +52,20 @@ func (g *Gateway) serveUAPI(name string) error {
 // but the filter could not follow is answered with the filter's errno
 // (ENOSPC: the prefix map is full), else EIO. Closes c.
 func (g *Gateway) handleUAPI(c net.Conn) {
-	defer c.Close()
-	r, w := bufio.NewReader(c), bufio.NewWriter(c)
-	for {
-		op, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		switch op {
-		case "set=1\n":
-			err = g.dev.IpcSetOperation(r)
-			if serr := g.syncPrefixes(); serr != nil {
-				g.log.Warn("LAN XDP filter", "err", serr)
-				if err == nil {
-					err = filterError(serr)
-				}
-			}
-		case "get=1\n":
-			// The operation line is followed by a blank line.
-			if b, rerr := r.ReadByte(); rerr != nil {
-				return
-			} else if b != '\n' {
-				err = fmt.Errorf("get=1 followed by %q, not a blank line", b)
-				break
-			}
-			err = g.dev.IpcGetOperation(w)
-		default:
-			g.log.Warn("UAPI: unknown operation; closing the connection", "op", op)
-			return
-		}
-		if _, werr := fmt.Fprintf(w, "errno=%d\n\n", uapiErrno(err)); werr != nil {
-			return
-		}
-		if w.Flush() != nil {
-			return
+	uapiserve.Serve(c, g.dev, g.setOperation, g.log)
+}
+
+// setOperation applies the set operation read from r to wireguard-go and
+// makes the LAN's XDP filter follow (handleUAPI).
+func (g *Gateway) setOperation(r io.Reader) error {
+	err := g.dev.IpcSetOperation(r)
+	if serr := g.syncPrefixes(); serr != nil {
+		g.log.Warn("LAN XDP filter", "err", serr)
+		if err == nil {
+			err = filterError(serr)
 		}
 	}
+	return err
 }
 
 // filterError is the UAPI error of a set that the LAN filter could not
@@ -108,23 +87,8 @@ type uapiError struct {
 func (e *uapiError) Error() string { return fmt.Sprintf("uapi: errno %d: %v", e.code, e.err) }
 func (e *uapiError) Unwrap() error { return e.err }
 
-// uapiErrno is the value of the reply's errno line for err: 0 for nil,
-// wireguard-go's code for its *device.IPCError, ours for a *uapiError,
-// else EINVAL (a malformed request).
-func uapiErrno(err error) int64 {
-	if err == nil {
-		return 0
-	}
-	var ie *device.IPCError
-	if errors.As(err, &ie) {
-		return ie.ErrorCode()
-	}
-	var ue *uapiError
-	if errors.As(err, &ue) {
-		return ue.code
-	}
-	return ipc.IpcErrorInvalid
-}
+// ErrorCode is the errno of the reply (uapiserve.Coder).
+func (e *uapiError) ErrorCode() int64 { return e.code }
 
 // IpcSet applies body, a UAPI "set=1" operation without its "set=1" and
 // blank lines, to wireguard-go as a set on the UAPI socket does: the LAN's
