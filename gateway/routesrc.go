@@ -183,3 +183,22 @@ func (d *Device) sendSource(p *fastpath.Peer, pkt fastpath.ControlPacket) netip.
 	d.reroute(peerEndpoint{p, ep}, def.v4, def.v6)
 	return src
 }
+
+// setEndpointConfigLocked sets a configured endpoint, not heard from
+// (Routed): the source its route chooses if it is cached, else one to
+// be replaced by the route's before anything is sent to it, without the
+// device's lock (configuredSource); its next hop's MAC if the resolver
+// knows it. d.mu held.
+func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
+	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
+	// UAPI prints back what was set, as wireguard-go does.
+	src, asked := d.configuredSource(ap, p.fp.Endpoint.Load())
+	ep := &fastpath.Endpoint{Dst: ap, Src: src, Routed: true, SrcMAC: d.opts.WANMAC}
+	if d.opts.Resolve != nil {
+		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
+	}
+	p.fp.Endpoint.Store(ep)
+	if !asked && p.fp.Current.Load() != nil {
+		d.rerouteLater(p)
+	}
+}
