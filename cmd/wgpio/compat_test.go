@@ -159,6 +159,9 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if got < n {
 		t.Errorf("/metrics: the TUN's no_route drops = %d, want at least %d:\n%s", got, n, body)
 	}
+	if want := `wgpio_tun_icmp_errors_sent_total{device="` + s.GwName + `"} 6`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, body)
+	}
 	if leaks := wan.stop(t); len(leaks) > 0 {
 		t.Errorf("after the peer's removal, %d packets with inner addresses left the WAN; the first: %s", len(leaks), leaks[0])
 	}

@@ -52,7 +52,11 @@ type collector struct {
 	hsBacklog, hsBacklogPeak                *prometheus.Desc
 	controlDrops, exceptionDrops            *prometheus.Desc
 	tunRx, tunTx, tunDrops                  *prometheus.Desc
+	tunICMPSent, tunICMPSuppressed          *prometheus.Desc
+	tunICMPSendErrors                       *prometheus.Desc
 	compatRx, compatTx, compatDrops         *prometheus.Desc
+	compatICMPSent, compatICMPSuppressed    *prometheus.Desc
+	compatFragmented, compatPeerToPeer      *prometheus.Desc
 	udpRx, udpTx, udpDrops                  *prometheus.Desc
 }
 
@@ -67,48 +71,55 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 	}
 	return &collector{
 		name: name, stats: stats, peers: peers, maxPeers: maxPeers,
-		peerCount:      d("peers", "Peers configured. The per-peer metrics (wgpio_peer_*) are exported only while there are at most [WGPIO] MetricsPeers (default 1000)."),
-		encrypted:      d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
-		decrypted:      d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
-		encBytes:       d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
-		decBytes:       d("inner_bytes_decrypted_total", "Inner bytes accepted.", "queue"),
-		drops:          d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
-		held:           d("packets_held", "Packets waiting for a handshake.", "queue"),
-		handshakes:     d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
-		ctlSent:        d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
-		fromKernel:     d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
-		replayWidened:  d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
-		icmpSent:       d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big, host unreachable, parameter problem.", "queue"),
-		icmpSuppressed: d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
-		fragmented:     d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
-		peerToPeer:     d("packets_peer_to_peer_total", "Decrypted packets sent back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke).", "queue"),
-		toHost:         d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
-		peerRx:         d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
-		peerTx:         d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
-		peerHandshake:  d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
-		portRx:         d("port_receive_packets_total", "Frames received on a port queue.", "port", "queue"),
-		portTx:         d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
-		portDrops:      d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
-		portCopies:     d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
-		kernelDrops:    d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
-		fillRingEmpty:  d("port_fill_ring_empty_total", "Times the kernel found a port queue's fill ring empty (XDP_STATISTICS rx_fill_ring_empty_descs; in copy mode each such frame is also in port_kernel_drops_total{reason=\"rx_dropped\"}).", "port", "queue"),
-		xdp:            d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
-		liveSessions:   d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
-		keypairs:       d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
-		unconfirmed:    d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
-		hsBacklog:      d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
-		hsBacklogPeak:  d("handshake_backlog_peak", "The largest handshake backlog seen."),
-		controlDrops:   d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
-		exceptionDrops: d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
-		tunRx:          d("tun_receive_packets_total", "Packets read from the kernel TUN: the exception TUN's (the host's own packets into the tunnel), or compat-mqtun's (the LAN's)."),
-		tunTx:          d("tun_transmit_packets_total", "Packets written to the kernel TUN: the exception TUN's (for the host), or compat-mqtun's (decrypted)."),
-		tunDrops:       d("tun_drops_total", "Packets the kernel TUN's reader or writer dropped, by reason (full: the kernel's queue had no room, EAGAIN; down: the interface was down or gone; no_route: compat-mqtun, to no allowed IP; host_multicast: the host's own multicast, to no allowed IP).", "reason"),
-		compatRx:       d("compat_receive_packets_total", "Mode = compat: packets handed to wireguard-go by wgpio's bind (side wan) and tundev (side lan).", "side"),
-		compatTx:       d("compat_transmit_packets_total", "Mode = compat: packets wgpio's bind (side wan) and tundev (side lan) transmitted for wireguard-go.", "side"),
-		compatDrops:    d("compat_drops_total", "Mode = compat: frames and packets wgpio's bind (side wan) and tundev (side lan) dropped, by reason.", "side", "reason"),
-		udpRx:          d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
-		udpTx:          d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
-		udpDrops:       d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
+		peerCount:            d("peers", "Peers configured. The per-peer metrics (wgpio_peer_*) are exported only while there are at most [WGPIO] MetricsPeers (default 1000)."),
+		encrypted:            d("packets_encrypted_total", "Transport data packets sealed by the fast path.", "queue"),
+		decrypted:            d("packets_decrypted_total", "Transport data packets authenticated and accepted.", "queue"),
+		encBytes:             d("inner_bytes_encrypted_total", "Inner bytes sealed.", "queue"),
+		decBytes:             d("inner_bytes_decrypted_total", "Inner bytes accepted.", "queue"),
+		drops:                d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
+		held:                 d("packets_held", "Packets waiting for a handshake.", "queue"),
+		handshakes:           d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
+		ctlSent:              d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
+		fromKernel:           d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
+		replayWidened:        d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
+		icmpSent:             d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big, host unreachable, parameter problem.", "queue"),
+		icmpSuppressed:       d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
+		fragmented:           d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
+		peerToPeer:           d("packets_peer_to_peer_total", "Decrypted packets sent back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke).", "queue"),
+		toHost:               d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
+		peerRx:               d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
+		peerTx:               d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),
+		peerHandshake:        d("peer_last_handshake_seconds", "Unix time of a peer's last handshake (0: none).", "public_key"),
+		portRx:               d("port_receive_packets_total", "Frames received on a port queue.", "port", "queue"),
+		portTx:               d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
+		portDrops:            d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
+		portCopies:           d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
+		kernelDrops:          d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
+		fillRingEmpty:        d("port_fill_ring_empty_total", "Times the kernel found a port queue's fill ring empty (XDP_STATISTICS rx_fill_ring_empty_descs; in copy mode each such frame is also in port_kernel_drops_total{reason=\"rx_dropped\"}).", "port", "queue"),
+		xdp:                  d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
+		liveSessions:         d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
+		keypairs:             d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
+		unconfirmed:          d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
+		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
+		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
+		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason.", "reason"),
+		exceptionDrops:       d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
+		tunRx:                d("tun_receive_packets_total", "Packets read from the kernel TUN: the exception TUN's (the host's own packets into the tunnel), or compat-mqtun's (the LAN's)."),
+		tunTx:                d("tun_transmit_packets_total", "Packets written to the kernel TUN: the exception TUN's (for the host), or compat-mqtun's (decrypted)."),
+		tunDrops:             d("tun_drops_total", "Packets the kernel TUN's reader or writer dropped, by reason (full: the kernel's queue had no room, EAGAIN; down: the interface was down or gone; no_route: compat-mqtun, to no allowed IP; host_multicast: the host's own multicast, to no allowed IP).", "reason"),
+		tunICMPSent:          d("tun_icmp_errors_sent_total", "Mode = compat-mqtun: host unreachable errors sent (through raw sockets) for the packets dropped as no_route, as Linux's wg0 answers a packet to no peer's allowed IPs."),
+		tunICMPSuppressed:    d("tun_icmp_errors_suppressed_total", "Mode = compat-mqtun: host unreachable errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval)."),
+		tunICMPSendErrors:    d("tun_icmp_send_errors_total", "Mode = compat-mqtun: host unreachable errors the kernel refused to send (sendto failed)."),
+		compatRx:             d("compat_receive_packets_total", "Mode = compat: packets handed to wireguard-go by wgpio's bind (side wan) and tundev (side lan).", "side"),
+		compatTx:             d("compat_transmit_packets_total", "Mode = compat: packets wgpio's bind (side wan) and tundev (side lan) transmitted for wireguard-go.", "side"),
+		compatDrops:          d("compat_drops_total", "Mode = compat: frames and packets wgpio's bind (side wan) and tundev (side lan) dropped, by reason.", "side", "reason"),
+		compatICMPSent:       d("compat_icmp_errors_sent_total", "Mode = compat: ICMP errors tundev sent toward the LAN: fragmentation needed, packet too big, time exceeded, host unreachable, parameter problem."),
+		compatICMPSuppressed: d("compat_icmp_errors_suppressed_total", "Mode = compat: time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval)."),
+		compatFragmented:     d("compat_packets_fragmented_total", "Mode = compat: decrypted IPv4 packets without DF over the LAN MTU sent as fragments."),
+		compatPeerToPeer:     d("compat_packets_peer_to_peer_total", "Mode = compat: decrypted packets handed back to wireguard-go for the peer whose allowed IPs hold their destination (hub and spoke)."),
+		udpRx:                d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
+		udpTx:                d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
+		udpDrops:             d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
 	}
 }
 
@@ -116,7 +127,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
-		c.tunRx, c.tunTx, c.tunDrops, c.compatRx, c.compatTx, c.compatDrops, c.udpRx, c.udpTx, c.udpDrops} {
+		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
+		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
+		c.udpRx, c.udpTx, c.udpDrops} {
 		ch <- d
 	}
 }
@@ -190,6 +203,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for r := range tundev.NumTUNDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.tunDrops, ctr, float64(t.Drops[r]), r.String())
 		}
+		ch <- prometheus.MustNewConstMetric(c.tunICMPSent, ctr, float64(t.ICMPErrors))
+		ch <- prometheus.MustNewConstMetric(c.tunICMPSuppressed, ctr, float64(t.ICMPSuppressed))
+		ch <- prometheus.MustNewConstMetric(c.tunICMPSendErrors, ctr, float64(t.ICMPSendErrors))
 	}
 	if u := s.UDP; u != nil {
 		ch <- prometheus.MustNewConstMetric(c.udpRx, ctr, float64(u.RXPackets))
@@ -209,6 +225,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for r := range tundev.NumPortDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.compatDrops, ctr, float64(cs.LAN.Drops[r]), "lan", r.String())
 		}
+		ch <- prometheus.MustNewConstMetric(c.compatICMPSent, ctr, float64(cs.LAN.ICMPErrors))
+		ch <- prometheus.MustNewConstMetric(c.compatICMPSuppressed, ctr, float64(cs.LAN.ICMPSuppressed))
+		ch <- prometheus.MustNewConstMetric(c.compatFragmented, ctr, float64(cs.LAN.Fragmented))
+		ch <- prometheus.MustNewConstMetric(c.compatPeerToPeer, ctr, float64(cs.LAN.PeerToPeer))
 	}
 	if s.Device == nil {
 		return

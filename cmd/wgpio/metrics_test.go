@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/tundev"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
@@ -124,21 +126,7 @@ func TestMetricsKernelDrops(t *testing.T) {
 	q := fastpath.QueueStats{}
 	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 7, "xsk_rx_dropped": 3, fillRingEmptyKey: 3, "xsk_rx_invalid_descs": 0, "xsk_tx_invalid_descs": 0}
 	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return s.Peers, true })); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	body := b.String()
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return s.Peers, true }))
 	for _, want := range []string{
 		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_ring_full"} 7`,
 		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_dropped"} 3`,
@@ -157,6 +145,49 @@ func TestMetricsKernelDrops(t *testing.T) {
 	if strings.Contains(body, `reason="rx_fill_ring_empty_descs"`) {
 		t.Error("the fill-ring-empty events are exported as a drop reason: they are in rx_dropped already")
 	}
+}
+
+// TestMetricsCompatICMP: the compat modes' ICMP errors (sent,
+// suppressed, refused by the kernel), fragments and peer-to-peer packets,
+// counted in wgpio stats, are in /metrics too.
+func TestMetricsCompatICMP(t *testing.T) {
+	s := GatewayStats{Name: "wg0",
+		TUN:    &tundev.TUNStats{ICMPErrors: 6, ICMPSuppressed: 14, ICMPSendErrors: 2},
+		Compat: &CompatStats{LAN: tundev.PortStats{ICMPErrors: 5, ICMPSuppressed: 9, Fragmented: 3, PeerToPeer: 4}}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_tun_icmp_errors_sent_total{device="wg0"} 6`,
+		`wgpio_tun_icmp_errors_suppressed_total{device="wg0"} 14`,
+		`wgpio_tun_icmp_send_errors_total{device="wg0"} 2`,
+		`wgpio_compat_icmp_errors_sent_total{device="wg0"} 5`,
+		`wgpio_compat_icmp_errors_suppressed_total{device="wg0"} 9`,
+		`wgpio_compat_packets_fragmented_total{device="wg0"} 3`,
+		`wgpio_compat_packets_peer_to_peer_total{device="wg0"} 4`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+}
+
+// gatherText registers c alone and returns what /metrics would print.
+func gatherText(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }
 
 // TestReloadMetrics: /metrics says whether the last reload applied the
