@@ -61,7 +61,8 @@ func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr, others ...netip.Addr) {
 // RefreshSources asks again for the source of every endpoint not heard
 // from (Routed) whose peer has a session, and moves those whose route
 // chooses another: the caller saw routes or addresses change
-// (srcaddr.Routes.Changed, which emptied its cache), as Linux's
+// (srcaddr.Routes.Changed, which dropped the answers the change may
+// have changed; the others are read from its cache), as Linux's
 // WireGuard's cached route of an endpoint is dropped when routes change
 // and looked up again at the next send. Only these: the workers and the
 // keepalives send to them without a handshake first. The others are

@@ -24,10 +24,14 @@ import (
 // dst_cache the kernel invalidates when routes change).
 //
 // The cache holds at most Max addresses (past it, it is emptied and
-// fills again with what is asked: the endpoints in use); it is emptied
-// when a route or an address of the namespace changes (followed through
-// netlink: every table, so that policy routing counts), which moves
-// Generation on, and Changed then reports it, once per run of changes.
+// fills again with what is asked: the endpoints in use). Changes are
+// followed through netlink (every table, so that policy routing counts):
+// a route added, removed or replaced drops the answers toward the
+// addresses its prefix holds, the only ones whose route it can decide
+// (a routing daemon's churn costs the other endpoints nothing), and a
+// change of addresses, or a run of more than maxRunPrefixes route
+// changes, empties the cache. Either moves Generation on, and Changed
+// then reports it, once per run of changes.
 // Cached never waits; Source, on a miss, takes a netlink round trip
 // (some 45 µs): it is for the control plane outside its locks (the first
 // send to an endpoint, a change reported), never per packet, nor while a
@@ -169,7 +173,7 @@ func (r *Routes) Ask(dst netip.Addr) {
 	r.mu.Unlock()
 }
 
-// Generation moves on whenever the cache is emptied (a change of routes
+// Generation moves on whenever answers are dropped (a change of routes
 // or addresses, Flush): an answer read at one generation is current
 // while Generation still returns it.
 func (r *Routes) Generation() uint64 { return r.gen.Load() }
@@ -204,8 +208,9 @@ func (r *Routes) asker() {
 	}
 }
 
-// Changed receives a value after routes or addresses changed (the cache
-// emptied): the sources of the endpoints are to be asked again.
+// Changed receives a value after routes or addresses changed (the
+// answers the change may have changed dropped): the sources of the
+// endpoints are to be asked again (Cached still has the others).
 func (r *Routes) Changed() <-chan struct{} { return r.changed }
 
 // Ignore leaves the changes of the routes through interface ifindex out
@@ -273,38 +278,45 @@ func drain(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate) {
 	}
 }
 
-// follow empties the cache and reports a change for every run of
-// notifications that may change a source: an address added, removed or
-// changed (its flags: deprecated), a route added or removed but for a
-// cached clone or the ignored interface's. A failed subscription is
-// renewed, and counts as a change (what it missed is unknown).
+// follow drops cached answers and reports a change for every run of
+// notifications that may change a source: those toward the prefix of a
+// route added or removed (but for a cached clone or the ignored
+// interface's), all of them when an address was added, removed or
+// changed (its flags: deprecated). A failed subscription is renewed, and
+// counts as a change of everything (what it missed is unknown).
 func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate, stop chan struct{}) {
 	defer r.wg.Done()
 	defer func() {
 		close(stop)
 		go drain(routes, addrs)
 	}()
+	var c change
 	for {
-		changed, failed := false, false
+		c.reset()
+		failed := false
 		select {
 		case <-r.done:
 			return
 		case u, ok := <-routes:
 			failed = !ok
-			changed = ok && r.counts(&u.Route)
+			if ok && r.counts(&u.Route) {
+				c.route(&u.Route)
+			}
 		case _, ok := <-addrs:
-			failed, changed = !ok, ok
+			failed, c.all = !ok, true
 		}
 		// What else waits belongs to the same run.
 		for more := !failed; more; {
 			select {
 			case u, ok := <-routes:
 				failed = failed || !ok
-				changed = changed || ok && r.counts(&u.Route)
+				if ok && r.counts(&u.Route) {
+					c.route(&u.Route)
+				}
 				more = ok
 			case _, ok := <-addrs:
 				failed = failed || !ok
-				changed = changed || ok
+				c.all = true
 				more = ok
 			default:
 				more = false
@@ -328,10 +340,10 @@ func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.Addr
 					r.onErr(err)
 				}
 			}
-			changed = true
+			c.all = true
 		}
-		if changed {
-			r.Flush()
+		if c.any() {
+			r.forget(&c)
 			select {
 			case r.changed <- struct{}{}:
 			default: // one is pending
@@ -343,4 +355,79 @@ func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.Addr
 // counts reports whether a route notification may change a source.
 func (r *Routes) counts(rt *netlink.Route) bool {
 	return rt.Flags&unix.RTM_F_CLONED == 0 && (rt.LinkIndex == 0 || int64(rt.LinkIndex) != r.ignore.Load())
+}
+
+// maxRunPrefixes bounds the route prefixes of one run of notifications
+// whose answers follow drops one by one (a scan of the cache per
+// prefix); a run with more (a routing daemon loading a table) empties
+// the cache.
+const maxRunPrefixes = 64
+
+// change is what a run of notifications may have changed: every answer
+// (all), or those toward the prefixes of the routes added, removed or
+// replaced in it (a route toward P, in any table, decides the route of
+// the addresses in P only).
+type change struct {
+	all      bool
+	prefixes []netip.Prefix
+}
+
+func (c *change) reset() { c.all, c.prefixes = false, c.prefixes[:0] }
+
+func (c *change) any() bool { return c.all || len(c.prefixes) > 0 }
+
+// route adds the prefix of rt, or makes c all when rt has none this
+// package understands or the run has too many.
+func (c *change) route(rt *netlink.Route) {
+	if c.all {
+		return
+	}
+	p, ok := routePrefix(rt)
+	if !ok || len(c.prefixes) >= maxRunPrefixes {
+		c.all = true
+		return
+	}
+	c.prefixes = append(c.prefixes, p)
+}
+
+// routePrefix returns the destination prefix of rt (an IPv4 one for an
+// IPv4 route; the default route, without Dst, is 0.0.0.0/0 or ::/0 by
+// rt's family), or ok false.
+func routePrefix(rt *netlink.Route) (p netip.Prefix, ok bool) {
+	if rt.Dst == nil {
+		switch rt.Family {
+		case unix.AF_INET:
+			return netip.PrefixFrom(netip.IPv4Unspecified(), 0), true
+		case unix.AF_INET6:
+			return netip.PrefixFrom(netip.IPv6Unspecified(), 0), true
+		}
+		return netip.Prefix{}, false
+	}
+	ones, bits := rt.Dst.Mask.Size()
+	a, ok := netip.AddrFromSlice(rt.Dst.IP)
+	if !ok || bits == 0 || (bits == 32) != a.Unmap().Is4() {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a.Unmap(), ones).Masked(), true
+}
+
+// forget drops the answers c names (all of them with c.all) and moves
+// Generation on, so that an answer asked before the change is not cached
+// after it (ask).
+func (r *Routes) forget(c *change) {
+	if c.all {
+		r.Flush()
+		return
+	}
+	r.mu.Lock()
+	for dst := range r.cache {
+		for _, p := range c.prefixes {
+			if p.Contains(dst) {
+				delete(r.cache, dst)
+				break
+			}
+		}
+	}
+	r.gen.Add(1)
+	r.mu.Unlock()
 }

@@ -1,10 +1,15 @@
 package srcaddr
 
 import (
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -107,5 +112,118 @@ func TestRoutes(t *testing.T) {
 	r.mu.Unlock()
 	if held > size {
 		t.Errorf("cache holds %d answers, want %d at most", held, size)
+	}
+}
+
+// TestRoutesChangeScoped: a route added or removed drops the cached
+// answers toward the addresses its prefix holds and no others (a routing
+// daemon's churn asks the kernel again only for the endpoints it may have
+// moved), the default route's those of its family, a change of addresses
+// all of them; the answers asked again follow the change.
+func TestRoutesChangeScoped(t *testing.T) {
+	tp := testenv.Topology(t, "srs")
+	a, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tp.NewNS("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := a.Run("ip", args...); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, err := range []error{a.AddAddr(v.A, "198.18.6.1/24"), a.AddAddr(v.A, "198.18.6.100/24"), a.AddAddr(v.A, "2001:2:6::1/64")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip("route", "add", "default", "via", "198.18.6.2")
+	r, err := NewRoutes(a.NsHandle(), DefaultRoutes, func(err error) { t.Errorf("subscription: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	addr := netip.MustParseAddr
+	dsts := []netip.Addr{addr("198.18.6.7"), addr("198.18.40.1"), addr("198.18.40.129"), addr("198.19.1.1"), addr("2001:2:6::7")}
+	for _, d := range dsts {
+		if !r.Source(d).IsValid() {
+			t.Fatalf("Source(%s): none", d)
+		}
+	}
+	// step makes a change (do) and waits until the answers toward drop
+	// are dropped; then the others must still be cached, and all are
+	// asked again.
+	step := func(what string, do func(), drop ...netip.Addr) {
+		t.Helper()
+		gen := r.Generation()
+		do()
+		if !testenv.PollUntil(5*time.Second, func() bool {
+			if r.Generation() == gen {
+				return false
+			}
+			for _, d := range drop {
+				if _, ok := r.Cached(d); ok {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("%s: the answers toward %v not dropped within 5 s", what, drop)
+		}
+		for _, d := range dsts {
+			if _, ok := r.Cached(d); !ok && !slices.Contains(drop, d) {
+				t.Errorf("%s: the answer toward %s dropped too", what, d)
+			}
+		}
+		for _, d := range dsts {
+			r.Source(d)
+		}
+	}
+	step("a /25 route with its own src", func() { ip("route", "add", "198.18.40.0/25", "via", "198.18.6.2", "src", "198.18.6.100") }, dsts[1])
+	if got := r.Source(dsts[1]); got != addr("198.18.6.100") {
+		t.Errorf("Source(%s) after a route with src 198.18.6.100 = %v", dsts[1], got)
+	}
+	step("the /25 removed", func() { ip("route", "del", "198.18.40.0/25") }, dsts[1])
+	if got := r.Source(dsts[1]); got != addr("198.18.6.1") {
+		t.Errorf("Source(%s) after its route's removal = %v, want 198.18.6.1", dsts[1], got)
+	}
+	step("the default route replaced", func() { ip("route", "replace", "default", "via", "198.18.6.3") }, dsts[:4]...)
+	step("an address added", func() { ip("addr", "add", "198.18.6.50/24", "dev", v.A) }, dsts...)
+}
+
+// TestChangeBounded: a run of more route changes than maxRunPrefixes, or
+// one of a route this package cannot read, drops every answer.
+func TestChangeBounded(t *testing.T) {
+	var c change
+	for i := range maxRunPrefixes {
+		c.route(&netlink.Route{Family: unix.AF_INET, Dst: &net.IPNet{IP: net.IPv4(198, 18, byte(i), 0).To4(), Mask: net.CIDRMask(24, 32)}})
+	}
+	if c.all || len(c.prefixes) != maxRunPrefixes || c.prefixes[1] != netip.MustParsePrefix("198.18.1.0/24") {
+		t.Fatalf("after %d routes: all %v, prefixes %v", maxRunPrefixes, c.all, c.prefixes)
+	}
+	c.route(&netlink.Route{Family: unix.AF_INET, Dst: &net.IPNet{IP: net.IPv4(198, 19, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}})
+	if !c.all {
+		t.Error("one route more than maxRunPrefixes: not all")
+	}
+	c.reset()
+	if c.any() {
+		t.Error("after reset: a change")
+	}
+	c.route(&netlink.Route{Family: unix.AF_INET6})
+	if c.all || len(c.prefixes) != 1 || c.prefixes[0] != netip.MustParsePrefix("::/0") {
+		t.Errorf("the IPv6 default route: all %v, prefixes %v, want ::/0", c.all, c.prefixes)
+	}
+	c.reset()
+	c.route(&netlink.Route{Family: unix.AF_BRIDGE})
+	if !c.all {
+		t.Error("a default route of another family: not all")
 	}
 }
