@@ -23,25 +23,7 @@ import (
 // per destination until a change; Cached reads them without asking), at
 // most the bound; Ask has one asked in the background.
 func TestRoutes(t *testing.T) {
-	tp := testenv.Topology(t, "sr")
-	a, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tp.NewNS("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tp.NewVeth(a, b, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := a.Run("ip", args...); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
+	a, v, ip := routesNS(t, "sr")
 	for _, err := range []error{
 		a.AddAddr(v.A, "198.18.5.1/24"), a.AddAddr(v.A, "198.18.5.100/24"), a.AddAddr(v.A, "2001:2:5::1/64"),
 	} {
@@ -121,25 +103,7 @@ func TestRoutes(t *testing.T) {
 // moved), the default route's those of its family, a change of addresses
 // all of them; the answers asked again follow the change.
 func TestRoutesChangeScoped(t *testing.T) {
-	tp := testenv.Topology(t, "srs")
-	a, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tp.NewNS("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tp.NewVeth(a, b, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := a.Run("ip", args...); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
+	a, v, ip := routesNS(t, "srs")
 	for _, err := range []error{a.AddAddr(v.A, "198.18.6.1/24"), a.AddAddr(v.A, "198.18.6.100/24"), a.AddAddr(v.A, "2001:2:6::1/64")} {
 		if err != nil {
 			t.Fatal(err)
@@ -225,5 +189,29 @@ func TestChangeBounded(t *testing.T) {
 	c.route(&netlink.Route{Family: unix.AF_BRIDGE})
 	if !c.all {
 		t.Error("a default route of another family: not all")
+	}
+}
+
+// routesNS makes namespace a of a topology named name, with a veth v to
+// another, and ip, which runs ip(8) in a (failing the test on an error).
+func routesNS(t *testing.T, name string) (a *topo.NS, v *topo.Veth, ip func(args ...string)) {
+	t.Helper()
+	tp := testenv.Topology(t, name)
+	a, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tp.NewNS("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err = tp.NewVeth(a, b, topo.VethConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return a, v, func(args ...string) {
+		t.Helper()
+		if out, err := a.Run("ip", args...); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
 	}
 }
