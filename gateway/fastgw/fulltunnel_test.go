@@ -83,21 +83,9 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	testenv.Tool(t, "ping", "iputils-ping")
 	testenv.Tool(t, "nft", "nftables")
 	tp := testenv.Topology(t, "ft")
-	ns := func(role string) *topo.NS {
-		n, err := tp.NewNS(role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	ns := func(role string) *topo.NS { return testenv.NS(t, tp, role) }
 	gw, inet, p1, hl := ns("gw"), ns("inet"), ns("p1"), ns("hl")
-	veth := func(a, b *topo.NS) *topo.Veth {
-		v, err := tp.NewVeth(a, b, topo.VethConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	veth := func(a, b *topo.NS) *topo.Veth { return testenv.Veth(t, tp, a, b) }
 	lan, wan, w1 := veth(gw, hl), veth(gw, inet), veth(p1, inet)
 	must := func(err error) {
 		t.Helper()

@@ -29,21 +29,9 @@ func TestPeerToPeerStock(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a gateway and two stock peers")
 	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "hp")
-	ns := func(role string) *topo.NS {
-		n, err := tp.NewNS(role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	ns := func(role string) *topo.NS { return testenv.NS(t, tp, role) }
 	hub, rt, p1, p2, hl := ns("hub"), ns("rt"), ns("p1"), ns("p2"), ns("hl")
-	veth := func(a, b *topo.NS) *topo.Veth {
-		v, err := tp.NewVeth(a, b, topo.VethConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	veth := func(a, b *topo.NS) *topo.Veth { return testenv.Veth(t, tp, a, b) }
 	lan, wan, w1, w2 := veth(hub, hl), veth(hub, rt), veth(p1, rt), veth(p2, rt)
 	must := func(err error) {
 		t.Helper()

@@ -52,22 +52,9 @@ func TestWANSourceNotHeardFrom(t *testing.T) {
 				plen = "/64"
 			}
 			tp := testenv.Topology(t, "ws")
-			ns := func(role string) *topo.NS {
-				n, err := tp.NewNS(role)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+			ns := func(role string) *topo.NS { return testenv.NS(t, tp, role) }
 			gw, rw, hl := ns("gw"), ns("rw"), ns("hl")
-			wan, err := tp.NewVeth(gw, rw, topo.VethConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			lan, err := tp.NewVeth(gw, hl, topo.VethConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			wan, lan := testenv.Veth(t, tp, gw, rw), testenv.Veth(t, tp, gw, hl)
 			run := func(n *topo.NS, args ...string) {
 				t.Helper()
 				if out, err := n.Run("ip", args...); err != nil {

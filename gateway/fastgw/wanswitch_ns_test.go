@@ -33,22 +33,9 @@ func TestWANAddressSwitch(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	const primary, second, rwOuter = "198.18.1.1", "198.18.1.100", "198.18.1.2"
 	tp := testenv.Topology(t, "wx")
-	ns := func(role string) *topo.NS {
-		n, err := tp.NewNS(role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	ns := func(role string) *topo.NS { return testenv.NS(t, tp, role) }
 	gw, rw, hl := ns("gw"), ns("rw"), ns("hl")
-	wan, err := tp.NewVeth(gw, rw, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lan, err := tp.NewVeth(gw, hl, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wan, lan := testenv.Veth(t, tp, gw, rw), testenv.Veth(t, tp, gw, hl)
 	for _, err := range []error{
 		gw.AddAddr(wan.A, primary+"/24"),
 		gw.AddAddr(wan.A, second+"/24"),

@@ -197,17 +197,8 @@ func TestChangeBounded(t *testing.T) {
 func routesNS(t *testing.T, name string) (a *topo.NS, v *topo.Veth, ip func(args ...string)) {
 	t.Helper()
 	tp := testenv.Topology(t, name)
-	a, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tp.NewNS("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err = tp.NewVeth(a, b, topo.VethConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	a = testenv.NS(t, tp, "a")
+	v = testenv.Veth(t, tp, a, testenv.NS(t, tp, "b"))
 	return a, v, func(args ...string) {
 		t.Helper()
 		if out, err := a.Run("ip", args...); err != nil {

@@ -41,6 +41,17 @@ func NS(t testing.TB, tp *topo.Topology, role string) *topo.NS {
 	return ns
 }
 
+// Veth makes a veth pair between a and b in tp (topo.VethConfig{}), or
+// fails the test.
+func Veth(t testing.TB, tp *topo.Topology, a, b *topo.NS) *topo.Veth {
+	t.Helper()
+	v, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // AddressChurn adds and removes, in one `ip -batch` in ns, 200 IPv4 and
 // 200 IPv6 addresses on dev, twice: a burst of address notifications
 // (some 1,600) that overflows an address subscription's socket, as a
