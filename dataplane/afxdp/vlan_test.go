@@ -5,41 +5,15 @@ package afxdp
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/safchain/ethtool"
 	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/internal/topo"
-	"golang.org/x/sys/unix"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
-
-// rawSend sends frame out of dev in ns through an AF_PACKET socket, as
-// written (802.1Q tags included: the machine may lack the 8021q module).
-func rawSend(t *testing.T, ns *topo.NS, dev string, frame []byte) {
-	t.Helper()
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return os.NewSyscallError("socket", err)
-		}
-		defer unix.Close(fd)
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		sa := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6}
-		copy(sa.Addr[:], frame[0:6])
-		return os.NewSyscallError("sendto", unix.Sendto(fd, frame, 0, sa))
-	})
-	if err != nil {
-		t.Fatalf("send on %s: %v", dev, err)
-	}
-}
 
 // tagFrame returns frame with an 802.1Q tag of tci inserted after the MACs.
 func tagFrame(frame []byte, tci uint16) []byte {
@@ -124,7 +98,7 @@ func TestVLANIsolation(t *testing.T) {
 	expect := func(port *Port, name string, f []byte, mark string, want bool) []byte {
 		t.Helper()
 		before := passVLAN(port)
-		rawSend(t, p.a, p.v.A, f)
+		testenv.SendFrames(t, p.a, p.v.A, f)
 		wait := 3 * time.Second
 		if !want {
 			wait = 300 * time.Millisecond
@@ -191,7 +165,7 @@ func TestStrippedTagsGeneric(t *testing.T) {
 	}
 	b := make([]byte, 2048)
 	n := udpFrame(b, p.macA, p.macB, netip.AddrPortFrom(p.ipA, 4000), netip.AddrPortFrom(p.ipB, 5000), []byte("unseen-tag"))
-	rawSend(t, p.a, p.v.A, b[:n])
+	testenv.SendFrames(t, p.a, p.v.A, b[:n])
 	if receiveMarked(port, []byte("unseen-tag"), 3*time.Second) == nil {
 		t.Error("a generic-XDP port on veth did not take a frame tagged as metadata; if the kernel now shows the tag, StrippedTags can say none here")
 	}

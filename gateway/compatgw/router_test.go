@@ -213,7 +213,7 @@ func TestRouterStock(t *testing.T) {
 		lanHost, w1Addr := netip.MustParseAddr("198.19.1.10"), netip.MustParseAddr("198.19.101.2")
 		// From the LAN: answered from the hub's LAN address.
 		frame := badOptionsFrame(hubMAC, hlMAC, lanHost, w1Addr)
-		src, m := catchParamProblem(t, hl, func() { sendFrame(t, hl, lan.B, frame) })
+		src, m := catchParamProblem(t, hl, func() { testenv.SendFrames(t, hl, lan.B, frame) })
 		if src != netip.MustParseAddr("198.19.1.1") || len(m) < 8 || m[4] != 21 {
 			t.Errorf("a LAN host's packet with a bad record route: parameter problem from %v, pointer %v; want from 198.19.1.1, pointer 21", src, m)
 		}
@@ -237,7 +237,7 @@ func TestRouterStock(t *testing.T) {
 		hlMAC, err := hl.LinkMAC(lan.B)
 		must(err)
 		frame := udpFrame(hubMAC, hlMAC, netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("198.19.101.2"))
-		sendFrame(t, hl, lan.B, frame)
+		testenv.SendFrames(t, hl, lan.B, frame)
 		if !testenv.PollUntil(5*time.Second, func() bool { return g.Stats().LAN.Drops[tundev.PortDropMartian] > before }) {
 			t.Errorf("a LAN frame from 127.0.0.2 to a warrior: martian drops %d, want one more; drops %v", g.Stats().LAN.Drops[tundev.PortDropMartian], g.Stats().LAN.Drops.List())
 		}
@@ -278,29 +278,6 @@ func udpFrame(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr) []byte {
 	binary.BigEndian.PutUint16(u[2:4], 9300)
 	binary.BigEndian.PutUint16(u[4:6], uint16(len(u)))
 	return b
-}
-
-// sendFrame sends frame as written out of dev in ns (AF_PACKET: the kernel
-// would not route a martian source).
-func sendFrame(t *testing.T, ns *topo.NS, dev string, frame []byte) {
-	t.Helper()
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return os.NewSyscallError("socket", err)
-		}
-		defer unix.Close(fd)
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		sa := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6}
-		copy(sa.Addr[:], frame[0:6])
-		return os.NewSyscallError("sendto", unix.Sendto(fd, frame, 0, sa))
-	})
-	if err != nil {
-		t.Fatalf("send on %s: %v", dev, err)
-	}
 }
 
 // badOptionsFrame is udpFrame with a record route option too short for

@@ -6,12 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
@@ -42,34 +39,6 @@ func udpFrame(dst, src net.HardwareAddr, tagged bool, tci uint16, from, to netip
 	copy(u[header.UDPLen:], payload)
 	header.UDP(u).SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, from.Addr(), to.Addr(), len(u)))
 	return b
-}
-
-// rawSend sends frames as written out of dev in ns (AF_PACKET: the
-// machine may lack the 8021q module).
-func rawSend(t *testing.T, ns *topo.NS, dev string, frames ...[]byte) {
-	t.Helper()
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return os.NewSyscallError("socket", err)
-		}
-		defer unix.Close(fd)
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		for _, f := range frames {
-			sa := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6}
-			copy(sa.Addr[:], f[0:6])
-			if err := unix.Sendto(fd, f, 0, sa); err != nil {
-				return os.NewSyscallError("sendto", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("send on %s: %v", dev, err)
-	}
 }
 
 func linkMAC(t *testing.T, ns *topo.NS, dev string) net.HardwareAddr {
@@ -150,7 +119,7 @@ func TestVLANIsolation(t *testing.T) {
 			frame(true, 100, fmt.Sprintf("vlan100-%d", i)),
 			frame(true, 0x2000|100, fmt.Sprintf("vlan100pcp-%d", i)))
 	}
-	rawSend(t, s.HostA, hostDev, frames...)
+	testenv.SendFrames(t, s.HostA, hostDev, frames...)
 	got := recv(3 * time.Second)
 	for i := range n {
 		for _, m := range []string{"untagged", "priority"} {
@@ -178,13 +147,13 @@ func TestVLANIsolation(t *testing.T) {
 	wfrom, wto := netip.AddrPortFrom(netip.MustParseAddr("198.18.1.2"), 51820), netip.AddrPortFrom(netip.MustParseAddr("198.18.1.1"), 51820)
 	unknown := func() uint64 { return fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropUnknownIndex] }
 	u0, v0 := unknown(), xdpPassVLAN(s.Gateway, false)
-	rawSend(t, s.GwB, wanB, udpFrame(gwWAN, peerMAC, true, 100, wfrom, wto, msg))
+	testenv.SendFrames(t, s.GwB, wanB, udpFrame(gwWAN, peerMAC, true, 100, wfrom, wto, msg))
 	waitFor(t, "WAN xdp_pass_vlan to count the tagged message", func() bool { return xdpPassVLAN(s.Gateway, false) == v0+1 })
 	time.Sleep(200 * time.Millisecond)
 	if u := unknown(); u != u0 {
 		t.Errorf("a tagged message to the WAN port was read as WireGuard: unknown_index %d -> %d", u0, u)
 	}
-	rawSend(t, s.GwB, wanB, udpFrame(gwWAN, peerMAC, false, 0, wfrom, wto, msg))
+	testenv.SendFrames(t, s.GwB, wanB, udpFrame(gwWAN, peerMAC, false, 0, wfrom, wto, msg))
 	waitFor(t, "the untagged message to count as unknown_index (the control)", func() bool { return unknown() == u0+1 })
 }
 
