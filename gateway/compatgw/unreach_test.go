@@ -1,14 +1,11 @@
 package compatgw
 
 import (
-	"fmt"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -53,7 +50,7 @@ func TestHostUnreachable(t *testing.T) {
 		{twosite.HostB6.String(), "2001:db8:1::1"},
 	} {
 		before := g.Stats().LAN
-		if got := unreachables(t, s.HostA, c.dst, c.from, 20); got != 6 {
+		if got := testenv.Unreachables(t, s.HostA, c.dst, c.from, 20); got != 6 {
 			t.Errorf("20 pings to %s: %d host unreachable, want 6 (Linux's burst)", c.dst, got)
 		}
 		st := g.Stats().LAN
@@ -61,21 +58,4 @@ func TestHostUnreachable(t *testing.T) {
 			t.Errorf("%s: no_route %d, icmp_errors %d, icmp_suppressed %d; want 20 6 14", c.dst, d, st.ICMPErrors-before.ICMPErrors, st.ICMPSuppressed-before.ICMPSuppressed)
 		}
 	}
-}
-
-// unreachables pings dst n times from ns, 2 ms apart, and returns how
-// many "destination unreachable" answers came from from.
-func unreachables(t *testing.T, ns *topo.NS, dst, from string, n int) int {
-	t.Helper()
-	out, _ := ns.Run("ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dst) // fails: no echo reply
-	got := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(strings.ToLower(l), "unreachable") {
-			if !strings.HasPrefix(l, "From "+from+" ") {
-				t.Errorf("answer %q, want one from %s", l, from)
-			}
-			got++
-		}
-	}
-	return got
 }

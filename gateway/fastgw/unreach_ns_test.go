@@ -1,13 +1,11 @@
 package fastgw_test
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
-	"github.com/wgpio/wgpio/internal/topo"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
@@ -50,7 +48,7 @@ func TestHostUnreachableNS(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := fastpath.TotalDrops(s.Gateway.Engine().Stats())[c.why]
 			start := time.Now()
-			if got := unreachables(t, s.HostA, c.dst, c.from, 20); got != 6 {
+			if got := testenv.Unreachables(t, s.HostA, c.dst, c.from, 20); got != 6 {
 				t.Errorf("20 pings to %s: %d host unreachable, want 6 (Linux's burst)", c.dst, got)
 			}
 			// One more per interval since the burst; ping's own
@@ -58,7 +56,7 @@ func TestHostUnreachableNS(t *testing.T) {
 			// either way.
 			d := time.Since(start)
 			want := min(int(d/c.interval), 5)
-			if got := unreachables(t, s.HostA, c.dst, c.from, 5); got < want-1 || got > want+1 {
+			if got := testenv.Unreachables(t, s.HostA, c.dst, c.from, 5); got < want-1 || got > want+1 {
 				t.Errorf("5 pings to %s %v later: %d host unreachable, want %d±1", c.dst, d, got, want)
 			}
 			if got := fastpath.TotalDrops(s.Gateway.Engine().Stats())[c.why] - before; got != 25 {
@@ -67,21 +65,4 @@ func TestHostUnreachableNS(t *testing.T) {
 		})
 		time.Sleep(2 * time.Second) // the next case's budget full again
 	}
-}
-
-// unreachables pings dst n times from ns, 2 ms apart, and returns how
-// many "destination unreachable" answers came from from.
-func unreachables(t *testing.T, ns *topo.NS, dst, from string, n int) int {
-	t.Helper()
-	out, _ := ns.Run("ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dst) // fails: no echo reply
-	got := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(strings.ToLower(l), "unreachable") {
-			if !strings.HasPrefix(l, "From "+from+" ") {
-				t.Errorf("answer %q, want one from %s", l, from)
-			}
-			got++
-		}
-	}
-	return got
 }

@@ -77,3 +77,21 @@ func AddressChurn(t testing.TB, ns *topo.NS, dev string) {
 		t.Fatalf("ip -batch in %s: %v\n%s", ns.Name, err, out)
 	}
 }
+
+// Unreachables pings dst n times from ns, 2 ms apart, and returns how
+// many "destination unreachable" answers came; an answer from another
+// address than from is an error of the test.
+func Unreachables(t testing.TB, ns *topo.NS, dst, from string, n int) int {
+	t.Helper()
+	out, _ := ns.Run("ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dst) // fails: no echo reply
+	got := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(strings.ToLower(l), "unreachable") {
+			if !strings.HasPrefix(l, "From "+from+" ") {
+				t.Errorf("answer %q, want one from %s", l, from)
+			}
+			got++
+		}
+	}
+	return got
+}
