@@ -241,9 +241,12 @@ type chunk struct {
 // c[from:to] to jobs, into zeroed ch.g.polyKey.
 func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 	ch.keys = max(ch.keys, to)
+	clear(ch.g.polyKey[from:to])
+	k := len(jobs)
+	jobs = jobs[:k+to-from]
 	for i := from; i < to; i++ {
-		ch.g.polyKey[i] = [32]byte{}
-		jobs = append(jobs, job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+		jobs[k] = job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)}
+		k++
 	}
 	return jobs
 }
@@ -251,14 +254,17 @@ func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 // dataJobs adds the message of every packet of c[from:to] (from block 1)
 // whose ok is true (all if ok is nil).
 func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
+	k := len(jobs)
+	all := jobs[:k+to-from]
 	for i := from; i < to; i++ {
 		n := len(c[i].Data) - TagSize
 		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
-		jobs = append(jobs, job{n: int32(n), ctr: 1, pkt: uint8(i)})
+		all[k] = job{n: int32(n), ctr: 1, pkt: uint8(i)}
+		k++
 	}
-	return jobs
+	return jobs[:k]
 }
 
 // sealJobs lists the jobs of sealing c: for each group of w packets (w
