@@ -138,8 +138,9 @@ func sizeClass(blocks int) uint8 {
 
 // sortJobs orders jobs by size class (a counting sort: linear, stable), so
 // that a group of lanes holds jobs of similar length and few lanes idle
-// while the longest finishes.
-func sortJobs(jobs, out []job) {
+// while the longest finishes, and returns them: jobs itself when they are
+// all of one class (a burst of short packets), else out[:len(jobs)].
+func sortJobs(jobs, out []job) []job {
 	const classes = 16
 	var count [classes + 1]int
 	var class [2 * maxChunk]uint8
@@ -151,9 +152,9 @@ func sortJobs(jobs, out []job) {
 		same = same && c == class[0]
 	}
 	if same {
-		copy(out, jobs)
-		return
+		return jobs
 	}
+	out = out[:len(jobs)]
 	for c := 1; c <= classes; c++ {
 		count[c] += count[c-1]
 	}
@@ -162,6 +163,7 @@ func sortJobs(jobs, out []job) {
 		out[count[c]] = jobs[i]
 		count[c]++
 	}
+	return out
 }
 
 // run computes all jobs (sorted by sortJobs), w lanes at a time. A group
@@ -285,9 +287,7 @@ func (ch *chunk) sealJobs(c []Packet, w int) []job {
 }
 
 func (ch *chunk) runJobs(im impl, c []Packet, jobs []job) {
-	s := ch.sorted[:len(jobs)]
-	sortJobs(jobs, s)
-	run(im, &ch.g, c, s)
+	run(im, &ch.g, c, sortJobs(jobs, ch.sorted[:]))
 }
 
 func sealSIMD(pkts []Packet, im impl) {
