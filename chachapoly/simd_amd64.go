@@ -136,23 +136,45 @@ func sizeClass(blocks int) uint8 {
 	return uint8(min(bits.Len(uint(blocks)), 15))
 }
 
+// classBounds returns the block counts of size class c: [lo, hi).
+func classBounds(c uint8) (lo, hi int) {
+	hi = 1 << c
+	if c > 0 {
+		lo = 1 << (c - 1)
+	}
+	if c >= 15 {
+		hi = int(^uint(0) >> 1)
+	}
+	return lo, hi
+}
+
 // sortJobs orders jobs by size class (a counting sort: linear, stable), so
 // that a group of lanes holds jobs of similar length and few lanes idle
 // while the longest finishes, and returns them: jobs itself when they are
-// all of one class (a burst of short packets), else out[:len(jobs)].
+// all of one class (a burst of short packets: one compare a job), else
+// out[:len(jobs)].
 func sortJobs(jobs, out []job) []job {
+	if len(jobs) == 0 {
+		return jobs
+	}
+	lo, hi := classBounds(sizeClass(jobs[0].blocks()))
+	same := true
+	for i := range jobs {
+		if b := jobs[i].blocks(); b < lo || b >= hi {
+			same = false
+			break
+		}
+	}
+	if same {
+		return jobs
+	}
 	const classes = 16
 	var count [classes + 1]int
 	var class [2 * maxChunk]uint8
-	same := true
 	for i := range jobs {
 		c := sizeClass(jobs[i].blocks())
 		class[i] = c
 		count[c+1]++
-		same = same && c == class[0]
-	}
-	if same {
-		return jobs
 	}
 	out = out[:len(jobs)]
 	for c := 1; c <= classes; c++ {
