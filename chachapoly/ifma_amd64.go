@@ -208,13 +208,31 @@ func (ch *chunk) mac8(c []Packet, lane []uint8) {
 }
 
 // orderByLen fills idx with the indexes of c ordered by the size class of
-// their messages (counting sort).
+// their messages (counting sort; in order when they are all of one class,
+// a burst of short packets: one compare a packet).
 func orderByLen(c []Packet, idx []uint8) {
+	if len(c) == 0 {
+		return
+	}
+	lo, hi := classBounds(sizeClass(msgBlocks(&c[0])))
+	same := true
+	for i := range c {
+		if b := msgBlocks(&c[i]); b < lo || b >= hi {
+			same = false
+			break
+		}
+	}
+	if same {
+		for i := range c {
+			idx[i] = uint8(i)
+		}
+		return
+	}
 	const classes = 16
 	var count [classes + 1]uint8
 	var class [maxChunk]uint8
 	for i := range c {
-		k := sizeClass((len(c[i].Data) - TagSize + 63) / 64)
+		k := sizeClass(msgBlocks(&c[i]))
 		class[i] = k
 		count[k+1]++
 	}
@@ -227,3 +245,6 @@ func orderByLen(c []Packet, idx []uint8) {
 		count[k]++
 	}
 }
+
+// msgBlocks is the number of 64-byte blocks of p's message.
+func msgBlocks(p *Packet) int { return (len(p.Data) - TagSize + 63) / 64 }

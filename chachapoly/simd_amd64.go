@@ -136,24 +136,47 @@ func sizeClass(blocks int) uint8 {
 	return uint8(min(bits.Len(uint(blocks)), 15))
 }
 
+// classBounds returns the block counts of size class c: [lo, hi).
+func classBounds(c uint8) (lo, hi int) {
+	hi = 1 << c
+	if c > 0 {
+		lo = 1 << (c - 1)
+	}
+	if c >= 15 {
+		hi = int(^uint(0) >> 1)
+	}
+	return lo, hi
+}
+
 // sortJobs orders jobs by size class (a counting sort: linear, stable), so
 // that a group of lanes holds jobs of similar length and few lanes idle
-// while the longest finishes.
-func sortJobs(jobs, out []job) {
+// while the longest finishes, and returns them: jobs itself when they are
+// all of one class (a burst of short packets: one compare a job), else
+// out[:len(jobs)].
+func sortJobs(jobs, out []job) []job {
+	if len(jobs) == 0 {
+		return jobs
+	}
+	lo, hi := classBounds(sizeClass(jobs[0].blocks()))
+	same := true
+	for i := range jobs {
+		if b := jobs[i].blocks(); b < lo || b >= hi {
+			same = false
+			break
+		}
+	}
+	if same {
+		return jobs
+	}
 	const classes = 16
 	var count [classes + 1]int
 	var class [2 * maxChunk]uint8
-	same := true
 	for i := range jobs {
 		c := sizeClass(jobs[i].blocks())
 		class[i] = c
 		count[c+1]++
-		same = same && c == class[0]
 	}
-	if same {
-		copy(out, jobs)
-		return
-	}
+	out = out[:len(jobs)]
 	for c := 1; c <= classes; c++ {
 		count[c] += count[c-1]
 	}
@@ -162,6 +185,7 @@ func sortJobs(jobs, out []job) {
 		out[count[c]] = jobs[i]
 		count[c]++
 	}
+	return out
 }
 
 // run computes all jobs (sorted by sortJobs), w lanes at a time. A group
@@ -241,9 +265,12 @@ type chunk struct {
 // c[from:to] to jobs, into zeroed ch.g.polyKey.
 func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 	ch.keys = max(ch.keys, to)
+	clear(ch.g.polyKey[from:to])
+	k := len(jobs)
+	jobs = jobs[:k+to-from]
 	for i := from; i < to; i++ {
-		ch.g.polyKey[i] = [32]byte{}
-		jobs = append(jobs, job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)})
+		jobs[k] = job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)}
+		k++
 	}
 	return jobs
 }
@@ -251,14 +278,17 @@ func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 // dataJobs adds the message of every packet of c[from:to] (from block 1)
 // whose ok is true (all if ok is nil).
 func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
+	k := len(jobs)
+	all := jobs[:k+to-from]
 	for i := from; i < to; i++ {
 		n := len(c[i].Data) - TagSize
 		if n == 0 || (ok != nil && !ok[i]) {
 			continue
 		}
-		jobs = append(jobs, job{n: int32(n), ctr: 1, pkt: uint8(i)})
+		all[k] = job{n: int32(n), ctr: 1, pkt: uint8(i)}
+		k++
 	}
-	return jobs
+	return jobs[:k]
 }
 
 // sealJobs lists the jobs of sealing c: for each group of w packets (w
@@ -279,9 +309,7 @@ func (ch *chunk) sealJobs(c []Packet, w int) []job {
 }
 
 func (ch *chunk) runJobs(im impl, c []Packet, jobs []job) {
-	s := ch.sorted[:len(jobs)]
-	sortJobs(jobs, s)
-	run(im, &ch.g, c, s)
+	run(im, &ch.g, c, sortJobs(jobs, ch.sorted[:]))
 }
 
 func sealSIMD(pkts []Packet, im impl) {
