@@ -262,7 +262,10 @@ type chunk struct {
 }
 
 // keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of packets
-// c[from:to] to jobs, into zeroed ch.g.polyKey.
+// c[from:to] to jobs, into zeroed ch.g.polyKey. jobs has room for them
+// (ch.jobs: two a packet of a chunk), and they are written in place: an
+// append a job cost 4-5 ns each on an Intel Xeon (BenchmarkBurst at 64 B,
+// 72 against 62 ns a packet), as dataJobs' did.
 func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 	ch.keys = max(ch.keys, to)
 	clear(ch.g.polyKey[from:to])
@@ -276,7 +279,7 @@ func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 }
 
 // dataJobs adds the message of every packet of c[from:to] (from block 1)
-// whose ok is true (all if ok is nil).
+// whose ok is true (all if ok is nil); jobs has room for them (keyJobs).
 func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
 	k := len(jobs)
 	all := jobs[:k+to-from]
