@@ -16,6 +16,8 @@ import (
 	"golang.zx2c4.com/wireguard/conn/bindtest"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/allowedips"
 )
 
 // testAllowed returns an mqtunAllowed on a wireguard-go device (down, on
@@ -71,10 +73,10 @@ func (t *mapTable) UpdateAllowed(add, del []netip.Prefix) {
 func checkTable(t *testing.T, name string, a *mqtunAllowed) {
 	t.Helper()
 	m := a.tun.(*mapTable).m
-	if len(m) != len(a.owners) {
-		t.Errorf("%s: the table holds %d prefixes, the model %d", name, len(m), len(a.owners))
+	if len(m) != len(a.model.Owners()) {
+		t.Errorf("%s: the table holds %d prefixes, the model %d", name, len(m), len(a.model.Owners()))
 	}
-	for p := range a.owners {
+	for p := range a.model.Owners() {
 		if _, ok := m[p]; !ok {
 			t.Errorf("%s: %v allowed but not in the table", name, p)
 		}
@@ -127,21 +129,21 @@ func TestAllowedSetFollows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := parseAllowedIPs(strings.NewReader(conf))
+		want, err := parsePeers(conf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := make(map[netip.Prefix]device.NoisePublicKey)
 		for k, ps := range want {
-			if _, ok := a.peers[k]; !ok {
+			if _, ok := a.model.Peer(k); !ok {
 				t.Errorf("%s: peer %x missing from the model", name, k[:4])
 			}
 			for p := range ps {
 				got[p] = k
 			}
 		}
-		if len(a.peers) != len(want) || !maps.Equal(got, a.owners) {
-			t.Errorf("%s: model %v, %d peers; wireguard-go %v, %d peers", name, a.owners, len(a.peers), got, len(want))
+		if a.model.NumPeers() != len(want) || !maps.Equal(got, a.model.Owners()) {
+			t.Errorf("%s: model %v, %d peers; wireguard-go %v, %d peers", name, a.model.Owners(), a.model.NumPeers(), got, len(want))
 		}
 		checkTable(t, name, a)
 		if a.syncs != wantSyncs {
@@ -163,7 +165,7 @@ func TestAllowedSetFollows(t *testing.T) {
 		}
 		check(fmt.Sprintf("set %d", i), 1)
 	}
-	if _, ok := a.owners[p("198.19.0.0/16")]; !ok {
+	if _, ok := a.model.Owners()[p("198.19.0.0/16")]; !ok {
 		t.Fatal("198.19.0.9/16 not followed masked")
 	}
 	// Fails at its second peer, after the first took a prefix.
@@ -230,7 +232,7 @@ func TestAllowedSetConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := parseAllowedIPs(strings.NewReader(conf))
+	want, err := parsePeers(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +242,27 @@ func TestAllowedSetConcurrent(t *testing.T) {
 	n := 0
 	for k, ps := range want {
 		n += len(ps)
-		if !maps.Equal(ps, a.peers[k]) {
-			t.Errorf("peer %x: model %v, wireguard-go %v", k[:4], a.peers[k], ps)
+		if mp, _ := a.model.Peer(k); !maps.Equal(ps, mp) {
+			t.Errorf("peer %x: model %v, wireguard-go %v", k[:4], mp, ps)
 		}
 	}
-	if len(a.peers) != len(want) || len(a.owners) != n || a.syncs != 1 {
-		t.Errorf("model: %d peers, %d prefixes, %d syncs; wireguard-go: %d peers, %d prefixes; want 1 sync", len(a.peers), len(a.owners), a.syncs, len(want), n)
+	if a.model.NumPeers() != len(want) || len(a.model.Owners()) != n || a.syncs != 1 {
+		t.Errorf("model: %d peers, %d prefixes, %d syncs; wireguard-go: %d peers, %d prefixes; want 1 sync", a.model.NumPeers(), len(a.model.Owners()), a.syncs, len(want), n)
 	}
+}
+
+// parsePeers returns the peers of UAPI get reply conf, each with its
+// allowed IPs (masked), read by allowedips.GetWriter.
+func parsePeers(conf string) (map[device.NoisePublicKey]map[netip.Prefix]struct{}, error) {
+	var w allowedips.GetWriter
+	io.WriteString(&w, conf)
+	m, err := w.Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[device.NoisePublicKey]map[netip.Prefix]struct{})
+	for k, ps := range m.All() {
+		out[k] = maps.Clone(ps)
+	}
+	return out, nil
 }
