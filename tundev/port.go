@@ -124,10 +124,12 @@ type PortDevice struct {
 
 	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
 	// prefix length: Write hands a packet to them back to Read (router.go).
-	// Nil until set. Loaded once per Write call.
-	allowed atomic.Pointer[bart.Table[uint8]]
-	loop    loopQueue   // Write → Read (loop.go)
-	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
+	// Nil until set. Loaded once per Write call. allowedMu orders its
+	// writers (SetAllowedIPs, UpdateAllowedIPs).
+	allowed   atomic.Pointer[bart.Table[uint8]]
+	allowedMu sync.Mutex
+	loop      loopQueue   // Write → Read (loop.go)
+	routes    routeLookup // cfg.Routes' Route, or nil (router.go)
 	// icmpLimit rate-limits time exceeded (router.go) and host
 	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
 	// since epoch.
