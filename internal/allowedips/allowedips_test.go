@@ -1,6 +1,7 @@
 package allowedips
 
 import (
+	"crypto/ecdh"
 	"encoding/hex"
 	"io"
 	"maps"
@@ -144,4 +145,30 @@ func FuzzEdit(f *testing.F) {
 		io.WriteString(&w, body)
 		w.Result()
 	})
+}
+
+// TestPrivateKey: a private_key line removes the peer of its public key,
+// as wireguard-go's SetPrivateKey does when the key changes.
+func TestPrivateKey(t *testing.T) {
+	var sk device.NoisePrivateKey
+	sk[0] = 7
+	k, err := ecdh.X25519().NewPrivateKey(sk[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := device.NoisePublicKey(k.PublicKey().Bytes())
+	var e Edit
+	io.WriteString(&e, "private_key="+hex.EncodeToString(sk[:])+"\nlisten_port=9\npublic_key="+hexKey(1)+"\nallowed_ip=10.1.0.0/16\n")
+	if e.Unfollowed || len(e.Ops) != 3 || e.Ops[0] != (Op{Kind: OpPrivateKey, Peer: pub}) {
+		t.Fatalf("ops %v (unfollowed %v), want the private key's public key %x first", e.Ops, e.Unfollowed, pub[:4])
+	}
+	m := NewPeers(0)
+	m.Allow(pub, netip.MustParsePrefix("10.7.0.0/16"))
+	add, del, ok := m.Follow(e.Ops, func(k device.NoisePublicKey) bool { return k == key(1) })
+	if !ok || !slices.Equal(add, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}) || !slices.Equal(del, []netip.Prefix{netip.MustParsePrefix("10.7.0.0/16")}) {
+		t.Errorf("Follow = %v, %v, %v; want [10.1.0.0/16], [10.7.0.0/16], true", add, del, ok)
+	}
+	if _, ok := m.Peer(pub); ok {
+		t.Error("the peer of the private key's public key is still in the model")
+	}
 }

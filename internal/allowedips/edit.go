@@ -2,6 +2,7 @@ package allowedips
 
 import (
 	"bytes"
+	"crypto/ecdh"
 	"net/netip"
 	"strings"
 
@@ -25,13 +26,14 @@ const (
 	OpRemove                          // remove: remove the peer
 	OpReplaceAllowedIPs               // replace_allowed_ips: empty the peer's allowed IPs
 	OpAllowedIP                       // allowed_ip: give Op.Prefix to the peer, or take it (Op.Del)
+	OpPrivateKey                      // private_key: remove the peer of Op.Peer, the key's public key
 )
 
 // Op is one line of a UAPI set that changes allowed IPs or peers, in the
 // order it came.
 type Op struct {
 	Kind   OpKind
-	Peer   device.NoisePublicKey // OpPublicKey
+	Peer   device.NoisePublicKey // OpPublicKey; OpPrivateKey: the private key's public key
 	Prefix netip.Prefix          // OpAllowedIP: masked
 	Del    bool                  // OpAllowedIP: allowed_ip=-prefix
 }
@@ -39,10 +41,10 @@ type Op struct {
 // Edit is an io.Writer that reads a UAPI set body as wireguard-go reads
 // it (io.TeeReader), up to its blank line, and keeps the lines that move
 // allowed IPs (Ops). Unfollowed marks a body whose effect on the allowed
-// IPs it does not model: a device key other than listen_port and fwmark
-// (private_key may remove the peer of its public key, replace_peers
-// removes all), or a line it cannot parse (over maxEditLine bytes, a bad
-// key or prefix). The zero value is ready; single owner; Write never
+// IPs it does not model: a device key other than private_key,
+// listen_port and fwmark (replace_peers removes every peer: a whole read
+// costs no more), or a line it cannot parse (over maxEditLine bytes, a
+// bad key or prefix). The zero value is ready; single owner; Write never
 // fails and keeps no more than one line of b.
 type Edit struct {
 	Ops        []Op
@@ -76,6 +78,16 @@ func (e *Edit) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// publicKey is the X25519 public key of sk (RFC 7748 §6.1), as
+// wireguard-go computes it (device/noise-helpers.go).
+func publicKey(sk device.NoisePrivateKey) device.NoisePublicKey {
+	k, err := ecdh.X25519().NewPrivateKey(sk[:])
+	if err != nil { // only for a key not 32 bytes long
+		panic(err)
+	}
+	return device.NoisePublicKey(k.PublicKey().Bytes())
+}
+
 // take reads one line of the body, without its newline.
 func (e *Edit) take(line string) {
 	if line == "" {
@@ -93,7 +105,18 @@ func (e *Edit) take(line string) {
 		return
 	}
 	if !e.inPeer {
-		if key != "listen_port" && key != "fwmark" {
+		switch key {
+		case "listen_port", "fwmark":
+		case "private_key":
+			op := Op{Kind: OpPrivateKey}
+			var sk device.NoisePrivateKey
+			if sk.FromMaybeZeroHex(value) != nil {
+				e.Unfollowed = true
+				return
+			}
+			op.Peer = publicKey(sk)
+			e.Ops = append(e.Ops, op)
+		default:
 			e.Unfollowed = true
 		}
 		return

@@ -67,7 +67,8 @@ func (m *Peers) NumPeers() int { return len(m.peers) }
 
 // Follow applies ops, those of a set wireguard-go took whole, to the
 // model as wireguard-go's IpcSetOperation applies them to the device
-// (device/uapi.go: a public_key line selects or creates the peer;
+// (device/uapi.go: a private_key removes the peer of its public key,
+// device.SetPrivateKey; a public_key line selects or creates the peer;
 // update_only on a created peer and remove remove it and leave the rest
 // of its section ignored; replace_allowed_ips empties its allowed IPs;
 // allowed_ip=p gives p to it, taken from the peer that had it, -p takes p
@@ -101,6 +102,18 @@ func (m *Peers) Follow(ops []Op, exists func(device.NoisePublicKey) bool) (add, 
 	var cur device.NoisePublicKey
 	var created, ignored bool
 	for _, op := range ops {
+		if op.Kind == OpPrivateKey {
+			// wireguard-go removes the peer of the key's public key when the
+			// key changes; when it does not, no such peer exists (a peer of
+			// the device's own public key is ignored), in the model too
+			// unless the model drifted, which the check below finds.
+			named[op.Peer] = struct{}{}
+			if _, ok := m.peers[op.Peer]; ok {
+				drop(op.Peer)
+				delete(m.peers, op.Peer)
+			}
+			continue
+		}
 		if op.Kind == OpPublicKey {
 			cur, ignored = op.Peer, false
 			named[cur] = struct{}{}
