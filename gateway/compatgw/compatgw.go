@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gaissmai/bart"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.zx2c4.com/wireguard/device"
@@ -43,6 +44,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
@@ -176,10 +178,21 @@ type Gateway struct {
 	// IPs and stay in the LAN filter (syncPrefixes), so that the LAN's
 	// traffic to them reaches the PortDevice, which drops it as no_route,
 	// rather than the host's other routes; keptN and inFilter count them
-	// and prefixes per family. Guarded by mu.
-	kept     map[netip.Prefix]struct{}
-	keptN    [2]int
-	inFilter [2]int
+	// and prefixes per family, keptTable holds them too, for the kept
+	// prefixes inside a prefix (followSet) and those holding one
+	// (publishKept). Guarded by mu.
+	kept      map[netip.Prefix]struct{}
+	keptN     [2]int
+	inFilter  [2]int
+	keptTable *bart.Table[struct{}]
+	// model is wireguard-go's peers and allowed IPs as the last
+	// successful sync read them, changed since by the sets followed
+	// (followSet), the LAN filter in step with it; nil after a failed
+	// sync or set, when the next set syncs whole. Guarded by mu.
+	model *allowedips.Peers
+	// syncs counts the whole reads of the configuration (syncLocked) so
+	// far. Guarded by mu.
+	syncs int
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global
@@ -373,7 +386,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 
 // newGateway returns a Gateway with its maps made, nothing opened.
 func newGateway(log *slog.Logger) *Gateway {
-	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}),
+	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}), keptTable: new(bart.Table[struct{}]),
 		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 

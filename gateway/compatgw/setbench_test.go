@@ -76,3 +76,15 @@ func (m *mapNoRoute) SetAllowedIPs(allowed []netip.Prefix) {
 		m.allowed[p] = true
 	}
 }
+
+func (m *mapNoRoute) UpdateAllowedIPs(add, del []netip.Prefix) {
+	if m.allowed == nil {
+		m.allowed = make(map[netip.Prefix]bool)
+	}
+	for _, p := range del {
+		delete(m.allowed, p)
+	}
+	for _, p := range add {
+		m.allowed[p] = true
+	}
+}
