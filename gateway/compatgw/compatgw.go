@@ -86,7 +86,9 @@ type Config struct {
 	// (Device().IpcSet; default DefaultSyncInterval); a sync reads the
 	// whole configuration (about 8 µs a peer), so with many peers it runs
 	// less often (followPrefixes). A change through the UAPI socket (wg(8))
-	// or Gateway.IpcSet is in the filter before its reply.
+	// or Gateway.IpcSet is in the filter before its reply, by the
+	// difference it made (setOperation); one made from Go meanwhile is
+	// not, until the sync.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).

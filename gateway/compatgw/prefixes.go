@@ -31,12 +31,15 @@ type noRouteSetter interface {
 // (0.4-1 s of CPU at 50,000 peers, 16 MB of text), which every second
 // would keep a core busy; spaced by 20 times its cost it takes at most a
 // twentieth of a CPU. (A set through the UAPI socket or Gateway.IpcSet
-// syncs at once, before its reply: handleUAPI.)
+// is followed at once, by its difference, before its reply:
+// setOperation.)
 const syncSpacing = 20
 
 // followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// the Go API (Device().IpcSet) may change, until Close: every interval,
-// and no sooner than syncSpacing times the last sync's cost after it.
+// the Go API (Device().IpcSet) may change unseen by setOperation's model,
+// until Close: every interval, and no sooner than syncSpacing times the
+// last sync's cost after it. Each sync rebuilds the model, so that the
+// sets after it follow wireguard-go's configuration again.
 func (g *Gateway) followPrefixes(interval time.Duration) {
 	defer g.wg.Done()
 	poll := time.NewTimer(interval)
