@@ -121,6 +121,13 @@ type PortDevice struct {
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
 	noRoute atomic.Pointer[bart.Table[bool]]
+	// noRouteAll is the table of both sets, published as noRoute while
+	// noRouteDrops, the number of drop prefixes, is above 0; noRouteMu
+	// guards both and orders noRoute's writers (SetNoRoute,
+	// UpdateNoRoute).
+	noRouteAll   *bart.Table[bool]
+	noRouteDrops int
+	noRouteMu    sync.Mutex
 
 	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
 	// prefix length: Write hands a packet to them back to Read (router.go).

@@ -187,6 +187,15 @@ type Gateway struct {
 	keptN     [2]int
 	inFilter  [2]int
 	keptTable *bart.Table[struct{}]
+	// keptChanges are the prefixes marked or unmarked kept since the
+	// sync or set began, for followSet's update of the PortDevice.
+	// allowedTable holds the allowed IPs (g.model's), for the allowed IPs
+	// inside a prefix whose kept state changed; pass are those inside a
+	// kept prefix, as the PortDevice was last told (publishKept). Guarded
+	// by mu.
+	keptChanges  []netip.Prefix
+	allowedTable *bart.Table[struct{}]
+	pass         map[netip.Prefix]struct{}
 	// model is wireguard-go's peers and allowed IPs as the last
 	// successful sync read them, changed since by the sets followed
 	// (followSet), the LAN filter in step with it; nil after a failed
@@ -389,6 +398,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 // newGateway returns a Gateway with its maps made, nothing opened.
 func newGateway(log *slog.Logger) *Gateway {
 	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}), keptTable: new(bart.Table[struct{}]),
+		allowedTable: new(bart.Table[struct{}]), pass: make(map[netip.Prefix]struct{}),
 		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 

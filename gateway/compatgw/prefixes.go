@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gaissmai/bart"
 	"golang.zx2c4.com/wireguard/device"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
@@ -81,6 +82,11 @@ func (g *Gateway) syncLocked() error {
 	}
 	model, perr := w.Result()
 	want := model.Owners()
+	g.keptChanges = g.keptChanges[:0]
+	g.allowedTable = new(bart.Table[struct{}])
+	for p := range want {
+		g.allowedTable.Insert(p, struct{}{})
+	}
 	if perr != nil { // wireguard-go writes none such: the sets sync whole
 		g.log.Warn("LAN XDP filter: a line of wireguard-go's configuration not understood", "err", perr)
 	}
@@ -148,6 +154,7 @@ func (g *Gateway) syncLocked() error {
 		g.publishKept(want)
 		g.publishAllowed(want)
 	}
+	g.keptChanges = nil // a whole sync's: followSet's are few
 	err := errs.err()
 	if err == nil && perr == nil {
 		g.model = model
@@ -165,12 +172,14 @@ func (g *Gateway) logUnkept(n int, first netip.Prefix) {
 // markKept records p, in the LAN filter, as kept; unmarkKept records it
 // as no longer kept (g.kept, g.keptN, g.keptTable). g.mu must be held.
 func (g *Gateway) markKept(p netip.Prefix) {
+	g.keptChanges = append(g.keptChanges, p)
 	g.kept[p] = struct{}{}
 	g.keptN[family(p)]++
 	g.keptTable.Insert(p, struct{}{})
 }
 
 func (g *Gateway) unmarkKept(p netip.Prefix) {
+	g.keptChanges = append(g.keptChanges, p)
 	delete(g.kept, p)
 	g.keptN[family(p)]--
 	g.keptTable.Delete(p)
@@ -227,6 +236,7 @@ func (g *Gateway) publishKept(want map[netip.Prefix]device.NoisePublicKey) {
 	if g.noRoute == nil {
 		return
 	}
+	clear(g.pass)
 	if len(g.kept) == 0 {
 		g.noRoute.SetNoRoute(nil, nil)
 		return
@@ -239,6 +249,7 @@ func (g *Gateway) publishKept(want map[netip.Prefix]device.NoisePublicKey) {
 	for p := range want {
 		if _, ok := g.keptTable.LookupPrefix(p); ok {
 			pass = append(pass, p)
+			g.pass[p] = struct{}{}
 		}
 	}
 	g.noRoute.SetNoRoute(drop, pass)

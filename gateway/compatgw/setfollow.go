@@ -12,21 +12,29 @@ import (
 // difference the set made (add entered the allowed IPs, del left them,
 // disjoint: allowedips.Peers.Follow) and g.model already changed by it,
 // to exactly the state syncLocked would reach from the same state with
-// the same allowed IPs (TestFollowSetDifferential), but in O(len(add) +
-// len(del)) filter changes and trie look-ups rather than a read of the
-// whole configuration. It relies on what a successful sync or followSet
-// leaves: every allowed IP in the filter, and of the filter's other
-// prefixes only kept ones, none inside an allowed IP; so only del can
-// become kept or leave the filter, and only add can cover (and so take
-// out) a kept prefix. Which kept prefix gives its slot to an allowed IP
-// when the filter is full is any, as in syncLocked. The kept prefixes and
-// the allowed IPs inside them are handed to the PortDevice whole
-// (publishKept, O(the allowed IPs)), only when the kept set changed or
-// the difference touches a kept prefix; the allowed IPs by their
-// difference (UpdateAllowedIPs). After an error g.model is nil, so that
-// the next set syncs whole. g.mu must be held.
+// the same allowed IPs (TestFollowSetDifferential), without a read of
+// the whole configuration: O(len(add) + len(del)) filter changes and trie
+// look-ups, plus the kept prefixes inside add and the allowed IPs inside
+// a prefix whose kept state changed. It relies on what a successful sync
+// or followSet leaves: every allowed IP in the filter, and of the
+// filter's other prefixes only kept ones, none inside an allowed IP; so
+// only del can become kept or leave the filter, and only add can cover
+// (and so take out) a kept prefix. Which kept prefix gives its slot to
+// an allowed IP when the filter is full is any, as in syncLocked. The
+// PortDevice is told the difference too: of the kept prefixes and the
+// allowed IPs inside them (updateKept, UpdateNoRoute) when the kept set
+// changed or the difference touches a kept prefix, of the allowed IPs
+// (UpdateAllowedIPs). After an error g.model is nil, so that the next set
+// syncs whole. g.mu must be held.
 func (g *Gateway) followSet(add, del []netip.Prefix) error {
 	want := g.model.Owners()
+	g.keptChanges = g.keptChanges[:0]
+	for _, p := range del {
+		g.allowedTable.Delete(p)
+	}
+	for _, p := range add {
+		g.allowedTable.Insert(p, struct{}{})
+	}
 	var errs prefixErrors
 	keptChanged, added, unkept, firstUnkept := false, false, 0, netip.Prefix{}
 	for _, p := range add {
@@ -93,8 +101,12 @@ func (g *Gateway) followSet(add, del []netip.Prefix) error {
 	if unkept > 0 {
 		g.logUnkept(unkept, firstUnkept)
 	}
-	if keptChanged || g.insideKept(add) || g.insideKept(del) {
-		g.publishKept(want)
+	if g.noRoute != nil && (keptChanged || g.insideKept(add) || g.insideKept(del)) {
+		if u, ok := g.noRoute.(noRouteUpdater); ok {
+			g.updateKept(u, add, del, want)
+		} else {
+			g.publishKept(want)
+		}
 	}
 	if len(add) > 0 || len(del) > 0 {
 		g.updateAllowed(add, del, want)
@@ -129,6 +141,61 @@ func (g *Gateway) insideKept(ps []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// noRouteUpdater is a PortDevice's no_route table changed by a
+// difference (tundev.PortDevice.UpdateNoRoute).
+type noRouteUpdater interface {
+	UpdateNoRoute(drop, undrop, pass, unpass []netip.Prefix)
+}
+
+// updateKept hands u what publishKept would, by its difference from what
+// it was last told: the prefixes whose kept state changed in this set
+// (keptChanges) enter or leave its drop set, and the allowed IPs inside
+// them or in the set's difference (add, del) whose place inside a kept
+// prefix changed enter or leave its pass set (g.pass). O(len(add) +
+// len(del) + the allowed IPs inside the prefixes whose kept state
+// changed) trie look-ups. g.mu must be held.
+func (g *Gateway) updateKept(u noRouteUpdater, add, del []netip.Prefix, want map[netip.Prefix]device.NoisePublicKey) {
+	var drop, undrop, pass, unpass []netip.Prefix
+	flips := make(map[netip.Prefix]int, len(g.keptChanges))
+	for _, k := range g.keptChanges {
+		flips[k]++
+	}
+	touched := make(map[netip.Prefix]struct{}, len(add)+len(del))
+	for _, ps := range [][]netip.Prefix{add, del} {
+		for _, p := range ps {
+			touched[p] = struct{}{}
+		}
+	}
+	for k, n := range flips {
+		if n%2 == 1 {
+			if _, kept := g.kept[k]; kept {
+				drop = append(drop, k)
+			} else {
+				undrop = append(undrop, k)
+			}
+		}
+		for p := range g.allowedTable.Subnets(k) {
+			touched[p] = struct{}{}
+		}
+	}
+	for p := range touched {
+		now := false
+		if _, ok := want[p]; ok {
+			_, now = g.keptTable.LookupPrefix(p)
+		}
+		_, was := g.pass[p]
+		switch {
+		case now && !was:
+			pass = append(pass, p)
+			g.pass[p] = struct{}{}
+		case was && !now:
+			unpass = append(unpass, p)
+			delete(g.pass, p)
+		}
+	}
+	u.UpdateNoRoute(drop, undrop, pass, unpass)
 }
 
 // allowedUpdater is a PortDevice's peer-to-peer table changed by a

@@ -39,9 +39,9 @@ func copyFilterState(dst, src *Gateway) {
 	dst.prefixes, dst.kept = maps.Clone(src.prefixes), maps.Clone(src.kept)
 	dst.keptN, dst.inFilter, dst.keptTable = src.keptN, src.inFilter, src.keptTable.Clone()
 	dst.filter.(*fakeFilter).set = maps.Clone(src.filter.(*fakeFilter).set)
-	nr := *src.noRoute.(*mapNoRoute)
-	nr.allowed = maps.Clone(nr.allowed)
-	dst.noRoute = &nr
+	nr := src.noRoute.(*mapNoRoute)
+	dst.noRoute = &mapNoRoute{drop: maps.Clone(nr.drop), pass: maps.Clone(nr.pass), allowed: maps.Clone(nr.allowed)}
+	dst.allowedTable, dst.pass = src.allowedTable.Clone(), maps.Clone(src.pass)
 }
 
 // filterDiff describes how got's LAN filter state differs from want's
@@ -62,6 +62,9 @@ func filterDiff(got, want *Gateway, exact bool) string {
 	if !maps.Equal(gf, got.prefixes) {
 		fmt.Fprintf(&b, "LAN filter %v, recorded %v\n", sorted(gf), sorted(got.prefixes))
 	}
+	if want.model != nil && got.allowedTable.Size() != len(want.model.Owners()) {
+		fmt.Fprintf(&b, "the allowed table holds %d prefixes, wireguard-go %d\n", got.allowedTable.Size(), len(want.model.Owners()))
+	}
 	if got.keptTable.Size() != len(got.kept) {
 		fmt.Fprintf(&b, "the kept table holds %d prefixes, kept %d\n", got.keptTable.Size(), len(got.kept))
 	}
@@ -73,8 +76,8 @@ func filterDiff(got, want *Gateway, exact bool) string {
 			fmt.Fprintf(&b, "kept %v (%v), in the filter %v; want %v (%v), %v\n", sortedPrefixes(slices.Collect(maps.Keys(got.kept))), got.keptN,
 				got.inFilter, sortedPrefixes(slices.Collect(maps.Keys(want.kept))), want.keptN, want.inFilter)
 		}
-		if !slices.Equal(gn.drop, wn.drop) || !slices.Equal(gn.pass, wn.pass) {
-			fmt.Fprintf(&b, "PortDevice drops %v, passes %v; want %v, %v\n", gn.drop, gn.pass, wn.drop, wn.pass)
+		if !maps.Equal(gn.drop, wn.drop) || !maps.Equal(gn.pass, wn.pass) {
+			fmt.Fprintf(&b, "PortDevice drops %v, passes %v; want %v, %v\n", sorted(gn.drop), sorted(gn.pass), sorted(wn.drop), sorted(wn.pass))
 		}
 		return b.String()
 	}
@@ -108,8 +111,8 @@ func filterDiff(got, want *Gateway, exact bool) string {
 	if keptN != got.keptN || inFilter != got.inFilter || len(got.kept) != keptN[0]+keptN[1] {
 		fmt.Fprintf(&b, "kept %v (%d), in the filter %v; counted %v, %v\n", got.keptN, len(got.kept), got.inFilter, keptN, inFilter)
 	}
-	if drop := sortedPrefixes(slices.Collect(maps.Keys(got.kept))); !slices.Equal(gn.drop, drop) || !slices.Equal(gn.pass, sortedPrefixes(pass)) {
-		fmt.Fprintf(&b, "PortDevice drops %v, passes %v; want %v, %v\n", gn.drop, gn.pass, drop, sortedPrefixes(pass))
+	if drop := sortedPrefixes(slices.Collect(maps.Keys(got.kept))); !slices.Equal(sorted(gn.drop), drop) || !slices.Equal(sorted(gn.pass), sortedPrefixes(pass)) {
+		fmt.Fprintf(&b, "PortDevice drops %v, passes %v; want %v, %v\n", sorted(gn.drop), sorted(gn.pass), drop, sortedPrefixes(pass))
 	}
 	return b.String()
 }
