@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -276,5 +277,53 @@ func TestFollowSetFilterError(t *testing.T) {
 	want := []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("10.2.0.0/16"), netip.MustParsePrefix("10.3.0.0/16")}
 	if got := f.holds(); !slices.Equal(got, want) || g.syncs != syncs+1 {
 		t.Errorf("the next set: the filter holds %v after %d whole reads; want %v after %d", got, g.syncs-syncs, want, 1)
+	}
+}
+
+// TestFollowSetConcurrent: sets from several goroutines at once, with a
+// whole read now and then among them (followPrefixes), leave the LAN
+// filter state a whole read would keep as it is (and, under -race, race
+// with nothing). It did not catch the lock taken after wireguard-go's set
+// in 3 runs on 2 cores (the window between two sets is short): the order
+// is argued in setOperation's doc, not proven here.
+func TestFollowSetConcurrent(t *testing.T) {
+	g := diffGateway(t, 1<<20)
+	var keys []string
+	for i := range 8 {
+		keys = append(keys, benchKey(i))
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 5))
+			for i := range 300 {
+				if w == 0 && i%100 == 50 {
+					if err := g.syncPrefixes(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				body, bad := randomSet(r, keys, []string{strings.Repeat("77", 32)})
+				if err := g.IpcSet(body); (err == nil) == bad {
+					t.Errorf("set %q: IpcSet = %v", body, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.mu.Lock()
+	before := &Gateway{prefixes: maps.Clone(g.prefixes), kept: maps.Clone(g.kept), keptN: g.keptN, inFilter: g.inFilter,
+		keptTable: g.keptTable.Clone(), allowedTable: g.allowedTable.Clone(), filter: &fakeFilter{set: maps.Clone(g.filter.(*fakeFilter).set)}}
+	nr := g.noRoute.(*mapNoRoute)
+	before.noRoute = &mapNoRoute{drop: maps.Clone(nr.drop), pass: maps.Clone(nr.pass), allowed: maps.Clone(nr.allowed)}
+	g.mu.Unlock()
+	if err := g.syncPrefixes(); err != nil {
+		t.Fatal(err)
+	}
+	if d := filterDiff(before, g, true); d != "" {
+		t.Errorf("a whole read after the sets changed the state:\n%s", d)
 	}
 }
