@@ -15,8 +15,9 @@
 // the host's own addresses), kept in step with wireguard-go's
 // configuration, wg(8) changes included, and to the prefixes that left
 // them, whose packets the LAN's PortDevice drops as no_route
-// (prefixes.go), so that the host never forwards them by its other
-// routes (a default route out of the WAN, in cleartext).
+// (prefixes.go; a UAPI set by its difference, setfollow.go), so that the
+// host never forwards them by its other routes (a default route out of
+// the WAN, in cleartext).
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
