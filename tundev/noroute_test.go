@@ -1,7 +1,10 @@
 package tundev
 
 import (
+	"maps"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,6 +155,50 @@ func TestPortDeviceNoRouteUnreachable(t *testing.T) {
 		}
 		if s := r.dev.Stats(); s.Drops[PortDropNoRoute] != 10 || s.ICMPErrors != 6 || s.ICMPSuppressed != 4 {
 			t.Errorf("%v: no_route %d icmp_errors %d icmp_suppressed %d, want 10 6 4", c.dst, s.Drops[PortDropNoRoute], s.ICMPErrors, s.ICMPSuppressed)
+		}
+	}
+}
+
+// TestUpdateNoRoute: random differences applied by UpdateNoRoute leave
+// the table SetNoRoute makes of the resulting sets, nil while no drop
+// prefix is left.
+func TestUpdateNoRoute(t *testing.T) {
+	var d, ref PortDevice
+	drop, pass := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
+	r := rand.New(rand.NewPCG(3, 4))
+	pick := func() netip.Prefix {
+		if r.IntN(2) == 0 {
+			return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(r.IntN(4)), byte(r.IntN(4))}), 16+r.IntN(17)).Masked()
+		}
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0xd, 0xb8, 15: byte(r.IntN(4))}), 120+r.IntN(9)).Masked()
+	}
+	for step := range 1000 {
+		var add, undrop, pass1, unpass []netip.Prefix
+		for range r.IntN(3) {
+			switch p := pick(); {
+			case drop[p]:
+				undrop = append(undrop, p)
+				delete(drop, p)
+			case pass[p]:
+				unpass = append(unpass, p)
+				delete(pass, p)
+			case r.IntN(2) == 0 && !slices.Contains(add, p) && !slices.Contains(pass1, p):
+				add = append(add, p)
+			case !slices.Contains(add, p) && !slices.Contains(pass1, p):
+				pass1 = append(pass1, p)
+			}
+		}
+		for _, p := range add {
+			drop[p] = true
+		}
+		for _, p := range pass1 {
+			pass[p] = true
+		}
+		d.UpdateNoRoute(add, undrop, pass1, unpass)
+		ref.SetNoRoute(slices.Collect(maps.Keys(drop)), slices.Collect(maps.Keys(pass)))
+		got, want := d.noRoute.Load(), ref.noRoute.Load()
+		if (got == nil) != (want == nil) || (got != nil && !got.Equal(want)) {
+			t.Fatalf("step %d: after UpdateNoRoute(%v, %v, %v, %v) the table is %v, SetNoRoute of the sets %v", step, add, undrop, pass1, unpass, got, want)
 		}
 	}
 }

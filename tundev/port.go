@@ -121,13 +121,22 @@ type PortDevice struct {
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
 	noRoute atomic.Pointer[bart.Table[bool]]
+	// noRouteAll is the table of both sets, published as noRoute while
+	// noRouteDrops, the number of drop prefixes, is above 0; noRouteMu
+	// guards both and orders noRoute's writers (SetNoRoute,
+	// UpdateNoRoute).
+	noRouteAll   *bart.Table[bool]
+	noRouteDrops int
+	noRouteMu    sync.Mutex
 
 	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
 	// prefix length: Write hands a packet to them back to Read (router.go).
-	// Nil until set. Loaded once per Write call.
-	allowed atomic.Pointer[bart.Table[uint8]]
-	loop    loopQueue   // Write → Read (loop.go)
-	routes  routeLookup // cfg.Routes' Route, or nil (router.go)
+	// Nil until set. Loaded once per Write call. allowedMu orders its
+	// writers (SetAllowedIPs, UpdateAllowedIPs).
+	allowed   atomic.Pointer[bart.Table[uint8]]
+	allowedMu sync.Mutex
+	loop      loopQueue   // Write → Read (loop.go)
+	routes    routeLookup // cfg.Routes' Route, or nil (router.go)
 	// icmpLimit rate-limits time exceeded (router.go) and host
 	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
 	// since epoch.

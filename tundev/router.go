@@ -55,10 +55,38 @@ const tunnelRouteMetric6 = 1024
 // allocation-free trie lookup per packet. Safe for concurrent use;
 // O(len(allowed)) per call.
 func (d *PortDevice) SetAllowedIPs(allowed []netip.Prefix) {
+	d.allowedMu.Lock()
+	defer d.allowedMu.Unlock()
 	t := new(bart.Table[uint8])
 	for _, p := range allowed {
 		if p.Bits() > 0 {
 			t.Insert(p.Masked(), uint8(p.Bits()))
+		}
+	}
+	d.allowed.Store(t)
+}
+
+// UpdateAllowedIPs changes SetAllowedIPs' set by a difference: the
+// prefixes of del leave it, then those of add enter it (a prefix in both
+// stays; a /0 is left out, as by SetAllowedIPs). The table is copied
+// along the changed paths only (bart's persistent insert and delete) and
+// published whole, so that a change costs O(len(add)+len(del)), not
+// O(the set): gateway/compatgw follows a `wg set` with it. Before any
+// SetAllowedIPs it starts from an empty set. Safe for concurrent use
+// with Write and SetAllowedIPs.
+func (d *PortDevice) UpdateAllowedIPs(add, del []netip.Prefix) {
+	d.allowedMu.Lock()
+	defer d.allowedMu.Unlock()
+	t := d.allowed.Load()
+	if t == nil {
+		t = new(bart.Table[uint8])
+	}
+	for _, p := range del {
+		t = t.DeletePersist(p.Masked())
+	}
+	for _, p := range add {
+		if p.Bits() > 0 {
+			t = t.InsertPersist(p.Masked(), uint8(p.Bits()))
 		}
 	}
 	d.allowed.Store(t)

@@ -3,7 +3,10 @@ package tundev
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -429,4 +432,56 @@ func FuzzPortWrite(f *testing.F) {
 			t.Fatalf("one packet counted %d times: %+v", got, s)
 		}
 	})
+}
+
+// TestUpdateAllowedIPs: random differences applied by UpdateAllowedIPs
+// leave the table SetAllowedIPs makes of the resulting set (a /0 left
+// out), and the table published before a change is not changed by it.
+func TestUpdateAllowedIPs(t *testing.T) {
+	var d, ref PortDevice
+	set := map[netip.Prefix]bool{}
+	r := rand.New(rand.NewPCG(1, 2))
+	pick := func() netip.Prefix {
+		if r.IntN(2) == 0 {
+			return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(r.IntN(4)), byte(r.IntN(4))}), r.IntN(33)).Masked()
+		}
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0xd, 0xb8, 15: byte(r.IntN(4))}), r.IntN(129)).Masked()
+	}
+	for step := range 500 {
+		var add, del []netip.Prefix
+		for range r.IntN(4) {
+			p := pick()
+			add = append(add, p)
+		}
+		for range r.IntN(4) {
+			del = append(del, pick())
+		}
+		before := d.allowed.Load()
+		var frozen []netip.Prefix
+		if before != nil {
+			for p := range before.All() {
+				frozen = append(frozen, p)
+			}
+		}
+		d.UpdateAllowedIPs(add, del)
+		for _, p := range del {
+			delete(set, p)
+		}
+		for _, p := range add {
+			set[p] = true
+		}
+		ref.SetAllowedIPs(slices.Collect(maps.Keys(set)))
+		if !d.allowed.Load().Equal(ref.allowed.Load()) {
+			t.Fatalf("step %d: after UpdateAllowedIPs(%v, %v) the table holds %v, SetAllowedIPs of the set %v", step, add, del, d.allowed.Load(), ref.allowed.Load())
+		}
+		if before != nil {
+			var after []netip.Prefix
+			for p := range before.All() {
+				after = append(after, p)
+			}
+			if !slices.Equal(frozen, after) {
+				t.Fatalf("step %d: UpdateAllowedIPs changed the table published before it", step)
+			}
+		}
+	}
 }

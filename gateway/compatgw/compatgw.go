@@ -15,8 +15,9 @@
 // the host's own addresses), kept in step with wireguard-go's
 // configuration, wg(8) changes included, and to the prefixes that left
 // them, whose packets the LAN's PortDevice drops as no_route
-// (prefixes.go), so that the host never forwards them by its other
-// routes (a default route out of the WAN, in cleartext).
+// (prefixes.go; a UAPI set by its difference, setfollow.go), so that the
+// host never forwards them by its other routes (a default route out of
+// the WAN, in cleartext).
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
@@ -33,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gaissmai/bart"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.zx2c4.com/wireguard/device"
@@ -43,6 +45,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
@@ -84,7 +87,9 @@ type Config struct {
 	// (Device().IpcSet; default DefaultSyncInterval); a sync reads the
 	// whole configuration (about 8 µs a peer), so with many peers it runs
 	// less often (followPrefixes). A change through the UAPI socket (wg(8))
-	// or Gateway.IpcSet is in the filter before its reply.
+	// or Gateway.IpcSet is in the filter before its reply, by the
+	// difference it made (setOperation); one made from Go meanwhile is
+	// not, until the sync.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -176,10 +181,30 @@ type Gateway struct {
 	// IPs and stay in the LAN filter (syncPrefixes), so that the LAN's
 	// traffic to them reaches the PortDevice, which drops it as no_route,
 	// rather than the host's other routes; keptN and inFilter count them
-	// and prefixes per family. Guarded by mu.
-	kept     map[netip.Prefix]struct{}
-	keptN    [2]int
-	inFilter [2]int
+	// and prefixes per family, keptTable holds them too, for the kept
+	// prefixes inside a prefix (followSet) and those holding one
+	// (publishKept). Guarded by mu.
+	kept      map[netip.Prefix]struct{}
+	keptN     [2]int
+	inFilter  [2]int
+	keptTable *bart.Table[struct{}]
+	// keptChanges are the prefixes marked or unmarked kept since the
+	// sync or set began, for followSet's update of the PortDevice.
+	// allowedTable holds the allowed IPs (g.model's), for the allowed IPs
+	// inside a prefix whose kept state changed; pass are those inside a
+	// kept prefix, as the PortDevice was last told (publishKept). Guarded
+	// by mu.
+	keptChanges  []netip.Prefix
+	allowedTable *bart.Table[struct{}]
+	pass         map[netip.Prefix]struct{}
+	// model is wireguard-go's peers and allowed IPs as the last
+	// successful sync read them, changed since by the sets followed
+	// (followSet), the LAN filter in step with it; nil after a failed
+	// sync or set, when the next set syncs whole. Guarded by mu.
+	model *allowedips.Peers
+	// syncs counts the whole reads of the configuration (syncLocked) so
+	// far. Guarded by mu.
+	syncs int
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global
@@ -373,7 +398,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 
 // newGateway returns a Gateway with its maps made, nothing opened.
 func newGateway(log *slog.Logger) *Gateway {
-	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}),
+	return &Gateway{log: log, stop: make(chan struct{}), prefixes: make(map[netip.Prefix]bool), kept: make(map[netip.Prefix]struct{}), keptTable: new(bart.Table[struct{}]),
+		allowedTable: new(bart.Table[struct{}]), pass: make(map[netip.Prefix]struct{}),
 		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 

@@ -1,15 +1,16 @@
 package compatgw
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/gaissmai/bart"
+	"golang.zx2c4.com/wireguard/device"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/allowedips"
 )
 
 // prefixFilter is the LAN port's prefix match (*afxdp.Port).
@@ -31,12 +32,15 @@ type noRouteSetter interface {
 // (0.4-1 s of CPU at 50,000 peers, 16 MB of text), which every second
 // would keep a core busy; spaced by 20 times its cost it takes at most a
 // twentieth of a CPU. (A set through the UAPI socket or Gateway.IpcSet
-// syncs at once, before its reply: handleUAPI.)
+// is followed at once, by its difference, before its reply:
+// setOperation.)
 const syncSpacing = 20
 
 // followPrefixes keeps the LAN filter in step with the allowed IPs, which
-// the Go API (Device().IpcSet) may change, until Close: every interval,
-// and no sooner than syncSpacing times the last sync's cost after it.
+// the Go API (Device().IpcSet) may change unseen by setOperation's model,
+// until Close: every interval, and no sooner than syncSpacing times the
+// last sync's cost after it. Each sync rebuilds the model, so that the
+// sets after it follow wireguard-go's configuration again.
 func (g *Gateway) followPrefixes(interval time.Duration) {
 	defer g.wg.Done()
 	poll := time.NewTimer(interval)
@@ -57,24 +61,40 @@ func (g *Gateway) followPrefixes(interval time.Duration) {
 
 // syncPrefixes makes the LAN XDP filter redirect the allowed IPs
 // wireguard-go has (read over its UAPI get, parsed as it is written), and
-// those that left them, which it keeps (kept, publishKept). Calls are serialized from
-// the read on, so that a sync that read the allowed IPs before a change
-// cannot undo the sync that read them after it.
+// those that left them, which it keeps (kept, publishKept). Calls are
+// serialized from the read on, so that a sync that read the allowed IPs
+// before a change cannot undo the sync that read them after it.
 func (g *Gateway) syncPrefixes() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	w := allowedIPsWriter{want: make(map[netip.Prefix]bool, len(g.prefixes))}
+	return g.syncLocked()
+}
+
+// syncLocked is syncPrefixes with g.mu held. It rebuilds g.model from the
+// read, which a set then follows (followSet) while the sync succeeded;
+// after an error g.model is nil and the next set syncs whole again.
+func (g *Gateway) syncLocked() error {
+	g.syncs++
+	g.model = nil
+	var w allowedips.GetWriter
 	if err := g.dev.IpcGetOperation(&w); err != nil {
 		return fmt.Errorf("read wireguard-go's allowed IPs: %w", err)
 	}
-	w.Write([]byte{'\n'}) // a last line without its newline
-	want := w.want
+	model, perr := w.Result()
+	want := model.Owners()
+	g.keptChanges = g.keptChanges[:0]
+	g.allowedTable = new(bart.Table[struct{}])
+	for p := range want {
+		g.allowedTable.Insert(p, struct{}{})
+	}
+	if perr != nil { // wireguard-go writes none such: the sets sync whole
+		g.log.Warn("LAN XDP filter: a line of wireguard-go's configuration not understood", "err", perr)
+	}
 	var errs prefixErrors
 	changed, added, unkept, firstUnkept := false, false, 0, netip.Prefix{}
 	for p := range g.kept {
-		if want[p] { // back in the configuration, in its slot
-			delete(g.kept, p)
-			g.keptN[family(p)]--
+		if _, ok := want[p]; ok { // back in the configuration, in its slot
+			g.unmarkKept(p)
 			changed, added = true, true
 		}
 	}
@@ -103,12 +123,12 @@ func (g *Gateway) syncPrefixes() error {
 	}
 	for p := range g.prefixes {
 		_, kept := g.kept[p]
+		_, wanted := want[p]
 		switch {
-		case want[p]:
+		case wanted:
 			continue
 		case !kept && p.Bits() > 0 && !covered(p, want):
-			g.kept[p] = struct{}{}
-			g.keptN[family(p)]++
+			g.markKept(p)
 			changed = true
 			continue
 		case kept && (!added || !covered(p, want)): // only a prefix added or back can cover it
@@ -121,30 +141,57 @@ func (g *Gateway) syncPrefixes() error {
 			continue
 		}
 		if kept {
-			delete(g.kept, p)
-			g.keptN[family(p)]--
+			g.unmarkKept(p)
 		}
 		delete(g.prefixes, p)
 		g.inFilter[family(p)]--
 		changed = true
 	}
 	if unkept > 0 {
-		g.log.Info("the LAN XDP prefix map is full: prefixes that left wireguard-go's allowed IPs are no longer kept in it, the kernel forwards their packets by the host's routes",
-			"prefixes", unkept, "first", firstUnkept)
+		g.logUnkept(unkept, firstUnkept)
 	}
 	if changed || unkept > 0 {
 		g.publishKept(want)
 		g.publishAllowed(want)
 	}
-	return errs.err()
+	g.keptChanges = nil // a whole sync's: followSet's are few
+	err := errs.err()
+	if err == nil && perr == nil {
+		g.model = model
+	}
+	return err
+}
+
+// logUnkept says that n kept prefixes, the first first, gave their slots
+// in the LAN filter to configured ones.
+func (g *Gateway) logUnkept(n int, first netip.Prefix) {
+	g.log.Info("the LAN XDP prefix map is full: prefixes that left wireguard-go's allowed IPs are no longer kept in it, the kernel forwards their packets by the host's routes",
+		"prefixes", n, "first", first)
+}
+
+// markKept records p, in the LAN filter, as kept; unmarkKept records it
+// as no longer kept (g.kept, g.keptN, g.keptTable). g.mu must be held.
+func (g *Gateway) markKept(p netip.Prefix) {
+	g.keptChanges = append(g.keptChanges, p)
+	g.kept[p] = struct{}{}
+	g.keptN[family(p)]++
+	g.keptTable.Insert(p, struct{}{})
+}
+
+func (g *Gateway) unmarkKept(p netip.Prefix) {
+	g.keptChanges = append(g.keptChanges, p)
+	delete(g.kept, p)
+	g.keptN[family(p)]--
+	g.keptTable.Delete(p)
 }
 
 // covered reports whether a prefix of want other than p contains p: then
 // the LAN filter matches p's packets by that prefix, and wireguard-go
 // sends them to its peer. At most 129 map look-ups.
-func covered(p netip.Prefix, want map[netip.Prefix]bool) bool {
+func covered[V any](p netip.Prefix, want map[netip.Prefix]V) bool {
 	for b := p.Bits() - 1; b >= 0; b-- {
-		if q, _ := p.Addr().Prefix(b); want[q] {
+		q, _ := p.Addr().Prefix(b)
+		if _, ok := want[q]; ok {
 			return true
 		}
 	}
@@ -172,9 +219,8 @@ func (g *Gateway) unkeep(f int) (netip.Prefix, error) {
 		if err := g.filter.DeletePrefix(p); err != nil {
 			return p, fmt.Errorf("delete kept %v: %w", p, err)
 		}
-		delete(g.kept, p)
+		g.unmarkKept(p)
 		delete(g.prefixes, p)
-		g.keptN[f]--
 		g.inFilter[f]--
 		return p, nil
 	}
@@ -186,24 +232,24 @@ func (g *Gateway) unkeep(f int) (netip.Prefix, error) {
 // on to wireguard-go (tundev.PortDevice.SetNoRoute): O(len(want)) trie
 // look-ups while a prefix is kept, nothing more otherwise. g.mu must be
 // held.
-func (g *Gateway) publishKept(want map[netip.Prefix]bool) {
+func (g *Gateway) publishKept(want map[netip.Prefix]device.NoisePublicKey) {
 	if g.noRoute == nil {
 		return
 	}
+	clear(g.pass)
 	if len(g.kept) == 0 {
 		g.noRoute.SetNoRoute(nil, nil)
 		return
 	}
-	var kept bart.Table[struct{}]
 	drop := make([]netip.Prefix, 0, len(g.kept))
 	for p := range g.kept {
-		kept.Insert(p, struct{}{})
 		drop = append(drop, p)
 	}
 	var pass []netip.Prefix
 	for p := range want {
-		if _, ok := kept.LookupPrefix(p); ok {
+		if _, ok := g.keptTable.LookupPrefix(p); ok {
 			pass = append(pass, p)
+			g.pass[p] = struct{}{}
 		}
 	}
 	g.noRoute.SetNoRoute(drop, pass)
@@ -219,7 +265,7 @@ type allowedSetter interface {
 // publishAllowed hands the PortDevice every allowed IP of want, for
 // peer-to-peer forwarding, when g.noRoute takes them. O(len(want)); g.mu
 // must be held.
-func (g *Gateway) publishAllowed(want map[netip.Prefix]bool) {
+func (g *Gateway) publishAllowed(want map[netip.Prefix]device.NoisePublicKey) {
 	a, ok := g.noRoute.(allowedSetter)
 	if !ok {
 		return
@@ -258,37 +304,4 @@ func (e *prefixErrors) err() error {
 		return errors.Join(append(e.errs, fmt.Errorf("%d more prefixes failed (%d in all), not listed", more, e.n))...)
 	}
 	return errors.Join(e.errs...)
-}
-
-// allowedIPsWriter collects the masked prefixes of the "allowed_ip=" lines
-// of a UAPI get reply written to it, line by line as they come, without
-// keeping the reply (tens of MB with many peers). Not safe for concurrent
-// use.
-type allowedIPsWriter struct {
-	want    map[netip.Prefix]bool
-	partial []byte // the start of a line cut between writes
-}
-
-func (w *allowedIPsWriter) Write(b []byte) (int, error) {
-	n := len(b)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			w.partial = append(w.partial, b...)
-			break
-		}
-		line := b[:i]
-		if len(w.partial) > 0 {
-			w.partial = append(w.partial, line...)
-			line = w.partial
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("allowed_ip=")); ok {
-			if p, err := netip.ParsePrefix(string(v)); err == nil {
-				w.want[p.Masked()] = true
-			}
-		}
-		w.partial = w.partial[:0]
-		b = b[i+1:]
-	}
-	return n, nil
 }

@@ -120,28 +120,6 @@ func TestFilterFollowsUAPI(t *testing.T) {
 	}
 }
 
-// TestAllowedIPsWriter: the prefixes of a get reply written in pieces of
-// every size are those of the whole reply.
-func TestAllowedIPsWriter(t *testing.T) {
-	reply := "private_key=00\nlisten_port=1\npublic_key=01\nallowed_ip=198.19.7.1/24\nendpoint=198.18.0.2:1\nallowed_ip=2001:db8::/32\n" +
-		"public_key=02\nallowed_ip=10.0.0.0/8\nallowed_ip=bogus\nallowed_ip=10.1.2.3/32"
-	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32"),
-		netip.MustParsePrefix("198.19.7.0/24"), netip.MustParsePrefix("2001:db8::/32")}
-	for size := 1; size <= len(reply); size++ {
-		w := allowedIPsWriter{want: map[netip.Prefix]bool{}}
-		for s := reply; len(s) > 0; {
-			n := min(size, len(s))
-			w.Write([]byte(s[:n]))
-			s = s[n:]
-		}
-		w.Write([]byte{'\n'})
-		got := slices.SortedFunc(maps.Keys(w.want), func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
-		if !slices.Equal(got, want) {
-			t.Fatalf("written %d bytes at a time: prefixes %v, want %v", size, got, want)
-		}
-	}
-}
-
 // fullFilter refuses every prefix, as a LAN map too small for the
 // configuration does beyond its capacity.
 type fullFilter struct{}
