@@ -67,7 +67,7 @@ func (g *Gateway) handleUAPI(c net.Conn) {
 // (followSet): microseconds, where a sync reads the whole configuration
 // (tens of ms at 10,000 peers, BenchmarkUAPISet). A set wireguard-go
 // refused (it may have applied part of it), one whose effect the Edit
-// does not model (a private_key, replace_peers, a line it cannot parse),
+// does not model (replace_peers, a line it cannot parse),
 // one naming a peer the model and wireguard-go disagree on, or any set
 // while g.model is nil, syncs whole instead (syncLocked). g.mu is held
 // throughout, so that the filter follows the sets in the order
