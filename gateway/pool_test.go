@@ -102,7 +102,11 @@ func TestPoolAnswersStormThroughAdmission(t *testing.T) {
 	for i, s := range r.sims {
 		r.f.hs <- s.message(s.initiation(t, uint32(i+1)))
 	}
-	waitFor(t, func() bool { return len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)) == n })
+	// A worker counts a reply after its post returns: the dataplane can
+	// hold all n before the last is counted. Wait for both.
+	waitFor(t, func() bool {
+		return len(ofType(r.f.sentSince(0), noise.TypeCookieReply, 0)) == n && r.dev.Stats().CookieRepliesSent >= n
+	})
 	for _, c := range ofType(r.f.sentSince(0), noise.TypeCookieReply, 0) {
 		i := int(c.payload[noise.CookieReplyOffsetReceiver]) - 1
 		if err := r.sims[i].hs.ConsumeCookieReply(c.payload); err != nil {
@@ -112,7 +116,8 @@ func TestPoolAnswersStormThroughAdmission(t *testing.T) {
 	for i, s := range r.sims {
 		r.f.hs <- s.message(s.initiation(t, uint32(i+1)))
 	}
-	waitFor(t, func() bool { return len(r.responses()) == n })
+	// Likewise for the responses.
+	waitFor(t, func() bool { return len(r.responses()) == n && r.dev.Stats().ResponsesSent >= n })
 	st := r.dev.Stats()
 	if st.CookieRepliesSent != n || st.ResponsesSent != n || st.Drops.Total() != 0 {
 		t.Fatalf("cookie replies %d, responses %d, drops %v; want %d, %d, none", st.CookieRepliesSent, st.ResponsesSent, st.Drops.List(), n, n)
