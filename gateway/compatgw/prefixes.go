@@ -102,23 +102,16 @@ func (g *Gateway) syncLocked() error {
 		if g.prefixes[p] {
 			continue
 		}
-		f := family(p)
-		if g.inFilter[f] >= g.capacity && g.keptN[f] > 0 {
-			q, err := g.unkeep(f)
-			if err != nil {
-				errs.add(err)
-				continue
-			}
+		q, err := g.addToFilter(p)
+		if q.IsValid() {
 			if unkept++; unkept == 1 {
 				firstUnkept = q
 			}
 		}
-		if err := g.filter.AddPrefix(p); err != nil {
-			errs.add(fmt.Errorf("add %v: %w", p, err))
+		if err != nil {
+			errs.add(err)
 			continue
 		}
-		g.prefixes[p] = true
-		g.inFilter[f]++
 		changed, added = true, true
 	}
 	for p := range g.prefixes {
@@ -211,6 +204,27 @@ func family(p netip.Prefix) int {
 // free its slot for one of wireguard-go's allowed IPs, and returns it:
 // the kernel forwards what the LAN sends it by the host's routes again.
 // g.mu must be held.
+// addToFilter puts the allowed IP p into the filter, giving it first the
+// slot of a kept prefix of its family when the filter is full; unkept is
+// the kept prefix that left (invalid: none), also when the add then
+// failed. g.mu must be held.
+func (g *Gateway) addToFilter(p netip.Prefix) (unkept netip.Prefix, err error) {
+	f := family(p)
+	if g.inFilter[f] >= g.capacity && g.keptN[f] > 0 {
+		q, err := g.unkeep(f)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		unkept = q
+	}
+	if err := g.filter.AddPrefix(p); err != nil {
+		return unkept, fmt.Errorf("add %v: %w", p, err)
+	}
+	g.prefixes[p] = true
+	g.inFilter[f]++
+	return unkept, nil
+}
+
 func (g *Gateway) unkeep(f int) (netip.Prefix, error) {
 	for p := range g.kept {
 		if family(p) != f {

@@ -47,24 +47,17 @@ func (g *Gateway) followSet(add, del []netip.Prefix) error {
 		if g.prefixes[p] {
 			continue
 		}
-		f := family(p)
-		if g.inFilter[f] >= g.capacity && g.keptN[f] > 0 {
-			q, err := g.unkeep(f)
-			if err != nil {
-				errs.add(err)
-				continue
-			}
+		q, err := g.addToFilter(p)
+		if q.IsValid() {
 			keptChanged = true
 			if unkept++; unkept == 1 {
 				firstUnkept = q
 			}
 		}
-		if err := g.filter.AddPrefix(p); err != nil {
-			errs.add(fmt.Errorf("add %v: %w", p, err))
+		if err != nil {
+			errs.add(err)
 			continue
 		}
-		g.prefixes[p] = true
-		g.inFilter[f]++
 		added = true
 	}
 	for _, p := range del {
