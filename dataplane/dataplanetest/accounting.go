@@ -33,14 +33,22 @@ func (s *suite) testAccounting(t *testing.T, queues int) {
 		buf := make([]dataplane.Frame, 64)
 		var seq uint64
 		for !done.Load() {
+			got := false
 			for qi := range queues {
 				rx := p.a.Queue(qi).RX()
 				if n := rx.Receive(buf); n > 0 {
 					returned.Add(int64(n))
 					rx.Free(buf[:n])
+					got = true
 				}
 			}
 			if stopA.Load() || sent.Load() >= int64(total) {
+				if !got {
+					// Nothing to do but wait for b: let it (and the
+					// waiter) run, as with one P they otherwise wait
+					// for a preemption every round.
+					runtime.Gosched()
+				}
 				continue
 			}
 			if sent.Load()-returned.Load()-bDropped.Load() > window {
@@ -69,6 +77,9 @@ func (s *suite) testAccounting(t *testing.T, queues int) {
 				if n == 0 {
 					tx.Reclaim()
 				}
+				if m < n || n == 0 {
+					runtime.Gosched() // the ring is full: let b drain it
+				}
 			}
 		}
 	})
@@ -76,6 +87,7 @@ func (s *suite) testAccounting(t *testing.T, queues int) {
 	wg.Go(func() {
 		buf := make([]dataplane.Frame, 64)
 		for !done.Load() {
+			got := false
 			for qi := range queues {
 				q := p.b.Queue(qi)
 				n := q.RX().Receive(buf)
@@ -90,6 +102,10 @@ func (s *suite) testAccounting(t *testing.T, queues int) {
 				if n == 0 {
 					q.TX().Reclaim()
 				}
+				got = got || n > 0
+			}
+			if !got {
+				runtime.Gosched() // as a's: nothing arrived
 			}
 		}
 	})
