@@ -239,19 +239,13 @@ rounds:
 	JLE         skip0
 	MOVQ        1024(AX), R8
 	TESTQ       R8, R8
-	JZ          abs0_0
-	ADDQ        AX, R8
-	JMP         ptr0_0
-
-abs0_0:
-	MOVQ 704(AX), R8
-
-ptr0_0:
-	CMPQ      DI, $0x40
-	JB        partial0
-	VPXORD    (R8)(BX*1), Z0, Z0
-	VMOVDQU32 Z0, (R8)(BX*1)
-	JMP       skip0
+	JNZ         key0
+	MOVQ        704(AX), R8
+	CMPQ        DI, $0x40
+	JB          partial0
+	VPXORD      (R8)(BX*1), Z0, Z0
+	VMOVDQU32   Z0, (R8)(BX*1)
+	JMP         skip0
 
 partial0:
 	MOVQ       $-1, SI
@@ -260,21 +254,19 @@ partial0:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z0, Z0
 	VMOVDQU8   Z0, K1, (R8)(BX*1)
+	JMP        skip0
+
+key0:
+	VMOVDQU Y0, (AX)(R8*1)
 
 skip0:
-	MOVQ  840(AX), DI
-	SUBQ  BX, DI
-	JLE   skip1
-	MOVQ  1032(AX), R8
-	TESTQ R8, R8
-	JZ    abs1_1
-	ADDQ  AX, R8
-	JMP   ptr1_1
-
-abs1_1:
-	MOVQ 712(AX), R8
-
-ptr1_1:
+	MOVQ      840(AX), DI
+	SUBQ      BX, DI
+	JLE       skip1
+	MOVQ      1032(AX), R8
+	TESTQ     R8, R8
+	JNZ       key1
+	MOVQ      712(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial1
 	VPXORD    (R8)(BX*1), Z1, Z1
@@ -288,21 +280,19 @@ partial1:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z1, Z1
 	VMOVDQU8   Z1, K1, (R8)(BX*1)
+	JMP        skip1
+
+key1:
+	VMOVDQU Y1, (AX)(R8*1)
 
 skip1:
-	MOVQ  848(AX), DI
-	SUBQ  BX, DI
-	JLE   skip2
-	MOVQ  1040(AX), R8
-	TESTQ R8, R8
-	JZ    abs2_2
-	ADDQ  AX, R8
-	JMP   ptr2_2
-
-abs2_2:
-	MOVQ 720(AX), R8
-
-ptr2_2:
+	MOVQ      848(AX), DI
+	SUBQ      BX, DI
+	JLE       skip2
+	MOVQ      1040(AX), R8
+	TESTQ     R8, R8
+	JNZ       key2
+	MOVQ      720(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial2
 	VPXORD    (R8)(BX*1), Z2, Z2
@@ -316,21 +306,19 @@ partial2:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z2, Z2
 	VMOVDQU8   Z2, K1, (R8)(BX*1)
+	JMP        skip2
+
+key2:
+	VMOVDQU Y2, (AX)(R8*1)
 
 skip2:
-	MOVQ  856(AX), DI
-	SUBQ  BX, DI
-	JLE   skip3
-	MOVQ  1048(AX), R8
-	TESTQ R8, R8
-	JZ    abs3_3
-	ADDQ  AX, R8
-	JMP   ptr3_3
-
-abs3_3:
-	MOVQ 728(AX), R8
-
-ptr3_3:
+	MOVQ      856(AX), DI
+	SUBQ      BX, DI
+	JLE       skip3
+	MOVQ      1048(AX), R8
+	TESTQ     R8, R8
+	JNZ       key3
+	MOVQ      728(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial3
 	VPXORD    (R8)(BX*1), Z3, Z3
@@ -344,21 +332,19 @@ partial3:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z3, Z3
 	VMOVDQU8   Z3, K1, (R8)(BX*1)
+	JMP        skip3
+
+key3:
+	VMOVDQU Y3, (AX)(R8*1)
 
 skip3:
-	MOVQ  864(AX), DI
-	SUBQ  BX, DI
-	JLE   skip4
-	MOVQ  1056(AX), R8
-	TESTQ R8, R8
-	JZ    abs4_4
-	ADDQ  AX, R8
-	JMP   ptr4_4
-
-abs4_4:
-	MOVQ 736(AX), R8
-
-ptr4_4:
+	MOVQ      864(AX), DI
+	SUBQ      BX, DI
+	JLE       skip4
+	MOVQ      1056(AX), R8
+	TESTQ     R8, R8
+	JNZ       key4
+	MOVQ      736(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial4
 	VPXORD    (R8)(BX*1), Z4, Z4
@@ -372,21 +358,19 @@ partial4:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z4, Z4
 	VMOVDQU8   Z4, K1, (R8)(BX*1)
+	JMP        skip4
+
+key4:
+	VMOVDQU Y4, (AX)(R8*1)
 
 skip4:
-	MOVQ  872(AX), DI
-	SUBQ  BX, DI
-	JLE   skip5
-	MOVQ  1064(AX), R8
-	TESTQ R8, R8
-	JZ    abs5_5
-	ADDQ  AX, R8
-	JMP   ptr5_5
-
-abs5_5:
-	MOVQ 744(AX), R8
-
-ptr5_5:
+	MOVQ      872(AX), DI
+	SUBQ      BX, DI
+	JLE       skip5
+	MOVQ      1064(AX), R8
+	TESTQ     R8, R8
+	JNZ       key5
+	MOVQ      744(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial5
 	VPXORD    (R8)(BX*1), Z5, Z5
@@ -400,21 +384,19 @@ partial5:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z5, Z5
 	VMOVDQU8   Z5, K1, (R8)(BX*1)
+	JMP        skip5
+
+key5:
+	VMOVDQU Y5, (AX)(R8*1)
 
 skip5:
-	MOVQ  880(AX), DI
-	SUBQ  BX, DI
-	JLE   skip6
-	MOVQ  1072(AX), R8
-	TESTQ R8, R8
-	JZ    abs6_6
-	ADDQ  AX, R8
-	JMP   ptr6_6
-
-abs6_6:
-	MOVQ 752(AX), R8
-
-ptr6_6:
+	MOVQ      880(AX), DI
+	SUBQ      BX, DI
+	JLE       skip6
+	MOVQ      1072(AX), R8
+	TESTQ     R8, R8
+	JNZ       key6
+	MOVQ      752(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial6
 	VPXORD    (R8)(BX*1), Z6, Z6
@@ -428,21 +410,19 @@ partial6:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z6, Z6
 	VMOVDQU8   Z6, K1, (R8)(BX*1)
+	JMP        skip6
+
+key6:
+	VMOVDQU Y6, (AX)(R8*1)
 
 skip6:
-	MOVQ  888(AX), DI
-	SUBQ  BX, DI
-	JLE   skip7
-	MOVQ  1080(AX), R8
-	TESTQ R8, R8
-	JZ    abs7_7
-	ADDQ  AX, R8
-	JMP   ptr7_7
-
-abs7_7:
-	MOVQ 760(AX), R8
-
-ptr7_7:
+	MOVQ      888(AX), DI
+	SUBQ      BX, DI
+	JLE       skip7
+	MOVQ      1080(AX), R8
+	TESTQ     R8, R8
+	JNZ       key7
+	MOVQ      760(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial7
 	VPXORD    (R8)(BX*1), Z7, Z7
@@ -456,21 +436,19 @@ partial7:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z7, Z7
 	VMOVDQU8   Z7, K1, (R8)(BX*1)
+	JMP        skip7
+
+key7:
+	VMOVDQU Y7, (AX)(R8*1)
 
 skip7:
-	MOVQ  896(AX), DI
-	SUBQ  BX, DI
-	JLE   skip8
-	MOVQ  1088(AX), R8
-	TESTQ R8, R8
-	JZ    abs8_8
-	ADDQ  AX, R8
-	JMP   ptr8_8
-
-abs8_8:
-	MOVQ 768(AX), R8
-
-ptr8_8:
+	MOVQ      896(AX), DI
+	SUBQ      BX, DI
+	JLE       skip8
+	MOVQ      1088(AX), R8
+	TESTQ     R8, R8
+	JNZ       key8
+	MOVQ      768(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial8
 	VPXORD    (R8)(BX*1), Z8, Z8
@@ -484,21 +462,19 @@ partial8:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z8, Z8
 	VMOVDQU8   Z8, K1, (R8)(BX*1)
+	JMP        skip8
+
+key8:
+	VMOVDQU Y8, (AX)(R8*1)
 
 skip8:
-	MOVQ  904(AX), DI
-	SUBQ  BX, DI
-	JLE   skip9
-	MOVQ  1096(AX), R8
-	TESTQ R8, R8
-	JZ    abs9_9
-	ADDQ  AX, R8
-	JMP   ptr9_9
-
-abs9_9:
-	MOVQ 776(AX), R8
-
-ptr9_9:
+	MOVQ      904(AX), DI
+	SUBQ      BX, DI
+	JLE       skip9
+	MOVQ      1096(AX), R8
+	TESTQ     R8, R8
+	JNZ       key9
+	MOVQ      776(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial9
 	VPXORD    (R8)(BX*1), Z9, Z9
@@ -512,21 +488,19 @@ partial9:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z9, Z9
 	VMOVDQU8   Z9, K1, (R8)(BX*1)
+	JMP        skip9
+
+key9:
+	VMOVDQU Y9, (AX)(R8*1)
 
 skip9:
-	MOVQ  912(AX), DI
-	SUBQ  BX, DI
-	JLE   skip10
-	MOVQ  1104(AX), R8
-	TESTQ R8, R8
-	JZ    abs10_10
-	ADDQ  AX, R8
-	JMP   ptr10_10
-
-abs10_10:
-	MOVQ 784(AX), R8
-
-ptr10_10:
+	MOVQ      912(AX), DI
+	SUBQ      BX, DI
+	JLE       skip10
+	MOVQ      1104(AX), R8
+	TESTQ     R8, R8
+	JNZ       key10
+	MOVQ      784(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial10
 	VPXORD    (R8)(BX*1), Z10, Z10
@@ -540,21 +514,19 @@ partial10:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z10, Z10
 	VMOVDQU8   Z10, K1, (R8)(BX*1)
+	JMP        skip10
+
+key10:
+	VMOVDQU Y10, (AX)(R8*1)
 
 skip10:
-	MOVQ  920(AX), DI
-	SUBQ  BX, DI
-	JLE   skip11
-	MOVQ  1112(AX), R8
-	TESTQ R8, R8
-	JZ    abs11_11
-	ADDQ  AX, R8
-	JMP   ptr11_11
-
-abs11_11:
-	MOVQ 792(AX), R8
-
-ptr11_11:
+	MOVQ      920(AX), DI
+	SUBQ      BX, DI
+	JLE       skip11
+	MOVQ      1112(AX), R8
+	TESTQ     R8, R8
+	JNZ       key11
+	MOVQ      792(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial11
 	VPXORD    (R8)(BX*1), Z11, Z11
@@ -568,21 +540,19 @@ partial11:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z11, Z11
 	VMOVDQU8   Z11, K1, (R8)(BX*1)
+	JMP        skip11
+
+key11:
+	VMOVDQU Y11, (AX)(R8*1)
 
 skip11:
-	MOVQ  928(AX), DI
-	SUBQ  BX, DI
-	JLE   skip12
-	MOVQ  1120(AX), R8
-	TESTQ R8, R8
-	JZ    abs12_12
-	ADDQ  AX, R8
-	JMP   ptr12_12
-
-abs12_12:
-	MOVQ 800(AX), R8
-
-ptr12_12:
+	MOVQ      928(AX), DI
+	SUBQ      BX, DI
+	JLE       skip12
+	MOVQ      1120(AX), R8
+	TESTQ     R8, R8
+	JNZ       key12
+	MOVQ      800(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial12
 	VPXORD    (R8)(BX*1), Z12, Z12
@@ -596,21 +566,19 @@ partial12:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z12, Z12
 	VMOVDQU8   Z12, K1, (R8)(BX*1)
+	JMP        skip12
+
+key12:
+	VMOVDQU Y12, (AX)(R8*1)
 
 skip12:
-	MOVQ  936(AX), DI
-	SUBQ  BX, DI
-	JLE   skip13
-	MOVQ  1128(AX), R8
-	TESTQ R8, R8
-	JZ    abs13_13
-	ADDQ  AX, R8
-	JMP   ptr13_13
-
-abs13_13:
-	MOVQ 808(AX), R8
-
-ptr13_13:
+	MOVQ      936(AX), DI
+	SUBQ      BX, DI
+	JLE       skip13
+	MOVQ      1128(AX), R8
+	TESTQ     R8, R8
+	JNZ       key13
+	MOVQ      808(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial13
 	VPXORD    (R8)(BX*1), Z13, Z13
@@ -624,21 +592,19 @@ partial13:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z13, Z13
 	VMOVDQU8   Z13, K1, (R8)(BX*1)
+	JMP        skip13
+
+key13:
+	VMOVDQU Y13, (AX)(R8*1)
 
 skip13:
-	MOVQ  944(AX), DI
-	SUBQ  BX, DI
-	JLE   skip14
-	MOVQ  1136(AX), R8
-	TESTQ R8, R8
-	JZ    abs14_14
-	ADDQ  AX, R8
-	JMP   ptr14_14
-
-abs14_14:
-	MOVQ 816(AX), R8
-
-ptr14_14:
+	MOVQ      944(AX), DI
+	SUBQ      BX, DI
+	JLE       skip14
+	MOVQ      1136(AX), R8
+	TESTQ     R8, R8
+	JNZ       key14
+	MOVQ      816(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial14
 	VPXORD    (R8)(BX*1), Z14, Z14
@@ -652,21 +618,19 @@ partial14:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z14, Z14
 	VMOVDQU8   Z14, K1, (R8)(BX*1)
+	JMP        skip14
+
+key14:
+	VMOVDQU Y14, (AX)(R8*1)
 
 skip14:
-	MOVQ  952(AX), DI
-	SUBQ  BX, DI
-	JLE   skip15
-	MOVQ  1144(AX), R8
-	TESTQ R8, R8
-	JZ    abs15_15
-	ADDQ  AX, R8
-	JMP   ptr15_15
-
-abs15_15:
-	MOVQ 824(AX), R8
-
-ptr15_15:
+	MOVQ      952(AX), DI
+	SUBQ      BX, DI
+	JLE       skip15
+	MOVQ      1144(AX), R8
+	TESTQ     R8, R8
+	JNZ       key15
+	MOVQ      824(AX), R8
 	CMPQ      DI, $0x40
 	JB        partial15
 	VPXORD    (R8)(BX*1), Z15, Z15
@@ -680,6 +644,10 @@ partial15:
 	VMOVDQU8.Z (R8)(BX*1), K1, Z16
 	VPXORD     Z16, Z15, Z15
 	VMOVDQU8   Z15, K1, (R8)(BX*1)
+	JMP        skip15
+
+key15:
+	VMOVDQU Y15, (AX)(R8*1)
 
 skip15:
 	INCQ CX
@@ -1313,20 +1281,14 @@ c8_rounds:
 	JLE         c8_skip0_0
 	MOVQ        1024(AX), R8
 	TESTQ       R8, R8
-	JZ          abs0_16
-	ADDQ        AX, R8
-	JMP         ptr0_16
-
-abs0_16:
-	MOVQ 704(AX), R8
-
-ptr0_16:
-	ADDQ    BX, R8
-	CMPQ    DI, $0x20
-	JB      c8_partial0_0
-	VPXOR   (R8), Y8, Y8
-	VMOVDQU Y8, (R8)
-	JMP     c8_skip0_0
+	JNZ         c8_key0_0
+	MOVQ        704(AX), R8
+	ADDQ        BX, R8
+	CMPQ        DI, $0x20
+	JB          c8_partial0_0
+	VPXOR       (R8), Y8, Y8
+	VMOVDQU     Y8, (R8)
+	JMP         c8_skip0_0
 
 c8_partial0_0:
 	VMOVDQU Y8, 320(SP)
@@ -1338,21 +1300,19 @@ c8_tail0_0:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_0
+	JMP  c8_skip0_0
+
+c8_key0_0:
+	VMOVDQU Y8, (AX)(R8*1)
 
 c8_skip0_0:
-	MOVQ  840(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_1
-	MOVQ  1032(AX), R8
-	TESTQ R8, R8
-	JZ    abs1_17
-	ADDQ  AX, R8
-	JMP   ptr1_17
-
-abs1_17:
-	MOVQ 712(AX), R8
-
-ptr1_17:
+	MOVQ    840(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_1
+	MOVQ    1032(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_1
+	MOVQ    712(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_1
@@ -1370,21 +1330,19 @@ c8_tail0_1:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_1
+	JMP  c8_skip0_1
+
+c8_key0_1:
+	VMOVDQU Y9, (AX)(R8*1)
 
 c8_skip0_1:
-	MOVQ  848(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_2
-	MOVQ  1040(AX), R8
-	TESTQ R8, R8
-	JZ    abs2_18
-	ADDQ  AX, R8
-	JMP   ptr2_18
-
-abs2_18:
-	MOVQ 720(AX), R8
-
-ptr2_18:
+	MOVQ    848(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_2
+	MOVQ    1040(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_2
+	MOVQ    720(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_2
@@ -1402,21 +1360,19 @@ c8_tail0_2:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_2
+	JMP  c8_skip0_2
+
+c8_key0_2:
+	VMOVDQU Y10, (AX)(R8*1)
 
 c8_skip0_2:
-	MOVQ  856(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_3
-	MOVQ  1048(AX), R8
-	TESTQ R8, R8
-	JZ    abs3_19
-	ADDQ  AX, R8
-	JMP   ptr3_19
-
-abs3_19:
-	MOVQ 728(AX), R8
-
-ptr3_19:
+	MOVQ    856(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_3
+	MOVQ    1048(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_3
+	MOVQ    728(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_3
@@ -1434,21 +1390,19 @@ c8_tail0_3:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_3
+	JMP  c8_skip0_3
+
+c8_key0_3:
+	VMOVDQU Y11, (AX)(R8*1)
 
 c8_skip0_3:
-	MOVQ  864(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_4
-	MOVQ  1056(AX), R8
-	TESTQ R8, R8
-	JZ    abs4_20
-	ADDQ  AX, R8
-	JMP   ptr4_20
-
-abs4_20:
-	MOVQ 736(AX), R8
-
-ptr4_20:
+	MOVQ    864(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_4
+	MOVQ    1056(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_4
+	MOVQ    736(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_4
@@ -1466,21 +1420,19 @@ c8_tail0_4:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_4
+	JMP  c8_skip0_4
+
+c8_key0_4:
+	VMOVDQU Y12, (AX)(R8*1)
 
 c8_skip0_4:
-	MOVQ  872(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_5
-	MOVQ  1064(AX), R8
-	TESTQ R8, R8
-	JZ    abs5_21
-	ADDQ  AX, R8
-	JMP   ptr5_21
-
-abs5_21:
-	MOVQ 744(AX), R8
-
-ptr5_21:
+	MOVQ    872(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_5
+	MOVQ    1064(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_5
+	MOVQ    744(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_5
@@ -1498,21 +1450,19 @@ c8_tail0_5:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_5
+	JMP  c8_skip0_5
+
+c8_key0_5:
+	VMOVDQU Y13, (AX)(R8*1)
 
 c8_skip0_5:
-	MOVQ  880(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_6
-	MOVQ  1072(AX), R8
-	TESTQ R8, R8
-	JZ    abs6_22
-	ADDQ  AX, R8
-	JMP   ptr6_22
-
-abs6_22:
-	MOVQ 752(AX), R8
-
-ptr6_22:
+	MOVQ    880(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_6
+	MOVQ    1072(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_6
+	MOVQ    752(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_6
@@ -1530,21 +1480,19 @@ c8_tail0_6:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_6
+	JMP  c8_skip0_6
+
+c8_key0_6:
+	VMOVDQU Y14, (AX)(R8*1)
 
 c8_skip0_6:
-	MOVQ  888(AX), DI
-	SUBQ  BX, DI
-	JLE   c8_skip0_7
-	MOVQ  1080(AX), R8
-	TESTQ R8, R8
-	JZ    abs7_23
-	ADDQ  AX, R8
-	JMP   ptr7_23
-
-abs7_23:
-	MOVQ 760(AX), R8
-
-ptr7_23:
+	MOVQ    888(AX), DI
+	SUBQ    BX, DI
+	JLE     c8_skip0_7
+	MOVQ    1080(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key0_7
+	MOVQ    760(AX), R8
 	ADDQ    BX, R8
 	CMPQ    DI, $0x20
 	JB      c8_partial0_7
@@ -1562,6 +1510,10 @@ c8_tail0_7:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail0_7
+	JMP  c8_skip0_7
+
+c8_key0_7:
+	VMOVDQU Y15, (AX)(R8*1)
 
 c8_skip0_7:
 	VMOVDQU     64(SP), Y0
@@ -1602,21 +1554,15 @@ c8_skip0_7:
 	JLE         c8_skip1_0
 	MOVQ        1024(AX), R8
 	TESTQ       R8, R8
-	JZ          abs0_24
-	ADDQ        AX, R8
-	JMP         ptr0_24
-
-abs0_24:
-	MOVQ 704(AX), R8
-
-ptr0_24:
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
-	CMPQ    DI, $0x20
-	JB      c8_partial1_0
-	VPXOR   (R8), Y8, Y8
-	VMOVDQU Y8, (R8)
-	JMP     c8_skip1_0
+	JNZ         c8_key1_0
+	MOVQ        704(AX), R8
+	ADDQ        BX, R8
+	ADDQ        $0x20, R8
+	CMPQ        DI, $0x20
+	JB          c8_partial1_0
+	VPXOR       (R8), Y8, Y8
+	VMOVDQU     Y8, (R8)
+	JMP         c8_skip1_0
 
 c8_partial1_0:
 	VMOVDQU Y8, 320(SP)
@@ -1628,22 +1574,20 @@ c8_tail1_0:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_0
+	JMP  c8_skip1_0
+
+c8_key1_0:
+	VMOVDQU Y8, (AX)(R8*1)
 
 c8_skip1_0:
-	MOVQ  840(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_1
-	MOVQ  1032(AX), R8
-	TESTQ R8, R8
-	JZ    abs1_25
-	ADDQ  AX, R8
-	JMP   ptr1_25
-
-abs1_25:
-	MOVQ 712(AX), R8
-
-ptr1_25:
+	MOVQ    840(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_1
+	MOVQ    1032(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_1
+	MOVQ    712(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1662,22 +1606,20 @@ c8_tail1_1:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_1
+	JMP  c8_skip1_1
+
+c8_key1_1:
+	VMOVDQU Y9, (AX)(R8*1)
 
 c8_skip1_1:
-	MOVQ  848(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_2
-	MOVQ  1040(AX), R8
-	TESTQ R8, R8
-	JZ    abs2_26
-	ADDQ  AX, R8
-	JMP   ptr2_26
-
-abs2_26:
-	MOVQ 720(AX), R8
-
-ptr2_26:
+	MOVQ    848(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_2
+	MOVQ    1040(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_2
+	MOVQ    720(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1696,22 +1638,20 @@ c8_tail1_2:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_2
+	JMP  c8_skip1_2
+
+c8_key1_2:
+	VMOVDQU Y10, (AX)(R8*1)
 
 c8_skip1_2:
-	MOVQ  856(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_3
-	MOVQ  1048(AX), R8
-	TESTQ R8, R8
-	JZ    abs3_27
-	ADDQ  AX, R8
-	JMP   ptr3_27
-
-abs3_27:
-	MOVQ 728(AX), R8
-
-ptr3_27:
+	MOVQ    856(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_3
+	MOVQ    1048(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_3
+	MOVQ    728(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1730,22 +1670,20 @@ c8_tail1_3:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_3
+	JMP  c8_skip1_3
+
+c8_key1_3:
+	VMOVDQU Y11, (AX)(R8*1)
 
 c8_skip1_3:
-	MOVQ  864(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_4
-	MOVQ  1056(AX), R8
-	TESTQ R8, R8
-	JZ    abs4_28
-	ADDQ  AX, R8
-	JMP   ptr4_28
-
-abs4_28:
-	MOVQ 736(AX), R8
-
-ptr4_28:
+	MOVQ    864(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_4
+	MOVQ    1056(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_4
+	MOVQ    736(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1764,22 +1702,20 @@ c8_tail1_4:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_4
+	JMP  c8_skip1_4
+
+c8_key1_4:
+	VMOVDQU Y12, (AX)(R8*1)
 
 c8_skip1_4:
-	MOVQ  872(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_5
-	MOVQ  1064(AX), R8
-	TESTQ R8, R8
-	JZ    abs5_29
-	ADDQ  AX, R8
-	JMP   ptr5_29
-
-abs5_29:
-	MOVQ 744(AX), R8
-
-ptr5_29:
+	MOVQ    872(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_5
+	MOVQ    1064(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_5
+	MOVQ    744(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1798,22 +1734,20 @@ c8_tail1_5:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_5
+	JMP  c8_skip1_5
+
+c8_key1_5:
+	VMOVDQU Y13, (AX)(R8*1)
 
 c8_skip1_5:
-	MOVQ  880(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_6
-	MOVQ  1072(AX), R8
-	TESTQ R8, R8
-	JZ    abs6_30
-	ADDQ  AX, R8
-	JMP   ptr6_30
-
-abs6_30:
-	MOVQ 752(AX), R8
-
-ptr6_30:
+	MOVQ    880(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_6
+	MOVQ    1072(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_6
+	MOVQ    752(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1832,22 +1766,20 @@ c8_tail1_6:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_6
+	JMP  c8_skip1_6
+
+c8_key1_6:
+	VMOVDQU Y14, (AX)(R8*1)
 
 c8_skip1_6:
-	MOVQ  888(AX), DI
-	SUBQ  BX, DI
-	SUBQ  $0x20, DI
-	JLE   c8_skip1_7
-	MOVQ  1080(AX), R8
-	TESTQ R8, R8
-	JZ    abs7_31
-	ADDQ  AX, R8
-	JMP   ptr7_31
-
-abs7_31:
-	MOVQ 760(AX), R8
-
-ptr7_31:
+	MOVQ    888(AX), DI
+	SUBQ    BX, DI
+	SUBQ    $0x20, DI
+	JLE     c8_skip1_7
+	MOVQ    1080(AX), R8
+	TESTQ   R8, R8
+	JNZ     c8_key1_7
+	MOVQ    760(AX), R8
 	ADDQ    BX, R8
 	ADDQ    $0x20, R8
 	CMPQ    DI, $0x20
@@ -1866,6 +1798,10 @@ c8_tail1_7:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_7
+	JMP  c8_skip1_7
+
+c8_key1_7:
+	VMOVDQU Y15, (AX)(R8*1)
 
 c8_skip1_7:
 	INCQ CX

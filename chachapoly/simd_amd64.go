@@ -16,8 +16,8 @@ const lanes = 16
 
 // group is the state of 16 lanes handed to the assembly: each lane XORs a
 // run of consecutive ChaCha20 key stream blocks (from block counter ctr on)
-// into n bytes at ptr. A lane is a job: a packet's Poly1305 key block (into
-// a zeroed 32-byte buffer), its whole message, or a segment of a long
+// into n bytes at ptr. A lane is a job: a packet's Poly1305 key (the first
+// 32 bytes of its block 0, stored into polyKey), its whole message, or a segment of a long
 // message spread over idle lanes. Layout fixed (the generator in _asm
 // hard-codes the offsets; TestGroupLayout checks them). It lives on the
 // caller's stack and is wiped before the burst call returns.
@@ -27,7 +27,7 @@ type group struct {
 	ptr   [lanes]unsafe.Pointer // start of each lane's bytes (nil if idle)
 	n     [lanes]int            // bytes of each lane (0 if idle)
 	ctr   [lanes]uint32         // block counter of each lane's first block
-	rel   [lanes]uint64         // if not 0, the lane's bytes are polyKey, at this offset in the group
+	rel   [lanes]uint64         // if not 0, the lane is a Poly1305 key (n = 32), stored at this offset in the group
 
 	// polyKey holds the one-time Poly1305 keys of a chunk (RFC 8439
 	// §2.6), written by lanes whose rel points here. Kept inside the
@@ -113,8 +113,9 @@ func chacha(im impl, g *group, blocks uint64) {
 const maxChunk = 64
 
 // job is a run of key stream blocks for one packet: counter ctr on, XORed
-// into n bytes at offset off of the packet's Data, or, if rel is not 0, at
-// offset rel in the group (a Poly1305 key block). It holds no pointer, so
+// into n bytes at offset off of the packet's Data, or, if rel is not 0,
+// the first 32 bytes of block 0 stored at offset rel in the group (a
+// Poly1305 key; n is 32). It holds no pointer, so
 // that moving jobs is a plain copy.
 // Sixteen bytes, so that the chunk's two job arrays (zeroed with the rest
 // of the chunk on every call) stay small: a message is shorter than 2^31
@@ -262,13 +263,13 @@ type chunk struct {
 }
 
 // keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of packets
-// c[from:to] to jobs, into zeroed ch.g.polyKey. jobs has room for them
+// c[from:to] to jobs, stored into ch.g.polyKey (not XORed: the slots need
+// no clearing, and the kernels do not load them). jobs has room for them
 // (ch.jobs: two a packet of a chunk), and they are written in place: an
 // append a job cost 4-5 ns each on an Intel Xeon (BenchmarkBurst at 64 B,
 // 72 against 62 ns a packet), as dataJobs' did.
 func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
 	ch.keys = max(ch.keys, to)
-	clear(ch.g.polyKey[from:to])
 	k := len(jobs)
 	jobs = jobs[:k+to-from]
 	for i := from; i < to; i++ {

@@ -153,7 +153,11 @@ func chacha8() {
 				SUBQ(U8(32), rem)
 			}
 			JLE(LabelRef(skip))
-			lanePtr(g, l, ptr)
+			key := fmt.Sprintf("c8_key%d_%d", half, l)
+			MOVQ(Mem{Base: g, Disp: offRel + 8*l}, ptr)
+			TESTQ(ptr, ptr)
+			JNZ(LabelRef(key))
+			MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
 			ADDQ(off, ptr)
 			if half == 1 {
 				ADDQ(U8(32), ptr)
@@ -173,6 +177,11 @@ func chacha8() {
 			INCQ(k)
 			CMPQ(k, rem)
 			JB(LabelRef(loop))
+			JMP(LabelRef(skip))
+			// A key lane (n = 32, one block, so only in half 0): stored,
+			// not XORed (chacha16).
+			Label(key)
+			VMOVDQU(y(8+l), Mem{Base: g, Index: ptr, Scale: 1})
 			Label(skip)
 		}
 	}
