@@ -237,417 +237,513 @@ rounds:
 	MOVQ        832(AX), DI
 	SUBQ        BX, DI
 	JLE         skip0
-	MOVQ        1024(AX), R8
-	TESTQ       R8, R8
-	JNZ         key0
 	MOVQ        704(AX), R8
-	CMPQ        DI, $0x40
-	JB          partial0
-	VPXORD      (R8)(BX*1), Z0, Z0
-	VMOVDQU32   Z0, (R8)(BX*1)
-	JMP         skip0
+	ADDQ        BX, R8
+	MOVQ        1024(AX), SI
+	TESTQ       SI, SI
+	JZ          data0
+	TESTQ       BX, BX
+	JZ          key0
+	SUBQ        $0x40, R8
+
+data0:
+	CMPQ      DI, $0x40
+	JB        partial0
+	VPXORD    (R8), Z0, Z0
+	VMOVDQU32 Z0, (R8)
+	JMP       skip0
 
 partial0:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z0, Z0
-	VMOVDQU8   Z0, K1, (R8)(BX*1)
+	VMOVDQU8   Z0, K1, (R8)
 	JMP        skip0
 
 key0:
-	VMOVDQU Y0, (AX)(R8*1)
+	VMOVDQU Y0, (AX)(SI*1)
 
 skip0:
-	MOVQ      840(AX), DI
-	SUBQ      BX, DI
-	JLE       skip1
-	MOVQ      1032(AX), R8
-	TESTQ     R8, R8
-	JNZ       key1
-	MOVQ      712(AX), R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   skip1
+	MOVQ  712(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1032(AX), SI
+	TESTQ SI, SI
+	JZ    data1
+	TESTQ BX, BX
+	JZ    key1
+	SUBQ  $0x40, R8
+
+data1:
 	CMPQ      DI, $0x40
 	JB        partial1
-	VPXORD    (R8)(BX*1), Z1, Z1
-	VMOVDQU32 Z1, (R8)(BX*1)
+	VPXORD    (R8), Z1, Z1
+	VMOVDQU32 Z1, (R8)
 	JMP       skip1
 
 partial1:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z1, Z1
-	VMOVDQU8   Z1, K1, (R8)(BX*1)
+	VMOVDQU8   Z1, K1, (R8)
 	JMP        skip1
 
 key1:
-	VMOVDQU Y1, (AX)(R8*1)
+	VMOVDQU Y1, (AX)(SI*1)
 
 skip1:
-	MOVQ      848(AX), DI
-	SUBQ      BX, DI
-	JLE       skip2
-	MOVQ      1040(AX), R8
-	TESTQ     R8, R8
-	JNZ       key2
-	MOVQ      720(AX), R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   skip2
+	MOVQ  720(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1040(AX), SI
+	TESTQ SI, SI
+	JZ    data2
+	TESTQ BX, BX
+	JZ    key2
+	SUBQ  $0x40, R8
+
+data2:
 	CMPQ      DI, $0x40
 	JB        partial2
-	VPXORD    (R8)(BX*1), Z2, Z2
-	VMOVDQU32 Z2, (R8)(BX*1)
+	VPXORD    (R8), Z2, Z2
+	VMOVDQU32 Z2, (R8)
 	JMP       skip2
 
 partial2:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z2, Z2
-	VMOVDQU8   Z2, K1, (R8)(BX*1)
+	VMOVDQU8   Z2, K1, (R8)
 	JMP        skip2
 
 key2:
-	VMOVDQU Y2, (AX)(R8*1)
+	VMOVDQU Y2, (AX)(SI*1)
 
 skip2:
-	MOVQ      856(AX), DI
-	SUBQ      BX, DI
-	JLE       skip3
-	MOVQ      1048(AX), R8
-	TESTQ     R8, R8
-	JNZ       key3
-	MOVQ      728(AX), R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   skip3
+	MOVQ  728(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1048(AX), SI
+	TESTQ SI, SI
+	JZ    data3
+	TESTQ BX, BX
+	JZ    key3
+	SUBQ  $0x40, R8
+
+data3:
 	CMPQ      DI, $0x40
 	JB        partial3
-	VPXORD    (R8)(BX*1), Z3, Z3
-	VMOVDQU32 Z3, (R8)(BX*1)
+	VPXORD    (R8), Z3, Z3
+	VMOVDQU32 Z3, (R8)
 	JMP       skip3
 
 partial3:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z3, Z3
-	VMOVDQU8   Z3, K1, (R8)(BX*1)
+	VMOVDQU8   Z3, K1, (R8)
 	JMP        skip3
 
 key3:
-	VMOVDQU Y3, (AX)(R8*1)
+	VMOVDQU Y3, (AX)(SI*1)
 
 skip3:
-	MOVQ      864(AX), DI
-	SUBQ      BX, DI
-	JLE       skip4
-	MOVQ      1056(AX), R8
-	TESTQ     R8, R8
-	JNZ       key4
-	MOVQ      736(AX), R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   skip4
+	MOVQ  736(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1056(AX), SI
+	TESTQ SI, SI
+	JZ    data4
+	TESTQ BX, BX
+	JZ    key4
+	SUBQ  $0x40, R8
+
+data4:
 	CMPQ      DI, $0x40
 	JB        partial4
-	VPXORD    (R8)(BX*1), Z4, Z4
-	VMOVDQU32 Z4, (R8)(BX*1)
+	VPXORD    (R8), Z4, Z4
+	VMOVDQU32 Z4, (R8)
 	JMP       skip4
 
 partial4:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z4, Z4
-	VMOVDQU8   Z4, K1, (R8)(BX*1)
+	VMOVDQU8   Z4, K1, (R8)
 	JMP        skip4
 
 key4:
-	VMOVDQU Y4, (AX)(R8*1)
+	VMOVDQU Y4, (AX)(SI*1)
 
 skip4:
-	MOVQ      872(AX), DI
-	SUBQ      BX, DI
-	JLE       skip5
-	MOVQ      1064(AX), R8
-	TESTQ     R8, R8
-	JNZ       key5
-	MOVQ      744(AX), R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   skip5
+	MOVQ  744(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1064(AX), SI
+	TESTQ SI, SI
+	JZ    data5
+	TESTQ BX, BX
+	JZ    key5
+	SUBQ  $0x40, R8
+
+data5:
 	CMPQ      DI, $0x40
 	JB        partial5
-	VPXORD    (R8)(BX*1), Z5, Z5
-	VMOVDQU32 Z5, (R8)(BX*1)
+	VPXORD    (R8), Z5, Z5
+	VMOVDQU32 Z5, (R8)
 	JMP       skip5
 
 partial5:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z5, Z5
-	VMOVDQU8   Z5, K1, (R8)(BX*1)
+	VMOVDQU8   Z5, K1, (R8)
 	JMP        skip5
 
 key5:
-	VMOVDQU Y5, (AX)(R8*1)
+	VMOVDQU Y5, (AX)(SI*1)
 
 skip5:
-	MOVQ      880(AX), DI
-	SUBQ      BX, DI
-	JLE       skip6
-	MOVQ      1072(AX), R8
-	TESTQ     R8, R8
-	JNZ       key6
-	MOVQ      752(AX), R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   skip6
+	MOVQ  752(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1072(AX), SI
+	TESTQ SI, SI
+	JZ    data6
+	TESTQ BX, BX
+	JZ    key6
+	SUBQ  $0x40, R8
+
+data6:
 	CMPQ      DI, $0x40
 	JB        partial6
-	VPXORD    (R8)(BX*1), Z6, Z6
-	VMOVDQU32 Z6, (R8)(BX*1)
+	VPXORD    (R8), Z6, Z6
+	VMOVDQU32 Z6, (R8)
 	JMP       skip6
 
 partial6:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z6, Z6
-	VMOVDQU8   Z6, K1, (R8)(BX*1)
+	VMOVDQU8   Z6, K1, (R8)
 	JMP        skip6
 
 key6:
-	VMOVDQU Y6, (AX)(R8*1)
+	VMOVDQU Y6, (AX)(SI*1)
 
 skip6:
-	MOVQ      888(AX), DI
-	SUBQ      BX, DI
-	JLE       skip7
-	MOVQ      1080(AX), R8
-	TESTQ     R8, R8
-	JNZ       key7
-	MOVQ      760(AX), R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   skip7
+	MOVQ  760(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1080(AX), SI
+	TESTQ SI, SI
+	JZ    data7
+	TESTQ BX, BX
+	JZ    key7
+	SUBQ  $0x40, R8
+
+data7:
 	CMPQ      DI, $0x40
 	JB        partial7
-	VPXORD    (R8)(BX*1), Z7, Z7
-	VMOVDQU32 Z7, (R8)(BX*1)
+	VPXORD    (R8), Z7, Z7
+	VMOVDQU32 Z7, (R8)
 	JMP       skip7
 
 partial7:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z7, Z7
-	VMOVDQU8   Z7, K1, (R8)(BX*1)
+	VMOVDQU8   Z7, K1, (R8)
 	JMP        skip7
 
 key7:
-	VMOVDQU Y7, (AX)(R8*1)
+	VMOVDQU Y7, (AX)(SI*1)
 
 skip7:
-	MOVQ      896(AX), DI
-	SUBQ      BX, DI
-	JLE       skip8
-	MOVQ      1088(AX), R8
-	TESTQ     R8, R8
-	JNZ       key8
-	MOVQ      768(AX), R8
+	MOVQ  896(AX), DI
+	SUBQ  BX, DI
+	JLE   skip8
+	MOVQ  768(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1088(AX), SI
+	TESTQ SI, SI
+	JZ    data8
+	TESTQ BX, BX
+	JZ    key8
+	SUBQ  $0x40, R8
+
+data8:
 	CMPQ      DI, $0x40
 	JB        partial8
-	VPXORD    (R8)(BX*1), Z8, Z8
-	VMOVDQU32 Z8, (R8)(BX*1)
+	VPXORD    (R8), Z8, Z8
+	VMOVDQU32 Z8, (R8)
 	JMP       skip8
 
 partial8:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z8, Z8
-	VMOVDQU8   Z8, K1, (R8)(BX*1)
+	VMOVDQU8   Z8, K1, (R8)
 	JMP        skip8
 
 key8:
-	VMOVDQU Y8, (AX)(R8*1)
+	VMOVDQU Y8, (AX)(SI*1)
 
 skip8:
-	MOVQ      904(AX), DI
-	SUBQ      BX, DI
-	JLE       skip9
-	MOVQ      1096(AX), R8
-	TESTQ     R8, R8
-	JNZ       key9
-	MOVQ      776(AX), R8
+	MOVQ  904(AX), DI
+	SUBQ  BX, DI
+	JLE   skip9
+	MOVQ  776(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1096(AX), SI
+	TESTQ SI, SI
+	JZ    data9
+	TESTQ BX, BX
+	JZ    key9
+	SUBQ  $0x40, R8
+
+data9:
 	CMPQ      DI, $0x40
 	JB        partial9
-	VPXORD    (R8)(BX*1), Z9, Z9
-	VMOVDQU32 Z9, (R8)(BX*1)
+	VPXORD    (R8), Z9, Z9
+	VMOVDQU32 Z9, (R8)
 	JMP       skip9
 
 partial9:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z9, Z9
-	VMOVDQU8   Z9, K1, (R8)(BX*1)
+	VMOVDQU8   Z9, K1, (R8)
 	JMP        skip9
 
 key9:
-	VMOVDQU Y9, (AX)(R8*1)
+	VMOVDQU Y9, (AX)(SI*1)
 
 skip9:
-	MOVQ      912(AX), DI
-	SUBQ      BX, DI
-	JLE       skip10
-	MOVQ      1104(AX), R8
-	TESTQ     R8, R8
-	JNZ       key10
-	MOVQ      784(AX), R8
+	MOVQ  912(AX), DI
+	SUBQ  BX, DI
+	JLE   skip10
+	MOVQ  784(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1104(AX), SI
+	TESTQ SI, SI
+	JZ    data10
+	TESTQ BX, BX
+	JZ    key10
+	SUBQ  $0x40, R8
+
+data10:
 	CMPQ      DI, $0x40
 	JB        partial10
-	VPXORD    (R8)(BX*1), Z10, Z10
-	VMOVDQU32 Z10, (R8)(BX*1)
+	VPXORD    (R8), Z10, Z10
+	VMOVDQU32 Z10, (R8)
 	JMP       skip10
 
 partial10:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z10, Z10
-	VMOVDQU8   Z10, K1, (R8)(BX*1)
+	VMOVDQU8   Z10, K1, (R8)
 	JMP        skip10
 
 key10:
-	VMOVDQU Y10, (AX)(R8*1)
+	VMOVDQU Y10, (AX)(SI*1)
 
 skip10:
-	MOVQ      920(AX), DI
-	SUBQ      BX, DI
-	JLE       skip11
-	MOVQ      1112(AX), R8
-	TESTQ     R8, R8
-	JNZ       key11
-	MOVQ      792(AX), R8
+	MOVQ  920(AX), DI
+	SUBQ  BX, DI
+	JLE   skip11
+	MOVQ  792(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1112(AX), SI
+	TESTQ SI, SI
+	JZ    data11
+	TESTQ BX, BX
+	JZ    key11
+	SUBQ  $0x40, R8
+
+data11:
 	CMPQ      DI, $0x40
 	JB        partial11
-	VPXORD    (R8)(BX*1), Z11, Z11
-	VMOVDQU32 Z11, (R8)(BX*1)
+	VPXORD    (R8), Z11, Z11
+	VMOVDQU32 Z11, (R8)
 	JMP       skip11
 
 partial11:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z11, Z11
-	VMOVDQU8   Z11, K1, (R8)(BX*1)
+	VMOVDQU8   Z11, K1, (R8)
 	JMP        skip11
 
 key11:
-	VMOVDQU Y11, (AX)(R8*1)
+	VMOVDQU Y11, (AX)(SI*1)
 
 skip11:
-	MOVQ      928(AX), DI
-	SUBQ      BX, DI
-	JLE       skip12
-	MOVQ      1120(AX), R8
-	TESTQ     R8, R8
-	JNZ       key12
-	MOVQ      800(AX), R8
+	MOVQ  928(AX), DI
+	SUBQ  BX, DI
+	JLE   skip12
+	MOVQ  800(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1120(AX), SI
+	TESTQ SI, SI
+	JZ    data12
+	TESTQ BX, BX
+	JZ    key12
+	SUBQ  $0x40, R8
+
+data12:
 	CMPQ      DI, $0x40
 	JB        partial12
-	VPXORD    (R8)(BX*1), Z12, Z12
-	VMOVDQU32 Z12, (R8)(BX*1)
+	VPXORD    (R8), Z12, Z12
+	VMOVDQU32 Z12, (R8)
 	JMP       skip12
 
 partial12:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z12, Z12
-	VMOVDQU8   Z12, K1, (R8)(BX*1)
+	VMOVDQU8   Z12, K1, (R8)
 	JMP        skip12
 
 key12:
-	VMOVDQU Y12, (AX)(R8*1)
+	VMOVDQU Y12, (AX)(SI*1)
 
 skip12:
-	MOVQ      936(AX), DI
-	SUBQ      BX, DI
-	JLE       skip13
-	MOVQ      1128(AX), R8
-	TESTQ     R8, R8
-	JNZ       key13
-	MOVQ      808(AX), R8
+	MOVQ  936(AX), DI
+	SUBQ  BX, DI
+	JLE   skip13
+	MOVQ  808(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1128(AX), SI
+	TESTQ SI, SI
+	JZ    data13
+	TESTQ BX, BX
+	JZ    key13
+	SUBQ  $0x40, R8
+
+data13:
 	CMPQ      DI, $0x40
 	JB        partial13
-	VPXORD    (R8)(BX*1), Z13, Z13
-	VMOVDQU32 Z13, (R8)(BX*1)
+	VPXORD    (R8), Z13, Z13
+	VMOVDQU32 Z13, (R8)
 	JMP       skip13
 
 partial13:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z13, Z13
-	VMOVDQU8   Z13, K1, (R8)(BX*1)
+	VMOVDQU8   Z13, K1, (R8)
 	JMP        skip13
 
 key13:
-	VMOVDQU Y13, (AX)(R8*1)
+	VMOVDQU Y13, (AX)(SI*1)
 
 skip13:
-	MOVQ      944(AX), DI
-	SUBQ      BX, DI
-	JLE       skip14
-	MOVQ      1136(AX), R8
-	TESTQ     R8, R8
-	JNZ       key14
-	MOVQ      816(AX), R8
+	MOVQ  944(AX), DI
+	SUBQ  BX, DI
+	JLE   skip14
+	MOVQ  816(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1136(AX), SI
+	TESTQ SI, SI
+	JZ    data14
+	TESTQ BX, BX
+	JZ    key14
+	SUBQ  $0x40, R8
+
+data14:
 	CMPQ      DI, $0x40
 	JB        partial14
-	VPXORD    (R8)(BX*1), Z14, Z14
-	VMOVDQU32 Z14, (R8)(BX*1)
+	VPXORD    (R8), Z14, Z14
+	VMOVDQU32 Z14, (R8)
 	JMP       skip14
 
 partial14:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z14, Z14
-	VMOVDQU8   Z14, K1, (R8)(BX*1)
+	VMOVDQU8   Z14, K1, (R8)
 	JMP        skip14
 
 key14:
-	VMOVDQU Y14, (AX)(R8*1)
+	VMOVDQU Y14, (AX)(SI*1)
 
 skip14:
-	MOVQ      952(AX), DI
-	SUBQ      BX, DI
-	JLE       skip15
-	MOVQ      1144(AX), R8
-	TESTQ     R8, R8
-	JNZ       key15
-	MOVQ      824(AX), R8
+	MOVQ  952(AX), DI
+	SUBQ  BX, DI
+	JLE   skip15
+	MOVQ  824(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1144(AX), SI
+	TESTQ SI, SI
+	JZ    data15
+	TESTQ BX, BX
+	JZ    key15
+	SUBQ  $0x40, R8
+
+data15:
 	CMPQ      DI, $0x40
 	JB        partial15
-	VPXORD    (R8)(BX*1), Z15, Z15
-	VMOVDQU32 Z15, (R8)(BX*1)
+	VPXORD    (R8), Z15, Z15
+	VMOVDQU32 Z15, (R8)
 	JMP       skip15
 
 partial15:
 	MOVQ       $-1, SI
 	BZHIQ      DI, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (R8)(BX*1), K1, Z16
+	VMOVDQU8.Z (R8), K1, Z16
 	VPXORD     Z16, Z15, Z15
-	VMOVDQU8   Z15, K1, (R8)(BX*1)
+	VMOVDQU8   Z15, K1, (R8)
 	JMP        skip15
 
 key15:
-	VMOVDQU Y15, (AX)(R8*1)
+	VMOVDQU Y15, (AX)(SI*1)
 
 skip15:
 	INCQ CX
@@ -1279,16 +1375,21 @@ c8_rounds:
 	MOVQ        832(AX), DI
 	SUBQ        BX, DI
 	JLE         c8_skip0_0
-	MOVQ        1024(AX), R8
-	TESTQ       R8, R8
-	JNZ         c8_key0_0
 	MOVQ        704(AX), R8
 	ADDQ        BX, R8
-	CMPQ        DI, $0x20
-	JB          c8_partial0_0
-	VPXOR       (R8), Y8, Y8
-	VMOVDQU     Y8, (R8)
-	JMP         c8_skip0_0
+	MOVQ        1024(AX), R9
+	TESTQ       R9, R9
+	JZ          c8_data0_0
+	TESTQ       BX, BX
+	JZ          c8_key0_0
+	SUBQ        $0x40, R8
+
+c8_data0_0:
+	CMPQ    DI, $0x20
+	JB      c8_partial0_0
+	VPXOR   (R8), Y8, Y8
+	VMOVDQU Y8, (R8)
+	JMP     c8_skip0_0
 
 c8_partial0_0:
 	VMOVDQU Y8, 320(SP)
@@ -1303,17 +1404,22 @@ c8_tail0_0:
 	JMP  c8_skip0_0
 
 c8_key0_0:
-	VMOVDQU Y8, (AX)(R8*1)
+	VMOVDQU Y8, (AX)(R9*1)
 
 c8_skip0_0:
-	MOVQ    840(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_1
-	MOVQ    1032(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_1
-	MOVQ    712(AX), R8
-	ADDQ    BX, R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_1
+	MOVQ  712(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1032(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_1
+	TESTQ BX, BX
+	JZ    c8_key0_1
+	SUBQ  $0x40, R8
+
+c8_data0_1:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_1
 	VPXOR   (R8), Y9, Y9
@@ -1333,17 +1439,22 @@ c8_tail0_1:
 	JMP  c8_skip0_1
 
 c8_key0_1:
-	VMOVDQU Y9, (AX)(R8*1)
+	VMOVDQU Y9, (AX)(R9*1)
 
 c8_skip0_1:
-	MOVQ    848(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_2
-	MOVQ    1040(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_2
-	MOVQ    720(AX), R8
-	ADDQ    BX, R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_2
+	MOVQ  720(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1040(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_2
+	TESTQ BX, BX
+	JZ    c8_key0_2
+	SUBQ  $0x40, R8
+
+c8_data0_2:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_2
 	VPXOR   (R8), Y10, Y10
@@ -1363,17 +1474,22 @@ c8_tail0_2:
 	JMP  c8_skip0_2
 
 c8_key0_2:
-	VMOVDQU Y10, (AX)(R8*1)
+	VMOVDQU Y10, (AX)(R9*1)
 
 c8_skip0_2:
-	MOVQ    856(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_3
-	MOVQ    1048(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_3
-	MOVQ    728(AX), R8
-	ADDQ    BX, R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_3
+	MOVQ  728(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1048(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_3
+	TESTQ BX, BX
+	JZ    c8_key0_3
+	SUBQ  $0x40, R8
+
+c8_data0_3:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_3
 	VPXOR   (R8), Y11, Y11
@@ -1393,17 +1509,22 @@ c8_tail0_3:
 	JMP  c8_skip0_3
 
 c8_key0_3:
-	VMOVDQU Y11, (AX)(R8*1)
+	VMOVDQU Y11, (AX)(R9*1)
 
 c8_skip0_3:
-	MOVQ    864(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_4
-	MOVQ    1056(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_4
-	MOVQ    736(AX), R8
-	ADDQ    BX, R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_4
+	MOVQ  736(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1056(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_4
+	TESTQ BX, BX
+	JZ    c8_key0_4
+	SUBQ  $0x40, R8
+
+c8_data0_4:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_4
 	VPXOR   (R8), Y12, Y12
@@ -1423,17 +1544,22 @@ c8_tail0_4:
 	JMP  c8_skip0_4
 
 c8_key0_4:
-	VMOVDQU Y12, (AX)(R8*1)
+	VMOVDQU Y12, (AX)(R9*1)
 
 c8_skip0_4:
-	MOVQ    872(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_5
-	MOVQ    1064(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_5
-	MOVQ    744(AX), R8
-	ADDQ    BX, R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_5
+	MOVQ  744(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1064(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_5
+	TESTQ BX, BX
+	JZ    c8_key0_5
+	SUBQ  $0x40, R8
+
+c8_data0_5:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_5
 	VPXOR   (R8), Y13, Y13
@@ -1453,17 +1579,22 @@ c8_tail0_5:
 	JMP  c8_skip0_5
 
 c8_key0_5:
-	VMOVDQU Y13, (AX)(R8*1)
+	VMOVDQU Y13, (AX)(R9*1)
 
 c8_skip0_5:
-	MOVQ    880(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_6
-	MOVQ    1072(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_6
-	MOVQ    752(AX), R8
-	ADDQ    BX, R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_6
+	MOVQ  752(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1072(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_6
+	TESTQ BX, BX
+	JZ    c8_key0_6
+	SUBQ  $0x40, R8
+
+c8_data0_6:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_6
 	VPXOR   (R8), Y14, Y14
@@ -1483,17 +1614,22 @@ c8_tail0_6:
 	JMP  c8_skip0_6
 
 c8_key0_6:
-	VMOVDQU Y14, (AX)(R8*1)
+	VMOVDQU Y14, (AX)(R9*1)
 
 c8_skip0_6:
-	MOVQ    888(AX), DI
-	SUBQ    BX, DI
-	JLE     c8_skip0_7
-	MOVQ    1080(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key0_7
-	MOVQ    760(AX), R8
-	ADDQ    BX, R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   c8_skip0_7
+	MOVQ  760(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1080(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data0_7
+	TESTQ BX, BX
+	JZ    c8_key0_7
+	SUBQ  $0x40, R8
+
+c8_data0_7:
 	CMPQ    DI, $0x20
 	JB      c8_partial0_7
 	VPXOR   (R8), Y15, Y15
@@ -1513,7 +1649,7 @@ c8_tail0_7:
 	JMP  c8_skip0_7
 
 c8_key0_7:
-	VMOVDQU Y15, (AX)(R8*1)
+	VMOVDQU Y15, (AX)(R9*1)
 
 c8_skip0_7:
 	VMOVDQU     64(SP), Y0
@@ -1552,17 +1688,22 @@ c8_skip0_7:
 	SUBQ        BX, DI
 	SUBQ        $0x20, DI
 	JLE         c8_skip1_0
-	MOVQ        1024(AX), R8
-	TESTQ       R8, R8
-	JNZ         c8_key1_0
 	MOVQ        704(AX), R8
 	ADDQ        BX, R8
 	ADDQ        $0x20, R8
-	CMPQ        DI, $0x20
-	JB          c8_partial1_0
-	VPXOR       (R8), Y8, Y8
-	VMOVDQU     Y8, (R8)
-	JMP         c8_skip1_0
+	MOVQ        1024(AX), R9
+	TESTQ       R9, R9
+	JZ          c8_data1_0
+	TESTQ       BX, BX
+	JZ          c8_skip1_0
+	SUBQ        $0x40, R8
+
+c8_data1_0:
+	CMPQ    DI, $0x20
+	JB      c8_partial1_0
+	VPXOR   (R8), Y8, Y8
+	VMOVDQU Y8, (R8)
+	JMP     c8_skip1_0
 
 c8_partial1_0:
 	VMOVDQU Y8, 320(SP)
@@ -1574,22 +1715,23 @@ c8_tail1_0:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_0
-	JMP  c8_skip1_0
-
-c8_key1_0:
-	VMOVDQU Y8, (AX)(R8*1)
 
 c8_skip1_0:
-	MOVQ    840(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_1
-	MOVQ    1032(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_1
-	MOVQ    712(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_1
+	MOVQ  712(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1032(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_1
+	TESTQ BX, BX
+	JZ    c8_skip1_1
+	SUBQ  $0x40, R8
+
+c8_data1_1:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_1
 	VPXOR   (R8), Y9, Y9
@@ -1606,22 +1748,23 @@ c8_tail1_1:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_1
-	JMP  c8_skip1_1
-
-c8_key1_1:
-	VMOVDQU Y9, (AX)(R8*1)
 
 c8_skip1_1:
-	MOVQ    848(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_2
-	MOVQ    1040(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_2
-	MOVQ    720(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_2
+	MOVQ  720(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1040(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_2
+	TESTQ BX, BX
+	JZ    c8_skip1_2
+	SUBQ  $0x40, R8
+
+c8_data1_2:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_2
 	VPXOR   (R8), Y10, Y10
@@ -1638,22 +1781,23 @@ c8_tail1_2:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_2
-	JMP  c8_skip1_2
-
-c8_key1_2:
-	VMOVDQU Y10, (AX)(R8*1)
 
 c8_skip1_2:
-	MOVQ    856(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_3
-	MOVQ    1048(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_3
-	MOVQ    728(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_3
+	MOVQ  728(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1048(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_3
+	TESTQ BX, BX
+	JZ    c8_skip1_3
+	SUBQ  $0x40, R8
+
+c8_data1_3:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_3
 	VPXOR   (R8), Y11, Y11
@@ -1670,22 +1814,23 @@ c8_tail1_3:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_3
-	JMP  c8_skip1_3
-
-c8_key1_3:
-	VMOVDQU Y11, (AX)(R8*1)
 
 c8_skip1_3:
-	MOVQ    864(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_4
-	MOVQ    1056(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_4
-	MOVQ    736(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_4
+	MOVQ  736(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1056(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_4
+	TESTQ BX, BX
+	JZ    c8_skip1_4
+	SUBQ  $0x40, R8
+
+c8_data1_4:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_4
 	VPXOR   (R8), Y12, Y12
@@ -1702,22 +1847,23 @@ c8_tail1_4:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_4
-	JMP  c8_skip1_4
-
-c8_key1_4:
-	VMOVDQU Y12, (AX)(R8*1)
 
 c8_skip1_4:
-	MOVQ    872(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_5
-	MOVQ    1064(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_5
-	MOVQ    744(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_5
+	MOVQ  744(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1064(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_5
+	TESTQ BX, BX
+	JZ    c8_skip1_5
+	SUBQ  $0x40, R8
+
+c8_data1_5:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_5
 	VPXOR   (R8), Y13, Y13
@@ -1734,22 +1880,23 @@ c8_tail1_5:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_5
-	JMP  c8_skip1_5
-
-c8_key1_5:
-	VMOVDQU Y13, (AX)(R8*1)
 
 c8_skip1_5:
-	MOVQ    880(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_6
-	MOVQ    1072(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_6
-	MOVQ    752(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_6
+	MOVQ  752(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1072(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_6
+	TESTQ BX, BX
+	JZ    c8_skip1_6
+	SUBQ  $0x40, R8
+
+c8_data1_6:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_6
 	VPXOR   (R8), Y14, Y14
@@ -1766,22 +1913,23 @@ c8_tail1_6:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_6
-	JMP  c8_skip1_6
-
-c8_key1_6:
-	VMOVDQU Y14, (AX)(R8*1)
 
 c8_skip1_6:
-	MOVQ    888(AX), DI
-	SUBQ    BX, DI
-	SUBQ    $0x20, DI
-	JLE     c8_skip1_7
-	MOVQ    1080(AX), R8
-	TESTQ   R8, R8
-	JNZ     c8_key1_7
-	MOVQ    760(AX), R8
-	ADDQ    BX, R8
-	ADDQ    $0x20, R8
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	SUBQ  $0x20, DI
+	JLE   c8_skip1_7
+	MOVQ  760(AX), R8
+	ADDQ  BX, R8
+	ADDQ  $0x20, R8
+	MOVQ  1080(AX), R9
+	TESTQ R9, R9
+	JZ    c8_data1_7
+	TESTQ BX, BX
+	JZ    c8_skip1_7
+	SUBQ  $0x40, R8
+
+c8_data1_7:
 	CMPQ    DI, $0x20
 	JB      c8_partial1_7
 	VPXOR   (R8), Y15, Y15
@@ -1798,10 +1946,6 @@ c8_tail1_7:
 	INCQ R9
 	CMPQ R9, DI
 	JB   c8_tail1_7
-	JMP  c8_skip1_7
-
-c8_key1_7:
-	VMOVDQU Y15, (AX)(R8*1)
 
 c8_skip1_7:
 	INCQ CX

@@ -17,8 +17,9 @@ const lanes = 16
 // group is the state of 16 lanes handed to the assembly: each lane XORs a
 // run of consecutive ChaCha20 key stream blocks (from block counter ctr on)
 // into n bytes at ptr. A lane is a job: a packet's Poly1305 key (the first
-// 32 bytes of its block 0, stored into polyKey), its whole message, or a segment of a long
-// message spread over idle lanes. Layout fixed (the generator in _asm
+// 32 bytes of its block 0, stored into polyKey) alone or followed by its
+// message, its whole message, or a segment of a long message spread over
+// idle lanes. Layout fixed (the generator in _asm
 // hard-codes the offsets; TestGroupLayout checks them). It lives on the
 // caller's stack and is wiped before the burst call returns.
 type group struct {
@@ -27,7 +28,7 @@ type group struct {
 	ptr   [lanes]unsafe.Pointer // start of each lane's bytes (nil if idle)
 	n     [lanes]int            // bytes of each lane (0 if idle)
 	ctr   [lanes]uint32         // block counter of each lane's first block
-	rel   [lanes]uint64         // if not 0, the lane is a Poly1305 key (n = 32), stored at this offset in the group
+	rel   [lanes]uint64         // if not 0, the lane begins with a Poly1305 key, stored at this offset in the group (job)
 
 	// polyKey holds the one-time Poly1305 keys of a chunk (RFC 8439
 	// §2.6), written by lanes whose rel points here. Kept inside the
@@ -113,9 +114,11 @@ func chacha(im impl, g *group, blocks uint64) {
 const maxChunk = 64
 
 // job is a run of key stream blocks for one packet: counter ctr on, XORed
-// into n bytes at offset off of the packet's Data, or, if rel is not 0,
-// the first 32 bytes of block 0 stored at offset rel in the group (a
-// Poly1305 key; n is 32). It holds no pointer, so
+// into n bytes at offset off of the packet's Data; or, if rel is not 0, a
+// run from block 0 that begins with the packet's Poly1305 key (the first
+// 32 bytes of block 0, stored at offset rel in the group), followed by
+// its message (block j > 0 XORed into bytes 64(j-1) on; off is 0 and n
+// counts the key's 64 bytes, or is 32 for a key alone). It holds no pointer, so
 // that moving jobs is a plain copy.
 // Sixteen bytes, so that the chunk's two job arrays (zeroed with the rest
 // of the chunk on every call) stay small: a message is shorter than 2^31
@@ -214,7 +217,11 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			}
 			a := &lane[long]
 			h := lb / 2
-			lane = append(lane, job{off: a.off + int32(64*h), n: a.n - int32(64*h), ctr: a.ctr + uint32(h), pkt: a.pkt})
+			off := a.off + int32(64*h)
+			if a.rel != 0 { // block 0 is the key: block h is at 64(h-1)
+				off -= 64
+			}
+			lane = append(lane, job{off: off, n: a.n - int32(64*h), ctr: a.ctr + uint32(h), pkt: a.pkt})
 			a.n = int32(64 * h)
 			m++
 		}
@@ -235,11 +242,7 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			g.nonce[0][l] = p.nonce0
 			g.nonce[1][l] = uint32(p.Counter)
 			g.nonce[2][l] = uint32(p.Counter >> 32)
-			if j.rel != 0 {
-				g.ptr[l] = nil
-			} else {
-				g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
-			}
+			g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
 			g.n[l], g.ctr[l], g.rel[l] = int(j.n), j.ctr, uint64(j.rel)
 			blocks = max(blocks, j.blocks())
 		}
@@ -295,19 +298,15 @@ func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
 	return jobs[:k]
 }
 
-// sealJobs lists the jobs of sealing c: for each group of w packets (w
-// the width of a pass), their key blocks, then their messages. Jobs of one
-// size class keep this order through sortJobs, so with short messages
-// (one block, as the key block) the message of a packet runs in the same
-// lane as its key block one pass later, and that lane keeps its key words
-// (run): a burst with a key per packet loads each key into a lane once,
-// not twice.
-func (ch *chunk) sealJobs(c []Packet, w int) []job {
-	jobs := ch.jobs[:0]
-	for from := 0; from < len(c); from += w {
-		to := min(from+w, len(c))
-		jobs = ch.keyJobs(c, from, to, jobs)
-		jobs = dataJobs(c, from, to, nil, jobs)
+// sealJobs lists the jobs of sealing c, one a packet: its Poly1305 key
+// (block 0, stored into ch.g.polyKey) and then its message (blocks 1 on)
+// in one lane, so that a burst of short packets takes half the passes,
+// and half the lane set-ups, of a key job and a message job apiece.
+func (ch *chunk) sealJobs(c []Packet) []job {
+	ch.keys = max(ch.keys, len(c))
+	jobs := ch.jobs[:len(c)]
+	for i := range c {
+		jobs[i] = job{rel: uint16(offPolyKey + 32*i), n: int32(64 + len(c[i].Data) - TagSize), pkt: uint8(i)}
 	}
 	return jobs
 }
@@ -332,7 +331,7 @@ func sealSIMD(pkts []Packet, im impl) {
 
 // seal seals the packets of c (at most maxChunk) with im's kernels.
 func (ch *chunk) seal(c []Packet, im impl) {
-	ch.runJobs(im, c, ch.sealJobs(c, width(im)))
+	ch.runJobs(im, c, ch.sealJobs(c))
 	ch.mac(im, c)
 	for i := range c {
 		d := c[i].Data

@@ -154,14 +154,26 @@ func chacha8() {
 			}
 			JLE(LabelRef(skip))
 			key := fmt.Sprintf("c8_key%d_%d", half, l)
-			MOVQ(Mem{Base: g, Disp: offRel + 8*l}, ptr)
-			TESTQ(ptr, ptr)
-			JNZ(LabelRef(key))
+			data := fmt.Sprintf("c8_data%d_%d", half, l)
 			MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
 			ADDQ(off, ptr)
 			if half == 1 {
 				ADDQ(U8(32), ptr)
 			}
+			// A lane that begins with a Poly1305 key (chacha16): block 0
+			// is the key (its first half stored, its second dropped),
+			// block j > 0 goes to the message's bytes 64(j-1) on.
+			MOVQ(Mem{Base: g, Disp: offRel + 8*l}, k)
+			TESTQ(k, k)
+			JZ(LabelRef(data))
+			TESTQ(off, off)
+			if half == 0 {
+				JZ(LabelRef(key))
+			} else {
+				JZ(LabelRef(skip))
+			}
+			SUBQ(U8(64), ptr)
+			Label(data)
 			CMPQ(rem, U8(32))
 			JB(LabelRef(partial))
 			VPXOR(Mem{Base: ptr}, y(8+l), y(8+l))
@@ -178,10 +190,11 @@ func chacha8() {
 			CMPQ(k, rem)
 			JB(LabelRef(loop))
 			JMP(LabelRef(skip))
-			// A key lane (n = 32, one block, so only in half 0): stored,
-			// not XORed (chacha16).
-			Label(key)
-			VMOVDQU(y(8+l), Mem{Base: g, Index: ptr, Scale: 1})
+			if half == 0 {
+				// The key: stored, not XORed (chacha16).
+				Label(key)
+				VMOVDQU(y(8+l), Mem{Base: g, Index: k, Scale: 1})
+			}
 			Label(skip)
 		}
 	}

@@ -92,9 +92,11 @@ func chacha16() {
 	TEXT("chacha16", NOSPLIT, "func(lanes *byte, blocks uint64)")
 	Doc("chacha16 XORs blocks 0..blocks-1 of each of the 16 lanes' ChaCha20",
 		"key streams (block counter ctr+j for block j) into bytes 64j .. 64j+63",
-		"of the lane's message, masked to the lane's length; a lane whose rel",
-		"is not 0 (a Poly1305 key, n = 32) stores the first 32 bytes of its",
-		"block 0 at offset rel in the group. It requires AVX-512 F, BW and BMI2.")
+		"of the lane's message, masked to the lane's length. A lane whose rel",
+		"is not 0 begins with a Poly1305 key: it stores the first 32 bytes of",
+		"its block 0 at offset rel in the group, and its block j > 0 goes to",
+		"bytes 64(j-1) on (n counts the key's 64). It requires AVX-512 F, BW",
+		"and BMI2.")
 	g, j, jn := GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
 	XORQ(j, j)
@@ -140,18 +142,27 @@ func chacha16() {
 	SHLQ(U8(6), off)
 	rem := GP64()
 	ptr := GP64()
+	rel := GP64()
 	for l := 0; l < 16; l++ {
 		partial := fmt.Sprintf("partial%d", l)
 		skip := fmt.Sprintf("skip%d", l)
 		key := fmt.Sprintf("key%d", l)
+		data := fmt.Sprintf("data%d", l)
 		MOVQ(Mem{Base: g, Disp: offLen + 8*l}, rem)
 		SUBQ(off, rem)
 		JLE(LabelRef(skip))
-		MOVQ(Mem{Base: g, Disp: offRel + 8*l}, ptr)
-		TESTQ(ptr, ptr)
-		JNZ(LabelRef(key))
 		MOVQ(Mem{Base: g, Disp: offPtr + 8*l}, ptr)
-		at := Mem{Base: ptr, Index: off, Scale: 1}
+		ADDQ(off, ptr)
+		MOVQ(Mem{Base: g, Disp: offRel + 8*l}, rel)
+		TESTQ(rel, rel)
+		JZ(LabelRef(data))
+		// A lane that begins with a Poly1305 key: block 0 is the key,
+		// block j > 0 goes to the message's bytes 64(j-1) on.
+		TESTQ(off, off)
+		JZ(LabelRef(key))
+		SUBQ(U8(64), ptr)
+		Label(data)
+		at := Mem{Base: ptr}
 		CMPQ(rem, U8(64))
 		JB(LabelRef(partial))
 		VPXORD(at, z(l), z(l))
@@ -165,12 +176,12 @@ func chacha16() {
 		VPXORD(Z16, z(l), z(l))
 		VMOVDQU8(z(l), K1, at)
 		JMP(LabelRef(skip))
-		// A key lane (n = 32, one block): its first 32 bytes stored,
-		// not XORed; no masked load of memory Go has just written,
-		// which the store buffer cannot forward (a pass of 16 key lanes
-		// took 251 ns that way against 169 for 16 full blocks).
+		// The key: the block's first 32 bytes stored, not XORed; no
+		// masked load of memory Go has just written, which the store
+		// buffer cannot forward (a pass of 16 key lanes took 251 ns that
+		// way against 169 for 16 full blocks).
 		Label(key)
-		VMOVDQU(z(l).AsY(), Mem{Base: g, Index: ptr, Scale: 1})
+		VMOVDQU(z(l).AsY(), Mem{Base: g, Index: rel, Scale: 1})
 		Label(skip)
 	}
 
