@@ -1049,6 +1049,105 @@ poly_done:
 	VPXORQ       Z31, Z31, Z31
 	RET
 
+// func polyKeys16(lanes *byte, keys *byte)
+// Requires: AVX, AVX512F
+TEXT ·polyKeys16(SB), NOSPLIT, $0-16
+	MOVQ         lanes+0(FP), AX
+	MOVQ         keys+8(FP), CX
+	MOVQ         $0x0ffffffc0fffffff, DX
+	VPBROADCASTQ DX, Z31
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	VPBROADCASTQ DX, Z30
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z29
+	VPXORQ       Z28, Z28, Z28
+	VMOVDQU64    2560(AX), Z0
+	VPSLLQ       $0x05, Z0, Z0
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   (CX)(Z0*1), K1, Z1
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
+	VPANDQ       Z31, Z1, Z1
+	VPANDQ       Z30, Z2, Z2
+	VPANDQ       Z29, Z1, Z5
+	VPSRLQ       $0x2c, Z1, Z6
+	VPSLLQ       $0x14, Z2, Z8
+	VPORQ        Z8, Z6, Z6
+	VPANDQ       Z29, Z6, Z6
+	VPSRLQ       $0x18, Z2, Z7
+	VMOVDQU64    Z5, (AX)
+	VMOVDQU64    Z6, 128(AX)
+	VMOVDQU64    Z7, 256(AX)
+	VPSLLQ       $0x04, Z6, Z8
+	VPSLLQ       $0x02, Z6, Z9
+	VPADDQ       Z9, Z8, Z8
+	VMOVDQU64    Z8, 384(AX)
+	VPSLLQ       $0x04, Z7, Z8
+	VPSLLQ       $0x02, Z7, Z9
+	VPADDQ       Z9, Z8, Z8
+	VMOVDQU64    Z8, 512(AX)
+	VMOVDQU64    Z3, 2048(AX)
+	VMOVDQU64    Z4, 2176(AX)
+	VMOVDQU64    Z28, 640(AX)
+	VMOVDQU64    Z28, 768(AX)
+	VMOVDQU64    Z28, 896(AX)
+	VMOVDQU64    2624(AX), Z0
+	VPSLLQ       $0x05, Z0, Z0
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   (CX)(Z0*1), K1, Z1
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
+	KXNORW       K1, K1, K1
+	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
+	VPANDQ       Z31, Z1, Z1
+	VPANDQ       Z30, Z2, Z2
+	VPANDQ       Z29, Z1, Z5
+	VPSRLQ       $0x2c, Z1, Z6
+	VPSLLQ       $0x14, Z2, Z8
+	VPORQ        Z8, Z6, Z6
+	VPANDQ       Z29, Z6, Z6
+	VPSRLQ       $0x18, Z2, Z7
+	VMOVDQU64    Z5, 64(AX)
+	VMOVDQU64    Z6, 192(AX)
+	VMOVDQU64    Z7, 320(AX)
+	VPSLLQ       $0x04, Z6, Z8
+	VPSLLQ       $0x02, Z6, Z9
+	VPADDQ       Z9, Z8, Z8
+	VMOVDQU64    Z8, 448(AX)
+	VPSLLQ       $0x04, Z7, Z8
+	VPSLLQ       $0x02, Z7, Z9
+	VPADDQ       Z9, Z8, Z8
+	VMOVDQU64    Z8, 576(AX)
+	VMOVDQU64    Z3, 2112(AX)
+	VMOVDQU64    Z4, 2240(AX)
+	VMOVDQU64    Z28, 704(AX)
+	VMOVDQU64    Z28, 832(AX)
+	VMOVDQU64    Z28, 960(AX)
+	VZEROALL
+	VPXORQ       Z16, Z16, Z16
+	VPXORQ       Z17, Z17, Z17
+	VPXORQ       Z18, Z18, Z18
+	VPXORQ       Z19, Z19, Z19
+	VPXORQ       Z20, Z20, Z20
+	VPXORQ       Z21, Z21, Z21
+	VPXORQ       Z22, Z22, Z22
+	VPXORQ       Z23, Z23, Z23
+	VPXORQ       Z24, Z24, Z24
+	VPXORQ       Z25, Z25, Z25
+	VPXORQ       Z26, Z26, Z26
+	VPXORQ       Z27, Z27, Z27
+	VPXORQ       Z28, Z28, Z28
+	VPXORQ       Z29, Z29, Z29
+	VPXORQ       Z30, Z30, Z30
+	VPXORQ       Z31, Z31, Z31
+	RET
+
 DATA chacha8_sigma<>+0(SB)/4, $0x61707865
 DATA chacha8_sigma<>+4(SB)/4, $0x61707865
 DATA chacha8_sigma<>+8(SB)/4, $0x61707865

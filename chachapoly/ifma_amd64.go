@@ -22,6 +22,7 @@ type polyGroup struct {
 	tail    [lanes][2 * 16]byte   // padded last partial block, lengths block
 	add     [2][lanes]uint64      // the addend s, low and high 64 bits
 	out     [2][lanes]uint64      // the tags, low and high 64 bits (written by poly16)
+	keyIdx  [lanes]uint64         // index of each lane's one-time key, read by polyKeys16
 }
 
 const (
@@ -30,21 +31,20 @@ const (
 	mask42      = 1<<42 - 1
 )
 
-// poly16 is in chacha_amd64.s.
+// poly16 and polyKeys16 are in chacha_amd64.s.
 //
 //go:noescape
 func poly16(lanes *polyGroup, blocks uint64)
 
+//go:noescape
+func polyKeys16(lanes *polyGroup, keys *[maxChunk][32]byte)
+
 // load sets lane l up to MAC ct (with empty additional data) under the
-// one-time key pk (RFC 8439 §2.8), and returns the lane's block count.
-func (pg *polyGroup) load(l int, pk *[32]byte, ct []byte) (total uint64) {
-	r0 := binary.LittleEndian.Uint64(pk[0:]) & rMask0
-	r1 := binary.LittleEndian.Uint64(pk[8:]) & rMask1
-	l1, l2 := (r0>>44|r1<<20)&mask44, r1>>24
-	pg.r[0][l], pg.r[1][l], pg.r[2][l] = r0&mask44, l1, l2
-	pg.s[0][l], pg.s[1][l] = 20*l1, 20*l2
-	pg.add[0][l], pg.add[1][l] = binary.LittleEndian.Uint64(pk[16:]), binary.LittleEndian.Uint64(pk[24:])
-	pg.h[0][l], pg.h[1][l], pg.h[2][l] = 0, 0, 0
+// one-time key keys[key] (RFC 8439 §2.8) of the keys polyKeys16 is then
+// given (which sets up r, s and h of every lane at once), and returns the
+// lane's block count.
+func (pg *polyGroup) load(l int, key uint8, ct []byte) (total uint64) {
+	pg.keyIdx[l] = uint64(key)
 	n := len(ct)
 	full := n / 16
 	pg.msg[l] = unsafe.Pointer(unsafe.SliceData(ct))
@@ -66,7 +66,7 @@ func (pg *polyGroup) load(l int, pk *[32]byte, ct []byte) (total uint64) {
 
 // idle makes lane l absorb nothing.
 func (pg *polyGroup) idle(l int) {
-	pg.msg[l], pg.full[l], pg.total[l] = nil, 0, 0
+	pg.msg[l], pg.full[l], pg.total[l], pg.keyIdx[l] = nil, 0, 0, 0
 }
 
 // tag copies lane l's tag, which poly16 finished, into out.
@@ -158,8 +158,9 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 			continue
 		}
 		p := &c[lane[l]]
-		blocks = max(blocks, pg.load(l, &ch.g.polyKey[lane[l]], p.Data[:len(p.Data)-TagSize]))
+		blocks = max(blocks, pg.load(l, lane[l], p.Data[:len(p.Data)-TagSize]))
 	}
+	polyKeys16(pg, &ch.g.polyKey)
 	poly16(pg, blocks)
 	for l, i := range lane {
 		if len(c[i].AD) > 0 {

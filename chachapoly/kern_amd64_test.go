@@ -56,11 +56,20 @@ func BenchmarkKernels(b *testing.B) {
 	})
 	b.Run("poly16-block", func(b *testing.B) {
 		var pg polyGroup
-		var pk [32]byte
+		var keys [maxChunk][32]byte
 		for l := range lanes {
-			pg.load(l, &pk, nil)
+			pg.load(l, uint8(l), nil)
 		}
+		polyKeys16(&pg, &keys)
 		minOf(b, func() { poly16(&pg, 1) })
+	})
+	b.Run("poly16-keys", func(b *testing.B) {
+		var pg polyGroup
+		var keys [maxChunk][32]byte
+		for l := range lanes {
+			pg.load(l, uint8(l), nil)
+		}
+		minOf(b, func() { polyKeys16(&pg, &keys) })
 	})
 	b.Run("poly8-block", func(b *testing.B) {
 		var pg poly8Group
@@ -179,6 +188,52 @@ func TestPolyFinish(t *testing.T) {
 		pg8.tag(l, &pk, &got)
 		if got != want {
 			t.Errorf("poly8 tag of h=%x: got %x, want %x", h, got, want)
+		}
+	}
+}
+
+// TestPolyKeys16 checks polyKeys16 against the scalar set-up of a key
+// (RFC 8439 §2.5: r clamped, in 44/44/42-bit limbs; 20·r1, 20·r2; s the
+// addend; a zero accumulator), for random keys at random indexes, with
+// lanes sharing a key and idle lanes (index 0).
+func TestPolyKeys16(t *testing.T) {
+	if !hasIFMA {
+		t.Skip("needs AVX-512 IFMA") // covered where CI's CPU has it
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	for range 50 {
+		var keys [maxChunk][32]byte
+		for i := range keys {
+			for b := range keys[i] {
+				keys[i][b] = byte(rng.Uint32())
+			}
+		}
+		var pg polyGroup
+		for k := range pg.h {
+			for l := range lanes {
+				pg.h[k][l] = rng.Uint64() // must be zeroed
+			}
+		}
+		for l := range lanes {
+			if rng.IntN(4) == 0 {
+				pg.idle(l)
+				continue
+			}
+			pg.load(l, uint8(rng.IntN(maxChunk)), make([]byte, rng.IntN(100)))
+		}
+		polyKeys16(&pg, &keys)
+		for l := range lanes {
+			pk := &keys[pg.keyIdx[l]]
+			r0 := binary.LittleEndian.Uint64(pk[0:]) & rMask0
+			r1 := binary.LittleEndian.Uint64(pk[8:]) & rMask1
+			l1, l2 := (r0>>44|r1<<20)&mask44, r1>>24
+			want := [10]uint64{r0 & mask44, l1, l2, 20 * l1, 20 * l2,
+				binary.LittleEndian.Uint64(pk[16:]), binary.LittleEndian.Uint64(pk[24:]), 0, 0, 0}
+			got := [10]uint64{pg.r[0][l], pg.r[1][l], pg.r[2][l], pg.s[0][l], pg.s[1][l],
+				pg.add[0][l], pg.add[1][l], pg.h[0][l], pg.h[1][l], pg.h[2][l]}
+			if got != want {
+				t.Fatalf("lane %d (key %d): r, s, add, h = %x, want %x", l, pg.keyIdx[l], got, want)
+			}
 		}
 	}
 }

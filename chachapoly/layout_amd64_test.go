@@ -45,6 +45,7 @@ func TestPolyGroupLayout(t *testing.T) {
 		{"tail", unsafe.Offsetof(g.tail), offPolyTail},
 		{"add", unsafe.Offsetof(g.add), 2048},
 		{"out", unsafe.Offsetof(g.out), 2304},
+		{"keyIdx", unsafe.Offsetof(g.keyIdx), 2560},
 	} {
 		if c.got != c.want {
 			t.Errorf("offset of polyGroup.%s = %d, want %d", c.name, c.got, c.want)

@@ -11,6 +11,7 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	chacha16()
 	poly16()
+	polyKeys16()
 	chacha8()
 	poly8()
 	Generate()

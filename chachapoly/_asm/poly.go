@@ -18,7 +18,80 @@ const (
 	offTailO = 1408 // [16]uint64 offset of each lane's tail blocks in the group
 	offAdd   = 2048 // [2][16]uint64 the final addend s (RFC 8439 §2.5), low and high 64 bits
 	offOut   = 2304 // [2][16]uint64 the tags, low and high 64 bits
+	offKeyI  = 2560 // [16]uint64 index of each lane's one-time key in the keys array
 )
+
+// Poly1305's clamp of r (RFC 8439 §2.5): the two 64-bit halves' masks.
+const (
+	rMask0 = 0x0ffffffc0fffffff
+	rMask1 = 0x0ffffffc0ffffffc
+)
+
+// polyKeys16 emits the set-up of the 16 lanes' keys: each lane's one-time
+// key (r ‖ s, 32 bytes, RFC 8439 §2.6) gathered from the keys array by
+// its index, r clamped and split into limbs, 20·r1 and 20·r2, s as the
+// addend, and the accumulator zeroed: the work that was 16 scalar lane
+// set-ups in Go, in 8 gathers and a few vector operations.
+func polyKeys16() {
+	TEXT("polyKeys16", NOSPLIT, "func(lanes *byte, keys *byte)")
+	Doc("polyKeys16 sets up the key of each of the 16 lanes of lanes (a",
+		"polyGroup) from keys[keyIdx[l]] (keys an array of 32-byte one-time",
+		"keys): r clamped in limbs, 20·r1, 20·r2, the addend s, and a zero",
+		"accumulator. It requires AVX-512 F.")
+	g, k, tmp := GP64(), GP64(), GP64()
+	Load(Param("lanes"), g)
+	Load(Param("keys"), k)
+	m0, m1, mask44, zero := Z31, Z30, Z29, Z28
+	MOVQ(U64(rMask0), tmp)
+	VPBROADCASTQ(tmp, m0)
+	MOVQ(U64(rMask1), tmp)
+	VPBROADCASTQ(tmp, m1)
+	MOVQ(U64(1<<44-1), tmp)
+	VPBROADCASTQ(tmp, mask44)
+	VPXORQ(zero, zero, zero)
+	for half := 0; half < 2; half++ {
+		at := func(off int) Mem { return Mem{Base: g, Disp: off + 64*half} }
+		idx := Z0
+		VMOVDQU64(at(offKeyI), idx)
+		VPSLLQ(U8(5), idx, idx)
+		words := []VecPhysical{Z1, Z2, Z3, Z4} // r low, r high, s low, s high
+		for w, v := range words {
+			KXNORW(K1, K1, K1)
+			VPGATHERQQ(Mem{Base: k, Index: idx, Scale: 1, Disp: 8 * w}, K1, v)
+		}
+		r0, r1 := words[0], words[1]
+		VPANDQ(m0, r0, r0)
+		VPANDQ(m1, r1, r1)
+		l0, l1, l2, t, u := Z5, Z6, Z7, Z8, Z9
+		VPANDQ(mask44, r0, l0)
+		VPSRLQ(U8(44), r0, l1)
+		VPSLLQ(U8(20), r1, t)
+		VPORQ(t, l1, l1)
+		VPANDQ(mask44, l1, l1)
+		VPSRLQ(U8(24), r1, l2)
+		VMOVDQU64(l0, at(offR))
+		VMOVDQU64(l1, at(offR+128))
+		VMOVDQU64(l2, at(offR+256))
+		// 20·l = 16·l + 4·l (2^132 ≡ 20 mod p, as poly16 uses it).
+		for i, l := range []VecPhysical{l1, l2} {
+			VPSLLQ(U8(4), l, t)
+			VPSLLQ(U8(2), l, u)
+			VPADDQ(u, t, t)
+			VMOVDQU64(t, at(offS+128*i))
+		}
+		VMOVDQU64(words[2], at(offAdd))
+		VMOVDQU64(words[3], at(offAdd+128))
+		for i := 0; i < 3; i++ {
+			VMOVDQU64(zero, at(offH+128*i))
+		}
+	}
+	// Leave no key in vector registers.
+	VZEROALL()
+	for i := 16; i < 32; i++ {
+		VPXORQ(zmm[i], zmm[i], zmm[i])
+	}
+	RET()
+}
 
 // poly16 emits the 16-lane Poly1305 kernel: for every lane, absorb blocks
 // 0..total-1, block i read from msg+16i while i < full and from the lane's
