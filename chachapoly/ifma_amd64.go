@@ -111,19 +111,20 @@ const (
 // mac computes the tag of every packet of c into ch.tags from the one-time
 // keys in ch.g.polyKey: with IFMA, 16 packets at a time in poly16; with
 // AVX2 (implementations avx2 and avx512), 8 at a time in poly8. Packets
-// are ordered by length so that lanes finish together; packets with
+// are ordered by length so that lanes finish together, unless same says
+// their messages are all of one size class (spreadOf); packets with
 // additional data, and groups smaller than the kernel's minimum, take the
 // scalar path (one message at a time).
-func (ch *chunk) mac(im impl, c []Packet) {
+func (ch *chunk) mac(im impl, c []Packet, same bool) {
 	var idx [maxChunk]uint8
 	switch {
 	case im == implAVX512IFMA && len(c) >= minIFMALanes:
-		orderByLen(c, idx[:len(c)])
+		orderByLen(c, idx[:len(c)], same)
 		for start := 0; start < len(c); start += lanes {
 			ch.mac16(c, idx[start:min(start+lanes, len(c))])
 		}
 	case im == implAVX2 || im == implAVX512:
-		orderByLen(c, idx[:len(c)])
+		orderByLen(c, idx[:len(c)], same)
 		for start := 0; start < len(c); start += poly8Lanes {
 			ch.mac8(c, idx[start:min(start+poly8Lanes, len(c))])
 		}
@@ -209,20 +210,9 @@ func (ch *chunk) mac8(c []Packet, lane []uint8) {
 }
 
 // orderByLen fills idx with the indexes of c ordered by the size class of
-// their messages (counting sort; in order when they are all of one class,
-// a burst of short packets: one compare a packet).
-func orderByLen(c []Packet, idx []uint8) {
-	if len(c) == 0 {
-		return
-	}
-	lo, hi := classBounds(sizeClass(msgBlocks(&c[0])))
-	same := true
-	for i := range c {
-		if b := msgBlocks(&c[i]); b < lo || b >= hi {
-			same = false
-			break
-		}
-	}
+// their messages (counting sort; in order when same says they are all of
+// one class: a burst of short packets).
+func orderByLen(c []Packet, idx []uint8, same bool) {
 	if same {
 		for i := range c {
 			idx[i] = uint8(i)

@@ -140,36 +140,13 @@ func sizeClass(blocks int) uint8 {
 	return uint8(min(bits.Len(uint(blocks)), 15))
 }
 
-// classBounds returns the block counts of size class c: [lo, hi).
-func classBounds(c uint8) (lo, hi int) {
-	hi = 1 << c
-	if c > 0 {
-		lo = 1 << (c - 1)
-	}
-	if c >= 15 {
-		hi = int(^uint(0) >> 1)
-	}
-	return lo, hi
-}
-
 // sortJobs orders jobs by size class (a counting sort: linear, stable), so
 // that a group of lanes holds jobs of similar length and few lanes idle
-// while the longest finishes, and returns them: jobs itself when they are
-// all of one class (a burst of short packets: one compare a job), else
-// out[:len(jobs)].
-func sortJobs(jobs, out []job) []job {
-	if len(jobs) == 0 {
-		return jobs
-	}
-	lo, hi := classBounds(sizeClass(jobs[0].blocks()))
-	same := true
-	for i := range jobs {
-		if b := jobs[i].blocks(); b < lo || b >= hi {
-			same = false
-			break
-		}
-	}
-	if same {
+// while the longest finishes, and returns them: jobs itself when same
+// (the caller knows they are all of one class: a burst of short packets),
+// else out[:len(jobs)].
+func sortJobs(jobs, out []job, same bool) []job {
+	if same || len(jobs) == 0 {
 		return jobs
 	}
 	const classes = 16
@@ -265,34 +242,52 @@ type chunk struct {
 	used16, used8 bool
 }
 
-// keyJobs adds the Poly1305 key block (block 0, first 32 bytes) of packets
-// c[from:to] to jobs, stored into ch.g.polyKey (not XORed: the slots need
-// no clearing, and the kernels do not load them). jobs has room for them
-// (ch.jobs: two a packet of a chunk), and they are written in place: an
-// append a job cost 4-5 ns each on an Intel Xeon (BenchmarkBurst at 64 B,
-// 72 against 62 ns a packet), as dataJobs' did.
-func (ch *chunk) keyJobs(c []Packet, from, to int, jobs []job) []job {
-	ch.keys = max(ch.keys, to)
-	k := len(jobs)
-	jobs = jobs[:k+to-from]
-	for i := from; i < to; i++ {
-		jobs[k] = job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)}
-		k++
+// spread summarizes the message lengths of a chunk: whether they are all
+// of one size class (sizeClass of their 64-byte blocks), and so are the
+// jobs of sealing them (key block and message in one lane), so that
+// neither the jobs nor the Poly1305 lanes need ordering by length.
+type spread struct{ msgs, sealJobs bool }
+
+// spreadOf is c's spread, from its shortest and longest packet: the block
+// count's size class grows with the length.
+func spreadOf(c []Packet) spread {
+	lo, hi := len(c[0].Data), len(c[0].Data)
+	for i := range c {
+		lo, hi = min(lo, len(c[i].Data)), max(hi, len(c[i].Data))
+	}
+	bl, bh := (lo-TagSize+63)/64, (hi-TagSize+63)/64
+	return spread{
+		msgs:     sizeClass(bl) == sizeClass(bh),
+		sealJobs: sizeClass(bl+1) == sizeClass(bh+1),
+	}
+}
+
+// keyJobs lists the Poly1305 key blocks (block 0, first 32 bytes) of the
+// packets of c, stored into ch.g.polyKey (not XORed: the slots need no
+// clearing, and the kernels do not load them). The jobs are written in
+// place in ch.jobs, as dataJobs' and sealJobs': an append a job cost 4-5
+// ns each on an Intel Xeon (BenchmarkBurst at 64 B, 72 against 62 ns a
+// packet).
+func (ch *chunk) keyJobs(c []Packet) []job {
+	ch.keys = max(ch.keys, len(c))
+	jobs := ch.jobs[:len(c)]
+	for i := range c {
+		jobs[i] = job{rel: uint16(offPolyKey + 32*i), n: 32, ctr: 0, pkt: uint8(i)}
 	}
 	return jobs
 }
 
-// dataJobs adds the message of every packet of c[from:to] (from block 1)
-// whose ok is true (all if ok is nil); jobs has room for them (keyJobs).
-func dataJobs(c []Packet, from, to int, ok []bool, jobs []job) []job {
-	k := len(jobs)
-	all := jobs[:k+to-from]
-	for i := from; i < to; i++ {
+// dataJobs lists the message (from block 1) of every packet of c whose ok
+// is true.
+func (ch *chunk) dataJobs(c []Packet, ok []bool) []job {
+	jobs := ch.jobs[:len(c)]
+	k := 0
+	for i := range c {
 		n := len(c[i].Data) - TagSize
-		if n == 0 || (ok != nil && !ok[i]) {
+		if n == 0 || !ok[i] {
 			continue
 		}
-		all[k] = job{n: int32(n), ctr: 1, pkt: uint8(i)}
+		jobs[k] = job{n: int32(n), ctr: 1, pkt: uint8(i)}
 		k++
 	}
 	return jobs[:k]
@@ -311,8 +306,10 @@ func (ch *chunk) sealJobs(c []Packet) []job {
 	return jobs
 }
 
-func (ch *chunk) runJobs(im impl, c []Packet, jobs []job) {
-	run(im, &ch.g, c, sortJobs(jobs, ch.sorted[:]))
+// runJobs runs jobs, ordered by length unless same says they are of one
+// size class.
+func (ch *chunk) runJobs(im impl, c []Packet, jobs []job, same bool) {
+	run(im, &ch.g, c, sortJobs(jobs, ch.sorted[:], same))
 }
 
 func sealSIMD(pkts []Packet, im impl) {
@@ -331,8 +328,9 @@ func sealSIMD(pkts []Packet, im impl) {
 
 // seal seals the packets of c (at most maxChunk) with im's kernels.
 func (ch *chunk) seal(c []Packet, im impl) {
-	ch.runJobs(im, c, ch.sealJobs(c))
-	ch.mac(im, c)
+	sp := spreadOf(c)
+	ch.runJobs(im, c, ch.sealJobs(c), sp.sealJobs)
+	ch.mac(im, c, sp.msgs)
 	for i := range c {
 		d := c[i].Data
 		copy(d[len(d)-TagSize:], ch.tags[i][:])
@@ -357,13 +355,14 @@ func openSIMD(pkts []Packet, ok []bool, im impl) {
 // open opens the packets of c (at most maxChunk) with im's kernels, with
 // the results in ok.
 func (ch *chunk) open(c []Packet, ok []bool, im impl) {
-	ch.runJobs(im, c, ch.keyJobs(c, 0, len(c), ch.jobs[:0]))
-	ch.mac(im, c)
+	sp := spreadOf(c)
+	ch.runJobs(im, c, ch.keyJobs(c), true) // all one block
+	ch.mac(im, c, sp.msgs)
 	for i := range c {
 		d := c[i].Data
 		ok[i] = tagEqual(&ch.tags[i], (*[TagSize]byte)(d[len(d)-TagSize:]))
 	}
-	ch.runJobs(im, c, dataJobs(c, 0, len(c), ok, ch.jobs[:0]))
+	ch.runJobs(im, c, ch.dataJobs(c, ok), sp.msgs) // a subset of the messages
 	for i := range c {
 		if !ok[i] {
 			d := c[i].Data
