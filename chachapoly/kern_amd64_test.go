@@ -237,3 +237,40 @@ func TestPolyKeys16(t *testing.T) {
 		}
 	}
 }
+
+// TestChachaKeys16 checks chachaKeys16 against the transpose it replaces:
+// word w of lane l's Key into key[w][l] for every lane with a Key, lanes
+// sharing a Key, and lanes without one (nil: their rows are not read).
+func TestChachaKeys16(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("needs AVX-512") // covered where CI's CPU has it
+	}
+	rng := rand.New(rand.NewPCG(33, 34))
+	keys := make([]Key, 5)
+	for range 50 {
+		for i := range keys {
+			var b [KeySize]byte
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			keys[i].Set(&b)
+		}
+		var g group
+		for l := range lanes {
+			if rng.IntN(5) > 0 {
+				g.keyOf[l] = &keys[rng.IntN(len(keys))]
+			}
+		}
+		chachaKeys16(&g)
+		for l := range lanes {
+			if g.keyOf[l] == nil {
+				continue
+			}
+			for w := range 8 {
+				if got, want := g.key[w][l], g.keyOf[l].w[w]; got != want {
+					t.Fatalf("lane %d word %d: %#x, want %#x", l, w, got, want)
+				}
+			}
+		}
+	}
+}

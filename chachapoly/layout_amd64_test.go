@@ -21,6 +21,8 @@ func TestGroupLayout(t *testing.T) {
 		{"ctr", unsafe.Offsetof(g.ctr), 960},
 		{"rel", unsafe.Offsetof(g.rel), 1024},
 		{"polyKey", unsafe.Offsetof(g.polyKey), offPolyKey},
+		{"keyOf", unsafe.Offsetof(g.keyOf), 3200},
+		{"Key.w", unsafe.Offsetof(Key{}.w), 0},
 	} {
 		if c.got != c.want {
 			t.Errorf("offset of group.%s = %d, want %d", c.name, c.got, c.want)

@@ -36,13 +36,18 @@ type group struct {
 	// object is stored in it (which would move it to the heap).
 	polyKey [maxChunk][32]byte
 
-	// keyOf[l] is the Key whose words lane l holds in key (Go only, not
-	// read by the assembly): a lane keeps its key words from one pass to
-	// the next when the key is the same, as in a one-key burst.
+	// keyOf[l] is the Key whose words lane l holds in key: a lane keeps
+	// its key words from one pass to the next when the key is the same,
+	// as in a one-key burst; chachaKeys16 loads them from here.
 	keyOf [lanes]*Key
 }
 
 const offPolyKey = 1152 // offset of group.polyKey
+
+// chachaKeys16 is in chacha_amd64.s.
+//
+//go:noescape
+func chachaKeys16(lanes *group)
 
 // chacha16 is in chacha_amd64.s.
 //
@@ -202,7 +207,7 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			a.n = int32(64 * h)
 			m++
 		}
-		blocks := 0
+		blocks, reload := 0, false
 		for l := 0; l < lanes; l++ {
 			if l >= m {
 				g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = nil, 0, 0, 0
@@ -212,9 +217,12 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			p := &c[j.pkt]
 			if g.keyOf[l] != p.Key {
 				g.keyOf[l] = p.Key
-				k := &p.Key.w
-				g.key[0][l], g.key[1][l], g.key[2][l], g.key[3][l] = k[0], k[1], k[2], k[3]
-				g.key[4][l], g.key[5][l], g.key[6][l], g.key[7][l] = k[4], k[5], k[6], k[7]
+				reload = true
+				if im == implAVX2 {
+					k := &p.Key.w
+					g.key[0][l], g.key[1][l], g.key[2][l], g.key[3][l] = k[0], k[1], k[2], k[3]
+					g.key[4][l], g.key[5][l], g.key[6][l], g.key[7][l] = k[4], k[5], k[6], k[7]
+				}
 			}
 			g.nonce[0][l] = p.nonce0
 			g.nonce[1][l] = uint32(p.Counter)
@@ -222,6 +230,11 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
 			g.n[l], g.ctr[l], g.rel[l] = int(j.n), j.ctr, uint64(j.rel)
 			blocks = max(blocks, j.blocks())
+		}
+		if reload && im != implAVX2 {
+			// Gathered in the kernel: a burst to 64 peers loaded 64
+			// keys' words here one by one (BenchmarkPeers).
+			chachaKeys16(g)
 		}
 		chacha(im, g, uint64(blocks))
 	}

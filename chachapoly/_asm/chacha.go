@@ -16,8 +16,41 @@ const (
 	offPtr   = 704  // [16]unsafe.Pointer start of each lane's message
 	offLen   = 832  // [16]int bytes of each lane's message
 	offCtr   = 960  // [16]uint32 block counter of each lane's first block
-	offRel   = 1024 // [16]uint64 if not 0: the lane's bytes are at this offset in the group
+	offRel   = 1024 // [16]uint64 if not 0: the lane begins with a Poly1305 key, stored at this offset in the group
+	offKeyOf = 3200 // [16]*Key each lane's key (its 8 words first), nil if none
 )
+
+// chachaKeys16 emits the load of the 16 lanes' key words: word w of the
+// Key at keyOf[l] into key[w][l], by gathers (16 lanes × 8 words: the
+// transpose that cost 128 loads and 128 stores in Go for a burst of
+// packets to as many peers).
+func chachaKeys16() {
+	TEXT("chachaKeys16", NOSPLIT, "func(lanes *byte)")
+	Doc("chachaKeys16 loads the key words of each lane of lanes (a group)",
+		"whose keyOf is not nil from that Key into the group's key rows.",
+		"It requires AVX-512 F.")
+	g, zero := GP64(), GP64()
+	Load(Param("lanes"), g)
+	XORQ(zero, zero)
+	p0, p1 := Z0, Z1
+	VMOVDQU64(Mem{Base: g, Disp: offKeyOf}, p0)
+	VMOVDQU64(Mem{Base: g, Disp: offKeyOf + 64}, p1)
+	VPTESTMQ(p0, p0, K2) // lanes 0..7 with a key
+	VPTESTMQ(p1, p1, K3) // lanes 8..15
+	for w := 0; w < 8; w++ {
+		VPXORD(Z2, Z2, Z2)
+		VPXORD(Z3, Z3, Z3)
+		KMOVW(K2, K1)
+		VPGATHERQD(Mem{Base: zero, Index: p0, Scale: 1, Disp: 4 * w}, K1, Y2)
+		KMOVW(K3, K1)
+		VPGATHERQD(Mem{Base: zero, Index: p1, Scale: 1, Disp: 4 * w}, K1, Y3)
+		VINSERTI64X4(U8(1), Y3, Z2, Z2)
+		VMOVDQU32(Z2, Mem{Base: g, Disp: offKey + 64*w})
+	}
+	// Leave no key in vector registers.
+	VZEROALL()
+	RET()
+}
 
 // sigma is the ChaCha20 constant "expand 32-byte k", RFC 8439 §2.3.
 var sigma = [4]uint32{0x61707865, 0x3320646e, 0x79622d32, 0x6b206574}
