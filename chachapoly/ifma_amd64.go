@@ -34,7 +34,7 @@ const (
 // poly16 and polyKeys16 are in chacha_amd64.s.
 //
 //go:noescape
-func poly16(lanes *polyGroup, blocks uint64)
+func poly16(lanes *polyGroup, blocks, fast uint64)
 
 //go:noescape
 func polyKeys16(lanes *polyGroup, keys *[maxChunk][32]byte)
@@ -152,7 +152,8 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 	}
 	pg := &ch.pg
 	ch.used16 = true
-	var blocks uint64
+	// fast: the blocks every lane in use reads from its message.
+	blocks, fast := uint64(0), ^uint64(0)
 	for l := 0; l < lanes; l++ {
 		if l >= len(lane) || len(c[lane[l]].AD) > 0 {
 			pg.idle(l)
@@ -160,9 +161,10 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 		}
 		p := &c[lane[l]]
 		blocks = max(blocks, pg.load(l, lane[l], p.Data[:len(p.Data)-TagSize]))
+		fast = min(fast, pg.full[l])
 	}
 	polyKeys16(pg, &ch.g.polyKey)
-	poly16(pg, blocks)
+	poly16(pg, blocks, min(fast, blocks))
 	for l, i := range lane {
 		if len(c[i].AD) > 0 {
 			ch.macScalar(c, int(i))

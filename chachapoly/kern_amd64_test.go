@@ -61,7 +61,7 @@ func BenchmarkKernels(b *testing.B) {
 			pg.load(l, uint8(l), nil)
 		}
 		polyKeys16(&pg, &keys)
-		minOf(b, func() { poly16(&pg, 1) })
+		minOf(b, func() { poly16(&pg, 1, 0) })
 	})
 	b.Run("poly16-keys", func(b *testing.B) {
 		var pg polyGroup
@@ -169,7 +169,7 @@ func TestPolyFinish(t *testing.T) {
 				pg.h[k][l] = v
 			}
 			pg.add[0][l], pg.add[1][l] = s0, s1
-			poly16(&pg, 0)
+			poly16(&pg, 0, 0)
 			var got [TagSize]byte
 			pg.tag(l, &got)
 			if got != want {

@@ -98,15 +98,23 @@ func polyKeys16() {
 // tail blocks after that, then finish the tag (h mod p, plus s, mod 2^128).
 // Arithmetic modulo 2^130-5 in three limbs of 44, 44 and 42 bits, products
 // by the 52-bit multiply-adds of AVX-512 IFMA.
+//
+// The first fast blocks, which every lane in use reads from its message,
+// take a shorter step: the lanes' addresses advance by 16 (no choice of
+// message or tail, no compare), and the accumulators are replaced whole
+// (lanes not in use are masked out of the loads; what their accumulators
+// hold is never read).
 func poly16() {
-	TEXT("poly16", NOSPLIT, "func(lanes *byte, blocks uint64)")
+	TEXT("poly16", NOSPLIT, "func(lanes *byte, blocks uint64, fast uint64)")
 	Doc("poly16 absorbs up to blocks 16-byte blocks into the Poly1305",
 		"accumulators of the 16 lanes of lanes (a polyGroup) and writes each",
 		"lane's tag (accumulator mod 2^130-5, plus the addend, mod 2^128) to",
-		"its out words. It requires AVX-512 F and IFMA.")
-	g, n, i, zero, tmp := GP64(), GP64(), GP64(), GP64(), GP64()
+		"its out words. Every lane with blocks to absorb must have fast or",
+		"more full blocks (fast <= blocks). It requires AVX-512 F and IFMA.")
+	g, n, i, zero, tmp, nf := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
 	Load(Param("blocks"), n)
+	Load(Param("fast"), nf)
 	XORQ(i, i)
 	XORQ(zero, zero)
 
@@ -127,6 +135,34 @@ func poly16() {
 		}
 	}
 	I := Z27
+	// The fast steps: the lanes' message addresses in Z24 (half 0) and
+	// Z25 (half 1), 16 added a step; the lanes in use (total > 0) in K4
+	// and K5.
+	addrs := [2]VecPhysical{Z24, Z25}
+	inUse := [2]OpmaskPhysical{K4, K5}
+	sixteen := Z26
+	MOVQ(U64(16), tmp)
+	VPBROADCASTQ(tmp, sixteen)
+	VPXORQ(I, I, I)
+	for half := 0; half < 2; half++ {
+		VMOVDQU64(Mem{Base: g, Disp: offMsg + 64*half}, addrs[half])
+		VPCMPUQ(U8(1), Mem{Base: g, Disp: offTotal + 64*half}, I, inUse[half]) // 0 < total
+	}
+	Label("poly_fast")
+	CMPQ(i, nf)
+	JAE(LabelRef("poly_block"))
+	for half := 0; half < 2; half++ {
+		lo, hi := Z6, Z7
+		KMOVW(inUse[half], K3)
+		VPGATHERQQ(Mem{Base: zero, Index: addrs[half], Scale: 1}, K3, lo)
+		KMOVW(inUse[half], K3)
+		VPGATHERQQ(Mem{Base: zero, Index: addrs[half], Scale: 1, Disp: 8}, K3, hi)
+		VPADDQ(sixteen, addrs[half], addrs[half])
+		polyMul(g, half, h[half], lo, hi, mask44, mask42, bit40, nil)
+	}
+	INCQ(i)
+	JMP(LabelRef("poly_fast"))
+
 	Label("poly_block")
 	CMPQ(i, n)
 	JAE(LabelRef("poly_done"))
@@ -134,7 +170,6 @@ func poly16() {
 	for half := 0; half < 2; half++ {
 		at := func(off int) Mem { return Mem{Base: g, Disp: off + 64*half} }
 		lo, hi, addr, t := Z6, Z7, Z8, Z9
-		L0, L1, L2, H0, H1, H2 := Z10, Z11, Z12, Z13, Z14, Z15
 		// Lanes still absorbing (K2), and those reading the message (K1).
 		VPCMPUQ(U8(1), at(offFull), I, K1)  // i < full
 		VPCMPUQ(U8(1), at(offTotal), I, K2) // i < total
@@ -151,72 +186,8 @@ func poly16() {
 		VPGATHERQQ(Mem{Base: zero, Index: addr, Scale: 1}, K3, lo)
 		KMOVW(K2, K3)
 		VPGATHERQQ(Mem{Base: zero, Index: addr, Scale: 1, Disp: 8}, K3, hi)
-
-		// a = h + m, m in limbs with the 2^128 bit set (h itself changes
-		// only in lanes still absorbing, below).
-		hh := h[half]
-		a := []VecPhysical{Z16, Z17, Z18}
-		VPANDQ(mask44, lo, t)
-		VPADDQ(t, hh[0], a[0])
-		VPSRLQ(U8(44), lo, t)
-		VPSLLQ(U8(20), hi, lo)
-		VPORQ(lo, t, t)
-		VPANDQ(mask44, t, t)
-		VPADDQ(t, hh[1], a[1])
-		VPSRLQ(U8(24), hi, t)
-		VPORQ(bit40, t, t)
-		VPADDQ(t, hh[2], a[2])
-
-		// Products: column k holds L_k + 2^52·H_k at weight 2^(44k);
-		// 2^132 ≡ 20 (mod p) gives s1 = 20·r1, s2 = 20·r2.
-		r0, r1, r2 := at(offR), at(offR+128), at(offR+256)
-		s1, s2 := at(offS), at(offS+128)
-		for _, z := range []VecPhysical{L0, L1, L2, H0, H1, H2} {
-			VPXORQ(z, z, z)
-		}
-		terms := [3][3]struct {
-			h int
-			m Mem
-		}{
-			{{0, r0}, {1, s2}, {2, s1}},
-			{{0, r1}, {1, r0}, {2, s2}},
-			{{0, r2}, {1, r1}, {2, r0}},
-		}
-		L := []VecPhysical{L0, L1, L2}
-		H := []VecPhysical{H0, H1, H2}
-		for k := 0; k < 3; k++ {
-			for _, tm := range terms[k] {
-				VPMADD52LUQ(tm.m, a[tm.h], L[k])
-				VPMADD52HUQ(tm.m, a[tm.h], H[k])
-			}
-		}
-		// High halves move one column up, times 2^8 (2^52 = 2^44·2^8).
-		VPSLLQ(U8(8), H0, H0)
-		VPADDQ(H0, L1, L1)
-		VPSLLQ(U8(8), H1, H1)
-		VPADDQ(H1, L2, L2)
-		// Carry, and fold everything at or above 2^130 back times 5:
-		// c = L2>>42 + 4·(H2<<8) (H2<<8 is at weight 2^132).
-		VPSRLQ(U8(44), L0, t)
-		VPANDQ(mask44, L0, L0)
-		VPADDQ(t, L1, L1)
-		VPSRLQ(U8(44), L1, t)
-		VPANDQ(mask44, L1, L1)
-		VPADDQ(t, L2, L2)
-		VPSRLQ(U8(42), L2, t)
-		VPANDQ(mask42, L2, L2)
-		VPSLLQ(U8(10), H2, H2)
-		VPADDQ(H2, t, t)
-		VPADDQ(t, L0, L0)
-		VPSLLQ(U8(2), t, t)
-		VPADDQ(t, L0, L0)
-		VPSRLQ(U8(44), L0, t)
-		VPANDQ(mask44, L0, L0)
-		VPADDQ(t, L1, L1)
-		// Keep the new h only in lanes still absorbing.
-		VMOVDQA64(L0, K2, hh[0])
-		VMOVDQA64(L1, K2, hh[1])
-		VMOVDQA64(L2, K2, hh[2])
+		// h changes only in lanes still absorbing.
+		polyMul(g, half, h[half], lo, hi, mask44, mask42, bit40, K2)
 	}
 	INCQ(i)
 	JMP(LabelRef("poly_block"))
@@ -241,6 +212,84 @@ func poly16() {
 		VPXORQ(zmm[i], zmm[i], zmm[i])
 	}
 	RET()
+}
+
+// polyMul emits one block of one half of poly16: hh = (hh + m)·r mod
+// 2^130-5 (partially reduced), m the block whose low and high 64 bits are
+// in lo and hi (both clobbered), with the 2^128 bit set; where keep is
+// not nil, only in the lanes it selects.
+func polyMul(g Register, half int, hh [3]VecPhysical, lo, hi, mask44, mask42, bit40 VecPhysical, keep Op) {
+	at := func(off int) Mem { return Mem{Base: g, Disp: off + 64*half} }
+	t := Z9
+	L0, L1, L2, H0, H1, H2 := Z10, Z11, Z12, Z13, Z14, Z15
+	// a = h + m, m in limbs with the 2^128 bit set.
+	a := []VecPhysical{Z16, Z17, Z18}
+	VPANDQ(mask44, lo, t)
+	VPADDQ(t, hh[0], a[0])
+	VPSRLQ(U8(44), lo, t)
+	VPSLLQ(U8(20), hi, lo)
+	VPORQ(lo, t, t)
+	VPANDQ(mask44, t, t)
+	VPADDQ(t, hh[1], a[1])
+	VPSRLQ(U8(24), hi, t)
+	VPORQ(bit40, t, t)
+	VPADDQ(t, hh[2], a[2])
+
+	// Products: column k holds L_k + 2^52·H_k at weight 2^(44k);
+	// 2^132 ≡ 20 (mod p) gives s1 = 20·r1, s2 = 20·r2.
+	r0, r1, r2 := at(offR), at(offR+128), at(offR+256)
+	s1, s2 := at(offS), at(offS+128)
+	for _, z := range []VecPhysical{L0, L1, L2, H0, H1, H2} {
+		VPXORQ(z, z, z)
+	}
+	terms := [3][3]struct {
+		h int
+		m Mem
+	}{
+		{{0, r0}, {1, s2}, {2, s1}},
+		{{0, r1}, {1, r0}, {2, s2}},
+		{{0, r2}, {1, r1}, {2, r0}},
+	}
+	L := []VecPhysical{L0, L1, L2}
+	H := []VecPhysical{H0, H1, H2}
+	for k := 0; k < 3; k++ {
+		for _, tm := range terms[k] {
+			VPMADD52LUQ(tm.m, a[tm.h], L[k])
+			VPMADD52HUQ(tm.m, a[tm.h], H[k])
+		}
+	}
+	// High halves move one column up, times 2^8 (2^52 = 2^44·2^8).
+	VPSLLQ(U8(8), H0, H0)
+	VPADDQ(H0, L1, L1)
+	VPSLLQ(U8(8), H1, H1)
+	VPADDQ(H1, L2, L2)
+	// Carry, and fold everything at or above 2^130 back times 5:
+	// c = L2>>42 + 4·(H2<<8) (H2<<8 is at weight 2^132).
+	VPSRLQ(U8(44), L0, t)
+	VPANDQ(mask44, L0, L0)
+	VPADDQ(t, L1, L1)
+	VPSRLQ(U8(44), L1, t)
+	VPANDQ(mask44, L1, L1)
+	VPADDQ(t, L2, L2)
+	VPSRLQ(U8(42), L2, t)
+	VPANDQ(mask42, L2, L2)
+	VPSLLQ(U8(10), H2, H2)
+	VPADDQ(H2, t, t)
+	VPADDQ(t, L0, L0)
+	VPSLLQ(U8(2), t, t)
+	VPADDQ(t, L0, L0)
+	VPSRLQ(U8(44), L0, t)
+	VPANDQ(mask44, L0, L0)
+	VPADDQ(t, L1, L1)
+	if keep == nil {
+		VMOVDQA64(L0, hh[0])
+		VMOVDQA64(L1, hh[1])
+		VMOVDQA64(L2, hh[2])
+		return
+	}
+	VMOVDQA64(L0, keep, hh[0])
+	VMOVDQA64(L1, keep, hh[1])
+	VMOVDQA64(L2, keep, hh[2])
 }
 
 // polyFinish emits the end of a Poly1305 computation for one half (8
