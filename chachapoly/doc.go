@@ -28,10 +28,14 @@
 //     time, whose own AVX2 code is faster there (see maxAVX2Len).
 //   - generic: golang.org/x/crypto/chacha20poly1305, one message at a time.
 //
-// A lane of the ChaCha20 kernels is a job: the Poly1305 key block of a
-// message, a whole message, or a segment of a long message spread over
-// lanes that would otherwise idle; jobs are ordered by length so that the
-// lanes of a pass finish together. Lengths may differ freely within a burst:
+// A lane of the ChaCha20 kernels is a job: a message's Poly1305 key block
+// (opening: the tag is checked before anything is decrypted), the key
+// block followed by the whole message (sealing: one lane a packet), a
+// whole message, or a segment of a long message spread over lanes that
+// would otherwise idle; jobs are ordered by length, when their lengths
+// differ, so that the lanes of a pass finish together. The lanes' key
+// words and Poly1305 keys are set up by small kernels of their own
+// (chachaKeys16, polyKeys16) from the Keys and one-time keys. Lengths may differ freely within a burst:
 // a message's last block is XORed under a byte mask (AVX-512) or byte by
 // byte (AVX2). Messages with additional data take the Poly1305 path of one
 // message at a time.
@@ -48,7 +52,11 @@
 // With IFMA, a burst of 64 packets of 64 bytes costs about a third of
 // x/crypto per packet (min-ratio 0.33 sealing or opening with one key, 0.36
 // to 0.42 with 64 keys); of 1420 bytes, 0.53 to 0.58 (AMD Zen 5, shared and
-// loaded machine, BenchmarkBurst/avx512ifma). A run of one or two small packets
+// loaded machine, BenchmarkBurst/avx512ifma). On an Intel Xeon, whose
+// 512-bit integer instructions issue on two ports where Zen 5 has four,
+// 46-50 ns a packet of 64 bytes (0.32-0.36 of x/crypto's 137-155 ns) and
+// 400-440 ns of 1420 bytes (0.57-0.62); docs/performance.md has the
+// history. A run of one or two small packets
 // costs more than x/crypto (about 2x for one): the package does not switch
 // to x/crypto for them, which would need an x/crypto AEAD (and its key
 // copy) for every key; callers should hand whole runs.
@@ -72,7 +80,9 @@
 // tag: the ChaCha20 and Poly1305 kernels branch only on loop counters,
 // message lengths and a lane's job kind, and address memory only from
 // message pointers and lengths (the Poly1305 kernels gather each lane's
-// block from an address computed from its pointer, length and the step); the scalar Poly1305 reduces without branches
+// block from an address computed from its pointer, length and the step),
+// the Keys' addresses and the one-time keys' indexes in the call's own
+// array (the key set-up kernels gather from them); the scalar Poly1305 reduces without branches
 // (a mask selects h or h-p); tags are compared in constant time (the XORs
 // of their two halves folded into one word, then tested once). The
 // result of a comparison is public (the packet is dropped or delivered), so
