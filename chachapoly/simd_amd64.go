@@ -156,7 +156,7 @@ func sortJobs(jobs, out []job, same bool) []job {
 	}
 	const classes = 16
 	var count [classes + 1]int
-	var class [2 * maxChunk]uint8
+	var class [maxChunk]uint8
 	for i := range jobs {
 		c := sizeClass(jobs[i].blocks())
 		class[i] = c
@@ -246,8 +246,8 @@ type chunk struct {
 	pg     polyGroup
 	pg8    poly8Group
 	tags   [maxChunk][TagSize]byte
-	jobs   [2 * maxChunk]job
-	sorted [2 * maxChunk]job
+	jobs   [maxChunk]job // at most one a packet (keyJobs, dataJobs, sealJobs)
+	sorted [maxChunk]job
 
 	// What wipe must erase: the one-time keys of the first keys packets,
 	// and the Poly1305 groups used.
