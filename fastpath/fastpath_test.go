@@ -675,3 +675,32 @@ func TestTooBigICMPFollowsLANAddrs(t *testing.T) {
 		t.Errorf("drops[too_big] = %d, want 4", d)
 	}
 }
+
+// TestNoKeypairAfterBurst: once inbound handled a burst, no keypair stays
+// reachable from the worker's per-frame state (key hygiene: one the
+// control plane zeroes must not stay reachable from an idle worker),
+// whatever became of each frame: delivered, a replay, not authentic.
+func TestNoKeypairAfterBurst(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	msgs := capture(t, r, 4)
+	if len(msgs) != 4 {
+		t.Fatalf("captured %d messages, want 4", len(msgs))
+	}
+	bad := append([]byte(nil), msgs[3]...)
+	bad[len(bad)-1] ^= 1
+	var frames []dataplane.Frame
+	for _, m := range [][]byte{msgs[0], msgs[1], msgs[1], bad, msgs[2], msgs[0]} {
+		frames = append(frames, wanFrame(t, r, m))
+	}
+	sendAll(t, r.wanA, 0, frames)
+	wb := r.b.workers[0]
+	wb.inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 3, 20*time.Millisecond, nil); got != 3 {
+		t.Fatalf("delivered %d packets, want 3; drops %v", got, TotalDrops(r.b.Stats()).List())
+	}
+	for i := range wb.meta {
+		if wb.meta[i].kp != nil {
+			t.Errorf("frame %d's keypair still held after the burst", i)
+		}
+	}
+}

@@ -49,11 +49,9 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	if len(w.hair) > 0 {
 		w.hairpinBurst(now) // peer to peer (hairpin.go)
 	}
-	// Keep no keypair past the burst: one the control plane zeroes must
-	// not stay reachable from an idle worker (key hygiene).
-	for i := range frames {
-		w.meta[i].kp = nil
-	}
+	// No keypair stays past the burst (deliver clears each m.kp it
+	// reads): one the control plane zeroes must not stay reachable from
+	// an idle worker (key hygiene).
 }
 
 // rxMeta is what inbound's first pass learnt of an authenticated transport
@@ -365,9 +363,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 
 // deliver is inbound's third pass, over the authenticated packets: the
 // replay verdict, peer bookkeeping (once per run of one keypair), roaming,
-// and the first pass's verdict on the inner packet. It returns the frames to
-// transmit and the number of frames it consumed (keepalives, exception
-// packets).
+// and the first pass's verdict on the inner packet. It clears each frame's
+// keypair (w.meta), leaving none reachable past the burst. It returns the
+// frames to transmit and the number of frames it consumed (keepalives,
+// exception packets).
 func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (out []dataplane.Frame, left int) {
 	meta := w.meta[:len(frames)]
 	accepted := w.accepted[:len(frames)]
@@ -385,6 +384,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		if kp == nil {
 			continue
 		}
+		m.kp = nil // key hygiene (inboundBurst)
 		if !accepted[i] {
 			bad[DropReplay]++
 			if m.verdict == innerNoNeighbour && m.nbrCounted {
