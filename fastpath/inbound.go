@@ -253,9 +253,14 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict = innerKeepalive
 			continue
 		}
+		// The frame is trimmed to the plaintext, the IP packet below,
+		// its length set on each way out of the loop; the slices are
+		// cut from d, the data as received (one look at the frame's
+		// pool per packet, not one per step).
 		off := int(om.off)
+		d := f.Data()
+		ip := d[off : off+plain]
 		f.TrimFront(off)
-		f.SetLen(plain)
 		m.back = int32(off)
 		// The IP header only: a gateway forwards what its upper layer
 		// holds, as a router does. parseInner also applies the outer
@@ -263,7 +268,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// router.go), while it holds the header: done there, and not
 		// by calls in this loop, the router's work costs the loop no
 		// values of its own to keep across calls (scripts/routercost.sh).
-		if parseInner(f.Data(), &w.pkt, m.ecn) != header.OK {
+		if parseInner(ip, &w.pkt, m.ecn) != header.OK {
+			f.SetLen(plain)
 			m.verdict = innerMalformed
 			continue
 		}
@@ -273,11 +279,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			// One of the host's own addresses (router.go,
 			// transitChecks) is judged here, once per source, and
 			// stands for no peer.
-			if routerWork && rt.mayOwn(f.Data()) && rt.ownSource(f.Data()) {
+			if routerWork && rt.mayOwn(ip) && rt.ownSource(ip) {
 				lastSrcPeer = &ownSourcePeer
 			}
 		}
 		if lastSrcPeer != kp.Peer {
+			f.SetLen(plain)
 			m.verdict = innerForeign
 			if lastSrcPeer == &ownSourcePeer {
 				m.verdict = innerMartian
@@ -285,7 +292,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
-		ip := f.Data()
+		ip = ip[:w.pkt.L3End]
 		dst := w.pkt.Dst
 		// Addresses no router forwards (router.go); a multicast or
 		// broadcast destination goes to the exception interface, as
