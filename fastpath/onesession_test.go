@@ -52,10 +52,11 @@ func aheadOff(vlan, v6 bool, ihl int) int {
 }
 
 // TestOneSession checks inboundAhead's short cut against aheadTransport:
-// oneSession says a burst is one run of one receiver index only when
-// aheadTransport reads every frame as a transport message of that
-// index, and says so for the bursts it is for (one session, whatever
-// the fields that do not move the message: lengths, IPv4 identification).
+// oneSession says the frames it reads (the first, middle and last of a
+// burst; here the middle one varies) are of one receiver index only when
+// aheadTransport reads them as transport messages of that index, and
+// says so for the bursts it is for (one session, whatever the fields that
+// do not move the message: lengths, IPv4 identification).
 func TestOneSession(t *testing.T) {
 	p, err := dataplane.NewPool(make([]byte, 8*dataplane.DefaultFrameSize), dataplane.DefaultFrameSize, dataplane.DefaultHeadroom)
 	if err != nil {
