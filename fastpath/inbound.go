@@ -332,8 +332,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
 			continue
 		}
-		mac, ok := lastMAC, dst == lastDst
-		if !ok {
+		if dst != lastDst {
 			if r := w.lanRoute(rt, dst, now); r != routeLAN {
 				m.verdict = w.offLAN(f, m, ip, r, exc != nil)
 				continue
@@ -345,7 +344,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 				m.verdict = innerNoNeighbour
 				continue
 			}
-			if mac, ok = w.lanNeighbour(dst, now); !ok {
+			mac, ok := w.lanNeighbour(dst, now)
+			if !ok {
 				m.nbrCounted = w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
@@ -357,10 +357,13 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			et = header.EtherTypeIPv6
 		}
 		if w.lanVLAN == 0 { // the one VLAN branch of the untagged path
-			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
-			m.back -= header.EthernetLen
+			// In front of the IP packet, where the transport header
+			// was (off >= 14); the frame grows over it.
+			header.PutEthernet(d[off-header.EthernetLen:off], header.MAC(lastMAC), header.MAC(w.lanMAC), et)
+			f.Grow(header.EthernetLen)
+			m.back = int32(off - header.EthernetLen)
 		} else {
-			m.back -= int32(w.putLANEthernet(f, mac, et))
+			m.back -= int32(w.putLANEthernet(f, lastMAC, et))
 		}
 		m.verdict = innerDeliver
 	}
