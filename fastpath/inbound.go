@@ -71,14 +71,13 @@ type rxMeta struct {
 
 // openMeta is what authenticate keeps of a transport message queued for
 // opening: its frame, where the ciphertext starts in the frame's data, its
-// counter, session and outer source.
+// counter and session (the outer source goes to the frame's rxMeta).
 type openMeta struct {
 	frame int32
 	off   int32 // ciphertext start in the frame's data
 	plain int32 // plaintext length (with the sender's padding)
 	c     uint64
 	kp    *Keypair
-	src   netip.AddrPort
 }
 
 // innerVerdict is what the first pass found in an authenticated packet's
@@ -226,7 +225,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		op.Key, op.Counter, op.Data = idxRunKey, c, msg[protocol.TransportHeaderSize:]
 		om.frame, om.off = int32(i), int32(w.pkt.PayloadOff+protocol.TransportHeaderSize)
 		om.plain, om.c, om.kp = int32(len(msg)-protocol.TransportHeaderSize-protocol.TagSize), c, kp
-		om.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
+		m.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
 	}
 	// One call authenticates and opens the whole burst (package chachapoly:
 	// SIMD lanes); a packet that fails is dropped alone.
@@ -246,7 +245,6 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		plain := int(om.plain)
 		counters[i] = om.c
 		m.kp = kp
-		m.src = om.src
 		m.plainLen = int32(plain)
 		m.back = 0
 		if plain == 0 {
