@@ -521,7 +521,14 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 	t[0], t[1], t[2], t[3] = protocol.TypeTransport, 0, 0, 0
 	binary.LittleEndian.PutUint32(t[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
-	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
+	payload := protocol.TransportHeaderSize + padded + protocol.TagSize
+	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+1, ecn) {
+		// The usual outer headers (untagged IPv4): as below, with the
+		// identification and the ECN field in the one checksum.
+		w.ipID++
+		return true
+	}
+	pl.tmpl.Put(b, srcPort, payload)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
 		// datagram may be fragmented on the way, DF being clear), and
