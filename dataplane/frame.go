@@ -86,6 +86,19 @@ func (f *Frame) Prepend(n int) []byte {
 	return f.Data()
 }
 
+// Grow is Prepend for a caller that already holds the bytes in front of
+// the data (a slice of the frame's data from before a TrimFront): it
+// grows the data by n bytes at the front and returns true, or returns
+// false and changes nothing if n exceeds Headroom.
+func (f *Frame) Grow(n int) bool {
+	if n < 0 || uint32(n) > f.off {
+		return false
+	}
+	f.off -= uint32(n)
+	f.len += uint32(n)
+	return true
+}
+
 // TrimFront drops n bytes from the front of the data (they become headroom).
 // It returns false and changes nothing if n exceeds Len.
 func (f *Frame) TrimFront(n int) bool {

@@ -150,8 +150,20 @@ func TestFrameRoom(t *testing.T) {
 		t.Errorf("Prepend(Headroom()) = nil or Headroom() = %d, want 0", f.Headroom())
 	}
 
-	// TrimFront.
+	// Grow is Prepend without the data: the same frame after.
 	f = before
+	g := before
+	if !g.Grow(42) || g != (func() Frame { h := before; h.Prepend(42); return h })() {
+		t.Errorf("Grow(42): frame %+v, want what Prepend(42) makes", g)
+	}
+	if g := before; g.Grow(g.Headroom()+1) || g.Grow(-1) || g != before {
+		t.Errorf("Grow past the headroom or by -1 = true or changed the frame")
+	}
+	if g := before; !g.Grow(g.Headroom()) || g.Headroom() != 0 || g.Len() != before.Len()+before.Headroom() {
+		t.Errorf("Grow(Headroom()): Headroom() = %d, Len() = %d", g.Headroom(), g.Len())
+	}
+
+	// TrimFront.
 	if !f.TrimFront(42) || f.Len() != 100 || f.Headroom() != testHeadroom {
 		t.Errorf("TrimFront(42): Len() = %d, Headroom() = %d; want 100, %d", f.Len(), f.Headroom(), testHeadroom)
 	}

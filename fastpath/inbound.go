@@ -49,11 +49,9 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 	if len(w.hair) > 0 {
 		w.hairpinBurst(now) // peer to peer (hairpin.go)
 	}
-	// Keep no keypair past the burst: one the control plane zeroes must
-	// not stay reachable from an idle worker (key hygiene).
-	for i := range frames {
-		w.meta[i].kp = nil
-	}
+	// No keypair stays past the burst (deliver clears each m.kp it
+	// reads): one the control plane zeroes must not stay reachable from
+	// an idle worker (key hygiene).
 }
 
 // rxMeta is what inbound's first pass learnt of an authenticated transport
@@ -73,14 +71,13 @@ type rxMeta struct {
 
 // openMeta is what authenticate keeps of a transport message queued for
 // opening: its frame, where the ciphertext starts in the frame's data, its
-// counter, session and outer source.
+// counter and session (the outer source goes to the frame's rxMeta).
 type openMeta struct {
 	frame int32
 	off   int32 // ciphertext start in the frame's data
 	plain int32 // plaintext length (with the sender's padding)
 	c     uint64
 	kp    *Keypair
-	src   netip.AddrPort
 }
 
 // innerVerdict is what the first pass found in an authenticated packet's
@@ -228,7 +225,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		op.Key, op.Counter, op.Data = idxRunKey, c, msg[protocol.TransportHeaderSize:]
 		om.frame, om.off = int32(i), int32(w.pkt.PayloadOff+protocol.TransportHeaderSize)
 		om.plain, om.c, om.kp = int32(len(msg)-protocol.TransportHeaderSize-protocol.TagSize), c, kp
-		om.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
+		m.src = netip.AddrPortFrom(w.pkt.Src, w.pkt.SrcPort)
 	}
 	// One call authenticates and opens the whole burst (package chachapoly:
 	// SIMD lanes); a packet that fails is dropped alone.
@@ -248,16 +245,20 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		plain := int(om.plain)
 		counters[i] = om.c
 		m.kp = kp
-		m.src = om.src
 		m.plainLen = int32(plain)
 		m.back = 0
 		if plain == 0 {
 			m.verdict = innerKeepalive
 			continue
 		}
+		// The frame is trimmed to the plaintext, the IP packet below,
+		// its length set on each way out of the loop; the slices are
+		// cut from d, the data as received (one look at the frame's
+		// pool per packet, not one per step).
 		off := int(om.off)
+		d := f.Data()
+		ip := d[off : off+plain]
 		f.TrimFront(off)
-		f.SetLen(plain)
 		m.back = int32(off)
 		// The IP header only: a gateway forwards what its upper layer
 		// holds, as a router does. parseInner also applies the outer
@@ -265,7 +266,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// router.go), while it holds the header: done there, and not
 		// by calls in this loop, the router's work costs the loop no
 		// values of its own to keep across calls (scripts/routercost.sh).
-		if parseInner(f.Data(), &w.pkt, m.ecn) != header.OK {
+		if parseInner(ip, &w.pkt, m.ecn) != header.OK {
+			f.SetLen(plain)
 			m.verdict = innerMalformed
 			continue
 		}
@@ -275,11 +277,12 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			// One of the host's own addresses (router.go,
 			// transitChecks) is judged here, once per source, and
 			// stands for no peer.
-			if routerWork && rt.mayOwn(f.Data()) && rt.ownSource(f.Data()) {
+			if routerWork && rt.mayOwn(ip) && rt.ownSource(ip) {
 				lastSrcPeer = &ownSourcePeer
 			}
 		}
 		if lastSrcPeer != kp.Peer {
+			f.SetLen(plain)
 			m.verdict = innerForeign
 			if lastSrcPeer == &ownSourcePeer {
 				m.verdict = innerMartian
@@ -287,7 +290,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			continue
 		}
 		f.SetLen(w.pkt.L3End) // without the padding
-		ip := f.Data()
+		ip = ip[:w.pkt.L3End]
 		dst := w.pkt.Dst
 		// Addresses no router forwards (router.go); a multicast or
 		// broadcast destination goes to the exception interface, as
@@ -327,8 +330,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			m.verdict, m.nbrCounted = w.overLANMTU(ip, dst, now)
 			continue
 		}
-		mac, ok := lastMAC, dst == lastDst
-		if !ok {
+		if dst != lastDst {
 			if r := w.lanRoute(rt, dst, now); r != routeLAN {
 				m.verdict = w.offLAN(f, m, ip, r, exc != nil)
 				continue
@@ -340,7 +342,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 				m.verdict = innerNoNeighbour
 				continue
 			}
-			if mac, ok = w.lanNeighbour(dst, now); !ok {
+			mac, ok := w.lanNeighbour(dst, now)
+			if !ok {
 				m.nbrCounted = w.nbrHold(dst)
 				m.verdict = innerNoNeighbour
 				continue
@@ -352,10 +355,13 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			et = header.EtherTypeIPv6
 		}
 		if w.lanVLAN == 0 { // the one VLAN branch of the untagged path
-			header.PutEthernet(f.Prepend(header.EthernetLen), header.MAC(mac), header.MAC(w.lanMAC), et)
-			m.back -= header.EthernetLen
+			// In front of the IP packet, where the transport header
+			// was (off >= 14); the frame grows over it.
+			header.PutEthernet(d[off-header.EthernetLen:off], header.MAC(lastMAC), header.MAC(w.lanMAC), et)
+			f.Grow(header.EthernetLen)
+			m.back = int32(off - header.EthernetLen)
 		} else {
-			m.back -= int32(w.putLANEthernet(f, mac, et))
+			m.back -= int32(w.putLANEthernet(f, lastMAC, et))
 		}
 		m.verdict = innerDeliver
 	}
@@ -365,9 +371,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 
 // deliver is inbound's third pass, over the authenticated packets: the
 // replay verdict, peer bookkeeping (once per run of one keypair), roaming,
-// and the first pass's verdict on the inner packet. It returns the frames to
-// transmit and the number of frames it consumed (keepalives, exception
-// packets).
+// and the first pass's verdict on the inner packet. It clears each frame's
+// keypair (w.meta), leaving none reachable past the burst. It returns the
+// frames to transmit and the number of frames it consumed (keepalives,
+// exception packets).
 func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, now int64) (out []dataplane.Frame, left int) {
 	meta := w.meta[:len(frames)]
 	accepted := w.accepted[:len(frames)]
@@ -379,12 +386,13 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		pl        *peerLocal
 		runSrc    netip.AddrPort // and the endpoint check once per run of one source
 	)
-	for i := range frames {
+	for i := 0; i < len(frames); i++ {
 		m := &meta[i]
 		kp := m.kp
 		if kp == nil {
 			continue
 		}
+		m.kp = nil // key hygiene (inboundBurst)
 		if !accepted[i] {
 			bad[DropReplay]++
 			if m.verdict == innerNoNeighbour && m.nbrCounted {
@@ -407,9 +415,30 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		// past 8 cases: an indirect jump per packet).
 		if m.verdict == innerDeliver {
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len() - w.lanL2)
+			lanL2 := w.lanL2
+			decBytes += uint64(f.Len() - lanL2)
 			out = append(out, *f)
 			*f = dataplane.Frame{}
+			// The frames after it of the same keypair and source,
+			// accepted and for the LAN (a burst is mostly one such
+			// run), in a loop without calls: the same work as above.
+			var bytes uint64
+			j := i + 1
+			for ; j < len(frames); j++ {
+				m := &meta[j]
+				if m.kp != kp || !accepted[j] || m.verdict != innerDeliver || m.src != runSrc {
+					break
+				}
+				m.kp = nil
+				f := &frames[j]
+				bytes += uint64(m.plainLen) + protocol.TransportMinSize
+				decBytes += uint64(f.Len() - lanL2)
+				out = append(out, *f)
+				*f = dataplane.Frame{}
+			}
+			dec += j - i - 1
+			pl.rxBytes += bytes
+			i = j - 1
 			continue
 		}
 		switch m.verdict {

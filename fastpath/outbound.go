@@ -88,9 +88,12 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	for i := range frames {
 		w.peerOf[i] = nil
 		f := &frames[i]
+		// The frame's data, looked up once: the IP packet below is cut
+		// from it.
+		d := f.Data()
 		if lanNb != nil {
-			if l2 := neighbourL2(f.Data(), w.lanVLAN); l2 != 0 {
-				w.neighbour(lanNb, w.lanTX, f.Data(), l2, w.lanVLAN)
+			if l2 := neighbourL2(d, w.lanVLAN); l2 != 0 {
+				w.neighbour(lanNb, w.lanTX, d, l2, w.lanVLAN)
 				left++
 				continue
 			}
@@ -98,7 +101,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		// The IP header is what a gateway judges; what follows it (even
 		// an upper-layer header it cannot read) is the hosts' business.
 		// A frame of another VLAN never enters the tunnel (vlan.go).
-		r := header.Parse(f.Data(), &w.pkt)
+		r := header.Parse(d, &w.pkt)
 		if !r.IPHeaderOK() || w.pkt.VLANID != w.lanVLAN {
 			switch {
 			case foreignVLAN(&w.pkt, w.lanVLAN):
@@ -113,7 +116,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		}
 		// Addresses no router forwards (router.go), judged before the
 		// route, as Linux's route input does.
-		if ip := f.Data()[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
+		if ip := d[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
 			if why, ok := transitChecks(rt, ip); !ok {
 				if why == DropIPOptions && fromLAN { // parameter problem (optionserr.go)
 					w.optionsDrop(f, w.pkt.L3Off, w.pkt.L3End-w.pkt.L3Off, now)
@@ -155,7 +158,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		f.SetLen(ipLen)
 		// Forwarded as a router does (router.go): TTL or hop limit − 1,
 		// or time exceeded to the sender.
-		p := f.Data()
+		p := d[w.pkt.L3Off:w.pkt.L3End] // f.Data()
 		if routerWork && !header.Forward(p) {
 			w.icmpToLAN(f, w.pkt.L3Off, true, now)
 			bad[DropTTLExceeded]++
@@ -262,7 +265,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 			continue
 		}
 		inner := f.Len()
-		padded, srcPort, ecn, ok := w.pad(f, pl)
+		data, padded, srcPort, ecn, ok := w.pad(f, pl)
 		if !ok {
 			bad[DropNoBuffer]++
 			left++
@@ -275,7 +278,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 			q, qm = append(q, chachapoly.Packet{}), append(qm, sealMeta{})
 		}
 		sp, sm := &q[k], &qm[k]
-		sp.Key, sp.Counter, sp.Data = &kp.send, pl.nonce, f.Data()
+		sp.Key, sp.Counter, sp.Data = &kp.send, pl.nonce, data
 		sm.frame, sm.inner, sm.padded, sm.srcPort, sm.ecn = int32(i), int32(inner), int32(padded), srcPort, ecn
 		sm.c, sm.pl = pl.nonce, pl
 		pl.nonce++
@@ -458,10 +461,11 @@ type sealMeta struct {
 // pad prepares the IP packet in f (data = the inner packet) for sealing:
 // zero padding to a multiple of 16 (whitepaper §5.4.6), never past the MTU,
 // and room for the tag, so that f.Data() is plaintext ‖ 16 bytes. It
-// returns the padded length, the outer source port (hashed from the inner
-// 5-tuple) and the outer ECN field (from the inner one: router.go), both
-// read before sealing, or ok = false without tailroom.
-func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uint16, ecn uint8, ok bool) {
+// returns that data (f.Data()), the padded length, the outer source port
+// (hashed from the inner 5-tuple) and the outer ECN field (from the inner
+// one: router.go), both read before sealing, or ok = false without
+// tailroom.
+func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (data []byte, padded int, srcPort uint16, ecn uint8, ok bool) {
 	// The inner packet, its capacity to the end of the chunk: one slice
 	// for everything pad reads and writes.
 	d := f.Data()
@@ -482,11 +486,11 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (padded int, srcPort uin
 		ecn = header.EncapECN(header.ECN(d))
 	}
 	if f.Tailroom() < padded-plen+protocol.TagSize {
-		return 0, 0, 0, false
+		return nil, 0, 0, 0, false
 	}
 	f.SetLen(padded + protocol.TagSize)
 	clear(d[plen:padded])
-	return padded, srcPort, ecn, true
+	return d[:padded+protocol.TagSize], padded, srcPort, ecn, true
 }
 
 // wrap puts the transport header (counter c of kp), UDP, IP (ECN field
@@ -517,7 +521,14 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 	t[0], t[1], t[2], t[3] = protocol.TypeTransport, 0, 0, 0
 	binary.LittleEndian.PutUint32(t[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
-	pl.tmpl.Put(b, srcPort, protocol.TransportHeaderSize+padded+protocol.TagSize)
+	payload := protocol.TransportHeaderSize + padded + protocol.TagSize
+	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+1, ecn) {
+		// The usual outer headers (untagged IPv4): as below, with the
+		// identification and the ECN field in the one checksum.
+		w.ipID++
+		return true
+	}
+	pl.tmpl.Put(b, srcPort, payload)
 	if l3 := pl.tmpl.IPOffset(); b[l3]>>4 == 4 {
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
 		// datagram may be fragmented on the way, DF being clear), and
@@ -572,12 +583,12 @@ func flowHash(p []byte) uint32 {
 // paths that send a frame at a time (held packets, the control plane's
 // inner packets); outbound seals its bursts in one call.
 func (w *worker) seal(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoint, c uint64) bool {
-	padded, srcPort, ecn, ok := w.pad(f, pl)
+	data, padded, srcPort, ecn, ok := w.pad(f, pl)
 	if !ok {
 		return false
 	}
 	q := w.sealQ[:1]
-	q[0] = chachapoly.Packet{Key: &kp.send, Counter: c, Data: f.Data()}
+	q[0] = chachapoly.Packet{Key: &kp.send, Counter: c, Data: data}
 	chachapoly.Seal(q)
 	q[0] = chachapoly.Packet{}
 	return w.wrap(f, pl, kp, ep, c, srcPort, padded, ecn)

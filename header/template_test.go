@@ -2,6 +2,7 @@ package header
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"unsafe"
@@ -91,6 +92,60 @@ func TestUDPTemplateIPv4Line(t *testing.T) {
 		unsafe.Offsetof(tm.l4), unsafe.Offsetof(tm.v6), unsafe.Offsetof(tm.udp4cs)} {
 		if off >= unsafe.Offsetof(tm.hdr) {
 			t.Errorf("a length or flag at byte %d, after the header bytes", off)
+		}
+	}
+}
+
+// TestUDPTemplatePutIPv4With holds PutIPv4With to Put followed by the
+// identification, the ECN bits and an incremental update of the header
+// checksum (RFC 1624 eqn. 3), byte for byte, and to a header Parse
+// accepts; for the templates it is not for it writes nothing.
+func TestUDPTemplatePutIPv4With(t *testing.T) {
+	c := UDPTemplateConfig{Dst: macB, Src: macA, VLANID: -1, SrcAddr: netip.AddrFrom4(ip4A), DstAddr: netip.AddrFrom4(ip4B), DstPort: 51820}
+	tm, ok := NewUDPTemplate(c)
+	if !ok {
+		t.Fatal("NewUDPTemplate = false")
+	}
+	for _, plen := range []int{0, 1, 32, 1421, 1452, 65535 - 28} {
+		for _, id := range []uint16{0, 1, 0x7fff, 0xfffe, 0xffff} {
+			for ecn := range uint8(4) {
+				for _, sport := range []uint16{0, 51820, 0xffff} {
+					got := make([]byte, 42+plen)
+					want := make([]byte, 42+plen)
+					if !tm.PutIPv4With(got, sport, plen, id, ecn) {
+						t.Fatal("PutIPv4With = false for an untagged IPv4 template")
+					}
+					tm.Put(want, sport, plen)
+					ip := want[EthernetLen:]
+					ip[1] = ecn
+					binary.BigEndian.PutUint16(ip[4:6], id)
+					s := uint32(^binary.BigEndian.Uint16(ip[10:12])) + uint32(id) + uint32(ecn)
+					binary.BigEndian.PutUint16(ip[10:12], ^FoldChecksum(s))
+					if !bytes.Equal(got, want) {
+						t.Fatalf("payload %d, id %#x, ECN %d, port %d:\n got % x\nwant % x", plen, id, ecn, sport, got[:42], want[:42])
+					}
+					var p Packet
+					if plen < 65535-28 {
+						if r := Parse(got, &p); r != OK {
+							t.Fatalf("payload %d, id %#x, ECN %d: Parse = %v", plen, id, ecn, r)
+						}
+					}
+					if !ipv4HeaderSumOK(got[EthernetLen : EthernetLen+IPv4MinLen]) {
+						t.Fatalf("payload %d, id %#x, ECN %d: bad header checksum", plen, id, ecn)
+					}
+				}
+			}
+		}
+	}
+	for _, c := range []UDPTemplateConfig{
+		{Dst: macB, Src: macA, VLANID: 100, SrcAddr: netip.AddrFrom4(ip4A), DstAddr: netip.AddrFrom4(ip4B), DstPort: 1},
+		{Dst: macB, Src: macA, VLANID: -1, SrcAddr: netip.AddrFrom4(ip4A), DstAddr: netip.AddrFrom4(ip4B), DstPort: 1, UDPChecksumIPv4: true},
+		{Dst: macB, Src: macA, VLANID: -1, SrcAddr: netip.AddrFrom16(ip6A), DstAddr: netip.AddrFrom16(ip6B), DstPort: 1},
+	} {
+		tm, _ := NewUDPTemplate(c)
+		b := make([]byte, 100)
+		if tm.PutIPv4With(b, 1, 32, 1, 1) || !bytes.Equal(b, make([]byte, 100)) {
+			t.Errorf("PutIPv4With on %+v = true or wrote", c)
 		}
 	}
 }

@@ -185,6 +185,9 @@ func (w *Window) Check(counter, limit uint64) bool {
 // allocate, but for the wide ring when an Auto window widens (once).
 func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) int {
 	accepted = accepted[:len(counters)]
+	if w.inOrder(counters, limit) {
+		return w.checkInOrder(counters, accepted)
+	}
 	ring, size := w.ring()
 	mask := uint64(len(ring) - 1)
 	last, floor := w.last, w.floor
@@ -217,6 +220,71 @@ func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) in
 		if ok {
 			n++
 		}
+	}
+	w.last = last
+	return n
+}
+
+// inOrder reports whether counters is the usual batch of one session on
+// one queue: two or more consecutive counters, all above the highest
+// accepted so far, at or above the floor and below limit.
+func (w *Window) inOrder(counters []uint64, limit uint64) bool {
+	n := len(counters)
+	if n < 2 {
+		return false
+	}
+	first, end := counters[0], counters[n-1]
+	if first <= w.last || first < w.floor || end-first != uint64(n-1) || end < first || end >= limit {
+		return false
+	}
+	for i, c := range counters {
+		if c != first+uint64(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInOrder is CheckBatch for a batch inOrder accepted: the same
+// verdicts and the same window after, with a bit mask per block of the
+// ring instead of a bit per counter. Each counter is above the highest
+// before it, so the window moves as the loop of CheckBatch moves it
+// (advance at each new block) and never widens for depth.
+func (w *Window) checkInOrder(counters []uint64, accepted []bool) int {
+	ring, _ := w.ring()
+	mask := uint64(len(ring) - 1)
+	first, end := counters[0], counters[len(counters)-1]
+	last := w.last
+	n := 0
+	for c := first; ; {
+		b := c >> blockShift
+		if b != last>>blockShift {
+			w.advance(ring, last>>blockShift, b)
+		}
+		hi := min(end, b<<blockShift|bitMask) // the last counter in this block
+		bits := ^uint64(0) >> (bitMask - hi&bitMask) &^ (1<<(c&bitMask) - 1)
+		p := &ring[b&mask]
+		old := *p
+		*p = old | bits
+		acc := accepted[c-first : hi-first+1]
+		if old&bits == 0 { // the usual block: none seen before
+			for j := range acc {
+				acc[j] = true
+			}
+			n += len(acc)
+		} else {
+			for j := range acc {
+				acc[j] = old>>((c+uint64(j))&bitMask)&1 == 0
+				if acc[j] {
+					n++
+				}
+			}
+		}
+		last = hi
+		if hi == end {
+			break
+		}
+		c = hi + 1
 	}
 	w.last = last
 	return n

@@ -766,3 +766,65 @@ func TestSharedConcurrentWidening(t *testing.T) {
 		t.Errorf("window checked from %d queues is not wide", goroutines)
 	}
 }
+
+// TestInOrderBatch holds CheckBatch's path for a batch of consecutive
+// counters above the highest (checkInOrder) to the counter-by-counter
+// check: the same verdicts and the same window after, for batches within
+// a block, across one or two block boundaries, after a jump of many
+// blocks, after reordering, for every policy, and with the batch's end
+// at the limit.
+func TestInOrderBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, pol := range []Policy{Auto, Narrow, Wide} {
+		for round := range 2000 {
+			var batched, single Window
+			batched.SetPolicy(pol)
+			single.SetPolicy(pol)
+			limit := uint64(1) << 40
+			if round%10 == 0 {
+				limit = 1<<20 + uint64(rng.IntN(200))
+			}
+			c := uint64(rng.IntN(3)) // 0: the first batch starts at the window's 0
+			for range 20 {
+				n := 1 + rng.IntN(100)
+				switch rng.IntN(4) {
+				case 0: // a jump
+					c += uint64(rng.IntN(1 << 14))
+				case 1: // behind: a batch the fast path does not take
+					c -= min(c, uint64(rng.IntN(300)))
+				}
+				if round%10 == 0 {
+					c = max(c, limit-uint64(rng.IntN(150)))
+				}
+				counters := make([]uint64, n)
+				for i := range counters {
+					counters[i] = c + uint64(i)
+				}
+				if rng.IntN(8) == 0 { // not consecutive
+					counters[rng.IntN(n)] += uint64(1 + rng.IntN(3))
+				}
+				got := make([]bool, n)
+				gotN := batched.CheckBatch(counters, limit, got)
+				wantN := 0
+				for i, x := range counters {
+					ok := single.Check(x, limit)
+					if ok {
+						wantN++
+					}
+					if got[i] != ok {
+						t.Fatalf("policy %d round %d: counter %d accepted %v in the batch, %v alone", pol, round, x, got[i], ok)
+					}
+				}
+				if gotN != wantN {
+					t.Fatalf("policy %d round %d: batch accepted %d, alone %d", pol, round, gotN, wantN)
+				}
+				if batched.last != single.last || batched.floor != single.floor || batched.forgot != single.forgot ||
+					batched.narrow != single.narrow || (batched.wide == nil) != (single.wide == nil) ||
+					batched.wide != nil && *batched.wide != *single.wide {
+					t.Fatalf("policy %d round %d: the window differs after the batch from %d", pol, round, counters[0])
+				}
+				c += uint64(n)
+			}
+		}
+	}
+}
