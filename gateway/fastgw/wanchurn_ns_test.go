@@ -20,11 +20,37 @@ import (
 // openFDs is the number of the process's open file descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
+	return len(fdTargets(t))
+}
+
+// fdTargets maps each of the process's open file descriptors to what it
+// is open on ("socket:[123]", "pipe:[45]", a path).
+func fdTargets(t *testing.T) map[string]string {
+	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	m := make(map[string]string, len(ents))
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name()) // gone meanwhile: ""
+		m[e.Name()] = target
+	}
+	return m
+}
+
+// newFDs lists the descriptors of now that before did not have (or had
+// open on something else), with their targets: what a failed count is
+// made of.
+func newFDs(before, now map[string]string) string {
+	var out []string
+	for fd, target := range now {
+		if before[fd] != target {
+			out = append(out, fd+" "+target)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // TestWANAddressChurn: WAN addresses added and removed in a loop while the
@@ -51,7 +77,8 @@ func TestWANAddressChurn(t *testing.T) {
 	}
 	t.Cleanup(func() { g.Close() })
 	ping(t, s.HostB, "198.19.1.10", 0)
-	fds, gs := openFDs(t), runtime.NumGoroutine()
+	fdsBefore, gs := fdTargets(t), runtime.NumGoroutine()
+	fds := len(fdsBefore)
 	has := func(a netip.Addr) bool { return slices.Contains(engineWAN(g), a) }
 	// Churn: five addresses in, then out, 20 times, pinging meanwhile.
 	addrs := make([]netip.Addr, 5)
@@ -90,7 +117,7 @@ func TestWANAddressChurn(t *testing.T) {
 	close(stop)
 	<-done
 	if !testenv.PollUntil(5*time.Second, func() bool { return openFDs(t) <= fds && runtime.NumGoroutine() <= gs }) {
-		t.Errorf("after the churn: %d fds, %d goroutines; before %d, %d", openFDs(t), runtime.NumGoroutine(), fds, gs)
+		t.Errorf("after the churn: %d fds, %d goroutines; before %d, %d; new: %s", openFDs(t), runtime.NumGoroutine(), fds, gs, newFDs(fdsBefore, fdTargets(t)))
 	}
 	ping(t, s.HostB, "198.19.1.10", 0)
 
@@ -128,7 +155,7 @@ func TestWANAddressChurn(t *testing.T) {
 		delAddr(t, s.GwA, s.WANA, c)
 	}
 	if !testenv.PollUntil(10*time.Second, func() bool { return len(g.Engine().WANAddrs()) == 0 && openFDs(t) <= fds }) {
-		t.Errorf("after removing them: %d further addresses, %d fds (before %d)", len(g.Engine().WANAddrs()), openFDs(t), fds)
+		t.Errorf("after removing them: %d further addresses, %d fds (before %d; new: %s)", len(g.Engine().WANAddrs()), openFDs(t), fds, newFDs(fdsBefore, fdTargets(t)))
 	}
 	ping(t, s.HostB, "198.19.1.10", 0)
 	t.Logf("drops %s", dropsString(g))
