@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +30,8 @@ import (
 // a route added, removed or replaced drops the answers toward the
 // addresses its prefix holds, the only ones whose route it can decide
 // (a routing daemon's churn costs the other endpoints nothing), and a
-// change of addresses, or a run of more than maxRunPrefixes route
-// changes, empties the cache. Either moves Generation on, and Changed
+// change of addresses or of a nexthop object (subscribeNexthops), or a
+// run of more than maxRunPrefixes route changes, empties the cache. Either moves Generation on, and Changed
 // then reports it, once per run of changes.
 // Cached never waits; Source, on a miss, takes a netlink round trip
 // (some 45 µs): it is for the control plane outside its locks (the first
@@ -90,13 +91,13 @@ func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) 
 		queued:  map[netip.Addr]struct{}{},
 		bell:    make(chan struct{}, 1),
 	}
-	routes, addrs, stop, err := r.subscribe()
+	subs, err := r.subscribe()
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
 	r.wg.Add(2)
-	go r.follow(routes, addrs, stop)
+	go r.follow(subs)
 	go r.asker()
 	return r, nil
 }
@@ -237,32 +238,91 @@ func (r *Routes) Close() error {
 	return nil
 }
 
-// subscribe subscribes to the namespace's route and address
-// notifications; closing stop ends both.
-func (r *Routes) subscribe() (chan netlink.RouteUpdate, chan netlink.AddrUpdate, chan struct{}, error) {
-	routes := make(chan netlink.RouteUpdate, 256)
-	addrs := make(chan netlink.AddrUpdate, 64)
-	stop := make(chan struct{})
+// subscription is what Routes follows: the namespace's route, address and
+// nexthop notifications; closing stop ends all three.
+type subscription struct {
+	routes   chan netlink.RouteUpdate
+	addrs    chan netlink.AddrUpdate
+	nexthops chan struct{}
+	stop     chan struct{}
+}
+
+// subscribe subscribes to the namespace's route, address and nexthop
+// notifications.
+func (r *Routes) subscribe() (subscription, error) {
+	s := subscription{
+		routes: make(chan netlink.RouteUpdate, 256),
+		addrs:  make(chan netlink.AddrUpdate, 64),
+		stop:   make(chan struct{}),
+	}
 	ns := r.ns
 	onErr := func(err error) {
 		select {
-		case <-stop: // closed by us: its read error is expected
+		case <-s.stop: // closed by us: its read error is expected
 		default:
 			if r.onErr != nil {
 				r.onErr(err)
 			}
 		}
 	}
-	if err := netlink.RouteSubscribeWithOptions(routes, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		close(stop)
-		return nil, nil, nil, fmt.Errorf("srcaddr: subscribe to routes: %w", err)
+	if err := netlink.RouteSubscribeWithOptions(s.routes, s.stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		close(s.stop)
+		return subscription{}, fmt.Errorf("srcaddr: subscribe to routes: %w", err)
 	}
-	if err := netlink.AddrSubscribeWithOptions(addrs, stop, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		close(stop)
-		go drain(routes, nil)
-		return nil, nil, nil, fmt.Errorf("srcaddr: subscribe to addresses: %w", err)
+	if err := netlink.AddrSubscribeWithOptions(s.addrs, s.stop, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		close(s.stop)
+		go drain(s.routes, nil)
+		return subscription{}, fmt.Errorf("srcaddr: subscribe to addresses: %w", err)
 	}
-	return routes, addrs, stop, nil
+	nh, err := subscribeNexthops(ns, s.stop, onErr)
+	if err != nil {
+		close(s.stop)
+		go drain(s.routes, s.addrs)
+		return subscription{}, fmt.Errorf("srcaddr: subscribe to nexthop objects: %w", err)
+	}
+	s.nexthops = nh
+	return s, nil
+}
+
+// subscribeNexthops follows the nexthop objects of namespace ns
+// (RTNLGRP_NEXTHOP, Linux 5.3): a route that names one (`ip route add
+// PREFIX nhid N`, as routing daemons such as FRR install them) takes
+// another next hop, hence perhaps another source, when the object is
+// replaced, and with net.ipv4.nexthop_compat_mode = 0 (a daemon's choice
+// at scale) the kernel then sends no route notification at all. The
+// channel receives a value for each read that holds a nexthop message
+// (one pending at most) and is closed when the socket fails (onErr is
+// told why) or once stop is closed.
+func subscribeNexthops(ns netns.NsHandle, stop chan struct{}, onErr func(error)) (chan struct{}, error) {
+	sock, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_NEXTHOP)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		<-stop
+		sock.Close() // ends Receive below
+	}()
+	go func() {
+		defer close(ch)
+		for {
+			msgs, _, err := sock.Receive()
+			if err != nil {
+				onErr(fmt.Errorf("srcaddr: nexthop notifications: %w", err))
+				return
+			}
+			for _, m := range msgs {
+				if m.Header.Type == unix.RTM_NEWNEXTHOP || m.Header.Type == unix.RTM_DELNEXTHOP {
+					select {
+					case ch <- struct{}{}:
+					default: // one is pending
+					}
+					break
+				}
+			}
+		}
+	}()
+	return ch, nil
 }
 
 // drain reads the channels of a stopped subscription until netlink's
@@ -282,13 +342,14 @@ func drain(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate) {
 // notifications that may change a source: those toward the prefix of a
 // route added or removed (but for a cached clone or the ignored
 // interface's), all of them when an address was added, removed or
-// changed (its flags: deprecated). A failed subscription is renewed, and
-// counts as a change of everything (what it missed is unknown).
-func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.AddrUpdate, stop chan struct{}) {
+// changed (its flags: deprecated) or a nexthop object changed. A failed
+// subscription is renewed, and counts as a change of everything (what
+// it missed is unknown).
+func (r *Routes) follow(s subscription) {
 	defer r.wg.Done()
 	defer func() {
-		close(stop)
-		go drain(routes, addrs)
+		close(s.stop)
+		go drain(s.routes, s.addrs)
 	}()
 	var c change
 	for {
@@ -297,24 +358,30 @@ func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.Addr
 		select {
 		case <-r.done:
 			return
-		case u, ok := <-routes:
+		case u, ok := <-s.routes:
 			failed = !ok
 			if ok && r.counts(&u.Route) {
 				c.route(&u.Route)
 			}
-		case _, ok := <-addrs:
+		case _, ok := <-s.addrs:
+			failed, c.all = !ok, true
+		case _, ok := <-s.nexthops:
 			failed, c.all = !ok, true
 		}
 		// What else waits belongs to the same run.
 		for more := !failed; more; {
 			select {
-			case u, ok := <-routes:
+			case u, ok := <-s.routes:
 				failed = failed || !ok
 				if ok && r.counts(&u.Route) {
 					c.route(&u.Route)
 				}
 				more = ok
-			case _, ok := <-addrs:
+			case _, ok := <-s.addrs:
+				failed = failed || !ok
+				c.all = true
+				more = ok
+			case _, ok := <-s.nexthops:
 				failed = failed || !ok
 				c.all = true
 				more = ok
@@ -323,17 +390,17 @@ func (r *Routes) follow(routes chan netlink.RouteUpdate, addrs chan netlink.Addr
 			}
 		}
 		if failed {
-			close(stop)
-			go drain(routes, addrs)
+			close(s.stop)
+			go drain(s.routes, s.addrs)
 			for {
 				select {
 				case <-r.done:
-					routes, addrs, stop = nil, nil, make(chan struct{})
+					s = subscription{stop: make(chan struct{})}
 					return
 				case <-time.After(routesResubscribe):
 				}
 				var err error
-				if routes, addrs, stop, err = r.subscribe(); err == nil {
+				if s, err = r.subscribe(); err == nil {
 					break
 				}
 				if r.onErr != nil {

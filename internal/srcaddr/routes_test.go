@@ -206,3 +206,45 @@ func routesNS(t *testing.T, name string) (a *topo.NS, v *topo.Veth, ip func(args
 		}
 	}
 }
+
+// TestRoutesNexthopObject: a route that names a nexthop object (`ip route
+// add PREFIX nhid N`, as routing daemons install them) changes its source
+// when the object is replaced with a next hop in another subnet; with
+// net.ipv4.nexthop_compat_mode = 0 the kernel reports only the nexthop's
+// change, no route's, and the cached answer must still go.
+func TestRoutesNexthopObject(t *testing.T) {
+	a, v, ip := routesNS(t, "srn")
+	for _, err := range []error{a.AddAddr(v.A, "198.18.7.1/24"), a.AddAddr(v.A, "198.18.8.1/24")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := a.Run("sh", "-c", "echo 0 > /proc/sys/net/ipv4/nexthop_compat_mode"); err != nil {
+		t.Fatalf("nexthop_compat_mode = 0: %v: %s", err, out)
+	}
+	ip("nexthop", "add", "id", "7", "via", "198.18.7.2", "dev", v.A)
+	ip("route", "add", "198.18.70.0/24", "nhid", "7")
+	r, err := NewRoutes(a.NsHandle(), DefaultRoutes, func(err error) { t.Errorf("subscription: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	addr := netip.MustParseAddr
+	dst := addr("198.18.70.5")
+	if got := r.Source(dst); got != addr("198.18.7.1") {
+		t.Fatalf("Source(%v) through nexthop 7 via 198.18.7.2 = %v, want 198.18.7.1", dst, got)
+	}
+	select { // a change reported since NewRoutes (none here) is drained first
+	case <-r.Changed():
+	default:
+	}
+	ip("nexthop", "replace", "id", "7", "via", "198.18.8.2", "dev", v.A)
+	select {
+	case <-r.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change reported within 5 s of the nexthop object replaced")
+	}
+	if got := r.Source(dst); got != addr("198.18.8.1") {
+		t.Errorf("Source(%v) after nexthop 7 moved to 198.18.8.2 = %v, want 198.18.8.1", dst, got)
+	}
+}
