@@ -29,6 +29,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Topology owns namespaces and the links in them. Safe for concurrent use.
@@ -104,6 +105,9 @@ func (n *NS) NsHandle() netns.NsHandle { return n.handle }
 // NewNS makes a named namespace with its loopback up.
 func (t *Topology) NewNS(role string) (*NS, error) {
 	name := t.Name(role)
+	if err := sharedNetnsDir(); err != nil {
+		return nil, fmt.Errorf("make %s a shared mount point, as `ip netns add` does: %w", netnsDir, err)
+	}
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -162,6 +166,42 @@ func (t *Topology) NewNS(role string) (*NS, error) {
 	}
 	return ns, nil
 }
+
+// netnsDir is where named namespaces are bind-mounted (iproute2's
+// NETNS_RUN_DIR, netns.NewNamed's).
+const netnsDir = "/run/netns"
+
+// sharedNetnsDir makes netnsDir a mount point of its own with shared
+// propagation, as iproute2 does before its first `ip netns add`
+// (ip/ipnetns.c, netns_add), once per process. netns.NewNamed does not:
+// the first `ip netns add` run by anyone while namespaces of ours exist
+// then bind-mounts the directory over itself, which hides their mounts,
+// and deleting them fails with EBUSY (a bench run left four behind when
+// a namespace was added by hand meanwhile).
+func sharedNetnsDir() error {
+	netnsDirOnce.Do(func() {
+		if netnsDirErr = os.MkdirAll(netnsDir, 0o755); netnsDirErr != nil {
+			return
+		}
+		// A mount point already (iproute2's, or a bind of the system's):
+		// shared, and done.
+		netnsDirErr = unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if !errors.Is(netnsDirErr, unix.EINVAL) {
+			return
+		}
+		// Not a mount point: bind it on itself, then share it.
+		if netnsDirErr = unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); netnsDirErr != nil {
+			return
+		}
+		netnsDirErr = unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	})
+	return netnsDirErr
+}
+
+var (
+	netnsDirOnce sync.Once
+	netnsDirErr  error
+)
 
 // Do runs fn on a locked OS thread inside the namespace and returns its
 // error. Goroutines fn starts do not inherit the namespace.
