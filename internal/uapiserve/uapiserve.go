@@ -7,6 +7,7 @@ package uapiserve
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +42,11 @@ func Errno(err error) int64 {
 // closes it or sends anything else (logged on log): a get with dev's
 // IpcGetOperation, a set with set, which reads the operation's lines from
 // r (wireguard-go's IpcSetOperation, and the caller's work after it)
-// before the errno line (Errno) is written. Closes c. One goroutine per
-// connection; set must be safe for concurrent use across connections.
+// before the errno line (Errno) is written. r ends (io.EOF) after the
+// operation's blank line, so that a client may write its operations
+// before reading the answers (opReader); what set leaves of its
+// operation is skipped. Closes c. One goroutine per connection; set must
+// be safe for concurrent use across connections.
 func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slog.Logger) {
 	defer c.Close()
 	r, w := bufio.NewReader(c), bufio.NewWriter(c)
@@ -53,7 +57,13 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 		}
 		switch op {
 		case "set=1\n":
-			err = set(r)
+			o := &opReader{r: r, atLine: true}
+			err = set(o)
+			// What set left of the operation (it stopped at an error) is
+			// not the next one.
+			if _, derr := io.Copy(io.Discard, o); derr != nil {
+				return
+			}
 		case "get=1\n":
 			// The operation line is followed by a blank line.
 			if b, rerr := r.ReadByte(); rerr != nil {
@@ -74,4 +84,41 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 			return
 		}
 	}
+}
+
+// opReader yields the rest of one operation from r, up to and with the
+// blank line that ends it, then io.EOF. wireguard-go's IpcSetOperation
+// reads through a bufio.Scanner, which reads ahead: given the
+// connection's reader itself, it took the start of the next operation
+// with it (a client that wrote a set and a get before reading saw only
+// the set answered).
+type opReader struct {
+	r      *bufio.Reader
+	atLine bool // at the start of a line
+	done   bool
+}
+
+func (o *opReader) Read(p []byte) (int, error) {
+	if o.done {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if o.r.Buffered() == 0 {
+		if _, err := o.r.Peek(1); err != nil {
+			return 0, err
+		}
+	}
+	b, _ := o.r.Peek(min(len(p), o.r.Buffered()))
+	n := len(b)
+	if o.atLine && b[0] == '\n' {
+		n, o.done = 1, true
+	} else if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
+		n, o.done = i+2, true
+	}
+	copy(p, b[:n])
+	o.atLine = b[n-1] == '\n'
+	o.r.Discard(n)
+	return n, nil
 }
