@@ -150,20 +150,12 @@ func (t *UDPTemplate) Put(b []byte, srcPort uint16, payloadLen int) int {
 	// register moves; a memmove call costs more than the copy.
 	switch n {
 	case EthernetLen + IPv4MinLen + UDPLen: // 42 = 5×8 + 2
-		d := b[:42]
-		t.copy42(d)
-		if !t.udp4cs {
-			// The common case with its offsets known: IP at 14, UDP at 34.
-			ulen := uint16(UDPLen + payloadLen)
-			total := uint16(IPv4MinLen) + ulen
-			hs := t.sum&0xffff + uint32(total) // < 2^17: one fold and its carry
-			hs = hs>>16 + hs&0xffff
-			binary.BigEndian.PutUint16(d[16:18], total)
-			binary.BigEndian.PutUint16(d[24:26], ^uint16(hs+hs>>16))
-			binary.BigEndian.PutUint16(d[34:36], srcPort)
-			binary.BigEndian.PutUint16(d[38:40], ulen)
+		// The common case, no UDP checksum, with its offsets known; the
+		// template's identification and ECN bits are 0 already.
+		if t.PutIPv4With(b, srcPort, payloadLen, 0, 0) {
 			return 42
 		}
+		t.copy42(b)
 	case EthernetLen + IPv6Len + UDPLen: // 62 = 7×8 + 6
 		h, d := &t.hdr, b[:62]
 		le := binary.LittleEndian
