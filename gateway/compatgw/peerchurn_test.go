@@ -33,6 +33,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 		}
 	}
 	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
+	read := func() uint64 { return g.Stats().LAN.RXPackets }
 	p := s.FastConfig.Peers[0]
 	var allowed []string
 	for _, a := range p.AllowedIPs {
@@ -42,9 +43,16 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	inNested := netip.MustParseAddr("198.19.2.200")
 	const n = 20
 	want := uint64(0)
+	// expect waits until no_route reaches want and Read has returned
+	// wantRead packets, then checks no_route. The wait for the reads
+	// matters: the datagrams to the nested prefix, sent while its peer is
+	// there, may still be in the LAN's ring when the next step removes
+	// that peer, and would then be dropped too (rightly: the route is
+	// looked up when the packet is read), which a busy machine showed.
+	var wantRead uint64
 	expect := func(what string) {
 		t.Helper()
-		testenv.PollUntil(5*time.Second, func() bool { return noRoute() >= want })
+		testenv.PollUntil(5*time.Second, func() bool { return noRoute() >= want && read() >= wantRead })
 		if got := noRoute(); got != want {
 			st := g.Stats().LAN
 			t.Fatalf("%s: no_route %d, want %d; LAN: %d read, drops %v", what, got, want, st.RXPackets, st.Drops.List())
@@ -53,6 +61,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	for round := range 6 {
 		wg("peer", nested, "allowed-ips", "198.19.2.128/25")
 		wg("peer", p.PublicKey.String(), "remove")
+		wantRead = read() + n
 		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9305), n)
 		testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(inNested, 9305), n) // to wireguard-go's nested peer
 		want += n
