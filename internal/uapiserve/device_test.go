@@ -137,3 +137,16 @@ func TestServeSetEOF(t *testing.T) {
 		<-done
 	}
 }
+
+// TestServeLongOperationLine: an operation line that never ends (a client
+// sending garbage with no newline) closes the connection once it exceeds
+// any operation's length, instead of growing the server's buffer without
+// bound: the client's write fails before all of it was taken.
+func TestServeLongOperationLine(t *testing.T) {
+	client, done := serveDevice(t)
+	n, err := client.Write(make([]byte, 1<<20))
+	if err == nil {
+		t.Fatalf("a %d-byte operation line without a newline was all read", n)
+	}
+	<-done
+}
