@@ -112,7 +112,7 @@ func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id u
 	// template's TOS does not have already.
 	ulen := uint16(UDPLen + payloadLen)
 	total := uint16(IPv4MinLen) + ulen
-	hs := t.sum&0xffff + uint32(total) + uint32(id) + uint32(ecn&^d[15])
+	hs := t.sum&0xffff + uint32(total) + uint32(id) + uint32(ecn&^t.hdr[15])
 	hs = hs>>16 + hs&0xffff
 	hs += hs >> 16
 	d[15] |= ecn
