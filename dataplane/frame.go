@@ -78,7 +78,7 @@ func (f *Frame) IsZero() bool { return f.pool == nil }
 // whose first n bytes are for the caller to fill. It returns nil and changes
 // nothing if n exceeds Headroom.
 func (f *Frame) Prepend(n int) []byte {
-	if n < 0 || uint32(n) > f.off {
+	if n < 0 || uint64(n) > uint64(f.off) {
 		return nil
 	}
 	f.off -= uint32(n)
@@ -91,7 +91,7 @@ func (f *Frame) Prepend(n int) []byte {
 // grows the data by n bytes at the front and returns true, or returns
 // false and changes nothing if n exceeds Headroom.
 func (f *Frame) Grow(n int) bool {
-	if n < 0 || uint32(n) > f.off {
+	if n < 0 || uint64(n) > uint64(f.off) {
 		return false
 	}
 	f.off -= uint32(n)
@@ -102,7 +102,7 @@ func (f *Frame) Grow(n int) bool {
 // TrimFront drops n bytes from the front of the data (they become headroom).
 // It returns false and changes nothing if n exceeds Len.
 func (f *Frame) TrimFront(n int) bool {
-	if n < 0 || uint32(n) > f.len {
+	if n < 0 || uint64(n) > uint64(f.len) {
 		return false
 	}
 	f.off += uint32(n)
@@ -124,7 +124,7 @@ func (f *Frame) SetLen(n int) bool {
 // Reset empties the frame and puts its data start headroom bytes into the
 // chunk. It returns false and changes nothing if headroom is past the chunk.
 func (f *Frame) Reset(headroom int) bool {
-	if headroom < 0 || uint32(headroom) > f.pool.frameSize {
+	if headroom < 0 || uint64(headroom) > uint64(f.pool.frameSize) {
 		return false
 	}
 	f.off = uint32(headroom)

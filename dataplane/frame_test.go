@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -439,4 +440,29 @@ func TestWarm(t *testing.T) {
 	if a := testing.AllocsPerRun(10, func() { Warm(frames) }); a != 0 {
 		t.Errorf("Warm allocates %v times", a)
 	}
+}
+
+// TestFrameRoomHugeN: a length of 2^32 or more (an int on a 64-bit
+// machine) is past any headroom, data or chunk, whatever its low 32 bits:
+// Prepend, Grow, TrimFront and Reset refuse it and change nothing.
+func TestFrameRoomHugeN(t *testing.T) {
+	if strconv.IntSize < 64 {
+		return // no int reaches 2^32
+	}
+	p := newTestPool(t, 2)
+	c := NewCache(p)
+	f, ok := c.AllocFrame()
+	if !ok {
+		t.Fatal("AllocFrame = false, want a frame")
+	}
+	f.SetLen(100)
+	before := f
+	big := uint64(1) << 32
+	for _, low := range []uint64{0, 1, 14} {
+		n := int(big + low)
+		if f.Prepend(n) != nil || f.Grow(n) || f.TrimFront(n) || f.Reset(n) || f != before {
+			t.Errorf("Prepend, Grow, TrimFront or Reset(2^32 + %d) took it: frame %+v, want %+v", low, f, before)
+		}
+	}
+	c.FreeFrames([]Frame{f})
 }

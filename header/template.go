@@ -94,11 +94,11 @@ func (t *UDPTemplate) Len() int { return int(t.n) }
 func (t *UDPTemplate) IPOffset() int { return int(t.l3) }
 
 // PutIPv4With is Put for an untagged IPv4 template without the UDP
-// checksum (Len() 42) that also stores the identification id and ORs ecn
-// into the TOS byte's ECN bits, fields the template has 0, with the header
-// checksum computed once for all of them: the same bytes as Put followed
-// by those two stores and an incremental checksum update (RFC 1624), in
-// one pass. For any other template it writes nothing and returns false.
+// checksum (Len() 42) that also stores the identification id (the
+// template has 0 there) and ORs ecn into the TOS byte's ECN bits (0 in
+// the template unless its TOS set them), with the header checksum computed
+// once for all of them: the same bytes as Put followed by those two stores
+// and an incremental checksum update (RFC 1624), in one pass. For any other template it writes nothing and returns false.
 // b must be at least Len()+payloadLen long; payloadLen must keep the IP
 // length within 65535; ecn must be at most 3.
 func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id uint16, ecn uint8) bool {
@@ -108,9 +108,11 @@ func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id u
 	d := b[:42]
 	t.copy42(d)
 	// IP at 14, UDP at 34. The sum of four values below 2^16: two folds.
+	// The TOS word grows by the ECN bits the OR sets, those of ecn the
+	// template's TOS does not have already.
 	ulen := uint16(UDPLen + payloadLen)
 	total := uint16(IPv4MinLen) + ulen
-	hs := t.sum&0xffff + uint32(total) + uint32(id) + uint32(ecn)
+	hs := t.sum&0xffff + uint32(total) + uint32(id) + uint32(ecn&^t.hdr[15])
 	hs = hs>>16 + hs&0xffff
 	hs += hs >> 16
 	d[15] |= ecn

@@ -39,7 +39,8 @@ func Errno(err error) int64 {
 }
 
 // Serve answers the get=1 and set=1 operations on c until the client
-// closes it or sends anything else (logged on log): a get with dev's
+// closes it or sends anything else (logged on log; a line of more than
+// 4,096 bytes without its newline ends the connection too): a get with dev's
 // IpcGetOperation, a set with set, which reads the operation's lines from
 // r (wireguard-go's IpcSetOperation, and the caller's work after it)
 // before the errno line (Errno) is written. r ends (io.EOF) after the
@@ -51,10 +52,18 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 	defer c.Close()
 	r, w := bufio.NewReader(c), bufio.NewWriter(c)
 	for {
-		op, err := r.ReadString('\n')
+		// An operation line is short: one longer than r's buffer (a
+		// client sending no newline) ends the connection rather than
+		// growing a string without bound.
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			log.Warn("UAPI: operation line too long; closing the connection", "start", string(line[:16]))
+			return
+		}
 		if err != nil {
 			return
 		}
+		op := string(line)
 		switch op {
 		case "set=1\n":
 			o := &opReader{r: r, atLine: true}

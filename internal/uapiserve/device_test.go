@@ -1,0 +1,152 @@
+package uapiserve
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/tun/tuntest"
+)
+
+// downTUN is a tun/tuntest channel TUN that never reports tun.EventUp:
+// the device on it stays down, opens no socket and sends nothing.
+type downTUN struct {
+	tun.Device
+	events chan tun.Event
+}
+
+func (d *downTUN) Events() <-chan tun.Event { return d.events }
+
+func (d *downTUN) Close() error {
+	err := d.Device.Close()
+	close(d.events)
+	return err
+}
+
+// serveDevice serves one end of a net.Pipe for a stock wireguard-go
+// device that stays down, with its own IpcSetOperation as set, and
+// returns the other end and a channel closed when Serve returned.
+func serveDevice(t *testing.T) (client net.Conn, done chan struct{}) {
+	t.Helper()
+	tdev := &downTUN{Device: tuntest.NewChannelTUN().TUN(), events: make(chan tun.Event)}
+	dev := device.NewDevice(tdev, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	t.Cleanup(dev.Close)
+	client, server := net.Pipe()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(server, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() { client.Close(); <-done })
+	return client, done
+}
+
+// Two private keys, already clamped (X25519), as IpcGet prints them.
+var (
+	keyA = strings.Repeat("08", 31) + "48"
+	keyB = strings.Repeat("10", 31) + "50"
+)
+
+// readReply reads one reply (up to its errno line and blank line) and
+// returns the private key line's value, if any, and the errno line.
+func readReply(t *testing.T, r *bufio.Reader) (priv, errno string) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading a reply: %v", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if k, ok := strings.CutPrefix(line, "private_key="); ok {
+			priv = k
+		}
+		if e, ok := strings.CutPrefix(line, "errno="); ok {
+			errno = e
+			if blank, err := r.ReadString('\n'); err != nil || blank != "\n" {
+				t.Fatalf("no blank line after errno=%s: %q (%v)", e, blank, err)
+			}
+			return priv, errno
+		}
+	}
+}
+
+// TestServeDevicePipelined: a real device's IpcSetOperation (whose
+// bufio.Scanner reads ahead) behind Serve, with every operation written
+// before any reply is read: gets between sets see each set's effect; a
+// set that fails on a line has the lines after it skipped (not applied,
+// not taken for the next operation); a line longer than the Scanner takes
+// (64 KiB) fails its set with EIO and the operation is skipped to its
+// blank line.
+func TestServeDevicePipelined(t *testing.T) {
+	client, _ := serveDevice(t)
+	long := strings.Repeat("x", 200<<10)
+	ops := []struct{ req, priv, errno string }{
+		{"set=1\nprivate_key=" + keyA + "\n\n", "", "0"},
+		{"get=1\n\n", keyA, "0"},
+		{"set=1\nprivate_key=zz\nprivate_key=" + keyB + "\n\n", "", fmt.Sprint(ipc.IpcErrorInvalid)},
+		{"get=1\n\n", keyA, "0"},
+		{"set=1\nprivate_key=" + long + "\nprivate_key=" + keyB + "\n\n", "", fmt.Sprint(ipc.IpcErrorIO)},
+		{"get=1\n\n", keyA, "0"},
+		{"set=1\n\n", "", "0"}, // an empty set
+		{"set=1\nprivate_key=" + keyB + "\n\n", "", "0"},
+		{"get=1\n\n", keyB, "0"},
+	}
+	var all strings.Builder
+	for _, op := range ops {
+		all.WriteString(op.req)
+	}
+	go client.Write([]byte(all.String()))
+	r := bufio.NewReader(client)
+	for i, op := range ops {
+		client.SetReadDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not a timing
+		priv, errno := readReply(t, r)
+		if errno != op.errno || priv != op.priv {
+			t.Fatalf("operation %d (%.40q): private_key %q, errno %s; want %q, %s", i, op.req, priv, errno, op.priv, op.errno)
+		}
+	}
+}
+
+// TestServeSetEOF: a set whose client closes before the operation's blank
+// line (mid-line, or after a whole line) ends the connection: Serve
+// returns, and nothing after is answered.
+func TestServeSetEOF(t *testing.T) {
+	for _, req := range []string{
+		"set=1\nprivate_key=" + keyA + "\n",
+		"set=1\nprivate_key=" + keyA[:10],
+		"set=1\n",
+		"get=1\n",
+		"set=1\nprivate_key=" + keyA + "\n\nget=1\n",
+	} {
+		client, done := serveDevice(t)
+		go func() {
+			io.Copy(io.Discard, client) // the replies, if any
+		}()
+		if _, err := client.Write([]byte(req)); err != nil {
+			t.Fatalf("%q: %v", req, err)
+		}
+		client.Close()
+		<-done
+	}
+}
+
+// TestServeLongOperationLine: an operation line that never ends (a client
+// sending garbage with no newline) closes the connection once it exceeds
+// any operation's length, instead of growing the server's buffer without
+// bound: the client's write fails before all of it was taken.
+func TestServeLongOperationLine(t *testing.T) {
+	client, done := serveDevice(t)
+	n, err := client.Write(make([]byte, 1<<20))
+	if err == nil {
+		t.Fatalf("a %d-byte operation line without a newline was all read", n)
+	}
+	<-done
+}
