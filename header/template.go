@@ -98,9 +98,10 @@ func (t *UDPTemplate) IPOffset() int { return int(t.l3) }
 // template has 0 there) and ORs ecn into the TOS byte's ECN bits (0 in
 // the template unless its TOS set them), with the header checksum computed
 // once for all of them: the same bytes as Put followed by those two stores
-// and an incremental checksum update (RFC 1624), in one pass. For any other template it writes nothing and returns false.
-// b must be at least Len()+payloadLen long; payloadLen must keep the IP
-// length within 65535; ecn must be at most 3.
+// and an incremental checksum update (RFC 1624), in one pass. For any
+// other template it writes nothing and returns false. b must be at least
+// Len()+payloadLen long; payloadLen must keep the IP length within 65535;
+// ecn must be at most 3.
 func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id uint16, ecn uint8) bool {
 	if t.n != EthernetLen+IPv4MinLen+UDPLen || t.udp4cs {
 		return false
