@@ -15,7 +15,7 @@ import (
 // PortDevice as no_route) gets what Linux's wg0 answers: ICMP host
 // unreachable / ICMPv6 address unreachable from the gateway's LAN address,
 // at once, as many as Linux's default rate limits let through: 6 of 20
-// pings 2 ms apart (XRLIM_BURST_FACTOR).
+// pings sent at once (XRLIM_BURST_FACTOR).
 func TestHostUnreachable(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs two gateways")
 	wgBin := testenv.Tool(t, "wg", "wireguard-tools")

@@ -14,7 +14,7 @@ import (
 // from), gets what Linux's wg0 answers (wg_xmit: -ENOKEY, -EDESTADDRREQ):
 // ICMP host unreachable / ICMPv6 address unreachable from the gateway's LAN
 // address, at once, as many as Linux's default rate limits let through:
-// of 20 pings 2 ms apart, 6 (XRLIM_BURST_FACTOR), then, Δ later, one more
+// of 20 pings sent at once, 6 (XRLIM_BURST_FACTOR), then, Δ later, one more
 // per second for IPv4 (icmp_ratelimit 1000 ms) and per 250 ms for IPv6
 // (1000 ms >> 2 for a destination behind a /64 route,
 // icmpv6_xrlim_allow). The drops are counted by reason (no_route,
