@@ -39,6 +39,13 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 		defer func() {
 			if end != nil { // nil: done closed while subscribing again
 				end()
+				// netlink's reader may be waiting to hand over an
+				// update (a burst at Close): taken, it finds its
+				// socket closed and closes ch.
+				go func(ch <-chan netlink.AddrUpdate) {
+					for range ch {
+					}
+				}(ch)
 			}
 		}()
 		warned := false

@@ -39,6 +39,11 @@ func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what stri
 		defer func() {
 			if end != nil { // nil: done closed while subscribing again
 				end()
+				// netlink's reader may be waiting to hand over an
+				// update: taken, it finds its socket closed and
+				// closes ch.
+				for range ch {
+				}
 			}
 		}()
 		for {
