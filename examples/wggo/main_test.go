@@ -100,6 +100,12 @@ func checkTunnelMTU(t *testing.T, s *twosite.Site, g *compatgw.Gateway) {
 	if !strings.Contains(out, "mtu = 1420") || !strings.Contains(out, "From "+twosite.LANA4.String()) {
 		t.Errorf("ping -M do -s 1472: want frag needed (mtu = 1420) from %v, got:\n%s", twosite.LANA4, out)
 	}
+	// The PortDevice counts its answer after sending it: ping can print
+	// it first.
+	testenv.PollUntil(5*time.Second, func() bool {
+		st := g.LAN().Stats()
+		return st.ICMPErrors > 0 && st.Drops[tundev.PortDropOverMTU] > 0
+	})
 	if st := g.LAN().Stats(); st.ICMPErrors == 0 || st.Drops[tundev.PortDropOverMTU] == 0 {
 		t.Errorf("PortDevice stats %+v: want an ICMP error and an over_mtu drop", st)
 	}

@@ -181,7 +181,8 @@ func TestLANAddressesFollowed(t *testing.T) {
 	s := newSite(t)
 	before := s.g.Stats().LAN.RXPackets
 	s.host.Run("ping", "-c", "1", "-W", "1", "198.18.9.77")
-	if s.g.Stats().LAN.RXPackets == before {
+	// ping gives up after a second, which does not wait for the read.
+	if !testenv.PollUntil(5*time.Second, func() bool { return s.g.Stats().LAN.RXPackets > before }) {
 		t.Fatal("a ping to 198.18.9.77, in the peer's allowed IPs, did not reach wireguard-go")
 	}
 	if err := s.gw.AddAddr(s.lanDev, "198.18.9.77/32"); err != nil {

@@ -24,16 +24,30 @@ import (
 // one each. When the subscription ends on an error (its socket overflowed
 // in such a burst: ENOBUFS), the error is logged, and after
 // resubscribeDelay followAddresses subscribes again and re-reads both
-// sides, so that what changed meanwhile is not missed (as followLinks).
+// sides, so that what changed meanwhile is not missed (as followLinks);
+// the ended subscription's socket is closed first (netlink closes it only
+// at the subscription's end: one was kept per renewal until Close).
 // It runs until done is closed.
 func (g *Gateway) followAddresses(done <-chan struct{}) error {
-	ch, err := g.subscribeAddrs(done)
+	ch, end, err := g.subscribeAddrs()
 	if err != nil {
 		return err
 	}
 	g.addrWG.Add(1)
 	go func() {
 		defer g.addrWG.Done()
+		defer func() {
+			if end != nil { // nil: done closed while subscribing again
+				end()
+				// netlink's reader may be waiting to hand over an
+				// update (a burst at Close): taken, it finds its
+				// socket closed and closes ch.
+				go func(ch <-chan netlink.AddrUpdate) {
+					for range ch {
+					}
+				}(ch)
+			}
+		}()
 		warned := false
 		for {
 			var wan, lan bool
@@ -42,7 +56,8 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 				return
 			case u, ok := <-ch:
 				if !ok {
-					if ch = g.resubscribeAddrs(done); ch == nil {
+					end()
+					if ch, end = g.resubscribeAddrs(done); ch == nil {
 						return
 					}
 					wan, lan = true, true
@@ -75,13 +90,17 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 }
 
 // subscribeAddrs subscribes to the address updates of the gateway's
-// namespace until done is closed; an error that ends the subscription is
-// logged at warning level, but not the one its own end at done causes.
-func (g *Gateway) subscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpdate, error) {
+// namespace until end is called; an error that ends the subscription is
+// logged at warning level, but not the one end causes. end closes the
+// subscription's netlink socket, which netlink (v1.3.1) keeps open after
+// an error that ended the subscription until then: it must be called
+// once, also after the updates channel closed.
+func (g *Gateway) subscribeAddrs() (updates <-chan netlink.AddrUpdate, end func(), err error) {
 	ch := make(chan netlink.AddrUpdate, 64)
+	stop := make(chan struct{})
 	opts := netlink.AddrSubscribeOptions{ErrorCallback: func(err error) {
 		select {
-		case <-done: // closing the subscription fails its pending receive
+		case <-stop: // closing the subscription fails its pending receive
 		default:
 			g.log.Warn("following the WAN and LAN addresses", "err", err)
 		}
@@ -90,28 +109,29 @@ func (g *Gateway) subscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpdat
 		ns := g.nsHandle
 		opts.Namespace = &ns
 	}
-	if err := netlink.AddrSubscribeWithOptions(ch, done, opts); err != nil {
-		return nil, fmt.Errorf("follow the WAN and LAN addresses: %w", err)
+	if err := netlink.AddrSubscribeWithOptions(ch, stop, opts); err != nil {
+		close(stop)
+		return nil, nil, fmt.Errorf("follow the WAN and LAN addresses: %w", err)
 	}
-	return ch, nil
+	return ch, func() { close(stop) }, nil
 }
 
-// resubscribeAddrs subscribes again, every resubscribeDelay until it
-// succeeds; nil when done is closed first.
-func (g *Gateway) resubscribeAddrs(done <-chan struct{}) <-chan netlink.AddrUpdate {
+// resubscribeAddrs subscribes again (subscribeAddrs), every
+// resubscribeDelay until it succeeds; nil when done is closed first.
+func (g *Gateway) resubscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpdate, func()) {
 	for {
 		select {
 		case <-done:
-			return nil
+			return nil, nil
 		case <-time.After(resubscribeDelay):
 		}
-		ch, err := g.subscribeAddrs(done)
+		ch, end, err := g.subscribeAddrs()
 		if err != nil {
 			g.log.Warn("following the WAN and LAN addresses: subscribe again", "err", err)
 			continue
 		}
 		g.log.Info("following the WAN and LAN addresses again after their subscription ended")
-		return ch
+		return ch, end
 	}
 }
 

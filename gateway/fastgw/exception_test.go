@@ -161,7 +161,7 @@ func TestExceptionTUNDeleted(t *testing.T) {
 // down to up that it saw, and both stayed lost.
 func TestExceptionTUNDownAndUpUnfollowed(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	pause, resume, restore := fastgw.PauseLinkSubscriptions()
+	pause, resume, _, restore := fastgw.PauseLinkSubscriptions()
 	t.Cleanup(restore) // after the site's Close, registered later
 	s := newSite(t, twosite.Config{NoFastPath: true})
 	fc := s.FastConfig

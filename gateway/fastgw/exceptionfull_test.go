@@ -88,7 +88,7 @@ func TestFullTunnelExceptionFull(t *testing.T) {
 	// through (the worker counts a batch after handing it on).
 	var h, tx, d uint64
 	var s tundev.TUNStats
-	ok := testenv.PollUntil(2*time.Second, func() bool {
+	ok := testenv.PollUntil(10*time.Second, func() bool {
 		h = handed() - h0
 		tx, d, s = written()
 		tx, d = tx-tx0, d-d0

@@ -1,7 +1,6 @@
 package fastgw
 
 import (
-	"errors"
 	"os"
 	"sync"
 
@@ -32,12 +31,23 @@ func EndFirstLinkSubscriptions(n int) (restore func()) {
 	return func() { linkSubscribe = old }
 }
 
+// LockWAN takes g's WAN lock until unlock is called: the address follower
+// stalls at its first update, so that a burst overflows its subscription.
+func LockWAN(g *Gateway) (unlock func()) {
+	g.wanMu.Lock()
+	return g.wanMu.Unlock
+}
+
 // PauseLinkSubscriptions lets a test end every link subscription at once,
 // as a socket overflow (ENOBUFS) ends one, and hold the subscriptions
 // made after it until resume: pause ends them and holds the next ones,
-// resume lets those through. restore (after the gateway is closed)
-// resumes and puts netlink's function back.
-func PauseLinkSubscriptions() (pause, resume, restore func()) {
+// resume lets those through (call it before closing the gateway, whose
+// followers wait for a held subscription). A subscription's socket stays
+// open until the gateway ends the subscription, as after an overflow.
+// subscribed is how many subscriptions were made since the last pause
+// (or since the call). restore (after the gateway is closed) resumes and
+// puts netlink's function back.
+func PauseLinkSubscriptions() (pause, resume func(), subscribed func() int, restore func()) {
 	old := linkSubscribe
 	var mu sync.Mutex
 	var stops []chan struct{}
@@ -47,11 +57,7 @@ func PauseLinkSubscriptions() (pause, resume, restore func()) {
 		g := gate
 		mu.Unlock()
 		if g != nil {
-			select {
-			case <-g:
-			case <-done:
-				return errors.New("closed while subscriptions were paused")
-			}
+			<-g // done is the subscription's own: not closed before it is made
 		}
 		inner := make(chan netlink.LinkUpdate, 16)
 		if err := old(inner, done, opts); err != nil {
@@ -65,7 +71,7 @@ func PauseLinkSubscriptions() (pause, resume, restore func()) {
 			defer close(ch)
 			defer func() {
 				go func() {
-					for range inner { // until netlink's own end at done
+					for range inner { // until the gateway ends the subscription (done)
 					}
 				}()
 			}()
@@ -106,7 +112,12 @@ func PauseLinkSubscriptions() (pause, resume, restore func()) {
 		}
 		stops = nil
 	}
-	return pause, resume, func() {
+	subscribed = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(stops)
+	}
+	return pause, resume, subscribed, func() {
 		resume()
 		linkSubscribe = old
 	}

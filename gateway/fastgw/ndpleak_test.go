@@ -54,7 +54,7 @@ func TestNDPUnicastThroughFastPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	var enc uint64
-	testenv.PollUntil(2*time.Second, func() bool {
+	testenv.PollUntil(10*time.Second, func() bool {
 		enc = s.Gateway.Engine().Stats()[0].Encrypted - before
 		return enc >= n
 	})

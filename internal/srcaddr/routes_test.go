@@ -194,11 +194,26 @@ func TestChangeBounded(t *testing.T) {
 
 // routesNS makes namespace a of a topology named name, with a veth v to
 // another, and ip, which runs ip(8) in a (failing the test on an error).
+// It returns once the kernel's own address changes on v.A are over: the
+// IPv6 link-local address it adds when the carrier comes up (in its
+// linkwatch work, later on a busy machine) and announces again when its
+// duplicate address detection ends (1-2 s). Each is an address
+// notification, which drops every cached answer: one during
+// TestRoutesChangeScoped dropped the answer toward 2001:2:6::7 when only
+// the IPv4 default route changed.
 func routesNS(t *testing.T, name string) (a *topo.NS, v *topo.Veth, ip func(args ...string)) {
 	t.Helper()
 	tp := testenv.Topology(t, name)
 	a = testenv.NS(t, tp, "a")
 	v = testenv.Veth(t, tp, a, testenv.NS(t, tp, "b"))
+	var out string
+	if !testenv.PollUntil(10*time.Second, func() bool {
+		var err error
+		out, err = a.Run("ip", "-6", "addr", "show", "dev", v.A)
+		return err == nil && strings.Contains(out, "scope link") && !strings.Contains(out, "tentative")
+	}) {
+		t.Fatalf("%s in %s has no IPv6 link-local address out of duplicate address detection after 10 s:\n%s", v.A, a.Name, out)
+	}
 	return a, v, func(args ...string) {
 		t.Helper()
 		if out, err := a.Run("ip", args...); err != nil {

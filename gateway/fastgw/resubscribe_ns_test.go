@@ -1,0 +1,120 @@
+package fastgw_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
+)
+
+// startLogged starts site A's gateway of s (built without one) with its
+// log in logs.
+func startLogged(t *testing.T, s *twosite.Site, logs *testenv.LogBuffer) *fastgw.Gateway {
+	t.Helper()
+	fc := s.FastConfig
+	fc.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	var g *fastgw.Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// waitLogged waits up to 10 s until logs holds line at least n times.
+func waitLogged(t *testing.T, logs *testenv.LogBuffer, line string, n int) {
+	t.Helper()
+	if !testenv.PollUntil(10*time.Second, func() bool { return strings.Count(logs.String(), line) >= n }) {
+		t.Fatalf("%d times %q in the log, want %d:\n%s", strings.Count(logs.String(), line), line, n, logs.String())
+	}
+}
+
+// TestAddressResubscriptionClosesSocket: each time a burst of address
+// changes ends the address subscription (its socket overflowed while the
+// follower was busy: ENOBUFS) and the gateway subscribes again, the ended
+// subscription's netlink socket is closed: the process's open files are
+// as many after three renewals as before them (counted after a first one:
+// the other followers of the namespace may renew their own in a burst).
+// Each renewal kept one open until Close, which TestWANAddressChurn saw
+// as one descriptor more on a loaded machine (108 against 107).
+func TestAddressResubscriptionClosesSocket(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs a gateway")
+	tp := testenv.Topology(t, "ra")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var logs testenv.LogBuffer
+	g := startLogged(t, s, &logs)
+	const again = "following the WAN and LAN addresses again after their subscription ended"
+	renew := func(nth int) {
+		t.Helper()
+		func() {
+			defer fastgw.LockWAN(g)() // also on Fatal: Close waits for the follower
+			testenv.AddressChurn(t, s.GwA, s.WANA)
+		}()
+		waitLogged(t, &logs, again, nth)
+	}
+	renew(1)
+	before := fdTargets(t)
+	const rounds = 3
+	for round := 1; round <= rounds; round++ {
+		renew(1 + round)
+	}
+	if !testenv.PollUntil(10*time.Second, func() bool { return openFDs(t) <= len(before) }) {
+		t.Errorf("%d open files after %d renewals of the address subscription, %d before them; new: %s", openFDs(t), rounds, len(before), newFDs(before, fdTargets(t)))
+	}
+}
+
+// TestLinkResubscriptionClosesSocket: each time the link subscriptions
+// (the WAN's and the LAN's MTU, the exception TUN's state) end, as a
+// socket overflow ends them, and the gateway subscribes again, the ended
+// subscriptions' netlink sockets are closed: the process's open files
+// are as many after three renewals as before them. Each renewal kept one
+// socket a follower open until Close.
+func TestLinkResubscriptionClosesSocket(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs a gateway")
+	pause, resume, subscribed, restore := fastgw.PauseLinkSubscriptions()
+	t.Cleanup(restore) // after the gateway's Close, registered later
+	tp := testenv.Topology(t, "rl")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var logs testenv.LogBuffer
+	startLogged(t, s, &logs)
+	followers := subscribed() // each subscribed in Start
+	if followers < 2 {
+		t.Fatalf("%d link subscriptions after start, want at least the WAN's and the LAN's", followers)
+	}
+	const again = "link again after its subscription ended"
+	// renew ends the subscriptions and waits until each follower has
+	// subscribed again, the nth time.
+	renew := func(nth int) {
+		t.Helper()
+		pause()
+		resume()
+		if !testenv.PollUntil(10*time.Second, func() bool { return subscribed() == followers }) {
+			t.Fatalf("%d of %d link followers subscribed again:\n%s", subscribed(), followers, logs.String())
+		}
+		waitLogged(t, &logs, again, followers*nth)
+	}
+	renew(1) // what a first renewal opens for good (none expected)
+	before := fdTargets(t)
+	const rounds = 3
+	for round := 1; round <= rounds; round++ {
+		renew(1 + round)
+	}
+	if !testenv.PollUntil(10*time.Second, func() bool { return openFDs(t) <= len(before) }) {
+		t.Errorf("%d open files after %d renewals of %d link subscriptions, %d before them; new: %s", openFDs(t), rounds, followers, len(before), newFDs(before, fdTargets(t)))
+	}
+}
