@@ -45,6 +45,13 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 		defer func() {
 			if end != nil { // nil: closed while subscribing again
 				end()
+				// netlink's reader may be waiting to hand over an
+				// update (a burst at Close): taken, it finds its
+				// socket closed and closes updates.
+				go func(ch <-chan netlink.AddrUpdate) {
+					for range ch {
+					}
+				}(updates)
 			}
 		}()
 		warned := false

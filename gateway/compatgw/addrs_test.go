@@ -2,8 +2,10 @@ package compatgw
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -87,5 +89,60 @@ func TestAddressResubscriptionClosesSocket(t *testing.T) {
 	}
 	if n > fds {
 		t.Errorf("%d open files after %d renewals of the address subscription, %d before them", n, rounds, fds)
+	}
+}
+
+// netlinkAddrReaders is how many goroutines run netlink's address
+// subscription reader.
+func netlinkAddrReaders() int {
+	b := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(b, true)
+		if n < len(b) {
+			return strings.Count(string(b[:n]), "netlink.addrSubscribeAt.func")
+		}
+		b = make([]byte, 2*len(b))
+	}
+}
+
+// TestCloseDuringAddressBurst: a gateway closed while a burst of address
+// changes waits in its subscription's channel (the follower stalled on
+// the WAN's lock, the channel full) leaves no netlink reader behind: the
+// follower takes what the reader still hands over once its socket is
+// closed. The reader waited forever to hand over an update: whether the
+// follower, let go after Close, first took enough of the burst for the
+// reader to reach its socket's overflow (and end) depends on its select,
+// so five gateways are closed this way, in turn.
+func TestCloseDuringAddressBurst(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), closeDuringAddressBurst)
+	}
+}
+
+func closeDuringAddressBurst(t *testing.T) {
+	before := netlinkAddrReaders()
+	s := newSite(t)
+	testenv.PollUntil(5*time.Second, func() bool { return netlinkAddrReaders() > before })
+	if n := netlinkAddrReaders(); n <= before {
+		t.Fatalf("%d netlink address readers with the gateway running, %d before it: the stack's name changed?", n, before)
+	}
+	closed := make(chan error, 1)
+	func() {
+		s.g.wanMu.Lock()
+		defer s.g.wanMu.Unlock() // also on Fatal: Close waits for the follower
+		testenv.AddressChurn(t, s.gw, s.wanDev)
+		go func() { closed <- s.g.Close() }()
+		time.Sleep(50 * time.Millisecond) // Close's stop closed before the follower goes on (or not: either way)
+	}()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30 s")
+	}
+	if !testenv.PollUntil(10*time.Second, func() bool { return netlinkAddrReaders() <= before }) {
+		t.Errorf("%d netlink address readers 10 s after Close, %d before the gateway started", netlinkAddrReaders(), before)
 	}
 }

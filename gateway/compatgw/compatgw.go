@@ -159,11 +159,12 @@ type Gateway struct {
 	// addresses; the address follower's alone once Start returns.
 	lanAddrs []netip.Addr
 
-	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
-	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
-	closers  []func() error
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	nsHandle  netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
+	routeSrc  *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
+	closers   []func() error
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
@@ -468,8 +469,15 @@ func (g *Gateway) Stats() Stats {
 
 // Close stops wireguard-go (which closes the bind and the PortDevice),
 // removes the UAPI socket, detaches the XDP programs and stops the
-// neighbour tables. Call it once.
+// neighbour tables. It returns when the gateway's goroutines have ended.
+// A second call does nothing and returns nil.
 func (g *Gateway) Close() error {
+	var err error
+	g.closeOnce.Do(func() { err = g.close() })
+	return err
+}
+
+func (g *Gateway) close() error {
 	if g.dev != nil {
 		g.dev.Close()
 	}
