@@ -391,7 +391,7 @@ func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
 			lines = append(lines, unsafe.Pointer(ep))
 		}
 	}
-	prefetch(lines)
+	prefetchL2(lines)
 	clear(lines)
 }
 

@@ -10,14 +10,32 @@ TEXT ·prefetch(SB), NOSPLIT, $0-24
 	MOVQ  lines_base+0(FP), AX
 	MOVQ  lines_len+8(FP), CX
 	TESTQ CX, CX
-	JZ    done
+	JZ    prefetch_done
 
-loop:
+prefetch_loop:
 	MOVQ       (AX), DX
 	PREFETCHT0 (DX)
 	ADDQ       $0x08, AX
 	DECQ       CX
-	JNZ        loop
+	JNZ        prefetch_loop
 
-done:
+prefetch_done:
+	RET
+
+// func prefetchL2(lines []*byte)
+// Requires: MMX+
+TEXT ·prefetchL2(SB), NOSPLIT, $0-24
+	MOVQ  lines_base+0(FP), AX
+	MOVQ  lines_len+8(FP), CX
+	TESTQ CX, CX
+	JZ    prefetchL2_done
+
+prefetchL2_loop:
+	MOVQ       (AX), DX
+	PREFETCHT2 (DX)
+	ADDQ       $0x08, AX
+	DECQ       CX
+	JNZ        prefetchL2_loop
+
+prefetchL2_done:
 	RET

@@ -229,7 +229,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 			lines = append(lines, unsafe.Pointer(e))
 		}
 	}
-	prefetch(lines)
+	prefetchL2(lines)
 	var (
 		last netip.Addr
 		p    *Peer
@@ -255,7 +255,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 		}
 		peers[i], ids[i] = p, id
 	}
-	prefetch(lines)
+	prefetchL2(lines)
 	clear(lines)
 }
 

@@ -13,31 +13,35 @@ import (
 
 func main() {
 	ConstraintExpr("amd64")
-	prefetch()
+	prefetch("prefetch", "PREFETCHT0", PREFETCHT0)
+	prefetch("prefetchL2", "PREFETCHT2", PREFETCHT2)
 	Generate()
 }
 
-// prefetch issues PREFETCHT0 (all cache levels) for the address held in
-// each element of lines, in order, without loading through any of them:
-// the processor keeps the misses in flight together.
-func prefetch() {
+// prefetch emits the function name, which issues the prefetch instruction
+// op (mnemonic mn) for the address held in each element of lines, in
+// order, without loading through any of them: the processor keeps the
+// misses in flight together. PREFETCHT0 brings a line into every cache
+// level; PREFETCHT2 into the L2 and beyond, not the L1 (see
+// prefetch_amd64.go for which the look-aheads use).
+func prefetch(name, mn string, op func(mem Op)) {
 	// The Go declaration takes []unsafe.Pointer, which avo's signature
 	// parser cannot name (no package unsafe in its scope); []*byte has
 	// the same layout (a slice of 8-byte pointers), and go vet's asmdecl
 	// checks the assembly against the Go declaration.
-	TEXT("prefetch", NOSPLIT, "func(lines []*byte)")
-	Doc("prefetch issues PREFETCHT0 for each address in lines (see prefetch_amd64.go).")
+	TEXT(name, NOSPLIT, "func(lines []*byte)")
+	Doc(name + " issues " + mn + " for each address in lines (see prefetch_amd64.go).")
 	p := Load(Param("lines").Base(), GP64())
 	n := Load(Param("lines").Len(), GP64())
 	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	Label("loop")
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
 	a := GP64()
 	MOVQ(Mem{Base: p}, a)
-	PREFETCHT0(Mem{Base: a})
+	op(Mem{Base: a})
 	ADDQ(Imm(8), p)
 	DECQ(n)
-	JNZ(LabelRef("loop"))
-	Label("done")
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	RET()
 }
