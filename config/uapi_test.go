@@ -9,10 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 )
 
 // hexKey turns a base64 key into the UAPI's hex form with the standard
@@ -26,22 +25,6 @@ func hexKey(t testing.TB, b64 string) string {
 	return hex.EncodeToString(b)
 }
 
-// downTUN is a tun/tuntest channel TUN that never reports tun.EventUp, so
-// the device on it stays down: its bind is never opened and no peer is
-// started, and nothing is sent anywhere.
-type downTUN struct {
-	tun.Device
-	events chan tun.Event
-}
-
-func (d *downTUN) Events() <-chan tun.Event { return d.events }
-
-func (d *downTUN) Close() error {
-	err := d.Device.Close()
-	close(d.events)
-	return err
-}
-
 // newDevice returns a stock wireguard-go device that stays down: a channel
 // TUN (tun/tuntest) that never comes up, and the standard bind, which opens
 // no socket while the device is down, so endpoints print as given
@@ -49,8 +32,7 @@ func (d *downTUN) Close() error {
 // to, and a device up on the standard bind would send handshakes).
 func newDevice(t *testing.T) *device.Device {
 	t.Helper()
-	tdev := &downTUN{Device: tuntest.NewChannelTUN().TUN(), events: make(chan tun.Event)}
-	dev := device.NewDevice(tdev, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	dev := downdev.New()
 	t.Cleanup(dev.Close)
 	return dev
 }

@@ -16,13 +16,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
 
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -40,7 +38,7 @@ func refDevice(t *testing.T, name string) *device.Device {
 	t.Helper()
 	// The TUN never reports "up", so the device stays down: no socket is
 	// opened and nothing is sent anywhere.
-	dev := device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	dev := downdev.New()
 	t.Cleanup(dev.Close)
 	if name == "" {
 		return dev
@@ -66,12 +64,6 @@ func refDevice(t *testing.T, name string) *device.Device {
 	}()
 	return dev
 }
-
-// downTUN is a TUN that sends no events (tuntest's reports EventUp, which
-// brings a wireguard-go device up).
-type downTUN struct{ tun.Device }
-
-func (downTUN) Events() <-chan tun.Event { return nil }
 
 // ourDevice is our Device over a fakeDP, serving UAPI as name ("" none).
 func ourDevice(t *testing.T, name string) *Device {

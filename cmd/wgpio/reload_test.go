@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
 )
@@ -275,12 +272,6 @@ func TestReloadReports(t *testing.T) {
 	}
 }
 
-// downTUN is a TUN that never reports up: a wireguard-go device on it
-// stays down, opens no socket and sends nothing.
-type downTUN struct{ tun.Device }
-
-func (downTUN) Events() <-chan tun.Event { return nil }
-
 // TestReloadClearsDroppedKeys: a reload whose file keeps a peer but no
 // longer sets its PresharedKey and PersistentKeepalive removes both from
 // the device, and keeps the peer's endpoint, which the file no longer
@@ -310,7 +301,7 @@ func TestReloadClearsDroppedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	dev := downdev.New()
 	defer dev.Close()
 	if err := dev.IpcSet(started.UAPI()); err != nil {
 		t.Fatalf("set the started file: %v", err)

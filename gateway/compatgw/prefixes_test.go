@@ -17,12 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
-
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -52,12 +48,6 @@ func (f *fakeFilter) holds() []netip.Prefix {
 	return slices.SortedFunc(maps.Keys(f.set), func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
 }
 
-// downTUN is a TUN that sends no events, so that the wireguard-go device
-// stays down (no socket opened).
-type downTUN struct{ tun.Device }
-
-func (downTUN) Events() <-chan tun.Event { return nil }
-
 // TestFilterFollowsUAPI: a wg(8) change over the UAPI socket reaches the
 // LAN filter when the client's connection closes, not a SyncInterval
 // later (a sync reads the whole configuration: with many peers it runs
@@ -70,7 +60,7 @@ func TestFilterFollowsUAPI(t *testing.T) {
 	f := &fakeFilter{set: map[netip.Prefix]bool{}}
 	g := newGateway(slog.New(slog.DiscardHandler))
 	g.filter = f
-	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	g.dev = downdev.New()
 	if err := g.serveUAPI(name); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +123,7 @@ func (fullFilter) DeletePrefix(p netip.Prefix) error { return nil }
 func TestSyncErrorsCapped(t *testing.T) {
 	g := newGateway(slog.New(slog.DiscardHandler))
 	g.filter = fullFilter{}
-	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	g.dev = downdev.New()
 	defer g.dev.Close()
 	const n = 1000
 	var set strings.Builder
@@ -178,7 +168,7 @@ func TestKeptPrefixes(t *testing.T) {
 	g := newGateway(slog.New(slog.NewTextHandler(&logs, nil)))
 	f, nr := &fakeFilter{set: map[netip.Prefix]bool{}}, &fakeNoRoute{}
 	g.filter, g.noRoute = f, nr
-	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	g.dev = downdev.New()
 	defer g.dev.Close()
 	keys := map[string]string{}
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 )
 
 // benchKey is benchmark peer i's public key, in hex.
@@ -127,7 +125,7 @@ func (m *mapNoRoute) UpdateAllowedIPs(add, del []netip.Prefix) {
 func benchGateway(b *testing.B, n int) *Gateway {
 	g := newGateway(slog.New(slog.DiscardHandler))
 	g.filter, g.noRoute = &fakeFilter{set: map[netip.Prefix]bool{}}, &mapNoRoute{}
-	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	g.dev = downdev.New()
 	b.Cleanup(g.dev.Close)
 	var conf strings.Builder
 	for i := range n {

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 )
 
 // diffGateway is a Gateway on a wireguard-go device that stays down,
@@ -26,7 +26,7 @@ func diffGateway(t *testing.T, capacity int) *Gateway {
 	g := newGateway(slog.New(slog.DiscardHandler))
 	g.filter, g.noRoute = &fakeFilter{set: map[netip.Prefix]bool{}}, &mapNoRoute{}
 	g.capacity = capacity
-	g.dev = device.NewDevice(downTUN{tuntest.NewChannelTUN().TUN()}, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	g.dev = downdev.New()
 	t.Cleanup(g.dev.Close)
 	if err := g.syncPrefixes(); err != nil {
 		t.Fatal(err)

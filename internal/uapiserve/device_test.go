@@ -10,35 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/tun/tuntest"
+
+	"github.com/wgpio/wgpio/internal/testing/downdev"
 )
-
-// downTUN is a tun/tuntest channel TUN that never reports tun.EventUp:
-// the device on it stays down, opens no socket and sends nothing.
-type downTUN struct {
-	tun.Device
-	events chan tun.Event
-}
-
-func (d *downTUN) Events() <-chan tun.Event { return d.events }
-
-func (d *downTUN) Close() error {
-	err := d.Device.Close()
-	close(d.events)
-	return err
-}
 
 // serveDevice serves one end of a net.Pipe for a stock wireguard-go
 // device that stays down, with its own IpcSetOperation as set, and
 // returns the other end and a channel closed when Serve returned.
 func serveDevice(t *testing.T) (client net.Conn, done chan struct{}) {
 	t.Helper()
-	tdev := &downTUN{Device: tuntest.NewChannelTUN().TUN(), events: make(chan tun.Event)}
-	dev := device.NewDevice(tdev, conn.NewStdNetBind(), device.NewLogger(device.LogLevelSilent, ""))
+	dev := downdev.New()
 	t.Cleanup(dev.Close)
 	client, server := net.Pipe()
 	done = make(chan struct{})
