@@ -469,7 +469,7 @@ func (g *Gateway) Stats() Stats {
 
 // Close stops wireguard-go (which closes the bind and the PortDevice),
 // removes the UAPI socket, detaches the XDP programs and stops the
-// neighbour tables. It returns when the gateway's goroutines have ended.
+// neighbour tables.
 // A second call does nothing and returns nil.
 func (g *Gateway) Close() error {
 	var err error
