@@ -125,9 +125,10 @@ func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id u
 	return true
 }
 
-// copy42 copies the 42 bytes of an untagged IPv4 template's headers into
-// d in 8-byte words, which compile to register moves (a memmove call costs
-// more than the copy).
+// copy42 copies the first 42 bytes of the template's headers (all of an
+// untagged IPv4 one's; Put's IPv6 case copies the rest) into d in 8-byte
+// words, which compile to register moves (a memmove call costs more than
+// the copy).
 func (t *UDPTemplate) copy42(d []byte) {
 	h, d := &t.hdr, d[:42]
 	le := binary.LittleEndian
@@ -153,20 +154,16 @@ func (t *UDPTemplate) Put(b []byte, srcPort uint16, payloadLen int) int {
 	// register moves; a memmove call costs more than the copy.
 	switch n {
 	case EthernetLen + IPv4MinLen + UDPLen: // 42 = 5×8 + 2
-		// The common case, no UDP checksum, with its offsets known; the
-		// template's identification and ECN bits are 0 already.
+		// The common case, no UDP checksum, with its offsets known:
+		// identification 0 (the template's) and no ECN bits added.
 		if t.PutIPv4With(b, srcPort, payloadLen, 0, 0) {
 			return 42
 		}
 		t.copy42(b)
 	case EthernetLen + IPv6Len + UDPLen: // 62 = 7×8 + 6
+		t.copy42(b)
 		h, d := &t.hdr, b[:62]
 		le := binary.LittleEndian
-		le.PutUint64(d[0:], le.Uint64(h[0:]))
-		le.PutUint64(d[8:], le.Uint64(h[8:]))
-		le.PutUint64(d[16:], le.Uint64(h[16:]))
-		le.PutUint64(d[24:], le.Uint64(h[24:]))
-		le.PutUint64(d[32:], le.Uint64(h[32:]))
 		le.PutUint64(d[40:], le.Uint64(h[40:]))
 		le.PutUint64(d[48:], le.Uint64(h[48:]))
 		le.PutUint32(d[56:], le.Uint32(h[56:]))
