@@ -1277,13 +1277,18 @@ TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	VPXORQ       Z28, Z28, Z28
 	VMOVDQU64    2560(AX), Z0
 	VPSLLQ       $0x05, Z0, Z0
-	KXNORW       K1, K1, K1
+	VPCMPUQ      $0x01, 1280(AX), Z28, K2
+	KMOVW        K2, K1
+	VPXORQ       Z1, Z1, Z1
 	VPGATHERQQ   (CX)(Z0*1), K1, Z1
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z2, Z2, Z2
 	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z3, Z3, Z3
 	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z4, Z4, Z4
 	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
 	VPANDQ       Z31, Z1, Z1
 	VPANDQ       Z30, Z2, Z2
@@ -1311,13 +1316,18 @@ TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	VMOVDQU64    Z28, 896(AX)
 	VMOVDQU64    2624(AX), Z0
 	VPSLLQ       $0x05, Z0, Z0
-	KXNORW       K1, K1, K1
+	VPCMPUQ      $0x01, 1344(AX), Z28, K2
+	KMOVW        K2, K1
+	VPXORQ       Z1, Z1, Z1
 	VPGATHERQQ   (CX)(Z0*1), K1, Z1
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z2, Z2, Z2
 	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z3, Z3, Z3
 	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
-	KXNORW       K1, K1, K1
+	KMOVW        K2, K1
+	VPXORQ       Z4, Z4, Z4
 	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
 	VPANDQ       Z31, Z1, Z1
 	VPANDQ       Z30, Z2, Z2

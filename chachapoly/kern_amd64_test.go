@@ -195,7 +195,8 @@ func TestPolyFinish(t *testing.T) {
 // TestPolyKeys16 checks polyKeys16 against the scalar set-up of a key
 // (RFC 8439 §2.5: r clamped, in 44/44/42-bit limbs; 20·r1, 20·r2; s the
 // addend; a zero accumulator), for random keys at random indexes, with
-// lanes sharing a key and idle lanes (index 0).
+// lanes sharing a key and idle lanes, which must hold no key at all (not
+// index 0's: every value 0).
 func TestPolyKeys16(t *testing.T) {
 	if !hasIFMA {
 		t.Skip("needs AVX-512 IFMA") // covered where CI's CPU has it
@@ -214,6 +215,9 @@ func TestPolyKeys16(t *testing.T) {
 				pg.h[k][l] = rng.Uint64() // must be zeroed
 			}
 		}
+		for l := range lanes { // as a previous chunk may leave them
+			pg.r[0][l], pg.s[0][l], pg.add[0][l] = rng.Uint64(), rng.Uint64(), rng.Uint64()
+		}
 		for l := range lanes {
 			if rng.IntN(4) == 0 {
 				pg.idle(l)
@@ -223,6 +227,14 @@ func TestPolyKeys16(t *testing.T) {
 		}
 		polyKeys16(&pg, &keys)
 		for l := range lanes {
+			if pg.total[l] == 0 {
+				got := [10]uint64{pg.r[0][l], pg.r[1][l], pg.r[2][l], pg.s[0][l], pg.s[1][l],
+					pg.add[0][l], pg.add[1][l], pg.h[0][l], pg.h[1][l], pg.h[2][l]}
+				if got != [10]uint64{} {
+					t.Fatalf("idle lane %d: r, s, add, h = %x, want all 0", l, got)
+				}
+				continue
+			}
 			pk := &keys[pg.keyIdx[l]]
 			r0 := binary.LittleEndian.Uint64(pk[0:]) & rMask0
 			r1 := binary.LittleEndian.Uint64(pk[8:]) & rMask1
@@ -270,6 +282,31 @@ func TestChachaKeys16(t *testing.T) {
 				if got, want := g.key[w][l], g.keyOf[l].w[w]; got != want {
 					t.Fatalf("lane %d word %d: %#x, want %#x", l, w, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestPoly8IdleHoldsNoKey checks that a poly8 lane made idle keeps
+// nothing of the one-time key it was loaded with before (a packet of an
+// earlier chunk of the same call): r and s are 0 as well as h.
+func TestPoly8IdleHoldsNoKey(t *testing.T) {
+	var pg poly8Group
+	var pk [32]byte
+	for i := range pk {
+		pk[i] = byte(0xa5 ^ i)
+	}
+	for l := range poly8Lanes {
+		pg.load(l, &pk, make([]byte, 40))
+		pg.idle(l)
+		for k := range pg.r {
+			if pg.r[k][l] != 0 {
+				t.Fatalf("lane %d: r[%d] = %#x after idle, want 0", l, k, pg.r[k][l])
+			}
+		}
+		for k := range pg.s {
+			if pg.s[k][l] != 0 {
+				t.Fatalf("lane %d: s[%d] = %#x after idle, want 0", l, k, pg.s[k][l])
 			}
 		}
 	}

@@ -76,6 +76,9 @@ func (pg *poly8Group) idle(l int) {
 	l &= poly8Lanes - 1
 	pg.msg[l], pg.full[l], pg.total[l] = nil, 0, 0
 	pg.h[0][l], pg.h[1][l], pg.h[2][l], pg.h[3][l], pg.h[4][l] = 0, 0, 0, 0, 0
+	// No key of an earlier chunk's packet stays in the lane.
+	pg.r[0][l], pg.r[1][l], pg.r[2][l], pg.r[3][l], pg.r[4][l] = 0, 0, 0, 0, 0
+	pg.s[0][l], pg.s[1][l], pg.s[2][l], pg.s[3][l] = 0, 0, 0, 0
 }
 
 // place right-aligns lane l in a pass of blocks steps.

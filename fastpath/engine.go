@@ -275,6 +275,9 @@ type Engine struct {
 	stamped    stampList // peers published since the control plane's last tick (stamped.go)
 
 	indexes IndexTable
+	// inAheadMin is inAheadMinIndexes (inahead.go); a test lowers it to
+	// run the inbound look-ahead with a few sessions.
+	inAheadMin int
 
 	retire retirer // keypairs waiting for their keys to be erased (retire.go)
 	// icmpLimit rate-limits time exceeded; shared by the workers.
@@ -386,7 +389,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxHeldPerQueue <= 0 {
 		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue
 	}
-	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen)}
+	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen), inAheadMin: inAheadMinIndexes}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)

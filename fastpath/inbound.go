@@ -34,10 +34,12 @@ func (w *worker) inboundBurst(frames []dataplane.Frame, now int64) {
 		c.put(w.id, CaptureWAN, CaptureRX, frames)
 	}
 	var bad [NumDropReasons]int32
-	// A burst from many sessions has their state loaded first
-	// (inahead.go).
-	if len(frames) <= len(w.in.idx) {
+	// A burst from many sessions of a gateway with many has their state
+	// loaded first (inahead.go).
+	if len(frames) <= len(w.in.idx) && w.e.indexes.Len() >= w.e.inAheadMin {
 		w.inboundAhead(frames)
+	} else {
+		w.in.many = false
 	}
 	// Frames consumed here (handshakes, keepalives, exception), freed with
 	// the drops.

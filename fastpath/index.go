@@ -40,7 +40,7 @@ var ErrIndexTableFull = errors.New("fastpath: receiver index table full")
 type IndexTable struct {
 	mu    sync.Mutex // serialises writers
 	slots atomic.Pointer[[]indexSlot]
-	used  int // guarded by mu
+	used  atomic.Int64 // allocated indexes: written with mu held, read by anyone (Len)
 }
 
 type indexSlot struct {
@@ -62,7 +62,7 @@ func (t *IndexTable) table() []indexSlot {
 // it is three quarters full, up to 2^MaxIndexTableBits. t.mu is held.
 func (t *IndexTable) grow() {
 	old := t.table()
-	if old != nil && (t.used < len(old)*3/4 || len(old) >= 1<<MaxIndexTableBits) {
+	if old != nil && (t.used.Load() < int64(len(old)*3/4) || len(old) >= 1<<MaxIndexTableBits) {
 		return
 	}
 	n := 1 << IndexTableBits
@@ -91,7 +91,7 @@ func (t *IndexTable) Allocate() (uint32, error) {
 	defer t.mu.Unlock()
 	t.grow()
 	slots := t.table()
-	if t.used >= len(slots)*3/4 {
+	if t.used.Load() >= int64(len(slots)*3/4) {
 		return 0, ErrIndexTableFull
 	}
 	var b [4]byte
@@ -107,7 +107,7 @@ func (t *IndexTable) Allocate() (uint32, error) {
 		s.inUse.Store(true)
 		s.kp.Store(nil)
 		s.index.Store(idx)
-		t.used++
+		t.used.Add(1)
 		return idx, nil
 	}
 }
@@ -140,7 +140,7 @@ func (t *IndexTable) Free(index uint32) {
 	if s := t.slot(index); s != nil {
 		s.kp.Store(nil)
 		s.inUse.Store(false)
-		t.used--
+		t.used.Add(-1)
 	}
 	t.mu.Unlock()
 }
@@ -159,12 +159,9 @@ func (t *IndexTable) Lookup(index uint32) *Keypair {
 	return kp
 }
 
-// Len is the number of allocated indexes.
-func (t *IndexTable) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.used
-}
+// Len is the number of allocated indexes (sessions, and handshakes in
+// flight). Lock-free: a worker reads it once per burst (inbound.go).
+func (t *IndexTable) Len() int { return int(t.used.Load()) }
 
 // Slots is the table's size in slots now (0 before the first Allocate).
 func (t *IndexTable) Slots() int {

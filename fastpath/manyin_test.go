@@ -288,3 +288,28 @@ func TestManyPeersInbound(t *testing.T) {
 		t.Errorf("AllocsPerRun(burst of 64 from 64 distinct peers of %d) = %v, want 0", npeers, allocs)
 	}
 }
+
+// TestInboundAheadGate: a burst from 64 sessions runs inbound's
+// look-ahead (which leaves w.in.many set for sourcesAhead) on a gateway
+// with inAheadMinIndexes receiver indexes or more, and not on a smaller
+// one, where it would only cost; both deliver the whole burst.
+func TestInboundAheadGate(t *testing.T) {
+	for _, tc := range []struct {
+		peers int
+		many  bool
+	}{{64, false}, {inAheadMinIndexes, true}} {
+		mr := newManyInRig(t, tc.peers, 64)
+		if n := mr.r.b.indexes.Len(); (n >= inAheadMinIndexes) != tc.many {
+			t.Fatalf("%d peers: %d indexes in use", tc.peers, n)
+		}
+		frames, who := make([]dataplane.Frame, 64), make([]int, 64)
+		for range 3 {
+			if _, n := mr.batch(frames, who); n != 64 {
+				t.Fatalf("%d peers: delivered %d of 64", tc.peers, n)
+			}
+			if got := mr.r.b.workers[0].in.many; got != tc.many {
+				t.Fatalf("%d peers: look-ahead ran %v, want %v", tc.peers, got, tc.many)
+			}
+		}
+	}
+}

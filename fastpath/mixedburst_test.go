@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -24,9 +25,20 @@ import (
 // delivered (their inner source, in frame order), the drops by reason,
 // Decrypted and each peer's RxBytes must be the model's, and no keypair
 // may stay in the worker's per-frame state.
+// It runs with the look-ahead (inboundAhead) on, as on a gateway with
+// many sessions, and off, as with 4 sessions of a small one.
 func TestMixedBurstsModel(t *testing.T) {
+	for _, ahead := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ahead=%v", ahead), func(t *testing.T) { mixedBurstsModel(t, ahead) })
+	}
+}
+
+func mixedBurstsModel(t *testing.T, ahead bool) {
 	const sessions = 4
 	mr := newManyInRig(t, sessions, sessions)
+	if ahead {
+		mr.r.b.inAheadMin = 0
+	}
 	w := mr.r.b.workers[0]
 	tx, rx := mr.r.wanA.Queue(0).TX(), mr.r.hostB.Queue(0).RX()
 	rng := rand.New(rand.NewPCG(19, 1))

@@ -37,7 +37,8 @@ func polyKeys16() {
 	Doc("polyKeys16 sets up the key of each of the 16 lanes of lanes (a",
 		"polyGroup) from keys[keyIdx[l]] (keys an array of 32-byte one-time",
 		"keys): r clamped in limbs, 20·r1, 20·r2, the addend s, and a zero",
-		"accumulator. It requires AVX-512 F.")
+		"accumulator; all of them 0 in an idle lane (total 0). It requires",
+		"AVX-512 F.")
 	g, k, tmp := GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
 	Load(Param("keys"), k)
@@ -54,9 +55,13 @@ func polyKeys16() {
 		idx := Z0
 		VMOVDQU64(at(offKeyI), idx)
 		VPSLLQ(U8(5), idx, idx)
+		// Only lanes in use (0 < total) load their key: an idle lane
+		// gets r = s = 0 and never holds another lane's one-time key.
+		VPCMPUQ(U8(1), at(offTotal), zero, K2)
 		words := []VecPhysical{Z1, Z2, Z3, Z4} // r low, r high, s low, s high
 		for w, v := range words {
-			KXNORW(K1, K1, K1)
+			KMOVW(K2, K1)
+			VPXORQ(v, v, v)
 			VPGATHERQQ(Mem{Base: k, Index: idx, Scale: 1, Disp: 8 * w}, K1, v)
 		}
 		r0, r1 := words[0], words[1]
