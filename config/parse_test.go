@@ -556,6 +556,39 @@ func TestKeyFileNameHint(t *testing.T) {
 	}
 }
 
+// TestLoadDirectory: a directory given as the file is named as one, not
+// reported as a read error at its line 1.
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), dir+" is a directory") || strings.Contains(err.Error(), ":1:") {
+		t.Errorf("Load(directory) = %v, want %q", err, dir+" is a directory")
+	}
+}
+
+// TestCROnlyLineEnds: a file whose lines end in CR alone reads as one
+// line; the error says so, rather than "malformed section header" and
+// "no [Interface] section". A CRLF file, and a stray CR at a line's end,
+// still parse.
+func TestCROnlyLineEnds(t *testing.T) {
+	_, err := parseString("[Interface]\rPrivateKey = " + priv1 + "\rListenPort = 51820\r")
+	if err == nil || !strings.Contains(err.Error(), "wg0.conf:1: a carriage return (CR) inside the line") || strings.Contains(err.Error(), "no [Interface]") {
+		t.Errorf("CR line ends: %v, want one error naming the carriage return", err)
+	}
+	_, err = parseString("[Interface]\nPrivateKey = " + priv1 + "\n[Peer]\rPublicKey = " + pub2 + "\n")
+	if err == nil || !strings.Contains(err.Error(), "wg0.conf:3: a carriage return (CR) inside the line") {
+		t.Errorf("CR inside line 3: %v, want it named", err)
+	}
+	for _, text := range []string{
+		"[Interface]\r\nPrivateKey = " + priv1 + "\r\n",
+		"[Interface]\r\r\nPrivateKey = " + priv1 + " \r\t\r\n",
+	} {
+		if _, err := parseString(text); err != nil {
+			t.Errorf("parse(%q) = %v, want no error", text, err)
+		}
+	}
+}
+
 func TestByteOrderMarks(t *testing.T) {
 	f, err := parseString("\ufeff[Interface]\nPrivateKey = " + priv1 + "\n")
 	if err != nil || len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "byte-order mark") {
