@@ -45,6 +45,12 @@ func TestCheck(t *testing.T) {
 			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
+		// up refuses a range that does not start at the ListenPort, a
+		// check of the file alone; check said ok.
+		{name: "sourceports", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
+			err: `sourceports.conf:7: key "SourcePorts": must start at the ListenPort 51820`},
+		{name: "sourceports-compat", text: head + "[WGPIO]\nMode = compat\nSourcePorts = 51821-51824\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {

@@ -380,11 +380,10 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		cfg.Owned = true
 		cfg.WANAddress, cfg.LANAddress, cfg.Gateway = w.WANAddress, w.LANAddress, w.Gateway
 	}
+	if err := checkSourcePorts(f, w); err != nil {
+		return err
+	}
 	if w.SourcePorts.First != 0 {
-		if f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
-			return keyError(f.Name, w.Lines, "SourcePorts", "",
-				fmt.Sprintf("must start at the ListenPort %d (the peers send to it; replies leave from the range above it)", f.Interface.ListenPort))
-		}
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())
 	}

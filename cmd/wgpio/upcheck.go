@@ -154,6 +154,18 @@ func checkVLANMode(file string, w config.WGPIO) error {
 	return nil
 }
 
+// checkSourcePorts refuses, in fastpath mode, a SourcePorts range that
+// does not start at the file's ListenPort: the gateway listens on the
+// range's first port. A check of the file alone, so wgpio check makes it
+// too.
+func checkSourcePorts(f *config.File, w config.WGPIO) error {
+	if w.SourcePorts.First != 0 && f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
+		return keyError(f.Name, w.Lines, "SourcePorts", "",
+			fmt.Sprintf("must start at the ListenPort %d (the peers send to it; replies leave from the range above it)", f.Interface.ListenPort))
+	}
+	return nil
+}
+
 // checkCPUs reports, as an error of the configuration file, a CPU in
 // w.CPUs that this process may not run on (outside its affinity mask: not
 // on the machine, offline, or excluded by taskset or a cgroup).
