@@ -95,6 +95,11 @@ func cmdUp(args []string) error {
 	if *queues < 0 {
 		return fmt.Errorf("up: -queues %d: want 1 or more (0: one per RX queue of the devices)", *queues)
 	}
+	if *metrics != "" {
+		if err := checkMetricsAddr(*metrics); err != nil {
+			return fmt.Errorf("up: -metrics-addr %q: %w", *metrics, err)
+		}
+	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
