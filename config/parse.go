@@ -512,7 +512,9 @@ func (p *parser) finish() {
 			}
 		}
 	}
-	if w.Gateway.IsValid() && w.WANAddress.IsValid() && !w.Gateway.IsLinkLocalUnicast() {
+	if w.Gateway.IsValid() && w.WANAddress.IsValid() && w.Gateway == w.WANAddress.Addr() {
+		p.errorf(p.ioSeen["Gateway"], "Gateway", "%s is WANAddress itself; the Gateway is the next router on the WAN", w.Gateway)
+	} else if w.Gateway.IsValid() && w.WANAddress.IsValid() && !w.Gateway.IsLinkLocalUnicast() {
 		if w.Gateway.Is4() != w.WANAddress.Addr().Is4() || !w.WANAddress.Masked().Contains(w.Gateway) {
 			p.errorf(p.ioSeen["Gateway"], "Gateway", "%s is not in WANAddress %s", w.Gateway, w.WANAddress)
 		}
