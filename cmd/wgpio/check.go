@@ -51,13 +51,8 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}
-	if err := checkVLANMode(f.Name, w); err != nil {
+	if err := checkFile(f, w); err != nil {
 		return err
-	}
-	if w.Mode == config.ModeFastPath {
-		if err := checkSourcePorts(f, w); err != nil {
-			return err
-		}
 	}
 	if perm, ok := worldAccessible(*conf); ok {
 		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleWarning, perm, *conf)

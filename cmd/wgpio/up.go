@@ -150,7 +150,7 @@ func cmdUp(args []string) error {
 		return err
 	}
 	warnIgnored(log, f, w)
-	if err := checkVLANMode(f.Name, w); err != nil {
+	if err := checkFile(f, w); err != nil {
 		return err
 	}
 	// The interfaces an instance takes: their NIC queues and XDP hook, so
@@ -349,9 +349,7 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 }
 
 func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
-	if w.WAN == "" || w.LAN == "" {
-		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
-	}
+	// WAN, LAN and SourcePorts: checkFile.
 	attach := afxdp.AttachAuto
 	switch w.XDPMode {
 	case config.XDPNative:
@@ -384,9 +382,6 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	if w.AddressMode == config.AddressOwned {
 		cfg.Owned = true
 		cfg.WANAddress, cfg.LANAddress, cfg.Gateway = w.WANAddress, w.LANAddress, w.Gateway
-	}
-	if err := checkSourcePorts(f, w); err != nil {
-		return err
 	}
 	if w.SourcePorts.First != 0 {
 		cfg.ListenPort = w.SourcePorts.First
