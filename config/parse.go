@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -81,7 +80,7 @@ func (o Options) Load(path string) (*File, error) {
 	defer fd.Close()
 	if fi, err := fd.Stat(); err == nil && fi.IsDir() {
 		// Read would fail with EISDIR, reported as line 1 of the file.
-		return nil, fmt.Errorf("load config: %s is a directory; give the configuration file in it (as in %s)", path, filepath.Join(path, "wg0.conf"))
+		return nil, fmt.Errorf("load config: %s is a directory, not a configuration file", path)
 	}
 	return o.Parse(path, fd)
 }
