@@ -14,7 +14,8 @@
 //
 //	[Interface]
 //	PrivateKey = <base64, 32 bytes>     # required
-//	ListenPort = 51820                  # 1-65535; absent: a random port
+//	ListenPort = 51820                  # 1-65535; absent: 51820 (fastpath), a random port (compat-mqtun);
+//	                                    # required in compat mode
 //	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128; unicast
 //	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address; below 1280 with IPv6 AllowedIPs: a Warning)
 //	FwMark     = 0x1234                 # off or 0-4294967295; reported (wg show), marks only in compat-mqtun: a Warning

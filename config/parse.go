@@ -78,6 +78,10 @@ func (o Options) Load(path string) (*File, error) {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
 	defer fd.Close()
+	if fi, err := fd.Stat(); err == nil && fi.IsDir() {
+		// Read would fail with EISDIR, reported as line 1 of the file.
+		return nil, fmt.Errorf("load config: %s is a directory, not a configuration file", path)
+	}
 	return o.Parse(path, fd)
 }
 
@@ -116,6 +120,15 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 				p.errs = append(p.errs, &Error{File: name, Line: 1, Msg: "the file is UTF-16 text; save it as UTF-8"})
 				return nil, joinErrors(p.errs)
 			}
+		}
+		if _, rest, ok := strings.Cut(text, "\r"); ok && strings.TrimSpace(rest) != "" {
+			// bufio.ScanLines ends lines at LF (dropping a CR before it):
+			// a file whose lines end in CR alone is one line.
+			p.errorf(n, "", "a carriage return (CR) inside the line, with more after it: lines that end in CR alone (classic Mac OS) are not line ends here; save the file with LF (or CRLF) line ends")
+			if n == 1 {
+				return nil, joinErrors(p.errs)
+			}
+			continue
 		}
 		p.line(n, text)
 		if len(p.errs) >= MaxErrors {
@@ -498,7 +511,9 @@ func (p *parser) finish() {
 			}
 		}
 	}
-	if w.Gateway.IsValid() && w.WANAddress.IsValid() && !w.Gateway.IsLinkLocalUnicast() {
+	if w.Gateway.IsValid() && w.WANAddress.IsValid() && w.Gateway == w.WANAddress.Addr() {
+		p.errorf(p.ioSeen["Gateway"], "Gateway", "%s is WANAddress itself; the Gateway is the next router on the WAN", w.Gateway)
+	} else if w.Gateway.IsValid() && w.WANAddress.IsValid() && !w.Gateway.IsLinkLocalUnicast() {
 		if w.Gateway.Is4() != w.WANAddress.Addr().Is4() || !w.WANAddress.Masked().Contains(w.Gateway) {
 			p.errorf(p.ioSeen["Gateway"], "Gateway", "%s is not in WANAddress %s", w.Gateway, w.WANAddress)
 		}

@@ -556,6 +556,39 @@ func TestKeyFileNameHint(t *testing.T) {
 	}
 }
 
+// TestLoadDirectory: a directory given as the file is named as one, not
+// reported as a read error at its line 1.
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), dir+" is a directory") || strings.Contains(err.Error(), ":1:") {
+		t.Errorf("Load(directory) = %v, want %q", err, dir+" is a directory")
+	}
+}
+
+// TestCROnlyLineEnds: a file whose lines end in CR alone reads as one
+// line; the error says so, rather than "malformed section header" and
+// "no [Interface] section". A CRLF file, and a stray CR at a line's end,
+// still parse.
+func TestCROnlyLineEnds(t *testing.T) {
+	_, err := parseString("[Interface]\rPrivateKey = " + priv1 + "\rListenPort = 51820\r")
+	if err == nil || !strings.Contains(err.Error(), "wg0.conf:1: a carriage return (CR) inside the line") || strings.Contains(err.Error(), "no [Interface]") {
+		t.Errorf("CR line ends: %v, want one error naming the carriage return", err)
+	}
+	_, err = parseString("[Interface]\nPrivateKey = " + priv1 + "\n[Peer]\rPublicKey = " + pub2 + "\n")
+	if err == nil || !strings.Contains(err.Error(), "wg0.conf:3: a carriage return (CR) inside the line") {
+		t.Errorf("CR inside line 3: %v, want it named", err)
+	}
+	for _, text := range []string{
+		"[Interface]\r\nPrivateKey = " + priv1 + "\r\n",
+		"[Interface]\r\r\nPrivateKey = " + priv1 + " \r\t\r\n",
+	} {
+		if _, err := parseString(text); err != nil {
+			t.Errorf("parse(%q) = %v, want no error", text, err)
+		}
+	}
+}
+
 func TestByteOrderMarks(t *testing.T) {
 	f, err := parseString("\ufeff[Interface]\nPrivateKey = " + priv1 + "\n")
 	if err != nil || len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "byte-order mark") {
@@ -568,6 +601,9 @@ func TestByteOrderMarks(t *testing.T) {
 }
 
 func TestRiskyValues(t *testing.T) {
+	owned := func(keys string) string {
+		return "[Interface]\nPrivateKey = " + priv1 + "\n[WGPIO]\nAddressMode = owned\n" + keys
+	}
 	zero := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 	for _, tc := range []struct{ name, conf, want string }{
 		{"zero private key", "[Interface]\nPrivateKey = " + zero + "\n", `wg0.conf:2: key "PrivateKey": all zero, which is no key`},
@@ -575,6 +611,15 @@ func TestRiskyValues(t *testing.T) {
 		{"unspecified endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 0.0.0.0:51820\n", `wg0.conf:5: key "Endpoint": 0.0.0.0 is not a unicast address`},
 		{"broadcast endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 255.255.255.255:51820\n", `wg0.conf:5: key "Endpoint": 255.255.255.255 is not a unicast address`},
 		{"multicast endpoint", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [ff02::1]:51820\n", `wg0.conf:5: key "Endpoint": ff02::1 is not a unicast address`},
+		// Owned address mode answers ARP/NDP for WANAddress and
+		// LANAddress and sends from them; the ARP responder refused a
+		// multicast one only at start (no line), and took loopback.
+		{"multicast WANAddress", owned("WANAddress = 224.0.0.1/24\nLANAddress = 198.19.0.1/24\n"), `wg0.conf:5: key "WANAddress": "224.0.0.1/24" is not a unicast address`},
+		{"loopback LANAddress", owned("WANAddress = 198.18.0.2/24\nLANAddress = 127.0.0.1/8\n"), `wg0.conf:6: key "LANAddress": "127.0.0.1/8" is not a unicast address`},
+		{"unspecified LANAddress", owned("WANAddress = 198.18.0.2/24\nLANAddress = ::/64\n"), `wg0.conf:6: key "LANAddress": "::/64" is not a unicast address`},
+		{"mapped WANAddress", owned("WANAddress = ::ffff:198.18.0.2/120\nLANAddress = 198.19.0.1/24\n"), `wg0.conf:5: key "WANAddress": "::ffff:198.18.0.2/120" is not a unicast address`},
+		{"broadcast Gateway", owned("WANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = 255.255.255.255\n"), `wg0.conf:7: key "Gateway": "255.255.255.255" is not a unicast address`},
+		{"Gateway is WANAddress", owned("WANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = 198.18.0.2\n"), `wg0.conf:7: key "Gateway": 198.18.0.2 is WANAddress itself`},
 	} {
 		if _, err := parseString(tc.conf); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)

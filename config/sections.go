@@ -40,7 +40,7 @@ func (p *parser) interfaceKey(n int, key, v string) {
 			// The address is given to the exception TUN (wg-quick: ip
 			// address add): 0.0.0.0/0 there would route every
 			// destination into the tunnel, 127.0.0.1/8 shadow loopback.
-			if a := pf.Addr(); a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			if !isHostAddr(pf.Addr()) {
 				p.errorf(n, key, "%s is not a unicast address this interface can have (write its own address, as in 10.0.0.1/24)", quoteShort(s))
 				continue
 			}
@@ -197,6 +197,12 @@ func unicastEndpoint(a netip.Addr) bool {
 // 1123 section 2.1: labels of letters, digits and hyphens, not starting or
 // ending with a hyphen, at most 63 bytes each and 253 in all; a trailing dot
 // allowed). Underscores are accepted, as resolvers do.
+// isHostAddr reports whether an interface can have a as its own address:
+// not unspecified, multicast, loopback or the IPv4 limited broadcast.
+func isHostAddr(a netip.Addr) bool {
+	return !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
 func isHostName(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
@@ -284,6 +290,13 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			p.errorf(n, key, "%s is not a CIDR like 198.18.0.2/24", quoteShort(v))
 			return
 		}
+		// The gateway answers ARP/NDP for it and sends from it: the
+		// ARP responder refused a multicast one only at start, without
+		// the line, and took a loopback one.
+		if !isHostAddr(pf.Addr()) || pf.Addr().Is4In6() {
+			p.errorf(n, key, "%s is not a unicast address this interface can have (write its own address, as in 198.18.0.2/24)", quoteShort(v))
+			return
+		}
 		if key == "WANAddress" {
 			w.WANAddress = pf
 		} else {
@@ -295,7 +308,11 @@ func (p *parser) wgpioKey(n int, key, v string) {
 			p.errorf(n, key, "%s is not an IP address", quoteShort(v))
 			return
 		}
-		w.Gateway = a.Unmap()
+		if a = a.Unmap(); !isHostAddr(a) {
+			p.errorf(n, key, "%s is not a unicast address a router can have", quoteShort(v))
+			return
+		}
+		w.Gateway = a
 	case "MetricsAddress":
 		host, port, err := net.SplitHostPort(v)
 		if err != nil {

@@ -464,7 +464,8 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // stalled past uapiIdle, or went away); at EOF the last line is applied
 // even without its newline, as wireguard-go's scanner does, but after a
 // read error it is not (wireguard-go's would apply "allowed_ip=10.0.0.0/2"
-// cut from a /24). After an error the rest of the request is read and
+// cut from a /24). A line's CR before its newline is dropped, as
+// wireguard-go's scanner drops it (on its socket too). After an error the rest of the request is read and
 // discarded, so that the connection stays in step.
 func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	d.setMu.Lock()
@@ -499,6 +500,9 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 				done = true
 				break
 			}
+			// A CR before the newline is dropped, as IpcSet's and
+			// wireguard-go's bufio.Scanner drops it (ScanLines).
+			line = bytes.TrimSuffix(line, []byte("\r"))
 			if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
 				done = true
 				break

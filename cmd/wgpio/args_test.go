@@ -29,6 +29,12 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdUp, []string{"-c", "wg0.conf", "-mode", "bogus"}, `up: -mode "bogus": want fastpath, compat or compat-mqtun`},
 		{cmdUp, []string{"-c", "wg0.conf", "-xdp", "turbo"}, `up: -xdp "turbo": want auto, native or generic`},
 		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more`},
+		// Refused before the gateway starts, as the file's MetricsAddress
+		// is; "foo" was refused only once the interfaces were checked,
+		// with a hint of a port in use, and ":0" served on a random port.
+		{cmdUp, []string{"-c", "wg0.conf", "-metrics-addr", "foo"}, `up: -metrics-addr "foo": want host:port`},
+		{cmdUp, []string{"-c", "wg0.conf", "-metrics-addr", ":0"}, `up: -metrics-addr ":0": port "0": want 1 to 65535`},
+		{cmdUp, []string{"-c", "wg0.conf", "-metrics-addr", "127.0.0.1:99999"}, `up: -metrics-addr "127.0.0.1:99999": port "99999": want 1 to 65535`},
 		{cmdCapture, []string{}, `capture: a gateway NAME is required`},
 		{cmdCapture, []string{"a", "b"}, `capture: one gateway NAME, got 2: a b`},
 		{cmdCapture, []string{"-c", "-1", "wg0"}, `capture: -c -1: want 0 (until Ctrl-C) or a number of frames`},

@@ -51,7 +51,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}
-	if err := checkVLANMode(f.Name, w); err != nil {
+	if err := checkFile(f, w); err != nil {
 		return err
 	}
 	if perm, ok := worldAccessible(*conf); ok {

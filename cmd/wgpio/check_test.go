@@ -37,14 +37,30 @@ func TestCheck(t *testing.T) {
 	}{
 		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
-		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nCPUs = 0\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warnings.conf:7: key "CPUs": ignored in Mode = compat`},
+		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
 		// up warns of a file every user may read (it holds the private
 		// key), as wg-quick does; check said nothing of it.
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
+		// up refuses a range that does not start at the ListenPort, a
+		// check of the file alone; check said ok.
+		{name: "sourceports", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
+			err: `sourceports.conf:7: key "SourcePorts": must start at the ListenPort 51820`},
+		{name: "sourceports-compat", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
+		// Refused by up before it opens anything, for what the file
+		// alone says; check said ok.
+		{name: "no-wan", text: head + peers,
+			err: `no-wan.conf: fast-path mode needs WAN and LAN in the [WGPIO] section`},
+		{name: "compat-no-lan", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\n" + peers,
+			err: `compat-no-lan.conf: compat mode needs WAN and LAN in the [WGPIO] section`},
+		{name: "compat-owned", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,
+			err: `compat-owned.conf:8: key "AddressMode": owned is not available in Mode = compat`},
+		{name: "compat-no-port", text: "[Interface]\nPrivateKey = " + priv.Base64() + "\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
+			err: `compat-no-port.conf: key "ListenPort": missing from [Interface]; Mode = compat needs one`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -22,15 +21,7 @@ type CompatStats = compatgw.Stats
 // interfaces (in the caller's network namespace) and serves the UAPI
 // socket.
 func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) (*compatgw.Gateway, error) {
-	if w.WAN == "" || w.LAN == "" {
-		return nil, fmt.Errorf("%s: compat mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
-	}
-	if w.AddressMode == config.AddressOwned {
-		return nil, fmt.Errorf("%s: [WGPIO] AddressMode = owned is not available in this build; use shared (the kernel keeps the interfaces' addresses)", f.Name)
-	}
-	if f.Interface.ListenPort == 0 {
-		return nil, fmt.Errorf("%s: compat mode needs a ListenPort (the XDP filter matches it)", f.Name)
-	}
+	// WAN, LAN, AddressMode and ListenPort: checkFile.
 	attach := afxdp.AttachAuto
 	switch w.XDPMode {
 	case config.XDPNative:

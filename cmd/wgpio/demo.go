@@ -61,7 +61,11 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("demo: needs root: it creates network namespaces, veth pairs and XDP programs (run: sudo go run ./cmd/wgpio demo)")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// Each ends the demo, which then removes what it made: Ctrl-C,
+	// SIGTERM, the terminal closing (SIGHUP), and its output's reader
+	// going away (SIGPIPE: `wgpio demo | head`, quitting less), which
+	// killed it with the namespaces, veths and routes left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	defer stop()
 	started := func(s *twosite.Site) func() {
 		// The demo's wgpio gateway answers `wgpio stats` and `wgpio

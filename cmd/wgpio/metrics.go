@@ -302,6 +302,20 @@ func reloadMetrics(name string, st *reloadState) []prometheus.Collector {
 // listenMetrics listens on w.MetricsAddress. Its error names the file,
 // line and key (or -metrics-addr) and the listener's error, as the other
 // errors found at start do.
+// checkMetricsAddr refuses what -metrics-addr cannot be, as the file's
+// MetricsAddress is refused: not host:port, or a port out of 1-65535
+// (net.Listen takes port 0 as any free port, which no scraper finds).
+func checkMetricsAddr(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("want host:port, as in 127.0.0.1:9586")
+	}
+	if x, err := strconv.ParseUint(port, 10, 16); err != nil || x == 0 {
+		return fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	return nil
+}
+
 func listenMetrics(file string, w config.WGPIO) (net.Listener, error) {
 	ln, err := net.Listen("tcp", w.MetricsAddress)
 	if err != nil {

@@ -95,6 +95,11 @@ func cmdUp(args []string) error {
 	if *queues < 0 {
 		return fmt.Errorf("up: -queues %d: want 1 or more (0: one per RX queue of the devices)", *queues)
 	}
+	if *metrics != "" {
+		if err := checkMetricsAddr(*metrics); err != nil {
+			return fmt.Errorf("up: -metrics-addr %q: %w", *metrics, err)
+		}
+	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
@@ -145,7 +150,7 @@ func cmdUp(args []string) error {
 		return err
 	}
 	warnIgnored(log, f, w)
-	if err := checkVLANMode(f.Name, w); err != nil {
+	if err := checkFile(f, w); err != nil {
 		return err
 	}
 	// The interfaces an instance takes: their NIC queues and XDP hook, so
@@ -344,9 +349,7 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 }
 
 func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
-	if w.WAN == "" || w.LAN == "" {
-		return fmt.Errorf("%s: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)", f.Name)
-	}
+	// WAN, LAN and SourcePorts: checkFile.
 	attach := afxdp.AttachAuto
 	switch w.XDPMode {
 	case config.XDPNative:
@@ -381,10 +384,6 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		cfg.WANAddress, cfg.LANAddress, cfg.Gateway = w.WANAddress, w.LANAddress, w.Gateway
 	}
 	if w.SourcePorts.First != 0 {
-		if f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
-			return keyError(f.Name, w.Lines, "SourcePorts", "",
-				fmt.Sprintf("must start at the ListenPort %d (the peers send to it; replies leave from the range above it)", f.Interface.ListenPort))
-		}
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())
 	}

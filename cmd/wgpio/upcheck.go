@@ -154,6 +154,51 @@ func checkVLANMode(file string, w config.WGPIO) error {
 	return nil
 }
 
+// checkFile makes the checks of the file (and the flags that override its
+// keys) alone that the mode w.Mode (set) needs, for up before anything
+// is opened, and for check: a check passed the file and up refused it.
+func checkFile(f *config.File, w config.WGPIO) error {
+	if err := checkVLANMode(f.Name, w); err != nil {
+		return err
+	}
+	switch w.Mode {
+	case config.ModeFastPath, config.ModeCompat:
+		if w.WAN == "" || w.LAN == "" {
+			mode := "fast-path"
+			if w.Mode == config.ModeCompat {
+				mode = "compat"
+			}
+			return &config.Error{File: f.Name, Msg: mode + " mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)"}
+		}
+	}
+	switch w.Mode {
+	case config.ModeFastPath:
+		return checkSourcePorts(f, w)
+	case config.ModeCompat:
+		if w.AddressMode == config.AddressOwned {
+			return keyError(f.Name, w.Lines, "AddressMode", "",
+				"owned is not available in Mode = compat; use shared (the kernel keeps the interfaces' addresses)")
+		}
+		if f.Interface.ListenPort == 0 {
+			return &config.Error{File: f.Name, Key: "ListenPort",
+				Msg: "missing from [Interface]; Mode = compat needs one (the WAN's XDP filter matches it)"}
+		}
+	}
+	return nil
+}
+
+// checkSourcePorts refuses, in fastpath mode, a SourcePorts range that
+// does not start at the file's ListenPort: the gateway listens on the
+// range's first port. A check of the file alone, so wgpio check makes it
+// too.
+func checkSourcePorts(f *config.File, w config.WGPIO) error {
+	if w.SourcePorts.First != 0 && f.Interface.ListenPort != 0 && w.SourcePorts.First != f.Interface.ListenPort {
+		return keyError(f.Name, w.Lines, "SourcePorts", "",
+			fmt.Sprintf("must start at the ListenPort %d (the peers send to it; replies leave from the range above it)", f.Interface.ListenPort))
+	}
+	return nil
+}
+
 // checkCPUs reports, as an error of the configuration file, a CPU in
 // w.CPUs that this process may not run on (outside its affinity mask: not
 // on the machine, offline, or excluded by taskset or a cgroup).

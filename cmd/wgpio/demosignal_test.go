@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+)
+
+// TestDemoEndsCleanOnHangupAndPipe: the demo removes what it made when
+// its terminal closes (SIGHUP) and when the reader of its output goes
+// away (`wgpio demo | head`, or quitting less: the next line written
+// raises SIGPIPE). Both killed it with its namespaces left behind.
+func TestDemoEndsCleanOnHangupAndPipe(t *testing.T) {
+	testenv.Root(t)
+	goBin := testenv.Tool(t, "go", "golang (or the toolchain from go.dev/dl)")
+	bin := filepath.Join(t.TempDir(), "wgpio")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	nsRE := regexp.MustCompile(`\bwgd[gh][ab][0-9a-f]+\b`)
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, cmd *exec.Cmd, r *os.File)
+	}{
+		{"SIGHUP", func(t *testing.T, cmd *exec.Cmd, r *os.File) {
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+		}},
+		{"SIGPIPE", func(t *testing.T, cmd *exec.Cmd, r *os.File) {
+			r.Close() // its next line of counters, within a second, meets a closed pipe
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "demo", "-rate", "1000")
+			cmd.Stdout, cmd.Stderr = w, w
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				<-exited
+			})
+			// Read up to the traffic's start, noting the namespaces it names.
+			names := map[string]bool{}
+			sc := bufio.NewScanner(r)
+			started := false
+			for sc.Scan() {
+				for _, ns := range nsRE.FindAllString(sc.Text(), -1) {
+					names[ns] = true
+				}
+				if strings.Contains(sc.Text(), "starting the traffic") {
+					started = true
+					break
+				}
+			}
+			if !started || len(names) < 3 {
+				t.Fatalf("the demo did not start its traffic, naming its namespaces (got %v)", names)
+			}
+			tc.end(t, cmd, r)
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the demo still runs 2 minutes after the signal")
+			}
+			for ns := range names {
+				if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+					t.Errorf("namespace %s still there after the demo ended on %s (stat: %v)", ns, tc.name, err)
+				}
+			}
+		})
+	}
+}
