@@ -90,7 +90,7 @@ func TestUpReload(t *testing.T) {
 			if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 				t.Errorf("ping %v answered after the reload removed its allowed IP", twosite.HostB6)
 			}
-			if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
+			if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 				t.Errorf("IPv4 after reload: %v", err)
 			}
 			if after := handshake(); after != before {

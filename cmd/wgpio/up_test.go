@@ -58,7 +58,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if got := wg(t, s.GwA, "show", s.GwName, "peers"); !strings.Contains(got, pub) {
 			t.Errorf("wg show %s peers = %q, want it to list %s", s.GwName, got, pub)
 		}
-		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 			t.Errorf("after adding a peer: %v", err)
 		}
 	})
@@ -71,7 +71,7 @@ func TestUpWithStockPeer(t *testing.T) {
 		if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB6.String()); err == nil {
 			t.Errorf("ping %v answered after its allowed IP was removed", twosite.HostB6)
 		}
-		if err := s.HostA.Ping(twosite.HostB4, 3*time.Second); err != nil {
+		if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
 			t.Errorf("after removing an allowed IP: %v", err)
 		}
 	})

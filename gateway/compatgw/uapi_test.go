@@ -45,6 +45,7 @@ type site struct {
 	name, peerKey  string
 	wanDev, lanDev string // the gateway's WAN and LAN interfaces
 	hostDev        string // the LAN host's interface
+	peerDev        string // the peer's WAN interface
 }
 
 func newSite(t *testing.T, opts ...func(*Config)) *site {
@@ -77,7 +78,7 @@ func newSite(t *testing.T, opts ...func(*Config)) *site {
 			t.Fatal(err)
 		}
 	}
-	s.wanDev, s.lanDev, s.hostDev = wan.A, lan.A, lan.B
+	s.wanDev, s.lanDev, s.hostDev, s.peerDev = wan.A, lan.A, lan.B, wan.B
 	s.name = topo.UniqueName("wgpu")
 	s.peerKey = strings.Repeat("22", 32)
 	cfg := Config{

@@ -257,7 +257,10 @@ func TestPrefixMapFull(t *testing.T) {
 	before := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropAllowedIPs]
 	setAllowed("198.19.2.0/24")
 	s.HostB.Run("ping", "-c", "2", "-i", "0.2", "-W", "1", "198.19.1.10")
-	if after := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropAllowedIPs]; after == before {
+	// ping gives up after a second, which does not wait for the worker.
+	if !testenv.PollUntil(20*time.Second, func() bool {
+		return fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropAllowedIPs] > before
+	}) {
 		t.Errorf("hostB's packets were not dropped for allowed IPs after its network left the peer's: the engine missed the change")
 	}
 	setAllowed("")

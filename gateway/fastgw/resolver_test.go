@@ -82,7 +82,9 @@ func TestResolverPrefixLen(t *testing.T) {
 	} {
 		var bits int
 		var first, off bool
-		deadline := time.Now().Add(time.Second)
+		// The routes are read by KernelRoutes' own goroutine: up to 10 s
+		// on a loaded machine.
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			bits, first, off = shared.PrefixLen(netip.MustParseAddr(c.dst))
 			if bits == c.bits && first == c.first && off == c.off || time.Now().After(deadline) {
