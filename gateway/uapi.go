@@ -16,6 +16,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -611,7 +612,7 @@ func (d *Device) listenUAPI(name string) error {
 		slots := make(chan struct{}, uapiMaxConns)
 		for {
 			slots <- struct{}{} // at most uapiMaxConns served at once
-			c, err := l.Accept()
+			c, err := acceptloop.Accept(l, func(err error) { d.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}
