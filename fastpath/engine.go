@@ -66,6 +66,16 @@ type Resolver interface {
 	Resolve(dst netip.Addr) (mac [6]byte, ok bool)
 }
 
+// WANRoutes is what a WAN Resolver may implement besides Resolve: HasRoute
+// reports whether a route toward dst leads out of the WAN interface. A
+// control-plane packet (a handshake message, a cookie reply, a keepalive)
+// whose next hop did not resolve in time is then counted as
+// DropNoWANRoute when there is no such route, and as DropNoNeighbour when
+// the next hop did not answer.
+type WANRoutes interface {
+	HasRoute(dst netip.Addr) bool
+}
+
 // RouteLengths is what a LAN Resolver may implement besides Resolve:
 // PrefixLen returns the length in bits of the prefix of its route toward
 // dst (the longest that holds dst, whichever interface it leads to), or -1

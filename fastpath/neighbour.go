@@ -21,7 +21,8 @@ const (
 // Control-plane packets (handshake messages, cookie replies, keepalives)
 // whose WAN next hop has no MAC yet wait too, complete but for the
 // destination MAC: at most maxControlWait per worker, retried with the LAN
-// waits, dropped (no_neighbour) after neighbourWaitMax.
+// waits, dropped after neighbourWaitMax (no_neighbour, or no_wan_route when
+// the WAN has no route toward the endpoint: WANRoutes).
 const maxControlWait = 64
 
 type ctlWaiting struct {
@@ -56,7 +57,11 @@ func (w *worker) flushControlWait(t time.Time) {
 			w.c.controlSent.Add(1)
 			w.transmit(w.wanTX, unsafeOne(&f))
 		case t.Sub(cw.since) > neighbourWaitMax:
-			w.count(DropNoNeighbour, 1)
+			why := DropNoNeighbour
+			if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(cw.dst) {
+				why = DropNoWANRoute
+			}
+			w.count(why, 1)
 			w.wanTX.Free(unsafeOne(&cw.f))
 		default:
 			keep = append(keep, cw)

@@ -49,3 +49,54 @@ func TestSendWait(t *testing.T) {
 		t.Fatalf("mailbox holds %d, want %d (the waiting packet delivered)", got, MailboxLen-wa.burst+1)
 	}
 }
+
+// unresolved is a WAN resolver whose next hops never answer; route
+// says whether it has a route (WANRoutes) toward every address.
+type unresolved struct{ route bool }
+
+func (unresolved) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
+
+type unresolvedRoutes struct{ unresolved }
+
+func (u unresolvedRoutes) HasRoute(netip.Addr) bool { return u.route }
+
+// TestControlNoWANRoute: a handshake message whose WAN next hop never
+// resolves waits, then is dropped as no_wan_route when the WAN resolver
+// has no route toward the endpoint, and as no_neighbour when it has one
+// (or cannot say: no WANRoutes).
+func TestControlNoWANRoute(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  Resolver
+		want DropReason
+	}{
+		{"no route", unresolvedRoutes{unresolved{route: false}}, DropNoWANRoute},
+		{"route, no answer", unresolvedRoutes{unresolved{route: true}}, DropNoNeighbour},
+		{"resolver without routes", unresolved{}, DropNoNeighbour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigConfig{})
+			r.a.cfg.WANResolver = tc.res // the workers are driven by hand
+			wa := r.a.workers[0]
+			payload := make([]byte, protocol.InitiationSize)
+			payload[0] = protocol.TypeInitiation
+			if !r.a.Send(0, ControlPacket{Dst: netip.AddrPortFrom(wanAddrB, portB), Payload: payload, Peer: r.peerAB}) {
+				t.Fatal("Send refused")
+			}
+			wa.drainMailbox(r.clock.Now())
+			if len(wa.ctlWait) != 1 {
+				t.Fatalf("%d control packets wait for their next hop, want 1", len(wa.ctlWait))
+			}
+			wa.flushControlWait(time.Now())
+			if len(wa.ctlWait) != 1 {
+				t.Fatal("the packet was dropped before it waited")
+			}
+			wa.flushControlWait(time.Now().Add(neighbourWaitMax + time.Second))
+			d := r.a.Stats()[0].Drops
+			if len(wa.ctlWait) != 0 || d[tc.want] != 1 || d[DropNoWANRoute]+d[DropNoNeighbour] != 1 {
+				t.Fatalf("after the wait: %d waiting, no_wan_route %d, no_neighbour %d; want 1 %v",
+					len(wa.ctlWait), d[DropNoWANRoute], d[DropNoNeighbour], tc.want)
+			}
+		})
+	}
+}

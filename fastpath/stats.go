@@ -143,6 +143,15 @@ const (
 	// (wg_xmit, -EDESTADDRREQ); a peer with an endpoint and no session
 	// holds its packets for the handshake instead (held.go).
 	DropNoEndpoint
+	// DropNoWANRoute: a control-plane packet (handshake message, cookie
+	// reply, keepalive) to an endpoint toward which no route leads out of
+	// the WAN interface, dropped once it waited for its next hop as long
+	// as one that does not answer (DropNoNeighbour) does; only with a WAN
+	// resolver that says so (WANRoutes). Linux's WireGuard fails such a
+	// send at once, its route lookup finding none; the wait lets a route
+	// that comes meanwhile (the WAN's address and default route coming
+	// up) still carry it.
+	DropNoWANRoute
 
 	NumDropReasons
 )
@@ -186,6 +195,7 @@ var dropNames = [NumDropReasons]string{
 	DropMulticast:          "multicast",
 	DropIPOptions:          "ip_options",
 	DropOffLAN:             "off_lan",
+	DropNoWANRoute:         "no_wan_route",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

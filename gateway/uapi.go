@@ -16,6 +16,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -571,7 +572,7 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 			growSendBuffer(conn, d.getReplySize())
 			err = d.IpcGet(rw.Writer)
 		default:
-			d.log.Warn("invalid UAPI operation", "op", op)
+			d.log.Warn("invalid UAPI operation", "op", logStart(op), "bytes", len(op))
 			return
 		}
 		var code int64
@@ -611,7 +612,7 @@ func (d *Device) listenUAPI(name string) error {
 		slots := make(chan struct{}, uapiMaxConns)
 		for {
 			slots <- struct{}{} // at most uapiMaxConns served at once
-			c, err := l.Accept()
+			c, err := acceptloop.Accept(l, func(err error) { d.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}
@@ -641,4 +642,14 @@ func (d *Device) isWANZone(z string) bool {
 		return true
 	}
 	return d.opts.WANIndex > 0 && z == strconv.Itoa(d.opts.WANIndex)
+}
+
+// logStart is what a log line quotes of a client's line: its first 64
+// bytes. An operation line may be up to 64 KiB, and each connection that
+// sends an unknown one is logged.
+func logStart(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

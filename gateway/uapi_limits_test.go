@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -257,5 +259,25 @@ func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
 					strings.Count(b.String(), "public_key="), strings.Count(refGet, "public_key="), diff)
 			}
 		})
+	}
+}
+
+// TestUAPIUnknownOperationLogBounded: an unknown operation of 60 KiB is
+// logged by its first bytes and its length, not in full (each connection
+// that sends one is logged).
+func TestUAPIUnknownOperationLogBounded(t *testing.T) {
+	d := ourDevice(t, "")
+	var logs bytes.Buffer
+	d.log = slog.New(slog.NewTextHandler(&logs, nil))
+	c, s := net.Pipe()
+	done := make(chan struct{})
+	go func() { d.ServeUAPI(s); close(done) }()
+	defer c.Close()
+	if _, err := io.WriteString(c, strings.Repeat("x", 60<<10)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if l := logs.String(); len(l) > 512 || !strings.Contains(l, "bytes=61440") {
+		t.Errorf("log of a 60 KiB unknown operation: %d bytes, want its start and length: %.300q", len(l), l)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
@@ -279,7 +280,7 @@ func serveCapture(name string, e *fastpath.Engine, log *slog.Logger) (stop func(
 	go func() {
 		defer s.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("capture socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}

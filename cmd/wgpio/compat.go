@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -86,7 +87,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	defer ln.Close()
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("UAPI socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}
@@ -103,7 +104,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		ts, us := t.Stats(), udp.Stats()
 		return compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
 	}
-	stopStats, err := serveStats(name, func() any { return stats() })
+	stopStats, err := serveStats(log, name, func() any { return stats() })
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 		s := g.Stats()
 		return compatStats(name, config.ModeCompat, &s, nil, nil)
 	}
-	stopStats, err := serveStats(name, func() any { return stats() })
+	stopStats, err := serveStats(log, name, func() any { return stats() })
 	if err != nil {
 		g.Close()
 		return err

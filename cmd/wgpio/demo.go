@@ -74,7 +74,7 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 		if err := os.MkdirAll(runDir, 0o755); err != nil {
 			return nil
 		}
-		stopStats, err := serveStats(name, func() any { st := statsOf(s.Gateway); st.Name = name; return st })
+		stopStats, err := serveStats(slog.New(slog.DiscardHandler), name, func() any { st := statsOf(s.Gateway); st.Name = name; return st })
 		if err != nil {
 			return nil
 		}

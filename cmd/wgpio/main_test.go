@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(hangingStartEnv) == "1" {
 		hangingStart()
 	}
+	if name := os.Getenv(statsEMFILEEnv); name != "" {
+		statsEMFILE(name)
+	}
 	dir, err := os.MkdirTemp("", "wgpio-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

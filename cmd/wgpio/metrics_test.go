@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -74,7 +75,7 @@ func TestStatsStalledClient(t *testing.T) {
 	}
 	name := topo.UniqueName("wgps")
 	big := strings.Repeat("x", 16<<20)
-	stop, err := serveStats(name, func() any { return big })
+	stop, err := serveStats(slog.New(slog.DiscardHandler), name, func() any { return big })
 	if err != nil {
 		t.Fatal(err)
 	}

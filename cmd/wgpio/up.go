@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/replay"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -413,7 +414,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			return fmt.Errorf("%s: FwMark: %w", f.Name, err)
 		}
 	}
-	stopStats, err := serveStats(name, func() any { s := statsOf(g); s.Name = name; return s })
+	stopStats, err := serveStats(log, name, func() any { s := statsOf(g); s.Name = name; return s })
 	if err != nil {
 		g.Close()
 		return err
@@ -600,8 +601,9 @@ func logFinal(log *slog.Logger, s GatewayStats) {
 const statsWriteTimeout = 5 * time.Second
 
 // serveStats answers `wgpio stats` on a unix socket with one JSON document
-// per connection, one connection at a time.
-func serveStats(name string, get func() any) (stop func(), err error) {
+// per connection, one connection at a time. A failed accept (out of
+// descriptors) is logged to log and tried again (acceptloop).
+func serveStats(log *slog.Logger, name string, get func() any) (stop func(), err error) {
 	path := filepath.Join(runDir, name+".stats")
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
@@ -610,7 +612,7 @@ func serveStats(name string, get func() any) (stop func(), err error) {
 	}
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("stats socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}

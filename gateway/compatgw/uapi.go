@@ -11,6 +11,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/uapiserve"
 )
@@ -31,7 +32,7 @@ func (g *Gateway) serveUAPI(name string) error {
 	go func() {
 		defer g.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := acceptloop.Accept(ln, func(err error) { g.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}

@@ -278,6 +278,13 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
+// HasRoute implements fastpath.WANRoutes: a route toward dst leads out
+// of r's interface.
+func (r *resolver) HasRoute(dst netip.Addr) bool {
+	_, ifindex, ok := r.routes.NextHop(dst)
+	return ok && (ifindex == 0 || ifindex == r.ifindex)
+}
+
 // ip6UserMetric is the metric the kernel gives an IPv6 route added
 // without one (IP6_RT_PRIO_USER), as the routes into the exception TUN
 // are (route); IPv4's are added with 0, the lowest.

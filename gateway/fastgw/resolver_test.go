@@ -97,3 +97,26 @@ func TestResolverPrefixLen(t *testing.T) {
 		}
 	}
 }
+
+// TestResolverHasRoute: the WAN resolver has a route toward an address
+// its routes cover out of its interface (fastpath.WANRoutes, which tells
+// no_wan_route from no_neighbour), none toward one they do not cover or
+// that leaves by another interface.
+func TestResolverHasRoute(t *testing.T) {
+	static, err := arp.NewStaticRoutes([]arp.Route{
+		{Prefix: netip.MustParsePrefix("198.18.0.0/24")},
+		{Prefix: netip.MustParsePrefix("198.18.9.0/24"), IfIndex: 9},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &resolver{routes: static, ifindex: 3}
+	for _, tc := range []struct {
+		dst  string
+		want bool
+	}{{"198.18.0.5", true}, {"198.19.0.1", false}, {"198.18.9.1", false}} {
+		if got := r.HasRoute(netip.MustParseAddr(tc.dst)); got != tc.want {
+			t.Errorf("HasRoute(%s) = %v, want %v", tc.dst, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package uapiserve
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -131,4 +132,26 @@ func TestServeLongOperationLine(t *testing.T) {
 		t.Fatalf("a %d-byte operation line without a newline was all read", n)
 	}
 	<-done
+}
+
+// TestServeUnknownOperationLogBounded: an unknown operation of 4 KiB is
+// logged by its first bytes and its length, not in full.
+func TestServeUnknownOperationLogBounded(t *testing.T) {
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	var logs bytes.Buffer
+	client, server := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(server, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(&logs, nil)))
+	}()
+	defer client.Close()
+	if _, err := io.WriteString(client, strings.Repeat("x", 4000)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if l := logs.String(); len(l) > 512 || !strings.Contains(l, "bytes=4001") {
+		t.Errorf("log of a 4 KiB unknown operation: %d bytes, want its start and length: %.300q", len(l), l)
+	}
 }

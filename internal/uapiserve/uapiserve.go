@@ -83,7 +83,7 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 			}
 			err = dev.IpcGetOperation(w)
 		default:
-			log.Warn("UAPI: unknown operation; closing the connection", "op", op)
+			log.Warn("UAPI: unknown operation; closing the connection", "op", logStart(op), "bytes", len(op))
 			return
 		}
 		if _, werr := fmt.Fprintf(w, "errno=%d\n\n", Errno(err)); werr != nil {
@@ -130,4 +130,14 @@ func (o *opReader) Read(p []byte) (int, error) {
 	o.atLine = b[n-1] == '\n'
 	o.r.Discard(n)
 	return n, nil
+}
+
+// logStart is what a log line quotes of a client's line: its first 64
+// bytes (an operation line may be up to 4 KiB, and each connection that
+// sends an unknown one is logged).
+func logStart(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

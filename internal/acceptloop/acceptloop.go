@@ -1,0 +1,49 @@
+// Package acceptloop takes connections from a listener for a server that
+// must outlive a bad moment: Accept fails for a while when the process
+// or the system runs out of file descriptors (EMFILE, ENFILE) or kernel
+// memory (ENOBUFS, ENOMEM), and a loop that ended on its first error
+// left the gateway's UAPI (`wg show`), stats and capture sockets dead
+// until a restart. Accept waits and tries again instead, as net/http's
+// server does, and ends only when the listener is closed.
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// Delays between failed Accepts: from MinDelay, doubling, at most
+// MaxDelay. A descriptor freed is used within MaxDelay, and a listener
+// that keeps failing costs one Accept per MaxDelay.
+const (
+	MinDelay = 5 * time.Millisecond
+	MaxDelay = time.Second
+)
+
+// Accept returns the next connection of ln. An error other than the
+// listener's closing (net.ErrClosed) is given to onErr (if not nil) once
+// per run of failures, when the run starts, and Accept tries again after
+// a delay; it returns an error only when ln is closed, and that error
+// then. Safe for concurrent use as ln.Accept is.
+func Accept(ln net.Listener, onErr func(error)) (net.Conn, error) {
+	delay := time.Duration(0)
+	for {
+		c, err := ln.Accept()
+		if err == nil {
+			return c, nil
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return nil, err
+		}
+		if delay == 0 {
+			if onErr != nil {
+				onErr(err)
+			}
+			delay = MinDelay
+		} else {
+			delay = min(2*delay, MaxDelay)
+		}
+		time.Sleep(delay)
+	}
+}

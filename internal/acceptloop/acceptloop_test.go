@@ -1,0 +1,84 @@
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// script is a listener whose Accept returns its errors in turn (a nil
+// error: a connection), then net.ErrClosed.
+type script struct {
+	mu    sync.Mutex
+	errs  []error
+	calls int
+}
+
+func (s *script) Accept() (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if len(s.errs) == 0 {
+		return nil, net.ErrClosed
+	}
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	if err != nil {
+		return nil, err
+	}
+	c, _ := net.Pipe()
+	return c, nil
+}
+func (s *script) Close() error   { return nil }
+func (s *script) Addr() net.Addr { return &net.UnixAddr{Name: "script", Net: "unix"} }
+
+func opErr(e syscall.Errno) error {
+	return &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", e)}
+}
+
+// TestAcceptOutlivesExhaustion: Accept goes on past EMFILE, ENFILE and
+// ENOBUFS to the next connection, reports each run of failures once,
+// and returns net.ErrClosed once the listener is closed.
+func TestAcceptOutlivesExhaustion(t *testing.T) {
+	s := &script{errs: []error{opErr(syscall.EMFILE), opErr(syscall.EMFILE), opErr(syscall.ENFILE), nil,
+		opErr(syscall.ENOBUFS), nil}}
+	var reported []error
+	onErr := func(err error) { reported = append(reported, err) }
+	for i := range 2 {
+		c, err := Accept(s, onErr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	if len(reported) != 2 || !errors.Is(reported[0], syscall.EMFILE) || !errors.Is(reported[1], syscall.ENOBUFS) {
+		t.Errorf("reported %v, want the first EMFILE and the ENOBUFS", reported)
+	}
+	if _, err := Accept(s, onErr); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("closed listener: %v, want net.ErrClosed", err)
+	}
+	if s.calls != 7 {
+		t.Errorf("%d Accepts, want 7", s.calls)
+	}
+}
+
+// TestAcceptClosedReal: a real listener closed while Accept waits ends
+// it with net.ErrClosed.
+func TestAcceptClosedReal(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Accept(ln, nil)
+		done <- err
+	}()
+	ln.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+	}
+}
