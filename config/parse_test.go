@@ -789,3 +789,35 @@ func TestParseWarningsCapped(t *testing.T) {
 		t.Errorf("the summaries are not last: %v", f.Warnings[len(f.Warnings)-2:])
 	}
 }
+
+// TestListedTwice: an Address or a peer's AllowedIPs prefix listed twice
+// is kept once, with a warning that names the second line (wg-quick's
+// second `ip address add` of an Address fails).
+func TestListedTwice(t *testing.T) {
+	f, err := parseString("[Interface]\nPrivateKey = " + priv1 + "\nAddress = 10.8.0.1/24, 10.8.0.1/24\nAddress = fd00::1/64\nAddress = fd00::1/64\n" +
+		"[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.9.0.0/24\nAllowedIPs = 10.9.0.0/24, 10.9.0.7/24\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(f.Interface.Addresses), "[10.8.0.1/24 fd00::1/64]"; got != want {
+		t.Errorf("Addresses %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(f.Peers[0].AllowedIPs), "[10.9.0.0/24]"; got != want {
+		t.Errorf("AllowedIPs %s, want %s", got, want)
+	}
+	var ws []string
+	for _, w := range f.Warnings {
+		ws = append(ws, w.String())
+	}
+	all := strings.Join(ws, "\n")
+	for _, want := range []string{
+		`wg0.conf:3: key "Address": 10.8.0.1/24 is listed twice`,
+		`wg0.conf:5: key "Address": fd00::1/64 is listed twice`,
+		`wg0.conf:9: key "AllowedIPs": 10.9.0.0/24 is listed twice for this peer`,
+		`wg0.conf:9: key "AllowedIPs": 10.9.0.7/24 has host bits set`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings:\n%s\nwant one with %q", all, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,11 @@ func (p *parser) interfaceKey(n int, key, v string) {
 			// destination into the tunnel, 127.0.0.1/8 shadow loopback.
 			if !isHostAddr(pf.Addr()) {
 				p.errorf(n, key, "%s is not a unicast address this interface can have (write its own address, as in 10.0.0.1/24)", quoteShort(s))
+				continue
+			}
+			if slices.Contains(in.Addresses, pf) {
+				// wg-quick's second `ip address add` fails (File exists).
+				p.warnf(n, key, "%s is listed twice; once is enough", pf)
 				continue
 			}
 			in.Addresses = append(in.Addresses, pf)
@@ -93,6 +99,9 @@ func (p *parser) peerKey(n int, key, v string) {
 			}
 			if prev, ok := p.allowedAt[pf]; ok && prev != peer.Line {
 				p.warnf(n, key, "%s is also in the [Peer] at line %d; this later peer takes it, as in WireGuard", pf, prev)
+			} else if ok && slices.Contains(peer.AllowedIPs, pf) {
+				p.warnf(n, key, "%s is listed twice for this peer; once is enough", pf)
+				continue
 			}
 			p.allowedAt[pf] = peer.Line
 			peer.AllowedIPs = append(peer.AllowedIPs, pf)
