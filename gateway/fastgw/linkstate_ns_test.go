@@ -1,6 +1,7 @@
 package fastgw_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 
 // TestLinkDownLogged: the LAN or the WAN set down while the gateway runs
 // is logged at warning level, naming the interface, what is lost and the
-// fix, and set up again is logged too; traffic flows both ways after each.
+// fix, and set up again is logged too; traffic flows both ways after each,
+// and no descriptor or goroutine is left over.
 // The gateway stayed silent while what it sent out of a down link was
 // counted as sent by it and as TX dropped only by the kernel.
 func TestLinkDownLogged(t *testing.T) {
@@ -33,6 +35,7 @@ func TestLinkDownLogged(t *testing.T) {
 		}
 	}
 	ping("before")
+	before, goroutines := fdTargets(t), runtime.NumGoroutine()
 	for _, c := range []struct{ side, dev string }{{"LAN", s.LANA}, {"WAN", s.WANA}} {
 		if _, err := s.GwA.Run("ip", "link", "set", "dev", c.dev, "down"); err != nil {
 			t.Fatal(err)
@@ -44,5 +47,10 @@ func TestLinkDownLogged(t *testing.T) {
 		}
 		waitLogged(t, &logs, c.side+" link up again", 1)
 		ping("after the " + c.side + " was set down and up")
+	}
+	// Nothing the flaps made is left behind.
+	if !testenv.PollUntil(10*time.Second, func() bool { return openFDs(t) <= len(before) && runtime.NumGoroutine() <= goroutines }) {
+		t.Errorf("after the flaps: %d open files (%d before; new: %s), %d goroutines (%d before)",
+			openFDs(t), len(before), newFDs(before, fdTargets(t)), runtime.NumGoroutine(), goroutines)
 	}
 }
