@@ -99,7 +99,7 @@ func (p *parser) peerKey(n int, key, v string) {
 			}
 			if prev, ok := p.allowedAt[pf]; ok && prev != peer.Line {
 				p.warnf(n, key, "%s is also in the [Peer] at line %d; this later peer takes it, as in WireGuard", pf, prev)
-			} else if ok && slices.Contains(peer.AllowedIPs, pf) {
+			} else if ok { // this peer's already (a map look-up: a peer may have thousands)
 				p.warnf(n, key, "%s is listed twice for this peer; once is enough", pf)
 				continue
 			}
