@@ -96,7 +96,7 @@ func (w *worker) flushHeld(now int64) {
 		kp, ep := usable(pl.peer, now)
 		if kp == nil {
 			if pl.peer.FlushHeld.Load() {
-				w.count(DropHandshakeGaveUp, len(pl.held))
+				w.count(flushReason(pl.peer), len(pl.held))
 				w.lanRX.Free(pl.held)
 				w.heldTotal -= len(pl.held)
 				w.emptied(pl)
@@ -110,6 +110,20 @@ func (w *worker) flushHeld(now int64) {
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// flushReason is why the packets held for p go when p.FlushHeld was
+// seen set: the control plane gave up on the handshake (or reset the
+// session), unless it removed p. A removal stores Removed before
+// FlushHeld (gateway's forgetPeerLocked), so Removed loaded after
+// FlushHeld was seen tells them apart; flushHeld's first look at Removed
+// came before the FlushHeld it saw, and could miss a removal in between,
+// which counted a removed peer's packets as handshake_gave_up.
+func flushReason(p *Peer) DropReason {
+	if p.Removed.Load() {
+		return DropPeerRemoved
+	}
+	return DropHandshakeGaveUp
 }
 
 // askSession raises HandshakeNeeded for pl's held packets, once while

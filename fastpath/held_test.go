@@ -277,3 +277,19 @@ func TestCloseFreesHeldToTheirPools(t *testing.T) {
 	// The gateways' LAN and WAN ports share a pool each: account for all.
 	dataplanetest.CheckAccounting(t, r.hostA, r.lanA, r.wanA, r.wanB, r.lanB, r.hostB)
 }
+
+// TestFlushReason: packets held for a peer whose FlushHeld a worker saw
+// set are counted peer_removed when the peer is removed by then (a
+// removal stores Removed, then FlushHeld: flushHeld's earlier look at
+// Removed could come between the two), handshake_gave_up otherwise.
+func TestFlushReason(t *testing.T) {
+	var p Peer
+	p.FlushHeld.Store(true)
+	if got := flushReason(&p); got != DropHandshakeGaveUp {
+		t.Errorf("handshake given up: %v, want handshake_gave_up", got)
+	}
+	p.Removed.Store(true)
+	if got := flushReason(&p); got != DropPeerRemoved {
+		t.Errorf("peer removed: %v, want peer_removed", got)
+	}
+}

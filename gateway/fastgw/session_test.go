@@ -80,7 +80,7 @@ func TestRemovedStalledPeersFreeHeld(t *testing.T) {
 		t.Fatalf("held after removing the stalled peers = %d, want 0; drops %s", queueHeld(g), dropsString(g))
 	}
 	if n := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropPeerRemoved]; n < capHeld {
-		t.Errorf("peer_removed = %d, want at least %d", n, capHeld)
+		t.Errorf("peer_removed = %d, want at least %d; drops %s", n, capHeld, dropsString(g))
 	}
 
 	// The stock peer has no session yet: its first packets are held for
