@@ -17,14 +17,7 @@ import (
 // counted as sent by it and as TX dropped only by the kernel.
 func TestLinkDownLogged(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a gateway")
-	tp := testenv.Topology(t, "s20old")
-	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	var logs testenv.LogBuffer
-	startLogged(t, s, &logs)
+	s, _, logs := startLogged(t, "s20old")
 	ping := func(when string) {
 		t.Helper()
 		if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
@@ -40,12 +33,12 @@ func TestLinkDownLogged(t *testing.T) {
 		if _, err := s.GwA.Run("ip", "link", "set", "dev", c.dev, "down"); err != nil {
 			t.Fatal(err)
 		}
-		waitLogged(t, &logs, c.side+" link down: nothing arrives through it", 1)
-		waitLogged(t, &logs, "fix=\"ip link set dev "+c.dev+" up, or check the cable", 1)
+		waitLogged(t, logs, c.side+" link down: nothing arrives through it", 1)
+		waitLogged(t, logs, "fix=\"ip link set dev "+c.dev+" up, or check the cable", 1)
 		if _, err := s.GwA.Run("ip", "link", "set", "dev", c.dev, "up"); err != nil {
 			t.Fatal(err)
 		}
-		waitLogged(t, &logs, c.side+" link up again", 1)
+		waitLogged(t, logs, c.side+" link up again", 1)
 		ping("after the " + c.side + " was set down and up")
 	}
 	// Nothing the flaps made is left behind.

@@ -11,10 +11,17 @@ import (
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
-// startLogged starts site A's gateway of s (built without one) with its
-// log in logs.
-func startLogged(t *testing.T, s *twosite.Site, logs *testenv.LogBuffer) *fastgw.Gateway {
+// startLogged builds a two-site topology of namespaces named with prefix
+// (site A without a gateway) and starts site A's gateway with its log in
+// the returned buffer; all of it goes at the test's end.
+func startLogged(t *testing.T, prefix string) (*twosite.Site, *fastgw.Gateway, *testenv.LogBuffer) {
 	t.Helper()
+	s, err := twosite.Build(testenv.Topology(t, prefix), twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	logs := new(testenv.LogBuffer)
 	fc := s.FastConfig
 	fc.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	var g *fastgw.Gateway
@@ -25,7 +32,7 @@ func startLogged(t *testing.T, s *twosite.Site, logs *testenv.LogBuffer) *fastgw
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	return g
+	return s, g, logs
 }
 
 // waitLogged waits up to 10 s until logs holds line at least n times.
@@ -46,14 +53,7 @@ func waitLogged(t *testing.T, logs *testenv.LogBuffer, line string, n int) {
 // as one descriptor more on a loaded machine (108 against 107).
 func TestAddressResubscriptionClosesSocket(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a gateway")
-	tp := testenv.Topology(t, "ra")
-	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	var logs testenv.LogBuffer
-	g := startLogged(t, s, &logs)
+	s, g, logs := startLogged(t, "ra")
 	const again = "following the WAN and LAN addresses again after their subscription ended"
 	renew := func(nth int) {
 		t.Helper()
@@ -61,7 +61,7 @@ func TestAddressResubscriptionClosesSocket(t *testing.T) {
 			defer fastgw.LockWAN(g)() // also on Fatal: Close waits for the follower
 			testenv.AddressChurn(t, s.GwA, s.WANA)
 		}()
-		waitLogged(t, &logs, again, nth)
+		waitLogged(t, logs, again, nth)
 	}
 	renew(1)
 	before := fdTargets(t)
@@ -84,14 +84,7 @@ func TestLinkResubscriptionClosesSocket(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a gateway")
 	pause, resume, subscribed, restore := fastgw.PauseLinkSubscriptions()
 	t.Cleanup(restore) // after the gateway's Close, registered later
-	tp := testenv.Topology(t, "rl")
-	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	var logs testenv.LogBuffer
-	startLogged(t, s, &logs)
+	_, _, logs := startLogged(t, "rl")
 	followers := subscribed() // each subscribed in Start
 	if followers < 2 {
 		t.Fatalf("%d link subscriptions after start, want at least the WAN's and the LAN's", followers)
@@ -106,7 +99,7 @@ func TestLinkResubscriptionClosesSocket(t *testing.T) {
 		if !testenv.PollUntil(10*time.Second, func() bool { return subscribed() == followers }) {
 			t.Fatalf("%d of %d link followers subscribed again:\n%s", subscribed(), followers, logs.String())
 		}
-		waitLogged(t, &logs, again, followers*nth)
+		waitLogged(t, logs, again, followers*nth)
 	}
 	renew(1) // what a first renewal opens for good (none expected)
 	before := fdTargets(t)
