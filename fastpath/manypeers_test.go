@@ -160,10 +160,21 @@ func manyKey(i int) [32]byte {
 // 32, are sealed in one call,
 // each with its own peer's key, receiver index and endpoint, and counters
 // from 0 up per keypair with none reused; once every peer was met, a
-// burst allocates nothing (testing.AllocsPerRun).
+// burst allocates nothing (testing.AllocsPerRun). The same with 5,000
+// peers, whose 10,000 prefixes turn the look-ahead on (routeAhead).
 func TestManyPeersBurst(t *testing.T) {
-	const npeers = 3000
-	pr := newManyPeersRig(t, npeers, npeers)
+	for _, npeers := range []int{3000, 5000} {
+		t.Run(fmt.Sprint(npeers), func(t *testing.T) {
+			pr := newManyPeersRig(t, npeers, npeers)
+			if ahead := pr.r.a.routes.Load().t.Size() >= aheadMinPrefixes; ahead != (npeers == 5000) {
+				t.Fatalf("%d peers: look-ahead %v", npeers, ahead)
+			}
+			manyPeersBurst(t, pr, npeers)
+		})
+	}
+}
+
+func manyPeersBurst(t *testing.T, pr *peersRig, npeers int) {
 	frames := make([]dataplane.Frame, 64)
 	tx, wrx := pr.r.hostA.Queue(0).TX(), pr.r.wanB.Queue(0).RX()
 	next := make([]uint64, npeers) // the counter each peer's next message must carry

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -168,6 +169,14 @@ func TestAheadDst(t *testing.T) {
 		if got := aheadDst(b[:l2+10]); got.IsValid() {
 			t.Errorf("%v vlan %d: aheadDst of a cut frame = %v, want none", c.dst, c.vlan, got)
 		}
+		// The inline path takes untagged IPv4 alone, and agrees.
+		a4, ok := aheadDst4(b)
+		if want := c.dst.Is4() && c.vlan == 0; ok != want || (ok && netip.AddrFrom4(a4) != c.dst) {
+			t.Errorf("%v vlan %d: aheadDst4 = %v %v, want ok %v", c.dst, c.vlan, a4, ok, want)
+		}
+		if _, ok := aheadDst4(b[:l2+19]); ok {
+			t.Errorf("%v vlan %d: aheadDst4 of a cut frame: ok", c.dst, c.vlan)
+		}
 	}
 }
 
@@ -257,5 +266,104 @@ func TestRouteCacheSpread(t *testing.T) {
 		if over > 100 {
 			t.Errorf("10,000 addresses from %v: %d in %d sets, %d of them in sets of more than two", base, 10000, len(count), over)
 		}
+	}
+}
+
+// TestRouteAheadMatchesTable: on a table large enough for the outbound
+// look-ahead, routeAhead's answer for every frame of mixed bursts
+// (untagged and tagged IPv4, IPv6, runs of one address, addresses no
+// prefix holds, 0.0.0.0, frames that are not IP or are cut short) is the
+// prefix table's for the address pass 1 parses, with the peer's ID, and
+// none for a frame without one; bursts repeat, so that both the cache's
+// misses and its hits (find4, inline) are checked.
+func TestRouteAheadMatchesTable(t *testing.T) {
+	const npeers = 5000 // 10,000 prefixes: at least aheadMinPrefixes
+	pr := newManyPeersRig(t, npeers, 1)
+	w := pr.r.a.workers[0]
+	rt := pr.r.a.routes.Load()
+	if rt.t.Size() < aheadMinPrefixes {
+		t.Fatalf("%d prefixes, want at least %d", rt.t.Size(), aheadMinPrefixes)
+	}
+	tx := pr.r.hostA.Queue(0).TX()
+	frames := make([]dataplane.Frame, 64)
+	rng := rand.New(rand.NewPCG(3, 4))
+	frame := func(f *dataplane.Frame) {
+		var dst netip.Addr
+		switch k := rng.IntN(10); {
+		case k < 5:
+			dst = manyAddr(rng.IntN(npeers))
+		case k < 7:
+			dst = manyAddr6(rng.IntN(npeers))
+		case k == 7:
+			dst = netip.AddrFrom4([4]byte{198, 19, byte(rng.IntN(256)), byte(rng.IntN(256))}) // no route
+		default:
+			dst = netip.IPv4Unspecified()
+		}
+		vlan := uint16(0)
+		if rng.IntN(4) == 0 {
+			vlan = 7
+		}
+		b := f.Data()[:cap(f.Data())]
+		et := uint16(header.EtherTypeIPv4)
+		if dst.Is6() {
+			et = header.EtherTypeIPv6
+		}
+		if rng.IntN(20) == 0 {
+			et = 0x0806 // not IP
+		}
+		l2 := putEthernet(b, header.MAC{}, header.MAC{}, vlan, et)
+		if dst.Is4() {
+			header.PutIPv4(b[l2:], &header.IPv4Fields{Protocol: header.ProtoUDP, Src: [4]byte{1, 2, 3, 4}, Dst: dst.As4()}, 8)
+		} else {
+			header.PutIPv6(b[l2:], &header.IPv6Fields{NextHeader: header.ProtoUDP, Dst: dst.As16()}, 8)
+		}
+		n := l2 + 48
+		if dst.Is4() {
+			n = l2 + 28
+		}
+		if rng.IntN(20) == 0 {
+			n = l2 + rng.IntN(20) // cut short
+		}
+		f.SetLen(n)
+	}
+	checked := 0
+	for burst := range 200 {
+		n := tx.Alloc(frames)
+		for i := range frames[:n] {
+			if i > 0 && rng.IntN(4) == 0 { // a run: the frame before again
+				f := frames[i-1].Data()
+				frames[i].SetLen(len(f))
+				copy(frames[i].Data(), f)
+				continue
+			}
+			frame(&frames[i])
+		}
+		w.routeAhead(rt, frames[:n])
+		for i := range frames[:n] {
+			var p header.Packet
+			want := netip.Addr{}
+			if r := header.Parse(frames[i].Data(), &p); r.IPHeaderOK() {
+				want = p.Dst
+			}
+			got := w.aheadDst[i]
+			if want.IsValid() && got != want {
+				t.Fatalf("burst %d frame %d: aheadDst %v, Parse %v", burst, i, got, want)
+			}
+			if !got.IsValid() {
+				if w.aheadPeer[i] != nil {
+					t.Fatalf("burst %d frame %d: no address, peer %p", burst, i, w.aheadPeer[i])
+				}
+				continue
+			}
+			wp, _ := rt.t.Lookup(got)
+			if gp := w.aheadPeer[i]; gp != wp || (gp != nil && int(w.aheadID[i]) != gp.ID) {
+				t.Fatalf("burst %d frame %d (%v): routeAhead %p ID %d, table %p", burst, i, got, gp, w.aheadID[i], wp)
+			}
+			checked++
+		}
+		tx.Free(frames[:n])
+	}
+	if checked < 200*64/2 {
+		t.Errorf("checked %d frames, want most of %d", checked, 200*64)
 	}
 }

@@ -163,12 +163,11 @@ type worker struct {
 	burstEP    []*Endpoint
 	lastPeers  int // len(burstPeers) of the last outbound burst
 	// aheadDst, aheadPeer and aheadID are routeAhead's reading of each
-	// frame's destination and the peer it routes to (and its ID),
-	// aheadEntry its cache set (first entry) (routecache.go).
-	aheadDst   []netip.Addr
-	aheadEntry []*routeCacheEntry
-	aheadPeer  []*Peer
-	aheadID    []uint32
+	// frame's destination and the peer it routes to (and its ID)
+	// (routecache.go).
+	aheadDst  []netip.Addr
+	aheadPeer []*Peer
+	aheadID   []uint32
 	// in is inbound's look-ahead scratch (inahead.go).
 	in inAhead
 
@@ -245,7 +244,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
-	w.aheadDst, w.aheadEntry, w.aheadPeer, w.aheadID = make([]netip.Addr, b), make([]*routeCacheEntry, b), make([]*Peer, b), make([]uint32, b)
+	w.aheadDst, w.aheadPeer, w.aheadID = make([]netip.Addr, b), make([]*Peer, b), make([]uint32, b)
 	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)
