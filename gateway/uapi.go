@@ -612,7 +612,14 @@ func (d *Device) listenUAPI(name string) error {
 		slots := make(chan struct{}, uapiMaxConns)
 		for {
 			slots <- struct{}{} // at most uapiMaxConns served at once
-			c, err := acceptloop.Accept(l, func(err error) { d.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
+			// wireguard-go's listener reports its closing twice, the second
+			// time from its socket watcher (the file gone, or EBADF): after
+			// Close, that is no failure to log.
+			c, err := acceptloop.Accept(l, func(err error) {
+				if !d.closed() {
+					d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
+				}
+			})
 			if err != nil {
 				return
 			}
