@@ -104,12 +104,19 @@ type RouteLengths interface {
 }
 
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
-// addresses in the owned address mode, and learns from what it sees (e.g.
-// an arp.Responder). Workers call it for every ARP frame and every ICMPv6
-// neighbour solicitation or advertisement received on its port — rare
-// frames, off the data path. Handle writes the reply frame, if any, into
-// out (at least 128 bytes) and returns its length; it must be safe for
-// concurrent use, allocation-free, and must not keep either slice.
+// addresses in the owned address mode, and learns from what it sees.
+// Workers call it for every ARP frame and every ICMPv6 neighbour
+// solicitation or advertisement received on its port — rare frames, off
+// the data path — untagged (a worker takes the port's 802.1Q tag off the
+// request and puts it on the reply). Handle writes the reply frame, if any,
+// into out (at least 128 bytes) and returns its length (0: no reply); it
+// must be safe for concurrent use, allocation-free, and must not keep
+// either slice.
+//
+// An arp.Responder does all of this, but its Handle also returns why it
+// answered nothing (arp.Reason), so it is not a NeighbourHandler itself: wrap
+// it in a type whose Handle drops the reason (ExampleNeighbourHandler), as
+// gateway/fastgw does.
 type NeighbourHandler interface {
 	Handle(frame, out []byte) int
 }
