@@ -65,9 +65,10 @@ type Options struct {
 	// nil or has no answer.
 	WANAddr4, WANAddr6 netip.Addr
 	// Source, if set, gives the source the kernel's route toward an
-	// endpoint chooses (srcaddr.Routes, which caches it): what we send to
-	// a peer not heard from leaves from it, as Linux's WireGuard sends
-	// with its route lookup's source. Its Source, which may ask the
+	// endpoint chooses (see RouteSources; nil: the WANAddr4 or WANAddr6
+	// of the endpoint's family): what we send to a peer not heard from
+	// leaves from it, as Linux's WireGuard sends with its route lookup's
+	// source. Its Source, which may ask the
 	// kernel, is called with no lock of the device held: before the
 	// first initiation to such a peer, when the WAN's addresses change
 	// (SetWANAddrs) and when routes change (RefreshSources); applying a
