@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/noise"
@@ -100,12 +101,18 @@ func main() {
 		os.Exit(1)
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP: the terminal it ran in was closed.
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	<-sig
-	// Close detaches the XDP programs and removes the UAPI socket.
-	for i, q := range g.Engine().Stats() {
+	// Every packet the fast path dropped is counted by reason, per queue
+	// (fastpath.DropReason), as every message the control plane dropped
+	// (gateway.DropReason).
+	stats := g.Engine().Stats()
+	for i, q := range stats {
 		fmt.Printf("queue %d: encrypted %d, decrypted %d\n", i, q.Encrypted, q.Decrypted)
 	}
+	fmt.Printf("dropped: %v, control plane: %v\n", fastpath.TotalDrops(stats).List(), g.Device().Stats().Losses())
+	// Close detaches the XDP programs and removes the UAPI socket.
 	if err := g.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +78,95 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("parseConfig(%q) = nil error, want one", args)
 		}
 	}
+}
+
+// TestMain runs the example's main instead of the tests when
+// WGPIO_EXAMPLE_MAIN is set: TestStopsOnSignals runs the test binary so.
+func TestMain(m *testing.M) {
+	if os.Getenv("WGPIO_EXAMPLE_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStopsOnSignals runs the example as a process in the gateway's
+// namespace, as its doc runs it, and stops it with each signal that ends
+// a program started from a shell: SIGINT (Ctrl-C), SIGTERM and SIGHUP (the
+// terminal closed). Each time it prints its counters and exits 0, and its
+// UAPI socket and exception TUN are gone. SIGHUP killed it, leaving a
+// stale socket that `wg show` listed.
+func TestStopsOnSignals(t *testing.T) {
+	tp := testenv.Topology(t, "xs")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc := s.FastConfig
+	key := filepath.Join(t.TempDir(), "private.key")
+	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/var/run/wireguard/" + s.GwName + ".sock"
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		cmd := s.GwA.Command(os.Args[0], "-name", s.GwName, "-wan", s.WANA, "-lan", s.LANA, "-key", key,
+			"-peer", fc.Peers[0].PublicKey.Base64(), "-allowed", fc.Peers[0].AllowedIPs[0].String(),
+			"-address", fc.Addresses[0].String())
+		cmd.Env = append(os.Environ(), "WGPIO_EXAMPLE_MAIN=1")
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !testenv.PollUntil(20*time.Second, func() bool { return strings.Contains(out.String(), "gateway up") }) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the example did not start:\n%s", out.String())
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%v: the example exited with %v, want 0\n%s", sig, err, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("%v: the example did not exit\n%s", sig, out.String())
+		}
+		if !strings.Contains(out.String(), "queue 0: encrypted") {
+			t.Errorf("%v: the example printed no counters:\n%s", sig, out.String())
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("%v: after the example exited, stat %s = %v, want not exist", sig, sock, err)
+			os.Remove(sock)
+		}
+		if out, err := s.GwA.Run("ip", "link", "show", s.GwName); err == nil {
+			t.Errorf("%v: the exception TUN %s is still there: %s", sig, s.GwName, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a child's output goroutine writes
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -20,6 +20,11 @@
 //	lb -wan eth0 -key private.key -vip 10.9.0.1 -peer <base64> -allowed 10.9.0.2/32
 //	# from the peer (nc: Debian's netcat-openbsd):
 //	echo hello | nc -u -w1 10.9.0.1 7   →  "backend 2: hello"
+//	# (0 to 3: the backend the flow hashes to, with a seed drawn at start)
+//
+// The peer is given no endpoint: its own configuration names the balancer
+// (Endpoint = <WAN address>:51820), and the balancer answers it where its
+// first handshake comes from.
 package main
 
 import (
