@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,9 +79,9 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 // TestMain runs the example's main instead of the tests when
-// WGPIO_EXAMPLE_MAIN is set: TestStopsOnSignals runs the test binary so.
+// testenv.MainEnv is set: TestStopsOnSignals runs the test binary so.
 func TestMain(m *testing.M) {
-	if os.Getenv("WGPIO_EXAMPLE_MAIN") == "1" {
+	if os.Getenv(testenv.MainEnv) == "1" {
 		main()
 		os.Exit(0)
 	}
@@ -113,34 +111,9 @@ func TestStopsOnSignals(t *testing.T) {
 		cmd := s.GwA.Command(os.Args[0], "-name", s.GwName, "-wan", s.WANA, "-lan", s.LANA, "-key", key,
 			"-peer", fc.Peers[0].PublicKey.Base64(), "-allowed", fc.Peers[0].AllowedIPs[0].String(),
 			"-address", fc.Addresses[0].String())
-		cmd.Env = append(os.Environ(), "WGPIO_EXAMPLE_MAIN=1")
-		var out syncBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if !testenv.PollUntil(20*time.Second, func() bool { return strings.Contains(out.String(), "gateway up") }) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the example did not start:\n%s", out.String())
-		}
-		if err := cmd.Process.Signal(sig); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%v: the example exited with %v, want 0\n%s", sig, err, out.String())
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("%v: the example did not exit\n%s", sig, out.String())
-		}
-		if !strings.Contains(out.String(), "queue 0: encrypted") {
-			t.Errorf("%v: the example printed no counters:\n%s", sig, out.String())
+		out, ok := testenv.StopWithSignal(t, cmd, func(out string) bool { return strings.Contains(out, "gateway up") }, sig)
+		if !ok || !strings.Contains(out, "queue 0: encrypted") {
+			t.Errorf("%v: the example did not print its counters and exit 0:\n%s", sig, out)
 		}
 		if _, err := os.Stat(sock); !os.IsNotExist(err) {
 			t.Errorf("%v: after the example exited, stat %s = %v, want not exist", sig, sock, err)
@@ -150,23 +123,4 @@ func TestStopsOnSignals(t *testing.T) {
 			t.Errorf("%v: the exception TUN %s is still there: %s", sig, s.GwName, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a child's output goroutine writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

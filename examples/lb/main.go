@@ -344,7 +344,8 @@ func main() {
 		fail(err)
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP: the terminal it ran in was closed.
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	<-sig
 	fmt.Println("requests served per backend:", b.Served())
 	b.Close()

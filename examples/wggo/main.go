@@ -87,7 +87,8 @@ func main() {
 	}
 	log.Info("stock wireguard-go on wgpio bind and tundev", "name", name, "wan", f.WGPIO.WAN, "lan", f.WGPIO.LAN)
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP: the terminal it ran in was closed.
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	<-sig
 	s := g.Stats()
 	log.Info("stopping", "bind_rx", s.Bind.RXPackets, "bind_tx", s.Bind.TXPackets, "lan_rx", s.LAN.RXPackets, "lan_tx", s.LAN.TXPackets)
