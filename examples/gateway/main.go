@@ -93,6 +93,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
+	// Signals are caught before Start, so that one that comes while it
+	// runs stops the gateway once it is up, as one that comes later does.
+	// SIGHUP: the terminal it ran in was closed.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// Start opens the ports, attaches the XDP programs, runs one worker
 	// per queue and the control plane, and serves the UAPI socket.
 	g, err := fastgw.Start(cfg)
@@ -100,9 +105,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
-	sig := make(chan os.Signal, 1)
-	// SIGHUP: the terminal it ran in was closed.
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	<-sig
 	// Every packet the fast path dropped is counted by reason, per queue
 	// (fastpath.DropReason), as every message the control plane dropped

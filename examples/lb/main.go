@@ -339,13 +339,15 @@ func main() {
 		pc.AllowedIPs = append(pc.AllowedIPs, p)
 	}
 	cfg.Peers = []gateway.PeerConfig{pc}
+	// Signals are caught before Start, so that one that comes while it
+	// runs stops the balancer once it is up, as one that comes later does.
+	// SIGHUP: the terminal it ran in was closed.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	b, err := Start(cfg)
 	if err != nil {
 		fail(err)
 	}
-	sig := make(chan os.Signal, 1)
-	// SIGHUP: the terminal it ran in was closed.
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	<-sig
 	fmt.Println("requests served per backend:", b.Served())
 	b.Close()
