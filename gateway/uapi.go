@@ -537,8 +537,8 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 // closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
 // "errno=N\n\n" (after the get output). It closes conn. Lines are at most
 // 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
-// any length. A client that stalls for uapiIdleTimeout, reading or being
-// read from (stallWriter), is disconnected.
+// any length. A client that stalls for 10 s (uapiIdleTimeout), reading or
+// being read from (stallWriter), is disconnected.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
 	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
