@@ -181,9 +181,13 @@ func (w *Window) Check(counter, limit uint64) bool {
 // accepted[i] to the result; it returns how many were accepted. A counter
 // that appears twice in one batch is accepted at most once, exactly as across
 // two calls. accepted must be at least as long as counters (CheckBatch
-// panics otherwise); neither slice is kept after the call. It does not
+// panics otherwise, before it checks any, whatever accepted's capacity);
+// neither slice is kept after the call. It does not
 // allocate, but for the wide ring when an Auto window widens (once).
 func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) int {
+	if len(accepted) < len(counters) {
+		panic("replay: accepted shorter than counters")
+	}
 	accepted = accepted[:len(counters)]
 	if w.inOrder(counters, limit) {
 		return w.checkInOrder(counters, accepted)

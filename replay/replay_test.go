@@ -828,3 +828,24 @@ func TestInOrderBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBatchShortAcceptedCapacity: CheckBatch with fewer results than
+// counters panics, as its doc says, before it records any, also when
+// accepted's capacity would hold them all (it resliced accepted to
+// len(counters) and wrote the results past len(accepted), where the caller
+// never looked).
+func TestCheckBatchShortAcceptedCapacity(t *testing.T) {
+	var w Window
+	accepted := make([]bool, 1, 4)
+	func() {
+		defer func() {
+			if r := recover(); r != "replay: accepted shorter than counters" {
+				t.Errorf("CheckBatch(3 counters, len(accepted) 1, cap 4) panicked with %v, want \"replay: accepted shorter than counters\"", r)
+			}
+		}()
+		w.CheckBatch([]uint64{1, 2, 3}, protocol.RejectAfterMessages, accepted)
+	}()
+	if !w.Check(1, protocol.RejectAfterMessages) {
+		t.Errorf("Check(1) after the refused batch = false, want true (the batch recorded counter 1)")
+	}
+}
