@@ -136,7 +136,7 @@ type Config struct {
 	ListenPort uint16
 	// WANAddr4 / WANAddr6 are our outer addresses, the default sources.
 	// At least one is required; the other may be invalid if that family
-	// is not used.
+	// is not used. WANAddr4 must be IPv4 (or IPv4-mapped), WANAddr6 IPv6.
 	WANAddr4, WANAddr6 netip.Addr
 	// WANAddrs are the WAN's further addresses (optional): datagrams to
 	// them are ours too, and a peer whose endpoint's Src is one of them
@@ -354,8 +354,8 @@ type ControlPacket struct {
 
 // New makes an engine on two ports. Start runs the workers. It returns
 // an error, and makes nothing, for a Config without its required fields
-// (LAN and WAN, ListenPort, a WAN address, both resolvers), ports of
-// different queue counts, a VLAN over 4094, a tunnel MTU below the
+// (LAN and WAN, ListenPort, a WAN address, both resolvers), a WAN address
+// of the wrong family, ports of different queue counts, a VLAN over 4094, a tunnel MTU below the
 // minimum, a Burst over MaxBurst or a CPU the process may not run on.
 func New(cfg Config) (*Engine, error) {
 	if cfg.LAN == nil || cfg.WAN == nil {
@@ -370,6 +370,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if !cfg.WANAddr4.IsValid() && !cfg.WANAddr6.IsValid() {
 		return nil, errors.New("fastpath: a WAN address is required")
+	}
+	if err := checkWANFamilies(cfg.WANAddr4, cfg.WANAddr6); err != nil {
+		return nil, err
 	}
 	if cfg.WANResolver == nil || cfg.LANResolver == nil {
 		return nil, errors.New("fastpath: WAN and LAN resolvers are required")
