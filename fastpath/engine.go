@@ -493,6 +493,10 @@ func (e *Engine) Indexes() *IndexTable { return &e.indexes }
 // NumWorkers is the number of workers (queues).
 func (e *Engine) NumWorkers() int { return len(e.workers) }
 
+// Ports returns Config.LAN and Config.WAN, the ports the engine runs on
+// (and does not close).
+func (e *Engine) Ports() (lan, wan dataplane.Port) { return e.cfg.LAN, e.cfg.WAN }
+
 // Handshakes is the bounded queue of handshake messages (types 1–3) for
 // the control plane. Workers never block on it: a message that finds it
 // full is dropped and counted (DropHandshakeQueueFull).

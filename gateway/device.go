@@ -210,6 +210,10 @@ func New(o Options) (*Device, error) {
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]struct{}),
 	}
+	if e, ok := o.Dataplane.(*fastpath.Engine); ok && d.opts.WANMAC == ([6]byte{}) {
+		_, wan := e.Ports()
+		copy(d.opts.WANMAC[:], wan.MAC())
+	}
 	d.wanDefs.Store(&wanDefaults{o.WANAddr4, o.WANAddr6})
 	if d.now == nil {
 		d.now = o.Dataplane.Now

@@ -53,7 +53,9 @@ type Options struct {
 	// the frame's source MAC (the last hop, right when the peer is on-link or
 	// behind the same router), and a configured endpoint starts unresolved.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
-	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
+	// WANMAC is our Ethernet address on the WAN port, the source of the
+	// frames sent to the peers (Endpoint.SrcMAC). Zero with a
+	// *fastpath.Engine as Dataplane: its WAN port's.
 	WANMAC [6]byte
 	// WANInterface is the WAN port's interface name: an endpoint given
 	// over the UAPI with an IPv6 zone is accepted only when the zone names
