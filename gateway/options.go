@@ -23,8 +23,9 @@ type Options struct {
 	// later through the UAPI or SetPrivateKey; no handshake is possible
 	// before).
 	PrivateKey noise.PrivateKey
-	// ListenPort is reported over the UAPI as listen_port. The dataplane
-	// owns the port; a UAPI set of another port is recorded, or, with
+	// ListenPort is reported over the UAPI as listen_port (zero with a
+	// *fastpath.Engine as Dataplane: the engine's). The dataplane owns the
+	// port; a UAPI set of another port is recorded, or, with
 	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
 	ListenPort      uint16
 	FixedListenPort bool

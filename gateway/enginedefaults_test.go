@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane/memport"
@@ -10,11 +11,13 @@ import (
 	"github.com/wgpio/wgpio/noise"
 )
 
-// TestWANMACFromEngine: a device over a *fastpath.Engine whose Options
+// TestDefaultsFromEngine: a device over a *fastpath.Engine whose Options
 // leave WANMAC zero sends from the engine's WAN port's MAC: the endpoint
 // of a configured peer carries it (it carried 00:00:00:00:00:00, the
-// source of every data frame to the peer on a real network).
-func TestWANMACFromEngine(t *testing.T) {
+// source of every data frame to the peer on a real network). Its UAPI
+// reports the engine's listen port when Options.ListenPort is zero (it
+// reported none, and wg show no listening port).
+func TestDefaultsFromEngine(t *testing.T) {
 	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +35,7 @@ func TestWANMACFromEngine(t *testing.T) {
 	}
 	defer e.Close()
 	key, _ := noise.NewPrivateKey()
-	d, err := gateway.New(gateway.Options{PrivateKey: key, ListenPort: 51820, Dataplane: e, WANAddr4: addr})
+	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,5 +52,12 @@ func TestWANMACFromEngine(t *testing.T) {
 	}
 	if got, want := ep.SrcMAC, [6]byte(wan.MAC()); got != want {
 		t.Errorf("endpoint SrcMAC = %x, want the WAN port's %x", got, want)
+	}
+	var get strings.Builder
+	if err := d.IpcGet(&get); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(get.String(), "\nlisten_port=51820\n") {
+		t.Errorf("IpcGet wrote\n%s\nwant listen_port=51820, the engine's", get.String())
 	}
 }
