@@ -58,7 +58,7 @@ type Config struct {
 	// Open refuses another port.
 	Move func(port uint16) error
 	// Source, if set, gives the source the kernel's route toward dst
-	// chooses (srcaddr.Routes): an endpoint not heard from (configured,
+	// chooses (see RouteSources): an endpoint not heard from (configured,
 	// or whose source is no longer the Bind's) is sent to from it while
 	// it is one of the Bind's addresses of dst's family, else from the
 	// default of the family, as Linux's WireGuard sends with its route
