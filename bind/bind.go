@@ -58,7 +58,7 @@ type Config struct {
 	// Open refuses another port.
 	Move func(port uint16) error
 	// Source, if set, gives the source the kernel's route toward dst
-	// chooses (srcaddr.Routes): an endpoint not heard from (configured,
+	// chooses (see RouteSources): an endpoint not heard from (configured,
 	// or whose source is no longer the Bind's) is sent to from it while
 	// it is one of the Bind's addresses of dst's family, else from the
 	// default of the family, as Linux's WireGuard sends with its route
@@ -442,15 +442,16 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 
 // Send sends each of bufs as one UDP datagram to ep (an *Endpoint) from
 // ep's source address (local.go; the Bind's default of ep's family when
-// it is none or no longer the Bind's) and the listen port. len(bufs) must not
-// exceed BatchSize (more are sent in several batches). Send does not keep
-// bufs. It is safe for concurrent use and does not allocate on the hot
-// path. Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
-// ErrNoAddress, ErrNoRoute, ErrNoNeighbour (the batch is dropped and
-// counted), ErrNoBuffer (the pool ran dry: the rest of the batch is
-// dropped and counted). Datagrams the TX ring has no room for, even after
-// reclaiming completions, are dropped and counted (DropTXFull) without an
-// error, as a full qdisc drops.
+// it is none or no longer the Bind's) and the listen port, BatchSize at a
+// time (wireguard-go hands at most that many; more are sent in several
+// batches, each on the TX queue it takes). Send does not keep bufs. It is
+// safe for concurrent use and does not allocate on the hot path. Errors:
+// net.ErrClosed after Close, conn.ErrWrongEndpointType, ErrNoAddress,
+// ErrNoRoute, ErrNoNeighbour (the batch is dropped and counted),
+// ErrNoBuffer (the pool ran dry: the rest of the batch is dropped and
+// counted). Datagrams the TX ring has no room for, even after reclaiming
+// completions, are dropped and counted (DropTXFull) without an error, as a
+// full qdisc drops.
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
 	if !ok {

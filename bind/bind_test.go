@@ -713,3 +713,30 @@ func TestSendFrameTooLong(t *testing.T) {
 		t.Errorf("Stats().Drops[DropTooBig] = %d, want 1", got)
 	}
 }
+
+// TestSendMoreThanBatchSize: Send takes more than BatchSize datagrams at
+// once and sends every one of them, in order, BatchSize at a time.
+func TestSendMoreThanBatchSize(t *testing.T) {
+	r := newRig(t, 1, nil)
+	ep, err := r.bind.ParseEndpoint(netip.AddrPortFrom(peerIP4, 51821).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 2*BatchSize + 1
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = []byte{byte(i), byte(i >> 8)}
+	}
+	if err := r.bind.Send(bufs, ep); err != nil {
+		t.Fatalf("Send(%d datagrams) = %v", n, err)
+	}
+	got := r.collect(t, n, 5*time.Second)
+	if len(got) != n {
+		t.Fatalf("peer received %d frames, want %d", len(got), n)
+	}
+	for i, f := range got {
+		if p := f[len(f)-2:]; p[0] != byte(i) || p[1] != byte(i>>8) {
+			t.Fatalf("frame %d carries datagram %d, want %d", i, int(p[0])|int(p[1])<<8, i)
+		}
+	}
+}

@@ -3,7 +3,10 @@ package bind
 import "net/netip"
 
 // RouteSources gives the source the kernel's route toward an endpoint
-// chooses (srcaddr.Routes). Safe for concurrent use.
+// chooses. Safe for concurrent use. gateway/compatgw gives one over the
+// kernel's routes (internal/srcaddr.Routes, which a program outside this
+// module cannot import); an embedder implements it over its own routes, or
+// leaves Config.Source nil and sends from Addr4 and Addr6.
 type RouteSources interface {
 	// Source returns the source toward dst (invalid: none), asking the
 	// kernel on a miss and waiting for it (a netlink round trip).

@@ -47,11 +47,14 @@ func Seal(pkts []Packet) {
 // pkts[i].Data[:len(pkts[i].Data)-TagSize]. A packet that fails has that
 // plaintext area zeroed (as x/crypto does) and ok[i] false; the other
 // packets of the burst are unaffected. Its tag bytes are left as they were.
-// len(ok) must be at least len(pkts). Open returns the number of packets
-// that failed.
+// len(ok) must be at least len(pkts): Open panics otherwise, before it
+// touches a packet. Open returns the number of packets that failed.
 //
-// Allocation, concurrency and panics as for [Seal].
+// Allocation, concurrency and the other panics as for [Seal].
 func Open(pkts []Packet, ok []bool) (failed int) {
+	if len(ok) < len(pkts) {
+		panic("chachapoly: ok shorter than pkts")
+	}
 	check(pkts)
 	ok = ok[:len(pkts)]
 	active.open(pkts, ok)

@@ -462,3 +462,31 @@ func TestCPUPaths(t *testing.T) {
 		t.Fatalf("the implementation in use, %v, is not among those tested (%v)", detect(), run)
 	}
 }
+
+// TestOpenShortOK: Open with fewer results than packets panics before it
+// opens any, even when ok's capacity would hold them all (it wrote the
+// results past len(ok), where a caller ranging over ok never saw them).
+func TestOpenShortOK(t *testing.T) {
+	var raw [KeySize]byte
+	var k Key
+	k.Set(&raw)
+	defer k.Zero()
+	pkts := make([]Packet, 4)
+	for i := range pkts {
+		pkts[i] = Packet{Key: &k, Counter: uint64(i), Data: make([]byte, 32+TagSize)}
+	}
+	Seal(pkts)
+	sealed := bytes.Clone(pkts[0].Data)
+	ok := make([]bool, 1, len(pkts))
+	func() {
+		defer func() {
+			if r := recover(); r != "chachapoly: ok shorter than pkts" {
+				t.Errorf("Open(4 packets, len(ok) 1) panicked with %v, want \"chachapoly: ok shorter than pkts\"", r)
+			}
+		}()
+		Open(pkts, ok)
+	}()
+	if !bytes.Equal(pkts[0].Data, sealed) {
+		t.Errorf("Open that panicked changed packet 0")
+	}
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/wgpio/wgpio/noise"
 )
 
 // Key pairs made with `wg genkey | tee priv | wg pubkey` (wireguard-tools),
@@ -553,6 +555,26 @@ func TestKeyFileNameHint(t *testing.T) {
 	want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("PrivateKey = a path: %v, want %q", err, want)
+	}
+}
+
+// TestHiddenKeyHint: a key written as "(hidden)", copied from wg show or
+// printed with a key's String (%s, %v) into a generated file, is named as
+// such.
+func TestHiddenKeyHint(t *testing.T) {
+	priv, err := noise.ParsePrivateKey(priv1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var psk noise.PresharedKey
+	for _, text := range []string{
+		fmt.Sprintf("[Interface]\nPrivateKey = %s\n", priv),
+		fmt.Sprintf("[Interface]\nPrivateKey = %s\n[Peer]\nPublicKey = %s\nPresharedKey = %v\n", priv1, pub2, psk),
+	} {
+		_, err := parseString(text)
+		if err == nil || !strings.Contains(err.Error(), `not a base64 32-byte key ("(hidden)" is what wg show`) {
+			t.Errorf("%q: %v, want the (hidden) hint", text, err)
+		}
 	}
 }
 

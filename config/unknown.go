@@ -113,9 +113,12 @@ func isKeyName(k string) bool {
 	return true
 }
 
-// keyHint adds to a bad key's error when the value looks like a file name:
-// wg-quick files hold the key itself.
+// keyHint adds to a bad key's error when the value looks like a file name
+// (wg-quick files hold the key itself) or is what a key's String prints.
 func keyHint(v string) string {
+	if v == "(hidden)" {
+		return " (\"(hidden)\" is what wg show and the String of a noise.PrivateKey or PresharedKey print in a key's place: write the key itself, as wg showconf or the key's Base64 gives it)"
+	}
 	if strings.ContainsRune(v, '/') || strings.HasSuffix(v, ".key") {
 		return " (the key itself goes here, as `wg genkey` prints it, not the name of a file holding it)"
 	}

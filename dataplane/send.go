@@ -49,7 +49,11 @@ func TransmitRetry(tx TX, frames []Frame) (sent int) {
 // completions (TransmitRetry). buf is the caller's scratch, len(buf) >= 1,
 // and buf[0] is zero on return; data is not kept. The caller must own tx.
 // It returns nil, ErrNoFreeFrame, ErrFrameTooLong or ErrRingFull (the frame
-// was freed): the caller counts the drop by its own reason.
+// was freed): the caller counts the drop by its own reason. nil means that
+// tx took the frame, not that it left: a frame tx drops on Transmit (one
+// longer than the port's MTU plus its Ethernet header: DropTooLong; on
+// memport, one to a closed peer: DropClosed) is counted in the port's Stats.
+// ErrFrameTooLong is only data that no frame of the pool holds.
 func SendCopy(tx TX, buf []Frame, data []byte) error {
 	if err := CopyFrame(tx, buf, data); err != nil {
 		return err

@@ -104,12 +104,19 @@ type RouteLengths interface {
 }
 
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
-// addresses in the owned address mode, and learns from what it sees (e.g.
-// an arp.Responder). Workers call it for every ARP frame and every ICMPv6
-// neighbour solicitation or advertisement received on its port — rare
-// frames, off the data path. Handle writes the reply frame, if any, into
-// out (at least 128 bytes) and returns its length; it must be safe for
-// concurrent use, allocation-free, and must not keep either slice.
+// addresses in the owned address mode, and learns from what it sees.
+// Workers call it for every ARP frame and every ICMPv6 neighbour
+// solicitation or advertisement received on its port — rare frames, off
+// the data path — untagged (a worker takes the port's 802.1Q tag off the
+// request and puts it on the reply). Handle writes the reply frame, if any,
+// into out (at least 128 bytes) and returns its length (0: no reply); it
+// must be safe for concurrent use, allocation-free, and must not keep
+// either slice.
+//
+// An arp.Responder does all of this, but its Handle also returns why it
+// answered nothing (arp.Reason), so it is not a NeighbourHandler itself: wrap
+// it in a type whose Handle drops the reason (ExampleNeighbourHandler), as
+// gateway/fastgw does.
 type NeighbourHandler interface {
 	Handle(frame, out []byte) int
 }
@@ -129,7 +136,7 @@ type Config struct {
 	ListenPort uint16
 	// WANAddr4 / WANAddr6 are our outer addresses, the default sources.
 	// At least one is required; the other may be invalid if that family
-	// is not used.
+	// is not used. WANAddr4 must be IPv4 (or IPv4-mapped), WANAddr6 IPv6.
 	WANAddr4, WANAddr6 netip.Addr
 	// WANAddrs are the WAN's further addresses (optional): datagrams to
 	// them are ours too, and a peer whose endpoint's Src is one of them
@@ -347,8 +354,8 @@ type ControlPacket struct {
 
 // New makes an engine on two ports. Start runs the workers. It returns
 // an error, and makes nothing, for a Config without its required fields
-// (LAN and WAN, ListenPort, a WAN address, both resolvers), ports of
-// different queue counts, a VLAN over 4094, a tunnel MTU below the
+// (LAN and WAN, ListenPort, a WAN address, both resolvers), a WAN address
+// of the wrong family, ports of different queue counts, a VLAN over 4094, a tunnel MTU below the
 // minimum, a Burst over MaxBurst or a CPU the process may not run on.
 func New(cfg Config) (*Engine, error) {
 	if cfg.LAN == nil || cfg.WAN == nil {
@@ -363,6 +370,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if !cfg.WANAddr4.IsValid() && !cfg.WANAddr6.IsValid() {
 		return nil, errors.New("fastpath: a WAN address is required")
+	}
+	if err := checkWANFamilies(cfg.WANAddr4, cfg.WANAddr6); err != nil {
+		return nil, err
 	}
 	if cfg.WANResolver == nil || cfg.LANResolver == nil {
 		return nil, errors.New("fastpath: WAN and LAN resolvers are required")
@@ -482,6 +492,10 @@ func (e *Engine) Indexes() *IndexTable { return &e.indexes }
 
 // NumWorkers is the number of workers (queues).
 func (e *Engine) NumWorkers() int { return len(e.workers) }
+
+// Ports returns Config.LAN and Config.WAN, the ports the engine runs on
+// (and does not close).
+func (e *Engine) Ports() (lan, wan dataplane.Port) { return e.cfg.LAN, e.cfg.WAN }
 
 // Handshakes is the bounded queue of handshake messages (types 1–3) for
 // the control plane. Workers never block on it: a message that finds it

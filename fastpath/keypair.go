@@ -223,8 +223,10 @@ func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
 // CheckReplay runs the replay window over counters of packets that were
 // authenticated with this keypair, once per batch (see package replay: only
 // authenticated counters may move the window). accepted[i] reports
-// counters[i]. The window is replay.Auto, told no queue; the engine's
-// workers check with their queue and the engine's policy.
+// counters[i], and it returns how many were accepted; accepted must be at
+// least as long as counters (replay.Window.CheckBatch). The window is
+// replay.Auto, told no queue; the engine's workers check with their queue
+// and the engine's policy.
 func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
 	return kp.window(replay.Auto).CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 }

@@ -67,9 +67,10 @@ type Peer struct {
 
 	// SrcPortBase and SrcPorts define the outer UDP source ports used
 	// toward this peer: an inner flow hashes to one of the SrcPorts ports
-	// starting at SrcPortBase (SrcPorts = 1 means the engine's listen port
-	// alone, as plain WireGuard). SrcPortBase 0 means the listen port, and
-	// follows it when it changes (Engine.SetWAN).
+	// starting at SrcPortBase (SrcPorts = 1: SrcPortBase alone, as plain
+	// WireGuard). SrcPortBase 0 means the listen port, and follows it when
+	// it changes (Engine.SetWAN). SrcPorts 0 is set to Config.SourcePorts
+	// (at least 1) when the peer joins (UpdatePeers, SetPeers).
 	SrcPortBase uint16
 	SrcPorts    uint16
 

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 )
 
@@ -36,10 +37,14 @@ type wanState struct {
 // gateway.Device.SetWANAddrs). Peers whose SrcPortBase is 0 send from the
 // new port (range). An invalid addr4 and addr6 both mean the WAN has no
 // usable address: control packets are then dropped as no_wan_address.
-// Safe for concurrent use.
+// It returns an error, and changes nothing, for port 0 or a default of the
+// wrong family (addr4 not IPv4, addr6 not IPv6). Safe for concurrent use.
 func (e *Engine) SetWAN(port uint16, addr4, addr6 netip.Addr, others ...netip.Addr) error {
 	if port == 0 {
 		return errors.New("fastpath: listen port is required")
+	}
+	if err := checkWANFamilies(addr4, addr6); err != nil {
+		return err
 	}
 	e.wan.Store(newWANState(port, addr4, addr6, others))
 	e.Kick()
@@ -50,4 +55,18 @@ func (e *Engine) SetWAN(port uint16, addr4, addr6 netip.Addr, others ...netip.Ad
 func (e *Engine) WAN() (port uint16, addr4, addr6 netip.Addr) {
 	s := e.wan.Load()
 	return s.port, s.addr4, s.addr6
+}
+
+// checkWANFamilies refuses default WAN addresses of the wrong family (an
+// IPv6 address as addr4, or an IPv4 or IPv4-mapped one as addr6): the
+// workers would send nothing of that family from them, every control
+// packet to such a peer dropped as no_wan_address. Either may be invalid.
+func checkWANFamilies(addr4, addr6 netip.Addr) error {
+	if addr4.IsValid() && !addr4.Unmap().Is4() {
+		return fmt.Errorf("fastpath: WAN IPv4 address %v is not an IPv4 address", addr4)
+	}
+	if addr6.IsValid() && (!addr6.Is6() || addr6.Is4In6()) {
+		return fmt.Errorf("fastpath: WAN IPv6 address %v is not an IPv6 address", addr6)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -282,5 +283,47 @@ func TestOuterDst(t *testing.T) {
 		if got := outerDst(c.d); got != c.want {
 			t.Errorf("outerDst(%s) = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestWANFamilies: New and SetWAN refuse a default WAN address of the
+// other family (an IPv6 address given as WANAddr4, which the workers took:
+// every control packet to an IPv4 peer was then dropped as
+// no_wan_address, and New said nothing), and take an IPv4-mapped WANAddr4.
+func TestWANFamilies(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:db8::1")
+	mapped := netip.AddrFrom16(v4.As16())
+	lan, host, _ := memport.NewPair(memport.Config{Name: "l"})
+	wan, far, _ := memport.NewPair(memport.Config{Name: "w"})
+	defer func() { lan.Close(); host.Close(); wan.Close(); far.Close() }()
+	newEngine := func(a4, a6 netip.Addr) (*Engine, error) {
+		return New(Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: a4, WANAddr6: a6,
+			WANResolver: &staticResolver{}, LANResolver: &staticResolver{}})
+	}
+	for _, tt := range []struct {
+		a4, a6 netip.Addr
+		ok     bool
+	}{
+		{v4, v6, true}, {v4, netip.Addr{}, true}, {netip.Addr{}, v6, true}, {mapped, v6, true},
+		{v6, netip.Addr{}, false}, {v6, v6, false}, {netip.Addr{}, v4, false}, {v4, mapped, false},
+	} {
+		e, err := newEngine(tt.a4, tt.a6)
+		if (err == nil) != tt.ok {
+			t.Errorf("New(WANAddr4 %v, WANAddr6 %v) error = %v, want ok %v", tt.a4, tt.a6, err, tt.ok)
+		}
+		if e != nil {
+			e.Close()
+		}
+	}
+	e, err := newEngine(v4, v6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.SetWAN(51820, v6, v6); err == nil {
+		t.Errorf("SetWAN(51820, %v, %v) = nil, want an error", v6, v6)
+	}
+	if _, a4, a6 := e.WAN(); a4 != v4 || a6 != v6 {
+		t.Errorf("after the refused SetWAN, WAN() = %v, %v; want %v, %v (unchanged)", a4, a6, v4, v6)
 	}
 }

@@ -210,6 +210,15 @@ func New(o Options) (*Device, error) {
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]struct{}),
 	}
+	if e, ok := o.Dataplane.(*fastpath.Engine); ok {
+		if d.opts.WANMAC == ([6]byte{}) {
+			_, wan := e.Ports()
+			copy(d.opts.WANMAC[:], wan.MAC())
+		}
+		if d.listenPort == 0 {
+			d.listenPort, _, _ = e.WAN()
+		}
+	}
 	d.wanDefs.Store(&wanDefaults{o.WANAddr4, o.WANAddr6})
 	if d.now == nil {
 		d.now = o.Dataplane.Now

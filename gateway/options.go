@@ -23,8 +23,9 @@ type Options struct {
 	// later through the UAPI or SetPrivateKey; no handshake is possible
 	// before).
 	PrivateKey noise.PrivateKey
-	// ListenPort is reported over the UAPI as listen_port. The dataplane
-	// owns the port; a UAPI set of another port is recorded, or, with
+	// ListenPort is reported over the UAPI as listen_port (zero with a
+	// *fastpath.Engine as Dataplane: the engine's). The dataplane owns the
+	// port; a UAPI set of another port is recorded, or, with
 	// FixedListenPort, refused (EOPNOTSUPP: a dataplane that cannot move).
 	ListenPort      uint16
 	FixedListenPort bool
@@ -53,7 +54,9 @@ type Options struct {
 	// the frame's source MAC (the last hop, right when the peer is on-link or
 	// behind the same router), and a configured endpoint starts unresolved.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
-	// WANMAC is our Ethernet address on the WAN port (Endpoint.SrcMAC).
+	// WANMAC is our Ethernet address on the WAN port, the source of the
+	// frames sent to the peers (Endpoint.SrcMAC). Zero with a
+	// *fastpath.Engine as Dataplane: its WAN port's.
 	WANMAC [6]byte
 	// WANInterface is the WAN port's interface name: an endpoint given
 	// over the UAPI with an IPv6 zone is accepted only when the zone names
@@ -65,9 +68,10 @@ type Options struct {
 	// nil or has no answer.
 	WANAddr4, WANAddr6 netip.Addr
 	// Source, if set, gives the source the kernel's route toward an
-	// endpoint chooses (srcaddr.Routes, which caches it): what we send to
-	// a peer not heard from leaves from it, as Linux's WireGuard sends
-	// with its route lookup's source. Its Source, which may ask the
+	// endpoint chooses (see RouteSources; nil: the WANAddr4 or WANAddr6
+	// of the endpoint's family): what we send to a peer not heard from
+	// leaves from it, as Linux's WireGuard sends with its route lookup's
+	// source. Its Source, which may ask the
 	// kernel, is called with no lock of the device held: before the
 	// first initiation to such a peer, when the WAN's addresses change
 	// (SetWANAddrs) and when routes change (RefreshSources); applying a

@@ -25,7 +25,10 @@ import (
 // or a roam writes meanwhile wins.
 
 // RouteSources gives the source the kernel's route toward an endpoint
-// chooses (srcaddr.Routes). Safe for concurrent use.
+// chooses. Safe for concurrent use. gateway/fastgw gives one over the
+// kernel's routes (internal/srcaddr.Routes, which a program outside this
+// module cannot import); an embedder implements it over its own routes, or
+// leaves Options.Source nil and sends from Options.WANAddr4 and WANAddr6.
 type RouteSources interface {
 	// Source returns the source toward dst (invalid: none), asking the
 	// kernel on a miss and waiting for it (a netlink round trip): it is

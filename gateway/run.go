@@ -85,8 +85,8 @@ func (d *Device) tickLoop() {
 // Close stops the loops, removes the UAPI socket, and zeroes every key the
 // device holds. The dataplane is not closed: the keypairs' keys are erased
 // as soon as its workers have passed a batch boundary (Close waits up to
-// closeReapWait for that; what is left then goes at the dataplane's next
-// Reap or its Close).
+// 100 ms for that, closeReapWait; what is left then goes at the
+// dataplane's next Reap or its Close).
 func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.done)

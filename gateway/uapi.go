@@ -537,8 +537,8 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 // closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
 // "errno=N\n\n" (after the get output). It closes conn. Lines are at most
 // 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
-// any length. A client that stalls for uapiIdleTimeout, reading or being
-// read from (stallWriter), is disconnected.
+// any length. A client that stalls for 10 s (uapiIdleTimeout), reading or
+// being read from (stallWriter), is disconnected.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
 	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
@@ -612,7 +612,14 @@ func (d *Device) listenUAPI(name string) error {
 		slots := make(chan struct{}, uapiMaxConns)
 		for {
 			slots <- struct{}{} // at most uapiMaxConns served at once
-			c, err := acceptloop.Accept(l, func(err error) { d.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
+			// wireguard-go's listener reports its closing twice, the second
+			// time from its socket watcher (the file gone, or EBADF): after
+			// Close, that is no failure to log.
+			c, err := acceptloop.Accept(l, func(err error) {
+				if !d.closed() {
+					d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
+				}
+			})
 			if err != nil {
 				return
 			}

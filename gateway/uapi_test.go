@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -502,5 +504,45 @@ func TestListenPortMoves(t *testing.T) {
 	err = d.IpcSet(strings.NewReader("listen_port=50000\n"))
 	if errnoOf(err) != -int64(syscall.EADDRINUSE) || !strings.Contains(get(), "listen_port=40123\n") {
 		t.Errorf("refused move: %v (errno %d), get:\n%s; want EADDRINUSE and the old port", err, errnoOf(err), get())
+	}
+}
+
+// warnCounter is a slog.Handler that counts the records at warning level
+// or above and keeps their messages.
+type warnCounter struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, r.Message)
+	w.mu.Unlock()
+	return nil
+}
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
+
+// TestCloseLogsNoWarning: closing a device that serves its UAPI socket
+// logs no warning. wireguard-go's UAPI listener reports its closing twice,
+// as the listener's net.ErrClosed and as its socket watcher's error (the
+// socket file gone, or its inotify descriptor closed: EBADF), in either
+// order; the second must not read as an accept that failed.
+func TestCloseLogsNoWarning(t *testing.T) {
+	testenv.Root(t)
+	for i := range 20 {
+		h := &warnCounter{}
+		d, err := New(Options{Name: uniqueName("wgpio"), Dataplane: newFakeDP(t), Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		if len(h.msgs) != 0 {
+			t.Fatalf("close %d logged warnings %q, want none", i, h.msgs)
+		}
 	}
 }

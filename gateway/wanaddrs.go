@@ -19,9 +19,9 @@ import (
 // initiation: RefreshSources). The peers that lost their source are
 // logged once per change, with their number. The dataplane's own
 // matching is changed separately (fastpath.Engine.SetWAN), before this
-// call, and the caller empties its cache of route sources before it
-// (srcaddr.Routes.Flush). The routes are asked without the device's lock
-// (peerEndpoint).
+// call, and the caller empties its cache of route sources (Options.Source)
+// before it (gateway/fastgw flushes internal/srcaddr.Routes). The routes
+// are asked without the device's lock (peerEndpoint).
 func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr, others ...netip.Addr) {
 	d.mu.Lock()
 	d.opts.WANAddr4, d.opts.WANAddr6 = addr4, addr6
@@ -61,8 +61,9 @@ func (d *Device) SetWANAddrs(addr4, addr6 netip.Addr, others ...netip.Addr) {
 // RefreshSources asks again for the source of every endpoint not heard
 // from (Routed) whose peer has a session, and moves those whose route
 // chooses another: the caller saw routes or addresses change
-// (srcaddr.Routes.Changed, which dropped the answers the change may
-// have changed; the others are read from its cache), as Linux's
+// (gateway/fastgw: internal/srcaddr.Routes.Changed, which dropped the
+// answers the change may have changed; the others are read from its
+// cache), as Linux's
 // WireGuard's cached route of an endpoint is dropped when routes change
 // and looked up again at the next send. Only these: the workers and the
 // keepalives send to them without a handshake first. The others are

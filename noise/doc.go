@@ -57,8 +57,8 @@
 // keys, hashes, Diffie-Hellman results, cookie secrets) is overwritten with
 // zeros when it is discarded. Two kinds of copies are out of our reach and
 // are documented here rather than hidden: a cipher.AEAD built from a key
-// (chacha20poly1305.New, used here for the handshake's own AEADs and by the
-// caller for Keys) keeps its own copy of the key, which cannot be zeroed and
+// (chacha20poly1305.New, used here for the handshake's own AEADs, and by a
+// caller that seals transport data with Keys that way) keeps its own copy of the key, which cannot be zeroed and
 // lives until the garbage collector reclaims it; and crypto/ecdh copies
 // scalars and shared secrets into values it allocates itself: the
 // identity's static key and each exchange's ephemeral key are held as

@@ -47,10 +47,11 @@ func (s State) String() string {
 var ErrState = errors.New("wrong handshake state")
 
 // Keys are a session's symmetric keys and indexes, the product of a
-// completed handshake (section 5.4.5). The control plane builds the fast
-// path's keypair from them (chacha20poly1305.New(Send[:]) and so on) and
-// then calls Zero; the AEADs keep their own copies of the keys, which cannot
-// be zeroed (see the package doc).
+// completed handshake (section 5.4.5). The control plane builds the
+// session's ciphers from them and then calls Zero. wgpio's fast path
+// expands them into chachapoly.Keys (fastpath.NewKeypair), which it erases
+// when the session ends; an AEAD from x/crypto's chacha20poly1305.New keeps
+// a copy of its own, which cannot be zeroed (see the package doc).
 type Keys struct {
 	Send, Receive [KeySize]byte
 	LocalIndex    uint32 // our receiver index: transport data to us carries it

@@ -177,13 +177,23 @@ func (w *Window) Check(counter, limit uint64) bool {
 	return acc[0]
 }
 
+// checkLen panics unless accepted is at least as long as counters (its
+// capacity does not count: the caller reads accepted up to its length).
+func checkLen(counters []uint64, accepted []bool) {
+	if len(accepted) < len(counters) {
+		panic("replay: accepted shorter than counters")
+	}
+}
+
 // CheckBatch checks counters[i] in order, as if by Check, and sets
 // accepted[i] to the result; it returns how many were accepted. A counter
 // that appears twice in one batch is accepted at most once, exactly as across
 // two calls. accepted must be at least as long as counters (CheckBatch
-// panics otherwise); neither slice is kept after the call. It does not
+// panics otherwise, before it checks any, whatever accepted's capacity);
+// neither slice is kept after the call. It does not
 // allocate, but for the wide ring when an Auto window widens (once).
 func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) int {
+	checkLen(counters, accepted)
 	accepted = accepted[:len(counters)]
 	if w.inOrder(counters, limit) {
 		return w.checkInOrder(counters, accepted)
@@ -432,7 +442,7 @@ func (s *SharedWindow) Check(counter, limit uint64) bool {
 // CheckBatch is [Window.CheckBatch] under the lock, taken once for the whole
 // batch. Concurrent batches are serialised: each is checked as if alone.
 func (s *SharedWindow) CheckBatch(counters []uint64, limit uint64, accepted []bool) int {
-	accepted = accepted[:len(counters)] // panic, if at all, before locking
+	checkLen(counters, accepted) // panic, if at all, before locking
 	s.mu.Lock()
 	n := s.w.CheckBatch(counters, limit, accepted)
 	s.mu.Unlock()
@@ -442,7 +452,7 @@ func (s *SharedWindow) CheckBatch(counters []uint64, limit uint64, accepted []bo
 // CheckBatchFrom is [Window.CheckBatchFrom] under the lock, taken once for
 // the whole batch.
 func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) (n int, widened bool) {
-	accepted = accepted[:len(counters)]
+	checkLen(counters, accepted) // panic, if at all, before locking
 	s.mu.Lock()
 	n, widened = s.w.CheckBatchFrom(queue, counters, limit, accepted)
 	s.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -825,6 +826,47 @@ func TestInOrderBatch(t *testing.T) {
 				}
 				c += uint64(n)
 			}
+		}
+	}
+}
+
+// TestCheckBatchShortAcceptedCapacity: CheckBatch with fewer results than
+// counters panics, as its doc says, before it records any, also when
+// accepted's capacity would hold them all (it resliced accepted to
+// len(counters) and wrote the results past len(accepted), where the caller
+// never looked).
+func TestCheckBatchShortAcceptedCapacity(t *testing.T) {
+	var w Window
+	var s SharedWindow
+	for _, c := range []struct {
+		name  string
+		batch func(counters []uint64, accepted []bool)
+		check func(c uint64) bool
+	}{
+		{"Window.CheckBatch", func(cs []uint64, a []bool) { w.CheckBatch(cs, protocol.RejectAfterMessages, a) },
+			func(c uint64) bool { return w.Check(c, protocol.RejectAfterMessages) }},
+		{"Window.CheckBatchFrom", func(cs []uint64, a []bool) { w.CheckBatchFrom(0, cs, protocol.RejectAfterMessages, a) },
+			func(c uint64) bool { return w.Check(c, protocol.RejectAfterMessages) }},
+		{"SharedWindow.CheckBatch", func(cs []uint64, a []bool) { s.CheckBatch(cs, protocol.RejectAfterMessages, a) },
+			func(c uint64) bool { return s.Check(c, protocol.RejectAfterMessages) }},
+		{"SharedWindow.CheckBatchFrom", func(cs []uint64, a []bool) { s.CheckBatchFrom(0, cs, protocol.RejectAfterMessages, a) },
+			func(c uint64) bool { return s.Check(c, protocol.RejectAfterMessages) }},
+	} {
+		first := uint64(100)
+		if strings.HasSuffix(c.name, "From") {
+			first = 200 // a window the first case used
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != "replay: accepted shorter than counters" {
+					t.Errorf("%s(3 counters, len(accepted) 1, cap 4) panicked with %v, want \"replay: accepted shorter than counters\"", c.name, r)
+				}
+			}()
+			c.batch([]uint64{first, first + 1, first + 2}, make([]bool, 1, 4))
+		}()
+		// Nothing was recorded, and a SharedWindow is not left locked.
+		if !c.check(first) {
+			t.Errorf("%s: Check(%d) after the refused batch = false, want true (the batch recorded it)", c.name, first)
 		}
 	}
 }

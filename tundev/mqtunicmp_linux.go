@@ -35,9 +35,9 @@ import (
 // checksum (RFC 3542 §3.1). Both filter out every ICMP message they would
 // receive (ICMP_FILTER, ICMPV6_FILTER), so they queue nothing.
 //
-// The answers spend a limiter of their own, rate (icmprate; its zero
+// The answers spend a limiter of their own, rate (ICMPRate; its zero
 // value: Linux's defaults), per destination with an IPv6 interval
-// shortened as for a /64 route back (icmprate.Shift6; the kernel's route
+// shortened as for a /64 route back (internal/icmprate.Shift6; the kernel's route
 // is not looked up per packet), and none is sent where RFC 1812 §4.3.2.7
 // / RFC 4443 §2.4(e) forbid it. Read never waits for them: each is one
 // non-blocking sendto(2) from Read's goroutine, allocating nothing;
@@ -48,7 +48,7 @@ import (
 // EAFNOSUPPORT) is not answered; any other failure (EPERM: CAP_NET_RAW is
 // needed) is returned and nothing is answered. Call it once, before the
 // first Read; a second call returns an error.
-func (t *MultiQueueTUN) AnswerNoRoute(rate icmprate.Config) error {
+func (t *MultiQueueTUN) AnswerNoRoute(rate ICMPRate) error {
 	h := &hostICMP{fd4: -1, fd6: -1, limit: icmprate.New(rate), epoch: time.Now(), buf: make([]byte, header.ICMPv6ErrorMaxLen)}
 	var err error
 	if h.fd4, err = openRawICMP(unix.AF_INET); err == nil {

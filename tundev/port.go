@@ -78,10 +78,24 @@ type PortConfig struct {
 	MSSClamp4, MSSClamp6 uint16
 	// ICMPRate limits the time exceeded errors the device sends, as
 	// Linux's icmp_msgs_per_sec, icmp_msgs_burst and icmp_ratelimit do
-	// (zero fields: Linux's defaults; internal/icmprate). "Fragmentation
+	// (zero fields: Linux's defaults; see ICMPRate). "Fragmentation
 	// needed" and "packet too big" are never limited.
-	ICMPRate icmprate.Config
+	ICMPRate ICMPRate
 }
+
+// ICMPRate limits the ICMP errors a PortDevice sends (PortConfig.ICMPRate)
+// and those MultiQueueTUN.AnswerNoRoute sends, as Linux limits its own
+// (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): one bucket over all destinations
+// and one per destination. Its fields (those of internal/icmprate.Config,
+// which go doc does not list):
+//
+//	Rate         int           // messages per second, all destinations (Linux icmp_msgs_per_sec, 1000)
+//	Burst        int           // messages at once, all destinations (icmp_msgs_burst, 50)
+//	DestInterval time.Duration // between messages to one destination after a burst of 6 (icmp_ratelimit, 1 s)
+//
+// A zero field takes Linux's default (in parentheses); a negative one turns
+// that limit off. The zero value is Linux's defaults.
+type ICMPRate = icmprate.Config
 
 // PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
 // returns the IP packets of the frames the port's queues receive (Ethernet

@@ -105,8 +105,14 @@ func (c *Config) setDefaults() error {
 	case c.MTU < 68:
 		return fmt.Errorf("memport: MTU %d below the IPv4 minimum of 68", c.MTU)
 	case c.Headroom+c.MTU+ethHeaderLen+vlanTagLen+dataplane.MinTailroom > c.FrameSize:
-		return fmt.Errorf("memport: MTU %d does not fit a %d-byte frame with %d bytes of headroom and %d of tailroom",
-			c.MTU, c.FrameSize, c.Headroom, dataplane.MinTailroom)
+		need := c.Headroom + c.MTU + ethHeaderLen + vlanTagLen + dataplane.MinTailroom
+		fit := 2048
+		for fit < need {
+			fit *= 2
+		}
+		return fmt.Errorf("memport: MTU %d does not fit a %d-byte frame with %d bytes of headroom, %d of Ethernet header and 802.1Q tag and %d of tailroom (%d bytes): "+
+			"set FrameSize to %d, or the MTU to at most %d",
+			c.MTU, c.FrameSize, c.Headroom, ethHeaderLen+vlanTagLen, dataplane.MinTailroom, need, fit, c.FrameSize-(need-c.MTU))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package memport_test
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,30 @@ func TestConfigRejects(t *testing.T) {
 			t.Errorf("NewPair(%s) = nil error, want an error", tt.name)
 		}
 	}
+}
+
+// TestMTUErrorSaysTheFix: an MTU a frame cannot hold is refused with the
+// bytes counted, the Ethernet header and tag among them (a 3760-byte MTU
+// looked as if it fit 4096 - 256 - 64), and the FrameSize or MTU that fits.
+func TestMTUErrorSaysTheFix(t *testing.T) {
+	for _, tt := range []struct {
+		mtu  int
+		want string
+	}{
+		{3760, "(4098 bytes): set FrameSize to 8192, or the MTU to at most 3758"},
+		{9000, "(9338 bytes): set FrameSize to 16384, or the MTU to at most 3758"},
+	} {
+		_, _, err := memport.NewPair(memport.Config{MTU: tt.mtu})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewPair(MTU %d) = %v, want an error ending %q", tt.mtu, err, tt.want)
+		}
+	}
+	a, b, err := memport.NewPair(memport.Config{MTU: 3760, FrameSize: 8192})
+	if err != nil {
+		t.Fatalf("NewPair(MTU 3760, FrameSize 8192), the fix the error gave: %v", err)
+	}
+	a.Close()
+	b.Close()
 }
 
 func TestPortShape(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/noise"
@@ -92,6 +93,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
+	// Signals are caught before Start, so that one that comes while it
+	// runs stops the gateway once it is up, as one that comes later does.
+	// SIGHUP: the terminal it ran in was closed.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// Start opens the ports, attaches the XDP programs, runs one worker
 	// per queue and the control plane, and serves the UAPI socket.
 	g, err := fastgw.Start(cfg)
@@ -99,13 +105,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
-	// Close detaches the XDP programs and removes the UAPI socket.
-	for i, q := range g.Engine().Stats() {
+	// Every packet the fast path dropped is counted by reason, per queue
+	// (fastpath.DropReason), as every message the control plane dropped
+	// (gateway.DropReason).
+	stats := g.Engine().Stats()
+	for i, q := range stats {
 		fmt.Printf("queue %d: encrypted %d, decrypted %d\n", i, q.Encrypted, q.Decrypted)
 	}
+	fmt.Printf("dropped: %v, control plane: %v\n", fastpath.TotalDrops(stats).List(), g.Device().Stats().Losses())
+	// Close detaches the XDP programs and removes the UAPI socket.
 	if err := g.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +74,53 @@ func TestParseConfigErrors(t *testing.T) {
 	} {
 		if _, err := parseConfig(args); err == nil {
 			t.Errorf("parseConfig(%q) = nil error, want one", args)
+		}
+	}
+}
+
+// TestMain runs the example's main instead of the tests when
+// testenv.MainEnv is set: TestStopsOnSignals runs the test binary so.
+func TestMain(m *testing.M) {
+	if os.Getenv(testenv.MainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStopsOnSignals runs the example as a process in the gateway's
+// namespace, as its doc runs it, and stops it with each signal that ends
+// a program started from a shell: SIGINT (Ctrl-C), SIGTERM and SIGHUP (the
+// terminal closed). Each time it prints its counters and exits 0, and its
+// UAPI socket and exception TUN are gone. SIGHUP killed it, leaving a
+// stale socket that `wg show` listed.
+func TestStopsOnSignals(t *testing.T) {
+	tp := testenv.Topology(t, "xs")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc := s.FastConfig
+	key := filepath.Join(t.TempDir(), "private.key")
+	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/var/run/wireguard/" + s.GwName + ".sock"
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		cmd := s.GwA.Command(os.Args[0], "-name", s.GwName, "-wan", s.WANA, "-lan", s.LANA, "-key", key,
+			"-peer", fc.Peers[0].PublicKey.Base64(), "-allowed", fc.Peers[0].AllowedIPs[0].String(),
+			"-address", fc.Addresses[0].String())
+		out, ok := testenv.StopWithSignal(t, cmd, func(out string) bool { return strings.Contains(out, "gateway up") }, sig)
+		if !ok || !strings.Contains(out, "queue 0: encrypted") {
+			t.Errorf("%v: the example did not print its counters and exit 0:\n%s", sig, out)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("%v: after the example exited, stat %s = %v, want not exist", sig, sock, err)
+			os.Remove(sock)
+		}
+		if out, err := s.GwA.Run("ip", "link", "show", s.GwName); err == nil {
+			t.Errorf("%v: the exception TUN %s is still there: %s", sig, s.GwName, out)
 		}
 	}
 }

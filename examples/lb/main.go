@@ -20,6 +20,11 @@
 //	lb -wan eth0 -key private.key -vip 10.9.0.1 -peer <base64> -allowed 10.9.0.2/32
 //	# from the peer (nc: Debian's netcat-openbsd):
 //	echo hello | nc -u -w1 10.9.0.1 7   →  "backend 2: hello"
+//	# (0 to 3: the backend the flow hashes to, with a seed drawn at start)
+//
+// The peer is given no endpoint: its own configuration names the balancer
+// (Endpoint = <WAN address>:51820), and the balancer answers it where its
+// first handshake comes from.
 package main
 
 import (
@@ -334,12 +339,15 @@ func main() {
 		pc.AllowedIPs = append(pc.AllowedIPs, p)
 	}
 	cfg.Peers = []gateway.PeerConfig{pc}
+	// Signals are caught before Start, so that one that comes while it
+	// runs stops the balancer once it is up, as one that comes later does.
+	// SIGHUP: the terminal it ran in was closed.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	b, err := Start(cfg)
 	if err != nil {
 		fail(err)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	fmt.Println("requests served per backend:", b.Served())
 	b.Close()

@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +104,44 @@ func TestBalancer(t *testing.T) {
 		t.Errorf("ping the VIP: %v", err)
 	}
 	t.Logf("served per backend: %v", b.Served())
+}
+
+// TestMain runs the example's main instead of the tests when
+// testenv.MainEnv is set: TestStopsOnHangup runs the test binary so.
+func TestMain(m *testing.M) {
+	if os.Getenv(testenv.MainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStopsOnHangup runs the balancer as a process, as its doc runs it,
+// and closes its terminal (SIGHUP): it prints what it served, exits 0 and
+// removes its UAPI socket. SIGHUP killed it, leaving the socket behind.
+func TestStopsOnHangup(t *testing.T) {
+	tp := testenv.Topology(t, "xh")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc := s.FastConfig
+	key := filepath.Join(t.TempDir(), "private.key")
+	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/var/run/wireguard/" + s.GwName + ".sock"
+	cmd := s.GwA.Command(os.Args[0], "-name", s.GwName, "-wan", s.WANA, "-key", key,
+		"-vip", twosite.TunnelA.String(), "-peer", fc.Peers[0].PublicKey.Base64(),
+		"-allowed", fc.Peers[0].AllowedIPs[0].String())
+	up := func(string) bool { _, err := os.Stat(sock); return err == nil }
+	out, ok := testenv.StopWithSignal(t, cmd, up, syscall.SIGHUP)
+	if !ok || !strings.Contains(out, "requests served per backend") {
+		t.Errorf("the balancer did not print what it served and exit 0:\n%s", out)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("after the balancer exited, stat %s = %v, want not exist", sock, err)
+		os.Remove(sock)
+	}
 }

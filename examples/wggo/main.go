@@ -80,14 +80,17 @@ func main() {
 		os.Exit(1)
 	}
 	name := strings.TrimSuffix(filepath.Base(*conf), ".conf")
+	// Signals are caught before Start, so that one that comes while it
+	// runs stops the gateway once it is up, as one that comes later does.
+	// SIGHUP: the terminal it ran in was closed.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	g, err := Start(f, name, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wggo:", err)
 		os.Exit(1)
 	}
 	log.Info("stock wireguard-go on wgpio bind and tundev", "name", name, "wan", f.WGPIO.WAN, "lan", f.WGPIO.LAN)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	s := g.Stats()
 	log.Info("stopping", "bind_rx", s.Bind.RXPackets, "bind_tx", s.Bind.TXPackets, "lan_rx", s.LAN.RXPackets, "lan_tx", s.LAN.TXPackets)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,5 +129,51 @@ func checkTunnelMTU(t *testing.T, s *twosite.Site, g *compatgw.Gateway) {
 	}
 	if err != nil || !strings.Contains(out, "receiver") {
 		t.Errorf("iperf3 TCP hostA → hostB over the 1420-byte tunnel: %v\n%s", err, out)
+	}
+}
+
+// TestMain runs the example's main instead of the tests when
+// testenv.MainEnv is set: TestStopsOnHangup runs the test binary so.
+func TestMain(m *testing.M) {
+	if os.Getenv(testenv.MainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStopsOnHangup runs the example as a process, as its doc runs it
+// (wggo -c NAME.conf), and closes its terminal (SIGHUP): it logs its
+// counters, exits 0 and removes its UAPI socket. SIGHUP killed it, leaving
+// the socket behind.
+func TestStopsOnHangup(t *testing.T) {
+	tp := testenv.Topology(t, "xj")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc := s.FastConfig
+	f := &config.File{
+		Interface: config.Interface{PrivateKey: fc.PrivateKey, ListenPort: fc.ListenPort},
+		WGPIO:     config.WGPIO{WAN: s.WANA, LAN: s.LANA},
+	}
+	for _, p := range fc.Peers {
+		f.Peers = append(f.Peers, config.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs})
+	}
+	conf := filepath.Join(t.TempDir(), s.GwName+".conf")
+	if err := os.WriteFile(conf, f.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/var/run/wireguard/" + s.GwName + ".sock"
+	cmd := s.GwA.Command(os.Args[0], "-c", conf)
+	up := func(out string) bool { return strings.Contains(out, "stock wireguard-go on wgpio") }
+	out, ok := testenv.StopWithSignal(t, cmd, up, syscall.SIGHUP)
+	if !ok || !strings.Contains(out, "msg=stopping") {
+		t.Errorf("the example did not log its counters and exit 0:\n%s", out)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("after the example exited, stat %s = %v, want not exist", sock, err)
+		os.Remove(sock)
 	}
 }

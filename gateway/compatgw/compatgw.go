@@ -105,7 +105,7 @@ type Config struct {
 	MSSClamp int
 	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
 	// errors the PortDevice sends, as Linux's icmp_msgs_per_sec,
-	// icmp_msgs_burst and icmp_ratelimit (internal/icmprate.Config: zero
+	// icmp_msgs_burst and icmp_ratelimit (tundev.ICMPRate: zero
 	// takes Linux's default, negative turns the limit off).
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration

@@ -1,0 +1,63 @@
+package gateway_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestDefaultsFromEngine: a device over a *fastpath.Engine whose Options
+// leave WANMAC zero sends from the engine's WAN port's MAC: the endpoint
+// of a configured peer carries it (it carried 00:00:00:00:00:00, the
+// source of every data frame to the peer on a real network). Its UAPI
+// reports the engine's listen port when Options.ListenPort is zero (it
+// reported none, and wg show no listening port).
+func TestDefaultsFromEngine(t *testing.T) {
+	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wan, far, err := memport.NewPair(memport.Config{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { lan.Close(); host.Close(); wan.Close(); far.Close() }()
+	addr := netip.MustParseAddr("198.18.0.1")
+	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: addr,
+		WANResolver: fixedMAC(far.MAC()), LANResolver: fixedMAC(host.MAC())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	key, _ := noise.NewPrivateKey()
+	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	peer, _ := noise.NewPrivateKey()
+	pub := peer.PublicKey()
+	if err := d.AddPeer(gateway.PeerConfig{PublicKey: pub, Endpoint: netip.MustParseAddrPort("198.18.0.2:51820"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.2.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+	ep := d.FastPeer(pub).Endpoint.Load()
+	if ep == nil {
+		t.Fatal("the configured peer has no endpoint")
+	}
+	if got, want := ep.SrcMAC, [6]byte(wan.MAC()); got != want {
+		t.Errorf("endpoint SrcMAC = %x, want the WAN port's %x", got, want)
+	}
+	var get strings.Builder
+	if err := d.IpcGet(&get); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(get.String(), "\nlisten_port=51820\n") {
+		t.Errorf("IpcGet wrote\n%s\nwant listen_port=51820, the engine's", get.String())
+	}
+}
