@@ -276,17 +276,14 @@ const (
 
 // neighbour hands an ARP/NDP frame (with an Ethernet header of l2 bytes,
 // see neighbourL2) to h and transmits its reply on tx, a port of vlan. h
-// reads and writes untagged frames: a tag is taken off the request (into
-// w.nbrFrame) and the port's tag put on the reply.
+// reads and writes untagged frames: a tag is taken off the request in
+// place (the addresses moved up over it; the caller frees the frame
+// after) and the port's tag put on the reply.
 func (w *worker) neighbour(h NeighbourHandler, tx dataplane.TX, frame []byte, l2 int, vlan uint16) {
 	w.c.neighbour.Add(1)
 	if l2 != header.EthernetLen {
-		if len(frame)-header.VLANTagLen > len(w.nbrFrame) {
-			return // not an ARP/NDP frame we answer (they are short)
-		}
-		n := copy(w.nbrFrame[:], frame[:header.EthernetLen-2])
-		n += copy(w.nbrFrame[n:], frame[header.EthernetVLANLen-2:])
-		frame = w.nbrFrame[:n]
+		copy(frame[header.VLANTagLen:header.EthernetVLANLen-2], frame[:header.EthernetLen-2])
+		frame = frame[header.VLANTagLen:]
 	}
 	var fr [1]dataplane.Frame
 	if tx.Alloc(fr[:]) == 0 {

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -187,5 +188,51 @@ func TestVLANConfigured(t *testing.T) {
 	}
 	if d := TotalDrops(r.b.Stats()); d != (DropCounts{}) {
 		t.Errorf("B drops = %v, want none", d)
+	}
+}
+
+// echoNbr is a NeighbourHandler that keeps the frame it was handed and
+// replies with it.
+type echoNbr struct{ got []byte }
+
+func (h *echoNbr) Handle(frame, out []byte) int {
+	h.got = append(h.got[:0], frame...)
+	return copy(out, frame[:min(len(frame), 64)])
+}
+
+// TestNeighbourUntagsAnyLength: a tagged ARP/NDP frame reaches the
+// handler untagged, its addresses and everything after the tag intact,
+// and the reply leaves with the port's tag, whatever the frame's length
+// (one longer than 1,536 bytes, padded, was silently neither answered nor
+// counted).
+func TestNeighbourUntagsAnyLength(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	w := r.a.workers[0]
+	tx := r.lanA.Queue(0).TX()
+	for _, n := range []int{60, 1536 + header.VLANTagLen + 1, 1800} {
+		frame := make([]byte, n)
+		for i := range frame {
+			frame[i] = byte(i)
+		}
+		binary.BigEndian.PutUint16(frame[12:], header.EtherTypeVLAN)
+		binary.BigEndian.PutUint16(frame[14:], 7)
+		binary.BigEndian.PutUint16(frame[16:], header.EtherTypeARP)
+		want := append(append([]byte(nil), frame[:12]...), frame[16:]...)
+		h := &echoNbr{}
+		w.neighbour(h, tx, frame, header.EthernetVLANLen, 7)
+		if !bytes.Equal(h.got, want) {
+			t.Fatalf("%d bytes: the handler got %d bytes % x..., want the frame untagged (%d bytes % x...)", n, len(h.got), h.got[:min(len(h.got), 20)], len(want), want[:20])
+		}
+		rx := r.hostA.Queue(0).RX()
+		frames := make([]dataplane.Frame, 4)
+		m := rx.Receive(frames)
+		if m != 1 {
+			t.Fatalf("%d bytes: %d replies on the LAN, want 1", n, m)
+		}
+		d := frames[0].Data()
+		if binary.BigEndian.Uint16(d[12:]) != header.EtherTypeVLAN || binary.BigEndian.Uint16(d[14:])&header.VLANIDMask != 7 || !bytes.Equal(d[:12], want[:12]) {
+			t.Errorf("%d bytes: reply % x..., want the echo tagged with VLAN 7", n, d[:18])
+		}
+		rx.Free(frames[:m])
 	}
 }

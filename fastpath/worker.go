@@ -148,9 +148,8 @@ type worker struct {
 	lanVLAN, wanVLAN uint16
 	lanL2, wanL2     int
 	wanTag           int
-	nbrFrame         [1536]byte // an ARP/NDP request with its tag taken off
-	portSpan         uint16     // number of our UDP ports from the listen port up
-	wan              *wanState  // loaded from Engine.wan once per turn of run
+	portSpan         uint16    // number of our UDP ports from the listen port up
+	wan              *wanState // loaded from Engine.wan once per turn of run
 	ipID             uint16
 	lastPublish      int64
 	dirtyPeers       []int
