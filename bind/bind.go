@@ -386,7 +386,7 @@ func (e *Endpoint) AddrPort() netip.AddrPort { return e.dst }
 func (b *Bind) nextHop(dst netip.Addr) (header.MAC, DropReason, error) {
 	nh, _, ok := b.cfg.Routes.NextHop(dst)
 	if !ok {
-		return header.MAC{}, DropNoRoute, fmt.Errorf("%w %v", ErrNoRoute, dst)
+		return header.MAC{}, DropNoWANRoute, fmt.Errorf("%w %v", ErrNoRoute, dst)
 	}
 	if mac, ok := b.cfg.Neighbours.Lookup(nh); ok {
 		return header.MAC(mac), 0, nil

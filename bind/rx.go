@@ -40,8 +40,11 @@ const (
 	// DropTooBig: a datagram longer than the receive buffer, or on send
 	// longer than the MTU or the frame.
 	DropTooBig
-	// DropNoRoute: Send found no route to the endpoint.
-	DropNoRoute
+	// DropNoWANRoute: Send found no route to the endpoint out of the
+	// port's interface (Config.Routes: none, or an unreachable, blackhole
+	// or prohibit route), as the fast path's DropNoWANRoute; a route whose
+	// next hop does not answer is DropNoNeighbour.
+	DropNoWANRoute
 	// DropNoNeighbour: Send's next hop did not resolve.
 	DropNoNeighbour
 	// DropNoBuffer: the pool had no free frame.
@@ -57,6 +60,13 @@ const (
 	NumDropReasons
 )
 
+// DropNoRoute is DropNoWANRoute's former name.
+//
+// Deprecated: use DropNoWANRoute (counted as "no_wan_route", formerly
+// "no_route", which the gateways' LAN side uses for a packet to no
+// peer's allowed IPs).
+const DropNoRoute = DropNoWANRoute
+
 var dropNames = [NumDropReasons]string{
 	DropMalformed:   "malformed",
 	DropNotIP:       "not_ip",
@@ -66,7 +76,7 @@ var dropNames = [NumDropReasons]string{
 	DropNotOurs:     "not_ours",
 	DropBadChecksum: "bad_checksum",
 	DropTooBig:      "too_big",
-	DropNoRoute:     "no_route",
+	DropNoWANRoute:  "no_wan_route",
 	DropNoNeighbour: "no_neighbour",
 	DropNoBuffer:    "no_buffer",
 	DropTXFull:      "tx_full",
