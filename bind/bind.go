@@ -450,11 +450,17 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // counted), ErrNoBuffer (the pool ran dry: the rest of the batch is
 // dropped and counted). Datagrams the TX ring has no room for, even after
 // reclaiming completions, are dropped and counted (DropTXFull) without an
-// error, as a full qdisc drops.
+// error, as a full qdisc drops. With no bufs Send does nothing and
+// returns nil (but conn.ErrWrongEndpointType), closed or not: it neither
+// resolves ep nor waits (gateway/compatgw asks wireguard-go whether a peer
+// has an endpoint with an empty send).
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
 	if !ok {
 		return conn.ErrWrongEndpointType
+	}
+	if len(bufs) == 0 {
+		return nil
 	}
 	if b.isClosedFast() {
 		return net.ErrClosed

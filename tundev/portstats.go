@@ -60,6 +60,10 @@ const (
 	// PortDropIPOptions: a transit packet with IPv4 options or an IPv6
 	// hop-by-hop header Linux does not forward (header.TransitOptions).
 	PortDropIPOptions
+	// PortDropNoEndpoint: a received packet whose destination's peer has
+	// no endpoint (SetNoEndpoint): a road warrior that has not connected
+	// since the gateway started, to which wireguard-go could only hold it.
+	PortDropNoEndpoint
 
 	NumPortDropReasons
 )
@@ -67,6 +71,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
+	"no_endpoint",
 }
 
 // String returns the reason's snake-case name.

@@ -17,7 +17,9 @@
 // them, whose packets the LAN's PortDevice drops as no_route
 // (prefixes.go; a UAPI set by its difference, setfollow.go), so that the
 // host never forwards them by its other routes (a default route out of
-// the WAN, in cleartext).
+// the WAN, in cleartext). The LAN's packets to a peer without an endpoint
+// are dropped there too, as no_endpoint, and answered host unreachable,
+// for the peers the last sync saw without one (noendpoint.go).
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
@@ -206,6 +208,10 @@ type Gateway struct {
 	// syncs counts the whole reads of the configuration (syncLocked) so
 	// far. Guarded by mu.
 	syncs int
+	// noEndpoint are the peers without an endpoint as the LAN device was
+	// last told (publishNoEndpoint); nil: none, or the device told
+	// nothing since a set changed the allowed IPs. Guarded by mu.
+	noEndpoint map[device.NoisePublicKey]struct{}
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global

@@ -86,6 +86,9 @@ func (g *Gateway) setOperation(r io.Reader) error {
 	}
 	if ok {
 		serr = g.followSet(add, del)
+		if len(add)+len(del) > 0 {
+			g.forgetNoEndpoint()
+		}
 	} else {
 		serr = g.syncLocked()
 	}

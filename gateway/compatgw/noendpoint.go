@@ -1,0 +1,105 @@
+package compatgw
+
+import (
+	"maps"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.zx2c4.com/wireguard/device"
+
+	"github.com/wgpio/wgpio/internal/allowedips"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// noEndpointSetter is what the PortDevice drops of the LAN's traffic for
+// peers without an endpoint (*tundev.PortDevice).
+type noEndpointSetter interface {
+	SetNoEndpoint(routes []tundev.EndpointRoute)
+}
+
+// publishNoEndpoint tells the PortDevice, when g.noRoute takes them, the
+// allowed IPs want (prefix to peer) with a check of each peer the sync's
+// read w gave no endpoint (a road warrior that has not connected since the
+// gateway started), so that the LAN's packets to it are dropped as
+// no_endpoint and answered with host unreachable, as Linux's wg0 and the
+// fast path answer them, where wireguard-go would hold them uncounted
+// (tundev.PortDevice.SetNoEndpoint). It tells it again only when the
+// allowed IPs changed (changed) or the set of such peers did: O(peers)
+// map look-ups, plus a table of all allowed IPs when told. g.mu must be
+// held.
+func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Prefix]device.NoisePublicKey, changed bool) {
+	s, ok := g.noRoute.(noEndpointSetter)
+	if !ok {
+		return
+	}
+	none := make(map[device.NoisePublicKey]struct{})
+	for _, k := range want {
+		if !w.HasEndpoint(k) {
+			none[k] = struct{}{}
+		}
+	}
+	if !changed && g.noEndpoint != nil && maps.Equal(none, g.noEndpoint) {
+		return
+	}
+	g.noEndpoint = none
+	if len(none) == 0 {
+		s.SetNoEndpoint(nil)
+		return
+	}
+	checks := make(map[device.NoisePublicKey]*endpointCheck, len(none))
+	for k := range none {
+		checks[k] = &endpointCheck{dev: g.dev, key: k}
+	}
+	routes := make([]tundev.EndpointRoute, 0, len(want))
+	for p, k := range want {
+		r := tundev.EndpointRoute{Prefix: p}
+		if c := checks[k]; c != nil {
+			r.Peer = c
+		}
+		routes = append(routes, r)
+	}
+	s.SetNoEndpoint(routes)
+}
+
+// forgetNoEndpoint turns the PortDevice's check of peers without an
+// endpoint off until the next sync: a set that changed the allowed IPs
+// may have moved a prefix to another peer, and the check must never
+// answer unreachable for a packet wireguard-go would send. g.mu must be
+// held.
+func (g *Gateway) forgetNoEndpoint() {
+	if g.noEndpoint == nil {
+		return
+	}
+	if s, ok := g.noRoute.(noEndpointSetter); ok {
+		s.SetNoEndpoint(nil)
+	}
+	g.noEndpoint = nil
+}
+
+// endpointCheck asks wireguard-go whether the peer of key has an endpoint
+// now (tundev.EndpointChecker): wireguard-go has no accessor for it, but
+// Peer.SendBuffers fails before it sends anything when the peer has none
+// ("no known endpoint for peer") and otherwise hands the buffers to the
+// bind, which sends nothing for none (bind.Bind.Send): a lookup and two
+// locks of wireguard-go's, no datagram. A peer once seen with an endpoint
+// keeps it (wireguard-go never clears one), so the answer true is kept;
+// a peer no longer configured is answered true too (wireguard-go routes
+// its packets, if any, by its own table). Safe for concurrent use.
+type endpointCheck struct {
+	dev *device.Device
+	key device.NoisePublicKey
+	has atomic.Bool
+}
+
+// HasEndpoint implements tundev.EndpointChecker.
+func (c *endpointCheck) HasEndpoint() bool {
+	if c.has.Load() {
+		return true
+	}
+	p := c.dev.LookupPeer(c.key)
+	if p != nil && p.SendBuffers(nil) != nil {
+		return false
+	}
+	c.has.Store(true)
+	return true
+}
