@@ -56,6 +56,10 @@ const (
 	// WireGuard for us (the XDP program leaves such frames to the kernel;
 	// a port without one hands them over).
 	DropVLAN
+	// DropLinkDown: a datagram the kernel dropped after Send put it on
+	// the TX ring, for a WAN without carrier (the port's
+	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
+	DropLinkDown
 
 	NumDropReasons
 )
@@ -81,6 +85,7 @@ var dropNames = [NumDropReasons]string{
 	DropNoBuffer:    "no_buffer",
 	DropTXFull:      "tx_full",
 	DropVLAN:        "vlan",
+	DropLinkDown:    "link_down",
 }
 
 // String returns the reason's snake-case name.
@@ -120,7 +125,19 @@ func (b *Bind) Stats() Stats {
 		s.TXPackets += q.ctr.packets.Load()
 		q.ctr.drops.LoadAdd(&s.Drops)
 	}
+	s.Drops[DropLinkDown] += linkDown(b.cfg.Port)
 	return s
+}
+
+// linkDown sums what port's queues dropped for a link without carrier
+// (dataplane.DropLinkDown): frames given to the kernel, then dropped.
+func linkDown(port dataplane.Port) uint64 {
+	var n uint64
+	for i := range port.NumQueues() {
+		st := port.Queue(i).Stats()
+		n += st.Drops[dataplane.DropLinkDown]
+	}
+	return n
 }
 
 // rxQueue is one queue's receive side for one generation. Everything but

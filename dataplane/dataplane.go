@@ -108,7 +108,9 @@ type TX interface {
 	// takes ownership of frames[:n] and the caller keeps frames[n:] (the TX
 	// ring was full). A frame of another pool is copied into one of this
 	// queue's pool (counted as a copy) and the original freed, unless the
-	// pools share memory. Transmit kicks the device at most once.
+	// pools share memory. Transmit kicks the device at most once. A frame
+	// the kernel then drops because the link has no carrier is counted as
+	// DropLinkDown, not in TXPackets (afxdp in copy mode).
 	Transmit(frames []Frame) int
 
 	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
@@ -218,6 +220,11 @@ const (
 	DropClosed
 	// DropRingFull: a frame the peer's RX ring had no room for (memport).
 	DropRingFull
+	// DropLinkDown: a frame put on the TX ring that the kernel dropped
+	// because the interface had no carrier (its other end or cable down)
+	// or was down (afxdp in copy mode: sendto's EBUSY, each a frame
+	// completed unsent and counted in the interface's tx_dropped).
+	DropLinkDown
 
 	NumDropReasons
 )
@@ -229,6 +236,7 @@ var dropReasonNames = [NumDropReasons]string{
 	DropNoBuffer:      "no_buffer",
 	DropClosed:        "closed",
 	DropRingFull:      "ring_full",
+	DropLinkDown:      "link_down",
 }
 
 // String returns the reason's name in snake case, as used in metric labels.

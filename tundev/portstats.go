@@ -3,6 +3,7 @@ package tundev
 import (
 	"sync/atomic"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/internal/counts"
 )
 
@@ -64,6 +65,10 @@ const (
 	// no endpoint (SetNoEndpoint): a road warrior that has not connected
 	// since the gateway started, to which wireguard-go could only hold it.
 	PortDropNoEndpoint
+	// PortDropLinkDown: a packet the kernel dropped after Write put it on
+	// the TX ring, for a LAN without carrier (the port's
+	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
+	PortDropLinkDown
 
 	NumPortDropReasons
 )
@@ -71,7 +76,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
-	"no_endpoint",
+	"no_endpoint", "link_down",
 }
 
 // String returns the reason's snake-case name.
@@ -113,6 +118,10 @@ func (d *PortDevice) Stats() PortStats {
 		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(),
 		ICMPSuppressed: d.ctr.icmpSuppressed.Load(), PeerToPeer: d.ctr.peerToPeer.Load()}
 	s.Drops = d.ctr.drops.Load()
+	for i := range d.cfg.Port.NumQueues() {
+		st := d.cfg.Port.Queue(i).Stats()
+		s.Drops[PortDropLinkDown] += st.Drops[dataplane.DropLinkDown]
+	}
 	return s
 }
 

@@ -305,8 +305,18 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 		bytes += uint64(l)
 	}
 	if slots > 0 {
+		first := h.s.tx.cachedProd
 		h.s.tx.submit(slots)
-		h.kick(slots)
+		if lost := h.kick(slots); lost > 0 {
+			// The ring's frames go in order: those of this call
+			// before the first lost were sent (exactly so when the
+			// ring held no earlier frames).
+			slots -= min(lost, slots)
+			bytes = 0
+			for j := range slots {
+				bytes += uint64(h.s.tx.descs[(first+j)&h.s.tx.mask].Len)
+			}
+		}
 		h.ctr.packets.Add(uint64(slots))
 		h.ctr.bytes.Add(bytes)
 	}
@@ -322,18 +332,43 @@ func tagged(b []byte) bool {
 	return len(b) >= ethHeaderLen && b[12] == 0x81 && b[13] == 0x00
 }
 
-func (h *txHalf) kick(n uint32) {
+// kick has the kernel send the n frames just submitted and returns how
+// many frames of the ring the kernel dropped for a link without carrier
+// (or down: DropLinkDown), counted here. In copy mode such a kick drops
+// one frame and fails with EBUSY (socket.kickTX), and the next kick the
+// next frame: kick then kicks again until a kick does not fail so or the
+// frames on the ring at that moment are all dropped, so that what is
+// given to a link without carrier is dropped at once and counted, as
+// Linux drops what it sends there (its queue discipline is deactivated
+// while the carrier is off), instead of waiting on the ring to be sent,
+// stale, when the carrier returns. The frames are completed as if sent
+// (Reclaim takes them back). An interface set down (ENETDOWN) takes no
+// frame: they wait on the ring (the ring full, Transmit takes fewer).
+func (h *txHalf) kick(n uint32) (lost uint32) {
 	if !h.copyMode && h.s.wakeup && !h.s.tx.needWakeup() {
-		return
+		return 0
 	}
 	kicks := uint32(1)
 	if h.copyMode {
 		kicks = (n + uint32(h.s.txBudget) - 1) / uint32(h.s.txBudget)
 	}
 	for range kicks {
-		h.s.kickTX()
+		if h.s.kickTX() == unix.EBUSY && h.copyMode {
+			lost++
+			for left := h.s.tx.pending(); left > 0; left-- {
+				kicks++
+				if h.s.kickTX() != unix.EBUSY {
+					break
+				}
+				lost++
+			}
+		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
+	if lost > 0 {
+		h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
+	}
+	return lost
 }
 
 // reclaim moves completed frames from the completion ring to the cache.
