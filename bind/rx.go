@@ -60,6 +60,10 @@ const (
 	// the TX ring, for a WAN without carrier (the port's
 	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
 	DropLinkDown
+	// DropDriver: a datagram the WAN's driver dropped after Send put it
+	// on the TX ring, with the link up (the port's dataplane.DropDriver,
+	// which Stats reads; TXPackets counted it).
+	DropDriver
 
 	NumDropReasons
 )
@@ -86,6 +90,7 @@ var dropNames = [NumDropReasons]string{
 	DropTXFull:      "tx_full",
 	DropVLAN:        "vlan",
 	DropLinkDown:    "link_down",
+	DropDriver:      "driver_drop",
 }
 
 // String returns the reason's snake-case name.
@@ -125,19 +130,12 @@ func (b *Bind) Stats() Stats {
 		s.TXPackets += q.ctr.packets.Load()
 		q.ctr.drops.LoadAdd(&s.Drops)
 	}
-	s.Drops[DropLinkDown] += linkDown(b.cfg.Port)
-	return s
-}
-
-// linkDown sums what port's queues dropped for a link without carrier
-// (dataplane.DropLinkDown): frames given to the kernel, then dropped.
-func linkDown(port dataplane.Port) uint64 {
-	var n uint64
-	for i := range port.NumQueues() {
-		st := port.Queue(i).Stats()
-		n += st.Drops[dataplane.DropLinkDown]
+	for i := range b.cfg.Port.NumQueues() {
+		st := b.cfg.Port.Queue(i).Stats()
+		s.Drops[DropLinkDown] += st.Drops[dataplane.DropLinkDown]
+		s.Drops[DropDriver] += st.Drops[dataplane.DropDriver]
 	}
-	return n
+	return s
 }
 
 // rxQueue is one queue's receive side for one generation. Everything but

@@ -109,8 +109,9 @@ type TX interface {
 	// ring was full). A frame of another pool is copied into one of this
 	// queue's pool (counted as a copy) and the original freed, unless the
 	// pools share memory. Transmit kicks the device at most once. A frame
-	// the kernel then drops because the link has no carrier is counted as
-	// DropLinkDown, not in TXPackets (afxdp in copy mode).
+	// the kernel then drops because the link has no carrier, or its driver
+	// drops, is counted as DropLinkDown or DropDriver, not in TXPackets
+	// (afxdp in copy mode).
 	Transmit(frames []Frame) int
 
 	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
@@ -225,6 +226,11 @@ const (
 	// or was down (afxdp in copy mode: sendto's EBUSY, each a frame
 	// completed unsent and counted in the interface's tx_dropped).
 	DropLinkDown
+	// DropDriver: a frame put on the TX ring that the interface's driver
+	// dropped with the link up (afxdp in copy mode: sendto's EBUSY; a
+	// veth whose other end's queue was full), counted in the interface's
+	// tx_dropped.
+	DropDriver
 
 	NumDropReasons
 )
@@ -237,6 +243,7 @@ var dropReasonNames = [NumDropReasons]string{
 	DropClosed:        "closed",
 	DropRingFull:      "ring_full",
 	DropLinkDown:      "link_down",
+	DropDriver:        "driver_drop",
 }
 
 // String returns the reason's name in snake case, as used in metric labels.

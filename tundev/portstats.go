@@ -69,6 +69,10 @@ const (
 	// the TX ring, for a LAN without carrier (the port's
 	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
 	PortDropLinkDown
+	// PortDropDriver: a packet the LAN's driver dropped after Write put
+	// it on the TX ring, with the link up (the port's
+	// dataplane.DropDriver, which Stats reads; TXPackets counted it).
+	PortDropDriver
 
 	NumPortDropReasons
 )
@@ -76,7 +80,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
-	"no_endpoint", "link_down",
+	"no_endpoint", "link_down", "driver_drop",
 }
 
 // String returns the reason's snake-case name.
@@ -121,6 +125,7 @@ func (d *PortDevice) Stats() PortStats {
 	for i := range d.cfg.Port.NumQueues() {
 		st := d.cfg.Port.Queue(i).Stats()
 		s.Drops[PortDropLinkDown] += st.Drops[dataplane.DropLinkDown]
+		s.Drops[PortDropDriver] += st.Drops[dataplane.DropDriver]
 	}
 	return s
 }

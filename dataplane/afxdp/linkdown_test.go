@@ -26,7 +26,13 @@ func TestTransmitLinkDown(t *testing.T) {
 			t.Fatalf("ip link set %s %s: %v\n%s", p.v.B, state, err, out)
 		}
 	}
+	if !a.linkUp() {
+		t.Fatal("linkUp() = false with both ends up")
+	}
 	setB("down")
+	if a.linkUp() {
+		t.Fatal("linkUp() = true with the far end down")
+	}
 	tx := a.Queue(0).TX()
 	const n = 100
 	sendTest(t, tx, p.macA, p.macB, 1, n)
@@ -41,7 +47,7 @@ func TestTransmitLinkDown(t *testing.T) {
 	setB("up")
 	sendTest(t, tx, p.macA, p.macB, 1, 10)
 	s = a.Queue(0).Stats()
-	if s.Drops[dataplane.DropLinkDown] != n || s.TXPackets != 10 || s.TXBytes != 640 {
+	if s.Drops[dataplane.DropLinkDown] != n || s.Drops[dataplane.DropDriver] != 0 || s.TXPackets != 10 || s.TXBytes != 640 {
 		t.Errorf("10 frames once the carrier is back: link_down %d, tx packets %d, bytes %d; want %d 10 640",
 			s.Drops[dataplane.DropLinkDown], s.TXPackets, s.TXBytes, n)
 	}

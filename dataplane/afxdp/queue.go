@@ -4,6 +4,7 @@ package afxdp
 
 import (
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -242,6 +243,9 @@ type txHalf struct {
 	copyMode bool
 	busy     atomic.Int32
 	ctr      counters
+	// linkAsked is when linkWasUp was asked of the kernel (linkUp).
+	linkAsked time.Time
+	linkWasUp bool
 }
 
 func (h *txHalf) enter() bool {
@@ -308,9 +312,11 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 		first := h.s.tx.cachedProd
 		h.s.tx.submit(slots)
 		if lost := h.kick(slots); lost > 0 {
-			// The ring's frames go in order: those of this call
-			// before the first lost were sent (exactly so when the
-			// ring held no earlier frames).
+			// Count the frames not lost, and as their bytes those
+			// of this call's first frames: exact when the ring held
+			// no earlier frames and the link went down (the ring's
+			// frames go in order, and all after the first lost are
+			// lost too).
 			slots -= min(lost, slots)
 			bytes = 0
 			for j := range slots {
@@ -333,17 +339,18 @@ func tagged(b []byte) bool {
 }
 
 // kick has the kernel send the n frames just submitted and returns how
-// many frames of the ring the kernel dropped for a link without carrier
-// (or down: DropLinkDown), counted here. In copy mode such a kick drops
-// one frame and fails with EBUSY (socket.kickTX), and the next kick the
-// next frame: kick then kicks again until a kick does not fail so or the
-// frames on the ring at that moment are all dropped, so that what is
-// given to a link without carrier is dropped at once and counted, as
-// Linux drops what it sends there (its queue discipline is deactivated
-// while the carrier is off), instead of waiting on the ring to be sent,
-// stale, when the carrier returns. The frames are completed as if sent
-// (Reclaim takes them back). An interface set down (ENETDOWN) takes no
-// frame: they wait on the ring (the ring full, Transmit takes fewer).
+// many frames of the ring the kernel dropped, counted here (dropped). In
+// copy mode a kick that finds the interface without carrier drops one
+// frame and fails with EBUSY (socket.kickTX), and the next kick the next
+// frame: kick then kicks again until a kick does not fail so or the
+// frames on the ring at that moment are all dropped (DropLinkDown), so
+// that what is given to a link without carrier is dropped at once and
+// counted, as Linux drops what it sends there (its queue discipline is
+// deactivated while the carrier is off), instead of waiting on the ring
+// to be sent, stale, when the carrier returns. Dropped frames are
+// completed as if sent (Reclaim takes them back). An interface set down
+// (ENETDOWN) takes no frame: they wait on the ring (the ring full,
+// Transmit takes fewer).
 func (h *txHalf) kick(n uint32) (lost uint32) {
 	if !h.copyMode && h.s.wakeup && !h.s.tx.needWakeup() {
 		return 0
@@ -354,21 +361,50 @@ func (h *txHalf) kick(n uint32) (lost uint32) {
 	}
 	for range kicks {
 		if h.s.kickTX() == unix.EBUSY && h.copyMode {
-			lost++
-			for left := h.s.tx.pending(); left > 0; left-- {
-				kicks++
-				if h.s.kickTX() != unix.EBUSY {
-					break
-				}
-				lost++
-			}
+			lost += h.dropped(&kicks)
 		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
-	if lost > 0 {
-		h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
-	}
 	return lost
+}
+
+// dropped counts the frame a kick that failed with EBUSY dropped and
+// returns how many frames of the ring were dropped. EBUSY does not say
+// why: the interface was down or without carrier, or its driver refused
+// the frame (a veth whose other end's queue is full, without a queue
+// discipline in front). It asks the kernel (linkUp): with the link
+// up the frame is the driver's drop (DropDriver), and the rest of the ring
+// waits for the next kick; with it down the frame is DropLinkDown, and so
+// are the ring's other frames, kicked out one a kick, counted in kicks,
+// until a kick does not fail so.
+func (h *txHalf) dropped(kicks *uint32) uint32 {
+	if h.linkUp() {
+		h.ctr.drops[dataplane.DropDriver].Add(1)
+		return 1
+	}
+	lost := uint32(1)
+	for left := h.s.tx.pending(); left > 0; left-- {
+		*kicks++
+		if h.s.kickTX() != unix.EBUSY {
+			break
+		}
+		lost++
+	}
+	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
+	return lost
+}
+
+// linkRecheck is how long an answer of Port.linkUp is kept (txHalf.linkUp).
+const linkRecheck = 100 * time.Millisecond
+
+// linkUp is the port's linkUp, asked of the kernel at most every
+// linkRecheck: a link without carrier fails every kick, a busy veth
+// many, and a netlink round trip each would cost more than the kicks.
+func (h *txHalf) linkUp() bool {
+	if now := time.Now(); h.linkAsked.IsZero() || now.Sub(h.linkAsked) >= linkRecheck {
+		h.linkAsked, h.linkWasUp = now, h.q.port.linkUp()
+	}
+	return h.linkWasUp
 }
 
 // reclaim moves completed frames from the completion ring to the cache.
