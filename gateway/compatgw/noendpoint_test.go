@@ -2,6 +2,7 @@ package compatgw
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,33 @@ func TestNoEndpoint(t *testing.T) {
 	}
 	if d := s.g.Stats().LAN.Drops[tundev.PortDropNoEndpoint] - mid.Drops[tundev.PortDropNoEndpoint]; d != 0 {
 		t.Errorf("%d packets to the connected road warrior dropped as no_endpoint, want 0", d)
+	}
+}
+
+// TestNoEndpointSetMoves: a wg set that gives an allowed IP inside the
+// prefix of a peer without endpoint to a peer with one takes that
+// address's packets to the other peer at once, though the sync that
+// marked the first peer is an hour away: they are not dropped as
+// no_endpoint (a set that changes allowed IPs turns the check off until
+// the next sync).
+func TestNoEndpointSetMoves(t *testing.T) {
+	s := newSite(t, func(c *Config) {
+		c.UAPI = "private_key=" + strings.Repeat("11", 32) + "\nlisten_port=51820\n" +
+			"public_key=" + strings.Repeat("22", 32) + "\nallowed_ip=198.18.9.0/24\n" +
+			"public_key=" + strings.Repeat("33", 32) + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.5.0/24\n"
+	})
+	noEndpoint := func() uint64 { return s.g.Stats().LAN.Drops[tundev.PortDropNoEndpoint] }
+	if got := testenv.Unreachables(t, s.host, "198.18.9.1", "198.18.1.1", 3); got != 3 || !testenv.PollUntil(5*time.Second, func() bool { return noEndpoint() == 3 }) {
+		t.Fatalf("3 pings to 198.18.9.1 (no endpoint): %d host unreachable, no_endpoint %d; want 3 3", got, noEndpoint())
+	}
+	if got := uapiSet(t, s.name, "public_key="+strings.Repeat("33", 32), "allowed_ip=198.18.9.1/32"); got != "errno=0" {
+		t.Fatalf("set allowed_ip=198.18.9.1/32 on the peer with an endpoint: reply %q, want errno=0", got)
+	}
+	rx := s.g.Stats().LAN.RXPackets
+	if got := testenv.Unreachables(t, s.host, "198.18.9.1", "198.18.1.1", 3); got != 0 {
+		t.Errorf("3 pings to 198.18.9.1, now the allowed IP of a peer with an endpoint: %d host unreachable, want 0", got)
+	}
+	if !testenv.PollUntil(5*time.Second, func() bool { return s.g.Stats().LAN.RXPackets >= rx+3 }) || noEndpoint() != 3 {
+		t.Errorf("after the set: %d packets read for wireguard-go, no_endpoint %d; want 3 more, no_endpoint 3", s.g.Stats().LAN.RXPackets-rx, noEndpoint())
 	}
 }
