@@ -469,6 +469,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	v4 := dst.Is4()
 	src := b.local.Load().source(e, dst, b.cfg.Source)
 	if !src.IsValid() {
+		b.txqs[0].ctr.drops[DropNoWANAddress].Add(uint64(len(bufs)))
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
 	}
 	mac, reason, err := b.nextHop(dst)

@@ -64,6 +64,10 @@ const (
 	// on the TX ring, with the link up (the port's dataplane.DropDriver,
 	// which Stats reads; TXPackets counted it).
 	DropDriver
+	// DropNoWANAddress: Send had no address of the endpoint's family to
+	// send from (the WAN has none: ErrNoAddress), as the fast path's
+	// DropNoWANAddress.
+	DropNoWANAddress
 
 	NumDropReasons
 )
@@ -76,21 +80,22 @@ const (
 const DropNoRoute = DropNoWANRoute
 
 var dropNames = [NumDropReasons]string{
-	DropMalformed:   "malformed",
-	DropNotIP:       "not_ip",
-	DropNeighbour:   "neighbour",
-	DropNotUDP:      "not_udp",
-	DropFragment:    "fragment",
-	DropNotOurs:     "not_ours",
-	DropBadChecksum: "bad_checksum",
-	DropTooBig:      "too_big",
-	DropNoWANRoute:  "no_wan_route",
-	DropNoNeighbour: "no_neighbour",
-	DropNoBuffer:    "no_buffer",
-	DropTXFull:      "tx_full",
-	DropVLAN:        "vlan",
-	DropLinkDown:    "link_down",
-	DropDriver:      "driver_drop",
+	DropMalformed:    "malformed",
+	DropNotIP:        "not_ip",
+	DropNeighbour:    "neighbour",
+	DropNotUDP:       "not_udp",
+	DropFragment:     "fragment",
+	DropNotOurs:      "not_ours",
+	DropBadChecksum:  "bad_checksum",
+	DropTooBig:       "too_big",
+	DropNoWANRoute:   "no_wan_route",
+	DropNoNeighbour:  "no_neighbour",
+	DropNoBuffer:     "no_buffer",
+	DropTXFull:       "tx_full",
+	DropVLAN:         "vlan",
+	DropLinkDown:     "link_down",
+	DropDriver:       "driver_drop",
+	DropNoWANAddress: "no_wan_address",
 }
 
 // String returns the reason's snake-case name.

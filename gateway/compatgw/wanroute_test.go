@@ -15,8 +15,10 @@ import (
 // (fastpath.DropNoWANRoute; README "Reading the drop counters"), not as
 // no_route, which the LAN side counts for a packet to no peer's allowed
 // IPs, nor as no_neighbour; and what it sends to an endpoint on the WAN's
-// network that does not answer ARP (198.18.0.77) as no_neighbour. The
-// peer's persistent keepalive has wireguard-go start a handshake at once.
+// network that does not answer ARP (198.18.0.77) as no_neighbour, and to
+// an IPv6 endpoint, the WAN having no IPv6 address, as no_wan_address (as
+// the fast path's), where it was counted nowhere. The peer's persistent
+// keepalive has wireguard-go start a handshake at once.
 func TestNoWANRoute(t *testing.T) {
 	for _, c := range []struct {
 		endpoint    string
@@ -24,6 +26,7 @@ func TestNoWANRoute(t *testing.T) {
 	}{
 		{"198.18.50.2:51820", "no_wan_route", "no_neighbour"},
 		{"198.18.0.77:51820", "no_neighbour", "no_wan_route"},
+		{"[2001:2::2]:51820", "no_wan_address", "no_wan_route"}, // the WAN has no IPv6 address
 	} {
 		t.Run(c.endpoint, func(t *testing.T) {
 			s := newSite(t, func(cfg *Config) {
