@@ -91,7 +91,10 @@ type Config struct {
 	// less often (followPrefixes). A change through the UAPI socket (wg(8))
 	// or Gateway.IpcSet is in the filter before its reply, by the
 	// difference it made (setOperation); one made from Go meanwhile is
-	// not, until the sync.
+	// not, until the sync. A sync also marks the peers without an
+	// endpoint, whose LAN packets are answered host unreachable
+	// (noendpoint.go): an allowed IP moved from such a peer to another
+	// from Go is answered so until the sync; use Gateway.IpcSet.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -209,9 +212,12 @@ type Gateway struct {
 	// far. Guarded by mu.
 	syncs int
 	// noEndpoint are the peers without an endpoint as the LAN device was
-	// last told (publishNoEndpoint); nil: none, or the device told
-	// nothing since a set changed the allowed IPs. Guarded by mu.
-	noEndpoint map[device.NoisePublicKey]struct{}
+	// last told (publishNoEndpoint), and noEndpointOwners the allowed IPs
+	// it was told with them (nil while none); nil: the device told
+	// nothing since start or since a set changed the allowed IPs. Guarded
+	// by mu.
+	noEndpoint       map[device.NoisePublicKey]struct{}
+	noEndpointOwners map[netip.Prefix]device.NoisePublicKey
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global

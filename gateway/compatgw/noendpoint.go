@@ -23,11 +23,12 @@ type noEndpointSetter interface {
 // gateway started), so that the LAN's packets to it are dropped as
 // no_endpoint and answered with host unreachable, as Linux's wg0 and the
 // fast path answer them, where wireguard-go would hold them uncounted
-// (tundev.PortDevice.SetNoEndpoint). It tells it again only when the
-// allowed IPs changed (changed) or the set of such peers did: O(peers)
-// map look-ups, plus a table of all allowed IPs when told. g.mu must be
-// held.
-func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Prefix]device.NoisePublicKey, changed bool) {
+// (tundev.PortDevice.SetNoEndpoint). It tells it again only when the set
+// of such peers or, while there are any, the allowed IPs or their peers
+// changed (a prefix moved between peers included, which the Go API may do
+// unseen): O(allowed IPs) map look-ups, plus a copy and a table of them
+// when told. g.mu must be held.
+func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Prefix]device.NoisePublicKey) {
 	s, ok := g.noRoute.(noEndpointSetter)
 	if !ok {
 		return
@@ -38,14 +39,17 @@ func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Pref
 			none[k] = struct{}{}
 		}
 	}
-	if !changed && g.noEndpoint != nil && maps.Equal(none, g.noEndpoint) {
-		return
-	}
-	g.noEndpoint = none
 	if len(none) == 0 {
-		s.SetNoEndpoint(nil)
+		if g.noEndpoint == nil || len(g.noEndpoint) > 0 {
+			s.SetNoEndpoint(nil)
+		}
+		g.noEndpoint, g.noEndpointOwners = none, nil
 		return
 	}
+	if g.noEndpoint != nil && maps.Equal(none, g.noEndpoint) && maps.Equal(want, g.noEndpointOwners) {
+		return
+	}
+	g.noEndpoint, g.noEndpointOwners = none, maps.Clone(want)
 	checks := make(map[device.NoisePublicKey]*endpointCheck, len(none))
 	for k := range none {
 		checks[k] = &endpointCheck{dev: g.dev, key: k}
@@ -61,11 +65,24 @@ func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Pref
 	s.SetNoEndpoint(routes)
 }
 
+// movesAllowedIPs reports whether a set's ops (allowedips.Edit) may
+// change which peer an address routes to: any but selecting (or creating,
+// with no allowed IP yet) a peer.
+func movesAllowedIPs(ops []allowedips.Op) bool {
+	for _, op := range ops {
+		if op.Kind != allowedips.OpPublicKey {
+			return true
+		}
+	}
+	return false
+}
+
 // forgetNoEndpoint turns the PortDevice's check of peers without an
 // endpoint off until the next sync: a set that changed the allowed IPs
-// may have moved a prefix to another peer, and the check must never
-// answer unreachable for a packet wireguard-go would send. g.mu must be
-// held.
+// may have moved a prefix to another peer (a move changes no prefix of
+// the LAN filter: followSet's difference misses it), and the check must
+// never answer unreachable for a packet wireguard-go would send. g.mu
+// must be held.
 func (g *Gateway) forgetNoEndpoint() {
 	if g.noEndpoint == nil {
 		return
@@ -73,7 +90,7 @@ func (g *Gateway) forgetNoEndpoint() {
 	if s, ok := g.noRoute.(noEndpointSetter); ok {
 		s.SetNoEndpoint(nil)
 	}
-	g.noEndpoint = nil
+	g.noEndpoint, g.noEndpointOwners = nil, nil
 }
 
 // endpointCheck asks wireguard-go whether the peer of key has an endpoint

@@ -74,30 +74,70 @@ func TestNoEndpoint(t *testing.T) {
 	}
 }
 
-// TestNoEndpointSetMoves: a wg set that gives an allowed IP inside the
-// prefix of a peer without endpoint to a peer with one takes that
-// address's packets to the other peer at once, though the sync that
-// marked the first peer is an hour away: they are not dropped as
-// no_endpoint (a set that changes allowed IPs turns the check off until
-// the next sync).
+// TestNoEndpointSetMoves: an address that moves from a peer without
+// endpoint (A) to one with one (B) is never dropped as no_endpoint once
+// wireguard-go routes it to B: after a wg set that gives B a prefix inside
+// A's, or A's whole prefix (a move, which changes no prefix of the LAN
+// filter), at once though the periodic sync is an hour away; and after a
+// move through the Go API (Device().IpcSet, unseen by the sets), from the
+// next sync on (called here), though A keeps another prefix and so stays
+// a peer without endpoint.
 func TestNoEndpointSetMoves(t *testing.T) {
+	a, b := strings.Repeat("22", 32), strings.Repeat("33", 32)
 	s := newSite(t, func(c *Config) {
 		c.UAPI = "private_key=" + strings.Repeat("11", 32) + "\nlisten_port=51820\n" +
-			"public_key=" + strings.Repeat("22", 32) + "\nallowed_ip=198.18.9.0/24\n" +
-			"public_key=" + strings.Repeat("33", 32) + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.5.0/24\n"
+			"public_key=" + a + "\nallowed_ip=198.18.9.0/24\nallowed_ip=198.18.5.0/24\nallowed_ip=198.18.7.0/24\n" +
+			"public_key=" + b + "\nendpoint=198.18.0.2:51820\nallowed_ip=198.18.6.0/24\n"
 	})
 	noEndpoint := func() uint64 { return s.g.Stats().LAN.Drops[tundev.PortDropNoEndpoint] }
-	if got := testenv.Unreachables(t, s.host, "198.18.9.1", "198.18.1.1", 3); got != 3 || !testenv.PollUntil(5*time.Second, func() bool { return noEndpoint() == 3 }) {
-		t.Fatalf("3 pings to 198.18.9.1 (no endpoint): %d host unreachable, no_endpoint %d; want 3 3", got, noEndpoint())
+	// pings sends 3 pings to dst and waits until the LAN device read or
+	// dropped them as no_endpoint; it returns how many it dropped so.
+	pings := func(dst string) uint64 {
+		t.Helper()
+		st := s.g.Stats().LAN
+		ne := st.Drops[tundev.PortDropNoEndpoint]
+		testenv.Unreachables(t, s.host, dst, "198.18.1.1", 3)
+		if !testenv.PollUntil(5*time.Second, func() bool {
+			now := s.g.Stats().LAN
+			return now.RXPackets-st.RXPackets+now.Drops[tundev.PortDropNoEndpoint]-ne >= 3
+		}) {
+			t.Fatalf("3 pings to %s: neither read nor dropped as no_endpoint", dst)
+		}
+		return noEndpoint() - ne
 	}
-	if got := uapiSet(t, s.name, "public_key="+strings.Repeat("33", 32), "allowed_ip=198.18.9.1/32"); got != "errno=0" {
-		t.Fatalf("set allowed_ip=198.18.9.1/32 on the peer with an endpoint: reply %q, want errno=0", got)
+	set := func(lines ...string) {
+		t.Helper()
+		if got := uapiSet(t, s.name, lines...); got != "errno=0" {
+			t.Fatalf("set %q: reply %q, want errno=0", lines, got)
+		}
 	}
-	rx := s.g.Stats().LAN.RXPackets
-	if got := testenv.Unreachables(t, s.host, "198.18.9.1", "198.18.1.1", 3); got != 0 {
-		t.Errorf("3 pings to 198.18.9.1, now the allowed IP of a peer with an endpoint: %d host unreachable, want 0", got)
+	sync := func() {
+		t.Helper()
+		if err := s.g.syncPrefixes(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if !testenv.PollUntil(5*time.Second, func() bool { return s.g.Stats().LAN.RXPackets >= rx+3 }) || noEndpoint() != 3 {
-		t.Errorf("after the set: %d packets read for wireguard-go, no_endpoint %d; want 3 more, no_endpoint 3", s.g.Stats().LAN.RXPackets-rx, noEndpoint())
+	if got := pings("198.18.9.1"); got != 3 {
+		t.Fatalf("3 pings to 198.18.9.1 (peer A, no endpoint): %d dropped as no_endpoint, want 3", got)
+	}
+	set("public_key="+b, "allowed_ip=198.18.9.1/32")
+	if got := pings("198.18.9.1"); got != 0 {
+		t.Errorf("after wg set gave 198.18.9.1/32 to peer B: %d of 3 pings dropped as no_endpoint, want 0", got)
+	}
+	sync()
+	set("public_key="+b, "allowed_ip=198.18.9.0/24")
+	if got := pings("198.18.9.2"); got != 0 {
+		t.Errorf("after wg set moved 198.18.9.0/24 to peer B: %d of 3 pings dropped as no_endpoint, want 0", got)
+	}
+	sync()
+	if got := pings("198.18.5.1"); got != 3 {
+		t.Fatalf("3 pings to 198.18.5.1 (peer A): %d dropped as no_endpoint, want 3", got)
+	}
+	if err := s.g.Device().IpcSet("public_key=" + b + "\nallowed_ip=198.18.5.0/24\n"); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if got := pings("198.18.5.1"); got != 0 {
+		t.Errorf("after the Go API moved 198.18.5.0/24 to peer B and a sync: %d of 3 pings dropped as no_endpoint, want 0", got)
 	}
 }

@@ -86,7 +86,7 @@ func (g *Gateway) setOperation(r io.Reader) error {
 	}
 	if ok {
 		serr = g.followSet(add, del)
-		if len(add)+len(del) > 0 {
+		if movesAllowedIPs(e.Ops) {
 			g.forgetNoEndpoint()
 		}
 	} else {
