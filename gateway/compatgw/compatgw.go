@@ -212,12 +212,12 @@ type Gateway struct {
 	// far. Guarded by mu.
 	syncs int
 	// noEndpoint are the peers without an endpoint as the LAN device was
-	// last told (publishNoEndpoint), and noEndpointOwners the allowed IPs
-	// it was told with them (nil while none); nil: the device told
-	// nothing since start or since a set changed the allowed IPs. Guarded
-	// by mu.
+	// last told (publishNoEndpoint), and noEndpointOwners the digest of
+	// the allowed IPs it was told with them (ownersSum; 0 while none);
+	// nil: the device told nothing since start or since a set changed
+	// the allowed IPs. Guarded by mu.
 	noEndpoint       map[device.NoisePublicKey]struct{}
-	noEndpointOwners map[netip.Prefix]device.NoisePublicKey
+	noEndpointOwners uint64
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global

@@ -1,6 +1,7 @@
 package compatgw
 
 import (
+	"hash/maphash"
 	"maps"
 	"net/netip"
 	"sync/atomic"
@@ -26,8 +27,8 @@ type noEndpointSetter interface {
 // (tundev.PortDevice.SetNoEndpoint). It tells it again only when the set
 // of such peers or, while there are any, the allowed IPs or their peers
 // changed (a prefix moved between peers included, which the Go API may do
-// unseen): O(allowed IPs) map look-ups, plus a copy and a table of them
-// when told. g.mu must be held.
+// unseen: ownersSum): O(allowed IPs) map look-ups and hashes, plus a
+// table of them when told. g.mu must be held.
 func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Prefix]device.NoisePublicKey) {
 	s, ok := g.noRoute.(noEndpointSetter)
 	if !ok {
@@ -43,13 +44,14 @@ func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Pref
 		if g.noEndpoint == nil || len(g.noEndpoint) > 0 {
 			s.SetNoEndpoint(nil)
 		}
-		g.noEndpoint, g.noEndpointOwners = none, nil
+		g.noEndpoint, g.noEndpointOwners = none, 0
 		return
 	}
-	if g.noEndpoint != nil && maps.Equal(none, g.noEndpoint) && maps.Equal(want, g.noEndpointOwners) {
+	sum := ownersSum(want)
+	if g.noEndpoint != nil && maps.Equal(none, g.noEndpoint) && sum == g.noEndpointOwners {
 		return
 	}
-	g.noEndpoint, g.noEndpointOwners = none, maps.Clone(want)
+	g.noEndpoint, g.noEndpointOwners = none, sum
 	checks := make(map[device.NoisePublicKey]*endpointCheck, len(none))
 	for k := range none {
 		checks[k] = &endpointCheck{dev: g.dev, key: k}
@@ -63,6 +65,31 @@ func (g *Gateway) publishNoEndpoint(w *allowedips.GetWriter, want map[netip.Pref
 		routes = append(routes, r)
 	}
 	s.SetNoEndpoint(routes)
+}
+
+// ownersSeed seeds ownersSum.
+var ownersSeed = maphash.MakeSeed()
+
+// ownersSum digests want, the allowed IPs and their peers, in 64 bits
+// whatever its order (a sum of a hash of each prefix with its peer's
+// key), so that a sync finds a change of them without keeping a copy
+// (tens of bytes an allowed IP).
+func ownersSum(want map[netip.Prefix]device.NoisePublicKey) uint64 {
+	var sum uint64
+	var b [1 + 16 + 1 + device.NoisePublicKeySize]byte
+	for p, k := range want {
+		if p.Addr().Is4() {
+			b[0] = 4
+		} else {
+			b[0] = 6
+		}
+		a := p.Addr().As16()
+		copy(b[1:], a[:])
+		b[17] = byte(p.Bits())
+		copy(b[18:], k[:])
+		sum += maphash.Bytes(ownersSeed, b[:])
+	}
+	return sum
 }
 
 // movesAllowedIPs reports whether a set's ops (allowedips.Edit) may
@@ -90,7 +117,7 @@ func (g *Gateway) forgetNoEndpoint() {
 	if s, ok := g.noRoute.(noEndpointSetter); ok {
 		s.SetNoEndpoint(nil)
 	}
-	g.noEndpoint, g.noEndpointOwners = nil, nil
+	g.noEndpoint, g.noEndpointOwners = nil, 0
 }
 
 // endpointCheck asks wireguard-go whether the peer of key has an endpoint

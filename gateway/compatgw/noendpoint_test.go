@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.zx2c4.com/wireguard/device"
+
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/testing/wgpeer"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -139,5 +141,30 @@ func TestNoEndpointSetMoves(t *testing.T) {
 	sync()
 	if got := pings("198.18.5.1"); got != 0 {
 		t.Errorf("after the Go API moved 198.18.5.0/24 to peer B and a sync: %d of 3 pings dropped as no_endpoint, want 0", got)
+	}
+}
+
+// TestOwnersSum: the digest of the allowed IPs is the same for the same
+// prefixes and peers however the map was built, and differs when a
+// prefix moves to another peer, leaves, or comes back as the same
+// address of the other family's form.
+func TestOwnersSum(t *testing.T) {
+	p := netip.MustParsePrefix
+	var a, b device.NoisePublicKey
+	a[0], b[0] = 1, 2
+	base := map[netip.Prefix]device.NoisePublicKey{p("198.18.9.0/24"): a, p("198.18.5.0/24"): a, p("2001:2::/48"): b}
+	same := map[netip.Prefix]device.NoisePublicKey{p("2001:2::/48"): b, p("198.18.5.0/24"): a}
+	same[p("198.18.9.0/24")] = a
+	if ownersSum(base) != ownersSum(same) {
+		t.Error("ownersSum differs for the same allowed IPs built in another order")
+	}
+	for name, m := range map[string]map[netip.Prefix]device.NoisePublicKey{
+		"moved":  {p("198.18.9.0/24"): b, p("198.18.5.0/24"): a, p("2001:2::/48"): b},
+		"left":   {p("198.18.5.0/24"): a, p("2001:2::/48"): b},
+		"mapped": {p("::ffff:198.18.9.0/24"): a, p("198.18.5.0/24"): a, p("2001:2::/48"): b},
+	} {
+		if ownersSum(m) == ownersSum(base) {
+			t.Errorf("%s: ownersSum = that of the allowed IPs before", name)
+		}
 	}
 }
