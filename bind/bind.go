@@ -386,7 +386,7 @@ func (e *Endpoint) AddrPort() netip.AddrPort { return e.dst }
 func (b *Bind) nextHop(dst netip.Addr) (header.MAC, DropReason, error) {
 	nh, _, ok := b.cfg.Routes.NextHop(dst)
 	if !ok {
-		return header.MAC{}, DropNoRoute, fmt.Errorf("%w %v", ErrNoRoute, dst)
+		return header.MAC{}, DropNoWANRoute, fmt.Errorf("%w %v", ErrNoRoute, dst)
 	}
 	if mac, ok := b.cfg.Neighbours.Lookup(nh); ok {
 		return header.MAC(mac), 0, nil
@@ -451,11 +451,17 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // ErrNoBuffer (the pool ran dry: the rest of the batch is dropped and
 // counted). Datagrams the TX ring has no room for, even after reclaiming
 // completions, are dropped and counted (DropTXFull) without an error, as a
-// full qdisc drops.
+// full qdisc drops. With no bufs Send does nothing and returns nil (but
+// conn.ErrWrongEndpointType), closed or not: it neither resolves ep nor
+// waits (gateway/compatgw asks wireguard-go whether a peer has an
+// endpoint with an empty send).
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
 	if !ok {
 		return conn.ErrWrongEndpointType
+	}
+	if len(bufs) == 0 {
+		return nil
 	}
 	if b.isClosedFast() {
 		return net.ErrClosed
@@ -464,6 +470,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	v4 := dst.Is4()
 	src := b.local.Load().source(e, dst, b.cfg.Source)
 	if !src.IsValid() {
+		b.txqs[0].ctr.drops[DropNoWANAddress].Add(uint64(len(bufs)))
 		return fmt.Errorf("%w: %v", ErrNoAddress, dst)
 	}
 	mac, reason, err := b.nextHop(dst)

@@ -40,8 +40,11 @@ const (
 	// DropTooBig: a datagram longer than the receive buffer, or on send
 	// longer than the MTU or the frame.
 	DropTooBig
-	// DropNoRoute: Send found no route to the endpoint.
-	DropNoRoute
+	// DropNoWANRoute: Send found no route to the endpoint out of the
+	// port's interface (Config.Routes: none, or an unreachable, blackhole
+	// or prohibit route), as the fast path's DropNoWANRoute; a route whose
+	// next hop does not answer is DropNoNeighbour.
+	DropNoWANRoute
 	// DropNoNeighbour: Send's next hop did not resolve.
 	DropNoNeighbour
 	// DropNoBuffer: the pool had no free frame.
@@ -53,24 +56,46 @@ const (
 	// WireGuard for us (the XDP program leaves such frames to the kernel;
 	// a port without one hands them over).
 	DropVLAN
+	// DropLinkDown: a datagram the kernel dropped after Send put it on
+	// the TX ring, for a WAN without carrier (the port's
+	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
+	DropLinkDown
+	// DropDriver: a datagram the WAN's driver dropped after Send put it
+	// on the TX ring, with the link up (the port's dataplane.DropDriver,
+	// which Stats reads; TXPackets counted it).
+	DropDriver
+	// DropNoWANAddress: Send had no address of the endpoint's family to
+	// send from (the WAN has none: ErrNoAddress), as the fast path's
+	// DropNoWANAddress.
+	DropNoWANAddress
 
 	NumDropReasons
 )
 
+// DropNoRoute is DropNoWANRoute's former name.
+//
+// Deprecated: use DropNoWANRoute (counted as "no_wan_route", formerly
+// "no_route", which the gateways' LAN side uses for a packet to no
+// peer's allowed IPs).
+const DropNoRoute = DropNoWANRoute
+
 var dropNames = [NumDropReasons]string{
-	DropMalformed:   "malformed",
-	DropNotIP:       "not_ip",
-	DropNeighbour:   "neighbour",
-	DropNotUDP:      "not_udp",
-	DropFragment:    "fragment",
-	DropNotOurs:     "not_ours",
-	DropBadChecksum: "bad_checksum",
-	DropTooBig:      "too_big",
-	DropNoRoute:     "no_route",
-	DropNoNeighbour: "no_neighbour",
-	DropNoBuffer:    "no_buffer",
-	DropTXFull:      "tx_full",
-	DropVLAN:        "vlan",
+	DropMalformed:    "malformed",
+	DropNotIP:        "not_ip",
+	DropNeighbour:    "neighbour",
+	DropNotUDP:       "not_udp",
+	DropFragment:     "fragment",
+	DropNotOurs:      "not_ours",
+	DropBadChecksum:  "bad_checksum",
+	DropTooBig:       "too_big",
+	DropNoWANRoute:   "no_wan_route",
+	DropNoNeighbour:  "no_neighbour",
+	DropNoBuffer:     "no_buffer",
+	DropTXFull:       "tx_full",
+	DropVLAN:         "vlan",
+	DropLinkDown:     "link_down",
+	DropDriver:       "driver_drop",
+	DropNoWANAddress: "no_wan_address",
 }
 
 // String returns the reason's snake-case name.
@@ -109,6 +134,11 @@ func (b *Bind) Stats() Stats {
 	for _, q := range b.txqs {
 		s.TXPackets += q.ctr.packets.Load()
 		q.ctr.drops.LoadAdd(&s.Drops)
+	}
+	for i := range b.cfg.Port.NumQueues() {
+		st := b.cfg.Port.Queue(i).Stats()
+		s.Drops[DropLinkDown] += st.Drops[dataplane.DropLinkDown]
+		s.Drops[DropDriver] += st.Drops[dataplane.DropDriver]
 	}
 	return s
 }

@@ -108,7 +108,10 @@ type TX interface {
 	// takes ownership of frames[:n] and the caller keeps frames[n:] (the TX
 	// ring was full). A frame of another pool is copied into one of this
 	// queue's pool (counted as a copy) and the original freed, unless the
-	// pools share memory. Transmit kicks the device at most once.
+	// pools share memory. Transmit kicks the device at most once. A frame
+	// the kernel then drops because the link has no carrier, or its driver
+	// drops, is counted as DropLinkDown or DropDriver, not in TXPackets
+	// (afxdp in copy mode).
 	Transmit(frames []Frame) int
 
 	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
@@ -218,6 +221,16 @@ const (
 	DropClosed
 	// DropRingFull: a frame the peer's RX ring had no room for (memport).
 	DropRingFull
+	// DropLinkDown: a frame put on the TX ring that the kernel dropped
+	// because the interface had no carrier (its other end or cable down)
+	// or was down (afxdp in copy mode: sendto's EBUSY, each a frame
+	// completed unsent and counted in the interface's tx_dropped).
+	DropLinkDown
+	// DropDriver: a frame put on the TX ring that the interface's driver
+	// dropped with the link up (afxdp in copy mode: sendto's EBUSY; a
+	// veth whose other end's queue was full), counted in the interface's
+	// tx_dropped.
+	DropDriver
 
 	NumDropReasons
 )
@@ -229,6 +242,8 @@ var dropReasonNames = [NumDropReasons]string{
 	DropNoBuffer:      "no_buffer",
 	DropClosed:        "closed",
 	DropRingFull:      "ring_full",
+	DropLinkDown:      "link_down",
+	DropDriver:        "driver_drop",
 }
 
 // String returns the reason's name in snake case, as used in metric labels.

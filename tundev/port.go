@@ -142,6 +142,10 @@ type PortDevice struct {
 	noRouteAll   *bart.Table[bool]
 	noRouteDrops int
 	noRouteMu    sync.Mutex
+	// noEndpoint are the allowed IPs and their peers' endpoint checks
+	// (SetNoEndpoint); nil while every peer has an endpoint. Loaded once
+	// per Read loop turn.
+	noEndpoint atomic.Pointer[bart.Table[EndpointChecker]]
 
 	// allowed holds every peer's allowed IPs (SetAllowedIPs), value the
 	// prefix length: Write hands a packet to them back to Read (router.go).
@@ -275,7 +279,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		if d.closed.Load() {
 			return 0, os.ErrClosed
 		}
-		nr := d.noRoute.Load()
+		nr, ne := d.noRoute.Load(), d.noEndpoint.Load()
 		// Fragments of packets received before go first; while they
 		// fill the buffers nothing more is received.
 		n, m := d.frag.next(d, bufs[:want], sizes[:want], offset), 0
@@ -290,7 +294,7 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			d.warm ^= dataplane.Warm(d.frames[:got])
 			m += got
 			for j := range got {
-				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n], nr) {
+				if d.take(d.frames[j].Data(), bufs[n], offset, &sizes[n], nr, ne) {
 					n++
 				}
 			}
@@ -336,9 +340,10 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 
 // take copies the IP packet of one received frame into buf[offset:] and
 // reports whether it did. A packet to a prefix of nr (SetNoRoute's table,
-// or nil) is dropped; one over the tunnel MTU goes to overMTU (queued for
+// or nil) or to a peer without endpoint (ne, SetNoEndpoint's table, or
+// nil) is dropped; one over the tunnel MTU goes to overMTU (queued for
 // fragmentation, or answered) and take reports false.
-func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Table[bool]) bool {
+func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Table[bool], ne *bart.Table[EndpointChecker]) bool {
 	if len(frame) < header.EthernetLen {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
@@ -392,14 +397,21 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
-	if nr != nil && dropNoRoute(nr, pkt[:n]) {
+	why := NumPortDropReasons
+	switch {
+	case nr != nil && dropNoRoute(nr, pkt[:n]):
+		why = PortDropNoRoute
+	case ne != nil && dropNoEndpoint(ne, pkt[:n]):
+		why = PortDropNoEndpoint
+	}
+	if why != NumPortDropReasons {
 		// As Linux's wg0: the route's MTU first (fragmentation
 		// needed, counted over_mtu), then host unreachable.
 		if n > d.cfg.MTU && (et == header.EtherTypeIPv6 || header.IPv4(pkt).DontFragment()) {
 			d.overMTU(frame[:l3], pkt[:n])
 			return false
 		}
-		d.ctr.drops[PortDropNoRoute].Add(1)
+		d.ctr.drops[why].Add(1)
 		d.unreachable(frame[:l3], pkt[:n])
 		return false
 	}

@@ -350,7 +350,7 @@ func FuzzPortTake(f *testing.F) {
 		before := r.dev.Stats()
 		var size int
 		r.dev.rmu.Lock()
-		ok := r.dev.take(frame, buf, 16, &size, nil)
+		ok := r.dev.take(frame, buf, 16, &size, nil, nil)
 		r.dev.rmu.Unlock()
 		after := r.dev.Stats()
 		var db, da uint64

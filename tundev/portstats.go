@@ -3,6 +3,7 @@ package tundev
 import (
 	"sync/atomic"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/internal/counts"
 )
 
@@ -60,6 +61,18 @@ const (
 	// PortDropIPOptions: a transit packet with IPv4 options or an IPv6
 	// hop-by-hop header Linux does not forward (header.TransitOptions).
 	PortDropIPOptions
+	// PortDropNoEndpoint: a received packet whose destination's peer has
+	// no endpoint (SetNoEndpoint): a road warrior that has not connected
+	// since the gateway started, to which wireguard-go could only hold it.
+	PortDropNoEndpoint
+	// PortDropLinkDown: a packet the kernel dropped after Write put it on
+	// the TX ring, for a LAN without carrier (the port's
+	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
+	PortDropLinkDown
+	// PortDropDriver: a packet the LAN's driver dropped after Write put
+	// it on the TX ring, with the link up (the port's
+	// dataplane.DropDriver, which Stats reads; TXPackets counted it).
+	PortDropDriver
 
 	NumPortDropReasons
 )
@@ -67,6 +80,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
+	"no_endpoint", "link_down", "driver_drop",
 }
 
 // String returns the reason's snake-case name.
@@ -108,6 +122,11 @@ func (d *PortDevice) Stats() PortStats {
 		Fragmented: d.ctr.fragmented.Load(), ICMPErrors: d.ctr.icmp.Load(),
 		ICMPSuppressed: d.ctr.icmpSuppressed.Load(), PeerToPeer: d.ctr.peerToPeer.Load()}
 	s.Drops = d.ctr.drops.Load()
+	for i := range d.cfg.Port.NumQueues() {
+		st := d.cfg.Port.Queue(i).Stats()
+		s.Drops[PortDropLinkDown] += st.Drops[dataplane.DropLinkDown]
+		s.Drops[PortDropDriver] += st.Drops[dataplane.DropDriver]
+	}
 	return s
 }
 

@@ -9,17 +9,19 @@ import (
 
 // BenchmarkPortDeviceRead: Read of bursts of 32 frames from a memport
 // (one packet's cost per op), without drop prefixes (SetNoRoute) and,
-// as "kept", with one the packets are looked up in and pass.
+// as "kept", with one the packets are looked up in and pass; as
+// "noendpoint", with a peer without endpoint (SetNoEndpoint) whose
+// prefix holds the packets' more specific one of a peer with one.
 func BenchmarkPortDeviceRead(b *testing.B) {
-	for _, kept := range []bool{false, true} {
-		name := "none"
-		if kept {
-			name = "kept"
-		}
+	for _, name := range []string{"none", "kept", "noendpoint"} {
 		b.Run(name, func(b *testing.B) {
 			r := newPortRig(b, 1, nil)
-			if kept {
+			switch name {
+			case "kept":
 				r.dev.SetNoRoute([]netip.Prefix{netip.MustParsePrefix("198.18.0.0/16")}, []netip.Prefix{netip.MustParsePrefix("198.18.12.0/24")})
+			case "noendpoint":
+				r.dev.SetNoEndpoint([]EndpointRoute{{Prefix: netip.MustParsePrefix("198.18.0.0/16"), Peer: endpointAnswer{false}},
+					{Prefix: netip.MustParsePrefix("198.18.12.0/24")}})
 			}
 			in := ethFrame(macGW, macHost, 0x0800, ipPacket(hostIP, farIP, make([]byte, 64)))
 			const burst = 32

@@ -103,7 +103,8 @@ type Port struct {
 	prog     *program
 	link     link.Link
 	queues   []*queue
-	offload  *vlanOffload // RX VLAN offload turned off by Open, or nil
+	offload  *vlanOffload    // RX VLAN offload turned off by Open, or nil
+	ctl      *netlink.Handle // linkUp asks through it, or nil; closed by Close
 	stripped StrippedTags
 	whyTags  string
 
@@ -149,7 +150,8 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 			return nil, fmt.Errorf("afxdp: ring size %d is not a power of 2", *p)
 		}
 	}
-	p := &Port{name: ifname, driver: driverName(ifname), ifindex: a.Index, mac: a.HardwareAddr, mtu: a.MTU, umem: cfg.UMEM, shared: cfg.UMEM != nil}
+	p := &Port{name: ifname, driver: driverName(ifname), ifindex: a.Index, mac: a.HardwareAddr, mtu: a.MTU, umem: cfg.UMEM, shared: cfg.UMEM != nil,
+		ctl: openControl()}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -510,6 +512,9 @@ func (p *Port) Close() error {
 		}
 		if p.prog != nil {
 			errs = append(errs, p.prog.Close())
+		}
+		if p.ctl != nil {
+			p.ctl.Close()
 		}
 		if p.offload != nil {
 			if err := p.offload.restoreOffload(); err != nil {

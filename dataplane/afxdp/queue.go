@@ -4,6 +4,7 @@ package afxdp
 
 import (
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -242,6 +243,9 @@ type txHalf struct {
 	copyMode bool
 	busy     atomic.Int32
 	ctr      counters
+	// linkAsked is when linkWasUp was asked of the kernel (linkUp).
+	linkAsked time.Time
+	linkWasUp bool
 }
 
 func (h *txHalf) enter() bool {
@@ -305,8 +309,20 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 		bytes += uint64(l)
 	}
 	if slots > 0 {
+		first := h.s.tx.cachedProd
 		h.s.tx.submit(slots)
-		h.kick(slots)
+		if lost := h.kick(slots); lost > 0 {
+			// Count the frames not lost, and as their bytes those
+			// of this call's first frames: exact when the ring held
+			// no earlier frames and the link went down (the ring's
+			// frames go in order, and all after the first lost are
+			// lost too).
+			slots -= min(lost, slots)
+			bytes = 0
+			for j := range slots {
+				bytes += uint64(h.s.tx.descs[(first+j)&h.s.tx.mask].Len)
+			}
+		}
 		h.ctr.packets.Add(uint64(slots))
 		h.ctr.bytes.Add(bytes)
 	}
@@ -322,18 +338,73 @@ func tagged(b []byte) bool {
 	return len(b) >= ethHeaderLen && b[12] == 0x81 && b[13] == 0x00
 }
 
-func (h *txHalf) kick(n uint32) {
+// kick has the kernel send the n frames just submitted and returns how
+// many frames of the ring the kernel dropped, counted here (dropped). In
+// copy mode a kick that finds the interface without carrier drops one
+// frame and fails with EBUSY (socket.kickTX), and the next kick the next
+// frame: kick then kicks again until a kick does not fail so or the
+// frames on the ring at that moment are all dropped (DropLinkDown), so
+// that what is given to a link without carrier is dropped at once and
+// counted, as Linux drops what it sends there (its queue discipline is
+// deactivated while the carrier is off), instead of waiting on the ring
+// to be sent, stale, when the carrier returns. Dropped frames are
+// completed as if sent (Reclaim takes them back). An interface set down
+// (ENETDOWN) takes no frame: they wait on the ring (the ring full,
+// Transmit takes fewer).
+func (h *txHalf) kick(n uint32) (lost uint32) {
 	if !h.copyMode && h.s.wakeup && !h.s.tx.needWakeup() {
-		return
+		return 0
 	}
 	kicks := uint32(1)
 	if h.copyMode {
 		kicks = (n + uint32(h.s.txBudget) - 1) / uint32(h.s.txBudget)
 	}
 	for range kicks {
-		h.s.kickTX()
+		if h.s.kickTX() == unix.EBUSY && h.copyMode {
+			lost += h.dropped(&kicks)
+		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
+	return lost
+}
+
+// dropped counts the frame a kick that failed with EBUSY dropped and
+// returns how many frames of the ring were dropped. EBUSY does not say
+// why: the interface was down or without carrier, or its driver refused
+// the frame (a veth whose other end's queue is full, without a queue
+// discipline in front). It asks the kernel (linkUp): with the link
+// up the frame is the driver's drop (DropDriver), and the rest of the ring
+// waits for the next kick; with it down the frame is DropLinkDown, and so
+// are the ring's other frames, kicked out one a kick, counted in kicks,
+// until a kick does not fail so.
+func (h *txHalf) dropped(kicks *uint32) uint32 {
+	if h.linkUp() {
+		h.ctr.drops[dataplane.DropDriver].Add(1)
+		return 1
+	}
+	lost := uint32(1)
+	for left := h.s.tx.pending(); left > 0; left-- {
+		*kicks++
+		if h.s.kickTX() != unix.EBUSY {
+			break
+		}
+		lost++
+	}
+	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
+	return lost
+}
+
+// linkRecheck is how long an answer of Port.linkUp is kept (txHalf.linkUp).
+const linkRecheck = 100 * time.Millisecond
+
+// linkUp is the port's linkUp, asked of the kernel at most every
+// linkRecheck: a link without carrier fails every kick, a busy veth
+// many, and a netlink round trip each would cost more than the kicks.
+func (h *txHalf) linkUp() bool {
+	if now := time.Now(); h.linkAsked.IsZero() || now.Sub(h.linkAsked) >= linkRecheck {
+		h.linkAsked, h.linkWasUp = now, h.q.port.linkUp()
+	}
+	return h.linkWasUp
 }
 
 // reclaim moves completed frames from the completion ring to the cache.

@@ -127,10 +127,15 @@ func (s *socket) statistics() (unix.XDPStatistics, error) {
 }
 
 // kickTX asks the kernel to send what is on the TX ring (sendto with no
-// data). EAGAIN, EBUSY and ENOBUFS mean "try again later" and are not
-// errors here; the frames stay on the ring.
-func (s *socket) kickTX() {
-	_, _, _ = unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+// data) and returns its errno (0: none). EAGAIN and ENOBUFS mean "try
+// again later", and ENETDOWN (an interface set down) that nothing was
+// taken: the frames stay on the ring. EBUSY, in copy mode, means that the
+// kernel took one frame and dropped it (__dev_direct_xmit's
+// NET_XMIT_DROP: the interface is down or has no carrier), completing it
+// as if sent, after sending those before it (txHalf.kick counts it).
+func (s *socket) kickTX() unix.Errno {
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return e
 }
 
 // kickRX wakes the driver to refill from the fill ring (zero-copy mode

@@ -17,7 +17,9 @@
 // them, whose packets the LAN's PortDevice drops as no_route
 // (prefixes.go; a UAPI set by its difference, setfollow.go), so that the
 // host never forwards them by its other routes (a default route out of
-// the WAN, in cleartext).
+// the WAN, in cleartext). The LAN's packets to a peer without an endpoint
+// are dropped there too, as no_endpoint, and answered host unreachable,
+// for the peers the last sync saw without one (noendpoint.go).
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs
@@ -89,7 +91,10 @@ type Config struct {
 	// less often (followPrefixes). A change through the UAPI socket (wg(8))
 	// or Gateway.IpcSet is in the filter before its reply, by the
 	// difference it made (setOperation); one made from Go meanwhile is
-	// not, until the sync.
+	// not, until the sync. A sync also marks the peers without an
+	// endpoint, whose LAN packets are answered host unreachable
+	// (noendpoint.go): an allowed IP moved from such a peer to another
+	// from Go is answered so until the sync; use Gateway.IpcSet.
 	SyncInterval time.Duration
 	// Logger receives wireguard-go's log (debug and warnings) and the
 	// filter's errors (default: discard).
@@ -206,6 +211,13 @@ type Gateway struct {
 	// syncs counts the whole reads of the configuration (syncLocked) so
 	// far. Guarded by mu.
 	syncs int
+	// noEndpoint are the peers without an endpoint as the LAN device was
+	// last told (publishNoEndpoint), and noEndpointOwners the digest of
+	// the allowed IPs it was told with them (ownersSum; 0 while none);
+	// nil: the device told nothing since start or since a set changed
+	// the allowed IPs. Guarded by mu.
+	noEndpoint       map[device.NoisePublicKey]struct{}
+	noEndpointOwners uint64
 }
 
 // iface is an interface's index, MTU (bytes) and first IPv4 and global

@@ -147,6 +147,7 @@ func (g *Gateway) syncLocked() error {
 		g.publishKept(want)
 		g.publishAllowed(want)
 	}
+	g.publishNoEndpoint(&w, want)
 	g.keptChanges = nil // a whole sync's: followSet's are few
 	err := errs.err()
 	if err == nil && perr == nil {

@@ -86,6 +86,9 @@ func (g *Gateway) setOperation(r io.Reader) error {
 	}
 	if ok {
 		serr = g.followSet(add, del)
+		if movesAllowedIPs(e.Ops) {
+			g.forgetNoEndpoint()
+		}
 	} else {
 		serr = g.syncLocked()
 	}

@@ -32,7 +32,7 @@ func (g *Gateway) logLinkState(states map[int]bool, what string, a netlink.LinkA
 	case up:
 		g.log.Info(what+" link up again: forwarding through it resumes", "interface", a.Name)
 	default:
-		g.log.Warn(what+" link down: nothing arrives through it, and what the gateway sends out of it is lost (the kernel counts it as TX dropped: ip -s link show dev "+a.Name+") until it is up again",
+		g.log.Warn(what+" link down: nothing arrives through it, and what the gateway sends out of it is lost (wgpio stats counts it as the port's link_down drops without carrier, ring_full once its TX ring is full when set down; the kernel as TX dropped: ip -s link show dev "+a.Name+") until it is up again",
 			"interface", a.Name, "admin_up", a.Flags&net.FlagUp != 0, "carrier", a.RawFlags&unix.IFF_LOWER_UP != 0,
 			"fix", "ip link set dev "+a.Name+" up, or check the cable or the link's other end")
 	}

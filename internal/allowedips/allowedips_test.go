@@ -59,7 +59,8 @@ func TestEditPieces(t *testing.T) {
 }
 
 // TestGetWriterPieces: the peers of a get reply written in pieces of
-// every size are those of the whole reply; a bad allowed_ip is reported.
+// every size are those of the whole reply, and so are the peers with an
+// endpoint; a bad allowed_ip is reported.
 func TestGetWriterPieces(t *testing.T) {
 	reply := "private_key=00\nlisten_port=1\npublic_key=" + hexKey(1) + "\nallowed_ip=198.19.7.1/24\nendpoint=198.18.0.2:1\nallowed_ip=2001:db8::/32\n" +
 		"public_key=" + hexKey(2) + "\npublic_key=" + hexKey(3) + "\nallowed_ip=10.0.0.0/8\nallowed_ip=10.1.2.3/32"
@@ -75,6 +76,9 @@ func TestGetWriterPieces(t *testing.T) {
 		m, err := w.Result()
 		if err != nil || !maps.Equal(m.Owners(), want) || m.NumPeers() != 3 {
 			t.Fatalf("written %d bytes at a time: %v, %d peers, %v; want %v, 3 peers", size, m.Owners(), m.NumPeers(), err, want)
+		}
+		if !w.HasEndpoint(key(1)) || w.HasEndpoint(key(2)) || w.HasEndpoint(key(3)) {
+			t.Fatalf("written %d bytes at a time: HasEndpoint of peers 1, 2, 3 = %v %v %v, want true false false", size, w.HasEndpoint(key(1)), w.HasEndpoint(key(2)), w.HasEndpoint(key(3)))
 		}
 	}
 	var w GetWriter

@@ -15,6 +15,7 @@ import (
 // owner; Write never fails.
 type GetWriter struct {
 	peers   *Peers
+	ends    map[device.NoisePublicKey]struct{} // peers with an endpoint= line
 	cur     device.NoisePublicKey
 	inPeer  bool
 	err     error
@@ -55,6 +56,13 @@ func (w *GetWriter) take(line []byte) {
 		w.peers.AddPeer(w.cur)
 		return
 	}
+	if bytes.HasPrefix(line, []byte("endpoint=")) && w.inPeer {
+		if w.ends == nil {
+			w.ends = make(map[device.NoisePublicKey]struct{})
+		}
+		w.ends[w.cur] = struct{}{}
+		return
+	}
 	if v, ok := bytes.CutPrefix(line, []byte("allowed_ip=")); ok {
 		p, err := netip.ParsePrefix(string(v))
 		switch {
@@ -84,4 +92,11 @@ func (w *GetWriter) Result() (*Peers, error) {
 		w.peers = NewPeers(0)
 	}
 	return w.peers, w.err
+}
+
+// HasEndpoint reports whether the reply gave peer k an endpoint (an
+// endpoint= line: wireguard-go writes one for a peer once it has one).
+func (w *GetWriter) HasEndpoint(k device.NoisePublicKey) bool {
+	_, ok := w.ends[k]
+	return ok
 }

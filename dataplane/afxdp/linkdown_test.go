@@ -1,0 +1,54 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane"
+)
+
+// TestTransmitLinkDown: in copy mode, frames transmitted on an interface
+// without carrier (its veth peer set down) are dropped by the kernel, each
+// kick's first with EBUSY, completed as if sent: they are counted as
+// link_down, not as transmitted, and all of them at once (none waits on
+// the ring to go out, stale, when the carrier returns). Once the peer is
+// up again frames are transmitted and counted as such.
+func TestTransmitLinkDown(t *testing.T) {
+	p := newVethPair(t, 1)
+	a := openIn(t, p.a, p.v.A, Config{Filter: Filter{All: true}})
+	if a.ZeroCopy() {
+		t.Fatal("veth in zero-copy mode: the test is of copy mode")
+	}
+	setB := func(state string) {
+		t.Helper()
+		if out, err := p.b.Run("ip", "link", "set", p.v.B, state); err != nil {
+			t.Fatalf("ip link set %s %s: %v\n%s", p.v.B, state, err, out)
+		}
+	}
+	if !a.linkUp() {
+		t.Fatal("linkUp() = false with both ends up")
+	}
+	setB("down")
+	if a.linkUp() {
+		t.Fatal("linkUp() = true with the far end down")
+	}
+	tx := a.Queue(0).TX()
+	const n = 100
+	sendTest(t, tx, p.macA, p.macB, 1, n)
+	s := a.Queue(0).Stats()
+	if s.Drops[dataplane.DropLinkDown] != n || s.TXPackets != 0 || s.TXBytes != 0 {
+		t.Errorf("%d frames to a link without carrier: link_down %d, tx packets %d, bytes %d; want %d 0 0 (drops %v)",
+			n, s.Drops[dataplane.DropLinkDown], s.TXPackets, s.TXBytes, n, s.Drops.List())
+	}
+	if pend := tx.(*txHalf).s.tx.pending(); pend != 0 {
+		t.Errorf("%d frames still on the TX ring, want 0", pend)
+	}
+	setB("up")
+	sendTest(t, tx, p.macA, p.macB, 1, 10)
+	s = a.Queue(0).Stats()
+	if s.Drops[dataplane.DropLinkDown] != n || s.Drops[dataplane.DropDriver] != 0 || s.TXPackets != 10 || s.TXBytes != 640 {
+		t.Errorf("10 frames once the carrier is back: link_down %d, tx packets %d, bytes %d; want %d 10 640",
+			s.Drops[dataplane.DropLinkDown], s.TXPackets, s.TXBytes, n)
+	}
+}
