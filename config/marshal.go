@@ -239,51 +239,18 @@ func formatCPUs(cpus []int) string {
 // treat it as secret.
 func (f *File) UAPI() string { return f.uapi(nil) }
 
-// SyncUAPI is the body of a UAPI "set=1" operation that applies f to a
-// running device as `wg syncconf` applies a file: UAPI's lines without
-// replace_peers, so that the sessions of the peers f keeps go on, an
-// fwmark line also for "FwMark = off", and "public_key=<hex>" then
-// "remove=true" for each key of running (the device's peers, lowercase hex
-// as get=1 prints them) that f does not list.
-//
-// A peer of running that f lists without PresharedKey gets
-// "preshared_key=" and 64 zeros (none), and one without
-// PersistentKeepalive (or with 0, "off") gets
-// "persistent_keepalive_interval=0": a key removed from the file is
-// removed from the device, as wg(8)'s syncconf does since
-// wireguard-tools commit 780182e ("wg syncconf: explicitly reset
-// PresharedKey/PersistentKeepalive if not set"; src/setconf.c,
-// sync_conf). wg(8) sends them only when the running peer has a key or a
-// keepalive; sending them to a peer without changes nothing. A peer's
-// Endpoint removed from the file is not sent, and the device keeps the
-// endpoint it has (configured or roamed), as with wg(8): the protocol
-// has no way to clear one. The output holds the private key: treat it as
-// secret.
-func (f *File) SyncUAPI(running []string) string {
-	kept := make(map[string]bool, len(running))
-	for _, k := range running {
-		kept[k] = true
-	}
-	var b strings.Builder
-	b.WriteString(f.uapi(kept))
-	listed := make(map[string]bool, len(f.Peers))
-	for i := range f.Peers {
-		listed[f.Peers[i].PublicKey.Hex()] = true
-	}
-	for _, k := range running {
-		if !listed[k] {
-			b.WriteString("public_key=" + k + "\nremove=true\n")
-		}
-	}
-	return b.String()
-}
-
-// uapi writes UAPI's lines; with running non-nil (the keys, hex, of the
-// device's peers), SyncUAPI's device and peer lines: no replace_peers,
-// fwmark whenever the file sets FwMark (off included), and a running
-// peer's preshared key and keepalive cleared when f has none.
-func (f *File) uapi(running map[string]bool) string {
+// uapi writes UAPI's lines; with running non-nil (the device's peers by
+// key, hex, and their allowed IPs, masked, in the device's order), SyncUAPI's device and peer
+// lines: no replace_peers, fwmark whenever the file sets FwMark (off
+// included), a running peer's preshared key and keepalive cleared when f
+// has none, and a running peer's allowed IPs edited (syncAllowedIPs)
+// rather than replaced.
+func (f *File) uapi(running map[string][]netip.Prefix) string {
 	sync := running != nil
+	var owners map[netip.Prefix]*Peer
+	if sync {
+		owners = f.owners()
+	}
 	var b strings.Builder
 	kv := func(k, v string) {
 		b.WriteString(k)
@@ -305,7 +272,7 @@ func (f *File) uapi(running map[string]bool) string {
 		p := &f.Peers[i]
 		pub := p.PublicKey.Hex()
 		kv("public_key", pub)
-		kept := running[pub]
+		held, kept := running[pub]
 		if !p.PresharedKey.IsZero() || kept {
 			kv("preshared_key", p.PresharedKey.Hex())
 		}
@@ -314,6 +281,10 @@ func (f *File) uapi(running map[string]bool) string {
 		}
 		if p.PersistentKeepalive != 0 || kept {
 			kv("persistent_keepalive_interval", strconv.Itoa(int(p.PersistentKeepalive)))
+		}
+		if kept {
+			syncAllowedIPs(&b, p, held, owners)
+			continue
 		}
 		kv("replace_allowed_ips", "true")
 		for _, a := range p.AllowedIPs {

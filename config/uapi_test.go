@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -208,7 +209,8 @@ func TestUAPIText(t *testing.T) {
 }
 
 // TestSyncUAPI: SyncUAPI is what `wg syncconf` sends for a file: no
-// replace_peers, the file's peers with replace_allowed_ips, a removal for
+// replace_peers, a new peer's allowed IPs with replace_allowed_ips, a
+// kept peer's as an edit (TestSyncUAPIKeepsRoutes), a removal for
 // each running peer the file lacks, and fwmark whenever the file sets
 // FwMark ("off" included, as wg(8) sends it), before the peers. A running
 // peer the file keeps without PresharedKey or PersistentKeepalive has
@@ -223,11 +225,14 @@ func TestSyncUAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := f.SyncUAPI([]string{hexKey(t, pub2), hexKey(t, pub3)})
+	got := f.SyncUAPI([]RunningPeer{
+		{PublicKey: hexKey(t, pub2), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.9.0/24")}},
+		{PublicKey: hexKey(t, pub3), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.8.0/24")}},
+	})
 	want := "private_key=" + hexKey(t, priv1) + "\n" +
 		"fwmark=0\n" +
 		"public_key=" + hexKey(t, pub2) + "\npreshared_key=" + strings.Repeat("0", 64) +
-		"\npersistent_keepalive_interval=0\nreplace_allowed_ips=true\nallowed_ip=10.0.0.0/24\n" +
+		"\npersistent_keepalive_interval=0\nallowed_ip=10.0.0.0/24\nallowed_ip=-10.0.9.0/24\n" +
 		"public_key=" + hexKey(t, newPeer) + "\nreplace_allowed_ips=true\nallowed_ip=10.0.1.0/24\n" +
 		"public_key=" + hexKey(t, pub3) + "\nremove=true\n"
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -260,6 +260,14 @@ const (
 	metricsWriteTimeout = time.Minute
 )
 
+// metricsMaxScrapes is how many scrapes of /metrics are served at once;
+// more are answered 503 Service Unavailable at once. Each scrape gathers
+// and formats every series (per-peer too, up to MetricsPeers): 200 at once
+// at 20,000 peers with MetricsPeers = 100000 took the gateway from 220 MB
+// to 3 GB, and most of them timed out. An HA pair of Prometheus servers
+// and a person's curl fit.
+const metricsMaxScrapes = 4
+
 // metricsServer returns the HTTP server of the metrics endpoint, which
 // may listen on every address (MetricsAddress ":9586"): a client that
 // sends its headers slowly or never (slowloris), or holds a connection
@@ -336,7 +344,7 @@ func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsMaxScrapes}))
 	srv := metricsServer(mux, metricsTimeout)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
@@ -243,7 +242,9 @@ func reload(started *config.File, dev uapiDevice) (reloaded, error) {
 
 // apply applies f to dev as `wg syncconf NAME <(wgpio strip FILE)` does
 // (config.File.SyncUAPI): the peers it lists are set, the sessions of
-// those unchanged go on, the others are removed. started is the file the
+// those unchanged go on, the others are removed. A running peer's allowed
+// IPs are edited, not replaced, so that those it keeps stay routed to it
+// all through the change (SyncUAPI). started is the file the
 // gateway started with (reloaded.restart). It erases f's private key.
 func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	defer f.Interface.PrivateKey.Zero()
@@ -251,21 +252,14 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	if err != nil {
 		return reloaded{}, fmt.Errorf("read the running configuration: %w", err)
 	}
-	var running []string
-	sc := bufio.NewScanner(strings.NewReader(cur))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if k, ok := strings.CutPrefix(sc.Text(), "public_key="); ok {
-			running = append(running, k)
-		}
-	}
+	running := config.RunningPeers(cur)
 	r := reloaded{restart: startOnlyChanged(started, f)}
 	listed := make(map[string]bool, len(f.Peers))
 	for i := range f.Peers {
 		listed[f.Peers[i].PublicKey.Hex()] = true
 	}
-	for _, k := range running {
-		if listed[k] {
+	for _, rp := range running {
+		if k := rp.PublicKey; listed[k] {
 			r.kept++
 			delete(listed, k)
 		} else {

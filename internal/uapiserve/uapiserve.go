@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
@@ -48,10 +49,22 @@ func Errno(err error) int64 {
 // before reading the answers (opReader); what set leaves of its
 // operation is skipped. Closes c. One goroutine per connection; set must
 // be safe for concurrent use across connections.
+//
+// A client that stalls is disconnected after idleTimeout: one that sends
+// no operation, or waits that long in all to send the next progressBytes
+// of a set=1 (or its end: opReader), or to take the next progressBytes of
+// a reply (stallWriter).
+// wireguard-go holds its IPC lock while it reads a set's lines and while
+// it writes a get's reply, so that without these bounds one `set=1` line
+// and nothing after it (a client stopped mid-request), or a get whose
+// reply was never read, held every other operation of every connection,
+// `wg show` and the gateway's reload (whose SIGTERM then waited for it)
+// until the client went away, as the fast path's socket never did.
 func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slog.Logger) {
 	defer c.Close()
-	r, w := bufio.NewReader(c), bufio.NewWriter(c)
+	r, w := bufio.NewReader(c), bufio.NewWriter(stallWriter{c})
 	for {
+		c.SetReadDeadline(time.Now().Add(idleTimeout))
 		// An operation line is short: one longer than r's buffer (a
 		// client sending no newline) ends the connection rather than
 		// growing a string without bound.
@@ -66,7 +79,7 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 		op := string(line)
 		switch op {
 		case "set=1\n":
-			o := &opReader{r: r, atLine: true}
+			o := &opReader{r: r, atLine: true, conn: c}
 			err = set(o)
 			// What set left of the operation (it stopped at an error) is
 			// not the next one.
@@ -101,10 +114,18 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 // connection's reader itself, it took the start of the next operation
 // with it (a client that wrote a set and a get before reading saw only
 // the set answered).
+//
+// With conn set, the client has idleTimeout of waiting for it, reads from
+// conn added up, to send each progressBytes of the operation: a long
+// operation arriving steadily is read whole however long the device
+// takes to apply it, one that stalls or trickles is cut.
 type opReader struct {
 	r      *bufio.Reader
 	atLine bool // at the start of a line
 	done   bool
+	conn   net.Conn      // nil: no deadline
+	taken  int           // bytes taken since waited was reset
+	waited time.Duration // in reads from conn since then
 }
 
 func (o *opReader) Read(p []byte) (int, error) {
@@ -115,7 +136,7 @@ func (o *opReader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if o.r.Buffered() == 0 {
-		if _, err := o.r.Peek(1); err != nil {
+		if err := o.fill(); err != nil {
 			return 0, err
 		}
 	}
@@ -129,6 +150,50 @@ func (o *opReader) Read(p []byte) (int, error) {
 	copy(p, b[:n])
 	o.atLine = b[n-1] == '\n'
 	o.r.Discard(n)
+	o.taken += n
+	return n, nil
+}
+
+// fill reads more of the operation from the connection into o.r, under
+// the deadline of what remains of idleTimeout for the current
+// progressBytes.
+func (o *opReader) fill() error {
+	if o.conn == nil {
+		_, err := o.r.Peek(1)
+		return err
+	}
+	if o.taken >= progressBytes {
+		o.taken, o.waited = 0, 0
+	}
+	start := time.Now()
+	o.conn.SetReadDeadline(start.Add(idleTimeout - o.waited))
+	_, err := o.r.Peek(1)
+	o.waited += time.Since(start)
+	return err
+}
+
+// Bounds on a stalled client (Serve). idleTimeout is a variable for the
+// tests.
+const progressBytes = 256 << 10
+
+var idleTimeout = 10 * time.Second
+
+// stallWriter writes to conn in pieces of at most progressBytes, each
+// under a fresh write deadline of idleTimeout: a client that stops
+// reading a reply is cut off, one that reads a long reply slowly is not.
+type stallWriter struct{ conn net.Conn }
+
+func (w stallWriter) Write(b []byte) (n int, err error) {
+	for len(b) > 0 {
+		k := min(len(b), progressBytes)
+		w.conn.SetWriteDeadline(time.Now().Add(idleTimeout))
+		m, err := w.conn.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
 	return n, nil
 }
 

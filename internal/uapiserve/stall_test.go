@@ -1,0 +1,204 @@
+package uapiserve
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/device"
+
+	"github.com/wgpio/wgpio/internal/testing/downdev"
+)
+
+// shortIdle sets idleTimeout to d for one test.
+func shortIdle(t *testing.T, d time.Duration) {
+	old := idleTimeout
+	idleTimeout = d
+	t.Cleanup(func() { idleTimeout = old })
+}
+
+// serveOn serves a fresh net.Pipe for dev, as the compat modes' accept
+// loops do, one Serve per connection, and returns the client's end.
+func serveOn(t *testing.T, dev *device.Device) net.Conn {
+	t.Helper()
+	client, server := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(server, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	// A Serve stuck behind another connection's (without the bounds
+	// of TestServeStalledClientsCut) returns when that one is closed,
+	// by a later cleanup: not waited for past a bound.
+	t.Cleanup(func() {
+		client.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Errorf("Serve did not return within 5 s of its client's closing")
+		}
+	})
+	return client
+}
+
+// getWithin does a get=1 on a new connection to dev and fails the test
+// unless its reply comes within d.
+func getWithin(t *testing.T, dev *device.Device, d time.Duration) {
+	t.Helper()
+	c := serveOn(t, dev)
+	got := make(chan error, 1)
+	go func() {
+		if _, err := io.WriteString(c, "get=1\n\n"); err != nil {
+			got <- err
+			return
+		}
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				got <- err
+				return
+			}
+			if strings.HasPrefix(line, "errno=") {
+				got <- nil
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("get=1 beside a stalled client: %v", err)
+		}
+	case <-time.After(d):
+		t.Fatalf("get=1 beside a stalled client: no reply in %v (the stalled client holds the device's IPC lock)", d)
+	}
+}
+
+// TestServeStalledClientsCut: a client that stalls within a set=1 (its
+// operation line and a first line, then nothing) is disconnected after
+// idleTimeout, and another client's get is answered; one that does a
+// get=1 and never reads the reply is disconnected likewise, and another
+// client's set is answered. Before, wireguard-go
+// held its IPC lock for as long as such a client stayed: `wg show`, every
+// set and the gateway's reload waited without end (Mode = compat: a
+// client that sent "set=1" and stopped held the gateway's SIGTERM behind
+// a SIGHUP until it went away).
+func TestServeStalledClientsCut(t *testing.T) {
+	shortIdle(t, 100*time.Millisecond)
+	const within = 10 * time.Second // far beyond idleTimeout: only a hang fails
+
+	t.Run("set", func(t *testing.T) {
+		dev := downdev.New()
+		t.Cleanup(dev.Close)
+		stalled := serveOn(t, dev)
+		if _, err := io.WriteString(stalled, "set=1\nprivate_key="+keyA+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		getWithin(t, dev, within)
+		// The stalled connection was closed: its read ends.
+		stalled.SetReadDeadline(time.Now().Add(within))
+		if _, err := io.Copy(io.Discard, stalled); err != nil {
+			t.Errorf("the stalled set's connection was not closed: %v", err)
+		}
+	})
+
+	t.Run("get", func(t *testing.T) {
+		dev := downdev.New()
+		t.Cleanup(dev.Close)
+		// A reply longer than Serve's bufio.Writer, which wireguard-go
+		// writes with its lock held.
+		var peers strings.Builder
+		peers.WriteString("private_key=" + keyA + "\n")
+		for i := range 100 {
+			peers.WriteString("public_key=" + strings.Repeat("0", 60) + hex4(i+1) + "\nallowed_ip=10.0." + strconv.Itoa(i) + ".0/24\n")
+		}
+		if err := dev.IpcSet(peers.String()); err != nil {
+			t.Fatal(err)
+		}
+		// net.Pipe holds nothing: the reply's write waits for reads
+		// that never come, with the IPC lock held for reading.
+		unread := serveOn(t, dev)
+		if _, err := io.WriteString(unread, "get=1\n\n"); err != nil {
+			t.Fatal(err)
+		}
+		// One byte read: the reply's write has begun, and waits for
+		// the rest to be read.
+		if _, err := io.ReadFull(unread, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		// A set needs the lock for writing.
+		setter := serveOn(t, dev)
+		set := make(chan error, 1)
+		go func() {
+			if _, err := io.WriteString(setter, "set=1\nprivate_key="+keyB+"\n\n"); err != nil {
+				set <- err
+				return
+			}
+			_, err := bufio.NewReader(setter).ReadString('\n')
+			set <- err
+		}()
+		select {
+		case err := <-set:
+			if err != nil {
+				t.Errorf("set beside an unread get: %v", err)
+			}
+		case <-time.After(within):
+			t.Errorf("set beside an unread get: no reply in %v", within)
+		}
+	})
+}
+
+// TestServeSlowSetRead: a set that arrives in pieces, each within
+// idleTimeout of the last but all of it over several idleTimeouts, and
+// that the device takes longer than idleTimeout to apply (thousands of
+// peers created), is read whole when progressBytes arrive between pauses:
+// the deadline counts the waits for the client, not the operation's time.
+func TestServeSlowSetRead(t *testing.T) {
+	shortIdle(t, 200*time.Millisecond)
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	c := serveOn(t, dev)
+	// Lines of peers, progressBytes and more between pauses.
+	var b strings.Builder
+	for i := 0; b.Len() < 6*progressBytes; i++ {
+		b.WriteString("public_key=" + strings.Repeat("0", 60) + hex4(i) + "\nallowed_ip=10.0.0.0/8\n")
+	}
+	body := b.String()
+	reply := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(c).ReadString('\n')
+		reply <- l
+	}()
+	if _, err := io.WriteString(c, "set=1\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Pieces of at least 2 progressBytes: each progressBytes of the
+	// operation has at most one pause in it.
+	n := len(body) / (2 * progressBytes)
+	piece := (len(body) + n - 1) / n
+	for len(body) > 0 {
+		k := min(len(body), piece)
+		if _, err := io.WriteString(c, body[:k]); err != nil {
+			t.Fatalf("writing the set: %v", err)
+		}
+		body = body[k:]
+		time.Sleep(150 * time.Millisecond) // under idleTimeout; the pauses add up past it
+	}
+	if _, err := io.WriteString(c, "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-reply; l != "errno=0\n" {
+		t.Errorf("reply to a slow set = %q, want errno=0", l)
+	}
+}
+
+func hex4(i int) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[i>>12&15], digits[i>>8&15], digits[i>>4&15], digits[i&15]})
+}
