@@ -94,7 +94,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		portTx:               d("port_transmit_packets_total", "Frames transmitted on a port queue.", "port", "queue"),
 		portDrops:            d("port_drops_total", "Frames dropped by the dataplane backend.", "port", "queue", "reason"),
 		portCopies:           d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
-		kernelDrops:          d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
+		kernelDrops:          d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers (compat mode: the bind and tundev) saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
 		fillRingEmpty:        d("port_fill_ring_empty_total", "Times the kernel found a port queue's fill ring empty (XDP_STATISTICS rx_fill_ring_empty_descs; in copy mode each such frame is also in port_kernel_drops_total{reason=\"rx_dropped\"}).", "port", "queue"),
 		xdp:                  d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
 		liveSessions:         d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
@@ -166,16 +166,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for r := range dataplane.NumDropReasons {
 				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
 			}
-			// The kernel's counters of the queue's socket (absent from
-			// Backend while the socket is closed, and for other backends).
-			for _, k := range dataplane.LossCounters {
-				if v, ok := port.st.Backend[k]; ok {
-					ch <- prometheus.MustNewConstMetric(c.kernelDrops, ctr, float64(v), port.name, qs, strings.TrimPrefix(k, "xsk_"))
-				}
-			}
-			if v, ok := port.st.Backend[fillRingEmptyKey]; ok {
-				ch <- prometheus.MustNewConstMetric(c.fillRingEmpty, ctr, float64(v), port.name, qs)
-			}
+			c.collectKernel(ch, port.name, qs, port.st)
 		}
 	}
 	for port, m := range s.XDP {
@@ -229,6 +220,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.compatICMPSuppressed, ctr, float64(cs.LAN.ICMPSuppressed))
 		ch <- prometheus.MustNewConstMetric(c.compatFragmented, ctr, float64(cs.LAN.Fragmented))
 		ch <- prometheus.MustNewConstMetric(c.compatPeerToPeer, ctr, float64(cs.LAN.PeerToPeer))
+		for i, st := range cs.WANQueues {
+			c.collectKernel(ch, "wan", strconv.Itoa(i), st)
+		}
+		for i, st := range cs.LANQueues {
+			c.collectKernel(ch, "lan", strconv.Itoa(i), st)
+		}
 	}
 	if s.Device == nil {
 		return
@@ -250,6 +247,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			hs = float64(p.LastHandshake.UnixNano()) / 1e9
 		}
 		ch <- prometheus.MustNewConstMetric(c.peerHandshake, prometheus.GaugeValue, hs, p.PublicKey)
+	}
+}
+
+// collectKernel sends the kernel's counters of queue qs of port's AF_XDP
+// socket in st.Backend (absent while the socket is closed, and for other
+// backends): its drops and the times it found the fill ring empty.
+func (c *collector) collectKernel(ch chan<- prometheus.Metric, port, qs string, st dataplane.Stats) {
+	for _, k := range dataplane.LossCounters {
+		if v, ok := st.Backend[k]; ok {
+			ch <- prometheus.MustNewConstMetric(c.kernelDrops, prometheus.CounterValue, float64(v), port, qs, strings.TrimPrefix(k, "xsk_"))
+		}
+	}
+	if v, ok := st.Backend[fillRingEmptyKey]; ok {
+		ch <- prometheus.MustNewConstMetric(c.fillRingEmpty, prometheus.CounterValue, float64(v), port, qs)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 
@@ -341,4 +342,32 @@ func TestListenMetricsInUse(t *testing.T) {
 		t.Fatalf("listenMetrics(127.0.0.1:0) = %v", err)
 	}
 	ln.Close()
+}
+
+// TestCompatKernelDrops: in compat mode too, the frames the kernel
+// dropped at the ports' AF_XDP sockets before the bind or tundev read them
+// (a full RX ring while wireguard-go lagged: a stalled gateway lost tens of
+// thousands of packets that no counter showed) are in /metrics, under the
+// fast path's names, and in wgpio stats.
+func TestCompatKernelDrops(t *testing.T) {
+	s := GatewayStats{Name: "wg0", Mode: string(config.ModeCompat), Compat: &CompatStats{
+		WANQueues: []dataplane.Stats{{Backend: map[string]uint64{"xsk_rx_ring_full": 78225, "xsk_rx_dropped": 0, fillRingEmptyKey: 4}}},
+		LANQueues: []dataplane.Stats{{Backend: map[string]uint64{"xsk_rx_ring_full": 0, "xsk_rx_dropped": 9}}, {}},
+	}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_port_kernel_drops_total{device="wg0",port="wan",queue="0",reason="rx_ring_full"} 78225`,
+		`wgpio_port_fill_ring_empty_total{device="wg0",port="wan",queue="0"} 4`,
+		`wgpio_port_kernel_drops_total{device="wg0",port="lan",queue="0",reason="rx_dropped"} 9`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	out := capturePrintStats(t, s)
+	for _, want := range []string{"wan   0      xsk_rx_ring_full=78225\n", "lan   0      xsk_rx_dropped=9\n", "lan   1      none\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+		}
+	}
 }

@@ -200,6 +200,34 @@ func printCompatStats(c *CompatStats) {
 	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(c.Bind.Drops.List(), " "))
 	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(c.LAN.Drops.List(), " "))
 	tw.Flush()
+	// What the kernel dropped at the ports' sockets before the bind or
+	// tundev read it.
+	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "port\tqueue\tkernel drops")
+	for _, p := range []struct {
+		name string
+		qs   []dataplane.Stats
+	}{{"lan", c.LANQueues}, {"wan", c.WANQueues}} {
+		for i, st := range p.qs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", p.name, i, socketDrops(st))
+		}
+	}
+	tw.Flush()
+}
+
+// socketDrops lists the kernel's drops at a queue's socket
+// (dataplane.LossCounters of st.Backend), "none" when it dropped nothing.
+func socketDrops(st dataplane.Stats) string {
+	var l []string
+	for _, k := range dataplane.LossCounters {
+		if n := st.Backend[k]; n > 0 {
+			l = append(l, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, " ")
 }
 
 // dialHint is what to say after an error connecting to a gateway's socket

@@ -144,6 +144,12 @@ func routerConfig(pc *tundev.PortConfig, cfg *Config) {
 type Stats struct {
 	Bind bind.Stats       `json:"bind"`
 	LAN  tundev.PortStats `json:"lan"`
+	// WANQueues and LANQueues are the AF_XDP ports' own counters, queue
+	// by queue: among them (Backend, dataplane.LossCounters) the frames
+	// the kernel dropped at a queue's socket before the bind or tundev
+	// read them, e.g. for a full RX ring while wireguard-go lagged.
+	WANQueues []dataplane.Stats `json:"wan_queues"`
+	LANQueues []dataplane.Stats `json:"lan_queues"`
 }
 
 // Gateway is stock wireguard-go running on wgpio ports. Its methods are
@@ -476,7 +482,16 @@ func (g *Gateway) LAN() *tundev.PortDevice { return g.lanDev }
 
 // Stats returns the counters of the two sides.
 func (g *Gateway) Stats() Stats {
-	return Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats()}
+	return Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats(), WANQueues: queueStats(g.wan), LANQueues: queueStats(g.lan)}
+}
+
+// queueStats are the counters of each of p's queues.
+func queueStats(p dataplane.Port) []dataplane.Stats {
+	s := make([]dataplane.Stats, p.NumQueues())
+	for i := range s {
+		s[i] = p.Queue(i).Stats()
+	}
+	return s
 }
 
 // Close stops wireguard-go (which closes the bind and the PortDevice),
