@@ -574,9 +574,11 @@ func peerStats(dev *gateway.Device) []PeerStat {
 	return out
 }
 
-// logFinal logs s at exit: each queue's counts and drops by reason, and
-// the packets for the host the exception TUN refused when there were any
-// (they are no queue's drops: the workers handed them on).
+// logFinal logs s at exit: each queue's counts and drops by reason, what
+// its ports and the kernel at their sockets lost before the workers saw
+// it (dataplane.Stats.Losses, when anything), and the packets for the
+// host the exception TUN refused when there were any (they are no
+// queue's drops: the workers handed them on).
 func logFinal(log *slog.Logger, s GatewayStats) {
 	if s.ExceptionDrops != nil && *s.ExceptionDrops > 0 {
 		attrs := []any{"exception_tun_drops", *s.ExceptionDrops}
@@ -590,6 +592,14 @@ func logFinal(log *slog.Logger, s GatewayStats) {
 		for r, n := range q.Drops {
 			if n > 0 {
 				attrs = append(attrs, "drop_"+fastpath.DropReason(r).String(), n)
+			}
+		}
+		for _, p := range []struct {
+			key string
+			st  dataplane.Stats
+		}{{"lan_port_losses", q.LAN}, {"wan_port_losses", q.WAN}} {
+			if l := p.st.Losses(); len(l) > 0 {
+				attrs = append(attrs, p.key, strings.Join(l, " "))
 			}
 		}
 		log.Info("final counters", attrs...)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -441,5 +442,23 @@ func TestLogFinalExceptionDrops(t *testing.T) {
 		if got := strings.Contains(b.String(), fmt.Sprintf("exception_tun_drops=%d", tc.drops)); got != tc.want {
 			t.Errorf("logFinal with ExceptionDrops %d logged it: %v, want %v:\n%s", tc.drops, got, tc.want, b.String())
 		}
+	}
+}
+
+// TestLogFinalPortLosses: the counters logged at exit include what a
+// queue's ports and the kernel at their sockets lost before the workers
+// saw it (a worker starved of its CPU: rx_ring_full), as wgpio stats
+// shows it; a port that lost nothing adds nothing.
+func TestLogFinalPortLosses(t *testing.T) {
+	q := fastpath.QueueStats{}
+	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 12, "xsk_rx_dropped": 0}
+	q.WAN.Drops[dataplane.DropLinkDown] = 3
+	var b strings.Builder
+	logFinal(slog.New(slog.NewTextHandler(&b, nil)), GatewayStats{Queues: []fastpath.QueueStats{q}})
+	if want := `wan_port_losses="link_down=3 xsk_rx_ring_full=12"`; !strings.Contains(b.String(), want) {
+		t.Errorf("logFinal logged no %s:\n%s", want, b.String())
+	}
+	if strings.Contains(b.String(), "lan_port_losses") {
+		t.Errorf("logFinal logged losses for a LAN port that lost nothing:\n%s", b.String())
 	}
 }
