@@ -10,6 +10,20 @@ import (
 	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
+// ICMPRate limits the ICMP errors a PortDevice sends (PortConfig.ICMPRate)
+// and those MultiQueueTUN.AnswerNoRoute sends, as Linux limits its own
+// (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): one bucket over all destinations
+// and one per destination. Its fields (those of internal/icmprate.Config,
+// which go doc does not list):
+//
+//	Rate         int           // messages per second, all destinations (Linux icmp_msgs_per_sec, 1000)
+//	Burst        int           // messages at once, all destinations (icmp_msgs_burst, 50)
+//	DestInterval time.Duration // between messages to one destination after a burst of 6 (icmp_ratelimit, 1 s)
+//
+// A zero field takes Linux's default (in parentheses); a negative one turns
+// that limit off. The zero value is Linux's defaults.
+type ICMPRate = icmprate.Config
+
 // The ICMP errors a PortDevice sends about the transit packets it drops,
 // as the Linux router with wg0 answers them:
 //

@@ -53,13 +53,28 @@ func (d *PortDevice) SetNoEndpoint(routes []EndpointRoute) {
 	d.noEndpoint.Store(t)
 }
 
-// dropNoEndpoint reports whether ne (the table of SetNoEndpoint) drops
-// IP packet pkt, whose header Read checked.
-func dropNoEndpoint(ne *bart.Table[EndpointChecker], pkt []byte) bool {
+// noPeer is why Read drops IP packet pkt, whose header it checked, before
+// wireguard-go sees it: PortDropNoRoute for a destination in nr
+// (SetNoRoute's table, or nil), PortDropNoEndpoint for one routed to a
+// peer without endpoint in ne (SetNoEndpoint's table, or nil), else
+// NumPortDropReasons. The destination is read once for both.
+func noPeer(nr *bart.Table[bool], ne *bart.Table[EndpointChecker], pkt []byte) PortDropReason {
+	if nr == nil && ne == nil {
+		return NumPortDropReasons
+	}
 	dst, ok := destination(pkt)
 	if !ok {
-		return false
+		return NumPortDropReasons
 	}
-	p, ok := ne.Lookup(dst)
-	return ok && p != nil && !p.HasEndpoint()
+	if nr != nil {
+		if drop, ok := nr.Lookup(dst); ok && drop {
+			return PortDropNoRoute
+		}
+	}
+	if ne != nil {
+		if p, ok := ne.Lookup(dst); ok && p != nil && !p.HasEndpoint() {
+			return PortDropNoEndpoint
+		}
+	}
+	return NumPortDropReasons
 }

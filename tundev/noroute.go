@@ -80,14 +80,3 @@ func (d *PortDevice) publishNoRoute() {
 	}
 	d.noRoute.Store(d.noRouteAll)
 }
-
-// dropNoRoute reports whether nr (the table of SetNoRoute) drops IP
-// packet pkt, whose header Read checked.
-func dropNoRoute(nr *bart.Table[bool], pkt []byte) bool {
-	dst, ok := destination(pkt)
-	if !ok {
-		return false
-	}
-	drop, ok := nr.Lookup(dst)
-	return ok && drop
-}

@@ -83,20 +83,6 @@ type PortConfig struct {
 	ICMPRate ICMPRate
 }
 
-// ICMPRate limits the ICMP errors a PortDevice sends (PortConfig.ICMPRate)
-// and those MultiQueueTUN.AnswerNoRoute sends, as Linux limits its own
-// (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): one bucket over all destinations
-// and one per destination. Its fields (those of internal/icmprate.Config,
-// which go doc does not list):
-//
-//	Rate         int           // messages per second, all destinations (Linux icmp_msgs_per_sec, 1000)
-//	Burst        int           // messages at once, all destinations (icmp_msgs_burst, 50)
-//	DestInterval time.Duration // between messages to one destination after a burst of 6 (icmp_ratelimit, 1 s)
-//
-// A zero field takes Linux's default (in parentheses); a negative one turns
-// that limit off. The zero value is Linux's defaults.
-type ICMPRate = icmprate.Config
-
 // PortDevice is a tun.Device whose plaintext side is a dataplane port: Read
 // returns the IP packets of the frames the port's queues receive (Ethernet
 // header stripped), Write sends IP packets as Ethernet frames to their next
@@ -397,14 +383,7 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
-	why := NumPortDropReasons
-	switch {
-	case nr != nil && dropNoRoute(nr, pkt[:n]):
-		why = PortDropNoRoute
-	case ne != nil && dropNoEndpoint(ne, pkt[:n]):
-		why = PortDropNoEndpoint
-	}
-	if why != NumPortDropReasons {
+	if why := noPeer(nr, ne, pkt[:n]); why != NumPortDropReasons {
 		// As Linux's wg0: the route's MTU first (fragmentation
 		// needed, counted over_mtu), then host unreachable.
 		if n > d.cfg.MTU && (et == header.EtherTypeIPv6 || header.IPv4(pkt).DontFragment()) {
