@@ -11,7 +11,6 @@ import (
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/testing/wgpeer"
 	"github.com/wgpio/wgpio/internal/topo"
-	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -26,18 +25,7 @@ import (
 // marks the peers without endpoint, is an hour away: the mark is checked
 // against wireguard-go per packet.
 func TestNoEndpoint(t *testing.T) {
-	gwKey, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerKey, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSite(t, func(c *Config) {
-		c.UAPI = "private_key=" + gwKey.Hex() + "\nlisten_port=51820\n" +
-			"public_key=" + peerKey.PublicKey().Hex() + "\nallowed_ip=198.18.9.1/32\n"
-	})
+	s, gwKey, peerKey := newKeyedSite(t)
 	rw := netip.MustParseAddr("198.18.9.1")
 	before := s.g.Stats().LAN
 	if got := testenv.Unreachables(t, s.host, rw.String(), "198.18.1.1", 20); got != 6 {

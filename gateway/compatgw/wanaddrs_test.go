@@ -54,18 +54,7 @@ func TestWANSecondaryAddress(t *testing.T) {
 // authenticates, stays there. wireguard-go on wgpio's bind thus behaves as
 // on its own bind, whose endpoints keep the address reached (IP_PKTINFO).
 func TestWANSecondaryAddressAnswered(t *testing.T) {
-	gwKey, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerKey, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSite(t, func(c *Config) {
-		c.UAPI = "private_key=" + gwKey.Hex() + "\nlisten_port=51820\n" +
-			"public_key=" + peerKey.PublicKey().Hex() + "\nallowed_ip=198.18.9.1/32\n"
-	})
+	s, gwKey, peerKey := newKeyedSite(t)
 	if err := s.gw.AddAddr(s.wanDev, "198.18.0.100/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,4 +84,23 @@ func TestWANSecondaryAddressAnswered(t *testing.T) {
 	if want := "endpoint=" + virt.String() + "\n"; !strings.Contains(out, want) {
 		t.Errorf("the peer's endpoint for the gateway is not %v (the gateway answered from elsewhere):\n%s", virt, out)
 	}
+}
+
+// newKeyedSite is a site whose gateway has a fresh key and one peer, of a
+// fresh key too, without endpoint, routed 198.18.9.1/32: for tests that
+// run the peer themselves.
+func newKeyedSite(t *testing.T) (s *site, gwKey, peerKey noise.PrivateKey) {
+	t.Helper()
+	var err error
+	if gwKey, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	if peerKey, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	s = newSite(t, func(c *Config) {
+		c.UAPI = "private_key=" + gwKey.Hex() + "\nlisten_port=51820\n" +
+			"public_key=" + peerKey.PublicKey().Hex() + "\nallowed_ip=198.18.9.1/32\n"
+	})
+	return s, gwKey, peerKey
 }
