@@ -28,10 +28,7 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc := s.FastConfig
-	key := filepath.Join(t.TempDir(), "private.key")
-	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := keyFile(t, fc.PrivateKey.Base64())
 	var allowed []string
 	for _, p := range fc.Peers[0].AllowedIPs {
 		allowed = append(allowed, p.String())
@@ -80,13 +77,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 // TestMain runs the example's main instead of the tests when
 // testenv.MainEnv is set: TestStopsOnSignals runs the test binary so.
-func TestMain(m *testing.M) {
-	if os.Getenv(testenv.MainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainOrTests(m, main) }
 
 // TestStopsOnSignals runs the example as a process in the gateway's
 // namespace, as its doc runs it, and stops it with each signal that ends
@@ -102,10 +93,7 @@ func TestStopsOnSignals(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	fc := s.FastConfig
-	key := filepath.Join(t.TempDir(), "private.key")
-	if err := os.WriteFile(key, []byte(fc.PrivateKey.Base64()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := keyFile(t, fc.PrivateKey.Base64())
 	sock := "/var/run/wireguard/" + s.GwName + ".sock"
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		cmd := s.GwA.Command(os.Args[0], "-name", s.GwName, "-wan", s.WANA, "-lan", s.LANA, "-key", key,
@@ -123,4 +111,15 @@ func TestStopsOnSignals(t *testing.T) {
 			t.Errorf("%v: the exception TUN %s is still there: %s", sig, s.GwName, out)
 		}
 	}
+}
+
+// keyFile writes key (base64) into a file of the test's, as the example's
+// -key flag reads it, and returns its path.
+func keyFile(t *testing.T, key string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "private.key")
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

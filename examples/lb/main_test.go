@@ -108,13 +108,7 @@ func TestBalancer(t *testing.T) {
 
 // TestMain runs the example's main instead of the tests when
 // testenv.MainEnv is set: TestStopsOnHangup runs the test binary so.
-func TestMain(m *testing.M) {
-	if os.Getenv(testenv.MainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainOrTests(m, main) }
 
 // TestStopsOnHangup runs the balancer as a process, as its doc runs it,
 // and closes its terminal (SIGHUP): it prints what it served, exits 0 and

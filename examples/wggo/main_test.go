@@ -134,13 +134,7 @@ func checkTunnelMTU(t *testing.T, s *twosite.Site, g *compatgw.Gateway) {
 
 // TestMain runs the example's main instead of the tests when
 // testenv.MainEnv is set: TestStopsOnHangup runs the test binary so.
-func TestMain(m *testing.M) {
-	if os.Getenv(testenv.MainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainOrTests(m, main) }
 
 // TestStopsOnHangup runs the example as a process, as its doc runs it
 // (wggo -c NAME.conf), and closes its terminal (SIGHUP): it logs its

@@ -11,6 +11,17 @@ import (
 // its tests (see StopWithSignal).
 const MainEnv = "WGPIO_EXAMPLE_MAIN"
 
+// MainOrTests is an example's TestMain: it runs main, then exits 0, when
+// MainEnv is set (StopWithSignal runs the test binary so), else the
+// tests.
+func MainOrTests(m *testing.M, main func()) {
+	if os.Getenv(MainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 // StopWithSignal runs cmd (the test binary itself, whose TestMain runs
 // main when MainEnv is set: StopWithSignal sets it) until ready, given its
 // output so far, returns true, sends it sig, and returns its whole output
