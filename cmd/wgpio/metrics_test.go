@@ -66,14 +66,18 @@ func TestMetricsSlowClient(t *testing.T) {
 }
 
 // TestStatsStalledClient: a `wgpio stats` client that connects and never
-// reads a reply larger than the socket buffer (thousands of peers) holds
-// the stats socket's one serving loop for statsWriteTimeout at most: the
-// next client is answered.
+// reads a reply larger than the socket buffer (thousands of peers) delays
+// no other client: the next one is answered while the server still waits
+// for the stalled one, which then gets its whole reply too.
 func TestStatsStalledClient(t *testing.T) {
 	testenv.Root(t)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Long enough that the second client, served one connection at a
+	// time, would wait past its read deadline below.
+	defer func(d time.Duration) { statsWriteTimeout = d }(statsWriteTimeout)
+	statsWriteTimeout = 2 * time.Minute
 	name := topo.UniqueName("wgps")
 	big := strings.Repeat("x", 16<<20)
 	stop, err := serveStats(slog.New(slog.DiscardHandler), name, func() any { return big })
@@ -87,16 +91,23 @@ func TestStatsStalledClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
-	waitReceiveQueue(t, stalled, 64<<10) // the loop is now writing to it
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
+	waitReceiveQueue(t, stalled, 64<<10) // the server is now writing to it
+	want := int64(len(big)) + 3          // a JSON string: quotes and a newline
+	for i := range statsClients + 2 {    // more than the slots: each finishes
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		n, err := io.Copy(io.Discard, c)
+		c.Close()
+		if err != nil || n != want {
+			t.Fatalf("client %d behind a stalled one: read %d bytes, %v; want the %d-byte reply", i+2, n, err, want)
+		}
 	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(3 * statsWriteTimeout))
-	n, err := io.Copy(io.Discard, c)
-	if err != nil || n != int64(len(big))+3 { // a JSON string: quotes and a newline
-		t.Errorf("second client behind a stalled one: read %d bytes, %v; want the %d-byte reply", n, err, len(big)+3)
+	stalled.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := io.Copy(io.Discard, stalled); err != nil || n != want {
+		t.Errorf("the stalled client, reading at last: %d bytes, %v; want the %d-byte reply", n, err, want)
 	}
 }
 

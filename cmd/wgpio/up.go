@@ -607,11 +607,19 @@ func logFinal(log *slog.Logger, s GatewayStats) {
 }
 
 // statsWriteTimeout bounds how long serveStats waits for a client to take
-// its reply.
-const statsWriteTimeout = 5 * time.Second
+// its reply (a variable for the tests).
+var statsWriteTimeout = 5 * time.Second
+
+// statsClients is how many `wgpio stats` clients serveStats answers at
+// once; more wait in the socket's backlog for one of them to finish.
+// Each reply is built for its client and, with 100,000 peers, holds
+// tens of megabytes.
+const statsClients = 4
 
 // serveStats answers `wgpio stats` on a unix socket with one JSON document
-// per connection, one connection at a time. A failed accept (out of
+// per connection, statsClients connections at a time: a client that does
+// not read (a stopped `wgpio stats`) holds one of them for
+// statsWriteTimeout at most and delays no other. A failed accept (out of
 // descriptors) is logged to log and tried again (acceptloop).
 func serveStats(log *slog.Logger, name string, get func() any) (stop func(), err error) {
 	path := filepath.Join(runDir, name+".stats")
@@ -620,18 +628,22 @@ func serveStats(log *slog.Logger, name string, get func() any) (stop func(), err
 	if err != nil {
 		return nil, fmt.Errorf("stats socket %s: %w", path, err)
 	}
+	slots := make(chan struct{}, statsClients)
 	go func() {
 		for {
+			slots <- struct{}{} // a free slot before the next client
 			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("stats socket: accept failed; trying again", "err", err) })
 			if err != nil {
 				return
 			}
-			// A client that does not read (a stopped `wgpio stats`)
-			// must not hold this loop: the reply, which lists every
-			// peer, may not fit the socket buffer.
-			c.SetWriteDeadline(time.Now().Add(statsWriteTimeout))
-			json.NewEncoder(c).Encode(get())
-			c.Close()
+			go func() {
+				defer func() { <-slots }()
+				defer c.Close()
+				// The reply, which lists every peer, may not fit
+				// the socket buffer.
+				c.SetWriteDeadline(time.Now().Add(statsWriteTimeout))
+				json.NewEncoder(c).Encode(get())
+			}()
 		}
 	}()
 	return func() { ln.Close(); os.Remove(path) }, nil
