@@ -22,7 +22,10 @@ import (
 //     (no_endpoint), what Linux's WireGuard answers (wg_xmit, -ENOKEY and
 //     -EDESTADDRREQ, through icmp_ndo_send), after the router's hop and
 //     MTU checks (ip_forward runs before the device's transmit: the quote
-//     shows the TTL already lowered);
+//     shows the TTL already lowered), and for a decrypted packet whose LAN
+//     next hop never answered ARP or neighbour discovery (no_neighbour,
+//     after neighbourWaitMax), as Linux's neighbour layer answers the
+//     packets it queued (arp_error_report, ndisc_error_report);
 //   - parameter problem (RFC 792, RFC 1812 §4.3.2.1 and §5.2.5; RFC 4443
 //     §3.4, RFC 8200 §4.2) for the IPv4 options and IPv6 hop-by-hop
 //     options Linux answers (optionsError), before the hop (Linux checks

@@ -164,7 +164,8 @@ func (w *worker) waitNeighbour(f *dataplane.Frame, counted bool, bad *[NumDropRe
 }
 
 // flushNeighbourWait sends the frames whose neighbour resolved, in their
-// order, and drops those that waited too long; it asks again at most every
+// order, and drops those that waited too long (answered "host
+// unreachable" into the tunnel); it asks again at most every
 // neighbourRetry. A frame over the LAN MTU of now (which may have been
 // lowered while it waited) is handled as toLANOverMTU handles an arrival:
 // IPv4 without DF cut into fragments, IPv4 with DF and IPv6 dropped
@@ -219,10 +220,17 @@ func (w *worker) flushNeighbourWait(now int64) {
 			w.putLANEthernet(&f, mac, et)
 			out = append(out, f)
 		case t.Sub(nw.since) > neighbourWaitMax:
+			// The neighbour did not answer: dropped, and answered
+			// into the tunnel with "host unreachable" / "address
+			// unreachable", as Linux answers each packet its
+			// neighbour entry held when resolution fails
+			// (arp_error_report, ndisc_error_report; RFC 1812
+			// §5.2.7.1, RFC 4443 §3.1 code 3), rate limited.
 			if nw.counted {
 				w.nbrRelease(nw.dst)
 			}
 			w.count(DropNoNeighbour, 1)
+			w.icmpTunnel(nw.f.Data(), icmpError{kind: icmpUnreachable}, now)
 			w.wanRX.Free(unsafeOne(&nw.f))
 		default:
 			keep = append(keep, nw)

@@ -32,14 +32,19 @@ type ICMPRate = icmprate.Config
 //   - parameter problem (RFC 792, RFC 1812 §4.3.2.1 and §5.2.5; RFC 4443
 //     §3.4, RFC 8200 §4.2) for the IPv4 options and IPv6 hop-by-hop
 //     options Linux answers (header.OptionsError; Linux's
-//     ip_options_compile and ip6_parse_tlv), before the hop.
+//     ip_options_compile and ip6_parse_tlv), before the hop;
+//   - host unreachable / address unreachable (RFC 1812 §5.2.7.1; RFC 4443
+//     §3.1 code 3) into the tunnel for a decrypted packet whose LAN next
+//     hop did not resolve (no_neighbour), as Linux's neighbour layer
+//     answers the packets it queued when resolution fails
+//     (arp_error_report, ndisc_error_report).
 //
 // Each goes back the way the packet came: to the LAN host from our LAN
 // address (icmpErrorLAN), or into the tunnel from our tunnel address
 // (icmpErrorTunnel, through the loop queue). Both spend the device's rate
 // limiter (PortConfig.ICMPRate; Linux's icmp_ratemask holds both kinds)
 // and are counted (PortStats.ICMPErrors, ICMPSuppressed). Host
-// unreachable is unreach.go's; fragmentation needed / packet too big,
+// unreachable toward the LAN is unreach.go's; fragmentation needed / packet too big,
 // never limited, mtu.go's.
 
 // icmpKind is the error a PortDevice sends about a transit packet.
@@ -48,6 +53,7 @@ type icmpKind uint8
 const (
 	icmpTimeExceeded icmpKind = iota // time exceeded in transit, code 0
 	icmpParamProblem                 // parameter problem (type 12 / type 4)
+	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
 )
 
 // icmpError is an error about a transit packet: its kind, and for
@@ -61,8 +67,11 @@ type icmpError struct {
 
 // type6 is e's ICMPv6 type and code.
 func (e icmpError) type6() (typ, code uint8) {
-	if e.kind == icmpTimeExceeded {
+	switch e.kind {
+	case icmpTimeExceeded:
 		return header.ICMPv6TypeTimeExceeded, 0
+	case icmpUnreachable:
+		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
@@ -72,13 +81,19 @@ func (e icmpError) type6() (typ, code uint8) {
 // functions for what b needs and the reasons they return.
 func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) {
 	if p[0]>>4 == header.IPv4Version {
-		if e.kind == icmpTimeExceeded {
+		switch e.kind {
+		case icmpTimeExceeded:
 			return header.PutICMPv4TimeExceeded(b, src.As4(), p)
+		case icmpUnreachable:
+			return header.PutICMPv4HostUnreachable(b, src.As4(), p)
 		}
 		return header.PutICMPv4ParamProblem(b, src.As4(), p, uint8(e.ptr))
 	}
-	if e.kind == icmpTimeExceeded {
+	switch e.kind {
+	case icmpTimeExceeded:
 		return header.PutICMPv6TimeExceeded(b, src.As16(), p)
+	case icmpUnreachable:
+		return header.PutICMPv6AddrUnreachable(b, src.As16(), p)
 	}
 	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
 }

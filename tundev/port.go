@@ -503,14 +503,14 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			if dst == last {
 				macs[i], ok[i] = lastMAC, lastOK
 				if !lastOK {
-					d.ctr.drops[lastReason].Add(1)
+					d.dropOut(pkt, lastReason, al)
 				}
 				continue
 			}
 			mac, r := d.nextHop(dst)
 			last, lastMAC, lastOK, lastReason = dst, mac, r == NumPortDropReasons, r
 			if !lastOK {
-				d.ctr.drops[r].Add(1)
+				d.dropOut(pkt, r, al)
 				continue
 			}
 			macs[i], ok[i] = mac, true
@@ -542,6 +542,17 @@ func destination(pkt []byte) (netip.Addr, bool) {
 		return netip.AddrFrom16([16]byte(pkt[24:40])), true
 	}
 	return netip.Addr{}, false
+}
+
+// dropOut counts pkt, a decrypted packet Write drops for r (no route or
+// no neighbour), and answers it into the tunnel with "host unreachable" /
+// "address unreachable" when its LAN next hop did not resolve, as Linux's
+// neighbour layer answers the packets it queued (icmperr.go).
+func (d *PortDevice) dropOut(pkt []byte, r PortDropReason, al *bart.Table[uint8]) {
+	d.ctr.drops[r].Add(1)
+	if r == PortDropNoNeighbour {
+		d.icmpErrorTunnel(pkt, icmpError{kind: icmpUnreachable}, al)
+	}
 }
 
 // nextHop returns dst's next hop MAC, or a drop reason
