@@ -14,7 +14,8 @@ import (
 //   - time exceeded (RFC 1812 §5.3.1, RFC 4443 §3.3; router.go);
 //   - fragmentation needed / packet too big (RFC 1812 §4.3.2.7 via RFC
 //     1191, RFC 4443 §3.2; never rate-limited: Linux leaves them out of
-//     icmp_ratemask, and path MTU discovery must not break);
+//     icmp_ratemask, and path MTU discovery must not break), quoting the
+//     packet as it arrived (putICMPError puts the hop back);
 //   - host unreachable / address unreachable (RFC 792, RFC 1812
 //     §5.2.7.1; RFC 4443 §3.1 code 3) for a packet whose destination no
 //     peer's allowed IPs hold (no_route: the prefixes of a removed peer,
@@ -83,7 +84,14 @@ func (e icmpError) type6() (typ, code uint8) {
 // putICMPError writes into b the IP packet carrying e about the IP packet
 // p (IPv4 or IPv6 by its version nibble) from src, of p's family; see
 // header's Put functions for what b needs and the reasons they return.
+// For icmpTooBig, p is a transit packet the worker drops for its size
+// after it took the hop (router.go): the hop is put back in p first, so
+// that the error quotes the packet as it arrived, as Linux's ip_forward
+// and ip6_forward check the MTU before they lower the TTL.
 func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.Reason) {
+	if e.kind == icmpTooBig && routerWork {
+		header.RestoreHop(p)
+	}
 	if p[0]>>4 == header.IPv4Version {
 		s := src.As4()
 		switch e.kind {

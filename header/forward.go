@@ -58,6 +58,22 @@ func DecrementHop(p []byte) {
 	p[7]--
 }
 
+// RestoreHop puts back the hop that Forward or DecrementHop took from p
+// (IPv4 or IPv6 by its version nibble, its header checked): the IPv4 TTL
+// + 1 with the header checksum computed again, or the IPv6 hop limit + 1.
+// For a router that took the hop before a check Linux makes first (the
+// MTU: ip_forward and ip6_forward answer "fragmentation needed" / "packet
+// too big" before they lower the TTL), so that its error quotes the
+// packet as it arrived. A rare path; no allocation.
+func RestoreHop(p []byte) {
+	if p[0]>>4 == IPv4Version {
+		p[8]++
+		IPv4(p).SetChecksum()
+		return
+	}
+	p[7]++
+}
+
 // ParseForward is ParseL3 for a packet that a tunnel endpoint decapsulated
 // and forwards as a router, with what both do to its header in the same
 // step, while the parser holds it. When it returns OK:

@@ -54,6 +54,32 @@ func TestForward(t *testing.T) {
 	}
 }
 
+// TestRestoreHop: RestoreHop gives back, byte for byte, the header
+// Forward took the hop from (every TTL a router forwards, every IPv4
+// checksum value).
+func TestRestoreHop(t *testing.T) {
+	for ttl := 2; ttl < 256; ttl++ {
+		p := mkIPv6(ProtoUDP, -1, udp(nil))
+		p[7] = byte(ttl)
+		q := bytes.Clone(p)
+		Forward(q)
+		if RestoreHop(q); !bytes.Equal(q, p) {
+			t.Fatalf("hop limit %d: restored %x, want %x", ttl, q[:8], p[:8])
+		}
+	}
+	p := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(nil)})
+	for id := 0; id < 1<<16; id++ {
+		binary.BigEndian.PutUint16(p[4:6], uint16(id))
+		p[8] = byte(2 + id%254)
+		IPv4(p).SetChecksum()
+		q := bytes.Clone(p)
+		Forward(q)
+		if RestoreHop(q); !bytes.Equal(q, p) {
+			t.Fatalf("id %#x TTL %d: restored %x, want %x", id, p[8], q[:20], p[:20])
+		}
+	}
+}
+
 func TestPutICMPTimeExceeded(t *testing.T) {
 	p4 := mkIPv4(ip4Spec{proto: ProtoUDP, payload: udp(make([]byte, 1000))})
 	p4[8] = 1
