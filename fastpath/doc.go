@@ -50,7 +50,8 @@
 // Workers keep timer stamps and counters per peer privately and publish
 // them at most every PublishInterval (50 ms). Per packet, nothing shared is
 // written but the send-counter add (once per peer per burst) and the replay
-// window (one lock per keypair per burst); the AEAD's Seal/Open is the one
-// interface call per packet. Every dropped packet is counted by reason
-// (DropReason) per worker.
+// window (one lock per keypair per burst); the AEAD seals or opens a whole
+// burst in one call (chachapoly.Seal, chachapoly.Open), with no interface
+// call per packet. Every dropped packet is counted by reason (DropReason)
+// per worker.
 package fastpath

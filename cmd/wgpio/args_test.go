@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -218,6 +219,21 @@ func TestWarnIgnored(t *testing.T) {
 			if strings.Contains(logs.String(), fmt.Sprintf(`key \"%s\"`, k)) {
 				t.Errorf("Mode = %s: warned of %s, which it acts on:\n%s", tt.mode, k, logs.String())
 			}
+		}
+	}
+}
+
+// TestTopLevelHelp: every spelling of help the subcommands take (the flag
+// package's -h and -help) prints the usage and exits 0 at the top level
+// too; `wgpio -help` was refused as an unknown command, exit status 2.
+func TestTopLevelHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help", "help"} {
+		out, err := exec.Command(wgpioBin, arg).CombinedOutput()
+		if err != nil {
+			t.Errorf("wgpio %s: %v, want exit status 0\n%s", arg, err, out)
+		}
+		if !strings.HasPrefix(string(out), "usage: wgpio <command> [flags]") {
+			t.Errorf("wgpio %s printed %q, want the usage", arg, out)
 		}
 	}
 }

@@ -6,6 +6,7 @@
 //	wgpio capture NAME          what the fast path sees on a port, as pcapng
 //	wgpio strip FILE            the file's wg(8) keys, for wg syncconf
 //	wgpio check -c FILE         whether up and a reload would take the file
+//	wgpio version               the module version, VCS revision and Go version
 //
 // The configuration file is wg-quick's, plus an optional [WGPIO] section
 // (see package config). Its Mode picks the data path: fastpath (wgpio's
@@ -66,7 +67,7 @@ func main() {
 		err = cmdStrip(os.Args[2:])
 	case "check":
 		err = cmdCheck(os.Args[2:])
-	case "-h", "--help", "help":
+	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
 	case "version", "-version", "--version":

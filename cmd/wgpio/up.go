@@ -241,7 +241,10 @@ func netfilterWarning(hostForwards bool) string {
 // route leads out of another interface than the LAN (a full-tunnel road
 // warrior's Internet traffic) to the host's kernel through that TUN, to
 // forward by its routes and netfilter as Linux's wg0 does (fastpath,
-// hairpin.go); with forwarding off the kernel drops it. A warning, not a
+// hairpin.go); with forwarding off the kernel drops it, and also the LAN's
+// traffic to a removed peer's allowed IPs, which the routes the gateway
+// keeps into that TUN lead there for the engine to count as no_route and
+// answer (fastgw, prefixes.go). A warning, not a
 // refusal as compat-mqtun's checkForwarding: most gateways route only
 // between the tunnel and the LAN and never need it.
 func warnForwarding(log *slog.Logger, f *config.File, name string) {
@@ -252,7 +255,8 @@ func warnForwarding(log *slog.Logger, f *config.File, name string) {
 	}
 	if len(off) > 0 {
 		log.Warn(fmt.Sprintf("forwarding is off in this network namespace (%s): decrypted traffic the host routes out of another interface than the LAN "+
-			"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/)",
+			"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/). "+
+			"Until then the LAN's traffic to a removed peer's allowed IPs is dropped by the kernel too (IpInAddrErrors in nstat), neither counted as no_route nor answered with host unreachable",
 			strings.Join(off, ", "), name, sysctlsOn(off)), "sysctls", strings.Join(off, " "))
 	}
 }

@@ -12,8 +12,8 @@
 // producer and consumer indexes, cached copies of the other side's index,
 // and one atomic store per ring per burst. Nothing is locked per packet.
 //
-// Each port has its own dataplane.Pool, or the two share one (Config.
-// SharedPool). A frame crosses the wire without a copy when it already lives
+// Each port has its own dataplane.Pool, or the two share one
+// (Config.SharedPool). A frame crosses the wire without a copy when it already lives
 // in the receiver's pool; otherwise the transmitting queue copies it into a
 // buffer of the receiver's pool, frees the original and counts a copy. This
 // is the "frame of another pool" rule of package dataplane.
