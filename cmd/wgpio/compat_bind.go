@@ -81,7 +81,9 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	}
 	stats := func() GatewayStats {
 		s := g.Stats()
-		return compatStats(name, config.ModeCompat, &s, nil, nil)
+		gs := compatStats(name, config.ModeCompat, &s, nil, nil)
+		gs.XDP = xdpCounters(g.Ports())
+		return gs
 	}
 	stopStats, err := serveStats(log, name, func() any { return stats() })
 	if err != nil {
