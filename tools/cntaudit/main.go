@@ -25,6 +25,9 @@ import (
 
 var marker = []byte("CNTAUDIT")
 
+// pktSize is -size: the length of kind len4.
+var pktSize = 100
+
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func csum(b []byte, init uint32) uint16 {
@@ -172,6 +175,8 @@ func packet(kind string, src4, dst4, src6, dst6 netip.Addr) (uint16, []byte) {
 		return 0x0800, udp4(src4, dst4, 1400, 64, true)
 	case "mid4":
 		return 0x0800, udp4(src4, dst4, 1400, 64, false)
+	case "len4": // -size bytes, no DF
+		return 0x0800, udp4(src4, dst4, pktSize, 64, false)
 	case "mid6":
 		return 0x86dd, udp6(src6, dst6, 1400, 64)
 	case "nonip":
@@ -228,6 +233,7 @@ func main() {
 	gap := fs.Duration("gap", 0, "between frames")
 	capIf := fs.String("capif", "", "wan: interface to capture a transport data frame on (outgoing)")
 	fs.Parse(os.Args[2:])
+	pktSize = *size
 	switch os.Args[1] {
 	case "send":
 		et, p := packet(*kind, netip.MustParseAddr(*src4), netip.MustParseAddr(*dst4), netip.MustParseAddr(*src6), netip.MustParseAddr(*dst6))
