@@ -219,9 +219,12 @@ type QueueStats struct {
 	ControlSent uint64 `json:"control_sent"`
 	// Exception counts inner packets handed to the exception interface.
 	Exception uint64 `json:"exception"`
-	// PeerToPeer counts decrypted packets sent back into the tunnel
+	// PeerToPeer counts decrypted packets routed back into the tunnel
 	// (hairpin.go: to a peer whose allowed IPs hold their destination);
-	// each also counts in Decrypted and, once sealed, in Encrypted.
+	// each also counts in Decrypted and then, as a LAN packet would, in
+	// Encrypted once sealed (each fragment), or under the drop reason of
+	// the way out (no_endpoint, held_overflow, ...): a stage, as
+	// ToHost is, not a count of packets sent.
 	PeerToPeer uint64 `json:"peer_to_peer"`
 	// ToHost counts decrypted transit packets handed to the exception
 	// interface for the host's kernel to forward (hairpin.go: their route

@@ -227,8 +227,14 @@ func TestStatsLosses(t *testing.T) {
 	s.Drops[DropHandshakeInvalid] = 3
 	s.Noise.Drops[noise.DropWrongSize] = 1
 	s.Noise.Drops[noise.DropBadMAC1] = 2
+	// Not handshake_invalid: answered with cookie replies (or dropped as
+	// cookie_budget), and counted as unknown_peer.
+	s.Noise.Drops[noise.DropCookieRequired] = 19941
+	s.Drops[DropCookieBudget] = 2027
+	s.Noise.Drops[noise.DropUnknownPeer] = 4
+	s.Drops[DropUnknownPeer] = 4
 	got := strings.Join(s.Losses(), " ")
-	if want := "handshake_invalid=3 (bad_mac1=2 wrong_size=1) unknown_type=2"; got != want {
+	if want := "cookie_budget=2027 handshake_invalid=3 (bad_mac1=2 wrong_size=1) unknown_peer=4 unknown_type=2"; got != want {
 		t.Errorf("Losses = %q, want %q", got, want)
 	}
 }

@@ -132,11 +132,16 @@ type DropCounts = counts.Counts[DropReason]
 
 // Losses lists the nonzero drops as sorted "name=count" strings (names in
 // snake case); handshake_invalid is followed by its breakdown by package
-// noise's reasons, in parentheses. Empty when nothing was dropped.
+// noise's reasons, in parentheses. The breakdown leaves out the two noise
+// reasons the control plane does not count as handshake_invalid: cookie
+// required (answered with a cookie reply, or dropped as cookie_budget) and
+// unknown peer (unknown_peer). Empty when nothing was dropped.
 func (s Stats) Losses() []string {
 	out := s.Drops.List()
 	invalid := DropHandshakeInvalid.Key() + "="
-	if nl := s.Noise.Drops.List(); len(nl) > 0 {
+	nd := s.Noise.Drops
+	nd[noise.DropCookieRequired], nd[noise.DropUnknownPeer] = 0, 0
+	if nl := nd.List(); len(nl) > 0 {
 		for i, l := range out {
 			if strings.HasPrefix(l, invalid) {
 				out[i] += " (" + strings.Join(nl, " ") + ")"

@@ -75,6 +75,7 @@ func ipPacket(src, dst netip.Addr, payload []byte) []byte {
 		ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0}
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(u)))
 		ip = append(append(ip, src.AsSlice()...), dst.AsSlice()...)
+		header.IPv4(ip).SetChecksum()
 		return append(ip, u...)
 	}
 	ip := []byte{0x60, 0, 0, 0, 0, 0, 17, 64}

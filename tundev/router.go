@@ -163,14 +163,17 @@ func (d *PortDevice) judge(pkt []byte) (ok, opts bool) {
 
 // headerOK reports whether the IP header of pkt (at least 20 bytes for
 // IPv4, 40 for IPv6: destination or take checked) is within pkt, as judge
-// needs:
-// an IPv4 IHL of 5 or more within pkt, an IPv6 payload length within pkt.
-// wireguard-go trims a decrypted packet to its length field but does not
-// read the IHL.
+// needs, and sound, as a router checks before it forwards (RFC 1812
+// §5.2.2; the fast path's header.ParseL3): an IPv4 IHL of 5 or more
+// within pkt and a right header checksum (the TTL decrement's incremental
+// update would forward a wrong one still wrong, for the receiver to drop
+// uncounted), an IPv6 payload length within pkt. wireguard-go trims a
+// decrypted packet to its length field but reads neither the IHL nor the
+// checksum.
 func headerOK(pkt []byte) bool {
 	if pkt[0]>>4 == header.IPv4Version {
 		ihl := int(pkt[0]&0xf) * 4
-		return ihl >= header.IPv4MinLen && ihl <= len(pkt)
+		return ihl >= header.IPv4MinLen && ihl <= len(pkt) && header.IPv4(pkt).VerifyChecksum()
 	}
 	return header.IPv6Len+header.IPv6(pkt).PayloadLength() <= len(pkt)
 }

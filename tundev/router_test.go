@@ -57,6 +57,13 @@ func withTTL(p []byte, ttl uint8) []byte {
 	return q
 }
 
+// badChecksum is a copy of the IPv4 packet p with a wrong header checksum.
+func badChecksum(p []byte) []byte {
+	q := bytes.Clone(p)
+	q[10] ^= 0x55
+	return q
+}
+
 // eth4, eth6 frame an IP packet as the LAN host sends it to the gateway.
 func eth4(p []byte) []byte { return ethFrame(macGW, macHost, 0x0800, p) }
 func eth6(p []byte) []byte { return ethFrame(macGW, macHost, 0x86dd, p) }
@@ -197,6 +204,9 @@ func TestPortDeviceJudges(t *testing.T) {
 		{"link-local v6 source", ipPacket(a("fe80::1"), peerB6, nil), PortDropMartian},
 		{"multicast v6", ipPacket(hostIP6, a("ff0e::1"), nil), PortDropMulticast},
 		{"source route", lsrr(hostIP, peerB), PortDropIPOptions},
+		// Dropped as the fast path drops it (header.ParseL3): the TTL
+		// decrement's incremental update would forward it still wrong.
+		{"bad header checksum", badChecksum(ipPacket(hostIP, peerB, nil)), PortDropMalformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"/lan", func(t *testing.T) {

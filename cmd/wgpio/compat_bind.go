@@ -4,9 +4,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/compatgw"
@@ -81,7 +84,9 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	}
 	stats := func() GatewayStats {
 		s := g.Stats()
-		return compatStats(name, config.ModeCompat, &s, nil, nil)
+		gs := compatStats(name, config.ModeCompat, &s, nil, nil)
+		gs.XDP = xdpCounters(g.Ports())
+		return gs
 	}
 	stopStats, err := serveStats(log, name, func() any { return stats() })
 	if err != nil {
@@ -100,8 +105,33 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	final := g.Stats()
 	stopStats()
 	err = g.Close()
-	log.Info("final counters", "bind_rx", final.Bind.RXPackets, "bind_tx", final.Bind.TXPackets, "lan_rx", final.LAN.RXPackets, "lan_tx", final.LAN.TXPackets)
+	logFinalCompat(log, final)
 	return err
+}
+
+// logFinalCompat logs compat mode's counters at exit: the bind's and
+// tundev's packets and drops by reason, and what each port queue and
+// the kernel at its socket lost before them (dataplane.Stats.Losses), as
+// logFinal logs the fast path's.
+func logFinalCompat(log *slog.Logger, c CompatStats) {
+	attrs := []any{"bind_rx", c.Bind.RXPackets, "bind_tx", c.Bind.TXPackets, "lan_rx", c.LAN.RXPackets, "lan_tx", c.LAN.TXPackets}
+	if l := c.Bind.Drops.List(); len(l) > 0 {
+		attrs = append(attrs, "bind_drops", strings.Join(l, " "))
+	}
+	if l := c.LAN.Drops.List(); len(l) > 0 {
+		attrs = append(attrs, "lan_drops", strings.Join(l, " "))
+	}
+	for _, p := range []struct {
+		key string
+		qs  []dataplane.Stats
+	}{{"wan_port_losses", c.WANQueues}, {"lan_port_losses", c.LANQueues}} {
+		for i, st := range p.qs {
+			if l := st.Losses(); len(l) > 0 {
+				attrs = append(attrs, p.key+"_"+strconv.Itoa(i), strings.Join(l, " "))
+			}
+		}
+	}
+	log.Info("final counters", attrs...)
 }
 
 // compatMetricsListener listens on w.MetricsAddress, if set, before a

@@ -52,6 +52,15 @@ func TestUpCompat(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "wan (bind)") || !strings.Contains(string(out), "lan (tundev)") {
 		t.Errorf("wgpio stats %s: %v\n%s", s.GwName, err, out)
 	}
+	// The XDP programs' counters, as in fastpath mode: what they gave the
+	// bind and tundev, and what they left to the kernel (a frame that is
+	// not IP, a truncated header), which no other counter of compat mode
+	// shows.
+	for _, want := range []string{"xdp lan: ", "xdp_redirect_prefix=", "xdp wan: ", "xdp_redirect_udp="} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("wgpio stats %s does not say %q:\n%s", s.GwName, want, out)
+		}
+	}
 
 	// Compat mode has no capture socket: wireguard-go's frames are not the
 	// fast path's.

@@ -85,7 +85,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		icmpSent:             d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big, host unreachable, parameter problem.", "queue"),
 		icmpSuppressed:       d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:           d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
-		peerToPeer:           d("packets_peer_to_peer_total", "Decrypted packets sent back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke).", "queue"),
+		peerToPeer:           d("packets_peer_to_peer_total", "Decrypted packets routed back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke); those the way out then drops (no_endpoint, held_overflow, ...) count in wgpio_drops_total too.", "queue"),
 		toHost:               d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
 		peerRx:               d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
 		peerTx:               d("peer_transmit_bytes_total", "Transport bytes sent to a peer.", "public_key"),

@@ -355,6 +355,25 @@ func TestListenMetricsInUse(t *testing.T) {
 	ln.Close()
 }
 
+// TestCompatXDPCounters: in compat mode too, wgpio stats and /metrics
+// show the XDP programs' counters: the frames the LAN's program left to
+// the kernel (not IP, a truncated IP header, another VLAN's), which the
+// bind and tundev never see, are counted there only.
+func TestCompatXDPCounters(t *testing.T) {
+	s := GatewayStats{Name: "wg0", Mode: string(config.ModeCompat), Compat: &CompatStats{},
+		XDP: map[string]map[string]uint64{"lan": {"xdp_pass": 50, "xdp_redirect_prefix": 3}, "wan": {"xdp_redirect_udp": 6}}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	if want := `wgpio_xdp_frames_total{device="wg0",port="lan",verdict="pass"} 50`; !strings.Contains(body, want) {
+		t.Errorf("metrics lack %s:\n%s", want, body)
+	}
+	out := capturePrintStats(t, s)
+	for _, want := range []string{"xdp lan: xdp_pass=50 xdp_redirect_prefix=3\n", "xdp wan: xdp_redirect_udp=6\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestCompatKernelDrops: in compat mode too, the frames the kernel
 // dropped at the ports' AF_XDP sockets before the bind or tundev read them
 // (a full RX ring while wireguard-go lagged: a stalled gateway lost tens of

@@ -100,6 +100,7 @@ func printStats(name string, s GatewayStats) {
 	}
 	if s.Compat != nil {
 		printCompatStats(s.Compat)
+		printXDP(s.XDP)
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
@@ -147,10 +148,15 @@ func printStats(name string, s GatewayStats) {
 		}
 	}
 	tw.Flush()
-	// Where the XDP programs sent frames: to the workers or the kernel
-	// (xdp_pass_vlan: another VLAN's frames, never taken).
+	printXDP(s.XDP)
+}
+
+// printXDP prints where the XDP programs sent frames (GatewayStats.XDP):
+// to the workers (compat mode: the bind and tundev) or the kernel
+// (xdp_pass_vlan: another VLAN's frames, never taken).
+func printXDP(xdp map[string]map[string]uint64) {
 	for _, port := range []string{"lan", "wan"} {
-		if m, ok := s.XDP[port]; ok {
+		if m, ok := xdp[port]; ok {
 			l := xdpList(m)
 			if len(l) == 0 {
 				l = []string{"none yet"}

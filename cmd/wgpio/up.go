@@ -504,8 +504,10 @@ type GatewayStats struct {
 	// modes.
 	Device *gateway.Stats `json:"control_plane,omitempty"`
 	// XDP holds each port's XDP program counters ("lan", "wan"), frames
-	// by verdict: xdp_redirect_* went to the workers, xdp_pass* to the
-	// kernel (xdp_pass_vlan: of another VLAN than the port's).
+	// by verdict: xdp_redirect_* went to the workers (compat mode: the
+	// bind and tundev), xdp_pass* to the kernel (xdp_pass_vlan: of
+	// another VLAN than the port's); nil in compat-mqtun, which has no
+	// XDP program.
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// ExceptionDrops counts the packets for the host that the exception
 	// TUN refused (its interface down or its queue full:
@@ -545,11 +547,18 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 // countersOf is g's counters, without the peers'.
 func countersOf(g *fastgw.Gateway) GatewayStats {
 	dev, exc := g.Device().Stats(), g.ExceptionDrops()
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, XDP: map[string]map[string]uint64{}, ExceptionDrops: &exc}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, ExceptionDrops: &exc}
 	if ts, ok := g.ExceptionTUN(); ok {
 		s.TUN = &ts
 	}
-	wan, lan := g.Ports()
+	s.XDP = xdpCounters(g.Ports())
+	return s
+}
+
+// xdpCounters is GatewayStats.XDP: the XDP program counters of the ports
+// wan and lan (AF_XDP ports: the xdp_ counters of their Stats' Backend).
+func xdpCounters(wan, lan dataplane.Port) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
 	for name, p := range map[string]interface{ Stats() dataplane.Stats }{"wan": wan, "lan": lan} {
 		m := map[string]uint64{}
 		for k, v := range p.Stats().Backend {
@@ -557,9 +566,9 @@ func countersOf(g *fastgw.Gateway) GatewayStats {
 				m[k] = v
 			}
 		}
-		s.XDP[name] = m
+		out[name] = m
 	}
-	return s
+	return out
 }
 
 // peerStats is every peer's PeerStat, in configuration order (from

@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/tundev"
 )
 
 const metricsAddr = "127.0.0.1:9586" // inside gwA's own namespace
@@ -442,6 +444,28 @@ func TestLogFinalExceptionDrops(t *testing.T) {
 		if got := strings.Contains(b.String(), fmt.Sprintf("exception_tun_drops=%d", tc.drops)); got != tc.want {
 			t.Errorf("logFinal with ExceptionDrops %d logged it: %v, want %v:\n%s", tc.drops, got, tc.want, b.String())
 		}
+	}
+}
+
+// TestLogFinalCompat: compat mode's counters logged at exit include the
+// bind's and tundev's drops by reason and what a port queue and the kernel
+// at its socket lost, as wgpio stats shows them (before, only the four
+// packet counts); what lost nothing adds nothing.
+func TestLogFinalCompat(t *testing.T) {
+	var c CompatStats
+	c.Bind.Drops[bind.DropNotOurs] = 4
+	c.LAN.Drops[tundev.PortDropMalformed] = 50
+	c.LANQueues = []dataplane.Stats{{Backend: map[string]uint64{"xsk_rx_dropped": 2952}}}
+	c.WANQueues = []dataplane.Stats{{}}
+	var b strings.Builder
+	logFinalCompat(slog.New(slog.NewTextHandler(&b, nil)), c)
+	for _, want := range []string{`bind_drops="not_ours=4"`, `lan_drops="malformed=50"`, `lan_port_losses_0="xsk_rx_dropped=2952"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("logFinalCompat logged no %s:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "wan_port_losses") {
+		t.Errorf("logFinalCompat logged losses for a WAN queue that lost nothing:\n%s", b.String())
 	}
 }
 

@@ -3,6 +3,7 @@
 package afxdp
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -50,5 +51,48 @@ func TestTransmitLinkDown(t *testing.T) {
 	if s.Drops[dataplane.DropLinkDown] != n || s.Drops[dataplane.DropDriver] != 0 || s.TXPackets != 10 || s.TXBytes != 640 {
 		t.Errorf("10 frames once the carrier is back: link_down %d, tx packets %d, bytes %d; want %d 10 640",
 			s.Drops[dataplane.DropLinkDown], s.TXPackets, s.TXBytes, n)
+	}
+}
+
+// TestTransmitDriverDrop: in copy mode, frames the driver refuses with the
+// link up (longer than the veth peer's MTU) are dropped by the kernel,
+// each kick's first with EBUSY: they are all counted as driver_drop, not
+// as transmitted, at once, and the frames behind them go out. Before,
+// one a kick was dropped and the rest waited on the ring, neither sent
+// nor counted, and the traffic after them behind (compat mode's LAN after
+// 50 decrypted packets over its MTU delivered nothing more).
+func TestTransmitDriverDrop(t *testing.T) {
+	p := newVethPair(t, 1)
+	a := openIn(t, p.a, p.v.A, Config{Filter: Filter{All: true}})
+	if a.ZeroCopy() {
+		t.Fatal("veth in zero-copy mode: the test is of copy mode")
+	}
+	if out, err := p.b.Run("ip", "link", "set", p.v.B, "mtu", "1000"); err != nil {
+		t.Fatalf("ip link set %s mtu 1000: %v\n%s", p.v.B, err, out)
+	}
+	tx := a.Queue(0).TX()
+	const n = 20
+	frames := make([]dataplane.Frame, n)
+	if k := tx.Alloc(frames); k != n {
+		t.Fatalf("Alloc = %d, want %d", k, n)
+	}
+	for i := range frames {
+		frames[i].SetLen(1200)
+		b := frames[i].Data()
+		copy(b[0:], p.macB)
+		copy(b[6:], p.macA)
+		binary.BigEndian.PutUint16(b[12:], testEtherType)
+	}
+	if m := tx.Transmit(frames); m != n {
+		t.Fatalf("Transmit = %d, want %d", m, n)
+	}
+	sendTest(t, tx, p.macA, p.macB, 1, 10)
+	s := a.Queue(0).Stats()
+	if s.Drops[dataplane.DropDriver] != n || s.TXPackets != 10 {
+		t.Errorf("%d frames over the far end's MTU, then 10 that fit: driver_drop %d, tx packets %d; want %d 10 (drops %v)",
+			n, s.Drops[dataplane.DropDriver], s.TXPackets, n, s.Drops.List())
+	}
+	if pend := tx.(*txHalf).s.tx.pending(); pend != 0 {
+		t.Errorf("%d frames still on the TX ring, want 0", pend)
 	}
 }

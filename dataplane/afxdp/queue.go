@@ -347,7 +347,8 @@ func tagged(b []byte) bool {
 // that what is given to a link without carrier is dropped at once and
 // counted, as Linux drops what it sends there (its queue discipline is
 // deactivated while the carrier is off), instead of waiting on the ring
-// to be sent, stale, when the carrier returns. Dropped frames are
+// to be sent, stale, when the carrier returns; frames the driver refuses
+// with the link up likewise, up to n of them (dropped). Dropped frames are
 // completed as if sent (Reclaim takes them back). An interface set down
 // (ENETDOWN) takes no frame: they wait on the ring (the ring full,
 // Transmit takes fewer).
@@ -361,7 +362,7 @@ func (h *txHalf) kick(n uint32) (lost uint32) {
 	}
 	for range kicks {
 		if h.s.kickTX() == unix.EBUSY && h.copyMode {
-			lost += h.dropped(&kicks)
+			lost += h.dropped(&kicks, n)
 		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
@@ -369,28 +370,34 @@ func (h *txHalf) kick(n uint32) (lost uint32) {
 }
 
 // dropped counts the frame a kick that failed with EBUSY dropped and
-// returns how many frames of the ring were dropped. EBUSY does not say
-// why: the interface was down or without carrier, or its driver refused
-// the frame (a veth whose other end's queue is full, without a queue
-// discipline in front). It asks the kernel (linkUp): with the link
-// up the frame is the driver's drop (DropDriver), and the rest of the ring
-// waits for the next kick; with it down the frame is DropLinkDown, and so
-// are the ring's other frames, kicked out one a kick, counted in kicks,
-// until a kick does not fail so.
-func (h *txHalf) dropped(kicks *uint32) uint32 {
+// returns how many frames of the ring were dropped; n is the number of
+// frames the caller submitted. EBUSY does not say why: the interface was
+// down or without carrier, or its driver refused the frame (a veth whose
+// other end's queue is full, without a queue discipline in front, or a
+// frame longer than the other end's MTU). It asks the kernel (linkUp):
+// with the link down the frame is DropLinkDown, and so are the ring's
+// other frames, kicked out one a kick, counted in kicks, until a kick
+// does not fail so; with it up the frame is the driver's drop
+// (DropDriver), and it kicks on likewise, at most n − 1 times more (each
+// further drop a DropDriver): a kick takes the frames behind a refused
+// one only up to the next refused one, so that the frames behind a burst
+// the driver refused (50 decrypted packets over the LAN's MTU) waited on
+// the ring, neither sent nor counted, one dropped per later kick, while
+// the traffic after them waited behind.
+func (h *txHalf) dropped(kicks *uint32, n uint32) uint32 {
+	r, left := dataplane.DropLinkDown, h.s.tx.pending()
 	if h.linkUp() {
-		h.ctr.drops[dataplane.DropDriver].Add(1)
-		return 1
+		r, left = dataplane.DropDriver, min(left, n-1)
 	}
 	lost := uint32(1)
-	for left := h.s.tx.pending(); left > 0; left-- {
+	for ; left > 0; left-- {
 		*kicks++
 		if h.s.kickTX() != unix.EBUSY {
 			break
 		}
 		lost++
 	}
-	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
+	h.ctr.drops[r].Add(uint64(lost))
 	return lost
 }
 

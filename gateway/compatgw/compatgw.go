@@ -480,6 +480,11 @@ func (g *Gateway) Bind() *bind.Bind { return g.bind }
 // LAN is the LAN side (wireguard-go's tun.Device).
 func (g *Gateway) LAN() *tundev.PortDevice { return g.lanDev }
 
+// Ports returns the WAN and LAN AF_XDP ports, whose Stats carry their XDP
+// programs' counters (the frames left to the kernel among them), as
+// fastgw.Gateway.Ports.
+func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
+
 // Stats returns the counters of the two sides.
 func (g *Gateway) Stats() Stats {
 	return Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats(), WANQueues: queueStats(g.wan), LANQueues: queueStats(g.lan)}
