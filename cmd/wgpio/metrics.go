@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wgpio/wgpio/bind"
@@ -344,15 +345,33 @@ func listenMetrics(file string, w config.WGPIO) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveMetrics serves /metrics on ln in the background, until ln is
-// closed: g's counters and the reloads' outcome st.
-func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) error {
+// metricsRegistry returns the registry /metrics serves: the gateway's
+// counters, the reloads' outcome st, and the process's own health as
+// every Go exporter names it: the Go runtime's (go_goroutines, go_threads,
+// go_memstats_heap_inuse_bytes, ...) and the process's
+// (process_resident_memory_bytes, process_open_fds, ...), which a long
+// run watches for leaks.
+func metricsRegistry(name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	coll := newCollector(name, maxPeers, stats, peers)
-	for _, c := range append([]prometheus.Collector{coll}, reloadMetrics(name, st)...) {
+	cs := []prometheus.Collector{
+		newCollector(name, maxPeers, stats, peers),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	for _, c := range append(cs, reloadMetrics(name, st)...) {
 		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
+	}
+	return reg, nil
+}
+
+// serveMetrics serves /metrics on ln in the background, until ln is
+// closed: metricsRegistry's metrics.
+func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) error {
+	reg, err := metricsRegistry(name, stats, peers, maxPeers, st)
+	if err != nil {
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsMaxScrapes}))

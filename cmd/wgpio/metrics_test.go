@@ -401,3 +401,34 @@ func TestCompatKernelDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsProcessHealth: /metrics has what a long run watches for
+// leaks besides the gateway's counters: the Go heap, goroutines and
+// threads, and the process's resident memory and open files.
+func TestMetricsProcessHealth(t *testing.T) {
+	s := GatewayStats{Name: "wg0", Device: &gateway.Stats{}}
+	reg, err := metricsRegistry("wg0", func() GatewayStats { return s },
+		func(int) ([]PeerStat, bool) { return nil, true }, 1000, newReloadState(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]float64{}
+	for _, mf := range mfs {
+		if m := mf.GetMetric(); len(m) == 1 && m[0].GetGauge() != nil {
+			have[mf.GetName()] = m[0].GetGauge().GetValue()
+		}
+	}
+	for _, name := range []string{"go_goroutines", "go_threads", "go_memstats_heap_inuse_bytes",
+		"process_resident_memory_bytes", "process_open_fds"} {
+		if v, ok := have[name]; !ok || v <= 0 {
+			t.Errorf("%s = %v (exported: %v); want a positive gauge", name, v, ok)
+		}
+	}
+	if _, ok := have["wgpio_peers"]; !ok {
+		t.Error("wgpio_peers missing beside the process's metrics")
+	}
+}
