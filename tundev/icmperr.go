@@ -54,6 +54,7 @@ const (
 	icmpTimeExceeded icmpKind = iota // time exceeded in transit, code 0
 	icmpParamProblem                 // parameter problem (type 12 / type 4)
 	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
+	icmpTooBig                       // fragmentation needed (type 3 code 4) / packet too big (type 2), never limited
 )
 
 // icmpError is an error about a transit packet: its kind, and for
@@ -63,6 +64,7 @@ type icmpError struct {
 	kind icmpKind
 	code uint8
 	ptr  uint32
+	mtu  int // icmpTooBig's
 }
 
 // type6 is e's ICMPv6 type and code.
@@ -72,6 +74,8 @@ func (e icmpError) type6() (typ, code uint8) {
 		return header.ICMPv6TypeTimeExceeded, 0
 	case icmpUnreachable:
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable
+	case icmpTooBig:
+		return header.ICMPv6TypePacketTooBig, 0
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
@@ -86,6 +90,8 @@ func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) 
 			return header.PutICMPv4TimeExceeded(b, src.As4(), p)
 		case icmpUnreachable:
 			return header.PutICMPv4HostUnreachable(b, src.As4(), p)
+		case icmpTooBig:
+			return header.PutICMPv4FragNeeded(b, src.As4(), p, uint16(min(e.mtu, 0xffff)))
 		}
 		return header.PutICMPv4ParamProblem(b, src.As4(), p, uint8(e.ptr))
 	}
@@ -94,6 +100,8 @@ func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) 
 		return header.PutICMPv6TimeExceeded(b, src.As16(), p)
 	case icmpUnreachable:
 		return header.PutICMPv6AddrUnreachable(b, src.As16(), p)
+	case icmpTooBig:
+		return header.PutICMPv6PacketTooBig(b, src.As16(), p, uint32(e.mtu))
 	}
 	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
 }
@@ -109,8 +117,8 @@ func optionsError(pkt []byte) (icmpError, bool) {
 // icmpAllowed reports whether the error e about pkt may go to pkt's source
 // now: not when no error may answer pkt at all (RFC 1812 §4.3.2.7, RFC
 // 4443 §2.4(e); asked first, as Linux's __icmp_send does, so that such
-// packets spend no budget), else the rate limiter's answer, counting what
-// it suppresses. For IPv6 the per-destination interval shrinks with the
+// packets spend no budget), else, for every kind but icmpTooBig, the rate
+// limiter's answer, counting what it suppresses. For IPv6 the per-destination interval shrinks with the
 // length of the route back, bits (icmprate.Shift6, as Linux's
 // icmpv6_xrlim_allow): bits is called only then.
 func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) int) bool {
@@ -128,6 +136,9 @@ func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) 
 		}
 		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
 		shift = icmprate.Shift6(bits(dst))
+	}
+	if e.kind == icmpTooBig {
+		return true // path MTU discovery must not break (Linux's icmp_ratemask)
 	}
 	if d.icmpLimit.AllowShift(dst, int64(time.Since(d.epoch)), shift) {
 		return true

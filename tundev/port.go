@@ -452,8 +452,9 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 
 // Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
 // frame from the port's MAC to the MAC of its next hop, and returns
-// len(bufs) with a nil error once every packet is sent or dropped: packets
-// that cannot be sent (not IP, larger than the port's MTU, refused by the
+// len(bufs) with a nil error once every packet is sent or dropped (one
+// larger than the port's MTU is fragmented or answered, lanmtu.go):
+// packets that cannot be sent (not IP, too big, refused by the
 // router's checks or at TTL 1 (router.go), no route, an unresolved next
 // hop, no buffer, a full TX ring) are dropped and counted,
 // as a kernel interface drops them, so that one bad packet does not make
@@ -484,36 +485,42 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			}
 			pkt := b[offset:]
 			dst, good := destination(pkt)
-			switch {
-			case !good:
+			if !good {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
-			case len(pkt) > d.maxLen:
-				d.ctr.drops[PortDropTooBig].Add(1)
-				continue
 			}
+			big := len(pkt) > d.maxLen
 			switch d.forwardOut(pkt, dst, al, &lastTun) {
 			case outLoop:
+				if big { // the loop queue's slots hold the port's MTU
+					d.ctr.drops[PortDropTooBig].Add(1)
+					continue
+				}
 				loop[i] = true
 				loops++
 				continue
 			case outDropped:
 				continue
 			}
-			if dst == last {
-				macs[i], ok[i] = lastMAC, lastOK
-				if !lastOK {
-					d.dropOut(pkt, lastReason, al)
-				}
+			if big && !d.fragmentable(pkt) {
+				d.tooBigLAN(pkt, al)
 				continue
 			}
-			mac, r := d.nextHop(dst)
-			last, lastMAC, lastOK, lastReason = dst, mac, r == NumPortDropReasons, r
-			if !lastOK {
-				d.dropOut(pkt, r, al)
-				continue
+			mac, good := lastMAC, lastOK
+			if dst != last {
+				var r PortDropReason
+				mac, r = d.nextHop(dst)
+				good = r == NumPortDropReasons
+				last, lastMAC, lastOK, lastReason = dst, mac, good, r
 			}
-			macs[i], ok[i] = mac, true
+			switch {
+			case !good:
+				d.dropOut(pkt, lastReason, al)
+			case big:
+				d.fragmentLAN(pkt, mac)
+			default:
+				macs[i], ok[i] = mac, true
+			}
 		}
 		if loops > 0 {
 			d.loop.push(d, chunk, offset, loop[:len(chunk)])

@@ -20,7 +20,9 @@ const (
 	// that is not IPv4 or IPv6.
 	PortDropMalformed
 	// PortDropTooBig: a received packet larger than Read's buffer, or a
-	// written one larger than the port's MTU.
+	// written one larger than the port's MTU that may not be fragmented
+	// (DF, IPv6: answered "fragmentation needed" / "packet too big",
+	// lanmtu.go) or goes back into the tunnel.
 	PortDropTooBig
 	// PortDropNeighbour: an ARP/NDP frame the Responder refused.
 	PortDropNeighbour
@@ -109,7 +111,7 @@ type PortStats struct {
 	RXPackets        uint64         `json:"rx_packets"`        // packets returned by Read
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
-	Fragmented       uint64         `json:"fragmented"`        // received packets over the tunnel MTU sent on as IPv4 fragments
+	Fragmented       uint64         `json:"fragmented"`        // IPv4 packets sent on as fragments: received ones over the tunnel MTU, written ones over the port's
 	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big", time exceeded and host / address unreachable answers sent
 	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded and unreachable answers the rate limits held back
 	PeerToPeer       uint64         `json:"peer_to_peer"`      // decrypted packets handed back to wireguard-go for a peer (router.go)

@@ -1,0 +1,66 @@
+package tundev
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/wgpio/wgpio/header"
+)
+
+// TestPortDeviceOverLANMTU: a decrypted packet larger than the LAN port's
+// MTU (a tunnel MTU above the LAN's) is handled as Linux's ip_forward
+// handles it: IPv4 without DF reaches the LAN host as fragments of the
+// MTU that reassemble to it (the hop taken), IPv4 with DF and IPv6 are
+// dropped (too_big) and answered into the tunnel with "fragmentation
+// needed" / "packet too big" carrying the MTU and quoting the packet as it
+// arrived. Before, all three were dropped as too_big, unanswered: a path
+// MTU black hole.
+func TestPortDeviceOverLANMTU(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	const off, size = 16, 2000
+	noDF := ipPacket(peerA, hostIP, bytes.Repeat([]byte{7}, size))
+	binary.BigEndian.PutUint16(noDF[6:8], 0)
+	header.IPv4(noDF).SetChecksum()
+	df := ipPacket(peerA, hostIP, bytes.Repeat([]byte{8}, size))
+	v6 := ipPacket(peerA6, hostIP6, bytes.Repeat([]byte{9}, size))
+	var bufs [][]byte
+	for _, p := range [][]byte{noDF, df, v6} {
+		bufs = append(bufs, append(make([]byte, off), p...))
+	}
+	if n, err := r.dev.Write(bufs, off); n != 3 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	frames := r.collect(2)
+	var frags [][]byte
+	for _, f := range frames {
+		frags = append(frags, f[14:])
+	}
+	if len(frags) != 2 {
+		t.Fatalf("LAN received %d frames, want the 2 fragments of the packet without DF", len(frags))
+	}
+	if got := reassembleIPv4(t, frags, 1500); !bytes.Equal(got, hop(noDF)) {
+		t.Errorf("fragments reassemble to %x..., want %x...", got[:28], hop(noDF)[:28])
+	}
+	if n := r.dev.loop.n.Load(); n != 2 {
+		t.Fatalf("%d packets wait for Read, want 2 errors (stats %+v)", n, r.dev.Stats())
+	}
+	for _, ip := range r.readAll(t, 2, 4) {
+		var pk header.Packet
+		if rs := header.ParseIP(ip, &pk); rs != header.OK {
+			t.Fatalf("error does not parse: %v", rs)
+		}
+		m := ip[pk.L4Off:]
+		src, dst, typ, mtu, quote := tunIP, peerA, uint8(3), uint32(binary.BigEndian.Uint16(m[6:8])), df
+		if pk.Dst.Is6() {
+			src, dst, typ, mtu, quote = tunIP6, peerA6, 2, binary.BigEndian.Uint32(m[4:8]), v6
+		}
+		if pk.Src != src || pk.Dst != dst || m[0] != typ || mtu != 1500 || !bytes.Equal(m[8:], quote[:len(m)-8]) {
+			t.Errorf("error %v → %v type %d mtu %d quoting %x...; want %v → %v type %d mtu 1500 quoting %x...",
+				pk.Src, pk.Dst, m[0], mtu, m[8:36], src, dst, typ, quote[:28])
+		}
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 2 || s.Fragmented != 1 || s.ICMPErrors != 2 || s.ICMPSuppressed != 0 {
+		t.Errorf("Stats = %+v, want 2 too_big, 1 fragmented, 2 ICMP errors", s)
+	}
+}
