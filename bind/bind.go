@@ -94,6 +94,15 @@ type Config struct {
 	// checksum is accepted on IPv4 (RFC 768) and always dropped on IPv6
 	// (RFC 8200 §8.1, header.ReasonUDPZeroChecksum), verified or not.
 	VerifyChecksum bool
+	// Screen drops received datagrams that are no WireGuard message stock
+	// wireguard-go takes (its RoutineReceiveIncoming drops them, counting
+	// nothing), so that they are counted: a type other than 1-4 in the
+	// little-endian first word (three reserved zero bytes, whitepaper
+	// §5.4; DropBadType), transport data shorter than its header and tag
+	// (32 bytes, §5.4.6; DropShortData), a handshake message of another
+	// size than its type's (148, 92, 64 bytes, §5.4.2, §5.4.3, §5.4.7;
+	// DropWrongSize). Off by default: the Bind carries any UDP payload.
+	Screen bool
 	// ResolveWait bounds how long Send waits for an unresolved next hop
 	// (default DefaultResolveWait); it waits before taking a TX queue, so
 	// other senders are not held up.

@@ -1,6 +1,7 @@
 package bind
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/counts"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // DropReason says why the Bind dropped a frame or a datagram.
@@ -68,6 +70,14 @@ const (
 	// send from (the WAN has none: ErrNoAddress), as the fast path's
 	// DropNoWANAddress.
 	DropNoWANAddress
+	// DropBadType, DropShortData, DropWrongSize: with Config.Screen, a
+	// datagram that is no WireGuard message (screen): an unknown type or
+	// reserved bytes not zero, transport data shorter than 32 bytes, a
+	// handshake message of the wrong size. The first two are the fast
+	// path's names; the third its handshake_invalid's detail.
+	DropBadType
+	DropShortData
+	DropWrongSize
 
 	NumDropReasons
 )
@@ -96,6 +106,9 @@ var dropNames = [NumDropReasons]string{
 	DropLinkDown:     "link_down",
 	DropDriver:       "driver_drop",
 	DropNoWANAddress: "no_wan_address",
+	DropBadType:      "bad_type",
+	DropShortData:    "short_data",
+	DropWrongSize:    "wrong_size",
 }
 
 // String returns the reason's snake-case name.
@@ -300,9 +313,43 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 		r.ctr.drops[DropTooBig].Add(1)
 		return false
 	}
+	if b.cfg.Screen {
+		if why, ok := screen(payload); !ok {
+			r.ctr.drops[why].Add(1)
+			return false
+		}
+	}
 	*size = copy(buf, payload)
 	*ep = r.endpoint(netip.AddrPortFrom(p.Src, p.SrcPort), dst)
 	return true
+}
+
+// screen reports whether the UDP payload msg is a WireGuard message
+// stock wireguard-go takes, or why not (Config.Screen).
+func screen(msg []byte) (DropReason, bool) {
+	if len(msg) < 4 {
+		return DropBadType, false
+	}
+	size := 0
+	switch binary.LittleEndian.Uint32(msg) {
+	case protocol.TypeTransport:
+		if len(msg) < protocol.TransportMinSize {
+			return DropShortData, false
+		}
+		return 0, true
+	case protocol.TypeInitiation:
+		size = protocol.InitiationSize
+	case protocol.TypeResponse:
+		size = protocol.ResponseSize
+	case protocol.TypeCookieReply:
+		size = protocol.CookieReplySize
+	default:
+		return DropBadType, false
+	}
+	if len(msg) != size {
+		return DropWrongSize, false
+	}
+	return 0, true
 }
 
 // endpoint returns the cached endpoint for src whose datagram was sent to

@@ -338,7 +338,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	g.wanAddrs, g.listenPort = wan.addrs(), cfg.ListenPort
 	g.warnWANLeft(cfg.WAN, wan.left)
-	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, Addrs: wan.others, ListenPort: cfg.ListenPort, Move: g.moveListenPort}
+	bc := bind.Config{Port: g.wan, Addr4: wan.v4, Addr6: wan.v6, Addrs: wan.others, ListenPort: cfg.ListenPort, Move: g.moveListenPort, Screen: true}
 	// The source toward a configured endpoint not heard from: the
 	// kernel's route's (Linux's WireGuard's; srcaddr.Routes follows the
 	// changes itself, and Send reads the answer kept on the endpoint,
