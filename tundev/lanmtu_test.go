@@ -98,3 +98,27 @@ func TestPortDeviceFragmentOrder(t *testing.T) {
 			sizes, len(first), len(last))
 	}
 }
+
+// TestPortDeviceICMPLoopFull: an error into the tunnel that finds the loop
+// queue full (Read not called; "fragmentation needed" is never
+// rate-limited, so a burst of too-big packets fills it) is counted as a
+// no_buffer drop, as a packet push finds the queue full is. Before, it
+// was lost in no counter.
+func TestPortDeviceICMPLoopFull(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	const off, extra = 16, 5
+	var bufs [][]byte
+	for range loopSlots + extra {
+		bufs = append(bufs, append(make([]byte, off), ipPacket(peerA, hostIP, make([]byte, 1600))...))
+	}
+	for i := 0; i < len(bufs); i += PortBatchSize {
+		if _, err := r.dev.Write(bufs[i:min(i+PortBatchSize, len(bufs))], off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.dev.Stats()
+	if s.Drops[PortDropTooBig] != loopSlots+extra || s.ICMPErrors != loopSlots || s.Drops[PortDropNoBuffer] != extra {
+		t.Errorf("%d too-big packets, Read never called: too_big %d, ICMP errors %d, no_buffer %d; want %d %d %d",
+			loopSlots+extra, s.Drops[PortDropTooBig], s.ICMPErrors, s.Drops[PortDropNoBuffer], loopSlots+extra, loopSlots, extra)
+	}
+}
