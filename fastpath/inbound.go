@@ -495,6 +495,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
+			// Its fragments go after the packets before it, in
+			// order: those are sent first (a rare path).
+			w.transmit(w.lanTX, out)
+			out = out[:0]
 			w.toLANOverMTU(f, bad, now)
 		}
 	}

@@ -169,3 +169,20 @@ func TestNeighbourWaitLANMTULowered(t *testing.T) {
 	}
 	checkNbrCount(t, wb)
 }
+
+// TestOverLANMTUFragmentOrder: a packet from the tunnel without DF and
+// larger than the LAN MTU, its next hop's MAC known, is fragmented in its
+// place among the burst's packets for the LAN: its fragments leave after
+// the packets before it, as Linux sends a flow's packets in order (and as
+// flushNeighbourWait sends them). Before, deliver sent the fragments at
+// once and the burst's earlier packets after them.
+func TestOverLANMTUFragmentOrder(t *testing.T) {
+	o := orderRig{newRig(t, rigConfig{lanMTUB: 1280}), t}
+	const small, big = 40, 1400 - header.IPv4MinLen - header.UDPLen // big: 2 fragments
+	o.sendNoDF(0, small, big, small)
+	o.b.workers[0].inbound(o.clock.Now())
+	seqs, _ := o.receivedFragments(4)
+	if want := []int{0, 1, -1, 2}; !slices.Equal(seqs, want) {
+		t.Errorf("host B received %v (-1: a later fragment), want %v; drops B %v", seqs, want, TotalDrops(o.b.Stats()).List())
+	}
+}

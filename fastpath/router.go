@@ -178,7 +178,8 @@ func (w *worker) clampMSS(p []byte) {
 // bad) and answered into the tunnel with "fragmentation needed" / "packet
 // too big" carrying the LAN MTU, from our tunnel address (never
 // rate-limited). f is zeroed when handed on (sent, or waiting); otherwise
-// the caller frees it.
+// the caller frees it. The caller (deliver) has sent the burst's frames
+// before f, so that its fragments follow them.
 func (w *worker) toLANOverMTU(f *dataplane.Frame, bad *[NumDropReasons]int32, now int64) {
 	p := f.Data()
 	if p[0]>>4 != header.IPv4Version || header.IPv4(p).DontFragment() {

@@ -35,7 +35,8 @@ func (d *PortDevice) tooBigLAN(pkt []byte, al *bart.Table[uint8]) {
 
 // fragmentLAN sends pkt, an IPv4 packet without DF over the port's MTU,
 // as fragments of at most the MTU to mac, on its flow's TX queue (the
-// fragments of a packet stay in order), counting it in Fragmented. A
+// fragments of a packet stay in order; Write sends the packets before it
+// first), counting it in Fragmented. A
 // packet that needs more fragments than a batch holds, or whose header
 // leaves no room for 8 data bytes, is dropped (too_big).
 func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC) {

@@ -64,3 +64,61 @@ func TestPortDeviceOverLANMTU(t *testing.T) {
 		t.Errorf("Stats = %+v, want 2 too_big, 1 fragmented, 2 ICMP errors", s)
 	}
 }
+
+// TestPortDeviceFragmentOrder: the fragments of a decrypted packet over the
+// LAN port's MTU leave after the packets written before it in the same
+// Write, as Linux sends a flow's packets in order (the fast path sends the
+// frames before it first too). Before, the fragments went out at once,
+// and the batch's earlier packets after them: a flow's packets reordered.
+func TestPortDeviceFragmentOrder(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500, one queue
+	const off = 16
+	first := ipPacket(peerA, hostIP, []byte("first"))
+	big := ipPacket(peerA, hostIP, bytes.Repeat([]byte{7}, 2000))
+	binary.BigEndian.PutUint16(big[6:8], 0) // no DF
+	header.IPv4(big).SetChecksum()
+	last := ipPacket(peerA, hostIP, []byte("last"))
+	var bufs [][]byte
+	for _, p := range [][]byte{first, big, last} {
+		bufs = append(bufs, append(make([]byte, off), p...))
+	}
+	if n, err := r.dev.Write(bufs, off); n != 3 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	frames := r.collect(4)
+	if len(frames) != 4 {
+		t.Fatalf("LAN received %d frames, want 4 (stats %+v)", len(frames), r.dev.Stats())
+	}
+	sizes := make([]int, len(frames))
+	for i, f := range frames {
+		sizes[i] = len(f) - 14
+	}
+	if !bytes.Equal(frames[0][14:], hop(first)) || !bytes.Equal(frames[3][14:], hop(last)) {
+		t.Errorf("LAN received IP packets of %v bytes, want the first packet (%d), the 2 fragments, the last (%d), in that order",
+			sizes, len(first), len(last))
+	}
+}
+
+// TestPortDeviceICMPLoopFull: an error into the tunnel that finds the loop
+// queue full (Read not called; "fragmentation needed" is never
+// rate-limited, so a burst of too-big packets fills it) is counted as a
+// no_buffer drop, as a packet push finds the queue full is. Before, it
+// was lost in no counter.
+func TestPortDeviceICMPLoopFull(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	const off, extra = 16, 5
+	var bufs [][]byte
+	for range loopSlots + extra {
+		bufs = append(bufs, append(make([]byte, off), ipPacket(peerA, hostIP, make([]byte, 1600))...))
+	}
+	for i := 0; i < len(bufs); i += PortBatchSize {
+		if _, err := r.dev.Write(bufs[i:min(i+PortBatchSize, len(bufs))], off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.dev.Stats()
+	if s.Drops[PortDropTooBig] != loopSlots+extra || s.ICMPErrors != loopSlots || s.Drops[PortDropNoBuffer] != extra {
+		t.Errorf("%d too-big packets, Read never called: too_big %d, ICMP errors %d, no_buffer %d; want %d %d %d",
+			loopSlots+extra, s.Drops[PortDropTooBig], s.ICMPErrors, s.Drops[PortDropNoBuffer], loopSlots+extra, loopSlots, extra)
+	}
+}

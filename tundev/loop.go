@@ -92,11 +92,13 @@ func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) 
 }
 
 // icmpError queues the error e about pkt from our tunnel address of pkt's
-// family in src, and reports whether it did (false: the queue is full, or
-// no error may answer pkt).
+// family in src, and reports whether it did (false: the queue is full,
+// counted as a no_buffer drop as push counts a packet, or no error may
+// answer pkt).
 func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, src *icmpSources, e icmpError) bool {
 	b := q.reserve()
 	if b == nil {
+		d.ctr.drops[PortDropNoBuffer].Add(1)
 		return false
 	}
 	from := src.tun6

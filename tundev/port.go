@@ -517,6 +517,10 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			case !good:
 				d.dropOut(pkt, lastReason, al)
 			case big:
+				// After the packets before it, in order: send
+				// those first (a rare path).
+				d.send(chunk[:i], offset, macs[:i], ok[:i])
+				clear(ok[:i])
 				d.fragmentLAN(pkt, mac)
 			default:
 				macs[i], ok[i] = mac, true

@@ -32,7 +32,8 @@ const (
 	PortDropNoRoute
 	// PortDropNoNeighbour: the next hop did not resolve.
 	PortDropNoNeighbour
-	// PortDropNoBuffer: the pool had no free frame.
+	// PortDropNoBuffer: the pool had no free frame, or the loop queue
+	// (peer-to-peer packets and ICMP errors into the tunnel) was full.
 	PortDropNoBuffer
 	// PortDropTXFull: the TX ring stayed full.
 	PortDropTXFull
