@@ -56,3 +56,30 @@ func TestPortDeviceNoNeighbourAnswered(t *testing.T) {
 		t.Errorf("Stats = %+v, want 2 no_neighbour, 2 ICMP errors", s)
 	}
 }
+
+// TestPortDeviceNoNeighbourBroadcast: a decrypted packet to the directed
+// broadcast address of the LAN's route (198.18.11.255 of 198.18.11.0/24),
+// which no neighbour answers for, is dropped as no_neighbour without an
+// answer: no ICMP error answers a packet to a broadcast address (RFC 1812
+// §4.3.2.7). One to a host of the LAN that does not answer still gets
+// one.
+func TestPortDeviceNoNeighbourBroadcast(t *testing.T) {
+	r := routerRig(t, func(c *PortConfig) { c.ResolveWait = 20 * time.Millisecond })
+	const off = 16
+	bcast := ipPacket(peerA, netip.MustParseAddr("198.18.11.255"), []byte("all"))
+	host := ipPacket(peerA, netip.MustParseAddr("198.18.11.99"), []byte("one"))
+	bufs := [][]byte{append(make([]byte, off), bcast...), append(make([]byte, off), host...)}
+	if n, err := r.dev.Write(bufs, off); n != 2 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	if n := r.dev.loop.n.Load(); n != 1 {
+		t.Fatalf("%d errors wait for Read, want 1 (for 198.18.11.99 only)", n)
+	}
+	got := r.readAll(t, 1, 4)
+	if len(got) != 1 || !bytes.Equal(got[0][28:], hop(host)[:len(got[0])-28]) {
+		t.Errorf("Read %x, want host unreachable quoting the packet to 198.18.11.99", got)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropNoNeighbour] != 2 || s.ICMPErrors != 1 {
+		t.Errorf("Stats = %+v, want 2 no_neighbour, 1 ICMP error", s)
+	}
+}
