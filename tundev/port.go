@@ -555,40 +555,6 @@ func destination(pkt []byte) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// dropOut counts pkt, a decrypted packet Write drops for r (no route or
-// no neighbour), and answers it into the tunnel with "host unreachable" /
-// "address unreachable" when its LAN next hop did not resolve, as Linux's
-// neighbour layer answers the packets it queued (icmperr.go).
-func (d *PortDevice) dropOut(pkt []byte, r PortDropReason, al *bart.Table[uint8]) {
-	d.ctr.drops[r].Add(1)
-	if r == PortDropNoNeighbour && !d.lanBroadcast(pkt) {
-		d.icmpErrorTunnel(pkt, icmpError{kind: icmpUnreachable}, al)
-	}
-}
-
-// lanBroadcast reports whether pkt is an IPv4 packet to the directed
-// broadcast address of its on-link route (PortConfig.Routes, when it
-// tells its routes; a prefix of /30 or shorter): no ICMP error answers a
-// packet to a broadcast address (RFC 1812 §4.3.2.7), which no neighbour
-// answers for. A rare path (Write's drops).
-func (d *PortDevice) lanBroadcast(pkt []byte) bool {
-	rl, ok := d.cfg.Routes.(interface {
-		Route(netip.Addr) (arp.Route, bool)
-	})
-	if !ok || pkt[0]>>4 != header.IPv4Version {
-		return false
-	}
-	dst := netip.AddrFrom4(header.IPv4(pkt).DstBytes())
-	r, ok := rl.Route(dst)
-	if !ok || r.Gateway.IsValid() || !r.Prefix.Addr().Is4() || r.Prefix.Bits() > 30 {
-		return false
-	}
-	a := r.Prefix.Masked().Addr().As4()
-	bcast := binary.BigEndian.Uint32(a[:]) | (1<<(32-r.Prefix.Bits()) - 1)
-	d4 := dst.As4()
-	return binary.BigEndian.Uint32(d4[:]) == bcast
-}
-
 // nextHop returns dst's next hop MAC, or a drop reason
 // (NumPortDropReasons on success).
 func (d *PortDevice) nextHop(dst netip.Addr) (header.MAC, PortDropReason) {

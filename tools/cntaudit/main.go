@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/blake2s"
+
+	"github.com/wgpio/wgpio/header"
 )
 
 var marker = []byte("CNTAUDIT")
@@ -30,19 +32,8 @@ var pktSize = 100
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func csum(b []byte, init uint32) uint16 {
-	s := init
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
-}
+// csum is the Internet checksum of b started from init (RFC 1071).
+func csum(b []byte, init uint32) uint16 { return ^header.FoldChecksum(header.Checksum(b, init)) }
 
 func payload(n int) []byte {
 	p := make([]byte, n)
@@ -66,22 +57,23 @@ func udp4(src, dst netip.Addr, size int, ttl byte, df bool) []byte {
 	copy(p[12:], src.AsSlice())
 	copy(p[16:], dst.AsSlice())
 	binary.BigEndian.PutUint16(p[10:], csum(p[:20], 0))
-	u := p[20:]
+	putUDP(p[20:], p[12:16], p[16:20])
+	return p
+}
+
+// putUDP writes into u a UDP header (port 40000 to 9) and the marker
+// payload filling it, with its checksum over the pseudo-header of src
+// and dst (RFC 768, RFC 8200 §8.1).
+func putUDP(u, src, dst []byte) {
 	binary.BigEndian.PutUint16(u[0:], 40000)
 	binary.BigEndian.PutUint16(u[2:], 9)
 	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
 	copy(u[8:], payload(len(u)-8))
-	var ph uint32
-	for i := 12; i < 20; i += 2 {
-		ph += uint32(p[i])<<8 | uint32(p[i+1])
-	}
-	ph += 17 + uint32(len(u))
-	c := csum(u, ph)
+	c := csum(u, header.PseudoHeaderChecksumBytes(17, src, dst, len(u)))
 	if c == 0 {
 		c = 0xffff
 	}
 	binary.BigEndian.PutUint16(u[6:], c)
-	return p
 }
 
 func udp6(src, dst netip.Addr, size int, hop byte) []byte {
@@ -92,21 +84,7 @@ func udp6(src, dst netip.Addr, size int, hop byte) []byte {
 	p[7] = hop
 	copy(p[8:], src.AsSlice())
 	copy(p[24:], dst.AsSlice())
-	u := p[40:]
-	binary.BigEndian.PutUint16(u[0:], 40000)
-	binary.BigEndian.PutUint16(u[2:], 9)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	copy(u[8:], payload(len(u)-8))
-	var ph uint32
-	for i := 8; i < 40; i += 2 {
-		ph += uint32(p[i])<<8 | uint32(p[i+1])
-	}
-	ph += 17 + uint32(len(u))
-	c := csum(u, ph)
-	if c == 0 {
-		c = 0xffff
-	}
-	binary.BigEndian.PutUint16(u[6:], c)
+	putUDP(p[40:], p[8:24], p[24:40])
 	return p
 }
 
