@@ -328,19 +328,18 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 // its frames, and sets each peer's batchN back to 0; a peer's held frames
 // (held.go) are sent here, before its burst's. With ahead, kps and
 // eps hold the peers' Current and Endpoint already (loaded before warm);
-// without, they are loaded here, and the peers' templates prefetched.
-// (A function of its own: in outbound's body, its loop's variables lived
-// on the stack.)
+// without, they are loaded here. (Without ahead the peers' state is in
+// cache: prefetching their templates here, as before, only cost.) (A
+// function of its own: in outbound's body, its loop's variables lived on
+// the stack.)
 func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, ahead bool, now int64) {
 	kps, eps = kps[:len(peers)], eps[:len(peers)]
-	later := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for j, pl := range peers {
 		kp, ep := kps[j], eps[j]
 		if !ahead {
 			p := pl.peer
 			kp, ep = p.Current.Load(), p.Endpoint.Load()
 			eps[j] = ep
-			later = append(later, unsafe.Pointer(&pl.tmpl))
 		}
 		if !sendable(kp, ep, pl.tmplEp, now) {
 			kp = nil
@@ -360,8 +359,6 @@ func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, a
 		kps[j] = kp
 		pl.batchN = 0
 	}
-	prefetch(later)
-	clear(later)
 }
 
 // warm prefetches, for each peer of an outbound burst (peers[j] sends

@@ -46,6 +46,7 @@ func routeCacheBits(n int) int {
 type routeCache struct {
 	rt      *routeTable
 	gen     uint32 // generation of rt; entries of other generations are empty
+	tag4    uint32 // gen<<1 | 1: the tag of rt's IPv4 entries (find4)
 	shift   uint8  // 64 - log2(len(entries)/2): a hash's top bits pick the set
 	entries []routeCacheEntry
 }
@@ -111,7 +112,7 @@ func (c *routeCache) find4(a4 uint32) (p *Peer, id uint32, hit bool) {
 	// len(entries)/2 (shift); entries was made when the snapshot came
 	// into use (renew). As set and key4 compute them.
 	e := c.set4(a4)
-	return e.peer, e.id, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.gen<<1|1
+	return e.peer, e.id, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.tag4
 }
 
 // use makes rt the cache's snapshot: a new generation (entries of older
@@ -139,6 +140,7 @@ func (c *routeCache) renew(rt *routeTable) {
 		clear(c.entries)
 		c.gen = 1
 	}
+	c.tag4 = c.gen<<1 | 1
 }
 
 // An address's cache key is its 16 bytes (an IPv4 address mapped),
@@ -273,7 +275,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 // set4 is the first entry of the set of the IPv4 address a4 (big-endian):
 // find4's, and set's for the address.
 func (c *routeCache) set4(a4 uint32) *routeCacheEntry {
-	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> c.shift)
+	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> (c.shift & 63)) // (& 63: no check of the shift's range)
 	return (*routeCacheEntry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.entries)), 2*i*unsafe.Sizeof(routeCacheEntry{})))
 }
 
