@@ -51,6 +51,18 @@ func Warm(frames []Frame) (x byte) {
 	return x
 }
 
+// Prefix returns the first n bytes of the data (f.Data()[:n], capacity
+// n), or nil when the data is shorter than n: for a caller that reads a
+// header at a fixed place (a look-ahead over a burst), one bounds check
+// where Data and a slice of it take two or three.
+func (f *Frame) Prefix(n int) []byte {
+	if uint64(n) > uint64(f.len) {
+		return nil
+	}
+	start := f.chunk + uint64(f.off)
+	return f.pool.mem[start : start+uint64(n) : start+uint64(n)]
+}
+
 // Len is the packet length in bytes.
 func (f *Frame) Len() int { return int(f.len) }
 

@@ -129,6 +129,19 @@ func TestFrameRoom(t *testing.T) {
 	if got := cap(f.Data()); got != testFrameSize-testHeadroom {
 		t.Errorf("cap(Data()) = %d, want %d (to the end of the chunk)", got, testFrameSize-testHeadroom)
 	}
+	// Prefix: the data's first n bytes, capacity n; nil past the data
+	// (a negative n included).
+	for _, n := range []int{0, 1, 34, 100} {
+		d := f.Prefix(n)
+		if len(d) != n || cap(d) != n || (n > 0 && &d[0] != &f.Data()[0]) {
+			t.Errorf("Prefix(%d): len %d cap %d, want the data's first %d bytes", n, len(d), cap(d), n)
+		}
+	}
+	for _, n := range []int{101, testFrameSize, -1} {
+		if d := f.Prefix(n); d != nil {
+			t.Errorf("Prefix(%d) of 100 bytes = %d bytes, want nil", n, len(d))
+		}
+	}
 
 	// Prepend within the headroom.
 	d := f.Prepend(42)

@@ -2,7 +2,6 @@ package fastpath
 
 import (
 	"encoding/binary"
-	"unsafe"
 
 	"github.com/wgpio/wgpio/chachapoly"
 	"github.com/wgpio/wgpio/dataplane"
@@ -12,13 +11,14 @@ import (
 
 // inAhead is the scratch of inbound's look-ahead (inboundAhead), per
 // worker: a burst's receiver indexes and counters, the keypairs their
-// slots name, and the addresses to prefetch. Nothing in it outlives a
-// burst (the keypairs and addresses are cleared).
+// slots name, and the addresses to prefetch. Nothing in it keeps an
+// object reachable past a burst (the keypairs are cleared; the addresses
+// are numbers).
 type inAhead struct {
 	idx   []uint32
 	ctr   []uint64
 	kp    []*Keypair
-	lines []unsafe.Pointer
+	lines []uintptr // prefetch lists (addrOf)
 	// many: the burst is from aheadMinPeers sessions or more (set by
 	// inboundAhead for sourcesAhead).
 	many bool
@@ -32,7 +32,7 @@ func newInAhead(burst, fb int) inAhead {
 		idx:   make([]uint32, burst),
 		ctr:   make([]uint64, burst),
 		kp:    make([]*Keypair, burst),
-		lines: make([]unsafe.Pointer, 0, max(5*burst, 5*fb)),
+		lines: make([]uintptr, 0, max(5*burst, 5*fb)),
 	}
 }
 
@@ -104,7 +104,7 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 	lines := a.lines[:0]
 	for i, x := range idx {
 		if i == 0 || x != idx[i-1] {
-			lines = append(lines, unsafe.Pointer(&slots[x&mask]))
+			lines = append(lines, addrOf(&slots[x&mask]))
 		}
 	}
 	prefetch(lines)
@@ -121,7 +121,7 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 		kp := slots[x&mask].kp.Load()
 		kps[i], prev = kp, kp
 		if kp != nil {
-			lines = append(lines, unsafe.Pointer(&kp.Created), unsafe.Pointer(&kp.receive))
+			lines = append(lines, addrOf(&kp.Created), addrOf(&kp.receive))
 		}
 	}
 	prefetch(lines)
@@ -137,13 +137,13 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 		if rw := kp.replay.Load(); rw != nil && (kp != prev || ctr[i]>>6 != ctr[i-1]>>6) {
 			head, block := rw.Lines(ctr[i])
 			if kp != prev {
-				lines = append(lines, head)
+				lines = append(lines, uintptr(head))
 			}
-			lines = append(lines, block)
+			lines = append(lines, uintptr(block))
 		}
 		if kp != prev {
 			if p := kp.Peer; p != nil {
-				lines = append(lines, unsafe.Pointer(p))
+				lines = append(lines, addrOf(p))
 			}
 		}
 		prev = kp
@@ -164,18 +164,17 @@ func (w *worker) inboundAhead(frames []dataplane.Frame) {
 			continue
 		}
 		if ep := p.Endpoint.Load(); ep != nil {
-			lines = append(lines, unsafe.Pointer(ep))
+			lines = append(lines, addrOf(ep))
 		}
 		if id := p.ID; id >= 0 && id < nl {
 			if ch := w.local[id/localChunk]; ch != nil {
 				pl := &ch[id%localChunk]
-				lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.lastReceived), unsafe.Pointer(&pl.lastSrc))
+				lines = append(lines, addrOf(pl), addrOf(&pl.lastReceived), addrOf(&pl.lastSrc))
 			}
 		}
 	}
 	prefetch(lines)
-	clear(lines[:cap(lines)]) // no keypair or peer stays reachable from here
-	clear(kps)
+	clear(kps) // no keypair stays reachable from here
 }
 
 // sourcesAhead runs after authenticate opened a burst from many sessions
@@ -196,13 +195,12 @@ func (w *worker) sourcesAhead(q []chachapoly.Packet, ok []bool) {
 		p := q[k].Data
 		switch {
 		case len(p) >= header.IPv4MinLen && p[0]>>4 == header.IPv4Version:
-			lines = append(lines, unsafe.Pointer(c.set(0, 0xffff<<32|uint64(binary.BigEndian.Uint32(p[12:16])), true)))
+			lines = append(lines, addrOf(c.set(0, 0xffff<<32|uint64(binary.BigEndian.Uint32(p[12:16])), true)))
 		case len(p) >= header.IPv6Len && p[0]>>4 == header.IPv6Version:
-			lines = append(lines, unsafe.Pointer(c.set(binary.BigEndian.Uint64(p[8:16]), binary.BigEndian.Uint64(p[16:24]), false)))
+			lines = append(lines, addrOf(c.set(binary.BigEndian.Uint64(p[8:16]), binary.BigEndian.Uint64(p[16:24]), false)))
 		}
 	}
 	prefetch(lines)
-	clear(lines)
 }
 
 // oneSession reports whether the first, middle and last frames of a

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
-	"unsafe"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -128,23 +127,23 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		}
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows
 			lastDst = w.pkt.Dst
-			if ahead && w.aheadDst[i] == lastDst {
-				lastPeer, lastID = w.aheadPeer[i], uint(w.aheadID[i])
-			} else {
-				// IPv4 hits inline, the rest through lookup.
-				hit := false
-				if lastDst.Is4() {
-					a := lastDst.As4()
+			// IPv4: routeAhead's answer or a route cache hit, inline;
+			// the rest through lookupDst (nil: no route).
+			hit := false
+			if lastDst.Is4() {
+				b := lastDst.As4()
+				k := binary.BigEndian.Uint32(b[:])
+				if ahead && w.ahead[i].set != aheadOther && w.ahead[i].key == k {
+					a := &w.ahead[i]
+					lastPeer, lastID, hit = a.peer, uint(a.id), true
+				} else {
 					var id uint32
-					lastPeer, id, hit = routes.find4(binary.BigEndian.Uint32(a[:]))
+					lastPeer, id, hit = routes.find4(k)
 					lastID = uint(id)
 				}
-				if !hit {
-					lastPeer, _ = routes.lookup(rt, lastDst) // nil: no route
-					if lastPeer != nil {
-						lastID = uint(lastPeer.ID)
-					}
-				}
+			}
+			if !hit {
+				lastPeer, lastID = w.lookupDst(rt, lastDst, ahead, i)
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil
@@ -220,9 +219,6 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	// which has time to arrive (some 1 ns per packet).
 	kps, eps := w.burstKP[:len(peers)], w.burstEP[:len(peers)]
 	if ahead {
-		for j, pl := range peers {
-			kps[j], eps[j] = pl.peer.Current.Load(), pl.peer.Endpoint.Load()
-		}
 		w.warm(peers, kps, eps)
 	}
 	w.sendWith(peers, kps, eps, ahead, now)
@@ -328,19 +324,18 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 // its frames, and sets each peer's batchN back to 0; a peer's held frames
 // (held.go) are sent here, before its burst's. With ahead, kps and
 // eps hold the peers' Current and Endpoint already (loaded before warm);
-// without, they are loaded here, and the peers' templates prefetched.
-// (A function of its own: in outbound's body, its loop's variables lived
-// on the stack.)
+// without, they are loaded here. (Without ahead the peers' state is in
+// cache: prefetching their templates here, as before, only cost.) (A
+// function of its own: in outbound's body, its loop's variables lived on
+// the stack.)
 func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, ahead bool, now int64) {
 	kps, eps = kps[:len(peers)], eps[:len(peers)]
-	later := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
 	for j, pl := range peers {
 		kp, ep := kps[j], eps[j]
 		if !ahead {
 			p := pl.peer
 			kp, ep = p.Current.Load(), p.Endpoint.Load()
 			eps[j] = ep
-			later = append(later, unsafe.Pointer(&pl.tmpl))
 		}
 		if !sendable(kp, ep, pl.tmplEp, now) {
 			kp = nil
@@ -360,39 +355,46 @@ func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, a
 		kps[j] = kp
 		pl.batchN = 0
 	}
-	prefetch(later)
-	clear(later)
 }
 
-// warm prefetches, for each peer of an outbound burst (peers[j] sends
-// with kps[j] and eps[j]), the cache lines that pass 2, Seal and wrap use:
-// the keypair's send line (counter, index, key, its state for senders), the
-// peerLocal's template line (its second: routeAhead prefetched the first,
-// with the lease and the stamps), and the endpoint when the template was
-// not built for it. The prefetches of different peers do not depend on
-// each other and do not wait to retire, so the processor has the misses of the whole
-// burst in flight at once; with traffic for thousands of peers, a peer's
-// state is rarely in cache when its next burst comes, and taken one peer
-// after another (each with an atomic add that waits for its line) the
-// misses would add up one after another.
+// warm loads, for each peer of an outbound burst (peers[j]), the keypair
+// and endpoint it sends with into kps[j] and eps[j] (its Current and
+// Endpoint, for sendWith), and prefetches the cache lines that pass 2,
+// Seal and wrap use: the keypair's send line (counter, index, key, its
+// state for senders), the peerLocal's template line (its second:
+// routeAhead prefetched the first, with the lease and the stamps), and the
+// endpoint when the template was not built for it. The prefetches of
+// different peers do not depend on each other and do not wait to retire,
+// so the processor has the misses of the whole burst in flight at once;
+// with traffic for thousands of peers, a peer's state is rarely in cache
+// when its next burst comes, and taken one peer after another (each with
+// an atomic add that waits for its line) the misses would add up one
+// after another.
 func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
-	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
+	kps, eps = kps[:len(peers)], eps[:len(peers)]
+	lines := w.in.lines[:3*len(peers)] // the look-ahead's scratch (inahead.go), free outside inbound
+	n := 0
 	for j, pl := range peers {
-		if kp := kps[j]; kp != nil {
-			lines = append(lines, unsafe.Pointer(kp))
+		p := pl.peer
+		kp, ep := p.Current.Load(), p.Endpoint.Load()
+		kps[j], eps[j] = kp, ep
+		if kp != nil {
+			lines[n] = addrOf(kp)
+			n++
 		}
 		// The template (an IPv4 one is one line). routeAhead prefetched
 		// it already, before pass 1; again here it pays (BenchmarkManyPeers
 		// -manyevict 32 med-many/1 0.85-0.87 with, 0.83-0.84 without, 3
 		// alternating rounds), probably because a prefetch issued while
 		// the fill buffers are full of a level's misses can be dropped.
-		lines = append(lines, unsafe.Pointer(&pl.tmpl))
-		if ep := eps[j]; ep != nil && ep != pl.tmplEp {
-			lines = append(lines, unsafe.Pointer(ep))
+		lines[n] = addrOf(&pl.tmpl)
+		n++
+		if ep != nil && ep != pl.tmplEp {
+			lines[n] = addrOf(ep)
+			n++
 		}
 	}
-	prefetchL2(lines)
-	clear(lines)
+	prefetchL2(lines[:n])
 }
 
 // A worker reserves a peer's send counters at least leaseMin at a time

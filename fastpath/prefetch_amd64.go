@@ -1,16 +1,15 @@
 package fastpath
 
-import "unsafe"
-
 // prefetch asks the processor to load the cache line of each address in
-// lines (PREFETCHT0), without waiting for any: the misses of all of them
-// are in flight at once, and none of the lines is read in the sense of the
-// memory model (a line another goroutine writes is only brought closer).
-// An address that is nil or not mapped faults nowhere.
-// Used by the inbound look-ahead (inahead.go) and outbound's sendWith.
+// lines (PREFETCHT0; addresses as addrOf gives them), without waiting for
+// any: the misses of all of them are in flight at once, and none of the
+// lines is read in the sense of the memory model (a line another
+// goroutine writes is only brought closer). An address that is 0 or not
+// mapped faults nowhere. Used by the inbound look-ahead (inahead.go).
+// The loop issues four prefetches a turn.
 //
 //go:noescape
-func prefetch(lines []unsafe.Pointer)
+func prefetch(lines []uintptr)
 
 // prefetchL2 is prefetch with PREFETCHT2: each line is brought into the
 // L2 (and the levels beyond it), not the L1. The outbound look-ahead
@@ -23,4 +22,4 @@ func prefetch(lines []unsafe.Pointer)
 // flight at once.
 //
 //go:noescape
-func prefetchL2(lines []unsafe.Pointer)
+func prefetchL2(lines []uintptr)

@@ -4,38 +4,70 @@
 
 #include "textflag.h"
 
-// func prefetch(lines []*byte)
+// func prefetch(lines []uintptr)
 // Requires: MMX+
 TEXT ·prefetch(SB), NOSPLIT, $0-24
-	MOVQ  lines_base+0(FP), AX
-	MOVQ  lines_len+8(FP), CX
-	TESTQ CX, CX
-	JZ    prefetch_done
+	MOVQ lines_base+0(FP), AX
+	MOVQ lines_len+8(FP), CX
+	CMPQ CX, $0x04
+	JB   prefetch_one
 
-prefetch_loop:
+prefetch_four:
+	MOVQ       (AX), DX
+	PREFETCHT0 (DX)
+	MOVQ       8(AX), DX
+	PREFETCHT0 (DX)
+	MOVQ       16(AX), DX
+	PREFETCHT0 (DX)
+	MOVQ       24(AX), DX
+	PREFETCHT0 (DX)
+	ADDQ       $0x20, AX
+	SUBQ       $0x04, CX
+	CMPQ       CX, $0x04
+	JAE        prefetch_four
+
+prefetch_one:
+	TESTQ      CX, CX
+	JZ         prefetch_done
 	MOVQ       (AX), DX
 	PREFETCHT0 (DX)
 	ADDQ       $0x08, AX
 	DECQ       CX
-	JNZ        prefetch_loop
+	JMP        prefetch_one
 
 prefetch_done:
 	RET
 
-// func prefetchL2(lines []*byte)
+// func prefetchL2(lines []uintptr)
 // Requires: MMX+
 TEXT ·prefetchL2(SB), NOSPLIT, $0-24
-	MOVQ  lines_base+0(FP), AX
-	MOVQ  lines_len+8(FP), CX
-	TESTQ CX, CX
-	JZ    prefetchL2_done
+	MOVQ lines_base+0(FP), AX
+	MOVQ lines_len+8(FP), CX
+	CMPQ CX, $0x04
+	JB   prefetchL2_one
 
-prefetchL2_loop:
+prefetchL2_four:
+	MOVQ       (AX), DX
+	PREFETCHT2 (DX)
+	MOVQ       8(AX), DX
+	PREFETCHT2 (DX)
+	MOVQ       16(AX), DX
+	PREFETCHT2 (DX)
+	MOVQ       24(AX), DX
+	PREFETCHT2 (DX)
+	ADDQ       $0x20, AX
+	SUBQ       $0x04, CX
+	CMPQ       CX, $0x04
+	JAE        prefetchL2_four
+
+prefetchL2_one:
+	TESTQ      CX, CX
+	JZ         prefetchL2_done
 	MOVQ       (AX), DX
 	PREFETCHT2 (DX)
 	ADDQ       $0x08, AX
 	DECQ       CX
-	JNZ        prefetchL2_loop
+	JMP        prefetchL2_one
 
 prefetchL2_done:
 	RET

@@ -2,10 +2,8 @@
 
 package fastpath
 
-import "unsafe"
-
 // prefetch does nothing on this architecture (see prefetch_amd64.go).
-func prefetch(lines []unsafe.Pointer) {}
+func prefetch(lines []uintptr) {}
 
 // prefetchL2 does nothing on this architecture (see prefetch_amd64.go).
-func prefetchL2(lines []unsafe.Pointer) {}
+func prefetchL2(lines []uintptr) {}

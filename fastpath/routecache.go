@@ -5,9 +5,6 @@ import (
 	"math/bits"
 	"net/netip"
 	"unsafe"
-
-	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/header"
 )
 
 // A worker's allowed-IPs cache has 2^bits entries of 32 bytes,
@@ -46,6 +43,7 @@ func routeCacheBits(n int) int {
 type routeCache struct {
 	rt      *routeTable
 	gen     uint32 // generation of rt; entries of other generations are empty
+	tag4    uint32 // gen<<1 | 1: the tag of rt's IPv4 entries (find4)
 	shift   uint8  // 64 - log2(len(entries)/2): a hash's top bits pick the set
 	entries []routeCacheEntry
 }
@@ -111,7 +109,7 @@ func (c *routeCache) find4(a4 uint32) (p *Peer, id uint32, hit bool) {
 	// len(entries)/2 (shift); entries was made when the snapshot came
 	// into use (renew). As set and key4 compute them.
 	e := c.set4(a4)
-	return e.peer, e.id, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.gen<<1|1
+	return e.peer, e.id, e.lo == 0xffff<<32|uint64(a4) && e.tag == c.tag4
 }
 
 // use makes rt the cache's snapshot: a new generation (entries of older
@@ -139,6 +137,7 @@ func (c *routeCache) renew(rt *routeTable) {
 		clear(c.entries)
 		c.gen = 1
 	}
+	c.tag4 = c.gen<<1 | 1
 }
 
 // An address's cache key is its 16 bytes (an IPv4 address mapped),
@@ -179,130 +178,9 @@ func (c *routeCache) set(hi, lo uint64, v4 bool) *[2]routeCacheEntry {
 	return (*[2]routeCacheEntry)(c.entries[i : i+2])
 }
 
-// routeAhead runs for a burst after one for aheadMinPeers distinct peers
-// or more, when the table has aheadMinPrefixes prefixes or more: a burst
-// of a few flows finds its routes and peers in cache, and so do the
-// bursts of a gateway whose peers' state fits the processor's caches (a
-// few thousand peers), for which the extra loops would only cost.
-const (
-	aheadMinPeers    = 4
-	aheadMinPrefixes = 8192
-)
-
-// routeAhead looks up the destination of each frame of an outbound burst
-// (its address read by aheadDst) before pass 1, and prefetches what pass 1
-// and pass 2 will need of each frame's peer, level by level in tight loops
-// of their own: the route cache entries of all frames, then (the lookups:
-// hits, mostly, or the prefix table) each peer's first line, then the
-// worker's state for it (peerLocal's first line, with the stamps, and its
-// template). The
-// prefetches of one level do not depend on each other and, unlike loads,
-// do not wait to retire, so the processor has the cache misses of the
-// whole burst in flight at once, where pass 1, long per
-// frame, would take a chain of dependent misses (entry, table, peer,
-// state) for one frame after another. With traffic for thousands of
-// peers, and a worker woken for a burst after others ran, little of this
-// is in cache (or the TLB) when a peer's next burst comes. It fills
-// w.aheadDst, w.aheadPeer and w.aheadID (the peer's ID as the route cache
-// holds it); pass 1 takes an answer only for the address
-// it parsed itself, so a guess that is wrong (a malformed frame) costs a
-// lookup and changes nothing. An untagged IPv4 frame, the usual one, is
-// read and looked up inline (aheadDst4, set4, find4): the loops' own
-// instructions were most of their cost (BenchmarkManyPeers, 100,000
-// peers over 10,000, med-extra-ns/pkt 39.2-42.6 before, 35.1-36.7 after,
-// 5 alternating rounds, 3 December).
-func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
-	c := w.dstRoutes
-	c.use(rt)
-	dst, peers, ids := w.aheadDst[:len(frames)], w.aheadPeer[:len(frames)], w.aheadID[:len(frames)]
-	lines := w.in.lines[:0] // the look-ahead's scratch (inahead.go), free outside inbound
-	// Level 1: each frame's destination, and its cache set.
-	for i := range frames {
-		d := frames[i].Data()
-		if a4, ok := aheadDst4(d); ok {
-			dst[i] = netip.AddrFrom4(a4)
-			lines = append(lines, unsafe.Pointer(c.set4(binary.BigEndian.Uint32(a4[:]))))
-			continue
-		}
-		a := aheadDst(d)
-		dst[i] = a
-		switch {
-		case a.Is4():
-			b := a.As4()
-			lines = append(lines, unsafe.Pointer(c.set4(binary.BigEndian.Uint32(b[:]))))
-		case a.IsValid():
-			hi, lo := key6(a)
-			lines = append(lines, unsafe.Pointer(&c.set(hi, lo, false)[0]))
-		}
-	}
-	prefetchL2(lines)
-	var (
-		last netip.Addr
-		p    *Peer
-		id   uint32
-	)
-	lines = lines[:0]
-	n := uint(len(w.local))
-	for i, a := range dst {
-		if a != last {
-			last, p = a, nil
-			hit := false
-			if a.Is4() {
-				b := a.As4()
-				p, id, hit = c.find4(binary.BigEndian.Uint32(b[:]))
-			}
-			if !hit && a.IsValid() {
-				p, id, _ = c.lookupID(rt, a)
-			}
-			// The peer's line and its state's two, found by the
-			// entry's ID without waiting for the peer's line.
-			if p != nil {
-				lines = append(lines, unsafe.Pointer(p))
-				if ch := uint(id) / localChunk; ch < n && w.local[ch] != nil {
-					pl := &w.local[ch][uint(id)%localChunk]
-					lines = append(lines, unsafe.Pointer(pl), unsafe.Pointer(&pl.tmpl))
-				}
-			}
-		}
-		peers[i], ids[i] = p, id
-	}
-	prefetchL2(lines)
-	clear(lines)
-}
-
 // set4 is the first entry of the set of the IPv4 address a4 (big-endian):
 // find4's, and set's for the address.
 func (c *routeCache) set4(a4 uint32) *routeCacheEntry {
-	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> c.shift)
+	i := uintptr((uint64(a4) * 0x9e3779b97f4a7c15) >> (c.shift & 63)) // (& 63: no check of the shift's range)
 	return (*routeCacheEntry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.entries)), 2*i*unsafe.Sizeof(routeCacheEntry{})))
-}
-
-// aheadDst4 is aheadDst's common case, small enough to be inlined: the
-// destination of an untagged IPv4 packet, ok = false for any other frame.
-func aheadDst4(d []byte) (a4 [4]byte, ok bool) {
-	if len(d) < header.EthernetLen+header.IPv4MinLen || binary.BigEndian.Uint16(d[12:14]) != header.EtherTypeIPv4 {
-		return a4, false
-	}
-	return [4]byte(d[header.EthernetLen+16 : header.EthernetLen+20]), true
-}
-
-// aheadDst reads the destination address of the IPv4 or IPv6 packet in
-// the Ethernet frame d (untagged or with one tag), or returns the zero
-// Addr; nothing is checked but the lengths.
-func aheadDst(d []byte) netip.Addr {
-	l2 := header.EthernetLen
-	if len(d) < l2 {
-		return netip.Addr{}
-	}
-	et := binary.BigEndian.Uint16(d[12:14])
-	if et == header.EtherTypeVLAN && len(d) >= header.EthernetVLANLen {
-		et, l2 = binary.BigEndian.Uint16(d[16:18]), header.EthernetVLANLen
-	}
-	switch {
-	case et == header.EtherTypeIPv4 && len(d) >= l2+header.IPv4MinLen:
-		return netip.AddrFrom4([4]byte(d[l2+16 : l2+20]))
-	case et == header.EtherTypeIPv6 && len(d) >= l2+header.IPv6Len:
-		return netip.AddrFrom16([16]byte(d[l2+24 : l2+40]))
-	}
-	return netip.Addr{}
 }

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -168,14 +169,6 @@ func TestAheadDst(t *testing.T) {
 		}
 		if got := aheadDst(b[:l2+10]); got.IsValid() {
 			t.Errorf("%v vlan %d: aheadDst of a cut frame = %v, want none", c.dst, c.vlan, got)
-		}
-		// The inline path takes untagged IPv4 alone, and agrees.
-		a4, ok := aheadDst4(b)
-		if want := c.dst.Is4() && c.vlan == 0; ok != want || (ok && netip.AddrFrom4(a4) != c.dst) {
-			t.Errorf("%v vlan %d: aheadDst4 = %v %v, want ok %v", c.dst, c.vlan, a4, ok, want)
-		}
-		if _, ok := aheadDst4(b[:l2+19]); ok {
-			t.Errorf("%v vlan %d: aheadDst4 of a cut frame: ok", c.dst, c.vlan)
 		}
 	}
 }
@@ -345,19 +338,26 @@ func TestRouteAheadMatchesTable(t *testing.T) {
 			if r := header.Parse(frames[i].Data(), &p); r.IPHeaderOK() {
 				want = p.Dst
 			}
-			got := w.aheadDst[i]
+			a := &w.ahead[i]
+			got := a.addr()
 			if want.IsValid() && got != want {
-				t.Fatalf("burst %d frame %d: aheadDst %v, Parse %v", burst, i, got, want)
+				t.Fatalf("burst %d frame %d: routeAhead read %v, Parse %v", burst, i, got, want)
+			}
+			// The inline path (a key) takes untagged IPv4 alone.
+			d := frames[i].Data()
+			v4 := len(d) >= header.EthernetLen+header.IPv4MinLen && binary.BigEndian.Uint16(d[12:14]) == header.EtherTypeIPv4
+			if keyed := a.set != aheadOther; keyed != v4 {
+				t.Fatalf("burst %d frame %d (%v): keyed %v (set %d), untagged IPv4 %v", burst, i, got, keyed, a.set, v4)
 			}
 			if !got.IsValid() {
-				if w.aheadPeer[i] != nil {
-					t.Fatalf("burst %d frame %d: no address, peer %p", burst, i, w.aheadPeer[i])
+				if a.peer != nil {
+					t.Fatalf("burst %d frame %d: no address, peer %p", burst, i, a.peer)
 				}
 				continue
 			}
 			wp, _ := rt.t.Lookup(got)
-			if gp := w.aheadPeer[i]; gp != wp || (gp != nil && int(w.aheadID[i]) != gp.ID) {
-				t.Fatalf("burst %d frame %d (%v): routeAhead %p ID %d, table %p", burst, i, got, gp, w.aheadID[i], wp)
+			if gp := a.peer; gp != wp || (gp != nil && int(a.id) != gp.ID) {
+				t.Fatalf("burst %d frame %d (%v): routeAhead %p ID %d, table %p", burst, i, got, gp, a.id, wp)
 			}
 			checked++
 		}

@@ -161,12 +161,9 @@ type worker struct {
 	burstKP    []*Keypair
 	burstEP    []*Endpoint
 	lastPeers  int // len(burstPeers) of the last outbound burst
-	// aheadDst, aheadPeer and aheadID are routeAhead's reading of each
-	// frame's destination and the peer it routes to (and its ID)
-	// (routecache.go).
-	aheadDst  []netip.Addr
-	aheadPeer []*Peer
-	aheadID   []uint32
+	// ahead is routeAhead's reading of each frame's destination and the
+	// peer it routes to (routeahead.go).
+	ahead []routeAheadFrame
 	// in is inbound's look-ahead scratch (inahead.go).
 	in inAhead
 
@@ -243,7 +240,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
-	w.aheadDst, w.aheadPeer, w.aheadID = make([]netip.Addr, b), make([]*Peer, b), make([]uint32, b)
+	w.ahead = make([]routeAheadFrame, b)
 	w.in = newInAhead(b, fb)
 	w.sealQ = make([]chachapoly.Packet, 0, fb)
 	w.sealMeta = make([]sealMeta, 0, fb)

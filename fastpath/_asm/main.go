@@ -19,29 +19,38 @@ func main() {
 }
 
 // prefetch emits the function name, which issues the prefetch instruction
-// op (mnemonic mn) for the address held in each element of lines, in
-// order, without loading through any of them: the processor keeps the
-// misses in flight together. PREFETCHT0 brings a line into every cache
-// level; PREFETCHT2 into the L2 and beyond, not the L1 (see
-// prefetch_amd64.go for which the look-aheads use).
+// op (mnemonic mn) for each address in lines, in order, four a turn
+// while four are left, then one a turn, without loading through any of
+// them: the processor keeps the misses in flight together. PREFETCHT0
+// brings a line into every cache level; PREFETCHT2 into the L2 and
+// beyond, not the L1 (see prefetch_amd64.go for which the look-aheads
+// use).
 func prefetch(name, mn string, op func(mem Op)) {
-	// The Go declaration takes []unsafe.Pointer, which avo's signature
-	// parser cannot name (no package unsafe in its scope); []*byte has
-	// the same layout (a slice of 8-byte pointers), and go vet's asmdecl
-	// checks the assembly against the Go declaration.
-	TEXT(name, NOSPLIT, "func(lines []*byte)")
+	TEXT(name, NOSPLIT, "func(lines []uintptr)")
 	Doc(name + " issues " + mn + " for each address in lines (see prefetch_amd64.go).")
 	p := Load(Param("lines").Base(), GP64())
 	n := Load(Param("lines").Len(), GP64())
+	CMPQ(n, Imm(4))
+	JB(LabelRef(name + "_one"))
+	Label(name + "_four")
+	for k := 0; k < 4; k++ {
+		a := GP64()
+		MOVQ(Mem{Base: p, Disp: 8 * k}, a)
+		op(Mem{Base: a})
+	}
+	ADDQ(Imm(32), p)
+	SUBQ(Imm(4), n)
+	CMPQ(n, Imm(4))
+	JAE(LabelRef(name + "_four"))
+	Label(name + "_one")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
 	a := GP64()
 	MOVQ(Mem{Base: p}, a)
 	op(Mem{Base: a})
 	ADDQ(Imm(8), p)
 	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_one"))
 	Label(name + "_done")
 	RET()
 }
