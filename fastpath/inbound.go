@@ -235,6 +235,8 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	chachapoly.Open(q, ok)
 	w.sourcesAhead(q, ok) // inahead.go
 	clear(q)              // drop the key and buffer references
+	srcRoutes := w.srcRoutes
+	srcRoutes.use(rt) // for find4
 	for k := range qm {
 		om := &qm[k]
 		i := om.frame
@@ -275,7 +277,15 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		}
 		if w.pkt.Src != lastSrc {
 			lastSrc = w.pkt.Src
-			lastSrcPeer, _ = w.srcRoutes.lookup(rt, lastSrc) // nil: no peer
+			// IPv4 hits inline, the rest through lookup (nil: no peer).
+			hit := false
+			if lastSrc.Is4() {
+				b := lastSrc.As4()
+				lastSrcPeer, _, hit = srcRoutes.find4(binary.BigEndian.Uint32(b[:]))
+			}
+			if !hit {
+				lastSrcPeer, _ = srcRoutes.lookup(rt, lastSrc)
+			}
 			// One of the host's own addresses (router.go,
 			// transitChecks) is judged here, once per source, and
 			// stands for no peer.
@@ -516,7 +526,10 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 // whitepaper §5.4.6), stamps the receive time and returns the
 // worker's state of the peer.
 func (w *worker) received(kp *Keypair, now int64) *peerLocal {
-	pl := w.peerState(kp.Peer)
+	pl := w.met(kp.Peer) // inline for a peer met before
+	if pl == nil {
+		pl = w.peerState(kp.Peer)
+	}
 	// An unconfirmed keypair is promoted from Next only: one moved to
 	// Previous (Peer.Rotate) is received on, never sent with, and costs
 	// no lock per burst; it is marked received once (Keypair.Used).

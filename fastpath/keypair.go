@@ -238,6 +238,11 @@ func (kp *Keypair) checkReplay(queue int, p replay.Policy, counters []uint64, ac
 	return kp.window(p).CheckBatchFrom(queue, counters, protocol.RejectAfterMessages, accepted)
 }
 
+// checkReplayOne is checkReplay for the one counter c.
+func (kp *Keypair) checkReplayOne(queue int, p replay.Policy, c uint64) (ok, widened bool) {
+	return kp.window(p).CheckFrom(queue, c, protocol.RejectAfterMessages)
+}
+
 // window returns the keypair's replay window, making it with policy p if
 // it has none: once per keypair, by whichever worker gets there first.
 func (kp *Keypair) window(p replay.Policy) *replay.SharedWindow {

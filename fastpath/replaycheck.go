@@ -24,7 +24,19 @@ func (w *worker) replayCheck(n int) {
 			return
 		}
 	}
-	// Several sessions: each keypair's frames are linked in frame order
+	// Many sessions, a frame or a few each (a concentrator's burst): a
+	// check per run.
+	runs := 0
+	for i := range meta {
+		if i == 0 || meta[i].kp != meta[i-1].kp {
+			runs++
+		}
+	}
+	if 2*runs > n {
+		w.replayRuns(meta)
+		return
+	}
+	// A few sessions, interleaved: each keypair's frames are linked in frame order
 	// (sameNext), the keypairs found through a small open-addressed table
 	// (replayTab, at least twice the burst), and each keypair's counters
 	// checked in one call, in the order of its first frame: linear in the
@@ -66,6 +78,40 @@ func (w *worker) replayCheck(n int) {
 			m++
 		}
 		*g = replayGroup{} // the table is empty between bursts
+	}
+}
+
+// replayRuns is replayCheck for a burst of many short runs of one
+// keypair's frames (meta[i] of the burst's frame i): each run is checked
+// in one call, in frame order, a lone frame with the window's check of
+// one counter (replay.SharedWindow.CheckFrom). The verdicts are those of
+// one call per keypair with all its frames (a window checks a batch as it
+// would the same counters in consecutive calls), with a lock per run
+// instead of one per keypair, and without the table: for a burst from 64
+// sessions, the table's bookkeeping and a batch call per session cost
+// more than the locks they save.
+func (w *worker) replayRuns(meta []rxMeta) {
+	policy := w.e.cfg.ReplayWindow
+	counters, accepted := w.counters[:len(meta)], w.accepted[:len(meta)]
+	for i := 0; i < len(meta); {
+		kp := meta[i].kp
+		j := i + 1
+		for j < len(meta) && meta[j].kp == kp {
+			j++
+		}
+		var widened bool
+		switch {
+		case kp == nil: // not authentic
+			clear(accepted[i:j])
+		case j == i+1:
+			accepted[i], widened = kp.checkReplayOne(w.id, policy, counters[i])
+		default:
+			_, widened = kp.checkReplay(w.id, policy, counters[i:j], accepted[i:j])
+		}
+		if widened {
+			w.c.replayWidened.Add(1)
+		}
+		i = j
 	}
 }
 

@@ -8,8 +8,11 @@ import (
 // TestReplayCheckGrouping drives replayCheck's grouping by keypair
 // directly, with its hash table cut to a few sets so that every keypair
 // collides with others (linear probing across wrapped ends): bursts from
-// many sessions in random order, unauthenticated frames (no keypair)
-// between them, and replays both inside a burst and of earlier bursts.
+// many sessions in random order or in runs of one session's frames,
+// mostly with each session's next counter (replayRuns' case), and from a
+// few sessions interleaved (the table's), unauthenticated frames (no
+// keypair) between them, and replays both inside a burst and of earlier
+// bursts.
 // Every counter of a session must be accepted exactly once, whatever the
 // grouping, and the table must be empty after each burst.
 func TestReplayCheckGrouping(t *testing.T) {
@@ -29,15 +32,28 @@ func TestReplayCheckGrouping(t *testing.T) {
 			kps[i] = kp
 		}
 		seen := map[*Keypair]map[uint64]bool{}
-		for burst := range 200 {
+		next := map[*Keypair]uint64{}
+		for burst := range 400 {
 			sessions := 1 + rng.IntN(n)
+			inOrder := burst%2 == 1
 			for i := range n {
 				w.meta[i].kp = nil
 				if rng.IntN(8) == 0 {
 					continue // not authenticated
 				}
-				w.meta[i].kp = kps[rng.IntN(sessions)]
+				kp := kps[rng.IntN(sessions)]
+				if inOrder && i > 0 && w.meta[i-1].kp != nil && rng.IntN(3) == 0 {
+					kp = w.meta[i-1].kp // a run of one session's frames
+				}
+				w.meta[i].kp = kp
 				w.counters[i] = uint64(rng.IntN(400)) // replays, inside the burst and of earlier ones
+				if inOrder && rng.IntN(10) != 0 {
+					// Mostly each session's next counter, as a
+					// concentrator's peers send (replayRuns, and the
+					// window's path for the newest counter).
+					next[kp] += 1 + uint64(rng.IntN(2))
+					w.counters[i] = 400 + next[kp]
+				}
 			}
 			w.replayCheck(n)
 			for i := range n {

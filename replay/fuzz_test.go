@@ -301,6 +301,38 @@ func fuzzPolicy(t *testing.T, prog program, pol Policy, single, batched, chunked
 		}
 		compare("Check", want, got, single, ref)
 
+		// One at a time from the queues of the input's batches
+		// (CheckFrom, a batch of one each), on the single-owner and the
+		// shared window.
+		var refOne refWindow
+		refOne.reset(pol)
+		wantOne := make([]bool, len(seg))
+		qOf := make([]int, len(seg))
+		for i, c := range seg {
+			qOf[i] = prog.queues[si][i]
+			if i > 0 && !prog.ends[si][i-1] {
+				qOf[i] = qOf[i-1] // the queue of the batch c is in
+			}
+			refOne.from(qOf[i], seg[i:i+1], prog.limit)
+			wantOne[i] = refOne.check(c, prog.limit)
+		}
+		for _, w := range []*Window{single, &shared.w} {
+			w.Reset()
+			for i, c := range seg {
+				wasWide := w.Wide()
+				var widened bool
+				if w == single {
+					got[i], widened = w.CheckFrom(qOf[i], c, prog.limit)
+				} else {
+					got[i], widened = shared.CheckFrom(qOf[i], c, prog.limit)
+				}
+				if widened != (!wasWide && w.Wide()) {
+					t.Fatalf("%v segment %d: CheckFrom widened = %v, window wide %v → %v", pol, si, widened, wasWide, w.Wide())
+				}
+			}
+			compare("CheckFrom", wantOne, got, w, &refOne)
+		}
+
 		// Batches as the input chose, from the input's queues, on the
 		// single-owner and the shared window; the returned count must
 		// match.

@@ -321,6 +321,31 @@ func (w *Window) CheckBatchFrom(queue int, counters []uint64, limit uint64, acce
 	return n, narrow && w.wide != nil
 }
 
+// CheckFrom is CheckBatchFrom for a batch of the one counter c: ok reports
+// whether c is accepted. The usual message of an in-order session (a
+// concentrator's peer sends one at a time, each a burst of its own) is
+// the newest counter yet, from the queue of the window's first batch: it
+// takes a path of its own, without the batch's loop and checks. The
+// verdict, the window after and widened are those of CheckBatchFrom with
+// []uint64{c} in every case.
+func (w *Window) CheckFrom(queue int, c, limit uint64) (ok, widened bool) {
+	if w.queue == uint32(queue)+1 && c > w.last && c < limit && c >= w.floor {
+		// Above the newest: never accepted before (the blocks the
+		// window enters are cleared), no reordering to widen for.
+		ring, _ := w.ring()
+		b, cur := c>>blockShift, w.last>>blockShift
+		if b != cur {
+			w.advance(ring, cur, b)
+		}
+		ring[b&uint64(len(ring)-1)] |= 1 << (c & bitMask)
+		w.last = c
+		return true, false
+	}
+	counters, accepted := [1]uint64{c}, [1]bool{}
+	_, widened = w.CheckBatchFrom(queue, counters[:], limit, accepted[:])
+	return accepted[0], widened
+}
+
 // freshIfWide reports whether a narrow window, widened now, would accept
 // one of counters (checked each against the present state: the first such
 // counter is accepted whatever the ones before it were, since they are
@@ -457,6 +482,14 @@ func (s *SharedWindow) CheckBatchFrom(queue int, counters []uint64, limit uint64
 	n, widened = s.w.CheckBatchFrom(queue, counters, limit, accepted)
 	s.mu.Unlock()
 	return n, widened
+}
+
+// CheckFrom is [Window.CheckFrom] under the lock.
+func (s *SharedWindow) CheckFrom(queue int, c, limit uint64) (ok, widened bool) {
+	s.mu.Lock()
+	ok, widened = s.w.CheckFrom(queue, c, limit)
+	s.mu.Unlock()
+	return ok, widened
 }
 
 // Lines returns the addresses of the memory a check of counter c on s

@@ -489,6 +489,9 @@ func TestNoAllocs(t *testing.T) {
 		{"Window.CheckBatchFrom/widened", batch(fromAlternate)},
 		{"SharedWindow.CheckBatch", batch(s.CheckBatch)},
 		{"SharedWindow.CheckBatchFrom", batch(fromZero)},
+		{"Window.CheckFrom", func() { base++; w.CheckFrom(0, base, protocol.RejectAfterMessages) }},
+		{"Window.CheckFrom/replay", func() { w.CheckFrom(0, base, protocol.RejectAfterMessages) }},
+		{"SharedWindow.CheckFrom", func() { base++; s.CheckFrom(0, base, protocol.RejectAfterMessages) }},
 		{"Window.Reset", func() { w.Reset() }},
 		{"Window.Reset/Wide", func() { wide.Reset() }},
 	}
@@ -867,6 +870,60 @@ func TestCheckBatchShortAcceptedCapacity(t *testing.T) {
 		// Nothing was recorded, and a SharedWindow is not left locked.
 		if !c.check(first) {
 			t.Errorf("%s: Check(%d) after the refused batch = false, want true (the batch recorded it)", c.name, first)
+		}
+	}
+}
+
+// TestCheckFromMatchesBatch: CheckFrom gives the verdict, widened and the
+// window state of CheckBatchFrom with a batch of the one counter, step by
+// step, over random walks of counters (mostly forward, some behind, some
+// repeated, some jumps of a ring's lap or more, some at or past the
+// limit) from one, two or three queues, under each policy.
+func TestCheckFromMatchesBatch(t *testing.T) {
+	const limit = 1 << 40
+	for pol := range Policy(3) {
+		for seed := range uint64(8) {
+			rng := rand.New(rand.NewPCG(seed, uint64(pol)))
+			var one, batch Window
+			one.SetPolicy(pol)
+			batch.SetPolicy(pol)
+			queues := 1 + int(seed%3)
+			var hi uint64
+			var seen []uint64
+			for step := range 20000 {
+				var c uint64
+				switch k := rng.IntN(100); {
+				case k < 70:
+					c = hi + 1 + uint64(rng.IntN(3))
+				case k < 80 && hi > 0:
+					c = hi - uint64(rng.IntN(int(min(hi, 2*WidenDepth))+1))
+				case k < 88 && len(seen) > 0:
+					c = seen[rng.IntN(len(seen))]
+				case k < 93:
+					c = hi + uint64(rng.IntN(4*WindowSize))
+				case k < 95:
+					c = limit - 1 + uint64(rng.IntN(3))
+				default:
+					c = hi + 64*uint64(rng.IntN(200))
+				}
+				q := rng.IntN(queues)
+				ok, widened := one.CheckFrom(q, c, limit)
+				var acc [1]bool
+				n, bwidened := batch.CheckBatchFrom(q, []uint64{c}, limit, acc[:])
+				if ok != acc[0] || (n == 1) != ok || widened != bwidened {
+					t.Fatalf("%v seed %d step %d: CheckFrom(%d, %d) = %v, %v; CheckBatchFrom %v, %v", pol, seed, step, q, c, ok, widened, acc[0], bwidened)
+				}
+				if one.last != batch.last || one.floor != batch.floor || one.forgot != batch.forgot || one.queue != batch.queue || one.Wide() != batch.Wide() {
+					t.Fatalf("%v seed %d step %d: after %d from %d: state %d/%d/%d/%d/%v, batch's %d/%d/%d/%d/%v", pol, seed, step, c, q,
+						one.last, one.floor, one.forgot, one.queue, one.Wide(), batch.last, batch.floor, batch.forgot, batch.queue, batch.Wide())
+				}
+				if ok {
+					hi = max(hi, c)
+					if len(seen) < 4096 {
+						seen = append(seen, c)
+					}
+				}
+			}
 		}
 	}
 }
