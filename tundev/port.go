@@ -43,8 +43,10 @@ type PortConfig struct {
 	// router in front of the tunnel would (mtu.go): a larger IPv4 packet
 	// without DF is fragmented (RFC 791), a larger IPv4 packet with DF or
 	// IPv6 packet is dropped and answered with "fragmentation needed" or
-	// "packet too big" carrying MTU. Write drops packets longer than the
-	// port's MTU.
+	// "packet too big" carrying MTU. Write holds a decrypted packet
+	// routed back into the tunnel (peer to peer) to it the same way
+	// (lanmtu.go), and one to the LAN to the LAN's MTU (the port's, then
+	// SetLANMTU's).
 	MTU int
 	// ICMPSource4 and ICMPSource6 are the source addresses of those
 	// answers: the gateway's address on the LAN, from the configuration
@@ -97,10 +99,12 @@ type PortConfig struct {
 // so the lock order is the neighbour table's lock, then a TX queue's; an
 // arp.FrameProber may call SendFrame from under the table's lock.
 type PortDevice struct {
-	cfg    PortConfig
-	name   string
-	mac    header.MAC
-	maxLen int // largest IP packet Write sends: the port's MTU
+	cfg  PortConfig
+	name string
+	mac  header.MAC
+	// lanMTU is the largest IP packet Write sends to the LAN whole: the
+	// port's MTU, then SetLANMTU's; loaded once per Write call.
+	lanMTU atomic.Int32
 	events chan tun.Event
 
 	rmu    sync.Mutex // held by the goroutine inside Read; Close takes it
@@ -189,12 +193,12 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		return nil, fmt.Errorf("tundev: %w", err)
 	}
 	d := &PortDevice{
-		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
+		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()),
 		events: make(chan tun.Event, 1), w: w,
 		frames:    make([]dataplane.Frame, PortBatchSize),
 		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
 		frag:      newFragState(cfg.Port.MTU()),
-		loop:      newLoopQueue(cfg.Port.MTU()),
+		loop:      newLoopQueue(cfg.MTU),
 		icmpLimit: icmprate.New(cfg.ICMPRate), epoch: time.Now(),
 		spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
@@ -204,6 +208,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		w.Add(q.RX())
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
+	d.lanMTU.Store(int32(cfg.Port.MTU()))
 	d.routes, _ = cfg.Routes.(routeLookup)
 	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
 	d.events <- tun.EventUp

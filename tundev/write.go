@@ -33,7 +33,8 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 // Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
 // frame from the port's MAC to the MAC of its next hop, and returns
 // len(bufs) with a nil error once every packet is sent or dropped (one
-// larger than the port's MTU is fragmented or answered, lanmtu.go):
+// larger than the LAN MTU, SetLANMTU, is fragmented or answered, and so is
+// one going back into the tunnel larger than the tunnel MTU: lanmtu.go):
 // packets that cannot be sent (not IP, too big, refused by the
 // router's checks or at TTL 1 (router.go), no route, an unresolved next
 // hop, no buffer, a full TX ring) are dropped and counted,
@@ -50,7 +51,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	}
 	var macs [PortBatchSize]header.MAC
 	var ok, loop [PortBatchSize]bool
-	al := d.allowed.Load()
+	al, lanMTU := d.allowed.Load(), int(d.lanMTU.Load())
 	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
@@ -69,21 +70,29 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
 			}
-			big := len(pkt) > d.maxLen
 			switch d.forwardOut(pkt, dst, al, &lastTun) {
 			case outLoop:
-				if big { // the loop queue's slots hold the port's MTU
-					d.ctr.drops[PortDropTooBig].Add(1)
-					continue
+				switch {
+				case len(pkt) <= d.cfg.MTU:
+					loop[i] = true
+					loops++
+				case !fragmentable(pkt):
+					d.tooBig(pkt, d.cfg.MTU, al)
+				default:
+					// After the peer-to-peer packets before it,
+					// in order: queue those first (a rare path).
+					d.loop.push(d, chunk[:i], offset, loop[:i])
+					clear(loop[:i])
+					loops = 0
+					d.loop.pushFragments(d, pkt, d.cfg.MTU)
 				}
-				loop[i] = true
-				loops++
 				continue
 			case outDropped:
 				continue
 			}
-			if big && !d.fragmentable(pkt) {
-				d.tooBigLAN(pkt, al)
+			big := len(pkt) > lanMTU
+			if big && !fragmentable(pkt) {
+				d.tooBig(pkt, lanMTU, al)
 				continue
 			}
 			mac, good := lastMAC, lastOK
@@ -101,7 +110,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				// those first (a rare path).
 				d.send(chunk[:i], offset, macs[:i], ok[:i])
 				clear(ok[:i])
-				d.fragmentLAN(pkt, mac)
+				d.fragmentLAN(pkt, mac, lanMTU)
 			default:
 				macs[i], ok[i] = mac, true
 			}
