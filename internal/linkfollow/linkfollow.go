@@ -27,8 +27,12 @@ var Subscribe = netlink.LinkSubscribeWithOptions
 
 // Config says what Follow follows and whom it tells.
 type Config struct {
-	// Namespace is the network namespace whose links are followed (not
-	// open: the calling thread's).
+	// Namespace is the network namespace whose links are followed. Not
+	// open (netns.None(); the zero value is descriptor 0, which counts as
+	// open): the namespace of the thread that subscribes, Follow's caller
+	// at first but its goroutine's after a renewal, so only for a process
+	// whose threads all are in it (threadns.Moved returns one or the
+	// other).
 	Namespace netns.NsHandle
 	// Links reads the links, in that namespace. The caller keeps it open
 	// until Follow's goroutine has ended (the WaitGroup), and uses it on
