@@ -18,9 +18,11 @@
 //     ways it forwards as the Linux router with wg0 it stands in for
 //     (router.go: TTL / hop limit, RFC 1812 §5.3.1 and RFC 8200 §3;
 //     header's address and option checks; MSS clamp; icmperr.go: time
-//     exceeded and parameter problem), and it
-//     hands a written packet for a peer back to wireguard-go's read side
-//     (peer to peer, loop.go).
+//     exceeded and parameter problem; mtu.go and lanmtu.go: packets
+//     over the MTU of their way out fragmented or answered, RFC 791
+//     §3.2, RFC 1191, RFC 8201, the LAN's MTU followed through
+//     SetLANMTU), and it hands a written packet for a peer back to
+//     wireguard-go's read side (peer to peer, loop.go).
 //
 // Linux only; see the TUN/TAP documentation in the kernel tree
 // (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.

@@ -1,47 +1,84 @@
 package tundev
 
 import (
+	"fmt"
+
 	"github.com/gaissmai/bart"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 )
 
-// A decrypted packet Write forwards to the LAN is held to the port's MTU
-// (maxLen) as Linux's ip_forward and ip6_forward hold a packet to its
-// route's: after the TTL check and before the next hop's resolution, an
-// IPv4 packet without DF is cut into fragments of the MTU (RFC 791 §3.2,
-// fragmentLAN), and one with DF or an IPv6 packet (never fragmented in
-// transit, RFC 8200 §5) is dropped (too_big) and answered into the tunnel
-// with "fragmentation needed" (RFC 1191) / "packet too big" (RFC 8201)
-// carrying the MTU, never rate-limited, quoting the packet as it arrived
-// (tooBigLAN). With a tunnel MTU above the LAN's (jumbo frames on the
-// WAN) this is every large packet; without it, wireguard-go's writes
-// always fit.
+// A decrypted packet Write forwards is held to the MTU of its way out as
+// Linux's ip_forward and ip6_forward hold a packet to its route's device:
+// after the TTL check, an IPv4 packet without DF is cut into fragments of
+// the MTU (RFC 791 §3.2, RFC 1812 §5.2.6), and one with DF or an IPv6
+// packet (never fragmented in transit, RFC 8200 §5) is dropped (too_big)
+// and answered into the tunnel with "fragmentation needed" (RFC 1191) /
+// "packet too big" (RFC 8201) carrying the MTU, never rate-limited
+// (icmpAllowed), quoting the packet as it arrived (tooBig). The way out
+// is
+//
+//   - the LAN (lanMTU: the port's MTU, then SetLANMTU's, which a gateway
+//     keeps the LAN interface's of the moment): with a tunnel MTU above
+//     the LAN's (jumbo frames on the WAN) this is every large packet;
+//     fragmentLAN sends the fragments, after the batch's packets before
+//     it, on its flow's TX queue, before the next hop's resolution as in
+//     Linux;
+//   - or the tunnel again, a peer-to-peer packet (Linux routes it back
+//     out of wg0, whose MTU is PortConfig.MTU): a peer with a larger
+//     tunnel MTU than ours sends them; loopQueue.pushFragments queues the
+//     fragments for Read, after the batch's peer-to-peer packets before
+//     it. Before, such a packet up to the LAN MTU went back to
+//     wireguard-go whole, over the tunnel MTU, and one past it was
+//     dropped unanswered.
 
-// fragmentable reports whether pkt, a decrypted packet over the port's
-// MTU, may be cut into fragments: IPv4 without DF.
-func (d *PortDevice) fragmentable(pkt []byte) bool {
+// SetLANMTU sets the MTU Write holds decrypted packets to the LAN to, in
+// bytes (PortConfig.Port's MTU until then): a gateway calls it when the
+// LAN interface's MTU changes (ip link set dev lan mtu 1400), as Linux
+// checks a packet against its outgoing device's MTU of the moment. It
+// returns an error, changing nothing, for an MTU below 68 (RFC 791 §3.2:
+// every IPv4 link carries 68 bytes) or above the port's MTU, past which
+// the port sends no frame (dataplane.Port.MTU). Safe for concurrent use
+// with Write: a Write in progress keeps the MTU it started with.
+func (d *PortDevice) SetLANMTU(mtu int) error {
+	if mtu < header.IPv4MinMTU || mtu > d.cfg.Port.MTU() {
+		return fmt.Errorf("tundev: LAN MTU %d outside [%d, %d] (the port's MTU: it sends no longer frame)", mtu, header.IPv4MinMTU, d.cfg.Port.MTU())
+	}
+	d.lanMTU.Store(int32(mtu))
+	return nil
+}
+
+// LANMTU returns the MTU Write holds decrypted packets to the LAN to
+// (SetLANMTU).
+func (d *PortDevice) LANMTU() int { return int(d.lanMTU.Load()) }
+
+// fragmentable reports whether pkt, a decrypted packet over an MTU, may be
+// cut into fragments: IPv4 without DF.
+func fragmentable(pkt []byte) bool {
 	return pkt[0]>>4 == header.IPv4Version && !header.IPv4(pkt).DontFragment()
 }
 
-// tooBigLAN drops pkt, a decrypted packet over the port's MTU that may not
-// be fragmented (forwardOut took its hop), and answers it into the tunnel.
-func (d *PortDevice) tooBigLAN(pkt []byte, al *bart.Table[uint8]) {
+// tooBig drops pkt, a decrypted packet over the MTU mtu of its way out
+// that may not be fragmented (forwardOut took its hop), and answers it
+// into the tunnel with mtu.
+func (d *PortDevice) tooBig(pkt []byte, mtu int, al *bart.Table[uint8]) {
 	d.ctr.drops[PortDropTooBig].Add(1)
 	header.RestoreHop(pkt) // Linux checks the MTU before the hop
-	d.icmpErrorTunnel(pkt, icmpError{kind: icmpTooBig, mtu: d.maxLen}, al)
+	d.icmpErrorTunnel(pkt, icmpError{kind: icmpTooBig, mtu: mtu}, al)
 }
 
-// fragmentLAN sends pkt, an IPv4 packet without DF over the port's MTU,
-// as fragments of at most the MTU to mac, on its flow's TX queue (the
+// fragmentLAN sends pkt, an IPv4 packet without DF over the LAN MTU mtu,
+// as fragments of at most mtu to mac, on its flow's TX queue (the
 // fragments of a packet stay in order; Write sends the packets before it
-// first), counting it in Fragmented. A
-// packet that needs more fragments than a batch holds, or whose header
-// leaves no room for 8 data bytes, is dropped (too_big).
-func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC) {
+// first), counting it in Fragmented. A packet that needs more fragments
+// than a batch holds, or whose header leaves no room for 8 data bytes, is
+// dropped (too_big). Fragment 0 is pkt's header rewritten in place, last
+// (header.IPv4Fragmenter.PutFirst: it keeps the options the others do not
+// copy).
+func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC, mtu int) {
 	var fr header.IPv4Fragmenter
-	if fr.Reset(pkt, d.maxLen) != header.OK {
+	if fr.Reset(pkt, mtu) != header.OK {
 		d.ctr.drops[PortDropTooBig].Add(1)
 		return
 	}
@@ -58,16 +95,18 @@ func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC) {
 		return
 	}
 	for i := range n {
-		f := &q.frames[i]
-		if !f.SetLen(header.EthernetLen + fr.Len(i)) {
+		if !q.frames[i].SetLen(header.EthernetLen + fr.Len(i)) {
 			q.tx.Free(q.frames[:n])
 			d.ctr.drops[PortDropTooBig].Add(1)
 			return
 		}
-		data := f.Data()
+		data := q.frames[i].Data()
 		header.PutEthernet(data, mac, d.mac, header.EtherTypeIPv4)
-		fr.Put(data[header.EthernetLen:], i)
+		if i > 0 {
+			fr.Put(data[header.EthernetLen:], i)
+		}
 	}
+	copy(q.frames[0].Data()[header.EthernetLen:], pkt[:fr.PutFirst()])
 	sent := dataplane.TransmitRetry(q.tx, q.frames[:n])
 	if sent < n {
 		d.ctr.drops[PortDropTXFull].Add(1)

@@ -3,6 +3,7 @@ package tundev
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/wgpio/wgpio/header"
@@ -120,5 +121,140 @@ func TestPortDeviceICMPLoopFull(t *testing.T) {
 	if s.Drops[PortDropTooBig] != loopSlots+extra || s.ICMPErrors != loopSlots || s.Drops[PortDropNoBuffer] != extra {
 		t.Errorf("%d too-big packets, Read never called: too_big %d, ICMP errors %d, no_buffer %d; want %d %d %d",
 			loopSlots+extra, s.Drops[PortDropTooBig], s.ICMPErrors, s.Drops[PortDropNoBuffer], loopSlots+extra, loopSlots, extra)
+	}
+}
+
+// checkTooBig checks that ip is "fragmentation needed" (IPv4) or "packet
+// too big" (IPv6) from src to dst carrying mtu and quoting quote, the
+// packet as it arrived.
+func checkTooBig(t *testing.T, ip []byte, src, dst netip.Addr, mtu uint32, quote []byte) {
+	t.Helper()
+	var pk header.Packet
+	if rs := header.ParseIP(ip, &pk); rs != header.OK {
+		t.Fatalf("error does not parse: %v", rs)
+	}
+	m := ip[pk.L4Off:]
+	typ, code, got := uint8(3), uint8(4), uint32(binary.BigEndian.Uint16(m[6:8]))
+	if pk.Dst.Is6() {
+		typ, code, got = 2, 0, binary.BigEndian.Uint32(m[4:8])
+	}
+	if pk.Src != src || pk.Dst != dst || m[0] != typ || m[1] != code || got != mtu || !bytes.Equal(m[8:], quote[:len(m)-8]) {
+		t.Errorf("error %v → %v type %d code %d mtu %d quoting %x...; want %v → %v type %d code %d mtu %d quoting %x...",
+			pk.Src, pk.Dst, m[0], m[1], got, m[8:36], src, dst, typ, code, mtu, quote[:28])
+	}
+}
+
+// TestPortDeviceSetLANMTU: after SetLANMTU(1400) (the LAN interface's MTU
+// lowered while running), a decrypted 1460-byte packet to the LAN is held
+// to 1400 as Linux holds it to the device's MTU of the moment: without DF
+// it reaches the host as fragments of at most 1400 bytes, with DF it is
+// answered with "fragmentation needed" carrying 1400; back at 1500 it goes
+// whole. An MTU below 68 or above the port's is refused and changes
+// nothing. Before, the device kept the port's MTU of its start.
+func TestPortDeviceSetLANMTU(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	for _, bad := range []int{0, 67, 1501} {
+		if err := r.dev.SetLANMTU(bad); err == nil {
+			t.Errorf("SetLANMTU(%d) = nil, want an error", bad)
+		}
+	}
+	if got := r.dev.LANMTU(); got != 1500 {
+		t.Fatalf("LANMTU() = %d after refused changes, want the port's 1500", got)
+	}
+	if err := r.dev.SetLANMTU(1400); err != nil {
+		t.Fatal(err)
+	}
+	const off = 16
+	noDF := bigPacket(peerA, hostIP, 1432, false, 1)
+	df := bigPacket(peerA, hostIP, 1432, true, 2)
+	bufs := [][]byte{append(make([]byte, off), noDF...), append(make([]byte, off), df...)}
+	if n, err := r.dev.Write(bufs, off); n != 2 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	var frags [][]byte
+	for _, f := range r.collect(2) {
+		frags = append(frags, f[header.EthernetLen:])
+	}
+	if len(frags) != 2 {
+		t.Fatalf("LAN received %d frames, want the 2 fragments of the packet without DF (stats %+v)", len(frags), r.dev.Stats())
+	}
+	if got := reassembleIPv4(t, frags, 1400); !bytes.Equal(got, hop(noDF)) {
+		t.Errorf("fragments reassemble to %x..., want %x...", got[:28], hop(noDF)[:28])
+	}
+	errs := r.readAll(t, 1, 4)
+	if len(errs) != 1 {
+		t.Fatalf("Read %d packets, want fragmentation needed", len(errs))
+	}
+	checkTooBig(t, errs[0], tunIP, peerA, 1400, df)
+	if err := r.dev.SetLANMTU(1500); err != nil {
+		t.Fatal(err)
+	}
+	whole := bigPacket(peerA, hostIP, 1432, true, 3)
+	if n, err := r.dev.Write([][]byte{bytes.Clone(whole)}, 0); n != 1 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	if f := r.collect(1); len(f) != 1 || !bytes.Equal(f[0][header.EthernetLen:], hop(whole)) {
+		t.Errorf("LAN received %d frames at MTU 1500 again, want the 1460-byte packet whole", len(f))
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 1 || s.Fragmented != 1 || s.ICMPErrors != 1 {
+		t.Errorf("Stats = %+v, want 1 too_big, 1 fragmented, 1 ICMP error", s)
+	}
+}
+
+// TestPortDeviceSetLANMTUConcurrent: SetLANMTU while Writes run (go test
+// -race sees the MTU's loads and stores): every packet is sent whole or
+// as fragments, none lost.
+func TestPortDeviceSetLANMTUConcurrent(t *testing.T) {
+	r := routerRig(t, nil)
+	const writes = 50
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range writes {
+			p := bigPacket(peerA, hostIP, 1400, false, uint16(i))
+			r.dev.Write([][]byte{p}, 0)
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			if s := r.dev.Stats(); s.Drops.Total() != 0 || s.TXPackets < writes {
+				t.Errorf("Stats = %+v, want %d packets or more sent (fragments), no drops", s, writes)
+			}
+			return
+		default:
+		}
+		if err := r.dev.SetLANMTU(1000 + i%2*500); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPortDeviceFragmentOptions: the first fragment of a decrypted IPv4
+// packet with options that are not copied into fragments (4 NOPs: a
+// 24-byte header, the others' 20), fragmented to the LAN MTU, carries the
+// packet's header with its options and the data from its start, as RFC
+// 791 §3.2 cuts it. Before, Write built fragment 0 like the others (the
+// short header, data from 8 bytes too early: 4 bytes of the header
+// among it), and the host reassembled a corrupt packet.
+func TestPortDeviceFragmentOptions(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	p := withOptions(bigPacket(peerA, hostIP, 1600, false, 7), []byte{1, 1, 1, 1})
+	if n, err := r.dev.Write([][]byte{bytes.Clone(p)}, 0); n != 1 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	frames := r.collect(2)
+	if len(frames) != 2 {
+		t.Fatalf("LAN received %d frames, want 2 fragments (stats %+v)", len(frames), r.dev.Stats())
+	}
+	f0, f1 := frames[0][header.EthernetLen:], frames[1][header.EthernetLen:]
+	if header.IPv4(f0).HeaderLen() != 24 || !bytes.Equal(f0[20:24], p[20:24]) || header.IPv4(f1).HeaderLen() != 20 {
+		t.Errorf("fragment headers of %d and %d bytes, the first's options %x; want 24 (options 01010101) and 20",
+			header.IPv4(f0).HeaderLen(), header.IPv4(f1).HeaderLen(), f0[20:min(24, len(f0))])
+	}
+	data := append(bytes.Clone(header.IPv4(f0).Payload()), header.IPv4(f1).Payload()...)
+	if !bytes.Equal(data, p[24:]) || header.IPv4(f1).FragmentOffset() != len(header.IPv4(f0).Payload()) {
+		t.Errorf("fragments carry %d data bytes %x..., the second at offset %d; want %x... (%d bytes)",
+			len(data), data[:16], header.IPv4(f1).FragmentOffset(), p[24:40], len(p)-24)
 	}
 }

@@ -15,9 +15,10 @@ const loopSlots = 2 * PortBatchSize
 // the tunnel again without touching the LAN: decrypted packets to another
 // peer's (or the same peer's) allowed IPs (peer to peer), and the time
 // exceeded and parameter problem errors answering decrypted packets.
-// Slots of a fixed size (the port's MTU, at least an ICMP error's),
-// allocated once: push and pop copy and allocate nothing. A full queue drops the packet (no_buffer), as a
-// full TUN queue would.
+// Slots of a fixed size (the tunnel MTU, at least an ICMP error's; Write
+// fragments or answers a peer-to-peer packet over the tunnel MTU,
+// lanmtu.go), allocated once: push and pop copy and allocate nothing. A
+// full queue drops the packet (no_buffer), as a full TUN queue would.
 //
 // Concurrency: mu guards every field but n, which push and pop update under
 // mu and Read loads without it, so that Read costs one atomic load per
@@ -33,8 +34,10 @@ type loopQueue struct {
 	n    atomic.Int32
 }
 
-func newLoopQueue(portMTU int) loopQueue {
-	slot := max(portMTU, header.ICMPv6ErrorMaxLen)
+// newLoopQueue returns a queue for packets of up to tunnelMTU bytes (and
+// ICMP errors; no IP packet is longer than 65,535 bytes).
+func newLoopQueue(tunnelMTU int) loopQueue {
+	slot := min(max(tunnelMTU, header.ICMPv6ErrorMaxLen), 0xffff)
 	return loopQueue{buf: make([]byte, loopSlots*slot), slot: slot}
 }
 
@@ -61,7 +64,7 @@ func (q *loopQueue) commit(d *PortDevice, size int) {
 }
 
 // push queues a copy of each bufs[i][offset:] marked in mark (at most the
-// port's MTU: Write checked) for Read, in order, counting them as peer to
+// tunnel MTU: Write checked) for Read, in order, counting them as peer to
 // peer; those past a full queue are dropped (no_buffer). One lock and one
 // wake-up per call.
 func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) {
@@ -89,6 +92,43 @@ func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) 
 	if full > 0 {
 		d.ctr.drops[PortDropNoBuffer].Add(uint64(full))
 	}
+}
+
+// pushFragments queues the fragments of pkt, a peer-to-peer IPv4 packet
+// without DF over the tunnel MTU (Write checked both), cut to mtu bytes
+// (header.IPv4Fragmenter; pkt's header is rewritten in place as fragment
+// 0), in order, after the packets queued before, counting pkt as peer to
+// peer and fragmented. All or none: a packet whose fragments do not all
+// fit the free slots is dropped (no_buffer, as push drops a packet past a
+// full queue), one whose header leaves no room for 8 data bytes in mtu as
+// too_big. One lock and one wake-up.
+func (q *loopQueue) pushFragments(d *PortDevice, pkt []byte, mtu int) {
+	var fr header.IPv4Fragmenter
+	if fr.Reset(pkt, mtu) != header.OK || fr.Len(0) > q.slot {
+		d.ctr.drops[PortDropTooBig].Add(1)
+		return
+	}
+	count := fr.Count()
+	q.mu.Lock()
+	n := int(q.n.Load())
+	if loopSlots-n < count {
+		q.mu.Unlock()
+		d.ctr.drops[PortDropNoBuffer].Add(1)
+		return
+	}
+	// Fragments 1 to count−1 first: fragment 0 is pkt's header
+	// rewritten in place (PutFirst), after which Put would read it.
+	for i := 1; i < count; i++ {
+		j := (q.head + n + i) % loopSlots
+		q.size[j] = fr.Put(q.buf[j*q.slot:(j+1)*q.slot], i)
+	}
+	j := (q.head + n) % loopSlots
+	q.size[j] = copy(q.buf[j*q.slot:(j+1)*q.slot], pkt[:fr.PutFirst()])
+	q.n.Store(int32(n + count))
+	q.mu.Unlock()
+	d.ctr.peerToPeer.Add(1)
+	d.ctr.fragmented.Add(1)
+	d.w.Ring()
 }
 
 // icmpError queues the error e about pkt from our tunnel address of pkt's

@@ -43,8 +43,10 @@ type PortConfig struct {
 	// router in front of the tunnel would (mtu.go): a larger IPv4 packet
 	// without DF is fragmented (RFC 791), a larger IPv4 packet with DF or
 	// IPv6 packet is dropped and answered with "fragmentation needed" or
-	// "packet too big" carrying MTU. Write drops packets longer than the
-	// port's MTU.
+	// "packet too big" carrying MTU. Write holds a decrypted packet
+	// routed back into the tunnel (peer to peer) to it the same way
+	// (lanmtu.go), and one to the LAN to the LAN's MTU (the port's, then
+	// SetLANMTU's).
 	MTU int
 	// ICMPSource4 and ICMPSource6 are the source addresses of those
 	// answers: the gateway's address on the LAN, from the configuration
@@ -97,10 +99,12 @@ type PortConfig struct {
 // so the lock order is the neighbour table's lock, then a TX queue's; an
 // arp.FrameProber may call SendFrame from under the table's lock.
 type PortDevice struct {
-	cfg    PortConfig
-	name   string
-	mac    header.MAC
-	maxLen int // largest IP packet Write sends: the port's MTU
+	cfg  PortConfig
+	name string
+	mac  header.MAC
+	// lanMTU is the largest IP packet Write sends to the LAN whole: the
+	// port's MTU, then SetLANMTU's; loaded once per Write call.
+	lanMTU atomic.Int32
 	events chan tun.Event
 
 	rmu    sync.Mutex // held by the goroutine inside Read; Close takes it
@@ -189,12 +193,12 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		return nil, fmt.Errorf("tundev: %w", err)
 	}
 	d := &PortDevice{
-		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), maxLen: cfg.Port.MTU(),
+		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()),
 		events: make(chan tun.Event, 1), w: w,
 		frames:    make([]dataplane.Frame, PortBatchSize),
 		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
 		frag:      newFragState(cfg.Port.MTU()),
-		loop:      newLoopQueue(cfg.Port.MTU()),
+		loop:      newLoopQueue(cfg.MTU),
 		icmpLimit: icmprate.New(cfg.ICMPRate), epoch: time.Now(),
 		spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
 	}
@@ -204,6 +208,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		w.Add(q.RX())
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
+	d.lanMTU.Store(int32(cfg.Port.MTU()))
 	d.routes, _ = cfg.Routes.(routeLookup)
 	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
 	d.events <- tun.EventUp
@@ -429,265 +434,4 @@ func (d *PortDevice) neighbour(frame []byte) bool {
 	}
 	d.ctr.drops[PortDropNeighbour].Add(1)
 	return true
-}
-
-// takeTX returns the TX queue of the flow of pkt (FlowHash), with its
-// mutex held. A flow always takes the same queue, as on a kernel
-// multi-queue TUN: wireguard-go writes a peer's packets in order, and
-// spreading one flow over queues would reorder it wherever the queues are
-// merged again (the host's RX queues, a NIC's TX rings).
-func (d *PortDevice) takeTX(pkt []byte) *portTX {
-	q := d.txqs[d.txIndex(pkt)]
-	q.mu.Lock()
-	return q
-}
-
-// txIndex is the TX queue of pkt's flow.
-func (d *PortDevice) txIndex(pkt []byte) int {
-	if n := uint32(len(d.txqs)); n > 1 {
-		return int(FlowHash(pkt) % n)
-	}
-	return 0
-}
-
-// Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
-// frame from the port's MAC to the MAC of its next hop, and returns
-// len(bufs) with a nil error once every packet is sent or dropped (one
-// larger than the port's MTU is fragmented or answered, lanmtu.go):
-// packets that cannot be sent (not IP, too big, refused by the
-// router's checks or at TTL 1 (router.go), no route, an unresolved next
-// hop, no buffer, a full TX ring) are dropped and counted,
-// as a kernel interface drops them, so that one bad packet does not make
-// wireguard-go log every batch. A packet's TTL or hop limit and a SYN's
-// MSS are changed in place in bufs; one for a peer's allowed IPs (by a
-// longer prefix than the LAN's route: SetAllowedIPs) goes back to Read
-// instead of the LAN. Safe for concurrent use; it does not keep
-// bufs and allocates nothing on the hot path. After Close it returns 0,
-// os.ErrClosed.
-func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
-	if d.closed.Load() {
-		return 0, os.ErrClosed
-	}
-	var macs [PortBatchSize]header.MAC
-	var ok, loop [PortBatchSize]bool
-	al := d.allowed.Load()
-	var lastTun lastRoute
-	for done := 0; done < len(bufs); {
-		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
-		var last netip.Addr
-		var lastMAC header.MAC
-		lastOK, lastReason, loops := false, PortDropNoRoute, 0
-		for i, b := range chunk {
-			ok[i], loop[i] = false, false
-			if offset > len(b) {
-				d.ctr.drops[PortDropMalformed].Add(1)
-				continue
-			}
-			pkt := b[offset:]
-			dst, good := destination(pkt)
-			if !good {
-				d.ctr.drops[PortDropMalformed].Add(1)
-				continue
-			}
-			big := len(pkt) > d.maxLen
-			switch d.forwardOut(pkt, dst, al, &lastTun) {
-			case outLoop:
-				if big { // the loop queue's slots hold the port's MTU
-					d.ctr.drops[PortDropTooBig].Add(1)
-					continue
-				}
-				loop[i] = true
-				loops++
-				continue
-			case outDropped:
-				continue
-			}
-			if big && !d.fragmentable(pkt) {
-				d.tooBigLAN(pkt, al)
-				continue
-			}
-			mac, good := lastMAC, lastOK
-			if dst != last {
-				var r PortDropReason
-				mac, r = d.nextHop(dst)
-				good = r == NumPortDropReasons
-				last, lastMAC, lastOK, lastReason = dst, mac, good, r
-			}
-			switch {
-			case !good:
-				d.dropOut(pkt, lastReason, al)
-			case big:
-				// After the packets before it, in order: send
-				// those first (a rare path).
-				d.send(chunk[:i], offset, macs[:i], ok[:i])
-				clear(ok[:i])
-				d.fragmentLAN(pkt, mac)
-			default:
-				macs[i], ok[i] = mac, true
-			}
-		}
-		if loops > 0 {
-			d.loop.push(d, chunk, offset, loop[:len(chunk)])
-		}
-		d.send(chunk, offset, macs[:len(chunk)], ok[:len(chunk)])
-		done += len(chunk)
-	}
-	return len(bufs), nil
-}
-
-// destination returns an IP packet's destination address.
-func destination(pkt []byte) (netip.Addr, bool) {
-	if len(pkt) < 1 {
-		return netip.Addr{}, false
-	}
-	switch pkt[0] >> 4 {
-	case 4:
-		if len(pkt) < header.IPv4MinLen {
-			return netip.Addr{}, false
-		}
-		return netip.AddrFrom4([4]byte(pkt[16:20])), true
-	case 6:
-		if len(pkt) < header.IPv6Len {
-			return netip.Addr{}, false
-		}
-		return netip.AddrFrom16([16]byte(pkt[24:40])), true
-	}
-	return netip.Addr{}, false
-}
-
-// nextHop returns dst's next hop MAC, or a drop reason
-// (NumPortDropReasons on success).
-func (d *PortDevice) nextHop(dst netip.Addr) (header.MAC, PortDropReason) {
-	nh, _, ok := d.cfg.Routes.NextHop(dst)
-	if !ok {
-		return header.MAC{}, PortDropNoRoute
-	}
-	if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
-		return header.MAC(mac), NumPortDropReasons
-	}
-	deadline := time.Now().Add(d.cfg.ResolveWait)
-	for sleep := 100 * time.Microsecond; ; sleep = min(2*sleep, 10*time.Millisecond) {
-		switch d.cfg.Neighbours.Resolve(nh) {
-		case arp.StateFailed, arp.StateNone:
-			return header.MAC{}, PortDropNoNeighbour
-		}
-		if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
-			return header.MAC(mac), NumPortDropReasons
-		}
-		if time.Now().After(deadline) || d.closed.Load() {
-			return header.MAC{}, PortDropNoNeighbour
-		}
-		time.Sleep(sleep)
-	}
-}
-
-// send transmits the packets marked ok, each on the TX queue of its flow
-// (txIndex): one lock per queue the batch touches.
-func (d *PortDevice) send(bufs [][]byte, offset int, macs []header.MAC, ok []bool) {
-	if len(d.txqs) == 1 {
-		d.sendOn(d.txqs[0], bufs, offset, macs, ok)
-		return
-	}
-	// Mark each packet with its queue; send queue by queue, each
-	// queue's packets in the batch's order.
-	var qi [PortBatchSize]int
-	var sel [PortBatchSize]bool
-	left := 0
-	for i, o := range ok {
-		if o {
-			qi[i] = d.txIndex(bufs[i][offset:])
-			left++
-		}
-	}
-	for q := 0; left > 0 && q < len(d.txqs); q++ {
-		n := 0
-		for i, o := range ok {
-			sel[i] = o && qi[i] == q
-			if sel[i] {
-				n++
-			}
-		}
-		if n > 0 {
-			d.sendOn(d.txqs[q], bufs, offset, macs, sel[:len(ok)])
-			left -= n
-		}
-	}
-}
-
-// sendOn builds and transmits the packets marked ok on TX queue q.
-func (d *PortDevice) sendOn(q *portTX, bufs [][]byte, offset int, macs []header.MAC, ok []bool) {
-	want := 0
-	for _, o := range ok {
-		if o {
-			want++
-		}
-	}
-	if want == 0 {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	got := q.tx.Alloc(q.frames[:want])
-	if got < want {
-		d.ctr.drops[PortDropNoBuffer].Add(uint64(want - got))
-	}
-	k := 0
-	for i, b := range bufs {
-		if !ok[i] || k == got {
-			continue
-		}
-		pkt := b[offset:]
-		f := &q.frames[k]
-		if !f.SetLen(header.EthernetLen + len(pkt)) {
-			d.ctr.drops[PortDropTooBig].Add(1)
-			continue
-		}
-		data := f.Data()
-		et := uint16(header.EtherTypeIPv4)
-		if pkt[0]>>4 == 6 {
-			et = header.EtherTypeIPv6
-		}
-		header.PutEthernet(data, macs[i], d.mac, et)
-		copy(data[header.EthernetLen:], pkt)
-		k++
-	}
-	if k < got {
-		q.tx.Free(q.frames[k:got])
-	}
-	sent := 0
-	for tries := 0; sent < k && tries < 4; tries++ {
-		m := q.tx.Transmit(q.frames[sent:k])
-		if m == 0 {
-			q.tx.Reclaim()
-		}
-		sent += m
-	}
-	if sent < k {
-		d.ctr.drops[PortDropTXFull].Add(uint64(k - sent))
-		q.tx.Free(q.frames[sent:k])
-	}
-	d.ctr.tx.Add(uint64(sent))
-	clear(q.frames[:got])
-}
-
-// SendFrame transmits one whole Ethernet frame (owned mode: an
-// arp.FrameProber's request, a Responder's answer or announcement) on some
-// TX queue. It copies frame. The error wraps dataplane.ErrNoFreeFrame or
-// ErrFrameTooLong (the frame is dropped and counted); a full TX ring is
-// counted, not an error. Safe for concurrent use; it may be called with
-// the neighbour table's lock held, but not from inside Write.
-func (d *PortDevice) SendFrame(frame []byte) error {
-	q := d.takeTX(nil)
-	defer q.mu.Unlock()
-	switch err := dataplane.SendCopy(q.tx, q.frames[:1], frame); err {
-	case dataplane.ErrNoFreeFrame:
-		d.ctr.drops.Add(PortDropNoBuffer, 1)
-		return fmt.Errorf("tundev: send frame: %w", err)
-	case dataplane.ErrFrameTooLong:
-		d.ctr.drops.Add(PortDropTooBig, 1)
-		return fmt.Errorf("tundev: send frame of %d bytes: %w", len(frame), err)
-	case dataplane.ErrRingFull:
-		d.ctr.drops.Add(PortDropTXFull, 1) // counted, as a full qdisc drops
-	}
-	return nil
 }

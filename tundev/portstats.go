@@ -20,9 +20,10 @@ const (
 	// that is not IPv4 or IPv6.
 	PortDropMalformed
 	// PortDropTooBig: a received packet larger than Read's buffer, or a
-	// written one larger than the port's MTU that may not be fragmented
-	// (DF, IPv6: answered "fragmentation needed" / "packet too big",
-	// lanmtu.go) or goes back into the tunnel.
+	// written one larger than the MTU of its way out (the LAN MTU,
+	// SetLANMTU; the tunnel MTU for one going back into the tunnel) that
+	// may not be fragmented (DF, IPv6: answered "fragmentation needed" /
+	// "packet too big", lanmtu.go).
 	PortDropTooBig
 	// PortDropNeighbour: an ARP/NDP frame the Responder refused.
 	PortDropNeighbour

@@ -170,11 +170,14 @@ type Gateway struct {
 	// addresses; the address follower's alone once Start returns.
 	lanAddrs []netip.Addr
 
-	nsHandle  netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
-	routeSrc  *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
-	closers   []func() error
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
+	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
+	closers  []func() error
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	// linkWG waits for the LAN MTU follower (lanmtu.go), which stop
+	// ends; its netlink handle's closer waits for it.
+	linkWG    sync.WaitGroup
 	closeOnce sync.Once
 
 	// filter is the LAN port's prefix match (lan, or a test's).
@@ -384,6 +387,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	g.noRoute = g.lanDev
 	g.lanAddrs = lan.all
+	if err := g.followLANMTU(lan.index); err != nil {
+		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
+	}
 	ah, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)

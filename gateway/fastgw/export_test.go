@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/internal/linkfollow"
 )
 
 // SetSharedUMEMProbe replaces the shared-UMEM probe until restore is
@@ -19,8 +21,8 @@ func SetSharedUMEMProbe(probe func() error) (restore func()) {
 // MTU watchers') end at once, as one ends when its socket overflows,
 // until restore is called.
 func EndFirstLinkSubscriptions(n int) (restore func()) {
-	old := linkSubscribe
-	linkSubscribe = func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, opts netlink.LinkSubscribeOptions) error {
+	old := linkfollow.Subscribe
+	linkfollow.Subscribe = func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, opts netlink.LinkSubscribeOptions) error {
 		if n > 0 {
 			n--
 			close(ch)
@@ -28,7 +30,7 @@ func EndFirstLinkSubscriptions(n int) (restore func()) {
 		}
 		return old(ch, done, opts)
 	}
-	return func() { linkSubscribe = old }
+	return func() { linkfollow.Subscribe = old }
 }
 
 // LockWAN takes g's WAN lock until unlock is called: the address follower
@@ -48,11 +50,11 @@ func LockWAN(g *Gateway) (unlock func()) {
 // (or since the call). restore (after the gateway is closed) resumes and
 // puts netlink's function back.
 func PauseLinkSubscriptions() (pause, resume func(), subscribed func() int, restore func()) {
-	old := linkSubscribe
+	old := linkfollow.Subscribe
 	var mu sync.Mutex
 	var stops []chan struct{}
 	var gate chan struct{} // closed or nil: subscriptions go through
-	linkSubscribe = func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, opts netlink.LinkSubscribeOptions) error {
+	linkfollow.Subscribe = func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, opts netlink.LinkSubscribeOptions) error {
 		mu.Lock()
 		g := gate
 		mu.Unlock()
@@ -119,7 +121,7 @@ func PauseLinkSubscriptions() (pause, resume func(), subscribed func() int, rest
 	}
 	return pause, resume, subscribed, func() {
 		resume()
-		linkSubscribe = old
+		linkfollow.Subscribe = old
 	}
 }
 

@@ -1,0 +1,74 @@
+package compatgw
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// TestLANMTUFollowed: the LAN interface's MTU lowered on a running compat
+// gateway (ip link set dev LAN mtu 1300) applies to the decrypted packets
+// after it, as on a Linux router with wg0 and as in fast-path mode: host
+// B's 1400-byte ping without DF reaches the LAN as fragments
+// (fragmented), one with DF gets "fragmentation needed (mtu = 1300)"
+// (too_big), and the change is logged. Before, compat mode held decrypted packets to
+// the LAN MTU of its start (1500) and sent them whole.
+func TestLANMTUFollowed(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	testenv.Tool(t, "ping", "iputils-ping")
+	tp := testenv.Topology(t, "cmf")
+	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fc, f := s.FastConfig, compatFile(s)
+	var logs testenv.LogBuffer
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := g.Stats().LAN
+	if out, err := s.GwA.Run("ip", "link", "set", "dev", s.LANA, "mtu", "1300"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// Without DF first: host B keeps the MTU a "fragmentation needed"
+	// tells it and would fragment itself after one. Host A's replies,
+	// 1400 bytes, do not pass the 1300-byte veth back: the fragments are
+	// seen in the gateway's count.
+	st := g.Stats().LAN
+	testenv.PollUntil(15*time.Second, func() bool {
+		s.HostB.Run("ping", "-c", "1", "-W", "1", "-M", "dont", "-s", "1372", twosite.HostA4.String())
+		st = g.Stats().LAN
+		return st.Fragmented > before.Fragmented
+	})
+	if st.Fragmented == before.Fragmented {
+		t.Errorf("1400-byte pings without DF from host B after the LAN MTU went to 1300: the LAN device fragmented none (stats %+v)", st)
+	}
+	var out string
+	if !testenv.PollUntil(15*time.Second, func() bool {
+		out, _ = s.HostB.Run("ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1372", twosite.HostA4.String())
+		return strings.Contains(out, "mtu = 1300")
+	}) {
+		t.Errorf("1400-byte ping with DF from host B after the LAN MTU went to 1300:\n%s\nwant fragmentation needed (mtu = 1300); LAN stats %+v", out, g.Stats().LAN)
+	}
+	if st := g.Stats().LAN; st.Drops[tundev.PortDropTooBig] == before.Drops[tundev.PortDropTooBig] {
+		t.Errorf("LAN device: too_big %d → %d, want it up", before.Drops[tundev.PortDropTooBig], st.Drops[tundev.PortDropTooBig])
+	}
+	if l := logs.String(); !strings.Contains(l, "LAN MTU changed") || !strings.Contains(l, "mtu=1300") {
+		t.Errorf("log:\n%s\nwant the LAN MTU change to 1300", l)
+	}
+}
