@@ -236,7 +236,6 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 	w.sourcesAhead(q, ok) // inahead.go
 	clear(q)              // drop the key and buffer references
 	srcRoutes := w.srcRoutes
-	srcRoutes.use(rt) // for find4
 	for k := range qm {
 		om := &qm[k]
 		i := om.frame
@@ -278,6 +277,9 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		if w.pkt.Src != lastSrc {
 			lastSrc = w.pkt.Src
 			// IPv4 hits inline, the rest through lookup (nil: no peer).
+			// (use here, not before the loop: a burst of handshakes
+			// makes no cache.)
+			srcRoutes.use(rt) // for find4
 			hit := false
 			if lastSrc.Is4() {
 				b := lastSrc.As4()
