@@ -54,4 +54,8 @@
 // call that finds the cause. Both zero values are empty Auto windows ready
 // to use; SetPolicy chooses another policy. [Window.CheckBatchFrom] names
 // the queue a batch came from (the queue cause); CheckBatch names none.
+// [Window.CheckFrom] is CheckBatchFrom for one counter, with a path of its
+// own for the usual message of an in-order session (the newest counter
+// yet, from the window's first queue): a concentrator's bursts hold one
+// message each of many sessions.
 package replay
