@@ -160,7 +160,13 @@ func TestServeStalledClientsCut(t *testing.T) {
 // peers created), is read whole when progressBytes arrive between pauses:
 // the deadline counts the waits for the client, not the operation's time.
 func TestServeSlowSetRead(t *testing.T) {
-	shortIdle(t, 200*time.Millisecond)
+	// The pauses (pause, three of them) add up past idleTimeout, each
+	// well under it: the rest of a window, some 500 ms, is for the
+	// pipe's hand-offs (a read per 4 KiB, each a goroutine switch), which
+	// count as waiting too and took the 50 ms left by 150 ms pauses
+	// against 200 ms on a loaded CI machine.
+	const idle, pause = time.Second, 450 * time.Millisecond
+	shortIdle(t, idle)
 	dev := downdev.New()
 	t.Cleanup(dev.Close)
 	c := serveOn(t, dev)
@@ -188,7 +194,7 @@ func TestServeSlowSetRead(t *testing.T) {
 			t.Fatalf("writing the set: %v", err)
 		}
 		body = body[k:]
-		time.Sleep(150 * time.Millisecond) // under idleTimeout; the pauses add up past it
+		time.Sleep(pause) // under idleTimeout; the pauses add up past it
 	}
 	if _, err := io.WriteString(c, "\n"); err != nil {
 		t.Fatal(err)
