@@ -145,7 +145,7 @@ func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, src *icmpSources, e icm
 	if pkt[0]>>4 == header.IPv4Version {
 		from = src.tun4
 	}
-	n, r := e.put(b, from, pkt)
+	n, r := e.put(room(b, d.cfg.MTU), from, pkt)
 	if r != header.OK {
 		q.mu.Unlock()
 		return false
