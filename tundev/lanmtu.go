@@ -16,8 +16,9 @@ import (
 // packet (never fragmented in transit, RFC 8200 §5) is dropped (too_big)
 // and answered into the tunnel with "fragmentation needed" (RFC 1191) /
 // "packet too big" (RFC 8201) carrying the MTU, never rate-limited
-// (icmpAllowed), quoting the packet as it arrived (tooBig). The way out
-// is
+// (icmpAllowed), quoting the packet as it arrived (tooBig); one to the
+// LAN's directed broadcast address is not answered (RFC 1812 §4.3.2.7,
+// lanBroadcast), as within the MTU. The way out is
 //
 //   - the LAN (lanMTU: the port's MTU, then SetLANMTU's, which a gateway
 //     keeps the LAN interface's of the moment): with a tunnel MTU above
