@@ -47,7 +47,11 @@ type IPv4Fragmenter struct {
 // bytes. It checks the header as ParseIP would (version, IHL, total length
 // within p) and returns that reason if not; ReasonBufferTooSmall when mtu
 // cannot hold a fragment of this header and 8 data bytes (mtu below
-// IPv4MinMTU for any header). It does not look at DF: forwarding a DF
+// IPv4MinMTU for any header); ReasonBadTotalLength for a fragment whose
+// data reach so far past 65,535 bytes (RFC 791 §3.1: no datagram is that
+// long) that a piece would start past the largest offset, 65,528 (Linux's
+// ip_do_fragment writes such an offset into the flag bits: a corrupt
+// fragment either way). It does not look at DF: forwarding a DF
 // packet that needs fragmenting is the caller's "fragmentation needed".
 // A packet no larger than mtu gives one fragment, the packet itself.
 func (f *IPv4Fragmenter) Reset(p []byte, mtu int) Reason {
@@ -106,6 +110,10 @@ func (f *IPv4Fragmenter) Reset(p []byte, mtu int) Reason {
 		return ReasonBufferTooSmall
 	}
 	f.n = 1 + (data-f.d0+f.dn-1)/f.dn
+	if f.base+f.d0+(f.n-2)*f.dn > ipv4FragOffMask<<3 {
+		*f = IPv4Fragmenter{}
+		return ReasonBadTotalLength
+	}
 	return OK
 }
 

@@ -151,6 +151,11 @@ func TestIPv4Fragmenter(t *testing.T) {
 func TestIPv4FragmenterRefuses(t *testing.T) {
 	big := mkIPv4(ip4Spec{proto: ProtoUDP, payload: make([]byte, 100)})
 	opts := mkIPv4(ip4Spec{proto: ProtoUDP, options: bytes.Repeat([]byte{1}, 40), payload: make([]byte, 100)})
+	// A fragment at offset 65,000 with 600 data bytes: its end is past
+	// the largest datagram, and its pieces' offsets past what the
+	// 13-bit field holds.
+	past := mkIPv4(ip4Spec{flagFrag: 65000 / 8, proto: ProtoUDP, payload: make([]byte, 592)})
+	end := mkIPv4(ip4Spec{flagFrag: 64912 / 8, proto: ProtoUDP, payload: make([]byte, 592)}) // ends at 65,512: the largest
 	tests := []struct {
 		name string
 		p    []byte
@@ -162,6 +167,9 @@ func TestIPv4FragmenterRefuses(t *testing.T) {
 		{"truncated", big[:19], 576, ReasonTruncatedIP},
 		{"ipv6", mkIPv6(ProtoUDP, -1, udp(nil)), 576, ReasonBadVersion},
 		{"total past slice", big[:80], 60, ReasonLengthExceedsFrame},
+		{"fragment past 65,535 bytes", past, 576, ReasonBadTotalLength},
+		{"fragment to 65,535 bytes", end, 576, OK},
+		{"fragment past 65,535 bytes, whole", past, 1500, OK},
 	}
 	for _, tt := range tests {
 		var f IPv4Fragmenter

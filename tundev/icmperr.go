@@ -106,6 +106,18 @@ func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) 
 	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
 }
 
+// room returns b, the buffer an ICMP error is built in, cut to mtu bytes,
+// the MTU of the link the error leaves by (the LAN's, LANMTU, or the
+// tunnel's, PortConfig.MTU): Linux's __icmp_send holds an error's room to
+// its route's MTU as well as to 576 bytes (header's limit, RFC 1812
+// §4.3.2.3), so that the error is not fragmented or dropped on its way
+// back; an IPv6 error (at most 1,280 bytes, RFC 4443 §2.4(c)) is cut the
+// same, on a link where Linux would have no IPv6 (an MTU below 1,280). An
+// MTU too small for the headers, the offending header and 8 of its data
+// bytes leaves no error (header's ReasonBufferTooSmall), where Linux sends
+// a shorter quote: a difference on links under 96 bytes.
+func room(b []byte, mtu int) []byte { return b[:min(len(b), max(mtu, 0))] }
+
 // optionsError is the parameter problem Linux answers the transit packet
 // pkt with (header checked) when judge drops it for its options, or false
 // when Linux drops it without an answer (header.OptionsError). A rare path.
@@ -165,7 +177,7 @@ func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
 	l2 := copy(b, eth)
 	copy(b[0:6], eth[6:12])
 	copy(b[6:12], d.mac[:])
-	n, r := e.put(b[l2:], from, pkt)
+	n, r := e.put(room(b[l2:], d.LANMTU()), from, pkt)
 	if r != header.OK {
 		return
 	}

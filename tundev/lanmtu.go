@@ -16,8 +16,9 @@ import (
 // packet (never fragmented in transit, RFC 8200 §5) is dropped (too_big)
 // and answered into the tunnel with "fragmentation needed" (RFC 1191) /
 // "packet too big" (RFC 8201) carrying the MTU, never rate-limited
-// (icmpAllowed), quoting the packet as it arrived (tooBig). The way out
-// is
+// (icmpAllowed), quoting the packet as it arrived (tooBig); one to the
+// LAN's directed broadcast address is not answered (RFC 1812 §4.3.2.7,
+// lanBroadcast), as within the MTU. The way out is
 //
 //   - the LAN (lanMTU: the port's MTU, then SetLANMTU's, which a gateway
 //     keeps the LAN interface's of the moment): with a tunnel MTU above
@@ -68,18 +69,31 @@ func (d *PortDevice) tooBig(pkt []byte, mtu int, al *bart.Table[uint8]) {
 	d.icmpErrorTunnel(pkt, icmpError{kind: icmpTooBig, mtu: mtu}, al)
 }
 
+// fragmentDrop counts a packet header.IPv4Fragmenter.Reset refused for
+// r: too_big when mtu holds no fragment of its header with 8 data bytes,
+// else malformed (a fragment whose pieces would start past the largest
+// offset, or a header Write's checks let through that Reset refuses).
+func (d *PortDevice) fragmentDrop(r header.Reason) {
+	if r == header.ReasonBufferTooSmall {
+		d.ctr.drops[PortDropTooBig].Add(1)
+	} else {
+		d.ctr.drops[PortDropMalformed].Add(1)
+	}
+}
+
 // fragmentLAN sends pkt, an IPv4 packet without DF over the LAN MTU mtu,
 // as fragments of at most mtu to mac, on its flow's TX queue (the
 // fragments of a packet stay in order; Write sends the packets before it
 // first), counting it in Fragmented. A packet that needs more fragments
 // than a batch holds, or whose header leaves no room for 8 data bytes, is
-// dropped (too_big). Fragment 0 is pkt's header rewritten in place, last
+// dropped (too_big); one whose pieces would start past the largest
+// fragment offset (RFC 791 §3.1) as malformed (fragmentDrop). Fragment 0 is pkt's header rewritten in place, last
 // (header.IPv4Fragmenter.PutFirst: it keeps the options the others do not
 // copy).
 func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC, mtu int) {
 	var fr header.IPv4Fragmenter
-	if fr.Reset(pkt, mtu) != header.OK {
-		d.ctr.drops[PortDropTooBig].Add(1)
+	if r := fr.Reset(pkt, mtu); r != header.OK {
+		d.fragmentDrop(r)
 		return
 	}
 	q := d.takeTX(pkt)

@@ -258,3 +258,22 @@ func TestPortDeviceFragmentOptions(t *testing.T) {
 			len(data), data[:16], header.IPv4(f1).FragmentOffset(), p[24:40], len(p)-24)
 	}
 }
+
+// TestPortDeviceBroadcastOverMTU: a decrypted packet with DF to the LAN's
+// directed broadcast address (198.18.11.255 of 198.18.11.0/24) over the
+// LAN MTU is dropped (too_big) unanswered: no ICMP error answers a
+// packet to a broadcast address (RFC 1812 §4.3.2.7; Linux delivers it to
+// itself, bc_forwarding being 0, and forwards nothing to answer), as the
+// same packet within the MTU is dropped unanswered (no_neighbour).
+// Before, it was answered with "fragmentation needed".
+func TestPortDeviceBroadcastOverMTU(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500
+	bcast := netip.MustParseAddr("198.18.11.255")
+	r.dev.Write([][]byte{bigPacket(peerA, bcast, 1972, true, 1)}, 0)
+	if n := r.dev.loop.n.Load(); n != 0 {
+		t.Errorf("%d packets wait for Read, want no error", n)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 1 || s.ICMPErrors != 0 {
+		t.Errorf("Stats = %+v, want 1 too_big, no ICMP error", s)
+	}
+}

@@ -101,10 +101,15 @@ func (q *loopQueue) push(d *PortDevice, bufs [][]byte, offset int, mark []bool) 
 // peer and fragmented. All or none: a packet whose fragments do not all
 // fit the free slots is dropped (no_buffer, as push drops a packet past a
 // full queue), one whose header leaves no room for 8 data bytes in mtu as
-// too_big. One lock and one wake-up.
+// too_big, one whose pieces would start past the largest fragment offset
+// as malformed (fragmentDrop). One lock and one wake-up.
 func (q *loopQueue) pushFragments(d *PortDevice, pkt []byte, mtu int) {
 	var fr header.IPv4Fragmenter
-	if fr.Reset(pkt, mtu) != header.OK || fr.Len(0) > q.slot {
+	if r := fr.Reset(pkt, mtu); r != header.OK {
+		d.fragmentDrop(r)
+		return
+	}
+	if fr.Len(0) > q.slot {
 		d.ctr.drops[PortDropTooBig].Add(1)
 		return
 	}
@@ -145,7 +150,7 @@ func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, src *icmpSources, e icm
 	if pkt[0]>>4 == header.IPv4Version {
 		from = src.tun4
 	}
-	n, r := e.put(b, from, pkt)
+	n, r := e.put(room(b, d.cfg.MTU), from, pkt)
 	if r != header.OK {
 		q.mu.Unlock()
 		return false

@@ -2,6 +2,8 @@ package tundev
 
 import (
 	"bytes"
+	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/wgpio/wgpio/header"
@@ -87,5 +89,30 @@ func TestPortDevicePeerToPeerFragmentsFull(t *testing.T) {
 	}
 	if s := r.dev.Stats(); s.Drops[PortDropNoBuffer] != 1 || s.Fragmented != 0 || s.PeerToPeer != loopSlots-1 {
 		t.Errorf("Stats = %+v, want 1 no_buffer, none fragmented, %d peer to peer", s, loopSlots-1)
+	}
+}
+
+// TestPortDeviceFragmentPastMax: a decrypted fragment over the MTU of its
+// way out whose data reach so far past 65,535 bytes (no datagram is that
+// long, RFC 791 §3.1) that a piece's offset is past the 13-bit field's
+// 65,528 is dropped as malformed, into the tunnel and to the LAN alike.
+// Before, that piece's offset wrapped to the start of the datagram: it
+// went out naming other bytes than it carried.
+func TestPortDeviceFragmentPastMax(t *testing.T) {
+	r := routerRig(t, nil) // tunnel MTU 1420, LAN MTU 1500
+	for _, dst := range []netip.Addr{peerB, hostIP} {
+		p := bigPacket(peerA, dst, 1972, false, 6)  // 2,000 bytes
+		binary.BigEndian.PutUint16(p[6:8], 65000/8) // data 65,000 to 66,980: a piece at 66,400
+		header.IPv4(p).SetChecksum()
+		r.dev.Write([][]byte{p}, 0)
+	}
+	if n := r.dev.loop.n.Load(); n != 0 {
+		t.Errorf("%d packets wait for Read, want none", n)
+	}
+	if f := r.collect(1); len(f) != 0 {
+		t.Errorf("the LAN received %d frames, want none", len(f))
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropMalformed] != 2 || s.Fragmented != 0 || s.PeerToPeer != 0 {
+		t.Errorf("Stats = %+v, want 2 malformed, nothing fragmented", s)
 	}
 }

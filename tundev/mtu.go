@@ -83,9 +83,9 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 	src := d.icmpSrc.Load()
 	switch {
 	case v4 && src.v4.Is4():
-		n, r = header.PutICMPv4FragNeeded(b[l2:], src.v4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
+		n, r = header.PutICMPv4FragNeeded(room(b[l2:], d.LANMTU()), src.v4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
 	case !v4 && src.v6.Is6():
-		n, r = header.PutICMPv6PacketTooBig(b[l2:], src.v6.As16(), pkt, uint32(d.cfg.MTU))
+		n, r = header.PutICMPv6PacketTooBig(room(b[l2:], d.LANMTU()), src.v6.As16(), pkt, uint32(d.cfg.MTU))
 	default:
 		return
 	}

@@ -17,7 +17,8 @@ const (
 	PortDropNotIP PortDropReason = iota
 	// PortDropMalformed: a received frame shorter than its IP header or
 	// length field says, or with a wrong IP version; or a written packet
-	// that is not IPv4 or IPv6.
+	// that is not IPv4 or IPv6, or an IPv4 fragment that Write must cut
+	// whose pieces would start past the largest fragment offset (65,528).
 	PortDropMalformed
 	// PortDropTooBig: a received packet larger than Read's buffer, or a
 	// written one larger than the MTU of its way out (the LAN MTU,

@@ -63,9 +63,9 @@ func (d *PortDevice) unreachable(eth, pkt []byte) {
 	var n int
 	var r header.Reason
 	if v4 {
-		n, r = header.PutICMPv4HostUnreachable(b[l2:], src.v4.As4(), pkt)
+		n, r = header.PutICMPv4HostUnreachable(room(b[l2:], d.LANMTU()), src.v4.As4(), pkt)
 	} else {
-		n, r = header.PutICMPv6AddrUnreachable(b[l2:], src.v6.As16(), pkt)
+		n, r = header.PutICMPv6AddrUnreachable(room(b[l2:], d.LANMTU()), src.v6.As16(), pkt)
 	}
 	if r != header.OK {
 		return

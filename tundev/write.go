@@ -92,7 +92,14 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			}
 			big := len(pkt) > lanMTU
 			if big && !fragmentable(pkt) {
-				d.tooBig(pkt, lanMTU, al)
+				if d.lanBroadcast(pkt) {
+					// No error answers a broadcast (RFC
+					// 1812 §4.3.2.7): dropped as within
+					// the MTU, unanswered.
+					d.ctr.drops[PortDropTooBig].Add(1)
+				} else {
+					d.tooBig(pkt, lanMTU, al)
+				}
 				continue
 			}
 			mac, good := lastMAC, lastOK
