@@ -214,9 +214,8 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	// burst's peers is loaded first (warm), so that their cache misses
 	// overlap instead of coming one peer after another; the state of a
 	// few thousand peers stays in cache, and there warm only costs
-	// (BenchmarkPeers: 3 ns per packet with 1,000 peers). There the
-	// line wrap uses after Seal (the template) is prefetched instead,
-	// which has time to arrive (some 1 ns per packet).
+	// (BenchmarkPeers: 3 ns per packet with 1,000 peers), as did
+	// prefetching the template there (docs/performance.md, 4 December).
 	kps, eps := w.burstKP[:len(peers)], w.burstEP[:len(peers)]
 	if ahead {
 		w.warm(peers, kps, eps)
@@ -323,7 +322,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 // the peer sends with (kps[j] nil: none usable) and leases counters for
 // its frames, and sets each peer's batchN back to 0; a peer's held frames
 // (held.go) are sent here, before its burst's. With ahead, kps and
-// eps hold the peers' Current and Endpoint already (loaded before warm);
+// eps hold the peers' Current and Endpoint already (warm loaded them);
 // without, they are loaded here. (Without ahead the peers' state is in
 // cache: prefetching their templates here, as before, only cost.) (A
 // function of its own: in outbound's body, its loop's variables lived on
