@@ -114,7 +114,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		compatRx:             d("compat_receive_packets_total", "Mode = compat: packets handed to wireguard-go by wgpio's bind (side wan) and tundev (side lan).", "side"),
 		compatTx:             d("compat_transmit_packets_total", "Mode = compat: packets wgpio's bind (side wan) and tundev (side lan) transmitted for wireguard-go.", "side"),
 		compatDrops:          d("compat_drops_total", "Mode = compat: frames and packets wgpio's bind (side wan) and tundev (side lan) dropped, by reason.", "side", "reason"),
-		compatICMPSent:       d("compat_icmp_errors_sent_total", "Mode = compat: ICMP errors tundev sent toward the LAN: fragmentation needed, packet too big, time exceeded, host unreachable, parameter problem."),
+		compatICMPSent:       d("compat_icmp_errors_sent_total", "Mode = compat: ICMP errors the LAN device (tundev) sent, toward the LAN and into the tunnel: fragmentation needed, packet too big, time exceeded, host unreachable, parameter problem."),
 		compatICMPSuppressed: d("compat_icmp_errors_suppressed_total", "Mode = compat: time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval)."),
 		compatFragmented:     d("compat_packets_fragmented_total", "Mode = compat: decrypted IPv4 packets without DF over the LAN MTU sent as fragments."),
 		compatPeerToPeer:     d("compat_packets_peer_to_peer_total", "Mode = compat: decrypted packets handed back to wireguard-go for the peer whose allowed IPs hold their destination (hub and spoke)."),

@@ -15,7 +15,9 @@ import (
 // checks them against the outgoing device's MTU of the moment, and logged
 // at info level. An MTU above the port's at start (which its frames
 // cannot exceed) is logged at warning level and the port's applies. A
-// link update that leaves the MTU as it was changes nothing. It reads
+// link update that leaves the MTU as it was changes nothing. The link
+// going down (warning: what is lost, and the fix) or coming back (info)
+// is logged, as in fast-path mode (linkfollow.StateLog). It reads
 // links with a netlink handle of its own, opened here in the calling
 // thread's namespace (Start's) and closed by Close after the follower
 // ended.
@@ -28,7 +30,10 @@ func (g *Gateway) followLANMTU(index int) error {
 	// now, which may differ already (Follow reads it after subscribing,
 	// and that change is handed on like any other).
 	mtu := g.lanDev.LANMTU()
+	states := &linkfollow.StateLog{Log: g.log, What: "LAN",
+		Counted: "wgpio stats counts it as the LAN device's link_down drops without carrier, tx_full once its TX ring is full when set down"}
 	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: "LAN", Indexes: []int{index}, OnLink: func(a netlink.LinkAttrs, _ bool) {
+		states.Note(a)
 		if a.MTU == mtu {
 			return
 		}

@@ -17,7 +17,9 @@ import (
 // B's 1400-byte ping without DF reaches the LAN as fragments
 // (fragmented), one with DF gets "fragmentation needed (mtu = 1300)"
 // (too_big), and the change is logged. Before, compat mode held decrypted packets to
-// the LAN MTU of its start (1500) and sent them whole.
+// the LAN MTU of its start (1500) and sent them whole. The LAN link set
+// down and up is logged both ways (before, compat mode said nothing) and
+// forwarding resumes.
 func TestLANMTUFollowed(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs two gateways")
 	testenv.Tool(t, "ping", "iputils-ping")
@@ -70,5 +72,19 @@ func TestLANMTUFollowed(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "LAN MTU changed") || !strings.Contains(l, "mtu=1300") {
 		t.Errorf("log:\n%s\nwant the LAN MTU change to 1300", l)
+	}
+	// The LAN link set down and up again: both logged, as in fast-path
+	// mode (what is lost while it is down, and the fix), and traffic
+	// flows again after it.
+	for _, c := range []struct{ state, want string }{{"down", "LAN link down"}, {"up", "LAN link up again"}} {
+		if out, err := s.GwA.Run("ip", "link", "set", "dev", s.LANA, c.state); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !testenv.PollUntil(10*time.Second, func() bool { return strings.Contains(logs.String(), c.want) }) {
+			t.Errorf("LAN link set %s: log:\n%s\nwant %q", c.state, logs.String(), c.want)
+		}
+	}
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Errorf("after the LAN link went down and up: %v", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // a Linux router checks them against the outgoing device's MTU of the
 // moment, rather than sent whole for the kernel to drop without a count;
 // and logged at info level. A link update that leaves the MTU as it was
-// changes nothing. The link going down or up is logged (logLinkState).
+// changes nothing. The link going down or up is logged (linkStates).
 // The engine must be running.
 func (g *Gateway) watchLANMTU() error {
 	l, err := g.nlHandle.LinkByName(g.lanSide.trunk)
@@ -26,12 +26,12 @@ func (g *Gateway) watchLANMTU() error {
 	// (followLinks reads it after subscribing, and that change is
 	// handed on like any other).
 	index, mtu := l.Attrs().Index, g.lan.MTU()
-	states := map[int]bool{}
+	states := g.linkStates("LAN")
 	return g.followLinks(g.nsHandle, g.tableDone, "LAN", []int{index}, func(a netlink.LinkAttrs, _ bool) {
 		if a.Index != index {
 			return
 		}
-		g.logLinkState(states, "LAN", a)
+		states.Note(a)
 		if a.MTU == mtu {
 			return
 		}

@@ -82,13 +82,13 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // (tunnelmtu.CheckWAN passed it); a link update that leaves the MTU as it
 // was (the XDP program detached at Close, a carrier change, an alias) logs
 // nothing, nor does the subscription's end when done is closed. Each
-// watched interface going down or up is logged (logLinkState).
+// watched interface going down or up is logged (linkStates).
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
 	indexes := slices.Collect(maps.Keys(mtus))
-	states := map[int]bool{}
+	states := g.linkStates("WAN")
 	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if _, watched := mtus[a.Index]; watched {
-			g.logLinkState(states, "WAN", a)
+			states.Note(a)
 		}
 		if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
 			return
