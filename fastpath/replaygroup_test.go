@@ -22,15 +22,7 @@ func TestReplayCheckGrouping(t *testing.T) {
 	for _, shift := range []uint8{w.replayShift, 63, 62} { // 63, 62: every hash in 2 or 4 slots
 		w.replayShift = shift
 		rng := rand.New(rand.NewPCG(uint64(shift), 7))
-		kps := make([]*Keypair, n) // as many sessions as a burst has frames
-		for i := range kps {
-			var sk, rk [32]byte
-			kp, err := NewKeypair(&sk, &rk, uint32(i), uint32(i), true, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kps[i] = kp
-		}
+		kps := replayKeypairs(t, n) // as many sessions as a burst has frames
 		seen := map[*Keypair]map[uint64]bool{}
 		next := map[*Keypair]uint64{}
 		for burst := range 400 {
@@ -81,4 +73,20 @@ func TestReplayCheckGrouping(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replayKeypairs returns n keypairs with zero keys and indexes 0 to n-1,
+// each with its own replay window, for tests that drive replayCheck.
+func replayKeypairs(t *testing.T, n int) []*Keypair {
+	t.Helper()
+	kps := make([]*Keypair, n)
+	for i := range kps {
+		var sk, rk [32]byte
+		kp, err := NewKeypair(&sk, &rk, uint32(i), uint32(i), true, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kps[i] = kp
+	}
+	return kps
 }

@@ -21,16 +21,8 @@ func TestReplayRunsConcurrent(t *testing.T) {
 	w0, w1 := r.b.workers[0], r.b.workers[1]
 	n := min(len(w0.meta), len(w1.meta))
 	const sessions = 80
-	kps := make([]*Keypair, sessions)
+	kps := replayKeypairs(t, sessions)
 	next := make([]atomic.Uint64, sessions)
-	for i := range kps {
-		var sk, rk [32]byte
-		kp, err := NewKeypair(&sk, &rk, uint32(i), uint32(i), true, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kps[i] = kp
-	}
 	type key struct {
 		kp int
 		c  uint64

@@ -8,14 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Up reports whether the interface a describes can carry frames:
+// linkUp reports whether the interface a describes can carry frames:
 // administratively up (ip link set dev X up) and with carrier (for a
 // veth: its other end up too).
-func Up(a netlink.LinkAttrs) bool {
+func linkUp(a netlink.LinkAttrs) bool {
 	return a.Flags&net.FlagUp != 0 && a.RawFlags&unix.IFF_LOWER_UP != 0
 }
 
-// StateLog logs the changes of whether followed interfaces are up (Up),
+// StateLog logs the changes of whether followed interfaces are up (linkUp),
 // for a gateway's OnLink: at warning level when one goes down, naming
 // what is lost and the fix, at info level when it comes back. While a
 // port's link is down, the kernel drops what the gateway sends out of it
@@ -37,7 +37,7 @@ func (s *StateLog) Note(a netlink.LinkAttrs) {
 	if s.states == nil {
 		s.states = map[int]bool{}
 	}
-	up := Up(a)
+	up := linkUp(a)
 	was, seen := s.states[a.Index]
 	s.states[a.Index] = up
 	switch {
