@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestAdmitCookieReplyFlood: cookie replies and messages of no handshake
+// type cost no Curve25519 work, so admission settles them itself and they
+// take no place in the pool's queue (ARCHITECTURE.md "Threading model":
+// only Curve25519 work enters it). A flood of spoofed cookie replies for
+// indexes we never sent (64 bytes from any source, no MAC to forge) twice
+// the queue's size leaves it empty, each counted unknown_index at once,
+// and a proven initiation admitted after them is queued; a cookie reply
+// for our initiation in flight is consumed at admission (the initiation
+// made next carries MAC2).
+func TestAdmitCookieReplyFlood(t *testing.T) {
+	r := newLightRig(t, 1, 1)
+	s := r.sims[0]
+	r.f.load.Store(true)
+	spoofed := fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("203.0.113.9:1"),
+		Dst: netip.MustParseAddrPort("198.18.0.1:51820")}
+	flood := 2 * cap(r.dev.pool.msgs)
+	for i := range flood {
+		var cr [noise.CookieReplySize]byte
+		cr[0] = noise.TypeCookieReply
+		binary.LittleEndian.PutUint32(cr[noise.CookieReplyOffsetReceiver:], uint32(0x9e3779b9*uint32(i+1)))
+		m := spoofed
+		m.Data = cr[:]
+		r.dev.admit(m)
+	}
+	junk := spoofed
+	junk.Data = []byte{9, 0, 0, 0, 1, 2, 3, 4}
+	r.dev.admit(junk)
+	st := r.dev.Stats()
+	if n := len(r.dev.pool.msgs); n != 0 {
+		t.Fatalf("%d spoofed cookie replies and a message of type 9 admitted: %d queued for the handshake workers, want 0", flood, n)
+	}
+	if st.Drops[DropUnknownIndex] != uint64(flood) || st.Drops[DropUnknownType] != 1 {
+		t.Fatalf("drops %v; want unknown_index=%d unknown_type=1", st.Drops.List(), flood)
+	}
+
+	// A legitimate peer with a cookie still gets into the queue.
+	r.dev.admit(s.message(s.initiation(t, 1)))
+	cr := ofType(r.f.sentSince(0), noise.TypeCookieReply, noise.CookieReplySize)
+	if len(cr) != 1 {
+		t.Fatalf("unproven initiation under load: sent %v, want one cookie reply", types(r.f.sentSince(0)))
+	}
+	if err := s.hs.ConsumeCookieReply(cr[0].payload); err != nil {
+		t.Fatal(err)
+	}
+	r.dev.admit(s.message(s.initiation(t, 2)))
+	if n := len(r.dev.pool.msgs); n != 1 || r.dev.Stats().Drops[DropHandshakeBacklogFull] != 0 {
+		t.Fatalf("proven initiation after the flood: %d queued, backlog_full %d; want 1, 0",
+			n, r.dev.Stats().Drops[DropHandshakeBacklogFull])
+	}
+	<-r.dev.pool.msgs
+
+	// Our own initiation in flight, answered by the peer's cookie reply:
+	// consumed at admission.
+	fp := r.dev.FastPeer(s.pub)
+	fp.Endpoint.Store(&fastpath.Endpoint{Dst: s.src, Src: netip.MustParseAddr("198.18.0.1")})
+	fp.HandshakeNeeded.Store(true)
+	mark := r.f.nsent()
+	r.dev.Tick(r.now())
+	ini := ofType(r.f.sentSince(mark), noise.TypeInitiation, noise.InitiationSize)
+	if len(ini) != 1 {
+		t.Fatalf("no initiation of ours: sent %v", types(r.f.sentSince(mark)))
+	}
+	peerID := noise.NewStaticIdentity(s.key, r.dev.clock)
+	var reply [noise.CookieReplySize]byte
+	if err := peerID.CookieChecker().CreateReply(&reply, ini[0].payload, netip.MustParseAddrPort("198.18.0.1:51820")); err != nil {
+		t.Fatal(err)
+	}
+	m := s.message(reply[:])
+	before := r.dev.Stats().Noise.CookieRepliesConsumed
+	r.dev.admit(m)
+	if n := len(r.dev.pool.msgs); n != 0 || r.dev.Stats().Noise.CookieRepliesConsumed != before+1 {
+		t.Fatalf("cookie reply to our initiation: %d queued, %d consumed; want 0 queued, consumed at admission",
+			n, r.dev.Stats().Noise.CookieRepliesConsumed-before)
+	}
+}
