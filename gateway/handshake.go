@@ -83,41 +83,55 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 		} else {
 			d.consumeResponse(m, now)
 		}
-	case noise.TypeCookieReply:
-		recv, ok := noise.MessageReceiver(msg)
-		if !ok {
-			d.stats.drop(DropHandshakeInvalid)
-			return
-		}
-		p := d.pendingPeer(recv)
-		if p == nil {
-			if kp := d.dp.Indexes().Lookup(recv); kp != nil {
-				d.mu.RLock()
-				p = d.byFP[kp.Peer]
-				d.mu.RUnlock()
-			}
-		}
-		var hs *noise.Handshake
-		if p != nil {
-			p.mu.Lock()
-			if !p.removed {
-				hs = p.hs
-			}
-			p.mu.Unlock()
-		}
-		if hs == nil {
-			d.stats.drop(DropUnknownIndex)
-			return
-		}
-		// The cookie generator has its own lock.
-		if err := hs.ConsumeCookieReply(msg); err != nil {
-			d.stats.drop(DropHandshakeInvalid)
-			return
-		}
-		d.log.Debug("cookie reply consumed", "peer", p.pub)
 	default:
-		d.stats.drop(DropUnknownType)
+		d.consumeOther(m)
 	}
+}
+
+// consumeOther settles a received message that is neither an initiation
+// nor a response, none of which costs Curve25519 work: a cookie reply
+// (whitepaper §5.4.7) is given to the peer whose initiation in flight,
+// or keypair, its receiver index names, which keeps the cookie if the
+// reply decrypts with the MAC1 we last sent it; anything else is dropped.
+// Admission calls it, so that these never take a place in the pool's
+// queue. idMu held for reading.
+func (d *Device) consumeOther(m fastpath.HandshakeMessage) {
+	msg := m.Data
+	if msg[0] != noise.TypeCookieReply {
+		d.stats.drop(DropUnknownType)
+		return
+	}
+	recv, ok := noise.MessageReceiver(msg)
+	if !ok {
+		d.stats.drop(DropHandshakeInvalid)
+		return
+	}
+	p := d.pendingPeer(recv)
+	if p == nil {
+		if kp := d.dp.Indexes().Lookup(recv); kp != nil {
+			d.mu.RLock()
+			p = d.byFP[kp.Peer]
+			d.mu.RUnlock()
+		}
+	}
+	var hs *noise.Handshake
+	if p != nil {
+		p.mu.Lock()
+		if !p.removed {
+			hs = p.hs
+		}
+		p.mu.Unlock()
+	}
+	if hs == nil {
+		d.stats.drop(DropUnknownIndex)
+		return
+	}
+	// The cookie generator has its own lock.
+	if err := hs.ConsumeCookieReply(msg); err != nil {
+		d.stats.drop(DropHandshakeInvalid)
+		return
+	}
+	d.log.Debug("cookie reply consumed", "peer", p.pub)
 }
 
 // screen does the checks of a received handshake message that cost no

@@ -68,13 +68,21 @@ func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
 // handshake workers: messages whose sender proved its address, and those
 // that came while not under load. A proven message is thus never queued
 // behind unproven ones, and a storm's first round costs a cookie reply per
-// peer, not a place in the queue. When the queue is full the message is
+// peer, not a place in the queue. A cookie reply, which costs no
+// Curve25519 work either and proves nothing (64 bytes from any source, no
+// MAC), is consumed here (consumeOther), as is a message of another type
+// dropped: a flood of them never takes the queue's places from proven
+// initiations. When the queue is full the message is
 // dropped (handshake_backlog_full) rather than waited for, so that the
 // screening of the messages behind it goes on. The workers screen again
 // (the load may have changed; MAC1 and MAC2 cost a BLAKE2s each).
 func (d *Device) admit(m fastpath.HandshakeMessage) {
 	d.idMu.RLock()
 	_, _, ok := d.screen(m, d.now())
+	if ok && m.Data[0] != noise.TypeInitiation && m.Data[0] != noise.TypeResponse {
+		d.consumeOther(m)
+		ok = false
+	}
 	d.idMu.RUnlock()
 	if !ok {
 		return
