@@ -84,3 +84,59 @@ func TestAdmitCookieReplyFlood(t *testing.T) {
 			n, r.dev.Stats().Noise.CookieRepliesConsumed-before)
 	}
 }
+
+// TestAdmitProvenSourceFlood: under load, one source that proved its
+// address (a cookie of ours, so a valid MAC2) and replays one initiation
+// twice as often as the pool's queue holds is held to its rate at
+// admission (noise.SourceLimiter: burst 5), not queued to be refused by
+// the same limiter later: the queue keeps its places for other proven
+// sources, whose initiation admitted after the flood is queued and
+// answered. Each queued message is charged once: the 5 the flood got in
+// are not refused again when a handshake worker takes them.
+func TestAdmitProvenSourceFlood(t *testing.T) {
+	r := newLightRig(t, 2, 1)
+	r.f.load.Store(true)
+	cookie := func(s *simPeer, idx uint32) {
+		t.Helper()
+		mark := r.f.nsent()
+		r.dev.admit(s.message(s.initiation(t, idx)))
+		cr := ofType(r.f.sentSince(mark), noise.TypeCookieReply, noise.CookieReplySize)
+		if len(cr) != 1 {
+			t.Fatalf("unproven initiation under load: sent %v, want one cookie reply", types(r.f.sentSince(mark)))
+		}
+		if err := s.hs.ConsumeCookieReply(cr[0].payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := r.sims[0], r.sims[1]
+	cookie(a, 1)
+	cookie(b, 1)
+	flood := a.message(a.initiation(t, 2)) // carries MAC2 for a's source
+	n := 2 * cap(r.dev.pool.msgs)
+	for range n {
+		r.dev.admit(flood)
+	}
+	queued := len(r.dev.pool.msgs)
+	if queued != noise.SourceBurst || r.dev.Stats().Drops[DropRateLimited] != uint64(n-noise.SourceBurst) {
+		t.Fatalf("%d replays of one proven initiation from one source: %d queued, rate_limited %d; want %d queued (the source's burst), the rest rate_limited",
+			n, queued, r.dev.Stats().Drops[DropRateLimited], noise.SourceBurst)
+	}
+	r.dev.admit(b.message(b.initiation(t, 2)))
+	if got := len(r.dev.pool.msgs); got != queued+1 {
+		t.Fatalf("another proven source after the flood: %d queued, want %d (backlog_full %d)",
+			got, queued+1, r.dev.Stats().Drops[DropHandshakeBacklogFull])
+	}
+	limited := r.dev.Stats().Drops[DropRateLimited]
+	for len(r.dev.pool.msgs) > 0 {
+		r.dev.HandleMessage(<-r.dev.pool.msgs) // as a handshake worker takes it
+	}
+	st := r.dev.Stats()
+	if st.Drops[DropRateLimited] != limited {
+		t.Errorf("queued messages refused by the limiter again: rate_limited %d → %d", limited, st.Drops[DropRateLimited])
+	}
+	// a's first replay gets its session, the other 4 are replays
+	// (stale timestamp); b's initiation gets its own.
+	if got := len(r.responses()); got != 2 {
+		t.Errorf("%d responses, want 2 (one per proven source); drops %v", got, st.Losses())
+	}
+}
