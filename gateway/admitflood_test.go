@@ -128,7 +128,7 @@ func TestAdmitProvenSourceFlood(t *testing.T) {
 	}
 	limited := r.dev.Stats().Drops[DropRateLimited]
 	for len(r.dev.pool.msgs) > 0 {
-		r.dev.HandleMessage(<-r.dev.pool.msgs) // as a handshake worker takes it
+		r.dev.handleQueued(<-r.dev.pool.msgs) // as a handshake worker takes it
 	}
 	st := r.dev.Stats()
 	if st.Drops[DropRateLimited] != limited {

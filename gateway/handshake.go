@@ -61,7 +61,15 @@ func (d *Device) identity() *noise.StaticIdentity {
 // "consume the initiation, create the response, install the session" one
 // step per peer, so that concurrent initiations from one peer give at most
 // one session each and the timestamp rule holds. m.Data is only read.
-func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
+func (d *Device) HandleMessage(m fastpath.HandshakeMessage) { d.handle(m, true) }
+
+// handleQueued is HandleMessage for a message admission queued (admit):
+// the per-source limit was applied there, if under load then, and is not
+// charged twice.
+func (d *Device) handleQueued(m fastpath.HandshakeMessage) { d.handle(m, false) }
+
+// handle is HandleMessage; limit applies the per-source limit under load.
+func (d *Device) handle(m fastpath.HandshakeMessage, limit bool) {
 	d.idMu.RLock()
 	defer d.idMu.RUnlock()
 	now := d.now()
@@ -74,7 +82,7 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 	case noise.TypeInitiation, noise.TypeResponse:
 		// The limiter applies after a valid MAC2 only: the source is
 		// proven, so its state cannot be grown by spoofed sources.
-		if underLoad && !d.limiter.Allow(m.Src.Addr()) {
+		if limit && underLoad && !d.limiter.Allow(m.Src.Addr()) {
 			d.stats.drop(DropRateLimited)
 			return
 		}

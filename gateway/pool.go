@@ -72,15 +72,23 @@ func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
 // Curve25519 work either and proves nothing (64 bytes from any source, no
 // MAC), is consumed here (consumeOther), as is a message of another type
 // dropped: a flood of them never takes the queue's places from proven
-// initiations. When the queue is full the message is
+// initiations. Under load a proven message is held to its source's rate
+// (noise.SourceLimiter) here too, once, so that one source with a cookie
+// cannot fill the queue with messages refused later (handleQueued does not
+// charge them again). When the queue is full the message is
 // dropped (handshake_backlog_full) rather than waited for, so that the
 // screening of the messages behind it goes on. The workers screen again
 // (the load may have changed; MAC1 and MAC2 cost a BLAKE2s each).
 func (d *Device) admit(m fastpath.HandshakeMessage) {
 	d.idMu.RLock()
-	_, _, ok := d.screen(m, d.now())
-	if ok && m.Data[0] != noise.TypeInitiation && m.Data[0] != noise.TypeResponse {
+	_, underLoad, ok := d.screen(m, d.now())
+	switch {
+	case !ok:
+	case m.Data[0] != noise.TypeInitiation && m.Data[0] != noise.TypeResponse:
 		d.consumeOther(m)
+		ok = false
+	case underLoad && !d.limiter.Allow(m.Src.Addr()):
+		d.stats.drop(DropRateLimited)
 		ok = false
 	}
 	d.idMu.RUnlock()
@@ -182,7 +190,7 @@ func (d *Device) handshakeWorker() {
 				d.stats.drop(DropHandshakeStale)
 				continue
 			}
-			d.HandleMessage(m)
+			d.handleQueued(m)
 		case workInitiations:
 			n, more := d.pool.pop(batch[:])
 			if more {
