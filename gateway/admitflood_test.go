@@ -140,3 +140,40 @@ func TestAdmitProvenSourceFlood(t *testing.T) {
 		t.Errorf("%d responses, want 2 (one per proven source); drops %v", got, st.Losses())
 	}
 }
+
+// TestSmallBacklogNotAlwaysLoaded: a pool queue of fewer than 8 places
+// (Options.HandshakeBacklog) is under load from its first waiting
+// message, not with none: an initiation to an idle device is answered
+// with a response, not a cookie reply (whitepaper §5.3: cookies only
+// under load).
+func TestSmallBacklogNotAlwaysLoaded(t *testing.T) {
+	our, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeDP(t)
+	dev, err := New(Options{PrivateKey: our, Dataplane: f, HandshakeWorkers: 1, HandshakeBacklog: 4,
+		WANAddr4: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	key, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &simPeer{key: key, pub: key.PublicKey(), src: netip.MustParseAddrPort("198.18.1.1:51820"),
+		hs: noise.NewHandshake(noise.NewStaticIdentity(key, nil), our.PublicKey(), noise.PresharedKey{})}
+	if err := dev.AddPeer(PeerConfig{PublicKey: s.pub}); err != nil {
+		t.Fatal(err)
+	}
+	dev.HandleMessage(s.message(s.initiation(t, 1)))
+	sent := f.sentSince(0)
+	if len(ofType(sent, noise.TypeResponse, 0)) != 1 || len(sent) != 1 {
+		t.Fatalf("initiation to an idle device with a backlog of 4: sent %v, want one response", types(sent))
+	}
+	dev.pool.msgs <- fastpath.HandshakeMessage{}
+	if !dev.pool.loaded() {
+		t.Errorf("backlog of 4 with a message waiting: not under load")
+	}
+}
