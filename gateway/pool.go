@@ -57,8 +57,9 @@ func (q *handshakePool) init(workers, backlog int) {
 }
 
 // loaded reports whether the received messages waiting reach an eighth of
-// the queue (the kernel's and wireguard-go's "under load" mark).
-func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
+// the queue (the kernel's and wireguard-go's "under load" mark), at least
+// one: a queue of fewer than 8 places is not under load while empty.
+func (q *handshakePool) loaded() bool { return len(q.msgs) >= max(cap(q.msgs)/8, 1) }
 
 // admit screens a received handshake message before it may take a place
 // in the pool's queue (screen: no Curve25519 work): a malformed one or one
