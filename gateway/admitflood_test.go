@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/noise"
@@ -175,5 +176,45 @@ func TestSmallBacklogNotAlwaysLoaded(t *testing.T) {
 	dev.pool.msgs <- fastpath.HandshakeMessage{}
 	if !dev.pool.loaded() {
 		t.Errorf("backlog of 4 with a message waiting: not under load")
+	}
+}
+
+// TestAdmitCookieReplyNotBehindPeerLock: admission consumes a cookie
+// reply without taking its peer's lock, which a handshake worker holds
+// through that peer's Curve25519 work: a stream of cookie replies naming
+// a busy peer (an on-path sender sees its indexes) does not make
+// admission wait behind it. The test holds the peer's lock itself.
+func TestAdmitCookieReplyNotBehindPeerLock(t *testing.T) {
+	r := newLightRig(t, 1, 1)
+	s := r.sims[0]
+	fp := r.dev.FastPeer(s.pub)
+	fp.Endpoint.Store(&fastpath.Endpoint{Dst: s.src, Src: netip.MustParseAddr("198.18.0.1")})
+	fp.HandshakeNeeded.Store(true)
+	r.dev.Tick(r.now())
+	ini := ofType(r.f.sentSince(0), noise.TypeInitiation, noise.InitiationSize)
+	if len(ini) != 1 {
+		t.Fatalf("no initiation of ours: sent %v", types(r.f.sentSince(0)))
+	}
+	var reply [noise.CookieReplySize]byte
+	if err := noise.NewStaticIdentity(s.key, r.dev.clock).CookieChecker().CreateReply(&reply, ini[0].payload, s.src); err != nil {
+		t.Fatal(err)
+	}
+	p := r.dev.byKey[s.pub]
+	p.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		r.dev.admit(s.message(reply[:]))
+		close(done)
+	}()
+	select { // a bound for a hung test, not a timing assertion
+	case <-done:
+		p.mu.Unlock()
+	case <-time.After(time.Minute):
+		p.mu.Unlock()
+		<-done
+		t.Fatal("admission of a cookie reply waited for its peer's lock")
+	}
+	if got := r.dev.Stats().Noise.CookieRepliesConsumed; got != 1 {
+		t.Errorf("cookie replies consumed = %d, want 1", got)
 	}
 }
