@@ -114,22 +114,21 @@ func (d *Device) consumeOther(m fastpath.HandshakeMessage) {
 		d.stats.drop(DropHandshakeInvalid)
 		return
 	}
+	// p.hs is read under mu, not p.mu (it is written under both, and is
+	// nil once p is removed): admission never waits for a peer's lock,
+	// which a handshake worker holds through its Curve25519 work.
 	p := d.pendingPeer(recv)
+	var hs *noise.Handshake
+	d.mu.RLock()
 	if p == nil {
 		if kp := d.dp.Indexes().Lookup(recv); kp != nil {
-			d.mu.RLock()
 			p = d.byFP[kp.Peer]
-			d.mu.RUnlock()
 		}
 	}
-	var hs *noise.Handshake
 	if p != nil {
-		p.mu.Lock()
-		if !p.removed {
-			hs = p.hs
-		}
-		p.mu.Unlock()
+		hs = p.hs
 	}
+	d.mu.RUnlock()
 	if hs == nil {
 		d.stats.drop(DropUnknownIndex)
 		return
