@@ -273,7 +273,8 @@ func (d *Device) intake(hs <-chan fastpath.HandshakeMessage) {
 }
 
 // runInitiation sends the initiation a timer queued for p, unless p was
-// removed or reset since; the message is posted after p's lock and the
+// removed or reset since, and arms its retry from now (the timers do not
+// retry an initiation still queued); the message is posted after p's lock and the
 // identity's are released, from the source the route toward an endpoint
 // not heard from chooses (sendSource, which may ask the kernel), and a
 // full mailbox is waited on (sendWait).
@@ -287,7 +288,16 @@ func (d *Device) runInitiation(p *peer) {
 	}
 	p.initQueued = false
 	var msg [noise.InitiationSize]byte
-	pkt, ok := d.makeInitiationLocked(p, d.now(), &msg)
+	now := d.now()
+	pkt, ok := d.makeInitiationLocked(p, now, &msg)
+	if ok && p.retransmitAt != 0 {
+		// The retry and the RekeyTimeout limit count from when the
+		// initiation leaves, not from when the timers asked for it
+		// (whitepaper §6.1, §6.4): after a wait in a storm's backlog
+		// its retry would otherwise follow it at once.
+		p.lastInitSent, p.initSent = now, true
+		p.retransmitAt = now + int64(protocol.RekeyTimeout) + int64(d.opts.Jitter())
+	}
 	queue := p.fp.ID
 	p.mu.Unlock()
 	d.idMu.RUnlock()
