@@ -514,7 +514,8 @@ func (d *Device) sentLocked(p *peer, now int64) {
 // the retry timer armed at RekeyTimeout plus jitter (§6.4). A non-retry
 // resets the attempt count. It only decides: once Start has run, the
 // message itself (two Curve25519 operations) is made and sent by a
-// handshake worker (runInitiation), before that inline. p.mu held.
+// handshake worker (runInitiation, which arms the retry and the limit again
+// from when it leaves), before that inline. p.mu held.
 func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	if !isRetry {
 		p.attempts = 0
