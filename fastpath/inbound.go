@@ -655,7 +655,15 @@ func isOwn(rt *routeTable, a netip.Addr) bool {
 }
 
 // handshake copies a handshake message (types 1–3) to the control plane.
+// A message that finds the queue full is dropped before it is copied: a
+// flood of them costs the worker no allocation (only a message that
+// finds the last place taken by another worker in between is copied in
+// vain).
 func (w *worker) handshake(f *dataplane.Frame, msg []byte, now int64) {
+	if len(w.e.handshakes) == cap(w.e.handshakes) {
+		w.count(DropHandshakeQueueFull, 1)
+		return
+	}
 	d := f.Data()
 	m := HandshakeMessage{
 		Queue:    w.id,

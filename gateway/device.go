@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,14 +131,18 @@ type Device struct {
 // atomic; the heap fields belong to Tick (Device.tickMu); every other field
 // is guarded by mu.
 type peer struct {
-	fp        *fastpath.Peer
-	pub       noise.PublicKey
-	psk       noise.PresharedKey
-	allowed   prefixList       // masked, insertion order
-	listIdx   int              // position in Device.peers (peerList), -1 once out
-	hs        *noise.Handshake // nil while the device has no private key
-	keepalive uint16           // persistent keepalive interval, s
-	published bool             // fp is in the dataplane's peer set
+	fp      *fastpath.Peer
+	pub     noise.PublicKey
+	psk     noise.PresharedKey
+	allowed prefixList       // masked, insertion order
+	listIdx int              // position in Device.peers (peerList), -1 once out
+	hs      *noise.Handshake // nil while the device has no private key
+	// lastHS is the zeroed handshake of the last identity while the
+	// device has none (hs nil): the next one inherits its record of
+	// the peer's timestamps (noise.Handshake.Inherit). Guarded like hs.
+	lastHS    *noise.Handshake
+	keepalive uint16 // persistent keepalive interval, s
+	published bool   // fp is in the dataplane's peer set
 
 	mu      sync.Mutex
 	removed bool // left the configuration: nothing more is done for it
@@ -320,8 +325,18 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 		}
 		p.mu.Lock()
 		d.resetSessionLocked(p)
+		// A replay stays refused (§5.4.2): the new handshake takes
+		// the peer's timestamps over from the last one, which is kept
+		// (zeroed) while the device has no key.
+		if old := cmp.Or(p.hs, p.lastHS); old != nil && hs != nil {
+			hs.Inherit(old)
+		}
 		if p.hs != nil {
 			p.hs.Zero()
+			p.lastHS = p.hs
+		}
+		if hs != nil {
+			p.lastHS = nil
 		}
 		p.hs = hs
 		p.mu.Unlock()

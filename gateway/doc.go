@@ -114,4 +114,10 @@
 //   - Cookie replies are bounded over all sources together
 //     (CookieRepliesPerSecond); wireguard-go sends one for every message
 //     without a valid MAC2 under load.
+//   - Under load the per-source limit of messages with a valid MAC2 is
+//     applied before they are queued for the Curve25519 work, and cookie
+//     replies are consumed without being queued; the kernel and
+//     wireguard-go queue both and apply the limit when they take a
+//     message, so one proven source, or spoofed cookie replies, can fill
+//     their queue.
 package gateway

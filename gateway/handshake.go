@@ -61,7 +61,15 @@ func (d *Device) identity() *noise.StaticIdentity {
 // "consume the initiation, create the response, install the session" one
 // step per peer, so that concurrent initiations from one peer give at most
 // one session each and the timestamp rule holds. m.Data is only read.
-func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
+func (d *Device) HandleMessage(m fastpath.HandshakeMessage) { d.handle(m, true) }
+
+// handleQueued is HandleMessage for a message admission queued (admit):
+// the per-source limit was applied there, if under load then, and is not
+// charged twice.
+func (d *Device) handleQueued(m fastpath.HandshakeMessage) { d.handle(m, false) }
+
+// handle is HandleMessage; limit applies the per-source limit under load.
+func (d *Device) handle(m fastpath.HandshakeMessage, limit bool) {
 	d.idMu.RLock()
 	defer d.idMu.RUnlock()
 	now := d.now()
@@ -74,7 +82,7 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 	case noise.TypeInitiation, noise.TypeResponse:
 		// The limiter applies after a valid MAC2 only: the source is
 		// proven, so its state cannot be grown by spoofed sources.
-		if underLoad && !d.limiter.Allow(m.Src.Addr()) {
+		if limit && underLoad && !d.limiter.Allow(m.Src.Addr()) {
 			d.stats.drop(DropRateLimited)
 			return
 		}
@@ -83,41 +91,54 @@ func (d *Device) HandleMessage(m fastpath.HandshakeMessage) {
 		} else {
 			d.consumeResponse(m, now)
 		}
-	case noise.TypeCookieReply:
-		recv, ok := noise.MessageReceiver(msg)
-		if !ok {
-			d.stats.drop(DropHandshakeInvalid)
-			return
-		}
-		p := d.pendingPeer(recv)
-		if p == nil {
-			if kp := d.dp.Indexes().Lookup(recv); kp != nil {
-				d.mu.RLock()
-				p = d.byFP[kp.Peer]
-				d.mu.RUnlock()
-			}
-		}
-		var hs *noise.Handshake
-		if p != nil {
-			p.mu.Lock()
-			if !p.removed {
-				hs = p.hs
-			}
-			p.mu.Unlock()
-		}
-		if hs == nil {
-			d.stats.drop(DropUnknownIndex)
-			return
-		}
-		// The cookie generator has its own lock.
-		if err := hs.ConsumeCookieReply(msg); err != nil {
-			d.stats.drop(DropHandshakeInvalid)
-			return
-		}
-		d.log.Debug("cookie reply consumed", "peer", p.pub)
 	default:
-		d.stats.drop(DropUnknownType)
+		d.consumeOther(m)
 	}
+}
+
+// consumeOther settles a received message that is neither an initiation
+// nor a response, none of which costs Curve25519 work: a cookie reply
+// (whitepaper §5.4.7) is given to the peer whose initiation in flight,
+// or keypair, its receiver index names, which keeps the cookie if the
+// reply decrypts with the MAC1 we last sent it; anything else is dropped.
+// Admission calls it, so that these never take a place in the pool's
+// queue. idMu held for reading.
+func (d *Device) consumeOther(m fastpath.HandshakeMessage) {
+	msg := m.Data
+	if msg[0] != noise.TypeCookieReply {
+		d.stats.drop(DropUnknownType)
+		return
+	}
+	recv, ok := noise.MessageReceiver(msg)
+	if !ok {
+		d.stats.drop(DropHandshakeInvalid)
+		return
+	}
+	// p.hs is read under mu, not p.mu (it is written under both, and is
+	// nil once p is removed): admission never waits for a peer's lock,
+	// which a handshake worker holds through its Curve25519 work.
+	p := d.pendingPeer(recv)
+	var hs *noise.Handshake
+	d.mu.RLock()
+	if p == nil {
+		if kp := d.dp.Indexes().Lookup(recv); kp != nil {
+			p = d.byFP[kp.Peer]
+		}
+	}
+	if p != nil {
+		hs = p.hs
+	}
+	d.mu.RUnlock()
+	if hs == nil {
+		d.stats.drop(DropUnknownIndex)
+		return
+	}
+	// The cookie generator has its own lock.
+	if err := hs.ConsumeCookieReply(msg); err != nil {
+		d.stats.drop(DropHandshakeInvalid)
+		return
+	}
+	d.log.Debug("cookie reply consumed", "peer", p.pub)
 }
 
 // screen does the checks of a received handshake message that cost no
@@ -493,7 +514,8 @@ func (d *Device) sentLocked(p *peer, now int64) {
 // the retry timer armed at RekeyTimeout plus jitter (§6.4). A non-retry
 // resets the attempt count. It only decides: once Start has run, the
 // message itself (two Curve25519 operations) is made and sent by a
-// handshake worker (runInitiation), before that inline. p.mu held.
+// handshake worker (runInitiation, which arms the retry and the limit again
+// from when it leaves), before that inline. p.mu held.
 func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 	if !isRetry {
 		p.attempts = 0

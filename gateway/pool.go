@@ -57,8 +57,9 @@ func (q *handshakePool) init(workers, backlog int) {
 }
 
 // loaded reports whether the received messages waiting reach an eighth of
-// the queue (the kernel's and wireguard-go's "under load" mark).
-func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
+// the queue (the kernel's and wireguard-go's "under load" mark), at least
+// one: a queue of fewer than 8 places is not under load while empty.
+func (q *handshakePool) loaded() bool { return len(q.msgs) >= max(cap(q.msgs)/8, 1) }
 
 // admit screens a received handshake message before it may take a place
 // in the pool's queue (screen: no Curve25519 work): a malformed one or one
@@ -68,13 +69,29 @@ func (q *handshakePool) loaded() bool { return len(q.msgs) >= cap(q.msgs)/8 }
 // handshake workers: messages whose sender proved its address, and those
 // that came while not under load. A proven message is thus never queued
 // behind unproven ones, and a storm's first round costs a cookie reply per
-// peer, not a place in the queue. When the queue is full the message is
+// peer, not a place in the queue. A cookie reply, which costs no
+// Curve25519 work either and proves nothing (64 bytes from any source, no
+// MAC), is consumed here (consumeOther), as is a message of another type
+// dropped: a flood of them never takes the queue's places from proven
+// initiations. Under load a proven message is held to its source's rate
+// (noise.SourceLimiter) here too, once, so that one source with a cookie
+// cannot fill the queue with messages refused later (handleQueued does not
+// charge them again). When the queue is full the message is
 // dropped (handshake_backlog_full) rather than waited for, so that the
 // screening of the messages behind it goes on. The workers screen again
 // (the load may have changed; MAC1 and MAC2 cost a BLAKE2s each).
 func (d *Device) admit(m fastpath.HandshakeMessage) {
 	d.idMu.RLock()
-	_, _, ok := d.screen(m, d.now())
+	_, underLoad, ok := d.screen(m, d.now())
+	switch {
+	case !ok:
+	case m.Data[0] != noise.TypeInitiation && m.Data[0] != noise.TypeResponse:
+		d.consumeOther(m)
+		ok = false
+	case underLoad && !d.limiter.Allow(m.Src.Addr()):
+		d.stats.drop(DropRateLimited)
+		ok = false
+	}
 	d.idMu.RUnlock()
 	if !ok {
 		return
@@ -174,7 +191,7 @@ func (d *Device) handshakeWorker() {
 				d.stats.drop(DropHandshakeStale)
 				continue
 			}
-			d.HandleMessage(m)
+			d.handleQueued(m)
 		case workInitiations:
 			n, more := d.pool.pop(batch[:])
 			if more {
@@ -256,7 +273,8 @@ func (d *Device) intake(hs <-chan fastpath.HandshakeMessage) {
 }
 
 // runInitiation sends the initiation a timer queued for p, unless p was
-// removed or reset since; the message is posted after p's lock and the
+// removed or reset since, and arms its retry from now (the timers do not
+// retry an initiation still queued); the message is posted after p's lock and the
 // identity's are released, from the source the route toward an endpoint
 // not heard from chooses (sendSource, which may ask the kernel), and a
 // full mailbox is waited on (sendWait).
@@ -270,7 +288,16 @@ func (d *Device) runInitiation(p *peer) {
 	}
 	p.initQueued = false
 	var msg [noise.InitiationSize]byte
-	pkt, ok := d.makeInitiationLocked(p, d.now(), &msg)
+	now := d.now()
+	pkt, ok := d.makeInitiationLocked(p, now, &msg)
+	if ok && p.retransmitAt != 0 {
+		// The retry and the RekeyTimeout limit count from when the
+		// initiation leaves, not from when the timers asked for it
+		// (whitepaper §6.1, §6.4): after a wait in a storm's backlog
+		// its retry would otherwise follow it at once.
+		p.lastInitSent, p.initSent = now, true
+		p.retransmitAt = now + int64(protocol.RekeyTimeout) + int64(d.opts.Jitter())
+	}
 	queue := p.fp.ID
 	p.mu.Unlock()
 	d.idMu.RUnlock()

@@ -211,8 +211,8 @@ func (d *Device) nextDueLocked(p *peer, now int64) int64 {
 	if p.zeroAt != 0 {
 		at(p.zeroAt)
 	}
-	if p.retransmitAt != 0 {
-		at(p.retransmitAt)
+	if p.retransmitAt != 0 && !p.initQueued {
+		at(p.retransmitAt) // a queued initiation re-arms it when it leaves (runInitiation)
 	}
 	if fp.HandshakeNeeded.Load() && p.hs != nil {
 		// initiateLocked held back by the RekeyTimeout limit.
@@ -312,8 +312,9 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 		return
 	}
 
-	// Retries and give-up.
-	if p.retransmitAt != 0 && now >= p.retransmitAt {
+	// Retries and give-up, counted from when the last initiation left:
+	// none while it still waits in the handshake pool's queue.
+	if p.retransmitAt != 0 && now >= p.retransmitAt && !p.initQueued {
 		if p.attempts > protocol.MaxHandshakeAttempts { // wireguard-go: MaxTimerHandshakes+2 initiations in all
 			d.log.Debug("handshake did not complete, giving up", "peer", p.pub, "attempts", p.attempts+1)
 			p.retransmitAt = 0

@@ -120,6 +120,22 @@ func NewHandshake(id *StaticIdentity, remote PublicKey, psk PresharedKey) *Hands
 	return h
 }
 
+// Inherit takes over from old, the peer's handshake with a previous
+// identity (the private key changed), what outlives an exchange and does
+// not depend on our key: the newest TAI64N timestamp accepted from the
+// peer and the time of the last accepted initiation (section 5.4.2: a
+// replay stays refused, as the kernel's and wireguard-go's handshake
+// keeps them across a key change), and the newest timestamp we sent. h
+// is new and unused; old is only read. Safe for concurrent use.
+func (h *Handshake) Inherit(old *Handshake) {
+	old.mu.Lock()
+	ts, sent, at, has := old.lastTimestamp, old.lastSentTimestamp, old.lastConsumed, old.hasConsumed
+	old.mu.Unlock()
+	h.mu.Lock()
+	h.lastTimestamp, h.lastSentTimestamp, h.lastConsumed, h.hasConsumed = ts, sent, at, has
+	h.mu.Unlock()
+}
+
 // Precompute computes DH(our static, the peer's static) now if no
 // handshake did yet (one Curve25519 operation), so that the first
 // handshake does not pay for it; callers run it off their own locks, e.g.
