@@ -124,6 +124,33 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	if err := checkInterfaces(f, w); err == nil || !strings.HasPrefix(err.Error(), `up: -wan: no interface "nosuchif0"`) {
 		t.Errorf("checkInterfaces (WAN from -wan) = %v, want it to name -wan", err)
 	}
+	// A kernel VLAN device not made (no 8021q on the host, or not yet)
+	// is told how to make it, or how to do without it; lo, the trunk
+	// here, is in every namespace. Compat modes run on no VLAN of a
+	// trunk: no hint there. It said only "no interface".
+	vf, err := config.Parse("wg0.conf", strings.NewReader(
+		"[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n[WGPIO]\nWAN = lo\nLAN = lo.200\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vw := vf.WGPIO
+	vw.Mode = config.ModeFastPath
+	want := `wg0.conf:6: key "LAN": no interface "lo.200" in this network namespace (list them with ` + "`ip link`); " +
+		"for VLAN 200 of lo make the kernel's VLAN device, `ip link add link lo name lo.200 type vlan id 200` (module 8021q), " +
+		"or, in AddressMode = owned, which needs none, set LAN = lo and LANVLAN = 200"
+	if err := checkInterfaces(vf, vw); err == nil || err.Error() != want {
+		t.Errorf("checkInterfaces (LAN = lo.200) = %v, want %q", err, want)
+	}
+	vw.Mode = config.ModeCompat
+	want = `wg0.conf:6: key "LAN": no interface "lo.200" in this network namespace (list them with ` + "`ip link`)"
+	if err := checkInterfaces(vf, vw); err == nil || err.Error() != want {
+		t.Errorf("checkInterfaces (LAN = lo.200, Mode = compat) = %v, want %q", err, want)
+	}
+	for _, name := range []string{"lo.0", "lo.4095", "lo.x", "lo.020", "nosuch0.200"} {
+		if h := vlanDeviceHint("LAN", name, config.ModeFastPath); h != "" {
+			t.Errorf("vlanDeviceHint(%q) = %q, want none", name, h)
+		}
+	}
 	for _, name := range []string{"averyveryverylongname0", "a/b", "", "x y"} {
 		if err := checkName(name, "/etc/wgpio/"+name+".conf"); err == nil || !strings.Contains(err.Error(), "choose one with -name") {
 			t.Errorf("checkName(%q) = %v, want a refusal that mentions -name", name, err)
