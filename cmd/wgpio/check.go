@@ -42,7 +42,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.Usage()
 		return flagError{err}
 	}
-	f, err := config.Load(*conf)
+	f, err := loadConfig(*conf)
 	if err != nil {
 		return err
 	}

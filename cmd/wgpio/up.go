@@ -105,7 +105,7 @@ func cmdUp(args []string) error {
 	if err != nil {
 		return err
 	}
-	f, err := config.Load(*conf)
+	f, err := loadConfig(*conf)
 	if err != nil {
 		return err
 	}
