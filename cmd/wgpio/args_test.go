@@ -29,7 +29,7 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdUp, []string{}, `up: -c FILE is required`},
 		{cmdUp, []string{"-c", "wg0.conf", "-mode", "bogus"}, `up: -mode "bogus": want fastpath, compat or compat-mqtun`},
 		{cmdUp, []string{"-c", "wg0.conf", "-xdp", "turbo"}, `up: -xdp "turbo": want auto, native or generic`},
-		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more`},
+		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)`},
 		// Refused before the gateway starts, as the file's MetricsAddress
 		// is; "foo" was refused only once the interfaces were checked,
 		// with a hint of a port in use, and ":0" served on a random port.
