@@ -316,10 +316,10 @@ func TestParseErrors(t *testing.T) {
 		{"mapped allowed IPs", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = ::ffff:198.19.70.0/120\n", `wg0.conf:5: key "AllowedIPs": "::ffff:198.19.70.0/120" is an IPv4-mapped IPv6 address; write the IPv4 address (198.19.70.0)`},
 		{"endpoint with zone", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [fe80::1%nosuchif0]:51820\n", `wg0.conf:5: key "Endpoint": "fe80::1%nosuchif0": an address with a zone (%nosuchif0) is not supported; use a global address`},
 		{"peer without public key", iface + "[Peer]\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:3: [Peer] has no PublicKey`},
-		{"bad public key", iface + "[Peer]\nPublicKey = abcd\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key`},
+		{"bad public key", iface + "[Peer]\nPublicKey = abcd\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key (a key is 44 characters of base64, the last one '=', as ` + "`wg genkey`, `wg pubkey` and `wg genpsk`" + ` print it; this one has 4: copy it whole)`},
 		{"duplicate public key", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.2/32\n[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.3/32\n", `wg0.conf:7: key "PublicKey": duplicate peer; the [Peer] at line 3 has the same PublicKey`},
 		{"own public key", iface + "[Peer]\nPublicKey = " + pub1 + "\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:4: key "PublicKey": the interface's own public key; a peer cannot be this interface`},
-		{"bad preshared key", iface + "[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk[:40] + "\n", `wg0.conf:5: key "PresharedKey": not a base64 32-byte key`},
+		{"bad preshared key", iface + "[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk[:40] + "\n", `wg0.conf:5: key "PresharedKey": not a base64 32-byte key (a key is 44 characters of base64, the last one '=', as ` + "`wg genkey`, `wg pubkey` and `wg genpsk`" + ` print it; this one has 40: copy it whole)`},
 		{"bad allowed ip", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/8, 10.0.0.0/-1\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/-1" is not an IP address or CIDR`},
 		{"endpoint no port", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1\n", `wg0.conf:5: key "Endpoint": "203.0.113.1" has no port; want host:port or [IPv6]:port`},
 		{"endpoint ipv6 without brackets", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 2001:db8::1:51820\n", `wg0.conf:5: key "Endpoint": "2001:db8::1:51820": an IPv6 address needs brackets, as in [2001:db8::1]:51820`},
@@ -553,10 +553,37 @@ func TestEditDistance(t *testing.T) {
 }
 
 func TestKeyFileNameHint(t *testing.T) {
-	_, err := parseString("[Interface]\nPrivateKey = /etc/wgpio/private.key\n")
-	want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("PrivateKey = a path: %v, want %q", err, want)
+	for _, path := range []string{"/etc/wgpio/private.key", "/root/wgkey", "private.key"} {
+		_, err := parseString("[Interface]\nPrivateKey = " + path + "\n")
+		want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
+		if err == nil || err.Error() != want {
+			t.Errorf("PrivateKey = %s: %v, want %q", path, err, want)
+		}
+	}
+}
+
+// TestKeyLengthHint: a key copied short or long (its '=' lost, a
+// character more) is told a key's length and its own, not that it is a
+// file name because base64 has '/' (priv1 has), and never echoed.
+func TestKeyLengthHint(t *testing.T) {
+	hint := func(n int) string {
+		return fmt.Sprintf(" (a key is 44 characters of base64, the last one '=', as `wg genkey`, `wg pubkey` and `wg genpsk` print it; this one has %d: copy it whole)", n)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"[Interface]\nPrivateKey = " + priv1[:43] + "\n", `wg0.conf:2: key "PrivateKey": not a base64 32-byte key` + hint(43)},
+		{"[Interface]\nPrivateKey = " + priv1 + "A\n", `wg0.conf:2: key "PrivateKey": not a base64 32-byte key` + hint(45)},
+		{iface + "[Peer]\nPublicKey = " + pub2[:42] + "\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key` + hint(42)},
+	} {
+		if !strings.Contains(priv1, "/") {
+			t.Fatalf("priv1 %q has no '/': the test needs one", priv1)
+		}
+		_, err := parseString(tc.text)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), priv1[:20]) {
+			t.Errorf("%q: the error %q holds the private key", tc.text, err)
+		}
 	}
 }
 
