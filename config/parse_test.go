@@ -199,7 +199,7 @@ func TestParseSyntax(t *testing.T) {
 		"PublicKey =" + pub2 + "#comment\n" +
 		"allowedips = 10.0.0.2/32,,  10.9.0.0/16\n" +
 		"AllowedIPs =\n" +
-		"AllowedIPs = fd00::/8\n" +
+		"AllowedIPs = fd00::/8 ; site B's prefix, a comment\n" +
 		"endpoint = v6.example.net:1\n" +
 		"persistentkeepalive = 0\n" +
 		"[wgpio]\n" +
@@ -321,6 +321,12 @@ func TestParseErrors(t *testing.T) {
 		{"own public key", iface + "[Peer]\nPublicKey = " + pub1 + "\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:4: key "PublicKey": the interface's own public key; a peer cannot be this interface`},
 		{"bad preshared key", iface + "[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk[:40] + "\n", `wg0.conf:5: key "PresharedKey": not a base64 32-byte key (a key is 44 characters of base64, the last one '=', as ` + "`wg genkey`, `wg pubkey` and `wg genpsk`" + ` print it; this one has 40: copy it whole)`},
 		{"bad allowed ip", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/8, 10.0.0.0/-1\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/-1" is not an IP address or CIDR`},
+		// wg(8) refuses both ("AllowedIP is not in the correct
+		// format"); the ';' one lost 10.0.1.0/24 without a word, read
+		// as a comment.
+		{"allowed ips after semicolon", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24; 10.0.1.0/24, 10.0.2.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.1.0/24, 10.0.2.0/24" after ';' would not be read: ';' starts a comment; separate several with ','`},
+		{"address after semicolon", "[Interface]\nPrivateKey = " + priv1 + "\nAddress = 10.8.0.1/24 ; fd00::1/64\n", `wg0.conf:3: key "Address": "fd00::1/64" after ';' would not be read: ';' starts a comment; separate several with ','`},
+		{"allowed ips space separated", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24 10.0.1.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/24 10.0.1.0/24" is not an IP address or CIDR: separate several with ',', as in 10.0.0.0/24, 10.0.1.0/24`},
 		{"endpoint no port", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1\n", `wg0.conf:5: key "Endpoint": "203.0.113.1" has no port; want host:port or [IPv6]:port`},
 		{"endpoint ipv6 without brackets", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 2001:db8::1:51820\n", `wg0.conf:5: key "Endpoint": "2001:db8::1:51820": an IPv6 address needs brackets, as in [2001:db8::1]:51820`},
 		{"endpoint port zero", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1:0\n", `wg0.conf:5: key "Endpoint": port 0 out of range 1-65535`},

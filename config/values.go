@@ -108,6 +108,10 @@ func splitList(v string) []string {
 func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
 	pf, ok := parseCIDR(s, true)
 	switch {
+	case !ok && spaceSeparated(s):
+		// wg(8) refuses it too; wg-quick's files separate with commas.
+		f := strings.Fields(s)
+		p.errorf(n, key, "%s is not an IP address or CIDR: separate several with ',', as in %s, %s", quoteShort(s), f[0], f[1])
 	case !ok:
 		p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
 	case pf.Addr().Is4In6():
@@ -117,6 +121,21 @@ func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
 		ok = false
 	}
 	return pf, ok
+}
+
+// spaceSeparated reports whether s is two or more addresses or CIDRs
+// separated by white space alone.
+func spaceSeparated(s string) bool {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return false
+	}
+	for _, x := range f {
+		if _, ok := parseCIDR(x, true); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func parseCIDR(s string, bare bool) (netip.Prefix, bool) {
