@@ -165,6 +165,24 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+// TestCheckHelp: `wgpio check -h` is laid out as the other commands'
+// help: lines within 80 columns, a blank line before the flags (one line
+// ran to 101, and the flags followed the text at once).
+func TestCheckHelp(t *testing.T) {
+	var out strings.Builder
+	if err := check(io.Discard, &out, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("check(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if len(l) > 80 {
+			t.Errorf("wgpio check -h: a line of %d columns: %q", len(l), l)
+		}
+	}
+	if !strings.Contains(out.String(), "would not apply.\n\n  -c file") {
+		t.Errorf("wgpio check -h: no blank line before the flags:\n%s", out.String())
+	}
+}
+
 // TestUpHelp: `wgpio up -h` says how to stop and reload a gateway and
 // where to watch it, not only its flags (the reload by SIGHUP was in no
 // help text).
