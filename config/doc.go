@@ -6,9 +6,14 @@
 // [Interface], [Peer] and [WGPIO] sections holding "Key = Value" lines.
 // Section and key names are case-insensitive; a '#' or ';' starts a comment
 // that runs to the end of the line, also after a value; blank lines and the
-// spacing around '=' and commas do not matter. A File renders back to the same
-// format (Marshal) and, for its WireGuard part, to the body of a UAPI "set=1"
-// operation (UAPI; the cross-platform configuration protocol,
+// spacing around '=' and commas do not matter. Lists are separated by
+// commas: an Address or AllowedIPs line whose ';' comment starts with an
+// address ("10.0.0.0/24; 10.0.1.0/24"), or whose items are separated by
+// spaces alone, is an error, as wg(8) refuses both.
+//
+// A File renders back to the same format (Marshal) and, for its WireGuard
+// part, to the body of a UAPI "set=1" operation (UAPI; the cross-platform
+// configuration protocol,
 // https://www.wireguard.com/xplatform/#configuration-protocol), so that a
 // gateway applies a file through the same code path as `wg setconf`.
 //

@@ -305,11 +305,33 @@ func stripComment(s string) string {
 	return strings.TrimSpace(s)
 }
 
+// semicolonTail returns the comment of raw, trimmed, when a ';' starts
+// it after some text (a value), else "".
+func semicolonTail(raw string) string {
+	i := strings.IndexAny(raw, "#;")
+	if i <= 0 || raw[i] != ';' || strings.TrimSpace(raw[:i]) == "" {
+		return ""
+	}
+	return strings.TrimSpace(stripComment(raw[i+1:]))
+}
+
+// startsWithPrefix reports whether s begins with an IP address or CIDR
+// (up to a comma or a space).
+func startsWithPrefix(s string) bool {
+	first, _, _ := strings.Cut(s, ",")
+	if f := strings.Fields(first); len(f) > 0 {
+		_, ok := parseCIDR(f[0], true)
+		return ok
+	}
+	return false
+}
+
 func (p *parser) line(n int, raw string) {
 	s := stripComment(raw)
 	if s == "" {
 		return
 	}
+	tail := semicolonTail(raw)
 	if s[0] == '[' {
 		p.header(n, s)
 		return
@@ -360,6 +382,13 @@ func (p *parser) line(n int, raw string) {
 		p.f.Interface.FwMark = m
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
 		p.warnf(n, ki.name, "reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)")
+		return
+	}
+	if (ki.name == "AllowedIPs" || ki.name == "Address") && startsWithPrefix(tail) {
+		// wg(8) refuses the line ("AllowedIP is not in the correct
+		// format"); read as a comment, the prefixes after ';' were
+		// dropped without a word.
+		p.errorf(n, ki.name, "%s after ';' would not be read: ';' starts a comment; separate several with ','", quoteShort(tail))
 		return
 	}
 	if ki.unused {

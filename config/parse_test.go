@@ -199,7 +199,7 @@ func TestParseSyntax(t *testing.T) {
 		"PublicKey =" + pub2 + "#comment\n" +
 		"allowedips = 10.0.0.2/32,,  10.9.0.0/16\n" +
 		"AllowedIPs =\n" +
-		"AllowedIPs = fd00::/8\n" +
+		"AllowedIPs = fd00::/8 ; site B's prefix, a comment\n" +
 		"endpoint = v6.example.net:1\n" +
 		"persistentkeepalive = 0\n" +
 		"[wgpio]\n" +
@@ -316,11 +316,17 @@ func TestParseErrors(t *testing.T) {
 		{"mapped allowed IPs", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = ::ffff:198.19.70.0/120\n", `wg0.conf:5: key "AllowedIPs": "::ffff:198.19.70.0/120" is an IPv4-mapped IPv6 address; write the IPv4 address (198.19.70.0)`},
 		{"endpoint with zone", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = [fe80::1%nosuchif0]:51820\n", `wg0.conf:5: key "Endpoint": "fe80::1%nosuchif0": an address with a zone (%nosuchif0) is not supported; use a global address`},
 		{"peer without public key", iface + "[Peer]\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:3: [Peer] has no PublicKey`},
-		{"bad public key", iface + "[Peer]\nPublicKey = abcd\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key`},
+		{"bad public key", iface + "[Peer]\nPublicKey = abcd\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key (a key is 44 characters of base64, the last one '=', as ` + "`wg genkey`, `wg pubkey` and `wg genpsk`" + ` print it; this one has 4: copy it whole)`},
 		{"duplicate public key", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.2/32\n[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.3/32\n", `wg0.conf:7: key "PublicKey": duplicate peer; the [Peer] at line 3 has the same PublicKey`},
 		{"own public key", iface + "[Peer]\nPublicKey = " + pub1 + "\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf:4: key "PublicKey": the interface's own public key; a peer cannot be this interface`},
-		{"bad preshared key", iface + "[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk[:40] + "\n", `wg0.conf:5: key "PresharedKey": not a base64 32-byte key`},
+		{"bad preshared key", iface + "[Peer]\nPublicKey = " + pub2 + "\nPresharedKey = " + psk[:40] + "\n", `wg0.conf:5: key "PresharedKey": not a base64 32-byte key (a key is 44 characters of base64, the last one '=', as ` + "`wg genkey`, `wg pubkey` and `wg genpsk`" + ` print it; this one has 40: copy it whole)`},
 		{"bad allowed ip", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/8, 10.0.0.0/-1\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/-1" is not an IP address or CIDR`},
+		// wg(8) refuses both ("AllowedIP is not in the correct
+		// format"); the ';' one lost 10.0.1.0/24 without a word, read
+		// as a comment.
+		{"allowed ips after semicolon", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24; 10.0.1.0/24, 10.0.2.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.1.0/24, 10.0.2.0/24" after ';' would not be read: ';' starts a comment; separate several with ','`},
+		{"address after semicolon", "[Interface]\nPrivateKey = " + priv1 + "\nAddress = 10.8.0.1/24 ; fd00::1/64\n", `wg0.conf:3: key "Address": "fd00::1/64" after ';' would not be read: ';' starts a comment; separate several with ','`},
+		{"allowed ips space separated", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24 10.0.1.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/24 10.0.1.0/24" is not an IP address or CIDR: separate several with ',', as in 10.0.0.0/24, 10.0.1.0/24`},
 		{"endpoint no port", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1\n", `wg0.conf:5: key "Endpoint": "203.0.113.1" has no port; want host:port or [IPv6]:port`},
 		{"endpoint ipv6 without brackets", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 2001:db8::1:51820\n", `wg0.conf:5: key "Endpoint": "2001:db8::1:51820": an IPv6 address needs brackets, as in [2001:db8::1]:51820`},
 		{"endpoint port zero", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1:0\n", `wg0.conf:5: key "Endpoint": port 0 out of range 1-65535`},
@@ -332,21 +338,23 @@ func TestParseErrors(t *testing.T) {
 		{"endpoint blocked", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = blocked.example.com:51820\n", `wg0.conf:5: key "Endpoint": resolve "blocked.example.com": 0.0.0.0, ::, not a unicast address (a DNS block list answers so for a name it blocks)`},
 		{"endpoint no addresses", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = empty.example.com:51820\n", `wg0.conf:5: key "Endpoint": resolve "empty.example.com": no addresses`},
 		{"keepalive not a number", iface + "[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = never\n", `wg0.conf:5: key "PersistentKeepalive": "never" is not a number of seconds or "off"`},
-		{"keepalive too big", iface + "[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = 65536\n", `wg0.conf:5: key "PersistentKeepalive": 65536 out of range 0-65535`},
+		{"keepalive too big", iface + "[Peer]\nPublicKey = " + pub2 + "\nPersistentKeepalive = 65536\n", `wg0.conf:5: key "PersistentKeepalive": 65536 out of range 0-65535 (a number of seconds or "off")`},
 		{"mode", iface + "[WGPIO]\nMode = turbo\n", `wg0.conf:4: key "Mode": "turbo" is not one of fastpath, compat, compat-mqtun`},
 		{"address mode", iface + "[WGPIO]\nAddressMode = mine\n", `wg0.conf:4: key "AddressMode": "mine" is not one of shared, owned`},
 		{"xdp mode", iface + "[WGPIO]\nXDPMode = offload\n", `wg0.conf:4: key "XDPMode": "offload" is not one of auto, native, generic`},
 		{"queues zero", iface + "[WGPIO]\nQueues = 0\n", `wg0.conf:4: key "Queues": 0 out of range 1-256`},
 		{"mss clamp word", iface + "[WGPIO]\nMSSClamp = yes\n", `wg0.conf:4: key "MSSClamp": "yes" is not a number of bytes, "auto" or "off"`},
-		{"mss clamp small", iface + "[WGPIO]\nMSSClamp = 100\n", `wg0.conf:4: key "MSSClamp": 100 out of range 536-65495`},
+		{"mss clamp small", iface + "[WGPIO]\nMSSClamp = 100\n", `wg0.conf:4: key "MSSClamp": 100 out of range 536-65495 (a number of bytes, "auto" or "off")`},
 		{"handshake workers zero", iface + "[WGPIO]\nHandshakeWorkers = 0\n", `wg0.conf:4: key "HandshakeWorkers": 0 out of range 1-1024`},
 		{"replay window size", iface + "[WGPIO]\nReplayWindow = 4096\n", `wg0.conf:4: key "ReplayWindow": "4096" is not "auto", 8128 or 131008 (counters)`},
-		{"icmp rate zero", iface + "[WGPIO]\nICMPRate = 0\n", `wg0.conf:4: key "ICMPRate": 0 out of range 1-1000000`},
+		{"icmp rate zero", iface + "[WGPIO]\nICMPRate = 0\n", `wg0.conf:4: key "ICMPRate": 0 out of range 1-1000000 (a number of messages per second or "off")`},
+		{"icmp dest interval zero", iface + "[WGPIO]\nICMPDestInterval = 0\n", `wg0.conf:4: key "ICMPDestInterval": 0 out of range 1-3600000 (a number of milliseconds or "off")`},
+		{"icmp burst zero", iface + "[WGPIO]\nICMPBurst = 0\n", `wg0.conf:4: key "ICMPBurst": 0 out of range 1-1000000 (a number of messages)`},
 		{"icmp burst word", iface + "[WGPIO]\nICMPBurst = off\n", `wg0.conf:4: key "ICMPBurst": "off" is not a number of messages`},
 		{"icmp dest interval", iface + "[WGPIO]\nICMPDestInterval = 1s\n", `wg0.conf:4: key "ICMPDestInterval": "1s" is not a number of milliseconds or "off"`},
 		{"queues too many", iface + "[WGPIO]\nQueues = 257\n", `wg0.conf:4: key "Queues": 257 out of range 1-256`},
-		{"vlan zero", iface + "[WGPIO]\nLANVLAN = 0\n", `wg0.conf:4: key "LANVLAN": 0 out of range 1-4094`},
-		{"vlan reserved", iface + "[WGPIO]\nWANVLAN = 4095\n", `wg0.conf:4: key "WANVLAN": 4095 out of range 1-4094`},
+		{"vlan zero", iface + "[WGPIO]\nLANVLAN = 0\n", `wg0.conf:4: key "LANVLAN": 0 out of range 1-4094 (an IEEE 802.1Q VLAN identifier; leave the key out for untagged frames)`},
+		{"vlan reserved", iface + "[WGPIO]\nWANVLAN = 4095\n", `wg0.conf:4: key "WANVLAN": 4095 out of range 1-4094 (an IEEE 802.1Q VLAN identifier; leave the key out for untagged frames)`},
 		{"vlan not a number", iface + "[WGPIO]\nWANVLAN = eth0.100\n", `wg0.conf:4: key "WANVLAN": "eth0.100" is not a number (an IEEE 802.1Q VLAN identifier; leave the key out for untagged frames)`},
 		{"cpus backwards", iface + "[WGPIO]\nCPUs = 3-1\n", `wg0.conf:4: key "CPUs": "3-1" is not a CPU list like 0-1,3`},
 		{"cpus garbage", iface + "[WGPIO]\nCPUs = all\n", `wg0.conf:4: key "CPUs": "all" is not a CPU list like 0-1,3`},
@@ -366,7 +374,7 @@ func TestParseErrors(t *testing.T) {
 		{"gateway not an address", iface + "[WGPIO]\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\nGateway = router\n", `wg0.conf:7: key "Gateway": "router" is not an IP address`},
 		{"metrics no port", iface + "[WGPIO]\nMetricsAddress = 9586\n", `wg0.conf:4: key "MetricsAddress": "9586" is not host:port`},
 		{"metrics bad port", iface + "[WGPIO]\nMetricsAddress = :http\n", `wg0.conf:4: key "MetricsAddress": port "http" is not a number`},
-		{"metrics peers zero", iface + "[WGPIO]\nMetricsPeers = 0\n", `wg0.conf:4: key "MetricsPeers": 0 out of range 1-1000000`},
+		{"metrics peers zero", iface + "[WGPIO]\nMetricsPeers = 0\n", `wg0.conf:4: key "MetricsPeers": 0 out of range 1-1000000 (a number of peers or "off")`},
 		{"metrics peers word", iface + "[WGPIO]\nMetricsPeers = all\n", `wg0.conf:4: key "MetricsPeers": "all" is not a number of peers or "off"`},
 		{"key pasted alone", iface + priv2 + "\n", `wg0.conf:3: (a key) is not a key name; want "Key = Value" or a [Section] header`},
 		{"key pasted unpadded", iface + priv2[:43] + "\n", `wg0.conf:3: (a key): want "Key = Value" or a [Section] header`},
@@ -551,10 +559,37 @@ func TestEditDistance(t *testing.T) {
 }
 
 func TestKeyFileNameHint(t *testing.T) {
-	_, err := parseString("[Interface]\nPrivateKey = /etc/wgpio/private.key\n")
-	want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("PrivateKey = a path: %v, want %q", err, want)
+	for _, path := range []string{"/etc/wgpio/private.key", "/root/wgkey", "private.key"} {
+		_, err := parseString("[Interface]\nPrivateKey = " + path + "\n")
+		want := `wg0.conf:2: key "PrivateKey": not a base64 32-byte key (the key itself goes here, as ` + "`wg genkey`" + ` prints it, not the name of a file holding it)`
+		if err == nil || err.Error() != want {
+			t.Errorf("PrivateKey = %s: %v, want %q", path, err, want)
+		}
+	}
+}
+
+// TestKeyLengthHint: a key copied short or long (its '=' lost, a
+// character more) is told a key's length and its own, not that it is a
+// file name because base64 has '/' (priv1 has), and never echoed.
+func TestKeyLengthHint(t *testing.T) {
+	hint := func(n int) string {
+		return fmt.Sprintf(" (a key is 44 characters of base64, the last one '=', as `wg genkey`, `wg pubkey` and `wg genpsk` print it; this one has %d: copy it whole)", n)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"[Interface]\nPrivateKey = " + priv1[:43] + "\n", `wg0.conf:2: key "PrivateKey": not a base64 32-byte key` + hint(43)},
+		{"[Interface]\nPrivateKey = " + priv1 + "A\n", `wg0.conf:2: key "PrivateKey": not a base64 32-byte key` + hint(45)},
+		{iface + "[Peer]\nPublicKey = " + pub2[:42] + "\n", `wg0.conf:4: key "PublicKey": not a base64 32-byte key` + hint(42)},
+	} {
+		if !strings.Contains(priv1, "/") {
+			t.Fatalf("priv1 %q has no '/': the test needs one", priv1)
+		}
+		_, err := parseString(tc.text)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), priv1[:20]) {
+			t.Errorf("%q: the error %q holds the private key", tc.text, err)
+		}
 	}
 }
 

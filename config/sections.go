@@ -65,7 +65,7 @@ func (p *parser) peerKey(n int, key, v string) {
 	case "PublicKey":
 		k, err := noise.ParsePublicKey(v)
 		if err != nil {
-			p.errorf(n, key, "not a base64 32-byte key")
+			p.errorf(n, key, "not a base64 32-byte key%s", keyHint(v))
 			return
 		}
 		if k == (noise.PublicKey{}) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -119,8 +120,39 @@ func keyHint(v string) string {
 	if v == "(hidden)" {
 		return " (\"(hidden)\" is what wg show and the String of a noise.PrivateKey or PresharedKey print in a key's place: write the key itself, as wg showconf or the key's Base64 gives it)"
 	}
+	// A key copied short or long (its '=' or a character lost) is base64
+	// of about a key's length, '/' among its characters: not a file name.
+	b64 := isBase64(v)
+	if b64 && len(v) != keyBase64Len && len(v) >= keyBase64Len-4 && len(v) <= keyBase64Len+4 {
+		return lengthHint(v)
+	}
 	if strings.ContainsRune(v, '/') || strings.HasSuffix(v, ".key") {
 		return " (the key itself goes here, as `wg genkey` prints it, not the name of a file holding it)"
 	}
+	if b64 && len(v) != keyBase64Len {
+		return lengthHint(v)
+	}
 	return ""
+}
+
+// keyBase64Len is the length of a 32-byte key in base64, as wg(8) writes
+// and reads it: 43 characters and one '=' of padding.
+const keyBase64Len = 44
+
+// lengthHint says how long a key is and how long v is (never v itself: it
+// may be most of a private key).
+func lengthHint(v string) string {
+	return fmt.Sprintf(" (a key is %d characters of base64, the last one '=', as `wg genkey`, `wg pubkey` and `wg genpsk` print it; this one has %d: copy it whole)", keyBase64Len, len(v))
+}
+
+// isBase64 reports whether v is made of standard base64's characters
+// alone: letters, digits, '+', '/' and '=' padding.
+func isBase64(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return v != ""
 }

@@ -47,8 +47,10 @@ func isDigits(s string) bool {
 	return true
 }
 
-// number parses a decimal in [lo, hi]; what describes the unit in the
-// "not a number" message.
+// number parses a decimal in [lo, hi]; what describes the value, in both
+// messages: after "is not a number" (" of seconds or \"off\"", or " (an
+// ...)"), and after the range, so that a key that takes a word too says
+// so where a 0 meant to turn it off is refused ("ICMPRate = 0").
 func (p *parser) number(n int, key, v string, lo, hi int, what string) (int, bool) {
 	if !isDigits(v) {
 		p.errorf(n, key, "%s is not a number%s", quoteShort(v), what)
@@ -56,10 +58,20 @@ func (p *parser) number(n int, key, v string, lo, hi int, what string) (int, boo
 	}
 	x, ok := digits(v)
 	if !ok || x < lo || x > hi {
-		p.errorf(n, key, "%s out of range %d-%d", truncate(v, 20), lo, hi)
+		p.errorf(n, key, "%s out of range %d-%d%s", truncate(v, 20), lo, hi, rangeWhat(what))
 		return 0, false
 	}
 	return x, true
+}
+
+// rangeWhat is number's what as the out-of-range message ends: " (a
+// number of seconds or \"off\")" for " of seconds or \"off\"", a
+// parenthesis as it is, nothing for nothing.
+func rangeWhat(what string) string {
+	if rest, ok := strings.CutPrefix(what, " of "); ok {
+		return " (a number of " + rest + ")"
+	}
+	return what
 }
 
 // port parses a UDP port, 1-65535.
@@ -96,6 +108,10 @@ func splitList(v string) []string {
 func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
 	pf, ok := parseCIDR(s, true)
 	switch {
+	case !ok && spaceSeparated(s):
+		// wg(8) refuses it too; wg-quick's files separate with commas.
+		f := strings.Fields(s)
+		p.errorf(n, key, "%s is not an IP address or CIDR: separate several with ',', as in %s, %s", quoteShort(s), f[0], f[1])
 	case !ok:
 		p.errorf(n, key, "%s is not an IP address or CIDR", quoteShort(s))
 	case pf.Addr().Is4In6():
@@ -105,6 +121,21 @@ func (p *parser) prefix(n int, key, s string) (netip.Prefix, bool) {
 		ok = false
 	}
 	return pf, ok
+}
+
+// spaceSeparated reports whether s is two or more addresses or CIDRs
+// separated by white space alone.
+func spaceSeparated(s string) bool {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return false
+	}
+	for _, x := range f {
+		if _, ok := parseCIDR(x, true); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func parseCIDR(s string, bare bool) (netip.Prefix, bool) {

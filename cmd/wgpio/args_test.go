@@ -29,7 +29,7 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdUp, []string{}, `up: -c FILE is required`},
 		{cmdUp, []string{"-c", "wg0.conf", "-mode", "bogus"}, `up: -mode "bogus": want fastpath, compat or compat-mqtun`},
 		{cmdUp, []string{"-c", "wg0.conf", "-xdp", "turbo"}, `up: -xdp "turbo": want auto, native or generic`},
-		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more`},
+		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)`},
 		// Refused before the gateway starts, as the file's MetricsAddress
 		// is; "foo" was refused only once the interfaces were checked,
 		// with a hint of a port in use, and ":0" served on a random port.
@@ -124,6 +124,33 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	if err := checkInterfaces(f, w); err == nil || !strings.HasPrefix(err.Error(), `up: -wan: no interface "nosuchif0"`) {
 		t.Errorf("checkInterfaces (WAN from -wan) = %v, want it to name -wan", err)
 	}
+	// A kernel VLAN device not made (no 8021q on the host, or not yet)
+	// is told how to make it, or how to do without it; lo, the trunk
+	// here, is in every namespace. Compat modes run on no VLAN of a
+	// trunk: no hint there. It said only "no interface".
+	vf, err := config.Parse("wg0.conf", strings.NewReader(
+		"[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n\n[WGPIO]\nWAN = lo\nLAN = lo.200\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vw := vf.WGPIO
+	vw.Mode = config.ModeFastPath
+	want := `wg0.conf:6: key "LAN": no interface "lo.200" in this network namespace (list them with ` + "`ip link`); " +
+		"for VLAN 200 of lo make the kernel's VLAN device, `ip link add link lo name lo.200 type vlan id 200` (module 8021q), " +
+		"or, in AddressMode = owned, which needs none, set LAN = lo and LANVLAN = 200"
+	if err := checkInterfaces(vf, vw); err == nil || err.Error() != want {
+		t.Errorf("checkInterfaces (LAN = lo.200) = %v, want %q", err, want)
+	}
+	vw.Mode = config.ModeCompat
+	want = `wg0.conf:6: key "LAN": no interface "lo.200" in this network namespace (list them with ` + "`ip link`)"
+	if err := checkInterfaces(vf, vw); err == nil || err.Error() != want {
+		t.Errorf("checkInterfaces (LAN = lo.200, Mode = compat) = %v, want %q", err, want)
+	}
+	for _, name := range []string{"lo.0", "lo.4095", "lo.x", "lo.020", "nosuch0.200"} {
+		if h := vlanDeviceHint("LAN", name, config.ModeFastPath); h != "" {
+			t.Errorf("vlanDeviceHint(%q) = %q, want none", name, h)
+		}
+	}
 	for _, name := range []string{"averyveryverylongname0", "a/b", "", "x y"} {
 		if err := checkName(name, "/etc/wgpio/"+name+".conf"); err == nil || !strings.Contains(err.Error(), "choose one with -name") {
 			t.Errorf("checkName(%q) = %v, want a refusal that mentions -name", name, err)
@@ -135,6 +162,24 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 	q := config.WGPIO{WAN: "lo", LAN: "lo", Queues: 300, Lines: map[string]int{"Queues": 9}}
 	if err := checkQueues("wg0.conf", q); err == nil || !strings.HasPrefix(err.Error(), `wg0.conf:9: key "Queues": 300 queues; the fast path runs at most 256`) {
 		t.Errorf("checkQueues(300) = %v", err)
+	}
+}
+
+// TestCheckHelp: `wgpio check -h` is laid out as the other commands'
+// help: lines within 80 columns, a blank line before the flags (one line
+// ran to 101, and the flags followed the text at once).
+func TestCheckHelp(t *testing.T) {
+	var out strings.Builder
+	if err := check(io.Discard, &out, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("check(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if len(l) > 80 {
+			t.Errorf("wgpio check -h: a line of %d columns: %q", len(l), l)
+		}
+	}
+	if !strings.Contains(out.String(), "would not apply.\n\n  -c file") {
+		t.Errorf("wgpio check -h: no blank line before the flags:\n%s", out.String())
 	}
 }
 

@@ -13,12 +13,14 @@ import (
 const checkUsage = `usage: wgpio check -c FILE
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
-errors (file, line and key; exit status 1) or that it is fine (exit status 0),
-with the warnings up would log: a file every user may read, keys wgpio
-does not act on, and those the file's Mode ignores. It looks at the file only, not at the system (the
-interfaces, CPUs and privileges are checked by up), and applies nothing.
-dist/wgpio.service runs it before each reload, so that systemctl reload
-fails on a file a reload would not apply.
+errors (file, line and key; exit status 1) or that it is fine (exit
+status 0), with the warnings up would log: a file every user may read,
+keys wgpio does not act on, and those the file's Mode ignores. It looks
+at the file only, not at the system (the interfaces, CPUs and privileges
+are checked by up), and applies nothing. dist/wgpio.service runs it
+before each reload, so that systemctl reload fails on a file a reload
+would not apply.
+
 `
 
 func cmdCheck(args []string) error { return check(os.Stdout, os.Stderr, args) }
@@ -42,7 +44,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.Usage()
 		return flagError{err}
 	}
-	f, err := config.Load(*conf)
+	f, err := loadConfig(*conf)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,103 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/wgpio/wgpio/config"
 )
+
+// loadConfig is config.Load, with what to do about a file this process
+// may not read (unreadableHint): up, check, strip and each reload read
+// the file through it.
+func loadConfig(path string) (*config.File, error) {
+	f, err := config.Load(path)
+	if err != nil && errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w%s", err, unreadableHint(path))
+	}
+	return f, err
+}
+
+// unreadableHint explains a configuration file at path that the process
+// may not open (EACCES): the user it runs as, and the mode and owners
+// that let that user's group read it, not every user, as
+// dist/wgpio.service's header installs /etc/wgpio and the file (a file
+// written under umask 077, as the README makes the key, is root's alone:
+// the unit's user wgpio was told only "permission denied"). A directory
+// on the way that the user may not enter is named instead.
+func unreadableHint(path string) string {
+	uid := os.Getuid()
+	who, group := "uid "+strconv.Itoa(uid), strconv.Itoa(os.Getgid())
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		who = "user " + u.Username + ", uid " + u.Uid
+		group = u.Gid
+		if g, err := user.LookupGroupId(u.Gid); err == nil {
+			group = g.Name
+		}
+	}
+	if dir := closedDir(path); dir != "" {
+		return fmt.Sprintf(" (running as %s, which may not enter the directory %s: let its group in, chgrp %s %s && chmod 0750 %s, as dist/wgpio.service's header installs /etc/wgpio)",
+			who, dir, group, dir, dir)
+	}
+	mode := ""
+	if st, err := os.Stat(path); err == nil {
+		mode = fmt.Sprintf(", and the file is mode %#o", st.Mode().Perm())
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			mode += fmt.Sprintf(" of %s:%s", userName(sys.Uid), groupName(sys.Gid))
+		}
+	}
+	return fmt.Sprintf(" (running as %s%s: let the group %s read it, not every user, chgrp %s %s && chmod 0640 %s, as dist/wgpio.service's header installs it)",
+		who, mode, group, group, path, path)
+}
+
+// closedDir returns the first directory on the way to path (absolute, from
+// the root down) in which this process may not look up the next name, or
+// "" when every one lets it.
+func closedDir(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	dir := "/"
+	for _, name := range strings.Split(strings.TrimPrefix(filepath.Dir(abs), "/"), "/") {
+		if name == "" {
+			continue
+		}
+		next := filepath.Join(dir, name)
+		if _, err := os.Lstat(next); errors.Is(err, fs.ErrPermission) {
+			return dir
+		}
+		dir = next
+	}
+	if _, err := os.Lstat(abs); errors.Is(err, fs.ErrPermission) {
+		return dir
+	}
+	return ""
+}
+
+// userName and groupName name a file's owners for a message: the name,
+// else the number.
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
+func groupName(gid uint32) string {
+	if g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10)); err == nil {
+		return g.Name
+	}
+	return strconv.FormatUint(uint64(gid), 10)
+}
 
 // warnWorldAccessible logs a warning when the configuration file at path
 // may be read or written by every user (any of the permission bits for

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +71,65 @@ func TestLockNamesHolder(t *testing.T) {
 	}
 	if _, err := lockInstance(topo.UniqueName("wgpl"), []string{iface}); err == nil || !strings.HasPrefix(err.Error(), holder+"interface "+iface) {
 		t.Errorf("second lock of interface %s: %v, want %q…", iface, err, holder+"interface "+iface)
+	}
+}
+
+// TestConfigUnreadable: a configuration file the gateway's user may not
+// read (root's alone, as the README's umask 077 writes it, or in a
+// directory closed to that user) is explained, by up, check and strip
+// alike: the user, the file's mode and owners, and the chgrp and chmod
+// that let the user's group in, as dist/wgpio.service's header installs
+// /etc/wgpio and the file. They said only "open ...: permission denied".
+func TestConfigUnreadable(t *testing.T) {
+	testenv.Root(t)
+	testenv.Tool(t, "setpriv", "util-linux")
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	g, err := user.LookupGroupId(u.Gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// nobody must reach the binary and dir.
+	for _, d := range []string{filepath.Dir(wgpioBin), dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := filepath.Join(dir, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rootOnly, inClosed := filepath.Join(dir, "wg0.conf"), filepath.Join(closed, "wg0.conf")
+	for _, p := range []string{rootOnly, inClosed} {
+		if err := os.WriteFile(p, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileHint := fmt.Sprintf("load config: open %s: permission denied (running as user nobody, uid %s, and the file is mode 0600 of root:root: "+
+		"let the group %s read it, not every user, chgrp %s %s && chmod 0640 %s, as dist/wgpio.service's header installs it)",
+		rootOnly, u.Uid, g.Name, g.Name, rootOnly, rootOnly)
+	dirHint := fmt.Sprintf("load config: open %s: permission denied (running as user nobody, uid %s, which may not enter the directory %s: "+
+		"let its group in, chgrp %s %s && chmod 0750 %s, as dist/wgpio.service's header installs /etc/wgpio)",
+		inClosed, u.Uid, closed, g.Name, closed, closed)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "-c", rootOnly}, fileHint},
+		{[]string{"check", "-c", rootOnly}, fileHint},
+		{[]string{"strip", rootOnly}, fileHint},
+		{[]string{"check", "-c", inClosed}, dirHint},
+	} {
+		args := append([]string{"--reuid=nobody", "--regid=" + u.Gid, "--clear-groups", "--inh-caps=-all", wgpioBin}, tc.args...)
+		out, err := exec.Command("setpriv", args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Errorf("wgpio %s as nobody: %v, want exit status 1", strings.Join(tc.args, " "), err)
+		}
+		if got, want := strings.TrimSpace(string(out)), "wgpio: "+tc.want; got != want {
+			t.Errorf("wgpio %s as nobody:\n got %s\nwant %s", strings.Join(tc.args, " "), got, want)
+		}
 	}
 }

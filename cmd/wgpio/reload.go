@@ -157,7 +157,7 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 	read := func() {
 		reading = true
 		go func() {
-			f, err := config.Load(path)
+			f, err := loadConfig(path)
 			results <- loaded{f, err}
 		}()
 	}
@@ -233,7 +233,7 @@ type reloaded struct {
 // reload loads the file at started.Name and applies it to dev (apply). A
 // file that does not parse changes nothing.
 func reload(started *config.File, dev uapiDevice) (reloaded, error) {
-	f, err := config.Load(started.Name)
+	f, err := loadConfig(started.Name)
 	if err != nil {
 		return reloaded{}, err
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/wgpio/wgpio/config"
 )
 
 // cmdStrip prints the wg(8) part of a configuration file (config.File.WG)
@@ -34,7 +32,7 @@ func strip(w io.Writer, args []string) error {
 		fs.Usage()
 		return flagError{err}
 	}
-	f, err := config.Load(fs.Arg(0))
+	f, err := loadConfig(fs.Arg(0))
 	if err != nil {
 		return err
 	}

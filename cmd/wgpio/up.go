@@ -66,7 +66,7 @@ func cmdUp(args []string) error {
 	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun")
 	wan := fs.String("wan", "", "override [WGPIO] WAN interface")
 	lan := fs.String("lan", "", "override [WGPIO] LAN interface")
-	queues := fs.Int("queues", 0, "override [WGPIO] Queues")
+	queues := fs.Int("queues", 0, "override [WGPIO] Queues (0: the file's Queues, else one per RX queue of the interfaces)")
 	xdp := fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic")
 	metrics := fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`")
 	csum4 := fs.Bool("ipv4-udp-checksum", false, "compute outer IPv4 UDP checksums (default 0, as RFC 768 allows: the WireGuard payload is authenticated anyway)")
@@ -94,7 +94,7 @@ func cmdUp(args []string) error {
 		return fmt.Errorf("up: -xdp %q: want auto, native or generic", *xdp)
 	}
 	if *queues < 0 {
-		return fmt.Errorf("up: -queues %d: want 1 or more (0: one per RX queue of the devices)", *queues)
+		return fmt.Errorf("up: -queues %d: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)", *queues)
 	}
 	if *metrics != "" {
 		if err := checkMetricsAddr(*metrics); err != nil {
@@ -105,7 +105,7 @@ func cmdUp(args []string) error {
 	if err != nil {
 		return err
 	}
-	f, err := config.Load(*conf)
+	f, err := loadConfig(*conf)
 	if err != nil {
 		return err
 	}

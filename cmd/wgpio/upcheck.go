@@ -67,10 +67,37 @@ func checkInterfaces(f *config.File, w config.WGPIO) error {
 		}
 		if _, err := net.InterfaceByName(x.name); err != nil {
 			return keyError(f.Name, w.Lines, x.key, x.flag,
-				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)", x.name))
+				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)%s", x.name, vlanDeviceHint(x.key, x.name, w.Mode)))
 		}
 	}
 	return nil
+}
+
+// vlanDeviceHint says how to get VLAN vid of trunk when a missing
+// interface is named as the kernel's VLAN device for it ("eth1.200", the
+// README's `LAN = eth1.200`) and trunk exists: make that device (module
+// 8021q, which a host without VLANs has not loaded), or, in owned
+// address mode, which needs none, name the trunk and the VLAN key.
+// Nothing in the compat modes, which run on no VLAN of a trunk, or when
+// the name is not of that shape.
+func vlanDeviceHint(key, name string, mode config.Mode) string {
+	if mode != config.ModeFastPath {
+		return ""
+	}
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return ""
+	}
+	trunk, id := name[:i], name[i+1:]
+	vid, err := strconv.Atoi(id)
+	if err != nil || vid < 1 || vid > config.MaxVLANID || strconv.Itoa(vid) != id {
+		return ""
+	}
+	if _, err := net.InterfaceByName(trunk); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("; for VLAN %d of %s make the kernel's VLAN device, `ip link add link %s name %s type vlan id %d` (module 8021q), "+
+		"or, in AddressMode = owned, which needs none, set %s = %s and %sVLAN = %d", vid, trunk, trunk, name, vid, key, trunk, key, vid)
 }
 
 // maxFastQueues is the most queues (workers) of a fast-path gateway.

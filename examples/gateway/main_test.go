@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -72,6 +73,20 @@ func TestParseConfigErrors(t *testing.T) {
 		if _, err := parseConfig(args); err == nil {
 			t.Errorf("parseConfig(%q) = nil error, want one", args)
 		}
+	}
+}
+
+// TestHelp: -h prints the flags and exits 0, as a command asked for its
+// help does; it added "gateway: flag: help requested" and exited 2.
+func TestHelp(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-h")
+	cmd.Env = append(os.Environ(), testenv.MainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("gateway -h: %v, want exit status 0:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "-wan") || strings.Contains(string(out), "help requested") {
+		t.Errorf("gateway -h printed:\n%s\nwant the flags, and no error", out)
 	}
 }
 
