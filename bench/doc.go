@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures wgpio against stock wireguard-go side by side, on
 // one machine, in one command: it builds four network namespaces (source
 // host, gateway 1, gateway 2, sink host), runs a WireGuard tunnel between
@@ -31,4 +33,7 @@
 // bench/internal/inproc and bench/README.md):
 //
 //	go run ./bench -inprocess -quick
+//
+// Linux only (network namespaces, AF_XDP; -inprocess pins threads with
+// sched_setaffinity): every file is built for Linux alone.
 package main

@@ -3,11 +3,14 @@ package bind
 import (
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
-	"time"
 )
 
 // TestOpenCloseChurn: wireguard-go closes and opens the Bind again on
@@ -81,13 +84,29 @@ func TestOpenCloseChurn(t *testing.T) {
 	}
 }
 
+// countFDs returns how many file descriptors the process has open: the
+// entries of /proc/self/fd on Linux; elsewhere the descriptors below the
+// soft RLIMIT_NOFILE (at most 65,536) that fcntl(2) F_GETFD finds open.
 func countFDs(t *testing.T) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
+	if runtime.GOOS == "linux" {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	n := 0
+	for fd := range min(lim.Cur, 1<<16) {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // drainPeer frees every frame waiting on the peer's side, so that the

@@ -3,8 +3,6 @@ package dataplane
 import (
 	"os"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // HugePageSize is the size of a transparent huge page on x86-64 and arm64
@@ -45,7 +43,9 @@ func AllocMemory(size int) []byte {
 // when transparent_hugepage is "always" or "madvise" and as it faults the
 // pages in (touch them after this call). Best effort: a kernel without
 // transparent huge pages or an error changes nothing, and b works either
-// way.
+// way. Linux only: elsewhere it does nothing (there is no such advice;
+// FreeBSD promotes aligned memory to superpages by itself where
+// vm.pmap.pg_ps_enabled is on, its default on amd64).
 func AdviseHugePages(b []byte) {
 	if len(b) == 0 {
 		return
@@ -56,5 +56,5 @@ func AdviseHugePages(b []byte) {
 	if end <= start {
 		return
 	}
-	_ = unix.Madvise(b[start-p:end-p], unix.MADV_HUGEPAGE)
+	adviseHuge(b[start-p : end-p])
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/internal/wakefd"
 )
 
 // Notifier is implemented by the RX halves of in-process backends
@@ -26,17 +28,18 @@ type Notifier interface {
 
 // Waiter blocks its owner until one of several RX halves (of any ports and
 // backends) may have frames, or another goroutine rings the doorbell, or a
-// timeout passes. It is poll(2) over the halves' WaitFDs plus an eventfd;
+// timeout passes. It is poll(2) over the halves' WaitFDs plus a doorbell
+// descriptor (an eventfd on Linux, a pipe elsewhere: internal/wakefd);
 // when every half is a Notifier (memport), a receive on a Go channel that
 // the halves and the doorbell send on (Parks reports which).
 //
 // Add, Wait and Close belong to one owner goroutine; Ring is safe for
-// concurrent use from any goroutine, but not after Close (the eventfd's
+// concurrent use from any goroutine, but not after Close (the doorbell's
 // number may be reused by then).
 type Waiter struct {
 	rxs  []RX
-	fds  []unix.PollFd // fds[0] is the doorbell
-	bell atomic.Int32  // eventfd; -1 after Close
+	fds  []unix.PollFd // fds[0] is the doorbell's read end
+	bell atomic.Int32  // the doorbell's write end (on Linux the same eventfd); -1 after Close
 	// ch is the channel mode's wake-up (the halves send on it); bellCh
 	// the doorbell's token, sent in both modes, so that a ring is never
 	// lost when Add changes the mode. One token each at most.
@@ -47,12 +50,12 @@ type Waiter struct {
 
 // NewWaiter returns a waiter with a doorbell and no queues.
 func NewWaiter() (*Waiter, error) {
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	r, wfd, err := wakefd.New()
 	if err != nil {
-		return nil, fmt.Errorf("create doorbell: %w", os.NewSyscallError("eventfd", err))
+		return nil, fmt.Errorf("create doorbell: %w", err)
 	}
-	w := &Waiter{fds: []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ch: make(chan struct{}, 1), bellCh: make(chan struct{}, 1)}
-	w.bell.Store(int32(fd))
+	w := &Waiter{fds: []unix.PollFd{{Fd: int32(r), Events: unix.POLLIN}}, ch: make(chan struct{}, 1), bellCh: make(chan struct{}, 1)}
+	w.bell.Store(int32(wfd))
 	return w, nil
 }
 
@@ -99,10 +102,8 @@ func (w *Waiter) Ring() {
 	if w.parks.Load() {
 		return
 	}
-	// An eventfd write of 1 fails only when the counter would overflow
-	// (EAGAIN), in which case the bell is already ringing.
-	one := [8]byte{1}
-	_, _ = unix.Write(int(fd), one[:])
+	// Fails only when the bell is already ringing (EAGAIN).
+	wakefd.Signal(int(fd))
 }
 
 // Wait blocks until an added RX half may have frames, the doorbell rings or
@@ -123,7 +124,7 @@ func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 		return w.park(timeout), nil
 	}
 	select {
-	case <-w.bellCh: // rung (in either mode); the eventfd is drained below
+	case <-w.bellCh: // rung (in either mode); the doorbell is drained below
 		rang = true
 		timeout = 0
 	default:
@@ -146,9 +147,8 @@ func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 		return false, os.NewSyscallError("poll", err)
 	}
 	if w.fds[0].Revents&unix.POLLIN != 0 {
-		var buf [8]byte
-		_, _ = unix.Read(int(w.bell.Load()), buf[:])
-		// Ring sent the token before it wrote the eventfd.
+		wakefd.Drain(int(w.fds[0].Fd))
+		// Ring sent the token before it wrote the doorbell.
 		select {
 		case <-w.bellCh:
 		default:
@@ -200,8 +200,8 @@ func (w *Waiter) Close() error {
 	if fd < 0 {
 		return ErrClosed
 	}
-	if err := unix.Close(int(fd)); err != nil {
-		return fmt.Errorf("close doorbell: %w", os.NewSyscallError("close", err))
+	if err := wakefd.Close(int(w.fds[0].Fd), int(fd)); err != nil {
+		return fmt.Errorf("close doorbell: %w", err)
 	}
 	return nil
 }

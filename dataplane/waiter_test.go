@@ -6,24 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/wgpio/wgpio/internal/wakefd"
 )
 
-// fakeRX is an RX half whose readiness is an eventfd the test writes.
+// fakeRX is an RX half whose readiness is a wait fd (internal/wakefd) the
+// test signals.
 type fakeRX struct {
-	fd      int
+	fd, wfd int         // read end (WaitFD), write end
 	pending atomic.Bool // frames "waiting": Arm returns false
 	arms    atomic.Int32
 }
 
 func newFakeRX(t *testing.T) *fakeRX {
 	t.Helper()
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	fd, wfd, err := wakefd.New()
 	if err != nil {
-		t.Fatalf("eventfd: %v", err)
+		t.Fatalf("wakefd.New: %v", err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return &fakeRX{fd: fd}
+	t.Cleanup(func() { wakefd.Close(fd, wfd) })
+	return &fakeRX{fd: fd, wfd: wfd}
 }
 
 func (r *fakeRX) Receive([]Frame) int { return 0 }
@@ -31,8 +32,7 @@ func (r *fakeRX) Free([]Frame)        {}
 func (r *fakeRX) WaitFD() int         { return r.fd }
 func (r *fakeRX) Arm() bool           { r.arms.Add(1); return !r.pending.Load() }
 func (r *fakeRX) kick() {
-	one := [8]byte{1}
-	unix.Write(r.fd, one[:])
+	wakefd.Signal(r.wfd)
 }
 
 func newTestWaiter(t *testing.T) *Waiter {

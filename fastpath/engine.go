@@ -5,14 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -231,7 +226,9 @@ type Config struct {
 	// model). Pin them where the
 	// device's transmit runs on the sending CPU (veth, and AF_XDP copy
 	// mode generally): a worker that migrates between CPUs under load can
-	// then deliver a flow's packets out of order.
+	// then deliver a flow's packets out of order. Linux only
+	// (sched_setaffinity(2)): elsewhere New refuses a non-empty CPUs
+	// (dataplane.ErrNotSupported).
 	CPUs []int
 	// Share makes every worker of this engine shared (threads.go) however
 	// many Ps the process has: for a program that runs busy goroutines of
@@ -387,14 +384,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)
 	}
 	if len(cfg.CPUs) > 0 {
-		var set unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &set); err != nil {
-			return nil, fmt.Errorf("fastpath: read CPU affinity: %w", os.NewSyscallError("sched_getaffinity", err))
-		}
-		for _, c := range cfg.CPUs {
-			if c < 0 || !set.IsSet(c) {
-				return nil, fmt.Errorf("fastpath: CPU %d is not one this process may run on (allowed: %s)", c, cpuList(&set))
-			}
+		if err := checkCPUs(cfg.CPUs); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.IdleSpin == 0 {
@@ -567,8 +558,9 @@ func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool
 }
 
 // WorkerThreads returns the OS thread IDs of the running workers (0 for a
-// worker not started), e.g. to read their context switches from
-// /proc/self/task/TID/status or to move them with sched_setaffinity.
+// worker not started or shared, threads.go), e.g. to read their context
+// switches from /proc/self/task/TID/status or to move them with
+// sched_setaffinity. Linux only: elsewhere every ID is 0.
 func (e *Engine) WorkerThreads() []int {
 	out := make([]int, len(e.workers))
 	for i, w := range e.workers {
@@ -634,15 +626,4 @@ func (e *Engine) Close() error {
 	}
 	e.Reap() // every worker is parked now
 	return nil
-}
-
-// cpuList formats a CPU set as "0,1,3".
-func cpuList(set *unix.CPUSet) string {
-	var out []string
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			out = append(out, strconv.Itoa(c))
-		}
-	}
-	return strings.Join(out, ",")
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package fastpath
 
 import (
@@ -377,14 +379,6 @@ func routedToA(ip []byte) bool {
 		src = netip.AddrFrom16(header.IPv6(ip).SrcBytes())
 	}
 	return netip.MustParsePrefix("198.18.10.0/24").Contains(src) || netip.MustParsePrefix("2001:db8:a::/64").Contains(src)
-}
-
-// icmpOf returns the source and the ICMP message of the IP packet ip.
-func icmpOf(ip []byte) (netip.Addr, []byte) {
-	if ip[0]>>4 == header.IPv4Version {
-		return netip.AddrFrom4(header.IPv4(ip).SrcBytes()), ip[header.IPv4(ip).HeaderLen():header.IPv4(ip).TotalLength()]
-	}
-	return netip.AddrFrom16(header.IPv6(ip).SrcBytes()), ip[header.IPv6Len : header.IPv6Len+header.IPv6(ip).PayloadLength()]
 }
 
 // quotedPort returns the IP packet of the Ethernet frame f when it is an

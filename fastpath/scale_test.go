@@ -3,21 +3,16 @@ package fastpath
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
-	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
-	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // queueTemplates finds, for each queue q, an inner IPv4/UDP frame (from
@@ -54,14 +49,6 @@ func queueTemplates(t testing.TB, r *rig, queues int, srcPorts uint16, dst netip
 		t.Fatalf("no template for every queue")
 	}
 	return out
-}
-
-// pinThread pins the calling goroutine's OS thread to cpu (best effort).
-func pinThread(cpu int) {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu % runtime.NumCPU())
-	unix.SchedSetaffinity(0, &set)
 }
 
 // runPinned runs setup(q) and then, all together, the returned loop on
@@ -242,73 +229,6 @@ func BenchmarkPeers(b *testing.B) {
 	// shared machine disturbs least.
 	b.ReportMetric(float64(median(oneR))/float64(median(manyR)), "med-1000/1")
 	b.ReportMetric(float64(median(manyR)-median(oneR))/64, "med-extra-ns/pkt")
-}
-
-// threadCtxSwitches reads a thread's voluntary + involuntary context
-// switches from /proc.
-func threadCtxSwitches(tid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
-	if err != nil {
-		return 0, err
-	}
-	var total uint64
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "voluntary_ctxt_switches:") || strings.HasPrefix(line, "nonvoluntary_ctxt_switches:") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseUint(f[len(f)-1], 10, 64)
-			total += v
-		}
-	}
-	return total, nil
-}
-
-// BenchmarkContextSwitches offers packets to a running engine (gateway A,
-// one worker pinned to CPU 1, started as in production) from a feeder
-// pinned to CPU 0 that also drains the WAN, in bursts of 64 as fast as the
-// rings take them, and reports the worker thread's context switches per
-// forwarded packet. Target ≤ 0.01.
-func BenchmarkContextSwitches(b *testing.B) {
-	r := newRig(b, rigConfig{})
-	r.a.cfg.CPUs = []int{1}
-	r.a.Start()
-	tmpl := templateFrame(b, r, 22)
-	pinThread(0)
-	defer runtime.UnlockOSThread()
-	frames := make([]dataplane.Frame, 64)
-	tx := r.hostA.Queue(0).TX()
-	wrx := r.wanB.Queue(0).RX()
-	feed := func() {
-		n := tx.Alloc(frames)
-		for i := 0; i < n; i++ {
-			frames[i].SetLen(len(tmpl))
-			copy(frames[i].Data(), tmpl)
-		}
-		sent := tx.Transmit(frames[:n])
-		tx.Free(frames[sent:n])
-	}
-	feed()
-	time.Sleep(20 * time.Millisecond)
-	tid := r.a.WorkerThreads()[0]
-	if tid == 0 {
-		testenv.Missing(b, "a worker thread of its own (the worker is shared: more workers than GOMAXPROCS, fastpath/threads.go)", "run with GOMAXPROCS of at least 1 per worker")
-	}
-	n := max(b.N, 1_000_000)
-	b.ResetTimer()
-	before, err := threadCtxSwitches(tid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	delivered := 0
-	t0 := time.Now()
-	for delivered < n && time.Since(t0) < 60*time.Second {
-		feed()
-		m := wrx.Receive(frames)
-		wrx.Free(frames[:m])
-		delivered += m
-	}
-	after, _ := threadCtxSwitches(tid)
-	b.ReportMetric(float64(after-before)/float64(delivered), "ctxsw/pkt")
-	b.ReportMetric(float64(delivered)/time.Since(t0).Seconds(), "pps")
 }
 
 // runCeiling has queues goroutines, pinned as in runQueues, each run raw

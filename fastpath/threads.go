@@ -3,8 +3,6 @@ package fastpath
 import (
 	"runtime"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // Thread policy (ARCHITECTURE.md, Threading model).
@@ -74,7 +72,7 @@ func oversubscribed() bool {
 type thread struct {
 	locked bool
 	pinned bool
-	orig   unix.CPUSet // the thread's affinity before pinning
+	orig   affinity // the thread's affinity before pinning
 }
 
 // own locks the worker to its OS thread and pins it to its CPU (if
@@ -85,13 +83,9 @@ func (w *worker) own() {
 	}
 	runtime.LockOSThread()
 	w.th.locked = true
-	w.tid.Store(int32(unix.Gettid()))
+	w.tid.Store(threadID())
 	if cpus := w.e.cfg.CPUs; len(cpus) > 0 {
-		if unix.SchedGetaffinity(0, &w.th.orig) == nil {
-			var set unix.CPUSet
-			set.Set(cpus[w.id%len(cpus)])
-			w.th.pinned = unix.SchedSetaffinity(0, &set) == nil
-		}
+		w.th.pinned = pinCPU(cpus[w.id%len(cpus)], &w.th.orig)
 	}
 }
 
@@ -102,7 +96,7 @@ func (w *worker) share() {
 		return
 	}
 	if w.th.pinned {
-		if unix.SchedSetaffinity(0, &w.th.orig) != nil {
+		if !unpinCPU(&w.th.orig) {
 			// The thread cannot get its old affinity back: keep it
 			// locked, so that the runtime ends it with the worker
 			// instead of handing its narrowed affinity to other

@@ -321,3 +321,11 @@ func TestUnreachableNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// icmpOf returns the source and the ICMP message of the IP packet ip.
+func icmpOf(ip []byte) (netip.Addr, []byte) {
+	if ip[0]>>4 == header.IPv4Version {
+		return netip.AddrFrom4(header.IPv4(ip).SrcBytes()), ip[header.IPv4(ip).HeaderLen():header.IPv4(ip).TotalLength()]
+	}
+	return netip.AddrFrom16(header.IPv6(ip).SrcBytes()), ip[header.IPv6Len : header.IPv6Len+header.IPv6(ip).PayloadLength()]
+}

@@ -24,6 +24,8 @@
 //     SetLANMTU), and it hands a written packet for a peer back to
 //     wireguard-go's read side (peer to peer, loop.go).
 //
-// Linux only; see the TUN/TAP documentation in the kernel tree
-// (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.
+// MultiQueueTUN is Linux only; see the TUN/TAP documentation in the
+// kernel tree (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.
+// PortDevice builds and runs wherever package dataplane does (over
+// memport on macOS or FreeBSD: README, "Portability").
 package tundev

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // wantKeys are the figures the smoke test requires in the result. Each

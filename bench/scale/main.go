@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command scale measures wgpio as a concentrator of many peers: the
 // configuration at 100,000 peers over the real UAPI socket, the handshake
 // pool and a reconnect storm, the timer wheel, and the memory each peer
@@ -12,6 +14,9 @@
 //
 // Each part lives in a file of its own and registers itself with
 // register; the figures it reports are named by the issue it measures.
+//
+// Linux only (network namespaces, netlink, madvise): every file is built
+// for Linux alone.
 package main
 
 import (

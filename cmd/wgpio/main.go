@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command wgpio runs a WireGuard gateway on wgpio's dataplane.
 //
 //	wgpio up -c wg0.conf        run a gateway from a wg-quick style file
@@ -22,6 +24,8 @@
 // Privileges: root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF with
 // RLIMIT_MEMLOCK large enough for the AF_XDP UMEM (or CAP_IPC_LOCK); see
 // dist/wgpio.service.
+//
+// Linux only (AF_XDP, netlink, TUN): every file is built for Linux alone.
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The checks of the configuration that wgpio up (and wgpio check) make

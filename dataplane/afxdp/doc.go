@@ -32,5 +32,8 @@
 //
 // Requirements: Linux 5.10 or later (6.17 for one sendto per TX burst in
 // copy mode), root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF. Open must run
-// in the interface's network namespace.
+// in the interface's network namespace. On other systems the package holds
+// Filter, UDPMatch and their limits (filter.go), so that code describing a
+// filter (bind.XDPFilter) builds there, and an Open that returns "not
+// implemented" (afxdp_other.go).
 package afxdp

@@ -18,15 +18,19 @@
 // buffer of the receiver's pool, frees the original and counts a copy. This
 // is the "frame of another pool" rule of package dataplane.
 //
-// The RX halves' WaitFDs are eventfds written in the style of AF_XDP's
-// need_wakeup flag (Linux commit 77cd0d7b3f25, "xsk: add support for
-// need_wakeup flag in AF_XDP rings"): a transmitter writes the eventfd only
-// after the receiver armed it (RX.Arm), so a busy receiver costs the
-// transmitter no system call. The RX halves are also dataplane.Notifiers:
-// a dataplane.Waiter over memport halves only gives them a Go channel, and
-// the transmitter that takes the arming sends on it instead of writing the
-// eventfd, so that the waiting goroutine parks in the Go scheduler and
-// sleeping and waking cost no system call at all.
+// The RX halves' WaitFDs are eventfds (on systems other than Linux, the
+// read ends of pipes) written in the style of AF_XDP's need_wakeup flag
+// (Linux commit 77cd0d7b3f25, "xsk: add support for need_wakeup flag in
+// AF_XDP rings"): a transmitter writes the eventfd only after the receiver
+// armed it (RX.Arm), so a busy receiver costs the transmitter no system
+// call. The RX halves are also dataplane.Notifiers: a dataplane.Waiter
+// over memport halves only gives them a Go channel, and the transmitter
+// that takes the arming sends on it instead of writing the eventfd, so
+// that the waiting goroutine parks in the Go scheduler and sleeping and
+// waking cost no system call at all.
+//
+// The package is portable (Unix systems; a pipe where Linux has an
+// eventfd): a program built for macOS or FreeBSD runs fastpath over it.
 //
 // Bad input is dropped and counted by reason, never a panic: a frame longer
 // than MTU + 14 bytes (+ 4 for an 802.1Q tag) on Transmit (DropTooLong at

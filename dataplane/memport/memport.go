@@ -3,13 +3,11 @@ package memport
 import (
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/wakefd"
 )
 
 // Defaults for Config's zero fields.
@@ -173,7 +171,7 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 		p.queues = make([]*Queue, n)
 		for i := range n {
 			q := &Queue{port: p, index: i}
-			q.rx.efd = -1
+			q.rx.rfd, q.rx.wfd = -1, -1
 			q.rx.q, q.tx.q = q, q
 			q.ownRX, q.ownTX = dataplane.NewCache(p.pool), dataplane.NewCache(p.pool)
 			q.rx.cache, q.tx.own = q.ownRX, q.ownTX
@@ -202,13 +200,13 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 	}
 	for _, p := range []*Port{a, b} {
 		for _, q := range p.queues {
-			fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+			r, w, err := wakefd.New()
 			if err != nil {
 				a.Close()
 				b.Close()
-				return nil, nil, fmt.Errorf("memport: create wait fd: %w", os.NewSyscallError("eventfd", err))
+				return nil, nil, fmt.Errorf("memport: create wait fd: %w", err)
 			}
-			q.rx.efd = fd
+			q.rx.rfd, q.rx.wfd = r, w
 		}
 	}
 	return a, b, nil
@@ -259,7 +257,7 @@ func (p *Port) Stats() dataplane.Stats {
 // returns false and WaitFD -1), and the peer's transmissions to it are
 // dropped and counted (DropClosed). Frames held by callers stay valid and
 // may still be freed. Remove the port's RX halves from every Waiter before
-// Close: their eventfds are closed. Close is idempotent and returns nil.
+// Close: their wait fds are closed. Close is idempotent and returns nil.
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)

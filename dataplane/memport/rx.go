@@ -4,9 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/wakefd"
 )
 
 // rxHalf is the receive half of a queue: the consumer ends of the rings from
@@ -21,16 +20,19 @@ type rxHalf struct {
 	_     [cacheLine]byte
 
 	// armed is 1 after Arm and until a transmitter takes it (compare and
-	// swap to 0) to write efd. kicked says a transmitter wrote efd since
-	// Arm last drained it.
+	// swap to 0) to signal the wait fd. kicked says a transmitter
+	// signalled it since Arm last drained it.
 	armed  atomic.Uint32
 	kicked atomic.Bool
 	_      [cacheLine]byte
 
-	efdMu sync.Mutex // guards efd against Close; taken only to wake or drain
-	efd   int        // eventfd; -1 after Close
+	// The wait fd (internal/wakefd: an eventfd on Linux, rfd == wfd; a
+	// pipe elsewhere). efdMu guards both against Close; taken only to
+	// wake or drain.
+	efdMu    sync.Mutex
+	rfd, wfd int // read end (WaitFD), write end; -1 after Close
 	// notify, if set (dataplane.Notifier), is what a wake-up sends on
-	// instead of writing efd.
+	// instead of signalling the wait fd.
 	notify atomic.Pointer[chan struct{}]
 
 	stats counters
@@ -146,11 +148,12 @@ func taggedFits(b []byte, maxLen uint32) bool {
 // longer owns them. It does not allocate.
 func (rx *rxHalf) Free(frames []dataplane.Frame) { rx.cache.FreeFrames(frames) }
 
-// WaitFD is the queue's eventfd, or -1 after Close.
+// WaitFD is the queue's wait fd (an eventfd on Linux, a pipe's read end
+// elsewhere), or -1 after Close.
 func (rx *rxHalf) WaitFD() int {
 	rx.efdMu.Lock()
 	defer rx.efdMu.Unlock()
-	return rx.efd
+	return rx.rfd
 }
 
 // Arm asks the peer's transmitters to write WaitFD when they next put frames
@@ -166,12 +169,11 @@ func (rx *rxHalf) Arm() bool {
 		return false
 	}
 	if rx.kicked.Swap(false) {
-		// Drain the eventfd a transmitter wrote (it wrote before setting
-		// kicked, so the count is there to read).
+		// Drain the wait fd a transmitter signalled (it signalled before
+		// setting kicked, so the signal is there to read).
 		rx.efdMu.Lock()
-		if rx.efd >= 0 {
-			var buf [8]byte
-			_, _ = unix.Read(rx.efd, buf[:])
+		if rx.rfd >= 0 {
+			wakefd.Drain(rx.rfd)
 		}
 		rx.efdMu.Unlock()
 	}
@@ -193,9 +195,9 @@ func (rx *rxHalf) Arm() bool {
 // (TestNoLostWakeup). One nil check per Arm, that is per sleep.
 var armDelay func()
 
-// Notify makes a wake-up a non-blocking send on ch instead of an eventfd
-// write (nil: the eventfd again); see dataplane.Notifier. The transmitter
-// that takes the arming sends, as it would write the eventfd: one token per
+// Notify makes a wake-up a non-blocking send on ch instead of a signal of
+// the wait fd (nil: the wait fd again); see dataplane.Notifier. The
+// transmitter that takes the arming sends, as it would signal: one token per
 // arming, and the goroutine it wakes is readied on the transmitter's P.
 func (rx *rxHalf) Notify(ch chan struct{}) {
 	if ch == nil {
@@ -206,7 +208,7 @@ func (rx *rxHalf) Notify(ch chan struct{}) {
 }
 
 // wake is called by a transmitter after it published frames on a ring into
-// this queue: if the owner armed, it writes the eventfd, or sends on the
+// this queue: if the owner armed, it signals the wait fd, or sends on the
 // Notify channel (once per arming).
 func (rx *rxHalf) wake() {
 	if rx.armed.Load() == 0 || !rx.armed.CompareAndSwap(1, 0) {
@@ -220,15 +222,14 @@ func (rx *rxHalf) wake() {
 		return
 	}
 	rx.efdMu.Lock()
-	if rx.efd >= 0 {
-		one := [8]byte{1}
-		_, _ = unix.Write(rx.efd, one[:])
+	if rx.wfd >= 0 {
+		wakefd.Signal(rx.wfd)
 	}
 	rx.efdMu.Unlock()
 	rx.kicked.Store(true)
 }
 
-// closeWaitFD wakes any poller of the eventfd (or waiter on the Notify
+// closeWaitFD wakes any poller of the wait fd (or waiter on the Notify
 // channel) and closes it.
 func (rx *rxHalf) closeWaitFD() {
 	if ch := rx.notify.Load(); ch != nil {
@@ -239,11 +240,10 @@ func (rx *rxHalf) closeWaitFD() {
 	}
 	rx.efdMu.Lock()
 	defer rx.efdMu.Unlock()
-	if rx.efd < 0 {
+	if rx.rfd < 0 {
 		return
 	}
-	one := [8]byte{1}
-	_, _ = unix.Write(rx.efd, one[:])
-	_ = unix.Close(rx.efd)
-	rx.efd = -1
+	wakefd.Signal(rx.wfd)
+	_ = wakefd.Close(rx.rfd, rx.wfd)
+	rx.rfd, rx.wfd = -1, -1
 }

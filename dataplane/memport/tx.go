@@ -38,7 +38,7 @@ var _ dataplane.TX = (*txHalf)(nil)
 // (DropClosed). After Close of this port Transmit returns 0.
 //
 // One atomic store per ring touched publishes the burst; the peer's
-// eventfd is written only if its owner armed it (see RX.Arm).
+// wait fd is signalled only if its owner armed it (see RX.Arm).
 func (tx *txHalf) Transmit(frames []dataplane.Frame) int {
 	p := tx.q.port
 	if p.closed.Load() {

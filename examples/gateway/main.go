@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command gateway is the smallest custom wgpio gateway: the fast path
 // between a LAN and a WAN interface (AF_XDP) with one WireGuard peer, built
 // on the library API (package fastgw) instead of a configuration file.
@@ -11,6 +13,8 @@
 //	    -peer <base64 public key> -endpoint 203.0.113.7:51820 -allowed 10.2.0.0/16
 //
 // Then `wg show gw0` shows it, and `wg set gw0 ...` changes it live.
+//
+// Linux only: every file is built for Linux alone.
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command lb is a load-balancer-style embedding of the wgpio fast path.
 //
 // WireGuard peers send UDP requests through the tunnel to a virtual address
@@ -25,6 +27,8 @@
 // The peer is given no endpoint: its own configuration names the balancer
 // (Endpoint = <WAN address>:51820), and the balancer answers it where its
 // first handshake comes from.
+//
+// Linux only: every file is built for Linux alone.
 package main
 
 import (

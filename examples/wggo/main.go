@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command wggo runs stock wireguard-go (golang.zx2c4.com/wireguard/device),
 // unmodified, on wgpio's dataplane: its encrypted side is a bind.Bind over
 // an AF_XDP port on the WAN interface, its plaintext side a
@@ -31,6 +33,8 @@
 // root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (plus RLIMIT_MEMLOCK or
 // CAP_IPC_LOCK for the UMEMs). Both interfaces keep their kernel addresses
 // (shared address mode).
+//
+// Linux only: every file is built for Linux alone.
 package main
 
 import (

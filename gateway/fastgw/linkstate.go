@@ -1,3 +1,5 @@
+//go:build linux
+
 package fastgw
 
 import "github.com/wgpio/wgpio/internal/linkfollow"

@@ -9,4 +9,8 @@
 // toward an endpoint chooses (the route's src, else its source address
 // selection), for the peers not heard from, as Linux's WireGuard sends
 // to them.
+//
+// Linux only (netlink): on other systems the package holds this
+// documentation alone, so that `go build ./...` passes there (README,
+// "Portability").
 package srcaddr

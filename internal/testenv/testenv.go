@@ -2,6 +2,11 @@
 // machine may lack (root, a kernel feature, a tool): skip with the reason and
 // the fix, or, when WGPIO_REQUIRE_ALL=1 (as in CI), fail instead, so that a
 // run cannot pass by skipping.
+//
+// The helpers on network namespaces (Topology, NS, Veth, StartCapture,
+// SendUDP, SendFrames, FillTUN, ...) are Linux only; the rest (Missing,
+// Root, Tool, Short, PollUntil, WANLeaks, LogBuffer, MainOrTests) build
+// everywhere, for the tests of the portable packages.
 package testenv
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command cntaudit injects and counts crafted frames for the packet
 // conservation audit of a running wgpio gateway (session 22). Run it
 // inside a namespace (ip netns exec).
@@ -5,6 +7,8 @@
 //	cntaudit send -if IF -dst MAC -kind KIND -n N   frames on an Ethernet or TUN interface
 //	cntaudit count -if IF -dur 3s                  incoming UDP frames carrying the marker
 //	cntaudit wan -if IF -dst MAC -kind KIND -n N    outer UDP to the gateway (capture first)
+//
+// Linux only (AF_PACKET): every file is built for Linux alone.
 package main
 
 import (

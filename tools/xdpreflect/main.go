@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command xdpreflect reflects Ethernet/IPv4/UDP frames with AF_XDP: every
 // frame the filter redirects gets its MACs, IP addresses and UDP ports
 // swapped and goes back out of the queue it came in on. Everything else
@@ -8,6 +10,8 @@
 // Needs Linux 5.10+, root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF).
 //
 //	xdpreflect -dev veth0 [-netns NAME] [-udp 198.18.0.2:9000-9001 | -all]
+//
+// Linux only (AF_XDP): every file is built for Linux alone.
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command wggw is the bench rig's reference gateway: stock wireguard-go
 // (golang.zx2c4.com/wireguard, the version pinned in go.mod) with its
 // default bind (kernel UDP sockets) on either wireguard-go's own kernel TUN
@@ -13,4 +15,6 @@
 // Usage (as root, inside the gateway's network namespace):
 //
 //	wggw -tun wgb0 -mtu 1420 -queues 0 -uapi gw.uapi
+//
+// Linux only (a kernel TUN): every file is built for Linux alone.
 package main

@@ -4,4 +4,8 @@
 // context switches from /proc/<pid>/task/<tid>/status
 // (voluntary_ctxt_switches + nonvoluntary_ctxt_switches, summed over the
 // live threads).
+//
+// Linux only (procfs, the parent-death signal): on other systems the
+// package holds this documentation alone, so that `go build ./...` passes
+// there (README, "Portability").
 package gwproc

@@ -60,4 +60,8 @@
 // label, such as the garbage collector's background workers, are "other"
 // and counted with the gateways); heap allocations (runtime.MemStats
 // Mallocs) per delivered packet.
+//
+// Linux only (sched_setaffinity(2); the reports are package rig's): on
+// other systems the package holds this documentation alone, so that `go
+// build ./...` passes there (README, "Portability").
 package inproc

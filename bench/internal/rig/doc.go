@@ -20,4 +20,8 @@
 // under 1% loss; "peak" is the most ever delivered, whatever the loss (the
 // definitions of the seed report). The machines this runs on are small and
 // shared: compare configurations measured in the same run, by ratio.
+//
+// Linux only (network namespaces, AF_XDP): on other systems the package
+// holds this documentation alone, so that `go build ./...` passes there
+// (README, "Portability").
 package rig

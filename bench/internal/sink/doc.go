@@ -9,4 +9,8 @@
 // and a large receive buffer; the kernel's own count of datagrams dropped
 // for lack of buffer space (RcvbufErrors in /proc/net/snmp, read with
 // ParseSNMP) shows whether the sink kept up.
+//
+// Linux only (TCP_INFO, SO_RCVBUFFORCE, /proc/net/snmp): on other systems
+// the package holds this documentation alone, so that `go build ./...`
+// passes there (README, "Portability").
 package sink

@@ -17,4 +17,8 @@
 // handshake roles. They need root, qemu-system-x86_64, /dev/net/tun and the
 // tools listed at Prepare; without them they skip, or fail under
 // WGPIO_REQUIRE_ALL=1.
+//
+// Linux only (qemu, a tap device, network namespaces): on other
+// systems the package holds this documentation alone, so that `go build
+// ./...` passes there (README, "Portability").
 package kwg

@@ -1,0 +1,33 @@
+// Package compatgw wires wgpio's compat mode together: stock wireguard-go
+// (golang.zx2c4.com/wireguard/device), unmodified, with its encrypted side
+// on a bind.Bind over an AF_XDP port on the WAN interface and its plaintext
+// side on a tundev.PortDevice over an AF_XDP port on the LAN interface. No
+// kernel UDP socket and no kernel TUN: frames go between the NIC queues and
+// wireguard-go's goroutines. It is the compat-mode counterpart of package
+// gateway/fastgw (ARCHITECTURE.md, "Two modes").
+//
+// Addresses are in the shared mode only (ARCHITECTURE.md, "Addresses and
+// neighbours"): the kernel keeps both interfaces' addresses and answers
+// ARP/NDP; next hops come from its routes and neighbours (package arp), and
+// the WAN's and the LAN's addresses are followed when they change
+// (addrs.go). The WAN's XDP program redirects UDP to the WAN addresses and
+// ListenPort; the LAN's redirects frames to the peers' allowed IPs (never
+// the host's own addresses), kept in step with wireguard-go's
+// configuration, wg(8) changes included, and to the prefixes that left
+// them, whose packets the LAN's PortDevice drops as no_route
+// (prefixes.go; a UAPI set by its difference, setfollow.go), so that the
+// host never forwards them by its other routes (a default route out of
+// the WAN, in cleartext). The LAN's packets to a peer without an endpoint
+// are dropped there too, as no_endpoint, and answered host unreachable,
+// for the peers the last sync saw without one (noendpoint.go).
+//
+// Start must run in the network namespace of the two interfaces (AF_XDP
+// sockets and netlink handles keep that namespace afterwards). It needs
+// Linux 5.10 or later (README, "Requirements") with XDP on both
+// interfaces (native or generic), and root or CAP_NET_ADMIN, CAP_NET_RAW
+// and CAP_BPF (plus RLIMIT_MEMLOCK or CAP_IPC_LOCK for the UMEMs).
+//
+// Linux only (AF_XDP, netlink): on other systems the package holds this
+// documentation alone, so that `go build ./...` passes there (README,
+// "Portability").
+package compatgw
