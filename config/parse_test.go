@@ -274,7 +274,7 @@ func TestParseErrors(t *testing.T) {
 		name, text, want string
 	}{
 		{"port too big", iface + "ListenPort = 70000\n", `wg0.conf:3: key "ListenPort": port 70000 out of range 1-65535`},
-		{"port zero", iface + "ListenPort = 0\n", `wg0.conf:3: key "ListenPort": port 0 out of range 1-65535`},
+		{"port zero", iface + "ListenPort = 0\n", `wg0.conf:3: key "ListenPort": port 0 out of range 1-65535 (wg(8)'s random port: leave the key out for that in compat-mqtun mode, or for 51820 in fast-path mode; compat mode needs a port named)`},
 		{"port huge", iface + "ListenPort = 99999999999999999999\n", `wg0.conf:3: key "ListenPort": port 99999999999999999999 out of range 1-65535`},
 		{"port not a number", iface + "ListenPort = 51820x\n", `wg0.conf:3: key "ListenPort": port "51820x" is not a number`},
 		{"port negative", iface + "ListenPort = -1\n", `wg0.conf:3: key "ListenPort": port "-1" is not a number`},

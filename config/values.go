@@ -81,6 +81,11 @@ func (p *parser) port(n int, key, v string) (uint16, bool) {
 		return 0, false
 	}
 	x, ok := digits(v)
+	if ok && x == 0 && key == "ListenPort" {
+		// wg(8) and wg-quick take 0 for a port the kernel picks.
+		p.errorf(n, key, "port 0 out of range 1-65535 (wg(8)'s random port: leave the key out for that in compat-mqtun mode, or for 51820 in fast-path mode; compat mode needs a port named)")
+		return 0, false
+	}
 	if !ok || x < 1 || x > 65535 {
 		p.errorf(n, key, "port %s out of range 1-65535", truncate(v, 20))
 		return 0, false

@@ -284,3 +284,15 @@ func TestTopLevelHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestUpUsageErrors: up without -c, or with a stray argument, is a usage
+// error (flagError: the usage printed, exit status 2), as check's, where
+// it exited 1 without the usage.
+func TestUpUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"wg0.conf"}, {"-c", "wg0.conf", "extra"}} {
+		var fe flagError
+		if err := cmdUp(args); !errors.As(err, &fe) {
+			t.Errorf("up %q: error %v (%T), want a usage error (exit status 2)", args, err, err)
+		}
+	}
+}

@@ -76,14 +76,21 @@ func cmdUp(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		if *conf == "" {
-			return fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), fs.Arg(0))
-		}
-		return fmt.Errorf("up: unexpected argument %q after the flags", fs.Arg(0))
+	// A missing -c or a stray argument is a usage error, as check's: the
+	// error, then the usage, exit status 2 (main).
+	var usageErr error
+	switch {
+	case fs.NArg() > 0 && *conf == "":
+		usageErr = fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), fs.Arg(0))
+	case fs.NArg() > 0:
+		usageErr = fmt.Errorf("up: unexpected argument %q after the flags", fs.Arg(0))
+	case *conf == "":
+		usageErr = errors.New("up: -c FILE is required")
 	}
-	if *conf == "" {
-		return errors.New("up: -c FILE is required")
+	if usageErr != nil {
+		fmt.Fprintln(fs.Output(), usageErr)
+		fs.Usage()
+		return flagError{usageErr}
 	}
 	switch config.Mode(*mode) {
 	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
