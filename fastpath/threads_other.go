@@ -25,5 +25,5 @@ func unpinCPU(*affinity) bool { return true }
 // checkCPUs refuses Config.CPUs: pinning a thread is sched_setaffinity(2),
 // Linux only.
 func checkCPUs(cpus []int) error {
-	return fmt.Errorf("fastpath: Config.CPUs %v: pinning workers to CPUs is not implemented on %s (leave it empty): %w", cpus, runtime.GOOS, dataplane.ErrNotSupported)
+	return fmt.Errorf("fastpath: Config.CPUs %v: pinning workers to CPUs is not supported on %s (leave it empty): %w", cpus, runtime.GOOS, dataplane.ErrNotSupported)
 }
