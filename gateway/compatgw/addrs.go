@@ -186,6 +186,31 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 	}
 }
 
+// noLANAddress is the warning of a LAN without an IPv4 or a global IPv6
+// address (srcaddr.Choose's sources), what fails with it: the LAN's hosts
+// have no router address to send to (the kernel answers ARP and NDP for
+// its own addresses only, so their ARP for the address they route
+// through goes unanswered), the kernel has no route toward them, so the
+// LAN device drops the decrypted packets for them (arp.KernelRoutes has
+// none: no_route), unanswered, and no ICMP error (fragmentation needed,
+// time exceeded, host unreachable) reaches them, for want of a source.
+const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), so nothing they send reaches the tunnel; " +
+	"the kernel has no route toward them, so what the tunnel sends them is dropped (no_route, lan (tundev) in wgpio stats), and no ICMP error reaches them; " +
+	"add the address the LAN's hosts route through (followed at once)"
+
+// noteLANAddress logs noLANAddress, with the interface's name and the fix,
+// when lan has neither an IPv4 nor a global IPv6 address and had one
+// before (had; true at start), so that it is said at start and once when
+// the last one is removed, not at every change while none is there; it
+// reports whether lan has one.
+func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
+	has := lan.v4.IsValid() || lan.v6.IsValid()
+	if !has && had {
+		g.log.Warn(noLANAddress, "interface", name, "fix", "ip addr add ADDRESS/PREFIX dev "+name)
+	}
+	return has
+}
+
 // lanAddressesChanged re-reads the LAN interface and makes its addresses of
 // now the host's, as fast-path mode does: frames from the LAN to them go
 // to the kernel (the LAN XDP filter's host addresses; without that, an
@@ -193,7 +218,9 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 // lies in a peer's allowed IPs was sent into the tunnel), and the answers
 // to oversized packets come from them (the LAN device's ICMP sources;
 // with those of start, a LAN that got its IPv6 address after start got no
-// "packet too big"). g.lanAddrs is the follower's alone once running.
+// "packet too big"). The last IPv4 or global IPv6 address removed is
+// warned about (noteLANAddress). g.lanAddrs and g.lanAddressed are the
+// follower's alone once running.
 func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	lan, err := readIface(h, name)
 	if err != nil {
@@ -205,6 +232,7 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	}
 	g.log.Info("LAN addresses changed", "interface", name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
+	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
 	if err := g.lan.SetHostAddrs(lan.all); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}

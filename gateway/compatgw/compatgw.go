@@ -141,8 +141,11 @@ type Gateway struct {
 	listenPort uint16
 
 	// lanAddrs are the LAN's addresses in its XDP filter's host
-	// addresses; the address follower's alone once Start returns.
-	lanAddrs []netip.Addr
+	// addresses, and lanAddressed whether one of them is an IPv4 or a
+	// global IPv6 address (noteLANAddress); the address follower's alone
+	// once Start returns.
+	lanAddrs     []netip.Addr
+	lanAddressed bool
 
 	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
 	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
@@ -307,6 +310,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.checkMTU(&cfg, wan, lan); err != nil {
 		return nil, err
 	}
+	// Not refused: an address added later is followed
+	// (lanAddressesChanged).
+	g.lanAddressed = g.noteLANAddress(cfg.LAN, lan, true)
 
 	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
 	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
