@@ -143,8 +143,12 @@ type PortDevice struct {
 	// writers (SetAllowedIPs, UpdateAllowedIPs).
 	allowed   atomic.Pointer[bart.Table[uint8]]
 	allowedMu sync.Mutex
-	loop      loopQueue   // Write → Read (loop.go)
-	routes    routeLookup // cfg.Routes' Route, or nil (router.go)
+	// hosts are the host's own addresses (SetHostAddrs), whose
+	// decrypted packets Write drops as local; nil while none. Loaded
+	// once per Write call.
+	hosts  atomic.Pointer[hostSet]
+	loop   loopQueue   // Write → Read (loop.go)
+	routes routeLookup // cfg.Routes' Route, or nil (router.go)
 	// icmpLimit rate-limits time exceeded (router.go) and host
 	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
 	// since epoch.

@@ -147,12 +147,17 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 // wanAddressesChanged re-reads the WAN interface and moves the XDP match
 // and the bind to its addresses: the sources and the further ones, at
 // which WireGuard is taken too and from which the bind answers a peer
-// that reached it there (bind's local.go).
+// that reached it there (bind's local.go). Its addresses and their
+// directed broadcasts are the host's (publishHostAddrs).
 func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) {
 	wan, err := readIface(h, name)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change", "err", err)
 		return
+	}
+	if !slices.Equal(wan.all, g.wanAll) {
+		g.wanAll = wan.all
+		g.publishHostAddrs()
 	}
 	addrs := wan.addrs()
 	g.wanMu.Lock()
@@ -212,10 +217,12 @@ func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 }
 
 // lanAddressesChanged re-reads the LAN interface and makes its addresses of
-// now the host's, as fast-path mode does: frames from the LAN to them go
-// to the kernel (the LAN XDP filter's host addresses; without that, an
+// now and their directed broadcasts the host's, as fast-path mode does:
+// frames from the LAN to them go to the kernel (the LAN XDP filter's host
+// addresses; without that, an
 // address added while running, such as a keepalived virtual address, that
-// lies in a peer's allowed IPs was sent into the tunnel), and the answers
+// lies in a peer's allowed IPs was sent into the tunnel), decrypted
+// packets to them are dropped (publishHostAddrs), and the answers
 // to oversized packets come from them (the LAN device's ICMP sources;
 // with those of start, a LAN that got its IPv6 address after start got no
 // "packet too big"). The last IPv4 or global IPv6 address removed is
@@ -237,4 +244,23 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
 	g.lanDev.SetICMPSources(lan.v4, lan.v6)
+	g.publishHostAddrs()
+}
+
+// publishHostAddrs tells the LAN device the host's own addresses
+// (tundev.PortDevice.SetHostAddrs): the tunnel addresses, and the LAN's
+// and the WAN's addresses with their IPv4 directed broadcasts
+// (iface.all), as Linux's local table holds them. A decrypted packet to
+// one of them Linux delivers locally and forwards none of; compat mode
+// has no way into the host's stack (no exception TUN, and the host no
+// route back into the tunnel for an answer), so the device drops it as
+// local, at once. Before, it was sent to the LAN: a directed broadcast
+// or the LAN's own address waited a second for a neighbour that never
+// answers, holding up the peer's packets behind it, and the latter was
+// answered "host unreachable" from itself; the tunnel and WAN addresses
+// were forwarded as any destination (back into the tunnel when a peer's
+// allowed IPs held them, else no_route). Called at start, then by the
+// address follower alone.
+func (g *Gateway) publishHostAddrs() {
+	g.lanDev.SetHostAddrs(slices.Concat(g.tunnelAddrs, g.lanAddrs, g.wanAll))
 }

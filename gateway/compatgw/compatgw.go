@@ -146,6 +146,12 @@ type Gateway struct {
 	// once Start returns.
 	lanAddrs     []netip.Addr
 	lanAddressed bool
+	// tunnelAddrs (Config.TunnelAddrs), lanAddrs and wanAll (the WAN's
+	// iface.all) are the host's own addresses the LAN device drops
+	// decrypted packets to (publishHostAddrs); wanAll is the address
+	// follower's alone once Start returns.
+	tunnelAddrs []netip.Addr
+	wanAll      []netip.Addr
 
 	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
 	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
@@ -206,12 +212,14 @@ type Gateway struct {
 	noEndpointOwners uint64
 }
 
-// iface is an interface's index, MTU (bytes) and first IPv4 and global
-// IPv6 address.
+// iface is an interface's index, MTU (bytes), first IPv4 and global IPv6
+// address and the host's own addresses on it.
 type iface struct {
 	index, mtu int
-	v4, v6     netip.Addr   // the sources: srcaddr.Choose
-	all        []netip.Addr // every address of the interface
+	v4, v6     netip.Addr // the sources: srcaddr.Choose
+	// all is every address of the interface, then its IPv4 directed
+	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
+	all []netip.Addr
 	// others are the further addresses WireGuard is taken at, left those
 	// past the XDP match's bound (srcaddr.Others).
 	others, left []netip.Addr
@@ -241,6 +249,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
+	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
 }
 
@@ -366,7 +375,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, err
 	}
 	g.noRoute = g.lanDev
-	g.lanAddrs = lan.all
+	g.lanAddrs, g.wanAll, g.tunnelAddrs = lan.all, wan.all, cfg.TunnelAddrs
+	g.publishHostAddrs()
 	if err := g.followLANMTU(lan.index); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
 	}
