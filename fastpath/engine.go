@@ -166,6 +166,13 @@ type Config struct {
 	// invalid (no such error of that family is sent). Read by New;
 	// SetLANAddrs replaces them.
 	LANAddr4, LANAddr6 netip.Addr
+	// LANLinkLocal6 is our IPv6 link-local address on the LAN (fe80::/10;
+	// another is taken for none): the source of the ICMPv6 errors we
+	// send to a LAN host's link-local address, as Linux's source address
+	// selection picks the address of the same scope (router.go,
+	// lanFrom); invalid: LANAddr6 is their source. Read by New;
+	// SetLANLinkLocal replaces it.
+	LANLinkLocal6 netip.Addr
 	// LANNeighbours and WANNeighbours answer ARP/NDP on each port (owned
 	// address mode); nil leaves ARP/NDP to the kernel (shared mode: the
 	// XDP program does not redirect them).
@@ -299,8 +306,10 @@ type Engine struct {
 	// mss4, mss6 are the MSS to clamp TCP SYNs to (0: no clamp).
 	mss4, mss6 uint16
 	// icmpSrc are the sources of the ICMP errors workers send (router.go;
-	// set by New and SetLANAddrs).
-	icmpSrc atomic.Pointer[icmpSources]
+	// set by New, SetLANAddrs and SetLANLinkLocal, which icmpSrcMu
+	// serializes).
+	icmpSrc   atomic.Pointer[icmpSources]
+	icmpSrcMu sync.Mutex
 	// lanMTU is the LAN port's MTU in bytes of IP packet (0 or less: no
 	// limit known): decrypted packets larger than it are fragmented or
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
@@ -404,7 +413,7 @@ func New(cfg Config) (*Engine, error) {
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
-	e.SetLANAddrs(cfg.LANAddr4, cfg.LANAddr6)
+	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)

@@ -30,10 +30,15 @@ import (
 //   - parameter problem (RFC 792, RFC 1812 §4.3.2.1 and §5.2.5; RFC 4443
 //     §3.4, RFC 8200 §4.2) for the IPv4 options and IPv6 hop-by-hop
 //     options Linux answers (optionsError), before the hop (Linux checks
-//     them as it receives the packet, before it forwards it).
+//     them as it receives the packet, before it forwards it);
+//   - destination unreachable, beyond scope of source address (RFC 4443
+//     §3.1 code 2) for an IPv6 packet from a link-local source that would
+//     leave the link it came from (RFC 4291 §2.5.6; Linux's ip6_forward,
+//     after the hop limit's check): scope.go.
 //
 // Each goes back the way the packet came, from the address Linux would
-// use (icmpSources: the interface it leaves by): to a LAN host from our
+// use (icmpSources: the interface it leaves by; to a link-local address,
+// the same interface's address of that scope): to a LAN host from our
 // LAN address (icmpToLAN), to a peer into the tunnel from our tunnel
 // address (icmpTunnel), to the host itself through the exception
 // interface (icmpToHost). All but the MTU errors spend the engine's rate
@@ -50,6 +55,7 @@ const (
 	icmpTooBig                       // fragmentation needed (type 3 code 4) / packet too big (type 2)
 	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
 	icmpParamProblem                 // parameter problem (type 12 / type 4)
+	icmpBeyondScope                  // beyond scope of source address (ICMPv6 type 1 code 2; IPv6 only)
 )
 
 // icmpError is an ICMP error about a packet: its kind, and for
@@ -77,13 +83,16 @@ func (e icmpError) type6() (typ, code uint8) {
 		return header.ICMPv6TypePacketTooBig, 0
 	case icmpUnreachable:
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable
+	case icmpBeyondScope:
+		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeBeyondScope
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
 
 // putICMPError writes into b the IP packet carrying e about the IP packet
 // p (IPv4 or IPv6 by its version nibble) from src, of p's family; see
-// header's Put functions for what b needs and the reasons they return.
+// header's Put functions for what b needs and the reasons they return
+// (icmpBeyondScope is IPv6's alone: none answers IPv4).
 // For icmpTooBig, p is a transit packet the worker drops for its size
 // after it took the hop (router.go): the hop is put back in p first, so
 // that the error quotes the packet as it arrived, as Linux's ip_forward
@@ -101,6 +110,8 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 			return header.PutICMPv4FragNeeded(b, s, p, uint16(min(e.mtu, 0xffff)))
 		case icmpUnreachable:
 			return header.PutICMPv4HostUnreachable(b, s, p)
+		case icmpBeyondScope:
+			return 0, header.ReasonICMPNotAllowed
 		}
 		return header.PutICMPv4ParamProblem(b, s, p, uint8(e.ptr))
 	}
@@ -112,6 +123,8 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 		return header.PutICMPv6PacketTooBig(b, s, p, uint32(e.mtu))
 	case icmpUnreachable:
 		return header.PutICMPv6AddrUnreachable(b, s, p)
+	case icmpBeyondScope:
+		return header.PutICMPv6BeyondScope(b, s, p)
 	}
 	return header.PutICMPv6ParamProblem(b, s, p, e.code, e.ptr)
 }
@@ -204,16 +217,13 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 }
 
 // lanError sends e about the IP packet p to its source on the LAN, at the
-// Ethernet address mac, from our LAN address of now (icmpSources). Nothing
-// is sent where RFC 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, past the
-// rate limit, or without a LAN address of the packet's family.
+// Ethernet address mac, from our LAN address of now (icmpSources.lanFrom:
+// the link-local one to a link-local source). Nothing is sent where RFC
+// 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, past the rate limit, or
+// without a LAN address of the packet's family.
 func (w *worker) lanError(p []byte, mac header.MAC, e icmpError, now int64) {
 	v4 := p[0]>>4 == header.IPv4Version
-	src := w.e.icmpSrc.Load()
-	from := src.lan6
-	if v4 {
-		from = src.lan4
-	}
+	from := w.e.icmpSrc.Load().lanFrom(p)
 	if !from.IsValid() || !w.icmpAllowed(p, e, viaLAN, now) {
 		return
 	}
@@ -243,14 +253,11 @@ func (w *worker) lanError(p []byte, mac header.MAC, e icmpError, now int64) {
 // icmpTunnel answers the IP packet p, which came out of the tunnel, with e
 // back into the tunnel, from our tunnel address of its family, or our LAN
 // address when we have no tunnel address (Linux's choice too: the address
-// of the interface the answer leaves by, else the host's primary one),
+// of the interface the answer leaves by, else the host's primary one; to
+// a link-local source the tunnel address alone: icmpSources.tunnelFrom),
 // sealed to the peer whose allowed IPs hold p's source (sendInner).
 func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
-	src := w.e.icmpSrc.Load()
-	from := src.tun6
-	if p[0]>>4 == header.IPv4Version {
-		from = src.tun4
-	}
+	from := w.e.icmpSrc.Load().tunnelFrom(p)
 	if !from.IsValid() || !w.icmpAllowed(p, e, viaTunnel, now) {
 		return
 	}

@@ -96,6 +96,7 @@ const (
 	innerTTLExceeded                      // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
 	innerOverLANMTU                       // larger than the LAN MTU (trimmed, no Ethernet)
 	innerMartian                          // an address no router forwards (transitAddrs)
+	innerScope                            // from a link-local source, beyond its link (scope.go; hop put back, trimmed, no Ethernet)
 	innerMulticast                        // to a multicast or broadcast address, without an exception interface
 	innerOptions                          // options Linux does not forward (headerOptions)
 	innerHairpin                          // back into the tunnel, to another peer or the same (hairpin.go; hop put back, LAN Ethernet in front)
@@ -310,7 +311,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		// broadcast destination goes to the exception interface, as
 		// Linux's wg0 delivers such a packet locally.
 		if routerWork && !(plainUnicast(ip) && optionsPlain(ip)) {
-			if v := w.notTransit(rt, ip, exc != nil); v != innerDeliver {
+			if v := w.notTransit(rt, ip, exc != nil, now); v != innerDeliver {
 				m.verdict = v
 				continue
 			}
@@ -479,6 +480,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			w.timeExceededTunnel(f.Data(), now)
 		case innerMartian:
 			bad[DropMartian]++
+		case innerScope:
+			bad[DropMartian]++
+			w.icmpTunnel(f.Data(), icmpError{kind: icmpBeyondScope}, now)
 		case innerMulticast:
 			bad[DropMulticast]++
 		case innerOptions:
@@ -622,17 +626,20 @@ func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
 
 // notTransit returns the verdict on the decrypted packet ip (snapshot rt)
 // whose addresses or options plainUnicast and optionsPlain did not settle: innerDeliver (meaning: go on) when transitChecks passes it,
-// innerMartian, innerOptions, or for a multicast or broadcast destination
+// innerMartian, innerOptions, scopeVerdict's for a link-local source, or
+// for a multicast or broadcast destination
 // innerOwn (the hop undone) when the gateway has an exception interface
 // (exc), innerMulticast when it has none. Not inlined: a rare path, kept
 // out of authenticate's loop.
 //
 //go:noinline
-func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool) innerVerdict {
+func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool, now int64) innerVerdict {
 	why, ok := transitChecks(rt, ip)
 	switch {
 	case ok:
 		return innerDeliver
+	case why == DropMartian && beyondScope(ip):
+		return w.scopeVerdict(rt, ip, exc, now)
 	case why == DropMartian:
 		return innerMartian
 	case why == DropIPOptions:

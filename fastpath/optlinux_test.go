@@ -53,6 +53,9 @@ func TestOptionsAgainstLinux(t *testing.T) {
 type linuxRouter struct {
 	send, recv int
 	rMAC       [6]byte // r's end toward a
+	// srcs are the sources of r's errors toward a: its addresses there
+	// (linuxRouterA4, linuxRouterA6, linuxRouterLL6).
+	srcs *icmpSources
 }
 
 const linuxPort0 = 10000 // the UDP destination port of the first packet sent
@@ -83,6 +86,11 @@ func newLinuxRouter(t *testing.T, prefix string) *linuxRouter {
 		dev, pfx string
 	}{
 		{a, va.A, "2001:db8:a::1/64"}, {r, va.B, "2001:db8:a::2/64"}, {r, vb.B, "2001:db8:b::2/64"}, {b, vb.A, "2001:db8:b::1/64"},
+		// A link-local address of r's toward a ready at once: the
+		// source Linux picks for its errors to a link-local address
+		// on a's link (the kernel's own one is tentative for a second
+		// or two, and is no nearer to fe80::1).
+		{r, va.B, linuxRouterLL6.String() + "/64"},
 	} {
 		if _, err := c.ns.Run("ip", "-6", "addr", "add", c.pfx, "dev", c.dev, "nodad"); err != nil {
 			t.Fatal(err)
@@ -111,11 +119,21 @@ func newLinuxRouter(t *testing.T, prefix string) *linuxRouter {
 			t.Fatal(err)
 		}
 	}
+	// The link-local source fe80::1 is a's: the router's errors to it
+	// go there, as a gateway's go to a LAN frame's sender.
+	aMAC, err := a.LinkMAC(va.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run("ip", "-6", "neigh", "replace", "fe80::1", "lladdr", aMAC.String(), "nud", "permanent", "dev", va.B); err != nil {
+		t.Fatal(err)
+	}
 	l, err := r.Handle().LinkByName(va.B)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &linuxRouter{send: packetSocket(t, a, va.A), recv: packetSocket(t, b, vb.A), rMAC: [6]byte(l.Attrs().HardwareAddr)}
+	return &linuxRouter{send: packetSocket(t, a, va.A), recv: packetSocket(t, b, vb.A), rMAC: [6]byte(l.Attrs().HardwareAddr),
+		srcs: &icmpSources{lan4: linuxRouterA4, lan6: linuxRouterA6, lanLL6: linuxRouterLL6}}
 }
 
 // compare sends the IP packets sent from a through the router, packet i
@@ -202,7 +220,7 @@ func (lr *linuxRouter) compare(t *testing.T, sent [][]byte) {
 		if !routedToA(ip) {
 			continue // Linux's error, if any, leaves toward b
 		}
-		if msg := compareICMP(ip, errs[i]); msg != "" {
+		if msg := compareICMP(lr.srcs, ip, errs[i]); msg != "" {
 			if badICMP++; badICMP <= 10 {
 				t.Errorf("packet %d: %s: %x", i, msg, ip)
 			}
@@ -279,34 +297,42 @@ func gatewayForwards(ip []byte) bool {
 // Linux router r's addresses toward a: the source of its errors to a;
 // and b's addresses.
 var (
-	linuxRouterA4 = netip.MustParseAddr("198.18.10.2")
-	linuxRouterA6 = netip.MustParseAddr("2001:db8:a::2")
-	linuxHostB4   = netip.MustParseAddr("198.18.11.1")
-	linuxHostB6   = netip.MustParseAddr("2001:db8:b::1")
+	linuxRouterA4  = netip.MustParseAddr("198.18.10.2")
+	linuxRouterA6  = netip.MustParseAddr("2001:db8:a::2")
+	linuxRouterLL6 = netip.MustParseAddr("fe80::2")
+	linuxHostB4    = netip.MustParseAddr("198.18.11.1")
+	linuxHostB6    = netip.MustParseAddr("2001:db8:b::1")
 )
 
 // gatewayICMP is the error the gateway answers the transit packet ip from
 // the LAN with, as its addresses and options go (transitChecks, then
-// optionsError), from r's address toward a, as an IP packet; nil for
-// none.
-func gatewayICMP(ip []byte) []byte {
+// optionsError, or for a link-local source refused's time exceeded or
+// beyond scope), from the address of srcs it picks for the sender
+// (lanFrom), as an IP packet; nil for none.
+func gatewayICMP(srcs *icmpSources, ip []byte) []byte {
 	var p header.Packet
 	if header.ParseL3(ip, &p) != header.OK {
 		return nil
 	}
 	ip = ip[:p.L3End]
 	why, ok := transitChecks(&routeTable{}, ip)
-	if ok || why != DropIPOptions {
+	var e icmpError
+	switch {
+	case ok:
+		return nil
+	case why == DropIPOptions:
+		if e, ok = optionsError(ip); !ok {
+			return nil
+		}
+	case why == DropMartian && beyondScope(ip):
+		e = icmpError{kind: icmpBeyondScope}
+		if ip[7] <= 1 {
+			e = icmpError{kind: icmpTimeExceeded}
+		}
+	default:
 		return nil
 	}
-	e, ok := optionsError(ip)
-	if !ok {
-		return nil
-	}
-	src := linuxRouterA6
-	if ip[0]>>4 == header.IPv4Version {
-		src = linuxRouterA4
-	}
+	src := srcs.lanFrom(ip)
 	b := make([]byte, header.ICMPv6ErrorMaxLen)
 	n, r := putICMPError(b, src, ip, e)
 	if r != header.OK {
@@ -327,8 +353,8 @@ func gatewayICMP(ip []byte) []byte {
 // route and CIPSO options it compiled before the bad one into its error's
 // header (__ip_options_echo), the gateway sends a plain header (README;
 // compare counts them).
-func compareICMP(ip, got []byte) string {
-	want := gatewayICMP(ip)
+func compareICMP(srcs *icmpSources, ip, got []byte) string {
+	want := gatewayICMP(srcs, ip)
 	if want == nil && got != nil {
 		if _, m := icmpOf(got); got[0]>>4 == header.IPv4Version && m[0] == 3 && m[1] == 1 || got[0]>>4 == header.IPv6Version && m[0] == 1 && m[1] == 3 {
 			// Linux's neighbour resolution failed (a link-local
@@ -368,9 +394,8 @@ func compareICMP(ip, got []byte) string {
 // routedToA reports whether the router's route back to the source of ip
 // leads to a (a's subnets): Linux sends its error along that route, the
 // gateway back to the LAN frame's sender; for other sources the two
-// differ by the test's routes, not by the error. (A link-local source,
-// fe80::1, is no address of a's: Linux's error waits for a neighbour that
-// never answers.)
+// differ by the test's routes, not by the error. The link-local source
+// fe80::1 is a's (newLinuxRouter gives r its MAC).
 func routedToA(ip []byte) bool {
 	var src netip.Addr
 	if ip[0]>>4 == header.IPv4Version {
@@ -378,7 +403,8 @@ func routedToA(ip []byte) bool {
 	} else {
 		src = netip.AddrFrom16(header.IPv6(ip).SrcBytes())
 	}
-	return netip.MustParsePrefix("198.18.10.0/24").Contains(src) || netip.MustParsePrefix("2001:db8:a::/64").Contains(src)
+	return netip.MustParsePrefix("198.18.10.0/24").Contains(src) || netip.MustParsePrefix("2001:db8:a::/64").Contains(src) ||
+		src == netip.MustParseAddr("fe80::1")
 }
 
 // quotedPort returns the IP packet of the Ethernet frame f when it is an

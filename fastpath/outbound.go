@@ -117,12 +117,11 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		// route, as Linux's route input does.
 		if ip := d[w.pkt.L3Off:]; routerWork && !(plainUnicast(ip) && optionsPlain(ip) && !rt.mayOwn(ip)) {
 			if why, ok := transitChecks(rt, ip); !ok {
-				if why == DropIPOptions && fromLAN { // parameter problem (optionserr.go)
-					w.optionsDrop(f, w.pkt.L3Off, w.pkt.L3End-w.pkt.L3Off, now)
+				if why, ok = w.refused(f, ip, why, fromLAN, now); !ok { // answered as Linux does (scope.go)
+					bad[why]++
+					left++
+					continue
 				}
-				bad[why]++
-				left++
-				continue
 			}
 		}
 		if w.pkt.Dst != lastDst { // a burst is mostly a few flows

@@ -55,7 +55,12 @@ func TestReplayRunsConcurrent(t *testing.T) {
 					if rng.IntN(3) == 0 || burst == 0 {
 						w.counters[i] = next[s].Add(1) - 1
 					} else {
-						w.counters[i] = next[s].Load() - min(next[s].Load(), uint64(rng.IntN(50)))
+						// One load: the other worker may reserve
+						// between two, and a second, larger value
+						// under the first (cur < 50) wrapped the
+						// counter to near 2^64, past the limit.
+						cur := next[s].Load()
+						w.counters[i] = cur - min(cur, uint64(rng.IntN(50)))
 					}
 				}
 				w.replayCheck(k)

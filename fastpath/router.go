@@ -44,13 +44,56 @@ type fwdState struct {
 // Linux chooses them for a forwarded packet's error: an address of the
 // interface the error leaves by (RFC 1812 §4.3.2.4; RFC 4443 §2.2),
 // else the host's primary one. lan4, lan6 are our LAN addresses (errors
-// toward LAN hosts); tun4, tun6 our first tunnel address of the family,
-// else the LAN one (errors into the tunnel). Invalid: no error of that
-// family is sent. Never modified after Engine.SetLANAddrs publishes it;
-// a worker loads it once per error it sends (no lock, no allocation).
+// toward LAN hosts), lanLL6 our link-local one there (errors to a LAN
+// host's link-local address; invalid: lan6 instead); tun4, tun6 our
+// first tunnel address of the family, else the LAN one (errors into the
+// tunnel), own6 the tunnel one alone (errors into the tunnel to a
+// link-local address; invalid: none is sent). Invalid: no error of that
+// family is sent. Never modified after Engine.SetLANAddrs or
+// SetLANLinkLocal publishes it; a worker loads it once per error it sends
+// (no lock, no allocation).
 type icmpSources struct {
-	lan4, lan6 netip.Addr
-	tun4, tun6 netip.Addr
+	lan4, lan6, lanLL6 netip.Addr
+	tun4, tun6, own6   netip.Addr
+}
+
+// lanFrom returns the source of an error toward the LAN host that sent
+// the IP packet p: our LAN address of p's family, our link-local one for
+// a link-local sender when we have one. Linux's source address selection
+// for a link-local destination takes the addresses of the interface the
+// error leaves by alone, and of those the one of the same scope (RFC 6724
+// §5 rule 2; ipv6_dev_get_saddr), as seen on Linux 6.18.
+func (s *icmpSources) lanFrom(p []byte) netip.Addr {
+	if p[0]>>4 == header.IPv4Version {
+		return s.lan4
+	}
+	if s.lanLL6.IsValid() && linkLocalSource(p) {
+		return s.lanLL6
+	}
+	return s.lan6
+}
+
+// tunnelFrom returns the source of an error into the tunnel about the IP
+// packet p: our tunnel address of p's family, else our LAN address; for a
+// link-local sender our tunnel address alone (invalid: no error), as
+// Linux's source address selection for a link-local destination takes
+// only the addresses of wg0, the interface the error leaves by, and sends
+// nothing when it has none (seen on Linux 6.18: wg0 has no link-local
+// address of its own).
+func (s *icmpSources) tunnelFrom(p []byte) netip.Addr {
+	switch {
+	case p[0]>>4 == header.IPv4Version:
+		return s.tun4
+	case linkLocalSource(p):
+		return s.own6
+	}
+	return s.tun6
+}
+
+// linkLocalSource reports whether the IP packet p is IPv6 from a
+// link-local address (fe80::/10).
+func linkLocalSource(p []byte) bool {
+	return p[0]>>4 == header.IPv6Version && p[8] == 0xfe && p[9]&0xc0 == 0x80
 }
 
 // SetLANAddrs replaces Config.LANAddr4 and LANAddr6, our LAN addresses,
@@ -60,12 +103,42 @@ type icmpSources struct {
 // Either may be invalid: no error of that family is sent then. Safe for
 // concurrent use; it allocates, the workers do not.
 func (e *Engine) SetLANAddrs(addr4, addr6 netip.Addr) {
-	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, tun4: addr4.Unmap(), tun6: addr6}
+	e.icmpSrcMu.Lock()
+	defer e.icmpSrcMu.Unlock()
+	var ll6 netip.Addr
+	if old := e.icmpSrc.Load(); old != nil {
+		ll6 = old.lanLL6
+	}
+	e.storeICMPSources(addr4, addr6, ll6)
+}
+
+// SetLANLinkLocal replaces Config.LANLinkLocal6, our IPv6 link-local
+// address on the LAN, while the engine runs: the ICMPv6 errors workers
+// send to LAN hosts' link-local addresses come from it from the next
+// error on (from LANAddr6 when it is invalid). Safe for concurrent use;
+// it allocates, the workers do not.
+func (e *Engine) SetLANLinkLocal(addr netip.Addr) {
+	e.icmpSrcMu.Lock()
+	defer e.icmpSrcMu.Unlock()
+	var v4, v6 netip.Addr
+	if old := e.icmpSrc.Load(); old != nil {
+		v4, v6 = old.lan4, old.lan6
+	}
+	e.storeICMPSources(v4, v6, addr)
+}
+
+// storeICMPSources publishes the sources made of our LAN addresses and
+// the tunnel addresses (Config.TunnelAddrs); e.icmpSrcMu held.
+func (e *Engine) storeICMPSources(addr4, addr6, ll6 netip.Addr) {
+	if !ll6.Is6() || !ll6.IsLinkLocalUnicast() {
+		ll6 = netip.Addr{}
+	}
+	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, lanLL6: ll6, tun4: addr4.Unmap(), tun6: addr6}
 	for i := len(e.cfg.TunnelAddrs) - 1; i >= 0; i-- {
 		if a := e.cfg.TunnelAddrs[i].Unmap(); a.Is4() {
 			s.tun4 = a
 		} else if a.Is6() {
-			s.tun6 = a
+			s.tun6, s.own6 = a, a
 		}
 	}
 	e.icmpSrc.Store(s)
@@ -77,6 +150,11 @@ func (e *Engine) LANAddrs() (addr4, addr6 netip.Addr) {
 	s := e.icmpSrc.Load()
 	return s.lan4, s.lan6
 }
+
+// LANLinkLocal returns the link-local address ICMPv6 errors toward LAN
+// hosts' link-local addresses come from (Config.LANLinkLocal6, or
+// SetLANLinkLocal's latest); invalid: none, LANAddrs' IPv6 one instead.
+func (e *Engine) LANLinkLocal() netip.Addr { return e.icmpSrc.Load().lanLL6 }
 
 // icmpToLAN answers the IP packet in f (its data from the IP header, the
 // Ethernet header of l2 bytes still in the headroom) toward its sender on
@@ -272,13 +350,15 @@ func (w *worker) mtuErrorTunnel(p []byte, mtu int, now int64) {
 }
 
 // transitAddrs is header.TransitAddrs as a DropReason: DropMartian or
-// DropMulticast for what Linux's forwarding path drops by its addresses.
-// Callers ask plainUnicast first, which settles the common packet inline.
+// DropMulticast for what Linux's forwarding path drops by its addresses,
+// DropMartian too for a link-local source beyond its link, which callers
+// tell apart (beyondScope, scope.go). Callers ask plainUnicast first,
+// which settles the common packet inline.
 //
 //go:noinline
 func transitAddrs(p []byte) (DropReason, bool) {
 	switch header.TransitAddrs(p) {
-	case header.TransitMartian:
+	case header.TransitMartian, header.TransitBeyondScope:
 		return DropMartian, false
 	case header.TransitMulticast:
 		return DropMulticast, false

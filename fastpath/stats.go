@@ -112,7 +112,9 @@ const (
 	// or 127/8, or an IPv4 source that is one of the host's own
 	// addresses (routeTable.ownSource); IPv6 source ::, ::1, multicast or
 	// link-local, destination ::1 or link-local. Linux drops the same as
-	// martians (IPv4) or address errors (IPv6).
+	// martians (IPv4) or address errors (IPv6), and answers a link-local
+	// source with "beyond scope of source address" (scope.go), as the
+	// gateway does.
 	DropMartian
 	// DropMulticast: a transit packet to a multicast address or
 	// 255.255.255.255, which Linux, without a multicast routing daemon,
@@ -233,10 +235,12 @@ type QueueStats struct {
 	ToHost uint64 `json:"to_host"`
 	// ICMPSent counts ICMP errors sent (to LAN hosts, into the tunnel and
 	// to the host: time exceeded, fragmentation needed / packet too big,
-	// host / address unreachable, parameter problem; icmperr.go).
+	// host / address unreachable, beyond scope of source address,
+	// parameter problem; icmperr.go).
 	ICMPSent uint64 `json:"icmp_sent"`
-	// ICMPSuppressed counts time exceeded, host unreachable and parameter
-	// problem errors not sent because of the rate limits
+	// ICMPSuppressed counts time exceeded, host unreachable, beyond
+	// scope and parameter problem errors not sent because of the rate
+	// limits
 	// (Config.ICMPRate, ICMPBurst, ICMPDestInterval), which all workers
 	// share.
 	ICMPSuppressed uint64 `json:"icmp_suppressed"`

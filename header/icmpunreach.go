@@ -13,8 +13,10 @@ const (
 	// octet of the offending header that is wrong.
 	ICMPv4TypeParamProblem = 12
 	// ICMPv6TypeDestUnreachable with ICMPv6CodeAddrUnreachable is
-	// "address unreachable" (RFC 4443 §3.1).
+	// "address unreachable", with ICMPv6CodeBeyondScope "beyond scope of
+	// source address" (RFC 4443 §3.1).
 	ICMPv6TypeDestUnreachable = 1
+	ICMPv6CodeBeyondScope     = 2
 	ICMPv6CodeAddrUnreachable = 3
 	// ICMPv6TypeParamProblem is "parameter problem" (RFC 4443 §3.4):
 	// bytes 4–7 are the offset of the error from the start of the
@@ -63,6 +65,20 @@ func PutICMPv4ParamProblem(b []byte, src [4]byte, offending []byte, ptr uint8) (
 // overlap.
 func PutICMPv6AddrUnreachable(b []byte, src [16]byte, offending []byte) (int, Reason) {
 	return putICMPv6Error(b, src, offending, ICMPv6TypeDestUnreachable, ICMPv6CodeAddrUnreachable, 0)
+}
+
+// PutICMPv6BeyondScope writes, into b, ICMPv6 "destination unreachable,
+// beyond scope of source address" (type 1, code 2, RFC 4443 §3.1) from src
+// to the source of offending, as a router answers a packet from a
+// link-local source that it would have to forward off that source's link
+// (RFC 4291 §2.5.6; Linux's ip6_forward). The rules are
+// PutICMPv6AddrUnreachable's; offending is quoted as it is (the caller
+// passes it as received: Linux answers before it lowers the hop limit).
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv6BeyondScope(b []byte, src [16]byte, offending []byte) (int, Reason) {
+	return putICMPv6Error(b, src, offending, ICMPv6TypeDestUnreachable, ICMPv6CodeBeyondScope, 0)
 }
 
 // PutICMPv6ParamProblem writes, into b, ICMPv6 "parameter problem" (type

@@ -30,6 +30,8 @@ func TestUnreachableAndParamProblem(t *testing.T) {
 		{"v4 host unreachable", func() (int, Reason) { return PutICMPv4HostUnreachable(b[:], gw4, p4) }, p4, 3, 1, 0, OK},
 		{"v4 parameter problem", func() (int, Reason) { return PutICMPv4ParamProblem(b[:], gw4, p4, 22) }, p4, 12, 0, 22 << 24, OK},
 		{"v6 address unreachable", func() (int, Reason) { return PutICMPv6AddrUnreachable(b[:], gw6, p6) }, p6, 1, 3, 0, OK},
+		{"v6 beyond scope", func() (int, Reason) { return PutICMPv6BeyondScope(b[:], gw6, p6) }, p6, 1, 2, 0, OK},
+		{"v6 beyond scope, multicast destination", func() (int, Reason) { return PutICMPv6BeyondScope(b[:], gw6, m6) }, m6, 0, 0, 0, ReasonICMPNotAllowed},
 		{"v6 parameter problem code 2", func() (int, Reason) { return PutICMPv6ParamProblem(b[:], gw6, p6, 2, 42) }, p6, 4, 2, 42, OK},
 		{"v6 address unreachable, multicast destination", func() (int, Reason) { return PutICMPv6AddrUnreachable(b[:], gw6, m6) }, m6, 0, 0, 0, ReasonICMPNotAllowed},
 		{"v6 parameter problem code 0, multicast destination", func() (int, Reason) { return PutICMPv6ParamProblem(b[:], gw6, m6, 0, 42) }, m6, 0, 0, 0, ReasonICMPNotAllowed},

@@ -17,6 +17,11 @@ const (
 	// TransitIPOptions: IPv4 options or an IPv6 hop-by-hop header Linux
 	// does not forward (TransitOptions).
 	TransitIPOptions
+	// TransitBeyondScope: an IPv6 link-local source to a unicast
+	// destination beyond its link (TransitAddrs), which a router answers
+	// with destination unreachable, code 2, "beyond scope of source
+	// address" (RFC 4443 §3.1; PutICMPv6BeyondScope).
+	TransitBeyondScope
 )
 
 // TransitAddrs judges the addresses of the transit IP packet p (IPv4 or
@@ -26,14 +31,26 @@ const (
 //     255.255.255.255, or destination 0.0.0.0 or 127/8 (Linux
 //     ip_route_input_slow's "martian source" and "martian destination";
 //     the rest of 0/8 and 240/4 Linux forwards, RFC 1812 §5.3.7
-//     notwithstanding: seen on Linux 6.18); an IPv6 source ::, ::1,
-//     multicast (RFC 4291 §2.7) or link-local, or destination ::1 or
-//     link-local (RFC 4291 §2.5.6: never forwarded off their link; Linux
-//     ip6_rcv_core and ip6_forward). An IPv6 destination :: and
-//     IPv4-mapped addresses are forwarded, as Linux does.
+//     notwithstanding: seen on Linux 6.18); an IPv6 source ::, ::1 or
+//     multicast (RFC 4291 §2.7), or destination ::1 or link-local (RFC
+//     4291 §2.5.6: never forwarded off its link; Linux ip6_rcv_core and
+//     ip6_forward). An IPv6 destination :: and IPv4-mapped addresses are
+//     forwarded, as Linux does.
 //   - TransitMulticast: a multicast or limited-broadcast destination,
 //     which Linux forwards only with a multicast routing daemon
-//     (multicast) or never (255.255.255.255, RFC 1812 §5.3.5.1).
+//     (multicast) or never (255.255.255.255, RFC 1812 §5.3.5.1),
+//     whatever its source but those above: a link-local source may send
+//     to a group (RFC 4291 §2.5.6), and Linux delivers such a packet
+//     locally (ip6_mc_input).
+//   - TransitBeyondScope: an IPv6 link-local source (RFC 4291 §2.5.6) to
+//     any other destination, which Linux's ip6_forward drops and answers
+//     with "beyond scope of source address" (RFC 4443 §3.1), unless the
+//     packet leaves by the interface it came in by: that branch of
+//     ip6_forward (where it sends a redirect) does not judge the source,
+//     and Linux's wg0 sends such a packet on to the peer whose allowed
+//     IPs hold its destination (seen on Linux 6.18). The caller, which
+//     knows the route, decides; its hop limit is judged first (time
+//     exceeded, as ip6_forward).
 //
 // Callers ask PlainUnicast first, which settles the common packet inline.
 // The host's own addresses are the caller's to judge (it knows them).
@@ -54,11 +71,13 @@ func TransitAddrs(p []byte) Transit {
 	// address first: Linux judges ::ffff:127.0.0.1 as IPv6 (forwarded).
 	src, dst := p[8:24], p[24:40]
 	switch {
-	case src[0] == 0 && zeroOrOne(src), src[0] == 0xff, linkLocal6(src),
+	case src[0] == 0 && zeroOrOne(src), src[0] == 0xff,
 		dst[0] == 0 && zeroOrOne(dst) && dst[15] == 1, linkLocal6(dst):
 		return TransitMartian
 	case dst[0] == 0xff:
 		return TransitMulticast
+	case linkLocal6(src):
+		return TransitBeyondScope
 	}
 	return TransitOK
 }

@@ -37,11 +37,17 @@ type ICMPRate = icmprate.Config
 //     §3.1 code 3) into the tunnel for a decrypted packet whose LAN next
 //     hop did not resolve (no_neighbour), as Linux's neighbour layer
 //     answers the packets it queued when resolution fails
-//     (arp_error_report, ndisc_error_report).
+//     (arp_error_report, ndisc_error_report);
+//   - destination unreachable, beyond scope of source address (RFC 4443
+//     §3.1 code 2) for an IPv6 packet from a link-local source that would
+//     leave its link (RFC 4291 §2.5.6; Linux's ip6_forward, after the hop
+//     limit's check; router.go).
 //
 // Each goes back the way the packet came: to the LAN host from our LAN
-// address (icmpErrorLAN), or into the tunnel from our tunnel address
-// (icmpErrorTunnel, through the loop queue). Both spend the device's rate
+// address (icmpErrorLAN; to a link-local address from our link-local
+// one), or into the tunnel from our tunnel address (icmpErrorTunnel,
+// through the loop queue; to a link-local address from the tunnel
+// address alone: icmpSources). Both spend the device's rate
 // limiter (PortConfig.ICMPRate; Linux's icmp_ratemask holds both kinds)
 // and are counted (PortStats.ICMPErrors, ICMPSuppressed). Host
 // unreachable toward the LAN is unreach.go's; fragmentation needed / packet too big,
@@ -55,6 +61,7 @@ const (
 	icmpParamProblem                 // parameter problem (type 12 / type 4)
 	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
 	icmpTooBig                       // fragmentation needed (type 3 code 4) / packet too big (type 2), never limited
+	icmpBeyondScope                  // beyond scope of source address (ICMPv6 type 1 code 2; IPv6 only)
 )
 
 // icmpError is an error about a transit packet: its kind, and for
@@ -76,16 +83,21 @@ func (e icmpError) type6() (typ, code uint8) {
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable
 	case icmpTooBig:
 		return header.ICMPv6TypePacketTooBig, 0
+	case icmpBeyondScope:
+		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeBeyondScope
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
 
 // put writes into b the IP packet carrying e about the IP packet p (IPv4 or
 // IPv6 by its version nibble) from src, of p's family; see header's Put
-// functions for what b needs and the reasons they return.
+// functions for what b needs and the reasons they return (icmpBeyondScope
+// is IPv6's alone: none answers IPv4).
 func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) {
 	if p[0]>>4 == header.IPv4Version {
 		switch e.kind {
+		case icmpBeyondScope:
+			return 0, header.ReasonICMPNotAllowed
 		case icmpTimeExceeded:
 			return header.PutICMPv4TimeExceeded(b, src.As4(), p)
 		case icmpUnreachable:
@@ -102,6 +114,8 @@ func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) 
 		return header.PutICMPv6AddrUnreachable(b, src.As16(), p)
 	case icmpTooBig:
 		return header.PutICMPv6PacketTooBig(b, src.As16(), p, uint32(e.mtu))
+	case icmpBeyondScope:
+		return header.PutICMPv6BeyondScope(b, src.As16(), p)
 	}
 	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
 }
@@ -161,15 +175,12 @@ func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) 
 
 // icmpErrorLAN answers pkt, received from the LAN in a frame whose
 // Ethernet header (and 802.1Q tag) is eth, with e to its Ethernet source
-// from our LAN address of its family (PortConfig.ICMPSource4/6), as
-// overMTU answers; the route back is the LAN's (routeBits). Read's
-// goroutine only (d.reply).
+// from our LAN address of its family (PortConfig.ICMPSource4/6; to a
+// link-local sender ICMPLinkLocal6: icmpSources.lanFrom), as overMTU
+// answers; the route back is the LAN's (routeBits). Read's goroutine only
+// (d.reply).
 func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
-	src := d.icmpSrc.Load()
-	from := src.v6
-	if pkt[0]>>4 == header.IPv4Version {
-		from = src.v4
-	}
+	from := d.icmpSrc.Load().lanFrom(pkt)
 	if !from.IsValid() || from.Is4() != (pkt[0]>>4 == header.IPv4Version) || !d.icmpAllowed(pkt, e, d.routeBits) {
 		return
 	}
@@ -198,16 +209,13 @@ func (d *PortDevice) optionsErrorLAN(eth, pkt []byte) {
 
 // icmpErrorTunnel answers pkt, a decrypted packet, with e back into the
 // tunnel: the error, from our tunnel address of pkt's family
-// (PortConfig.TunnelSource4/6, else the LAN one), is built in the loop
+// (PortConfig.TunnelSource4/6, else the LAN one; to a link-local sender
+// the tunnel address alone: icmpSources.tunnelFrom), is built in the loop
 // queue and read by wireguard-go, which seals it to the peer whose allowed
 // IPs hold pkt's source; the route back is that peer's prefix in al (a
 // /128 without one). Safe for concurrent use (Write's goroutines).
 func (d *PortDevice) icmpErrorTunnel(pkt []byte, e icmpError, al *bart.Table[uint8]) {
-	src := d.icmpSrc.Load()
-	from := src.tun6
-	if pkt[0]>>4 == header.IPv4Version {
-		from = src.tun4
-	}
+	from := d.icmpSrc.Load().tunnelFrom(pkt)
 	bits := func(dst netip.Addr) int {
 		if al != nil {
 			if b, ok := al.Lookup(dst); ok {
@@ -219,7 +227,7 @@ func (d *PortDevice) icmpErrorTunnel(pkt []byte, e icmpError, al *bart.Table[uin
 	if !from.IsValid() || from.Is4() != (pkt[0]>>4 == header.IPv4Version) || !d.icmpAllowed(pkt, e, bits) {
 		return
 	}
-	if d.loop.icmpError(d, pkt, src, e) {
+	if d.loop.icmpError(d, pkt, from, e) {
 		d.ctr.icmp.Add(1)
 	}
 }

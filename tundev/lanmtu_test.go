@@ -277,3 +277,49 @@ func TestPortDeviceBroadcastOverMTU(t *testing.T) {
 		t.Errorf("Stats = %+v, want 1 too_big, no ICMP error", s)
 	}
 }
+
+// TestPortDeviceWriteTrailingBytes: Write judges a packet by its length
+// field, as Linux trims what a device hands it to the IP packet before
+// its MTU checks (ip_rcv_core, ipv6_rcv): a buffer with bytes past the
+// packet is sent as the packet alone, whole when the packet fits the MTU
+// of its way out (the LAN's, or the tunnel's peer to peer) though the
+// buffer does not. A buffer shorter than its length field, or an IPv4
+// total length shorter than the header, is malformed. Before, the buffer's
+// length was judged: such packets with DF or IPv6 were dropped as too_big
+// and answered, and the rest went out with the trailing bytes.
+func TestPortDeviceWriteTrailingBytes(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500; the tunnel's 1420
+	const off = 16
+	trail := bytes.Repeat([]byte{0xee}, 300)
+	toLAN4 := ipPacket(peerA, hostIP, bytes.Repeat([]byte{1}, 1400))
+	toLAN6 := ipPacket(peerA6, hostIP6, bytes.Repeat([]byte{2}, 1400))
+	toPeer := ipPacket(peerA, peerB, bytes.Repeat([]byte{3}, 1350))
+	short := ipPacket(peerA, hostIP, bytes.Repeat([]byte{4}, 100))
+	binary.BigEndian.PutUint16(short[2:4], uint16(len(short)+1)) // one past the buffer
+	header.IPv4(short).SetChecksum()
+	below := ipPacket(peerA, hostIP, nil)
+	binary.BigEndian.PutUint16(below[2:4], 19)
+	header.IPv4(below).SetChecksum()
+	var bufs [][]byte
+	for _, p := range [][]byte{toLAN4, toLAN6, toPeer} {
+		bufs = append(bufs, append(append(make([]byte, off), p...), trail...))
+	}
+	bufs = append(bufs, append(make([]byte, off), short...), append(make([]byte, off), below...))
+	if n, err := r.dev.Write(bufs, off); n != len(bufs) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	frames := r.collect(2)
+	if len(frames) != 2 || !bytes.Equal(frames[0][header.EthernetLen:], hop(toLAN4)) || !bytes.Equal(frames[1][header.EthernetLen:], hop(toLAN6)) {
+		var sizes []int
+		for _, f := range frames {
+			sizes = append(sizes, len(f)-header.EthernetLen)
+		}
+		t.Errorf("LAN received IP packets of %v bytes, want the two packets of 1,428 and 1,448 bytes, hop taken, without what followed them (stats %+v)", sizes, r.dev.Stats())
+	}
+	if got := r.readAll(t, 1, 4); len(got) != 1 || !bytes.Equal(got[0], hop(toPeer)) {
+		t.Errorf("Read = %d packets, want the peer-to-peer packet of %d bytes alone, hop taken", len(got), len(toPeer))
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropMalformed] != 2 || s.Drops.Total() != 2 || s.ICMPErrors != 0 || s.PeerToPeer != 1 {
+		t.Errorf("Stats = %+v, want 2 malformed, no other drop, no ICMP error, 1 peer to peer", s)
+	}
+}

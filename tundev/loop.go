@@ -1,6 +1,7 @@
 package tundev
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -136,19 +137,15 @@ func (q *loopQueue) pushFragments(d *PortDevice, pkt []byte, mtu int) {
 	d.w.Ring()
 }
 
-// icmpError queues the error e about pkt from our tunnel address of pkt's
-// family in src, and reports whether it did (false: the queue is full,
+// icmpError queues the error e about pkt from our tunnel address from
+// (icmpSources.tunnelFrom), and reports whether it did (false: the queue is full,
 // counted as a no_buffer drop as push counts a packet, or no error may
 // answer pkt).
-func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, src *icmpSources, e icmpError) bool {
+func (q *loopQueue) icmpError(d *PortDevice, pkt []byte, from netip.Addr, e icmpError) bool {
 	b := q.reserve()
 	if b == nil {
 		d.ctr.drops[PortDropNoBuffer].Add(1)
 		return false
-	}
-	from := src.tun6
-	if pkt[0]>>4 == header.IPv4Version {
-		from = src.tun4
 	}
 	n, r := e.put(room(b, d.cfg.MTU), from, pkt)
 	if r != header.OK {

@@ -7,22 +7,85 @@ import (
 )
 
 // icmpSources are the source addresses of the answers to oversized
-// packets and of time exceeded: v4, v6 toward the LAN, tun4, tun6 into
-// the tunnel (router.go); invalid: no answer of that family. Immutable
-// once stored.
-type icmpSources struct{ v4, v6, tun4, tun6 netip.Addr }
+// packets and of time exceeded: v4, v6 toward the LAN, ll6 toward a LAN
+// host's link-local address (invalid: v6), tun4, tun6 into the tunnel
+// (router.go), own6 into the tunnel to a link-local address (the tunnel
+// address alone); invalid: no answer of that family. Immutable once
+// stored.
+type icmpSources struct{ v4, v6, ll6, tun4, tun6, own6 netip.Addr }
+
+// lanFrom is the source of an error toward the LAN host that sent pkt:
+// ours of pkt's family on the LAN, the link-local one for a link-local
+// sender when we have one (Linux's source address selection: the address
+// of the destination's scope on the interface the error leaves by, RFC
+// 6724 §5 rule 2, seen on Linux 6.18).
+func (s *icmpSources) lanFrom(pkt []byte) netip.Addr {
+	if pkt[0]>>4 == header.IPv4Version {
+		return s.v4
+	}
+	if s.ll6.IsValid() && linkLocalSource(pkt) {
+		return s.ll6
+	}
+	return s.v6
+}
+
+// tunnelFrom is the source of an error into the tunnel about pkt: our
+// tunnel address of pkt's family, else the LAN's; to a link-local sender
+// the tunnel address alone (invalid: no error), as Linux picks the source
+// of an error to a link-local address among wg0's own addresses only
+// (seen on Linux 6.18).
+func (s *icmpSources) tunnelFrom(pkt []byte) netip.Addr {
+	switch {
+	case pkt[0]>>4 == header.IPv4Version:
+		return s.tun4
+	case linkLocalSource(pkt):
+		return s.own6
+	}
+	return s.tun6
+}
+
+// linkLocalSource reports whether pkt is IPv6 from a link-local address
+// (fe80::/10).
+func linkLocalSource(pkt []byte) bool {
+	return pkt[0]>>4 == header.IPv6Version && pkt[8] == 0xfe && pkt[9]&0xc0 == 0x80
+}
 
 // SetICMPSources replaces PortConfig.ICMPSource4 and ICMPSource6, the
-// sources of "fragmentation needed" and "packet too big": a gateway calls
-// it when its LAN interface's addresses change, as Linux answers from the
-// addresses of the moment. Safe for concurrent use with Read; the next
-// answer uses them.
+// sources of "fragmentation needed" and "packet too big" and of the other
+// errors toward the LAN: a gateway calls it when its LAN interface's
+// addresses change, as Linux answers from the addresses of the moment.
+// Safe for concurrent use with Read and Write; the next answer uses them.
 func (d *PortDevice) SetICMPSources(v4, v6 netip.Addr) {
-	s := &icmpSources{v4: v4, v6: v6, tun4: d.cfg.TunnelSource4, tun6: d.cfg.TunnelSource6}
+	d.icmpSrcMu.Lock()
+	defer d.icmpSrcMu.Unlock()
+	d.storeICMPSources(v4, v6, d.icmpSrc.Load().ll6)
+}
+
+// SetICMPLinkLocal replaces PortConfig.ICMPLinkLocal6, the source of the
+// ICMPv6 errors to LAN hosts' link-local addresses (invalid: ICMPSource6
+// instead): a gateway calls it when its LAN interface's link-local
+// address changes. Safe for concurrent use with Read and Write; the next
+// answer uses it.
+func (d *PortDevice) SetICMPLinkLocal(addr netip.Addr) {
+	d.icmpSrcMu.Lock()
+	defer d.icmpSrcMu.Unlock()
+	s := d.icmpSrc.Load()
+	d.storeICMPSources(s.v4, s.v6, addr)
+}
+
+// storeICMPSources publishes the sources made of our LAN addresses and
+// PortConfig.TunnelSource4/6; d.icmpSrcMu held (or NewPortDevice's).
+func (d *PortDevice) storeICMPSources(v4, v6, ll6 netip.Addr) {
+	if !ll6.Is6() || !ll6.IsLinkLocalUnicast() {
+		ll6 = netip.Addr{}
+	}
+	s := &icmpSources{v4: v4, v6: v6, ll6: ll6, tun4: d.cfg.TunnelSource4, tun6: d.cfg.TunnelSource6}
 	if !s.tun4.Is4() {
 		s.tun4 = v4
 	}
-	if !s.tun6.Is6() {
+	if s.tun6.Is6() {
+		s.own6 = s.tun6
+	} else {
 		s.tun6 = v6
 	}
 	d.icmpSrc.Store(s)

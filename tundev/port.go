@@ -55,6 +55,13 @@ type PortConfig struct {
 	// them when the interface's addresses change). Without one, oversized
 	// packets of that family are dropped (counted over_mtu) with no answer.
 	ICMPSource4, ICMPSource6 netip.Addr
+	// ICMPLinkLocal6 is the gateway's IPv6 link-local address on the LAN
+	// (fe80::/10; another is taken for none): the source of the ICMPv6
+	// errors to a LAN host's link-local address, as Linux's source
+	// address selection picks the interface's address of the
+	// destination's scope (RFC 6724 §5 rule 2). Invalid: ICMPSource6.
+	// PortDevice.SetICMPLinkLocal replaces it.
+	ICMPLinkLocal6 netip.Addr
 	// Routes gives the next hop towards a packet's destination on the
 	// LAN (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned
 	// mode). The interface index it returns is not checked.
@@ -72,7 +79,9 @@ type PortConfig struct {
 	// errors that answer decrypted packets, into the tunnel: our tunnel
 	// address of the family, as Linux answers from the address of the
 	// interface the error leaves by (wg0's). Invalid: the LAN's
-	// (ICMPSource4/6, SetICMPSources), Linux's choice without one.
+	// (ICMPSource4/6, SetICMPSources), Linux's choice without one, but
+	// for an error to a link-local address, which is not sent then
+	// (Linux picks from wg0's own addresses alone for it).
 	TunnelSource4, TunnelSource6 netip.Addr
 	// MSSClamp4 and MSSClamp6 clamp the MSS option of TCP SYNs crossing
 	// the device either way to at most this many bytes (header.ClampMSS;
@@ -119,8 +128,10 @@ type PortDevice struct {
 
 	// icmpSrc holds the sources of the answers to oversized packets
 	// and to packets without a route (PortConfig.ICMPSource4/6, then
-	// SetICMPSources); loaded per answer.
-	icmpSrc atomic.Pointer[icmpSources]
+	// SetICMPSources and SetICMPLinkLocal, which icmpSrcMu serializes);
+	// loaded per answer.
+	icmpSrc   atomic.Pointer[icmpSources]
+	icmpSrcMu sync.Mutex
 	// noRoute are the prefixes whose received packets Read drops (drop
 	// true) and the allowed IPs inside them (false), SetNoRoute's; nil
 	// without a drop prefix. Loaded once per Read loop turn.
@@ -214,7 +225,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	}
 	d.lanMTU.Store(int32(cfg.Port.MTU()))
 	d.routes, _ = cfg.Routes.(routeLookup)
-	d.SetICMPSources(cfg.ICMPSource4, cfg.ICMPSource6)
+	d.storeICMPSources(cfg.ICMPSource4, cfg.ICMPSource6, cfg.ICMPLinkLocal6)
 	d.events <- tun.EventUp
 	return d, nil
 }

@@ -57,7 +57,8 @@ const (
 	// router.go).
 	PortDropTTLExceeded
 	// PortDropMartian: a transit packet with an address no router
-	// forwards (header.TransitAddrs).
+	// forwards (header.TransitAddrs); one from an IPv6 link-local source
+	// is answered with "beyond scope of source address" (router.go).
 	PortDropMartian
 	// PortDropMulticast: a transit packet to a multicast address or
 	// 255.255.255.255, which Linux without a multicast routing daemon
@@ -122,8 +123,8 @@ type PortStats struct {
 	TXPackets        uint64         `json:"tx_packets"`        // packets transmitted by Write
 	NeighbourReplies uint64         `json:"neighbour_replies"` // ARP/NDP answers sent (owned mode)
 	Fragmented       uint64         `json:"fragmented"`        // IPv4 packets sent on as fragments: received ones over the tunnel MTU, written ones over the port's
-	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big", time exceeded and host / address unreachable answers sent
-	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded and unreachable answers the rate limits held back
+	ICMPErrors       uint64         `json:"icmp_errors"`       // "fragmentation needed" / "packet too big", time exceeded, host / address unreachable, beyond scope and parameter problem answers sent
+	ICMPSuppressed   uint64         `json:"icmp_suppressed"`   // time exceeded, unreachable, beyond scope and parameter problem answers the rate limits held back
 	PeerToPeer       uint64         `json:"peer_to_peer"`      // decrypted packets handed back to wireguard-go for a peer (router.go)
 	Drops            PortDropCounts `json:"drops"`
 }

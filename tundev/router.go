@@ -17,7 +17,9 @@ import (
 //
 //   - options Linux does not forward are dropped (ip_options,
 //     header.TransitOptions), addresses no router forwards too (martian,
-//     multicast: header.TransitAddrs), fastpath's code for both;
+//     multicast: header.TransitAddrs), fastpath's code for both; an IPv6
+//     link-local source is judged after the hop limit (below), as
+//     Linux's ip6_forward judges it;
 //   - a packet dropped for its options is answered with parameter problem
 //     where Linux answers it (header.OptionsError), a TTL or hop limit of
 //     0 or 1 is dropped (ttl_exceeded) and answered with time exceeded
@@ -26,6 +28,13 @@ import (
 //     host by its Ethernet address, or into the tunnel by handing
 //     wireguard-go the error to read (loop.go), from
 //     PortConfig.TunnelSource4/6 (icmperr.go);
+//   - a packet from an IPv6 link-local source (RFC 4291 §2.5.6) is then
+//     dropped (martian) and answered with destination unreachable,
+//     beyond scope of source address (RFC 4443 §3.1 code 2), as Linux's
+//     ip6_forward answers it, but for a decrypted one going back into the
+//     tunnel (peer to peer), which Linux forwards: a packet leaving by the
+//     interface it came in by is not judged by its source there (seen on
+//     Linux 6.18);
 //   - otherwise the TTL / hop limit drops by one, once (header.DecrementHop),
 //     and a TCP SYN's MSS is clamped (PortConfig.MSSClamp4/6,
 //     header.ClampMSS).
@@ -173,29 +182,43 @@ func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
 	return dst.Is4() || r.Metric >= tunnelRouteMetric6
 }
 
+// judgement is judge's verdict on a transit packet.
+type judgement uint8
+
+const (
+	judgedOK      judgement = iota // forwarded, as far as judge goes
+	judgedDrop                     // dropped, counted
+	judgedOptions                  // dropped for its options, counted: answered where Linux answers (optionsError)
+	judgedScope                    // from an IPv6 link-local source: not counted, the caller's to judge after the hop limit
+)
+
 // judge makes the checks of a transit packet pkt (IP header checked by the
-// caller) that precede its TTL decrement, counting a drop by reason; it
-// reports whether pkt may be forwarded, and opts a drop for pkt's options,
-// which the caller answers with parameter problem where Linux does
+// caller) that precede its TTL decrement, counting a drop by reason, and
+// returns its verdict: judgedOptions for a drop for pkt's options, which
+// the caller answers with parameter problem where Linux does
 // (optionsError: Linux checks options as it receives a packet, before the
-// addresses and the hop). header's inlined PlainUnicast and OptionsPlain
-// settle the common packet.
-func (d *PortDevice) judge(pkt []byte) (ok, opts bool) {
+// addresses and the hop), judgedScope for a link-local source
+// (header.TransitBeyondScope), which the caller judges after the hop
+// limit and by the route (forwardIn, forwardOut). header's inlined
+// PlainUnicast and OptionsPlain settle the common packet.
+func (d *PortDevice) judge(pkt []byte) judgement {
 	if !header.OptionsPlain(pkt) && header.TransitOptions(pkt) != header.TransitOK {
 		d.ctr.drops[PortDropIPOptions].Add(1)
-		return false, true
+		return judgedOptions
 	}
 	if !header.PlainUnicast(pkt) {
 		switch header.TransitAddrs(pkt) {
 		case header.TransitMartian:
 			d.ctr.drops[PortDropMartian].Add(1)
-			return false, false
+			return judgedDrop
 		case header.TransitMulticast:
 			d.ctr.drops[PortDropMulticast].Add(1)
-			return false, false
+			return judgedDrop
+		case header.TransitBeyondScope:
+			return judgedScope
 		}
 	}
-	return true, false
+	return judgedOK
 }
 
 // headerOK reports whether the IP header of pkt (at least 20 bytes for
@@ -236,8 +259,9 @@ func (d *PortDevice) clampMSS(pkt []byte) {
 }
 
 // forwardIn does what a router does to pkt, received from the LAN, before
-// it enters the tunnel: judge, then the TTL check, answering the LAN host
-// with parameter problem or time exceeded (icmpErrorLAN). It reports
+// it enters the tunnel: judge, then the TTL check, then a link-local
+// source's, answering the LAN host with parameter problem, time exceeded
+// or beyond scope (icmpErrorLAN). It reports
 // whether pkt goes on; the TTL decrement and the MSS clamp are the
 // caller's, on the copy it hands wireguard-go (Read's buffer, or the
 // fragment queue's).
@@ -246,10 +270,12 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
-	if ok, opts := d.judge(pkt); !ok {
-		if opts {
-			d.optionsErrorLAN(eth, pkt)
-		}
+	j := d.judge(pkt)
+	switch j {
+	case judgedDrop:
+		return false
+	case judgedOptions:
+		d.optionsErrorLAN(eth, pkt)
 		return false
 	}
 	if lastHop(pkt) {
@@ -257,14 +283,20 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 		d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpTimeExceeded})
 		return false
 	}
+	if j == judgedScope {
+		d.ctr.drops[PortDropMartian].Add(1)
+		d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpBeyondScope})
+		return false
+	}
 	return true
 }
 
 // forwardOut does what a router does to pkt, written by wireguard-go (a
 // decrypted packet), before it goes on: judge, the host's own addresses
-// (route: dropped as local), the TTL check (parameter problem or time
-// exceeded into the tunnel, icmpErrorTunnel), the TTL decrement and the
-// MSS clamp,
+// (route: dropped as local), the TTL check (parameter problem, time
+// exceeded or, for a link-local source not going back into the tunnel,
+// beyond scope into the tunnel, icmpErrorTunnel), the TTL decrement and
+// the MSS clamp,
 // in place (wireguard-go's buffer, which Write does not keep). It returns
 // outLAN for a packet to send to the LAN, outLoop for one to hand back to
 // wireguard-go (peer to peer, routeToTunnel: Write queues the batch's in
@@ -274,10 +306,12 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return outDropped
 	}
-	if ok, opts := d.judge(pkt); !ok {
-		if opts {
-			d.optionsErrorTunnel(pkt, al)
-		}
+	j := d.judge(pkt)
+	switch j {
+	case judgedDrop:
+		return outDropped
+	case judgedOptions:
+		d.optionsErrorTunnel(pkt, al)
 		return outDropped
 	}
 	tunnel, local := d.route(al, hosts, dst, last)
@@ -288,6 +322,11 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
 		d.icmpErrorTunnel(pkt, icmpError{kind: icmpTimeExceeded}, al)
+		return outDropped
+	}
+	if j == judgedScope && !tunnel {
+		d.ctr.drops[PortDropMartian].Add(1)
+		d.icmpErrorTunnel(pkt, icmpError{kind: icmpBeyondScope}, al)
 		return outDropped
 	}
 	header.DecrementHop(pkt)

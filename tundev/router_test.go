@@ -201,7 +201,9 @@ func TestPortDeviceJudges(t *testing.T) {
 		{"multicast source", ipPacket(a("224.0.0.9"), peerB, nil), PortDropMartian},
 		{"multicast", ipPacket(hostIP, a("239.1.2.3"), nil), PortDropMulticast},
 		{"broadcast", ipPacket(hostIP, a("255.255.255.255"), nil), PortDropMulticast},
-		{"link-local v6 source", ipPacket(a("fe80::1"), peerB6, nil), PortDropMartian},
+		// To a destination of neither side's routes' choice: a
+		// decrypted one for a peer goes back into the tunnel (scope_test.go).
+		{"link-local v6 source", ipPacket(a("fe80::1"), a("2001:2:0:99::1"), nil), PortDropMartian},
 		{"multicast v6", ipPacket(hostIP6, a("ff0e::1"), nil), PortDropMulticast},
 		{"source route", lsrr(hostIP, peerB), PortDropIPOptions},
 		// Dropped as the fast path drops it (header.ParseL3): the TTL

@@ -1,6 +1,7 @@
 package tundev
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"os"
@@ -30,12 +31,14 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 	return 0
 }
 
-// Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet) in an Ethernet
+// Write sends each bufs[i][offset:] (an IPv4 or IPv6 packet, cut to its
+// length field: ipPacketOf) in an Ethernet
 // frame from the port's MAC to the MAC of its next hop, and returns
 // len(bufs) with a nil error once every packet is sent or dropped (one
 // larger than the LAN MTU, SetLANMTU, is fragmented or answered, and so is
 // one going back into the tunnel larger than the tunnel MTU: lanmtu.go):
-// packets that cannot be sent (not IP, too big, refused by the
+// packets that cannot be sent (not IP, shorter than their length field,
+// too big, refused by the
 // router's checks or at TTL 1 (router.go), for the host itself
 // (SetHostAddrs), no route, an unresolved next hop, no buffer, a full TX
 // ring) are dropped and counted,
@@ -52,6 +55,9 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	}
 	var macs [PortBatchSize]header.MAC
 	var ok, loop [PortBatchSize]bool
+	// The batch's IP packets, each cut to its length (nil: dropped), in
+	// the caller's buffers.
+	var pkts [PortBatchSize][]byte
 	al, hosts, lanMTU := d.allowed.Load(), d.hosts.Load(), int(d.lanMTU.Load())
 	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
@@ -60,17 +66,17 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 		var lastMAC header.MAC
 		lastOK, lastReason, loops := false, PortDropNoRoute, 0
 		for i, b := range chunk {
-			ok[i], loop[i] = false, false
+			ok[i], loop[i], pkts[i] = false, false, nil
 			if offset > len(b) {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
 			}
-			pkt := b[offset:]
-			dst, good := destination(pkt)
+			pkt, dst, good := ipPacketOf(b[offset:])
 			if !good {
 				d.ctr.drops[PortDropMalformed].Add(1)
 				continue
 			}
+			pkts[i] = pkt
 			switch d.forwardOut(pkt, dst, al, hosts, &lastTun) {
 			case outLoop:
 				switch {
@@ -82,7 +88,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				default:
 					// After the peer-to-peer packets before it,
 					// in order: queue those first (a rare path).
-					d.loop.push(d, chunk[:i], offset, loop[:i])
+					d.loop.push(d, pkts[:i], 0, loop[:i])
 					clear(loop[:i])
 					loops = 0
 					d.loop.pushFragments(d, pkt, d.cfg.MTU)
@@ -116,7 +122,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			case big:
 				// After the packets before it, in order: send
 				// those first (a rare path).
-				d.send(chunk[:i], offset, macs[:i], ok[:i])
+				d.send(pkts[:i], 0, macs[:i], ok[:i])
 				clear(ok[:i])
 				d.fragmentLAN(pkt, mac, lanMTU)
 			default:
@@ -124,12 +130,50 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			}
 		}
 		if loops > 0 {
-			d.loop.push(d, chunk, offset, loop[:len(chunk)])
+			d.loop.push(d, pkts[:len(chunk)], 0, loop[:len(chunk)])
 		}
-		d.send(chunk, offset, macs[:len(chunk)], ok[:len(chunk)])
+		d.send(pkts[:len(chunk)], 0, macs[:len(chunk)], ok[:len(chunk)])
 		done += len(chunk)
 	}
 	return len(bufs), nil
+}
+
+// ipPacketOf returns the IP packet at the start of b cut to its length
+// field (IPv4 total length, IPv6 40 bytes and the payload length) and its
+// destination, as Linux's ip_rcv_core and ipv6_rcv trim what a device
+// hands them before anything judges the packet's length (the MTU
+// checks): bytes past it are not the packet's, and are neither sent nor
+// counted against an MTU. False, for Write to drop as malformed (Linux
+// counts InTruncatedPkts or InHdrErrors), when b is no IPv4 or IPv6
+// packet, shorter than its header or than its length field, or an IPv4
+// total length is shorter than the header. (wireguard-go trims what it
+// decrypts so before it writes: this holds Write to the contract for any
+// caller.)
+func ipPacketOf(b []byte) (pkt []byte, dst netip.Addr, ok bool) {
+	if len(b) < 1 {
+		return nil, netip.Addr{}, false
+	}
+	switch b[0] >> 4 {
+	case header.IPv4Version:
+		if len(b) < header.IPv4MinLen {
+			return nil, netip.Addr{}, false
+		}
+		n := int(binary.BigEndian.Uint16(b[2:4]))
+		if n < header.IPv4MinLen || n < int(b[0]&0xf)*4 || n > len(b) {
+			return nil, netip.Addr{}, false
+		}
+		return b[:n], netip.AddrFrom4([4]byte(b[16:20])), true
+	case header.IPv6Version:
+		if len(b) < header.IPv6Len {
+			return nil, netip.Addr{}, false
+		}
+		n := header.IPv6Len + int(binary.BigEndian.Uint16(b[4:6]))
+		if n > len(b) {
+			return nil, netip.Addr{}, false
+		}
+		return b[:n], netip.AddrFrom16([16]byte(b[24:40])), true
+	}
+	return nil, netip.Addr{}, false
 }
 
 // destination returns an IP packet's destination address.

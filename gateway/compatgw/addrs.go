@@ -225,15 +225,20 @@ func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 // packets to them are dropped (publishHostAddrs), and the answers
 // to oversized packets come from them (the LAN device's ICMP sources;
 // with those of start, a LAN that got its IPv6 address after start got no
-// "packet too big"). The last IPv4 or global IPv6 address removed is
-// warned about (noteLANAddress). g.lanAddrs and g.lanAddressed are the
-// follower's alone once running.
+// "packet too big"), those to a LAN host's link-local address from the
+// interface's link-local one; the sources are set also when only the
+// choice changed (an IPv6 address whose duplicate address detection
+// ended: the addresses are the same). The last IPv4 or global IPv6
+// address removed is warned about (noteLANAddress). g.lanAddrs and
+// g.lanAddressed are the follower's alone once running.
 func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	lan, err := readIface(h, name)
 	if err != nil {
 		g.log.Warn("re-read the LAN interface after an address change", "err", err)
 		return
 	}
+	g.lanDev.SetICMPSources(lan.v4, lan.v6)
+	g.lanDev.SetICMPLinkLocal(lan.ll6)
 	if slices.Equal(lan.all, g.lanAddrs) {
 		return
 	}
@@ -243,7 +248,6 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	if err := g.lan.SetHostAddrs(lan.all); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
-	g.lanDev.SetICMPSources(lan.v4, lan.v6)
 	g.publishHostAddrs()
 }
 

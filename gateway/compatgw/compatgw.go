@@ -217,6 +217,7 @@ type Gateway struct {
 type iface struct {
 	index, mtu int
 	v4, v6     netip.Addr // the sources: srcaddr.Choose
+	ll6        netip.Addr // the IPv6 link-local source: srcaddr.LinkLocal
 	// all is every address of the interface, then its IPv4 directed
 	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
 	all []netip.Addr
@@ -248,6 +249,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
+	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
 	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
@@ -366,7 +368,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.lan.LogPartialChecksums(g.log, "LAN")
 	// Oversized packets are answered from the LAN address, as Linux
 	// answers from the address of the interface the answer leaves by.
-	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6}
+	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6, ICMPLinkLocal6: lan.ll6}
 	routerConfig(&pc, &cfg)
 	if pc.Routes, pc.Neighbours, err = g.kernelNeighbours(h, lan.index); err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)

@@ -37,7 +37,10 @@ import (
 //     parameter problem pointing at the bad octet, from the hub's LAN
 //     address to the LAN host, from its tunnel address to a warrior;
 //   - a LAN frame with a martian source (127.0.0.2) toward a warrior is
-//     dropped and counted.
+//     dropped and counted;
+//   - the LAN host's ping from its link-local address to a warrior is
+//     answered "beyond scope of source address" from the hub's link-local
+//     address on the LAN (scope_test.go).
 func TestRouterStock(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a compat hub and two stock peers")
 	testenv.Tool(t, "ping", "iputils-ping")
@@ -255,6 +258,8 @@ func TestRouterStock(t *testing.T) {
 			t.Errorf("a LAN frame from 127.0.0.2 to a warrior: martian drops %d, want one more; drops %v", g.Stats().LAN.Drops[tundev.PortDropMartian], g.Stats().LAN.Drops.List())
 		}
 	})
+
+	t.Run("link-local source", func(t *testing.T) { linkLocalSource(t, g, hub, hl, lan) })
 }
 
 // pingOut runs ping in ns until one reply (the first waits for the

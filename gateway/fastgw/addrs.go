@@ -169,7 +169,10 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 // from the interface's first address of each family of now, as Linux
 // sends them from an address of the interface they leave by (RFC 1812
 // §4.3.2.4, RFC 4443 §2.2): Engine.SetLANAddrs, also when only the choice
-// changed (an IPv6 address whose duplicate address detection ended).
+// changed (an IPv6 address whose duplicate address detection ended), and
+// those to a LAN host's link-local address from the interface's
+// link-local one (Engine.SetLANLinkLocal; shared mode only: in owned
+// mode the kernel's addresses are not the gateway's).
 func (g *Gateway) lanAddressesChanged() {
 	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
 	if err != nil {
@@ -179,6 +182,10 @@ func (g *Gateway) lanAddressesChanged() {
 	if v4, v6 := g.engine.LANAddrs(); v4 != ll.v4 || v6 != ll.v6 {
 		g.log.Info("LAN source of ICMP errors changed", "interface", g.lanSide.addrDev, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
 		g.engine.SetLANAddrs(ll.v4, ll.v6)
+	}
+	if old := g.engine.LANLinkLocal(); old != ll.ll6 {
+		g.log.Info("LAN source of ICMPv6 errors to link-local addresses changed", "interface", g.lanSide.addrDev, "from", old, "to", ll.ll6)
+		g.engine.SetLANLinkLocal(ll.ll6)
 	}
 	if slices.Equal(ll.all, g.lanAddrs) {
 		return

@@ -192,6 +192,7 @@ type link struct {
 	mtu    int
 	mac    net.HardwareAddr
 	v4, v6 netip.Addr
+	ll6    netip.Addr // the IPv6 link-local source (srcaddr.LinkLocal)
 	all    []netip.Addr
 	// others are the further addresses WireGuard is taken at on a WAN,
 	// left those past the XDP match's bound (wanOthers).
@@ -209,6 +210,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
+	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
 	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
@@ -393,7 +395,7 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 			}
 		}
 	}
-	wl.v4, wl.v6, ll.v4, ll.v6 = netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}
+	wl.v4, wl.v6, ll.v4, ll.v6, ll.ll6 = netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}
 	wl.others, wl.left = nil, nil // owned: WANAddress alone
 	if wa.Is4() {
 		wl.v4 = wa

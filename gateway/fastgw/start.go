@@ -425,7 +425,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	g.lanAddrs = ll.all
 	ecfg := fastpath.Config{
 		LAN: g.lan, WAN: g.wan, ListenPort: cfg.ListenPort,
-		WANAddr4: wl.v4, WANAddr6: wl.v6, WANAddrs: wl.others, LANAddr4: ll.v4, LANAddr6: ll.v6,
+		WANAddr4: wl.v4, WANAddr6: wl.v6, WANAddrs: wl.others, LANAddr4: ll.v4, LANAddr6: ll.v6, LANLinkLocal6: ll.ll6,
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
 		TunnelAddrs: tunnelAddrs, HostAddrs: append(slices.Clone(ll.all), wl.all...), CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,

@@ -66,6 +66,31 @@ func Choose(addrs []netlink.Addr) (v4, v6 netip.Addr, all []netip.Addr) {
 	return v4, v6, all
 }
 
+// LinkLocal returns an interface's IPv6 link-local address (fe80::/10) as
+// netlink lists them: the first that IPv6 judges Preferred, else the
+// first Deprecated one, else none. The gateways send from it the ICMPv6
+// errors to a link-local address on that interface, as Linux's source
+// address selection picks an address of the destination's scope on the
+// interface the error leaves by (RFC 6724 §5 rule 2).
+func LinkLocal(addrs []netlink.Addr) netip.Addr {
+	var deprecated netip.Addr
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || !ip.Is6() || ip.Is4In6() || !ip.IsLinkLocalUnicast() {
+			continue
+		}
+		switch IPv6(a.Flags) {
+		case Preferred:
+			return ip
+		case Deprecated:
+			if !deprecated.IsValid() {
+				deprecated = ip
+			}
+		}
+	}
+	return deprecated
+}
+
 // Others returns the addresses of an interface (as netlink lists them)
 // that WireGuard is taken at beside v4 and v6, the sources Choose picked
 // (Linux's WireGuard binds its socket to every address): every IPv4

@@ -45,6 +45,32 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// TestLinkLocal: the first preferred link-local address, though
+// tentative, failed and deprecated ones come before it; a deprecated one
+// when no other is left; none among global and IPv4 addresses alone.
+func TestLinkLocal(t *testing.T) {
+	addr := func(s string, flags int) netlink.Addr {
+		return netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(s)}, Flags: flags}
+	}
+	addrs := []netlink.Addr{
+		addr("2001:db8::1", 0),
+		addr("198.18.0.1", 0),
+		addr("fe80::4", unix.IFA_F_TENTATIVE),
+		addr("fe80::3", unix.IFA_F_DADFAILED|unix.IFA_F_TENTATIVE),
+		addr("fe80::2", unix.IFA_F_DEPRECATED),
+		addr("fe80::1", 0),
+	}
+	if got := LinkLocal(addrs); got != netip.MustParseAddr("fe80::1") {
+		t.Errorf("LinkLocal = %v, want fe80::1", got)
+	}
+	if got := LinkLocal(addrs[:5]); got != netip.MustParseAddr("fe80::2") {
+		t.Errorf("without a preferred one: LinkLocal = %v, want the deprecated fe80::2", got)
+	}
+	if got := LinkLocal(addrs[:2]); got.IsValid() {
+		t.Errorf("no link-local address: LinkLocal = %v, want none", got)
+	}
+}
+
 // TestOthers: every address but the two chosen, link-local and unusable
 // IPv6 ones, each once, in order; past the bound (the chosen one counted)
 // in left.
