@@ -39,9 +39,11 @@ import (
 // LAN interface's MTU changes (ip link set dev lan mtu 1400), as Linux
 // checks a packet against its outgoing device's MTU of the moment. It
 // returns an error, changing nothing, for an MTU below 68 (RFC 791 §3.2:
-// every IPv4 link carries 68 bytes) or above the port's MTU, past which
-// the port sends no frame (dataplane.Port.MTU). Safe for concurrent use
-// with Write: a Write in progress keeps the MTU it started with.
+// every IPv4 link carries 68 bytes) or above the port's MTU of the
+// moment, past which the port sends no frame (dataplane.Port.MTU): to
+// raise it, raise the port's first (afxdp.Port.SetMTU). Safe for
+// concurrent use with Write: a Write in progress keeps the MTU it started
+// with.
 func (d *PortDevice) SetLANMTU(mtu int) error {
 	if mtu < header.IPv4MinMTU || mtu > d.cfg.Port.MTU() {
 		return fmt.Errorf("tundev: LAN MTU %d outside [%d, %d] (the port's MTU: it sends no longer frame)", mtu, header.IPv4MinMTU, d.cfg.Port.MTU())

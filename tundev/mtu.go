@@ -93,8 +93,10 @@ func (d *PortDevice) storeICMPSources(v4, v6, ll6 netip.Addr) {
 
 // fragState holds the received IPv4 packets over the tunnel MTU that Read
 // returns as fragments, copied out of their frames back to back, and the
-// packet being cut. Its buffer holds a whole batch of port-MTU packets, so
-// a burst of large packets is never dropped for room.
+// packet being cut. Its buffer holds a whole batch of packets of the
+// largest MTU the port may take (largestMTU: 128 × 3,822 bytes on an
+// AF_XDP port with 4 KiB frames), so a burst of large packets is never
+// dropped for room, also after the LAN's MTU was raised while running.
 type fragState struct {
 	buf  []byte
 	used int
@@ -106,8 +108,8 @@ type fragState struct {
 
 type fragPkt struct{ off, n int }
 
-func newFragState(portMTU int) fragState {
-	return fragState{buf: make([]byte, PortBatchSize*portMTU), q: make([]fragPkt, 0, PortBatchSize)}
+func newFragState(mtu int) fragState {
+	return fragState{buf: make([]byte, PortBatchSize*mtu), q: make([]fragPkt, 0, PortBatchSize)}
 }
 
 // pending reports whether fragments are waiting.

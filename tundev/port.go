@@ -154,8 +154,12 @@ type PortDevice struct {
 	// writers (SetAllowedIPs, UpdateAllowedIPs).
 	allowed   atomic.Pointer[bart.Table[uint8]]
 	allowedMu sync.Mutex
-	loop      loopQueue   // Write → Read (loop.go)
-	routes    routeLookup // cfg.Routes' Route, or nil (router.go)
+	// hosts are the host's own addresses (SetHostAddrs), whose
+	// decrypted packets Write drops as local; nil while none. Loaded
+	// once per Write call.
+	hosts  atomic.Pointer[hostSet]
+	loop   loopQueue   // Write → Read (loop.go)
+	routes routeLookup // cfg.Routes' Route, or nil (router.go)
 	// icmpLimit rate-limits time exceeded (router.go) and host
 	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
 	// since epoch.
@@ -208,7 +212,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		events: make(chan tun.Event, 1), w: w,
 		frames:    make([]dataplane.Frame, PortBatchSize),
 		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),
-		frag:      newFragState(cfg.Port.MTU()),
+		frag:      newFragState(largestMTU(cfg.Port)),
 		loop:      newLoopQueue(cfg.MTU),
 		icmpLimit: icmprate.New(cfg.ICMPRate), epoch: time.Now(),
 		spin: dataplane.NewSpinner(dataplane.DefaultSpin, dataplane.MinSpin),
@@ -224,6 +228,16 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	d.storeICMPSources(cfg.ICMPSource4, cfg.ICMPSource6, cfg.ICMPLinkLocal6)
 	d.events <- tun.EventUp
 	return d, nil
+}
+
+// largestMTU is the largest MTU p may take while running: its MaxMTU
+// when it tells one (afxdp.Port: what its frames hold, which SetMTU
+// raises the MTU up to without reopening it), else its MTU.
+func largestMTU(p dataplane.Port) int {
+	if m, ok := p.(interface{ MaxMTU() int }); ok {
+		return max(m.MaxMTU(), p.MTU())
+	}
+	return p.MTU()
 }
 
 // File returns nil: there is no file descriptor behind the device.

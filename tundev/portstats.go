@@ -79,6 +79,13 @@ const (
 	// it on the TX ring, with the link up (the port's
 	// dataplane.DropDriver, which Stats reads; TXPackets counted it).
 	PortDropDriver
+	// PortDropLocal: a written (decrypted) packet to one of the host's
+	// own addresses (SetHostAddrs: in compat mode the tunnel, LAN and WAN
+	// addresses and their IPv4 directed broadcasts), which Linux delivers
+	// locally and forwards none of, and which the device has no way to
+	// hand to the host's stack: dropped at once, unanswered, where it
+	// was sent to a LAN neighbour that never answered (router.go).
+	PortDropLocal
 
 	NumPortDropReasons
 )
@@ -86,7 +93,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
-	"no_endpoint", "link_down", "driver_drop",
+	"no_endpoint", "link_down", "driver_drop", "local",
 }
 
 // String returns the reason's snake-case name.

@@ -42,7 +42,9 @@ import (
 // A decrypted packet whose destination a peer's allowed IPs hold
 // (SetAllowedIPs) by a longer prefix than the LAN's route toward it goes
 // back to wireguard-go's read side (loop.go), as Linux's wg0 sends it back
-// out: peer to peer (hub and spoke), the peer it came from included.
+// out: peer to peer (hub and spoke), the peer it came from included. One
+// to the host's own addresses (SetHostAddrs), which Linux delivers
+// locally, is dropped as local: the device has no way into the host.
 
 // routeLookup is what the LAN routes (arp.KernelRoutes, arp.StaticRoutes)
 // give besides NextHop: the route toward dst, its prefix and metric.
@@ -101,32 +103,67 @@ func (d *PortDevice) UpdateAllowedIPs(add, del []netip.Prefix) {
 	d.allowed.Store(t)
 }
 
-// lastRoute is Write's memory of toTunnel's last answer within a call, so
-// that a batch to one destination asks the routes once.
+// hostSet is a set of the host's own addresses (SetHostAddrs), unmapped.
+type hostSet map[netip.Addr]struct{}
+
+// SetHostAddrs replaces the host's own addresses: those Linux delivers
+// locally when a packet to them comes in from wg0 (its local table: every
+// address of the host, and the IPv4 directed broadcast addresses of its
+// prefixes, srcaddr.AppendBroadcasts), whatever else routes them. Write
+// drops a decrypted packet to one of them as PortDropLocal, at once and
+// unanswered, before the TTL check (Linux checks the TTL of forwarded
+// packets only): the device has no way to hand it to the host's stack,
+// and sent to the LAN it waited ResolveWait for a neighbour that never
+// answers (a broadcast address, the host's own), holding up the peer's
+// packets behind it, and was answered "host unreachable" from the very
+// address it was sent to. Nil or empty: none (the default). The set is
+// published whole: Write loads it once per call and looks a destination
+// up once per change of destination within the call. Safe for concurrent
+// use; O(len(addrs)).
+func (d *PortDevice) SetHostAddrs(addrs []netip.Addr) {
+	if len(addrs) == 0 {
+		d.hosts.Store(nil)
+		return
+	}
+	h := make(hostSet, len(addrs))
+	for _, a := range addrs {
+		h[a.Unmap()] = struct{}{}
+	}
+	d.hosts.Store(&h)
+}
+
+// lastRoute is Write's memory of route's last answer within a call, so
+// that a batch to one destination asks the tables once.
 type lastRoute struct {
-	dst    netip.Addr // invalid: none yet
-	tunnel bool
+	dst           netip.Addr // invalid: none yet
+	tunnel, local bool
 }
 
-// toTunnel reports whether a decrypted packet to dst goes back into the
-// tunnel: the longest allowed-IPs prefix holding dst is longer than the
-// LAN's route toward it (or equal, for IPv4, or IPv6 against a route of a
-// metric of tunnelRouteMetric6 or more), as Linux's longest-prefix match
-// over a table holding both would choose. A LAN resolver without Route
-// (routeLookup) counts as one with no route. last keeps the answer for
-// the next packet to the same destination.
-func (d *PortDevice) toTunnel(al *bart.Table[uint8], dst netip.Addr, last *lastRoute) bool {
-	if al == nil {
-		return false
-	}
+// route tells where a decrypted packet to dst goes: local, to the host
+// (hosts, SetHostAddrs), as Linux's local table comes before the rest;
+// else tunnel, back into the tunnel (routeToTunnel); else (neither) to the
+// LAN. last keeps the answer for the next packet to the same destination.
+func (d *PortDevice) route(al *bart.Table[uint8], hosts *hostSet, dst netip.Addr, last *lastRoute) (tunnel, local bool) {
 	if dst == last.dst {
-		return last.tunnel
+		return last.tunnel, last.local
 	}
-	last.dst, last.tunnel = dst, d.routeToTunnel(al, dst)
-	return last.tunnel
+	last.dst, last.tunnel, last.local = dst, false, false
+	if hosts != nil {
+		if _, ok := (*hosts)[dst]; ok {
+			last.local = true
+			return false, true
+		}
+	}
+	last.tunnel = al != nil && d.routeToTunnel(al, dst)
+	return last.tunnel, false
 }
 
-// routeToTunnel is toTunnel's answer for dst, asked of the tables.
+// routeToTunnel reports whether a decrypted packet to dst goes back into
+// the tunnel: the longest allowed-IPs prefix holding dst is longer than
+// the LAN's route toward it (or equal, for IPv4, or IPv6 against a route
+// of a metric of tunnelRouteMetric6 or more), as Linux's longest-prefix
+// match over a table holding both would choose. A LAN resolver without
+// Route (routeLookup) counts as one with no route.
 func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
 	bits, ok := al.Lookup(dst)
 	if !ok {
@@ -255,15 +292,16 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 }
 
 // forwardOut does what a router does to pkt, written by wireguard-go (a
-// decrypted packet), before it goes on: judge and the TTL check (parameter
-// problem, time exceeded or, for a link-local source not going back into
-// the tunnel, beyond scope into the tunnel, icmpErrorTunnel), the TTL
-// decrement and the MSS clamp,
+// decrypted packet), before it goes on: judge, the host's own addresses
+// (route: dropped as local), the TTL check (parameter problem, time
+// exceeded or, for a link-local source not going back into the tunnel,
+// beyond scope into the tunnel, icmpErrorTunnel), the TTL decrement and
+// the MSS clamp,
 // in place (wireguard-go's buffer, which Write does not keep). It returns
 // outLAN for a packet to send to the LAN, outLoop for one to hand back to
-// wireguard-go (peer to peer, toTunnel: Write queues the batch's in the
-// loop queue at once), or outDropped (counted).
-func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], last *lastRoute) outVerdict {
+// wireguard-go (peer to peer, routeToTunnel: Write queues the batch's in
+// the loop queue at once), or outDropped (counted).
+func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], hosts *hostSet, last *lastRoute) outVerdict {
 	if !headerOK(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return outDropped
@@ -276,19 +314,24 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 		d.optionsErrorTunnel(pkt, al)
 		return outDropped
 	}
+	tunnel, local := d.route(al, hosts, dst, last)
+	if local {
+		d.ctr.drops[PortDropLocal].Add(1)
+		return outDropped
+	}
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
 		d.icmpErrorTunnel(pkt, icmpError{kind: icmpTimeExceeded}, al)
 		return outDropped
 	}
-	if j == judgedScope && !d.toTunnel(al, dst, last) {
+	if j == judgedScope && !tunnel {
 		d.ctr.drops[PortDropMartian].Add(1)
 		d.icmpErrorTunnel(pkt, icmpError{kind: icmpBeyondScope}, al)
 		return outDropped
 	}
 	header.DecrementHop(pkt)
 	d.clampMSS(pkt)
-	if d.toTunnel(al, dst, last) {
+	if tunnel {
 		return outLoop
 	}
 	return outLAN

@@ -39,8 +39,9 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 // one going back into the tunnel larger than the tunnel MTU: lanmtu.go):
 // packets that cannot be sent (not IP, shorter than their length field,
 // too big, refused by the
-// router's checks or at TTL 1 (router.go), no route, an unresolved next
-// hop, no buffer, a full TX ring) are dropped and counted,
+// router's checks or at TTL 1 (router.go), for the host itself
+// (SetHostAddrs), no route, an unresolved next hop, no buffer, a full TX
+// ring) are dropped and counted,
 // as a kernel interface drops them, so that one bad packet does not make
 // wireguard-go log every batch. A packet's TTL or hop limit and a SYN's
 // MSS are changed in place in bufs; one for a peer's allowed IPs (by a
@@ -57,7 +58,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	// The batch's IP packets, each cut to its length (nil: dropped), in
 	// the caller's buffers.
 	var pkts [PortBatchSize][]byte
-	al, lanMTU := d.allowed.Load(), int(d.lanMTU.Load())
+	al, hosts, lanMTU := d.allowed.Load(), d.hosts.Load(), int(d.lanMTU.Load())
 	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
@@ -76,7 +77,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			}
 			pkts[i] = pkt
-			switch d.forwardOut(pkt, dst, al, &lastTun) {
+			switch d.forwardOut(pkt, dst, al, hosts, &lastTun) {
 			case outLoop:
 				switch {
 				case len(pkt) <= d.cfg.MTU:

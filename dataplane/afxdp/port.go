@@ -94,7 +94,7 @@ type Port struct {
 	driver   string // the device's driver at Open ("veth", "mlx5_core", ...), or ""
 	ifindex  int
 	mac      net.HardwareAddr
-	mtu      int
+	mtu      int // the interface's at Open
 	umem     *UMEM
 	shared   bool
 	shareErr error // why the UMEM in Config was not shared, or nil
@@ -107,6 +107,13 @@ type Port struct {
 	ctl      *netlink.Handle // linkUp asks through it, or nil; closed by Close
 	stripped StrippedTags
 	whyTags  string
+
+	// curMTU is the MTU of the moment (the interface's at Open, then
+	// SetMTU's), txMax the longest untagged frame Transmit sends:
+	// curMTU + the Ethernet header, at most what a frame holds
+	// (MaxMTU). Transmit loads txMax once per call.
+	curMTU atomic.Int32
+	txMax  atomic.Uint32
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -352,8 +359,41 @@ func (p *Port) Name() string { return p.name }
 // MAC is the interface's hardware address at Open.
 func (p *Port) MAC() net.HardwareAddr { return p.mac }
 
-// MTU is the interface's MTU at Open.
-func (p *Port) MTU() int { return p.mtu }
+// MTU is the interface's MTU at Open, then SetMTU's.
+func (p *Port) MTU() int { return int(p.curMTU.Load()) }
+
+// MaxMTU is the largest MTU whose untagged frames the port's frames hold
+// (MaxFrameLen of its UMEM's frame size, less the Ethernet header: 3,822
+// bytes with DefaultFrameSize), the largest SetMTU takes.
+func (p *Port) MaxMTU() int {
+	pool := p.umem.pool
+	return pool.FrameSize() - pool.Headroom() - vlanTagLen - ethHeaderLen
+}
+
+// setMTU makes mtu the port's MTU, Transmit's bound the frames of mtu or
+// what a frame holds (MaxMTU), whichever is shorter.
+func (p *Port) setMTU(mtu int) {
+	p.curMTU.Store(int32(mtu))
+	p.txMax.Store(uint32(min(mtu, p.MaxMTU()) + ethHeaderLen))
+}
+
+// SetMTU makes mtu, in bytes of IP packet, the port's MTU (MTU) and
+// Transmit's bound (frames of mtu + 14 bytes, + 4 with an 802.1Q tag): a
+// gateway calls it when the interface's MTU changes (ip link set dev eth1
+// mtu 2000), as Linux holds what it sends to the device's MTU of the
+// moment, so that a raised MTU takes effect at once, without a restart:
+// the frames of the UMEM are of a fixed size, sized at Open for the
+// largest MTU they hold (MaxMTU), so nothing is allocated. It returns an
+// error, changing nothing, for an MTU below 68 (RFC 791 §3.2: every IPv4
+// link carries 68 bytes) or above MaxMTU. Safe for concurrent use with
+// Transmit, whose call in progress keeps the bound it started with.
+func (p *Port) SetMTU(mtu int) error {
+	if mtu < minMTU || mtu > p.MaxMTU() {
+		return fmt.Errorf("afxdp: MTU %d of %s outside [%d, %d] (an AF_XDP frame of %d bytes holds no longer frame)", mtu, p.name, minMTU, p.MaxMTU(), p.umem.pool.FrameSize())
+	}
+	p.setMTU(mtu)
+	return nil
+}
 
 // NumQueues is the number of queues opened.
 func (p *Port) NumQueues() int { return len(p.queues) }

@@ -16,6 +16,9 @@ import (
 const (
 	ethHeaderLen = 14
 	vlanTagLen   = 4
+	// minMTU is the smallest MTU SetMTU takes: every IPv4 link carries
+	// 68 bytes (RFC 791 §3.2).
+	minMTU = 68
 )
 
 // queue is one NIC queue with its socket and two halves.
@@ -59,12 +62,17 @@ func (q *queue) UseCache(c *dataplane.Cache) bool {
 }
 
 func newQueue(p *Port, i int, s *socket) *queue {
+	if i == 0 {
+		// The UMEM is final by the first queue (Open's fallback to a
+		// private one comes before it): Transmit's bound from the
+		// interface's MTU and its frames.
+		p.setMTU(p.mtu)
+	}
 	q := &queue{port: p, index: i, sock: s}
 	pool := p.umem.pool
 	q.ownRX, q.ownTX = dataplane.NewCache(pool), dataplane.NewCache(pool)
 	q.rx = rxHalf{q: q, s: s, pool: pool, cache: q.ownRX, memLen: uint64(len(pool.Mem()))}
 	q.tx = txHalf{q: q, s: s, pool: pool, cache: q.ownTX, memLen: uint64(len(pool.Mem())),
-		maxLen:   uint32(min(p.mtu+ethHeaderLen, pool.FrameSize()-pool.Headroom()-vlanTagLen)),
 		copyMode: !p.umem.ZeroCopy()}
 	q.rx.zerocopy = !q.tx.copyMode
 	q.rx.refill() // give the kernel buffers before the program redirects
@@ -239,7 +247,6 @@ type txHalf struct {
 	pool     *dataplane.Pool
 	cache    *dataplane.Cache
 	memLen   uint64
-	maxLen   uint32 // untagged; one 802.1Q tag may add vlanTagLen
 	copyMode bool
 	busy     atomic.Int32
 	ctr      counters
@@ -278,10 +285,11 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 	}
 	var i, slots uint32
 	var bytes uint64
+	maxLen := h.q.port.txMax.Load() // untagged; one 802.1Q tag may add vlanTagLen
 	for ; i < want && slots < room; i++ {
 		f := &frames[i]
 		l := uint32(f.Len())
-		if l < ethHeaderLen || l > h.maxLen && !(l <= h.maxLen+vlanTagLen && tagged(f.Data())) {
+		if l < ethHeaderLen || l > maxLen && !(l <= maxLen+vlanTagLen && tagged(f.Data())) {
 			r := dataplane.DropRunt
 			if l >= ethHeaderLen {
 				r = dataplane.DropTooLong

@@ -226,3 +226,63 @@ func FuzzReceive(f *testing.F) {
 		// harmlessly.
 	})
 }
+
+// TestSetMTU: SetMTU moves Transmit's bound with the interface's MTU, up
+// to what a frame holds (MaxMTU, 3,822 with the default frame size), and
+// refuses an MTU below 68 or past that, changing nothing. Before, the
+// bound was the MTU at Open for good: after a raise of the interface's
+// MTU (ip link set dev eth1 mtu 2000) every longer frame was dropped as
+// too_long until the port was opened again.
+func TestSetMTU(t *testing.T) {
+	q := fakeQueue(t, 2048)
+	p := q.port
+	if got := p.MaxMTU(); got != dataplane.DefaultFrameSize-xdpPacketHeadroom-vlanTagLen-ethHeaderLen {
+		t.Errorf("MaxMTU() = %d, want %d", got, dataplane.DefaultFrameSize-xdpPacketHeadroom-vlanTagLen-ethHeaderLen)
+	}
+	for _, bad := range []int{0, 67, p.MaxMTU() + 1, 9000} {
+		if err := p.SetMTU(bad); err == nil || p.MTU() != 1500 {
+			t.Errorf("SetMTU(%d) = %v, MTU() = %d; want an error and 1500", bad, err, p.MTU())
+		}
+	}
+	// transmit transmits one frame of l bytes and reports whether it
+	// went onto the TX ring (else it was dropped as too_long).
+	sent := uint32(0)
+	transmit := func(l int) bool {
+		t.Helper()
+		f := make([]dataplane.Frame, 1)
+		if q.tx.Alloc(f) != 1 || !f[0].SetLen(l) {
+			t.Fatalf("a frame of %d bytes: no frame or no room", l)
+		}
+		before := q.Stats().Drops[dataplane.DropTooLong]
+		if n := q.tx.Transmit(f); n != 1 {
+			t.Fatalf("Transmit = %d, want 1 (drops are taken)", n)
+		}
+		if *q.sock.tx.prod != sent {
+			sent++
+			return true
+		}
+		if q.Stats().Drops[dataplane.DropTooLong] != before+1 {
+			t.Fatalf("a frame of %d bytes neither sent nor too_long (drops %v)", l, q.Stats().Drops.List())
+		}
+		return false
+	}
+	for _, c := range []struct {
+		mtu  int // 0: leave it
+		len  int
+		sent bool
+	}{
+		{0, 1514, true}, {0, 2014, false},
+		{2000, 2014, true}, {0, 2015, false},
+		{p.MaxMTU(), p.MaxMTU() + ethHeaderLen, true},
+		{1400, 1415, false}, {0, 1414, true},
+	} {
+		if c.mtu != 0 {
+			if err := p.SetMTU(c.mtu); err != nil || p.MTU() != c.mtu {
+				t.Fatalf("SetMTU(%d) = %v, MTU() = %d", c.mtu, err, p.MTU())
+			}
+		}
+		if got := transmit(c.len); got != c.sent {
+			t.Errorf("MTU %d: a frame of %d bytes sent %v, want %v", p.MTU(), c.len, got, c.sent)
+		}
+	}
+}

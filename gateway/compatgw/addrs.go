@@ -147,12 +147,17 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 // wanAddressesChanged re-reads the WAN interface and moves the XDP match
 // and the bind to its addresses: the sources and the further ones, at
 // which WireGuard is taken too and from which the bind answers a peer
-// that reached it there (bind's local.go).
+// that reached it there (bind's local.go). Its addresses and their
+// directed broadcasts are the host's (publishHostAddrs).
 func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) {
 	wan, err := readIface(h, name)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change", "err", err)
 		return
+	}
+	if !slices.Equal(wan.all, g.wanAll) {
+		g.wanAll = wan.all
+		g.publishHostAddrs()
 	}
 	addrs := wan.addrs()
 	g.wanMu.Lock()
@@ -186,18 +191,46 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 	}
 }
 
+// noLANAddress is the warning of a LAN without an IPv4 or a global IPv6
+// address (srcaddr.Choose's sources), what fails with it: the LAN's hosts
+// have no router address to send to (the kernel answers ARP and NDP for
+// its own addresses only, so their ARP for the address they route
+// through goes unanswered), the kernel has no route toward them, so the
+// LAN device drops the decrypted packets for them (arp.KernelRoutes has
+// none: no_route), unanswered, and no ICMP error (fragmentation needed,
+// time exceeded, host unreachable) reaches them, for want of a source.
+const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), so nothing they send reaches the tunnel; " +
+	"the kernel has no route toward them, so what the tunnel sends them is dropped (no_route, lan (tundev) in wgpio stats), and no ICMP error reaches them; " +
+	"add the address the LAN's hosts route through (followed at once)"
+
+// noteLANAddress logs noLANAddress, with the interface's name and the fix,
+// when lan has neither an IPv4 nor a global IPv6 address and had one
+// before (had; true at start), so that it is said at start and once when
+// the last one is removed, not at every change while none is there; it
+// reports whether lan has one.
+func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
+	has := lan.v4.IsValid() || lan.v6.IsValid()
+	if !has && had {
+		g.log.Warn(noLANAddress, "interface", name, "fix", "ip addr add ADDRESS/PREFIX dev "+name)
+	}
+	return has
+}
+
 // lanAddressesChanged re-reads the LAN interface and makes its addresses of
-// now the host's, as fast-path mode does: frames from the LAN to them go
-// to the kernel (the LAN XDP filter's host addresses; without that, an
+// now and their directed broadcasts the host's, as fast-path mode does:
+// frames from the LAN to them go to the kernel (the LAN XDP filter's host
+// addresses; without that, an
 // address added while running, such as a keepalived virtual address, that
-// lies in a peer's allowed IPs was sent into the tunnel), and the answers
+// lies in a peer's allowed IPs was sent into the tunnel), decrypted
+// packets to them are dropped (publishHostAddrs), and the answers
 // to oversized packets come from them (the LAN device's ICMP sources;
 // with those of start, a LAN that got its IPv6 address after start got no
 // "packet too big"), those to a LAN host's link-local address from the
 // interface's link-local one; the sources are set also when only the
 // choice changed (an IPv6 address whose duplicate address detection
-// ended: the addresses are the same). g.lanAddrs is the follower's alone
-// once running.
+// ended: the addresses are the same). The last IPv4 or global IPv6
+// address removed is warned about (noteLANAddress). g.lanAddrs and
+// g.lanAddressed are the follower's alone once running.
 func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	lan, err := readIface(h, name)
 	if err != nil {
@@ -211,7 +244,27 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	}
 	g.log.Info("LAN addresses changed", "interface", name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
+	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
 	if err := g.lan.SetHostAddrs(lan.all); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
+	g.publishHostAddrs()
+}
+
+// publishHostAddrs tells the LAN device the host's own addresses
+// (tundev.PortDevice.SetHostAddrs): the tunnel addresses, and the LAN's
+// and the WAN's addresses with their IPv4 directed broadcasts
+// (iface.all), as Linux's local table holds them. A decrypted packet to
+// one of them Linux delivers locally and forwards none of; compat mode
+// has no way into the host's stack (no exception TUN, and the host no
+// route back into the tunnel for an answer), so the device drops it as
+// local, at once. Before, it was sent to the LAN: a directed broadcast
+// or the LAN's own address waited a second for a neighbour that never
+// answers, holding up the peer's packets behind it, and the latter was
+// answered "host unreachable" from itself; the tunnel and WAN addresses
+// were forwarded as any destination (back into the tunnel when a peer's
+// allowed IPs held them, else no_route). Called at start, then by the
+// address follower alone.
+func (g *Gateway) publishHostAddrs() {
+	g.lanDev.SetHostAddrs(slices.Concat(g.tunnelAddrs, g.lanAddrs, g.wanAll))
 }

@@ -141,8 +141,17 @@ type Gateway struct {
 	listenPort uint16
 
 	// lanAddrs are the LAN's addresses in its XDP filter's host
-	// addresses; the address follower's alone once Start returns.
-	lanAddrs []netip.Addr
+	// addresses, and lanAddressed whether one of them is an IPv4 or a
+	// global IPv6 address (noteLANAddress); the address follower's alone
+	// once Start returns.
+	lanAddrs     []netip.Addr
+	lanAddressed bool
+	// tunnelAddrs (Config.TunnelAddrs), lanAddrs and wanAll (the WAN's
+	// iface.all) are the host's own addresses the LAN device drops
+	// decrypted packets to (publishHostAddrs); wanAll is the address
+	// follower's alone once Start returns.
+	tunnelAddrs []netip.Addr
+	wanAll      []netip.Addr
 
 	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
 	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
@@ -203,13 +212,15 @@ type Gateway struct {
 	noEndpointOwners uint64
 }
 
-// iface is an interface's index, MTU (bytes) and first IPv4 and global
-// IPv6 address.
+// iface is an interface's index, MTU (bytes), first IPv4 and global IPv6
+// address and the host's own addresses on it.
 type iface struct {
 	index, mtu int
-	v4, v6     netip.Addr   // the sources: srcaddr.Choose
-	ll6        netip.Addr   // the IPv6 link-local source: srcaddr.LinkLocal
-	all        []netip.Addr // every address of the interface
+	v4, v6     netip.Addr // the sources: srcaddr.Choose
+	ll6        netip.Addr // the IPv6 link-local source: srcaddr.LinkLocal
+	// all is every address of the interface, then its IPv4 directed
+	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
+	all []netip.Addr
 	// others are the further addresses WireGuard is taken at, left those
 	// past the XDP match's bound (srcaddr.Others).
 	others, left []netip.Addr
@@ -240,6 +251,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
+	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
 }
 
@@ -309,6 +321,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.checkMTU(&cfg, wan, lan); err != nil {
 		return nil, err
 	}
+	// Not refused: an address added later is followed
+	// (lanAddressesChanged).
+	g.lanAddressed = g.noteLANAddress(cfg.LAN, lan, true)
 
 	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
 	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
@@ -362,7 +377,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, err
 	}
 	g.noRoute = g.lanDev
-	g.lanAddrs = lan.all
+	g.lanAddrs, g.wanAll, g.tunnelAddrs = lan.all, wan.all, cfg.TunnelAddrs
+	g.publishHostAddrs()
 	if err := g.followLANMTU(lan.index); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
 	}

@@ -3,6 +3,8 @@
 package compatgw
 
 import (
+	"errors"
+
 	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/internal/linkfollow"
@@ -11,18 +13,16 @@ import (
 // followLANMTU follows the MTU of the LAN interface (index; the link the
 // LAN port is open on) until Close, through internal/linkfollow as
 // fast-path mode follows it (fastgw's watchLANMTU): each change is handed
-// to the LAN device (tundev.PortDevice.SetLANMTU), so that decrypted
-// packets over the new MTU are fragmented or answered with
-// "fragmentation needed" / "packet too big" (too_big) as a Linux router
-// checks them against the outgoing device's MTU of the moment, and logged
-// at info level. An MTU above the port's at start (which its frames
-// cannot exceed) is logged at warning level and the port's applies. A
-// link update that leaves the MTU as it was changes nothing. The link
-// going down (warning: what is lost, and the fix) or coming back (info)
-// is logged, as in fast-path mode (linkfollow.StateLog). It reads
-// links with a netlink handle of its own, opened here in the calling
-// thread's namespace (Start's) and closed by Close after the follower
-// ended.
+// to the LAN port and device (setLANMTU), so that decrypted packets over
+// the new MTU are fragmented or answered with "fragmentation needed" /
+// "packet too big" (too_big) as a Linux router checks them against the
+// outgoing device's MTU of the moment, and a raised one carries longer
+// frames at once; and logged at info level. A link update that leaves
+// the MTU as it was changes nothing. The link going down (warning: what
+// is lost, and the fix) or coming back (info) is logged, as in fast-path
+// mode (linkfollow.StateLog). It reads links with a netlink handle of its
+// own, opened here in the calling thread's namespace (Start's) and closed
+// by Close after the follower ended.
 func (g *Gateway) followLANMTU(index int) error {
 	h, err := netlink.NewHandle()
 	if err != nil {
@@ -40,16 +40,7 @@ func (g *Gateway) followLANMTU(index int) error {
 			return
 		}
 		mtu = a.MTU
-		if err := g.lanDev.SetLANMTU(mtu); err != nil {
-			portMTU := g.lan.MTU()
-			g.log.Warn("LAN MTU changed beyond what the LAN port carries: decrypted packets are held to the port's MTU of start (restart the gateway to take the new one)",
-				"interface", a.Name, "mtu", mtu, "port_mtu", portMTU, "err", err)
-			if mtu > portMTU {
-				_ = g.lanDev.SetLANMTU(portMTU) // the port's own MTU: valid
-			}
-			return
-		}
-		g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
+		g.setLANMTU(a.Name, mtu)
 	}}, g.stop, &g.linkWG)
 	if err != nil {
 		h.Close()
@@ -61,4 +52,40 @@ func (g *Gateway) followLANMTU(index int) error {
 		return nil
 	})
 	return nil
+}
+
+// setLANMTU makes mtu, the LAN interface's (name) new MTU, the LAN port's
+// (afxdp.Port.SetMTU: the longest frame it sends) and the LAN device's
+// (tundev.PortDevice.SetLANMTU: what it holds decrypted packets to), and
+// logs it. A raise takes effect at once: the port's frames are sized at
+// start for the largest MTU they hold (afxdp.Port.MaxMTU, 3,822 bytes),
+// so nothing is allocated or reopened; before, a raise above the MTU of
+// start was refused until a restart. A raise sets the port first, a cut
+// the device first, so that the device never makes a frame the port
+// drops as too long. An MTU above what a frame holds is logged at
+// warning level, with what fails and the fix, and both are held to
+// MaxMTU: the kernel drops the LAN's longer frames toward the tunnel at
+// the socket (xsk_rx_dropped), as the warning at start says
+// (tunnelmtu.CheckFrames). Called by the follower alone.
+func (g *Gateway) setLANMTU(name string, mtu int) {
+	held := mtu
+	if most := g.lan.MaxMTU(); mtu > most {
+		held = most
+		g.log.Warn("LAN MTU changed above what an AF_XDP frame holds: the kernel drops longer frames toward the tunnel (xsk_rx_dropped in wgpio stats) before the gateway sees them, "+
+			"so their senders get no fragmentation needed, and decrypted packets are held to the largest MTU a frame holds; lower the LAN MTU to it",
+			"interface", name, "mtu", mtu, "held_to", held)
+	}
+	var errs [2]error
+	if held > g.lanDev.LANMTU() {
+		errs[0] = g.lan.SetMTU(held)
+		errs[1] = g.lanDev.SetLANMTU(held)
+	} else {
+		errs[1] = g.lanDev.SetLANMTU(held)
+		errs[0] = g.lan.SetMTU(held)
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		g.log.Warn("LAN MTU change not taken", "interface", name, "mtu", mtu, "port_mtu", g.lan.MTU(), "device_mtu", g.lanDev.LANMTU(), "err", err)
+		return
+	}
+	g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", name, "mtu", held)
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,41 +212,8 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
-	out.all = appendBroadcasts(out.all, addrs)
+	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
-}
-
-// appendBroadcasts appends to all the IPv4 directed broadcast addresses of
-// addrs not in it yet: each address's own (ip address ... brd) and, for a
-// prefix shorter than /31, its last address, for which Linux puts a
-// broadcast route in its local table (fib_add_ifaddr). Linux delivers
-// what is sent there locally, and forwards none of it (bc_forwarding 0):
-// taken as the host's own, such packets go to the kernel from the LAN
-// (the XDP filter's host addresses) and from the tunnel (the exception
-// TUN, whose kernel delivers them likewise), not to a neighbour that
-// never answers.
-func appendBroadcasts(all []netip.Addr, addrs []netlink.Addr) []netip.Addr {
-	add := func(ip net.IP) {
-		if b, ok := netip.AddrFromSlice(ip.To4()); ok && b.Is4() && b != netip.AddrFrom4([4]byte{255, 255, 255, 255}) && !slices.Contains(all, b) {
-			all = append(all, b)
-		}
-	}
-	for _, a := range addrs {
-		if a.IPNet == nil || a.IP.To4() == nil {
-			continue
-		}
-		if a.Broadcast != nil {
-			add(a.Broadcast)
-		}
-		if ones, bits := a.Mask.Size(); bits == 32 && ones < 31 {
-			b := make(net.IP, 4)
-			for i, m := range a.Mask {
-				b[i] = a.IP.To4()[i] | ^m
-			}
-			add(b)
-		}
-	}
-	return all
 }
 
 // resolver finds next-hop MACs on one interface from the kernel's routes

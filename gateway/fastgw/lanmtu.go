@@ -10,8 +10,8 @@ import (
 
 // watchLANMTU follows the MTU of the LAN port's interface (the trunk the
 // AF_XDP port is open on, whose MTU the engine read at start) until
-// g.tableDone is closed: each change is handed to the engine
-// (fastpath.Engine.SetLANMTU), so that decrypted packets over the new MTU
+// g.tableDone is closed: each change is handed to the LAN port and the
+// engine (setLANMTU, fastpath.Engine.SetLANMTU), so that decrypted packets over the new MTU
 // are fragmented or answered with "fragmentation needed" (lan_too_big) as
 // a Linux router checks them against the outgoing device's MTU of the
 // moment, rather than sent whole for the kernel to drop without a count;
@@ -38,7 +38,42 @@ func (g *Gateway) watchLANMTU() error {
 			return
 		}
 		mtu = a.MTU
-		g.engine.SetLANMTU(mtu)
-		g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", a.Name, "mtu", mtu)
+		g.setLANMTU(a.Name, mtu)
 	})
+}
+
+// setLANMTU makes mtu, the LAN interface's (name) new MTU, the LAN port's
+// (afxdp.Port.SetMTU: the longest frame it sends) and the engine's (what
+// it holds decrypted packets to), and logs it. A raise takes effect at
+// once: the port's frames are sized for the largest MTU they hold
+// (afxdp.Port.MaxMTU, 3,822 bytes). Before, the engine alone took it, and
+// the port, its bound the MTU of start, dropped the longer frames as
+// too_long: after a raise, packets between the two MTUs were lost
+// without an answer. A raise sets the port first, a cut the engine first,
+// so that the engine never makes a frame the port drops as too long. An
+// MTU above what a frame holds is logged at warning level, with what
+// fails and the fix, and both are held to MaxMTU (the kernel drops the
+// LAN's longer frames toward the tunnel at the socket, as the warning at
+// start says: tunnelmtu.CheckFrames).
+func (g *Gateway) setLANMTU(name string, mtu int) {
+	held := mtu
+	if most := g.lan.MaxMTU(); mtu > most {
+		held = most
+		g.log.Warn("LAN MTU changed above what an AF_XDP frame holds: the kernel drops longer frames toward the tunnel (xsk_rx_dropped in wgpio stats) before the gateway sees them, "+
+			"so their senders get no fragmentation needed, and decrypted packets are held to the largest MTU a frame holds; lower the LAN MTU to it",
+			"interface", name, "mtu", mtu, "held_to", held)
+	}
+	if held > g.lan.MTU() {
+		if err := g.lan.SetMTU(held); err != nil {
+			g.log.Warn("LAN MTU change not taken", "interface", name, "mtu", mtu, "port_mtu", g.lan.MTU(), "err", err)
+			return
+		}
+		g.engine.SetLANMTU(held)
+	} else {
+		g.engine.SetLANMTU(held)
+		if err := g.lan.SetMTU(held); err != nil {
+			g.log.Warn("LAN MTU change not taken by the LAN port", "interface", name, "mtu", mtu, "port_mtu", g.lan.MTU(), "err", err)
+		}
+	}
+	g.log.Info("LAN MTU changed; decrypted packets over it are fragmented or answered with fragmentation needed", "interface", name, "mtu", held)
 }

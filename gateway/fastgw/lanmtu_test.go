@@ -63,3 +63,26 @@ func TestLANMTUChangedDuringStart(t *testing.T) {
 		return strings.Contains(out, "mtu = 1300")
 	})
 }
+
+// TestLANMTURaised: the LAN MTU raised on a running gateway (1300 at
+// start, then 1500) takes effect at once: host B's 1400-byte ping with DF
+// reaches host A whole and is answered. Before, the engine held decrypted
+// packets to the new MTU while the LAN port's TX bound stayed the MTU of
+// start: the 1414-byte frames were dropped by the port as too_long, and
+// host B got neither an answer nor "fragmentation needed".
+func TestLANMTURaised(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1300")
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(s.FastConfig)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	runOK(t, s.GwA, "ip", "link", "set", "dev", s.LANA, "mtu", "1500")
+	_, lan := s.Gateway.Ports()
+	waitFor(t, "the LAN port at MTU 1500", func() bool { return lan.MTU() == 1500 })
+	ping(t, s.HostB, twosite.HostA4.String(), 1372)
+}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package fastgw
+package srcaddr
 
 import (
 	"net"
@@ -37,13 +37,13 @@ func TestAppendBroadcasts(t *testing.T) {
 		addr("2001:db8::1/64", ""),
 	}
 	all := []netip.Addr{netip.MustParseAddr("198.19.1.1")}
-	got := appendBroadcasts(all, addrs)
+	got := AppendBroadcasts(all, addrs)
 	want := []netip.Addr{
 		netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("198.19.1.255"),
 		netip.MustParseAddr("198.18.7.255"), netip.MustParseAddr("198.18.7.3"),
 		netip.MustParseAddr("10.255.255.255"),
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("appendBroadcasts = %v, want %v", got, want)
+		t.Errorf("AppendBroadcasts = %v, want %v", got, want)
 	}
 }

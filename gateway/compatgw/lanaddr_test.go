@@ -1,0 +1,75 @@
+//go:build linux
+
+package compatgw
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/twosite"
+	"github.com/wgpio/wgpio/tundev"
+)
+
+// TestNoLANAddressWarned: a compat gateway whose LAN has no address (a
+// user who took the gateway to need none, as it needs none on a Linux
+// router's wg0) starts with a warning that names the interface, what
+// fails and the fix, as fast-path mode does; and what it says fails does:
+// host B's pings to host A are dropped as no_route, unanswered. The
+// address added while running is followed (host A reaches host B), and
+// removing it again is warned about once more. It started silently.
+func TestNoLANAddressWarned(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	testenv.Tool(t, "ping", "iputils-ping")
+	s, err := twosite.Build(testenv.Topology(t, "cna"), twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := s.GwA.Run("ip", args...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	run("address", "flush", "dev", s.LANA)
+	fc, f := s.FastConfig, compatFile(s)
+	var logs testenv.LogBuffer
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	const warning = "LAN has no IPv4 or global IPv6 address"
+	wants := []string{warning, "no router address", "no_route", "interface=" + s.LANA, `fix="ip addr add ADDRESS/PREFIX dev ` + s.LANA + `"`}
+	for _, want := range wants {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("started with LAN %s without an address: the log does not hold %q:\n%s", s.LANA, want, logs.String())
+		}
+	}
+	// What the warning says: the kernel has no route toward the LAN's
+	// hosts, so the decrypted packets for them are dropped.
+	if !testenv.PollUntil(15*time.Second, func() bool {
+		s.HostB.Run("ping", "-c", "1", "-W", "1", twosite.HostA4.String())
+		return g.Stats().LAN.Drops[tundev.PortDropNoRoute] > 0
+	}) {
+		t.Errorf("host B's pings to host A with the LAN's address gone: LAN device drops %v, want no_route", g.Stats().LAN.Drops.List())
+	}
+	run("address", "add", twosite.LANA4.String()+"/24", "dev", s.LANA)
+	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
+		t.Errorf("after the LAN's address was added: %v", err)
+	}
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Errorf("with the LAN's address added back, %d warnings; want the one of start:\n%s", n, logs.String())
+	}
+	run("address", "flush", "dev", s.LANA)
+	if !testenv.PollUntil(10*time.Second, func() bool { return strings.Count(logs.String(), warning) == 2 }) {
+		t.Errorf("LAN address removed while running: %d warnings, want 2 (start, removal):\n%s", strings.Count(logs.String(), warning), logs.String())
+	}
+}
