@@ -1,6 +1,7 @@
 package tundev
 
 import (
+	"bytes"
 	"maps"
 	"math/rand/v2"
 	"net/netip"
@@ -199,6 +200,59 @@ func TestUpdateNoRoute(t *testing.T) {
 		got, want := d.noRoute.Load(), ref.noRoute.Load()
 		if (got == nil) != (want == nil) || (got != nil && !got.Equal(want)) {
 			t.Fatalf("step %d: after UpdateNoRoute(%v, %v, %v, %v) the table is %v, SetNoRoute of the sets %v", step, add, undrop, pass1, unpass, got, want)
+		}
+	}
+}
+
+// TestPortDeviceNoRouteRouterOrder: a LAN packet to a no_route prefix
+// meets a Linux router's checks in their order, as Linux's wg0 route
+// takes it through ip_forward / ip6_forward before wg_xmit finds no peer:
+// at TTL / hop limit 1 time exceeded (ttl_exceeded), from an IPv6
+// link-local source "beyond scope of source address" from our link-local
+// address (martian), and only then host / address unreachable
+// (no_route), as the fast path orders them (unreach.go). Before, each got
+// host / address unreachable, the link-local source's from our global
+// address (an error Linux never sends it).
+func TestPortDeviceNoRouteRouterOrder(t *testing.T) {
+	to4, to6 := netip.MustParseAddr("198.18.12.5"), netip.MustParseAddr("2001:2:0:13::5")
+	for _, c := range []struct {
+		name      string
+		pkt       []byte
+		et        uint16
+		from      netip.Addr
+		typ, code uint8
+		quote     []byte
+		why       PortDropReason
+	}{
+		{"IPv4 TTL 1", withTTL(ipPacket(hostIP, to4, []byte("ttl")), 1), 0x0800, lanIP, 11, 0, nil, PortDropTTLExceeded},
+		{"IPv6 hop limit 1", withTTL(ipPacket(hostIP6, to6, []byte("ttl")), 1), 0x86dd, lanIP6, 3, 0, nil, PortDropTTLExceeded},
+		{"link-local source", ipPacket(llHost, to6, []byte("scope")), 0x86dd, llGW, 1, 2, nil, PortDropMartian},
+		{"link-local source, hop limit 1", withTTL(ipPacket(llHost, to6, []byte("scope")), 1), 0x86dd, llGW, 3, 0, nil, PortDropTTLExceeded},
+		{"IPv4 no route", ipPacket(hostIP, to4, []byte("unreachable")), 0x0800, lanIP, 3, 1, nil, PortDropNoRoute},
+		{"IPv6 no route", ipPacket(hostIP6, to6, []byte("unreachable")), 0x86dd, lanIP6, 1, 3, nil, PortDropNoRoute},
+	} {
+		r := newPortRig(t, 1, func(p *PortConfig) { p.ICMPSource4, p.ICMPSource6, p.ICMPLinkLocal6 = lanIP, lanIP6, llGW })
+		r.dev.SetNoRoute([]netip.Prefix{netip.MustParsePrefix("198.18.12.0/24"), netip.MustParsePrefix("2001:2:0:13::/64")}, nil)
+		sentinel := ipPacket(hostIP, netip.MustParseAddr("198.18.11.7"), []byte("fits")) // Read returns with it
+		r.inject(t, 0, ethFrame(macGW, macHost, c.et, c.pkt), ethFrame(macGW, macHost, 0x0800, sentinel))
+		readAll(t, r.dev, 1)
+		got := r.collect(1)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d answers, want 1", c.name, len(got))
+		}
+		var p header.Packet
+		if header.Parse(got[0], &p) != header.OK || p.Src != c.from || [6]byte(got[0][0:6]) != [6]byte(macHost) {
+			t.Fatalf("%s: answer %x: want from %v at %v", c.name, got[0], c.from, macHost)
+		}
+		quote := c.quote
+		if quote == nil {
+			quote = c.pkt
+		}
+		if m := got[0][p.L4Off:p.L3End]; m[0] != c.typ || m[1] != c.code || !bytes.Equal(m[8:], quote) {
+			t.Errorf("%s: answer type %d code %d quoting %x, want %d %d quoting %x", c.name, m[0], m[1], m[8:], c.typ, c.code, quote)
+		}
+		if s := r.dev.Stats(); s.Drops[c.why] != 1 || s.Drops.Total() != 1 || s.ICMPErrors != 1 {
+			t.Errorf("%s: drops %v, ICMP errors %d; want one %v drop and one error", c.name, s.Drops.List(), s.ICMPErrors, c.why)
 		}
 	}
 }

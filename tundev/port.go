@@ -399,6 +399,12 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
+	// A router's checks first (options, addresses, TTL, a link-local
+	// source: forwardIn), as Linux's ip_forward / ip6_forward make them
+	// before wg_xmit finds no peer.
+	if !d.forwardIn(frame[:l3], pkt[:n]) {
+		return false
+	}
 	if why := noPeer(nr, ne, pkt[:n]); why != NumPortDropReasons {
 		// As Linux's wg0: the route's MTU first (fragmentation
 		// needed, counted over_mtu), then host unreachable.
@@ -408,9 +414,6 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		}
 		d.ctr.drops[why].Add(1)
 		d.unreachable(frame[:l3], pkt[:n])
-		return false
-	}
-	if !d.forwardIn(frame[:l3], pkt[:n]) {
 		return false
 	}
 	if n > d.cfg.MTU {
