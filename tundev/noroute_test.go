@@ -1,6 +1,7 @@
 package tundev
 
 import (
+	"bytes"
 	"maps"
 	"math/rand/v2"
 	"net/netip"
@@ -116,7 +117,7 @@ func TestPortDeviceNoRouteNoAllocs(t *testing.T) {
 // answered as Linux's wg0 answers a packet no peer takes: ICMP host
 // unreachable (3/1) or ICMPv6 address unreachable (1/3), from the
 // port's ICMP source of the family to the packet's Ethernet source,
-// quoting the packet; rate-limited by Linux's defaults (a burst of 6 per
+// quoting the packet with its hop taken; rate-limited by Linux's defaults (a burst of 6 per
 // destination, then one a second), what is held back counted as
 // icmp_suppressed.
 func TestPortDeviceNoRouteUnreachable(t *testing.T) {
@@ -132,6 +133,7 @@ func TestPortDeviceNoRouteUnreachable(t *testing.T) {
 		r := newPortRig(t, 1, func(p *PortConfig) { p.ICMPSource4, p.ICMPSource6 = lanIP, lanIP6 })
 		r.dev.SetNoRoute([]netip.Prefix{netip.MustParsePrefix("198.18.12.0/24"), netip.MustParsePrefix("2001:2:0:13::/64")}, nil)
 		pkt := ipPacket(c.src, c.dst, []byte("unreachable"))
+		quote := hop(pkt) // ip_forward's hop taken before wg_xmit answers
 		var in [][]byte
 		for range 10 {
 			in = append(in, ethFrame(macGW, macHost, c.et, pkt))
@@ -150,8 +152,8 @@ func TestPortDeviceNoRouteUnreachable(t *testing.T) {
 			t.Fatalf("answer %x: want from %v to %v at %v", got[0], c.from, c.src, macHost)
 		}
 		m := got[0][p.L4Off:p.L3End]
-		if m[0] != c.typ || m[1] != c.code || string(m[8:]) != string(pkt) {
-			t.Errorf("answer type %d code %d quoting %x, want %d %d quoting %x", m[0], m[1], m[8:], c.typ, c.code, pkt)
+		if m[0] != c.typ || m[1] != c.code || string(m[8:]) != string(quote) {
+			t.Errorf("answer type %d code %d quoting %x, want %d %d quoting %x", m[0], m[1], m[8:], c.typ, c.code, quote)
 		}
 		if s := r.dev.Stats(); s.Drops[PortDropNoRoute] != 10 || s.ICMPErrors != 6 || s.ICMPSuppressed != 4 {
 			t.Errorf("%v: no_route %d icmp_errors %d icmp_suppressed %d, want 10 6 4", c.dst, s.Drops[PortDropNoRoute], s.ICMPErrors, s.ICMPSuppressed)
@@ -201,4 +203,80 @@ func TestUpdateNoRoute(t *testing.T) {
 			t.Fatalf("step %d: after UpdateNoRoute(%v, %v, %v, %v) the table is %v, SetNoRoute of the sets %v", step, add, undrop, pass1, unpass, got, want)
 		}
 	}
+}
+
+// TestPortDeviceNoRouteRouterOrder: a LAN packet to a no_route prefix
+// meets a Linux router's checks in their order, as Linux's wg0 route
+// takes it through ip_forward / ip6_forward before wg_xmit finds no peer:
+// at TTL / hop limit 1 time exceeded (ttl_exceeded), from an IPv6
+// link-local source "beyond scope of source address" from our link-local
+// address (martian), and only then host / address unreachable
+// (no_route), as the fast path orders them (unreach.go). Before, each got
+// host / address unreachable, the link-local source's from our global
+// address (an error Linux never sends it). The unreachable quotes what
+// wg_xmit is handed, as the fast path's: the packet with its hop taken
+// (ip_forward lowered it), of IPv4 without DF over the tunnel MTU its
+// first fragment; before, the packet as received.
+func TestPortDeviceNoRouteRouterOrder(t *testing.T) {
+	to4, to6 := netip.MustParseAddr("198.18.12.5"), netip.MustParseAddr("2001:2:0:13::5")
+	for _, c := range []struct {
+		name      string
+		pkt       []byte
+		et        uint16
+		from      netip.Addr
+		typ, code uint8
+		quote     []byte
+		why       PortDropReason
+	}{
+		{"IPv4 TTL 1", withTTL(ipPacket(hostIP, to4, []byte("ttl")), 1), 0x0800, lanIP, 11, 0, nil, PortDropTTLExceeded},
+		{"IPv6 hop limit 1", withTTL(ipPacket(hostIP6, to6, []byte("ttl")), 1), 0x86dd, lanIP6, 3, 0, nil, PortDropTTLExceeded},
+		{"link-local source", ipPacket(llHost, to6, []byte("scope")), 0x86dd, llGW, 1, 2, nil, PortDropMartian},
+		{"link-local source, hop limit 1", withTTL(ipPacket(llHost, to6, []byte("scope")), 1), 0x86dd, llGW, 3, 0, nil, PortDropTTLExceeded},
+		{"IPv4 no route", ipPacket(hostIP, to4, []byte("unreachable")), 0x0800, lanIP, 3, 1, hop(ipPacket(hostIP, to4, []byte("unreachable"))), PortDropNoRoute},
+		{"IPv6 no route", ipPacket(hostIP6, to6, []byte("unreachable")), 0x86dd, lanIP6, 1, 3, hop(ipPacket(hostIP6, to6, []byte("unreachable"))), PortDropNoRoute},
+		{"IPv4 no route, over the MTU without DF", noDF(ipPacket(hostIP, to4, make([]byte, 1450))), 0x0800, lanIP, 3, 1, firstFragment(t, hop(noDF(ipPacket(hostIP, to4, make([]byte, 1450)))), 1420), PortDropNoRoute},
+	} {
+		r := newPortRig(t, 1, func(p *PortConfig) { p.ICMPSource4, p.ICMPSource6, p.ICMPLinkLocal6 = lanIP, lanIP6, llGW })
+		r.dev.SetNoRoute([]netip.Prefix{netip.MustParsePrefix("198.18.12.0/24"), netip.MustParsePrefix("2001:2:0:13::/64")}, nil)
+		sentinel := ipPacket(hostIP, netip.MustParseAddr("198.18.11.7"), []byte("fits")) // Read returns with it
+		r.inject(t, 0, ethFrame(macGW, macHost, c.et, c.pkt), ethFrame(macGW, macHost, 0x0800, sentinel))
+		readAll(t, r.dev, 1)
+		got := r.collect(1)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d answers, want 1", c.name, len(got))
+		}
+		var p header.Packet
+		if header.Parse(got[0], &p) != header.OK || p.Src != c.from || [6]byte(got[0][0:6]) != [6]byte(macHost) {
+			t.Fatalf("%s: answer %x: want from %v at %v", c.name, got[0], c.from, macHost)
+		}
+		quote := c.quote
+		if quote == nil {
+			quote = c.pkt
+		}
+		if m := got[0][p.L4Off:p.L3End]; m[0] != c.typ || m[1] != c.code || !bytes.Equal(m[8:], quote) {
+			t.Errorf("%s: answer type %d code %d quoting %x, want %d %d quoting %x", c.name, m[0], m[1], m[8:], c.typ, c.code, quote)
+		}
+		if s := r.dev.Stats(); s.Drops[c.why] != 1 || s.Drops.Total() != 1 || s.ICMPErrors != 1 {
+			t.Errorf("%s: drops %v, ICMP errors %d; want one %v drop and one error", c.name, s.Drops.List(), s.ICMPErrors, c.why)
+		}
+	}
+}
+
+// noDF is a copy of the IPv4 packet p without DF (checksum recomputed).
+func noDF(p []byte) []byte {
+	q := bytes.Clone(p)
+	q[6] &^= 0x40
+	header.IPv4(q).SetChecksum()
+	return q
+}
+
+// firstFragment is the first fragment of the IPv4 packet p cut to mtu
+// bytes, as much of it as an ICMPv4 error quotes (576 bytes in all).
+func firstFragment(t *testing.T, p []byte, mtu int) []byte {
+	t.Helper()
+	var fr header.IPv4Fragmenter
+	if r := fr.Reset(p, mtu); r != header.OK {
+		t.Fatal(r)
+	}
+	return p[:min(fr.PutFirst(), 576-header.IPv4MinLen-8)]
 }

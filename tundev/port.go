@@ -413,18 +413,33 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return false
 	}
+	// A router's checks first (options, addresses, TTL, a link-local
+	// source: forwardIn), as Linux's ip_forward / ip6_forward make them
+	// before wg_xmit finds no peer.
+	if !d.forwardIn(frame[:l3], pkt[:n]) {
+		return false
+	}
 	if why := noPeer(nr, ne, pkt[:n]); why != NumPortDropReasons {
 		// As Linux's wg0: the route's MTU first (fragmentation
-		// needed, counted over_mtu), then host unreachable.
+		// needed, counted over_mtu), then host unreachable about
+		// what wg_xmit is handed (the frame is dropped: rewritten in
+		// place): the packet with its hop taken, ip_forward's, and
+		// of IPv4 without DF over the MTU its first fragment, the
+		// one Linux answers (as the fast path's noPeer).
 		if n > d.cfg.MTU && (et == header.EtherTypeIPv6 || header.IPv4(pkt).DontFragment()) {
 			d.overMTU(frame[:l3], pkt[:n])
 			return false
 		}
 		d.ctr.drops[why].Add(1)
+		header.DecrementHop(pkt[:n])
+		if n > d.cfg.MTU {
+			var fr header.IPv4Fragmenter
+			if fr.Reset(pkt[:n], d.cfg.MTU) != header.OK {
+				return false
+			}
+			n = fr.PutFirst()
+		}
 		d.unreachable(frame[:l3], pkt[:n])
-		return false
-	}
-	if !d.forwardIn(frame[:l3], pkt[:n]) {
 		return false
 	}
 	if n > d.cfg.MTU {

@@ -27,9 +27,10 @@ import (
 // the interval shortened by the length of the route back, as
 // icmpv6_xrlim_allow: the ICMP keys do not apply in compat mode),
 // counting what it holds back
-// (PortStats.ICMPSuppressed). The quote shows pkt as received: compat mode
-// does not take the router's hop (README). Called from Read, which holds
-// rmu (d.reply).
+// (PortStats.ICMPSuppressed). The quote shows pkt as given: take hands it
+// what wg_xmit would be handed (its hop taken; of IPv4 without DF over
+// the tunnel MTU the first fragment). Called from Read, which holds rmu
+// (d.reply).
 func (d *PortDevice) unreachable(eth, pkt []byte) {
 	v4 := pkt[0]>>4 == header.IPv4Version
 	src := d.icmpSrc.Load()
