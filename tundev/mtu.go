@@ -73,6 +73,12 @@ func (d *PortDevice) SetICMPLinkLocal(addr netip.Addr) {
 	d.storeICMPSources(s.v4, s.v6, addr)
 }
 
+// ICMPLinkLocal returns the source of the ICMPv6 errors to LAN hosts'
+// link-local addresses of now (PortConfig.ICMPLinkLocal6, then
+// SetICMPLinkLocal's; invalid: none, ICMPSource6 answers them). Safe for
+// concurrent use.
+func (d *PortDevice) ICMPLinkLocal() netip.Addr { return d.icmpSrc.Load().ll6 }
+
 // storeICMPSources publishes the sources made of our LAN addresses and
 // PortConfig.TunnelSource4/6; d.icmpSrcMu held (or NewPortDevice's).
 func (d *PortDevice) storeICMPSources(v4, v6, ll6 netip.Addr) {

@@ -17,6 +17,11 @@ import (
 // subscribes again after its subscription ended on an error.
 const resubscribeDelay = time.Second
 
+// beforeFollow, when not nil, runs in Start between its reading of the
+// interfaces and followAddresses' subscription: a test's way into that
+// window (TestAddressAddedBeforeFollowing). Nil outside tests.
+var beforeFollow func()
+
 // followAddresses follows the WAN and LAN interfaces' addresses (shared
 // mode: the kernel owns them) through netlink, as fast-path mode does.
 // When a WAN address is replaced (DHCP, renumbering), the WAN's XDP filter
@@ -57,8 +62,19 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 			}
 		}()
 		warned := false
+		// Both interfaces are read once first: an address added, or one
+		// whose duplicate address detection ended, between Start's
+		// reading and the subscription sent its update before anyone
+		// listened, and no later update may come.
+		wanChanged, lanChanged := true, true
 		for {
-			wanChanged, lanChanged := false, false
+			if wanChanged {
+				g.wanAddressesChanged(h, wanName, &warned)
+			}
+			if lanChanged {
+				g.lanAddressesChanged(h, lanName)
+			}
+			wanChanged, lanChanged = false, false
 			select {
 			case <-g.stop:
 				return
@@ -85,12 +101,6 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 						break burst
 					}
 				}
-			}
-			if wanChanged {
-				g.wanAddressesChanged(h, wanName, &warned)
-			}
-			if lanChanged {
-				g.lanAddressesChanged(h, lanName)
 			}
 		}
 	}()

@@ -386,6 +386,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
+	if beforeFollow != nil {
+		beforeFollow()
+	}
 	if err := g.followAddresses(ah, cfg.WAN, cfg.LAN, wan.index, lan.index); err != nil {
 		return nil, fmt.Errorf("follow addresses: %w", err)
 	}

@@ -4,6 +4,7 @@ package compatgw
 
 import (
 	"log/slog"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,46 @@ func TestNoLANAddressWarned(t *testing.T) {
 	run("address", "flush", "dev", s.LANA)
 	if !testenv.PollUntil(10*time.Second, func() bool { return strings.Count(logs.String(), warning) == 2 }) {
 		t.Errorf("LAN address removed while running: %d warnings, want 2 (start, removal):\n%s", strings.Count(logs.String(), warning), logs.String())
+	}
+}
+
+// TestAddressAddedBeforeFollowing: an address the LAN gets between
+// Start's reading of the interfaces and the address follower's
+// subscription (at boot, while the network comes up, or a link-local
+// address whose duplicate address detection ends then) is followed: the
+// follower reads both interfaces once when it starts. Before, its update
+// came before anyone listened and nothing else came: the gateway kept
+// answering link-local LAN hosts from no address (TestRouterStock's
+// link-local source failed so in CI).
+func TestAddressAddedBeforeFollowing(t *testing.T) {
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	s, err := twosite.Build(testenv.Topology(t, "cnf"), twosite.Config{NoFastPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if out, err := s.GwA.Run("ip", "-6", "address", "flush", "dev", s.LANA, "scope", "link"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ll := netip.MustParseAddr("fe80::99")
+	beforeFollow = func() {
+		if out, err := s.GwA.Run("ip", "-6", "address", "add", ll.String()+"/64", "dev", s.LANA, "nodad"); err != nil {
+			t.Errorf("%v\n%s", err, out)
+		}
+	}
+	t.Cleanup(func() { beforeFollow = nil })
+	fc, f := s.FastConfig, compatFile(s)
+	var logs testenv.LogBuffer
+	var g *Gateway
+	if err := s.GwA.Do(func() (err error) {
+		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if !testenv.PollUntil(5*time.Second, func() bool { return g.lanDev.ICMPLinkLocal() == ll }) {
+		t.Errorf("the LAN got %v before the follower subscribed: the LAN device's link-local source is %v 5 s after start, want it", ll, g.lanDev.ICMPLinkLocal())
 	}
 }

@@ -53,9 +53,15 @@ func linkLocalSource(t *testing.T, g *Gateway, hub, hl *topo.NS, lan *topo.Veth)
 	}
 	before := g.Stats().LAN.Drops[tundev.PortDropMartian]
 	want := "From " + hubLL.String() + "%" + lan.B + " icmp_seq=1 Destination unreachable: Beyond scope of source address"
+	// The address follower sees the end of the hub's duplicate address
+	// detection after the test did: wait until the LAN device answers
+	// from the address (the precondition), then ping.
+	for deadline := time.Now().Add(10 * time.Second); g.lanDev.ICMPLinkLocal() != hubLL; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the LAN device's link-local source is %v 10 s after the hub's %v passed duplicate address detection", g.lanDev.ICMPLinkLocal(), hubLL)
+		}
+	}
 	var out string
-	// The address follower may see the hub's link-local address after
-	// the test did: give it a moment.
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		out, _ = hl.Run("ping", "-6", "-c", "1", "-W", "1", "-I", hlLL.String()+"%"+lan.B, "2001:db8:65::2")
 		if strings.Contains(out, want) || time.Now().After(deadline) {
@@ -64,7 +70,8 @@ func linkLocalSource(t *testing.T, g *Gateway, hub, hl *topo.NS, lan *topo.Veth)
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !strings.Contains(out, want) {
-		t.Errorf("ping a warrior from %v: want %q, got:\n%s", hlLL, want, out)
+		s := g.Stats().LAN
+		t.Errorf("ping a warrior from %v: want %q, got:\n%s\nLAN device: %d ICMP errors sent, %d suppressed, drops %v", hlLL, want, out, s.ICMPErrors, s.ICMPSuppressed, s.Drops)
 	}
 	if after := g.Stats().LAN.Drops[tundev.PortDropMartian]; after <= before {
 		t.Errorf("the hub's martian drops %d → %d, want more", before, after)

@@ -51,8 +51,19 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 			}
 		}()
 		warned := false
+		// Both interfaces are read once first: an address added, or one
+		// whose duplicate address detection ended, between Start's
+		// reading and the subscription sent its update before anyone
+		// listened, and no later update may come.
+		wan, lan := true, true
 		for {
-			var wan, lan bool
+			if wan {
+				g.wanAddressesChanged(&warned)
+			}
+			if lan {
+				g.lanAddressesChanged()
+			}
+			wan, lan = false, false
 			select {
 			case <-done:
 				return
@@ -79,12 +90,6 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 						break burst
 					}
 				}
-			}
-			if wan {
-				g.wanAddressesChanged(&warned)
-			}
-			if lan {
-				g.lanAddressesChanged()
 			}
 		}
 	}()
