@@ -178,14 +178,19 @@ func TestUAPIStalledClient(t *testing.T) {
 // socket (a line too long, a client that stalls or closes half-way) leaves
 // what wireguard-go leaves: every whole line before the cut applied, none
 // after it, whichever batch of ipcSetConn the cut falls in.
+//
+// The client stalls only once it has written all it sends: the server's
+// idle timeout takes effect then (writtenConn). Taken from the clock
+// alone, it cut a request whose writer or server a busy machine kept
+// waiting for a CPU past it: "client stalls in a later batch" applied
+// 1,955 peers of 2,650 with a timeout of 300 ms, on the 2-core machine
+// beside two busy loops and other tests (and, at 50 ms, "line too long in
+// a later batch" failed so at load 16).
 func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
-	// Long enough that the writer of a request of several batches is
-	// not taken for stalled when the machine is busy: at 50 ms (the read
-	// deadline of each batch) the test failed once, "read reply: EOF" in
-	// "line too long in a later batch", on the 2-core machine at load 16
-	// (other tests running), and passed at load 8: a goroutine can wait
-	// that long for a CPU there.
-	const idle = 300 * time.Millisecond
+	// idle is the server's timeout once the client has written all;
+	// hang bounds a server that never ends the request and decides
+	// nothing else.
+	const idle, hang = 50 * time.Millisecond, time.Minute
 	k1, k2, k3 := pubHex(t), pubHex(t), pubHex(t)
 	head := "public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\npublic_key=" + k2 + "\nallowed_ip=198.19.1.0/24\npersistent_keepalive_interval=25\n"
 	// Far more than a batch (uapiBatchBytes): the cut falls in a later one.
@@ -220,13 +225,15 @@ func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
 			ours.uapiIdle = idle
 			c, s := net.Pipe()
 			defer c.Close()
+			written := make(chan struct{})
 			done := make(chan struct{})
 			go func() {
-				ours.ServeUAPI(s)
+				ours.ServeUAPI(newWrittenConn(s, written))
 				close(done)
 			}()
 			go func() {
-				io.WriteString(c, "set=1\n"+tc.sent)
+				io.WriteString(c, "set=1\n"+tc.sent) // returns once the server has read it all (net.Pipe)
+				close(written)
 				if !tc.stall && tc.errno == 0 {
 					c.Close() // half-way through the request
 				}
@@ -238,9 +245,9 @@ func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
 			}
 			select {
 			case <-done:
-			case <-time.After(100 * idle):
+			case <-time.After(hang):
 				if tc.errno == 0 {
-					t.Fatalf("ServeUAPI still serving after %v", 100*idle)
+					t.Fatalf("ServeUAPI still serving after %v", hang)
 				}
 			}
 			refGet, err := ref.IpcGet()
@@ -259,6 +266,42 @@ func TestUAPIInterruptedSetMatchesWireguardGo(t *testing.T) {
 					strings.Count(b.String(), "public_key="), strings.Count(refGet, "public_key="), diff)
 			}
 		})
+	}
+}
+
+// writtenConn is the server's end of a pipe whose read deadlines (the idle
+// timeout) take effect only once the client has written all it sends
+// (written closed), the last one set then applied as it was set: until
+// then the client is writing, however long a busy machine keeps it or the
+// server waiting for a CPU, not stalled.
+type writtenConn struct {
+	net.Conn
+	written <-chan struct{}
+
+	mu       sync.Mutex
+	deadline time.Time // the last read deadline set
+}
+
+func newWrittenConn(c net.Conn, written <-chan struct{}) *writtenConn {
+	w := &writtenConn{Conn: c, written: written}
+	go func() {
+		<-written
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.Conn.SetReadDeadline(w.deadline)
+	}()
+	return w
+}
+
+func (w *writtenConn) SetReadDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	select {
+	case <-w.written:
+		return w.Conn.SetReadDeadline(t)
+	default:
+		return nil
 	}
 }
 

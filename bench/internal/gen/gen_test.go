@@ -129,6 +129,11 @@ func FuzzParsePayload(f *testing.F) {
 
 // TestRunMemport sends at a fixed rate over a memport pair and checks what
 // arrives: the count, each flow's sequence numbers in order, the run tag.
+// The run is ended by its context once the receiver has had enough
+// frames, not by a duration: a run of 200 ms sent nothing on a loaded
+// machine (Sent = 0: its thread, asleep after its first look at the
+// clock, was not run again within the 200 ms). A run ended by its
+// duration follows, which must pace likewise.
 func TestRunMemport(t *testing.T) {
 	a, b, err := memport.NewPair(memport.Config{RingSize: 4096})
 	if err != nil {
@@ -140,7 +145,12 @@ func TestRunMemport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rate, d = 20000.0, 200 * time.Millisecond
+	// enough frames received end the run (some 500 rounds of the
+	// flows); hang bounds a run that ignores its context and decides
+	// nothing else.
+	const rate, enough, hang = 20000.0, 2000, time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	next := map[uint32]uint64{}
 	var got uint64
 	stop := make(chan struct{})
@@ -165,6 +175,9 @@ func TestRunMemport(t *testing.T) {
 				got++
 			}
 			rx.Free(frames[:n])
+			if got >= enough {
+				cancel()
+			}
 			if n == 0 {
 				if stopped {
 					return
@@ -178,22 +191,43 @@ func TestRunMemport(t *testing.T) {
 			}
 		}
 	}()
-	rep := g.Run(context.Background(), a.Queue(0).TX(), 5, rate, d)
+	rep := g.Run(ctx, a.Queue(0).TX(), 5, rate, hang)
 	close(stop)
 	<-done
+	if rep.Elapsed >= hang {
+		t.Errorf("Run lasted %v (its duration), its context cancelled once %d frames were received", rep.Elapsed, enough)
+	}
 	if rep.Sent != got {
 		t.Errorf("Run sent %d, receiver got %d", rep.Sent, got)
 	}
 	// The rate itself is not checked here (no timed tests); only that
 	// the pacing never runs ahead of it.
-	if ach := rep.Achieved(); rep.Sent == 0 || ach > 1.05*rate {
-		t.Errorf("Sent = %d, Achieved() = %.0f pps; want some, at most %.0f", rep.Sent, ach, rate)
+	if ach := rep.Achieved(); rep.Sent < enough || ach > 1.05*rate {
+		t.Errorf("Sent = %d, Achieved() = %.0f pps; want at least %d, at most %.0f pps", rep.Sent, ach, enough, rate)
 	}
+	checkPerFlow(t, rep)
+
+	// Ended by its duration (what the ring or the pool cannot take is
+	// counted as Short; nothing receives).
+	const d = 20 * time.Millisecond
+	rep = g.Run(context.Background(), a.Queue(0).TX(), 6, rate, d)
+	if rep.Elapsed < d {
+		t.Errorf("Run for %v returned after %v", d, rep.Elapsed)
+	}
+	if ach := rep.Achieved(); ach > 1.05*rate {
+		t.Errorf("Run for %v: Sent = %d, Achieved() = %.0f pps; want at most %.0f pps", d, rep.Sent, ach, rate)
+	}
+	checkPerFlow(t, rep)
+}
+
+// checkPerFlow checks that rep's frames sent per flow add up to Sent.
+func checkPerFlow(t *testing.T, rep Report) {
+	t.Helper()
 	var sum uint64
 	for _, n := range rep.PerFlow {
 		sum += n
 	}
 	if sum != rep.Sent {
-		t.Errorf("PerFlow adds up to %d, want Sent %d", sum, rep.Sent)
+		t.Errorf("run %d: PerFlow adds up to %d, want Sent %d", rep.Run, sum, rep.Sent)
 	}
 }
