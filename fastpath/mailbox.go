@@ -28,6 +28,9 @@ func (w *worker) drainMailbox(now int64) int {
 		default:
 			return done
 		}
+		if done == 0 && w.stalled.Load() {
+			w.stalled.Store(false) // taking mail again: SendWait may wait (sendwait.go)
+		}
 		done++
 		if m.wan != nil {
 			w.receiveWAN(&m, now)

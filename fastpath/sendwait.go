@@ -4,12 +4,19 @@ import "time"
 
 // SendWait is Send for a control packet that cost the sender real work (a
 // handshake response is four Curve25519 operations): when the mailbox of
-// queue (modulo the number of workers, as in Send) is full it waits for room, up to timeout, instead of refusing at
-// once. It copies pkt.Payload and returns false, counted once
-// (DropMailboxFull), only if the mailbox stayed full for timeout. The
-// caller blocks meanwhile, so it must hold no lock the worker or other
-// senders need; a worker drains its mailbox every turn, so a full mailbox
-// means the worker is behind, not asleep. Safe for concurrent use.
+// queue (modulo the number of workers, as in Send) is full it waits for
+// room, up to timeout, instead of refusing at once. It copies pkt.Payload
+// and returns false, counted once (DropMailboxFull), only if the mailbox
+// stayed full for timeout. The caller blocks meanwhile, so it must hold no
+// lock the worker or other senders need; a worker drains its mailbox every
+// turn, so a full mailbox means the worker is behind, not asleep.
+//
+// A wait that runs out marks the worker stalled: until it takes mail from
+// its mailbox again, SendWait to it refuses at once when the mailbox is
+// full (counted), as Send does, instead of waiting. A worker that does not
+// run for a while (descheduled, or stuck) so costs each handshake worker
+// one wait of timeout, not one per message for its queue, and the
+// handshakes for the other workers' queues go on. Safe for concurrent use.
 func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	m := mail{ctl: pkt}
@@ -21,6 +28,10 @@ func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) b
 	default:
 	}
 	w.waiter.Ring() // the worker may be parked behind a burst of senders
+	if w.stalled.Load() {
+		w.count(DropMailboxFull, 1)
+		return false
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -28,6 +39,7 @@ func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) b
 		w.waiter.Ring()
 		return true
 	case <-t.C:
+		w.stalled.Store(true)
 		w.count(DropMailboxFull, 1)
 		return false
 	}

@@ -23,13 +23,6 @@ func TestSendWait(t *testing.T) {
 			t.Fatalf("Send %d refused below MailboxLen", i)
 		}
 	}
-	if r.a.SendWait(0, pkt, time.Millisecond) {
-		t.Fatal("SendWait into a full mailbox that nobody drains succeeded")
-	}
-	if got := r.a.Stats()[0].Drops[DropMailboxFull]; got != 1 {
-		t.Fatalf("mailbox_full after one SendWait ran out = %d, want 1", got)
-	}
-
 	done := make(chan bool)
 	go func() { done <- r.a.SendWait(0, pkt, time.Hour) }()
 	select {
@@ -42,11 +35,20 @@ func TestSendWait(t *testing.T) {
 	if !<-done {
 		t.Fatal("SendWait failed after the worker made room")
 	}
-	if got := r.a.Stats()[0].Drops[DropMailboxFull]; got != 1 {
-		t.Fatalf("mailbox_full after a SendWait that waited = %d, want still 1", got)
+	if got := r.a.Stats()[0].Drops[DropMailboxFull]; got != 0 {
+		t.Fatalf("mailbox_full after a SendWait that waited = %d, want 0", got)
 	}
 	if got := len(wa.mailbox); got != MailboxLen-wa.burst+1 {
 		t.Fatalf("mailbox holds %d, want %d (the waiting packet delivered)", got, MailboxLen-wa.burst+1)
+	}
+	for len(wa.mailbox) < MailboxLen {
+		r.a.Send(0, pkt)
+	}
+	if r.a.SendWait(0, pkt, time.Millisecond) {
+		t.Fatal("SendWait into a full mailbox that nobody drains succeeded")
+	}
+	if got := r.a.Stats()[0].Drops[DropMailboxFull]; got != 1 {
+		t.Fatalf("mailbox_full after one SendWait ran out = %d, want 1", got)
 	}
 }
 
@@ -98,5 +100,50 @@ func TestControlNoWANRoute(t *testing.T) {
 					len(wa.ctlWait), d[DropNoWANRoute], d[DropNoNeighbour], tc.want)
 			}
 		})
+	}
+}
+
+// TestSendWaitStalled: once a wait for a full mailbox ran out, SendWait to
+// that worker refuses at once (counted) instead of waiting again, until
+// the worker takes mail; then it waits for room as before. (A worker
+// that does not run would otherwise hold every handshake worker for the
+// whole timeout per message.) Driven by hand: an hour-long timeout that
+// returns at all shows it did not wait.
+func TestSendWaitStalled(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	wa := r.a.workers[0]
+	payload := make([]byte, protocol.ResponseSize)
+	payload[0] = protocol.TypeResponse
+	pkt := ControlPacket{Dst: netip.AddrPortFrom(wanAddrB, portB), Payload: payload, Peer: r.peerAB}
+	for range MailboxLen {
+		r.a.Send(0, pkt)
+	}
+	if r.a.SendWait(0, pkt, time.Millisecond) {
+		t.Fatal("SendWait into a full mailbox that nobody drains succeeded")
+	}
+	for i := range 3 {
+		if r.a.SendWait(0, pkt, time.Hour) {
+			t.Fatalf("SendWait %d to a stalled worker succeeded with its mailbox full", i)
+		}
+	}
+	if got := r.a.Stats()[0].Drops[DropMailboxFull]; got != 4 {
+		t.Fatalf("mailbox_full = %d, want 4 (each refusal counted)", got)
+	}
+	// The worker takes mail: no longer stalled. Fill the room it made,
+	// then a SendWait waits again, and delivers once there is room.
+	wa.drainMailbox(r.clock.Now())
+	for len(wa.mailbox) < MailboxLen {
+		r.a.Send(0, pkt)
+	}
+	done := make(chan bool)
+	go func() { done <- r.a.SendWait(0, pkt, time.Hour) }()
+	select {
+	case ok := <-done:
+		t.Fatalf("SendWait returned %v at once after the worker took mail again; want it to wait", ok)
+	case <-time.After(20 * time.Millisecond):
+	}
+	wa.drainMailbox(r.clock.Now())
+	if !<-done {
+		t.Fatal("SendWait failed after the worker made room")
 	}
 }

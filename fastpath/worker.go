@@ -179,7 +179,13 @@ type worker struct {
 	// accounting such as context switches); 0 while it is shared
 	// (threads.go).
 	tid atomic.Int32
-	th  thread // OS-thread state, the worker's own (threads.go)
+	// stalled: a SendWait to this worker ran out of time with the
+	// mailbox full, and the worker has not taken mail since; SendWait
+	// does not wait for it again until it has (sendwait.go). (Beside
+	// tid, in what would be padding: the fields after it keep their
+	// places.)
+	stalled atomic.Bool
+	th      thread // OS-thread state, the worker's own (threads.go)
 
 	// capture, if not nil, copies frames at the burst points (capture.go).
 	capture atomic.Pointer[Capture]

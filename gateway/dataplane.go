@@ -24,7 +24,9 @@ type Dataplane interface {
 	// payload and reports false if the mailbox was full.
 	Send(queue int, pkt fastpath.ControlPacket) bool
 	// SendWait is Send waiting up to timeout for room in a full mailbox
-	// (fastpath.Engine.SendWait); false only if the wait ran out.
+	// (fastpath.Engine.SendWait); false if the wait ran out, or at once
+	// while the worker is stalled (a wait for it ran out before and it has
+	// taken no mail since).
 	SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool
 	// Kick wakes the workers (keypairs or endpoints changed).
 	Kick()

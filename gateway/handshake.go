@@ -488,7 +488,11 @@ func (d *Device) send(queue int, pkt fastpath.ControlPacket) bool {
 // reply (Dataplane.SendWait) before it drops it (mailbox_full): a message
 // that cost Curve25519 work, or whose loss costs its peer REKEY_TIMEOUT
 // (whitepaper §6.4), is worth a short wait; the bound keeps a stalled
-// dataplane from holding the pool for longer.
+// dataplane from holding the pool for longer, and once a wait for a worker
+// ran out the engine refuses at once for that worker until it takes mail
+// again (fastpath.Engine.SendWait): a worker that does not run costs each
+// handshake worker one wait, not one per message, and the handshakes for
+// the other workers' queues go on.
 const MailboxWait = 100 * time.Millisecond
 
 // sendWait posts pkt from a handshake worker, waiting up to MailboxWait for

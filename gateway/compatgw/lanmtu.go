@@ -7,6 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 )
 
@@ -68,12 +69,9 @@ func (g *Gateway) followLANMTU(index int) error {
 // the socket (xsk_rx_dropped), as the warning at start says
 // (tunnelmtu.CheckFrames). Called by the follower alone.
 func (g *Gateway) setLANMTU(name string, mtu int) {
-	held := mtu
-	if most := g.lan.MaxMTU(); mtu > most {
-		held = most
-		g.log.Warn("LAN MTU changed above what an AF_XDP frame holds: the kernel drops longer frames toward the tunnel (xsk_rx_dropped in wgpio stats) before the gateway sees them, "+
-			"so their senders get no fragmentation needed, and decrypted packets are held to the largest MTU a frame holds; lower the LAN MTU to it",
-			"interface", name, "mtu", mtu, "held_to", held)
+	held, warn := tunnelmtu.HoldLANMTU(mtu, g.lan.MaxMTU())
+	if warn != "" {
+		g.log.Warn(warn, "interface", name, "mtu", mtu, "held_to", held)
 	}
 	var errs [2]error
 	if held > g.lanDev.LANMTU() {

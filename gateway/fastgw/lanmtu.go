@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 )
 
 // watchLANMTU follows the MTU of the LAN port's interface (the trunk the
@@ -56,12 +58,9 @@ func (g *Gateway) watchLANMTU() error {
 // LAN's longer frames toward the tunnel at the socket, as the warning at
 // start says: tunnelmtu.CheckFrames).
 func (g *Gateway) setLANMTU(name string, mtu int) {
-	held := mtu
-	if most := g.lan.MaxMTU(); mtu > most {
-		held = most
-		g.log.Warn("LAN MTU changed above what an AF_XDP frame holds: the kernel drops longer frames toward the tunnel (xsk_rx_dropped in wgpio stats) before the gateway sees them, "+
-			"so their senders get no fragmentation needed, and decrypted packets are held to the largest MTU a frame holds; lower the LAN MTU to it",
-			"interface", name, "mtu", mtu, "held_to", held)
+	held, warn := tunnelmtu.HoldLANMTU(mtu, g.lan.MaxMTU())
+	if warn != "" {
+		g.log.Warn(warn, "interface", name, "mtu", mtu, "held_to", held)
 	}
 	if held > g.lan.MTU() {
 		if err := g.lan.SetMTU(held); err != nil {

@@ -110,3 +110,17 @@ func CheckFrames(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4
 	}
 	return "", nil
 }
+
+// HoldLANMTU is CheckFrames' LAN rule for a LAN MTU that changed while the
+// gateway runs: given the interface's new MTU mtu and the largest MTU the
+// LAN port's frames hold (maxMTU: afxdp.Port.MaxMTU), it returns the MTU
+// the port and the engine take (mtu, or maxMTU when mtu is more) and, when
+// held below mtu, the warning to log (empty otherwise): what fails and the
+// fix, as CheckFrames' warning at start says it.
+func HoldLANMTU(mtu, maxMTU int) (held int, warn string) {
+	if mtu <= maxMTU {
+		return mtu, ""
+	}
+	return maxMTU, "LAN MTU changed above what an AF_XDP frame holds: the kernel drops longer frames toward the tunnel (xsk_rx_dropped in wgpio stats) before the gateway sees them, " +
+		"so their senders get no fragmentation needed, and decrypted packets are held to the largest MTU a frame holds; lower the LAN MTU to it"
+}

@@ -106,3 +106,22 @@ func TestCheckFrames(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldLANMTU: a LAN MTU changed at run time is taken up to the largest
+// MTU the port's frames hold, and above it held there with a warning that
+// names what fails and the fix.
+func TestHoldLANMTU(t *testing.T) {
+	const most = 3822
+	for _, tt := range []struct {
+		mtu, want int
+		warn      bool
+	}{{1280, 1280, false}, {1500, 1500, false}, {most, most, false}, {most + 1, most, true}, {9000, most, true}} {
+		held, warn := HoldLANMTU(tt.mtu, most)
+		if held != tt.want || (warn != "") != tt.warn {
+			t.Errorf("HoldLANMTU(%d, %d) = %d, %q; want %d, a warning %v", tt.mtu, most, held, warn, tt.want, tt.warn)
+		}
+		if tt.warn && (!strings.Contains(warn, "xsk_rx_dropped") || !strings.Contains(warn, "lower the LAN MTU")) {
+			t.Errorf("HoldLANMTU(%d) warning %q: want the counter and the fix named", tt.mtu, warn)
+		}
+	}
+}
