@@ -130,7 +130,7 @@ func TestPortDeviceParamProblemTunnel(t *testing.T) {
 // as suppressed; for IPv6 the interval is shortened by the route back,
 // but not the burst.
 func TestPortDeviceParamProblemRateLimit(t *testing.T) {
-	r := routerRig(t, func(c *PortConfig) { c.ICMPRate = icmprate.Config{Rate: -1} })
+	r := routerRig(t, func(c *PortConfig) { c.ICMPRate = icmprate.Config{Rate: -1, DestInterval: burstOnly} })
 	const n = 10
 	var frames [][]byte
 	for range n {

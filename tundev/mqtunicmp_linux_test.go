@@ -90,7 +90,7 @@ func TestMultiQueueTUNAnswerNoRoute(t *testing.T) {
 		if dev, err = OpenMultiQueueTUN("wgpmu0", 1, 1420); err != nil {
 			return err
 		}
-		return dev.AnswerNoRoute(icmprate.Config{})
+		return dev.AnswerNoRoute(icmprate.Config{DestInterval: burstOnly})
 	}); err != nil {
 		t.Fatal(err)
 	}
