@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
+	"github.com/wgpio/wgpio/internal/wglog"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -394,11 +395,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 
 	// Stock wireguard-go on the two.
-	logger := &device.Logger{
-		Verbosef: func(format string, a ...any) { g.log.Debug(fmt.Sprintf(format, a...)) },
-		Errorf:   func(format string, a ...any) { g.log.Warn(fmt.Sprintf(format, a...)) },
-	}
-	g.dev = device.NewDevice(g.lanDev, g.bind, logger)
+	// Its error lines limited (a failed send is logged per batch).
+	g.dev = device.NewDevice(g.lanDev, g.bind, wglog.New(g.log))
 	if err := g.dev.IpcSet(cfg.UAPI); err != nil {
 		return nil, fmt.Errorf("configure wireguard-go: %w", err)
 	}
