@@ -159,8 +159,9 @@ type Gateway struct {
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	// linkWG waits for the LAN MTU follower (lanmtu.go), which stop
-	// ends; its netlink handle's closer waits for it.
+	// linkWG waits for the LAN and WAN MTU followers (lanmtu.go,
+	// wanmtu.go), which stop ends; their netlink handles' closers wait
+	// for it.
 	linkWG    sync.WaitGroup
 	closeOnce sync.Once
 
@@ -382,6 +383,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.publishHostAddrs()
 	if err := g.followLANMTU(lan.index); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
+	}
+	if err := g.followWANMTU(wan.index, cfg.MTU, wan.v4.IsValid(), wan.v6.IsValid()); err != nil {
+		g.log.Warn("live WAN MTU changes will not be followed", "err", err)
 	}
 	ah, err := netlink.NewHandle()
 	if err != nil {
