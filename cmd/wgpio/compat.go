@@ -20,6 +20,7 @@ import (
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/wglog"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -55,12 +56,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := t.AnswerNoRoute(icmprate.Config{Rate: w.ICMPRate, Burst: w.ICMPBurst, DestInterval: w.ICMPDestInterval}); err != nil {
 		log.Warn("packets to no peer's allowed IPs are dropped without host unreachable", "err", err)
 	}
-	logger := &device.Logger{
-		Verbosef: func(format string, a ...any) { log.Debug(fmt.Sprintf(format, a...)) },
-		Errorf:   func(format string, a ...any) { log.Warn(fmt.Sprintf(format, a...)) },
-	}
 	udp := &countingBind{Bind: conn.NewDefaultBind()}
-	dev := device.NewDevice(t, udp, logger)
+	// Its error lines limited (a failed send is logged per batch).
+	dev := device.NewDevice(t, udp, wglog.New(log))
 	defer dev.Close()
 	if err := dev.IpcSet(f.UAPI()); err != nil {
 		return fmt.Errorf("%s: configure wireguard-go: %w", f.Name, err)

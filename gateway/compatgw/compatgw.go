@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
+	"github.com/wgpio/wgpio/internal/wglog"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -158,8 +159,9 @@ type Gateway struct {
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	// linkWG waits for the LAN MTU follower (lanmtu.go), which stop
-	// ends; its netlink handle's closer waits for it.
+	// linkWG waits for the LAN and WAN MTU followers (lanmtu.go,
+	// wanmtu.go), which stop ends; their netlink handles' closers wait
+	// for it.
 	linkWG    sync.WaitGroup
 	closeOnce sync.Once
 
@@ -382,6 +384,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.followLANMTU(lan.index); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
 	}
+	if err := g.followWANMTU(wan.index, cfg.MTU, wan.v4.IsValid(), wan.v6.IsValid()); err != nil {
+		g.log.Warn("live WAN MTU changes will not be followed", "err", err)
+	}
 	ah, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -394,11 +399,8 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 
 	// Stock wireguard-go on the two.
-	logger := &device.Logger{
-		Verbosef: func(format string, a ...any) { g.log.Debug(fmt.Sprintf(format, a...)) },
-		Errorf:   func(format string, a ...any) { g.log.Warn(fmt.Sprintf(format, a...)) },
-	}
-	g.dev = device.NewDevice(g.lanDev, g.bind, logger)
+	// Its error lines limited (a failed send is logged per batch).
+	g.dev = device.NewDevice(g.lanDev, g.bind, wglog.New(g.log))
 	if err := g.dev.IpcSet(cfg.UAPI); err != nil {
 		return nil, fmt.Errorf("configure wireguard-go: %w", err)
 	}

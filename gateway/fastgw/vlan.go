@@ -80,7 +80,11 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // watchWANMTU logs, at warning level, every change of the WAN's MTU (the
 // trunk's or its VLAN device's) that tunnelmtu.CheckWAN finds wrong, until
 // done is closed. The gateway keeps running: the operator is told the
-// numbers. mtus maps each watched interface index to its MTU at start
+// numbers. Each change also bounds what the WAN port sends (setWANMTU):
+// a tunnel packet longer than the new MTU is dropped and counted as the
+// port's too_long, where it was sent whole, uncounted, in a frame the
+// link does not carry (a NIC or switch drops it without a word; a veth
+// whose other end has a larger MTU delivered it). mtus maps each watched interface index to its MTU at start
 // (tunnelmtu.CheckWAN passed it); a link update that leaves the MTU as it
 // was (the XDP program detached at Close, a carrier change, an alias) logs
 // nothing, nor does the subscription's end when done is closed. Each
@@ -96,14 +100,36 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v
 			return
 		}
 		mtus[a.Index] = a.MTU
+		g.setWANMTU(a.Name, slices.Min(slices.Collect(maps.Values(mtus))))
 		warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, a.MTU, a.Name, s.vid, v4, v6)
 		switch {
 		case err != nil:
-			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", a.MTU, "problem", err.Error())
+			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", a.MTU, "problem", err.Error(),
+				"counted", "the WAN port's too_long drops (wgpio stats)")
 		case warn != "":
 			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", a.MTU, "problem", warn)
 		default:
 			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", a.MTU, "tunnel_mtu", g.cfg.MTU)
 		}
 	})
+}
+
+// setWANMTU makes mtu, the least MTU of the WAN's watched interfaces (the
+// trunk and its VLAN device), the WAN port's (afxdp.Port.SetMTU: the
+// longest frame Transmit sends, one 802.1Q tag beyond it allowed), held
+// to what a frame holds (MaxMTU). The fast path builds tunnel packets of
+// the tunnel MTU whatever the WAN's, and nothing fragments them: with
+// the bound, those the link cannot carry are counted (too_long); a raise
+// lets them through again. Called by the WAN follower alone.
+func (g *Gateway) setWANMTU(name string, mtu int) {
+	if g.wan == nil {
+		return
+	}
+	mtu = min(mtu, g.wan.MaxMTU())
+	if mtu == g.wan.MTU() {
+		return
+	}
+	if err := g.wan.SetMTU(mtu); err != nil {
+		g.log.Warn("WAN MTU change not taken by the WAN port", "interface", name, "mtu", mtu, "port_mtu", g.wan.MTU(), "err", err)
+	}
 }

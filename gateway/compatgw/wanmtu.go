@@ -1,0 +1,76 @@
+//go:build linux
+
+package compatgw
+
+import (
+	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/linkfollow"
+)
+
+// followWANMTU follows the WAN interface (index; the link the WAN port is
+// open on) until Close, as fast-path mode follows it (fastgw's
+// watchWANMTU): each change of its MTU is checked against the tunnel MTU
+// (tunnelmtu.CheckWAN; wrong: a warning with the numbers and the fix,
+// else info) and bounds what the WAN port sends (setWANMTU), so that the
+// bind drops and counts as too_big a tunnel packet the link no longer
+// carries, where it kept the MTU of start, sent such packets whole,
+// counted as transmitted, and logged nothing. The link going down
+// (warning: what is lost, where it is counted, the fix) or coming back
+// (info) is logged (linkfollow.StateLog), as for the LAN. tunnelMTU is
+// Config.MTU; v4 and v6 say which outer families the WAN has. It reads
+// links with a netlink handle of its own, opened here in the calling
+// thread's namespace (Start's) and closed by Close after the follower
+// ended.
+func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return err
+	}
+	mtu := g.wan.MTU()
+	states := &linkfollow.StateLog{Log: g.log, What: "WAN",
+		Counted: "wgpio stats counts it as the bind's link_down drops without carrier, no_wan_route or no_neighbour once the kernel's routes and neighbours of the link are gone when set down"}
+	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: "WAN", Indexes: []int{index}, OnLink: func(a netlink.LinkAttrs, _ bool) {
+		states.Note(a)
+		if a.MTU == mtu {
+			return
+		}
+		mtu = a.MTU
+		g.setWANMTU(a.Name, mtu)
+		warn, err := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6)
+		switch {
+		case err != nil:
+			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", mtu, "problem", err.Error(),
+				"counted", "the bind's too_big drops (wgpio stats)")
+		case warn != "":
+			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", mtu, "problem", warn)
+		default:
+			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
+		}
+	}}, g.stop, &g.linkWG)
+	if err != nil {
+		h.Close()
+		return err
+	}
+	g.closers = append(g.closers, func() error {
+		g.linkWG.Wait() // close closed g.stop before the closers run
+		h.Close()
+		return nil
+	})
+	return nil
+}
+
+// setWANMTU makes mtu, the WAN interface's (name) new MTU, the WAN port's
+// (afxdp.Port.SetMTU), held to what a frame holds (MaxMTU): the bind
+// reads it once per batch and drops a datagram whose frame would be
+// longer (too_big). Called by the follower alone.
+func (g *Gateway) setWANMTU(name string, mtu int) {
+	mtu = min(mtu, g.wan.MaxMTU())
+	if mtu == g.wan.MTU() {
+		return
+	}
+	if err := g.wan.SetMTU(mtu); err != nil {
+		g.log.Warn("WAN MTU change not taken by the WAN port", "interface", name, "mtu", mtu, "port_mtu", g.wan.MTU(), "err", err)
+	}
+}
