@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"golang.zx2c4.com/wireguard/device"
 )
 
@@ -65,21 +66,23 @@ func newLogger(log *slog.Logger, now func() time.Time) *device.Logger {
 	}
 }
 
-// limiter holds a token bucket per kind of line.
+// limiter holds a token bucket per kind of line (golang.org/x/time/rate,
+// Burst tokens, one more per Interval).
 type limiter struct {
 	now   func() time.Time
 	mu    sync.Mutex
 	kinds map[string]*bucket // by format string; at most maxKinds
-	other bucket             // the formats past maxKinds
+	other *bucket            // the formats past maxKinds
 }
 
-// bucket is one kind's tokens (lines it may log now), the time they were
-// last topped up, and the lines left out since its last line.
+// bucket is one kind's tokens and the lines it left out since its last
+// line.
 type bucket struct {
-	tokens     int
-	filled     time.Time
+	tokens     *rate.Limiter
 	suppressed uint64
 }
+
+func newBucket() *bucket { return &bucket{tokens: rate.NewLimiter(rate.Every(Interval), Burst)} }
 
 // allow reports whether a line of kind format may be logged now and, if
 // so, how many of its kind were left out since its last line.
@@ -90,24 +93,19 @@ func (l *limiter) allow(format string) (ok bool, suppressed uint64) {
 	b := l.kinds[format]
 	if b == nil {
 		if len(l.kinds) >= maxKinds {
-			b = &l.other
+			if l.other == nil {
+				l.other = newBucket()
+			}
+			b = l.other
 		} else {
-			b = &bucket{tokens: Burst, filled: now}
+			b = newBucket()
 			l.kinds[format] = b
 		}
 	}
-	if b.filled.IsZero() { // l.other's first use
-		b.tokens, b.filled = Burst, now
-	}
-	if k := now.Sub(b.filled) / Interval; k > 0 {
-		b.tokens = int(min(int64(Burst), int64(b.tokens)+int64(k)))
-		b.filled = b.filled.Add(k * Interval)
-	}
-	if b.tokens == 0 {
+	if !b.tokens.AllowN(now, 1) {
 		b.suppressed++
 		return false, 0
 	}
-	b.tokens--
 	suppressed, b.suppressed = b.suppressed, 0
 	return true, suppressed
 }
