@@ -20,7 +20,7 @@ import (
 // outgoing device's MTU of the moment, and a raised one carries longer
 // frames at once; and logged at info level. A link update that leaves
 // the MTU as it was changes nothing. The link going down (warning: what
-// is lost, and the fix) or coming back (info) is logged, as in fast-path
+// does not leave, where it is counted, and the fix) or coming back (info) is logged, as in fast-path
 // mode (linkfollow.StateLog). It reads links with a netlink handle of its
 // own, opened here in the calling thread's namespace (Start's) and closed
 // by Close after the follower ended.
@@ -34,7 +34,7 @@ func (g *Gateway) followLANMTU(index int) error {
 	// and that change is handed on like any other).
 	mtu := g.lanDev.LANMTU()
 	states := &linkfollow.StateLog{Log: g.log, What: "LAN",
-		Counted: "wgpio stats counts it as the LAN device's link_down drops without carrier, tx_full once its TX ring is full when set down"}
+		Counted: "without carrier, wgpio stats counts it as the LAN device's link_down drops; set down, the LAN port's TX ring holds it, counted as sent, and sends it late once the link is up (Linux drops it), and tx_full counts what the full ring refused"}
 	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: "LAN", Indexes: []int{index}, OnLink: func(a netlink.LinkAttrs, _ bool) {
 		states.Note(a)
 		if a.MTU == mtu {

@@ -11,5 +11,5 @@ import "github.com/wgpio/wgpio/internal/linkfollow"
 // interface's TX dropped), and nothing arrives.
 func (g *Gateway) linkStates(what string) *linkfollow.StateLog {
 	return &linkfollow.StateLog{Log: g.log, What: what,
-		Counted: "wgpio stats counts it as the port's link_down drops without carrier, ring_full once its TX ring is full when set down"}
+		Counted: "without carrier, wgpio stats counts it as the port's link_down drops; set down, the port's TX ring holds it, counted as sent, and sends it late once the link is up (Linux drops it), and ring_full counts what the full ring refused"}
 }

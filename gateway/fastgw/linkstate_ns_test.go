@@ -12,8 +12,8 @@ import (
 )
 
 // TestLinkDownLogged: the LAN or the WAN set down while the gateway runs
-// is logged at warning level, naming the interface, what is lost and the
-// fix, and set up again is logged too; traffic flows both ways after each,
+// is logged at warning level, naming the interface, what does not leave
+// (set down: the port's TX ring holds it, to send it late) and the fix, and set up again is logged too; traffic flows both ways after each,
 // and no descriptor or goroutine is left over.
 // The gateway stayed silent while what it sent out of a down link was
 // counted as sent by it and as TX dropped only by the kernel.
@@ -36,6 +36,7 @@ func TestLinkDownLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitLogged(t, logs, c.side+" link down: nothing arrives through it", 1)
+		waitLogged(t, logs, "set down, the port's TX ring holds it, counted as sent, and sends it late", 1)
 		waitLogged(t, logs, "fix=\"ip link set dev "+c.dev+" up, or check the cable", 1)
 		if _, err := s.GwA.Run("ip", "link", "set", "dev", c.dev, "up"); err != nil {
 			t.Fatal(err)

@@ -19,9 +19,11 @@ func linkUp(a netlink.LinkAttrs) bool {
 
 // StateLog logs the changes of whether followed interfaces are up (linkUp),
 // for a gateway's OnLink: at warning level when one goes down, naming
-// what is lost and the fix, at info level when it comes back. While a
-// port's link is down, the kernel drops what the gateway sends out of it
-// without telling the sender, and nothing arrives: without this line the
+// what does not leave, where it is counted (Counted) and the fix, at info
+// level when it comes back. While a port's link is without carrier, the
+// kernel drops what the gateway sends out of it without telling the
+// sender; set down, the interface takes nothing (an AF_XDP port's TX ring
+// holds it until it is up); and nothing arrives: without this line the
 // gateway stays silent. The first state seen of an interface is logged
 // only if it is down. Not safe for concurrent use (one Follow goroutine
 // calls it); the zero value is not usable: Log and What are required.
@@ -47,7 +49,7 @@ func (s *StateLog) Note(a netlink.LinkAttrs) {
 	case up:
 		s.Log.Info(s.What+" link up again: forwarding through it resumes", "interface", a.Name)
 	default:
-		s.Log.Warn(s.What+" link down: nothing arrives through it, and what the gateway sends out of it is lost ("+s.Counted+"; the kernel as TX dropped: ip -s link show dev "+a.Name+") until it is up again",
+		s.Log.Warn(s.What+" link down: nothing arrives through it, and what the gateway sends out of it does not leave ("+s.Counted+"; the kernel counts its drops as TX dropped: ip -s link show dev "+a.Name+") until it is up again",
 			"interface", a.Name, "admin_up", a.Flags&net.FlagUp != 0, "carrier", a.RawFlags&unix.IFF_LOWER_UP != 0,
 			"fix", "ip link set dev "+a.Name+" up, or check the cable or the link's other end")
 	}
