@@ -81,35 +81,59 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // trunk's or its VLAN device's) that tunnelmtu.CheckWAN finds wrong, until
 // done is closed. The gateway keeps running: the operator is told the
 // numbers. Each change also bounds what the WAN port sends (setWANMTU):
-// a tunnel packet longer than the new MTU is dropped and counted as the
-// port's too_long, where it was sent whole, uncounted, in a frame the
-// link does not carry (a NIC or switch drops it without a word; a veth
-// whose other end has a larger MTU delivered it). mtus maps each watched interface index to its MTU at start
-// (tunnelmtu.CheckWAN passed it); a link update that leaves the MTU as it
-// was (the XDP program detached at Close, a carrier change, an alias) logs
-// nothing, nor does the subscription's end when done is closed. Each
-// watched interface going down or up is logged (linkStates).
+// a tunnel packet longer than the least MTU of the watched interfaces is
+// dropped and counted as the port's too_long, where it was sent whole,
+// uncounted, in a frame the link does not carry (a NIC or switch drops
+// it without a word; a veth whose other end has a larger MTU delivered
+// it). The check is against that least MTU, naming its interface, not
+// against the MTU of the interface that changed: Linux lowers a VLAN
+// device's MTU with its parent's but never raises it, so a trunk raised
+// back leaves the VLAN device, and the port, at the lowered MTU (logged
+// before as "the tunnel MTU fits" while the packets were still lost).
+// mtus maps each watched interface index to its MTU at start
+// (tunnelmtu.CheckWAN passed the least of them); a link update that
+// leaves the MTU as it was (the XDP program detached at Close, a carrier
+// change, an alias) logs nothing, nor does the subscription's end when
+// done is closed. Each watched interface going down or up is logged
+// (linkStates).
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
-	indexes := slices.Collect(maps.Keys(mtus))
+	indexes := slices.Sorted(maps.Keys(mtus))
+	names := map[int]string{} // each watched index's name, as last read
 	states := g.linkStates("WAN")
 	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if _, watched := mtus[a.Index]; watched {
 			states.Note(a)
+			names[a.Index] = a.Name
 		}
 		if mtu, watched := mtus[a.Index]; !watched || mtu == a.MTU {
 			return
 		}
 		mtus[a.Index] = a.MTU
-		g.setWANMTU(a.Name, slices.Min(slices.Collect(maps.Values(mtus))))
-		warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, a.MTU, a.Name, s.vid, v4, v6)
+		// The least MTU bounds the port; the interface that changed
+		// names it when it is the least.
+		least, leastDev := a.MTU, a.Name
+		for _, i := range indexes {
+			if mtus[i] < least {
+				least, leastDev = mtus[i], names[i]
+				if leastDev == "" {
+					leastDev = fmt.Sprintf("index %d", i)
+				}
+			}
+		}
+		g.setWANMTU(a.Name, least)
+		warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6)
+		attrs := []any{"interface", a.Name, "mtu", a.MTU}
+		if leastDev != a.Name {
+			attrs = append(attrs, "wan_mtu", least, "wan_mtu_of", leastDev)
+		}
 		switch {
 		case err != nil:
-			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", a.MTU, "problem", err.Error(),
-				"counted", "the WAN port's too_long drops (wgpio stats)")
+			g.log.Warn("WAN MTU changed: tunnel packets are lost", append(attrs, "problem", err.Error(),
+				"counted", "the WAN port's too_long drops (wgpio stats)")...)
 		case warn != "":
-			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", a.MTU, "problem", warn)
+			g.log.Warn("WAN MTU changed", append(attrs, "problem", warn)...)
 		default:
-			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", a.MTU, "tunnel_mtu", g.cfg.MTU)
+			g.log.Info("WAN MTU changed; the tunnel MTU fits", append(attrs, "tunnel_mtu", g.cfg.MTU)...)
 		}
 	})
 }

@@ -15,10 +15,13 @@
 // kind after some were left out carries their number
 // ("suppressed=N"). The drops themselves are counted where they happen
 // (the bind's and tundev's counters), not here. Debug lines
-// (Verbosef) are passed on unlimited: they are off unless asked for.
+// (Verbosef) are passed on unlimited: they are off unless asked for, and
+// off they cost no formatting (wireguard-go writes one for every datagram
+// of an unknown type or with a bad MAC1, which anyone can send).
 package wglog
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -51,7 +54,13 @@ func New(log *slog.Logger) *device.Logger {
 func newLogger(log *slog.Logger, now func() time.Time) *device.Logger {
 	l := &limiter{now: now, kinds: make(map[string]*bucket)}
 	return &device.Logger{
-		Verbosef: func(format string, a ...any) { log.Debug(fmt.Sprintf(format, a...)) },
+		Verbosef: func(format string, a ...any) {
+			// Formatted only when written: wireguard-go writes some
+			// for every bad datagram anyone sends.
+			if log.Enabled(context.Background(), slog.LevelDebug) {
+				log.Debug(fmt.Sprintf(format, a...))
+			}
+		},
 		Errorf: func(format string, a ...any) {
 			ok, suppressed := l.allow(format)
 			if !ok {

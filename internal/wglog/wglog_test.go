@@ -83,3 +83,25 @@ func TestKindsBounded(t *testing.T) {
 		t.Errorf("%d lines allowed, want %d (one a kind, then the shared bucket's burst)", allowed, want)
 	}
 }
+
+// TestVerboseOffFormatsNothing: with debug lines off (the default), a
+// verbose line costs no formatting: wireguard-go writes one for every
+// datagram of an unknown type and every handshake message with a bad
+// MAC1, which anyone can send to the listen port at line rate, and each
+// was formatted (an allocation, and a peer's String for those naming
+// one) only for the handler to drop it.
+func TestVerboseOffFormatsNothing(t *testing.T) {
+	var b bytes.Buffer
+	log := New(slog.New(slog.NewTextHandler(&b, nil)))
+	if n := testing.AllocsPerRun(100, func() { log.Verbosef("Received message with unknown type") }); n != 0 {
+		t.Errorf("a verbose line with debug off: %v allocations, want 0", n)
+	}
+	if b.Len() != 0 {
+		t.Errorf("a verbose line with debug off was written: %q", b.String())
+	}
+	dbg := New(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	dbg.Verbosef("Received message with unknown type %d", 7)
+	if !strings.Contains(b.String(), "level=DEBUG msg=\"Received message with unknown type 7\"") {
+		t.Errorf("a verbose line with debug on: logged %q", b.String())
+	}
+}
