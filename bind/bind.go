@@ -191,7 +191,14 @@ type txQueue struct {
 	mu     sync.Mutex
 	tx     dataplane.TX
 	frames []dataplane.Frame // scratch, guarded by mu
-	ctr    txCounters
+	// ipID is the identification of the last IPv4 datagram sent from
+	// this queue (guarded by mu): one a datagram, so that a router that
+	// fragments them (DF is clear) has fragments to tell apart (RFC 791,
+	// RFC 6864 §4.1). A destination always takes the same queue
+	// (takeTX), so its datagrams' identifications repeat only after
+	// 65,536 of them.
+	ipID uint16
+	ctr  txCounters
 }
 
 type txCounters struct {
@@ -519,7 +526,10 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 	t.mtu = b.cfg.Port.MTU()
 	k := 0
 	for i := range frames {
-		if b.build(&frames[i], bufs[i], &t) {
+		if b.build(&frames[i], bufs[i], &t, q.ipID+1) {
+			if t.v4 {
+				q.ipID++
+			}
 			frames[k] = frames[i]
 			k++
 			continue
@@ -572,7 +582,13 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 	if v4 {
 		t.n, t.v4, t.udp = hdr4, true, b.cfg.ChecksumIPv4
 		header.PutEthernet(d, mac, b.mac, header.EtherTypeIPv4)
-		fl := header.IPv4Fields{TTL: b.cfg.TTL, Protocol: header.ProtoUDP, DontFragment: true, Src: src.As4(), Dst: dst.Addr().As4()}
+		// DF clear, as the kernel's WireGuard sends its outer packets
+		// (and the fast path): a router on the way with a smaller MTU
+		// fragments them, where with DF it would drop them and send
+		// "fragmentation needed" to an address no socket listens on
+		// for it (the kernel's, beside the AF_XDP port): the tunnel's
+		// large packets would be lost without a count.
+		fl := header.IPv4Fields{TTL: b.cfg.TTL, Protocol: header.ProtoUDP, Src: src.As4(), Dst: dst.Addr().As4()}
 		ip := d[header.EthernetLen:]
 		header.PutIPv4(ip, &fl, -header.IPv4MinLen) // total length 0
 		ip[10], ip[11] = 0, 0
@@ -595,9 +611,10 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 }
 
 // build writes payload and the template's headers, with this datagram's
-// lengths and checksums, into f (an empty frame). It returns false if the
-// datagram does not fit the frame or the port's MTU.
-func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate) bool {
+// lengths, checksums and IPv4 identification id, into f (an empty frame).
+// It returns false if the datagram does not fit the frame or the port's
+// MTU.
+func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate, id uint16) bool {
 	if t.n-header.EthernetLen+len(payload) > t.mtu || !f.SetLen(len(payload)) {
 		return false
 	}
@@ -612,7 +629,8 @@ func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate) bool {
 		ip := d[header.EthernetLen:]
 		total := header.IPv4MinLen + ulen
 		binary.BigEndian.PutUint16(ip[2:4], uint16(total))
-		binary.BigEndian.PutUint16(ip[10:12], ^header.FoldChecksum(t.sum+uint32(total)))
+		binary.BigEndian.PutUint16(ip[4:6], id)
+		binary.BigEndian.PutUint16(ip[10:12], ^header.FoldChecksum(t.sum+uint32(total)+uint32(id)))
 		u := header.UDP(ip[header.IPv4MinLen:])
 		binary.BigEndian.PutUint16(u[4:6], uint16(ulen))
 		if t.udp {
