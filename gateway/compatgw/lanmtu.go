@@ -20,29 +20,38 @@ import (
 // outgoing device's MTU of the moment, and a raised one carries longer
 // frames at once; and logged at info level. A link update that leaves
 // the MTU as it was changes nothing. The link going down (warning: what
-// does not leave, where it is counted, and the fix) or coming back (info) is logged, as in fast-path
-// mode (linkfollow.StateLog). It reads links with a netlink handle of its
-// own, opened here in the calling thread's namespace (Start's) and closed
-// by Close after the follower ended.
+// does not leave, where it is counted, and the fix) or coming back (info)
+// is logged, as in fast-path mode (linkfollow.StateLog). It reads links
+// with a netlink handle of its own (followLink).
 func (g *Gateway) followLANMTU(index int) error {
-	h, err := netlink.NewHandle()
-	if err != nil {
-		return err
-	}
 	// mtu is the device's: the port's at its opening, not the link's
 	// now, which may differ already (Follow reads it after subscribing,
 	// and that change is handed on like any other).
 	mtu := g.lanDev.LANMTU()
 	states := &linkfollow.StateLog{Log: g.log, What: "LAN",
 		Counted: "without carrier, wgpio stats counts it as the LAN device's link_down drops; set down, the LAN port's TX ring holds it, counted as sent, and sends it late once the link is up (Linux drops it), and tx_full counts what the full ring refused"}
-	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: "LAN", Indexes: []int{index}, OnLink: func(a netlink.LinkAttrs, _ bool) {
+	return g.followLink("LAN", index, func(a netlink.LinkAttrs) {
 		states.Note(a)
 		if a.MTU == mtu {
 			return
 		}
 		mtu = a.MTU
 		g.setLANMTU(a.Name, mtu)
-	}}, g.stop, &g.linkWG)
+	})
+}
+
+// followLink runs onLink for each change of the link index (and once for
+// its state after subscribing) until Close (linkfollow.Follow; what names
+// the side in its logs), with a netlink handle of its own, opened here in
+// the calling thread's namespace (Start's) and closed by Close after the
+// follower ended (g.linkWG).
+func (g *Gateway) followLink(what string, index int, onLink func(netlink.LinkAttrs)) error {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return err
+	}
+	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: what, Indexes: []int{index},
+		OnLink: func(a netlink.LinkAttrs, _ bool) { onLink(a) }}, g.stop, &g.linkWG)
 	if err != nil {
 		h.Close()
 		return err

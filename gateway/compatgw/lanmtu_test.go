@@ -3,7 +3,6 @@
 package compatgw
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -23,28 +22,7 @@ import (
 // down and up is logged both ways (before, compat mode said nothing) and
 // forwarding resumes.
 func TestLANMTUFollowed(t *testing.T) {
-	testenv.Short(t, "builds namespaces and runs two gateways")
-	testenv.Tool(t, "ping", "iputils-ping")
-	tp := testenv.Topology(t, "cmf")
-	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	fc, f := s.FastConfig, compatFile(s)
-	var logs testenv.LogBuffer
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s, g, logs := loggedSite(t, "cmf", nil)
 	before := g.Stats().LAN
 	if out, err := s.GwA.Run("ip", "link", "set", "dev", s.LANA, "mtu", "1300"); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -3,7 +3,6 @@
 package compatgw
 
 import (
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,35 +22,14 @@ import (
 // about, with the MTU held to, and the LAN port and device are held to
 // it.
 func TestLANMTURaised(t *testing.T) {
-	testenv.Short(t, "builds namespaces and runs two gateways")
-	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := twosite.Build(testenv.Topology(t, "cmr"), twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	setMTU := func(mtu string) {
+	setMTU := func(s *twosite.Site, mtu string) {
 		t.Helper()
 		if out, err := s.GwA.Run("ip", "link", "set", "dev", s.LANA, "mtu", mtu); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
-	setMTU("1300")
-	fc, f := s.FastConfig, compatFile(s)
-	var logs testenv.LogBuffer
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	setMTU("1500")
+	s, g, logs := loggedSite(t, "cmr", func(s *twosite.Site) { setMTU(s, "1300") })
+	setMTU(s, "1500")
 	if !testenv.PollUntil(10*time.Second, func() bool { return g.LAN().LANMTU() == 1500 }) {
 		t.Errorf("LAN MTU raised to 1500: the LAN device holds decrypted packets to %d; log:\n%s", g.LAN().LANMTU(), logs.String())
 	}
@@ -64,7 +42,7 @@ func TestLANMTURaised(t *testing.T) {
 	}
 
 	most := g.lan.MaxMTU()
-	setMTU("5000")
+	setMTU(s, "5000")
 	testenv.PollUntil(10*time.Second, func() bool { return g.lan.MTU() == most && g.LAN().LANMTU() == most })
 	if l := logs.String(); !strings.Contains(l, "above what an AF_XDP frame holds") || !strings.Contains(l, "held_to="+strconv.Itoa(most)) {
 		t.Errorf("LAN MTU raised to 5000: log:\n%s\nwant a warning that a frame holds no more than MTU %d", l, most)

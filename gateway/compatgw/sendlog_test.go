@@ -3,7 +3,6 @@
 package compatgw
 
 import (
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -25,27 +24,7 @@ import (
 // one per wglog.Interval after (counted against the time the sends
 // took), and a later line carries the number left out (suppressed=N).
 func TestFailedSendsLogLimited(t *testing.T) {
-	testenv.Short(t, "builds namespaces and runs two gateways")
-	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := twosite.Build(testenv.Topology(t, "cfl"), twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	fc, f := s.FastConfig, compatFile(s)
-	var logs testenv.LogBuffer
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s, g, logs := loggedSite(t, "cfl", nil)
 	if out, err := s.GwA.Run("ip", "address", "del", "198.18.1.1/24", "dev", s.WANA); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

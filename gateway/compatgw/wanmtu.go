@@ -20,18 +20,12 @@ import (
 // (warning: what is lost, where it is counted, the fix) or coming back
 // (info) is logged (linkfollow.StateLog), as for the LAN. tunnelMTU is
 // Config.MTU; v4 and v6 say which outer families the WAN has. It reads
-// links with a netlink handle of its own, opened here in the calling
-// thread's namespace (Start's) and closed by Close after the follower
-// ended.
+// links with a netlink handle of its own (followLink).
 func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
-	h, err := netlink.NewHandle()
-	if err != nil {
-		return err
-	}
 	mtu := g.wan.MTU()
 	states := &linkfollow.StateLog{Log: g.log, What: "WAN",
 		Counted: "wgpio stats counts it as the bind's link_down drops without carrier, no_wan_route or no_neighbour once the kernel's routes and neighbours of the link are gone when set down"}
-	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: "WAN", Indexes: []int{index}, OnLink: func(a netlink.LinkAttrs, _ bool) {
+	return g.followLink("WAN", index, func(a netlink.LinkAttrs) {
 		states.Note(a)
 		if a.MTU == mtu {
 			return
@@ -48,17 +42,7 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 		default:
 			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
 		}
-	}}, g.stop, &g.linkWG)
-	if err != nil {
-		h.Close()
-		return err
-	}
-	g.closers = append(g.closers, func() error {
-		g.linkWG.Wait() // close closed g.stop before the closers run
-		h.Close()
-		return nil
 	})
-	return nil
 }
 
 // setWANMTU makes mtu, the WAN interface's (name) new MTU, the WAN port's

@@ -3,7 +3,6 @@
 package compatgw
 
 import (
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,27 +22,7 @@ import (
 // WAN link set down and up is logged both ways, as the LAN's is, and the
 // MTU raised again lets the pings through.
 func TestWANMTUFollowed(t *testing.T) {
-	testenv.Short(t, "builds namespaces and runs two gateways")
-	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := twosite.Build(testenv.Topology(t, "cwm"), twosite.Config{NoFastPath: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	fc, f := s.FastConfig, compatFile(s)
-	var logs testenv.LogBuffer
-	var g *Gateway
-	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s, g, logs := loggedSite(t, "cwm", nil)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := s.GwA.Run("ip", args...); err != nil {
