@@ -3,14 +3,12 @@
 package fastgw_test
 
 import (
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
@@ -25,18 +23,10 @@ import (
 // raised again lets them through.
 func TestWANMTULoweredCounted(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	s := newSite(t, twosite.Config{NoFastPath: true})
-	fc := s.FastConfig
-	var logs testenv.LogBuffer
-	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	if err := s.GwA.Do(func() (err error) {
-		s.Gateway, err = fastgw.Start(fc)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Short(t, "builds namespaces and runs two gateways")
+	s, g, logs := startLogged(t, "wml")
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
-	wan, _ := s.Gateway.Ports()
+	wan, _ := g.Ports()
 	mtu := func(want int) {
 		t.Helper()
 		runOK(t, s.GwA, "ip", "link", "set", "dev", s.WANA, "mtu", strconv.Itoa(want))
