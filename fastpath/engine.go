@@ -141,11 +141,10 @@ type Config struct {
 	// with a WANAddr6): inner IPv4 packets larger than this without DF
 	// are fragmented (RFC 791); the others get ICMP "fragmentation
 	// needed" / "packet too big". New does not check it against
-	// WAN.MTU(): nothing fragments the outer packets, so a tunnel packet
-	// whose outer packet (MTU + tunnelmtu.OuterOverhead4 or 6) exceeds
-	// the WAN port's MTU is lost at the port (memport counts it as
-	// dataplane.DropTooLong in QueueStats.WAN). Check it with package
-	// gateway/tunnelmtu (CheckWAN), as gateway/fastgw does.
+	// WAN.MTU(): an outer packet (MTU + tunnelmtu.OuterOverhead4 or 6)
+	// larger than the WAN port's MTU is sent as IP fragments, as Linux's
+	// WireGuard lets the kernel fragment it (wanfrag.go, Engine.SetWANMTU);
+	// gateway/tunnelmtu's CheckWAN warns about it, as gateway/fastgw does.
 	MTU int
 	// WANResolver and LANResolver find next-hop MACs on each side.
 	// Both are required. A LANResolver that is also a RouteLengths
@@ -315,6 +314,11 @@ type Engine struct {
 	// answered (router.go). Set by New from Config.LAN.MTU() and by
 	// SetLANMTU; a worker loads it once per inbound burst.
 	lanMTU atomic.Int64
+	// wanMTU is the WAN port's MTU in bytes of IP packet (0 or less: no
+	// limit known): outer packets larger than it leave as IP fragments
+	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
+	// worker loads it once per batch it sends to the WAN.
+	wanMTU atomic.Int64
 	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
 	lanLens RouteLengths
 
@@ -412,6 +416,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen), inAheadMin: inAheadMinIndexes}
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
+	e.wanMTU.Store(int64(cfg.WAN.MTU()))
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
 	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6)
 	switch {
@@ -453,6 +458,17 @@ func (e *Engine) Now() int64 { return e.now() }
 // net/ipv4/ip_forward.c). New reads Config.LAN.MTU() once. Workers use
 // the new value from their next burst. Safe for concurrent use.
 func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
+
+// SetWANMTU sets the MTU, in bytes of IP packet, that the outer packets a
+// worker sends to the WAN are checked against (0 or less: no limit): a
+// gateway calls it when its WAN interface's MTU changes, as it bounds the
+// WAN port (afxdp.Port.SetMTU). A larger outer packet is sent as IP
+// fragments of at most mtu bytes (wanfrag.go): IPv4 with DF clear (RFC
+// 791), IPv6 with a Fragment header (RFC 8200 §4.5), as the Linux kernel
+// fragments what its WireGuard sends (which sets ignore_df on both
+// families). New reads Config.WAN.MTU() once. Workers use the new value
+// from their next batch. Safe for concurrent use.
+func (e *Engine) SetWANMTU(mtu int) { e.wanMTU.Store(int64(mtu)) }
 
 // SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
 // packets from the tunnel go to the exception (e.g. after the WAN

@@ -53,6 +53,8 @@ var (
 	host6B    = netip.MustParseAddr("2001:db8:2::10")
 	lan6A     = netip.MustParseAddr("2001:db8:1::1")
 	lan6B     = netip.MustParseAddr("2001:db8:2::1")
+	wan6A     = netip.MustParseAddr("2001:db8:ff::1")
+	wan6B     = netip.MustParseAddr("2001:db8:ff::2")
 )
 
 const portA, portB = 51820, 51821
@@ -102,6 +104,9 @@ type rigConfig struct {
 	exception   func(pkt []byte)
 	// hostAddrsB is gateway B's Config.HostAddrs.
 	hostAddrsB []netip.Addr
+	// wan6 gives both gateways IPv6 WAN addresses (wan6A, wan6B) and
+	// IPv6 endpoints for each other.
+	wan6 bool
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -146,8 +151,15 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	mk := func(lan, wan *memport.Port, wanAddr, lan4, lan6 netip.Addr, port uint16, hostMAC byte, hostAddrs []netip.Addr) *Engine {
 		var hm [6]byte
 		copy(hm[:], mac(hostMAC))
+		var wanAddr6 netip.Addr
+		if rc.wan6 {
+			wanAddr6 = wan6A
+			if wanAddr == wanAddrB {
+				wanAddr6 = wan6B
+			}
+		}
 		e, err := New(Config{
-			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr,
+			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr, WANAddr6: wanAddr6,
 			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
@@ -177,6 +189,10 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	copy(mB[:], r.wanB.MAC())
 	r.peerAB.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wanAddrB, portB), Src: wanAddrA, DstMAC: mB, SrcMAC: mA})
 	r.peerBA.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wanAddrA, portA), Src: wanAddrB, DstMAC: mA, SrcMAC: mB})
+	if rc.wan6 {
+		r.peerAB.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wan6B, portB), Src: wan6A, DstMAC: mB, SrcMAC: mA})
+		r.peerBA.Endpoint.Store(&Endpoint{Dst: netip.AddrPortFrom(wan6A, portA), Src: wan6B, DstMAC: mA, SrcMAC: mB})
+	}
 	if !rc.noKeys {
 		r.installKeys()
 	}

@@ -150,7 +150,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		return
 	}
 	w.c.controlSent.Add(1)
-	w.transmit(w.wanTX, fr[:])
+	w.toWAN(fr[:])
 }
 
 // putOuter writes Ethernet, IP and UDP headers for a UDP payload of n
@@ -251,7 +251,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	w.markDirty(pl)
 	w.c.encrypted.Add(1)
 	w.c.encryptedBytes.Add(uint64(len(p)))
-	w.transmit(w.wanTX, fr[:])
+	w.toWAN(fr[:])
 }
 
 // sendRaw copies a whole untagged frame from the control plane into a frame

@@ -22,16 +22,23 @@ import (
 // tunnel MTU; past it a packet is dropped (fragment_no_buffer).
 func fragSlots(burst int) int { return 6 * burst }
 
-// maxLANFragments bounds the fragments of one decrypted packet toward the
-// LAN: a 65,535-byte packet at the smallest LAN MTU the engine accepts
-// for IPv4 (576) needs 119.
-const maxLANFragments = 128
+// maxFragments bounds the fragments of one packet a worker cuts after
+// routing it: a decrypted packet toward the LAN (a 65,535-byte packet at
+// the smallest LAN MTU the engine accepts for IPv4, 576, needs 119) or an
+// outer packet over the WAN MTU (wanfrag.go: a 3,836-byte frame at IPv4's
+// least MTU, 68, needs 80).
+const maxFragments = 128
 
 // fwdState is a worker's scratch for forwarding.
 type fwdState struct {
-	frag header.IPv4Fragmenter
-	// lan holds the fragments of a decrypted packet over the LAN MTU.
-	lan [maxLANFragments]dataplane.Frame
+	frag  header.IPv4Fragmenter
+	frag6 header.IPv6Fragmenter // outer IPv6 packets (wanfrag.go)
+	// frags holds the fragments of one packet: a decrypted one over the
+	// LAN MTU, or an outer one over the WAN MTU.
+	frags [maxFragments]dataplane.Frame
+	// frag6ID is the identification of the last outer IPv6 packet sent
+	// as fragments (wanfrag.go; from a random start: RFC 7739).
+	frag6ID uint32
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte
 	// reply holds an ICMP error on its way to the LAN (icmpToLAN): a
@@ -307,14 +314,14 @@ func (w *worker) overLANMTU(ip []byte, dst netip.Addr, now int64) (v innerVerdic
 // on the LAN, f as fragment 0 (then the LAN TX ring's), fragments 1 and
 // later in frames of the LAN TX pool. It reports false, f unchanged and
 // still the caller's, when the packet cannot be cut (or needs more than
-// maxLANFragments) or the pool has not frames enough.
+// maxFragments) or the pool has not frames enough.
 func (w *worker) fragmentToLAN(f *dataplane.Frame, mac [6]byte, mtu int) bool {
 	fr := &w.fwd.frag
-	if fr.Reset(f.Data(), mtu) != header.OK || fr.Count() > maxLANFragments {
+	if fr.Reset(f.Data(), mtu) != header.OK || fr.Count() > maxFragments {
 		return false
 	}
 	k := fr.Count()
-	frags := w.fwd.lan[:k]
+	frags := w.fwd.frags[:k]
 	more := frags[1:]
 	if got := w.lanTX.Alloc(more); got < len(more) {
 		w.lanTX.Free(more[:got])

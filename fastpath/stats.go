@@ -82,9 +82,10 @@ const (
 	// (RFC 1812 §5.3.1, RFC 8200 §3); answered with time exceeded when
 	// ICMP rules and the rate limits allow.
 	DropTTLExceeded
-	// DropFragmentNoBuffer: an IPv4 packet without DF over the tunnel MTU
-	// that could not be fragmented for want of free frames (RFC 791
-	// fragmentation needs one frame per fragment).
+	// DropFragmentNoBuffer: an IPv4 packet without DF over the tunnel MTU,
+	// or an outer packet over the WAN MTU (wanfrag.go), that could not be
+	// fragmented for want of free frames or headroom (fragmentation needs
+	// one frame per fragment).
 	DropFragmentNoBuffer
 	// DropLANTooBig: a decrypted packet larger than the LAN port's MTU
 	// (a peer whose tunnel MTU is larger than ours) that could not be
@@ -249,6 +250,12 @@ type QueueStats struct {
 	// as a transport message of its own).
 	Fragmented uint64 `json:"fragmented"`
 	Fragments  uint64 `json:"fragments"`
+	// OuterFragmented counts outer packets (transport, handshake and
+	// cookie messages) over the WAN MTU (Engine.SetWANMTU) sent as IP
+	// fragments, as Linux's kernel fragments what its WireGuard sends;
+	// OuterFragments the fragments sent for them (wanfrag.go).
+	OuterFragmented uint64 `json:"outer_fragmented"`
+	OuterFragments  uint64 `json:"outer_fragments"`
 	// NeighbourFrames counts ARP/NDP frames handed to a NeighbourHandler.
 	NeighbourFrames uint64 `json:"neighbour_frames"`
 	// FromKernel counts WireGuard datagrams that reached the WAN outside
@@ -286,6 +293,7 @@ type counters struct {
 	held, neighbour, fromKernel    atomic.Uint64
 	icmpSuppressed                 atomic.Uint64
 	fragmented, fragments          atomic.Uint64
+	outerFragmented, outerFrags    atomic.Uint64
 	replayWidened, peerToPeer      atomic.Uint64
 	toHost                         atomic.Uint64
 	drops                          counts.Atomic[DropReason]
@@ -313,6 +321,8 @@ func (w *worker) stats() QueueStats {
 	s.ICMPSuppressed = w.c.icmpSuppressed.Load()
 	s.Fragmented = w.c.fragmented.Load()
 	s.Fragments = w.c.fragments.Load()
+	s.OuterFragmented = w.c.outerFragmented.Load()
+	s.OuterFragments = w.c.outerFrags.Load()
 	s.Held = w.c.held.Load()
 	s.NeighbourFrames = w.c.neighbour.Load()
 	s.FromKernel = w.c.fromKernel.Load()

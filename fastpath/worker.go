@@ -3,6 +3,7 @@ package fastpath
 import (
 	"github.com/wgpio/wgpio/chachapoly"
 	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -226,6 +227,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
 	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
 	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
+	w.fwd.frag6ID = rand.Uint32() // RFC 7739: not predictable from outside
 	w.wanTag = -1
 	if w.wanVLAN != 0 {
 		w.wanTag = int(w.wanVLAN)

@@ -134,7 +134,7 @@ func (f *IPv6Fragmenter) header(b []byte, i, n int) {
 	b[6] = ProtoFragment
 	fh := b[IPv6Len : IPv6Len+ipv6FragmentLen]
 	fh[0], fh[1] = f.next, 0
-	om := uint16(i*f.d) // a multiple of 8: the offset in units of 8 in its top 13 bits
+	om := uint16(i * f.d) // a multiple of 8: the offset in units of 8 in its top 13 bits
 	if i < f.n-1 {
 		om |= 1 // M
 	}

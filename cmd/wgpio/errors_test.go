@@ -119,18 +119,20 @@ func TestUpErrors(t *testing.T) {
 			want: `wgpio: source-ports.conf:7: key "SourcePorts": must start at the ListenPort 51820 (the peers send to it; replies leave from the range above it)`,
 		},
 		{
+			// Over the WAN MTU is a warning (the outer packets leave as
+			// fragments); over what an AF_XDP frame holds, an error at
+			// the key.
 			name: "mtu",
-			conf: strings.Replace(good, "\n\n[WGPIO]\n", "\nMTU = 1460\n\n[WGPIO]\n", 1),
-			want: fmt.Sprintf(`wgpio: mtu.conf:5: key "MTU": tunnel MTU 1460 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1520, more than the MTU 1500 of WAN %s (frames of 1534 bytes with the Ethernet header): `+
-				`full-size tunnel packets to IPv4 peers cannot leave; lower MTU in [Interface] to 1440 or raise the WAN MTU`, s.WANA),
+			conf: strings.Replace(good, "\n\n[WGPIO]\n", "\nMTU = 3800\n\n[WGPIO]\n", 1),
+			want: `wgpio: mtu.conf:5: key "MTU": tunnel MTU 3800 makes WAN frames of 3874 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
+				`full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`,
 		},
 		{
-			// Compat mode checks the tunnel MTU as fast-path mode does:
-			// wgpio's bind cannot fragment outer packets either.
+			// Compat mode checks the tunnel MTU as fast-path mode does.
 			name: "mtu-compat",
 			conf: strings.Replace(withWGPIO("Mode = compat"), "\n\n[WGPIO]\n", "\nMTU = 9000\n\n[WGPIO]\n", 1),
-			want: fmt.Sprintf(`wgpio: mtu-compat.conf:5: key "MTU": tunnel MTU 9000 + 60 bytes of outer IPv4, UDP and WireGuard headers = 9060, more than the MTU 1500 of WAN %s (frames of 9074 bytes with the Ethernet header): `+
-				`full-size tunnel packets to IPv4 peers cannot leave; lower MTU in [Interface] to 1440 or raise the WAN MTU`, s.WANA),
+			want: `wgpio: mtu-compat.conf:5: key "MTU": tunnel MTU 9000 makes WAN frames of 9074 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
+				`full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`,
 		},
 		{
 			name: "wan-is-lan",

@@ -425,23 +425,20 @@ func newGateway(log *slog.Logger) *Gateway {
 		capacity: afxdp.DefaultPrefixCapacity, nsHandle: netns.None()}
 }
 
-// checkMTU runs the fast-path mode's start-up checks of the tunnel MTU
-// (package tunnelmtu) before any port is opened: wgpio's bind sends the
-// outer packets through an AF_XDP port, where nothing fragments them, so a
-// full-size tunnel packet over the WAN MTU or an AF_XDP frame would be
-// lost (counted only as the bind's too_big). Compat mode serves no VLAN
+// checkMTU runs the start-up checks of the tunnel MTU (package tunnelmtu)
+// before any port is opened: wgpio's bind sends the outer packets through
+// an AF_XDP port, so a full-size tunnel packet over an AF_XDP frame would
+// be lost (an error), and one over the WAN MTU leaves as IP fragments (a
+// warning; the bind cuts them, as the kernel does for Linux's
+// WireGuard). Compat mode serves no VLAN
 // of a trunk (bind and tundev drop tagged frames), so its frames carry no
 // 802.1Q tag: VLAN 0 on both sides. The ports are opened with
 // dataplane.DefaultFrameSize chunks. A warning is logged.
 func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
-	warn, err := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid())
-	if err != nil {
-		return err
-	}
-	if warn != "" {
+	if warn := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid()); warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
-	warn, err = tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+	warn, err := tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return err
 	}

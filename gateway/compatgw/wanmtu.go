@@ -32,14 +32,9 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 		}
 		mtu = a.MTU
 		g.setWANMTU(a.Name, mtu)
-		warn, err := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6)
-		switch {
-		case err != nil:
-			g.log.Warn("WAN MTU changed: tunnel packets are lost", "interface", a.Name, "mtu", mtu, "problem", err.Error(),
-				"counted", "the bind's too_big drops (wgpio stats)")
-		case warn != "":
+		if warn := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6); warn != "" {
 			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", mtu, "problem", warn)
-		default:
+		} else {
 			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
 		}
 	})

@@ -29,8 +29,10 @@ import (
 //
 //  1. withDefaults: check the configuration, fill in defaults;
 //  2. readLinks: the WAN and LAN interfaces (index, MAC, addresses), and
-//     the tunnel MTU against them (tunnelmtu.CheckWAN, CheckFrames: a
-//     tunnel MTU that does not fit is a *tunnelmtu.MTUError);
+//     the tunnel MTU against them (tunnelmtu.CheckWAN: a warning when
+//     full-size tunnel packets leave as fragments; CheckFrames: a tunnel
+//     MTU whose frames an AF_XDP port cannot take is a
+//     *tunnelmtu.MTUError);
 //  3. addressMode: next hops and neighbours, owned or shared with the kernel;
 //  4. openPorts: the UMEM and the two AF_XDP ports with their XDP filters;
 //  5. openException: the exception TUN for the gateway's own addresses;
@@ -144,12 +146,8 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
 		}
 	}
-	mtuWarn, err := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
-		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6()))
-	if err != nil {
-		return wl, ll, fmt.Errorf("fastgw: %w", err)
-	}
-	if mtuWarn != "" {
+	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6())); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
 	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
@@ -536,9 +534,17 @@ func (g *Gateway) watchMTU(wl link) {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
 	}
 	mtus := map[int]int{wl.index: wl.mtu}
+	least, leastDev := wl.mtu, g.wanSide.addrDev
 	if t, err := g.nlHandle.LinkByName(g.wanSide.trunk); err == nil && t.Attrs().Index != wl.index {
 		mtus[t.Attrs().Index] = t.Attrs().MTU
+		if t.Attrs().MTU < least {
+			least, leastDev = t.Attrs().MTU, g.wanSide.trunk
+		}
 	}
+	// From the start, the least of the two bounds the port and the outer
+	// packets (a VLAN device below its trunk's MTU: the port opened at
+	// the trunk's).
+	g.setWANMTU(leastDev, least)
 	if err := g.watchWANMTU(g.nsHandle, g.wanSide, mtus, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
 		g.log.Warn("live WAN MTU changes will not be checked", "err", err)
 	}

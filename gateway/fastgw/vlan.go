@@ -77,19 +77,19 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	return s, nil
 }
 
-// watchWANMTU logs, at warning level, every change of the WAN's MTU (the
-// trunk's or its VLAN device's) that tunnelmtu.CheckWAN finds wrong, until
-// done is closed. The gateway keeps running: the operator is told the
-// numbers. Each change also bounds what the WAN port sends (setWANMTU):
-// a tunnel packet longer than the least MTU of the watched interfaces is
-// dropped and counted as the port's too_long, where it was sent whole,
-// uncounted, in a frame the link does not carry (a NIC or switch drops
-// it without a word; a veth whose other end has a larger MTU delivered
-// it). The check is against that least MTU, naming its interface, not
-// against the MTU of the interface that changed: Linux lowers a VLAN
-// device's MTU with its parent's but never raises it, so a trunk raised
-// back leaves the VLAN device, and the port, at the lowered MTU (logged
-// before as "the tunnel MTU fits" while the packets were still lost).
+// watchWANMTU logs every change of the WAN's MTU (the trunk's or its
+// VLAN device's) until done is closed: at warning level with
+// tunnelmtu.CheckWAN's numbers when full-size tunnel packets no longer
+// fit whole, otherwise at info level. Each change also bounds the WAN
+// port and the outer packets (setWANMTU): a tunnel packet longer than the
+// least MTU of the watched interfaces leaves as IP fragments
+// (outer_fragmented), as Linux's WireGuard sends it, where it was once
+// sent whole in a frame the link does not carry (a NIC or switch drops it
+// without a word) and then dropped as the port's too_long. The check is
+// against that least MTU, naming its interface, not against the MTU of
+// the interface that changed: Linux lowers a VLAN device's MTU with its
+// parent's but never raises it, so a trunk raised back leaves the VLAN
+// device, and the port, at the lowered MTU.
 // mtus maps each watched interface index to its MTU at start
 // (tunnelmtu.CheckWAN passed the least of them); a link update that
 // leaves the MTU as it was (the XDP program detached at Close, a carrier
@@ -121,18 +121,14 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v
 			}
 		}
 		g.setWANMTU(a.Name, least)
-		warn, err := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6)
+		warn := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6)
 		attrs := []any{"interface", a.Name, "mtu", a.MTU}
 		if leastDev != a.Name {
 			attrs = append(attrs, "wan_mtu", least, "wan_mtu_of", leastDev)
 		}
-		switch {
-		case err != nil:
-			g.log.Warn("WAN MTU changed: tunnel packets are lost", append(attrs, "problem", err.Error(),
-				"counted", "the WAN port's too_long drops (wgpio stats)")...)
-		case warn != "":
-			g.log.Warn("WAN MTU changed", append(attrs, "problem", warn)...)
-		default:
+		if warn != "" {
+			g.log.Warn("WAN MTU changed", append(attrs, "problem", warn, "counted", "outer_fragmented in wgpio stats")...)
+		} else {
 			g.log.Info("WAN MTU changed; the tunnel MTU fits", append(attrs, "tunnel_mtu", g.cfg.MTU)...)
 		}
 	})
@@ -140,16 +136,20 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v
 
 // setWANMTU makes mtu, the least MTU of the WAN's watched interfaces (the
 // trunk and its VLAN device), the WAN port's (afxdp.Port.SetMTU: the
-// longest frame Transmit sends, one 802.1Q tag beyond it allowed), held
-// to what a frame holds (MaxMTU). The fast path builds tunnel packets of
-// the tunnel MTU whatever the WAN's, and nothing fragments them: with
-// the bound, those the link cannot carry are counted (too_long); a raise
-// lets them through again. Called by the WAN follower alone.
+// longest frame Transmit sends, one 802.1Q tag beyond it allowed) and the
+// engine's (fastpath.Engine.SetWANMTU), held to what a frame holds
+// (MaxMTU). The fast path builds tunnel packets of the tunnel MTU
+// whatever the WAN's, and sends those over the engine's MTU as IP
+// fragments; the port's bound counts (too_long) anything else too long.
+// Called at start (watchMTU) and by the WAN follower.
 func (g *Gateway) setWANMTU(name string, mtu int) {
 	if g.wan == nil {
 		return
 	}
 	mtu = min(mtu, g.wan.MaxMTU())
+	if g.engine != nil {
+		g.engine.SetWANMTU(mtu)
+	}
 	if mtu == g.wan.MTU() {
 		return
 	}

@@ -17,8 +17,8 @@ import (
 // the interface that changed. Linux lowers a VLAN device's MTU with its
 // parent's but never raises it (a VLAN device's MTU is at most its
 // parent's): after ip link set dev eth0 mtu 1400 and back to 1500, eth0.100
-// stays at 1400, and full-size tunnel packets (1420 + 60 bytes) are still
-// dropped as too_long. The follower logged the raise as "the tunnel MTU
+// stays at 1400, and full-size tunnel packets (1420 + 60 bytes) still
+// leave as fragments. The follower logged the raise as "the tunnel MTU
 // fits". No 8021q in the test kernels: two veths stand for the trunk and its
 // VLAN device, their MTUs set as the kernel sets a VLAN's.
 func TestWANMTUTrunkRaisedVLANLow(t *testing.T) {
@@ -76,8 +76,8 @@ func TestWANMTUTrunkRaisedVLANLow(t *testing.T) {
 	// The trunk raised back: the VLAN device stays at 1400.
 	set(trunk, "1500")
 	line := changed(trunk, "1500")
-	if !strings.Contains(line, "tunnel packets are lost") || !strings.Contains(line, "MTU 1400 of WAN "+vlan) {
-		t.Errorf("trunk raised to 1500, its VLAN device still at 1400 (a tunnel MTU of 1420 needs 1480): logged\n%s\nwant the loss, with the VLAN device's MTU 1400", line)
+	if !strings.Contains(line, "leave as IP fragments") || !strings.Contains(line, "MTU 1400 of WAN "+vlan) {
+		t.Errorf("trunk raised to 1500, its VLAN device still at 1400 (a tunnel MTU of 1420 needs 1480): logged\n%s\nwant the fragments, with the VLAN device's MTU 1400", line)
 	}
 	// The VLAN device raised too: the tunnel MTU fits again.
 	set(vlan, "1500")

@@ -9,8 +9,9 @@ import (
 
 // Outer overhead of a transport data message in bytes (whitepaper section
 // 5.4.6: a 16-byte header and a 16-byte Poly1305 tag, plus UDP and IP):
-// what the WAN MTU must hold above the tunnel MTU, as the kernel's
-// WireGuard computes its default MTU of 1420 from 1500 − 80.
+// what the WAN MTU must hold above the tunnel MTU for a tunnel packet to
+// leave whole, as the kernel's WireGuard computes its default MTU of 1420
+// from 1500 − 80.
 const (
 	OuterOverhead4 = header.IPv4MinLen + header.UDPLen + protocol.TransportMinSize // 60
 	OuterOverhead6 = header.IPv6Len + header.UDPLen + protocol.TransportMinSize    // 80
@@ -19,9 +20,8 @@ const (
 // vlanTagLen is the length of an 802.1Q tag in bytes (IEEE 802.1Q §9).
 const vlanTagLen = 4
 
-// MTUError is the error of CheckWAN and CheckFrames for a tunnel MTU whose
-// packets with their outer headers do not fit the WAN MTU or an AF_XDP
-// frame; its text gives the numbers and the MTU that fits. The gateways'
+// MTUError is the error of CheckFrames for a tunnel MTU whose packets
+// with their outer headers do not fit an AF_XDP frame; its text gives the numbers and the MTU that fits. The gateways'
 // Start functions return it wrapped (find it with errors.As); the caller
 // can report it at the configuration's MTU key.
 type MTUError struct{ msg string }
@@ -48,29 +48,38 @@ func tagged(vid uint16) string {
 // CheckWAN compares the tunnel MTU plus the outer overhead with wanMTU,
 // the MTU in bytes of the WAN interface wanDev, whose frames carry an
 // 802.1Q tag of VLAN vid (0: untagged); v4 and v6 say which families the
-// WAN has addresses of. An outer packet above the WAN MTU would not leave
-// the WAN (nothing fragments it on this host), so: an error (*MTUError)
-// when even the smaller overhead of those families does not fit, and a
-// warning (empty if none) when only the IPv6 one does not. A VLAN tag adds
-// 4 bytes to the frame but not to the IP packet the MTU bounds (IEEE 802.3
-// §3.2.7 allows the tagged frame 4 bytes more; Linux's VLAN devices keep
-// their parent's MTU): the messages give the frame size with the tag.
-func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (warn string, err error) {
-	say := func(family string, overhead int) string {
+// WAN has addresses of. An outer packet above the WAN MTU leaves as IP
+// fragments, as Linux's WireGuard sends it (it sets ignore_df and the
+// kernel fragments; both gateway modes do the same: package fastpath's
+// wanfrag.go, package bind): nothing is lost, but each such packet costs
+// a frame more, the peer's reassembly, and is lost on a path that drops
+// fragments. CheckWAN returns the warning for that (empty if the largest
+// tunnel packet fits whole): the numbers, the families whose full-size
+// packets are fragmented, and the MTU that fits both. A VLAN tag adds
+// 4 bytes to the frame but not to the IP packet the MTU bounds (IEEE
+// 802.3 §3.2.7 allows the tagged frame 4 bytes more; Linux's VLAN devices
+// keep their parent's MTU): the messages give the frame size with the tag.
+func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (warn string) {
+	fits := wanMTU - OuterOverhead4
+	if v6 {
+		fits = wanMTU - OuterOverhead6
+	}
+	say := func(family string, overhead int, peers string) string {
 		return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s (frames of %d bytes with the Ethernet header%s): "+
-			"full-size tunnel packets to %s peers cannot leave; lower MTU in [Interface] to %d or raise the WAN MTU",
+			"full-size tunnel packets to %s peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); "+
+			"lower MTU in [Interface] to %d or raise the WAN MTU",
 			tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid),
-			family, wanMTU-overhead)
+			peers, fits)
 	}
 	switch {
+	case v4 && tunnelMTU+OuterOverhead4 > wanMTU && v6:
+		return say("IPv4", OuterOverhead4, "IPv4 and IPv6")
 	case v4 && tunnelMTU+OuterOverhead4 > wanMTU:
-		return "", &MTUError{say("IPv4", OuterOverhead4)}
-	case !v4 && v6 && tunnelMTU+OuterOverhead6 > wanMTU:
-		return "", &MTUError{say("IPv6", OuterOverhead6)}
-	case v4 && v6 && tunnelMTU+OuterOverhead6 > wanMTU:
-		return say("IPv6", OuterOverhead6), nil
+		return say("IPv4", OuterOverhead4, "IPv4")
+	case v6 && tunnelMTU+OuterOverhead6 > wanMTU:
+		return say("IPv6", OuterOverhead6, "IPv6")
 	}
-	return "", nil
+	return ""
 }
 
 // CheckFrames compares the frames the gateway must carry with the longest

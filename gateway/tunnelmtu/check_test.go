@@ -20,39 +20,39 @@ func TestOuterOverhead(t *testing.T) {
 }
 
 // TestCheckWAN: the tunnel MTU plus 60 (IPv4) or 80 (IPv6) bytes of outer
-// headers against the WAN MTU, with the numbers in the message.
+// headers against the WAN MTU: a warning with the numbers, the families
+// whose full-size packets leave as fragments and the MTU that fits them
+// all; nothing when they fit.
 func TestCheckWAN(t *testing.T) {
 	for _, tt := range []struct {
-		name           string
-		tunnel, wan    int
-		vid            uint16
-		v4, v6         bool
-		wantErr, wantW string // substrings; "" for none
+		name        string
+		tunnel, wan int
+		vid         uint16
+		v4, v6      bool
+		want        string // substring; "" for no warning
 	}{
-		{"default fits both", 1420, 1500, 0, true, true, "", ""},
-		{"ipv4 exactly", 1440, 1500, 0, true, false, "", ""},
-		{"ipv4 one over", 1441, 1500, 0, true, false, "tunnel MTU 1441 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1501, more than the MTU 1500 of WAN eth0", ""},
-		{"ipv6 only over", 1421, 1500, 0, false, true, "= 1501, more than the MTU 1500", ""},
-		{"both: ipv6 over warns", 1440, 1500, 0, true, true, "", "lower MTU in [Interface] to 1420"},
-		{"pppoe", 1420, 1492, 0, true, true, "", "to IPv6 peers"},
-		{"vlan frame size", 1441, 1500, 100, true, false, "frames of 1519 bytes with the Ethernet header and the 802.1Q tag", ""},
+		{"default fits both", 1420, 1500, 0, true, true, ""},
+		{"ipv4 exactly", 1440, 1500, 0, true, false, ""},
+		{"ipv4 one over", 1441, 1500, 0, true, false, "tunnel MTU 1441 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1501, more than the MTU 1500 of WAN eth0"},
+		{"ipv4 over: fragments to IPv4 peers", 1441, 1500, 0, true, false, "full-size tunnel packets to IPv4 peers leave as IP fragments"},
+		{"ipv4 over with ipv6 too", 1441, 1500, 0, true, true, "to IPv4 and IPv6 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1420"},
+		{"ipv6 only over", 1421, 1500, 0, false, true, "= 1501, more than the MTU 1500"},
+		{"both: ipv6 over", 1440, 1500, 0, true, true, "to IPv6 peers leave as IP fragments"},
+		{"pppoe", 1420, 1492, 0, true, true, "to IPv6 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1412 or raise the WAN MTU"},
+		{"pppoe ipv4 only fits", 1420, 1492, 0, true, false, ""},
+		{"vlan frame size", 1441, 1500, 100, true, false, "frames of 1519 bytes with the Ethernet header and the 802.1Q tag"},
 		// The tag lengthens the frame, not the IP packet: 1440 + 60 fits
 		// a 1500 MTU on a VLAN too.
-		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, true, "", "= 1520, more than the MTU 1500 of WAN eth0 (frames of 1538 bytes"},
+		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, false, ""},
+		{"vlan ipv6", 1440, 1500, 100, true, true, "= 1520, more than the MTU 1500 of WAN eth0 (frames of 1538 bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := CheckWAN(tt.tunnel, tt.wan, "eth0", tt.vid, tt.v4, tt.v6)
+			w := CheckWAN(tt.tunnel, tt.wan, "eth0", tt.vid, tt.v4, tt.v6)
 			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("CheckWAN = error %v, want none", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Errorf("CheckWAN = error %v, want one containing %q", err, tt.wantErr)
-			case err != nil && !errors.As(err, new(*MTUError)):
-				t.Errorf("CheckWAN = error %T, want *MTUError", err)
-			case tt.wantW == "" && w != "":
+			case tt.want == "" && w != "":
 				t.Errorf("CheckWAN = warning %q, want none", w)
-			case tt.wantW != "" && !strings.Contains(w, tt.wantW):
-				t.Errorf("CheckWAN = warning %q, want one containing %q", w, tt.wantW)
+			case tt.want != "" && !strings.Contains(w, tt.want):
+				t.Errorf("CheckWAN = warning %q, want one containing %q", w, tt.want)
 			}
 		})
 	}

@@ -1,0 +1,152 @@
+package fastpath
+
+import (
+	"encoding/binary"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// Outer packets over the WAN MTU.
+//
+// The tunnel MTU bounds the inner packets, and an outer packet is that
+// plus 60 bytes (IPv4) or 80 (IPv6): a WAN whose MTU is lower (a PPPoE
+// uplink at 1,492 with IPv6 endpoints and the default tunnel MTU, or a WAN
+// MTU lowered while the gateway runs) cannot carry the largest ones whole.
+// Linux's WireGuard sets ignore_df on what it sends, for both families, so
+// the kernel cuts such a packet into IP fragments and nothing is lost; the
+// peer's kernel reassembles them before its WireGuard sees the datagram. A
+// worker does the same with the outer packets it builds (toWAN): IPv4
+// fragments, DF being clear on our outer header (RFC 791 §3.2, with the
+// packet's identification), or, for IPv6, the source's fragmentation with
+// a Fragment header (RFC 8200 §4.5, an identification per packet from a
+// random start, RFC 7739). Packets within the MTU, nearly all, pay one
+// length compare each.
+
+// toWAN transmits frames, Ethernet frames of our outer packets, on the WAN:
+// as they are when each fits the WAN MTU (Engine.SetWANMTU), which is the
+// common case; otherwise each oversized one as fragments in its place, so
+// that the order of the batch is kept. It takes the frames (each sent,
+// freed or fragmented); the caller clears its slice as after transmit.
+func (w *worker) toWAN(frames []dataplane.Frame) {
+	if mtu := int(w.e.wanMTU.Load()); mtu > 0 {
+		// The longest frame that fits: the MTU and the Ethernet header
+		// (a frame with the WAN's tag has 4 bytes more of it).
+		limit := mtu + w.wanL2
+		for i := range frames {
+			if frames[i].Len() > limit {
+				w.toWANFragmented(frames, i, mtu)
+				return
+			}
+		}
+	}
+	w.transmit(w.wanTX, frames)
+}
+
+// toWANFragmented is toWAN for a batch whose frame first is the first one
+// over the WAN MTU mtu: the frames between oversized ones go out as runs,
+// each oversized one as its fragments after the run before it.
+//
+//go:noinline
+func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int) {
+	limit := mtu + w.wanL2
+	start := 0
+	for i := first; i < len(frames); i++ {
+		if frames[i].Len() <= limit {
+			continue
+		}
+		w.transmit(w.wanTX, frames[start:i])
+		w.fragmentToWAN(&frames[i], mtu)
+		start = i + 1
+	}
+	w.transmit(w.wanTX, frames[start:])
+}
+
+// fragmentToWAN sends the outer packet in f as IP fragments of at most mtu
+// bytes, each with f's Ethernet header, and takes f. A packet the
+// fragmenters refuse (more than maxFragments, or not an IP packet that can
+// be cut) is sent whole, for the port to count as too long; without frames
+// (or, for IPv6, headroom) for the fragments it is dropped and counted
+// (DropFragmentNoBuffer).
+func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
+	d := f.Data()
+	l2 := header.EthernetLen
+	if len(d) >= header.EthernetVLANLen && binary.BigEndian.Uint16(d[12:14]) == header.EtherTypeVLAN {
+		l2 = header.EthernetVLANLen
+	}
+	ip := d[l2:]
+	v6 := len(ip) > 0 && ip[0]>>4 == header.IPv6Version
+	var k int // fragments
+	if v6 {
+		w.fwd.frag6ID++
+		if w.fwd.frag6.Reset(ip, mtu, w.fwd.frag6ID) != header.OK {
+			k = 0
+		} else {
+			k = w.fwd.frag6.Count()
+		}
+	} else if w.fwd.frag.Reset(ip, mtu) == header.OK {
+		k = w.fwd.frag.Count()
+	}
+	if k < 2 || k > maxFragments {
+		w.transmit(w.wanTX, unsafeOne(f))
+		return
+	}
+	frags := w.fwd.frags[:k]
+	more := frags[1:]
+	if got := w.wanTX.Alloc(more); got < len(more) {
+		w.wanTX.Free(more[:got])
+		clear(more)
+		w.dropOuter(f)
+		return
+	}
+	for i := range more {
+		m := &more[i]
+		n := w.fwd.frag.Len(i + 1)
+		if v6 {
+			n = w.fwd.frag6.Len(i + 1)
+		}
+		if !m.SetLen(l2 + n) {
+			w.wanTX.Free(more)
+			clear(more)
+			w.dropOuter(f)
+			return
+		}
+		b := m.Data()
+		copy(b[:l2], d[:l2])
+		if v6 {
+			w.fwd.frag6.Put(b[l2:], i+1)
+		} else {
+			w.fwd.frag.Put(b[l2:], i+1)
+		}
+	}
+	if v6 {
+		// Fragment 0 is 8 bytes longer than the part of the packet it
+		// carries: its headers move 8 bytes into the headroom, the data
+		// stay where they are.
+		b := f.Prepend(header.IPv6FragmentLen)
+		if b == nil {
+			w.wanTX.Free(more)
+			clear(more)
+			w.dropOuter(f)
+			return
+		}
+		copy(b[:l2], b[header.IPv6FragmentLen:header.IPv6FragmentLen+l2])
+		f.SetLen(l2 + w.fwd.frag6.PutFirst(b[l2:]))
+	} else {
+		f.SetLen(l2 + w.fwd.frag.PutFirst())
+	}
+	frags[0] = *f
+	*f = dataplane.Frame{}
+	w.c.outerFragmented.Add(1)
+	w.c.outerFrags.Add(uint64(k))
+	w.transmit(w.wanTX, frags)
+	clear(frags)
+}
+
+// dropOuter frees f, an outer packet that could not be fragmented, and
+// counts it.
+func (w *worker) dropOuter(f *dataplane.Frame) {
+	w.count(DropFragmentNoBuffer, 1)
+	w.wanTX.Free(unsafeOne(f))
+	*f = dataplane.Frame{}
+}

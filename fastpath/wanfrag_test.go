@@ -1,0 +1,248 @@
+package fastpath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/header"
+)
+
+// outerDatagram is one UDP datagram gateway A sent, put back together from
+// its fragments by reassembleOuter.
+type outerDatagram struct {
+	src, dst netip.AddrPort
+	msg      []byte // the UDP payload: a WireGuard message
+	frags    int    // frames it came in (1: whole)
+}
+
+// reassembleOuter reads the frames A sent (Ethernet, untagged) in order and
+// puts IP fragments back together (RFC 791 §3.2, RFC 8200 §4.5), checking
+// what a receiver's kernel would: every frame within mtu bytes of IP
+// packet, fragments of one datagram consecutive, in order, their offsets
+// adjoining, all but the last a multiple of 8 bytes with MF / M set, one
+// identification, IPv4 DF clear.
+func reassembleOuter(t *testing.T, frames [][]byte, mtu int) []outerDatagram {
+	t.Helper()
+	var out []outerDatagram
+	var data []byte // the fragments so far of the datagram being put back together
+	var id uint32
+	var src, dst netip.Addr
+	n := 0
+	for i, fr := range frames {
+		ip := fr[header.EthernetLen:]
+		if len(ip) > mtu {
+			t.Fatalf("frame %d: IP packet of %d bytes over the WAN MTU %d", i, len(ip), mtu)
+		}
+		var off int
+		var more bool
+		var payload []byte
+		var fid uint32
+		var s, d netip.Addr
+		switch ip[0] >> 4 {
+		case 4:
+			h := header.IPv4(ip)
+			if h.DontFragment() || !h.VerifyChecksum() || h.TotalLength() != len(ip) {
+				t.Fatalf("frame %d: IPv4 header %x: DF set, bad checksum or length", i, ip[:20])
+			}
+			off, more, payload, fid = h.FragmentOffset(), h.MoreFragments(), ip[h.HeaderLen():], uint32(h.ID())
+			s, d = h.Src(), h.Dst()
+		case 6:
+			if int(binary.BigEndian.Uint16(ip[4:6])) != len(ip)-header.IPv6Len {
+				t.Fatalf("frame %d: IPv6 payload length %d of %d bytes", i, binary.BigEndian.Uint16(ip[4:6]), len(ip))
+			}
+			s, d = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+			payload = ip[header.IPv6Len:]
+			if ip[6] == header.ProtoFragment {
+				fh := payload[:header.IPv6FragmentLen]
+				if fh[0] != header.ProtoUDP {
+					t.Fatalf("frame %d: fragment of next header %d, want UDP", i, fh[0])
+				}
+				om := binary.BigEndian.Uint16(fh[2:4])
+				off, more, fid = int(om&^7), om&1 != 0, binary.BigEndian.Uint32(fh[4:8])
+				payload = payload[header.IPv6FragmentLen:]
+			} else if ip[6] != header.ProtoUDP {
+				t.Fatalf("frame %d: next header %d", i, ip[6])
+			}
+		default:
+			t.Fatalf("frame %d: not IP", i)
+		}
+		if off == 0 && !more && data == nil { // a whole datagram
+			data, n = append([]byte(nil), payload...), 1
+		} else {
+			switch {
+			case off == 0 && data == nil:
+				id, src, dst, n = fid, s, d, 0
+			case data == nil || off != len(data) || fid != id || s != src || d != dst:
+				t.Fatalf("frame %d: fragment at %d (id %#x) does not follow %d bytes of datagram %#x", i, off, fid, len(data), id)
+			}
+			if more && len(payload)%8 != 0 {
+				t.Fatalf("frame %d: %d data bytes in a fragment that is not the last", i, len(payload))
+			}
+			data = append(data, payload...)
+			n++
+			if more {
+				continue
+			}
+		}
+		u := header.UDP(data)
+		if len(data) < header.UDPLen || int(u.Length()) != len(data) {
+			t.Fatalf("frame %d: reassembled UDP datagram of %d bytes, its header says %d", i, len(data), u.Length())
+		}
+		out = append(out, outerDatagram{src: netip.AddrPortFrom(s, u.SrcPort()), dst: netip.AddrPortFrom(d, u.DstPort()),
+			msg: data[header.UDPLen:], frags: n})
+		data = nil
+	}
+	if data != nil {
+		t.Fatalf("a datagram's last fragment is missing (%d bytes had come)", len(data))
+	}
+	return out
+}
+
+// TestOuterFragmented: an outer packet over the WAN MTU (Engine.SetWANMTU:
+// a PPPoE WAN at 1,492 under the default tunnel MTU with IPv6 endpoints,
+// or a WAN MTU lowered while running) leaves as IP fragments in its place
+// in the batch, each within the MTU, which reassemble to a message the peer
+// authenticates and delivers, as the Linux kernel fragments what its
+// WireGuard sends. Before, it left whole, over the MTU: a real link or
+// the WAN port dropped it.
+func TestOuterFragmented(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wan6  bool
+		mtu   int
+		frags int // of the full-size packet
+	}{
+		{"ipv4-1400", false, 1400, 2},
+		{"ipv4-576", false, 576, 3},
+		{"ipv6-1492", true, 1492, 2},
+		{"ipv6-1280", true, 1280, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigConfig{wan6: tc.wan6})
+			r.a.SetWANMTU(tc.mtu)
+			tx := r.hostA.Queue(0).TX()
+			sizes := []int{100, 1420 - 28, 200, 1420 - 28} // UDP payloads: full-size inner packets between small ones
+			frames := make([]dataplane.Frame, len(sizes))
+			for i, n := range sizes {
+				frames[i] = udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n))
+			}
+			sendAll(t, r.hostA, 0, frames)
+			r.a.workers[0].outbound(r.clock.Now())
+			var wire [][]byte
+			recvAll(t, r.wanB, len(sizes)+2*(tc.frags-1), 100*time.Millisecond, func(_ int, d []byte) {
+				wire = append(wire, bytes.Clone(d))
+			})
+			got := reassembleOuter(t, wire, tc.mtu)
+			if len(got) != len(sizes) {
+				t.Fatalf("%d datagrams from %d frames, want %d", len(got), len(wire), len(sizes))
+			}
+			wantSrc, wantDst := netip.AddrPortFrom(wanAddrA, portA), netip.AddrPortFrom(wanAddrB, portB)
+			if tc.wan6 {
+				wantSrc, wantDst = netip.AddrPortFrom(wan6A, portA), netip.AddrPortFrom(wan6B, portB)
+			}
+			for i, dg := range got {
+				if want := map[bool]int{false: 1, true: tc.frags}[sizes[i] > 1000]; dg.frags != want {
+					t.Errorf("datagram %d (%d bytes inner): %d frames, want %d", i, sizes[i], dg.frags, want)
+				}
+				if dg.src != wantSrc || dg.dst != wantDst {
+					t.Errorf("datagram %d: %v → %v, want %v → %v", i, dg.src, dg.dst, wantSrc, wantDst)
+				}
+				// B's kernel reassembled it: B takes it through ReceiveWAN.
+				if !r.b.ReceiveWAN(0, dg.src, dg.dst, dg.msg) {
+					t.Fatal("ReceiveWAN: mailbox full")
+				}
+			}
+			r.b.workers[0].drainMailbox(r.clock.Now())
+			k := 0
+			recvAll(t, r.hostB, len(sizes), 100*time.Millisecond, func(_ int, d []byte) {
+				_, pl := checkUDP(t, d)
+				if k < len(sizes) && !bytes.Equal(pl, seqPayload(uint32(k), sizes[k])) {
+					t.Errorf("delivered packet %d: %d bytes, not the one sent (%d bytes)", k, len(pl), sizes[k])
+				}
+				k++
+			})
+			if k != len(sizes) {
+				t.Errorf("B delivered %d of %d; drops A %v, B %v", k, len(sizes), TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
+			}
+			s := r.a.Stats()[0]
+			if s.OuterFragmented != 2 || s.OuterFragments != uint64(2*tc.frags) || s.Encrypted != uint64(len(sizes)) {
+				t.Errorf("outer_fragmented %d, outer_fragments %d, encrypted %d; want 2, %d, %d",
+					s.OuterFragmented, s.OuterFragments, s.Encrypted, 2*tc.frags, len(sizes))
+			}
+			if d := TotalDrops(r.a.Stats()); d.Total() != 0 || s.WAN.Drops.Total() != 0 {
+				t.Errorf("drops: A %v, A's WAN port %v", d.List(), s.WAN.Drops.List())
+			}
+		})
+	}
+}
+
+// TestOuterFragmentedNoBuffer: without free frames for the fragments, an
+// outer packet over the WAN MTU is dropped and counted
+// (fragment_no_buffer), and the pool gets every frame back.
+func TestOuterFragmentedNoBuffer(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	r.a.SetWANMTU(1000)
+	tx := r.hostA.Queue(0).TX()
+	f := udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(1, 1392))
+	sendAll(t, r.hostA, 0, []dataplane.Frame{f})
+	// Take every free frame of A's WAN pool (which its LAN shares).
+	wanTX := r.wanA.Queue(0).TX()
+	var held []dataplane.Frame
+	for {
+		var b [256]dataplane.Frame
+		n := wanTX.Alloc(b[:])
+		held = append(held, b[:n]...)
+		if n == 0 {
+			break
+		}
+	}
+	r.a.workers[0].outbound(r.clock.Now())
+	wanTX.Free(held)
+	if n := recvAll(t, r.wanB, 1, 20*time.Millisecond, nil); n != 0 {
+		t.Errorf("%d frames left A", n)
+	}
+	if d := TotalDrops(r.a.Stats()); d[DropFragmentNoBuffer] != 1 || d.Total() != 1 {
+		t.Errorf("drops %v, want fragment_no_buffer=1", d.List())
+	}
+}
+
+// TestOuterFragmentedZeroAllocs: fragmenting outer packets allocates
+// nothing (the fragments' frames come from the pool, the scratch is the
+// worker's).
+func TestOuterFragmentedZeroAllocs(t *testing.T) {
+	for _, wan6 := range []bool{false, true} {
+		r := newRig(t, rigConfig{wan6: wan6})
+		r.a.SetWANMTU(1280)
+		tmpl := templateFrame(t, r, 1392)
+		frames := make([]dataplane.Frame, 8)
+		tx := r.hostA.Queue(0).TX()
+		rx := r.wanB.Queue(0).RX()
+		round := func() {
+			k := tx.Alloc(frames[:4])
+			for i := range k {
+				frames[i].SetLen(len(tmpl))
+				copy(frames[i].Data(), tmpl)
+			}
+			tx.Transmit(frames[:k])
+			r.a.workers[0].outbound(r.clock.Now())
+			for {
+				n := rx.Receive(frames)
+				if n == 0 {
+					break
+				}
+				rx.Free(frames[:n])
+			}
+		}
+		round()
+		if a := testing.AllocsPerRun(100, round); a != 0 {
+			t.Errorf("wan6 %v: %v allocations per burst", wan6, a)
+		}
+		if s := r.a.Stats()[0]; s.OuterFragmented != 102*4 {
+			t.Errorf("wan6 %v: outer_fragmented %d, want %d", wan6, s.OuterFragmented, 102*4)
+		}
+	}
+}
