@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -319,6 +320,9 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
+	// fragIDBase is where the workers' identifications of outer
+	// fragments start (fwdState.fragID): random, set by New.
+	fragIDBase uint32
 	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
 	lanLens RouteLengths
 
@@ -417,6 +421,7 @@ func New(cfg Config) (*Engine, error) {
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.wanMTU.Store(int64(cfg.WAN.MTU()))
+	e.fragIDBase = rand.Uint32()
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
 	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6)
 	switch {

@@ -36,9 +36,14 @@ type fwdState struct {
 	// frags holds the fragments of one packet: a decrypted one over the
 	// LAN MTU, or an outer one over the WAN MTU.
 	frags [maxFragments]dataplane.Frame
-	// frag6ID is the identification of the last outer IPv6 packet sent
-	// as fragments (wanfrag.go; from a random start: RFC 7739).
-	frag6ID uint32
+	// fragID is the identification of the last outer packet the worker
+	// sent as fragments (wanfrag.go; IPv6: all 32 bits, IPv4: the low 16).
+	// The workers' sequences start at one random base (RFC 7739: not
+	// predictable from outside), worker i's at base + i, each stepping
+	// by fragStep, the number of workers: two workers never give one
+	// identification to fragments toward one peer, whose reassembly
+	// would mix them up, until a sequence wraps.
+	fragID, fragStep uint32
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte
 	// reply holds an ICMP error on its way to the LAN (icmpToLAN): a

@@ -17,11 +17,12 @@ import (
 // the kernel cuts such a packet into IP fragments and nothing is lost; the
 // peer's kernel reassembles them before its WireGuard sees the datagram. A
 // worker does the same with the outer packets it builds (toWAN): IPv4
-// fragments, DF being clear on our outer header (RFC 791 §3.2, with the
-// packet's identification), or, for IPv6, the source's fragmentation with
-// a Fragment header (RFC 8200 §4.5, an identification per packet from a
-// random start, RFC 7739). Packets within the MTU, nearly all, pay one
-// length compare each.
+// fragments, DF being clear on our outer header (RFC 791 §3.2), or, for
+// IPv6, the source's fragmentation with a Fragment header (RFC 8200
+// §4.5); the identification of a fragmented packet comes from a sequence
+// of the worker's that no other worker's meets, from a random start
+// (fwdState.fragID; RFC 6864, RFC 7739). Packets within the MTU, nearly
+// all, pay one length compare each.
 
 // toWAN transmits frames, Ethernet frames of our outer packets, on the WAN:
 // as they are when each fits the WAN MTU (Engine.SetWANMTU), which is the
@@ -77,11 +78,9 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 	ip := d[l2:]
 	v6 := len(ip) > 0 && ip[0]>>4 == header.IPv6Version
 	var k int // fragments
+	id := w.fwd.fragID + w.fwd.fragStep
 	if v6 {
-		w.fwd.frag6ID++
-		if w.fwd.frag6.Reset(ip, mtu, w.fwd.frag6ID) != header.OK {
-			k = 0
-		} else {
+		if w.fwd.frag6.Reset(ip, mtu, id) == header.OK {
 			k = w.fwd.frag6.Count()
 		}
 	} else if w.fwd.frag.Reset(ip, mtu) == header.OK {
@@ -90,6 +89,13 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 	if k < 2 || k > maxFragments {
 		w.transmit(w.wanTX, unsafeOne(f))
 		return
+	}
+	w.fwd.fragID = id
+	if !v6 {
+		// The worker's own sequence, not the per-packet one wrap wrote
+		// (see fwdState.fragID); each fragment's header checksum is
+		// computed afresh (Put, PutFirst).
+		binary.BigEndian.PutUint16(ip[4:6], uint16(id))
 	}
 	frags := w.fwd.frags[:k]
 	more := frags[1:]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -243,6 +244,67 @@ func TestOuterFragmentedZeroAllocs(t *testing.T) {
 		}
 		if s := r.a.Stats()[0]; s.OuterFragmented != 102*4 {
 			t.Errorf("wan6 %v: outer_fragmented %d, want %d", wan6, s.OuterFragmented, 102*4)
+		}
+	}
+}
+
+// TestOuterFragmentIDsPerWorker: the identifications of outer fragments
+// come from one sequence per worker, worker i's at base + i stepping by
+// the number of workers, so two workers never give one identification to
+// fragments toward the same peer (whose reassembly would mix them: with
+// every worker counting from one start, a gateway with light traffic sent
+// fragments with the same identifications from every queue at once).
+func TestOuterFragmentIDsPerWorker(t *testing.T) {
+	for _, wan6 := range []bool{false, true} {
+		r := newRig(t, rigConfig{queues: 2, wan6: wan6})
+		r.a.SetWANMTU(1280)
+		ids := map[int][]uint32{} // by worker
+		for round := range 3 {
+			for q := range 2 {
+				// A flow whose frames land on worker q's queue.
+				tx := r.hostA.Queue(q).TX()
+				var f dataplane.Frame
+				for sport := uint16(1000); ; sport++ {
+					f = udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, sport, 2000, seqPayload(uint32(round), 1392))
+					if memport.RSSQueue(f.Data(), 2) == q {
+						break
+					}
+					tx.Free([]dataplane.Frame{f})
+				}
+				sendAll(t, r.hostA, q, []dataplane.Frame{f})
+				r.a.workers[q].outbound(r.clock.Now())
+				first := true
+				recvAll(t, r.wanB, 2, 100*time.Millisecond, func(_ int, d []byte) {
+					ip := d[header.EthernetLen:]
+					var id uint32
+					if wan6 {
+						id = binary.BigEndian.Uint32(ip[header.IPv6Len+4 : header.IPv6Len+8])
+					} else {
+						id = uint32(header.IPv4(ip).ID())
+					}
+					if first {
+						ids[q] = append(ids[q], id)
+						first = false
+					} else if last := ids[q][len(ids[q])-1]; id != last {
+						t.Errorf("wan6 %v, worker %d: fragments of one packet with identifications %#x and %#x", wan6, q, last, id)
+					}
+				})
+			}
+		}
+		mask := uint32(0xffff)
+		if wan6 {
+			mask = 0xffffffff
+		}
+		for q, s := range ids {
+			for i := 1; i < len(s); i++ {
+				if s[i] != (s[i-1]+2)&mask {
+					t.Errorf("wan6 %v, worker %d: identifications %#x, want each 2 past the last", wan6, q, s)
+					break
+				}
+			}
+		}
+		if len(ids[0]) != 3 || len(ids[1]) != 3 || (ids[0][0]-ids[1][0])%2 == 0 {
+			t.Errorf("wan6 %v: identifications %#x (worker 0) and %#x (worker 1), want three each, of different parity", wan6, ids[0], ids[1])
 		}
 	}
 }

@@ -3,7 +3,6 @@ package fastpath
 import (
 	"github.com/wgpio/wgpio/chachapoly"
 	"math/bits"
-	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -227,7 +226,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	copy(w.wanMAC[:], e.cfg.WAN.MAC())
 	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
 	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
-	w.fwd.frag6ID = rand.Uint32() // RFC 7739: not predictable from outside
+	w.fwd.fragID, w.fwd.fragStep = e.fragIDBase+uint32(i), uint32(e.cfg.LAN.NumQueues())
 	w.wanTag = -1
 	if w.wanVLAN != 0 {
 		w.wanTag = int(w.wanVLAN)
