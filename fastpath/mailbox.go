@@ -160,7 +160,7 @@ func (w *worker) putOuter(b []byte, ep *Endpoint, srcPort uint16, n int) {
 	l2 := w.wanL2
 	if dst.Is4() {
 		putEthernet(b, header.MAC(ep.DstMAC), header.MAC(ep.SrcMAC), w.wanVLAN, header.EtherTypeIPv4)
-		w.ipID++
+		w.ipID += w.ipStep
 		f := header.IPv4Fields{Protocol: header.ProtoUDP, ID: w.ipID, Src: ep.Src.As4(), Dst: dst.As4()}
 		header.PutIPv4(b[l2:], &f, header.UDPLen+n)
 		header.PutUDP(b[l2+header.IPv4MinLen:], srcPort, ep.Dst.Port(), n)

@@ -522,10 +522,10 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 	binary.LittleEndian.PutUint32(t[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
 	payload := protocol.TransportHeaderSize + padded + protocol.TagSize
-	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+1, ecn) {
+	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+w.ipStep, ecn) {
 		// The usual outer headers (untagged IPv4): as below, with the
 		// identification and the ECN field in the one checksum.
-		w.ipID++
+		w.ipID += w.ipStep
 		return true
 	}
 	pl.tmpl.Put(b, srcPort, payload)
@@ -533,7 +533,7 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 		// A fresh IPv4 identification per packet (RFC 6864: the outer
 		// datagram may be fragmented on the way, DF being clear), and
 		// the ECN field, with one checksum update.
-		w.ipID++
+		w.ipID += w.ipStep
 		putOuterIPv4(b, l3, w.ipID, ecn)
 	} else if ecn != 0 {
 		putOuterIPv6ECN(b, l3, ecn)

@@ -261,17 +261,7 @@ func TestOuterFragmentIDsPerWorker(t *testing.T) {
 		ids := map[int][]uint32{} // by worker
 		for round := range 3 {
 			for q := range 2 {
-				// A flow whose frames land on worker q's queue.
-				tx := r.hostA.Queue(q).TX()
-				var f dataplane.Frame
-				for sport := uint16(1000); ; sport++ {
-					f = udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, sport, 2000, seqPayload(uint32(round), 1392))
-					if memport.RSSQueue(f.Data(), 2) == q {
-						break
-					}
-					tx.Free([]dataplane.Frame{f})
-				}
-				sendAll(t, r.hostA, q, []dataplane.Frame{f})
+				sendAll(t, r.hostA, q, []dataplane.Frame{frameToQueue(t, r, q, seqPayload(uint32(round), 1392))})
 				r.a.workers[q].outbound(r.clock.Now())
 				first := true
 				recvAll(t, r.wanB, 2, 100*time.Millisecond, func(_ int, d []byte) {
@@ -306,5 +296,50 @@ func TestOuterFragmentIDsPerWorker(t *testing.T) {
 		if len(ids[0]) != 3 || len(ids[1]) != 3 || (ids[0][0]-ids[1][0])%2 == 0 {
 			t.Errorf("wan6 %v: identifications %#x (worker 0) and %#x (worker 1), want three each, of different parity", wan6, ids[0], ids[1])
 		}
+	}
+}
+
+// frameToQueue is a LAN frame from hostA to hostB with payload, of a flow
+// whose frames land on A's queue q (memport's RSS).
+func frameToQueue(t *testing.T, r *rig, q int, payload []byte) dataplane.Frame {
+	t.Helper()
+	tx := r.hostA.Queue(q).TX()
+	for sport := uint16(1000); ; sport++ {
+		f := udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, sport, 2000, payload)
+		if memport.RSSQueue(f.Data(), r.lanA.NumQueues()) == q {
+			return f
+		}
+		tx.Free([]dataplane.Frame{f})
+	}
+}
+
+// TestOuterIPv4IDsPerWorker: the identifications of whole outer IPv4
+// packets, which a router on the way may fragment (DF is clear), come from
+// disjoint sequences per worker too. Before, every worker counted from 1:
+// at light load two queues sent one identification to the same peer at
+// once, and a path that fragmented both packets had the peer's
+// reassembly mix them up.
+func TestOuterIPv4IDsPerWorker(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 2})
+	ids := map[int][]uint16{}
+	for round := range 3 {
+		for q := range 2 {
+			sendAll(t, r.hostA, q, []dataplane.Frame{frameToQueue(t, r, q, seqPayload(uint32(round), 100))})
+			r.a.workers[q].outbound(r.clock.Now())
+			recvAll(t, r.wanB, 1, 100*time.Millisecond, func(_ int, d []byte) {
+				ids[q] = append(ids[q], header.IPv4(d[header.EthernetLen:]).ID())
+			})
+		}
+	}
+	for q, s := range ids {
+		for i := 1; i < len(s); i++ {
+			if s[i] != s[i-1]+2 {
+				t.Errorf("worker %d: identifications %#x, want each 2 past the last", q, s)
+				break
+			}
+		}
+	}
+	if len(ids[0]) != 3 || len(ids[1]) != 3 || (ids[0][0]-ids[1][0])%2 == 0 {
+		t.Errorf("identifications %#x (worker 0) and %#x (worker 1), want three each, of different parity", ids[0], ids[1])
 	}
 }

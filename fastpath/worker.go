@@ -150,7 +150,14 @@ type worker struct {
 	wanTag           int
 	portSpan         uint16    // number of our UDP ports from the listen port up
 	wan              *wanState // loaded from Engine.wan once per turn of run
-	ipID             uint16
+	// ipID is the identification of the last outer IPv4 packet sent
+	// (wrap, sendControl): RFC 6864 wants it unique per source,
+	// destination and protocol while a datagram may live, since a router
+	// on the way may fragment it (DF is clear). The workers' sequences
+	// are disjoint, as fwdState.fragID's: worker i's starts at a random
+	// base + i and steps by ipStep, the number of workers (from one start
+	// each, two queues sent one identification to a peer at once).
+	ipID, ipStep uint16
 	lastPublish      int64
 	dirtyPeers       []int
 	// burstPeers lists the peers of the outbound burst being sealed, each
@@ -227,6 +234,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.lanVLAN, w.wanVLAN = e.cfg.LANVLAN, e.cfg.WANVLAN
 	w.lanL2, w.wanL2 = l2Len(w.lanVLAN), l2Len(w.wanVLAN)
 	w.fwd.fragID, w.fwd.fragStep = e.fragIDBase+uint32(i), uint32(e.cfg.LAN.NumQueues())
+	w.ipID, w.ipStep = uint16(e.fragIDBase>>16)+uint16(i), uint16(e.cfg.LAN.NumQueues())
 	w.wanTag = -1
 	if w.wanVLAN != 0 {
 		w.wanTag = int(w.wanVLAN)
