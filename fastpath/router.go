@@ -36,6 +36,8 @@ type fwdState struct {
 	// frags holds the fragments of one packet: a decrypted one over the
 	// LAN MTU, or an outer one over the WAN MTU.
 	frags [maxFragments]dataplane.Frame
+	// wanBatch gathers a WAN batch with fragments (wanfrag.go).
+	wanBatch [wanBatchLen]dataplane.Frame
 	// fragID is the identification of the last outer packet the worker
 	// sent as fragments (wanfrag.go; IPv6: all 32 bits, IPv4: the low 16).
 	// The workers' sequences start at one random base (RFC 7739: not

@@ -24,6 +24,11 @@ import (
 // (fwdState.fragID; RFC 6864, RFC 7739). Packets within the MTU, nearly
 // all, pay one length compare each.
 
+// wanBatchLen is the most frames toWANFragmented hands the WAN port at
+// once: at least a whole packet's fragments (maxFragments) beside what
+// came before them.
+const wanBatchLen = 2 * maxFragments
+
 // toWAN transmits frames, Ethernet frames of our outer packets, on the WAN:
 // as they are when each fits the WAN MTU (Engine.SetWANMTU), which is the
 // common case; otherwise each oversized one as fragments in its place, so
@@ -45,31 +50,48 @@ func (w *worker) toWAN(frames []dataplane.Frame) {
 }
 
 // toWANFragmented is toWAN for a batch whose frame first is the first one
-// over the WAN MTU mtu: the frames between oversized ones go out as runs,
-// each oversized one as its fragments after the run before it.
+// over the WAN MTU mtu: the batch goes out in order, each oversized frame
+// replaced by its fragments, gathered in w.fwd.wanBatch so that the port
+// is kicked once per wanBatchLen frames, not once per fragmented packet
+// (a syscall each on AF_XDP in copy mode).
 //
 //go:noinline
 func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int) {
 	limit := mtu + w.wanL2
-	start := 0
-	for i := first; i < len(frames); i++ {
-		if frames[i].Len() <= limit {
+	batch := w.fwd.wanBatch[:0]
+	flush := func() {
+		w.transmit(w.wanTX, batch)
+		clear(batch)
+		batch = batch[:0]
+	}
+	for i := range frames {
+		f := &frames[i]
+		if i < first || f.Len() <= limit {
+			if len(batch) == cap(batch) {
+				flush()
+			}
+			batch = append(batch, *f)
+			*f = dataplane.Frame{}
 			continue
 		}
-		w.transmit(w.wanTX, frames[start:i])
-		w.fragmentToWAN(&frames[i], mtu)
-		start = i + 1
+		frags := w.fragmentOuter(f, mtu)
+		if len(batch)+len(frags) > cap(batch) {
+			flush()
+		}
+		batch = append(batch, frags...)
+		clear(frags)
 	}
-	w.transmit(w.wanTX, frames[start:])
+	flush()
 }
 
-// fragmentToWAN sends the outer packet in f as IP fragments of at most mtu
-// bytes, each with f's Ethernet header, and takes f. A packet the
-// fragmenters refuse (more than maxFragments, or not an IP packet that can
-// be cut) is sent whole, for the port to count as too long; without frames
-// (or, for IPv6, headroom) for the fragments it is dropped and counted
-// (DropFragmentNoBuffer).
-func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
+// fragmentOuter cuts the outer packet in f into IP fragments of at most
+// mtu bytes, each with f's Ethernet header, and takes f: it returns the
+// fragments in order (in w.fwd.frags, the caller's until the next call).
+// A packet the fragmenters refuse (more than maxFragments, or not an IP
+// packet that can be cut) comes back whole, for the port to count as too
+// long; without frames (or, for IPv6, headroom) for the fragments it is
+// dropped and counted (DropFragmentNoBuffer), and none come back.
+func (w *worker) fragmentOuter(f *dataplane.Frame, mtu int) []dataplane.Frame {
 	d := f.Data()
 	l2 := header.EthernetLen
 	if len(d) >= header.EthernetVLANLen && binary.BigEndian.Uint16(d[12:14]) == header.EtherTypeVLAN {
@@ -86,9 +108,11 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 	} else if w.fwd.frag.Reset(ip, mtu) == header.OK {
 		k = w.fwd.frag.Count()
 	}
+	frags := w.fwd.frags[:max(k, 1)]
 	if k < 2 || k > maxFragments {
-		w.transmit(w.wanTX, unsafeOne(f))
-		return
+		frags[0] = *f
+		*f = dataplane.Frame{}
+		return frags[:1]
 	}
 	w.fwd.fragID = id
 	if !v6 {
@@ -97,13 +121,12 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 		// computed afresh (Put, PutFirst).
 		binary.BigEndian.PutUint16(ip[4:6], uint16(id))
 	}
-	frags := w.fwd.frags[:k]
 	more := frags[1:]
 	if got := w.wanTX.Alloc(more); got < len(more) {
 		w.wanTX.Free(more[:got])
 		clear(more)
 		w.dropOuter(f)
-		return
+		return nil
 	}
 	for i := range more {
 		m := &more[i]
@@ -115,7 +138,7 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 			w.wanTX.Free(more)
 			clear(more)
 			w.dropOuter(f)
-			return
+			return nil
 		}
 		b := m.Data()
 		copy(b[:l2], d[:l2])
@@ -134,7 +157,7 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 			w.wanTX.Free(more)
 			clear(more)
 			w.dropOuter(f)
-			return
+			return nil
 		}
 		copy(b[:l2], b[header.IPv6FragmentLen:header.IPv6FragmentLen+l2])
 		f.SetLen(l2 + w.fwd.frag6.PutFirst(b[l2:]))
@@ -145,8 +168,7 @@ func (w *worker) fragmentToWAN(f *dataplane.Frame, mtu int) {
 	*f = dataplane.Frame{}
 	w.c.outerFragmented.Add(1)
 	w.c.outerFrags.Add(uint64(k))
-	w.transmit(w.wanTX, frags)
-	clear(frags)
+	return frags
 }
 
 // dropOuter frees f, an outer packet that could not be fragmented, and

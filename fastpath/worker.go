@@ -158,8 +158,8 @@ type worker struct {
 	// base + i and steps by ipStep, the number of workers (from one start
 	// each, two queues sent one identification to a peer at once).
 	ipID, ipStep uint16
-	lastPublish      int64
-	dirtyPeers       []int
+	lastPublish  int64
+	dirtyPeers   []int
 	// burstPeers lists the peers of the outbound burst being sealed, each
 	// once (outbound.go), and burstKP and burstEP the keypair (nil: none
 	// usable) and endpoint each sends with, by the same index
