@@ -427,12 +427,14 @@ func newGateway(log *slog.Logger) *Gateway {
 
 // checkMTU runs the fast-path mode's start-up checks of the tunnel MTU
 // (package tunnelmtu) before any port is opened: wgpio's bind sends the
-// outer packets through an AF_XDP port, where nothing fragments them, so a
-// full-size tunnel packet over the WAN MTU or an AF_XDP frame would be
-// lost (counted only as the bind's too_big). Compat mode serves no VLAN
-// of a trunk (bind and tundev drop tagged frames), so its frames carry no
-// 802.1Q tag: VLAN 0 on both sides. The ports are opened with
-// dataplane.DefaultFrameSize chunks. A warning is logged.
+// outer packets through an AF_XDP port, where the kernel does not
+// fragment them; the bind sends one over the WAN MTU as IP fragments
+// itself (bind.Bind.Send), but a full-size tunnel packet over an AF_XDP
+// frame could never be sent (counted as the bind's too_big). What CheckWAN
+// or CheckFrames refuses is refused, what they warn of logged. Compat mode
+// serves no VLAN of a trunk (bind and tundev drop tagged frames), so its
+// frames carry no 802.1Q tag: VLAN 0 on both sides. The ports are opened
+// with dataplane.DefaultFrameSize chunks.
 func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	warn, err := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid())
 	if err != nil {
