@@ -210,8 +210,9 @@ type txQueue struct {
 	// sent as fragments (guarded by mu; RFC 8200 §4.5: unique among the
 	// source's recent fragmented packets to a destination, which always
 	// takes this queue), one more a fragmented datagram from a random
-	// start (RFC 7739 §5: not predictable from outside before the
-	// first).
+	// start, so that no one predicts it from outside (RFC 7739). The
+	// destinations of one queue share the counter: one of them that
+	// receives fragments sees the sequence the others get.
 	ip6ID uint32
 	f4    header.IPv4Fragmenter // guarded by mu
 	f6    header.IPv6Fragmenter // guarded by mu
@@ -546,7 +547,8 @@ func (b *Bind) isClosedFast() bool {
 // sendBatch builds and transmits up to BatchSize datagrams on one TX
 // queue, in order: a datagram longer than the port's MTU goes out as its
 // fragments (fragment.go) between the ones before and after it. A
-// datagram that fits costs one comparison more than its build.
+// datagram that fits costs what it did: its one comparison with the MTU
+// was build's.
 func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
 	t := b.template(mac, src, dst, v4)
 	q := b.takeTX(dst)

@@ -33,7 +33,10 @@ const (
 	DropNeighbour
 	// DropNotUDP: IP, but not UDP.
 	DropNotUDP
-	// DropFragment: an IP fragment (WireGuard datagrams fit the MTU).
+	// DropFragment: an IP fragment. The Bind does not reassemble: the
+	// XDP filter leaves fragments to the kernel, which has no socket for
+	// them (a peer that fragments its datagrams to the Bind, as Send does
+	// over the MTU, is not heard).
 	DropFragment
 	// DropNotOurs: UDP to another address or port.
 	DropNotOurs
