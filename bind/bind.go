@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -190,20 +191,39 @@ type generation struct {
 type txQueue struct {
 	mu     sync.Mutex
 	tx     dataplane.TX
-	frames []dataplane.Frame // scratch, guarded by mu
+	frames []dataplane.Frame // scratch, guarded by mu: a batch's frames, BatchSize long
+	// out is the frames a batch transmits, in order (guarded by mu):
+	// the datagrams sent whole and the fragments of the others
+	// (fragment.go), BatchSize + maxFragments long; groups[:ngroups]
+	// say which of them are the fragments of one datagram.
+	out     []dataplane.Frame
+	groups  [maxGroups]fragGroup
+	ngroups int
 	// ipID is the identification of the last IPv4 datagram sent from
 	// this queue (guarded by mu): one a datagram, so that a router that
 	// fragments them (DF is clear) has fragments to tell apart (RFC 791,
-	// RFC 6864 §4.1). A destination always takes the same queue
-	// (takeTX), so its datagrams' identifications repeat only after
-	// 65,536 of them.
+	// RFC 6864 §4.1), and so that the Bind's own fragments (fragment.go)
+	// have it. A destination always takes the same queue (takeTX), so
+	// its datagrams' identifications repeat only after 65,536 of them.
 	ipID uint16
-	ctr  txCounters
+	// ip6ID is the identification of the last IPv6 datagram this queue
+	// sent as fragments (guarded by mu; RFC 8200 §4.5: unique among the
+	// source's recent fragmented packets to a destination, which always
+	// takes this queue), one more a fragmented datagram from a random
+	// start, so that no one predicts it from outside (RFC 7739). The
+	// destinations of one queue share the counter: one of them that
+	// receives fragments sees the sequence the others get.
+	ip6ID uint32
+	f4    header.IPv4Fragmenter // guarded by mu
+	f6    header.IPv6Fragmenter // guarded by mu
+	ctr   txCounters
 }
 
 type txCounters struct {
-	packets atomic.Uint64
-	drops   counts.Atomic[DropReason]
+	packets    atomic.Uint64 // datagrams transmitted, whole or as every one of their fragments
+	fragmented atomic.Uint64 // datagrams transmitted as fragments
+	fragments  atomic.Uint64 // fragment frames transmitted
+	drops      counts.Atomic[DropReason]
 }
 
 // New returns a closed Bind over cfg.Port; wireguard-go opens it.
@@ -233,7 +253,8 @@ func New(cfg Config) (*Bind, error) {
 	b.port.Store(uint32(cfg.ListenPort))
 	b.SetAddrs(cfg.Addr4, cfg.Addr6, cfg.Addrs...)
 	for i := range cfg.Port.NumQueues() {
-		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize)})
+		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize),
+			out: make([]dataplane.Frame, BatchSize+maxFragments), ip6ID: rand.Uint32()})
 	}
 	return b, nil
 }
@@ -461,11 +482,23 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // it is none or no longer the Bind's) and the listen port, BatchSize at a
 // time (wireguard-go hands at most that many; more are sent in several
 // batches, each on the TX queue it takes). Send does not keep bufs. It is
-// safe for concurrent use and does not allocate on the hot path. Errors:
-// net.ErrClosed after Close, conn.ErrWrongEndpointType, ErrNoAddress,
-// ErrNoRoute, ErrNoNeighbour (the batch is dropped and counted),
-// ErrNoBuffer (the pool ran dry: the rest of the batch is dropped and
-// counted). Datagrams the TX ring has no room for, even after reclaiming
+// safe for concurrent use and does not allocate on the hot path, nor to
+// fragment. A datagram longer than the port's MTU (dataplane.Port.MTU,
+// read once per batch) is sent as IP fragments of at most the MTU, in
+// order between the datagrams before and after it, as Linux fragments
+// its WireGuard's outer packets (which carry ignore_df): IPv4 fragments
+// with the datagram's identification (its DF is clear; RFC 791 §3.2),
+// IPv6 ones with a Fragment header (RFC 8200 §4.5) and an identification
+// of the TX queue's, one more a datagram from a random start (RFC 7739);
+// counted in Stats.Fragmented and Fragments.
+// Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
+// ErrNoAddress, ErrNoRoute, ErrNoNeighbour (the batch is dropped and
+// counted), ErrNoBuffer (the pool ran dry: the rest of the batch, or a
+// datagram that lacked a frame for one of its fragments, is dropped and
+// counted; the others go). A datagram that cannot be sent at all (longer
+// than a frame holds, or needing more than 64 fragments or an MTU too
+// small for any) is dropped and counted (DropTooBig) without an error.
+// Datagrams the TX ring has no room for, even after reclaiming
 // completions, are dropped and counted (DropTXFull) without an error, as a
 // full qdisc drops. With no bufs Send does nothing and returns nil (but
 // conn.ErrWrongEndpointType), closed or not: it neither resolves ep nor
@@ -511,7 +544,11 @@ func (b *Bind) isClosedFast() bool {
 	return b.closedFlag.Load()
 }
 
-// sendBatch builds and transmits up to BatchSize datagrams on one TX queue.
+// sendBatch builds and transmits up to BatchSize datagrams on one TX
+// queue, in order: a datagram longer than the port's MTU goes out as its
+// fragments (fragment.go) between the ones before and after it. A
+// datagram that fits costs what it did: its one comparison with the MTU
+// was build's.
 func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
 	t := b.template(mac, src, dst, v4)
 	q := b.takeTX(dst)
@@ -524,33 +561,28 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 	}
 	frames := q.frames[:got]
 	t.mtu = b.cfg.Port.MTU()
-	k := 0
+	whole := t.mtu - (t.n - header.EthernetLen) // the longest payload sent whole
+	k := 0                                      // q.out[:k] are ready to transmit
 	for i := range frames {
+		if len(bufs[i]) > whole {
+			var short bool
+			if k, short = b.fragment(q, frames[i:i+1], bufs[i], &t, k); short {
+				err = ErrNoBuffer
+			}
+			continue
+		}
 		if b.build(&frames[i], bufs[i], &t, q.ipID+1) {
 			if t.v4 {
 				q.ipID++
 			}
-			frames[k] = frames[i]
+			q.out[k] = frames[i]
 			k++
 			continue
 		}
 		q.ctr.drops[DropTooBig].Add(1)
 		q.tx.Free(frames[i : i+1])
 	}
-	frames = frames[:k]
-	sent := 0
-	for tries := 0; sent < len(frames) && tries < 4; tries++ {
-		m := q.tx.Transmit(frames[sent:])
-		if m == 0 {
-			q.tx.Reclaim()
-		}
-		sent += m
-	}
-	if sent < len(frames) {
-		q.ctr.drops[DropTXFull].Add(uint64(len(frames) - sent))
-		q.tx.Free(frames[sent:])
-	}
-	q.ctr.packets.Add(uint64(sent))
+	q.flush(k)
 	clear(q.frames[:got])
 	return err
 }
@@ -612,10 +644,10 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 
 // build writes payload and the template's headers, with this datagram's
 // lengths, checksums and IPv4 identification id, into f (an empty frame).
-// It returns false if the datagram does not fit the frame or the port's
-// MTU.
+// It returns false if the datagram does not fit the frame. It does not
+// look at the MTU: sendBatch sends a datagram longer as fragments.
 func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate, id uint16) bool {
-	if t.n-header.EthernetLen+len(payload) > t.mtu || !f.SetLen(len(payload)) {
+	if !f.SetLen(len(payload)) {
 		return false
 	}
 	copy(f.Data(), payload)

@@ -40,7 +40,15 @@ type rig struct {
 
 func newRig(t testing.TB, queues int, mod func(*Config)) *rig {
 	t.Helper()
-	a, b, err := memport.NewPair(memport.Config{Queues: queues, MACA: macA, MACB: macB, RingSize: 4096})
+	return newRigPorts(t, memport.Config{Queues: queues, RingSize: 4096}, mod)
+}
+
+// newRigPorts is newRig over a memport pair of pc (its MACs set here).
+func newRigPorts(t testing.TB, pc memport.Config, mod func(*Config)) *rig {
+	t.Helper()
+	queues := max(pc.Queues, 1)
+	pc.MACA, pc.MACB = macA, macB
+	a, b, err := memport.NewPair(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

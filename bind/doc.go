@@ -26,6 +26,10 @@
 // MAC1). Bad frames are dropped and counted by reason (Bind.Stats), never
 // returned as errors.
 //
+// Outer datagrams longer than the port's MTU are sent as IP fragments, as
+// Linux fragments its WireGuard's (Bind.Send; counted in Stats.Fragmented
+// and Fragments); received fragments are not reassembled (DropFragment).
+//
 // The port is the caller's: open it with a filter that redirects only UDP
 // to the bind's address and port (see XDPFilter), pass it in Config, and
 // close it after the wireguard-go device is closed.

@@ -33,14 +33,22 @@ const (
 	DropNeighbour
 	// DropNotUDP: IP, but not UDP.
 	DropNotUDP
-	// DropFragment: an IP fragment (WireGuard datagrams fit the MTU).
+	// DropFragment: an IP fragment. The Bind does not reassemble: the
+	// XDP filter leaves fragments to the kernel, which has no socket for
+	// them (a peer that fragments its datagrams to the Bind, as Send does
+	// over the MTU, is not heard).
 	DropFragment
 	// DropNotOurs: UDP to another address or port.
 	DropNotOurs
 	// DropBadChecksum: the UDP checksum failed (Config.VerifyChecksum).
 	DropBadChecksum
-	// DropTooBig: a datagram longer than the receive buffer, or on send
-	// longer than the MTU or the frame.
+	// DropTooBig: a datagram longer than the receive buffer; on send one
+	// that cannot be sent at all: longer than a frame holds, or, longer
+	// than the port's MTU, one that cannot be fragmented (an MTU with no
+	// room for the IP header and 8 bytes of data, or more than 64
+	// fragments); a frame of SendFrame longer than a frame holds. A
+	// datagram over the MTU is otherwise sent as fragments
+	// (Stats.Fragmented).
 	DropTooBig
 	// DropNoWANRoute: Send found no route to the endpoint out of the
 	// port's interface (Config.Routes: none, or an unreachable, blackhole
@@ -49,9 +57,12 @@ const (
 	DropNoWANRoute
 	// DropNoNeighbour: Send's next hop did not resolve.
 	DropNoNeighbour
-	// DropNoBuffer: the pool had no free frame.
+	// DropNoBuffer: the pool had no free frame: for a datagram of a
+	// batch, or for one of the fragments of a datagram over the MTU
+	// (the datagram then dropped whole).
 	DropNoBuffer
-	// DropTXFull: the TX ring stayed full.
+	// DropTXFull: the TX ring stayed full (for a fragmented datagram:
+	// for one of its fragments at least).
 	DropTXFull
 	// DropVLAN: a frame with an 802.1Q tag of a VLAN other than 0 (a
 	// priority tag), or an 802.1ad tag: another VLAN's traffic, never
@@ -61,10 +72,11 @@ const (
 	// DropLinkDown: a datagram the kernel dropped after Send put it on
 	// the TX ring, for a WAN without carrier (the port's
 	// dataplane.DropLinkDown, which Stats reads; TXPackets counted it).
+	// The port counts frames: each fragment of a fragmented datagram.
 	DropLinkDown
 	// DropDriver: a datagram the WAN's driver dropped after Send put it
 	// on the TX ring, with the link up (the port's dataplane.DropDriver,
-	// which Stats reads; TXPackets counted it).
+	// which Stats reads; TXPackets counted it). Frames, as DropLinkDown.
 	DropDriver
 	// DropNoWANAddress: Send had no address of the endpoint's family to
 	// send from (the WAN has none: ErrNoAddress), as the fast path's
@@ -119,7 +131,17 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 // Stats are the Bind's counters since New.
 type Stats struct {
 	RXPackets uint64 `json:"rx_packets"` // datagrams handed to wireguard-go
-	TXPackets uint64 `json:"tx_packets"` // datagrams transmitted
+	// TXPackets counts datagrams transmitted: whole, or as every one of
+	// their fragments.
+	TXPackets uint64 `json:"tx_packets"`
+	// Fragmented counts the datagrams among TXPackets that were longer
+	// than the port's MTU and went as IP fragments (IPv4 fragments, or
+	// IPv6 ones with a Fragment header), as the kernel fragments the
+	// outer packets of Linux's WireGuard; Fragments counts the fragment
+	// frames transmitted (those of a datagram the TX ring took only in
+	// part too, which is then a DropTXFull).
+	Fragmented uint64 `json:"fragmented"`
+	Fragments  uint64 `json:"fragments"`
 	// Drops counts dropped frames (receive) and datagrams (send) by reason.
 	Drops DropCounts `json:"drops"`
 	// Parse breaks DropMalformed down by header.Reason.
@@ -146,6 +168,8 @@ func (b *Bind) Stats() Stats {
 	b.mu.Unlock()
 	for _, q := range b.txqs {
 		s.TXPackets += q.ctr.packets.Load()
+		s.Fragmented += q.ctr.fragmented.Load()
+		s.Fragments += q.ctr.fragments.Load()
 		q.ctr.drops.LoadAdd(&s.Drops)
 	}
 	for i := range b.cfg.Port.NumQueues() {

@@ -60,6 +60,7 @@ type collector struct {
 	compatRx, compatTx, compatDrops         *prometheus.Desc
 	compatICMPSent, compatICMPSuppressed    *prometheus.Desc
 	compatFragmented, compatPeerToPeer      *prometheus.Desc
+	compatWANFragmented, compatWANFragments *prometheus.Desc
 	udpRx, udpTx, udpDrops                  *prometheus.Desc
 }
 
@@ -121,6 +122,8 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		compatICMPSuppressed: d("compat_icmp_errors_suppressed_total", "Mode = compat: time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval)."),
 		compatFragmented:     d("compat_packets_fragmented_total", "Mode = compat: decrypted IPv4 packets without DF over the LAN MTU sent as fragments."),
 		compatPeerToPeer:     d("compat_packets_peer_to_peer_total", "Mode = compat: decrypted packets handed back to wireguard-go for the peer whose allowed IPs hold their destination (hub and spoke)."),
+		compatWANFragmented:  d("compat_wan_datagrams_fragmented_total", "Mode = compat: outer UDP datagrams longer than the WAN's MTU that wgpio's bind sent as IP fragments (IPv4 fragments, IPv6 ones with a Fragment header), as Linux fragments its WireGuard's; those also count in wgpio_compat_transmit_packets_total{side=\"wan\"}."),
+		compatWANFragments:   d("compat_wan_fragments_total", "Mode = compat: IP fragment frames wgpio's bind transmitted for the outer datagrams longer than the WAN's MTU."),
 		udpRx:                d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
 		udpTx:                d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
 		udpDrops:             d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
@@ -133,6 +136,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
+		c.compatWANFragmented, c.compatWANFragments,
 		c.udpRx, c.udpTx, c.udpDrops} {
 		ch <- d
 	}
@@ -225,6 +229,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.compatICMPSuppressed, ctr, float64(cs.LAN.ICMPSuppressed))
 		ch <- prometheus.MustNewConstMetric(c.compatFragmented, ctr, float64(cs.LAN.Fragmented))
 		ch <- prometheus.MustNewConstMetric(c.compatPeerToPeer, ctr, float64(cs.LAN.PeerToPeer))
+		ch <- prometheus.MustNewConstMetric(c.compatWANFragmented, ctr, float64(cs.Bind.Fragmented))
+		ch <- prometheus.MustNewConstMetric(c.compatWANFragments, ctr, float64(cs.Bind.Fragments))
 		for i, st := range cs.WANQueues {
 			c.collectKernel(ch, "wan", strconv.Itoa(i), st)
 		}

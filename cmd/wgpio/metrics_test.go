@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
+	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
@@ -185,6 +187,32 @@ func TestMetricsCompatICMP(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
+	}
+}
+
+// TestCompatBindFragments: the compat bind's datagrams over the WAN MTU
+// sent as fragments, and their fragments, are in /metrics, wgpio stats
+// and its JSON.
+func TestCompatBindFragments(t *testing.T) {
+	s := GatewayStats{Name: "wg0", Mode: string(config.ModeCompat), Compat: &CompatStats{Bind: bind.Stats{TXPackets: 9, Fragmented: 3, Fragments: 7}}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_compat_wan_datagrams_fragmented_total{device="wg0"} 3`,
+		`wgpio_compat_wan_fragments_total{device="wg0"} 7`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	if out, want := capturePrintStats(t, s), "wan datagrams over the MTU sent as fragments: 3, in 7 fragments\n"; !strings.Contains(out, want) {
+		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"fragmented":3,"fragments":7`; !strings.Contains(string(b), want) {
+		t.Errorf("wgpio stats -json lacks %s:\n%s", want, b)
 	}
 }
 

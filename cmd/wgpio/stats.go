@@ -208,6 +208,9 @@ func printCompatStats(c *CompatStats) {
 	fmt.Fprintf(tw, "wan (bind)\t%d\t%d\t%s\n", c.Bind.RXPackets, c.Bind.TXPackets, strings.Join(c.Bind.Drops.List(), " "))
 	fmt.Fprintf(tw, "lan (tundev)\t%d\t%d\t%s\n", c.LAN.RXPackets, c.LAN.TXPackets, strings.Join(c.LAN.Drops.List(), " "))
 	tw.Flush()
+	// The bind's datagrams over the WAN MTU, in its tx: sent as IP
+	// fragments, as Linux fragments its WireGuard's.
+	fmt.Printf("wan datagrams over the MTU sent as fragments: %d, in %d fragments\n", c.Bind.Fragmented, c.Bind.Fragments)
 	// What the kernel dropped at the ports' sockets before the bind or
 	// tundev read it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)

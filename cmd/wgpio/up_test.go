@@ -456,12 +456,13 @@ func TestLogFinalExceptionDrops(t *testing.T) {
 func TestLogFinalCompat(t *testing.T) {
 	var c CompatStats
 	c.Bind.Drops[bind.DropNotOurs] = 4
+	c.Bind.Fragmented, c.Bind.Fragments = 3, 7
 	c.LAN.Drops[tundev.PortDropMalformed] = 50
 	c.LANQueues = []dataplane.Stats{{Backend: map[string]uint64{"xsk_rx_dropped": 2952}}}
 	c.WANQueues = []dataplane.Stats{{}}
 	var b strings.Builder
 	logFinalCompat(slog.New(slog.NewTextHandler(&b, nil)), c)
-	for _, want := range []string{`bind_drops="not_ours=4"`, `lan_drops="malformed=50"`, `lan_port_losses_0="xsk_rx_dropped=2952"`} {
+	for _, want := range []string{`bind_drops="not_ours=4"`, "bind_fragmented=3 bind_fragments=7", `lan_drops="malformed=50"`, `lan_port_losses_0="xsk_rx_dropped=2952"`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("logFinalCompat logged no %s:\n%s", want, b.String())
 		}

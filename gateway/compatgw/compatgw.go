@@ -427,13 +427,13 @@ func newGateway(log *slog.Logger) *Gateway {
 
 // checkMTU runs the start-up checks of the tunnel MTU (package tunnelmtu)
 // before any port is opened: wgpio's bind sends the outer packets through
-// an AF_XDP port, so a full-size tunnel packet over an AF_XDP frame would
-// be lost (an error), and one over the WAN MTU leaves as IP fragments (a
-// warning; the bind cuts them, as the kernel does for Linux's
-// WireGuard). Compat mode serves no VLAN
-// of a trunk (bind and tundev drop tagged frames), so its frames carry no
-// 802.1Q tag: VLAN 0 on both sides. The ports are opened with
-// dataplane.DefaultFrameSize chunks. A warning is logged.
+// an AF_XDP port, where the kernel does not fragment them; the bind sends
+// one over the WAN MTU as IP fragments itself (bind.Bind.Send; CheckWAN's
+// warning), but a full-size tunnel packet over an AF_XDP frame could never
+// be sent (CheckFrames' error). Compat mode serves no VLAN of a trunk
+// (bind and tundev drop tagged frames), so its frames carry no 802.1Q
+// tag: VLAN 0 on both sides. The ports are opened with
+// dataplane.DefaultFrameSize chunks. Warnings are logged.
 func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	if warn := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid()); warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)

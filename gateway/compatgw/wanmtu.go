@@ -12,10 +12,12 @@ import (
 // followWANMTU follows the WAN interface (index; the link the WAN port is
 // open on) until Close, as fast-path mode follows it (fastgw's
 // watchWANMTU): each change of its MTU is checked against the tunnel MTU
-// (tunnelmtu.CheckWAN; wrong: a warning with the numbers and the fix,
+// (tunnelmtu.CheckWAN; over it: a warning with the numbers and the fix,
 // else info) and bounds what the WAN port sends (setWANMTU), so that the
-// bind drops and counts as too_big a tunnel packet the link no longer
-// carries, where it kept the MTU of start, sent such packets whole,
+// bind sends a tunnel packet the link no longer carries whole as IP
+// fragments (counted as the bind's fragmented and fragments), as Linux
+// fragments its WireGuard's outer packets, where it kept the MTU of
+// start, sent such packets whole in frames the link does not carry,
 // counted as transmitted, and logged nothing. The link going down
 // (warning: what is lost, where it is counted, the fix) or coming back
 // (info) is logged (linkfollow.StateLog), as for the LAN. tunnelMTU is
@@ -32,18 +34,22 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 		}
 		mtu = a.MTU
 		g.setWANMTU(a.Name, mtu)
+		// Over the WAN MTU for one outer family or both, the bind
+		// fragments: nothing is lost, but every full-size packet
+		// takes two frames, and a path that drops fragments loses it.
 		if warn := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6); warn != "" {
-			g.log.Warn("WAN MTU changed", "interface", a.Name, "mtu", mtu, "problem", warn)
-		} else {
-			g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
+			g.log.Warn("WAN MTU changed: tunnel packets over it leave as IP fragments", "interface", a.Name, "mtu", mtu, "problem", warn,
+				"counted", "the bind's fragmented and fragments (wgpio stats); too_big if one cannot be fragmented")
+			return
 		}
+		g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
 	})
 }
 
 // setWANMTU makes mtu, the WAN interface's (name) new MTU, the WAN port's
 // (afxdp.Port.SetMTU), held to what a frame holds (MaxMTU): the bind
-// reads it once per batch and drops a datagram whose frame would be
-// longer (too_big). Called by the follower alone.
+// reads it once per batch and sends a datagram longer than it as IP
+// fragments (bind.Bind.Send). Called by the follower alone.
 func (g *Gateway) setWANMTU(name string, mtu int) {
 	mtu = min(mtu, g.wan.MaxMTU())
 	if mtu == g.wan.MTU() {

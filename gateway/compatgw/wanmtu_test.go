@@ -10,17 +10,24 @@ import (
 
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
 // TestWANMTUFollowed: the WAN's MTU lowered under a running compat
 // gateway (ip link set dev WAN mtu 1300) is logged with the numbers, as
 // in fast-path mode, and bounds what the bind sends: host A's 1400-byte
-// pings with DF, 1460-byte tunnel packets, are dropped and counted as
-// the bind's too_big. Before, compat mode logged nothing and sent them
-// whole, counted as transmitted, in frames the link does not carry. The
-// WAN link set down and up is logged both ways, as the LAN's is, and the
-// MTU raised again lets the pings through.
+// pings with DF, 1460-byte tunnel packets, leave as IP fragments of at
+// most 1300 bytes, which the stock peer's kernel reassembles for its
+// socket, so that they reach host B, counted as the bind's fragmented
+// and fragments, none as too_big, as Linux fragments its WireGuard's
+// outer packets. Before, compat mode logged nothing and sent them whole,
+// counted as transmitted, in frames the link does not carry; then it
+// dropped them as too_big. (The 1400-byte replies do not come back: the
+// peer's side of the link still has an MTU of 1500, and gwA's veth of
+// MTU 1300 takes no longer frame.) The WAN link set down and up is
+// logged both ways, as the LAN's is, and the MTU raised again lets the
+// pings through both ways.
 func TestWANMTUFollowed(t *testing.T) {
 	s, g, logs := loggedSite(t, "cwm", nil)
 	ip := func(args ...string) {
@@ -48,17 +55,35 @@ func TestWANMTUFollowed(t *testing.T) {
 			t.Fatalf("no line with %q logged:\n%s", parts, logs.String())
 		}
 	}
+	// snmp reads a counter of ns's kernel (/proc/net/snmp).
+	snmp := func(ns *topo.NS, group, name string) uint64 {
+		t.Helper()
+		out, err := ns.Run("cat", "/proc/net/snmp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snmpValue(t, []byte(out), group, name)
+	}
 	ip("link", "set", "dev", s.WANA, "mtu", "1300")
-	logged("WAN MTU changed: tunnel packets are lost", "mtu=1300 ", "too_big")
-	tooBig := func() uint64 { return g.Stats().Bind.Drops[bind.DropTooBig] }
-	before := tooBig()
+	logged("WAN MTU changed: tunnel packets over it leave as IP fragments", "mtu=1300 ", "fragmented")
+	before := g.Stats().Bind
+	echos, reasm := snmp(s.HostB, "Icmp", "InEchos"), snmp(s.GwB, "Ip", "ReasmOKs")
 	const n = 3
 	out, _ := s.HostA.Run("ping", "-c", strconv.Itoa(n), "-i", "0.2", "-W", "1", "-M", "do", "-s", "1372", twosite.HostB4.String())
 	// wireguard-go may hand the bind the last after ping gave up on its
-	// reply: wait for the count (a minute bounds only its never coming).
-	testenv.PollUntil(time.Minute, func() bool { return tooBig()-before >= n })
-	if got := tooBig() - before; got != n {
-		t.Errorf("%d pings of 1400 bytes with DF over a WAN of MTU 1300: bind too_big %d, want %d (bind %+v)\n%s", n, got, n, g.Stats().Bind, out)
+	// reply: wait for host B to have them (a minute bounds only their
+	// never coming).
+	testenv.PollUntil(time.Minute, func() bool { return snmp(s.HostB, "Icmp", "InEchos")-echos >= n })
+	after := g.Stats().Bind
+	if got := snmp(s.HostB, "Icmp", "InEchos") - echos; got < n {
+		t.Errorf("%d pings of 1400 bytes with DF over a WAN of MTU 1300: host B received %d, want %d (bind %+v)\n%s", n, got, n, after, out)
+	}
+	if got := snmp(s.GwB, "Ip", "ReasmOKs") - reasm; got < n {
+		t.Errorf("the peer's kernel reassembled %d datagrams, want %d at least", got, n)
+	}
+	// Each 1460-byte datagram takes two fragments of at most 1300.
+	if f, fs, tb := after.Fragmented-before.Fragmented, after.Fragments-before.Fragments, after.Drops[bind.DropTooBig]-before.Drops[bind.DropTooBig]; f < n || fs != 2*f || tb != 0 {
+		t.Errorf("bind fragmented %d, fragments %d, too_big %d; want %d or more, twice that, 0 (bind %+v)", f, fs, tb, n, after)
 	}
 	ip("link", "set", "dev", s.WANA, "down")
 	logged("WAN link down", "no_wan_route")
