@@ -108,12 +108,13 @@ func (w *worker) fragmentOuter(f *dataplane.Frame, mtu int) []dataplane.Frame {
 	} else if w.fwd.frag.Reset(ip, mtu) == header.OK {
 		k = w.fwd.frag.Count()
 	}
-	frags := w.fwd.frags[:max(k, 1)]
 	if k < 2 || k > maxFragments {
+		frags := w.fwd.frags[:1]
 		frags[0] = *f
 		*f = dataplane.Frame{}
-		return frags[:1]
+		return frags
 	}
+	frags := w.fwd.frags[:k]
 	w.fwd.fragID = id
 	if !v6 {
 		// The worker's own sequence, not the per-packet one wrap wrote
