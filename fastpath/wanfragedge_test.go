@@ -10,6 +10,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/dataplanetest"
+	"github.com/wgpio/wgpio/header"
 )
 
 // sendFull sends n full-size inner packets (1,420 bytes, IPv4) from hostA
@@ -261,5 +262,42 @@ func TestSetWANMTUConcurrent(t *testing.T) {
 	}
 	if d := TotalDrops(r.a.Stats()); d.Total() != 0 {
 		t.Errorf("drops %v", d.List())
+	}
+}
+
+// TestOuterIPv4IDsOneSequence: the outer IPv4 packets a worker sends,
+// whole or as fragments, take their identifications from the worker's one
+// sequence (RFC 6864 §4.1: unique per source, destination and protocol
+// while a datagram may live, since DF is clear and a router may fragment
+// the whole ones too; Linux's IPv4 takes them from one counter per
+// destination). Before, fragmented packets took theirs from a second
+// sequence from another random start, which the first crossed: a whole
+// packet and a fragmented one toward a peer could share an
+// identification at once, and its reassembly mix them up.
+func TestOuterIPv4IDsOneSequence(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	r.a.SetWANMTU(576)
+	tx := r.hostA.Queue(0).TX()
+	sizes := []int{100, 1392, 1392, 100, 100, 1392, 100}
+	var frames []dataplane.Frame
+	for i, n := range sizes {
+		frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n)))
+	}
+	sendAll(t, r.hostA, 0, frames)
+	r.a.workers[0].outbound(r.clock.Now())
+	var ids []uint16
+	for _, d := range drainPort(r.wanB) {
+		h := header.IPv4(d[header.EthernetLen:])
+		if h.FragmentOffset() == 0 {
+			ids = append(ids, h.ID())
+		}
+	}
+	if len(ids) != len(sizes) {
+		t.Fatalf("%d datagrams, want %d", len(ids), len(sizes))
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			t.Fatalf("identifications %#x (packet sizes %v): want each 1 past the last", ids, sizes)
+		}
 	}
 }
