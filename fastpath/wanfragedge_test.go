@@ -301,3 +301,54 @@ func TestOuterIPv4IDsOneSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestOuterFragmentedZeroAllocsBig: fragmenting allocates nothing either
+// when a burst's fragments take more than one WAN batch (64 packets in 6
+// fragments each), at IPv6 at a WAN MTU of 68 (92 fragments a packet) or
+// with the WAN on a VLAN.
+func TestOuterFragmentedZeroAllocsBig(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		wan6       bool
+		vlan       uint16
+		mtu, burst int
+	}{
+		{"ipv4-300x64", false, 0, 300, 64},
+		{"ipv6-68x4", true, 0, 68, 4},
+		{"ipv4-vlan-576x32", false, 7, 576, 32},
+		{"ipv6-vlan-1280x32", true, 7, 1280, 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigConfig{wan6: tc.wan6, wanVLAN: tc.vlan})
+			r.a.SetWANMTU(tc.mtu)
+			tmpl := templateFrame(t, r, udpPayloadFor(1420))
+			frames := make([]dataplane.Frame, 64)
+			tx := r.hostA.Queue(0).TX()
+			rx := r.wanB.Queue(0).RX()
+			round := func() {
+				k := tx.Alloc(frames[:tc.burst])
+				for i := range k {
+					frames[i].SetLen(len(tmpl))
+					copy(frames[i].Data(), tmpl)
+				}
+				tx.Transmit(frames[:k])
+				r.a.workers[0].outbound(r.clock.Now())
+				for {
+					n := rx.Receive(frames)
+					if n == 0 {
+						break
+					}
+					rx.Free(frames[:n])
+				}
+			}
+			round()
+			if a := testing.AllocsPerRun(50, round); a != 0 { // 51 rounds (one to warm up)
+				t.Errorf("%v allocations per burst", a)
+			}
+			s := r.a.Stats()[0]
+			if want := uint64(52 * tc.burst); s.OuterFragmented != want || s.Drops.Total() != 0 {
+				t.Errorf("outer_fragmented %d, drops %v; want %d, none", s.OuterFragmented, s.Drops.List(), want)
+			}
+		})
+	}
+}
