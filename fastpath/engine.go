@@ -320,8 +320,9 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
-	// fragIDBase is where the workers' identifications of outer
-	// fragments start (fwdState.fragID): random, set by New.
+	// fragIDBase is where the workers' identifications start: of outer
+	// IPv6 fragments (fwdState.fragID) and, its top 16 bits, of outer
+	// IPv4 packets (worker.ipID). Random, set by New.
 	fragIDBase uint32
 	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
 	lanLens RouteLengths

@@ -38,13 +38,13 @@ type fwdState struct {
 	frags [maxFragments]dataplane.Frame
 	// wanBatch gathers a WAN batch with fragments (wanfrag.go).
 	wanBatch [wanBatchLen]dataplane.Frame
-	// fragID is the identification of the last outer packet the worker
-	// sent as fragments (wanfrag.go; IPv6: all 32 bits, IPv4: the low 16).
-	// The workers' sequences start at one random base (RFC 7739: not
-	// predictable from outside), worker i's at base + i, each stepping
-	// by fragStep, the number of workers: two workers never give one
-	// identification to fragments toward one peer, whose reassembly
-	// would mix them up, until a sequence wraps.
+	// fragID is the identification of the last outer IPv6 packet the
+	// worker sent as fragments (wanfrag.go; IPv4 fragments keep the
+	// packet's own, worker.ipID). The workers' sequences start at one
+	// random base (RFC 7739: not predictable from outside), worker i's at
+	// base + i, each stepping by fragStep, the number of workers: two
+	// workers never give one identification to fragments toward one
+	// peer, whose reassembly would mix them up, until a sequence wraps.
 	fragID, fragStep uint32
 	// icmp holds a time exceeded error on its way into the tunnel.
 	icmp [header.ICMPv6ErrorMaxLen]byte

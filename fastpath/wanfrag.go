@@ -20,8 +20,10 @@ import (
 // fragments, DF being clear on our outer header (RFC 791 §3.2), or, for
 // IPv6, the source's fragmentation with a Fragment header (RFC 8200
 // §4.5); the identification of a fragmented packet comes from a sequence
-// of the worker's that no other worker's meets, from a random start
-// (fwdState.fragID; RFC 6864, RFC 7739). Packets within the MTU, nearly
+// of the worker's that no other worker's meets, from a random start: for
+// IPv4 the one every outer IPv4 packet of the worker takes its
+// identification from (worker.ipID; RFC 6864), for IPv6 one of fragmented
+// packets (fwdState.fragID; RFC 7739). Packets within the MTU, nearly
 // all, pay one length compare each.
 
 // wanBatchLen is the most frames toWANFragmented hands the WAN port at
@@ -100,6 +102,10 @@ func (w *worker) fragmentOuter(f *dataplane.Frame, mtu int) []dataplane.Frame {
 	ip := d[l2:]
 	v6 := len(ip) > 0 && ip[0]>>4 == header.IPv6Version
 	var k int // fragments
+	// IPv4 keeps the identification wrap or putOuter gave the packet,
+	// from the worker's sequence of all its outer IPv4 packets (ipID):
+	// whole ones may be fragmented on the way, DF being clear, so one
+	// sequence keeps an identification from two of them at once.
 	id := w.fwd.fragID + w.fwd.fragStep
 	if v6 {
 		if w.fwd.frag6.Reset(ip, mtu, id) == header.OK {
@@ -108,18 +114,15 @@ func (w *worker) fragmentOuter(f *dataplane.Frame, mtu int) []dataplane.Frame {
 	} else if w.fwd.frag.Reset(ip, mtu) == header.OK {
 		k = w.fwd.frag.Count()
 	}
-	frags := w.fwd.frags[:max(k, 1)]
 	if k < 2 || k > maxFragments {
+		frags := w.fwd.frags[:1]
 		frags[0] = *f
 		*f = dataplane.Frame{}
-		return frags[:1]
+		return frags
 	}
-	w.fwd.fragID = id
-	if !v6 {
-		// The worker's own sequence, not the per-packet one wrap wrote
-		// (see fwdState.fragID); each fragment's header checksum is
-		// computed afresh (Put, PutFirst).
-		binary.BigEndian.PutUint16(ip[4:6], uint16(id))
+	frags := w.fwd.frags[:k]
+	if v6 {
+		w.fwd.fragID = id
 	}
 	more := frags[1:]
 	if got := w.wanTX.Alloc(more); got < len(more) {

@@ -18,7 +18,15 @@ import (
 // the returned buffer; all of it goes at the test's end.
 func startLogged(t *testing.T, prefix string) (*twosite.Site, *fastgw.Gateway, *testenv.LogBuffer) {
 	t.Helper()
-	s, err := twosite.Build(testenv.Topology(t, prefix), twosite.Config{NoFastPath: true})
+	return startLoggedWith(t, prefix, twosite.Config{})
+}
+
+// startLoggedWith is startLogged on the topology variant cfg (its
+// NoFastPath set).
+func startLoggedWith(t *testing.T, prefix string, cfg twosite.Config) (*twosite.Site, *fastgw.Gateway, *testenv.LogBuffer) {
+	t.Helper()
+	cfg.NoFastPath = true
+	s, err := twosite.Build(testenv.Topology(t, prefix), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

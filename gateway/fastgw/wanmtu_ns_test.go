@@ -22,11 +22,26 @@ import (
 // through a Linux wg0, whose kernel fragments what WireGuard sends.
 // Before, they were dropped and counted as the port's too_long (and
 // before that sent whole in frames the link does not carry). The MTU
-// raised again sends them whole.
+// raised again sends them whole. With IPv6 endpoints, at IPv6's least
+// MTU (1280), the 1480-byte outer packets leave with Fragment headers
+// (RFC 8200 §4.5) that the peer's kernel reassembles as well.
 func TestWANMTULoweredFragmented(t *testing.T) {
+	for _, tc := range []struct {
+		name, prefix string
+		cfg          twosite.Config
+		low          int
+	}{
+		{"outer-ipv4", "wml", twosite.Config{}, 1300},
+		{"outer-ipv6", "wml6", twosite.Config{Outer6: true}, 1280},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWANMTULoweredFragmented(t, tc.prefix, tc.cfg, tc.low) })
+	}
+}
+
+func testWANMTULoweredFragmented(t *testing.T, prefix string, cfg twosite.Config, low int) {
 	testenv.Tool(t, "ping", "iputils-ping")
 	testenv.Short(t, "builds namespaces and runs two gateways")
-	s, g, logs := startLogged(t, "wml")
+	s, g, logs := startLoggedWith(t, prefix, cfg)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	wan, _ := g.Ports()
 	mtu := func(want int) {
@@ -50,7 +65,7 @@ func TestWANMTULoweredFragmented(t *testing.T) {
 		return n
 	}
 	tooLong := func() uint64 { st := wan.Stats(); return st.Drops[dataplane.DropTooLong] }
-	mtu(1300)
+	mtu(low)
 	if !strings.Contains(logs.String(), "leave as IP fragments") {
 		t.Errorf("the lowered WAN MTU's warning does not say the packets leave as fragments:\n%s", logs.String())
 	}
@@ -58,12 +73,12 @@ func TestWANMTULoweredFragmented(t *testing.T) {
 	const n = 3
 	out, err := s.HostA.Run("ping", "-c", strconv.Itoa(n), "-i", "0.2", "-W", "5", "-M", "do", "-s", "1372", twosite.HostB4.String())
 	if err != nil || !strings.Contains(out, " 0% packet loss") {
-		t.Errorf("%d pings of 1400 bytes with DF over a WAN of MTU 1300: %v\n%s\nstats %+v\nwan %+v", n, err, out, g.Engine().Stats(), wan.Stats())
+		t.Errorf("%d pings of 1400 bytes with DF over a WAN of MTU %d: %v\n%s\nstats %+v\nwan %+v", n, low, err, out, g.Engine().Stats(), wan.Stats())
 		o, _ := s.GwB.Run("nstat", "-a")
 		t.Log(o)
 	}
 	if got := fragmented() - before; got != n {
-		t.Errorf("outer_fragmented %d more for %d pings over a WAN of MTU 1300, want %d", got, n, n)
+		t.Errorf("outer_fragmented %d more for %d pings over a WAN of MTU %d, want %d", got, n, low, n)
 	}
 	if got := tooLong() - long; got != 0 {
 		t.Errorf("%d frames too long for the WAN port, want 0", got)
