@@ -28,8 +28,12 @@ func (e *GoneError) Error() string {
 	if name == "" {
 		name = fmt.Sprintf("of index %d", e.Index)
 	}
-	return fmt.Sprintf("%s %s was deleted while the gateway ran; start it again once the interface is back", e.What, name)
+	return fmt.Sprintf("%s %s was deleted while the gateway ran", e.What, name)
 }
+
+// Restart is the end of a gateway's log line for an interface deleted
+// (Failure.Gone's meaning) that a restart takes again once it is back.
+const Restart = "stopping so that the service restarts the gateway, which fails with \"no such interface\" until the interface is back"
 
 // Failure is a running gateway's failure: the first error Report gets
 // (the gateway's interface deleted) is sent once on the channel C
@@ -54,10 +58,9 @@ func (f *Failure) C() <-chan error {
 // interface deleted meanwhile no longer matters.
 func (f *Failure) Closing() { f.closing.Store(true) }
 
-// Gone logs at error level that the interface e names was deleted, what
-// that means (meaning: what was on it) and that the gateway stops so that
-// its service restarts it, and reports e (Report). Nothing is logged once
-// Closing was called.
+// Gone logs at error level that the interface e names was deleted, and
+// meaning: what was on it and what happens (Restart, for most), and
+// reports e (Report). Nothing is logged once Closing was called.
 func (f *Failure) Gone(log *slog.Logger, e *GoneError, meaning string) {
 	if f.closing.Load() {
 		return
@@ -66,7 +69,7 @@ func (f *Failure) Gone(log *slog.Logger, e *GoneError, meaning string) {
 	if name == "" {
 		name = fmt.Sprintf("of index %d", e.Index)
 	}
-	log.Error(fmt.Sprintf("%s %s was deleted: %s; stopping so that the service restarts the gateway once the interface is back", e.What, name, meaning),
+	log.Error(fmt.Sprintf("%s %s was deleted: %s", e.What, name, meaning),
 		"interface", e.Name, "index", e.Index)
 	f.Report(e)
 }
