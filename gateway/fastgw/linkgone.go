@@ -49,7 +49,7 @@ func (g *Gateway) linkGone(what string, index int, name string) {
 			e.Name = s.trunk
 		}
 	}
-	meaning := "the gateway's " + what + " AF_XDP sockets and XDP program were on it, so nothing crosses it, and an interface of that name created again is a new one they are not on; " + linkfollow.Restart
+	meaning := linkfollow.PortGone(what)
 	switch {
 	case what == "exception TUN":
 		e.What = what

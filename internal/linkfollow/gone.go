@@ -35,6 +35,13 @@ func (e *GoneError) Error() string {
 // (Failure.Gone's meaning) that a restart takes again once it is back.
 const Restart = "stopping so that the service restarts the gateway, which fails with \"no such interface\" until the interface is back"
 
+// PortGone is the meaning (Failure.Gone) of the deletion of the interface
+// of a gateway's side named what ("WAN", "LAN") that its AF_XDP port is
+// open on.
+func PortGone(what string) string {
+	return "the gateway's " + what + " AF_XDP sockets and XDP program were on it, so nothing crosses it, and an interface of that name created again is a new one they are not on; " + Restart
+}
+
 // Failure is a running gateway's failure: the first error Report gets
 // (the gateway's interface deleted) is sent once on the channel C
 // returns, which is never closed; a later Report, or one after Closing,
