@@ -33,7 +33,7 @@ func (e *GoneError) Error() string {
 
 // Restart is the end of a gateway's log line for an interface deleted
 // (Failure.Gone's meaning) that a restart takes again once it is back.
-const Restart = "stopping so that the service restarts the gateway, which fails with \"no such interface\" until the interface is back"
+const Restart = "stopping so that the service restarts the gateway, which refuses to start (no interface of that name) until the interface is back"
 
 // PortGone is the meaning (Failure.Gone) of the deletion of the interface
 // of a gateway's side named what ("WAN", "LAN") that its AF_XDP port is
