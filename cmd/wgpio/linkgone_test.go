@@ -62,38 +62,50 @@ func (s *site) checkGone(t *testing.T, devs ...string) {
 }
 
 // TestUpExitsWhenLinkGone: the LAN veth deleted under a running `wgpio
-// up` (fast path) ends it, after its clean shutdown (final counters
-// logged; no XDP program left on the WAN, no exception TUN, socket, run
-// or lock file), with status 1 and the error printed as other fatal
-// errors are, so that its service (Restart=on-failure) starts it again;
-// started again meanwhile, it fails with the error of an interface
-// missing. Before, the process ran on with its sockets on an
-// interface that no longer existed, logging nothing.
+// up` in fast-path mode, or the WAN veth in compat mode, ends it, after
+// its clean shutdown (final counters logged; no XDP program left on the
+// other interface, no exception TUN, socket, run or lock file), with
+// status 1 and the error printed as other fatal errors are, so that its
+// service (Restart=on-failure) starts it again; started again meanwhile,
+// it fails with the error of an interface missing. Before, the process
+// ran on with its sockets on an interface that no longer existed,
+// logging nothing.
 func TestUpExitsWhenLinkGone(t *testing.T) {
-	s := newSite(t, nil)
-	g := s.up(t)
-	s.pingBoth(t)
-	if out, err := s.GwA.Run("ip", "link", "del", "dev", s.LANA); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if code := waitExit(t, g, "ip link del "+s.LANA); code != 1 {
-		t.Errorf("exit status %d after the LAN was deleted, want 1", code)
-	}
-	out := g.output()
-	for _, want := range []string{
-		"level=ERROR msg=\"LAN interface " + s.LANA + " was deleted: the gateway's LAN AF_XDP sockets and XDP program were on it",
-		"stopping so that the service restarts the gateway",
-		"final counters",
-		"wgpio: LAN interface " + s.LANA + " was deleted while the gateway ran\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("wgpio up output lacks %q:\n%s", want, out)
-		}
-	}
-	s.checkGone(t, s.WANA)
-	again, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
-	if err == nil || !strings.Contains(string(again), `no interface "`+s.LANA+`"`) {
-		t.Errorf("wgpio up without the LAN: %v\n%s\nwant the no-interface error naming %s", err, again, s.LANA)
+	for _, c := range []struct {
+		mode config.Mode
+		side string
+	}{{config.ModeFastPath, "LAN"}, {config.ModeCompat, "WAN"}} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			s := newSite(t, func(f *config.File) { f.WGPIO.Mode = c.mode })
+			gone, left := s.LANA, s.WANA
+			if c.side == "WAN" {
+				gone, left = s.WANA, s.LANA
+			}
+			g := s.up(t)
+			s.pingBoth(t)
+			if out, err := s.GwA.Run("ip", "link", "del", "dev", gone); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if code := waitExit(t, g, "ip link del "+gone); code != 1 {
+				t.Errorf("exit status %d after the %s was deleted, want 1", code, c.side)
+			}
+			out := g.output()
+			for _, want := range []string{
+				"level=ERROR msg=\"" + c.side + " interface " + gone + " was deleted: the gateway's " + c.side + " AF_XDP sockets and XDP program were on it",
+				"stopping so that the service restarts the gateway",
+				"final counters",
+				"wgpio: " + c.side + " interface " + gone + " was deleted while the gateway ran\n",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("wgpio up output lacks %q:\n%s", want, out)
+				}
+			}
+			s.checkGone(t, left)
+			again, err := s.GwA.Command(wgpioBin, "up", "-c", s.conf).CombinedOutput()
+			if err == nil || !strings.Contains(string(again), `no interface "`+gone+`"`) {
+				t.Errorf("wgpio up without the %s: %v\n%s\nwant the no-interface error naming %s", c.side, err, again, gone)
+			}
+		})
 	}
 }
 
