@@ -25,7 +25,9 @@ import (
 )
 
 // upCompatMQTUN runs stock wireguard-go, unmodified, on wgpio's multi-queue
-// kernel TUN and the standard UDP bind: no XDP needed.
+// kernel TUN and the standard UDP bind: no XDP needed. It runs until
+// SIGINT or SIGTERM, or until wireguard-go closed its device (its TUN
+// deleted: mqtunFailed), which it returns after the shutdown.
 func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
 	queues := w.Queues
 	if queues <= 0 {
@@ -114,9 +116,12 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		return err
 	}
 	log.Info("running stock wireguard-go on a multi-queue TUN; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "queues", queues)
-	sig := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, reloads, sigs)
-	log.Info("stopping", "signal", sig.String())
-	return nil
+	served := make(chan struct{})
+	defer close(served)
+	sigs.failed = mqtunFailed(log, dev, name, served)
+	sig, failed := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, reloads, sigs)
+	logStopping(log, sig, failed)
+	return failed
 }
 
 // forwardingSysctls are the sysctls that let the kernel forward each

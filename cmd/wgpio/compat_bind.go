@@ -71,7 +71,8 @@ func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNS
 	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun, UDP: udp}
 }
 
-// upCompat runs compat mode until SIGINT or SIGTERM.
+// upCompat runs compat mode until SIGINT or SIGTERM, or the gateway's
+// failure (compatgw.Gateway.Failed), which it returns after the shutdown.
 func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sigs signals) error {
 	metricsLn, err := compatMetricsListener(f, w)
 	if err != nil {
@@ -102,13 +103,14 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 		return err
 	}
 	log.Info("running stock wireguard-go on wgpio bind and tundev; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "name", name, "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, reloads, sigs)
-	log.Info("stopping", "signal", sig.String())
+	sigs.failed = g.Failed()
+	sig, failed := serve(log, f, uapiDevice{get: g.Device().IpcGet, set: g.IpcSet}, reloads, sigs)
+	logStopping(log, sig, failed)
 	final := g.Stats()
 	stopStats()
 	err = g.Close()
 	logFinalCompat(log, final)
-	return err
+	return exitError(log, failed, err)
 }
 
 // logFinalCompat logs compat mode's counters at exit: the bind's and

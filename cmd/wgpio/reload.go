@@ -39,6 +39,11 @@ type uapiDevice struct {
 // watch (started) before it reads stop itself.
 type signals struct {
 	stop, reload chan os.Signal
+	// failed, if not nil, is the running gateway's failure (its
+	// Failed: an interface it runs on deleted; gatewayFailed), set once
+	// the gateway started: serve stops on it as on a stop signal, and
+	// `wgpio up` exits with it, status 1, after the same shutdown.
+	failed <-chan error
 	// started, if not nil, ends the watch of the start (watchStart);
 	// safe to call more than once.
 	started func()
@@ -132,7 +137,8 @@ type loaded struct {
 	err error
 }
 
-// serve waits for SIGINT or SIGTERM and returns it; each SIGHUP meanwhile
+// serve waits for SIGINT or SIGTERM and returns it, or for the gateway's
+// failure (sigs.failed) and returns that (sig nil); each SIGHUP meanwhile
 // reloads the configuration file started.Name into dev (apply) and logs
 // the file's warnings and what it applied: the peers added, removed and
 // kept, and the keys of the file that differ from those the gateway
@@ -147,9 +153,9 @@ type loaded struct {
 // read that does not end (the path made a FIFO, a hung network file
 // system) neither delays a stop nor races one. A SIGHUP during a read
 // reads the file again after it, as it may have changed since the read
-// began. A stop waiting is served before anything else; a read still
-// running then is left, and its key erased when it ends.
-func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState, sigs signals) os.Signal {
+// began. A stop or a failure waiting is served before anything else; a
+// read still running then is left, and its key erased when it ends.
+func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadState, sigs signals) (sig os.Signal, failed error) {
 	if sigs.started != nil {
 		sigs.started()
 	}
@@ -175,12 +181,16 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 	for {
 		select {
 		case sig := <-sigs.stop:
-			return sig
+			return sig, nil
+		case err := <-sigs.failed:
+			return nil, err
 		default:
 		}
 		select {
 		case sig := <-sigs.stop:
-			return sig
+			return sig, nil
+		case err := <-sigs.failed:
+			return nil, err
 		case <-sigs.reload:
 			if reading {
 				again = true

@@ -63,7 +63,10 @@ func serveAsync(t *testing.T, path string, dev uapiDevice, sigs signals) (<-chan
 	var logBuf testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	out := make(chan os.Signal, 1)
-	go func() { out <- serve(log, &config.File{Name: path}, dev, nil, sigs) }()
+	go func() {
+		sig, _ := serve(log, &config.File{Name: path}, dev, nil, sigs)
+		out <- sig
+	}()
 	return out, &logBuf
 }
 

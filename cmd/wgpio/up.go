@@ -362,6 +362,8 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 	return out
 }
 
+// upFastpath runs the fast path until SIGINT or SIGTERM, or the gateway's
+// failure (fastgw.Gateway.Failed), which it returns after the shutdown.
 func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
 	// WAN, LAN and SourcePorts: checkFile.
 	attach := afxdp.AttachAuto
@@ -452,7 +454,8 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		}
 	}
 	log.Info("running; stop with Ctrl-C or SIGTERM, reload the file with SIGHUP", "uapi", "/var/run/wireguard/"+name+".sock")
-	sig := serve(log, f, uapiDevice{
+	sigs.failed = g.Failed()
+	sig, failed := serve(log, f, uapiDevice{
 		get: func() (string, error) {
 			var b strings.Builder
 			err := g.Device().IpcGet(&b)
@@ -460,12 +463,12 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		},
 		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
 	}, reloads, sigs)
-	log.Info("stopping", "signal", sig.String())
+	logStopping(log, sig, failed)
 	final := statsOf(g)
 	stop()
 	err = g.Close()
 	logFinal(log, final)
-	return err
+	return exitError(log, failed, err)
 }
 
 // startError is the error `wgpio up` reports for err, a gateway's Start

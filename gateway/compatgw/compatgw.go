@@ -164,6 +164,9 @@ type Gateway struct {
 	// for it.
 	linkWG    sync.WaitGroup
 	closeOnce sync.Once
+	// gone is the gateway's failure: the WAN or LAN interface deleted
+	// (linkgone.go).
+	gone goneState
 
 	// filter is the LAN port's prefix match (lan, or a test's).
 	filter prefixFilter
@@ -381,6 +384,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.noRoute = g.lanDev
 	g.lanAddrs, g.wanAll, g.tunnelAddrs = lan.all, wan.all, cfg.TunnelAddrs
 	g.publishHostAddrs()
+	g.gone.names = map[int]string{wan.index: cfg.WAN, lan.index: cfg.LAN}
 	if err := g.followLANMTU(lan.index); err != nil {
 		g.log.Warn("live LAN MTU changes will not be followed", "err", err)
 	}
@@ -510,6 +514,7 @@ func (g *Gateway) Close() error {
 }
 
 func (g *Gateway) close() error {
+	g.gone.Closing()
 	if g.dev != nil {
 		g.dev.Close()
 	}

@@ -27,6 +27,12 @@
 // interfaces (native or generic), and root or CAP_NET_ADMIN, CAP_NET_RAW
 // and CAP_BPF (plus RLIMIT_MEMLOCK or CAP_IPC_LOCK for the UMEMs).
 //
+// An interface the gateway runs on deleted while it runs (ip link del, a
+// NIC unplugged) is its failure, logged and sent on Gateway.Failed: the
+// ports cannot follow a new interface of the same name, so the caller
+// closes the gateway and starts it again once the interface is back
+// (`wgpio up` exits with status 1 for its service to restart it).
+//
 // Linux only (AF_XDP, netlink): on other systems the package holds this
 // documentation alone, so that `go build ./...` passes there (README,
 // "Portability").

@@ -42,7 +42,7 @@ func (g *Gateway) followLANMTU(index int) error {
 
 // followLink runs onLink for each change of the link index (and once for
 // its state after subscribing) until Close (linkfollow.Follow; what names
-// the side in its logs), with a netlink handle of its own, opened here in
+// the side in its logs), and reports its deletion (linkGone), with a netlink handle of its own, opened here in
 // the calling thread's namespace (Start's) and closed by Close after the
 // follower ended (g.linkWG).
 func (g *Gateway) followLink(what string, index int, onLink func(netlink.LinkAttrs)) error {
@@ -51,7 +51,7 @@ func (g *Gateway) followLink(what string, index int, onLink func(netlink.LinkAtt
 		return err
 	}
 	err = linkfollow.Follow(linkfollow.Config{Namespace: g.nsHandle, Links: h, Log: g.log, What: what, Indexes: []int{index},
-		OnLink: func(a netlink.LinkAttrs, _ bool) { onLink(a) }}, g.stop, &g.linkWG)
+		OnLink: func(a netlink.LinkAttrs, _ bool) { onLink(a) }, OnGone: func(index int, name string) { g.linkGone(what, index, name) }}, g.stop, &g.linkWG)
 	if err != nil {
 		h.Close()
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/replay"
@@ -183,6 +184,9 @@ type Gateway struct {
 	closeOnce  sync.Once
 	wanIfindex int
 	lanIfindex int
+	// failure is the gateway's failure while it runs: an interface it
+	// runs on deleted (linkgone.go, Failed).
+	failure linkfollow.Failure
 }
 
 // link describes an interface: index, MAC and its first global IPv4 and
@@ -495,6 +499,8 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
+		// Closing the exception TUN deletes it: no failure.
+		g.failure.Closing()
 		if g.addrDone != nil {
 			close(g.addrDone)
 			g.addrWG.Wait()

@@ -19,7 +19,8 @@ import (
 // moment, rather than sent whole for the kernel to drop without a count;
 // and logged at info level. A link update that leaves the MTU as it was
 // changes nothing. The link going down or up is logged (linkStates).
-// The engine must be running.
+// The LAN's VLAN device, when its addresses are on one, is followed too,
+// for its deletion alone (linkGone). The engine must be running.
 func (g *Gateway) watchLANMTU() error {
 	l, err := g.nlHandle.LinkByName(g.lanSide.trunk)
 	if err != nil {
@@ -31,7 +32,11 @@ func (g *Gateway) watchLANMTU() error {
 	// handed on like any other).
 	index, mtu := l.Attrs().Index, g.lan.MTU()
 	states := g.linkStates("LAN")
-	return g.followLinks(g.nsHandle, g.tableDone, "LAN", []int{index}, func(a netlink.LinkAttrs, _ bool) {
+	indexes := []int{index}
+	if g.lanIfindex != index {
+		indexes = append(indexes, g.lanIfindex)
+	}
+	return g.followLinks(g.nsHandle, g.tableDone, "LAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if a.Index != index {
 			return
 		}

@@ -20,10 +20,12 @@ const resubscribeDelay = linkfollow.ResubscribeDelay
 // (reread false), until done is closed, through internal/linkfollow
 // (which renews a subscription that ended on an error and logs it): for
 // following the MTU of the side named what ("WAN", "LAN") or the state of
-// the exception TUN ("exception TUN"). It returns the first
+// the exception TUN ("exception TUN"). The deletion of one of them is the
+// gateway's failure (linkGone). It returns the first
 // subscription's error. Close waits for the goroutine (g.linkWG) after
 // closing done, before it closes the netlink handle the goroutine reads
 // links with.
 func (g *Gateway) followLinks(ns netns.NsHandle, done <-chan struct{}, what string, indexes []int, handle func(a netlink.LinkAttrs, reread bool)) error {
-	return linkfollow.Follow(linkfollow.Config{Namespace: ns, Links: g.nlHandle, Log: g.log, What: what, Indexes: indexes, OnLink: handle}, done, &g.linkWG)
+	return linkfollow.Follow(linkfollow.Config{Namespace: ns, Links: g.nlHandle, Log: g.log, What: what, Indexes: indexes, OnLink: handle,
+		OnGone: func(index int, name string) { g.linkGone(what, index, name) }}, done, &g.linkWG)
 }

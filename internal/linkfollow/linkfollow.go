@@ -3,6 +3,7 @@
 package linkfollow
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // ResubscribeDelay is how long Follow waits before subscribing again after
@@ -50,9 +52,23 @@ type Config struct {
 	// OnLink may have to check what they may have left) and at each link
 	// update of one of them (reread false).
 	OnLink func(a netlink.LinkAttrs, reread bool)
+	// OnGone, if not nil, is called on Follow's goroutine, once per
+	// interface of Indexes, when that interface is found gone from the
+	// namespace: deleted (ip link del, a NIC unplugged, a veth's peer
+	// namespace removed) or moved to another namespace. Found by its
+	// RTM_DELLINK update (not the AF_BRIDGE one a bridge sends when the
+	// interface leaves it: the interface stays), or by LinkByIndex
+	// answering netlink.LinkNotFoundError when it is read (after a
+	// subscription, so a deletion while none listened is found too).
+	// name is the interface's name as last seen (the update's, or the
+	// last read's), "" if Follow never saw it. The index is then
+	// followed no more: neither OnLink nor OnGone is called for it again,
+	// even if a new interface takes the index.
+	OnGone func(index int, name string)
 }
 
-// Follow calls cfg.OnLink as Config says until done is closed. When the
+// Follow calls cfg.OnLink (and cfg.OnGone) as Config says until done is
+// closed. When the
 // subscription ends on an error (its socket overflowed in a burst of link
 // events: ENOBUFS), the error is logged, the ended subscription's socket
 // closed (netlink closes it only at the subscription's end: one was kept
@@ -80,11 +96,10 @@ func Follow(cfg Config, done <-chan struct{}, wg *sync.WaitGroup) error {
 				}
 			}
 		}()
+		f := newFollowed(cfg)
 		for {
 			for _, i := range cfg.Indexes {
-				if l, err := cfg.Links.LinkByIndex(i); err == nil {
-					cfg.OnLink(*l.Attrs(), true)
-				}
+				f.read(i, true)
 			}
 		updates:
 			for {
@@ -102,10 +117,13 @@ func Follow(cfg Config, done <-chan struct{}, wg *sync.WaitGroup) error {
 				// was: updates queued while the state above was read
 				// are older than it, and taken as they are they turned
 				// a followed MTU back for a moment (and logged it).
-				if i := u.Attrs().Index; slices.Contains(cfg.Indexes, i) {
-					if l, err := cfg.Links.LinkByIndex(i); err == nil {
-						cfg.OnLink(*l.Attrs(), false)
-					}
+				i := u.Attrs().Index
+				switch {
+				case !slices.Contains(cfg.Indexes, i):
+				case u.Header.Type == unix.RTM_DELLINK && u.Family != unix.AF_BRIDGE:
+					f.gone(i, u.Attrs().Name)
+				default:
+					f.read(i, false)
 				}
 			}
 			end()
@@ -124,6 +142,52 @@ func Follow(cfg Config, done <-chan struct{}, wg *sync.WaitGroup) error {
 		}
 	}()
 	return nil
+}
+
+// followed is what Follow's goroutine knows of the interfaces it follows:
+// their names as last seen and those found gone. Its goroutine's alone.
+type followed struct {
+	cfg   Config
+	names map[int]string
+	lost  map[int]bool
+}
+
+func newFollowed(cfg Config) *followed {
+	return &followed{cfg: cfg, names: map[int]string{}, lost: map[int]bool{}}
+}
+
+// read reads the interface index and hands it to OnLink, or to gone if
+// netlink finds no such interface. Another error of the read (the
+// request failed) skips it, as before: the next update or subscription
+// reads it again.
+func (f *followed) read(index int, reread bool) {
+	if f.lost[index] {
+		return
+	}
+	l, err := f.cfg.Links.LinkByIndex(index)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case err == nil:
+		f.names[index] = l.Attrs().Name
+		f.cfg.OnLink(*l.Attrs(), reread)
+	case errors.As(err, &notFound):
+		f.gone(index, "")
+	}
+}
+
+// gone reports the interface index gone (Config.OnGone), once; name, if
+// not "", is the name its deletion's update gave.
+func (f *followed) gone(index int, name string) {
+	if f.lost[index] {
+		return
+	}
+	f.lost[index] = true
+	if name == "" {
+		name = f.names[index]
+	}
+	if f.cfg.OnGone != nil {
+		f.cfg.OnGone(index, name)
+	}
 }
 
 // subscribe subscribes to the link updates of cfg.Namespace until end is
