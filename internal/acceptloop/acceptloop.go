@@ -10,6 +10,7 @@ package acceptloop
 import (
 	"errors"
 	"net"
+	"os"
 	"time"
 )
 
@@ -22,10 +23,11 @@ const (
 )
 
 // Accept returns the next connection of ln. An error other than the
-// listener's closing (net.ErrClosed) is given to onErr (if not nil) once
-// per run of failures, when the run starts, and Accept tries again after
-// a delay; it returns an error only when ln is closed, and that error
-// then. Safe for concurrent use as ln.Accept is.
+// listener's closing (net.ErrClosed, or os.ErrClosed: wireguard-go's UAPI
+// listener answers with its closed inotify file's error) is given to
+// onErr (if not nil) once per run of failures, when the run starts, and
+// Accept tries again after a delay; it returns an error only when ln is
+// closed, and that error then. Safe for concurrent use as ln.Accept is.
 func Accept(ln net.Listener, onErr func(error)) (net.Conn, error) {
 	delay := time.Duration(0)
 	for {
@@ -33,7 +35,7 @@ func Accept(ln net.Listener, onErr func(error)) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, net.ErrClosed) {
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 			return nil, err
 		}
 		if delay == 0 {

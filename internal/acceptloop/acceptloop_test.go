@@ -82,3 +82,17 @@ func TestAcceptClosedReal(t *testing.T) {
 		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestAcceptClosedFile: a listener that reports its closing as a closed
+// file (wireguard-go's UAPI listener: its inotify file's read, "file
+// already closed") is closed too: Accept returns, nothing reported. Before,
+// compat mode's UAPI loop logged "accept failed; trying again" at every
+// shutdown and went on trying.
+func TestAcceptClosedFile(t *testing.T) {
+	closed := &os.PathError{Op: "read", Path: "inotify", Err: os.ErrClosed}
+	s := &script{errs: []error{closed, nil}}
+	reported := 0
+	if _, err := Accept(s, func(error) { reported++ }); !errors.Is(err, os.ErrClosed) || reported != 0 || s.calls != 1 {
+		t.Errorf("Accept = %v after %d calls, %d reported; want os.ErrClosed at once, none reported", err, s.calls, reported)
+	}
+}
