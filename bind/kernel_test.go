@@ -10,11 +10,10 @@ import (
 	"github.com/wgpio/wgpio/protocol"
 )
 
-// transport is a WireGuard transport data message of n bytes (n ≥ 32)
-// whose counter field holds seq, so that Config.Screen takes it.
+// transport is a WireGuard transport data message of n bytes (n ≥ 32,
+// so that Config.Screen takes it) whose counter field holds seq.
 func transport(n int, seq byte) []byte {
-	m := make([]byte, n)
-	m[0] = byte(protocol.TypeTransport)
+	m := wgMsg(protocol.TypeTransport, n)
 	m[8] = seq
 	return m
 }
