@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/wgpio/wgpio/bind"
-	"github.com/wgpio/wgpio/internal/threadns"
 )
 
 // moveListenPort is the bind's Config.Move: wg set NAME listen-port N (or
@@ -26,7 +25,9 @@ import (
 func (g *Gateway) moveListenPort(port uint16) error {
 	g.wanMu.Lock()
 	defer g.wanMu.Unlock()
-	socks, err := g.kernel.Open(port, g.wanAddrs...) // in the gateway's namespace
+	// Opened in the gateway's namespace (kernelsock.Set.Open):
+	// wireguard-go calls Move from a UAPI goroutine, on any thread.
+	socks, err := g.kernel.Open(port, g.wanAddrs...)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		socks.Abort()
 		return fmt.Errorf("listen port %d: %w", port, err)
@@ -40,8 +41,3 @@ func (g *Gateway) moveListenPort(port uint16) error {
 	g.listenPort = port
 	return nil
 }
-
-// inNamespace runs fn on a thread in the gateway's network namespace (the
-// one Start ran in, when it was not the process's; see threadns.Moved):
-// wireguard-go calls Move from a UAPI goroutine, on any thread.
-func (g *Gateway) inNamespace(fn func() error) error { return threadns.Do(g.nsHandle, fn) }
