@@ -52,9 +52,10 @@ type Set struct {
 	ports   uint16
 	deliver Deliver
 
-	port  uint16
-	socks []*net.UDPConn
-	wg    sync.WaitGroup
+	port   uint16
+	socks  []*net.UDPConn
+	closed bool // Close ran: Open opens nothing more
+	wg     sync.WaitGroup
 }
 
 // New returns an empty Set whose sockets take ports ports from the listen
@@ -79,9 +80,14 @@ type Pending struct {
 // counted by the kernel's UDP counters only); err is the first such
 // failure, so that a caller moving the listen port can refuse a port the
 // host already uses (EADDRINUSE, test with errors.Is), as wireguard-go
-// refuses it. The sockets are opened in the Set's namespace.
+// refuses it. The sockets are opened in the Set's namespace. After Close
+// it opens nothing and returns net.ErrClosed (an address follower that
+// outlives the gateway's Close by one update leaks nothing).
 func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 	p := &Pending{s: s, port: port}
+	if s.closed {
+		return p, net.ErrClosed
+	}
 	var first error
 	nerr := threadns.Do(s.ns, func() error {
 		for _, a := range addrs {
@@ -174,6 +180,7 @@ func (s *Set) Sync(addrs ...netip.Addr) {
 // started, those of sockets closed before included. Pending sockets not
 // committed must be aborted first. Safe to call more than once.
 func (s *Set) Close() {
+	s.closed = true
 	for _, c := range s.socks {
 		c.Close()
 	}

@@ -139,7 +139,11 @@ func TestSet(t *testing.T) {
 	}
 
 	s.Close()
-	if !silent(netip.AddrPortFrom(a2, 41200)) {
+	s.Sync(a1, a2, a6) // an address follower's late update opens nothing
+	if p, err := s.Open(41300, a1); !errors.Is(err, net.ErrClosed) || len(p.socks) != 0 {
+		t.Errorf("Open after Close = %d sockets, %v; want none, net.ErrClosed", len(p.socks), err)
+	}
+	if !silent(netip.AddrPortFrom(a2, 41200)) || !silent(netip.AddrPortFrom(a1, 41200)) {
 		t.Error("datagram delivered after Close")
 	}
 }
