@@ -163,7 +163,11 @@ type Bind struct {
 		rx DropCounts
 		rp header.ReasonCounts
 		n  uint64
+		k  uint64 // of n, from ReceiveKernel
 	}
+	// kq holds ReceiveKernel's datagrams for the receive functions
+	// (kernel.go); it outlives the generations.
+	kq kernelQueues
 }
 
 var _ conn.Bind = (*Bind)(nil)
@@ -252,6 +256,7 @@ func New(cfg Config) (*Bind, error) {
 	b.closedFlag.Store(true)
 	b.port.Store(uint32(cfg.ListenPort))
 	b.SetAddrs(cfg.Addr4, cfg.Addr6, cfg.Addrs...)
+	b.kq.init(cfg.Port.NumQueues())
 	for i := range cfg.Port.NumQueues() {
 		b.txqs = append(b.txqs, &txQueue{tx: cfg.Port.Queue(i).TX(), frames: make([]dataplane.Frame, BatchSize),
 			out: make([]dataplane.Frame, BatchSize+maxFragments), ip6ID: rand.Uint32()})
@@ -282,6 +287,7 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 	}
 	g := &generation{port: cur}
 	fns := make([]conn.ReceiveFunc, 0, b.cfg.Port.NumQueues())
+	wake := make([]*dataplane.Waiter, 0, b.cfg.Port.NumQueues())
 	for i := range b.cfg.Port.NumQueues() {
 		w, err := dataplane.NewWaiter()
 		if err != nil {
@@ -297,10 +303,13 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 			frames: make([]dataplane.Frame, BatchSize),
 			eps:    make(map[epKey]*Endpoint),
 			reply:  make([]byte, arp.NDPFrameLen),
+			kernel: b.kq.ready[i],
 		}
 		g.rxs = append(g.rxs, r)
 		fns = append(fns, r.receive)
+		wake = append(wake, w)
 	}
+	b.kq.setWake(wake)
 	b.gen = g
 	b.closedFlag.Store(false)
 	return fns, cur, nil
@@ -320,6 +329,7 @@ func (b *Bind) Close() error {
 	b.gen = nil
 	b.closedFlag.Store(true)
 	g.closed.Store(true)
+	b.kq.setWake(nil) // no Ring from ReceiveKernel once the waiters close
 	for _, r := range g.rxs {
 		r.w.Ring()
 	}
@@ -332,6 +342,7 @@ func (b *Bind) Close() error {
 		r.ctr.drops.LoadAdd(&b.stat.rx)
 		r.ctr.parse.LoadAdd(&b.stat.rp)
 		b.stat.n += r.ctr.packets.Load()
+		b.stat.k += r.ctr.fromKernel.Load()
 		r.mu.Unlock()
 	}
 	return errors.Join(errs...)

@@ -28,7 +28,13 @@
 //
 // Outer datagrams longer than the port's MTU are sent as IP fragments, as
 // Linux fragments its WireGuard's (Bind.Send; counted in Stats.Fragmented
-// and Fragments); received fragments are not reassembled (DropFragment).
+// and Fragments). Received fragments are not reassembled on the port
+// (DropFragment): the XDP filter leaves them to the kernel, which
+// reassembles them, and a kernel socket on the Bind's address and port
+// (the gateway's, internal/kernelsock) hands each datagram to
+// Bind.ReceiveKernel, which queues it (bounded: KernelQueueLen) for the
+// receive functions, as a Linux wg0's socket receives it (counted in
+// Stats.FromKernel; DropKernelQueueFull when the queue is full).
 //
 // The port is the caller's: open it with a filter that redirects only UDP
 // to the bind's address and port (see XDPFilter), pass it in Config, and

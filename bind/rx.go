@@ -33,10 +33,12 @@ const (
 	DropNeighbour
 	// DropNotUDP: IP, but not UDP.
 	DropNotUDP
-	// DropFragment: an IP fragment. The Bind does not reassemble: the
-	// XDP filter leaves fragments to the kernel, which has no socket for
-	// them (a peer that fragments its datagrams to the Bind, as Send does
-	// over the MTU, is not heard).
+	// DropFragment: an IP fragment on the port. The Bind does not
+	// reassemble: the XDP filter (XDPFilter) leaves fragments to the
+	// kernel, which reassembles them, and a kernel socket on the Bind's
+	// address and port hands the datagram to ReceiveKernel (a gateway's:
+	// internal/kernelsock); a port without such a filter hands them over,
+	// and they are counted here.
 	DropFragment
 	// DropNotOurs: UDP to another address or port.
 	DropNotOurs
@@ -90,6 +92,10 @@ const (
 	DropBadType
 	DropShortData
 	DropWrongSize
+	// DropKernelQueueFull: a datagram of ReceiveKernel (one that reached
+	// the WAN outside the port: reassembled from IP fragments) found its
+	// queue full (KernelQueueLen): wireguard-go did not keep up.
+	DropKernelQueueFull
 
 	NumDropReasons
 )
@@ -121,6 +127,8 @@ var dropNames = [NumDropReasons]string{
 	DropBadType:      "bad_type",
 	DropShortData:    "short_data",
 	DropWrongSize:    "wrong_size",
+
+	DropKernelQueueFull: "kernel_queue_full",
 }
 
 // String returns the reason's snake-case name.
@@ -131,6 +139,10 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 // Stats are the Bind's counters since New.
 type Stats struct {
 	RXPackets uint64 `json:"rx_packets"` // datagrams handed to wireguard-go
+	// FromKernel counts the datagrams among RXPackets that reached the
+	// WAN outside the port, through a kernel socket (Bind.ReceiveKernel):
+	// the ones peers sent as IP fragments, which the kernel reassembled.
+	FromKernel uint64 `json:"from_kernel"`
 	// TXPackets counts datagrams transmitted: whole, or as every one of
 	// their fragments.
 	TXPackets uint64 `json:"tx_packets"`
@@ -157,15 +169,18 @@ func (b *Bind) Stats() Stats {
 	s.Drops = b.stat.rx
 	s.Parse = b.stat.rp
 	s.RXPackets = b.stat.n
+	s.FromKernel = b.stat.k
 	if b.gen != nil {
 		for _, r := range b.gen.rxs {
 			r.ctr.drops.LoadAdd(&s.Drops)
 			r.ctr.parse.LoadAdd(&s.Parse)
 			s.RXPackets += r.ctr.packets.Load()
+			s.FromKernel += r.ctr.fromKernel.Load()
 			s.NeighbourReplies += r.ctr.replies.Load()
 		}
 	}
 	b.mu.Unlock()
+	b.kq.drops.LoadAdd(&s.Drops)
 	for _, q := range b.txqs {
 		s.TXPackets += q.ctr.packets.Load()
 		s.Fragmented += q.ctr.fragmented.Load()
@@ -204,12 +219,15 @@ type rxQueue struct {
 	local     *localAddrs // the Bind's addresses, loaded once per burst
 	reply     []byte
 	warm      byte // what dataplane.Warm returned, kept so its loads stay
+	// kernel are ReceiveKernel's datagrams for this queue (kernel.go).
+	kernel chan *kernelSlot
 
 	ctr struct {
-		packets atomic.Uint64
-		replies atomic.Uint64
-		drops   counts.Atomic[DropReason]
-		parse   counts.Atomic[header.Reason]
+		packets    atomic.Uint64
+		fromKernel atomic.Uint64 // of packets, ReceiveKernel's
+		replies    atomic.Uint64
+		drops      counts.Atomic[DropReason]
+		parse      counts.Atomic[header.Reason]
 	}
 }
 
@@ -242,6 +260,9 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 		}
 		r.rx.Free(r.frames[:m])
 		clear(r.frames[:m])
+		if len(r.kernel) > 0 {
+			n = r.takeKernel(packets, sizes, eps, n, want)
+		}
 		if n > 0 {
 			if spinning && !parks {
 				r.spin.Hit(int64(time.Since(spinStart)))

@@ -115,13 +115,16 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 
 // logFinalCompat logs compat mode's counters at exit: the bind's and
 // tundev's packets and drops by reason, the bind's datagrams sent as
-// fragments (when there were), and what each port queue and
+// fragments and received via the kernel (when there were), and what each port queue and
 // the kernel at its socket lost before them (dataplane.Stats.Losses), as
 // logFinal logs the fast path's.
 func logFinalCompat(log *slog.Logger, c CompatStats) {
 	attrs := []any{"bind_rx", c.Bind.RXPackets, "bind_tx", c.Bind.TXPackets, "lan_rx", c.LAN.RXPackets, "lan_tx", c.LAN.TXPackets}
 	if c.Bind.Fragmented > 0 {
 		attrs = append(attrs, "bind_fragmented", c.Bind.Fragmented, "bind_fragments", c.Bind.Fragments)
+	}
+	if c.Bind.FromKernel > 0 {
+		attrs = append(attrs, "bind_from_kernel", c.Bind.FromKernel)
 	}
 	if l := c.Bind.Drops.List(); len(l) > 0 {
 		attrs = append(attrs, "bind_drops", strings.Join(l, " "))

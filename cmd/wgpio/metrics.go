@@ -61,6 +61,7 @@ type collector struct {
 	compatICMPSent, compatICMPSuppressed    *prometheus.Desc
 	compatFragmented, compatPeerToPeer      *prometheus.Desc
 	compatWANFragmented, compatWANFragments *prometheus.Desc
+	compatWANFromKernel                     *prometheus.Desc
 	udpRx, udpTx, udpDrops                  *prometheus.Desc
 }
 
@@ -124,6 +125,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		compatPeerToPeer:     d("compat_packets_peer_to_peer_total", "Mode = compat: decrypted packets handed back to wireguard-go for the peer whose allowed IPs hold their destination (hub and spoke)."),
 		compatWANFragmented:  d("compat_wan_datagrams_fragmented_total", "Mode = compat: outer UDP datagrams longer than the WAN's MTU that wgpio's bind sent as IP fragments (IPv4 fragments, IPv6 ones with a Fragment header), as Linux fragments its WireGuard's; those also count in wgpio_compat_transmit_packets_total{side=\"wan\"}."),
 		compatWANFragments:   d("compat_wan_fragments_total", "Mode = compat: IP fragment frames wgpio's bind transmitted for the outer datagrams longer than the WAN's MTU."),
+		compatWANFromKernel:  d("compat_wan_datagrams_from_kernel_total", "Mode = compat: WireGuard datagrams that reached the WAN outside the AF_XDP port, through the host kernel's socket on the listen port (reassembled from IP fragments), and that wgpio's bind handed to wireguard-go; those also count in wgpio_compat_receive_packets_total{side=\"wan\"}."),
 		udpRx:                d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
 		udpTx:                d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
 		udpDrops:             d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
@@ -136,7 +138,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
-		c.compatWANFragmented, c.compatWANFragments,
+		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,
 		c.udpRx, c.udpTx, c.udpDrops} {
 		ch <- d
 	}
@@ -231,6 +233,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.compatPeerToPeer, ctr, float64(cs.LAN.PeerToPeer))
 		ch <- prometheus.MustNewConstMetric(c.compatWANFragmented, ctr, float64(cs.Bind.Fragmented))
 		ch <- prometheus.MustNewConstMetric(c.compatWANFragments, ctr, float64(cs.Bind.Fragments))
+		ch <- prometheus.MustNewConstMetric(c.compatWANFromKernel, ctr, float64(cs.Bind.FromKernel))
 		for i, st := range cs.WANQueues {
 			c.collectKernel(ch, "wan", strconv.Itoa(i), st)
 		}

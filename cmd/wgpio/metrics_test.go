@@ -191,14 +191,15 @@ func TestMetricsCompatICMP(t *testing.T) {
 }
 
 // TestCompatBindFragments: the compat bind's datagrams over the WAN MTU
-// sent as fragments, and their fragments, are in /metrics, wgpio stats
-// and its JSON.
+// sent as fragments, and their fragments, and those received via the
+// kernel (reassembled), are in /metrics, wgpio stats and its JSON.
 func TestCompatBindFragments(t *testing.T) {
-	s := GatewayStats{Name: "wg0", Mode: string(config.ModeCompat), Compat: &CompatStats{Bind: bind.Stats{TXPackets: 9, Fragmented: 3, Fragments: 7}}}
+	s := GatewayStats{Name: "wg0", Mode: string(config.ModeCompat), Compat: &CompatStats{Bind: bind.Stats{RXPackets: 6, FromKernel: 5, TXPackets: 9, Fragmented: 3, Fragments: 7}}}
 	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
 	for _, want := range []string{
 		`wgpio_compat_wan_datagrams_fragmented_total{device="wg0"} 3`,
 		`wgpio_compat_wan_fragments_total{device="wg0"} 7`,
+		`wgpio_compat_wan_datagrams_from_kernel_total{device="wg0"} 5`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
@@ -207,12 +208,17 @@ func TestCompatBindFragments(t *testing.T) {
 	if out, want := capturePrintStats(t, s), "wan datagrams over the MTU sent as fragments: 3, in 7 fragments\n"; !strings.Contains(out, want) {
 		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
 	}
+	if out, want := capturePrintStats(t, s), "wan datagrams received via kernel (reassembled): 5\n"; !strings.Contains(out, want) {
+		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `"fragmented":3,"fragments":7`; !strings.Contains(string(b), want) {
-		t.Errorf("wgpio stats -json lacks %s:\n%s", want, b)
+	for _, want := range []string{`"fragmented":3,"fragments":7`, `"rx_packets":6,"from_kernel":5`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("wgpio stats -json lacks %s:\n%s", want, b)
+		}
 	}
 }
 

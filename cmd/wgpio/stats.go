@@ -211,6 +211,9 @@ func printCompatStats(c *CompatStats) {
 	// The bind's datagrams over the WAN MTU, in its tx: sent as IP
 	// fragments, as Linux fragments its WireGuard's.
 	fmt.Printf("wan datagrams over the MTU sent as fragments: %d, in %d fragments\n", c.Bind.Fragmented, c.Bind.Fragments)
+	// Those in its rx that the kernel reassembled from fragments for
+	// the kernel socket on the listen port.
+	fmt.Printf("wan datagrams received via kernel (reassembled): %d\n", c.Bind.FromKernel)
 	// What the kernel dropped at the ports' sockets before the bind or
 	// tundev read it.
 	tw = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)

@@ -154,8 +154,9 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 	}
 }
 
-// wanAddressesChanged re-reads the WAN interface and moves the XDP match
-// and the bind to its addresses: the sources and the further ones, at
+// wanAddressesChanged re-reads the WAN interface and moves the XDP match,
+// the bind and the kernel sockets for reassembled datagrams
+// (listenKernel) to its addresses: the sources and the further ones, at
 // which WireGuard is taken too and from which the bind answers a peer
 // that reached it there (bind's local.go). Its addresses and their
 // directed broadcasts are the host's (publishHostAddrs).
@@ -191,6 +192,7 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	g.routeSrc.Flush() // the sources chosen among the addresses of before
 	g.bind.SetAddrs(wan.v4, wan.v6, wan.others...)
 	g.wanAddrs = addrs
+	g.kernel.Sync(addrs...) // the kernel sockets too (listenKernel)
 }
 
 // warnWANLeft logs the WAN addresses past the XDP match's bound, at which

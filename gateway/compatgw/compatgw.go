@@ -23,6 +23,7 @@ import (
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/internal/wglog"
@@ -135,11 +136,13 @@ type Gateway struct {
 	lanDev   *tundev.PortDevice
 	wan, lan *afxdp.Port
 	log      *slog.Logger
-	// wanMu guards wanAddrs and listenPort: the WAN's addresses the bind
-	// listens on and the port (addrs.go, listen.go).
+	// wanMu guards wanAddrs, listenPort and kernel: the WAN's addresses
+	// the bind listens on, the port (addrs.go, listen.go) and the kernel
+	// sockets on them (kernelsock.go).
 	wanMu      sync.Mutex
 	wanAddrs   []netip.Addr
 	listenPort uint16
+	kernel     *kernelsock.Set
 
 	// lanAddrs are the LAN's addresses in its XDP filter's host
 	// addresses, and lanAddressed whether one of them is an IPv4 or a
@@ -356,6 +359,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
 	}
+	// The datagrams the XDP program leaves to the kernel (reassembled
+	// from fragments) reach the bind through sockets of ours.
+	g.listenKernel(cfg.ListenPort, wan.addrs()...)
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.

@@ -2,7 +2,8 @@
 // (golang.zx2c4.com/wireguard/device), unmodified, with its encrypted side
 // on a bind.Bind over an AF_XDP port on the WAN interface and its plaintext
 // side on a tundev.PortDevice over an AF_XDP port on the LAN interface. No
-// kernel UDP socket and no kernel TUN: frames go between the NIC queues and
+// kernel TUN, and no kernel UDP socket but for what the XDP program leaves
+// to the kernel (below): frames go between the NIC queues and
 // wireguard-go's goroutines. It is the compat-mode counterpart of package
 // gateway/fastgw (ARCHITECTURE.md, "Two modes").
 //
@@ -20,6 +21,16 @@
 // the WAN, in cleartext). The LAN's packets to a peer without an endpoint
 // are dropped there too, as no_endpoint, and answered host unreachable,
 // for the peers the last sync saw without one (noendpoint.go).
+//
+// What the WAN's XDP program leaves to the kernel, IP fragments (a peer
+// whose WAN or path MTU is below its outer datagrams' size sends them
+// fragmented) and datagrams with IPv4 options or IPv6 extension headers,
+// reaches wireguard-go as through a Linux wg0's socket: the kernel
+// reassembles the fragments for a kernel UDP socket of ours on each WAN
+// address and the listen port, whose reader hands the datagram to the
+// bind (bind.Bind.ReceiveKernel, counted as from_kernel; kernelsock.go).
+// Those sockets follow the listen port and the WAN's addresses; a port
+// another socket holds is logged and skipped.
 //
 // Start must run in the network namespace of the two interfaces (AF_XDP
 // sockets and netlink handles keep that namespace afterwards). It needs

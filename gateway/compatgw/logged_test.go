@@ -18,9 +18,17 @@ import (
 // are closed at the test's end.
 func loggedSite(t *testing.T, name string, before func(*twosite.Site)) (*twosite.Site, *Gateway, *testenv.LogBuffer) {
 	t.Helper()
+	return loggedSiteConfig(t, name, twosite.Config{}, before)
+}
+
+// loggedSiteConfig is loggedSite over a topology of sc (NoFastPath set
+// here).
+func loggedSiteConfig(t *testing.T, name string, sc twosite.Config, before func(*twosite.Site)) (*twosite.Site, *Gateway, *testenv.LogBuffer) {
+	t.Helper()
 	testenv.Short(t, "builds namespaces and runs two gateways")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, err := twosite.Build(testenv.Topology(t, name), twosite.Config{NoFastPath: true})
+	sc.NoFastPath = true
+	s, err := twosite.Build(testenv.Topology(t, name), sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/noise"
@@ -160,7 +161,7 @@ type Gateway struct {
 	// devices (resolveSide).
 	wanSide, lanSide side
 	// wanMu guards the listen port (cfg.ListenPort), the WAN addresses
-	// and kernelSocks, which change while running (listen.go).
+	// and kernel's sockets, which change while running (listen.go).
 	wanMu        sync.Mutex
 	wanV4, wanV6 netip.Addr
 	// wanOthers are the WAN's further addresses, WireGuard's too
@@ -173,9 +174,9 @@ type Gateway struct {
 	// lanLeft are the LAN addresses the LAN XDP filter could not hold
 	// (warnHostAddrsLeft); written where lanAddrs is.
 	lanLeft []netip.Addr
-	// kernelSocks hold our WAN ports in the kernel (listenKernel).
-	kernelSocks []*net.UDPConn
-	kernelWG    sync.WaitGroup
+	// kernel holds our WAN ports in the kernel (listenKernel; shared
+	// mode, nil in owned mode). Guarded by wanMu.
+	kernel *kernelsock.Set
 	// addrDone stops followAddresses (shared mode), addrWG waits for it.
 	addrDone chan struct{}
 	addrWG   sync.WaitGroup
@@ -415,69 +416,23 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 	return nil
 }
 
-// listenKernel opens a UDP socket on each WAN address and port of ours, so
-// that the WireGuard datagrams the XDP program leaves to the kernel reach
-// the fast path through Engine.ReceiveWAN instead of a "port unreachable":
-// IP fragments, which the kernel reassembles (a peer whose path MTU is
-// below its packets' size sends its datagrams fragmented), and datagrams
-// with IPv4 options or IPv6 extension headers. Every other datagram the XDP
-// program redirects, and the sockets never see it. A port another socket
-// holds is logged and skipped (its fragments are then lost, counted by the
-// kernel's UDP counters only). Shared address mode only: in owned mode the
-// kernel has no address to reassemble for.
+// listenKernel opens a UDP socket on each WAN address and port of ours
+// (package kernelsock), so that the WireGuard datagrams the XDP program
+// leaves to the kernel reach the fast path through Engine.ReceiveWAN
+// instead of a "port unreachable": IP fragments, which the kernel
+// reassembles (a peer whose path MTU is below its packets' size sends its
+// datagrams fragmented), and datagrams with IPv4 options or IPv6 extension
+// headers. Every other datagram the XDP program redirects, and the
+// sockets never see it. A port another socket holds is logged and skipped
+// (its fragments are then lost, counted by the kernel's UDP counters
+// only). The datagrams are spread over the workers by source port.
+// Shared address mode only: in owned mode the kernel has no address to
+// reassemble for. g.wanMu held.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
-	socks, _ := g.openKernel(g.cfg.ListenPort, addrs...)
-	g.kernelSocks = append(g.kernelSocks, socks...)
-}
-
-// openKernel opens the sockets of listenKernel for the ports from port up
-// and starts their readers. A socket that cannot be opened is logged and
-// left out; err is the first such failure (a live port move refuses a port
-// the host already uses, EADDRINUSE, as wireguard-go does).
-func (g *Gateway) openKernel(listenPort uint16, addrs ...netip.Addr) (socks []*net.UDPConn, err error) {
-	for _, a := range addrs {
-		if !a.IsValid() {
-			continue
-		}
-		network := "udp4"
-		if a.Is6() {
-			network = "udp6"
-		}
-		for i := range g.cfg.SourcePorts {
-			port := listenPort + i
-			c, lerr := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
-			if lerr != nil {
-				g.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
-					"addr", a, "port", port, "err", lerr)
-				if err == nil {
-					err = lerr
-				}
-				continue
-			}
-			socks = append(socks, c)
-			g.kernelWG.Add(1)
-			go g.readKernel(c, netip.AddrPortFrom(a, port))
-		}
-	}
-	return socks, err
-}
-
-// readKernel hands the datagrams of c (bound to dst) to the workers,
-// spread by source.
-func (g *Gateway) readKernel(c *net.UDPConn, dst netip.AddrPort) {
-	defer g.kernelWG.Done()
-	buf := make([]byte, 65535)
-	for {
-		n, src, err := c.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				g.log.Warn("read reassembled datagrams", "addr", dst, "err", err)
-			}
-			return
-		}
-		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		g.engine.ReceiveWAN(int(src.Port()), src, dst, buf[:n])
-	}
+	g.kernel = kernelsock.New(g.log, g.nsHandle, g.cfg.SourcePorts, func(src, dst netip.AddrPort, msg []byte) {
+		g.engine.ReceiveWAN(int(src.Port()), src, dst, msg)
+	})
+	g.kernel.Listen(g.cfg.ListenPort, addrs...)
 }
 
 // tunnelQueue picks the worker for a packet of the host's own tunnel
@@ -506,11 +461,10 @@ func (g *Gateway) Close() error {
 			g.addrWG.Wait()
 		}
 		g.wanMu.Lock()
-		for _, c := range g.kernelSocks {
-			c.Close()
+		if g.kernel != nil {
+			g.kernel.Close() // its readers take no lock
 		}
 		g.wanMu.Unlock()
-		g.kernelWG.Wait()
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/threadns"
 )
 
@@ -42,40 +43,35 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 	if port == g.cfg.ListenPort {
 		return port, nil
 	}
-	var socks []*net.UDPConn
-	if !g.cfg.Owned {
+	var socks *kernelsock.Pending
+	if g.kernel != nil { // shared mode
+		// Opened in the gateway's namespace (kernelsock.Set.Open).
 		var serr error
-		if err := g.inNamespace(func() error {
-			socks, serr = g.openKernel(port, g.wanAddrs()...)
-			return nil
-		}); err != nil {
-			return 0, err
-		}
+		socks, serr = g.kernel.Open(port, g.wanAddrs()...)
 		if errors.Is(serr, syscall.EADDRINUSE) {
 			// The host uses the port (EADDRINUSE reaches `wg` as the
 			// reply's errno): refuse, as wireguard-go does, and keep the
 			// old port. Other failures (an address still tentative) are
-			// logged by openKernel and the move goes on, as at start.
-			for _, c := range socks {
-				c.Close()
-			}
+			// logged by Open and the move goes on, as at start.
+			socks.Abort()
 			return 0, fmt.Errorf("listen port %d: %w", port, serr)
 		}
 	}
 	if err := g.wan.SetUDP(g.udpMatches(port)); err != nil {
-		for _, c := range socks {
-			c.Close()
+		if socks != nil {
+			socks.Abort()
 		}
 		g.wan.SetUDP(g.udpMatches(g.cfg.ListenPort)) // best effort back
 		return 0, fmt.Errorf("XDP filter: %w", err)
 	}
 	if err := g.engine.SetWAN(port, g.wanV4, g.wanV6, g.wanOthers...); err != nil {
+		if socks != nil {
+			socks.Abort()
+		}
 		return 0, err
 	}
-	old := g.kernelSocks
-	g.kernelSocks = socks
-	for _, c := range old {
-		c.Close()
+	if socks != nil {
+		socks.Commit() // the old port's sockets close
 	}
 	g.log.Info("listen port moved", "from", g.cfg.ListenPort, "to", port, "source_ports", g.cfg.SourcePorts)
 	g.cfg.ListenPort = port

@@ -3,9 +3,7 @@
 package fastgw
 
 import (
-	"net"
 	"net/netip"
-	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -81,35 +79,10 @@ func (g *Gateway) warnWANLeft(left []netip.Addr) {
 }
 
 // syncKernel makes the kernel sockets for reassembled datagrams
-// (listenKernel) match the WAN addresses of now at the listen port: the
-// sockets of addresses gone are closed, the addresses new get theirs, and
-// those of addresses kept stay open (a socket opened again beside the old
-// one would find its address and port in use). g.wanMu held.
+// (listenKernel) match the WAN addresses of now at the listen port
+// (kernelsock.Set.Sync). g.wanMu held.
 func (g *Gateway) syncKernel() {
-	want := g.wanAddrs()
-	var kept []*net.UDPConn
-	have := map[netip.Addr]bool{}
-	for _, c := range g.kernelSocks {
-		a := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
-		if slices.Contains(want, a) {
-			kept = append(kept, c)
-			have[a] = true
-			continue
-		}
-		c.Close()
-	}
-	var add []netip.Addr
-	for _, a := range want {
-		if !have[a] {
-			add = append(add, a)
-		}
-	}
-	g.kernelSocks = kept
-	if err := g.inNamespace(func() error { // sockets belong to the gateway's namespace
-		opened, _ := g.openKernel(g.cfg.ListenPort, add...) // failures are logged
-		g.kernelSocks = append(g.kernelSocks, opened...)
-		return nil
-	}); err != nil {
-		g.log.Warn("open the kernel sockets on the new WAN addresses", "err", err)
+	if g.kernel != nil {
+		g.kernel.Sync(g.wanAddrs()...)
 	}
 }

@@ -1,0 +1,149 @@
+//go:build linux
+
+package kernelsock
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+)
+
+type got struct {
+	src, dst netip.AddrPort
+	msg      string
+}
+
+// TestSet: a Set's sockets, opened in another namespace than the test's
+// thread, deliver each datagram with its source and the socket's address
+// and port, on every port of the range; a port another socket holds fails
+// Open with EADDRINUSE and leaves the Set as it was; Commit moves to the
+// new port and closes the old one's sockets; Sync closes the sockets of an
+// address gone and opens one for an address new; Close ends it all.
+func TestSet(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	tp := testenv.Topology(t, "ks")
+	ns, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, a2 := netip.MustParseAddr("198.18.77.1"), netip.MustParseAddr("198.18.77.2")
+	a6 := netip.MustParseAddr("2001:2:0:77::1")
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", a1.String() + "/32", "dev", "lo"},
+		{"addr", "add", a2.String() + "/32", "dev", "lo"},
+		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
+	} {
+		if out, err := ns.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	ch := make(chan got, 16)
+	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 2, func(src, dst netip.AddrPort, msg []byte) {
+		ch <- got{src, dst, string(msg)}
+	})
+	defer s.Close()
+	// send sends msg to dst from the namespace and returns what was
+	// delivered, if anything, within wait.
+	send := func(dst netip.AddrPort, msg string, wait time.Duration) (got, bool) {
+		t.Helper()
+		var src netip.AddrPort
+		if err := ns.Do(func() error {
+			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			src = c.LocalAddr().(*net.UDPAddr).AddrPort()
+			_, err = c.Write([]byte(msg))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case g := <-ch:
+			if g.src.Port() != src.Port() || g.src.Addr() != src.Addr().Unmap() {
+				t.Errorf("datagram to %v: source %v, want %v", dst, g.src, src)
+			}
+			return g, true
+		case <-time.After(wait):
+			return got{}, false
+		}
+	}
+	// delivered waits long for a datagram that must come (a loaded
+	// machine), briefly for one that must not.
+	delivered := func(dst netip.AddrPort) bool {
+		t.Helper()
+		g, ok := send(dst, "hello "+dst.String(), 10*time.Second)
+		if ok && (g.dst != dst || g.msg != "hello "+dst.String()) {
+			t.Errorf("datagram to %v delivered as %q to %v", dst, g.msg, g.dst)
+		}
+		return ok
+	}
+	silent := func(dst netip.AddrPort) bool {
+		t.Helper()
+		_, ok := send(dst, "x", 200*time.Millisecond)
+		return !ok
+	}
+
+	s.Listen(41000, a1, netip.Addr{}, a6)
+	for _, dst := range []netip.AddrPort{
+		netip.AddrPortFrom(a1, 41000), netip.AddrPortFrom(a1, 41001), netip.AddrPortFrom(a6, 41000), netip.AddrPortFrom(a6, 41001),
+	} {
+		if !delivered(dst) {
+			t.Errorf("datagram to %v not delivered", dst)
+		}
+	}
+	if !silent(netip.AddrPortFrom(a2, 41000)) {
+		t.Error("datagram to an address not listened on delivered")
+	}
+
+	// A port the host holds: refused, the Set unchanged.
+	var held *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		held, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a1, 41101)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Open(41100, a1, a6)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("Open on a port held = %v, want EADDRINUSE", err)
+	}
+	p.Abort()
+	held.Close()
+	if !delivered(netip.AddrPortFrom(a1, 41000)) || !silent(netip.AddrPortFrom(a6, 41100)) {
+		t.Error("after an aborted Open: want the old port delivered, the new one not")
+	}
+
+	// A port move.
+	p, err = s.Open(41200, a1, a6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit()
+	if !delivered(netip.AddrPortFrom(a6, 41201)) || !silent(netip.AddrPortFrom(a6, 41000)) {
+		t.Error("after a move to 41200: want 41201 delivered, the old port not")
+	}
+
+	// The addresses change: a1 goes, a2 comes, a6 stays.
+	s.Sync(a2, a6)
+	if !delivered(netip.AddrPortFrom(a2, 41200)) || !delivered(netip.AddrPortFrom(a6, 41200)) || !silent(netip.AddrPortFrom(a1, 41200)) {
+		t.Error("after Sync: want a2 and a6 delivered, a1 not")
+	}
+
+	s.Close()
+	s.Sync(a1, a2, a6) // an address follower's late update opens nothing
+	if p, err := s.Open(41300, a1); !errors.Is(err, net.ErrClosed) || len(p.socks) != 0 {
+		t.Errorf("Open after Close = %d sockets, %v; want none, net.ErrClosed", len(p.socks), err)
+	}
+	if !silent(netip.AddrPortFrom(a2, 41200)) || !silent(netip.AddrPortFrom(a1, 41200)) {
+		t.Error("datagram delivered after Close")
+	}
+}
