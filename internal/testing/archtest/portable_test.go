@@ -34,6 +34,7 @@ var linuxOnly = []string{
 	"examples/wggo",
 	"gateway/compatgw",
 	"gateway/fastgw",
+	"internal/kernelsock",
 	"internal/linkfollow",
 	"internal/srcaddr",
 	"internal/testing/kwg",
