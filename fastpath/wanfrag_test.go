@@ -126,13 +126,8 @@ func TestOuterFragmented(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, rigConfig{wan6: tc.wan6})
 			r.a.SetWANMTU(tc.mtu)
-			tx := r.hostA.Queue(0).TX()
 			sizes := []int{100, 1420 - 28, 200, 1420 - 28} // UDP payloads: full-size inner packets between small ones
-			frames := make([]dataplane.Frame, len(sizes))
-			for i, n := range sizes {
-				frames[i] = udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n))
-			}
-			sendAll(t, r.hostA, 0, frames)
+			sendSizes(t, r, sizes)
 			r.a.workers[0].outbound(r.clock.Now())
 			var wire [][]byte
 			recvAll(t, r.wanB, len(sizes)+2*(tc.frags-1), 100*time.Millisecond, func(_ int, d []byte) {
@@ -193,15 +188,7 @@ func TestOuterFragmentedNoBuffer(t *testing.T) {
 	sendAll(t, r.hostA, 0, []dataplane.Frame{f})
 	// Take every free frame of A's WAN pool (which its LAN shares).
 	wanTX := r.wanA.Queue(0).TX()
-	var held []dataplane.Frame
-	for {
-		var b [256]dataplane.Frame
-		n := wanTX.Alloc(b[:])
-		held = append(held, b[:n]...)
-		if n == 0 {
-			break
-		}
-	}
+	held := takeAll(wanTX)
 	r.a.workers[0].outbound(r.clock.Now())
 	wanTX.Free(held)
 	if n := recvAll(t, r.wanB, 1, 20*time.Millisecond, nil); n != 0 {
@@ -209,43 +196,6 @@ func TestOuterFragmentedNoBuffer(t *testing.T) {
 	}
 	if d := TotalDrops(r.a.Stats()); d[DropFragmentNoBuffer] != 1 || d.Total() != 1 {
 		t.Errorf("drops %v, want fragment_no_buffer=1", d.List())
-	}
-}
-
-// TestOuterFragmentedZeroAllocs: fragmenting outer packets allocates
-// nothing (the fragments' frames come from the pool, the scratch is the
-// worker's).
-func TestOuterFragmentedZeroAllocs(t *testing.T) {
-	for _, wan6 := range []bool{false, true} {
-		r := newRig(t, rigConfig{wan6: wan6})
-		r.a.SetWANMTU(1280)
-		tmpl := templateFrame(t, r, 1392)
-		frames := make([]dataplane.Frame, 8)
-		tx := r.hostA.Queue(0).TX()
-		rx := r.wanB.Queue(0).RX()
-		round := func() {
-			k := tx.Alloc(frames[:4])
-			for i := range k {
-				frames[i].SetLen(len(tmpl))
-				copy(frames[i].Data(), tmpl)
-			}
-			tx.Transmit(frames[:k])
-			r.a.workers[0].outbound(r.clock.Now())
-			for {
-				n := rx.Receive(frames)
-				if n == 0 {
-					break
-				}
-				rx.Free(frames[:n])
-			}
-		}
-		round()
-		if a := testing.AllocsPerRun(100, round); a != 0 {
-			t.Errorf("wan6 %v: %v allocations per burst", wan6, a)
-		}
-		if s := r.a.Stats()[0]; s.OuterFragmented != 102*4 {
-			t.Errorf("wan6 %v: outer_fragmented %d, want %d", wan6, s.OuterFragmented, 102*4)
-		}
 	}
 }
 
@@ -387,5 +337,31 @@ func BenchmarkEncryptPathFragmented(b *testing.B) {
 				b.Fatalf("drops %v", d.List())
 			}
 		})
+	}
+}
+
+// sendSizes puts on A's LAN (queue 0) one UDP frame from hostA to hostB
+// for each of sizes, the payload of frame i seqPayload(i, sizes[i]).
+func sendSizes(t testing.TB, r *rig, sizes []int) {
+	t.Helper()
+	tx := r.hostA.Queue(0).TX()
+	frames := make([]dataplane.Frame, len(sizes))
+	for i, n := range sizes {
+		frames[i] = udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n))
+	}
+	sendAll(t, r.hostA, 0, frames)
+}
+
+// takeAll allocates every free frame of tx's pool and returns them, for
+// the caller to free: a pool run dry.
+func takeAll(tx dataplane.TX) []dataplane.Frame {
+	var held []dataplane.Frame
+	for {
+		var b [256]dataplane.Frame
+		n := tx.Alloc(b[:])
+		held = append(held, b[:n]...)
+		if n == 0 {
+			return held
+		}
 	}
 }

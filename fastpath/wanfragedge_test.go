@@ -130,15 +130,7 @@ func TestOuterFragmentedNoBufferMidBurst(t *testing.T) {
 		}
 		sendAll(t, r.hostA, 0, frames)
 		wanTX := r.wanA.Queue(0).TX()
-		var held []dataplane.Frame
-		for {
-			var b [256]dataplane.Frame
-			n := wanTX.Alloc(b[:])
-			held = append(held, b[:n]...)
-			if n == 0 {
-				break
-			}
-		}
+		held := takeAll(wanTX)
 		// Five frames: two packets' fragments, and one short of the third.
 		wanTX.Free(held[:5])
 		held = held[5:]
@@ -277,13 +269,8 @@ func TestSetWANMTUConcurrent(t *testing.T) {
 func TestOuterIPv4IDsOneSequence(t *testing.T) {
 	r := newRig(t, rigConfig{})
 	r.a.SetWANMTU(576)
-	tx := r.hostA.Queue(0).TX()
 	sizes := []int{100, 1392, 1392, 100, 100, 1392, 100}
-	var frames []dataplane.Frame
-	for i, n := range sizes {
-		frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n)))
-	}
-	sendAll(t, r.hostA, 0, frames)
+	sendSizes(t, r, sizes)
 	r.a.workers[0].outbound(r.clock.Now())
 	var ids []uint16
 	for _, d := range drainPort(r.wanB) {
@@ -302,17 +289,20 @@ func TestOuterIPv4IDsOneSequence(t *testing.T) {
 	}
 }
 
-// TestOuterFragmentedZeroAllocsBig: fragmenting allocates nothing either
-// when a burst's fragments take more than one WAN batch (64 packets in 6
-// fragments each), at IPv6 at a WAN MTU of 68 (92 fragments a packet) or
-// with the WAN on a VLAN.
-func TestOuterFragmentedZeroAllocsBig(t *testing.T) {
+// TestOuterFragmentedZeroAllocs: fragmenting outer packets allocates
+// nothing (the fragments' frames come from the pool, the scratch is the
+// worker's), for a few packets cut in two, when a burst's fragments take
+// more than one WAN batch (64 packets in 6 fragments each), at IPv6 at a
+// WAN MTU of 68 (92 fragments a packet) or with the WAN on a VLAN.
+func TestOuterFragmentedZeroAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		wan6       bool
 		vlan       uint16
 		mtu, burst int
 	}{
+		{"ipv4-1280x4", false, 0, 1280, 4},
+		{"ipv6-1280x4", true, 0, 1280, 4},
 		{"ipv4-300x64", false, 0, 300, 64},
 		{"ipv6-68x4", true, 0, 68, 4},
 		{"ipv4-vlan-576x32", false, 7, 576, 32},

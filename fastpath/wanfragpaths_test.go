@@ -103,13 +103,8 @@ func TestOuterFragmentedHeld(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, rigConfig{noKeys: true, wan6: tc.wan6})
 			r.a.SetWANMTU(tc.mtu)
-			tx := r.hostA.Queue(0).TX()
 			sizes := []int{1392, 100, 1392}
-			var frames []dataplane.Frame
-			for i, n := range sizes {
-				frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n)))
-			}
-			sendAll(t, r.hostA, 0, frames)
+			sendSizes(t, r, sizes)
 			wa := r.a.workers[0]
 			wa.outbound(r.clock.Now())
 			if s := r.a.Stats()[0]; s.Held != 3 {
@@ -262,13 +257,8 @@ func TestOuterFragmentedVLAN(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, rigConfig{wan6: tc.wan6, wanVLAN: 42})
 			r.a.SetWANMTU(tc.mtu)
-			tx := r.hostA.Queue(0).TX()
 			sizes := []int{1392, 100, 1392}
-			var frames []dataplane.Frame
-			for i, n := range sizes {
-				frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1000, 2000, seqPayload(uint32(i), n)))
-			}
-			sendAll(t, r.hostA, 0, frames)
+			sendSizes(t, r, sizes)
 			r.a.workers[0].outbound(r.clock.Now())
 			wire := wireFrames(t, r.wanB, 42) // each checked tagged, then untagged
 			got := deliverAtB(t, r, checkFragmented(t, wire, tc.mtu, len(sizes)))
