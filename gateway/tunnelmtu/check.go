@@ -54,8 +54,11 @@ func tagged(vid uint16) string {
 // wanfrag.go, package bind): nothing is lost, but each such packet costs
 // a frame more, the peer's reassembly, and is lost on a path that drops
 // fragments. CheckWAN returns the warning for that (empty if the largest
-// tunnel packet fits whole): the numbers, the families whose full-size
-// packets are fragmented, and the MTU that fits both. A VLAN tag adds
+// tunnel packet fits whole): the numbers (both families' when both are
+// fragmented), the families whose full-size packets are fragmented, and
+// the MTU that fits both, or, when that would be below the least tunnel
+// MTU (header.IPv4MinMTU, the configuration's least), that none fits and
+// the WAN MTU must be raised. A VLAN tag adds
 // 4 bytes to the frame but not to the IP packet the MTU bounds (IEEE
 // 802.3 §3.2.7 allows the tagged frame 4 bytes more; Linux's VLAN devices
 // keep their parent's MTU): the messages give the frame size with the tag.
@@ -64,20 +67,25 @@ func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (wa
 	if v6 {
 		fits = wanMTU - OuterOverhead6
 	}
-	say := func(family string, overhead int, peers string) string {
-		return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s (frames of %d bytes with the Ethernet header%s): "+
-			"full-size tunnel packets to %s peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); "+
-			"lower MTU in [Interface] to %d or raise the WAN MTU",
-			tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid),
-			peers, fits)
+	fix := fmt.Sprintf("lower MTU in [Interface] to %d or raise the WAN MTU", fits)
+	if fits < header.IPv4MinMTU {
+		fix = fmt.Sprintf("no tunnel MTU fits (the least is %d, whose packets need a WAN MTU of %d): raise the WAN MTU",
+			header.IPv4MinMTU, wanMTU-fits+header.IPv4MinMTU)
+	}
+	say := func(family string, overhead int, peers, also string) string {
+		return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s (frames of %d bytes with the Ethernet header%s)%s: "+
+			"full-size tunnel packets to %s peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); %s",
+			tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid), also,
+			peers, fix)
 	}
 	switch {
 	case v4 && tunnelMTU+OuterOverhead4 > wanMTU && v6:
-		return say("IPv4", OuterOverhead4, "IPv4 and IPv6")
+		return say("IPv4", OuterOverhead4, "IPv4 and IPv6",
+			fmt.Sprintf(", and + %d bytes of outer IPv6 headers = %d", OuterOverhead6, tunnelMTU+OuterOverhead6))
 	case v4 && tunnelMTU+OuterOverhead4 > wanMTU:
-		return say("IPv4", OuterOverhead4, "IPv4")
+		return say("IPv4", OuterOverhead4, "IPv4", "")
 	case v6 && tunnelMTU+OuterOverhead6 > wanMTU:
-		return say("IPv6", OuterOverhead6, "IPv6")
+		return say("IPv6", OuterOverhead6, "IPv6", "")
 	}
 	return ""
 }

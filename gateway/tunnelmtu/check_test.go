@@ -45,6 +45,14 @@ func TestCheckWAN(t *testing.T) {
 		// a 1500 MTU on a VLAN too.
 		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, false, ""},
 		{"vlan ipv6", 1440, 1500, 100, true, true, "= 1520, more than the MTU 1500 of WAN eth0 (frames of 1538 bytes"},
+		// Both families over: both sums, since the MTU offered is IPv6's.
+		{"both over: both sums", 1420, 1400, 0, true, true, "= 1480, more than the MTU 1400 of WAN eth0 (frames of 1494 bytes with the Ethernet header), and + 80 bytes of outer IPv6 headers = 1500: " +
+			"full-size tunnel packets to IPv4 and IPv6 peers leave as IP fragments"},
+		// A WAN MTU so small that the MTU that fits would be below the
+		// least tunnel MTU (68): none is offered, the WAN MTU must rise.
+		{"ipv4 at the least mtu", 1420, 68, 0, true, false, "; no tunnel MTU fits (the least is 68, whose packets need a WAN MTU of 128): raise the WAN MTU"},
+		{"both at the least mtu", 1420, 68, 0, true, true, "; no tunnel MTU fits (the least is 68, whose packets need a WAN MTU of 148): raise the WAN MTU"},
+		{"ipv4 fits the least exactly", 1420, 128, 0, true, false, "lower MTU in [Interface] to 68 or raise the WAN MTU"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := CheckWAN(tt.tunnel, tt.wan, "eth0", tt.vid, tt.v4, tt.v6)
