@@ -46,6 +46,7 @@ type collector struct {
 	fromKernel, replayWidened               *prometheus.Desc
 	icmpSent, icmpSuppressed, fragmented    *prometheus.Desc
 	peerToPeer, toHost, outerFragmented     *prometheus.Desc
+	outerFragments                          *prometheus.Desc
 	peerRx, peerTx, peerHandshake           *prometheus.Desc
 	portRx, portTx, portDrops, portCopies   *prometheus.Desc
 	kernelDrops, fillRingEmpty              *prometheus.Desc
@@ -91,6 +92,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		icmpSuppressed:       d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:           d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
 		outerFragmented:      d("outer_packets_fragmented_total", "Outer packets over the WAN MTU sent as IP fragments, as Linux's kernel fragments what its WireGuard sends.", "queue"),
+		outerFragments:       d("outer_fragments_total", "IP fragments sent for the outer packets over the WAN MTU (outer_packets_fragmented_total).", "queue"),
 		peerToPeer:           d("packets_peer_to_peer_total", "Decrypted packets routed back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke); those the way out then drops (no_endpoint, held_overflow, ...) count in wgpio_drops_total too.", "queue"),
 		toHost:               d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
 		peerRx:               d("peer_receive_bytes_total", "Transport bytes received from a peer.", "public_key"),
@@ -134,7 +136,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
+		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
@@ -162,6 +164,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.icmpSuppressed, ctr, float64(q.ICMPSuppressed), qs)
 		ch <- prometheus.MustNewConstMetric(c.fragmented, ctr, float64(q.Fragmented), qs)
 		ch <- prometheus.MustNewConstMetric(c.outerFragmented, ctr, float64(q.OuterFragmented), qs)
+		ch <- prometheus.MustNewConstMetric(c.outerFragments, ctr, float64(q.OuterFragments), qs)
 		ch <- prometheus.MustNewConstMetric(c.peerToPeer, ctr, float64(q.PeerToPeer), qs)
 		ch <- prometheus.MustNewConstMetric(c.toHost, ctr, float64(q.ToHost), qs)
 		for r := range fastpath.NumDropReasons {

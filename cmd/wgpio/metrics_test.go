@@ -140,7 +140,7 @@ func waitReceiveQueue(t *testing.T, c net.Conn, n int) {
 // (XDP_STATISTICS) are exported per port, queue and reason, each frame
 // once: the fill-ring-empty events, already in rx_dropped, apart.
 func TestMetricsKernelDrops(t *testing.T) {
-	q := fastpath.QueueStats{Fragmented: 2, OuterFragmented: 5}
+	q := fastpath.QueueStats{Fragmented: 2, OuterFragmented: 5, OuterFragments: 11}
 	q.WAN.Backend = map[string]uint64{"xsk_rx_ring_full": 7, "xsk_rx_dropped": 3, fillRingEmptyKey: 3, "xsk_rx_invalid_descs": 0, "xsk_tx_invalid_descs": 0}
 	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
 	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return s.Peers, true }))
@@ -152,6 +152,7 @@ func TestMetricsKernelDrops(t *testing.T) {
 		// (Not kernel drops: the fragment counters, inner and outer, beside them.)
 		`wgpio_packets_fragmented_total{device="wg0",queue="0"} 2`,
 		`wgpio_outer_packets_fragmented_total{device="wg0",queue="0"} 5`,
+		`wgpio_outer_fragments_total{device="wg0",queue="0"} 11`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
