@@ -63,6 +63,20 @@ func TestCheck(t *testing.T) {
 			err: `compat-owned.conf:8: key "AddressMode": owned is not available in Mode = compat`},
 		{name: "compat-no-port", text: "[Interface]\nPrivateKey = " + priv.Base64() + "\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
 			err: `compat-no-port.conf: key "ListenPort": missing from [Interface]; Mode = compat needs one`},
+		// A tunnel MTU whose WAN frames no AF_XDP frame holds, whatever
+		// the WAN (up refuses it at start); check said ok. With the
+		// WAN's tag, 4 bytes less fit; compat-mqtun sends through the
+		// kernel and takes it.
+		{name: "mtu-frame", text: head + "MTU = 3763\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			err: `mtu-frame.conf:4: key "MTU": tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`},
+		{name: "mtu-frame-fits", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+		{name: "mtu-frame-vlan", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\nWANVLAN = 7\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,
+			err: `key "MTU": tunnel MTU 3762 makes WAN frames of 3840 bytes`},
+		{name: "mtu-frame-compat", text: head + "MTU = 9000\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
+			err: `mtu-frame-compat.conf:4: key "MTU": tunnel MTU 9000 makes WAN frames`},
+		{name: "mtu-frame-mqtun", text: head + "MTU = 9000\n[WGPIO]\nMode = compat-mqtun\n" + peers,
+			stdout: ": ok (Mode = compat-mqtun, 1 peer)\n"},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {

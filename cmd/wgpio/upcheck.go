@@ -18,7 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
@@ -201,6 +204,12 @@ func checkFile(f *config.File, w config.WGPIO) error {
 		}
 	}
 	switch w.Mode {
+	case config.ModeFastPath, config.ModeCompat:
+		if err := checkFrameMTU(f, w); err != nil {
+			return err
+		}
+	}
+	switch w.Mode {
 	case config.ModeFastPath:
 		return checkSourcePorts(f, w)
 	case config.ModeCompat:
@@ -212,6 +221,25 @@ func checkFile(f *config.File, w config.WGPIO) error {
 			return &config.Error{File: f.Name, Key: "ListenPort",
 				Msg: "missing from [Interface]; Mode = compat needs one (the WAN's XDP filter matches it)"}
 		}
+	}
+	return nil
+}
+
+// checkFrameMTU refuses, in the modes whose outer packets leave through
+// AF_XDP, a tunnel MTU whose full-size WAN frames no AF_XDP frame holds
+// whatever the WAN: tunnelmtu.CheckFrames with the least outer overhead,
+// IPv4's (the start checks it again against the WAN's families, where an
+// IPv6-only WAN takes 20 bytes more), at the file's MTU line. A check of
+// the file alone, so wgpio check makes it too (it said "ok" to a file up
+// refused).
+func checkFrameMTU(f *config.File, w config.WGPIO) error {
+	mtu := f.Interface.MTU
+	if mtu == 0 {
+		mtu = fastpath.DefaultMTU
+	}
+	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
+	if err != nil {
+		return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
 	}
 	return nil
 }
