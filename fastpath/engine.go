@@ -23,6 +23,13 @@ const (
 	// (1500 − 20 IPv4 − 8 UDP − 32 WireGuard overhead − 20 spare for an
 	// IPv6 outer header, as wg-quick picks).
 	DefaultMTU = 1420
+	// MinMTU is the least tunnel MTU New takes: 576 (every IPv4 host
+	// takes datagrams of that size, RFC 791 §3.1), or MinMTU6 with a
+	// WANAddr6.
+	MinMTU = 576
+	// MinMTU6 is IPv6's minimum link MTU (RFC 8200 §5), the least tunnel
+	// MTU with a WANAddr6.
+	MinMTU6 = header.IPv6MinMTU
 	// DefaultBurst is the number of frames a worker receives at once.
 	DefaultBurst = 64
 	// MaxBurst is the largest Config.Burst: a burst and the fragments it
@@ -398,7 +405,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.WANVLAN > 4094 || cfg.LANVLAN > 4094 {
 		return nil, fmt.Errorf("fastpath: VLAN %d/%d (WAN/LAN): want 1-4094, or 0 for untagged", cfg.WANVLAN, cfg.LANVLAN)
 	}
-	if cfg.MTU < 1280 && cfg.WANAddr6.IsValid() || cfg.MTU < 576 {
+	if cfg.MTU < MinMTU6 && cfg.WANAddr6.IsValid() || cfg.MTU < MinMTU {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)
 	}
 	if len(cfg.CPUs) > 0 {

@@ -82,6 +82,23 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	return g, nil
 }
 
+// leastMTU is the least tunnel MTU the gateway takes (what the MTU
+// warnings may offer): the fast path's (fastpath.MinMTU; with an IPv6
+// WAN address, v6, IPv6's minimum as fastpath.New requires) and, with an
+// IPv6 tunnel Address, IPv6's minimum (RFC 8200 §5, as the configuration
+// requires).
+func (c Config) leastMTU(v6 bool) int {
+	if v6 {
+		return fastpath.MinMTU6
+	}
+	for _, a := range c.Addresses {
+		if a.Addr().Is6() && !a.Addr().Is4In6() {
+			return fastpath.MinMTU6
+		}
+	}
+	return fastpath.MinMTU
+}
+
 // withDefaults checks c and returns it with the defaults filled in
 // (ListenPort 51820, SourcePorts 1, MTU fastpath.DefaultMTU). It touches
 // nothing outside.
@@ -146,8 +163,9 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
 		}
 	}
-	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
-		wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6())); mtuWarn != "" {
+	v6 := wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6())
+	if mtuWarn := tunnelmtu.CheckWANLeast(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
+		v6, cfg.leastMTU(v6)); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
 	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,

@@ -121,7 +121,7 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v
 			}
 		}
 		g.setWANMTU(a.Name, least)
-		warn := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6)
+		warn := tunnelmtu.CheckWANLeast(g.cfg.MTU, least, leastDev, s.vid, v4, v6, g.cfg.leastMTU(v6))
 		attrs := []any{"interface", a.Name, "mtu", a.MTU}
 		if leastDev != a.Name {
 			attrs = append(attrs, "wan_mtu", least, "wan_mtu_of", leastDev)

@@ -63,14 +63,24 @@ func tagged(vid uint16) string {
 // 802.3 §3.2.7 allows the tagged frame 4 bytes more; Linux's VLAN devices
 // keep their parent's MTU): the messages give the frame size with the tag.
 func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (warn string) {
+	return CheckWANLeast(tunnelMTU, wanMTU, wanDev, vid, v4, v6, header.IPv4MinMTU)
+}
+
+// CheckWANLeast is CheckWAN for a gateway that takes no tunnel MTU below
+// least (bytes): the fast path's is fastpath.MinMTU, or 1280 with an IPv6
+// WAN address or tunnel Address (RFC 8200 §5). The MTU the warning offers
+// is never below it: where the one that fits whole would be, the warning
+// says that none fits and to raise the WAN MTU (it offered an MTU the
+// configuration or the start then refused).
+func CheckWANLeast(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, least int) (warn string) {
 	fits := wanMTU - OuterOverhead4
 	if v6 {
 		fits = wanMTU - OuterOverhead6
 	}
 	fix := fmt.Sprintf("lower MTU in [Interface] to %d or raise the WAN MTU", fits)
-	if fits < header.IPv4MinMTU {
+	if fits < least {
 		fix = fmt.Sprintf("no tunnel MTU fits (the least is %d, whose packets need a WAN MTU of %d): raise the WAN MTU",
-			header.IPv4MinMTU, wanMTU-fits+header.IPv4MinMTU)
+			least, wanMTU-fits+least)
 	}
 	say := func(family string, overhead int, peers, also string) string {
 		return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s (frames of %d bytes with the Ethernet header%s)%s: "+

@@ -66,6 +66,32 @@ func TestCheckWAN(t *testing.T) {
 	}
 }
 
+// TestCheckWANLeast: a gateway whose least tunnel MTU is higher (the fast
+// path's 576, or 1280 with IPv6) is never offered an MTU below it: at a
+// WAN MTU of 1300 with IPv6 endpoints it was offered 1220, which the
+// configuration refuses with an IPv6 Address and the fast path with an
+// IPv6 WAN address.
+func TestCheckWANLeast(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		wan   int
+		v6    bool
+		least int
+		want  string
+	}{
+		{"ipv6 wan at 1300", 1300, true, 1280, "no tunnel MTU fits (the least is 1280, whose packets need a WAN MTU of 1360): raise the WAN MTU"},
+		{"ipv6 wan at 1360", 1360, true, 1280, "lower MTU in [Interface] to 1280 or raise the WAN MTU"},
+		{"ipv4 wan at 600", 600, false, 576, "no tunnel MTU fits (the least is 576, whose packets need a WAN MTU of 636): raise the WAN MTU"},
+		{"ipv4 wan at 1300", 1300, false, 576, "lower MTU in [Interface] to 1240 or raise the WAN MTU"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if w := CheckWANLeast(1420, tt.wan, "eth0", 0, true, tt.v6, tt.least); !strings.Contains(w, tt.want) {
+				t.Errorf("CheckWANLeast = warning %q, want one containing %q", w, tt.want)
+			}
+		})
+	}
+}
+
 // TestCheckFrames: the tunnel MTU's WAN frames and the LAN MTU's frames
 // against the longest frame an AF_XDP port takes (3,836 bytes with 4 KiB
 // chunks). A jumbo LAN (MTU 9000) whose frames toward the tunnel the
