@@ -3,6 +3,7 @@ package bind
 import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/outerfrag"
 )
 
 // maxFragments bounds the fragments of one datagram: a datagram that
@@ -61,37 +62,9 @@ func (b *Bind) fragment(q *txQueue, f []dataplane.Frame, payload []byte, t *hdrT
 	if got := q.tx.Alloc(rest); got < len(rest) {
 		return k, q.drop(f, rest[:got], DropNoBuffer)
 	}
-	for i := range rest {
-		g := &rest[i]
-		var l int
-		if t.v4 {
-			l = q.f4.Len(i + 1)
-		} else {
-			l = q.f6.Len(i + 1)
-		}
-		if !g.SetLen(header.EthernetLen + l) {
-			return k, q.drop(f, rest, DropTooBig)
-		}
-		d := g.Data()
-		copy(d, t.b[:header.EthernetLen])
-		if t.v4 {
-			q.f4.Put(d[header.EthernetLen:], i+1)
-		} else {
-			q.f6.Put(d[header.EthernetLen:], i+1)
-		}
+	if !outerfrag.Into(&f[0], rest, header.EthernetLen, !t.v4, &q.f4, &q.f6) {
+		return k, q.drop(f, rest, DropTooBig)
 	}
-	var l int
-	if t.v4 {
-		l = q.f4.PutFirst()
-	} else {
-		d := f[0].Prepend(header.IPv6FragmentLen)
-		if d == nil {
-			return k, q.drop(f, rest, DropTooBig)
-		}
-		copy(d[:header.EthernetLen], d[header.IPv6FragmentLen:])
-		l = q.f6.PutFirst(d[header.EthernetLen:])
-	}
-	f[0].SetLen(header.EthernetLen + l) // shorter than the datagram
 	q.out[k] = f[0]
 	q.groups[q.ngroups] = fragGroup{start: k, n: n}
 	q.ngroups++

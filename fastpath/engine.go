@@ -14,6 +14,7 @@ import (
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/plural"
+	"github.com/wgpio/wgpio/protocol"
 	"github.com/wgpio/wgpio/replay"
 )
 
@@ -327,6 +328,9 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
+	// maxOuter is the longest outer IP packet of a tunnel packet, bytes:
+	// Config.MTU and the larger outer overhead, IPv6's (toWAN).
+	maxOuter int
 	// fragIDBase is where the workers' identifications start: of outer
 	// IPv6 fragments (fwdState.fragID) and, its top 16 bits, of outer
 	// IPv4 packets (worker.ipID). Random, set by New.
@@ -430,6 +434,7 @@ func New(cfg Config) (*Engine, error) {
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.wanMTU.Store(int64(cfg.WAN.MTU()))
 	e.fragIDBase = rand.Uint32()
+	e.maxOuter = cfg.MTU + header.IPv6Len + header.UDPLen + protocol.TransportMinSize
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
 	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6)
 	switch {

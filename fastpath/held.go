@@ -181,11 +181,11 @@ func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
 		w.c.encryptedBytes.Add(uint64(inner))
 		out = append(out, *f)
 		if len(out) == cap(out) {
-			w.toWAN(out)
+			w.toWAN(out, true)
 			out = out[:0]
 		}
 	}
-	w.toWAN(out)
+	w.toWAN(out, true)
 	w.markDirty(pl)
 	w.heldTotal -= len(held)
 	w.emptied(pl)

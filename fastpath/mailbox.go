@@ -150,7 +150,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 		return
 	}
 	w.c.controlSent.Add(1)
-	w.toWAN(fr[:])
+	w.toWAN(fr[:], false)
 }
 
 // putOuter writes Ethernet, IP and UDP headers for a UDP payload of n
@@ -251,7 +251,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	w.markDirty(pl)
 	w.c.encrypted.Add(1)
 	w.c.encryptedBytes.Add(uint64(len(p)))
-	w.toWAN(fr[:])
+	w.toWAN(fr[:], true)
 }
 
 // sendRaw copies a whole untagged frame from the control plane into a frame

@@ -55,7 +55,7 @@ func (w *worker) flushControlWait(t time.Time) {
 			f := cw.f
 			copy(f.Data()[:6], mac[:])
 			w.c.controlSent.Add(1)
-			w.toWAN(unsafeOne(&f))
+			w.toWAN(unsafeOne(&f), false)
 		case t.Sub(cw.since) > neighbourWaitMax:
 			why := DropNoNeighbour
 			if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(cw.dst) {

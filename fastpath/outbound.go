@@ -313,7 +313,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	w.c.encrypted.Add(uint64(enc))
 	w.c.encryptedBytes.Add(encBytes)
 	w.freeRest(w.lanRX, frames, &bad, left)
-	w.toWAN(out)
+	w.toWAN(out, true)
 }
 
 // sendWith is outbound's pass 2 for the burst's peers (peers[j] the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/outerfrag"
 )
 
 // Outer packets over the WAN MTU.
@@ -34,10 +35,15 @@ const wanBatchLen = 2 * maxFragments
 // toWAN transmits frames, Ethernet frames of our outer packets, on the WAN:
 // as they are when each fits the WAN MTU (Engine.SetWANMTU), which is the
 // common case; otherwise each oversized one as fragments in its place, so
-// that the order of the batch is kept. It takes the frames (each sent,
-// freed or fragmented); the caller clears its slice as after transmit.
-func (w *worker) toWAN(frames []dataplane.Frame) {
-	if mtu := int(w.e.wanMTU.Load()); mtu > 0 {
+// that the order of the batch is kept. tunnel says that the frames are
+// transport messages of inner packets within the tunnel MTU (outbound's,
+// held packets, the host's): when the largest of those fits the WAN MTU
+// (Engine.maxOuter), as on a gateway configured as wg-quick would, no
+// frame is looked at; control frames (any payload) are. It takes the
+// frames (each sent, freed or fragmented); the caller clears its slice as
+// after transmit.
+func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) {
+	if mtu := int(w.e.wanMTU.Load()); mtu > 0 && !(tunnel && w.e.maxOuter <= mtu) {
 		// The longest frame that fits: the MTU and the Ethernet header
 		// (a frame with the WAN's tag has 4 bytes more of it).
 		limit := mtu + w.wanL2
@@ -131,41 +137,11 @@ func (w *worker) fragmentOuter(f *dataplane.Frame, mtu int) []dataplane.Frame {
 		w.dropOuter(f)
 		return nil
 	}
-	for i := range more {
-		m := &more[i]
-		n := w.fwd.frag.Len(i + 1)
-		if v6 {
-			n = w.fwd.frag6.Len(i + 1)
-		}
-		if !m.SetLen(l2 + n) {
-			w.wanTX.Free(more)
-			clear(more)
-			w.dropOuter(f)
-			return nil
-		}
-		b := m.Data()
-		copy(b[:l2], d[:l2])
-		if v6 {
-			w.fwd.frag6.Put(b[l2:], i+1)
-		} else {
-			w.fwd.frag.Put(b[l2:], i+1)
-		}
-	}
-	if v6 {
-		// Fragment 0 is 8 bytes longer than the part of the packet it
-		// carries: its headers move 8 bytes into the headroom, the data
-		// stay where they are.
-		b := f.Prepend(header.IPv6FragmentLen)
-		if b == nil {
-			w.wanTX.Free(more)
-			clear(more)
-			w.dropOuter(f)
-			return nil
-		}
-		copy(b[:l2], b[header.IPv6FragmentLen:header.IPv6FragmentLen+l2])
-		f.SetLen(l2 + w.fwd.frag6.PutFirst(b[l2:]))
-	} else {
-		f.SetLen(l2 + w.fwd.frag.PutFirst())
+	if !outerfrag.Into(f, more, l2, v6, &w.fwd.frag, &w.fwd.frag6) {
+		w.wanTX.Free(more)
+		clear(more)
+		w.dropOuter(f)
+		return nil
 	}
 	frags[0] = *f
 	*f = dataplane.Frame{}

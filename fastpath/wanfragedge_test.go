@@ -199,7 +199,7 @@ func TestOuterFragmentedNoHeadroom(t *testing.T) {
 			chunk[i] = 0xa5
 		}
 		before := TotalDrops(r.a.Stats())[DropFragmentNoBuffer]
-		w.toWAN(fr[:])
+		w.toWAN(fr[:], false)
 		if !fr[0].IsZero() {
 			t.Errorf("headroom %d: toWAN left the frame in the slice", room)
 		}

@@ -271,3 +271,24 @@ func TestOuterFragmentedVLAN(t *testing.T) {
 		})
 	}
 }
+
+// TestOuterFragmentedControlOverTunnelMTU: where every tunnel packet fits
+// the WAN MTU whole (tunnel MTU 1280 + 80 ≤ 1400), toWAN skips looking at
+// a batch of them, but not at control frames, whose payload has no such
+// bound: a 1,400-byte control payload still leaves as fragments.
+func TestOuterFragmentedControlOverTunnelMTU(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true, mtu: 1280})
+	r.a.SetWANMTU(1400)
+	dst := netip.AddrPortFrom(wanAddrB, portB)
+	var mB [6]byte
+	copy(mB[:], r.wanB.MAC())
+	payload := seqPayload(3, 1400)
+	if !r.a.Send(0, ControlPacket{Dst: dst, Payload: payload, DstMAC: mB}) {
+		t.Fatal("Send refused")
+	}
+	r.a.workers[0].drainMailbox(r.clock.Now())
+	got := checkFragmented(t, wireFrames(t, r.wanB, 0), 1400, 1)
+	if len(got) != 1 || !bytes.Equal(got[0].msg, payload) || got[0].frags < 2 {
+		t.Errorf("control payload of 1400 bytes over a WAN MTU of 1400: %d datagrams, want it in fragments", len(got))
+	}
+}

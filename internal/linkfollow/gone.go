@@ -24,11 +24,15 @@ type GoneError struct {
 }
 
 func (e *GoneError) Error() string {
-	name := e.Name
-	if name == "" {
-		name = fmt.Sprintf("of index %d", e.Index)
+	return fmt.Sprintf("%s %s was deleted while the gateway ran", e.What, e.name())
+}
+
+// name is the interface's name, or "of index N" when unknown.
+func (e *GoneError) name() string {
+	if e.Name == "" {
+		return fmt.Sprintf("of index %d", e.Index)
 	}
-	return fmt.Sprintf("%s %s was deleted while the gateway ran", e.What, name)
+	return e.Name
 }
 
 // Restart is the end of a gateway's log line for an interface deleted
@@ -72,11 +76,7 @@ func (f *Failure) Gone(log *slog.Logger, e *GoneError, meaning string) {
 	if f.closing.Load() {
 		return
 	}
-	name := e.Name
-	if name == "" {
-		name = fmt.Sprintf("of index %d", e.Index)
-	}
-	log.Error(fmt.Sprintf("%s %s was deleted: %s", e.What, name, meaning),
+	log.Error(fmt.Sprintf("%s %s was deleted: %s", e.What, e.name(), meaning),
 		"interface", e.Name, "index", e.Index)
 	f.Report(e)
 }
