@@ -24,8 +24,9 @@ import (
 // of the worker's that no other worker's meets, from a random start: for
 // IPv4 the one every outer IPv4 packet of the worker takes its
 // identification from (worker.ipID; RFC 6864), for IPv6 one of fragmented
-// packets (fwdState.fragID; RFC 7739). Packets within the MTU, nearly
-// all, pay one length compare each.
+// packets (fwdState.fragID; RFC 7739). Where the tunnel MTU and its
+// outer headers fit the WAN MTU, a batch of tunnel packets pays one
+// compare; elsewhere each frame pays one.
 
 // wanBatchLen is the most frames toWANFragmented hands the WAN port at
 // once: at least a whole packet's fragments (maxFragments) beside what
