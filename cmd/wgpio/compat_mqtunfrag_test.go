@@ -14,6 +14,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
@@ -68,9 +69,7 @@ func testUpCompatMQTUNOuterFragments(t *testing.T, cfg twosite.Config, low int, 
 	capture := testenv.StartCapture(t, tcpdump, s.GwA, s.WANA, file, "ip or ip6")
 	s.pingBoth(t)
 	for _, e := range []struct {
-		ns interface {
-			Run(string, ...string) (string, error)
-		}
+		ns  *topo.NS
 		dev string
 	}{{s.GwA, s.WANA}, {s.GwB, s.WANB}} {
 		if out, err := e.ns.Run("ip", "link", "set", "dev", e.dev, "mtu", strconv.Itoa(low)); err != nil {
