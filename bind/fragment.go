@@ -11,6 +11,10 @@ import (
 // as DropTooBig. At an MTU of 576 a 4,096-byte frame's datagram needs 8.
 const maxFragments = 64
 
+// MaxFragments is the most fragments the Bind cuts one datagram into
+// (maxFragments; tunnelmtu.Limits).
+const MaxFragments = maxFragments
+
 // maxGroups bounds the fragmented datagrams in a txQueue's out: each has
 // at least two frames.
 const maxGroups = (BatchSize + maxFragments) / 2

@@ -29,6 +29,11 @@ func fragSlots(burst int) int { return 6 * burst }
 // least MTU, 68, needs 80).
 const maxFragments = 128
 
+// MaxFragments is the most fragments a worker cuts one packet into
+// (maxFragments): an outer packet that would need more leaves whole, for
+// the WAN port to drop as too_long (tunnelmtu.Limits).
+const MaxFragments = maxFragments
+
 // fwdState is a worker's scratch for forwarding.
 type fwdState struct {
 	frag  header.IPv4Fragmenter

@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 		// WAN's tag, 4 bytes less fit; compat-mqtun sends through the
 		// kernel and takes it.
 		{name: "mtu-frame", text: head + "MTU = 3763\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			err: `mtu-frame.conf:4: key "MTU": tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`},
+			err: `mtu-frame.conf:4: key "MTU": tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: full-size tunnel packets to IPv4 peers could never be sent; lower MTU in [Interface] to 3762`},
 		{name: "mtu-frame-fits", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
 		{name: "mtu-frame-vlan", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\nWANVLAN = 7\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,

@@ -58,7 +58,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := t.AnswerNoRoute(icmprate.Config{Rate: w.ICMPRate, Burst: w.ICMPBurst, DestInterval: w.ICMPDestInterval}); err != nil {
 		log.Warn("packets to no peer's allowed IPs are dropped without host unreachable", "err", err)
 	}
-	udp := &countingBind{Bind: conn.NewDefaultBind()}
+	// Outer packets without DF, fragmented by the kernel over the path
+	// MTU, as Linux's WireGuard sends them (fragBind).
+	udp := &countingBind{Bind: &fragBind{Bind: conn.NewDefaultBind(), log: log}}
 	// Its error lines limited (a failed send is logged per batch).
 	dev := device.NewDevice(t, udp, wglog.New(log))
 	defer dev.Close()

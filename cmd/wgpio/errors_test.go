@@ -124,15 +124,15 @@ func TestUpErrors(t *testing.T) {
 			// the key.
 			name: "mtu",
 			conf: strings.Replace(good, "\n\n[WGPIO]\n", "\nMTU = 3800\n\n[WGPIO]\n", 1),
-			want: `wgpio: mtu.conf:5: key "MTU": tunnel MTU 3800 makes WAN frames of 3874 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
-				`full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`,
+			want: `wgpio: mtu.conf:5: key "MTU": tunnel MTU 3800 makes WAN frames of 3874 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
+				`full-size tunnel packets to IPv4 peers could never be sent; lower MTU in [Interface] to 3762`,
 		},
 		{
 			// Compat mode checks the tunnel MTU as fast-path mode does.
 			name: "mtu-compat",
 			conf: strings.Replace(withWGPIO("Mode = compat"), "\n\n[WGPIO]\n", "\nMTU = 9000\n\n[WGPIO]\n", 1),
-			want: `wgpio: mtu-compat.conf:5: key "MTU": tunnel MTU 9000 makes WAN frames of 9074 bytes (60 of outer headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
-				`full-size tunnel packets could never be sent; lower MTU in [Interface] to 3762`,
+			want: `wgpio: mtu-compat.conf:5: key "MTU": tunnel MTU 9000 makes WAN frames of 9074 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: ` +
+				`full-size tunnel packets to IPv4 peers could never be sent; lower MTU in [Interface] to 3762`,
 		},
 		{
 			name: "wan-is-lan",

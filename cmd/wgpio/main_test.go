@@ -62,10 +62,17 @@ type site struct {
 // configuration file; edit adjusts the file before it is written.
 func newSite(t *testing.T, edit func(f *config.File)) *site {
 	t.Helper()
+	return newSiteWith(t, twosite.Config{}, edit)
+}
+
+// newSiteWith is newSite on the topology variant tc (NoFastPath set).
+func newSiteWith(t *testing.T, tc twosite.Config, edit func(f *config.File)) *site {
+	t.Helper()
 	testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
 	tp := testenv.Topology(t, "wc")
-	s, err := twosite.Build(tp, twosite.Config{NoFastPath: true})
+	tc.NoFastPath = true
+	s, err := twosite.Build(tp, tc)
 	if err != nil {
 		t.Fatalf("twosite.Build: %v", err)
 	}

@@ -237,7 +237,7 @@ func checkFrameMTU(f *config.File, w config.WGPIO) error {
 	if mtu == 0 {
 		mtu = fastpath.DefaultMTU
 	}
-	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
+	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, false, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
 	if err != nil {
 		return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
 	}

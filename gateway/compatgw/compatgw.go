@@ -445,10 +445,10 @@ func newGateway(log *slog.Logger) *Gateway {
 // tag: VLAN 0 on both sides. The ports are opened with
 // dataplane.DefaultFrameSize chunks. Warnings are logged.
 func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
-	if warn := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid()); warn != "" {
+	if warn := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid(), wanLimits); warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
-	warn, err := tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+	warn, err := tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), wan.v6.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return err
 	}

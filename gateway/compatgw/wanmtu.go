@@ -5,7 +5,9 @@ package compatgw
 import (
 	"github.com/vishvananda/netlink"
 
+	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 )
 
@@ -21,8 +23,11 @@ import (
 // counted as transmitted, and logged nothing. The link going down
 // (warning: what is lost, where it is counted, the fix) or coming back
 // (info) is logged (linkfollow.StateLog), as for the LAN. tunnelMTU is
-// Config.MTU; v4 and v6 say which outer families the WAN has. It reads
-// links with a netlink handle of its own (followLink).
+// Config.MTU; v4 and v6 say which outer families the WAN has at start:
+// each change checks those of its addresses then (wanFamilies), since
+// the kernel removes a link's IPv6 addresses when its MTU drops below
+// 1280 (the warning named IPv6 peers still). It reads links with a
+// netlink handle of its own (followLink).
 func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 	mtu := g.wan.MTU()
 	states := &linkfollow.StateLog{Log: g.log, What: "WAN",
@@ -34,16 +39,41 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 		}
 		mtu = a.MTU
 		g.setWANMTU(a.Name, mtu)
+		if f4, f6, err := g.wanFamilies(a.Name); err == nil {
+			v4, v6 = f4, f6
+		} else {
+			g.log.Warn("re-read the WAN interface's addresses after an MTU change: checking the families of before", "err", err)
+		}
 		// Over the WAN MTU for one outer family or both, the bind
 		// fragments: nothing is lost, but every full-size packet
-		// takes two frames, and a path that drops fragments loses it.
-		if warn := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6); warn != "" {
-			g.log.Warn("WAN MTU changed: tunnel packets over it leave as IP fragments", "interface", a.Name, "mtu", mtu, "problem", warn,
+		// takes two frames or more, and a path that drops fragments
+		// loses it; past the bind's fragments, it is dropped (the
+		// warning says which).
+		if warn := tunnelmtu.CheckWAN(tunnelMTU, mtu, a.Name, 0, v4, v6, wanLimits); warn != "" {
+			g.log.Warn("WAN MTU changed: full-size tunnel packets do not fit it whole", "interface", a.Name, "mtu", mtu, "problem", warn,
 				"counted", "the bind's fragmented and fragments (wgpio stats); too_big if one cannot be fragmented")
 			return
 		}
 		g.log.Info("WAN MTU changed; the tunnel MTU fits", "interface", a.Name, "mtu", mtu, "tunnel_mtu", tunnelMTU)
 	})
+}
+
+// wanLimits are compat mode's limits for the WAN MTU's warning
+// (tunnelmtu.CheckWAN): any tunnel MTU down to IPv4's least, and the
+// bind's fragments of a datagram (more: dropped as too_big).
+var wanLimits = tunnelmtu.Limits{Least: header.IPv4MinMTU, MaxFragments: bind.MaxFragments, Dropped: "the bind's too_big"}
+
+// wanFamilies says which outer families the WAN interface name has
+// addresses of now (readIface's sources), read with a netlink handle of
+// its own in the gateway's namespace.
+func (g *Gateway) wanFamilies(name string) (v4, v6 bool, err error) {
+	h, err := netlink.NewHandleAt(g.nsHandle)
+	if err != nil {
+		return false, false, err
+	}
+	defer h.Close()
+	wan, err := readIface(h, name)
+	return wan.v4.IsValid(), wan.v6.IsValid(), err
 }
 
 // setWANMTU makes mtu, the WAN interface's (name) new MTU, the WAN port's

@@ -27,7 +27,8 @@ import (
 // peer's side of the link still has an MTU of 1500, and gwA's veth of
 // MTU 1300 takes no longer frame.) The WAN link set down and up is
 // logged both ways, as the LAN's is, and the MTU raised again lets the
-// pings through both ways.
+// pings through both ways. At 1000 the kernel has removed the WAN's IPv6
+// addresses, and the warning names IPv4 peers alone.
 func TestWANMTUFollowed(t *testing.T) {
 	s, g, logs := loggedSite(t, "cwm", nil)
 	ip := func(args ...string) {
@@ -65,7 +66,7 @@ func TestWANMTUFollowed(t *testing.T) {
 		return snmpValue(t, []byte(out), group, name)
 	}
 	ip("link", "set", "dev", s.WANA, "mtu", "1300")
-	logged("WAN MTU changed: tunnel packets over it leave as IP fragments", "mtu=1300 ", "fragmented")
+	logged("WAN MTU changed: full-size tunnel packets do not fit it whole", "mtu=1300 ", "leave as IP fragments", "fragmented")
 	before := g.Stats().Bind
 	echos, reasm := snmp(s.HostB, "Icmp", "InEchos"), snmp(s.GwB, "Ip", "ReasmOKs")
 	const n = 3
@@ -95,5 +96,15 @@ func TestWANMTUFollowed(t *testing.T) {
 	}
 	if out, err := s.HostA.Run("ping", "-c", "1", "-W", "5", "-M", "do", "-s", "1372", twosite.HostB4.String()); err != nil {
 		t.Errorf("a 1400-byte ping with DF after the WAN MTU went back to 1500: %v\n%s", err, out)
+	}
+	// Below 1280 the kernel removes the WAN's IPv6 addresses: the
+	// warning names the families of then, IPv4 alone (it named those of
+	// start, IPv6 too).
+	ip("link", "set", "dev", s.WANA, "mtu", "1000")
+	logged("WAN MTU changed: full-size tunnel packets do not fit it whole", "mtu=1000 ", "full-size tunnel packets to IPv4 peers leave as IP fragments")
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "mtu=1000 ") && strings.Contains(l, "IPv6") {
+			t.Errorf("WAN MTU at 1000, its IPv6 addresses gone: logged\n%s\nwant no word of IPv6", l)
+		}
 	}
 }

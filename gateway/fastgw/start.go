@@ -99,6 +99,21 @@ func (c Config) leastMTU(v6 bool) int {
 	return fastpath.MinMTU
 }
 
+// wanFamilies says which outer families the WAN has: those of the
+// addresses of wl (the WAN's address device as read) and, in owned mode,
+// the WANAddress's.
+func (c Config) wanFamilies(wl link) (v4, v6 bool) {
+	return wl.v4.IsValid() || (c.Owned && c.WANAddress.Addr().Is4()), wl.v6.IsValid() || (c.Owned && c.WANAddress.Addr().Is6())
+}
+
+// wanLimits are the fast path's limits for the WAN MTU's warning
+// (tunnelmtu.CheckWAN): leastMTU(v6), and the fragments of an outer
+// packet (fastpath.MaxFragments; more leave whole and are dropped at the
+// WAN port).
+func (c Config) wanLimits(v6 bool) tunnelmtu.Limits {
+	return tunnelmtu.Limits{Least: c.leastMTU(v6), MaxFragments: fastpath.MaxFragments, Dropped: "too_long at the WAN port"}
+}
+
 // withDefaults checks c and returns it with the defaults filled in
 // (ListenPort 51820, SourcePorts 1, MTU fastpath.DefaultMTU). It touches
 // nothing outside.
@@ -163,13 +178,12 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
 		}
 	}
-	v6 := wl.v6.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is6())
-	if mtuWarn := tunnelmtu.CheckWANLeast(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()),
-		v6, cfg.leastMTU(v6)); mtuWarn != "" {
+	v4, v6 := cfg.wanFamilies(wl)
+	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, v4, v6, cfg.wanLimits(v6)); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
 	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
-		wl.v4.IsValid() || (cfg.Owned && cfg.WANAddress.Addr().Is4()), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+		v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
 		return wl, ll, fmt.Errorf("fastgw: %w", err)
 	}
@@ -563,7 +577,7 @@ func (g *Gateway) watchMTU(wl link) {
 	// packets (a VLAN device below its trunk's MTU: the port opened at
 	// the trunk's).
 	g.setWANMTU(leastDev, least)
-	if err := g.watchWANMTU(g.nsHandle, g.wanSide, mtus, wl.v4.IsValid(), wl.v6.IsValid(), g.tableDone); err != nil {
+	if err := g.watchWANMTU(g.nsHandle, g.wanSide, mtus, g.tableDone); err != nil {
 		g.log.Warn("live WAN MTU changes will not be checked", "err", err)
 	}
 }

@@ -95,11 +95,18 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // leaves the MTU as it was (the XDP program detached at Close, a carrier
 // change, an alias) logs nothing, nor does the subscription's end when
 // done is closed. Each watched interface going down or up is logged
-// (linkStates).
-func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v6 bool, done <-chan struct{}) error {
+// (linkStates). The outer families checked are those of the WAN's
+// addresses at each change (Config.wanFamilies, re-read): the kernel
+// removes a link's IPv6 addresses when its MTU drops below 1280, and
+// they were those of start, so that IPv6 peers were still named.
+func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, done <-chan struct{}) error {
 	indexes := slices.Sorted(maps.Keys(mtus))
 	names := map[int]string{} // each watched index's name, as last read
 	states := g.linkStates("WAN")
+	var v4, v6 bool // the WAN's outer families, as last read
+	if wl, err := readLink(g.nlHandle, s.addrDev); err == nil {
+		v4, v6 = g.cfg.wanFamilies(wl)
+	}
 	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if _, watched := mtus[a.Index]; watched {
 			states.Note(a)
@@ -121,7 +128,12 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, v4, v
 			}
 		}
 		g.setWANMTU(a.Name, least)
-		warn := tunnelmtu.CheckWANLeast(g.cfg.MTU, least, leastDev, s.vid, v4, v6, g.cfg.leastMTU(v6))
+		if wl, err := readLink(g.nlHandle, s.addrDev); err == nil {
+			v4, v6 = g.cfg.wanFamilies(wl)
+		} else {
+			g.log.Warn("re-read the WAN interface's addresses after an MTU change: checking the families of before", "err", err)
+		}
+		warn := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6, g.cfg.wanLimits(v6))
 		attrs := []any{"interface", a.Name, "mtu", a.MTU}
 		if leastDev != a.Name {
 			attrs = append(attrs, "wan_mtu", least, "wan_mtu_of", leastDev)

@@ -1,7 +1,9 @@
 package tunnelmtu
 
 import (
+	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/protocol"
@@ -45,69 +47,151 @@ func tagged(vid uint16) string {
 	return ""
 }
 
+// Limits are what a gateway mode takes and sends, which CheckWAN's
+// warning names.
+type Limits struct {
+	// Least is the least tunnel MTU the gateway takes, bytes: the fast
+	// path's fastpath.MinMTU, or 1280 with an IPv6 WAN address or
+	// tunnel Address (RFC 8200 §5); compat mode's header.IPv4MinMTU.
+	Least int
+	// MaxFragments is the most IP fragments the gateway cuts one outer
+	// packet into (fastpath.MaxFragments, bind.MaxFragments): one that
+	// needs more, or that the WAN MTU cannot fragment at all (no room
+	// for 8 bytes of data beside its headers), is dropped.
+	MaxFragments int
+	// Dropped names the counter of such a drop, as wgpio stats shows it
+	// ("too_long at the WAN port", "the bind's too_big").
+	Dropped string
+}
+
 // CheckWAN compares the tunnel MTU plus the outer overhead with wanMTU,
 // the MTU in bytes of the WAN interface wanDev, whose frames carry an
 // 802.1Q tag of VLAN vid (0: untagged); v4 and v6 say which families the
-// WAN has addresses of. An outer packet above the WAN MTU leaves as IP
-// fragments, as Linux's WireGuard sends it (it sets ignore_df and the
-// kernel fragments; both gateway modes do the same: package fastpath's
-// wanfrag.go, package bind): nothing is lost, but each such packet costs
-// a frame more, the peer's reassembly, and is lost on a path that drops
-// fragments. CheckWAN returns the warning for that (empty if the largest
-// tunnel packet fits whole): the numbers (both families' when both are
-// fragmented), the families whose full-size packets are fragmented, and
-// the MTU that fits both, or, when that would be below the least tunnel
-// MTU (header.IPv4MinMTU, the configuration's least), that none fits and
-// the WAN MTU must be raised. A VLAN tag adds
-// 4 bytes to the frame but not to the IP packet the MTU bounds (IEEE
-// 802.3 §3.2.7 allows the tagged frame 4 bytes more; Linux's VLAN devices
-// keep their parent's MTU): the messages give the frame size with the tag.
-func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool) (warn string) {
-	return CheckWANLeast(tunnelMTU, wanMTU, wanDev, vid, v4, v6, header.IPv4MinMTU)
-}
-
-// CheckWANLeast is CheckWAN for a gateway that takes no tunnel MTU below
-// least (bytes): the fast path's is fastpath.MinMTU, or 1280 with an IPv6
-// WAN address or tunnel Address (RFC 8200 §5). The MTU the warning offers
-// is never below it: where the one that fits whole would be, the warning
-// says that none fits and to raise the WAN MTU (it offered an MTU the
-// configuration or the start then refused).
-func CheckWANLeast(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, least int) (warn string) {
+// WAN has addresses of (the caller's at the moment: at start, and at each
+// change of the WAN MTU, since the kernel removes a link's IPv6 addresses
+// when its MTU drops below 1280). An outer packet above the WAN MTU
+// leaves as IP fragments, as Linux's WireGuard sends it (it sets
+// ignore_df and the kernel fragments; both gateway modes do the same:
+// package fastpath's wanfrag.go, package bind): nothing is lost, but
+// each such packet costs a frame more, the peer's reassembly, and is lost
+// on a path that drops fragments; one that needs more fragments than
+// lim.MaxFragments, or that the WAN MTU cannot fragment, is dropped
+// (lim.Dropped). CheckWAN returns the warning for that (empty if the
+// largest tunnel packet fits whole): the numbers (both families' when
+// both are over), what becomes of each family's full-size packets, and
+// the MTU that fits both, or, when that would be below lim.Least, that
+// none fits and the WAN MTU must be raised. A VLAN tag adds 4 bytes to
+// the frame but not to the IP packet the MTU bounds (IEEE 802.3 §3.2.7
+// allows the tagged frame 4 bytes more; Linux's VLAN devices keep their
+// parent's MTU): the message gives the frame a packet would be sent
+// whole in, with the Ethernet header and the tag.
+func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, lim Limits) (warn string) {
+	over4 := v4 && tunnelMTU+OuterOverhead4 > wanMTU
+	over6 := v6 && tunnelMTU+OuterOverhead6 > wanMTU
+	if !over4 && !over6 {
+		return ""
+	}
 	fits := wanMTU - OuterOverhead4
 	if v6 {
 		fits = wanMTU - OuterOverhead6
 	}
 	fix := fmt.Sprintf("lower MTU in [Interface] to %d or raise the WAN MTU", fits)
-	if fits < least {
+	if fits < lim.Least {
 		fix = fmt.Sprintf("no tunnel MTU fits (the least is %d, whose packets need a WAN MTU of %d): raise the WAN MTU",
-			least, wanMTU-fits+least)
+			lim.Least, wanMTU-fits+lim.Least)
 	}
-	say := func(family string, overhead int, peers, also string) string {
-		return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s (frames of %d bytes with the Ethernet header%s)%s: "+
-			"full-size tunnel packets to %s peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); %s",
-			tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid), also,
-			peers, fix)
+	// The first family over names the numbers; with both over, IPv6's
+	// sum follows, since the MTU offered is IPv6's.
+	family, overhead, also := "IPv6", OuterOverhead6, ""
+	if over4 {
+		family, overhead = "IPv4", OuterOverhead4
+		if over6 {
+			also = fmt.Sprintf(", and + %d bytes of outer IPv6 headers = %d", OuterOverhead6, tunnelMTU+OuterOverhead6)
+		}
 	}
-	switch {
-	case v4 && tunnelMTU+OuterOverhead4 > wanMTU && v6:
-		return say("IPv4", OuterOverhead4, "IPv4 and IPv6",
-			fmt.Sprintf(", and + %d bytes of outer IPv6 headers = %d", OuterOverhead6, tunnelMTU+OuterOverhead6))
-	case v4 && tunnelMTU+OuterOverhead4 > wanMTU:
-		return say("IPv4", OuterOverhead4, "IPv4", "")
-	case v6 && tunnelMTU+OuterOverhead6 > wanMTU:
-		return say("IPv6", OuterOverhead6, "IPv6", "")
+	// What becomes of each family's full-size packets: fragmented, or
+	// dropped where the gateway cannot fragment them.
+	var fragmented []string
+	var dropped []string
+	for _, f := range []struct {
+		over     bool
+		name     string
+		v6       bool
+		overhead int
+	}{{over4, "IPv4", false, OuterOverhead4}, {over6, "IPv6", true, OuterOverhead6}} {
+		if !f.over {
+			continue
+		}
+		n := outerFragments(f.v6, tunnelMTU+f.overhead, wanMTU)
+		switch {
+		case n == 0:
+			dropped = append(dropped, fmt.Sprintf("to %s peers cannot be fragmented at this MTU (no room for 8 bytes of data beside the headers)", f.name))
+		case n > lim.MaxFragments:
+			dropped = append(dropped, fmt.Sprintf("to %s peers would need %d fragments each, more than the %d this gateway cuts a packet into", f.name, n, lim.MaxFragments))
+		default:
+			fragmented = append(fragmented, f.name)
+		}
 	}
-	return ""
+	fate := ""
+	if len(fragmented) > 0 {
+		fate = "full-size tunnel packets to " + strings.Join(fragmented, " and ") + " peers leave as IP fragments, as Linux's WireGuard sends them " +
+			"(a frame more each, reassembled by the peer, lost on paths that drop fragments)"
+	}
+	for _, d := range dropped {
+		if fate == "" {
+			fate = "full-size tunnel packets " + d
+		} else {
+			fate += "; those " + d
+		}
+		fate += ": they are dropped (" + lim.Dropped + ")"
+	}
+	return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s "+
+		"(sent whole, a frame of %d bytes with the Ethernet header%s)%s: %s; %s",
+		tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid), also,
+		fate, fix)
+}
+
+// outerFragments is the number of IP fragments of at most mtu bytes an
+// outer packet of total bytes (IPv6 when v6) is cut into, as the
+// gateways cut it (header.IPv4Fragmenter, header.IPv6Fragmenter), or 0
+// when mtu cannot hold a fragment of it (or total is past the 65,535
+// bytes of a datagram's length field: CheckFrames refuses such MTUs).
+func outerFragments(v6 bool, total, mtu int) int {
+	if total-header.IPv6Len > 0xffff || (!v6 && total > 0xffff) {
+		return 0
+	}
+	p := make([]byte, max(total, header.IPv6Len))
+	if v6 {
+		p[0] = header.IPv6Version << 4
+		binary.BigEndian.PutUint16(p[4:6], uint16(total-header.IPv6Len))
+		p[6] = header.ProtoUDP
+		var f header.IPv6Fragmenter
+		if f.Reset(p, mtu, 0) != header.OK {
+			return 0
+		}
+		return f.Count()
+	}
+	p[0] = header.IPv4Version<<4 | header.IPv4MinLen/4
+	binary.BigEndian.PutUint16(p[2:4], uint16(total))
+	p[9] = header.ProtoUDP
+	var f header.IPv4Fragmenter
+	if f.Reset(p, mtu) != header.OK {
+		return 0
+	}
+	return f.Count()
 }
 
 // CheckFrames compares the frames the gateway must carry with the longest
 // its AF_XDP ports take, maxFrame bytes (afxdp.MaxFrameLen). A tunnel
 // packet of tunnelMTU bytes leaves as a frame of the tunnel MTU, the outer
-// overhead (of IPv4 when the WAN has an IPv4 address, v4: CheckWAN's
-// rule), the Ethernet header and the tag of the WAN's VLAN wanVID (0:
-// untagged): a longer one could never be sent, so its packets would be
+// overhead of its family, the Ethernet header and the tag of the WAN's
+// VLAN wanVID (0: untagged), built whole before it is fragmented for the
+// WAN MTU: a longer one could never be sent, so its packets would be
 // lost without "fragmentation needed" (they are within the tunnel MTU): an
-// error (*MTUError). A LAN MTU lanMTU (of interface lanDev, VLAN lanVID)
+// error (*MTUError), for each family the WAN has addresses of (v4, v6;
+// with neither, IPv6's, the longer), IPv4 and IPv6 alike: before, a WAN
+// with both was checked for IPv4's alone, and IPv6 peers' full-size
+// packets were lost unwarned. A LAN MTU lanMTU (of interface lanDev, VLAN lanVID)
 // whose full frames are longer is a warning (empty if none): those frames
 // toward the tunnel are dropped by the kernel at the socket
 // (xsk_rx_dropped) before the gateway sees them, so their senders get no
@@ -115,15 +199,20 @@ func CheckWANLeast(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool
 // LAN), while the LAN's other traffic is untouched. The warning offers
 // lowering the LAN MTU, and MSSClamp = auto when clamp says the gateway
 // clamps TCP's MSS on request (both modes; compat-mqtun leaves it to the kernel).
-func CheckFrames(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4 bool, maxFrame int, clamp bool) (warn string, err error) {
-	overhead := OuterOverhead6
-	if v4 {
-		overhead = OuterOverhead4
+func CheckFrames(tunnelMTU, lanMTU int, lanDev string, wanVID, lanVID uint16, v4, v6 bool, maxFrame int, clamp bool) (warn string, err error) {
+	// The longest family's frames, IPv6's when the WAN has it (or
+	// neither family), name the numbers.
+	family, overhead, peers := "IPv4", OuterOverhead4, "IPv4"
+	if v6 || !v4 {
+		family, overhead, peers = "IPv6", OuterOverhead6, "IPv6"
+		if v4 && tunnelMTU+OuterOverhead4+header.EthernetLen+tagLen(wanVID) > maxFrame {
+			peers = "IPv4 and IPv6"
+		}
 	}
 	if frame := tunnelMTU + overhead + header.EthernetLen + tagLen(wanVID); frame > maxFrame {
-		return "", &MTUError{fmt.Sprintf("tunnel MTU %d makes WAN frames of %d bytes (%d of outer headers, the Ethernet header%s), more than the %d an AF_XDP frame holds: "+
-			"full-size tunnel packets could never be sent; lower MTU in [Interface] to %d",
-			tunnelMTU, frame, overhead, tagged(wanVID), maxFrame, tunnelMTU-(frame-maxFrame))}
+		return "", &MTUError{fmt.Sprintf("tunnel MTU %d makes WAN frames of %d bytes (%d of outer %s, UDP and WireGuard headers, the Ethernet header%s), more than the %d an AF_XDP frame holds: "+
+			"full-size tunnel packets to %s peers could never be sent; lower MTU in [Interface] to %d",
+			tunnelMTU, frame, overhead, family, tagged(wanVID), maxFrame, peers, tunnelMTU-(frame-maxFrame))}
 	}
 	if frame := lanMTU + header.EthernetLen + tagLen(lanVID); frame > maxFrame {
 		fix := ""

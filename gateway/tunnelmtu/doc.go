@@ -2,7 +2,8 @@
 // tunnel MTU (package gateway/fastgw's fast path and package
 // gateway/compatgw's stock wireguard-go on wgpio's bind): whether a
 // full-size tunnel packet with its outer headers fits the WAN MTU whole
-// (CheckWAN: a warning, such packets leave as IP fragments) and fits an
+// (CheckWAN: a warning, such packets leave as IP fragments, or are
+// dropped past the fragments the gateway cuts one into) and fits an
 // AF_XDP frame (CheckFrames), with MTUError, the error a caller can report
 // at the configuration's MTU key.
 //
