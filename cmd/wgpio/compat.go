@@ -40,6 +40,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := checkForwarding(f, w); err != nil {
 		return err
 	}
+	if mixedEndpoints(f) {
+		log.Warn(mixedEndpointsWarning)
+	}
 	metricsLn, err := compatMetricsListener(f, w)
 	if err != nil {
 		return err
@@ -129,6 +132,34 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 // forwardingSysctls are the sysctls that let the kernel forward each
 // address family between interfaces (here: between the LAN and the TUN).
 var forwardingSysctls = [2]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}
+
+// mixedEndpointsWarning is logged by a compat-mqtun gateway whose peers'
+// configured endpoints are of both families. Stock wireguard-go's
+// conn.StdNetBind (golang.zx2c4.com/wireguard v0.0.0-20260522210424,
+// the newest) reuses one pooled net.UDPAddr for the destination of every
+// Send and copies an IPv6 address into it before it lengthens it back to
+// 16 bytes: after an IPv4 send, an IPv6 one gets the first 4 bytes of its
+// address and 12 left from an earlier one (zeros, or another peer's), and
+// leaves for a wrong address or fails (ENETUNREACH). Nothing outside the
+// bind can mend it.
+const mixedEndpointsWarning = "peers' endpoints are IPv4 and IPv6: stock wireguard-go's UDP bind may send IPv6 datagrams to a wrong address after IPv4 ones (README: compat-mqtun and dual-stack peers); use Mode = fastpath or compat for them"
+
+// mixedEndpoints reports whether f's peers have configured endpoints of
+// both families (an IPv4-mapped IPv6 address is IPv6 to StdNetBind,
+// which sends it on its IPv6 socket).
+func mixedEndpoints(f *config.File) bool {
+	var v4, v6 bool
+	for _, p := range f.Peers {
+		if a := p.Endpoint.Addr(); a.IsValid() {
+			if a.Is4() {
+				v4 = true
+			} else {
+				v6 = true
+			}
+		}
+	}
+	return v4 && v6
+}
 
 // checkForwarding refuses compat-mqtun when the kernel would not forward
 // the families the peers' allowed IPs use: in this mode the kernel routes
