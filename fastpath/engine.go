@@ -254,6 +254,11 @@ type Config struct {
 	Share bool
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64
+	// Reassemble turns on the reassembly of the WireGuard datagrams that
+	// reach the WAN port as IP fragments (the owned address mode, whose
+	// XDP filter redirects them, afxdp.Filter.Fragments): reassemble.go,
+	// ReassemblyStats. Off, a worker drops a fragment as wan_malformed.
+	Reassemble bool
 
 	// ICMPRate (messages per second), ICMPBurst (messages) and
 	// ICMPDestInterval limit the time exceeded errors the workers send,
@@ -328,6 +333,8 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
+	// reasm reassembles WAN fragments (Config.Reassemble; nil without).
+	reasm *reassembler
 	// maxOuter is the longest outer IP packet of a tunnel packet, bytes:
 	// Config.MTU and the larger outer overhead, IPv6's (toWAN).
 	maxOuter int
@@ -448,6 +455,9 @@ func New(cfg Config) (*Engine, error) {
 		e.now = func() int64 { return int64(time.Since(start)) }
 	} else {
 		e.now = cfg.Now
+	}
+	if cfg.Reassemble {
+		e.reasm = newReassembler()
 	}
 	e.routes.Store(newRouteTable(ownAddrs(cfg.TunnelAddrs, cfg.HostAddrs)))
 	e.members = make(map[*Peer]struct{})
@@ -579,27 +589,6 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	}
 }
 
-// ReceiveWAN hands the worker of queue (modulo the number of workers, as
-// in Send) a WireGuard message, the payload msg
-// of a UDP datagram from src to dst (our address and port), that reached
-// the WAN outside the ports: one the host kernel reassembled from IP
-// fragments (the XDP program passes fragments to the kernel, which
-// delivers the datagram to a socket on our port), or one with IPv4 options
-// or IPv6 extension headers. The worker handles it as a frame it received
-// (counted in QueueStats.FromKernel; what it drops, by reason). It copies
-// msg. It returns false, counted (mailbox_full), if the mailbox is full.
-func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
-	w := e.workers[uint(queue)%uint(len(e.workers))]
-	select {
-	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
-		w.waiter.Ring()
-		return true
-	default:
-		w.count(DropMailboxFull, 1)
-		return false
-	}
-}
-
 // WorkerThreads returns the OS thread IDs of the running workers (0 for a
 // worker not started or shared, threads.go), e.g. to read their context
 // switches from /proc/self/task/TID/status or to move them with
@@ -646,6 +635,13 @@ func (e *Engine) Start() {
 		return
 	}
 	e.started = true
+	if e.reasm != nil {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.runReassembly()
+		}()
+	}
 	for _, w := range e.workers {
 		e.wg.Add(1)
 		go func() {
@@ -663,6 +659,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.Kick()
+	if e.reasm != nil {
+		close(e.reasm.done)
+	}
 	e.wg.Wait()
 	for _, w := range e.workers {
 		w.close()

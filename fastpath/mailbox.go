@@ -16,6 +16,34 @@ type mail struct {
 	// the host kernel (Engine.ReceiveWAN).
 	wan            []byte
 	wanSrc, wanDst netip.AddrPort
+	wanKernel      bool // counted in FromKernel (not reassembled here)
+}
+
+// ReceiveWAN hands the worker of queue (modulo the number of workers, as
+// in Send) a WireGuard message, the payload msg
+// of a UDP datagram from src to dst (our address and port), that reached
+// the WAN outside the ports: one the host kernel reassembled from IP
+// fragments (the XDP program passes fragments to the kernel, which
+// delivers the datagram to a socket on our port), or one with IPv4 options
+// or IPv6 extension headers. The worker handles it as a frame it received
+// (counted in QueueStats.FromKernel; what it drops, by reason). It copies
+// msg. It returns false, counted (mailbox_full), if the mailbox is full.
+func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
+	return e.receiveWAN(queue, src, dst, msg, true)
+}
+
+// receiveWAN is ReceiveWAN; kernel says whether to count the datagram in
+// FromKernel (not one the engine reassembled itself, reassemble.go).
+func (e *Engine) receiveWAN(queue int, src, dst netip.AddrPort, msg []byte, kernel bool) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	select {
+	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst, wanKernel: kernel}:
+		w.waiter.Ring()
+		return true
+	default:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
 }
 
 // drainMailbox sends what the control plane posted.
@@ -59,7 +87,9 @@ func (w *worker) drainMailbox(now int64) int {
 // one. The Ethernet source is unknown (zero): should the peer roam to this
 // source, the control plane resolves the next hop's MAC.
 func (w *worker) receiveWAN(m *mail, now int64) {
-	w.c.fromKernel.Add(1)
+	if m.wanKernel {
+		w.c.fromKernel.Add(1)
+	}
 	src, dst := m.wanSrc, m.wanDst
 	ipLen, et := header.IPv4MinLen, uint16(header.EtherTypeIPv4)
 	if !src.Addr().Is4() {
