@@ -427,7 +427,9 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // (its fragments are then lost, counted by the kernel's UDP counters
 // only). The datagrams are spread over the workers by source port.
 // Shared address mode only: in owned mode the kernel has no address to
-// reassemble for. g.wanMu held.
+// reassemble for, and the XDP program redirects the fragments to the
+// engine, which reassembles them (fastpath's Config.Reassemble). g.wanMu
+// held.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
 	g.kernel = kernelsock.New(g.log, g.nsHandle, g.cfg.SourcePorts, func(src, dst netip.AddrPort, msg []byte) {
 		g.engine.ReceiveWAN(int(src.Port()), src, dst, msg)
