@@ -333,7 +333,8 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
-	// reasm reassembles WAN fragments (Config.Reassemble; nil without).
+	// reasm reassembles WAN fragments (Config.Reassemble, reassemble.go;
+	// nil without).
 	reasm *reassembler
 	// maxOuter is the longest outer IP packet of a tunnel packet, bytes:
 	// Config.MTU and the larger outer overhead, IPv6's (toWAN).

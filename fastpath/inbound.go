@@ -25,6 +25,7 @@ func (w *worker) inbound(now int64) int {
 		return 0
 	}
 	w.inboundBurst(w.frames[:n], now)
+	w.inboundReassembled(now) // reassemble.go
 	return n
 }
 
@@ -154,7 +155,7 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		d := f.Data()
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP || w.pkt.VLANID != w.wanVLAN {
 			if r == header.ReasonFragment && w.e.reasm != nil && !foreignVLAN(&w.pkt, w.wanVLAN) {
-				left += w.wanFragment(d, bad, &lastWAN) // reassemble.go
+				left += w.wanFragment(d, bad, &lastWAN, now) // reassemble.go
 				continue
 			}
 			// ARP and NDP are not UDP: looked for only here.

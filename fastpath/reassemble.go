@@ -3,8 +3,10 @@ package fastpath
 import (
 	"encoding/binary"
 	"net/netip"
+	"sync"
 	"time"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/reassembly"
 )
@@ -18,126 +20,69 @@ import (
 // udp_checksum, not_for_us).
 type ReassemblyStats = reassembly.Stats
 
-// Reassembly queue sizes: fragQueueLen fragments of at most fragBufLen
-// bytes (an AF_XDP frame's IP packet fits) wait for the reassembler at
-// once, 1 MiB preallocated.
-const (
-	fragQueueLen = 256
-	fragBufLen   = 4096
-)
-
 // reassembler is the engine's reassembly of the WireGuard datagrams that
-// reach the WAN ports as IP fragments (Config.Reassemble, the owned
-// address mode, whose kernel has no address to reassemble them for). The
-// fragments of one datagram may arrive on different RX queues (RSS hashes
-// IPv4 fragments, which carry no ports, by addresses alone, but a NIC may
-// hash a first fragment, or an IPv6 one, otherwise than the rest), so no
-// worker can reassemble alone: each copies the fragments it receives
-// into a free buffer of a preallocated pool and queues it (both channels
-// hold fragQueueLen; with no free buffer the fragment is dropped,
-// fragment_queue_full), and one goroutine (run) owns the
-// reassembly.Reassembler and hands each datagram it completes to a
-// worker through Engine.ReceiveWAN's mailbox, as the kernel sockets of the
-// shared mode hand the datagrams the kernel reassembled. Fragments are
-// rare (a peer behind a small path MTU), so one goroutine is enough and
-// keeps the workers' hot path free of it: a worker only copies.
+// reach the WAN ports as IP fragments (Config.Reassemble: the owned
+// address mode, whose kernel has no address to reassemble them for).
+//
+// The fragments of one datagram may arrive on different RX queues (RSS
+// hashes IPv4 fragments, which carry no ports, by addresses alone, but a
+// NIC may hash a first fragment, or an IPv6 one, otherwise than the
+// rest), so no worker can reassemble alone: the workers share one
+// reassembly.Reassembler under a mutex, as Linux's softirqs share one
+// fragment table per network namespace under per-datagram locks. A
+// worker that receives a fragment adds it inline (wanFragment), and one
+// that completes a datagram wraps it in a frame of its WAN pool at once
+// (wrapWAN) and handles it after its burst, as a frame it received:
+// neither a copy to another goroutine nor an allocation. The lock is held
+// for one Add: a scan of the datagrams in progress (256 keys), a copy of
+// the fragment's bytes, and on completion a copy of the datagram out;
+// only fragments to our addresses take it, which are rare but for a peer
+// behind a small path MTU, whose every full-size datagram comes in two.
+// (Handing the fragments to a goroutine of its own instead lost them
+// under load: a worker that spins on its P readies that goroutine on the
+// same P, where it waits for another P to steal it.) One goroutine
+// (runReassembly) drops, once a second, the datagrams past their
+// timeout.
 type reassembler struct {
+	mu   sync.Mutex
 	r    *reassembly.Reassembler
-	bufs []byte       // fragQueueLen buffers of fragBufLen
-	free chan int32   // free buffers
-	work chan fragJob // queued fragments
 	done chan struct{}
 }
 
-type fragJob struct{ buf, n int32 }
-
 func newReassembler() *reassembler {
-	q := &reassembler{
-		r:    reassembly.New(reassembly.Config{MinFirst: header.UDPLen}),
-		bufs: make([]byte, fragQueueLen*fragBufLen),
-		free: make(chan int32, fragQueueLen), work: make(chan fragJob, fragQueueLen),
-		done: make(chan struct{}),
-	}
-	for i := range int32(fragQueueLen) {
-		q.free <- i
-	}
-	return q
-}
-
-// put copies pkt, an IP fragment, into a free buffer and queues it. It
-// returns false when no buffer is free. Safe for concurrent use; never
-// blocks (work holds every buffer).
-func (q *reassembler) put(pkt []byte) bool {
-	if len(pkt) > fragBufLen {
-		return false // longer than any frame
-	}
-	select {
-	case i := <-q.free:
-		copy(q.bufs[int(i)*fragBufLen:], pkt)
-		q.work <- fragJob{i, int32(len(pkt))}
-		return true
-	default:
-		return false
-	}
+	return &reassembler{r: reassembly.New(reassembly.Config{MinFirst: header.UDPLen}), done: make(chan struct{})}
 }
 
 // wanFragment takes an IP fragment a worker received on the WAN (w.pkt
-// as Parse left it, ReasonFragment, of the WAN's VLAN): one of UDP to one
-// of our addresses is queued for the reassembler and counts as consumed
-// (1); any other is a drop counted in bad (0).
-func (w *worker) wanFragment(d []byte, bad *[NumDropReasons]int32, lastWAN *netip.Addr) int {
+// as Parse left it, ReasonFragment, of the WAN's VLAN) at now. One of UDP
+// to one of our addresses goes to the reassembler, and counts as consumed
+// (1: its frame is freed with the burst's); any other is a drop counted
+// in bad (0). A datagram it completes is queued in w.reasmOut.
+func (w *worker) wanFragment(d []byte, bad *[NumDropReasons]int32, lastWAN *netip.Addr, now int64) int {
 	if w.pkt.Proto != header.ProtoUDP || w.pkt.Dst != w.wan.addr4 && w.pkt.Dst != w.wan.addr6 &&
 		w.pkt.Dst != *lastWAN && !w.otherWAN(lastWAN) {
 		bad[DropNotForUs]++
 		return 0
 	}
-	if !w.e.reasm.put(d[w.pkt.L3Off:w.pkt.L3End]) {
-		bad[DropFragmentQueueFull]++
-		return 0
+	q := w.e.reasm
+	q.mu.Lock()
+	if dg, ok := q.r.Add(d[w.pkt.L3Off:w.pkt.L3End], now); ok {
+		w.reassembled(dg) // dg.Data is the reassembler's: under the lock
 	}
+	q.mu.Unlock()
 	return 1
 }
 
-// runReassembly is the reassembler's goroutine: it adds the queued
-// fragments on the engine's clock, delivers what they complete, and
-// expires the datagrams past their timeout once a second, until done.
-func (e *Engine) runReassembly() {
-	q := e.reasm
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case j := <-q.work:
-			e.reassembleJob(j)
-		case <-tick.C:
-			q.r.Expire(e.now())
-		case <-q.done:
-			return
-		}
-	}
-}
-
-// reassembleJob adds a queued fragment and delivers the datagram it
-// completes.
-func (e *Engine) reassembleJob(j fragJob) {
-	q := e.reasm
-	off := int(j.buf) * fragBufLen
-	d, ok := q.r.Add(q.bufs[off:off+int(j.n)], e.now())
-	q.free <- j.buf
-	if ok {
-		e.deliverReassembled(d)
-	}
-}
-
-// deliverReassembled checks a reassembled datagram's UDP header as Linux
-// checks a datagram for its socket (RFC 768; net/ipv4/udp.c): a length
-// within the datagram (the bytes past it cut off), a checksum that
-// verifies where it is not zero, and not zero over IPv6 (RFC 8200 §8.1),
-// one of our ports; and hands its payload to a worker by source port
-// (ReceiveWAN, counting nothing in FromKernel). What it refuses is
-// counted by reason with the datagram's fragments.
-func (e *Engine) deliverReassembled(d reassembly.Datagram) {
-	r := e.reasm.r
+// reassembled checks a reassembled datagram's UDP header as Linux checks
+// a datagram for its socket (RFC 768; net/ipv4/udp.c): a length within
+// the datagram (the bytes past it cut off), a checksum that verifies
+// where it is not zero, and not zero over IPv6 (RFC 8200 §8.1), one of
+// our ports. It wraps the payload in a frame (wrapWAN) appended to
+// w.reasmOut, which inbound handles after the burst. What it refuses is
+// counted by reason with the datagram's fragments. Called with the
+// reassembler's lock held.
+func (w *worker) reassembled(d reassembly.Datagram) {
+	r := w.e.reasm.r
 	if d.Proto != header.ProtoUDP || len(d.Data) < header.UDPLen {
 		r.Discard(d, reassembly.DropUDPMalformed)
 		return
@@ -153,11 +98,61 @@ func (e *Engine) deliverReassembled(d reassembly.Datagram) {
 		r.Discard(d, reassembly.DropUDPChecksum)
 		return
 	}
-	if u.DstPort()-e.wan.Load().port >= max(e.cfg.SourcePorts, 1) {
+	if u.DstPort()-w.wan.port >= w.portSpan {
 		r.Discard(d, reassembly.DropNotForUs)
 		return
 	}
-	e.receiveWAN(int(u.SrcPort()), netip.AddrPortFrom(d.Src, u.SrcPort()), netip.AddrPortFrom(d.Dst, u.DstPort()), u.Payload(), false)
+	n := len(w.reasmOut)
+	if n == cap(w.reasmOut) { // one per frame of a burst: not reached
+		w.count(DropNoBuffer, 1)
+		return
+	}
+	if w.wrapWAN(w.reasmOut[n:n+1], netip.AddrPortFrom(d.Src, u.SrcPort()), netip.AddrPortFrom(d.Dst, u.DstPort()), u.Payload()) {
+		w.reasmOut = w.reasmOut[:n+1]
+	}
+}
+
+// inboundReassembled handles the datagrams the burst's fragments completed
+// (w.reasmOut) as a burst of their own.
+func (w *worker) inboundReassembled(now int64) {
+	if len(w.reasmOut) > 0 {
+		out := w.reasmOut
+		w.reasmOut = w.reasmOut[:0]
+		w.inboundBurst(out, now)
+	}
+}
+
+// newReasmOut is a worker's w.reasmOut: room for a datagram per frame of
+// a burst.
+func newReasmOut(e *Engine, burst int) []dataplane.Frame {
+	if e.reasm == nil {
+		return nil
+	}
+	return make([]dataplane.Frame, 0, burst)
+}
+
+// runReassembly drops, once a second until done, the datagrams past their
+// timeout (on the engine's clock).
+func (e *Engine) runReassembly() {
+	q := e.reasm
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			e.expireReassembly()
+		case <-q.done:
+			return
+		}
+	}
+}
+
+// expireReassembly drops the datagrams past their timeout now.
+func (e *Engine) expireReassembly() {
+	q := e.reasm
+	q.mu.Lock()
+	q.r.Expire(e.now())
+	q.mu.Unlock()
 }
 
 // ReassemblyStats returns the reassembler's counters, and false when the

@@ -67,30 +67,17 @@ func (r *rig) sendWAN(pkts ...[]byte) {
 	}
 }
 
-// reassembleAll runs B's worker over what its WAN received, the
-// reassembler over what the worker queued, and the worker again over the
-// datagrams handed to it.
+// reassembleAll runs B's worker over what its WAN received.
 func (r *rig) reassembleAll() {
-	w := r.b.workers[0]
-	for w.inbound(r.clock.Now()) > 0 {
+	for r.b.workers[0].inbound(r.clock.Now()) > 0 {
 	}
-	for {
-		select {
-		case j := <-r.b.reasm.work:
-			r.b.reassembleJob(j)
-			continue
-		default:
-		}
-		break
-	}
-	w.drainMailbox(r.clock.Now())
 }
 
 // TestReassembleWAN: with Config.Reassemble (the owned address mode), the
 // WireGuard datagrams that reach the WAN port as IP fragments, IPv4 and
-// IPv6, in any order, are reassembled and delivered; fragments of
-// another address or protocol, a bad checksum, an overlap and the queue
-// overflow are counted by reason. Without it they are wan_malformed.
+// IPv6, in any order, are reassembled and delivered; a fragment to
+// another address, a bad checksum, a duplicate and a timeout are counted
+// by reason. Without it the fragments are wan_malformed.
 func TestReassembleWAN(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
@@ -131,7 +118,7 @@ func TestReassembleWAN(t *testing.T) {
 				t.Errorf("reassembly drops %v, want udp_checksum=%d duplicate=1", st.Drops.List(), len(bad))
 			}
 
-			// A fragment to another address is not for us; the queue full.
+			// A fragment to another address is not for us.
 			other := outerFragments(t, v6, msgs[3], 4, 96)
 			o := other[0]
 			if v6 {
@@ -142,16 +129,19 @@ func TestReassembleWAN(t *testing.T) {
 			}
 			r.sendWAN(o)
 			r.reassembleAll()
-			for range fragQueueLen {
-				if !r.b.reasm.put(other[1]) {
-					t.Fatal("the queue took fewer than fragQueueLen")
-				}
+			if d := TotalDrops(r.b.Stats()); d[DropNotForUs] != 1 {
+				t.Errorf("drops %v, want not_for_us=1", d.List())
 			}
-			r.sendWAN(other[1])
-			r.b.workers[0].inbound(r.clock.Now())
-			d := TotalDrops(r.b.Stats())
-			if d[DropNotForUs] != 1 || d[DropFragmentQueueFull] != 1 {
-				t.Errorf("drops %v, want not_for_us=1 fragment_queue_full=1", d.List())
+
+			// The clock passes the timeout: the datagram of the duplicate
+			// is dropped (runReassembly's turn).
+			if st, _ := r.b.ReassemblyStats(); st.InProgress != 1 {
+				t.Errorf("in progress %d, want 1", st.InProgress)
+			}
+			r.clock.Advance(time.Minute + time.Second)
+			r.b.expireReassembly()
+			if st, _ := r.b.ReassemblyStats(); st.InProgress != 0 || st.Drops[reassembly.DropTimeout] != 1 {
+				t.Errorf("after the timeout: %+v, want none in progress, timeout=1", st)
 			}
 		})
 	}
@@ -169,22 +159,21 @@ func TestReassembleWAN(t *testing.T) {
 }
 
 // TestReassembleWANAllocs: a fragment costs no allocation from the WAN
-// port to the reassembler (the worker's copy into the queue, the
-// reassembler's into its arena), IPv4 and IPv6.
+// port through the reassembler (the reassembler's copy into its arena),
+// nor a datagram it completes (wrapped in a frame of the WAN pool and
+// handled as one received; here a replay after the first), IPv4 and IPv6.
 func TestReassembleWANAllocs(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		r := newRig(t, rigConfig{reassemble: true, wan6: v6})
 		msg := capture(t, r, 1)[0]
-		var frags [][]byte
+		var firsts, all [][]byte
 		for id := range uint32(64) {
 			fs := outerFragments(t, v6, msg, id, 96)
-			frags = append(frags, fs[len(fs)-1]) // first fragments only: none completes
+			firsts = append(firsts, fs[len(fs)-1]) // none completes
+			all = append(all, fs...)
 		}
 		frames := make([]dataplane.Frame, 1)
-		i := 0
-		allocs := testing.AllocsPerRun(1000, func() {
-			p := frags[i%len(frags)]
-			i++
+		send := func(p []byte) {
 			tx := r.wanA.Queue(0).TX()
 			tx.Alloc(frames)
 			frames[0].SetLen(header.EthernetLen + len(p))
@@ -193,13 +182,30 @@ func TestReassembleWANAllocs(t *testing.T) {
 			copy(b[header.EthernetLen:], p)
 			tx.Transmit(frames)
 			r.b.workers[0].inbound(r.clock.Now())
-			r.b.reassembleJob(<-r.b.reasm.work)
+		}
+		i := 0
+		allocs := testing.AllocsPerRun(1000, func() {
+			send(firsts[i%len(firsts)])
+			i++
 		})
 		if allocs != 0 {
 			t.Errorf("v6=%v: %v allocations per fragment", v6, allocs)
 		}
-		if st, _ := r.b.ReassemblyStats(); st.Fragments < 1000 || st.InProgress != uint64(len(frags)) {
-			t.Errorf("stats %+v, want %d datagrams in progress", st, len(frags))
+		if st, _ := r.b.ReassemblyStats(); st.Fragments < 1000 || st.InProgress != uint64(len(firsts)) {
+			t.Errorf("stats %+v, want %d datagrams in progress", st, len(firsts))
+		}
+		before, _ := r.b.ReassemblyStats()
+		i = 0
+		allocs = testing.AllocsPerRun(1000, func() {
+			send(all[i%len(all)])
+			i++
+		})
+		if allocs != 0 {
+			t.Errorf("v6=%v: %v allocations per fragment, datagrams completed", v6, allocs)
+		}
+		after, _ := r.b.ReassemblyStats()
+		if after.Reassembled-before.Reassembled < 100 || TotalDrops(r.b.Stats())[DropReplay] == 0 {
+			t.Errorf("%d datagrams reassembled, drops %v; want them replays", after.Reassembled-before.Reassembled, TotalDrops(r.b.Stats()).List())
 		}
 	}
 }

@@ -155,10 +155,6 @@ const (
 	// that comes meanwhile (the WAN's address and default route coming
 	// up) still carry it.
 	DropNoWANRoute
-	// DropFragmentQueueFull: an IP fragment of a WireGuard datagram for
-	// us (Config.Reassemble) that found the reassembler's queue full
-	// (reassemble.go: fragQueueLen fragments waiting).
-	DropFragmentQueueFull
 
 	NumDropReasons
 )
@@ -203,7 +199,6 @@ var dropNames = [NumDropReasons]string{
 	DropIPOptions:          "ip_options",
 	DropOffLAN:             "off_lan",
 	DropNoWANRoute:         "no_wan_route",
-	DropFragmentQueueFull:  "fragment_queue_full",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

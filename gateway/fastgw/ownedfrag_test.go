@@ -16,8 +16,8 @@ import (
 // 1300, so its kernel sends the full-size WireGuard datagrams as IP
 // fragments (IPv4 without DF, as Linux's WireGuard sends them, or IPv6
 // fragmented at the source). The XDP program redirects the fragments to
-// the workers (xdp_redirect_fragment), which queue them for the engine's
-// reassembler: full-size pings and a TCP transfer arrive, the datagrams
+// the workers (xdp_redirect_fragment), which reassemble them (fastpath's
+// Config.Reassemble): full-size pings and a TCP transfer arrive, the datagrams
 // counted as reassembled. Before, every fragment went to the kernel and
 // was lost.
 func TestOwnedFragmentedOuterPackets(t *testing.T) {
@@ -61,7 +61,7 @@ func TestOwnedFragmentedOuterPackets(t *testing.T) {
 			if fromKernel != 0 {
 				t.Errorf("FromKernel %d in owned mode, want 0 (no kernel socket)", fromKernel)
 			}
-			t.Logf("reassembly: %+v; wgpio drops: %s", after, dropsString(s.Gateway))
+			t.Logf("reassembly: %d fragments, %d datagrams, drops %v; wgpio drops: %s", after.Fragments, after.Reassembled, after.Drops.List(), dropsString(s.Gateway))
 		})
 	}
 }
