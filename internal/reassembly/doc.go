@@ -77,8 +77,8 @@
 // gVisor's reassembler is an internal package of its network stack, not
 // importable apart from it.
 //
-// A Reassembler is not safe for concurrent use: one goroutine owns it
-// (fastpath's reassembly goroutine, fed by the workers through a bounded
-// queue, since fragments of one datagram may arrive on different RX
-// queues). Stats may be read from any goroutine.
+// A Reassembler is not safe for concurrent use: its user serializes Add,
+// Expire and Discard (fastpath's workers share one under a mutex, since
+// fragments of one datagram may arrive on different RX queues). Stats may
+// be read from any goroutine.
 package reassembly
