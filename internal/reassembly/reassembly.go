@@ -125,7 +125,9 @@ type Datagram struct {
 	Fragments int // fragments it was made of
 }
 
-// key identifies a datagram (RFC 791 §3.2; RFC 8200 §4.5).
+// key identifies a datagram: IPv4 by source, destination, protocol and
+// identification (RFC 791 §3.2), IPv6 by source, destination and
+// identification (RFC 8200 §4.5; proto is 0).
 type key struct {
 	src, dst [16]byte
 	id       uint32
@@ -144,6 +146,7 @@ type datagram struct {
 	frags   int32 // fragments held
 	nruns   int32
 	npages  int32
+	proto   uint8        // the first fragment's protocol or Next Header
 	runs    [MaxRuns]run // received bytes, sorted, neither overlapping nor adjacent
 	pages   [pagesPerDatagram]int32
 }
@@ -223,20 +226,25 @@ func (r *Reassembler) Add(pkt []byte, now int64) (Datagram, bool) {
 	var ky key
 	var off, hdr int
 	var more bool
+	var proto uint8
 	if p.IPVersion == header.IPv4Version {
 		fo := binary.BigEndian.Uint16(pkt[6:8])
 		off, more = int(fo&0x1fff)*8, fo&0x2000 != 0
 		ky = key{id: uint32(binary.BigEndian.Uint16(pkt[4:6])), proto: pkt[9]}
+		proto = pkt[9]
 		copy(ky.src[:], pkt[12:16])
 		copy(ky.dst[:], pkt[16:20])
 		hdr = p.L4Off
 	} else {
 		// UpperLayer stopped right after the Fragment header (RFC 8200
-		// §4.5): Next Header, reserved, offset and M, identification.
+		// §4.5): Next Header, reserved, offset and M, identification. The
+		// Next Header of the first fragment is the datagram's: the
+		// others' may differ, and do not part it.
 		fh := pkt[p.L4Off-header.IPv6FragmentLen : p.L4Off]
 		fo := binary.BigEndian.Uint16(fh[2:4])
 		off, more = int(fo&^7), fo&1 != 0
-		ky = key{id: binary.BigEndian.Uint32(fh[4:8]), proto: fh[0], v6: true}
+		ky = key{id: binary.BigEndian.Uint32(fh[4:8]), v6: true}
+		proto = fh[0]
 		copy(ky.src[:], pkt[8:24])
 		copy(ky.dst[:], pkt[24:40])
 		// The payload length counts the unfragmentable extension
@@ -325,6 +333,9 @@ func (r *Reassembler) Add(pkt []byte, now int64) (Datagram, bool) {
 		d.nruns++
 	}
 	r.write(d, off, data[:n])
+	if off == 0 {
+		d.proto = proto
+	}
 	d.frags++
 	d.maxEnd = max(d.maxEnd, int32(end))
 	if !more {
@@ -336,7 +347,7 @@ func (r *Reassembler) Add(pkt []byte, now int64) (Datagram, bool) {
 	// Complete.
 	total := int(d.total)
 	r.read(d, r.out[:total])
-	out := Datagram{Data: r.out[:total], Fragments: int(d.frags), Proto: ky.proto}
+	out := Datagram{Data: r.out[:total], Fragments: int(d.frags), Proto: d.proto}
 	if ky.v6 {
 		out.Src, out.Dst = netip.AddrFrom16(ky.src), netip.AddrFrom16(ky.dst)
 	} else {
@@ -400,7 +411,7 @@ func (r *Reassembler) start(k *key, now int64) int {
 	}
 	r.keys[i] = *k
 	d := &r.slots[i]
-	d.created, d.total, d.maxEnd, d.frags, d.nruns, d.npages = now, -1, 0, 0, 0, 0
+	d.created, d.total, d.maxEnd, d.frags, d.nruns, d.npages, d.proto = now, -1, 0, 0, 0, 0, 0
 	for p := range d.pages {
 		d.pages[p] = -1
 	}

@@ -176,6 +176,33 @@ func TestInterleaved(t *testing.T) {
 	})
 }
 
+// TestIPv6NextHeader: an IPv6 datagram's fragments are one by source,
+// destination and identification, whatever their Fragment headers' Next
+// Header (RFC 8200 §4.5); the first fragment's is the datagram's. IPv4
+// keys the protocol too (RFC 791 §3.2).
+func TestIPv6NextHeader(t *testing.T) {
+	families(t, func(t *testing.T, v6 bool) {
+		r := New(Config{})
+		data := payload(2000, 8)
+		fs := split(v6, 5, data, 1000)
+		pkts := [][]byte{fs[0].build(), fs[1].build()}
+		if v6 {
+			pkts[1][header.IPv6Len] = 59 // No Next Header in the later fragment
+		} else {
+			pkts[1][9] = header.ProtoTCP
+			header.IPv4(pkts[1]).SetChecksum()
+		}
+		_, ok0 := r.Add(pkts[0], 0)
+		d, ok := r.Add(pkts[1], 0)
+		if ok0 || ok != v6 {
+			t.Fatalf("completed %v, %v; want %v (IPv6 only)", ok0, ok, v6)
+		}
+		if v6 && (d.Proto != header.ProtoUDP || !bytes.Equal(d.Data, data)) {
+			t.Errorf("proto %d, %d bytes; want UDP, the 2,000 bytes", d.Proto, len(d.Data))
+		}
+	})
+}
+
 // TestDuplicates: a fragment again, whole or within bytes held, is dropped
 // alone (RFC 8200 §4.5; Linux's IPFRAG_DUP); the datagram completes.
 func TestDuplicates(t *testing.T) {
