@@ -83,8 +83,10 @@ type Config struct {
 	// Owned selects the owned address mode (ARCHITECTURE.md "Addresses and
 	// neighbours"): the kernel has no address on WAN and LAN; wgpio owns
 	// WANAddress and LANAddress, answers ARP and NDP for them, announces
-	// them at start (gratuitous ARP), resolves neighbours itself, and
-	// reaches off-link endpoints through Gateway. Otherwise (shared mode)
+	// them at start (gratuitous ARP), resolves neighbours itself,
+	// reaches off-link endpoints through Gateway, and reassembles the
+	// WireGuard datagrams that arrive as IP fragments (ARCHITECTURE.md
+	// "Fragments in owned mode"). Otherwise (shared mode)
 	// the kernel owns the addresses, and neighbours and routes are read
 	// from it.
 	Owned bool
