@@ -215,7 +215,9 @@ type Config struct {
 	// corruption a checksum would, and skipping it saves a pass over every
 	// packet (about a tenth of the encrypt path at 64 bytes). IPv6 always
 	// has one (RFC 8200 §8.1). Received datagrams' checksums are not
-	// verified, for the same reason.
+	// verified, for the same reason, but for those reassembled from IP
+	// fragments (Reassemble), which are checked as the kernel checks the
+	// ones it reassembles in shared mode.
 	IPv4UDPChecksum bool
 	// Burst is the number of frames received at once (0 or less:
 	// DefaultBurst; at most MaxBurst, New rejects more).
