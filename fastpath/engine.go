@@ -592,6 +592,27 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 	}
 }
 
+// ReceiveWAN hands the worker of queue (modulo the number of workers, as
+// in Send) a WireGuard message, the payload msg
+// of a UDP datagram from src to dst (our address and port), that reached
+// the WAN outside the ports: one the host kernel reassembled from IP
+// fragments (the XDP program passes fragments to the kernel, which
+// delivers the datagram to a socket on our port), or one with IPv4 options
+// or IPv6 extension headers. The worker handles it as a frame it received
+// (counted in QueueStats.FromKernel; what it drops, by reason). It copies
+// msg. It returns false, counted (mailbox_full), if the mailbox is full.
+func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
+	w := e.workers[uint(queue)%uint(len(e.workers))]
+	select {
+	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
+		w.waiter.Ring()
+		return true
+	default:
+		w.count(DropMailboxFull, 1)
+		return false
+	}
+}
+
 // WorkerThreads returns the OS thread IDs of the running workers (0 for a
 // worker not started or shared, threads.go), e.g. to read their context
 // switches from /proc/self/task/TID/status or to move them with

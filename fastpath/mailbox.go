@@ -16,34 +16,6 @@ type mail struct {
 	// the host kernel (Engine.ReceiveWAN).
 	wan            []byte
 	wanSrc, wanDst netip.AddrPort
-	wanKernel      bool // counted in FromKernel (not reassembled here)
-}
-
-// ReceiveWAN hands the worker of queue (modulo the number of workers, as
-// in Send) a WireGuard message, the payload msg
-// of a UDP datagram from src to dst (our address and port), that reached
-// the WAN outside the ports: one the host kernel reassembled from IP
-// fragments (the XDP program passes fragments to the kernel, which
-// delivers the datagram to a socket on our port), or one with IPv4 options
-// or IPv6 extension headers. The worker handles it as a frame it received
-// (counted in QueueStats.FromKernel; what it drops, by reason). It copies
-// msg. It returns false, counted (mailbox_full), if the mailbox is full.
-func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
-	return e.receiveWAN(queue, src, dst, msg, true)
-}
-
-// receiveWAN is ReceiveWAN; kernel says whether to count the datagram in
-// FromKernel (not one the engine reassembled itself, reassemble.go).
-func (e *Engine) receiveWAN(queue int, src, dst netip.AddrPort, msg []byte, kernel bool) bool {
-	w := e.workers[uint(queue)%uint(len(e.workers))]
-	select {
-	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst, wanKernel: kernel}:
-		w.waiter.Ring()
-		return true
-	default:
-		w.count(DropMailboxFull, 1)
-		return false
-	}
 }
 
 // drainMailbox sends what the control plane posted.
@@ -85,9 +57,7 @@ func (w *worker) drainMailbox(now int64) int {
 // (Engine.ReceiveWAN) in a frame (wrapWAN) and handles it as a received
 // burst of one.
 func (w *worker) receiveWAN(m *mail, now int64) {
-	if m.wanKernel {
-		w.c.fromKernel.Add(1)
-	}
+	w.c.fromKernel.Add(1)
 	if w.wrapWAN(w.injected[:], m.wanSrc, m.wanDst, m.wan) {
 		w.inboundBurst(w.injected[:], now)
 	}
@@ -97,9 +67,8 @@ func (w *worker) receiveWAN(m *mail, now int64) {
 // reached the WAN outside the port's frames (through the host kernel, or
 // reassembled here), in the Ethernet, IP and UDP headers it arrived with,
 // in a frame of the WAN port's pool, into frames[0] (frames of length 1).
-// The Ethernet source is
-// unknown (zero): should the peer roam to this source, the control plane
-// resolves the next hop's MAC. It returns false, counted (no_buffer,
+// The Ethernet source is unknown (zero): should the peer roam to this
+// source, the control plane resolves the next hop's MAC. It returns false, counted (no_buffer,
 // wan_too_big), when it has no frame or the datagram does not fit one.
 func (w *worker) wrapWAN(frames []dataplane.Frame, src, dst netip.AddrPort, msg []byte) bool {
 	ipLen, et := header.IPv4MinLen, uint16(header.EtherTypeIPv4)
