@@ -215,7 +215,9 @@ type Config struct {
 	// corruption a checksum would, and skipping it saves a pass over every
 	// packet (about a tenth of the encrypt path at 64 bytes). IPv6 always
 	// has one (RFC 8200 §8.1). Received datagrams' checksums are not
-	// verified, for the same reason.
+	// verified, for the same reason, but for those reassembled from IP
+	// fragments (Reassemble), which are checked as the kernel checks the
+	// ones it reassembles in shared mode.
 	IPv4UDPChecksum bool
 	// Burst is the number of frames received at once (0 or less:
 	// DefaultBurst; at most MaxBurst, New rejects more).
@@ -254,6 +256,11 @@ type Config struct {
 	Share bool
 	// Now is the clock, ns, monotonic (default: time since engine start).
 	Now func() int64
+	// Reassemble turns on the reassembly of the WireGuard datagrams that
+	// reach the WAN port as IP fragments (the owned address mode, whose
+	// XDP filter redirects them, afxdp.Filter.Fragments): reassemble.go,
+	// ReassemblyStats. Off, a worker drops a fragment as wan_malformed.
+	Reassemble bool
 
 	// ICMPRate (messages per second), ICMPBurst (messages) and
 	// ICMPDestInterval limit the time exceeded errors the workers send,
@@ -328,6 +335,9 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
+	// reasm reassembles WAN fragments (Config.Reassemble, reassemble.go;
+	// nil without).
+	reasm *reassembler
 	// maxOuter is the longest outer IP packet of a tunnel packet, bytes:
 	// Config.MTU and the larger outer overhead, IPv6's (toWAN).
 	maxOuter int
@@ -448,6 +458,9 @@ func New(cfg Config) (*Engine, error) {
 		e.now = func() int64 { return int64(time.Since(start)) }
 	} else {
 		e.now = cfg.Now
+	}
+	if cfg.Reassemble {
+		e.reasm = newReassembler()
 	}
 	e.routes.Store(newRouteTable(ownAddrs(cfg.TunnelAddrs, cfg.HostAddrs)))
 	e.members = make(map[*Peer]struct{})
@@ -646,6 +659,13 @@ func (e *Engine) Start() {
 		return
 	}
 	e.started = true
+	if e.reasm != nil {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.runReassembly()
+		}()
+	}
 	for _, w := range e.workers {
 		e.wg.Add(1)
 		go func() {
@@ -663,6 +683,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.Kick()
+	if e.reasm != nil {
+		close(e.reasm.done)
+	}
 	e.wg.Wait()
 	for _, w := range e.workers {
 		w.close()

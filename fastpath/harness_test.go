@@ -107,6 +107,8 @@ type rigConfig struct {
 	// wan6 gives both gateways IPv6 WAN addresses (wan6A, wan6B) and
 	// IPv6 endpoints for each other.
 	wan6 bool
+	// reassemble is both engines' Config.Reassemble.
+	reassemble bool
 }
 
 func mac(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
@@ -165,7 +167,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 			ReplayWindow: rc.replayWindow, Share: rc.share,
-			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception, HostAddrs: hostAddrs,
+			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception, HostAddrs: hostAddrs, Reassemble: rc.reassemble,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -25,6 +25,7 @@ func (w *worker) inbound(now int64) int {
 		return 0
 	}
 	w.inboundBurst(w.frames[:n], now)
+	w.inboundReassembled(now) // reassemble.go
 	return n
 }
 
@@ -153,6 +154,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 		f := &frames[i]
 		d := f.Data()
 		if r := header.Parse(d, &w.pkt); r != header.OK || w.pkt.Proto != header.ProtoUDP || w.pkt.VLANID != w.wanVLAN {
+			if r == header.ReasonFragment && w.e.reasm != nil && !foreignVLAN(&w.pkt, w.wanVLAN) {
+				left += w.wanFragment(d, bad, &lastWAN, now) // reassemble.go
+				continue
+			}
 			// ARP and NDP are not UDP: looked for only here.
 			if wanNb != nil {
 				if l2 := neighbourL2(d, w.wanVLAN); l2 != 0 {

@@ -54,49 +54,58 @@ func (w *worker) drainMailbox(now int64) int {
 }
 
 // receiveWAN wraps a WireGuard message that came through the host kernel
-// (Engine.ReceiveWAN) in the Ethernet, IP and UDP headers it arrived with,
-// in a frame of the WAN port's pool, and handles it as a received burst of
-// one. The Ethernet source is unknown (zero): should the peer roam to this
-// source, the control plane resolves the next hop's MAC.
+// (Engine.ReceiveWAN) in a frame (wrapWAN) and handles it as a received
+// burst of one.
 func (w *worker) receiveWAN(m *mail, now int64) {
 	w.c.fromKernel.Add(1)
-	src, dst := m.wanSrc, m.wanDst
+	if w.wrapWAN(w.injected[:], m.wanSrc, m.wanDst, m.wan) {
+		w.inboundBurst(w.injected[:], now)
+	}
+}
+
+// wrapWAN puts msg, the payload of a UDP datagram from src to dst that
+// reached the WAN outside the port's frames (through the host kernel, or
+// reassembled here), in the Ethernet, IP and UDP headers it arrived with,
+// in a frame of the WAN port's pool, into frames[0] (frames of length 1).
+// The Ethernet source is unknown (zero): should the peer roam to this
+// source, the control plane resolves the next hop's MAC. It returns false, counted (no_buffer,
+// wan_too_big), when it has no frame or the datagram does not fit one.
+func (w *worker) wrapWAN(frames []dataplane.Frame, src, dst netip.AddrPort, msg []byte) bool {
 	ipLen, et := header.IPv4MinLen, uint16(header.EtherTypeIPv4)
 	if !src.Addr().Is4() {
 		ipLen, et = header.IPv6Len, header.EtherTypeIPv6
 	}
-	frames := w.injected[:]
 	if w.wanTX.Alloc(frames) != 1 {
 		w.count(DropNoBuffer, 1)
-		return
+		return false
 	}
 	f := &frames[0]
 	// With the WAN's tag, as a frame received on the WAN would have.
 	l2 := w.wanL2
-	n := l2 + ipLen + header.UDPLen + len(m.wan)
+	n := l2 + ipLen + header.UDPLen + len(msg)
 	if !f.SetLen(n) {
 		w.count(DropWANTooBig, 1)
 		w.wanTX.Free(frames)
-		return
+		return false
 	}
 	b := f.Data()
 	putEthernet(b, header.MAC(w.wanMAC), header.MAC{}, w.wanVLAN, et)
 	l4 := b[l2+ipLen:]
 	if src.Addr().Is4() {
 		ip := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: src.Addr().As4(), Dst: dst.Addr().As4()}
-		header.PutIPv4(b[l2:], &ip, header.UDPLen+len(m.wan))
+		header.PutIPv4(b[l2:], &ip, header.UDPLen+len(msg))
 	} else {
 		ip := header.IPv6Fields{NextHeader: header.ProtoUDP, HopLimit: 64, Src: src.Addr().As16(), Dst: dst.Addr().As16()}
-		header.PutIPv6(b[l2:], &ip, header.UDPLen+len(m.wan))
+		header.PutIPv6(b[l2:], &ip, header.UDPLen+len(msg))
 	}
-	header.PutUDP(l4, src.Port(), dst.Port(), len(m.wan))
-	copy(l4[header.UDPLen:], m.wan)
+	header.PutUDP(l4, src.Port(), dst.Port(), len(msg))
+	copy(l4[header.UDPLen:], msg)
 	if !src.Addr().Is4() {
 		// UDP over IPv6 needs its checksum (RFC 8200 §8.1).
-		u := header.UDP(l4[:header.UDPLen+len(m.wan)])
+		u := header.UDP(l4[:header.UDPLen+len(msg)])
 		u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src.Addr(), dst.Addr(), u.Length()))
 	}
-	w.inboundBurst(frames, now)
+	return true
 }
 
 // sendControl builds a frame for a control-plane packet and transmits it.

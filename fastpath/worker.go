@@ -97,6 +97,9 @@ type worker struct {
 	burst    int
 	frames   []dataplane.Frame
 	injected [1]dataplane.Frame // a datagram from the host kernel (receiveWAN)
+	// reasmOut holds the datagrams an inbound burst's fragments completed
+	// (reassemble.go; nil without Config.Reassemble).
+	reasmOut []dataplane.Frame
 	out      []dataplane.Frame
 	peerOf   []*peerLocal
 	pkt      header.Packet
@@ -251,6 +254,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.frames = make([]dataplane.Frame, fb)
 	w.out = make([]dataplane.Frame, 0, fb+1)
 	w.hair = make([]dataplane.Frame, 0, b)
+	w.reasmOut = newReasmOut(e, b)
 	w.hairCache = new([hairCacheSize]hairEntry)
 	w.peerOf = make([]*peerLocal, fb)
 	w.burstPeers = make([]*peerLocal, 0, fb)

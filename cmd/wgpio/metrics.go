@@ -21,6 +21,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/reassembly"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -64,6 +65,8 @@ type collector struct {
 	compatWANFragmented, compatWANFragments *prometheus.Desc
 	compatWANFromKernel                     *prometheus.Desc
 	udpRx, udpTx, udpDrops                  *prometheus.Desc
+	reasmFragments, reasmDatagrams          *prometheus.Desc
+	reasmInProgress, reasmBytes, reasmDrops *prometheus.Desc
 }
 
 // newCollector returns the collector of a gateway: stats gives its
@@ -131,6 +134,11 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		udpRx:                d("udp_receive_packets_total", "Mode = compat-mqtun: datagrams the kernel's UDP sockets handed to wireguard-go."),
 		udpTx:                d("udp_transmit_packets_total", "Mode = compat-mqtun: datagrams wireguard-go sent through the kernel's UDP sockets."),
 		udpDrops:             d("udp_drops_total", "Mode = compat-mqtun: datagrams whose send failed, by reason (no_route, refused: a netfilter rule, too_big, full, send_error).", "reason"),
+		reasmFragments:       d("reassembly_fragments_total", "Owned address mode: IP fragments of WireGuard datagrams to the WAN address that the fast path took to reassemble (the kernel, without the address, reassembles none)."),
+		reasmDatagrams:       d("reassembly_datagrams_total", "Owned address mode: WireGuard datagrams the fast path reassembled from IP fragments."),
+		reasmInProgress:      d("reassembly_datagrams_in_progress", "Owned address mode: datagrams being reassembled (at most 256)."),
+		reasmBytes:           d("reassembly_bytes_held", "Owned address mode: bytes held for the datagrams being reassembled, in 2 KiB pages (at most 4 MiB)."),
+		reasmDrops:           d("reassembly_drops_total", "Owned address mode: IP fragments the reassembly dropped, by reason (timeout, overlap, duplicate, too_big, table_full, memory_full, bad_header, tiny_first, inconsistent, too_many_holes; udp_malformed, udp_checksum, not_for_us for a reassembled datagram refused).", "reason"),
 	}
 }
 
@@ -141,7 +149,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
 		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,
-		c.udpRx, c.udpTx, c.udpDrops} {
+		c.udpRx, c.udpTx, c.udpDrops, c.reasmFragments, c.reasmDatagrams, c.reasmInProgress, c.reasmBytes, c.reasmDrops} {
 		ch <- d
 	}
 }
@@ -181,6 +189,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.portDrops, ctr, float64(port.st.Drops[r]), port.name, qs, r.String())
 			}
 			c.collectKernel(ch, port.name, qs, port.st)
+		}
+	}
+	if r := s.Reassembly; r != nil {
+		ch <- prometheus.MustNewConstMetric(c.reasmFragments, ctr, float64(r.Fragments))
+		ch <- prometheus.MustNewConstMetric(c.reasmDatagrams, ctr, float64(r.Reassembled))
+		ch <- prometheus.MustNewConstMetric(c.reasmInProgress, prometheus.GaugeValue, float64(r.InProgress))
+		ch <- prometheus.MustNewConstMetric(c.reasmBytes, prometheus.GaugeValue, float64(r.BytesHeld))
+		for why := range reassembly.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.reasmDrops, ctr, float64(r.Drops[why]), why.String())
 		}
 	}
 	for port, m := range s.XDP {

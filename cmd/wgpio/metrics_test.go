@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/reassembly"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -220,6 +221,48 @@ func TestCompatBindFragments(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("wgpio stats -json lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// TestReassemblyStats: the owned address mode's reassembly of fragmented
+// WireGuard datagrams is in /metrics, wgpio stats and its JSON, drops by
+// reason; a gateway without it (shared mode) exports none of it.
+func TestReassemblyStats(t *testing.T) {
+	r := fastpath.ReassemblyStats{Fragments: 9, Reassembled: 3, InProgress: 1, BytesHeld: 2048}
+	r.Drops[reassembly.DropOverlap] = 2
+	r.Drops[reassembly.DropTimeout] = 1
+	s := GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1), Reassembly: &r}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_reassembly_fragments_total{device="wg0"} 9`,
+		`wgpio_reassembly_datagrams_total{device="wg0"} 3`,
+		`wgpio_reassembly_datagrams_in_progress{device="wg0"} 1`,
+		`wgpio_reassembly_bytes_held{device="wg0"} 2048`,
+		`wgpio_reassembly_drops_total{device="wg0",reason="overlap"} 2`,
+		`wgpio_reassembly_drops_total{device="wg0",reason="timeout"} 1`,
+		`wgpio_reassembly_drops_total{device="wg0",reason="table_full"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	want := "reassembly (owned address mode): 9 fragments, 3 datagrams reassembled, 1 in progress (2048 bytes held), fragments dropped: overlap=2 timeout=1\n"
+	if out := capturePrintStats(t, s); !strings.Contains(out, want) {
+		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `"reassembly":{"fragments":9,"reassembled":3,"in_progress":1,"bytes_held":2048,"drops":{"overlap":2,"timeout":1}}`; !strings.Contains(string(b), w) {
+		t.Errorf("wgpio stats -json lacks %s:\n%s", w, b)
+	}
+	s.Reassembly = nil
+	if body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true })); strings.Contains(body, "wgpio_reassembly") {
+		t.Error("reassembly metrics exported without reassembly")
+	}
+	if out := capturePrintStats(t, s); strings.Contains(out, "reassembly") {
+		t.Errorf("wgpio stats prints reassembly without it:\n%s", out)
 	}
 }
 

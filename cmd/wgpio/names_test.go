@@ -20,6 +20,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/reassembly"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -78,7 +79,12 @@ func fullStats() GatewayStats {
 	}
 	p := PeerStat{PublicKey: "k", Endpoint: "198.18.0.1:51820"}
 	ones(&p)
-	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: &d, ExceptionDrops: new(uint64), Compat: c, TUN: tun, UDP: udp}
+	re := &fastpath.ReassemblyStats{}
+	ones(re)
+	for r := range reassembly.NumDropReasons {
+		re.Drops[r] = 1
+	}
+	return GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}, Peers: []PeerStat{p}, Device: &d, ExceptionDrops: new(uint64), Compat: c, TUN: tun, UDP: udp, Reassembly: re}
 }
 
 // ones sets every uint64 field of the struct v points to (recursively, not

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -151,6 +152,17 @@ func printStats(name string, s GatewayStats) {
 	}
 	tw.Flush()
 	printXDP(s.XDP)
+	printReassembly(s.Reassembly)
+}
+
+// printReassembly prints the owned address mode's reassembly of the
+// WireGuard datagrams that arrive as IP fragments (nothing without one).
+func printReassembly(r *fastpath.ReassemblyStats) {
+	if r == nil {
+		return
+	}
+	fmt.Printf("reassembly (owned address mode): %d fragments, %d datagrams reassembled, %d in progress (%d bytes held), fragments dropped: %s\n",
+		r.Fragments, r.Reassembled, r.InProgress, r.BytesHeld, orNone(r.Drops.List()))
 }
 
 // printXDP prints where the XDP programs sent frames (GatewayStats.XDP):

@@ -537,6 +537,10 @@ type GatewayStats struct {
 	// Compat holds compat mode's counters (Queues and Peers are then
 	// empty, Device and ExceptionDrops nil: wg show has the peers).
 	Compat *CompatStats `json:"compat,omitempty"`
+	// Reassembly is the fast path's reassembly of the WireGuard datagrams
+	// that arrive as IP fragments (Engine.ReassemblyStats); the owned
+	// address mode's only, nil otherwise (the kernel reassembles them).
+	Reassembly *fastpath.ReassemblyStats `json:"reassembly,omitempty"`
 }
 
 // PeerStat is a peer's state without key material (the pre-shared key of
@@ -564,6 +568,9 @@ func countersOf(g *fastgw.Gateway) GatewayStats {
 		s.TUN = &ts
 	}
 	s.XDP = xdpCounters(g.Ports())
+	if r, ok := g.Engine().ReassemblyStats(); ok {
+		s.Reassembly = &r
+	}
 	return s
 }
 

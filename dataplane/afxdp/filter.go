@@ -17,6 +17,18 @@ type Filter struct {
 	// most MaxUDPAddrs addresses of each family (Open fails with more).
 	UDP []UDPMatch
 
+	// Fragments redirects UDP fragments to a UDP address too: IPv4 ones
+	// (a 20-byte header, MF set or an offset, RFC 791 §3.2) and IPv6
+	// ones (a Fragment header as the first next header, followed by UDP,
+	// RFC 8200 §4.5). A fragment with an offset carries no UDP header
+	// and goes by its destination address alone; a first fragment
+	// (offset 0) by its destination port too, where it holds the UDP
+	// header (one too short to hold it goes, for the receiver to count).
+	// Counted as xdp_redirect_fragment. For a receiver that reassembles
+	// them itself: the owned address mode, whose kernel has no address
+	// to reassemble for (without it, fragments go to the kernel).
+	Fragments bool
+
 	// Neighbors redirects ARP frames (RFC 826) whose target protocol
 	// address is one of these IPv4 addresses, and NDP neighbour
 	// solicitations and advertisements (RFC 4861 section 4.3, 4.4) whose

@@ -24,6 +24,7 @@ const (
 	ctrPassHostAddr
 	ctrPassNoSocket
 	ctrPassVLAN
+	ctrRedirectFragment
 	numCounters
 )
 
@@ -36,6 +37,7 @@ var counterNames = [numCounters]string{
 	ctrPassHostAddr:     "xdp_pass_host_addr",
 	ctrPassNoSocket:     "xdp_pass_no_socket",
 	ctrPassVLAN:         "xdp_pass_vlan",
+	ctrRedirectFragment: "xdp_redirect_fragment",
 }
 
 // program is the loaded XDP program and its maps.
@@ -262,12 +264,12 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr, kfunc int64) asm.
 		}
 	}
 	// checkPort compares the UDP destination port at r9+off with the range
-	// r0 points to.
-	checkPort := func(off int16, orElse string) {
+	// r0 points to, and redirects counting ctr.
+	checkPort := func(off int16, orElse string, ctr int32) {
 		emit(asm.LoadMem(r2, r9, off, asm.Half), asm.HostTo(asm.BE, r2, asm.Half),
 			asm.LoadMem(r3, r0, 0, asm.Half), asm.JLT.Reg(r2, r3, orElse),
 			asm.LoadMem(r3, r0, 2, asm.Half), asm.JGT.Reg(r2, r3, orElse))
-		redirect(ctrRedirectUDP)
+		redirect(ctr)
 	}
 	checkMAC := func() {
 		m := [8]byte{}
@@ -336,7 +338,7 @@ func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instructio
 // parse emits the filter proper (see instructions).
 func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(string, asm.Instruction),
 	need func(asm.Register, int32, string), lookup func(*ebpf.Map, int32), redirect func(int32),
-	copyAddr func(asm.Register, int16, int), checkPort func(int16, string), checkMAC func()) {
+	copyAddr func(asm.Register, int16, int), checkPort func(int16, string, int32), checkMAC func()) {
 	const (
 		r0, r2, r3, r7, r8, r9, fp = asm.R0, asm.R2, asm.R3, asm.R7, asm.R8, asm.R9, asm.RFP
 		keyAddr                    = -20
@@ -401,7 +403,8 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 
 	// IPv4 (RFC 791). The UDP match takes only a 20-byte header that is
 	// not a fragment (the kernel's socket takes the rest of what is
-	// WireGuard for us); the LAN match takes options too (IHL 6-15): a
+	// WireGuard for us), but with Filter.Fragments, UDP fragments too;
+	// the LAN match takes options too (IHL 6-15): a
 	// transit packet with options (record route, router alert) is the
 	// fast path's to forward as Linux forwards it into wg0, and one left
 	// to the kernel went out of its default route unencrypted, where no
@@ -413,24 +416,59 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.LoadMem(r2, r9, 0, asm.Byte), asm.JEq.Imm(r2, 0x45, "ipv4_20"),
 		asm.JLT.Imm(r2, 0x46, "pass"), asm.JGT.Imm(r2, 0x4f, "pass"), asm.Ja.Label("prefix4"))
 	label("ipv4_20", asm.LoadMem(r2, r9, 9, asm.Byte))
+	fragment4 := "prefix4"
+	if f.Fragments {
+		fragment4 = "frag4"
+	}
 	emit(asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix4"),
-		asm.LoadMem(r2, r9, 6, asm.Half), asm.And.Imm(r2, be16(0x3fff)), asm.JNE.Imm(r2, 0, "prefix4"))
+		asm.LoadMem(r2, r9, 6, asm.Half), asm.And.Imm(r2, be16(0x3fff)), asm.JNE.Imm(r2, 0, fragment4))
 	need(r9, 28, "prefix4")
 	lookup(p.udp4, keyAddr)
 	emit(asm.JEq.Imm(r0, 0, "prefix4"))
-	checkPort(22, "prefix4")
+	checkPort(22, "prefix4", ctrRedirectUDP)
+	if f.Fragments {
+		// A UDP fragment (MF or an offset, RFC 791 §3.2) to a UDP
+		// address: one with an offset carries no UDP header and goes
+		// by its address; a first one by its port too, when it holds
+		// the UDP header (one too short for it goes too, for the
+		// reassembler to count).
+		label("frag4", asm.Mov.Imm(r2, 0))
+		lookup(p.udp4, keyAddr)
+		emit(asm.JEq.Imm(r0, 0, "prefix4"),
+			asm.LoadMem(r2, r9, 6, asm.Half), asm.And.Imm(r2, be16(0x1fff)), asm.JNE.Imm(r2, 0, "redirect_fragment"))
+		need(r9, 28, "redirect_fragment")
+		checkPort(22, "prefix4", ctrRedirectFragment)
+	}
 	prefix("prefix4", p.host4, p.lpm4, 32)
 
-	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header.
+	// IPv6 (RFC 8200): UDP or ICMPv6 as the first next header, and with
+	// Filter.Fragments a Fragment header (RFC 8200 §4.5) followed by UDP.
 	label("ipv6", asm.Mov.Reg(r3, r9))
 	emit(asm.Add.Imm(r3, 40), asm.JGT.Reg(r3, r8, "pass"))
 	copyAddr(r9, 24, 4)
-	emit(asm.LoadMem(r2, r9, 6, asm.Byte), asm.JEq.Imm(r2, unix.IPPROTO_ICMPV6, "icmp6"),
-		asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix6"))
+	emit(asm.LoadMem(r2, r9, 6, asm.Byte), asm.JEq.Imm(r2, unix.IPPROTO_ICMPV6, "icmp6"))
+	if f.Fragments {
+		emit(asm.JEq.Imm(r2, unix.IPPROTO_FRAGMENT, "frag6"))
+	}
+	emit(asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix6"))
 	need(r9, 48, "prefix6")
 	lookup(p.udp6, keyAddr)
 	emit(asm.JEq.Imm(r0, 0, "prefix6"))
-	checkPort(42, "prefix6")
+	checkPort(42, "prefix6", ctrRedirectUDP)
+	if f.Fragments {
+		// The Fragment header's Next Header, offset and M at 40, 42;
+		// the UDP header of a first fragment at 48.
+		label("frag6", asm.Mov.Reg(r3, r9))
+		emit(asm.Add.Imm(r3, 48), asm.JGT.Reg(r3, r8, "prefix6"),
+			asm.LoadMem(r2, r9, 40, asm.Byte), asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix6"))
+		lookup(p.udp6, keyAddr)
+		emit(asm.JEq.Imm(r0, 0, "prefix6"),
+			asm.LoadMem(r2, r9, 42, asm.Half), asm.And.Imm(r2, be16(0xfff8)), asm.JNE.Imm(r2, 0, "redirect_fragment"))
+		need(r9, 56, "redirect_fragment")
+		checkPort(50, "prefix6", ctrRedirectFragment)
+		label("redirect_fragment", asm.Mov.Imm(r9, ctrRedirectFragment))
+		emit(asm.Ja.Label("redirect"))
+	}
 	// NDP neighbour solicitation (135) and advertisement (136): target
 	// address at offset 8 of the ICMPv6 message (RFC 4861 section 4.3).
 	// One neither to nor about us is judged as any other packet by the

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -105,6 +106,19 @@ func ndp(typ byte, target string) []byte {
 	return b
 }
 
+// frag6 returns an IPv6 Fragment header (RFC 8200 §4.5): next header,
+// offset in bytes (a multiple of 8), M.
+func frag6(next byte, off uint16, more bool) []byte {
+	b := make([]byte, 8)
+	b[0] = next
+	if more {
+		off |= 1
+	}
+	binary.BigEndian.PutUint16(b[2:], off)
+	binary.BigEndian.PutUint32(b[4:], 0x01020304)
+	return b
+}
+
 func cat(parts ...[]byte) []byte {
 	var b []byte
 	for _, p := range parts {
@@ -162,6 +176,8 @@ func TestFilter(t *testing.T) {
 		{"lan4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), passVLAN},
 		{"lan4 priority tag", cat(ethTag(ourMAC, 0x8100, 0x2000, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
 		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
+		{"udp4 fragment offset", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 185, 40), udp(51820)), pass},
+		{"udp6 fragment", cat(eth(otherMAC, 0x86dd, false), ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51820)), pass},
 		{"tcp4", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.18.0.1", 0, 40), udp(51820)), pass},
 		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
 		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40)[:19]), pass},
@@ -341,6 +357,69 @@ func TestFilterVLAN(t *testing.T) {
 	}
 }
 
+// TestFilterFragments: with Filter.Fragments (the owned address mode), UDP
+// fragments to a UDP address are redirected, IPv4 and IPv6, first ones by
+// their port too, the later ones by their address alone; in shared mode
+// (TestFilter) they go to the kernel.
+func TestFilterFragments(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	for _, vlan := range []uint16{0, 100} {
+		t.Run(fmt.Sprintf("vlan %d", vlan), func(t *testing.T) {
+			f := Filter{
+				UDP: []UDPMatch{
+					{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51821},
+					{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
+				},
+				Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+				Fragments: true,
+				VLAN:      vlan,
+			}
+			prog, err := newProgram(f, ourMAC, 4, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prog.Close()
+			l2 := func(et uint16) []byte {
+				if vlan == 0 {
+					return eth(otherMAC, et, false)
+				}
+				return ethTag(otherMAC, 0x8100, vlan, et)
+			}
+			other := func(et uint16) []byte { // the wrong VLAN
+				if vlan == 0 {
+					return ethTag(otherMAC, 0x8100, 7, et)
+				}
+				return eth(otherMAC, et, false)
+			}
+			runFilter(t, prog, []filterCase{
+				{"udp4", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+				{"udp4 first fragment", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51821)), redirect},
+				{"udp4 first fragment other port", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51822)), pass},
+				{"udp4 first fragment short", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0x2000, 4), udp(51822)[:4]), redirect},
+				{"udp4 later fragment", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 185, 40), udp(1)), redirect},
+				{"udp4 middle fragment", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0x2000|185, 40), udp(1)), redirect},
+				{"udp4 later fragment other address", cat(l2(0x0800), ip4hdr(17, "198.18.0.2", 185, 40), udp(1)), pass},
+				{"tcp4 later fragment", cat(l2(0x0800), ip4hdr(6, "198.18.0.1", 185, 40), udp(1)), pass},
+				{"udp4 fragment options", cat(l2(0x0800), ip4opts(ip4hdr(17, "198.18.0.1", 185, 40), 4), udp(1)), pass},
+				{"udp4 fragment other vlan", cat(other(0x0800), ip4hdr(17, "198.18.0.1", 185, 40), udp(1)), passVLAN},
+				{"udp6", cat(l2(0x86dd), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
+				{"udp6 first fragment", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51820)), redirect},
+				{"udp6 first fragment other port", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51821)), pass},
+				{"udp6 first fragment short", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 12), frag6(17, 0, true), udp(51821)[:4]), redirect},
+				{"udp6 later fragment", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 48), frag6(17, 1480, false), udp(1)), redirect},
+				{"udp6 later fragment other address", cat(l2(0x86dd), ip6hdr(44, "2001:db8::2", 48), frag6(17, 1480, false), udp(1)), pass},
+				{"tcp6 later fragment", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 48), frag6(6, 1480, false), udp(1)), pass},
+				{"udp6 fragment truncated", cat(l2(0x86dd), ip6hdr(44, "2001:db8::1", 8), frag6(17, 1480, false)[:6]), pass},
+				{"udp6 fragment other vlan", cat(other(0x86dd), ip6hdr(44, "2001:db8::1", 48), frag6(17, 1480, false), udp(1)), passVLAN},
+				{"arp", cat(l2(0x0806), arp("198.18.0.1")), redirect},
+			})
+		})
+	}
+}
+
 // TestProgramLoads checks that the verifier accepts every shape of filter.
 func TestProgramLoads(t *testing.T) {
 	testenv.Root(t)
@@ -356,6 +435,7 @@ func TestProgramLoads(t *testing.T) {
 		{"udp", Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 1, PortHi: 2}}}},
 		{"prefixes", Filter{Prefixes: true}},
 		{"vlan", Filter{Prefixes: true, VLAN: 4094}},
+		{"fragments", Filter{Fragments: true, Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")}, VLAN: 7}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := newProgram(tt.f, ourMAC, 1, 0)

@@ -83,8 +83,10 @@ type Config struct {
 	// Owned selects the owned address mode (ARCHITECTURE.md "Addresses and
 	// neighbours"): the kernel has no address on WAN and LAN; wgpio owns
 	// WANAddress and LANAddress, answers ARP and NDP for them, announces
-	// them at start (gratuitous ARP), resolves neighbours itself, and
-	// reaches off-link endpoints through Gateway. Otherwise (shared mode)
+	// them at start (gratuitous ARP), resolves neighbours itself,
+	// reaches off-link endpoints through Gateway, and reassembles the
+	// WireGuard datagrams that arrive as IP fragments (ARCHITECTURE.md
+	// "Fragments in owned mode"). Otherwise (shared mode)
 	// the kernel owns the addresses, and neighbours and routes are read
 	// from it.
 	Owned bool
@@ -427,7 +429,9 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // (its fragments are then lost, counted by the kernel's UDP counters
 // only). The datagrams are spread over the workers by source port.
 // Shared address mode only: in owned mode the kernel has no address to
-// reassemble for. g.wanMu held.
+// reassemble for, and the XDP program redirects the fragments to the
+// engine, which reassembles them (fastpath's Config.Reassemble). g.wanMu
+// held.
 func (g *Gateway) listenKernel(addrs ...netip.Addr) {
 	g.kernel = kernelsock.New(g.log, g.nsHandle, g.cfg.SourcePorts, func(src, dst netip.AddrPort, msg []byte) {
 		g.engine.ReceiveWAN(int(src.Port()), src, dst, msg)

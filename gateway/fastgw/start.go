@@ -38,7 +38,8 @@ import (
 //  5. openException: the exception TUN for the gateway's own addresses;
 //  6. startEngine: the fast path's workers;
 //  7. startControlPlane: the WireGuard device, its peers and UAPI socket,
-//     the kernel sockets for reassembled datagrams, and (owned mode) the
+//     the kernel sockets for reassembled datagrams (shared mode; in owned
+//     mode the engine reassembles them), and (owned mode) the
 //     announcement of our addresses.
 //
 // On an error everything opened so far is closed.
@@ -288,7 +289,9 @@ func queueCount(asked, wq, lq int, wan, lan string) (n int, warn string, err err
 
 // wanFilter is the WAN XDP filter: UDP to our addresses (the defaults v4
 // and v6, the further ones: wanaddrs.go) on the listen port and the source
-// ports above it, and (owned mode) ARP/NDP for our address.
+// ports above it, and (owned mode) ARP/NDP for our address and the UDP
+// fragments to it, which the engine reassembles (fastpath's
+// Config.Reassemble: the kernel has no address to reassemble them for).
 func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) afxdp.Filter {
 	f := afxdp.Filter{VLAN: vid}
 	for _, a := range append([]netip.Addr{v4, v6}, others...) {
@@ -298,6 +301,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) af
 	}
 	if c.Owned {
 		f.Neighbors = []netip.Addr{c.WANAddress.Addr()}
+		f.Fragments = true
 	}
 	return f
 }
@@ -459,7 +463,7 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		MTU: cfg.MTU, WANResolver: wanRes, LANResolver: lanRes, WANVLAN: g.wanSide.vid, LANVLAN: g.lanSide.vid,
 		TunnelAddrs: tunnelAddrs, HostAddrs: append(slices.Clone(ll.all), wl.all...), CPUs: cfg.CPUs, SourcePorts: cfg.SourcePorts, IPv4UDPChecksum: cfg.IPv4UDPChecksum,
 		ICMPRate: cfg.ICMPRate, ICMPBurst: cfg.ICMPBurst, ICMPDestInterval: cfg.ICMPDestInterval, MSSClamp: cfg.MSSClamp,
-		ReplayWindow: cfg.ReplayWindow,
+		ReplayWindow: cfg.ReplayWindow, Reassemble: cfg.Owned,
 	}
 	if cfg.Owned {
 		ecfg.WANNeighbours = responderHandler{g.wanResp}

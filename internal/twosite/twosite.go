@@ -45,7 +45,8 @@ type Config struct {
 	// SourcePorts.
 	PeerFastPath bool
 	// Owned runs gwA in the owned address mode: its kernel has no address
-	// on the two interfaces (IPv4 only then); wgpio answers ARP itself.
+	// on the two interfaces; wgpio answers ARP (and, with Outer6, NDP for
+	// its IPv6 WAN address) itself.
 	Owned bool
 	// AllowedA overrides the allowed IPs gwA routes to gwB (default the
 	// site B networks and gwB's tunnel address).
@@ -286,6 +287,12 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 		s.FastConfig.LANAddress = netip.MustParsePrefix("198.19.1.1/24")
 		if sc.Routed {
 			s.FastConfig.Gateway = netip.MustParseAddr("198.18.1.254")
+		}
+		if sc.Outer6 { // the WAN address the peer's endpoint names
+			s.FastConfig.WANAddress = netip.PrefixFrom(endA, 64)
+			if sc.Routed {
+				s.FastConfig.Gateway = netip.MustParseAddr("2001:db8:f1::fe")
+			}
 		}
 	}
 	if sc.NoFastPath {
