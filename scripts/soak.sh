@@ -260,6 +260,11 @@ awk -F'\t' 'NR > 1 {for (i = 1; i <= NF; i++) if ($i > max[i]) max[i] = $i}
 echo "== UDP datagrams (iperf3, both ways) against the gateway's drops"
 jq -s '[.[] | .end.streams[]?.udp | select(.) | {p: .packets, l: .lost_packets}]
 	| {sent: (map(.p) | add), lost: (map(.l) | add)}' "$out"/iperf/udp-*.json 2>/dev/null || true
+echo "== kernel drops per namespace (UDP InErrors and SndbufErrors; the links' rx and tx dropped)"
+for n in "${nss[@]}"; do
+	printf '%s\t%s\t%s\n' "$n" "$(nsx "$n" awk '/^Udp:/ && h++ {print "udp_in_errors=" $4 " udp_sndbuf_errors=" $7}' /proc/net/snmp)" \
+		"link_drops=$(nsx "$n" ip -s -j link | jq '[.[].stats64 | .rx.dropped + .tx.dropped] | add')"
+done
 last=$(ls -v "$out"/metrics/*.txt | tail -1)
 grep -E '^wgpio_(drops_total|port_drops_total|control_drops_total)' "$last" | awk '$2 > 0' || true
 cat "$out/flood.log"
