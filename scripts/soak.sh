@@ -18,9 +18,9 @@
 #
 # What runs for MINUTES:
 #   traffic   each peer against h1: iperf3 rounds of 20 s, UDP both ways
-#             (--bidir, 2,000 packets/s each way) then TCP both ways (capped at
+#             (--bidir, 1,000 packets/s each way) then TCP both ways (capped at
 #             20 Mbit/s); h2 pings every peer
-#   churn     every 3 s one step: dummy peers added and removed (wg set),
+#   churn     every 3 s (plus the step's time) one step: dummy peers added and removed (wg set),
 #             a peer's allowed IPs changed, wg syncconf of the file plus
 #             dummies, a peer roaming (new listen port, new address), the
 #             WAN or LAN MTU changed (1500/1400), the WAN or LAN link
@@ -28,15 +28,20 @@
 #             packets held for a peer that never answers and the peer
 #             removed while they wait
 #   flood     from minute 2 for a third of the run: soakflood at 2,000
-#             initiations/s (unknown keys, random bytes, a known peer's key)
-#   watch     every 5 s: wgpio stats and /metrics (kept in OUT/metrics/),
-#             VmRSS, threads, open fds, go_goroutines, Go heap in use,
+#             initiations/s (unknown keys, random bytes, the key of a fourth peer
+#             configured for it alone)
+#   watch     every 5 s (plus a sample's own time): wgpio stats and
+#             /metrics (kept in OUT/metrics/), VmRSS, threads, open fds, go_goroutines, Go heap in use,
 #             packets held, BPF map entries of the process's maps, the
-#             routes nsx sk-gw, into OUT/samples.tsv
+#             routes in sk-gw, into OUT/samples.tsv
 #
 # At the end it prints the first and last samples and the largest value
-# of each column, the UDP datagrams iperf3 lost against the gateway's
-# drops, and exits non-zero if wgpio died. OUT is $SOAK_OUT or a new
+# of each column; the UDP datagrams iperf3 sent and lost, also split into
+# the rounds no disruptive churn step overlapped ("calm": what they lose
+# no link down or roaming explains) and the others; the kernel's drops
+# per namespace and the gateway's drop counters, to set those losses
+# against; and exits non-zero if wgpio died. docs/soak.md has a run's
+# figures. OUT is $SOAK_OUT or a new
 # /tmp/wgpio-soak.XXXXXX; it keeps the logs (wgpio.log, iperf3 JSON).
 set -euo pipefail
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
