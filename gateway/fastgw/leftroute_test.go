@@ -124,7 +124,7 @@ func TestLeftPrefixRoutedElsewhere(t *testing.T) {
 	d.restoreRoutes()
 	check("restoreRoutes again")
 	d.mu.Lock()
-	left := len(d.left)
+	left := d.left.Len()
 	d.mu.Unlock()
 	if left != len(kept) {
 		t.Errorf("%d prefixes kept, want %d (%v)", left, len(kept), kept)

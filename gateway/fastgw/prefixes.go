@@ -36,8 +36,9 @@ type dataplane_ struct {
 	mu      sync.Mutex
 	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
 	// left are the prefixes that left the configuration, whose routes
-	// into the exception TUN stay (forget); guarded by mu.
-	left map[netip.Prefix]struct{}
+	// into the exception TUN stay (forget), at most maxLeftRoutes of a
+	// family; guarded by mu.
+	left *leftPrefixes
 	// kept are the prefixes that left the configuration while in the
 	// LAN map of a gateway without an exception TUN: they stay in the
 	// map (forget), so the engine drops what the LAN sends them; keptN
@@ -118,7 +119,7 @@ func (h *prefixHeap) Pop() any {
 
 func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
 	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings),
-		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: make(map[netip.Prefix]struct{}),
+		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: newLeftPrefixes(maxLeftRoutes),
 		kept: make(map[netip.Prefix]struct{})}
 	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
 	return d
@@ -174,7 +175,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.seq++
 			e = &prefixEntry{pfx: p, peer: owner, rank: [2]uint64{d.peerSeq[owner], d.seq}}
 			d.entries[p] = e
-			delete(d.left, p)
+			d.left.Remove(p)
 			d.route(p)
 			if _, ok := d.kept[p]; ok { // in the map still, in its slot
 				delete(d.kept, p)
@@ -214,7 +215,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 }
 
 // forget takes e out of the configuration: out of the map (or the
-// waiting heap). Its route into the exception TUN stays, as wg-quick's
+// waiting heap). Its route into the exception TUN stays (leave: the
+// maxLeftRoutes of its family that left last), as wg-quick's
 // route into wg0 stays after `wg set wg0 peer KEY remove`: the LAN's
 // packets to it, which the XDP program now passes to the kernel, go on
 // into the exception TUN and the engine drops them, counted as
@@ -245,9 +247,7 @@ func (d *dataplane_) forget(e *prefixEntry) {
 		heap.Remove(&d.waiting[f], e.index)
 	}
 	delete(d.entries, e.pfx)
-	if e.pfx.Bits() > 0 {
-		d.left[e.pfx] = struct{}{}
-	}
+	d.leave(e.pfx)
 }
 
 // unkeep takes one prefix of family f that left the configuration out of
@@ -335,7 +335,7 @@ func (d *dataplane_) restoreRoutes() int {
 func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
 	n := 0
 	var taken []netip.Prefix
-	for p := range d.left {
+	for p := range d.left.All() {
 		if !want(p) {
 			continue
 		}
@@ -354,7 +354,7 @@ func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
 	}
 	for _, p := range taken {
 		if !ours[p] {
-			delete(d.left, p)
+			d.left.Remove(p)
 			d.warn.Log(slog.LevelInfo, "a prefix that left the configuration is routed elsewhere now: its route into the exception TUN is no longer kept", "prefix", p)
 		}
 	}
