@@ -1,6 +1,7 @@
 package reassembly
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -137,4 +138,40 @@ func TestBooksUnderAttack(t *testing.T) {
 			t.Errorf("config %+v: stats %+v: the test reached no completion or no overlap", cfg, s)
 		}
 	}
+}
+
+// TestFlood: a flood of first fragments with distinct identifications
+// (datagrams that never complete, as an attacker's) keeps the table and
+// the arena within their bounds, and a datagram whose fragments come
+// together in the midst of it still completes.
+func TestFlood(t *testing.T) {
+	families(t, func(t *testing.T, v6 bool) {
+		r := New(Config{MinFirst: 8})
+		data := payload(2400, 3)
+		good := split(v6, 1<<16-1, data, 1232)
+		junk := payload(1480, 4)
+		var done uint64
+		for i := range 50000 {
+			// 12 fragments a datagram, a page each: 256 datagrams
+			// would need one and a half arenas.
+			f := frag{v6: v6, id: uint32(i / 12 % (1<<16 - 1)), off: i % 12 * PageSize, more: true, data: junk}
+			if _, ok := r.Add(f.build(), int64(i)); ok {
+				t.Fatal("a flood fragment completed a datagram")
+			}
+			if i%997 == 0 {
+				got := feed(r, int64(i), good...)
+				if len(got) != 1 || !bytes.Equal(got[0].Data, data) {
+					t.Fatalf("after %d flood fragments the datagram did not complete", i)
+				}
+				done += uint64(len(good))
+			}
+			if s := r.Stats(); s.InProgress > DefaultMaxDatagrams || s.BytesHeld > DefaultMaxBytes {
+				t.Fatalf("after %d flood fragments: %+v", i, s)
+			}
+		}
+		checkBooks(t, r, done)
+		if s := r.Stats(); s.Drops[DropMemoryFull] == 0 {
+			t.Errorf("drops %v, want memory_full", s.Drops.List())
+		}
+	})
 }
