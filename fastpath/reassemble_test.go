@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -15,6 +16,13 @@ import (
 // and cuts it into fragments of at most mtu bytes, the last first.
 func outerFragments(t testing.TB, v6 bool, msg []byte, id uint32, mtu int) [][]byte {
 	t.Helper()
+	return cutFragments(t, outerUDP(v6, portA, portB, msg), id, mtu)
+}
+
+// outerUDP builds the IP packet of a UDP datagram carrying msg from
+// gateway A's WAN address and port sport to B's and dport, with its
+// checksum.
+func outerUDP(v6 bool, sport, dport uint16, msg []byte) []byte {
 	src, dst := wanAddrA, wanAddrB
 	iphl := header.IPv4MinLen
 	if v6 {
@@ -25,15 +33,23 @@ func outerFragments(t testing.TB, v6 bool, msg []byte, id uint32, mtu int) [][]b
 		h := header.IPv6Fields{NextHeader: header.ProtoUDP, Src: src.As16(), Dst: dst.As16()}
 		header.PutIPv6(pkt, &h, header.UDPLen+len(msg))
 	} else {
-		h := header.IPv4Fields{Protocol: header.ProtoUDP, ID: uint16(id), Src: src.As4(), Dst: dst.As4()}
+		h := header.IPv4Fields{Protocol: header.ProtoUDP, Src: src.As4(), Dst: dst.As4()}
 		header.PutIPv4(pkt, &h, header.UDPLen+len(msg))
 	}
-	header.PutUDP(pkt[iphl:], portA, portB, len(msg))
+	header.PutUDP(pkt[iphl:], sport, dport, len(msg))
 	copy(pkt[iphl+header.UDPLen:], msg)
 	u := header.UDP(pkt[iphl:])
 	u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, src, dst, u.Length()))
+	return pkt
+}
+
+// cutFragments cuts the IP packet pkt (IPv4 without DF, or IPv6 without
+// extension headers) into fragments of at most mtu bytes with
+// identification id, the last first.
+func cutFragments(t testing.TB, pkt []byte, id uint32, mtu int) [][]byte {
+	t.Helper()
 	var out [][]byte
-	if v6 {
+	if pkt[0]>>4 == header.IPv6Version {
 		var f header.IPv6Fragmenter
 		if r := f.Reset(pkt, mtu, id); r != header.OK || f.Count() < 2 {
 			t.Fatalf("IPv6Fragmenter.Reset = %v, %d fragments", r, f.Count())
@@ -47,6 +63,8 @@ func outerFragments(t testing.TB, v6 bool, msg []byte, id uint32, mtu int) [][]b
 		f.PutFirst(b)
 		return append(out, b)
 	}
+	binary.BigEndian.PutUint16(pkt[4:6], uint16(id))
+	header.IPv4(pkt).SetChecksum()
 	var f header.IPv4Fragmenter
 	if r := f.Reset(pkt, mtu); r != header.OK || f.Count() < 2 {
 		t.Fatalf("IPv4Fragmenter.Reset = %v, %d fragments", r, f.Count())

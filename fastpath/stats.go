@@ -74,8 +74,9 @@ const (
 	// interface (IPv6 router solicitations, MLD reports), which no peer's
 	// allowed IPs route.
 	DropHostMulticast
-	// DropWANTooBig: a WireGuard datagram the host kernel reassembled from
-	// IP fragments (Engine.ReceiveWAN) larger than a frame.
+	// DropWANTooBig: a WireGuard datagram reassembled from IP fragments,
+	// by the host kernel (Engine.ReceiveWAN) or the engine
+	// (Config.Reassemble), larger than a frame.
 	DropWANTooBig
 	// DropTTLExceeded: a transit packet (LAN → tunnel or tunnel → LAN)
 	// that arrived with TTL or hop limit 0 or 1 and so would leave with 0
