@@ -34,7 +34,8 @@ type ReassemblyStats = reassembly.Stats
 // that completes a datagram wraps it in a frame of its WAN pool at once
 // (wrapWAN) and handles it after its burst, as a frame it received:
 // neither a copy to another goroutine nor an allocation. The lock is held
-// for one Add: a scan of the datagrams in progress (256 keys), a copy of
+// for one Add: a look-up in a keyed hash table of the datagrams in
+// progress, a copy of
 // the fragment's bytes, and on completion a copy of the datagram out;
 // only fragments to our addresses take it, which are rare but for a peer
 // behind a small path MTU, whose every full-size datagram comes in two.

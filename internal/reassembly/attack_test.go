@@ -48,6 +48,7 @@ func checkBooks(t *testing.T, r *Reassembler, done uint64) {
 		}
 		pages += n
 	}
+	checkIndex(t, r, used)
 	for _, pg := range r.free {
 		if owner[pg] != -1 {
 			t.Fatalf("page %d free and owned by slot %d", pg, owner[pg])
@@ -174,4 +175,45 @@ func TestFlood(t *testing.T) {
 			t.Errorf("drops %v, want memory_full", s.Drops.List())
 		}
 	})
+}
+
+// checkIndex checks the Reassembler's index of its used slots: each is
+// found through its key's bucket, is once in the start order (which links
+// back as it links forward), and the free slots are the others.
+func checkIndex(t *testing.T, r *Reassembler, used int) {
+	t.Helper()
+	seen := make([]int, len(r.keys))
+	for i := range r.keys {
+		if !r.keys[i].used {
+			continue
+		}
+		h := r.keyHash(&r.keys[i])
+		if r.hash[i] != h {
+			t.Fatalf("slot %d: hash %x, key's %x", i, r.hash[i], h)
+		}
+		if r.find(&r.keys[i], h, r.slots[i].created) != i {
+			t.Fatalf("slot %d not found by its key", i)
+		}
+	}
+	n, prev := 0, int32(-1)
+	for i := r.first; i >= 0; i = r.newer[i] {
+		if !r.keys[i].used || seen[i] != 0 || r.older[i] != prev {
+			t.Fatalf("start order broken at slot %d (used %v, seen %d, older %d want %d)", i, r.keys[i].used, seen[i], r.older[i], prev)
+		}
+		seen[i]++
+		prev = i
+		n++
+	}
+	if n != used || r.last != prev {
+		t.Fatalf("start order: %d slots (last %d), %d in use (last %d)", n, prev, used, r.last)
+	}
+	for _, i := range r.freeSlots {
+		if r.keys[i].used || seen[i] != 0 {
+			t.Fatalf("free slot %d in use or listed twice", i)
+		}
+		seen[i]--
+	}
+	if len(r.freeSlots)+used != len(r.keys) {
+		t.Fatalf("%d free slots and %d in use of %d", len(r.freeSlots), used, len(r.keys))
+	}
 }

@@ -52,7 +52,7 @@
 //     (RFC 792, RFC 4443 §3.3) when it had the first fragment; a
 //     Reassembler sends nothing (a WireGuard peer does not act on one);
 //   - when Config.MaxDatagrams are in progress, a fragment that starts
-//     another evicts the oldest datagram: table_full, its fragments; when
+//     another evicts the datagram started first: table_full, its fragments; when
 //     the arena (Config.MaxBytes) has no free page for a fragment, the
 //     oldest other datagrams are evicted until it has: memory_full. Linux
 //     instead drops every fragment while it holds more than

@@ -2,6 +2,8 @@ package reassembly
 
 import (
 	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -156,13 +158,29 @@ type datagram struct {
 type Reassembler struct {
 	timeout4, timeout6 int64
 	minFirst           int
-	keys               []key // per slot; scanned for a fragment's datagram
+	keys               []key // per slot
 	slots              []datagram
-	arena              []byte
-	free               []int32 // free pages
-	out                []byte
-	pkt                header.Packet
-	inProgress         int
+	// The slots in use are found by key through a hash table (buckets of
+	// chains through next, the hash keyed by seed: an attacker who
+	// picks sources and identifications cannot pick collisions) and kept
+	// in the order they were started (older, newer; first the oldest,
+	// last the newest) for eviction; freeSlots are the others. Each is
+	// O(1) per fragment, where scanning every slot for the key and the
+	// oldest cost 1.4-1.7 µs a fragment in a flood that keeps the table
+	// full, 0.12-0.30 µs this way (BenchmarkAdd, flood; a peer's
+	// fragments 0.53-0.61 µs against 0.12-0.15).
+	seed         maphash.Seed
+	buckets      []int32 // chain heads by hash & (len-1), -1: empty
+	next         []int32 // per slot: the next in its bucket's chain
+	hash         []uint64
+	older, newer []int32 // per slot: neighbours in start order, -1: none
+	first, last  int32
+	freeSlots    []int32
+	arena        []byte
+	free         []int32 // free pages
+	out          []byte
+	pkt          header.Packet
+	inProgress   int
 
 	fragments, reassembled atomic.Uint64
 	inProg, held           atomic.Int64
@@ -184,14 +202,25 @@ func New(c Config) *Reassembler {
 		c.Timeout6 = DefaultTimeout6
 	}
 	pages := max((c.MaxBytes+PageSize-1)/PageSize, pagesPerDatagram)
+	n := c.MaxDatagrams
 	r := &Reassembler{
 		timeout4: int64(c.Timeout4), timeout6: int64(c.Timeout6), minFirst: c.MinFirst,
-		keys: make([]key, c.MaxDatagrams), slots: make([]datagram, c.MaxDatagrams),
+		keys: make([]key, n), slots: make([]datagram, n),
 		arena: make([]byte, pages*PageSize), free: make([]int32, pages),
-		out: make([]byte, MaxDatagramLen),
+		out:  make([]byte, MaxDatagramLen),
+		seed: maphash.MakeSeed(), buckets: make([]int32, 1<<bits.Len(uint(2*n-1))),
+		next: make([]int32, n), hash: make([]uint64, n),
+		older: make([]int32, n), newer: make([]int32, n), first: -1, last: -1,
+		freeSlots: make([]int32, n),
 	}
 	for i := range r.free {
 		r.free[i] = int32(pages - 1 - i)
+	}
+	for i := range r.buckets {
+		r.buckets[i] = -1
+	}
+	for i := range r.freeSlots {
+		r.freeSlots[i] = int32(n - 1 - i)
 	}
 	return r
 }
@@ -274,9 +303,10 @@ func (r *Reassembler) Add(pkt []byte, now int64) (Datagram, bool) {
 		r.drops.Add(DropTinyFirst, 1)
 		return Datagram{}, false
 	}
-	i := r.find(&ky, now)
+	h := r.keyHash(&ky)
+	i := r.find(&ky, h, now)
 	if i < 0 {
-		i = r.start(&ky, now)
+		i = r.start(&ky, h, now)
 	}
 	d := &r.slots[i]
 	// The datagram's length (RFC 815: the last fragment fixes it).
@@ -379,37 +409,53 @@ func (r *Reassembler) expired(i int, now int64) bool {
 	return now-r.slots[i].created >= t
 }
 
-// find returns k's slot, or -1; a datagram found timed out is dropped
-// first (Expire may not have run since).
-func (r *Reassembler) find(k *key, now int64) int {
-	for i := range r.keys {
-		if r.keys[i] == *k {
-			if r.expired(i, now) {
-				r.kill(i, DropTimeout, 0)
+// keyHash is k's hash under r's seed.
+func (r *Reassembler) keyHash(k *key) uint64 {
+	var b [2*16 + 4 + 2]byte
+	copy(b[0:16], k.src[:])
+	copy(b[16:32], k.dst[:])
+	binary.LittleEndian.PutUint32(b[32:36], k.id)
+	b[36] = k.proto
+	if k.v6 {
+		b[37] = 1
+	}
+	return maphash.Bytes(r.seed, b[:])
+}
+
+// find returns k's slot (h its hash), or -1; a datagram found timed out is
+// dropped first (Expire may not have run since).
+func (r *Reassembler) find(k *key, h uint64, now int64) int {
+	for i := r.buckets[h&uint64(len(r.buckets)-1)]; i >= 0; i = r.next[i] {
+		if r.hash[i] == h && r.keys[i] == *k {
+			if r.expired(int(i), now) {
+				r.kill(int(i), DropTimeout, 0)
 				return -1
 			}
-			return i
+			return int(i)
 		}
 	}
 	return -1
 }
 
-// start takes a slot for k, evicting the oldest datagram when all are in
-// use.
-func (r *Reassembler) start(k *key, now int64) int {
-	i := -1
-	if r.inProgress == len(r.keys) {
-		i = r.oldest(-1)
-		r.kill(i, DropTableFull, 0)
-	} else {
-		for j := range r.keys {
-			if !r.keys[j].used {
-				i = j
-				break
-			}
-		}
+// start takes a slot for k (h its hash), evicting the datagram started
+// first when all are in use.
+func (r *Reassembler) start(k *key, h uint64, now int64) int {
+	if len(r.freeSlots) == 0 {
+		r.kill(r.oldest(-1), DropTableFull, 0)
 	}
+	i := int(r.freeSlots[len(r.freeSlots)-1])
+	r.freeSlots = r.freeSlots[:len(r.freeSlots)-1]
 	r.keys[i] = *k
+	r.hash[i] = h
+	b := h & uint64(len(r.buckets)-1)
+	r.next[i], r.buckets[b] = r.buckets[b], int32(i)
+	r.older[i], r.newer[i] = r.last, -1
+	if r.last >= 0 {
+		r.newer[r.last] = int32(i)
+	} else {
+		r.first = int32(i)
+	}
+	r.last = int32(i)
 	d := &r.slots[i]
 	d.created, d.total, d.maxEnd, d.frags, d.nruns, d.npages, d.proto = now, -1, 0, 0, 0, 0, 0
 	for p := range d.pages {
@@ -420,13 +466,12 @@ func (r *Reassembler) start(k *key, now int64) int {
 	return i
 }
 
-// oldest returns the slot of the oldest datagram other than except, or -1.
+// oldest returns the slot of the datagram started first other than
+// except, or -1.
 func (r *Reassembler) oldest(except int) int {
-	o := -1
-	for i := range r.keys {
-		if r.keys[i].used && i != except && (o < 0 || r.slots[i].created < r.slots[o].created) {
-			o = i
-		}
+	o := int(r.first)
+	if o == except && o >= 0 {
+		o = int(r.newer[o])
 	}
 	return o
 }
@@ -497,7 +542,34 @@ func (r *Reassembler) release(i int) {
 	}
 	r.held.Add(-int64(d.npages) * PageSize)
 	d.npages, d.frags, d.nruns = 0, 0, 0
+	r.unlink(i)
 	r.keys[i] = key{}
+	r.freeSlots = append(r.freeSlots, int32(i))
 	r.inProgress--
 	r.inProg.Store(int64(r.inProgress))
+}
+
+// unlink takes slot i out of its bucket's chain and the start order.
+func (r *Reassembler) unlink(i int) {
+	b := r.hash[i] & uint64(len(r.buckets)-1)
+	if r.buckets[b] == int32(i) {
+		r.buckets[b] = r.next[i]
+	} else {
+		j := r.buckets[b]
+		for r.next[j] != int32(i) {
+			j = r.next[j]
+		}
+		r.next[j] = r.next[i]
+	}
+	o, n := r.older[i], r.newer[i]
+	if o >= 0 {
+		r.newer[o] = n
+	} else {
+		r.first = n
+	}
+	if n >= 0 {
+		r.older[n] = o
+	} else {
+		r.last = o
+	}
 }
