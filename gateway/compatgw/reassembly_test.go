@@ -50,7 +50,7 @@ func TestFragmentedFromPeer(t *testing.T) {
 				out, err := s.HostA.Run("ping", "-c", strconv.Itoa(n), "-i", "0.2", "-W", "5", "-M", "do", "-s", "1372", twosite.HostB4.String())
 				after := g.Stats().Bind
 				if err != nil || !strings.Contains(out, " 0% packet loss") {
-					o, _ := s.GwA.Run("nstat", "-a")
+					o, _ := s.GwA.Run("nstat", "-as")
 					t.Fatalf("%s: %d pings of 1400 bytes with DF over a WAN of MTU 1300 (replies fragmented by the peer's kernel): %v\n%s\nbind %+v\n%s", when, n, err, out, after, o)
 				}
 				if got := after.FromKernel - before.FromKernel; got < n {

@@ -383,7 +383,7 @@ send:
 	if c != n {
 		var diag strings.Builder
 		for _, ns := range []*topo.NS{s.GwB, s.HostB} {
-			out, _ := ns.Run("nstat", "-az", "UdpRcvbufErrors", "UdpInErrors", "IpInDiscards", "IpOutDiscards")
+			out, _ := ns.Run("nstat", "-asz", "UdpRcvbufErrors", "UdpInErrors", "IpInDiscards", "IpOutDiscards")
 			fmt.Fprintf(&diag, "%s:\n%s", ns.Name, out)
 		}
 		wan, lan := s.Gateway.Ports()

@@ -120,7 +120,7 @@ func TestReplayWindowWidensOnTwoQueues(t *testing.T) {
 	linkDropsAfter, linkDetail := pathLinkDrops(t, s)
 	ringDrops += linkDropsAfter - linkDropsBefore
 	// And host B's socket may overflow while its reader waits for a CPU.
-	if out, err := s.HostB.Run("nstat", "-az", "UdpRcvbufErrors"); err == nil {
+	if out, err := s.HostB.Run("nstat", "-asz", "UdpRcvbufErrors"); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "UdpRcvbufErrors" {
 				v, _ := strconv.ParseUint(f[1], 10, 64)

@@ -74,7 +74,7 @@ func testWANMTULoweredFragmented(t *testing.T, prefix string, cfg twosite.Config
 	out, err := s.HostA.Run("ping", "-c", strconv.Itoa(n), "-i", "0.2", "-W", "5", "-M", "do", "-s", "1372", twosite.HostB4.String())
 	if err != nil || !strings.Contains(out, " 0% packet loss") {
 		t.Errorf("%d pings of 1400 bytes with DF over a WAN of MTU %d: %v\n%s\nstats %+v\nwan %+v", n, low, err, out, g.Engine().Stats(), wan.Stats())
-		o, _ := s.GwB.Run("nstat", "-a")
+		o, _ := s.GwB.Run("nstat", "-as")
 		t.Log(o)
 	}
 	if got := fragmented() - before; got != n {
