@@ -27,7 +27,8 @@ import (
 // unreachable. Linux's wg0 hands such packets to the kernel, which
 // forwards them there; compat mode has no way into the kernel. What the
 // LAN's default route takes still reaches the LAN's router (the capture's
-// own check).
+// own check). With the LAN set down, what the tunnel sends its hosts is
+// off_lan too (the kernel removed the LAN's routes).
 func TestOffLAN(t *testing.T) {
 	testenv.Short(t, "builds namespaces and runs a compat hub and a stock peer")
 	testenv.Tool(t, "ping", "iputils-ping")
@@ -145,5 +146,19 @@ func TestOffLAN(t *testing.T) {
 		if count[dst] != n {
 			t.Errorf("%d datagrams to %v on the LAN, want %d (the LAN's default route)", count[dst], dst, n)
 		}
+	}
+
+	// The LAN set down: the kernel removes its routes, and what the
+	// tunnel sends its hosts has no route out of the LAN (README, "The
+	// WAN or LAN going down").
+	run(hub, "link", "set", lan.A, "down")
+	before = g.Stats().LAN
+	testenv.SendUDP(t, p1, netip.AddrPortFrom(netip.MustParseAddr("198.19.1.10"), port), n)
+	testenv.PollUntil(10*time.Second, func() bool {
+		st = g.Stats().LAN
+		return st.Drops[tundev.PortDropOffLAN]-before.Drops[tundev.PortDropOffLAN] >= n
+	})
+	if got := st.Drops[tundev.PortDropOffLAN] - before.Drops[tundev.PortDropOffLAN]; got != n || st.TXPackets != before.TXPackets {
+		t.Errorf("LAN down, %d datagrams to its host: off_lan %d, sent %d; want %d, 0 (LAN device drops %v)", n, got, st.TXPackets-before.TXPackets, n, st.Drops.List())
 	}
 }
