@@ -32,6 +32,9 @@ func (*KernelRoutes) NextHop(netip.Addr) (netip.Addr, int, bool) { return netip.
 // Route never finds a route.
 func (*KernelRoutes) Route(netip.Addr) (Route, bool) { return Route{}, false }
 
+// Table holds no route.
+func (*KernelRoutes) Table() RouteTable { return RouteTable{} }
+
 // Ignore does nothing.
 func (*KernelRoutes) Ignore(int) {}
 

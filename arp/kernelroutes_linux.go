@@ -398,6 +398,12 @@ func (k *KernelRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 // nothing.
 func (k *KernelRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(k.snap.Load(), dst) }
 
+// Table implements RouteView: the snapshot NextHop and Route read now
+// (the main table without the interface Ignore left out), which the
+// follower replaces, never changes, at each change of the kernel's
+// routes.
+func (k *KernelRoutes) Table() RouteTable { return RouteTable{k.snap.Load()} }
+
 // Close stops following the kernel and releases the netlink sockets.
 func (k *KernelRoutes) Close() error {
 	close(k.done)

@@ -29,10 +29,45 @@ type Route struct {
 }
 
 func (r Route) nextHop(dst netip.Addr) (netip.Addr, int, bool) {
+	return r.NextHop(dst), r.IfIndex, true
+}
+
+// NextHop is the address whose MAC a frame to dst sent by r must carry:
+// r's gateway, or dst itself when r is on-link (Resolver.NextHop's
+// answer for the route r).
+func (r Route) NextHop(dst netip.Addr) netip.Addr {
 	if r.Gateway.IsValid() {
-		return r.Gateway, r.IfIndex, true
+		return r.Gateway
 	}
-	return dst, r.IfIndex, true
+	return dst
+}
+
+// RouteView is a Resolver whose routes can be read a snapshot at a time
+// (KernelRoutes, StaticRoutes): a caller that forwards a batch of packets
+// takes Table once and looks each packet's route up in it, with no
+// interface call, lock or allocation per packet, every packet of the batch
+// by the same routes.
+type RouteView interface {
+	Resolver
+	// Table returns the routes as they are now; they never change
+	// after (a change of the routes makes a new table). Safe for
+	// concurrent use; allocates nothing.
+	Table() RouteTable
+}
+
+// RouteTable is one immutable snapshot of a RouteView's routes. The zero
+// RouteTable holds none. Safe for concurrent use.
+type RouteTable struct{ t *routeTable }
+
+// Route returns the table's route toward dst: the longest prefix that
+// holds it (of the lowest metric, an unreachable or blackhole route
+// included with IfIndex -1, as KernelRoutes.Route), or ok false when none
+// covers dst. Allocates nothing.
+func (t RouteTable) Route(dst netip.Addr) (Route, bool) {
+	if t.t == nil {
+		return Route{}, false
+	}
+	return lookupBest(t.t, dst)
 }
 
 // routeTable is an immutable longest-prefix-match table.
@@ -104,3 +139,6 @@ func (s *StaticRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
 // goes to the host's kernel instead (fastpath.RouteLengths, through
 // gateway/fastgw). Safe for concurrent use; allocates nothing.
 func (s *StaticRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(s.t, dst) }
+
+// Table implements RouteView: the routes never change.
+func (s *StaticRoutes) Table() RouteTable { return RouteTable{s.t} }

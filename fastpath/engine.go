@@ -556,7 +556,9 @@ func (e *Engine) UnderLoad() bool { return len(e.handshakes) >= HandshakeQueueLe
 
 // Send posts a control packet to worker queue's mailbox (queue is taken
 // modulo the number of workers) and wakes the worker. It copies
-// pkt.Payload. It returns false, counted, if the mailbox is full.
+// pkt.Payload. It returns false if the mailbox is full, uncounted: the
+// caller counts the packet it could not send (gateway's mailbox_full),
+// so that one drop is counted once.
 func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	pkt.Payload = append([]byte(nil), pkt.Payload...)
@@ -565,7 +567,6 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 		w.waiter.Ring()
 		return true
 	default:
-		w.count(DropMailboxFull, 1)
 		return false
 	}
 }

@@ -6,14 +6,15 @@ import "time"
 // handshake response is four Curve25519 operations): when the mailbox of
 // queue (modulo the number of workers, as in Send) is full it waits for
 // room, up to timeout, instead of refusing at once. It copies pkt.Payload
-// and returns false, counted once (DropMailboxFull), only if the mailbox
-// stayed full for timeout. The caller blocks meanwhile, so it must hold no
-// lock the worker or other senders need; a worker drains its mailbox every
-// turn, so a full mailbox means the worker is behind, not asleep.
+// and returns false only if the mailbox stayed full for timeout,
+// uncounted, as Send: the caller counts it (gateway's mailbox_full). The
+// caller blocks meanwhile, so it must hold no lock the worker or other
+// senders need; a worker drains its mailbox every turn, so a full mailbox
+// means the worker is behind, not asleep.
 //
 // A wait that runs out marks the worker stalled: until it takes mail from
 // its mailbox again, SendWait to it refuses at once when the mailbox is
-// full (counted), as Send does, instead of waiting. A worker that does not
+// full, as Send does, instead of waiting. A worker that does not
 // run for a while (descheduled, or stuck) so costs each handshake worker
 // one wait of timeout, not one per message for its queue, and the
 // handshakes for the other workers' queues go on. Safe for concurrent use.
@@ -29,7 +30,6 @@ func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) b
 	}
 	w.waiter.Ring() // the worker may be parked behind a burst of senders
 	if w.stalled.Load() {
-		w.count(DropMailboxFull, 1)
 		return false
 	}
 	t := time.NewTimer(timeout)
@@ -40,7 +40,6 @@ func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) b
 		return true
 	case <-t.C:
 		w.stalled.Store(true)
-		w.count(DropMailboxFull, 1)
 		return false
 	}
 }

@@ -59,7 +59,11 @@ const (
 	DropNoNeighbour
 	// DropHandshakeQueueFull: the control plane's handshake queue was full.
 	DropHandshakeQueueFull
-	// DropMailboxFull: a worker's control mailbox was full.
+	// DropMailboxFull: a worker's mailbox was full for a packet of the
+	// host's (SendTunnel), a datagram the kernel reassembled
+	// (ReceiveWAN) or an owned-mode ARP/NDP frame (SendFrame). A control
+	// packet the mailbox refused (Send, SendWait) is its sender's to
+	// count (gateway's mailbox_full), not counted here too.
 	DropMailboxFull
 	// DropRingFull: a TX ring took fewer frames than offered.
 	DropRingFull

@@ -21,12 +21,13 @@ type Dataplane interface {
 	// UnderLoad reports whether the handshake queue is at least 1/8 full.
 	UnderLoad() bool
 	// Send posts a control packet on a worker's mailbox; it copies the
-	// payload and reports false if the mailbox was full.
+	// payload and reports false if the mailbox was full, which the
+	// device counts (DropMailboxFull), not the dataplane.
 	Send(queue int, pkt fastpath.ControlPacket) bool
 	// SendWait is Send waiting up to timeout for room in a full mailbox
 	// (fastpath.Engine.SendWait); false if the wait ran out, or at once
 	// while the worker is stalled (a wait for it ran out before and it has
-	// taken no mail since).
+	// taken no mail since); counted as Send's.
 	SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool
 	// Kick wakes the workers (keypairs or endpoints changed).
 	Kick()

@@ -24,7 +24,7 @@ const (
 	DropRateLimited                            // per-source limit on handshakes with a valid MAC2 while under load (or the limiter's table full)
 	DropIndexTableFull                         // no receiver index left
 	DropNoEndpoint                             // something to send to a peer with no known endpoint
-	DropMailboxFull                            // the dataplane refused a control packet (a fastpath.Engine counts it too: its queue's mailbox_full)
+	DropMailboxFull                            // the dataplane refused a control packet (counted here alone: a fastpath.Engine's queue's mailbox_full counts its other mail)
 	DropCookieBudget                           // cookie reply not sent: over CookieRepliesPerSecond (all sources)
 	DropHandshakeStale                         // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
 	DropHandshakeBacklogFull                   // the handshake pool's queue was full (Options.HandshakeBacklog)

@@ -62,10 +62,24 @@ type PortConfig struct {
 	// destination's scope (RFC 6724 §5 rule 2). Invalid: ICMPSource6.
 	// PortDevice.SetICMPLinkLocal replaces it.
 	ICMPLinkLocal6 netip.Addr
-	// Routes gives the next hop towards a packet's destination on the
-	// LAN (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned
-	// mode). The interface index it returns is not checked.
-	Routes arp.Resolver
+	// Routes gives the route towards a packet's destination
+	// (arp.KernelRoutes in shared mode, arp.StaticRoutes in owned mode):
+	// its next hop on the LAN, and the prefix a peer's allowed IPs are
+	// weighed against (router.go). Write takes its Table once per call.
+	// Without LANIndex the interface index of a route is not checked:
+	// Routes holds the LAN's routes alone.
+	Routes arp.RouteView
+	// LANIndex is the LAN interface's index among Routes' routes. Set,
+	// Routes is the host's whole route view (gateway/compatgw: the
+	// kernel's main table, as gateway/fastgw follows it), and a decrypted
+	// packet whose route leads out of another interface (a full tunnel's
+	// Internet traffic, a network the host reaches by another link), sends
+	// nowhere (unreachable, blackhole, prohibit: IfIndex -1) or is not
+	// covered by any route (the host's ip rules may route it by another
+	// table) is dropped as PortDropOffLAN, never sent to the LAN: the
+	// device has no way to hand it to the host, whose kernel would
+	// forward it (router.go). 0: every route leads to the LAN.
+	LANIndex int
 	// Neighbours holds the next hops' MACs.
 	Neighbours *arp.Table
 	// Responder, in owned mode, answers ARP and NDP for the LAN addresses
@@ -157,9 +171,8 @@ type PortDevice struct {
 	// hosts are the host's own addresses (SetHostAddrs), whose
 	// decrypted packets Write drops as local; nil while none. Loaded
 	// once per Write call.
-	hosts  atomic.Pointer[hostSet]
-	loop   loopQueue   // Write → Read (loop.go)
-	routes routeLookup // cfg.Routes' Route, or nil (router.go)
+	hosts atomic.Pointer[hostSet]
+	loop  loopQueue // Write → Read (loop.go)
 	// icmpLimit rate-limits time exceeded (router.go) and host
 	// unreachable (unreach.go) by PortConfig.ICMPRate, on a clock of ns
 	// since epoch.
@@ -224,7 +237,6 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
 	d.lanMTU.Store(int32(cfg.Port.MTU()))
-	d.routes, _ = cfg.Routes.(routeLookup)
 	d.storeICMPSources(cfg.ICMPSource4, cfg.ICMPSource6, cfg.ICMPLinkLocal6)
 	d.events <- tun.EventUp
 	return d, nil

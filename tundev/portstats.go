@@ -86,6 +86,16 @@ const (
 	// hand to the host's stack: dropped at once, unanswered, where it
 	// was sent to a LAN neighbour that never answered (router.go).
 	PortDropLocal
+	// PortDropOffLAN: a written (decrypted) packet whose route leads out
+	// of another interface than the LAN, sends nowhere (unreachable,
+	// blackhole, prohibit) or is not in the main table
+	// (PortConfig.LANIndex: gateway/compatgw): a full tunnel's Internet
+	// traffic, a network the host routes by another link. Linux's wg0
+	// hands it to the host's kernel, which forwards it (or answers it);
+	// the device has no way into the kernel, so it is dropped at once,
+	// unanswered, never sent to the LAN (router.go). fastpath counts the
+	// same drop as off_lan without an exception TUN.
+	PortDropOffLAN
 
 	NumPortDropReasons
 )
@@ -93,7 +103,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
-	"no_endpoint", "link_down", "driver_drop", "local",
+	"no_endpoint", "link_down", "driver_drop", "local", "off_lan",
 }
 
 // String returns the reason's snake-case name.

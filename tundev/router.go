@@ -44,13 +44,14 @@ import (
 // back to wireguard-go's read side (loop.go), as Linux's wg0 sends it back
 // out: peer to peer (hub and spoke), the peer it came from included. One
 // to the host's own addresses (SetHostAddrs), which Linux delivers
-// locally, is dropped as local: the device has no way into the host.
-
-// routeLookup is what the LAN routes (arp.KernelRoutes, arp.StaticRoutes)
-// give besides NextHop: the route toward dst, its prefix and metric.
-type routeLookup interface {
-	Route(dst netip.Addr) (arp.Route, bool)
-}
+// locally, is dropped as local: the device has no way into the host. With
+// PortConfig.LANIndex, one whose route (the longest prefix of the host's
+// main table, Linux's lookup) leads out of another interface than the LAN,
+// sends nowhere or is not in the table, which Linux's wg0 hands to the
+// host's kernel to forward, is dropped as off_lan for the same reason,
+// after the TTL check (time exceeded answers it as Linux's forwarding
+// would) and never sent to the LAN: the fast path's rule
+// (fastpath/hairpin.go) without its exception TUN.
 
 // tunnelRouteMetric6 is the metric of an IPv6 route into wg0 (Linux's
 // default for a route added without one, IP6_RT_PRIO_USER); a LAN route of
@@ -133,48 +134,66 @@ func (d *PortDevice) SetHostAddrs(addrs []netip.Addr) {
 }
 
 // lastRoute is Write's memory of route's last answer within a call, so
-// that a batch to one destination asks the tables once.
+// that a batch to one destination asks the tables once; rt and found are
+// the route toward dst (found false: none covers it), which Write's
+// next-hop look-up reads, unless local (not looked up).
 type lastRoute struct {
-	dst           netip.Addr // invalid: none yet
-	tunnel, local bool
+	dst   netip.Addr // invalid: none yet
+	to    routeVerdict
+	rt    arp.Route
+	found bool
 }
 
-// route tells where a decrypted packet to dst goes: local, to the host
-// (hosts, SetHostAddrs), as Linux's local table comes before the rest;
-// else tunnel, back into the tunnel (routeToTunnel); else (neither) to the
-// LAN. last keeps the answer for the next packet to the same destination.
-func (d *PortDevice) route(al *bart.Table[uint8], hosts *hostSet, dst netip.Addr, last *lastRoute) (tunnel, local bool) {
+// routeVerdict is where route sends a decrypted packet.
+type routeVerdict uint8
+
+const (
+	routeLAN    routeVerdict = iota // toward the LAN's next hop (or no_route without LANIndex)
+	routeTunnel                     // back into the tunnel (routeToTunnel)
+	routeLocal                      // to one of the host's own addresses: dropped as local
+	routeOff                        // off the LAN (PortConfig.LANIndex): dropped as off_lan
+)
+
+// route tells where a decrypted packet to dst goes, by the allowed IPs
+// al, the host's addresses hosts and the routes tab (Write's snapshots):
+// local, to the host (hosts, SetHostAddrs), as Linux's local table comes
+// before the rest; else tunnel, back into the tunnel (routeToTunnel); else
+// off the LAN when the route toward dst leads elsewhere
+// (PortConfig.LANIndex); else to the LAN. last keeps the answer, and the
+// route, for the next packet to the same destination.
+func (d *PortDevice) route(al *bart.Table[uint8], hosts *hostSet, tab arp.RouteTable, dst netip.Addr, last *lastRoute) routeVerdict {
 	if dst == last.dst {
-		return last.tunnel, last.local
+		return last.to
 	}
-	last.dst, last.tunnel, last.local = dst, false, false
+	*last = lastRoute{dst: dst}
 	if hosts != nil {
 		if _, ok := (*hosts)[dst]; ok {
-			last.local = true
-			return false, true
+			last.to = routeLocal
+			return routeLocal
 		}
 	}
-	last.tunnel = al != nil && d.routeToTunnel(al, dst)
-	return last.tunnel, false
+	last.rt, last.found = tab.Route(dst)
+	switch {
+	case al != nil && routeToTunnel(al, dst, last.rt, last.found):
+		last.to = routeTunnel
+	case d.cfg.LANIndex != 0 && (!last.found || last.rt.IfIndex != d.cfg.LANIndex):
+		last.to = routeOff
+	}
+	return last.to
 }
 
 // routeToTunnel reports whether a decrypted packet to dst goes back into
 // the tunnel: the longest allowed-IPs prefix holding dst is longer than
-// the LAN's route toward it (or equal, for IPv4, or IPv6 against a route
-// of a metric of tunnelRouteMetric6 or more), as Linux's longest-prefix
-// match over a table holding both would choose. A LAN resolver without
-// Route (routeLookup) counts as one with no route.
-func (d *PortDevice) routeToTunnel(al *bart.Table[uint8], dst netip.Addr) bool {
+// the route r toward it (found false: none; or equal, for IPv4, or IPv6
+// against a route of a metric of tunnelRouteMetric6 or more), as Linux's
+// longest-prefix match over a table holding both would choose.
+func routeToTunnel(al *bart.Table[uint8], dst netip.Addr, r arp.Route, found bool) bool {
 	bits, ok := al.Lookup(dst)
 	if !ok {
 		return false
 	}
-	if d.routes == nil {
-		return true
-	}
-	r, ok := d.routes.Route(dst)
 	switch {
-	case !ok || r.Prefix.Bits() < int(bits):
+	case !found || r.Prefix.Bits() < int(bits):
 		return true
 	case r.Prefix.Bits() > int(bits):
 		return false
@@ -295,13 +314,13 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 // decrypted packet), before it goes on: judge, the host's own addresses
 // (route: dropped as local), the TTL check (parameter problem, time
 // exceeded or, for a link-local source not going back into the tunnel,
-// beyond scope into the tunnel, icmpErrorTunnel), the TTL decrement and
-// the MSS clamp,
+// beyond scope into the tunnel, icmpErrorTunnel), a route off the LAN
+// (route: dropped as off_lan), the TTL decrement and the MSS clamp,
 // in place (wireguard-go's buffer, which Write does not keep). It returns
-// outLAN for a packet to send to the LAN, outLoop for one to hand back to
-// wireguard-go (peer to peer, routeToTunnel: Write queues the batch's in
-// the loop queue at once), or outDropped (counted).
-func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], hosts *hostSet, last *lastRoute) outVerdict {
+// outLAN for a packet to send to the LAN (by last's route), outLoop for
+// one to hand back to wireguard-go (peer to peer, routeToTunnel: Write
+// queues the batch's in the loop queue at once), or outDropped (counted).
+func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], hosts *hostSet, tab arp.RouteTable, last *lastRoute) outVerdict {
 	if !headerOK(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
 		return outDropped
@@ -314,11 +333,12 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 		d.optionsErrorTunnel(pkt, al)
 		return outDropped
 	}
-	tunnel, local := d.route(al, hosts, dst, last)
-	if local {
+	to := d.route(al, hosts, tab, dst, last)
+	if to == routeLocal {
 		d.ctr.drops[PortDropLocal].Add(1)
 		return outDropped
 	}
+	tunnel := to == routeTunnel
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
 		d.icmpErrorTunnel(pkt, icmpError{kind: icmpTimeExceeded}, al)
@@ -327,6 +347,10 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 	if j == judgedScope && !tunnel {
 		d.ctr.drops[PortDropMartian].Add(1)
 		d.icmpErrorTunnel(pkt, icmpError{kind: icmpBeyondScope}, al)
+		return outDropped
+	}
+	if to == routeOff {
+		d.ctr.drops[PortDropOffLAN].Add(1)
 		return outDropped
 	}
 	header.DecrementHop(pkt)

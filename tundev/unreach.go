@@ -7,7 +7,6 @@ import (
 
 	"github.com/gaissmai/bart"
 
-	"github.com/wgpio/wgpio/arp"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
 )
@@ -77,15 +76,10 @@ func (d *PortDevice) unreachable(eth, pkt []byte) {
 }
 
 // routeBits is the prefix length of the route toward dst
-// (PortConfig.Routes, when it tells its routes: arp.KernelRoutes,
-// arp.StaticRoutes), 64 when it does not or has none.
+// (PortConfig.Routes), 64 when it has none.
 func (d *PortDevice) routeBits(dst netip.Addr) int {
-	if rl, ok := d.cfg.Routes.(interface {
-		Route(netip.Addr) (arp.Route, bool)
-	}); ok {
-		if r, ok := rl.Route(dst); ok {
-			return r.Prefix.Bits()
-		}
+	if r, ok := d.cfg.Routes.Table().Route(dst); ok {
+		return r.Prefix.Bits()
 	}
 	return 64
 }
@@ -102,19 +96,16 @@ func (d *PortDevice) dropOut(pkt []byte, r PortDropReason, al *bart.Table[uint8]
 }
 
 // lanBroadcast reports whether pkt is an IPv4 packet to the directed
-// broadcast address of its on-link route (PortConfig.Routes, when it
-// tells its routes; a prefix of /30 or shorter): no ICMP error answers a
-// packet to a broadcast address (RFC 1812 §4.3.2.7), which no neighbour
-// answers for. A rare path (Write's drops).
+// broadcast address of its on-link route (PortConfig.Routes; a prefix of
+// /30 or shorter): no ICMP error answers a packet to a broadcast address
+// (RFC 1812 §4.3.2.7), which no neighbour answers for. A rare path
+// (Write's drops).
 func (d *PortDevice) lanBroadcast(pkt []byte) bool {
-	rl, ok := d.cfg.Routes.(interface {
-		Route(netip.Addr) (arp.Route, bool)
-	})
-	if !ok || pkt[0]>>4 != header.IPv4Version {
+	if pkt[0]>>4 != header.IPv4Version {
 		return false
 	}
 	dst := netip.AddrFrom4(header.IPv4(pkt).DstBytes())
-	r, ok := rl.Route(dst)
+	r, ok := d.cfg.Routes.Table().Route(dst)
 	if !ok || r.Gateway.IsValid() || !r.Prefix.Addr().Is4() || r.Prefix.Bits() > 30 {
 		return false
 	}

@@ -40,13 +40,14 @@ func (d *PortDevice) txIndex(pkt []byte) int {
 // packets that cannot be sent (not IP, shorter than their length field,
 // too big, refused by the
 // router's checks or at TTL 1 (router.go), for the host itself
-// (SetHostAddrs), no route, an unresolved next hop, no buffer, a full TX
-// ring) are dropped and counted,
+// (SetHostAddrs), routed off the LAN (PortConfig.LANIndex), no route, an
+// unresolved next hop, no buffer, a full TX ring) are dropped and counted,
 // as a kernel interface drops them, so that one bad packet does not make
 // wireguard-go log every batch. A packet's TTL or hop limit and a SYN's
 // MSS are changed in place in bufs; one for a peer's allowed IPs (by a
 // longer prefix than the LAN's route: SetAllowedIPs) goes back to Read
-// instead of the LAN. Safe for concurrent use; it does not keep
+// instead of the LAN. The routes are read from one snapshot per call
+// (PortConfig.Routes' Table). Safe for concurrent use; it does not keep
 // bufs and allocates nothing on the hot path. After Close it returns 0,
 // os.ErrClosed.
 func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
@@ -59,6 +60,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 	// the caller's buffers.
 	var pkts [PortBatchSize][]byte
 	al, hosts, lanMTU := d.allowed.Load(), d.hosts.Load(), int(d.lanMTU.Load())
+	tab := d.cfg.Routes.Table()
 	var lastTun lastRoute
 	for done := 0; done < len(bufs); {
 		chunk := bufs[done:min(len(bufs), done+PortBatchSize)]
@@ -77,7 +79,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 				continue
 			}
 			pkts[i] = pkt
-			switch d.forwardOut(pkt, dst, al, hosts, &lastTun) {
+			switch d.forwardOut(pkt, dst, al, hosts, tab, &lastTun) {
 			case outLoop:
 				switch {
 				case len(pkt) <= d.cfg.MTU:
@@ -112,7 +114,7 @@ func (d *PortDevice) Write(bufs [][]byte, offset int) (int, error) {
 			mac, good := lastMAC, lastOK
 			if dst != last {
 				var r PortDropReason
-				mac, r = d.nextHop(dst)
+				mac, r = d.nextHop(dst, lastTun.rt, lastTun.found)
 				good = r == NumPortDropReasons
 				last, lastMAC, lastOK, lastReason = dst, mac, good, r
 			}
@@ -196,13 +198,16 @@ func destination(pkt []byte) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// nextHop returns dst's next hop MAC, or a drop reason
-// (NumPortDropReasons on success).
-func (d *PortDevice) nextHop(dst netip.Addr) (header.MAC, PortDropReason) {
-	nh, _, ok := d.cfg.Routes.NextHop(dst)
-	if !ok {
+// nextHop returns the MAC of dst's next hop by r, the route toward dst
+// (found false: none; forwardOut's), or a drop reason
+// (NumPortDropReasons on success): no_route for none, or one that sends
+// nowhere (IfIndex -1: unreachable, blackhole), as Resolver.NextHop
+// answers.
+func (d *PortDevice) nextHop(dst netip.Addr, r arp.Route, found bool) (header.MAC, PortDropReason) {
+	if !found || r.IfIndex < 0 {
 		return header.MAC{}, PortDropNoRoute
 	}
+	nh := r.NextHop(dst.Unmap())
 	if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
 		return header.MAC(mac), NumPortDropReasons
 	}

@@ -113,7 +113,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		unconfirmed:          d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
 		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
-		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, which that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts too, beside the other packets its mailbox refused).", "reason"),
+		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, counted here alone; that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts the other packets its mailbox refused).", "reason"),
 		exceptionDrops:       d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
 		tunRx:                d("tun_receive_packets_total", "Packets read from the kernel TUN: the exception TUN's (the host's own packets into the tunnel), or compat-mqtun's (the LAN's)."),
 		tunTx:                d("tun_transmit_packets_total", "Packets written to the kernel TUN: the exception TUN's (for the host), or compat-mqtun's (decrypted)."),

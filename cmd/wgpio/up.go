@@ -233,7 +233,7 @@ func warnNetfilter(log *slog.Logger, devs []string, hostForwards bool) {
 // netfilterWarning is warnNetfilter's message. Only where hostForwards
 // does it say that a full tunnel's Internet traffic passes the rules:
 // without an exception TUN the fast path drops that traffic (off_lan),
-// and compat mode's tundev sends only to the LAN.
+// and so does compat mode's tundev, which sends only to the LAN.
 func netfilterWarning(hostForwards bool) string {
 	msg := "the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: " +
 		"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). " +

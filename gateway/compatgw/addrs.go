@@ -207,12 +207,13 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 // address (srcaddr.Choose's sources), what fails with it: the LAN's hosts
 // have no router address to send to (the kernel answers ARP and NDP for
 // its own addresses only, so their ARP for the address they route
-// through goes unanswered), the kernel has no route toward them, so the
-// LAN device drops the decrypted packets for them (arp.KernelRoutes has
-// none: no_route), unanswered, and no ICMP error (fragmentation needed,
-// time exceeded, host unreachable) reaches them, for want of a source.
+// through goes unanswered), the kernel has no route toward them out of
+// the LAN, so the LAN device drops the decrypted packets for them
+// (their route, if any, leads elsewhere: off_lan), unanswered, and no
+// ICMP error (fragmentation needed, time exceeded, host unreachable)
+// reaches them, for want of a source.
 const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), so nothing they send reaches the tunnel; " +
-	"the kernel has no route toward them, so what the tunnel sends them is dropped (no_route, lan (tundev) in wgpio stats), and no ICMP error reaches them; " +
+	"the kernel has no route toward them on the LAN, so what the tunnel sends them is dropped (off_lan, lan (tundev) in wgpio stats), and no ICMP error reaches them; " +
 	"add the address the LAN's hosts route through (followed at once)"
 
 // noteLANAddress logs noLANAddress, with the interface's name and the fix,

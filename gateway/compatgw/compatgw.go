@@ -353,7 +353,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	g.closers = append(g.closers, g.routeSrc.Close)
 	bc.Source = g.routeSrc
-	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index); err != nil {
+	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index, wan.index); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
 	if g.bind, err = bind.New(bc); err != nil {
@@ -381,9 +381,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	// answers from the address of the interface the answer leaves by.
 	pc := tundev.PortConfig{Port: g.lan, Name: cfg.Name, MTU: cfg.MTU, ICMPSource4: lan.v4, ICMPSource6: lan.v6, ICMPLinkLocal6: lan.ll6}
 	routerConfig(&pc, &cfg)
-	if pc.Routes, pc.Neighbours, err = g.kernelNeighbours(h, lan.index); err != nil {
+	// The LAN device weighs a decrypted packet's route in the whole main
+	// table, as fast-path mode does (fastgw's resolver.PrefixLen): one
+	// whose route leads off the LAN is dropped as off_lan, never sent
+	// to the LAN (tundev.PortConfig.LANIndex).
+	if pc.Routes, pc.Neighbours, err = g.kernelNeighbours(h, lan.index, 0); err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
+	pc.LANIndex = lan.index
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
 	}
@@ -458,17 +463,18 @@ func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	return nil
 }
 
-// kernelNeighbours follows the kernel's routes and neighbours of one
-// interface (shared address mode) until Close.
-func (g *Gateway) kernelNeighbours(h *netlink.Handle, index int) (*arp.KernelRoutes, *arp.Table, error) {
-	opts := arp.KernelOptions{LinkIndex: index}
-	routes, err := arp.NewKernelRoutes(opts)
+// kernelNeighbours follows the kernel's neighbours of interface index
+// and the routes of the main table out of interface routeIndex (0: all of
+// them, the route view fast-path mode follows) in shared address mode,
+// until Close.
+func (g *Gateway) kernelNeighbours(h *netlink.Handle, index, routeIndex int) (*arp.KernelRoutes, *arp.Table, error) {
+	routes, err := arp.NewKernelRoutes(arp.KernelOptions{LinkIndex: routeIndex})
 	if err != nil {
 		return nil, nil, err
 	}
 	g.closers = append(g.closers, routes.Close)
 	tbl := arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: h, LinkIndex: index}})
-	kn, err := arp.NewKernelNeighbours(tbl, opts)
+	kn, err := arp.NewKernelNeighbours(tbl, arp.KernelOptions{LinkIndex: index})
 	if err != nil {
 		return nil, nil, err
 	}

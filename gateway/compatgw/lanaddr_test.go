@@ -18,7 +18,8 @@ import (
 // user who took the gateway to need none, as it needs none on a Linux
 // router's wg0) starts with a warning that names the interface, what
 // fails and the fix, as fast-path mode does; and what it says fails does:
-// host B's pings to host A are dropped as no_route, unanswered. The
+// host B's pings to host A are dropped as off_lan (no route toward them
+// leads out of the LAN), unanswered. The
 // address added while running is followed (host A reaches host B), and
 // removing it again is warned about once more. It started silently.
 func TestNoLANAddressWarned(t *testing.T) {
@@ -48,19 +49,19 @@ func TestNoLANAddressWarned(t *testing.T) {
 	}
 	t.Cleanup(func() { g.Close() })
 	const warning = "LAN has no IPv4 or global IPv6 address"
-	wants := []string{warning, "no router address", "no_route", "interface=" + s.LANA, `fix="ip addr add ADDRESS/PREFIX dev ` + s.LANA + `"`}
+	wants := []string{warning, "no router address", "off_lan", "interface=" + s.LANA, `fix="ip addr add ADDRESS/PREFIX dev ` + s.LANA + `"`}
 	for _, want := range wants {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("started with LAN %s without an address: the log does not hold %q:\n%s", s.LANA, want, logs.String())
 		}
 	}
 	// What the warning says: the kernel has no route toward the LAN's
-	// hosts, so the decrypted packets for them are dropped.
+	// hosts on the LAN, so the decrypted packets for them are dropped.
 	if !testenv.PollUntil(15*time.Second, func() bool {
 		s.HostB.Run("ping", "-c", "1", "-W", "1", twosite.HostA4.String())
-		return g.Stats().LAN.Drops[tundev.PortDropNoRoute] > 0
+		return g.Stats().LAN.Drops[tundev.PortDropOffLAN] > 0
 	}) {
-		t.Errorf("host B's pings to host A with the LAN's address gone: LAN device drops %v, want no_route", g.Stats().LAN.Drops.List())
+		t.Errorf("host B's pings to host A with the LAN's address gone: LAN device drops %v, want off_lan", g.Stats().LAN.Drops.List())
 	}
 	run("address", "add", twosite.LANA4.String()+"/24", "dev", s.LANA)
 	if err := s.HostA.Ping(twosite.HostB4, 15*time.Second); err != nil {

@@ -1,0 +1,65 @@
+package gateway_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// TestMailboxFullCountedOnce: a handshake initiation a real engine's full
+// mailbox refuses is one drop, counted once: as the control plane's
+// mailbox_full, not as the worker's too (the sum of wgpio_drops_total and
+// wgpio_control_drops_total counted it twice). The engine is not started,
+// so that nothing drains its worker's mailbox, and the device sends its
+// initiations as the timers do (SendKeepalive to a peer without a session).
+func TestMailboxFullCountedOnce(t *testing.T) {
+	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wan, far, err := memport.NewPair(memport.Config{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { lan.Close(); host.Close(); wan.Close(); far.Close() }()
+	addr := netip.MustParseAddr("198.18.0.1")
+	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: addr,
+		WANResolver: fixedMAC(far.MAC()), LANResolver: fixedMAC(host.MAC())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	key, _ := noise.NewPrivateKey()
+	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const refused = 5
+	var peers []gateway.PeerConfig
+	for i := range fastpath.MailboxLen + refused {
+		k, _ := noise.NewPrivateKey()
+		a := netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
+		peers = append(peers, gateway.PeerConfig{PublicKey: k.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.0.2:51820"),
+			AllowedIPs: []netip.Prefix{netip.PrefixFrom(a, 32)}})
+	}
+	if err := d.AddPeers(peers); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers {
+		d.SendKeepalive(p.PublicKey)
+	}
+	var worker uint64
+	for _, q := range e.Stats() {
+		worker += q.Drops[fastpath.DropMailboxFull]
+	}
+	st := d.Stats()
+	if control := st.Drops[gateway.DropMailboxFull]; control != refused || worker != 0 || st.InitiationsSent != uint64(len(peers)) {
+		t.Errorf("%d initiations into a mailbox of %d: control plane's mailbox_full %d, the worker's %d, initiations made %d; want %d, 0, %d",
+			len(peers), fastpath.MailboxLen, control, worker, st.InitiationsSent, refused, len(peers))
+	}
+}
