@@ -191,9 +191,17 @@ type Config struct {
 	// (RouteLengths; for the host's kernel to forward, with the TTL /
 	// hop limit they came out of the tunnel with), e.g. a TUN to the
 	// host kernel; may be nil (such transit packets are then dropped,
-	// DropOffLAN). Called from workers, must be safe for concurrent use
-	// and must not keep pkt.
-	Exception func(pkt []byte)
+	// DropOffLAN). A worker calls it once per burst with all of that
+	// burst's packets for the host, in the order they arrived (and once
+	// per ICMP error it sends the host, with that one packet): queue is
+	// the worker's index (0 to the number of workers less one: a callee
+	// may keep state per worker, which no other worker touches), pkts
+	// the packets, each an inner IP packet in the worker's frames. The
+	// callee must not keep pkts nor the packets past the call (the
+	// frames are freed after it), may change their bytes, and must not
+	// wait for the host: the worker's other traffic waits for it. Called
+	// from the workers concurrently, each with its own queue.
+	Exception func(queue int, pkts [][]byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr
 	// HostAddrs are the host's other addresses (its LAN and WAN

@@ -102,6 +102,9 @@ type rigConfig struct {
 	// Config.Exception.
 	tunnelAddrs []netip.Addr
 	exception   func(pkt []byte)
+	// hostBatch, if not nil, is Config.Exception itself (exception is
+	// then not called).
+	hostBatch func(queue int, pkts [][]byte)
 	// hostAddrsB is gateway B's Config.HostAddrs.
 	hostAddrsB []netip.Addr
 	// wan6 gives both gateways IPv6 WAN addresses (wan6A, wan6B) and
@@ -167,7 +170,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,
 			ReplayWindow: rc.replayWindow, Share: rc.share,
-			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exception, HostAddrs: hostAddrs, Reassemble: rc.reassemble,
+			TunnelAddrs: rc.tunnelAddrs, Exception: rc.exceptionBatch(), HostAddrs: hostAddrs, Reassemble: rc.reassemble,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -356,6 +359,22 @@ func (r *rig) shareCaches() {
 				}
 				p.Queue(q).(dataplane.CacheSharer).UseCache(c)
 			}
+		}
+	}
+}
+
+// exceptionBatch is the rig's Config.Exception: hostBatch, or exception
+// called for each packet of a batch (nil without either).
+func (rc rigConfig) exceptionBatch() func(int, [][]byte) {
+	if rc.hostBatch != nil {
+		return rc.hostBatch
+	}
+	if rc.exception == nil {
+		return nil
+	}
+	return func(_ int, pkts [][]byte) {
+		for _, p := range pkts {
+			rc.exception(p)
 		}
 	}
 }

@@ -317,5 +317,7 @@ func (w *worker) icmpToHost(p []byte, e icmpError, now int64) {
 		return
 	}
 	w.c.icmp.Add(1)
-	w.e.cfg.Exception(w.fwd.icmp[:n])
+	w.hostOne[0] = w.fwd.icmp[:n]
+	w.e.cfg.Exception(w.id, w.hostOne[:])
+	w.hostOne[0] = nil
 }

@@ -472,7 +472,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerOwn:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
-			w.e.cfg.Exception(f.Data())
+			w.toHost = append(w.toHost, f.Data())
 			w.c.exception.Add(1)
 			left++ // consumed: freed with the rest
 		case innerNoNeighbour:
@@ -507,7 +507,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerHost:
 			pl.lastDataReceived = now
 			decBytes += uint64(f.Len())
-			w.e.cfg.Exception(f.Data())
+			w.toHost = append(w.toHost, f.Data())
 			host++
 			left++ // consumed: freed with the rest
 		case innerOffLAN:
@@ -527,6 +527,14 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 	w.c.decryptedBytes.Add(decBytes)
 	if host != 0 {
 		w.c.toHost.Add(uint64(host))
+	}
+	if len(w.toHost) != 0 {
+		// One call for the burst's packets for the host (an exception
+		// TUN coalesces a flow's into one write: Config.Exception);
+		// their frames are freed after it, with the rest.
+		w.e.cfg.Exception(w.id, w.toHost)
+		clear(w.toHost)
+		w.toHost = w.toHost[:0]
 	}
 	return out, left
 }

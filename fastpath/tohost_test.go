@@ -113,11 +113,19 @@ func TestToHostAllowedIPsFirst(t *testing.T) {
 	}
 }
 
-// TestToHostZeroAllocs: a burst of 64 packets to the host allocates
-// nothing and asks the routes once per destination.
+// TestToHostZeroAllocs: a burst of 64 packets to the host is handed to
+// Config.Exception in one call (an exception TUN coalesces a flow's
+// packets of one call into one write), allocates nothing and asks the
+// routes once per destination.
 func TestToHostZeroAllocs(t *testing.T) {
-	var n int
-	r := newRig(t, rigConfig{exception: func([]byte) { n++ }})
+	var n, calls int
+	r := newRig(t, rigConfig{hostBatch: func(q int, pkts [][]byte) {
+		if q != 0 {
+			t.Errorf("Exception called with queue %d, want 0 (the worker's)", q)
+		}
+		n += len(pkts)
+		calls++
+	}})
 	lens := &wanDefault{}
 	r.b.lanLens = lens
 	frames := make([]dataplane.Frame, 64)
@@ -140,12 +148,16 @@ func TestToHostZeroAllocs(t *testing.T) {
 		r.b.workers[0].inbound(now)
 	}
 	burst()
-	if n != 64 {
-		t.Fatalf("warm-up burst: %d of 64 to the host; B's drops %v", n, r.b.Stats()[0].Drops.List())
+	if n != 64 || calls != 1 {
+		t.Fatalf("warm-up burst: %d of 64 to the host in %d calls, want 64 in 1; B's drops %v", n, calls, r.b.Stats()[0].Drops.List())
 	}
 	allocs := testing.AllocsPerRun(200, burst)
 	if allocs != 0 {
 		t.Errorf("AllocsPerRun(burst of 64 to the host) = %v, want 0", allocs)
+	}
+	// The warm-up, AllocsPerRun's own and its 200 runs.
+	if calls != 202 || n != 64*202 {
+		t.Errorf("%d packets in %d calls of Exception for 202 bursts of 64, want one call a burst", n, calls)
 	}
 	if lens.asked > 2 {
 		t.Errorf("routes asked %d times for one destination within NeighbourCacheTTL, want 1", lens.asked)
@@ -181,5 +193,39 @@ func TestToHostNoRoute(t *testing.T) {
 	h.b.workers[0].inbound(h.clock.Now())
 	if c := h.toC(t); len(c) != 1 || got != 1 {
 		t.Errorf("to C's allowed IPs: to C %d, to the host %d; want 1, 1", len(c), got)
+	}
+}
+
+// TestToHostBatchInOrder: the packets of one burst for the host go to
+// Config.Exception in one call, in the order they arrived, those for the
+// LAN between them to the LAN.
+func TestToHostBatchInOrder(t *testing.T) {
+	var batches [][][]byte
+	r := newRig(t, rigConfig{hostBatch: func(_ int, pkts [][]byte) {
+		var b [][]byte
+		for _, p := range pkts {
+			b = append(b, bytes.Clone(p))
+		}
+		batches = append(batches, b)
+	}})
+	r.b.lanLens = &wanDefault{}
+	var want [][]byte
+	for i := range 3 {
+		p := ip4{src: pA, dst: pNet, payload: bytes.Repeat([]byte{byte(i)}, 40)}.bytes()
+		want = append(want, p)
+		sealToB(t, r, p)
+		sealToB(t, r, ip4{src: pA, dst: pB}.bytes())
+	}
+	r.b.workers[0].inbound(r.clock.Now())
+	if len(batches) != 1 || len(batches[0]) != 3 {
+		t.Fatalf("Exception got %d calls (%v packets), want 1 of 3; B's drops %v", len(batches), batches, r.b.Stats()[0].Drops.List())
+	}
+	for i, p := range batches[0] {
+		if !bytes.Equal(p, want[i]) {
+			t.Errorf("packet %d to the host %x, want %x", i, p, want[i])
+		}
+	}
+	if lan := drainPort(r.hostB); len(lan) != 3 {
+		t.Errorf("B sent %d frames to its LAN, want 3", len(lan))
 	}
 }

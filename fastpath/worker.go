@@ -208,6 +208,12 @@ type worker struct {
 	hairCache *[hairCacheSize]hairEntry
 	hairRT    *routeTable
 	hairGen   uint32
+	// toHost gathers an inbound burst's packets for the host (their
+	// frames' data), handed to Config.Exception in one call at the end of
+	// deliver; hostOne carries a single one (icmpToHost). Neither keeps a
+	// packet past the call (cleared after it).
+	toHost  [][]byte
+	hostOne [1][]byte
 }
 
 func newWorker(e *Engine, i int) (*worker, error) {
@@ -267,6 +273,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.openMeta = make([]openMeta, 0, b)
 	w.openOK = make([]bool, b)
 	w.meta = make([]rxMeta, b)
+	w.toHost = make([][]byte, 0, b)
 	w.counters = make([]uint64, b)
 	w.accepted = make([]bool, b)
 	w.scratchC = make([]uint64, b)

@@ -7,6 +7,13 @@
 //     what it or the kernel's TUN queue drops is counted by reason
 //     (TUNDropReason); it answers a packet to no peer with host
 //     unreachable through raw ICMP sockets (AnswerNoRoute);
+//   - OffloadTUN, not a tun.Device but a kernel TUN over wireguard-go's
+//     own (its tun package, IFF_VNET_HDR with the TSO and USO offloads)
+//     for a fast-path gateway's host traffic: a batch written
+//     (WriteBatch, one writer per worker) has each flow's segments
+//     coalesced into large packets (GRO), the kernel's large packets are
+//     split on Read (GSO), and its writes, like MultiQueueTUN's, never
+//     wait for the kernel and count what it refuses by reason;
 //   - PortDevice, whose plaintext side is a dataplane port (the gateway's
 //     LAN interface, AF_XDP or memport): Read merges the port's queues with
 //     a dataplane.Waiter and strips the Ethernet header (IEEE 802.3 §3.2,
@@ -24,7 +31,7 @@
 //     SetLANMTU), and it hands a written packet for a peer back to
 //     wireguard-go's read side (peer to peer, loop.go).
 //
-// MultiQueueTUN is Linux only; see the TUN/TAP documentation in the
+// MultiQueueTUN and OffloadTUN are Linux only; see the TUN/TAP documentation in the
 // kernel tree (Documentation/networking/tuntap.rst) for IFF_MULTI_QUEUE.
 // PortDevice builds and runs wherever package dataplane does (over
 // memport on macOS or FreeBSD: README, "Portability").

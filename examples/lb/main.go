@@ -170,7 +170,7 @@ func Start(cfg Config) (_ *Balancer, err error) {
 		LAN: lanA, WAN: b.wan, ListenPort: cfg.ListenPort, WANAddr4: wanAddr,
 		WANResolver: res, LANResolver: noLAN{},
 		TunnelAddrs: []netip.Addr{cfg.VIP},
-		Exception:   b.handle,
+		Exception:   b.handleBurst,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lb: %w", err)
@@ -232,7 +232,15 @@ func (b *Balancer) Close() {
 	}
 }
 
-// handle is the fast path's Exception callback: pkt is a decrypted inner
+// handleBurst is the fast path's Exception callback: a worker's burst of
+// packets for the VIP, each handled in turn.
+func (b *Balancer) handleBurst(_ int, pkts [][]byte) {
+	for _, p := range pkts {
+		b.handle(p)
+	}
+}
+
+// handle handles one packet of the Exception callback: pkt is a decrypted inner
 // IP packet addressed to the VIP, from a peer whose allowed IPs hold its
 // source. It runs on the worker that decrypted it, concurrently with the
 // other workers, and must not keep pkt. Replies are built in a buffer of

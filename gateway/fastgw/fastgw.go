@@ -154,7 +154,7 @@ type Gateway struct {
 	lanTable  *arp.Table
 	nlHandle  *netlink.Handle
 	tableDone chan struct{}
-	exc       *tundev.MultiQueueTUN
+	exc       *tundev.OffloadTUN
 	excWG     sync.WaitGroup
 	// excWarned is when a packet the exception TUN refused was last
 	// logged (Unix ns; the TUN counts them: ExceptionDrops).

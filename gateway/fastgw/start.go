@@ -435,7 +435,9 @@ func (g *Gateway) openException() (addrs []netip.Addr, err error) {
 	if len(cfg.Addresses) == 0 {
 		return nil, nil
 	}
-	if g.exc, err = tundev.OpenMultiQueueTUN(cfg.Name, 1, cfg.MTU); err != nil {
+	// One writer per worker (the LAN's queues): a worker's burst for the
+	// host goes out in one call, its flows coalesced (tundev.OffloadTUN).
+	if g.exc, err = tundev.OpenOffloadTUN(cfg.Name, g.lan.NumQueues(), cfg.MTU); err != nil {
 		return nil, fmt.Errorf("fastgw: exception TUN: %w", err)
 	}
 	tl, err := g.nlHandle.LinkByName(cfg.Name)
@@ -471,10 +473,11 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	}
 	if g.exc != nil {
 		exc := g.exc
-		ecfg.Exception = func(pkt []byte) {
-			// Never waits: a packet the kernel refuses is dropped and
-			// counted by the TUN (ExceptionDrops).
-			if n, _ := exc.Write([][]byte{pkt}, 0); n == 0 {
+		ecfg.Exception = func(queue int, pkts [][]byte) {
+			// One call per burst, through the worker's own writer
+			// (queue), which never waits: a packet the kernel refuses
+			// is dropped and counted by the TUN (ExceptionDrops).
+			if exc.WriteBatch(queue, pkts) < len(pkts) {
 				g.exceptionFailed()
 			}
 		}
