@@ -355,8 +355,17 @@ func fromKernelRoute(r netlink.Route) (kernelRoute, bool) {
 		if !ok {
 			return kernelRoute{}, false
 		}
+		if r.Family != netlink.FAMILY_V6 {
+			// netlink may hand an IPv4 address as 16 bytes; an IPv6
+			// route's IPv4-mapped prefix (::ffff:0:0/96 and longer) is
+			// IPv6, as Linux's IPv6 table holds it.
+			a = a.Unmap()
+		}
 		ones, _ := r.Dst.Mask.Size()
-		pfx = netip.PrefixFrom(a.Unmap(), ones).Masked()
+		pfx = netip.PrefixFrom(a, ones).Masked()
+		if !pfx.IsValid() {
+			return kernelRoute{}, false
+		}
 	} else if r.Family == netlink.FAMILY_V6 {
 		pfx = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 	} else {
@@ -373,7 +382,10 @@ func fromKernelRoute(r netlink.Route) (kernelRoute, bool) {
 	}
 	if gw != nil {
 		if a, ok := netip.AddrFromSlice(gw); ok {
-			kr.Gateway = a.Unmap()
+			if r.Family != netlink.FAMILY_V6 {
+				a = a.Unmap()
+			}
+			kr.Gateway = a
 		}
 	}
 	kr.IfIndex = idx

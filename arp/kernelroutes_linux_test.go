@@ -314,3 +314,32 @@ func TestSharedRoutesRoute(t *testing.T) {
 		t.Errorf("Route allocs = %v, want 0", a)
 	}
 }
+
+// TestSharedRouteMappedPrefix: an IPv6 route to IPv4-mapped addresses
+// (::ffff:198.19.9.0/120, which Linux's IPv6 table holds as any other) is
+// kept as IPv6, with its IPv6 gateway, and answers for IPv6 packets to
+// those addresses (RouteTable.Route), not for IPv4 ones: it was read as
+// an IPv4 prefix of 120 bits, an invalid one, and lost.
+func TestSharedRouteMappedPrefix(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	// ip(8): netlink's RouteAdd takes a mapped prefix for IPv4.
+	if out, err := us.Run("ip", "-6", "route", "add", "::ffff:198.19.9.0/120", "via", kV6.String(), "dev", v.A); err != nil {
+		t.Fatalf("ip -6 route add: %v: %s", err, out)
+	}
+	mapped := netip.MustParseAddr("::ffff:198.19.9.1")
+	want := netip.MustParsePrefix("::ffff:198.19.9.0/120")
+	if !waitFor(time.Second, func() bool { r, ok := kr.Table().Route(mapped); return ok && r.Prefix == want }) {
+		r, ok := kr.Table().Route(mapped)
+		t.Fatalf("Table().Route(%v) = %+v, %v; want %v via %v", mapped, r, ok, want, kV6)
+	}
+	if r, _ := kr.Table().Route(mapped); r.Gateway != kV6 || r.IfIndex != idx {
+		t.Errorf("Table().Route(%v) = %+v; want via %v dev %d", mapped, r, kV6, idx)
+	}
+	if r, ok := kr.Table().Route(netip.MustParseAddr("198.19.9.1")); ok && r.Prefix.Bits() == 120 {
+		t.Errorf("Table().Route(198.19.9.1) = %+v; an IPv4 address follows IPv4 routes", r)
+	}
+}

@@ -62,12 +62,16 @@ type RouteTable struct{ t *routeTable }
 // Route returns the table's route toward dst: the longest prefix that
 // holds it (of the lowest metric, an unreachable or blackhole route
 // included with IfIndex -1, as KernelRoutes.Route), or ok false when none
-// covers dst. Allocates nothing.
+// covers dst. Unlike KernelRoutes.Route, an IPv4-mapped IPv6 address
+// (::ffff:a.b.c.d) is looked up as IPv6, by the IPv6 routes, as Linux
+// routes an IPv6 packet to one (ip6_route_input; header.TransitAddrs lets
+// it through), not by the IPv4 route of the address it maps. Allocates
+// nothing.
 func (t RouteTable) Route(dst netip.Addr) (Route, bool) {
 	if t.t == nil {
 		return Route{}, false
 	}
-	return lookupBest(t.t, dst)
+	return t.t.Lookup(dst.WithZone(""))
 }
 
 // routeTable is an immutable longest-prefix-match table.

@@ -141,3 +141,26 @@ func TestPortDeviceOffLANNoAllocs(t *testing.T) {
 		t.Errorf("off_lan %d, tx %d; want 102 each (AllocsPerRun runs step once more)", s.Drops[PortDropOffLAN], s.TXPackets)
 	}
 }
+
+// TestPortDeviceOffLANMapped: an IPv6 packet to an IPv4-mapped address
+// (::ffff:a.b.c.d), which Linux forwards as IPv6 by its IPv6 routes
+// (header.TransitAddrs), is judged by offLANRig's IPv6 routes, which hold
+// none for it, and dropped as off_lan, never sent to the LAN by the IPv4
+// route of the address it maps (its default router's, an on-link host's).
+func TestPortDeviceOffLANMapped(t *testing.T) {
+	r := offLANRig(t)
+	const off = 16
+	var bufs [][]byte
+	for _, dst := range []string{"::ffff:198.18.70.5", "::ffff:198.18.11.1", "::ffff:198.18.70.5"} {
+		bufs = append(bufs, append(make([]byte, off), ipPacket(peerA6, netip.MustParseAddr(dst), []byte("mapped"))...))
+	}
+	if n, err := r.dev.Write(bufs, off); n != len(bufs) || err != nil {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(bufs))
+	}
+	if frames := r.collect(1); len(frames) != 0 {
+		t.Errorf("the LAN received %x, want nothing (no IPv6 route holds an IPv4-mapped address)", frames)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropOffLAN] != uint64(len(bufs)) || s.TXPackets != 0 {
+		t.Errorf("drops %v, tx %d; want off_lan=%d, tx 0", s.Drops.List(), s.TXPackets, len(bufs))
+	}
+}

@@ -73,6 +73,7 @@ type offloadWriter struct {
 	dev   tun.Device
 	bufs  [offloadBatch][]byte
 	batch [offloadBatch][]byte
+	meta  [offloadBatch]groMeta // of batch's packets (follows)
 	_     [64]byte
 }
 
@@ -185,8 +186,9 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 // WriteBatch hands pkts (IP packets) to the kernel through writer
 // (taken modulo the number of writers) and returns the number it took.
 // It copies each packet into the writer's staging buffers, coalesces
-// each TCP or UDP flow's consecutive segments (wireguard-go's GRO) and
-// writes the result, offloadBatch packets at a time. It never waits: a
+// each TCP or UDP flow's consecutive segments (wireguard-go's GRO, kept
+// to what Linux's GRO would coalesce: offloadgro_linux.go) and writes the
+// result, offloadBatch packets at a time at most. It never waits: a
 // packet the kernel refuses is dropped and counted by reason (Stats;
 // TUNDropReason says which errno is which), as is an empty packet or one
 // longer than 65,535 bytes (malformed). It keeps nothing of pkts and
@@ -195,28 +197,23 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 func (t *OffloadTUN) WriteBatch(writer int, pkts [][]byte) int {
 	w := t.writers[uint(writer)%uint(len(t.writers))]
 	var drops [NumTUNDropReasons]uint64
-	sent := 0
-	for len(pkts) > 0 {
-		part := pkts[:min(len(pkts), offloadBatch)]
-		pkts = pkts[len(part):]
-		k := 0
-		for _, p := range part {
-			if len(p) == 0 || len(p) > offloadMaxPacket {
-				drops[TUNDropMalformed]++
-				continue
-			}
-			w.batch[k] = w.bufs[k][:offloadHeadroom+copy(w.bufs[k][offloadHeadroom:], p)]
-			k++
-		}
-		if k == 0 {
+	sent, k := 0, 0
+	for _, p := range pkts {
+		if len(p) == 0 || len(p) > offloadMaxPacket {
+			drops[TUNDropMalformed]++
 			continue
 		}
-		n, err := w.dev.Write(w.batch[:k], offloadHeadroom)
-		if err == nil {
-			sent += k
-			continue
+		m := groMetaOf(p)
+		if k == offloadBatch || k > 0 && !w.follows(k, p, m) {
+			sent += w.write(k, &drops)
+			k = 0
 		}
-		sent += refused(err, n > 0, k, &drops)
+		w.batch[k] = w.bufs[k][:offloadHeadroom+copy(w.bufs[k][offloadHeadroom:], p)]
+		w.meta[k] = m
+		k++
+	}
+	if k > 0 {
+		sent += w.write(k, &drops)
 	}
 	t.ctr.tx.Add(uint64(sent))
 	if drops != ([NumTUNDropReasons]uint64{}) {
@@ -227,6 +224,17 @@ func (t *OffloadTUN) WriteBatch(writer int, pkts [][]byte) int {
 		}
 	}
 	return sent
+}
+
+// write writes w's first k staged packets in one wireguard-go Write
+// (which coalesces them) and returns the number the kernel took, the
+// rest counted in drops.
+func (w *offloadWriter) write(k int, drops *[NumTUNDropReasons]uint64) int {
+	n, err := w.dev.Write(w.batch[:k], offloadHeadroom)
+	if err == nil {
+		return k
+	}
+	return refused(err, n > 0, k, drops)
 }
 
 // refused counts in drops the packets of a write of k packets that

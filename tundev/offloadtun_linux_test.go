@@ -1,12 +1,14 @@
 package tundev
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 )
@@ -45,8 +47,13 @@ func TestOffloadTUNWriteBatch(t *testing.T) {
 	for i := range 8 {
 		pkts = append(pkts, udp4(netip.AddrFrom4([4]byte{198, 18, 78, byte(10 + i)}), local))
 	}
-	for range 32 {
-		flow = append(flow, udp4(netip.MustParseAddr("198.18.78.9"), local))
+	// Their IPv4 identifications one after another, as a sender's
+	// that Linux's GRO coalesces (offloadgro_linux.go).
+	for i := range 32 {
+		p := udp4(netip.MustParseAddr("198.18.78.9"), local)
+		binary.BigEndian.PutUint16(p[4:6], uint16(1000+i))
+		header.IPv4(p).SetChecksum()
+		flow = append(flow, p)
 	}
 	kernelRX := func() uint64 {
 		t.Helper()

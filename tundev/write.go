@@ -207,7 +207,7 @@ func (d *PortDevice) nextHop(dst netip.Addr, r arp.Route, found bool) (header.MA
 	if !found || r.IfIndex < 0 {
 		return header.MAC{}, PortDropNoRoute
 	}
-	nh := r.NextHop(dst.Unmap())
+	nh := r.NextHop(dst)
 	if mac, ok := d.cfg.Neighbours.Lookup(nh); ok {
 		return header.MAC(mac), NumPortDropReasons
 	}
