@@ -180,6 +180,21 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 		return nil, fmt.Errorf("tundev: netlink socket for the counters of %s: %w", name, err)
 	}
 	t.index = ifi.Index
+	// Read splits a large packet into at most BatchSize segments and
+	// drops one of more (too_big). The kernel hands the interface no
+	// GSO packet of more segments than its gso_max_segs: it segments a
+	// larger one in software first (netif_skb_features), as for any
+	// device. The default (65,535) let a forwarded packet that a NIC's
+	// GRO built from small segments (an MSS under about 512), or the
+	// host's own TCP at such an MSS, reach Read whole and be lost, its
+	// flow stalled.
+	l, err := t.nl.LinkByIndex(t.index)
+	if err == nil {
+		err = t.nl.LinkSetGSOMaxSegs(l, t.r.BatchSize())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tundev: set gso_max_segs %d on %s: %w", t.r.BatchSize(), name, err)
+	}
 	return t, nil
 }
 

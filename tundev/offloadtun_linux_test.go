@@ -213,3 +213,32 @@ func TestOffloadTUNRead(t *testing.T) {
 		t.Fatal("Read still blocked 5 s after Close")
 	}
 }
+
+// TestOffloadTUNGSOMaxSegs: the interface takes no GSO packet of more
+// segments than one Read returns (its gso_max_segs at most BatchSize),
+// so that the kernel segments a larger one in software before handing
+// it over (netif_skb_features) instead of Read dropping it whole as
+// too_big. At the default (65,535) a forwarded TCP packet a NIC's GRO
+// built from segments of an MSS under about 512, or the host's own TCP
+// at such an MSS, was lost every time and its flow stalled.
+func TestOffloadTUNGSOMaxSegs(t *testing.T) {
+	tp := testenv.Topology(t, "os")
+	ns := testenv.NS(t, tp, "a")
+	const name = "wgpos0"
+	var dev *OffloadTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenOffloadTUN(name, 1, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	l, err := ns.Handle().LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Attrs().GSOMaxSegs; got == 0 || int(got) > dev.BatchSize() {
+		t.Errorf("gso_max_segs %d, want 1 to %d (Read's batch)", got, dev.BatchSize())
+	}
+}
