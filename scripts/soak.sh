@@ -187,6 +187,20 @@ books() { # books BRIDGE-NS PORT:NS:IF...
 		nsx "$ns" nft add rule bridge books taken iifname "$port" counter comment "\"from $port\""
 	done
 }
+# With queues: the bridges send to the gateway's ports on the queue of
+# the CPU that forwards (XPS), so that every queue carries traffic (a
+# veth's queue is its sender's; left to itself, the bridge put nearly all
+# on queue 0).
+if [ "$queues" -gt 1 ]; then
+	ncpu=$(nproc)
+	for n in $P-wan $P-lan; do
+		for q in $(seq 0 $((queues - 1))); do
+			mask=0
+			for c in $(seq 0 $((ncpu - 1))); do [ $((c % queues)) != "$q" ] || mask=$((mask | 1 << c)); done
+			nsx "$n" sh -c "printf %x $mask >/sys/class/net/gw/queues/tx-$q/xps_cpus"
+		done
+	done
+fi
 books $P-wan gw:$P-gw:wan0 p1:$P-p1:eth0 p2:$P-p2:eth0 p3:$P-p3:eth0 fl:$P-fl:eth0
 books $P-lan gw:$P-gw:lan0 h1:$P-h1:eth0 h2:$P-h2:eth0
 
@@ -351,21 +365,50 @@ bpf_entries() { # the entries of every BPF map the process holds
 	done
 	echo "$n"
 }
-printf 'sec\trss_kB\tthreads\tfds\tgoroutines\theap_inuse_kB\theld\tpeers\tbpf_entries\troutes4\troutes6\tstats_ok\n' >"$out/samples.tsv"
+# rcvbuf: the UDP datagrams the receivers (h1, the peers) had no room for so far
+rcvbuf() {
+	local n t=0
+	for n in $P-h1 $P-p1 $P-p2 $P-p3; do
+		t=$((t + $(nsx "$n" awk '$1 == "Udp6RcvbufErrors" {s += $2} $1 == "Udp:" {if (h) s += $x; else for (i = 2; i <= NF; i++) if ($i == "RcvbufErrors") x = i; h = !h} END {print s + 0}' /proc/net/snmp /proc/net/snmp6)))
+	done
+	echo "$t"
+}
+printf 'sec\trss_kB\tthreads\tfds\tgoroutines\theap_inuse_kB\theld\tpeers\tbpf_entries\troutes4\troutes6\tstats_ok\trcvbuf\n' >"$out/samples.tsv"
 while [ "$SECONDS" -lt "$stop" ] && kill -0 "$gwpid" 2>/dev/null; do
 	m=$out/metrics/$SECONDS.txt
 	nsx $P-gw curl -sf --max-time 4 http://127.0.0.1:9586/metrics >"$m" || true
 	ok=1; nsx $P-gw "$wgpio" stats ${P}gw >"$out/stats.txt" 2>&1 || ok=0
-	printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$SECONDS" \
+	printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$SECONDS" \
 		"$(awk '/^VmRSS/ {print $2}' /proc/$gwpid/status)" "$(ls /proc/$gwpid/task | wc -l)" \
 		"$(ls /proc/$gwpid/fd | wc -l)" "$(metric go_goroutines "$m")" \
 		$(($(metric go_memstats_heap_inuse_bytes "$m") / 1024)) "$(metric wgpio_packets_held "$m")" \
 		"$(metric wgpio_peers "$m")" "$(bpf_entries)" \
 		"$(nsx $P-gw ip -4 route show table all | wc -l)" "$(nsx $P-gw ip -6 route show table all | wc -l)" \
-		"$ok" >>"$out/samples.tsv"
+		"$ok" "$(rcvbuf)" >>"$out/samples.tsv"
 	sleep 5
 done
 wait "${waitfor[@]}" 2>/dev/null || true
+
+# wg show against the peers' own view: with the churn over, 5 s of UDP
+# both ways per peer; the bytes the gateway's wg show counts for a peer in
+# that time against what the peer's counts, and the handshake times.
+wgview() { # wgview: per peer "pN gw_rx gw_tx gw_handshake peer_rx peer_tx peer_handshake"
+	local i
+	for i in 1 2 3; do
+		echo "p$i $(wg show ${P}gw dump | awk -v k="${ppub[i]}" '$1 == k {print $6, $7, $5}') $(nsx $P-p$i wg show ${P}wg$i dump | awk 'NR == 2 {print $6, $7, $5}')"
+	done
+}
+wgview >"$out/wgview-1.txt"
+for i in 1 2 3; do
+	timeout 20 ip netns exec $P-p$i iperf3 $fam -c $h1 -p 520$i -u --bidir -b 4M -l 500 -t 5 >/dev/null 2>&1 &
+done
+wait
+sleep 2
+wgview >"$out/wgview-2.txt"
+echo "== wg show: 5 s of UDP after the churn, the gateway's bytes for a peer against the peer's own (received, sent; equal when nothing was lost between), handshake times"
+join "$out/wgview-1.txt" "$out/wgview-2.txt" | awk '{printf "%s\tgateway received %d, peer sent %d\tgateway sent %d, peer received %d\thandshake gateway %d, peer %d\n",
+	$1, $8 - $2, $12 - $6, $9 - $3, $11 - $5, $10, $13}'
+
 
 alive=1; kill -0 "$gwpid" 2>/dev/null || alive=0
 sleep 2 # what is in flight lands
@@ -413,11 +456,12 @@ done | tee "$out/books.txt"
 # (its handshakes, ICMP errors, fragments).
 awk -F'\t' '$2 == "gw" {split($4, a, "="); split($6, b, "="); tin += a[2]; tout += b[2]}
 	END {printf "gateway: frames to its ports %d, from its ports %d, in - out %d\n", tin, tout, tin - tout}' "$out/books.txt"
+# (wireguard-go writes coalesced packets into its TUN, GRO: a TUN packet can be several datagrams)
 echo "== the peers' frames: eth0 (WAN) and TUN (what wireguard-go passed each way), and the TUN's drops"
 for i in 1 2 3; do
 	nsx $P-p$i ip -s -j link | jq -r --arg p "p$i" --arg t "${P}wg$i" '
 		(map({key: .ifname, value: .stats64}) | from_entries) as $l
-		| "\($p)\teth0 rx=\($l.eth0.rx.packets) tx=\($l.eth0.tx.packets)\ttun rx=\($l[$t].rx.packets) tx=\($l[$t].tx.packets) tx_dropped=\($l[$t].tx.dropped)\tWAN in - TUN out = \($l.eth0.rx.packets - $l[$t].rx.packets)\tTUN in - WAN out = \($l[$t].tx.packets - $l.eth0.tx.packets)"'
+		| "\($p)\teth0 rx=\($l.eth0.rx.packets) tx=\($l.eth0.tx.packets)\ttun rx=\($l[$t].rx.packets) tx=\($l[$t].tx.packets) tx_dropped=\($l[$t].tx.dropped)"'
 done
 echo "== the gateway's drop counters (after the traffic ended)"
 grep -E '^wgpio_[a-z_]*drops_total' "$last" | awk '$2 > 0 {print; s += $2} END {printf "sum %d\n", s}' || true
