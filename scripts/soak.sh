@@ -21,7 +21,7 @@
 # What runs for MINUTES:
 #   traffic   each peer against h1: iperf3 rounds of 20 s, UDP both ways
 #             (--bidir, 1,000 packets/s each way) then TCP both ways (capped at
-#             20 Mbit/s); h2 pings every peer
+#             20 Mbit/s); h2 pings every peer (again after each error)
 #   churn     every 3 s (plus the step's time) one step: dummy peers added and removed (wg set),
 #             a peer's allowed IPs changed, wg syncconf of the file plus
 #             dummies, a peer roaming (new listen port, new address), the
@@ -185,6 +185,11 @@ books() { # books BRIDGE-NS PORT:NS:IF...
 		nsx "$ns" nft add rule bridge books taken ether daddr "$mac" counter comment "\"in $port\""
 		nsx "$ns" nft add rule bridge books handed ether daddr "$mac" oifname "$port" counter comment "\"out $port\""
 		nsx "$ns" nft add rule bridge books taken iifname "$port" counter comment "\"from $port\""
+		# before the bridge: what the port's link delivered (a bridge
+		# port not forwarding yet drops it unseen by the chains above)
+		nsx "$ns" nft add table netdev arrived
+		nsx "$ns" nft add chain netdev arrived "$port" "{ type filter hook ingress device \"$port\" priority -500; }"
+		nsx "$ns" nft add rule netdev arrived "$port" counter comment "\"arrived $port\""
 	done
 }
 # With queues: the bridges send to the gateway's ports on the queue of
@@ -266,11 +271,17 @@ traffic() { # traffic PEER: iperf3 rounds until the end
 stop=$((SECONDS + minutes * 60))
 waitfor=()
 for i in 1 2 3; do traffic "$i" & pids+=($!); waitfor+=($!); done
+# pinger ADDR: pings until the end; ping with a deadline stops at its
+# first ICMP error (a removed peer's "host unreachable"), so again.
+pinger() {
+	while [ "$SECONDS" -lt "$stop" ]; do
+		ip netns exec $P-h2 ping -q -i 0.2 -w $((stop - SECONDS)) "$1" 2>&1 | grep -E 'transmitted|loss' || true
+	done
+}
 for i in 1 2 3; do
 	[ "$account" = 0 ] || break
-	ip netns exec $P-h2 ping -q -i 0.2 -w $((minutes * 60)) 198.19.100.1$i >"$out/ping-p$i.log" 2>&1 & pids+=($!)
-	[ "$inner6" = 0 ] ||
-		{ ip netns exec $P-h2 ping -6 -q -i 0.2 -w $((minutes * 60)) 2001:db8:100::1$i >"$out/ping6-p$i.log" 2>&1 & pids+=($!); }
+	pinger 198.19.100.1$i >"$out/ping-p$i.log" & pids+=($!)
+	[ "$inner6" = 0 ] || { pinger 2001:db8:100::1$i >"$out/ping6-p$i.log" & pids+=($!); }
 done
 
 # Churn: one step every 3 s.
@@ -399,10 +410,12 @@ wgview() { # wgview: per peer "pN gw_rx gw_tx gw_handshake peer_rx peer_tx peer_
 	done
 }
 wgview >"$out/wgview-1.txt"
+check=()
 for i in 1 2 3; do
 	timeout 20 ip netns exec $P-p$i iperf3 $fam -c $h1 -p 520$i -u --bidir -b 4M -l 500 -t 5 >/dev/null 2>&1 &
+	check+=($!)
 done
-wait
+wait "${check[@]}" || true
 sleep 2
 wgview >"$out/wgview-2.txt"
 echo "== wg show: 5 s of UDP after the churn, the gateway's bytes for a peer against the peer's own (received, sent; equal when nothing was lost between), handshake times"
@@ -434,27 +447,27 @@ done | awk 'NR == FNR {t[NR] = $1; n = NR; next}
 	 k = calm ? "calm" : "disrupted"; runs[k]++; sent[k] += $2; lost[k] += $3}
 	END {for (k in runs) printf "%s rounds: %d, datagrams %d, lost %d\n", k, runs[k], sent[k], lost[k]}' \
 	"$out/disruptions.txt" - || true
-echo "== kernel drops per namespace (IPv4, IPv6, UDP errors and discards; the links' rx and tx dropped)"
+echo "== kernel drops per namespace (IPv4 with IpExt, IPv6, UDP errors and discards; the links' rx and tx dropped)"
 for n in "${nss[@]}"; do
-	printf '%s\t%s%s link_drops=%s\n' "$n" "$(nsx "$n" awk '/^(Ip|Udp):/ {
+	printf '%s\t%s%s link_drops=%s\n' "$n" "$(nsx "$n" awk '/^(Ip|Udp|IpExt):/ {
 		if (!seen[$1]++) {for (i = 2; i <= NF; i++) h[$1, i] = $i; next}
-		for (i = 2; i <= NF; i++) if (h[$1, i] ~ /Err|Discard|NoRoute|Fail/ && $i > 0) printf "%s%s=%s ", $1, h[$1, i], $i}' /proc/net/snmp)" \
+		for (i = 2; i <= NF; i++) if (h[$1, i] ~ /Err|Discard|NoRoute|Fail/ && $i > 0) printf "%s%s=%s ", $1, h[$1, i], $i}' /proc/net/snmp /proc/net/netstat)" \
 		"$(nsx "$n" awk '$1 ~ /^(Ip6|Udp6)/ && $1 ~ /Err|Discard|NoRoute|Fail|TooBig/ && $2 > 0 {printf "%s=%s ", $1, $2}' /proc/net/snmp6)" \
 		"$(nsx "$n" ip -s -j link | jq '[.[].stats64 | .rx.dropped + .tx.dropped] | add')"
 done
-echo "== the bridges' books: frames taken in for a host's MAC, handed to its port, and lost between"
+echo "== the bridges' books: frames taken in for a host's MAC, handed to its port, and lost between; frames its port's link delivered and the bridge dropped on arrival"
 for n in $P-wan $P-lan; do
-	nsx "$n" nft -j list table bridge books | jq -r --arg ns "$n" '
-		[.nftables[] | .rule? | select(.) | {c: .comment, p: (.expr[] | .counter? | select(.) | .packets)}]
+	{ nsx "$n" nft -j list table bridge books; nsx "$n" nft -j list table netdev arrived; } | jq -s -r --arg ns "$n" '
+		[.[].nftables[] | .rule? | select(.) | {c: .comment, p: (.expr[] | .counter? | select(.) | .packets)}]
 		| map({key: .c, value: .p}) | from_entries as $m
 		| $m | keys | map(select(startswith("in "))) | .[] | ltrimstr("in ") as $port
-		| "\($ns)\t\($port)\tfor it in=\($m["in " + $port])\tto its port=\($m["out " + $port])\tlost=\($m["in " + $port] - $m["out " + $port])\tfrom its port=\($m["from " + $port])"'
+		| "\($ns)\t\($port)\tfor it in=\($m["in " + $port])\tto its port=\($m["out " + $port])\tlost=\($m["in " + $port] - $m["out " + $port])\tfrom its port=\($m["from " + $port])\tarrived from it=\($m["arrived " + $port])\tdropped on arrival=\($m["arrived " + $port] - $m["from " + $port])"'
 done | tee "$out/books.txt"
 # The gateway's balance: frames the bridges handed to its ports against
-# those its ports gave them; the difference is what it dropped or took
-# for itself (handshakes, keepalives, ARP and ND) less what it made
-# (its handshakes, ICMP errors, fragments).
-awk -F'\t' '$2 == "gw" {split($4, a, "="); split($6, b, "="); tin += a[2]; tout += b[2]}
+# those its ports' links delivered to the bridges; the difference is what
+# it dropped or took for itself (handshakes, keepalives, ARP and ND, to
+# the host) less what it made (its handshakes, ICMP errors, fragments).
+awk -F'\t' '$2 == "gw" {split($4, a, "="); split($7, b, "="); tin += a[2]; tout += b[2]}
 	END {printf "gateway: frames to its ports %d, from its ports %d, in - out %d\n", tin, tout, tin - tout}' "$out/books.txt"
 # (wireguard-go writes coalesced packets into its TUN, GRO: a TUN packet can be several datagrams)
 echo "== the peers' frames: eth0 (WAN) and TUN (what wireguard-go passed each way), and the TUN's drops"
@@ -463,8 +476,14 @@ for i in 1 2 3; do
 		(map({key: .ifname, value: .stats64}) | from_entries) as $l
 		| "\($p)\teth0 rx=\($l.eth0.rx.packets) tx=\($l.eth0.tx.packets)\ttun rx=\($l[$t].rx.packets) tx=\($l[$t].tx.packets) tx_dropped=\($l[$t].tx.dropped)"'
 done
+echo "== the gateway's exception TUN (rx: what wgpio handed the host; tx: what the host sent into it)"
+nsx $P-gw ip -s -j link show dev ${P}gw 2>/dev/null | jq -r '.[0].stats64 | "rx=\(.rx.packets) rx_dropped=\(.rx.dropped) tx=\(.tx.packets) tx_dropped=\(.tx.dropped)"' || echo none
 echo "== the gateway's drop counters (after the traffic ended)"
 grep -E '^wgpio_[a-z_]*drops_total' "$last" | awk '$2 > 0 {print; s += $2} END {printf "sum %d\n", s}' || true
+for f in "$out"/ping*-p*.log; do
+	[ -s "$f" ] || continue
+	awk -v f="$(basename "$f" .log)" '/transmitted/ {tx += $1; rx += $4} END {printf "%s: %d pings, %d answered\n", f, tx, rx}' "$f"
+done
 cat "$out/flood.log"
 if [ "$alive" = 0 ]; then echo "soak: wgpio died; its log:"; tail -50 "$out/wgpio.log"; exit 1; fi
 echo "soak: wgpio alive after $minutes minutes"
