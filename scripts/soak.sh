@@ -60,13 +60,16 @@
 # of each column; the UDP datagrams iperf3 sent and lost, also split into
 # the rounds no disruptive churn step overlapped ("calm": what they lose
 # no link down or roaming explains) and the others; the kernel's drops
-# per namespace (IPv4 and IPv6) and the gateway's drop counters, to set those losses
-# against; the frames each test bridge took in for a host's MAC address
-# and did not hand to that host's port (nftables bridge counters: a port
-# down, its MAC forgotten and the frame flooded elsewhere); per peer the
-# frames of its eth0 and its TUN (what stock wireguard-go took in and
-# passed on); and exits non-zero if wgpio died. docs/soak.md has the runs'
-# figures. OUT is $SOAK_OUT or a new
+# per namespace (IPv4 with IpExt, IPv6) and the gateway's drop counters,
+# to set those losses against; the frames each test bridge took in for a
+# host's MAC address and did not hand to that host's port (nftables bridge
+# counters: a port down, its MAC forgotten and the frame flooded
+# elsewhere) and those a port's link delivered that the bridge dropped on
+# arrival (a port not forwarding yet); the gateway's frame balance from
+# those books; per peer the frames of its eth0 and its TUN; the
+# gateway's exception TUN; wg show against the peers' own view over 5 s
+# of UDP after the churn; and exits non-zero if wgpio died. docs/soak.md
+# has the runs' figures. OUT is $SOAK_OUT or a new
 # /tmp/wgpio-soak.XXXXXX; it keeps the logs (wgpio.log, iperf3 JSON).
 set -euo pipefail
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
