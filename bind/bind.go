@@ -557,7 +557,8 @@ func (b *Bind) isClosedFast() bool {
 
 // sendBatch builds and transmits up to BatchSize datagrams on one TX
 // queue, in order: a datagram longer than the port's MTU goes out as its
-// fragments (fragment.go) between the ones before and after it. A
+// fragments (fragment.go) between the ones before and after it; q.out is
+// transmitted early when the next frames do not fit behind it. A
 // datagram that fits costs what it did: its one comparison with the MTU
 // was build's.
 func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 bool) error {
@@ -585,6 +586,10 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 		if b.build(&frames[i], bufs[i], &t, q.ipID+1) {
 			if t.v4 {
 				q.ipID++
+			}
+			if k == len(q.out) { // fragments before it filled out
+				q.flush(k)
+				k = 0
 			}
 			q.out[k] = frames[i]
 			k++

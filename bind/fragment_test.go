@@ -275,6 +275,52 @@ func TestSendFragmentsFlush(t *testing.T) {
 	}
 }
 
+// TestSendFragmentsThenWhole: a batch whose first datagrams each take two
+// fragments and whose rest go whole, more frames in all than a TX
+// queue's out holds, arrives whole and in order. Before, a datagram sent
+// whole was put behind the others without a look at out's room, and the
+// batch (maxFragments + 1 fragmented, then whole ones) ran past its end:
+// the compat gateway panicked (index out of range) when stock
+// wireguard-go sent such a batch after the WAN MTU dropped below the
+// tunnel's (the soak of 5 December, IPv6 outer).
+func TestSendFragmentsThenWhole(t *testing.T) {
+	const mtu = 1000
+	r := newRigPorts(t, memport.Config{MTU: mtu, RingSize: 4096}, nil)
+	dst := netip.AddrPortFrom(peerIP6, 1234)
+	ep, _ := r.bind.ParseEndpoint(dst.String())
+	frag := maxFragments + 1
+	if frag >= BatchSize {
+		t.Skipf("BatchSize %d: no room for %d fragmented datagrams and a whole one", BatchSize, frag)
+	}
+	bufs := make([][]byte, BatchSize)
+	for i := range bufs {
+		if i < frag {
+			bufs[i] = fragPayload(false, 1500, byte(i))
+		} else {
+			bufs[i] = []byte(fmt.Sprintf("whole datagram %d", i))
+		}
+	}
+	if err := r.bind.Send(bufs, ep); err != nil {
+		t.Fatalf("Send = %v, want nil", err)
+	}
+	want := 2*frag + BatchSize - frag
+	got := r.collect(t, want, 5*time.Second)
+	if len(got) != want {
+		t.Fatalf("peer received %d frames, want %d", len(got), want)
+	}
+	for i := range frag {
+		checkFragments(t, got[2*i:2*i+2], mtu, dst, bufs[i], false, 0)
+	}
+	for i := frag; i < BatchSize; i++ {
+		if w := wantFrame(dst, bufs[i], false, 0); !bytes.Equal(got[frag+i], w) {
+			t.Fatalf("frame %d =\n%x\nwant datagram %d\n%x", frag+i, got[frag+i], i, w)
+		}
+	}
+	if s := r.bind.Stats(); s.TXPackets != BatchSize || s.Fragmented != uint64(frag) || s.Fragments != 2*uint64(frag) || s.Drops.Total() != 0 {
+		t.Errorf("tx %d, fragmented %d, fragments %d, drops %v; want %d, %d, %d, none", s.TXPackets, s.Fragmented, s.Fragments, s.Drops.List(), BatchSize, frag, 2*frag)
+	}
+}
+
 // TestSendFragmentsNoAllocs: a batch with a fragmented datagram allocates
 // nothing.
 func TestSendFragmentsNoAllocs(t *testing.T) {
