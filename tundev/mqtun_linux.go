@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/gaissmai/bart"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -51,12 +50,8 @@ type MultiQueueTUN struct {
 	// icmp answers no_route drops (AnswerNoRoute; nil: not), loaded
 	// once per Read that drops one.
 	icmp atomic.Pointer[hostICMP]
-	// nl is a netlink socket of the interface's namespace, for its
-	// kernel counters (Stats), and index the interface's; nlMu guards
-	// nl, nil after Close.
-	nlMu  sync.Mutex
-	nl    *netlink.Handle
-	index int
+	// kc reads the kernel's counters of the interface (Stats).
+	kc linkCounters
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -137,7 +132,7 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 		t.closeFDs()
 		return nil, err
 	}
-	if err := t.openNetlink(); err != nil {
+	if err := t.kc.open(name); err != nil {
 		t.closeFDs()
 		return nil, err
 	}
@@ -385,14 +380,7 @@ func (t *MultiQueueTUN) Write(bufs [][]byte, offset int) (int, error) {
 // concurrent use.
 func (t *MultiQueueTUN) Stats() TUNStats {
 	s := t.Counters()
-	t.nlMu.Lock()
-	defer t.nlMu.Unlock()
-	if t.nl == nil {
-		return s
-	}
-	if l, err := t.nl.LinkByIndex(t.index); err == nil && l.Attrs().Name == t.name && l.Attrs().Statistics != nil {
-		s.Drops[TUNDropKernelQueueFull] = l.Attrs().Statistics.TxDropped
-	}
+	t.kc.read(&s)
 	return s
 }
 
@@ -400,21 +388,6 @@ func (t *MultiQueueTUN) Stats() TUNStats {
 // Stats without the kernel's kernel_queue_full (zero), a few atomic loads.
 // Safe for concurrent use.
 func (t *MultiQueueTUN) Counters() TUNStats { return t.ctr.stats() }
-
-// openNetlink opens t.nl in the caller's network namespace (the
-// interface's) and finds the interface's index.
-func (t *MultiQueueTUN) openNetlink() error {
-	ifi, err := net.InterfaceByName(t.name)
-	if err != nil {
-		return fmt.Errorf("tundev: find %s: %w", t.name, err)
-	}
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-	if err != nil {
-		return fmt.Errorf("tundev: netlink socket for the counters of %s: %w", t.name, err)
-	}
-	t.nl, t.index = h, ifi.Index
-	return nil
-}
 
 // MTU returns the MTU the device was opened with.
 func (t *MultiQueueTUN) MTU() (int, error) { return t.mtu, nil }
@@ -445,12 +418,7 @@ func (t *MultiQueueTUN) Close() error {
 		}
 		t.fds = nil
 		t.fdMu.Unlock()
-		t.nlMu.Lock()
-		if t.nl != nil {
-			t.nl.Close()
-			t.nl = nil
-		}
-		t.nlMu.Unlock()
+		t.kc.close()
 		if h := t.icmp.Load(); h != nil {
 			h.close()
 		}

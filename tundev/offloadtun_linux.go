@@ -8,7 +8,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -55,12 +54,8 @@ type OffloadTUN struct {
 	r       tun.Device
 	writers []*offloadWriter
 	ctr     tunCounters
-	// nl is a netlink socket of the interface's namespace, for its
-	// kernel counters (Stats), and index the interface's; nlMu guards
-	// nl, nil after Close.
-	nlMu      sync.Mutex
-	nl        *netlink.Handle
-	index     int
+	// kc reads the kernel's counters of the interface (Stats).
+	kc        linkCounters
 	closeOnce sync.Once
 }
 
@@ -172,14 +167,9 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 	if err := setMTUUp(name, mtu); err != nil {
 		return nil, err
 	}
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("tundev: find %s: %w", name, err)
+	if err := t.kc.open(name); err != nil {
+		return nil, err
 	}
-	if t.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
-		return nil, fmt.Errorf("tundev: netlink socket for the counters of %s: %w", name, err)
-	}
-	t.index = ifi.Index
 	// Read splits a large packet into at most BatchSize segments and
 	// drops one of more (too_big). The kernel hands the interface no
 	// GSO packet of more segments than its gso_max_segs: it segments a
@@ -188,11 +178,7 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 	// GRO built from small segments (an MSS under about 512), or the
 	// host's own TCP at such an MSS, reach Read whole and be lost, its
 	// flow stalled.
-	l, err := t.nl.LinkByIndex(t.index)
-	if err == nil {
-		err = t.nl.LinkSetGSOMaxSegs(l, t.r.BatchSize())
-	}
-	if err != nil {
+	if err := t.kc.setGSOMaxSegs(t.r.BatchSize()); err != nil {
 		return nil, fmt.Errorf("tundev: set gso_max_segs %d on %s: %w", t.r.BatchSize(), name, err)
 	}
 	return t, nil
@@ -341,14 +327,7 @@ func (t *OffloadTUN) Writers() int { return len(t.writers) }
 // see Counters). Safe for concurrent use.
 func (t *OffloadTUN) Stats() TUNStats {
 	s := t.Counters()
-	t.nlMu.Lock()
-	defer t.nlMu.Unlock()
-	if t.nl == nil {
-		return s
-	}
-	if l, err := t.nl.LinkByIndex(t.index); err == nil && l.Attrs().Name == t.name && l.Attrs().Statistics != nil {
-		s.Drops[TUNDropKernelQueueFull] = l.Attrs().Statistics.TxDropped
-	}
+	t.kc.read(&s)
 	return s
 }
 
@@ -369,12 +348,7 @@ func (t *OffloadTUN) Close() error {
 		for _, w := range t.writers {
 			errs = append(errs, w.dev.Close())
 		}
-		t.nlMu.Lock()
-		if t.nl != nil {
-			t.nl.Close()
-			t.nl = nil
-		}
-		t.nlMu.Unlock()
+		t.kc.close()
 		err = errors.Join(errs...)
 	})
 	return err
