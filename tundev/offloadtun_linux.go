@@ -292,12 +292,16 @@ func writeReason(err error) TUNDropReason {
 // length to sizes[i]; bufs should be BatchSize long, each 65,535 bytes
 // past offset. It blocks until there is one. A large packet that does
 // not fit bufs is dropped and counted (TUNDropTooBig), and so is one
-// wireguard-go's split refuses. After Close it returns os.ErrClosed. One
-// reader at a time.
+// wireguard-go's split refuses. A UDP checksum wireguard-go completed to
+// 0 is sent as 0xffff (udpZeroChecksum). After Close it returns
+// os.ErrClosed. One reader at a time.
 func (t *OffloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	for {
 		n, err := t.r.Read(bufs, sizes, offset)
 		if err == nil {
+			for i := range n {
+				udpZeroChecksum(bufs[i][offset : offset+sizes[i]])
+			}
 			t.ctr.rx.Add(uint64(n))
 			return n, nil
 		}

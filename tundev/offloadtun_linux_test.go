@@ -1,8 +1,10 @@
 package tundev
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -240,5 +242,86 @@ func TestOffloadTUNGSOMaxSegs(t *testing.T) {
 	}
 	if got := l.Attrs().GSOMaxSegs; got == 0 || int(got) > dev.BatchSize() {
 		t.Errorf("gso_max_segs %d, want 1 to %d (Read's batch)", got, dev.BatchSize())
+	}
+}
+
+// TestOffloadTUNReadUDPChecksumAllOnes: a UDP datagram the host sends into
+// the interface whose checksum computes to "all ones" leaves Read with
+// 0xffff in its checksum field, as RFC 768 sends it, over IPv4 and IPv6.
+// The kernel leaves the checksum to the device (the interface has the
+// checksum offload), and wireguard-go's tun, completing it, wrote 0: "no
+// checksum" for IPv4, and for IPv6 a datagram the receiver drops (RFC
+// 8200 §8.1), one in 65,536 of the host's UDP through the exception TUN.
+func TestOffloadTUNReadUDPChecksumAllOnes(t *testing.T) {
+	tp := testenv.Topology(t, "oc")
+	ns := testenv.NS(t, tp, "a")
+	const name = "wgpoc0"
+	var dev *OffloadTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenOffloadTUN(name, 1, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if err := ns.AddAddr(name, "198.18.82.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Run("ip", "-6", "addr", "add", "2001:2:0:82::1/64", "dev", name, "nodad"); err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([][]byte, dev.BatchSize())
+	for i := range bufs {
+		bufs[i] = make([]byte, 65535)
+	}
+	sizes := make([]int, len(bufs))
+	for _, c := range []struct{ src, dst netip.AddrPort }{
+		{netip.MustParseAddrPort("198.18.82.1:4000"), netip.MustParseAddrPort("198.18.82.2:9")},
+		{netip.MustParseAddrPort("[2001:2:0:82::1]:4000"), netip.MustParseAddrPort("[2001:2:0:82::2]:9")},
+	} {
+		// A payload whose last word makes the sum over the datagram
+		// (its checksum field 0) 0xffff: the checksum computes to 0.
+		payload := make([]byte, 32)
+		copy(payload, "all ones")
+		u := make([]byte, header.UDPLen+len(payload))
+		binary.BigEndian.PutUint16(u[0:2], c.src.Port())
+		binary.BigEndian.PutUint16(u[2:4], c.dst.Port())
+		binary.BigEndian.PutUint16(u[4:6], uint16(len(u)))
+		copy(u[header.UDPLen:], payload)
+		s := header.FoldChecksum(header.Checksum(u, header.PseudoHeaderChecksum(header.ProtoUDP, c.src.Addr(), c.dst.Addr(), len(u))))
+		binary.BigEndian.PutUint16(payload[len(payload)-2:], 0xffff-s)
+		var conn *net.UDPConn
+		if err := ns.Do(func() (err error) {
+			conn, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(c.src), net.UDPAddrFromAddrPort(c.dst))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := conn.Write(payload)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for got == nil {
+			n, err := dev.Read(bufs, sizes, 0)
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			for i := range n {
+				p := bufs[i][:sizes[i]]
+				if bytes.HasSuffix(p, payload) && bytes.Contains(p, []byte("all ones")) {
+					got = p
+				}
+			}
+		}
+		d := got[len(got)-len(u):]
+		if ck := binary.BigEndian.Uint16(d[6:8]); ck != 0xffff {
+			t.Errorf("%v: UDP checksum %#04x, want 0xffff (a computed 0, RFC 768)", c.dst, ck)
+		}
+		if v := header.FoldChecksum(header.Checksum(d, header.PseudoHeaderChecksum(header.ProtoUDP, c.src.Addr(), c.dst.Addr(), len(d)))); v != 0xffff {
+			t.Errorf("%v: the datagram does not verify (sum %#04x)", c.dst, v)
+		}
 	}
 }
