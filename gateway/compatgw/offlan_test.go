@@ -152,13 +152,25 @@ func TestOffLAN(t *testing.T) {
 	// tunnel sends its hosts has no route out of the LAN (README, "The
 	// WAN or LAN going down").
 	run(hub, "link", "set", lan.A, "down")
+	// The route follower takes the kernel's change in its own time: a
+	// datagram at a time until one is counted off_lan, then the count
+	// (a probe still on its way may add to it: at least n; those before
+	// the change went to the LAN, and were all through before the
+	// counted one).
+	dst := netip.AddrPortFrom(netip.MustParseAddr("198.19.1.10"), port)
+	probe := g.Stats().LAN.Drops[tundev.PortDropOffLAN]
+	testenv.PollUntil(10*time.Second, func() bool {
+		testenv.SendUDP(t, p1, dst, 1)
+		time.Sleep(20 * time.Millisecond)
+		return g.Stats().LAN.Drops[tundev.PortDropOffLAN] > probe
+	})
 	before = g.Stats().LAN
-	testenv.SendUDP(t, p1, netip.AddrPortFrom(netip.MustParseAddr("198.19.1.10"), port), n)
+	testenv.SendUDP(t, p1, dst, n)
 	testenv.PollUntil(10*time.Second, func() bool {
 		st = g.Stats().LAN
 		return st.Drops[tundev.PortDropOffLAN]-before.Drops[tundev.PortDropOffLAN] >= n
 	})
-	if got := st.Drops[tundev.PortDropOffLAN] - before.Drops[tundev.PortDropOffLAN]; got != n || st.TXPackets != before.TXPackets {
+	if got := st.Drops[tundev.PortDropOffLAN] - before.Drops[tundev.PortDropOffLAN]; got < n || st.TXPackets != before.TXPackets {
 		t.Errorf("LAN down, %d datagrams to its host: off_lan %d, sent %d; want %d, 0 (LAN device drops %v)", n, got, st.TXPackets-before.TXPackets, n, st.Drops.List())
 	}
 }
