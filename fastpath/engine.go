@@ -190,17 +190,15 @@ type Config struct {
 	// LAN resolver's route leads out of another interface than the LAN
 	// (RouteLengths; for the host's kernel to forward, with the TTL /
 	// hop limit they came out of the tunnel with), e.g. a TUN to the
-	// host kernel; may be nil (such transit packets are then dropped,
-	// DropOffLAN). A worker calls it once per burst with all of that
-	// burst's packets for the host, in the order they arrived (and once
-	// per ICMP error it sends the host, with that one packet): queue is
-	// the worker's index (0 to the number of workers less one: a callee
-	// may keep state per worker, which no other worker touches), pkts
-	// the packets, each an inner IP packet in the worker's frames. The
-	// callee must not keep pkts nor the packets past the call (the
-	// frames are freed after it), may change their bytes, and must not
-	// wait for the host: the worker's other traffic waits for it. Called
-	// from the workers concurrently, each with its own queue.
+	// host kernel; nil drops such transit packets (DropOffLAN). Each
+	// worker calls it once per burst with the burst's packets for the
+	// host in arrival order (and once per ICMP error to the host):
+	// queue is the worker's index (0 to workers-1: state kept per queue
+	// is touched by no other worker), pkts inner IP packets in the
+	// worker's frames, freed after the call: the callee keeps neither,
+	// may change their bytes, and must not wait for the host (the
+	// worker's traffic waits with it). Called concurrently, one
+	// caller per queue.
 	Exception func(queue int, pkts [][]byte)
 	// TunnelAddrs are the gateway's own addresses inside the tunnel.
 	TunnelAddrs []netip.Addr

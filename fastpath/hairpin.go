@@ -191,3 +191,16 @@ func (w *worker) hairpinBurst(now int64) {
 	w.c.peerToPeer.Add(uint64(n))
 	w.outboundBurst(n, false, now)
 }
+
+// handToHost hands the burst's packets for the host (w.toHost, gathered
+// by deliver) to Config.Exception in one call, an exception TUN coalescing
+// a flow's into one write; their frames are freed after it, with the
+// rest of the burst's. Nothing when there are none.
+func (w *worker) handToHost() {
+	if len(w.toHost) == 0 {
+		return
+	}
+	w.e.cfg.Exception(w.id, w.toHost)
+	clear(w.toHost)
+	w.toHost = w.toHost[:0]
+}

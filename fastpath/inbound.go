@@ -528,14 +528,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 	if host != 0 {
 		w.c.toHost.Add(uint64(host))
 	}
-	if len(w.toHost) != 0 {
-		// One call for the burst's packets for the host (an exception
-		// TUN coalesces a flow's into one write: Config.Exception);
-		// their frames are freed after it, with the rest.
-		w.e.cfg.Exception(w.id, w.toHost)
-		clear(w.toHost)
-		w.toHost = w.toHost[:0]
-	}
+	w.handToHost()
 	return out, left
 }
 

@@ -18,28 +18,7 @@ import (
 // reports the engine's listen port when Options.ListenPort is zero (it
 // reported none, and wg show no listening port).
 func TestDefaultsFromEngine(t *testing.T) {
-	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wan, far, err := memport.NewPair(memport.Config{Name: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { lan.Close(); host.Close(); wan.Close(); far.Close() }()
-	addr := netip.MustParseAddr("198.18.0.1")
-	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: addr,
-		WANResolver: fixedMAC(far.MAC()), LANResolver: fixedMAC(host.MAC())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	key, _ := noise.NewPrivateKey()
-	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, _, wanMAC := newEngineDevice(t)
 	peer, _ := noise.NewPrivateKey()
 	pub := peer.PublicKey()
 	if err := d.AddPeer(gateway.PeerConfig{PublicKey: pub, Endpoint: netip.MustParseAddrPort("198.18.0.2:51820"),
@@ -50,7 +29,7 @@ func TestDefaultsFromEngine(t *testing.T) {
 	if ep == nil {
 		t.Fatal("the configured peer has no endpoint")
 	}
-	if got, want := ep.SrcMAC, [6]byte(wan.MAC()); got != want {
+	if got, want := ep.SrcMAC, wanMAC; got != want {
 		t.Errorf("endpoint SrcMAC = %x, want the WAN port's %x", got, want)
 	}
 	var get strings.Builder
@@ -60,4 +39,35 @@ func TestDefaultsFromEngine(t *testing.T) {
 	if !strings.Contains(get.String(), "\nlisten_port=51820\n") {
 		t.Errorf("IpcGet wrote\n%s\nwant listen_port=51820, the engine's", get.String())
 	}
+}
+
+// newEngineDevice returns a device over a real, unstarted
+// *fastpath.Engine on memport pairs (WAN address 198.18.0.1, listen port
+// 51820, Options otherwise zero), and its WAN port's MAC, all closed
+// at the test's end.
+func newEngineDevice(t *testing.T) (*gateway.Device, *fastpath.Engine, [6]byte) {
+	t.Helper()
+	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wan, far, err := memport.NewPair(memport.Config{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lan.Close(); host.Close(); wan.Close(); far.Close() })
+	addr := netip.MustParseAddr("198.18.0.1")
+	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: addr,
+		WANResolver: fixedMAC(far.MAC()), LANResolver: fixedMAC(host.MAC())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	key, _ := noise.NewPrivateKey()
+	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, e, [6]byte(wan.MAC())
 }

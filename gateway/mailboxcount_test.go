@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/noise"
@@ -17,28 +16,7 @@ import (
 // so that nothing drains its worker's mailbox, and the device sends its
 // initiations as the timers do (SendKeepalive to a peer without a session).
 func TestMailboxFullCountedOnce(t *testing.T) {
-	lan, host, err := memport.NewPair(memport.Config{Name: "l"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wan, far, err := memport.NewPair(memport.Config{Name: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { lan.Close(); host.Close(); wan.Close(); far.Close() }()
-	addr := netip.MustParseAddr("198.18.0.1")
-	e, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: addr,
-		WANResolver: fixedMAC(far.MAC()), LANResolver: fixedMAC(host.MAC())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	key, _ := noise.NewPrivateKey()
-	d, err := gateway.New(gateway.Options{PrivateKey: key, Dataplane: e, WANAddr4: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, e, _ := newEngineDevice(t)
 	const refused = 5
 	var peers []gateway.PeerConfig
 	for i := range fastpath.MailboxLen + refused {

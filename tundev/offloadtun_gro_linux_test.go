@@ -23,18 +23,10 @@ import (
 // again by the kernel with the first one's ID counted up. A flow whose
 // IDs follow each other is still coalesced.
 func TestOffloadTUNCoalescesOnlyWhatGROWould(t *testing.T) {
-	tp := testenv.Topology(t, "br30og")
+	tp := testenv.Topology(t, "og")
 	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
 	const name = "wgpog0"
-	var dev *OffloadTUN
-	if err := a.Do(func() error {
-		var err error
-		dev, err = OpenOffloadTUN(name, 1, 1420)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openOffloadTUN(t, a, name, 1)
 	veth, err := tp.NewVeth(a, b, topo.VethConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -26,15 +26,7 @@ func TestOffloadTUNWriteBatch(t *testing.T) {
 	tp := testenv.Topology(t, "ob")
 	ns := testenv.NS(t, tp, "a")
 	const name = "wgpob0"
-	var dev *OffloadTUN
-	if err := ns.Do(func() error {
-		var err error
-		dev, err = OpenOffloadTUN(name, 2, 1420)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openOffloadTUN(t, ns, name, 2)
 	if err := ns.AddAddr(name, "198.18.78.1/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -166,15 +158,7 @@ func TestOffloadTUNRead(t *testing.T) {
 	tp := testenv.Topology(t, "or")
 	ns := testenv.NS(t, tp, "a")
 	const name = "wgpor0"
-	var dev *OffloadTUN
-	if err := ns.Do(func() error {
-		var err error
-		dev, err = OpenOffloadTUN(name, 1, 1420)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openOffloadTUN(t, ns, name, 1)
 	if err := ns.AddAddr(name, "198.18.81.1/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -227,15 +211,7 @@ func TestOffloadTUNGSOMaxSegs(t *testing.T) {
 	tp := testenv.Topology(t, "os")
 	ns := testenv.NS(t, tp, "a")
 	const name = "wgpos0"
-	var dev *OffloadTUN
-	if err := ns.Do(func() error {
-		var err error
-		dev, err = OpenOffloadTUN(name, 1, 1420)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openOffloadTUN(t, ns, name, 1)
 	l, err := ns.Handle().LinkByName(name)
 	if err != nil {
 		t.Fatal(err)
@@ -256,15 +232,7 @@ func TestOffloadTUNReadUDPChecksumAllOnes(t *testing.T) {
 	tp := testenv.Topology(t, "oc")
 	ns := testenv.NS(t, tp, "a")
 	const name = "wgpoc0"
-	var dev *OffloadTUN
-	if err := ns.Do(func() error {
-		var err error
-		dev, err = OpenOffloadTUN(name, 1, 1420)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openOffloadTUN(t, ns, name, 1)
 	if err := ns.AddAddr(name, "198.18.82.1/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -324,4 +292,20 @@ func TestOffloadTUNReadUDPChecksumAllOnes(t *testing.T) {
 			t.Errorf("%v: the datagram does not verify (sum %#04x)", c.dst, v)
 		}
 	}
+}
+
+// openOffloadTUN opens an OffloadTUN of writers writers named name in ns
+// (MTU 1420), closed at the test's end.
+func openOffloadTUN(t *testing.T, ns *topo.NS, name string, writers int) *OffloadTUN {
+	t.Helper()
+	var dev *OffloadTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenOffloadTUN(name, writers, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
 }

@@ -67,38 +67,12 @@ type perfRig struct {
 }
 
 func newPerfRig(b *testing.B, fast bool) *perfRig {
-	tp := testenv.Topology(b, "fp")
-	ns := func(role string) *topo.NS { return testenv.NS(b, tp, role) }
-	gw, inet, p1, hl := ns("gw"), ns("inet"), ns("p1"), ns("hl")
-	veth := func(a, c *topo.NS) *topo.Veth { return testenv.Veth(b, tp, a, c) }
-	lan, wan, w1 := veth(gw, hl), veth(gw, inet), veth(p1, inet)
+	gw, inet, p1, hl, lan, wan, _ := fullTunnelNet(b, "fp", false)
 	must := func(err error) {
 		b.Helper()
 		if err != nil {
 			b.Fatal(err)
 		}
-	}
-	must(gw.AddAddr(lan.A, "198.19.1.1/24"))
-	must(hl.AddAddr(lan.B, "198.19.1.10/24"))
-	must(gw.AddAddr(wan.A, "198.18.1.1/24"))
-	must(inet.AddAddr(wan.B, "198.18.1.254/24"))
-	must(inet.AddAddr(wan.B, "198.18.200.1/32"))
-	must(p1.AddAddr(w1.A, "198.18.2.2/24"))
-	must(inet.AddAddr(w1.B, "198.18.2.254/24"))
-	must(inet.Forwarding())
-	must(p1.AddRoute("default", "198.18.2.254", ""))
-	must(gw.AddRoute("default", "198.18.1.254", ""))
-	must(hl.AddRoute("default", "198.19.1.1", ""))
-	must(gw.Forwarding())
-	cmd := gw.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(`table inet nat {
-	chain post {
-		type nat hook postrouting priority 100
-		oifname "` + wan.A + `" masquerade
-	}
-}`)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("nft: %v\n%s", err, out)
 	}
 	key := func() noise.PrivateKey {
 		k, err := noise.NewPrivateKey()

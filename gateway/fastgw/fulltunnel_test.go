@@ -84,36 +84,13 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	testenv.Short(t, "builds namespaces and runs a gateway and a stock peer")
 	testenv.Tool(t, "ping", "iputils-ping")
 	testenv.Tool(t, "nft", "nftables")
-	tp := testenv.Topology(t, "ft")
-	ns := func(role string) *topo.NS { return testenv.NS(t, tp, role) }
-	gw, inet, p1, hl := ns("gw"), ns("inet"), ns("p1"), ns("hl")
-	veth := func(a, b *topo.NS) *topo.Veth { return testenv.Veth(t, tp, a, b) }
-	lan, wan, w1 := veth(gw, hl), veth(gw, inet), veth(p1, inet)
+	gw, inet, p1, hl, lan, wan, w1 := fullTunnelNet(t, "ft", true)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(gw.AddAddr(lan.A, "198.19.1.1/24"))
-	must(hl.AddAddr(lan.B, "198.19.1.10/24"))
-	must(gw.AddAddr(wan.A, "198.18.1.1/24"))
-	must(inet.AddAddr(wan.B, "198.18.1.254/24"))
-	must(inet.AddAddr(wan.B, "198.18.200.1/32")) // the Internet host
-	must(p1.AddAddr(w1.A, "198.18.2.2/24"))
-	must(inet.AddAddr(w1.B, "198.18.2.254/24"))
-	must(gw.AddAddr(wan.A, "2001:db8:f1::1/64"))
-	must(inet.AddAddr(wan.B, "2001:db8:f1::fe/64"))
-	must(inet.AddAddr(wan.B, "2001:db8:c8::1/128"))
-	must(p1.AddAddr(w1.A, "2001:db8:f2::2/64"))
-	must(inet.AddAddr(w1.B, "2001:db8:f2::fe/64"))
-	must(inet.Forwarding())
-	must(p1.AddRoute("default", "198.18.2.254", ""))
-	must(p1.AddRoute("default", "2001:db8:f2::fe", ""))
-	must(gw.AddRoute("default", "198.18.1.254", ""))
-	must(gw.AddRoute("default", "2001:db8:f1::fe", ""))
-	must(hl.AddRoute("default", "198.19.1.1", ""))
-	must(gw.Forwarding())
 	nft := func(n *topo.NS, rules string) {
 		t.Helper()
 		cmd := n.Command("nft", "-f", "-")
@@ -122,14 +99,8 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 			t.Fatalf("nft in %s: %v\n%s\n%s", n.Name, err, out, rules)
 		}
 	}
-	// The operator's NAT rule on the gateway's WAN, and counters at the
-	// Internet host of the echo requests by source and TTL.
-	nft(gw, `table inet nat {
-	chain post {
-		type nat hook postrouting priority 100
-		oifname "`+wan.A+`" masquerade
-	}
-}`)
+	// Counters at the Internet host of the echo requests by source and
+	// TTL.
 	nft(inet, `table inet count {
 	chain in {
 		type filter hook input priority 0
@@ -180,4 +151,61 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	t.Cleanup(func() { g.Close() })
 
 	return &fullTunnelRig{gw: gw, inet: inet, p1: p1, hl: hl, lan: lan, wan: wan, w1: w1, g: g, name: excName}
+}
+
+// fullTunnelNet builds the full-tunnel rigs' network in namespaces of
+// topology prefix (removed at the end of tb): the gateway gw (LAN lan.A
+// 198.19.1.1/24, WAN wan.A 198.18.1.1/24, a default route to inet,
+// forwarding on, the operator's masquerade rule on the WAN), the router
+// inet with the Internet host 198.18.200.1, the road warrior p1
+// (198.18.2.2/24 on w1.A, by way of inet) and the LAN host hl
+// (198.19.1.10); with v6, the same over IPv6 on the WAN side
+// (2001:db8:f1::/64, the Internet host 2001:db8:c8::1, p1 on
+// 2001:db8:f2::/64).
+func fullTunnelNet(tb testing.TB, prefix string, v6 bool) (gw, inet, p1, hl *topo.NS, lan, wan, w1 *topo.Veth) {
+	tb.Helper()
+	tp := testenv.Topology(tb, prefix)
+	ns := func(role string) *topo.NS { return testenv.NS(tb, tp, role) }
+	gw, inet, p1, hl = ns("gw"), ns("inet"), ns("p1"), ns("hl")
+	veth := func(a, b *topo.NS) *topo.Veth { return testenv.Veth(tb, tp, a, b) }
+	lan, wan, w1 = veth(gw, hl), veth(gw, inet), veth(p1, inet)
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	must(gw.AddAddr(lan.A, "198.19.1.1/24"))
+	must(hl.AddAddr(lan.B, "198.19.1.10/24"))
+	must(gw.AddAddr(wan.A, "198.18.1.1/24"))
+	must(inet.AddAddr(wan.B, "198.18.1.254/24"))
+	must(inet.AddAddr(wan.B, "198.18.200.1/32")) // the Internet host
+	must(p1.AddAddr(w1.A, "198.18.2.2/24"))
+	must(inet.AddAddr(w1.B, "198.18.2.254/24"))
+	must(inet.Forwarding())
+	must(p1.AddRoute("default", "198.18.2.254", ""))
+	must(gw.AddRoute("default", "198.18.1.254", ""))
+	must(hl.AddRoute("default", "198.19.1.1", ""))
+	if v6 {
+		must(gw.AddAddr(wan.A, "2001:db8:f1::1/64"))
+		must(inet.AddAddr(wan.B, "2001:db8:f1::fe/64"))
+		must(inet.AddAddr(wan.B, "2001:db8:c8::1/128"))
+		must(p1.AddAddr(w1.A, "2001:db8:f2::2/64"))
+		must(inet.AddAddr(w1.B, "2001:db8:f2::fe/64"))
+		must(p1.AddRoute("default", "2001:db8:f2::fe", ""))
+		must(gw.AddRoute("default", "2001:db8:f1::fe", ""))
+	}
+	must(gw.Forwarding())
+	// The operator's NAT rule on the gateway's WAN.
+	cmd := gw.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(`table inet nat {
+	chain post {
+		type nat hook postrouting priority 100
+		oifname "` + wan.A + `" masquerade
+	}
+}`)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("nft in %s: %v\n%s", gw.Name, err, out)
+	}
+	return gw, inet, p1, hl, lan, wan, w1
 }
