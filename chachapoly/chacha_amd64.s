@@ -770,80 +770,252 @@ done:
 	RET
 
 // func chachaKeys16(lanes *byte)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, AVX512VL, CMOV
 TEXT ·chachaKeys16(SB), NOSPLIT, $0-8
 	MOVQ         lanes+0(FP), AX
-	XORQ         CX, CX
-	VMOVDQU64    3200(AX), Z0
-	VMOVDQU64    3264(AX), Z1
-	VPTESTMQ     Z0, Z0, K2
-	VPTESTMQ     Z1, Z1, K3
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   (CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   (CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, (AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   4(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   4(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 64(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   8(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   8(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 128(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   12(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   12(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 192(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   16(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   16(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 256(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   20(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   20(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 320(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   24(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   24(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 384(AX)
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	KMOVW        K2, K1
-	VPGATHERQD   28(CX)(Z0*1), K1, Y2
-	KMOVW        K3, K1
-	VPGATHERQD   28(CX)(Z1*1), K1, Y3
-	VINSERTI64X4 $0x01, Y3, Z2, Z2
-	VMOVDQU32    Z2, 448(AX)
+	LEAQ         chacha16_zeroKey<>+0(SB), CX
+	MOVQ         3200(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y0
+	MOVQ         3208(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z0, Z0
+	MOVQ         3216(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y1
+	MOVQ         3224(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z1, Z1
+	MOVQ         3232(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y2
+	MOVQ         3240(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z2, Z2
+	MOVQ         3248(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y3
+	MOVQ         3256(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z3, Z3
+	MOVQ         3264(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y4
+	MOVQ         3272(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z4, Z4
+	MOVQ         3280(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y5
+	MOVQ         3288(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z5, Z5
+	MOVQ         3296(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y6
+	MOVQ         3304(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z6, Z6
+	MOVQ         3312(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VMOVDQU32    (DX), Y7
+	MOVQ         3320(AX), DX
+	TESTQ        DX, DX
+	CMOVQEQ      CX, DX
+	VINSERTI64X4 $0x01, (DX), Z7, Z7
+	VMOVDQA64    Z0, Z8
+	VMOVDQU32    chacha16_keyPerm0<>+0(SB), Z16
+	VPERMT2D     Z1, Z16, Z8
+	VMOVDQA64    Z0, Z9
+	VMOVDQU32    chacha16_keyPerm1<>+0(SB), Z17
+	VPERMT2D     Z1, Z17, Z9
+	VMOVDQA64    Z2, Z10
+	VPERMT2D     Z3, Z16, Z10
+	VMOVDQA64    Z2, Z11
+	VPERMT2D     Z3, Z17, Z11
+	VMOVDQA64    Z4, Z12
+	VPERMT2D     Z5, Z16, Z12
+	VMOVDQA64    Z4, Z13
+	VPERMT2D     Z5, Z17, Z13
+	VMOVDQA64    Z6, Z14
+	VPERMT2D     Z7, Z16, Z14
+	VMOVDQA64    Z6, Z15
+	VPERMT2D     Z7, Z17, Z15
+	VMOVDQA64    Z8, Z0
+	VMOVDQU32    chacha16_keyPerm2<>+0(SB), Z18
+	VPERMT2D     Z10, Z18, Z0
+	VMOVDQA64    Z8, Z1
+	VMOVDQU32    chacha16_keyPerm3<>+0(SB), Z19
+	VPERMT2D     Z10, Z19, Z1
+	VMOVDQA64    Z9, Z2
+	VPERMT2D     Z11, Z18, Z2
+	VMOVDQA64    Z9, Z3
+	VPERMT2D     Z11, Z19, Z3
+	VMOVDQA64    Z12, Z4
+	VPERMT2D     Z14, Z18, Z4
+	VMOVDQA64    Z12, Z5
+	VPERMT2D     Z14, Z19, Z5
+	VMOVDQA64    Z13, Z6
+	VPERMT2D     Z15, Z18, Z6
+	VMOVDQA64    Z13, Z7
+	VPERMT2D     Z15, Z19, Z7
+	VMOVDQA64    Z0, Z8
+	VMOVDQU32    chacha16_keyPerm4<>+0(SB), Z20
+	VPERMT2D     Z4, Z20, Z8
+	VMOVDQA64    Z0, Z9
+	VMOVDQU32    chacha16_keyPerm5<>+0(SB), Z21
+	VPERMT2D     Z4, Z21, Z9
+	VMOVDQA64    Z1, Z10
+	VPERMT2D     Z5, Z20, Z10
+	VMOVDQA64    Z1, Z11
+	VPERMT2D     Z5, Z21, Z11
+	VMOVDQA64    Z2, Z12
+	VPERMT2D     Z6, Z20, Z12
+	VMOVDQA64    Z2, Z13
+	VPERMT2D     Z6, Z21, Z13
+	VMOVDQA64    Z3, Z14
+	VPERMT2D     Z7, Z20, Z14
+	VMOVDQA64    Z3, Z15
+	VPERMT2D     Z7, Z21, Z15
+	VMOVDQU32    Z8, (AX)
+	VMOVDQU32    Z9, 64(AX)
+	VMOVDQU32    Z10, 128(AX)
+	VMOVDQU32    Z11, 192(AX)
+	VMOVDQU32    Z12, 256(AX)
+	VMOVDQU32    Z13, 320(AX)
+	VMOVDQU32    Z14, 384(AX)
+	VMOVDQU32    Z15, 448(AX)
 	VZEROALL
 	RET
+
+DATA chacha16_zeroKey<>+0(SB)/8, $0x0000000000000000
+DATA chacha16_zeroKey<>+8(SB)/8, $0x0000000000000000
+DATA chacha16_zeroKey<>+16(SB)/8, $0x0000000000000000
+DATA chacha16_zeroKey<>+24(SB)/8, $0x0000000000000000
+GLOBL chacha16_zeroKey<>(SB), RODATA|NOPTR, $32
+
+DATA chacha16_keyPerm0<>+0(SB)/4, $0x00000000
+DATA chacha16_keyPerm0<>+4(SB)/4, $0x00000001
+DATA chacha16_keyPerm0<>+8(SB)/4, $0x00000002
+DATA chacha16_keyPerm0<>+12(SB)/4, $0x00000003
+DATA chacha16_keyPerm0<>+16(SB)/4, $0x00000008
+DATA chacha16_keyPerm0<>+20(SB)/4, $0x00000009
+DATA chacha16_keyPerm0<>+24(SB)/4, $0x0000000a
+DATA chacha16_keyPerm0<>+28(SB)/4, $0x0000000b
+DATA chacha16_keyPerm0<>+32(SB)/4, $0x00000010
+DATA chacha16_keyPerm0<>+36(SB)/4, $0x00000011
+DATA chacha16_keyPerm0<>+40(SB)/4, $0x00000012
+DATA chacha16_keyPerm0<>+44(SB)/4, $0x00000013
+DATA chacha16_keyPerm0<>+48(SB)/4, $0x00000018
+DATA chacha16_keyPerm0<>+52(SB)/4, $0x00000019
+DATA chacha16_keyPerm0<>+56(SB)/4, $0x0000001a
+DATA chacha16_keyPerm0<>+60(SB)/4, $0x0000001b
+GLOBL chacha16_keyPerm0<>(SB), RODATA|NOPTR, $64
+
+DATA chacha16_keyPerm1<>+0(SB)/4, $0x00000004
+DATA chacha16_keyPerm1<>+4(SB)/4, $0x00000005
+DATA chacha16_keyPerm1<>+8(SB)/4, $0x00000006
+DATA chacha16_keyPerm1<>+12(SB)/4, $0x00000007
+DATA chacha16_keyPerm1<>+16(SB)/4, $0x0000000c
+DATA chacha16_keyPerm1<>+20(SB)/4, $0x0000000d
+DATA chacha16_keyPerm1<>+24(SB)/4, $0x0000000e
+DATA chacha16_keyPerm1<>+28(SB)/4, $0x0000000f
+DATA chacha16_keyPerm1<>+32(SB)/4, $0x00000014
+DATA chacha16_keyPerm1<>+36(SB)/4, $0x00000015
+DATA chacha16_keyPerm1<>+40(SB)/4, $0x00000016
+DATA chacha16_keyPerm1<>+44(SB)/4, $0x00000017
+DATA chacha16_keyPerm1<>+48(SB)/4, $0x0000001c
+DATA chacha16_keyPerm1<>+52(SB)/4, $0x0000001d
+DATA chacha16_keyPerm1<>+56(SB)/4, $0x0000001e
+DATA chacha16_keyPerm1<>+60(SB)/4, $0x0000001f
+GLOBL chacha16_keyPerm1<>(SB), RODATA|NOPTR, $64
+
+DATA chacha16_keyPerm2<>+0(SB)/4, $0x00000000
+DATA chacha16_keyPerm2<>+4(SB)/4, $0x00000001
+DATA chacha16_keyPerm2<>+8(SB)/4, $0x00000004
+DATA chacha16_keyPerm2<>+12(SB)/4, $0x00000005
+DATA chacha16_keyPerm2<>+16(SB)/4, $0x00000008
+DATA chacha16_keyPerm2<>+20(SB)/4, $0x00000009
+DATA chacha16_keyPerm2<>+24(SB)/4, $0x0000000c
+DATA chacha16_keyPerm2<>+28(SB)/4, $0x0000000d
+DATA chacha16_keyPerm2<>+32(SB)/4, $0x00000010
+DATA chacha16_keyPerm2<>+36(SB)/4, $0x00000011
+DATA chacha16_keyPerm2<>+40(SB)/4, $0x00000014
+DATA chacha16_keyPerm2<>+44(SB)/4, $0x00000015
+DATA chacha16_keyPerm2<>+48(SB)/4, $0x00000018
+DATA chacha16_keyPerm2<>+52(SB)/4, $0x00000019
+DATA chacha16_keyPerm2<>+56(SB)/4, $0x0000001c
+DATA chacha16_keyPerm2<>+60(SB)/4, $0x0000001d
+GLOBL chacha16_keyPerm2<>(SB), RODATA|NOPTR, $64
+
+DATA chacha16_keyPerm3<>+0(SB)/4, $0x00000002
+DATA chacha16_keyPerm3<>+4(SB)/4, $0x00000003
+DATA chacha16_keyPerm3<>+8(SB)/4, $0x00000006
+DATA chacha16_keyPerm3<>+12(SB)/4, $0x00000007
+DATA chacha16_keyPerm3<>+16(SB)/4, $0x0000000a
+DATA chacha16_keyPerm3<>+20(SB)/4, $0x0000000b
+DATA chacha16_keyPerm3<>+24(SB)/4, $0x0000000e
+DATA chacha16_keyPerm3<>+28(SB)/4, $0x0000000f
+DATA chacha16_keyPerm3<>+32(SB)/4, $0x00000012
+DATA chacha16_keyPerm3<>+36(SB)/4, $0x00000013
+DATA chacha16_keyPerm3<>+40(SB)/4, $0x00000016
+DATA chacha16_keyPerm3<>+44(SB)/4, $0x00000017
+DATA chacha16_keyPerm3<>+48(SB)/4, $0x0000001a
+DATA chacha16_keyPerm3<>+52(SB)/4, $0x0000001b
+DATA chacha16_keyPerm3<>+56(SB)/4, $0x0000001e
+DATA chacha16_keyPerm3<>+60(SB)/4, $0x0000001f
+GLOBL chacha16_keyPerm3<>(SB), RODATA|NOPTR, $64
+
+DATA chacha16_keyPerm4<>+0(SB)/4, $0x00000000
+DATA chacha16_keyPerm4<>+4(SB)/4, $0x00000002
+DATA chacha16_keyPerm4<>+8(SB)/4, $0x00000004
+DATA chacha16_keyPerm4<>+12(SB)/4, $0x00000006
+DATA chacha16_keyPerm4<>+16(SB)/4, $0x00000008
+DATA chacha16_keyPerm4<>+20(SB)/4, $0x0000000a
+DATA chacha16_keyPerm4<>+24(SB)/4, $0x0000000c
+DATA chacha16_keyPerm4<>+28(SB)/4, $0x0000000e
+DATA chacha16_keyPerm4<>+32(SB)/4, $0x00000010
+DATA chacha16_keyPerm4<>+36(SB)/4, $0x00000012
+DATA chacha16_keyPerm4<>+40(SB)/4, $0x00000014
+DATA chacha16_keyPerm4<>+44(SB)/4, $0x00000016
+DATA chacha16_keyPerm4<>+48(SB)/4, $0x00000018
+DATA chacha16_keyPerm4<>+52(SB)/4, $0x0000001a
+DATA chacha16_keyPerm4<>+56(SB)/4, $0x0000001c
+DATA chacha16_keyPerm4<>+60(SB)/4, $0x0000001e
+GLOBL chacha16_keyPerm4<>(SB), RODATA|NOPTR, $64
+
+DATA chacha16_keyPerm5<>+0(SB)/4, $0x00000001
+DATA chacha16_keyPerm5<>+4(SB)/4, $0x00000003
+DATA chacha16_keyPerm5<>+8(SB)/4, $0x00000005
+DATA chacha16_keyPerm5<>+12(SB)/4, $0x00000007
+DATA chacha16_keyPerm5<>+16(SB)/4, $0x00000009
+DATA chacha16_keyPerm5<>+20(SB)/4, $0x0000000b
+DATA chacha16_keyPerm5<>+24(SB)/4, $0x0000000d
+DATA chacha16_keyPerm5<>+28(SB)/4, $0x0000000f
+DATA chacha16_keyPerm5<>+32(SB)/4, $0x00000011
+DATA chacha16_keyPerm5<>+36(SB)/4, $0x00000013
+DATA chacha16_keyPerm5<>+40(SB)/4, $0x00000015
+DATA chacha16_keyPerm5<>+44(SB)/4, $0x00000017
+DATA chacha16_keyPerm5<>+48(SB)/4, $0x00000019
+DATA chacha16_keyPerm5<>+52(SB)/4, $0x0000001b
+DATA chacha16_keyPerm5<>+56(SB)/4, $0x0000001d
+DATA chacha16_keyPerm5<>+60(SB)/4, $0x0000001f
+GLOBL chacha16_keyPerm5<>(SB), RODATA|NOPTR, $64
 
 // func poly16(lanes *byte, blocks uint64, fast uint64)
 // Requires: AVX, AVX512F, AVX512IFMA

@@ -50,6 +50,16 @@ func BenchmarkKernels(b *testing.B) {
 		var g group
 		minOf(b, func() { chacha16(&g, 1) })
 	})
+	b.Run("chacha16-keys", func(b *testing.B) {
+		// 16 lanes of as many Keys (a pass of a burst to 16 peers).
+		keys := make([]Key, lanes)
+		var g group
+		for l := range lanes {
+			keys[l].w[0] = uint32(l)
+			g.keyOf[l] = &keys[l]
+		}
+		minOf(b, func() { chachaKeys16(&g) })
+	})
 	b.Run("chacha8-block", func(b *testing.B) {
 		var g group
 		minOf(b, func() { chacha8(&g, 1) })

@@ -232,7 +232,7 @@ func run(im impl, g *group, c []Packet, jobs []job) {
 			blocks = max(blocks, j.blocks())
 		}
 		if reload && im != implAVX2 {
-			// Gathered in the kernel: a burst to 64 peers loaded 64
+			// Loaded and transposed in the kernel: a burst to 64 peers loaded 64
 			// keys' words here one by one (BenchmarkPeers).
 			chachaKeys16(g)
 		}
