@@ -261,15 +261,16 @@ func TestPolyKeys16(t *testing.T) {
 }
 
 // TestChachaKeys16 checks chachaKeys16 against the transpose it replaces:
-// word w of lane l's Key into key[w][l] for every lane with a Key, lanes
-// sharing a Key, and lanes without one (nil: their rows are not read).
+// word w of lane l's Key into key[w][l] for every lane with a Key (16
+// Keys in a random order, one a lane, as a burst to 16 peers has; lanes
+// sharing a Key), and zero rows for a lane without one (nil).
 func TestChachaKeys16(t *testing.T) {
 	if !hasAVX512 {
 		t.Skip("needs AVX-512") // covered where CI's CPU has it
 	}
 	rng := rand.New(rand.NewPCG(33, 34))
-	keys := make([]Key, 5)
-	for range 50 {
+	keys := make([]Key, lanes)
+	for round := range 100 {
 		for i := range keys {
 			var b [KeySize]byte
 			for j := range b {
@@ -278,14 +279,28 @@ func TestChachaKeys16(t *testing.T) {
 			keys[i].Set(&b)
 		}
 		var g group
+		for w := range g.key {
+			for l := range lanes {
+				g.key[w][l] = rng.Uint32() // rows left from an earlier pass
+			}
+		}
+		perm := rng.Perm(lanes)
 		for l := range lanes {
-			if rng.IntN(5) > 0 {
-				g.keyOf[l] = &keys[rng.IntN(len(keys))]
+			switch {
+			case round%2 == 0:
+				g.keyOf[l] = &keys[perm[l]]
+			case rng.IntN(5) > 0:
+				g.keyOf[l] = &keys[rng.IntN(5)]
 			}
 		}
 		chachaKeys16(&g)
 		for l := range lanes {
 			if g.keyOf[l] == nil {
+				for w := range 8 {
+					if got := g.key[w][l]; got != 0 {
+						t.Fatalf("lane %d without a Key, word %d: %#x, want 0", l, w, got)
+					}
+				}
 				continue
 			}
 			for w := range 8 {
