@@ -163,6 +163,18 @@ func (ch *chunk) mac16(c []Packet, lane []uint8) {
 		blocks = max(blocks, pg.load(l, lane[l], p.Data[:len(p.Data)-TagSize]))
 		fast = min(fast, pg.full[l])
 	}
+	// poly16's fast steps load every lane's blocks without a mask: an
+	// idle lane reads a lane in use's message (its result is not used).
+	for l := 0; l < lanes; l++ {
+		if pg.total[l] != 0 {
+			for k := 0; k < lanes; k++ {
+				if pg.total[k] == 0 {
+					pg.msg[k] = pg.msg[l]
+				}
+			}
+			break
+		}
+	}
 	polyKeys16(pg, &ch.g.polyKey)
 	poly16(pg, blocks, min(fast, blocks))
 	for l, i := range lane {
