@@ -1483,7 +1483,7 @@ DATA poly16_lanesHi<>+56(SB)/8, $0x000000000000000f
 GLOBL poly16_lanesHi<>(SB), RODATA|NOPTR, $64
 
 // func polyKeys16(lanes *byte, keys *byte)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, AVX512VL
 TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	MOVQ         lanes+0(FP), AX
 	MOVQ         keys+8(FP), CX
@@ -1494,21 +1494,59 @@ TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	MOVQ         $0x00000fffffffffff, DX
 	VPBROADCASTQ DX, Z29
 	VPXORQ       Z28, Z28, Z28
-	VMOVDQU64    2560(AX), Z0
-	VPSLLQ       $0x05, Z0, Z0
+	MOVQ         2560(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y10
+	MOVQ         2568(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z10, Z10
+	MOVQ         2576(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y11
+	MOVQ         2584(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z11, Z11
+	MOVQ         2592(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y12
+	MOVQ         2600(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z12, Z12
+	MOVQ         2608(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y13
+	MOVQ         2616(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z13, Z13
+	VMOVDQU64    polyKeys16_pairLo<>+0(SB), Z18
+	VMOVDQA64    Z10, Z14
+	VPERMT2Q     Z11, Z18, Z14
+	VMOVDQU64    polyKeys16_pairHi<>+0(SB), Z18
+	VMOVDQA64    Z10, Z15
+	VPERMT2Q     Z11, Z18, Z15
+	VMOVDQU64    polyKeys16_pairLo<>+0(SB), Z18
+	VMOVDQA64    Z12, Z16
+	VPERMT2Q     Z13, Z18, Z16
+	VMOVDQU64    polyKeys16_pairHi<>+0(SB), Z18
+	VMOVDQA64    Z12, Z17
+	VPERMT2Q     Z13, Z18, Z17
+	VMOVDQU64    polyKeys16_evens<>+0(SB), Z18
+	VMOVDQA64    Z14, Z1
+	VPERMT2Q     Z16, Z18, Z1
+	VMOVDQU64    polyKeys16_odds<>+0(SB), Z18
+	VMOVDQA64    Z14, Z2
+	VPERMT2Q     Z16, Z18, Z2
+	VMOVDQU64    polyKeys16_evens<>+0(SB), Z18
+	VMOVDQA64    Z15, Z3
+	VPERMT2Q     Z17, Z18, Z3
+	VMOVDQU64    polyKeys16_odds<>+0(SB), Z18
+	VMOVDQA64    Z15, Z4
+	VPERMT2Q     Z17, Z18, Z4
 	VPCMPUQ      $0x01, 1280(AX), Z28, K2
-	KMOVW        K2, K1
-	VPXORQ       Z1, Z1, Z1
-	VPGATHERQQ   (CX)(Z0*1), K1, Z1
-	KMOVW        K2, K1
-	VPXORQ       Z2, Z2, Z2
-	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
-	KMOVW        K2, K1
-	VPXORQ       Z3, Z3, Z3
-	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
-	KMOVW        K2, K1
-	VPXORQ       Z4, Z4, Z4
-	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
+	VMOVDQA64.Z  Z1, K2, Z1
+	VMOVDQA64.Z  Z2, K2, Z2
+	VMOVDQA64.Z  Z3, K2, Z3
+	VMOVDQA64.Z  Z4, K2, Z4
 	VPANDQ       Z31, Z1, Z1
 	VPANDQ       Z30, Z2, Z2
 	VPANDQ       Z29, Z1, Z5
@@ -1533,21 +1571,59 @@ TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	VMOVDQU64    Z28, 640(AX)
 	VMOVDQU64    Z28, 768(AX)
 	VMOVDQU64    Z28, 896(AX)
-	VMOVDQU64    2624(AX), Z0
-	VPSLLQ       $0x05, Z0, Z0
+	MOVQ         2624(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y10
+	MOVQ         2632(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z10, Z10
+	MOVQ         2640(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y11
+	MOVQ         2648(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z11, Z11
+	MOVQ         2656(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y12
+	MOVQ         2664(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z12, Z12
+	MOVQ         2672(AX), DX
+	SHLQ         $0x05, DX
+	VMOVDQU64    (CX)(DX*1), Y13
+	MOVQ         2680(AX), DX
+	SHLQ         $0x05, DX
+	VINSERTI64X4 $0x01, (CX)(DX*1), Z13, Z13
+	VMOVDQU64    polyKeys16_pairLo<>+0(SB), Z18
+	VMOVDQA64    Z10, Z14
+	VPERMT2Q     Z11, Z18, Z14
+	VMOVDQU64    polyKeys16_pairHi<>+0(SB), Z18
+	VMOVDQA64    Z10, Z15
+	VPERMT2Q     Z11, Z18, Z15
+	VMOVDQU64    polyKeys16_pairLo<>+0(SB), Z18
+	VMOVDQA64    Z12, Z16
+	VPERMT2Q     Z13, Z18, Z16
+	VMOVDQU64    polyKeys16_pairHi<>+0(SB), Z18
+	VMOVDQA64    Z12, Z17
+	VPERMT2Q     Z13, Z18, Z17
+	VMOVDQU64    polyKeys16_evens<>+0(SB), Z18
+	VMOVDQA64    Z14, Z1
+	VPERMT2Q     Z16, Z18, Z1
+	VMOVDQU64    polyKeys16_odds<>+0(SB), Z18
+	VMOVDQA64    Z14, Z2
+	VPERMT2Q     Z16, Z18, Z2
+	VMOVDQU64    polyKeys16_evens<>+0(SB), Z18
+	VMOVDQA64    Z15, Z3
+	VPERMT2Q     Z17, Z18, Z3
+	VMOVDQU64    polyKeys16_odds<>+0(SB), Z18
+	VMOVDQA64    Z15, Z4
+	VPERMT2Q     Z17, Z18, Z4
 	VPCMPUQ      $0x01, 1344(AX), Z28, K2
-	KMOVW        K2, K1
-	VPXORQ       Z1, Z1, Z1
-	VPGATHERQQ   (CX)(Z0*1), K1, Z1
-	KMOVW        K2, K1
-	VPXORQ       Z2, Z2, Z2
-	VPGATHERQQ   8(CX)(Z0*1), K1, Z2
-	KMOVW        K2, K1
-	VPXORQ       Z3, Z3, Z3
-	VPGATHERQQ   16(CX)(Z0*1), K1, Z3
-	KMOVW        K2, K1
-	VPXORQ       Z4, Z4, Z4
-	VPGATHERQQ   24(CX)(Z0*1), K1, Z4
+	VMOVDQA64.Z  Z1, K2, Z1
+	VMOVDQA64.Z  Z2, K2, Z2
+	VMOVDQA64.Z  Z3, K2, Z3
+	VMOVDQA64.Z  Z4, K2, Z4
 	VPANDQ       Z31, Z1, Z1
 	VPANDQ       Z30, Z2, Z2
 	VPANDQ       Z29, Z1, Z5
@@ -1590,6 +1666,46 @@ TEXT ·polyKeys16(SB), NOSPLIT, $0-16
 	VPXORQ       Z30, Z30, Z30
 	VPXORQ       Z31, Z31, Z31
 	RET
+
+DATA polyKeys16_pairLo<>+0(SB)/8, $0x0000000000000000
+DATA polyKeys16_pairLo<>+8(SB)/8, $0x0000000000000001
+DATA polyKeys16_pairLo<>+16(SB)/8, $0x0000000000000004
+DATA polyKeys16_pairLo<>+24(SB)/8, $0x0000000000000005
+DATA polyKeys16_pairLo<>+32(SB)/8, $0x0000000000000008
+DATA polyKeys16_pairLo<>+40(SB)/8, $0x0000000000000009
+DATA polyKeys16_pairLo<>+48(SB)/8, $0x000000000000000c
+DATA polyKeys16_pairLo<>+56(SB)/8, $0x000000000000000d
+GLOBL polyKeys16_pairLo<>(SB), RODATA|NOPTR, $64
+
+DATA polyKeys16_pairHi<>+0(SB)/8, $0x0000000000000002
+DATA polyKeys16_pairHi<>+8(SB)/8, $0x0000000000000003
+DATA polyKeys16_pairHi<>+16(SB)/8, $0x0000000000000006
+DATA polyKeys16_pairHi<>+24(SB)/8, $0x0000000000000007
+DATA polyKeys16_pairHi<>+32(SB)/8, $0x000000000000000a
+DATA polyKeys16_pairHi<>+40(SB)/8, $0x000000000000000b
+DATA polyKeys16_pairHi<>+48(SB)/8, $0x000000000000000e
+DATA polyKeys16_pairHi<>+56(SB)/8, $0x000000000000000f
+GLOBL polyKeys16_pairHi<>(SB), RODATA|NOPTR, $64
+
+DATA polyKeys16_evens<>+0(SB)/8, $0x0000000000000000
+DATA polyKeys16_evens<>+8(SB)/8, $0x0000000000000002
+DATA polyKeys16_evens<>+16(SB)/8, $0x0000000000000004
+DATA polyKeys16_evens<>+24(SB)/8, $0x0000000000000006
+DATA polyKeys16_evens<>+32(SB)/8, $0x0000000000000008
+DATA polyKeys16_evens<>+40(SB)/8, $0x000000000000000a
+DATA polyKeys16_evens<>+48(SB)/8, $0x000000000000000c
+DATA polyKeys16_evens<>+56(SB)/8, $0x000000000000000e
+GLOBL polyKeys16_evens<>(SB), RODATA|NOPTR, $64
+
+DATA polyKeys16_odds<>+0(SB)/8, $0x0000000000000001
+DATA polyKeys16_odds<>+8(SB)/8, $0x0000000000000003
+DATA polyKeys16_odds<>+16(SB)/8, $0x0000000000000005
+DATA polyKeys16_odds<>+24(SB)/8, $0x0000000000000007
+DATA polyKeys16_odds<>+32(SB)/8, $0x0000000000000009
+DATA polyKeys16_odds<>+40(SB)/8, $0x000000000000000b
+DATA polyKeys16_odds<>+48(SB)/8, $0x000000000000000d
+DATA polyKeys16_odds<>+56(SB)/8, $0x000000000000000f
+GLOBL polyKeys16_odds<>(SB), RODATA|NOPTR, $64
 
 DATA chacha8_sigma<>+0(SB)/4, $0x61707865
 DATA chacha8_sigma<>+4(SB)/4, $0x61707865
