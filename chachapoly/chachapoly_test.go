@@ -211,19 +211,25 @@ func TestMixedBursts(t *testing.T) {
 		for range 60 {
 			lens := make([]int, 1+rng.IntN(200))
 			for i := range lens {
-				switch rng.IntN(3) {
-				case 0:
-					lens[i] = rng.IntN(80)
-				case 1:
-					lens[i] = 1420 + rng.IntN(20)
-				default:
-					lens[i] = rng.IntN(2049)
-				}
+				lens[i] = mixedLen(rng)
 			}
 			pkts, plain, want := burst(t, rng, lens, refs, 16)
 			checkBurst(t, pkts, plain, want)
 		}
 	})
+}
+
+// mixedLen is a message length of a mixed burst: short (under 80
+// bytes), about a full WireGuard packet (1,420-1,439), or any up to 2,048,
+// a third of the time each.
+func mixedLen(rng *rand.Rand) int {
+	switch rng.IntN(3) {
+	case 0:
+		return rng.IntN(80)
+	case 1:
+		return 1420 + rng.IntN(20)
+	}
+	return rng.IntN(2049)
 }
 
 // TestOpenRejectsOnlyTheBadPacket corrupts one byte (of the ciphertext or of

@@ -45,14 +45,7 @@ func TestNoAccessOutsideData(t *testing.T) {
 		for round := range 24 {
 			lens := make([]int, 1+rng.IntN(n))
 			for i := range lens {
-				switch rng.IntN(4) {
-				case 0:
-					lens[i] = rng.IntN(96)
-				case 1:
-					lens[i] = 1420 + rng.IntN(16)
-				default:
-					lens[i] = rng.IntN(2049)
-				}
+				lens[i] = mixedLen(rng)
 			}
 			refs := make([]*ref, len(lens))
 			for i := range refs {
