@@ -6,7 +6,7 @@
 
 // func chacha16(lanes *byte, blocks uint64)
 // Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·chacha16(SB), NOSPLIT, $0-16
+TEXT ·chacha16(SB), $1152-16
 	MOVQ lanes+0(FP), AX
 	XORQ CX, CX
 	MOVQ blocks+8(FP), DX
@@ -14,6 +14,1468 @@ TEXT ·chacha16(SB), NOSPLIT, $0-16
 block:
 	CMPQ         CX, DX
 	JAE          done
+	MOVQ         DX, SI
+	SUBQ         CX, SI
+	CMPQ         SI, $0x02
+	JB           single
+	VMOVDQU32    chacha16_sigma<>+0(SB), Z0
+	VMOVDQU32    chacha16_sigma<>+64(SB), Z1
+	VMOVDQU32    chacha16_sigma<>+128(SB), Z2
+	VMOVDQU32    chacha16_sigma<>+192(SB), Z3
+	VMOVDQU32    (AX), Z4
+	VMOVDQU32    64(AX), Z5
+	VMOVDQU32    128(AX), Z6
+	VMOVDQU32    192(AX), Z7
+	VMOVDQU32    256(AX), Z8
+	VMOVDQU32    320(AX), Z9
+	VMOVDQU32    384(AX), Z10
+	VMOVDQU32    448(AX), Z11
+	VPBROADCASTD CX, Z12
+	VPADDD       960(AX), Z12, Z12
+	VMOVDQU32    512(AX), Z13
+	VMOVDQU32    576(AX), Z14
+	VMOVDQU32    640(AX), Z15
+	VMOVDQA64    Z0, Z16
+	VMOVDQA64    Z1, Z17
+	VMOVDQA64    Z2, Z18
+	VMOVDQA64    Z3, Z19
+	VMOVDQA64    Z4, Z20
+	VMOVDQA64    Z5, Z21
+	VMOVDQA64    Z6, Z22
+	VMOVDQA64    Z7, Z23
+	VMOVDQA64    Z8, Z24
+	VMOVDQA64    Z9, Z25
+	VMOVDQA64    Z10, Z26
+	VMOVDQA64    Z11, Z27
+	VMOVDQA64    Z12, Z28
+	VMOVDQA64    Z13, Z29
+	VMOVDQA64    Z14, Z30
+	VMOVDQA64    Z15, Z31
+	VPADDD       chacha16_ones<>+0(SB), Z28, Z28
+	VMOVDQU32    Z12, (SP)
+	VMOVDQU32    Z28, 64(SP)
+	MOVL         $0x0000000a, BX
+
+pair_rounds:
+	VPADDD      Z4, Z0, Z0
+	VPADDD      Z5, Z1, Z1
+	VPADDD      Z6, Z2, Z2
+	VPADDD      Z7, Z3, Z3
+	VPADDD      Z20, Z16, Z16
+	VPADDD      Z21, Z17, Z17
+	VPADDD      Z22, Z18, Z18
+	VPADDD      Z23, Z19, Z19
+	VPXORD      Z0, Z12, Z12
+	VPXORD      Z1, Z13, Z13
+	VPXORD      Z2, Z14, Z14
+	VPXORD      Z3, Z15, Z15
+	VPXORD      Z16, Z28, Z28
+	VPXORD      Z17, Z29, Z29
+	VPXORD      Z18, Z30, Z30
+	VPXORD      Z19, Z31, Z31
+	VPROLD      $0x10, Z12, Z12
+	VPROLD      $0x10, Z13, Z13
+	VPROLD      $0x10, Z14, Z14
+	VPROLD      $0x10, Z15, Z15
+	VPROLD      $0x10, Z28, Z28
+	VPROLD      $0x10, Z29, Z29
+	VPROLD      $0x10, Z30, Z30
+	VPROLD      $0x10, Z31, Z31
+	VPADDD      Z12, Z8, Z8
+	VPADDD      Z13, Z9, Z9
+	VPADDD      Z14, Z10, Z10
+	VPADDD      Z15, Z11, Z11
+	VPADDD      Z28, Z24, Z24
+	VPADDD      Z29, Z25, Z25
+	VPADDD      Z30, Z26, Z26
+	VPADDD      Z31, Z27, Z27
+	VPXORD      Z8, Z4, Z4
+	VPXORD      Z9, Z5, Z5
+	VPXORD      Z10, Z6, Z6
+	VPXORD      Z11, Z7, Z7
+	VPXORD      Z24, Z20, Z20
+	VPXORD      Z25, Z21, Z21
+	VPXORD      Z26, Z22, Z22
+	VPXORD      Z27, Z23, Z23
+	VPROLD      $0x0c, Z4, Z4
+	VPROLD      $0x0c, Z5, Z5
+	VPROLD      $0x0c, Z6, Z6
+	VPROLD      $0x0c, Z7, Z7
+	VPROLD      $0x0c, Z20, Z20
+	VPROLD      $0x0c, Z21, Z21
+	VPROLD      $0x0c, Z22, Z22
+	VPROLD      $0x0c, Z23, Z23
+	VPADDD      Z4, Z0, Z0
+	VPADDD      Z5, Z1, Z1
+	VPADDD      Z6, Z2, Z2
+	VPADDD      Z7, Z3, Z3
+	VPADDD      Z20, Z16, Z16
+	VPADDD      Z21, Z17, Z17
+	VPADDD      Z22, Z18, Z18
+	VPADDD      Z23, Z19, Z19
+	VPXORD      Z0, Z12, Z12
+	VPXORD      Z1, Z13, Z13
+	VPXORD      Z2, Z14, Z14
+	VPXORD      Z3, Z15, Z15
+	VPXORD      Z16, Z28, Z28
+	VPXORD      Z17, Z29, Z29
+	VPXORD      Z18, Z30, Z30
+	VPXORD      Z19, Z31, Z31
+	VPROLD      $0x08, Z12, Z12
+	VPROLD      $0x08, Z13, Z13
+	VPROLD      $0x08, Z14, Z14
+	VPROLD      $0x08, Z15, Z15
+	VPROLD      $0x08, Z28, Z28
+	VPROLD      $0x08, Z29, Z29
+	VPROLD      $0x08, Z30, Z30
+	VPROLD      $0x08, Z31, Z31
+	VPADDD      Z12, Z8, Z8
+	VPADDD      Z13, Z9, Z9
+	VPADDD      Z14, Z10, Z10
+	VPADDD      Z15, Z11, Z11
+	VPADDD      Z28, Z24, Z24
+	VPADDD      Z29, Z25, Z25
+	VPADDD      Z30, Z26, Z26
+	VPADDD      Z31, Z27, Z27
+	VPXORD      Z8, Z4, Z4
+	VPXORD      Z9, Z5, Z5
+	VPXORD      Z10, Z6, Z6
+	VPXORD      Z11, Z7, Z7
+	VPXORD      Z24, Z20, Z20
+	VPXORD      Z25, Z21, Z21
+	VPXORD      Z26, Z22, Z22
+	VPXORD      Z27, Z23, Z23
+	VPROLD      $0x07, Z4, Z4
+	VPROLD      $0x07, Z5, Z5
+	VPROLD      $0x07, Z6, Z6
+	VPROLD      $0x07, Z7, Z7
+	VPROLD      $0x07, Z20, Z20
+	VPROLD      $0x07, Z21, Z21
+	VPROLD      $0x07, Z22, Z22
+	VPROLD      $0x07, Z23, Z23
+	VPADDD      Z5, Z0, Z0
+	VPADDD      Z6, Z1, Z1
+	VPADDD      Z7, Z2, Z2
+	VPADDD      Z4, Z3, Z3
+	VPADDD      Z21, Z16, Z16
+	VPADDD      Z22, Z17, Z17
+	VPADDD      Z23, Z18, Z18
+	VPADDD      Z20, Z19, Z19
+	VPXORD      Z0, Z15, Z15
+	VPXORD      Z1, Z12, Z12
+	VPXORD      Z2, Z13, Z13
+	VPXORD      Z3, Z14, Z14
+	VPXORD      Z16, Z31, Z31
+	VPXORD      Z17, Z28, Z28
+	VPXORD      Z18, Z29, Z29
+	VPXORD      Z19, Z30, Z30
+	VPROLD      $0x10, Z15, Z15
+	VPROLD      $0x10, Z12, Z12
+	VPROLD      $0x10, Z13, Z13
+	VPROLD      $0x10, Z14, Z14
+	VPROLD      $0x10, Z31, Z31
+	VPROLD      $0x10, Z28, Z28
+	VPROLD      $0x10, Z29, Z29
+	VPROLD      $0x10, Z30, Z30
+	VPADDD      Z15, Z10, Z10
+	VPADDD      Z12, Z11, Z11
+	VPADDD      Z13, Z8, Z8
+	VPADDD      Z14, Z9, Z9
+	VPADDD      Z31, Z26, Z26
+	VPADDD      Z28, Z27, Z27
+	VPADDD      Z29, Z24, Z24
+	VPADDD      Z30, Z25, Z25
+	VPXORD      Z10, Z5, Z5
+	VPXORD      Z11, Z6, Z6
+	VPXORD      Z8, Z7, Z7
+	VPXORD      Z9, Z4, Z4
+	VPXORD      Z26, Z21, Z21
+	VPXORD      Z27, Z22, Z22
+	VPXORD      Z24, Z23, Z23
+	VPXORD      Z25, Z20, Z20
+	VPROLD      $0x0c, Z5, Z5
+	VPROLD      $0x0c, Z6, Z6
+	VPROLD      $0x0c, Z7, Z7
+	VPROLD      $0x0c, Z4, Z4
+	VPROLD      $0x0c, Z21, Z21
+	VPROLD      $0x0c, Z22, Z22
+	VPROLD      $0x0c, Z23, Z23
+	VPROLD      $0x0c, Z20, Z20
+	VPADDD      Z5, Z0, Z0
+	VPADDD      Z6, Z1, Z1
+	VPADDD      Z7, Z2, Z2
+	VPADDD      Z4, Z3, Z3
+	VPADDD      Z21, Z16, Z16
+	VPADDD      Z22, Z17, Z17
+	VPADDD      Z23, Z18, Z18
+	VPADDD      Z20, Z19, Z19
+	VPXORD      Z0, Z15, Z15
+	VPXORD      Z1, Z12, Z12
+	VPXORD      Z2, Z13, Z13
+	VPXORD      Z3, Z14, Z14
+	VPXORD      Z16, Z31, Z31
+	VPXORD      Z17, Z28, Z28
+	VPXORD      Z18, Z29, Z29
+	VPXORD      Z19, Z30, Z30
+	VPROLD      $0x08, Z15, Z15
+	VPROLD      $0x08, Z12, Z12
+	VPROLD      $0x08, Z13, Z13
+	VPROLD      $0x08, Z14, Z14
+	VPROLD      $0x08, Z31, Z31
+	VPROLD      $0x08, Z28, Z28
+	VPROLD      $0x08, Z29, Z29
+	VPROLD      $0x08, Z30, Z30
+	VPADDD      Z15, Z10, Z10
+	VPADDD      Z12, Z11, Z11
+	VPADDD      Z13, Z8, Z8
+	VPADDD      Z14, Z9, Z9
+	VPADDD      Z31, Z26, Z26
+	VPADDD      Z28, Z27, Z27
+	VPADDD      Z29, Z24, Z24
+	VPADDD      Z30, Z25, Z25
+	VPXORD      Z10, Z5, Z5
+	VPXORD      Z11, Z6, Z6
+	VPXORD      Z8, Z7, Z7
+	VPXORD      Z9, Z4, Z4
+	VPXORD      Z26, Z21, Z21
+	VPXORD      Z27, Z22, Z22
+	VPXORD      Z24, Z23, Z23
+	VPXORD      Z25, Z20, Z20
+	VPROLD      $0x07, Z5, Z5
+	VPROLD      $0x07, Z6, Z6
+	VPROLD      $0x07, Z7, Z7
+	VPROLD      $0x07, Z4, Z4
+	VPROLD      $0x07, Z21, Z21
+	VPROLD      $0x07, Z22, Z22
+	VPROLD      $0x07, Z23, Z23
+	VPROLD      $0x07, Z20, Z20
+	DECL        BX
+	JNZ         pair_rounds
+	VMOVDQU32   Z16, 128(SP)
+	VMOVDQU32   Z17, 192(SP)
+	VMOVDQU32   Z18, 256(SP)
+	VMOVDQU32   Z19, 320(SP)
+	VMOVDQU32   Z20, 384(SP)
+	VMOVDQU32   Z21, 448(SP)
+	VMOVDQU32   Z22, 512(SP)
+	VMOVDQU32   Z23, 576(SP)
+	VMOVDQU32   Z24, 640(SP)
+	VMOVDQU32   Z25, 704(SP)
+	VMOVDQU32   Z26, 768(SP)
+	VMOVDQU32   Z27, 832(SP)
+	VMOVDQU32   Z28, 896(SP)
+	VMOVDQU32   Z29, 960(SP)
+	VMOVDQU32   Z30, 1024(SP)
+	VMOVDQU32   Z31, 1088(SP)
+	VPADDD      chacha16_sigma<>+0(SB), Z0, Z0
+	VPADDD      chacha16_sigma<>+64(SB), Z1, Z1
+	VPADDD      chacha16_sigma<>+128(SB), Z2, Z2
+	VPADDD      chacha16_sigma<>+192(SB), Z3, Z3
+	VPADDD      (AX), Z4, Z4
+	VPADDD      64(AX), Z5, Z5
+	VPADDD      128(AX), Z6, Z6
+	VPADDD      192(AX), Z7, Z7
+	VPADDD      256(AX), Z8, Z8
+	VPADDD      320(AX), Z9, Z9
+	VPADDD      384(AX), Z10, Z10
+	VPADDD      448(AX), Z11, Z11
+	VPADDD      (SP), Z12, Z12
+	VPADDD      512(AX), Z13, Z13
+	VPADDD      576(AX), Z14, Z14
+	VPADDD      640(AX), Z15, Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+	VSHUFI32X4  $0x44, Z4, Z0, Z16
+	VSHUFI32X4  $0xee, Z4, Z0, Z17
+	VSHUFI32X4  $0x44, Z12, Z8, Z18
+	VSHUFI32X4  $0xee, Z12, Z8, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z0
+	VSHUFI32X4  $0xdd, Z18, Z16, Z4
+	VSHUFI32X4  $0x88, Z19, Z17, Z8
+	VSHUFI32X4  $0xdd, Z19, Z17, Z12
+	VSHUFI32X4  $0x44, Z5, Z1, Z16
+	VSHUFI32X4  $0xee, Z5, Z1, Z17
+	VSHUFI32X4  $0x44, Z13, Z9, Z18
+	VSHUFI32X4  $0xee, Z13, Z9, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z1
+	VSHUFI32X4  $0xdd, Z18, Z16, Z5
+	VSHUFI32X4  $0x88, Z19, Z17, Z9
+	VSHUFI32X4  $0xdd, Z19, Z17, Z13
+	VSHUFI32X4  $0x44, Z6, Z2, Z16
+	VSHUFI32X4  $0xee, Z6, Z2, Z17
+	VSHUFI32X4  $0x44, Z14, Z10, Z18
+	VSHUFI32X4  $0xee, Z14, Z10, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z2
+	VSHUFI32X4  $0xdd, Z18, Z16, Z6
+	VSHUFI32X4  $0x88, Z19, Z17, Z10
+	VSHUFI32X4  $0xdd, Z19, Z17, Z14
+	VSHUFI32X4  $0x44, Z7, Z3, Z16
+	VSHUFI32X4  $0xee, Z7, Z3, Z17
+	VSHUFI32X4  $0x44, Z15, Z11, Z18
+	VSHUFI32X4  $0xee, Z15, Z11, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z3
+	VSHUFI32X4  $0xdd, Z18, Z16, Z7
+	VSHUFI32X4  $0x88, Z19, Z17, Z11
+	VSHUFI32X4  $0xdd, Z19, Z17, Z15
+	MOVQ        CX, BX
+	SHLQ        $0x06, BX
+	MOVQ        832(AX), DI
+	SUBQ        BX, DI
+	JLE         p0_skip0
+	MOVQ        704(AX), R8
+	ADDQ        BX, R8
+	MOVQ        1024(AX), SI
+	TESTQ       SI, SI
+	JZ          p0_data0
+	TESTQ       BX, BX
+	JZ          p0_key0
+	SUBQ        $0x40, R8
+
+p0_data0:
+	CMPQ      DI, $0x40
+	JB        p0_partial0
+	VPXORD    (R8), Z0, Z0
+	VMOVDQU32 Z0, (R8)
+	JMP       p0_skip0
+
+p0_partial0:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z0, Z0
+	VMOVDQU8   Z0, K1, (R8)
+	JMP        p0_skip0
+
+p0_key0:
+	VMOVDQU Y0, (AX)(SI*1)
+
+p0_skip0:
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip1
+	MOVQ  712(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1032(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data1
+	TESTQ BX, BX
+	JZ    p0_key1
+	SUBQ  $0x40, R8
+
+p0_data1:
+	CMPQ      DI, $0x40
+	JB        p0_partial1
+	VPXORD    (R8), Z1, Z1
+	VMOVDQU32 Z1, (R8)
+	JMP       p0_skip1
+
+p0_partial1:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z1, Z1
+	VMOVDQU8   Z1, K1, (R8)
+	JMP        p0_skip1
+
+p0_key1:
+	VMOVDQU Y1, (AX)(SI*1)
+
+p0_skip1:
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip2
+	MOVQ  720(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1040(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data2
+	TESTQ BX, BX
+	JZ    p0_key2
+	SUBQ  $0x40, R8
+
+p0_data2:
+	CMPQ      DI, $0x40
+	JB        p0_partial2
+	VPXORD    (R8), Z2, Z2
+	VMOVDQU32 Z2, (R8)
+	JMP       p0_skip2
+
+p0_partial2:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z2, Z2
+	VMOVDQU8   Z2, K1, (R8)
+	JMP        p0_skip2
+
+p0_key2:
+	VMOVDQU Y2, (AX)(SI*1)
+
+p0_skip2:
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip3
+	MOVQ  728(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1048(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data3
+	TESTQ BX, BX
+	JZ    p0_key3
+	SUBQ  $0x40, R8
+
+p0_data3:
+	CMPQ      DI, $0x40
+	JB        p0_partial3
+	VPXORD    (R8), Z3, Z3
+	VMOVDQU32 Z3, (R8)
+	JMP       p0_skip3
+
+p0_partial3:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z3, Z3
+	VMOVDQU8   Z3, K1, (R8)
+	JMP        p0_skip3
+
+p0_key3:
+	VMOVDQU Y3, (AX)(SI*1)
+
+p0_skip3:
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip4
+	MOVQ  736(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1056(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data4
+	TESTQ BX, BX
+	JZ    p0_key4
+	SUBQ  $0x40, R8
+
+p0_data4:
+	CMPQ      DI, $0x40
+	JB        p0_partial4
+	VPXORD    (R8), Z4, Z4
+	VMOVDQU32 Z4, (R8)
+	JMP       p0_skip4
+
+p0_partial4:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z4, Z4
+	VMOVDQU8   Z4, K1, (R8)
+	JMP        p0_skip4
+
+p0_key4:
+	VMOVDQU Y4, (AX)(SI*1)
+
+p0_skip4:
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip5
+	MOVQ  744(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1064(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data5
+	TESTQ BX, BX
+	JZ    p0_key5
+	SUBQ  $0x40, R8
+
+p0_data5:
+	CMPQ      DI, $0x40
+	JB        p0_partial5
+	VPXORD    (R8), Z5, Z5
+	VMOVDQU32 Z5, (R8)
+	JMP       p0_skip5
+
+p0_partial5:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z5, Z5
+	VMOVDQU8   Z5, K1, (R8)
+	JMP        p0_skip5
+
+p0_key5:
+	VMOVDQU Y5, (AX)(SI*1)
+
+p0_skip5:
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip6
+	MOVQ  752(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1072(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data6
+	TESTQ BX, BX
+	JZ    p0_key6
+	SUBQ  $0x40, R8
+
+p0_data6:
+	CMPQ      DI, $0x40
+	JB        p0_partial6
+	VPXORD    (R8), Z6, Z6
+	VMOVDQU32 Z6, (R8)
+	JMP       p0_skip6
+
+p0_partial6:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z6, Z6
+	VMOVDQU8   Z6, K1, (R8)
+	JMP        p0_skip6
+
+p0_key6:
+	VMOVDQU Y6, (AX)(SI*1)
+
+p0_skip6:
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip7
+	MOVQ  760(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1080(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data7
+	TESTQ BX, BX
+	JZ    p0_key7
+	SUBQ  $0x40, R8
+
+p0_data7:
+	CMPQ      DI, $0x40
+	JB        p0_partial7
+	VPXORD    (R8), Z7, Z7
+	VMOVDQU32 Z7, (R8)
+	JMP       p0_skip7
+
+p0_partial7:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z7, Z7
+	VMOVDQU8   Z7, K1, (R8)
+	JMP        p0_skip7
+
+p0_key7:
+	VMOVDQU Y7, (AX)(SI*1)
+
+p0_skip7:
+	MOVQ  896(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip8
+	MOVQ  768(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1088(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data8
+	TESTQ BX, BX
+	JZ    p0_key8
+	SUBQ  $0x40, R8
+
+p0_data8:
+	CMPQ      DI, $0x40
+	JB        p0_partial8
+	VPXORD    (R8), Z8, Z8
+	VMOVDQU32 Z8, (R8)
+	JMP       p0_skip8
+
+p0_partial8:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z8, Z8
+	VMOVDQU8   Z8, K1, (R8)
+	JMP        p0_skip8
+
+p0_key8:
+	VMOVDQU Y8, (AX)(SI*1)
+
+p0_skip8:
+	MOVQ  904(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip9
+	MOVQ  776(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1096(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data9
+	TESTQ BX, BX
+	JZ    p0_key9
+	SUBQ  $0x40, R8
+
+p0_data9:
+	CMPQ      DI, $0x40
+	JB        p0_partial9
+	VPXORD    (R8), Z9, Z9
+	VMOVDQU32 Z9, (R8)
+	JMP       p0_skip9
+
+p0_partial9:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z9, Z9
+	VMOVDQU8   Z9, K1, (R8)
+	JMP        p0_skip9
+
+p0_key9:
+	VMOVDQU Y9, (AX)(SI*1)
+
+p0_skip9:
+	MOVQ  912(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip10
+	MOVQ  784(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1104(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data10
+	TESTQ BX, BX
+	JZ    p0_key10
+	SUBQ  $0x40, R8
+
+p0_data10:
+	CMPQ      DI, $0x40
+	JB        p0_partial10
+	VPXORD    (R8), Z10, Z10
+	VMOVDQU32 Z10, (R8)
+	JMP       p0_skip10
+
+p0_partial10:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z10, Z10
+	VMOVDQU8   Z10, K1, (R8)
+	JMP        p0_skip10
+
+p0_key10:
+	VMOVDQU Y10, (AX)(SI*1)
+
+p0_skip10:
+	MOVQ  920(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip11
+	MOVQ  792(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1112(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data11
+	TESTQ BX, BX
+	JZ    p0_key11
+	SUBQ  $0x40, R8
+
+p0_data11:
+	CMPQ      DI, $0x40
+	JB        p0_partial11
+	VPXORD    (R8), Z11, Z11
+	VMOVDQU32 Z11, (R8)
+	JMP       p0_skip11
+
+p0_partial11:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z11, Z11
+	VMOVDQU8   Z11, K1, (R8)
+	JMP        p0_skip11
+
+p0_key11:
+	VMOVDQU Y11, (AX)(SI*1)
+
+p0_skip11:
+	MOVQ  928(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip12
+	MOVQ  800(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1120(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data12
+	TESTQ BX, BX
+	JZ    p0_key12
+	SUBQ  $0x40, R8
+
+p0_data12:
+	CMPQ      DI, $0x40
+	JB        p0_partial12
+	VPXORD    (R8), Z12, Z12
+	VMOVDQU32 Z12, (R8)
+	JMP       p0_skip12
+
+p0_partial12:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z12, Z12
+	VMOVDQU8   Z12, K1, (R8)
+	JMP        p0_skip12
+
+p0_key12:
+	VMOVDQU Y12, (AX)(SI*1)
+
+p0_skip12:
+	MOVQ  936(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip13
+	MOVQ  808(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1128(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data13
+	TESTQ BX, BX
+	JZ    p0_key13
+	SUBQ  $0x40, R8
+
+p0_data13:
+	CMPQ      DI, $0x40
+	JB        p0_partial13
+	VPXORD    (R8), Z13, Z13
+	VMOVDQU32 Z13, (R8)
+	JMP       p0_skip13
+
+p0_partial13:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z13, Z13
+	VMOVDQU8   Z13, K1, (R8)
+	JMP        p0_skip13
+
+p0_key13:
+	VMOVDQU Y13, (AX)(SI*1)
+
+p0_skip13:
+	MOVQ  944(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip14
+	MOVQ  816(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1136(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data14
+	TESTQ BX, BX
+	JZ    p0_key14
+	SUBQ  $0x40, R8
+
+p0_data14:
+	CMPQ      DI, $0x40
+	JB        p0_partial14
+	VPXORD    (R8), Z14, Z14
+	VMOVDQU32 Z14, (R8)
+	JMP       p0_skip14
+
+p0_partial14:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z14, Z14
+	VMOVDQU8   Z14, K1, (R8)
+	JMP        p0_skip14
+
+p0_key14:
+	VMOVDQU Y14, (AX)(SI*1)
+
+p0_skip14:
+	MOVQ  952(AX), DI
+	SUBQ  BX, DI
+	JLE   p0_skip15
+	MOVQ  824(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1144(AX), SI
+	TESTQ SI, SI
+	JZ    p0_data15
+	TESTQ BX, BX
+	JZ    p0_key15
+	SUBQ  $0x40, R8
+
+p0_data15:
+	CMPQ      DI, $0x40
+	JB        p0_partial15
+	VPXORD    (R8), Z15, Z15
+	VMOVDQU32 Z15, (R8)
+	JMP       p0_skip15
+
+p0_partial15:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z15, Z15
+	VMOVDQU8   Z15, K1, (R8)
+	JMP        p0_skip15
+
+p0_key15:
+	VMOVDQU Y15, (AX)(SI*1)
+
+p0_skip15:
+	VMOVDQU32   128(SP), Z0
+	VMOVDQU32   192(SP), Z1
+	VMOVDQU32   256(SP), Z2
+	VMOVDQU32   320(SP), Z3
+	VMOVDQU32   384(SP), Z4
+	VMOVDQU32   448(SP), Z5
+	VMOVDQU32   512(SP), Z6
+	VMOVDQU32   576(SP), Z7
+	VMOVDQU32   640(SP), Z8
+	VMOVDQU32   704(SP), Z9
+	VMOVDQU32   768(SP), Z10
+	VMOVDQU32   832(SP), Z11
+	VMOVDQU32   896(SP), Z12
+	VMOVDQU32   960(SP), Z13
+	VMOVDQU32   1024(SP), Z14
+	VMOVDQU32   1088(SP), Z15
+	VPADDD      chacha16_sigma<>+0(SB), Z0, Z0
+	VPADDD      chacha16_sigma<>+64(SB), Z1, Z1
+	VPADDD      chacha16_sigma<>+128(SB), Z2, Z2
+	VPADDD      chacha16_sigma<>+192(SB), Z3, Z3
+	VPADDD      (AX), Z4, Z4
+	VPADDD      64(AX), Z5, Z5
+	VPADDD      128(AX), Z6, Z6
+	VPADDD      192(AX), Z7, Z7
+	VPADDD      256(AX), Z8, Z8
+	VPADDD      320(AX), Z9, Z9
+	VPADDD      384(AX), Z10, Z10
+	VPADDD      448(AX), Z11, Z11
+	VPADDD      64(SP), Z12, Z12
+	VPADDD      512(AX), Z13, Z13
+	VPADDD      576(AX), Z14, Z14
+	VPADDD      640(AX), Z15, Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+	VSHUFI32X4  $0x44, Z4, Z0, Z16
+	VSHUFI32X4  $0xee, Z4, Z0, Z17
+	VSHUFI32X4  $0x44, Z12, Z8, Z18
+	VSHUFI32X4  $0xee, Z12, Z8, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z0
+	VSHUFI32X4  $0xdd, Z18, Z16, Z4
+	VSHUFI32X4  $0x88, Z19, Z17, Z8
+	VSHUFI32X4  $0xdd, Z19, Z17, Z12
+	VSHUFI32X4  $0x44, Z5, Z1, Z16
+	VSHUFI32X4  $0xee, Z5, Z1, Z17
+	VSHUFI32X4  $0x44, Z13, Z9, Z18
+	VSHUFI32X4  $0xee, Z13, Z9, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z1
+	VSHUFI32X4  $0xdd, Z18, Z16, Z5
+	VSHUFI32X4  $0x88, Z19, Z17, Z9
+	VSHUFI32X4  $0xdd, Z19, Z17, Z13
+	VSHUFI32X4  $0x44, Z6, Z2, Z16
+	VSHUFI32X4  $0xee, Z6, Z2, Z17
+	VSHUFI32X4  $0x44, Z14, Z10, Z18
+	VSHUFI32X4  $0xee, Z14, Z10, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z2
+	VSHUFI32X4  $0xdd, Z18, Z16, Z6
+	VSHUFI32X4  $0x88, Z19, Z17, Z10
+	VSHUFI32X4  $0xdd, Z19, Z17, Z14
+	VSHUFI32X4  $0x44, Z7, Z3, Z16
+	VSHUFI32X4  $0xee, Z7, Z3, Z17
+	VSHUFI32X4  $0x44, Z15, Z11, Z18
+	VSHUFI32X4  $0xee, Z15, Z11, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z3
+	VSHUFI32X4  $0xdd, Z18, Z16, Z7
+	VSHUFI32X4  $0x88, Z19, Z17, Z11
+	VSHUFI32X4  $0xdd, Z19, Z17, Z15
+	MOVQ        CX, BX
+	INCQ        BX
+	SHLQ        $0x06, BX
+	MOVQ        832(AX), DI
+	SUBQ        BX, DI
+	JLE         p1_skip0
+	MOVQ        704(AX), R8
+	ADDQ        BX, R8
+	MOVQ        1024(AX), SI
+	TESTQ       SI, SI
+	JZ          p1_data0
+	TESTQ       BX, BX
+	JZ          p1_key0
+	SUBQ        $0x40, R8
+
+p1_data0:
+	CMPQ      DI, $0x40
+	JB        p1_partial0
+	VPXORD    (R8), Z0, Z0
+	VMOVDQU32 Z0, (R8)
+	JMP       p1_skip0
+
+p1_partial0:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z0, Z0
+	VMOVDQU8   Z0, K1, (R8)
+	JMP        p1_skip0
+
+p1_key0:
+	VMOVDQU Y0, (AX)(SI*1)
+
+p1_skip0:
+	MOVQ  840(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip1
+	MOVQ  712(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1032(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data1
+	TESTQ BX, BX
+	JZ    p1_key1
+	SUBQ  $0x40, R8
+
+p1_data1:
+	CMPQ      DI, $0x40
+	JB        p1_partial1
+	VPXORD    (R8), Z1, Z1
+	VMOVDQU32 Z1, (R8)
+	JMP       p1_skip1
+
+p1_partial1:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z1, Z1
+	VMOVDQU8   Z1, K1, (R8)
+	JMP        p1_skip1
+
+p1_key1:
+	VMOVDQU Y1, (AX)(SI*1)
+
+p1_skip1:
+	MOVQ  848(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip2
+	MOVQ  720(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1040(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data2
+	TESTQ BX, BX
+	JZ    p1_key2
+	SUBQ  $0x40, R8
+
+p1_data2:
+	CMPQ      DI, $0x40
+	JB        p1_partial2
+	VPXORD    (R8), Z2, Z2
+	VMOVDQU32 Z2, (R8)
+	JMP       p1_skip2
+
+p1_partial2:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z2, Z2
+	VMOVDQU8   Z2, K1, (R8)
+	JMP        p1_skip2
+
+p1_key2:
+	VMOVDQU Y2, (AX)(SI*1)
+
+p1_skip2:
+	MOVQ  856(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip3
+	MOVQ  728(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1048(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data3
+	TESTQ BX, BX
+	JZ    p1_key3
+	SUBQ  $0x40, R8
+
+p1_data3:
+	CMPQ      DI, $0x40
+	JB        p1_partial3
+	VPXORD    (R8), Z3, Z3
+	VMOVDQU32 Z3, (R8)
+	JMP       p1_skip3
+
+p1_partial3:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z3, Z3
+	VMOVDQU8   Z3, K1, (R8)
+	JMP        p1_skip3
+
+p1_key3:
+	VMOVDQU Y3, (AX)(SI*1)
+
+p1_skip3:
+	MOVQ  864(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip4
+	MOVQ  736(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1056(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data4
+	TESTQ BX, BX
+	JZ    p1_key4
+	SUBQ  $0x40, R8
+
+p1_data4:
+	CMPQ      DI, $0x40
+	JB        p1_partial4
+	VPXORD    (R8), Z4, Z4
+	VMOVDQU32 Z4, (R8)
+	JMP       p1_skip4
+
+p1_partial4:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z4, Z4
+	VMOVDQU8   Z4, K1, (R8)
+	JMP        p1_skip4
+
+p1_key4:
+	VMOVDQU Y4, (AX)(SI*1)
+
+p1_skip4:
+	MOVQ  872(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip5
+	MOVQ  744(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1064(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data5
+	TESTQ BX, BX
+	JZ    p1_key5
+	SUBQ  $0x40, R8
+
+p1_data5:
+	CMPQ      DI, $0x40
+	JB        p1_partial5
+	VPXORD    (R8), Z5, Z5
+	VMOVDQU32 Z5, (R8)
+	JMP       p1_skip5
+
+p1_partial5:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z5, Z5
+	VMOVDQU8   Z5, K1, (R8)
+	JMP        p1_skip5
+
+p1_key5:
+	VMOVDQU Y5, (AX)(SI*1)
+
+p1_skip5:
+	MOVQ  880(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip6
+	MOVQ  752(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1072(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data6
+	TESTQ BX, BX
+	JZ    p1_key6
+	SUBQ  $0x40, R8
+
+p1_data6:
+	CMPQ      DI, $0x40
+	JB        p1_partial6
+	VPXORD    (R8), Z6, Z6
+	VMOVDQU32 Z6, (R8)
+	JMP       p1_skip6
+
+p1_partial6:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z6, Z6
+	VMOVDQU8   Z6, K1, (R8)
+	JMP        p1_skip6
+
+p1_key6:
+	VMOVDQU Y6, (AX)(SI*1)
+
+p1_skip6:
+	MOVQ  888(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip7
+	MOVQ  760(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1080(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data7
+	TESTQ BX, BX
+	JZ    p1_key7
+	SUBQ  $0x40, R8
+
+p1_data7:
+	CMPQ      DI, $0x40
+	JB        p1_partial7
+	VPXORD    (R8), Z7, Z7
+	VMOVDQU32 Z7, (R8)
+	JMP       p1_skip7
+
+p1_partial7:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z7, Z7
+	VMOVDQU8   Z7, K1, (R8)
+	JMP        p1_skip7
+
+p1_key7:
+	VMOVDQU Y7, (AX)(SI*1)
+
+p1_skip7:
+	MOVQ  896(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip8
+	MOVQ  768(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1088(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data8
+	TESTQ BX, BX
+	JZ    p1_key8
+	SUBQ  $0x40, R8
+
+p1_data8:
+	CMPQ      DI, $0x40
+	JB        p1_partial8
+	VPXORD    (R8), Z8, Z8
+	VMOVDQU32 Z8, (R8)
+	JMP       p1_skip8
+
+p1_partial8:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z8, Z8
+	VMOVDQU8   Z8, K1, (R8)
+	JMP        p1_skip8
+
+p1_key8:
+	VMOVDQU Y8, (AX)(SI*1)
+
+p1_skip8:
+	MOVQ  904(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip9
+	MOVQ  776(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1096(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data9
+	TESTQ BX, BX
+	JZ    p1_key9
+	SUBQ  $0x40, R8
+
+p1_data9:
+	CMPQ      DI, $0x40
+	JB        p1_partial9
+	VPXORD    (R8), Z9, Z9
+	VMOVDQU32 Z9, (R8)
+	JMP       p1_skip9
+
+p1_partial9:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z9, Z9
+	VMOVDQU8   Z9, K1, (R8)
+	JMP        p1_skip9
+
+p1_key9:
+	VMOVDQU Y9, (AX)(SI*1)
+
+p1_skip9:
+	MOVQ  912(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip10
+	MOVQ  784(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1104(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data10
+	TESTQ BX, BX
+	JZ    p1_key10
+	SUBQ  $0x40, R8
+
+p1_data10:
+	CMPQ      DI, $0x40
+	JB        p1_partial10
+	VPXORD    (R8), Z10, Z10
+	VMOVDQU32 Z10, (R8)
+	JMP       p1_skip10
+
+p1_partial10:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z10, Z10
+	VMOVDQU8   Z10, K1, (R8)
+	JMP        p1_skip10
+
+p1_key10:
+	VMOVDQU Y10, (AX)(SI*1)
+
+p1_skip10:
+	MOVQ  920(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip11
+	MOVQ  792(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1112(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data11
+	TESTQ BX, BX
+	JZ    p1_key11
+	SUBQ  $0x40, R8
+
+p1_data11:
+	CMPQ      DI, $0x40
+	JB        p1_partial11
+	VPXORD    (R8), Z11, Z11
+	VMOVDQU32 Z11, (R8)
+	JMP       p1_skip11
+
+p1_partial11:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z11, Z11
+	VMOVDQU8   Z11, K1, (R8)
+	JMP        p1_skip11
+
+p1_key11:
+	VMOVDQU Y11, (AX)(SI*1)
+
+p1_skip11:
+	MOVQ  928(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip12
+	MOVQ  800(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1120(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data12
+	TESTQ BX, BX
+	JZ    p1_key12
+	SUBQ  $0x40, R8
+
+p1_data12:
+	CMPQ      DI, $0x40
+	JB        p1_partial12
+	VPXORD    (R8), Z12, Z12
+	VMOVDQU32 Z12, (R8)
+	JMP       p1_skip12
+
+p1_partial12:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z12, Z12
+	VMOVDQU8   Z12, K1, (R8)
+	JMP        p1_skip12
+
+p1_key12:
+	VMOVDQU Y12, (AX)(SI*1)
+
+p1_skip12:
+	MOVQ  936(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip13
+	MOVQ  808(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1128(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data13
+	TESTQ BX, BX
+	JZ    p1_key13
+	SUBQ  $0x40, R8
+
+p1_data13:
+	CMPQ      DI, $0x40
+	JB        p1_partial13
+	VPXORD    (R8), Z13, Z13
+	VMOVDQU32 Z13, (R8)
+	JMP       p1_skip13
+
+p1_partial13:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z13, Z13
+	VMOVDQU8   Z13, K1, (R8)
+	JMP        p1_skip13
+
+p1_key13:
+	VMOVDQU Y13, (AX)(SI*1)
+
+p1_skip13:
+	MOVQ  944(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip14
+	MOVQ  816(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1136(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data14
+	TESTQ BX, BX
+	JZ    p1_key14
+	SUBQ  $0x40, R8
+
+p1_data14:
+	CMPQ      DI, $0x40
+	JB        p1_partial14
+	VPXORD    (R8), Z14, Z14
+	VMOVDQU32 Z14, (R8)
+	JMP       p1_skip14
+
+p1_partial14:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z14, Z14
+	VMOVDQU8   Z14, K1, (R8)
+	JMP        p1_skip14
+
+p1_key14:
+	VMOVDQU Y14, (AX)(SI*1)
+
+p1_skip14:
+	MOVQ  952(AX), DI
+	SUBQ  BX, DI
+	JLE   p1_skip15
+	MOVQ  824(AX), R8
+	ADDQ  BX, R8
+	MOVQ  1144(AX), SI
+	TESTQ SI, SI
+	JZ    p1_data15
+	TESTQ BX, BX
+	JZ    p1_key15
+	SUBQ  $0x40, R8
+
+p1_data15:
+	CMPQ      DI, $0x40
+	JB        p1_partial15
+	VPXORD    (R8), Z15, Z15
+	VMOVDQU32 Z15, (R8)
+	JMP       p1_skip15
+
+p1_partial15:
+	MOVQ       $-1, SI
+	BZHIQ      DI, SI, SI
+	KMOVQ      SI, K1
+	VMOVDQU8.Z (R8), K1, Z16
+	VPXORD     Z16, Z15, Z15
+	VMOVDQU8   Z15, K1, (R8)
+	JMP        p1_skip15
+
+p1_key15:
+	VMOVDQU Y15, (AX)(SI*1)
+
+p1_skip15:
+	ADDQ $0x02, CX
+	JMP  block
+
+single:
 	MOVL         $0x61707865, SI
 	VPBROADCASTD SI, Z16
 	MOVL         $0x3320646e, SI
@@ -751,23 +2213,123 @@ skip15:
 
 done:
 	VZEROALL
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
+	VPXORD    Z16, Z16, Z16
+	VPXORD    Z17, Z17, Z17
+	VPXORD    Z18, Z18, Z18
+	VPXORD    Z19, Z19, Z19
+	VPXORD    Z20, Z20, Z20
+	VPXORD    Z21, Z21, Z21
+	VPXORD    Z22, Z22, Z22
+	VPXORD    Z23, Z23, Z23
+	VPXORD    Z24, Z24, Z24
+	VPXORD    Z25, Z25, Z25
+	VPXORD    Z26, Z26, Z26
+	VPXORD    Z27, Z27, Z27
+	VPXORD    Z28, Z28, Z28
+	VPXORD    Z29, Z29, Z29
+	VPXORD    Z30, Z30, Z30
+	VPXORD    Z31, Z31, Z31
+	VMOVDQU32 Z16, 128(SP)
+	VMOVDQU32 Z16, 192(SP)
+	VMOVDQU32 Z16, 256(SP)
+	VMOVDQU32 Z16, 320(SP)
+	VMOVDQU32 Z16, 384(SP)
+	VMOVDQU32 Z16, 448(SP)
+	VMOVDQU32 Z16, 512(SP)
+	VMOVDQU32 Z16, 576(SP)
+	VMOVDQU32 Z16, 640(SP)
+	VMOVDQU32 Z16, 704(SP)
+	VMOVDQU32 Z16, 768(SP)
+	VMOVDQU32 Z16, 832(SP)
+	VMOVDQU32 Z16, 896(SP)
+	VMOVDQU32 Z16, 960(SP)
+	VMOVDQU32 Z16, 1024(SP)
+	VMOVDQU32 Z16, 1088(SP)
 	RET
+
+DATA chacha16_sigma<>+0(SB)/4, $0x61707865
+DATA chacha16_sigma<>+4(SB)/4, $0x61707865
+DATA chacha16_sigma<>+8(SB)/4, $0x61707865
+DATA chacha16_sigma<>+12(SB)/4, $0x61707865
+DATA chacha16_sigma<>+16(SB)/4, $0x61707865
+DATA chacha16_sigma<>+20(SB)/4, $0x61707865
+DATA chacha16_sigma<>+24(SB)/4, $0x61707865
+DATA chacha16_sigma<>+28(SB)/4, $0x61707865
+DATA chacha16_sigma<>+32(SB)/4, $0x61707865
+DATA chacha16_sigma<>+36(SB)/4, $0x61707865
+DATA chacha16_sigma<>+40(SB)/4, $0x61707865
+DATA chacha16_sigma<>+44(SB)/4, $0x61707865
+DATA chacha16_sigma<>+48(SB)/4, $0x61707865
+DATA chacha16_sigma<>+52(SB)/4, $0x61707865
+DATA chacha16_sigma<>+56(SB)/4, $0x61707865
+DATA chacha16_sigma<>+60(SB)/4, $0x61707865
+DATA chacha16_sigma<>+64(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+68(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+72(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+76(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+80(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+84(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+88(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+92(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+96(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+100(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+104(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+108(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+112(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+116(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+120(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+124(SB)/4, $0x3320646e
+DATA chacha16_sigma<>+128(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+132(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+136(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+140(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+144(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+148(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+152(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+156(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+160(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+164(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+168(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+172(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+176(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+180(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+184(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+188(SB)/4, $0x79622d32
+DATA chacha16_sigma<>+192(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+196(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+200(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+204(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+208(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+212(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+216(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+220(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+224(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+228(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+232(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+236(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+240(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+244(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+248(SB)/4, $0x6b206574
+DATA chacha16_sigma<>+252(SB)/4, $0x6b206574
+GLOBL chacha16_sigma<>(SB), RODATA|NOPTR, $256
+
+DATA chacha16_ones<>+0(SB)/4, $0x00000001
+DATA chacha16_ones<>+4(SB)/4, $0x00000001
+DATA chacha16_ones<>+8(SB)/4, $0x00000001
+DATA chacha16_ones<>+12(SB)/4, $0x00000001
+DATA chacha16_ones<>+16(SB)/4, $0x00000001
+DATA chacha16_ones<>+20(SB)/4, $0x00000001
+DATA chacha16_ones<>+24(SB)/4, $0x00000001
+DATA chacha16_ones<>+28(SB)/4, $0x00000001
+DATA chacha16_ones<>+32(SB)/4, $0x00000001
+DATA chacha16_ones<>+36(SB)/4, $0x00000001
+DATA chacha16_ones<>+40(SB)/4, $0x00000001
+DATA chacha16_ones<>+44(SB)/4, $0x00000001
+DATA chacha16_ones<>+48(SB)/4, $0x00000001
+DATA chacha16_ones<>+52(SB)/4, $0x00000001
+DATA chacha16_ones<>+56(SB)/4, $0x00000001
+DATA chacha16_ones<>+60(SB)/4, $0x00000001
+GLOBL chacha16_ones<>(SB), RODATA|NOPTR, $64
 
 // func chachaKeys16(lanes *byte)
 // Requires: AVX, AVX512F, AVX512VL, CMOV

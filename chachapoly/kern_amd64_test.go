@@ -50,6 +50,11 @@ func BenchmarkKernels(b *testing.B) {
 		var g group
 		minOf(b, func() { chacha16(&g, 1) })
 	})
+	b.Run("chacha16-pair", func(b *testing.B) {
+		// Two blocks of 16 lanes: one pass of two interleaved states.
+		var g group
+		minOf(b, func() { chacha16(&g, 2) })
+	})
 	b.Run("chacha16-keys", func(b *testing.B) {
 		// 16 lanes of as many Keys (a pass of a burst to 16 peers).
 		keys := make([]Key, lanes)

@@ -211,10 +211,10 @@ func z(i int) VecPhysical { return zmm[i] }
 var zmm = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
 	Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
 
-// quarterRounds emits the quarter rounds (RFC 8439 §2.1) on the four
-// (a, b, c, d) word indexes of qs, interleaved step by step: each register
-// holds one state word of all 16 lanes.
-func quarterRounds(qs [4][4]int) {
+// quarterRounds emits the quarter rounds (RFC 8439 §2.1) on the (a, b, c,
+// d) word indexes of qs (four, or eight for two states), interleaved step
+// by step: each register holds one state word of all 16 lanes.
+func quarterRounds(qs [][4]int) {
 	ops := []struct{ add, to, xor, rot int }{
 		{1, 0, 3, 16}, // a += b; d ^= a; d <<<= 16
 		{3, 2, 1, 12}, // c += d; b ^= c; b <<<= 12
@@ -272,7 +272,7 @@ func transpose() {
 }
 
 func chacha16() {
-	TEXT("chacha16", NOSPLIT, "func(lanes *byte, blocks uint64)")
+	TEXT("chacha16", 0, "func(lanes *byte, blocks uint64)")
 	Doc("chacha16 XORs blocks 0..blocks-1 of each of the 16 lanes' ChaCha20",
 		"key streams (block counter ctr+j for block j) into bytes 64j .. 64j+63",
 		"of the lane's message, masked to the lane's length. A lane whose rel",
@@ -280,6 +280,27 @@ func chacha16() {
 		"its block 0 at offset rel in the group, and its block j > 0 goes to",
 		"bytes 64(j-1) on (n counts the key's 64). It requires AVX-512 F, BW",
 		"and BMI2.")
+	// Two blocks of every lane a pass while two remain: a state of 16
+	// lanes in Z0-Z15 and the next block's in Z16-Z31, their rounds
+	// interleaved. One state's quarter rounds are four chains of
+	// additions, XORs and rotations, each waiting for the one before
+	// (two cycles each on an AMD Zen 5, which issues four 512-bit
+	// additions a cycle): two states keep twice the work in flight
+	// (BenchmarkKernels/chacha16-block and -pair). The initial states are
+	// added back from memory: the constants', the group's key and nonce
+	// rows, and the two counter rows kept in ctrs.
+	ctrs := AllocLocal(128)  // counter rows of the pair's two blocks
+	spill := AllocLocal(1024) // the second block's state while the first is stored
+	sig := GLOBL("chacha16_sigma", RODATA|NOPTR)
+	for i, c := range sigma {
+		for l := 0; l < 16; l++ {
+			DATA(64*i+4*l, U32(c))
+		}
+	}
+	ones := GLOBL("chacha16_ones", RODATA|NOPTR)
+	for l := 0; l < 16; l++ {
+		DATA(4*l, U32(1))
+	}
 	g, j, jn := GP64(), GP64(), GP64()
 	Load(Param("lanes"), g)
 	XORQ(j, j)
@@ -287,12 +308,85 @@ func chacha16() {
 	off := GP64()
 	cnt := GP64()
 	tmp := GP64()
+	rem := GP64()
+	ptr := GP64()
+	rel := GP64()
 
 	Label("block")
 	CMPQ(j, jn)
 	JAE(LabelRef("done"))
+	MOVQ(jn, tmp)
+	SUBQ(j, tmp)
+	CMPQ(tmp, U8(2))
+	JB(LabelRef("single"))
 
-	// Initial state in Z16..Z31, working copy in Z0..Z15.
+	// The pair: block j in Z0..Z15, block j+1 in Z16..Z31.
+	for i := 0; i < 4; i++ {
+		VMOVDQU32(sig.Offset(64*i), z(i))
+	}
+	for w := 0; w < 8; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(4+w))
+	}
+	VPBROADCASTD(j.As32(), z(12))
+	VPADDD(Mem{Base: g, Disp: offCtr}, z(12), z(12))
+	for w := 0; w < 3; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(13+w))
+	}
+	for i := 0; i < 16; i++ {
+		VMOVDQA64(z(i), z(16+i))
+	}
+	VPADDD(ones, z(28), z(28))
+	VMOVDQU32(z(12), ctrs.Offset(0))
+	VMOVDQU32(z(28), ctrs.Offset(64))
+	MOVL(U32(10), cnt.As32())
+	Label("pair_rounds")
+	for _, qs := range [][4][4]int{
+		{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}},
+		{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}},
+	} {
+		var both [8][4]int
+		for k, q := range qs {
+			both[k] = q
+			both[4+k] = [4]int{16 + q[0], 16 + q[1], 16 + q[2], 16 + q[3]}
+		}
+		quarterRounds(both[:])
+	}
+	DECL(cnt.As32())
+	JNZ(LabelRef("pair_rounds"))
+	for i := 0; i < 16; i++ {
+		VMOVDQU32(z(16+i), spill.Offset(64*i))
+	}
+	for b := 0; b < 2; b++ {
+		if b == 1 {
+			for i := 0; i < 16; i++ {
+				VMOVDQU32(spill.Offset(64*i), z(i))
+			}
+		}
+		// The initial state added back: constants, key, counter, nonce.
+		for i := 0; i < 4; i++ {
+			VPADDD(sig.Offset(64*i), z(i), z(i))
+		}
+		for w := 0; w < 8; w++ {
+			VPADDD(Mem{Base: g, Disp: offKey + 64*w}, z(4+w), z(4+w))
+		}
+		VPADDD(ctrs.Offset(64*b), z(12), z(12))
+		for w := 0; w < 3; w++ {
+			VPADDD(Mem{Base: g, Disp: offNonce + 64*w}, z(13+w), z(13+w))
+		}
+		transpose()
+		MOVQ(j, off)
+		if b == 1 {
+			INCQ(off)
+		}
+		SHLQ(U8(6), off)
+		storeLanes(g, off, rem, ptr, rel, tmp, fmt.Sprintf("p%d_", b))
+	}
+	ADDQ(U8(2), j)
+	JMP(LabelRef("block"))
+
+	// One block of every lane: initial state in Z16..Z31, working copy
+	// in Z0..Z15.
+	Label("single")
 	for i, c := range sigma {
 		MOVL(U32(c), tmp.As32())
 		VPBROADCASTD(tmp.As32(), z(16+i))
@@ -311,8 +405,8 @@ func chacha16() {
 
 	MOVL(U32(10), cnt.As32())
 	Label("rounds")
-	quarterRounds([4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
-	quarterRounds([4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
+	quarterRounds([][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
+	quarterRounds([][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
 	DECL(cnt.As32())
 	JNZ(LabelRef("rounds"))
 
@@ -323,14 +417,34 @@ func chacha16() {
 
 	MOVQ(j, off)
 	SHLQ(U8(6), off)
-	rem := GP64()
-	ptr := GP64()
-	rel := GP64()
+	storeLanes(g, off, rem, ptr, rel, tmp, "")
+
+	INCQ(j)
+	JMP(LabelRef("block"))
+
+	Label("done")
+	// Leave no key or key stream in vector registers, nor on the stack.
+	VZEROALL()
+	for i := 16; i < 32; i++ {
+		VPXORD(z(i), z(i), z(i))
+	}
+	for i := 0; i < 16; i++ {
+		VMOVDQU32(Z16, spill.Offset(64*i))
+	}
+	RET()
+}
+
+// storeLanes emits the XOR of the 16 lanes' blocks (lane l's in
+// register l, lane-major) into their messages at block offset off (64j),
+// masked to each lane's length; a lane that begins with a Poly1305 key
+// stores its block 0's first 32 bytes at rel instead. Labels are
+// prefixed with pre. Z16 is scratch.
+func storeLanes(g, off, rem, ptr, rel, tmp Register, pre string) {
 	for l := 0; l < 16; l++ {
-		partial := fmt.Sprintf("partial%d", l)
-		skip := fmt.Sprintf("skip%d", l)
-		key := fmt.Sprintf("key%d", l)
-		data := fmt.Sprintf("data%d", l)
+		partial := fmt.Sprintf("%spartial%d", pre, l)
+		skip := fmt.Sprintf("%sskip%d", pre, l)
+		key := fmt.Sprintf("%skey%d", pre, l)
+		data := fmt.Sprintf("%sdata%d", pre, l)
 		MOVQ(Mem{Base: g, Disp: offLen + 8*l}, rem)
 		SUBQ(off, rem)
 		JLE(LabelRef(skip))
@@ -367,15 +481,4 @@ func chacha16() {
 		VMOVDQU(z(l).AsY(), Mem{Base: g, Index: rel, Scale: 1})
 		Label(skip)
 	}
-
-	INCQ(j)
-	JMP(LabelRef("block"))
-
-	Label("done")
-	// Leave no key or key stream in vector registers.
-	VZEROALL()
-	for i := 16; i < 32; i++ {
-		VPXORD(z(i), z(i), z(i))
-	}
-	RET()
 }
