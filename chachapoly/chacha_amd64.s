@@ -2331,6 +2331,1492 @@ DATA chacha16_ones<>+56(SB)/4, $0x00000001
 DATA chacha16_ones<>+60(SB)/4, $0x00000001
 GLOBL chacha16_ones<>(SB), RODATA|NOPTR, $64
 
+// func chacha16x2(a *byte, b *byte)
+// Requires: AVX, AVX512BW, AVX512F, BMI2
+TEXT ·chacha16x2(SB), $1024-16
+	MOVQ      a+0(FP), AX
+	MOVQ      b+8(FP), CX
+	VMOVDQU32 chacha16_sigma<>+0(SB), Z0
+	VMOVDQU32 chacha16_sigma<>+64(SB), Z1
+	VMOVDQU32 chacha16_sigma<>+128(SB), Z2
+	VMOVDQU32 chacha16_sigma<>+192(SB), Z3
+	VMOVDQU32 (AX), Z4
+	VMOVDQU32 64(AX), Z5
+	VMOVDQU32 128(AX), Z6
+	VMOVDQU32 192(AX), Z7
+	VMOVDQU32 256(AX), Z8
+	VMOVDQU32 320(AX), Z9
+	VMOVDQU32 384(AX), Z10
+	VMOVDQU32 448(AX), Z11
+	VMOVDQU32 960(AX), Z12
+	VMOVDQU32 512(AX), Z13
+	VMOVDQU32 576(AX), Z14
+	VMOVDQU32 640(AX), Z15
+	VMOVDQU32 chacha16_sigma<>+0(SB), Z16
+	VMOVDQU32 chacha16_sigma<>+64(SB), Z17
+	VMOVDQU32 chacha16_sigma<>+128(SB), Z18
+	VMOVDQU32 chacha16_sigma<>+192(SB), Z19
+	VMOVDQU32 (CX), Z20
+	VMOVDQU32 64(CX), Z21
+	VMOVDQU32 128(CX), Z22
+	VMOVDQU32 192(CX), Z23
+	VMOVDQU32 256(CX), Z24
+	VMOVDQU32 320(CX), Z25
+	VMOVDQU32 384(CX), Z26
+	VMOVDQU32 448(CX), Z27
+	VMOVDQU32 960(CX), Z28
+	VMOVDQU32 512(CX), Z29
+	VMOVDQU32 576(CX), Z30
+	VMOVDQU32 640(CX), Z31
+	MOVL      $0x0000000a, DX
+
+x2_rounds:
+	VPADDD      Z4, Z0, Z0
+	VPADDD      Z5, Z1, Z1
+	VPADDD      Z6, Z2, Z2
+	VPADDD      Z7, Z3, Z3
+	VPADDD      Z20, Z16, Z16
+	VPADDD      Z21, Z17, Z17
+	VPADDD      Z22, Z18, Z18
+	VPADDD      Z23, Z19, Z19
+	VPXORD      Z0, Z12, Z12
+	VPXORD      Z1, Z13, Z13
+	VPXORD      Z2, Z14, Z14
+	VPXORD      Z3, Z15, Z15
+	VPXORD      Z16, Z28, Z28
+	VPXORD      Z17, Z29, Z29
+	VPXORD      Z18, Z30, Z30
+	VPXORD      Z19, Z31, Z31
+	VPROLD      $0x10, Z12, Z12
+	VPROLD      $0x10, Z13, Z13
+	VPROLD      $0x10, Z14, Z14
+	VPROLD      $0x10, Z15, Z15
+	VPROLD      $0x10, Z28, Z28
+	VPROLD      $0x10, Z29, Z29
+	VPROLD      $0x10, Z30, Z30
+	VPROLD      $0x10, Z31, Z31
+	VPADDD      Z12, Z8, Z8
+	VPADDD      Z13, Z9, Z9
+	VPADDD      Z14, Z10, Z10
+	VPADDD      Z15, Z11, Z11
+	VPADDD      Z28, Z24, Z24
+	VPADDD      Z29, Z25, Z25
+	VPADDD      Z30, Z26, Z26
+	VPADDD      Z31, Z27, Z27
+	VPXORD      Z8, Z4, Z4
+	VPXORD      Z9, Z5, Z5
+	VPXORD      Z10, Z6, Z6
+	VPXORD      Z11, Z7, Z7
+	VPXORD      Z24, Z20, Z20
+	VPXORD      Z25, Z21, Z21
+	VPXORD      Z26, Z22, Z22
+	VPXORD      Z27, Z23, Z23
+	VPROLD      $0x0c, Z4, Z4
+	VPROLD      $0x0c, Z5, Z5
+	VPROLD      $0x0c, Z6, Z6
+	VPROLD      $0x0c, Z7, Z7
+	VPROLD      $0x0c, Z20, Z20
+	VPROLD      $0x0c, Z21, Z21
+	VPROLD      $0x0c, Z22, Z22
+	VPROLD      $0x0c, Z23, Z23
+	VPADDD      Z4, Z0, Z0
+	VPADDD      Z5, Z1, Z1
+	VPADDD      Z6, Z2, Z2
+	VPADDD      Z7, Z3, Z3
+	VPADDD      Z20, Z16, Z16
+	VPADDD      Z21, Z17, Z17
+	VPADDD      Z22, Z18, Z18
+	VPADDD      Z23, Z19, Z19
+	VPXORD      Z0, Z12, Z12
+	VPXORD      Z1, Z13, Z13
+	VPXORD      Z2, Z14, Z14
+	VPXORD      Z3, Z15, Z15
+	VPXORD      Z16, Z28, Z28
+	VPXORD      Z17, Z29, Z29
+	VPXORD      Z18, Z30, Z30
+	VPXORD      Z19, Z31, Z31
+	VPROLD      $0x08, Z12, Z12
+	VPROLD      $0x08, Z13, Z13
+	VPROLD      $0x08, Z14, Z14
+	VPROLD      $0x08, Z15, Z15
+	VPROLD      $0x08, Z28, Z28
+	VPROLD      $0x08, Z29, Z29
+	VPROLD      $0x08, Z30, Z30
+	VPROLD      $0x08, Z31, Z31
+	VPADDD      Z12, Z8, Z8
+	VPADDD      Z13, Z9, Z9
+	VPADDD      Z14, Z10, Z10
+	VPADDD      Z15, Z11, Z11
+	VPADDD      Z28, Z24, Z24
+	VPADDD      Z29, Z25, Z25
+	VPADDD      Z30, Z26, Z26
+	VPADDD      Z31, Z27, Z27
+	VPXORD      Z8, Z4, Z4
+	VPXORD      Z9, Z5, Z5
+	VPXORD      Z10, Z6, Z6
+	VPXORD      Z11, Z7, Z7
+	VPXORD      Z24, Z20, Z20
+	VPXORD      Z25, Z21, Z21
+	VPXORD      Z26, Z22, Z22
+	VPXORD      Z27, Z23, Z23
+	VPROLD      $0x07, Z4, Z4
+	VPROLD      $0x07, Z5, Z5
+	VPROLD      $0x07, Z6, Z6
+	VPROLD      $0x07, Z7, Z7
+	VPROLD      $0x07, Z20, Z20
+	VPROLD      $0x07, Z21, Z21
+	VPROLD      $0x07, Z22, Z22
+	VPROLD      $0x07, Z23, Z23
+	VPADDD      Z5, Z0, Z0
+	VPADDD      Z6, Z1, Z1
+	VPADDD      Z7, Z2, Z2
+	VPADDD      Z4, Z3, Z3
+	VPADDD      Z21, Z16, Z16
+	VPADDD      Z22, Z17, Z17
+	VPADDD      Z23, Z18, Z18
+	VPADDD      Z20, Z19, Z19
+	VPXORD      Z0, Z15, Z15
+	VPXORD      Z1, Z12, Z12
+	VPXORD      Z2, Z13, Z13
+	VPXORD      Z3, Z14, Z14
+	VPXORD      Z16, Z31, Z31
+	VPXORD      Z17, Z28, Z28
+	VPXORD      Z18, Z29, Z29
+	VPXORD      Z19, Z30, Z30
+	VPROLD      $0x10, Z15, Z15
+	VPROLD      $0x10, Z12, Z12
+	VPROLD      $0x10, Z13, Z13
+	VPROLD      $0x10, Z14, Z14
+	VPROLD      $0x10, Z31, Z31
+	VPROLD      $0x10, Z28, Z28
+	VPROLD      $0x10, Z29, Z29
+	VPROLD      $0x10, Z30, Z30
+	VPADDD      Z15, Z10, Z10
+	VPADDD      Z12, Z11, Z11
+	VPADDD      Z13, Z8, Z8
+	VPADDD      Z14, Z9, Z9
+	VPADDD      Z31, Z26, Z26
+	VPADDD      Z28, Z27, Z27
+	VPADDD      Z29, Z24, Z24
+	VPADDD      Z30, Z25, Z25
+	VPXORD      Z10, Z5, Z5
+	VPXORD      Z11, Z6, Z6
+	VPXORD      Z8, Z7, Z7
+	VPXORD      Z9, Z4, Z4
+	VPXORD      Z26, Z21, Z21
+	VPXORD      Z27, Z22, Z22
+	VPXORD      Z24, Z23, Z23
+	VPXORD      Z25, Z20, Z20
+	VPROLD      $0x0c, Z5, Z5
+	VPROLD      $0x0c, Z6, Z6
+	VPROLD      $0x0c, Z7, Z7
+	VPROLD      $0x0c, Z4, Z4
+	VPROLD      $0x0c, Z21, Z21
+	VPROLD      $0x0c, Z22, Z22
+	VPROLD      $0x0c, Z23, Z23
+	VPROLD      $0x0c, Z20, Z20
+	VPADDD      Z5, Z0, Z0
+	VPADDD      Z6, Z1, Z1
+	VPADDD      Z7, Z2, Z2
+	VPADDD      Z4, Z3, Z3
+	VPADDD      Z21, Z16, Z16
+	VPADDD      Z22, Z17, Z17
+	VPADDD      Z23, Z18, Z18
+	VPADDD      Z20, Z19, Z19
+	VPXORD      Z0, Z15, Z15
+	VPXORD      Z1, Z12, Z12
+	VPXORD      Z2, Z13, Z13
+	VPXORD      Z3, Z14, Z14
+	VPXORD      Z16, Z31, Z31
+	VPXORD      Z17, Z28, Z28
+	VPXORD      Z18, Z29, Z29
+	VPXORD      Z19, Z30, Z30
+	VPROLD      $0x08, Z15, Z15
+	VPROLD      $0x08, Z12, Z12
+	VPROLD      $0x08, Z13, Z13
+	VPROLD      $0x08, Z14, Z14
+	VPROLD      $0x08, Z31, Z31
+	VPROLD      $0x08, Z28, Z28
+	VPROLD      $0x08, Z29, Z29
+	VPROLD      $0x08, Z30, Z30
+	VPADDD      Z15, Z10, Z10
+	VPADDD      Z12, Z11, Z11
+	VPADDD      Z13, Z8, Z8
+	VPADDD      Z14, Z9, Z9
+	VPADDD      Z31, Z26, Z26
+	VPADDD      Z28, Z27, Z27
+	VPADDD      Z29, Z24, Z24
+	VPADDD      Z30, Z25, Z25
+	VPXORD      Z10, Z5, Z5
+	VPXORD      Z11, Z6, Z6
+	VPXORD      Z8, Z7, Z7
+	VPXORD      Z9, Z4, Z4
+	VPXORD      Z26, Z21, Z21
+	VPXORD      Z27, Z22, Z22
+	VPXORD      Z24, Z23, Z23
+	VPXORD      Z25, Z20, Z20
+	VPROLD      $0x07, Z5, Z5
+	VPROLD      $0x07, Z6, Z6
+	VPROLD      $0x07, Z7, Z7
+	VPROLD      $0x07, Z4, Z4
+	VPROLD      $0x07, Z21, Z21
+	VPROLD      $0x07, Z22, Z22
+	VPROLD      $0x07, Z23, Z23
+	VPROLD      $0x07, Z20, Z20
+	DECL        DX
+	JNZ         x2_rounds
+	VMOVDQU32   Z16, (SP)
+	VMOVDQU32   Z17, 64(SP)
+	VMOVDQU32   Z18, 128(SP)
+	VMOVDQU32   Z19, 192(SP)
+	VMOVDQU32   Z20, 256(SP)
+	VMOVDQU32   Z21, 320(SP)
+	VMOVDQU32   Z22, 384(SP)
+	VMOVDQU32   Z23, 448(SP)
+	VMOVDQU32   Z24, 512(SP)
+	VMOVDQU32   Z25, 576(SP)
+	VMOVDQU32   Z26, 640(SP)
+	VMOVDQU32   Z27, 704(SP)
+	VMOVDQU32   Z28, 768(SP)
+	VMOVDQU32   Z29, 832(SP)
+	VMOVDQU32   Z30, 896(SP)
+	VMOVDQU32   Z31, 960(SP)
+	XORQ        DX, DX
+	VPADDD      chacha16_sigma<>+0(SB), Z0, Z0
+	VPADDD      chacha16_sigma<>+64(SB), Z1, Z1
+	VPADDD      chacha16_sigma<>+128(SB), Z2, Z2
+	VPADDD      chacha16_sigma<>+192(SB), Z3, Z3
+	VPADDD      (AX), Z4, Z4
+	VPADDD      64(AX), Z5, Z5
+	VPADDD      128(AX), Z6, Z6
+	VPADDD      192(AX), Z7, Z7
+	VPADDD      256(AX), Z8, Z8
+	VPADDD      320(AX), Z9, Z9
+	VPADDD      384(AX), Z10, Z10
+	VPADDD      448(AX), Z11, Z11
+	VPADDD      960(AX), Z12, Z12
+	VPADDD      512(AX), Z13, Z13
+	VPADDD      576(AX), Z14, Z14
+	VPADDD      640(AX), Z15, Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+	VSHUFI32X4  $0x44, Z4, Z0, Z16
+	VSHUFI32X4  $0xee, Z4, Z0, Z17
+	VSHUFI32X4  $0x44, Z12, Z8, Z18
+	VSHUFI32X4  $0xee, Z12, Z8, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z0
+	VSHUFI32X4  $0xdd, Z18, Z16, Z4
+	VSHUFI32X4  $0x88, Z19, Z17, Z8
+	VSHUFI32X4  $0xdd, Z19, Z17, Z12
+	VSHUFI32X4  $0x44, Z5, Z1, Z16
+	VSHUFI32X4  $0xee, Z5, Z1, Z17
+	VSHUFI32X4  $0x44, Z13, Z9, Z18
+	VSHUFI32X4  $0xee, Z13, Z9, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z1
+	VSHUFI32X4  $0xdd, Z18, Z16, Z5
+	VSHUFI32X4  $0x88, Z19, Z17, Z9
+	VSHUFI32X4  $0xdd, Z19, Z17, Z13
+	VSHUFI32X4  $0x44, Z6, Z2, Z16
+	VSHUFI32X4  $0xee, Z6, Z2, Z17
+	VSHUFI32X4  $0x44, Z14, Z10, Z18
+	VSHUFI32X4  $0xee, Z14, Z10, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z2
+	VSHUFI32X4  $0xdd, Z18, Z16, Z6
+	VSHUFI32X4  $0x88, Z19, Z17, Z10
+	VSHUFI32X4  $0xdd, Z19, Z17, Z14
+	VSHUFI32X4  $0x44, Z7, Z3, Z16
+	VSHUFI32X4  $0xee, Z7, Z3, Z17
+	VSHUFI32X4  $0x44, Z15, Z11, Z18
+	VSHUFI32X4  $0xee, Z15, Z11, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z3
+	VSHUFI32X4  $0xdd, Z18, Z16, Z7
+	VSHUFI32X4  $0x88, Z19, Z17, Z11
+	VSHUFI32X4  $0xdd, Z19, Z17, Z15
+	MOVQ        832(AX), SI
+	SUBQ        DX, SI
+	JLE         x0_skip0
+	MOVQ        704(AX), DI
+	ADDQ        DX, DI
+	MOVQ        1024(AX), BX
+	TESTQ       BX, BX
+	JZ          x0_data0
+	TESTQ       DX, DX
+	JZ          x0_key0
+	SUBQ        $0x40, DI
+
+x0_data0:
+	CMPQ      SI, $0x40
+	JB        x0_partial0
+	VPXORD    (DI), Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	JMP       x0_skip0
+
+x0_partial0:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z0, Z0
+	VMOVDQU8   Z0, K1, (DI)
+	JMP        x0_skip0
+
+x0_key0:
+	VMOVDQU Y0, (AX)(BX*1)
+
+x0_skip0:
+	MOVQ  840(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip1
+	MOVQ  712(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1032(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data1
+	TESTQ DX, DX
+	JZ    x0_key1
+	SUBQ  $0x40, DI
+
+x0_data1:
+	CMPQ      SI, $0x40
+	JB        x0_partial1
+	VPXORD    (DI), Z1, Z1
+	VMOVDQU32 Z1, (DI)
+	JMP       x0_skip1
+
+x0_partial1:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z1, Z1
+	VMOVDQU8   Z1, K1, (DI)
+	JMP        x0_skip1
+
+x0_key1:
+	VMOVDQU Y1, (AX)(BX*1)
+
+x0_skip1:
+	MOVQ  848(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip2
+	MOVQ  720(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1040(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data2
+	TESTQ DX, DX
+	JZ    x0_key2
+	SUBQ  $0x40, DI
+
+x0_data2:
+	CMPQ      SI, $0x40
+	JB        x0_partial2
+	VPXORD    (DI), Z2, Z2
+	VMOVDQU32 Z2, (DI)
+	JMP       x0_skip2
+
+x0_partial2:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z2, Z2
+	VMOVDQU8   Z2, K1, (DI)
+	JMP        x0_skip2
+
+x0_key2:
+	VMOVDQU Y2, (AX)(BX*1)
+
+x0_skip2:
+	MOVQ  856(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip3
+	MOVQ  728(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1048(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data3
+	TESTQ DX, DX
+	JZ    x0_key3
+	SUBQ  $0x40, DI
+
+x0_data3:
+	CMPQ      SI, $0x40
+	JB        x0_partial3
+	VPXORD    (DI), Z3, Z3
+	VMOVDQU32 Z3, (DI)
+	JMP       x0_skip3
+
+x0_partial3:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z3, Z3
+	VMOVDQU8   Z3, K1, (DI)
+	JMP        x0_skip3
+
+x0_key3:
+	VMOVDQU Y3, (AX)(BX*1)
+
+x0_skip3:
+	MOVQ  864(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip4
+	MOVQ  736(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1056(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data4
+	TESTQ DX, DX
+	JZ    x0_key4
+	SUBQ  $0x40, DI
+
+x0_data4:
+	CMPQ      SI, $0x40
+	JB        x0_partial4
+	VPXORD    (DI), Z4, Z4
+	VMOVDQU32 Z4, (DI)
+	JMP       x0_skip4
+
+x0_partial4:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z4, Z4
+	VMOVDQU8   Z4, K1, (DI)
+	JMP        x0_skip4
+
+x0_key4:
+	VMOVDQU Y4, (AX)(BX*1)
+
+x0_skip4:
+	MOVQ  872(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip5
+	MOVQ  744(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1064(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data5
+	TESTQ DX, DX
+	JZ    x0_key5
+	SUBQ  $0x40, DI
+
+x0_data5:
+	CMPQ      SI, $0x40
+	JB        x0_partial5
+	VPXORD    (DI), Z5, Z5
+	VMOVDQU32 Z5, (DI)
+	JMP       x0_skip5
+
+x0_partial5:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z5, Z5
+	VMOVDQU8   Z5, K1, (DI)
+	JMP        x0_skip5
+
+x0_key5:
+	VMOVDQU Y5, (AX)(BX*1)
+
+x0_skip5:
+	MOVQ  880(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip6
+	MOVQ  752(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1072(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data6
+	TESTQ DX, DX
+	JZ    x0_key6
+	SUBQ  $0x40, DI
+
+x0_data6:
+	CMPQ      SI, $0x40
+	JB        x0_partial6
+	VPXORD    (DI), Z6, Z6
+	VMOVDQU32 Z6, (DI)
+	JMP       x0_skip6
+
+x0_partial6:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z6, Z6
+	VMOVDQU8   Z6, K1, (DI)
+	JMP        x0_skip6
+
+x0_key6:
+	VMOVDQU Y6, (AX)(BX*1)
+
+x0_skip6:
+	MOVQ  888(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip7
+	MOVQ  760(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1080(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data7
+	TESTQ DX, DX
+	JZ    x0_key7
+	SUBQ  $0x40, DI
+
+x0_data7:
+	CMPQ      SI, $0x40
+	JB        x0_partial7
+	VPXORD    (DI), Z7, Z7
+	VMOVDQU32 Z7, (DI)
+	JMP       x0_skip7
+
+x0_partial7:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z7, Z7
+	VMOVDQU8   Z7, K1, (DI)
+	JMP        x0_skip7
+
+x0_key7:
+	VMOVDQU Y7, (AX)(BX*1)
+
+x0_skip7:
+	MOVQ  896(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip8
+	MOVQ  768(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1088(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data8
+	TESTQ DX, DX
+	JZ    x0_key8
+	SUBQ  $0x40, DI
+
+x0_data8:
+	CMPQ      SI, $0x40
+	JB        x0_partial8
+	VPXORD    (DI), Z8, Z8
+	VMOVDQU32 Z8, (DI)
+	JMP       x0_skip8
+
+x0_partial8:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z8, Z8
+	VMOVDQU8   Z8, K1, (DI)
+	JMP        x0_skip8
+
+x0_key8:
+	VMOVDQU Y8, (AX)(BX*1)
+
+x0_skip8:
+	MOVQ  904(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip9
+	MOVQ  776(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1096(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data9
+	TESTQ DX, DX
+	JZ    x0_key9
+	SUBQ  $0x40, DI
+
+x0_data9:
+	CMPQ      SI, $0x40
+	JB        x0_partial9
+	VPXORD    (DI), Z9, Z9
+	VMOVDQU32 Z9, (DI)
+	JMP       x0_skip9
+
+x0_partial9:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z9, Z9
+	VMOVDQU8   Z9, K1, (DI)
+	JMP        x0_skip9
+
+x0_key9:
+	VMOVDQU Y9, (AX)(BX*1)
+
+x0_skip9:
+	MOVQ  912(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip10
+	MOVQ  784(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1104(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data10
+	TESTQ DX, DX
+	JZ    x0_key10
+	SUBQ  $0x40, DI
+
+x0_data10:
+	CMPQ      SI, $0x40
+	JB        x0_partial10
+	VPXORD    (DI), Z10, Z10
+	VMOVDQU32 Z10, (DI)
+	JMP       x0_skip10
+
+x0_partial10:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z10, Z10
+	VMOVDQU8   Z10, K1, (DI)
+	JMP        x0_skip10
+
+x0_key10:
+	VMOVDQU Y10, (AX)(BX*1)
+
+x0_skip10:
+	MOVQ  920(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip11
+	MOVQ  792(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1112(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data11
+	TESTQ DX, DX
+	JZ    x0_key11
+	SUBQ  $0x40, DI
+
+x0_data11:
+	CMPQ      SI, $0x40
+	JB        x0_partial11
+	VPXORD    (DI), Z11, Z11
+	VMOVDQU32 Z11, (DI)
+	JMP       x0_skip11
+
+x0_partial11:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z11, Z11
+	VMOVDQU8   Z11, K1, (DI)
+	JMP        x0_skip11
+
+x0_key11:
+	VMOVDQU Y11, (AX)(BX*1)
+
+x0_skip11:
+	MOVQ  928(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip12
+	MOVQ  800(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1120(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data12
+	TESTQ DX, DX
+	JZ    x0_key12
+	SUBQ  $0x40, DI
+
+x0_data12:
+	CMPQ      SI, $0x40
+	JB        x0_partial12
+	VPXORD    (DI), Z12, Z12
+	VMOVDQU32 Z12, (DI)
+	JMP       x0_skip12
+
+x0_partial12:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z12, Z12
+	VMOVDQU8   Z12, K1, (DI)
+	JMP        x0_skip12
+
+x0_key12:
+	VMOVDQU Y12, (AX)(BX*1)
+
+x0_skip12:
+	MOVQ  936(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip13
+	MOVQ  808(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1128(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data13
+	TESTQ DX, DX
+	JZ    x0_key13
+	SUBQ  $0x40, DI
+
+x0_data13:
+	CMPQ      SI, $0x40
+	JB        x0_partial13
+	VPXORD    (DI), Z13, Z13
+	VMOVDQU32 Z13, (DI)
+	JMP       x0_skip13
+
+x0_partial13:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z13, Z13
+	VMOVDQU8   Z13, K1, (DI)
+	JMP        x0_skip13
+
+x0_key13:
+	VMOVDQU Y13, (AX)(BX*1)
+
+x0_skip13:
+	MOVQ  944(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip14
+	MOVQ  816(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1136(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data14
+	TESTQ DX, DX
+	JZ    x0_key14
+	SUBQ  $0x40, DI
+
+x0_data14:
+	CMPQ      SI, $0x40
+	JB        x0_partial14
+	VPXORD    (DI), Z14, Z14
+	VMOVDQU32 Z14, (DI)
+	JMP       x0_skip14
+
+x0_partial14:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z14, Z14
+	VMOVDQU8   Z14, K1, (DI)
+	JMP        x0_skip14
+
+x0_key14:
+	VMOVDQU Y14, (AX)(BX*1)
+
+x0_skip14:
+	MOVQ  952(AX), SI
+	SUBQ  DX, SI
+	JLE   x0_skip15
+	MOVQ  824(AX), DI
+	ADDQ  DX, DI
+	MOVQ  1144(AX), BX
+	TESTQ BX, BX
+	JZ    x0_data15
+	TESTQ DX, DX
+	JZ    x0_key15
+	SUBQ  $0x40, DI
+
+x0_data15:
+	CMPQ      SI, $0x40
+	JB        x0_partial15
+	VPXORD    (DI), Z15, Z15
+	VMOVDQU32 Z15, (DI)
+	JMP       x0_skip15
+
+x0_partial15:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z15, Z15
+	VMOVDQU8   Z15, K1, (DI)
+	JMP        x0_skip15
+
+x0_key15:
+	VMOVDQU Y15, (AX)(BX*1)
+
+x0_skip15:
+	VMOVDQU32   (SP), Z0
+	VMOVDQU32   64(SP), Z1
+	VMOVDQU32   128(SP), Z2
+	VMOVDQU32   192(SP), Z3
+	VMOVDQU32   256(SP), Z4
+	VMOVDQU32   320(SP), Z5
+	VMOVDQU32   384(SP), Z6
+	VMOVDQU32   448(SP), Z7
+	VMOVDQU32   512(SP), Z8
+	VMOVDQU32   576(SP), Z9
+	VMOVDQU32   640(SP), Z10
+	VMOVDQU32   704(SP), Z11
+	VMOVDQU32   768(SP), Z12
+	VMOVDQU32   832(SP), Z13
+	VMOVDQU32   896(SP), Z14
+	VMOVDQU32   960(SP), Z15
+	VPADDD      chacha16_sigma<>+0(SB), Z0, Z0
+	VPADDD      chacha16_sigma<>+64(SB), Z1, Z1
+	VPADDD      chacha16_sigma<>+128(SB), Z2, Z2
+	VPADDD      chacha16_sigma<>+192(SB), Z3, Z3
+	VPADDD      (CX), Z4, Z4
+	VPADDD      64(CX), Z5, Z5
+	VPADDD      128(CX), Z6, Z6
+	VPADDD      192(CX), Z7, Z7
+	VPADDD      256(CX), Z8, Z8
+	VPADDD      320(CX), Z9, Z9
+	VPADDD      384(CX), Z10, Z10
+	VPADDD      448(CX), Z11, Z11
+	VPADDD      960(CX), Z12, Z12
+	VPADDD      512(CX), Z13, Z13
+	VPADDD      576(CX), Z14, Z14
+	VPADDD      640(CX), Z15, Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+	VSHUFI32X4  $0x44, Z4, Z0, Z16
+	VSHUFI32X4  $0xee, Z4, Z0, Z17
+	VSHUFI32X4  $0x44, Z12, Z8, Z18
+	VSHUFI32X4  $0xee, Z12, Z8, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z0
+	VSHUFI32X4  $0xdd, Z18, Z16, Z4
+	VSHUFI32X4  $0x88, Z19, Z17, Z8
+	VSHUFI32X4  $0xdd, Z19, Z17, Z12
+	VSHUFI32X4  $0x44, Z5, Z1, Z16
+	VSHUFI32X4  $0xee, Z5, Z1, Z17
+	VSHUFI32X4  $0x44, Z13, Z9, Z18
+	VSHUFI32X4  $0xee, Z13, Z9, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z1
+	VSHUFI32X4  $0xdd, Z18, Z16, Z5
+	VSHUFI32X4  $0x88, Z19, Z17, Z9
+	VSHUFI32X4  $0xdd, Z19, Z17, Z13
+	VSHUFI32X4  $0x44, Z6, Z2, Z16
+	VSHUFI32X4  $0xee, Z6, Z2, Z17
+	VSHUFI32X4  $0x44, Z14, Z10, Z18
+	VSHUFI32X4  $0xee, Z14, Z10, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z2
+	VSHUFI32X4  $0xdd, Z18, Z16, Z6
+	VSHUFI32X4  $0x88, Z19, Z17, Z10
+	VSHUFI32X4  $0xdd, Z19, Z17, Z14
+	VSHUFI32X4  $0x44, Z7, Z3, Z16
+	VSHUFI32X4  $0xee, Z7, Z3, Z17
+	VSHUFI32X4  $0x44, Z15, Z11, Z18
+	VSHUFI32X4  $0xee, Z15, Z11, Z19
+	VSHUFI32X4  $0x88, Z18, Z16, Z3
+	VSHUFI32X4  $0xdd, Z18, Z16, Z7
+	VSHUFI32X4  $0x88, Z19, Z17, Z11
+	VSHUFI32X4  $0xdd, Z19, Z17, Z15
+	MOVQ        832(CX), SI
+	SUBQ        DX, SI
+	JLE         x1_skip0
+	MOVQ        704(CX), DI
+	ADDQ        DX, DI
+	MOVQ        1024(CX), BX
+	TESTQ       BX, BX
+	JZ          x1_data0
+	TESTQ       DX, DX
+	JZ          x1_key0
+	SUBQ        $0x40, DI
+
+x1_data0:
+	CMPQ      SI, $0x40
+	JB        x1_partial0
+	VPXORD    (DI), Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	JMP       x1_skip0
+
+x1_partial0:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z0, Z0
+	VMOVDQU8   Z0, K1, (DI)
+	JMP        x1_skip0
+
+x1_key0:
+	VMOVDQU Y0, (AX)(BX*1)
+
+x1_skip0:
+	MOVQ  840(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip1
+	MOVQ  712(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1032(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data1
+	TESTQ DX, DX
+	JZ    x1_key1
+	SUBQ  $0x40, DI
+
+x1_data1:
+	CMPQ      SI, $0x40
+	JB        x1_partial1
+	VPXORD    (DI), Z1, Z1
+	VMOVDQU32 Z1, (DI)
+	JMP       x1_skip1
+
+x1_partial1:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z1, Z1
+	VMOVDQU8   Z1, K1, (DI)
+	JMP        x1_skip1
+
+x1_key1:
+	VMOVDQU Y1, (AX)(BX*1)
+
+x1_skip1:
+	MOVQ  848(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip2
+	MOVQ  720(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1040(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data2
+	TESTQ DX, DX
+	JZ    x1_key2
+	SUBQ  $0x40, DI
+
+x1_data2:
+	CMPQ      SI, $0x40
+	JB        x1_partial2
+	VPXORD    (DI), Z2, Z2
+	VMOVDQU32 Z2, (DI)
+	JMP       x1_skip2
+
+x1_partial2:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z2, Z2
+	VMOVDQU8   Z2, K1, (DI)
+	JMP        x1_skip2
+
+x1_key2:
+	VMOVDQU Y2, (AX)(BX*1)
+
+x1_skip2:
+	MOVQ  856(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip3
+	MOVQ  728(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1048(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data3
+	TESTQ DX, DX
+	JZ    x1_key3
+	SUBQ  $0x40, DI
+
+x1_data3:
+	CMPQ      SI, $0x40
+	JB        x1_partial3
+	VPXORD    (DI), Z3, Z3
+	VMOVDQU32 Z3, (DI)
+	JMP       x1_skip3
+
+x1_partial3:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z3, Z3
+	VMOVDQU8   Z3, K1, (DI)
+	JMP        x1_skip3
+
+x1_key3:
+	VMOVDQU Y3, (AX)(BX*1)
+
+x1_skip3:
+	MOVQ  864(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip4
+	MOVQ  736(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1056(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data4
+	TESTQ DX, DX
+	JZ    x1_key4
+	SUBQ  $0x40, DI
+
+x1_data4:
+	CMPQ      SI, $0x40
+	JB        x1_partial4
+	VPXORD    (DI), Z4, Z4
+	VMOVDQU32 Z4, (DI)
+	JMP       x1_skip4
+
+x1_partial4:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z4, Z4
+	VMOVDQU8   Z4, K1, (DI)
+	JMP        x1_skip4
+
+x1_key4:
+	VMOVDQU Y4, (AX)(BX*1)
+
+x1_skip4:
+	MOVQ  872(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip5
+	MOVQ  744(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1064(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data5
+	TESTQ DX, DX
+	JZ    x1_key5
+	SUBQ  $0x40, DI
+
+x1_data5:
+	CMPQ      SI, $0x40
+	JB        x1_partial5
+	VPXORD    (DI), Z5, Z5
+	VMOVDQU32 Z5, (DI)
+	JMP       x1_skip5
+
+x1_partial5:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z5, Z5
+	VMOVDQU8   Z5, K1, (DI)
+	JMP        x1_skip5
+
+x1_key5:
+	VMOVDQU Y5, (AX)(BX*1)
+
+x1_skip5:
+	MOVQ  880(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip6
+	MOVQ  752(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1072(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data6
+	TESTQ DX, DX
+	JZ    x1_key6
+	SUBQ  $0x40, DI
+
+x1_data6:
+	CMPQ      SI, $0x40
+	JB        x1_partial6
+	VPXORD    (DI), Z6, Z6
+	VMOVDQU32 Z6, (DI)
+	JMP       x1_skip6
+
+x1_partial6:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z6, Z6
+	VMOVDQU8   Z6, K1, (DI)
+	JMP        x1_skip6
+
+x1_key6:
+	VMOVDQU Y6, (AX)(BX*1)
+
+x1_skip6:
+	MOVQ  888(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip7
+	MOVQ  760(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1080(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data7
+	TESTQ DX, DX
+	JZ    x1_key7
+	SUBQ  $0x40, DI
+
+x1_data7:
+	CMPQ      SI, $0x40
+	JB        x1_partial7
+	VPXORD    (DI), Z7, Z7
+	VMOVDQU32 Z7, (DI)
+	JMP       x1_skip7
+
+x1_partial7:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z7, Z7
+	VMOVDQU8   Z7, K1, (DI)
+	JMP        x1_skip7
+
+x1_key7:
+	VMOVDQU Y7, (AX)(BX*1)
+
+x1_skip7:
+	MOVQ  896(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip8
+	MOVQ  768(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1088(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data8
+	TESTQ DX, DX
+	JZ    x1_key8
+	SUBQ  $0x40, DI
+
+x1_data8:
+	CMPQ      SI, $0x40
+	JB        x1_partial8
+	VPXORD    (DI), Z8, Z8
+	VMOVDQU32 Z8, (DI)
+	JMP       x1_skip8
+
+x1_partial8:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z8, Z8
+	VMOVDQU8   Z8, K1, (DI)
+	JMP        x1_skip8
+
+x1_key8:
+	VMOVDQU Y8, (AX)(BX*1)
+
+x1_skip8:
+	MOVQ  904(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip9
+	MOVQ  776(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1096(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data9
+	TESTQ DX, DX
+	JZ    x1_key9
+	SUBQ  $0x40, DI
+
+x1_data9:
+	CMPQ      SI, $0x40
+	JB        x1_partial9
+	VPXORD    (DI), Z9, Z9
+	VMOVDQU32 Z9, (DI)
+	JMP       x1_skip9
+
+x1_partial9:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z9, Z9
+	VMOVDQU8   Z9, K1, (DI)
+	JMP        x1_skip9
+
+x1_key9:
+	VMOVDQU Y9, (AX)(BX*1)
+
+x1_skip9:
+	MOVQ  912(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip10
+	MOVQ  784(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1104(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data10
+	TESTQ DX, DX
+	JZ    x1_key10
+	SUBQ  $0x40, DI
+
+x1_data10:
+	CMPQ      SI, $0x40
+	JB        x1_partial10
+	VPXORD    (DI), Z10, Z10
+	VMOVDQU32 Z10, (DI)
+	JMP       x1_skip10
+
+x1_partial10:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z10, Z10
+	VMOVDQU8   Z10, K1, (DI)
+	JMP        x1_skip10
+
+x1_key10:
+	VMOVDQU Y10, (AX)(BX*1)
+
+x1_skip10:
+	MOVQ  920(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip11
+	MOVQ  792(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1112(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data11
+	TESTQ DX, DX
+	JZ    x1_key11
+	SUBQ  $0x40, DI
+
+x1_data11:
+	CMPQ      SI, $0x40
+	JB        x1_partial11
+	VPXORD    (DI), Z11, Z11
+	VMOVDQU32 Z11, (DI)
+	JMP       x1_skip11
+
+x1_partial11:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z11, Z11
+	VMOVDQU8   Z11, K1, (DI)
+	JMP        x1_skip11
+
+x1_key11:
+	VMOVDQU Y11, (AX)(BX*1)
+
+x1_skip11:
+	MOVQ  928(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip12
+	MOVQ  800(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1120(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data12
+	TESTQ DX, DX
+	JZ    x1_key12
+	SUBQ  $0x40, DI
+
+x1_data12:
+	CMPQ      SI, $0x40
+	JB        x1_partial12
+	VPXORD    (DI), Z12, Z12
+	VMOVDQU32 Z12, (DI)
+	JMP       x1_skip12
+
+x1_partial12:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z12, Z12
+	VMOVDQU8   Z12, K1, (DI)
+	JMP        x1_skip12
+
+x1_key12:
+	VMOVDQU Y12, (AX)(BX*1)
+
+x1_skip12:
+	MOVQ  936(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip13
+	MOVQ  808(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1128(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data13
+	TESTQ DX, DX
+	JZ    x1_key13
+	SUBQ  $0x40, DI
+
+x1_data13:
+	CMPQ      SI, $0x40
+	JB        x1_partial13
+	VPXORD    (DI), Z13, Z13
+	VMOVDQU32 Z13, (DI)
+	JMP       x1_skip13
+
+x1_partial13:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z13, Z13
+	VMOVDQU8   Z13, K1, (DI)
+	JMP        x1_skip13
+
+x1_key13:
+	VMOVDQU Y13, (AX)(BX*1)
+
+x1_skip13:
+	MOVQ  944(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip14
+	MOVQ  816(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1136(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data14
+	TESTQ DX, DX
+	JZ    x1_key14
+	SUBQ  $0x40, DI
+
+x1_data14:
+	CMPQ      SI, $0x40
+	JB        x1_partial14
+	VPXORD    (DI), Z14, Z14
+	VMOVDQU32 Z14, (DI)
+	JMP       x1_skip14
+
+x1_partial14:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z14, Z14
+	VMOVDQU8   Z14, K1, (DI)
+	JMP        x1_skip14
+
+x1_key14:
+	VMOVDQU Y14, (AX)(BX*1)
+
+x1_skip14:
+	MOVQ  952(CX), SI
+	SUBQ  DX, SI
+	JLE   x1_skip15
+	MOVQ  824(CX), DI
+	ADDQ  DX, DI
+	MOVQ  1144(CX), BX
+	TESTQ BX, BX
+	JZ    x1_data15
+	TESTQ DX, DX
+	JZ    x1_key15
+	SUBQ  $0x40, DI
+
+x1_data15:
+	CMPQ      SI, $0x40
+	JB        x1_partial15
+	VPXORD    (DI), Z15, Z15
+	VMOVDQU32 Z15, (DI)
+	JMP       x1_skip15
+
+x1_partial15:
+	MOVQ       $-1, BX
+	BZHIQ      SI, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (DI), K1, Z16
+	VPXORD     Z16, Z15, Z15
+	VMOVDQU8   Z15, K1, (DI)
+	JMP        x1_skip15
+
+x1_key15:
+	VMOVDQU Y15, (AX)(BX*1)
+
+x1_skip15:
+	VZEROALL
+	VPXORD    Z16, Z16, Z16
+	VPXORD    Z17, Z17, Z17
+	VPXORD    Z18, Z18, Z18
+	VPXORD    Z19, Z19, Z19
+	VPXORD    Z20, Z20, Z20
+	VPXORD    Z21, Z21, Z21
+	VPXORD    Z22, Z22, Z22
+	VPXORD    Z23, Z23, Z23
+	VPXORD    Z24, Z24, Z24
+	VPXORD    Z25, Z25, Z25
+	VPXORD    Z26, Z26, Z26
+	VPXORD    Z27, Z27, Z27
+	VPXORD    Z28, Z28, Z28
+	VPXORD    Z29, Z29, Z29
+	VPXORD    Z30, Z30, Z30
+	VPXORD    Z31, Z31, Z31
+	VMOVDQU32 Z16, (SP)
+	VMOVDQU32 Z16, 64(SP)
+	VMOVDQU32 Z16, 128(SP)
+	VMOVDQU32 Z16, 192(SP)
+	VMOVDQU32 Z16, 256(SP)
+	VMOVDQU32 Z16, 320(SP)
+	VMOVDQU32 Z16, 384(SP)
+	VMOVDQU32 Z16, 448(SP)
+	VMOVDQU32 Z16, 512(SP)
+	VMOVDQU32 Z16, 576(SP)
+	VMOVDQU32 Z16, 640(SP)
+	VMOVDQU32 Z16, 704(SP)
+	VMOVDQU32 Z16, 768(SP)
+	VMOVDQU32 Z16, 832(SP)
+	VMOVDQU32 Z16, 896(SP)
+	VMOVDQU32 Z16, 960(SP)
+	RET
+
 // func chachaKeys16(lanes *byte)
 // Requires: AVX, AVX512F, AVX512VL, CMOV
 TEXT ·chachaKeys16(SB), NOSPLIT, $0-8

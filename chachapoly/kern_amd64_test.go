@@ -50,6 +50,11 @@ func BenchmarkKernels(b *testing.B) {
 		var g group
 		minOf(b, func() { chacha16(&g, 1) })
 	})
+	b.Run("chacha16-x2", func(b *testing.B) {
+		// One block of two groups: one pass of two interleaved states.
+		var g, g2 group
+		minOf(b, func() { chacha16x2(&g, &g2) })
+	})
 	b.Run("chacha16-pair", func(b *testing.B) {
 		// Two blocks of 16 lanes: one pass of two interleaved states.
 		var g group

@@ -54,6 +54,11 @@ func chachaKeys16(lanes *group)
 //go:noescape
 func chacha16(lanes *group, blocks uint64)
 
+// chacha16x2 is in chacha_amd64.s.
+//
+//go:noescape
+func chacha16x2(a, b *group)
+
 // chacha8 is in chacha_amd64.s.
 //
 //go:noescape
@@ -174,75 +179,104 @@ func sortJobs(jobs, out []job, same bool) []job {
 	return out
 }
 
-// run computes all jobs (sorted by sortJobs), w lanes at a time. A group
-// with idle lanes splits its longest jobs into segments over them (a job of
-// b blocks into two of b/2 and b-b/2), so that a lone long message costs
-// few passes.
-func run(im impl, g *group, c []Packet, jobs []job) {
+// run computes all jobs (sorted by sortJobs), w lanes at a time, in g (and
+// g2). A group with idle lanes splits its longest jobs into segments over
+// them (a job of b blocks into two of b/2 and b-b/2), so that a lone long
+// message costs few passes. Two groups of one block each (open's Poly1305
+// keys, 64-byte messages) run in one pass of two interleaved states
+// (chacha16x2, AVX-512), their Poly1305 keys stored into g.
+func run(im impl, g, g2 *group, c []Packet, jobs []job) {
 	w := width(im)
 	var split [lanes]job
-	for start := 0; start < len(jobs); start += w {
-		lane := jobs[start:min(start+w, len(jobs))]
-		m := len(lane)
-		if m < w {
-			lane = split[:copy(split[:], lane)]
-		}
-		for m < w {
-			long, lb := -1, 1
-			for l := 0; l < m; l++ {
-				if b := lane[l].blocks(); b > lb {
-					long, lb = l, b
-				}
-			}
-			if long < 0 {
-				break
-			}
-			a := &lane[long]
-			h := lb / 2
-			off := a.off + int32(64*h)
-			if a.rel != 0 { // block 0 is the key: block h is at 64(h-1)
-				off -= 64
-			}
-			lane = append(lane, job{off: off, n: a.n - int32(64*h), ctr: a.ctr + uint32(h), pkt: a.pkt})
-			a.n = int32(64 * h)
-			m++
-		}
-		blocks, reload := 0, false
-		for l := 0; l < lanes; l++ {
-			if l >= m {
-				g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = nil, 0, 0, 0
-				continue
-			}
-			j := &lane[l]
-			p := &c[j.pkt]
-			if g.keyOf[l] != p.Key {
-				g.keyOf[l] = p.Key
-				reload = true
-				if im == implAVX2 {
-					k := &p.Key.w
-					g.key[0][l], g.key[1][l], g.key[2][l], g.key[3][l] = k[0], k[1], k[2], k[3]
-					g.key[4][l], g.key[5][l], g.key[6][l], g.key[7][l] = k[4], k[5], k[6], k[7]
-				}
-			}
-			g.nonce[0][l] = p.nonce0
-			g.nonce[1][l] = uint32(p.Counter)
-			g.nonce[2][l] = uint32(p.Counter >> 32)
-			g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
-			g.n[l], g.ctr[l], g.rel[l] = int(j.n), j.ctr, uint64(j.rel)
-			blocks = max(blocks, j.blocks())
-		}
-		if reload && im != implAVX2 {
-			// Loaded and transposed in the kernel: a burst to 64 peers loaded 64
-			// keys' words here one by one (BenchmarkPeers).
-			chachaKeys16(g)
+	for start := 0; start < len(jobs); {
+		end := min(start+w, len(jobs))
+		blocks := fill(im, g, c, jobs[start:end], w, &split)
+		start = end
+		if im != implAVX2 && blocks == 1 && start < len(jobs) && oneBlock(jobs[start:min(start+w, len(jobs))]) {
+			end = min(start+w, len(jobs))
+			fill(im, g2, c, jobs[start:end], w, &split)
+			start = end
+			chacha16x2(g, g2)
+			continue
 		}
 		chacha(im, g, uint64(blocks))
 	}
 }
 
+// oneBlock reports whether every job of jobs is one block long.
+func oneBlock(jobs []job) bool {
+	for i := range jobs {
+		if jobs[i].blocks() != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// fill sets g's lanes up for lane (at most w jobs; with fewer, its longest
+// jobs split over the idle lanes, in split) and returns the most blocks a
+// lane runs.
+func fill(im impl, g *group, c []Packet, lane []job, w int, split *[lanes]job) int {
+	m := len(lane)
+	if m < w {
+		lane = split[:copy(split[:], lane)]
+	}
+	for m < w {
+		long, lb := -1, 1
+		for l := 0; l < m; l++ {
+			if b := lane[l].blocks(); b > lb {
+				long, lb = l, b
+			}
+		}
+		if long < 0 {
+			break
+		}
+		a := &lane[long]
+		h := lb / 2
+		off := a.off + int32(64*h)
+		if a.rel != 0 { // block 0 is the key: block h is at 64(h-1)
+			off -= 64
+		}
+		lane = append(lane, job{off: off, n: a.n - int32(64*h), ctr: a.ctr + uint32(h), pkt: a.pkt})
+		a.n = int32(64 * h)
+		m++
+	}
+	blocks, reload := 0, false
+	for l := 0; l < lanes; l++ {
+		if l >= m {
+			g.ptr[l], g.n[l], g.ctr[l], g.rel[l] = nil, 0, 0, 0
+			continue
+		}
+		j := &lane[l]
+		p := &c[j.pkt]
+		if g.keyOf[l] != p.Key {
+			g.keyOf[l] = p.Key
+			reload = true
+			if im == implAVX2 {
+				k := &p.Key.w
+				g.key[0][l], g.key[1][l], g.key[2][l], g.key[3][l] = k[0], k[1], k[2], k[3]
+				g.key[4][l], g.key[5][l], g.key[6][l], g.key[7][l] = k[4], k[5], k[6], k[7]
+			}
+		}
+		g.nonce[0][l] = p.nonce0
+		g.nonce[1][l] = uint32(p.Counter)
+		g.nonce[2][l] = uint32(p.Counter >> 32)
+		g.ptr[l] = unsafe.Add(unsafe.Pointer(unsafe.SliceData(p.Data)), int(j.off))
+		g.n[l], g.ctr[l], g.rel[l] = int(j.n), j.ctr, uint64(j.rel)
+		blocks = max(blocks, j.blocks())
+	}
+	if reload && im != implAVX2 {
+		// Loaded and transposed in the kernel: a burst to 64 peers loaded 64
+		// keys' words here one by one (BenchmarkPeers).
+		chachaKeys16(g)
+	}
+	return blocks
+}
+
 // chunk is the per-call scratch of the SIMD paths, on the caller's stack.
 type chunk struct {
 	g      group
+	g2     group // the second group of a chacha16x2 pass
 	pg     polyGroup
 	pg8    poly8Group
 	tags   [maxChunk][TagSize]byte
@@ -322,7 +356,7 @@ func (ch *chunk) sealJobs(c []Packet) []job {
 // runJobs runs jobs, ordered by length unless same says they are of one
 // size class.
 func (ch *chunk) runJobs(im impl, c []Packet, jobs []job, same bool) {
-	run(im, &ch.g, c, sortJobs(jobs, ch.sorted[:], same))
+	run(im, &ch.g, &ch.g2, c, sortJobs(jobs, ch.sorted[:], same))
 }
 
 func sealSIMD(pkts []Packet, im impl) {
@@ -391,6 +425,8 @@ func (ch *chunk) open(c []Packet, ok []bool, im impl) {
 func (ch *chunk) wipe() {
 	clear(ch.g.key[:])
 	clear(ch.g.keyOf[:])
+	clear(ch.g2.key[:])
+	clear(ch.g2.keyOf[:])
 	clear(ch.g.polyKey[:ch.keys])
 	if ch.used16 {
 		ch.pg.wipe()

@@ -289,7 +289,7 @@ func chacha16() {
 	// (BenchmarkKernels/chacha16-block and -pair). The initial states are
 	// added back from memory: the constants', the group's key and nonce
 	// rows, and the two counter rows kept in ctrs.
-	ctrs := AllocLocal(128)  // counter rows of the pair's two blocks
+	ctrs := AllocLocal(128)   // counter rows of the pair's two blocks
 	spill := AllocLocal(1024) // the second block's state while the first is stored
 	sig := GLOBL("chacha16_sigma", RODATA|NOPTR)
 	for i, c := range sigma {
@@ -297,6 +297,7 @@ func chacha16() {
 			DATA(64*i+4*l, U32(c))
 		}
 	}
+	chachaSigma = sig
 	ones := GLOBL("chacha16_ones", RODATA|NOPTR)
 	for l := 0; l < 16; l++ {
 		DATA(4*l, U32(1))
@@ -340,17 +341,7 @@ func chacha16() {
 	VMOVDQU32(z(28), ctrs.Offset(64))
 	MOVL(U32(10), cnt.As32())
 	Label("pair_rounds")
-	for _, qs := range [][4][4]int{
-		{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}},
-		{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}},
-	} {
-		var both [8][4]int
-		for k, q := range qs {
-			both[k] = q
-			both[4+k] = [4]int{16 + q[0], 16 + q[1], 16 + q[2], 16 + q[3]}
-		}
-		quarterRounds(both[:])
-	}
+	doubleRound()
 	DECL(cnt.As32())
 	JNZ(LabelRef("pair_rounds"))
 	for i := 0; i < 16; i++ {
@@ -362,24 +353,14 @@ func chacha16() {
 				VMOVDQU32(spill.Offset(64*i), z(i))
 			}
 		}
-		// The initial state added back: constants, key, counter, nonce.
-		for i := 0; i < 4; i++ {
-			VPADDD(sig.Offset(64*i), z(i), z(i))
-		}
-		for w := 0; w < 8; w++ {
-			VPADDD(Mem{Base: g, Disp: offKey + 64*w}, z(4+w), z(4+w))
-		}
-		VPADDD(ctrs.Offset(64*b), z(12), z(12))
-		for w := 0; w < 3; w++ {
-			VPADDD(Mem{Base: g, Disp: offNonce + 64*w}, z(13+w), z(13+w))
-		}
+		addInitial(g, ctrs.Offset(64*b))
 		transpose()
 		MOVQ(j, off)
 		if b == 1 {
 			INCQ(off)
 		}
 		SHLQ(U8(6), off)
-		storeLanes(g, off, rem, ptr, rel, tmp, fmt.Sprintf("p%d_", b))
+		storeLanes(g, g, off, rem, ptr, rel, tmp, fmt.Sprintf("p%d_", b))
 	}
 	ADDQ(U8(2), j)
 	JMP(LabelRef("block"))
@@ -417,13 +398,104 @@ func chacha16() {
 
 	MOVQ(j, off)
 	SHLQ(U8(6), off)
-	storeLanes(g, off, rem, ptr, rel, tmp, "")
+	storeLanes(g, g, off, rem, ptr, rel, tmp, "")
 
 	INCQ(j)
 	JMP(LabelRef("block"))
 
 	Label("done")
 	// Leave no key or key stream in vector registers, nor on the stack.
+	wipeSpill(spill)
+	RET()
+}
+
+// chacha16x2 emits the kernel for two groups of one block each (block 0
+// of every lane: a pass of open's Poly1305 keys, or of 64-byte messages):
+// group a's state in Z0..Z15 and b's in Z16..Z31, their rounds
+// interleaved as chacha16's pair of blocks, so that two groups of one
+// block take one pass's time and a third, not two.
+func chacha16x2() {
+	TEXT("chacha16x2", 0, "func(a *byte, b *byte)")
+	Doc("chacha16x2 XORs block 0 of each lane's ChaCha20 key stream (block",
+		"counter ctr) of groups a and b as chacha16(a, 1) and chacha16(b, 1) do,",
+		"but that the Poly1305 keys of both go to offset rel of group a.",
+		"It requires AVX-512 F, BW and BMI2.")
+	spill := AllocLocal(1024) // b's state while a's is stored
+	ga, gb := GP64(), GP64()
+	Load(Param("a"), ga)
+	Load(Param("b"), gb)
+	off, tmp, rem, ptr, rel, cnt := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	for k, g := range []Register{ga, gb} {
+		base := 16 * k
+		for i := 0; i < 4; i++ {
+			VMOVDQU32(chachaSigma.Offset(64*i), z(base+i))
+		}
+		for w := 0; w < 8; w++ {
+			VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(base+4+w))
+		}
+		VMOVDQU32(Mem{Base: g, Disp: offCtr}, z(base+12))
+		for w := 0; w < 3; w++ {
+			VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(base+13+w))
+		}
+	}
+	MOVL(U32(10), cnt.As32())
+	Label("x2_rounds")
+	doubleRound()
+	DECL(cnt.As32())
+	JNZ(LabelRef("x2_rounds"))
+	for i := 0; i < 16; i++ {
+		VMOVDQU32(z(16+i), spill.Offset(64*i))
+	}
+	XORQ(off, off)
+	for k, g := range []Register{ga, gb} {
+		if k == 1 {
+			for i := 0; i < 16; i++ {
+				VMOVDQU32(spill.Offset(64*i), z(i))
+			}
+		}
+		addInitial(g, Mem{Base: g, Disp: offCtr})
+		transpose()
+		storeLanes(g, ga, off, rem, ptr, rel, tmp, fmt.Sprintf("x%d_", k))
+	}
+	wipeSpill(spill)
+	RET()
+}
+
+// doubleRound emits a ChaCha20 double round (a column round, then a
+// diagonal one) on two states at once, Z0..Z15 and Z16..Z31.
+func doubleRound() {
+	for _, qs := range [][4][4]int{
+		{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}},
+		{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}},
+	} {
+		var both [8][4]int
+		for k, q := range qs {
+			both[k] = q
+			both[4+k] = [4]int{16 + q[0], 16 + q[1], 16 + q[2], 16 + q[3]}
+		}
+		quarterRounds(both[:])
+	}
+}
+
+// addInitial emits the addition of a block's initial state to the rounds'
+// output in Z0..Z15: the constants, group g's key and nonce rows, and the
+// counter row at ctr.
+func addInitial(g Register, ctr Mem) {
+	for i := 0; i < 4; i++ {
+		VPADDD(chachaSigma.Offset(64*i), z(i), z(i))
+	}
+	for w := 0; w < 8; w++ {
+		VPADDD(Mem{Base: g, Disp: offKey + 64*w}, z(4+w), z(4+w))
+	}
+	VPADDD(ctr, z(12), z(12))
+	for w := 0; w < 3; w++ {
+		VPADDD(Mem{Base: g, Disp: offNonce + 64*w}, z(13+w), z(13+w))
+	}
+}
+
+// wipeSpill emits the clearing of the vector registers and of a spilled
+// state on the stack: no key or key stream is left behind.
+func wipeSpill(spill Mem) {
 	VZEROALL()
 	for i := 16; i < 32; i++ {
 		VPXORD(z(i), z(i), z(i))
@@ -431,15 +503,18 @@ func chacha16() {
 	for i := 0; i < 16; i++ {
 		VMOVDQU32(Z16, spill.Offset(64*i))
 	}
-	RET()
 }
+
+// chachaSigma is the constants' rows (each word of sigma in all 16 lanes),
+// defined by chacha16.
+var chachaSigma Mem
 
 // storeLanes emits the XOR of the 16 lanes' blocks (lane l's in
 // register l, lane-major) into their messages at block offset off (64j),
 // masked to each lane's length; a lane that begins with a Poly1305 key
-// stores its block 0's first 32 bytes at rel instead. Labels are
-// prefixed with pre. Z16 is scratch.
-func storeLanes(g, off, rem, ptr, rel, tmp Register, pre string) {
+// stores its block 0's first 32 bytes at offset rel of the group at keys
+// instead. Labels are prefixed with pre. Z16 is scratch.
+func storeLanes(g, keys, off, rem, ptr, rel, tmp Register, pre string) {
 	for l := 0; l < 16; l++ {
 		partial := fmt.Sprintf("%spartial%d", pre, l)
 		skip := fmt.Sprintf("%sskip%d", pre, l)
@@ -478,7 +553,7 @@ func storeLanes(g, off, rem, ptr, rel, tmp Register, pre string) {
 		// buffer cannot forward (a pass of 16 key lanes took 251 ns that
 		// way against 169 for 16 full blocks).
 		Label(key)
-		VMOVDQU(z(l).AsY(), Mem{Base: g, Index: rel, Scale: 1})
+		VMOVDQU(z(l).AsY(), Mem{Base: keys, Index: rel, Scale: 1})
 		Label(skip)
 	}
 }

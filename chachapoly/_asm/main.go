@@ -10,6 +10,7 @@ import . "github.com/mmcloughlin/avo/build"
 func main() {
 	ConstraintExpr("amd64,!purego")
 	chacha16()
+	chacha16x2()
 	chachaKeys16()
 	poly16()
 	polyKeys16()
