@@ -35,7 +35,11 @@
 // would otherwise idle; jobs are ordered by length, when their lengths
 // differ, so that the lanes of a pass finish together. The lanes' key
 // words and Poly1305 keys are set up by small kernels of their own
-// (chachaKeys16, polyKeys16) from the Keys and one-time keys. Lengths may differ freely within a burst:
+// (chachaKeys16, polyKeys16) from the Keys and one-time keys. A pass of the
+// AVX-512 ChaCha20 kernel runs two blocks of each of its 16 lanes, or one
+// block of two groups of 16 (chacha16x2), their rounds interleaved: one
+// state's rounds alone leave the processor waiting on its chains of
+// dependent instructions. Lengths may differ freely within a burst:
 // a message's last block is XORed under a byte mask (AVX-512) or byte by
 // byte (AVX2). Messages with additional data take the Poly1305 path of one
 // message at a time.
@@ -79,10 +83,11 @@
 // No branch and no memory address depends on the key, the plaintext or a
 // tag: the ChaCha20 and Poly1305 kernels branch only on loop counters,
 // message lengths and a lane's job kind, and address memory only from
-// message pointers and lengths (the Poly1305 kernels gather each lane's
-// block from an address computed from its pointer, length and the step),
-// the Keys' addresses and the one-time keys' indexes in the call's own
-// array (the key set-up kernels gather from them); the scalar Poly1305 reduces without branches
+// message pointers and lengths (the Poly1305 kernels load or gather each
+// lane's block from an address computed from its pointer, length and the
+// step), the Keys' addresses and the one-time keys' indexes in the call's
+// own array (the key set-up kernels load from them, then transpose with
+// permutes whose indexes are constants); the scalar Poly1305 reduces without branches
 // (a mask selects h or h-p); tags are compared in constant time (the XORs
 // of their two halves folded into one word, then tested once). The
 // result of a comparison is public (the packet is dropped or delivered), so
