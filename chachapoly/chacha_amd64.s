@@ -1476,14 +1476,10 @@ p1_skip15:
 	JMP  block
 
 single:
-	MOVL         $0x61707865, SI
-	VPBROADCASTD SI, Z16
-	MOVL         $0x3320646e, SI
-	VPBROADCASTD SI, Z17
-	MOVL         $0x79622d32, SI
-	VPBROADCASTD SI, Z18
-	MOVL         $0x6b206574, SI
-	VPBROADCASTD SI, Z19
+	VMOVDQU32    chacha16_sigma<>+0(SB), Z16
+	VMOVDQU32    chacha16_sigma<>+64(SB), Z17
+	VMOVDQU32    chacha16_sigma<>+128(SB), Z18
+	VMOVDQU32    chacha16_sigma<>+192(SB), Z19
 	VMOVDQU32    (AX), Z20
 	VMOVDQU32    64(AX), Z21
 	VMOVDQU32    128(AX), Z22
@@ -2565,6 +2561,7 @@ x2_rounds:
 	VPROLD      $0x07, Z20, Z20
 	DECL        DX
 	JNZ         x2_rounds
+	XORQ        DX, DX
 	VMOVDQU32   Z16, (SP)
 	VMOVDQU32   Z17, 64(SP)
 	VMOVDQU32   Z18, 128(SP)
@@ -2581,7 +2578,6 @@ x2_rounds:
 	VMOVDQU32   Z29, 832(SP)
 	VMOVDQU32   Z30, 896(SP)
 	VMOVDQU32   Z31, 960(SP)
-	XORQ        DX, DX
 	VPADDD      chacha16_sigma<>+0(SB), Z0, Z0
 	VPADDD      chacha16_sigma<>+64(SB), Z1, Z1
 	VPADDD      chacha16_sigma<>+128(SB), Z2, Z2

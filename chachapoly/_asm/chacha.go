@@ -291,13 +291,12 @@ func chacha16() {
 	// rows, and the two counter rows kept in ctrs.
 	ctrs := AllocLocal(128)   // counter rows of the pair's two blocks
 	spill := AllocLocal(1024) // the second block's state while the first is stored
-	sig := GLOBL("chacha16_sigma", RODATA|NOPTR)
+	chachaSigma = GLOBL("chacha16_sigma", RODATA|NOPTR)
 	for i, c := range sigma {
 		for l := 0; l < 16; l++ {
 			DATA(64*i+4*l, U32(c))
 		}
 	}
-	chachaSigma = sig
 	ones := GLOBL("chacha16_ones", RODATA|NOPTR)
 	for l := 0; l < 16; l++ {
 		DATA(4*l, U32(1))
@@ -322,37 +321,15 @@ func chacha16() {
 	JB(LabelRef("single"))
 
 	// The pair: block j in Z0..Z15, block j+1 in Z16..Z31.
-	for i := 0; i < 4; i++ {
-		VMOVDQU32(sig.Offset(64*i), z(i))
-	}
-	for w := 0; w < 8; w++ {
-		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(4+w))
-	}
-	VPBROADCASTD(j.As32(), z(12))
-	VPADDD(Mem{Base: g, Disp: offCtr}, z(12), z(12))
-	for w := 0; w < 3; w++ {
-		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(13+w))
-	}
+	loadState(g, 0, j)
 	for i := 0; i < 16; i++ {
 		VMOVDQA64(z(i), z(16+i))
 	}
 	VPADDD(ones, z(28), z(28))
 	VMOVDQU32(z(12), ctrs.Offset(0))
 	VMOVDQU32(z(28), ctrs.Offset(64))
-	MOVL(U32(10), cnt.As32())
-	Label("pair_rounds")
-	doubleRound()
-	DECL(cnt.As32())
-	JNZ(LabelRef("pair_rounds"))
-	for i := 0; i < 16; i++ {
-		VMOVDQU32(z(16+i), spill.Offset(64*i))
-	}
-	for b := 0; b < 2; b++ {
-		if b == 1 {
-			for i := 0; i < 16; i++ {
-				VMOVDQU32(spill.Offset(64*i), z(i))
-			}
-		}
+	rounds(cnt, "pair_rounds", 0, 16)
+	finishTwo(spill, func(b int) {
 		addInitial(g, ctrs.Offset(64*b))
 		transpose()
 		MOVQ(j, off)
@@ -361,35 +338,18 @@ func chacha16() {
 		}
 		SHLQ(U8(6), off)
 		storeLanes(g, g, off, rem, ptr, rel, tmp, fmt.Sprintf("p%d_", b))
-	}
+	})
 	ADDQ(U8(2), j)
 	JMP(LabelRef("block"))
 
 	// One block of every lane: initial state in Z16..Z31, working copy
 	// in Z0..Z15.
 	Label("single")
-	for i, c := range sigma {
-		MOVL(U32(c), tmp.As32())
-		VPBROADCASTD(tmp.As32(), z(16+i))
-	}
-	for w := 0; w < 8; w++ {
-		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(20+w))
-	}
-	VPBROADCASTD(j.As32(), z(28))
-	VPADDD(Mem{Base: g, Disp: offCtr}, z(28), z(28))
-	for w := 0; w < 3; w++ {
-		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(29+w))
-	}
+	loadState(g, 16, j)
 	for i := 0; i < 16; i++ {
 		VMOVDQA64(z(16+i), z(i))
 	}
-
-	MOVL(U32(10), cnt.As32())
-	Label("rounds")
-	quarterRounds([][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
-	quarterRounds([][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
-	DECL(cnt.As32())
-	JNZ(LabelRef("rounds"))
+	rounds(cnt, "rounds", 0)
 
 	for i := 0; i < 16; i++ {
 		VPADDD(z(16+i), z(i), z(i))
@@ -425,55 +385,80 @@ func chacha16x2() {
 	Load(Param("a"), ga)
 	Load(Param("b"), gb)
 	off, tmp, rem, ptr, rel, cnt := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	for k, g := range []Register{ga, gb} {
-		base := 16 * k
-		for i := 0; i < 4; i++ {
-			VMOVDQU32(chachaSigma.Offset(64*i), z(base+i))
-		}
-		for w := 0; w < 8; w++ {
-			VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(base+4+w))
-		}
-		VMOVDQU32(Mem{Base: g, Disp: offCtr}, z(base+12))
-		for w := 0; w < 3; w++ {
-			VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(base+13+w))
-		}
+	gs := []Register{ga, gb}
+	loadState(ga, 0, nil)
+	loadState(gb, 16, nil)
+	rounds(cnt, "x2_rounds", 0, 16)
+	XORQ(off, off)
+	finishTwo(spill, func(k int) {
+		addInitial(gs[k], Mem{Base: gs[k], Disp: offCtr})
+		transpose()
+		storeLanes(gs[k], ga, off, rem, ptr, rel, tmp, fmt.Sprintf("x%d_", k))
+	})
+	wipeSpill(spill)
+	RET()
+}
+
+// loadState emits the load of group g's initial ChaCha20 state into
+// registers base..base+15 (one state word of the 16 lanes each): the
+// constants, the key rows, the counter row of block j (of block 0, the
+// group's counters, if j is nil) and the nonce rows.
+func loadState(g Register, base int, j GPVirtual) {
+	for i := 0; i < 4; i++ {
+		VMOVDQU32(chachaSigma.Offset(64*i), z(base+i))
 	}
+	for w := 0; w < 8; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offKey + 64*w}, z(base+4+w))
+	}
+	ctr := Mem{Base: g, Disp: offCtr}
+	if j == nil {
+		VMOVDQU32(ctr, z(base+12))
+	} else {
+		VPBROADCASTD(j.As32(), z(base+12))
+		VPADDD(ctr, z(base+12), z(base+12))
+	}
+	for w := 0; w < 3; w++ {
+		VMOVDQU32(Mem{Base: g, Disp: offNonce + 64*w}, z(base+13+w))
+	}
+}
+
+// rounds emits ChaCha20's 10 double rounds (a column round, then a
+// diagonal one) in a loop labelled label, counting in cnt, on the states
+// in registers base..base+15 for each base given (one, or two whose
+// rounds are interleaved).
+func rounds(cnt GPVirtual, label string, bases ...int) {
 	MOVL(U32(10), cnt.As32())
-	Label("x2_rounds")
-	doubleRound()
+	Label(label)
+	for _, qs := range [][4][4]int{
+		{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}},
+		{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}},
+	} {
+		var all [][4]int
+		for _, b := range bases {
+			for _, q := range qs {
+				all = append(all, [4]int{b + q[0], b + q[1], b + q[2], b + q[3]})
+			}
+		}
+		quarterRounds(all)
+	}
 	DECL(cnt.As32())
-	JNZ(LabelRef("x2_rounds"))
+	JNZ(LabelRef(label))
+}
+
+// finishTwo emits the end of a pass of two states (Z0..Z15 and
+// Z16..Z31): the second spilled to the stack, each then finished by
+// each(k) in Z0..Z15, the second reloaded first.
+func finishTwo(spill Mem, each func(k int)) {
 	for i := 0; i < 16; i++ {
 		VMOVDQU32(z(16+i), spill.Offset(64*i))
 	}
-	XORQ(off, off)
-	for k, g := range []Register{ga, gb} {
+	for k := 0; k < 2; k++ {
 		if k == 1 {
 			for i := 0; i < 16; i++ {
 				VMOVDQU32(spill.Offset(64*i), z(i))
 			}
 		}
-		addInitial(g, Mem{Base: g, Disp: offCtr})
-		transpose()
-		storeLanes(g, ga, off, rem, ptr, rel, tmp, fmt.Sprintf("x%d_", k))
-	}
-	wipeSpill(spill)
-	RET()
-}
-
-// doubleRound emits a ChaCha20 double round (a column round, then a
-// diagonal one) on two states at once, Z0..Z15 and Z16..Z31.
-func doubleRound() {
-	for _, qs := range [][4][4]int{
-		{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}},
-		{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}},
-	} {
-		var both [8][4]int
-		for k, q := range qs {
-			both[k] = q
-			both[4+k] = [4]int{16 + q[0], 16 + q[1], 16 + q[2], 16 + q[3]}
-		}
-		quarterRounds(both[:])
+		each(k)
 	}
 }
 
