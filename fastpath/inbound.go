@@ -2,8 +2,9 @@ package fastpath
 
 import (
 	"encoding/binary"
-	"github.com/wgpio/wgpio/chachapoly"
 	"net/netip"
+
+	"github.com/wgpio/wgpio/chachapoly"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -551,76 +552,6 @@ func (w *worker) received(kp *Keypair, now int64) *peerLocal {
 	pl.lastReceived = now
 	w.markDirty(pl)
 	return pl
-}
-
-// sawSource notes the outer source of a run of accepted packets from the
-// peer of pl (frame f, described by m, its outer headers m.back bytes in
-// front of its data): if it is not the peer's endpoint, it is a candidate
-// for roaming (whitepaper §2.1: the endpoint becomes the source of the
-// latest authenticated packet, and our address it was sent to becomes
-// the endpoint's Src, as Linux's WireGuard keeps it: wanaddrs.go), which
-// publish acts on. From the endpoint but to another of our addresses
-// than its Src (the peer's Endpoint edited to another of ours), the Src
-// moves at once (localMoved), as Linux's WireGuard sets the source on
-// every authenticated packet: a reply from the previous address, within
-// the publish interval, made a stock peer, which follows the source of
-// what it authenticates, go back to it.
-//
-// Toward a peer we spread our source ports over (SrcPorts > 1: a peer that
-// spreads its own, as two wgpio gateways configured alike do, and not
-// behind NAT: README, SourcePorts), a source that differs from the
-// endpoint in its port only is not a candidate: such a peer sends each
-// inner flow from a port of its own, and following them moved the
-// endpoint, hence the outer destination port of every flow toward the
-// peer, each time a flow of its started, so that the peer's RSS moved
-// those flows to another receive queue mid-flow and reordered them
-// (TestWgpioToWgpioSourcePorts, TestPortOnlyNoRoamWhenSpread). A new
-// address still roams, and a handshake sets the endpoint (port
-// included) as for any peer (gateway: setEndpointFromLocked), which is
-// how a change of the peer's listen port is followed.
-func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
-	outer := *f
-	d := outer.Prepend(int(m.back))
-	// Where the peer sent it (authenticate checked it is ours): the
-	// endpoint keeps it as our source toward the peer (wanaddrs.go).
-	dst := outerDst(d)
-	if ep := pl.peer.Endpoint.Load(); ep != nil && (ep.Dst == m.src ||
-		pl.peer.SrcPorts > 1 && ep.Dst.Addr() == m.src.Addr()) {
-		if ep.Src != dst || ep.Routed {
-			w.localMoved(pl.peer, ep, dst)
-		}
-		pl.sawCurrent = true
-		return
-	}
-	if pl.sawCurrent && pl.lastSrc.IsValid() {
-		return
-	}
-	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
-}
-
-// localMoved points the endpoint ep of p, the source of an authenticated
-// packet sent to our address dst (one of w.wan's), at dst as its Src, and
-// marks it heard from (not Routed). Once per change, not per packet: not
-// inlined, out of sawSource's way. A concurrent change of the endpoint
-// (a roam, the control plane's) wins.
-//
-//go:noinline
-func (w *worker) localMoved(p *Peer, ep *Endpoint, dst netip.Addr) {
-	n := *ep
-	n.Src, n.Routed = w.wan.source(dst, ep.Dst.Addr()), false
-	p.Endpoint.CompareAndSwap(ep, &n)
-}
-
-func (w *worker) roam(pl *peerLocal) {
-	// An address the WAN lost since the packet came is not sent from.
-	ep := &Endpoint{Dst: pl.lastSrc, Src: w.e.wan.Load().source(pl.lastDst, pl.lastSrc.Addr()), SrcMAC: w.wanMAC}
-	if mac, ok := w.e.cfg.WANResolver.Resolve(pl.lastSrc.Addr()); ok {
-		ep.DstMAC = mac
-	} else {
-		// The frame came from this MAC: the last hop toward the source.
-		ep.DstMAC = pl.lastSrcMAC
-	}
-	pl.peer.Endpoint.Store(ep)
 }
 
 // undoHop puts back what parseInner did to ip as a router's hop, for a

@@ -15,7 +15,7 @@ import (
 // does the same: a datagram to any address of wanState is ours, the
 // endpoint a peer roams to keeps the outer destination of the packet it
 // roamed on as its Src (and a packet from the endpoint itself to another
-// of our addresses moves the Src at once: localMoved, inbound.go), and
+// of our addresses moves the Src at once: localMoved, roam.go), and
 // what is sent to the peer leaves from that Src (the outer header
 // template of the peer is built with it, so a source of its own costs
 // nothing per packet). An endpoint not heard from has the Src the
