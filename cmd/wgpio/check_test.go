@@ -57,6 +57,10 @@ func TestCheck(t *testing.T) {
 		// alone says; check said ok.
 		{name: "no-wan", text: head + peers,
 			err: `no-wan.conf: fast-path mode needs WAN and LAN in the [WGPIO] section`},
+		{name: "wan-is-lan", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth0\n" + peers,
+			err: `wan-is-lan.conf:6: key "LAN": "eth0" is the WAN interface too`},
+		{name: "compat-wan-is-lan", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth0\n" + peers,
+			err: `compat-wan-is-lan.conf:7: key "LAN": "eth0" is the WAN interface too`},
 		{name: "compat-no-lan", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\n" + peers,
 			err: `compat-no-lan.conf: compat mode needs WAN and LAN in the [WGPIO] section`},
 		{name: "compat-owned", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,

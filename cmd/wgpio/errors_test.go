@@ -159,7 +159,7 @@ func TestUpErrors(t *testing.T) {
 			name: "vlan-shared-without-device",
 			conf: withWGPIO("LANVLAN = 100"),
 			args: []string{"-name", topo.UniqueName("wgpv")},
-			want: fmt.Sprintf("wgpio: fastgw: LANVLAN 100 on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
+			want: fmt.Sprintf("wgpio: vlan-shared-without-device.conf:7: key \"LANVLAN\": LANVLAN 100 on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
 				"ip link add link %s name %s.100 type vlan id 100 (module 8021q), or use AddressMode = owned", s.LANA, s.LANA, s.LANA),
 		},
 		{

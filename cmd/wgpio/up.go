@@ -473,13 +473,20 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 
 // startError is the error `wgpio up` reports for err, a gateway's Start
 // error in either mode: a tunnel MTU the start refused (tunnelmtu.MTUError)
-// at the file's MTU line when it has one, else err with explain's fix.
+// at the file's MTU line when it has one, a [WGPIO] setting the start
+// refused (fastgw.SettingError) at its key's line (or its flag), else
+// err with explain's fix.
 func startError(f *config.File, err error) error {
 	var mtuErr *tunnelmtu.MTUError
 	if errors.As(err, &mtuErr) {
 		if _, ok := f.Interface.Lines["MTU"]; ok {
 			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
 		}
+	}
+	var setErr *fastgw.SettingError
+	if errors.As(err, &setErr) {
+		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[setErr.Key]
+		return keyError(f.Name, f.WGPIO.Lines, setErr.Key, flag, explain(setErr.Err).Error())
 	}
 	return explain(err)
 }

@@ -58,14 +58,10 @@ func checkGatewayName(name string) error {
 	return nil
 }
 
-// checkInterfaces makes sure WAN and LAN name two interfaces of this
-// network namespace, reporting a missing one, or a LAN that is the WAN, at
-// its key's line.
+// checkInterfaces makes sure WAN and LAN name interfaces of this network
+// namespace, reporting a missing one at its key's line (checkFile refused
+// a LAN that is the WAN).
 func checkInterfaces(f *config.File, w config.WGPIO) error {
-	if w.WAN != "" && w.WAN == w.LAN {
-		return keyError(f.Name, w.Lines, "LAN", "lan",
-			fmt.Sprintf("%q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces", w.LAN))
-	}
 	for _, x := range []struct{ key, flag, name string }{{"WAN", "wan", w.WAN}, {"LAN", "lan", w.LAN}} {
 		if x.name == "" {
 			continue
@@ -201,6 +197,10 @@ func checkFile(f *config.File, w config.WGPIO) error {
 				mode = "compat"
 			}
 			return &config.Error{File: f.Name, Msg: mode + " mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)"}
+		}
+		if w.WAN == w.LAN {
+			return keyError(f.Name, w.Lines, "LAN", "lan",
+				fmt.Sprintf("%q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces", w.LAN))
 		}
 	}
 	switch w.Mode {

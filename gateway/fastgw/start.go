@@ -163,7 +163,8 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 	}
 	wanSide, lanSide := g.wanSide, g.lanSide
 	if wanSide.trunk == lanSide.trunk {
-		return wl, ll, fmt.Errorf("fastgw: WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)
+		return wl, ll, fmt.Errorf("fastgw: %w", &SettingError{Key: "LAN",
+			Err: fmt.Errorf("WAN and LAN are both on %s; they must be two interfaces (one XDP program per interface)", wanSide.trunk)})
 	}
 	cfg.WAN, cfg.LAN = wanSide.trunk, lanSide.trunk
 	if wl, err = readLink(g.nlHandle, wanSide.addrDev); err != nil {

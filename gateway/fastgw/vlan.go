@@ -28,12 +28,36 @@ type side struct {
 	addrDev string
 }
 
+// SettingError is a Start error that one setting of Config caused: Key
+// names it as the [WGPIO] section of wgpio's configuration file does
+// ("WAN", "LAN", "WANVLAN", "LANVLAN"), so that a caller can point at the
+// line that set it. Err says what is wrong and how to fix it.
+type SettingError struct {
+	Key string
+	Err error
+}
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
 // resolveSide works out a side: name may be a kernel VLAN device
 // ("eth0.100": its parent is the trunk, its VID the VLAN), and vid a
 // VLAN of the trunk name. In shared address mode a VLAN needs the
 // kernel's VLAN device, which holds the address and answers ARP/NDP (the
 // XDP program leaves those to the kernel); owned mode needs none.
-func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (side, error) {
+func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (_ side, err error) {
+	// Each error names the setting it comes from: the side's interface,
+	// or its VLAN (vlanErr).
+	vlanErr := false
+	defer func() {
+		if err != nil {
+			key := what
+			if vlanErr {
+				key += "VLAN"
+			}
+			err = &SettingError{Key: key, Err: err}
+		}
+	}()
 	s := side{what: what, name: name, trunk: name, vid: vid, addrDev: name}
 	l, err := h.LinkByName(name)
 	if err != nil {
@@ -44,6 +68,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 			return s, fmt.Errorf("%s %s is an 802.1ad VLAN device; wgpio takes one 802.1Q tag: name its parent and set %sVLAN", what, name, what)
 		}
 		if vid != 0 && int(vid) != v.VlanId {
+			vlanErr = true
 			return s, fmt.Errorf("%s %s is VLAN %d, but %sVLAN says %d", what, name, v.VlanId, what, vid)
 		}
 		parent, err := h.LinkByIndex(v.ParentIndex)
@@ -71,6 +96,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 		}
 	}
 	if !owned {
+		vlanErr = true
 		return s, fmt.Errorf("%sVLAN %d on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
 			"ip link add link %s name %s.%d type vlan id %d (module 8021q), or use AddressMode = owned", what, vid, name, name, name, vid, vid)
 	}
