@@ -182,6 +182,9 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
+	if w.Mode != config.ModeCompat { // compat mode gives Address to no interface
+		warnAddressOverlaps(log, f, w, *name)
+	}
 	if w.Mode == config.ModeFastPath {
 		if err := checkQueues(f.Name, w); err != nil {
 			return err
