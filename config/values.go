@@ -52,6 +52,12 @@ func isDigits(s string) bool {
 // ...)"), and after the range, so that a key that takes a word too says
 // so where a 0 meant to turn it off is refused ("ICMPRate = 0").
 func (p *parser) number(n int, key, v string, lo, hi int, what string) (int, bool) {
+	if neg, ok := strings.CutPrefix(v, "-"); ok && isDigits(neg) {
+		// A number, below every range here ("Queues = -1" said "not a
+		// number").
+		p.errorf(n, key, "%s out of range %d-%d%s", truncate(v, 20), lo, hi, rangeWhat(what))
+		return 0, false
+	}
 	if !isDigits(v) {
 		p.errorf(n, key, "%s is not a number%s", quoteShort(v), what)
 		return 0, false
@@ -76,6 +82,10 @@ func rangeWhat(what string) string {
 
 // port parses a UDP port, 1-65535.
 func (p *parser) port(n int, key, v string) (uint16, bool) {
+	if neg, ok := strings.CutPrefix(v, "-"); ok && isDigits(neg) {
+		p.errorf(n, key, "port %s out of range 1-65535", truncate(v, 20))
+		return 0, false
+	}
 	if !isDigits(v) {
 		p.errorf(n, key, "port %s is not a number", quoteShort(v))
 		return 0, false
