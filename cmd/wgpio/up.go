@@ -499,6 +499,8 @@ func explain(err error) error {
 	switch {
 	case errors.Is(err, afxdp.ErrXDPUnsupported):
 		return fmt.Errorf("%w\n(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", err)
+	case errors.Is(err, afxdp.ErrMTUTooLarge):
+		return fmt.Errorf("%w\n(lower the MTU as it says, or set XDPMode = generic in [WGPIO], which has no such limit)", err)
 	case errors.Is(err, afxdp.ErrMemlock) && os.Geteuid() != 0:
 		return fmt.Errorf("%w\n(as a non-root user the AF_XDP UMEM counts against RLIMIT_MEMLOCK: raise it before dropping privileges, LimitMEMLOCK=infinity in systemd, or grant CAP_IPC_LOCK)", err)
 	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):

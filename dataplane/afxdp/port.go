@@ -314,7 +314,8 @@ func (p *Port) attachError(mode string, err error) error {
 	switch {
 	case errors.Is(err, unix.ERANGE):
 		if driver == "veth" {
-			return fmt.Errorf("%w: attach %s XDP on veth needs the peer's MTU at most %d (this end has MTU %d): lower the peer's MTU (ip link set dev PEER mtu 1500) or use AttachGeneric: %w", ErrMTUTooLarge, mode, vethMaxXDPMTU, p.mtu, err)
+			return fmt.Errorf("%w: attach %s XDP on veth %s needs its peer's MTU at most %d (this end has MTU %d): lower the MTU of both ends (%s) or use AttachGeneric: %w",
+				ErrMTUTooLarge, mode, p.name, vethMaxXDPMTU, p.mtu, vethMTUFix(p.name, p.ifindex), err)
 		}
 		return fmt.Errorf("%w: attach %s XDP with MTU %d on %s driver %s: lower the MTU (ip link set dev %s mtu 1500) or use AttachGeneric: %w", ErrMTUTooLarge, mode, p.mtu, p.name, driver, p.name, err)
 	case errors.Is(err, unix.ENOSPC) && driver == "veth":
@@ -325,6 +326,19 @@ func (p *Port) attachError(mode string, err error) error {
 		return fmt.Errorf("attach %s XDP: another XDP program is attached to %s (see `ip link show dev %s`; detach it with `ip link set dev %s xdp off`): %w", mode, p.name, p.name, p.name, err)
 	}
 	return diagnose(fmt.Errorf("attach %s XDP: %w", mode, err))
+}
+
+// vethMTUFix is the command that lowers the MTU of veth name (ifindex)
+// and of its peer to 1500, naming the peer when it is in this network
+// namespace (a veth's IFLA_LINK is its peer's index, in the namespace
+// IFLA_LINK_NETNSID names when that is another).
+func vethMTUFix(name string, ifindex int) string {
+	if l, err := netlink.LinkByIndex(ifindex); err == nil && l.Attrs().NetNsID < 0 {
+		if pl, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil && pl.Attrs().Index != ifindex {
+			return fmt.Sprintf("ip link set dev %s mtu 1500; ip link set dev %s mtu 1500", name, pl.Attrs().Name)
+		}
+	}
+	return fmt.Sprintf("ip link set dev %s mtu 1500, and in the peer's network namespace ip link set dev ITS-PEER mtu 1500", name)
 }
 
 // raiseMemlock raises the soft RLIMIT_MEMLOCK to the hard limit: UMEM

@@ -603,6 +603,11 @@ func TestOpenErrors(t *testing.T) {
 	if !errors.Is(err, ErrMTUTooLarge) {
 		t.Fatalf("Open native with peer MTU 9000 = %v, want ErrMTUTooLarge", err)
 	}
+	// The fix names this end, and the peer's namespace for the other
+	// (it said "ip link set dev PEER").
+	if want := "ip link set dev " + p.v.B + " mtu 1500, and in the peer's network namespace ip link set dev ITS-PEER mtu 1500"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Open native with peer MTU 9000 = %v, want %q in it", err, want)
+	}
 	t.Logf("%v", err)
 	// Auto falls back to generic.
 	port := openIn(t, p.b, p.v.B, Config{})
