@@ -107,6 +107,7 @@ type Port struct {
 	ctl      *netlink.Handle // linkUp asks through it, or nil; closed by Close
 	stripped StrippedTags
 	whyTags  string
+	fixTags  string // LogStrippedTags' fix when tags are unseen ("": the usual one)
 
 	// curMTU is the MTU of the moment (the interface's at Open, then
 	// SetMTU's), txMax the longest untagged frame Transmit sends:
@@ -247,8 +248,20 @@ func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
 	switch o := p.offload; {
 	case p.driver == "veth":
 		// A veth hands over the tag its peer's sender left beside the
-		// frame (TX VLAN offload) whatever its own features say.
-		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes tags its peer sent as metadata, which only native XDP reads, and "+whyNoMeta
+		// frame (TX VLAN offload) whatever its own features say; with
+		// the other end's TX VLAN offload off the kernel writes every
+		// tag into the frame before it crosses (validate_xmit_vlan).
+		// Judged at Open: turned on again later, it is not seen.
+		peer, ok := vethPeer(p.ifindex)
+		if ok && txVLANOffloadOff(peer) {
+			p.stripped, p.whyTags = StrippedTagsNone, "the veth's other end, "+peer+", has TX VLAN offload off: the tags its senders add stay in the frames"
+			break
+		}
+		if !ok {
+			peer = "ITS-PEER"
+		}
+		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes the tags its other end's senders add as metadata (TX VLAN offload), which only native XDP reads, and "+whyNoMeta
+		p.fixTags = fmt.Sprintf("turn TX VLAN offload off on the veth's other end (ethtool -K %s txvlan off; its senders' tags then stay in the frames), or use native XDP (on a veth: the MTU of both ends at most %d)", peer, vethMaxXDPMTU)
 	case o == nil:
 		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload left as it is (KeepRXVLANOffload) and "+whyNoMeta
 	case o.checkErr != nil:
@@ -328,15 +341,24 @@ func (p *Port) attachError(mode string, err error) error {
 	return diagnose(fmt.Errorf("attach %s XDP: %w", mode, err))
 }
 
-// vethMTUFix is the command that lowers the MTU of veth name (ifindex)
-// and of its peer to 1500, naming the peer when it is in this network
-// namespace (a veth's IFLA_LINK is its peer's index, in the namespace
-// IFLA_LINK_NETNSID names when that is another).
-func vethMTUFix(name string, ifindex int) string {
+// vethPeer returns the name of the other end of veth ifindex when it is in
+// this network namespace (a veth's IFLA_LINK is its peer's index, in the
+// namespace IFLA_LINK_NETNSID names when that is another).
+func vethPeer(ifindex int) (string, bool) {
 	if l, err := netlink.LinkByIndex(ifindex); err == nil && l.Attrs().NetNsID < 0 {
 		if pl, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil && pl.Attrs().Index != ifindex {
-			return fmt.Sprintf("ip link set dev %s mtu 1500; ip link set dev %s mtu 1500", name, pl.Attrs().Name)
+			return pl.Attrs().Name, true
 		}
+	}
+	return "", false
+}
+
+// vethMTUFix is the command that lowers the MTU of veth name (ifindex)
+// and of its peer to 1500, naming the peer when it is in this network
+// namespace.
+func vethMTUFix(name string, ifindex int) string {
+	if peer, ok := vethPeer(ifindex); ok {
+		return fmt.Sprintf("ip link set dev %s mtu 1500; ip link set dev %s mtu 1500", name, peer)
 	}
 	return fmt.Sprintf("ip link set dev %s mtu 1500, and in the peer's network namespace ip link set dev ITS-PEER mtu 1500", name)
 }

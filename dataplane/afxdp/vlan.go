@@ -59,17 +59,45 @@ func (s StrippedTags) String() string {
 func (p *Port) LogStrippedTags(log *slog.Logger, side string) {
 	st, why := p.StrippedTags()
 	if st == StrippedTagsUnseen {
+		fix := p.fixTags
+		if fix == "" {
+			fix = "turn RX VLAN offload off (ethtool -K " + p.Name() + " rxvlan off) or use native XDP on a driver with the VLAN XDP metadata (Linux 6.8)"
+		}
 		log.Error("VLAN ISOLATION DOES NOT HOLD: the NIC may strip 802.1Q tags before XDP and the XDP program cannot see them, so frames of other VLANs may be taken as this side's",
-			"side", side, "interface", p.Name(), "why", why,
-			"fix", "turn RX VLAN offload off (ethtool -K "+p.Name()+" rxvlan off) or use native XDP on a driver with the VLAN XDP metadata (Linux 6.8)")
+			"side", side, "interface", p.Name(), "why", why, "fix", fix)
 		return
 	}
 	log.Info("VLAN tags", "side", side, "interface", p.Name(), "stripped_tags", st.String(), "why", why)
 }
 
-// The kernel's feature names for RX VLAN offload (net/ethtool/common.c,
-// netdev_features_strings): 802.1Q and 802.1ad tags.
-var rxVLANFeatures = []string{"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"}
+// The kernel's feature names for RX and TX VLAN offload
+// (net/ethtool/common.c, netdev_features_strings): 802.1Q and 802.1ad
+// tags.
+var (
+	rxVLANFeatures = []string{"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"}
+	txVLANFeatures = []string{"tx-vlan-hw-insert", "tx-vlan-stag-hw-insert"}
+)
+
+// txVLANOffloadOff reports whether interface name (of this network
+// namespace) has its TX VLAN offload off, both tags' (a feature the
+// kernel lacks counts as off); false when they cannot be read.
+func txVLANOffloadOff(name string) bool {
+	e, err := ethtool.NewEthtool()
+	if err != nil {
+		return false
+	}
+	defer e.Close()
+	fs, err := e.Features(name)
+	if err != nil {
+		return false
+	}
+	for _, f := range txVLANFeatures {
+		if fs[f] {
+			return false
+		}
+	}
+	return true
+}
 
 // vlanOffload is what Open changed of a device's RX VLAN offload, to undo
 // at Close.

@@ -5,6 +5,7 @@ package afxdp
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/safchain/ethtool"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // tagFrame returns frame with an 802.1Q tag of tci inserted after the MACs.
@@ -168,5 +170,76 @@ func TestStrippedTagsGeneric(t *testing.T) {
 	testenv.SendFrames(t, p.a, p.v.A, b[:n])
 	if receiveMarked(port, []byte("unseen-tag"), 3*time.Second) == nil {
 		t.Error("a generic-XDP port on veth did not take a frame tagged as metadata; if the kernel now shows the tag, StrippedTags can say none here")
+	}
+}
+
+// TestStrippedTagsVethPeerOffloadOff: a veth whose other end (in this
+// namespace) has TX VLAN offload off carries every tag in the frame,
+// which generic XDP reads: StrippedTags says none, and a frame its
+// other end tags (a TC program there pushes the tag: the kernel writes it
+// into the frame) is not taken by an untagged filter. With the offload on,
+// the error's fix names that end's offload (it told to turn this end's
+// RX offload off, which changes nothing on a veth).
+func TestStrippedTagsVethPeerOffloadOff(t *testing.T) {
+	tp := testenv.Topology(t, "xdp")
+	a := testenv.NS(t, tp, "a")
+	v, err := tp.NewVeth(a, a, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipA, ipB := netip.MustParseAddr("198.18.7.1"), netip.MustParseAddr("198.18.7.2")
+	if err := a.AddAddr(v.B, "198.18.7.2/24"); err != nil {
+		t.Fatal(err)
+	}
+	macA, err := a.LinkMAC(v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macB, err := a.LinkMAC(v.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := Filter{UDP: []UDPMatch{{Addr: ipB, PortLo: 5000, PortHi: 5000}}}
+
+	port := openIn(t, a, v.B, Config{Attach: AttachGeneric, Filter: filter})
+	if s, why := port.StrippedTags(); s != StrippedTagsUnseen {
+		t.Errorf("other end's TX VLAN offload on: StrippedTags() = %v (%s), want unseen", s, why)
+	}
+	var logged strings.Builder
+	port.LogStrippedTags(slog.New(slog.NewTextHandler(&logged, nil)), "LAN")
+	if want := "ethtool -K " + v.A + " txvlan off"; !strings.Contains(logged.String(), want) {
+		t.Errorf("LogStrippedTags = %s, want the fix %q", logged.String(), want)
+	}
+	port.Close()
+
+	if err := a.Do(func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return e.Change(v.A, map[string]bool{"tx-vlan-hw-insert": false, "tx-vlan-stag-hw-insert": false})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	port = openIn(t, a, v.B, Config{Attach: AttachGeneric, Filter: filter})
+	if s, why := port.StrippedTags(); s != StrippedTagsNone || !strings.Contains(why, v.A) {
+		t.Errorf("other end's TX VLAN offload off: StrippedTags() = %v (%s), want none, naming %s", s, why, v.A)
+	}
+	// Untagged, the frame is taken (the port works); tagged by the
+	// other end, it is not.
+	b := make([]byte, 2048)
+	n := udpFrame(b, macA, macB, netip.AddrPortFrom(ipA, 4000), netip.AddrPortFrom(ipB, 5000), []byte("untagged"))
+	testenv.SendFrames(t, a, v.A, b[:n])
+	if receiveMarked(port, []byte("untagged"), 3*time.Second) == nil {
+		t.Fatal("the untagged frame did not arrive")
+	}
+	if err := tp.VLANAccess(a, v.A, 100, false); err != nil {
+		t.Fatal(err)
+	}
+	n = udpFrame(b, macA, macB, netip.AddrPortFrom(ipA, 4000), netip.AddrPortFrom(ipB, 5000), []byte("seen-tag"))
+	testenv.SendFrames(t, a, v.A, b[:n])
+	if got := receiveMarked(port, []byte("seen-tag"), time.Second); got != nil {
+		t.Errorf("a frame of VLAN 100 was taken by an untagged port: % x", got[:18])
 	}
 }
