@@ -501,8 +501,8 @@ func explain(err error) error {
 		return fmt.Errorf("%w\n(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", err)
 	case errors.Is(err, afxdp.ErrMTUTooLarge):
 		return fmt.Errorf("%w\n(lower the MTU as it says, or set XDPMode = generic in [WGPIO], which has no such limit)", err)
-	case errors.Is(err, afxdp.ErrMemlock) && os.Geteuid() != 0:
-		return fmt.Errorf("%w\n(as a non-root user the AF_XDP UMEM counts against RLIMIT_MEMLOCK: raise it before dropping privileges, LimitMEMLOCK=infinity in systemd, or grant CAP_IPC_LOCK)", err)
+	case errors.Is(err, afxdp.ErrMemlock):
+		return fmt.Errorf("%w\n(each queue's AF_XDP UMEM is locked memory: without CAP_IPC_LOCK, a non-root user's or a container's root, raise RLIMIT_MEMLOCK before the start (LimitMEMLOCK=infinity in systemd, --ulimit memlock=-1 for docker) or grant CAP_IPC_LOCK; fewer Queues need less)", err)
 	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):
 		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
 	}

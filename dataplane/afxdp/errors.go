@@ -47,7 +47,23 @@ func diagnose(err error) error {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w (AF_XDP needs root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root or setcap cap_net_admin,cap_net_raw,cap_bpf+ep on the binary): %w", ErrPermission, err)
 	case errors.Is(err, unix.ENOBUFS), errors.Is(err, unix.ENOMEM):
-		return fmt.Errorf("%w (raise it with ulimit -l unlimited or LimitMEMLOCK=infinity, or use fewer/smaller frames): %w", ErrMemlock, err)
+		return fmt.Errorf("%w (%s; the UMEM and BPF maps count against it unless the process has CAP_IPC_LOCK, which root in a container often lacks: "+
+			"raise it with ulimit -l unlimited or systemd's LimitMEMLOCK=infinity, grant CAP_IPC_LOCK, or use fewer frames, Config.NumFrames): %w", ErrMemlock, memlockNow(), err)
 	}
 	return err
+}
+
+// memlockNow describes this process's RLIMIT_MEMLOCK, soft and hard.
+func memlockNow() string {
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &l); err != nil {
+		return "its value unreadable"
+	}
+	f := func(v uint64) string {
+		if v == unix.RLIM_INFINITY {
+			return "unlimited"
+		}
+		return fmt.Sprintf("%d KiB", v/1024)
+	}
+	return "now " + f(l.Cur) + ", hard limit " + f(l.Max)
 }
