@@ -296,3 +296,14 @@ func TestUpUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorLines: every line of an error main prints reads as wgpio's (a
+// file's several errors, a line each: only the first had "wgpio: "),
+// and a hint in parentheses on its own line is left as it is.
+func TestErrorLines(t *testing.T) {
+	err := errors.New("bad.conf:5: key \"Queues\": -1 out of range 1-256\nbad.conf:7: key \"MTU\": \"x\" is not a number\n(a hint)")
+	want := "wgpio: bad.conf:5: key \"Queues\": -1 out of range 1-256\nwgpio: bad.conf:7: key \"MTU\": \"x\" is not a number\n(a hint)\n"
+	if got := errorLines(err); got != want {
+		t.Errorf("errorLines = %q, want %q", got, want)
+	}
+}

@@ -3,10 +3,13 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/plural"
@@ -61,9 +64,24 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if perm, ok := worldAccessible(*conf); ok {
 		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleWarning, perm, *conf)
 	}
-	for _, warning := range append(f.Warnings, ignoredKeys(f, w)...) {
+	// In the file's order (the parser's warnings came first, then the
+	// keys the Mode ignores); a summary of a kind (no line) after.
+	warnings := append(slices.Clone(f.Warnings), ignoredKeys(f, w)...)
+	slices.SortStableFunc(warnings, func(a, b config.Warning) int {
+		return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
+	})
+	for _, warning := range warnings {
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 	}
 	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"))
 	return nil
+}
+
+// lineOrLast orders a warning without a line (a summary) after those with
+// one.
+func lineOrLast(line int) int {
+	if line == 0 {
+		return math.MaxInt
+	}
+	return line
 }

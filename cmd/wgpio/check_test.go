@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,6 +47,11 @@ func TestCheck(t *testing.T) {
 		// key), as wg-quick does; check said nothing of it.
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
+		// Warnings in the file's order: the parser's (DNS, line 4) and
+		// the Mode's (CPUs, line 9, listed after ReplayWindow, line 10) interleaved
+		// by line, where the parser's came first.
+		{name: "warning-order", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\nReplayWindow = auto\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warning-order.conf:4: key "DNS"`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		// up refuses a range that does not start at the ListenPort, a
@@ -117,6 +124,15 @@ func TestCheck(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tc.stderr) {
 				t.Errorf("check(%s) stderr = %q, want %q in it", tc.name, stderr.String(), tc.stderr)
+			}
+			// The warnings come in the file's order.
+			last := 0
+			for _, m := range regexp.MustCompile(`\.conf:(\d+):`).FindAllStringSubmatch(stderr.String(), -1) {
+				n, _ := strconv.Atoi(m[1])
+				if n < last {
+					t.Errorf("check(%s) warnings out of the file's order (line %d after %d):\n%s", tc.name, n, last, stderr.String())
+				}
+				last = n
 			}
 		})
 	}

@@ -185,7 +185,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) (res demoResult,
 	fmt.Fprintf(out, "wgpio gateway %s in %s: WAN %s, LAN %s; stock wireguard-go %s in %s\n",
 		s.GwName, s.GwA.Name, wan.Name(), lan.Name(), s.StockName, s.GwB.Name)
 	fmt.Fprintf(out, "watch it from another shell while it runs:\n"+
-		"  wg show %s                  (wg: apt-get install wireguard-tools)\n"+
+		"  wg show %s                  (wg: apt-get install --no-install-recommends wireguard-tools)\n"+
 		"  wgpio stats %s              (from the source tree: go run ./cmd/wgpio stats %s)\n"+
 		"  ip netns exec %s ping %s   (ping: iputils-ping)\n",
 		s.GwName, s.GwName, s.GwName, s.HostA.Name, twosite.HostB4)

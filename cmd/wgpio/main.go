@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 )
 
 const usage = `usage: wgpio <command> [flags]
@@ -88,9 +89,24 @@ func main() {
 		os.Exit(2) // the flag package printed the error and the usage
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "wgpio: %v\n", err)
+		fmt.Fprint(os.Stderr, errorLines(err))
 		os.Exit(1)
 	}
+}
+
+// errorLines is err as main prints it: each line of it (a file's several
+// errors are a line each) after "wgpio: ", so that every one reads as
+// wgpio's; a hint in parentheses on a line of its own stays as it is.
+func errorLines(err error) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		if !strings.HasPrefix(l, "(") {
+			b.WriteString("wgpio: ")
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // flagError is a command line the flag package refused; it has printed
