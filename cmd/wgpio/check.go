@@ -9,7 +9,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/plural"
@@ -60,6 +62,12 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	if err := checkFile(f, w); err != nil {
 		return err
+	}
+	// up names the gateway after the file unless -name says otherwise;
+	// a name no interface can have is refused there.
+	if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); checkGatewayName(n) != nil {
+		fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
+			"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
 	}
 	if perm, ok := worldAccessible(*conf); ok {
 		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleWarning, perm, *conf)

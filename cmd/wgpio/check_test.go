@@ -52,6 +52,10 @@ func TestCheck(t *testing.T) {
 		// by line, where the parser's came first.
 		{name: "warning-order", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\nReplayWindow = auto\n" + peers,
 			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warning-order.conf:4: key "DNS"`},
+		// up refuses a gateway name (the file's, by default) that
+		// cannot name an interface; check said ok without a word.
+		{name: "site-frankfurt-01", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		// up refuses a range that does not start at the ListenPort, a

@@ -121,10 +121,18 @@ func main() {
 	for i, q := range stats {
 		fmt.Printf("queue %d: encrypted %d, decrypted %d\n", i, q.Encrypted, q.Decrypted)
 	}
-	fmt.Printf("dropped: %v, control plane: %v\n", fastpath.TotalDrops(stats).List(), g.Device().Stats().Losses())
+	fmt.Printf("dropped: %s; control plane: %s\n", orNone(fastpath.TotalDrops(stats).List()), orNone(g.Device().Stats().Losses()))
 	// Close detaches the XDP programs and removes the UAPI socket.
 	if err := g.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
+}
+
+// orNone joins counts ("reason=N") with commas, or says none.
+func orNone(counts []string) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	return strings.Join(counts, ", ")
 }
