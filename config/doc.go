@@ -74,5 +74,7 @@
 // The package does no I/O beyond reading the file and, for an Endpoint given
 // as a host name, one resolver call (Options.Resolve; tests inject their own,
 // so they need no DNS). Resolution happens once, at parse time, like
-// `wg setconf`.
+// `wg setconf`; with the default resolver the file's names are looked up
+// at once, each once, once the file is read (MaxResolving at a time, each
+// within ResolveTimeout), where wg(8) looks them up one after another.
 package config

@@ -51,10 +51,18 @@ const (
 // Options changes how a file is parsed. The zero value is ready to use.
 type Options struct {
 	// Resolve returns the addresses of a host name met in an Endpoint; the
-	// first one is used. Nil means DefaultResolve. It is called once per
-	// Endpoint written as a host name, from the goroutine calling Parse.
+	// first one is used. It is called once per Endpoint written as a host
+	// name, from the goroutine calling Parse. Nil means DefaultResolve,
+	// called once per name, the file's names looked up at once
+	// (MaxResolving at a time) once the file is read: a file of 20
+	// peers' names on a resolver that does not answer took 20 ×
+	// ResolveTimeout, one after another.
 	Resolve func(host string) ([]netip.Addr, error)
 }
+
+// MaxResolving is how many host names the default resolver looks up at
+// once for one file (our choice).
+const MaxResolving = 16
 
 // DefaultResolve looks host up with net.DefaultResolver (the system's
 // resolver), IPv4 and IPv6, within ResolveTimeout.
@@ -100,9 +108,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 		allowedAt: map[netip.Prefix]int{},
 		pubs:      map[noise.PublicKey]int{},
 	}
-	if p.opts.Resolve == nil {
-		p.opts.Resolve = DefaultResolve
-	}
+	p.deferResolve = p.opts.Resolve == nil
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), MaxLine)
 	n := 0
@@ -147,6 +153,7 @@ func (o Options) Parse(name string, r io.Reader) (*File, error) {
 		return nil, joinErrors(p.errs)
 	}
 	p.endSection()
+	p.resolvePending()
 	p.finish()
 	p.summarizeWarnings()
 	if len(p.errs) > 0 {
@@ -245,6 +252,11 @@ type parser struct {
 	pubLines       []int                // line of each peer's PublicKey (parallel to f.Peers)
 	warned         map[string]*warnKind // warnf's format → its count
 	warnOrder      []string             // the formats of warned, in the order first seen
+
+	// deferResolve: Endpoint host names are looked up with DefaultResolve
+	// once the file is read (resolvePending), not as they are met.
+	deferResolve bool
+	pending      []pendingEndpoint
 }
 
 func (p *parser) errorf(line int, key, format string, args ...any) {

@@ -169,7 +169,18 @@ func (p *parser) endpoint(n int, peer *Peer, v string) {
 		p.errorf(n, key, "%s is not an IP address or a host name", quoteShort(host))
 		return
 	}
+	if p.deferResolve {
+		p.pending = append(p.pending, pendingEndpoint{peer: len(p.f.Peers) - 1, line: n, host: host, port: pn})
+		return
+	}
 	addrs, err := p.opts.Resolve(host)
+	p.resolved(n, peer, host, pn, addrs, err)
+}
+
+// resolved sets peer's Endpoint (line n) from the lookup of host (port
+// pn): its first unicast address, or an error at the line.
+func (p *parser) resolved(n int, peer *Peer, host string, pn uint16, addrs []netip.Addr, err error) {
+	const key = "Endpoint"
 	if err != nil {
 		p.errs = append(p.errs, &Error{File: p.f.Name, Line: n, Key: key, Msg: fmt.Sprintf("resolve %q: %v", host, err), Err: err})
 		return
