@@ -45,31 +45,23 @@ func (e *SettingError) Unwrap() error { return e.Err }
 // VLAN of the trunk name. In shared address mode a VLAN needs the
 // kernel's VLAN device, which holds the address and answers ARP/NDP (the
 // XDP program leaves those to the kernel); owned mode needs none.
-func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (_ side, err error) {
-	// Each error names the setting it comes from: the side's interface,
-	// or its VLAN (vlanErr).
-	vlanErr := false
-	defer func() {
-		if err != nil {
-			key := what
-			if vlanErr {
-				key += "VLAN"
-			}
-			err = &SettingError{Key: key, Err: err}
-		}
-	}()
+func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (side, error) {
+	// An error of the configuration names its setting: the side's
+	// interface (what) or its VLAN (what+"VLAN").
+	setting := func(key, format string, args ...any) error {
+		return &SettingError{Key: key, Err: fmt.Errorf(format, args...)}
+	}
 	s := side{what: what, name: name, trunk: name, vid: vid, addrDev: name}
 	l, err := h.LinkByName(name)
 	if err != nil {
-		return s, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+		return s, setting(what, "interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
 	if v, ok := l.(*netlink.Vlan); ok {
 		if v.VlanProtocol == netlink.VLAN_PROTOCOL_8021AD {
-			return s, fmt.Errorf("%s %s is an 802.1ad VLAN device; wgpio takes one 802.1Q tag: name its parent and set %sVLAN", what, name, what)
+			return s, setting(what, "%s %s is an 802.1ad VLAN device; wgpio takes one 802.1Q tag: name its parent and set %sVLAN", what, name, what)
 		}
 		if vid != 0 && int(vid) != v.VlanId {
-			vlanErr = true
-			return s, fmt.Errorf("%s %s is VLAN %d, but %sVLAN says %d", what, name, v.VlanId, what, vid)
+			return s, setting(what+"VLAN", "%s %s is VLAN %d, but %sVLAN says %d", what, name, v.VlanId, what, vid)
 		}
 		parent, err := h.LinkByIndex(v.ParentIndex)
 		if err != nil {
@@ -77,7 +69,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 		}
 		s.trunk, s.vid = parent.Attrs().Name, uint16(v.VlanId)
 		if parent.Attrs().HardwareAddr.String() != v.HardwareAddr.String() {
-			return s, fmt.Errorf("%s %s has MAC %s, its parent %s has %s: the XDP program on %s matches the parent's; give both the same MAC (ip link set dev %s address %s)",
+			return s, setting(what, "%s %s has MAC %s, its parent %s has %s: the XDP program on %s matches the parent's; give both the same MAC (ip link set dev %s address %s)",
 				what, name, v.HardwareAddr, s.trunk, parent.Attrs().HardwareAddr, s.trunk, name, parent.Attrs().HardwareAddr)
 		}
 		return s, nil
@@ -96,8 +88,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 		}
 	}
 	if !owned {
-		vlanErr = true
-		return s, fmt.Errorf("%sVLAN %d on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
+		return s, setting(what+"VLAN", "%sVLAN %d on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
 			"ip link add link %s name %s.%d type vlan id %d (module 8021q), or use AddressMode = owned", what, vid, name, name, name, vid, vid)
 	}
 	return s, nil
