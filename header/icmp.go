@@ -2,7 +2,9 @@ package header
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 )
 
 // ICMP types, codes and limits used here.
@@ -35,8 +37,10 @@ const (
 	ICMPv6Len = 8
 
 	// icmpErrorTOS is IP precedence "internetwork control" for ICMP
-	// errors (RFC 1812 §4.3.2.5; Linux icmp_send does the same).
+	// errors (RFC 1812 §4.3.2.5); as Linux's __icmp_send, the offending
+	// packet's TOS bits (its tos & 0x1e, RT_TOS) are kept beside it.
 	icmpErrorTOS = 0xc0
+	icmpTOSMask  = 0x1e
 	// icmpv4MinQuote is what RFC 792 requires at least: the IP header and
 	// the first 64 bits of its data.
 	icmpv4MinQuote = 8
@@ -216,7 +220,7 @@ func putICMPv4Error(b []byte, src [4]byte, offending []byte, typ, code uint8, wo
 	}
 	quote = min(quote, len(b)-hdrs)
 	n := hdrs + quote
-	f := IPv4Fields{TOS: icmpErrorTOS, Protocol: ProtoICMPv4, Src: src, Dst: osrc}
+	f := IPv4Fields{TOS: icmpErrorTOS | offending[1]&icmpTOSMask, ID: nextICMPID(), Protocol: ProtoICMPv4, Src: src, Dst: osrc}
 	PutIPv4(b, &f, ICMPv4Len+quote)
 	m := b[IPv4MinLen:n]
 	m[0] = typ
@@ -345,3 +349,15 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, w
 	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, ps)))
 	return n, OK
 }
+
+// icmpID is the identification of the last ICMPv4 error written, from a
+// random start: an error leaves with DF clear and may be fragmented, so
+// its ID must not repeat soon between the same addresses (RFC 6864 §4;
+// they were all 0). One counter for the process: errors are rate-limited,
+// far below 65,536 a reassembly timeout.
+var icmpID atomic.Uint32
+
+func init() { icmpID.Store(rand.Uint32()) }
+
+// nextICMPID returns the identification of the next ICMPv4 error.
+func nextICMPID() uint16 { return uint16(icmpID.Add(1)) }

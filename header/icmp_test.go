@@ -17,6 +17,40 @@ var (
 	gw6 = netip.MustParseAddr("2001:2::fe").As16()
 )
 
+// TestICMPv4ErrorHeader: an ICMPv4 error's IP header keeps the offending
+// packet's TOS bits beside precedence 0xc0, as Linux's __icmp_send
+// (RT_TOS(tos) | IPTOS_PREC_INTERNETCONTROL: TOS 0xb9 gives 0xd8, 0x28
+// 0xc8; it was 0xc0 always), and each error a new identification (DF
+// clear, it may be fragmented: RFC 6864 §4; it was 0 always).
+func TestICMPv4ErrorHeader(t *testing.T) {
+	seen := map[uint16]bool{}
+	for _, tc := range []struct{ tos, want uint8 }{{0xb9, 0xd8}, {0x28, 0xc8}, {0x02, 0xc2}, {0, 0xc0}, {0xff, 0xde}} {
+		p := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, payload: udp([]byte("hi"))})
+		p[1] = tc.tos
+		binary.BigEndian.PutUint16(p[10:12], 0)
+		binary.BigEndian.PutUint16(p[10:12], ^uint16(slowChecksum(p[:20], 0)))
+		b := make([]byte, 1500)
+		for _, put := range []func() (int, Reason){
+			func() (int, Reason) { return PutICMPv4FragNeeded(b, gw4, p, 1420) },
+			func() (int, Reason) { return PutICMPv4TimeExceeded(b, gw4, p) },
+			func() (int, Reason) { return PutICMPv4HostUnreachable(b, gw4, p) },
+		} {
+			n, r := put()
+			if r != OK {
+				t.Fatalf("TOS %#x: %v", tc.tos, r)
+			}
+			h := IPv4(b[:n])
+			if h.TOS() != tc.want || !h.VerifyChecksum() || h.DontFragment() {
+				t.Errorf("about TOS %#x: error TOS %#x DF %v checksum ok %v, want %#x, clear, true", tc.tos, h.TOS(), h.DontFragment(), h.VerifyChecksum(), tc.want)
+			}
+			if seen[h.ID()] {
+				t.Errorf("error ID %d again", h.ID())
+			}
+			seen[h.ID()] = true
+		}
+	}
+}
+
 func TestPutICMPv4FragNeeded(t *testing.T) {
 	big := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, payload: udp(make([]byte, 1472-8))}) // 1500 bytes
 	small := mkIPv4(ip4Spec{flagFrag: 0x4000, proto: ProtoUDP, payload: udp([]byte("hi"))})       // 30 bytes
