@@ -173,7 +173,7 @@ func New(cfg Config) (*Engine, error) {
 	e.fragIDBase = rand.Uint32()
 	e.maxOuter = cfg.MTU + header.IPv6Len + header.UDPLen + protocol.TransportMinSize
 	e.lanLens, _ = cfg.LANResolver.(RouteLengths)
-	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6)
+	e.storeICMPSources(cfg.LANAddr4, cfg.LANAddr6, cfg.LANLinkLocal6, nil)
 	switch {
 	case cfg.MSSClamp == MSSClampAuto:
 		e.mss4, e.mss6 = header.MSSForMTU(cfg.MTU, false), header.MSSForMTU(cfg.MTU, true)

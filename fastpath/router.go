@@ -2,7 +2,9 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
+	"slices"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -74,6 +76,9 @@ type fwdState struct {
 type icmpSources struct {
 	lan4, lan6, lanLL6 netip.Addr
 	tun4, tun6, own6   netip.Addr
+	// lanNets are our LAN addresses with their prefix lengths
+	// (SetLANSubnets), which lanFrom picks from per destination.
+	lanNets []netip.Prefix
 }
 
 // lanFrom returns the source of an error toward the LAN host that sent
@@ -82,14 +87,63 @@ type icmpSources struct {
 // for a link-local destination takes the addresses of the interface the
 // error leaves by alone, and of those the one of the same scope (RFC 6724
 // §5 rule 2; ipv6_dev_get_saddr), as seen on Linux 6.18.
+//
+// Of several LAN addresses (lanNets), an IPv4 error comes from the one
+// whose subnet holds the sender, as Linux's comes from the preferred
+// source of its route back (the connected route of that subnet); an
+// IPv6 one from the one with the longest prefix in common with the
+// sender, up to its own prefix length (RFC 6724 §5 rule 8, RFC 4443 §2.2;
+// ipv6_dev_get_saddr). A sender on none of them gets the error from
+// lan4 or lan6, the interface's first address of the family.
 func (s *icmpSources) lanFrom(p []byte) netip.Addr {
 	if p[0]>>4 == header.IPv4Version {
+		if a := subnetSource(s.lanNets, netip.AddrFrom4([4]byte(p[12:16]))); a.IsValid() {
+			return a
+		}
 		return s.lan4
 	}
 	if s.lanLL6.IsValid() && linkLocalSource(p) {
 		return s.lanLL6
 	}
+	if a := subnetSource(s.lanNets, netip.AddrFrom16([16]byte(p[8:24]))); a.IsValid() {
+		return a
+	}
 	return s.lan6
+}
+
+// subnetSource returns, of nets, the address for an error to dst: IPv4,
+// the first whose subnet holds dst; IPv6, the one with the longest prefix
+// in common with dst counted up to its own prefix length, the first of
+// equals, none in common with any: invalid.
+func subnetSource(nets []netip.Prefix, dst netip.Addr) netip.Addr {
+	var best netip.Addr
+	bestLen := 0
+	for _, n := range nets {
+		a := n.Addr()
+		if a.Is4() != dst.Is4() {
+			continue
+		}
+		if dst.Is4() {
+			if n.Contains(dst) {
+				return a
+			}
+			continue
+		}
+		if l := min(commonPrefixLen(a, dst), n.Bits()); l > bestLen {
+			best, bestLen = a, l
+		}
+	}
+	return best
+}
+
+// commonPrefixLen is the number of leading bits a and b (both IPv6) share.
+func commonPrefixLen(a, b netip.Addr) int {
+	x, y := a.As16(), b.As16()
+	hi := binary.BigEndian.Uint64(x[:8]) ^ binary.BigEndian.Uint64(y[:8])
+	if hi != 0 {
+		return bits.LeadingZeros64(hi)
+	}
+	return 64 + bits.LeadingZeros64(binary.BigEndian.Uint64(x[8:])^binary.BigEndian.Uint64(y[8:]))
 }
 
 // tunnelFrom returns the source of an error into the tunnel about the IP
@@ -125,10 +179,24 @@ func (e *Engine) SetLANAddrs(addr4, addr6 netip.Addr) {
 	e.icmpSrcMu.Lock()
 	defer e.icmpSrcMu.Unlock()
 	var ll6 netip.Addr
+	var nets []netip.Prefix
 	if old := e.icmpSrc.Load(); old != nil {
-		ll6 = old.lanLL6
+		ll6, nets = old.lanLL6, old.lanNets
 	}
-	e.storeICMPSources(addr4, addr6, ll6)
+	e.storeICMPSources(addr4, addr6, ll6, nets)
+}
+
+// SetLANSubnets gives the engine all our LAN addresses with their prefix
+// lengths (as the interface lists them; IPv6 ones usable as sources
+// only): an ICMP error toward a LAN host comes from the one of the
+// host's subnet (IPv4), or with the longest matching prefix (IPv6), as a
+// Linux router's does, and from LANAddrs' otherwise. Nil: LANAddrs' for
+// every host. Safe for concurrent use; it copies nets.
+func (e *Engine) SetLANSubnets(nets []netip.Prefix) {
+	e.icmpSrcMu.Lock()
+	defer e.icmpSrcMu.Unlock()
+	old := e.icmpSrc.Load()
+	e.storeICMPSources(old.lan4, old.lan6, old.lanLL6, slices.Clone(nets))
 }
 
 // SetLANLinkLocal replaces Config.LANLinkLocal6, our IPv6 link-local
@@ -140,19 +208,20 @@ func (e *Engine) SetLANLinkLocal(addr netip.Addr) {
 	e.icmpSrcMu.Lock()
 	defer e.icmpSrcMu.Unlock()
 	var v4, v6 netip.Addr
+	var nets []netip.Prefix
 	if old := e.icmpSrc.Load(); old != nil {
-		v4, v6 = old.lan4, old.lan6
+		v4, v6, nets = old.lan4, old.lan6, old.lanNets
 	}
-	e.storeICMPSources(v4, v6, addr)
+	e.storeICMPSources(v4, v6, addr, nets)
 }
 
 // storeICMPSources publishes the sources made of our LAN addresses and
 // the tunnel addresses (Config.TunnelAddrs); e.icmpSrcMu held.
-func (e *Engine) storeICMPSources(addr4, addr6, ll6 netip.Addr) {
+func (e *Engine) storeICMPSources(addr4, addr6, ll6 netip.Addr, nets []netip.Prefix) {
 	if !ll6.Is6() || !ll6.IsLinkLocalUnicast() {
 		ll6 = netip.Addr{}
 	}
-	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, lanLL6: ll6, tun4: addr4.Unmap(), tun6: addr6}
+	s := &icmpSources{lan4: addr4.Unmap(), lan6: addr6, lanLL6: ll6, tun4: addr4.Unmap(), tun6: addr6, lanNets: nets}
 	for i := len(e.cfg.TunnelAddrs) - 1; i >= 0; i-- {
 		if a := e.cfg.TunnelAddrs[i].Unmap(); a.Is4() {
 			s.tun4 = a

@@ -599,3 +599,53 @@ func TestOwnNotTransit(t *testing.T) {
 		}
 	}
 }
+
+// TestLANSourcePerSubnet: of several LAN addresses (SetLANSubnets), an
+// ICMP error toward a LAN host comes from the one of the host's subnet
+// (IPv4; Linux: the preferred source of the connected route back), or
+// with the longest prefix in common (IPv6, up to its own prefix length:
+// RFC 6724 §5 rule 8), else from LANAddrs' (the interface's first); a
+// link-local host still gets the link-local source. Every error came
+// from the first address of the family: a host on a second subnet, or a
+// second /64, saw a traceroute hop of another subnet.
+func TestLANSourcePerSubnet(t *testing.T) {
+	pf, ad := netip.MustParsePrefix, netip.MustParseAddr
+	s := &icmpSources{lan4: ad("198.19.1.1"), lan6: ad("2001:db8:1::1"), lanLL6: ad("fe80::1"),
+		lanNets: []netip.Prefix{pf("198.19.1.1/24"), pf("198.19.7.1/24"), pf("2001:db8:1:7::1/64"), pf("2001:db8:1::1/64"), pf("fd00:1::1/48")}}
+	pkt4 := func(src string) []byte {
+		p := make([]byte, 20)
+		p[0] = 0x45
+		a := ad(src).As4()
+		copy(p[12:16], a[:])
+		return p
+	}
+	pkt6 := func(src string) []byte {
+		p := make([]byte, 40)
+		p[0] = 0x60
+		a := ad(src).As16()
+		copy(p[8:24], a[:])
+		return p
+	}
+	for _, tc := range []struct {
+		p    []byte
+		want string
+	}{
+		{pkt4("198.19.7.10"), "198.19.7.1"},
+		{pkt4("198.19.1.10"), "198.19.1.1"},
+		{pkt4("198.18.250.1"), "198.19.1.1"}, // on none: the first
+		{pkt6("2001:db8:1::10"), "2001:db8:1::1"},
+		{pkt6("2001:db8:1:7::10"), "2001:db8:1:7::1"},
+		{pkt6("fd00:1:0:5::9"), "fd00:1::1"},
+		{pkt6("2001:db8:1:8::10"), "2001:db8:1:7::1"}, // 2001:db8:1:8:: shares 60 bits with :7::, 48 with ::
+		{pkt6("fe80::99"), "fe80::1"},
+	} {
+		if got := s.lanFrom(tc.p); got != ad(tc.want) {
+			t.Errorf("lanFrom(a packet from %v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	// Without subnets, LANAddrs' for every host (as before).
+	s.lanNets = nil
+	if got := s.lanFrom(pkt4("198.19.7.10")); got != ad("198.19.1.1") {
+		t.Errorf("lanFrom without subnets = %v, want the first", got)
+	}
+}

@@ -188,6 +188,10 @@ func (g *Gateway) lanAddressesChanged() {
 		g.log.Info("LAN source of ICMP errors changed", "interface", g.lanSide.addrDev, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
 		g.engine.SetLANAddrs(ll.v4, ll.v6)
 	}
+	if !slices.Equal(ll.nets, g.lanNets) {
+		g.lanNets = ll.nets
+		g.engine.SetLANSubnets(ll.nets)
+	}
 	if old := g.engine.LANLinkLocal(); old != ll.ll6 {
 		g.log.Info("LAN source of ICMPv6 errors to link-local addresses changed", "interface", g.lanSide.addrDev, "from", old, "to", ll.ll6)
 		g.engine.SetLANLinkLocal(ll.ll6)

@@ -107,3 +107,53 @@ func TestLANRenumberedICMPSource(t *testing.T) {
 		}
 	}
 }
+
+// TestLANSecondSubnetICMPSource: with a second subnet and a second IPv6
+// prefix on the LAN, a host of each gets the time exceeded from our
+// address of its own subnet (IPv4: the preferred source of Linux's
+// connected route back; IPv6: the longest matching prefix, RFC 6724 §5
+// rule 8), as a Linux router sends it. Every error came from the LAN's
+// first address of the family, and for IPv6 the newest prefix is the
+// first the kernel lists: hosts of the old /64 got errors from the new.
+func TestLANSecondSubnetICMPSource(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	runOK(t, s.GwA, "ip", "addr", "add", "198.19.7.1/24", "dev", s.LANA)
+	runOK(t, s.GwA, "ip", "-6", "addr", "add", "2001:db8:1:7::1/64", "dev", s.LANA, "nodad")
+	devA := hostLANDev(t, s.HostA)
+	runOK(t, s.HostA, "ip", "addr", "add", "198.19.7.10/24", "dev", devA)
+	runOK(t, s.HostA, "ip", "-6", "addr", "add", "2001:db8:1:7::10/64", "dev", devA, "nodad")
+	for _, c := range []struct{ args, want string }{
+		{"-I 198.19.7.10 " + twosite.HostB4.String(), "From 198.19.7.1 icmp_seq=1 Time to live exceeded"},
+		{"-I 198.19.1.10 " + twosite.HostB4.String(), "From 198.19.1.1 icmp_seq=1 Time to live exceeded"},
+		{"-I 2001:db8:1:7::10 " + twosite.HostB6.String(), "From 2001:db8:1:7::1 icmp_seq=1 Time exceeded: Hop limit"},
+		{"-I " + twosite.HostA6.String() + " " + twosite.HostB6.String(), "From 2001:db8:1::1 icmp_seq=1 Time exceeded: Hop limit"},
+	} {
+		var out string
+		// The address follower runs beside the test: give it a moment.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			out, _ = s.HostA.Run("ping", append([]string{"-c", "1", "-W", "1", "-t", "1"}, strings.Fields(c.args)...)...)
+			if strings.Contains(out, c.want) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("ping -t 1 %s: want %q, got:\n%s", c.args, c.want, out)
+		}
+	}
+}
+
+// hostLANDev returns the name of the one interface of host ns besides lo
+// (its LAN veth).
+func hostLANDev(t *testing.T, ns *topo.NS) string {
+	t.Helper()
+	for _, l := range strings.Split(runOK(t, ns, "ip", "-o", "link", "show"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] != "lo:" {
+			return strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+		}
+	}
+	t.Fatalf("no interface in %s besides lo", ns.Name)
+	return ""
+}

@@ -173,6 +173,9 @@ type Gateway struct {
 	// mode: lanAddressesChanged): with the WAN interface's, the engine's
 	// HostAddrs.
 	lanAddrs []netip.Addr
+	// lanNets are the LAN addresses with their prefix lengths given to
+	// the engine (SetLANSubnets); written where lanAddrs is.
+	lanNets []netip.Prefix
 	// lanLeft are the LAN addresses the LAN XDP filter could not hold
 	// (warnHostAddrsLeft); written where lanAddrs is.
 	lanLeft []netip.Addr
@@ -200,7 +203,10 @@ type link struct {
 	mac    net.HardwareAddr
 	v4, v6 netip.Addr
 	ll6    netip.Addr // the IPv6 link-local source (srcaddr.LinkLocal)
-	all    []netip.Addr
+	// nets are the addresses ICMP errors may come from, with their
+	// prefix lengths (srcaddr.Subnets): one per destination.
+	nets []netip.Prefix
+	all  []netip.Addr
 	// others are the further addresses WireGuard is taken at on a WAN,
 	// left those past the XDP match's bound (wanOthers).
 	others, left []netip.Addr
@@ -217,6 +223,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
+	out.nets = srcaddr.Subnets(addrs)
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
 	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
@@ -415,6 +422,7 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 		ll.v6 = la
 	}
 	ll.all = append(ll.all, la)
+	ll.nets = nil // LANAddress, the one source
 	return nil
 }
 

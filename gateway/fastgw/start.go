@@ -486,6 +486,10 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 	if g.engine, err = fastpath.New(ecfg); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
+	// ICMP errors toward a LAN host come from our address of its subnet
+	// (in owned mode LANAddress alone: ll holds no subnets then).
+	g.lanNets = ll.nets
+	g.engine.SetLANSubnets(ll.nets)
 	g.dp = newDataplane(g.engine, g.lan, cmp.Or(cfg.LANPrefixCapacity, defaultLANPrefixCapacity), g.log, g.nlHandle)
 	if g.exc != nil {
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {

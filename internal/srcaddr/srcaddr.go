@@ -66,6 +66,28 @@ func Choose(addrs []netlink.Addr) (v4, v6 netip.Addr, all []netip.Addr) {
 	return v4, v6, all
 }
 
+// Subnets lists an interface's addresses, with their prefix lengths, that
+// a gateway may send ICMP errors from, as netlink lists them: every IPv4
+// one, and the IPv6 ones, not link-local, that IPv6 judges Preferred.
+// (fastpath.Engine.SetLANSubnets picks one per destination.)
+func Subnets(addrs []netlink.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		if ip = ip.Unmap(); ip.Is4() || !ip.IsLinkLocalUnicast() && IPv6(a.Flags) == Preferred {
+			out = append(out, netip.PrefixFrom(ip, ones))
+		}
+	}
+	return out
+}
+
 // LinkLocal returns an interface's IPv6 link-local address (fe80::/10) as
 // netlink lists them: the first that IPv6 judges Preferred, else the
 // first Deprecated one, else none. The gateways send from it the ICMPv6

@@ -105,3 +105,30 @@ func TestOthers(t *testing.T) {
 		t.Errorf("Others(max 2) = %v, %v; want %v, %v left", others, left, want, wantLeft)
 	}
 }
+
+// TestSubnets: every IPv4 address and every preferred global IPv6 one,
+// with its prefix length, in the order netlink lists them; no
+// link-local, tentative, failed or deprecated address.
+func TestSubnets(t *testing.T) {
+	addr := func(s string, flags int) netlink.Addr {
+		ip, n, err := net.ParseCIDR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.IP = ip
+		return netlink.Addr{IPNet: n, Flags: flags}
+	}
+	got := Subnets([]netlink.Addr{
+		addr("2001:db8:7::1/64", 0),
+		addr("198.18.7.1/24", 0),
+		addr("2001:db8::4/64", unix.IFA_F_TENTATIVE),
+		addr("2001:db8::2/64", unix.IFA_F_DEPRECATED),
+		addr("fe80::1/64", 0),
+		addr("198.18.0.1/16", 0),
+		{}, // no address: skipped
+	})
+	want := []netip.Prefix{netip.MustParsePrefix("2001:db8:7::1/64"), netip.MustParsePrefix("198.18.7.1/24"), netip.MustParsePrefix("198.18.0.1/16")}
+	if !slices.Equal(got, want) {
+		t.Errorf("Subnets = %v, want %v", got, want)
+	}
+}
