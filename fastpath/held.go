@@ -148,6 +148,16 @@ func (w *worker) askSession(pl *peerLocal, now int64) {
 	w.e.stamped.push(p)
 }
 
+// heldToWAN transmits out, sealed held frames of pl toward ep, and takes
+// back from pl's tx_bytes those the WAN port refused (notSent).
+func (w *worker) heldToWAN(pl *peerLocal, ep *Endpoint, out []dataplane.Frame) {
+	sent := w.toWAN(out, true)
+	for j := sent; j < len(out); j++ {
+		// The refused frames are freed; their lengths are ours still.
+		pl.txBytes -= uint64(out[j].Len() - w.outerLen(ep))
+	}
+}
+
 // sendHeld seals and transmits pl's held frames, oldest first, with kp (its
 // peer's usable keypair) toward ep, and empties its held list (its ID
 // leaves w.heldPeers at the next flushHeld). Counters it cannot reserve
@@ -181,11 +191,11 @@ func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
 		w.c.encryptedBytes.Add(uint64(inner))
 		out = append(out, *f)
 		if len(out) == cap(out) {
-			w.toWAN(out, true)
+			w.heldToWAN(pl, ep, out)
 			out = out[:0]
 		}
 	}
-	w.toWAN(out, true)
+	w.heldToWAN(pl, ep, out)
 	w.markDirty(pl)
 	w.heldTotal -= len(held)
 	w.emptied(pl)

@@ -256,11 +256,14 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 		return
 	}
 	pl.lastSent, pl.lastDataSent = now, now
-	pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+	msg := uint64(f.Len() - w.outerLen(ep))
+	pl.txBytes += msg
 	w.markDirty(pl)
 	w.c.encrypted.Add(1)
 	w.c.encryptedBytes.Add(uint64(len(p)))
-	w.toWAN(fr[:], true)
+	if w.toWAN(fr[:], true) == 0 {
+		pl.txBytes -= msg // refused (ring_full): not sent (notSent)
+	}
 }
 
 // sendRaw copies a whole untagged frame from the control plane into a frame

@@ -42,8 +42,10 @@ const wanBatchLen = 2 * maxFragments
 // (Engine.maxOuter), as on a gateway configured as wg-quick would, no
 // frame is looked at; control frames (any payload) are. It takes the
 // frames (each sent, freed or fragmented); the caller clears its slice as
-// after transmit.
-func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) {
+// after transmit. It returns how many the port took, frames[:sent] (all
+// of a batch that was fragmented: what its fragments lost is counted as
+// ring_full, not told apart by packet).
+func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) (sent int) {
 	if mtu := int(w.e.wanMTU.Load()); mtu > 0 && !(tunnel && w.e.maxOuter <= mtu) {
 		// The longest frame that fits: the MTU and the Ethernet header
 		// (a frame with the WAN's tag has 4 bytes more of it).
@@ -51,11 +53,11 @@ func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) {
 		for i := range frames {
 			if frames[i].Len() > limit {
 				w.toWANFragmented(frames, i, mtu)
-				return
+				return len(frames)
 			}
 		}
 	}
-	w.transmit(w.wanTX, frames)
+	return w.transmit(w.wanTX, frames)
 }
 
 // toWANFragmented is toWAN for a batch whose frame first is the first one

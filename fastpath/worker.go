@@ -470,10 +470,11 @@ func (w *worker) markDirty(pl *peerLocal) {
 	}
 }
 
-// transmit sends frames and frees (counting) what the ring did not take.
-func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) {
+// transmit sends frames and frees (counting) what the ring did not take;
+// it returns how many it took, frames[:sent].
+func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) (sent int) {
 	if len(frames) == 0 {
-		return
+		return 0
 	}
 	if c := w.capture.Load(); c != nil {
 		port := CaptureLAN
@@ -482,10 +483,11 @@ func (w *worker) transmit(tx dataplane.TX, frames []dataplane.Frame) {
 		}
 		c.put(w.id, port, CaptureTX, frames)
 	}
-	if sent := dataplane.TransmitRetry(tx, frames); sent < len(frames) {
+	if sent = dataplane.TransmitRetry(tx, frames); sent < len(frames) {
 		w.count(DropRingFull, len(frames)-sent)
 		tx.Free(frames[sent:])
 	}
+	return sent
 }
 
 // freeRest counts the drops in bad and, when left > 0 frames were left in
