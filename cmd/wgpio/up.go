@@ -182,9 +182,6 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
-	if w.Mode != config.ModeCompat { // compat mode gives Address to no interface
-		warnAddressOverlaps(log, f, w, *name)
-	}
 	if w.Mode == config.ModeFastPath {
 		if err := checkQueues(f.Name, w); err != nil {
 			return err
@@ -200,6 +197,11 @@ func cmdUp(args []string) error {
 		return err
 	}
 	defer unlock()
+	// After the lock: a second instance is refused before it warns of
+	// the first one's tunnel interface.
+	if w.Mode != config.ModeCompat { // compat mode gives Address to no interface
+		warnAddressOverlaps(log, f, w, *name)
+	}
 
 	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
 	// a second SIGTERM or SIGINT during the start aborts it.
