@@ -166,13 +166,16 @@ type Stats struct {
 var LossCounters = []string{"xsk_rx_dropped", "xsk_rx_invalid_descs", "xsk_tx_invalid_descs", "xsk_rx_ring_full"}
 
 // Losses lists what s counts as lost, as sorted "name=count" strings for
-// the nonzero counters: the drops by reason, the ring-full events (a
-// transmit that could not take every frame: the caller kept and counted
-// the rest), and the LossCounters of Backend. Empty when nothing was lost.
+// the nonzero counters: the drops by reason, the ring-full events
+// (tx_calls_ring_full: Transmit calls that could not take every frame,
+// whose callers kept and counted the rest, in frames), and the
+// LossCounters of Backend. Empty when nothing was lost.
 func (s Stats) Losses() []string {
 	out := s.Drops.List()
 	if s.RingFull > 0 {
-		out = append(out, fmt.Sprintf("ring_full_events=%d", s.RingFull))
+		// Calls, not frames: what a call could not take its caller
+		// counted (the fast path: the queue's ring_full, in frames).
+		out = append(out, fmt.Sprintf("tx_calls_ring_full=%d", s.RingFull))
 	}
 	for _, k := range LossCounters {
 		if n := s.Backend[k]; n > 0 {
