@@ -128,7 +128,9 @@ func unicastSource4(a [4]byte) bool {
 //
 // offending is the IPv4 packet that was too big, starting at its header.
 // The reply has TTL 64, precedence "internetwork control" (RFC 1812
-// §4.3.2.5) and DF clear. b must hold at least the reply's headers, the
+// §4.3.2.5) with the offending packet's TOS bits, as Linux sends it, DF
+// clear and an identification of its own (a process-wide counter from a
+// random start: RFC 6864 §4); safe for concurrent use. b must hold at least the reply's headers, the
 // offending IP header and 8 bytes of its data (RFC 792); otherwise
 // ReasonBufferTooSmall. A malformed offending header gives the reason Parse
 // would; RFC 1812 §4.3.2.7 rules give ReasonICMPNotAllowed: no error about
