@@ -61,7 +61,7 @@ func smaller(a, b netip.Prefix) netip.Prefix {
 
 // warnAddressOverlaps logs addressOverlaps' warnings for the file's
 // tunnel addresses against the addresses of this namespace's other
-// interfaces (not loopback, not tun, the gateway's own tunnel interface
+// interfaces (not loopback, nor the gateway's own tunnel interface, tun,
 // when it is left from an earlier run) and, in owned address mode, the
 // WANAddress and LANAddress the gateway takes. A failure to read the
 // interfaces is logged, not fatal: the warning is advice.
@@ -93,8 +93,11 @@ func warnAddressOverlaps(log *slog.Logger, f *config.File, w config.WGPIO, tun s
 				continue
 			}
 			for _, ad := range addrs {
+				if ad.IPNet == nil {
+					continue
+				}
 				ip, ok := netip.AddrFromSlice(ad.IP)
-				if !ok || ad.IPNet == nil {
+				if !ok {
 					continue
 				}
 				ones, _ := ad.Mask.Size()
