@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 )
 
 // ifAddr is an address of one of the host's interfaces, with the length
@@ -93,16 +94,8 @@ func warnAddressOverlaps(log *slog.Logger, f *config.File, w config.WGPIO, tun s
 				continue
 			}
 			for _, ad := range addrs {
-				if ad.IPNet == nil {
-					continue
-				}
-				ip, ok := netip.AddrFromSlice(ad.IP)
-				if !ok {
-					continue
-				}
-				ones, _ := ad.Mask.Size()
-				if ip = ip.Unmap(); ip.IsGlobalUnicast() {
-					others = append(others, ifAddr{dev: a.Name, prefix: netip.PrefixFrom(ip, ones)})
+				if p, ok := srcaddr.Prefix(ad); ok && p.Addr().IsGlobalUnicast() {
+					others = append(others, ifAddr{dev: a.Name, prefix: p})
 				}
 			}
 		}

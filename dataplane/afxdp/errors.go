@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vishvananda/netlink"
 	"github.com/wgpio/wgpio/dataplane"
 	"golang.org/x/sys/unix"
 )
@@ -66,4 +67,51 @@ func memlockNow() string {
 		return fmt.Sprintf("%d KiB", v/1024)
 	}
 	return "now " + f(l.Cur) + ", hard limit " + f(l.Max)
+}
+
+// attachError is the error of attaching the XDP program in mode
+// ("native", "generic") to p, with its cause and fix where err's errno
+// says them (a veth's limits among them); nil for nil.
+func (p *Port) attachError(mode string, err error) error {
+	if err == nil {
+		return nil
+	}
+	driver := p.driver
+	switch {
+	case errors.Is(err, unix.ERANGE):
+		if driver == "veth" {
+			return fmt.Errorf("%w: attach %s XDP on veth %s needs its peer's MTU at most %d (this end has MTU %d): lower the MTU of both ends (%s) or use AttachGeneric: %w",
+				ErrMTUTooLarge, mode, p.name, vethMaxXDPMTU, p.mtu, vethMTUFix(p.name, p.ifindex), err)
+		}
+		return fmt.Errorf("%w: attach %s XDP with MTU %d on %s driver %s: lower the MTU (ip link set dev %s mtu 1500) or use AttachGeneric: %w", ErrMTUTooLarge, mode, p.mtu, p.name, driver, p.name, err)
+	case errors.Is(err, unix.ENOSPC) && driver == "veth":
+		return fmt.Errorf("%w: %s XDP on veth needs at least as many RX queues as the peer has TX queues (recreate the pair with equal queue counts) or AttachGeneric: %w", ErrXDPUnsupported, mode, err)
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("%w: attach %s XDP on %s (driver %q): use AttachGeneric or AttachAuto: %w", ErrXDPUnsupported, mode, p.name, driver, err)
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("attach %s XDP: another XDP program is attached to %s (see `ip link show dev %s`; detach it with `ip link set dev %s xdp off`): %w", mode, p.name, p.name, p.name, err)
+	}
+	return diagnose(fmt.Errorf("attach %s XDP: %w", mode, err))
+}
+
+// vethPeer returns the name of the other end of veth ifindex when it is in
+// this network namespace (a veth's IFLA_LINK is its peer's index, in the
+// namespace IFLA_LINK_NETNSID names when that is another).
+func vethPeer(ifindex int) (string, bool) {
+	if l, err := netlink.LinkByIndex(ifindex); err == nil && l.Attrs().NetNsID < 0 {
+		if pl, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil && pl.Attrs().Index != ifindex {
+			return pl.Attrs().Name, true
+		}
+	}
+	return "", false
+}
+
+// vethMTUFix is the command that lowers the MTU of veth name (ifindex)
+// and of its peer to 1500, naming the peer when it is in this network
+// namespace.
+func vethMTUFix(name string, ifindex int) string {
+	if peer, ok := vethPeer(ifindex); ok {
+		return fmt.Sprintf("ip link set dev %s mtu 1500; ip link set dev %s mtu 1500", name, peer)
+	}
+	return fmt.Sprintf("ip link set dev %s mtu 1500, and in the peer's network namespace ip link set dev ITS-PEER mtu 1500", name)
 }

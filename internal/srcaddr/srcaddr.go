@@ -73,19 +73,26 @@ func Choose(addrs []netlink.Addr) (v4, v6 netip.Addr, all []netip.Addr) {
 func Subnets(addrs []netlink.Addr) []netip.Prefix {
 	var out []netip.Prefix
 	for _, a := range addrs {
-		if a.IPNet == nil {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ones, _ := a.Mask.Size()
-		if ip = ip.Unmap(); ip.Is4() || !ip.IsLinkLocalUnicast() && IPv6(a.Flags) == Preferred {
-			out = append(out, netip.PrefixFrom(ip, ones))
+		p, ok := Prefix(a)
+		if ip := p.Addr(); ok && (ip.Is4() || !ip.IsLinkLocalUnicast() && IPv6(a.Flags) == Preferred) {
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// Prefix returns the address a with the length of its prefix (an
+// IPv4-mapped one as IPv4); false for a without an address.
+func Prefix(a netlink.Addr) (netip.Prefix, bool) {
+	if a.IPNet == nil {
+		return netip.Prefix{}, false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := a.Mask.Size()
+	return netip.PrefixFrom(ip.Unmap(), ones), true
 }
 
 // LinkLocal returns an interface's IPv6 link-local address (fe80::/10) as
