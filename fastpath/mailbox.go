@@ -199,7 +199,7 @@ func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
 // (icmperr.go).
 func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	rt := w.e.routes.Load()
-	if header.ParseIP(p, &w.pkt) != header.OK {
+	if header.ParseL3(p, &w.pkt) != header.OK {
 		w.count(DropInnerMalformed, 1)
 		return
 	}

@@ -50,7 +50,9 @@ const (
 	DropAuth
 	// DropReplay: an authenticated counter seen before or too old.
 	DropReplay
-	// DropInnerMalformed: a decrypted packet that is not valid IP.
+	// DropInnerMalformed: a decrypted packet, or one the host hands to
+	// the tunnel (Engine.SendTunnel), whose IP header is not valid (a
+	// fragment is valid: it is sealed as a packet of its own).
 	DropInnerMalformed
 	// DropAllowedIPs: a decrypted packet whose source is not in its
 	// peer's allowed IPs.
