@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/acceptloop"
@@ -489,7 +490,10 @@ func startError(f *config.File, err error) error {
 		}
 	}
 	var setErr *fastgw.SettingError
-	if errors.As(err, &setErr) {
+	if errors.Is(err, compatgw.ErrNoWANAddress) {
+		setErr = &fastgw.SettingError{Key: "WAN", Err: err}
+	}
+	if setErr != nil || errors.As(err, &setErr) {
 		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[setErr.Key]
 		return keyError(f.Name, f.WGPIO.Lines, setErr.Key, flag, explain(setErr.Err).Error())
 	}

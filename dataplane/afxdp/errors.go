@@ -32,7 +32,22 @@ var (
 	// ErrPermission: the caller lacks CAP_NET_ADMIN, CAP_NET_RAW or
 	// CAP_BPF.
 	ErrPermission = errors.New("afxdp: missing privileges")
+	// ErrNotEthernet: the interface does not carry Ethernet frames (the
+	// loopback, a TUN, a WireGuard or other layer-3 device), which a
+	// port's frames are.
+	ErrNotEthernet = errors.New("afxdp: not an Ethernet interface")
 )
+
+// CheckEthernet returns an error wrapping ErrNotEthernet, naming l and its
+// link type, unless l is an Ethernet interface (ARPHRD_ETHER: a NIC, a
+// veth, a bridge, a bond, a VLAN device).
+func CheckEthernet(l netlink.Link) error {
+	a := l.Attrs()
+	if a.EncapType == "ether" && len(a.HardwareAddr) == 6 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is of link type %q (ip -d link show %s): name the NIC or veth that carries the traffic", ErrNotEthernet, a.Name, a.EncapType, a.Name)
+}
 
 // vethMaxXDPMTU is the largest veth peer MTU that allows native XDP on
 // 4 KiB pages: a frame plus XDP headroom and skb_shared_info must fit one

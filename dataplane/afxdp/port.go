@@ -127,7 +127,7 @@ var _ dataplane.Port = (*Port)(nil)
 // Open opens ifname, which must be in the calling thread's network
 // namespace (the sockets and the program keep that namespace afterwards,
 // so the port may then be used from any goroutine). It raises
-// RLIMIT_MEMLOCK first. Errors wrap ErrNoSuchInterface, ErrQueueOutOfRange,
+// RLIMIT_MEMLOCK first. Errors wrap ErrNoSuchInterface, ErrNotEthernet, ErrQueueOutOfRange,
 // ErrXDPUnsupported, ErrMTUTooLarge, ErrMemlock or ErrPermission with the
 // fix.
 func Open(ifname string, cfg Config) (_ *Port, err error) {
@@ -136,6 +136,9 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 	l, err := netlink.LinkByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (list interfaces with `ip link`; open the port inside the interface's network namespace): %w", ErrNoSuchInterface, ifname, err)
+	}
+	if err := CheckEthernet(l); err != nil {
+		return nil, err
 	}
 	a := l.Attrs()
 	devQueues := rxQueues(ifname)

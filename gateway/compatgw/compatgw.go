@@ -251,6 +251,9 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	if err != nil {
 		return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
+	if err := afxdp.CheckEthernet(l); err != nil {
+		return iface{}, err
+	}
 	out := iface{index: l.Attrs().Index, mtu: l.Attrs().MTU}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
@@ -284,11 +287,15 @@ func (cfg *Config) check() error {
 	return nil
 }
 
+// ErrNoWANAddress: the WAN interface has no IP address (Config.WAN's
+// setting; shared address mode sends from the kernel's).
+var ErrNoWANAddress = errors.New("no IP address")
+
 // Start opens the two ports, runs wireguard-go on them configured with
 // cfg.UAPI, serves its UAPI socket and keeps the LAN filter in step with
 // its allowed IPs. Close undoes all of it; on error nothing is left. Errors
 // start with "compatgw: " and wrap the afxdp errors (ErrNoSuchInterface,
-// ErrXDPUnsupported, ErrMemlock, ...) or, for a tunnel MTU that does not
+// ErrXDPUnsupported, ErrMemlock, ...), ErrNoWANAddress, or, for a tunnel MTU that does not
 // fit, a *tunnelmtu.MTUError.
 func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
@@ -324,7 +331,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}
 	if len(wan.addrs()) == 0 {
-		return nil, fmt.Errorf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, cfg.WAN)
+		return nil, fmt.Errorf("WAN %s: %w (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, ErrNoWANAddress, cfg.WAN)
 	}
 	if err := g.checkMTU(&cfg, wan, lan); err != nil {
 		return nil, err

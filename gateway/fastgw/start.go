@@ -233,7 +233,8 @@ const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no 
 // sharedMode follows the kernel's routes and neighbours through netlink.
 func (g *Gateway) sharedMode(wl, ll link) (err error) {
 	if !wl.v4.IsValid() && !wl.v6.IsValid() {
-		return fmt.Errorf("fastgw: WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", g.cfg.WAN, g.cfg.WAN)
+		return fmt.Errorf("fastgw: %w", &SettingError{Key: "WAN",
+			Err: fmt.Errorf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s)", g.wanSide.addrDev, g.wanSide.addrDev)})
 	}
 	if !ll.v4.IsValid() && !ll.v6.IsValid() {
 		// Not refused: an address added later is followed

@@ -56,6 +56,9 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	if err != nil {
 		return s, setting(what, "interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
 	}
+	if err := afxdp.CheckEthernet(l); err != nil {
+		return s, setting(what, "%s: %w", what, err)
+	}
 	if v, ok := l.(*netlink.Vlan); ok {
 		if v.VlanProtocol == netlink.VLAN_PROTOCOL_8021AD {
 			return s, setting(what, "%s %s is an 802.1ad VLAN device; wgpio takes one 802.1Q tag: name its parent and set %sVLAN", what, name, what)

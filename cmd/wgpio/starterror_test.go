@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/gateway/compatgw"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+)
+
+// TestStartErrorNamesWAN: a WAN without an address, refused by either
+// mode's start, is reported at the file's WAN line (or as the -wan flag
+// when the file has none), as the other start-time refusals are.
+func TestStartErrorNamesWAN(t *testing.T) {
+	errs := map[string]error{
+		"fastpath": fmt.Errorf("fastgw: %w", &fastgw.SettingError{Key: "WAN", Err: errors.New("WAN eth0 has no IP address")}),
+		"compat":   fmt.Errorf("compatgw: WAN eth0: %w (ip addr add)", compatgw.ErrNoWANAddress),
+	}
+	for mode, err := range errs {
+		f := &config.File{Name: "gw.conf"}
+		f.WGPIO.Lines = map[string]int{"WAN": 7}
+		got := startError(f, err).Error()
+		if !strings.HasPrefix(got, "gw.conf:7:") || !strings.Contains(got, "WAN") || !strings.Contains(got, "eth0") {
+			t.Errorf("%s: %q, want it at gw.conf:7 naming WAN and eth0", mode, got)
+		}
+		f.WGPIO.Lines = nil
+		if got := startError(f, err).Error(); !strings.Contains(got, "-wan") {
+			t.Errorf("%s without a WAN line: %q, want the -wan flag named", mode, got)
+		}
+	}
+}
