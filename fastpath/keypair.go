@@ -276,18 +276,21 @@ func (kp *Keypair) ReplayWide() bool {
 // keypair no worker ever saw (or a stopped engine's).
 func (kp *Keypair) Zero() {
 	kp.kill()
+	if w := kp.replay.Load(); w != nil {
+		w.Reset()
+	}
 	kp.send.Zero()
 	kp.receive.Zero()
 }
 
-// kill marks the keypair dead and clears the replay window, leaving the keys
-// to a later Zero (Engine.Retire).
+// kill marks the keypair dead, leaving the keys and the replay window to a
+// later Zero (Engine.Retire). The window stays whole until then: a worker
+// that opened a burst with the keypair before it died still checks the
+// burst's counters against it, and an emptied window would deliver a
+// replayed message of that burst a second time (whitepaper §5.4.6).
 func (kp *Keypair) kill() {
 	kp.dead.Store(true)
 	kp.sendFlags.Or(sendDead)
-	if w := kp.replay.Load(); w != nil {
-		w.Reset()
-	}
 }
 
 // Dead reports whether the keypair was retired or zeroed: workers no longer

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
+	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // gateResolver pauses the worker that calls Resolve until released: the
@@ -284,4 +287,97 @@ func TestRetireUnderTraffic(t *testing.T) {
 	if da[DropAuth] != 0 || db[DropAuth] != 0 {
 		t.Fatalf("authentication failures: A %d, B %d; want 0 (a packet sealed with an erased key?)", da[DropAuth], db[DropAuth])
 	}
+}
+
+// addrGate pauses the worker that resolves addr, once armed: a burst
+// whose last packet goes to addr holds the worker after that burst's
+// Open and replay check have been reached for the packets before it.
+type addrGate struct {
+	inner   Resolver
+	addr    netip.Addr
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *addrGate) Resolve(a netip.Addr) ([6]byte, bool) {
+	if a == g.addr && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.inner.Resolve(a)
+}
+
+// sealedTo is a transport message of A's keypair ka at counter c carrying
+// an IPv4/UDP packet from hostAddrA to dst with payload.
+func sealedTo(ka *Keypair, c uint64, dst netip.Addr, payload []byte) []byte {
+	inner := make([]byte, header.IPv4MinLen+header.UDPLen+len(payload), header.IPv4MinLen+header.UDPLen+len(payload)+15)
+	f := header.IPv4Fields{Protocol: header.ProtoUDP, TTL: 64, Src: hostAddrA.As4(), Dst: dst.As4()}
+	header.PutIPv4(inner, &f, header.UDPLen+len(payload))
+	header.PutUDP(inner[header.IPv4MinLen:], 1, 2, len(payload))
+	copy(inner[header.IPv4MinLen+header.UDPLen:], payload)
+	u := header.UDP(inner[header.IPv4MinLen:])
+	u.SetChecksum(header.PseudoHeaderChecksum(header.ProtoUDP, hostAddrA, dst, header.UDPLen+len(payload)))
+	for len(inner)%16 != 0 {
+		inner = append(inner, 0)
+	}
+	msg := make([]byte, protocol.TransportHeaderSize, protocol.TransportHeaderSize+len(inner)+16)
+	msg[0] = protocol.TypeTransport
+	binary.LittleEndian.PutUint32(msg[4:8], ka.RemoteIndex)
+	binary.LittleEndian.PutUint64(msg[8:16], c)
+	return ka.Seal(msg, inner, c)
+}
+
+// TestRetireKeepsReplayWindow: a keypair retired while a worker is in a
+// burst it opened keeps its replay window until the grace period ends, so
+// a replayed message in that burst is still refused. Retire emptied the
+// window at once, and the replay (authenticated: it is a genuine message,
+// sent again) was delivered a second time.
+func TestRetireKeepsReplayWindow(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	ka, kb := r.installKeys()
+	gated := netip.MustParseAddr("198.19.2.99")
+	gate := &addrGate{inner: r.b.cfg.LANResolver, addr: gated, entered: make(chan struct{}), release: make(chan struct{})}
+	r.b.cfg.LANResolver = gate // before Start: the workers read it after
+	r.b.Start()                // A is not started: the test plays A on B's WAN
+	released := false
+	defer func() {
+		if !released {
+			close(gate.release)
+		}
+	}()
+	first := sealedTo(ka, 0, hostAddrB, seqPayload(7, 40))
+	sendAll(t, r.wanA, 0, []dataplane.Frame{wanFrame(t, r, first)})
+	if got := recvAll(t, r.hostB, 1, 20*time.Second, nil); got != 1 {
+		t.Fatalf("the first message: %d delivered, want 1; drops B %v", got, TotalDrops(r.b.Stats()).List())
+	}
+	// One burst: the first message again (a replay), then a new one to a
+	// destination the worker resolves at the gate, after the burst's Open.
+	gate.armed.Store(true)
+	fresh := sealedTo(ka, 1, gated, seqPayload(8, 40))
+	sendAll(t, r.wanA, 0, []dataplane.Frame{wanFrame(t, r, first), wanFrame(t, r, fresh)})
+	select {
+	case <-gate.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("B's worker never reached the gate; drops B %v", TotalDrops(r.b.Stats()).List())
+	}
+	// The control plane ends the session (the peer removed, its key
+	// changed) while the worker is in the burst.
+	r.peerBA.ClearKeypairs()
+	r.b.Indexes().Free(kb.LocalIndex)
+	r.b.Retire(kb)
+	close(gate.release)
+	released = true
+	var seqs []uint32
+	recvAll(t, r.hostB, 2, 500*time.Millisecond, func(_ int, d []byte) {
+		_, pl := checkUDP(t, d)
+		seqs = append(seqs, binary.BigEndian.Uint32(pl))
+	})
+	if len(seqs) != 1 || seqs[0] != 8 {
+		t.Fatalf("delivered the payloads %v, want only the new one (8): the replay went through; drops B %v", seqs, TotalDrops(r.b.Stats()).List())
+	}
+	if d := TotalDrops(r.b.Stats())[DropReplay]; d != 1 {
+		t.Errorf("drops[replay] = %d, want 1", d)
+	}
+	waitReaped(t, r.b)
 }
