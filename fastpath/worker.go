@@ -434,6 +434,17 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 	}
 	pl := w.localAt(p.ID)
 	if pl.peer != p {
+		if p.Removed.Load() && pl.peer != nil && !pl.peer.Removed.Load() {
+			// p was removed and a new peer has its ID already: what
+			// still names p (a burst of the routes from before the
+			// removal, a control packet mailed before it, a keypair
+			// looked up before it) must not take the new peer's
+			// state (its held packets, its unpublished counters).
+			// It gets a state of its own, thrown away after use:
+			// dirty, so that it is never published under the ID.
+			// Rare: an allocation, not a lock.
+			return &peerLocal{peer: p, dirty: true}
+		}
 		// A new peer took this ID: start clean (held frames of the old
 		// one are dropped).
 		if len(pl.held) > 0 {
