@@ -59,9 +59,10 @@ type retirer struct {
 }
 
 // Retire ends kp's use: it marks kp dead at once (Dead reports true, workers
-// stop using it, the replay window is cleared) and erases its keys
-// (chachapoly.Key.Zero, send and receive) once no worker can still be using
-// it: when every worker has passed a batch boundary since, or was parked.
+// stop using it) and erases its keys (chachapoly.Key.Zero, send and
+// receive) and clears its replay window once no worker can still be using
+// it (a burst opened before the retirement is still checked against the
+// whole window): when every worker has passed a batch boundary since, or was parked.
 // With idle (parked) workers that happens before Retire returns; otherwise
 // at a later Retire or Reap (the control plane calls Reap on its tick, every
 // PublishInterval), or at Close.
