@@ -164,7 +164,7 @@ type peer struct {
 	pendingIndex uint32
 	hasPending   bool
 
-	lastInitSent int64 // when we last sent an initiation or a response (RekeyTimeout rate limit, §6.1)
+	lastInitSent int64 // when we last sent an initiation, or a response plus jitter (RekeyTimeout rate limit, §6.1; responseSentLocked)
 	initSent     bool
 	retransmitAt int64 // retry deadline, 0 = none (whitepaper §6.4)
 	attempts     int

@@ -350,10 +350,17 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 // only if none came within RekeyTimeout does the responder initiate. Our
 // own initiation in flight was abandoned by consuming the peer's
 // (dropPendingLocked): its retry stops, as wireguard-go's retry, falling
-// within RekeyTimeout of the response, is not sent and not re-armed. p.mu
-// held.
+// within RekeyTimeout of the response, is not sent and not re-armed.
+//
+// Our next initiation waits RekeyTimeout plus jitter after the response
+// (the limit is recorded that much later), where wireguard-go's and the
+// kernel's wait RekeyTimeout exactly: two sides whose initiations crossed
+// (each consumed the other's, answered it and refused the answer to its
+// own) otherwise initiate again in step, RekeyTimeout after their
+// answers, and cross again every 5 s for as long as both have data to
+// send; the jitter (§6.4's, up to 333 ms) puts them apart. p.mu held.
 func (d *Device) responseSentLocked(p *peer, now int64) {
-	p.lastInitSent, p.initSent = now, true
+	p.lastInitSent, p.initSent = now+int64(d.opts.Jitter()), true
 	p.retransmitAt = 0
 }
 

@@ -654,3 +654,35 @@ func TestNeedNeighbourBackoff(t *testing.T) {
 		t.Errorf("NeedNeighbour still set after a tick, the endpoint's MAC known")
 	}
 }
+
+// TestInitiationAfterResponseJittered: after we answered the peer's
+// initiation, our own initiation for data waiting comes no sooner than
+// RekeyTimeout plus jitter after the response (whitepaper §6.1's limit
+// and §6.4's jitter). It came exactly RekeyTimeout after: two gateways
+// whose initiations crossed (each answering the other's and refusing the
+// other's response, as the kernel does) then crossed again every 5 s for
+// as long as both had traffic, 40 s and more without a session.
+func TestInitiationAfterResponseJittered(t *testing.T) {
+	const jitter = 200 * time.Millisecond
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", fixJitter: jitter})
+	r.wgSend(1)
+	if !r.pump(waitLimit, func() bool { return len(ofType(r.f.sentSince(0), noise.TypeResponse, 0)) > 0 }) {
+		t.Fatalf("no response to wireguard-go's initiation; sent %v", types(r.f.sentSince(0)))
+	}
+	// wireguard-go's data is never delivered (not pumped, then lost):
+	// our keypair stays unconfirmed, and our own data needs a handshake.
+	r.f.drop.Store(true)
+	respAt := ofType(r.f.sentSince(0), noise.TypeResponse, 0)[0].at
+	r.fp().HandshakeNeeded.Store(true) // our data waits
+	const step = 10 * time.Millisecond
+	for r.now()-respAt < int64(protocol.RekeyTimeout+jitter+2*step) {
+		r.advance(step)
+	}
+	inits := ofType(r.f.sentSince(0), noise.TypeInitiation, noise.InitiationSize)
+	if len(inits) == 0 {
+		t.Fatalf("no initiation %.3f s after the response; sent %v", secs(r.now()-respAt), types(r.f.sentSince(0)))
+	}
+	if gap, least := inits[0].at-respAt, int64(protocol.RekeyTimeout+jitter); gap < least || gap > least+int64(step) {
+		t.Errorf("our initiation %.3f s after our response, want %.3f s (RekeyTimeout plus jitter)", secs(gap), secs(least))
+	}
+}
