@@ -747,3 +747,28 @@ func TestDeliverCounts(t *testing.T) {
 		t.Errorf("RxBytes +%d, want +%d", d, want)
 	}
 }
+
+// TestDecryptedBytesOfDropped: a packet accepted from the tunnel and then
+// dropped (here its source is outside the peer's allowed IPs) counts its
+// bytes in DecryptedBytes as it counts in Decrypted: the bytes counter
+// skipped it, and bytes over packets gave no average.
+func TestDecryptedBytesOfDropped(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	f := udpFrame(t, r.hostA.Queue(0).TX(), r.lanA.MAC(), r.hostA.MAC(), netip.MustParseAddr("198.19.9.9"), hostAddrB, 1, 2, []byte("spoof"))
+	sendAll(t, r.hostA, 0, []dataplane.Frame{f})
+	r.a.workers[0].outbound(r.clock.Now())
+	before := r.b.Stats()[0]
+	r.b.workers[0].inbound(r.clock.Now())
+	after := r.b.Stats()[0]
+	if d := after.Drops[DropAllowedIPs] - before.Drops[DropAllowedIPs]; d != 1 {
+		t.Fatalf("drops[allowed_ips] +%d, want +1", d)
+	}
+	if d := after.Decrypted - before.Decrypted; d != 1 {
+		t.Errorf("Decrypted +%d, want +1", d)
+	}
+	// 20 + 8 + 5 bytes, padded to 48 by the sender (as received: the
+	// refused source's packet is not read further).
+	if d := after.DecryptedBytes - before.DecryptedBytes; d != 48 {
+		t.Errorf("DecryptedBytes +%d, want +48", d)
+	}
+}

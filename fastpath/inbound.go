@@ -462,6 +462,17 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			i = j - 1
 			continue
 		}
+		// Every accepted packet's inner bytes, whatever becomes of it
+		// (as Decrypted counts it): its IP length, or as received
+		// (with the sender's padding) when its header was not read
+		// or its source was refused.
+		if m.verdict != innerKeepalive {
+			n := f.Len()
+			if m.verdict == innerHairpin {
+				n -= w.lanL2 // Ethernet in front already
+			}
+			decBytes += uint64(n)
+		}
 		switch m.verdict {
 		case innerKeepalive:
 			w.c.keepalives.Add(1)
@@ -472,13 +483,11 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropAllowedIPs]++
 		case innerOwn:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len())
 			w.toHost = append(w.toHost, f.Data())
 			w.c.exception.Add(1)
 			left++ // consumed: freed with the rest
 		case innerNoNeighbour:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len())
 			w.waitNeighbour(f, m.nbrCounted, bad)
 		case innerTTLExceeded:
 			pl.lastDataReceived = now
@@ -498,7 +507,6 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			}
 		case innerHairpin:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len() - w.lanL2)
 			w.hair = append(w.hair, *f)
 			*f = dataplane.Frame{}
 		case innerTunnelTooBig:
@@ -507,7 +515,6 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			w.mtuErrorTunnel(f.Data(), w.e.cfg.MTU, now)
 		case innerHost:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len())
 			w.toHost = append(w.toHost, f.Data())
 			host++
 			left++ // consumed: freed with the rest
@@ -516,7 +523,6 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropOffLAN]++
 		case innerOverLANMTU:
 			pl.lastDataReceived = now
-			decBytes += uint64(f.Len())
 			// Its fragments go after the packets before it, in
 			// order: those are sent first (a rare path).
 			w.transmit(w.lanTX, out)

@@ -216,7 +216,12 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 // QueueStats are one worker's counters.
 type QueueStats struct {
 	// Encrypted / Decrypted count transport data packets sealed and
-	// accepted (keepalives included); bytes are inner bytes.
+	// accepted (keepalives included); bytes are the inner bytes of the
+	// same packets (each packet's IP length; a decrypted packet whose
+	// header could not be read, or from a source outside its peer's
+	// allowed IPs, as received, with the sender's padding), whatever
+	// became of them after (delivered, handed to the host, or dropped
+	// under a reason: allowed_ips, ttl_exceeded, no_neighbour, ...).
 	Encrypted      uint64 `json:"encrypted"`
 	Decrypted      uint64 `json:"decrypted"`
 	EncryptedBytes uint64 `json:"encrypted_bytes"`
