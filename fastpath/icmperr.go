@@ -276,8 +276,10 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 // to it from our LAN address, as the error Linux routes out of the LAN
 // (its next hop's MAC from the worker's cache or Config.LANResolver; none
 // is sent while that MAC is unknown, its resolution asked for: Linux
-// would queue the error for the neighbour, the next one goes), the rest
-// to the host (icmpToHost).
+// would queue the error for the neighbour, the next one goes), a packet
+// from a peer's side (a source its allowed IPs hold, as lanRoute routes
+// it) into the tunnel from our tunnel address (icmpTunnel), the rest to
+// the host (icmpToHost).
 func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	var src netip.Addr
 	if p[0]>>4 == header.IPv4Version {
@@ -285,11 +287,20 @@ func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	} else {
 		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
 	}
-	if rt := w.e.routes.Load(); !isOwn(rt, src) && w.lanRoute(rt, src, now) == routeLAN {
-		if mac, ok := w.lanNeighbour(src, now); ok {
-			w.lanError(p, header.MAC(mac), e, now)
+	if rt := w.e.routes.Load(); !isOwn(rt, src) {
+		switch w.lanRoute(rt, src, now) {
+		case routeLAN:
+			if mac, ok := w.lanNeighbour(src, now); ok {
+				w.lanError(p, header.MAC(mac), e, now)
+			}
+			return
+		case routeTunnel:
+			// A peer's packet: the error goes into the tunnel from
+			// our tunnel address, as Linux routes it into wg0,
+			// under the per-destination limit.
+			w.icmpTunnel(p, e, now)
+			return
 		}
-		return
 	}
 	w.icmpToHost(p, e, now)
 }

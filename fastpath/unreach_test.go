@@ -329,3 +329,38 @@ func icmpOf(ip []byte) (netip.Addr, []byte) {
 	}
 	return netip.AddrFrom16(header.IPv6(ip).SrcBytes()), ip[header.IPv6Len : header.IPv6Len+header.IPv6(ip).PayloadLength()]
 }
+
+// TestUnreachableToHostFromTunnel: a peer's packet that the host's kernel
+// forwarded back into the exception interface (its destination, in the
+// tunnel subnet, has no peer) is answered as Linux's wg0 answers it: host
+// unreachable into the tunnel, to the peer's host, from our tunnel address,
+// under the per-destination limit (6 at once). It went to the host from
+// the address it could not reach, under the global limit only: 20 errors
+// for 20 packets.
+func TestUnreachableToHostFromTunnel(t *testing.T) {
+	tun4 := netip.MustParseAddr("198.19.1.77") // in B's allowed IPs for A
+	r := newRig(t, rigConfig{tunnelAddrs: []netip.Addr{tun4}, exception: func(p []byte) {
+		t.Errorf("an error to the host: %x", p)
+	}})
+	r.b.cfg.TunnelAddrs = nil // the address is A's alone
+	r.b.SetHostAddrs(nil)
+	ip := ip4{src: pB, dst: "198.19.100.9"}.bytes()
+	for range 20 {
+		if !r.a.SendTunnel(0, lowered(ip)) {
+			t.Fatal("SendTunnel: mailbox full")
+		}
+	}
+	r.a.workers[0].drainMailbox(r.clock.Now())
+	s := r.a.Stats()[0]
+	if s.Drops[DropNoRoute] != 20 || s.ICMPSent != 6 || s.ICMPSuppressed != 14 {
+		t.Fatalf("no_route %d icmp %d suppressed %d, want 20 6 14", s.Drops[DropNoRoute], s.ICMPSent, s.ICMPSuppressed)
+	}
+	r.b.workers[0].inbound(r.clock.Now())
+	lan := drainPort(r.hostB)
+	if len(lan) != 6 {
+		t.Fatalf("hostB got %d errors, want 6; drops A %v, B %v", len(lan), s.Drops.List(), r.b.Stats()[0].Drops.List())
+	}
+	if b := parseICMPBack(t, lan[0]); b.typ != 3 || b.code != 1 || b.src != tun4 || !bytes.Equal(b.quote, lowered(ip)) {
+		t.Errorf("hostB got type %d code %d from %v quoting %x; want 3 1 from %v quoting %x", b.typ, b.code, b.src, b.quote, tun4, lowered(ip))
+	}
+}
