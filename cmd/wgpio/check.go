@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,9 +25,10 @@ errors (file, line and key; exit status 1) or that it is fine (exit
 status 0), with the warnings up would log: a file every user may read,
 keys wgpio does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
-are checked by up), and applies nothing. dist/wgpio.service runs it
-before each reload, so that systemctl reload fails on a file a reload
-would not apply.
+are checked by up), and applies nothing. -mode, -wan and -lan check it
+as up runs it with the same flags. dist/wgpio.service runs it before
+each reload, so that systemctl reload fails on a file a reload would
+not apply.
 
 `
 
@@ -42,8 +44,16 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.PrintDefaults()
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
+	mode := fs.String("mode", "", "check as `wgpio up -mode` runs it: override [WGPIO] Mode")
+	wan := fs.String("wan", "", "check as `wgpio up -wan` runs it: override [WGPIO] WAN")
+	lan := fs.String("lan", "", "check as `wgpio up -lan` runs it: override [WGPIO] LAN")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch config.Mode(*mode) {
+	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
+	default:
+		return fmt.Errorf("check: -mode %q: want fastpath, compat or compat-mqtun", *mode)
 	}
 	if fs.NArg() > 0 || *conf == "" {
 		err := fmt.Errorf("check takes one configuration file, after -c: wgpio check -c FILE")
@@ -57,6 +67,22 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	defer f.Interface.PrivateKey.Zero()
 	w := f.WGPIO
+	// As up applies its flags: a key a flag overrides is no longer the
+	// file's, and its errors name the flag.
+	w.Lines = maps.Clone(w.Lines)
+	for _, o := range []struct {
+		val, key string
+		set      func(string)
+	}{
+		{*mode, "Mode", func(v string) { w.Mode = config.Mode(v) }},
+		{*wan, "WAN", func(v string) { w.WAN = v }},
+		{*lan, "LAN", func(v string) { w.LAN = v }},
+	} {
+		if o.val != "" {
+			o.set(o.val)
+			delete(w.Lines, o.key)
+		}
+	}
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath
 	}

@@ -38,6 +38,7 @@ func TestCheck(t *testing.T) {
 		mode           os.FileMode // 0: 0600
 		stdout, stderr string      // substrings wanted ("" none)
 		err            string      // substring of the error; "" none
+		flags          []string    // check's flags besides -c
 	}{
 		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
@@ -92,6 +93,15 @@ func TestCheck(t *testing.T) {
 			err: `mtu-frame-compat.conf:4: key "MTU": tunnel MTU 9000 makes WAN frames`},
 		{name: "mtu-frame-mqtun", text: head + "MTU = 9000\n[WGPIO]\nMode = compat-mqtun\n" + peers,
 			stdout: ": ok (Mode = compat-mqtun, 1 peer)\n"},
+		// up's -wan and -lan stand for the keys; check, which the
+		// unit runs before each reload, had no such flags, and its
+		// error told to use them.
+		{name: "flags-wan-lan", text: head + peers, flags: []string{"-wan", "eth0", "-lan", "eth1"},
+			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+		{name: "flags-lan-is-wan", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-lan", "eth0"},
+			err: `-lan: "eth0" is the WAN interface too`},
+		{name: "flags-mode", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers, flags: []string{"-mode", "compat"},
+			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "CPUs": ignored in Mode = compat`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {
@@ -106,10 +116,10 @@ func TestCheck(t *testing.T) {
 				}
 			}
 			var stdout, stderr strings.Builder
-			err := check(&stdout, &stderr, []string{"-c", path})
+			err := check(&stdout, &stderr, append(tc.flags, "-c", path))
 			if tc.err != "" {
 				var ce *config.Error
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &ce) {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || (tc.flags == nil && !errors.As(err, &ce)) {
 					t.Fatalf("check(%s) = %v, want a *config.Error containing %q", tc.name, err, tc.err)
 				}
 				if stdout.Len() > 0 {

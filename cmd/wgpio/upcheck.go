@@ -196,7 +196,7 @@ func checkFile(f *config.File, w config.WGPIO) error {
 			if w.Mode == config.ModeCompat {
 				mode = "compat"
 			}
-			return &config.Error{File: f.Name, Msg: mode + " mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)"}
+			return &config.Error{File: f.Name, Msg: mode + " mode needs WAN and LAN in the [WGPIO] section (or the -wan and -lan flags of up and check)"}
 		}
 		if w.WAN == w.LAN {
 			return keyError(f.Name, w.Lines, "LAN", "lan",
