@@ -289,7 +289,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo case", iface + "privatkey = 1\n", `wg0.conf:3: key "privatkey": unknown key in [Interface]; did you mean "PrivateKey"?`},
 		{"wrong section", iface + "PublicKey = " + pub2 + "\n", `wg0.conf:3: key "PublicKey": unknown key in [Interface]; it belongs in [Peer]`},
 		{"wgpio key in peer", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.2/32\nqueues = 2\n", `wg0.conf:6: key "queues": unknown key in [Peer]; it belongs in [WGPIO]`},
-		{"unknown key", iface + "Frobnicate = 1\n", `wg0.conf:3: key "Frobnicate": unknown key in [Interface]`},
+		{"unknown key", iface + "Frobnicate = 1\n", `wg0.conf:3: key "Frobnicate": unknown key in [Interface], which has PrivateKey, ListenPort, Address, MTU, DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig, FwMark (all keys: go doc github.com/wgpio/wgpio/config)`},
 		{"unknown section", iface + "[Peers]\nPublicKey = " + pub2 + "\n", `wg0.conf:3: unknown section [Peers]; want [Interface], [Peer] or [WGPIO]`},
 		{"malformed header", iface + "[Peer\n", `wg0.conf:3: malformed section header "[Peer"; want [Interface], [Peer] or [WGPIO]`},
 		{"header with junk", iface + "[Peer] x\n", `wg0.conf:3: malformed section header "[Peer] x"; want [Interface], [Peer] or [WGPIO]`},

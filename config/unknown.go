@@ -19,7 +19,8 @@ func lookupKey(sec section, k string) (keyInfo, bool) {
 }
 
 // unknownKey reports a key the current section does not have, with the
-// section it belongs to or the nearest known key (edit distance at most 2).
+// section it belongs to, the nearest known key (edit distance at most 2),
+// or else the section's keys.
 func (p *parser) unknownKey(n int, k string) {
 	sec := sectionNames[p.section]
 	for _, ki := range keys {
@@ -44,7 +45,13 @@ func (p *parser) unknownKey(n int, k string) {
 		p.errorf(n, k, "unknown key in [%s]; did you mean %q?", sec, best)
 		return
 	}
-	p.errorf(n, k, "unknown key in [%s]", sec)
+	var known []string
+	for _, ki := range keys {
+		if ki.sec == p.section {
+			known = append(known, ki.name)
+		}
+	}
+	p.errorf(n, k, "unknown key in [%s], which has %s (all keys: go doc github.com/wgpio/wgpio/config)", sec, strings.Join(known, ", "))
 }
 
 // editDistance is the Levenshtein distance between a and b, in bytes.

@@ -271,7 +271,8 @@ func warnForwarding(log *slog.Logger, f *config.File, name string) {
 	if len(off) > 0 {
 		log.Warn(fmt.Sprintf("forwarding is off in this network namespace (%s): decrypted traffic the host routes out of another interface than the LAN "+
 			"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/). "+
-			"Until then the LAN's traffic to a removed peer's allowed IPs is dropped by the kernel too (IpInAddrErrors in nstat), neither counted as no_route nor answered with host unreachable",
+			"Until then the LAN's traffic to a removed peer's allowed IPs is dropped by the kernel too (IpInAddrErrors in nstat), neither counted as no_route nor answered with host unreachable. "+
+			"Forwarding on also routes the kernel's own traffic between the WAN and the LAN in cleartext, as on any Linux router: give netfilter's forward hook a drop policy for what must not cross",
 			strings.Join(off, ", "), name, sysctlsOn(off)), "sysctls", strings.Join(off, " "))
 	}
 }
