@@ -180,7 +180,7 @@ func TestCheckHelp(t *testing.T) {
 			t.Errorf("wgpio check -h: a line of %d columns: %q", len(l), l)
 		}
 	}
-	if !strings.Contains(out.String(), "would not apply.\n\n  -c file") {
+	if !strings.Contains(out.String(), ".\n\n  -c file") {
 		t.Errorf("wgpio check -h: no blank line before the flags:\n%s", out.String())
 	}
 }

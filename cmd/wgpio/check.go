@@ -25,10 +25,9 @@ errors (file, line and key; exit status 1) or that it is fine (exit
 status 0), with the warnings up would log: a file every user may read,
 keys wgpio does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
-are checked by up), and applies nothing. -mode, -wan and -lan check it
-as up runs it with the same flags. dist/wgpio.service runs it before
-each reload, so that systemctl reload fails on a file a reload would
-not apply.
+are checked by up), and applies nothing; -mode, -wan and -lan check it
+as up runs it with the same flags. dist/wgpio.service runs it before each
+reload, so that systemctl reload fails on a file a reload would not apply.
 
 `
 
@@ -44,9 +43,9 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.PrintDefaults()
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
-	mode := fs.String("mode", "", "check as `wgpio up -mode` runs it: override [WGPIO] Mode")
-	wan := fs.String("wan", "", "check as `wgpio up -wan` runs it: override [WGPIO] WAN")
-	lan := fs.String("lan", "", "check as `wgpio up -lan` runs it: override [WGPIO] LAN")
+	mode := fs.String("mode", "", "override [WGPIO] Mode, as up's -mode does: fastpath, compat or compat-mqtun")
+	wan := fs.String("wan", "", "override [WGPIO] WAN, as up's -wan does: the `interface`")
+	lan := fs.String("lan", "", "override [WGPIO] LAN, as up's -lan does: the `interface`")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

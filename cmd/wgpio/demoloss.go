@@ -30,7 +30,7 @@ import (
 // would count the first again) and frames its links dropped.
 type kernelDrops struct {
 	udp   map[string]uint64 // "namespace counter" → count
-	links map[string]uint64 // "namespace links" → rx_dropped + tx_dropped + rx_missed of its links
+	links map[string]uint64 // "namespace link drops" → rx_dropped + tx_dropped + rx_missed of its links
 }
 
 // demoNS is one of the demo's namespaces and its role, which names it in
@@ -75,7 +75,7 @@ func readKernelDrops(nss []demoNS) (kernelDrops, error) {
 		if err != nil {
 			return k, fmt.Errorf("demo: link counters of %s: %w", ns.Name, err)
 		}
-		k.links[n.role+" links"] = d
+		k.links[n.role+" link drops"] = d
 	}
 	return k, nil
 }

@@ -6,11 +6,13 @@ package main
 // before starting a gateway: each error names the file, line and key.
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -141,7 +143,7 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 	}
 }
 
-// ignoredKeys lists, in the order checked, the keys of f that w.Mode (set)
+// ignoredKeys lists, in the file's order, the keys of f that w.Mode (set)
 // does not act on.
 func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 	var out []config.Warning
@@ -166,6 +168,7 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 		}
 		warn(w.Lines, "CPUs", "ignored in Mode = compat-mqtun (workers are pinned in fastpath mode only)")
 	}
+	slices.SortStableFunc(out, func(a, b config.Warning) int { return cmp.Compare(a.Line, b.Line) })
 	return out
 }
 

@@ -73,7 +73,8 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 	if socks != nil {
 		socks.Commit() // the old port's sockets close
 	}
-	g.log.Info("listen port moved", "from", g.cfg.ListenPort, "to", port, "source_ports", g.cfg.SourcePorts)
+	// gateway.Device logs the change (Info), for every dataplane.
+	g.log.Debug("listen port moved", "from", g.cfg.ListenPort, "to", port, "source_ports", g.cfg.SourcePorts)
 	g.cfg.ListenPort = port
 	return port, nil
 }
