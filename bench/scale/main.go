@@ -60,6 +60,24 @@ func register(name string, run func(e *env, out map[string]any) error) {
 	parts = append(parts, part{name, run})
 }
 
+const usage = `usage: go run ./bench/scale [-quick] [-peers N] [-parts a,b]
+
+Measures wgpio as a concentrator of many peers (README.md, "100,000
+peers"): the configuration at -peers peers over the UAPI socket
+(config), the handshake pool under a reconnect storm (handshake), the
+memory each peer costs and the fast path's rate at 100,000 sessions
+against one (memory), what the machine's caches answer in (machine). It
+prints progress on standard error and one JSON object of every figure on
+the last line of standard output; the figures keep their issues' names
+(fastpath_100k_vs_1 at any -peers). Every part takes minutes at 100,000
+peers; -quick runs them all small in about half a minute. Needs root
+(it makes network namespaces). Compare builds in alternating
+runs: on a shared machine the plain rate ratio moves with load from
+elsewhere (fastpath_100k_vs_1_steady and _median leave the preempted
+bursts out).
+
+`
+
 func names() []string {
 	var n []string
 	for _, p := range parts {
@@ -73,6 +91,10 @@ func main() {
 	peers := flag.Int("peers", 100000, "peers of the large configurations")
 	quick := flag.Bool("quick", false, "short run with small counts (the smoke test); -peers defaults to 2000")
 	which := flag.String("parts", "", "comma-separated parts to run (default all: "+strings.Join(names(), ",")+")")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	e := &env{Peers: *peers, Quick: *quick, Progress: os.Stderr}
 	if *quick && !flagSet("peers") {
