@@ -255,7 +255,7 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	if slices.Equal(lan.all, g.lanAddrs) {
 		return
 	}
-	g.log.Info("LAN addresses changed", "interface", name, "from", g.lanAddrs, "to", lan.all)
+	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
 	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
 	if err := g.lan.SetHostAddrs(lan.all); err != nil {

@@ -199,7 +199,7 @@ func (g *Gateway) lanAddressesChanged() {
 	if slices.Equal(ll.all, g.lanAddrs) {
 		return
 	}
-	g.log.Info("LAN addresses changed", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
+	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
 	host, left := lanHostAddrs(g.cfg, ll.all)
 	g.warnHostAddrsLeft(left)
