@@ -2,6 +2,7 @@ package header
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"math/rand/v2"
 	"net/netip"
 	"sync/atomic"
@@ -339,7 +340,7 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, w
 	}
 	quote = min(quote, ICMPv6ErrorMaxLen-hdrs, len(b)-hdrs)
 	n := hdrs + quote
-	f := IPv6Fields{NextHeader: ProtoICMPv6, Src: src, Dst: osrc}
+	f := IPv6Fields{NextHeader: ProtoICMPv6, FlowLabel: errorFlowLabel(&src, &osrc), Src: src, Dst: osrc}
 	PutIPv6(b, &f, ICMPv6Len+quote)
 	m := b[IPv6Len:n]
 	m[0] = typ
@@ -350,6 +351,29 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, w
 	ps := PseudoHeaderChecksumBytes(ProtoICMPv6, src[:], osrc[:], len(m))
 	binary.BigEndian.PutUint16(m[2:4], ^FoldChecksum(Checksum(m, ps)))
 	return n, OK
+}
+
+// flowSeed keys errorFlowLabel's hash for the process, as Linux keys its
+// flow hashes at boot: a label is not predictable from the addresses.
+var flowSeed = maphash.MakeSeed()
+
+// errorFlowLabel is the flow label of an ICMPv6 error from src to dst: a
+// hash of the addresses and the protocol, the same for every error
+// between them, never 0. RFC 6437 §3 asks a source to label its flows,
+// and Linux labels its ICMPv6 errors so (ip6_make_flowlabel, the
+// auto_flowlabels default): a path that balances by flow label (ECMP,
+// RFC 6438) then keeps them on one path.
+func errorFlowLabel(src, dst *[16]byte) uint32 {
+	var h maphash.Hash
+	h.SetSeed(flowSeed)
+	h.Write(src[:])
+	h.Write(dst[:])
+	h.WriteByte(ProtoICMPv6)
+	v := h.Sum64()
+	if l := uint32(v^v>>32) & 0xfffff; l != 0 {
+		return l
+	}
+	return 1
 }
 
 // icmpID is the identification of the last ICMPv4 error written, from a
