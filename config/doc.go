@@ -57,7 +57,8 @@
 //	ICMPDestInterval = 1000 | off       # ms between errors to one destination after 6 (Linux icmp_ratelimit);
 //	                                    # "fragmentation needed"/"packet too big" are never limited
 //	ReplayWindow = auto | 8128 | 131008 # counters per session's replay window (fastpath); auto (default):
-//	                                    # 8128, widened to 131008 on a second RX queue or deep reordering
+//	                                    # 8128, widened to 131008 on a second RX queue or deep reordering,
+//	                                    # or wide from the start when the peer's last session needed it
 //
 // Keys that take one value may appear once per section; Address, AllowedIPs
 // and the wg-quick hooks add up when repeated, as in wg-quick.

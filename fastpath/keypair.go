@@ -228,35 +228,75 @@ func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
 // replay.Auto, told no queue; the engine's workers check with their queue
 // and the engine's policy.
 func (kp *Keypair) CheckReplay(counters []uint64, accepted []bool) int {
-	return kp.window(replay.Auto).CheckBatch(counters, protocol.RejectAfterMessages, accepted)
+	w, _ := kp.window(replay.Auto)
+	return w.CheckBatch(counters, protocol.RejectAfterMessages, accepted)
 }
 
 // checkReplay is CheckReplay for the worker of queue, whose engine's policy
 // is p (used if this call makes the window); widened reports that this call
-// widened the window.
+// widened the window, or made it wide from the start (newWindow).
 func (kp *Keypair) checkReplay(queue int, p replay.Policy, counters []uint64, accepted []bool) (n int, widened bool) {
-	return kp.window(p).CheckBatchFrom(queue, counters, protocol.RejectAfterMessages, accepted)
+	w, wide := kp.window(p)
+	n, widened = w.CheckBatchFrom(queue, counters, protocol.RejectAfterMessages, accepted)
+	return n, widened || wide
 }
 
 // checkReplayOne is checkReplay for the one counter c.
 func (kp *Keypair) checkReplayOne(queue int, p replay.Policy, c uint64) (ok, widened bool) {
-	return kp.window(p).CheckFrom(queue, c, protocol.RejectAfterMessages)
+	w, wide := kp.window(p)
+	ok, widened = w.CheckFrom(queue, c, protocol.RejectAfterMessages)
+	return ok, widened || wide
 }
 
 // window returns the keypair's replay window, making it with policy p if
-// it has none: once per keypair, by whichever worker gets there first.
-func (kp *Keypair) window(p replay.Policy) *replay.SharedWindow {
+// it has none (newWindow; wide reports an Auto window it made wide).
+func (kp *Keypair) window(p replay.Policy) (w *replay.SharedWindow, wide bool) {
 	if w := kp.replay.Load(); w != nil {
-		return w
+		return w, false
 	}
-	w := new(replay.SharedWindow)
-	if p != replay.Auto {
+	return kp.newWindow(p)
+}
+
+// newWindow makes the keypair's replay window with policy p, once per
+// keypair, by whichever worker gets there first (wide reports that this
+// call made an Auto window wide). An Auto window starts wide when another
+// session of the peer (Current or Previous) needed its width
+// (replay.Window.Needed): its queues lag each other by more than the
+// narrow window, and this session's first packets from the lagging queue
+// would come too old for a narrow window, rejected, and a rejected
+// counter never widens it: every session after the first would lose
+// them. A peer whose window widened for a move to another queue alone,
+// or for reordering within the narrow window, starts narrow again.
+func (kp *Keypair) newWindow(p replay.Policy) (w *replay.SharedWindow, wide bool) {
+	w = new(replay.SharedWindow)
+	if p == replay.Auto && kp.peerNeededWide() {
+		w.SetPolicy(replay.Wide)
+		wide = true
+	} else if p != replay.Auto {
 		w.SetPolicy(p)
 	}
 	if kp.replay.CompareAndSwap(nil, w) {
-		return w
+		return w, wide
 	}
-	return kp.replay.Load()
+	return kp.replay.Load(), false
+}
+
+// peerNeededWide reports whether the window of another keypair of kp's
+// peer, Current or Previous, needed its width (replay.Window.Needed).
+func (kp *Keypair) peerNeededWide() bool {
+	p := kp.Peer
+	if p == nil {
+		return false
+	}
+	for _, o := range [...]*Keypair{p.Current.Load(), p.Previous.Load()} {
+		if o == nil || o == kp {
+			continue
+		}
+		if w := o.replay.Load(); w != nil && w.Needed() {
+			return true
+		}
+	}
+	return false
 }
 
 // ReplayWide reports whether the keypair's replay window is wide (131,008

@@ -55,7 +55,7 @@ func sealedStream(t *testing.T, r *rig, n int) [2][][]byte {
 // together, then queue 1 stalls while queue 0 runs stall counters ahead,
 // then they take turns. It returns how many distinct inner packets reached
 // host B and how many arrived twice.
-func deliverStalled(t *testing.T, r *rig, sealed [2][][]byte, stall int) (distinct, dups int) {
+func deliverStalled(t *testing.T, r *rig, sealed [2][][]byte, stall int, lagFromStart bool) (distinct, dups int) {
 	t.Helper()
 	seen := map[uint32]bool{}
 	frames := make([]dataplane.Frame, 64)
@@ -104,7 +104,9 @@ func deliverStalled(t *testing.T, r *rig, sealed [2][][]byte, stall int) (distin
 		return binary.LittleEndian.Uint64(d[42+8:])
 	}
 	feed(0)
-	feed(1)
+	if !lagFromStart {
+		feed(1)
+	}
 	for next[0] < len(sealed[0]) && counter(0) < counter(1)+uint64(stall) {
 		feed(0)
 	}
@@ -135,7 +137,7 @@ func TestReplayWindowSeedCase(t *testing.T) {
 			r := newRig(t, rigConfig{queues: 2, srcPorts: 16, replayWindow: tt.policy, noKeys: true})
 			_, kb := r.installKeys()
 			sealed := sealedStream(t, r, n)
-			distinct, dups := deliverStalled(t, r, sealed, stall)
+			distinct, dups := deliverStalled(t, r, sealed, stall, false)
 			var replays, widened uint64
 			for _, s := range r.b.Stats() {
 				replays += s.Drops[DropReplay]
@@ -198,4 +200,41 @@ func TestReplayWindowInOrder(t *testing.T) {
 		t.Fatalf("a fresh counter from a second queue did not widen the window")
 	}
 	run("wide")
+}
+
+// TestReplayWindowLagAcrossRekey: a session whose queues lag each other by
+// more than the narrow window from its first packet on (the lag outlives
+// the session before it: every rekey under a lasting lag) gets the wide
+// window from the start when the peer's session before it needed the
+// width, and loses nothing. It started narrow, and the lagging queue's
+// first packets, too old for it, were rejected and never widened it: the
+// queue lost nearly all its packets for the session's life, at every
+// rekey.
+func TestReplayWindowLagAcrossRekey(t *testing.T) {
+	const n, stall = 40000, 20000
+	r := newRig(t, rigConfig{queues: 2, srcPorts: 16, replayWindow: replay.Auto, noKeys: true})
+	widened := func() (w uint64) {
+		for _, s := range r.b.Stats() {
+			w += s.ReplayWidened
+		}
+		return w
+	}
+	for session := 1; session <= 3; session++ {
+		_, kb := r.installKeys()
+		lagFromStart := session > 1 // the first widens on its second queue before the lag builds
+		distinct, dups := deliverStalled(t, r, sealedStream(t, r, n), stall, lagFromStart)
+		if distinct != n || dups != 0 {
+			var replays uint64
+			for _, s := range r.b.Stats() {
+				replays += s.Drops[DropReplay]
+			}
+			t.Fatalf("session %d: %d of %d delivered, %d twice, %d replay drops", session, distinct, n, dups, replays)
+		}
+		if !kb.ReplayWide() {
+			t.Errorf("session %d: window narrow", session)
+		}
+		if w := widened(); w != uint64(session) {
+			t.Errorf("session %d: ReplayWidened %d over B's queues, want %d (one a session)", session, w, session)
+		}
+	}
 }

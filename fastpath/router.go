@@ -2,7 +2,6 @@ package fastpath
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"net/netip"
 	"slices"
 
@@ -97,7 +96,7 @@ type icmpSources struct {
 // lan4 or lan6, the interface's first address of the family.
 func (s *icmpSources) lanFrom(p []byte) netip.Addr {
 	if p[0]>>4 == header.IPv4Version {
-		if a := subnetSource(s.lanNets, netip.AddrFrom4([4]byte(p[12:16]))); a.IsValid() {
+		if a := header.ErrorSource(s.lanNets, netip.AddrFrom4([4]byte(p[12:16]))); a.IsValid() {
 			return a
 		}
 		return s.lan4
@@ -105,45 +104,10 @@ func (s *icmpSources) lanFrom(p []byte) netip.Addr {
 	if s.lanLL6.IsValid() && linkLocalSource(p) {
 		return s.lanLL6
 	}
-	if a := subnetSource(s.lanNets, netip.AddrFrom16([16]byte(p[8:24]))); a.IsValid() {
+	if a := header.ErrorSource(s.lanNets, netip.AddrFrom16([16]byte(p[8:24]))); a.IsValid() {
 		return a
 	}
 	return s.lan6
-}
-
-// subnetSource returns, of nets, the address for an error to dst: IPv4,
-// the first whose subnet holds dst; IPv6, the one with the longest prefix
-// in common with dst counted up to its own prefix length, the first of
-// equals, none in common with any: invalid.
-func subnetSource(nets []netip.Prefix, dst netip.Addr) netip.Addr {
-	var best netip.Addr
-	bestLen := 0
-	for _, n := range nets {
-		a := n.Addr()
-		if a.Is4() != dst.Is4() {
-			continue
-		}
-		if dst.Is4() {
-			if n.Contains(dst) {
-				return a
-			}
-			continue
-		}
-		if l := min(commonPrefixLen(a, dst), n.Bits()); l > bestLen {
-			best, bestLen = a, l
-		}
-	}
-	return best
-}
-
-// commonPrefixLen is the number of leading bits a and b (both IPv6) share.
-func commonPrefixLen(a, b netip.Addr) int {
-	x, y := a.As16(), b.As16()
-	hi := binary.BigEndian.Uint64(x[:8]) ^ binary.BigEndian.Uint64(y[:8])
-	if hi != 0 {
-		return bits.LeadingZeros64(hi)
-	}
-	return 64 + bits.LeadingZeros64(binary.BigEndian.Uint64(x[8:])^binary.BigEndian.Uint64(y[8:]))
 }
 
 // tunnelFrom returns the source of an error into the tunnel about the IP

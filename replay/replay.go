@@ -104,6 +104,10 @@ type Window struct {
 	policy Policy
 	// queue is 1 + the queue of the first CheckBatchFrom (0: none yet).
 	queue uint32
+	// needed: the window, wide, accepted a counter more than
+	// NarrowWindowSize below the highest, one the narrow window would
+	// have rejected (Needed).
+	needed bool
 	// narrow is the ring while wide is nil: bit c&63 of block
 	// (c>>6)&(narrowBlocks-1) is counter c (likewise in the wide ring).
 	narrow [narrowBlocks]uint64
@@ -119,6 +123,15 @@ func (w *Window) SetPolicy(p Policy) {
 // Policy returns the window's policy.
 func (w *Window) Policy() Policy { return w.policy }
 
+// Needed reports whether the window accepted a counter only a wide window
+// accepts: more than NarrowWindowSize below the highest accepted before
+// it. The session's packets then arrive further apart than the kernel's
+// window holds (queues that lag each other), and the narrow window would
+// have lost that counter: a caller may start the peer's next session
+// wide (a new session's first packets from the lagging queue arrive too
+// old for a narrow window, and a rejected counter never widens it).
+func (w *Window) Needed() bool { return w.needed }
+
 // Wide reports whether the window is wide (WindowSize): always for Wide,
 // never for Narrow, once widened for Auto.
 func (w *Window) Wide() bool { return w.wide != nil }
@@ -128,7 +141,7 @@ func (w *Window) Wide() bool { return w.wide != nil }
 // time: only the block holding counter 0 is cleared, because every other
 // block is cleared by the window moving forward before it is used.
 func (w *Window) Reset() {
-	w.last, w.floor, w.forgot, w.queue = 0, 0, 0, 0
+	w.last, w.floor, w.forgot, w.queue, w.needed = 0, 0, 0, 0, false
 	w.narrow[0] = 0
 	switch {
 	case w.policy == Wide && w.wide == nil:
@@ -216,6 +229,9 @@ func (w *Window) CheckBatch(counters []uint64, limit uint64, accepted []bool) in
 			old := *p
 			*p = old | bit
 			ok = old&bit == 0
+			if ok && last-c > NarrowWindowSize {
+				w.needed = true // only a wide window gets here
+			}
 			if ok && last-c > WidenDepth && w.policy == Auto && w.wide == nil {
 				// Reordering this deep precedes loss: widen now, after
 				// accepting c (the narrow window judged it).
@@ -440,6 +456,13 @@ func (s *SharedWindow) SetPolicy(p Policy) {
 	s.mu.Lock()
 	s.w.SetPolicy(p)
 	s.mu.Unlock()
+}
+
+// Needed is [Window.Needed] under the lock.
+func (s *SharedWindow) Needed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Needed()
 }
 
 // Wide is [Window.Wide] under the lock.

@@ -927,3 +927,40 @@ func TestCheckFromMatchesBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestNeeded: a window is Needed once it accepted a counter more than
+// NarrowWindowSize below the highest (one the narrow window would have
+// lost), not for widening alone (a second queue, reordering within the
+// narrow window), not for a rejected counter; Reset clears it.
+func TestNeeded(t *testing.T) {
+	const limit = 1 << 60
+	check := func(w *Window, queue int, cs ...uint64) {
+		t.Helper()
+		w.CheckBatchFrom(queue, cs, limit, make([]bool, len(cs)))
+	}
+	var w Window
+	check(&w, 0, 20000)
+	check(&w, 1, 20000-NarrowWindowSize+10) // a second queue: widened, within the narrow window
+	if !w.Wide() || w.Needed() {
+		t.Fatalf("after a second queue within the narrow window: wide %v needed %v, want true false", w.Wide(), w.Needed())
+	}
+	check(&w, 1, 20000-NarrowWindowSize+10) // a replay: rejected
+	if w.Needed() {
+		t.Fatal("needed after a rejected counter")
+	}
+	check(&w, 1, 20000-NarrowWindowSize-100) // beyond the narrow window, accepted by the wide
+	if !w.Needed() {
+		t.Fatal("not needed after accepting a counter only the wide window holds")
+	}
+	w.Reset()
+	if w.Needed() {
+		t.Fatal("needed after Reset")
+	}
+	var n Window
+	n.SetPolicy(Narrow)
+	check(&n, 0, 20000)
+	check(&n, 1, 100) // too old for the narrow window: rejected, never needed
+	if n.Needed() {
+		t.Fatal("a narrow window is needed")
+	}
+}

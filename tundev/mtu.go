@@ -10,21 +10,34 @@ import (
 // packets and of time exceeded: v4, v6 toward the LAN, ll6 toward a LAN
 // host's link-local address (invalid: v6), tun4, tun6 into the tunnel
 // (router.go), own6 into the tunnel to a link-local address (the tunnel
-// address alone); invalid: no answer of that family. Immutable once
-// stored.
-type icmpSources struct{ v4, v6, ll6, tun4, tun6, own6 netip.Addr }
+// address alone); invalid: no answer of that family. nets are our LAN
+// addresses with their prefix lengths (SetICMPSubnets), which lanFrom
+// picks from per sender. Immutable once stored.
+type icmpSources struct {
+	v4, v6, ll6, tun4, tun6, own6 netip.Addr
+	nets                          []netip.Prefix
+}
 
 // lanFrom is the source of an error toward the LAN host that sent pkt:
 // ours of pkt's family on the LAN, the link-local one for a link-local
 // sender when we have one (Linux's source address selection: the address
 // of the destination's scope on the interface the error leaves by, RFC
-// 6724 §5 rule 2, seen on Linux 6.18).
+// 6724 §5 rule 2, seen on Linux 6.18). Of several LAN addresses (nets),
+// the one of the sender's subnet (IPv4) or with the longest prefix in
+// common with it (IPv6), as Linux picks it (header.ErrorSource); v4 or
+// v6 for a sender on none of them.
 func (s *icmpSources) lanFrom(pkt []byte) netip.Addr {
 	if pkt[0]>>4 == header.IPv4Version {
+		if a := header.ErrorSource(s.nets, netip.AddrFrom4([4]byte(pkt[12:16]))); a.IsValid() {
+			return a
+		}
 		return s.v4
 	}
 	if s.ll6.IsValid() && linkLocalSource(pkt) {
 		return s.ll6
+	}
+	if a := header.ErrorSource(s.nets, netip.AddrFrom16([16]byte(pkt[8:24]))); a.IsValid() {
+		return a
 	}
 	return s.v6
 }
@@ -58,7 +71,23 @@ func linkLocalSource(pkt []byte) bool {
 func (d *PortDevice) SetICMPSources(v4, v6 netip.Addr) {
 	d.icmpSrcMu.Lock()
 	defer d.icmpSrcMu.Unlock()
-	d.storeICMPSources(v4, v6, d.icmpSrc.Load().ll6)
+	s := d.icmpSrc.Load()
+	d.storeICMPSources(v4, v6, s.ll6, s.nets)
+}
+
+// SetICMPSubnets replaces the LAN addresses with their prefix lengths
+// (none at first) of which an error toward a LAN host takes the one of
+// the host's subnet (IPv4) or with the longest prefix in common with it
+// (IPv6): a gateway calls it with the LAN interface's global addresses
+// when they change, as Linux answers from the address of the route back.
+// A host on none of them gets the error from ICMPSource4 or ICMPSource6.
+// d keeps nets. Safe for concurrent use with Read and Write; the next
+// answer uses them.
+func (d *PortDevice) SetICMPSubnets(nets []netip.Prefix) {
+	d.icmpSrcMu.Lock()
+	defer d.icmpSrcMu.Unlock()
+	s := d.icmpSrc.Load()
+	d.storeICMPSources(s.v4, s.v6, s.ll6, nets)
 }
 
 // SetICMPLinkLocal replaces PortConfig.ICMPLinkLocal6, the source of the
@@ -70,7 +99,7 @@ func (d *PortDevice) SetICMPLinkLocal(addr netip.Addr) {
 	d.icmpSrcMu.Lock()
 	defer d.icmpSrcMu.Unlock()
 	s := d.icmpSrc.Load()
-	d.storeICMPSources(s.v4, s.v6, addr)
+	d.storeICMPSources(s.v4, s.v6, addr, s.nets)
 }
 
 // ICMPLinkLocal returns the source of the ICMPv6 errors to LAN hosts'
@@ -81,11 +110,11 @@ func (d *PortDevice) ICMPLinkLocal() netip.Addr { return d.icmpSrc.Load().ll6 }
 
 // storeICMPSources publishes the sources made of our LAN addresses and
 // PortConfig.TunnelSource4/6; d.icmpSrcMu held (or NewPortDevice's).
-func (d *PortDevice) storeICMPSources(v4, v6, ll6 netip.Addr) {
+func (d *PortDevice) storeICMPSources(v4, v6, ll6 netip.Addr, nets []netip.Prefix) {
 	if !ll6.Is6() || !ll6.IsLinkLocalUnicast() {
 		ll6 = netip.Addr{}
 	}
-	s := &icmpSources{v4: v4, v6: v6, ll6: ll6, tun4: d.cfg.TunnelSource4, tun6: d.cfg.TunnelSource6}
+	s := &icmpSources{v4: v4, v6: v6, ll6: ll6, tun4: d.cfg.TunnelSource4, tun6: d.cfg.TunnelSource6, nets: nets}
 	if !s.tun4.Is4() {
 		s.tun4 = v4
 	}

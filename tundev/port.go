@@ -237,7 +237,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		d.txqs = append(d.txqs, &portTX{tx: q.TX(), frames: make([]dataplane.Frame, PortBatchSize)})
 	}
 	d.lanMTU.Store(int32(cfg.Port.MTU()))
-	d.storeICMPSources(cfg.ICMPSource4, cfg.ICMPSource6, cfg.ICMPLinkLocal6)
+	d.storeICMPSources(cfg.ICMPSource4, cfg.ICMPSource6, cfg.ICMPLinkLocal6, nil)
 	d.events <- tun.EventUp
 	return d, nil
 }
