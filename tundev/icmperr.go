@@ -175,9 +175,9 @@ func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) 
 
 // icmpErrorLAN answers pkt, received from the LAN in a frame whose
 // Ethernet header (and 802.1Q tag) is eth, with e to its Ethernet source
-// from our LAN address of its family (PortConfig.ICMPSource4/6; to a
-// link-local sender ICMPLinkLocal6: icmpSources.lanFrom), as overMTU
-// answers; the route back is the LAN's (routeBits). Read's goroutine only
+// from our LAN address of its subnet (SetICMPSubnets), else of its family
+// (PortConfig.ICMPSource4/6), to a link-local sender ICMPLinkLocal6
+// (icmpSources.lanFrom), as overMTU and unreachable answer; the route back is the LAN's (routeBits). Read's goroutine only
 // (d.reply).
 func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
 	from := d.icmpSrc.Load().lanFrom(pkt)

@@ -180,12 +180,13 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 	copy(b[6:12], d.mac[:])
 	var n int
 	var r header.Reason
-	src := d.icmpSrc.Load()
+	// From our LAN address of the sender's subnet (icmpSources.lanFrom).
+	from := d.icmpSrc.Load().lanFrom(pkt)
 	switch {
-	case v4 && src.v4.Is4():
-		n, r = header.PutICMPv4FragNeeded(room(b[l2:], d.LANMTU()), src.v4.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
-	case !v4 && src.v6.Is6():
-		n, r = header.PutICMPv6PacketTooBig(room(b[l2:], d.LANMTU()), src.v6.As16(), pkt, uint32(d.cfg.MTU))
+	case v4 && from.Is4():
+		n, r = header.PutICMPv4FragNeeded(room(b[l2:], d.LANMTU()), from.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
+	case !v4 && from.Is6():
+		n, r = header.PutICMPv6PacketTooBig(room(b[l2:], d.LANMTU()), from.As16(), pkt, uint32(d.cfg.MTU))
 	default:
 		return
 	}

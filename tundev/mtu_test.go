@@ -204,3 +204,45 @@ func TestPortDeviceICMPSourcesFollow(t *testing.T) {
 		t.Errorf("answer %v → %v, want %v → %v", ip.Src(), ip.Dst(), lanIP6, hostIP6)
 	}
 }
+
+// TestPortDeviceICMPSubnets: with several LAN addresses (SetICMPSubnets),
+// the answer to a host comes from our address of the host's subnet (IPv4)
+// or with the longest prefix in common with it (IPv6), as a Linux router
+// answers and as the fast path does; a host on none of them gets the
+// configured source. It came from the first address of each family.
+func TestPortDeviceICMPSubnets(t *testing.T) {
+	second4, second6 := netip.MustParseAddr("198.18.13.1"), netip.MustParseAddr("2001:2:0:13::1")
+	host4, host6 := netip.MustParseAddr("198.18.13.7"), netip.MustParseAddr("2001:2:0:13::7")
+	r := newPortRig(t, 1, func(c *PortConfig) { c.ICMPSource4, c.ICMPSource6 = lanIP, lanIP6 })
+	r.dev.SetICMPSubnets([]netip.Prefix{netip.PrefixFrom(lanIP, 24), netip.PrefixFrom(lanIP6, 64),
+		netip.PrefixFrom(second4, 24), netip.PrefixFrom(second6, 64)})
+	for _, c := range []struct{ host, want netip.Addr }{
+		{hostIP, lanIP}, {host4, second4}, {hostIP6, lanIP6}, {host6, second6},
+		{netip.MustParseAddr("198.18.99.9"), lanIP}, // on none: the configured source
+	} {
+		var p []byte
+		et := uint16(0x0800)
+		if c.host.Is4() {
+			p = bigPacket(c.host, farIP, 1472, true, 7)
+		} else {
+			p = bigPacket(c.host, netip.MustParseAddr("2001:2:0:12::5"), 1452, true, 0)
+			et = 0x86dd
+		}
+		ok := ipPacket(hostIP, farIP, []byte("fits")) // Read returns once it has this
+		r.inject(t, 0, ethFrame(macGW, macHost, et, p), ethFrame(macGW, macHost, 0x0800, ok))
+		r.readAll(t, 1, 8)
+		got := r.collect(1)
+		if len(got) != 1 {
+			t.Fatalf("%v: %d answers, want 1", c.host, len(got))
+		}
+		var src netip.Addr
+		if c.host.Is4() {
+			src = header.IPv4(got[0][14:]).Src()
+		} else {
+			src = header.IPv6(got[0][14:]).Src()
+		}
+		if src != c.want {
+			t.Errorf("answer to %v from %v, want %v", c.host, src, c.want)
+		}
+	}
+}

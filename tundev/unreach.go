@@ -32,15 +32,15 @@ import (
 // (d.reply).
 func (d *PortDevice) unreachable(eth, pkt []byte) {
 	v4 := pkt[0]>>4 == header.IPv4Version
-	src := d.icmpSrc.Load()
+	from := d.icmpSrc.Load().lanFrom(pkt) // our LAN address of the sender's subnet
 	var dst netip.Addr
 	switch {
-	case v4 && src.v4.Is4():
+	case v4 && from.Is4():
 		if header.ICMPv4ErrorAllowed(pkt) != header.OK {
 			return
 		}
 		dst = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
-	case !v4 && src.v6.Is6():
+	case !v4 && from.Is6():
 		if header.ICMPv6ErrorAllowedCode(pkt, header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable) != header.OK {
 			return
 		}
@@ -63,9 +63,9 @@ func (d *PortDevice) unreachable(eth, pkt []byte) {
 	var n int
 	var r header.Reason
 	if v4 {
-		n, r = header.PutICMPv4HostUnreachable(room(b[l2:], d.LANMTU()), src.v4.As4(), pkt)
+		n, r = header.PutICMPv4HostUnreachable(room(b[l2:], d.LANMTU()), from.As4(), pkt)
 	} else {
-		n, r = header.PutICMPv6AddrUnreachable(room(b[l2:], d.LANMTU()), src.v6.As16(), pkt)
+		n, r = header.PutICMPv6AddrUnreachable(room(b[l2:], d.LANMTU()), from.As16(), pkt)
 	}
 	if r != header.OK {
 		return

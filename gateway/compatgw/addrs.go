@@ -252,6 +252,7 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	}
 	g.lanDev.SetICMPSources(lan.v4, lan.v6)
 	g.lanDev.SetICMPLinkLocal(lan.ll6)
+	g.lanDev.SetICMPSubnets(lan.nets)
 	if slices.Equal(lan.all, g.lanAddrs) {
 		return
 	}

@@ -226,6 +226,9 @@ type iface struct {
 	index, mtu int
 	v4, v6     netip.Addr // the sources: srcaddr.Choose
 	ll6        netip.Addr // the IPv6 link-local source: srcaddr.LinkLocal
+	// nets are the addresses with their prefix lengths (srcaddr.Subnets):
+	// an error toward a LAN host comes from the one of its subnet.
+	nets []netip.Prefix
 	// all is every address of the interface, then its IPv4 directed
 	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
 	all []netip.Addr
@@ -261,6 +264,7 @@ func readIface(h *netlink.Handle, name string) (iface, error) {
 	}
 	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
 	out.ll6 = srcaddr.LinkLocal(addrs)
+	out.nets = srcaddr.Subnets(addrs)
 	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
 	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
@@ -399,6 +403,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if g.lanDev, err = tundev.NewPortDevice(pc); err != nil {
 		return nil, err
 	}
+	g.lanDev.SetICMPSubnets(lan.nets)
 	g.noRoute = g.lanDev
 	g.lanAddrs, g.wanAll, g.tunnelAddrs = lan.all, wan.all, cfg.TunnelAddrs
 	g.publishHostAddrs()
