@@ -11,10 +11,10 @@ import (
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 	"github.com/wgpio/wgpio/internal/threadns"
 )
 
@@ -62,27 +62,6 @@ func (o *KernelOptions) pinNamespace() (func(), error) {
 	}
 	o.Namespace = h
 	return func() { h.Close() }, nil
-}
-
-// forceRcvbuf reports whether the notification sockets may be given
-// neighbourRcvbuf with SO_RCVBUFFORCE, which takes CAP_NET_ADMIN (over
-// the namespace ns): it asks on a netlink socket of its own in ns, which
-// it closes, at each subscription (they are rare: a start, a renewal
-// after an overrun), so that a capability dropped or a namespace of
-// another owner is seen. Without it the subscriptions keep the kernel's
-// default buffer (net.core.rmem_default), which a burst overruns sooner
-// (each overrun costs a renewal and a listing; nothing is lost for good:
-// see NewKernelNeighbours). Asked of the subscription's own socket
-// instead (netlink's ReceiveBufferForceSize), a refusal leaked that
-// socket: netlink v1.3.1 returns the error without closing it, one per
-// subscription (TestKernelSubscriptionsWithoutNetAdmin).
-func forceRcvbuf(ns netns.NsHandle) bool {
-	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
-	if err != nil {
-		return false
-	}
-	defer s.Close()
-	return s.SetReceiveBufferSize(neighbourRcvbuf, true) == nil
 }
 
 // report passes err to cb unless done is closed (errors of a closing
@@ -153,11 +132,9 @@ func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error
 // neighbours again besides following its notifications.
 const NeighbourResync = 5 * time.Second
 
-// neighbourRcvbuf is the receive buffer asked for the notification socket
-// (SO_RCVBUFFORCE, which needs CAP_NET_ADMIN as the gateway has; without it
-// the kernel's rmem_max caps it): room for a burst of some thousands of
-// notifications before the kernel drops them.
-const neighbourRcvbuf = 8 << 20
+// neighbourRcvbuf is the receive buffer forced on the notification socket
+// when the process may (nlrcvbuf).
+const neighbourRcvbuf = nlrcvbuf.Size
 
 // neighbourSub is one notification subscription; closing stop closes its
 // socket.
@@ -179,7 +156,7 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 			}
 		},
 	}
-	if forceRcvbuf(ns) {
+	if nlrcvbuf.Forceable(ns) {
 		opts.ReceiveBufferSize, opts.ReceiveBufferForceSize = neighbourRcvbuf, true
 	}
 	if err := netlink.NeighSubscribeWithOptions(sub.ch, sub.stop, opts); err != nil {

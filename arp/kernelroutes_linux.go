@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,10 +148,9 @@ func (k *KernelRoutes) subscribe() (routeSub, error) {
 	// (fastgw's own into its exception TUN, which Ignore leaves out but the
 	// socket still receives, 40,000 when 20,000 peers start) overran the
 	// default one, and every overrun cost a subscription and a listing.
-	// Forced only when the process may (forceRcvbuf: asked of a
-	// socket of its own, since a refusal leaves the subscription's open).
+	// Forced only when the process may (nlrcvbuf.Forceable).
 	ro := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}
-	if forceRcvbuf(ns) {
+	if nlrcvbuf.Forceable(ns) {
 		ro.ReceiveBufferSize, ro.ReceiveBufferForceSize = routeRcvbuf, true
 	}
 	fail := func(what string, err error) (routeSub, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
+	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -267,7 +268,15 @@ func (r *Routes) subscribe() (subscription, error) {
 			}
 		}
 	}
-	if err := netlink.RouteSubscribeWithOptions(s.routes, s.stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+	// The gateway's own routes into its exception TUN (two per peer,
+	// thousands at a start or a large reload) come in one burst, which
+	// overran the default buffer: a warning, and changes unfollowed
+	// until the renewal (routesResubscribe).
+	ro := netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}
+	if nlrcvbuf.Forceable(ns) {
+		ro.ReceiveBufferSize, ro.ReceiveBufferForceSize = nlrcvbuf.Size, true
+	}
+	if err := netlink.RouteSubscribeWithOptions(s.routes, s.stop, ro); err != nil {
 		close(s.stop)
 		return subscription{}, fmt.Errorf("srcaddr: subscribe to routes: %w", err)
 	}

@@ -35,6 +35,7 @@ func TestRoutes(t *testing.T) {
 	}
 	ip("addr", "add", "2001:2:5::100/64", "dev", v.A, "preferred_lft", "0", "nodad")
 	const size = 4
+	settle(t, a)
 	r, err := NewRoutes(a.NsHandle(), size, func(err error) { t.Errorf("subscription: %v", err) })
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +113,7 @@ func TestRoutesChangeScoped(t *testing.T) {
 		}
 	}
 	ip("route", "add", "default", "via", "198.18.6.2")
+	settle(t, a)
 	r, err := NewRoutes(a.NsHandle(), DefaultRoutes, func(err error) { t.Errorf("subscription: %v", err) })
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +243,7 @@ func TestRoutesNexthopObject(t *testing.T) {
 	}
 	ip("nexthop", "add", "id", "7", "via", "198.18.7.2", "dev", v.A)
 	ip("route", "add", "198.18.70.0/24", "nhid", "7")
+	settle(t, a)
 	r, err := NewRoutes(a.NsHandle(), DefaultRoutes, func(err error) { t.Errorf("subscription: %v", err) })
 	if err != nil {
 		t.Fatal(err)
@@ -264,4 +267,38 @@ func TestRoutesNexthopObject(t *testing.T) {
 	if got := r.Source(dst); got != addr("198.18.8.1") {
 		t.Errorf("Source(%v) after nexthop 7 moved to 198.18.8.2 = %v, want 198.18.8.1", dst, got)
 	}
+}
+
+// settle returns once the kernel of namespace a has sent no address or
+// route notification for a second (at most 15 s): the addresses a test
+// has just added finish their work first (the kernel announces a nodad
+// IPv6 address again from its addrconf work queue, which a busy machine
+// runs late), and each such notification drops every cached answer, so
+// that a test checking the cache saw answers dropped by no change of its
+// own (TestRoutes and TestRoutesChangeScoped failed so under load).
+func settle(t *testing.T, a *topo.NS) {
+	t.Helper()
+	ns := a.NsHandle()
+	routes, addrs, done := make(chan netlink.RouteUpdate, 256), make(chan netlink.AddrUpdate, 256), make(chan struct{})
+	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{Namespace: &ns}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{Namespace: &ns}); err != nil {
+		close(done)
+		t.Fatal(err)
+	}
+	defer func() {
+		close(done)
+		go drain(routes, addrs)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-routes:
+		case <-addrs:
+		case <-time.After(time.Second):
+			return
+		}
+	}
+	t.Fatalf("namespace %s: address and route notifications for 15 s", a.Name)
 }
