@@ -3,11 +3,18 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 )
+
+// stripFailed is what strip prints on standard output when it fails: a
+// line wg(8) refuses ("Line unrecognized"), so that a configuration
+// command reading strip's output fails instead of applying an empty
+// configuration.
+const stripFailed = "[wgpio-strip-failed]"
 
 // cmdStrip prints the wg(8) part of a configuration file (config.File.WG)
 // on standard output, as `wg-quick strip` does for a wg-quick file, whose
@@ -15,7 +22,17 @@ import (
 // section. The output holds the private key.
 func cmdStrip(args []string) error { return strip(os.Stdout, args) }
 
-func strip(w io.Writer, args []string) error {
+func strip(w io.Writer, args []string) (err error) {
+	// On any failure stdout gets one line wg(8) refuses: in the pipeline
+	// the usage names (wg syncconf wg0 <(wgpio strip FILE)) the shell
+	// does not see strip's exit status, and an empty configuration would
+	// make syncconf remove every peer, the private key and the listen
+	// port; this line makes wg fail and change nothing.
+	defer func() {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(w, stripFailed)
+		}
+	}()
 	fs := flag.NewFlagSet("strip", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: wgpio strip FILE\n\n"+
@@ -23,7 +40,8 @@ func strip(w io.Writer, args []string) error {
 			"the peers), without Address, MTU, the other wg-quick keys and [WGPIO], so that\n"+
 			"an edited file applies to a running gateway:\n\n"+
 			"  wg syncconf wg0 <(wgpio strip /etc/wgpio/wg0.conf)\n\n"+
-			"The output holds the private key.\n")
+			"The output holds the private key. On an error (reported on standard error)\n"+
+			"it prints a line wg(8) refuses, so that the command above changes nothing.\n")
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

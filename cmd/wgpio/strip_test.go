@@ -5,9 +5,12 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestStrip: `wgpio strip` of a gateway file prints what `wg syncconf`
@@ -66,5 +69,37 @@ func TestStripKeepaliveOff(t *testing.T) {
 		"[Peer]\nPublicKey = " + pub3 + "\n"
 	if out.String() != want {
 		t.Errorf("strip printed\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestStripFailsSafe: whatever makes strip fail (a bad file, a missing
+// file, no file named), its standard output is one line wg(8) refuses, so
+// that `wg syncconf wg0 <(wgpio strip FILE)` fails and changes nothing;
+// the output was empty, and wg took an empty configuration: every peer,
+// the private key and the listen port removed from a running gateway.
+func TestStripFailsSafe(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n[Peer]\nAllowedIPs 10.8.0.2/32\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{bad}, {filepath.Join(dir, "missing.conf")}, {}, {bad, bad}} {
+		var out bytes.Buffer
+		if err := strip(&out, args); err == nil {
+			t.Fatalf("strip(%q) = nil, want an error", args)
+		}
+		if out.String() != stripFailed+"\n" {
+			t.Errorf("strip(%q) printed %q, want %q", args, out.String(), stripFailed+"\n")
+		}
+	}
+	// wg(8) refuses it before it looks for the interface.
+	wg := testenv.Tool(t, "wg", "wireguard-tools")
+	f := filepath.Join(dir, "stripped.conf")
+	if err := os.WriteFile(f, []byte(stripFailed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(wg, "syncconf", "wgpio-nodev0", f).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Line unrecognized") {
+		t.Errorf("wg syncconf of strip's failure line: %v, %s; want it refused as unrecognized", err, out)
 	}
 }
