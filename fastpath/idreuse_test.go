@@ -57,6 +57,15 @@ func TestRemovedPeerKeepsOffReusedID(t *testing.T) {
 	if d := TotalDrops(r.a.Stats()); d.Total() != 0 {
 		t.Fatalf("the removed peer's control packet dropped the new peer's held packets: %v", d.List())
 	}
+	// A run of the removed peer's frames (a burst of the routes from
+	// before the removal) shares one throw-away state: one peer of the
+	// burst, not one a frame, and no allocation after the first.
+	if g := wa.peerState(old); g != wa.peerState(old) || g.peer != old {
+		t.Error("two frames of the removed peer got two states")
+	}
+	if a := testing.AllocsPerRun(100, func() { wa.peerState(old) }); a != 0 {
+		t.Errorf("peerState(removed peer) allocates %v times a frame", a)
+	}
 	// The new peer's session comes: its held packets leave, and its
 	// counters are its own.
 	r.installKeys()

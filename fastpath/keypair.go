@@ -259,8 +259,8 @@ func (kp *Keypair) window(p replay.Policy) (w *replay.SharedWindow, wide bool) {
 
 // newWindow makes the keypair's replay window with policy p, once per
 // keypair, by whichever worker gets there first (wide reports that this
-// call made an Auto window wide). An Auto window starts wide when another
-// session of the peer (Current or Previous) needed its width
+// call made an Auto window wide). An Auto window starts wide when the
+// peer's session before it (peerNeededWide) needed its width
 // (replay.Window.Needed): its queues lag each other by more than the
 // narrow window, and this session's first packets from the lagging queue
 // would come too old for a narrow window, rejected, and a rejected
@@ -281,22 +281,25 @@ func (kp *Keypair) newWindow(p replay.Policy) (w *replay.SharedWindow, wide bool
 	return kp.replay.Load(), false
 }
 
-// peerNeededWide reports whether the window of another keypair of kp's
-// peer, Current or Previous, needed its width (replay.Window.Needed).
+// peerNeededWide reports whether the window of the peer's session before
+// kp needed its width (replay.Window.Needed): Current, while kp is a new
+// responder session waiting in Next, else Previous (kp is Current, or was
+// rotated in since). Only that one: a session two back that lagged does
+// not make the next two start wide.
 func (kp *Keypair) peerNeededWide() bool {
 	p := kp.Peer
 	if p == nil {
 		return false
 	}
-	for _, o := range [...]*Keypair{p.Current.Load(), p.Previous.Load()} {
-		if o == nil || o == kp {
-			continue
-		}
-		if w := o.replay.Load(); w != nil && w.Needed() {
-			return true
-		}
+	o := p.Current.Load()
+	if o == kp {
+		o = p.Previous.Load()
 	}
-	return false
+	if o == nil || o == kp {
+		return false
+	}
+	w := o.replay.Load()
+	return w != nil && w.Needed()
 }
 
 // ReplayWide reports whether the keypair's replay window is wide (131,008

@@ -9,6 +9,7 @@ import (
 // and applies roaming.
 func (w *worker) publish(now int64) {
 	w.lastPublish = now
+	w.ghost = nil
 	for _, id := range w.dirtyPeers {
 		if id >= len(w.local)*localChunk {
 			continue

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/replay"
@@ -237,4 +238,58 @@ func TestReplayWindowLagAcrossRekey(t *testing.T) {
 			t.Errorf("session %d: ReplayWidened %d over B's queues, want %d (one a session)", session, w, session)
 		}
 	}
+}
+
+// TestReplayWindowWideStartOnce: a session that needed the wide window
+// makes the next session start wide, and only the next: sessions after an
+// in-order one start narrow again, for the responder (its new session
+// waits in Next, the one before it is Current) as for the initiator (its
+// new session is Current, the one before it Previous). The responder's
+// Previous, two sessions back, made the next two start wide.
+func TestReplayWindowWideStartOnce(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 2, srcPorts: 16, replayWindow: replay.Auto, noKeys: true})
+	const n, stall = 40000, 20000
+	_, kb := r.installKeys()
+	deliverStalled(t, r, sealedStream(t, r, n), stall, false)
+	if !kb.ReplayWide() {
+		t.Fatal("the lagging session's window is narrow")
+	}
+	for session, wantWide := range []bool{true, false, false} {
+		_, kb := r.installKeys()
+		// In order, on one queue (those of the session's packets that
+		// memport's RSS gives B's queue 0; the rest are never sent): the
+		// window is made at B's first check and never needs the width.
+		in := sealedStream(t, r, 256)[0]
+		if got := deliverInOrder(t, r, in); got != len(in) || got == 0 {
+			t.Fatalf("session %d: %d of %d delivered; drops B %v", session+2, got, len(in), TotalDrops(r.b.Stats()).List())
+		}
+		if kb.ReplayWide() != wantWide {
+			t.Errorf("session %d after the lagging one: wide %v, want %v", session+2, kb.ReplayWide(), wantWide)
+		}
+	}
+}
+
+// deliverInOrder feeds sealed (frames as bytes) to B's WAN queue 0 in
+// bursts of 64, and returns how many packets reached host B.
+func deliverInOrder(t *testing.T, r *rig, sealed [][]byte) int {
+	t.Helper()
+	frames := make([]dataplane.Frame, 64)
+	got := 0
+	for len(sealed) > 0 {
+		k := min(64, len(sealed))
+		tx := r.wanA.Queue(0).TX()
+		if n := tx.Alloc(frames[:k]); n != k {
+			t.Fatalf("Alloc %d of %d", n, k)
+		}
+		for i, d := range sealed[:k] {
+			frames[i].SetLen(len(d))
+			copy(frames[i].Data(), d)
+		}
+		sendAll(t, r.wanA, 0, frames[:k])
+		sealed = sealed[k:]
+		for r.b.workers[0].inbound(r.clock.Now()) > 0 {
+		}
+		got += recvAll(t, r.hostB, k, time.Second, nil)
+	}
+	return got
 }

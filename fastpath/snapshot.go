@@ -98,9 +98,13 @@ type Route struct {
 // UpdatePeers with one swap of the snapshot: workers see all of it or
 // none. Its cost grows with its own size, not the configuration's.
 type PeerChange struct {
-	// Remove are peers leaving the set (their IDs are freed). Their
-	// prefixes must leave the table or move to other peers in Routes of
-	// the same change.
+	// Remove are peers leaving the set (their IDs are freed, and a peer
+	// of Add may take one at once). Their prefixes must leave the table
+	// or move to other peers in Routes of the same change. Store each
+	// one's Removed first, as the gateway does: the workers then drop
+	// what they still hold or get for it (peer_removed), and what still
+	// names it after a new peer took its ID (a burst of the routes from
+	// before, a mailed control packet) keeps off the new peer's state.
 	Remove []*Peer
 	// Add are peers joining the set; each gets an ID.
 	Add []*Peer

@@ -163,6 +163,10 @@ type worker struct {
 	ipID, ipStep uint16
 	lastPublish  int64
 	dirtyPeers   []int
+	// ghost is the last throw-away state peerState made for a removed
+	// peer whose ID a new peer has (reused for that peer's next frames;
+	// dropped at publish, so that it holds the peer for a moment only).
+	ghost *peerLocal
 	// burstPeers lists the peers of the outbound burst being sealed, each
 	// once (outbound.go), and burstKP and burstEP the keypair (nil: none
 	// usable) and endpoint each sends with, by the same index
@@ -442,8 +446,13 @@ func (w *worker) peerState(p *Peer) *peerLocal {
 			// state (its held packets, its unpublished counters).
 			// It gets a state of its own, thrown away after use:
 			// dirty, so that it is never published under the ID.
-			// Rare: an allocation, not a lock.
-			return &peerLocal{peer: p, dirty: true}
+			// Rare: an allocation, not a lock, and one for a run of
+			// such frames of one peer (w.ghost), not one a frame.
+			if g := w.ghost; g != nil && g.peer == p {
+				return g
+			}
+			w.ghost = &peerLocal{peer: p, dirty: true}
+			return w.ghost
 		}
 		// A new peer took this ID: start clean (held frames of the old
 		// one are dropped).

@@ -97,7 +97,7 @@ func TestUpErrors(t *testing.T) {
 		{
 			name: "no-wan",
 			conf: "[Interface]\nPrivateKey = " + key + "\n",
-			want: `wgpio: no-wan.conf: fast-path mode needs WAN and LAN in the [WGPIO] section (or -wan and -lan)`,
+			want: `wgpio: no-wan.conf: fast-path mode needs WAN and LAN in the [WGPIO] section (or the -wan and -lan flags of up and check)`,
 		},
 		{
 			name: "no-such-interface",
