@@ -340,7 +340,7 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, w
 	}
 	quote = min(quote, ICMPv6ErrorMaxLen-hdrs, len(b)-hdrs)
 	n := hdrs + quote
-	f := IPv6Fields{NextHeader: ProtoICMPv6, FlowLabel: errorFlowLabel(&src, &osrc), Src: src, Dst: osrc}
+	f := IPv6Fields{NextHeader: ProtoICMPv6, FlowLabel: errorFlowLabel(&src, &osrc, typ, code), Src: src, Dst: osrc}
 	PutIPv6(b, &f, ICMPv6Len+quote)
 	m := b[IPv6Len:n]
 	m[0] = typ
@@ -357,18 +357,20 @@ func putICMPv6Error(b []byte, src [16]byte, offending []byte, typ, code uint8, w
 // flow hashes at boot: a label is not predictable from the addresses.
 var flowSeed = maphash.MakeSeed()
 
-// errorFlowLabel is the flow label of an ICMPv6 error from src to dst: a
-// hash of the addresses and the protocol, the same for every error
-// between them, never 0. RFC 6437 §3 asks a source to label its flows,
-// and Linux labels its ICMPv6 errors so (ip6_make_flowlabel, the
-// auto_flowlabels default): a path that balances by flow label (ECMP,
-// RFC 6438) then keeps them on one path.
-func errorFlowLabel(src, dst *[16]byte) uint32 {
+// errorFlowLabel is the flow label of an ICMPv6 error of type typ and
+// code code from src to dst: a keyed hash of the addresses, the protocol,
+// the type and the code (the flow Linux hashes for it: an ICMPv6 flow's
+// "ports" are its type and code), the same for every such error between
+// them, never 0. RFC 6437 §3 asks a source to label its flows, and Linux
+// labels its ICMPv6 errors so (ip6_make_flowlabel, the auto_flowlabels
+// default): a path that balances by flow label (ECMP, RFC 6438) keeps
+// them on one path.
+func errorFlowLabel(src, dst *[16]byte, typ, code uint8) uint32 {
 	var h maphash.Hash
 	h.SetSeed(flowSeed)
 	h.Write(src[:])
 	h.Write(dst[:])
-	h.WriteByte(ProtoICMPv6)
+	h.Write([]byte{ProtoICMPv6, typ, code})
 	v := h.Sum64()
 	if l := uint32(v^v>>32) & 0xfffff; l != 0 {
 		return l
