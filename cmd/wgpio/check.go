@@ -49,10 +49,8 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch config.Mode(*mode) {
-	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
-	default:
-		return fmt.Errorf("check: -mode %q: want fastpath, compat or compat-mqtun", *mode)
+	if err := modeFlag("check", *mode); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || *conf == "" {
 		err := fmt.Errorf("check takes one configuration file, after -c: wgpio check -c FILE")
@@ -66,21 +64,15 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	defer f.Interface.PrivateKey.Zero()
 	w := f.WGPIO
-	// As up applies its flags: a key a flag overrides is no longer the
-	// file's, and its errors name the flag.
-	w.Lines = maps.Clone(w.Lines)
-	for _, o := range []struct {
-		val, key string
-		set      func(string)
-	}{
-		{*mode, "Mode", func(v string) { w.Mode = config.Mode(v) }},
-		{*wan, "WAN", func(v string) { w.WAN = v }},
-		{*lan, "LAN", func(v string) { w.LAN = v }},
-	} {
-		if o.val != "" {
-			o.set(o.val)
-			delete(w.Lines, o.key)
-		}
+	w.Lines = maps.Clone(w.Lines) // overrideKey's
+	if overrideKey(&w, *mode != "", "Mode") {
+		w.Mode = config.Mode(*mode)
+	}
+	if overrideKey(&w, *wan != "", "WAN") {
+		w.WAN = *wan
+	}
+	if overrideKey(&w, *lan != "", "LAN") {
+		w.LAN = *lan
 	}
 	if w.Mode == "" {
 		w.Mode = config.ModeFastPath

@@ -40,6 +40,27 @@ func keyError(file string, lines map[string]int, key, flag, msg string) error {
 	return fmt.Errorf("%s: [WGPIO] %s: %s", file, key, msg)
 }
 
+// modeFlag refuses a -mode value of cmd (up, check) that names no mode
+// ("": the flag not given).
+func modeFlag(cmd, mode string) error {
+	switch config.Mode(mode) {
+	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
+		return nil
+	}
+	return fmt.Errorf("%s: -mode %q: want fastpath, compat or compat-mqtun", cmd, mode)
+}
+
+// overrideKey reports set, the flag for key having been given, and then
+// makes key no longer the file's (w.Lines, which must be w's own copy,
+// loses it): the key's errors name the flag (keyError), in up as in
+// check.
+func overrideKey(w *config.WGPIO, set bool, key string) bool {
+	if set {
+		delete(w.Lines, key)
+	}
+	return set
+}
+
 // checkName refuses a gateway name that cannot name an interface (the
 // exception TUN or compat mode's TUN bears it) before anything is opened.
 func checkName(name, conf string) error {

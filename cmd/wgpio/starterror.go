@@ -1,0 +1,54 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/gateway/compatgw"
+	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+)
+
+// startError is the error `wgpio up` reports for err, a gateway's Start
+// error in either mode: a tunnel MTU the start refused (tunnelmtu.MTUError)
+// at the file's MTU line when it has one, a [WGPIO] setting the start
+// refused (fastgw.SettingError) at its key's line (or its flag), else
+// err with explain's fix.
+func startError(f *config.File, err error) error {
+	var mtuErr *tunnelmtu.MTUError
+	if errors.As(err, &mtuErr) {
+		if _, ok := f.Interface.Lines["MTU"]; ok {
+			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
+		}
+	}
+	var setErr *fastgw.SettingError
+	if errors.Is(err, compatgw.ErrNoWANAddress) {
+		setErr = &fastgw.SettingError{Key: "WAN", Err: err}
+	}
+	if setErr != nil || errors.As(err, &setErr) {
+		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[setErr.Key]
+		return keyError(f.Name, f.WGPIO.Lines, setErr.Key, flag, explain(setErr.Err).Error())
+	}
+	return explain(err)
+}
+
+// explain adds the fix to errors a new user meets first.
+func explain(err error) error {
+	switch {
+	case errors.Is(err, afxdp.ErrXDPUnsupported):
+		return fmt.Errorf("%w\n(try XDPMode = generic in [WGPIO], or Mode = compat-mqtun, which needs no XDP)", err)
+	case errors.Is(err, afxdp.ErrMTUTooLarge):
+		return fmt.Errorf("%w\n(lower the MTU as it says, or set XDPMode = generic in [WGPIO], which has no such limit)", err)
+	case errors.Is(err, afxdp.ErrMemlock):
+		return fmt.Errorf("%w\n(each queue's AF_XDP UMEM is locked memory: without CAP_IPC_LOCK, a non-root user's or a container's root, raise RLIMIT_MEMLOCK before the start (LimitMEMLOCK=infinity in systemd, --ulimit memlock=-1 for docker) or grant CAP_IPC_LOCK; fewer Queues need less)", err)
+	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):
+		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
+	}
+	return err
+}
