@@ -140,6 +140,18 @@ func TestUpErrors(t *testing.T) {
 			want: fmt.Sprintf(`wgpio: wan-is-lan.conf:8: key "LAN": %q is the WAN interface too; WAN (toward the peers) and LAN (toward the hosts behind the gateway) must be two interfaces`, s.WANA),
 		},
 		{
+			// An interface that is not Ethernet, in either mode: at the
+			// key that named it.
+			name: "lan-lo",
+			conf: strings.Replace(good, "LAN = "+s.LANA+"\n", "LAN = lo\n", 1),
+			want: `wgpio: lan-lo.conf:8: key "LAN": LAN: afxdp: not an Ethernet interface: lo is of link type "loopback" (ip -d link show lo): name the NIC or veth that carries the traffic`,
+		},
+		{
+			name: "lan-lo-compat",
+			conf: strings.Replace(withWGPIO("Mode = compat"), "LAN = "+s.LANA+"\n", "LAN = lo\n", 1),
+			want: `wgpio: lan-lo-compat.conf:9: key "LAN": LAN: afxdp: not an Ethernet interface: lo is of link type "loopback" (ip -d link show lo): name the NIC or veth that carries the traffic`,
+		},
+		{
 			name: "wan-is-lan-flag",
 			conf: good,
 			args: []string{"-lan", s.WANA},

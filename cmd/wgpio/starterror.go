@@ -18,7 +18,8 @@ import (
 // startError is the error `wgpio up` reports for err, a gateway's Start
 // error in either mode: a tunnel MTU the start refused (tunnelmtu.MTUError)
 // at the file's MTU line when it has one, a [WGPIO] setting the start
-// refused (fastgw.SettingError) at its key's line (or its flag), else
+// refused (fastgw.SettingError, compatgw.SettingError) at its key's line
+// (or its flag), else
 // err with explain's fix.
 func startError(f *config.File, err error) error {
 	var mtuErr *tunnelmtu.MTUError
@@ -27,13 +28,18 @@ func startError(f *config.File, err error) error {
 			return keyError(f.Name, f.Interface.Lines, "MTU", "", mtuErr.Error())
 		}
 	}
-	var setErr *fastgw.SettingError
-	if errors.Is(err, compatgw.ErrNoWANAddress) {
-		setErr = &fastgw.SettingError{Key: "WAN", Err: err}
+	var fastErr *fastgw.SettingError
+	var compatErr *compatgw.SettingError
+	key, keyErr := "", error(nil)
+	switch {
+	case errors.As(err, &fastErr):
+		key, keyErr = fastErr.Key, fastErr.Err
+	case errors.As(err, &compatErr):
+		key, keyErr = compatErr.Key, compatErr.Err
 	}
-	if setErr != nil || errors.As(err, &setErr) {
-		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[setErr.Key]
-		return keyError(f.Name, f.WGPIO.Lines, setErr.Key, flag, explain(setErr.Err).Error())
+	if keyErr != nil {
+		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[key]
+		return keyError(f.Name, f.WGPIO.Lines, key, flag, explain(keyErr).Error())
 	}
 	return explain(err)
 }

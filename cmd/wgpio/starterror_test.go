@@ -19,7 +19,7 @@ import (
 func TestStartErrorNamesWAN(t *testing.T) {
 	errs := map[string]error{
 		"fastpath": fmt.Errorf("fastgw: %w", &fastgw.SettingError{Key: "WAN", Err: errors.New("WAN eth0 has no IP address")}),
-		"compat":   fmt.Errorf("compatgw: WAN eth0: %w (ip addr add)", compatgw.ErrNoWANAddress),
+		"compat":   fmt.Errorf("compatgw: %w", &compatgw.SettingError{Key: "WAN", Err: fmt.Errorf("WAN eth0: %w (ip addr add)", compatgw.ErrNoWANAddress)}),
 	}
 	for mode, err := range errs {
 		f := &config.File{Name: "gw.conf"}

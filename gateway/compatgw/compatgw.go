@@ -292,15 +292,31 @@ func (cfg *Config) check() error {
 }
 
 // ErrNoWANAddress: the WAN interface has no IP address (Config.WAN's
-// setting; shared address mode sends from the kernel's).
+// setting; shared address mode sends from the kernel's). Start returns it
+// inside a *SettingError of Key "WAN".
 var ErrNoWANAddress = errors.New("no IP address")
+
+// SettingError is a Start error that one setting of Config caused, as
+// fastgw.SettingError is fast-path mode's: Key names it as the [WGPIO]
+// section of wgpio's configuration file does ("WAN", "LAN"), so that a
+// caller can point at the line that set it. Err says what is wrong and
+// how to fix it (it wraps afxdp.ErrNoSuchInterface, afxdp.ErrNotEthernet
+// or ErrNoWANAddress).
+type SettingError struct {
+	Key string
+	Err error
+}
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // Start opens the two ports, runs wireguard-go on them configured with
 // cfg.UAPI, serves its UAPI socket and keeps the LAN filter in step with
 // its allowed IPs. Close undoes all of it; on error nothing is left. Errors
 // start with "compatgw: " and wrap the afxdp errors (ErrNoSuchInterface,
-// ErrXDPUnsupported, ErrMemlock, ...), ErrNoWANAddress, or, for a tunnel MTU that does not
-// fit, a *tunnelmtu.MTUError.
+// ErrXDPUnsupported, ErrMemlock, ...), a *SettingError for a WAN or LAN
+// that is missing, not Ethernet or (the WAN) without an address, or, for
+// a tunnel MTU that does not fit, a *tunnelmtu.MTUError.
 func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -328,14 +344,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	g.closers = append(g.closers, func() error { h.Close(); return nil })
 	wan, err := readIface(h, cfg.WAN)
 	if err != nil {
-		return nil, fmt.Errorf("WAN: %w", err)
+		return nil, &SettingError{Key: "WAN", Err: fmt.Errorf("WAN: %w", err)}
 	}
 	lan, err := readIface(h, cfg.LAN)
 	if err != nil {
-		return nil, fmt.Errorf("LAN: %w", err)
+		return nil, &SettingError{Key: "LAN", Err: fmt.Errorf("LAN: %w", err)}
 	}
 	if len(wan.addrs()) == 0 {
-		return nil, fmt.Errorf("WAN %s: %w (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, ErrNoWANAddress, cfg.WAN)
+		return nil, &SettingError{Key: "WAN", Err: fmt.Errorf("WAN %s: %w (shared address mode reads it from the kernel: ip addr add ... dev %s)", cfg.WAN, ErrNoWANAddress, cfg.WAN)}
 	}
 	if err := g.checkMTU(&cfg, wan, lan); err != nil {
 		return nil, err
