@@ -202,10 +202,35 @@ func (w *worker) routeBits6(dst netip.Addr, via icmpVia) int {
 }
 
 // icmpErrorToLAN answers the IP packet in f (its data from the IP header,
-// the Ethernet header of l2 bytes still in the headroom) toward its
-// sender on the LAN with e, to the Ethernet source of f (lanError). The
-// caller drops and counts f.
+// the Ethernet header of l2 bytes still in the headroom), which came from
+// the LAN, with e where Linux routes an error to its source: into the
+// tunnel for a source a peer's allowed IPs take (icmpTunnel), else toward
+// the LAN next hop of the source (its MAC from the worker's cache or
+// Config.LANResolver: the router it came through may not be the one
+// the route back names, and a spoofed source's error goes to the host
+// that has the address, not to the sender). Where that MAC is not known
+// yet, or the source's route leads out of another interface, the error
+// goes to the frame's Ethernet source (Linux would queue it for the
+// neighbour, or send it out of that interface). The caller drops and
+// counts f.
 func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int64) {
+	p := f.Data()
+	var src netip.Addr
+	if p[0]>>4 == header.IPv4Version {
+		src = netip.AddrFrom4(header.IPv4(p).SrcBytes())
+	} else {
+		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
+	}
+	switch w.lanRoute(w.e.routes.Load(), src, now) {
+	case routeTunnel:
+		w.icmpTunnel(p, e, now)
+		return
+	case routeLAN:
+		if mac, ok := w.lanNeighbour(src, now); ok {
+			w.lanError(p, header.MAC(mac), e, now)
+			return
+		}
+	}
 	var srcMAC header.MAC
 	// The Ethernet source of the offending frame is still in the headroom.
 	if f.Headroom() >= l2 {
@@ -213,7 +238,7 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
-	w.lanError(f.Data(), srcMAC, e, now)
+	w.lanError(p, srcMAC, e, now)
 }
 
 // lanError sends e about the IP packet p to its source on the LAN, at the

@@ -51,7 +51,7 @@ type ICMPRate = icmprate.Config
 // limiter (PortConfig.ICMPRate; Linux's icmp_ratemask holds both kinds)
 // and are counted (PortStats.ICMPErrors, ICMPSuppressed). Host
 // unreachable toward the LAN is unreach.go's; fragmentation needed / packet too big,
-// never limited, mtu.go's.
+// never limited, mtu.go's (both through icmpErrorLAN).
 
 // icmpKind is the error a PortDevice sends about a transit packet.
 type icmpKind uint8
@@ -174,19 +174,46 @@ func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) 
 }
 
 // icmpErrorLAN answers pkt, received from the LAN in a frame whose
-// Ethernet header (and 802.1Q tag) is eth, with e to its Ethernet source
-// from our LAN address of its subnet (SetICMPSubnets), else of its family
+// Ethernet header (and 802.1Q tag) is eth, with e where Linux routes an
+// error to pkt's source: into the tunnel for a source a peer's allowed IPs
+// take (icmpErrorTunnel), else to the MAC of the source's LAN next hop by
+// PortConfig.Routes when its neighbour is known (the router a packet came
+// through may not be the one the route back names, and the error about a
+// spoofed source goes to the host that has the address), else to eth's
+// Ethernet source (Linux would queue the error for the neighbour, or send
+// it out of another interface), with eth's tag. It comes from our LAN
+// address of the source's subnet (SetICMPSubnets), else of its family
 // (PortConfig.ICMPSource4/6), to a link-local sender ICMPLinkLocal6
-// (icmpSources.lanFrom), as overMTU and unreachable answer; the route back is the LAN's (routeBits). Read's goroutine only
-// (d.reply).
+// (icmpSources.lanFrom); the route back is the LAN's (routeBits). Read's
+// goroutine only (d.reply).
 func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
+	var src netip.Addr
+	if pkt[0]>>4 == header.IPv4Version {
+		src = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
+	} else {
+		src = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
+	}
+	mac := header.MAC(eth[6:12])
+	al := d.allowed.Load()
+	var last lastRoute
+	switch d.route(al, d.hosts.Load(), d.cfg.Routes.Table(), src, &last) {
+	case routeTunnel:
+		d.icmpErrorTunnel(pkt, e, al)
+		return
+	case routeLAN:
+		if last.found && last.rt.IfIndex >= 0 {
+			if m, ok := d.cfg.Neighbours.Lookup(last.rt.NextHop(src)); ok {
+				mac = header.MAC(m)
+			}
+		}
+	}
 	from := d.icmpSrc.Load().lanFrom(pkt)
 	if !from.IsValid() || from.Is4() != (pkt[0]>>4 == header.IPv4Version) || !d.icmpAllowed(pkt, e, d.routeBits) {
 		return
 	}
 	b := d.reply
 	l2 := copy(b, eth)
-	copy(b[0:6], eth[6:12])
+	copy(b[0:6], mac[:])
 	copy(b[6:12], d.mac[:])
 	n, r := e.put(room(b[l2:], d.LANMTU()), from, pkt)
 	if r != header.OK {

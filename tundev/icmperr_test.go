@@ -3,6 +3,7 @@ package tundev
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -146,5 +147,56 @@ func TestPortDeviceParamProblemRateLimit(t *testing.T) {
 	}
 	if s := r.dev.Stats(); s.Drops[PortDropIPOptions] != n || s.ICMPErrors != icmprate.DestBurst || s.ICMPSuppressed != n-icmprate.DestBurst {
 		t.Errorf("Stats = %+v, want %d ip_options, %d errors, %d suppressed", s, n, icmprate.DestBurst, n-icmprate.DestBurst)
+	}
+}
+
+// TestPortDeviceErrorRoutedToSource: an error about a LAN packet goes
+// where Linux routes it, by the packet's source: to the MAC of the source's
+// next hop by Routes (the router 198.18.12.0/24 lies behind, not the
+// other host the frame came from), to the frame's Ethernet source while
+// the next hop's MAC is unknown, and into the tunnel for a source a
+// peer's allowed IPs take. Before, each went to the frame's source.
+func TestPortDeviceErrorRoutedToSource(t *testing.T) {
+	r := routerRig(t, nil)
+	other := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
+	unknown := netip.MustParseAddr("198.18.11.50") // on-link, no neighbour entry
+	peerSrc := netip.MustParseAddr("198.18.11.70") // the tunnel's /28 inside the LAN's /24
+	frame := func(src netip.Addr) []byte {
+		return ethFrame(macGW, other, 0x0800, withTTL(ipPacket(src, peerB, []byte("probe")), 1))
+	}
+	r.inject(t, 0, frame(farIP), frame(unknown), frame(peerSrc))
+	// Read blocks while it has nothing: each round a sentinel it returns,
+	// after which the error into the tunnel is looked for among what
+	// it returned (it may come a call later than the frames).
+	sentinel := ipPacket(hostIP, peerA, []byte("sentinel"))
+	var pk header.Packet
+	var toTunnel int
+	for range 2 {
+		r.inject(t, 0, eth4(sentinel))
+		for _, ip := range r.readAll(t, 1, 4) {
+			if bytes.Equal(ip, hop(sentinel)) {
+				continue
+			}
+			toTunnel++
+			if rs := header.ParseIP(ip, &pk); rs != header.OK || pk.Src != tunIP || pk.Dst != peerSrc {
+				t.Errorf("into the tunnel: %v %v → %v, want %v → %v", rs, pk.Src, pk.Dst, tunIP, peerSrc)
+			}
+		}
+	}
+	if toTunnel != 1 {
+		t.Errorf("%d errors into the tunnel, want 1", toTunnel)
+	}
+	replies := r.collect(2)
+	if len(replies) != 2 {
+		t.Fatalf("LAN received %d frames, want 2 errors", len(replies))
+	}
+	for _, f := range replies {
+		if rs := header.Parse(f, &pk); rs != header.OK {
+			t.Fatalf("reply does not parse: %v", rs)
+		}
+		want := map[netip.Addr]net.HardwareAddr{farIP: macHost, unknown: other}[pk.Dst]
+		if want == nil || !bytes.Equal(f[0:6], want) {
+			t.Errorf("error to %v sent to MAC %x, want %x", pk.Dst, f[0:6], want)
+		}
 	}
 }

@@ -156,8 +156,8 @@ func (f *fragState) pending() bool { return f.pend > 0 || f.head < len(f.q) }
 // (fragState.next returns the fragments); otherwise the packet is dropped
 // and answered with "fragmentation needed" (RFC 1191) or "packet too big"
 // (RFC 8201), never rate-limited (Linux exempts them: path MTU discovery
-// must not break). eth is the frame's Ethernet header (and 802.1Q tag), for
-// the answer's addresses.
+// must not break), where Linux routes it (icmpErrorLAN). eth is the
+// frame's Ethernet header (and 802.1Q tag).
 func (d *PortDevice) overMTU(eth, pkt []byte) {
 	v4 := pkt[0]>>4 == header.IPv4Version
 	if v4 && !header.IPv4(pkt).DontFragment() {
@@ -172,30 +172,7 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 		return
 	}
 	d.ctr.drops[PortDropOverMTU].Add(1)
-	// The answer goes back the way the packet came: to its Ethernet
-	// source, with its tag if it had one.
-	b := d.reply
-	l2 := copy(b, eth)
-	copy(b[0:6], eth[6:12])
-	copy(b[6:12], d.mac[:])
-	var n int
-	var r header.Reason
-	// From our LAN address of the sender's subnet (icmpSources.lanFrom).
-	from := d.icmpSrc.Load().lanFrom(pkt)
-	switch {
-	case v4 && from.Is4():
-		n, r = header.PutICMPv4FragNeeded(room(b[l2:], d.LANMTU()), from.As4(), pkt, uint16(min(d.cfg.MTU, 0xffff)))
-	case !v4 && from.Is6():
-		n, r = header.PutICMPv6PacketTooBig(room(b[l2:], d.LANMTU()), from.As16(), pkt, uint32(d.cfg.MTU))
-	default:
-		return
-	}
-	if r != header.OK {
-		return
-	}
-	if d.SendFrame(b[:l2+n]) == nil {
-		d.ctr.icmp.Add(1)
-	}
+	d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpTooBig, mtu: d.cfg.MTU})
 }
 
 // next writes waiting fragments, in order, into bufs[i][offset:] and

@@ -3,76 +3,29 @@ package tundev
 import (
 	"encoding/binary"
 	"net/netip"
-	"time"
 
 	"github.com/gaissmai/bart"
 
 	"github.com/wgpio/wgpio/header"
-	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // unreachable answers pkt, a received IP packet (header checked) that Read
 // drops as no_route (SetNoRoute), with ICMP host unreachable (type 3 code
 // 1, RFC 792, RFC 1812 §5.2.7.1) or ICMPv6 address unreachable (type 1
 // code 3, RFC 4443 §3.1), as Linux's WireGuard answers a packet no peer's
-// allowed IPs hold (wg_xmit, -ENOKEY, through icmp_ndo_send). The answer
-// goes back the way the packet came, to the Ethernet source of eth (its
-// header as received, tag included), from the port's ICMP source of the
-// family (PortConfig.ICMPSource4/6: the address of the interface the
-// answer leaves by, as Linux chooses it). It is not sent where RFC 1812
-// §4.3.2.7 / RFC 4443 §2.4(e) forbid it, and it spends the device's rate
-// limiter, Linux's defaults (icmp_ratelimit 1000 ms per destination with
-// a burst of 6, icmp_msgs_per_sec 1000, icmp_msgs_burst 50, and for IPv6
-// the interval shortened by the length of the route back, as
-// icmpv6_xrlim_allow: the ICMP keys do not apply in compat mode),
-// counting what it holds back
-// (PortStats.ICMPSuppressed). The quote shows pkt as given: take hands it
-// what wg_xmit would be handed (its hop taken; of IPv4 without DF over
-// the tunnel MTU the first fragment). Called from Read, which holds rmu
-// (d.reply).
+// allowed IPs hold (wg_xmit, -ENOKEY, through icmp_ndo_send), where Linux
+// routes it and from the address it chooses (icmpErrorLAN). It is not sent
+// where RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e) forbid it, and it spends the
+// device's rate limiter, Linux's defaults (icmp_ratelimit 1000 ms per
+// destination with a burst of 6, icmp_msgs_per_sec 1000, icmp_msgs_burst
+// 50, and for IPv6 the interval shortened by the length of the route
+// back, as icmpv6_xrlim_allow: the ICMP keys do not apply in compat
+// mode), counting what it holds back (PortStats.ICMPSuppressed). The quote
+// shows pkt as given: take hands it what wg_xmit would be handed (its hop
+// taken; of IPv4 without DF over the tunnel MTU the first fragment).
+// Called from Read, which holds rmu (d.reply).
 func (d *PortDevice) unreachable(eth, pkt []byte) {
-	v4 := pkt[0]>>4 == header.IPv4Version
-	from := d.icmpSrc.Load().lanFrom(pkt) // our LAN address of the sender's subnet
-	var dst netip.Addr
-	switch {
-	case v4 && from.Is4():
-		if header.ICMPv4ErrorAllowed(pkt) != header.OK {
-			return
-		}
-		dst = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
-	case !v4 && from.Is6():
-		if header.ICMPv6ErrorAllowedCode(pkt, header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable) != header.OK {
-			return
-		}
-		dst = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
-	default:
-		return
-	}
-	var shift uint
-	if !v4 {
-		shift = icmprate.Shift6(d.routeBits(dst))
-	}
-	if !d.icmpLimit.AllowShift(dst, int64(time.Since(d.epoch)), shift) {
-		d.ctr.icmpSuppressed.Add(1)
-		return
-	}
-	b := d.reply
-	l2 := copy(b, eth)
-	copy(b[0:6], eth[6:12])
-	copy(b[6:12], d.mac[:])
-	var n int
-	var r header.Reason
-	if v4 {
-		n, r = header.PutICMPv4HostUnreachable(room(b[l2:], d.LANMTU()), from.As4(), pkt)
-	} else {
-		n, r = header.PutICMPv6AddrUnreachable(room(b[l2:], d.LANMTU()), from.As16(), pkt)
-	}
-	if r != header.OK {
-		return
-	}
-	if d.SendFrame(b[:l2+n]) == nil {
-		d.ctr.icmp.Add(1)
-	}
+	d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpUnreachable})
 }
 
 // routeBits is the prefix length of the route toward dst
