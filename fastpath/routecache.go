@@ -124,7 +124,7 @@ func (c *routeCache) use(rt *routeTable) {
 //go:noinline
 func (c *routeCache) renew(rt *routeTable) {
 	c.rt = rt
-	if b := routeCacheBits(rt.t.Size()); c.entries == nil || 64-int(c.shift) < b {
+	if b := routeCacheBits(rt.t.Size()); len(c.entries) < 1<<b {
 		// Once per doubling of the configuration: a new, empty cache.
 		// (A large object: its pages keep each set on one line.)
 		c.entries = make([]routeCacheEntry, 1<<b)

@@ -131,9 +131,26 @@ func TestRouteCacheSize(t *testing.T) {
 		t.Errorf("big table: lookup(10.2.0.1) = %p %v, want no route", got, ok)
 	}
 	// Back to the small table: a new generation, nothing of the big
-	// table's answers.
+	// table's answers, in the cache it has (it does not shrink).
 	if got, ok := c.lookup(small, netip.MustParseAddr("10.2.0.1")); got != p || !ok {
 		t.Errorf("small table again: lookup(10.2.0.1) = %p %v, want the /8's peer", got, ok)
+	}
+	if n := len(c.entries); n != 1<<15 {
+		t.Errorf("cache after a smaller table: %d entries, want %d", n, 1<<15)
+	}
+	// A new snapshot of the same size (every configuration change
+	// makes one) keeps the cache: it was made anew (128 KiB to 2 MiB a
+	// direction and worker) each time.
+	var fresh routeCache
+	fresh.lookup(small, a)
+	first := &fresh.entries[0]
+	for range 5 {
+		again := newRouteTable(nil)
+		again.t.Insert(netip.MustParsePrefix("10.0.0.0/8"), p)
+		fresh.lookup(again, a)
+	}
+	if &fresh.entries[0] != first || len(fresh.entries) != 1<<12 {
+		t.Errorf("new snapshots of no more prefixes made a new cache (%d entries)", len(fresh.entries))
 	}
 }
 
