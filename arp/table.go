@@ -74,8 +74,15 @@ type Config struct {
 	// FailedTime: a failed entry is remembered this long, and new frames
 	// for it are refused at once (default 3 s).
 	FailedTime time.Duration
-	// MaxEntries bounds the table (default 4096); requests and learning
-	// beyond it are refused and counted.
+	// MaxEntries bounds the table (default 4096). Learning (Learn) fills
+	// three quarters of it at most: the last quarter is kept for the
+	// neighbours the gateway asks for (Resolve), so that senders that ask
+	// for our address from ever new addresses cannot keep a new next
+	// hop out. A table at its bound evicts, at most once a second, the
+	// entries nobody used that are stale or failed and 5 s old or more
+	// (Linux's forced collection, neigh_forced_gc, keeps those updated in
+	// the last 5 s); what still finds no room is refused and counted
+	// (TableStats.Full).
 	MaxEntries int
 	// Prober sends the requests; nil sends none (a table fed only by
 	// Set, Learn and Confirm).
@@ -134,6 +141,7 @@ type TableStats struct {
 	Requests  uint64 // requests handed to the Prober
 	Failed    uint64 // entries that turned failed
 	Full      uint64 // entries refused because the table was full
+	Evicted   uint64 // unused stale or failed entries deleted to make room
 	Confirmed uint64 // confirmations accepted
 	Ignored   uint64 // confirmations for neighbours we did not ask for
 }
@@ -153,6 +161,39 @@ type Table struct {
 	entries map[netip.Addr]*entry // guarded by mu
 	stats   TableStats            // guarded by mu
 	dirty   bool                  // guarded by mu; snapshot behind entries, publish at Tick
+	lastGC  time.Time             // guarded by mu; the last forced collection (room)
+}
+
+// forcedGCAge is the least age of an entry a forced collection evicts.
+const forcedGCAge = 5 * time.Second
+
+// room reports whether one more entry fits, learnt (Learn: up to three
+// quarters of MaxEntries) or asked for (Resolve, Set: all of it), after a
+// forced collection when the table is at that bound and none ran in the
+// last second: every entry that is not the kernel's (external), not used
+// since its last confirmation, and stale or failed for forcedGCAge or
+// more, is deleted (counted as Evicted). Caller holds mu.
+func (t *Table) room(now time.Time, learn bool) bool {
+	limit := t.cfg.MaxEntries
+	if learn {
+		limit -= limit / 4
+	}
+	if len(t.entries) < limit {
+		return true
+	}
+	if now.Sub(t.lastGC) < time.Second {
+		return false
+	}
+	t.lastGC = now
+	for ip, e := range t.entries {
+		if e.external || e.wasUsed || e.used.Load() || e.state != StateStale && e.state != StateFailed || now.Sub(e.since) < forcedGCAge {
+			continue
+		}
+		delete(t.entries, ip)
+		t.stats.Evicted++
+		t.dirty = true // out of Lookup at the next Tick (or publish)
+	}
+	return len(t.entries) < limit
 }
 
 // NewTable returns an empty table.
@@ -253,11 +294,11 @@ func (t *Table) Resolve(ip netip.Addr) State {
 		}
 		return e.state
 	}
-	if len(t.entries) >= t.cfg.MaxEntries {
+	now := t.cfg.Now()
+	if !t.room(now, false) {
 		t.stats.Full++
 		return StateNone
 	}
-	now := t.cfg.Now()
 	e := &entry{ip: ip, state: StateIncomplete, since: now}
 	t.entries[ip] = e
 	t.probe(e, now, false)
@@ -323,7 +364,7 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) {
 	now := t.cfg.Now()
 	e := t.entries[ip]
 	if e == nil {
-		if len(t.entries) >= t.cfg.MaxEntries {
+		if !t.room(now, true) {
 			t.stats.Full++
 			return
 		}
@@ -371,15 +412,15 @@ func (t *Table) Set(ip netip.Addr, mac MAC, s State) {
 		}
 		return
 	}
+	now := t.cfg.Now()
 	if e == nil {
-		if len(t.entries) >= t.cfg.MaxEntries {
+		if !t.room(now, false) {
 			t.stats.Full++
 			return
 		}
 		e = &entry{ip: ip}
 		t.entries[ip] = e
 	}
-	now := t.cfg.Now()
 	changed := e.state.usable() != s.usable() || (s.usable() && e.mac != mac)
 	e.mac, e.state, e.external, e.since, e.confirmed = mac, s, true, now, now
 	if changed {

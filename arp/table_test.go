@@ -191,11 +191,58 @@ func TestTableRefusesUnaskedAndBounds(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		tb.Learn(netip.AddrFrom4([4]byte{198, 18, 1, byte(i)}), macB)
 	}
-	if tb.Len() != 16 {
-		t.Errorf("Len = %d, want 16 (MaxEntries)", tb.Len())
+	if tb.Len() != 12 {
+		t.Errorf("Len = %d, want 12 (three quarters of MaxEntries)", tb.Len())
 	}
-	if s := tb.Stats(); s.Ignored != 1 || s.Full != 24 {
-		t.Errorf("Stats = %+v, want Ignored 1, Full 24", s)
+	if s := tb.Stats(); s.Ignored != 1 || s.Full != 28 {
+		t.Errorf("Stats = %+v, want Ignored 1, Full 28", s)
+	}
+}
+
+// TestTableLearnFloodLeavesRoom: senders that ask for our address from ever
+// new addresses (each learnt) fill three quarters of the table at most, so
+// the neighbours the gateway asks for still get entries; once those are
+// taken too, a forced collection evicts the learnt entries nobody used
+// that are 5 s old, at most once a second, and a used one stays. Before,
+// a flood of 70 new senders a second kept every new next hop out (Resolve
+// answered StateNone) until the entries aged out after a minute.
+func TestTableLearnFloodLeavesRoom(t *testing.T) {
+	tb, clk, _ := newTestTable() // MaxEntries 16
+	addr := func(a, b byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, a, b}) }
+	for i := range 40 {
+		tb.Learn(addr(1, byte(i)), macB)
+	}
+	tb.Tick()
+	if _, ok := tb.Lookup(addr(1, 0)); !ok { // used: never evicted
+		t.Fatal("a learnt entry is not found")
+	}
+	tb.Tick()
+	for i := range 4 {
+		if st := tb.Resolve(addr(2, byte(i))); st != StateIncomplete {
+			t.Fatalf("Resolve of next hop %d under the flood = %v, want incomplete", i, st)
+		}
+	}
+	if st := tb.Resolve(addr(2, 9)); st != StateNone {
+		t.Fatalf("Resolve with every entry young = %v, want none (full)", st)
+	}
+	clk.Add(6 * time.Second)
+	tb.Tick() // the requests fail; the learnt entries stay stale
+	if st := tb.Resolve(addr(2, 10)); st != StateIncomplete {
+		t.Fatalf("Resolve after 6 s = %v, want incomplete (room made)", st)
+	}
+	s := tb.Stats()
+	if s.Evicted == 0 || tb.Len() > 16 {
+		t.Errorf("Stats = %+v, Len %d: want evictions, at most 16 entries", s, tb.Len())
+	}
+	if st, _ := tb.State(addr(1, 0)); st == StateNone {
+		t.Error("the learnt entry in use was evicted")
+	}
+	// A second collection within the second is not run.
+	for i := range 16 {
+		tb.Learn(addr(3, byte(i)), macB)
+	}
+	if got := tb.Stats().Evicted; got != s.Evicted {
+		t.Errorf("Evicted %d → %d within one second, want no second collection", s.Evicted, got)
 	}
 }
 
