@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
@@ -244,7 +245,8 @@ func addAddresses(name string, addrs []netip.Prefix) error {
 }
 
 // addAllowedRoutes routes every peer's allowed IPs into the TUN, as
-// wg-quick does, so that the host's traffic (forwarded or its own) to the
+// wg-quick does (a prefix whose key a route of the host's holds keeps
+// that route, with a warning), so that the host's traffic (forwarded or its own) to the
 // peers' networks enters the tunnel. Default routes (/0) are left out: they
 // would take the route to the peers' endpoints too (wg-quick needs policy
 // routing for that); add them by hand with a route to the endpoints.
@@ -253,14 +255,26 @@ func addAllowedRoutes(log *slog.Logger, name string, f *config.File) error {
 	if err != nil {
 		return fmt.Errorf("find %s: %w", name, err)
 	}
+	added := make(map[netip.Prefix]bool)
 	for _, p := range f.Peers {
 		for _, a := range p.AllowedIPs {
 			if a.Bits() == 0 {
 				log.Warn("default route not installed into the TUN; route it by hand, keeping a route to the endpoints", "prefix", a)
 				continue
 			}
+			if a = a.Masked(); added[a] {
+				continue
+			}
+			added[a] = true
 			r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
-			if err := netlink.RouteReplace(r); err != nil {
+			switch err := netlink.RouteAdd(r); {
+			case errors.Is(err, unix.EEXIST):
+				// The TUN is new: the route of the key is the
+				// host's (an interface's subnet, a static
+				// route), and stays, as wg-quick would not
+				// replace it (it refuses: File exists).
+				log.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the TUN, so the host's packets to it take that route, not the tunnel", "prefix", a)
+			case err != nil:
 				return fmt.Errorf("route %v into %s: %w", a, name, err)
 			}
 		}

@@ -268,11 +268,12 @@ const ip6UserMetric = 1024
 // leaves out the routes into the exception TUN; owned mode's static
 // routes, arp.StaticRoutes.Route), or -1 when none covers it; whether
 // Linux would prefer it to a route of the same prefix into the exception
-// TUN: a kernel IPv6 route of a metric below ip6UserMetric (the kernel's
-// own route of an on-link prefix has 256). An IPv4 route of the same key
-// as ours (dst, TOS 0, metric 0) is replaced by it, one of another metric
-// comes after it; owned mode's static routes have no metric, and come
-// after it too; and whether the kernel's route leads off r's interface
+// TUN: a kernel IPv6 route of a metric up to ip6UserMetric (the kernel's
+// own route of an on-link prefix has 256; one of 1024 has our route's key
+// and keeps it: route), an IPv4 route of metric 0, of our route's key,
+// which keeps it too (an interface's connected route); one of another
+// metric comes after ours; owned mode's static routes have no metric, and
+// come after it too; and whether the kernel's route leads off r's interface
 // (the LAN's): out of another (a multipath route: its first next hop's,
 // as NextHop), or nowhere (unreachable, blackhole, prohibit: IfIndex
 // -1), which the fast path leaves to the host's kernel, as it does a
@@ -293,20 +294,36 @@ func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN boo
 		// another (policy routing), or it answers unreachable.
 		return -1, false, kernel
 	}
-	return rt.Prefix.Bits(), kernel && rt.Prefix.Addr().Is6() && rt.Metric < ip6UserMetric, kernel && rt.IfIndex != r.ifindex
+	before := rt.Metric == 0
+	if rt.Prefix.Addr().Is6() {
+		before = rt.Metric <= ip6UserMetric
+	}
+	return rt.Prefix.Bits(), kernel && before, kernel && rt.IfIndex != r.ifindex
 }
 
-// route installs (or replaces) the route of p into the exception TUN;
-// none is ever deleted (dataplane_.forget says why). While the interface
-// is down the kernel takes no route into it (ENETDOWN): not worth a
-// warning, since watchException installs the routes of the prefixes
-// configured and left by then when it comes up (restoreRoutes), so it is
-// logged at debug level only.
-func (d *dataplane_) route(p netip.Prefix) {
+// route installs the route of p into the exception TUN, replacing one of
+// its key (destination, TOS 0, metric 0, or IPv6's 1024) when replace
+// says ours may be there (a prefix that left the configuration and came
+// back), else adding it beside the others, as wg-quick adds its routes
+// into wg0. It reports whether the main table held a route of p's key
+// (EEXIST): ours, or one of the host's, which stays (noteTaken tells
+// which): the connected route of an interface whose subnet a peer's
+// allowed IPs give, a static route, a routing daemon's. Replaced, the
+// host lost its route to that subnet, and it did not come back when the
+// gateway stopped. None is ever deleted (dataplane_.forget says why).
+// While the interface is down the kernel takes no route into it
+// (ENETDOWN): not worth a warning, since watchException installs the
+// routes of the prefixes configured and left by then when it comes up
+// (restoreRoutes), so it is logged at debug level only.
+func (d *dataplane_) route(p netip.Prefix, replace bool) (exists bool) {
 	if d.excLink == nil || p.Bits() == 0 {
-		return
+		return false
 	}
-	d.installRoute(p, d.nl.RouteReplace)
+	install := d.nl.RouteAdd
+	if replace {
+		install = d.nl.RouteReplace
+	}
+	return errors.Is(d.installRoute(p, install), unix.EEXIST)
 }
 
 // routeLeft installs again the route into the exception TUN of p, a

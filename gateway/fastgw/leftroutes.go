@@ -64,6 +64,12 @@ func (l *leftPrefixes) Remove(p netip.Prefix) {
 	}
 }
 
+// Has reports whether p is one of them.
+func (l *leftPrefixes) Has(p netip.Prefix) bool {
+	_, ok := l.at[p]
+	return ok
+}
+
 // All is every prefix, in no particular order; l must not change while
 // it is ranged over.
 func (l *leftPrefixes) All() iter.Seq[netip.Prefix] { return maps.Keys(l.at) }

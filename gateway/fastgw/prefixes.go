@@ -80,6 +80,10 @@ type prefixEntry struct {
 	rank   [2]uint64 // peer's order, the prefix's own
 	mapped bool      // in the LAN map (else waiting)
 	index  int       // in its heap
+	// hostRouted: the main table holds a route of the prefix's key that
+	// is not into the exception TUN (noteTaken), which route left in
+	// place; no route of ours is kept when the prefix leaves (forget).
+	hostRouted bool
 }
 
 func family(p netip.Prefix) int {
@@ -164,6 +168,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 		d.seq++
 		d.peerSeq[p] = d.seq
 	}
+	var taken []netip.Prefix
+	defer func() { d.noteTaken(taken) }()
 	for _, p := range order {
 		owner := final[p]
 		if owner == nil {
@@ -175,8 +181,13 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.seq++
 			e = &prefixEntry{pfx: p, peer: owner, rank: [2]uint64{d.peerSeq[owner], d.seq}}
 			d.entries[p] = e
+			// A prefix that left and comes back has its route into
+			// the exception TUN still: replaced.
+			ours := d.left.Has(p)
 			d.left.Remove(p)
-			d.route(p)
+			if d.route(p, ours) {
+				taken = append(taken, p)
+			}
 			if _, ok := d.kept[p]; ok { // in the map still, in its slot
 				delete(d.kept, p)
 				d.keptN[family(p)]--
@@ -247,7 +258,9 @@ func (d *dataplane_) forget(e *prefixEntry) {
 		heap.Remove(&d.waiting[f], e.index)
 	}
 	delete(d.entries, e.pfx)
-	d.leave(e.pfx)
+	if !e.hostRouted {
+		d.leave(e.pfx)
+	}
 }
 
 // unkeep takes one prefix of family f that left the configuration out of
@@ -315,10 +328,37 @@ func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
-	for p := range d.entries {
-		d.route(p)
+	var taken []netip.Prefix
+	for p, e := range d.entries {
+		if !e.hostRouted && d.route(p, false) {
+			taken = append(taken, p)
+		}
 	}
+	d.noteTaken(taken)
 	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
+}
+
+// noteTaken tells which of taken, configured prefixes whose route route
+// found there already (EEXIST), have a route of the host's rather than
+// ours (the routes into the exception TUN are listed once to tell), marks
+// their entries hostRouted and warns of each; d.mu held.
+func (d *dataplane_) noteTaken(taken []netip.Prefix) {
+	if len(taken) == 0 {
+		return
+	}
+	ours, err := d.excRoutes()
+	if err != nil {
+		d.warn.Warn("allowed-IPs prefixes whose key the main table holds already: tell which are routed elsewhere", "err", err)
+		return
+	}
+	for _, p := range taken {
+		e := d.entries[p]
+		if ours[p] || e == nil || e.hostRouted {
+			continue
+		}
+		e.hostRouted = true
+		d.warn.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the exception TUN, so the host's own packets to it, and those its kernel forwards, take that route, not the tunnel (wg-quick up refuses such a prefix: File exists)", "prefix", p)
+	}
 }
 
 // restoreLeft installs again the routes into the exception TUN of the
@@ -404,11 +444,15 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
 	n := 0
-	for p := range d.entries {
-		if p.Bits() > 0 && !have[p] {
-			d.route(p)
+	var taken []netip.Prefix
+	for p, e := range d.entries {
+		if p.Bits() > 0 && !have[p] && !e.hostRouted {
+			if d.route(p, false) {
+				taken = append(taken, p)
+			}
 			n++
 		}
 	}
+	d.noteTaken(taken)
 	return n + d.restoreLeft(func(p netip.Prefix) bool { return !have[p] }), nil
 }

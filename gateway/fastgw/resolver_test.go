@@ -49,6 +49,11 @@ func TestResolverPrefixLen(t *testing.T) {
 	if err := a.AddRoute("2001:db8:7::/48", "", v.A); err != nil { // metric 1024
 		t.Fatal(err)
 	}
+	for _, r := range [][]string{{"198.19.5.0/24", "dev", v.A, "metric", "100"}, {"2001:db8:5::/48", "dev", v.A, "metric", "2048"}} {
+		if out, err := a.Run("ip", append([]string{"route", "add"}, r...)...); err != nil {
+			t.Fatalf("ip route add %v: %v\n%s", r, err, out)
+		}
+	}
 	// Another interface (a WAN) with the default route, and a blackhole.
 	w, err := tp.NewVeth(a, b, topo.VethConfig{})
 	if err != nil {
@@ -78,9 +83,12 @@ func TestResolverPrefixLen(t *testing.T) {
 		bits       int
 		first, off bool
 	}{
-		{"2001:db8:1::5", 64, true, false}, {"2001:db8:7::5", 48, false, false}, {"198.19.1.5", 24, false, false},
-		{"2001:db8:9::5", -1, false, true}, {"198.19.9.5", 0, false, true}, {"198.18.9.7", 24, false, true},
-		{"198.19.6.5", 24, false, true},
+		// Of our route's key (IPv4 metric 0, IPv6 1024) or a lower
+		// metric: the host's, which keeps the key (dataplane_.route),
+		// first; of a higher metric, after ours.
+		{"2001:db8:1::5", 64, true, false}, {"2001:db8:7::5", 48, true, false}, {"198.19.1.5", 24, true, false},
+		{"2001:db8:9::5", -1, false, true}, {"198.19.9.5", 0, true, true}, {"198.18.9.7", 24, true, true},
+		{"198.19.6.5", 24, true, true}, {"198.19.5.5", 24, false, false}, {"2001:db8:5::5", 48, false, false},
 	} {
 		var bits int
 		var first, off bool
