@@ -462,10 +462,11 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // leaves, wherever the batches fall: every whole line before the cut
 // applied, nothing after it. The cut is the first line that fails, a line
 // longer than uapiMaxLine (errLineTooLong), or a read error (the client
-// stalled past uapiIdle, or went away); at EOF the last line is applied
-// even without its newline, as wireguard-go's scanner does, but after a
-// read error it is not (wireguard-go's would apply "allowed_ip=10.0.0.0/2"
-// cut from a /24). A line's CR before its newline is dropped, as
+// stalled past uapiIdle), or a last line without its newline: a client
+// that went away in the middle of "listen_port=51820" (EOF after
+// "listen_port=518"), or of "allowed_ip=10.0.0.0/24", whose cut-off line
+// wireguard-go's scanner applies (a listen port of 518, a /2). EOF after
+// a whole line ends the request, as in wireguard-go. A line's CR before its newline is dropped, as
 // wireguard-go's scanner drops it (on its socket too). After an error the rest of the request is read and
 // discarded, so that the connection stays in step.
 func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
@@ -508,12 +509,16 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 				done = true
 				break
 			}
-			batch = append(batch, line...)
-			ends = append(ends, len(batch))
 			if rerr == io.EOF {
+				// A line without its newline: the client went
+				// away in the middle of it ("listen_port=518"
+				// of 51820). wg(8) ends every line.
+				cut = uapiErrorf(ipc.IpcErrorInvalid, "set request ends without a newline after %q: not applied", logStart(string(line)))
 				done = true
 				break
 			}
+			batch = append(batch, line...)
+			ends = append(ends, len(batch))
 		}
 		if failed == nil {
 			d.mu.Lock()

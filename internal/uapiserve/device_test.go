@@ -155,3 +155,48 @@ func TestServeUnknownOperationLogBounded(t *testing.T) {
 		t.Errorf("log of a 4 KiB unknown operation: %d bytes, want its start and length: %.300q", len(l), l)
 	}
 }
+
+// TestServeSetCutLineNotApplied: a set whose client goes away in the
+// middle of a line applies the whole lines before it and nothing of the
+// cut one. wireguard-go's scanner applies a last line without its newline:
+// a client killed after "listen_port=518" of 51820 moved the gateway to
+// port 518, one cut within "allowed_ip=198.19.9.0/24" gave the peer a /2.
+func TestServeSetCutLineNotApplied(t *testing.T) {
+	dev := downdev.New()
+	defer dev.Close()
+	client, server := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(server, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	go io.Copy(io.Discard, client)
+	peer := strings.Repeat("20", 32)
+	if _, err := io.WriteString(client, "set=1\nprivate_key="+keyA+"\nlisten_port=518"); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	<-done
+	client, server = net.Pipe()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(server, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	go io.Copy(io.Discard, client)
+	if _, err := io.WriteString(client, "set=1\npublic_key="+peer+"\nallowed_ip=198.19.9.0/2"); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	<-done
+	got, err := dev.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "private_key="+keyA) || !strings.Contains(got, "public_key="+peer) {
+		t.Errorf("the whole lines before the cut are not applied:\n%s", got)
+	}
+	if strings.Contains(got, "listen_port=518") || strings.Contains(got, "allowed_ip=") {
+		t.Errorf("a cut-off line was applied:\n%s", got)
+	}
+}

@@ -136,11 +136,31 @@ func (o *opReader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if o.r.Buffered() == 0 {
-		if err := o.fill(); err != nil {
+		if err := o.fill(1); err != nil {
 			return 0, err
 		}
 	}
 	b, _ := o.r.Peek(min(len(p), o.r.Buffered()))
+	// Whole lines only: wireguard-go's scanner applies a last line
+	// without its newline when the read fails (a client gone in the
+	// middle of "listen_port=51820" set port 518). A line longer than
+	// the buffer, which no valid line is, goes as it comes.
+	for {
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			b = b[:i+1]
+			break
+		}
+		if len(b) == len(p) || o.r.Buffered() == o.r.Size() {
+			break
+		}
+		if err := o.fill(o.r.Buffered() + 1); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, fmt.Errorf("set request cut within a line: %w", err)
+		}
+		b, _ = o.r.Peek(min(len(p), o.r.Buffered()))
+	}
 	n := len(b)
 	if o.atLine && b[0] == '\n' {
 		n, o.done = 1, true
@@ -154,12 +174,12 @@ func (o *opReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill reads more of the operation from the connection into o.r, under
-// the deadline of what remains of idleTimeout for the current
-// progressBytes.
-func (o *opReader) fill() error {
+// fill reads more of the operation from the connection into o.r, until it
+// holds want bytes, under the deadline of what remains of idleTimeout for
+// the current progressBytes.
+func (o *opReader) fill(want int) error {
 	if o.conn == nil {
-		_, err := o.r.Peek(1)
+		_, err := o.r.Peek(want)
 		return err
 	}
 	if o.taken >= progressBytes {
@@ -167,7 +187,7 @@ func (o *opReader) fill() error {
 	}
 	start := time.Now()
 	o.conn.SetReadDeadline(start.Add(idleTimeout - o.waited))
-	_, err := o.r.Peek(1)
+	_, err := o.r.Peek(want)
 	o.waited += time.Since(start)
 	return err
 }
