@@ -169,6 +169,7 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	if !slices.Equal(wan.all, g.wanAll) {
 		g.wanAll = wan.all
 		g.publishHostAddrs()
+		g.setLANFilterHosts()
 	}
 	addrs := wan.addrs()
 	g.wanMu.Lock()
@@ -259,10 +260,37 @@ func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
 	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
 	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
-	if err := g.lan.SetHostAddrs(lan.all); err != nil {
+	g.setLANFilterHosts()
+	g.publishHostAddrs()
+}
+
+// setLANFilterHosts gives the LAN XDP filter the host's addresses of now
+// (lanFilterHosts of g.lanAddrs and g.wanAll). Called by the address
+// follower alone.
+func (g *Gateway) setLANFilterHosts() {
+	if err := g.lan.SetHostAddrs(lanFilterHosts(g.lanAddrs, g.wanAll)); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
-	g.publishHostAddrs()
+}
+
+// lanFilterHosts are the addresses the LAN XDP filter leaves to the host:
+// the LAN's, then the WAN's (a LAN host's SSH to the gateway's WAN address
+// went to wireguard-go, sealed for a peer with AllowedIPs = 0.0.0.0/0),
+// at most afxdp.MaxHostAddrs of each family, the first in that order.
+func lanFilterHosts(lan, wan []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	var n4, n6 int
+	for _, a := range slices.Concat(lan, wan) {
+		n := &n6
+		if a.Unmap().Is4() {
+			n = &n4
+		}
+		if *n < afxdp.MaxHostAddrs && !slices.Contains(out, a) {
+			*n++
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // publishHostAddrs tells the LAN device the host's own addresses

@@ -392,7 +392,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lan.all}})
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all)}})
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}

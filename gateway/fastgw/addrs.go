@@ -159,8 +159,24 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		g.dev.SetWANAddrs(wl.v4, wl.v6, wl.others...)
 	}
 	// What a peer sends to the WAN interface's addresses of now goes to
-	// the host (fastpath.Config.HostAddrs), as what it sends to the LAN's.
+	// the host (fastpath.Config.HostAddrs), as what it sends to the LAN's,
+	// and so does what a LAN host sends them.
 	g.engine.SetHostAddrs(append(slices.Clone(g.lanAddrs), wl.all...))
+	if !slices.Equal(wl.all, g.wanAll) {
+		g.wanAll = wl.all
+		g.setLANHostAddrs()
+	}
+}
+
+// setLANHostAddrs gives the LAN XDP filter the host addresses of now
+// (lanHostAddrs of g.lanAddrs and g.wanAll), on followAddresses'
+// goroutine.
+func (g *Gateway) setLANHostAddrs() {
+	host, left := lanHostAddrs(g.cfg, g.lanAddrs, g.wanAll)
+	g.warnHostAddrsLeft(left)
+	if err := g.lan.SetHostAddrs(host); err != nil {
+		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
+	}
 }
 
 // lanAddressesChanged re-reads the LAN interface's addresses (g.lanAddrs,
@@ -201,11 +217,7 @@ func (g *Gateway) lanAddressesChanged() {
 	}
 	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
-	host, left := lanHostAddrs(g.cfg, ll.all)
-	g.warnHostAddrsLeft(left)
-	if err := g.lan.SetHostAddrs(host); err != nil {
-		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
-	}
+	g.setLANHostAddrs()
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after a LAN address change", "err", err)

@@ -179,6 +179,10 @@ type Gateway struct {
 	// lanLeft are the LAN addresses the LAN XDP filter could not hold
 	// (warnHostAddrsLeft); written where lanAddrs is.
 	lanLeft []netip.Addr
+	// wanAll are the WAN interface's addresses (followed in shared mode:
+	// wanAddressesChanged), which the LAN XDP filter gives to the host
+	// too (lanHostAddrs); written where lanAddrs is.
+	wanAll []netip.Addr
 	// kernel holds our WAN ports in the kernel (listenKernel; shared
 	// mode, nil in owned mode). Guarded by wanMu.
 	kernel *kernelsock.Set

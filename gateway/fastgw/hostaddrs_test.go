@@ -69,6 +69,35 @@ func TestLANManyAddresses(t *testing.T) {
 	}
 	runOK(t, s.GwA, "ip", "-batch", batch)
 	waitFor(t, "the LAN addresses all held again", func() bool {
-		return strings.Contains(logs.String(), "holds all the LAN interface's addresses again")
+		return strings.Contains(logs.String(), "holds all the LAN and WAN interfaces' addresses again")
 	})
+}
+
+// TestLANToWANAddress: a LAN host's packets to the gateway's WAN addresses
+// (SSH, monitoring) reach the host, as Linux delivers them, while a peer
+// has AllowedIPs = 0.0.0.0/0, also for an address added to the WAN while
+// running. Before, the LAN XDP filter gave the host only the tunnel and
+// LAN addresses: they were sealed into that peer's tunnel.
+func TestLANToWANAddress(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{NoFastPath: true, AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+	var logs testenv.LogBuffer
+	fc := s.FastConfig
+	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostA.AddRoute("198.18.0.0/16", twosite.LANA4.String(), ""); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0) // through the tunnel
+	ping(t, s.HostA, "198.18.1.1", 0)            // the WAN's address: the host's
+	runOK(t, s.GwA, "ip", "addr", "add", "198.18.9.1/32", "dev", s.WANA)
+	waitFor(t, "the new WAN address followed", func() bool {
+		return strings.Contains(logs.String(), "198.18.9.1")
+	})
+	ping(t, s.HostA, "198.18.9.1", 0)
 }

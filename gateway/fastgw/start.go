@@ -322,13 +322,15 @@ func lanFilter(c Config, host []netip.Addr, vid uint16) afxdp.Filter {
 // lanHostAddrs are the addresses the LAN XDP filter gives to the host
 // rather than the tunnel: the tunnel addresses (c.Addresses) first, then
 // the LAN interface's (lanAddrs, in netlink's order: IPv4's primary
-// first), each once, at most afxdp.MaxHostAddrs of each family. left are
-// those of lanAddrs past that limit, in order: at start as at run time the
-// gateway runs without them and says so (warnHostAddrsLeft), since a
-// failure would take down the tunnel for addresses that matter only when
-// a peer's allowed IPs hold them.
-func lanHostAddrs(c Config, lanAddrs []netip.Addr) (host, left []netip.Addr) {
-	seen := make(map[netip.Addr]bool, len(c.Addresses)+len(lanAddrs))
+// first), then the WAN interface's (wanAddrs: a LAN host's SSH to the
+// gateway's WAN address, which went into the tunnel of a peer with
+// AllowedIPs = 0.0.0.0/0), each once, at most afxdp.MaxHostAddrs of each
+// family. left are those of lanAddrs and wanAddrs past that limit, in
+// order: at start as at run time the gateway runs without them and says
+// so (warnHostAddrsLeft), since a failure would take down the tunnel for
+// addresses that matter only when a peer's allowed IPs hold them.
+func lanHostAddrs(c Config, lanAddrs, wanAddrs []netip.Addr) (host, left []netip.Addr) {
+	seen := make(map[netip.Addr]bool, len(c.Addresses)+len(lanAddrs)+len(wanAddrs))
 	var n4, n6 int
 	add := func(a netip.Addr) bool {
 		if a = a.Unmap(); seen[a] {
@@ -349,7 +351,7 @@ func lanHostAddrs(c Config, lanAddrs []netip.Addr) (host, left []netip.Addr) {
 	for _, p := range c.Addresses {
 		add(p.Addr())
 	}
-	for _, a := range lanAddrs {
+	for _, a := range slices.Concat(lanAddrs, wanAddrs) {
 		if !add(a) {
 			left = append(left, a)
 		}
@@ -366,11 +368,11 @@ func (g *Gateway) warnHostAddrsLeft(left []netip.Addr) {
 	}
 	g.lanLeft = left
 	if len(left) == 0 {
-		g.log.Info("the LAN XDP filter holds all the LAN interface's addresses again", "interface", g.lanSide.addrDev)
+		g.log.Info("the LAN XDP filter holds all the LAN and WAN interfaces' addresses again", "lan", g.lanSide.addrDev, "wan", g.wanSide.addrDev)
 		return
 	}
-	g.log.Warn("the LAN interface has more addresses than the LAN XDP filter holds: frames from LAN hosts to those left out are forwarded as to any other destination (into the tunnel when a peer's allowed IPs hold them), not delivered to this host",
-		"interface", g.lanSide.addrDev, "limit", afxdp.MaxHostAddrs, "per", "family", "left_out", len(left), "addresses", left)
+	g.log.Warn("the LAN and WAN interfaces have more addresses than the LAN XDP filter holds: frames from LAN hosts to those left out are forwarded as to any other destination (into the tunnel when a peer's allowed IPs hold them), not delivered to this host",
+		"lan", g.lanSide.addrDev, "wan", g.wanSide.addrDev, "limit", afxdp.MaxHostAddrs, "per", "family", "left_out", len(left), "addresses", left)
 }
 
 // haveSharedUMEM is afxdp's probe; tests force its failure.
@@ -412,7 +414,8 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid, wl.others...)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
-	host, left := lanHostAddrs(*cfg, ll.all)
+	g.wanAll = wl.all
+	host, left := lanHostAddrs(*cfg, ll.all, wl.all)
 	g.warnHostAddrsLeft(left)
 	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: lanFilter(*cfg, host, g.lanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: LAN: %w", err)

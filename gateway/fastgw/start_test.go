@@ -82,7 +82,7 @@ func TestFilters(t *testing.T) {
 		t.Errorf("wanFilter, owned (-want +got):\n%s", diff)
 	}
 	host := netip.MustParseAddr("198.18.1.1")
-	hosts, left := lanHostAddrs(c, []netip.Addr{host})
+	hosts, left := lanHostAddrs(c, []netip.Addr{host}, nil)
 	lf := lanFilter(c, hosts, 0)
 	if !lf.Prefixes || lf.PrefixCapacity != defaultLANPrefixCapacity || len(lf.HostAddrs) != 2 || len(left) != 0 ||
 		lf.HostAddrs[0] != netip.MustParseAddr("10.8.0.1") || lf.HostAddrs[1] != host {
@@ -124,7 +124,7 @@ func TestTunnelQueueKeepsFlows(t *testing.T) {
 }
 
 // TestLANHostAddrsLimit: the LAN XDP filter takes the tunnel addresses
-// first, then the LAN interface's in order, each once, at most
+// first, then the LAN interface's in order, then the WAN's, each once, at most
 // afxdp.MaxHostAddrs of each family; the rest are left out, in order.
 func TestLANHostAddrsLimit(t *testing.T) {
 	tun := netip.MustParseAddr("10.8.0.1")
@@ -133,12 +133,14 @@ func TestLANHostAddrsLimit(t *testing.T) {
 	for i := range afxdp.MaxHostAddrs + 10 {
 		lan = append(lan, netip.AddrFrom4([4]byte{198, 18, byte(i / 250), byte(1 + i%250)}))
 	}
-	host, left := lanHostAddrs(c, lan)
-	if len(host) != afxdp.MaxHostAddrs+1 || host[0] != tun || host[1] != lan[1] {
-		t.Errorf("lanHostAddrs: %d host addresses starting %v, want %d starting [%v %v]", len(host), host[:2], afxdp.MaxHostAddrs+1, tun, lan[1])
+	wan := []netip.Addr{netip.MustParseAddr("2001:2:1::1"), netip.MustParseAddr("198.18.200.1")}
+	host, left := lanHostAddrs(c, lan, wan)
+	if len(host) != afxdp.MaxHostAddrs+2 || host[0] != tun || host[1] != lan[1] || !slices.Contains(host, wan[0]) {
+		t.Errorf("lanHostAddrs: %d host addresses starting %v, want %d starting [%v %v], with the WAN's %v", len(host), host[:2], afxdp.MaxHostAddrs+2, tun, lan[1], wan[0])
 	}
-	// 255 of the LAN's IPv4 addresses fit beside the tunnel address.
-	if want := lan[2+afxdp.MaxHostAddrs-1:]; !slices.Equal(left, want) {
+	// 255 of the LAN's IPv4 addresses fit beside the tunnel address;
+	// the WAN's come after them.
+	if want := append(slices.Clone(lan[2+afxdp.MaxHostAddrs-1:]), wan[1]); !slices.Equal(left, want) {
 		t.Errorf("lanHostAddrs left out %v, want %v", left, want)
 	}
 }
