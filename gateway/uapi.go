@@ -136,8 +136,37 @@ type setState struct {
 //
 // Endpoints must be numeric (IP:port or [IPv6]:port): wg(8) resolves host
 // names before it talks to the socket. After Close nothing is applied and
-// the error wraps net.ErrClosed.
+// the error wraps net.ErrClosed. It waits for a set request of the UAPI
+// socket in progress (one is applied in batches: ipcSetConn), so that the
+// two do not interleave.
 func (d *Device) IpcSet(r io.Reader) (err error) {
+	d.setMu.Lock()
+	defer d.setMu.Unlock()
+	return d.ipcSet(r)
+}
+
+// IpcUpdate reads the configuration as IpcGet prints it, hands it to
+// edit, and applies the set=1 body edit returns (IpcSet), with no other
+// set request (the UAPI socket's, IpcSet's) in between: a reload that
+// reads the running peers to compute what to remove, then sets, while
+// `wg addconf` added 4,000 peers, removed most of those and kept the
+// rest. An error of edit is returned as it is, and nothing is applied.
+func (d *Device) IpcUpdate(edit func(running string) (string, error)) error {
+	d.setMu.Lock()
+	defer d.setMu.Unlock()
+	var b strings.Builder
+	if err := d.IpcGet(&b); err != nil {
+		return err
+	}
+	body, err := edit(b.String())
+	if err != nil {
+		return err
+	}
+	return d.ipcSet(strings.NewReader(body))
+}
+
+// ipcSet is IpcSet, setMu held.
+func (d *Device) ipcSet(r io.Reader) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed() {

@@ -24,6 +24,10 @@ import (
 type uapiDevice struct {
 	get func() (string, error)
 	set func(body string) error
+	// update, when set, does get, edit and set with no other set
+	// request in between (gateway.Device.IpcUpdate); else apply calls
+	// get then set (wireguard-go's device applies each set whole).
+	update func(edit func(running string) (string, error)) error
 }
 
 // signals are the signals a running gateway acts on: stop receives
@@ -260,28 +264,38 @@ func reload(started *config.File, dev uapiDevice) (reloaded, error) {
 // gateway started with (reloaded.restart). It erases f's private key.
 func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	defer f.Interface.PrivateKey.Zero()
+	var r reloaded
+	// edit is the set=1 body for the running configuration cur. The
+	// body holds the private key, in a string nothing can erase, as
+	// every UAPI request through the socket does.
+	edit := func(cur string) (string, error) {
+		running := config.RunningPeers(cur)
+		r = reloaded{restart: startOnlyChanged(started, f)}
+		listed := make(map[string]bool, len(f.Peers))
+		for i := range f.Peers {
+			listed[f.Peers[i].PublicKey.Hex()] = true
+		}
+		for _, rp := range running {
+			if k := rp.PublicKey; listed[k] {
+				r.kept++
+				delete(listed, k)
+			} else {
+				r.removed++
+			}
+		}
+		r.added = len(listed)
+		return f.SyncUAPI(running), nil
+	}
+	if dev.update != nil {
+		err := dev.update(edit)
+		return r, err
+	}
 	cur, err := dev.get()
 	if err != nil {
 		return reloaded{}, fmt.Errorf("read the running configuration: %w", err)
 	}
-	running := config.RunningPeers(cur)
-	r := reloaded{restart: startOnlyChanged(started, f)}
-	listed := make(map[string]bool, len(f.Peers))
-	for i := range f.Peers {
-		listed[f.Peers[i].PublicKey.Hex()] = true
-	}
-	for _, rp := range running {
-		if k := rp.PublicKey; listed[k] {
-			r.kept++
-			delete(listed, k)
-		} else {
-			r.removed++
-		}
-	}
-	r.added = len(listed)
-	// The body holds the private key, in a string nothing can erase,
-	// as every UAPI request through the socket does.
-	return r, dev.set(f.SyncUAPI(running))
+	body, _ := edit(cur)
+	return r, dev.set(body)
 }
 
 // startOnlyChanged names, in file order of sections, the keys a reload

@@ -457,7 +457,8 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 			err := g.Device().IpcGet(&b)
 			return b.String(), err
 		},
-		set: func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
+		set:    func(body string) error { return g.Device().IpcSet(strings.NewReader(body)) },
+		update: g.Device().IpcUpdate,
 	}, reloads, sigs)
 	logStopping(log, sig, failed)
 	final := statsOf(g)
