@@ -36,11 +36,13 @@ func TestConformance(t *testing.T) {
 					vp = newVethPairIn(st, tp, queues)
 					pairs[queues] = vp
 					if shared {
-						u, err := NewUMEM(UMEMConfig{NumFrames: 4 * queues * 4096})
+						// Mapped, as fastgw maps it.
+						u, err := NewUMEM(UMEMConfig{NumFrames: 4 * queues * 4096, Mapped: true})
 						if err != nil {
 							st.Fatal(err)
 						}
 						umems[queues] = u
+						t.Cleanup(func() { u.Free() }) // after the suite closed its ports
 					}
 				}
 				flows := uint16(16)

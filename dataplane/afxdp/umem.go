@@ -39,6 +39,13 @@ type UMEMConfig struct {
 	NumFrames int
 	// Mode is copy, zero-copy or auto (default).
 	Mode Mode
+	// Mapped maps the memory outside the Go heap (mmap(2)) instead of
+	// allocating it there, for a UMEM that lives as long as its user
+	// (wgpio up): Go heap memory counts toward the garbage collector's
+	// target, which let the process's heap, and its resident memory,
+	// grow to about twice the frame memory (80 MiB a queue by default)
+	// before each collection. UMEM.Free unmaps it.
+	Mapped bool
 }
 
 // UMEM is the memory AF_XDP sockets receive into and transmit from, cut
@@ -50,11 +57,13 @@ type UMEMConfig struct {
 //
 // The memory is Go heap memory, page aligned and pinned by the kernel while
 // a socket uses it; it stays valid for frames callers still hold after
-// every port is closed, and is freed by the garbage collector.
+// every port is closed, and is freed by the garbage collector. With
+// UMEMConfig.Mapped it is mapped memory instead, valid until Free.
 type UMEM struct {
-	mem  []byte
-	pool *dataplane.Pool
-	mode Mode
+	mem     []byte
+	mapping []byte // the whole mapping (UMEMConfig.Mapped), until Free; guarded by mu
+	pool    *dataplane.Pool
+	mode    Mode
 
 	mu       sync.Mutex
 	live     map[*socket]bool // bound sockets using the UMEM; guarded by mu
@@ -78,12 +87,23 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 	}
 	// Page aligned (the kernel's XDP_UMEM_REG requires it), and on huge
 	// pages where the kernel gives them (dataplane.AllocMemory).
-	mem := dataplane.AllocMemory(cfg.NumFrames * cfg.FrameSize)
+	var mem, mapping []byte
+	if cfg.Mapped {
+		var err error
+		if mem, mapping, err = mapMemory(cfg.NumFrames * cfg.FrameSize); err != nil {
+			return nil, err
+		}
+	} else {
+		mem = dataplane.AllocMemory(cfg.NumFrames * cfg.FrameSize)
+	}
 	pool, err := dataplane.NewPool(mem, cfg.FrameSize, xdpPacketHeadroom)
 	if err != nil {
+		if mapping != nil {
+			unix.Munmap(mapping)
+		}
 		return nil, fmt.Errorf("afxdp: create pool: %w", err)
 	}
-	return &UMEM{mem: mem, pool: pool, mode: cfg.Mode, live: make(map[*socket]bool)}, nil
+	return &UMEM{mem: mem, mapping: mapping, pool: pool, mode: cfg.Mode, live: make(map[*socket]bool)}, nil
 }
 
 // Pool is the UMEM's frame pool.
@@ -110,6 +130,9 @@ var errShare = errors.New("afxdp: cannot share UMEM")
 func (u *UMEM) socket(ifindex, queue int, sz ringSizes) (*socket, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.mem == nil {
+		return nil, errUMEMFreed
+	}
 	start := time.Now()
 	for {
 		s, err := u.socketOnce(ifindex, queue, sz)

@@ -483,7 +483,8 @@ func (g *Gateway) Engine() *fastpath.Engine { return g.engine }
 func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 
 // Close stops the gateway, removes the UAPI socket, detaches the XDP
-// programs and frees everything. Safe to call more than once.
+// programs and frees everything, the frame memory of its ports included
+// (none of their frames may be used after). Safe to call more than once.
 func (g *Gateway) Close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
@@ -522,6 +523,11 @@ func (g *Gateway) Close() error {
 		}
 		if g.wan != nil {
 			errs = append(errs, g.wan.Close())
+		}
+		if g.umem != nil {
+			// Mapped outside the Go heap (afxdp.UMEMConfig.Mapped):
+			// the ports and the engine are done with its frames.
+			errs = append(errs, g.umem.Free())
 		}
 		close(g.tableDone)
 		g.linkWG.Wait()

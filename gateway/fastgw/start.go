@@ -408,7 +408,7 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	if err := haveSharedUMEM(); errors.Is(err, dataplane.ErrNotSupported) {
 		g.log.Warn("WAN and LAN get a UMEM each: every frame between them is copied", "err", err)
 		private = frames / 2
-	} else if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames}); err != nil {
+	} else if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames, Mapped: true}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
 	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid, wl.others...)}); err != nil {
