@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/tundev"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -513,5 +514,53 @@ func TestMetricsProcessHealth(t *testing.T) {
 	}
 	if _, ok := have["wgpio_peers"]; !ok {
 		t.Error("wgpio_peers missing beside the process's metrics")
+	}
+}
+
+// TestNeighbourStats: the owned address mode's ARP and NDP counters (the
+// responders' replies and drops by reason, the tables' requests, failures,
+// refusals and evictions, the address conflicts) are in /metrics, wgpio
+// stats and its JSON; a gateway without them (shared mode) exports none.
+// Before, the frames the responders dropped were counted nowhere a user
+// could see.
+func TestNeighbourStats(t *testing.T) {
+	n := map[string]fastgw.NeighbourStats{
+		"lan": {Replies: 5, Drops: map[string]uint64{"op": 3, "not-for-us": 2}, Requests: 4, Failed: 1, Full: 7, Evicted: 6, Conflicts: 1},
+		"wan": {Replies: 1},
+	}
+	s := GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1), Neighbours: n}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_neighbour_replies_total{device="wg0",port="lan"} 5`,
+		`wgpio_neighbour_drops_total{device="wg0",port="lan",reason="op"} 3`,
+		`wgpio_neighbour_drops_total{device="wg0",port="lan",reason="not-for-us"} 2`,
+		`wgpio_neighbour_requests_total{device="wg0",port="lan"} 4`,
+		`wgpio_neighbour_failed_total{device="wg0",port="lan"} 1`,
+		`wgpio_neighbour_table_full_total{device="wg0",port="lan"} 7`,
+		`wgpio_neighbour_table_evicted_total{device="wg0",port="lan"} 6`,
+		`wgpio_neighbour_address_conflicts{device="wg0",port="lan"} 1`,
+		`wgpio_neighbour_replies_total{device="wg0",port="wan"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	want := "neighbours lan (owned address mode): 5 replies, frames dropped: not-for-us=2 op=3; table: 4 requests, 1 failed, 7 refused full, 6 evicted; 1 hosts claimed our address\n"
+	if out := capturePrintStats(t, s); !strings.Contains(out, want) {
+		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `"neighbours":{"lan":{"replies":5,"drops":{"not-for-us":2,"op":3},"requests":4,"failed":1,"full":7,"evicted":6,"conflicts":1}`; !strings.Contains(string(b), w) {
+		t.Errorf("wgpio stats -json lacks %s:\n%s", w, b)
+	}
+	s.Neighbours = nil
+	if body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true })); strings.Contains(body, "wgpio_neighbour") {
+		t.Error("neighbour metrics exported in shared mode")
+	}
+	if out := capturePrintStats(t, s); strings.Contains(out, "neighbours") {
+		t.Errorf("wgpio stats prints neighbours in shared mode:\n%s", out)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -153,6 +154,25 @@ func printStats(name string, s GatewayStats) {
 	tw.Flush()
 	printXDP(s.XDP)
 	printReassembly(s.Reassembly)
+	printNeighbours(s.Neighbours)
+}
+
+// printNeighbours prints the owned address mode's ARP and NDP counters
+// (nothing in shared mode).
+func printNeighbours(n map[string]fastgw.NeighbourStats) {
+	for _, side := range []string{"lan", "wan"} {
+		st, ok := n[side]
+		if !ok {
+			continue
+		}
+		var drops []string
+		for k, v := range st.Drops {
+			drops = append(drops, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(drops)
+		fmt.Printf("neighbours %s (owned address mode): %d replies, frames dropped: %s; table: %d requests, %d failed, %d refused full, %d evicted; %d hosts claimed our address\n",
+			side, st.Replies, orNone(drops), st.Requests, st.Failed, st.Full, st.Evicted, st.Conflicts)
+	}
 }
 
 // printReassembly prints the owned address mode's reassembly of the

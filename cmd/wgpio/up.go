@@ -512,6 +512,10 @@ type GatewayStats struct {
 	// that arrive as IP fragments (Engine.ReassemblyStats); the owned
 	// address mode's only, nil otherwise (the kernel reassembles them).
 	Reassembly *fastpath.ReassemblyStats `json:"reassembly,omitempty"`
+	// Neighbours is the owned address mode's ARP and NDP counters by side
+	// ("wan", "lan": fastgw.Gateway.Neighbours); nil otherwise (the
+	// kernel answers them).
+	Neighbours map[string]fastgw.NeighbourStats `json:"neighbours,omitempty"`
 }
 
 // PeerStat is a peer's state without key material (the pre-shared key of
@@ -541,6 +545,9 @@ func countersOf(g *fastgw.Gateway) GatewayStats {
 	s.XDP = xdpCounters(g.Ports())
 	if r, ok := g.Engine().ReassemblyStats(); ok {
 		s.Reassembly = &r
+	}
+	if n, ok := g.Neighbours(); ok {
+		s.Neighbours = n
 	}
 	return s
 }

@@ -640,7 +640,14 @@ func TestOwnedAddressMode(t *testing.T) {
 			if nf == 0 {
 				t.Error("no ARP frame reached wgpio's responder")
 			}
-			t.Logf("drops: %s; ARP/NDP frames handled: %d", dropsString(s.Gateway), nf)
+			// The responders' counters are the gateway's (wgpio
+			// stats, /metrics): the LAN host asked for the LAN
+			// address, and the gateway for its next hops.
+			n, ok := s.Gateway.Neighbours()
+			if !ok || n["lan"].Replies == 0 || n["lan"].Requests+n["wan"].Requests == 0 {
+				t.Errorf("Neighbours() = %+v, %v: want the LAN's replies and some requests", n, ok)
+			}
+			t.Logf("drops: %s; ARP/NDP frames handled: %d; neighbours %+v", dropsString(s.Gateway), nf, n)
 		})
 	}
 }

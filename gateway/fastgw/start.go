@@ -217,6 +217,9 @@ func (g *Gateway) addressMode(wl, ll *link) (wanRes, lanRes *resolver, err error
 	}
 	go g.wanTable.Run(g.tableDone, 0)
 	go g.lanTable.Run(g.tableDone, 0)
+	if g.cfg.Owned {
+		go g.watchConflicts()
+	}
 	return wanRes, lanRes, nil
 }
 
