@@ -122,6 +122,7 @@ type Device struct {
 
 	badMAC1Logged     atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
 	unknownPeerLogged atomic.Int64 // when warnUnknownPeer last logged (Options.Now's clock), 0: never
+	pskLogged         atomic.Int64 // when warnPSK last logged (Options.Now's clock), 0: never
 }
 
 // peer is the control plane's state of one peer. fp and pub are immutable;
@@ -159,6 +160,9 @@ type peer struct {
 	// have not been freed yet; sweepLocked frees those no slot holds any
 	// more.
 	owned []ownedKeypair
+	// unconfirmedRun counts the responder keypairs freed in a row
+	// without data while the peer had no session in use (warnPSK).
+	unconfirmedRun int
 	// pendingIndex is the receiver index of our handshake message in flight
 	// (initiation), registered in Device.pending.
 	pendingIndex uint32
@@ -590,8 +594,16 @@ func (d *Device) sweepLocked(p *peer, dropped ...*fastpath.Keypair) {
 			continue
 		}
 		d.dp.Indexes().Free(kp.LocalIndex)
-		if !kp.IsInitiator && !kp.Used() {
+		switch {
+		case !kp.IsInitiator && !kp.Used():
 			d.stats.unconfirmed.Add(1)
+			if cur == nil || !cur.Used() {
+				if p.unconfirmedRun++; p.unconfirmedRun >= pskRun {
+					d.warnPSK(p, "responder", d.now())
+				}
+			}
+		case kp.Used():
+			p.unconfirmedRun = 0
 		}
 		d.dp.Retire(kp)
 	}

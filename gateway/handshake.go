@@ -213,6 +213,34 @@ func (d *Device) warnUnknownPeer(k noise.PublicKey, src netip.AddrPort, now int6
 		"public_key", k.Base64(), "src", src)
 }
 
+// pskRun is how many responder keypairs in a row a peer leaves unused,
+// with no session of it in use, before warnPSK tells: one is a peer gone
+// after its handshake; a peer whose preshared key differs retries every
+// RekeyTimeout, each time in vain.
+const pskRun = 3
+
+// warnPSK logs, at most once per badMAC1Every, the signs of a preshared key
+// that differs between this gateway and peer p (whitepaper §5.2: it is
+// mixed into the keys of the handshake's last step, so only that step
+// fails): as initiator, the response to our initiation that did not
+// authenticate (its empty payload's AEAD, §5.4.3, counted as
+// handshake_invalid, decryption_failed); as responder (role), pskRun
+// sessions in a row that the peer never used (it could not read our
+// response; counted in responder_keypairs_expired_unconfirmed). Neither
+// wireguard-go nor the kernel logs either. Safe for concurrent use.
+func (d *Device) warnPSK(p *peer, role string, now int64) {
+	last := d.pskLogged.Load()
+	if last != 0 && now-last < badMAC1Every || !d.pskLogged.CompareAndSwap(last, now) {
+		return
+	}
+	how := "its response to our initiation did not authenticate (counted as handshake_invalid, decryption_failed)"
+	if role == "responder" {
+		how = "it sent no data under the sessions our responses gave it (counted in responder_keypairs_expired_unconfirmed)"
+	}
+	d.log.Warn("a peer's handshakes fail at their last step: its PresharedKey for this gateway differs from this gateway's for it (or only one side has one); "+how+"; logged at most once a minute",
+		"public_key", p.pub.Base64())
+}
+
 // cookieReply answers m, an initiation or response without a valid MAC2
 // under load, with a cookie reply (whitepaper §5.4.7), within the global
 // budget of cookie replies. idMu held for reading.
@@ -383,6 +411,9 @@ func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 	}
 	if err := p.hs.ConsumeResponse(m.Data); err != nil {
 		d.stats.drop(DropHandshakeInvalid)
+		if errors.Is(err, noise.DropDecryptFailed) {
+			d.warnPSK(p, "initiator", now)
+		}
 		return
 	}
 	p.fp.RxBytes.Add(uint64(len(m.Data))) // as in respond

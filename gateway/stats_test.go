@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +91,51 @@ func TestRemovePeerTellsWorkers(t *testing.T) {
 	}
 	if !fp.Removed.Load() {
 		t.Error("after RemovePeer: Removed = false, want true")
+	}
+}
+
+// TestPSKMismatchWarned: a preshared key that differs between the
+// gateway and a peer is logged at warning level, with the peer's key,
+// at most once a minute: as responder once the peer left pskRun sessions
+// in a row unused, as initiator at the first response that does not
+// authenticate. Before, it showed only in counters.
+func TestPSKMismatchWarned(t *testing.T) {
+	const want = "PresharedKey for this gateway differs"
+	r := newRig(t, rigOptions{})
+	var logs bytes.Buffer
+	r.dev.log = slog.New(slog.NewTextHandler(&logs, nil))
+	src := netip.MustParseAddrPort("198.18.0.2:51820")
+	wrong, err := noise.NewPresharedKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := noise.NewHandshake(noise.NewStaticIdentity(r.wgKey, nil), r.ourKey.PublicKey(), wrong)
+	for i := range pskRun + 1 {
+		r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: initiation(t, h)})
+		r.advance(protocol.RekeyTimeout)
+		if i < pskRun-1 && strings.Contains(logs.String(), want) {
+			t.Fatalf("warned after %d unused sessions:\n%s", i+1, logs.String())
+		}
+	}
+	pub := r.wgKey.PublicKey()
+	if n := strings.Count(logs.String(), want); n != 1 || !strings.Contains(logs.String(), pub.Base64()) {
+		t.Errorf("as responder: %d warnings (want 1, naming %s):\n%s", n, pub.Base64(), logs.String())
+	}
+
+	// As initiator: only this side has a preshared key for the peer
+	// (stock wireguard-go, none).
+	r2 := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
+	logs.Reset()
+	r2.dev.log = slog.New(slog.NewTextHandler(&logs, nil))
+	pub2 := r2.wgKey.PublicKey()
+	if err := r2.dev.IpcSet(strings.NewReader("public_key=" + pub2.Hex() + "\npreshared_key=" + wrong.Hex() + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	fp := r2.fp()
+	fp.HandshakeNeeded.Store(true)
+	r2.dev.Tick(r2.now())
+	r2.pump(waitLimit, func() bool { return strings.Contains(logs.String(), want) })
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "decryption_failed") {
+		t.Errorf("as initiator: no warning naming the failed response:\n%s", logs.String())
 	}
 }
