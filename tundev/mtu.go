@@ -141,7 +141,13 @@ type fragState struct {
 	pend int // 1 + the next fragment of fr to return; 0: none
 }
 
-type fragPkt struct{ off, n int }
+// fragPkt is a packet of fragState's buffer; whole: one that fits the
+// MTU, received after a packet to cut in the same burst, and returned
+// whole after its fragments (queueWhole).
+type fragPkt struct {
+	off, n int
+	whole  bool
+}
 
 func newFragState(mtu int) fragState {
 	return fragState{buf: make([]byte, PortBatchSize*mtu), q: make([]fragPkt, 0, PortBatchSize)}
@@ -166,7 +172,7 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 			d.ctr.drops[PortDropFragment].Add(1)
 			return
 		}
-		f.q = append(f.q, fragPkt{f.used, copy(f.buf[f.used:], pkt)})
+		f.q = append(f.q, fragPkt{off: f.used, n: copy(f.buf[f.used:], pkt)})
 		header.DecrementHop(f.buf[f.used:]) // forwardIn checked the TTL
 		f.used += len(pkt)
 		return
@@ -175,8 +181,23 @@ func (d *PortDevice) overMTU(eth, pkt []byte) {
 	d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpTooBig, mtu: d.cfg.MTU})
 }
 
-// next writes waiting fragments, in order, into bufs[i][offset:] and
-// returns how many; those that do not fit wait for the next call.
+// queueWhole queues pkt, a packet within the MTU (hop taken, MSS
+// clamped), behind the packets to cut received before it in the same
+// burst, so that Read keeps the order of a flow that mixes the two, as
+// Linux's fragmentation does (it went out ahead of their fragments). Its
+// copy is dropped as PortDropFragment when the buffer is full.
+func (f *fragState) queueWhole(d *PortDevice, pkt []byte) {
+	if len(f.q) == cap(f.q) || len(f.buf)-f.used < len(pkt) {
+		d.ctr.drops[PortDropFragment].Add(1)
+		return
+	}
+	f.q = append(f.q, fragPkt{off: f.used, n: copy(f.buf[f.used:], pkt), whole: true})
+	f.used += len(pkt)
+}
+
+// next writes waiting fragments (and whole packets queued behind them),
+// in order, into bufs[i][offset:] and returns how many; those that do
+// not fit wait for the next call.
 func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) int {
 	n := 0
 	for n < len(bufs) {
@@ -187,6 +208,15 @@ func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) 
 			}
 			p := f.q[f.head]
 			f.head++
+			if p.whole {
+				if buf := bufs[n][offset:]; len(buf) >= p.n {
+					sizes[n] = copy(buf, f.buf[p.off:p.off+p.n])
+					n++
+				} else {
+					d.ctr.drops[PortDropTooBig].Add(1)
+				}
+				continue
+			}
 			if f.fr.Reset(f.buf[p.off:p.off+p.n], d.cfg.MTU) != header.OK {
 				d.ctr.drops[PortDropFragment].Add(1)
 				continue

@@ -122,6 +122,33 @@ func TestPortDeviceFragments(t *testing.T) {
 	}
 }
 
+// TestPortDeviceReadFragmentOrder: packets within the MTU that arrive in one
+// burst behind a packet Read cuts into fragments come out after its
+// fragments, in their order, as Linux forwards them: a datagram's
+// fragment train from the LAN (a first fragment over the tunnel MTU, then
+// a small last one) reaches the far end in order. Before, the small ones
+// went ahead of the fragments.
+func TestPortDeviceReadFragmentOrder(t *testing.T) {
+	r := newPortRig(t, 1, func(c *PortConfig) { c.MTU = 576 })
+	big := bigPacket(hostIP, farIP, 1400, false, 1)
+	small1 := ipPacket(hostIP, farIP, []byte("after"))
+	small2 := ipPacket(hostIP, farIP, []byte("after, too"))
+	r.inject(t, 0, ethFrame(macGW, macHost, 0x0800, big), ethFrame(macGW, macHost, 0x0800, small1), ethFrame(macGW, macHost, 0x0800, small2))
+	got := r.readAll(t, 5, 7)
+	if len(got) != 5 {
+		t.Fatalf("Read %d packets, want 3 fragments and 2 packets", len(got))
+	}
+	if w := reassembleIPv4(t, got[:3], 576); !bytes.Equal(w, hop(big)) {
+		t.Errorf("the first three are not the big packet's fragments in order")
+	}
+	if !bytes.Equal(got[3], hop(small1)) || !bytes.Equal(got[4], hop(small2)) {
+		t.Errorf("the small packets are not last, in order: %x, %x", got[3][:20], got[4][:20])
+	}
+	if s := r.dev.Stats(); s.Fragmented != 1 || s.Drops.Total() != 0 {
+		t.Errorf("Stats = %+v, want 1 fragmented, no drops", s)
+	}
+}
+
 // TestPortDeviceOverMTU: a packet over the tunnel MTU with DF (IPv4) or any
 // IPv6 packet is dropped, counted over_mtu, and answered toward its sender
 // with "fragmentation needed (mtu 1420)" / "packet too big (mtu 1420)" from

@@ -466,6 +466,11 @@ func (d *PortDevice) take(frame, buf []byte, offset int, size *int, nr *bart.Tab
 	*size = copy(p, pkt[:n])
 	header.DecrementHop(p)
 	d.clampMSS(p)
+	if d.frag.pending() {
+		// Behind the fragments of a packet received before it.
+		d.frag.queueWhole(d, p)
+		return false
+	}
 	return true
 }
 
