@@ -432,6 +432,9 @@ const (
 	// batch (or its end) arriving, a connection without a request, and a
 	// reply without uapiWriteChunk of it being taken by the reader.
 	uapiIdleTimeout = 10 * time.Second
+	// uapiOpTimeout bounds how long a connection may wait before it
+	// sends an operation line (wg(8) sends its own at once).
+	uapiOpTimeout = 2 * time.Second
 	// uapiWriteChunk is how much of a reply one write deadline covers.
 	uapiWriteChunk = 256 << 10
 )
@@ -572,12 +575,15 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 // "errno=N\n\n" (after the get output). It closes conn. Lines are at most
 // 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
 // any length. A client that stalls for 10 s (uapiIdleTimeout), reading or
-// being read from (stallWriter), is disconnected.
+// being read from (stallWriter), is disconnected; one that sends no
+// operation for uapiOpTimeout (2 s) too, so that silent connections, which
+// hold one of the uapiMaxConns places each, keep `wg show` waiting 2 s,
+// not 10 (64 of them did).
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
 	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
 	for {
-		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
+		conn.SetReadDeadline(time.Now().Add(min(d.uapiIdle, uapiOpTimeout)))
 		opb, err := readLine(rw.Reader)
 		if err != nil {
 			if err == errLineTooLong {

@@ -328,3 +328,26 @@ func TestUAPIUnknownOperationLogBounded(t *testing.T) {
 		t.Errorf("log of a 60 KiB unknown operation: %d bytes, want its start and length: %.300q", len(l), l)
 	}
 }
+
+// TestUAPISilentConnectionCut: a connection that sends no operation is
+// closed after uapiOpTimeout, not the 10 s a request in progress may
+// stall: each holds one of the uapiMaxConns places, and 64 of them kept
+// `wg show` waiting 10 s. One that sends its operation at once is
+// answered.
+func TestUAPISilentConnectionCut(t *testing.T) {
+	d := ourDevice(t, "")
+	c := serve(t, d)
+	start := time.Now()
+	c.SetReadDeadline(start.Add(uapiIdleTimeout))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a silent connection: read %v, want EOF (closed)", err)
+	}
+	if took := time.Since(start); took < uapiOpTimeout/2 || took >= uapiIdleTimeout {
+		t.Errorf("closed after %v, want about %v", took, uapiOpTimeout)
+	}
+	c = serve(t, d)
+	io.WriteString(c, "get=1\n\n")
+	if errno := readErrno(t, bufio.NewReader(c)); errno != 0 {
+		t.Errorf("get: errno %d", errno)
+	}
+}
