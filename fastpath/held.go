@@ -29,6 +29,9 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		p.NeedNeighbour.Store(true)
 	}
 	w.e.stamped.push(p) // the control plane's next tick sees the flags
+	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
+		w.evictLargest(pl)
+	}
 	if len(pl.held) >= MaxHeldPerPeer || w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		// Drop the oldest, as wireguard-go does with its staged queue.
 		if len(pl.held) == 0 {
@@ -49,6 +52,36 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	pl.held = append(pl.held, *f)
 	w.heldTotal++
 	w.setHeld()
+}
+
+// evictLargest makes room in a full queue budget (MaxHeldPerQueue) for a
+// packet of pl's peer: it drops the oldest packet of the peer that holds
+// the most, when that is more than pl's peer would with the new one
+// (counted held_overflow). Linux and wireguard-go hold 128 a peer with no
+// bound over all peers, so eight peers whose handshakes go unanswered no
+// longer keep every other peer's first packets (a SYN, a DNS query) out
+// of the queue while they retry: they fill it, but give way. A rare path:
+// a scan of the held peers.
+//
+//go:noinline
+func (w *worker) evictLargest(pl *peerLocal) {
+	var victim *peerLocal
+	for _, id := range w.heldPeers {
+		if v := w.localAt(id); v != pl && (victim == nil || len(v.held) > len(victim.held)) {
+			victim = v
+		}
+	}
+	if victim == nil || len(victim.held) <= len(pl.held)+1 {
+		return
+	}
+	w.count(DropHeldOverflow, 1)
+	w.lanRX.Free(victim.held[:1])
+	copy(victim.held, victim.held[1:])
+	victim.held = victim.held[:len(victim.held)-1]
+	w.heldTotal--
+	if len(victim.held) == 0 {
+		w.emptied(victim)
+	}
 }
 
 // dropHeld frees the packets held for pl's peer, whose ID a new peer

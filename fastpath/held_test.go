@@ -293,3 +293,37 @@ func TestFlushReason(t *testing.T) {
 		t.Errorf("peer removed: %v, want peer_removed", got)
 	}
 }
+
+// TestHeldBudgetShared: when a queue's held packets reach MaxHeldPerQueue,
+// a packet for another peer waiting for its handshake takes the place of
+// the oldest packet of the peer that holds the most, where it was dropped:
+// peers whose handshakes go unanswered fill the budget but give way, as
+// Linux and wireguard-go, which bound each peer's queue alone, hold the
+// other peer's first packets.
+func TestHeldBudgetShared(t *testing.T) {
+	r := newRig(t, rigConfig{noKeys: true})
+	r.a.cfg.MaxHeldPerQueue = 8
+	p2 := &Peer{SrcPorts: 1, SrcPortBase: portA}
+	if err := r.a.UpdatePeers(PeerChange{Add: []*Peer{p2}, Routes: []Route{{Prefix: netip.MustParsePrefix("198.19.3.0/24"), Peer: p2}}}); err != nil {
+		t.Fatal(err)
+	}
+	p2.Endpoint.Store(r.peerAB.Endpoint.Load())
+	tx := r.hostA.Queue(0).TX()
+	var frames []dataplane.Frame
+	for i := range 8 {
+		frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(uint32(i), 40)))
+	}
+	for i := range 2 {
+		frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, netip.MustParseAddr("198.19.3.5"), 1, 2, seqPayload(uint32(i), 40)))
+	}
+	sendAll(t, r.hostA, 0, frames)
+	wa := r.a.workers[0]
+	wa.outbound(r.clock.Now())
+	first, second := len(wa.localAt(int(r.peerAB.ID)).held), len(wa.localAt(int(p2.ID)).held)
+	if first != 6 || second != 2 {
+		t.Errorf("held %d for the first peer and %d for the second, want 6 and 2", first, second)
+	}
+	if s := r.a.Stats()[0]; s.Held != 8 || s.Drops[DropHeldOverflow] != 2 {
+		t.Errorf("held %d, held_overflow %d; want 8 and 2", s.Held, s.Drops[DropHeldOverflow])
+	}
+}
