@@ -200,3 +200,42 @@ func TestServeSetCutLineNotApplied(t *testing.T) {
 		t.Errorf("a cut-off line was applied:\n%s", got)
 	}
 }
+
+// TestServeSetCutAnswered: a client that shuts its write side down in
+// the middle of a set line still reads a non-zero errno (the fast path's
+// socket answers so too), and nothing of the line is applied. Before,
+// the connection closed with no answer.
+func TestServeSetCutAnswered(t *testing.T) {
+	dev := downdev.New()
+	defer dev.Close()
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		Serve(c, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	c, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "set=1\nlisten_port=518")
+	c.(*net.UnixConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, errno := readReply(t, bufio.NewReader(c))
+	if errno == "0" || errno == "" {
+		t.Errorf("errno=%q, want an error", errno)
+	}
+	<-done
+	if got, _ := dev.IpcGet(); strings.Contains(got, "listen_port=518") {
+		t.Errorf("the cut line was applied:\n%s", got)
+	}
+}

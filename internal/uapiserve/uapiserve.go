@@ -82,8 +82,16 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 			o := &opReader{r: r, atLine: true, conn: c}
 			err = set(o)
 			// What set left of the operation (it stopped at an error) is
-			// not the next one.
+			// not the next one. A client gone or cut (a line cut short:
+			// opReader) is answered, in case it still reads (a write
+			// side shut down), then the connection ends.
 			if _, derr := io.Copy(io.Discard, o); derr != nil {
+				if err == nil {
+					err = derr
+				}
+				log.Warn("UAPI: set request cut short; closing the connection", "err", err)
+				fmt.Fprintf(w, "errno=%d\n\n", Errno(err))
+				w.Flush()
 				return
 			}
 		case "get=1\n":
