@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,7 +24,8 @@ errors (file, line and key; exit status 1) or that it is fine (exit
 status 0), with the warnings up would log: a file every user may read,
 keys wgpio does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
-are checked by up), and applies nothing; -mode, -wan and -lan check it
+are checked by up), and applies nothing; the flags that override
+[WGPIO] keys (-mode, -wan, -lan, -queues, -xdp, -metrics-addr) check it
 as up runs it with the same flags. dist/wgpio.service runs it before each
 reload, so that systemctl reload fails on a file a reload would not apply.
 
@@ -43,13 +43,11 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.PrintDefaults()
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
-	mode := fs.String("mode", "", "override [WGPIO] Mode, as up's -mode does: fastpath, compat or compat-mqtun")
-	wan := fs.String("wan", "", "override [WGPIO] WAN, as up's -wan does: the `interface`")
-	lan := fs.String("lan", "", "override [WGPIO] LAN, as up's -lan does: the `interface`")
+	overrides := addOverrideFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := modeFlag("check", *mode); err != nil {
+	if err := overrides.check("check"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 || *conf == "" {
@@ -64,19 +62,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	defer f.Interface.PrivateKey.Zero()
 	w := f.WGPIO
-	w.Lines = maps.Clone(w.Lines) // overrideKey's
-	if overrideKey(&w, *mode != "", "Mode") {
-		w.Mode = config.Mode(*mode)
-	}
-	if overrideKey(&w, *wan != "", "WAN") {
-		w.WAN = *wan
-	}
-	if overrideKey(&w, *lan != "", "LAN") {
-		w.LAN = *lan
-	}
-	if w.Mode == "" {
-		w.Mode = config.ModeFastPath
-	}
+	overrides.apply(&w)
 	if err := checkFile(f, w); err != nil {
 		return err
 	}

@@ -102,6 +102,15 @@ func TestCheck(t *testing.T) {
 			err: `-lan: "eth0" is the WAN interface too`},
 		{name: "flags-mode", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers, flags: []string{"-mode", "compat"},
 			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "CPUs": ignored in Mode = compat`},
+		// And up's other overrides: check took -mode, -wan and -lan
+		// only, and refused the rest of a unit's command line.
+		{name: "flags-queues-xdp-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			flags:  []string{"-queues", "2", "-xdp", "generic", "-metrics-addr", "127.0.0.1:9586"},
+			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+		{name: "flags-bad-xdp", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-xdp", "bogus"},
+			err: `check: -xdp "bogus": want auto, native or generic`},
+		{name: "flags-bad-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-metrics-addr", "nowhere"},
+			err: `check: -metrics-addr "nowhere"`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,12 +63,7 @@ func cmdUp(args []string) error {
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
 	name := fs.String("name", "", "interface and UAPI socket `name` (default: the file name without .conf)")
-	mode := fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun")
-	wan := fs.String("wan", "", "override [WGPIO] WAN interface")
-	lan := fs.String("lan", "", "override [WGPIO] LAN interface")
-	queues := fs.Int("queues", 0, "override [WGPIO] Queues (0: the file's Queues, else one per RX queue of the interfaces)")
-	xdp := fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic")
-	metrics := fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`")
+	overrides := addOverrideFlags(fs)
 	csum4 := fs.Bool("ipv4-udp-checksum", false, "compute outer IPv4 UDP checksums (default 0, as RFC 768 allows: the WireGuard payload is authenticated anyway)")
 	logLevel := fs.String("log", "info", "log `level`: debug, info, warn, error")
 	if err := parseFlags(fs, args); err != nil {
@@ -91,21 +85,8 @@ func cmdUp(args []string) error {
 		fs.Usage()
 		return flagError{usageErr}
 	}
-	if err := modeFlag("up", *mode); err != nil {
+	if err := overrides.check("up"); err != nil {
 		return err
-	}
-	switch config.XDPMode(*xdp) {
-	case "", config.XDPAuto, config.XDPNative, config.XDPGeneric:
-	default:
-		return fmt.Errorf("up: -xdp %q: want auto, native or generic", *xdp)
-	}
-	if *queues < 0 {
-		return fmt.Errorf("up: -queues %d: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)", *queues)
-	}
-	if *metrics != "" {
-		if err := checkMetricsAddr(*metrics); err != nil {
-			return fmt.Errorf("up: -metrics-addr %q: %w", *metrics, err)
-		}
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -123,29 +104,7 @@ func cmdUp(args []string) error {
 		*name = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 	}
 	w := f.WGPIO
-	w.Lines = maps.Clone(w.Lines) // overrideKey's
-	override := func(set bool, key string) bool { return overrideKey(&w, set, key) }
-	if override(*mode != "", "Mode") {
-		w.Mode = config.Mode(*mode)
-	}
-	if override(*wan != "", "WAN") {
-		w.WAN = *wan
-	}
-	if override(*lan != "", "LAN") {
-		w.LAN = *lan
-	}
-	if override(*queues > 0, "Queues") {
-		w.Queues = *queues
-	}
-	if override(*xdp != "", "XDPMode") {
-		w.XDPMode = config.XDPMode(*xdp)
-	}
-	if override(*metrics != "", "MetricsAddress") {
-		w.MetricsAddress = *metrics
-	}
-	if w.Mode == "" {
-		w.Mode = config.ModeFastPath
-	}
+	overrides.apply(&w)
 	if err := checkName(*name, *conf); err != nil {
 		return err
 	}

@@ -7,8 +7,10 @@ package main
 
 import (
 	"cmp"
+	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,25 +42,80 @@ func keyError(file string, lines map[string]int, key, flag, msg string) error {
 	return fmt.Errorf("%s: [WGPIO] %s: %s", file, key, msg)
 }
 
-// modeFlag refuses a -mode value of cmd (up, check) that names no mode
-// ("": the flag not given).
-func modeFlag(cmd, mode string) error {
-	switch config.Mode(mode) {
-	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
-		return nil
-	}
-	return fmt.Errorf("%s: -mode %q: want fastpath, compat or compat-mqtun", cmd, mode)
+// overrideFlags are the flags of up and check that override [WGPIO] keys,
+// so that check checks a file as up runs it with the same flags.
+type overrideFlags struct {
+	mode, wan, lan, xdp, metrics *string
+	queues                       *int
 }
 
-// overrideKey reports set, the flag for key having been given, and then
-// makes key no longer the file's (w.Lines, which must be w's own copy,
-// loses it): the key's errors name the flag (keyError), in up as in
-// check.
-func overrideKey(w *config.WGPIO, set bool, key string) bool {
-	if set {
-		delete(w.Lines, key)
+// addOverrideFlags defines the override flags on fs.
+func addOverrideFlags(fs *flag.FlagSet) *overrideFlags {
+	return &overrideFlags{
+		mode:    fs.String("mode", "", "override [WGPIO] Mode: fastpath, compat or compat-mqtun"),
+		wan:     fs.String("wan", "", "override [WGPIO] WAN `interface`"),
+		lan:     fs.String("lan", "", "override [WGPIO] LAN `interface`"),
+		queues:  fs.Int("queues", 0, "override [WGPIO] Queues (0: the file's, else one per RX queue)"),
+		xdp:     fs.String("xdp", "", "override [WGPIO] XDPMode: auto, native or generic"),
+		metrics: fs.String("metrics-addr", "", "override [WGPIO] MetricsAddress: serve Prometheus metrics on `host:port`"),
 	}
-	return set
+}
+
+// check refuses a value the flags of cmd (up, check) cannot take.
+func (o *overrideFlags) check(cmd string) error {
+	switch config.Mode(*o.mode) {
+	case "", config.ModeFastPath, config.ModeCompat, config.ModeCompatMQTUN:
+	default:
+		return fmt.Errorf("%s: -mode %q: want fastpath, compat or compat-mqtun", cmd, *o.mode)
+	}
+	switch config.XDPMode(*o.xdp) {
+	case "", config.XDPAuto, config.XDPNative, config.XDPGeneric:
+	default:
+		return fmt.Errorf("%s: -xdp %q: want auto, native or generic", cmd, *o.xdp)
+	}
+	if *o.queues < 0 {
+		return fmt.Errorf("%s: -queues %d: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)", cmd, *o.queues)
+	}
+	if *o.metrics != "" {
+		if err := checkMetricsAddr(*o.metrics); err != nil {
+			return fmt.Errorf("%s: -metrics-addr %q: %w", cmd, *o.metrics, err)
+		}
+	}
+	return nil
+}
+
+// apply sets the keys of w the flags give, which are then no longer the
+// file's: w.Lines (w's own copy) loses them, so that their errors name
+// the flag (keyError). Mode left out of both is fastpath.
+func (o *overrideFlags) apply(w *config.WGPIO) {
+	w.Lines = maps.Clone(w.Lines)
+	set := func(given bool, key string) bool {
+		if given {
+			delete(w.Lines, key)
+		}
+		return given
+	}
+	if set(*o.mode != "", "Mode") {
+		w.Mode = config.Mode(*o.mode)
+	}
+	if set(*o.wan != "", "WAN") {
+		w.WAN = *o.wan
+	}
+	if set(*o.lan != "", "LAN") {
+		w.LAN = *o.lan
+	}
+	if set(*o.queues > 0, "Queues") {
+		w.Queues = *o.queues
+	}
+	if set(*o.xdp != "", "XDPMode") {
+		w.XDPMode = config.XDPMode(*o.xdp)
+	}
+	if set(*o.metrics != "", "MetricsAddress") {
+		w.MetricsAddress = *o.metrics
+	}
+	if w.Mode == "" {
+		w.Mode = config.ModeFastPath
+	}
 }
 
 // checkName refuses a gateway name that cannot name an interface (the
