@@ -51,6 +51,10 @@ type signals struct {
 	// started, if not nil, ends the watch of the start (watchStart);
 	// safe to call more than once.
 	started func()
+	// nextStart, if not nil, checks a reloaded file as `wgpio up` would
+	// at its next start, with the same flags (checkSystem): serve warns
+	// of its error when the reload changed keys only a start applies.
+	nextStart func(*config.File) error
 }
 
 // notifySignals registers the signals of serve; for the life of the
@@ -224,6 +228,11 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 				if len(r.restart) > 0 {
 					log.Warn("reload: keys changed in the file that take effect only at the next start (systemctl restart); the gateway runs on with those it started with",
 						"file", path, "keys", strings.Join(r.restart, ", "))
+					if sigs.nextStart != nil {
+						if err := sigs.nextStart(l.f); err != nil {
+							log.Warn("reload: the next start with this file would fail (a restart or reboot then leaves the gateway down): fix the file", "err", err)
+						}
+					}
 				}
 			}
 			if again {

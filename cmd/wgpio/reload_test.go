@@ -115,6 +115,21 @@ func TestUpReload(t *testing.T) {
 				return !strings.Contains(wg(t, s.GwA, "show", s.GwName, "peers"), added)
 			})
 
+			if mode == config.ModeFastPath {
+				// A key only a start applies, with a value the next
+				// start refuses (the veths have one RX queue): the
+				// reload says so, rather than a reboot weeks later.
+				edited.WGPIO.Queues = 4
+				write(string(edited.Marshal()))
+				hup()
+				waitFor(t, 5*time.Second, "the warning of the next start", func() bool {
+					return strings.Contains(g.output(), "the next start with this file would fail")
+				})
+				if out := g.output(); !strings.Contains(out, `key \"Queues\": 4 queues`) {
+					t.Errorf("the warning does not name Queues:\n%s", out)
+				}
+			}
+
 			g.cmd.Process.Signal(syscall.SIGTERM)
 			<-g.done
 			if g.err != nil {

@@ -122,24 +122,14 @@ func cmdUp(args []string) error {
 		}
 		hostForwards := w.Mode == config.ModeFastPath && w.AddressMode != config.AddressOwned && len(f.Interface.Addresses) > 0
 		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)}, hostForwards)
-		if err := checkInterfaces(f, w); err != nil {
-			return err
-		}
 		ifaces = []string{trunkOf(w.WAN), trunkOf(w.LAN)}
 	case config.ModeCompatMQTUN:
 		if err := checkCaps(mqtunCaps); err != nil {
 			return err
 		}
 	}
-	if w.Mode == config.ModeFastPath {
-		if err := checkQueues(f.Name, w); err != nil {
-			return err
-		}
-		if len(w.CPUs) > 0 {
-			if err := checkCPUs(f.Name, w); err != nil {
-				return err
-			}
-		}
+	if err := checkSystem(f, w); err != nil {
+		return err
 	}
 	unlock, err := lockInstance(*name, ifaces)
 	if err != nil {
@@ -155,6 +145,14 @@ func cmdUp(args []string) error {
 	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
 	// a second SIGTERM or SIGINT during the start aborts it.
 	sigs := notifySignals(reload)
+	sigs.nextStart = func(f *config.File) error {
+		w := f.WGPIO
+		overrides.apply(&w)
+		if err := checkFile(f, w); err != nil {
+			return err
+		}
+		return checkSystem(f, w)
+	}
 	sigs.started = watchStart(log, sigs.stop, abortStart(log))
 	defer sigs.started()
 	switch w.Mode {

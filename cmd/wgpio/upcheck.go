@@ -118,6 +118,28 @@ func (o *overrideFlags) apply(w *config.WGPIO) {
 	}
 }
 
+// checkSystem makes up's checks of f (with w, its [WGPIO] as the flags
+// leave it) against this system: its interfaces (WAN and LAN), their
+// queues and the CPUs (fast path). A reload that changed keys only a start
+// applies makes them too, and warns of what would stop the next start.
+func checkSystem(f *config.File, w config.WGPIO) error {
+	switch w.Mode {
+	case config.ModeFastPath, config.ModeCompat:
+		if err := checkInterfaces(f, w); err != nil {
+			return err
+		}
+	}
+	if w.Mode == config.ModeFastPath {
+		if err := checkQueues(f.Name, w); err != nil {
+			return err
+		}
+		if len(w.CPUs) > 0 {
+			return checkCPUs(f.Name, w)
+		}
+	}
+	return nil
+}
+
 // checkName refuses a gateway name that cannot name an interface (the
 // exception TUN or compat mode's TUN bears it) before anything is opened.
 func checkName(name, conf string) error {
