@@ -39,11 +39,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 			w.lanRX.Free(unsafeOne(f))
 			return
 		}
-		w.count(DropHeldOverflow, 1)
-		w.lanRX.Free(pl.held[:1])
-		copy(pl.held, pl.held[1:])
-		pl.held = pl.held[:len(pl.held)-1]
-		w.heldTotal--
+		w.dropOldest(pl)
 	}
 	if len(pl.held) == 0 {
 		w.heldPeers = append(w.heldPeers, p.ID)
@@ -74,14 +70,19 @@ func (w *worker) evictLargest(pl *peerLocal) {
 	if victim == nil || len(victim.held) <= len(pl.held)+1 {
 		return
 	}
-	w.count(DropHeldOverflow, 1)
-	w.lanRX.Free(victim.held[:1])
-	copy(victim.held, victim.held[1:])
-	victim.held = victim.held[:len(victim.held)-1]
-	w.heldTotal--
+	w.dropOldest(victim)
 	if len(victim.held) == 0 {
 		w.emptied(victim)
 	}
+}
+
+// dropOldest frees the oldest packet pl holds, counted held_overflow.
+func (w *worker) dropOldest(pl *peerLocal) {
+	w.count(DropHeldOverflow, 1)
+	w.lanRX.Free(pl.held[:1])
+	copy(pl.held, pl.held[1:])
+	pl.held = pl.held[:len(pl.held)-1]
+	w.heldTotal--
 }
 
 // dropHeld frees the packets held for pl's peer, whose ID a new peer

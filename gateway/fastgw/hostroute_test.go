@@ -3,16 +3,11 @@
 package fastgw
 
 import (
-	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
-	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestAllowedIPsKeepHostRoutes: a peer's allowed-IPs prefix that is the
@@ -25,50 +20,10 @@ import (
 // route was replaced by one into the exception TUN: the host lost its
 // LAN, for good once the gateway stopped.
 func TestAllowedIPsKeepHostRoutes(t *testing.T) {
-	testenv.Root(t)
-	tp := testenv.Topology(t, "hr")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	v, err := tp.NewVeth(a, b, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := func(args ...string) string {
-		t.Helper()
-		out, err := a.Run("ip", args...)
-		if err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-		return out
-	}
-	ip("addr", "add", "198.18.0.1/24", "dev", v.A)
-	ip("addr", "add", "2001:2::1/64", "dev", v.A, "nodad")
-	ip("link", "set", v.A, "up")
-	ip("-6", "route", "add", "2001:db8:9::/48", "via", "2001:2::2", "dev", v.A)
-	// The exception TUN stands in as a second veth (no tun device needed).
-	w, err := tp.NewVeth(a, b, topo.VethConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip("link", "set", w.A, "up")
-	exc, err := a.Handle().LinkByName(w.A)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pa, pb, err := memport.NewPair(memport.Config{Name: "hr", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pa.Close()
-	defer pb.Close()
-	eng, err := fastpath.New(fastpath.Config{LAN: pa, WAN: pb, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
-		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
 	h := countHandler{n: map[string]int{}}
-	d := newDataplane(eng, fakeMap{}, 1<<20, slog.New(h), a.Handle())
-	d.excLink = exc
+	r := newRouteRig(t, "hr", h)
+	v, w, d, ip := r.v, r.w, r.d, r.ip
+	ip("-6", "route", "add", "2001:db8:9::/48", "via", "2001:2::2", "dev", v.A)
 	host := []string{"198.18.0.0/24", "2001:db8:9::/48"}
 	ours := []string{"198.19.8.0/24", "2001:2::/64"} // the IPv6 connected route has metric 256: ours beside it
 	p := &fastpath.Peer{}

@@ -23,9 +23,19 @@ import (
 // and one whose route into the TUN is still there stays kept. Before,
 // every restore replaced the operator's route by one into the TUN, whose
 // engine drops what it carries (no_route).
-func TestLeftPrefixRoutedElsewhere(t *testing.T) {
+// routeRig is a dataplane_ in namespace a of a topology named name: a
+// LAN veth (v.A, 198.18.0.1/24 and 2001:2::1/64), a second veth up in
+// place of the exception TUN (w.A: no tun device needed), its log going to
+// h. ip runs `ip` in a.
+type routeRig struct {
+	v, w topo.Veth
+	d    *dataplane_
+	ip   func(args ...string) string
+}
+
+func newRouteRig(t *testing.T, name string, h slog.Handler) *routeRig {
 	testenv.Root(t)
-	tp := testenv.Topology(t, "lr")
+	tp := testenv.Topology(t, name)
 	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
 	v, err := tp.NewVeth(a, b, topo.VethConfig{})
 	if err != nil {
@@ -42,7 +52,6 @@ func TestLeftPrefixRoutedElsewhere(t *testing.T) {
 	ip("addr", "add", "198.18.0.1/24", "dev", v.A)
 	ip("addr", "add", "2001:2::1/64", "dev", v.A, "nodad")
 	ip("link", "set", v.A, "up")
-	// The exception TUN stands in as a second veth (no tun device needed).
 	w, err := tp.NewVeth(a, b, topo.VethConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,20 +61,25 @@ func TestLeftPrefixRoutedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa, pb, err := memport.NewPair(memport.Config{Name: "lr", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
+	pa, pb, err := memport.NewPair(memport.Config{Name: name, MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pa.Close()
-	defer pb.Close()
+	t.Cleanup(func() { pa.Close(); pb.Close() })
 	eng, err := fastpath.New(fastpath.Config{LAN: pa, WAN: pb, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
 		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
-	d := newDataplane(eng, fakeMap{}, 1<<20, slog.New(countHandler{n: map[string]int{}}), a.Handle())
+	t.Cleanup(func() { eng.Close() })
+	d := newDataplane(eng, fakeMap{}, 1<<20, slog.New(h), a.Handle())
 	d.excLink = exc
+	return &routeRig{v: *v, w: *w, d: d, ip: ip}
+}
+
+func TestLeftPrefixRoutedElsewhere(t *testing.T) {
+	r := newRouteRig(t, "lr", countHandler{n: map[string]int{}})
+	v, w, d, ip := r.v, r.w, r.d, r.ip
 	elsewhere := []string{"198.19.7.0/24", "2001:db8:7::/48"}
 	kept := []string{"198.19.8.0/24", "2001:db8:8::/48"}
 	p := &fastpath.Peer{}
