@@ -148,26 +148,27 @@ func (o *opReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	b, _ := o.r.Peek(min(len(p), o.r.Buffered()))
-	// Whole lines only: wireguard-go's scanner applies a last line
-	// without its newline when the read fails (a client gone in the
-	// middle of "listen_port=51820" set port 518). A line longer than
-	// the buffer, which no valid line is, goes as it comes.
+	// Whole lines only: a line is handed on once the buffer holds it to
+	// its newline (a piece at a time to a small p), as wireguard-go's
+	// scanner applies a last line without its newline when the read
+	// fails (a client gone in the middle of "listen_port=51820" set port
+	// 518). A line longer than the buffer, which no valid line is, goes
+	// as it comes.
 	for {
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			b = b[:i+1]
+		all, _ := o.r.Peek(o.r.Buffered())
+		if bytes.IndexByte(all, '\n') >= 0 || len(all) == o.r.Size() {
 			break
 		}
-		if len(b) == len(p) || o.r.Buffered() == o.r.Size() {
-			break
-		}
-		if err := o.fill(o.r.Buffered() + 1); err != nil {
+		if err := o.fill(len(all) + 1); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			return 0, fmt.Errorf("set request cut within a line: %w", err)
 		}
-		b, _ = o.r.Peek(min(len(p), o.r.Buffered()))
+	}
+	b, _ := o.r.Peek(min(len(p), o.r.Buffered()))
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[:i+1] // not the start of a line after it
 	}
 	n := len(b)
 	if o.atLine && b[0] == '\n' {
