@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,7 @@ type Responder struct {
 	drops [numReasons]atomic.Uint64
 
 	replies atomic.Uint64
+	claims  atomic.Uint64 // frames claiming our addresses (conflict)
 
 	mu        sync.Mutex
 	conflicts []Conflict // guarded by mu
@@ -128,21 +130,31 @@ func (r *Responder) DropCounts() map[string]uint64 {
 // Replies returns the number of replies written by Handle.
 func (r *Responder) Replies() uint64 { return r.replies.Load() }
 
-// Conflicts returns the conflicts seen so far.
+// Conflicts returns the hosts seen claiming our addresses so far (one
+// entry per address and MAC, 64 at most).
 func (r *Responder) Conflicts() []Conflict {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Conflict(nil), r.conflicts...)
 }
 
+// conflict records a frame of mac claiming a's address: a Conflict per
+// other host (address and MAC), 64 at most, and every claim in
+// Claims.
 func (r *Responder) conflict(a *ownAddr, mac MAC) {
 	a.conflict.Store(true)
+	r.claims.Add(1)
+	c := Conflict{Addr: a.ip, MAC: mac}
 	r.mu.Lock()
-	if len(r.conflicts) < 64 {
-		r.conflicts = append(r.conflicts, Conflict{Addr: a.ip, MAC: mac})
+	if len(r.conflicts) < 64 && !slices.Contains(r.conflicts, c) {
+		r.conflicts = append(r.conflicts, c)
 	}
 	r.mu.Unlock()
 }
+
+// Claims counts the frames seen claiming one of our addresses from
+// another MAC (Conflicts lists the hosts).
+func (r *Responder) Claims() uint64 { return r.claims.Load() }
 
 func (r *Responder) drop(rs Reason) (int, Reason) {
 	r.drops[rs].Add(1)

@@ -84,6 +84,17 @@ func TestResponderARPReplyConfirms(t *testing.T) {
 	if c := r.Conflicts(); len(c) != 1 || c[0].Addr != ip4A || c[0].MAC != macB {
 		t.Errorf("Conflicts = %+v, want %v at %v", c, ip4A, macB)
 	}
+	// The same host again and again is one conflict, many claims; another
+	// host is recorded after it. Before, each frame was a conflict, and
+	// after 64 frames of one host no other was recorded.
+	for range 100 {
+		r.Handle(arpFrame(t, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4A, TargetIP: ip4A}), out)
+	}
+	other := MAC{2, 0, 0, 0, 0, 0x0c}
+	r.Handle(arpFrame(t, ARP{EthDst: Broadcast, EthSrc: other, Op: ARPRequest, SenderMAC: other, SenderIP: ip4A, TargetIP: ip4A}), out)
+	if c := r.Conflicts(); len(c) != 2 || c[1].MAC != other || r.Claims() != 102 {
+		t.Errorf("Conflicts = %+v, Claims = %d; want two hosts, 102 claims", c, r.Claims())
+	}
 }
 
 func ndpFrame(t testing.TB, m NDP) []byte {

@@ -17,14 +17,16 @@ import (
 
 // staticResolver maps addresses to MACs; anything else resolves to def.
 type staticResolver struct {
-	mu  sync.Mutex
-	m   map[netip.Addr][6]byte
-	def [6]byte
+	mu    sync.Mutex
+	m     map[netip.Addr][6]byte
+	def   [6]byte
+	calls int // Resolve calls
 }
 
 func (r *staticResolver) Resolve(a netip.Addr) ([6]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.calls++
 	if mac, ok := r.m[a]; ok {
 		return mac, true
 	}

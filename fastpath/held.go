@@ -51,30 +51,32 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 }
 
 // evictLargest makes room in a full queue budget (MaxHeldPerQueue) for a
-// packet of pl's peer: it drops the oldest packet of the peer that holds
-// the most, when that is more than pl's peer would with the new one
-// (counted held_overflow). Linux and wireguard-go hold 128 a peer with no
+// packet of pl's peer: it drops the oldest packet of a peer that holds
+// more than pl's would with the new one (counted held_overflow), the one
+// holding the most of up to evictScan held peers, taken in turn from a
+// cursor that moves on, so that each call costs a bounded scan however
+// many peers hold packets. Linux and wireguard-go hold 128 a peer with no
 // bound over all peers, so eight peers whose handshakes go unanswered no
 // longer keep every other peer's first packets (a SYN, a DNS query) out
-// of the queue while they retry: they fill it, but give way. A rare path:
-// a scan of the held peers.
+// of the queue while they retry: they fill it, but give way.
 //
 //go:noinline
 func (w *worker) evictLargest(pl *peerLocal) {
 	var victim *peerLocal
-	for _, id := range w.heldPeers {
-		if v := w.localAt(id); v != pl && (victim == nil || len(v.held) > len(victim.held)) {
+	n := len(w.heldPeers)
+	for range min(n, evictScan) {
+		w.evictAt = (w.evictAt + 1) % n
+		if v := w.localAt(w.heldPeers[w.evictAt]); v != pl && (victim == nil || len(v.held) > len(victim.held)) {
 			victim = v
 		}
 	}
-	if victim == nil || len(victim.held) <= len(pl.held)+1 {
-		return
-	}
-	w.dropOldest(victim)
-	if len(victim.held) == 0 {
-		w.emptied(victim)
+	if victim != nil && len(victim.held) > len(pl.held)+1 {
+		w.dropOldest(victim) // it keeps one at least
 	}
 }
+
+// evictScan is how many held peers evictLargest looks at.
+const evictScan = 16
 
 // dropOldest frees the oldest packet pl holds, counted held_overflow.
 func (w *worker) dropOldest(pl *peerLocal) {

@@ -221,13 +221,21 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 	} else {
 		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
 	}
-	switch w.lanRoute(w.e.routes.Load(), src, now) {
-	case routeTunnel:
+	to := w.lanRoute(w.e.routes.Load(), src, now)
+	if to == routeTunnel {
 		w.icmpTunnel(p, e, now)
 		return
-	case routeLAN:
+	}
+	// Allowed first, as Linux asks its budget before the route and
+	// neighbour work: a flood of such packets from ever new sources
+	// costs no resolution (a lock, an ARP request) each.
+	from, ok := w.lanErrorFrom(p, e, now)
+	if !ok {
+		return
+	}
+	if to == routeLAN {
 		if mac, ok := w.lanNeighbour(src, now); ok {
-			w.lanError(p, header.MAC(mac), e, now)
+			w.lanSend(p, header.MAC(mac), from, e)
 			return
 		}
 	}
@@ -238,20 +246,23 @@ func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int
 		full.Prepend(l2)
 		srcMAC = header.MAC(full.Data()[6:12])
 	}
-	w.lanError(p, srcMAC, e, now)
+	w.lanSend(p, srcMAC, from, e)
 }
 
-// lanError sends e about the IP packet p to its source on the LAN, at the
-// Ethernet address mac, from our LAN address of now (icmpSources.lanFrom:
-// the link-local one to a link-local source). Nothing is sent where RFC
-// 1812 §4.3.2.7 / RFC 4443 §2.4 forbid it, past the rate limit, or
-// without a LAN address of the packet's family.
-func (w *worker) lanError(p []byte, mac header.MAC, e icmpError, now int64) {
-	v4 := p[0]>>4 == header.IPv4Version
+// lanErrorFrom is the source of e about the IP packet p toward the LAN
+// (our LAN address of now: icmpSources.lanFrom, the link-local one to a
+// link-local source), and whether e may be sent: not where RFC 1812
+// §4.3.2.7 / RFC 4443 §2.4 forbid it, past the rate limit, or without a
+// LAN address of the packet's family.
+func (w *worker) lanErrorFrom(p []byte, e icmpError, now int64) (netip.Addr, bool) {
 	from := w.e.icmpSrc.Load().lanFrom(p)
-	if !from.IsValid() || !w.icmpAllowed(p, e, viaLAN, now) {
-		return
-	}
+	return from, from.IsValid() && w.icmpAllowed(p, e, viaLAN, now)
+}
+
+// lanSend sends e about the IP packet p to its source on the LAN, at the
+// Ethernet address mac, from from (lanErrorFrom).
+func (w *worker) lanSend(p []byte, mac header.MAC, from netip.Addr, e icmpError) {
+	v4 := p[0]>>4 == header.IPv4Version
 	reply := w.fwd.reply[:]
 	if w.lanTX.Alloc(reply) == 0 {
 		w.count(DropNoBuffer, 1)
@@ -315,8 +326,12 @@ func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	if rt := w.e.routes.Load(); !isOwn(rt, src) {
 		switch w.lanRoute(rt, src, now) {
 		case routeLAN:
+			from, ok := w.lanErrorFrom(p, e, now)
+			if !ok {
+				return
+			}
 			if mac, ok := w.lanNeighbour(src, now); ok {
-				w.lanError(p, header.MAC(mac), e, now)
+				w.lanSend(p, header.MAC(mac), from, e)
 			}
 			return
 		case routeTunnel:

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 )
 
@@ -60,5 +61,30 @@ func TestICMPErrorRoutedToSource(t *testing.T) {
 		if c.wantMAC != nil && !bytes.Equal(got[0][:6], c.wantMAC) {
 			t.Errorf("%s: error to MAC %x, want %x", c.name, got[0][:6], c.wantMAC)
 		}
+	}
+}
+
+// TestICMPErrorBudgetBeforeResolve: a flood of packets from ever new LAN
+// sources that each earn an error (TTL 1) asks the LAN resolver only for
+// the errors the rate limit lets through. Before, each packet's source was
+// resolved (in fastgw a lock and an ARP request) before the limit was
+// asked.
+func TestICMPErrorBudgetBeforeResolve(t *testing.T) {
+	r := newRig(t, rigConfig{icmpRate: 1, icmpBurst: 5})
+	res := r.a.cfg.LANResolver.(*staticResolver)
+	res.mu.Lock()
+	res.def = [6]byte{} // nothing resolves: every error would ask
+	res.mu.Unlock()
+	var frames []dataplane.Frame
+	for i := range 100 {
+		src := netip.AddrFrom4([4]byte{198, 19, 1, byte(100 + i)})
+		frames = append(frames, ttlFrame(t, r, src, hostAddrB, 40, 1, 0, true))
+	}
+	_, atA := through(t, r, frames...)
+	res.mu.Lock()
+	calls := res.calls
+	res.mu.Unlock()
+	if len(atA) > 5 || calls > len(atA) {
+		t.Errorf("%d errors sent, %d resolutions asked for 100 packets; want at most the burst (5) of each", len(atA), calls)
 	}
 }

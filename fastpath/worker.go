@@ -134,6 +134,7 @@ type worker struct {
 	local     [][]peerLocal
 	heldTotal int
 	heldPeers []int // IDs of peers with held frames
+	evictAt   int   // evictLargest's cursor in heldPeers
 
 	nbr      [nbrCacheSize]nbrEntry
 	nbrWaitN int // frames in nbrWait counted in nbr's slots (nbrHold)

@@ -233,12 +233,11 @@ func (d *Device) warnPSK(p *peer, role string, now int64) {
 	if last != 0 && now-last < badMAC1Every || !d.pskLogged.CompareAndSwap(last, now) {
 		return
 	}
-	how := "its response to our initiation did not authenticate (counted as handshake_invalid, decryption_failed)"
+	msg := "a peer's handshakes fail at their last step: its PresharedKey for this gateway differs from this gateway's for it (or only one side has one); its response to our initiation did not authenticate (counted as handshake_invalid, decryption_failed); logged at most once a minute"
 	if role == "responder" {
-		how = "it sent no data under the sessions our responses gave it (counted in responder_keypairs_expired_unconfirmed)"
+		msg = "a peer's handshakes fail at their last step: its PresharedKey for this gateway likely differs from this gateway's for it (or only one side has one), or our responses do not reach it (a firewall or NAT on the way back); it sent no data under the sessions our responses gave it (counted in responder_keypairs_expired_unconfirmed); logged at most once a minute"
 	}
-	d.log.Warn("a peer's handshakes fail at their last step: its PresharedKey for this gateway differs from this gateway's for it (or only one side has one); "+how+"; logged at most once a minute",
-		"public_key", p.pub.Base64())
+	d.log.Warn(msg, "public_key", p.pub.Base64())
 }
 
 // cookieReply answers m, an initiation or response without a valid MAC2

@@ -100,7 +100,7 @@ func TestRemovePeerTellsWorkers(t *testing.T) {
 // in a row unused, as initiator at the first response that does not
 // authenticate. Before, it showed only in counters.
 func TestPSKMismatchWarned(t *testing.T) {
-	const want = "PresharedKey for this gateway differs"
+	const want = "its PresharedKey for this gateway"
 	r := newRig(t, rigOptions{})
 	var logs bytes.Buffer
 	r.dev.log = slog.New(slog.NewTextHandler(&logs, nil))

@@ -42,32 +42,32 @@ type collector struct {
 	peers    func(max int) ([]PeerStat, bool) // the peers if at most max (boundedPeerStats), called only within maxPeers
 	maxPeers int                              // 0: no per-peer metrics
 
-	encrypted, decrypted, drops, held                                               *prometheus.Desc
-	encBytes, decBytes, handshakes, ctlSent                                         *prometheus.Desc
-	fromKernel, replayWidened                                                       *prometheus.Desc
-	icmpSent, icmpSuppressed, fragmented                                            *prometheus.Desc
-	peerToPeer, toHost, outerFragmented                                             *prometheus.Desc
-	outerFragments                                                                  *prometheus.Desc
-	peerRx, peerTx, peerHandshake                                                   *prometheus.Desc
-	portRx, portTx, portDrops, portCopies                                           *prometheus.Desc
-	kernelDrops, fillRingEmpty                                                      *prometheus.Desc
-	xdp                                                                             *prometheus.Desc
-	liveSessions, keypairs, unconfirmed                                             *prometheus.Desc
-	peerCount                                                                       *prometheus.Desc
-	hsBacklog, hsBacklogPeak                                                        *prometheus.Desc
-	controlDrops, exceptionDrops                                                    *prometheus.Desc
-	tunRx, tunTx, tunDrops                                                          *prometheus.Desc
-	tunICMPSent, tunICMPSuppressed                                                  *prometheus.Desc
-	tunICMPSendErrors                                                               *prometheus.Desc
-	compatRx, compatTx, compatDrops                                                 *prometheus.Desc
-	compatICMPSent, compatICMPSuppressed                                            *prometheus.Desc
-	compatFragmented, compatPeerToPeer                                              *prometheus.Desc
-	compatWANFragmented, compatWANFragments                                         *prometheus.Desc
-	compatWANFromKernel                                                             *prometheus.Desc
-	udpRx, udpTx, udpDrops                                                          *prometheus.Desc
-	reasmFragments, reasmDatagrams                                                  *prometheus.Desc
-	reasmInProgress, reasmBytes, reasmDrops                                         *prometheus.Desc
-	nbrReplies, nbrDrops, nbrRequests, nbrFailed, nbrFull, nbrEvicted, nbrConflicts *prometheus.Desc
+	encrypted, decrypted, drops, held                                                          *prometheus.Desc
+	encBytes, decBytes, handshakes, ctlSent                                                    *prometheus.Desc
+	fromKernel, replayWidened                                                                  *prometheus.Desc
+	icmpSent, icmpSuppressed, fragmented                                                       *prometheus.Desc
+	peerToPeer, toHost, outerFragmented                                                        *prometheus.Desc
+	outerFragments                                                                             *prometheus.Desc
+	peerRx, peerTx, peerHandshake                                                              *prometheus.Desc
+	portRx, portTx, portDrops, portCopies                                                      *prometheus.Desc
+	kernelDrops, fillRingEmpty                                                                 *prometheus.Desc
+	xdp                                                                                        *prometheus.Desc
+	liveSessions, keypairs, unconfirmed                                                        *prometheus.Desc
+	peerCount                                                                                  *prometheus.Desc
+	hsBacklog, hsBacklogPeak                                                                   *prometheus.Desc
+	controlDrops, exceptionDrops                                                               *prometheus.Desc
+	tunRx, tunTx, tunDrops                                                                     *prometheus.Desc
+	tunICMPSent, tunICMPSuppressed                                                             *prometheus.Desc
+	tunICMPSendErrors                                                                          *prometheus.Desc
+	compatRx, compatTx, compatDrops                                                            *prometheus.Desc
+	compatICMPSent, compatICMPSuppressed                                                       *prometheus.Desc
+	compatFragmented, compatPeerToPeer                                                         *prometheus.Desc
+	compatWANFragmented, compatWANFragments                                                    *prometheus.Desc
+	compatWANFromKernel                                                                        *prometheus.Desc
+	udpRx, udpTx, udpDrops                                                                     *prometheus.Desc
+	reasmFragments, reasmDatagrams                                                             *prometheus.Desc
+	reasmInProgress, reasmBytes, reasmDrops                                                    *prometheus.Desc
+	nbrReplies, nbrDrops, nbrRequests, nbrFailed, nbrFull, nbrEvicted, nbrConflicts, nbrClaims *prometheus.Desc
 }
 
 // newCollector returns the collector of a gateway: stats gives its
@@ -145,7 +145,8 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		nbrFailed:            d("neighbour_failed_total", "Owned address mode: neighbours that did not answer the gateway's requests.", "port"),
 		nbrFull:              d("neighbour_table_full_total", "Owned address mode: neighbour entries refused because the table was at its bound (4,096; learnt neighbours fill three quarters of it at most).", "port"),
 		nbrEvicted:           d("neighbour_table_evicted_total", "Owned address mode: unused stale or failed neighbour entries deleted to make room.", "port"),
-		nbrConflicts:         d("neighbour_address_conflicts", "Owned address mode: hosts seen claiming the gateway's own address on a port (at most 64 kept).", "port"),
+		nbrConflicts:         d("neighbour_address_conflicts", "Owned address mode: hosts (address and MAC) seen claiming the gateway's own address on a port (at most 64 kept).", "port"),
+		nbrClaims:            d("neighbour_address_claims_total", "Owned address mode: ARP and NDP frames from another MAC claiming the gateway's own address on a port.", "port"),
 		reasmDrops:           d("reassembly_drops_total", "Owned address mode: IP fragments the reassembly dropped, by reason (timeout, overlap, duplicate, too_big, table_full, memory_full, bad_header, tiny_first, inconsistent, too_many_holes; udp_malformed, udp_checksum, not_for_us for a reassembled datagram refused).", "reason"),
 	}
 }
@@ -158,7 +159,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
 		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,
 		c.udpRx, c.udpTx, c.udpDrops, c.reasmFragments, c.reasmDatagrams, c.reasmInProgress, c.reasmBytes, c.reasmDrops,
-		c.nbrReplies, c.nbrDrops, c.nbrRequests, c.nbrFailed, c.nbrFull, c.nbrEvicted, c.nbrConflicts} {
+		c.nbrReplies, c.nbrDrops, c.nbrRequests, c.nbrFailed, c.nbrFull, c.nbrEvicted, c.nbrConflicts, c.nbrClaims} {
 		ch <- d
 	}
 }
@@ -219,6 +220,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.nbrFull, ctr, float64(n.Full), port)
 		ch <- prometheus.MustNewConstMetric(c.nbrEvicted, ctr, float64(n.Evicted), port)
 		ch <- prometheus.MustNewConstMetric(c.nbrConflicts, prometheus.GaugeValue, float64(n.Conflicts), port)
+		ch <- prometheus.MustNewConstMetric(c.nbrClaims, ctr, float64(n.Claims), port)
 	}
 	for port, m := range s.XDP {
 		for k, v := range m {

@@ -525,7 +525,7 @@ func TestMetricsProcessHealth(t *testing.T) {
 // could see.
 func TestNeighbourStats(t *testing.T) {
 	n := map[string]fastgw.NeighbourStats{
-		"lan": {Replies: 5, Drops: map[string]uint64{"op": 3, "not-for-us": 2}, Requests: 4, Failed: 1, Full: 7, Evicted: 6, Conflicts: 1},
+		"lan": {Replies: 5, Drops: map[string]uint64{"op": 3, "not-for-us": 2}, Requests: 4, Failed: 1, Full: 7, Evicted: 6, Conflicts: 1, Claims: 9},
 		"wan": {Replies: 1},
 	}
 	s := GatewayStats{Name: "wg0", Queues: make([]fastpath.QueueStats, 1), Neighbours: n}
@@ -539,13 +539,14 @@ func TestNeighbourStats(t *testing.T) {
 		`wgpio_neighbour_table_full_total{device="wg0",port="lan"} 7`,
 		`wgpio_neighbour_table_evicted_total{device="wg0",port="lan"} 6`,
 		`wgpio_neighbour_address_conflicts{device="wg0",port="lan"} 1`,
+		`wgpio_neighbour_address_claims_total{device="wg0",port="lan"} 9`,
 		`wgpio_neighbour_replies_total{device="wg0",port="wan"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
 	}
-	want := "neighbours lan (owned address mode): 5 replies, frames dropped: not-for-us=2 op=3; table: 4 requests, 1 failed, 7 refused full, 6 evicted; 1 hosts claimed our address\n"
+	want := "neighbours lan (owned address mode): 5 replies, frames dropped: not-for-us=2 op=3; table: 4 requests, 1 failed, 7 refused full, 6 evicted; 1 hosts claimed our address (9 frames)\n"
 	if out := capturePrintStats(t, s); !strings.Contains(out, want) {
 		t.Errorf("wgpio stats does not say %q:\n%s", want, out)
 	}
@@ -553,7 +554,7 @@ func TestNeighbourStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := `"neighbours":{"lan":{"replies":5,"drops":{"not-for-us":2,"op":3},"requests":4,"failed":1,"full":7,"evicted":6,"conflicts":1}`; !strings.Contains(string(b), w) {
+	if w := `"neighbours":{"lan":{"replies":5,"drops":{"not-for-us":2,"op":3},"requests":4,"failed":1,"full":7,"evicted":6,"conflicts":1,"claims":9}`; !strings.Contains(string(b), w) {
 		t.Errorf("wgpio stats -json lacks %s:\n%s", w, b)
 	}
 	s.Neighbours = nil

@@ -170,8 +170,8 @@ func printNeighbours(n map[string]fastgw.NeighbourStats) {
 			drops = append(drops, fmt.Sprintf("%s=%d", k, v))
 		}
 		sort.Strings(drops)
-		fmt.Printf("neighbours %s (owned address mode): %d replies, frames dropped: %s; table: %d requests, %d failed, %d refused full, %d evicted; %d hosts claimed our address\n",
-			side, st.Replies, orNone(drops), st.Requests, st.Failed, st.Full, st.Evicted, st.Conflicts)
+		fmt.Printf("neighbours %s (owned address mode): %d replies, frames dropped: %s; table: %d requests, %d failed, %d refused full, %d evicted; %d hosts claimed our address (%d frames)\n",
+			side, st.Replies, orNone(drops), st.Requests, st.Failed, st.Full, st.Evicted, st.Conflicts, st.Claims)
 	}
 }
 

@@ -42,7 +42,11 @@ func TestConformance(t *testing.T) {
 							st.Fatal(err)
 						}
 						umems[queues] = u
-						t.Cleanup(func() { u.Free() }) // after the suite closed its ports
+						t.Cleanup(func() { // after the suite closed its ports
+							if err := u.Free(); err != nil {
+								t.Errorf("Free the shared UMEM: %v", err)
+							}
+						})
 					}
 				}
 				flows := uint16(16)

@@ -281,8 +281,9 @@ func lanFilterHosts(lan, wan []netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	var n4, n6 int
 	for _, a := range slices.Concat(lan, wan) {
+		a = a.Unmap()
 		n := &n6
-		if a.Unmap().Is4() {
+		if a.Is4() {
 			n = &n4
 		}
 		if *n < afxdp.MaxHostAddrs && !slices.Contains(out, a) {

@@ -77,6 +77,17 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("restoreMissingRoutes", len(host))
+	// The host's static route deleted: the prefix is routed into the
+	// exception TUN again at the next address change (Retake), where it
+	// followed the host's other routes.
+	ip("-6", "route", "del", "2001:db8:9::/48", "via", "2001:2::2", "dev", v.A)
+	d.Retake()
+	if out := show("2001:db8:9::/48"); !strings.Contains(out, "dev "+w.A) {
+		t.Errorf("the host's route gone, %s: %q, want it into the exception TUN", "2001:db8:9::/48", out)
+	}
+	host = host[:1]
+	ours = append(ours, "2001:db8:9::/48")
+	check("the host's route gone, retaken", 2)
 	// Removed, a host-routed prefix is not kept as one of ours.
 	remove := fastpath.PeerChange{Remove: []*fastpath.Peer{p}}
 	for _, s := range append(host, ours...) {
@@ -91,5 +102,5 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	if left != len(ours) {
 		t.Errorf("%d prefixes kept after removal, want %d (%v)", left, len(ours), ours)
 	}
-	check("removed", len(host))
+	check("removed", 2)
 }

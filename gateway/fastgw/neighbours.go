@@ -26,8 +26,10 @@ type NeighbourStats struct {
 	Failed   uint64 `json:"failed"`
 	Full     uint64 `json:"full"`
 	Evicted  uint64 `json:"evicted"`
-	// Conflicts counts the other hosts seen claiming our address.
-	Conflicts int `json:"conflicts"`
+	// Conflicts counts the other hosts seen claiming our address (64 at
+	// most), Claims the frames in which they did.
+	Conflicts int    `json:"conflicts"`
+	Claims    uint64 `json:"claims"`
 }
 
 // Neighbours returns owned address mode's ARP and NDP counters by side
@@ -46,7 +48,7 @@ func (g *Gateway) Neighbours() (map[string]NeighbourStats, bool) {
 func neighbourStats(r *arp.Responder, t *arp.Table) NeighbourStats {
 	ts := t.Stats()
 	return NeighbourStats{Replies: r.Replies(), Drops: r.DropCounts(), Requests: ts.Requests, Failed: ts.Failed,
-		Full: ts.Full, Evicted: ts.Evicted, Conflicts: len(r.Conflicts())}
+		Full: ts.Full, Evicted: ts.Evicted, Conflicts: len(r.Conflicts()), Claims: r.Claims()}
 }
 
 // conflictInterval is the least time between two warnings of hosts
@@ -61,7 +63,7 @@ const conflictInterval = time.Minute
 func (g *Gateway) watchConflicts() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	told := map[string]int{}
+	told := map[string]uint64{}
 	var last time.Time
 	for {
 		select {
@@ -72,13 +74,13 @@ func (g *Gateway) watchConflicts() {
 				continue
 			}
 			for side, r := range map[string]*arp.Responder{"wan": g.wanResp, "lan": g.lanResp} {
-				c := r.Conflicts()
-				if len(c) <= told[side] {
+				n, c := r.Claims(), r.Conflicts()
+				if n <= told[side] || len(c) == 0 {
 					continue
 				}
 				g.log.Warn("another host claims the gateway's own address (an ARP or NDP frame from another MAC): a misconfigured host, or one taking its traffic",
-					"side", side, "address", c[len(c)-1].Addr, "mac", c[len(c)-1].MAC, "claims", len(c))
-				told[side], last = len(c), now
+					"side", side, "address", c[len(c)-1].Addr, "mac", c[len(c)-1].MAC, "hosts", len(c), "frames", n)
+				told[side], last = n, now
 			}
 		}
 	}

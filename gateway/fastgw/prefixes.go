@@ -44,14 +44,17 @@ type dataplane_ struct {
 	// map (forget), so the engine drops what the LAN sends them; keptN
 	// counts them per family, slots the configuration's prefixes take
 	// back first (balance); guarded by mu.
-	kept     map[netip.Prefix]struct{}
-	keptN    [2]int
-	peerSeq  map[*fastpath.Peer]uint64 // order the peers came in; guarded by mu
-	seq      uint64                    // the last order given; guarded by mu
-	inMap    [2]prefixHeap             // per family, the prefixes in the map, worst on top; guarded by mu
-	waiting  [2]prefixHeap             // per family, those the full map could not take, best on top; guarded by mu
-	capacity int                       // of the LAN map, per family
-	log      *slog.Logger
+	kept  map[netip.Prefix]struct{}
+	keptN [2]int
+	// hostRouted counts the entries whose key a route of the host's
+	// holds (prefixEntry.hostRouted).
+	hostRouted int
+	peerSeq    map[*fastpath.Peer]uint64 // order the peers came in; guarded by mu
+	seq        uint64                    // the last order given; guarded by mu
+	inMap      [2]prefixHeap             // per family, the prefixes in the map, worst on top; guarded by mu
+	waiting    [2]prefixHeap             // per family, those the full map could not take, best on top; guarded by mu
+	capacity   int                       // of the LAN map, per family
+	log        *slog.Logger
 	// warn logs what fails per prefix, maxPrefixWarnings lines of a kind
 	// per change (UpdatePeers, restoreRoutes) and a count; guarded by mu.
 	warn *logcap.Log
@@ -258,7 +261,9 @@ func (d *dataplane_) forget(e *prefixEntry) {
 		heap.Remove(&d.waiting[f], e.index)
 	}
 	delete(d.entries, e.pfx)
-	if !e.hostRouted {
+	if e.hostRouted {
+		d.hostRouted--
+	} else {
 		d.leave(e.pfx)
 	}
 }
@@ -335,7 +340,37 @@ func (d *dataplane_) restoreRoutes() int {
 		}
 	}
 	d.noteTaken(taken)
+	d.retakeLocked()
 	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
+}
+
+// Retake routes into the exception TUN the configured prefixes whose key
+// a route of the host's held (hostRouted) when that route is gone (an
+// address removed, a static route deleted): without, the host's own
+// packets to them took its other routes, a default route out of the WAN
+// in cleartext. Called when an address of the WAN or LAN changed.
+func (d *dataplane_) Retake() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	defer d.warn.Flush()
+	d.retakeLocked()
+}
+
+// retakeLocked is Retake, d.mu held.
+func (d *dataplane_) retakeLocked() {
+	if d.hostRouted == 0 || d.excLink == nil {
+		return
+	}
+	for p, e := range d.entries {
+		if e.hostRouted && d.installRoute(p, d.nl.RouteAdd) == nil {
+			e.hostRouted = false
+			d.hostRouted--
+			d.warn.Log(slog.LevelInfo, "the host's route of an allowed-IPs prefix is gone: the prefix is routed into the exception TUN again", "prefix", p)
+		}
+	}
 }
 
 // noteTaken tells which of taken, configured prefixes whose route route
@@ -357,6 +392,7 @@ func (d *dataplane_) noteTaken(taken []netip.Prefix) {
 			continue
 		}
 		e.hostRouted = true
+		d.hostRouted++
 		d.warn.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the exception TUN, so the host's own packets to it, and those its kernel forwards, take that route, not the tunnel (wg-quick up refuses such a prefix: File exists)", "prefix", p)
 	}
 }
@@ -454,5 +490,6 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 		}
 	}
 	d.noteTaken(taken)
+	d.retakeLocked()
 	return n + d.restoreLeft(func(p netip.Prefix) bool { return !have[p] }), nil
 }

@@ -1,0 +1,287 @@
+package gateway
+
+// The UAPI socket: its limits, the connections it serves, and a set request
+// read in batches as it arrives (ipcSetConn).
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"golang.zx2c4.com/wireguard/ipc"
+
+	"github.com/wgpio/wgpio/internal/acceptloop"
+)
+
+// Limits of the UAPI server. Memory: each connection holds at most a
+// read buffer of uapiMaxLine and a batch of uapiBatchBytes of lines, and at
+// most uapiMaxConns connections are served at once (more wait in the
+// listen backlog), so all of them together hold under 40 MiB whatever they
+// send; a set request of any size (a 1,000,000-peer setconf) is applied
+// batch by batch as it arrives.
+const (
+	// uapiMaxLine is the longest line accepted (64 KiB, newline included);
+	// a longer one is read to its end, discarded, and the request answered
+	// with errno EMSGSIZE.
+	uapiMaxLine    = 64 << 10
+	uapiBatchBytes = 256 << 10
+	uapiMaxConns   = 64
+	// uapiIdleTimeout bounds how long a request may go without a full
+	// batch (or its end) arriving, a connection without a request, and a
+	// reply without uapiWriteChunk of it being taken by the reader.
+	uapiIdleTimeout = 10 * time.Second
+	// uapiOpTimeout bounds how long a connection may wait before it
+	// sends an operation line (wg(8) sends its own at once).
+	uapiOpTimeout = 2 * time.Second
+	// uapiWriteChunk is how much of a reply one write deadline covers.
+	uapiWriteChunk = 256 << 10
+)
+
+// stallWriter writes to conn in chunks of uapiWriteChunk bytes, each
+// under a fresh write deadline idle from its start: a client that stops
+// reading a reply (a stopped `wg show`, a script that never reads) frees
+// its connection and its slot of uapiMaxConns after idle, while one that
+// reads a long reply slowly is not cut off.
+type stallWriter struct {
+	conn net.Conn
+	idle time.Duration
+}
+
+func (w stallWriter) Write(b []byte) (n int, err error) {
+	for len(b) > 0 {
+		c := min(len(b), uapiWriteChunk)
+		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
+		m, err := w.conn.Write(b[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[c:]
+	}
+	return n, nil
+}
+
+var errLineTooLong = uapiErrorf(-int64(syscall.EMSGSIZE), "line longer than %d bytes", uapiMaxLine)
+
+// readLine reads one line from r without its newline, into the reader's
+// buffer (valid until the next read). A line longer than uapiMaxLine is read
+// to its end and discarded: errLineTooLong. At EOF without a newline the
+// partial line is returned with io.EOF.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		for err == bufio.ErrBufferFull {
+			_, err = r.ReadSlice('\n')
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		return nil, errLineTooLong
+	}
+	return bytes.TrimSuffix(line, []byte("\n")), err
+}
+
+// ipcSetConn applies a set=1 request read from conn line by line, in
+// batches of up to uapiBatchBytes: a batch is read without holding Device.mu
+// (a client that stalls holds no lock the handshakes or timers need) and
+// applied under it; what the request changed is published once, at its end.
+// setMu keeps set requests from interleaving, as wireguard-go's ipcMutex
+// does.
+//
+// A request cut short leaves what wireguard-go's line-by-line IpcSet
+// leaves, wherever the batches fall: every whole line before the cut
+// applied, nothing after it. The cut is the first line that fails, a line
+// longer than uapiMaxLine (errLineTooLong), or a read error (the client
+// stalled past uapiIdle), or a last line without its newline: a client
+// that went away in the middle of "listen_port=51820" (EOF after
+// "listen_port=518"), or of "allowed_ip=10.0.0.0/24", whose cut-off line
+// wireguard-go's scanner applies (a listen port of 518, a /2). EOF after
+// a whole line ends the request, as in wireguard-go. A line's CR before its newline is dropped, as
+// wireguard-go's scanner drops it (on its socket too). After an error the rest of the request is read and
+// discarded, so that the connection stays in step.
+func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
+	d.setMu.Lock()
+	defer d.setMu.Unlock()
+	defer conn.SetReadDeadline(time.Time{})
+	var st setState
+	defer func() {
+		d.mu.Lock()
+		if ferr := d.finishSetLocked(&st); err == nil {
+			err = ferr
+		}
+		d.mu.Unlock()
+	}()
+	batch := make([]byte, 0, uapiBatchBytes+uapiMaxLine)
+	var ends []int
+	var failed error // the first error: nothing after it is applied
+	for done := false; !done; {
+		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
+		batch, ends = batch[:0], ends[:0]
+		var cut error // what ends the request within this batch
+		for len(batch) < uapiBatchBytes {
+			line, rerr := readLine(r)
+			if rerr == errLineTooLong {
+				if failed != nil {
+					continue // discarding up to the end of the request
+				}
+				cut = rerr // the lines before it are applied below
+				break
+			}
+			if rerr != nil && rerr != io.EOF {
+				cut = uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
+				done = true
+				break
+			}
+			// A CR before the newline is dropped, as IpcSet's and
+			// wireguard-go's bufio.Scanner drops it (ScanLines).
+			line = bytes.TrimSuffix(line, []byte("\r"))
+			if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
+				done = true
+				break
+			}
+			if rerr == io.EOF {
+				// A line without its newline: the client went
+				// away in the middle of it ("listen_port=518"
+				// of 51820). wg(8) ends every line.
+				cut = uapiErrorf(ipc.IpcErrorInvalid, "set request ends without a newline after %q: not applied", logStart(string(line)))
+				done = true
+				break
+			}
+			batch = append(batch, line...)
+			ends = append(ends, len(batch))
+		}
+		if failed == nil {
+			d.mu.Lock()
+			start := 0
+			for _, end := range ends {
+				if failed = d.setLineLocked(&st, string(batch[start:end])); failed != nil {
+					break
+				}
+				start = end
+			}
+			d.mu.Unlock()
+		}
+		if failed == nil {
+			failed = cut
+		}
+	}
+	return failed
+}
+
+// ServeUAPI answers configuration requests on conn until it fails or
+// closes: "get=1\n\n" and "set=1\n...\n\n", each answered with
+// "errno=N\n\n" (after the get output). It closes conn. Lines are at most
+// 64 KiB; a set request is applied as it arrives (ipcSetConn) and may be of
+// any length. A client that stalls for 10 s (uapiIdleTimeout), reading or
+// being read from (stallWriter), is disconnected; one that sends no
+// operation for uapiOpTimeout (2 s) too, so that silent connections, which
+// hold one of the uapiMaxConns places each, keep `wg show` waiting 2 s,
+// not 10 (64 of them did).
+func (d *Device) ServeUAPI(conn net.Conn) {
+	defer conn.Close()
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
+	for {
+		conn.SetReadDeadline(time.Now().Add(min(d.uapiIdle, uapiOpTimeout)))
+		opb, err := readLine(rw.Reader)
+		if err != nil {
+			if err == errLineTooLong {
+				d.log.Warn("invalid UAPI operation", "err", err)
+				fmt.Fprintf(rw, "errno=%d\n\n", errLineTooLong.Code)
+				rw.Flush()
+			}
+			return
+		}
+		op := string(opb)
+		switch op {
+		case "set=1":
+			err = d.ipcSetConn(conn, rw.Reader)
+		case "get=1":
+			// The blank line ending the request, under the same
+			// deadline as the operation line.
+			var c byte
+			if c, err = rw.ReadByte(); err != nil {
+				return
+			}
+			conn.SetReadDeadline(time.Time{})
+			if c != '\n' {
+				err = uapiErrorf(ipc.IpcErrorInvalid, "trailing byte %q after get=1", c)
+				break
+			}
+			growSendBuffer(conn, d.getReplySize())
+			err = d.IpcGet(rw.Writer)
+		default:
+			d.log.Warn("invalid UAPI operation", "op", logStart(op), "bytes", len(op))
+			return
+		}
+		var code int64
+		if err != nil {
+			var ue *UAPIError
+			if errors.As(err, &ue) {
+				code = ue.Code
+			} else {
+				code = ipc.IpcErrorUnknown
+			}
+			d.log.Warn("uapi", "err", err)
+		}
+		fmt.Fprintf(rw, "errno=%d\n\n", code)
+		if rw.Flush() != nil {
+			return
+		}
+	}
+}
+
+// listenUAPI opens /var/run/wireguard/<name>.sock and serves it.
+func (d *Device) listenUAPI(name string) error {
+	f, err := ipc.UAPIOpen(name)
+	if err != nil {
+		return fmt.Errorf("gateway: open UAPI socket %s: %w", name, err)
+	}
+	l, err := ipc.UAPIListen(name, f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("gateway: listen on UAPI socket %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.uapi = l
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		slots := make(chan struct{}, uapiMaxConns)
+		for {
+			slots <- struct{}{} // at most uapiMaxConns served at once
+			// wireguard-go's listener reports its closing twice, the second
+			// time from its socket watcher (the file gone, or EBADF): after
+			// Close, that is no failure to log.
+			c, err := acceptloop.Accept(l, func(err error) {
+				if !d.closed() {
+					d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
+				}
+			})
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			if d.conns == nil {
+				d.conns = make(map[net.Conn]struct{})
+			}
+			d.conns[c] = struct{}{}
+			d.mu.Unlock()
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.ServeUAPI(c)
+				d.mu.Lock()
+				delete(d.conns, c)
+				d.mu.Unlock()
+				<-slots
+			}()
+		}
+	}()
+	return nil
+}
