@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"math/rand/v2"
-	"net/netip"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
@@ -175,69 +174,6 @@ func (d *Device) screen(m fastpath.HandshakeMessage, now int64) (id *noise.Stati
 		return nil, false, false
 	}
 	return id, underLoad, true
-}
-
-// badMAC1Every is how often at most warnBadMAC1 logs.
-const badMAC1Every = int64(time.Minute)
-
-// warnBadMAC1 logs, at most once per badMAC1Every, a handshake message
-// whose MAC1 did not verify against this device's public key (whitepaper
-// §5.4.4): the mark of a peer configured with another public key for
-// this gateway, the commonest mistake in setting up a tunnel, which
-// otherwise shows only as a counter (wireguard-go and the kernel log it at
-// debug level only). Safe for concurrent use.
-func (d *Device) warnBadMAC1(src netip.AddrPort, now int64) {
-	last := d.badMAC1Logged.Load()
-	if last != 0 && now-last < badMAC1Every || !d.badMAC1Logged.CompareAndSwap(last, now) {
-		return
-	}
-	d.log.Warn("handshake message with a bad MAC1 dropped: the sender does not have this gateway's public key as its peer (compare this gateway's public key with the PublicKey in the sender's [Peer]), or it is not WireGuard; counted as handshake_invalid (bad_mac1), logged at most once a minute",
-		"src", src)
-}
-
-// warnUnknownPeer logs, at most once per badMAC1Every, an initiation
-// whose MAC1 verified but whose initiator's static key (decrypted from
-// it, whitepaper §5.4.2) is no peer's: a device removed, or whose key was
-// rotated, that still tries, or one whose key was not added yet. The key
-// and the source are logged so that the operator can tell which; the
-// kernel logs only "Invalid handshake initiation from" the source, at
-// debug level. The message is unauthenticated (anyone who knows this
-// gateway's public key can make one with any key), hence the rate.
-// Safe for concurrent use.
-func (d *Device) warnUnknownPeer(k noise.PublicKey, src netip.AddrPort, now int64) {
-	last := d.unknownPeerLogged.Load()
-	if last != 0 && now-last < badMAC1Every || !d.unknownPeerLogged.CompareAndSwap(last, now) {
-		return
-	}
-	d.log.Warn("handshake initiation from a public key that is no peer of this gateway dropped: a device removed or whose key changed still tries, or its key is not added yet (wg set NAME peer KEY allowed-ips ...); counted as unknown_peer, logged at most once a minute",
-		"public_key", k.Base64(), "src", src)
-}
-
-// pskRun is how many responder keypairs in a row a peer leaves unused,
-// with no session of it in use, before warnPSK tells: one is a peer gone
-// after its handshake; a peer whose preshared key differs retries every
-// RekeyTimeout, each time in vain.
-const pskRun = 3
-
-// warnPSK logs, at most once per badMAC1Every, the signs of a preshared key
-// that differs between this gateway and peer p (whitepaper §5.2: it is
-// mixed into the keys of the handshake's last step, so only that step
-// fails): as initiator, the response to our initiation that did not
-// authenticate (its empty payload's AEAD, §5.4.3, counted as
-// handshake_invalid, decryption_failed); as responder (role), pskRun
-// sessions in a row that the peer never used (it could not read our
-// response; counted in responder_keypairs_expired_unconfirmed). Neither
-// wireguard-go nor the kernel logs either. Safe for concurrent use.
-func (d *Device) warnPSK(p *peer, role string, now int64) {
-	last := d.pskLogged.Load()
-	if last != 0 && now-last < badMAC1Every || !d.pskLogged.CompareAndSwap(last, now) {
-		return
-	}
-	msg := "a peer's handshakes fail at their last step: its PresharedKey for this gateway differs from this gateway's for it (or only one side has one); its response to our initiation did not authenticate (counted as handshake_invalid, decryption_failed); logged at most once a minute"
-	if role == "responder" {
-		msg = "a peer's handshakes fail at their last step: its PresharedKey for this gateway likely differs from this gateway's for it (or only one side has one), or our responses do not reach it (a firewall or NAT on the way back); it sent no data under the sessions our responses gave it (counted in responder_keypairs_expired_unconfirmed); logged at most once a minute"
-	}
-	d.log.Warn(msg, "public_key", p.pub.Base64())
 }
 
 // cookieReply answers m, an initiation or response without a valid MAC2
