@@ -15,6 +15,7 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // UAPIError is an error of the configuration protocol: Code is the negative
@@ -120,6 +121,7 @@ type setState struct {
 	pkaOn   bool
 	changed bool // allowed IPs or peers changed: publish
 	toKick  []*peer
+	moved   bool // the listen port moved: tell the peers (finishSetLocked)
 }
 
 // IpcSet applies a "set=1" operation read from r up to a blank line or the
@@ -256,7 +258,28 @@ func (d *Device) finishSetLocked(st *setState) error {
 			d.sendKeepaliveLocked(p, now)
 		}
 	}
+	if st.moved && d.started.Load() {
+		d.tellMovedLocked(now)
+	}
 	return err
+}
+
+// tellMovedLocked sends a keepalive from the new listen port to every peer
+// with a session it may still send with and an endpoint, so that each
+// follows the port at once (its endpoint moves on an authenticated
+// packet from a new source, whitepaper §2.1) rather than at our next data
+// for it: where only the peer sends, its packets went to the old port,
+// refused, until its handshake retried after 15 s. Linux and wireguard-go
+// send nothing then. A mailbox that refuses one is counted (mailbox_full);
+// that peer follows at the next packet. d.mu held.
+func (d *Device) tellMovedLocked(now int64) {
+	for _, p := range d.byKey {
+		kp, ep := p.fp.Current.Load(), p.fp.Endpoint.Load()
+		if kp == nil || kp.Dead() || ep == nil || now-kp.Created >= int64(protocol.RejectAfterTime) {
+			continue
+		}
+		d.sendKeepaliveLocked(p, now)
+	}
 }
 
 func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
@@ -295,7 +318,7 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 				return &UAPIError{Code: code, Err: fmt.Errorf("set listen_port %d: %w", port, err)}
 			}
 			d.log.Info("listen port changed", "from", d.listenPort, "to", got)
-			d.listenPort = got
+			d.listenPort, st.moved = got, true
 			return nil
 		}
 		// A dataplane whose port is fixed when it starts (an XDP
