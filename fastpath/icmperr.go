@@ -215,12 +215,7 @@ func (w *worker) routeBits6(dst netip.Addr, via icmpVia) int {
 // counts f.
 func (w *worker) icmpErrorToLAN(f *dataplane.Frame, l2 int, e icmpError, now int64) {
 	p := f.Data()
-	var src netip.Addr
-	if p[0]>>4 == header.IPv4Version {
-		src = netip.AddrFrom4(header.IPv4(p).SrcBytes())
-	} else {
-		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
-	}
+	src := header.SourceAddr(p)
 	to := w.lanRoute(w.e.routes.Load(), src, now)
 	if to == routeTunnel {
 		w.icmpTunnel(p, e, now)
@@ -317,12 +312,7 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 // it) into the tunnel from our tunnel address (icmpTunnel), the rest to
 // the host (icmpToHost).
 func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
-	var src netip.Addr
-	if p[0]>>4 == header.IPv4Version {
-		src = netip.AddrFrom4(header.IPv4(p).SrcBytes())
-	} else {
-		src = netip.AddrFrom16(header.IPv6(p).SrcBytes())
-	}
+	src := header.SourceAddr(p)
 	if rt := w.e.routes.Load(); !isOwn(rt, src) {
 		switch w.lanRoute(rt, src, now) {
 		case routeLAN:

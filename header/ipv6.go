@@ -141,3 +141,13 @@ func PutIPv6(b []byte, f *IPv6Fields, payloadLen int) int {
 	copy(b[24:40], f.Dst[:])
 	return IPv6Len
 }
+
+// SourceAddr returns the source address of the IP packet p, IPv4 or IPv6
+// by its version nibble (p holds its fixed header: the caller checked it).
+// It allocates nothing.
+func SourceAddr(p []byte) netip.Addr {
+	if p[0]>>4 == IPv4Version {
+		return netip.AddrFrom4(IPv4(p).SrcBytes())
+	}
+	return netip.AddrFrom16(IPv6(p).SrcBytes())
+}

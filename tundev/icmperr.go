@@ -187,12 +187,7 @@ func (d *PortDevice) icmpAllowed(pkt []byte, e icmpError, bits func(netip.Addr) 
 // (icmpSources.lanFrom); the route back is the LAN's (routeBits). Read's
 // goroutine only (d.reply).
 func (d *PortDevice) icmpErrorLAN(eth, pkt []byte, e icmpError) {
-	var src netip.Addr
-	if pkt[0]>>4 == header.IPv4Version {
-		src = netip.AddrFrom4(header.IPv4(pkt).SrcBytes())
-	} else {
-		src = netip.AddrFrom16(header.IPv6(pkt).SrcBytes())
-	}
+	src := header.SourceAddr(pkt)
 	mac := header.MAC(eth[6:12])
 	al := d.allowed.Load()
 	var last lastRoute
