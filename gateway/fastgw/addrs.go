@@ -165,7 +165,7 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 	if !slices.Equal(wl.all, g.wanAll) {
 		g.wanAll = wl.all
 		g.setLANHostAddrs()
-		g.dp.Retake() // a connected route of the WAN's may be gone
+		g.dp.Retake(append(slices.Clone(g.lanNets), wl.nets...)) // a connected route of the WAN's may be gone, or new
 	}
 }
 
@@ -219,12 +219,13 @@ func (g *Gateway) lanAddressesChanged() {
 	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
 	g.setLANHostAddrs()
-	g.dp.Retake() // a connected route of the LAN's may be gone
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after a LAN address change", "err", err)
+		g.dp.Retake(ll.nets)
 		return
 	}
+	g.dp.Retake(append(slices.Clone(ll.nets), wl.nets...)) // a connected route of the LAN's may be gone, or new
 	g.engine.SetHostAddrs(append(slices.Clone(ll.all), wl.all...))
 }
 

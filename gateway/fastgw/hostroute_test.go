@@ -25,7 +25,7 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	v, w, d, ip := r.v, r.w, r.d, r.ip
 	ip("-6", "route", "add", "2001:db8:9::/48", "via", "2001:2::2", "dev", v.A)
 	host := []string{"198.18.0.0/24", "2001:db8:9::/48"}
-	ours := []string{"198.19.8.0/24", "2001:2::/64"} // the IPv6 connected route has metric 256: ours beside it
+	ours := []string{"198.19.8.0/24", "2001:2::/64", "198.18.7.0/24"} // the IPv6 connected route has metric 256: ours beside it
 	p := &fastpath.Peer{}
 	add := fastpath.PeerChange{Add: []*fastpath.Peer{p}}
 	for _, s := range append(host, ours...) {
@@ -81,13 +81,28 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	// exception TUN again at the next address change (Retake), where it
 	// followed the host's other routes.
 	ip("-6", "route", "del", "2001:db8:9::/48", "via", "2001:2::2", "dev", v.A)
-	d.Retake()
+	d.Retake(nil)
 	if out := show("2001:db8:9::/48"); !strings.Contains(out, "dev "+w.A) {
 		t.Errorf("the host's route gone, %s: %q, want it into the exception TUN", "2001:db8:9::/48", out)
 	}
 	host = host[:1]
 	ours = append(ours, "2001:db8:9::/48")
 	check("the host's route gone, retaken", 2)
+	// An address added since whose subnet is a prefix routed into the
+	// exception TUN: the kernel appends its connected route behind ours,
+	// which would keep taking the subnet; Retake gives the key back to
+	// the host's route (before, the host's packets to 198.18.7.0/24 went
+	// into the exception TUN).
+	ip("addr", "add", "198.18.7.1/24", "dev", v.A)
+	d.Retake([]netip.Prefix{netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("198.18.7.1/24"), netip.MustParsePrefix("2001:2::1/64")})
+	if out := ip("route", "get", "198.18.7.9"); !strings.Contains(out, "dev "+v.A) {
+		t.Errorf("the LAN's subnet added since: a packet to it goes %q, want dev %s", out, v.A)
+	}
+	host = append(host, "198.18.7.0/24")
+	ours = []string{"198.19.8.0/24", "2001:2::/64", "2001:db8:9::/48"}
+	check("an address added since, its subnet yielded", 3)
+	d.Retake(nil) // the host's route there: nothing to take
+	check("an address added since, Retake again", 3)
 	// Removed, a host-routed prefix is not kept as one of ours.
 	remove := fastpath.PeerChange{Remove: []*fastpath.Peer{p}}
 	for _, s := range append(host, ours...) {
@@ -102,5 +117,5 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	if left != len(ours) {
 		t.Errorf("%d prefixes kept after removal, want %d (%v)", left, len(ours), ours)
 	}
-	check("removed", 2)
+	check("removed", 3)
 }

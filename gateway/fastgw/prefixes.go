@@ -4,14 +4,17 @@ package fastgw
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
@@ -344,22 +347,63 @@ func (d *dataplane_) restoreRoutes() int {
 	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
 }
 
-// Retake routes into the exception TUN the configured prefixes whose key
-// a route of the host's held (hostRouted) when that route is gone (an
-// address removed, a static route deleted): without, the host's own
-// packets to them took its other routes, a default route out of the WAN
-// in cleartext. Called when an address of the WAN or LAN changed.
-func (d *dataplane_) Retake() {
+// Retake follows the host's routes of the configured prefixes' keys when
+// an address of the WAN or LAN changed; subnets are the interfaces'
+// addresses of now with their prefix lengths. A prefix whose key a route
+// of the host's held (hostRouted) is routed into the exception TUN again
+// when that route is gone (an address removed, a static route deleted):
+// without, the host's own packets to it took its other routes, a default
+// route out of the WAN in cleartext. And an IPv4 prefix routed into the
+// exception TUN that is the subnet of an address added since gives that
+// subnet back to the host: the kernel appends the connected route behind
+// ours (fib_magic's NLM_F_APPEND, the same key and metric 0), so ours took
+// the host's LAN (or WAN subnet) into the tunnel. (IPv6's connected route,
+// metric 256, goes before ours, 1024.)
+func (d *dataplane_) Retake(subnets []netip.Prefix) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
+	d.yieldConnected(subnets)
 	d.retakeLocked()
 }
 
-// retakeLocked is Retake, d.mu held.
+// yieldConnected deletes the route into the exception TUN of each IPv4
+// prefix of the configuration that is the subnet of one of subnets and
+// installs it again: the kernel refuses it (EEXIST) where the host's
+// connected route has the key, and noteTaken then leaves the key to the
+// host's route, with its warning; d.mu held.
+func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
+	if d.excLink == nil {
+		return
+	}
+	var taken []netip.Prefix
+	for _, s := range subnets {
+		p := s.Masked()
+		e := d.entries[p]
+		if !p.Addr().Is4() || p.Bits() == 0 || e == nil || e.hostRouted || slices.Contains(taken, p) {
+			continue
+		}
+		r := &netlink.Route{
+			LinkIndex: d.excLink.Attrs().Index,
+			Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
+		}
+		if err := d.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+			d.warn.Warn("an allowed-IPs prefix is the subnet of an address added to the WAN or LAN: give its key back to the host's route", "prefix", p, "err", err)
+			continue
+		}
+		if d.route(p, false) {
+			taken = append(taken, p)
+		}
+	}
+	d.noteTaken(taken)
+}
+
+// retakeLocked routes into the exception TUN again the prefixes whose
+// key a route of the host's held when that route is gone (Retake); d.mu
+// held.
 func (d *dataplane_) retakeLocked() {
 	if d.hostRouted == 0 || d.excLink == nil {
 		return
