@@ -31,11 +31,17 @@ type Packet struct {
 // x/crypto's chacha20poly1305 Seal(p.Data[:0], nonce, p.Data[:n], p.AD)
 // would, with n = len(p.Data)-TagSize. Packets may use different keys. The
 // Data of different packets must not overlap (an overlapping burst gives
-// unspecified results).
+// unspecified results), and no packet's AD may overlap any packet's Data
+// (the implementations read AD at different times: the SIMD ones before
+// any packet is decrypted).
 //
-// Seal allocates nothing and is safe for concurrent use with other Seal and
-// Open calls on other packets, including calls that share keys. It panics
-// if a packet's Data is shorter than TagSize or its Key is nil.
+// Seal allocates nothing on amd64 (its SIMD kernels, or x/crypto's
+// assembly; on other architectures, and with the purego build tag, x/crypto's
+// portable code allocates once a packet), and is safe for concurrent use
+// with other Seal and Open calls on other packets, including calls that
+// share keys. It panics, before it touches a packet, if a packet's Data is
+// shorter than TagSize or longer than 2^31-64 bytes, or its Key is nil, not
+// Set, or erased by [Key.Zero].
 func Seal(pkts []Packet) {
 	check(pkts)
 	active.seal(pkts)
@@ -66,9 +72,15 @@ func Open(pkts []Packet, ok []bool) (failed int) {
 	return failed
 }
 
-// maxLen is the longest Data a Packet may have (the SIMD schedule keeps
-// offsets in 32 bits).
-const maxLen = 1<<31 - 1
+// maxLen is the longest Data a Packet may have: the SIMD schedule keeps
+// a seal job's length, the one-time key's block and the message (64 +
+// len(Data) - TagSize), in an int32 (job.n). At 2^31-1, Data from 2^31-48
+// bytes on overflowed it, and the kernels skipped the lane: the
+// plaintext left as it was, with a zero tag (TestMaxLen).
+const maxLen = 1<<31 - 64
+
+// Compiled only while every seal job's length fits an int32.
+const _ uint32 = 1<<31 - 1 - (64 + maxLen - TagSize)
 
 func check(pkts []Packet) {
 	for i := range pkts {
@@ -76,10 +88,12 @@ func check(pkts []Packet) {
 			panic("chachapoly: packet shorter than a tag")
 		}
 		if len(pkts[i].Data) > maxLen {
-			panic("chachapoly: packet longer than 2 GiB")
+			panic("chachapoly: packet longer than 2 GiB - 64 bytes")
 		}
-		if pkts[i].Key == nil {
+		if k := pkts[i].Key; k == nil {
 			panic("chachapoly: packet without a key")
+		} else if !k.set {
+			panic("chachapoly: packet's Key not Set, or erased by Zero")
 		}
 	}
 }

@@ -68,15 +68,21 @@
 // # Key memory
 //
 // A [Key] holds the expanded key itself; [Key.Zero] erases it. The SIMD
-// implementations keep no other copy beyond the duration of a call: the
-// per-call lane state on the stack is wiped before return, and the
-// assembly clears the vector registers (and its stack scratch) it used. The
-// generic implementation, and avx2 for messages longer than 256 bytes, use
-// an x/crypto AEAD, which keeps a private copy of the key and offers no way
-// to erase it; it is created only when one of those implementations is the
-// one in use, and [Key.Zero] erases that copy in place (x/crypto's AEAD is a
-// pointer to the 32 key bytes; a test fails if a new x/crypto changes that
-// layout) before dropping it.
+// implementations wipe what they copy of it during a call: the per-call
+// lane state on the stack before return, and the assembly clears the
+// vector registers (and its stack scratch) it used. What Go itself may
+// leave is beyond the package's reach: a goroutine stack that grows
+// during a call is copied and the old one freed without being erased,
+// with the call's lane state in it (a probe found key words in 3% of
+// freed stacks, sealing at random stack depths); Go's experimental
+// runtime/secret would erase them. The generic implementation, and avx2
+// for messages longer than 256 bytes, use an x/crypto AEAD, which keeps a
+// private copy of the key and offers no way to erase it; it is created only
+// when one of those implementations is the one in use, and [Key.Zero]
+// erases that copy in place (x/crypto's AEAD is a pointer to the 32 key
+// bytes; a test fails if a new x/crypto changes that layout) before
+// dropping it. x/crypto's amd64 assembly leaves key rows in its stack frame
+// and vector registers after a call, which the package cannot erase either.
 //
 // # Constant time
 //

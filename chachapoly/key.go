@@ -16,7 +16,9 @@ const (
 // Key is an expanded ChaCha20-Poly1305 key: the eight 32-bit key words of the
 // ChaCha20 state (RFC 8439 §2.3).
 //
-// The zero Key is not usable: call [Key.Set] first. A Key is set once and
+// The zero Key is not usable: call [Key.Set] first ([Seal] and [Open] panic
+// on a Key not Set or erased by [Key.Zero], which would otherwise work as
+// the all-zero key: a sealed packet anyone can read, forgeries accepted). A Key is set once and
 // then only read by [Seal] and [Open], which may run concurrently on any
 // number of goroutines with the same Key. [Key.Set] and [Key.Zero] must not
 // run concurrently with a Seal or Open that uses the Key: the owner calls
@@ -33,6 +35,10 @@ type Key struct {
 	// longer than maxAVX2Len) was in use when Set ran. It holds a private
 	// key copy, which Zero and Set erase in place (wipeAEAD).
 	aead cipher.AEAD
+
+	// set: Set ran and Zero has not since; Seal and Open refuse a Key
+	// without (check), which would seal under the all-zero key.
+	set bool
 }
 
 // Set expands key into k, replacing what k held.
@@ -44,6 +50,7 @@ func (k *Key) Set(key *[KeySize]byte) {
 		wipeAEAD(k.aead)
 	}
 	k.aead = nil
+	k.set = true
 	if active == implGeneric || active == implAVX2 {
 		k.aead = newAEAD(key)
 	}
@@ -58,6 +65,7 @@ func (k *Key) Zero() {
 		wipeAEAD(k.aead)
 	}
 	k.aead = nil
+	k.set = false
 }
 
 // IsZero reports whether k holds no key (the zero Key, or one erased by

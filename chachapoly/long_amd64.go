@@ -1,3 +1,5 @@
+//go:build !purego
+
 package chachapoly
 
 // maxAVX2Len is the longest message, in bytes, that the avx2

@@ -115,6 +115,7 @@ func (pg *poly8Group) tag(l int, pk *[32]byte, out *[TagSize]byte) {
 		s1: binary.LittleEndian.Uint64(pk[24:]),
 	}
 	p.sum(out)
+	p = poly{} // as aeadTag: s is the one-time key's second half
 }
 
 // wipe erases the one-time keys and accumulators.

@@ -414,6 +414,7 @@ func (ch *chunk) open(c []Packet, ok []bool, im impl) {
 		if !ok[i] {
 			d := c[i].Data
 			clear(d[:len(d)-TagSize])
+			clear(ch.tags[i][:]) // the tag a forgery lacked
 		}
 	}
 }
