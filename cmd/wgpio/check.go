@@ -17,14 +17,17 @@ import (
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
-const checkUsage = `usage: wgpio check -c FILE
+const checkUsage = `usage: wgpio check [-system] -c FILE
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
 errors (file, line and key; exit status 1) or that it is fine (exit
 status 0), with the warnings up would log: a file every user may read,
 keys wgpio does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
-are checked by up), and applies nothing; the flags that override
+are checked by up), unless -system: then also at the interfaces, their
+queues and the CPUs, in this network namespace, as up checks them at a
+start (run it where the gateway runs: ip netns exec NS wgpio check
+-system -c FILE). It applies nothing; the flags that override
 [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp, -metrics-addr) check it
 as up runs it with the same flags. dist/wgpio.service runs it before each
 reload, so that systemctl reload fails on a file a reload would not apply.
@@ -43,6 +46,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fs.PrintDefaults()
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
+	system := fs.Bool("system", false, "also check the interfaces, queues and CPUs here, as up does")
 	overrides := addOverrideFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -66,6 +70,11 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if err := checkFile(f, w); err != nil {
 		return err
 	}
+	if *system {
+		if err := checkSystem(f, w); err != nil {
+			return err
+		}
+	}
 	// up names the gateway after the file unless -name says otherwise;
 	// a name no interface can have is refused there.
 	if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); checkGatewayName(n) != nil {
@@ -84,7 +93,11 @@ func check(stdout, stderr io.Writer, args []string) error {
 	for _, warning := range warnings {
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 	}
-	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"))
+	what := "the file only: -system checks the interfaces too"
+	if *system {
+		what = "the file and this namespace's interfaces"
+	}
+	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s; %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"), what)
 	return nil
 }
 

@@ -41,22 +41,22 @@ func TestCheck(t *testing.T) {
 		flags          []string    // check's flags besides -c
 	}{
 		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
+			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
 		// up warns of a file every user may read (it holds the private
 		// key), as wg-quick does; check said nothing of it.
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
-			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		// Warnings in the file's order: the parser's (DNS, line 4) and
 		// the Mode's (CPUs, line 9, listed after ReplayWindow, line 10) interleaved
 		// by line, where the parser's came first.
 		{name: "warning-order", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\nReplayWindow = auto\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `warning-order.conf:4: key "DNS"`},
+			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warning-order.conf:4: key "DNS"`},
 		// up refuses a gateway name (the file's, by default) that
 		// cannot name an interface; check said ok without a word.
 		{name: "site-frankfurt-01", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface`},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		// up refuses a range that does not start at the ListenPort, a
@@ -64,7 +64,7 @@ func TestCheck(t *testing.T) {
 		{name: "sourceports", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
 			err: `sourceports.conf:7: key "SourcePorts": must start at the ListenPort 51820`},
 		{name: "sourceports-compat", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
+			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
 		// Refused by up before it opens anything, for what the file
 		// alone says; check said ok.
 		{name: "no-wan", text: head + peers,
@@ -86,31 +86,35 @@ func TestCheck(t *testing.T) {
 		{name: "mtu-frame", text: head + "MTU = 3763\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			err: `mtu-frame.conf:4: key "MTU": tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: full-size tunnel packets to IPv4 peers could never be sent; lower MTU in [Interface] to 3762`},
 		{name: "mtu-frame-fits", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "mtu-frame-vlan", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\nWANVLAN = 7\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,
 			err: `key "MTU": tunnel MTU 3762 makes WAN frames of 3840 bytes`},
 		{name: "mtu-frame-compat", text: head + "MTU = 9000\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
 			err: `mtu-frame-compat.conf:4: key "MTU": tunnel MTU 9000 makes WAN frames`},
 		{name: "mtu-frame-mqtun", text: head + "MTU = 9000\n[WGPIO]\nMode = compat-mqtun\n" + peers,
-			stdout: ": ok (Mode = compat-mqtun, 1 peer)\n"},
+			stdout: ": ok (Mode = compat-mqtun, 1 peer; the file only: -system checks the interfaces too)\n"},
 		// up's -wan and -lan stand for the keys; check, which the
 		// unit runs before each reload, had no such flags, and its
 		// error told to use them.
 		{name: "flags-wan-lan", text: head + peers, flags: []string{"-wan", "eth0", "-lan", "eth1"},
-			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "flags-lan-is-wan", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-lan", "eth0"},
 			err: `-lan: "eth0" is the WAN interface too`},
 		{name: "flags-mode", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers, flags: []string{"-mode", "compat"},
-			stdout: ": ok (Mode = compat, 1 peer)\n", stderr: `key "CPUs": ignored in Mode = compat`},
+			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "CPUs": ignored in Mode = compat`},
 		// And up's other overrides: check took -mode, -wan and -lan
 		// only, and refused the rest of a unit's command line.
 		{name: "flags-queues-xdp-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			flags:  []string{"-queues", "2", "-xdp", "generic", "-metrics-addr", "127.0.0.1:9586"},
-			stdout: ": ok (Mode = fastpath, 1 peer)\n"},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "flags-bad-xdp", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-xdp", "bogus"},
 			err: `check: -xdp "bogus": want auto, native or generic`},
 		{name: "flags-bad-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-metrics-addr", "nowhere"},
 			err: `check: -metrics-addr "nowhere"`},
+		// -system: the interfaces of this namespace, as up checks them
+		// (before, check said ok of a file whose start failed).
+		{name: "system-no-interface", text: head + "[WGPIO]\nMode = compat\nWAN = nonesuch0\nLAN = lo\n" + peers, flags: []string{"-system"},
+			err: `system-no-interface.conf:6: key "WAN": no interface "nonesuch0" in this network namespace`},
 		{name: "vlan-compat", text: head + "[WGPIO]\nMode = compat\nLANVLAN = 100\n" + peers,
 			err: `vlan-compat.conf:6: key "LANVLAN": a VLAN of a trunk is served in Mode = fastpath only`},
 	} {

@@ -77,6 +77,10 @@ func main() {
 		return
 	case "version", "-version", "--version":
 		err = cmdVersion(os.Args[2:])
+	case "down":
+		// wg-quick's habit: a gateway is a process, stopped as one.
+		fmt.Fprintf(os.Stderr, "wgpio: no command \"down\": a gateway stops with its process (Ctrl-C, SIGTERM, or systemctl stop wgpio@NAME); `wgpio stats` lists the running ones\n")
+		os.Exit(2)
 	default:
 		fmt.Fprintf(os.Stderr, "wgpio: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)

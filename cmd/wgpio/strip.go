@@ -35,7 +35,7 @@ func strip(w io.Writer, args []string) (err error) {
 	}()
 	fs := flag.NewFlagSet("strip", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: wgpio strip FILE\n\n"+
+		fmt.Fprint(fs.Output(), "usage: wgpio strip FILE (or -c FILE, as up and check take it)\n\n"+
 			"Prints the keys of FILE that wg(8) takes (PrivateKey, ListenPort, FwMark and\n"+
 			"the peers), without Address, MTU, the other wg-quick keys and [WGPIO], so that\n"+
 			"an edited file applies to a running gateway:\n\n"+
@@ -43,16 +43,23 @@ func strip(w io.Writer, args []string) (err error) {
 			"The output holds the private key. On an error (reported on standard error)\n"+
 			"it prints a line wg(8) refuses, so that the command above changes nothing.\n")
 	}
+	conf := fs.String("c", "", "the configuration `file` (or as the argument)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		err := fmt.Errorf("strip takes one configuration file, got %d arguments", fs.NArg())
+	file, n := *conf, fs.NArg()
+	if file != "" {
+		n++
+	} else if n == 1 {
+		file = fs.Arg(0)
+	}
+	if n != 1 {
+		err := fmt.Errorf("strip takes one configuration file, got %d arguments", n)
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
 		return flagError{err}
 	}
-	f, err := loadConfig(fs.Arg(0))
+	f, err := loadConfig(file)
 	if err != nil {
 		return err
 	}

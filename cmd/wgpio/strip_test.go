@@ -33,6 +33,15 @@ func TestStrip(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("strip printed\n%s\nwant\n%s", out.String(), want)
 	}
+	// -c FILE, as up and check take the file, is the same.
+	out.Reset()
+	if err := strip(&out, []string{"-c", conf}); err != nil || out.String() != want {
+		t.Errorf("strip -c: %v, printed\n%s\nwant\n%s", err, out.String(), want)
+	}
+	out.Reset()
+	if err := strip(&out, []string{"-c", conf, conf}); err == nil || out.String() != stripFailed+"\n" {
+		t.Errorf("strip -c FILE FILE: %v, printed %q, want an error and %q", err, out.String(), stripFailed)
+	}
 	bad := filepath.Join(dir, "bad.conf")
 	if err := os.WriteFile(bad, []byte("[Interface]\nListenPrt = 1\n"), 0o600); err != nil {
 		t.Fatal(err)
