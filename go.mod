@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/gaissmai/bart v0.30.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/nftables v0.3.0

@@ -1,6 +1,7 @@
 package chachapoly
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -15,19 +16,17 @@ func nonce(p *Packet) (n [chacha20poly1305.NonceSize]byte) {
 }
 
 // aeadOf returns the x/crypto AEAD of k, making a temporary one if k was set
-// while another implementation was active (only tests switch).
-func aeadOf(k *Key) (a interface {
-	Seal(dst, nonce, plaintext, ad []byte) []byte
-	Open(dst, nonce, ciphertext, ad []byte) ([]byte, error)
-}) {
+// while another implementation was active (only tests switch), which the
+// caller erases (wipeAEAD) after use: temp true.
+func aeadOf(k *Key) (a cipher.AEAD, temp bool) {
 	if k.aead != nil {
-		return k.aead
+		return k.aead.AEAD, false
 	}
 	var b [KeySize]byte
 	k.bytes(&b)
 	a = newAEAD(&b)
 	clear(b[:])
-	return a
+	return a, true
 }
 
 func sealGeneric(pkts []Packet) {
@@ -35,7 +34,11 @@ func sealGeneric(pkts []Packet) {
 		p := &pkts[i]
 		p.nonce = nonce(p)
 		m := len(p.Data) - TagSize
-		aeadOf(p.Key).Seal(p.Data[:0], p.nonce[:], p.Data[:m], p.AD)
+		a, temp := aeadOf(p.Key)
+		a.Seal(p.Data[:0], p.nonce[:], p.Data[:m], p.AD)
+		if temp {
+			wipeAEAD(a)
+		}
 	}
 }
 
@@ -43,7 +46,11 @@ func openGeneric(pkts []Packet, ok []bool) {
 	for i := range pkts {
 		p := &pkts[i]
 		p.nonce = nonce(p)
-		_, err := aeadOf(p.Key).Open(p.Data[:0], p.nonce[:], p.Data, p.AD)
+		a, temp := aeadOf(p.Key)
+		_, err := a.Open(p.Data[:0], p.nonce[:], p.Data, p.AD)
 		ok[i] = err == nil
+		if temp {
+			wipeAEAD(a)
+		}
 	}
 }

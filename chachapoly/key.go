@@ -34,7 +34,7 @@ type Key struct {
 	// unless the generic implementation (every message) or avx2 (messages
 	// longer than maxAVX2Len) was in use when Set ran. It holds a private
 	// key copy, which Zero and Set erase in place (wipeAEAD).
-	aead cipher.AEAD
+	aead *xAEAD
 
 	// set: Set ran and Zero has not since; Seal and Open refuse a Key
 	// without (check), which would seal under the all-zero key.
@@ -47,12 +47,12 @@ func (k *Key) Set(key *[KeySize]byte) {
 		k.w[i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
 	if k.aead != nil {
-		wipeAEAD(k.aead)
+		wipeAEAD(k.aead.AEAD)
 	}
 	k.aead = nil
 	k.set = true
 	if active == implGeneric || active == implAVX2 {
-		k.aead = newAEAD(key)
+		k.aead = &xAEAD{newAEAD(key)}
 	}
 }
 
@@ -62,7 +62,7 @@ func (k *Key) Set(key *[KeySize]byte) {
 func (k *Key) Zero() {
 	clear(k.w[:])
 	if k.aead != nil {
-		wipeAEAD(k.aead)
+		wipeAEAD(k.aead.AEAD)
 	}
 	k.aead = nil
 	k.set = false
@@ -78,6 +78,11 @@ func (k *Key) IsZero() bool {
 	}
 	return or == 0 && k.aead == nil
 }
+
+// xAEAD holds x/crypto's AEAD behind a pointer (8 bytes where the
+// interface takes 16), so that a Key, with its set flag, stays 48 bytes:
+// fastpath's Keypair holds two in cache lines laid out for them.
+type xAEAD struct{ cipher.AEAD }
 
 // bytes writes the key back into b; the caller erases b after use.
 func (k *Key) bytes(b *[KeySize]byte) {

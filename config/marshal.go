@@ -258,10 +258,15 @@ func (f *File) uapi(running map[string][]netip.Prefix) string {
 		b.WriteString(v)
 		b.WriteByte('\n')
 	}
-	kv("private_key", f.Interface.PrivateKey.Hex())
+	// listen_port first: a running device may refuse it (a port another
+	// socket holds), and a device applies a set's lines in order up to
+	// the first it refuses. After the private key, a refused port left
+	// the new key applied and the peers not: every session's peer still
+	// expected the old key.
 	if f.Interface.ListenPort != 0 {
 		kv("listen_port", strconv.Itoa(int(f.Interface.ListenPort)))
 	}
+	kv("private_key", f.Interface.PrivateKey.Hex())
 	if _, set := f.Interface.Lines["FwMark"]; f.Interface.FwMark != 0 || sync && set {
 		kv("fwmark", strconv.FormatUint(uint64(f.Interface.FwMark), 10))
 	}

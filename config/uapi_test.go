@@ -189,8 +189,8 @@ func TestUAPIText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "private_key=" + hexKey(t, priv1) + "\n" +
-		"listen_port=51820\n" +
+	want := "listen_port=51820\n" +
+		"private_key=" + hexKey(t, priv1) + "\n" +
 		"replace_peers=true\n" +
 		"public_key=" + hexKey(t, pub2) + "\n" +
 		"preshared_key=" + hexKey(t, psk) + "\n" +

@@ -3,18 +3,21 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/wgpio/wgpio/config"
 )
 
@@ -71,11 +74,13 @@ func notifySignals(reload chan os.Signal) signals {
 
 // notifyReload registers SIGHUP for serve (signals.reload). `wgpio up`
 // calls it first, before it reads its file: Go's default for a SIGHUP
-// ends the process, and dist/wgpio.service (Type=simple) lets `systemctl
-// reload` send one as soon as the process exists, so a reload right after
-// a start ended the gateway (as a clean exit, which Restart=on-failure does
-// not restart). Registered, the SIGHUP waits for serve, which reads the
-// file again. SIGINT and SIGTERM keep their default until notifySignals:
+// ends the process, and a unit of Type=simple lets `systemctl reload` send
+// one as soon as the process exists, so a reload right after a start
+// ended the gateway (as a clean exit, which Restart=on-failure does not
+// restart). Registered, the SIGHUP waits for serve, which reads the file
+// again. (dist/wgpio.service is of Type=notify: systemd holds a reload
+// until serve says the gateway is ready, which also covers the signals
+// sent before main runs.) SIGINT and SIGTERM keep their default until notifySignals:
 // before the start begins they end the process at once.
 func notifyReload() chan os.Signal {
 	c := make(chan os.Signal, 1)
@@ -167,6 +172,16 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 	if sigs.started != nil {
 		sigs.started()
 	}
+	// Started: tell systemd (dist/wgpio.service, Type=notify), which
+	// then lets `systemctl reload` send SIGHUP. Under Type=simple a
+	// SIGHUP sent in the process's first 0.1-0.4 s, before main ran
+	// (Go's package initialisation, on a loaded machine), ended it with
+	// Go's default, and systemd took that for a clean exit: no restart.
+	// Nothing without NOTIFY_SOCKET.
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("tell systemd the gateway is ready (NOTIFY_SOCKET)", "err", err)
+	}
+	defer daemon.SdNotify(false, daemon.SdNotifyStopping)
 	path := started.Name
 	results := make(chan loaded, 1)
 	reading, again := false, false
@@ -220,9 +235,14 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 				r, err = apply(started, l.f, dev)
 			}
 			st.record(err, time.Now())
-			if err != nil {
+			var refused *refusedError
+			switch {
+			case errors.As(err, &refused):
+				log.Error("reload: the gateway refused a line of the configuration: the lines before it were applied, the rest not (as wg syncconf applies); fix the file and reload again",
+					"file", path, "err", refused.err, "listen_port", refused.port)
+			case err != nil:
 				log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
-			} else {
+			default:
 				log.Info("reload: peers, PrivateKey, ListenPort and FwMark applied as wg syncconf applies them",
 					"file", path, "peers_added", r.added, "peers_removed", r.removed, "peers_kept", r.kept)
 				if len(r.restart) > 0 {
@@ -296,7 +316,14 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 		return f.SyncUAPI(running), nil
 	}
 	if dev.update != nil {
-		err := dev.update(edit)
+		var old string
+		err := dev.update(func(cur string) (string, error) {
+			old = cur
+			return edit(cur)
+		})
+		if err != nil && old != "" {
+			return r, refused(dev, err, old)
+		}
 		return r, err
 	}
 	cur, err := dev.get()
@@ -304,7 +331,56 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 		return reloaded{}, fmt.Errorf("read the running configuration: %w", err)
 	}
 	body, _ := edit(cur)
-	return r, dev.set(body)
+	if err := dev.set(body); err != nil {
+		return r, refused(dev, err, cur)
+	}
+	return r, nil
+}
+
+// refusedError is a set the device refused part way: the lines before the
+// refused one applied (UAPI applies a set in order: wireguard-go, the
+// kernel and gateway.Device alike), the rest not. port is the listen port
+// the device has after it (0: none).
+type refusedError struct {
+	err  error
+	port int
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the gateway refused a line of the configuration, the lines before it applied: %v", e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// refused makes err, the device's refusal of a set made while it ran as
+// old (its configuration's text), a refusedError. A device left without
+// a listen port (wireguard-go closes its sockets before it opens the new
+// port, and holds none when that fails) gets old's port back: without,
+// compat mode sent and received nothing until the next reload.
+func refused(dev uapiDevice, err error, old string) error {
+	e := &refusedError{err: err}
+	cur, gerr := dev.get()
+	if gerr != nil {
+		return e
+	}
+	e.port = listenPort(cur)
+	if was := listenPort(old); e.port == 0 && was != 0 {
+		if dev.set(fmt.Sprintf("listen_port=%d\n", was)) == nil {
+			e.port = was
+		}
+	}
+	return e
+}
+
+// listenPort is the listen_port of a UAPI get's text (0: none).
+func listenPort(get string) int {
+	for line := range strings.Lines(get) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "listen_port="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // startOnlyChanged names, in file order of sections, the keys a reload

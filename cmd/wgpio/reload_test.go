@@ -3,9 +3,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -346,5 +348,73 @@ func TestReloadClearsDroppedKeys(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("after the reload, get=1 lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestReloadRefusedPort: a reload whose ListenPort the device refuses (a
+// port another socket holds) applies nothing of the file, and a device
+// left without a port (wireguard-go closes its sockets before it opens
+// the new port) gets its old one back; the error says the device refused
+// a line. Before, the private key went first: a new key in the same edit
+// was applied and the peers not, every session's peer still expecting the
+// old key (tunnel down), and compat mode listened on no port at all, both
+// logged as "configuration not applied; the gateway runs on as it was".
+func TestReloadRefusedPort(t *testing.T) {
+	oldKey, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(k noise.PrivateKey, port int) string {
+		return fmt.Sprintf("[Interface]\nPrivateKey = %s\nListenPort = %d\n[Peer]\nPublicKey = %s\nAllowedIPs = 198.18.99.0/24\n",
+			k.Base64(), port, peer.PublicKey().Base64())
+	}
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	started, err := config.Parse(path, strings.NewReader(file(oldKey, 51820)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A device as wireguard-go's: each line applied in order, the set
+	// ending at the first refused; a refused port leaves none.
+	const busy = 51900
+	state := map[string]string{"private_key": oldKey.Hex(), "listen_port": "51820"}
+	dev := uapiDevice{
+		get: func() (string, error) {
+			return "private_key=" + state["private_key"] + "\nlisten_port=" + state["listen_port"] + "\n", nil
+		},
+		set: func(body string) error {
+			for line := range strings.Lines(body) {
+				k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+				if k == "listen_port" && v == strconv.Itoa(busy) {
+					state["listen_port"] = "0"
+					return errors.New("listen_port: address already in use")
+				}
+				if k == "private_key" || k == "listen_port" {
+					state[k] = v
+				}
+			}
+			return nil
+		},
+	}
+	if err := os.WriteFile(path, []byte(file(newKey, busy)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = reload(started, dev)
+	var refused *refusedError
+	if !errors.As(err, &refused) {
+		t.Fatalf("reload with a refused port: %v, want a refusedError", err)
+	}
+	if state["private_key"] != oldKey.Hex() {
+		t.Errorf("the private key changed with the port refused: the peers still expect the old one")
+	}
+	if state["listen_port"] != "51820" || refused.port != 51820 {
+		t.Errorf("after the refused port the device listens on %s (error says %d), want its old 51820", state["listen_port"], refused.port)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -391,5 +392,41 @@ func TestServeReloadLogsWarnings(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("reload log lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestServeNotifiesSystemd: serve tells systemd (NOTIFY_SOCKET, as
+// dist/wgpio.service's Type=notify wants) that the gateway is ready when
+// it begins, and that it stops when it returns: systemd then holds a
+// `systemctl reload` until the gateway can take it. Under Type=simple a
+// SIGHUP sent in the first tenths of a second, before main ran, ended the
+// process, which systemd took for a clean exit.
+func TestServeNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	sigs := testSignals(t)
+	out, _ := serveAsync(t, filepath.Join(t.TempDir(), "wg0.conf"), (&fakeDevice{}).uapi(), sigs)
+	read := func() string {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 256)
+		n, err := conn.Read(b)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(b[:n])
+	}
+	if got := read(); got != "READY=1" {
+		t.Errorf("serve's first notification %q, want READY=1", got)
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 10*time.Second)
+	if got := read(); got != "STOPPING=1" {
+		t.Errorf("serve's notification at its end %q, want STOPPING=1", got)
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 // TestReloadSignalWhileReading: a SIGHUP that comes while `wgpio up` still
 // reads its file (here a FIFO nothing writes yet: a large file, a slow
-// disk) does not end the process, as Go's default would: dist's unit
-// (Type=simple) lets `systemctl reload` send one as soon as the process
+// disk) does not end the process, as Go's default would: a unit of
+// Type=simple lets `systemctl reload` send one as soon as the process
 // exists, and a gateway ended by SIGHUP is not restarted. The start goes
 // on (and here fails on its interfaces, with their error).
 func TestReloadSignalWhileReading(t *testing.T) {
