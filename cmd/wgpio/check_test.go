@@ -57,6 +57,8 @@ func TestCheck(t *testing.T) {
 		// cannot name an interface; check said ok without a word.
 		{name: "site-frankfurt-01", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface`},
+		{name: "h35%d", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "h35%d", which cannot name an interface`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		// up refuses a range that does not start at the ListenPort, a
@@ -85,6 +87,11 @@ func TestCheck(t *testing.T) {
 		// kernel and takes it.
 		{name: "mtu-frame", text: head + "MTU = 3763\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			err: `mtu-frame.conf:4: key "MTU": tunnel MTU 3763 makes WAN frames of 3837 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: full-size tunnel packets to IPv4 peers could never be sent; lower MTU in [Interface] to 3762`},
+		// The fast path's floor: check said ok, the start stopped.
+		{name: "mtu-floor", text: head + "MTU = 575\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
+			err: `mtu-floor.conf:4: key "MTU": 575 is below the fast path's minimum, 576`},
+		{name: "mtu-floor-compat", text: head + "MTU = 575\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
+			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "mtu-frame-fits", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "mtu-frame-vlan", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\nWANVLAN = 7\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,

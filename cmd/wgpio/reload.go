@@ -185,9 +185,14 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 	path := started.Name
 	results := make(chan loaded, 1)
 	reading, again := false, false
+	var readSince time.Time
 	read := func() {
-		reading = true
+		reading, readSince = true, time.Now()
 		go func() {
+			if err := reloadCheck(path); err != nil {
+				results <- loaded{nil, err}
+				return
+			}
 			f, err := loadConfig(path)
 			results <- loaded{f, err}
 		}()
@@ -216,6 +221,10 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			return nil, err
 		case <-sigs.reload:
 			if reading {
+				if !again {
+					log.Warn("reload: still reading the file for an earlier SIGHUP; this one reads it again once that read ends",
+						"file", path, "reading_for", time.Since(readSince).Round(time.Millisecond))
+				}
 				again = true
 				continue
 			}
@@ -261,6 +270,24 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			}
 		}
 	}
+}
+
+// reloadCheck is reloadable; tests that need a read that hangs replace
+// it.
+var reloadCheck = reloadable
+
+// reloadable refuses, at a reload, a path that is not a regular file (a
+// named pipe, a socket, a device; a symbolic link is followed): a reload
+// reads the file again, which a pipe gives once (`-c <(...)` at start) or
+// never (a FIFO nothing writes: the read hung, and every later SIGHUP
+// waited behind it, unlogged). A path that cannot be read is left to
+// loadConfig, which names the error.
+func reloadable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s is not a regular file (%v): a reload reads the file again, which a pipe, socket or device cannot give; make it a file", path, fi.Mode().Type())
 }
 
 // reloaded is what a reload did: the peers the file added, removed (those

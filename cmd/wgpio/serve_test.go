@@ -148,9 +148,11 @@ func TestServeStopDuringReload(t *testing.T) {
 }
 
 // TestServeStopDuringRead: a SIGTERM while the file's read does not end
-// (the path made a FIFO no one writes) stops serve; the read blocked
-// serve, which never saw the SIGTERM.
+// (here a FIFO no one writes, let through: a hung network file system)
+// stops serve; the read blocked serve, which never saw the SIGTERM.
 func TestServeStopDuringRead(t *testing.T) {
+	reloadCheck = func(string) error { return nil }
+	t.Cleanup(func() { reloadCheck = reloadable })
 	sigs := testSignals(t)
 	path := filepath.Join(t.TempDir(), "wg0.conf")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
@@ -429,4 +431,42 @@ func TestServeNotifiesSystemd(t *testing.T) {
 	if got := read(); got != "STOPPING=1" {
 		t.Errorf("serve's notification at its end %q, want STOPPING=1", got)
 	}
+}
+
+// TestServeReloadRefusesFIFO: a reload of a path made a FIFO is refused
+// at once, with the path and why, and a reload after the file is back
+// applies it. Before, the read hung until something wrote the FIFO, and
+// every later SIGHUP waited behind it without a line in the log.
+func TestServeReloadRefusesFIFO(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
+	kill(t, syscall.SIGHUP)
+	const refused = "is not a regular file"
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(logBuf.String(), refused); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no refusal of the FIFO 10 s after the SIGHUP:\n%s", logBuf.String())
+		}
+	}
+	os.Remove(path)
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, syscall.SIGHUP)
+	for end := time.Now().Add(10 * time.Second); dev.nsets() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the file back, a SIGHUP applied nothing:\n%s", logBuf.String())
+		}
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
 }

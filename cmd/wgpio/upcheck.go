@@ -154,8 +154,8 @@ func checkName(name, conf string) error {
 // name (Linux dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':'
 // or white space), which also keeps the name inside runDir.
 func checkGatewayName(name string) error {
-	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
-		return fmt.Errorf("%q cannot be a gateway name (an interface name: 1 to 15 bytes, no '/', ':' or white space; `wgpio stats` lists the running ones)", name)
+	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/:% \t\n\v\f\r") {
+		return fmt.Errorf("%q cannot be a gateway name (an interface name: 1 to 15 bytes, no '/', ':', '%%' (the kernel's name template) or white space; `wgpio stats` lists the running ones)", name)
 	}
 	return nil
 }
@@ -339,6 +339,14 @@ func checkFrameMTU(f *config.File, w config.WGPIO) error {
 	mtu := f.Interface.MTU
 	if mtu == 0 {
 		mtu = fastpath.DefaultMTU
+	}
+	// The engine's floor (fastpath.New), here so that check and a
+	// reload's next-start warning say it with the file's line, before
+	// a start opens the ports and stops at it.
+	if mtu < fastpath.MinMTU && w.Mode == config.ModeFastPath {
+		return keyError(f.Name, f.Interface.Lines, "MTU", "", fmt.Sprintf(
+			"%d is below the fast path's minimum, %d (every IPv4 host takes datagrams of that size, RFC 791), or %d with an IPv6 WAN address (RFC 8200)",
+			mtu, fastpath.MinMTU, fastpath.MinMTU6))
 	}
 	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, false, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
 	if err != nil {
