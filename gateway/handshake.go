@@ -110,7 +110,14 @@ func (d *Device) consumeOther(m fastpath.HandshakeMessage) {
 	}
 	recv, ok := noise.MessageReceiver(msg)
 	if !ok {
+		// Its reason in Stats.Noise, as package noise gives those it
+		// refuses: without, handshake_invalid held more than its
+		// reasons added up to.
+		// (Reserved bytes set are refused before: unknown_type.)
 		d.stats.drop(DropHandshakeInvalid)
+		if id := d.identity(); id != nil {
+			id.Stats().Refused(noise.DropWrongSize)
+		}
 		return
 	}
 	// p.hs is read under mu, not p.mu (it is written under both, and is

@@ -58,17 +58,27 @@ func TestMalformedMessagesDropped(t *testing.T) {
 		{"response to unknown index", resp, DropHandshakeInvalid},
 		{"cookie reply to unknown index", cookie, DropUnknownIndex},
 		{"cookie reply too short", cookie[:63], DropHandshakeInvalid},
+		{"cookie reply too long", append(append([]byte(nil), cookie...), 0), DropHandshakeInvalid},
+		{"cookie reply, reserved bytes set", append([]byte{3, 0, 1, 0}, cookie[4:]...), DropUnknownType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "transport data on the control plane" {
 				tc.msg[0] = noise.TypeTransport
 			}
-			before := r.dev.Stats().Drops
+			st := r.dev.Stats()
+			before, noiseBefore := st.Drops, st.Noise.Drops.Total()
 			mark := r.f.nsent()
 			r.dev.HandleMessage(fastpath.HandshakeMessage{Src: src, Data: tc.msg})
-			after := r.dev.Stats().Drops
+			st = r.dev.Stats()
+			after := st.Drops
 			if got := after[tc.want] - before[tc.want]; got != 1 {
 				t.Errorf("Drops[%v] grew by %d, want 1 (all: %v → %v)", tc.want, got, before, after)
+			}
+			// handshake_invalid's reasons (wgpio stats' detail,
+			// /metrics' wgpio_handshake_invalid_total) add up to it: a
+			// cookie reply of the wrong size had none.
+			if got := st.Noise.Drops.Total() - noiseBefore; tc.want == DropHandshakeInvalid && got != 1 {
+				t.Errorf("the noise reasons grew by %d, want 1 (%v)", got, st.Noise.Drops.List())
 			}
 			if s := r.f.sentSince(mark); len(s) != 0 {
 				t.Errorf("sent %v, want nothing", types(s))

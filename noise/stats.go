@@ -113,6 +113,16 @@ func (s *Stats) Dropped(r DropReason) uint64 {
 // were done (public key derivations and Diffie-Hellman).
 func (s *Stats) Curve25519Operations() uint64 { return s.curve25519.Load() }
 
+// Refused counts a message its caller refused for r before handing it to
+// the package (a gateway that reads a cookie reply's receiver itself, and
+// refuses one of the wrong size), so that every message the gateway
+// counts as invalid has its reason here too. Safe for concurrent use.
+func (s *Stats) Refused(r DropReason) {
+	if r < NumDropReasons {
+		s.drops[r].Add(1)
+	}
+}
+
 // drop counts r and returns it as the error to give back.
 func (s *Stats) drop(r DropReason) error {
 	s.drops[r].Add(1)

@@ -22,6 +22,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/internal/reassembly"
+	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -55,7 +56,7 @@ type collector struct {
 	liveSessions, keypairs, unconfirmed                                                        *prometheus.Desc
 	peerCount                                                                                  *prometheus.Desc
 	hsBacklog, hsBacklogPeak                                                                   *prometheus.Desc
-	controlDrops, exceptionDrops                                                               *prometheus.Desc
+	controlDrops, hsInvalid, exceptionDrops                                                    *prometheus.Desc
 	tunRx, tunTx, tunDrops                                                                     *prometheus.Desc
 	tunICMPSent, tunICMPSuppressed                                                             *prometheus.Desc
 	tunICMPSendErrors                                                                          *prometheus.Desc
@@ -115,6 +116,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, counted here alone; that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts the other packets its mailbox refused).", "reason"),
+		hsInvalid:            d("handshake_invalid_total", "Handshake messages and cookie replies refused by the protocol's checks, by reason (bad_mac1: a handshake not made for this gateway's public key; stale_timestamp: a replayed initiation; wrong_size, ...); they add up to wgpio_control_drops_total{reason=\"handshake_invalid\"}.", "reason"),
 		exceptionDrops:       d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
 		tunRx:                d("tun_receive_packets_total", "Packets read from the kernel TUN: the exception TUN's (the host's own packets into the tunnel), or compat-mqtun's (the LAN's)."),
 		tunTx:                d("tun_transmit_packets_total", "Packets written to the kernel TUN: the exception TUN's (for the host), or compat-mqtun's (decrypted)."),
@@ -154,7 +156,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
 		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,
@@ -236,6 +238,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.hsBacklogPeak, prometheus.GaugeValue, float64(d.HandshakeBacklogPeak))
 		for r := range gateway.NumDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(d.Drops[r]), r.Key())
+		}
+		for r := range noise.NumDropReasons {
+			ch <- prometheus.MustNewConstMetric(c.hsInvalid, ctr, float64(d.Noise.Drops[r]), r.Key())
 		}
 	}
 	if e := s.ExceptionDrops; e != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/gateway/fastgw"
+	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -563,5 +564,42 @@ func TestNeighbourStats(t *testing.T) {
 	}
 	if out := capturePrintStats(t, s); strings.Contains(out, "neighbours") {
 		t.Errorf("wgpio stats prints neighbours in shared mode:\n%s", out)
+	}
+}
+
+// TestMetricsHandshakeInvalidReasons: /metrics breaks handshake_invalid
+// down by the protocol's reasons, as `wgpio stats` does (README: a
+// bad_mac1 is a peer holding another public key for the gateway); only
+// the total was exported.
+func TestMetricsHandshakeInvalidReasons(t *testing.T) {
+	d := &gateway.Stats{}
+	d.Drops[gateway.DropHandshakeInvalid] = 5
+	d.Noise.Drops[noise.DropBadMAC1] = 3
+	d.Noise.Drops[noise.DropWrongSize] = 2
+	s := GatewayStats{Name: "wg0", Device: d}
+	reg, err := metricsRegistry("wg0", func() GatewayStats { return s },
+		func(int) ([]PeerStat, bool) { return nil, true }, 1000, newReloadState(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "wgpio_handshake_invalid_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got["bad_mac1"] != 3 || got["wrong_size"] != 2 {
+		t.Errorf("wgpio_handshake_invalid_total by reason: %v, want bad_mac1 3 and wrong_size 2", got)
 	}
 }
