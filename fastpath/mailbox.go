@@ -191,6 +191,9 @@ func (w *worker) udpChecksum(b []byte, ep *Endpoint) {
 	u.SetChecksum(pseudo)
 }
 
+// limitedBroadcast is 255.255.255.255 (RFC 919).
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
 // sendInner encrypts an inner packet from the exception interface
 // (fromHost: the host's, Engine.SendTunnel) or one of the worker's own
 // ICMP errors into the tunnel. A packet from the host that no peer takes
@@ -205,7 +208,13 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	}
 	peer, ok := rt.t.Lookup(w.pkt.Dst)
 	if !ok {
-		if w.pkt.Dst.IsMulticast() {
+		// The host's multicast and broadcast (limited, or a directed
+		// broadcast of the tunnel's subnets, among our own addresses:
+		// the host's packets to its unicast ones never leave it) get no
+		// error (RFC 1122 §3.2.2; Linux's __icmp_send for a broadcast
+		// or multicast route) and are counted apart from no_route,
+		// which operators watch.
+		if d := w.pkt.Dst; d.IsMulticast() || d == limitedBroadcast || rt.isOwn(d) {
 			w.count(DropHostMulticast, 1)
 		} else {
 			w.count(DropNoRoute, 1)

@@ -57,6 +57,13 @@ const ownSourceScan = 16
 // shift, inlined; true means: ask ownSource.
 func (rt *routeTable) mayOwn(p []byte) bool { return rt.own4Bits>>ownBit(p)&1 != 0 }
 
+// isOwn reports whether a is one of our own addresses (the tunnel's, the
+// host's and their directed broadcasts). A map lookup: for rare paths.
+func (rt *routeTable) isOwn(a netip.Addr) bool {
+	_, ok := rt.own[a.Unmap()]
+	return ok
+}
+
 // ownBit hashes bytes 12-15 of p (an IPv4 source; part of an IPv6 one) to
 // a bit of own4Bits.
 func ownBit(p []byte) uint32 { return binary.LittleEndian.Uint32(p[12:16]) * 0x9e3779b1 >> 26 }

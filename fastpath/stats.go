@@ -76,9 +76,10 @@ const (
 	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
 	// after RekeyAttemptTime.
 	DropHandshakeGaveUp
-	// DropHostMulticast: multicast the host kernel sends on the exception
-	// interface (IPv6 router solicitations, MLD reports), which no peer's
-	// allowed IPs route.
+	// DropHostMulticast: multicast and broadcast the host kernel sends on
+	// the exception interface (IPv6 router solicitations, MLD reports, a
+	// broadcast to the tunnel's subnet), which no peer's allowed IPs
+	// route.
 	DropHostMulticast
 	// DropWANTooBig: a WireGuard datagram reassembled from IP fragments,
 	// by the host kernel (Engine.ReceiveWAN) or the engine

@@ -364,3 +364,31 @@ func TestUnreachableToHostFromTunnel(t *testing.T) {
 		t.Errorf("hostB got type %d code %d from %v quoting %x; want 3 1 from %v quoting %x", b.typ, b.code, b.src, b.quote, tun4, lowered(ip))
 	}
 }
+
+// TestHostBroadcastNotAnswered: the host's broadcast into the exception
+// interface that no peer takes (the tunnel subnet's directed broadcast,
+// one of our own addresses, or 255.255.255.255) gets no host unreachable
+// (RFC 1122 §3.2.2; Linux's wg0 sends none for a broadcast route) and
+// counts as the host's multicast does, not as no_route. Before, the
+// directed broadcast was answered and counted no_route, each time the
+// host broadcast.
+func TestHostBroadcastNotAnswered(t *testing.T) {
+	tun4 := netip.MustParseAddr("198.19.100.1")
+	var got [][]byte
+	r := newRig(t, rigConfig{noKeys: true, tunnelAddrs: []netip.Addr{tun4, netip.MustParseAddr("198.19.100.255")},
+		exception: func(p []byte) { got = append(got, bytes.Clone(p)) }})
+	for _, dst := range []string{"198.19.100.255", "255.255.255.255"} {
+		before := r.a.Stats()[0]
+		if !r.a.SendTunnel(0, ip4{src: tun4.String(), dst: dst}.bytes()) {
+			t.Fatal("SendTunnel: mailbox full")
+		}
+		r.a.workers[0].drainMailbox(r.clock.Now())
+		s := r.a.Stats()[0]
+		if lan := drainPort(r.hostA); len(got) != 0 || len(lan) != 0 {
+			t.Errorf("to %s: %d packets to the exception, %d frames to the LAN; want no error", dst, len(got), len(lan))
+		}
+		if m, n := s.Drops[DropHostMulticast]-before.Drops[DropHostMulticast], s.Drops[DropNoRoute]-before.Drops[DropNoRoute]; m != 1 || n != 0 {
+			t.Errorf("to %s: host_multicast %d, no_route %d; want 1 and 0", dst, m, n)
+		}
+	}
+}

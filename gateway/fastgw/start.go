@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -455,10 +456,16 @@ func (g *Gateway) openException() (addrs []netip.Addr, err error) {
 	if err := g.addExceptionAddrs(tl); err != nil {
 		return nil, err
 	}
+	// And the tunnel subnets' directed broadcasts, the host's as the LAN's
+	// (srcaddr.AppendBroadcasts): a peer's packet to one is delivered to
+	// the host, as by Linux's broadcast route on wg0, and the host's own
+	// that no peer takes is not answered host unreachable (sendInner).
+	nl := make([]netlink.Addr, 0, len(cfg.Addresses))
 	for _, p := range cfg.Addresses {
 		addrs = append(addrs, p.Addr())
+		nl = append(nl, netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}})
 	}
-	return addrs, nil
+	return srcaddr.AppendBroadcasts(addrs, nl), nil
 }
 
 // startEngine makes the fast path over the ports and the dataplane the
