@@ -27,6 +27,8 @@ func TestArgumentErrors(t *testing.T) {
 		want string
 	}{
 		{cmdUp, []string{"/etc/wgpio/wg0.conf"}, `up: unexpected argument "/etc/wgpio/wg0.conf" (the configuration file goes after -c: wgpio up -c /etc/wgpio/wg0.conf)`},
+		// wg-quick's habit: a bare name stands for its file.
+		{cmdUp, []string{"wgnosuch0"}, `up: unexpected argument "wgnosuch0" (the configuration file goes after -c: wgpio up -c /etc/wgpio/wgnosuch0.conf)`},
 		{cmdUp, []string{"-c", "wg0.conf", "extra"}, `up: unexpected argument "extra" after the flags`},
 		{cmdUp, []string{}, `up: -c FILE is required`},
 		{cmdUp, []string{"-c", "wg0.conf", "-mode", "bogus"}, `up: -mode "bogus": want fastpath, compat or compat-mqtun`},

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -137,5 +138,33 @@ func TestConfigUnreadable(t *testing.T) {
 		if got := strings.TrimSpace(string(out)); got != want {
 			t.Errorf("wgpio %s as nobody:\n got %s\nwant %s", strings.Join(tc.args, " "), got, want)
 		}
+	}
+}
+
+// TestUAPINameTaken: up refuses, before it opens anything, a name whose
+// UAPI socket a running WireGuard answers (wireguard-go, another wgpio,
+// maybe of another network namespace), naming the socket and -name; a
+// socket nothing answers (left by a process killed) is no obstacle. The
+// start failed after it had attached XDP, with "unix socket in use".
+func TestUAPINameTaken(t *testing.T) {
+	testenv.Root(t)
+	name := topo.UniqueName("wgun")
+	if err := os.MkdirAll(uapiDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(uapiDir, name+".sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	err = uapiNameFree(name)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "-name") {
+		t.Errorf("a name whose socket answers: %v, want an error naming %s and -name", err, path)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	if err := uapiNameFree(name); err != nil {
+		t.Errorf("a socket nothing answers: %v, want nil", err)
 	}
 }

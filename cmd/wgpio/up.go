@@ -34,6 +34,26 @@ import (
 // /var/run/wireguard, shared with every WireGuard implementation).
 const runDir = "/var/run/wgpio"
 
+// uapiDir holds the UAPI sockets of every WireGuard implementation,
+// /var/run/wireguard/<name>.sock (wireguard-go's ipc, wg(8)).
+const uapiDir = "/var/run/wireguard"
+
+// uapiNameFree refuses a name whose UAPI socket some WireGuard answers
+// already (wireguard-go, a wgpio in another network namespace: the
+// directory is one for all namespaces), before the gateway opens its
+// ports: the start then failed after it had attached XDP, with
+// wireguard-go's "unix socket in use". A socket left behind by a process
+// gone (nothing answers) is no obstacle: the gateway replaces it.
+func uapiNameFree(name string) error {
+	path := filepath.Join(uapiDir, name+".sock")
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return nil
+	}
+	c.Close()
+	return fmt.Errorf("up: a WireGuard interface named %s already answers on %s (`wg show %s`: wireguard-go or another wgpio, maybe of another network namespace: the directory is shared by all of them): stop it, or start this gateway under another name with -name", name, path, name)
+}
+
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -74,7 +94,13 @@ func cmdUp(args []string) error {
 	var usageErr error
 	switch {
 	case fs.NArg() > 0 && *conf == "":
-		usageErr = fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), fs.Arg(0))
+		// wg-quick's habit (wg-quick up wg0, for /etc/wireguard/wg0.conf):
+		// a bare name that is no file stands for /etc/wgpio/NAME.conf.
+		file := fs.Arg(0)
+		if _, err := os.Stat(file); err != nil && !strings.ContainsRune(file, '/') && !strings.HasSuffix(file, ".conf") {
+			file = filepath.Join("/etc/wgpio", file+".conf")
+		}
+		usageErr = fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), file)
 	case fs.NArg() > 0:
 		usageErr = fmt.Errorf("up: unexpected argument %q after the flags", fs.Arg(0))
 	case *conf == "":
@@ -136,6 +162,9 @@ func cmdUp(args []string) error {
 		return err
 	}
 	defer unlock()
+	if err := uapiNameFree(*name); err != nil {
+		return err
+	}
 	// After the lock: a second instance is refused before it warns of
 	// the first one's tunnel interface.
 	if w.Mode != config.ModeCompat { // compat mode gives Address to no interface
