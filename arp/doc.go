@@ -26,7 +26,8 @@
 //
 // Owned mode starts in this order (see Example_ownedMode): make the Table
 // with a FrameProber, the Responder, join the solicited-node groups
-// (JoinGroup, SIOCADDMULTI; or let the XDP program pass 33:33:ff:xx:xx:xx),
+// (JoinGroups, which MLD announces; or let the XDP program pass
+// 33:33:ff:xx:xx:xx, behind no MLD-snooping switch),
 // start the queue loop that hands frames to Responder.Handle, run
 // Responder.DAD (RFC 4862 §5.4), then Responder.Announce (gratuitous ARP,
 // unsolicited NA). Shared mode needs no responder: KernelNeighbours mirrors

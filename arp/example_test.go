@@ -11,7 +11,7 @@ import (
 // An owned-mode start-up on one interface: the table resolves through
 // frames, the responder answers for our addresses, and a queue's loop
 // hands every received frame to Handle and transmits the answers. Needs
-// Linux for JoinGroup (CAP_NET_ADMIN in the interface's namespace).
+// Linux for JoinGroups (CAP_NET_ADMIN in the interface's namespace).
 func Example_ownedMode() {
 	var (
 		mac      = arp.MAC{0x02, 0, 0, 0, 0, 1}
@@ -25,11 +25,11 @@ func Example_ownedMode() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, g := range resp.SolicitedNodeGroups() {
-		if err := arp.JoinGroup("eth0", g); err != nil {
-			log.Print(err)
-		}
+	groups, err := arp.JoinGroups("eth0", resp.SolicitedNodeGroups())
+	if err != nil {
+		log.Print(err)
 	}
+	defer groups.Close()
 	done := make(chan struct{})
 	go table.Run(done, 100*time.Millisecond)
 

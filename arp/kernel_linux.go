@@ -310,7 +310,9 @@ func (p *KernelProber) Probe(ip netip.Addr, _ MAC, _ bool) {
 // JoinGroup makes the interface ifname receive the Ethernet multicast
 // address of the IPv6 group (RFC 2464 §7), as owned mode needs for the
 // solicited-node groups of our addresses (Responder.SolicitedNodeGroups):
-// SIOCADDMULTI, the call behind `ip maddr add`. Membership is counted by
+// SIOCADDMULTI, the call behind `ip maddr add`. No MLD report announces
+// such a membership, so a switch that snoops MLD does not forward the
+// group to the interface: JoinGroups joins with a socket, which does. Membership is counted by
 // the kernel and lasts until LeaveGroup or the interface goes away. It acts
 // in the caller's network namespace (the current thread's).
 func JoinGroup(ifname string, group netip.Addr) error {

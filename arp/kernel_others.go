@@ -57,3 +57,15 @@ func JoinGroup(string, netip.Addr) error { return errNotImplemented }
 
 // LeaveGroup returns an error: not implemented on this system.
 func LeaveGroup(string, netip.Addr) error { return errNotImplemented }
+
+// Membership holds multicast group memberships (Linux only).
+type Membership struct{}
+
+// JoinGroups returns an error: not implemented on this system.
+func JoinGroups(string, []netip.Addr) (*Membership, error) { return nil, errNotImplemented }
+
+// LinkOnly returns nil.
+func (*Membership) LinkOnly() []netip.Addr { return nil }
+
+// Close does nothing.
+func (*Membership) Close() error { return nil }

@@ -355,12 +355,17 @@ func TestOwnedKernelResolvesUs(t *testing.T) {
 	h := startHost(t, w, []netip.Addr{usV4, usV6, usLL}, Config{}, false)
 	var sent sync.Mutex
 	send := func(f []byte) error { sent.Lock(); defer sent.Unlock(); return w.send(f) }
-	// Our solicited-node groups, joined on our interface.
+	// Our solicited-node groups, joined on our interface, whose IPv6 is
+	// disabled (the kernel must not answer for our addresses): at the
+	// link layer only (TestJoinGroupsMLD has the socket's join).
+	var groups *Membership
 	must(t, us.Do(func() error {
-		for _, g := range h.r.SolicitedNodeGroups() {
-			if err := JoinGroup(v.A, g); err != nil {
-				return err
-			}
+		var err error
+		if groups, err = JoinGroups(v.A, h.r.SolicitedNodeGroups()); err != nil {
+			return err
+		}
+		if lo := groups.LinkOnly(); len(lo) != 1 {
+			return fmt.Errorf("joined at the link layer only: %v, want the one group (IPv6 disabled)", lo)
 		}
 		b, err := os.ReadFile("/proc/thread-self/net/dev_mcast")
 		if err != nil {
@@ -371,6 +376,7 @@ func TestOwnedKernelResolvesUs(t *testing.T) {
 		}
 		return nil
 	}))
+	defer func() { must(t, us.Do(groups.Close)) }()
 	if err := h.r.DAD(send, 1, 300*time.Millisecond); err != nil {
 		t.Fatalf("DAD(%v) = %v, want no conflict", []netip.Addr{usV6, usLL}, err)
 	}
@@ -717,4 +723,45 @@ func TestOwnedARPFloodGrowsNothing(t *testing.T) {
 	if _, ok := h.tb.Lookup(kV4); !ok {
 		t.Error("Lookup(kernel) missed after the flood")
 	}
+}
+
+// TestJoinGroupsMLD: JoinGroups joins with a socket, so that the kernel
+// lists the groups in MLD's table (igmp6: it reports them to snooping
+// switches and answers their queries) as well as at the link layer
+// (dev_mcast), and Close leaves them. Joined with SIOCADDMULTI alone, an
+// owned-mode gateway's groups were in dev_mcast only, and behind a
+// bridge that snoops MLD no neighbour solicitation for its address
+// arrived.
+func TestJoinGroupsMLD(t *testing.T) {
+	tp := testenv.Topology(t, "arpm")
+	us, k := testenv.NS(t, tp, "u"), testenv.NS(t, tp, "k")
+	v, err := tp.NewVeth(us, k, topo.VethConfig{})
+	must(t, err)
+	waitUp(t, v)
+	group := SolicitedNode(netip.MustParseAddr("2001:2::1"))
+	const mcast, mld = "3333ff000001", "ff0200000000000000000001ff000001"
+	read := func(file string) string {
+		b, err := os.ReadFile("/proc/thread-self/net/" + file)
+		must(t, err)
+		return string(b)
+	}
+	must(t, us.Do(func() error {
+		m, err := JoinGroups(v.A, []netip.Addr{group})
+		if err != nil {
+			return err
+		}
+		if lo := m.LinkOnly(); len(lo) != 0 {
+			return fmt.Errorf("joined at the link layer only: %v", lo)
+		}
+		if !strings.Contains(read("igmp6"), mld) || !strings.Contains(read("dev_mcast"), mcast) {
+			return fmt.Errorf("after JoinGroups: igmp6\n%s\ndev_mcast\n%s\nwant %s in both", read("igmp6"), read("dev_mcast"), group)
+		}
+		if err := m.Close(); err != nil {
+			return err
+		}
+		if strings.Contains(read("igmp6"), mld) || strings.Contains(read("dev_mcast"), mcast) {
+			return fmt.Errorf("after Close: igmp6\n%s\ndev_mcast\n%s\nstill with %s", read("igmp6"), read("dev_mcast"), group)
+		}
+		return nil
+	}))
 }

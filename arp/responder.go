@@ -24,6 +24,11 @@ type ResponderConfig struct {
 	// Table, if not nil, learns the neighbours that talk to us and takes
 	// the confirmations of our requests (ARP replies, solicited NAs).
 	Table *Table
+	// Router sets the Router flag of every neighbour advertisement, as a
+	// router sends them (RFC 4861 §4.4, §7.2.4; Linux with forwarding on):
+	// a host that took us for a router and then sees the flag clear
+	// stops using us as one (§7.2.5).
+	Router bool
 }
 
 // Conflict is another host claiming one of our addresses: an ARP packet
@@ -53,7 +58,8 @@ type ownAddr struct {
 // queue goroutines and allocates nothing; the set of addresses is fixed at
 // NewResponder.
 type Responder struct {
-	mac   MAC
+	mac    MAC
+	router bool
 	addrs []*ownAddr
 	table *Table
 	drops [numReasons]atomic.Uint64
@@ -70,7 +76,7 @@ func NewResponder(cfg ResponderConfig) (*Responder, error) {
 	if cfg.MAC.IsMulticast() || cfg.MAC.IsZero() {
 		return nil, fmt.Errorf("arp: new responder: MAC %v is not a unicast address", cfg.MAC)
 	}
-	r := &Responder{mac: cfg.MAC, table: cfg.Table}
+	r := &Responder{mac: cfg.MAC, router: cfg.Router, table: cfg.Table}
 	for _, ip := range cfg.Addrs {
 		ip = ip.Unmap().WithZone("")
 		if !ip.IsValid() || ip.IsUnspecified() || ip.IsMulticast() {
@@ -88,7 +94,8 @@ func NewResponder(cfg ResponderConfig) (*Responder, error) {
 
 // SolicitedNodeGroups returns the solicited-node multicast groups of our
 // IPv6 addresses (RFC 4291 §2.7.1), which the interface must receive (join
-// them with JoinGroup, or make the XDP program pass 33:33:ff:xx:xx:xx).
+// them with JoinGroups, which announces them to MLD-snooping switches, or
+// make the XDP program pass 33:33:ff:xx:xx:xx).
 func (r *Responder) SolicitedNodeGroups() []netip.Addr {
 	var g []netip.Addr
 	for _, a := range r.addrs {
@@ -292,7 +299,7 @@ func (r *Responder) handleNDP(frame, out []byte) (int, Reason) {
 	}
 	na := NDP{
 		EthSrc: r.mac, Src: a.ip, Type: ICMPv6NA, Target: a.ip,
-		Override: true, HasLinkAddr: true, LinkAddr: r.mac,
+		Router: r.router, Override: true, HasLinkAddr: true, LinkAddr: r.mac,
 	}
 	if m.Src.IsUnspecified() {
 		// RFC 4861 §7.2.4: to all-nodes, Solicited clear.
@@ -333,7 +340,7 @@ func (r *Responder) Announce(send func(frame []byte) error) error {
 				continue
 			}
 			na := NDP{EthDst: MulticastMAC(allNodes), EthSrc: r.mac, Src: a.ip, Dst: allNodes, Type: ICMPv6NA,
-				Target: a.ip, Override: true, HasLinkAddr: true, LinkAddr: r.mac}
+				Target: a.ip, Router: r.router, Override: true, HasLinkAddr: true, LinkAddr: r.mac}
 			n, err = na.Marshal(buf[:])
 		}
 		if err != nil {

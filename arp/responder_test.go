@@ -361,3 +361,41 @@ func FuzzResponderHandle(f *testing.F) {
 		}
 	})
 }
+
+// TestResponderRouterFlag: with Router (a gateway's responder) every
+// neighbour advertisement carries the Router flag, as Linux's with
+// forwarding on (RFC 4861 §4.4, §7.2.4): the solicited one, the one to
+// all-nodes for a DAD probe and the unsolicited one of Announce. A host
+// that took the gateway for a router stopped using it as one on an
+// advertisement without it (§7.2.5). Without Router (a host), none does.
+func TestResponderRouterFlag(t *testing.T) {
+	snm := SolicitedNode(ip6A)
+	for _, router := range []bool{true, false} {
+		r, err := NewResponder(ResponderConfig{MAC: macA, Addrs: []netip.Addr{ip4A, ip6A}, SkipDAD: true, Router: router})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, 128)
+		for _, ns := range []NDP{
+			{EthDst: MulticastMAC(snm), EthSrc: macB, Src: ip6B, Dst: snm, Type: ICMPv6NS, Target: ip6A, HasLinkAddr: true, LinkAddr: macB},
+			{EthDst: MulticastMAC(snm), EthSrc: macB, Src: netip.IPv6Unspecified(), Dst: snm, Type: ICMPv6NS, Target: ip6A},
+		} {
+			n, rs := r.Handle(ndpFrame(t, ns), out)
+			if rs != ReasonNone {
+				t.Fatalf("Handle(NS from %v) = %v", ns.Src, rs)
+			}
+			if na, _ := ParseNDP(out[:n]); na.Router != router {
+				t.Errorf("Router %v: the NA to an NS from %v has the Router flag %v", router, ns.Src, na.Router)
+			}
+		}
+		err = r.Announce(func(f []byte) error {
+			if na, rs := ParseNDP(f); rs == ReasonNone && na.Router != router {
+				t.Errorf("Router %v: the unsolicited NA has the Router flag %v", router, na.Router)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

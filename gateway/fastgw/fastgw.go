@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,7 @@ type Gateway struct {
 	static    *arp.StaticRoutes
 	wanResp   *arp.Responder
 	lanResp   *arp.Responder
+	groups    []*arp.Membership // owned mode's solicited-node groups, left at Close
 	wanNeigh  *arp.KernelNeighbours
 	lanNeigh  *arp.KernelNeighbours
 	wanTable  *arp.Table
@@ -380,8 +382,14 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 	if !cfg.WANAddress.IsValid() || !cfg.LANAddress.IsValid() {
 		return errors.New("fastgw: owned address mode needs WANAddress and LANAddress")
 	}
-	if len(wl.all) > 0 || len(ll.all) > 0 {
-		g.log.Warn("owned address mode, but the kernel has addresses on the interfaces; it will not see ARP/NDP for ours", "wan", wl.all, "lan", ll.all)
+	// The kernel's own IPv6 link-local addresses (made whenever IPv6 is
+	// on) are no matter: only an address the kernel might answer ARP or
+	// NDP for beside ours, or route with, is worth a word.
+	notLL := func(all []netip.Addr) []netip.Addr {
+		return slices.DeleteFunc(slices.Clone(all), netip.Addr.IsLinkLocalUnicast)
+	}
+	if w, l := notLL(wl.all), notLL(ll.all); len(w) > 0 || len(l) > 0 {
+		g.log.Warn("owned address mode, but the kernel has addresses of its own on the interfaces: it routes and answers for those as before; the XDP programs take ARP and NDP for ours, which the kernel does not see", "wan", w, "lan", l)
 	}
 	routes := []arp.Route{
 		{Prefix: cfg.WANAddress.Masked(), IfIndex: wl.index},
@@ -414,20 +422,27 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 	wa, la := cfg.WANAddress.Addr(), cfg.LANAddress.Addr()
 	g.wanTable = arp.NewTable(arp.Config{Prober: prober(wa, wanMAC, false)})
 	g.lanTable = arp.NewTable(arp.Config{Prober: prober(la, lanMAC, true)})
-	if g.wanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: wanMAC, Addrs: []netip.Addr{wa}, SkipDAD: true, Table: g.wanTable}); err != nil {
+	if g.wanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: wanMAC, Addrs: []netip.Addr{wa}, SkipDAD: true, Table: g.wanTable, Router: true}); err != nil {
 		return fmt.Errorf("fastgw: WAN responder: %w", err)
 	}
-	if g.lanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: lanMAC, Addrs: []netip.Addr{la}, SkipDAD: true, Table: g.lanTable}); err != nil {
+	if g.lanResp, err = arp.NewResponder(arp.ResponderConfig{MAC: lanMAC, Addrs: []netip.Addr{la}, SkipDAD: true, Table: g.lanTable, Router: true}); err != nil {
 		return fmt.Errorf("fastgw: LAN responder: %w", err)
 	}
 	for _, x := range []struct {
 		r   *arp.Responder
 		if_ string
 	}{{g.wanResp, cfg.WAN}, {g.lanResp, cfg.LAN}} {
-		for _, grp := range x.r.SolicitedNodeGroups() {
-			if err := arp.JoinGroup(x.if_, grp); err != nil {
-				return fmt.Errorf("fastgw: join %v on %s: %w", grp, x.if_, err)
-			}
+		// With a socket, which MLD announces: a snooping switch or
+		// bridge forwards the hosts' solicitations to us (joined at
+		// the link layer only, none arrived behind one).
+		m, err := arp.JoinGroups(x.if_, x.r.SolicitedNodeGroups())
+		if err != nil {
+			return fmt.Errorf("fastgw: %w", err)
+		}
+		g.groups = append(g.groups, m)
+		if lo := m.LinkOnly(); len(lo) > 0 {
+			g.log.Warn("owned address mode: IPv6 is disabled on the interface, so its solicited-node groups are joined without MLD reports: a switch that snoops MLD will not forward neighbour solicitations for our address (enable IPv6 on it: sysctl net.ipv6.conf.IFACE.disable_ipv6=0)",
+				"interface", x.if_, "groups", lo)
 		}
 	}
 	wl.v4, wl.v6, ll.v4, ll.v6, ll.ll6 = netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}, netip.Addr{}
@@ -523,6 +538,9 @@ func (g *Gateway) Close() error {
 		}
 		if g.wan != nil {
 			errs = append(errs, g.wan.Close())
+		}
+		for _, m := range g.groups {
+			errs = append(errs, m.Close())
 		}
 		if g.umem != nil {
 			// Mapped outside the Go heap (afxdp.UMEMConfig.Mapped):
