@@ -127,7 +127,29 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	sigs.failed = mqtunFailed(log, dev, name, served)
 	sig, failed := serve(log, f, uapiDevice{get: dev.IpcGet, set: allowed.set}, reloads, sigs)
 	logStopping(log, sig, failed)
+	logFinalMQTUN(log, stats())
 	return failed
+}
+
+// logFinalMQTUN logs compat-mqtun's counters at the stop, as the other
+// modes log theirs ("final counters"): the TUN's packets, drops by reason
+// and host unreachable answers, and the UDP sockets' datagrams and failed
+// sends.
+func logFinalMQTUN(log *slog.Logger, s GatewayStats) {
+	var attrs []any
+	if t := s.TUN; t != nil {
+		attrs = append(attrs, "tun_rx", t.RXPackets, "tun_tx", t.TXPackets, "icmp_errors", t.ICMPErrors, "icmp_suppressed", t.ICMPSuppressed)
+		if l := t.Drops.List(); len(l) > 0 {
+			attrs = append(attrs, "tun_drops", strings.Join(l, " "))
+		}
+	}
+	if u := s.UDP; u != nil {
+		attrs = append(attrs, "udp_rx", u.RXPackets, "udp_tx", u.TXPackets)
+		if l := u.Drops.List(); len(l) > 0 {
+			attrs = append(attrs, "udp_drops", strings.Join(l, " "))
+		}
+	}
+	log.Info("final counters", attrs...)
 }
 
 // forwardingSysctls are the sysctls that let the kernel forward each

@@ -195,6 +195,11 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if g.err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", g.err, g.output())
 	}
+	// Its counters at the stop, as the other modes log theirs (it
+	// logged none).
+	if out := g.output(); !strings.Contains(out, "final counters") || !strings.Contains(out, "tun_drops=") {
+		t.Errorf("no final counters with the TUN's drops logged at the stop:\n%s", out)
+	}
 }
 
 // tunTX is the TX packet counter of gwA's TUN: what the kernel routed
