@@ -64,6 +64,9 @@ type Membership struct{}
 // JoinGroups returns an error: not implemented on this system.
 func JoinGroups(string, []netip.Addr) (*Membership, error) { return nil, errNotImplemented }
 
+// JoinGroupsLinkLayer returns an error: not implemented on this system.
+func JoinGroupsLinkLayer(string, []netip.Addr) (*Membership, error) { return nil, errNotImplemented }
+
 // LinkOnly returns nil.
 func (*Membership) LinkOnly() []netip.Addr { return nil }
 

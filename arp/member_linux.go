@@ -61,20 +61,39 @@ func JoinGroups(ifname string, groups []netip.Addr) (*Membership, error) {
 	return m, nil
 }
 
+// JoinGroupsLinkLayer joins the groups on interface ifname at the link
+// layer only (JoinGroup), announced to nobody: for a trunk whose VLAN the
+// groups belong to, where the kernel's MLD reports, untagged, would
+// announce them on the wrong VLAN. On an error nothing stays joined.
+func JoinGroupsLinkLayer(ifname string, groups []netip.Addr) (*Membership, error) {
+	m := &Membership{fd: -1, ifname: ifname}
+	for _, g := range groups {
+		if err := JoinGroup(ifname, g); err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.linkOnly = append(m.linkOnly, g)
+	}
+	return m, nil
+}
+
 // LinkOnly returns the groups joined at the link layer only, which no MLD
 // report announces (IPv6 disabled on the interface).
 func (m *Membership) LinkOnly() []netip.Addr { return m.linkOnly }
 
 // Close leaves the groups. A nil Membership does nothing.
 func (m *Membership) Close() error {
-	if m == nil || m.fd < 0 {
+	if m == nil {
 		return nil
 	}
 	var errs []error
 	for _, g := range m.linkOnly {
 		errs = append(errs, LeaveGroup(m.ifname, g))
 	}
-	errs = append(errs, unix.Close(m.fd))
-	m.fd = -1
+	m.linkOnly = nil
+	if m.fd >= 0 {
+		errs = append(errs, unix.Close(m.fd))
+		m.fd = -1
+	}
 	return errors.Join(errs...)
 }

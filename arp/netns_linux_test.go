@@ -762,6 +762,20 @@ func TestJoinGroupsMLD(t *testing.T) {
 		if strings.Contains(read("igmp6"), mld) || strings.Contains(read("dev_mcast"), mcast) {
 			return fmt.Errorf("after Close: igmp6\n%s\ndev_mcast\n%s\nstill with %s", read("igmp6"), read("dev_mcast"), group)
 		}
+		// At the link layer only (a VLAN of a trunk, whose reports the
+		// kernel would send untagged): in dev_mcast, not in MLD's table.
+		if m, err = JoinGroupsLinkLayer(v.A, []netip.Addr{group}); err != nil {
+			return err
+		}
+		if strings.Contains(read("igmp6"), mld) || !strings.Contains(read("dev_mcast"), mcast) {
+			return fmt.Errorf("after JoinGroupsLinkLayer: igmp6\n%s\ndev_mcast\n%s\nwant %s in dev_mcast only", read("igmp6"), read("dev_mcast"), group)
+		}
+		if err := m.Close(); err != nil {
+			return err
+		}
+		if strings.Contains(read("dev_mcast"), mcast) {
+			return fmt.Errorf("after Close: dev_mcast\n%s\nstill with %s", read("dev_mcast"), group)
+		}
 		return nil
 	}))
 }

@@ -264,7 +264,7 @@ func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
 			peer = "ITS-PEER"
 		}
 		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes the tags its other end's senders add as metadata (TX VLAN offload), which only native XDP reads, and "+whyNoMeta
-		p.fixTags = fmt.Sprintf("turn TX VLAN offload off on the veth's other end (ethtool -K %s txvlan off; its senders' tags then stay in the frames), or use native XDP (on a veth: the MTU of both ends at most %d)", peer, vethMaxXDPMTU)
+		p.fixTags = fmt.Sprintf("turn TX VLAN offload off on the veth's other end, both tags' (ethtool -K %s txvlan off tx-vlan-stag-hw-insert off; its senders' tags then stay in the frames), or use native XDP (on a veth: the MTU of both ends at most %d)", peer, vethMaxXDPMTU)
 	case o == nil:
 		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload left as it is (KeepRXVLANOffload) and "+whyNoMeta
 	case o.checkErr != nil:

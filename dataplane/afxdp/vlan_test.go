@@ -207,7 +207,7 @@ func TestStrippedTagsVethPeerOffloadOff(t *testing.T) {
 	}
 	var logged strings.Builder
 	port.LogStrippedTags(slog.New(slog.NewTextHandler(&logged, nil)), "LAN")
-	if want := "ethtool -K " + v.A + " txvlan off"; !strings.Contains(logged.String(), want) {
+	if want := "ethtool -K " + v.A + " txvlan off tx-vlan-stag-hw-insert off"; !strings.Contains(logged.String(), want) {
 		t.Errorf("LogStrippedTags = %s, want the fix %q", logged.String(), want)
 	}
 	port.Close()

@@ -429,18 +429,32 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 		return fmt.Errorf("fastgw: LAN responder: %w", err)
 	}
 	for _, x := range []struct {
-		r   *arp.Responder
-		if_ string
-	}{{g.wanResp, cfg.WAN}, {g.lanResp, cfg.LAN}} {
+		r    *arp.Responder
+		if_  string
+		vlan uint16
+	}{{g.wanResp, cfg.WAN, cfg.WANVLAN}, {g.lanResp, cfg.LAN, cfg.LANVLAN}} {
+		groups := x.r.SolicitedNodeGroups()
+		if len(groups) == 0 {
+			continue
+		}
 		// With a socket, which MLD announces: a snooping switch or
 		// bridge forwards the hosts' solicitations to us (joined at
-		// the link layer only, none arrived behind one).
-		m, err := arp.JoinGroups(x.if_, x.r.SolicitedNodeGroups())
+		// the link layer only, none arrived behind one). Not on a VLAN
+		// of the trunk: the kernel's reports leave untagged, on the
+		// trunk's native VLAN, which is not ours.
+		join, why := arp.JoinGroups, ""
+		if x.vlan != 0 {
+			join = arp.JoinGroupsLinkLayer
+			why = fmt.Sprintf("the address is on VLAN %d of the trunk, and the kernel's MLD reports would leave untagged: a switch that snoops MLD on the VLAN will not forward neighbour solicitations for our address (turn MLD snooping off on that VLAN)", x.vlan)
+		}
+		m, err := join(x.if_, groups)
 		if err != nil {
 			return fmt.Errorf("fastgw: %w", err)
 		}
 		g.groups = append(g.groups, m)
-		if lo := m.LinkOnly(); len(lo) > 0 {
+		if why != "" {
+			g.log.Warn("owned address mode: solicited-node groups joined without MLD reports", "interface", x.if_, "groups", groups, "why", why)
+		} else if lo := m.LinkOnly(); len(lo) > 0 {
 			g.log.Warn("owned address mode: IPv6 is disabled on the interface, so its solicited-node groups are joined without MLD reports: a switch that snoops MLD will not forward neighbour solicitations for our address (enable IPv6 on it: sysctl net.ipv6.conf.IFACE.disable_ipv6=0)",
 				"interface", x.if_, "groups", lo)
 		}
