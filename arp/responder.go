@@ -60,9 +60,9 @@ type ownAddr struct {
 type Responder struct {
 	mac    MAC
 	router bool
-	addrs []*ownAddr
-	table *Table
-	drops [numReasons]atomic.Uint64
+	addrs  []*ownAddr
+	table  *Table
+	drops  [numReasons]atomic.Uint64
 
 	replies atomic.Uint64
 	claims  atomic.Uint64 // frames claiming our addresses (conflict)
