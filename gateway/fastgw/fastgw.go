@@ -352,11 +352,7 @@ func (d *dataplane_) routeLeft(p netip.Prefix) bool {
 // install (RouteReplace or RouteAdd), logs a failure other than EEXIST,
 // and returns the error.
 func (d *dataplane_) installRoute(p netip.Prefix, install func(*netlink.Route) error) error {
-	r := &netlink.Route{
-		LinkIndex: d.excLink.Attrs().Index,
-		Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
-	}
-	err := install(r)
+	err := install(d.excRoute(p))
 	switch {
 	case err == nil, errors.Is(err, unix.EEXIST):
 	case errors.Is(err, unix.ENETDOWN):
@@ -365,6 +361,14 @@ func (d *dataplane_) installRoute(p netip.Prefix, install func(*netlink.Route) e
 		d.warn.Warn("route into the exception TUN", "prefix", p, "err", err)
 	}
 	return err
+}
+
+// excRoute is the main table's route of p into the exception TUN.
+func (d *dataplane_) excRoute(p netip.Prefix) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: d.excLink.Attrs().Index,
+		Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
+	}
 }
 
 // responderHandler adapts an arp.Responder to fastpath.NeighbourHandler.

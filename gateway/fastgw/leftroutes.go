@@ -8,10 +8,8 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
-	"net"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,10 +82,7 @@ func (d *dataplane_) leave(p netip.Prefix) {
 		return // no route to keep (forget)
 	}
 	for _, old := range d.left.Add(p) {
-		r := &netlink.Route{
-			LinkIndex: d.excLink.Attrs().Index,
-			Dst:       &net.IPNet{IP: old.Addr().AsSlice(), Mask: net.CIDRMask(old.Bits(), old.Addr().BitLen())},
-		}
+		r := d.excRoute(old)
 		// ESRCH: the kernel removed it (the interface went down) or it
 		// is another's now (restoreLeft); either way not ours to delete.
 		if err := d.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {

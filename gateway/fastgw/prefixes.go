@@ -386,11 +386,7 @@ func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 		if !p.Addr().Is4() || p.Bits() == 0 || e == nil || e.hostRouted || slices.Contains(taken, p) {
 			continue
 		}
-		r := &netlink.Route{
-			LinkIndex: d.excLink.Attrs().Index,
-			Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
-		}
-		if err := d.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+		if err := d.nl.RouteDel(d.excRoute(p)); err != nil && !errors.Is(err, unix.ESRCH) {
 			d.warn.Warn("an allowed-IPs prefix is the subnet of an address added to the WAN or LAN: give its key back to the host's route", "prefix", p, "err", err)
 			continue
 		}
