@@ -19,6 +19,11 @@ const (
 	// takes datagrams of that size, RFC 791 §3.1), or MinMTU6 with a
 	// WANAddr6.
 	MinMTU = 576
+	// MaxMTU is the largest tunnel MTU New takes: the outer IPv4 packet
+	// (20 bytes of header, 8 of UDP, 32 of WireGuard's header and tag)
+	// holds 65,535 bytes at most (RFC 791). The ports' frames bound it
+	// lower in practice (cmd/wgpio checks that).
+	MaxMTU = 65535 - 60
 	// MinMTU6 is IPv6's minimum link MTU (RFC 8200 §5), the least tunnel
 	// MTU with a WANAddr6.
 	MinMTU6 = header.IPv6MinMTU

@@ -124,12 +124,18 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.LAN == nil || cfg.WAN == nil {
 		return nil, errors.New("fastpath: LAN and WAN ports are required")
 	}
+	if cfg.LAN == cfg.WAN {
+		return nil, fmt.Errorf("fastpath: LAN and WAN are the same port, %s: each queue half has one owner", cfg.LAN.Name())
+	}
 	if cfg.LAN.NumQueues() != cfg.WAN.NumQueues() {
 		return nil, fmt.Errorf("fastpath: LAN %s has %s, WAN %s has %d; they must match",
 			cfg.LAN.Name(), plural.Count(cfg.LAN.NumQueues(), "queue", "queues"), cfg.WAN.Name(), cfg.WAN.NumQueues())
 	}
 	if cfg.ListenPort == 0 {
 		return nil, errors.New("fastpath: listen port is required")
+	}
+	if last := int(cfg.ListenPort) + max(int(cfg.SourcePorts), 1) - 1; last > 65535 {
+		return nil, fmt.Errorf("fastpath: source ports %d-%d run past 65535 (ListenPort %d, SourcePorts %d)", cfg.ListenPort, last, cfg.ListenPort, cfg.SourcePorts)
 	}
 	if !cfg.WANAddr4.IsValid() && !cfg.WANAddr6.IsValid() {
 		return nil, errors.New("fastpath: a WAN address is required")
@@ -148,6 +154,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MTU < MinMTU6 && cfg.WANAddr6.IsValid() || cfg.MTU < MinMTU {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)
+	}
+	if cfg.MTU > MaxMTU {
+		return nil, fmt.Errorf("fastpath: tunnel MTU %d above the maximum, %d (an outer IPv4 datagram holds 65,535 bytes)", cfg.MTU, MaxMTU)
 	}
 	if len(cfg.CPUs) > 0 {
 		if err := checkCPUs(cfg.CPUs); err != nil {
@@ -282,11 +291,15 @@ func (e *Engine) Handshakes() <-chan HandshakeMessage { return e.handshakes }
 func (e *Engine) UnderLoad() bool { return len(e.handshakes) >= HandshakeQueueLen/8 }
 
 // Send posts a control packet to worker queue's mailbox (queue is taken
-// modulo the number of workers) and wakes the worker. It copies
+// modulo the number of workers) and wakes the worker. After Close it, and
+// SendTunnel, ReceiveWAN and SendFrame, return false at once. It copies
 // pkt.Payload. It returns false if the mailbox is full, uncounted: the
 // caller counts the packet it could not send (gateway's mailbox_full),
 // so that one drop is counted once.
 func (e *Engine) Send(queue int, pkt ControlPacket) bool {
+	if e.closing.Load() {
+		return false // no worker would take it (uncounted)
+	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	pkt.Payload = append([]byte(nil), pkt.Payload...)
 	select {
@@ -309,6 +322,9 @@ func FlowHash(p []byte) uint32 { return flowHash(p) }
 // Exception callback is not told its worker's queue). It copies pkt. It
 // returns false, counted, if the mailbox is full.
 func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
+	if e.closing.Load() {
+		return false // no worker would take it (uncounted)
+	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	select {
 	case w.mailbox <- mail{inner: append([]byte(nil), pkt...)}:
@@ -330,6 +346,9 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 // (counted in QueueStats.FromKernel; what it drops, by reason). It copies
 // msg. It returns false, counted (mailbox_full), if the mailbox is full.
 func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
+	if e.closing.Load() {
+		return false // no worker would take it (uncounted)
+	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	select {
 	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
@@ -359,6 +378,9 @@ func (e *Engine) WorkerThreads() []int {
 // Send). It copies frame and returns false,
 // counted, if the mailbox is full. Safe for concurrent use; never blocks.
 func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
+	if e.closing.Load() {
+		return false // no worker would take it (uncounted)
+	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	select {
 	case w.mailbox <- mail{raw: append([]byte(nil), frame...), rawLAN: lan}:

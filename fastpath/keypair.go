@@ -194,8 +194,13 @@ func (kp *Keypair) canSend(now int64) bool {
 // (whitepaper §5.4.6: nonce = 32 zero bits ‖ little-endian 64-bit counter)
 // and returns it; dst may be p[:0] (in place, with 16 bytes of capacity
 // after p) or not overlap p. It seals one message: the workers seal bursts
-// with chachapoly.Seal.
+// with chachapoly.Seal. A dead keypair (Dead: killed, its keys erased or
+// about to be) seals nothing and returns nil: its erased key would seal
+// under the all-zero key.
 func (kp *Keypair) Seal(dst, p []byte, c uint64) []byte {
+	if kp.Dead() {
+		return nil
+	}
 	n := len(dst)
 	out := append(dst, p...)
 	out = append(out, zeroTag[:]...)
@@ -209,9 +214,10 @@ var zeroTag [chachapoly.TagSize]byte
 // Open authenticates and decrypts ct (ciphertext ‖ 16-byte tag) in place
 // and returns the plaintext (a prefix of ct), or ok = false (and the
 // plaintext area zeroed). It opens one message: the workers open bursts
-// with chachapoly.Open.
+// with chachapoly.Open. A dead keypair (Dead) opens nothing: ok = false,
+// ct untouched.
 func (kp *Keypair) Open(ct []byte, c uint64) (p []byte, ok bool) {
-	if len(ct) < chachapoly.TagSize {
+	if len(ct) < chachapoly.TagSize || kp.Dead() {
 		return nil, false
 	}
 	pk := [1]chachapoly.Packet{{Key: &kp.receive, Counter: c, Data: ct}}

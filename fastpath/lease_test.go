@@ -213,3 +213,38 @@ func TestBurstLimit(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestNewRefusesBadConfig: New refuses one port as both LAN and WAN (two
+// owners of every queue half), a source-port range past 65535 (the ports
+// wrapped around to 0 and the low ports, sent from and taken), and an MTU
+// no outer datagram holds; the edges are taken.
+func TestNewRefusesBadConfig(t *testing.T) {
+	a, b, err := memport.NewPair(memport.Config{Name: "nb", MACA: mac(1), MACB: mac(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"LAN is WAN", func(c *Config) { c.WAN = c.LAN }, false},
+		{"ports past 65535", func(c *Config) { c.ListenPort, c.SourcePorts = 65535, 2 }, false},
+		{"ports to 65535", func(c *Config) { c.ListenPort, c.SourcePorts = 65534, 2 }, true},
+		{"MTU too large", func(c *Config) { c.MTU = MaxMTU + 1 }, false},
+		{"MTU at the maximum", func(c *Config) { c.MTU = MaxMTU }, true},
+	} {
+		cfg := Config{LAN: a, WAN: b, ListenPort: portA, WANAddr4: wanAddrA, LANAddr4: lanAddrA,
+			WANResolver: &staticResolver{}, LANResolver: &staticResolver{}}
+		c.edit(&cfg)
+		e, err := New(cfg)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok %v", c.name, err, c.ok)
+		}
+		if e != nil {
+			e.Close()
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,6 +201,12 @@ type peer struct {
 func New(o Options) (*Device, error) {
 	if o.Dataplane == nil {
 		return nil, errors.New("gateway: a dataplane is required")
+	}
+	// The socket's file is /var/run/wireguard/<Name>.sock: a name with a
+	// '/' put it elsewhere ("../../tmp/x" made /tmp/x.sock). The rules of
+	// an interface name (Linux dev_valid_name), which wg(8) expects.
+	if n := o.Name; n != "" && (len(n) > 15 || n == "." || n == ".." || strings.ContainsAny(n, "/:% \t\n\v\f\r")) {
+		return nil, fmt.Errorf("gateway: name %q cannot name a UAPI socket: an interface name, 1 to 15 bytes, no '/', ':', '%%' or white space", n)
 	}
 	d := &Device{
 		opts:       o,

@@ -62,8 +62,10 @@ type Stats struct {
 	// installed, as initiator or responder, confirmed or not.
 	KeypairsInstalledTotal uint64 `json:"keypairs_installed_total"`
 	// Sessions is KeypairsInstalledTotal under its old name, kept for
-	// readers of earlier versions. Deprecated: it is not a count of live
-	// sessions; use LiveSessions or KeypairsInstalledTotal.
+	// readers of earlier versions.
+	//
+	// Deprecated: it is not a count of live sessions; use LiveSessions or
+	// KeypairsInstalledTotal.
 	Sessions uint64 `json:"sessions"`
 	// ResponderUnconfirmedTotal counts responder keypairs freed without
 	// ever receiving data (replaced by a newer handshake, expired or

@@ -213,6 +213,9 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	if cfg.MTU <= 0 {
 		cfg.MTU = cfg.Port.MTU()
 	}
+	if cfg.MTU < header.IPv4MinMTU || cfg.MTU > 65535 {
+		return nil, fmt.Errorf("tundev: MTU %d outside [%d, 65535] (IPv4's minimum, an IP packet's maximum)", cfg.MTU, header.IPv4MinMTU)
+	}
 	if cfg.ResolveWait <= 0 {
 		cfg.ResolveWait = DefaultResolveWait
 	}

@@ -447,3 +447,26 @@ func TestPortDeviceSendFrameErrors(t *testing.T) {
 		t.Errorf("drops %v, want too_big=1 and no_buffer=1", d.List())
 	}
 }
+
+// TestPortDeviceRefusesMTU: an MTU outside [68, 65535] is refused, as
+// SetLANMTU refuses one: it was taken and reported to wireguard-go.
+func TestPortDeviceRefusesMTU(t *testing.T) {
+	for _, mtu := range []int{10, 67, 65536, 100000} {
+		func() {
+			a, b, err := memport.NewPair(memport.Config{Name: "mtu"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			defer b.Close()
+			routes, err := arp.NewStaticRoutes(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dev, err := NewPortDevice(PortConfig{Port: a, MTU: mtu, Routes: routes, Neighbours: arp.NewTable(arp.Config{})}); err == nil {
+				dev.Close()
+				t.Errorf("NewPortDevice with MTU %d: nil error, want a refusal", mtu)
+			}
+		}()
+	}
+}

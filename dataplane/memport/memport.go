@@ -87,6 +87,9 @@ func (c *Config) setDefaults() error {
 	if c.Headroom == 0 {
 		c.Headroom = dataplane.DefaultHeadroom
 	}
+	if c.PoolFrames < 0 {
+		return fmt.Errorf("memport: PoolFrames %d is negative", c.PoolFrames)
+	}
 	if c.PoolFrames == 0 {
 		c.PoolFrames = max(4096, 2*c.Queues*(c.Queues*c.RingSize+4*dataplane.CacheBatch))
 		if c.SharedPool {

@@ -88,6 +88,7 @@ func TestConfigRejects(t *testing.T) {
 		{"MTU past the frame", memport.Config{MTU: 9000}},
 		{"short MAC", memport.Config{MACA: []byte{1, 2, 3}}},
 		{"frame size not a power of 2", memport.Config{FrameSize: 3000}},
+		{"negative pool", memport.Config{PoolFrames: -1}}, // panicked
 	}
 	for _, tt := range tests {
 		if _, _, err := memport.NewPair(tt.cfg); err == nil {
