@@ -60,11 +60,37 @@ func NewWaiter() (*Waiter, error) {
 }
 
 // Add makes Wait return when rx may have frames. An RX whose WaitFD is
-// negative (a closed port) is polled by Wait but never wakes it. Adding a
-// half that is not a Notifier puts the waiter (back) in poll mode.
+// negative when added (a port closed before) is polled by Wait but never
+// wakes it; a half whose port closes after Add makes every Wait return at
+// once (its Arm fails, and its descriptor is gone): Remove it before the
+// port closes. Adding a half that is not a Notifier puts the waiter
+// (back) in poll mode.
 func (w *Waiter) Add(rx RX) {
 	w.rxs = append(w.rxs, rx)
 	w.fds = append(w.fds, unix.PollFd{Fd: int32(rx.WaitFD()), Events: unix.POLLIN})
+	w.setMode()
+}
+
+// Remove stops Wait from waiting on rx, added before (Add), and reports
+// whether it was; the owner calls it before rx's port closes.
+func (w *Waiter) Remove(rx RX) bool {
+	for i, r := range w.rxs {
+		if r == rx {
+			w.rxs = append(w.rxs[:i], w.rxs[i+1:]...)
+			w.fds = append(w.fds[:i+1], w.fds[i+2:]...) // fds[0] is the doorbell
+			if n, ok := rx.(Notifier); ok {
+				n.Notify(nil)
+			}
+			w.setMode()
+			return true
+		}
+	}
+	return false
+}
+
+// setMode parks (channel mode) when every half is a Notifier, and tells
+// the Notifiers where to send.
+func (w *Waiter) setMode() {
 	parks := true
 	for _, r := range w.rxs {
 		if _, ok := r.(Notifier); !ok {

@@ -256,3 +256,41 @@ func TestWaiterParks(t *testing.T) {
 		t.Errorf("Wait in poll mode after a ring in channel mode = %v, %v; want true, nil", rang, err)
 	}
 }
+
+// TestWaiterRemove: a half removed (Remove) no longer keeps Wait from
+// blocking, in either mode: a closed port's half, whose Arm fails for
+// good, made every Wait return at once (a core spinning: 71,096 returns
+// in 200 ms of Wait(100 ms)), and there was no way to take it out.
+func TestWaiterRemove(t *testing.T) {
+	for _, mode := range []string{"poll", "channel"} {
+		w := newTestWaiter(t)
+		var keep, gone RX
+		if mode == "poll" {
+			keep, gone = newFakeRX(t), newFakeRX(t)
+		} else {
+			keep, gone = &notifyRX{fakeRX: fakeRX{fd: -1}}, &notifyRX{fakeRX: fakeRX{fd: -1}}
+		}
+		w.Add(keep)
+		w.Add(gone)
+		// gone's port closed: its Arm fails from now on.
+		switch g := gone.(type) {
+		case *fakeRX:
+			g.pending.Store(true)
+		case *notifyRX:
+			g.pending.Store(true)
+		}
+		if !w.Remove(gone) || w.Remove(gone) {
+			t.Fatalf("%s: Remove of an added half, then again: want true, then false", mode)
+		}
+		start := time.Now()
+		if _, err := w.Wait(30 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 30*time.Millisecond {
+			t.Errorf("%s: Wait(30 ms) returned after %v with the failing half removed, want the timeout", mode, d)
+		}
+		if mode == "channel" && !w.Parks() {
+			t.Errorf("channel mode: Parks() = false after Remove")
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,7 +189,19 @@ type Capture struct {
 	attached atomic.Bool
 	wake     chan struct{} // capacity 1: a burst was published
 	next     int           // reader: ring to look at first
+	// detached is closed (once, detach) when the engine lets the capture
+	// go: SetCapture with another or nil, or the engine's Close.
+	detached   chan struct{}
+	detachOnce sync.Once
 }
+
+// ErrCaptureDetached is ReadFrame's error once the capture is detached
+// (SetCapture with another capture or nil, Engine.Close) and every frame
+// it took has been read.
+var ErrCaptureDetached = errors.New("fastpath: capture detached")
+
+// detach tells the reader that no more frames come.
+func (c *Capture) detach() { c.detachOnce.Do(func() { close(c.detached) }) }
 
 // NewCapture makes a Capture. Its rings are allocated when it is attached.
 func NewCapture(cfg CaptureConfig) (*Capture, error) {
@@ -208,7 +221,7 @@ func NewCapture(cfg CaptureConfig) (*Capture, error) {
 	for n < cfg.Ring {
 		n <<= 1
 	}
-	return &Capture{filter: cfg.Filter, snapLen: cfg.SnapLen, ringLen: n, wake: make(chan struct{}, 1)}, nil
+	return &Capture{filter: cfg.Filter, snapLen: cfg.SnapLen, ringLen: n, wake: make(chan struct{}, 1), detached: make(chan struct{})}, nil
 }
 
 // SetCapture attaches c to the engine's workers, replacing any capture
@@ -230,8 +243,12 @@ func (e *Engine) SetCapture(c *Capture) error {
 			}
 		}
 	}
+	old := e.workers[0].capture.Load()
 	for _, w := range e.workers {
 		w.capture.Store(c)
+	}
+	if old != nil && old != c {
+		old.detach()
 	}
 	return nil
 }
@@ -316,7 +333,8 @@ func (c *Capture) TryReadFrame(fr *CapturedFrame) bool {
 // (fr.Data is reused when its capacity allows). Frames of one worker come
 // in order; frames of different workers are interleaved in no particular
 // order (sort by Time if needed). It returns ctx's error when ctx ends
-// first. ReadFrame must be called from one goroutine at a time.
+// first, and ErrCaptureDetached once the capture is detached and its
+// frames are read. ReadFrame must be called from one goroutine at a time.
 func (c *Capture) ReadFrame(ctx context.Context, fr *CapturedFrame) error {
 	if len(c.rings) == 0 {
 		return errors.New("fastpath: capture not attached")
@@ -332,6 +350,11 @@ func (c *Capture) ReadFrame(ctx context.Context, fr *CapturedFrame) error {
 		case <-c.wake:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-c.detached:
+			if c.TryReadFrame(fr) { // published before the detach
+				return nil
+			}
+			return ErrCaptureDetached
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -304,6 +305,48 @@ func TestCaptureConcurrent(t *testing.T) {
 	for i := 1; i < len(res.seqs); i++ {
 		if res.seqs[i] <= res.seqs[i-1] {
 			t.Fatalf("frame %d has sequence %d after %d: out of order", i, res.seqs[i], res.seqs[i-1])
+		}
+	}
+}
+
+// TestCaptureReaderEndsAtDetach: a reader waiting in ReadFrame returns
+// ErrCaptureDetached when the capture is detached (SetCapture(nil), or
+// another capture attached) and when the engine closes; it waited for
+// ever (with a context that never ends), as a net.Conn's Read after Close
+// does not.
+func TestCaptureReaderEndsAtDetach(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	for _, how := range []string{"SetCapture(nil)", "another capture", "Engine.Close"} {
+		c, err := NewCapture(CaptureConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.a.SetCapture(c); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			var fr CapturedFrame
+			done <- c.ReadFrame(context.Background(), &fr)
+		}()
+		time.Sleep(20 * time.Millisecond) // the reader waiting
+		switch how {
+		case "SetCapture(nil)":
+			r.a.SetCapture(nil)
+		case "another capture":
+			c2, _ := NewCapture(CaptureConfig{})
+			r.a.SetCapture(c2)
+			defer r.a.SetCapture(nil)
+		case "Engine.Close":
+			r.a.Close()
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrCaptureDetached) {
+				t.Errorf("%s: ReadFrame = %v, want ErrCaptureDetached", how, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: ReadFrame still waits 5 s later", how)
 		}
 	}
 }

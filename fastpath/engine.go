@@ -437,6 +437,9 @@ func (e *Engine) Close() error {
 		close(e.reasm.done)
 	}
 	e.wg.Wait()
+	if c := e.workers[0].capture.Load(); c != nil {
+		c.detach() // its reader returns
+	}
 	for _, w := range e.workers {
 		w.close()
 	}
