@@ -79,7 +79,7 @@ type Config struct {
 	Neighbours *arp.Table
 	// Responder, in owned mode, answers the ARP requests and neighbour
 	// solicitations for Addr4 and Addr6 that arrive on the port (the XDP
-	// filter must redirect them: afxdp.Filter.Neighbors). Nil in shared
+	// filter must redirect them: afxdp.Filter.Neighbours). Nil in shared
 	// mode, where the kernel answers.
 	Responder *arp.Responder
 	// ChecksumIPv4 computes the UDP checksum of IPv4 datagrams; without it
@@ -122,7 +122,7 @@ func XDPFilter(addrs []netip.Addr, port uint16, owned bool) afxdp.Filter {
 		if a.IsValid() {
 			f.UDP = append(f.UDP, afxdp.UDPMatch{Addr: a, PortLo: port, PortHi: port})
 			if owned {
-				f.Neighbors = append(f.Neighbors, a)
+				f.Neighbours = append(f.Neighbours, a)
 			}
 		}
 	}

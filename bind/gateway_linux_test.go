@@ -293,7 +293,7 @@ func startGateway(t testing.TB, s gwSpec) *gateway {
 		}
 		f := afxdp.Filter{Prefixes: true, HostAddrs: []netip.Addr{s.lan4, s.lan6}}
 		if s.owned {
-			f = afxdp.Filter{Prefixes: true, Neighbors: []netip.Addr{s.lan4, s.lan6}}
+			f = afxdp.Filter{Prefixes: true, Neighbours: []netip.Addr{s.lan4, s.lan6}}
 		}
 		lanPort := openPort(t, s.ns, s.lanIf, f)
 		for _, r := range s.remote {

@@ -83,7 +83,7 @@ type PortConfig struct {
 	// Neighbours holds the next hops' MACs.
 	Neighbours *arp.Table
 	// Responder, in owned mode, answers ARP and NDP for the LAN addresses
-	// (the XDP filter must redirect them: afxdp.Filter.Neighbors). Nil in
+	// (the XDP filter must redirect them: afxdp.Filter.Neighbours). Nil in
 	// shared mode, where the kernel answers.
 	Responder *arp.Responder
 	// ResolveWait bounds how long Write waits for a next hop (default

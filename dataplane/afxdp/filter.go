@@ -29,12 +29,12 @@ type Filter struct {
 	// to reassemble for (without it, fragments go to the kernel).
 	Fragments bool
 
-	// Neighbors redirects ARP frames (RFC 826) whose target protocol
+	// Neighbours redirects ARP frames (RFC 826) whose target protocol
 	// address is one of these IPv4 addresses, and NDP neighbour
 	// solicitations and advertisements (RFC 4861 section 4.3, 4.4) whose
 	// target or IPv6 destination is one of these IPv6 addresses: the owned
 	// address mode of ARCHITECTURE.md, where wgpio answers ARP/NDP itself.
-	Neighbors []netip.Addr
+	Neighbours []netip.Addr
 
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
 	// whose IPv4 or IPv6 destination lies in a prefix added with

@@ -178,7 +178,7 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 		}
 		return nil
 	}
-	if err := put(p.neigh4, p.neigh6, f.Neighbors, "neighbor address"); err != nil {
+	if err := put(p.neigh4, p.neigh6, f.Neighbours, "neighbor address"); err != nil {
 		return nil, err
 	}
 	if err := put(p.host4, p.host6, f.HostAddrs, "host address"); err != nil {

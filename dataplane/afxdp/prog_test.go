@@ -141,7 +141,7 @@ func TestFilter(t *testing.T) {
 			{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51830},
 			{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
 		},
-		Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:db8::1")},
+		Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:db8::1")},
 		Prefixes:  true,
 		HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("2001:db8:1::1")},
 	}
@@ -321,7 +321,7 @@ func TestFilterVLAN(t *testing.T) {
 	}
 	f := Filter{
 		UDP:       []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}},
-		Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+		Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
 		Prefixes:  true,
 		VLAN:      100,
 	}
@@ -373,7 +373,7 @@ func TestFilterFragments(t *testing.T) {
 					{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51821},
 					{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
 				},
-				Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+				Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
 				Fragments: true,
 				VLAN:      vlan,
 			}
@@ -435,7 +435,7 @@ func TestProgramLoads(t *testing.T) {
 		{"udp", Filter{UDP: []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 1, PortHi: 2}}}},
 		{"prefixes", Filter{Prefixes: true}},
 		{"vlan", Filter{Prefixes: true, VLAN: 4094}},
-		{"fragments", Filter{Fragments: true, Neighbors: []netip.Addr{netip.MustParseAddr("198.18.0.1")}, VLAN: 7}},
+		{"fragments", Filter{Fragments: true, Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")}, VLAN: 7}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := newProgram(tt.f, ourMAC, 1, 0)

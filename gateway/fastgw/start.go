@@ -306,7 +306,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) af
 		}
 	}
 	if c.Owned {
-		f.Neighbors = []netip.Addr{c.WANAddress.Addr()}
+		f.Neighbours = []netip.Addr{c.WANAddress.Addr()}
 		f.Fragments = true
 	}
 	return f
@@ -318,7 +318,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) af
 func lanFilter(c Config, host []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid, HostAddrs: host}
 	if c.Owned {
-		f.Neighbors = []netip.Addr{c.LANAddress.Addr()}
+		f.Neighbours = []netip.Addr{c.LANAddress.Addr()}
 	}
 	return f
 }

@@ -77,7 +77,7 @@ func TestFilters(t *testing.T) {
 	// engine reassembles them; the kernel has no address to).
 	owned := c
 	owned.Owned, owned.WANAddress = true, netip.PrefixFrom(v4, 24)
-	want = afxdp.Filter{UDP: want.UDP[:1], Neighbors: []netip.Addr{v4}, Fragments: true}
+	want = afxdp.Filter{UDP: want.UDP[:1], Neighbours: []netip.Addr{v4}, Fragments: true}
 	if diff := cmp.Diff(want, wanFilter(owned, v4, netip.Addr{}, 0), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("wanFilter, owned (-want +got):\n%s", diff)
 	}

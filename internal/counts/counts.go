@@ -139,7 +139,7 @@ func (c *Counts[R]) Add(o *Counts[R]) {
 }
 
 // Total is the sum of the counts.
-func (c *Counts[R]) Total() uint64 {
+func (c Counts[R]) Total() uint64 {
 	var t uint64
 	for _, n := range c {
 		t += n
