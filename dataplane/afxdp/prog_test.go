@@ -142,8 +142,8 @@ func TestFilter(t *testing.T) {
 			{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
 		},
 		Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("2001:db8::1")},
-		Prefixes:  true,
-		HostAddrs: []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("2001:db8:1::1")},
+		Prefixes:   true,
+		HostAddrs:  []netip.Addr{netip.MustParseAddr("198.19.1.1"), netip.MustParseAddr("2001:db8:1::1")},
 	}
 	prog, err := newProgram(f, ourMAC, 4, 0)
 	if err != nil {
@@ -320,10 +320,10 @@ func TestFilterVLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := Filter{
-		UDP:       []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}},
+		UDP:        []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}},
 		Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
-		Prefixes:  true,
-		VLAN:      100,
+		Prefixes:   true,
+		VLAN:       100,
 	}
 	prog, err := newProgram(f, ourMAC, 4, 0)
 	if err != nil {
@@ -374,8 +374,8 @@ func TestFilterFragments(t *testing.T) {
 					{Addr: netip.MustParseAddr("2001:db8::1"), PortLo: 51820, PortHi: 51820},
 				},
 				Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")},
-				Fragments: true,
-				VLAN:      vlan,
+				Fragments:  true,
+				VLAN:       vlan,
 			}
 			prog, err := newProgram(f, ourMAC, 4, 0)
 			if err != nil {
