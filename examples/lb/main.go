@@ -327,6 +327,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lb:", err)
 		os.Exit(1)
 	}
+	if *wan == "" || *keyFile == "" || *vip == "" || *peer == "" || *allowed == "" {
+		fmt.Fprintln(os.Stderr, "lb: -wan, -key, -vip, -peer and -allowed are required")
+		fs.Usage()
+		os.Exit(2)
+	}
+	if *port == 0 || *port > 65535 || *svc == 0 || *svc > 65535 {
+		fail(fmt.Errorf("-port %d and -service-port %d: want 1-65535", *port, *svc))
+	}
 	key, err := os.ReadFile(*keyFile)
 	if err != nil {
 		fail(err)
