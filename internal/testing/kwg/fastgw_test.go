@@ -87,7 +87,7 @@ func TestKernelFastPath(t *testing.T) {
 		counters: func() counters {
 			s := current().Device().Stats()
 			return counters{
-				InitiationsSent: s.InitiationsSent, ResponsesSent: s.ResponsesSent, Sessions: s.Sessions,
+				InitiationsSent: s.InitiationsSent, ResponsesSent: s.ResponsesSent, Sessions: s.KeypairsInstalledTotal,
 				Invalid: s.Drops[gateway.DropHandshakeInvalid] + s.Drops[gateway.DropUnknownPeer] + s.Drops[gateway.DropUnknownIndex],
 			}
 		},

@@ -286,8 +286,8 @@ func TestThousandPeers(t *testing.T) {
 	if used != 2 {
 		t.Errorf("peers' data decrypted on %d queues, want both", used)
 	}
-	if s := dev.Stats(); s.Sessions != npeers {
-		t.Errorf("sessions = %d, want %d", s.Sessions, npeers)
+	if s := dev.Stats(); s.KeypairsInstalledTotal != npeers {
+		t.Errorf("keypairs installed = %d, want %d", s.KeypairsInstalledTotal, npeers)
 	}
 	t.Logf("gateway stats: %+v", dev.Stats())
 }

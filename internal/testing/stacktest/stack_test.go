@@ -237,14 +237,14 @@ func TestRekeyMidTransferLosesNothing(t *testing.T) {
 		t.Fatalf("first third: %d of %d delivered; drops A %v B %v; A stats %+v", r.count(), total/3,
 			fastpath.TotalDrops(s.a.eng.Stats()), fastpath.TotalDrops(s.b.eng.Stats()), s.a.eng.Stats()[0])
 	}
-	sessions := s.a.dev.Stats().Sessions
+	sessions := s.a.dev.Stats().KeypairsInstalledTotal
 	if sessions < 1 {
 		t.Fatalf("A sessions = %d after the first third", sessions)
 	}
 	// Past Rekey-After-Time: the next data A sends makes it initiate.
 	s.clk.Advance(121 * time.Second)
 	next(total / 3)
-	waitFor(t, "a new session at A", 10*time.Second, func() bool { return s.a.dev.Stats().Sessions > sessions })
+	waitFor(t, "a new session at A", 10*time.Second, func() bool { return s.a.dev.Stats().KeypairsInstalledTotal > sessions })
 	next(total - 2*(total/3))
 	waitFor(t, "every datagram", 10*time.Second, func() bool { return r.count() == total })
 	r.mu.Lock()
@@ -272,7 +272,7 @@ func TestRejectAfterTime(t *testing.T) {
 	defer r.close()
 	s.send(t, s.a, s.b, 1, 1000)
 	waitFor(t, "first datagram", 10*time.Second, func() bool { return r.count() == 1 })
-	before := s.a.dev.Stats().Sessions
+	before := s.a.dev.Stats().KeypairsInstalledTotal
 	s.clk.Advance(181 * time.Second)
 	time.Sleep(20 * time.Millisecond) // a few ticks at the new time
 	s.send(t, s.a, s.b, 2, 1000)
@@ -289,7 +289,7 @@ func TestRejectAfterTime(t *testing.T) {
 		t.Fatalf("datagram after reject not delivered; A %+v; B %+v; drops A %v B %v", s.a.dev.Stats(), s.b.dev.Stats(),
 			fastpath.TotalDrops(s.a.eng.Stats()), fastpath.TotalDrops(s.b.eng.Stats()))
 	}
-	if after := s.a.dev.Stats().Sessions; after <= before {
+	if after := s.a.dev.Stats().KeypairsInstalledTotal; after <= before {
 		t.Errorf("sessions %d → %d: no new handshake after Reject-After-Time", before, after)
 	}
 }
