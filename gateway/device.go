@@ -122,6 +122,7 @@ type Device struct {
 	srcBusy  bool
 
 	badMAC1Logged     atomic.Int64 // when warnBadMAC1 last logged (Options.Now's clock), 0: never
+	uapiWarns         uapiWarnLimit
 	unknownPeerLogged atomic.Int64 // when warnUnknownPeer last logged (Options.Now's clock), 0: never
 	pskLogged         atomic.Int64 // when warnPSK last logged (Options.Now's clock), 0: never
 }

@@ -490,3 +490,24 @@ func TestPeerStates(t *testing.T) {
 		t.Errorf("PeerStates into a slice with room: %v allocations, want 0", n)
 	}
 }
+
+// TestUAPIWarnsBounded: refused UAPI requests are logged ten a minute at
+// most, and the first line after says how many were not; a local client
+// in a loop wrote one each, without bound.
+func TestUAPIWarnsBounded(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var logs bytes.Buffer
+	r.dev.log = slog.New(slog.NewTextHandler(&logs, nil))
+	refused := errors.New("set request ends without a newline")
+	for range 25 {
+		r.dev.warnUAPI(refused)
+	}
+	if n := strings.Count(logs.String(), "msg=uapi"); n != uapiWarnBurst {
+		t.Fatalf("25 refusals within a minute logged %d times, want %d", n, uapiWarnBurst)
+	}
+	r.f.clock.Add(int64(61 * time.Second))
+	r.dev.warnUAPI(refused)
+	if !strings.Contains(logs.String(), "not_logged_before=15") {
+		t.Errorf("the line a minute later does not count the 15 not logged:\n%s", logs.String())
+	}
+}

@@ -2,10 +2,12 @@ package gateway
 
 // The warnings of handshakes that fail for a configuration mistake the
 // counters alone would hide: a peer without this gateway's public key, an
-// unknown peer, a preshared key that differs. Each at most once a minute.
+// unknown peer, a preshared key that differs. Each at most once a minute;
+// and UAPI requests refused, at most ten a minute (warnUAPI).
 
 import (
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/wgpio/wgpio/noise"
@@ -72,4 +74,42 @@ func (d *Device) warnPSK(p *peer, role string, now int64) {
 		msg = "a peer's handshakes fail at their last step: its PresharedKey for this gateway likely differs from this gateway's for it (or only one side has one), or our responses do not reach it (a firewall or NAT on the way back); it sent no data under the sessions our responses gave it (counted in responder_keypairs_expired_unconfirmed); logged at most once a minute"
 	}
 	d.log.Warn(msg, "public_key", p.pub.Base64())
+}
+
+// uapiWarnBurst is how many refused UAPI requests warnUAPI logs a minute.
+const uapiWarnBurst = 10
+
+// uapiWarnLimit is warnUAPI's budget: the minute that began at start, the
+// lines logged in it, and the refusals not logged since the last line.
+type uapiWarnLimit struct {
+	mu            sync.Mutex
+	start         int64
+	n, suppressed int
+}
+
+// warnUAPI logs a UAPI request the device refused (or could not read), at
+// most uapiWarnBurst a minute; the line after a quiet spell says how many
+// were not logged. A local client in a loop wrote a line each, without
+// bound (two thirds of a soak's log). Safe for concurrent use.
+func (d *Device) warnUAPI(err error) {
+	now := d.now()
+	l := &d.uapiWarns
+	l.mu.Lock()
+	if now-l.start >= int64(time.Minute) {
+		l.start, l.n = now, 0
+	}
+	l.n++
+	if l.n > uapiWarnBurst {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := l.suppressed
+	l.suppressed = 0
+	l.mu.Unlock()
+	if suppressed > 0 {
+		d.log.Warn("uapi", "err", err, "not_logged_before", suppressed)
+		return
+	}
+	d.log.Warn("uapi", "err", err)
 }

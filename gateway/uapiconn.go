@@ -226,7 +226,7 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 			} else {
 				code = ipc.IpcErrorUnknown
 			}
-			d.log.Warn("uapi", "err", err)
+			d.warnUAPI(err)
 		}
 		fmt.Fprintf(rw, "errno=%d\n\n", code)
 		if rw.Flush() != nil {
