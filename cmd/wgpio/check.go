@@ -82,7 +82,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 			"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
 	}
 	if perm, ok := worldAccessible(*conf); ok {
-		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleWarning, perm, *conf)
+		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleText(perm), perm, *conf)
 	}
 	// In the file's order (the parser's warnings came first, then the
 	// keys the Mode ignores); a summary of a kind (no line) after.

@@ -46,6 +46,8 @@ func TestCheck(t *testing.T) {
 			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
 		// up warns of a file every user may read (it holds the private
 		// key), as wg-quick does; check said nothing of it.
+		{name: "world-writable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o602,
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "it is world writable too: any user may add peers"},
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		// Warnings in the file's order: the parser's (DNS, line 4) and

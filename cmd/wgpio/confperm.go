@@ -110,12 +110,22 @@ func groupName(gid uint32) string {
 // will fail with its own error.
 func warnWorldAccessible(log *slog.Logger, path string) {
 	if perm, ok := worldAccessible(path); ok {
-		log.Warn(worldAccessibleWarning,
+		log.Warn(worldAccessibleText(perm),
 			"file", path, "mode", fmt.Sprintf("%#o", perm), "fix", "chmod o-rwx "+path)
 	}
 }
 
 const worldAccessibleWarning = "the configuration file is world accessible, and it holds the private key"
+
+// worldAccessibleText is the warning for a file of mode perm: writable by
+// every user is worse than readable (anyone may add a peer, which the next
+// reload applies), and says so.
+func worldAccessibleText(perm os.FileMode) string {
+	if perm&0o002 != 0 {
+		return worldAccessibleWarning + "; it is world writable too: any user may add peers, which the next reload applies"
+	}
+	return worldAccessibleWarning
+}
 
 // worldAccessible reports whether every user may read or write the file
 // at path (warnWorldAccessible), with its permission bits; false for a
