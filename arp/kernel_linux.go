@@ -312,9 +312,10 @@ func (p *KernelProber) Probe(ip netip.Addr, _ MAC, _ bool) {
 // solicited-node groups of our addresses (Responder.SolicitedNodeGroups):
 // SIOCADDMULTI, the call behind `ip maddr add`. No MLD report announces
 // such a membership, so a switch that snoops MLD does not forward the
-// group to the interface: JoinGroups joins with a socket, which does. Membership is counted by
-// the kernel and lasts until LeaveGroup or the interface goes away. It acts
-// in the caller's network namespace (the current thread's).
+// group to the interface: JoinGroups joins with a socket, which does.
+// Membership is counted by the kernel and lasts until LeaveGroup or the
+// interface goes away. It acts in the caller's network namespace (the
+// current thread's).
 func JoinGroup(ifname string, group netip.Addr) error {
 	return multi(unix.SIOCADDMULTI, ifname, group)
 }

@@ -40,8 +40,8 @@ type Packet struct {
 // portable code allocates once a packet), and is safe for concurrent use
 // with other Seal and Open calls on other packets, including calls that
 // share keys. It panics, before it touches a packet, if a packet's Data is
-// shorter than TagSize or longer than 2^31-64 bytes, or its Key is nil, not
-// Set, or erased by [Key.Zero].
+// shorter than TagSize or longer than 2^31-64 bytes, or its Key is nil or
+// all zeros (not Set, or erased by [Key.Zero]).
 func Seal(pkts []Packet) {
 	check(pkts)
 	active.seal(pkts)
@@ -83,6 +83,7 @@ const maxLen = 1<<31 - 64
 const _ uint32 = 1<<31 - 1 - (64 + maxLen - TagSize)
 
 func check(pkts []Packet) {
+	var last *Key
 	for i := range pkts {
 		if len(pkts[i].Data) < TagSize {
 			panic("chachapoly: packet shorter than a tag")
@@ -92,8 +93,12 @@ func check(pkts []Packet) {
 		}
 		if k := pkts[i].Key; k == nil {
 			panic("chachapoly: packet without a key")
-		} else if !k.set {
-			panic("chachapoly: packet's Key not Set, or erased by Zero")
+		} else if k != last {
+			// Once per run of a key: a burst is mostly one or a few.
+			if k.unset() {
+				panic("chachapoly: packet's Key is all zeros: not Set, or erased by Zero")
+			}
+			last = k
 		}
 	}
 }

@@ -473,7 +473,7 @@ func TestCPUPaths(t *testing.T) {
 // opens any, even when ok's capacity would hold them all (it wrote the
 // results past len(ok), where a caller ranging over ok never saw them).
 func TestOpenShortOK(t *testing.T) {
-	var raw [KeySize]byte
+	raw := [KeySize]byte{1}
 	var k Key
 	k.Set(&raw)
 	defer k.Zero()

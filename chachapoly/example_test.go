@@ -1,6 +1,7 @@
 package chachapoly_test
 
 import (
+	"crypto/rand"
 	"fmt"
 
 	"github.com/wgpio/wgpio/chachapoly"
@@ -10,6 +11,7 @@ import (
 // tag is damaged fails alone.
 func Example() {
 	var key [chachapoly.KeySize]byte // from the handshake, in real use
+	rand.Read(key[:])                // (the all-zero key is refused)
 	var k chachapoly.Key
 	k.Set(&key)
 	defer k.Zero() // when the keypair is discarded

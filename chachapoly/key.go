@@ -16,9 +16,13 @@ const (
 // Key is an expanded ChaCha20-Poly1305 key: the eight 32-bit key words of the
 // ChaCha20 state (RFC 8439 §2.3).
 //
-// The zero Key is not usable: call [Key.Set] first ([Seal] and [Open] panic
-// on a Key not Set or erased by [Key.Zero], which would otherwise work as
-// the all-zero key: a sealed packet anyone can read, forgeries accepted). A Key is set once and
+// The zero Key is not usable: call [Key.Set] first. [Seal] and [Open] panic
+// on a Key whose words are all zero (not Set, erased by [Key.Zero], or Set
+// to the all-zero key), which would otherwise work as a key everyone
+// knows: a sealed packet anyone can read, forgeries accepted. (WireGuard's
+// keys come from HKDF, which yields the all-zero key with probability
+// 2^-256.) The check reads the key words only, the line Seal reads anyway:
+// a flag beside them cost a keypair's second cache line per peer a burst. A Key is set once and
 // then only read by [Seal] and [Open], which may run concurrently on any
 // number of goroutines with the same Key. [Key.Set] and [Key.Zero] must not
 // run concurrently with a Seal or Open that uses the Key: the owner calls
@@ -35,10 +39,6 @@ type Key struct {
 	// longer than maxAVX2Len) was in use when Set ran. It holds a private
 	// key copy, which Zero and Set erase in place (wipeAEAD).
 	aead *xAEAD
-
-	// set: Set ran and Zero has not since; Seal and Open refuse a Key
-	// without (check), which would seal under the all-zero key.
-	set bool
 }
 
 // Set expands key into k, replacing what k held.
@@ -50,7 +50,6 @@ func (k *Key) Set(key *[KeySize]byte) {
 		wipeAEAD(k.aead.AEAD)
 	}
 	k.aead = nil
-	k.set = true
 	if active == implGeneric || active == implAVX2 {
 		k.aead = &xAEAD{newAEAD(key)}
 	}
@@ -65,7 +64,6 @@ func (k *Key) Zero() {
 		wipeAEAD(k.aead.AEAD)
 	}
 	k.aead = nil
-	k.set = false
 }
 
 // IsZero reports whether k holds no key (the zero Key, or one erased by
@@ -80,9 +78,17 @@ func (k *Key) IsZero() bool {
 }
 
 // xAEAD holds x/crypto's AEAD behind a pointer (8 bytes where the
-// interface takes 16), so that a Key, with its set flag, stays 48 bytes:
-// fastpath's Keypair holds two in cache lines laid out for them.
+// interface takes 16).
 type xAEAD struct{ cipher.AEAD }
+
+// unset reports whether k's key words are all zero: never Set, or erased.
+func (k *Key) unset() bool {
+	var or uint32
+	for _, w := range k.w {
+		or |= w
+	}
+	return or == 0
+}
 
 // bytes writes the key back into b; the caller erases b after use.
 func (k *Key) bytes(b *[KeySize]byte) {

@@ -16,7 +16,7 @@ import (
 // a zero tag. (The Data are views of 2 GiB of address space reserved
 // without memory: check reads only their lengths.)
 func TestMaxLen(t *testing.T) {
-	var raw [KeySize]byte
+	raw := [KeySize]byte{1}
 	var k Key
 	k.Set(&raw)
 	defer k.Zero()

@@ -107,13 +107,11 @@ func (pg *poly8Group) tag(l int, pk *[32]byte, out *[TagSize]byte) {
 	h3 += h2 >> 26
 	h4 += h3 >> 26
 	h0, h1, h2, h3 = h0&mask26, h1&mask26, h2&mask26, h3&mask26
-	p := poly{
-		h0: h0 | h1<<26 | h2<<52,
-		h1: h2>>12 | h3<<14 | h4<<40,
-		h2: h4 >> 24,
-		s0: binary.LittleEndian.Uint64(pk[16:]),
-		s1: binary.LittleEndian.Uint64(pk[24:]),
-	}
+	// Field by field: a composite literal is built in a compiler
+	// temporary first, which the wipe below would not reach.
+	var p poly
+	p.h0, p.h1, p.h2 = h0|h1<<26|h2<<52, h2>>12|h3<<14|h4<<40, h4>>24
+	p.s0, p.s1 = binary.LittleEndian.Uint64(pk[16:]), binary.LittleEndian.Uint64(pk[24:])
 	p.sum(out)
 	p = poly{} // as aeadTag: s is the one-time key's second half
 }

@@ -33,7 +33,7 @@ type Notifier interface {
 // when every half is a Notifier (memport), a receive on a Go channel that
 // the halves and the doorbell send on (Parks reports which).
 //
-// Add, Wait and Close belong to one owner goroutine; Ring is safe for
+// Add, Remove, Wait and Close belong to one owner goroutine; Ring is safe for
 // concurrent use from any goroutine, but not after Close (the doorbell's
 // number may be reused by then).
 type Waiter struct {

@@ -196,8 +196,9 @@ type Capture struct {
 }
 
 // ErrCaptureDetached is ReadFrame's error once the capture is detached
-// (SetCapture with another capture or nil, Engine.Close) and every frame
-// it took has been read.
+// (SetCapture with another capture or nil, Engine.Close) and the frames
+// published before are read. (A worker in the middle of a burst may still
+// publish a few after the detach, counted in Captured; they are not read.)
 var ErrCaptureDetached = errors.New("fastpath: capture detached")
 
 // detach tells the reader that no more frames come.
@@ -333,8 +334,8 @@ func (c *Capture) TryReadFrame(fr *CapturedFrame) bool {
 // (fr.Data is reused when its capacity allows). Frames of one worker come
 // in order; frames of different workers are interleaved in no particular
 // order (sort by Time if needed). It returns ctx's error when ctx ends
-// first, and ErrCaptureDetached once the capture is detached and its
-// frames are read. ReadFrame must be called from one goroutine at a time.
+// first, and ErrCaptureDetached once the capture is detached and the
+// frames published before are read. ReadFrame must be called from one goroutine at a time.
 func (c *Capture) ReadFrame(ctx context.Context, fr *CapturedFrame) error {
 	if len(c.rings) == 0 {
 		return errors.New("fastpath: capture not attached")

@@ -49,7 +49,7 @@ type Keypair struct {
 	// x/crypto AEAD (long messages only) opens the state line.
 	send chachapoly.Key
 
-	// The state line (bytes 80-127, after send's end): read by receivers
+	// The state line (bytes 72-127, after send's end): read by receivers
 	// once per burst, written once in a session's life.
 
 	// Created is when the handshake completed, in ns of the control plane's
@@ -77,7 +77,7 @@ type Keypair struct {
 	// not in Next (a responder's moved to Previous by Peer.Rotate, never
 	// sent with): the initiator used it, though it is never confirmed.
 	received atomic.Bool
-	_        [4]byte
+	_        [12]byte // to the receive line (the send Key's AEAD pointer ends at 72)
 
 	// The receive line (bytes 128-191): the key receivers open with.
 	receive chachapoly.Key
@@ -103,7 +103,7 @@ var keypairSerials atomic.Uint64
 // they load for a whole burst at once (outbound.go, warm).
 const (
 	keypairSize = 192
-	keypairPad  = 16
+	keypairPad  = 64 - 40 // the receive line after its chachapoly.Key (40 bytes)
 )
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys

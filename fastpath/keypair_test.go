@@ -11,7 +11,7 @@ import (
 
 func newTestKeypair(t *testing.T) *Keypair {
 	t.Helper()
-	var k [32]byte
+	k := [32]byte{1}
 	kp, err := NewKeypair(&k, &k, 1, 2, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)

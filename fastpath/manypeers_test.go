@@ -151,7 +151,7 @@ func median(d []time.Duration) time.Duration {
 // manyKey is the send key newManyPeersRig gives peer i.
 func manyKey(i int) [32]byte {
 	var k [32]byte
-	k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
+	k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 1 // never all zeros (chachapoly refuses that key)
 	return k
 }
 

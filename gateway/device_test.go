@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -368,14 +369,22 @@ func TestUnknownPeerWarns(t *testing.T) {
 // made) started nothing, and a second Start must say so again rather than
 // return nil with nothing running.
 func TestStartErrorSticks(t *testing.T) {
-	d, err := New(Options{Name: strings.Repeat("x", 200), Dataplane: newFakeDP(t)})
+	// Another WireGuard answers on the name's socket (or, without root,
+	// the directory is not ours): Start cannot make it.
+	name := uniqueName("wgse")
+	if os.MkdirAll("/var/run/wireguard", 0o755) == nil {
+		if l, err := net.Listen("unix", "/var/run/wireguard/"+name+".sock"); err == nil {
+			t.Cleanup(func() { l.Close() })
+		}
+	}
+	d, err := New(Options{Name: name, Dataplane: newFakeDP(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
 	err1 := d.Start()
 	if err1 == nil {
-		t.Fatal("Start with a 200-byte UAPI socket name = nil, want an error (path too long for a UNIX socket)")
+		t.Fatal("Start with the UAPI socket's name taken = nil, want an error")
 	}
 	if err2 := d.Start(); err2 != err1 {
 		t.Errorf("second Start = %v, want the first one's error %v", err2, err1)

@@ -132,6 +132,16 @@ func (d *Device) Stats() Stats {
 // the whole array), Total their sum, Add adds another's.
 type DropCounts = counts.Counts[DropReason]
 
+// InvalidReasons returns the reasons of Drops[DropHandshakeInvalid] from
+// Noise.Drops, which count two more that the control plane counts apart
+// (cookie_required: answered with a cookie reply under load; unknown_peer:
+// its own reason): they add up to it.
+func (s Stats) InvalidReasons() noise.DropCounts {
+	nd := s.Noise.Drops
+	nd[noise.DropCookieRequired], nd[noise.DropUnknownPeer] = 0, 0
+	return nd
+}
+
 // Losses lists the nonzero drops as sorted "name=count" strings (names in
 // snake case); handshake_invalid is followed by its breakdown by package
 // noise's reasons, in parentheses. The breakdown leaves out the two noise
@@ -141,8 +151,7 @@ type DropCounts = counts.Counts[DropReason]
 func (s Stats) Losses() []string {
 	out := s.Drops.List()
 	invalid := DropHandshakeInvalid.Key() + "="
-	nd := s.Noise.Drops
-	nd[noise.DropCookieRequired], nd[noise.DropUnknownPeer] = 0, 0
+	nd := s.InvalidReasons()
 	if nl := nd.List(); len(nl) > 0 {
 		for i, l := range out {
 			if strings.HasPrefix(l, invalid) {

@@ -239,8 +239,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for r := range gateway.NumDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.controlDrops, ctr, float64(d.Drops[r]), r.Key())
 		}
-		for r := range noise.NumDropReasons {
-			ch <- prometheus.MustNewConstMetric(c.hsInvalid, ctr, float64(d.Noise.Drops[r]), r.Key())
+		// Only the reasons of handshake_invalid (not cookie_required,
+		// unknown_peer, nor the zero reason), so that they add up to it.
+		invalid := d.InvalidReasons()
+		for r := noise.DropReason(1); r < noise.NumDropReasons; r++ {
+			if r != noise.DropCookieRequired && r != noise.DropUnknownPeer {
+				ch <- prometheus.MustNewConstMetric(c.hsInvalid, ctr, float64(invalid[r]), r.Key())
+			}
 		}
 	}
 	if e := s.ExceptionDrops; e != nil {

@@ -576,6 +576,8 @@ func TestMetricsHandshakeInvalidReasons(t *testing.T) {
 	d.Drops[gateway.DropHandshakeInvalid] = 5
 	d.Noise.Drops[noise.DropBadMAC1] = 3
 	d.Noise.Drops[noise.DropWrongSize] = 2
+	d.Noise.Drops[noise.DropCookieRequired] = 1000 // answered, not invalid
+	d.Noise.Drops[noise.DropUnknownPeer] = 7       // a control-plane reason of its own
 	s := GatewayStats{Name: "wg0", Device: d}
 	reg, err := metricsRegistry("wg0", func() GatewayStats { return s },
 		func(int) ([]PeerStat, bool) { return nil, true }, 1000, newReloadState(time.Now()))
@@ -599,7 +601,16 @@ func TestMetricsHandshakeInvalidReasons(t *testing.T) {
 			}
 		}
 	}
-	if got["bad_mac1"] != 3 || got["wrong_size"] != 2 {
-		t.Errorf("wgpio_handshake_invalid_total by reason: %v, want bad_mac1 3 and wrong_size 2", got)
+	sum := 0.0
+	for _, v := range got {
+		sum += v
+	}
+	if got["bad_mac1"] != 3 || got["wrong_size"] != 2 || sum != 5 {
+		t.Errorf("wgpio_handshake_invalid_total by reason: %v, want bad_mac1 3 and wrong_size 2, adding up to handshake_invalid's 5", got)
+	}
+	for _, r := range []string{"cookie_required", "unknown_peer", noise.DropReason(0).Key()} {
+		if _, ok := got[r]; ok {
+			t.Errorf("wgpio_handshake_invalid_total has reason %s, which is not handshake_invalid's", r)
+		}
 	}
 }

@@ -249,6 +249,9 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			case errors.As(err, &refused):
 				log.Error("reload: the gateway refused a line of the configuration: the lines before it were applied, the rest not (as wg syncconf applies); fix the file and reload again",
 					"file", path, "err", refused.err, "listen_port", refused.port)
+				if refused.port == 0 {
+					log.Error("reload: the gateway listens on no port now (its old one could not be taken back): no peer reaches it; set a free ListenPort and reload", "file", path)
+				}
 			case err != nil:
 				log.Error("reload: configuration not applied; the gateway runs on as it was", "file", path, "err", err)
 			default:

@@ -370,11 +370,16 @@ func (d *dataplane_) Retake(subnets []netip.Prefix) {
 	d.retakeLocked()
 }
 
-// yieldConnected deletes the route into the exception TUN of each IPv4
-// prefix of the configuration that is the subnet of one of subnets and
-// installs it again: the kernel refuses it (EEXIST) where the host's
-// connected route has the key, and noteTaken then leaves the key to the
-// host's route, with its warning; d.mu held.
+// yieldConnected gives the key of each IPv4 prefix of the configuration
+// that is the subnet of one of subnets, routed into the exception TUN, to
+// a route of the host's of the same key (destination, TOS 0, metric 0:
+// the kernel's connected route, appended behind ours) where the main
+// table holds one: ours is deleted and installed again, which the kernel
+// refuses (EEXIST), and noteTaken leaves the key to the host's route, with
+// its warning. Where none is, nothing is touched (each delete left a gap
+// in which the host's packets to the prefix took its other routes). A
+// host route of another metric (NetworkManager's prefix routes, metric
+// 100 and more) is not followed: ours, metric 0, goes first. d.mu held.
 func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 	if d.excLink == nil {
 		return
@@ -383,7 +388,7 @@ func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 	for _, s := range subnets {
 		p := s.Masked()
 		e := d.entries[p]
-		if !p.Addr().Is4() || p.Bits() == 0 || e == nil || e.hostRouted || slices.Contains(taken, p) {
+		if !p.Addr().Is4() || p.Bits() == 0 || e == nil || e.hostRouted || slices.Contains(taken, p) || !d.hostHoldsKey(p) {
 			continue
 		}
 		if err := d.nl.RouteDel(d.excRoute(p)); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -395,6 +400,24 @@ func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 		}
 	}
 	d.noteTaken(taken)
+}
+
+// hostHoldsKey reports whether the main table holds a route of the key of
+// p (an IPv4 prefix: destination, TOS 0, metric 0) that is not ours into
+// the exception TUN; false when the routes cannot be listed.
+func (d *dataplane_) hostHoldsKey(p netip.Prefix) bool {
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: d.excRoute(p).Dst}
+	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+	if err != nil {
+		d.warn.Warn("list the routes of an allowed-IPs prefix that is an interface's subnet", "prefix", p, "err", err)
+		return false
+	}
+	for _, r := range routes {
+		if r.LinkIndex != d.excLink.Attrs().Index && r.Priority == 0 && r.Tos == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // retakeLocked routes into the exception TUN again the prefixes whose
