@@ -40,8 +40,9 @@ type Packet struct {
 // portable code allocates once a packet), and is safe for concurrent use
 // with other Seal and Open calls on other packets, including calls that
 // share keys. It panics, before it touches a packet, if a packet's Data is
-// shorter than TagSize or longer than 2^31-64 bytes, or its Key is nil or
-// all zeros (not Set, or erased by [Key.Zero]).
+// shorter than TagSize or longer than 2^31-64 bytes, or its Key is nil. A
+// Key not Set, or erased by [Key.Zero], is not refused: it works as the
+// all-zero key (see [Key]).
 func Seal(pkts []Packet) {
 	check(pkts)
 	active.seal(pkts)
@@ -83,7 +84,6 @@ const maxLen = 1<<31 - 64
 const _ uint32 = 1<<31 - 1 - (64 + maxLen - TagSize)
 
 func check(pkts []Packet) {
-	var last *Key
 	for i := range pkts {
 		if len(pkts[i].Data) < TagSize {
 			panic("chachapoly: packet shorter than a tag")
@@ -91,14 +91,8 @@ func check(pkts []Packet) {
 		if len(pkts[i].Data) > maxLen {
 			panic("chachapoly: packet longer than 2 GiB - 64 bytes")
 		}
-		if k := pkts[i].Key; k == nil {
+		if pkts[i].Key == nil {
 			panic("chachapoly: packet without a key")
-		} else if k != last {
-			// Once per run of a key: a burst is mostly one or a few.
-			if k.unset() {
-				panic("chachapoly: packet's Key is all zeros: not Set, or erased by Zero")
-			}
-			last = k
 		}
 	}
 }

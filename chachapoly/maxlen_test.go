@@ -41,3 +41,17 @@ func TestMaxLen(t *testing.T) {
 		t.Errorf("a seal job of Data of maxLen bytes, %d, overflows an int32", 64+maxLen-TagSize)
 	}
 }
+
+// refused reports what f panicked with ("" if it did not).
+func refused(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, _ = r.(string)
+			if msg == "" {
+				msg = "a panic that is not a string"
+			}
+		}
+	}()
+	f()
+	return ""
+}
