@@ -370,7 +370,8 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 // refusedError is a set the device refused part way: the lines before the
 // refused one applied (UAPI applies a set in order: wireguard-go, the
 // kernel and gateway.Device alike), the rest not. port is the listen port
-// the device has after it (0: none).
+// the device has after it (0: none; -1: unknown, its configuration could
+// not be read).
 type refusedError struct {
 	err  error
 	port int
@@ -388,7 +389,7 @@ func (e *refusedError) Unwrap() error { return e.err }
 // port, and holds none when that fails) gets old's port back: without,
 // compat mode sent and received nothing until the next reload.
 func refused(dev uapiDevice, err error, old string) error {
-	e := &refusedError{err: err}
+	e := &refusedError{err: err, port: -1}
 	cur, gerr := dev.get()
 	if gerr != nil {
 		return e
