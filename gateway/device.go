@@ -197,6 +197,14 @@ type peer struct {
 	nbrBackoff int64
 }
 
+// ValidName reports whether name can name an interface (Linux
+// dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':' or white
+// space; nor '%', the kernel's name template), as wg(8) expects of a
+// device's name and a UAPI socket's file needs (Options.Name).
+func ValidName(name string) bool {
+	return name != "" && len(name) <= 15 && name != "." && name != ".." && !strings.ContainsAny(name, "/:% \t\n\v\f\r")
+}
+
 // New makes a device over o.Dataplane. It does not start anything: Start
 // runs the handshake loop, the ticker and the UAPI socket.
 func New(o Options) (*Device, error) {
@@ -204,10 +212,9 @@ func New(o Options) (*Device, error) {
 		return nil, errors.New("gateway: a dataplane is required")
 	}
 	// The socket's file is /var/run/wireguard/<Name>.sock: a name with a
-	// '/' put it elsewhere ("../../tmp/x" made /tmp/x.sock). The rules of
-	// an interface name (Linux dev_valid_name), which wg(8) expects.
-	if n := o.Name; n != "" && (len(n) > 15 || n == "." || n == ".." || strings.ContainsAny(n, "/:% \t\n\v\f\r")) {
-		return nil, fmt.Errorf("gateway: name %q cannot name a UAPI socket: an interface name, 1 to 15 bytes, no '/', ':', '%%' or white space", n)
+	// '/' put it elsewhere ("../../tmp/x" made /tmp/x.sock).
+	if o.Name != "" && !ValidName(o.Name) {
+		return nil, fmt.Errorf("gateway: name %q cannot name a UAPI socket: an interface name, 1 to 15 bytes, no '/', ':', '%%' or white space", o.Name)
 	}
 	d := &Device{
 		opts:       o,

@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
 )
@@ -151,10 +152,9 @@ func checkName(name, conf string) error {
 }
 
 // checkGatewayName refuses what cannot be a gateway's name: an interface
-// name (Linux dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':'
-// or white space), which also keeps the name inside runDir.
+// name (gateway.ValidName), which also keeps the name inside runDir.
 func checkGatewayName(name string) error {
-	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/:% \t\n\v\f\r") {
+	if !gateway.ValidName(name) {
 		return fmt.Errorf("%q cannot be a gateway name (an interface name: 1 to 15 bytes, no '/', ':', '%%' (the kernel's name template) or white space; `wgpio stats` lists the running ones)", name)
 	}
 	return nil
