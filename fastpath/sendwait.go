@@ -17,8 +17,12 @@ import "time"
 // full, as Send does, instead of waiting. A worker that does not
 // run for a while (descheduled, or stuck) so costs each handshake worker
 // one wait of timeout, not one per message for its queue, and the
-// handshakes for the other workers' queues go on. Safe for concurrent use.
+// handshakes for the other workers' queues go on. After Close it returns
+// false at once, as Send does. Safe for concurrent use.
 func (e *Engine) SendWait(queue int, pkt ControlPacket, timeout time.Duration) bool {
+	if e.closing.Load() {
+		return false // no worker would take it (uncounted)
+	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
 	m := mail{ctl: pkt}
 	m.ctl.Payload = append([]byte(nil), pkt.Payload...)

@@ -71,7 +71,9 @@ const (
 	DropRingFull
 	// DropNoBuffer: no free frame to build a packet in.
 	DropNoBuffer
-	// DropClosed: frames held when the engine closed.
+	// DropClosed: frames held, and mail its mailbox took (Send,
+	// SendWait, SendTunnel, ReceiveWAN, SendFrame) that no worker
+	// handled, when the engine closed.
 	DropClosed
 	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
 	// after RekeyAttemptTime.

@@ -314,6 +314,14 @@ func (w *worker) close() {
 		w.wanTX.Free(unsafeOne(&w.ctlWait[i].f))
 	}
 	w.ctlWait = nil
+	// The mail no worker took (each post said true, so no sender
+	// counts it): counted closed, as the frames held. A post that
+	// passed Send's look at closing before Close and lands after this
+	// drain is not counted (no lock on the senders' path).
+	for len(w.mailbox) > 0 { // the one receiver now
+		<-w.mailbox
+		w.count(DropClosed, 1)
+	}
 	w.c.held.Store(0)
 	w.waiter.Close()
 }
