@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -364,4 +366,27 @@ func kernelRelease(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// TestStopCountsHeld: packets held for a handshake that has not finished
+// when the gateway stops are in the final counters as closed (Close
+// counts them; the counters were read before it, and the stop's loss
+// went unsaid).
+func TestStopCountsHeld(t *testing.T) {
+	s := newSite(t, func(f *config.File) {
+		// Nobody answers at this port: the handshake never completes
+		// and the host's packets wait for it.
+		f.Peers[0].Endpoint = netip.AddrPortFrom(f.Peers[0].Endpoint.Addr(), f.Peers[0].Endpoint.Port()+79)
+	})
+	g := s.up(t)
+	s.HostA.Ping(twosite.HostB4, 2*time.Second) // held, then unanswered
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("wgpio did not exit on SIGTERM")
+	}
+	if out := g.output(); !strings.Contains(out, "final counters") || !strings.Contains(out, "drop_closed=") {
+		t.Errorf("the held packets not in the final counters as drop_closed:\n%s", out)
+	}
 }

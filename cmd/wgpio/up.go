@@ -450,6 +450,14 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	final := statsOf(g)
 	stop()
 	err = g.Close()
+	// Close counts what it throws away (packets held for a handshake,
+	// mail no worker took: closed): the queues' drops are read again
+	// after it, so that the last lines say what the stop lost.
+	for i, q := range g.Engine().Stats() {
+		if i < len(final.Queues) {
+			final.Queues[i].Drops = q.Drops
+		}
+	}
 	logFinal(log, final)
 	return exitError(log, failed, err)
 }
