@@ -106,6 +106,19 @@ func nftablesRules(devs []string) ([]string, error) {
 	return out, nil
 }
 
+// legacyNamesError is legacyRules' error when the list of legacy tables
+// cannot be read: the kernel makes it root's alone (mode 0440), so a
+// gateway running as another user with capabilities (dist/wgpio.service)
+// cannot read it. The error says what was left unchecked and how to
+// check it by hand, where the bare "permission denied" left a reader of
+// the log guessing. euid is the process's effective user ID.
+func legacyNamesError(what string, err error, euid int) error {
+	if !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%s (legacy) rules not checked: %w", what, err)
+	}
+	return fmt.Errorf("%s (legacy) rules not checked: %w (the list of tables is root's alone and this process runs as uid %d; list them as root with %s-legacy-save)", what, err, euid, what)
+}
+
 func familyName(f nftables.TableFamily) string {
 	switch f {
 	case nftables.TableFamilyIPv4:
@@ -144,7 +157,7 @@ func legacyRules(namesFile string, level int, what string) ([]string, error) {
 		return nil, nil // no legacy tables in this kernel or namespace
 	}
 	if err != nil {
-		return nil, err
+		return nil, legacyNamesError(what, err, os.Geteuid())
 	}
 	family := unix.AF_INET
 	if level == unix.SOL_IPV6 {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -114,5 +115,26 @@ func TestNetfilterWarningHostForwards(t *testing.T) {
 	}
 	if w := netfilterWarning(false); !strings.Contains(w, "does not pass them") {
 		t.Errorf("netfilterWarning(false) = %q, want the transit warning itself", w)
+	}
+}
+
+// TestLegacyNamesErrorSaysWhatToDo: a gateway running as the unit's
+// unprivileged user cannot read /proc/net/ip_tables_names (root's alone),
+// and its log said only "permission denied": the error now says that the
+// legacy rules went unchecked, why, and the command that lists them.
+func TestLegacyNamesErrorSaysWhatToDo(t *testing.T) {
+	perm := &os.PathError{Op: "open", Path: "/proc/thread-self/net/ip6_tables_names", Err: os.ErrPermission}
+	err := legacyNamesError("ip6tables", perm, 998)
+	for _, want := range []string{"ip6tables (legacy) rules not checked", "permission denied", "root's alone", "uid 998", "ip6tables-legacy-save"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("legacyNamesError = %q, want it to say %q", err, want)
+		}
+	}
+	if !errors.Is(err, os.ErrPermission) {
+		t.Errorf("legacyNamesError = %v, want it to wrap os.ErrPermission", err)
+	}
+	other := &os.PathError{Op: "read", Path: "/proc/thread-self/net/ip_tables_names", Err: unix.EIO}
+	if err := legacyNamesError("iptables", other, 0); !strings.Contains(err.Error(), "iptables (legacy) rules not checked") || strings.Contains(err.Error(), "root's alone") {
+		t.Errorf("legacyNamesError(EIO) = %q, want it to say the rules were not checked, and no word of permissions", err)
 	}
 }

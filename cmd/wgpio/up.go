@@ -207,7 +207,7 @@ func warnNetfilter(log *slog.Logger, devs []string, hostForwards bool) {
 		log.Warn(netfilterWarning(hostForwards), "rules", strings.Join(rules, "; "))
 	}
 	if err != nil {
-		log.Warn("could not read all of the host's netfilter rules", "err", err)
+		log.Warn("could not read all of the host's netfilter rules: those that transit traffic skips may go unreported here", "err", err)
 	}
 }
 
