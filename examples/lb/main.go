@@ -204,6 +204,21 @@ func (b *Balancer) Served() []uint64 {
 	return out
 }
 
+// Drops lists, as "reason=count" strings (empty when none), what the
+// balancer dropped: the fast path's packets by fastpath.DropReason
+// (unknown_index: a peer still sending on a session of a balancer that
+// ran before, until its next handshake), the control plane's messages by
+// gateway.DropReason, and the packets to the VIP that were no request
+// (ignored). What a peer sent and got no answer to is counted here.
+func (b *Balancer) Drops() []string {
+	out := fastpath.TotalDrops(b.engine.Stats()).List()
+	out = append(out, b.dev.Stats().Losses()...)
+	if n := b.ignored.Load(); n > 0 {
+		out = append(out, fmt.Sprintf("ignored=%d", n))
+	}
+	return out
+}
+
 // Close stops everything and detaches the XDP program.
 func (b *Balancer) Close() {
 	if b.dev != nil {
@@ -368,7 +383,14 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	cfg.Logger.Info("balancer up", "name", cfg.Name, "wan", cfg.WAN, "listen_port", cfg.ListenPort,
+		"vip", cfg.VIP, "service_port", cfg.ServicePort, "backends", cfg.Backends)
 	<-sig
 	fmt.Println("requests served per backend:", b.Served())
+	drops := "none"
+	if d := b.Drops(); len(d) > 0 {
+		drops = strings.Join(d, ", ")
+	}
+	fmt.Println("dropped:", drops)
 	b.Close()
 }

@@ -136,6 +136,14 @@ func TestStopsOnHangup(t *testing.T) {
 	if !ok || !strings.Contains(out, "requests served per backend") {
 		t.Errorf("the balancer did not print what it served and exit 0:\n%s", out)
 	}
+	// It says it is up, and what it dropped: a peer whose requests went
+	// unanswered (a session of an earlier run: unknown_index) left the
+	// user with nothing to go on.
+	for _, want := range []string{`msg="balancer up"`, "dropped: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the balancer's output has no %q:\n%s", want, out)
+		}
+	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("after the balancer exited, stat %s = %v, want not exist", sock, err)
 		os.Remove(sock)
