@@ -30,6 +30,7 @@ func TestPumpLateFrames(t *testing.T) {
 	defer far.Close()
 	// The "gateway": LAN RX to WAN TX, while forward is set.
 	var forward, stop atomic.Bool
+	var forwarded atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -54,6 +55,7 @@ func TestPumpLateFrames(t *testing.T) {
 			s := tx.Transmit(out[:m])
 			tx.Free(out[s:m])
 			rx.Free(fs[:n])
+			forwarded.Add(int64(s))
 		}
 	}()
 	defer func() { stop.Store(true); <-done }()
@@ -64,8 +66,16 @@ func TestPumpLateFrames(t *testing.T) {
 		t.Fatalf("after a timed-out burst: owed %d, got %v; want 64 owed, 0 got", p.owed, p.got)
 	}
 	forward.Store(true)
-	// The first burst's frames come out now, before the second is sent.
-	time.Sleep(20 * time.Millisecond)
+	// The first burst's frames come out now, before the second is sent:
+	// waited for, not slept on (a 20 ms sleep was not enough for the
+	// forwarder to run under ./scripts/test.sh on a loaded 2-core machine,
+	// and drain then gave the frames up).
+	for deadline := time.Now().Add(10 * time.Second); forwarded.Load() < 64; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the forwarder passed %d of the first burst's 64 frames in 10 s", forwarded.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	p.burst()
 	if p.late != 64 || p.owed != 0 {
 		t.Errorf("late %d, owed %d; want 64 late, 0 owed", p.late, p.owed)
