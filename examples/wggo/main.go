@@ -38,6 +38,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,12 +46,39 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/gateway/compatgw"
 )
+
+// Ignored lists what wggo does not act on in f, as `wgpio up` would warn
+// of it: the file's own warnings (keys wgpio never acts on, such as DNS
+// or PostUp), the gateway's own Address (compat mode makes no exception
+// TUN), and every [WGPIO] key but WAN and LAN (MetricsAddress,
+// XDPMode, a Mode other than compat...: run `wgpio up` for those). A file written for `wgpio up`
+// otherwise started here without its metrics or mode, and said nothing.
+func Ignored(f *config.File) []config.Warning {
+	out := slices.Clone(f.Warnings)
+	if line, ok := f.Interface.Lines["Address"]; ok {
+		out = append(out, config.Warning{File: f.Name, Line: line, Key: "Address",
+			Msg: "ignored by wggo: stock wireguard-go on tundev has no address of its own (wgpio up -mode compat uses it as its ICMP errors' source)"})
+	}
+	w := f.WGPIO
+	for key, line := range w.Lines {
+		// What wggo does anyway is not ignored: compat mode, the kernel
+		// owning the addresses.
+		same := key == "Mode" && w.Mode == config.ModeCompat || key == "AddressMode" && w.AddressMode == config.AddressShared
+		if key != "WAN" && key != "LAN" && !same {
+			out = append(out, config.Warning{File: f.Name, Line: line, Key: key,
+				Msg: "ignored by wggo, which reads only WAN and LAN of [WGPIO] (wgpio up acts on it)"})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b config.Warning) int { return cmp.Compare(a.Line, b.Line) })
+	return out
+}
 
 // Start runs wireguard-go as name on the interfaces of f's [WGPIO] section,
 // which must be in the calling thread's network namespace, configured with
@@ -84,6 +112,9 @@ func main() {
 		os.Exit(1)
 	}
 	name := strings.TrimSuffix(filepath.Base(*conf), ".conf")
+	for _, w := range Ignored(f) {
+		log.Warn("config", "warning", w.String())
+	}
 	// Signals are caught before Start, so that one that comes while it
 	// runs stops the gateway once it is up, as one that comes later does.
 	// SIGHUP: the terminal it ran in was closed.

@@ -173,3 +173,49 @@ func TestStopsOnHangup(t *testing.T) {
 		os.Remove(sock)
 	}
 }
+
+// TestIgnoredKeys: a file written for `wgpio up` (Mode = fastpath, an
+// Address, MetricsAddress, a DNS line) is started by wggo with a warning
+// for each key it does not act on, where it said nothing and served no
+// metrics; WAN, LAN, Mode = compat and AddressMode = shared, which it
+// does, are not warned of.
+func TestIgnoredKeys(t *testing.T) {
+	const file = `[Interface]
+PrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=
+Address = 198.19.9.1/24
+DNS = 198.19.9.53
+[WGPIO]
+Mode = fastpath
+WAN = eth0
+LAN = eth1
+AddressMode = shared
+MetricsAddress = 127.0.0.1:9586
+[Peer]
+PublicKey = xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=
+AllowedIPs = 198.19.9.2/32
+`
+	f, err := config.Parse("wg0.conf", strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range Ignored(f) {
+		got = append(got, w.String())
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{`wg0.conf:3: key "Address": ignored by wggo`, `wg0.conf:4: key "DNS"`,
+		`wg0.conf:6: key "Mode": ignored by wggo`, `wg0.conf:10: key "MetricsAddress": ignored by wggo`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("Ignored =\n%s\nwant a warning %q", all, want)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("Ignored =\n%s\nwant 4 warnings (not WAN, LAN, nor AddressMode = shared)", all)
+	}
+	f.WGPIO.Mode = config.ModeCompat
+	for _, w := range Ignored(f) {
+		if w.Key == "Mode" {
+			t.Errorf("Mode = compat: Ignored warns %q, want nothing (wggo is compat mode)", w)
+		}
+	}
+}
