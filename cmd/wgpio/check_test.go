@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -216,5 +217,57 @@ func TestUnitChecksBeforeReload(t *testing.T) {
 	want := []string{"/usr/local/bin/wgpio check -c " + conf, "/bin/kill -HUP $MAINPID"}
 	if conf == "" || strings.Join(reload, "\n") != strings.Join(want, "\n") {
 		t.Errorf("ExecStart=%s\nExecReload lines = %q, want %q", start, reload, want)
+	}
+}
+
+// TestCheckSystemWANAddress: `wgpio check -system` refuses a shared-mode
+// file whose WAN has no IP address, at the WAN key's line, as the start
+// refuses it ("WAN ... has no IP address"); it said ok, and the start
+// that followed failed. With an address, or in owned mode, it is ok.
+func TestCheckSystemWANAddress(t *testing.T) {
+	tp := testenv.Topology(t, "ca")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[WGPIO]\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n"
+	peers := "[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+	dir := t.TempDir()
+	run := func(name, text string) error {
+		path := filepath.Join(dir, name+".conf")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var cerr error
+		if err := a.Do(func() error {
+			cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return cerr
+	}
+	for _, mode := range []string{"fastpath", "compat"} {
+		err := run("noaddr-"+mode, head+"Mode = "+mode+"\n"+peers)
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Key != "WAN" || ce.Line != 5 || !strings.Contains(err.Error(), "has no IP address") {
+			t.Errorf("Mode = %s, WAN without an address: check -system = %v, want a *config.Error at line 5, key WAN, \"has no IP address\"", mode, err)
+		}
+	}
+	owned := head + "AddressMode = owned\nWANAddress = 198.18.98.1/24\nLANAddress = 198.18.99.1/24\n" + peers
+	if err := run("owned", owned); err != nil {
+		t.Errorf("owned mode, WAN without an address: check -system = %v, want nil", err)
+	}
+	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("addr", head+peers); err != nil {
+		t.Errorf("WAN with an address: check -system = %v, want nil", err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
+	"github.com/wgpio/wgpio/internal/srcaddr"
 )
 
 // keyError is a problem with the value of key, found when the gateway
@@ -129,6 +130,9 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 		if err := checkInterfaces(f, w); err != nil {
 			return err
 		}
+		if err := checkWANAddress(f, w); err != nil {
+			return err
+		}
 	}
 	if w.Mode == config.ModeFastPath {
 		if err := checkQueues(f.Name, w); err != nil {
@@ -171,6 +175,55 @@ func checkInterfaces(f *config.File, w config.WGPIO) error {
 		if _, err := net.InterfaceByName(x.name); err != nil {
 			return keyError(f.Name, w.Lines, x.key, x.flag,
 				fmt.Sprintf("no interface %q in this network namespace (list them with `ip link`)%s", x.name, vlanDeviceHint(x.key, x.name, w.Mode)))
+		}
+	}
+	return nil
+}
+
+// checkWANAddress refuses, in shared address mode, a WAN whose address
+// device has no IPv4 nor usable IPv6 address (srcaddr.Choose, as the
+// start reads it), as fastgw and compatgw refuse it at the start: before,
+// `wgpio check -system` said ok of such a file and the start failed. The
+// address device is the WAN, or with WANVLAN (fast path) the kernel's
+// VLAN device of that VLAN on it; where there is none, the start says
+// so (checkVLANMode's and fastgw's errors), so nothing is reported here.
+func checkWANAddress(f *config.File, w config.WGPIO) error {
+	if w.AddressMode == config.AddressOwned || w.WAN == "" {
+		return nil
+	}
+	l, err := netlink.LinkByName(w.WAN)
+	if err != nil {
+		return nil // checkInterfaces reported it
+	}
+	if w.WANVLAN != 0 && w.Mode == config.ModeFastPath {
+		if v, ok := l.(*netlink.Vlan); !ok || v.VlanId != int(w.WANVLAN) {
+			if l = vlanChild(l.Attrs().Index, w.WANVLAN); l == nil {
+				return nil
+			}
+		}
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil // the start reports what it cannot read
+	}
+	if v4, v6, _ := srcaddr.Choose(addrs); v4.IsValid() || v6.IsValid() {
+		return nil
+	}
+	dev := l.Attrs().Name
+	return keyError(f.Name, w.Lines, "WAN", "wan",
+		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
+}
+
+// vlanChild returns the kernel's 802.1Q VLAN device of VLAN vid on the
+// interface of index parent, or nil.
+func vlanChild(parent int, vid uint16) netlink.Link {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil
+	}
+	for _, x := range links {
+		if v, ok := x.(*netlink.Vlan); ok && v.ParentIndex == parent && v.VlanId == int(vid) && v.VlanProtocol != netlink.VLAN_PROTOCOL_8021AD {
+			return v
 		}
 	}
 	return nil
