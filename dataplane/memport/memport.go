@@ -58,7 +58,9 @@ type Config struct {
 	// (instead of new ones; SharedPool is then ignored for that port). A
 	// gateway's LAN and WAN ports of two different pairs can so share one
 	// pool, like two AF_XDP ports on one UMEM. The frame size and headroom
-	// of a given pool win over FrameSize and Headroom.
+	// of a given pool win over FrameSize and Headroom; NewPair refuses a
+	// pool whose frames do not hold its headroom, MTU + 18 bytes and
+	// dataplane.MinTailroom.
 	PoolA, PoolB *dataplane.Pool
 }
 
@@ -164,6 +166,21 @@ func NewPair(cfg Config) (a, b *Port, err error) {
 			if pb, err = newPool(); err != nil {
 				return nil, nil, err
 			}
+		}
+	}
+	// A given pool's frame size and headroom win over the Config's, so
+	// the MTU check of setDefaults does not cover it: a frame longer than
+	// its buffers hold would be copied into one short, received as a bad
+	// descriptor and its buffer lost.
+	for _, x := range []struct {
+		port string
+		pool *dataplane.Pool
+	}{{"a", pa}, {"b", pb}} {
+		need := x.pool.Headroom() + cfg.MTU + ethHeaderLen + vlanTagLen + dataplane.MinTailroom
+		if need > x.pool.FrameSize() {
+			return nil, nil, fmt.Errorf("memport: MTU %d does not fit the %d-byte frames of port %s's pool with its %d bytes of headroom, %d of Ethernet header and 802.1Q tag and %d of tailroom (%d bytes): "+
+				"give a pool of larger frames, or set the MTU to at most %d",
+				cfg.MTU, x.pool.FrameSize(), x.port, x.pool.Headroom(), ethHeaderLen+vlanTagLen, dataplane.MinTailroom, need, x.pool.FrameSize()-(need-cfg.MTU))
 		}
 	}
 	a = newPort(cfg.Name+"a", cfg.MACA, cfg.MTU, pa)

@@ -582,3 +582,35 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestGivenPoolTooSmallForMTU: a pool given in Config.PoolA or PoolB wins
+// over FrameSize and Headroom, so NewPair checks the MTU against it; a pair
+// it accepted copied a jumbo frame into a short buffer, which the peer
+// dropped as a bad descriptor and lost.
+func TestGivenPoolTooSmallForMTU(t *testing.T) {
+	small, err := dataplane.NewPool(dataplane.AllocMemory(64*4096), 4096, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []memport.Config{
+		{MTU: 9000, FrameSize: 16384, PoolB: small},
+		{MTU: 9000, FrameSize: 16384, PoolA: small},
+	} {
+		a, b, err := memport.NewPair(cfg)
+		if err == nil {
+			a.Close()
+			b.Close()
+			t.Fatalf("NewPair accepted MTU 9000 with a pool of 4096-byte frames")
+		}
+		if !strings.Contains(err.Error(), "MTU 9000") || !strings.Contains(err.Error(), "4096-byte frames") {
+			t.Errorf("error does not say what does not fit: %v", err)
+		}
+	}
+	// A pool that holds the MTU is taken.
+	a, b, err := memport.NewPair(memport.Config{PoolB: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+}
