@@ -426,8 +426,8 @@ func (e *Engine) Start() {
 }
 
 // Close stops the workers and waits for them, frees held frames, erases
-// the keys of every retired keypair (Retire) and returns. It does not close
-// the ports.
+// the keys of every retired keypair (Retire) and returns; its peers may
+// then join another engine. It does not close the ports.
 func (e *Engine) Close() error {
 	if !e.closing.CompareAndSwap(false, true) {
 		return nil
@@ -444,5 +444,10 @@ func (e *Engine) Close() error {
 		w.close()
 	}
 	e.Reap() // every worker is parked now
+	e.peersMu.Lock()
+	for p := range e.members {
+		p.engine.CompareAndSwap(e, nil) // free to join another engine
+	}
+	e.peersMu.Unlock()
 	return nil
 }

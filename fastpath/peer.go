@@ -53,7 +53,9 @@ type Stamps struct {
 // workers publish.
 //
 // The control plane creates a Peer, registers it with Engine.UpdatePeers
-// (or SetPeers), and writes the keypair slots and the endpoint through
+// (or SetPeers) of one engine at a time (its ID indexes that engine's
+// arrays: another engine refuses it until it leaves the first one's set
+// or that engine closes), and writes the keypair slots and the endpoint through
 // atomic pointers; workers on every queue read them without a lock. Fields
 // set before the peer joins (PublicKey, ID, ports) are immutable afterwards.
 type Peer struct {
@@ -142,6 +144,11 @@ type Peer struct {
 	// roam.
 	endpointSeen atomic.Int64
 
+	// engine is the engine whose set the peer is in (nil: none), written
+	// under that engine's peersMu when the peer joins or leaves: a peer's
+	// ID indexes one engine's arrays, so it can be in one set only.
+	engine atomic.Pointer[Engine]
+
 	// holding is the number of workers that hold packets for the peer
 	// (held.go): one more when a worker's first is held, one less when it
 	// sends or drops the last. Written once per handshake's wait, never
@@ -165,7 +172,7 @@ func (p *Peer) Holding() bool { return p.holding.Load() > 0 }
 // (TestPeerLayout). A field added to Peer takes its room from peerPad.
 const (
 	peerSize = 192
-	peerPad  = 12
+	peerPad  = 4
 )
 
 // Rotate installs kp as the peer's new session the way the whitepaper's

@@ -135,8 +135,9 @@ const cloneAbove = 256
 // set), then c.Routes set or clear the owners of their prefixes; then one
 // atomic swap publishes the new snapshot and the workers are woken. It
 // checks c first and on an error changes nothing: a peer added twice or
-// already in the set, one removed that is not, or a route to a peer that
-// is not in the set after the change.
+// already in the set (of this engine or another's), one removed that is
+// not, an invalid prefix, or a route to a peer that is not in the set
+// after the change.
 //
 // Cost: O(len(c.Remove) + len(c.Add) + len(c.Routes) × trie depth) for a
 // small change, whatever the number of peers configured. Safe for
@@ -193,6 +194,9 @@ func (e *Engine) checkChangeLocked(c *PeerChange) error {
 		if p == nil {
 			return errors.New("fastpath: UpdatePeers: a nil peer added")
 		}
+		if e.elsewhere(p) {
+			return fmt.Errorf("fastpath: UpdatePeers: %w", errOtherEngine)
+		}
 		if _, ok := e.members[p]; (ok && !removing[p]) || adding[p] {
 			return errors.New("fastpath: UpdatePeers: an added peer is already in the set (or added twice)")
 		}
@@ -226,18 +230,32 @@ func (e *Engine) assignIDLocked(p *Peer) {
 		p.SrcPorts = max(e.cfg.SourcePorts, 1)
 	}
 	e.members[p] = struct{}{}
+	p.engine.Store(e)
 }
 
 func (e *Engine) releaseIDLocked(p *Peer) {
 	delete(e.members, p)
 	e.freeIDs = append(e.freeIDs, p.ID)
+	p.engine.CompareAndSwap(e, nil)
+}
+
+// errOtherEngine is the error for a peer joining e while it is in another
+// engine's set.
+var errOtherEngine = errors.New("a peer is in another engine's set (a Peer joins one engine at a time: remove it there first, or close that engine)")
+
+// elsewhere reports whether p is in another engine's set.
+func (e *Engine) elsewhere(p *Peer) bool {
+	o := p.engine.Load()
+	return o != nil && o != e
 }
 
 // SetPeers replaces the set of peers and their allowed IPs (allowed[i] for
 // peers[i]) with one atomic swap of the snapshot that workers read. A prefix
 // listed for two peers goes to the later one (as in wireguard-go). Peer IDs
 // are assigned here; a peer keeps its ID across calls while it is listed.
-// It rebuilds the whole prefix table: UpdatePeers changes a part.
+// It rebuilds the whole prefix table: UpdatePeers changes a part. It
+// returns an error, and changes nothing, for lists of different lengths,
+// a nil peer, a peer in another engine's set or an invalid prefix.
 func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 	if len(allowed) != len(peers) {
 		return errors.New("fastpath: SetPeers needs one allowed-IPs list per peer")
@@ -249,7 +267,17 @@ func (e *Engine) SetPeers(peers []*Peer, allowed [][]netip.Prefix) error {
 		if p == nil {
 			return errors.New("fastpath: SetPeers: a nil peer")
 		}
+		if e.elsewhere(p) {
+			return fmt.Errorf("fastpath: SetPeers: %w", errOtherEngine)
+		}
 		keep[p] = true
+	}
+	for _, list := range allowed {
+		for _, pfx := range list {
+			if !pfx.IsValid() {
+				return fmt.Errorf("fastpath: SetPeers: invalid prefix %v", pfx)
+			}
+		}
 	}
 	for p := range e.members {
 		if !keep[p] {
