@@ -520,3 +520,60 @@ func TestUAPIWarnsBounded(t *testing.T) {
 		t.Errorf("the line a minute later does not count the 15 not logged:\n%s", logs.String())
 	}
 }
+
+// TestStartAfterClose: Start on a closed device starts nothing and says
+// so (net.ErrClosed), whether Close came first or runs at the same time.
+// It served the UAPI socket of the closed device, with its accept loop
+// and the listener's descriptors left for good: the socket answered for a
+// device that is gone, and a new device of the name could not take it.
+func TestStartAfterClose(t *testing.T) {
+	if os.MkdirAll("/var/run/wireguard", 0o755) != nil {
+		t.Skip("no /var/run/wireguard")
+	}
+	name := uniqueName("wgsc")
+	sock := "/var/run/wireguard/" + name + ".sock"
+	t.Cleanup(func() { os.Remove(sock) })
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	dp := newFakeDP(t)
+	fd0 := fds()
+	d, err := New(Options{Name: name, Dataplane: dp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := d.Start(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Start after Close = %v, want net.ErrClosed", err)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Errorf("Start after Close made %s", sock)
+	}
+	if n := fds(); n > fd0 {
+		t.Errorf("Start after Close left %d descriptors open", n-fd0)
+	}
+	// Start and Close at once: either Start ran first and Close stops
+	// it, or Start finds the device closed; nothing is left either way,
+	// and the name is free for the next device.
+	for range 20 {
+		d, err := New(Options{Name: name, Dataplane: dp, HandshakeWorkers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- d.Start() }()
+		d.Close()
+		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Start racing Close = %v", err)
+		}
+	}
+	if n := fds(); n > fd0 {
+		t.Errorf("Start racing Close left %d descriptors open", n-fd0)
+	}
+	d, err = New(Options{Name: name, Dataplane: dp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(); err != nil {
+		t.Errorf("a new device of the name: Start = %v", err)
+	}
+}

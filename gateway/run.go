@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -9,21 +11,48 @@ import (
 // receiving Dataplane.Handshakes and sending initiations; pool.go) and the
 // timers (Tick every TickInterval on the real clock, in a goroutine of its
 // own) and, if Options.Name is set, serves the UAPI socket. It returns an
-// error only if the socket cannot be made; nothing runs then. Start runs
-// once: a later call starts nothing and returns the first call's result.
+// error only if the socket cannot be made, or after Close (wrapping
+// net.ErrClosed); nothing runs then. Start runs once: a later call starts
+// nothing and returns the first call's result.
 func (d *Device) Start() error {
 	d.startOnce.Do(func() {
+		errClosed := fmt.Errorf("gateway: start: device closed: %w", net.ErrClosed)
+		if d.closed() {
+			d.startErr = errClosed
+			return
+		}
+		var l net.Listener
 		if d.opts.Name != "" {
-			if d.startErr = d.listenUAPI(d.opts.Name); d.startErr != nil {
+			if l, d.startErr = openUAPI(d.opts.Name); d.startErr != nil {
 				return
 			}
 		}
+		// Under mu, Close (which closes done before it takes mu, then
+		// closes d.uapi and waits for d.wg) either sees the listener and
+		// the goroutines counted, or is seen here: nothing is left
+		// running, nor the socket open, on a closed device.
+		d.mu.Lock()
+		if d.closed() {
+			d.mu.Unlock()
+			if l != nil {
+				l.Close()
+			}
+			d.startErr = errClosed
+			return
+		}
+		if l != nil {
+			d.uapi = l
+			d.wg.Add(1)
+		}
+		d.wg.Add(d.opts.HandshakeWorkers + 1)
+		d.mu.Unlock()
+		if l != nil {
+			go d.serveUAPI(l)
+		}
 		d.pool.async.Store(true)
 		for range d.opts.HandshakeWorkers {
-			d.wg.Add(1)
 			go d.handshakeWorker()
 		}
-		d.wg.Add(1)
 		go d.tickLoop()
 		d.keepalivesAtStart()
 	})

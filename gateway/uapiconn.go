@@ -235,53 +235,53 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 	}
 }
 
-// listenUAPI opens /var/run/wireguard/<name>.sock and serves it.
-func (d *Device) listenUAPI(name string) error {
+// openUAPI opens /var/run/wireguard/<name>.sock for Start, which serves
+// it (serveUAPI).
+func openUAPI(name string) (net.Listener, error) {
 	f, err := ipc.UAPIOpen(name)
 	if err != nil {
-		return fmt.Errorf("gateway: open UAPI socket %s: %w", name, err)
+		return nil, fmt.Errorf("gateway: open UAPI socket %s: %w", name, err)
 	}
 	l, err := ipc.UAPIListen(name, f)
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("gateway: listen on UAPI socket %s: %w", name, err)
+		return nil, fmt.Errorf("gateway: listen on UAPI socket %s: %w", name, err)
 	}
-	d.mu.Lock()
-	d.uapi = l
-	d.mu.Unlock()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		slots := make(chan struct{}, uapiMaxConns)
-		for {
-			slots <- struct{}{} // at most uapiMaxConns served at once
-			// wireguard-go's listener reports its closing twice, the second
-			// time from its socket watcher (the file gone, or EBADF): after
-			// Close, that is no failure to log.
-			c, err := acceptloop.Accept(l, func(err error) {
-				if !d.closed() {
-					d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
-				}
-			})
-			if err != nil {
-				return
+	return l, nil
+}
+
+// serveUAPI accepts and serves the connections of l, d.uapi, until Close
+// closes it; the caller did d.wg.Add(1) for it.
+func (d *Device) serveUAPI(l net.Listener) {
+	defer d.wg.Done()
+	slots := make(chan struct{}, uapiMaxConns)
+	for {
+		slots <- struct{}{} // at most uapiMaxConns served at once
+		// wireguard-go's listener reports its closing twice, the second
+		// time from its socket watcher (the file gone, or EBADF): after
+		// Close, that is no failure to log.
+		c, err := acceptloop.Accept(l, func(err error) {
+			if !d.closed() {
+				d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
 			}
-			d.mu.Lock()
-			if d.conns == nil {
-				d.conns = make(map[net.Conn]struct{})
-			}
-			d.conns[c] = struct{}{}
-			d.mu.Unlock()
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				d.ServeUAPI(c)
-				d.mu.Lock()
-				delete(d.conns, c)
-				d.mu.Unlock()
-				<-slots
-			}()
+		})
+		if err != nil {
+			return
 		}
-	}()
-	return nil
+		d.mu.Lock()
+		if d.conns == nil {
+			d.conns = make(map[net.Conn]struct{})
+		}
+		d.conns[c] = struct{}{}
+		d.mu.Unlock()
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.ServeUAPI(c)
+			d.mu.Lock()
+			delete(d.conns, c)
+			d.mu.Unlock()
+			<-slots
+		}()
+	}
 }
