@@ -68,6 +68,8 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		extra    int  // fragments added at w.frames[n:]
 		// the burst's peers, each once, in the order of their first frames
 		peers = w.burstPeers[:0]
+		// the burst's packets cut into fragments (interleaveFragments)
+		runs = w.fwd.runs[:0]
 	)
 	// What the loops read of the configuration, loaded once per burst.
 	lanNb, clamp, mtu := w.e.cfg.LANNeighbours, w.e.mss4 != 0, w.e.cfg.MTU
@@ -180,8 +182,10 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 				k = w.fragment(f, pl, n+extra)
 			}
 			switch {
-			case k >= 0:
+			case k > 0:
 				extra += k
+				runs = append(runs, fragRun{int32(i), int32(k)})
+			case k == 0:
 			case k == -1:
 				bad[DropFragmentNoBuffer]++
 				left++
@@ -202,8 +206,13 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		// frame order: computed again in pass 2 from the packet itself.
 		w.peerOf[i] = pl
 	}
-	// Fragments 1 and later of the burst's oversized packets follow it.
+	// Fragments 1 and later of the burst's oversized packets follow it,
+	// then go behind their packets' first.
 	frames = w.frames[:n+extra]
+	if extra > 0 {
+		w.fwd.runs = runs
+		w.interleaveFragments(n, extra)
+	}
 	w.lastPeers = len(peers)
 	// Pass 2, per peer of the burst: the keypair and endpoint to send
 	// with (kps and eps, by the peer's slot), and the counters for all

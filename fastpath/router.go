@@ -42,6 +42,12 @@ type fwdState struct {
 	// frags holds the fragments of one packet: a decrypted one over the
 	// LAN MTU, or an outer one over the WAN MTU.
 	frags [maxFragments]dataplane.Frame
+	// runs lists the packets of an outbound burst that fragment cut, in
+	// frame order, and scratch holds their fragments 1 and later while
+	// interleaveFragments moves them behind their packets (capacities:
+	// the burst, and fragSlots of it; set by newWorker).
+	runs    []fragRun
+	scratch []dataplane.Frame
 	// wanBatch gathers a WAN batch with fragments (wanfrag.go).
 	wanBatch [wanBatchLen]dataplane.Frame
 	// fragID is the identification of the last outer IPv6 packet the
@@ -269,6 +275,52 @@ func (w *worker) fragment(f *dataplane.Frame, pl *peerLocal, n int) int {
 	w.c.fragmented.Add(1)
 	w.c.fragments.Add(uint64(k + 1))
 	return k
+}
+
+// fragRun says that frame i of an outbound burst was cut into fragments
+// and that fragment added k frames (its fragments 1 and later) at the
+// burst's end.
+type fragRun struct{ i, k int32 }
+
+// interleaveFragments puts the fragments 1 and later of an outbound
+// burst's oversized packets, which fragment added at w.frames[n:n+extra]
+// (the packets' runs in w.fwd.runs, in frame order), right behind the
+// packet's fragment 0, with their peerOf, and the burst's other frames
+// behind them, so that the burst is sealed and leaves in the order it came,
+// each packet's fragments in a row, as Linux's ip_fragment sends them all
+// before it forwards the next packet. Left at the burst's end, they reached
+// the peer after the burst's later packets: a UDP flow's small datagram
+// behind a large one without DF was delivered before it, the far host's
+// reassembly completing the large one only then. Frames before the first
+// run do not move. Not inlined: bursts without fragments never call it.
+//
+//go:noinline
+func (w *worker) interleaveFragments(n, extra int) {
+	runs := w.fwd.runs
+	frags := w.fwd.scratch[:extra]
+	copy(frags, w.frames[n:n+extra])
+	// From the end back: each run's packet, its fragments, then the frames
+	// up to the next run's packet, moved up by the fragments of the runs
+	// before it (copy moves overlapping ranges as memmove does).
+	wp, end, off := n+extra, n, extra
+	for j := len(runs) - 1; j >= 0; j-- {
+		i, k := int(runs[j].i), int(runs[j].k)
+		seg := end - (i + 1)
+		copy(w.frames[wp-seg:wp], w.frames[i+1:end])
+		copy(w.peerOf[wp-seg:wp], w.peerOf[i+1:end])
+		wp -= seg
+		off -= k
+		copy(w.frames[wp-k:wp], frags[off:off+k])
+		pl := w.peerOf[i]
+		for x := wp - k; x < wp; x++ {
+			w.peerOf[x] = pl
+		}
+		wp -= k
+		w.frames[wp-1], w.peerOf[wp-1] = w.frames[i], pl
+		wp--
+		end = i
+	}
+	clear(frags)
 }
 
 // putOuterIPv4 writes the outer ECN field for an inner packet whose ECN field

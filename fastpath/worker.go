@@ -268,6 +268,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w.reasmOut = newReasmOut(e, b)
 	w.hairCache = new([hairCacheSize]hairEntry)
 	w.peerOf = make([]*peerLocal, fb)
+	w.fwd.runs, w.fwd.scratch = make([]fragRun, 0, b), make([]dataplane.Frame, fb-b)
 	w.burstPeers = make([]*peerLocal, 0, fb)
 	w.burstKP, w.burstEP = make([]*Keypair, fb), make([]*Endpoint, fb)
 	w.ahead = make([]routeAheadFrame, b)
