@@ -216,6 +216,16 @@ func New(o Options) (*Device, error) {
 	if o.Name != "" && !ValidName(o.Name) {
 		return nil, fmt.Errorf("gateway: name %q cannot name a UAPI socket: an interface name, 1 to 15 bytes, no '/', ':', '%%' or white space", o.Name)
 	}
+	// 0 means the default; a negative count or interval is a caller's
+	// mistake, refused rather than taken as the default.
+	switch {
+	case o.HandshakeWorkers < 0:
+		return nil, fmt.Errorf("gateway: HandshakeWorkers %d: a count, 0 for one per CPU", o.HandshakeWorkers)
+	case o.HandshakeBacklog < 0:
+		return nil, fmt.Errorf("gateway: HandshakeBacklog %d: a capacity, 0 for %d", o.HandshakeBacklog, DefaultHandshakeBacklog)
+	case o.TickInterval < 0:
+		return nil, fmt.Errorf("gateway: TickInterval %v: a duration, 0 for %v", o.TickInterval, DefaultTickInterval)
+	}
 	d := &Device{
 		opts:       o,
 		dp:         o.Dataplane,
@@ -252,16 +262,16 @@ func New(o Options) (*Device, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	if d.opts.TickInterval <= 0 {
+	if d.opts.TickInterval == 0 {
 		d.opts.TickInterval = DefaultTickInterval
 	}
 	if d.opts.Jitter == nil {
 		d.opts.Jitter = randomJitter
 	}
-	if d.opts.HandshakeWorkers <= 0 {
+	if d.opts.HandshakeWorkers == 0 {
 		d.opts.HandshakeWorkers = runtime.GOMAXPROCS(0)
 	}
-	if d.opts.HandshakeBacklog <= 0 {
+	if d.opts.HandshakeBacklog == 0 {
 		d.opts.HandshakeBacklog = DefaultHandshakeBacklog
 	}
 	d.pool.init(d.opts.HandshakeWorkers, d.opts.HandshakeBacklog)

@@ -77,7 +77,8 @@ type Options struct {
 	// (SetWANAddrs) and when routes change (RefreshSources); applying a
 	// configuration reads only its Cached answers (routesrc.go).
 	Source RouteSources
-	// TickInterval is how often Start runs Tick (default 50 ms).
+	// TickInterval is how often Start runs Tick; 0 means
+	// DefaultTickInterval (50 ms). New refuses a negative one.
 	TickInterval time.Duration
 	// Jitter returns the random delay added to each handshake retry, in
 	// [0, protocol.RekeyTimeoutJitterMax). Default: math/rand/v2. Tests fix it.
@@ -86,12 +87,14 @@ type Options struct {
 	// HandshakeWorkers is the number of goroutines Start runs to process
 	// handshake messages and send initiations (the Curve25519 work), like
 	// the kernel's per-device workqueue and wireguard-go's per-CPU
-	// handshake workers. 0 means runtime.GOMAXPROCS(0).
+	// handshake workers. 0 means runtime.GOMAXPROCS(0); New refuses a
+	// negative count.
 	HandshakeWorkers int
 	// HandshakeBacklog is the capacity of the pool's queue of admitted
 	// handshake messages (those that need Curve25519 work); under load
 	// (cookie replies at admission) from an eighth full; beyond it
-	// handshake_backlog_full. 0 means DefaultHandshakeBacklog.
+	// handshake_backlog_full. 0 means DefaultHandshakeBacklog; New
+	// refuses a negative one.
 	HandshakeBacklog int
 }
 
