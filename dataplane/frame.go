@@ -12,7 +12,10 @@ import (
 // A Frame is a small value (no pointers into the packet); copying the value
 // does not copy the packet, and two copies name the same buffer. Exactly one
 // owner may use a buffer at a time: the doc of each call that takes or
-// returns frames says who owns them afterwards. The zero Frame names nothing.
+// returns frames says who owns them afterwards. The zero Frame names nothing
+// (IsZero): freeing it (Cache.FreeFrames) does nothing, and its other
+// methods (Data, SetLen, Reset, ...) panic on it, as on a nil pointer (no
+// check on the per-packet path).
 type Frame struct {
 	pool  *Pool
 	chunk uint64 // offset of the chunk in the pool's memory

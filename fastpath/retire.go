@@ -71,6 +71,7 @@ type retirer struct {
 // slots (Current, Previous, Next) and freed its index in Indexes, so that no
 // worker can load it again. Whitepaper §6.3: keys are erased when the session
 // is discarded. Safe for concurrent use; retiring a keypair twice is harmless.
+// kp must not be nil (it panics).
 func (e *Engine) Retire(kp *Keypair) {
 	kp.kill()
 	r := &e.retire
