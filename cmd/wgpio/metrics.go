@@ -54,6 +54,7 @@ type collector struct {
 	kernelDrops, fillRingEmpty                                                                 *prometheus.Desc
 	xdp                                                                                        *prometheus.Desc
 	liveSessions, keypairs, unconfirmed                                                        *prometheus.Desc
+	hsSent, keepalivesSent, keepalivesIn                                                       *prometheus.Desc
 	peerCount                                                                                  *prometheus.Desc
 	hsBacklog, hsBacklogPeak                                                                   *prometheus.Desc
 	controlDrops, hsInvalid, exceptionDrops                                                    *prometheus.Desc
@@ -90,6 +91,9 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		drops:                d("drops_total", "Packets dropped by the fast path, by reason.", "queue", "reason"),
 		held:                 d("packets_held", "Packets held now: waiting for a handshake, or for a neighbour (a peer endpoint's next hop, a LAN host).", "queue"),
 		handshakes:           d("handshake_messages_received_total", "Handshake messages handed to the control plane.", "queue"),
+		keepalivesIn:         d("keepalives_received_total", "Keepalives (empty transport data messages) authenticated and accepted.", "queue"),
+		hsSent:               d("handshake_messages_sent_total", "Handshake messages the control plane sent, by type (initiation: first attempts, retries every Rekey-Timeout and rekeys; response; cookie_reply: under load). Initiations growing with no keypairs_installed_total beside them are handshakes no peer answers.", "type"),
+		keepalivesSent:       d("keepalives_sent_total", "Keepalives the control plane sent (passive and persistent keepalives, and the initiator's confirmation of a session when it has no data waiting)."),
 		ctlSent:              d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
 		fromKernel:           d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
 		replayWidened:        d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
@@ -156,7 +160,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.hsSent, c.keepalivesSent, c.keepalivesIn, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
 		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,
@@ -177,6 +181,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.decBytes, ctr, float64(q.DecryptedBytes), qs)
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(q.Held), qs)
 		ch <- prometheus.MustNewConstMetric(c.handshakes, ctr, float64(q.HandshakesReceived), qs)
+		ch <- prometheus.MustNewConstMetric(c.keepalivesIn, ctr, float64(q.KeepalivesReceived), qs)
 		ch <- prometheus.MustNewConstMetric(c.ctlSent, ctr, float64(q.ControlSent), qs)
 		ch <- prometheus.MustNewConstMetric(c.fromKernel, ctr, float64(q.FromKernel), qs)
 		ch <- prometheus.MustNewConstMetric(c.replayWidened, ctr, float64(q.ReplayWidened), qs)
@@ -234,6 +239,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.liveSessions, prometheus.GaugeValue, float64(d.LiveSessions))
 		ch <- prometheus.MustNewConstMetric(c.keypairs, ctr, float64(d.KeypairsInstalledTotal))
 		ch <- prometheus.MustNewConstMetric(c.unconfirmed, ctr, float64(d.ResponderUnconfirmedTotal))
+		ch <- prometheus.MustNewConstMetric(c.hsSent, ctr, float64(d.InitiationsSent), "initiation")
+		ch <- prometheus.MustNewConstMetric(c.hsSent, ctr, float64(d.ResponsesSent), "response")
+		ch <- prometheus.MustNewConstMetric(c.hsSent, ctr, float64(d.CookieRepliesSent), "cookie_reply")
+		ch <- prometheus.MustNewConstMetric(c.keepalivesSent, ctr, float64(d.KeepalivesSent))
 		ch <- prometheus.MustNewConstMetric(c.hsBacklog, prometheus.GaugeValue, float64(d.HandshakeBacklog))
 		ch <- prometheus.MustNewConstMetric(c.hsBacklogPeak, prometheus.GaugeValue, float64(d.HandshakeBacklogPeak))
 		for r := range gateway.NumDropReasons {

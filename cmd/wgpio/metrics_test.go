@@ -609,3 +609,26 @@ func TestMetricsHandshakeInvalidReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsHandshakesSent: /metrics exports the handshake messages and
+// keepalives the gateway sent and the keepalives it received, as `wgpio
+// stats` prints them: only the received handshake messages and the
+// control packets of every kind together were exported, so that a peer
+// that no longer answers (initiations every Rekey-Timeout for 90 s, then
+// none) could not be told from one that keeps initiating to us.
+func TestMetricsHandshakesSent(t *testing.T) {
+	d := &gateway.Stats{InitiationsSent: 20, ResponsesSent: 3, CookieRepliesSent: 2, KeepalivesSent: 7}
+	s := GatewayStats{Name: "wg0", Device: d, Queues: []fastpath.QueueStats{{KeepalivesReceived: 4}}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for _, want := range []string{
+		`wgpio_handshake_messages_sent_total{device="wg0",type="initiation"} 20`,
+		`wgpio_handshake_messages_sent_total{device="wg0",type="response"} 3`,
+		`wgpio_handshake_messages_sent_total{device="wg0",type="cookie_reply"} 2`,
+		`wgpio_keepalives_sent_total{device="wg0"} 7`,
+		`wgpio_keepalives_received_total{device="wg0",queue="0"} 4`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+}
