@@ -34,6 +34,11 @@ func TestArgumentErrors(t *testing.T) {
 		{cmdUp, []string{"-c", "wg0.conf", "-mode", "bogus"}, `up: -mode "bogus": want fastpath, compat or compat-mqtun`},
 		{cmdUp, []string{"-c", "wg0.conf", "-xdp", "turbo"}, `up: -xdp "turbo": want auto, native or generic`},
 		{cmdUp, []string{"-c", "wg0.conf", "-queues", "-2"}, `up: -queues -2: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)`},
+		// Refused before the file is read, as the file's Queues, WAN and
+		// LAN are; check (without -system) said ok of them.
+		{cmdUp, []string{"-c", "wg0.conf", "-queues", "300"}, `up: -queues 300: want 1 to 256`},
+		{cmdUp, []string{"-c", "wg0.conf", "-wan", "a/b"}, `up: -wan "a/b" is not an interface name`},
+		{cmdUp, []string{"-c", "wg0.conf", "-lan", "averyveryverylonglan"}, `up: -lan "averyveryverylonglan" is not an interface name`},
 		// Refused before the gateway starts, as the file's MetricsAddress
 		// is; "foo" was refused only once the interfaces were checked,
 		// with a hint of a port in use, and ":0" served on a random port.

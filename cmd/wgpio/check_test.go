@@ -119,6 +119,11 @@ func TestCheck(t *testing.T) {
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "flags-bad-xdp", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-xdp", "bogus"},
 			err: `check: -xdp "bogus": want auto, native or generic`},
+		// Values up refuses on any system: check said ok of them.
+		{name: "flags-queues-over", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-queues", "300"},
+			err: `check: -queues 300: want 1 to 256`},
+		{name: "flags-bad-wan", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-wan", "a/b"},
+			err: `check: -wan "a/b" is not an interface name`},
 		{name: "flags-bad-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-metrics-addr", "nowhere"},
 			err: `check: -metrics-addr "nowhere"`},
 		// -system: the interfaces of this namespace, as up checks them

@@ -78,6 +78,17 @@ func (o *overrideFlags) check(cmd string) error {
 	if *o.queues < 0 {
 		return fmt.Errorf("%s: -queues %d: want 1 or more (left out, or 0: the file's Queues, else one per RX queue of the interfaces)", cmd, *o.queues)
 	}
+	// The bounds the file's keys have (config), whatever the system: check
+	// without -system said ok of -queues 300 and -wan a/b, which every up
+	// refuses.
+	if *o.queues > config.MaxQueues {
+		return fmt.Errorf("%s: -queues %d: want 1 to %d (Queues' range)", cmd, *o.queues, config.MaxQueues)
+	}
+	for _, f := range []struct{ flag, name string }{{"wan", *o.wan}, {"lan", *o.lan}} {
+		if f.name != "" && !gateway.ValidName(f.name) {
+			return fmt.Errorf("%s: -%s %q is not an interface name (1 to 15 bytes, no '/', ':' or white space)", cmd, f.flag, f.name)
+		}
+	}
 	if *o.metrics != "" {
 		if err := checkMetricsAddr(*o.metrics); err != nil {
 			return fmt.Errorf("%s: -metrics-addr %q: %w", cmd, *o.metrics, err)
