@@ -54,17 +54,38 @@ func New(log *slog.Logger, ns netns.NsHandle, ports uint16, deliver Deliver) *Se
 }
 
 // Pending are sockets Open opened, with their readers running, not yet the
-// Set's: Commit makes them the Set's, Abort closes them.
+// Set's: Commit makes them the Set's, Abort closes them. failed are the
+// address and port of each socket Open could not open, with why: logged
+// when the Set goes on without them (Commit, Sync), not when the caller
+// refuses the port (Abort), whose old sockets stay.
 type Pending struct {
-	s     *Set
-	port  uint16
-	socks []*net.UDPConn
+	s      *Set
+	port   uint16
+	socks  []*net.UDPConn
+	failed []failure
+}
+
+// failure is a socket Open could not open.
+type failure struct {
+	ap  netip.AddrPort
+	err error
+}
+
+// logFailed logs the sockets p lacks, once: their ports' fragments are lost.
+func (p *Pending) logFailed() {
+	for _, f := range p.failed {
+		p.s.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
+			"addr", f.ap.Addr(), "port", f.ap.Port(), "err", f.err)
+	}
+	p.failed = nil
 }
 
 // Open opens a socket on each of addrs (invalid ones skipped) and each
 // port from port up, and starts their readers. A socket that cannot be
-// opened is logged and left out (its port's fragments are then lost,
-// counted by the kernel's UDP counters only); err is the first such
+// opened is left out (its port's fragments are then lost, counted by the
+// kernel's UDP counters only), and logged by Commit, not by Abort (a
+// refused move keeps the old port's sockets: a warning that this port's
+// fragments are lost was false there); err is the first such
 // failure, so that a caller moving the listen port can refuse a port the
 // host already uses (EADDRINUSE, test with errors.Is), as wireguard-go
 // refuses it. The sockets are opened in the Set's namespace. After Close
@@ -89,8 +110,7 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 				ap := netip.AddrPortFrom(a, port+i)
 				c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
 				if err != nil {
-					s.log.Warn("no socket for datagrams the kernel reassembles: fragmented WireGuard packets to this port are lost",
-						"addr", a, "port", ap.Port(), "err", err)
+					p.failed = append(p.failed, failure{ap, err})
 					if first == nil {
 						first = err
 					}
@@ -111,8 +131,10 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 }
 
 // Commit makes p's sockets the Set's and its port the listen port,
-// closing the sockets the Set had (a listen port moved).
+// closing the sockets the Set had (a listen port moved), and logs those
+// Open could not open.
 func (p *Pending) Commit() {
+	p.logFailed()
 	for _, c := range p.s.socks {
 		c.Close()
 	}
@@ -120,8 +142,10 @@ func (p *Pending) Commit() {
 	p.socks = nil
 }
 
-// Abort closes p's sockets.
+// Abort closes p's sockets; those Open could not open are not logged (the
+// caller reports why it refused the port).
 func (p *Pending) Abort() {
+	p.failed = nil
 	for _, c := range p.socks {
 		c.Close()
 	}
@@ -159,7 +183,8 @@ func (s *Set) Sync(addrs ...netip.Addr) {
 		}
 	}
 	s.socks = kept
-	p, _ := s.Open(s.port, add...) // failures are logged
+	p, _ := s.Open(s.port, add...)
+	p.logFailed()
 	s.socks = append(s.socks, p.socks...)
 }
 

@@ -3,16 +3,40 @@
 package kernelsock
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 )
+
+// logBuf is a log's text, safe for concurrent use.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// take returns the text logged since the last take.
+func (l *logBuf) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	l.b.Reset()
+	return s
+}
 
 type got struct {
 	src, dst netip.AddrPort
@@ -24,7 +48,9 @@ type got struct {
 // and port, on every port of the range; a port another socket holds fails
 // Open with EADDRINUSE and leaves the Set as it was; Commit moves to the
 // new port and closes the old one's sockets; Sync closes the sockets of an
-// address gone and opens one for an address new; Close ends it all.
+// address gone and opens one for an address new; Close ends it all. A
+// socket that could not be opened is logged when the Set goes on without
+// it, not when the caller refuses the port (Abort).
 func TestSet(t *testing.T) {
 	testenv.Short(t, "builds a namespace")
 	tp := testenv.Topology(t, "ks")
@@ -45,7 +71,8 @@ func TestSet(t *testing.T) {
 		}
 	}
 	ch := make(chan got, 16)
-	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 2, func(src, dst netip.AddrPort, msg []byte) {
+	var logged logBuf
+	s := New(slog.New(slog.NewTextHandler(&logged, nil)), ns.NsHandle(), 2, func(src, dst netip.AddrPort, msg []byte) {
 		ch <- got{src, dst, string(msg)}
 	})
 	defer s.Close()
@@ -117,10 +144,26 @@ func TestSet(t *testing.T) {
 		t.Errorf("Open on a port held = %v, want EADDRINUSE", err)
 	}
 	p.Abort()
-	held.Close()
+	// The port refused, its fragments were never to come: a warning
+	// that they are lost (wg set NAME listen-port N refused with
+	// EADDRINUSE, the gateway still on its old port) misled.
+	if l := logged.take(); strings.Contains(l, "fragmented WireGuard packets") {
+		t.Errorf("an aborted Open logged lost fragments:\n%s", l)
+	}
 	if !delivered(netip.AddrPortFrom(a1, 41000)) || !silent(netip.AddrPortFrom(a6, 41100)) {
 		t.Error("after an aborted Open: want the old port delivered, the new one not")
 	}
+	// The same failure committed (the Set now goes without that socket):
+	// logged, with the address and port.
+	p, err = s.Open(41100, a1)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("Open on a port held = %v, want EADDRINUSE", err)
+	}
+	p.Commit()
+	if l := logged.take(); !strings.Contains(l, "fragmented WireGuard packets to this port are lost") || !strings.Contains(l, "port=41101") {
+		t.Errorf("a committed Open without the socket of port 41101: log %q, want the lost fragments named", l)
+	}
+	held.Close()
 
 	// A port move.
 	p, err = s.Open(41200, a1, a6)
