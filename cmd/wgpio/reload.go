@@ -352,7 +352,7 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 			return edit(cur)
 		})
 		if err != nil && old != "" {
-			return r, refused(dev, err, old)
+			return r, refused(dev, atLine(f, err), old)
 		}
 		return r, err
 	}
@@ -362,9 +362,23 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	}
 	body, _ := edit(cur)
 	if err := dev.set(body); err != nil {
-		return r, refused(dev, err, cur)
+		return r, refused(dev, atLine(f, err), cur)
 	}
 	return r, nil
+}
+
+// atLine is err, the device's refusal of f's set, at the line of f it
+// refused where that is known: EADDRINUSE comes from listen_port alone
+// (the host holds the port), so it is f's ListenPort line's error, as
+// the reload's other errors name file, line and key. Other refusals are
+// returned as they are (the UAPI's errno does not say which line).
+func atLine(f *config.File, err error) error {
+	line, ok := f.Interface.Lines["ListenPort"]
+	if !ok || !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return &config.Error{File: f.Name, Line: line, Key: "ListenPort", Msg: fmt.Sprintf(
+		"port %d is in use on this host (ss -ulpn shows by what): %v", f.Interface.ListenPort, err)}
 }
 
 // refusedError is a set the device refused part way: the lines before the

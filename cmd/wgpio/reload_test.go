@@ -394,7 +394,8 @@ func TestReloadRefusedPort(t *testing.T) {
 				k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
 				if k == "listen_port" && v == strconv.Itoa(busy) {
 					state["listen_port"] = "0"
-					return errors.New("listen_port: address already in use")
+					// As gateway.Device and wireguard-go wrap it.
+					return fmt.Errorf("set listen_port %d: %w", busy, syscall.EADDRINUSE)
 				}
 				if k == "private_key" || k == "listen_port" {
 					state[k] = v
@@ -416,5 +417,10 @@ func TestReloadRefusedPort(t *testing.T) {
 	}
 	if state["listen_port"] != "51820" || refused.port != 51820 {
 		t.Errorf("after the refused port the device listens on %s (error says %d), want its old 51820", state["listen_port"], refused.port)
+	}
+	// The refusal names the file's line and key, as the reload's other
+	// errors do; it named the UAPI's listen_port only.
+	if want := path + `:3: key "ListenPort": port 51900 is in use on this host`; !strings.Contains(refused.err.Error(), want) {
+		t.Errorf("refusal %q, want it to contain %q", refused.err, want)
 	}
 }
