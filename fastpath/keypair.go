@@ -34,8 +34,9 @@ type Keypair struct {
 	RemoteIndex uint32
 	// sendFlags: sendExhausted, set once a reservation reached
 	// RejectAfterMessages (ReserveNonces then hands out nothing without
-	// touching sendNonce), and the senders' copies of confirmed
-	// (sendConfirmed) and dead (sendDead), set with them.
+	// touching sendNonce), the senders' copies of confirmed
+	// (sendConfirmed) and dead (sendDead), set with them, and
+	// sendExpired (ExpireSend: sends no more, still receives).
 	sendFlags atomic.Uint32
 	// serial tells keypairs apart for as long as the process runs (never
 	// 0, never reused, unlike an address or a receiver index): a worker's
@@ -89,6 +90,7 @@ const (
 	sendExhausted = 1 << iota
 	sendConfirmed
 	sendDead
+	sendExpired
 )
 
 // keypairSerials numbers the keypairs NewKeypair makes (Keypair.serial).
@@ -185,9 +187,24 @@ func (kp *Keypair) confirm() {
 }
 
 // canSend is what sendable asks of a keypair, from its send line alone:
-// confirmed, not dead, and younger than Reject-After-Time at now.
+// confirmed, not dead, not expired, and younger than Reject-After-Time at
+// now.
 func (kp *Keypair) canSend(now int64) bool {
-	return kp.sendFlags.Load()&(sendConfirmed|sendDead) == sendConfirmed && now < kp.sendUntil
+	return kp.sendFlags.Load()&(sendConfirmed|sendDead|sendExpired) == sendConfirmed && now < kp.sendUntil
+}
+
+// ExpireSend makes the keypair send no more while it goes on receiving
+// until it expires or is retired, as the device's private key changes:
+// the kernel's wg_noise_expire_current_peer_keypairs (sending.is_valid =
+// false) and wireguard-go's Peer.ExpireCurrentKeypairs (its send counter
+// set to Reject-After-Messages) do the same. The workers then hold what
+// they have for the peer and ask for a handshake (HandshakeNeeded), and
+// SendCounter reads RejectAfterMessages, so that the control plane sees
+// no session to send on. Safe for concurrent use; a reservation of a
+// worker that passed canSend before gets nothing (ReserveNonces).
+func (kp *Keypair) ExpireSend() {
+	kp.sendFlags.Or(sendExpired | sendExhausted)
+	kp.sendNonce.Store(protocol.RejectAfterMessages)
 }
 
 // Seal encrypts the plaintext p into dst[:len(dst)+len(p)+16] with counter c

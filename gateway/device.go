@@ -567,6 +567,35 @@ func (d *Device) resetSessionLocked(p *peer) {
 	p.fp.HandshakeNeeded.Store(false)
 }
 
+// expireSessionLocked is what a change of the private key does to p's
+// sessions, as the kernel (netlink set_device:
+// wg_noise_expire_current_peer_keypairs) and wireguard-go
+// (Peer.ExpireCurrentKeypairs) do it: the handshake in flight is dropped,
+// Current and Next send no more (Keypair.ExpireSend), so that the next
+// packet for p starts a handshake under the new key at once (no
+// RekeyTimeout wait), and all three keypairs go on receiving what p
+// still sends on them until they expire or a new session retires them.
+// Before, they were cleared: what p sent on them was dropped
+// (unknown_index) until p itself handshook again, up to 15 s and more
+// for a peer that only sends. The packets held for the old handshake are
+// dropped, as resetSessionLocked drops them. p.mu held.
+func (d *Device) expireSessionLocked(p *peer) {
+	p.initQueued = false
+	p.fp.FlushHeld.Store(true)
+	for _, kp := range []*fastpath.Keypair{p.fp.Current.Load(), p.fp.Next.Load()} {
+		if kp != nil {
+			kp.ExpireSend()
+		}
+	}
+	d.dropPendingLocked(p)
+	if p.hs != nil {
+		p.hs.Clear()
+	}
+	p.retransmitAt, p.attempts = 0, 0
+	p.initSent = false
+	p.fp.HandshakeNeeded.Store(false)
+}
+
 // dropPendingLocked releases the receiver index of the handshake in flight.
 // p.mu held.
 func (d *Device) dropPendingLocked(p *peer) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/noise"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // TestStartLoop runs the real loop: handshake messages arrive through
@@ -279,15 +280,21 @@ func TestCloseRetiresKeypairs(t *testing.T) {
 	}
 }
 
-// TestSessionResetRetiresKeypairs: a new private key ends every session
-// through Dataplane.Retire.
+// TestSessionResetRetiresKeypairs: the sessions a new private key stops
+// sending on (they go on receiving: TestKeyChangeKeepsReceiving) end
+// through Dataplane.Retire when they expire.
 func TestSessionResetRetiresKeypairs(t *testing.T) {
 	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820"})
 	kp := r.establishAsInitiator()
 	k, _ := noise.NewPrivateKey()
 	r.dev.SetPrivateKey(k)
+	if r.f.wasRetired(kp) || kp.Dead() {
+		t.Fatalf("after SetPrivateKey: retired %v, dead %v; want neither before it expires", r.f.wasRetired(kp), kp.Dead())
+	}
+	r.advance(protocol.RejectAfterTime)
+	r.advance(time.Millisecond)
 	if !r.f.wasRetired(kp) || !kp.Dead() {
-		t.Fatalf("after SetPrivateKey: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
+		t.Fatalf("after SetPrivateKey and Reject-After-Time: retired %v, dead %v; want both", r.f.wasRetired(kp), kp.Dead())
 	}
 }
 

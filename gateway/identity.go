@@ -75,7 +75,7 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 			d.precompute = append(d.precompute, hs)
 		}
 		p.mu.Lock()
-		d.resetSessionLocked(p)
+		d.expireSessionLocked(p)
 		// A replay stays refused (§5.4.2): the new handshake takes
 		// the peer's timestamps over from the last one, which is kept
 		// (zeroed) while the device has no key.
