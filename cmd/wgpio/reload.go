@@ -244,6 +244,10 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 				r, err = apply(started, l.f, dev)
 			}
 			st.record(err, time.Now())
+			if r.waited >= reloadWaitLogged {
+				log.Warn("reload: waited for a UAPI set request in progress (a wg set client that stalls holds the configuration up to 10 s)",
+					"file", path, "waited", r.waited.Round(time.Millisecond))
+			}
 			var refused *refusedError
 			switch {
 			case errors.As(err, &refused):
@@ -303,7 +307,15 @@ func reloadable(path string) error {
 type reloaded struct {
 	added, removed, kept int
 	restart              []string
+	// waited is how long the reload waited for a UAPI set request in
+	// progress (a `wg set` client that stalls holds it up to 10 s,
+	// and such clients queue): logged when it is long (serve).
+	waited time.Duration
 }
+
+// reloadWaitLogged is the wait for a set request in progress from which
+// a reload logs it.
+const reloadWaitLogged = time.Second
 
 // reload loads the file at started.Name and applies it to dev (apply). A
 // file that does not parse changes nothing.
@@ -347,10 +359,13 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 	}
 	if dev.update != nil {
 		var old string
+		var waited time.Duration
+		asked := time.Now()
 		err := dev.update(func(cur string) (string, error) {
-			old = cur
+			old, waited = cur, time.Since(asked)
 			return edit(cur)
 		})
+		r.waited = waited
 		if err != nil && old != "" {
 			return r, refused(dev, atLine(f, err), old)
 		}

@@ -470,3 +470,37 @@ func TestServeReloadRefusesFIFO(t *testing.T) {
 	kill(t, syscall.SIGTERM)
 	wantStop(t, out, 5*time.Second)
 }
+
+// TestServeReloadLogsWait: a reload that waited for a UAPI set request
+// in progress (a stalled `wg set` client holds it up to 10 s, and such
+// clients queue) says so and for how long; it waited without a word.
+func TestServeReloadLogsWait(t *testing.T) {
+	sigs := testSignals(t)
+	path := writeConfig(t)
+	applied := make(chan struct{}, 1)
+	dev := uapiDevice{
+		get: func() (string, error) { return "", nil },
+		set: func(string) error { return nil },
+		update: func(edit func(string) (string, error)) error {
+			time.Sleep(reloadWaitLogged + 100*time.Millisecond) // the set in progress
+			_, err := edit("")
+			applied <- struct{}{}
+			return err
+		},
+	}
+	out, logBuf := serveAsync(t, path, dev, sigs)
+	kill(t, syscall.SIGHUP)
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reload 10 s after the SIGHUP:\n%s", logBuf.String())
+	}
+	const said = "reload: waited for a UAPI set request in progress"
+	for end := time.Now().Add(5 * time.Second); !strings.Contains(logBuf.String(), said); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the reload's wait not logged:\n%s", logBuf.String())
+		}
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+}
