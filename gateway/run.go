@@ -35,7 +35,7 @@ func (d *Device) Start() error {
 		if d.closed() {
 			d.mu.Unlock()
 			if l != nil {
-				l.Close()
+				closeUnserved(l)
 			}
 			d.startErr = errClosed
 			return

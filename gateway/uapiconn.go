@@ -250,6 +250,34 @@ func openUAPI(name string) (net.Listener, error) {
 	return l, nil
 }
 
+// closeUnserved closes l, a UAPI listener of openUAPI that no serveUAPI
+// accepts from, and takes the two errors wireguard-go's listener then
+// reports (its accepting goroutine's and its socket watcher's, each once,
+// into a channel of one): not taken, the second sender waited for ever,
+// and when it was the watcher, its pipe's descriptors stayed open (a
+// Start that lost a race with Close leaked them: TestStartAfterClose).
+// A connection it hands over meanwhile is closed. It waits a second at
+// most (a listener that reports fewer errors does not hold it).
+func closeUnserved(l net.Listener) {
+	l.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for errs := 0; errs < 2; {
+			c, err := l.Accept()
+			if err != nil {
+				errs++
+				continue
+			}
+			c.Close()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}
+
 // serveUAPI accepts and serves the connections of l, d.uapi, until Close
 // closes it; the caller did d.wg.Add(1) for it.
 func (d *Device) serveUAPI(l net.Listener) {
