@@ -12,6 +12,8 @@ import (
 	"github.com/gaissmai/bart"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/wgpio/wgpio/header"
 )
 
 // MultiQueueTUN is a tun.Device over a kernel TUN interface opened with
@@ -77,15 +79,18 @@ type ifreqFlags struct {
 }
 
 // OpenMultiQueueTUN creates (or attaches to) TUN interface name with queues
-// queues (1 to 256) and sets its MTU and brings it up. It needs
-// CAP_NET_ADMIN. Close detaches every queue; the interface disappears with
-// the last queue unless it was made persistent by someone else.
+// queues (1 to 256) and sets its MTU (mtu bytes, 68 to 65,535: the TUN
+// driver's range) and brings it up. A name that is empty or holds a %d
+// (tun%d) lets the kernel choose the interface's name, which Name
+// returns. It needs CAP_NET_ADMIN. Close detaches every queue; the
+// interface disappears with the last queue unless it was made persistent
+// by someone else.
 func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 	if queues < 1 || queues > 256 {
 		return nil, fmt.Errorf("tundev: %d TUN queues, want 1 to 256", queues)
 	}
-	if len(name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tundev: interface name %q longer than %d bytes", name, unix.IFNAMSIZ-1)
+	if err := checkTUNArgs(name, mtu); err != nil {
+		return nil, err
 	}
 	t := &MultiQueueTUN{
 		name:    name,
@@ -120,6 +125,10 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 			}
 			return nil, fmt.Errorf("tundev: create TUN %s queue %d: %w", name, i, os.NewSyscallError("ioctl TUNSETIFF", errno))
 		}
+		// The name the kernel gave the first queue (a pattern's, or the
+		// same): the others attach to that interface.
+		name = req.String()
+		t.name = name
 		if err := unix.SetNonblock(fd, true); err != nil {
 			unix.Close(fd)
 			t.closeFDs()
@@ -151,6 +160,28 @@ func OpenMultiQueueTUN(name string, queues, mtu int) (*MultiQueueTUN, error) {
 	return t, nil
 }
 
+// checkTUNArgs checks the name and MTU OpenMultiQueueTUN and
+// OpenOffloadTUN are given, before anything is created.
+func checkTUNArgs(name string, mtu int) error {
+	if len(name) >= unix.IFNAMSIZ {
+		return fmt.Errorf("tundev: interface name %q longer than %d bytes", name, unix.IFNAMSIZ-1)
+	}
+	// drivers/net/tun.c: MIN_MTU 68 (RFC 791 §3.2), MAX_MTU 65535.
+	if mtu < header.IPv4MinMTU || mtu > 65535 {
+		return fmt.Errorf("tundev: TUN %s: MTU %d, want %d to 65535 bytes", name, mtu, header.IPv4MinMTU)
+	}
+	return nil
+}
+
+// String returns the interface name in r (up to its first NUL).
+func (r *ifreqFlags) String() string {
+	n := 0
+	for n < len(r.name) && r.name[n] != 0 {
+		n++
+	}
+	return string(r.name[:n])
+}
+
 func setMTUUp(name string, mtu int) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -161,11 +192,9 @@ func setMTUUp(name string, mtu int) error {
 	if err != nil {
 		return fmt.Errorf("tundev: %w", err)
 	}
-	if mtu > 0 {
-		ifr.SetUint32(uint32(mtu))
-		if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
-			return fmt.Errorf("tundev: set MTU %d on %s: %w", mtu, name, os.NewSyscallError("ioctl SIOCSIFMTU", err))
-		}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return fmt.Errorf("tundev: set MTU %d on %s: %w", mtu, name, os.NewSyscallError("ioctl SIOCSIFMTU", err))
 	}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("tundev: get flags of %s: %w", name, os.NewSyscallError("ioctl SIOCGIFFLAGS", err))
@@ -239,6 +268,11 @@ func (t *MultiQueueTUN) reader(i int) {
 			select {
 			case <-t.closed:
 			default:
+				if errors.Is(err, unix.EBADFD) {
+					// tun_chr_read_iter: the queue is detached,
+					// its interface deleted.
+					err = fmt.Errorf("the interface is gone (deleted: ip link del %s), reopen it: %w", t.name, err)
+				}
 				t.fail(fmt.Errorf("tundev: read %s queue %d: %w", t.name, i, err))
 			}
 			return
@@ -259,7 +293,9 @@ func (t *MultiQueueTUN) File() *os.File { return t.files[0] }
 // Read returns packets from any queue, merged, copying each to
 // bufs[i][offset:] and its length to sizes[i]. It blocks until at least one
 // packet is there, and may then return 0 packets (all of a batch
-// dropped); after Close it returns os.ErrClosed. A packet larger than its
+// dropped); after Close it returns os.ErrClosed. When a queue cannot be
+// read (the interface deleted: ip link del), Read returns that error
+// (after the packets read before it), and so does every later call. A packet larger than its
 // buffer past offset is dropped and counted (TUNDropTooBig), and so is one
 // SetAllowed refuses.
 func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
@@ -268,6 +304,9 @@ func (t *MultiQueueTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error
 		select {
 		case b = <-t.batches:
 		case err := <-t.readErr:
+			// Every later Read returns it too: the reader that
+			// failed is gone, and the others' errors were not kept.
+			t.fail(err)
 			return 0, err
 		case <-t.closed:
 			return 0, os.ErrClosed

@@ -47,7 +47,8 @@ import (
 // A family whose socket the kernel does not support (IPv6 disabled:
 // EAFNOSUPPORT) is not answered; any other failure (EPERM: CAP_NET_RAW is
 // needed) is returned and nothing is answered. Call it once, before the
-// first Read; a second call returns an error.
+// first Read; a second call returns an error, and so does a call after
+// Close (os.ErrClosed).
 func (t *MultiQueueTUN) AnswerNoRoute(rate ICMPRate) error {
 	h := &hostICMP{fd4: -1, fd6: -1, limit: icmprate.New(rate), epoch: time.Now(), buf: make([]byte, header.ICMPv6ErrorMaxLen)}
 	var err error
@@ -61,6 +62,14 @@ func (t *MultiQueueTUN) AnswerNoRoute(rate ICMPRate) error {
 	if !t.icmp.CompareAndSwap(nil, h) {
 		h.close()
 		return fmt.Errorf("tundev: answer no_route on %s: already set", t.name)
+	}
+	select {
+	case <-t.closed:
+		// Close may have looked for the sockets before they were
+		// published: close them here (closing twice is harmless).
+		h.close()
+		return fmt.Errorf("tundev: answer no_route on %s: %w", t.name, os.ErrClosed)
+	default:
 	}
 	return nil
 }

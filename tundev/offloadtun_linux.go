@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +58,7 @@ type OffloadTUN struct {
 	// kc reads the kernel's counters of the interface (Stats).
 	kc        linkCounters
 	closeOnce sync.Once
+	closed    atomic.Bool // Close was called
 }
 
 // offloadWriter is one writer of an OffloadTUN: dev (over a descriptor
@@ -87,7 +89,9 @@ const (
 
 // OpenOffloadTUN creates (or attaches to) TUN interface name, with
 // writers writers (1 to 256: WriteBatch's writer is taken modulo the
-// count), sets its MTU and brings it up. It needs CAP_NET_ADMIN and
+// count), sets its MTU (mtu bytes, 68 to 65,535: the TUN driver's range)
+// and brings it up. A name that is empty or holds a %d (tun%d) lets the
+// kernel choose the interface's name. It needs CAP_NET_ADMIN and
 // allocates offloadBatch packets of 64 KiB per writer (4 MiB, touched as
 // coalesced packets fill them). Close detaches it: the interface
 // disappears unless it was made persistent by someone else.
@@ -95,8 +99,8 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 	if writers < 1 || writers > 256 {
 		return nil, fmt.Errorf("tundev: %d TUN writers, want 1 to 256", writers)
 	}
-	if len(name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tundev: interface name %q longer than %d bytes", name, unix.IFNAMSIZ-1)
+	if err := checkTUNArgs(name, mtu); err != nil {
+		return nil, err
 	}
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -129,6 +133,8 @@ func OpenOffloadTUN(name string, writers, mtu int) (_ *OffloadTUN, err error) {
 		}
 		return nil, fmt.Errorf("tundev: create TUN %s: %w", name, os.NewSyscallError("ioctl TUNSETIFF", errno))
 	}
+	name = req.String() // the kernel's choice for a pattern
+	t.name = name
 	// The writers' files first, while the descriptor is blocking: os.File
 	// leaves them out of the poller. Non-blocking then, for all (one
 	// open file description): their writes return EAGAIN, not wait.
@@ -294,7 +300,8 @@ func writeReason(err error) TUNDropReason {
 // not fit bufs is dropped and counted (TUNDropTooBig), and so is one
 // wireguard-go's split refuses. A UDP checksum wireguard-go completed to
 // 0 is sent as 0xffff (udpZeroChecksum). After Close it returns
-// os.ErrClosed. One reader at a time.
+// os.ErrClosed; when the interface is gone (ip link del), an error that
+// says so and is not os.ErrClosed. One reader at a time.
 func (t *OffloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	for {
 		n, err := t.r.Read(bufs, sizes, offset)
@@ -307,6 +314,12 @@ func (t *OffloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		var pe *os.PathError
 		if errors.Is(err, os.ErrClosed) || errors.As(err, &pe) {
+			if !t.closed.Load() {
+				// wireguard-go's Read says os.ErrClosed for
+				// EBADFD, a TUN whose interface was deleted:
+				// not a Close, which a caller would take it for.
+				return 0, fmt.Errorf("tundev: read %s: the interface is gone (deleted: ip link del %s?), reopen it: %v", t.name, t.name, err)
+			}
 			return 0, err
 		}
 		t.ctr.drops.Add(TUNDropTooBig, 1)
@@ -345,6 +358,7 @@ func (t *OffloadTUN) Counters() TUNStats { return t.ctr.stats() }
 func (t *OffloadTUN) Close() error {
 	var err error
 	t.closeOnce.Do(func() {
+		t.closed.Store(true)
 		var errs []error
 		if t.r != nil {
 			errs = append(errs, t.r.Close())
