@@ -93,6 +93,8 @@ type KernelNeighbours struct {
 	unpin func() // closes the namespace handle pinNamespace took
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// closeOnce makes Close safe to call twice, or concurrently.
+	closeOnce sync.Once
 
 	// Updates counts the notifications applied.
 	Updates atomic.Uint64
@@ -269,12 +271,15 @@ func kernelState(s int) State {
 	return StateNone
 }
 
-// Close stops mirroring.
+// Close stops mirroring. A second call (or one concurrent with it) does
+// nothing more and returns nil once the first is done.
 func (k *KernelNeighbours) Close() error {
-	close(k.done)
-	k.wg.Wait()
-	k.h.Close()
-	k.unpin()
+	k.closeOnce.Do(func() {
+		close(k.done)
+		k.wg.Wait()
+		k.h.Close()
+		k.unpin()
+	})
 	return nil
 }
 

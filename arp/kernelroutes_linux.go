@@ -54,6 +54,8 @@ type KernelRoutes struct {
 	set   *routeSet // owned by the follower goroutine (before it starts, by the constructor)
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// closeOnce makes Close safe to call twice, or concurrently.
+	closeOnce sync.Once
 	// ignore is the interface index Ignore set (0: none); kick asks the
 	// follower for a listing once it is set.
 	ignore atomic.Int64
@@ -416,11 +418,14 @@ func (k *KernelRoutes) Route(dst netip.Addr) (Route, bool) { return lookupBest(k
 // routes.
 func (k *KernelRoutes) Table() RouteTable { return RouteTable{k.snap.Load()} }
 
-// Close stops following the kernel and releases the netlink sockets.
+// Close stops following the kernel and releases the netlink sockets. A second call (or one concurrent with it) does
+// nothing more and returns nil once the first is done.
 func (k *KernelRoutes) Close() error {
-	close(k.done)
-	k.wg.Wait()
-	k.h.Close()
-	k.unpin()
+	k.closeOnce.Do(func() {
+		close(k.done)
+		k.wg.Wait()
+		k.h.Close()
+		k.unpin()
+	})
 	return nil
 }
