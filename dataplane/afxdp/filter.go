@@ -34,6 +34,7 @@ type Filter struct {
 	// solicitations and advertisements (RFC 4861 section 4.3, 4.4) whose
 	// target or IPv6 destination is one of these IPv6 addresses: the owned
 	// address mode of ARCHITECTURE.md, where wgpio answers ARP/NDP itself.
+	// At most 64 of each family (Open fails with more).
 	Neighbours []netip.Addr
 
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
@@ -64,6 +65,10 @@ type Filter struct {
 // the LAN match holds (Filter.HostAddrs, Port.SetHostAddrs): the size of
 // its preallocated hash maps, looked up per frame.
 const MaxHostAddrs = 256
+
+// maxNeighbours is how many addresses of each family the neighbour match
+// holds (Filter.Neighbours).
+const maxNeighbours = 64
 
 // MaxUDPAddrs is how many addresses of each family the UDP match holds
 // (Filter.UDP, Port.SetUDP): the size of its preallocated hash maps,

@@ -152,6 +152,9 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 		return nil, fmt.Errorf("%w: %s asked of %s, which has %s (ask for fewer, or add queues with ethtool -L)", ErrQueueOutOfRange,
 			plural.Count(cfg.Queues, "queue", "queues"), ifname, plural.Count(devQueues, "RX queue", "RX queues"))
 	}
+	if cfg.Attach < AttachAuto || cfg.Attach > AttachGeneric {
+		return nil, fmt.Errorf("afxdp: attach mode %d is none of AttachAuto, AttachNative and AttachGeneric", cfg.Attach)
+	}
 	sz := ringSizes{cfg.FillRingSize, cfg.CompletionRingSize, cfg.RXRingSize, cfg.TXRingSize}
 	for _, p := range []*int{&sz.fill, &sz.comp, &sz.rx, &sz.tx} {
 		if *p == 0 {
@@ -609,7 +612,7 @@ func (p *Port) SetUDP(matches []UDPMatch) error {
 			err = p.prog.udp6.Put(a.As16(), v)
 		}
 		if err != nil {
-			return fmt.Errorf("set UDP match %v: %w", u.Addr, err)
+			return fmt.Errorf("set UDP match %v: %w", u.Addr, mapFull(err, MaxUDPAddrs, "MaxUDPAddrs"))
 		}
 	}
 	return nil
@@ -655,7 +658,7 @@ func (p *Port) SetHostAddrs(addrs []netip.Addr) error {
 			err = p.prog.host6.Put(a.As16(), one)
 		}
 		if err != nil {
-			return fmt.Errorf("set host address %v: %w", a, err)
+			return fmt.Errorf("set host address %v: %w", a, mapFull(err, MaxHostAddrs, "MaxHostAddrs"))
 		}
 	}
 	return nil

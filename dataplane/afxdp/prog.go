@@ -94,6 +94,15 @@ func be16(v uint16) int32 {
 	return int32(binary.NativeEndian.Uint16(b[:]))
 }
 
+// mapFull explains the kernel's E2BIG for an address map that is full:
+// it holds bound addresses of each family (name is the bound's constant).
+func mapFull(err error, bound int, name string) error {
+	if errors.Is(err, unix.E2BIG) {
+		return fmt.Errorf("more than %d addresses of its family (%s): %w", bound, name, err)
+	}
+	return err
+}
+
 // newProgram creates the maps, fills them from f and loads the program.
 // queues is the XSKMAP size (the device's RX queue count). With metaIfindex
 // above 0 the program is bound to that device and reads stripped VLAN tags
@@ -108,6 +117,9 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 			p.Close()
 		}
 	}()
+	if f.PrefixCapacity < 0 {
+		return nil, fmt.Errorf("filter: prefix capacity %d is negative (0: DefaultPrefixCapacity)", f.PrefixCapacity)
+	}
 	capacity := uint32(f.PrefixCapacity)
 	if capacity == 0 {
 		capacity = DefaultPrefixCapacity
@@ -131,8 +143,8 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 		{&p.counters, "wgpio_counters", ebpf.PerCPUArray, 4, 8, numCounters, 0},
 		{&p.udp4, "wgpio_udp4", ebpf.Hash, 4, 4, MaxUDPAddrs, 0},
 		{&p.udp6, "wgpio_udp6", ebpf.Hash, 16, 4, MaxUDPAddrs, 0},
-		{&p.neigh4, "wgpio_neigh4", ebpf.Hash, 4, 4, 64, 0},
-		{&p.neigh6, "wgpio_neigh6", ebpf.Hash, 16, 4, 64, 0},
+		{&p.neigh4, "wgpio_neigh4", ebpf.Hash, 4, 4, maxNeighbours, 0},
+		{&p.neigh6, "wgpio_neigh6", ebpf.Hash, 16, 4, maxNeighbours, 0},
 		{&p.host4, "wgpio_host4", ebpf.Hash, 4, 4, MaxHostAddrs, 0},
 		{&p.host6, "wgpio_host6", ebpf.Hash, 16, 4, MaxHostAddrs, 0},
 		{&p.lpm4, "wgpio_lpm4", ebpf.LPMTrie, 8, 4, capacity, unix.BPF_F_NO_PREALLOC},
@@ -158,10 +170,10 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 			err = fmt.Errorf("invalid address %v", u.Addr)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("filter: add UDP match %v: %w", u.Addr, err)
+			return nil, fmt.Errorf("filter: add UDP match %v: %w", u.Addr, mapFull(err, MaxUDPAddrs, "MaxUDPAddrs"))
 		}
 	}
-	put := func(m4, m6 *ebpf.Map, addrs []netip.Addr, what string) error {
+	put := func(m4, m6 *ebpf.Map, addrs []netip.Addr, what string, bound int, name string) error {
 		for _, a := range addrs {
 			var err error
 			switch a = a.Unmap(); {
@@ -173,15 +185,15 @@ func newProgram(f Filter, mac net.HardwareAddr, queues, metaIfindex int) (_ *pro
 				err = fmt.Errorf("invalid address %v", a)
 			}
 			if err != nil {
-				return fmt.Errorf("filter: add %s %v: %w", what, a, err)
+				return fmt.Errorf("filter: add %s %v: %w", what, a, mapFull(err, bound, name))
 			}
 		}
 		return nil
 	}
-	if err := put(p.neigh4, p.neigh6, f.Neighbours, "neighbor address"); err != nil {
+	if err := put(p.neigh4, p.neigh6, f.Neighbours, "neighbor address", maxNeighbours, "Filter.Neighbours' limit"); err != nil {
 		return nil, err
 	}
-	if err := put(p.host4, p.host6, f.HostAddrs, "host address"); err != nil {
+	if err := put(p.host4, p.host6, f.HostAddrs, "host address", MaxHostAddrs, "MaxHostAddrs"); err != nil {
 		return nil, err
 	}
 	if p.prog, err = p.load(metaIfindex); err != nil {

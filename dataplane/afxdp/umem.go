@@ -85,6 +85,17 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 	if cfg.NumFrames < 64 {
 		return nil, fmt.Errorf("afxdp: %s: too few (at least 64)", plural.Count(cfg.NumFrames, "frame", "frames"))
 	}
+	if cfg.Mode < ModeAuto || cfg.Mode > ModeZeroCopy {
+		return nil, fmt.Errorf("afxdp: UMEM mode %d is none of ModeAuto, ModeCopy and ModeZeroCopy", cfg.Mode)
+	}
+	// The kernel pins the whole UMEM (XDP_UMEM_REG): one larger than the
+	// machine's memory can never be registered, and its allocation on the
+	// Go heap would end the process (fatal error: out of memory) instead
+	// of failing.
+	if ram := totalMemory(); ram > 0 && uint64(cfg.NumFrames) > ram/uint64(cfg.FrameSize) {
+		return nil, fmt.Errorf("afxdp: a UMEM of %s of %d bytes is larger than the machine's memory (%d MiB): ask for fewer frames (NumFrames), or smaller fill rings (a port's own UMEM holds twice its fill ring's frames per queue)",
+			plural.Count(cfg.NumFrames, "frame", "frames"), cfg.FrameSize, ram>>20)
+	}
 	// Page aligned (the kernel's XDP_UMEM_REG requires it), and on huge
 	// pages where the kernel gives them (dataplane.AllocMemory).
 	var mem, mapping []byte
@@ -104,6 +115,16 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 		return nil, fmt.Errorf("afxdp: create pool: %w", err)
 	}
 	return &UMEM{mem: mem, mapping: mapping, pool: pool, mode: cfg.Mode, live: make(map[*socket]bool)}, nil
+}
+
+// totalMemory returns the machine's memory in bytes (sysinfo(2)), or 0
+// when it cannot tell.
+func totalMemory() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(max(si.Unit, 1))
 }
 
 // Pool is the UMEM's frame pool.
