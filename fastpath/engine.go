@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -62,6 +63,12 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
+	// pathMTU is the path MTUs learnt toward IPv6 endpoints (SetPathMTU;
+	// nil: none): outer packets toward such an endpoint larger than its
+	// path MTU leave as fragments too (wanfrag.go). pathMTUMu serializes
+	// SetPathMTU's copies; a worker loads the pointer once per batch.
+	pathMTU   atomic.Pointer[pathMTUs]
+	pathMTUMu sync.Mutex
 	// reasm reassembles WAN fragments (Config.Reassemble, reassemble.go;
 	// nil without).
 	reasm *reassembler
@@ -236,6 +243,77 @@ func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
 // families). New reads Config.WAN.MTU() once. Workers use the new value
 // from their next batch. Safe for concurrent use.
 func (e *Engine) SetWANMTU(mtu int) { e.wanMTU.Store(int64(mtu)) }
+
+// MaxPathMTUs is how many endpoints' path MTUs SetPathMTU keeps at once.
+const MaxPathMTUs = 4096
+
+// pathMTUs is an immutable table of the path MTUs learnt toward IPv6
+// endpoints (Engine.SetPathMTU), replaced whole on each change.
+type pathMTUs struct {
+	// least is the least MTU of byAddr, bytes of IP packet: frames
+	// within it are not looked up.
+	least int
+	// byAddr maps an endpoint's address to its path MTU.
+	byAddr map[netip.Addr]int
+}
+
+// SetPathMTU sets the path MTU toward the IPv6 endpoint address dst, in
+// bytes of IP packet, as an ICMPv6 "packet too big" from a router on the
+// way reports it (RFC 8201 §4): an outer packet toward dst larger than
+// mtu (and within the WAN MTU) is sent as IPv6 fragments of at most mtu
+// bytes with a Fragment header, as Linux's WireGuard, whose kernel keeps
+// the path MTU it learns in the route toward the endpoint, sends it. IPv6
+// routers never fragment, so without it every full-size packet toward
+// such a peer is lost. An mtu below 1,280 is taken as 1,280 (RFC 8201
+// §4); an mtu of 0 or less forgets dst's (the caller expires them, as
+// Linux's net.ipv6.route.mtu_expires does). IPv4 endpoints need none (our
+// outer IPv4 header has DF clear: routers fragment it) and are ignored.
+// It returns false, changing nothing, when MaxPathMTUs endpoints have one
+// already. Workers use the new value from their next batch. Safe for
+// concurrent use; it copies the table (a cost per change, not per
+// packet).
+func (e *Engine) SetPathMTU(dst netip.Addr, mtu int) bool {
+	dst = dst.Unmap()
+	if !dst.Is6() {
+		return true
+	}
+	dst = dst.WithZone("")
+	e.pathMTUMu.Lock()
+	defer e.pathMTUMu.Unlock()
+	old := e.pathMTU.Load()
+	n := make(map[netip.Addr]int)
+	if old != nil {
+		if _, ok := old.byAddr[dst]; !ok && mtu > 0 && len(old.byAddr) >= MaxPathMTUs {
+			return false
+		}
+		maps.Copy(n, old.byAddr)
+	}
+	if mtu > 0 {
+		n[dst] = max(mtu, header.IPv6MinMTU)
+	} else {
+		delete(n, dst)
+	}
+	if len(n) == 0 {
+		e.pathMTU.Store(nil)
+		return true
+	}
+	t := &pathMTUs{least: math.MaxInt, byAddr: n}
+	for _, m := range n {
+		t.least = min(t.least, m)
+	}
+	e.pathMTU.Store(t)
+	return true
+}
+
+// PathMTUs returns a copy of the path MTUs SetPathMTU set, by endpoint
+// address (nil: none). Safe for concurrent use.
+func (e *Engine) PathMTUs() map[netip.Addr]int {
+	t := e.pathMTU.Load()
+	if t == nil {
+		return nil
+	}
+	return maps.Clone(t.byAddr)
+}
 
 // SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
 // packets from the tunnel go to the exception (e.g. after the WAN

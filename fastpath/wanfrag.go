@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
@@ -34,41 +35,67 @@ import (
 const wanBatchLen = 2 * maxFragments
 
 // toWAN transmits frames, Ethernet frames of our outer packets, on the WAN:
-// as they are when each fits the WAN MTU (Engine.SetWANMTU), which is the
-// common case; otherwise each oversized one as fragments in its place, so
-// that the order of the batch is kept. tunnel says that the frames are
-// transport messages of inner packets within the tunnel MTU (outbound's,
-// held packets, the host's): when the largest of those fits the WAN MTU
-// (Engine.maxOuter), as on a gateway configured as wg-quick would, no
-// frame is looked at; control frames (any payload) are. It takes the
-// frames (each sent, freed or fragmented); the caller clears its slice as
-// after transmit. It returns how many the port took, frames[:sent] (all
-// of a batch that was fragmented: what its fragments lost is counted as
-// ring_full, not told apart by packet).
+// as they are when each fits the WAN MTU (Engine.SetWANMTU) and its
+// endpoint's path MTU (Engine.SetPathMTU), which is the common case;
+// otherwise each oversized one as fragments in its place, so that the
+// order of the batch is kept. tunnel says that the frames are transport
+// messages of inner packets within the tunnel MTU (outbound's, held
+// packets, the host's): when the largest of those fits the WAN MTU and
+// every path MTU learnt (Engine.maxOuter), as on a gateway configured as
+// wg-quick would, no frame is looked at; control frames (any payload)
+// are. It takes the frames (each sent, freed or fragmented); the caller
+// clears its slice as after transmit. It returns how many the port took,
+// frames[:sent] (all of a batch that was fragmented: what its fragments
+// lost is counted as ring_full, not told apart by packet).
 func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) (sent int) {
-	if mtu := int(w.e.wanMTU.Load()); mtu > 0 && !(tunnel && w.e.maxOuter <= mtu) {
+	mtu := int(w.e.wanMTU.Load())
+	pm := w.e.pathMTU.Load()
+	least := mtu
+	if pm != nil && (least <= 0 || pm.least < least) {
+		least = pm.least
+	}
+	if least > 0 && !(tunnel && w.e.maxOuter <= least) {
 		// The longest frame that fits: the MTU and the Ethernet header
 		// (a frame with the WAN's tag has 4 bytes more of it).
-		limit := mtu + w.wanL2
+		limit := least + w.wanL2
 		for i := range frames {
 			if frames[i].Len() > limit {
-				w.toWANFragmented(frames, i, mtu)
-				return len(frames)
+				if m := w.frameMTU(&frames[i], mtu, pm); m > 0 && frames[i].Len() > m+w.wanL2 {
+					w.toWANFragmented(frames, i, mtu, pm)
+					return len(frames)
+				}
 			}
 		}
 	}
 	return w.transmit(w.wanTX, frames)
 }
 
+// frameMTU is the MTU, bytes of IP packet, that the outer packet in f must
+// fit: the WAN MTU mtu (0 or less: none), or the path MTU pm holds for its
+// IPv6 destination where that is less.
+func (w *worker) frameMTU(f *dataplane.Frame, mtu int, pm *pathMTUs) int {
+	if pm == nil {
+		return mtu
+	}
+	d := f.Data()
+	if len(d) < w.wanL2+header.IPv6Len || d[w.wanL2]>>4 != header.IPv6Version {
+		return mtu
+	}
+	if p, ok := pm.byAddr[netip.AddrFrom16([16]byte(d[w.wanL2+24:w.wanL2+40]))]; ok && (mtu <= 0 || p < mtu) {
+		return p
+	}
+	return mtu
+}
+
 // toWANFragmented is toWAN for a batch whose frame first is the first one
-// over the WAN MTU mtu: the batch goes out in order, each oversized frame
-// replaced by its fragments, gathered in w.fwd.wanBatch so that the port
-// is kicked once per wanBatchLen frames, not once per fragmented packet
-// (a syscall each on AF_XDP in copy mode).
+// over its MTU (frameMTU of the WAN MTU mtu and the path MTUs pm): the
+// batch goes out in order, each oversized frame replaced by its fragments,
+// gathered in w.fwd.wanBatch so that the port is kicked once per
+// wanBatchLen frames, not once per fragmented packet (a syscall each on
+// AF_XDP in copy mode).
 //
 //go:noinline
-func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int) {
-	limit := mtu + w.wanL2
+func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int, pm *pathMTUs) {
 	batch := w.fwd.wanBatch[:0]
 	flush := func() {
 		w.transmit(w.wanTX, batch)
@@ -77,7 +104,11 @@ func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int) {
 	}
 	for i := range frames {
 		f := &frames[i]
-		if i < first || f.Len() <= limit {
+		m := mtu
+		if i >= first {
+			m = w.frameMTU(f, mtu, pm)
+		}
+		if i < first || m <= 0 || f.Len() <= m+w.wanL2 {
 			if len(batch) == cap(batch) {
 				flush()
 			}
@@ -85,7 +116,7 @@ func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int) {
 			*f = dataplane.Frame{}
 			continue
 		}
-		frags := w.fragmentOuter(f, mtu)
+		frags := w.fragmentOuter(f, m)
 		if len(batch)+len(frags) > cap(batch) {
 			flush()
 		}

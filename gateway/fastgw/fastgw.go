@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/net/icmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/arp"
@@ -191,6 +192,10 @@ type Gateway struct {
 	// addrDone stops followAddresses (shared mode), addrWG waits for it.
 	addrDone chan struct{}
 	addrWG   sync.WaitGroup
+	// pmtuConn is the raw ICMPv6 socket followPathMTU reads (shared
+	// mode; nil without), pmtuWG waits for it (pathmtu.go).
+	pmtuConn *icmp.PacketConn
+	pmtuWG   sync.WaitGroup
 	// linkWG waits for followLinks' goroutines, which tableDone stops.
 	linkWG     sync.WaitGroup
 	closeOnce  sync.Once
@@ -526,6 +531,10 @@ func (g *Gateway) Close() error {
 		if g.addrDone != nil {
 			close(g.addrDone)
 			g.addrWG.Wait()
+		}
+		if g.pmtuConn != nil {
+			g.pmtuConn.Close()
+			g.pmtuWG.Wait()
 		}
 		g.wanMu.Lock()
 		if g.kernel != nil {
