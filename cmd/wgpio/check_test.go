@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/noise"
 )
@@ -274,5 +275,65 @@ func TestCheckSystemWANAddress(t *testing.T) {
 	}
 	if err := run("addr", head+peers); err != nil {
 		t.Errorf("WAN with an address: check -system = %v, want nil", err)
+	}
+}
+
+// TestCheckSystemMTUIPv6WAN: a fast-path tunnel MTU below 1,280 with an
+// IPv6 address on the WAN, which the start refuses (fastpath.New), is
+// refused by `wgpio check -system` at the MTU line, and by the start at
+// the MTU line too (startError); check said ok, and up stopped with
+// "fastpath: tunnel MTU 1200 below the minimum" and no file or line.
+// Without the IPv6 address, or in Mode = compat, it is taken.
+func TestCheckSystemMTUIPv6WAN(t *testing.T) {
+	tp := testenv.Topology(t, "cm")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := func(mode string) string {
+		return "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\nMTU = 1200\n[WGPIO]\nMode = " + mode +
+			"\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+	}
+	dir := t.TempDir()
+	run := func(name, text string) error {
+		path := filepath.Join(dir, name+".conf")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var cerr error
+		if err := a.Do(func() error {
+			cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return cerr
+	}
+	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("v4", conf("fastpath")); err != nil {
+		t.Errorf("IPv4 WAN, MTU 1200: check -system = %v, want nil", err)
+	}
+	if out, err := a.Run("ip", "addr", "add", "2001:db8:98::1/64", "dev", wan.A, "nodad"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	err = run("v6", conf("fastpath"))
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Key != "MTU" || ce.Line != 4 || !strings.Contains(err.Error(), "below 1280") {
+		t.Errorf("IPv6 WAN, MTU 1200: check -system = %v, want a *config.Error at line 4, key MTU, \"below 1280\"", err)
+	}
+	if err := run("compat", conf("compat")); err != nil {
+		t.Errorf("Mode = compat, IPv6 WAN, MTU 1200: check -system = %v, want nil", err)
+	}
+	// The start's error is an MTUError, which up reports at the MTU line.
+	if err := tunnelmtu.BelowLeast(1200, 1280, "x"); !errors.As(err, new(*tunnelmtu.MTUError)) {
+		t.Errorf("BelowLeast = %v, want a *tunnelmtu.MTUError", err)
 	}
 }

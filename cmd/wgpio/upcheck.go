@@ -217,10 +217,19 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 	if err != nil {
 		return nil // the start reports what it cannot read
 	}
+	dev := l.Attrs().Name
 	if v4, v6, _ := srcaddr.Choose(addrs); v4.IsValid() || v6.IsValid() {
+		// The fast path's floor with an IPv6 WAN address (fastpath.New),
+		// which the start would stop at.
+		mtu := f.Interface.MTU
+		if mtu == 0 {
+			mtu = fastpath.DefaultMTU
+		}
+		if err := tunnelmtu.BelowLeast(mtu, fastpath.MinMTU6, "with an IPv6 address on the WAN "+dev); v6.IsValid() && w.Mode == config.ModeFastPath && err != nil {
+			return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
+		}
 		return nil
 	}
-	dev := l.Attrs().Name
 	return keyError(f.Name, w.Lines, "WAN", "wan",
 		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
 }

@@ -182,6 +182,13 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 		}
 	}
 	v4, v6 := cfg.wanFamilies(wl)
+	// fastpath.New's floor, here as an MTUError so that wgpio up reports
+	// it at the file's MTU line, as wgpio check -system does.
+	if v6 {
+		if err := tunnelmtu.BelowLeast(cfg.MTU, fastpath.MinMTU6, "with an IPv6 address on the WAN "+wanSide.addrDev); err != nil {
+			return wl, ll, fmt.Errorf("fastgw: %w", err)
+		}
+	}
 	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, v4, v6, cfg.wanLimits(v6)); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}

@@ -30,6 +30,16 @@ type MTUError struct{ msg string }
 
 func (e *MTUError) Error() string { return e.msg }
 
+// BelowLeast returns the MTUError of a tunnel MTU below least, the least
+// the gateway takes, for the reason why ("with an IPv6 address on the
+// WAN"), or nil when mtu is not below it.
+func BelowLeast(mtu, least int, why string) error {
+	if mtu >= least {
+		return nil
+	}
+	return &MTUError{fmt.Sprintf("tunnel MTU %d is below %d, the least the fast path takes %s (RFC 8200 section 5); raise MTU to %d or more", mtu, least, why, least)}
+}
+
 // tagLen is the bytes an 802.1Q tag of VLAN vid adds to a frame: 4, or 0
 // for vid 0 (untagged).
 func tagLen(vid uint16) int {
