@@ -147,9 +147,14 @@ func (g *Gateway) pathMTUOf(msg []byte) (dst netip.Addr, mtu int, ok bool) {
 	if nh != header.ProtoUDP {
 		return dst, 0, false
 	}
-	sport := binary.BigEndian.Uint16(l4[0:2])
+	// The port the engine sends from now (a wg set listen-port moves it
+	// from the configuration's).
+	sport, port := binary.BigEndian.Uint16(l4[0:2]), uint16(0)
+	if g.engine != nil {
+		port, _, _ = g.engine.WAN()
+	}
 	g.wanMu.Lock()
-	ours := sport >= g.cfg.ListenPort && int(sport) < int(g.cfg.ListenPort)+int(max(g.cfg.SourcePorts, 1)) &&
+	ours := port != 0 && sport >= port && int(sport) < int(port)+int(max(g.cfg.SourcePorts, 1)) &&
 		slices.Contains(g.wanAddrs(), src)
 	g.wanMu.Unlock()
 	mtu = int(min(binary.BigEndian.Uint32(msg[4:8]), fastpath.MaxMTU))
