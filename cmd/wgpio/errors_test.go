@@ -369,9 +369,9 @@ func kernelRelease(t *testing.T) string {
 }
 
 // TestStopCountsHeld: packets held for a handshake that has not finished
-// when the gateway stops are in the final counters as closed (Close
-// counts them; the counters were read before it, and the stop's loss
-// went unsaid).
+// when the gateway stops are in the final counters (as peer_removed or
+// closed: Close counts them; the counters were read before it, and the
+// stop's loss went unsaid).
 func TestStopCountsHeld(t *testing.T) {
 	s := newSite(t, func(f *config.File) {
 		// Nobody answers at this port: the handshake never completes
@@ -386,7 +386,12 @@ func TestStopCountsHeld(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("wgpio did not exit on SIGTERM")
 	}
-	if out := g.output(); !strings.Contains(out, "final counters") || !strings.Contains(out, "drop_closed=") {
-		t.Errorf("the held packets not in the final counters as drop_closed:\n%s", out)
+	// The device's Close removes the peer first, whose held packets the
+	// workers then drop as peer_removed; those the workers had no time
+	// for are dropped by the engine's Close as closed. Either way they
+	// are in the last lines.
+	if out := g.output(); !strings.Contains(out, "final counters") ||
+		!strings.Contains(out, "drop_closed=") && !strings.Contains(out, "drop_peer_removed=") {
+		t.Errorf("the held packets not in the final counters (drop_closed or drop_peer_removed):\n%s", out)
 	}
 }
