@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/srcaddr"
@@ -208,9 +209,15 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 	}
 	if w.WANVLAN != 0 && w.Mode == config.ModeFastPath {
 		if v, ok := l.(*netlink.Vlan); !ok || v.VlanId != int(w.WANVLAN) {
-			if l = vlanChild(l.Attrs().Index, w.WANVLAN); l == nil {
+			links, err := netlink.LinkList()
+			if err != nil {
+				return nil // the start reports what it cannot read
+			}
+			v := fastgw.VLANDevice(links, l.Attrs().Index, w.WANVLAN)
+			if v == nil {
 				return nil
 			}
+			l = v
 		}
 	}
 	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
@@ -232,21 +239,6 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 	}
 	return keyError(f.Name, w.Lines, "WAN", "wan",
 		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
-}
-
-// vlanChild returns the kernel's 802.1Q VLAN device of VLAN vid on the
-// interface of index parent, or nil.
-func vlanChild(parent int, vid uint16) netlink.Link {
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil
-	}
-	for _, x := range links {
-		if v, ok := x.(*netlink.Vlan); ok && v.ParentIndex == parent && v.VlanId == int(vid) && v.VlanProtocol != netlink.VLAN_PROTOCOL_8021AD {
-			return v
-		}
-	}
-	return nil
 }
 
 // vlanDeviceHint says how to get VLAN vid of trunk when a missing

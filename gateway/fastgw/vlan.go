@@ -84,11 +84,9 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	if err != nil {
 		return s, fmt.Errorf("list interfaces: %w", err)
 	}
-	for _, x := range links {
-		if v, ok := x.(*netlink.Vlan); ok && v.ParentIndex == l.Attrs().Index && v.VlanId == int(vid) && v.VlanProtocol != netlink.VLAN_PROTOCOL_8021AD {
-			s.addrDev = v.Name
-			return s, nil
-		}
+	if v := VLANDevice(links, l.Attrs().Index, vid); v != nil {
+		s.addrDev = v.Name
+		return s, nil
 	}
 	if !owned {
 		return s, setting(what+"VLAN", "%sVLAN %d on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
@@ -188,4 +186,16 @@ func (g *Gateway) setWANMTU(name string, mtu int) {
 	if err := g.wan.SetMTU(mtu); err != nil {
 		g.log.Warn("WAN MTU change not taken by the WAN port", "interface", name, "mtu", mtu, "port_mtu", g.wan.MTU(), "err", err)
 	}
+}
+
+// VLANDevice returns, of links, the kernel's 802.1Q VLAN device of VLAN
+// vid on the interface of index parent (the device that holds a VLAN's
+// address in shared address mode), or nil when there is none.
+func VLANDevice(links []netlink.Link, parent int, vid uint16) *netlink.Vlan {
+	for _, x := range links {
+		if v, ok := x.(*netlink.Vlan); ok && v.ParentIndex == parent && v.VlanId == int(vid) && v.VlanProtocol != netlink.VLAN_PROTOCOL_8021AD {
+			return v
+		}
+	}
+	return nil
 }
