@@ -15,6 +15,7 @@ import (
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -245,20 +246,7 @@ func TestCheckSystemWANAddress(t *testing.T) {
 	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[WGPIO]\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n"
 	peers := "[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
 	dir := t.TempDir()
-	run := func(name, text string) error {
-		path := filepath.Join(dir, name+".conf")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var cerr error
-		if err := a.Do(func() error {
-			cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return cerr
-	}
+	run := func(name, text string) error { return checkSystemIn(t, a, dir, name, text) }
 	for _, mode := range []string{"fastpath", "compat"} {
 		err := run("noaddr-"+mode, head+"Mode = "+mode+"\n"+peers)
 		var ce *config.Error
@@ -301,20 +289,7 @@ func TestCheckSystemMTUIPv6WAN(t *testing.T) {
 			"\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
 	}
 	dir := t.TempDir()
-	run := func(name, text string) error {
-		path := filepath.Join(dir, name+".conf")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var cerr error
-		if err := a.Do(func() error {
-			cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return cerr
-	}
+	run := func(name, text string) error { return checkSystemIn(t, a, dir, name, text) }
 	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -336,4 +311,22 @@ func TestCheckSystemMTUIPv6WAN(t *testing.T) {
 	if err := tunnelmtu.BelowLeast(1200, 1280, "x"); !errors.As(err, new(*tunnelmtu.MTUError)) {
 		t.Errorf("BelowLeast = %v, want a *tunnelmtu.MTUError", err)
 	}
+}
+
+// checkSystemIn writes text to dir/name.conf and returns what `wgpio check
+// -system -c` says of it in ns.
+func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {
+	t.Helper()
+	path := filepath.Join(dir, name+".conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cerr error
+	if err := ns.Do(func() error {
+		cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return cerr
 }
