@@ -111,7 +111,9 @@ type TX interface {
 	// pools share memory. Transmit kicks the device at most once. A frame
 	// the kernel then drops because the link has no carrier, or its driver
 	// drops, is counted as DropLinkDown or DropDriver, not in TXPackets
-	// (afxdp in copy mode).
+	// (afxdp in copy mode); so is, as DropLinkDown, a frame transmitted
+	// to an interface that is gone (afxdp: deleted, or moved to another
+	// namespace).
 	Transmit(frames []Frame) int
 
 	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
@@ -227,7 +229,10 @@ const (
 	// DropLinkDown: a frame put on the TX ring that the kernel dropped
 	// because the interface had no carrier (its other end or cable down)
 	// or was down (afxdp in copy mode: sendto's EBUSY, each a frame
-	// completed unsent and counted in the interface's tx_dropped).
+	// completed unsent and counted in the interface's tx_dropped), or a
+	// frame transmitted to an interface that is gone, deleted or moved
+	// to another namespace (afxdp: sendto's ENXIO, the socket unbound;
+	// the frames on its TX ring then, and every frame after).
 	DropLinkDown
 	// DropDriver: a frame put on the TX ring that the interface's driver
 	// dropped with the link up (afxdp in copy mode: sendto's EBUSY; a

@@ -96,3 +96,88 @@ func TestTransmitDriverDrop(t *testing.T) {
 		t.Errorf("%d frames still on the TX ring, want 0", pend)
 	}
 }
+
+// TestTransmitGone: once the port's interface is deleted (the kernel
+// unbinds the socket, sendto fails with ENXIO), frames transmitted on it
+// are taken, dropped and counted as link_down, not as transmitted. Before,
+// Transmit took and counted them as sent until the TX ring was full (2,048
+// frames), where they waited until Close, and then refused the rest as
+// for a busy ring.
+func TestTransmitGone(t *testing.T) {
+	p := newVethPair(t, 1)
+	a := openIn(t, p.a, p.v.A, Config{Filter: Filter{All: true}})
+	tx := a.Queue(0).TX()
+	sendTest(t, tx, p.macA, p.macB, 1, 10)
+	if out, err := p.b.Run("ip", "link", "del", p.v.B); err != nil {
+		t.Fatalf("ip link del %s: %v\n%s", p.v.B, err, out)
+	}
+	const n = 100
+	sendTest(t, tx, p.macA, p.macB, 1, n)
+	s := a.Queue(0).Stats()
+	if s.Drops[dataplane.DropLinkDown] != n || s.TXPackets != 10 || s.TXBytes != 640 {
+		t.Errorf("%d frames after the interface was deleted: link_down %d, tx packets %d, bytes %d; want %d 10 640 (drops %v)",
+			n, s.Drops[dataplane.DropLinkDown], s.TXPackets, s.TXBytes, n, s.Drops.List())
+	}
+	// More than the TX ring holds: each is taken and counted.
+	const more = 3000
+	if m := transmitAll(tx, more); m != more {
+		t.Errorf("Transmit took %d of %d frames more", m, more)
+	}
+	if s := a.Queue(0).Stats(); s.Drops[dataplane.DropLinkDown] != n+more || s.TXPackets != 10 {
+		t.Errorf("%d frames more: link_down %d, tx packets %d; want %d 10", more, s.Drops[dataplane.DropLinkDown], s.TXPackets, n+more)
+	}
+}
+
+// transmitAll transmits up to n frames of 64 bytes on tx, 32 a call, until
+// a call takes fewer than it was given, and returns how many were taken.
+func transmitAll(tx dataplane.TX, n int) int {
+	frames := make([]dataplane.Frame, 32)
+	sent := 0
+	for sent < n {
+		k := tx.Alloc(frames[:min(len(frames), n-sent)])
+		for i := range k {
+			frames[i].SetLen(64)
+		}
+		m := tx.Transmit(frames[:k])
+		tx.Free(frames[m:k])
+		sent += m
+		if k == 0 || m < k {
+			break
+		}
+	}
+	return sent
+}
+
+// TestTransmitGoneRingFull: an interface set down (its frames waiting on
+// the TX ring, the ring full) and then deleted is found gone by the
+// Transmit that finds the ring full, whose frames are then dropped and
+// counted as link_down, not refused for a busy ring.
+func TestTransmitGoneRingFull(t *testing.T) {
+	p := newVethPair(t, 1)
+	const ring = 256
+	a := openIn(t, p.a, p.v.A, Config{Filter: Filter{All: true}, TXRingSize: ring})
+	if out, err := p.a.Run("ip", "link", "set", p.v.A, "down"); err != nil {
+		t.Fatalf("ip link set %s down: %v\n%s", p.v.A, err, out)
+	}
+	tx := a.Queue(0).TX()
+	if m := transmitAll(tx, 2*ring); m != ring {
+		t.Fatalf("Transmit took %d frames on an interface set down, want %d (the ring full)", m, ring)
+	}
+	queued := a.Queue(0).Stats().TXPackets
+	frames := make([]dataplane.Frame, 32)
+	if out, err := p.a.Run("ip", "link", "del", p.v.A); err != nil {
+		t.Fatalf("ip link del %s: %v\n%s", p.v.A, err, out)
+	}
+	k := tx.Alloc(frames)
+	for i := range k {
+		frames[i].SetLen(64)
+	}
+	if m := tx.Transmit(frames[:k]); m != k {
+		tx.Free(frames[m:k])
+		t.Fatalf("Transmit on a full ring of a deleted interface = %d, want %d", m, k)
+	}
+	s := a.Queue(0).Stats()
+	if want := queued + uint64(k); s.Drops[dataplane.DropLinkDown] != want {
+		t.Errorf("link_down %d, want %d (%d frames on the ring, %d refused by none)", s.Drops[dataplane.DropLinkDown], want, queued, k)
+	}
+}

@@ -253,6 +253,9 @@ type txHalf struct {
 	// linkAsked is when linkWasUp was asked of the kernel (linkUp).
 	linkAsked time.Time
 	linkWasUp bool
+	// unbound is set once a kick found the socket unbound (unbind): the
+	// interface deleted or moved to another namespace.
+	unbound bool
 }
 
 func (h *txHalf) enter() bool {
@@ -273,15 +276,34 @@ func (h *txHalf) enter() bool {
 // In copy mode the kernel sends only inside sendto, at most its TX budget
 // a call: one kick with XDP_MAX_TX_SKB_BUDGET raised (Linux 6.17), else one
 // kick per 32 frames.
+//
+// Once the interface is gone (deleted or moved to another namespace: the
+// kernel unbinds the socket, and the kick's sendto fails with ENXIO), every
+// frame is taken, dropped and counted as link_down (unbind): none is sent
+// again by this socket. A kick finds it out: each call that submits frames
+// in copy mode, the driver's wakeups in zero-copy mode, and a call that
+// finds the TX ring full (one sendto a call, whatever the mode), so that
+// the frames a vanished device holds are counted as soon as the first
+// transmit after it, not as sent.
 func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 	if !h.enter() {
 		return 0
+	}
+	if h.unbound {
+		n := h.dropGone(frames)
+		h.busy.Store(0)
+		return n
 	}
 	h.reclaim()
 	want := uint32(min(len(frames), dataplane.MaxBurst))
 	room := h.s.tx.free(want)
 	if room < want && h.reclaim() > 0 {
 		room = h.s.tx.free(want)
+	}
+	if room == 0 && want > 0 && h.probeFull() {
+		n := h.dropGone(frames)
+		h.busy.Store(0)
+		return n
 	}
 	var i, slots uint32
 	var bytes uint64
@@ -369,12 +391,63 @@ func (h *txHalf) kick(n uint32) (lost uint32) {
 		kicks = (n + uint32(h.s.txBudget) - 1) / uint32(h.s.txBudget)
 	}
 	for range kicks {
-		if h.s.kickTX() == unix.EBUSY && h.copyMode {
-			lost += h.dropped(&kicks, n)
+		switch h.s.kickTX() {
+		case unix.EBUSY:
+			if h.copyMode {
+				lost += h.dropped(&kicks, n)
+			}
+		case unix.ENXIO:
+			h.ctr.kicks.Add(uint64(kicks))
+			return lost + h.unbind()
 		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
 	return lost
+}
+
+// probeFull kicks the kernel once for Transmit, which found the TX ring
+// full, and reports whether the socket is unbound (unbind). A driver in
+// zero-copy mode with need_wakeup is kicked only when it asks, which a
+// device that is gone never does: its ring filled up, without this probe
+// the frames would wait there unsent and the caller's be refused as for a
+// busy ring, never counted as lost. One sendto a call, only while the
+// ring is full; in copy mode through kick, whose drops it counts.
+func (h *txHalf) probeFull() bool {
+	if h.copyMode {
+		h.kick(1)
+		return h.unbound
+	}
+	h.ctr.kicks.Add(1)
+	if h.s.kickTX() == unix.ENXIO {
+		h.unbind()
+	}
+	return h.unbound
+}
+
+// unbind marks the half unbound, for a kick whose sendto failed with
+// ENXIO: the kernel unbinds an AF_XDP socket from an interface that is
+// deleted or moved to another namespace (net/xdp/xsk.c, xsk_notifier on
+// NETDEV_UNREGISTER), for good (a socket binds once), and then neither
+// sends nor completes a frame of its rings. It counts the frames on the TX
+// ring as link_down and returns how many: they wait there, taken back at
+// Close. Transmit drops every later frame (dropGone). Like dropped, exact
+// when the ring held no frames of earlier calls, which were counted as
+// sent then.
+func (h *txHalf) unbind() uint32 {
+	h.unbound = true
+	lost := h.s.tx.pending()
+	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
+	return lost
+}
+
+// dropGone takes up to dataplane.MaxBurst frames for Transmit on an
+// unbound half, frees them and counts them as link_down, and returns how
+// many it took.
+func (h *txHalf) dropGone(frames []dataplane.Frame) int {
+	n := min(len(frames), dataplane.MaxBurst)
+	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(n))
+	h.cache.FreeFrames(frames[:n])
+	return n
 }
 
 // dropped counts the frame a kick that failed with EBUSY dropped and
