@@ -2,6 +2,7 @@ package tundev
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/gaissmai/bart"
 
@@ -41,10 +42,14 @@ import (
 // returns an error, changing nothing, for an MTU below 68 (RFC 791 §3.2:
 // every IPv4 link carries 68 bytes) or above the port's MTU of the
 // moment, past which the port sends no frame (dataplane.Port.MTU): to
-// raise it, raise the port's first (afxdp.Port.SetMTU). Safe for
+// raise it, raise the port's first (afxdp.Port.SetMTU). After Close it
+// returns an error wrapping os.ErrClosed, as Read and Write. Safe for
 // concurrent use with Write: a Write in progress keeps the MTU it started
 // with.
 func (d *PortDevice) SetLANMTU(mtu int) error {
+	if d.closed.Load() {
+		return fmt.Errorf("tundev: set LAN MTU %d: %w", mtu, os.ErrClosed)
+	}
 	if mtu < header.IPv4MinMTU || mtu > d.cfg.Port.MTU() {
 		return fmt.Errorf("tundev: LAN MTU %d outside [%d, %d] (the port's MTU: it sends no longer frame)", mtu, header.IPv4MinMTU, d.cfg.Port.MTU())
 	}

@@ -3,7 +3,9 @@ package tundev
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/wgpio/wgpio/header"
@@ -198,6 +200,20 @@ func TestPortDeviceSetLANMTU(t *testing.T) {
 	}
 	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 1 || s.Fragmented != 1 || s.ICMPErrors != 1 {
 		t.Errorf("Stats = %+v, want 1 too_big, 1 fragmented, 1 ICMP error", s)
+	}
+}
+
+// TestPortDeviceSetLANMTUAfterClose: SetLANMTU after Close returns an
+// error wrapping os.ErrClosed, as Read and Write, and changes nothing.
+// Before, it returned nil: a gateway that followed the LAN's MTU change
+// as it stopped was told the MTU was set.
+func TestPortDeviceSetLANMTUAfterClose(t *testing.T) {
+	r := routerRig(t, nil)
+	if err := r.dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dev.SetLANMTU(1400); !errors.Is(err, os.ErrClosed) || r.dev.LANMTU() != 1500 {
+		t.Errorf("SetLANMTU(1400) after Close = %v, LANMTU() = %d; want an error wrapping os.ErrClosed and 1500", err, r.dev.LANMTU())
 	}
 }
 

@@ -30,9 +30,13 @@ func (p *Port) setMTU(mtu int) {
 // the frames of the UMEM are of a fixed size, sized at Open for the
 // largest MTU they hold (MaxMTU), so nothing is allocated. It returns an
 // error, changing nothing, for an MTU below 68 (RFC 791 §3.2: every IPv4
-// link carries 68 bytes) or above MaxMTU. Safe for concurrent use with
+// link carries 68 bytes) or above MaxMTU, and after Close an error
+// wrapping net.ErrClosed, as AddPrefix. Safe for concurrent use with
 // Transmit, whose call in progress keeps the bound it started with.
 func (p *Port) SetMTU(mtu int) error {
+	if p.closed.Load() {
+		return fmt.Errorf("set MTU %d of %s: %w", mtu, p.name, errPortClosed)
+	}
 	if mtu < minMTU || mtu > p.MaxMTU() {
 		return fmt.Errorf("afxdp: MTU %d of %s outside [%d, %d] (an AF_XDP frame of %d bytes holds no longer frame)", mtu, p.name, minMTU, p.MaxMTU(), p.umem.pool.FrameSize())
 	}

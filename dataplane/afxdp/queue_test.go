@@ -3,6 +3,8 @@
 package afxdp
 
 import (
+	"errors"
+	"net"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -284,5 +286,20 @@ func TestSetMTU(t *testing.T) {
 		if got := transmit(c.len); got != c.sent {
 			t.Errorf("MTU %d: a frame of %d bytes sent %v, want %v", p.MTU(), c.len, got, c.sent)
 		}
+	}
+}
+
+// TestSetMTUAfterClose: SetMTU after Close returns an error wrapping
+// net.ErrClosed, as the calls that change the port's maps, and changes
+// nothing. Before, it returned nil: a gateway that followed an interface's
+// MTU change as it stopped was told the MTU was set.
+func TestSetMTUAfterClose(t *testing.T) {
+	q := fakeQueue(t, 2048)
+	p := q.port
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetMTU(1400); !errors.Is(err, net.ErrClosed) || p.MTU() != 1500 {
+		t.Errorf("SetMTU(1400) after Close = %v, MTU() = %d; want an error wrapping net.ErrClosed and 1500", err, p.MTU())
 	}
 }
