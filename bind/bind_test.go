@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -343,6 +344,52 @@ func TestReceive(t *testing.T) {
 	}
 	if s := r.bind.Stats(); s.RXPackets != 3 || s.Drops[DropNotOurs] != 1 {
 		t.Errorf("Stats() RXPackets %d, not ours %d; want 3, 1", s.RXPackets, s.Drops[DropNotOurs])
+	}
+}
+
+// TestReceiveNoRoom: a ReceiveFunc given no room (no packet buffers, or
+// no sizes or endpoints) returns 0 and nil at once, leaving what waits for
+// the next call, and net.ErrClosed after Close. Before, it blocked for
+// good (it waited for a datagram it had no room to return), with or
+// without datagrams waiting.
+func TestReceiveNoRoom(t *testing.T) {
+	r := newRig(t, 1, nil)
+	from := netip.AddrPortFrom(peerIP4, 40000)
+	r.inject(t, 0, udpFrame(from, netip.AddrPortFrom(ourIP4, ourPort), []byte("kept"), false))
+	bufs, sizes, eps := recvBufs()
+	for _, c := range []struct {
+		name  string
+		bufs  [][]byte
+		sizes []int
+		eps   []conn.Endpoint
+	}{
+		{"no packets", nil, sizes, eps},
+		{"no sizes", bufs, nil, eps},
+		{"no endpoints", bufs, sizes, nil},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			n, err := r.fns[0](c.bufs, c.sizes, c.eps)
+			if err == nil && n != 0 {
+				err = fmt.Errorf("n = %d", n)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: ReceiveFunc = %v, want 0 and nil", c.name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: ReceiveFunc blocked 5 s", c.name)
+		}
+	}
+	if n, err := r.fns[0](bufs, sizes, eps); n != 1 || err != nil || string(bufs[0][:sizes[0]]) != "kept" {
+		t.Errorf("ReceiveFunc after calls without room = %d, %v; want the datagram kept", n, err)
+	}
+	r.bind.Close()
+	if _, err := r.fns[0](nil, nil, nil); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("ReceiveFunc without room after Close = %v, want net.ErrClosed", err)
 	}
 }
 

@@ -237,12 +237,20 @@ type rxQueue struct {
 // poll(2): see dataplane.Spinner), copies up to len(packets) payloads into
 // packets[i][:sizes[i]] with their sources in eps[i], and returns how many.
 // The frames are given back to the queue before it returns; packets stay
-// the caller's. After Close it returns net.ErrClosed. It allocates only to
-// cache an endpoint for a new source address and port.
+// the caller's. After Close it returns net.ErrClosed. Given no room
+// (packets, sizes or eps empty) it returns 0 and nil at once and receives
+// nothing, as io.Reader's Read of an empty buffer (before, it blocked for
+// good). It allocates only to cache an endpoint for a new source address and port.
 func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	want := min(len(packets), len(sizes), len(eps), len(r.frames))
+	if want == 0 {
+		if r.g.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		return 0, nil
+	}
 	spinning, spinStart := false, time.Time{}
 	parks := r.w.Parks()
 	for {

@@ -294,8 +294,10 @@ func (d *PortDevice) Close() error {
 // packet is forwarded as a router forwards it (router.go: checked, its TTL
 // lowered, its SYN's MSS clamped; one with TTL 1 is answered with time
 // exceeded instead), and the packets Write handed back (peer to peer, time
-// exceeded into the tunnel: loop.go) come first. Read
-// allocates nothing. After Close it returns os.ErrClosed. While nothing
+// exceeded into the tunnel: loop.go) come first. Read allocates nothing.
+// After Close it returns os.ErrClosed. Given no room (bufs or sizes empty)
+// it returns 0 and nil at once and receives nothing, as io.Reader's Read
+// of an empty buffer (before, it blocked for good). While nothing
 // comes, it polls again (yielding to other goroutines) for an adaptive
 // spin (dataplane.Spinner, at most dataplane.DefaultSpin) before it blocks
 // in poll(2): at high rates a reader never sleeps, so it pays no wake-up
@@ -304,6 +306,12 @@ func (d *PortDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
 	want := min(len(bufs), len(sizes))
+	if want == 0 {
+		if d.closed.Load() {
+			return 0, os.ErrClosed
+		}
+		return 0, nil
+	}
 	spinning, spinStart := false, time.Time{}
 	parks := d.w.Parks()
 	for {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -285,6 +286,46 @@ func TestPortDeviceClose(t *testing.T) {
 	}
 	if _, err := r.dev.Write([][]byte{ipPacket(lanIP, hostIP, nil)}, 0); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Write after Close = %v, want os.ErrClosed", err)
+	}
+}
+
+// TestPortDeviceReadNoRoom: Read given no room (no buffers or no sizes)
+// returns 0 and nil at once, leaving what waits for the next call, and
+// os.ErrClosed after Close. Before, it blocked for good, with or without
+// packets waiting.
+func TestPortDeviceReadNoRoom(t *testing.T) {
+	r := newPortRig(t, 1, nil)
+	p4 := ipPacket(hostIP, farIP, []byte("kept"))
+	r.inject(t, 0, ethFrame(macGW, macHost, 0x0800, p4))
+	bufs, sizes := [][]byte{make([]byte, 2000)}, []int{0}
+	for _, c := range []struct {
+		name  string
+		bufs  [][]byte
+		sizes []int
+	}{{"no buffers", nil, sizes}, {"no sizes", bufs, nil}} {
+		done := make(chan error, 1)
+		go func() {
+			n, err := r.dev.Read(c.bufs, c.sizes, 0)
+			if err == nil && n != 0 {
+				err = fmt.Errorf("n = %d", n)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: Read = %v, want 0 and nil", c.name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Read blocked 5 s", c.name)
+		}
+	}
+	if got := r.readAll(t, 1, 1); len(got) != 1 || !bytes.Equal(got[0], hop(p4)) {
+		t.Errorf("Read after calls without room got %d packets, want the one kept", len(got))
+	}
+	r.dev.Close()
+	if _, err := r.dev.Read(nil, nil, 0); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Read without room after Close = %v, want os.ErrClosed", err)
 	}
 }
 
