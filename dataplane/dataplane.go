@@ -89,7 +89,10 @@ type RX interface {
 
 	// Free returns frames to the pool so that they can be received into
 	// again. The caller no longer owns them. Frames of another pool go back
-	// to their own pool.
+	// to their own pool. Each must be the caller's, given back once: a
+	// frame freed twice is handed out twice, undetected except in a
+	// build with the tag wgpio_framecheck, which panics
+	// (Cache.FreeFrames).
 	Free(frames []Frame)
 
 	// WaitFD is a file descriptor that polls readable (POLLIN) while frames
@@ -122,7 +125,8 @@ type TX interface {
 	Alloc(frames []Frame) int
 
 	// Free returns frames to the pool. The caller no longer owns them.
-	// Frames of another pool go back to their own pool, as RX.Free's.
+	// Frames of another pool go back to their own pool, as RX.Free's,
+	// and each must be the caller's, given back once, as there.
 	Free(frames []Frame)
 
 	// Reclaim takes completed frames off the completion ring into the

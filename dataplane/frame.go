@@ -12,7 +12,9 @@ import (
 // A Frame is a small value (no pointers into the packet); copying the value
 // does not copy the packet, and two copies name the same buffer. Exactly one
 // owner may use a buffer at a time: the doc of each call that takes or
-// returns frames says who owns them afterwards. The zero Frame names nothing
+// returns frames says who owns them afterwards. A buffer is given back
+// once (Free, Transmit, FreeFrames): see Cache.FreeFrames for a frame
+// freed twice, and the build tag that catches it. The zero Frame names nothing
 // (IsZero): freeing it (Cache.FreeFrames) does nothing, and its other
 // methods (Data, SetLen, Reset, ...) panic on it, as on a nil pointer (no
 // check on the per-packet path).
@@ -170,6 +172,8 @@ type Pool struct {
 	free []uint64 // chunk offsets; guarded by mu
 
 	copies atomic.Uint64
+
+	track *frameTrack // nil unless built with wgpio_framecheck
 }
 
 // MinDataRoom is the least number of bytes a frame buffer has behind the
@@ -199,6 +203,7 @@ func NewPool(mem []byte, frameSize, headroom int) (*Pool, error) {
 		headroom:  uint32(headroom),
 		nframes:   uint32(n),
 		free:      make([]uint64, n),
+		track:     newFrameTrack(n, frameSize),
 	}
 	for i := range p.free {
 		// Hand out low addresses first.
@@ -233,7 +238,19 @@ func (p *Pool) FreeCount() int {
 }
 
 // Get moves up to len(dst) free chunk offsets into dst and returns how many.
+// The caller owns the chunks.
 func (p *Pool) Get(dst []uint64) int {
+	n := p.get(dst)
+	if frameCheck {
+		for _, c := range dst[:n] {
+			p.track.take(c)
+		}
+	}
+	return n
+}
+
+// get is Get for a Cache's refill: the chunks stay free, in the cache.
+func (p *Pool) get(dst []uint64) int {
 	p.mu.Lock()
 	n := copy(dst, p.free[max(0, len(p.free)-len(dst)):])
 	p.free = p.free[:len(p.free)-n]
@@ -242,15 +259,30 @@ func (p *Pool) Get(dst []uint64) int {
 }
 
 // Put returns chunk offsets to the free list. Each must have come from Get
-// (or the backend's rings) and be free now. Put does not keep src.
+// (or the backend's rings) and be its caller's: a chunk given back twice
+// is handed out twice (see framecheck.go). Put does not keep src.
 func (p *Pool) Put(src []uint64) {
+	if frameCheck {
+		for _, c := range src {
+			p.track.give(c)
+		}
+	}
+	p.put(src)
+}
+
+// put is Put for a Cache's spill and Drain: the chunks were free, in the
+// cache.
+func (p *Pool) put(src []uint64) {
 	p.mu.Lock()
 	p.free = append(p.free, src...)
 	p.mu.Unlock()
 }
 
-// PutOne returns one chunk offset to the free list.
+// PutOne returns one chunk offset to the free list, as Put.
 func (p *Pool) PutOne(chunk uint64) {
+	if frameCheck {
+		p.track.give(chunk)
+	}
 	p.mu.Lock()
 	p.free = append(p.free, chunk)
 	p.mu.Unlock()
@@ -327,26 +359,33 @@ func (c *Cache) Pool() *Pool { return c.pool }
 func (c *Cache) Len() int { return len(c.addrs) }
 
 // Get takes one free chunk, refilling from the pool if needed. ok is false
-// when the pool is empty too.
+// when the pool is empty too. The caller owns the chunk.
 func (c *Cache) Get() (chunk uint64, ok bool) {
 	if len(c.addrs) == 0 && !c.refill() {
 		return 0, false
 	}
 	chunk = c.addrs[len(c.addrs)-1]
 	c.addrs = c.addrs[:len(c.addrs)-1]
+	if frameCheck {
+		c.pool.track.take(chunk)
+	}
 	return chunk, true
 }
 
 // refill takes up to CacheBatch chunks from the pool; it is called only on
 // an empty cache.
 func (c *Cache) refill() bool {
-	n := c.pool.Get(c.addrs[len(c.addrs):cap(c.addrs)][:CacheBatch])
+	n := c.pool.get(c.addrs[len(c.addrs):cap(c.addrs)][:CacheBatch])
 	c.addrs = c.addrs[:len(c.addrs)+n]
 	return n > 0
 }
 
-// Put gives one chunk of this cache's pool back.
+// Put gives one chunk of this cache's pool back. The caller must own it: a
+// chunk given back twice is handed out twice (see framecheck.go).
 func (c *Cache) Put(chunk uint64) {
+	if frameCheck {
+		c.pool.track.give(chunk)
+	}
 	if len(c.addrs) == cap(c.addrs) {
 		c.spill()
 	}
@@ -359,7 +398,7 @@ func (c *Cache) spill() {
 	if len(c.addrs) <= keep {
 		return
 	}
-	c.pool.Put(c.addrs[keep:])
+	c.pool.put(c.addrs[keep:])
 	c.addrs = c.addrs[:keep]
 }
 
@@ -367,6 +406,12 @@ func (c *Cache) spill() {
 // into the cache, others to their own pool's free list (one lock per run of
 // up to 64 frames of the same foreign pool). Zero frames are skipped. The
 // caller no longer owns the frames. It does not allocate.
+//
+// Each frame must be the caller's, freed once: a frame freed twice (or
+// freed after Transmit took it, or freed through two copies of its Frame
+// value) has its buffer handed out to two later allocations, one packet's
+// bytes written over another's. Nothing checks it per frame; a build with
+// the tag wgpio_framecheck panics at the second free (framecheck.go).
 func (c *Cache) FreeFrames(frames []Frame) {
 	var fpool *Pool
 	nf := 0
@@ -398,7 +443,7 @@ func (c *Cache) FreeFrames(frames []Frame) {
 
 // Drain gives every cached chunk back to the pool.
 func (c *Cache) Drain() {
-	c.pool.Put(c.addrs)
+	c.pool.put(c.addrs)
 	c.addrs = c.addrs[:0]
 }
 
@@ -423,6 +468,9 @@ func (c *Cache) AllocFrames(frames []Frame) int {
 		p, head := c.pool, c.pool.headroom
 		for i := range frames[n : n+k] {
 			frames[n+i] = Frame{pool: p, chunk: c.addrs[top-i], off: head}
+			if frameCheck {
+				p.track.take(c.addrs[top-i])
+			}
 		}
 		c.addrs = c.addrs[:len(c.addrs)-k]
 		n += k

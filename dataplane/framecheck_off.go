@@ -1,0 +1,6 @@
+//go:build !wgpio_framecheck
+
+package dataplane
+
+// frameCheck: see framecheck.go.
+const frameCheck = false
