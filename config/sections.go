@@ -88,6 +88,13 @@ func (p *parser) peerKey(n int, key, v string) {
 		peer.PresharedKey = k
 		k.Zero()
 	case "AllowedIPs":
+		if at, ok := emptyItem(v); ok {
+			// wg(8) setconf, which wg-quick hands this line to,
+			// refuses it ("Unable to parse IP address: `'") and sets
+			// nothing; dropping the item instead would start a peer
+			// from a line the file's author may have cut a prefix from.
+			p.errorf(n, key, "an empty item %s: wg(8) refuses the line; remove the extra ','", at)
+		}
 		for _, s := range splitList(v) {
 			pf, ok := p.prefix(n, key, s)
 			if !ok {

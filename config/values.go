@@ -104,7 +104,9 @@ func (p *parser) port(n int, key, v string) (uint16, bool) {
 }
 
 // splitList splits a comma list, dropping the spaces around items and empty
-// items (wg-quick accepts "a, b," as well as "a,b").
+// items (wg-quick accepts "a, b," as well as "a,b" for Address, which it
+// splits itself; an AllowedIPs list goes to wg(8), which refuses an empty
+// item: see emptyItem).
 func splitList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
@@ -113,6 +115,31 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// emptyItem reports whether the non-empty comma list v has an empty item
+// (",," or a ',' at either end, spaces aside), and where, for an error:
+// "after X" or "before X", X the item next to the first empty one.
+func emptyItem(v string) (string, bool) {
+	if v == "" {
+		return "", false
+	}
+	items := strings.Split(v, ",")
+	for i, s := range items {
+		if strings.TrimSpace(s) != "" {
+			continue
+		}
+		if i > 0 {
+			return "after " + quoteShort(strings.TrimSpace(items[i-1])), true
+		}
+		for _, next := range items[1:] {
+			if next = strings.TrimSpace(next); next != "" {
+				return "before " + quoteShort(next), true
+			}
+		}
+		return "(the list is commas only)", true
+	}
+	return "", false
 }
 
 // parseCIDR parses "addr/bits", or, if bare, a lone address as /32 or /128

@@ -198,6 +198,9 @@ func TestUAPISetMatchesWireguardGo(t *testing.T) {
 		{"protocol version 2", []string{"public_key=" + k1 + "\nprotocol_version=2\n"}},
 		{"unknown peer key", []string{"public_key=" + k1 + "\nbogus=1\n"}},
 		{"bad allowed ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/33\n"}},
+		// UAPI takes one prefix a line: no list, no empty one.
+		{"empty allowed ip", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nallowed_ip=\n"}},
+		{"allowed ip list", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24,,198.19.1.0/24\n"}},
 		{"allowed ip masked and deduplicated", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.1/24\nallowed_ip=198.19.0.0/24\n"}},
 		{"allowed ip re-added moves to the end", []string{"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\nallowed_ip=198.19.1.0/24\n",
 			"public_key=" + k1 + "\nallowed_ip=198.19.0.0/24\n"}},
