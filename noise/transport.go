@@ -38,10 +38,17 @@ func PutNonce(nonce *[TransportNonceSize]byte, counter uint64) {
 // n bytes before sealing it (section 5.4.6): up to the next multiple of
 // PaddingMultiple (16), but never past mtu, the tunnel's MTU in bytes. A
 // packet already longer than mtu gets no padding. mtu <= 0 means no limit.
+// n is a length: a negative n is the caller's bug, and PaddingLen panics,
+// as a slice index does, rather than return a padding for it. It does not
+// allocate.
 func PaddingLen(n, mtu int) int {
-	padded := (n + PaddingMultiple - 1) &^ (PaddingMultiple - 1)
-	if mtu > 0 && padded > mtu {
-		padded = max(mtu, n)
+	if n < 0 {
+		panic("noise: PaddingLen of a negative length")
 	}
-	return padded - n
+	// -n mod 16, which, unlike rounding n+15 down, cannot overflow.
+	pad := -n & (PaddingMultiple - 1)
+	if mtu > 0 && pad > mtu-n {
+		pad = max(mtu-n, 0)
+	}
+	return pad
 }

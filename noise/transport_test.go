@@ -2,6 +2,7 @@ package noise_test
 
 import (
 	"bytes"
+	"math"
 	"testing"
 
 	"github.com/wgpio/wgpio/noise"
@@ -11,22 +12,37 @@ import (
 // and never past the MTU (wireguard-go, the kernel).
 func TestPaddingLen(t *testing.T) {
 	tests := []struct{ n, mtu, want int }{
-		{0, 1420, 0},     // keepalive
-		{1, 1420, 15},    //
-		{16, 1420, 0},    //
-		{17, 1420, 15},   //
-		{1408, 1420, 0},  //
-		{1409, 1420, 11}, // 1424 > MTU: pad to 1420
-		{1419, 1420, 1},  //
-		{1420, 1420, 0},  //
-		{1421, 1420, 0},  // longer than the MTU: no padding
-		{100, 0, 12},     // no MTU: plain multiple of 16
-		{1415, 1417, 2},  // MTU not a multiple of 16
+		{0, 1420, 0},              // keepalive
+		{1, 1420, 15},             //
+		{16, 1420, 0},             //
+		{17, 1420, 15},            //
+		{1408, 1420, 0},           //
+		{1409, 1420, 11},          // 1424 > MTU: pad to 1420
+		{1419, 1420, 1},           //
+		{1420, 1420, 0},           //
+		{1421, 1420, 0},           // longer than the MTU: no padding
+		{100, 0, 12},              // no MTU: plain multiple of 16
+		{1415, 1417, 2},           // MTU not a multiple of 16
+		{100, -1, 12},             // mtu <= 0: no limit
+		{math.MaxInt - 14, 0, 15}, // n + 15 would overflow
+		{math.MaxInt, 1420, 0},
 	}
 	for _, tc := range tests {
 		if got := noise.PaddingLen(tc.n, tc.mtu); got != tc.want {
 			t.Errorf("PaddingLen(%d, %d) = %d, want %d", tc.n, tc.mtu, got, tc.want)
 		}
+	}
+	// A negative length is the caller's bug: a panic, as a slice index
+	// gives, not a padding (it was 1 for -1, 4 for -20).
+	for _, n := range []int{-1, -20, math.MinInt} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("PaddingLen(%d, 1420) did not panic", n)
+				}
+			}()
+			t.Errorf("PaddingLen(%d, 1420) = %d, want a panic", n, noise.PaddingLen(n, 1420))
+		}()
 	}
 }
 
