@@ -527,16 +527,24 @@ func (d *Device) initiateLocked(p *peer, now int64, isRetry bool) {
 // replacing the one in flight (makeInitiationLocked). p.mu held.
 func (d *Device) sendInitiationLocked(p *peer, now int64) {
 	var msg [noise.InitiationSize]byte
-	if pkt, ok := d.makeInitiationLocked(p, now, &msg); ok {
-		d.send(p.fp.ID, pkt)
+	if pkt, ok := d.makeInitiationLocked(p, now, &msg); ok && d.send(p.fp.ID, pkt) {
+		d.initiationSent(p, p.attempts+1)
 	}
+}
+
+// initiationSent counts an initiation the dataplane took (one it refused is
+// mailbox_full alone, counted by send or sendWait), and logs it.
+func (d *Device) initiationSent(p *peer, attempt int) {
+	d.stats.initiationsSent.Add(1)
+	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", attempt)
 }
 
 // makeInitiationLocked makes an initiation into msg, replacing the one in
 // flight: its receiver index is released, a new one registered (the index
 // table and pending stay consistent: an index is in pending exactly while
-// its initiation is p's in flight). It returns the packet to post, counted
-// as sent, and false when there is nothing to send. p.mu held.
+// its initiation is p's in flight). It returns the packet to post (the
+// caller counts it sent once the dataplane took it: initiationSent), and
+// false when there is nothing to send. p.mu held.
 func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.InitiationSize]byte) (fastpath.ControlPacket, bool) {
 	if p.hs == nil {
 		return fastpath.ControlPacket{}, false
@@ -566,9 +574,7 @@ func (d *Device) makeInitiationLocked(p *peer, now int64, msg *[noise.Initiation
 	d.pending[idx] = p
 	d.pendMu.Unlock()
 	d.armZeroIfIdleLocked(p, now)
-	d.stats.initiationsSent.Add(1)
 	d.sentLocked(p, now)
-	d.log.Debug("handshake initiation sent", "peer", p.pub, "attempt", p.attempts+1)
 	return fastpath.ControlPacket{Dst: ep.Dst, Src: ep.Src, DstMAC: ep.DstMAC, Payload: msg[:], Peer: p.fp}, true
 }
 
@@ -618,9 +624,10 @@ func (d *Device) keepaliveLocked(p *peer, now int64) {
 	var buf [noise.KeepaliveSize]byte
 	noise.PutTransportHeader(buf[:], kp.RemoteIndex, c)
 	out := kp.Seal(buf[:noise.TransportHeaderSize], nil, c)
-	d.stats.keepalivesSent.Add(1)
 	d.sentLocked(p, now)
-	d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, Src: ep.Src, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp})
+	if d.send(p.fp.ID, fastpath.ControlPacket{Dst: ep.Dst, Src: ep.Src, DstMAC: ep.DstMAC, Payload: out, Peer: p.fp}) {
+		d.stats.keepalivesSent.Add(1) // a refused one is mailbox_full alone
+	}
 	if kp.IsInitiator && now-kp.Created >= int64(protocol.RekeyAfterTime) || c >= protocol.RekeyAfterMessages {
 		d.initiateLocked(p, now, false)
 	}

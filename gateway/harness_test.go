@@ -52,9 +52,9 @@ type fakeDP struct {
 	viaChannel bool
 	kicks      atomic.Int64
 	reaps      atomic.Int64
-	// SendWait: mailboxFull makes every SendWait run out; fullUntil makes
-	// the next that many find the mailbox full and wait (waited counts
-	// them) before delivering.
+	// SendWait: mailboxFull makes every SendWait run out, and every Send
+	// refuse; fullUntil makes the next that many SendWaits find the
+	// mailbox full and wait (waited counts them) before delivering.
 	mailboxFull atomic.Bool
 	fullUntil   atomic.Int64
 	waited      atomic.Int64
@@ -171,6 +171,9 @@ func (f *fakeDP) wasRetired(kp *fastpath.Keypair) bool {
 }
 
 func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
+	if f.mailboxFull.Load() {
+		return false
+	}
 	now := f.clock.Load()
 	b := append([]byte(nil), pkt.Payload...)
 	f.mu.Lock()
@@ -189,10 +192,7 @@ func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 // refused), counts a try that found the mailbox full and then delivers, as
 // the engine does once its worker made room; mailboxFull refuses all.
 func (f *fakeDP) SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool {
-	if f.mailboxFull.Load() {
-		return false
-	}
-	if f.fullUntil.Load() > 0 {
+	if f.fullUntil.Load() > 0 && !f.mailboxFull.Load() {
 		f.fullUntil.Add(-1)
 		f.waited.Add(1)
 	}

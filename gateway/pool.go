@@ -298,13 +298,15 @@ func (d *Device) runInitiation(p *peer) {
 		p.lastInitSent, p.initSent = now, true
 		p.retransmitAt = now + int64(protocol.RekeyTimeout) + int64(d.opts.Jitter())
 	}
-	queue := p.fp.ID
+	queue, attempt := p.fp.ID, p.attempts+1
 	p.mu.Unlock()
 	d.idMu.RUnlock()
 	d.touch(p)
 	if ok {
 		pkt.Src = d.sendSource(p.fp, pkt)
-		d.sendWait(queue, pkt)
+		if d.sendWait(queue, pkt) {
+			d.initiationSent(p, attempt)
+		}
 	}
 }
 

@@ -47,11 +47,16 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 
 // Stats are the device's counters at one moment (each read atomically).
 type Stats struct {
-	Drops             DropCounts `json:"drops"`
-	InitiationsSent   uint64     `json:"initiations_sent"`
-	ResponsesSent     uint64     `json:"responses_sent"`
-	CookieRepliesSent uint64     `json:"cookie_replies_sent"`
-	KeepalivesSent    uint64     `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
+	Drops DropCounts `json:"drops"`
+	// InitiationsSent, ResponsesSent, CookieRepliesSent and KeepalivesSent
+	// count the messages of each kind the dataplane took (Dataplane.Send
+	// or SendWait returned true). One it refused is counted only as the
+	// drop mailbox_full; one it took and lost after is in its own
+	// counters (fastpath's ring_full, no_wan_route, closed...).
+	InitiationsSent   uint64 `json:"initiations_sent"`
+	ResponsesSent     uint64 `json:"responses_sent"`
+	CookieRepliesSent uint64 `json:"cookie_replies_sent"`
+	KeepalivesSent    uint64 `json:"keepalives_sent"` // by the control plane (timers, session confirmation)
 	// PeersConfigured is a gauge: the peers of the configuration.
 	PeersConfigured uint64 `json:"peers_configured"`
 	// LiveSessions is a gauge: the peers whose current keypair is

@@ -124,7 +124,12 @@ func TestColdStartIPv6FirstHandshake(t *testing.T) {
 	s := newSite(t, twosite.Config{Outer6: true})
 	g := s.Gateway
 	testenv.SendUDP(t, s.HostA, netip.AddrPortFrom(twosite.HostB4, 9), 1)
-	if !testenv.PollUntil(20*time.Second, func() bool { return g.Device().Stats().KeypairsInstalledTotal > 0 }) {
+	// A handshake worker counts its initiation once its post returns,
+	// which may be after the response came back: wait for both.
+	if !testenv.PollUntil(20*time.Second, func() bool {
+		st := g.Device().Stats()
+		return st.KeypairsInstalledTotal > 0 && st.InitiationsSent > 0
+	}) {
 		t.Fatalf("no handshake; stats %+v; drops %s", g.Device().Stats(), dropsString(g))
 	}
 	st := g.Device().Stats()
