@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // TestCloseCountsMail: what the mailbox took and no worker handled
@@ -42,5 +45,34 @@ func TestCloseCountsMail(t *testing.T) {
 	}
 	if d := TotalDrops(r.a.Stats()); d[DropClosed] != 5 {
 		t.Errorf("closed = %d after a SendWait past Close, want 5", d[DropClosed])
+	}
+}
+
+// TestCloseCountsHandshakes: handshake messages a worker received and
+// handed to the control plane's queue (Handshakes), which no control plane
+// took before Close, are counted closed, on the worker that received
+// them. Before, they stayed in the channel, counted received and nowhere
+// else.
+func TestCloseCountsHandshakes(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	var msg [protocol.InitiationSize]byte
+	msg[0] = protocol.TypeInitiation
+	const n = 3
+	tx := r.wanA.Queue(0).TX()
+	for range n {
+		if tx.Transmit([]dataplane.Frame{wanFrame(t, r, msg[:])}) != 1 {
+			t.Fatal("the WAN port took no frame")
+		}
+	}
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := len(r.b.Handshakes()); got != n {
+		t.Fatalf("%d handshake messages queued for the control plane, want %d", got, n)
+	}
+	r.b.Close()
+	if d := TotalDrops(r.b.Stats()); d[DropClosed] != n || d.Total() != n {
+		t.Errorf("after Close: drops %v, want closed=%d alone (the messages no control plane took)", d.List(), n)
+	}
+	if got := len(r.b.Handshakes()); got != 0 {
+		t.Errorf("%d handshake messages left in the queue after Close, want 0", got)
 	}
 }

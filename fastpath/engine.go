@@ -360,8 +360,25 @@ func (e *Engine) Ports() (lan, wan dataplane.Port) { return e.cfg.LAN, e.cfg.WAN
 
 // Handshakes is the bounded queue of handshake messages (types 1–3) for
 // the control plane. Workers never block on it: a message that finds it
-// full is dropped and counted (DropHandshakeQueueFull).
+// full is dropped and counted (DropHandshakeQueueFull). What it still
+// holds at Close is dropped, counted closed by the worker that received
+// it.
 func (e *Engine) Handshakes() <-chan HandshakeMessage { return e.handshakes }
+
+// dropHandshakes empties the handshake queue at Close, once no worker
+// fills it, counting each message closed on its worker's counters. A
+// control plane still reading takes some first: each message is either
+// its, or counted here.
+func (e *Engine) dropHandshakes() {
+	for {
+		select {
+		case m := <-e.handshakes:
+			e.workers[uint(m.Queue)%uint(len(e.workers))].count(DropClosed, 1)
+		default:
+			return
+		}
+	}
+}
 
 // UnderLoad reports whether the handshake queue is at least 1/8 full (the
 // first half of wireguard-go's and the kernel's "under load" rule; the
@@ -503,9 +520,11 @@ func (e *Engine) Start() {
 	}
 }
 
-// Close stops the workers and waits for them, frees held frames, erases
-// the keys of every retired keypair (Retire) and returns; its peers may
-// then join another engine. It does not close the ports.
+// Close stops the workers and waits for them, frees held frames (counted
+// closed, as the mail no worker took and the handshake messages no control
+// plane took), erases the keys of every retired keypair (Retire) and
+// returns; its peers may then join another engine. It does not close the
+// ports.
 func (e *Engine) Close() error {
 	if !e.closing.CompareAndSwap(false, true) {
 		return nil
@@ -521,6 +540,7 @@ func (e *Engine) Close() error {
 	for _, w := range e.workers {
 		w.close()
 	}
+	e.dropHandshakes()
 	e.Reap() // every worker is parked now
 	e.peersMu.Lock()
 	for p := range e.members {

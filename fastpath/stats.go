@@ -71,9 +71,10 @@ const (
 	DropRingFull
 	// DropNoBuffer: no free frame to build a packet in.
 	DropNoBuffer
-	// DropClosed: frames held, and mail its mailbox took (Send,
+	// DropClosed: frames held, mail its mailbox took (Send,
 	// SendWait, SendTunnel, ReceiveWAN, SendFrame) that no worker
-	// handled, when the engine closed.
+	// handled, and handshake messages it received that the control
+	// plane had not taken (Handshakes), when the engine closed.
 	DropClosed
 	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
 	// after RekeyAttemptTime.

@@ -143,6 +143,19 @@ func (q *handshakePool) backlog() int {
 	return len(q.queue)
 }
 
+// dropQueued empties the queue of received messages, counting each
+// closed: at Close, once no worker takes from it (nor admits into it).
+func (q *handshakePool) dropQueued(c *counters) {
+	for {
+		select {
+		case <-q.msgs:
+			c.drop(DropClosed)
+		default:
+			return
+		}
+	}
+}
+
 func (q *handshakePool) clear() {
 	q.mu.Lock()
 	clear(q.queue)

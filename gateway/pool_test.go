@@ -136,3 +136,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestCloseCountsBacklog: received handshake messages that passed
+// admission and still wait for a handshake worker when the device closes
+// are dropped, counted closed (each once: the backlog is empty after).
+// Before, they were counted nowhere: wgpio_handshake_messages_received
+// grew by them and no drop said where they went.
+func TestCloseCountsBacklog(t *testing.T) {
+	r := newLightRig(t, 3, 1) // not started: no worker takes them
+	for i, s := range r.sims {
+		r.dev.admit(s.message(s.initiation(t, uint32(i+1))))
+	}
+	if n := r.dev.Stats().HandshakeBacklog; n != 3 {
+		t.Fatalf("backlog %d after admitting 3 initiations, want 3", n)
+	}
+	r.dev.Close()
+	st := r.dev.Stats()
+	if st.Drops[DropClosed] != 3 || st.Drops.Total() != 3 || st.HandshakeBacklog != 0 {
+		t.Errorf("after Close: drops %v, backlog %d; want closed=3 alone, 0", st.Drops.List(), st.HandshakeBacklog)
+	}
+	r.dev.Close() // again: nothing more
+	if got := r.dev.Stats().Drops[DropClosed]; got != 3 {
+		t.Errorf("closed = %d after a second Close, want 3", got)
+	}
+}

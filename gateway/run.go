@@ -112,7 +112,10 @@ func (d *Device) tickLoop() {
 }
 
 // Close stops the loops, removes the UAPI socket, and zeroes every key the
-// device holds. The dataplane is not closed: the keypairs' keys are erased
+// device holds. The received handshake messages still waiting for a
+// handshake worker are dropped, counted (DropClosed); those still in the
+// dataplane's queue are the dataplane's (fastpath.Engine.Close counts
+// them). The dataplane is not closed: the keypairs' keys are erased
 // as soon as its workers have passed a batch boundary (Close waits up to
 // 100 ms for that, closeReapWait; what is left then goes at the
 // dataplane's next Reap or its Close).
@@ -129,6 +132,7 @@ func (d *Device) Close() error {
 			l.Close()
 		}
 		d.wg.Wait()
+		d.pool.dropQueued(&d.stats)
 		d.pool.claim.release()
 		d.pool.async.Store(false)
 		d.mu.Lock()

@@ -28,13 +28,14 @@ const (
 	DropCookieBudget                           // cookie reply not sent: over CookieRepliesPerSecond (all sources)
 	DropHandshakeStale                         // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
 	DropHandshakeBacklogFull                   // the handshake pool's queue was full (Options.HandshakeBacklog)
+	DropClosed                                 // still in the handshake pool's queue when the device closed (what the dataplane's queue held is its own closed)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"unknown type", "no private key", "handshake invalid", "unknown peer",
 	"unknown index", "rate limited", "index table full", "no endpoint", "mailbox full",
-	"cookie budget", "handshake stale", "handshake backlog full",
+	"cookie budget", "handshake stale", "handshake backlog full", "closed",
 }
 
 // String returns the short lowercase name.
