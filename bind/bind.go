@@ -18,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/counts"
+	"github.com/wgpio/wgpio/internal/pathmtu"
 )
 
 // BatchSize is the number of datagrams a ReceiveFunc fills and Send takes
@@ -156,6 +157,7 @@ type Bind struct {
 	closedFlag atomic.Bool                // true while no generation is open
 	port       atomic.Uint32              // the UDP port listened on and sent from; written under mu by Open
 	local      atomic.Pointer[localAddrs] // the addresses listened on and sent from (SetAddrs)
+	pathMTU    pathmtu.Table              // the path MTUs toward IPv6 endpoints (SetPathMTU); loaded once per batch
 
 	mu   sync.Mutex // guards gen, and serialises Open and Close
 	gen  *generation
@@ -495,7 +497,9 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // batches, each on the TX queue it takes). Send does not keep bufs. It is
 // safe for concurrent use and does not allocate on the hot path, nor to
 // fragment. A datagram longer than the port's MTU (dataplane.Port.MTU,
-// read once per batch) is sent as IP fragments of at most the MTU, in
+// read once per batch), or than the path MTU toward an IPv6 endpoint
+// (SetPathMTU, looked up once per batch), is sent as IP fragments of at
+// most that MTU, in
 // order between the datagrams before and after it, as Linux fragments
 // its WireGuard's outer packets (which carry ignore_df): IPv4 fragments
 // with the datagram's identification (its DF is clear; RFC 791 §3.2),
@@ -556,7 +560,8 @@ func (b *Bind) isClosedFast() bool {
 }
 
 // sendBatch builds and transmits up to BatchSize datagrams on one TX
-// queue, in order: a datagram longer than the port's MTU goes out as its
+// queue, in order: a datagram longer than the port's MTU (or dst's path
+// MTU, SetPathMTU) goes out as its
 // fragments (fragment.go) between the ones before and after it; q.out is
 // transmitted early when the next frames do not fit behind it. A
 // datagram that fits costs what it did: its one comparison with the MTU
@@ -573,6 +578,13 @@ func (b *Bind) sendBatch(bufs [][]byte, mac header.MAC, src netip.Addr, dst neti
 	}
 	frames := q.frames[:got]
 	t.mtu = b.cfg.Port.MTU()
+	if !v4 {
+		if pm := b.pathMTU.Load(); pm != nil && pm.Least < t.mtu {
+			if m, ok := pm.Lookup(dst.Addr()); ok && m < t.mtu {
+				t.mtu = m
+			}
+		}
+	}
 	whole := t.mtu - (t.n - header.EthernetLen) // the longest payload sent whole
 	k := 0                                      // q.out[:k] are ready to transmit
 	for i := range frames {

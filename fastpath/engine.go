@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/pathmtu"
 	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/protocol"
 )
@@ -63,12 +63,11 @@ type Engine struct {
 	// (wanfrag.go). Set by New from Config.WAN.MTU() and by SetWANMTU; a
 	// worker loads it once per batch it sends to the WAN.
 	wanMTU atomic.Int64
-	// pathMTU is the path MTUs learnt toward IPv6 endpoints (SetPathMTU;
-	// nil: none): outer packets toward such an endpoint larger than its
-	// path MTU leave as fragments too (wanfrag.go). pathMTUMu serializes
-	// SetPathMTU's copies; a worker loads the pointer once per batch.
-	pathMTU   atomic.Pointer[pathMTUs]
-	pathMTUMu sync.Mutex
+	// pathMTU is the path MTUs learnt toward IPv6 endpoints
+	// (SetPathMTU; its Load nil: none): outer packets toward such an endpoint larger than its
+	// path MTU leave as fragments too (wanfrag.go). A worker loads it
+	// once per batch.
+	pathMTU pathmtu.Table
 	// reasm reassembles WAN fragments (Config.Reassemble, reassemble.go;
 	// nil without).
 	reasm *reassembler
@@ -245,17 +244,7 @@ func (e *Engine) SetLANMTU(mtu int) { e.lanMTU.Store(int64(mtu)) }
 func (e *Engine) SetWANMTU(mtu int) { e.wanMTU.Store(int64(mtu)) }
 
 // MaxPathMTUs is how many endpoints' path MTUs SetPathMTU keeps at once.
-const MaxPathMTUs = 4096
-
-// pathMTUs is an immutable table of the path MTUs learnt toward IPv6
-// endpoints (Engine.SetPathMTU), replaced whole on each change.
-type pathMTUs struct {
-	// least is the least MTU of byAddr, bytes of IP packet: frames
-	// within it are not looked up.
-	least int
-	// byAddr maps an endpoint's address to its path MTU.
-	byAddr map[netip.Addr]int
-}
+const MaxPathMTUs = pathmtu.MaxEntries
 
 // SetPathMTU sets the path MTU toward the IPv6 endpoint address dst, in
 // bytes of IP packet, as an ICMPv6 "packet too big" from a router on the
@@ -272,48 +261,11 @@ type pathMTUs struct {
 // already. Workers use the new value from their next batch. Safe for
 // concurrent use; it copies the table (a cost per change, not per
 // packet).
-func (e *Engine) SetPathMTU(dst netip.Addr, mtu int) bool {
-	dst = dst.Unmap()
-	if !dst.Is6() {
-		return true
-	}
-	dst = dst.WithZone("")
-	e.pathMTUMu.Lock()
-	defer e.pathMTUMu.Unlock()
-	old := e.pathMTU.Load()
-	n := make(map[netip.Addr]int)
-	if old != nil {
-		if _, ok := old.byAddr[dst]; !ok && mtu > 0 && len(old.byAddr) >= MaxPathMTUs {
-			return false
-		}
-		maps.Copy(n, old.byAddr)
-	}
-	if mtu > 0 {
-		n[dst] = max(mtu, header.IPv6MinMTU)
-	} else {
-		delete(n, dst)
-	}
-	if len(n) == 0 {
-		e.pathMTU.Store(nil)
-		return true
-	}
-	t := &pathMTUs{least: math.MaxInt, byAddr: n}
-	for _, m := range n {
-		t.least = min(t.least, m)
-	}
-	e.pathMTU.Store(t)
-	return true
-}
+func (e *Engine) SetPathMTU(dst netip.Addr, mtu int) bool { return e.pathMTU.Set(dst, mtu) }
 
 // PathMTUs returns a copy of the path MTUs SetPathMTU set, by endpoint
 // address (nil: none). Safe for concurrent use.
-func (e *Engine) PathMTUs() map[netip.Addr]int {
-	t := e.pathMTU.Load()
-	if t == nil {
-		return nil
-	}
-	return maps.Clone(t.byAddr)
-}
+func (e *Engine) PathMTUs() map[netip.Addr]int { return e.pathMTU.All() }
 
 // SetHostAddrs replaces Config.HostAddrs, the host's addresses whose
 // packets from the tunnel go to the exception (e.g. after the WAN

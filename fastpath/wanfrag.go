@@ -7,6 +7,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/outerfrag"
+	"github.com/wgpio/wgpio/internal/pathmtu"
 )
 
 // Outer packets over the WAN MTU.
@@ -51,8 +52,8 @@ func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) (sent int) {
 	mtu := int(w.e.wanMTU.Load())
 	pm := w.e.pathMTU.Load()
 	least := mtu
-	if pm != nil && (least <= 0 || pm.least < least) {
-		least = pm.least
+	if pm != nil && (least <= 0 || pm.Least < least) {
+		least = pm.Least
 	}
 	if least > 0 && !(tunnel && w.e.maxOuter <= least) {
 		// The longest frame that fits: the MTU and the Ethernet header
@@ -73,7 +74,7 @@ func (w *worker) toWAN(frames []dataplane.Frame, tunnel bool) (sent int) {
 // frameMTU is the MTU, bytes of IP packet, that the outer packet in f must
 // fit: the WAN MTU mtu (0 or less: none), or the path MTU pm holds for its
 // IPv6 destination where that is less.
-func (w *worker) frameMTU(f *dataplane.Frame, mtu int, pm *pathMTUs) int {
+func (w *worker) frameMTU(f *dataplane.Frame, mtu int, pm *pathmtu.Snapshot) int {
 	if pm == nil {
 		return mtu
 	}
@@ -81,7 +82,7 @@ func (w *worker) frameMTU(f *dataplane.Frame, mtu int, pm *pathMTUs) int {
 	if len(d) < w.wanL2+header.IPv6Len || d[w.wanL2]>>4 != header.IPv6Version {
 		return mtu
 	}
-	if p, ok := pm.byAddr[netip.AddrFrom16([16]byte(d[w.wanL2+24:w.wanL2+40]))]; ok && (mtu <= 0 || p < mtu) {
+	if p, ok := pm.Lookup(netip.AddrFrom16([16]byte(d[w.wanL2+24 : w.wanL2+40]))); ok && (mtu <= 0 || p < mtu) {
 		return p
 	}
 	return mtu
@@ -95,7 +96,7 @@ func (w *worker) frameMTU(f *dataplane.Frame, mtu int, pm *pathMTUs) int {
 // AF_XDP in copy mode).
 //
 //go:noinline
-func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int, pm *pathMTUs) {
+func (w *worker) toWANFragmented(frames []dataplane.Frame, first, mtu int, pm *pathmtu.Snapshot) {
 	batch := w.fwd.wanBatch[:0]
 	flush := func() {
 		w.transmit(w.wanTX, batch)

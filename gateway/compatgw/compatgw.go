@@ -430,6 +430,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.followWANMTU(wan.index, cfg.MTU, wan.v4.IsValid(), wan.v6.IsValid()); err != nil {
 		g.log.Warn("live WAN MTU changes will not be followed", "err", err)
 	}
+	g.followPathMTU()
 	ah, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/net/icmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/arp"
@@ -26,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/srcaddr"
+	"github.com/wgpio/wgpio/internal/toobig"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/replay"
 	"github.com/wgpio/wgpio/tundev"
@@ -192,10 +192,9 @@ type Gateway struct {
 	// addrDone stops followAddresses (shared mode), addrWG waits for it.
 	addrDone chan struct{}
 	addrWG   sync.WaitGroup
-	// pmtuConn is the raw ICMPv6 socket followPathMTU reads (shared
-	// mode; nil without), pmtuWG waits for it (pathmtu.go).
-	pmtuConn *icmp.PacketConn
-	pmtuWG   sync.WaitGroup
+	// pmtu follows the path MTU toward IPv6 endpoints (pathmtu.go; nil
+	// without).
+	pmtu *toobig.Follower
 	// linkWG waits for followLinks' goroutines, which tableDone stops.
 	linkWG     sync.WaitGroup
 	closeOnce  sync.Once
@@ -532,10 +531,7 @@ func (g *Gateway) Close() error {
 			close(g.addrDone)
 			g.addrWG.Wait()
 		}
-		if g.pmtuConn != nil {
-			g.pmtuConn.Close()
-			g.pmtuWG.Wait()
-		}
+		g.pmtu.Close()
 		g.wanMu.Lock()
 		if g.kernel != nil {
 			g.kernel.Close() // its readers take no lock

@@ -25,7 +25,11 @@ import (
 // learnt). Before, every full-size packet toward the peer was dropped by
 // the router, for good (100% loss of 1,420-byte pings).
 func TestPathMTUIPv6Endpoint(t *testing.T) {
-	s := newSite(t, twosite.Config{Routed: true, Outer6: true})
+	testPathMTU(t, twosite.Config{Routed: true, Outer6: true})
+}
+
+func testPathMTU(t *testing.T, sc twosite.Config) {
+	s := newSite(t, sc)
 	setMTU := func(ns *topo.NS, dev string) {
 		t.Helper()
 		if out, err := ns.Run("ip", "link", "set", dev, "mtu", "1400"); err != nil {

@@ -569,7 +569,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		g.wanMu.Lock()
 		g.listenKernel(g.wanAddrs()...)
 		g.wanMu.Unlock()
-		g.openPathMTU()
+		g.openPathMTU(wl.index)
 		g.addrDone = make(chan struct{})
 		g.followSources(g.addrDone)
 		if err := g.followAddresses(g.addrDone); err != nil {
