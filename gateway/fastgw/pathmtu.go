@@ -15,12 +15,19 @@ import (
 // which then fragments the outer packets toward such an endpoint as
 // Linux's kernel fragments its WireGuard's. In shared address mode the
 // errors reach the kernel, which owns the WAN address they are sent to,
-// and a raw ICMPv6 socket of the gateway's namespace reads them. On failure (no CAP_NET_RAW, IPv6 disabled) it logs a
+// and a raw ICMPv6 socket of the gateway's namespace reads them; in owned
+// address mode the kernel has no such address and drops them, so a packet
+// socket on the WAN interface (index) reads them as the XDP program
+// passes them. On failure (no CAP_NET_RAW, IPv6 disabled) it logs a
 // warning and the gateway runs without it.
 func (g *Gateway) openPathMTU(index int) {
 	var src toobig.Source
 	err := g.inNamespace(func() (err error) {
-		src, err = toobig.ListenICMP()
+		if g.cfg.Owned {
+			src, err = toobig.ListenLink(index)
+		} else {
+			src, err = toobig.ListenICMP()
+		}
 		return err
 	})
 	if err != nil {

@@ -28,6 +28,15 @@ func TestPathMTUIPv6Endpoint(t *testing.T) {
 	testPathMTU(t, twosite.Config{Routed: true, Outer6: true})
 }
 
+// TestPathMTUIPv6EndpointOwned is TestPathMTUIPv6Endpoint in owned
+// address mode, where the kernel has no WAN address and drops the
+// router's "packet too big" (no ICMPv6 socket gets it): the gateway reads
+// it with a packet socket on the WAN interface. Before, every full-size
+// packet toward the peer was lost there, for good.
+func TestPathMTUIPv6EndpointOwned(t *testing.T) {
+	testPathMTU(t, twosite.Config{Routed: true, Outer6: true, Owned: true})
+}
+
 func testPathMTU(t *testing.T, sc twosite.Config) {
 	s := newSite(t, sc)
 	setMTU := func(ns *topo.NS, dev string) {
@@ -44,7 +53,12 @@ func testPathMTU(t *testing.T, sc twosite.Config) {
 		setMTU(s.Router, f[1])
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0) // the handshake
-	for _, dst := range []netip.Addr{twosite.HostB4, twosite.HostB6} {
+	dsts := []netip.Addr{twosite.HostB4, twosite.HostB6}
+	if sc.Owned {
+		// The owned LANAddress is IPv4: host A has no IPv6 router.
+		dsts = dsts[:1]
+	}
+	for _, dst := range dsts {
 		size := 1420 - 28
 		if dst.Is6() {
 			size = 1420 - 48

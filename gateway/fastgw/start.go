@@ -564,12 +564,12 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		}
 	}
 	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
+	g.openPathMTU(wl.index)
 	if !cfg.Owned {
 		g.warnWANLeft(wl.left)
 		g.wanMu.Lock()
 		g.listenKernel(g.wanAddrs()...)
 		g.wanMu.Unlock()
-		g.openPathMTU(wl.index)
 		g.addrDone = make(chan struct{})
 		g.followSources(g.addrDone)
 		if err := g.followAddresses(g.addrDone); err != nil {

@@ -11,7 +11,8 @@
 // WireGuard sends through the kernel's IPv6 output, which fragments at the
 // learnt path MTU (ignore_df), so it loses only the packet the router
 // answered. Follow reads those errors (from a raw ICMPv6 socket where the
-// kernel owns the WAN address, ListenICMP) and sets
+// kernel owns the WAN address, ListenICMP; from a packet socket on the WAN
+// interface where it does not, owned address mode, ListenLink) and sets
 // the sender's path MTU of each endpoint they name, which then fragments
 // the outer packets toward it at that MTU as the kernel would. An error is
 // taken only when the packet it quotes is one of ours (Config.Ours: from

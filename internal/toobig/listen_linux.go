@@ -3,11 +3,18 @@
 package toobig
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"time"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/header"
 )
 
 // ListenICMP opens a raw ICMPv6 socket in the calling thread's network
@@ -43,3 +50,74 @@ func (s icmpSource) ReadMessage(buf []byte) ([]byte, netip.Addr, error) {
 	}
 	return buf[:n], a.Unmap(), nil
 }
+
+// ListenLink opens a packet socket on the interface ifindex (of the
+// calling thread's network namespace) that receives the IPv6 packets
+// carrying an ICMPv6 "packet too big" the interface passes to the kernel
+// (a socket filter drops the others in the kernel), for a gateway whose
+// WAN address the kernel does not have (owned address mode): there the
+// kernel drops them, and no ICMPv6 socket gets them. Their checksum is
+// verified by ReadMessage; a packet with extension headers before the
+// ICMPv6 one is not taken (routers send none). It needs CAP_NET_RAW.
+func ListenLink(ifindex int) (Source, error) {
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 6, Size: 1}, // next header
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: header.ProtoICMPv6, SkipTrue: 3},
+		bpf.LoadAbsolute{Off: header.IPv6Len, Size: 1}, // ICMPv6 type
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 2, SkipTrue: 1},
+		bpf.RetConstant{Val: header.ICMPv6ErrorMaxLen + header.IPv6Len},
+		bpf.RetConstant{Val: 0},
+	})
+	if err != nil {
+		return nil, err
+	}
+	filter := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	// Protocol 0 until the filter is on: nothing is queued before it.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("packet socket: %w", err)
+	}
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("packet socket filter: %w", err)
+	}
+	proto := uint16(unix.ETH_P_IPV6)
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto<<8 | proto>>8, Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind packet socket to interface %d: %w", ifindex, err)
+	}
+	// A nonblocking descriptor: os.File reads it through the runtime's
+	// poller, so deadlines work and Close ends a read.
+	return linkSource{os.NewFile(uintptr(fd), "toobig-packet")}, nil
+}
+
+type linkSource struct{ *os.File }
+
+// ReadMessage reads packets until one is an IPv6 packet whose payload is
+// a whole ICMPv6 message with a valid checksum, and returns that message.
+func (s linkSource) ReadMessage(buf []byte) ([]byte, netip.Addr, error) {
+	for {
+		n, err := s.Read(buf)
+		if err != nil {
+			return nil, netip.Addr{}, err
+		}
+		p := buf[:n]
+		if n < header.IPv6Len || p[0]>>4 != header.IPv6Version || p[6] != header.ProtoICMPv6 {
+			continue
+		}
+		l := int(p[4])<<8 | int(p[5])
+		if l > n-header.IPv6Len {
+			continue // cut by the filter's length: not a whole message
+		}
+		msg := p[header.IPv6Len : header.IPv6Len+l]
+		if header.FoldChecksum(header.Checksum(msg, header.PseudoHeaderChecksumBytes(header.ProtoICMPv6, p[8:24], p[24:40], l))) != 0xffff {
+			continue
+		}
+		return msg, netip.AddrFrom16([16]byte(p[8:24])), nil
+	}
+}
+
+func (s linkSource) SetReadDeadline(t time.Time) error { return s.File.SetReadDeadline(t) }
