@@ -158,8 +158,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.WANVLAN > 4094 || cfg.LANVLAN > 4094 {
 		return nil, fmt.Errorf("fastpath: VLAN %d/%d (WAN/LAN): want 1-4094, or 0 for untagged", cfg.WANVLAN, cfg.LANVLAN)
 	}
-	if cfg.MTU < MinMTU6 && cfg.WANAddr6.IsValid() || cfg.MTU < MinMTU {
-		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum (576 for IPv4, 1280 with IPv6 outer addresses)", cfg.MTU)
+	if cfg.MTU < MinMTU {
+		return nil, fmt.Errorf("fastpath: tunnel MTU %d below the minimum, %d (RFC 791)", cfg.MTU, MinMTU)
 	}
 	if cfg.MTU > MaxMTU {
 		return nil, fmt.Errorf("fastpath: tunnel MTU %d above the maximum, %d (an outer IPv4 datagram holds 65,535 bytes)", cfg.MTU, MaxMTU)

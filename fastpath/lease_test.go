@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane"
@@ -216,8 +217,10 @@ func TestBurstLimit(t *testing.T) {
 
 // TestNewRefusesBadConfig: New refuses one port as both LAN and WAN (two
 // owners of every queue half), a source-port range past 65535 (the ports
-// wrapped around to 0 and the low ports, sent from and taken), and an MTU
-// no outer datagram holds; the edges are taken.
+// wrapped around to 0 and the low ports, sent from and taken), an MTU
+// no outer datagram holds, and one below 576; the edges are taken, 576
+// and 1200 with an IPv6 WAN address too (as Linux's wg0: the outer family
+// bounds nothing inside; it refused below 1280).
 func TestNewRefusesBadConfig(t *testing.T) {
 	a, b, err := memport.NewPair(memport.Config{Name: "nb", MACA: mac(1), MACB: mac(2)})
 	if err != nil {
@@ -235,6 +238,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"ports to 65535", func(c *Config) { c.ListenPort, c.SourcePorts = 65534, 2 }, true},
 		{"MTU too large", func(c *Config) { c.MTU = MaxMTU + 1 }, false},
 		{"MTU at the maximum", func(c *Config) { c.MTU = MaxMTU }, true},
+		{"MTU below 576", func(c *Config) { c.MTU = MinMTU - 1 }, false},
+		{"MTU below 576, IPv6 WAN", func(c *Config) { c.MTU, c.WANAddr6 = MinMTU-1, wan6A }, false},
+		{"MTU 576, IPv6 WAN", func(c *Config) { c.MTU, c.WANAddr6 = MinMTU, wan6A }, true},
+		{"MTU 1200, IPv6 WAN", func(c *Config) { c.MTU, c.WANAddr6 = 1200, wan6A }, true},
+		{"MTU 1200, IPv6 WAN alone", func(c *Config) { c.MTU, c.WANAddr4, c.WANAddr6 = 1200, netip.Addr{}, wan6A }, true},
 	} {
 		cfg := Config{LAN: a, WAN: b, ListenPort: portA, WANAddr4: wanAddrA, LANAddr4: lanAddrA,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{}}

@@ -226,15 +226,6 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 	}
 	dev := l.Attrs().Name
 	if v4, v6, _ := srcaddr.Choose(addrs); v4.IsValid() || v6.IsValid() {
-		// The fast path's floor with an IPv6 WAN address (fastpath.New),
-		// which the start would stop at.
-		mtu := f.Interface.MTU
-		if mtu == 0 {
-			mtu = fastpath.DefaultMTU
-		}
-		if err := tunnelmtu.BelowLeast(mtu, fastpath.MinMTU6, "with an IPv6 address on the WAN "+dev); v6.IsValid() && w.Mode == config.ModeFastPath && err != nil {
-			return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
-		}
 		return nil
 	}
 	return keyError(f.Name, w.Lines, "WAN", "wan",
@@ -410,8 +401,8 @@ func checkFrameMTU(f *config.File, w config.WGPIO) error {
 	// a start opens the ports and stops at it.
 	if mtu < fastpath.MinMTU && w.Mode == config.ModeFastPath {
 		return keyError(f.Name, f.Interface.Lines, "MTU", "", fmt.Sprintf(
-			"%d is below the fast path's minimum, %d (every IPv4 host takes datagrams of that size, RFC 791), or %d with an IPv6 WAN address (RFC 8200)",
-			mtu, fastpath.MinMTU, fastpath.MinMTU6))
+			"%d is below the fast path's minimum, %d (every IPv4 host takes datagrams of that size, RFC 791)",
+			mtu, fastpath.MinMTU))
 	}
 	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, false, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
 	if err != nil {

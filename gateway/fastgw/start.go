@@ -85,14 +85,10 @@ func Start(cfg Config) (_ *Gateway, err error) {
 }
 
 // leastMTU is the least tunnel MTU the gateway takes (what the MTU
-// warnings may offer): the fast path's (fastpath.MinMTU; with an IPv6
-// WAN address, v6, IPv6's minimum as fastpath.New requires) and, with an
-// IPv6 tunnel Address, IPv6's minimum (RFC 8200 §5, as the configuration
-// requires).
-func (c Config) leastMTU(v6 bool) int {
-	if v6 {
-		return fastpath.MinMTU6
-	}
+// warnings may offer): the fast path's (fastpath.MinMTU, with IPv4 or
+// IPv6 on the WAN alike, as Linux's wg0) or, with an IPv6 tunnel Address,
+// IPv6's minimum (RFC 8200 §5, as the configuration requires).
+func (c Config) leastMTU() int {
 	for _, a := range c.Addresses {
 		if a.Addr().Is6() && !a.Addr().Is4In6() {
 			return fastpath.MinMTU6
@@ -109,11 +105,11 @@ func (c Config) wanFamilies(wl link) (v4, v6 bool) {
 }
 
 // wanLimits are the fast path's limits for the WAN MTU's warning
-// (tunnelmtu.CheckWAN): leastMTU(v6), and the fragments of an outer
+// (tunnelmtu.CheckWAN): leastMTU, and the fragments of an outer
 // packet (fastpath.MaxFragments; more leave whole and are dropped at the
 // WAN port).
-func (c Config) wanLimits(v6 bool) tunnelmtu.Limits {
-	return tunnelmtu.Limits{Least: c.leastMTU(v6), MaxFragments: fastpath.MaxFragments, Dropped: "too_long at the WAN port"}
+func (c Config) wanLimits() tunnelmtu.Limits {
+	return tunnelmtu.Limits{Least: c.leastMTU(), MaxFragments: fastpath.MaxFragments, Dropped: "too_long at the WAN port"}
 }
 
 // withDefaults checks c and returns it with the defaults filled in
@@ -182,14 +178,7 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 		}
 	}
 	v4, v6 := cfg.wanFamilies(wl)
-	// fastpath.New's floor, here as an MTUError so that wgpio up reports
-	// it at the file's MTU line, as wgpio check -system does.
-	if v6 {
-		if err := tunnelmtu.BelowLeast(cfg.MTU, fastpath.MinMTU6, "with an IPv6 address on the WAN "+wanSide.addrDev); err != nil {
-			return wl, ll, fmt.Errorf("fastgw: %w", err)
-		}
-	}
-	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, v4, v6, cfg.wanLimits(v6)); mtuWarn != "" {
+	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, v4, v6, cfg.wanLimits()); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
 	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,

@@ -151,7 +151,7 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, done 
 		} else {
 			g.log.Warn("re-read the WAN interface's addresses after an MTU change: checking the families of before", "err", err)
 		}
-		warn := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6, g.cfg.wanLimits(v6))
+		warn := tunnelmtu.CheckWAN(g.cfg.MTU, least, leastDev, s.vid, v4, v6, g.cfg.wanLimits())
 		attrs := []any{"interface", a.Name, "mtu", a.MTU}
 		if leastDev != a.Name {
 			attrs = append(attrs, "wan_mtu", least, "wan_mtu_of", leastDev)

@@ -30,16 +30,6 @@ type MTUError struct{ msg string }
 
 func (e *MTUError) Error() string { return e.msg }
 
-// BelowLeast returns the MTUError of a tunnel MTU below least, the least
-// the gateway takes, for the reason why ("with an IPv6 address on the
-// WAN"), or nil when mtu is not below it.
-func BelowLeast(mtu, least int, why string) error {
-	if mtu >= least {
-		return nil
-	}
-	return &MTUError{fmt.Sprintf("tunnel MTU %d is below %d, the least the fast path takes %s (RFC 8200 section 5); raise MTU to %d or more", mtu, least, why, least)}
-}
-
 // tagLen is the bytes an 802.1Q tag of VLAN vid adds to a frame: 4, or 0
 // for vid 0 (untagged).
 func tagLen(vid uint16) int {
@@ -61,8 +51,9 @@ func tagged(vid uint16) string {
 // warning names.
 type Limits struct {
 	// Least is the least tunnel MTU the gateway takes, bytes: the fast
-	// path's fastpath.MinMTU, or 1280 with an IPv6 WAN address or
-	// tunnel Address (RFC 8200 §5); compat mode's header.IPv4MinMTU.
+	// path's fastpath.MinMTU (with IPv4 or IPv6 on the WAN alike), or
+	// 1280 with an IPv6 tunnel Address (RFC 8200 §5); compat mode's
+	// header.IPv4MinMTU.
 	Least int
 	// MaxFragments is the most IP fragments the gateway cuts one outer
 	// packet into (fastpath.MaxFragments, bind.MaxFragments): one that
