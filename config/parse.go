@@ -515,20 +515,31 @@ func (p *parser) finish() {
 				break
 			}
 		}
-		// Without an IPv6 address the tunnel may still carry IPv6 for a
+		// Without an IPv6 address the IPv6 prefixes are not carried as
+		// one expects. Linux disables IPv6 on a wg0 below 1280 (no IPv6
+		// route goes through it), and so does the fast path (package
+		// fastpath, DropIPv6Off). Compat mode still carries IPv6 for a
 		// peer, but not whole: a host told "packet too big" with less
 		// than 1280 keeps sending 1280-byte packets (RFC 8201 section 4,
-		// RFC 8021), which are refused again. (Linux disables IPv6 on
-		// a wg0 below 1280, so no IPv6 route goes through it there.)
+		// RFC 8021), which are refused again.
 	peers:
 		for i := range p.f.Peers {
 			for _, a := range p.f.Peers[i].AllowedIPs {
-				if !v6Addr && a.Addr().Is6() {
-					p.warnf(p.ifSeen["MTU"], "MTU", "%d is below %d, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold %s: "+
-						"IPv6 packets over %d bytes are answered with packet too big, which hosts ignore below 1280, so IPv6 flows with larger packets stall "+
-						"(a Linux wg0 with this MTU carries no IPv6 at all); raise the MTU to %d or drop the IPv6 prefixes", in.MTU, MinIPv6MTU, a, in.MTU, MinIPv6MTU)
-					break peers
+				if v6Addr || !a.Addr().Is6() {
+					continue
 				}
+				what := "the fast path carries no IPv6 at all, as a Linux wg0 with this MTU carries none " +
+					"(a LAN host's IPv6 packet to them is answered no route, a peer's dropped: drops ipv6_off)"
+				switch p.f.WGPIO.Mode {
+				case ModeCompat:
+					what = fmt.Sprintf("IPv6 packets over %d bytes are answered with packet too big, which hosts ignore below %d, so IPv6 flows with larger packets stall "+
+						"(a Linux wg0 with this MTU carries no IPv6 at all)", in.MTU, MinIPv6MTU)
+				case ModeCompatMQTUN:
+					what = "the kernel turns IPv6 off on a TUN of this MTU and refuses the IPv6 routes into it, which stops wgpio up, as wg-quick up"
+				}
+				p.warnf(p.ifSeen["MTU"], "MTU", "%d is below %d, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold %s: "+
+					"%s; raise the MTU to %d or drop the IPv6 prefixes", in.MTU, MinIPv6MTU, a, what, MinIPv6MTU)
+				break peers
 			}
 		}
 	}

@@ -83,6 +83,7 @@ type rigConfig struct {
 	srcPorts uint16
 	noKeys   bool
 	mtu      int
+	mtuB     int // gateway B's tunnel MTU, if not 0 (else mtu)
 	start    bool
 	csum4    bool // IPv4UDPChecksum
 	// ICMP rate limits and MSS clamp (Config fields of the same names).
@@ -159,6 +160,10 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 		var hm [6]byte
 		copy(hm[:], mac(hostMAC))
 		var wanAddr6 netip.Addr
+		mtu := rc.mtu
+		if wanAddr == wanAddrB && rc.mtuB != 0 {
+			mtu = rc.mtuB
+		}
 		if rc.wan6 {
 			wanAddr6 = wan6A
 			if wanAddr == wanAddrB {
@@ -167,7 +172,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 		}
 		e, err := New(Config{
 			LAN: lan, WAN: wan, ListenPort: port, WANAddr4: wanAddr, WANAddr6: wanAddr6,
-			LANAddr4: lan4, LANAddr6: lan6, MTU: rc.mtu,
+			LANAddr4: lan4, LANAddr6: lan6, MTU: mtu,
 			WANResolver: &staticResolver{}, LANResolver: &staticResolver{def: hm},
 			Now: r.clock.Now, IPv4UDPChecksum: rc.csum4, LANVLAN: rc.lanVLAN, WANVLAN: rc.wanVLAN,
 			ICMPRate: rc.icmpRate, ICMPBurst: rc.icmpBurst, ICMPDestInterval: rc.icmpDest, MSSClamp: rc.mssClamp,

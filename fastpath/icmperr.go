@@ -34,7 +34,12 @@ import (
 //   - destination unreachable, beyond scope of source address (RFC 4443
 //     §3.1 code 2) for an IPv6 packet from a link-local source that would
 //     leave the link it came from (RFC 4291 §2.5.6; Linux's ip6_forward,
-//     after the hop limit's check): scope.go.
+//     after the hop limit's check): scope.go;
+//   - destination unreachable, no route to destination (RFC 4443 §3.1
+//     code 0) for a LAN host's IPv6 packet while the tunnel MTU is below
+//     1280 (ipv6_off, unreach.go), as Linux answers it once it removed
+//     the routes into such a wg0 (ip6_pkt_drop); no ICMPv6 error goes
+//     into such a tunnel (icmpTunnel).
 //
 // Each goes back the way the packet came, from the address Linux would
 // use (icmpSources: the interface it leaves by; to a link-local address,
@@ -56,6 +61,7 @@ const (
 	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
 	icmpParamProblem                 // parameter problem (type 12 / type 4)
 	icmpBeyondScope                  // beyond scope of source address (ICMPv6 type 1 code 2; IPv6 only)
+	icmpNoRoute                      // no route to destination (ICMPv6 type 1 code 0; IPv6 only)
 )
 
 // icmpError is an ICMP error about a packet: its kind, and for
@@ -85,6 +91,8 @@ func (e icmpError) type6() (typ, code uint8) {
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeAddrUnreachable
 	case icmpBeyondScope:
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeBeyondScope
+	case icmpNoRoute:
+		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeNoRoute
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
@@ -92,7 +100,7 @@ func (e icmpError) type6() (typ, code uint8) {
 // putICMPError writes into b the IP packet carrying e about the IP packet
 // p (IPv4 or IPv6 by its version nibble) from src, of p's family; see
 // header's Put functions for what b needs and the reasons they return
-// (icmpBeyondScope is IPv6's alone: none answers IPv4).
+// (icmpBeyondScope and icmpNoRoute are IPv6's alone: none answers IPv4).
 // For icmpTooBig, p is a transit packet the worker drops for its size
 // after it took the hop (router.go): the hop is put back in p first, so
 // that the error quotes the packet as it arrived, as Linux's ip_forward
@@ -110,7 +118,7 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 			return header.PutICMPv4FragNeeded(b, s, p, uint16(min(e.mtu, 0xffff)))
 		case icmpUnreachable:
 			return header.PutICMPv4HostUnreachable(b, s, p)
-		case icmpBeyondScope:
+		case icmpBeyondScope, icmpNoRoute:
 			return 0, header.ReasonICMPNotAllowed
 		}
 		return header.PutICMPv4ParamProblem(b, s, p, uint8(e.ptr))
@@ -125,6 +133,8 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 		return header.PutICMPv6AddrUnreachable(b, s, p)
 	case icmpBeyondScope:
 		return header.PutICMPv6BeyondScope(b, s, p)
+	case icmpNoRoute:
+		return header.PutICMPv6NoRoute(b, s, p)
 	}
 	return header.PutICMPv6ParamProblem(b, s, p, e.code, e.ptr)
 }
@@ -286,8 +296,13 @@ func (w *worker) lanSend(p []byte, mac header.MAC, from netip.Addr, e icmpError)
 // address when we have no tunnel address (Linux's choice too: the address
 // of the interface the answer leaves by, else the host's primary one; to
 // a link-local source the tunnel address alone: icmpSources.tunnelFrom),
-// sealed to the peer whose allowed IPs hold p's source (sendInner).
+// sealed to the peer whose allowed IPs hold p's source (sendInner). No
+// ICMPv6 error goes into a tunnel without IPv6 (Engine.no6), as none
+// goes into Linux's wg0 below 1280.
 func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
+	if p[0]>>4 != header.IPv4Version && w.e.no6() {
+		return // a tunnel without IPv6 (ipv6_off)
+	}
 	from := w.e.icmpSrc.Load().tunnelFrom(p)
 	if !from.IsValid() || !w.icmpAllowed(p, e, viaTunnel, now) {
 		return

@@ -105,6 +105,7 @@ const (
 	innerTunnelTooBig                     // back into the tunnel but over its MTU, DF or IPv6 (trimmed, no Ethernet)
 	innerHost                             // for the host's kernel to forward: its route leads off the LAN (hairpin.go; hop put back, trimmed, no Ethernet)
 	innerOffLAN                           // the same without an exception interface
+	innerIPv6Off                          // IPv6 in a tunnel below 1280 (DropIPv6Off)
 )
 
 // authenticate is inbound's first pass: parse, look up the receiver index,
@@ -301,12 +302,21 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			if routerWork && rt.mayOwn(ip) && rt.ownSource(ip) {
 				lastSrcPeer = &ownSourcePeer
 			}
+			// A tunnel below 1280 carries no IPv6 (Engine.no6):
+			// judged once per source too, and stands for no peer.
+			if lastSrc.Is6() && w.e.no6() {
+				lastSrcPeer = &noIPv6Peer
+			}
 		}
 		if lastSrcPeer != kp.Peer {
 			f.SetLen(plain)
-			m.verdict = innerForeign
-			if lastSrcPeer == &ownSourcePeer {
+			switch lastSrcPeer {
+			case &ownSourcePeer:
 				m.verdict = innerMartian
+			case &noIPv6Peer:
+				m.verdict = innerIPv6Off
+			default:
+				m.verdict = innerForeign
 			}
 			continue
 		}
@@ -481,6 +491,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 			bad[DropInnerMalformed]++
 		case innerForeign:
 			bad[DropAllowedIPs]++
+		case innerIPv6Off:
+			pl.lastDataReceived = now
+			bad[DropIPv6Off]++
 		case innerOwn:
 			pl.lastDataReceived = now
 			w.toHost = append(w.toHost, f.Data())
@@ -598,6 +611,12 @@ func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool, now int64) inne
 // ownSourcePeer is no peer: authenticate's stand-in for the peer of a
 // source that is one of the host's own addresses.
 var ownSourcePeer Peer
+
+// noIPv6Peer is no peer: authenticate's stand-in for the peer of an
+// IPv6 source while the tunnel carries no IPv6 (Engine.no6), whatever
+// its peer's allowed IPs say: Linux's wg0 below 1280 hands such a packet
+// to an IPv6 stack it has turned off there (DropIPv6Off).
+var noIPv6Peer Peer
 
 func isOwn(rt *routeTable, a netip.Addr) bool {
 	_, ok := rt.own[a]

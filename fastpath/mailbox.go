@@ -199,11 +199,17 @@ var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 // ICMP errors into the tunnel. A packet from the host that no peer takes
 // (no_route), or whose peer has no endpoint (no_endpoint), is answered
 // with host unreachable (icmpKernel), as Linux's wg0 answers it
-// (icmperr.go).
+// (icmperr.go). An IPv6 packet while the tunnel carries none (Engine.no6)
+// is dropped unanswered (ipv6_off): the host's kernel routes none into an
+// exception TUN of that MTU, so only a library caller's gets here.
 func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	rt := w.e.routes.Load()
 	if header.ParseL3(p, &w.pkt) != header.OK {
 		w.count(DropInnerMalformed, 1)
+		return
+	}
+	if w.pkt.Dst.Is6() && w.e.no6() {
+		w.count(DropIPv6Off, 1)
 		return
 	}
 	peer, ok := rt.t.Lookup(w.pkt.Dst)

@@ -145,6 +145,11 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 			}
 			if !hit {
 				lastPeer, lastID = w.lookupDst(rt, lastDst, ahead, i)
+				// No IPv6 in a tunnel below 1280 (ipv6_off): noPeer
+				// answers it, the rare path, once per destination here.
+				if lastDst.Is6() && w.e.no6() {
+					lastPeer = nil
+				}
 			}
 		}
 		peer, ok := lastPeer, lastPeer != nil

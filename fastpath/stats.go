@@ -166,6 +166,21 @@ const (
 	// that comes meanwhile (the WAN's address and default route coming
 	// up) still carry it.
 	DropNoWANRoute
+	// DropIPv6Off: an inner IPv6 packet while the tunnel MTU is below
+	// 1280 (Config.MTU below MinMTU6, RFC 8200 §5), where Linux turns
+	// IPv6 off on its wg0: it removes wg0's IPv6 addresses and routes
+	// and refuses new ones ("No such device"), so it answers a LAN
+	// host's IPv6 packet to the peers' prefixes with "no route to
+	// destination" (ICMPv6 type 1 code 0, ip6_pkt_drop) and drops the
+	// IPv6 packets wg0 receives (ipv6_rcv, Ip6InDiscards). The worker
+	// does the same (unreach.go): a LAN host's packet is answered
+	// likewise (before its hop limit or size is judged, as Linux's
+	// route lookup comes first); a peer's, whatever its source, the
+	// host's (Engine.SendTunnel) and ICMPv6 errors for the tunnel are
+	// dropped unanswered. Carried, such a tunnel's IPv6 stalls: "packet
+	// too big" below 1280 is not taken by hosts (RFC 8201 §4), whose
+	// larger packets stay refused after the connection is up.
+	DropIPv6Off
 
 	NumDropReasons
 )
@@ -210,6 +225,7 @@ var dropNames = [NumDropReasons]string{
 	DropIPOptions:          "ip_options",
 	DropOffLAN:             "off_lan",
 	DropNoWANRoute:         "no_wan_route",
+	DropIPv6Off:            "ipv6_off",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

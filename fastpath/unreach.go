@@ -17,7 +17,11 @@ import (
 // the packet with its hop taken (IPv4 without DF over the MTU: about its
 // first fragment, the one Linux may answer), DropNoRoute. The answer goes
 // to a LAN host (fromLAN) or, for a peer's packet turned back into the
-// tunnel (hairpin.go), into the tunnel. It returns the reason to count;
+// tunnel (hairpin.go), into the tunnel. An IPv6 packet while the tunnel
+// carries none (Engine.no6; outbound routes it here) is answered "no
+// route to destination" at once, as Linux answers it once it removed the
+// routes into its wg0 (ip6_pkt_drop, before any hop or size check),
+// DropIPv6Off. It returns the reason to count;
 // the caller drops f, trimmed here to its IP packet. Not inlined: a rare
 // path, kept out of outbound's loop.
 //
@@ -27,6 +31,10 @@ func (w *worker) noPeer(f *dataplane.Frame, fromLAN bool, now int64) DropReason 
 	f.TrimFront(l3)
 	f.SetLen(w.pkt.L3End - l3)
 	p := f.Data()
+	if p[0]>>4 != header.IPv4Version && w.e.no6() {
+		w.answer(f, l3, fromLAN, icmpError{kind: icmpNoRoute}, now)
+		return DropIPv6Off
+	}
 	if routerWork && !header.Forward(p) {
 		w.answer(f, l3, fromLAN, icmpError{kind: icmpTimeExceeded}, now)
 		return DropTTLExceeded
@@ -68,3 +76,9 @@ func (w *worker) answer(f *dataplane.Frame, l2 int, fromLAN bool, e icmpError, n
 	}
 	w.icmpTunnel(f.Data(), e, now)
 }
+
+// no6 reports whether the tunnel carries no IPv6: its MTU is below
+// MinMTU6, IPv6's minimum link MTU (RFC 8200 §5), where Linux turns IPv6
+// off on its wg0 (DropIPv6Off says what becomes of such packets). The
+// MTU does not change after New, so neither does the answer.
+func (e *Engine) no6() bool { return e.cfg.MTU < MinMTU6 }

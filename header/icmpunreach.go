@@ -14,8 +14,10 @@ const (
 	ICMPv4TypeParamProblem = 12
 	// ICMPv6TypeDestUnreachable with ICMPv6CodeAddrUnreachable is
 	// "address unreachable", with ICMPv6CodeBeyondScope "beyond scope of
-	// source address" (RFC 4443 §3.1).
+	// source address", with ICMPv6CodeNoRoute "no route to destination"
+	// (RFC 4443 §3.1).
 	ICMPv6TypeDestUnreachable = 1
+	ICMPv6CodeNoRoute         = 0
 	ICMPv6CodeBeyondScope     = 2
 	ICMPv6CodeAddrUnreachable = 3
 	// ICMPv6TypeParamProblem is "parameter problem" (RFC 4443 §3.4):
@@ -65,6 +67,18 @@ func PutICMPv4ParamProblem(b []byte, src [4]byte, offending []byte, ptr uint8) (
 // overlap.
 func PutICMPv6AddrUnreachable(b []byte, src [16]byte, offending []byte) (int, Reason) {
 	return putICMPv6Error(b, src, offending, ICMPv6TypeDestUnreachable, ICMPv6CodeAddrUnreachable, 0)
+}
+
+// PutICMPv6NoRoute writes, into b, ICMPv6 "destination unreachable, no
+// route to destination" (type 1, code 0, RFC 4443 §3.1) from src to the
+// source of offending, as Linux answers a packet its routing table has no
+// route for (ip6_pkt_drop). The rules are PutICMPv6AddrUnreachable's;
+// offending is quoted as it is.
+//
+// It allocates nothing and keeps neither slice; b and offending must not
+// overlap.
+func PutICMPv6NoRoute(b []byte, src [16]byte, offending []byte) (int, Reason) {
+	return putICMPv6Error(b, src, offending, ICMPv6TypeDestUnreachable, ICMPv6CodeNoRoute, 0)
 }
 
 // PutICMPv6BeyondScope writes, into b, ICMPv6 "destination unreachable,
