@@ -515,11 +515,11 @@ func (p *parser) finish() {
 				break
 			}
 		}
-		// Without an IPv6 address the IPv6 prefixes are not carried as
-		// one expects. Linux disables IPv6 on a wg0 below 1280 (no IPv6
-		// route goes through it), and so does the fast path (package
-		// fastpath, DropIPv6Off). Compat mode still carries IPv6 for a
-		// peer, but not whole: a host told "packet too big" with less
+		// Without an IPv6 address the IPv6 prefixes are not carried at
+		// all. Linux disables IPv6 on a wg0 below 1280 (no IPv6 route
+		// goes through it), and so do the fast path and compat mode
+		// (fastpath.DropIPv6Off, tundev.PortDropIPv6Off): carried, IPv6
+		// would stall, since a host told "packet too big" with less
 		// than 1280 keeps sending 1280-byte packets (RFC 8201 section 4,
 		// RFC 8021), which are refused again.
 	peers:
@@ -528,13 +528,9 @@ func (p *parser) finish() {
 				if v6Addr || !a.Addr().Is6() {
 					continue
 				}
-				what := "the fast path carries no IPv6 at all, as a Linux wg0 with this MTU carries none " +
+				what := "the tunnel carries no IPv6 at all, as a Linux wg0 with this MTU carries none " +
 					"(a LAN host's IPv6 packet to them is answered no route, a peer's dropped: drops ipv6_off)"
-				switch p.f.WGPIO.Mode {
-				case ModeCompat:
-					what = fmt.Sprintf("IPv6 packets over %d bytes are answered with packet too big, which hosts ignore below %d, so IPv6 flows with larger packets stall "+
-						"(a Linux wg0 with this MTU carries no IPv6 at all)", in.MTU, MinIPv6MTU)
-				case ModeCompatMQTUN:
+				if p.f.WGPIO.Mode == ModeCompatMQTUN {
 					what = "the kernel turns IPv6 off on a TUN of this MTU and refuses the IPv6 routes into it, which stops wgpio up, as wg-quick up"
 				}
 				p.warnf(p.ifSeen["MTU"], "MTU", "%d is below %d, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold %s: "+

@@ -781,9 +781,9 @@ func TestParseFwMark(t *testing.T) {
 // TestMTUBelowIPv6Minimum: an MTU below 1280 with IPv6 allowed IPs (no
 // IPv6 Address, which is an error) is accepted with a warning at the MTU
 // line naming the prefix and what becomes of IPv6 in the file's Mode (the
-// fast path carries none, as Linux's wg0: ipv6_off; compat mode answers
-// packet too big; compat-mqtun's kernel TUN stops up); with IPv4 allowed
-// IPs alone, no warning.
+// fast path and compat mode carry none, as Linux's wg0: ipv6_off;
+// compat-mqtun's kernel TUN stops up); with IPv4 allowed IPs alone, no
+// warning.
 func TestMTUBelowIPv6Minimum(t *testing.T) {
 	iface := "[Interface]\nPrivateKey = " + priv1 + "\nMTU = 1200\n"
 	f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24\n[Peer]\nPublicKey = " + pub3 + "\nAllowedIPs = 0.0.0.0/0, ::/0\n")
@@ -793,7 +793,7 @@ func TestMTUBelowIPv6Minimum(t *testing.T) {
 	if len(f.Warnings) != 1 || !strings.HasPrefix(f.Warnings[0].String(), `wg0.conf:3: key "MTU": 1200 is below 1280, IPv6's minimum (RFC 8200 section 5), and a peer's AllowedIPs hold ::/0`) {
 		t.Errorf("warnings %v, want one at the MTU about ::/0", f.Warnings)
 	}
-	for mode, want := range map[string]string{"": "drops ipv6_off", "fastpath": "drops ipv6_off", "compat": "packet too big", "compat-mqtun": "stops wgpio up"} {
+	for mode, want := range map[string]string{"": "drops ipv6_off", "fastpath": "drops ipv6_off", "compat": "drops ipv6_off", "compat-mqtun": "stops wgpio up"} {
 		f, err := parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 2001:db8::/64\n[WGPIO]\nMode = " + mode + "\n")
 		if mode == "" {
 			f, err = parseString(iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 2001:db8::/64\n")

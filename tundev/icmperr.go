@@ -62,6 +62,7 @@ const (
 	icmpUnreachable                  // host unreachable (type 3 code 1) / address unreachable (type 1 code 3)
 	icmpTooBig                       // fragmentation needed (type 3 code 4) / packet too big (type 2), never limited
 	icmpBeyondScope                  // beyond scope of source address (ICMPv6 type 1 code 2; IPv6 only)
+	icmpNoRoute                      // no route to destination (ICMPv6 type 1 code 0; IPv6 only)
 )
 
 // icmpError is an error about a transit packet: its kind, and for
@@ -85,6 +86,8 @@ func (e icmpError) type6() (typ, code uint8) {
 		return header.ICMPv6TypePacketTooBig, 0
 	case icmpBeyondScope:
 		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeBeyondScope
+	case icmpNoRoute:
+		return header.ICMPv6TypeDestUnreachable, header.ICMPv6CodeNoRoute
 	}
 	return header.ICMPv6TypeParamProblem, e.code
 }
@@ -92,11 +95,11 @@ func (e icmpError) type6() (typ, code uint8) {
 // put writes into b the IP packet carrying e about the IP packet p (IPv4 or
 // IPv6 by its version nibble) from src, of p's family; see header's Put
 // functions for what b needs and the reasons they return (icmpBeyondScope
-// is IPv6's alone: none answers IPv4).
+// and icmpNoRoute are IPv6's alone: none answers IPv4).
 func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) {
 	if p[0]>>4 == header.IPv4Version {
 		switch e.kind {
-		case icmpBeyondScope:
+		case icmpBeyondScope, icmpNoRoute:
 			return 0, header.ReasonICMPNotAllowed
 		case icmpTimeExceeded:
 			return header.PutICMPv4TimeExceeded(b, src.As4(), p)
@@ -116,6 +119,8 @@ func (e icmpError) put(b []byte, src netip.Addr, p []byte) (int, header.Reason) 
 		return header.PutICMPv6PacketTooBig(b, src.As16(), p, uint32(e.mtu))
 	case icmpBeyondScope:
 		return header.PutICMPv6BeyondScope(b, src.As16(), p)
+	case icmpNoRoute:
+		return header.PutICMPv6NoRoute(b, src.As16(), p)
 	}
 	return header.PutICMPv6ParamProblem(b, src.As16(), p, e.code, e.ptr)
 }
@@ -237,6 +242,9 @@ func (d *PortDevice) optionsErrorLAN(eth, pkt []byte) {
 // IPs hold pkt's source; the route back is that peer's prefix in al (a
 // /128 without one). Safe for concurrent use (Write's goroutines).
 func (d *PortDevice) icmpErrorTunnel(pkt []byte, e icmpError, al *bart.Table[uint8]) {
+	if d.no6 && pkt[0]>>4 != header.IPv4Version {
+		return // a tunnel without IPv6 (PortDropIPv6Off)
+	}
 	from := d.icmpSrc.Load().tunnelFrom(pkt)
 	bits := func(dst netip.Addr) int {
 		if al != nil {

@@ -128,6 +128,10 @@ type PortDevice struct {
 	// lanMTU is the largest IP packet Write sends to the LAN whole: the
 	// port's MTU, then SetLANMTU's; loaded once per Write call.
 	lanMTU atomic.Int32
+	// no6 says the tunnel carries no IPv6: its MTU (PortConfig.MTU, fixed
+	// at New) is below IPv6's minimum, 1280 (RFC 8200 §5), where Linux
+	// turns IPv6 off on its wg0 (PortDropIPv6Off).
+	no6    bool
 	events chan tun.Event
 
 	rmu    sync.Mutex // held by the goroutine inside Read; Close takes it
@@ -224,7 +228,7 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 		return nil, fmt.Errorf("tundev: %w", err)
 	}
 	d := &PortDevice{
-		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()),
+		cfg: cfg, name: cfg.Name, mac: header.MAC(cfg.Port.MAC()), no6: cfg.MTU < header.IPv6MinMTU,
 		events: make(chan tun.Event, 1), w: w,
 		frames:    make([]dataplane.Frame, PortBatchSize),
 		reply:     make([]byte, max(arp.NDPFrameLen, header.EthernetVLANLen+header.ICMPv6ErrorMaxLen)),

@@ -96,6 +96,15 @@ const (
 	// unanswered, never sent to the LAN (router.go). fastpath counts the
 	// same drop as off_lan without an exception TUN.
 	PortDropOffLAN
+	// PortDropIPv6Off: an IPv6 packet, either way, while the tunnel MTU
+	// (PortConfig.MTU) is below 1280, where Linux turns IPv6 off on its
+	// wg0 (its IPv6 routes removed, the IPv6 packets it receives
+	// dropped): a received one is answered "no route to destination"
+	// (ICMPv6 type 1 code 0, as Linux's ip6_pkt_drop), before its hop
+	// limit is judged; a written one is dropped unanswered, and no ICMPv6
+	// error goes into the tunnel (router.go). fastpath counts the same
+	// as ipv6_off.
+	PortDropIPv6Off
 
 	NumPortDropReasons
 )
@@ -103,7 +112,7 @@ const (
 var portDropNames = [NumPortDropReasons]string{
 	"not_ip", "malformed", "too_big", "neighbour", "no_route", "no_neighbour", "no_buffer", "tx_full",
 	"over_mtu", "cannot_fragment", "vlan", "ttl_exceeded", "martian", "multicast", "ip_options",
-	"no_endpoint", "link_down", "driver_drop", "local", "off_lan",
+	"no_endpoint", "link_down", "driver_drop", "local", "off_lan", "ipv6_off",
 }
 
 // String returns the reason's snake-case name.

@@ -278,9 +278,11 @@ func (d *PortDevice) clampMSS(pkt []byte) {
 }
 
 // forwardIn does what a router does to pkt, received from the LAN, before
-// it enters the tunnel: judge, then the TTL check, then a link-local
-// source's, answering the LAN host with parameter problem, time exceeded
-// or beyond scope (icmpErrorLAN). It reports
+// it enters the tunnel: judge, then, for IPv6 in a tunnel without it
+// (no6), no route to destination (Linux's route lookup fails before
+// ip6_forward's checks), then the TTL check, then a link-local
+// source's, answering the LAN host with parameter problem, no route,
+// time exceeded or beyond scope (icmpErrorLAN). It reports
 // whether pkt goes on; the TTL decrement and the MSS clamp are the
 // caller's, on the copy it hands wireguard-go (Read's buffer, or the
 // fragment queue's).
@@ -297,6 +299,11 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 		d.optionsErrorLAN(eth, pkt)
 		return false
 	}
+	if d.no6 && pkt[0]>>4 != header.IPv4Version {
+		d.ctr.drops[PortDropIPv6Off].Add(1)
+		d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpNoRoute})
+		return false
+	}
 	if lastHop(pkt) {
 		d.ctr.drops[PortDropTTLExceeded].Add(1)
 		d.icmpErrorLAN(eth, pkt, icmpError{kind: icmpTimeExceeded})
@@ -311,7 +318,9 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 }
 
 // forwardOut does what a router does to pkt, written by wireguard-go (a
-// decrypted packet), before it goes on: judge, the host's own addresses
+// decrypted packet), before it goes on: an IPv6 packet in a tunnel
+// without it (no6) dropped (PortDropIPv6Off: Linux's ipv6_rcv drops it
+// on such a wg0, before any check), judge, the host's own addresses
 // (route: dropped as local), the TTL check (parameter problem, time
 // exceeded or, for a link-local source not going back into the tunnel,
 // beyond scope into the tunnel, icmpErrorTunnel), a route off the LAN
@@ -323,6 +332,10 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8], hosts *hostSet, tab arp.RouteTable, last *lastRoute) outVerdict {
 	if !headerOK(pkt) {
 		d.ctr.drops[PortDropMalformed].Add(1)
+		return outDropped
+	}
+	if d.no6 && pkt[0]>>4 != header.IPv4Version {
+		d.ctr.drops[PortDropIPv6Off].Add(1)
 		return outDropped
 	}
 	j := d.judge(pkt)
