@@ -20,7 +20,7 @@ const (
 	// IPv6 alike, as Linux's wg0 takes it: the outer family bounds
 	// nothing inside the tunnel (an outer IPv6 packet is the tunnel MTU +
 	// 80 bytes, and IPv6 links carry 1280, RFC 8200 §5). Below MinMTU6
-	// inner IPv6 is not carried whole (Config.MTU).
+	// the tunnel carries no inner IPv6 (DropIPv6Off).
 	MinMTU = 576
 	// MaxMTU is the largest tunnel MTU New takes: the outer IPv4 packet
 	// (20 bytes of header, 8 of UDP, 32 of WireGuard's header and tag)
@@ -28,8 +28,8 @@ const (
 	// lower in practice (cmd/wgpio checks that).
 	MaxMTU = 65535 - 60
 	// MinMTU6 is IPv6's minimum link MTU (RFC 8200 §5): the least tunnel
-	// MTU whose inner IPv6 packets hosts can size to it (Config.MTU), and
-	// the least with an IPv6 tunnel address (gateway/fastgw, as package
+	// MTU that carries inner IPv6 (below it, none: DropIPv6Off), and the
+	// least with an IPv6 tunnel address (gateway/fastgw, as package
 	// config requires).
 	MinMTU6 = header.IPv6MinMTU
 	// DefaultBurst is the number of frames a worker receives at once.
@@ -150,9 +150,9 @@ type Config struct {
 	// MTU is the tunnel MTU (default DefaultMTU; at least MinMTU, with
 	// a WANAddr6 too): inner IPv4 packets larger than this without DF
 	// are fragmented (RFC 791); the others get ICMP "fragmentation
-	// needed" / "packet too big" (below MinMTU6, IPv6 hosts do not take
-	// the latter, RFC 8201 §4: their packets over the MTU stay refused;
-	// package config warns of it). New does not check it against
+	// needed" / "packet too big"; below MinMTU6 no IPv6 is carried at
+	// all, as on Linux's wg0 (DropIPv6Off; package config warns of it).
+	// New does not check it against
 	// WAN.MTU(): an outer packet (MTU + tunnelmtu.OuterOverhead4 or 6)
 	// larger than the WAN port's MTU is sent as IP fragments, as Linux's
 	// WireGuard lets the kernel fragment it (wanfrag.go, Engine.SetWANMTU);
