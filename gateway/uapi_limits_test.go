@@ -351,3 +351,49 @@ func TestUAPISilentConnectionCut(t *testing.T) {
 		t.Errorf("get: errno %d", errno)
 	}
 }
+
+// TestUAPIStalledSetsWaitTogether: clients that each send "set=1" and
+// nothing more are all cut after about the idle timeout, not one after
+// another: each waited its 10 s only once it held the set lock, so 6 of
+// them kept a reload waiting 60 s, and 64 (every place of uapiMaxConns)
+// kept `wg show` and the reload waiting over 10 minutes. A set sent whole
+// behind them is applied, and the set lock (which a reload takes) is free
+// within a few timeouts.
+func TestUAPIStalledSetsWaitTogether(t *testing.T) {
+	const idle, stalled = 200 * time.Millisecond, 20
+	d := ourDevice(t, "")
+	d.uapiIdle = idle
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range stalled {
+		c, s := net.Pipe()
+		t.Cleanup(func() { c.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.ServeUAPI(s)
+		}()
+		if _, err := io.WriteString(c, "set=1\n"); err != nil {
+			t.Fatalf("write request: %v", err)
+		}
+	}
+	c := serve(t, d)
+	go io.WriteString(c, "set=1\nlisten_port=4242\n\n")
+	if errno := readErrno(t, bufio.NewReader(c)); errno != 0 {
+		t.Errorf("a whole set behind %d stalled ones: errno %d, want 0", stalled, errno)
+	}
+	wg.Wait()
+	d.setMu.Lock()
+	took := time.Since(start)
+	d.setMu.Unlock()
+	// One after another they take stalled*idle (4 s).
+	if took > 8*idle {
+		t.Errorf("%d clients stalled after set=1 held the set lock %v, want about %v (%v one after another)", stalled, took, idle, stalled*idle)
+	}
+	d.mu.Lock()
+	got := d.listenPort
+	d.mu.Unlock()
+	if got != 4242 {
+		t.Errorf("listen port %d, want 4242", got)
+	}
+}

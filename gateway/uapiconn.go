@@ -91,7 +91,8 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // (a client that stalls holds no lock the handshakes or timers need) and
 // applied under it; what the request changed is published once, at its end.
 // setMu keeps set requests from interleaving, as wireguard-go's ipcMutex
-// does.
+// does; it is taken once the first batch has arrived, so that a client
+// that stalls before its first batch holds it not at all.
 //
 // A request cut short leaves what wireguard-go's line-by-line IpcSet
 // leaves, wherever the batches fall: every whole line before the cut
@@ -105,9 +106,17 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // wireguard-go's scanner drops it (on its socket too). After an error the rest of the request is read and
 // discarded, so that the connection stays in step.
 func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
+	defer conn.SetReadDeadline(time.Time{})
+	b := setBatch{buf: make([]byte, 0, uapiBatchBytes+uapiMaxLine)}
+	// The first batch is read before setMu is taken, so that clients
+	// that stall at once wait out their uapiIdle side by side rather
+	// than one after another: each of them holding the lock for its
+	// whole timeout kept a reload waiting 60 s behind six "set=1" lines,
+	// and `wg show` over ten minutes behind uapiMaxConns of them (each
+	// holds a place while it waits for the lock).
+	done, cut := b.read(conn, r, d.uapiIdle, false)
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
-	defer conn.SetReadDeadline(time.Time{})
 	var st setState
 	defer func() {
 		d.mu.Lock()
@@ -116,50 +125,13 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 		}
 		d.mu.Unlock()
 	}()
-	batch := make([]byte, 0, uapiBatchBytes+uapiMaxLine)
-	var ends []int
 	var failed error // the first error: nothing after it is applied
-	for done := false; !done; {
-		conn.SetReadDeadline(time.Now().Add(d.uapiIdle))
-		batch, ends = batch[:0], ends[:0]
-		var cut error // what ends the request within this batch
-		for len(batch) < uapiBatchBytes {
-			line, rerr := readLine(r)
-			if rerr == errLineTooLong {
-				if failed != nil {
-					continue // discarding up to the end of the request
-				}
-				cut = rerr // the lines before it are applied below
-				break
-			}
-			if rerr != nil && rerr != io.EOF {
-				cut = uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
-				done = true
-				break
-			}
-			// A CR before the newline is dropped, as IpcSet's and
-			// wireguard-go's bufio.Scanner drops it (ScanLines).
-			line = bytes.TrimSuffix(line, []byte("\r"))
-			if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
-				done = true
-				break
-			}
-			if rerr == io.EOF {
-				// A line without its newline: the client went
-				// away in the middle of it ("listen_port=518"
-				// of 51820). wg(8) ends every line.
-				cut = uapiErrorf(ipc.IpcErrorInvalid, "set request ends without a newline after %q: not applied", logStart(string(line)))
-				done = true
-				break
-			}
-			batch = append(batch, line...)
-			ends = append(ends, len(batch))
-		}
+	for {
 		if failed == nil {
 			d.mu.Lock()
 			start := 0
-			for _, end := range ends {
-				if failed = d.setLineLocked(&st, string(batch[start:end])); failed != nil {
+			for _, end := range b.ends {
+				if failed = d.setLineLocked(&st, string(b.buf[start:end])); failed != nil {
 					break
 				}
 				start = end
@@ -169,8 +141,57 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 		if failed == nil {
 			failed = cut
 		}
+		if done {
+			return failed
+		}
+		done, cut = b.read(conn, r, d.uapiIdle, failed != nil)
 	}
-	return failed
+}
+
+// setBatch is the batch of lines of a set request that ipcSetConn applies
+// at once: buf holds them back to back, without their newlines, ends
+// where each ends.
+type setBatch struct {
+	buf  []byte
+	ends []int
+}
+
+// read reads the next batch of a set request from r, up to uapiBatchBytes
+// of lines, allowing the client idle to send it. done: the request ended
+// (its blank line, EOF, or a read error). cut: what ends the request
+// within this batch, after the lines read (a line too long, a read error,
+// a last line without its newline). discarding: the request failed
+// already, and lines too long are skipped on the way to its end.
+func (b *setBatch) read(conn net.Conn, r *bufio.Reader, idle time.Duration, discarding bool) (done bool, cut error) {
+	conn.SetReadDeadline(time.Now().Add(idle))
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
+	for len(b.buf) < uapiBatchBytes {
+		line, rerr := readLine(r)
+		if rerr == errLineTooLong {
+			if discarding {
+				continue // discarding up to the end of the request
+			}
+			return false, rerr // the lines before it are applied
+		}
+		if rerr != nil && rerr != io.EOF {
+			return true, uapiErrorf(ipc.IpcErrorIO, "read set request: %w", rerr)
+		}
+		// A CR before the newline is dropped, as IpcSet's and
+		// wireguard-go's bufio.Scanner drops it (ScanLines).
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 { // the blank line, or EOF (wireguard-go accepts it)
+			return true, nil
+		}
+		if rerr == io.EOF {
+			// A line without its newline: the client went away in
+			// the middle of it ("listen_port=518" of 51820). wg(8)
+			// ends every line.
+			return true, uapiErrorf(ipc.IpcErrorInvalid, "set request ends without a newline after %q: not applied", logStart(string(line)))
+		}
+		b.buf = append(b.buf, line...)
+		b.ends = append(b.ends, len(b.buf))
+	}
+	return false, nil
 }
 
 // ServeUAPI answers configuration requests on conn until it fails or

@@ -208,3 +208,37 @@ func hex4(i int) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[i>>12&15], digits[i>>8&15], digits[i>>4&15], digits[i&15]})
 }
+
+// TestServeStalledSetsWaitTogether: clients that each send "set=1" and a
+// line, then nothing, are all cut after about idleTimeout, not one after
+// another: each waited its idleTimeout only once it held wireguard-go's
+// IPC lock, so that N of them kept every set and the gateway's reload (a
+// set) waiting N times idleTimeout (Mode = compat does not limit the
+// connections in number). A set behind them is answered within a few
+// idleTimeouts.
+func TestServeStalledSetsWaitTogether(t *testing.T) {
+	const idle, stalled = 200 * time.Millisecond, 20
+	shortIdle(t, idle)
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	for range stalled {
+		c := serveOn(t, dev)
+		if _, err := io.WriteString(c, "set=1\nprivate_key="+keyA+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The stalled ones reach the lock first (their Serve goroutines
+	// have read their lines: the writes returned).
+	time.Sleep(idle / 4)
+	setter := serveOn(t, dev)
+	start := time.Now()
+	if _, err := io.WriteString(setter, "set=1\nprivate_key="+keyB+"\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	setter.SetReadDeadline(start.Add(10 * time.Second))
+	l, err := bufio.NewReader(setter).ReadString('\n')
+	// One after another they take stalled*idle (4 s).
+	if took := time.Since(start); err != nil || l != "errno=0\n" || took > 8*idle {
+		t.Errorf("a set behind %d clients stalled after a line: %q, %v after %v, want errno=0 after about %v (%v one after another)", stalled, l, err, took, idle, stalled*idle)
+	}
+}

@@ -80,6 +80,7 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 		switch op {
 		case "set=1\n":
 			o := &opReader{r: r, atLine: true, conn: c}
+			o.prefetch()
 			err = set(o)
 			// What set left of the operation (it stopped at an error) is
 			// not the next one. A client gone or cut (a line cut short:
@@ -181,6 +182,25 @@ func (o *opReader) Read(p []byte) (int, error) {
 	o.r.Discard(n)
 	o.taken += n
 	return n, nil
+}
+
+// prefetch reads the start of the operation into o.r before set takes
+// wireguard-go's IPC lock: up to its blank line or a full buffer, in what
+// remains of idleTimeout. Clients that stall at once then wait out their
+// idleTimeout side by side; each waited it only once it held the lock, one
+// after another, and N of them kept `wg show`, every set and the reload
+// waiting N times idleTimeout. Its error is left for Read, which meets it
+// again at once (the time is spent) after the whole lines that arrived.
+func (o *opReader) prefetch() {
+	for {
+		all, _ := o.r.Peek(o.r.Buffered())
+		if len(all) == o.r.Size() || (len(all) > 0 && all[0] == '\n') || bytes.Contains(all, []byte("\n\n")) {
+			return
+		}
+		if o.fill(len(all)+1) != nil {
+			return
+		}
+	}
 }
 
 // fill reads more of the operation from the connection into o.r, until it
