@@ -112,10 +112,12 @@ type Config struct {
 	// LAN side's XDP program redirects (default 1,048,576: a million
 	// peers' /32 and /128; the map's memory follows the prefixes in it).
 	// Prefixes past it still reach the tunnel, through the kernel and the
-	// exception TUN, and every configuration change while some wait
-	// returns an error (the UAPI answers ENOSPC). A prefix in the map keeps
-	// its slot while it is configured; a slot that frees goes to one that
-	// waits.
+	// exception TUN (without Addresses there is none: the kernel forwards
+	// the LAN's packets to them by the host's other routes, out of the
+	// WAN in cleartext by a default route), and every configuration
+	// change while some wait returns an error (the UAPI answers ENOSPC).
+	// A prefix in the map keeps its slot while it is configured; a slot
+	// that frees goes to one that waits.
 	LANPrefixCapacity int
 	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
 	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,

@@ -221,12 +221,18 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 	if n := d.waiting[0].Len() + d.waiting[1].Len(); n > 0 {
 		// The others' traffic is not redirected: the kernel forwards it
 		// (with IP forwarding on) into the exception TUN, routed above,
-		// and the gateway encrypts it from there, slowly.
+		// and the gateway encrypts it from there, slowly. Without an
+		// exception TUN no route leads it into the tunnel: the kernel
+		// forwards it by the host's other routes.
 		if first == nil {
 			first = fmt.Errorf("%w: %s of a family at most", syscall.ENOSPC, plural.Count(d.capacity, "prefix", "prefixes"))
 		}
-		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); the others reach the tunnel only through the kernel's forwarding and the exception TUN: use fewer, wider prefixes, or a larger LANPrefixCapacity",
-			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first)
+		others := "the others reach the tunnel only through the kernel's forwarding and the exception TUN (slowly): use fewer, wider prefixes, or a larger LANPrefixCapacity"
+		if d.excLink == nil {
+			others = "the LAN's packets to the others do not reach the tunnel: without an exception TUN (Address) the kernel forwards them by the host's other routes, in cleartext out of the WAN where a default route leads there: use fewer, wider prefixes, set Address, or a larger LANPrefixCapacity"
+		}
+		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); %s",
+			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first, others)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -90,8 +91,15 @@ func TestPrefixMapRanks(t *testing.T) {
 	for i := 10; i < 16; i++ {
 		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: pb})
 	}
-	if err := d.UpdatePeers(c); !errors.Is(err, syscall.ENOSPC) {
+	err = d.UpdatePeers(c)
+	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("UpdatePeers with 8 IPv4 prefixes for 4 slots = %v, want ENOSPC", err)
+	}
+	// No exception TUN: the prefixes left out are not said to reach the
+	// tunnel through it (the kernel forwarded a LAN ping to one in
+	// cleartext out of the WAN, by a default route).
+	if msg := err.Error(); strings.Contains(msg, "exception TUN (slowly)") || !strings.Contains(msg, "cleartext") {
+		t.Errorf("the error without an exception TUN: %q, want it to say that the kernel forwards the others by the host's routes", msg)
 	}
 	inMap(1, 2, 10, 11)
 	// a's prefix 2 leaves: b's next takes its slot.
