@@ -248,19 +248,20 @@ const MaxPathMTUs = pathmtu.MaxEntries
 
 // SetPathMTU sets the path MTU toward the IPv6 endpoint address dst, in
 // bytes of IP packet, as an ICMPv6 "packet too big" from a router on the
-// way reports it (RFC 8201 §4): an outer packet toward dst larger than
-// mtu (and within the WAN MTU) is sent as IPv6 fragments of at most mtu
-// bytes with a Fragment header, as Linux's WireGuard, whose kernel keeps
-// the path MTU it learns in the route toward the endpoint, sends it. IPv6
-// routers never fragment, so without it every full-size packet toward
-// such a peer is lost. An mtu below 1,280 is taken as 1,280 (RFC 8201
-// §4); an mtu of 0 or less forgets dst's (the caller expires them, as
-// Linux's net.ipv6.route.mtu_expires does). IPv4 endpoints need none (our
-// outer IPv4 header has DF clear: routers fragment it) and are ignored.
-// It returns false, changing nothing, when MaxPathMTUs endpoints have one
-// already. Workers use the new value from their next batch. Safe for
-// concurrent use; it copies the table (a cost per change, not per
-// packet).
+// way reports it (RFC 8201 §4): an outer packet toward dst larger than mtu
+// (and within the WAN MTU) is sent as IPv6 fragments of at most mtu bytes
+// with a Fragment header, as Linux's WireGuard, whose kernel keeps the
+// path MTU it learns in the route toward the endpoint, sends it. IPv6
+// routers never fragment, so without it every full-size packet toward such
+// a peer is lost. An mtu below 1,280 is taken as 1,280, the least IPv6
+// link MTU (RFC 8200 §5; internal/toobig discards a "packet too big"
+// reporting one, RFC 8201 §4); an mtu of 0 or less forgets dst's (the
+// caller expires them, as Linux's net.ipv6.route.mtu_expires does). IPv4
+// endpoints need none (our outer IPv4 header has DF clear: routers
+// fragment it) and are ignored. It returns false, changing nothing, when
+// MaxPathMTUs endpoints have one already. Workers use the new value from
+// their next batch. Safe for concurrent use; it copies the table (a cost
+// per change, not per packet).
 func (e *Engine) SetPathMTU(dst netip.Addr, mtu int) bool { return e.pathMTU.Set(dst, mtu) }
 
 // PathMTUs returns a copy of the path MTUs SetPathMTU set, by endpoint

@@ -43,12 +43,13 @@ func (t *Table) Load() *Snapshot { return t.p.Load() }
 
 // Set sets the path MTU toward the IPv6 endpoint address dst, in bytes of
 // IP packet, as an ICMPv6 "packet too big" from a router on the way
-// reports it (RFC 8201 §4). An mtu below 1,280 is taken as 1,280 (RFC
-// 8201 §4); an mtu of 0 or less forgets dst's. IPv4 endpoints need none
-// (the outer IPv4 header has DF clear: routers fragment it) and are
-// ignored. It returns false, changing nothing, when MaxEntries endpoints
-// have one already. It copies the table (a cost per change, not per
-// packet).
+// reports it (RFC 8201 §4). An mtu below 1,280 is taken as 1,280, the
+// least IPv6 link MTU (RFC 8200 §5; internal/toobig discards a "packet too
+// big" reporting one, RFC 8201 §4); an mtu of 0 or less forgets dst's.
+// IPv4 endpoints need none (the outer IPv4 header has DF clear: routers
+// fragment it) and are ignored. It returns false, changing nothing, when
+// MaxEntries endpoints have one already. It copies the table (a cost per
+// change, not per packet).
 func (t *Table) Set(dst netip.Addr, mtu int) bool {
 	dst = dst.Unmap()
 	if !dst.Is6() {

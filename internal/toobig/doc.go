@@ -17,8 +17,13 @@
 // the outer packets toward it at that MTU as the kernel would. An error is
 // taken only when the packet it quotes is one of ours (Config.Ours: from
 // one of the WAN addresses and the WireGuard source ports, UDP, whole or a
-// first fragment), and an endpoint's path MTU is forgotten Expiry after
-// the last error that set it, as Linux expires it
+// first fragment) and reports an MTU from 1,280 below the WAN's and the
+// endpoint's path MTU (or equal to the latter: it is then kept longer),
+// as Linux's kernel takes them (RFC 8201 §4: an MTU below 1,280 is
+// discarded, a path MTU never raised by an error); an endpoint's path MTU
+// is forgotten Expiry after the last error that set it or reported it
+// again, or sooner for a new endpoint when pathmtu.MaxEntries have one
+// (the one set longest ago), as Linux expires it
 // (net.ipv6.route.mtu_expires), so that a path that grew is used whole
 // again. IPv4 needs none of this: the outer IPv4 header has DF clear, and
 // routers fragment it.

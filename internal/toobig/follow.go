@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/pathmtu"
 )
 
 // Expiry is how long an endpoint's path MTU is kept after the last
@@ -58,6 +59,15 @@ type Config struct {
 type Follower struct {
 	cfg Config
 	wg  sync.WaitGroup
+	// set is the path MTUs the follower set, by endpoint (at most
+	// pathmtu.MaxEntries): the run goroutine's alone.
+	set map[netip.Addr]learnt
+}
+
+// learnt is an endpoint's path MTU as the follower set it.
+type learnt struct {
+	mtu int
+	at  time.Time // when the last error that set it or reported it again came
 }
 
 // Follow starts a Follower on cfg, which owns cfg.Source from now on.
@@ -82,7 +92,6 @@ func (f *Follower) Close() {
 // errors it takes (take) and forgetting them after Expiry.
 func (f *Follower) run() {
 	defer f.wg.Done()
-	set := make(map[netip.Addr]time.Time) // endpoint → when its path MTU was last set
 	buf := make([]byte, header.ICMPv6ErrorMaxLen+header.IPv6Len)
 	next := time.Now().Add(sweep)
 	for {
@@ -96,40 +105,74 @@ func (f *Follower) run() {
 			return
 		}
 		if err == nil {
-			if dst, ok := f.take(msg, from); ok {
-				set[dst] = now
-			}
+			f.take(msg, from, now)
 		}
 		if now.Before(next) {
 			continue
 		}
 		next = now.Add(sweep)
-		for a, t := range set {
-			if now.Sub(t) >= Expiry {
+		for a, l := range f.set {
+			if now.Sub(l.at) >= Expiry {
 				f.cfg.Setter.SetPathMTU(a, 0)
-				delete(set, a)
+				delete(f.set, a)
 				f.cfg.Log.Info("path MTU toward an endpoint expired: full-size outer packets to it leave whole again", "endpoint", a)
 			}
 		}
 	}
 }
 
-// take sets the path MTU msg, an ICMPv6 message from the router from,
-// reports, when it is a "packet too big" about an outer packet of ours
-// (Parse, Config.Ours) with an MTU below the WAN's, and logs a change. It
-// returns the endpoint whose path MTU it set.
-func (f *Follower) take(msg []byte, from netip.Addr) (dst netip.Addr, ok bool) {
+// take sets the path MTU msg, an ICMPv6 message from the router from
+// that came at now, reports, when it is a "packet too big" about an outer
+// packet of ours (Parse, Config.Ours) with an MTU below the WAN's, and
+// logs a change. As Linux's kernel, it discards one reporting an MTU
+// below 1,280, and does not raise an endpoint's path MTU, nor keep it
+// longer, for one reporting more (RFC 8201 §4); one reporting it again
+// keeps it Expiry longer. With pathmtu.MaxEntries endpoints' path MTUs
+// set, it forgets the one set longest ago for a new endpoint, as Linux
+// evicts the oldest route exception, so that forged errors about
+// addresses of no endpoint cannot keep a real one's out. It returns the
+// endpoint whose path MTU it set or kept.
+func (f *Follower) take(msg []byte, from netip.Addr, now time.Time) (dst netip.Addr, ok bool) {
 	tb, ok := Parse(msg)
-	if !ok || !f.cfg.Ours(tb.Src, tb.SrcPort) || tb.MTU >= f.cfg.WANMTU() {
+	if !ok || tb.MTU < header.IPv6MinMTU || !f.cfg.Ours(tb.Src, tb.SrcPort) || tb.MTU >= f.cfg.WANMTU() {
 		return dst, false
 	}
-	old := f.cfg.Setter.PathMTUs()[tb.Dst]
-	if !f.cfg.Setter.SetPathMTU(tb.Dst, tb.MTU) {
-		return dst, false
+	dst = tb.Dst.Unmap().WithZone("")
+	if !dst.Is6() {
+		return dst, false // an IPv4-mapped address: IPv4 needs none
 	}
-	if got := f.cfg.Setter.PathMTUs()[tb.Dst]; got != old {
+	if f.set == nil {
+		f.set = make(map[netip.Addr]learnt)
+	}
+	old, known := f.set[dst]
+	switch {
+	case known && tb.MTU > old.mtu:
+		return dst, false
+	case known && tb.MTU == old.mtu:
+	default:
+		if !known && len(f.set) >= pathmtu.MaxEntries {
+			f.evictOldest()
+		}
+		if !f.cfg.Setter.SetPathMTU(dst, tb.MTU) {
+			return dst, false
+		}
 		f.cfg.Log.Info("path MTU toward an endpoint lowered by an ICMPv6 packet too big: outer packets to it larger than that leave as IPv6 fragments",
-			"endpoint", tb.Dst, "path_mtu", got, "from", from, "expires_in", Expiry)
+			"endpoint", dst, "path_mtu", tb.MTU, "from", from, "expires_in", Expiry)
 	}
-	return tb.Dst, true
+	f.set[dst] = learnt{mtu: tb.MTU, at: now}
+	return dst, true
+}
+
+// evictOldest forgets the path MTU set longest ago (a scan of f.set: a
+// cost per new endpoint with the table full, not per packet).
+func (f *Follower) evictOldest() {
+	var oldest netip.Addr
+	var at time.Time
+	for a, l := range f.set {
+		if !oldest.IsValid() || l.at.Before(at) {
+			oldest, at = a, l.at
+		}
+	}
+	f.cfg.Setter.SetPathMTU(oldest, 0)
+	delete(f.set, oldest)
 }

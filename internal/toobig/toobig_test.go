@@ -2,10 +2,12 @@ package toobig
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/pathmtu"
@@ -82,7 +84,8 @@ func (s *setter) SetPathMTU(dst netip.Addr, mtu int) bool { return s.Set(dst, mt
 func (s *setter) PathMTUs() map[netip.Addr]int            { return s.All() }
 
 // TestTake: an error is taken only about a packet of ours (Config.Ours)
-// and with an MTU below the WAN's; below 1,280 it is taken as 1,280.
+// and with an MTU below the WAN's, from 1,280 (one below it is discarded,
+// as Linux's kernel discards it: RFC 8201 §4).
 func TestTake(t *testing.T) {
 	var s setter
 	f := &Follower{cfg: Config{Setter: &s, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -96,12 +99,83 @@ func TestTake(t *testing.T) {
 		{tooBig(1400, router, peer, 51820, 0), 0},  // another source
 		{tooBig(1500, ours, peer, 51820, 0), 0},    // the WAN's
 		{tooBig(1400, ours, peer, 51820, 1), 1400}, // ours, a first fragment
-		{tooBig(600, ours, peer, 51820, 0), 1280},  // RFC 8201 §4
+		{tooBig(1280, ours, peer, 51820, 0), 1280}, // the least
+		{tooBig(1279, ours, peer, 51820, 0), 0},    // RFC 8201 §4
+		{tooBig(600, ours, peer, 51820, 0), 0},
+		{tooBig(0, ours, peer, 51820, 0), 0},
 	} {
-		dst, ok := f.take(c.msg, router)
+		dst, ok := f.take(c.msg, router, time.Now())
 		if got := s.All()[peer]; got != c.want || ok != (c.want != 0) || (ok && dst != peer) {
 			t.Errorf("take(%x...) = %v, %v; path MTU %d, want %d", c.msg[:8], dst, ok, got, c.want)
 		}
 		s.Set(peer, 0)
+		delete(f.set, peer)
+	}
+}
+
+// TestTakeLowersOnly: an error reporting an MTU above the endpoint's path
+// MTU does not raise it, nor keep it longer; one reporting it again keeps
+// it longer; a lower one lowers it, as Linux's kernel takes them (RFC 8201
+// §4: a node MUST NOT increase its estimate from a "packet too big").
+// Before, the last error won: a forged one with 1,450 after a router's
+// 1,400 made every packet of 1,401 to 1,450 bytes toward the endpoint
+// lost again at that router.
+func TestTakeLowersOnly(t *testing.T) {
+	var s setter
+	f := &Follower{cfg: Config{Setter: &s, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ours:   func(netip.Addr, uint16) bool { return true },
+		WANMTU: func() int { return 1500 }}}
+	t0 := time.Now()
+	for i, c := range []struct {
+		mtu, want int
+		taken     bool
+		at        time.Time
+	}{
+		{1400, 1400, true, t0},
+		{1450, 1400, false, t0},
+		{1400, 1400, true, t0.Add(time.Minute)},
+		{1300, 1300, true, t0.Add(2 * time.Minute)},
+		{1499, 1300, false, t0.Add(2 * time.Minute)},
+	} {
+		_, ok := f.take(tooBig(uint32(c.mtu), ours, peer, 51820, 0), router, c.at)
+		if got := s.All()[peer]; got != c.want || ok != c.taken || f.set[peer].at != c.at {
+			t.Errorf("%d: take(%d) = %v; path MTU %d, set at %v; want %v, %d, %v", i, c.mtu, ok, got, f.set[peer].at, c.taken, c.want, c.at)
+		}
+	}
+}
+
+// TestTakeFullEvicts: with pathmtu.MaxEntries endpoints' path MTUs set, an
+// error about another endpoint forgets the one set longest ago and sets
+// the new one, as Linux's kernel evicts the oldest of its route
+// exceptions. Before, it was refused: 4,096 forged errors, one every
+// 0.15 s, each quoting another address, kept every real endpoint's path
+// MTU from being learnt, and full-size packets toward a peer behind a
+// smaller link were lost for good.
+func TestTakeFullEvicts(t *testing.T) {
+	var s setter
+	f := &Follower{cfg: Config{Setter: &s, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ours:   func(netip.Addr, uint16) bool { return true },
+		WANMTU: func() int { return 1500 }}}
+	t0 := time.Now()
+	first := netip.MustParseAddr("2001:db8:9::")
+	for i := range pathmtu.MaxEntries {
+		a := netip.MustParseAddr(fmt.Sprintf("2001:db8:9::%x", i))
+		if _, ok := f.take(tooBig(1400, ours, a, 51820, 0), router, t0.Add(time.Duration(i)*time.Millisecond)); !ok {
+			t.Fatalf("error %d not taken", i)
+		}
+	}
+	// The first is refreshed: the second is now the oldest.
+	f.take(tooBig(1400, ours, first, 51820, 0), router, t0.Add(time.Hour))
+	if _, ok := f.take(tooBig(1400, ours, peer, 51820, 0), router, t0.Add(time.Hour)); !ok {
+		t.Fatal("an error about a new endpoint refused with the table full")
+	}
+	all := s.All()
+	second := netip.MustParseAddr("2001:db8:9::1")
+	if len(all) != pathmtu.MaxEntries || all[peer] != 1400 || all[first] != 1400 || all[second] != 0 {
+		t.Errorf("%d path MTUs; new endpoint %d, first %d, second %d; want %d, 1400, 1400, none",
+			len(all), all[peer], all[first], all[second], pathmtu.MaxEntries)
+	}
+	if len(f.set) != pathmtu.MaxEntries {
+		t.Errorf("the follower keeps %d endpoints, want %d", len(f.set), pathmtu.MaxEntries)
 	}
 }
