@@ -10,8 +10,9 @@
 // commas: an Address or AllowedIPs line whose ';' comment starts with an
 // address ("10.0.0.0/24; 10.0.1.0/24"), or whose items are separated by
 // spaces alone, is an error, as wg(8) refuses both; so is an empty
-// AllowedIPs item ("a,,b", or a ',' at an end), which wg(8) refuses too,
-// where an Address list may have one, as wg-quick drops it.
+// AllowedIPs item ("a,,b", or a ',' at an end) or an AllowedIPs line
+// without a value, which wg(8) refuses too, where an Address list may
+// have one, as wg-quick drops it.
 //
 // A File renders back to the same format (Marshal) and, for its WireGuard
 // part, to the body of a UAPI "set=1" operation (UAPI; the cross-platform

@@ -198,7 +198,6 @@ func TestParseSyntax(t *testing.T) {
 		"[PEER]\n" +
 		"PublicKey =" + pub2 + "#comment\n" +
 		"allowedips = 10.0.0.2/32,  10.9.0.0/16\n" +
-		"AllowedIPs =\n" +
 		"AllowedIPs = fd00::/8 ; site B's prefix, a comment\n" +
 		"endpoint = v6.example.net:1\n" +
 		"persistentkeepalive = 0\n" +
@@ -328,11 +327,14 @@ func TestParseErrors(t *testing.T) {
 		{"allowed ips after semicolon", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24; 10.0.1.0/24, 10.0.2.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.1.0/24, 10.0.2.0/24" after ';' would not be read: ';' starts a comment; separate several with ','`},
 		{"address after semicolon", "[Interface]\nPrivateKey = " + priv1 + "\nAddress = 10.8.0.1/24 ; fd00::1/64\n", `wg0.conf:3: key "Address": "fd00::1/64" after ';' would not be read: ';' starts a comment; separate several with ','`},
 		// wg(8) setconf refuses an empty item ("Unable to parse IP
-		// address: `'"), and so the whole file; Address, which
+		// address: `'"), and a line without a value ("Line
+		// unrecognized"), and so the whole file; Address, which
 		// wg-quick splits itself, may have one (TestParseSyntax).
 		{"allowed ips empty item", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 198.18.0.0/24,,198.18.1.0/24\n", `wg0.conf:5: key "AllowedIPs": an empty item after "198.18.0.0/24": wg(8) refuses the line; remove the extra ','`},
 		{"allowed ips trailing comma", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 198.18.0.0/24, \n", `wg0.conf:5: key "AllowedIPs": an empty item after "198.18.0.0/24": wg(8) refuses the line; remove the extra ','`},
 		{"allowed ips leading comma", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = , 198.18.0.0/24\n", `wg0.conf:5: key "AllowedIPs": an empty item before "198.18.0.0/24": wg(8) refuses the line; remove the extra ','`},
+		{"allowed ips empty value", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs =\n", `wg0.conf:5: key "AllowedIPs": empty value: wg(8) refuses the line; give the prefixes, or remove the line`},
+		{"allowed ips comment only", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = # none yet\n", `wg0.conf:5: key "AllowedIPs": empty value: wg(8) refuses the line; give the prefixes, or remove the line`},
 		{"allowed ips commas only", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = ,\n", `wg0.conf:5: key "AllowedIPs": an empty item (the list is commas only): wg(8) refuses the line; remove the extra ','`},
 		{"allowed ips space separated", iface + "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.0/24 10.0.1.0/24\n", `wg0.conf:5: key "AllowedIPs": "10.0.0.0/24 10.0.1.0/24" is not an IP address or CIDR: separate several with ',', as in 10.0.0.0/24, 10.0.1.0/24`},
 		{"endpoint no port", iface + "[Peer]\nPublicKey = " + pub2 + "\nEndpoint = 203.0.113.1\n", `wg0.conf:5: key "Endpoint": "203.0.113.1" has no port; want host:port or [IPv6]:port`},

@@ -88,6 +88,13 @@ func (p *parser) peerKey(n int, key, v string) {
 		peer.PresharedKey = k
 		k.Zero()
 	case "AllowedIPs":
+		if v == "" {
+			// wg(8) refuses a key without a value ("Line
+			// unrecognized: `AllowedIPs='") and so the file, as it
+			// refuses an empty item.
+			p.errorf(n, key, "empty value: wg(8) refuses the line; give the prefixes, or remove the line")
+			return
+		}
 		if at, ok := emptyItem(v); ok {
 			// wg(8) setconf, which wg-quick hands this line to,
 			// refuses it ("Unable to parse IP address: `'") and sets
