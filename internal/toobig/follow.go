@@ -57,8 +57,9 @@ type Config struct {
 // Follower reads "packet too big" from a Source and sets a sender's path
 // MTUs (see the package documentation), until Close.
 type Follower struct {
-	cfg Config
-	wg  sync.WaitGroup
+	cfg  Config
+	wg   sync.WaitGroup
+	stop chan struct{} // closed by Close: ends a pause after a read error
 	// set is the path MTUs the follower set, by endpoint (at most
 	// pathmtu.MaxEntries): the run goroutine's alone.
 	set map[netip.Addr]learnt
@@ -72,7 +73,7 @@ type learnt struct {
 
 // Follow starts a Follower on cfg, which owns cfg.Source from now on.
 func Follow(cfg Config) *Follower {
-	f := &Follower{cfg: cfg}
+	f := &Follower{cfg: cfg, stop: make(chan struct{})}
 	f.wg.Add(1)
 	go f.run()
 	return f
@@ -84,12 +85,20 @@ func (f *Follower) Close() {
 	if f == nil {
 		return
 	}
+	close(f.stop)
 	f.cfg.Source.Close()
 	f.wg.Wait()
 }
 
+// readPause is how long run waits after a failed read before it reads
+// again.
+const readPause = time.Second
+
 // run reads the source until it is closed, setting the path MTUs of the
-// errors it takes (take) and forgetting them after Expiry.
+// errors it takes (take) and forgetting them after Expiry. A failed read
+// is logged and read again after readPause: a packet socket (ListenLink)
+// fails one read with ENETDOWN when its interface goes down, and reads
+// again once it is up.
 func (f *Follower) run() {
 	defer f.wg.Done()
 	buf := make([]byte, header.ICMPv6ErrorMaxLen+header.IPv6Len)
@@ -99,10 +108,16 @@ func (f *Follower) run() {
 		msg, from, err := f.cfg.Source.ReadMessage(buf)
 		now := time.Now()
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrClosed) {
-				f.cfg.Log.Warn("ICMPv6 packet too big no longer read", "err", err)
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return
 			}
-			return
+			f.cfg.Log.Warn("ICMPv6 packet too big: a read failed; reading again", "err", err, "in", readPause)
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(readPause):
+			}
+			now = time.Now()
 		}
 		if err == nil {
 			f.take(msg, from, now)

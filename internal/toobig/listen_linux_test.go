@@ -5,6 +5,9 @@ package toobig
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestLinkSourceChecks: ListenLink's reader returns the ICMPv6 message of
@@ -64,5 +68,74 @@ func TestLinkSourceChecks(t *testing.T) {
 	}
 	if tb, ok := Parse(got); !ok || tb.MTU != 1400 || tb.Dst != peer {
 		t.Errorf("Parse = %+v, %v", tb, ok)
+	}
+}
+
+// ptbFrame is an Ethernet frame to dstMAC carrying an IPv6 packet from src
+// to dst whose payload is the ICMPv6 message msg, its checksum set.
+func ptbFrame(dstMAC net.HardwareAddr, src, dst netip.Addr, msg []byte) []byte {
+	f := make([]byte, 14+header.IPv6Len, 14+header.IPv6Len+len(msg))
+	copy(f[0:6], dstMAC)
+	f[6] = 0x02
+	f[12], f[13] = 0x86, 0xdd
+	p := f[14:]
+	p[0], p[6], p[7] = 0x60, header.ProtoICMPv6, 255
+	binary.BigEndian.PutUint16(p[4:6], uint16(len(msg)))
+	s, d := src.As16(), dst.As16()
+	copy(p[8:24], s[:])
+	copy(p[24:40], d[:])
+	f = append(f, msg...)
+	c := f[14+header.IPv6Len:]
+	c[2], c[3] = 0, 0
+	binary.BigEndian.PutUint16(c[2:4], ^header.FoldChecksum(header.Checksum(c, header.PseudoHeaderChecksumBytes(header.ProtoICMPv6, s[:], d[:], len(c)))))
+	return f
+}
+
+// TestFollowLinkDownUp: a Follower on ListenLink keeps following after
+// its interface is set down and up again. The kernel reports ENETDOWN
+// once to a packet socket whose interface goes down, and hands it packets
+// again once the interface is up; before, that one error ended the
+// Follower for good ("no longer read"), so that in owned address mode an
+// `ip link set WAN down; ip link set WAN up` stopped every path MTU from
+// being followed until a restart.
+func TestFollowLinkDownUp(t *testing.T) {
+	tp := testenv.Topology(t, "tbl")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	v := testenv.Veth(t, tp, a, b)
+	mac, err := a.LinkMAC(v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src Source
+	if err := a.Do(func() error {
+		ifi, err := net.InterfaceByName(v.A)
+		if err != nil {
+			return err
+		}
+		src, err = ListenLink(ifi.Index)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var s setter
+	var logs testenv.LogBuffer
+	f := Follow(Config{Source: src, Setter: &s, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		Ours:   func(src netip.Addr, sport uint16) bool { return src == ours && sport == 51820 },
+		WANMTU: func() int { return 1500 }})
+	defer f.Close()
+	if out, err := a.Run("ip", "link", "set", v.A, "down"); err != nil {
+		t.Fatalf("ip link set %s down: %v\n%s", v.A, err, out)
+	}
+	if err := a.LinkUp(v.A); err != nil {
+		t.Fatal(err)
+	}
+	// The veth's carrier comes back with its peer's; frames sent before
+	// are lost, so send until one is read.
+	ok := testenv.PollUntil(10*time.Second, func() bool {
+		testenv.SendFrames(t, b, v.B, ptbFrame(mac, router, ours, tooBig(1400, ours, peer, 51820, 0)))
+		return testenv.PollUntil(200*time.Millisecond, func() bool { return s.All()[peer] == 1400 })
+	})
+	if !ok {
+		t.Fatalf("path MTUs %v after the interface went down and up, want %v at 1400; log:\n%s", s.All(), peer, logs.String())
 	}
 }
