@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/uapiserve"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -51,8 +52,9 @@ type Device struct {
 	wall func() time.Time
 	log  *slog.Logger
 
-	setMu     sync.Mutex // serialises UAPI set requests (taken before mu)
-	replyBufs replyBufs  // IpcGet's buffers, kept while gets come
+	setMu      sync.Mutex       // serialises UAPI set requests (taken before mu)
+	replyBufs  replyBufs        // IpcGet's buffers, kept while gets come
+	getReplies uapiserve.Budget // bytes of the UAPI socket's get replies held at once
 
 	mu         sync.RWMutex
 	idMu       sync.RWMutex

@@ -14,6 +14,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
+	"github.com/wgpio/wgpio/internal/uapiserve"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/protocol"
 )
@@ -41,7 +42,11 @@ func uapiErrorf(code int64, format string, args ...any) *UAPIError {
 // protocol_version, endpoint, last_handshake_time_sec/_nsec, tx_bytes,
 // rx_bytes, persistent_keepalive_interval, allowed_ip. Keys are lowercase
 // hex. It does not write the terminating "errno=" line.
-func (d *Device) IpcGet(w io.Writer) error {
+func (d *Device) IpcGet(w io.Writer) error { return d.ipcGet(w, nil) }
+
+// ipcGet is IpcGet; h, when not nil, is the room the UAPI socket took for
+// the reply in d.getReplies, told the size of the buffer it is formatted in.
+func (d *Device) ipcGet(w io.Writer, h *uapiserve.Hold) error {
 	// Formatted with appends into one buffer (about 350 bytes a peer), in
 	// about a microsecond a peer: fmt would take several.
 	d.mu.RLock()
@@ -85,6 +90,9 @@ func (d *Device) IpcGet(w io.Writer) error {
 		}
 	}
 	d.mu.RUnlock()
+	if h != nil {
+		d.getReplies.Resize(h, cap(b))
+	}
 	_, err := w.Write(b)
 	// The dump holds the private and preshared keys in hex: erased before
 	// the buffer waits for the next get.

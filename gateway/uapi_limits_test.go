@@ -397,3 +397,74 @@ func TestUAPIStalledSetsWaitTogether(t *testing.T) {
 		t.Errorf("listen port %d, want 4242", got)
 	}
 }
+
+// TestUAPIStalledGetsBounded: connections that send get=1 and never read
+// hold at most the reply budget between them, and a get from another
+// connection is answered within a few seconds all the same. Each reply
+// was formatted whole and held until its client read it or was cut after
+// uapiIdle: 64 such clients held 1.5 GB more of a gateway with a million
+// allowed IPs.
+func TestUAPIStalledGetsBounded(t *testing.T) {
+	const peers, stalled = 20_000, 16
+	d := ourDevice(t, "")
+	var b strings.Builder
+	var k noise.PublicKey
+	for i := range peers {
+		k[0], k[1], k[2] = byte(i), byte(i>>8), 1
+		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
+	}
+	if err := d.IpcSet(strings.NewReader(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	reply := d.getReplySize() // about 9 MB
+	d.getReplies.Limit = 2*reply + reply/2
+	for range stalled {
+		c := serve(t, d)
+		if _, err := io.WriteString(c, "get=1\n\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the stalled gets wait for room
+	c := serve(t, d)
+	type result struct {
+		peers int
+		errno int64
+		err   error
+	}
+	got := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		var res result
+		defer func() { got <- res }()
+		if _, res.err = io.WriteString(c, "get=1\n\n"); res.err != nil {
+			return
+		}
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				res.err = err
+				return
+			}
+			if strings.HasPrefix(line, "public_key=") {
+				res.peers++
+			}
+			if _, err := fmt.Sscanf(line, "errno=%d\n", &res.errno); err == nil {
+				return
+			}
+		}
+	}()
+	const within = 4 * time.Second // cut stalled replies after 1 s, not their 10 s
+	select {
+	case res := <-got:
+		if res.err != nil || res.errno != 0 || res.peers != peers {
+			t.Errorf("get beside %d stalled ones: %d peers, errno %d, err %v; want %d peers, errno 0", stalled, res.peers, res.errno, res.err, peers)
+		}
+		t.Logf("get beside %d stalled ones answered in %v", stalled, time.Since(start))
+	case <-time.After(within):
+		t.Errorf("get beside %d stalled ones: no reply within %v", stalled, within)
+	}
+	if peak := d.getReplies.Peak(); peak > d.getReplies.Limit {
+		t.Errorf("get replies held at once: %d bytes, want at most the budget's %d (%d stalled replies of about %d bytes)", peak, d.getReplies.Limit, stalled, reply)
+	}
+}

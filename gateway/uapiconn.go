@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/internal/acceptloop"
+	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
 // Limits of the UAPI server. Memory: each connection holds at most a
@@ -23,7 +24,8 @@ import (
 // most uapiMaxConns connections are served at once (more wait in the
 // listen backlog), so all of them together hold under 40 MiB whatever they
 // send; a set request of any size (a 1,000,000-peer setconf) is applied
-// batch by batch as it arrives.
+// batch by batch as it arrives. The get replies they hold at once are
+// bounded apart (Device.getReplies: 64 MiB, or one larger reply).
 const (
 	// uapiMaxLine is the longest line accepted (64 KiB, newline included);
 	// a longer one is read to its end, discarded, and the request answered
@@ -47,20 +49,34 @@ const (
 // reading a reply (a stopped `wg show`, a script that never reads) frees
 // its connection and its slot of uapiMaxConns after idle, while one that
 // reads a long reply slowly is not cut off.
+//
+// st tells the device's reply budget (Device.getReplies) of the client's
+// progress, and the writer of a reply the budget cut (its client took
+// nothing of it for uapiserve.ReplyStall while other gets waited for
+// room): its writes then fail with uapiserve.ErrReplyCut.
 type stallWriter struct {
 	conn net.Conn
 	idle time.Duration
+	st   *uapiserve.WriteState
 }
 
 func (w stallWriter) Write(b []byte) (n int, err error) {
+	w.st.Moved()
 	for len(b) > 0 {
 		c := min(len(b), uapiWriteChunk)
 		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
+		if err := w.st.Check(); err != nil {
+			return n, err
+		}
 		m, err := w.conn.Write(b[:c])
 		n += m
 		if err != nil {
+			if cerr := w.st.Check(); cerr != nil {
+				err = cerr
+			}
 			return n, err
 		}
+		w.st.Moved()
 		b = b[c:]
 	}
 	return n, nil
@@ -202,10 +218,15 @@ func (b *setBatch) read(conn net.Conn, r *bufio.Reader, idle time.Duration, disc
 // being read from (stallWriter), is disconnected; one that sends no
 // operation for uapiOpTimeout (2 s) too, so that silent connections, which
 // hold one of the uapiMaxConns places each, keep `wg show` waiting 2 s,
-// not 10 (64 of them did).
+// not 10 (64 of them did). A get takes room for its reply in
+// d.getReplies before it formats it (uapiserve.Budget): it waits up to
+// uapiserve.ReplyWait for room, meanwhile cutting the replies their
+// clients took nothing of for uapiserve.ReplyStall, and without room is
+// answered errno EBUSY.
 func (d *Device) ServeUAPI(conn net.Conn) {
 	defer conn.Close()
-	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle}))
+	st := new(uapiserve.WriteState)
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(conn, uapiMaxLine), bufio.NewWriter(stallWriter{conn, d.uapiIdle, st}))
 	for {
 		conn.SetReadDeadline(time.Now().Add(min(d.uapiIdle, uapiOpTimeout)))
 		opb, err := readLine(rw.Reader)
@@ -233,8 +254,16 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 				err = uapiErrorf(ipc.IpcErrorInvalid, "trailing byte %q after get=1", c)
 				break
 			}
-			growSendBuffer(conn, d.getReplySize())
-			err = d.IpcGet(rw.Writer)
+			// Room for the reply first (d.getReplies): the replies of
+			// clients that do not read are held until they are cut.
+			size := d.getReplySize()
+			var h *uapiserve.Hold
+			if h, err = d.getReplies.Acquire(size, conn, st, 0); err != nil {
+				break
+			}
+			growSendBuffer(conn, size)
+			err = d.ipcGet(rw.Writer, h)
+			d.getReplies.Release(h)
 		default:
 			d.log.Warn("invalid UAPI operation", "op", logStart(op), "bytes", len(op))
 			return
@@ -242,8 +271,11 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 		var code int64
 		if err != nil {
 			var ue *UAPIError
+			var be *uapiserve.Error
 			if errors.As(err, &ue) {
 				code = ue.Code
+			} else if errors.As(err, &be) {
+				code = be.Code
 			} else {
 				code = ipc.IpcErrorUnknown
 			}

@@ -242,3 +242,45 @@ func TestServeStalledSetsWaitTogether(t *testing.T) {
 		t.Errorf("a set behind %d clients stalled after a line: %q, %v after %v, want errno=0 after about %v (%v one after another)", stalled, l, err, took, idle, stalled*idle)
 	}
 }
+
+// TestServeStalledGetsBounded: connections that send get=1 and never read
+// hold at most Replies' bound between them (wireguard-go formats each
+// reply whole and held it, and its IPC lock, until the client read it or
+// was cut after idleTimeout), and another connection's get is answered
+// within a few seconds all the same.
+func TestServeStalledGetsBounded(t *testing.T) {
+	const stalled = 12
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	var peers strings.Builder
+	for i := range 2000 {
+		peers.WriteString("public_key=" + strings.Repeat("0", 60) + hex4(i+1) + "\nallowed_ip=10." + strconv.Itoa(i>>8) + "." + strconv.Itoa(i&255) + ".0/24\n")
+	}
+	if err := dev.IpcSet(peers.String()); err != nil {
+		t.Fatal(err)
+	}
+	getWithin(t, dev, 10*time.Second) // the next gets' estimate (lastReply)
+	reply := int(lastReply.Load())
+	Replies.mu.Lock()
+	oldLimit := Replies.Limit
+	Replies.Limit, Replies.peak = 2*reply+reply/2, Replies.held
+	Replies.mu.Unlock()
+	t.Cleanup(func() {
+		Replies.mu.Lock()
+		Replies.Limit = oldLimit
+		Replies.mu.Unlock()
+	})
+	for range stalled {
+		c := serveOn(t, dev)
+		if _, err := io.WriteString(c, "get=1\n\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the stalled gets wait for room
+	start := time.Now()
+	getWithin(t, dev, 4*time.Second) // stalled replies cut after ReplyStall, not idleTimeout
+	t.Logf("get beside %d stalled ones answered in %v", stalled, time.Since(start))
+	if peak := Replies.Peak(); peak > 2*reply+reply/2 {
+		t.Errorf("get replies held at once: %d bytes, want at most the bound %d (%d stalled replies of %d bytes)", peak, 2*reply+reply/2, stalled, reply)
+	}
+}

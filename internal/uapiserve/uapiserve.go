@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"golang.zx2c4.com/wireguard/device"
@@ -53,7 +54,9 @@ func Errno(err error) int64 {
 // A client that stalls is disconnected after idleTimeout: one that sends
 // no operation, or waits that long in all to send the next progressBytes
 // of a set=1 (or its end: opReader), or to take the next progressBytes of
-// a reply (stallWriter).
+// a reply (stallWriter). A get takes room for its reply in Replies
+// before wireguard-go formats it: without room within ReplyWait it is
+// answered errno EBUSY.
 // wireguard-go holds its IPC lock while it reads a set's lines and while
 // it writes a get's reply, so that without these bounds one `set=1` line
 // and nothing after it (a client stopped mid-request), or a get whose
@@ -62,7 +65,8 @@ func Errno(err error) int64 {
 // until the client went away, as the fast path's socket never did.
 func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slog.Logger) {
 	defer c.Close()
-	r, w := bufio.NewReader(c), bufio.NewWriter(stallWriter{c})
+	st := new(WriteState)
+	r, w := bufio.NewReader(c), bufio.NewWriter(stallWriter{c, st})
 	for {
 		c.SetReadDeadline(time.Now().Add(idleTimeout))
 		// An operation line is short: one longer than r's buffer (a
@@ -103,7 +107,16 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 				err = fmt.Errorf("get=1 followed by %q, not a blank line", b)
 				break
 			}
-			err = dev.IpcGetOperation(w)
+			// Room for the reply first (Replies): wireguard-go formats
+			// it whole and holds it until the client has taken it.
+			h, berr := Replies.Acquire(int(lastReply.Load()), c, st, 0)
+			if berr != nil {
+				log.Warn("UAPI: get refused", "err", berr)
+				err = berr
+				break
+			}
+			err = dev.IpcGetOperation(replyWriter{w, h})
+			Replies.Release(h)
 		default:
 			log.Warn("UAPI: unknown operation; closing the connection", "op", logStart(op), "bytes", len(op))
 			return
@@ -230,20 +243,58 @@ var idleTimeout = 10 * time.Second
 // stallWriter writes to conn in pieces of at most progressBytes, each
 // under a fresh write deadline of idleTimeout: a client that stops
 // reading a reply is cut off, one that reads a long reply slowly is not.
-type stallWriter struct{ conn net.Conn }
+// st tells Replies of the client's progress, and the writer of a reply
+// Replies cut (ReplyStall): its writes then fail with ErrReplyCut.
+type stallWriter struct {
+	conn net.Conn
+	st   *WriteState
+}
 
 func (w stallWriter) Write(b []byte) (n int, err error) {
+	w.st.Moved()
 	for len(b) > 0 {
 		k := min(len(b), progressBytes)
 		w.conn.SetWriteDeadline(time.Now().Add(idleTimeout))
+		if err := w.st.Check(); err != nil {
+			return n, err
+		}
 		m, err := w.conn.Write(b[:k])
 		n += m
 		if err != nil {
+			if cerr := w.st.Check(); cerr != nil {
+				err = cerr
+			}
 			return n, err
 		}
+		w.st.Moved()
 		b = b[k:]
 	}
 	return n, nil
+}
+
+// Replies bounds the get replies the process's UAPI connections (Serve)
+// hold at once: wireguard-go formats a reply whole, about 330 bytes a
+// peer, and holds it, and its IPC lock, until the client has taken it.
+var Replies Budget
+
+// lastReply is the size of the last get reply Serve wrote, in bytes: the
+// room the next get takes before wireguard-go formats its reply (the
+// write corrects it: replyWriter).
+var lastReply atomic.Int64
+
+func init() { lastReply.Store(64 << 10) }
+
+// replyWriter writes a get's reply to w, telling Replies its size first:
+// wireguard-go writes the reply it formatted in one Write.
+type replyWriter struct {
+	w *bufio.Writer
+	h *Hold
+}
+
+func (r replyWriter) Write(p []byte) (int, error) {
+	lastReply.Store(int64(len(p)))
+	Replies.Resize(r.h, len(p))
+	return r.w.Write(p)
 }
 
 // logStart is what a log line quotes of a client's line: its first 64
