@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wgpio/wgpio/internal/testenv"
 )
 
@@ -188,5 +190,50 @@ func TestSet(t *testing.T) {
 	}
 	if !silent(netip.AddrPortFrom(a2, 41200)) || !silent(netip.AddrPortFrom(a1, 41200)) {
 		t.Error("datagram delivered after Close")
+	}
+}
+
+// TestRcvBuf: each socket gets a receive buffer of RcvBuf (the test runs
+// as root: SO_RCVBUFFORCE), not the kernel's default of some 45
+// reassembled datagrams, which a peer that fragments everything overran
+// whenever the reader was not scheduled for 2 ms (Udp6RcvbufErrors).
+func TestRcvBuf(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	tp := testenv.Topology(t, "ksb")
+	ns, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a4, a6 := netip.MustParseAddr("198.18.78.1"), netip.MustParseAddr("2001:2:0:78::1")
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", a4.String() + "/32", "dev", "lo"},
+		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
+	} {
+		if out, err := ns.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) {})
+	defer s.Close()
+	s.Listen(41100, a4, a6)
+	if len(s.socks) != 2 {
+		t.Fatalf("%d sockets, want 2", len(s.socks))
+	}
+	for _, c := range s.socks {
+		rc, err := c.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		var gerr error
+		rc.Control(func(fd uintptr) { n, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		// The kernel reports twice what was set (its bookkeeping share).
+		if n < RcvBuf {
+			t.Errorf("socket %v: receive buffer %d bytes, want at least %d", c.LocalAddr(), n, RcvBuf)
+		}
 	}
 }
