@@ -305,6 +305,54 @@ func TestCheckSystemMTUIPv6WAN(t *testing.T) {
 	}
 }
 
+// TestCheckSystemFrameMTUIPv6WAN: with IPv6 on the WAN, `wgpio check
+// -system` refuses a tunnel MTU whose WAN frames no AF_XDP frame holds
+// (3,743: 3,837 bytes with IPv6's 80 bytes of outer headers), at the MTU
+// line, as the start refuses it; it said ok, having checked the file's
+// IPv4 bound alone. An IPv4-only WAN takes it, and so does owned mode
+// with an IPv4 WANAddress; an IPv6 WANAddress is refused.
+func TestCheckSystemFrameMTUIPv6WAN(t *testing.T) {
+	tp := testenv.Topology(t, "cf")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
+	priv, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := func(mode, extra string) string {
+		return "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\nMTU = 3743\n[WGPIO]\nMode = " + mode +
+			"\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n" + extra + "[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
+	}
+	dir := t.TempDir()
+	run := func(name, text string) error { return checkSystemIn(t, a, dir, name, text) }
+	refused := func(what string, err error) {
+		t.Helper()
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Key != "MTU" || ce.Line != 4 || !strings.Contains(err.Error(), "more than the 3836 an AF_XDP frame holds") {
+			t.Errorf("%s, MTU 3743: check -system = %v, want a *config.Error at line 4, key MTU, naming the AF_XDP frame", what, err)
+		}
+	}
+	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("v4", conf("fastpath", "")); err != nil {
+		t.Errorf("IPv4 WAN, MTU 3743: check -system = %v, want nil", err)
+	}
+	if err := run("owned4", conf("fastpath", "AddressMode = owned\nWANAddress = 198.18.97.1/24\nLANAddress = 198.18.99.1/24\n")); err != nil {
+		t.Errorf("owned mode, IPv4 WANAddress, MTU 3743: check -system = %v, want nil", err)
+	}
+	refused("owned mode, IPv6 WANAddress", run("owned6", conf("fastpath", "AddressMode = owned\nWANAddress = 2001:db8:97::1/64\nLANAddress = 198.18.99.1/24\n")))
+	if out, err := a.Run("ip", "addr", "add", "2001:db8:98::1/64", "dev", wan.A, "nodad"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	refused("IPv6 WAN", run("v6", conf("fastpath", "")))
+	refused("Mode = compat, IPv6 WAN", run("compat", conf("compat", "")))
+}
+
 // checkSystemIn writes text to dir/name.conf and returns what `wgpio check
 // -system -c` says of it in ns.
 func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {

@@ -199,9 +199,17 @@ func checkInterfaces(f *config.File, w config.WGPIO) error {
 // address device is the WAN, or with WANVLAN (fast path) the kernel's
 // VLAN device of that VLAN on it; where there is none, the start says
 // so (checkVLANMode's and fastgw's errors), so nothing is reported here.
+//
+// It then makes the start's frame check for the WAN's address families
+// (checkWANFrames): an IPv6 WAN's outer headers are 20 bytes longer than
+// the file-only check (checkFrameMTU) assumes.
 func checkWANAddress(f *config.File, w config.WGPIO) error {
-	if w.AddressMode == config.AddressOwned || w.WAN == "" {
+	if w.WAN == "" {
 		return nil
+	}
+	if w.AddressMode == config.AddressOwned {
+		a := w.WANAddress.Addr()
+		return checkWANFrames(f, w, a.Is4(), a.Is6())
 	}
 	l, err := netlink.LinkByName(w.WAN)
 	if err != nil {
@@ -226,7 +234,7 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 	}
 	dev := l.Attrs().Name
 	if v4, v6, _ := srcaddr.Choose(addrs); v4.IsValid() || v6.IsValid() {
-		return nil
+		return checkWANFrames(f, w, v4.IsValid(), v6.IsValid())
 	}
 	return keyError(f.Name, w.Lines, "WAN", "wan",
 		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
@@ -406,6 +414,26 @@ func checkFrameMTU(f *config.File, w config.WGPIO) error {
 	}
 	_, err := tunnelmtu.CheckFrames(mtu, 0, "", w.WANVLAN, 0, true, false, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false)
 	if err != nil {
+		return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
+	}
+	return nil
+}
+
+// checkWANFrames is the start's check of the tunnel MTU's WAN frames
+// against an AF_XDP frame (tunnelmtu.CheckFrames, as fastgw and compatgw
+// make it) for the families the WAN has, v4 and v6, at the file's MTU
+// line: with IPv6 on the WAN a tunnel MTU above 3,742 (3,738 on a VLAN)
+// is refused by the start, and `wgpio check -system` said ok of it.
+func checkWANFrames(f *config.File, w config.WGPIO, v4, v6 bool) error {
+	mtu := f.Interface.MTU
+	if mtu == 0 {
+		mtu = fastpath.DefaultMTU
+	}
+	var vid uint16
+	if w.Mode == config.ModeFastPath {
+		vid = w.WANVLAN
+	}
+	if _, err := tunnelmtu.CheckFrames(mtu, 0, "", vid, 0, v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), false); err != nil {
 		return keyError(f.Name, f.Interface.Lines, "MTU", "", err.Error())
 	}
 	return nil
