@@ -297,9 +297,22 @@ func addAllowedRoutes(log *slog.Logger, name string, f *config.File) error {
 				// replace it (it refuses: File exists).
 				log.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the TUN, so the host's packets to it take that route, not the tunnel", "prefix", a)
 			case err != nil:
-				return fmt.Errorf("route %v into %s: %w", a, name, err)
+				return routeError(a, name, f.Interface.MTU, err)
 			}
 		}
 	}
 	return nil
+}
+
+// routeError is addAllowedRoutes' error for prefix a that the kernel
+// would not route into TUN name of tunnel MTU mtu (0: the default). An
+// IPv6 prefix refused with ENODEV at an MTU below 1280 says why: the
+// kernel turned IPv6 off on the TUN (RFC 8200 §5's minimum), as on a
+// wg0 of that MTU, where wg-quick stops at the same "No such device".
+func routeError(a netip.Prefix, name string, mtu int, err error) error {
+	if mtu > 0 && mtu < config.MinIPv6MTU && a.Addr().Is6() && errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("route %v into %s: %w (the kernel has no IPv6 on a TUN of MTU %d, below IPv6's minimum of %d: raise MTU in [Interface] to %d, or drop the IPv6 prefixes from AllowedIPs)",
+			a, name, err, mtu, config.MinIPv6MTU, config.MinIPv6MTU)
+	}
+	return fmt.Errorf("route %v into %s: %w", a, name, err)
 }
