@@ -74,6 +74,10 @@ func newRouteRig(t *testing.T, name string, h slog.Handler) *routeRig {
 	t.Cleanup(func() { eng.Close() })
 	d := newDataplane(eng, fakeMap{}, 1<<20, slog.New(h), a.Handle())
 	d.excLink = exc
+	if err := a.Do(func() (err error) { d.rs, err = openRouteSocket(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.closeRouteSocket)
 	return &routeRig{v: *v, w: *w, d: d, ip: ip}
 }
 

@@ -73,23 +73,46 @@ func (l *leftPrefixes) Has(p netip.Prefix) bool {
 func (l *leftPrefixes) All() iter.Seq[netip.Prefix] { return maps.Keys(l.at) }
 
 // leave records that p left the configuration, its route into the
-// exception TUN kept; d.mu held. The routes of the prefixes that no
-// longer fit (maxLeftRoutes) are deleted, logged (capped as the other
-// per-prefix lines): the LAN's traffic to them follows the host's other
-// routes again, as after `ip route del PREFIX dev NAME`.
+// exception TUN kept; d.mu held. The prefixes that no longer fit
+// (maxLeftRoutes) are taken out and their routes deleted at dropLeft.
 func (d *dataplane_) leave(p netip.Prefix) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return // no route to keep (forget)
 	}
-	for _, old := range d.left.Add(p) {
-		r := d.excRoute(old)
+	d.dropping = append(d.dropping, d.left.Add(p)...)
+}
+
+// dropLeft deletes the routes into the exception TUN of the prefixes that
+// left the configuration and no longer fit (leave), in batches as
+// routeAll installs them, each logged (capped as the other per-prefix
+// lines): the LAN's traffic to them follows the host's other routes
+// again, as after `ip route del PREFIX dev NAME`. d.mu held.
+func (d *dataplane_) dropLeft() {
+	old := d.dropping
+	d.dropping = nil
+	if len(old) == 0 {
+		return
+	}
+	errs := make([]error, len(old))
+	if d.rs != nil && len(old) > 1 {
+		d.rs.do(routeDelete, old, d.excLink.Attrs().Index, errs)
+	} else {
+		for i := range errs {
+			errs[i] = errNoAck
+		}
+	}
+	for i, p := range old {
+		err := errs[i]
+		if err == errNoAck {
+			err = d.nl.RouteDel(d.excRoute(p))
+		}
 		// ESRCH: the kernel removed it (the interface went down) or it
 		// is another's now (restoreLeft); either way not ours to delete.
-		if err := d.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
-			d.warn.Warn("delete the route into the exception TUN of a prefix that left the configuration", "prefix", old, "err", err)
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			d.warn.Warn("delete the route into the exception TUN of a prefix that left the configuration", "prefix", p, "err", err)
 			continue
 		}
 		d.warn.Log(slog.LevelInfo, "too many prefixes that left the configuration: the route into the exception TUN of the one that left first is deleted, the LAN's traffic to it follows the host's other routes",
-			"prefix", old, "kept", d.left.max)
+			"prefix", p, "kept", d.left.max)
 	}
 }

@@ -35,6 +35,9 @@ type dataplane_ struct {
 	// installed: they would take the gateway's WAN traffic too.
 	excLink netlink.Link
 	nl      *netlink.Handle
+	// rs, if not nil, sends the routes into the exception TUN of a change
+	// in batches (routeAll); opened in the namespace of nl. Guarded by mu.
+	rs *routeSocket
 
 	mu      sync.Mutex
 	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
@@ -42,6 +45,9 @@ type dataplane_ struct {
 	// into the exception TUN stay (forget), at most maxLeftRoutes of a
 	// family; guarded by mu.
 	left *leftPrefixes
+	// dropping are the prefixes taken out of left (leave) whose routes
+	// dropLeft deletes; guarded by mu.
+	dropping []netip.Prefix
 	// kept are the prefixes that left the configuration while in the
 	// LAN map of a gateway without an exception TUN: they stay in the
 	// map (forget), so the engine drops what the LAN sends them; keptN
@@ -164,6 +170,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.forget(e)
 		}
 	}
+	d.dropLeft()
 	if err := d.Engine.UpdatePeers(c); err != nil {
 		return err
 	}
@@ -176,6 +183,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 	}
 	var taken []netip.Prefix
 	defer func() { d.noteTaken(taken) }()
+	var routes []routeReq
 	for _, p := range order {
 		owner := final[p]
 		if owner == nil {
@@ -191,9 +199,7 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			// the exception TUN still: replaced.
 			ours := d.left.Has(p)
 			d.left.Remove(p)
-			if d.route(p, ours) {
-				taken = append(taken, p)
-			}
+			routes = append(routes, routeReq{p: p, replace: ours})
 			if _, ok := d.kept[p]; ok { // in the map still, in its slot
 				delete(d.kept, p)
 				d.keptN[family(p)]--
@@ -212,6 +218,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			}
 		}
 	}
+	// Routed before they enter the LAN map (balance), as one by one.
+	taken = d.routeAll(routes)
 	var first error
 	for f := range d.inMap {
 		if err := d.balance(f); err != nil && first == nil {
@@ -342,13 +350,13 @@ func (d *dataplane_) restoreRoutes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
-	var taken []netip.Prefix
+	var routes []routeReq
 	for p, e := range d.entries {
-		if !e.hostRouted && d.route(p, false) {
-			taken = append(taken, p)
+		if !e.hostRouted {
+			routes = append(routes, routeReq{p: p})
 		}
 	}
-	d.noteTaken(taken)
+	d.noteTaken(d.routeAll(routes))
 	d.retakeLocked()
 	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
 }
@@ -470,7 +478,7 @@ func (d *dataplane_) noteTaken(taken []netip.Prefix) {
 // prefixes that left the configuration (forget) for which want reports
 // true, and returns how many it tried; d.mu held. A prefix whose key
 // (destination, TOS 0, metric 0 or IPv6's 1024) the main table holds in
-// a route not into the exception TUN (routeLeft's EEXIST; the routes into
+// a route not into the exception TUN (routeAll's EEXIST; the routes into
 // it are listed to tell, once, only when some prefix met one) is no
 // longer kept: `ip route del PREFIX dev NAME` gave it back, and the route
 // the operator (or a routing daemon) added then is theirs. Replaced, as
@@ -478,17 +486,14 @@ func (d *dataplane_) noteTaken(taken []netip.Prefix) {
 // exception TUN, whose engine drops it (no_route), from the TUN's next
 // down and up on (TestLeftPrefixRoutedElsewhere).
 func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
-	n := 0
-	var taken []netip.Prefix
+	var routes []routeReq
 	for p := range d.left.All() {
-		if !want(p) {
-			continue
-		}
-		n++
-		if !d.routeLeft(p) {
-			taken = append(taken, p)
+		if want(p) {
+			routes = append(routes, routeReq{p: p})
 		}
 	}
+	n := len(routes)
+	taken := d.routeAll(routes)
 	if len(taken) == 0 {
 		return n
 	}
@@ -548,17 +553,14 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
-	n := 0
-	var taken []netip.Prefix
+	var routes []routeReq
 	for p, e := range d.entries {
 		if p.Bits() > 0 && !have[p] && !e.hostRouted {
-			if d.route(p, false) {
-				taken = append(taken, p)
-			}
-			n++
+			routes = append(routes, routeReq{p: p})
 		}
 	}
-	d.noteTaken(taken)
+	n := len(routes)
+	d.noteTaken(d.routeAll(routes))
 	d.retakeLocked()
 	return n + d.restoreLeft(func(p netip.Prefix) bool { return !have[p] }), nil
 }

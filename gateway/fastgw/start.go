@@ -505,6 +505,10 @@ func (g *Gateway) startEngine(wl, ll link, wanRes, lanRes *resolver, tunnelAddrs
 		if g.dp.excLink, err = g.nlHandle.LinkByName(cfg.Name); err != nil {
 			return fmt.Errorf("fastgw: exception TUN: %w", err)
 		}
+		// In the namespace of g.nlHandle, as its own sockets.
+		if err := g.inNamespace(func() (err error) { g.dp.rs, err = openRouteSocket(); return err }); err != nil {
+			return fmt.Errorf("fastgw: exception TUN's routes: %w", err)
+		}
 		if g.routes != nil {
 			// Its routes are ours, one per allowed-IPs prefix: following
 			// them would list the kernel's whole table at every change.
