@@ -3,14 +3,11 @@
 package fastgw_test
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
@@ -39,18 +36,8 @@ func TestPathMTUIPv6EndpointOwned(t *testing.T) {
 
 func testPathMTU(t *testing.T, sc twosite.Config) {
 	s := newSite(t, sc)
-	setMTU := func(ns *topo.NS, dev string) {
-		t.Helper()
-		if out, err := ns.Run("ip", "link", "set", dev, "mtu", "1400"); err != nil {
-			t.Fatalf("%s: ip link set %s mtu 1400: %v\n%s", ns.Name, dev, err, out)
-		}
-	}
-	setMTU(s.GwB, s.WANB)
-	out, err := s.Router.Run("ip", "-o", "-6", "addr", "show", "to", "2001:db8:f2::fe")
-	if f := strings.Fields(out); err != nil || len(f) < 2 {
-		t.Fatalf("the router's link toward gwB: %v\n%s", err, out)
-	} else {
-		setMTU(s.Router, f[1])
+	if err := s.NarrowFarLink(1400); err != nil {
+		t.Fatal(err)
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0) // the handshake
 	dsts := []netip.Addr{twosite.HostB4, twosite.HostB6}
@@ -59,19 +46,9 @@ func testPathMTU(t *testing.T, sc twosite.Config) {
 		dsts = dsts[:1]
 	}
 	for _, dst := range dsts {
-		size := 1420 - 28
-		if dst.Is6() {
-			size = 1420 - 48
-		}
-		ok := 0
-		for range 5 {
-			if _, err := s.HostA.Run("ping", "-c", "1", "-W", "1", "-M", "do", "-s", fmt.Sprint(size), dst.String()); err == nil {
-				ok++
-			}
-		}
 		// The first may be lost (the one the router answered), as
 		// through Linux's WireGuard.
-		if ok < 4 {
+		if ok := twosite.FullSizePings(s.HostA, dst, 1420, 5); ok < 4 {
 			t.Errorf("%d of 5 full-size pings to %v answered; drops %s; path MTUs %v", ok, dst, dropsString(s.Gateway), s.Gateway.Engine().PathMTUs())
 		}
 	}

@@ -85,6 +85,9 @@ type Site struct {
 	PeerGateway *fastgw.Gateway
 	// LANB and WANB are gwB's interface names (inside GwB).
 	LANB, WANB string
+	// RouterB is the router's interface toward gwB (inside Router; Routed
+	// only).
+	RouterB string
 	// GwName and StockName are the UAPI names (wg show NAME).
 	GwName, StockName string
 }
@@ -194,6 +197,7 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 		wanA = veth(s.GwA, s.Router, sc.Queues)
 		wanB := veth(s.Router, s.GwB, qb)
 		wanBName = wanB.B
+		s.RouterB = wanB.A
 		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.Router.AddAddr(wanA.B, "198.18.1.254/24"))
 		must(s.Router.AddAddr(wanB.A, "198.18.2.254/24"))
