@@ -231,17 +231,7 @@ func TestUnitChecksBeforeReload(t *testing.T) {
 // refuses it ("WAN ... has no IP address"); it said ok, and the start
 // that followed failed. With an address, or in owned mode, it is ok.
 func TestCheckSystemWANAddress(t *testing.T) {
-	tp := testenv.Topology(t, "ca")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, wan, lan, priv, peer := checkSystemRig(t, "ca")
 	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[WGPIO]\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n"
 	peers := "[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
 	dir := t.TempDir()
@@ -271,17 +261,7 @@ func TestCheckSystemWANAddress(t *testing.T) {
 // family bounds nothing inside the tunnel); it refused it at the MTU
 // line, as the start did (fastpath.New).
 func TestCheckSystemMTUIPv6WAN(t *testing.T) {
-	tp := testenv.Topology(t, "cm")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, wan, lan, priv, peer := checkSystemRig(t, "cm")
 	conf := func(mode string) string {
 		return "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\nMTU = 1200\n[WGPIO]\nMode = " + mode +
 			"\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
@@ -312,17 +292,7 @@ func TestCheckSystemMTUIPv6WAN(t *testing.T) {
 // IPv4 bound alone. An IPv4-only WAN takes it, and so does owned mode
 // with an IPv4 WANAddress; an IPv6 WANAddress is refused.
 func TestCheckSystemFrameMTUIPv6WAN(t *testing.T) {
-	tp := testenv.Topology(t, "cf")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	wan, lan := testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, wan, lan, priv, peer := checkSystemRig(t, "cf")
 	conf := func(mode, extra string) string {
 		return "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\nMTU = 3743\n[WGPIO]\nMode = " + mode +
 			"\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n" + extra + "[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
@@ -355,6 +325,24 @@ func TestCheckSystemFrameMTUIPv6WAN(t *testing.T) {
 
 // checkSystemIn writes text to dir/name.conf and returns what `wgpio check
 // -system -c` says of it in ns.
+// checkSystemRig makes the namespace of a check -system test (tag names
+// its topology): a, with the A ends of two veths for the WAN and the LAN,
+// and the gateway's and a peer's private keys.
+func checkSystemRig(t *testing.T, tag string) (a *topo.NS, wan, lan *topo.Veth, priv, peer noise.PrivateKey) {
+	t.Helper()
+	tp := testenv.Topology(t, tag)
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	wan, lan = testenv.Veth(t, tp, a, b), testenv.Veth(t, tp, a, b)
+	var err error
+	if priv, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	if peer, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	return a, wan, lan, priv, peer
+}
+
 func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {
 	t.Helper()
 	path := filepath.Join(dir, name+".conf")
