@@ -170,6 +170,9 @@ type Bind struct {
 	// kq holds ReceiveKernel's datagrams for the receive functions
 	// (kernel.go); it outlives the generations.
 	kq kernelQueues
+	// kernelDrops is CountKernelSocketDrops' count (nil: none), read by
+	// Stats.
+	kernelDrops atomic.Pointer[func() uint64]
 }
 
 var _ conn.Bind = (*Bind)(nil)

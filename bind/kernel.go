@@ -121,6 +121,20 @@ func (b *Bind) ReceiveKernel(src, dst netip.AddrPort, msg []byte) bool {
 	return true
 }
 
+// CountKernelSocketDrops makes drops the count of DropKernelSocketFull:
+// the datagrams the host kernel dropped since the start at the sockets
+// that feed ReceiveKernel (kernelsock.Set.Drops), cumulative, read at
+// each Stats, after Close too (the sockets' last count). drops must be
+// safe for concurrent use and quick (it runs in Stats, never per
+// datagram); nil counts none. Safe for concurrent use.
+func (b *Bind) CountKernelSocketDrops(drops func() uint64) {
+	if drops == nil {
+		b.kernelDrops.Store(nil)
+		return
+	}
+	b.kernelDrops.Store(&drops)
+}
+
 // takeKernel appends the datagrams of ReceiveKernel waiting for this
 // queue to packets[n:want] (their sizes and endpoints with them) and
 // returns the new count; the slots go back to the free list.

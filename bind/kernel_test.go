@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +189,33 @@ func TestReceiveKernelNoAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(200, step); a != 0 {
 		t.Errorf("allocs per ReceiveKernel + receive = %v, want 0", a)
+	}
+}
+
+// TestCountKernelSocketDrops: the count the sockets' owner reports is
+// Stats' kernel_socket_full, read at each Stats (cumulative) and after
+// Close; nil counts none. Before, the datagrams the kernel dropped at the
+// sockets feeding ReceiveKernel were in no counter of the Bind's.
+func TestCountKernelSocketDrops(t *testing.T) {
+	r := newRig(t, 1, nil)
+	var kernel atomic.Uint64
+	r.bind.CountKernelSocketDrops(kernel.Load)
+	if n := r.bind.Stats().Drops[DropKernelSocketFull]; n != 0 {
+		t.Fatalf("kernel_socket_full %d before any drop, want 0", n)
+	}
+	kernel.Store(5)
+	if s := r.bind.Stats(); s.Drops[DropKernelSocketFull] != 5 || s.Drops.Total() != 5 {
+		t.Errorf("Stats() drops %v, want kernel_socket_full=5 alone", s.Drops.List())
+	}
+	if err := r.bind.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kernel.Store(6)
+	if n := r.bind.Stats().Drops[DropKernelSocketFull]; n != 6 {
+		t.Errorf("after Close: kernel_socket_full %d, want 6", n)
+	}
+	r.bind.CountKernelSocketDrops(nil)
+	if n := r.bind.Stats().Drops[DropKernelSocketFull]; n != 0 {
+		t.Errorf("kernel_socket_full %d with no count, want 0", n)
 	}
 }

@@ -96,6 +96,13 @@ const (
 	// the WAN outside the port: reassembled from IP fragments) found its
 	// queue full (KernelQueueLen): wireguard-go did not keep up.
 	DropKernelQueueFull
+	// DropKernelSocketFull: datagrams that the host kernel dropped at the
+	// socket that hands them to ReceiveKernel (a gateway's:
+	// internal/kernelsock), chiefly for its receive buffer full while its
+	// reader lagged (the kernel's UdpRcvbufErrors or Udp6RcvbufErrors):
+	// the Bind never saw them. The socket's owner reports its count
+	// (CountKernelSocketDrops), which Stats adds.
+	DropKernelSocketFull
 
 	NumDropReasons
 )
@@ -128,7 +135,8 @@ var dropNames = [NumDropReasons]string{
 	DropShortData:    "short_data",
 	DropWrongSize:    "wrong_size",
 
-	DropKernelQueueFull: "kernel_queue_full",
+	DropKernelQueueFull:  "kernel_queue_full",
+	DropKernelSocketFull: "kernel_socket_full",
 }
 
 // String returns the reason's snake-case name.
@@ -191,6 +199,9 @@ func (b *Bind) Stats() Stats {
 		st := b.cfg.Port.Queue(i).Stats()
 		s.Drops[DropLinkDown] += st.Drops[dataplane.DropLinkDown]
 		s.Drops[DropDriver] += st.Drops[dataplane.DropDriver]
+	}
+	if f := b.kernelDrops.Load(); f != nil {
+		s.Drops[DropKernelSocketFull] += (*f)()
 	}
 	return s
 }

@@ -80,6 +80,9 @@ type Engine struct {
 	fragIDBase uint32
 	// lanLens is Config.LANResolver as a RouteLengths, or nil (hairpin.go).
 	lanLens RouteLengths
+	// kernelDrops is CountKernelSocketDrops' count (nil: none), read by
+	// Stats.
+	kernelDrops atomic.Pointer[func() uint64]
 
 	wg      sync.WaitGroup
 	closing atomic.Bool

@@ -181,6 +181,15 @@ const (
 	// too big" below 1280 is not taken by hosts (RFC 8201 §4), whose
 	// larger packets stay refused after the connection is up.
 	DropIPv6Off
+	// DropKernelSocketFull: WireGuard datagrams that the host kernel
+	// dropped at the socket that hands them to Engine.ReceiveWAN (a
+	// gateway's: internal/kernelsock), chiefly for its receive buffer
+	// full while its reader lagged (the kernel's UdpRcvbufErrors or
+	// Udp6RcvbufErrors): datagrams it reassembled from IP fragments, or
+	// with IPv4 options or IPv6 extension headers. No worker counts
+	// them: the socket's owner reports its count (CountKernelSocketDrops),
+	// which Stats gives as queue 0's, the sockets being no queue's.
+	DropKernelSocketFull
 
 	NumDropReasons
 )
@@ -226,6 +235,7 @@ var dropNames = [NumDropReasons]string{
 	DropOffLAN:             "off_lan",
 	DropNoWANRoute:         "no_wan_route",
 	DropIPv6Off:            "ipv6_off",
+	DropKernelSocketFull:   "kernel_socket_full",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).
@@ -365,13 +375,31 @@ func (w *worker) stats() QueueStats {
 	return s
 }
 
-// Stats returns each worker's counters.
+// Stats returns each worker's counters; queue 0's DropKernelSocketFull
+// is the count of CountKernelSocketDrops.
 func (e *Engine) Stats() []QueueStats {
 	out := make([]QueueStats, len(e.workers))
 	for i, w := range e.workers {
 		out[i] = w.stats()
 	}
+	if f := e.kernelDrops.Load(); f != nil && len(out) > 0 {
+		out[0].Drops[DropKernelSocketFull] += (*f)()
+	}
 	return out
+}
+
+// CountKernelSocketDrops makes drops the count of DropKernelSocketFull:
+// the datagrams the host kernel dropped since the start at the sockets
+// that feed Engine.ReceiveWAN (kernelsock.Set.Drops), cumulative, read
+// at each Stats, after Close too (the sockets' last count). drops must be
+// safe for concurrent use and quick (it runs in Stats, never per
+// packet); nil counts none. Safe for concurrent use.
+func (e *Engine) CountKernelSocketDrops(drops func() uint64) {
+	if drops == nil {
+		e.kernelDrops.Store(nil)
+		return
+	}
+	e.kernelDrops.Store(&drops)
 }
 
 // TotalDrops adds up the drops of every worker by reason.

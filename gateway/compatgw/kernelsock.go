@@ -21,13 +21,18 @@ import (
 // (moveListenPort) and the WAN's addresses (wanAddressesChanged), and
 // close at Close. A port another socket of the host holds is logged and
 // skipped, as in fast-path mode: that address's fragmented datagrams are
-// then lost (the kernel's UDP counters count them). g.wanMu held or the
+// then lost (the kernel's UDP counters count them). What the kernel drops
+// at a socket (its receive buffer full) is the bind's kernel_socket_full
+// (bind.Bind.CountKernelSocketDrops). g.wanMu held or the
 // gateway not yet running.
 func (g *Gateway) listenKernel(port uint16, addrs ...netip.Addr) {
 	g.kernel = kernelsock.New(g.log, g.nsHandle, 1, func(src, dst netip.AddrPort, msg []byte) {
 		g.bind.ReceiveKernel(src, dst, msg) // counted there when dropped
 	})
 	g.kernel.Listen(port, addrs...)
+	// What the kernel drops at the sockets (their receive buffers full)
+	// is the bind's kernel_socket_full.
+	g.bind.CountKernelSocketDrops(g.kernel.Drops)
 	g.closers = append(g.closers, func() error {
 		g.wanMu.Lock()
 		defer g.wanMu.Unlock()

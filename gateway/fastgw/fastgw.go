@@ -545,7 +545,9 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // headers. Every other datagram the XDP program redirects, and the
 // sockets never see it. A port another socket holds is logged and skipped
 // (its fragments are then lost, counted by the kernel's UDP counters
-// only). The datagrams are spread over the workers by source port.
+// only). The datagrams are spread over the workers by source port; those
+// the kernel drops at the sockets (a receive buffer full) are the
+// engine's DropKernelSocketFull (Engine.CountKernelSocketDrops).
 // Shared address mode only: in owned mode the kernel has no address to
 // reassemble for, and the XDP program redirects the fragments to the
 // engine, which reassembles them (fastpath's Config.Reassemble). g.wanMu
@@ -555,6 +557,9 @@ func (g *Gateway) listenKernel(addrs ...netip.Addr) {
 		g.engine.ReceiveWAN(int(src.Port()), src, dst, msg)
 	})
 	g.kernel.Listen(g.cfg.ListenPort, addrs...)
+	// What the kernel drops at the sockets (their receive buffers full)
+	// is the engine's kernel_socket_full.
+	g.engine.CountKernelSocketDrops(g.kernel.Drops)
 }
 
 // tunnelQueue picks the worker for a packet of the host's own tunnel

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -22,7 +23,7 @@ import (
 // called from the socket's reader goroutine, one call at a time per
 // socket, and must not block for long: the socket's datagrams wait
 // meanwhile (the kernel drops them once the socket's receive buffer is
-// full, counted in its UDP RcvbufErrors).
+// full, counted in its UDP RcvbufErrors and in Set.Drops).
 type Deliver func(src, dst netip.AddrPort, msg []byte)
 
 // maxDatagram is the reader's buffer: the longest UDP payload over IPv4
@@ -43,9 +44,10 @@ const RcvBuf = 8 << 20
 
 // Set is a gateway's kernel sockets: one on each WAN address and each port
 // of a range of ports starting at the listen port, each with a reader
-// goroutine. Its methods are not safe for concurrent use: the caller holds
-// its WAN lock around them (the one that guards the addresses and the
-// listen port). Deliver runs without that lock and must not take it.
+// goroutine. Its methods but Drops are not safe for concurrent use: the
+// caller holds its WAN lock around them (the one that guards the
+// addresses and the listen port). Deliver runs without that lock and must
+// not take it.
 type Set struct {
 	log     *slog.Logger
 	ns      netns.NsHandle
@@ -53,9 +55,14 @@ type Set struct {
 	deliver Deliver
 
 	port   uint16
-	socks  []*net.UDPConn
 	closed bool // Close ran: Open opens nothing more
 	wg     sync.WaitGroup
+
+	// mu guards socks and gone against Drops (the methods that change
+	// them run under the caller's lock besides).
+	mu    sync.Mutex
+	socks []*net.UDPConn
+	gone  uint64 // drops of the sockets closed (Drops)
 }
 
 // New returns an empty Set whose sockets take ports ports from the listen
@@ -149,10 +156,13 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 // Open could not open.
 func (p *Pending) Commit() {
 	p.logFailed()
-	for _, c := range p.s.socks {
-		c.Close()
+	s := p.s
+	s.mu.Lock()
+	for _, c := range s.socks {
+		s.closeSock(c)
 	}
-	p.s.socks, p.s.port = p.socks, p.port
+	s.socks, s.port = p.socks, p.port
+	s.mu.Unlock()
 	p.socks = nil
 }
 
@@ -160,9 +170,11 @@ func (p *Pending) Commit() {
 // caller reports why it refused the port).
 func (p *Pending) Abort() {
 	p.failed = nil
+	p.s.mu.Lock()
 	for _, c := range p.socks {
-		c.Close()
+		p.s.closeSock(c)
 	}
+	p.s.mu.Unlock()
 	p.socks = nil
 }
 
@@ -181,6 +193,7 @@ func (s *Set) Listen(port uint16, addrs ...netip.Addr) {
 func (s *Set) Sync(addrs ...netip.Addr) {
 	var kept []*net.UDPConn
 	have := map[netip.Addr]bool{}
+	s.mu.Lock()
 	for _, c := range s.socks {
 		a := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 		if slices.Contains(addrs, a) {
@@ -188,18 +201,21 @@ func (s *Set) Sync(addrs ...netip.Addr) {
 			have[a] = true
 			continue
 		}
-		c.Close()
+		s.closeSock(c)
 	}
+	s.socks = kept
+	s.mu.Unlock()
 	var add []netip.Addr
 	for _, a := range addrs {
 		if !have[a] {
 			add = append(add, a)
 		}
 	}
-	s.socks = kept
 	p, _ := s.Open(s.port, add...)
 	p.logFailed()
+	s.mu.Lock()
 	s.socks = append(s.socks, p.socks...)
+	s.mu.Unlock()
 }
 
 // Close closes the Set's sockets and waits for every reader the Set
@@ -207,11 +223,68 @@ func (s *Set) Sync(addrs ...netip.Addr) {
 // committed must be aborted first. Safe to call more than once.
 func (s *Set) Close() {
 	s.closed = true
+	s.mu.Lock()
 	for _, c := range s.socks {
-		c.Close()
+		s.closeSock(c)
 	}
 	s.socks = nil
+	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// Drops is the number of datagrams the kernel dropped at the Set's
+// sockets since New, those it has closed included: chiefly datagrams
+// that found a socket's receive buffer (RcvBuf) full while its reader
+// lagged, which the kernel also counts in its UdpRcvbufErrors or
+// Udp6RcvbufErrors; the few it drops there for another cause (a UDP
+// checksum that fails, memory accounting) are in the count too. It is
+// each socket's own drop count (SO_MEMINFO's SK_MEMINFO_DROPS, the
+// drops column of /proc/net/udp and /proc/net/udp6, `ss -uam`'s d),
+// read by one getsockopt per socket: nothing is counted per datagram.
+// A socket's count is 32 bits in the kernel, so it wraps after 2^32
+// drops. Pending sockets are not counted until Commit (Abort adds
+// theirs). Safe for concurrent use with the other methods.
+func (s *Set) Drops() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.gone
+	for _, c := range s.socks {
+		n += sockDrops(c)
+	}
+	return n
+}
+
+// closeSock closes c, adding its drops to s.gone first. s.mu held.
+func (s *Set) closeSock(c *net.UDPConn) {
+	s.gone += sockDrops(c)
+	c.Close()
+}
+
+// skMeminfoDrops is SK_MEMINFO_DROPS, the index of the socket's drop
+// count in SO_MEMINFO's array of 32-bit counters (linux/sock_diag.h);
+// skMeminfoVars is that array's length (SK_MEMINFO_VARS).
+const (
+	skMeminfoDrops = 8
+	skMeminfoVars  = 9
+)
+
+// sockDrops is the kernel's count of the datagrams it dropped at c
+// (SK_MEMINFO_DROPS), 0 when it cannot be read (c closed).
+func sockDrops(c *net.UDPConn) uint64 {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var mem [skMeminfoVars]uint32
+	l := uint32(unsafe.Sizeof(mem))
+	var errno unix.Errno
+	if rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&mem)), uintptr(unsafe.Pointer(&l)), 0)
+	}) != nil || errno != 0 || l < (skMeminfoDrops+1)*4 {
+		return 0
+	}
+	return uint64(mem[skMeminfoDrops])
 }
 
 // setRcvBuf gives c a receive buffer of RcvBuf bytes: forced where the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -235,5 +236,114 @@ func TestRcvBuf(t *testing.T) {
 		if n < RcvBuf {
 			t.Errorf("socket %v: receive buffer %d bytes, want at least %d", c.LocalAddr(), n, RcvBuf)
 		}
+	}
+}
+
+// TestDrops: datagrams that overflow a socket's receive buffer while its
+// reader does not read are counted by Drops, as many as the kernel counts
+// at the socket (the drops column of /proc/net/udp and udp6), and stay
+// counted once the socket is closed (an address gone, a stop). Before,
+// such drops were the kernel's count alone: `wgpio stats` and /metrics
+// showed none.
+func TestDrops(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	tp := testenv.Topology(t, "ksd")
+	ns, err := tp.NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a4, a6 := netip.MustParseAddr("198.18.79.1"), netip.MustParseAddr("2001:2:0:79::1")
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", a4.String() + "/32", "dev", "lo"},
+		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
+	} {
+		if out, err := ns.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	// The readers take one datagram each and then wait in deliver: the
+	// sockets are not read while the test floods them.
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) { <-release })
+	defer s.Close()
+	const port = 41200
+	s.Listen(port, a4, a6)
+	if len(s.socks) != 2 {
+		t.Fatalf("%d sockets, want 2", len(s.socks))
+	}
+	if n := s.Drops(); n != 0 {
+		t.Fatalf("Drops() = %d before any datagram, want 0", n)
+	}
+	// A small buffer (the kernel's least: some 2 KiB, doubled), so that
+	// a few datagrams fill it.
+	for _, c := range s.socks {
+		if err := c.SetReadBuffer(1024); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const sent = 200
+	if err := ns.Do(func() error {
+		for _, a := range []netip.Addr{a4, a6} {
+			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
+			if err != nil {
+				return err
+			}
+			msg := make([]byte, 1000)
+			for range sent {
+				if _, err := c.Write(msg); err != nil {
+					c.Close()
+					return err
+				}
+			}
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// kernel is the drops column of the Set's sockets in /proc/net/udp
+	// and udp6 of the namespace (the port in hex, column 4 of the local
+	// address; drops last).
+	kernel := func() (n uint64) {
+		t.Helper()
+		for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+			out, err := ns.Run("cat", f)
+			if err != nil {
+				t.Fatalf("cat %s: %v\n%s", f, err, out)
+			}
+			for _, line := range strings.Split(string(out), "\n")[1:] {
+				fs := strings.Fields(line)
+				if len(fs) < 13 || !strings.HasSuffix(fs[1], ":A0F0") { // 41200
+					continue
+				}
+				d, err := strconv.ParseUint(fs[len(fs)-1], 10, 64)
+				if err != nil {
+					t.Fatalf("%s: %q: %v", f, line, err)
+				}
+				n += d
+			}
+		}
+		return n
+	}
+	k := kernel()
+	t.Logf("kernel: %d of %d datagrams dropped at the sockets", k, 2*sent)
+	if k == 0 {
+		t.Fatalf("the kernel dropped none of %d datagrams to each of 2 sockets: the test's buffers are not small", sent)
+	}
+	if n := s.Drops(); n != k {
+		t.Errorf("Drops() = %d, want the kernel's count at the sockets, %d", n, k)
+	}
+	// An address gone: its socket's drops stay counted; at Close, all.
+	s.Sync(a4)
+	if n := s.Drops(); n != k {
+		t.Errorf("after Sync closed the IPv6 socket: Drops() = %d, want %d", n, k)
+	}
+	once.Do(func() { close(release) })
+	s.Close()
+	if n := s.Drops(); n != k {
+		t.Errorf("after Close: Drops() = %d, want %d", n, k)
 	}
 }
