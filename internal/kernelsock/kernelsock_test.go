@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // logBuf is a log's text, safe for concurrent use.
@@ -56,23 +57,9 @@ type got struct {
 // it, not when the caller refuses the port (Abort).
 func TestSet(t *testing.T) {
 	testenv.Short(t, "builds a namespace")
-	tp := testenv.Topology(t, "ks")
-	ns, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	a1, a2 := netip.MustParseAddr("198.18.77.1"), netip.MustParseAddr("198.18.77.2")
 	a6 := netip.MustParseAddr("2001:2:0:77::1")
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", a1.String() + "/32", "dev", "lo"},
-		{"addr", "add", a2.String() + "/32", "dev", "lo"},
-		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
-	} {
-		if out, err := ns.Run("ip", args...); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
+	ns := loopbackNS(t, "ks", a1, a2, a6)
 	ch := make(chan got, 16)
 	var logged logBuf
 	s := New(slog.New(slog.NewTextHandler(&logged, nil)), ns.NsHandle(), 2, func(src, dst netip.AddrPort, msg []byte) {
@@ -194,27 +181,38 @@ func TestSet(t *testing.T) {
 	}
 }
 
+// loopbackNS makes a namespace (of a topology named tag) whose loopback
+// is up and holds addrs (IPv6 ones without duplicate address detection).
+func loopbackNS(t *testing.T, tag string, addrs ...netip.Addr) *topo.NS {
+	t.Helper()
+	ns, err := testenv.Topology(t, tag).NewNS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := [][]string{{"link", "set", "lo", "up"}}
+	for _, a := range addrs {
+		if a.Is4() {
+			cmds = append(cmds, []string{"addr", "add", a.String() + "/32", "dev", "lo"})
+		} else {
+			cmds = append(cmds, []string{"addr", "add", a.String() + "/128", "dev", "lo", "nodad"})
+		}
+	}
+	for _, args := range cmds {
+		if out, err := ns.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	return ns
+}
+
 // TestRcvBuf: each socket gets a receive buffer of RcvBuf (the test runs
 // as root: SO_RCVBUFFORCE), not the kernel's default of some 45
 // reassembled datagrams, which a peer that fragments everything overran
 // whenever the reader was not scheduled for 2 ms (Udp6RcvbufErrors).
 func TestRcvBuf(t *testing.T) {
 	testenv.Short(t, "builds a namespace")
-	tp := testenv.Topology(t, "ksb")
-	ns, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	a4, a6 := netip.MustParseAddr("198.18.78.1"), netip.MustParseAddr("2001:2:0:78::1")
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", a4.String() + "/32", "dev", "lo"},
-		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
-	} {
-		if out, err := ns.Run("ip", args...); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
+	ns := loopbackNS(t, "ksb", a4, a6)
 	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) {})
 	defer s.Close()
 	s.Listen(41100, a4, a6)
@@ -247,21 +245,8 @@ func TestRcvBuf(t *testing.T) {
 // showed none.
 func TestDrops(t *testing.T) {
 	testenv.Short(t, "builds a namespace")
-	tp := testenv.Topology(t, "ksd")
-	ns, err := tp.NewNS("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	a4, a6 := netip.MustParseAddr("198.18.79.1"), netip.MustParseAddr("2001:2:0:79::1")
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", a4.String() + "/32", "dev", "lo"},
-		{"addr", "add", a6.String() + "/128", "dev", "lo", "nodad"},
-	} {
-		if out, err := ns.Run("ip", args...); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
+	ns := loopbackNS(t, "ksd", a4, a6)
 	// The readers take one datagram each and then wait in deliver: the
 	// sockets are not read while the test floods them.
 	release := make(chan struct{})
