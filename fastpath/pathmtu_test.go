@@ -1,11 +1,9 @@
 package fastpath
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 )
 
 // TestPathMTUFragments: a path MTU learnt toward an IPv6 endpoint
@@ -24,40 +22,11 @@ func TestPathMTUFragments(t *testing.T) {
 	sizes := []int{100, 1420 - 28, 200, 1420 - 28}
 	run := func(wantFrags int) {
 		t.Helper()
-		sendSizes(t, r, sizes)
-		r.a.workers[0].outbound(r.clock.Now())
-		var wire [][]byte
-		recvAll(t, r.wanB, len(sizes)+2*(wantFrags-1), 100*time.Millisecond, func(_ int, d []byte) {
-			wire = append(wire, bytes.Clone(d))
-		})
 		limit := 1500
 		if wantFrags > 1 {
 			limit = 1400
 		}
-		got := reassembleOuter(t, wire, limit)
-		if len(got) != len(sizes) {
-			t.Fatalf("%d datagrams from %d frames, want %d", len(got), len(wire), len(sizes))
-		}
-		for i, dg := range got {
-			if want := map[bool]int{false: 1, true: wantFrags}[sizes[i] > 1000]; dg.frags != want {
-				t.Errorf("datagram %d (%d bytes inner): %d frames, want %d", i, sizes[i], dg.frags, want)
-			}
-			if !r.b.ReceiveWAN(0, dg.src, dg.dst, dg.msg) {
-				t.Fatal("ReceiveWAN: mailbox full")
-			}
-		}
-		r.b.workers[0].drainMailbox(r.clock.Now())
-		k := 0
-		recvAll(t, r.hostB, len(sizes), 100*time.Millisecond, func(_ int, d []byte) {
-			_, pl := checkUDP(t, d)
-			if k < len(sizes) && !bytes.Equal(pl, seqPayload(uint32(k), sizes[k])) {
-				t.Errorf("delivered packet %d: %d bytes, not the one sent", k, len(pl))
-			}
-			k++
-		})
-		if k != len(sizes) {
-			t.Errorf("B delivered %d of %d; drops A %v, B %v", k, len(sizes), TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
-		}
+		sendFragmented(t, r, sizes, wantFrags, limit)
 	}
 	// Another endpoint's path MTU changes nothing toward B.
 	if !r.a.SetPathMTU(netip.MustParseAddr("2001:db8:ffff::1"), 1280) {

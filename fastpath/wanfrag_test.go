@@ -27,6 +27,48 @@ type outerDatagram struct {
 // packet, fragments of one datagram consecutive, in order, their offsets
 // adjoining, all but the last a multiple of 8 bytes with MF / M set, one
 // identification, IPv4 DF clear.
+// sendFragmented sends UDP payloads of sizes from host A through A's
+// outbound path, takes the frames it puts on the WAN (len(sizes) + 2 ×
+// (frags-1): the payloads over 1,000 bytes cut into frags fragments each,
+// within mtu), reassembles them as B's kernel would and hands each
+// datagram to B (ReceiveWAN), then checks that host B got every payload,
+// in order. It returns the datagrams, for the caller's further checks.
+func sendFragmented(t *testing.T, r *rig, sizes []int, frags, mtu int) []outerDatagram {
+	t.Helper()
+	sendSizes(t, r, sizes)
+	r.a.workers[0].outbound(r.clock.Now())
+	var wire [][]byte
+	recvAll(t, r.wanB, len(sizes)+2*(frags-1), 100*time.Millisecond, func(_ int, d []byte) {
+		wire = append(wire, bytes.Clone(d))
+	})
+	got := reassembleOuter(t, wire, mtu)
+	if len(got) != len(sizes) {
+		t.Fatalf("%d datagrams from %d frames, want %d", len(got), len(wire), len(sizes))
+	}
+	for i, dg := range got {
+		if want := map[bool]int{false: 1, true: frags}[sizes[i] > 1000]; dg.frags != want {
+			t.Errorf("datagram %d (%d bytes inner): %d frames, want %d", i, sizes[i], dg.frags, want)
+		}
+		// B's kernel reassembled it: B takes it through ReceiveWAN.
+		if !r.b.ReceiveWAN(0, dg.src, dg.dst, dg.msg) {
+			t.Fatal("ReceiveWAN: mailbox full")
+		}
+	}
+	r.b.workers[0].drainMailbox(r.clock.Now())
+	k := 0
+	recvAll(t, r.hostB, len(sizes), 100*time.Millisecond, func(_ int, d []byte) {
+		_, pl := checkUDP(t, d)
+		if k < len(sizes) && !bytes.Equal(pl, seqPayload(uint32(k), sizes[k])) {
+			t.Errorf("delivered packet %d: %d bytes, not the one sent (%d bytes)", k, len(pl), sizes[k])
+		}
+		k++
+	})
+	if k != len(sizes) {
+		t.Errorf("B delivered %d of %d; drops A %v, B %v", k, len(sizes), TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
+	}
+	return got
+}
+
 func reassembleOuter(t *testing.T, frames [][]byte, mtu int) []outerDatagram {
 	t.Helper()
 	var out []outerDatagram
@@ -127,43 +169,14 @@ func TestOuterFragmented(t *testing.T) {
 			r := newRig(t, rigConfig{wan6: tc.wan6})
 			r.a.SetWANMTU(tc.mtu)
 			sizes := []int{100, 1420 - 28, 200, 1420 - 28} // UDP payloads: full-size inner packets between small ones
-			sendSizes(t, r, sizes)
-			r.a.workers[0].outbound(r.clock.Now())
-			var wire [][]byte
-			recvAll(t, r.wanB, len(sizes)+2*(tc.frags-1), 100*time.Millisecond, func(_ int, d []byte) {
-				wire = append(wire, bytes.Clone(d))
-			})
-			got := reassembleOuter(t, wire, tc.mtu)
-			if len(got) != len(sizes) {
-				t.Fatalf("%d datagrams from %d frames, want %d", len(got), len(wire), len(sizes))
-			}
 			wantSrc, wantDst := netip.AddrPortFrom(wanAddrA, portA), netip.AddrPortFrom(wanAddrB, portB)
 			if tc.wan6 {
 				wantSrc, wantDst = netip.AddrPortFrom(wan6A, portA), netip.AddrPortFrom(wan6B, portB)
 			}
-			for i, dg := range got {
-				if want := map[bool]int{false: 1, true: tc.frags}[sizes[i] > 1000]; dg.frags != want {
-					t.Errorf("datagram %d (%d bytes inner): %d frames, want %d", i, sizes[i], dg.frags, want)
-				}
+			for i, dg := range sendFragmented(t, r, sizes, tc.frags, tc.mtu) {
 				if dg.src != wantSrc || dg.dst != wantDst {
 					t.Errorf("datagram %d: %v → %v, want %v → %v", i, dg.src, dg.dst, wantSrc, wantDst)
 				}
-				// B's kernel reassembled it: B takes it through ReceiveWAN.
-				if !r.b.ReceiveWAN(0, dg.src, dg.dst, dg.msg) {
-					t.Fatal("ReceiveWAN: mailbox full")
-				}
-			}
-			r.b.workers[0].drainMailbox(r.clock.Now())
-			k := 0
-			recvAll(t, r.hostB, len(sizes), 100*time.Millisecond, func(_ int, d []byte) {
-				_, pl := checkUDP(t, d)
-				if k < len(sizes) && !bytes.Equal(pl, seqPayload(uint32(k), sizes[k])) {
-					t.Errorf("delivered packet %d: %d bytes, not the one sent (%d bytes)", k, len(pl), sizes[k])
-				}
-				k++
-			})
-			if k != len(sizes) {
-				t.Errorf("B delivered %d of %d; drops A %v, B %v", k, len(sizes), TotalDrops(r.a.Stats()), TotalDrops(r.b.Stats()))
 			}
 			s := r.a.Stats()[0]
 			if s.OuterFragmented != 2 || s.OuterFragments != uint64(2*tc.frags) || s.Encrypted != uint64(len(sizes)) {
