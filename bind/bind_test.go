@@ -18,6 +18,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 var (
@@ -367,21 +368,18 @@ func TestReceiveNoRoom(t *testing.T) {
 		{"no sizes", bufs, nil, eps},
 		{"no endpoints", bufs, sizes, nil},
 	} {
-		done := make(chan error, 1)
-		go func() {
+		returned, err := testenv.ReturnsWithin(5*time.Second, func() error {
 			n, err := r.fns[0](c.bufs, c.sizes, c.eps)
 			if err == nil && n != 0 {
 				err = fmt.Errorf("n = %d", n)
 			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: ReceiveFunc = %v, want 0 and nil", c.name, err)
-			}
-		case <-time.After(5 * time.Second):
+			return err
+		})
+		if !returned {
 			t.Fatalf("%s: ReceiveFunc blocked 5 s", c.name)
+		}
+		if err != nil {
+			t.Errorf("%s: ReceiveFunc = %v, want 0 and nil", c.name, err)
 		}
 	}
 	if n, err := r.fns[0](bufs, sizes, eps); n != 1 || err != nil || string(bufs[0][:sizes[0]]) != "kept" {

@@ -17,6 +17,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 var (
@@ -303,21 +304,18 @@ func TestPortDeviceReadNoRoom(t *testing.T) {
 		bufs  [][]byte
 		sizes []int
 	}{{"no buffers", nil, sizes}, {"no sizes", bufs, nil}} {
-		done := make(chan error, 1)
-		go func() {
+		returned, err := testenv.ReturnsWithin(5*time.Second, func() error {
 			n, err := r.dev.Read(c.bufs, c.sizes, 0)
 			if err == nil && n != 0 {
 				err = fmt.Errorf("n = %d", n)
 			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: Read = %v, want 0 and nil", c.name, err)
-			}
-		case <-time.After(5 * time.Second):
+			return err
+		})
+		if !returned {
 			t.Fatalf("%s: Read blocked 5 s", c.name)
+		}
+		if err != nil {
+			t.Errorf("%s: Read = %v, want 0 and nil", c.name, err)
 		}
 	}
 	if got := r.readAll(t, 1, 1); len(got) != 1 || !bytes.Equal(got[0], hop(p4)) {
