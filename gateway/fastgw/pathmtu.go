@@ -24,7 +24,7 @@ func (g *Gateway) openPathMTU(index int) {
 	var src toobig.Source
 	err := g.inNamespace(func() (err error) {
 		if g.cfg.Owned {
-			src, err = toobig.ListenLink(index)
+			src, err = toobig.ListenLink(index, g.cfg.WANVLAN)
 		} else {
 			src, err = toobig.ListenICMP()
 		}

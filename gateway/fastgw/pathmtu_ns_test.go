@@ -34,6 +34,13 @@ func TestPathMTUIPv6EndpointOwned(t *testing.T) {
 	testPathMTU(t, twosite.Config{Routed: true, Outer6: true, Owned: true})
 }
 
+// TestPathMTUIPv6EndpointOwnedVLAN is TestPathMTUIPv6EndpointOwned with
+// gwA's WAN on an 802.1Q VLAN (WANVLAN), the router's end an access port
+// of it: the router's "packet too big" reaches the gateway tagged.
+func TestPathMTUIPv6EndpointOwnedVLAN(t *testing.T) {
+	testPathMTU(t, twosite.Config{Routed: true, Outer6: true, Owned: true, WANVLAN: 7})
+}
+
 func testPathMTU(t *testing.T, sc twosite.Config) {
 	s := newSite(t, sc)
 	if err := s.NarrowFarLink(1400); err != nil {

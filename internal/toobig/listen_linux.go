@@ -56,18 +56,21 @@ func (s icmpSource) ReadMessage(buf []byte) ([]byte, netip.Addr, error) {
 // carrying an ICMPv6 "packet too big" the interface passes to the kernel
 // (a socket filter drops the others in the kernel), for a gateway whose
 // WAN address the kernel does not have (owned address mode): there the
-// kernel drops them, and no ICMPv6 socket gets them. Their checksum is
+// kernel drops them, and no ICMPv6 socket gets them. It takes only what
+// the kernel would take on an interface of its own for that VLAN: frames
+// sent to the interface's MAC address (not another host's, which a
+// bridge floods or a promiscuous interface passes) and of VLAN vlan
+// (802.1Q VID 1-4094, the gateway's WANVLAN, whose tag the NIC or the
+// kernel took off: the filter reads the skb's VLAN metadata), or with
+// vlan 0 untagged and priority-tagged frames (VID 0), so that no host of
+// another VLAN on the same wire lowers a path MTU. Their checksum is
 // verified by ReadMessage; a packet with extension headers before the
 // ICMPv6 one is not taken (routers send none). It needs CAP_NET_RAW.
-func ListenLink(ifindex int) (Source, error) {
-	prog, err := bpf.Assemble([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: 6, Size: 1}, // next header
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: header.ProtoICMPv6, SkipTrue: 3},
-		bpf.LoadAbsolute{Off: header.IPv6Len, Size: 1}, // ICMPv6 type
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 2, SkipTrue: 1},
-		bpf.RetConstant{Val: header.ICMPv6ErrorMaxLen + header.IPv6Len},
-		bpf.RetConstant{Val: 0},
-	})
+func ListenLink(ifindex int, vlan uint16) (Source, error) {
+	if vlan > 4094 {
+		return nil, fmt.Errorf("packet socket: VLAN %d is not a VID (1-4094, or 0 for untagged)", vlan)
+	}
+	prog, err := bpf.Assemble(linkFilter(vlan))
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +87,13 @@ func ListenLink(ifindex int) (Source, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("packet socket filter: %w", err)
 	}
-	proto := uint16(unix.ETH_P_IPV6)
+	// ETH_P_ALL: such a socket sees a frame before the kernel's VLAN
+	// handling, with its tag in the metadata and its packet type as the
+	// destination MAC gave it. One bound to ETH_P_IPV6 gets a frame of a
+	// VLAN the host has no device for only after the kernel cleared the
+	// tag (net/core/dev.c, __netif_receive_skb_core: PACKET_OTHERHOST),
+	// when nothing tells its VLAN any more.
+	proto := uint16(unix.ETH_P_ALL)
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto<<8 | proto>>8, Ifindex: ifindex}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind packet socket to interface %d: %w", ifindex, err)
@@ -92,6 +101,47 @@ func ListenLink(ifindex int) (Source, error) {
 	// A nonblocking descriptor: os.File reads it through the runtime's
 	// poller, so deadlines work and Close ends a read.
 	return linkSource{os.NewFile(uintptr(fd), "toobig-packet")}, nil
+}
+
+// linkFilter is ListenLink's socket filter for VLAN vlan (0: untagged or
+// priority-tagged): a frame to the interface's own MAC (PACKET_HOST, not
+// an outgoing one), IPv6, of the VLAN, whose next header is ICMPv6 and
+// whose ICMPv6 type is "packet too big" (2, RFC 4443 §3.2), kept whole up
+// to the longest error a router sends; the rest dropped in the kernel.
+// Offsets are from the IPv6 header (a SOCK_DGRAM socket's data).
+func linkFilter(vlan uint16) []bpf.Instruction {
+	var prog []bpf.Instruction
+	var toDrop []int // the jumps to the final drop, patched below
+	load := func(in bpf.Instruction) { prog = append(prog, in) }
+	dropIf := func(cond bpf.JumpTest, val uint32) {
+		toDrop = append(toDrop, len(prog))
+		prog = append(prog, bpf.JumpIf{Cond: cond, Val: val})
+	}
+	load(bpf.LoadExtension{Num: bpf.ExtVLANTagPresent})
+	if vlan == 0 {
+		// Untagged (skip the VID test), or a VID of 0.
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 3})
+	} else {
+		dropIf(bpf.JumpEqual, 0)
+	}
+	load(bpf.LoadExtension{Num: bpf.ExtVLANTag})
+	load(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x0fff})
+	dropIf(bpf.JumpNotEqual, uint32(vlan))
+	load(bpf.LoadExtension{Num: bpf.ExtType})
+	dropIf(bpf.JumpNotEqual, unix.PACKET_HOST)
+	load(bpf.LoadExtension{Num: bpf.ExtProto})
+	dropIf(bpf.JumpNotEqual, unix.ETH_P_IPV6)
+	load(bpf.LoadAbsolute{Off: 6, Size: 1}) // next header
+	dropIf(bpf.JumpNotEqual, header.ProtoICMPv6)
+	load(bpf.LoadAbsolute{Off: header.IPv6Len, Size: 1}) // ICMPv6 type
+	dropIf(bpf.JumpNotEqual, 2)
+	load(bpf.RetConstant{Val: header.ICMPv6ErrorMaxLen + header.IPv6Len})
+	for _, i := range toDrop {
+		j := prog[i].(bpf.JumpIf)
+		j.SkipTrue = uint8(len(prog) - i - 1)
+		prog[i] = j
+	}
+	return append(prog, bpf.RetConstant{Val: 0})
 }
 
 type linkSource struct{ *os.File }

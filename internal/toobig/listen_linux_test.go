@@ -112,7 +112,7 @@ func TestFollowLinkDownUp(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		src, err = ListenLink(ifi.Index)
+		src, err = ListenLink(ifi.Index, 0)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -137,5 +137,71 @@ func TestFollowLinkDownUp(t *testing.T) {
 	})
 	if !ok {
 		t.Fatalf("path MTUs %v after the interface went down and up, want %v at 1400; log:\n%s", s.All(), peer, logs.String())
+	}
+}
+
+// tagged is the Ethernet frame f with an 802.1Q tag of VID vid inserted.
+func tagged(f []byte, vid uint16) []byte {
+	t := append([]byte(nil), f[:12]...)
+	t = append(t, 0x81, 0x00, byte(vid>>8), byte(vid))
+	return append(t, f[12:]...)
+}
+
+// TestLinkVLAN: ListenLink takes "packet too big" only as the kernel
+// would on an interface of its own: of the gateway's VLAN (WANVLAN; its
+// tag in the frame here, taken off by the kernel) or, without one,
+// untagged or priority-tagged, and only sent to the interface's MAC.
+// Before, the socket took IPv6 of any VLAN (the kernel clears the tag of
+// a VLAN it has no device for before a socket bound to IPv6 sees it) and
+// to any MAC, so that a host of another VLAN on the same trunk could
+// lower a path MTU. Each refused frame carries a lower MTU than the one
+// taken, sent before it: a path MTU is never raised, so one taken would
+// be what remains.
+func TestLinkVLAN(t *testing.T) {
+	tp := testenv.Topology(t, "tbv")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	v := testenv.Veth(t, tp, a, b)
+	mac, err := a.LinkMAC(v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
+	ptb := func(dst net.HardwareAddr, mtu uint32) []byte {
+		return ptbFrame(dst, router, ours, tooBig(mtu, ours, peer, 51820, 0))
+	}
+	for _, c := range []struct {
+		name    string
+		vlan    uint16
+		refused [][]byte
+		taken   []byte
+	}{
+		{"vlan 7", 7, [][]byte{ptb(mac, 1300), tagged(ptb(mac, 1310), 8), tagged(ptb(other, 1320), 7), tagged(ptb(mac, 1330), 0)}, tagged(ptb(mac, 1400), 7)},
+		{"untagged", 0, [][]byte{tagged(ptb(mac, 1300), 7), ptb(other, 1310)}, tagged(ptb(mac, 1400), 0)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var src Source
+			if err := a.Do(func() error {
+				ifi, err := net.InterfaceByName(v.A)
+				if err != nil {
+					return err
+				}
+				src, err = ListenLink(ifi.Index, c.vlan)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var s setter
+			f := Follow(Config{Source: src, Setter: &s, Log: slog.New(slog.DiscardHandler),
+				Ours:   func(src netip.Addr, sport uint16) bool { return src == ours && sport == 51820 },
+				WANMTU: func() int { return 1500 }})
+			defer f.Close()
+			testenv.SendFrames(t, b, v.B, append(c.refused, c.taken)...)
+			if !testenv.PollUntil(5*time.Second, func() bool { return s.All()[peer] != 0 }) {
+				t.Fatalf("no path MTU taken: %v", s.All())
+			}
+			if got := s.All()[peer]; got != 1400 {
+				t.Errorf("path MTU %d, want 1400: a refused frame was taken", got)
+			}
+		})
 	}
 }

@@ -65,8 +65,8 @@ type Config struct {
 	// reach gwA as the skb's VLAN metadata, as RX VLAN offload leaves them.
 	LANVLANInBand bool
 	// WANVLAN puts gwA's WAN on this 802.1Q VLAN (fastgw.Config.WANVLAN)
-	// and gwB's end of the WAN link on an access port of it, tags in the
-	// frames. Needs Owned, and not Routed.
+	// and the other end of gwA's WAN link (gwB's, or with Routed the
+	// router's) on an access port of it, tags in the frames. Needs Owned.
 	WANVLAN uint16
 }
 
@@ -198,6 +198,9 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 		wanB := veth(s.Router, s.GwB, qb)
 		wanBName = wanB.B
 		s.RouterB = wanB.A
+		if sc.WANVLAN != 0 && len(errs) == 0 {
+			must(tp.VLANAccess(s.Router, wanA.B, sc.WANVLAN, true))
+		}
 		gwAAddr(wanA.A, "198.18.1.1/24")
 		must(s.Router.AddAddr(wanA.B, "198.18.1.254/24"))
 		must(s.Router.AddAddr(wanB.A, "198.18.2.254/24"))
