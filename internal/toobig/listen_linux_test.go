@@ -16,6 +16,7 @@ import (
 
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestLinkSourceChecks: ListenLink's reader returns the ICMPv6 message of
@@ -91,6 +92,40 @@ func ptbFrame(dstMAC net.HardwareAddr, src, dst netip.Addr, msg []byte) []byte {
 	return f
 }
 
+// linkPair is two namespaces joined by a veth (topology name), and the
+// MAC address of a's end.
+func linkPair(t *testing.T, name string) (a, b *topo.NS, v *topo.Veth, mac net.HardwareAddr) {
+	t.Helper()
+	tp := testenv.Topology(t, name)
+	a, b = testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	v = testenv.Veth(t, tp, a, b)
+	mac, err := a.LinkMAC(v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, v, mac
+}
+
+// followLink follows, into s, the errors ListenLink(vlan) reads on dev in
+// ns that quote packets from ours, port 51820, on a 1,500-byte WAN.
+func followLink(t *testing.T, ns *topo.NS, dev string, vlan uint16, s *setter, log *slog.Logger) *Follower {
+	t.Helper()
+	var src Source
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		src, err = ListenLink(ifi.Index, vlan)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return Follow(Config{Source: src, Setter: s, Log: log,
+		Ours:   func(src netip.Addr, sport uint16) bool { return src == ours && sport == 51820 },
+		WANMTU: func() int { return 1500 }})
+}
+
 // TestFollowLinkDownUp: a Follower on ListenLink keeps following after
 // its interface is set down and up again. The kernel reports ENETDOWN
 // once to a packet socket whose interface goes down, and hands it packets
@@ -99,29 +134,10 @@ func ptbFrame(dstMAC net.HardwareAddr, src, dst netip.Addr, msg []byte) []byte {
 // `ip link set WAN down; ip link set WAN up` stopped every path MTU from
 // being followed until a restart.
 func TestFollowLinkDownUp(t *testing.T) {
-	tp := testenv.Topology(t, "tbl")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	v := testenv.Veth(t, tp, a, b)
-	mac, err := a.LinkMAC(v.A)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var src Source
-	if err := a.Do(func() error {
-		ifi, err := net.InterfaceByName(v.A)
-		if err != nil {
-			return err
-		}
-		src, err = ListenLink(ifi.Index, 0)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, v, mac := linkPair(t, "tbl")
 	var s setter
 	var logs testenv.LogBuffer
-	f := Follow(Config{Source: src, Setter: &s, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		Ours:   func(src netip.Addr, sport uint16) bool { return src == ours && sport == 51820 },
-		WANMTU: func() int { return 1500 }})
+	f := followLink(t, a, v.A, 0, &s, slog.New(slog.NewTextHandler(&logs, nil)))
 	defer f.Close()
 	if out, err := a.Run("ip", "link", "set", v.A, "down"); err != nil {
 		t.Fatalf("ip link set %s down: %v\n%s", v.A, err, out)
@@ -158,13 +174,7 @@ func tagged(f []byte, vid uint16) []byte {
 // taken, sent before it: a path MTU is never raised, so one taken would
 // be what remains.
 func TestLinkVLAN(t *testing.T) {
-	tp := testenv.Topology(t, "tbv")
-	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
-	v := testenv.Veth(t, tp, a, b)
-	mac, err := a.LinkMAC(v.A)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, v, mac := linkPair(t, "tbv")
 	other := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
 	ptb := func(dst net.HardwareAddr, mtu uint32) []byte {
 		return ptbFrame(dst, router, ours, tooBig(mtu, ours, peer, 51820, 0))
@@ -179,21 +189,8 @@ func TestLinkVLAN(t *testing.T) {
 		{"untagged", 0, [][]byte{tagged(ptb(mac, 1300), 7), ptb(other, 1310)}, tagged(ptb(mac, 1400), 0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var src Source
-			if err := a.Do(func() error {
-				ifi, err := net.InterfaceByName(v.A)
-				if err != nil {
-					return err
-				}
-				src, err = ListenLink(ifi.Index, c.vlan)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
 			var s setter
-			f := Follow(Config{Source: src, Setter: &s, Log: slog.New(slog.DiscardHandler),
-				Ours:   func(src netip.Addr, sport uint16) bool { return src == ours && sport == 51820 },
-				WANMTU: func() int { return 1500 }})
+			f := followLink(t, a, v.A, c.vlan, &s, slog.New(slog.DiscardHandler))
 			defer f.Close()
 			testenv.SendFrames(t, b, v.B, append(c.refused, c.taken)...)
 			if !testenv.PollUntil(5*time.Second, func() bool { return s.All()[peer] != 0 }) {
