@@ -28,7 +28,7 @@ import (
 // tunnel MTU the WAN cannot carry in both modes included), an
 // interface that does not exist, missing privileges (fast path and
 // compat-mqtun), a second instance (same name, same WAN, the first's LAN as
-// its WAN), an address in use, and `wgpio stats` by a user who may not.
+// its WAN), an address in use (metrics; the listen port), and `wgpio stats` by a user who may not.
 func TestUpErrors(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	s := newSite(t, nil)
@@ -43,6 +43,17 @@ func TestUpErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	// A UDP port taken on the wildcard address (a wg0 or wireguard-go
+	// still up on the gateway's port would hold it so).
+	var busyUDP *net.UDPConn
+	if err := s.GwA.Do(func() (err error) {
+		busyUDP, err = net.ListenUDP("udp4", &net.UDPAddr{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer busyUDP.Close()
+	udpPort := busyUDP.LocalAddr().(*net.UDPAddr).Port
 	metricsName := topo.UniqueName("wgpm")
 	// An interface without native XDP: a bridge.
 	bridge := topo.UniqueName("wgd")
@@ -75,6 +86,17 @@ func TestUpErrors(t *testing.T) {
 			args: []string{"-name", metricsName},
 			want: fmt.Sprintf(`wgpio: metrics-in-use.conf:7: key "MetricsAddress": cannot serve metrics on %s: listen tcp %s: bind: address already in use `+
 				"(another process holds the port, or the address is not this host's: choose another host:port)", busy.Addr(), busy.Addr()),
+		},
+		{
+			// Refused, as Linux's wg0 refuses to come up, where the
+			// gateway came up and its XDP program took the holder's
+			// datagrams unseen.
+			name: "udp-port-in-use",
+			conf: strings.Replace(good, "ListenPort = 51820", fmt.Sprintf("ListenPort = %d", udpPort), 1),
+			args: []string{"-name", topo.UniqueName("wgpu")},
+			want: fmt.Sprintf(`wgpio: udp-port-in-use.conf:3: key "ListenPort": listen udp4 198.18.1.1:%d: bind: address already in use; `+
+				"another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), "+
+				"and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port", udpPort, udpPort, udpPort),
 		},
 		{
 			name: "bad-port",

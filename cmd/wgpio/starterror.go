@@ -19,7 +19,7 @@ import (
 // error in either mode: a tunnel MTU the start refused (tunnelmtu.MTUError)
 // at the file's MTU line when it has one, a [WGPIO] setting the start
 // refused (fastgw.SettingError, compatgw.SettingError) at its key's line
-// (or its flag), else
+// (or its flag; ListenPort, a port in use, at [Interface]'s), else
 // err with explain's fix.
 func startError(f *config.File, err error) error {
 	var mtuErr *tunnelmtu.MTUError
@@ -38,6 +38,13 @@ func startError(f *config.File, err error) error {
 		key, keyErr = compatErr.Key, compatErr.Err
 	}
 	if keyErr != nil {
+		if key == "ListenPort" {
+			// [Interface]'s; left out of the file, its default.
+			if _, ok := f.Interface.Lines[key]; !ok {
+				return fmt.Errorf("%s: [Interface] ListenPort (left out: the default): %s", f.Name, keyErr)
+			}
+			return keyError(f.Name, f.Interface.Lines, key, "", keyErr.Error())
+		}
 		flag := map[string]string{"WAN": "wan", "LAN": "lan"}[key]
 		return keyError(f.Name, f.WGPIO.Lines, key, flag, explain(keyErr).Error())
 	}

@@ -34,3 +34,28 @@ func TestStartErrorNamesWAN(t *testing.T) {
 		}
 	}
 }
+
+// TestStartErrorNamesListenPort: a listen port another socket holds,
+// refused by either mode's start (SettingError "ListenPort"), is reported
+// at [Interface]'s ListenPort line, or as [Interface] ListenPort when the
+// file leaves it to its default, not as a [WGPIO] key.
+func TestStartErrorNamesListenPort(t *testing.T) {
+	inUse := errors.New("listen udp4 198.18.0.1:51820: bind: address already in use; another socket of this host holds UDP port 51820")
+	errs := map[string]error{
+		"fastpath": fmt.Errorf("fastgw: %w", &fastgw.SettingError{Key: "ListenPort", Err: inUse}),
+		"compat":   &compatgw.SettingError{Key: "ListenPort", Err: inUse},
+	}
+	for mode, err := range errs {
+		f := &config.File{Name: "gw.conf"}
+		f.Interface.Lines = map[string]int{"ListenPort": 3}
+		f.WGPIO.Lines = map[string]int{"WAN": 7}
+		got := startError(f, err).Error()
+		if !strings.HasPrefix(got, `gw.conf:3: key "ListenPort"`) || !strings.Contains(got, "port 51820") {
+			t.Errorf("%s: %q, want it at gw.conf:3, key ListenPort, naming the port", mode, got)
+		}
+		f.Interface.Lines = nil
+		if got := startError(f, err).Error(); !strings.HasPrefix(got, "gw.conf: [Interface] ListenPort") || strings.Contains(got, "[WGPIO]") {
+			t.Errorf("%s without a ListenPort line: %q, want [Interface] ListenPort named", mode, got)
+		}
+	}
+}

@@ -298,10 +298,11 @@ var ErrNoWANAddress = errors.New("no IP address")
 
 // SettingError is a Start error that one setting of Config caused, as
 // fastgw.SettingError is fast-path mode's: Key names it as the [WGPIO]
-// section of wgpio's configuration file does ("WAN", "LAN"), so that a
-// caller can point at the line that set it. Err says what is wrong and
-// how to fix it (it wraps afxdp.ErrNoSuchInterface, afxdp.ErrNotEthernet
-// or ErrNoWANAddress).
+// section of wgpio's configuration file does ("WAN", "LAN"), or
+// "ListenPort" ([Interface]: a port another socket of the host holds,
+// EADDRINUSE), so that a caller can point at the line that set it. Err
+// says what is wrong and how to fix it (it wraps afxdp.ErrNoSuchInterface,
+// afxdp.ErrNotEthernet, ErrNoWANAddress or EADDRINUSE).
 type SettingError struct {
 	Key string
 	Err error
@@ -316,7 +317,8 @@ func (e *SettingError) Unwrap() error { return e.Err }
 // start with "compatgw: " and wrap the afxdp errors (ErrNoSuchInterface,
 // ErrXDPUnsupported, ErrMemlock, ...), a *SettingError for a WAN or LAN
 // that is missing, not Ethernet or (the WAN) without an address, or, for
-// a tunnel MTU that does not fit, a *tunnelmtu.MTUError.
+// a tunnel MTU that does not fit, a *tunnelmtu.MTUError; a listen port
+// another socket holds is a *SettingError of Key "ListenPort".
 func Start(cfg Config) (_ *Gateway, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -388,7 +390,9 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	// The datagrams the XDP program leaves to the kernel (reassembled
 	// from fragments) reach the bind through sockets of ours.
-	g.listenKernel(cfg.ListenPort, wan.addrs()...)
+	if err := g.listenKernel(cfg.ListenPort, wan.addrs()...); err != nil {
+		return nil, err
+	}
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.

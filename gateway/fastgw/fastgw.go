@@ -543,23 +543,28 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // reassembles (a peer whose path MTU is below its packets' size sends its
 // datagrams fragmented), and datagrams with IPv4 options or IPv6 extension
 // headers. Every other datagram the XDP program redirects, and the
-// sockets never see it. A port another socket holds is logged and skipped
-// (its fragments are then lost, counted by the kernel's UDP counters
-// only). The datagrams are spread over the workers by source port; those
+// sockets never see it. A port another socket of the host holds is
+// refused (kernelsock.Set.Listen: EADDRINUSE, the start fails as Linux's
+// wg0 fails to come up); an address whose socket fails otherwise (still
+// tentative) is logged and skipped (its fragments are then lost, counted
+// by the kernel's UDP counters only). The datagrams are spread over the workers by source port; those
 // the kernel drops at the sockets (a receive buffer full) are the
 // engine's DropKernelSocketFull (Engine.CountKernelSocketDrops).
 // Shared address mode only: in owned mode the kernel has no address to
 // reassemble for, and the XDP program redirects the fragments to the
 // engine, which reassembles them (fastpath's Config.Reassemble). g.wanMu
 // held.
-func (g *Gateway) listenKernel(addrs ...netip.Addr) {
+func (g *Gateway) listenKernel(addrs ...netip.Addr) error {
 	g.kernel = kernelsock.New(g.log, g.nsHandle, g.cfg.SourcePorts, func(src, dst netip.AddrPort, msg []byte) {
 		g.engine.ReceiveWAN(int(src.Port()), src, dst, msg)
 	})
-	g.kernel.Listen(g.cfg.ListenPort, addrs...)
+	if err := g.kernel.Listen(g.cfg.ListenPort, addrs...); err != nil {
+		return &SettingError{Key: "ListenPort", Err: err}
+	}
 	// What the kernel drops at the sockets (their receive buffers full)
 	// is the engine's kernel_socket_full.
 	g.engine.CountKernelSocketDrops(g.kernel.Drops)
+	return nil
 }
 
 // tunnelQueue picks the worker for a packet of the host's own tunnel

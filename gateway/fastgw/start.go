@@ -561,8 +561,11 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 	if !cfg.Owned {
 		g.warnWANLeft(wl.left)
 		g.wanMu.Lock()
-		g.listenKernel(g.wanAddrs()...)
+		err := g.listenKernel(g.wanAddrs()...)
 		g.wanMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("fastgw: %w", err)
+		}
 		g.addrDone = make(chan struct{})
 		g.followSources(g.addrDone)
 		if err := g.followAddresses(g.addrDone); err != nil {

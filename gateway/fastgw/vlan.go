@@ -30,8 +30,9 @@ type side struct {
 
 // SettingError is a Start error that one setting of Config caused: Key
 // names it as the [WGPIO] section of wgpio's configuration file does
-// ("WAN", "LAN", "WANVLAN", "LANVLAN"), so that a caller can point at the
-// line that set it. Err says what is wrong and how to fix it.
+// ("WAN", "LAN", "WANVLAN", "LANVLAN"), or "ListenPort" ([Interface]: a
+// port another socket of the host holds), so that a caller can point at
+// the line that set it. Err says what is wrong and how to fix it.
 type SettingError struct {
 	Key string
 	Err error

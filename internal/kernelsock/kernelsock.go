@@ -4,6 +4,7 @@ package kernelsock
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -178,11 +179,27 @@ func (p *Pending) Abort() {
 	p.socks = nil
 }
 
-// Listen opens the sockets of addrs at port (Open; failures logged and
-// left out) and makes them the Set's, at start.
-func (s *Set) Listen(port uint16, addrs ...netip.Addr) {
+// Listen opens the sockets of addrs at port (Open) and makes them the
+// Set's, at start. A port that another socket of the host holds on one of
+// addrs (EADDRINUSE: a kernel wg0 or a wireguard-go still up on it, its
+// socket bound to the wildcard address) is refused: Listen keeps nothing
+// open and returns an error that wraps EADDRINUSE, names the port and
+// says how to find the holder, as Linux's WireGuard refuses to come up on
+// a port in use and as a move of the listen port is refused (the caller's
+// moveListenPort). Started anyway, the gateway's XDP program took that
+// socket's datagrams from it unseen, and the port's fragments were lost.
+// Other failures (an address still tentative) are logged and left out.
+func (s *Set) Listen(port uint16, addrs ...netip.Addr) error {
 	p, _ := s.Open(port, addrs...)
+	for _, f := range p.failed {
+		if errors.Is(f.err, unix.EADDRINUSE) {
+			p.Abort()
+			return fmt.Errorf("%w; another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port",
+				f.err, f.ap.Port(), f.ap.Port())
+		}
+	}
 	p.Commit()
+	return nil
 }
 
 // Sync makes the sockets match addrs, the WAN addresses of now, at the

@@ -109,7 +109,9 @@ func TestSet(t *testing.T) {
 		return !ok
 	}
 
-	s.Listen(41000, a1, netip.Addr{}, a6)
+	if err := s.Listen(41000, a1, netip.Addr{}, a6); err != nil {
+		t.Fatal(err)
+	}
 	for _, dst := range []netip.AddrPort{
 		netip.AddrPortFrom(a1, 41000), netip.AddrPortFrom(a1, 41001), netip.AddrPortFrom(a6, 41000), netip.AddrPortFrom(a6, 41001),
 	} {
@@ -215,7 +217,9 @@ func TestRcvBuf(t *testing.T) {
 	ns := loopbackNS(t, "ksb", a4, a6)
 	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) {})
 	defer s.Close()
-	s.Listen(41100, a4, a6)
+	if err := s.Listen(41100, a4, a6); err != nil {
+		t.Fatal(err)
+	}
 	if len(s.socks) != 2 {
 		t.Fatalf("%d sockets, want 2", len(s.socks))
 	}
@@ -255,7 +259,9 @@ func TestDrops(t *testing.T) {
 	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) { <-release })
 	defer s.Close()
 	const port = 41200
-	s.Listen(port, a4, a6)
+	if err := s.Listen(port, a4, a6); err != nil {
+		t.Fatal(err)
+	}
 	if len(s.socks) != 2 {
 		t.Fatalf("%d sockets, want 2", len(s.socks))
 	}
@@ -330,5 +336,44 @@ func TestDrops(t *testing.T) {
 	s.Close()
 	if n := s.Drops(); n != k {
 		t.Errorf("after Close: Drops() = %d, want %d", n, k)
+	}
+}
+
+// TestListenPortInUse: at start, a listen port that another socket of the
+// host holds (a wg0 or wireguard-go still up, bound to the wildcard
+// address) is refused with EADDRINUSE, naming the port and how to find
+// its holder, and nothing stays open; other addresses' ports free. Before,
+// Listen logged that the port's fragments were lost and the gateway came
+// up, its XDP program taking the other socket's datagrams unseen, where
+// Linux's WireGuard refuses to come up ("Address already in use").
+func TestListenPortInUse(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	a4, a6 := netip.MustParseAddr("198.18.80.1"), netip.MustParseAddr("2001:2:0:80::1")
+	ns := loopbackNS(t, "ksu", a4, a6)
+	var held *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		held, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 41300}) // 0.0.0.0, as wg0's socket
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var logged logBuf
+	s := New(slog.New(slog.NewTextHandler(&logged, nil)), ns.NsHandle(), 1, func(src, dst netip.AddrPort, msg []byte) {})
+	defer s.Close()
+	err := s.Listen(41300, a4, a6)
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "UDP port 41300") || !strings.Contains(err.Error(), "ss -uanp") {
+		t.Errorf("Listen on a port held = %v, want EADDRINUSE naming port 41300 and ss", err)
+	}
+	if len(s.socks) != 0 {
+		t.Errorf("%d sockets open after a refused Listen, want 0", len(s.socks))
+	}
+	if l := logged.take(); strings.Contains(l, "fragmented WireGuard packets") {
+		t.Errorf("a refused Listen logged lost fragments:\n%s", l)
+	}
+	// The port free: taken.
+	held.Close()
+	if err := s.Listen(41300, a4, a6); err != nil || len(s.socks) != 2 {
+		t.Errorf("Listen on a free port = %v with %d sockets, want nil and 2", err, len(s.socks))
 	}
 }
