@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -357,4 +358,68 @@ func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {
 		t.Fatal(err)
 	}
 	return cerr
+}
+
+// TestUnitAllowsSocketFamilies: dist/wgpio.service's RestrictAddressFamilies
+// lets in every address family the gateway's own code opens a socket of
+// (unix.Socket(unix.AF_..., in the packages it is built from; tests and
+// tools aside), besides AF_UNIX (the UAPI, stats and capture sockets) and
+// AF_NETLINK (routes, addresses, neighbours), which libraries open.
+// Under systemd any other family's socket() fails with EAFNOSUPPORT.
+// Before, AF_PACKET was left out: owned address mode's reader of ICMPv6
+// "packet too big" (internal/toobig.ListenLink) failed under the unit,
+// and the gateway ran without path MTU discovery toward IPv6 endpoints.
+func TestUnitAllowsSocketFamilies(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join("..", "..", "dist", "wgpio.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	for _, l := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(l, "RestrictAddressFamilies="); ok {
+			for _, f := range strings.Fields(v) {
+				allowed[f] = true
+			}
+		}
+	}
+	want := map[string]string{"AF_UNIX": "UAPI socket", "AF_NETLINK": "netlink"}
+	re := regexp.MustCompile(`unix\.Socket\(\s*unix\.(AF_[A-Z0-9]+)`)
+	root := filepath.Join("..", "..")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch rel {
+			case "tools", "bench", "examples", "internal/testing", "internal/testenv", ".git":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			want[string(m[1])] = rel
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"AF_INET", "AF_INET6", "AF_PACKET", "AF_XDP"} {
+		if _, ok := want[f]; !ok {
+			t.Errorf("no unix.Socket(unix.%s found in the sources: the scan is broken", f)
+		}
+	}
+	for f, where := range want {
+		if !allowed[f] {
+			t.Errorf("dist/wgpio.service: RestrictAddressFamilies lacks %s, which %s opens", f, where)
+		}
+	}
 }
