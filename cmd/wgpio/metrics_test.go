@@ -632,3 +632,16 @@ func TestMetricsHandshakesSent(t *testing.T) {
 		}
 	}
 }
+
+// TestTUNDropsHelpNamesEveryReason: wgpio_tun_drops_total's help text
+// says what each of its reasons means. It named four of the eight, and
+// "full: the kernel's queue had no room" read as the kernel_queue_full
+// exported beside it.
+func TestTUNDropsHelpNamesEveryReason(t *testing.T) {
+	help := newCollector("x", 0, nil, nil).tunDrops.String()
+	for r := range tundev.NumTUNDropReasons {
+		if !strings.Contains(help, " "+r.String()+",") && !strings.Contains(help, " "+r.String()+":") {
+			t.Errorf("wgpio_tun_drops_total's help does not explain reason %q: %s", r, help)
+		}
+	}
+}
