@@ -440,7 +440,7 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		pl.rxBytes += uint64(m.plainLen) + protocol.TransportMinSize
 		if m.src != runSrc {
 			runSrc = m.src
-			w.sawSource(pl, f, m)
+			w.sawSource(pl, f, m, now)
 		}
 		// The common verdict first, out of the switch (a jump table
 		// past 8 cases: an indirect jump per packet).

@@ -69,6 +69,18 @@ func (w *worker) markSeen(p *Peer, now int64) {
 	storeMax(&p.endpointSeen, now&^mask|int64(w.id+1)&mask)
 }
 
+// endpointQuiet reports whether p's endpoint was found live by some
+// worker (this one included) once, and not within seenQuiet before now:
+// the peer was heard from there and has gone silent, so that a new
+// source is a move (sawSource roams at once). Never seen: not quiet,
+// publish decides (a peer sending from two sources from its first
+// packet on keeps the endpoint it has, TestRoamNoFlipAcrossWorkers).
+func endpointQuiet(p *Peer, now int64) bool {
+	const mask = 1<<seenWorkerBits - 1
+	s := p.endpointSeen.Load()
+	return s != 0 && now-s&^mask >= seenQuiet
+}
+
 // seenElsewhere reports whether another worker found p's endpoint live
 // within seenQuiet before now: then the worker that saw only another
 // source leaves the endpoint where it is. The latest mark alone is kept:

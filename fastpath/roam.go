@@ -34,7 +34,18 @@ import (
 // address still roams, and a handshake sets the endpoint (port
 // included) as for any peer (gateway: setEndpointFromLocked), which is
 // how a change of the peer's listen port is followed.
-func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
+//
+// A new source of a peer whose endpoint no worker has seen for seenQuiet
+// (endpointQuiet: the peer moved, its old address silent) becomes the
+// endpoint at once, at the engine clock's now, not at the next publish:
+// what we send the peer meanwhile (the answer to the packet that moved
+// it, within the same millisecond) went to the old address, where a
+// roamed peer no longer is, and was lost uncounted (a ping after a
+// change of the peer's address or port: one in two such first answers),
+// where Linux's WireGuard sets the endpoint from every authenticated
+// packet. An endpoint seen within seenQuiet (two sources live at once,
+// a peer spreading its ports) is left to publish, as before.
+func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta, now int64) {
 	outer := *f
 	d := outer.Prepend(int(m.back))
 	// Where the peer sent it (authenticate checked it is ours): the
@@ -52,6 +63,22 @@ func (w *worker) sawSource(pl *peerLocal, f *dataplane.Frame, m *rxMeta) {
 		return
 	}
 	pl.lastSrc, pl.lastDst, pl.lastSrcMAC = m.src, dst, [6]byte(d[6:12])
+	if !pl.sawCurrent && endpointQuiet(pl.peer, now) {
+		w.roamNow(pl, now)
+	}
+}
+
+// roamNow moves pl's peer to the source sawSource noted (roam) and marks
+// it seen, so that other workers leave it there (seenElsewhere,
+// endpointQuiet); the rest of the interval's packets from it count as
+// the endpoint's (sawCurrent). Once per move, not per packet.
+//
+//go:noinline
+func (w *worker) roamNow(pl *peerLocal, now int64) {
+	w.roam(pl)
+	w.markSeen(pl.peer, now)
+	pl.lastSrc = netip.AddrPort{}
+	pl.sawCurrent = true
 }
 
 // localMoved points the endpoint ep of p, the source of an authenticated

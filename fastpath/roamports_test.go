@@ -108,3 +108,53 @@ func TestRoamNoFlipAcrossWorkers(t *testing.T) {
 		t.Errorf("endpoint %v after 4 intervals of data from %v alone, want it roamed there", ep, other)
 	}
 }
+
+// TestRoamAtOnceWhenQuiet: authenticated data from a new source of a peer
+// whose endpoint was heard from, and then nothing for seenQuiet, moves
+// the endpoint at once, before the next publish, so that the answer sent
+// right after it (a ping's reply) goes to where the peer now is. Before,
+// the move waited for the publish (up to 50 ms) and that answer went to
+// the old address: one in two first replies lost after a peer changed
+// address or port, where Linux's WireGuard follows every packet. Heard
+// within seenQuiet, a new source still waits for the publish.
+func TestRoamAtOnceWhenQuiet(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	r.installKeys()
+	wb := r.b.workers[0]
+	cur := r.peerBA.Endpoint.Load()
+	send := func(src netip.AddrPort) {
+		t.Helper()
+		msg := capture(t, r, 1)[0]
+		f := udpFrame(t, r.wanA.Queue(0).TX(), r.wanB.MAC(), net.HardwareAddr(cur.DstMAC[:]), src.Addr(), wanAddrB, src.Port(), portB, msg)
+		sendAll(t, r.wanA, 0, []dataplane.Frame{f})
+		wb.inbound(r.clock.Now())
+		if got := recvAll(t, r.hostB, 1, 20*time.Millisecond, nil); got != 1 {
+			t.Fatalf("delivered %d from %v, want 1; drops %v", got, src, TotalDrops(r.b.Stats()))
+		}
+	}
+	// Heard from the endpoint, published: seen.
+	send(cur.Dst)
+	wb.publish(r.clock.Now())
+	// A new source within seenQuiet: left to the publish.
+	moved := netip.AddrPortFrom(cur.Dst.Addr(), cur.Dst.Port()+7)
+	r.clock.Advance(PublishInterval / 2)
+	send(moved)
+	if ep := r.peerBA.Endpoint.Load().Dst; ep != cur.Dst {
+		t.Fatalf("endpoint %v before the publish with the old one heard %v ago, want it kept at %v", ep, PublishInterval/2, cur.Dst)
+	}
+	wb.publish(r.clock.Now())
+	if ep := r.peerBA.Endpoint.Load().Dst; ep != moved {
+		t.Fatalf("endpoint %v after the publish, want %v", ep, moved)
+	}
+	// Heard from there, then silent past seenQuiet; the peer moves again
+	// (a new address): the endpoint follows with the packet itself.
+	send(moved)
+	wb.publish(r.clock.Now())
+	r.clock.Advance(3 * PublishInterval)
+	again := netip.AddrPortFrom(netip.MustParseAddr("198.18.1.77"), 40077)
+	send(again)
+	if ep := r.peerBA.Endpoint.Load(); ep.Dst != again || ep.Src != wanAddrB {
+		t.Errorf("endpoint %v from %v right after the first packet from %v (old endpoint quiet for %v), want %v from %v",
+			ep.Dst, ep.Src, again, 3*PublishInterval, again, wanAddrB)
+	}
+}
