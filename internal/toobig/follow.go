@@ -61,15 +61,29 @@ type Follower struct {
 	wg   sync.WaitGroup
 	stop chan struct{} // closed by Close: ends a pause after a read error
 	// set is the path MTUs the follower set, by endpoint (at most
-	// pathmtu.MaxEntries): the run goroutine's alone.
-	set map[netip.Addr]learnt
+	// pathmtu.MaxEntries), and oldest and newest the ends of their list
+	// by at (the errors' times, which only grow): the run goroutine's
+	// alone.
+	set            map[netip.Addr]*learnt
+	oldest, newest *learnt
+	// logged is how many path MTUs set or expired were logged one by one
+	// since the last sweep (at most logPerSweep), and unlogged how many
+	// more were not: a flood of forged errors logged a line each.
+	logged, unlogged int
 }
 
-// learnt is an endpoint's path MTU as the follower set it.
+// learnt is an endpoint's path MTU as the follower set it, in the
+// follower's list by at.
 type learnt struct {
-	mtu int
-	at  time.Time // when the last error that set it or reported it again came
+	dst        netip.Addr
+	mtu        int
+	at         time.Time // when the last error that set it or reported it again came
+	prev, next *learnt   // toward oldest, toward newest
 }
+
+// logPerSweep is how many path MTUs set or expired a Follower logs one by
+// one per sweep; the others it counts in one line at the sweep.
+const logPerSweep = 16
 
 // Follow starts a Follower on cfg, which owns cfg.Source from now on.
 func Follow(cfg Config) *Follower {
@@ -126,14 +140,73 @@ func (f *Follower) run() {
 			continue
 		}
 		next = now.Add(sweep)
-		for a, l := range f.set {
-			if now.Sub(l.at) >= Expiry {
-				f.cfg.Setter.SetPathMTU(a, 0)
-				delete(f.set, a)
-				f.cfg.Log.Info("path MTU toward an endpoint expired: full-size outer packets to it leave whole again", "endpoint", a)
-			}
+		f.sweep(now)
+	}
+}
+
+// sweep forgets the path MTUs set Expiry or longer before now, and logs
+// how many were set or expired since the last sweep and not logged.
+func (f *Follower) sweep(now time.Time) {
+	for f.oldest != nil && now.Sub(f.oldest.at) >= Expiry {
+		a := f.oldest.dst
+		f.forget(a)
+		if f.logOne() {
+			f.cfg.Log.Info("path MTU toward an endpoint expired: full-size outer packets to it leave whole again", "endpoint", a)
 		}
 	}
+	if f.unlogged > 0 {
+		f.cfg.Log.Info("path MTUs toward endpoints set or expired and not logged one by one", "count", f.unlogged,
+			"logged_at_most", logPerSweep, "every", sweep, "endpoints_with_path_mtu", len(f.set))
+	}
+	f.logged, f.unlogged = 0, 0
+}
+
+// logOne reports whether a path MTU set or expired is logged (logPerSweep
+// are, between sweeps), counting it in unlogged when it is not.
+func (f *Follower) logOne() bool {
+	if f.logged < logPerSweep {
+		f.logged++
+		return true
+	}
+	f.unlogged++
+	return false
+}
+
+// forget forgets the path MTU the follower set toward dst, in the sender
+// and its list.
+func (f *Follower) forget(dst netip.Addr) {
+	l := f.set[dst]
+	if l == nil {
+		return
+	}
+	f.cfg.Setter.SetPathMTU(dst, 0)
+	f.unlink(l)
+	delete(f.set, dst)
+}
+
+func (f *Follower) unlink(l *learnt) {
+	if l.prev != nil {
+		l.prev.next = l.next
+	} else {
+		f.oldest = l.next
+	}
+	if l.next != nil {
+		l.next.prev = l.prev
+	} else {
+		f.newest = l.prev
+	}
+	l.prev, l.next = nil, nil
+}
+
+// pushNewest puts l at the newest end of the list.
+func (f *Follower) pushNewest(l *learnt) {
+	l.prev = f.newest
+	if f.newest != nil {
+		f.newest.next = l
+	} else {
+		f.oldest = l
+	}
+	f.newest = l
 }
 
 // take sets the path MTU msg, an ICMPv6 message from the router from
@@ -145,8 +218,11 @@ func (f *Follower) run() {
 // keeps it Expiry longer. With pathmtu.MaxEntries endpoints' path MTUs
 // set, it forgets the one set longest ago for a new endpoint, as Linux
 // evicts the oldest route exception, so that forged errors about
-// addresses of no endpoint cannot keep a real one's out. It returns the
-// endpoint whose path MTU it set or kept.
+// addresses of no endpoint cannot keep a real one's out: the oldest is
+// the head of the follower's list, not a scan of it (a flood of forged
+// errors each about another address scanned 4,096 entries each). now
+// must not be before the now of an earlier call. It returns the endpoint
+// whose path MTU it set or kept.
 func (f *Follower) take(msg []byte, from netip.Addr, now time.Time) (dst netip.Addr, ok bool) {
 	tb, ok := Parse(msg)
 	if !ok || tb.MTU < header.IPv6MinMTU || !f.cfg.Ours(tb.Src, tb.SrcPort) || tb.MTU >= f.cfg.WANMTU() {
@@ -157,37 +233,33 @@ func (f *Follower) take(msg []byte, from netip.Addr, now time.Time) (dst netip.A
 		return dst, false // an IPv4-mapped address: IPv4 needs none
 	}
 	if f.set == nil {
-		f.set = make(map[netip.Addr]learnt)
+		f.set = make(map[netip.Addr]*learnt)
 	}
-	old, known := f.set[dst]
+	l := f.set[dst]
 	switch {
-	case known && tb.MTU > old.mtu:
+	case l != nil && tb.MTU > l.mtu:
 		return dst, false
-	case known && tb.MTU == old.mtu:
+	case l != nil && tb.MTU == l.mtu:
+		f.unlink(l)
 	default:
-		if !known && len(f.set) >= pathmtu.MaxEntries {
-			f.evictOldest()
+		if l == nil && len(f.set) >= pathmtu.MaxEntries {
+			f.forget(f.oldest.dst)
 		}
 		if !f.cfg.Setter.SetPathMTU(dst, tb.MTU) {
 			return dst, false
 		}
-		f.cfg.Log.Info("path MTU toward an endpoint lowered by an ICMPv6 packet too big: outer packets to it larger than that leave as IPv6 fragments",
-			"endpoint", dst, "path_mtu", tb.MTU, "from", from, "expires_in", Expiry)
-	}
-	f.set[dst] = learnt{mtu: tb.MTU, at: now}
-	return dst, true
-}
-
-// evictOldest forgets the path MTU set longest ago (a scan of f.set: a
-// cost per new endpoint with the table full, not per packet).
-func (f *Follower) evictOldest() {
-	var oldest netip.Addr
-	var at time.Time
-	for a, l := range f.set {
-		if !oldest.IsValid() || l.at.Before(at) {
-			oldest, at = a, l.at
+		if f.logOne() {
+			f.cfg.Log.Info("path MTU toward an endpoint lowered by an ICMPv6 packet too big: outer packets to it larger than that leave as IPv6 fragments",
+				"endpoint", dst, "path_mtu", tb.MTU, "from", from, "expires_in", Expiry)
+		}
+		if l == nil {
+			l = &learnt{dst: dst}
+			f.set[dst] = l
+		} else {
+			f.unlink(l)
 		}
 	}
-	f.cfg.Setter.SetPathMTU(oldest, 0)
-	delete(f.set, oldest)
+	l.mtu, l.at = tb.MTU, now
+	f.pushNewest(l)
+	return dst, true
 }
