@@ -64,6 +64,17 @@ type Set struct {
 	mu    sync.Mutex
 	socks []*net.UDPConn
 	gone  uint64 // drops of the sockets closed (Drops)
+	// counts is each socket's drops as Drops last read them (its 32-bit
+	// kernel count, and that count unwrapped), by socket.
+	counts map[*net.UDPConn]*dropCount
+}
+
+// dropCount is one socket's drops: the kernel's 32-bit count as last read
+// (last), and the count since the socket opened (total), which goes on
+// past 2^32 where the kernel's wraps.
+type dropCount struct {
+	last  uint32
+	total uint64
 }
 
 // New returns an empty Set whose sockets take ports ports from the listen
@@ -258,22 +269,50 @@ func (s *Set) Close() {
 // each socket's own drop count (SO_MEMINFO's SK_MEMINFO_DROPS, the
 // drops column of /proc/net/udp and /proc/net/udp6, `ss -uam`'s d),
 // read by one getsockopt per socket: nothing is counted per datagram.
-// A socket's count is 32 bits in the kernel, so it wraps after 2^32
-// drops. Pending sockets are not counted until Commit (Abort adds
-// theirs). Safe for concurrent use with the other methods.
+// A socket's count is 32 bits in the kernel and wraps after 2^32 drops;
+// Drops adds up the change since its last read, so that it never goes
+// back, provided it is read at least once per 2^32 drops of a socket
+// (at a million drops a second, every 71 minutes: stats and /metrics
+// read it far more often). Before, the sum of the kernel's counts went
+// back by 2^32 at a wrap, which a Prometheus rate() reads as a reset.
+// Pending sockets are not counted until Commit (Abort adds theirs).
+// Safe for concurrent use with the other methods.
 func (s *Set) Drops() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.gone
 	for _, c := range s.socks {
-		n += sockDrops(c)
+		n += s.countLocked(c).total
 	}
 	return n
 }
 
+// readDrops reads a socket's drop count (sockDrops); a variable for the
+// tests.
+var readDrops = sockDrops
+
+// countLocked reads c's drop count into s.counts and returns it. s.mu
+// held.
+func (s *Set) countLocked(c *net.UDPConn) *dropCount {
+	if s.counts == nil {
+		s.counts = make(map[*net.UDPConn]*dropCount)
+	}
+	d := s.counts[c]
+	if d == nil {
+		d = new(dropCount)
+		s.counts[c] = d
+	}
+	if v, ok := readDrops(c); ok {
+		d.total += uint64(v - d.last) // modulo 2^32: a wrap since the last read
+		d.last = v
+	}
+	return d
+}
+
 // closeSock closes c, adding its drops to s.gone first. s.mu held.
 func (s *Set) closeSock(c *net.UDPConn) {
-	s.gone += sockDrops(c)
+	s.gone += s.countLocked(c).total
+	delete(s.counts, c)
 	c.Close()
 }
 
@@ -286,11 +325,12 @@ const (
 )
 
 // sockDrops is the kernel's count of the datagrams it dropped at c
-// (SK_MEMINFO_DROPS), 0 when it cannot be read (c closed).
-func sockDrops(c *net.UDPConn) uint64 {
+// (SK_MEMINFO_DROPS, 32 bits); ok is false when it cannot be read (c
+// closed).
+func sockDrops(c *net.UDPConn) (drops uint32, ok bool) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	var mem [skMeminfoVars]uint32
 	l := uint32(unsafe.Sizeof(mem))
@@ -299,9 +339,9 @@ func sockDrops(c *net.UDPConn) uint64 {
 		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
 			uintptr(unsafe.Pointer(&mem)), uintptr(unsafe.Pointer(&l)), 0)
 	}) != nil || errno != 0 || l < (skMeminfoDrops+1)*4 {
-		return 0
+		return 0, false
 	}
-	return uint64(mem[skMeminfoDrops])
+	return mem[skMeminfoDrops], true
 }
 
 // setRcvBuf gives c a receive buffer of RcvBuf bytes: forced where the

@@ -377,3 +377,45 @@ func TestListenPortInUse(t *testing.T) {
 		t.Errorf("Listen on a free port = %v with %d sockets, want nil and 2", err, len(s.socks))
 	}
 }
+
+// TestDropsWrap: a socket's kernel drop count is 32 bits and wraps;
+// Drops goes on past it, and keeps a closed socket's count whole. Before,
+// Drops was the sum of the kernel's counts: at a socket's 2^32nd drop it
+// went back by 2^32 (wgpio_drops_total fell, which Prometheus reads as a
+// counter reset).
+func TestDropsWrap(t *testing.T) {
+	c1, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := map[*net.UDPConn]uint32{}
+	defer func(r func(*net.UDPConn) (uint32, bool)) { readDrops = r }(readDrops)
+	readDrops = func(c *net.UDPConn) (uint32, bool) { v, ok := kernel[c]; return v, ok }
+	s := &Set{socks: []*net.UDPConn{c1, c2}}
+	var want uint64
+	for _, step := range []struct{ d1, d2 uint32 }{{0xfffffff0, 5}, {0x20, 5}, {0, 0}, {0xffffffff, 3}, {0x100, 0}} {
+		kernel[c1] += step.d1
+		kernel[c2] += step.d2
+		want += uint64(step.d1) + uint64(step.d2)
+		if n := s.Drops(); n != want {
+			t.Fatalf("Drops() = %#x, want %#x (kernel counts %#x, %#x)", n, want, kernel[c1], kernel[c2])
+		}
+	}
+	// A closed socket: the count read at its close stays; one that
+	// cannot be read any more changes nothing.
+	kernel[c1] += 7
+	want += 7
+	s.mu.Lock()
+	s.closeSock(c1)
+	s.socks = s.socks[1:]
+	s.mu.Unlock()
+	delete(kernel, c2)
+	if n := s.Drops(); n != want {
+		t.Errorf("after a close: Drops() = %#x, want %#x", n, want)
+	}
+	c2.Close()
+}
