@@ -36,7 +36,7 @@ Endpoint = 203.0.113.20:51820
 	}
 	// Output:
 	// fastpath eth0 eth1 203.0.113.20:51820
-	// warning: wg0.conf:5: key "PostUp": ignored: wgpio does not act on it
+	// warning: wg0.conf:5: key "PostUp": ignored: wgpio runs no commands (wg-quick runs them with bash); run it from ExecStartPost= in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)
 }
 
 func ExampleParse_errors() {

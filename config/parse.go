@@ -191,6 +191,17 @@ type keyInfo struct {
 	sec    section
 	repeat bool // the values of repeated lines add up
 	unused bool // accepted, kept, warned about, not acted on
+	// why is what the warning about an unused key says, after
+	// "ignored: ": what wg-quick does with it that wgpio does not, and
+	// what to do instead.
+	why string
+}
+
+// hookWhy is the warning's reason for wg-quick's hook keys: run the
+// command from the unit's line that runs at the same moment.
+func hookWhy(unitKey string) string {
+	return "wgpio runs no commands (wg-quick runs them with bash); run it from " + unitKey +
+		" in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)"
 }
 
 // keys lists every key in every section, in the documentation's spelling.
@@ -199,13 +210,13 @@ var keys = []keyInfo{
 	{name: "ListenPort", sec: secInterface},
 	{name: "Address", sec: secInterface, repeat: true},
 	{name: "MTU", sec: secInterface},
-	{name: "DNS", sec: secInterface, unused: true},
-	{name: "Table", sec: secInterface, unused: true},
-	{name: "PreUp", sec: secInterface, unused: true},
-	{name: "PostUp", sec: secInterface, unused: true},
-	{name: "PreDown", sec: secInterface, unused: true},
-	{name: "PostDown", sec: secInterface, unused: true},
-	{name: "SaveConfig", sec: secInterface, unused: true},
+	{name: "DNS", sec: secInterface, unused: true, why: "wgpio sets no DNS resolver (wg-quick calls resolvconf); set the host's resolver yourself"},
+	{name: "Table", sec: secInterface, unused: true, why: "wgpio routes by the peers' AllowedIPs itself whatever Table says (off does not stop it, a table number puts no routes in that table); add policy routing yourself"},
+	{name: "PreUp", sec: secInterface, unused: true, why: hookWhy("ExecStartPre=")},
+	{name: "PostUp", sec: secInterface, unused: true, why: hookWhy("ExecStartPost=")},
+	{name: "PreDown", sec: secInterface, unused: true, why: hookWhy("ExecStop=")},
+	{name: "PostDown", sec: secInterface, unused: true, why: hookWhy("ExecStopPost=")},
+	{name: "SaveConfig", sec: secInterface, unused: true, why: "wgpio never writes the file (wg-quick saves the device's state at down); what wg set changes lasts until the next start unless you put it in the file"},
 	{name: "FwMark", sec: secInterface, unused: true},
 
 	{name: "PublicKey", sec: secPeer},
@@ -405,7 +416,7 @@ func (p *parser) line(n int, raw string) {
 	}
 	if ki.unused {
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
-		p.warnf(n, ki.name, "ignored: wgpio does not act on it")
+		p.warnf(n, ki.name, "ignored: %s", ki.why)
 		return
 	}
 	switch p.section {

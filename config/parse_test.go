@@ -167,8 +167,8 @@ func TestParseClientWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	want := []string{
-		`testdata/client.conf:6: key "DNS": ignored: wgpio does not act on it`,
-		`testdata/client.conf:7: key "PostUp": ignored: wgpio does not act on it`,
+		`testdata/client.conf:6: key "DNS": ignored: wgpio sets no DNS resolver (wg-quick calls resolvconf); set the host's resolver yourself`,
+		`testdata/client.conf:7: key "PostUp": ignored: wgpio runs no commands (wg-quick runs them with bash); run it from ExecStartPost= in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Warnings mismatch (-want +got):\n%s", diff)
@@ -248,8 +248,8 @@ func TestParseWarnings(t *testing.T) {
 	}
 	want := []string{
 		`wg0.conf:3: key "FwMark": reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)`,
-		`wg0.conf:4: key "Table": ignored: wgpio does not act on it`,
-		`wg0.conf:5: key "SaveConfig": ignored: wgpio does not act on it`,
+		`wg0.conf:4: key "Table": ignored: wgpio routes by the peers' AllowedIPs itself whatever Table says (off does not stop it, a table number puts no routes in that table); add policy routing yourself`,
+		`wg0.conf:5: key "SaveConfig": ignored: wgpio never writes the file (wg-quick saves the device's state at down); what wg set changes lasts until the next start unless you put it in the file`,
 		`wg0.conf:6: [Peer] has no AllowedIPs; no traffic will pass to or from it`,
 		`wg0.conf:10: key "AllowedIPs": 10.0.0.1/24 has host bits set; it means 10.0.0.0/24`,
 		`wg0.conf:10: key "AllowedIPs": 2001:db8::1/32 has host bits set; it means 2001:db8::/32`,
