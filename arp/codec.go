@@ -92,6 +92,7 @@ const (
 	ReasonNotForUs               // not addressed to us (wrong unicast destination)
 	ReasonNotOurAddress          // asks for an address we do not own
 	ReasonTentative              // asks for an address still under DAD
+	ReasonMLDSource              // RFC 3810 §5.1.14: an MLD query from a source that is not link-local
 	numReasons
 )
 
@@ -99,7 +100,7 @@ var reasonNames = [numReasons]string{
 	"none", "not-neighbour", "truncated", "hardware", "op", "ip-version",
 	"hop-limit", "code", "checksum", "target-multicast", "source-multicast",
 	"option", "solicited-flag", "unspecified-source", "source-mac",
-	"not-for-us", "not-our-address", "tentative",
+	"not-for-us", "not-our-address", "tentative", "mld-source",
 }
 
 // String returns the reason's short name, as used in counters.

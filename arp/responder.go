@@ -62,6 +62,7 @@ type Responder struct {
 	router bool
 	addrs  []*ownAddr
 	table  *Table
+	mld    *MLDHost // set before the first Handle (SetMLD)
 	drops  [numReasons]atomic.Uint64
 
 	replies atomic.Uint64
@@ -168,13 +169,14 @@ func (r *Responder) drop(rs Reason) (int, Reason) {
 	return 0, rs
 }
 
-// Handle takes one received untagged Ethernet frame. If the frame asks for
-// one of our addresses it writes the answer into out and returns its length
-// n > 0 (out needs MinFrameLen bytes for ARP, NDPFrameLen for NDP; the
-// caller transmits out[:n]). It feeds learnt neighbours and confirmations
-// to the table. It returns ReasonNotNeighbour, without counting, for frames
-// that are neither ARP nor NS/NA (pass them on), ReasonNone for frames
-// used, and any other reason for frames dropped (counted). Frames are
+// Handle takes one received untagged Ethernet frame (ARP, NDP, or an MLD
+// query for SetMLD's host). If the frame asks for one of our addresses it
+// writes the answer into out and returns its length n > 0 (out needs
+// MinFrameLen bytes for ARP, NDPFrameLen for NDP; the caller transmits
+// out[:n]). It feeds learnt neighbours and confirmations to the table. It
+// returns ReasonNotNeighbour, without counting, for frames that are
+// neither ARP nor NS/NA nor an MLD query (pass them on), ReasonNone for
+// frames used, and any other reason for frames dropped (counted). Frames are
 // accepted only when addressed to us: unicast to our MAC, a broadcast ARP
 // request for one of our addresses, or an NS to the solicited-node group of
 // one of our addresses; senders with a group source MAC are refused. Handle
@@ -187,9 +189,40 @@ func (r *Responder) Handle(frame, out []byte) (int, Reason) {
 	case EtherTypeARP:
 		return r.handleARP(frame, out)
 	case EtherTypeIPv6:
-		return r.handleNDP(frame, out)
+		if n, rs := r.handleNDP(frame, out); rs != ReasonNotNeighbour {
+			return n, rs
+		}
+		return r.handleMLD(frame)
 	}
 	return 0, ReasonNotNeighbour
+}
+
+// SetMLD makes Handle pass the MLD queries it receives to h (nil: none),
+// which announces our solicited-node groups where the kernel cannot. Call
+// it before the first Handle.
+func (r *Responder) SetMLD(h *MLDHost) { r.mld = h }
+
+// MLD returns SetMLD's host (nil without one).
+func (r *Responder) MLD() *MLDHost { return r.mld }
+
+// handleMLD takes an MLD query (ParseMLDQuery) for the MLDHost: used when
+// it asks about our groups, dropped as not-for-us otherwise (another
+// group's, or no MLDHost to answer it).
+func (r *Responder) handleMLD(frame []byte) (int, Reason) {
+	q, rs := ParseMLDQuery(frame)
+	if rs == ReasonNotNeighbour {
+		return 0, rs
+	}
+	if rs != ReasonNone {
+		return r.drop(rs)
+	}
+	if q.EthSrc.IsMulticast() {
+		return r.drop(ReasonSourceMAC)
+	}
+	if (q.EthDst != r.mac && q.EthDst != MulticastMAC(q.Dst)) || r.mld == nil || !r.mld.Query(q) {
+		return r.drop(ReasonNotForUs)
+	}
+	return 0, ReasonNone
 }
 
 func (r *Responder) handleARP(frame, out []byte) (int, Reason) {
