@@ -111,9 +111,11 @@ type RouteLengths interface {
 // NeighbourHandler answers ARP (RFC 826) and NDP (RFC 4861) for our own
 // addresses in the owned address mode, and learns from what it sees.
 // Workers call it for every ARP frame and every ICMPv6 neighbour
-// solicitation or advertisement received on its port — rare frames, off
-// the data path — untagged (a worker takes the port's 802.1Q tag off the
-// request and puts it on the reply). Handle writes the reply frame, if any,
+// solicitation or advertisement received on its port, and on a port of a
+// VLAN (Config.LANVLAN, WANVLAN) every MLD query (RFC 3810 §5.1, behind an
+// 8-byte Hop-by-Hop header) — rare frames, off the data path — untagged
+// (a worker takes the port's 802.1Q tag off the request and puts it on the
+// reply). Handle writes the reply frame, if any,
 // into out (at least 128 bytes) and returns its length (0: no reply); it
 // must be safe for concurrent use, allocation-free, and must not keep
 // either slice.

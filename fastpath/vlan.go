@@ -49,8 +49,8 @@ func (w *worker) putLANEthernet(f *dataplane.Frame, dst [6]byte, etherType uint1
 
 // neighbourL2 returns the Ethernet header length (14, or 18 with a tag) of
 // an ARP frame or an ICMPv6 neighbour solicitation or advertisement
-// without extension headers on a port of vlan, or 0 for any other frame
-// (another VLAN's included).
+// without extension headers on a port of vlan, or, where vlan is not 0,
+// an MLD query, or 0 for any other frame (another VLAN's included).
 func neighbourL2(d []byte, vlan uint16) int {
 	l2 := header.EthernetLen
 	if len(d) >= header.EthernetVLANLen && binary.BigEndian.Uint16(d[12:14]) == header.EtherTypeVLAN {
@@ -70,9 +70,22 @@ func neighbourL2(d []byte, vlan uint16) int {
 			(d[icmp] == ndpNeighbourSolicitation || d[icmp] == ndpNeighbourAdvertisement) {
 			return l2
 		}
+		// On a VLAN, MLD queries too: the kernel, with no VLAN device,
+		// cannot answer them, and the handler's arp.MLDHost does.
+		if vlan != 0 && len(d) > icmp+mldHBHLen && d[l2+6] == 0 && d[icmp] == header.ProtoICMPv6 &&
+			d[icmp+1] == 0 && d[icmp+mldHBHLen] == mldQuery {
+			return l2
+		}
 	}
 	return 0
 }
+
+// An MLD query (RFC 3810 §5.1) as queriers send it: behind an 8-byte
+// Hop-by-Hop Options header (next header 0) holding the Router Alert.
+const (
+	mldHBHLen = 8
+	mldQuery  = 130
+)
 
 // tagFrame inserts an 802.1Q tag of vlan after the MAC addresses of the
 // untagged frame in f, which grows by 4 bytes; it reports false (f

@@ -236,3 +236,38 @@ func TestNeighbourUntagsAnyLength(t *testing.T) {
 		rx.Free(frames[:m])
 	}
 }
+
+// TestNeighbourL2MLDQuery: on a port of a VLAN, an MLD query of that VLAN
+// (behind its 8-byte Hop-by-Hop header) goes to the neighbour handler,
+// which answers it for our solicited-node groups (the kernel, without a
+// VLAN device, cannot); an untagged port leaves queries to the kernel's
+// own MLD, and reports are no handler's business.
+func TestNeighbourL2MLDQuery(t *testing.T) {
+	mld := func(tagged bool, typ byte) []byte {
+		var d []byte
+		d = append(d, 0x33, 0x33, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2)
+		if tagged {
+			d = append(d, 0x81, 0x00, 0, 7)
+		}
+		d = append(d, 0x86, 0xdd, 0x60, 0, 0, 0, 0, 36, 0, 1)
+		d = append(d, make([]byte, 32)...)
+		d = append(d, 58, 0, 5, 2, 0, 0, 1, 0)
+		return append(d, append([]byte{typ}, make([]byte, 27)...)...)
+	}
+	for _, tt := range []struct {
+		name   string
+		frame  []byte
+		vlan   uint16
+		wantL2 int
+	}{
+		{"query on VLAN 7", mld(true, 130), 7, header.EthernetVLANLen},
+		{"query on another VLAN", mld(true, 130), 8, 0},
+		{"untagged query, untagged port", mld(false, 130), 0, 0},
+		{"report on VLAN 7", mld(true, 143), 7, 0},
+		{"truncated query", mld(true, 130)[:header.EthernetVLANLen+header.IPv6Len+8], 7, 0},
+	} {
+		if got := neighbourL2(tt.frame, tt.vlan); got != tt.wantL2 {
+			t.Errorf("%s: neighbourL2 = %d, want %d", tt.name, got, tt.wantL2)
+		}
+	}
+}

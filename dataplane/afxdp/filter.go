@@ -37,6 +37,14 @@ type Filter struct {
 	// At most 64 of each family (Open fails with more).
 	Neighbours []netip.Addr
 
+	// MLDQueries redirects, on a VLAN (VLAN not 0; ignored otherwise),
+	// MLD queries (ICMPv6 type 130, RFC 3810 §5.1) behind an 8-byte
+	// Hop-by-Hop Options header, counted as xdp_redirect_neighbor: the
+	// owned address mode on a VLAN of a trunk, where the kernel has no
+	// VLAN device to answer them and wgpio reports its solicited-node
+	// groups itself (arp.MLDHost). Untagged, they are the kernel's.
+	MLDQueries bool
+
 	// Prefixes turns on the LAN match: a unicast frame to the port's MAC
 	// whose IPv4 or IPv6 destination lies in a prefix added with
 	// Port.AddPrefix and is none of HostAddrs, nor multicast, nor

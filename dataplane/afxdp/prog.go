@@ -462,6 +462,10 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	if f.Fragments {
 		emit(asm.JEq.Imm(r2, unix.IPPROTO_FRAGMENT, "frag6"))
 	}
+	mld := f.MLDQueries && f.VLAN != 0
+	if mld {
+		emit(asm.JEq.Imm(r2, unix.IPPROTO_HOPOPTS, "mld6"))
+	}
 	emit(asm.JNE.Imm(r2, unix.IPPROTO_UDP, "prefix6"))
 	need(r9, 48, "prefix6")
 	lookup(p.udp6, keyAddr)
@@ -480,6 +484,19 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		checkPort(50, "prefix6", ctrRedirectFragment)
 		label("redirect_fragment", asm.Mov.Imm(r9, ctrRedirectFragment))
 		emit(asm.Ja.Label("redirect"))
+	}
+	if mld {
+		// An MLD query (ICMPv6 type 130, RFC 3810 §5.1) behind an
+		// 8-byte Hop-by-Hop Options header (length field 0), where
+		// queriers put the Router Alert: next header at 40, length at
+		// 41, ICMPv6 type at 48. Any other such frame is judged as
+		// before.
+		label("mld6", asm.Mov.Reg(r3, r9))
+		emit(asm.Add.Imm(r3, 49), asm.JGT.Reg(r3, r8, "prefix6"),
+			asm.LoadMem(r2, r9, 40, asm.Byte), asm.JNE.Imm(r2, unix.IPPROTO_ICMPV6, "prefix6"),
+			asm.LoadMem(r2, r9, 41, asm.Byte), asm.JNE.Imm(r2, 0, "prefix6"),
+			asm.LoadMem(r2, r9, 48, asm.Byte), asm.JNE.Imm(r2, 130, "prefix6"),
+			asm.Mov.Imm(r9, ctrRedirectNeighbor), asm.Ja.Label("redirect"))
 	}
 	// NDP neighbour solicitation (135) and advertisement (136): target
 	// address at offset 8 of the ICMPv6 message (RFC 4861 section 4.3).

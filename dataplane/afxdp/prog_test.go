@@ -436,6 +436,7 @@ func TestProgramLoads(t *testing.T) {
 		{"prefixes", Filter{Prefixes: true}},
 		{"vlan", Filter{Prefixes: true, VLAN: 4094}},
 		{"fragments", Filter{Fragments: true, Neighbours: []netip.Addr{netip.MustParseAddr("198.18.0.1")}, VLAN: 7}},
+		{"mld queries", Filter{Fragments: true, MLDQueries: true, Neighbours: []netip.Addr{netip.MustParseAddr("2001:db8::1")}, VLAN: 7}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := newProgram(tt.f, ourMAC, 1, 0)
@@ -727,5 +728,52 @@ func TestSetUDPManyAddrs(t *testing.T) {
 	tooMany := set("198.18.3.0", MaxUDPAddrs+1)
 	if err := p.SetUDP(tooMany); err == nil || !strings.Contains(err.Error(), tooMany[MaxUDPAddrs].Addr.String()) {
 		t.Errorf("SetUDP(%d IPv4) = %v, want an error naming %v", MaxUDPAddrs+1, err, tooMany[MaxUDPAddrs].Addr)
+	}
+}
+
+// mldMsg returns a Hop-by-Hop Options header of 8 bytes (hbhLen 0; more
+// with hbhLen) with a Router Alert, then an ICMPv6 message of type typ
+// (an MLD query is 130, RFC 3810 §5.1).
+func mldMsg(typ, hbhLen byte) []byte {
+	b := []byte{58, hbhLen, 5, 2, 0, 0, 1, 0}
+	b = append(b, make([]byte, int(hbhLen)*8)...)
+	return append(b, append([]byte{typ}, make([]byte, 27)...)...)
+}
+
+// TestFilterMLDQueries: with Filter.MLDQueries on a VLAN (owned mode, no
+// kernel VLAN device), MLD queries of the VLAN go to the socket, for
+// wgpio to answer; reports, queries behind a longer Hop-by-Hop header,
+// other VLANs' queries and, on an untagged port, every query go to the
+// kernel.
+func TestFilterMLDQueries(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	allNodes := net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+	for _, vlan := range []uint16{0, 100} {
+		t.Run(fmt.Sprintf("vlan %d", vlan), func(t *testing.T) {
+			prog, err := newProgram(Filter{Neighbours: []netip.Addr{netip.MustParseAddr("2001:db8::1")}, Prefixes: true, MLDQueries: true, VLAN: vlan}, ourMAC, 4, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prog.Close()
+			l2 := func() []byte {
+				if vlan == 0 {
+					return eth(allNodes, 0x86dd, false)
+				}
+				return ethTag(allNodes, 0x8100, vlan, 0x86dd)
+			}
+			query := redirect
+			if vlan == 0 {
+				query = pass
+			}
+			runFilter(t, prog, []filterCase{
+				{"query", cat(l2(), ip6hdr(0, "ff02::1", 36), mldMsg(130, 0)), query},
+				{"report", cat(l2(), ip6hdr(0, "ff02::16", 36), mldMsg(143, 0)), pass},
+				{"query long hop-by-hop", cat(l2(), ip6hdr(0, "ff02::1", 44), mldMsg(130, 1)), pass},
+				{"query truncated", cat(l2(), ip6hdr(0, "ff02::1", 8), mldMsg(130, 0)[:8]), pass},
+			})
+		})
 	}
 }
