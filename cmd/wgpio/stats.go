@@ -172,6 +172,9 @@ func printNeighbours(n map[string]fastgw.NeighbourStats) {
 		sort.Strings(drops)
 		fmt.Printf("neighbours %s (owned address mode): %d replies, frames dropped: %s; table: %d requests, %d failed, %d refused full, %d evicted; %d hosts claimed our address (%d frames)\n",
 			side, st.Replies, orNone(drops), st.Requests, st.Failed, st.Full, st.Evicted, st.Conflicts, st.Claims)
+		if m := st.MLD; m != nil {
+			fmt.Printf("mld %s (owned address mode, VLAN): %d queries for our groups, %d reports sent, %d not sent\n", side, m.Queries, m.Reports, m.Errors)
+		}
 	}
 }
 

@@ -153,6 +153,7 @@ type Gateway struct {
 	wanResp   *arp.Responder
 	lanResp   *arp.Responder
 	groups    []*arp.Membership // owned mode's solicited-node groups, left at Close
+	mld       []*arp.MLDHost    // owned mode's MLD reports on a VLAN (closeMLD)
 	wanNeigh  *arp.KernelNeighbours
 	lanNeigh  *arp.KernelNeighbours
 	wanTable  *arp.Table
@@ -492,29 +493,42 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 		r    *arp.Responder
 		if_  string
 		vlan uint16
-	}{{g.wanResp, cfg.WAN, cfg.WANVLAN}, {g.lanResp, cfg.LAN, cfg.LANVLAN}} {
+		lan  bool
+		mac  [6]byte
+		addr netip.Addr
+	}{{g.wanResp, cfg.WAN, cfg.WANVLAN, false, wanMAC, wa}, {g.lanResp, cfg.LAN, cfg.LANVLAN, true, lanMAC, la}} {
 		groups := x.r.SolicitedNodeGroups()
 		if len(groups) == 0 {
 			continue
 		}
+		if x.vlan != 0 {
+			// On a VLAN of the trunk the kernel's MLD reports would
+			// leave untagged, on the trunk's native VLAN: joined at
+			// the link layer (all-nodes too, for the queries, should
+			// IPv6 be off on the trunk), announced by our own reports,
+			// tagged.
+			m, err := arp.JoinGroupsLinkLayer(x.if_, append(slices.Clone(groups), netip.MustParseAddr("ff02::1")))
+			if err != nil {
+				return fmt.Errorf("fastgw: %w", err)
+			}
+			g.groups = append(g.groups, m)
+			h, err := g.newMLDHost(x.lan, x.mac, x.addr, groups)
+			if err != nil {
+				return fmt.Errorf("fastgw: %w", err)
+			}
+			x.r.SetMLD(h)
+			g.mld = append(g.mld, h)
+			continue
+		}
 		// With a socket, which MLD announces: a snooping switch or
 		// bridge forwards the hosts' solicitations to us (joined at
-		// the link layer only, none arrived behind one). Not on a VLAN
-		// of the trunk: the kernel's reports leave untagged, on the
-		// trunk's native VLAN, which is not ours.
-		join, why := arp.JoinGroups, ""
-		if x.vlan != 0 {
-			join = arp.JoinGroupsLinkLayer
-			why = fmt.Sprintf("the address is on VLAN %d of the trunk, and the kernel's MLD reports would leave untagged: a switch that snoops MLD on the VLAN will not forward neighbour solicitations for our address (turn MLD snooping off on that VLAN)", x.vlan)
-		}
-		m, err := join(x.if_, groups)
+		// the link layer only, none arrived behind one).
+		m, err := arp.JoinGroups(x.if_, groups)
 		if err != nil {
 			return fmt.Errorf("fastgw: %w", err)
 		}
 		g.groups = append(g.groups, m)
-		if why != "" {
-			g.log.Warn("owned address mode: solicited-node groups joined without MLD reports", "interface", x.if_, "groups", groups, "why", why)
-		} else if lo := m.LinkOnly(); len(lo) > 0 {
+		if lo := m.LinkOnly(); len(lo) > 0 {
 			g.log.Warn("owned address mode: IPv6 is disabled on the interface, so its solicited-node groups are joined without MLD reports: a switch that snoops MLD will not forward neighbour solicitations for our address (enable IPv6 on it: sysctl net.ipv6.conf.IFACE.disable_ipv6=0)",
 				"interface", x.if_, "groups", lo)
 		}
@@ -602,6 +616,7 @@ func (g *Gateway) Close() error {
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())
 		}
+		g.closeMLD() // before the engine: its leave goes through a worker
 		if g.engine != nil {
 			errs = append(errs, g.engine.Close())
 		}

@@ -30,6 +30,10 @@ type NeighbourStats struct {
 	// most), Claims the frames in which they did.
 	Conflicts int    `json:"conflicts"`
 	Claims    uint64 `json:"claims"`
+	// MLD counts, on a VLAN side with an IPv6 address, the MLD queries
+	// for our solicited-node groups and the reports we sent for them
+	// (arp.MLDHost); nil elsewhere, where the kernel reports them.
+	MLD *arp.MLDHostStats `json:"mld,omitempty"`
 }
 
 // Neighbours returns owned address mode's ARP and NDP counters by side
@@ -47,8 +51,13 @@ func (g *Gateway) Neighbours() (map[string]NeighbourStats, bool) {
 
 func neighbourStats(r *arp.Responder, t *arp.Table) NeighbourStats {
 	ts := t.Stats()
-	return NeighbourStats{Replies: r.Replies(), Drops: r.DropCounts(), Requests: ts.Requests, Failed: ts.Failed,
+	ns := NeighbourStats{Replies: r.Replies(), Drops: r.DropCounts(), Requests: ts.Requests, Failed: ts.Failed,
 		Full: ts.Full, Evicted: ts.Evicted, Conflicts: len(r.Conflicts()), Claims: r.Claims()}
+	if h := r.MLD(); h != nil {
+		s := h.Stats()
+		ns.MLD = &s
+	}
+	return ns
 }
 
 // conflictInterval is the least time between two warnings of hosts

@@ -304,6 +304,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) af
 	if c.Owned {
 		f.Neighbours = []netip.Addr{c.WANAddress.Addr()}
 		f.Fragments = true
+		f.MLDQueries = vid != 0 && c.WANAddress.Addr().Is6() // answered by arp.MLDHost (ownedMode)
 	}
 	return f
 }
@@ -315,6 +316,7 @@ func lanFilter(c Config, host []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid, HostAddrs: host}
 	if c.Owned {
 		f.Neighbours = []netip.Addr{c.LANAddress.Addr()}
+		f.MLDQueries = vid != 0 && c.LANAddress.Addr().Is6()
 	}
 	return f
 }
@@ -584,6 +586,10 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 		}); err != nil {
 			g.log.Warn("announce owned address", "err", err)
 		}
+	}
+	// On a VLAN: announce the solicited-node groups with MLD.
+	for _, h := range g.mld {
+		h.Start()
 	}
 	return nil
 }
