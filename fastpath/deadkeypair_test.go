@@ -48,3 +48,27 @@ func TestEngineRefusesAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalsAfterCloseCounted: what SendTunnel, ReceiveWAN and
+// SendFrame refuse because the engine is closing is counted closed, on
+// the worker of the queue they name, as every packet the engine drops is
+// counted; Send's refusal is its caller's to count (gateway), not here
+// too. Before, all four were uncounted.
+func TestRefusalsAfterCloseCounted(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 2})
+	r.a.Close()
+	before := r.a.Stats()
+	src := netip.MustParseAddrPort("198.18.0.2:51820")
+	r.a.Send(1, ControlPacket{Dst: src, Payload: []byte{4, 0, 0, 0}})
+	r.a.SendTunnel(1, ip4{src: pA, dst: pB}.bytes())
+	r.a.ReceiveWAN(1, src, src, []byte{4, 0, 0, 0})
+	r.a.ReceiveWAN(1+r.a.NumWorkers(), src, src, []byte{4, 0, 0, 0}) // worker 1 too
+	r.a.SendFrame(true, 1, make([]byte, 64))
+	after := r.a.Stats()
+	if got := after[1].Drops[DropClosed] - before[1].Drops[DropClosed]; got != 4 {
+		t.Errorf("worker 1 counted %d closed for the refusals after Close, want 4 (SendTunnel, ReceiveWAN twice, SendFrame)", got)
+	}
+	if d := TotalDrops(after); d.Total() != TotalDrops(before).Total()+4 {
+		t.Errorf("drops %v after the refusals, want only the 4 closed more than %v", d.List(), TotalDrops(before).List())
+	}
+}

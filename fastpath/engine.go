@@ -343,10 +343,11 @@ func (e *Engine) UnderLoad() bool { return len(e.handshakes) >= HandshakeQueueLe
 
 // Send posts a control packet to worker queue's mailbox (queue is taken
 // modulo the number of workers) and wakes the worker. After Close it, and
-// SendTunnel, ReceiveWAN and SendFrame, return false at once. It copies
-// pkt.Payload. It returns false if the mailbox is full, uncounted: the
-// caller counts the packet it could not send (gateway's mailbox_full),
-// so that one drop is counted once.
+// SendTunnel, ReceiveWAN and SendFrame, return false at once (those three
+// count the refusal closed on queue's worker; Send leaves it to its
+// caller, as a full mailbox). It copies pkt.Payload. It returns false if
+// the mailbox is full, uncounted: the caller counts the packet it could
+// not send (gateway's mailbox_full), so that one drop is counted once.
 func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 	if e.closing.Load() {
 		return false // no worker would take it (uncounted)
@@ -371,12 +372,14 @@ func FlowHash(p []byte) uint32 { return flowHash(p) }
 // interface) to be encrypted and sent to the peer its destination routes to,
 // by worker queue (taken modulo the number of workers, as in Send; the
 // Exception callback is not told its worker's queue). It copies pkt. It
-// returns false, counted, if the mailbox is full.
+// returns false, counted, if the mailbox is full (mailbox_full) or the
+// engine is closing (closed).
 func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
-	if e.closing.Load() {
-		return false // no worker would take it (uncounted)
-	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
+	if e.closing.Load() {
+		w.count(DropClosed, 1) // no worker would take it
+		return false
+	}
 	select {
 	case w.mailbox <- mail{inner: append([]byte(nil), pkt...)}:
 		w.waiter.Ring()
@@ -395,12 +398,15 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 // delivers the datagram to a socket on our port), or one with IPv4 options
 // or IPv6 extension headers. The worker handles it as a frame it received
 // (counted in QueueStats.FromKernel; what it drops, by reason). It copies
-// msg. It returns false, counted (mailbox_full), if the mailbox is full.
+// msg. It returns false, counted, if the mailbox is full (mailbox_full)
+// or the engine is closing (closed: a kernel socket still read while the
+// gateway stops).
 func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
-	if e.closing.Load() {
-		return false // no worker would take it (uncounted)
-	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
+	if e.closing.Load() {
+		w.count(DropClosed, 1) // no worker would take it
+		return false
+	}
 	select {
 	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
 		w.waiter.Ring()
@@ -426,13 +432,15 @@ func (e *Engine) WorkerThreads() []int {
 // SendFrame posts a whole Ethernet frame (an ARP request or neighbour
 // solicitation of the owned address mode) to be transmitted on the LAN
 // (lan) or WAN port by worker queue (modulo the number of workers, as in
-// Send). It copies frame and returns false,
-// counted, if the mailbox is full. Safe for concurrent use; never blocks.
+// Send). It copies frame and returns false, counted, if the mailbox is
+// full (mailbox_full) or the engine is closing (closed). Safe for
+// concurrent use; never blocks.
 func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
-	if e.closing.Load() {
-		return false // no worker would take it (uncounted)
-	}
 	w := e.workers[uint(queue)%uint(len(e.workers))]
+	if e.closing.Load() {
+		w.count(DropClosed, 1) // no worker would take it
+		return false
+	}
 	select {
 	case w.mailbox <- mail{raw: append([]byte(nil), frame...), rawLAN: lan}:
 		w.waiter.Ring()

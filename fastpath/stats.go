@@ -74,7 +74,10 @@ const (
 	// DropClosed: frames held, mail its mailbox took (Send,
 	// SendWait, SendTunnel, ReceiveWAN, SendFrame) that no worker
 	// handled, and handshake messages it received that the control
-	// plane had not taken (Handshakes), when the engine closed.
+	// plane had not taken (Handshakes), when the engine closed; and the
+	// packets SendTunnel, ReceiveWAN and SendFrame refused because it
+	// was closing (a control packet Send or SendWait refused is its
+	// sender's to count, as for DropMailboxFull).
 	DropClosed
 	// DropHandshakeGaveUp: packets held for a peer whose handshake gave up
 	// after RekeyAttemptTime.
