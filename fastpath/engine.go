@@ -347,7 +347,8 @@ func (e *Engine) UnderLoad() bool { return len(e.handshakes) >= HandshakeQueueLe
 // count the refusal closed on queue's worker; Send leaves it to its
 // caller, as a full mailbox). It copies pkt.Payload. It returns false if
 // the mailbox is full, uncounted: the caller counts the packet it could
-// not send (gateway's mailbox_full), so that one drop is counted once.
+// not send (gateway's mailbox_full, or closed when Closed says true), so
+// that one drop is counted once.
 func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 	if e.closing.Load() {
 		return false // no worker would take it (uncounted)
@@ -362,6 +363,12 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 		return false
 	}
 }
+
+// Closed reports whether Close has begun: from then on Send, SendWait,
+// SendTunnel, ReceiveWAN and SendFrame refuse everything. A caller that
+// counts Send's refusals (gateway) asks it to count a refusal closed, not
+// mailbox_full. Safe for concurrent use.
+func (e *Engine) Closed() bool { return e.closing.Load() }
 
 // FlowHash is the hash of an inner IP packet's flow (addresses, protocol,
 // and TCP/UDP ports when the packet is not a fragment) that picks its outer

@@ -22,7 +22,10 @@ type Dataplane interface {
 	UnderLoad() bool
 	// Send posts a control packet on a worker's mailbox; it copies the
 	// payload and reports false if the mailbox was full, which the
-	// device counts (DropMailboxFull), not the dataplane.
+	// device counts (DropMailboxFull), not the dataplane; or if the
+	// dataplane is closed, which the device counts DropClosed when the
+	// dataplane has a Closed() bool method saying so
+	// (fastpath.Engine.Closed), DropMailboxFull otherwise.
 	Send(queue int, pkt fastpath.ControlPacket) bool
 	// SendWait is Send waiting up to timeout for room in a full mailbox
 	// (fastpath.Engine.SendWait); false if the wait ran out, or at once

@@ -453,14 +453,31 @@ func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (ch
 	return true
 }
 
-// send posts pkt, counting a full mailbox. The timers and the UAPI send
-// with it: they never wait for the dataplane.
+// send posts pkt, counting a refusal (refused). The timers and the UAPI
+// send with it: they never wait for the dataplane.
 func (d *Device) send(queue int, pkt fastpath.ControlPacket) bool {
 	if !d.dp.Send(queue, pkt) {
-		d.stats.drop(DropMailboxFull)
+		d.refused()
 		return false
 	}
 	return true
+}
+
+// refused counts a control packet the dataplane did not take: closed if
+// the dataplane says it is closed (closeReporter: a library user that
+// closed the engine before the device), else mailbox_full.
+func (d *Device) refused() {
+	if c, ok := d.dp.(closeReporter); ok && c.Closed() {
+		d.stats.drop(DropClosed)
+		return
+	}
+	d.stats.drop(DropMailboxFull)
+}
+
+// closeReporter is the optional side of a Dataplane that says whether it
+// is closed (fastpath.Engine.Closed).
+type closeReporter interface {
+	Closed() bool
 }
 
 // MailboxWait is the longest a handshake worker waits for room in a
@@ -479,7 +496,7 @@ const MailboxWait = 100 * time.Millisecond
 // room; a packet not posted is counted. The caller holds no peer's lock.
 func (d *Device) sendWait(queue int, pkt fastpath.ControlPacket) bool {
 	if !d.dp.SendWait(queue, pkt, MailboxWait) {
-		d.stats.drop(DropMailboxFull)
+		d.refused()
 		return false
 	}
 	return true

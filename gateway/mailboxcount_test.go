@@ -42,3 +42,29 @@ func TestMailboxFullCountedOnce(t *testing.T) {
 			len(peers), fastpath.MailboxLen, control, worker, st.InitiationsSent, refused, fastpath.MailboxLen)
 	}
 }
+
+// TestRefusedAfterEngineClosedCountedClosed: a control packet the engine
+// refuses because it is closed (a library user that closes the engine
+// before the device) is counted as the control plane's closed, not as
+// mailbox_full: the mailbox was not full, the dataplane was gone. Counted
+// once: the engine counts no refused Send of its own.
+func TestRefusedAfterEngineClosedCountedClosed(t *testing.T) {
+	d, e, _ := newEngineDevice(t)
+	k, _ := noise.NewPrivateKey()
+	err := d.AddPeers([]gateway.PeerConfig{{PublicKey: k.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.0.2:51820"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.1/32")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	d.SendKeepalive(k.PublicKey()) // an initiation: no session yet
+	st := d.Stats()
+	var worker uint64
+	for _, q := range e.Stats() {
+		worker += q.Drops.Total()
+	}
+	if st.Drops[gateway.DropClosed] != 1 || st.Drops[gateway.DropMailboxFull] != 0 || worker != 0 || st.InitiationsSent != 0 {
+		t.Errorf("an initiation after the engine closed: control plane's closed %d, mailbox_full %d, the engine's drops %d, initiations sent %d; want 1, 0, 0, 0",
+			st.Drops[gateway.DropClosed], st.Drops[gateway.DropMailboxFull], worker, st.InitiationsSent)
+	}
+}

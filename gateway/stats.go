@@ -28,7 +28,7 @@ const (
 	DropCookieBudget                           // cookie reply not sent: over CookieRepliesPerSecond (all sources)
 	DropHandshakeStale                         // waited in the handshake pool's queue longer than REKEY_TIMEOUT: its sender has retried since
 	DropHandshakeBacklogFull                   // the handshake pool's queue was full (Options.HandshakeBacklog)
-	DropClosed                                 // still in the handshake pool's queue when the device closed (what the dataplane's queue held is its own closed)
+	DropClosed                                 // still in the handshake pool's queue when the device closed (what the dataplane's queue held is its own closed), or a control packet the dataplane refused because it was closed (fastpath.Engine.Closed)
 	NumDropReasons
 )
 
@@ -52,8 +52,9 @@ type Stats struct {
 	// InitiationsSent, ResponsesSent, CookieRepliesSent and KeepalivesSent
 	// count the messages of each kind the dataplane took (Dataplane.Send
 	// or SendWait returned true). One it refused is counted only as the
-	// drop mailbox_full; one it took and lost after is in its own
-	// counters (fastpath's ring_full, no_wan_route, closed...).
+	// drop mailbox_full (closed, if it was closed); one it took and lost
+	// after is in its own counters (fastpath's ring_full, no_wan_route,
+	// closed...).
 	InitiationsSent   uint64 `json:"initiations_sent"`
 	ResponsesSent     uint64 `json:"responses_sent"`
 	CookieRepliesSent uint64 `json:"cookie_replies_sent"`
