@@ -26,11 +26,13 @@ keys wgpio does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
 are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
-start (run it where the gateway runs: ip netns exec NS wgpio check
--system -c FILE). It applies nothing; the flags that override
-[WGPIO] keys (-mode, -wan, -lan, -queues, -xdp, -metrics-addr) check it
-as up runs it with the same flags. dist/wgpio.service runs it before each
-reload, so that systemctl reload fails on a file a reload would not apply.
+start, with up's warning of a WAN MTU over which full-size tunnel
+packets would leave as IP fragments (run it where the gateway runs: ip
+netns exec NS wgpio check -system -c FILE). It applies nothing; the
+flags that override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,
+-metrics-addr) check it as up runs it with the same flags.
+dist/wgpio.service runs it before each reload, so that systemctl reload
+fails on a file a reload would not apply.
 
 `
 
@@ -73,6 +75,9 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if *system {
 		if err := checkSystem(f, w); err != nil {
 			return err
+		}
+		for _, warning := range systemWarnings(f, w) {
+			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 		}
 	}
 	// up names the gateway after the file unless -name says otherwise;

@@ -344,10 +344,11 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 	return out
 }
 
-// upFastpath runs the fast path until SIGINT or SIGTERM, or the gateway's
-// failure (fastgw.Gateway.Failed), which it returns after the shutdown.
-func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
-	// WAN, LAN and SourcePorts: checkFile.
+// fastgwConfig is the fast path's configuration of f (with w, its
+// [WGPIO] as the flags leave it) for gateway name: what upFastpath starts
+// and `wgpio check -system` checks (fastgw.CheckWANMTU). WAN, LAN and
+// SourcePorts: checkFile.
+func fastgwConfig(name string, f *config.File, w config.WGPIO, csum4 bool, log *slog.Logger) fastgw.Config {
 	attach := afxdp.AttachAuto
 	switch w.XDPMode {
 	case config.XDPNative:
@@ -385,6 +386,13 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		cfg.ListenPort = w.SourcePorts.First
 		cfg.SourcePorts = uint16(w.SourcePorts.Len())
 	}
+	return cfg
+}
+
+// upFastpath runs the fast path until SIGINT or SIGTERM, or the gateway's
+// failure (fastgw.Gateway.Failed), which it returns after the shutdown.
+func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
+	cfg := fastgwConfig(name, f, w, csum4, log)
 	if len(cfg.Addresses) > 0 && !cfg.Owned {
 		warnForwarding(log, f, name)
 	}

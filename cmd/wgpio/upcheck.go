@@ -26,6 +26,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/internal/plural"
@@ -155,6 +156,28 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 		}
 	}
 	return nil
+}
+
+// systemWarnings are the warnings of f (with w) against this system that
+// up logs at a start, for `wgpio check -system` to give before one (after
+// checkSystem passed): the tunnel MTU against the WAN's, where full-size
+// tunnel packets would leave as IP fragments (fastgw.CheckWANMTU,
+// compatgw.CheckWANMTU: the start's own check and words), as "WAN MTU:
+// ...". What cannot be read here gives none: the start reports it.
+func systemWarnings(f *config.File, w config.WGPIO) []string {
+	var warn string
+	switch w.Mode {
+	case config.ModeFastPath:
+		cfg := fastgwConfig(f.Name, f, w, false, nil)
+		cfg.PrivateKey.Zero() // a copy; not needed here
+		warn, _ = fastgw.CheckWANMTU(cfg)
+	case config.ModeCompat:
+		warn, _ = compatgw.CheckWANMTU(w.WAN, f.Interface.MTU)
+	}
+	if warn == "" {
+		return nil
+	}
+	return []string{"WAN MTU: " + warn}
 }
 
 // checkName refuses a gateway name that cannot name an interface (the

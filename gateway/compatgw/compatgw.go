@@ -483,7 +483,7 @@ func newGateway(log *slog.Logger) *Gateway {
 // tag: VLAN 0 on both sides. The ports are opened with
 // dataplane.DefaultFrameSize chunks. Warnings are logged.
 func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
-	if warn := tunnelmtu.CheckWAN(cfg.MTU, wan.mtu, cfg.WAN, 0, wan.v4.IsValid(), wan.v6.IsValid(), wanLimits); warn != "" {
+	if warn := wanMTUWarning(cfg.MTU, cfg.WAN, wan); warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
 	warn, err := tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), wan.v6.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
@@ -494,6 +494,35 @@ func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 		g.log.Warn("LAN MTU", "problem", warn)
 	}
 	return nil
+}
+
+// wanMTUWarning is the warning of tunnelMTU against the MTU of the WAN,
+// wanDev as read (tunnelmtu.CheckWAN; "" when it fits), for the families
+// of its addresses. Start logs it as "WAN MTU" (checkMTU); CheckWANMTU
+// returns it.
+func wanMTUWarning(tunnelMTU int, wanDev string, wan iface) string {
+	return tunnelmtu.CheckWAN(tunnelMTU, wan.mtu, wanDev, 0, wan.v4.IsValid(), wan.v6.IsValid(), wanLimits)
+}
+
+// CheckWANMTU reads interface wan in the caller's network namespace as
+// Start reads Config.WAN, and returns the warning Start would log as "WAN
+// MTU" for tunnel MTU mtu (0: DefaultMTU) ("" when full-size tunnel
+// packets leave whole): `wgpio check -system` gives it before a start.
+// An error says what could not be read (Start fails on it too).
+func CheckWANMTU(wan string, mtu int) (warn string, err error) {
+	if mtu == 0 {
+		mtu = DefaultMTU
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return "", fmt.Errorf("compatgw: netlink: %w", err)
+	}
+	defer h.Close()
+	w, err := readIface(h, wan)
+	if err != nil {
+		return "", fmt.Errorf("compatgw: WAN: %w", err)
+	}
+	return wanMTUWarning(mtu, wan, w), nil
 }
 
 // kernelNeighbours follows the kernel's neighbours of interface index

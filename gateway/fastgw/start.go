@@ -171,16 +171,10 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 		return wl, ll, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
-	wanMTU, wanMTUDev := wl.mtu, wanSide.addrDev
-	if wanSide.addrDev != wanSide.trunk {
-		if t, err := g.nlHandle.LinkByName(wanSide.trunk); err == nil && t.Attrs().MTU < wanMTU {
-			wanMTU, wanMTUDev = t.Attrs().MTU, wanSide.trunk
-		}
-	}
-	v4, v6 := cfg.wanFamilies(wl)
-	if mtuWarn := tunnelmtu.CheckWAN(cfg.MTU, wanMTU, wanMTUDev, wanSide.vid, v4, v6, cfg.wanLimits()); mtuWarn != "" {
+	if mtuWarn := cfg.wanMTUWarning(g.nlHandle, wanSide, wl); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
+	v4, v6 := cfg.wanFamilies(wl)
 	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
 		v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
 	if err != nil {
@@ -190,6 +184,48 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 		g.log.Warn("LAN MTU", "problem", frameWarn)
 	}
 	return wl, ll, nil
+}
+
+// wanMTUWarning is the warning of the tunnel MTU against the WAN's
+// (tunnelmtu.CheckWAN; "" when it fits): the least MTU of the WAN's
+// address device (wl, as read) and its trunk (s), for the WAN's outer
+// families. Start logs it as "WAN MTU" (readLinks); CheckWANMTU returns
+// it.
+func (c Config) wanMTUWarning(h *netlink.Handle, s side, wl link) string {
+	wanMTU, wanMTUDev := wl.mtu, s.addrDev
+	if s.addrDev != s.trunk {
+		if t, err := h.LinkByName(s.trunk); err == nil && t.Attrs().MTU < wanMTU {
+			wanMTU, wanMTUDev = t.Attrs().MTU, s.trunk
+		}
+	}
+	v4, v6 := c.wanFamilies(wl)
+	return tunnelmtu.CheckWAN(c.MTU, wanMTU, wanMTUDev, s.vid, v4, v6, c.wanLimits())
+}
+
+// CheckWANMTU reads c's WAN (WAN, WANVLAN, and in owned mode WANAddress;
+// the tunnel MTU is c.MTU, default fastpath.DefaultMTU; Addresses set the
+// least) in the caller's network namespace as Start does, and returns the
+// warning Start would log as "WAN MTU" ("" when full-size tunnel packets
+// leave whole): `wgpio check -system` gives it before a start. An error
+// says which interface could not be read (Start fails on it too).
+func CheckWANMTU(c Config) (warn string, err error) {
+	if c.MTU == 0 {
+		c.MTU = fastpath.DefaultMTU
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return "", fmt.Errorf("fastgw: netlink: %w", err)
+	}
+	defer h.Close()
+	s, err := resolveSide(h, "WAN", c.WAN, c.WANVLAN, c.Owned)
+	if err != nil {
+		return "", fmt.Errorf("fastgw: %w", err)
+	}
+	wl, err := readLink(h, s.addrDev)
+	if err != nil {
+		return "", fmt.Errorf("fastgw: WAN: %w", err)
+	}
+	return c.wanMTUWarning(h, s, wl), nil
 }
 
 // addressMode sets up where next hops and neighbours come from: our own
