@@ -284,3 +284,25 @@ func TestServeStalledGetsBounded(t *testing.T) {
 		t.Errorf("get replies held at once: %d bytes, want at most the bound %d (%d stalled replies of %d bytes)", peak, 2*reply+reply/2, stalled, reply)
 	}
 }
+
+// TestServeStalledSetHoldsNoLock: a client that sends set=1 and 100 KiB
+// of peers (within the first progressBytes), then stalls, holds no
+// lock while it stalls: another connection's get is answered within 2 s
+// although the stall lasts idleTimeout (10 s). Before, wireguard-go read
+// the lines after the first 4 KiB under its IPC lock, and the get waited
+// out the stall.
+func TestServeStalledSetHoldsNoLock(t *testing.T) {
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	var set strings.Builder
+	set.WriteString("set=1\n")
+	for i := 0; set.Len() < 100<<10; i++ {
+		set.WriteString("public_key=" + strings.Repeat("0", 60) + hex4(i+1) + "\nallowed_ip=10." + strconv.Itoa(i>>8) + "." + strconv.Itoa(i&255) + ".0/24\n")
+	}
+	c := serveOn(t, dev)
+	// net.Pipe: the write returns once Serve has read all of it.
+	if _, err := io.WriteString(c, set.String()); err != nil {
+		t.Fatal(err)
+	}
+	getWithin(t, dev, 2*time.Second)
+}

@@ -53,7 +53,9 @@ func Errno(err error) int64 {
 //
 // A client that stalls is disconnected after idleTimeout: one that sends
 // no operation, or waits that long in all to send the next progressBytes
-// of a set=1 (or its end: opReader), or to take the next progressBytes of
+// of a set=1 (or its end: opReader; the first progressBytes are read
+// before set is called, readAhead, so that one stalling within them
+// holds no lock), or to take the next progressBytes of
 // a reply (stallWriter). A get takes room for its reply in Replies
 // before wireguard-go formats it: without room within ReplyWait it is
 // answered errno EBUSY.
@@ -84,8 +86,7 @@ func Serve(c net.Conn, dev *device.Device, set func(r io.Reader) error, log *slo
 		switch op {
 		case "set=1\n":
 			o := &opReader{r: r, atLine: true, conn: c}
-			o.prefetch()
-			err = set(o)
+			err = set(o.readAhead())
 			// What set left of the operation (it stopped at an error) is
 			// not the next one. A client gone or cut (a line cut short:
 			// opReader) is answered, in case it still reads (a write
@@ -197,24 +198,40 @@ func (o *opReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// prefetch reads the start of the operation into o.r before set takes
-// wireguard-go's IPC lock: up to its blank line or a full buffer, in what
-// remains of idleTimeout. Clients that stall at once then wait out their
-// idleTimeout side by side; each waited it only once it held the lock, one
-// after another, and N of them kept `wg show`, every set and the reload
-// waiting N times idleTimeout. Its error is left for Read, which meets it
-// again at once (the time is spent) after the whole lines that arrived.
-func (o *opReader) prefetch() {
-	for {
-		all, _ := o.r.Peek(o.r.Buffered())
-		if len(all) == o.r.Size() || (len(all) > 0 && all[0] == '\n') || bytes.Contains(all, []byte("\n\n")) {
-			return
+// readAhead reads the operation's first progressBytes (its whole lines,
+// up to its blank line) before set takes wireguard-go's IPC lock, in what
+// remains of idleTimeout, and returns a reader of the whole operation:
+// those lines, then the rest from o, or o's error where the client
+// stalled or went away (Read meets it again at once: the time is spent).
+// A client that stalls within its first progressBytes so holds no lock
+// while it stalls: wireguard-go read the set's lines under its IPC lock,
+// and `wg show`, every set and the reload waited for the client's
+// idleTimeout behind one that stopped after its first 4 KiB (the
+// connection's buffer), N such clients N times idleTimeout one after
+// another. The lines held are at most progressBytes and a line, and only
+// while the set is read.
+func (o *opReader) readAhead() io.Reader {
+	var head []byte
+	for len(head) < progressBytes && !o.done {
+		if len(head) == cap(head) {
+			head = append(head, make([]byte, 4096)...)[:len(head)]
 		}
-		if o.fill(len(all)+1) != nil {
-			return
+		n, err := o.Read(head[len(head):cap(head)])
+		head = head[:len(head)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return io.MultiReader(bytes.NewReader(head), errReader{err})
 		}
 	}
+	return io.MultiReader(bytes.NewReader(head), o)
 }
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // fill reads more of the operation from the connection into o.r, until it
 // holds want bytes, under the deadline of what remains of idleTimeout for
