@@ -325,13 +325,14 @@ func TestCheckSystemFrameMTUIPv6WAN(t *testing.T) {
 	refused("Mode = compat, IPv6 WAN", run("compat", conf("compat", "")))
 }
 
-// TestCheckSystemWANMTUWarning: `wgpio check -system` gives the warning
+// TestCheckSystemMTUWarnings: `wgpio check -system` gives the warnings
 // up logs at a start when full-size tunnel packets would leave the WAN as
 // IP fragments (tunnel MTU 1480 + 60 bytes of outer IPv4 headers over a
-// WAN MTU of 1500), in both modes that run on the WAN, with the start's
-// numbers and fix; it gave none, and said ok alone. MTU 1420 fits: no
-// warning.
-func TestCheckSystemWANMTUWarning(t *testing.T) {
+// WAN MTU of 1500) and when the LAN's full frames are longer than an
+// AF_XDP frame (a LAN MTU of 9000), in both modes that run on the WAN,
+// with the start's numbers and fix; it gave none, and said ok alone. MTU
+// 1420 on a 1500-byte LAN fits: no warning.
+func TestCheckSystemMTUWarnings(t *testing.T) {
 	a, wan, lan, priv, peer := checkSystemRig(t, "cw")
 	conf := func(mode string, mtu int) string {
 		return fmt.Sprintf("[Interface]\nPrivateKey = %s\nListenPort = 51820\nMTU = %d\n[WGPIO]\nMode = %s\nWAN = %s\nLAN = %s\n[Peer]\nPublicKey = %s\nAllowedIPs = 198.18.99.0/24\n",
@@ -348,8 +349,20 @@ func TestCheckSystemWANMTUWarning(t *testing.T) {
 			t.Errorf("Mode = %s, MTU 1480 on a 1500 WAN: check -system = %v, stderr %q; want nil and the WAN MTU warning with its fix (%q...)", mode, err, stderr, want)
 		}
 		stderr, err = checkSystemOutput(t, a, dir, mode+"1420", conf(mode, 1420))
-		if err != nil || strings.Contains(stderr, "WAN MTU") {
-			t.Errorf("Mode = %s, MTU 1420 on a 1500 WAN: check -system = %v, stderr %q; want nil and no WAN MTU warning", mode, err, stderr)
+		if err != nil || strings.Contains(stderr, "WAN MTU") || strings.Contains(stderr, "LAN MTU") {
+			t.Errorf("Mode = %s, MTU 1420 on a 1500 WAN: check -system = %v, stderr %q; want nil and no MTU warning", mode, err, stderr)
+		}
+	}
+	// A jumbo LAN: its full frames are longer than an AF_XDP frame, which
+	// up warns of ("LAN MTU"); check -system said ok alone.
+	if out, err := a.Run("ip", "link", "set", "dev", lan.A, "mtu", "9000"); err != nil {
+		t.Fatalf("ip link set %s mtu 9000: %v\n%s", lan.A, err, out)
+	}
+	for _, mode := range []string{"fastpath", "compat"} {
+		stderr, err := checkSystemOutput(t, a, dir, mode+"jumbo", conf(mode, 1420))
+		want := fmt.Sprintf("wgpio: warning: LAN MTU: LAN %s has MTU 9000", lan.A)
+		if err != nil || !strings.Contains(stderr, want) || !strings.Contains(stderr, "lower the LAN MTU to") {
+			t.Errorf("Mode = %s, LAN MTU 9000: check -system = %v, stderr %q; want nil and the LAN MTU warning with its fix (%q...)", mode, err, stderr, want)
 		}
 	}
 }
@@ -373,8 +386,6 @@ func checkSystemOutput(t *testing.T, ns *topo.NS, dir, name, text string) (strin
 	return stderr.String(), cerr
 }
 
-// checkSystemIn writes text to dir/name.conf and returns what `wgpio check
-// -system -c` says of it in ns.
 // checkSystemRig makes the namespace of a check -system test (tag names
 // its topology): a, with the A ends of two veths for the WAN and the LAN,
 // and the gateway's and a peer's private keys.
@@ -393,6 +404,8 @@ func checkSystemRig(t *testing.T, tag string) (a *topo.NS, wan, lan *topo.Veth, 
 	return a, wan, lan, priv, peer
 }
 
+// checkSystemIn writes text to dir/name.conf and returns what `wgpio check
+// -system -c` says of it in ns.
 func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {
 	t.Helper()
 	path := filepath.Join(dir, name+".conf")

@@ -346,7 +346,7 @@ func peerConfigs(f *config.File) []gateway.PeerConfig {
 
 // fastgwConfig is the fast path's configuration of f (with w, its
 // [WGPIO] as the flags leave it) for gateway name: what upFastpath starts
-// and `wgpio check -system` checks (fastgw.CheckWANMTU). WAN, LAN and
+// and `wgpio check -system` checks (fastgw.CheckMTU). WAN, LAN and
 // SourcePorts: checkFile.
 func fastgwConfig(name string, f *config.File, w config.WGPIO, csum4 bool, log *slog.Logger) fastgw.Config {
 	attach := afxdp.AttachAuto

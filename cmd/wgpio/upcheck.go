@@ -160,24 +160,30 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 
 // systemWarnings are the warnings of f (with w) against this system that
 // up logs at a start, for `wgpio check -system` to give before one (after
-// checkSystem passed): the tunnel MTU against the WAN's, where full-size
-// tunnel packets would leave as IP fragments (fastgw.CheckWANMTU,
-// compatgw.CheckWANMTU: the start's own check and words), as "WAN MTU:
-// ...". What cannot be read here gives none: the start reports it.
+// checkSystem passed), in the start's own words (fastgw.CheckMTU,
+// compatgw.CheckMTU): the tunnel MTU against the WAN's, where full-size
+// tunnel packets would leave as IP fragments ("WAN MTU: ..."), and a LAN
+// whose full frames no AF_XDP frame holds, which the kernel drops before
+// the gateway sees them ("LAN MTU: ..."). What cannot be read here gives
+// none: the start reports it.
 func systemWarnings(f *config.File, w config.WGPIO) []string {
-	var warn string
+	var wan, lan string
 	switch w.Mode {
 	case config.ModeFastPath:
 		cfg := fastgwConfig(f.Name, f, w, false, nil)
 		cfg.PrivateKey.Zero() // a copy; not needed here
-		warn, _ = fastgw.CheckWANMTU(cfg)
+		wan, lan, _ = fastgw.CheckMTU(cfg)
 	case config.ModeCompat:
-		warn, _ = compatgw.CheckWANMTU(w.WAN, f.Interface.MTU)
+		wan, lan, _ = compatgw.CheckMTU(w.WAN, w.LAN, f.Interface.MTU)
 	}
-	if warn == "" {
-		return nil
+	var out []string
+	if wan != "" {
+		out = append(out, "WAN MTU: "+wan)
 	}
-	return []string{"WAN MTU: " + warn}
+	if lan != "" {
+		out = append(out, "LAN MTU: "+lan)
+	}
+	return out
 }
 
 // checkName refuses a gateway name that cannot name an interface (the

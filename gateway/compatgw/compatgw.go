@@ -486,7 +486,7 @@ func (g *Gateway) checkMTU(cfg *Config, wan, lan iface) error {
 	if warn := wanMTUWarning(cfg.MTU, cfg.WAN, wan); warn != "" {
 		g.log.Warn("WAN MTU", "problem", warn)
 	}
-	warn, err := tunnelmtu.CheckFrames(cfg.MTU, lan.mtu, cfg.LAN, 0, 0, wan.v4.IsValid(), wan.v6.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+	warn, err := frameCheck(cfg.MTU, cfg.LAN, wan, lan)
 	if err != nil {
 		return err
 	}
@@ -504,25 +504,43 @@ func wanMTUWarning(tunnelMTU int, wanDev string, wan iface) string {
 	return tunnelmtu.CheckWAN(tunnelMTU, wan.mtu, wanDev, 0, wan.v4.IsValid(), wan.v6.IsValid(), wanLimits)
 }
 
-// CheckWANMTU reads interface wan in the caller's network namespace as
-// Start reads Config.WAN, and returns the warning Start would log as "WAN
-// MTU" for tunnel MTU mtu (0: DefaultMTU) ("" when full-size tunnel
-// packets leave whole): `wgpio check -system` gives it before a start.
-// An error says what could not be read (Start fails on it too).
-func CheckWANMTU(wan string, mtu int) (warn string, err error) {
+// frameCheck is the check of tunnelMTU's frames against an AF_XDP frame
+// (tunnelmtu.CheckFrames, no VLAN): an error for WAN frames no frame
+// holds, and the warning Start logs as "LAN MTU" for a LAN (lan,
+// interface lanDev) whose full frames are longer ("" when they fit), for
+// the WAN's (wan) outer families.
+func frameCheck(tunnelMTU int, lanDev string, wan, lan iface) (string, error) {
+	return tunnelmtu.CheckFrames(tunnelMTU, lan.mtu, lanDev, 0, 0, wan.v4.IsValid(), wan.v6.IsValid(), afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+}
+
+// CheckMTU reads interfaces wan and lan in the caller's network namespace
+// as Start reads Config.WAN and Config.LAN, and returns the warnings Start
+// would log as "WAN MTU" (full-size tunnel packets leave as IP fragments)
+// and "LAN MTU" (the LAN's full frames are longer than an AF_XDP frame)
+// for tunnel MTU mtu (0: DefaultMTU), "" for none: `wgpio check -system`
+// gives them before a start. An error says what could not be read, or why
+// the tunnel MTU's frames cannot be sent (Start fails on it too).
+func CheckMTU(wanDev, lanDev string, mtu int) (wanWarn, lanWarn string, err error) {
 	if mtu == 0 {
 		mtu = DefaultMTU
 	}
 	h, err := netlink.NewHandle()
 	if err != nil {
-		return "", fmt.Errorf("compatgw: netlink: %w", err)
+		return "", "", fmt.Errorf("compatgw: netlink: %w", err)
 	}
 	defer h.Close()
-	w, err := readIface(h, wan)
+	wan, err := readIface(h, wanDev)
 	if err != nil {
-		return "", fmt.Errorf("compatgw: WAN: %w", err)
+		return "", "", fmt.Errorf("compatgw: WAN: %w", err)
 	}
-	return wanMTUWarning(mtu, wan, w), nil
+	lan, err := readIface(h, lanDev)
+	if err != nil {
+		return "", "", fmt.Errorf("compatgw: LAN: %w", err)
+	}
+	if lanWarn, err = frameCheck(mtu, lanDev, wan, lan); err != nil {
+		return "", "", fmt.Errorf("compatgw: %w", err)
+	}
+	return wanMTUWarning(mtu, wanDev, wan), lanWarn, nil
 }
 
 // kernelNeighbours follows the kernel's neighbours of interface index

@@ -174,9 +174,7 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 	if mtuWarn := cfg.wanMTUWarning(g.nlHandle, wanSide, wl); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
-	v4, v6 := cfg.wanFamilies(wl)
-	frameWarn, err := tunnelmtu.CheckFrames(cfg.MTU, ll.mtu, lanSide.addrDev, wanSide.vid, lanSide.vid,
-		v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+	frameWarn, err := cfg.frameCheck(wanSide, lanSide, wl, ll)
 	if err != nil {
 		return wl, ll, fmt.Errorf("fastgw: %w", err)
 	}
@@ -202,30 +200,53 @@ func (c Config) wanMTUWarning(h *netlink.Handle, s side, wl link) string {
 	return tunnelmtu.CheckWAN(c.MTU, wanMTU, wanMTUDev, s.vid, v4, v6, c.wanLimits())
 }
 
-// CheckWANMTU reads c's WAN (WAN, WANVLAN, and in owned mode WANAddress;
-// the tunnel MTU is c.MTU, default fastpath.DefaultMTU; Addresses set the
-// least) in the caller's network namespace as Start does, and returns the
-// warning Start would log as "WAN MTU" ("" when full-size tunnel packets
-// leave whole): `wgpio check -system` gives it before a start. An error
-// says which interface could not be read (Start fails on it too).
-func CheckWANMTU(c Config) (warn string, err error) {
+// frameCheck is the check of the tunnel MTU's frames against an AF_XDP
+// frame (tunnelmtu.CheckFrames): an error for WAN frames no frame holds,
+// and the warning Start logs as "LAN MTU" for a LAN (ll, of side ls)
+// whose full frames are longer ("" when they fit), for the WAN's (wl, of
+// side ws) outer families.
+func (c Config) frameCheck(ws, ls side, wl, ll link) (string, error) {
+	v4, v6 := c.wanFamilies(wl)
+	return tunnelmtu.CheckFrames(c.MTU, ll.mtu, ls.addrDev, ws.vid, ls.vid,
+		v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
+}
+
+// CheckMTU reads c's WAN and LAN (WAN, WANVLAN, LAN, LANVLAN, and in owned
+// mode WANAddress; the tunnel MTU is c.MTU, default fastpath.DefaultMTU;
+// Addresses set the least) in the caller's network namespace as Start
+// does, and returns the warnings Start would log as "WAN MTU" (full-size
+// tunnel packets leave as IP fragments) and "LAN MTU" (the LAN's full
+// frames are longer than an AF_XDP frame), "" for none: `wgpio check
+// -system` gives them before a start. An error says which interface could
+// not be read, or why the tunnel MTU's frames cannot be sent (Start fails
+// on it too).
+func CheckMTU(c Config) (wan, lan string, err error) {
 	if c.MTU == 0 {
 		c.MTU = fastpath.DefaultMTU
 	}
 	h, err := netlink.NewHandle()
 	if err != nil {
-		return "", fmt.Errorf("fastgw: netlink: %w", err)
+		return "", "", fmt.Errorf("fastgw: netlink: %w", err)
 	}
 	defer h.Close()
-	s, err := resolveSide(h, "WAN", c.WAN, c.WANVLAN, c.Owned)
-	if err != nil {
-		return "", fmt.Errorf("fastgw: %w", err)
+	var sides [2]side
+	var links [2]link
+	for i, x := range []struct {
+		name, dev string
+		vid       uint16
+	}{{"WAN", c.WAN, c.WANVLAN}, {"LAN", c.LAN, c.LANVLAN}} {
+		if sides[i], err = resolveSide(h, x.name, x.dev, x.vid, c.Owned); err != nil {
+			return "", "", fmt.Errorf("fastgw: %w", err)
+		}
+		if links[i], err = readLink(h, sides[i].addrDev); err != nil {
+			return "", "", fmt.Errorf("fastgw: %s: %w", x.name, err)
+		}
 	}
-	wl, err := readLink(h, s.addrDev)
+	lan, err = c.frameCheck(sides[0], sides[1], links[0], links[1])
 	if err != nil {
-		return "", fmt.Errorf("fastgw: WAN: %w", err)
+		return "", "", fmt.Errorf("fastgw: %w", err)
 	}
-	return c.wanMTUWarning(h, s, wl), nil
+	return c.wanMTUWarning(h, sides[0], links[0]), lan, nil
 }
 
 // addressMode sets up where next hops and neighbours come from: our own
