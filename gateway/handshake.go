@@ -285,7 +285,9 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	p.fp.RxBytes.Add(uint64(len(m.Data)))
 	// The responder's exchange replaces our own initiation in flight, if
 	// any (simultaneous initiations: both sides answer, the later session
-	// wins, as in wireguard-go).
+	// wins, as in wireguard-go). What that initiation was for still needs
+	// a session: abandoned, it raises the need again (below).
+	abandoned := p.hasPending || p.initQueued || p.retransmitAt != 0
 	d.dropPendingLocked(p)
 	p.initQueued = false
 	idx, err := d.dp.Indexes().Allocate()
@@ -307,6 +309,20 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
 	d.responseSentLocked(p, now)
+	if abandoned {
+		// Our initiation's retry stops with the response (§6.1), and the
+		// workers that asked for it hold their packets without asking
+		// again: raise the need ourselves, so that if the initiator's
+		// first message does not come to promote the session we
+		// answered (its side refused our answer, having abandoned its
+		// initiation for ours: crossed initiations), we initiate once
+		// RekeyTimeout plus jitter has passed since the response
+		// (responseSentLocked); a session usable by then clears it
+		// (tickPeerLocked). wireguard-go and the kernel initiate again
+		// at the next packet to send; our workers ask once for the
+		// packets they hold.
+		p.fp.HandshakeNeeded.Store(true)
+	}
 	return p, moved, true
 }
 

@@ -686,3 +686,51 @@ func TestInitiationAfterResponseJittered(t *testing.T) {
 		t.Errorf("our initiation %.3f s after our response, want %.3f s (RekeyTimeout plus jitter)", secs(gap), secs(least))
 	}
 }
+
+// TestCrossedInitiationsRetry: our data waited, so we initiated; the
+// peer's initiation crossed ours and we answered it, abandoning our own
+// (its retry stops: a response counts as the handshake sent, §6.1), and
+// the peer refused our answer as the answer to an initiation it had
+// abandoned in turn (the kernel and wireguard-go do). No data comes on
+// the session we answered, and ours still waits: we initiate again once
+// RekeyTimeout plus jitter has passed since the response. Before, the
+// need had been cleared by our first initiation and the workers, still
+// holding the data, do not ask twice: neither side initiated again, and
+// the tunnel carried nothing until the held packets timed out (a
+// TestRejectAfterTime in internal/testing/stacktest that failed when
+// both sides' initiations crossed).
+func TestCrossedInitiationsRetry(t *testing.T) {
+	const jitter = 200 * time.Millisecond
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", fixJitter: jitter})
+	fp := r.fp()
+	fp.HandshakeNeeded.Store(true) // a worker holds our data
+	r.advance(50 * time.Millisecond)
+	if n := len(ofType(r.f.sentSince(0), noise.TypeInitiation, 0)); n != 1 {
+		t.Fatalf("initiations for the data waiting = %d, want 1; sent %v", n, types(r.f.sentSince(0)))
+	}
+	// The peer's own initiation, made before ours reached it.
+	wgID := noise.NewStaticIdentity(r.wgKey, nil)
+	wgHS := noise.NewHandshake(wgID, r.ourKey.PublicKey(), r.psk)
+	var init [noise.InitiationSize]byte
+	if err := wgHS.CreateInitiation(&init, 7); err != nil {
+		t.Fatal(err)
+	}
+	mark := len(r.f.sentSince(0))
+	r.dev.HandleMessage(fastpath.HandshakeMessage{Src: netip.MustParseAddrPort("198.18.0.2:51820"), SrcMAC: wgMAC, Data: init[:]})
+	resps := ofType(r.f.sentSince(mark), noise.TypeResponse, 0)
+	if len(resps) != 1 {
+		t.Fatalf("no response to the peer's crossing initiation; sent %v", types(r.f.sentSince(mark)))
+	}
+	respAt := resps[0].at
+	const step = 10 * time.Millisecond
+	for r.now()-respAt < int64(protocol.RekeyTimeout+jitter+2*step) {
+		r.advance(step)
+	}
+	inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0)
+	if len(inits) == 0 {
+		t.Fatalf("no initiation %.3f s after answering the crossing initiation, our data still waiting; sent %v", secs(r.now()-respAt), types(r.f.sentSince(mark)))
+	}
+	if gap, least := inits[0].at-respAt, int64(protocol.RekeyTimeout+jitter); gap < least {
+		t.Errorf("our initiation %.3f s after our response, want no sooner than %.3f s (RekeyTimeout plus jitter)", secs(gap), secs(least))
+	}
+}
