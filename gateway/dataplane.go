@@ -47,3 +47,24 @@ type Dataplane interface {
 	// tick.
 	Reap() (pending int)
 }
+
+// dataplaneWaiter is a Dataplane that does part of a change after
+// UpdatePeers has returned, outside the device's lock, which handshakes,
+// timers and `wg show` need (fastgw installs the kernel routes of the new
+// prefixes into its exception TUN so: seconds for 100,000 peers).
+// WaitApplied waits until that work is done for every change UpdatePeers
+// returned for before the call, or dropped because the dataplane is
+// closing. The UAPI's set requests and AddPeers call it once they have
+// released the lock, so that they return with their change in effect, as
+// when all of it was done under the lock.
+type dataplaneWaiter interface {
+	WaitApplied()
+}
+
+// waitApplied waits for the dataplane's work of the changes published so
+// far (dataplaneWaiter); d.mu not held.
+func (d *Device) waitApplied() {
+	if w, ok := d.dp.(dataplaneWaiter); ok {
+		w.WaitApplied()
+	}
+}

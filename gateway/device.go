@@ -313,13 +313,18 @@ func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}
 // new peer set once: adding n peers one by one rebuilds the dataplane's
 // tables n times, adding them together once. It checks every configuration
 // before it applies any; on an error nothing changed. After Close it adds
-// nothing and returns an error wrapping net.ErrClosed.
+// nothing and returns an error wrapping net.ErrClosed. It returns once the
+// dataplane has done the work of the change it does outside the device's
+// lock (dataplaneWaiter), as IpcSet does.
 func (d *Device) AddPeers(cs []PeerConfig) error {
 	for _, c := range cs {
 		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
 			return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
 		}
 	}
+	// Once d.mu is released: the dataplane's work of the change done
+	// out of it (dataplaneWaiter).
+	defer d.waitApplied()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed() {

@@ -145,10 +145,14 @@ type setState struct {
 // names before it talks to the socket. After Close nothing is applied and
 // the error wraps net.ErrClosed. It waits for a set request of the UAPI
 // socket in progress (one is applied in batches: ipcSetConn), so that the
-// two do not interleave.
+// two do not interleave. It returns once the dataplane has done the work
+// of the change it does outside the device's lock (dataplaneWaiter:
+// fastgw's routes into the exception TUN), which the device's other
+// callers (handshakes, timers, IpcGet) do not wait for.
 func (d *Device) IpcSet(r io.Reader) (err error) {
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
+	defer d.waitApplied()
 	return d.ipcSet(r)
 }
 
@@ -169,6 +173,7 @@ func (d *Device) IpcUpdate(edit func(running string) (string, error)) error {
 	if err != nil {
 		return err
 	}
+	defer d.waitApplied()
 	return d.ipcSet(strings.NewReader(body))
 }
 

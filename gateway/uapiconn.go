@@ -133,6 +133,9 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	done, cut := b.read(conn, r, d.uapiIdle, false)
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
+	// After finishSetLocked, out of d.mu: the dataplane's work of the
+	// change (fastgw's routes), as IpcSet waits for it.
+	defer d.waitApplied()
 	var st setState
 	defer func() {
 		d.mu.Lock()

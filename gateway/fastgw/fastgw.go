@@ -24,6 +24,7 @@ import (
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/linkfollow"
+	"github.com/wgpio/wgpio/internal/logcap"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/toobig"
 	"github.com/wgpio/wgpio/noise"
@@ -328,7 +329,7 @@ func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN boo
 // (ENETDOWN): not worth a warning, since watchException installs the
 // routes of the prefixes configured and left by then when it comes up
 // (restoreRoutes), so it is logged at debug level only.
-func (d *dataplane_) route(p netip.Prefix, replace bool) (exists bool) {
+func (d *dataplane_) route(w *logcap.Log, p netip.Prefix, replace bool) (exists bool) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return false
 	}
@@ -336,27 +337,27 @@ func (d *dataplane_) route(p netip.Prefix, replace bool) (exists bool) {
 	if replace {
 		install = d.nl.RouteReplace
 	}
-	return errors.Is(d.installRoute(p, install), unix.EEXIST)
+	return errors.Is(d.installRoute(w, p, install), unix.EEXIST)
 }
 
 // installRoute installs the route of p into the exception TUN with
-// install (RouteReplace or RouteAdd), logs a failure other than EEXIST,
-// and returns the error.
-func (d *dataplane_) installRoute(p netip.Prefix, install func(*netlink.Route) error) error {
+// install (RouteReplace or RouteAdd), logs a failure other than EEXIST
+// to w, and returns the error.
+func (d *dataplane_) installRoute(w *logcap.Log, p netip.Prefix, install func(*netlink.Route) error) error {
 	err := install(d.excRoute(p))
-	d.logRouteErr(p, err)
+	logRouteErr(w, p, err)
 	return err
 }
 
-// logRouteErr logs err, the result of installing p's route into the
+// logRouteErr logs to w err, the result of installing p's route into the
 // exception TUN, unless nil or EEXIST (installRoute).
-func (d *dataplane_) logRouteErr(p netip.Prefix, err error) {
+func logRouteErr(w *logcap.Log, p netip.Prefix, err error) {
 	switch {
 	case err == nil, errors.Is(err, unix.EEXIST):
 	case errors.Is(err, unix.ENETDOWN):
-		d.warn.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
+		w.Debug("route into the exception TUN: the interface is down; installed when it comes up", "prefix", p)
 	default:
-		d.warn.Warn("route into the exception TUN", "prefix", p, "err", err)
+		w.Warn("route into the exception TUN", "prefix", p, "err", err)
 	}
 }
 
@@ -368,20 +369,20 @@ type routeReq struct {
 }
 
 // routeAll installs the route of each of reqs into the exception TUN as
-// route does, each result logged as installRoute logs it, and returns the
-// prefixes whose key the main table held (EEXIST), in no particular order.
-// Many routes go to the kernel through d.rs, in batches (routeSocket): a
-// write and a read per route held the control plane's lock about twice
-// as long (a set adding 200,000 prefixes: 7-23 s where batches take
-// 5-13 s, on a shared core). A request whose answer was lost (errNoAck)
-// is sent again alone. d.mu held.
-func (d *dataplane_) routeAll(reqs []routeReq) (exists []netip.Prefix) {
+// route does, each result logged to w as installRoute logs it, and
+// returns the prefixes whose key the main table held (EEXIST), in no
+// particular order. Many routes go to the kernel through d.rs, in batches
+// (routeSocket): a write and a read per route took about twice as long
+// (a set adding 200,000 prefixes: 7-23 s where batches take 5-13 s, on a
+// shared core). A request whose answer was lost (errNoAck) is sent again
+// alone. d.routeMu held.
+func (d *dataplane_) routeAll(w *logcap.Log, reqs []routeReq) (exists []netip.Prefix) {
 	if d.excLink == nil {
 		return nil
 	}
 	if d.rs == nil || len(reqs) < 2 {
 		for _, r := range reqs {
-			if d.route(r.p, r.replace) {
+			if d.route(w, r.p, r.replace) {
 				exists = append(exists, r.p)
 			}
 		}
@@ -406,12 +407,12 @@ func (d *dataplane_) routeAll(reqs []routeReq) (exists []netip.Prefix) {
 		for i, p := range b.ps {
 			err := errs[i]
 			if err == errNoAck {
-				if d.route(p, b.op == routeReplace) {
+				if d.route(w, p, b.op == routeReplace) {
 					exists = append(exists, p)
 				}
 				continue
 			}
-			d.logRouteErr(p, err)
+			logRouteErr(w, p, err)
 			if errors.Is(err, unix.EEXIST) {
 				exists = append(exists, p)
 			}
@@ -613,6 +614,12 @@ func (g *Gateway) Close() error {
 			g.kernel.Close() // its readers take no lock
 		}
 		g.wanMu.Unlock()
+		if g.dp != nil {
+			// Before the device: its sets waiting for their routes
+			// (WaitApplied) return, and the routes not installed yet
+			// are not (the exception TUN goes with its routes).
+			g.dp.stopRoutes()
+		}
 		if g.dev != nil {
 			errs = append(errs, g.dev.Close())
 		}

@@ -34,6 +34,7 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	if err := d.UpdatePeers(add); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	show := func(s string) string {
 		t.Helper()
 		if strings.Contains(s, ":") {
@@ -111,6 +112,7 @@ func TestAllowedIPsKeepHostRoutes(t *testing.T) {
 	if err := d.UpdatePeers(remove); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	d.mu.Lock()
 	left := d.left.Len()
 	d.mu.Unlock()

@@ -32,6 +32,7 @@ func churnPrefixes(t *testing.T, d *dataplane_, prefixes ...string) {
 			t.Fatal(err)
 		}
 	}
+	d.WaitApplied() // the route worker's adds and deletes, in order
 }
 
 func testEngine(t *testing.T) *fastpath.Engine {

@@ -78,6 +78,7 @@ func newRouteRig(t *testing.T, name string, h slog.Handler) *routeRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.closeRouteSocket)
+	t.Cleanup(d.stopRoutes) // first: no job left to use the socket
 	return &routeRig{v: *v, w: *w, d: d, ip: ip}
 }
 
@@ -96,9 +97,11 @@ func TestLeftPrefixRoutedElsewhere(t *testing.T) {
 	if err := d.UpdatePeers(add); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	if err := d.UpdatePeers(remove); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	for _, s := range elsewhere {
 		gw := "198.18.0.2"
 		if strings.Contains(s, ":") {

@@ -4,19 +4,15 @@ package fastgw
 
 import (
 	"container/list"
-	"errors"
 	"iter"
-	"log/slog"
 	"maps"
 	"net/netip"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxLeftRoutes is how many prefixes of each family that left the
 // configuration keep their routes into the exception TUN (forget): the
 // last to leave. Past it the route of the one that left first is deleted
-// (dropLeft). Without a bound, a gateway whose peers come and go with
+// (deleteLeft). Without a bound, a gateway whose peers come and go with
 // addresses not seen before (an orchestrator handing out /128s, the
 // soak's dummy peers: scripts/soak.sh) kept one route and one entry per
 // prefix it ever configured, about 0.5 KB of kernel memory each (README,
@@ -74,45 +70,11 @@ func (l *leftPrefixes) All() iter.Seq[netip.Prefix] { return maps.Keys(l.at) }
 
 // leave records that p left the configuration, its route into the
 // exception TUN kept; d.mu held. The prefixes that no longer fit
-// (maxLeftRoutes) are taken out and their routes deleted at dropLeft.
+// (maxLeftRoutes) are taken out and their routes deleted by the route
+// worker (UpdatePeers queues them: deleteLeft).
 func (d *dataplane_) leave(p netip.Prefix) {
 	if d.excLink == nil || p.Bits() == 0 {
 		return // no route to keep (forget)
 	}
 	d.dropping = append(d.dropping, d.left.Add(p)...)
-}
-
-// dropLeft deletes the routes into the exception TUN of the prefixes that
-// left the configuration and no longer fit (leave), in batches as
-// routeAll installs them, each logged (capped as the other per-prefix
-// lines): the LAN's traffic to them follows the host's other routes
-// again, as after `ip route del PREFIX dev NAME`. d.mu held.
-func (d *dataplane_) dropLeft() {
-	old := d.dropping
-	d.dropping = nil
-	if len(old) == 0 {
-		return
-	}
-	errs := make([]error, len(old))
-	if d.rs != nil && len(old) > 1 {
-		d.rs.do(routeDelete, old, d.excLink.Attrs().Index, errs)
-	} else {
-		for i := range errs {
-			errs[i] = errNoAck
-		}
-	}
-	for i, p := range old {
-		err := errs[i]
-		if err == errNoAck {
-			err = d.nl.RouteDel(d.excRoute(p))
-		}
-		// ESRCH: the kernel removed it (the interface went down) or it
-		// is another's now (restoreLeft); either way not ours to delete.
-		if err != nil && !errors.Is(err, unix.ESRCH) {
-			d.warn.Warn("delete the route into the exception TUN of a prefix that left the configuration", "prefix", p, "err", err)
-			continue
-		}
-		d.warn.Log(slog.LevelInfo, "too many prefixes that left the configuration: the route into the exception TUN of the one that left first is deleted, the LAN's traffic to it follows the host's other routes",
-			"prefix", p, "kept", d.left.max)
-	}
 }

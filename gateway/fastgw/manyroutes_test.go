@@ -23,8 +23,8 @@ import (
 // goes down and up, restoreRoutes installs them all again; when the peers
 // are removed, the routes of the prefixes past those kept (leave) are
 // deleted. The routes are sent to the kernel routeWindow a write
-// (routeSocket): a write and a read a route held the control plane's lock
-// about twice as long (README, "Large configurations"). FASTGW_MANY_ROUTES
+// (routeSocket): a write and a read a route took about twice as long
+// (README, "Large configurations"). FASTGW_MANY_ROUTES
 // sets the number of prefixes (default 6,000), to time a larger change.
 func TestManyRoutes(t *testing.T) {
 	n := 6000
@@ -78,6 +78,7 @@ func manyRoutes(t *testing.T, name string, n int, tweak func(*routeSocket)) {
 	if err := d.UpdatePeers(add); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	t.Logf("UpdatePeers of %d peers routed %d prefixes into the exception TUN in %v (%d writes)", n/2, n, time.Since(start).Round(time.Millisecond), d.rs.writes)
 	if tweak == nil && d.rs.writes > n/routeWindow+1 {
 		t.Errorf("%d writes to the kernel for %d routes, want at most %d (%d a write)", d.rs.writes, n, n/routeWindow+1, routeWindow)
@@ -171,6 +172,7 @@ func manyRoutes(t *testing.T, name string, n int, tweak func(*routeSocket)) {
 	if err := d.UpdatePeers(remove); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	t.Logf("UpdatePeers removing them deleted %d routes in %v", n-2-2*kept, time.Since(start).Round(time.Millisecond))
 	for _, fam := range []string{"-4", "-6"} {
 		got := 0

@@ -36,8 +36,24 @@ type dataplane_ struct {
 	excLink netlink.Link
 	nl      *netlink.Handle
 	// rs, if not nil, sends the routes into the exception TUN of a change
-	// in batches (routeAll); opened in the namespace of nl. Guarded by mu.
+	// in batches (routeAll); opened in the namespace of nl. Guarded by
+	// routeMu.
 	rs *routeSocket
+
+	// routeMu orders the writes of routes into the exception TUN: the
+	// route worker's (routeQueue) and the restores' (restoreRoutes,
+	// restoreMissingRoutes, Retake). Taken after mu, never before: the
+	// worker takes it without mu, and mu after it has let it go.
+	routeMu sync.Mutex
+	// rwarn logs what fails per prefix in the route worker's jobs as
+	// warn does for a change; guarded by routeMu.
+	rwarn *logcap.Log
+	// rq carries the route work of the changes (UpdatePeers) to the
+	// route worker, out of mu and the control plane's lock.
+	rq routeQueue
+	// routeHook, if not nil, is called by the route worker before each
+	// job (tests: a job that blocks). Set before the first change.
+	routeHook func()
 
 	mu      sync.Mutex
 	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
@@ -46,7 +62,8 @@ type dataplane_ struct {
 	// family; guarded by mu.
 	left *leftPrefixes
 	// dropping are the prefixes taken out of left (leave) whose routes
-	// dropLeft deletes; guarded by mu.
+	// the route worker deletes (UpdatePeers queues them: deleteLeft);
+	// guarded by mu.
 	dropping []netip.Prefix
 	// kept are the prefixes that left the configuration while in the
 	// LAN map of a gateway without an exception TUN: they stay in the
@@ -134,10 +151,11 @@ func (h *prefixHeap) Pop() any {
 }
 
 func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Logger, nl *netlink.Handle) *dataplane_ {
-	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings),
+	d := &dataplane_{Engine: e, lan: lan, capacity: capacity, log: log, nl: nl, warn: logcap.New(log, maxPrefixWarnings), rwarn: logcap.New(log, maxPrefixWarnings),
 		entries: make(map[netip.Prefix]*prefixEntry), peerSeq: make(map[*fastpath.Peer]uint64), left: newLeftPrefixes(maxLeftRoutes),
 		kept: make(map[netip.Prefix]struct{})}
 	d.inMap[0].worstFirst, d.inMap[1].worstFirst = true, true
+	d.rq.cond.L = &d.rq.mu
 	return d
 }
 
@@ -148,6 +166,13 @@ func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Log
 // prefixes than the map holds, the map holds the first by rank (peers in
 // configuration order, each one's prefixes in the order they came), the
 // others wait for a slot, and every change reports ENOSPC while any wait.
+//
+// The routes into the exception TUN (the installs of the prefixes that
+// entered, the deletes of those that left and no longer fit: leave) are
+// queued for the route worker (routeQueue), in the order of the changes,
+// not sent under d.mu and the caller's lock: WaitApplied waits for them.
+// Their failures are logged, as before, not returned: the error is the
+// LAN map's and the engine's.
 func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -170,7 +195,8 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			d.forget(e)
 		}
 	}
-	d.dropLeft()
+	d.queueRoutes(routeJob{del: d.dropping})
+	d.dropping = nil
 	if err := d.Engine.UpdatePeers(c); err != nil {
 		return err
 	}
@@ -181,8 +207,6 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 		d.seq++
 		d.peerSeq[p] = d.seq
 	}
-	var taken []netip.Prefix
-	defer func() { d.noteTaken(taken) }()
 	var routes []routeReq
 	for _, p := range order {
 		owner := final[p]
@@ -218,8 +242,13 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 			}
 		}
 	}
-	// Routed before they enter the LAN map (balance), as one by one.
-	taken = d.routeAll(routes)
+	// The route worker installs them; the LAN map takes them now
+	// (balance): the XDP program redirects the LAN's packets to them
+	// without the kernel's route, which the host's own packets and those
+	// of the prefixes the map cannot take need.
+	if d.excLink != nil {
+		d.queueRoutes(routeJob{reqs: routes})
+	}
 	var first error
 	for f := range d.inMap {
 		if err := d.balance(f); err != nil && first == nil {
@@ -347,8 +376,11 @@ func (d *dataplane_) balance(f int) error {
 // and returns how many it tried. A prefix that left the configuration and
 // has a route of another's now is no longer kept (restoreLeft).
 func (d *dataplane_) restoreRoutes() int {
+	d.WaitApplied() // not to wait for the worker's whole queue under d.mu (routeMu)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
 	defer d.warn.Flush()
 	var routes []routeReq
 	for p, e := range d.entries {
@@ -356,7 +388,7 @@ func (d *dataplane_) restoreRoutes() int {
 			routes = append(routes, routeReq{p: p})
 		}
 	}
-	d.noteTaken(d.routeAll(routes))
+	d.noteTaken(d.routeAll(d.warn, routes))
 	d.retakeLocked()
 	return len(d.entries) + d.restoreLeft(func(netip.Prefix) bool { return true })
 }
@@ -379,6 +411,8 @@ func (d *dataplane_) Retake(subnets []netip.Prefix) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
 	defer d.warn.Flush()
 	d.yieldConnected(subnets)
 	d.retakeLocked()
@@ -393,7 +427,8 @@ func (d *dataplane_) Retake(subnets []netip.Prefix) {
 // its warning. Where none is, nothing is touched (each delete left a gap
 // in which the host's packets to the prefix took its other routes). A
 // host route of another metric (NetworkManager's prefix routes, metric
-// 100 and more) is not followed: ours, metric 0, goes first. d.mu held.
+// 100 and more) is not followed: ours, metric 0, goes first. d.mu and
+// d.routeMu held.
 func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 	if d.excLink == nil {
 		return
@@ -409,7 +444,7 @@ func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 			d.warn.Warn("an allowed-IPs prefix is the subnet of an address added to the WAN or LAN: give its key back to the host's route", "prefix", p, "err", err)
 			continue
 		}
-		if d.route(p, false) {
+		if d.route(d.warn, p, false) {
 			taken = append(taken, p)
 		}
 	}
@@ -436,13 +471,13 @@ func (d *dataplane_) hostHoldsKey(p netip.Prefix) bool {
 
 // retakeLocked routes into the exception TUN again the prefixes whose
 // key a route of the host's held when that route is gone (Retake); d.mu
-// held.
+// and d.routeMu held.
 func (d *dataplane_) retakeLocked() {
 	if d.hostRouted == 0 || d.excLink == nil {
 		return
 	}
 	for p, e := range d.entries {
-		if e.hostRouted && d.installRoute(p, d.nl.RouteAdd) == nil {
+		if e.hostRouted && d.installRoute(d.warn, p, d.nl.RouteAdd) == nil {
 			e.hostRouted = false
 			d.hostRouted--
 			d.warn.Log(slog.LevelInfo, "the host's route of an allowed-IPs prefix is gone: the prefix is routed into the exception TUN again", "prefix", p)
@@ -459,6 +494,12 @@ func (d *dataplane_) noteTaken(taken []netip.Prefix) {
 		return
 	}
 	ours, err := d.excRoutes()
+	d.markTaken(taken, ours, err)
+}
+
+// markTaken is noteTaken with the routes into the exception TUN listed
+// (ours, or the listing's error err); d.mu held.
+func (d *dataplane_) markTaken(taken []netip.Prefix, ours map[netip.Prefix]bool, err error) {
 	if err != nil {
 		d.warn.Warn("allowed-IPs prefixes whose key the main table holds already: tell which are routed elsewhere", "err", err)
 		return
@@ -476,7 +517,7 @@ func (d *dataplane_) noteTaken(taken []netip.Prefix) {
 
 // restoreLeft installs again the routes into the exception TUN of the
 // prefixes that left the configuration (forget) for which want reports
-// true, and returns how many it tried; d.mu held. A prefix whose key
+// true, and returns how many it tried; d.mu and d.routeMu held. A prefix whose key
 // (destination, TOS 0, metric 0 or IPv6's 1024) the main table holds in
 // a route not into the exception TUN (routeAll's EEXIST; the routes into
 // it are listed to tell, once, only when some prefix met one) is no
@@ -493,7 +534,7 @@ func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
 		}
 	}
 	n := len(routes)
-	taken := d.routeAll(routes)
+	taken := d.routeAll(d.warn, routes)
 	if len(taken) == 0 {
 		return n
 	}
@@ -546,12 +587,15 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	if d.excLink == nil {
 		return 0, nil
 	}
+	d.WaitApplied() // the worker's routes: not missing, and not waited for under d.mu
 	have, err := d.excRoutes()
 	if err != nil {
 		return 0, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
 	defer d.warn.Flush()
 	var routes []routeReq
 	for p, e := range d.entries {
@@ -560,7 +604,7 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 		}
 	}
 	n := len(routes)
-	d.noteTaken(d.routeAll(routes))
+	d.noteTaken(d.routeAll(d.warn, routes))
 	d.retakeLocked()
 	return n + d.restoreLeft(func(p netip.Prefix) bool { return !have[p] }), nil
 }

@@ -58,6 +58,7 @@ func TestRestoreMissingWarningsCapped(t *testing.T) {
 	if err := d.UpdatePeers(add); err != nil {
 		t.Fatal(err)
 	}
+	d.WaitApplied()
 	const down = "route into the exception TUN: the interface is down; installed when it comes up"
 	if h.n[down] != maxPrefixWarnings || h.n[down+" (more of the same, not logged one by one)"] != 1 {
 		t.Fatalf("lines after the change: %v; the test does not test (the route into a down link must fail)", h.n)

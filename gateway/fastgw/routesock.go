@@ -14,10 +14,11 @@ import (
 // routeSocket is a NETLINK_ROUTE socket that installs and deletes the
 // routes into the exception TUN many requests per sendmsg(2): one request
 // a route, each answered by the kernel in turn (an ack, by sequence
-// number), cost a round trip through the kernel per prefix under the
-// control plane's lock (README, "Large configurations"). Each route gets
+// number), cost a round trip through the kernel per prefix (README,
+// "Large configurations"); the route worker sends them, out of the
+// control plane's lock (routeQueue). Each route gets
 // its own result, as one request a route gave. Not safe for concurrent
-// use (dataplane_.mu guards it).
+// use (dataplane_.routeMu guards it).
 type routeSocket struct {
 	fd  int
 	seq uint32
@@ -218,8 +219,8 @@ func appendRouteMsg(b []byte, op routeOp, p netip.Prefix, oif int, seq uint32) [
 // closeRouteSocket closes d.rs: the routes are installed one request
 // each from now on (routeAll), through d.nl.
 func (d *dataplane_) closeRouteSocket() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
 	if d.rs != nil {
 		d.rs.Close()
 		d.rs = nil
