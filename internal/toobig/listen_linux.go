@@ -87,6 +87,13 @@ func ListenLink(ifindex int, vlan uint16) (Source, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("packet socket filter: %w", err)
 	}
+	// Outgoing frames are not handed to it: a socket bound to ETH_P_ALL
+	// is also a tap on the interface's transmit path, where the kernel
+	// clones every frame it sends there (the host's own traffic, and in
+	// owned mode with WANVLAN that of the host's other VLANs on the same
+	// NIC) for the filter to drop. Linux 4.20 and later; an older kernel
+	// refuses the option (ENOPROTOOPT) and pays that cost, nothing more.
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	// ETH_P_ALL: such a socket sees a frame before the kernel's VLAN
 	// handling, with its tag in the metadata and its packet type as the
 	// destination MAC gave it. One bound to ETH_P_IPV6 gets a frame of a

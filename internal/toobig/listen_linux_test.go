@@ -202,3 +202,37 @@ func TestLinkVLAN(t *testing.T) {
 		})
 	}
 }
+
+// TestListenLinkIgnoresOutgoing: ListenLink's socket, bound to every
+// protocol of its interface, is no tap on the interface's transmit path
+// (PACKET_IGNORE_OUTGOING): there the kernel cloned every frame the host
+// sent on the WAN, for the socket filter to drop it.
+func TestListenLinkIgnoresOutgoing(t *testing.T) {
+	a, _, v, _ := linkPair(t, "tbo")
+	var src Source
+	if err := a.Do(func() error {
+		ifi, err := net.InterfaceByName(v.A)
+		if err != nil {
+			return err
+		}
+		src, err = ListenLink(ifi.Index, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	rc, err := src.(linkSource).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		on, gerr = unix.GetsockoptInt(int(fd), unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING)
+	}); err != nil || gerr != nil {
+		t.Fatal(err, gerr)
+	}
+	if on != 1 {
+		t.Errorf("PACKET_IGNORE_OUTGOING = %d, want 1: every frame sent on the interface is cloned for the socket", on)
+	}
+}
