@@ -276,3 +276,19 @@ func TestWANAddressReplaced(t *testing.T) {
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
+
+// TestListenPortLiveWithinRange: with SourcePorts 4, `wg set NAME
+// listen-port` to a port of the range it has (51820-51823 to 51822) moves
+// the gateway, and traffic flows from the new range. Before, the kernel
+// sockets of the shared ports were bound again beside the gateway's own
+// and the move was refused as "address in use".
+func TestListenPortLiveWithinRange(t *testing.T) {
+	s := newSite(t, twosite.Config{SourcePorts: 4, CPUs: []int{0}})
+	testenv.Tool(t, "ping", "iputils-ping")
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	wgCmd(t, "set", s.GwName, "listen-port", "51822")
+	if got := wgCmd(t, "show", s.GwName, "listen-port"); got != "51822" {
+		t.Fatalf("wg show listen-port = %s, want 51822", got)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}

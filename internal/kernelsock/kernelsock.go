@@ -86,7 +86,9 @@ func New(log *slog.Logger, ns netns.NsHandle, ports uint16, deliver Deliver) *Se
 }
 
 // Pending are sockets Open opened, with their readers running, not yet the
-// Set's: Commit makes them the Set's, Abort closes them. failed are the
+// Set's: Commit makes them the Set's, Abort closes them. kept are the
+// Set's sockets on an address and port of the new range (a listen port
+// moved by fewer than the Set's ports), which stay open either way. failed are the
 // address and port of each socket Open could not open, with why: logged
 // when the Set goes on without them (Commit, Sync), not when the caller
 // refuses the port (Abort), whose old sockets stay.
@@ -94,6 +96,7 @@ type Pending struct {
 	s      *Set
 	port   uint16
 	socks  []*net.UDPConn
+	kept   []*net.UDPConn
 	failed []failure
 }
 
@@ -122,7 +125,11 @@ func (p *Pending) logFailed() {
 // host already uses (EADDRINUSE, test with errors.Is), as wireguard-go
 // refuses it. The sockets are opened in the Set's namespace. After Close
 // it opens nothing and returns net.ErrClosed (an address follower that
-// outlives the gateway's Close by one update leaks nothing).
+// outlives the gateway's Close by one update leaks nothing). An address
+// and port the Set has a socket on already is not opened again (it would
+// be EADDRINUSE, our own socket holding it): the Pending keeps that
+// socket, so that a listen port moved by less than the Set's range of
+// ports (SourcePorts > 1: 51820 to 51822 with 4) is not refused.
 func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 	p := &Pending{s: s, port: port}
 	if s.closed {
@@ -140,6 +147,10 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 			}
 			for i := range s.ports {
 				ap := netip.AddrPortFrom(a, port+i)
+				if c := s.holding(ap); c != nil {
+					p.kept = append(p.kept, c)
+					continue
+				}
 				c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
 				if err != nil {
 					p.failed = append(p.failed, failure{ap, err})
@@ -164,24 +175,27 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 }
 
 // Commit makes p's sockets the Set's and its port the listen port,
-// closing the sockets the Set had (a listen port moved), and logs those
-// Open could not open.
+// closing the sockets the Set had but those p kept (a listen port moved),
+// and logs those Open could not open.
 func (p *Pending) Commit() {
 	p.logFailed()
 	s := p.s
 	s.mu.Lock()
 	for _, c := range s.socks {
-		s.closeSock(c)
+		if !slices.Contains(p.kept, c) {
+			s.closeSock(c)
+		}
 	}
-	s.socks, s.port = p.socks, p.port
+	s.socks, s.port = append(p.kept, p.socks...), p.port
 	s.mu.Unlock()
-	p.socks = nil
+	p.socks, p.kept = nil, nil
 }
 
-// Abort closes p's sockets; those Open could not open are not logged (the
-// caller reports why it refused the port).
+// Abort closes p's sockets but those it kept of the Set's, which stay the
+// Set's; those Open could not open are not logged (the caller reports why
+// it refused the port).
 func (p *Pending) Abort() {
-	p.failed = nil
+	p.failed, p.kept = nil, nil
 	p.s.mu.Lock()
 	for _, c := range p.socks {
 		p.s.closeSock(c)
@@ -210,6 +224,18 @@ func (s *Set) Listen(port uint16, addrs ...netip.Addr) error {
 		}
 	}
 	p.Commit()
+	return nil
+}
+
+// holding returns the Set's socket on ap, nil when it has none. Under the
+// caller's lock (socks changes only there).
+func (s *Set) holding(ap netip.AddrPort) *net.UDPConn {
+	for _, c := range s.socks {
+		l := c.LocalAddr().(*net.UDPAddr).AddrPort()
+		if l.Addr().Unmap() == ap.Addr().Unmap() && l.Port() == ap.Port() {
+			return c
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -418,4 +419,59 @@ func TestDropsWrap(t *testing.T) {
 		t.Errorf("after a close: Drops() = %#x, want %#x", n, want)
 	}
 	c2.Close()
+}
+
+// TestMoveWithinRange: with several ports (SourcePorts), a listen port
+// moved by fewer than their number (41300-41303 to 41302-41305) is not
+// refused as in use: the sockets on the ports of both ranges are the
+// Set's own and stay open, the others open, the old ones close at Commit;
+// a move aborted leaves the Set's sockets as they were. Before, Open
+// bound the shared ports again and failed with EADDRINUSE, and `wg set
+// NAME listen-port` refused the move.
+func TestMoveWithinRange(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	a4 := netip.MustParseAddr("198.18.81.1")
+	ns := loopbackNS(t, "ksr", a4, netip.MustParseAddr("2001:2:0:81::1"))
+	s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 4, func(src, dst netip.AddrPort, msg []byte) {})
+	defer s.Close()
+	if err := s.Listen(41300, a4); err != nil {
+		t.Fatal(err)
+	}
+	ports := func() []uint16 {
+		var ps []uint16
+		for _, c := range s.socks {
+			ps = append(ps, uint16(c.LocalAddr().(*net.UDPAddr).Port))
+		}
+		slices.Sort(ps)
+		return ps
+	}
+	free := func(port uint16) bool {
+		var c *net.UDPConn
+		if ns.Do(func() (err error) {
+			c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a4, port)))
+			return err
+		}) != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	p, err := s.Open(41301, a4)
+	if err != nil {
+		p.Abort() // its readers: Close waits for them
+		t.Fatalf("Open(41301) over the Set's 41300-41303: %v", err)
+	}
+	p.Abort()
+	if got := ports(); !slices.Equal(got, []uint16{41300, 41301, 41302, 41303}) || free(41301) || !free(41304) {
+		t.Fatalf("after an aborted move: ports %v, 41301 free %v, 41304 free %v; want 41300-41303 held", got, free(41301), free(41304))
+	}
+	p, err = s.Open(41302, a4)
+	if err != nil {
+		p.Abort() // its readers: Close waits for them
+		t.Fatalf("Open(41302) over the Set's 41300-41303: %v", err)
+	}
+	p.Commit()
+	if got := ports(); !slices.Equal(got, []uint16{41302, 41303, 41304, 41305}) || !free(41300) || !free(41301) || free(41303) {
+		t.Errorf("after the move: ports %v, 41300 free %v, 41303 free %v; want 41302-41305, the old ones free", got, free(41300), free(41303))
+	}
 }
