@@ -99,6 +99,16 @@ func TestUpErrors(t *testing.T) {
 				"and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port", udpPort, udpPort, udpPort),
 		},
 		{
+			// Compat mode refuses it too, before its XDP program is
+			// attached (as fast-path mode).
+			name: "udp-port-in-use-compat",
+			conf: strings.Replace(withWGPIO("Mode = compat"), "ListenPort = 51820", fmt.Sprintf("ListenPort = %d", udpPort), 1),
+			args: []string{"-name", topo.UniqueName("wgpu")},
+			want: fmt.Sprintf(`wgpio: udp-port-in-use-compat.conf:3: key "ListenPort": listen udp4 198.18.1.1:%d: bind: address already in use; `+
+				"another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), "+
+				"and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port", udpPort, udpPort, udpPort),
+		},
+		{
 			name: "bad-port",
 			conf: "[Interface]\nPrivateKey = " + key + "\nListenPort = 70000\n",
 			want: `wgpio: bad-port.conf:3: key "ListenPort": port 70000 out of range 1-65535`,

@@ -362,6 +362,11 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	// (lanAddressesChanged).
 	g.lanAddressed = g.noteLANAddress(cfg.LAN, lan, true)
 
+	// A port another socket holds is refused before the XDP program
+	// takes its datagrams from it (listenKernel refuses it again, later).
+	if err := kernelsock.Probe(g.nsHandle, cfg.ListenPort, 1, wan.addrs()...); err != nil {
+		return nil, &SettingError{Key: "ListenPort", Err: err}
+	}
 	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
 	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
 	if err != nil {

@@ -4,6 +4,7 @@ package fastgw_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -291,4 +292,67 @@ func TestListenPortLiveWithinRange(t *testing.T) {
 		t.Fatalf("wg show listen-port = %s, want 51822", got)
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}
+
+// TestStartPortInUseAttachesNothing: a start refused for a listen port
+// another socket holds (a wg0 still up) is refused before the WAN's XDP
+// program is attached, so the holder loses none of its datagrams to it.
+// Before, the refusal came at the kernel sockets, after the ports, the
+// engine and the device had started: the program took the port's
+// datagrams for the whole start, and again at every retry of a unit
+// that restarts on failure.
+func TestStartPortInUseAttachesNothing(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true, CPUs: []int{0}})
+	fc := s.FastConfig
+	if fc.ListenPort == 0 {
+		fc.ListenPort = 51820
+	}
+	var held *net.UDPConn
+	if err := s.GwA.Do(func() (err error) {
+		held, err = net.ListenUDP("udp4", &net.UDPAddr{Port: int(fc.ListenPort)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	// Watch the WAN for an XDP program while the start runs.
+	stop, attached := make(chan struct{}), make(chan bool, 1)
+	ready := make(chan struct{})
+	go func() {
+		seen := false
+		s.GwA.Do(func() error {
+			close(ready)
+			for {
+				if l, err := netlink.LinkByName(s.WANA); err == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached {
+					seen = true
+				}
+				select {
+				case <-stop:
+					return nil
+				case <-time.After(100 * time.Microsecond):
+				}
+			}
+		})
+		attached <- seen
+	}()
+	<-ready
+	var err error
+	if derr := s.GwA.Do(func() error {
+		s.Gateway, err = fastgw.Start(fc)
+		return nil
+	}); derr != nil {
+		t.Fatal(derr)
+	}
+	time.Sleep(5 * time.Millisecond)
+	close(stop)
+	var se *fastgw.SettingError
+	if !errors.As(err, &se) || se.Key != "ListenPort" {
+		if s.Gateway != nil {
+			s.Gateway.Close()
+		}
+		t.Fatalf("Start with the listen port held = %v, want a ListenPort SettingError", err)
+	}
+	if <-attached {
+		t.Errorf("an XDP program was attached to %s during a start refused for its listen port", s.WANA)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
@@ -35,6 +36,7 @@ import (
 //     MTU whose frames an AF_XDP port cannot take is a
 //     *tunnelmtu.MTUError);
 //  3. addressMode: next hops and neighbours, owned or shared with the kernel;
+//     shared, a listen port another socket holds refused (kernelsock.Probe);
 //  4. openPorts: the UMEM and the two AF_XDP ports with their XDP filters;
 //  5. openException: the exception TUN for the gateway's own addresses;
 //  6. startEngine: the fast path's workers;
@@ -65,6 +67,13 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	wanRes, lanRes, err := g.addressMode(&wl, &ll)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.Owned {
+		// Before the XDP program takes the port's datagrams from
+		// whoever holds it (listenKernel refuses it again, later).
+		if err := kernelsock.Probe(g.nsHandle, cfg.ListenPort, cfg.SourcePorts, append([]netip.Addr{wl.v4, wl.v6}, wl.others...)...); err != nil {
+			return nil, fmt.Errorf("fastgw: %w", &SettingError{Key: "ListenPort", Err: err})
+		}
 	}
 	if err := g.openPorts(wl, ll); err != nil {
 		return nil, err

@@ -216,15 +216,42 @@ func (p *Pending) Abort() {
 // Other failures (an address still tentative) are logged and left out.
 func (s *Set) Listen(port uint16, addrs ...netip.Addr) error {
 	p, _ := s.Open(port, addrs...)
+	if err := p.inUse(); err != nil {
+		p.Abort()
+		return err
+	}
+	p.Commit()
+	return nil
+}
+
+// inUse returns Listen's error for the first socket Open could not open
+// because another socket of the host holds its port (EADDRINUSE), nil
+// when none.
+func (p *Pending) inUse() error {
 	for _, f := range p.failed {
 		if errors.Is(f.err, unix.EADDRINUSE) {
-			p.Abort()
 			return fmt.Errorf("%w; another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port",
 				f.err, f.ap.Port(), f.ap.Port())
 		}
 	}
-	p.Commit()
 	return nil
+}
+
+// Probe opens the sockets a Set of ports ports would open at port on addrs
+// in the namespace ns, closes them at once, and returns Listen's error
+// when another socket of the host holds one of those ports (EADDRINUSE),
+// else nil (other failures are left to Listen, which logs them). A start
+// calls it before it attaches its XDP program: refused only at Listen,
+// after the attach, the program had taken the holder's datagrams from it
+// for the whole start (and an attach makes some NICs reset their rings),
+// at every retry of a unit that restarts on failure.
+func Probe(ns netns.NsHandle, port, ports uint16, addrs ...netip.Addr) error {
+	s := New(slog.New(slog.DiscardHandler), ns, ports, func(src, dst netip.AddrPort, msg []byte) {})
+	p, _ := s.Open(port, addrs...)
+	err := p.inUse()
+	p.Abort()
+	s.Close()
+	return err
 }
 
 // holding returns the Set's socket on ap, nil when it has none. Under the
