@@ -93,6 +93,7 @@ const (
 	ReasonNotOurAddress          // asks for an address we do not own
 	ReasonTentative              // asks for an address still under DAD
 	ReasonMLDSource              // RFC 3810 §5.1.14: an MLD query from a source that is not link-local
+	ReasonMLDRouterAlert         // RFC 3810 §6.2: an MLD query without the Router Alert option
 	numReasons
 )
 
@@ -101,6 +102,7 @@ var reasonNames = [numReasons]string{
 	"hop-limit", "code", "checksum", "target-multicast", "source-multicast",
 	"option", "solicited-flag", "unspecified-source", "source-mac",
 	"not-for-us", "not-our-address", "tentative", "mld-source",
+	"mld-router-alert",
 }
 
 // String returns the reason's short name, as used in counters.

@@ -154,10 +154,30 @@ type MLDQuery struct {
 	Sources int
 }
 
+// routerAlertMLD reports whether opts, the options of a Hop-by-Hop Options
+// header, hold a Router Alert option for MLD (RFC 2711: type 5, length 2,
+// value 0), which a listener requires of a query (RFC 3810 §6.2).
+func routerAlertMLD(opts []byte) bool {
+	for i := 0; i < len(opts); {
+		if opts[i] == 0 { // Pad1
+			i++
+			continue
+		}
+		if i+1 >= len(opts) || i+2+int(opts[i+1]) > len(opts) {
+			return false
+		}
+		if opts[i] == 5 && opts[i+1] == 2 && opts[i+2] == 0 && opts[i+3] == 0 {
+			return true
+		}
+		i += 2 + int(opts[i+1])
+	}
+	return false
+}
+
 // ParseMLDQuery parses an untagged Ethernet frame carrying an MLD query
 // behind an 8-byte Hop-by-Hop Options header (where every querier puts its
 // Router Alert, RFC 3810 §5) and checks it as a listener must: hop limit 1,
-// a correct checksum, a link-local source (RFC 3810 §5.1.14 and §6.2;
+// a Router Alert option (RFC 3810 §6.2), a correct checksum, a link-local source (RFC 3810 §5.1.14 and §6.2;
 // RFC 2710 §3: others are discarded), a length of 24 (MLDv1) or at least
 // 28 with its sources (MLDv2). The Code is ignored (§5.1.1). Any other
 // frame returns ReasonNotNeighbour. It reads only frame and allocates
@@ -181,6 +201,9 @@ func ParseMLDQuery(frame []byte) (MLDQuery, Reason) {
 	}
 	if ip[7] != MLDHopLimit {
 		return q, ReasonHopLimit
+	}
+	if !routerAlertMLD(ip[IPv6HeaderLen+2 : IPv6HeaderLen+mldHBHLen]) {
+		return q, ReasonMLDRouterAlert
 	}
 	icmp := ip[IPv6HeaderLen+mldHBHLen : IPv6HeaderLen+plen]
 	src, dst := ip[8:24], ip[24:40]

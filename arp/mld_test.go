@@ -155,6 +155,25 @@ func TestParseMLDQuery(t *testing.T) {
 	if _, rs := ParseMLDQuery(bad); rs != ReasonChecksum {
 		t.Errorf("corrupt query: %v, want checksum", rs)
 	}
+	// The Hop-by-Hop options: a query without the Router Alert for MLD
+	// is dropped (RFC 3810 §6.2), as Linux drops it; one after padding
+	// is found.
+	for _, o := range []struct {
+		name string
+		opts [6]byte
+		rs   Reason
+	}{
+		{"PadN alone", [6]byte{1, 4, 0, 0, 0, 0}, ReasonMLDRouterAlert},
+		{"Router Alert for RSVP", [6]byte{5, 2, 0, 1, 1, 0}, ReasonMLDRouterAlert},
+		{"Router Alert after Pad1s", [6]byte{0, 0, 5, 2, 0, 0}, ReasonNone},
+		{"option past the header", [6]byte{1, 0, 1, 9, 0, 0}, ReasonMLDRouterAlert},
+	} {
+		f := rawMLDQuery(ll, allNodes, any6, 1, 1000, false)
+		copy(f[EthernetHeaderLen+IPv6HeaderLen+2:], o.opts[:])
+		if _, rs := ParseMLDQuery(f); rs != o.rs {
+			t.Errorf("query with options %x (%s): %v, want %v", o.opts, o.name, rs, o.rs)
+		}
+	}
 	rep := unhex(t, mldReportWire)
 	if _, rs := ParseMLDQuery(rep); rs != ReasonNotNeighbour {
 		t.Errorf("a report: %v, want not-neighbour", rs)
