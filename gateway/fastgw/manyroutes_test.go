@@ -91,19 +91,7 @@ func manyRoutes(t *testing.T, name string, n int, tweak func(*routeSocket)) {
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			t.Logf("%s: %s: %d routes, the first: %q", when, fam, len(lines), lines[0])
 			for _, l := range lines {
-				f := strings.Fields(l)
-				if len(f) == 0 {
-					continue
-				}
-				s := f[0]
-				if !strings.Contains(s, "/") {
-					if strings.Contains(s, ":") {
-						s += "/128"
-					} else {
-						s += "/32"
-					}
-				}
-				if p, err := netip.ParsePrefix(s); err == nil {
+				if p, ok := routeKey(l); ok {
 					got[p] = true
 				}
 			}
@@ -194,4 +182,23 @@ func manyRoutes(t *testing.T, name string, n int, tweak func(*routeSocket)) {
 			t.Errorf("the window stayed %d after acks were lost", r.d.rs.window)
 		}
 	}
+}
+
+// routeKey is the destination of a line of `ip route show` as a prefix
+// (a host route's has no length), and whether it is one.
+func routeKey(line string) (netip.Prefix, bool) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return netip.Prefix{}, false
+	}
+	s := f[0]
+	if !strings.Contains(s, "/") {
+		if strings.Contains(s, ":") {
+			s += "/128"
+		} else {
+			s += "/32"
+		}
+	}
+	p, err := netip.ParsePrefix(s)
+	return p, err == nil
 }

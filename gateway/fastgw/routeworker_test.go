@@ -44,19 +44,7 @@ func excRouteSet(t *testing.T, r *routeRig) map[netip.Prefix]bool {
 	got := map[netip.Prefix]bool{}
 	for _, fam := range []string{"-4", "-6"} {
 		for l := range strings.Lines(r.ip(fam, "route", "show", "dev", r.w.A)) {
-			f := strings.Fields(l)
-			if len(f) == 0 || strings.HasPrefix(f[0], "fe80") {
-				continue
-			}
-			s := f[0]
-			if !strings.Contains(s, "/") {
-				if strings.Contains(s, ":") {
-					s += "/128"
-				} else {
-					s += "/32"
-				}
-			}
-			if p, err := netip.ParsePrefix(s); err == nil {
+			if p, ok := routeKey(l); ok && !strings.HasPrefix(l, "fe80") {
 				got[p] = true
 			}
 		}
