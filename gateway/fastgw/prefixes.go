@@ -506,6 +506,12 @@ func (d *dataplane_) markTaken(taken []netip.Prefix, ours map[netip.Prefix]bool,
 	}
 	for _, p := range taken {
 		e := d.entries[p]
+		if e == nil && !ours[p] {
+			// It left the configuration before the route worker
+			// found its key the host's: the route that left kept
+			// was never ours (a return would replace the host's).
+			d.left.Remove(p)
+		}
 		if ours[p] || e == nil || e.hostRouted {
 			continue
 		}

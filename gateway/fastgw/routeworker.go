@@ -125,8 +125,9 @@ func (d *dataplane_) doRouteJob(j routeJob) {
 	}
 	for reqs := j.reqs; len(reqs) > 0 && !d.rq.stopping.Load(); {
 		n := min(len(reqs), routeChunk)
+		chunk := d.keepHostRoutes(reqs[:n])
 		d.routeMu.Lock()
-		taken = append(taken, d.routeAll(d.rwarn, reqs[:n])...)
+		taken = append(taken, d.routeAll(d.rwarn, chunk)...)
 		d.routeMu.Unlock()
 		reqs = reqs[n:]
 	}
@@ -143,6 +144,31 @@ func (d *dataplane_) doRouteJob(j routeJob) {
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
 	d.markTaken(taken, ours, err)
+}
+
+// keepHostRoutes returns reqs without the replaces of the prefixes found
+// since they were queued to be the keys of routes of the host's
+// (hostRouted: an earlier job met EEXIST): UpdatePeers asks to replace the
+// route of a prefix that comes back to the configuration while it is
+// among those that left (its route kept), but a prefix that left and came
+// back before the worker reached the job that added it was never ours,
+// and the replace would take the host's route (a connected subnet, a
+// static route) into the exception TUN. reqs is changed in place. d.mu
+// not held (taken for the look-ups).
+func (d *dataplane_) keepHostRoutes(reqs []routeReq) []routeReq {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hostRouted == 0 {
+		return reqs
+	}
+	out := reqs[:0]
+	for _, r := range reqs {
+		if e := d.entries[r.p]; r.replace && e != nil && e.hostRouted {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // deleteLeft deletes the routes into the exception TUN of old, prefixes

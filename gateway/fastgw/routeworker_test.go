@@ -199,3 +199,63 @@ func TestRoutesStopReleasesSets(t *testing.T) {
 		t.Errorf("after stopRoutes and Close: worker running %v, %d jobs queued; want none", d.rq.running, len(d.rq.jobs))
 	}
 }
+
+// TestHostRouteKeptWhileRoutesQueued: a prefix whose key a route of the
+// host's holds (a connected subnet, a static route) keeps that route when
+// it leaves and comes back while the route worker has not yet reached
+// the change that added it. The worker learns that the key was the
+// host's (EEXIST) only at that change's job; before, the removal in
+// between recorded the prefix as one whose route into the exception TUN
+// is kept, and its return replaced the host's route with one into the
+// exception TUN (RouteReplace): the host lost its LAN subnet or static
+// route to the tunnel, as when the routes were first installed without
+// asking (TestAllowedIPsKeepHostRoutes).
+func TestHostRouteKeptWhileRoutesQueued(t *testing.T) {
+	for _, returnHeld := range []bool{true, false} {
+		t.Run(fmt.Sprintf("return while held %v", returnHeld), func(t *testing.T) {
+			name := "hq"
+			if !returnHeld {
+				name = "hr"
+			}
+			r := newRouteRig(t, name, slog.DiscardHandler)
+			d := r.d
+			r.ip("-6", "route", "add", "2001:db8:9::/48", "via", "2001:2::2", "dev", r.v.A)
+			host := []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("2001:db8:9::/48")}
+			p := &fastpath.Peer{}
+			in, out := fastpath.PeerChange{Add: []*fastpath.Peer{p}}, fastpath.PeerChange{}
+			for _, h := range host {
+				in.Routes = append(in.Routes, fastpath.Route{Prefix: h, Peer: p})
+				out.Routes = append(out.Routes, fastpath.Route{Prefix: h})
+			}
+			back := fastpath.PeerChange{Routes: in.Routes}
+			change := func(c fastpath.PeerChange) {
+				t.Helper()
+				if err := d.UpdatePeers(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			entered, release := holdRoutes(t, d)
+			change(in)
+			<-entered
+			change(out)
+			if returnHeld {
+				change(back)
+				release()
+			} else {
+				release()
+				d.WaitApplied()
+				change(back)
+			}
+			d.WaitApplied()
+			for _, h := range host {
+				fam := "-4"
+				if h.Addr().Is6() {
+					fam = "-6"
+				}
+				if got := r.ip(fam, "route", "show", "exact", h.String()); !strings.Contains(got, "dev "+r.v.A) || strings.Contains(got, "dev "+r.w.A) {
+					t.Errorf("the host's route of %v became %q", h, got)
+				}
+			}
+		})
+	}
+}
