@@ -28,13 +28,13 @@ func TestLeastMTU(t *testing.T) {
 		{"no address", nil, fastpath.MinMTU},
 		{"ipv6 tunnel address", []netip.Prefix{p("198.18.100.1/24"), p("2001:db8:100::1/64")}, 1280},
 	} {
-		if got := (Config{Addresses: tt.addrs}).leastMTU(); got != tt.want {
+		if got := (&Config{Addresses: tt.addrs}).leastMTU(); got != tt.want {
 			t.Errorf("%s: leastMTU = %d, want %d", tt.name, got, tt.want)
 		}
 	}
 	// IPv6 endpoints over a WAN MTU of 1300: 1220 is offered (it said
 	// no tunnel MTU fits, the least being 1280).
-	w := tunnelmtu.CheckWAN(1420, 1300, "wan0", 0, false, true, Config{}.wanLimits())
+	w := tunnelmtu.CheckWAN(1420, 1300, "wan0", 0, false, true, (&Config{}).wanLimits())
 	if !strings.Contains(w, "lower MTU in [Interface] to 1220") {
 		t.Errorf("IPv6 WAN MTU 1300: CheckWAN = %q, want it to offer 1220", w)
 	}

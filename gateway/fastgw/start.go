@@ -85,11 +85,14 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	if err := g.startEngine(wl, ll, wanRes, lanRes, tunnelAddrs); err != nil {
 		return nil, err
 	}
+	// Read before the UAPI serves: a set may move it from then on
+	// (moveListenPort, under wanMu).
+	port := g.cfg.ListenPort
 	if err := g.startControlPlane(wl, wanRes); err != nil {
 		return nil, err
 	}
 	g.watchMTU(wl)
-	log.Info("gateway up", "name", g.cfg.Name, "listen_port", g.cfg.ListenPort, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(g.cfg.Peers))
+	log.Info("gateway up", "name", g.cfg.Name, "listen_port", port, "wan_addr4", wl.v4, "wan_addr6", wl.v6, "peers", len(g.cfg.Peers))
 	return g, nil
 }
 
@@ -97,7 +100,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 // warnings may offer): the fast path's (fastpath.MinMTU, with IPv4 or
 // IPv6 on the WAN alike, as Linux's wg0) or, with an IPv6 tunnel Address,
 // IPv6's minimum (RFC 8200 §5, as the configuration requires).
-func (c Config) leastMTU() int {
+func (c *Config) leastMTU() int {
 	for _, a := range c.Addresses {
 		if a.Addr().Is6() && !a.Addr().Is4In6() {
 			return fastpath.MinMTU6
@@ -109,7 +112,7 @@ func (c Config) leastMTU() int {
 // wanFamilies says which outer families the WAN has: those of the
 // addresses of wl (the WAN's address device as read) and, in owned mode,
 // the WANAddress's.
-func (c Config) wanFamilies(wl link) (v4, v6 bool) {
+func (c *Config) wanFamilies(wl link) (v4, v6 bool) {
 	return wl.v4.IsValid() || (c.Owned && c.WANAddress.Addr().Is4()), wl.v6.IsValid() || (c.Owned && c.WANAddress.Addr().Is6())
 }
 
@@ -117,7 +120,7 @@ func (c Config) wanFamilies(wl link) (v4, v6 bool) {
 // (tunnelmtu.CheckWAN): leastMTU, and the fragments of an outer
 // packet (fastpath.MaxFragments; more leave whole and are dropped at the
 // WAN port).
-func (c Config) wanLimits() tunnelmtu.Limits {
+func (c *Config) wanLimits() tunnelmtu.Limits {
 	return tunnelmtu.Limits{Least: c.leastMTU(), MaxFragments: fastpath.MaxFragments, Dropped: "too_long at the WAN port"}
 }
 
@@ -198,7 +201,7 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 // address device (wl, as read) and its trunk (s), for the WAN's outer
 // families. Start logs it as "WAN MTU" (readLinks); CheckWANMTU returns
 // it.
-func (c Config) wanMTUWarning(h *netlink.Handle, s side, wl link) string {
+func (c *Config) wanMTUWarning(h *netlink.Handle, s side, wl link) string {
 	wanMTU, wanMTUDev := wl.mtu, s.addrDev
 	if s.addrDev != s.trunk {
 		if t, err := h.LinkByName(s.trunk); err == nil && t.Attrs().MTU < wanMTU {
@@ -214,7 +217,7 @@ func (c Config) wanMTUWarning(h *netlink.Handle, s side, wl link) string {
 // and the warning Start logs as "LAN MTU" for a LAN (ll, of side ls)
 // whose full frames are longer ("" when they fit), for the WAN's (wl, of
 // side ws) outer families.
-func (c Config) frameCheck(ws, ls side, wl, ll link) (string, error) {
+func (c *Config) frameCheck(ws, ls side, wl, ll link) (string, error) {
 	v4, v6 := c.wanFamilies(wl)
 	return tunnelmtu.CheckFrames(c.MTU, ll.mtu, ls.addrDev, ws.vid, ls.vid,
 		v4, v6, afxdp.MaxFrameLen(dataplane.DefaultFrameSize), true)
@@ -624,7 +627,9 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 			return fmt.Errorf("fastgw: follow the exception TUN: %w", err)
 		}
 	}
+	g.wanMu.Lock() // the UAPI serves: a listen port move reads them
 	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
+	g.wanMu.Unlock()
 	g.openPathMTU(wl.index)
 	if !cfg.Owned {
 		g.warnWANLeft(wl.left)
