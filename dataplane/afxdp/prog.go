@@ -570,6 +570,31 @@ func (p *program) counterValues(into map[string]uint64) error {
 }
 
 // prefixKey returns the LPM map and key for pfx.
+// prefixKeys is prefixKey for prefixes of one family: their map and their
+// keys, a []lpmKey4 or []lpmKey6 (for the map's batch calls).
+func (p *program) prefixKeys(pfxs []netip.Prefix) (*ebpf.Map, any, error) {
+	v4 := pfxs[0].Addr().Is4()
+	k4, k6 := []lpmKey4(nil), []lpmKey6(nil)
+	for _, pfx := range pfxs {
+		if !pfx.IsValid() {
+			return nil, nil, fmt.Errorf("invalid prefix %v", pfx)
+		}
+		if pfx.Addr().Is4() != v4 {
+			return nil, nil, fmt.Errorf("prefixes of two families in one batch: %v and %v", pfxs[0], pfx)
+		}
+		pfx = pfx.Masked()
+		if v4 {
+			k4 = append(k4, lpmKey4{uint32(pfx.Bits()), pfx.Addr().As4()})
+		} else {
+			k6 = append(k6, lpmKey6{uint32(pfx.Bits()), pfx.Addr().As16()})
+		}
+	}
+	if v4 {
+		return p.lpm4, k4, nil
+	}
+	return p.lpm6, k6, nil
+}
+
 func (p *program) prefixKey(pfx netip.Prefix) (*ebpf.Map, any, error) {
 	if !pfx.IsValid() {
 		return nil, nil, fmt.Errorf("invalid prefix %v", pfx)

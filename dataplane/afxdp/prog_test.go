@@ -655,6 +655,7 @@ func TestMapCallsAfterClose(t *testing.T) {
 	udp := []UDPMatch{{Addr: netip.MustParseAddr("198.18.0.1"), PortLo: 51820, PortHi: 51820}}
 	calls := map[string]func(p *Port) error{
 		"AddPrefix":    func(p *Port) error { return p.AddPrefix(pfx) },
+		"AddPrefixes":  func(p *Port) error { _, err := p.AddPrefixes([]netip.Prefix{pfx}); return err },
 		"DeletePrefix": func(p *Port) error { return p.DeletePrefix(pfx) },
 		"SetUDP":       func(p *Port) error { return p.SetUDP(udp) },
 		"SetHostAddrs": func(p *Port) error { return p.SetHostAddrs(addrs) },
@@ -773,6 +774,60 @@ func TestFilterMLDQueries(t *testing.T) {
 				{"report", cat(l2(), ip6hdr(0, "ff02::16", 36), mldMsg(143, 0)), pass},
 				{"query long hop-by-hop", cat(l2(), ip6hdr(0, "ff02::1", 44), mldMsg(130, 1)), pass},
 				{"query truncated", cat(l2(), ip6hdr(0, "ff02::1", 8), mldMsg(130, 0)[:8]), pass},
+			})
+		})
+	}
+}
+
+// TestAddPrefixes: Port.AddPrefixes puts a family's prefixes into the LAN
+// match in one batch (and one at a time where the kernel has no batch for
+// the map, forced here), as AddPrefix would each: frames to them are
+// redirected, others not. With more prefixes than the map has room for,
+// it reports how many went in and names the first refused; prefixes of
+// two families in one call are refused whole.
+func TestAddPrefixes(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	pfxs := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	for _, noBatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noBatch=%v", noBatch), func(t *testing.T) {
+			prog, err := newProgram(Filter{Prefixes: true, PrefixCapacity: 4}, ourMAC, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &Port{prog: prog, noBatch: noBatch}
+			defer p.Close()
+			if n, err := p.AddPrefixes(pfxs("198.19.7.0/24", "198.19.8.9/32", "10.1.0.0/16")); n != 3 || err != nil {
+				t.Fatalf("AddPrefixes of 3 IPv4 prefixes = %d, %v; want 3, nil", n, err)
+			}
+			if n, err := p.AddPrefixes(pfxs("2001:db8:7::/48", "2001:db8:8::9/128")); n != 2 || err != nil {
+				t.Fatalf("AddPrefixes of 2 IPv6 prefixes = %d, %v; want 2, nil", n, err)
+			}
+			if n, err := p.AddPrefixes(pfxs("198.19.9.0/24", "2001:db8:9::/48")); n != 0 || err == nil {
+				t.Errorf("AddPrefixes of two families = %d, %v; want 0 and an error", n, err)
+			}
+			// Room for 4: the fourth goes in, the fifth is refused, the
+			// sixth not tried.
+			n, err := p.AddPrefixes(pfxs("198.19.10.0/24", "198.19.11.0/24", "198.19.12.0/24"))
+			if n != 1 || err == nil || !strings.Contains(err.Error(), "198.19.11.0/24") {
+				t.Errorf("AddPrefixes past the map's room = %d, %v; want 1 and an error naming 198.19.11.0/24", n, err)
+			}
+			runFilter(t, prog, []filterCase{
+				{"in a /24", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.7.20", 0, 40), udp(9)), redirect},
+				{"the /32", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.8.9", 0, 40), udp(9)), redirect},
+				{"the fourth", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.10.1", 0, 40), udp(9)), redirect},
+				{"refused", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.11.1", 0, 40), udp(9)), pass},
+				{"not tried", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.12.1", 0, 40), udp(9)), pass},
+				{"in the /48", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:7::5", 40), udp(9)), redirect},
+				{"outside", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:6::5", 40), udp(9)), pass},
 			})
 		})
 	}

@@ -360,14 +360,46 @@ func (d *dataplane_) balance(f int) error {
 			heap.Push(wait, worst)
 			continue
 		}
-		if err := d.lan.AddPrefix(best.pfx); err != nil {
-			return fmt.Errorf("add %v: %w", best.pfx, err)
+		// Free slots: the best waiting prefixes take them, added in one
+		// call (addPrefixes: a batch of the map's).
+		free := d.capacity - in.Len() - d.keptN[f]
+		batch := make([]*prefixEntry, 0, min(free, wait.Len()))
+		pfxs := make([]netip.Prefix, 0, cap(batch))
+		for len(batch) < free && wait.Len() > 0 {
+			e := heap.Pop(wait).(*prefixEntry)
+			batch, pfxs = append(batch, e), append(pfxs, e.pfx)
 		}
-		heap.Pop(wait)
-		best.mapped = true
-		heap.Push(in, best)
+		n, err := addPrefixes(d.lan, pfxs)
+		for i, e := range batch {
+			if i < n {
+				e.mapped = true
+				heap.Push(in, e)
+			} else {
+				heap.Push(wait, e)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("add %v: %w", batch[n].pfx, err)
+		}
 	}
 	return nil
+}
+
+// addPrefixes adds pfxs, of one family, to m in one call where m takes a
+// batch (*afxdp.Port: AddPrefixes), else one by one; it returns how many,
+// from the first, are in the map, and the error of the one after them.
+func addPrefixes(m prefixMap, pfxs []netip.Prefix) (int, error) {
+	if b, ok := m.(interface {
+		AddPrefixes([]netip.Prefix) (int, error)
+	}); ok {
+		return b.AddPrefixes(pfxs)
+	}
+	for i, p := range pfxs {
+		if err := m.AddPrefix(p); err != nil {
+			return i, err
+		}
+	}
+	return len(pfxs), nil
 }
 
 // restoreRoutes installs again the route into the exception TUN of every

@@ -52,6 +52,35 @@ func (anyMAC) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0
 // earlier peer takes a slot back from a later one, and only the prefixes
 // a change names are touched.
 func TestPrefixMapRanks(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { testPrefixMapRanks(t, batch) })
+	}
+}
+
+// batchMap is a fakeMap that takes a family's prefixes in one call, as
+// *afxdp.Port does (AddPrefixes), each as AddPrefix; it refuses refuse
+// (the map full, as the kernel's batch stops at the entry it refuses) and
+// records the size of each call.
+type batchMap struct {
+	fakeMap
+	refuse netip.Prefix
+	calls  *[]int
+}
+
+func (m batchMap) AddPrefixes(pfxs []netip.Prefix) (int, error) {
+	*m.calls = append(*m.calls, len(pfxs))
+	for i, p := range pfxs {
+		if p == m.refuse {
+			return i, fmt.Errorf("add prefix %v: %w", p, syscall.ENOSPC)
+		}
+		if err := m.AddPrefix(p); err != nil {
+			return i, err
+		}
+	}
+	return len(pfxs), nil
+}
+
+func testPrefixMapRanks(t *testing.T, batch bool) {
 	a, b, err := memport.NewPair(memport.Config{Name: "pm", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +94,11 @@ func TestPrefixMapRanks(t *testing.T) {
 	}
 	defer eng.Close()
 	m := fakeMap{}
-	d := newDataplane(eng, m, 4, slog.New(slog.DiscardHandler), nil)
+	var lan prefixMap = m
+	if batch {
+		lan = batchMap{fakeMap: m, calls: new([]int)}
+	}
+	d := newDataplane(eng, lan, 4, slog.New(slog.DiscardHandler), nil)
 	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i), 0}), 24) }
 	v6 := netip.MustParsePrefix("2001:db8::/32")
 	inMap := func(want ...int) {
@@ -270,5 +303,57 @@ func TestPrefixWarningsCapped(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, h.n); diff != "" {
 		t.Errorf("lines logged by message (-want +got):\n%s", diff)
+	}
+}
+
+// TestPrefixMapBatch: a change's prefixes for free slots go into the map
+// in one call per family, in rank order; when the map refuses one (full:
+// the kernel's batch stops there), the change fails naming it, the ones
+// before it are in the map and it and those after it wait for a slot,
+// which a later change gives them.
+func TestPrefixMapBatch(t *testing.T) {
+	a, b, err := memport.NewPair(memport.Config{Name: "pb", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
+		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i), 0}), 24) }
+	m := batchMap{fakeMap: fakeMap{}, refuse: pfx(3), calls: new([]int)}
+	d := newDataplane(eng, m, 8, slog.New(slog.DiscardHandler), nil)
+	p := &fastpath.Peer{}
+	c := fastpath.PeerChange{Add: []*fastpath.Peer{p}}
+	for i := 1; i <= 5; i++ {
+		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: p})
+	}
+	err = d.UpdatePeers(c)
+	if err == nil || !strings.Contains(err.Error(), pfx(3).String()) {
+		t.Fatalf("UpdatePeers with the map refusing %v = %v, want an error naming it", pfx(3), err)
+	}
+	if !slices.Equal(*m.calls, []int{5}) {
+		t.Errorf("batch calls %v, want one of 5", *m.calls)
+	}
+	if len(m.fakeMap) != 2 || !m.fakeMap[pfx(1)] || !m.fakeMap[pfx(2)] {
+		t.Errorf("map holds %v, want %v and %v", m.fakeMap, pfx(1), pfx(2))
+	}
+	for i := 1; i <= 5; i++ {
+		if e := d.entries[pfx(i)]; e == nil || e.mapped != (i < 3) {
+			t.Errorf("%v: entry %+v, want mapped %v", pfx(i), e, i < 3)
+		}
+	}
+	// The map takes it again: the next change maps the three waiting.
+	m.refuse = netip.Prefix{}
+	d.lan = m
+	if err := d.UpdatePeers(fastpath.PeerChange{Routes: []fastpath.Route{{Prefix: pfx(6), Peer: p}}}); err != nil {
+		t.Fatalf("UpdatePeers once the map takes them = %v", err)
+	}
+	if len(m.fakeMap) != 6 || d.waiting[0].Len() != 0 {
+		t.Errorf("map holds %d prefixes with %d waiting, want 6 and 0", len(m.fakeMap), d.waiting[0].Len())
 	}
 }
