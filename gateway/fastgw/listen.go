@@ -105,12 +105,35 @@ func (g *Gateway) freePort() (uint16, error) {
 			return 0, fmt.Errorf("find a free port: %w", err)
 		}
 		p := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+		ok := int(p)+int(g.cfg.SourcePorts)-1 <= 65535 && rangeFree(network, a, p+1, g.cfg.SourcePorts-1)
 		c.Close()
-		if int(p)+int(g.cfg.SourcePorts)-1 <= 65535 {
+		if ok {
 			return p, nil
 		}
 	}
 	return 0, errors.New("find a free port: none with room for the source port range")
+}
+
+// rangeFree reports whether the n UDP ports from first on are free at the
+// wildcard address a (network "udp4" or "udp6"): each is bound, then all
+// are closed. The kernel's pick of a free port says nothing of the ports
+// above it, which SourcePorts > 1 takes too: without, listen-port 0 could
+// pick a port whose range another socket held, and be refused as in use.
+func rangeFree(network string, a netip.Addr, first, n uint16) bool {
+	var held []*net.UDPConn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, first+i)))
+		if err != nil {
+			return false
+		}
+		held = append(held, c)
+	}
+	return true
 }
 
 // inNamespace runs fn on a thread in the gateway's network namespace (the
