@@ -28,7 +28,8 @@ are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
 start, with up's warnings of a WAN MTU over which full-size tunnel
 packets would leave as IP fragments and of a LAN MTU whose full frames
-are longer than an AF_XDP frame (run it where the gateway runs: ip
+are longer than an AF_XDP frame, and a warning of a ListenPort another
+socket holds, which up refuses (run it where the gateway runs: ip
 netns exec NS wgpio check -system -c FILE). It applies nothing; the
 flags that override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,
 -metrics-addr) check it as up runs it with the same flags.

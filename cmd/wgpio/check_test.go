@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -482,6 +483,41 @@ func TestUnitAllowsSocketFamilies(t *testing.T) {
 	for f, where := range want {
 		if !allowed[f] {
 			t.Errorf("dist/wgpio.service: RestrictAddressFamilies lacks %s, which %s opens", f, where)
+		}
+	}
+}
+
+// TestCheckSystemListenPortHeld: `wgpio check -system` warns of a
+// ListenPort another socket of the host holds on the WAN's address (a wg0
+// still up), which up refuses; it said ok alone. A warning, since the
+// holder may be the gateway itself, already up. Both modes that run on
+// the WAN; a free port gives none.
+func TestCheckSystemListenPortHeld(t *testing.T) {
+	a, wan, lan, priv, peer := checkSystemRig(t, "cp")
+	conf := func(mode string, port int) string {
+		return fmt.Sprintf("[Interface]\nPrivateKey = %s\nListenPort = %d\n[WGPIO]\nMode = %s\nWAN = %s\nLAN = %s\n[Peer]\nPublicKey = %s\nAllowedIPs = 198.18.99.0/24\n",
+			priv.Base64(), port, mode, wan.A, lan.A, peer.PublicKey().Base64())
+	}
+	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	var held *net.UDPConn
+	if err := a.Do(func() (err error) {
+		held, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 41820}) // 0.0.0.0, as wg0's socket
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	for _, mode := range []string{"fastpath", "compat"} {
+		stderr, err := checkSystemOutput(t, a, dir, mode+"held", conf(mode, 41820))
+		if err != nil || !strings.Contains(stderr, "ListenPort 41820") || !strings.Contains(stderr, "wgpio up refuses it") {
+			t.Errorf("Mode = %s, ListenPort held: check -system = %v, stderr %q; want nil and a warning that up refuses the port", mode, err, stderr)
+		}
+		stderr, err = checkSystemOutput(t, a, dir, mode+"free", conf(mode, 41821))
+		if err != nil || strings.Contains(stderr, "ListenPort") {
+			t.Errorf("Mode = %s, ListenPort free: check -system = %v, stderr %q; want nil and no warning", mode, err, stderr)
 		}
 	}
 }

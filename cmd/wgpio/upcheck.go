@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/wgpio/wgpio/config"
@@ -29,6 +31,7 @@ import (
 	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 )
@@ -177,6 +180,9 @@ func systemWarnings(f *config.File, w config.WGPIO) []string {
 		wan, lan, _ = compatgw.CheckMTU(w.WAN, w.LAN, f.Interface.MTU)
 	}
 	var out []string
+	if warn := listenPortWarning(f, w); warn != "" {
+		out = append(out, warn)
+	}
 	if wan != "" {
 		out = append(out, "WAN MTU: "+wan)
 	}
@@ -240,33 +246,79 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 		a := w.WANAddress.Addr()
 		return checkWANFrames(f, w, a.Is4(), a.Is6())
 	}
+	dev, v4, v6, ok := wanSources(w)
+	if !ok {
+		return nil // checkInterfaces reported it, or the start reports what it cannot read
+	}
+	if v4.IsValid() || v6.IsValid() {
+		return checkWANFrames(f, w, v4.IsValid(), v6.IsValid())
+	}
+	return keyError(f.Name, w.Lines, "WAN", "wan",
+		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
+}
+
+// wanSources reads, in shared address mode, the addresses the start would
+// send from on w's WAN (its VLAN device in fast-path mode with WANVLAN):
+// the device's name and its IPv4 and IPv6 sources (srcaddr.Choose); ok is
+// false when the interface or its addresses cannot be read.
+func wanSources(w config.WGPIO) (dev string, v4, v6 netip.Addr, ok bool) {
 	l, err := netlink.LinkByName(w.WAN)
 	if err != nil {
-		return nil // checkInterfaces reported it
+		return "", v4, v6, false
 	}
 	if w.WANVLAN != 0 && w.Mode == config.ModeFastPath {
-		if v, ok := l.(*netlink.Vlan); !ok || v.VlanId != int(w.WANVLAN) {
+		if v, isVLAN := l.(*netlink.Vlan); !isVLAN || v.VlanId != int(w.WANVLAN) {
 			links, err := netlink.LinkList()
 			if err != nil {
-				return nil // the start reports what it cannot read
+				return "", v4, v6, false
 			}
 			v := fastgw.VLANDevice(links, l.Attrs().Index, w.WANVLAN)
 			if v == nil {
-				return nil
+				return "", v4, v6, false
 			}
 			l = v
 		}
 	}
 	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil // the start reports what it cannot read
+		return "", v4, v6, false
 	}
-	dev := l.Attrs().Name
-	if v4, v6, _ := srcaddr.Choose(addrs); v4.IsValid() || v6.IsValid() {
-		return checkWANFrames(f, w, v4.IsValid(), v6.IsValid())
+	v4, v6, _ = srcaddr.Choose(addrs)
+	return l.Attrs().Name, v4, v6, true
+}
+
+// listenPortWarning is the warning of `wgpio check -system` for a
+// ListenPort another socket of this host holds on the WAN's addresses
+// (kernelsock.Probe, as the start probes it before it attaches anything:
+// up refuses it), "" for none. A warning, not an error: the holder may be
+// this very gateway, already up (its own sockets hold the port).
+func listenPortWarning(f *config.File, w config.WGPIO) string {
+	if w.Mode != config.ModeFastPath && w.Mode != config.ModeCompat || w.AddressMode == config.AddressOwned {
+		return ""
 	}
-	return keyError(f.Name, w.Lines, "WAN", "wan",
-		fmt.Sprintf("WAN %s has no IP address (shared address mode reads it from the kernel: ip addr add ... dev %s; or AddressMode = owned with WANAddress)", dev, dev))
+	// The ports up takes (upFastpath: SourcePorts' range, else
+	// ListenPort, 51820 when left out; compat mode: ListenPort).
+	port, ports := f.Interface.ListenPort, uint16(1)
+	if w.Mode == config.ModeFastPath {
+		switch {
+		case w.SourcePorts.First != 0:
+			port, ports = w.SourcePorts.First, uint16(w.SourcePorts.Len())
+		case port == 0:
+			port = 51820
+		}
+	}
+	if port == 0 {
+		return ""
+	}
+	_, v4, v6, ok := wanSources(w)
+	if !ok || !v4.IsValid() && !v6.IsValid() {
+		return ""
+	}
+	if err := kernelsock.Probe(netns.None(), port, ports, v4, v6); err != nil {
+		return fmt.Sprintf("%s: [Interface] ListenPort %d: %v; wgpio up refuses it, unless that socket is this gateway's, already up",
+			f.Name, port, err)
+	}
+	return ""
 }
 
 // vlanDeviceHint says how to get VLAN vid of trunk when a missing
