@@ -112,7 +112,7 @@ func ListenLink(ifindex int, vlan uint16) (Source, error) {
 
 // linkFilter is ListenLink's socket filter for VLAN vlan (0: untagged or
 // priority-tagged): a frame to the interface's own MAC (PACKET_HOST, not
-// an outgoing one), IPv6, of the VLAN, whose next header is ICMPv6 and
+// an outgoing one), IPv6, of the VLAN (an 802.1Q tag), whose next header is ICMPv6 and
 // whose ICMPv6 type is "packet too big" (2, RFC 4443 §3.2), kept whole up
 // to the longest error a router sends; the rest dropped in the kernel.
 // Offsets are from the IPv6 header (a SOCK_DGRAM socket's data).
@@ -126,11 +126,15 @@ func linkFilter(vlan uint16) []bpf.Instruction {
 	}
 	load(bpf.LoadExtension{Num: bpf.ExtVLANTagPresent})
 	if vlan == 0 {
-		// Untagged (skip the VID test), or a VID of 0.
-		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 3})
+		// Untagged (skip the tag's tests), or a VID of 0.
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 5})
 	} else {
 		dropIf(bpf.JumpEqual, 0)
 	}
+	// An 802.1Q tag (an 802.1ad one is a service provider's outer tag,
+	// which the XDP program passes as another VLAN's frame).
+	load(bpf.LoadExtension{Num: bpf.ExtVLANProto})
+	dropIf(bpf.JumpNotEqual, unix.ETH_P_8021Q)
 	load(bpf.LoadExtension{Num: bpf.ExtVLANTag})
 	load(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x0fff})
 	dropIf(bpf.JumpNotEqual, uint32(vlan))

@@ -157,9 +157,13 @@ func TestFollowLinkDownUp(t *testing.T) {
 }
 
 // tagged is the Ethernet frame f with an 802.1Q tag of VID vid inserted.
-func tagged(f []byte, vid uint16) []byte {
+func tagged(f []byte, vid uint16) []byte { return taggedTPID(f, 0x8100, vid) }
+
+// taggedTPID is the Ethernet frame f with a tag of TPID tpid and VID vid
+// inserted.
+func taggedTPID(f []byte, tpid, vid uint16) []byte {
 	t := append([]byte(nil), f[:12]...)
-	t = append(t, 0x81, 0x00, byte(vid>>8), byte(vid))
+	t = append(t, byte(tpid>>8), byte(tpid), byte(vid>>8), byte(vid))
 	return append(t, f[12:]...)
 }
 
@@ -185,7 +189,8 @@ func TestLinkVLAN(t *testing.T) {
 		refused [][]byte
 		taken   []byte
 	}{
-		{"vlan 7", 7, [][]byte{ptb(mac, 1300), tagged(ptb(mac, 1310), 8), tagged(ptb(other, 1320), 7), tagged(ptb(mac, 1330), 0)}, tagged(ptb(mac, 1400), 7)},
+		{"vlan 7", 7, [][]byte{ptb(mac, 1300), tagged(ptb(mac, 1310), 8), tagged(ptb(other, 1320), 7), tagged(ptb(mac, 1330), 0),
+			taggedTPID(ptb(mac, 1340), 0x88a8, 7)}, tagged(ptb(mac, 1400), 7)},
 		{"untagged", 0, [][]byte{tagged(ptb(mac, 1300), 7), ptb(other, 1310)}, tagged(ptb(mac, 1400), 0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
