@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"unsafe"
@@ -98,6 +99,9 @@ type Pending struct {
 	socks  []*net.UDPConn
 	kept   []*net.UDPConn
 	failed []failure
+	// ephemeral is the namespace's ephemeral port range (its
+	// ip_local_port_range), read when a port was in use; 0, 0 if not.
+	ephemeral [2]uint16
 }
 
 // failure is a socket Open could not open.
@@ -153,6 +157,9 @@ func (s *Set) Open(port uint16, addrs ...netip.Addr) (*Pending, error) {
 				}
 				c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
 				if err != nil {
+					if errors.Is(err, unix.EADDRINUSE) && p.ephemeral[1] == 0 {
+						p.ephemeral = ephemeralPorts()
+					}
 					p.failed = append(p.failed, failure{ap, err})
 					if first == nil {
 						first = err
@@ -230,11 +237,32 @@ func (s *Set) Listen(port uint16, addrs ...netip.Addr) error {
 func (p *Pending) inUse() error {
 	for _, f := range p.failed {
 		if errors.Is(f.err, unix.EADDRINUSE) {
-			return fmt.Errorf("%w; another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port",
-				f.err, f.ap.Port(), f.ap.Port())
+			hint := ""
+			if port := f.ap.Port(); p.s.ports > 1 && port >= p.ephemeral[0] && port <= p.ephemeral[1] {
+				// Any program's outgoing socket may be given it.
+				hint = fmt.Sprintf("; it is among the kernel's ephemeral ports (%d-%d), which any program's outgoing socket may be given: reserve the gateway's range with sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d",
+					p.ephemeral[0], p.ephemeral[1], p.port, int(p.port)+int(p.s.ports)-1)
+			}
+			return fmt.Errorf("%w; another socket of this host holds UDP port %d (`ss -uanp 'sport = :%d'` names its process: a wg0 or wireguard-go still up on it?), and it would receive none of its datagrams once the gateway's XDP program takes them: stop it, or choose another port%s",
+				f.err, f.ap.Port(), f.ap.Port(), hint)
 		}
 	}
 	return nil
+}
+
+// ephemeralPorts reads the calling thread's network namespace's ephemeral
+// port range (net.ipv4.ip_local_port_range, which IPv6 shares); 0, 0 when
+// it cannot be read.
+func ephemeralPorts() [2]uint16 {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return [2]uint16{}
+	}
+	var lo, hi uint16
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo > hi {
+		return [2]uint16{}
+	}
+	return [2]uint16{lo, hi}
 }
 
 // Probe opens the sockets a Set of ports ports would open at port on addrs

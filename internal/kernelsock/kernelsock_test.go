@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -473,5 +474,40 @@ func TestMoveWithinRange(t *testing.T) {
 	p.Commit()
 	if got := ports(); !slices.Equal(got, []uint16{41302, 41303, 41304, 41305}) || !free(41300) || !free(41301) || free(41303) {
 		t.Errorf("after the move: ports %v, 41300 free %v, 41303 free %v; want 41302-41305, the old ones free", got, free(41300), free(41303))
+	}
+}
+
+// TestListenPortInUseEphemeral: a port of a range (SourcePorts > 1) held
+// by another socket, inside the kernel's ephemeral ports, is refused with
+// how to keep the range from other programs' outgoing sockets (reserve it:
+// net.ipv4.ip_local_reserved_ports); outside them, without.
+func TestListenPortInUseEphemeral(t *testing.T) {
+	testenv.Short(t, "builds a namespace")
+	a4 := netip.MustParseAddr("198.18.82.1")
+	ns := loopbackNS(t, "kse", a4, netip.MustParseAddr("2001:2:0:82::1"))
+	for _, c := range []struct {
+		ephemeral string
+		hint      bool
+	}{{"41000 41999", true}, {"50000 50999", false}} {
+		var held *net.UDPConn
+		if err := ns.Do(func() (err error) {
+			if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_port_range", []byte(c.ephemeral), 0); err != nil {
+				return err
+			}
+			held, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 41302})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s := New(slog.New(slog.DiscardHandler), ns.NsHandle(), 4, func(src, dst netip.AddrPort, msg []byte) {})
+		err := s.Listen(41300, a4)
+		s.Close()
+		held.Close()
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatalf("ephemeral ports %s: Listen on a range with a port held = %v, want EADDRINUSE", c.ephemeral, err)
+		}
+		if got := strings.Contains(err.Error(), "net.ipv4.ip_local_reserved_ports=41300-41303"); got != c.hint {
+			t.Errorf("ephemeral ports %s: error %q; want the hint to reserve 41300-41303: %v", c.ephemeral, err, c.hint)
+		}
 	}
 }
