@@ -81,18 +81,7 @@ func (m batchMap) AddPrefixes(pfxs []netip.Prefix) (int, error) {
 }
 
 func testPrefixMapRanks(t *testing.T, batch bool) {
-	a, b, err := memport.NewPair(memport.Config{Name: "pm", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
-	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
-		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := testEngine(t)
 	m := fakeMap{}
 	var lan prefixMap = m
 	if batch {
@@ -124,7 +113,7 @@ func testPrefixMapRanks(t *testing.T, batch bool) {
 	for i := 10; i < 16; i++ {
 		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: pb})
 	}
-	err = d.UpdatePeers(c)
+	err := d.UpdatePeers(c)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("UpdatePeers with 8 IPv4 prefixes for 4 slots = %v, want ENOSPC", err)
 	}
@@ -265,18 +254,7 @@ func (h countHandler) WithGroup(string) slog.Handler      { return h }
 // TestPrefixWarningsCapped: a change whose every prefix fails the same
 // way logs maxPrefixWarnings lines and one count, not a line a prefix.
 func TestPrefixWarningsCapped(t *testing.T) {
-	a, b, err := memport.NewPair(memport.Config{Name: "pw", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
-	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
-		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := testEngine(t)
 	h := countHandler{n: map[string]int{}}
 	d := newDataplane(eng, deleteFails{fakeMap{}}, 1<<20, slog.New(h), nil)
 	const n = 1000
@@ -312,18 +290,7 @@ func TestPrefixWarningsCapped(t *testing.T) {
 // before it are in the map and it and those after it wait for a slot,
 // which a later change gives them.
 func TestPrefixMapBatch(t *testing.T) {
-	a, b, err := memport.NewPair(memport.Config{Name: "pb", MACA: net.HardwareAddr{2, 0, 0, 0, 8, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 8, 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
-	eng, err := fastpath.New(fastpath.Config{LAN: a, WAN: b, ListenPort: 51820, WANAddr4: netip.MustParseAddr("198.18.0.1"),
-		WANResolver: anyMAC{}, LANResolver: anyMAC{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := testEngine(t)
 	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i), 0}), 24) }
 	m := batchMap{fakeMap: fakeMap{}, refuse: pfx(3), calls: new([]int)}
 	d := newDataplane(eng, m, 8, slog.New(slog.DiscardHandler), nil)
@@ -332,7 +299,7 @@ func TestPrefixMapBatch(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		c.Routes = append(c.Routes, fastpath.Route{Prefix: pfx(i), Peer: p})
 	}
-	err = d.UpdatePeers(c)
+	err := d.UpdatePeers(c)
 	if err == nil || !strings.Contains(err.Error(), pfx(3).String()) {
 		t.Fatalf("UpdatePeers with the map refusing %v = %v, want an error naming it", pfx(3), err)
 	}
