@@ -696,7 +696,8 @@ func TestInitiationAfterResponseJittered(t *testing.T) {
 // RekeyTimeout plus jitter has passed since the response. Before, the
 // need had been cleared by our first initiation and the workers, still
 // holding the data, do not ask twice: neither side initiated again, and
-// the tunnel carried nothing until the held packets timed out (a
+// the tunnel carried nothing, the held packets waiting (no retry, so no
+// give-up either) until the peer initiated for a reason of its own (a
 // TestRejectAfterTime in internal/testing/stacktest that failed when
 // both sides' initiations crossed).
 func TestCrossedInitiationsRetry(t *testing.T) {
