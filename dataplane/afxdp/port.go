@@ -489,8 +489,10 @@ func (p *Port) AddPrefixes(pfxs []netip.Prefix) (int, error) {
 			return len(pfxs), nil
 		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
 			p.noBatch = true // the kernel's LPM trie has no batch: one at a time
-		default:
+		case n < len(pfxs):
 			return n, fmt.Errorf("add prefix %v: %w", pfxs[n], err)
+		default:
+			return n, fmt.Errorf("add prefixes: %w", err)
 		}
 	}
 	for i, pfx := range pfxs {

@@ -379,7 +379,10 @@ func (d *dataplane_) balance(f int) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("add %v: %w", batch[n].pfx, err)
+			if n < len(batch) {
+				return fmt.Errorf("add %v: %w", batch[n].pfx, err)
+			}
+			return fmt.Errorf("add prefixes: %w", err)
 		}
 	}
 	return nil
