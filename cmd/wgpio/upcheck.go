@@ -297,14 +297,14 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 		return ""
 	}
 	// The ports up takes (upFastpath: SourcePorts' range, else
-	// ListenPort, 51820 when left out; compat mode: ListenPort).
+	// ListenPort, fastgw's default when left out; compat mode: ListenPort).
 	port, ports := f.Interface.ListenPort, uint16(1)
 	if w.Mode == config.ModeFastPath {
 		switch {
 		case w.SourcePorts.First != 0:
 			port, ports = w.SourcePorts.First, uint16(w.SourcePorts.Len())
 		case port == 0:
-			port = 51820
+			port = fastgw.DefaultListenPort
 		}
 	}
 	if port == 0 {

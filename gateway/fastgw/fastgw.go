@@ -43,7 +43,7 @@ type Config struct {
 	// PrivateKey is the static private key.
 	PrivateKey noise.PrivateKey
 	// ListenPort is the WireGuard UDP port on the WAN addresses (default
-	// 51820).
+	// DefaultListenPort, 51820).
 	ListenPort uint16
 	// Peers to configure at start (more can come over the UAPI).
 	Peers []gateway.PeerConfig

@@ -124,8 +124,12 @@ func (c *Config) wanLimits() tunnelmtu.Limits {
 	return tunnelmtu.Limits{Least: c.leastMTU(), MaxFragments: fastpath.MaxFragments, Dropped: "too_long at the WAN port"}
 }
 
+// DefaultListenPort is Config.ListenPort's default, WireGuard's usual port
+// (wg-quick's examples, wireguard-go's and the kernel's documentation).
+const DefaultListenPort = 51820
+
 // withDefaults checks c and returns it with the defaults filled in
-// (ListenPort 51820, SourcePorts 1, MTU fastpath.DefaultMTU). It touches
+// (ListenPort DefaultListenPort, SourcePorts 1, MTU fastpath.DefaultMTU). It touches
 // nothing outside.
 func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
@@ -135,7 +139,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("fastgw: WAN and LAN interfaces are required")
 	}
 	if c.ListenPort == 0 {
-		c.ListenPort = 51820
+		c.ListenPort = DefaultListenPort
 	}
 	if c.Queues < 0 || c.Queues > 256 {
 		return c, fmt.Errorf("fastgw: %d queues, want 0 (all the device's) to 256", c.Queues)
