@@ -2,8 +2,8 @@
 # Installs (as root, from Debian's archive) the commands wgpio's tests run
 # and do not find: iproute2, wireguard-tools, iperf3, ping, qemu, a static
 # busybox for the kernel-WireGuard guest, and the rest listed below.
-# scripts/test.sh runs it first; .ci/run runs it before its race step,
-# whose packages include tests that need wg.
+# scripts/test.sh runs it first; .ci/run runs it before the first step
+# whose tests need them (the frame ownership check).
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
