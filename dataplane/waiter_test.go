@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,10 +96,16 @@ func TestWaiterRXReady(t *testing.T) {
 	for _, rx := range rxs {
 		w.Add(rx)
 	}
-	go func() {
+	// Every goroutine that writes to a descriptor of the test is waited
+	// for before the test ends: a late write would land on whatever a
+	// later test's descriptor of the same number is (TestWaiterRemove
+	// once saw its Wait end early so).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		time.Sleep(10 * time.Millisecond)
 		rxs[2].kick()
-	}()
+	})
 	start := time.Now()
 	rang, err := w.Wait(10 * time.Second)
 	if err != nil || rang {
@@ -208,18 +215,25 @@ func TestWaiterParks(t *testing.T) {
 		}
 	}
 	// A half's wake-up ends Wait(Forever), not as a ring.
-	go func() {
+	// The goroutines below are waited for before the test ends: one
+	// preempted inside Ring, between the doorbell's token and the write
+	// (the waiter in poll mode by then), would write to the closed
+	// doorbell's number, a later test's descriptor (TestWaiterRemove's
+	// Wait once returned after 35 µs so).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		time.Sleep(5 * time.Millisecond)
 		rx.wake()
-	}()
+	})
 	if rang, err := w.Wait(Forever); err != nil || rang {
 		t.Errorf("Wait(Forever) woken by a half = %v, %v; want false, nil", rang, err)
 	}
 	// The doorbell, from another goroutine and before Wait.
-	go func() {
+	wg.Go(func() {
 		time.Sleep(5 * time.Millisecond)
 		w.Ring()
-	}()
+	})
 	if rang, err := w.Wait(Forever); err != nil || !rang {
 		t.Errorf("Wait(Forever) with a ring = %v, %v; want true, nil", rang, err)
 	}
