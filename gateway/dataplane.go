@@ -48,6 +48,20 @@ type Dataplane interface {
 	Reap() (pending int)
 }
 
+// laterDataplane is a Dataplane that can leave part of a change to be
+// done once the device's lock is released (fastgw: the configuration's
+// tables and the LAN map's inserts of a large change, which held the lock
+// for 0.3-0.5 s at 100,000 peers). UpdatePeersLater is UpdatePeers that
+// does what the workers need (the engine's snapshot swap: they see the
+// whole change from its return on) and returns the rest as later (nil:
+// nothing left), which does it, if no call of the dataplane's did it
+// first, and returns its error, as UpdatePeers would have. The dataplane
+// does the parts left in the order of the changes, before any part of a
+// later change, whether later is called or not.
+type laterDataplane interface {
+	UpdatePeersLater(c fastpath.PeerChange) (later func() error, err error)
+}
+
 // dataplaneWaiter is a Dataplane that does part of a change after
 // UpdatePeers has returned, outside the device's lock, which handshakes,
 // timers and `wg show` need (fastgw installs the kernel routes of the new

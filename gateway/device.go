@@ -316,7 +316,7 @@ func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}
 // nothing and returns an error wrapping net.ErrClosed. It returns once the
 // dataplane has done the work of the change it does outside the device's
 // lock (dataplaneWaiter), as IpcSet does.
-func (d *Device) AddPeers(cs []PeerConfig) error {
+func (d *Device) AddPeers(cs []PeerConfig) (err error) {
 	for _, c := range cs {
 		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
 			return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
@@ -325,6 +325,16 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 	// Once d.mu is released: the dataplane's work of the change done
 	// out of it (dataplaneWaiter).
 	defer d.waitApplied()
+	// Once d.mu is released too: the part of the change the dataplane
+	// left to do (publishLaterLocked).
+	var later func() error
+	defer func() {
+		if later != nil {
+			if lerr := later(); err == nil {
+				err = lerr
+			}
+		}
+	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed() {
@@ -348,7 +358,7 @@ func (d *Device) AddPeers(cs []PeerConfig) error {
 			d.addAllowedLocked(p, pfx)
 		}
 	}
-	err := d.publishLocked()
+	later, err = d.publishLaterLocked()
 	// A persistent keepalive turned on for a running device is sent at
 	// once, as the UAPI does (postPeerLocked); before Start, Start sends
 	// them (keepalivesAtStart).

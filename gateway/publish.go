@@ -59,14 +59,28 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 // (peers created or forgotten, prefixes whose owner changed) as one
 // fastpath.PeerChange, and returns (and logs) its error: what it could not
 // take. Its cost follows the size of the change, not the configuration's
-// (O(k log k) for k peers added).
+// (O(k log k) for k peers added). It is publishLaterLocked with the
+// later part done under d.mu.
+func (d *Device) publishLocked() error {
+	later, err := d.publishLaterLocked()
+	if later != nil {
+		err = later()
+	}
+	return err
+}
+
+// publishLaterLocked is publishLocked for a caller that calls later (not
+// nil when the dataplane left part of the change to do:
+// laterDataplane) once it has released d.mu, so that the handshakes,
+// the timers and `wg show` do not wait for that part; later returns (and
+// logs) its error.
 //
 // The peers it adds are in configuration order (Device.peers) and the
 // prefixes it routes in the order the change first touched them (a file's
 // or a request's order), not in the dirty maps' random order: a dataplane
 // that cannot take every prefix ranks them so (fastgw's LAN prefix map
 // keeps those of the peers configured first, each one's in its order).
-func (d *Device) publishLocked() error {
+func (d *Device) publishLaterLocked() (later func() error, err error) {
 	var c fastpath.PeerChange
 	var added []*peer
 	for p := range d.dirtyPeers {
@@ -116,13 +130,26 @@ func (d *Device) publishLocked() error {
 		d.precompute = nil
 	}
 	if c.Empty() {
-		return nil
+		return nil, nil
 	}
-	if err := d.dp.UpdatePeers(c); err != nil {
+	ld, ok := d.dp.(laterDataplane)
+	if !ok {
+		return nil, d.logDataplane(d.dp.UpdatePeers(c))
+	}
+	l, err := ld.UpdatePeersLater(c)
+	if err != nil || l == nil {
+		return nil, d.logDataplane(err)
+	}
+	return func() error { return d.logDataplane(l()) }, nil
+}
+
+// logDataplane logs err, the error of a change the dataplane did not
+// take whole (UpdatePeers), if not nil, and returns it.
+func (d *Device) logDataplane(err error) error {
+	if err != nil {
 		d.log.Error("the dataplane did not take the whole configuration", "err", err)
-		return err
 	}
-	return nil
+	return err
 }
 
 // Settle waits until the background work of earlier configuration

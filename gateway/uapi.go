@@ -130,6 +130,10 @@ type setState struct {
 	changed bool // allowed IPs or peers changed: publish
 	toKick  []*peer
 	moved   bool // the listen port moved: tell the peers (finishSetLocked)
+	// later is the part of the change the dataplane left to do once
+	// d.mu is released (publishLaterLocked), set by finishSetLocked;
+	// finishSet calls it.
+	later func() error
 }
 
 // IpcSet applies a "set=1" operation read from r up to a blank line or the
@@ -179,12 +183,17 @@ func (d *Device) IpcUpdate(edit func(running string) (string, error)) error {
 
 // ipcSet is IpcSet, setMu held.
 func (d *Device) ipcSet(r io.Reader) (err error) {
+	var st setState
+	defer func() { // once d.mu is released
+		if ferr := d.finishSet(&st); err == nil {
+			err = ferr
+		}
+	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed() {
 		return uapiErrorf(ipc.IpcErrorIO, "%w", errDeviceClosed)
 	}
-	var st setState
 	defer func() {
 		if ferr := d.finishSetLocked(&st); err == nil {
 			err = ferr
@@ -246,22 +255,18 @@ func (d *Device) postPeerLocked(st *setState) {
 }
 
 // finishSetLocked publishes what the request changed and sends the
-// keepalives it asked for. A dataplane that could not take the whole
-// configuration (which the control plane and the engine hold) is reported
-// to the client: errno is the system error's (ENOSPC for a full LAN
-// prefix map), else EIO.
+// keepalives it asked for; the part of the change the dataplane left to
+// do (st.later) is finishSet's, once d.mu is released. A dataplane that
+// could not take the whole configuration (which the control plane and
+// the engine hold) is reported to the client: errno is the system error's
+// (ENOSPC for a full LAN prefix map), else EIO.
 func (d *Device) finishSetLocked(st *setState) error {
 	d.postPeerLocked(st)
 	var err error
 	if st.changed {
-		if perr := d.publishLocked(); perr != nil {
-			code := int64(ipc.IpcErrorIO)
-			var errno syscall.Errno
-			if errors.As(perr, &errno) {
-				code = -int64(errno)
-			}
-			err = &UAPIError{Code: code, Err: perr}
-		}
+		var perr error
+		st.later, perr = d.publishLaterLocked()
+		err = dataplaneUAPIError(perr)
 	}
 	// Before Start, Start sends them (keepalivesAtStart), as wireguard-go
 	// sends them only on a device that is up.
@@ -275,6 +280,32 @@ func (d *Device) finishSetLocked(st *setState) error {
 		d.tellMovedLocked(now)
 	}
 	return err
+}
+
+// finishSet does the part of the request's change that the dataplane
+// left to do (st.later, from finishSetLocked), d.mu not held, and returns
+// its error as finishSetLocked returns the dataplane's.
+func (d *Device) finishSet(st *setState) error {
+	if st.later == nil {
+		return nil
+	}
+	later := st.later
+	st.later = nil
+	return dataplaneUAPIError(later())
+}
+
+// dataplaneUAPIError is err, a change's error of the dataplane, for a
+// set's client (nil if nil): errno the system error's, else EIO.
+func dataplaneUAPIError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := int64(ipc.IpcErrorIO)
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		code = -int64(errno)
+	}
+	return &UAPIError{Code: code, Err: err}
 }
 
 // tellMovedLocked sends a keepalive from the new listen port to every peer

@@ -139,10 +139,14 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 	var st setState
 	defer func() {
 		d.mu.Lock()
-		if ferr := d.finishSetLocked(&st); err == nil {
+		ferr := d.finishSetLocked(&st)
+		d.mu.Unlock()
+		if lerr := d.finishSet(&st); ferr == nil {
+			ferr = lerr
+		}
+		if err == nil {
 			err = ferr
 		}
-		d.mu.Unlock()
 	}()
 	var failed error // the first error: nothing after it is applied
 	for {

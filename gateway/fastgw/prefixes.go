@@ -3,6 +3,7 @@
 package fastgw
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -57,6 +57,10 @@ type dataplane_ struct {
 
 	mu      sync.Mutex
 	entries map[netip.Prefix]*prefixEntry // the configuration's prefixes; guarded by mu
+	// pending is the part of the last change left to do
+	// (UpdatePeersLater), which the next holder of mu does first (lock);
+	// guarded by mu.
+	pending *mapJob
 	// left are the prefixes that left the configuration, whose routes
 	// into the exception TUN stay (forget), at most maxLeftRoutes of a
 	// family; guarded by mu.
@@ -143,6 +147,33 @@ func (h *prefixHeap) Swap(i, j int) {
 	h.e[i].index, h.e[j].index = i, j
 }
 func (h *prefixHeap) Push(x any) { e := x.(*prefixEntry); e.index = len(h.e); h.e = append(h.e, e) }
+
+// pushAll pushes es: one by one when they are few next to the heap, else
+// appended and the heap made again (heap.Init: O(len) where pushes one by
+// one cost O(len log len) when each goes to the top, as ascending ranks
+// do on a heap of the worst first).
+func (h *prefixHeap) pushAll(es []*prefixEntry) {
+	if len(es) < 64 || len(es) < h.Len()/8 {
+		for _, e := range es {
+			heap.Push(h, e)
+		}
+		return
+	}
+	for _, e := range es {
+		e.index = len(h.e)
+		h.e = append(h.e, e)
+	}
+	heap.Init(h)
+}
+
+// compareRank orders entries by rank, best (lowest) first.
+func compareRank(a, b *prefixEntry) int {
+	if c := cmp.Compare(a.rank[0], b.rank[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.rank[1], b.rank[1])
+}
+
 func (h *prefixHeap) Pop() any {
 	e := h.e[len(h.e)-1]
 	h.e[len(h.e)-1] = nil
@@ -172,33 +203,69 @@ func newDataplane(e *fastpath.Engine, lan prefixMap, capacity int, log *slog.Log
 // queued for the route worker (routeQueue), in the order of the changes,
 // not sent under d.mu and the caller's lock: WaitApplied waits for them.
 // Their failures are logged, as before, not returned: the error is the
-// LAN map's and the engine's.
+// LAN map's and the engine's. It is UpdatePeersLater with the later part
+// done at once.
 func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
-	d.mu.Lock()
+	later, err := d.UpdatePeersLater(c)
+	if err == nil && later != nil {
+		err = later()
+	}
+	return err
+}
+
+// UpdatePeersLater is UpdatePeers in two parts, for a caller that holds a
+// lock others wait for (gateway.Device's): what must be done before it
+// returns (the prefixes that leave taken out of the LAN map, then the
+// engine's snapshot swap: the workers route the whole change from then
+// on), and, for a change of more than laterAbove routes, the rest (the
+// configuration's tables and the LAN map's inserts of the prefixes that
+// entered: mapJob), which later does, returning its error, once the
+// caller let its lock go. later is nil when nothing is left to do. The
+// rest is done in the order of the changes whoever comes first: later,
+// WaitApplied, or the next call that takes d.mu (lock), so that every
+// change finds its predecessors' whole. Until then the LAN's packets to
+// the prefixes that entered are forwarded by the kernel, as before the
+// change (the change's caller has not returned; at 100,000 peers of two
+// prefixes each, later took 0.3-0.5 s that the control plane's lock was
+// held for before).
+func (d *dataplane_) UpdatePeersLater(c fastpath.PeerChange) (later func() error, err error) {
+	d.lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
-	final := make(map[netip.Prefix]*fastpath.Peer, len(c.Routes))
-	order := make([]netip.Prefix, 0, len(c.Routes))
-	for _, r := range c.Routes { // the last route of a prefix decides
-		p := r.Prefix.Masked()
-		if _, ok := final[p]; !ok {
-			order = append(order, p)
-		}
-		final[p] = r.Peer
-	}
 	// The map redirects a prefix only while the engine can route it:
 	// prefixes leave the map before the engine's snapshot swap, enter it
 	// after (a frame redirected for a prefix the engine does not know is
-	// dropped as no_route).
-	for _, p := range order {
-		if e := d.entries[p]; e != nil && final[p] == nil {
+	// dropped as no_route). A prefix leaves when the last route of it in
+	// c clears its owner: only those c clears somewhere are looked at,
+	// so that a change that adds pays no map of its prefixes here.
+	var cleared map[netip.Prefix]*fastpath.Peer // the last owner c gives each
+	var clearedOrder []netip.Prefix
+	for _, r := range c.Routes {
+		if r.Peer != nil && len(cleared) == 0 {
+			continue
+		}
+		p := r.Prefix.Masked()
+		if r.Peer == nil {
+			if cleared == nil {
+				cleared = make(map[netip.Prefix]*fastpath.Peer)
+			}
+			if _, ok := cleared[p]; !ok {
+				clearedOrder = append(clearedOrder, p)
+			}
+			cleared[p] = nil
+		} else if _, ok := cleared[p]; ok {
+			cleared[p] = r.Peer
+		}
+	}
+	for _, p := range clearedOrder {
+		if e := d.entries[p]; e != nil && cleared[p] == nil {
 			d.forget(e)
 		}
 	}
 	d.queueRoutes(routeJob{del: d.dropping})
 	d.dropping = nil
 	if err := d.Engine.UpdatePeers(c); err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range c.Remove {
 		delete(d.peerSeq, p)
@@ -207,71 +274,16 @@ func (d *dataplane_) UpdatePeers(c fastpath.PeerChange) error {
 		d.seq++
 		d.peerSeq[p] = d.seq
 	}
-	var routes []routeReq
-	for _, p := range order {
-		owner := final[p]
-		if owner == nil {
-			continue
-		}
-		e := d.entries[p]
-		switch {
-		case e == nil:
-			d.seq++
-			e = &prefixEntry{pfx: p, peer: owner, rank: [2]uint64{d.peerSeq[owner], d.seq}}
-			d.entries[p] = e
-			// A prefix that left and comes back has its route into
-			// the exception TUN still: replaced.
-			ours := d.left.Has(p)
-			d.left.Remove(p)
-			routes = append(routes, routeReq{p: p, replace: ours})
-			if _, ok := d.kept[p]; ok { // in the map still, in its slot
-				delete(d.kept, p)
-				d.keptN[family(p)]--
-				e.mapped = true
-				heap.Push(&d.inMap[family(p)], e)
-			} else {
-				heap.Push(&d.waiting[family(p)], e)
-			}
-		case e.peer != owner:
-			d.seq++
-			e.peer, e.rank = owner, [2]uint64{d.peerSeq[owner], d.seq}
-			if e.mapped {
-				heap.Fix(&d.inMap[family(p)], e.index)
-			} else {
-				heap.Fix(&d.waiting[family(p)], e.index)
-			}
-		}
+	j := &mapJob{routes: c.Routes}
+	if len(c.Routes) <= laterAbove {
+		return nil, d.doMapJob(j)
 	}
-	// The route worker installs them; the LAN map takes them now
-	// (balance): the XDP program redirects the LAN's packets to them
-	// without the kernel's route, which the host's own packets and those
-	// of the prefixes the map cannot take need.
-	if d.excLink != nil {
-		d.queueRoutes(routeJob{reqs: routes})
-	}
-	var first error
-	for f := range d.inMap {
-		if err := d.balance(f); err != nil && first == nil {
-			first = err
-		}
-	}
-	if n := d.waiting[0].Len() + d.waiting[1].Len(); n > 0 {
-		// The others' traffic is not redirected: the kernel forwards it
-		// (with IP forwarding on) into the exception TUN, routed above,
-		// and the gateway encrypts it from there, slowly. Without an
-		// exception TUN no route leads it into the tunnel: the kernel
-		// forwards it by the host's other routes.
-		if first == nil {
-			first = fmt.Errorf("%w: %s of a family at most", syscall.ENOSPC, plural.Count(d.capacity, "prefix", "prefixes"))
-		}
-		others := "the others reach the tunnel only through the kernel's forwarding and the exception TUN (slowly): use fewer, wider prefixes, or a larger LANPrefixCapacity"
-		if d.excLink == nil {
-			others = "the LAN's packets to the others do not reach the tunnel: without an exception TUN (Address) the kernel forwards them by the host's other routes, in cleartext out of the WAN where a default route leads there: use fewer, wider prefixes, set Address, or a larger LANPrefixCapacity"
-		}
-		return fmt.Errorf("the LAN XDP prefix map holds %d of the %d allowed-IPs prefixes (%w); %s",
-			d.inMap[0].Len()+d.inMap[1].Len(), len(d.entries), first, others)
-	}
-	return nil
+	d.pending = j
+	return func() error {
+		d.lock()
+		defer d.mu.Unlock()
+		return j.err
+	}, nil
 }
 
 // forget takes e out of the configuration: out of the map (or the
@@ -363,21 +375,29 @@ func (d *dataplane_) balance(f int) error {
 		// Free slots: the best waiting prefixes take them, added in one
 		// call (addPrefixes: a batch of the map's).
 		free := d.capacity - in.Len() - d.keptN[f]
-		batch := make([]*prefixEntry, 0, min(free, wait.Len()))
-		pfxs := make([]netip.Prefix, 0, cap(batch))
-		for len(batch) < free && wait.Len() > 0 {
-			e := heap.Pop(wait).(*prefixEntry)
-			batch, pfxs = append(batch, e), append(pfxs, e.pfx)
-		}
-		n, err := addPrefixes(d.lan, pfxs)
-		for i, e := range batch {
-			if i < n {
-				e.mapped = true
-				heap.Push(in, e)
-			} else {
-				heap.Push(wait, e)
+		var batch []*prefixEntry
+		if free >= wait.Len() {
+			// All of them, best first: sorted rather than popped one
+			// by one (a sort of a heap made of ascending pushes, as a
+			// configuration's, finds it sorted).
+			batch, wait.e = wait.e, nil
+			slices.SortFunc(batch, compareRank)
+		} else {
+			batch = make([]*prefixEntry, 0, free)
+			for len(batch) < free && wait.Len() > 0 {
+				batch = append(batch, heap.Pop(wait).(*prefixEntry))
 			}
 		}
+		pfxs := make([]netip.Prefix, len(batch))
+		for i, e := range batch {
+			pfxs[i] = e.pfx
+		}
+		n, err := addPrefixes(d.lan, pfxs)
+		for _, e := range batch[:n] {
+			e.mapped = true
+		}
+		in.pushAll(batch[:n])
+		wait.pushAll(batch[n:])
 		if err != nil {
 			if n < len(batch) {
 				return fmt.Errorf("add %v: %w", batch[n].pfx, err)
@@ -412,7 +432,7 @@ func addPrefixes(m prefixMap, pfxs []netip.Prefix) (int, error) {
 // has a route of another's now is no longer kept (restoreLeft).
 func (d *dataplane_) restoreRoutes() int {
 	d.WaitApplied() // not to wait for the worker's whole queue under d.mu (routeMu)
-	d.mu.Lock()
+	d.lock()
 	defer d.mu.Unlock()
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
@@ -444,7 +464,7 @@ func (d *dataplane_) Retake(subnets []netip.Prefix) {
 	if d == nil {
 		return
 	}
-	d.mu.Lock()
+	d.lock()
 	defer d.mu.Unlock()
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
@@ -633,7 +653,7 @@ func (d *dataplane_) restoreMissingRoutes() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	d.mu.Lock()
+	d.lock()
 	defer d.mu.Unlock()
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()

@@ -97,7 +97,7 @@ func (d *dataplane_) routeWorker() {
 		// follows the queueing): on a core shared with it, the
 		// routes' netlink work does not lengthen the change, and the
 		// control plane's lock.
-		d.mu.Lock()
+		d.lock()
 		j.kept = d.left.max
 		d.mu.Unlock()
 		d.doRouteJob(j)
@@ -140,7 +140,7 @@ func (d *dataplane_) doRouteJob(j routeJob) {
 	// Listed outside d.mu: a change (under the control plane's lock)
 	// waits for d.mu, not for the dump of the whole table.
 	ours, err := d.excRoutes()
-	d.mu.Lock()
+	d.lock()
 	defer d.mu.Unlock()
 	defer d.warn.Flush()
 	d.markTaken(taken, ours, err)
@@ -156,7 +156,7 @@ func (d *dataplane_) doRouteJob(j routeJob) {
 // static route) into the exception TUN. reqs is changed in place. d.mu
 // not held (taken for the look-ups).
 func (d *dataplane_) keepHostRoutes(reqs []routeReq) []routeReq {
-	d.mu.Lock()
+	d.lock()
 	defer d.mu.Unlock()
 	if d.hostRouted == 0 {
 		return reqs
@@ -202,13 +202,16 @@ func (d *dataplane_) deleteLeft(w *logcap.Log, old []netip.Prefix, kept int) {
 }
 
 // WaitApplied waits until the route work of every change UpdatePeers
-// returned for before the call is done (gateway's dataplaneWaiter): the
+// returned for before the call is done, the part of a change left to do
+// (UpdatePeersLater) first (gateway's dataplaneWaiter): the
 // UAPI's sets and Device.AddPeers wait so, after they release the
 // control plane's lock, and return once the routes of the prefixes they
 // added are in the kernel's table, as when the routes were installed
 // under the lock. It returns at once after stopRoutes (the gateway is
 // closing: the routes not installed by then are not).
 func (d *dataplane_) WaitApplied() {
+	d.lock() // the change left to do queues its routes (UpdatePeersLater)
+	d.mu.Unlock()
 	q := &d.rq
 	q.mu.Lock()
 	defer q.mu.Unlock()
