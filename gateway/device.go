@@ -71,9 +71,11 @@ type Device struct {
 	// dirtyPeers and dirtyPrefixes are what changed since the last
 	// publish: peers created or forgotten, prefixes whose owner may have
 	// changed. publishLocked hands the dataplane only these.
+	// dirtyRoutes are the prefixes' routes (each one's owner now), in
+	// the order first touched; dirtyPrefixes maps each to its index.
 	dirtyPeers    map[*peer]struct{}
-	dirtyPrefixes map[netip.Prefix]struct{}
-	dirtyOrder    []netip.Prefix // dirtyPrefixes' keys, in the order first touched
+	dirtyPrefixes map[netip.Prefix]int
+	dirtyRoutes   []fastpath.Route
 	// precompute are the handshakes made since the last publish, whose
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
@@ -243,7 +245,7 @@ func New(o Options) (*Device, error) {
 		uapiIdle:   uapiIdleTimeout,
 
 		dirtyPeers:    make(map[*peer]struct{}),
-		dirtyPrefixes: make(map[netip.Prefix]struct{}),
+		dirtyPrefixes: make(map[netip.Prefix]int),
 	}
 	if e, ok := o.Dataplane.(*fastpath.Engine); ok {
 		if d.opts.WANMAC == ([6]byte{}) {

@@ -17,19 +17,28 @@ func (d *Device) clearAllowedLocked(p *peer) {
 	for pfx := range p.allowed.All {
 		if d.allowed[pfx] == p {
 			delete(d.allowed, pfx)
-			d.dirtyPrefixLocked(pfx)
+			d.dirtyPrefixLocked(pfx, nil)
 		}
 	}
 	p.allowed.Reset()
 }
 
-// dirtyPrefixLocked records that pfx's owner may have changed, for the
-// next publish, in the order the prefixes are first touched.
-func (d *Device) dirtyPrefixLocked(pfx netip.Prefix) {
-	if _, ok := d.dirtyPrefixes[pfx]; !ok {
-		d.dirtyPrefixes[pfx] = struct{}{}
-		d.dirtyOrder = append(d.dirtyOrder, pfx)
+// dirtyPrefixLocked records that pfx's owner is now owner (nil: none;
+// d.allowed[pfx] as the caller left it), for the next publish, in the
+// order the prefixes are first touched: the publish then looks up no
+// owner (200,000 map look-ups, 40-60 ms under d.mu, after a set of
+// 100,000 peers).
+func (d *Device) dirtyPrefixLocked(pfx netip.Prefix, owner *peer) {
+	var fp *fastpath.Peer
+	if owner != nil {
+		fp = owner.fp
 	}
+	if i, ok := d.dirtyPrefixes[pfx]; ok {
+		d.dirtyRoutes[i].Peer = fp
+		return
+	}
+	d.dirtyPrefixes[pfx] = len(d.dirtyRoutes)
+	d.dirtyRoutes = append(d.dirtyRoutes, fastpath.Route{Prefix: pfx, Peer: fp})
 }
 
 // addAllowedLocked gives pfx to p, at the end of p's list even when p held
@@ -42,7 +51,7 @@ func (d *Device) addAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	d.allowed[pfx] = p
 	p.allowed.Add(pfx)
-	d.dirtyPrefixLocked(pfx)
+	d.dirtyPrefixLocked(pfx, p)
 }
 
 func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
@@ -52,7 +61,7 @@ func (d *Device) removeAllowedLocked(p *peer, pfx netip.Prefix) {
 	}
 	delete(d.allowed, pfx)
 	p.allowed.Remove(pfx)
-	d.dirtyPrefixLocked(pfx)
+	d.dirtyPrefixLocked(pfx, nil)
 }
 
 // publishLocked hands the dataplane what changed since the last publish
@@ -84,7 +93,9 @@ func (d *Device) publishLaterLocked() (later func() error, err error) {
 	var c fastpath.PeerChange
 	var added []*peer
 	for p := range d.dirtyPeers {
-		live := d.byFP[p.fp] == p
+		// In the list exactly while d.byFP holds it (lookupOrCreateLocked,
+		// removePeerLocked, removeAllPeersLocked): no look-up of a map.
+		live := p.listIdx >= 0
 		switch {
 		case live && !p.published:
 			added = append(added, p)
@@ -94,26 +105,30 @@ func (d *Device) publishLaterLocked() (later func() error, err error) {
 			p.published = false
 		}
 	}
-	slices.SortFunc(added, func(a, b *peer) int { return cmp.Compare(a.listIdx, b.listIdx) })
+	if n := len(d.peers.items); len(added) > 64 && len(added) >= n/8 {
+		// Many: placed by their positions in the list, in O(n), rather
+		// than sorted (a sort of 100,000 peers, 20 ms under d.mu).
+		at := make([]*peer, n)
+		for _, p := range added {
+			at[p.listIdx] = p
+		}
+		added = slices.DeleteFunc(at, func(p *peer) bool { return p == nil })
+	} else {
+		slices.SortFunc(added, func(a, b *peer) int { return cmp.Compare(a.listIdx, b.listIdx) })
+	}
 	c.Add = make([]*fastpath.Peer, len(added))
 	for i, p := range added {
 		c.Add[i] = p.fp
 	}
-	c.Routes = make([]fastpath.Route, len(d.dirtyOrder))
-	for i, pfx := range d.dirtyOrder {
-		c.Routes[i].Prefix = pfx
-		if o := d.allowed[pfx]; o != nil {
-			c.Routes[i].Peer = o.fp
-		}
-	}
+	// The dataplane keeps them (fastgw, until the later part of the
+	// change): the next change starts a slice of its own.
+	c.Routes, d.dirtyRoutes = d.dirtyRoutes, nil
 	// clear costs the maps' capacity: after a large change, new ones.
 	if len(d.dirtyPeers)+len(d.dirtyPrefixes) > 1024 {
-		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]struct{})
-		d.dirtyOrder = nil
+		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]int)
 	} else {
 		clear(d.dirtyPeers)
 		clear(d.dirtyPrefixes)
-		d.dirtyOrder = d.dirtyOrder[:0]
 	}
 	if len(d.precompute) > 0 {
 		select {
