@@ -27,11 +27,14 @@ at the file only, not at the system (the interfaces, CPUs and privileges
 are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
 start, with up's warnings of a WAN MTU over which full-size tunnel
-packets would leave as IP fragments and of a LAN MTU whose full frames
-are longer than an AF_XDP frame, and a warning of a ListenPort another
-socket holds, which up refuses (run it where the gateway runs: ip
-netns exec NS wgpio check -system -c FILE). It applies nothing; the
-flags that override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,
+packets would leave as IP fragments, of a LAN MTU whose full frames
+are longer than an AF_XDP frame and of forwarding off (the sysctls
+net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
+gateway with an Address, and a warning of a ListenPort another socket
+holds, which up refuses; in Mode = compat-mqtun forwarding off is an
+error, as up refuses it (run it where the gateway runs: ip netns exec
+NS wgpio check -system -c FILE). It applies nothing; the flags that
+override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,
 -metrics-addr) check it as up runs it with the same flags.
 dist/wgpio.service runs it before each reload, so that systemctl reload
 fails on a file a reload would not apply.

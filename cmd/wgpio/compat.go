@@ -38,9 +38,8 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if mtu == 0 {
 		mtu = 1420
 	}
-	if err := checkForwarding(f, w); err != nil {
-		return err
-	}
+	// cmdUp refused it already if forwarding is off (checkSystem:
+	// checkForwarding).
 	if mixedEndpoints(f) {
 		log.Warn(mixedEndpointsWarning)
 	}

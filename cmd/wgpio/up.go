@@ -244,12 +244,19 @@ func warnForwarding(log *slog.Logger, f *config.File, name string) {
 		return
 	}
 	if len(off) > 0 {
-		log.Warn(fmt.Sprintf("forwarding is off in this network namespace (%s): decrypted traffic the host routes out of another interface than the LAN "+
-			"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/). "+
-			"Until then the LAN's traffic to a removed peer's allowed IPs is dropped by the kernel too (IpInAddrErrors in nstat), neither counted as no_route nor answered with host unreachable. "+
-			"Forwarding on also routes the kernel's own traffic between the WAN and the LAN in cleartext, as on any Linux router: give netfilter's forward hook a drop policy for what must not cross",
-			strings.Join(off, ", "), name, sysctlsOn(off)), "sysctls", strings.Join(off, " "))
+		log.Warn(forwardingWarning(off, name), "sysctls", strings.Join(off, " "))
 	}
+}
+
+// forwardingWarning is warnForwarding's text for the sysctls off (from
+// forwardingOff, not empty) of the gateway name, which `wgpio check
+// -system` gives too (systemWarnings).
+func forwardingWarning(off []string, name string) string {
+	return fmt.Sprintf("forwarding is off in this network namespace (%s): decrypted traffic the host routes out of another interface than the LAN "+
+		"(a full-tunnel peer's Internet traffic) goes to the kernel through %s, which will drop it; if peers send such traffic, run `sysctl -w %s` (and keep it in /etc/sysctl.d/). "+
+		"Until then the LAN's traffic to a removed peer's allowed IPs is dropped by the kernel too (IpInAddrErrors in nstat), neither counted as no_route nor answered with host unreachable. "+
+		"Forwarding on also routes the kernel's own traffic between the WAN and the LAN in cleartext, as on any Linux router: give netfilter's forward hook a drop policy for what must not cross",
+		strings.Join(off, ", "), name, sysctlsOn(off))
 }
 
 // lockInstance makes sure one gateway runs per name and per interface of

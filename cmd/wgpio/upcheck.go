@@ -138,7 +138,8 @@ func (o *overrideFlags) apply(w *config.WGPIO) {
 
 // checkSystem makes up's checks of f (with w, its [WGPIO] as the flags
 // leave it) against this system: its interfaces (WAN and LAN), their
-// queues and the CPUs (fast path). A reload that changed keys only a start
+// queues and the CPUs (fast path), and in compat-mqtun the forwarding
+// sysctls (checkForwarding). A reload that changed keys only a start
 // applies makes them too, and warns of what would stop the next start.
 func checkSystem(f *config.File, w config.WGPIO) error {
 	switch w.Mode {
@@ -149,6 +150,8 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 		if err := checkWANAddress(f, w); err != nil {
 			return err
 		}
+	case config.ModeCompatMQTUN:
+		return checkForwarding(f, w)
 	}
 	if w.Mode == config.ModeFastPath {
 		if err := checkQueues(f.Name, w); err != nil {
@@ -167,19 +170,26 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 // compatgw.CheckMTU): the tunnel MTU against the WAN's, where full-size
 // tunnel packets would leave as IP fragments ("WAN MTU: ..."), and a LAN
 // whose full frames no AF_XDP frame holds, which the kernel drops before
-// the gateway sees them ("LAN MTU: ..."). What cannot be read here gives
-// none: the start reports it.
+// the gateway sees them ("LAN MTU: ..."), and the forwarding sysctls off
+// for a fast-path gateway with an exception TUN in shared mode
+// (warnForwarding, naming the gateway after the file as up does without
+// -name). What cannot be read here gives none: the start reports it.
 func systemWarnings(f *config.File, w config.WGPIO) []string {
 	var wan, lan string
+	var out []string
 	switch w.Mode {
 	case config.ModeFastPath:
+		if len(f.Interface.Addresses) > 0 && w.AddressMode != config.AddressOwned {
+			if off, err := forwardingOff(f); err == nil && len(off) > 0 {
+				out = append(out, forwardingWarning(off, strings.TrimSuffix(filepath.Base(f.Name), ".conf")))
+			}
+		}
 		cfg := fastgwConfig(f.Name, f, w, false, nil)
 		cfg.PrivateKey.Zero() // a copy; not needed here
 		wan, lan, _ = fastgw.CheckMTU(cfg)
 	case config.ModeCompat:
 		wan, lan, _ = compatgw.CheckMTU(w.WAN, w.LAN, f.Interface.MTU)
 	}
-	var out []string
 	if warn := listenPortWarning(f, w); warn != "" {
 		out = append(out, warn)
 	}
