@@ -67,10 +67,21 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 	}
 	// Each ends the demo, which then removes what it made: Ctrl-C,
 	// SIGTERM, the terminal closing (SIGHUP), and its output's reader
-	// going away (SIGPIPE: `wgpio demo | head`, quitting less), which
-	// killed it with the namespaces, veths and routes left behind.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// going away (`wgpio demo | head`, quitting less), which killed it
+	// with the namespaces, veths and routes left behind.
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	// SIGPIPE asked for (and dropped: the channel is never read), a
+	// write to a stdout whose reader went away fails with EPIPE instead
+	// of killing the process (os/signal: "SIGPIPE"), and out ends the
+	// demo on it. SIGPIPE itself does not say whose pipe broke: once
+	// asked for, it comes for a write to any broken socket too, such as
+	// the capture socket after a `wgpio capture -c N` hung up, which
+	// ended the demo when SIGPIPE ended it.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	out := epipeWriter{w: os.Stdout, gone: cancel}
 	started := func(s *twosite.Site) func() {
 		// The demo's wgpio gateway answers `wgpio stats` and `wgpio
 		// capture` like one run by `wgpio up`.
@@ -88,7 +99,7 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 		}
 		return func() { stopCapture(); stopStats() }
 	}
-	res, err := runDemo(ctx, demoOptions{Duration: *dur, Rate: *rate, Size: *size, Queues: *queues, Started: started}, os.Stdout)
+	res, err := runDemo(ctx, demoOptions{Duration: *dur, Rate: *rate, Size: *size, Queues: *queues, Started: started}, out)
 	if err != nil {
 		return err
 	}
@@ -99,6 +110,22 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 			res.ReceivedAB, res.ReceivedBA, dropList(res.Drops))
 	}
 	return nil
+}
+
+// epipeWriter writes to w and calls gone when a write fails with EPIPE:
+// the reader of the demo's output went away. Safe for concurrent use if w
+// is; gone may be called more than once.
+type epipeWriter struct {
+	w    io.Writer
+	gone func()
+}
+
+func (e epipeWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		e.gone()
+	}
+	return n, err
 }
 
 // dropList formats drops by reason as "reason N, reason N" in the
