@@ -137,7 +137,8 @@ func (o *overrideFlags) apply(w *config.WGPIO) {
 }
 
 // checkSystem makes up's checks of f (with w, its [WGPIO] as the flags
-// leave it) against this system: its interfaces (WAN and LAN), their
+// leave it) against this system: its interfaces (WAN and LAN, and in fast
+// path their VLANs and frames as the start resolves them), their
 // queues and the CPUs (fast path), and in compat-mqtun the forwarding
 // sysctls (checkForwarding). A reload that changed keys only a start
 // applies makes them too, and warns of what would stop the next start.
@@ -158,7 +159,23 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 			return err
 		}
 		if len(w.CPUs) > 0 {
-			return checkCPUs(f.Name, w)
+			if err := checkCPUs(f.Name, w); err != nil {
+				return err
+			}
+		}
+		// The sides as the start resolves them: a WANVLAN or LANVLAN
+		// without its kernel VLAN device in shared mode, a VLAN device
+		// whose MAC is not its trunk's, frames the LAN cannot carry.
+		// check -system said ok of those, and the start refused them.
+		// Without the peers, which it reads nothing of (a start with
+		// 100,000 of them copied each once more).
+		nopeers := *f
+		nopeers.Peers = nil
+		cfg := fastgwConfig(f.Name, &nopeers, w, false, nil)
+		_, _, err := fastgw.CheckMTU(cfg)
+		cfg.PrivateKey.Zero() // a copy; not needed here
+		if err != nil {
+			return startError(f, err)
 		}
 	}
 	return nil
