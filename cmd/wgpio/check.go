@@ -30,8 +30,9 @@ start, with up's warnings of a WAN MTU over which full-size tunnel
 packets would leave as IP fragments, of a LAN MTU whose full frames
 are longer than an AF_XDP frame and of forwarding off (the sysctls
 net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
-gateway with an Address, and a warning of a ListenPort another socket
-holds, which up refuses; in Mode = compat-mqtun forwarding off is an
+gateway with an Address, and warnings of a ListenPort or MetricsAddress
+another socket holds and of a UAPI socket of the file's name that
+answers, which up refuses; in Mode = compat-mqtun forwarding off is an
 error, as up refuses it (run it where the gateway runs: ip netns exec
 NS wgpio check -system -c FILE). It applies nothing; the flags that
 override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,

@@ -210,6 +210,7 @@ func systemWarnings(f *config.File, w config.WGPIO) []string {
 	if warn := listenPortWarning(f, w); warn != "" {
 		out = append(out, warn)
 	}
+	out = append(out, heldWarnings(f, w)...)
 	if wan != "" {
 		out = append(out, "WAN MTU: "+wan)
 	}
@@ -346,6 +347,32 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 			f.Name, port, err)
 	}
 	return ""
+}
+
+// heldWarnings are the warnings of what up takes in every mode and
+// refuses to start on while another process holds it: the UAPI socket of
+// the gateway's name (the file's: check has no -name; uapiNameFree) and
+// the MetricsAddress (listenMetrics). Warnings, not errors, as
+// listenPortWarning's: the holder may be this gateway, already up.
+// check -system said ok of both, and the start then failed.
+func heldWarnings(f *config.File, w config.WGPIO) []string {
+	var out []string
+	name := strings.TrimSuffix(filepath.Base(f.Name), ".conf")
+	if checkGatewayName(name) == nil {
+		if err := uapiNameFree(name); err != nil {
+			out = append(out, fmt.Sprintf("%s: %s; unless that is this gateway, already up",
+				f.Name, strings.TrimPrefix(err.Error(), "up: ")))
+		}
+	}
+	if w.MetricsAddress != "" {
+		ln, err := listenMetrics(f.Name, w)
+		if err != nil {
+			out = append(out, err.Error()+"; wgpio up refuses it, unless that is this gateway's, already up")
+		} else {
+			ln.Close()
+		}
+	}
+	return out
 }
 
 // vlanDeviceHint says how to get VLAN vid of trunk when a missing
