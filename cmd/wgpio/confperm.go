@@ -22,10 +22,38 @@ import (
 // the file through it.
 func loadConfig(path string) (*config.File, error) {
 	f, err := config.Load(path)
-	if err != nil && errors.Is(err, fs.ErrPermission) {
+	switch {
+	case err != nil && errors.Is(err, fs.ErrPermission):
 		return nil, fmt.Errorf("%w%s", err, unreadableHint(path))
+	case err != nil && errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w%s", err, missingHint(path))
 	}
 	return f, err
+}
+
+// configDir is where wgpio's configuration files live (dist/wgpio.service
+// runs /etc/wgpio/NAME.conf).
+const configDir = "/etc/wgpio"
+
+// missingHint names the file that a path that does not exist most likely
+// meant, in wg-quick's habit of naming a configuration by its interface
+// (wg-quick up wg0 reads /etc/wireguard/wg0.conf): path with ".conf"
+// added, or a bare name's file in configDir. "" when neither exists.
+// `wgpio up -c wg0` was told only "open wg0: no such file or directory".
+func missingHint(path string) string {
+	var tries []string
+	if !strings.HasSuffix(path, ".conf") {
+		tries = append(tries, path+".conf")
+	}
+	if !strings.ContainsRune(path, '/') {
+		tries = append(tries, filepath.Join(configDir, strings.TrimSuffix(path, ".conf")+".conf"))
+	}
+	for _, t := range tries {
+		if st, err := os.Stat(t); err == nil && !st.IsDir() {
+			return fmt.Sprintf(" (the file goes by its path: did you mean -c %s?)", t)
+		}
+	}
+	return ""
 }
 
 // unreadableHint explains a configuration file at path that the process

@@ -168,3 +168,22 @@ func TestUAPINameTaken(t *testing.T) {
 		t.Errorf("a socket nothing answers: %v, want nil", err)
 	}
 }
+
+// TestMissingConfigHint: a configuration named as wg-quick names one, by
+// its interface (`wgpio up -c wg0` for wg0.conf), is refused with the
+// file it most likely meant; it was told only "no such file or
+// directory". A name with no such file gets no hint.
+func TestMissingConfigHint(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "wg0.conf"), []byte("[Interface]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(filepath.Join(dir, "wg0"))
+	want := "did you mean -c " + filepath.Join(dir, "wg0.conf") + "?"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("loadConfig(%s/wg0) = %v, want the error to say %q", dir, err, want)
+	}
+	if _, err := loadConfig(filepath.Join(dir, "wg1")); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("loadConfig(%s/wg1), no wg1.conf: %v, want an error without a hint", dir, err)
+	}
+}

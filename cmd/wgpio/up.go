@@ -98,7 +98,7 @@ func cmdUp(args []string) error {
 		// a bare name that is no file stands for /etc/wgpio/NAME.conf.
 		file := fs.Arg(0)
 		if _, err := os.Stat(file); err != nil && !strings.ContainsRune(file, '/') && !strings.HasSuffix(file, ".conf") {
-			file = filepath.Join("/etc/wgpio", file+".conf")
+			file = filepath.Join(configDir, file+".conf")
 		}
 		usageErr = fmt.Errorf("up: unexpected argument %q (the configuration file goes after -c: wgpio up -c %s)", fs.Arg(0), file)
 	case fs.NArg() > 0:
