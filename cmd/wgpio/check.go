@@ -17,7 +17,7 @@ import (
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
-const checkUsage = `usage: wgpio check [-system] -c FILE
+const checkUsage = `usage: wgpio check [-system] [-name NAME] -c FILE
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
 errors (file, line and key; exit status 1) or that it is fine (exit
@@ -31,12 +31,13 @@ packets would leave as IP fragments, of a LAN MTU whose full frames
 are longer than an AF_XDP frame and of forwarding off (the sysctls
 net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
 gateway with an Address, and warnings of a ListenPort or MetricsAddress
-another socket holds and of a UAPI socket of the file's name that
-answers, which up refuses; in Mode = compat-mqtun forwarding off is an
-error, as up refuses it (run it where the gateway runs: ip netns exec
-NS wgpio check -system -c FILE). It applies nothing; the flags that
-override [WGPIO] keys (-mode, -wan, -lan, -queues, -xdp,
--metrics-addr) check it as up runs it with the same flags.
+another socket holds and of a UAPI socket of the gateway's name (the
+file's, or -name's) that answers, which up refuses; in Mode =
+compat-mqtun forwarding off is an error, as up refuses it (run it where
+the gateway runs: ip netns exec NS wgpio check -system -c FILE). It
+applies nothing; the flags that override [WGPIO] keys (-mode, -wan,
+-lan, -queues, -xdp, -metrics-addr) check it as up runs it with the
+same flags.
 dist/wgpio.service runs it before each reload, so that systemctl reload
 fails on a file a reload would not apply.
 
@@ -55,6 +56,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 	}
 	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
 	system := fs.Bool("system", false, "also check the interfaces, queues and CPUs here, as up does")
+	name := fs.String("name", "", "the gateway's `name`, as up's -name (default: the file name without .conf)")
 	overrides := addOverrideFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -67,6 +69,11 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
 		return flagError{err}
+	}
+	if *name != "" {
+		if err := checkName(*name, *conf); err != nil {
+			return err
+		}
 	}
 	f, err := loadConfig(*conf)
 	if err != nil {
@@ -82,13 +89,17 @@ func check(stdout, stderr io.Writer, args []string) error {
 		if err := checkSystem(f, w); err != nil {
 			return err
 		}
-		for _, warning := range systemWarnings(f, w) {
+		gw := *name
+		if gw == "" {
+			gw = strings.TrimSuffix(filepath.Base(*conf), ".conf")
+		}
+		for _, warning := range systemWarnings(f, w, gw) {
 			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 		}
 	}
 	// up names the gateway after the file unless -name says otherwise;
 	// a name no interface can have is refused there.
-	if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); checkGatewayName(n) != nil {
+	if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); *name == "" && checkGatewayName(n) != nil {
 		fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
 			"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
 	}

@@ -69,7 +69,7 @@ func TestCheckSystemForwarding(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sysctl -w net.ipv4.ip_forward=1") || !strings.Contains(err.Error(), "mqtun.conf:5") {
 		t.Errorf("compat-mqtun, forwarding off: check -system = %v, want the start's error at the Mode line naming the sysctl", err)
 	}
-	if w := systemWarnings(fast, fast.WGPIO); !strings.Contains(strings.Join(w, "\n"), "sysctl -w net.ipv4.ip_forward=1") {
+	if w := systemWarnings(fast, fast.WGPIO, "fast"); !strings.Contains(strings.Join(w, "\n"), "sysctl -w net.ipv4.ip_forward=1") {
 		t.Errorf("fastpath with Address, forwarding off: check -system warnings %q, want up's forwarding warning", w)
 	}
 
@@ -78,7 +78,7 @@ func TestCheckSystemForwarding(t *testing.T) {
 	if err := check(&strings.Builder{}, &stderr, []string{"-system", "-c", mqtun}); err != nil {
 		t.Errorf("compat-mqtun, IPv4 forwarding on, IPv4 peers only: check -system = %v, want nil", err)
 	}
-	if w := systemWarnings(fast, fast.WGPIO); strings.Contains(strings.Join(w, "\n"), "forwarding") {
+	if w := systemWarnings(fast, fast.WGPIO, "fast"); strings.Contains(strings.Join(w, "\n"), "forwarding") {
 		t.Errorf("fastpath, IPv4 forwarding on: check -system warnings %q, want none of forwarding", w)
 	}
 }

@@ -67,6 +67,27 @@ func TestCheckSystemHeld(t *testing.T) {
 			t.Errorf("check -system with the UAPI socket and the metrics port held: stderr %q, want a warning %q", stderr.String(), want)
 		}
 	}
+	// Named otherwise (up -name, as dist/wgpio.service starts it), the
+	// gateway does not need that socket; given the held name, it does.
+	other := filepath.Join(filepath.Dir(path), "x.conf")
+	if err := os.WriteFile(other, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"-system", "-name", "chkother0", "-c", path}, false},
+		{[]string{"-system", "-name", name, "-c", other}, true},
+	} {
+		stderr.Reset()
+		if err := check(&strings.Builder{}, &stderr, tc.args); err != nil {
+			t.Fatalf("check %v: %v, want nil", tc.args, err)
+		}
+		if got := strings.Contains(stderr.String(), "already answers"); got != tc.warn {
+			t.Errorf("check %v: stderr %q; warning of the UAPI socket %v, want %v", tc.args, stderr.String(), got, tc.warn)
+		}
+	}
 	uapi.Close()
 	metrics.Close()
 	stderr.Reset()

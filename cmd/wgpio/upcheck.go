@@ -189,16 +189,16 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 // whose full frames no AF_XDP frame holds, which the kernel drops before
 // the gateway sees them ("LAN MTU: ..."), and the forwarding sysctls off
 // for a fast-path gateway with an exception TUN in shared mode
-// (warnForwarding, naming the gateway after the file as up does without
-// -name). What cannot be read here gives none: the start reports it.
-func systemWarnings(f *config.File, w config.WGPIO) []string {
+// (warnForwarding), of the gateway name. What cannot be read here gives
+// none: the start reports it.
+func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 	var wan, lan string
 	var out []string
 	switch w.Mode {
 	case config.ModeFastPath:
 		if len(f.Interface.Addresses) > 0 && w.AddressMode != config.AddressOwned {
 			if off, err := forwardingOff(f); err == nil && len(off) > 0 {
-				out = append(out, forwardingWarning(off, strings.TrimSuffix(filepath.Base(f.Name), ".conf")))
+				out = append(out, forwardingWarning(off, name))
 			}
 		}
 		cfg := fastgwConfig(f.Name, f, w, false, nil)
@@ -210,7 +210,7 @@ func systemWarnings(f *config.File, w config.WGPIO) []string {
 	if warn := listenPortWarning(f, w); warn != "" {
 		out = append(out, warn)
 	}
-	out = append(out, heldWarnings(f, w)...)
+	out = append(out, heldWarnings(f, w, name)...)
 	if wan != "" {
 		out = append(out, "WAN MTU: "+wan)
 	}
@@ -351,13 +351,12 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 
 // heldWarnings are the warnings of what up takes in every mode and
 // refuses to start on while another process holds it: the UAPI socket of
-// the gateway's name (the file's: check has no -name; uapiNameFree) and
-// the MetricsAddress (listenMetrics). Warnings, not errors, as
-// listenPortWarning's: the holder may be this gateway, already up.
-// check -system said ok of both, and the start then failed.
-func heldWarnings(f *config.File, w config.WGPIO) []string {
+// the gateway's name (uapiNameFree) and the MetricsAddress
+// (listenMetrics). Warnings, not errors, as listenPortWarning's: the
+// holder may be this gateway, already up. check -system said ok of both,
+// and the start then failed.
+func heldWarnings(f *config.File, w config.WGPIO, name string) []string {
 	var out []string
-	name := strings.TrimSuffix(filepath.Base(f.Name), ".conf")
 	if checkGatewayName(name) == nil {
 		if err := uapiNameFree(name); err != nil {
 			out = append(out, fmt.Sprintf("%s: %s; unless that is this gateway, already up",
