@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -282,11 +283,18 @@ func socketDrops(st dataplane.Stats) string {
 // dialHint is what to say after an error connecting to a gateway's socket
 // in runDir: for a permission error, who may connect (the socket belongs
 // to the user the gateway runs as, root or dist/wgpio.service's wgpio);
-// else notRunning, the likelier cause (no gateway, or a stale socket of
-// one killed with SIGKILL).
+// for a refused connection, a stale socket of a gateway killed with
+// SIGKILL; else notRunning, the likelier cause (no gateway).
 func dialHint(err error, notRunning string) string {
-	if errors.Is(err, fs.ErrPermission) {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
 		return fmt.Sprintf("running as uid %d: the socket is the gateway's user's; run this as root or as that user", os.Getuid())
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// The file is there and nothing listens on it: `wgpio stats`
+		// of every gateway said "is wgpio up running?" of it, and
+		// exited 1, while the gateways it could read ran.
+		return "nothing listens on it: the socket was left by a gateway of that name that ended without removing it " +
+			"(killed with SIGKILL, or crashed); the next `wgpio up` of that name replaces it, or remove the file"
 	}
 	return notRunning
 }

@@ -5,7 +5,9 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -141,5 +143,26 @@ func TestPrintStatsXDPNone(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("printStats does not say %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestDialHintStaleSocket: a socket file nothing listens on (left by a
+// gateway killed with SIGKILL) is named as such, with what to do; `wgpio
+// stats` said "is `wgpio up` running?" of it, which does not say why a
+// file is there or what to do about it.
+func TestDialHintStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wg0.stats")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // the file stays, as a killed gateway leaves it
+	_, err = net.Dial("unix", path)
+	if err == nil {
+		t.Fatal("dial of a closed socket succeeded")
+	}
+	if got := dialHint(err, "is `wgpio up` running?"); !strings.Contains(got, "killed with SIGKILL") || !strings.Contains(got, "remove the file") {
+		t.Errorf("dialHint(%v) = %q, want it to name a socket left by a killed gateway and what to do", err, got)
 	}
 }
