@@ -151,6 +151,13 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 		if err := checkWANAddress(f, w); err != nil {
 			return err
 		}
+		if w.Mode == config.ModeCompat {
+			// The interfaces as the start reads them (not Ethernet:
+			// the loopback, a TUN), which check -system said ok of.
+			if _, _, err := compatgw.CheckMTU(w.WAN, w.LAN, f.Interface.MTU); err != nil {
+				return startError(f, err)
+			}
+		}
 	case config.ModeCompatMQTUN:
 		return checkForwarding(f, w)
 	}

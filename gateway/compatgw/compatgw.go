@@ -523,8 +523,9 @@ func frameCheck(tunnelMTU int, lanDev string, wan, lan iface) (string, error) {
 // would log as "WAN MTU" (full-size tunnel packets leave as IP fragments)
 // and "LAN MTU" (the LAN's full frames are longer than an AF_XDP frame)
 // for tunnel MTU mtu (0: DefaultMTU), "" for none: `wgpio check -system`
-// gives them before a start. An error says what could not be read, or why
-// the tunnel MTU's frames cannot be sent (Start fails on it too).
+// gives them before a start. An error says what could not be read (a
+// *SettingError for an interface Start refuses: missing, not Ethernet),
+// or why the tunnel MTU's frames cannot be sent (Start fails on it too).
 func CheckMTU(wanDev, lanDev string, mtu int) (wanWarn, lanWarn string, err error) {
 	if mtu == 0 {
 		mtu = DefaultMTU
@@ -534,13 +535,15 @@ func CheckMTU(wanDev, lanDev string, mtu int) (wanWarn, lanWarn string, err erro
 		return "", "", fmt.Errorf("compatgw: netlink: %w", err)
 	}
 	defer h.Close()
+	// An interface Start refuses is refused as Start refuses it: a
+	// *SettingError naming the key.
 	wan, err := readIface(h, wanDev)
 	if err != nil {
-		return "", "", fmt.Errorf("compatgw: WAN: %w", err)
+		return "", "", fmt.Errorf("compatgw: %w", &SettingError{Key: "WAN", Err: fmt.Errorf("WAN: %w", err)})
 	}
 	lan, err := readIface(h, lanDev)
 	if err != nil {
-		return "", "", fmt.Errorf("compatgw: LAN: %w", err)
+		return "", "", fmt.Errorf("compatgw: %w", &SettingError{Key: "LAN", Err: fmt.Errorf("LAN: %w", err)})
 	}
 	if lanWarn, err = frameCheck(mtu, lanDev, wan, lan); err != nil {
 		return "", "", fmt.Errorf("compatgw: %w", err)
