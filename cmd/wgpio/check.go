@@ -86,12 +86,12 @@ func check(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	if *system {
-		if err := checkSystem(f, w); err != nil {
-			return err
-		}
 		gw := *name
 		if gw == "" {
 			gw = strings.TrimSuffix(filepath.Base(*conf), ".conf")
+		}
+		if err := checkSystem(f, w, gw); err != nil {
+			return err
 		}
 		for _, warning := range systemWarnings(f, w, gw) {
 			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)

@@ -154,7 +154,7 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
-	if err := checkSystem(f, w); err != nil {
+	if err := checkSystem(f, w, *name); err != nil {
 		return err
 	}
 	unlock, err := lockInstance(*name, ifaces)
@@ -180,7 +180,7 @@ func cmdUp(args []string) error {
 		if err := checkFile(f, w); err != nil {
 			return err
 		}
-		return checkSystem(f, w)
+		return checkSystem(f, w, *name)
 	}
 	sigs.started = watchStart(log, sigs.stop, abortStart(log))
 	defer sigs.started()

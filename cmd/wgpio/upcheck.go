@@ -142,7 +142,12 @@ func (o *overrideFlags) apply(w *config.WGPIO) {
 // queues and the CPUs (fast path), and in compat-mqtun the forwarding
 // sysctls (checkForwarding). A reload that changed keys only a start
 // applies makes them too, and warns of what would stop the next start.
-func checkSystem(f *config.File, w config.WGPIO) error {
+// name is the gateway's (up's -name, else the file's), which its TUN
+// takes (checkTUNName).
+func checkSystem(f *config.File, w config.WGPIO, name string) error {
+	if err := checkTUNName(f, w, name); err != nil {
+		return err
+	}
 	switch w.Mode {
 	case config.ModeFastPath, config.ModeCompat:
 		if err := checkInterfaces(f, w); err != nil {
@@ -186,6 +191,30 @@ func checkSystem(f *config.File, w config.WGPIO) error {
 		}
 	}
 	return nil
+}
+
+// checkTUNName refuses a gateway name that an interface of this network
+// namespace other than a TUN has, where the gateway makes a TUN of that
+// name (fast path with an Address: the exception TUN; compat-mqtun): the
+// start failed there, after it had opened its ports, and check -system
+// said ok. Typically the kernel's wg0 of wg-quick, still up. A TUN of
+// that name may be the gateway's own, already up: it is left to the
+// start.
+func checkTUNName(f *config.File, w config.WGPIO, name string) error {
+	tun := w.Mode == config.ModeCompatMQTUN || w.Mode == config.ModeFastPath && len(f.Interface.Addresses) > 0
+	if !tun || name == "" {
+		return nil
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil || l.Type() == "tuntap" {
+		return nil // none (or unreadable: the start says), or a TUN
+	}
+	hint := ""
+	if l.Type() == "wireguard" {
+		hint = fmt.Sprintf(" (the kernel's WireGuard, as wg-quick makes it: wg-quick down %s, or ip link del %s, first)", name, name)
+	}
+	return fmt.Errorf("%s: the gateway %s makes a TUN named %s, but an interface of that name, of type %s, is in this network namespace%s; "+
+		"choose another name with -name, or remove it (ip -d link show %s)", f.Name, name, name, l.Type(), hint, name)
 }
 
 // systemWarnings are the warnings of f (with w) against this system that
