@@ -295,3 +295,79 @@ func evictCaches(b *testing.B, buf []byte) {
 	}
 	b.StartTimer()
 }
+
+// TestRouteAheadKeypairHint: with the look-ahead on (10,000 prefixes),
+// the route cache's IPv4 entry of a destination holds, after a burst to
+// it, the address of the keypair its peer sent with, which the next
+// burst's look-ahead prefetches with the peer's lines (aheadPeers); a new
+// keypair replaces it at the peer's next burst; and a look-up of an entry
+// holding a hint is a hit that keeps it (the hint is not part of an IPv4
+// entry's key).
+func TestRouteAheadKeypairHint(t *testing.T) {
+	const npeers = 5000
+	pr := newManyPeersRig(t, npeers, 64)
+	w := pr.r.a.workers[0]
+	frames := make([]dataplane.Frame, 64)
+	tx, wrx := pr.r.hostA.Queue(0).TX(), pr.r.wanB.Queue(0).RX()
+	// burst sends one frame to each of the first 64 peers.
+	burst := func() {
+		n := tx.Alloc(frames)
+		for i := range frames[:n] {
+			frames[i].SetLen(len(pr.tmpls[i]))
+			copy(frames[i].Data(), pr.tmpls[i])
+		}
+		tx.Transmit(frames[:n])
+		w.outbound(0)
+		if m := wrx.Receive(frames); m != 64 {
+			t.Fatalf("burst delivered %d of 64 (drops %v)", m, TotalDrops(pr.r.a.Stats()).List())
+		} else {
+			wrx.Free(frames[:m])
+		}
+	}
+	entry := func(i int) *routeCacheEntry {
+		set := w.dstRoutes.set(0, key4(manyAddr(i)), true)
+		for k := range set {
+			if set[k].lo == key4(manyAddr(i)) && set[k].tag == w.dstRoutes.tag4 {
+				return &set[k]
+			}
+		}
+		t.Fatalf("no route cache entry for %v", manyAddr(i))
+		return nil
+	}
+	for range 3 { // the first look-ups fill the cache; then hits record hints
+		burst()
+	}
+	if !(w.lastPeers >= aheadMinPeers && pr.r.a.routes.Load().t.Size() >= aheadMinPrefixes) {
+		t.Fatal("the look-ahead is off")
+	}
+	for i := range 64 {
+		if got, want := uintptr(entry(i).hi), addrOf(pr.peers[i].Current.Load()); got != want {
+			t.Fatalf("peer %d: hint %#x, want its keypair %#x", i, got, want)
+		}
+	}
+	// The look-ahead's last level lists the hint with the peer's lines.
+	ahead := []routeAheadFrame{{peer: pr.peers[7], id: uint32(pr.peers[7].ID), set: 0, hint: uintptr(entry(7).hi)}}
+	if lines := w.aheadPeers(ahead, make([]uintptr, 4)); !slices.Contains(lines, addrOf(pr.peers[7].Current.Load())) {
+		t.Errorf("aheadPeers lines %#x: no keypair of the hint", lines)
+	}
+	// A new keypair for peer 5: its entry follows at the next burst.
+	k1, k2 := manyKey(5), [32]byte{3: 2}
+	kp, err := NewKeypair(&k1, &k2, 99999, 6, true, pr.r.clock.Now(), pr.peers[5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp.window(pr.r.a.cfg.ReplayWindow)
+	pr.peers[5].Current.Store(kp)
+	burst()
+	if got := uintptr(entry(5).hi); got != addrOf(kp) {
+		t.Errorf("after a new keypair: hint %#x, want %#x", got, addrOf(kp))
+	}
+	// A look-up of a hinted entry hits and keeps the hint.
+	before := *entry(9)
+	if p, id, ok := w.dstRoutes.lookupID(pr.r.a.routes.Load(), manyAddr(9)); p != pr.peers[9] || id != uint32(pr.peers[9].ID) || !ok {
+		t.Fatalf("lookupID(%v) = %v %d %v", manyAddr(9), p, id, ok)
+	}
+	if after := *entry(9); after != before || after.hi == 0 {
+		t.Errorf("entry after a look-up %+v, before %+v: the hint must stay", after, before)
+	}
+}

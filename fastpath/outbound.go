@@ -265,6 +265,14 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 			*f = dataplane.Frame{}
 			continue
 		}
+		if ahead && extra == 0 {
+			// The keypair's address for the next burst's look-ahead
+			// (routeCache.setHint), where the entry changed. (With
+			// fragments frames moved: w.ahead is by the old order.)
+			if a := &w.ahead[i]; a.set >= 0 && a.hint != addrOf(kp) {
+				w.dstRoutes.setHint(a.set, a.key, addrOf(kp))
+			}
+		}
 		if ep != pl.tmplEp && !ep.Src.IsValid() {
 			// The WAN interface has no usable address of this family.
 			// (The template's endpoint had one: it was built.)

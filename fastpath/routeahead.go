@@ -32,7 +32,11 @@ type routeAheadFrame struct {
 	// when the set's newer entry was of another address and the route
 	// was looked up in full.
 	set int32
-	dst netip.Addr // set == aheadOther: the destination aheadDst read (zero: none)
+	// hint is the address of the keypair the peer last sent with, as
+	// the route cache's IPv4 entry remembers it (0: none): prefetched
+	// beside the peer's lines, a level of misses earlier than warm.
+	hint uintptr
+	dst  netip.Addr // set == aheadOther: the destination aheadDst read (zero: none)
 }
 
 const (
@@ -55,12 +59,15 @@ func (a *routeAheadFrame) addr() netip.Addr {
 // and pass 2 will need of each frame's peer, level by level in tight
 // loops of their own: the route cache sets of all frames (aheadSets),
 // then (the lookups: hits, mostly, or the prefix table) each peer's first
-// line and the worker's state for it (peerLocal's first line, with the
-// stamps, and its template). The prefetches of one level do not depend
-// on each other and, unlike loads, do not wait to retire, so the
-// processor has the cache misses of the whole burst in flight at once,
-// where pass 1, long per frame, would take a chain of dependent misses
-// (entry, table, peer, state) for one frame after another. With traffic
+// line, the worker's state for it (peerLocal's first line, with the
+// stamps, and its template) and, on a hit, the send line of the keypair
+// the entry's hint names (routeCacheEntry.hi), which warm would
+// otherwise find only once the peer's line came. The prefetches of one
+// level do not depend on each other and, unlike loads, do not wait to
+// retire, so the processor has the cache misses of the whole burst in
+// flight at once, where pass 1, long per frame, would take a chain of
+// dependent misses (entry, table, peer, state) for one frame after
+// another. With traffic
 // for thousands of peers, and a worker woken for a burst after others
 // ran, little of this is in cache (or the TLB) when a peer's next burst
 // comes. Pass 1 takes an answer only for the address it parsed itself,
@@ -82,7 +89,7 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 	if slow := aheadHits(c, ahead); slow || others {
 		aheadSlow(rt, c, ahead)
 	}
-	prefetchL2(w.aheadPeers(ahead, w.in.lines[:3*len(ahead)]))
+	prefetchL2(w.aheadPeers(ahead, w.in.lines[:4*len(ahead)]))
 }
 
 // aheadSets is routeAhead's first level: for each frame, its untagged
@@ -132,7 +139,7 @@ func aheadHits(c *routeCache, ahead []routeAheadFrame) (slow bool) {
 		}
 		e := (*routeCacheEntry)(unsafe.Add(entries, uintptr(a.set)*2*unsafe.Sizeof(routeCacheEntry{})))
 		if e.lo == 0xffff<<32|uint64(a.key) && e.tag == tag {
-			a.peer, a.id = e.peer, e.id
+			a.peer, a.id, a.hint = e.peer, e.id, uintptr(e.hi)
 			continue
 		}
 		a.set = aheadMissed
@@ -157,12 +164,13 @@ func aheadSlow(rt *routeTable, c *routeCache, ahead []routeAheadFrame) {
 }
 
 // aheadPeers is routeAhead's last level: the lines of each frame's peer
-// (once for a run of frames to one peer) and of the worker's state for it,
-// found by the route cache's ID without waiting for the peer's line, in
-// lines, which has room for three per frame.
+// (once for a run of frames to one peer), of the worker's state for it,
+// found by the route cache's ID without waiting for the peer's line, and
+// of the keypair its entry's hint names, in lines, which has room for
+// four per frame.
 func (w *worker) aheadPeers(ahead []routeAheadFrame, lines []uintptr) []uintptr {
 	local := w.local
-	lines = lines[:3*len(ahead)]
+	lines = lines[:4*len(ahead)]
 	n := 0
 	var last *Peer
 	for i := range ahead {
@@ -173,6 +181,10 @@ func (w *worker) aheadPeers(ahead []routeAheadFrame, lines []uintptr) []uintptr 
 		last = p
 		lines[n] = addrOf(p)
 		n++
+		if h := ahead[i].hint; h != 0 {
+			lines[n] = h
+			n++
+		}
 		if ch := id / localChunk; ch < uint(len(local)) && local[ch] != nil {
 			pl := &local[ch][id%localChunk]
 			lines[n], lines[n+1] = addrOf(pl), addrOf(&pl.tmpl)
