@@ -229,6 +229,7 @@ func BenchmarkPeers(b *testing.B) {
 	// shared machine disturbs least.
 	b.ReportMetric(float64(median(oneR))/float64(median(manyR)), "med-1000/1")
 	b.ReportMetric(float64(median(manyR)-median(oneR))/64, "med-extra-ns/pkt")
+	b.ReportMetric(float64(quantile(oneR, 0.1))/float64(quantile(manyR, 0.1)), "p10-1000/1")
 }
 
 // runCeiling has queues goroutines, pinned as in runQueues, each run raw
