@@ -76,6 +76,10 @@ type Device struct {
 	dirtyPeers    map[*peer]struct{}
 	dirtyPrefixes map[netip.Prefix]int
 	dirtyRoutes   []fastpath.Route
+	// created are the peers created since the last publish (or
+	// joinCreatedLocked), in order: a set of the UAPI socket hands them
+	// to the dataplane before it releases mu between its batches.
+	created []*peer
 	// precompute are the handshakes made since the last publish, whose
 	// static-static DH publishLocked has computed in the background.
 	precompute []*noise.Handshake
@@ -497,6 +501,7 @@ func (d *Device) lookupOrCreateLocked(k noise.PublicKey) (p *peer, created bool)
 	d.byKey[k] = p
 	d.byFP[p.fp] = p
 	d.dirtyPeers[p] = struct{}{}
+	d.created = append(d.created, p)
 	return p, true
 }
 

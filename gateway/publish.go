@@ -123,6 +123,7 @@ func (d *Device) publishLaterLocked() (later func() error, err error) {
 	// The dataplane keeps them (fastgw, until the later part of the
 	// change): the next change starts a slice of its own.
 	c.Routes, d.dirtyRoutes = d.dirtyRoutes, nil
+	d.resetCreatedLocked()
 	// clear costs the maps' capacity: after a large change, new ones.
 	if len(d.dirtyPeers)+len(d.dirtyPrefixes) > 1024 {
 		d.dirtyPeers, d.dirtyPrefixes = make(map[*peer]struct{}), make(map[netip.Prefix]int)
@@ -156,6 +157,48 @@ func (d *Device) publishLaterLocked() (later func() error, err error) {
 		return nil, d.logDataplane(err)
 	}
 	return func() error { return d.logDataplane(l()) }, nil
+}
+
+// joinCreatedLocked hands the dataplane the peers created since the last
+// publish that are still configured, without their routes (the next
+// publish gives them), so that none is known to the handshakes and the
+// timers without being in the dataplane's set: ipcSetConn calls it before
+// it releases d.mu between the batches of a set. A peer the dataplane has
+// not taken has no ID of its own (fastpath.Engine.UpdatePeers assigns
+// it): before, an initiation answered between two batches posted its
+// response, and installed a keypair, for a peer of ID 0 whose per-queue
+// state is another peer's, and the engine wrote the ID at the set's end
+// behind its workers (TestSetBatchPeersJoinAtOnce). The routes wait for
+// the end, so that the workers see the request's routes whole (a
+// replace_peers, a prefix moved from a peer to another); until then the
+// new peers' packets meet the routes from before (what is sent to their
+// allowed IPs is not theirs yet, and what they send is dropped as from
+// outside their allowed IPs, counted). It costs the change's size: one
+// call for the batch's new peers, in configuration order, which the
+// dataplane ranks (fastgw's LAN map). d.mu held.
+func (d *Device) joinCreatedLocked() {
+	var add []*fastpath.Peer
+	for _, p := range d.created {
+		if p.listIdx >= 0 && !p.published {
+			p.published = true
+			add = append(add, p.fp)
+		}
+	}
+	d.resetCreatedLocked()
+	if len(add) > 0 {
+		d.logDataplane(d.dp.UpdatePeers(fastpath.PeerChange{Add: add}))
+	}
+}
+
+// resetCreatedLocked empties d.created, giving back the capacity of a
+// large change's. d.mu held.
+func (d *Device) resetCreatedLocked() {
+	if cap(d.created) > 1024 {
+		d.created = nil
+		return
+	}
+	clear(d.created)
+	d.created = d.created[:0]
 }
 
 // logDataplane logs err, the error of a change the dataplane did not

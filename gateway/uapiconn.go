@@ -105,7 +105,10 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // ipcSetConn applies a set=1 request read from conn line by line, in
 // batches of up to uapiBatchBytes: a batch is read without holding Device.mu
 // (a client that stalls holds no lock the handshakes or timers need) and
-// applied under it; what the request changed is published once, at its end.
+// applied under it; what the request changed is published once, at its end,
+// but for the peers it created, which join the dataplane at the end of
+// their batch (joinCreatedLocked): once the lock is released a handshake
+// may come for them.
 // setMu keeps set requests from interleaving, as wireguard-go's ipcMutex
 // does; it is taken once the first batch has arrived, so that a client
 // that stalls before its first batch holds it not at all.
@@ -159,6 +162,9 @@ func (d *Device) ipcSetConn(conn net.Conn, r *bufio.Reader) (err error) {
 				}
 				start = end
 			}
+			// The peers created join the dataplane before the
+			// lock is released: a handshake may come for them.
+			d.joinCreatedLocked()
 			d.mu.Unlock()
 		}
 		if failed == nil {

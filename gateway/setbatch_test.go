@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/noise"
+)
+
+// memberDP is a fakeDP that keeps the dataplane's peer set apart and
+// counts the control packets posted for a peer not in it (strays): the
+// engine indexes its per-queue state by Peer.ID, which only its
+// UpdatePeers assigns, so a peer it has not taken reaches another
+// peer's state (ID 0's) under an ID it then writes behind its workers'
+// backs.
+type memberDP struct {
+	*fakeDP
+	mu     sync.Mutex
+	in     map[*fastpath.Peer]bool
+	strays atomic.Int64
+}
+
+func (m *memberDP) UpdatePeers(c fastpath.PeerChange) error {
+	m.mu.Lock()
+	for _, p := range c.Remove {
+		delete(m.in, p)
+	}
+	for _, p := range c.Add {
+		m.in[p] = true
+	}
+	m.mu.Unlock()
+	return m.fakeDP.UpdatePeers(c)
+}
+
+func (m *memberDP) member(p *fastpath.Peer) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.in[p]
+}
+
+func (m *memberDP) Send(queue int, pkt fastpath.ControlPacket) bool {
+	if pkt.Peer != nil && !m.member(pkt.Peer) {
+		m.strays.Add(1)
+	}
+	return m.fakeDP.Send(queue, pkt)
+}
+
+func (m *memberDP) SendWait(queue int, pkt fastpath.ControlPacket, timeout time.Duration) bool {
+	if pkt.Peer != nil && !m.member(pkt.Peer) {
+		m.strays.Add(1)
+	}
+	return m.fakeDP.SendWait(queue, pkt, timeout)
+}
+
+// TestSetBatchPeersJoinAtOnce: a set request of the UAPI socket is
+// applied in batches (ipcSetConn), the device's lock released between
+// them, and its routes published at its end; a peer an earlier batch
+// created whose handshake completes between two batches (its initiation
+// answered, its keypair installed and posted) is in the dataplane's set
+// by then, with its ID: before, the response was posted for a peer the
+// engine had not taken (ID 0 unassigned: ID 0's per-queue state, another
+// peer's), and the ID written when the set ended, behind the workers.
+// The peer works once the set has answered, its session kept.
+func TestSetBatchPeersJoinAtOnce(t *testing.T) {
+	our, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memberDP{fakeDP: newFakeDP(t), in: make(map[*fastpath.Peer]bool)}
+	d, err := New(Options{PrivateKey: our, Dataplane: m, HandshakeWorkers: 1, WANAddr4: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// A peer published before, which holds ID 0.
+	var first noise.PublicKey
+	first[0], first[31] = 1, 0x40
+	if err := d.AddPeer(PeerConfig{PublicKey: first, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.255.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+
+	s := &simPeer{src: netip.MustParseAddrPort("198.18.9.9:51820")}
+	if s.key, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	s.pub = s.key.PublicKey()
+	s.hs = noise.NewHandshake(noise.NewStaticIdentity(s.key, nil), our.PublicKey(), noise.PresharedKey{})
+
+	// s first, then other peers past the first batch (uapiBatchBytes),
+	// and a part of the second one: the request stops there while s
+	// handshakes.
+	var b strings.Builder
+	b.WriteString("set=1\n")
+	fmt.Fprintf(&b, "public_key=%s\nallowed_ip=198.19.0.1/32\n", s.pub.Hex())
+	for i := 0; b.Len() < uapiBatchBytes+uapiBatchBytes/4; i++ {
+		var k noise.PublicKey
+		k[0], k[1], k[2], k[31] = byte(i), byte(i>>8), 2, 0x40
+		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	go d.ServeUAPI(server)
+	if _, err := client.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	// The first batch is applied and the lock released once s is known.
+	deadline := time.Now().Add(10 * time.Second)
+	var fp *fastpath.Peer
+	for fp = d.FastPeer(s.pub); fp == nil; fp = d.FastPeer(s.pub) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch of the set was not applied within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.HandleMessage(s.message(s.initiation(t, 7)))
+	if got := len(ofType(m.sentSince(0), noise.TypeResponse, 0)); got != 1 {
+		t.Fatalf("responses to s's initiation between the batches: %d, want 1", got)
+	}
+	if n := m.strays.Load(); n != 0 {
+		t.Errorf("%d control packets posted for a peer not in the dataplane's set (ID %d), want 0", n, fp.ID)
+	}
+	if !m.member(fp) {
+		t.Errorf("s is not in the dataplane's set between the batches, its handshake done")
+	}
+
+	if _, err := client.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := bufio.NewReader(client).ReadString('\n')
+	if err != nil || reply != "errno=0\n" {
+		t.Fatalf("set reply %q, %v; want errno=0", reply, err)
+	}
+	if !m.member(fp) {
+		t.Fatal("s is not in the dataplane's set after the set")
+	}
+	if fp.Next.Load() == nil {
+		t.Error("s's session (its responder keypair) is gone after the set")
+	}
+	m.mu.Lock()
+	owner := m.routes[netip.MustParsePrefix("198.19.0.1/32")]
+	m.mu.Unlock()
+	if owner != fp {
+		t.Errorf("198.19.0.1/32 routed to %p after the set, want s's peer %p", owner, fp)
+	}
+}
