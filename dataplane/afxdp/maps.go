@@ -96,6 +96,51 @@ func (p *Port) DeletePrefix(pfx netip.Prefix) error {
 	return nil
 }
 
+// DeletePrefixes removes pfxs, prefixes of one family added with AddPrefix
+// or AddPrefixes, as DeletePrefix removes each, in one
+// BPF_MAP_DELETE_BATCH call (Linux 5.6; one delete a prefix where the
+// kernel has none): a removal of 100,000 peers (wg syncconf, the
+// gateway's Close) makes one system call, not 100,000. It returns how
+// many of pfxs, from the first, are out of the map; on an error the one
+// after them was not deleted (not in the map: an error wrapping
+// ebpf.ErrKeyNotExist) and those after it were not tried.
+func (p *Port) DeletePrefixes(pfxs []netip.Prefix) (int, error) {
+	if len(pfxs) == 0 {
+		return 0, nil
+	}
+	if err := p.lockMaps(); err != nil {
+		return 0, fmt.Errorf("delete prefixes: %w", err)
+	}
+	defer p.mu.Unlock()
+	m, keys, err := p.prog.prefixKeys(pfxs)
+	if err != nil {
+		return 0, fmt.Errorf("delete prefixes: %w", err)
+	}
+	if !p.noDeleteBatch {
+		n, err := m.BatchDelete(keys, nil)
+		switch {
+		case err == nil:
+			return len(pfxs), nil
+		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
+			p.noDeleteBatch = true // the kernel's LPM trie has no batch: one at a time
+		case n < len(pfxs):
+			return n, fmt.Errorf("delete prefix %v: %w", pfxs[n], err)
+		default:
+			return n, fmt.Errorf("delete prefixes: %w", err)
+		}
+	}
+	for i, pfx := range pfxs {
+		mm, k, err := p.prog.prefixKey(pfx)
+		if err == nil {
+			err = mm.Delete(k)
+		}
+		if err != nil {
+			return i, fmt.Errorf("delete prefix %v: %w", pfx, err)
+		}
+	}
+	return len(pfxs), nil
+}
+
 // errPortClosed is the error of the calls that change a port's maps
 // after Close.
 var errPortClosed = fmt.Errorf("afxdp: port closed: %w", net.ErrClosed)

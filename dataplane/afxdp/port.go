@@ -119,8 +119,9 @@ type Port struct {
 	closeErr  error
 	mu        sync.Mutex // guards the sockets' and maps' fds against Close while Stats reads them or a call changes the maps (lockMaps)
 	// noBatch: the kernel refused a batch update of the prefix maps
-	// (AddPrefixes then adds one at a time). Guarded by mu.
-	noBatch bool
+	// (AddPrefixes then adds one at a time); noDeleteBatch, a batch
+	// delete (DeletePrefixes then deletes one at a time). Guarded by mu.
+	noBatch, noDeleteBatch bool
 }
 
 var _ dataplane.Port = (*Port)(nil)

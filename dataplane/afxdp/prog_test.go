@@ -657,6 +657,10 @@ func TestMapCallsAfterClose(t *testing.T) {
 		"AddPrefix":    func(p *Port) error { return p.AddPrefix(pfx) },
 		"AddPrefixes":  func(p *Port) error { _, err := p.AddPrefixes([]netip.Prefix{pfx}); return err },
 		"DeletePrefix": func(p *Port) error { return p.DeletePrefix(pfx) },
+		"DeletePrefixes": func(p *Port) error {
+			_, err := p.DeletePrefixes([]netip.Prefix{pfx})
+			return err
+		},
 		"SetUDP":       func(p *Port) error { return p.SetUDP(udp) },
 		"SetHostAddrs": func(p *Port) error { return p.SetHostAddrs(addrs) },
 	}
@@ -828,6 +832,73 @@ func TestAddPrefixes(t *testing.T) {
 				{"not tried", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.12.1", 0, 40), udp(9)), pass},
 				{"in the /48", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:7::5", 40), udp(9)), redirect},
 				{"outside", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:6::5", 40), udp(9)), pass},
+			})
+		})
+	}
+}
+
+// TestDeletePrefixes: Port.DeletePrefixes takes a family's prefixes out of
+// the LAN match in one batch (and one at a time where the kernel has no
+// batch for the map, forced here), as DeletePrefix would each: frames to
+// them pass to the kernel again, to the others are still redirected, and
+// a prefix deleted can be added back. A prefix not in the map stops it:
+// it reports how many went out and names that one; those after it stay.
+// Prefixes of two families in one call are refused whole.
+func TestDeletePrefixes(t *testing.T) {
+	testenv.Root(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	pfxs := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	for _, noBatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noBatch=%v", noBatch), func(t *testing.T) {
+			prog, err := newProgram(Filter{Prefixes: true, PrefixCapacity: 4}, ourMAC, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &Port{prog: prog, noDeleteBatch: noBatch}
+			defer p.Close()
+			if n, err := p.AddPrefixes(pfxs("198.19.7.0/24", "198.19.8.9/32", "10.1.0.0/16", "10.2.0.0/16")); n != 4 || err != nil {
+				t.Fatalf("AddPrefixes of 4 IPv4 prefixes = %d, %v; want 4, nil", n, err)
+			}
+			if n, err := p.AddPrefixes(pfxs("2001:db8:7::/48", "2001:db8:8::9/128")); n != 2 || err != nil {
+				t.Fatalf("AddPrefixes of 2 IPv6 prefixes = %d, %v; want 2, nil", n, err)
+			}
+			if n, err := p.DeletePrefixes(pfxs("198.19.7.0/24", "10.1.0.0/16")); n != 2 || err != nil {
+				t.Fatalf("DeletePrefixes of 2 IPv4 prefixes = %d, %v; want 2, nil", n, err)
+			}
+			if !noBatch && p.noDeleteBatch {
+				t.Log("this kernel has no batch delete for LPM tries: one at a time")
+			}
+			if n, err := p.DeletePrefixes(pfxs("2001:db8:7::/48")); n != 1 || err != nil {
+				t.Fatalf("DeletePrefixes of an IPv6 prefix = %d, %v; want 1, nil", n, err)
+			}
+			if n, err := p.DeletePrefixes(pfxs("198.19.8.9/32", "2001:db8:8::9/128")); n != 0 || err == nil {
+				t.Errorf("DeletePrefixes of two families = %d, %v; want 0 and an error", n, err)
+			}
+			// One out, the next not in the map (named), the last not
+			// tried.
+			n, err := p.DeletePrefixes(pfxs("10.2.0.0/16", "10.9.0.0/16", "198.19.8.9/32"))
+			if n != 1 || !errors.Is(err, ebpf.ErrKeyNotExist) || !strings.Contains(err.Error(), "10.9.0.0/16") {
+				t.Errorf("DeletePrefixes past a prefix not in the map = %d, %v; want 1 and an error naming 10.9.0.0/16 wrapping ErrKeyNotExist", n, err)
+			}
+			// Back in its slot: the map's room is whole again (4).
+			if n, err := p.AddPrefixes(pfxs("198.19.7.0/24", "10.3.0.0/16", "10.4.0.0/16")); n != 3 || err != nil {
+				t.Fatalf("AddPrefixes of 3 after the deletes = %d, %v; want 3, nil", n, err)
+			}
+			runFilter(t, prog, []filterCase{
+				{"back", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.7.20", 0, 40), udp(9)), redirect},
+				{"deleted", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "10.1.0.1", 0, 40), udp(9)), pass},
+				{"deleted before the missing one", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "10.2.0.1", 0, 40), udp(9)), pass},
+				{"not tried", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.19.8.9", 0, 40), udp(9)), redirect},
+				{"in the other family's batch", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:8::9", 40), udp(9)), redirect},
+				{"deleted v6", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:7::5", 40), udp(9)), pass},
 			})
 		})
 	}
