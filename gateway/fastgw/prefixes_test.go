@@ -65,6 +65,24 @@ type batchMap struct {
 	fakeMap
 	refuse netip.Prefix
 	calls  *[]int
+	// dels, if not nil, records the size of each DeletePrefixes call.
+	dels *[]int
+}
+
+// DeletePrefixes deletes a family's prefixes in one call, as *afxdp.Port
+// does, each as DeletePrefix: it stops at one not in the map, as the
+// kernel's batch does (ENOENT).
+func (m batchMap) DeletePrefixes(pfxs []netip.Prefix) (int, error) {
+	if m.dels != nil {
+		*m.dels = append(*m.dels, len(pfxs))
+	}
+	for i, p := range pfxs {
+		if !m.fakeMap[p] {
+			return i, fmt.Errorf("delete prefix %v: %w", p, syscall.ENOENT)
+		}
+		delete(m.fakeMap, p)
+	}
+	return len(pfxs), nil
 }
 
 func (m batchMap) AddPrefixes(pfxs []netip.Prefix) (int, error) {
@@ -322,5 +340,89 @@ func TestPrefixMapBatch(t *testing.T) {
 	}
 	if len(m.fakeMap) != 6 || d.waiting[0].Len() != 0 {
 		t.Errorf("map holds %d prefixes with %d waiting, want 6 and 0", len(m.fakeMap), d.waiting[0].Len())
+	}
+}
+
+// TestPrefixMapBatchDelete: the prefixes a change takes out of the
+// configuration leave the map in one call per family (a removal of most
+// of a large configuration, Close: one bpf(2) call each made it 200,000
+// calls under the device's lock); the kept ones stay, a prefix that left
+// comes back in a later change, and one the map lost meanwhile stops the
+// batch there, is logged by name, and the others of the change still
+// leave the map, one by one.
+func TestPrefixMapBatchDelete(t *testing.T) {
+	eng := testEngine(t)
+	h := countHandler{n: map[string]int{}}
+	m := batchMap{fakeMap: fakeMap{}, calls: new([]int), dels: new([]int)}
+	d := newDataplane(eng, m, 1<<20, slog.New(h), nil)
+	v4 := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), 32) }
+	v6 := func(i int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i)}), 128)
+	}
+	const n = 100
+	peers := make([]*fastpath.Peer, n)
+	add := fastpath.PeerChange{}
+	for i := range peers {
+		peers[i] = &fastpath.Peer{}
+		add.Add = append(add.Add, peers[i])
+		add.Routes = append(add.Routes, fastpath.Route{Prefix: v4(i), Peer: peers[i]}, fastpath.Route{Prefix: v6(i), Peer: peers[i]})
+	}
+	if err := d.UpdatePeers(add); err != nil {
+		t.Fatal(err)
+	}
+	// Deletes are an exception TUN's gateway's (without, forget keeps
+	// the prefixes in the map); d.nl is not used by a removal.
+	d.excLink = &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: 1}}
+	remove := func(from, to int) fastpath.PeerChange {
+		var c fastpath.PeerChange
+		for i := from; i < to; i++ {
+			c.Remove = append(c.Remove, peers[i])
+			c.Routes = append(c.Routes, fastpath.Route{Prefix: v4(i)}, fastpath.Route{Prefix: v6(i)})
+		}
+		return c
+	}
+	if err := d.UpdatePeers(remove(0, 80)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*m.dels, []int{80, 80}) {
+		t.Errorf("delete calls %v, want one of 80 per family", *m.dels)
+	}
+	check := func(gone func(i int) bool) {
+		t.Helper()
+		for i := range n {
+			if m.fakeMap[v4(i)] == gone(i) || m.fakeMap[v6(i)] == gone(i) {
+				t.Errorf("peer %d's prefixes in the map: %v, %v; want %v", i, m.fakeMap[v4(i)], m.fakeMap[v6(i)], !gone(i))
+			}
+		}
+		if got := d.inMap[0].Len() + d.inMap[1].Len(); got != len(m.fakeMap) {
+			t.Errorf("%d prefixes counted in the map, %d there", got, len(m.fakeMap))
+		}
+	}
+	check(func(i int) bool { return i < 80 })
+	// Peer 0's prefixes come back, with a peer of their own (no
+	// exception TUN meanwhile: its routes would need d.nl).
+	back := &fastpath.Peer{}
+	c := fastpath.PeerChange{Add: []*fastpath.Peer{back}, Routes: []fastpath.Route{{Prefix: v4(0), Peer: back}, {Prefix: v6(0), Peer: back}}}
+	exc := d.excLink
+	d.excLink = nil
+	if err := d.UpdatePeers(c); err != nil {
+		t.Fatalf("UpdatePeers bringing prefixes back = %v", err)
+	}
+	d.excLink = exc
+	check(func(i int) bool { return i > 0 && i < 80 })
+	// The map lost one of the next change's: logged by name, the
+	// others leave.
+	lost := v4(85)
+	delete(m.fakeMap, lost)
+	*m.dels = nil
+	if err := d.UpdatePeers(remove(80, 90)); err != nil {
+		t.Fatal(err)
+	}
+	check(func(i int) bool { return i > 0 && i < 90 })
+	if !slices.Equal(*m.dels, []int{10, 10}) {
+		t.Errorf("delete calls %v, want one of 10 per family (the rest of the IPv4 one by one)", *m.dels)
+	}
+	if got := h.n["delete prefix from the LAN XDP map"]; got != 1 {
+		t.Errorf("%d failed deletes logged, want 1 (%v)", got, lost)
 	}
 }
