@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"cmp"
+	"errors"
 	"net/netip"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
@@ -185,8 +187,14 @@ func (d *Device) joinCreatedLocked() {
 		}
 	}
 	d.resetCreatedLocked()
-	if len(add) > 0 {
-		d.logDataplane(d.dp.UpdatePeers(fastpath.PeerChange{Add: add}))
+	if len(add) == 0 {
+		return
+	}
+	// A full LAN map (ENOSPC), which a dataplane reports for every
+	// change while prefixes wait for a slot, is the request's to report
+	// once, at its end (finishSetLocked), not once a batch.
+	if err := d.dp.UpdatePeers(fastpath.PeerChange{Add: add}); !errors.Is(err, syscall.ENOSPC) {
+		d.logDataplane(err)
 	}
 }
 

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +29,7 @@ type memberDP struct {
 	mu     sync.Mutex
 	in     map[*fastpath.Peer]bool
 	strays atomic.Int64
+	err    error // UpdatePeers' error, the change taken (a full LAN map's)
 }
 
 func (m *memberDP) UpdatePeers(c fastpath.PeerChange) error {
@@ -37,7 +41,10 @@ func (m *memberDP) UpdatePeers(c fastpath.PeerChange) error {
 		m.in[p] = true
 	}
 	m.mu.Unlock()
-	return m.fakeDP.UpdatePeers(c)
+	if err := m.fakeDP.UpdatePeers(c); err != nil {
+		return err
+	}
+	return m.err
 }
 
 func (m *memberDP) member(p *fastpath.Peer) bool {
@@ -150,5 +157,48 @@ func TestSetBatchPeersJoinAtOnce(t *testing.T) {
 	m.mu.Unlock()
 	if owner != fp {
 		t.Errorf("198.19.0.1/32 routed to %p after the set, want s's peer %p", owner, fp)
+	}
+}
+
+// TestSetBatchFullMapLoggedOnce: a set of several batches over a
+// dataplane whose LAN map is full (every change reports ENOSPC while
+// prefixes wait for a slot) logs it once, for the whole request, and
+// answers errno ENOSPC: the peers each batch hands the dataplane
+// (joinCreatedLocked) do not log it again.
+func TestSetBatchFullMapLoggedOnce(t *testing.T) {
+	m := &memberDP{fakeDP: newFakeDP(t), in: make(map[*fastpath.Peer]bool),
+		err: fmt.Errorf("the LAN XDP prefix map is full: %w", syscall.ENOSPC)}
+	var logs bytes.Buffer
+	d, err := New(Options{Dataplane: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var b strings.Builder
+	b.WriteString("set=1\n")
+	peers := 0
+	for ; b.Len() < 3*uapiBatchBytes; peers++ {
+		var k noise.PublicKey
+		k[0], k[1], k[31] = byte(peers), byte(peers>>8), 0x41
+		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(peers>>8), byte(peers))
+	}
+	b.WriteString("\n")
+	client, server := net.Pipe()
+	defer client.Close()
+	go d.ServeUAPI(server)
+	go client.Write([]byte(b.String()))
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := bufio.NewReader(client).ReadString('\n')
+	if want := fmt.Sprintf("errno=%d\n", -int(syscall.ENOSPC)); err != nil || reply != want {
+		t.Fatalf("set reply %q, %v; want %q", reply, err, want)
+	}
+	if n := strings.Count(logs.String(), "did not take the whole configuration"); n != 1 {
+		t.Errorf("the full map logged %d times for one set, want once:\n%s", n, logs.String())
+	}
+	m.mu.Lock()
+	in := len(m.in)
+	m.mu.Unlock()
+	if in != peers {
+		t.Errorf("%d peers in the dataplane's set after the set, want %d", in, peers)
 	}
 }
