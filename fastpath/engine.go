@@ -120,7 +120,13 @@ type ControlPacket struct {
 	DstMAC [6]byte
 	// Payload is the UDP payload; the engine copies it before Send returns.
 	Payload []byte
-	// Peer, if not nil, gets LastSent and TxBytes stamped.
+	// Peer, if not nil, gets LastSent and TxBytes stamped. It must be
+	// in the engine's set (UpdatePeers took it; or removed from it, its
+	// Removed stored first): the worker that stamps it reads its ID,
+	// which indexes the worker's per-peer state, and the engine writes
+	// the ID when the peer joins, without synchronisation with the
+	// workers. gateway.Device hands a peer to the engine before any
+	// handshake can reach it (joinCreatedLocked).
 	Peer *Peer
 }
 

@@ -110,7 +110,10 @@ const (
 
 // NewKeypair builds a keypair from the two 32-byte transport keys. The keys
 // are copied (expanded) into the keypair; the caller zeroes its copies. The
-// error is always nil today (kept for key types that can fail).
+// error is always nil today (kept for key types that can fail). peer must
+// be in the engine's set before the keypair is published (IndexTable) or
+// put in its slots: the workers that use it index their per-peer state by
+// peer's ID (see ControlPacket.Peer).
 func NewKeypair(sendKey, receiveKey *[32]byte, localIndex, remoteIndex uint32, initiator bool, created int64, peer *Peer) (*Keypair, error) {
 	kp := &Keypair{
 		serial:      keypairSerials.Add(1),

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/noise"
 )
 
@@ -200,5 +203,113 @@ func TestSetBatchFullMapLoggedOnce(t *testing.T) {
 	m.mu.Unlock()
 	if in != peers {
 		t.Errorf("%d peers in the dataplane's set after the set, want %d", in, peers)
+	}
+}
+
+// TestSetBatchHandshakeEngine is TestSetBatchPeersJoinAtOnce over the
+// engine (memport, its worker running), for the race detector: the
+// worker that posts the response between two batches reads the peer's
+// ID (its per-queue state), which the engine wrote when the peer joined,
+// before the lock was released. Before, it wrote it at the set's end,
+// under -race: "DATA RACE ... assignIDLocked ... Previous read ...
+// worker.met ... sendControl". The response leaves on the WAN, and the
+// set is answered.
+func TestSetBatchHandshakeEngine(t *testing.T) {
+	host, lan, err := memport.NewPair(memport.Config{Name: "bh", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	defer lan.Close()
+	wan, far, err := memport.NewPair(memport.Config{Name: "bw", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wan.Close()
+	defer far.Close()
+	var farMAC, hostMAC [6]byte
+	copy(farMAC[:], far.MAC())
+	copy(hostMAC[:], host.MAC())
+	wan4 := netip.MustParseAddr("198.18.0.1")
+	eng, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: wan4,
+		LANAddr4: netip.MustParseAddr("198.19.255.254"), WANResolver: macResolver(farMAC), LANResolver: macResolver(hostMAC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	our, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{PrivateKey: our, ListenPort: 51820, Dataplane: eng, WANAddr4: wan4,
+		Resolve: func(netip.Addr) ([6]byte, bool) { return farMAC, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	eng.Start()
+	var first noise.PublicKey // ID 0
+	first[0], first[31] = 1, 0x40
+	if err := d.AddPeer(PeerConfig{PublicKey: first, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.254.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+	s := &simPeer{src: netip.MustParseAddrPort("198.18.9.9:51820")}
+	if s.key, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	s.pub = s.key.PublicKey()
+	s.hs = noise.NewHandshake(noise.NewStaticIdentity(s.key, nil), our.PublicKey(), noise.PresharedKey{})
+	var b strings.Builder
+	b.WriteString("set=1\n")
+	fmt.Fprintf(&b, "public_key=%s\nallowed_ip=198.19.0.1/32\n", s.pub.Hex())
+	for i := 0; b.Len() < uapiBatchBytes+uapiBatchBytes/4; i++ {
+		var k noise.PublicKey
+		k[0], k[1], k[2], k[31] = byte(i), byte(i>>8), 2, 0x40
+		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	go d.ServeUAPI(server)
+	if _, err := client.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.FastPeer(s.pub) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch of the set was not applied within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.HandleMessage(s.message(s.initiation(t, 7)))
+	// The worker posts the response meanwhile, with nothing that orders
+	// it before the set's end for the race detector (waiting for the
+	// frame here would).
+	time.Sleep(50 * time.Millisecond)
+	if _, err := client.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := bufio.NewReader(client).ReadString('\n')
+	if err != nil || reply != "errno=0\n" {
+		t.Fatalf("set reply %q, %v; want errno=0", reply, err)
+	}
+	// The response left on the WAN.
+	rx := far.Queue(0).RX()
+	frames := make([]dataplane.Frame, 8)
+	const off = header.EthernetLen + header.IPv4MinLen + header.UDPLen
+	for got := false; !got; {
+		if time.Now().After(deadline) {
+			t.Fatal("no handshake response on the WAN within 10 s")
+		}
+		n := rx.Receive(frames)
+		for _, f := range frames[:n] {
+			if b := f.Data(); len(b) > off && b[off] == noise.TypeResponse {
+				got = true
+			}
+		}
+		rx.Free(frames[:n])
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
