@@ -88,6 +88,18 @@ func notifyReload() chan os.Signal {
 	return c
 }
 
+// survivePipe asks for SIGPIPE, for the life of the process, and drops
+// it (the channel is never read): a write to a stdout or stderr whose
+// reader went away (`wgpio up ... 2>&1 | head`, a tee that died) then
+// fails with EPIPE, and the log handler drops that line, where Go's
+// default killed the gateway at its next log line, with its users'
+// traffic (os/signal, "SIGPIPE"). As the demo does (cmdDemo); asked for,
+// SIGPIPE comes for a write to any broken socket too (a capture client
+// gone), where the write fails with EPIPE as well.
+func survivePipe() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 // watchStart reads stop while the gateway starts, until the returned
 // started is called (by serve, once the gateway runs, or by the caller
 // when the start failed; more calls do nothing). The first stop signal

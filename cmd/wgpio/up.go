@@ -76,6 +76,7 @@ MetricsAddress.
 
 func cmdUp(args []string) error {
 	reload := notifyReload() // before anything that takes time
+	survivePipe()
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), upUsage)
