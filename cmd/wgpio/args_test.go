@@ -161,11 +161,11 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"averyveryverylongname0", "a/b", "", "x y"} {
-		if err := checkName(name, "/etc/wgpio/"+name+".conf"); err == nil || !strings.Contains(err.Error(), "choose one with -name") {
+		if err := checkName("up", name, "/etc/wgpio/"+name+".conf"); err == nil || !strings.Contains(err.Error(), "choose one with -name") {
 			t.Errorf("checkName(%q) = %v, want a refusal that mentions -name", name, err)
 		}
 	}
-	if err := checkName("wg0", "wg0.conf"); err != nil {
+	if err := checkName("up", "wg0", "wg0.conf"); err != nil {
 		t.Errorf("checkName(wg0) = %v", err)
 	}
 	q := config.WGPIO{WAN: "lo", LAN: "lo", Queues: 300, Lines: map[string]int{"Queues": 9}}

@@ -71,7 +71,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 		return flagError{err}
 	}
 	if *name != "" {
-		if err := checkName(*name, *conf); err != nil {
+		if err := checkName("check", *name, *conf); err != nil {
 			return err
 		}
 	}
@@ -83,7 +83,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 	w := f.WGPIO
 	overrides.apply(&w)
 	if err := checkFile(f, w); err != nil {
-		return err
+		return forCheck(err)
 	}
 	if *system {
 		gw := *name
@@ -91,7 +91,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 			gw = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 		}
 		if err := checkSystem(f, w, gw); err != nil {
-			return err
+			return forCheck(err)
 		}
 		for _, warning := range systemWarnings(f, w, gw) {
 			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)

@@ -113,7 +113,9 @@ func TestCheck(t *testing.T) {
 		{name: "flags-wan-lan", text: head + peers, flags: []string{"-wan", "eth0", "-lan", "eth1"},
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "flags-lan-is-wan", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-lan", "eth0"},
-			err: `-lan: "eth0" is the WAN interface too`},
+			err: `check: -lan: "eth0" is the WAN interface too`},
+		{name: "flags-bad-name", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-name", "a/b"},
+			err: `check: gateway name "a/b"`},
 		{name: "flags-mode", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers, flags: []string{"-mode", "compat"},
 			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "CPUs": ignored in Mode = compat`},
 		// And up's other overrides: check took -mode, -wan and -lan

@@ -69,6 +69,12 @@ func TestCheckSystemForwarding(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sysctl -w net.ipv4.ip_forward=1") || !strings.Contains(err.Error(), "mqtun.conf:5") {
 		t.Errorf("compat-mqtun, forwarding off: check -system = %v, want the start's error at the Mode line naming the sysctl", err)
 	}
+	// Mode from the flag: the error names it, as check's (it said "up:
+	// -mode: ...", as if up had run).
+	const want = "check: -mode: compat-mqtun forwards through the kernel"
+	if err := check(&strings.Builder{}, &stderr, []string{"-system", "-mode", "compat-mqtun", "-c", write("flag", head+peers)}); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("-mode compat-mqtun, forwarding off: check -system = %v, want %q...", err, want)
+	}
 	if w := systemWarnings(fast, fast.WGPIO, "fast"); !strings.Contains(strings.Join(w, "\n"), "sysctl -w net.ipv4.ip_forward=1") {
 		t.Errorf("fastpath with Address, forwarding off: check -system warnings %q, want up's forwarding warning", w)
 	}

@@ -67,6 +67,15 @@ func TestCheckSystemHeld(t *testing.T) {
 			t.Errorf("check -system with the UAPI socket and the metrics port held: stderr %q, want a warning %q", stderr.String(), want)
 		}
 	}
+	// The address from the flag: the warning names it as check's flag
+	// (it said "up: -metrics-addr: ...").
+	stderr.Reset()
+	if err := check(&strings.Builder{}, &stderr, []string{"-system", "-metrics-addr", metrics.Addr().String(), "-c", path}); err != nil {
+		t.Fatalf("check -system -metrics-addr: %v, want nil (warnings only)", err)
+	}
+	if want := "wgpio: warning: check: -metrics-addr: cannot serve metrics on " + metrics.Addr().String(); !strings.Contains(stderr.String(), want) {
+		t.Errorf("check -system -metrics-addr with the port held: stderr %q, want a warning %q", stderr.String(), want)
+	}
 	// Named otherwise (up -name, as dist/wgpio.service starts it), the
 	// gateway does not need that socket; given the held name, it does.
 	other := filepath.Join(filepath.Dir(path), "x.conf")

@@ -132,7 +132,7 @@ func cmdUp(args []string) error {
 	}
 	w := f.WGPIO
 	overrides.apply(&w)
-	if err := checkName(*name, *conf); err != nil {
+	if err := checkName("up", *name, *conf); err != nil {
 		return err
 	}
 	warnIgnored(log, f, w)

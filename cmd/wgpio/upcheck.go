@@ -7,6 +7,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -44,9 +45,36 @@ func keyError(file string, lines map[string]int, key, flag, msg string) error {
 		return &config.Error{File: file, Line: line, Key: key, Msg: msg}
 	}
 	if flag != "" {
-		return fmt.Errorf("up: -%s: %s", flag, msg)
+		return &flagKeyError{flag: flag, msg: msg}
 	}
 	return fmt.Errorf("%s: [WGPIO] %s: %s", file, key, msg)
+}
+
+// flagKeyError is keyError's error of a value a flag gave, "CMD: -FLAG:
+// MSG", CMD being up unless check reports it (forCheck).
+type flagKeyError struct {
+	cmd  string // "" is up
+	flag string // without the dash
+	msg  string
+}
+
+func (e *flagKeyError) Error() string {
+	cmd := e.cmd
+	if cmd == "" {
+		cmd = "up"
+	}
+	return fmt.Sprintf("%s: -%s: %s", cmd, e.flag, e.msg)
+}
+
+// forCheck is err as check reports it: an error of a flag's value says
+// "check: -FLAG: ..." (`wgpio check -mode compat-mqtun` said "up: -mode:
+// ...", as if up had run). err itself is changed, and returned.
+func forCheck(err error) error {
+	var fe *flagKeyError
+	if errors.As(err, &fe) {
+		fe.cmd = "check"
+	}
+	return err
 }
 
 // overrideFlags are the flags of up and check that override [WGPIO] keys,
@@ -257,11 +285,12 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 }
 
 // checkName refuses a gateway name that cannot name an interface (the
-// exception TUN or compat mode's TUN bears it) before anything is opened.
-func checkName(name, conf string) error {
+// exception TUN or compat mode's TUN bears it) before anything is opened;
+// cmd (up, check) heads the error.
+func checkName(cmd, name, conf string) error {
 	if checkGatewayName(name) != nil {
-		return fmt.Errorf("up: gateway name %q (from -name, else the file name %s without .conf) cannot name an interface: "+
-			"1 to 15 bytes, no '/', ':' or white space; choose one with -name", name, filepath.Base(conf))
+		return fmt.Errorf("%s: gateway name %q (from -name, else the file name %s without .conf) cannot name an interface: "+
+			"1 to 15 bytes, no '/', ':' or white space; choose one with -name", cmd, name, filepath.Base(conf))
 	}
 	return nil
 }
@@ -402,7 +431,7 @@ func heldWarnings(f *config.File, w config.WGPIO, name string) []string {
 	if w.MetricsAddress != "" {
 		ln, err := listenMetrics(f.Name, w)
 		if err != nil {
-			out = append(out, err.Error()+"; wgpio up refuses it, unless that is this gateway's, already up")
+			out = append(out, forCheck(err).Error()+"; wgpio up refuses it, unless that is this gateway's, already up")
 		} else {
 			ln.Close()
 		}
