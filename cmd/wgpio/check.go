@@ -116,7 +116,12 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 	}
 	what := "the file only: -system checks the interfaces too"
-	if *system {
+	switch {
+	case *system && w.Mode == config.ModeCompatMQTUN:
+		// It runs on no WAN or LAN of its own, so -system checks none
+		// (it said "this namespace's interfaces" all the same).
+		what = "the file, and this namespace's forwarding sysctls, TUN name and held ports (compat-mqtun takes no WAN or LAN)"
+	case *system:
 		what = "the file and this namespace's interfaces"
 	}
 	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s; %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"), what)

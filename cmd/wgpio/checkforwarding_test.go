@@ -81,8 +81,14 @@ func TestCheckSystemForwarding(t *testing.T) {
 
 	fakeForwarding(t, "1", "0")
 	stderr.Reset()
-	if err := check(&strings.Builder{}, &stderr, []string{"-system", "-c", mqtun}); err != nil {
+	var stdout strings.Builder
+	if err := check(&stdout, &stderr, []string{"-system", "-c", mqtun}); err != nil {
 		t.Errorf("compat-mqtun, IPv4 forwarding on, IPv4 peers only: check -system = %v, want nil", err)
+	}
+	// compat-mqtun runs on no WAN or LAN: the ok line says what -system
+	// checked (it claimed "this namespace's interfaces").
+	if got := stdout.String(); strings.Contains(got, "interfaces") || !strings.Contains(got, "forwarding sysctls, TUN name and held ports") {
+		t.Errorf("compat-mqtun: check -system printed %q, want it to name what it checked, without interfaces", got)
 	}
 	if w := systemWarnings(fast, fast.WGPIO, "fast"); strings.Contains(strings.Join(w, "\n"), "forwarding") {
 		t.Errorf("fastpath, IPv4 forwarding on: check -system warnings %q, want none of forwarding", w)
