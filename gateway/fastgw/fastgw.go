@@ -220,7 +220,10 @@ type link struct {
 	// nets are the addresses ICMP errors may come from, with their
 	// prefix lengths (srcaddr.Subnets): one per destination.
 	nets []netip.Prefix
-	all  []netip.Addr
+	// all are the host's addresses on the interface, with their
+	// subnets' IPv4 directed broadcasts (srcaddr.AppendBroadcasts),
+	// which the host takes as its own; own are the addresses alone.
+	all, own []netip.Addr
 	// others are the further addresses WireGuard is taken at on a WAN,
 	// left those past the XDP match's bound (wanOthers).
 	others, left []netip.Addr
@@ -240,6 +243,7 @@ func readLink(h *netlink.Handle, name string) (link, error) {
 	out.nets = srcaddr.Subnets(addrs)
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
+	out.own = slices.Clip(out.all)
 	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
 	return out, nil
 }
@@ -437,6 +441,15 @@ func (h responderHandler) Handle(frame, out []byte) int {
 	return n
 }
 
+// kernelAddrs are the addresses of l that owned mode warns the kernel
+// still has, answering ARP or NDP for them beside ours and routing with
+// them: l's own, without the directed broadcasts (link.all has them, as
+// the host's; they listed x.x.x.255 as an address of the host) and the
+// IPv6 link-local ones (made whenever IPv6 is on).
+func kernelAddrs(l link) []netip.Addr {
+	return slices.DeleteFunc(slices.Clone(l.own), netip.Addr.IsLinkLocalUnicast)
+}
+
 // ownedMode sets up the owned address mode: static routes, neighbour tables
 // fed by our own requests, and responders for our addresses.
 func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
@@ -444,13 +457,7 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 	if !cfg.WANAddress.IsValid() || !cfg.LANAddress.IsValid() {
 		return errors.New("fastgw: owned address mode needs WANAddress and LANAddress")
 	}
-	// The kernel's own IPv6 link-local addresses (made whenever IPv6 is
-	// on) are no matter: only an address the kernel might answer ARP or
-	// NDP for beside ours, or route with, is worth a word.
-	notLL := func(all []netip.Addr) []netip.Addr {
-		return slices.DeleteFunc(slices.Clone(all), netip.Addr.IsLinkLocalUnicast)
-	}
-	if w, l := notLL(wl.all), notLL(ll.all); len(w) > 0 || len(l) > 0 {
+	if w, l := kernelAddrs(*wl), kernelAddrs(*ll); len(w) > 0 || len(l) > 0 {
 		g.log.Warn("owned address mode, but the kernel has addresses of its own on the interfaces: it routes and answers for those as before; the XDP programs take ARP and NDP for ours, which the kernel does not see", "wan", w, "lan", l)
 	}
 	routes := []arp.Route{

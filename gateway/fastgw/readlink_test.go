@@ -4,6 +4,7 @@ package fastgw
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,45 @@ func TestReadLinkSkipsUnusableIPv6(t *testing.T) {
 	}
 	if want := netip.MustParseAddr("2001:db8:5::2"); l.v6 != want {
 		t.Errorf("readLink(%s).v6 = %v with only a deprecated address usable, want %v", v.A, l.v6, want)
+	}
+}
+
+// TestKernelAddrsNoBroadcasts: owned mode's warning of the addresses the
+// kernel keeps on the interfaces lists the host's addresses, not their
+// subnets' directed broadcasts (198.18.77.255 of a /24), which link.all
+// holds for the host filters, nor IPv6 link-local ones. It listed the
+// broadcasts as the host's addresses.
+func TestKernelAddrsNoBroadcasts(t *testing.T) {
+	testenv.Root(t)
+	tp := testenv.Topology(t, "ka")
+	a, b := testenv.NS(t, tp, "a"), testenv.NS(t, tp, "b")
+	v, err := tp.NewVeth(a, b, topo.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"addr", "add", "198.18.77.1/24", "brd", "+", "dev", v.A},
+		{"addr", "add", "198.18.78.1/30", "dev", v.A}, // broadcast 198.18.78.3 from the kernel's local table only
+		{"addr", "add", "2001:db8:77::1/64", "dev", v.A, "nodad"},
+		{"link", "set", v.A, "up"}, // its IPv6 link-local address
+	} {
+		if out, err := a.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	l, err := readLink(a.Handle(), v.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"198.18.77.255", "198.18.78.3"} {
+		if !slices.Contains(l.all, netip.MustParseAddr(s)) {
+			t.Errorf("readLink(%s).all = %v, want the broadcast %s in it (the host's)", v.A, l.all, s)
+		}
+	}
+	got := kernelAddrs(l)
+	slices.SortFunc(got, netip.Addr.Compare)
+	want := []netip.Addr{netip.MustParseAddr("198.18.77.1"), netip.MustParseAddr("198.18.78.1"), netip.MustParseAddr("2001:db8:77::1")}
+	if !slices.Equal(got, want) {
+		t.Errorf("kernelAddrs(readLink(%s)) = %v, want %v", v.A, got, want)
 	}
 }
