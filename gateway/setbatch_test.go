@@ -97,39 +97,7 @@ func TestSetBatchPeersJoinAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := &simPeer{src: netip.MustParseAddrPort("198.18.9.9:51820")}
-	if s.key, err = noise.NewPrivateKey(); err != nil {
-		t.Fatal(err)
-	}
-	s.pub = s.key.PublicKey()
-	s.hs = noise.NewHandshake(noise.NewStaticIdentity(s.key, nil), our.PublicKey(), noise.PresharedKey{})
-
-	// s first, then other peers past the first batch (uapiBatchBytes),
-	// and a part of the second one: the request stops there while s
-	// handshakes.
-	var b strings.Builder
-	b.WriteString("set=1\n")
-	fmt.Fprintf(&b, "public_key=%s\nallowed_ip=198.19.0.1/32\n", s.pub.Hex())
-	for i := 0; b.Len() < uapiBatchBytes+uapiBatchBytes/4; i++ {
-		var k noise.PublicKey
-		k[0], k[1], k[2], k[31] = byte(i), byte(i>>8), 2, 0x40
-		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
-	}
-	client, server := net.Pipe()
-	defer client.Close()
-	go d.ServeUAPI(server)
-	if _, err := client.Write([]byte(b.String())); err != nil {
-		t.Fatal(err)
-	}
-	// The first batch is applied and the lock released once s is known.
-	deadline := time.Now().Add(10 * time.Second)
-	var fp *fastpath.Peer
-	for fp = d.FastPeer(s.pub); fp == nil; fp = d.FastPeer(s.pub) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first batch of the set was not applied within 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	s, client, fp := setHalfway(t, d, our)
 	d.HandleMessage(s.message(s.initiation(t, 7)))
 	if got := len(ofType(m.sentSince(0), noise.TypeResponse, 0)); got != 1 {
 		t.Fatalf("responses to s's initiation between the batches: %d, want 1", got)
@@ -253,33 +221,8 @@ func TestSetBatchHandshakeEngine(t *testing.T) {
 	if err := d.AddPeer(PeerConfig{PublicKey: first, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.254.0/24")}}); err != nil {
 		t.Fatal(err)
 	}
-	s := &simPeer{src: netip.MustParseAddrPort("198.18.9.9:51820")}
-	if s.key, err = noise.NewPrivateKey(); err != nil {
-		t.Fatal(err)
-	}
-	s.pub = s.key.PublicKey()
-	s.hs = noise.NewHandshake(noise.NewStaticIdentity(s.key, nil), our.PublicKey(), noise.PresharedKey{})
-	var b strings.Builder
-	b.WriteString("set=1\n")
-	fmt.Fprintf(&b, "public_key=%s\nallowed_ip=198.19.0.1/32\n", s.pub.Hex())
-	for i := 0; b.Len() < uapiBatchBytes+uapiBatchBytes/4; i++ {
-		var k noise.PublicKey
-		k[0], k[1], k[2], k[31] = byte(i), byte(i>>8), 2, 0x40
-		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
-	}
-	client, server := net.Pipe()
-	defer client.Close()
-	go d.ServeUAPI(server)
-	if _, err := client.Write([]byte(b.String())); err != nil {
-		t.Fatal(err)
-	}
+	s, client, _ := setHalfway(t, d, our)
 	deadline := time.Now().Add(10 * time.Second)
-	for d.FastPeer(s.pub) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the first batch of the set was not applied within 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 	d.HandleMessage(s.message(s.initiation(t, 7)))
 	// The worker posts the response meanwhile, with nothing that orders
 	// it before the set's end for the race detector (waiting for the
@@ -312,4 +255,44 @@ func TestSetBatchHandshakeEngine(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// setHalfway starts a set request on d's UAPI (the client's end returned,
+// closed when the test ends) that creates a simulated peer s (allowed IP
+// 198.19.0.1/32) first, then other peers past the first batch
+// (uapiBatchBytes) and a part of the second one, and returns once the
+// first batch is applied and the lock released (s known, its fast-path
+// peer fp): the request stops there, its end not sent, while s
+// handshakes.
+func setHalfway(t *testing.T, d *Device, our noise.PrivateKey) (s *simPeer, client net.Conn, fp *fastpath.Peer) {
+	t.Helper()
+	s = &simPeer{src: netip.MustParseAddrPort("198.18.9.9:51820")}
+	var err error
+	if s.key, err = noise.NewPrivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	s.pub = s.key.PublicKey()
+	s.hs = noise.NewHandshake(noise.NewStaticIdentity(s.key, nil), our.PublicKey(), noise.PresharedKey{})
+	var b strings.Builder
+	b.WriteString("set=1\n")
+	fmt.Fprintf(&b, "public_key=%s\nallowed_ip=198.19.0.1/32\n", s.pub.Hex())
+	for i := 0; b.Len() < uapiBatchBytes+uapiBatchBytes/4; i++ {
+		var k noise.PublicKey
+		k[0], k[1], k[2], k[31] = byte(i), byte(i>>8), 2, 0x40
+		fmt.Fprintf(&b, "public_key=%s\nallowed_ip=10.%d.%d.0/24\n", k.Hex(), byte(i>>8), byte(i))
+	}
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	go d.ServeUAPI(server)
+	if _, err := client.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for fp = d.FastPeer(s.pub); fp == nil; fp = d.FastPeer(s.pub) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch of the set was not applied within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s, client, fp
 }
