@@ -183,28 +183,7 @@ func TestSetBatchFullMapLoggedOnce(t *testing.T) {
 // worker.met ... sendControl". The response leaves on the WAN, and the
 // set is answered.
 func TestSetBatchHandshakeEngine(t *testing.T) {
-	host, lan, err := memport.NewPair(memport.Config{Name: "bh", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	defer lan.Close()
-	wan, far, err := memport.NewPair(memport.Config{Name: "bw", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wan.Close()
-	defer far.Close()
-	var farMAC, hostMAC [6]byte
-	copy(farMAC[:], far.MAC())
-	copy(hostMAC[:], host.MAC())
-	wan4 := netip.MustParseAddr("198.18.0.1")
-	eng, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: wan4,
-		LANAddr4: netip.MustParseAddr("198.19.255.254"), WANResolver: macResolver(farMAC), LANResolver: macResolver(hostMAC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	_, _, far, eng, farMAC, wan4 := newMemEngine(t, "b")
 	our, err := noise.NewPrivateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -295,4 +274,34 @@ func setHalfway(t *testing.T, d *Device, our noise.PrivateKey) (s *simPeer, clie
 		time.Sleep(time.Millisecond)
 	}
 	return s, client, fp
+}
+
+// newMemEngine is a fast-path engine on memport (name: a prefix of the
+// ports' names), not started, for a Device's Dataplane: its LAN port
+// (lan) faces host, its WAN port far, whose MAC the engine resolves every
+// outer next hop to (farMAC), and its WAN address is wan4. Everything is
+// closed when the test ends.
+func newMemEngine(t *testing.T, name string) (host, lan, far *memport.Port, eng *fastpath.Engine, farMAC [6]byte, wan4 netip.Addr) {
+	t.Helper()
+	host, lan, err := memport.NewPair(memport.Config{Name: name + "h", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close(); lan.Close() })
+	wan, far, err := memport.NewPair(memport.Config{Name: name + "w", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wan.Close(); far.Close() })
+	var hostMAC [6]byte
+	copy(farMAC[:], far.MAC())
+	copy(hostMAC[:], host.MAC())
+	wan4 = netip.MustParseAddr("198.18.0.1")
+	eng, err = fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: wan4,
+		LANAddr4: netip.MustParseAddr("198.19.255.254"), WANResolver: macResolver(farMAC), LANResolver: macResolver(hostMAC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return host, lan, far, eng, farMAC, wan4
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/wgpio/wgpio/dataplane"
-	"github.com/wgpio/wgpio/dataplane/memport"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/noise"
@@ -60,28 +58,7 @@ func TestSyncconfUnderTraffic(t *testing.T) {
 		npeers = 5_000
 	}
 	const stable = 8
-	host, lan, err := memport.NewPair(memport.Config{Name: "sh", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 1}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	defer lan.Close()
-	wan, far, err := memport.NewPair(memport.Config{Name: "sw", MACA: net.HardwareAddr{2, 0, 0, 0, 9, 3}, MACB: net.HardwareAddr{2, 0, 0, 0, 9, 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wan.Close()
-	defer far.Close()
-	var farMAC, hostMAC [6]byte
-	copy(farMAC[:], far.MAC())
-	copy(hostMAC[:], host.MAC())
-	wan4 := netip.MustParseAddr("198.18.0.1")
-	eng, err := fastpath.New(fastpath.Config{LAN: lan, WAN: wan, ListenPort: 51820, WANAddr4: wan4,
-		LANAddr4: netip.MustParseAddr("198.19.255.254"), WANResolver: macResolver(farMAC), LANResolver: macResolver(hostMAC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	host, lan, far, eng, farMAC, wan4 := newMemEngine(t, "s")
 	priv, _ := noise.NewPrivateKey()
 	d, err := New(Options{PrivateKey: priv, ListenPort: 51820, Dataplane: eng, WANAddr4: wan4,
 		Resolve: func(netip.Addr) ([6]byte, bool) { return farMAC, true }})

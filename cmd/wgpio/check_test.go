@@ -26,14 +26,7 @@ import (
 // act on, a key the Mode ignores) on stderr, and refuses one they would
 // refuse with the file, line and key (the error main prints, exit 1).
 func TestCheck(t *testing.T) {
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, peer := newPrivateKey(t), newPrivateKey(t)
 	pub := peer.PublicKey()
 	head := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n"
 	peers := "[Peer]\nPublicKey = " + pub.Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
@@ -522,4 +515,14 @@ func TestCheckSystemListenPortHeld(t *testing.T) {
 			t.Errorf("Mode = %s, ListenPort free: check -system = %v, stderr %q; want nil and no warning", mode, err, stderr)
 		}
 	}
+}
+
+// newPrivateKey returns a fresh private key or fails the test.
+func newPrivateKey(t *testing.T) noise.PrivateKey {
+	t.Helper()
+	k, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

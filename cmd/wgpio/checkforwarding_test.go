@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/wgpio/wgpio/noise"
 )
 
 // fakeForwarding points forwardingOff at a directory holding the two
@@ -38,14 +36,7 @@ func fakeForwarding(t *testing.T, v4, v6 string) {
 // both, and `wgpio up -mode compat-mqtun` then stopped at once with
 // "compat-mqtun forwards through the kernel, and forwarding is off".
 func TestCheckSystemForwarding(t *testing.T) {
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, peer := newPrivateKey(t), newPrivateKey(t)
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		path := filepath.Join(dir, name+".conf")

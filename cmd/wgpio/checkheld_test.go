@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/wgpio/wgpio/internal/testenv"
-	"github.com/wgpio/wgpio/noise"
 )
 
 // TestCheckSystemHeld: `wgpio check -system` warns of a UAPI socket of
@@ -24,14 +23,7 @@ import (
 func TestCheckSystemHeld(t *testing.T) {
 	testenv.Root(t) // the UAPI directory is root's
 	fakeForwarding(t, "1", "1")
-	priv, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := noise.NewPrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, peer := newPrivateKey(t), newPrivateKey(t)
 	var b [4]byte
 	rand.Read(b[:])
 	name := "chk" + hex.EncodeToString(b[:]) // 11 bytes: an interface name

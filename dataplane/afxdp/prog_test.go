@@ -791,24 +791,11 @@ func TestFilterMLDQueries(t *testing.T) {
 // two families in one call are refused whole.
 func TestAddPrefixes(t *testing.T) {
 	testenv.Root(t)
-	if err := rlimit.RemoveMemlock(); err != nil {
-		t.Fatal(err)
-	}
-	pfxs := func(s ...string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, x := range s {
-			out = append(out, netip.MustParsePrefix(x))
-		}
-		return out
-	}
+	pfxs := mustPrefixes // short, as the cases below read
 	for _, noBatch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noBatch=%v", noBatch), func(t *testing.T) {
-			prog, err := newProgram(Filter{Prefixes: true, PrefixCapacity: 4}, ourMAC, 1, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := &Port{prog: prog, noBatch: noBatch}
-			defer p.Close()
+			p, prog := prefixPort(t)
+			p.noBatch = noBatch
 			if n, err := p.AddPrefixes(pfxs("198.19.7.0/24", "198.19.8.9/32", "10.1.0.0/16")); n != 3 || err != nil {
 				t.Fatalf("AddPrefixes of 3 IPv4 prefixes = %d, %v; want 3, nil", n, err)
 			}
@@ -846,24 +833,11 @@ func TestAddPrefixes(t *testing.T) {
 // Prefixes of two families in one call are refused whole.
 func TestDeletePrefixes(t *testing.T) {
 	testenv.Root(t)
-	if err := rlimit.RemoveMemlock(); err != nil {
-		t.Fatal(err)
-	}
-	pfxs := func(s ...string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, x := range s {
-			out = append(out, netip.MustParsePrefix(x))
-		}
-		return out
-	}
+	pfxs := mustPrefixes // short, as the cases below read
 	for _, noBatch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noBatch=%v", noBatch), func(t *testing.T) {
-			prog, err := newProgram(Filter{Prefixes: true, PrefixCapacity: 4}, ourMAC, 1, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := &Port{prog: prog, noDeleteBatch: noBatch}
-			defer p.Close()
+			p, prog := prefixPort(t)
+			p.noDeleteBatch = noBatch
 			if n, err := p.AddPrefixes(pfxs("198.19.7.0/24", "198.19.8.9/32", "10.1.0.0/16", "10.2.0.0/16")); n != 4 || err != nil {
 				t.Fatalf("AddPrefixes of 4 IPv4 prefixes = %d, %v; want 4, nil", n, err)
 			}
@@ -902,4 +876,30 @@ func TestDeletePrefixes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// mustPrefixes parses s, prefixes a test writes.
+func mustPrefixes(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, x := range s {
+		out = append(out, netip.MustParsePrefix(x))
+	}
+	return out
+}
+
+// prefixPort is a Port holding only a LAN program whose prefix match has
+// room for 4 prefixes a family, for the map's methods; closed when the
+// test ends. The caller is root.
+func prefixPort(t *testing.T) (*Port, *program) {
+	t.Helper()
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := newProgram(Filter{Prefixes: true, PrefixCapacity: 4}, ourMAC, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Port{prog: prog}
+	t.Cleanup(func() { p.Close() })
+	return p, prog
 }
