@@ -109,14 +109,7 @@ func TestSetBatchPeersJoinAtOnce(t *testing.T) {
 		t.Errorf("s is not in the dataplane's set between the batches, its handshake done")
 	}
 
-	if _, err := client.Write([]byte("\n")); err != nil {
-		t.Fatal(err)
-	}
-	client.SetReadDeadline(time.Now().Add(10 * time.Second))
-	reply, err := bufio.NewReader(client).ReadString('\n')
-	if err != nil || reply != "errno=0\n" {
-		t.Fatalf("set reply %q, %v; want errno=0", reply, err)
-	}
+	endSet(t, client)
 	if !m.member(fp) {
 		t.Fatal("s is not in the dataplane's set after the set")
 	}
@@ -207,14 +200,7 @@ func TestSetBatchHandshakeEngine(t *testing.T) {
 	// it before the set's end for the race detector (waiting for the
 	// frame here would).
 	time.Sleep(50 * time.Millisecond)
-	if _, err := client.Write([]byte("\n")); err != nil {
-		t.Fatal(err)
-	}
-	client.SetReadDeadline(time.Now().Add(10 * time.Second))
-	reply, err := bufio.NewReader(client).ReadString('\n')
-	if err != nil || reply != "errno=0\n" {
-		t.Fatalf("set reply %q, %v; want errno=0", reply, err)
-	}
+	endSet(t, client)
 	// The response left on the WAN.
 	rx := far.Queue(0).RX()
 	frames := make([]dataplane.Frame, 8)
@@ -304,4 +290,18 @@ func newMemEngine(t *testing.T, name string) (host, lan, far *memport.Port, eng 
 	}
 	t.Cleanup(func() { eng.Close() })
 	return host, lan, far, eng, farMAC, wan4
+}
+
+// endSet sends the end of setHalfway's request (the empty line) and
+// fails the test unless the set answers errno=0 within 10 s.
+func endSet(t *testing.T, client net.Conn) {
+	t.Helper()
+	if _, err := client.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := bufio.NewReader(client).ReadString('\n')
+	if err != nil || reply != "errno=0\n" {
+		t.Fatalf("set reply %q, %v; want errno=0", reply, err)
+	}
 }

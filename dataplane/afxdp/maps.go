@@ -40,44 +40,15 @@ func (p *Port) AddPrefix(pfx netip.Prefix) error {
 // the first, are in the map; on an error the one after them was refused
 // (the map full: ENOSPC or E2BIG) and those after it were not tried.
 func (p *Port) AddPrefixes(pfxs []netip.Prefix) (int, error) {
-	if len(pfxs) == 0 {
-		return 0, nil
-	}
-	if err := p.lockMaps(); err != nil {
-		return 0, fmt.Errorf("add prefixes: %w", err)
-	}
-	defer p.mu.Unlock()
-	m, keys, err := p.prog.prefixKeys(pfxs)
-	if err != nil {
-		return 0, fmt.Errorf("add prefixes: %w", err)
-	}
-	if !p.noBatch {
-		vals := make([]uint32, len(pfxs))
-		for i := range vals {
-			vals[i] = 1 // as AddPrefix puts
-		}
-		n, err := m.BatchUpdate(keys, vals, nil)
-		switch {
-		case err == nil:
-			return len(pfxs), nil
-		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
-			p.noBatch = true // the kernel's LPM trie has no batch: one at a time
-		case n < len(pfxs):
-			return n, fmt.Errorf("add prefix %v: %w", pfxs[n], err)
-		default:
-			return n, fmt.Errorf("add prefixes: %w", err)
-		}
-	}
-	for i, pfx := range pfxs {
-		mm, k, err := p.prog.prefixKey(pfx)
-		if err == nil {
-			err = mm.Put(k, uint32(1))
-		}
-		if err != nil {
-			return i, fmt.Errorf("add prefix %v: %w", pfx, err)
-		}
-	}
-	return len(pfxs), nil
+	return p.prefixBatch("add", pfxs, &p.noBatch,
+		func(m *ebpf.Map, keys any) (int, error) {
+			vals := make([]uint32, len(pfxs))
+			for i := range vals {
+				vals[i] = 1 // as AddPrefix puts
+			}
+			return m.BatchUpdate(keys, vals, nil)
+		},
+		func(m *ebpf.Map, k any) error { return m.Put(k, uint32(1)) })
 }
 
 // DeletePrefix removes a prefix added with AddPrefix.
@@ -105,37 +76,49 @@ func (p *Port) DeletePrefix(pfx netip.Prefix) error {
 // after them was not deleted (not in the map: an error wrapping
 // ebpf.ErrKeyNotExist) and those after it were not tried.
 func (p *Port) DeletePrefixes(pfxs []netip.Prefix) (int, error) {
+	return p.prefixBatch("delete", pfxs, &p.noDeleteBatch,
+		func(m *ebpf.Map, keys any) (int, error) { return m.BatchDelete(keys, nil) },
+		func(m *ebpf.Map, k any) error { return m.Delete(k) })
+}
+
+// prefixBatch is AddPrefixes and DeletePrefixes (op "add" or "delete"):
+// batch applied to the keys of pfxs, or, once the kernel said it has no
+// batch for the map (*noBatch, set then), one applied to each key in
+// turn. It returns how many of pfxs, from the first, it did, and names
+// the prefix that failed.
+func (p *Port) prefixBatch(op string, pfxs []netip.Prefix, noBatch *bool,
+	batch func(m *ebpf.Map, keys any) (int, error), one func(m *ebpf.Map, k any) error) (int, error) {
 	if len(pfxs) == 0 {
 		return 0, nil
 	}
 	if err := p.lockMaps(); err != nil {
-		return 0, fmt.Errorf("delete prefixes: %w", err)
+		return 0, fmt.Errorf("%s prefixes: %w", op, err)
 	}
 	defer p.mu.Unlock()
 	m, keys, err := p.prog.prefixKeys(pfxs)
 	if err != nil {
-		return 0, fmt.Errorf("delete prefixes: %w", err)
+		return 0, fmt.Errorf("%s prefixes: %w", op, err)
 	}
-	if !p.noDeleteBatch {
-		n, err := m.BatchDelete(keys, nil)
+	if !*noBatch {
+		n, err := batch(m, keys)
 		switch {
 		case err == nil:
 			return len(pfxs), nil
 		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
-			p.noDeleteBatch = true // the kernel's LPM trie has no batch: one at a time
+			*noBatch = true // the kernel's LPM trie has no batch: one at a time
 		case n < len(pfxs):
-			return n, fmt.Errorf("delete prefix %v: %w", pfxs[n], err)
+			return n, fmt.Errorf("%s prefix %v: %w", op, pfxs[n], err)
 		default:
-			return n, fmt.Errorf("delete prefixes: %w", err)
+			return n, fmt.Errorf("%s prefixes: %w", op, err)
 		}
 	}
 	for i, pfx := range pfxs {
 		mm, k, err := p.prog.prefixKey(pfx)
 		if err == nil {
-			err = mm.Delete(k)
+			err = one(mm, k)
 		}
 		if err != nil {
-			return i, fmt.Errorf("delete prefix %v: %w", pfx, err)
+			return i, fmt.Errorf("%s prefix %v: %w", op, pfx, err)
 		}
 	}
 	return len(pfxs), nil
