@@ -116,7 +116,11 @@ type TX interface {
 	// drops, is counted as DropLinkDown or DropDriver, not in TXPackets
 	// (afxdp in copy mode); so is, as DropLinkDown, a frame transmitted
 	// to an interface that is gone (afxdp: deleted, or moved to another
-	// namespace).
+	// namespace). Each frame taken is counted once, in TXPackets or in
+	// Drops: afxdp counts it in TXPackets once the kernel takes it off
+	// the TX ring, not when Transmit puts it there, so that one waiting
+	// there (an interface set down takes none) and lost later is counted
+	// only as lost.
 	Transmit(frames []Frame) int
 
 	// Alloc fills frames[0:n] with empty frames of this queue's pool, each
@@ -146,6 +150,11 @@ const (
 type Stats struct {
 	RXPackets uint64 `json:"rx_packets"`
 	RXBytes   uint64 `json:"rx_bytes"`
+	// TXPackets and TXBytes count the frames transmitted: for afxdp,
+	// those the kernel took off a TX ring and did not drop, counted by
+	// the queue's owner in Transmit (copy mode: the kick sends them) or
+	// Reclaim (zero-copy mode: the driver takes them later). A frame
+	// transmitted is counted here or in Drops, never both.
 	TXPackets uint64 `json:"tx_packets"`
 	TXBytes   uint64 `json:"tx_bytes"`
 	// Copies counts frames copied between pools on Transmit.
@@ -226,7 +235,9 @@ const (
 	DropBadDescriptor
 	// DropNoBuffer: a frame lost because no buffer was free (memport RX).
 	DropNoBuffer
-	// DropClosed: a frame handed to a closed port.
+	// DropClosed: a frame handed to a closed port, or left unsent on a
+	// TX ring when the port closed (afxdp: an interface set down holds
+	// the frames given to it).
 	DropClosed
 	// DropRingFull: a frame the peer's RX ring had no room for (memport).
 	DropRingFull

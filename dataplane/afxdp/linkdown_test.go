@@ -4,9 +4,11 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestTransmitLinkDown: in copy mode, frames transmitted on an interface
@@ -151,7 +153,9 @@ func transmitAll(tx dataplane.TX, n int) int {
 // TestTransmitGoneRingFull: an interface set down (its frames waiting on
 // the TX ring, the ring full) and then deleted is found gone by the
 // Transmit that finds the ring full, whose frames are then dropped and
-// counted as link_down, not refused for a busy ring.
+// counted as link_down, not refused for a busy ring; the frames that
+// waited on the ring are counted as link_down too, and only so (not also
+// as sent, as they were when Transmit counted what it put on the ring).
 func TestTransmitGoneRingFull(t *testing.T) {
 	p := newVethPair(t, 1)
 	const ring = 256
@@ -163,7 +167,9 @@ func TestTransmitGoneRingFull(t *testing.T) {
 	if m := transmitAll(tx, 2*ring); m != ring {
 		t.Fatalf("Transmit took %d frames on an interface set down, want %d (the ring full)", m, ring)
 	}
-	queued := a.Queue(0).Stats().TXPackets
+	if s := a.Queue(0).Stats(); s.TXPackets != 0 {
+		t.Errorf("%d frames waiting on the TX ring: tx packets %d, want 0", ring, s.TXPackets)
+	}
 	frames := make([]dataplane.Frame, 32)
 	if out, err := p.a.Run("ip", "link", "del", p.v.A); err != nil {
 		t.Fatalf("ip link del %s: %v\n%s", p.v.A, err, out)
@@ -177,7 +183,97 @@ func TestTransmitGoneRingFull(t *testing.T) {
 		t.Fatalf("Transmit on a full ring of a deleted interface = %d, want %d", m, k)
 	}
 	s := a.Queue(0).Stats()
-	if want := queued + uint64(k); s.Drops[dataplane.DropLinkDown] != want {
-		t.Errorf("link_down %d, want %d (%d frames on the ring, %d refused by none)", s.Drops[dataplane.DropLinkDown], want, queued, k)
+	if want := uint64(ring + k); s.Drops[dataplane.DropLinkDown] != want || s.TXPackets != 0 {
+		t.Errorf("link_down %d, tx packets %d; want %d 0 (%d frames on the ring, %d refused by none; drops %v)",
+			s.Drops[dataplane.DropLinkDown], s.TXPackets, want, ring, k, s.Drops.List())
+	}
+}
+
+// TestTransmitWaitingCountedOnce: frames that wait on the TX ring of an
+// interface set down (the kernel takes none) are counted once, when their
+// fate is known: sent once the interface is up again and takes them,
+// link_down if it is then deleted or comes up without carrier, closed if
+// the port closes first; not as sent while they wait. Before, Transmit
+// counted them as sent when it put them on the ring, and the kick that
+// found the interface deleted (unbind) or without carrier (dropped)
+// counted them as link_down too.
+func TestTransmitWaitingCountedOnce(t *testing.T) {
+	const waiting, more = 20, 10
+	for _, c := range []struct {
+		name string
+		// then runs while the frames wait; it reports whether more
+		// frames are transmitted after it.
+		then    func(t *testing.T, p *vethPair, a *Port) bool
+		sent    uint64
+		reason  dataplane.DropReason
+		dropped uint64
+		// drained: the ring is empty at the end (the interface took
+		// every frame, sending or dropping it).
+		drained bool
+	}{
+		{"deleted", func(t *testing.T, p *vethPair, a *Port) bool {
+			run(t, p.a, "ip", "link", "del", p.v.A)
+			return true
+		}, 0, dataplane.DropLinkDown, waiting + more, false},
+		{"up without carrier", func(t *testing.T, p *vethPair, a *Port) bool {
+			run(t, p.b, "ip", "link", "set", p.v.B, "down")
+			run(t, p.a, "ip", "link", "set", p.v.A, "up")
+			return true
+		}, 0, dataplane.DropLinkDown, waiting + more, true},
+		{"up", func(t *testing.T, p *vethPair, a *Port) bool {
+			run(t, p.a, "ip", "link", "set", p.v.A, "up")
+			return true
+		}, waiting + more, dataplane.DropLinkDown, 0, true},
+		{"closed", func(t *testing.T, p *vethPair, a *Port) bool {
+			if err := a.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return false
+		}, 0, dataplane.DropClosed, waiting, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newVethPair(t, 1)
+			a := openIn(t, p.a, p.v.A, Config{Filter: Filter{All: true}})
+			if a.ZeroCopy() {
+				t.Fatal("veth in zero-copy mode: the test is of copy mode")
+			}
+			run(t, p.a, "ip", "link", "set", p.v.A, "down")
+			tx := a.Queue(0).TX()
+			sendTest(t, tx, p.macA, p.macB, 1, waiting)
+			h := tx.(*txHalf)
+			if pend := h.s.tx.pending(); pend != waiting {
+				t.Fatalf("%d frames on the TX ring of an interface set down, want %d", pend, waiting)
+			}
+			if s := a.Queue(0).Stats(); s.TXPackets != 0 || s.Drops.Total() != 0 {
+				t.Errorf("%d frames waiting on the TX ring: tx packets %d, drops %v; want 0, none", waiting, s.TXPackets, s.Drops.List())
+			}
+			total := uint64(waiting)
+			if c.then(t, p, a) {
+				sendTest(t, tx, p.macA, p.macB, 1, more)
+				total += more
+			}
+			s := a.Queue(0).Stats()
+			if s.TXPackets != c.sent || s.TXBytes != 64*c.sent || s.Drops[c.reason] != c.dropped {
+				t.Errorf("tx packets %d, bytes %d, %v %d; want %d %d %d (drops %v)",
+					s.TXPackets, s.TXBytes, c.reason, s.Drops[c.reason], c.sent, 64*c.sent, c.dropped, s.Drops.List())
+			}
+			if got := s.TXPackets + s.Drops.Total(); got != total {
+				t.Errorf("tx packets %d + drops %v = %d, want %d: each frame transmitted counted once", s.TXPackets, s.Drops.List(), got, total)
+			}
+			if !c.drained {
+				return // (closed: the rings unmapped)
+			}
+			if pend := h.s.tx.pending(); pend != 0 {
+				t.Errorf("%d frames still on the TX ring, want 0", pend)
+			}
+		})
+	}
+}
+
+// run runs a command in ns, failing the test if it fails.
+func run(t *testing.T, ns *topo.NS, args ...string) {
+	t.Helper()
+	if out, err := ns.Run(args[0], args[1:]...); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

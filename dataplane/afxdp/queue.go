@@ -73,7 +73,7 @@ func newQueue(p *Port, i int, s *socket) *queue {
 	q.ownRX, q.ownTX = dataplane.NewCache(pool), dataplane.NewCache(pool)
 	q.rx = rxHalf{q: q, s: s, pool: pool, cache: q.ownRX, memLen: uint64(len(pool.Mem()))}
 	q.tx = txHalf{q: q, s: s, pool: pool, cache: q.ownTX, memLen: uint64(len(pool.Mem())),
-		copyMode: !p.umem.ZeroCopy()}
+		copyMode: !p.umem.ZeroCopy(), counted: s.tx.cachedCons}
 	q.rx.zerocopy = !q.tx.copyMode
 	q.rx.refill() // give the kernel buffers before the program redirects
 	return q
@@ -256,6 +256,13 @@ type txHalf struct {
 	// unbound is set once a kick found the socket unbound (unbind): the
 	// interface deleted or moved to another namespace.
 	unbound bool
+	// counted is the TX ring's consumer index up to which its frames are
+	// counted (account); lost is how many frames past it a kick counted
+	// as dropped (dropped): frames the kernel took off the ring, though
+	// it may publish its consumer index past a frame it drops only with
+	// a later frame's, or once it finds the ring empty.
+	counted uint32
+	lost    uint32
 }
 
 func (h *txHalf) enter() bool {
@@ -285,6 +292,13 @@ func (h *txHalf) enter() bool {
 // finds the TX ring full (one sendto a call, whatever the mode), so that
 // the frames a vanished device holds are counted as soon as the first
 // transmit after it, not as sent.
+//
+// A frame is counted as sent (TXPackets, TXBytes) once the kernel takes it
+// off the TX ring without dropping it (account), not when Transmit puts it
+// there: in copy mode within the kick, in zero-copy mode by the first
+// Transmit or Reclaim after the driver took it. One that waits there
+// (an interface set down takes none) is counted once its fate is known:
+// sent, dropped, or link_down if the interface is deleted meanwhile.
 func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 	if !h.enter() {
 		return 0
@@ -305,8 +319,8 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 		h.busy.Store(0)
 		return n
 	}
+	h.account(h.s.tx.cachedCons) // before the slots given back are written again
 	var i, slots uint32
-	var bytes uint64
 	maxLen := h.q.port.txMax.Load() // untagged; one 802.1Q tag may add vlanTagLen
 	for ; i < want && slots < room; i++ {
 		f := &frames[i]
@@ -336,26 +350,12 @@ func (h *txHalf) Transmit(frames []dataplane.Frame) int {
 		}
 		*h.s.tx.slot(slots) = unix.XDPDesc{Addr: addr, Len: l}
 		slots++
-		bytes += uint64(l)
 	}
 	if slots > 0 {
-		first := h.s.tx.cachedProd
 		h.s.tx.submit(slots)
-		if lost := h.kick(slots); lost > 0 {
-			// Count the frames not lost, and as their bytes those
-			// of this call's first frames: exact when the ring held
-			// no earlier frames and the link went down (the ring's
-			// frames go in order, and all after the first lost are
-			// lost too).
-			slots -= min(lost, slots)
-			bytes = 0
-			for j := range slots {
-				bytes += uint64(h.s.tx.descs[(first+j)&h.s.tx.mask].Len)
-			}
-		}
-		h.ctr.packets.Add(uint64(slots))
-		h.ctr.bytes.Add(bytes)
+		h.kick(slots)
 	}
+	h.account(h.s.tx.consumed())
 	if int(i) < len(frames) {
 		h.ctr.ringFull.Add(1)
 	}
@@ -368,8 +368,8 @@ func tagged(b []byte) bool {
 	return len(b) >= ethHeaderLen && b[12] == 0x81 && b[13] == 0x00
 }
 
-// kick has the kernel send the n frames just submitted and returns how
-// many frames of the ring the kernel dropped, counted here (dropped). In
+// kick has the kernel send the n frames just submitted, and counts the
+// frames of the ring the kernel drops (dropped, unbind). In
 // copy mode a kick that finds the interface without carrier drops one
 // frame and fails with EBUSY (socket.kickTX), and the next kick the next
 // frame: kick then kicks again until a kick does not fail so or the
@@ -379,12 +379,13 @@ func tagged(b []byte) bool {
 // deactivated while the carrier is off), instead of waiting on the ring
 // to be sent, stale, when the carrier returns; frames the driver refuses
 // with the link up likewise, up to n of them (dropped). Dropped frames are
-// completed as if sent (Reclaim takes them back). An interface set down
-// (ENETDOWN) takes no frame: they wait on the ring (the ring full,
-// Transmit takes fewer).
-func (h *txHalf) kick(n uint32) (lost uint32) {
+// completed as if sent (Reclaim takes them back), and not counted as sent
+// (account). An interface set down (ENETDOWN) takes no frame: they wait
+// on the ring (the ring full, Transmit takes fewer), counted when they
+// leave it.
+func (h *txHalf) kick(n uint32) {
 	if !h.copyMode && h.s.wakeup && !h.s.tx.needWakeup() {
-		return 0
+		return
 	}
 	kicks := uint32(1)
 	if h.copyMode {
@@ -394,15 +395,15 @@ func (h *txHalf) kick(n uint32) (lost uint32) {
 		switch h.s.kickTX() {
 		case unix.EBUSY:
 			if h.copyMode {
-				lost += h.dropped(&kicks, n)
+				h.dropped(&kicks, n)
 			}
 		case unix.ENXIO:
 			h.ctr.kicks.Add(uint64(kicks))
-			return lost + h.unbind()
+			h.unbind()
+			return
 		}
 	}
 	h.ctr.kicks.Add(uint64(kicks))
-	return lost
 }
 
 // probeFull kicks the kernel once for Transmit, which found the TX ring
@@ -428,16 +429,50 @@ func (h *txHalf) probeFull() bool {
 // ENXIO: the kernel unbinds an AF_XDP socket from an interface that is
 // deleted or moved to another namespace (net/xdp/xsk.c, xsk_notifier on
 // NETDEV_UNREGISTER), for good (a socket binds once), and then neither
-// sends nor completes a frame of its rings. It counts the frames on the TX
-// ring as link_down and returns how many: they wait there, taken back at
-// Close. Transmit drops every later frame (dropGone). Like dropped, exact
-// when the ring held no frames of earlier calls, which were counted as
-// sent then.
-func (h *txHalf) unbind() uint32 {
+// sends nor completes a frame of its rings. It counts the frames the
+// kernel took before as sent (account), and those still on the TX ring as
+// link_down, but those a kick counted as dropped already (lost): none of
+// them was counted as sent, so that each is counted once. They wait
+// there, taken back at Close. Transmit drops every later frame
+// (dropGone).
+func (h *txHalf) unbind() {
+	h.account(h.s.tx.consumed())
 	h.unbound = true
-	lost := h.s.tx.pending()
-	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(lost))
-	return lost
+	left := h.s.tx.cachedProd - h.counted
+	h.ctr.drops[dataplane.DropLinkDown].Add(uint64(left - min(h.lost, left)))
+	h.counted, h.lost = h.s.tx.cachedProd, 0
+}
+
+// account counts the frames the kernel took off the TX ring since the last
+// call, up to its consumer index c: as sent (ctr.packets, ctr.bytes) all
+// but lost of them, which a kick counted as dropped. So a frame is
+// counted as sent when it leaves the ring, not when Transmit puts it
+// there, and one that waits there (an interface set down takes none; a
+// zero-copy driver takes frames when it runs) and is then dropped
+// (dropped, unbind) or left at Close (queue.release) is counted once. The
+// dropped frames are taken to be the last of those counted together, as
+// when the link goes down (every frame after the first it drops is
+// dropped too): the packets are exact, and the bytes but when a driver
+// dropped some of the frames among others it sent. It reads the frames'
+// lengths on the ring: Transmit calls it before it writes again a slot
+// the kernel gave back. After unbind it does nothing (the rest counted).
+func (h *txHalf) account(c uint32) {
+	n := c - h.counted
+	if h.unbound || int32(n) <= 0 {
+		return
+	}
+	n = min(n, h.s.tx.cachedProd-h.counted) // never more than was put there
+	l := min(h.lost, n)
+	h.lost -= l
+	if sent := n - l; sent > 0 {
+		var bytes uint64
+		for j := range sent {
+			bytes += uint64(h.s.tx.descs[(h.counted+j)&h.s.tx.mask].Len)
+		}
+		h.ctr.packets.Add(uint64(sent))
+		h.ctr.bytes.Add(bytes)
+	}
+	h.counted += n
 }
 
 // dropGone takes up to dataplane.MaxBurst frames for Transmit on an
@@ -450,12 +485,13 @@ func (h *txHalf) dropGone(frames []dataplane.Frame) int {
 	return n
 }
 
-// dropped counts the frame a kick that failed with EBUSY dropped and
-// returns how many frames of the ring were dropped; n is the number of
-// frames the caller submitted. EBUSY does not say why: the interface was
-// down or without carrier, or its driver refused the frame (a veth whose
-// other end's queue is full, without a queue discipline in front, or a
-// frame longer than the other end's MTU). It asks the kernel (linkUp):
+// dropped counts the frame a kick that failed with EBUSY dropped, and the
+// frames of the ring dropped after it, also as lost for account; n is the
+// number of frames the caller submitted. EBUSY does not say why: the
+// interface was down or without carrier, or its driver refused the frame
+// (a veth whose other end's queue is full, without a queue discipline in
+// front, or a frame longer than the other end's MTU). It asks the kernel
+// (linkUp):
 // with the link down the frame is DropLinkDown, and so are the ring's
 // other frames, kicked out one a kick, counted in kicks, until a kick
 // does not fail so; with it up the frame is the driver's drop
@@ -465,7 +501,7 @@ func (h *txHalf) dropGone(frames []dataplane.Frame) int {
 // the driver refused (50 decrypted packets over the LAN's MTU) waited on
 // the ring, neither sent nor counted, one dropped per later kick, while
 // the traffic after them waited behind.
-func (h *txHalf) dropped(kicks *uint32, n uint32) uint32 {
+func (h *txHalf) dropped(kicks *uint32, n uint32) {
 	r, left := dataplane.DropLinkDown, h.s.tx.pending()
 	if h.linkUp() {
 		r, left = dataplane.DropDriver, min(left, n-1)
@@ -479,7 +515,7 @@ func (h *txHalf) dropped(kicks *uint32, n uint32) uint32 {
 		lost++
 	}
 	h.ctr.drops[r].Add(uint64(lost))
-	return lost
+	h.lost += lost
 }
 
 // linkRecheck is how long an answer of Port.linkUp is kept (txHalf.linkUp).
@@ -514,11 +550,13 @@ func (h *txHalf) reclaim() int {
 	return int(n)
 }
 
-// Reclaim takes completed frames back; see dataplane.TX.
+// Reclaim takes completed frames back, and counts the frames the kernel
+// took off the TX ring since the last call (account); see dataplane.TX.
 func (h *txHalf) Reclaim() int {
 	if !h.enter() {
 		return 0
 	}
+	h.account(h.s.tx.consumed())
 	n := h.reclaim()
 	h.busy.Store(0)
 	return n
@@ -576,7 +614,16 @@ func (q *queue) release() {
 	for r, i := s.rx, q.rx.s.rx.cachedCons; i != atomic.LoadUint32(s.rx.prod); i++ {
 		put(r.descs[i&r.mask].Addr)
 	}
-	for r, i := s.tx, atomic.LoadUint32(s.tx.cons); i != r.cachedProd; i++ {
+	// What the kernel took off the TX ring is counted as sent, what it
+	// left there (an interface set down holds it) as closed: it is
+	// never sent (account; unbind counted it as link_down already).
+	t := &q.tx
+	t.account(s.tx.consumed())
+	if !t.unbound {
+		left := s.tx.cachedProd - t.counted
+		t.ctr.drops[dataplane.DropClosed].Add(uint64(left - min(t.lost, left)))
+	}
+	for r, i := s.tx, s.tx.cachedCons; i != r.cachedProd; i++ {
 		put(r.descs[i&r.mask].Addr)
 	}
 	for r, i := s.comp, s.comp.cachedCons; i != atomic.LoadUint32(s.comp.prod); i++ {

@@ -303,3 +303,60 @@ func TestSetMTUAfterClose(t *testing.T) {
 		t.Errorf("SetMTU(1400) after Close = %v, MTU() = %d; want an error wrapping net.ErrClosed and 1500", err, p.MTU())
 	}
 }
+
+// TestTransmitCountedWhenTaken: a frame is counted as sent when the kernel
+// takes it off the TX ring (its consumer index passes it), with its bytes,
+// not when Transmit puts it there; one a kick counted as dropped is not
+// counted as sent when the index passes it, nor as link_down at unbind if
+// the kernel had not published the index past it: each frame once.
+func TestTransmitCountedWhenTaken(t *testing.T) {
+	q := fakeQueue(t, 2048)
+	transmit := func(sizes ...int) {
+		t.Helper()
+		frames := make([]dataplane.Frame, len(sizes))
+		if n := q.tx.Alloc(frames); n != len(sizes) {
+			t.Fatalf("Alloc = %d, want %d", n, len(sizes))
+		}
+		for i, l := range sizes {
+			frames[i].SetLen(l)
+		}
+		if n := q.tx.Transmit(frames); n != len(sizes) {
+			t.Fatalf("Transmit = %d, want %d", n, len(sizes))
+		}
+	}
+	// kernel plays the kernel: it takes n frames off the TX ring and
+	// drops lost of them (a kick counts them: dropped).
+	kernel := func(n, lost uint32, r dataplane.DropReason) {
+		*q.sock.tx.cons += n
+		q.tx.lost += lost
+		q.tx.ctr.drops[r].Add(uint64(lost))
+	}
+	check := func(when string, packets, bytes, driver, linkDown uint64) {
+		t.Helper()
+		s := q.Stats()
+		if s.TXPackets != packets || s.TXBytes != bytes || s.Drops[dataplane.DropDriver] != driver || s.Drops[dataplane.DropLinkDown] != linkDown {
+			t.Errorf("%s: tx packets %d, bytes %d, driver_drop %d, link_down %d; want %d %d %d %d",
+				when, s.TXPackets, s.TXBytes, s.Drops[dataplane.DropDriver], s.Drops[dataplane.DropLinkDown], packets, bytes, driver, linkDown)
+		}
+	}
+	transmit(60, 70, 80, 90, 100)
+	check("5 frames on the ring", 0, 0, 0, 0)
+	kernel(2, 0, 0)
+	q.tx.Reclaim()
+	check("2 taken", 2, 130, 0, 0)
+	kernel(2, 1, dataplane.DropDriver)
+	q.tx.Reclaim()
+	check("2 more taken, the second dropped", 3, 210, 1, 0)
+	// The last frame dropped for a link down, the consumer index not yet
+	// past it (the kernel publishes it with a later frame's).
+	kernel(0, 1, dataplane.DropLinkDown)
+	q.tx.Reclaim()
+	check("the 5th dropped", 3, 210, 1, 1)
+	transmit(110, 120)
+	check("2 more on the ring", 3, 210, 1, 1)
+	q.tx.unbind()
+	check("the interface gone", 3, 210, 1, 3)
+	kernel(3, 0, 0)
+	q.tx.Reclaim()
+	check("after unbind", 3, 210, 1, 3)
+}

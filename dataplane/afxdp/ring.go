@@ -76,6 +76,13 @@ func (r *ring[T]) free(want uint32) uint32 {
 // before submit.
 func (r *ring[T]) slot(i uint32) *T { return &r.descs[(r.cachedProd+i)&r.mask] }
 
+// consumed reloads the consumer index and returns it: the producer's
+// entries before it are the consumer's no more.
+func (r *ring[T]) consumed() uint32 {
+	r.cachedCons = atomic.LoadUint32(r.cons) // acquire: as free's
+	return r.cachedCons
+}
+
 // submit publishes n written entries.
 func (r *ring[T]) submit(n uint32) {
 	r.cachedProd += n
