@@ -82,7 +82,7 @@ func newManyPeersRig(b testing.TB, npeers, spread int) *peersRig {
 		tx.Free([]dataplane.Frame{f})
 	}
 	runtime.GC() // the set-up's garbage collected before the clock starts
-	return &peersRig{r: r, tmpls: tmpls, peers: peers}
+	return &peersRig{r: r, tmpls: tmpls, peers: peers, gen: mustUDPFrames(b, tmpls)}
 }
 
 // BenchmarkManyPeers is bench/scale's fastpath_100k_vs_1 on the worker's

@@ -16,6 +16,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/udpframes"
 )
 
 // The memory part (issue "Memory per peer and an adaptive replay window"):
@@ -37,9 +38,10 @@ import (
 //     peer, in the same run, bursts taking turns (one burst in flight: the
 //     rates include the hand-off to the gateway's worker and back, so they
 //     are below the fast path's own; BenchmarkPeers in ./fastpath measures
-//     that; the workers are shared, see pumpedEngine), over rateTime of
-//     bursts, every burst counted, on one P (onOneP; fastpath_1_peer_pps and
-//     fastpath_100k_pps are these rates); beside it
+//     that; the workers are shared, see pumpedEngine; the frames are
+//     written from one template and 8 bytes each, package udpframes),
+//     over rateTime of bursts, every burst counted, on one P (onOneP;
+//     fastpath_1_peer_pps and fastpath_100k_pps are these rates); beside it
 //     fastpath_100k_vs_1_steady, the same leaving out the pairs of
 //     bursts a preemption interrupted (steadyRates;
 //     fastpath_rate_interrupted is their share), fastpath_100k_vs_1_median,
@@ -357,14 +359,14 @@ func innerFrames(g *scaleGateway, k int) [][]byte {
 }
 
 // pump sends bursts of 64 frames into a gateway's LAN, the templates taken
-// round-robin, and waits for them to come out of its WAN (closed loop: one
-// burst in flight), timing each. A burst that times out leaves its
+// round-robin (written by package udpframes: the pump's own reads are the
+// same with one template and with 10,000), and waits for them to come out
+// of its WAN (closed loop: one burst in flight), timing each. A burst that times out leaves its
 // missing frames owed: the next burst first waits for them, untimed, so
 // that it never times the previous burst's output as its own.
 type pump struct {
 	g       *scaleGateway
-	tmpls   [][]byte
-	k       int
+	gen     *udpframes.Frames // tmpls in turn
 	frames  []dataplane.Frame
 	packets uint64 // received since reset
 	sent    uint64 // transmitted since reset
@@ -376,7 +378,11 @@ type pump struct {
 }
 
 func newPump(g *scaleGateway, tmpls [][]byte) (*pump, error) {
-	return &pump{g: g, tmpls: tmpls, frames: make([]dataplane.Frame, 64)}, nil
+	gen, err := udpframes.New(tmpls)
+	if err != nil {
+		return nil, err
+	}
+	return &pump{g: g, gen: gen, frames: make([]dataplane.Frame, 64)}, nil
 }
 
 func (p *pump) reset() {
@@ -461,12 +467,8 @@ func (p *pump) burst() {
 	t0 := time.Now()
 	n := tx.Alloc(p.frames)
 	for i := range p.frames[:n] {
-		t := p.tmpls[p.k]
-		if p.k++; p.k == len(p.tmpls) {
-			p.k = 0
-		}
-		p.frames[i].SetLen(len(t))
-		copy(p.frames[i].Data(), t)
+		p.frames[i].SetLen(p.gen.Len())
+		p.gen.Next(p.frames[i].Data())
 	}
 	sent := tx.Transmit(p.frames[:n])
 	tx.Free(p.frames[sent:n])
