@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/uapiserve"
 	"github.com/wgpio/wgpio/noise"
 )
@@ -118,8 +119,11 @@ type Device struct {
 	wg        sync.WaitGroup
 	bg        sync.WaitGroup // background precomputation (precompute), rerouteQueued
 	uapi      net.Listener
-	conns     map[net.Conn]struct{} // UAPI connections being served; guarded by mu
-	uapiIdle  time.Duration         // uapiIdleTimeout; tests shorten it before serving
+	uapiIdle  time.Duration // uapiIdleTimeout; tests shorten it before serving
+	// uapiConns serves d.uapi's connections, uapiMaxConns at once
+	// (serveUAPI); its Wait is uapiSlotWait, which tests shorten before
+	// serving.
+	uapiConns acceptloop.Server
 
 	// wanDefs are the default sources (routesrc.go), read without mu.
 	wanDefs atomic.Pointer[wanDefaults]
@@ -247,6 +251,7 @@ func New(o Options) (*Device, error) {
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
 		uapiIdle:   uapiIdleTimeout,
+		uapiConns:  acceptloop.Server{Conns: uapiMaxConns, Wait: uapiSlotWait, Log: o.Logger, What: "UAPI socket"},
 
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]int),

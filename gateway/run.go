@@ -124,12 +124,9 @@ func (d *Device) Close() error {
 		close(d.done)
 		d.mu.Lock()
 		l := d.uapi
-		for c := range d.conns {
-			c.Close()
-		}
 		d.mu.Unlock()
 		if l != nil {
-			l.Close()
+			l.Close() // serveUAPI closes its connections and returns
 		}
 		d.wg.Wait()
 		d.pool.dropQueued(&d.stats)

@@ -85,9 +85,15 @@ type Stats struct {
 	// HandshakeBacklog is a gauge: the received handshake messages waiting
 	// for the handshake pool; HandshakeBacklogPeak is the most seen at once
 	// (under load from Options.HandshakeBacklog / 8).
-	HandshakeBacklog     uint64              `json:"handshake_backlog"`
-	HandshakeBacklogPeak uint64              `json:"handshake_backlog_peak"`
-	Noise                noise.StatsSnapshot `json:"noise"`
+	HandshakeBacklog     uint64 `json:"handshake_backlog"`
+	HandshakeBacklogPeak uint64 `json:"handshake_backlog_peak"`
+	// UAPIRefused counts the connections to the UAPI socket closed
+	// unanswered: over uapiMaxConns (64) served at once, they waited
+	// uapiSlotWait (15 s) for a place, or found 64 others waiting
+	// already (acceptloop.Server). Nonzero: a client holds connections
+	// open, or opens them without end.
+	UAPIRefused uint64              `json:"uapi_connections_refused"`
+	Noise       noise.StatsSnapshot `json:"noise"`
 }
 
 type counters struct {
@@ -116,6 +122,7 @@ func (d *Device) Stats() Stats {
 	s.ResponderUnconfirmedTotal = d.stats.unconfirmed.Load()
 	s.HandshakeBacklog = uint64(len(d.pool.msgs))
 	s.HandshakeBacklogPeak = uint64(d.pool.peak.Load())
+	s.UAPIRefused = d.uapiConns.Refused()
 	now := d.now()
 	d.mu.RLock()
 	if d.id != nil {

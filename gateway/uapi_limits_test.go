@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -467,4 +468,109 @@ func TestUAPIStalledGetsBounded(t *testing.T) {
 	if peak := d.getReplies.Peak(); peak > d.getReplies.Limit {
 		t.Errorf("get replies held at once: %d bytes, want at most the budget's %d (%d stalled replies of about %d bytes)", peak, d.getReplies.Limit, stalled, reply)
 	}
+}
+
+// serveListener serves d's UAPI on a unix socket of the test's own, as
+// Start serves /var/run/wireguard/NAME.sock (serveUAPI, which Close
+// ends), and returns its path.
+func serveListener(t *testing.T, d *Device) string {
+	t.Helper()
+	path := t.TempDir() + "/uapi.sock"
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.uapi = l
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go d.serveUAPI(l)
+	return path
+}
+
+// TestUAPIConnectionsBounded: a client that opens many more connections
+// than uapiMaxConns and sends nothing costs at most uapiMaxConns
+// goroutines: the next uapiMaxConns wait for a place without one, the
+// rest are closed at once and counted (Stats.UAPIRefused). A get behind
+// the silent ones is served once they are cut (after uapiOpTimeout,
+// shortened here with uapiIdle), within uapiSlotWait; the silent ones are
+// closed; Close closes the connections still open and returns at once.
+// Before, connections over the limit waited in the listen backlog for as
+// long as it took, uncounted (wireguard-go's own socket, and the compat
+// modes', served every one in a goroutine of its own).
+func TestUAPIConnectionsBounded(t *testing.T) {
+	const idle, over = 2 * time.Second, 50
+	d := ourDevice(t, "")
+	d.uapiIdle = idle // silent connections are cut after it
+	path := serveListener(t, d)
+	base := runtime.NumGoroutine()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var silent []net.Conn
+	for range uapiMaxConns {
+		silent = append(silent, dial())
+	}
+	// The first to wait: a get.
+	get := dial()
+	start := time.Now()
+	if _, err := io.WriteString(get, "get=1\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	for range uapiMaxConns - 1 {
+		silent = append(silent, dial())
+	}
+	for i := range over {
+		if c := dial(); !closedSoon(c, time.Second) {
+			t.Fatalf("connection %d over %d served and %d waiting: not closed within 1 s", i, uapiMaxConns, uapiMaxConns)
+		}
+	}
+	if g := runtime.NumGoroutine() - base; g > uapiMaxConns+8 {
+		t.Errorf("%d goroutines more with %d connections open, want at most %d (uapiMaxConns and a few)", g, 2*uapiMaxConns+over, uapiMaxConns+8)
+	}
+	if got := d.Stats().UAPIRefused; got != over {
+		t.Errorf("Stats().UAPIRefused = %d, want %d", got, over)
+	}
+
+	get.SetReadDeadline(time.Now().Add(uapiSlotWait))
+	if errno := readErrno(t, bufio.NewReader(get)); errno != 0 {
+		t.Errorf("get behind %d silent connections: errno %d", uapiMaxConns, errno)
+	}
+	if took := time.Since(start); took < idle/2 || took > 3*idle {
+		t.Errorf("get behind %d silent connections served after %v, want about %v (when they are cut)", uapiMaxConns, took, idle)
+	}
+	for i, c := range silent[:uapiMaxConns] {
+		if !closedSoon(c, 3*idle) {
+			t.Errorf("silent connection %d not closed within %v", i, 3*idle)
+		}
+	}
+	// The waiting silent ones were served after the get, not refused.
+	if got := d.Stats().UAPIRefused; got != over {
+		t.Errorf("Stats().UAPIRefused = %d after the waiting connections were served, want %d", got, over)
+	}
+
+	start = time.Now()
+	d.Close()
+	if took := time.Since(start); took > idle/2 {
+		t.Errorf("Close with %d silent connections open took %v, want it to close them at once", uapiMaxConns-1, took)
+	}
+	for i, c := range silent[uapiMaxConns:] {
+		if !closedSoon(c, time.Second) {
+			t.Errorf("connection %d still open after Close", uapiMaxConns+i)
+		}
+	}
+}
+
+// closedSoon reports whether the server closes c (a read ends in EOF, or
+// a reset: it was closed unread) within d.
+func closedSoon(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
 }

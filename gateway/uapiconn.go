@@ -15,14 +15,14 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
-	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
 // Limits of the UAPI server. Memory: each connection holds at most a
 // read buffer of uapiMaxLine and a batch of uapiBatchBytes of lines, and at
-// most uapiMaxConns connections are served at once (more wait in the
-// listen backlog), so all of them together hold under 40 MiB whatever they
+// most uapiMaxConns connections are served at once (as many more wait,
+// without buffers, up to uapiSlotWait; more are refused), so all of them
+// together hold under 40 MiB whatever they
 // send; a set request of any size (a 1,000,000-peer setconf) is applied
 // batch by batch as it arrives. The get replies they hold at once are
 // bounded apart (Device.getReplies: 64 MiB, or one larger reply).
@@ -32,7 +32,21 @@ const (
 	// with errno EMSGSIZE.
 	uapiMaxLine    = 64 << 10
 	uapiBatchBytes = 256 << 10
-	uapiMaxConns   = 64
+	// uapiMaxConns is how many connections are served at once: tens
+	// of `wg show` and `wg set` at the same moment (a monitoring loop
+	// per peer group, a reload, an operator), each done in milliseconds
+	// to a second, never meet it; 64 clients that hold their
+	// connections do, and cost at most the memory above.
+	uapiMaxConns = 64
+	// uapiSlotWait is how long a connection over uapiMaxConns waits for
+	// a place before it is closed unanswered (acceptloop.Server). It is
+	// longer than uapiIdleTimeout, the longest a client that makes no
+	// progress keeps its place, so that a `wg show` beside clients that
+	// hold connections open and send nothing, or stall, is served late
+	// but served; refused are those behind 64 clients that all keep
+	// making progress (64 long set requests at once), or behind 64
+	// other connections waiting already.
+	uapiSlotWait = 15 * time.Second
 	// uapiIdleTimeout bounds how long a request may go without a full
 	// batch (or its end) arriving, a connection without a request, and a
 	// reply without uapiWriteChunk of it being taken by the reader.
@@ -345,37 +359,19 @@ func closeUnserved(l net.Listener) {
 }
 
 // serveUAPI accepts and serves the connections of l, d.uapi, until Close
-// closes it; the caller did d.wg.Add(1) for it.
+// closes it, uapiMaxConns at once (d.uapiConns): a connection over them
+// waits up to uapiSlotWait for one to end, then is closed unanswered and
+// counted (Stats.UAPIRefused); it returns once every connection it
+// served has ended. The caller did d.wg.Add(1) for it.
 func (d *Device) serveUAPI(l net.Listener) {
 	defer d.wg.Done()
-	slots := make(chan struct{}, uapiMaxConns)
-	for {
-		slots <- struct{}{} // at most uapiMaxConns served at once
-		// wireguard-go's listener reports its closing twice, the second
-		// time from its socket watcher (the file gone, or EBADF): after
-		// Close, that is no failure to log.
-		c, err := acceptloop.Accept(l, func(err error) {
-			if !d.closed() {
-				d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
-			}
-		})
-		if err != nil {
-			return
+	// wireguard-go's listener reports its closing twice, the second
+	// time from its socket watcher (the file gone, or EBADF): after
+	// Close, that is no failure to log.
+	d.uapiConns.AcceptErr = func(err error) {
+		if !d.closed() {
+			d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
 		}
-		d.mu.Lock()
-		if d.conns == nil {
-			d.conns = make(map[net.Conn]struct{})
-		}
-		d.conns[c] = struct{}{}
-		d.mu.Unlock()
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.ServeUAPI(c)
-			d.mu.Lock()
-			delete(d.conns, c)
-			d.mu.Unlock()
-			<-slots
-		}()
 	}
+	d.uapiConns.Serve(l, d.ServeUAPI)
 }

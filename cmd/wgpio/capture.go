@@ -257,6 +257,19 @@ func isBoolFlag(a string) bool {
 // maxCaptureRequest bounds a capture request's line, in bytes.
 const maxCaptureRequest = 4096
 
+// Bounds of the capture socket: captureConns connections served at once
+// (one capture runs at a time, and another client is answered that it
+// runs, or that its request is bad, within captureRequestTimeout), as
+// many more waiting up to captureSlotWait for a place, the rest closed
+// unanswered and logged (acceptloop.Server). Before, each connection had
+// a goroutine and a 4 KiB buffer of its own for up to
+// captureRequestTimeout, however many a client opened.
+const (
+	captureConns          = 4
+	captureSlotWait       = 5 * time.Second
+	captureRequestTimeout = 5 * time.Second
+)
+
 // captureServer answers `wgpio capture` on /var/run/wgpio/<name>.capture.
 // One capture runs at a time.
 type captureServer struct {
@@ -278,20 +291,12 @@ func serveCapture(name string, e *fastpath.Engine, log *slog.Logger) (stop func(
 	os.Chmod(path, 0o600) // frames are plaintext traffic: root's (or the service user's) only
 	s := &captureServer{e: e, log: log, ln: ln, path: path}
 	ctx, cancel := context.WithCancel(context.Background())
+	conns := &acceptloop.Server{Conns: captureConns, Wait: captureSlotWait, Log: log, What: "capture socket"}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		for {
-			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("capture socket: accept failed; trying again", "err", err) })
-			if err != nil {
-				return
-			}
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.handle(ctx, c)
-			}()
-		}
+		// Returns once its connections' handlers have.
+		conns.Serve(ln, func(c net.Conn) { s.handle(ctx, c) })
 	}()
 	return func() {
 		cancel()
@@ -304,7 +309,7 @@ func serveCapture(name string, e *fastpath.Engine, log *slog.Logger) (stop func(
 func (s *captureServer) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	reply := func(msg string) { json.NewEncoder(c).Encode(captureReply{Error: msg}) }
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(captureRequestTimeout))
 	// The request is one short JSON line: read into the reader's buffer
 	// only, so that a client sending a line without end (gigabytes in
 	// the 5 s) costs no memory beyond it.

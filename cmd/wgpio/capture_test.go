@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,5 +327,39 @@ func TestCaptureRefusesTerminal(t *testing.T) {
 	}
 	if err := cmdCapture([]string{"-w", filepath.Join(t.TempDir(), "x.pcapng"), "nosuchgw0"}); err == nil || strings.Contains(err.Error(), "terminal") {
 		t.Errorf("capture -w FILE: error %v, want the gateway's absence, not the terminal", err)
+	}
+}
+
+// TestCaptureConnectionsBounded: a client that opens many more
+// connections to the capture socket than captureConns and sends nothing
+// costs at most captureConns handlers: as many more wait for a place,
+// the rest are closed at once. Before, each had a goroutine and a
+// buffer of its own for captureRequestTimeout.
+func TestCaptureConnectionsBounded(t *testing.T) {
+	const over = 40
+	name, _, _ := startCapture(t)
+	path := filepath.Join(runDir, name+".capture")
+	base := runtime.NumGoroutine()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for range 2 * captureConns {
+		dial()
+	}
+	for i := range over {
+		c := dial()
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection %d over %d served and %d waiting: read %v, want it closed at once", i, captureConns, captureConns, err)
+		}
+	}
+	if g := runtime.NumGoroutine() - base; g > captureConns+4 {
+		t.Errorf("%d goroutines more with %d silent connections open, want at most %d", g, 2*captureConns+over, captureConns+4)
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/config"
-	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/icmprate"
+	"github.com/wgpio/wgpio/internal/uapiserve"
 	"github.com/wgpio/wgpio/internal/wglog"
 	"github.com/wgpio/wgpio/tundev"
 )
@@ -91,15 +91,17 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err != nil {
 		return fmt.Errorf("UAPI socket for %s: %w", name, err)
 	}
-	defer ln.Close()
+	// uapiserve.MaxConns connections at once: more wait up to
+	// uapiserve.SlotWait, then are refused and counted.
+	uapiConns := uapiserve.NewServer(log)
+	uapiDone := make(chan struct{})
+	defer func() {
+		ln.Close()
+		<-uapiDone // its connections closed
+	}()
 	go func() {
-		for {
-			c, err := acceptloop.Accept(ln, func(err error) { log.Warn("UAPI socket: accept failed; trying again", "err", err) })
-			if err != nil {
-				return
-			}
-			go allowed.handleUAPI(c)
-		}
+		defer close(uapiDone)
+		uapiConns.Serve(ln, allowed.handleUAPI)
 	}()
 	// wgpio counts what its multi-queue TUN and the UDP sockets carry
 	// and drop; what stock wireguard-go drops inside it is counted
@@ -109,7 +111,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	}
 	stats := func() GatewayStats {
 		ts, us := t.Stats(), udp.Stats()
-		return compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
+		s := compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
+		s.UAPIRefused = uapiConns.Refused()
+		return s
 	}
 	stopStats, err := serveStats(log, name, func() any { return stats() })
 	if err != nil {

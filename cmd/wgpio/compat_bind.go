@@ -88,6 +88,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	stats := func() GatewayStats {
 		s := g.Stats()
 		gs := compatStats(name, config.ModeCompat, &s, nil, nil)
+		gs.UAPIRefused = s.UAPIRefused
 		gs.XDP = xdpCounters(g.Ports())
 		return gs
 	}

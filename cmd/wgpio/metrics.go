@@ -56,7 +56,7 @@ type collector struct {
 	liveSessions, keypairs, unconfirmed                                                        *prometheus.Desc
 	hsSent, keepalivesSent, keepalivesIn                                                       *prometheus.Desc
 	peerCount                                                                                  *prometheus.Desc
-	hsBacklog, hsBacklogPeak                                                                   *prometheus.Desc
+	hsBacklog, hsBacklogPeak, uapiRefused                                                      *prometheus.Desc
 	controlDrops, hsInvalid, exceptionDrops                                                    *prometheus.Desc
 	tunRx, tunTx, tunDrops                                                                     *prometheus.Desc
 	tunICMPSent, tunICMPSuppressed                                                             *prometheus.Desc
@@ -119,6 +119,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		unconfirmed:          d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
 		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
+		uapiRefused:          d("uapi_connections_refused_total", "Connections to the UAPI socket (wg show, wg set) closed unanswered: over 64 served at once, they waited 15 s for a place, or found 64 others waiting already (a client holding connections open, or opening them without end)."),
 		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, counted here alone; that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts the other packets its mailbox refused).", "reason"),
 		hsInvalid:            d("handshake_invalid_total", "Handshake messages and cookie replies refused by the protocol's checks, by reason (bad_mac1: a handshake not made for this gateway's public key; stale_timestamp: a replayed initiation; wrong_size, ...); they add up to wgpio_control_drops_total{reason=\"handshake_invalid\"}.", "reason"),
 		exceptionDrops:       d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
@@ -257,6 +258,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(c.uapiRefused, ctr, float64(s.UAPIRefused))
 	if e := s.ExceptionDrops; e != nil {
 		ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(*e))
 	}

@@ -86,6 +86,9 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 
 func printStats(name string, s GatewayStats) {
 	fmt.Printf("gateway %s\n", name)
+	if s.UAPIRefused > 0 {
+		fmt.Printf("UAPI socket: %d connections refused (64 served and 64 waiting, or no place within 15 s: a client holding connections open?)\n", s.UAPIRefused)
+	}
 	if s.Mode == string(config.ModeCompatMQTUN) {
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "side\trx\ttx\tdrops")

@@ -526,6 +526,12 @@ type GatewayStats struct {
 	// ("wan", "lan": fastgw.Gateway.Neighbours); nil otherwise (the
 	// kernel answers them).
 	Neighbours map[string]fastgw.NeighbourStats `json:"neighbours,omitempty"`
+	// UAPIRefused counts the connections to the UAPI socket
+	// (/var/run/wireguard/NAME.sock) closed unanswered, in every mode:
+	// over 64 served at once, they waited 15 s for a place, or found 64
+	// others waiting already (gateway.Stats.UAPIRefused,
+	// compatgw.Stats.UAPIRefused, uapiserve.NewServer).
+	UAPIRefused uint64 `json:"uapi_connections_refused"`
 }
 
 // PeerStat is a peer's state without key material (the pre-shared key of
@@ -548,7 +554,7 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 // countersOf is g's counters, without the peers'.
 func countersOf(g *fastgw.Gateway) GatewayStats {
 	dev, exc := g.Device().Stats(), g.ExceptionDrops()
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, ExceptionDrops: &exc}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, ExceptionDrops: &exc, UAPIRefused: dev.UAPIRefused}
 	if ts, ok := g.ExceptionTUN(); ok {
 		s.TUN = &ts
 	}

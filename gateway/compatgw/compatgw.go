@@ -21,6 +21,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/kernelsock"
@@ -126,6 +127,11 @@ type Stats struct {
 	// read them, e.g. for a full RX ring while wireguard-go lagged.
 	WANQueues []dataplane.Stats `json:"wan_queues"`
 	LANQueues []dataplane.Stats `json:"lan_queues"`
+	// UAPIRefused counts the connections to the UAPI socket closed
+	// unanswered: over uapiserve.MaxConns served at once, they waited
+	// uapiserve.SlotWait for a place, or found as many waiting already
+	// (serveUAPI).
+	UAPIRefused uint64 `json:"uapi_connections_refused"`
 }
 
 // Gateway is stock wireguard-go running on wgpio ports. Its methods are
@@ -162,6 +168,9 @@ type Gateway struct {
 	closers  []func() error
 	stop     chan struct{}
 	wg       sync.WaitGroup
+	// uapiConns serves the UAPI socket's connections (serveUAPI); set
+	// before Start returns.
+	uapiConns *acceptloop.Server
 	// linkWG waits for the LAN and WAN MTU followers (lanmtu.go,
 	// wanmtu.go), which stop ends; their netlink handles' closers wait
 	// for it.
@@ -591,7 +600,11 @@ func (g *Gateway) Ports() (wan, lan dataplane.Port) { return g.wan, g.lan }
 
 // Stats returns the counters of the two sides.
 func (g *Gateway) Stats() Stats {
-	return Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats(), WANQueues: queueStats(g.wan), LANQueues: queueStats(g.lan)}
+	s := Stats{Bind: g.bind.Stats(), LAN: g.lanDev.Stats(), WANQueues: queueStats(g.wan), LANQueues: queueStats(g.lan)}
+	if g.uapiConns != nil {
+		s.UAPIRefused = g.uapiConns.Refused()
+	}
+	return s
 }
 
 // queueStats are the counters of each of p's queues.

@@ -13,13 +13,15 @@ import (
 
 	"golang.zx2c4.com/wireguard/ipc"
 
-	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
 // serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
-// sets the device (handleUAPI).
+// sets the device (handleUAPI), uapiserve.MaxConns connections at once
+// (g.uapiConns: more wait up to uapiserve.SlotWait, then are refused and
+// counted, Stats.UAPIRefused). Closing the listener (a closer) closes
+// them and ends it.
 func (g *Gateway) serveUAPI(name string) error {
 	uf, err := ipc.UAPIOpen(name)
 	if err != nil {
@@ -30,16 +32,11 @@ func (g *Gateway) serveUAPI(name string) error {
 		return fmt.Errorf("UAPI socket for %s: %w", name, err)
 	}
 	g.closers = append(g.closers, ln.Close)
+	g.uapiConns = uapiserve.NewServer(g.log)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		for {
-			c, err := acceptloop.Accept(ln, func(err error) { g.log.Warn("UAPI socket: accept failed; trying again", "err", err) })
-			if err != nil {
-				return
-			}
-			go g.handleUAPI(c)
-		}
+		g.uapiConns.Serve(ln, g.handleUAPI)
 	}()
 	return nil
 }

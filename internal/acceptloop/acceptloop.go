@@ -4,7 +4,10 @@
 // memory (ENOBUFS, ENOMEM), and a loop that ended on its first error
 // left the gateway's UAPI (`wg show`), stats and capture sockets dead
 // until a restart. Accept waits and tries again instead, as net/http's
-// server does, and ends only when the listener is closed.
+// server does, and ends only when the listener is closed. Server serves
+// a listener's connections with a bound on how many at once, so that a
+// client that opens connections without end costs a bounded number of
+// goroutines and buffers.
 package acceptloop
 
 import (

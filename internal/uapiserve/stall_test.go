@@ -2,11 +2,14 @@ package uapiserve
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,4 +308,90 @@ func TestServeStalledSetHoldsNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	getWithin(t, dev, 2*time.Second)
+}
+
+// TestServeConnectionsBounded: a client that opens many more
+// connections than MaxConns to a compat mode's UAPI socket (NewServer,
+// Serve on each) and sends nothing costs at most MaxConns goroutines:
+// the next MaxConns wait without one, the rest are closed at once and
+// counted. A get behind the silent ones is answered once they are cut
+// after idleTimeout, and the silent ones are closed. Before, each
+// connection had a goroutine and buffers of its own until idleTimeout,
+// however many a client opened.
+func TestServeConnectionsBounded(t *testing.T) {
+	const idle, over = 500 * time.Millisecond, 50
+	shortIdle(t, idle)
+	dev := downdev.New()
+	t.Cleanup(dev.Close)
+	path := t.TempDir() + "/uapi.sock"
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	srv := NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln, func(c net.Conn) {
+			Serve(c, dev, func(r io.Reader) error { return dev.IpcSetOperation(r) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		})
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-served
+	})
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var silent []net.Conn
+	for range MaxConns {
+		silent = append(silent, dial())
+	}
+	get := dial()
+	if _, err := io.WriteString(get, "get=1\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	for range MaxConns - 1 {
+		dial()
+	}
+	for i := range over {
+		c := dial()
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection %d over %d served and %d waiting: read %v, want it closed at once", i, MaxConns, MaxConns, err)
+		}
+	}
+	if g := runtime.NumGoroutine() - base; g > MaxConns+8 {
+		t.Errorf("%d goroutines more with %d connections open, want at most %d (MaxConns and a few)", g, 2*MaxConns+over, MaxConns+8)
+	}
+	if got := srv.Refused(); got != over {
+		t.Errorf("Refused() = %d, want %d", got, over)
+	}
+	get.SetReadDeadline(time.Now().Add(SlotWait))
+	r := bufio.NewReader(get)
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("get behind %d silent connections: %v", MaxConns, err)
+		}
+		if strings.HasPrefix(l, "errno=") {
+			if l != "errno=0\n" {
+				t.Errorf("get behind %d silent connections: %q", MaxConns, l)
+			}
+			break
+		}
+	}
+	for i, c := range silent {
+		c.SetReadDeadline(time.Now().Add(5 * idle))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("silent connection %d: read %v, want EOF within %v", i, err, 5*idle)
+		}
+	}
 }

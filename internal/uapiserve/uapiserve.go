@@ -18,6 +18,8 @@ import (
 
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
+
+	"github.com/wgpio/wgpio/internal/acceptloop"
 )
 
 // Coder is an error that carries the (negative) errno of its UAPI reply;
@@ -249,6 +251,29 @@ func (o *opReader) fill(want int) error {
 	_, err := o.r.Peek(want)
 	o.waited += time.Since(start)
 	return err
+}
+
+// MaxConns and SlotWait bound the connections of a compat mode's UAPI
+// socket as the fast path's are (gateway's uapiMaxConns, uapiSlotWait):
+// MaxConns served at once (Serve on each), as many more waiting up to
+// SlotWait for a place, the rest closed unanswered and counted
+// (NewServer). Tens of `wg show` and `wg set` at once never meet the
+// bound; SlotWait is longer than idleTimeout, the longest a client that
+// makes no progress keeps its place, so that a `wg show` behind clients
+// that hold connections open is served late rather than refused. Before,
+// each connection was served in a goroutine of its own however many
+// there were.
+const (
+	MaxConns = 64
+	SlotWait = 15 * time.Second
+)
+
+// NewServer returns the server of a compat mode's UAPI socket: MaxConns
+// connections at once, SlotWait, its failed accepts and refusals logged
+// on log. The caller serves each connection with Serve
+// (acceptloop.Server.Serve) and reports Refused among its counters.
+func NewServer(log *slog.Logger) *acceptloop.Server {
+	return &acceptloop.Server{Conns: MaxConns, Wait: SlotWait, Log: log, What: "UAPI socket"}
 }
 
 // Bounds on a stalled client (Serve). idleTimeout is a variable for the

@@ -1,0 +1,200 @@
+package acceptloop
+
+import (
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RefuseLogInterval is the least time between two log lines of a Server's
+// refusals: a client that opens connections without end is told once,
+// with the count, not once a connection.
+const RefuseLogInterval = 10 * time.Second
+
+// Server serves the connections of a listener, at most Conns at once,
+// each in its own goroutine. A connection over Conns waits in a queue up
+// to Wait for one of them to end, then is closed unserved (refused); at
+// most Conns connections wait at once, and one more is refused at once.
+// So whatever its clients do, a server holds at most 2*Conns+1
+// connections, and Conns+2 goroutines (the waiting connections have none
+// and no buffer), where one goroutine per connection grew without bound
+// with a client that opened connections and sent nothing. How long a
+// served connection lasts is the serve function's to bound (its read and
+// write deadlines).
+//
+// The queue is first in, first out: a `wg show` behind a burst of
+// connections is served in its turn. Refusals are counted (Refused) and
+// logged on Log at most once per RefuseLogInterval.
+//
+// The fields are set before Serve and not changed after; Refused is safe
+// for concurrent use. One Server serves one listener.
+type Server struct {
+	// Conns is how many connections are served at once; at least 1.
+	Conns int
+	// Wait is how long a connection over Conns waits for a slot.
+	Wait time.Duration
+	// Log, when not nil, gets the failed accepts (Accept's onErr) and
+	// the refusals; What names the socket in its lines ("UAPI socket").
+	Log  *slog.Logger
+	What string
+	// AcceptErr, when not nil, is given the failed accepts instead of
+	// Log (Accept's onErr): a listener that may report its closing
+	// with another error first logs nothing then.
+	AcceptErr func(error)
+
+	refused atomic.Uint64
+	lastLog atomic.Int64 // unix ns of the last refusal logged
+}
+
+// Refused returns how many connections were closed unserved: their
+// wait for a slot ran out, or Conns more were waiting already.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
+
+// queued is a connection waiting for a slot, until deadline.
+type queued struct {
+	c        net.Conn
+	deadline time.Time
+}
+
+// Serve accepts the connections of ln (Accept: a failed accept is logged
+// and tried again) and calls serve on each in a goroutine of its own,
+// which owns the connection (serve closes it, or Serve does when serve
+// returns). It returns once ln is closed, with Accept's error, after it
+// has closed every connection it holds, served or waiting, and every
+// serve call has returned: the serve function must return once its
+// connection is closed.
+func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
+	n := max(s.Conns, 1)
+	var (
+		slots = make(chan struct{}, n)
+		queue = make(chan queued, n)
+		// waiting counts the connections in queue and the one its
+		// reader holds: the accept loop refuses at n, whether or not
+		// the reader has run yet to take the first (on a busy CPU it
+		// had not, and the queue's room was one short).
+		waiting atomic.Int32
+		done    = make(chan struct{})
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		conns   = map[net.Conn]struct{}{} // served; guarded by mu
+	)
+	// run serves c in the slot it took, then frees it.
+	run := func(c net.Conn) {
+		defer wg.Done()
+		defer func() {
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+			c.Close()
+			<-slots
+		}()
+		serve(c)
+	}
+	// start serves c in the slot it took.
+	start := func(c net.Conn) {
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go run(c)
+	}
+	// The queue's one reader hands the slots out in its order: the
+	// first connection waits for a slot until its deadline, then the
+	// next (whose deadline is later).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTimer(time.Hour)
+		defer t.Stop()
+		for {
+			var q queued
+			select {
+			case q = <-queue:
+			case <-done:
+				return
+			}
+			t.Reset(time.Until(q.deadline))
+			select {
+			case slots <- struct{}{}:
+				waiting.Add(-1)
+				start(q.c)
+			case <-t.C:
+				s.refuse(q.c, len(slots), int(waiting.Add(-1))+1)
+			case <-done:
+				q.c.Close()
+				return
+			}
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(done)
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+		// What the queue's reader left: the accept loop has ended.
+		for len(queue) > 0 {
+			(<-queue).c.Close()
+		}
+	}()
+	onErr := s.AcceptErr
+	if onErr == nil {
+		onErr = func(err error) {
+			if s.Log != nil {
+				s.Log.Warn(s.What+": accept failed; trying again", "err", err)
+			}
+		}
+	}
+	for {
+		c, err := Accept(ln, onErr)
+		if err != nil {
+			return err
+		}
+		// A free slot is taken at once when no connection waits
+		// (the queue's reader, waiting, takes the slots freed
+		// first: a channel's waiting sender before a new one), so
+		// that a burst accepted before the reader runs is not
+		// refused with slots free.
+		if waiting.Load() == 0 {
+			select {
+			case slots <- struct{}{}:
+				start(c)
+				continue
+			default:
+			}
+		}
+		if w := waiting.Load(); w >= int32(n) {
+			s.refuse(c, len(slots), int(w))
+			continue
+		}
+		waiting.Add(1)
+		queue <- queued{c, time.Now().Add(s.Wait)} // room: waiting < n
+
+	}
+}
+
+// refuse closes c unserved, counts it, and logs it unless a refusal was
+// logged within RefuseLogInterval.
+func (s *Server) refuse(c net.Conn, serving, waiting int) {
+	c.Close()
+	n := s.refused.Add(1)
+	if s.Log == nil {
+		return
+	}
+	now, last := time.Now().UnixNano(), s.lastLog.Load()
+	if last != 0 && now-last < int64(RefuseLogInterval) || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.Log.Warn(s.What+": connection refused: no place free (a client holding connections open?)",
+		"serving", serving, "waiting", waiting, "waited_up_to", s.Wait, "refused_total", n)
+}

@@ -1,0 +1,156 @@
+package acceptloop
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pingServe answers each "ping\n" of c with "pong\n" until c fails: a
+// client that sends nothing holds it.
+func pingServe(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		if _, err := r.ReadString('\n'); err != nil {
+			return
+		}
+		if _, err := io.WriteString(c, "pong\n"); err != nil {
+			return
+		}
+	}
+}
+
+// ping sends "ping\n" on c and reports whether "pong\n" came back
+// within d.
+func ping(c net.Conn, d time.Duration) error {
+	c.SetDeadline(time.Now().Add(d))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		return err
+	}
+	l, err := bufio.NewReader(c).ReadString('\n')
+	if err == nil && l != "pong\n" {
+		err = errors.New("reply " + l)
+	}
+	return err
+}
+
+// closedWithin reports whether the server closed c (a read ends in EOF)
+// within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	return err == io.EOF
+}
+
+// TestServerBounded: clients that open many more connections than Conns
+// and send nothing cost at most 2*Conns connections' goroutines: the
+// ones over Conns wait up to Wait, and over Conns waiting are refused at
+// once, each counted. A connection waiting is served as soon as a slot
+// frees, before one opened after it. Closing the listener ends Serve,
+// after it closed every connection and its goroutines returned.
+func TestServerBounded(t *testing.T) {
+	const conns, extra, wait = 4, 40, time.Second
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	base := runtime.NumGoroutine()
+	var logged bytes.Buffer // written by Serve's goroutines, read once it returned
+	s := &Server{Conns: conns, Wait: wait, What: "test socket", Log: slog.New(slog.NewTextHandler(&logged, nil))}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln, pingServe) }()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// Conns served and silent, each answered once to be sure it holds
+	// its slot.
+	var held []net.Conn
+	for range conns {
+		c := dial()
+		if err := ping(c, 5*time.Second); err != nil {
+			t.Fatalf("a connection within the limit: %v", err)
+		}
+		held = append(held, c)
+	}
+	// Conns waiting, then extra over them, refused at once.
+	var waiting, over []net.Conn
+	for range conns {
+		waiting = append(waiting, dial())
+	}
+	for range extra {
+		over = append(over, dial())
+	}
+	for i, c := range over {
+		if !closedWithin(c, wait/2) {
+			t.Fatalf("connection %d over the limit and the waiting ones: not closed within %v", i, wait/2)
+		}
+	}
+	// The server's goroutines: one per connection served or waiting,
+	// and Serve's (the test's own are beside: pipes need none).
+	if g := runtime.NumGoroutine() - base; g > 2*conns+2 {
+		t.Errorf("%d goroutines with %d connections open (limit %d), want at most %d", g, conns+conns+extra, conns, 2*conns+2)
+	}
+	if got := s.Refused(); got != extra {
+		t.Errorf("Refused() = %d after %d connections over the waiting ones, want %d", got, extra, extra)
+	}
+
+	// A slot frees: the first waiting connection is served in it, the
+	// others are refused after Wait.
+	held[0].Close()
+	if err := ping(waiting[0], 5*time.Second); err != nil {
+		t.Fatalf("the first waiting connection, once a slot freed: %v", err)
+	}
+	for i, c := range waiting[1:] {
+		if !closedWithin(c, 10*wait) {
+			t.Errorf("waiting connection %d: not closed within %v (Wait %v)", i+1, 10*wait, wait)
+		}
+	}
+	if got := s.Refused(); got != extra+conns-1 {
+		t.Errorf("Refused() = %d, want %d", got, extra+conns-1)
+	}
+
+	// A waiting connection is closed with the listener, without a
+	// refusal.
+	late := dial()
+	time.Sleep(wait / 4) // accepted, waiting
+	ln.Close()
+	select {
+	case err := <-served:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Serve after the listener's Close = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return within 5 s of the listener's Close")
+	}
+	for i, c := range append(held[1:], waiting[0], late) {
+		if !closedWithin(c, time.Second) {
+			t.Errorf("connection %d still open after Serve returned", i)
+		}
+	}
+	if got := s.Refused(); got != extra+conns-1 {
+		t.Errorf("Refused() = %d after the listener's Close, want %d (no more)", got, extra+conns-1)
+	}
+	if g := runtime.NumGoroutine() - base; g > 0 {
+		t.Errorf("%d goroutines more than before Serve after it returned", g)
+	}
+	// The refusals within RefuseLogInterval: one line.
+	if n := strings.Count(logged.String(), "connection refused"); n != 1 {
+		t.Errorf("%d refusals logged in one line each %v, want 1:\n%s", n, RefuseLogInterval, logged.String())
+	}
+}
