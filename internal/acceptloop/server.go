@@ -79,6 +79,7 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		conns   = map[net.Conn]struct{}{} // served; guarded by mu
+		closing bool                      // Serve is returning; guarded by mu
 	)
 	// run serves c in the slot it took, then frees it.
 	run := func(c net.Conn) {
@@ -92,12 +93,21 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 		}()
 		serve(c)
 	}
-	// start serves c in the slot it took.
+	// start serves c in the slot it took, unless Serve is returning:
+	// the queue's reader may hand a slot out after the listener closed,
+	// and a connection served then, after the sweep that closes them,
+	// kept Serve waiting until its client went (or its idle timeout).
 	start := func(c net.Conn) {
 		mu.Lock()
+		if closing {
+			mu.Unlock()
+			c.Close()
+			<-slots
+			return
+		}
 		conns[c] = struct{}{}
+		wg.Add(1) // under mu: before the sweep's wg.Wait
 		mu.Unlock()
-		wg.Add(1)
 		go run(c)
 	}
 	// The queue's one reader hands the slots out in its order: the
@@ -137,6 +147,7 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 	defer func() {
 		close(done)
 		mu.Lock()
+		closing = true
 		for c := range conns {
 			c.Close()
 		}
@@ -186,8 +197,8 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 // refuse closes c unserved, counts it, and logs it unless a refusal was
 // logged within RefuseLogInterval.
 func (s *Server) refuse(c net.Conn, serving, waiting int) {
+	n := s.refused.Add(1) // before the close: a client that sees it closed finds it counted
 	c.Close()
-	n := s.refused.Add(1)
 	if s.Log == nil {
 		return
 	}
