@@ -44,10 +44,12 @@ func (g *Gateway) addExceptionAddrs(l netlink.Link) error {
 // (it overflowed: ENOBUFS, and followLinks subscribes again) shows no
 // transition: after each renewed subscription, with the link up, the
 // watcher looks for what is missing and restores it (restoreMissing).
-// Runs until g.tableDone is closed.
+// It also tells of a change of the interface's MTU (ip link set wg0 mtu
+// N): see exceptionMTUChanged. Runs until g.tableDone is closed.
 func (g *Gateway) watchException() error {
 	l := g.dp.excLink
 	index, up := l.Attrs().Index, l.Attrs().Flags&net.FlagUp != 0
+	mtu := l.Attrs().MTU
 	// The first read follows Start's own installation: nothing to look
 	// for then (listing the routes costs a dump of the whole table).
 	first := true
@@ -57,6 +59,10 @@ func (g *Gateway) watchException() error {
 		}
 		if reread && first {
 			first, reread = false, false
+		}
+		if a.MTU != mtu {
+			g.exceptionMTUChanged(a.Name, a.MTU)
+			mtu = a.MTU
 		}
 		now := a.Flags&net.FlagUp != 0
 		switch {
@@ -73,6 +79,25 @@ func (g *Gateway) watchException() error {
 		}
 		up = now
 	})
+}
+
+// exceptionMTUChanged logs that the exception TUN's MTU is now mtu
+// (bytes): a warning when it differs from the tunnel MTU (Config.MTU),
+// an info line when it is back to it. The new MTU bounds the host's own
+// packets into the tunnel only (the kernel's, as for any interface): the
+// workers keep enforcing Config.MTU on the transit traffic between the
+// LAN and the peers (fragmentation needed / packet too big, fragments,
+// MSS clamping), which no netlink update changes, where Linux's wg0
+// applies a new MTU to what it forwards at once. An operator lowering
+// wg0's MTU, as on Linux, is so told that only a restart with MTU in the
+// file does that here.
+func (g *Gateway) exceptionMTUChanged(name string, mtu int) {
+	if mtu == g.cfg.MTU {
+		g.log.Info("exception TUN MTU is the tunnel MTU again", "interface", name, "mtu", mtu)
+		return
+	}
+	g.log.Warn("exception TUN MTU changed: it bounds only the host's own packets into the tunnel; the traffic between the LAN and the peers keeps the tunnel MTU the gateway started with (Linux's wg0 would apply the new MTU to it at once): set MTU in [Interface] and restart to change that",
+		"interface", name, "mtu", mtu, "tunnel_mtu", g.cfg.MTU)
 }
 
 // restoreMissing puts back on the exception TUN l (up) the tunnel

@@ -3,6 +3,7 @@
 package fastgw_test
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -77,6 +79,45 @@ func TestExceptionTUNDownAndUp(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the IPv6 tunnel address is not back on %s:\n%s", s.GwName, out)
 		}
+	}
+}
+
+// TestExceptionTUNMTUChanged: ip link set wg0 mtu N, which on Linux
+// lowers the MTU of what wg0 forwards, bounds only the host's own packets
+// here: the gateway warns so, naming the new MTU and the tunnel's, and a
+// LAN host's packet of the tunnel MTU (DF) still crosses; set back to the
+// tunnel MTU, it says so at info level. A down and up is no MTU change.
+func TestExceptionTUNMTUChanged(t *testing.T) {
+	s := newSite(t, twosite.Config{NoFastPath: true})
+	testenv.Tool(t, "ping", "iputils-ping")
+	fc := s.FastConfig
+	var logs testenv.LogBuffer
+	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := s.GwA.Do(func() (err error) {
+		s.Gateway, err = fastgw.Start(fc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mtu := cmp.Or(fc.MTU, fastpath.DefaultMTU)
+	full := mtu - 28 // ping's payload in an IPv4 packet of the tunnel MTU
+	ping(t, s.HostA, twosite.HostB4.String(), full)
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "down")
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "up")
+	low := mtu - 100
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "mtu", fmt.Sprint(low))
+	warn := fmt.Sprintf("mtu=%d tunnel_mtu=%d", low, mtu)
+	waitFor(t, "the warning of the exception TUN's MTU changed", func() bool {
+		l := logs.String()
+		return strings.Contains(l, `level=WARN msg="exception TUN MTU changed`) && strings.Contains(l, warn)
+	})
+	ping(t, s.HostA, twosite.HostB4.String(), full)
+	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "mtu", fmt.Sprint(mtu))
+	waitFor(t, "the info line of the exception TUN's MTU back", func() bool {
+		return strings.Contains(logs.String(), fmt.Sprintf(`level=INFO msg="exception TUN MTU is the tunnel MTU again" interface=%s mtu=%d`, s.GwName, mtu))
+	})
+	if n := strings.Count(logs.String(), `msg="exception TUN MTU`); n != 2 {
+		t.Errorf("%d log lines of the exception TUN's MTU, want 2 (the down and up is none):\n%s", n, logs.String())
 	}
 }
 
