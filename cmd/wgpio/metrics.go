@@ -48,7 +48,7 @@ type collector struct {
 	fromKernel, replayWidened                                                                  *prometheus.Desc
 	icmpSent, icmpSuppressed, fragmented                                                       *prometheus.Desc
 	peerToPeer, toHost, outerFragmented                                                        *prometheus.Desc
-	outerFragments                                                                             *prometheus.Desc
+	outerFragments, fragments, forHost                                                         *prometheus.Desc
 	peerRx, peerTx, peerHandshake                                                              *prometheus.Desc
 	portRx, portTx, portDrops, portCopies                                                      *prometheus.Desc
 	kernelDrops, fillRingEmpty                                                                 *prometheus.Desc
@@ -103,6 +103,8 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		outerFragmented:      d("outer_packets_fragmented_total", "Outer packets over the WAN MTU sent as IP fragments, as Linux's kernel fragments what its WireGuard sends.", "queue"),
 		outerFragments:       d("outer_fragments_total", "IP fragments sent for the outer packets over the WAN MTU (outer_packets_fragmented_total).", "queue"),
 		peerToPeer:           d("packets_peer_to_peer_total", "Decrypted packets routed back into the tunnel, to the peer whose allowed IPs hold their destination (hub and spoke); those the way out then drops (no_endpoint, held_overflow, ...) count in wgpio_drops_total too.", "queue"),
+		forHost:              d("packets_for_host_total", "Decrypted packets to the host's own addresses (its tunnel, LAN or WAN addresses: SSH or monitoring of the gateway through the tunnel), handed to its kernel through the exception TUN; packets_to_host_total counts those it forwards.", "queue"),
+		fragments:            d("fragments_total", "IP fragments sent for the packets counted in packets_fragmented_total, each sealed as a transport message of its own.", "queue"),
 		toHost:               d("packets_to_host_total", "Decrypted packets whose route leads out of another interface than the LAN (a full tunnel's Internet traffic), handed to the host's kernel through the exception TUN to forward.", "queue"),
 		peerRx:               d("peer_receive_bytes_total", "WireGuard bytes received from a peer (UDP payloads: transport data, keepalives and handshake messages), as wg show's transfer counts them.", "public_key"),
 		peerTx:               d("peer_transmit_bytes_total", "WireGuard bytes sent to a peer (UDP payloads: transport data, keepalives and handshake messages), as wg show's transfer counts them.", "public_key"),
@@ -160,7 +162,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
-		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.peerToPeer, c.toHost, c.peerRx, c.peerTx, c.peerHandshake,
+		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.fragments, c.peerToPeer, c.toHost, c.forHost, c.peerRx, c.peerTx, c.peerHandshake,
 		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.hsSent, c.keepalivesSent, c.keepalivesIn, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
@@ -193,6 +195,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.outerFragments, ctr, float64(q.OuterFragments), qs)
 		ch <- prometheus.MustNewConstMetric(c.peerToPeer, ctr, float64(q.PeerToPeer), qs)
 		ch <- prometheus.MustNewConstMetric(c.toHost, ctr, float64(q.ToHost), qs)
+		ch <- prometheus.MustNewConstMetric(c.forHost, ctr, float64(q.Exception), qs)
+		ch <- prometheus.MustNewConstMetric(c.fragments, ctr, float64(q.Fragments), qs)
 		for r := range fastpath.NumDropReasons {
 			ch <- prometheus.MustNewConstMetric(c.drops, ctr, float64(q.Drops[r]), qs, r.String())
 		}

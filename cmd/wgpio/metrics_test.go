@@ -5,12 +5,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,6 +171,43 @@ func TestMetricsKernelDrops(t *testing.T) {
 	}
 	if strings.Contains(body, `reason="rx_fill_ring_empty_descs"`) {
 		t.Error("the fill-ring-empty events are exported as a drop reason: they are in rx_dropped already")
+	}
+}
+
+// TestMetricsEveryQueueCounter: each counter of a fast-path queue that
+// wgpio stats -json prints (fastpath.QueueStats' uint64 fields) is in
+// /metrics too, with its value, so that what the decrypted packets became
+// adds up there as well: the packets for the host's own addresses
+// (Exception) and the inner fragments sent (Fragments) were JSON-only.
+// NeighbourFrames, owned mode's ARP and NDP frames, are the neighbour
+// handler's to count (wgpio_neighbour_*).
+func TestMetricsEveryQueueCounter(t *testing.T) {
+	var q fastpath.QueueStats
+	v := reflect.ValueOf(&q).Elem()
+	want := map[string]uint64{}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Uint64 || f.Name == "NeighbourFrames" {
+			continue
+		}
+		n := uint64(1000 + i) // a value no other counter of the queue has
+		v.Field(i).SetUint(n)
+		want[f.Name] = n
+	}
+	s := GatewayStats{Name: "wg0", Queues: []fastpath.QueueStats{q}}
+	body := gatherText(t, newCollector("wg0", config.DefaultMetricsPeers, func() GatewayStats { return s }, func(int) ([]PeerStat, bool) { return nil, true }))
+	for name, n := range want {
+		if !strings.Contains(body, fmt.Sprintf(`{device="wg0",queue="0"} %d`+"\n", n)) {
+			t.Errorf("no metric of queue 0 has QueueStats.%s's value %d", name, n)
+		}
+	}
+	for _, line := range []string{
+		`wgpio_packets_for_host_total{device="wg0",queue="0"} `,
+		`wgpio_fragments_total{device="wg0",queue="0"} `,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("metrics lack %s", line)
+		}
 	}
 }
 
