@@ -48,9 +48,10 @@ type Interface struct {
 	// in Unused, so that Marshal and WG write it back as written.
 	FwMark uint32
 	// Unused holds the wg-quick keys wgpio accepts but does not act on (DNS,
-	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig; and FwMark, which
-	// FwMark holds parsed), each also
-	// reported as a Warning. Marshal writes them back.
+	// Table, PreUp, PostUp, PreDown, PostDown, SaveConfig), each also
+	// reported as a Warning; and FwMark, which FwMark holds parsed, with no
+	// Warning (only the mode, known after parsing, tells whether a mark is
+	// carried). Marshal writes them back.
 	Unused []Setting
 	// Lines gives the line each key was set on, by canonical key name.
 	Lines map[string]int

@@ -26,7 +26,7 @@
 //	                                    # required in compat mode
 //	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128; unicast
 //	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address; below 1280 with IPv6 AllowedIPs: a Warning)
-//	FwMark     = 0x1234                 # off or 0-4294967295; reported (wg show), marks only in compat-mqtun: a Warning
+//	FwMark     = 0x1234                 # off or 0-4294967295; reported (wg show), marks only in compat-mqtun
 //	DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig:
 //	                                    # accepted, kept, not acted on: a Warning each
 //

@@ -403,8 +403,10 @@ func (p *parser) line(n int, raw string) {
 			return
 		}
 		p.f.Interface.FwMark = m
+		// No Warning here: whether a mark is acted on depends on the
+		// mode, which a later [WGPIO] line or wgpio's -mode flag sets
+		// (cmd/wgpio warns of a mark the mode does not carry).
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
-		p.warnf(n, ki.name, "reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)")
 		return
 	}
 	if (ki.name == "AllowedIPs" || ki.name == "Address") && startsWithPrefix(tail) {

@@ -247,7 +247,6 @@ func TestParseWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	want := []string{
-		`wg0.conf:3: key "FwMark": reported by wg show, but marks packets only in Mode = compat-mqtun (the other modes send through no socket)`,
 		`wg0.conf:4: key "Table": ignored: wgpio routes by the peers' AllowedIPs itself whatever Table says (off does not stop it, a table number puts no routes in that table); add policy routing yourself`,
 		`wg0.conf:5: key "SaveConfig": ignored: wgpio never writes the file (wg-quick saves the device's state at down); what wg set changes lasts until the next start unless you put it in the file`,
 		`wg0.conf:6: [Peer] has no AllowedIPs; no traffic will pass to or from it`,

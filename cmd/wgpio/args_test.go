@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -272,6 +273,48 @@ func TestWarnIgnored(t *testing.T) {
 		for _, k := range tt.not {
 			if strings.Contains(logs.String(), fmt.Sprintf(`key \"%s\"`, k)) {
 				t.Errorf("Mode = %s: warned of %s, which it acts on:\n%s", tt.mode, k, logs.String())
+			}
+		}
+	}
+}
+
+// TestWarnFwMark: a FwMark is warned of (file, line, key) in the modes
+// that carry no mark, not in compat-mqtun, whose sockets carry it, and
+// not when it asks for none ("off", 0). The parser warned of every
+// FwMark line, compat-mqtun's and "off" included: it cannot know the
+// mode (a later [WGPIO] line, or -mode).
+func TestWarnFwMark(t *testing.T) {
+	const file = "[Interface]\nPrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\nListenPort = 51820\nFwMark = %s\n\n[WGPIO]\nMode = %s\nWAN = wan0\nLAN = lan0\n"
+	for _, tt := range []struct {
+		mark, mode string
+		warn       bool
+	}{
+		{"0x10", "fastpath", true},
+		{"0x10", "compat", true},
+		{"0x10", "compat-mqtun", false},
+		{"off", "fastpath", false},
+		{"0", "compat", false},
+	} {
+		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mark, tt.mode)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range append(slices.Clone(f.Warnings), ignoredKeys(f, f.WGPIO)...) {
+			if w.Key == "FwMark" {
+				got = append(got, w.String())
+			}
+		}
+		want := 0
+		if tt.warn {
+			want = 1
+		}
+		if len(got) != want {
+			t.Errorf("FwMark = %s, Mode = %s: warnings %q, want %d", tt.mark, tt.mode, got, want)
+		}
+		for _, w := range got {
+			if prefix := "wg0.conf:4: key \"FwMark\": reported by wg show, but marks no packet in Mode = " + tt.mode; !strings.HasPrefix(w, prefix) {
+				t.Errorf("FwMark = %s, Mode = %s: warning %q, want it to start %q", tt.mark, tt.mode, w, prefix)
 			}
 		}
 	}

@@ -507,13 +507,25 @@ func warnIgnored(log *slog.Logger, f *config.File, w config.WGPIO) {
 }
 
 // ignoredKeys lists, in the file's order, the keys of f that w.Mode (set)
-// does not act on.
+// does not act on, and a FwMark that it does not carry: only
+// compat-mqtun's kernel sockets carry a mark (README, "fwmark, policy
+// routing and VRFs"); "off" or 0, which ask for none, are no warning.
 func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 	var out []config.Warning
 	warn := func(lines map[string]int, key, msg string) {
 		if line, ok := lines[key]; ok {
 			out = append(out, config.Warning{File: f.Name, Line: line, Key: key, Msg: msg})
 		}
+	}
+	if f.Interface.FwMark != 0 && w.Mode != config.ModeCompatMQTUN {
+		var line int
+		for _, u := range f.Interface.Unused {
+			if u.Key == "FwMark" {
+				line = u.Line // the last one, whose value FwMark holds
+			}
+		}
+		out = append(out, config.Warning{File: f.Name, Line: line, Key: "FwMark",
+			Msg: fmt.Sprintf("reported by wg show, but marks no packet in Mode = %s, which sends through no socket (only Mode = compat-mqtun's sockets carry it)", w.Mode)})
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
 		warn(w.Lines, "MetricsPeers", "ignored in the compat modes: they export no per-peer metrics (stock wireguard-go's peers are in wg show)")
