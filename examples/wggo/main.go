@@ -57,7 +57,7 @@ import (
 // Ignored lists what wggo does not act on in f, as `wgpio up` would warn
 // of it: the file's own warnings (keys wgpio never acts on, such as DNS
 // or PostUp), the gateway's own Address (compat mode makes no exception
-// TUN), and every [WGPIO] key but WAN and LAN (MetricsAddress,
+// TUN), a FwMark (wgpio's bind sends through no socket to mark), and every [WGPIO] key but WAN and LAN (MetricsAddress,
 // XDPMode, a Mode other than compat...: run `wgpio up` for those). A file written for `wgpio up`
 // otherwise started here without its metrics or mode, and said nothing.
 func Ignored(f *config.File) []config.Warning {
@@ -65,6 +65,10 @@ func Ignored(f *config.File) []config.Warning {
 	if line, ok := f.Interface.Lines["Address"]; ok {
 		out = append(out, config.Warning{File: f.Name, Line: line, Key: "Address",
 			Msg: "ignored by wggo: stock wireguard-go on tundev has no address of its own (wgpio up -mode compat uses it as its ICMP errors' source)"})
+	}
+	if line, ok := f.Interface.Lines["FwMark"]; ok && f.Interface.FwMark != 0 {
+		out = append(out, config.Warning{File: f.Name, Line: line, Key: "FwMark",
+			Msg: "reported by wg show, but marks no packet: wggo's bind sends through no socket"})
 	}
 	w := f.WGPIO
 	for key, line := range w.Lines {
