@@ -28,9 +28,10 @@ are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
 start, with up's warnings of a WAN MTU over which full-size tunnel
 packets would leave as IP fragments, of a LAN MTU whose full frames
-are longer than an AF_XDP frame and of forwarding off (the sysctls
+are longer than an AF_XDP frame, of forwarding off (the sysctls
 net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
-gateway with an Address, and warnings of a ListenPort or MetricsAddress
+gateway with an Address and of addresses the kernel keeps on the
+interfaces in owned address mode, and warnings of a ListenPort or MetricsAddress
 another socket holds and of a UAPI socket of the gateway's name (the
 file's, or -name's) that answers, which up refuses; in Mode =
 compat-mqtun forwarding off is an error, as up refuses it (run it where

@@ -253,6 +253,44 @@ func TestCheckSystemWANAddress(t *testing.T) {
 	}
 }
 
+// TestCheckSystemOwnedKernelAddrs: in owned address mode, `wgpio check
+// -system` warns, at the AddressMode line, of each interface the kernel
+// still has an address on, naming it and how to remove it, as the start
+// warns of them; it said ok without a word. No warning without them.
+func TestCheckSystemOwnedKernelAddrs(t *testing.T) {
+	a, wan, lan, priv, peer := checkSystemRig(t, "co")
+	text := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[WGPIO]\nWAN = " + wan.A + "\nLAN = " + lan.A + "\n" +
+		"AddressMode = owned\nWANAddress = 198.18.98.1/24\nLANAddress = 198.18.99.1/24\n" +
+		"[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.97.0/24\n"
+	path := filepath.Join(t.TempDir(), "owned.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func() string {
+		var stderr strings.Builder
+		if err := a.Do(func() error {
+			return check(&strings.Builder{}, &stderr, []string{"-system", "-c", path})
+		}); err != nil {
+			t.Fatalf("check -system: %v", err)
+		}
+		return stderr.String()
+	}
+	if out := run(); strings.Contains(out, "AddressMode") {
+		t.Errorf("no kernel addresses: check -system warned:\n%s", out)
+	}
+	if err := a.AddAddr(lan.A, "198.18.99.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	out := run()
+	want := fmt.Sprintf(`owned.conf:7: key "AddressMode": owned, but the kernel has addresses of its own on LAN %s (198.18.99.1/24)`, lan.A)
+	if !strings.Contains(out, want) || !strings.Contains(out, "ip addr del 198.18.99.1/24 dev "+lan.A) {
+		t.Errorf("kernel address on the LAN: check -system said\n%s\nwant a warning %q and how to remove it", out, want)
+	}
+	if strings.Contains(out, "on WAN") {
+		t.Errorf("warned of the WAN, which has no address:\n%s", out)
+	}
+}
+
 // TestCheckSystemMTUIPv6WAN: a fast-path tunnel MTU below 1,280 with an
 // IPv6 address on the WAN is taken by `wgpio check -system`, as with an
 // IPv4 WAN and in Mode = compat, as Linux's wg0 takes it (the outer

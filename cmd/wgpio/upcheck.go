@@ -265,6 +265,9 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 				out = append(out, forwardingWarning(off, name))
 			}
 		}
+		if w.AddressMode == config.AddressOwned {
+			out = append(out, ownedKernelAddrWarnings(f, w)...)
+		}
 		cfg := fastgwConfig(f.Name, f, w, false, nil)
 		cfg.PrivateKey.Zero() // a copy; not needed here
 		wan, lan, _ = fastgw.CheckMTU(cfg)
@@ -280,6 +283,43 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 	}
 	if lan != "" {
 		out = append(out, "LAN MTU: "+lan)
+	}
+	return out
+}
+
+// ownedKernelAddrWarnings warns, at the AddressMode line, of the
+// addresses the kernel has on the WAN and LAN interfaces in owned address
+// mode (IPv6 link-local ones aside, which the kernel makes whenever IPv6
+// is on), as the start warns of them (fastgw's ownedMode): the kernel
+// routes and answers for them as before, while the XDP programs take the
+// ARP and NDP for WANAddress and LANAddress, which it does not see. An
+// interface that cannot be read is
+// checkInterfaces' to report.
+func ownedKernelAddrWarnings(f *config.File, w config.WGPIO) []string {
+	var out []string
+	for _, x := range []struct{ key, name string }{{"WAN", w.WAN}, {"LAN", w.LAN}} {
+		ifi, err := net.InterfaceByName(x.name)
+		if err != nil {
+			continue
+		}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			continue
+		}
+		var own []string
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || p.Addr().IsLinkLocalUnicast() {
+				continue
+			}
+			own = append(own, p.String())
+		}
+		if len(own) == 0 {
+			continue
+		}
+		out = append(out, config.Warning{File: f.Name, Line: w.Lines["AddressMode"], Key: "AddressMode", Msg: fmt.Sprintf(
+			"owned, but the kernel has addresses of its own on %s %s (%s): it routes and answers for them as before, while the XDP programs take the ARP and NDP for WANAddress and LANAddress, which it does not see; "+
+				"remove them (ip addr del %s dev %s) or keep AddressMode = shared", x.key, x.name, strings.Join(own, ", "), own[0], x.name)}.String())
 	}
 	return out
 }
