@@ -149,17 +149,31 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	if c.Peer != nil {
 		pl := w.peerState(c.Peer)
 		pl.lastSent = now
-		pl.txBytes += uint64(len(c.Payload))
 		w.markDirty(pl)
 	}
 	if !resolved {
 		// The next hop is being resolved: wait for it, as LAN packets
 		// do, rather than lose a handshake to a cold neighbour cache.
-		w.waitControl(f, dst.Addr())
+		w.waitControl(f, dst.Addr(), c.Peer, len(c.Payload))
 		return
 	}
 	w.c.controlSent.Add(1)
-	w.toWAN(fr[:], false)
+	w.sentControl(fr[:], c.Peer, len(c.Payload))
+}
+
+// sentControl transmits fr, a control-plane frame for peer (nil: none)
+// with an n-byte UDP payload, and counts the payload in the peer's
+// tx_bytes once the WAN port took it: as the kernel and wireguard-go
+// count a message when the socket took it, so that `wg show` says
+// nothing was sent of a handshake toward an endpoint without a route
+// (no_wan_route, after its wait) or that found the ring full (one whose
+// next hop's MAC never came is counted, as Linux counts it: countSent).
+// The attempt's time (lastSent) is the caller's: their
+// timers take it whether or not the message left.
+func (w *worker) sentControl(fr []dataplane.Frame, peer *Peer, n int) {
+	if w.toWAN(fr, false) == 1 {
+		w.countSent(peer, n)
+	}
 }
 
 // putOuter writes Ethernet, IP and UDP headers for a UDP payload of n

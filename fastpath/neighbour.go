@@ -29,19 +29,39 @@ type ctlWaiting struct {
 	f     dataplane.Frame // the whole frame; destination MAC written when resolved
 	dst   netip.Addr      // the endpoint address (the resolver finds its next hop)
 	since time.Time
+	peer  *Peer // the message's peer (nil: none), whose tx_bytes count it once sent
+	n     int   // the message's bytes (UDP payload)
 }
 
 // waitControl holds f, a control-plane frame of wanTX's pool, until the WAN
-// next hop toward dst resolves. It takes f.
-func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr) {
+// next hop toward dst resolves. It takes f. peer and n are the message's
+// (ctlWaiting), counted in the peer's tx_bytes only if it is sent.
+func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr, peer *Peer, n int) {
 	if len(w.ctlWait) >= maxControlWait {
 		w.count(DropNoNeighbour, 1)
 		w.wanTX.Free(unsafeOne(f))
+		w.countSent(peer, n)
 		return
 	}
-	w.ctlWait = append(w.ctlWait, ctlWaiting{f: *f, dst: dst, since: time.Now()})
+	w.ctlWait = append(w.ctlWait, ctlWaiting{f: *f, dst: dst, since: time.Now(), peer: peer, n: n})
 	*f = dataplane.Frame{}
 	w.setHeld()
+}
+
+// countSent adds n bytes, a control-plane message's, to peer's tx_bytes
+// (nil: none): once the WAN port took it (sentControl), or once it was
+// dropped for want of its next hop's MAC with a route toward it
+// (no_neighbour: an ARP or NDP unanswered, or too many waiting), as
+// Linux's WireGuard counts such a message, its socket having taken it
+// before the neighbour layer dropped it. One without a route
+// (no_wan_route) is counted nowhere, as the kernel's failed route lookup
+// fails the send.
+func (w *worker) countSent(peer *Peer, n int) {
+	if peer != nil {
+		pl := w.peerState(peer)
+		pl.txBytes += uint64(n)
+		w.markDirty(pl)
+	}
 }
 
 // flushControlWait sends the control-plane frames whose WAN next hop
@@ -55,7 +75,7 @@ func (w *worker) flushControlWait(t time.Time) {
 			f := cw.f
 			copy(f.Data()[:6], mac[:])
 			w.c.controlSent.Add(1)
-			w.toWAN(unsafeOne(&f), false)
+			w.sentControl(unsafeOne(&f), cw.peer, cw.n)
 		case t.Sub(cw.since) > neighbourWaitMax:
 			why := DropNoNeighbour
 			if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(cw.dst) {
@@ -63,6 +83,9 @@ func (w *worker) flushControlWait(t time.Time) {
 			}
 			w.count(why, 1)
 			w.wanTX.Free(unsafeOne(&cw.f))
+			if why == DropNoNeighbour {
+				w.countSent(cw.peer, cw.n)
+			}
 		default:
 			keep = append(keep, cw)
 		}

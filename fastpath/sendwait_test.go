@@ -70,7 +70,9 @@ func (u unresolvedRoutes) HasRoute(netip.Addr) bool { return u.route }
 // TestControlNoWANRoute: a handshake message whose WAN next hop never
 // resolves waits, then is dropped as no_wan_route when the WAN resolver
 // has no route toward the endpoint, and as no_neighbour when it has one
-// (or cannot say: no WANRoutes).
+// (or cannot say: no WANRoutes); its bytes count in the peer's tx_bytes
+// as Linux counts them: not without a route, with one (the kernel's
+// socket took the message before its neighbour layer dropped it).
 func TestControlNoWANRoute(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -85,6 +87,8 @@ func TestControlNoWANRoute(t *testing.T) {
 			r := newRig(t, rigConfig{})
 			r.a.cfg.WANResolver = tc.res // the workers are driven by hand
 			wa := r.a.workers[0]
+			wa.publish(r.clock.Now())
+			tx0 := r.peerAB.TxBytes.Load()
 			payload := make([]byte, protocol.InitiationSize)
 			payload[0] = protocol.TypeInitiation
 			if !r.a.Send(0, ControlPacket{Dst: netip.AddrPortFrom(wanAddrB, portB), Payload: payload, Peer: r.peerAB}) {
@@ -104,7 +108,68 @@ func TestControlNoWANRoute(t *testing.T) {
 				t.Fatalf("after the wait: %d waiting, no_wan_route %d, no_neighbour %d; want 1 %v",
 					len(wa.ctlWait), d[DropNoWANRoute], d[DropNoNeighbour], tc.want)
 			}
+			// Without a route: not in the peer's transfer (wg show), as
+			// the kernel counts nothing when its route lookup fails;
+			// with one, counted, as the kernel's socket took it before
+			// its neighbour layer dropped it.
+			wa.publish(r.clock.Now())
+			want := uint64(len(payload))
+			if tc.want == DropNoWANRoute {
+				want = 0
+			}
+			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
+				t.Errorf("tx_bytes grew by %d for a handshake message dropped as %v, want %d", got, tc.want, want)
+			}
 		})
+	}
+}
+
+// lateResolver is a WAN resolver whose next hops answer once ok is set.
+type lateResolver struct{ ok *bool }
+
+func (l lateResolver) Resolve(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 9}, *l.ok }
+
+// TestControlTxBytesWhenSent: a handshake message that waits for its next
+// hop counts in its peer's tx_bytes once it is sent, not while it waits;
+// one sent at once counts at once.
+func TestControlTxBytesWhenSent(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	ok := false
+	r.a.cfg.WANResolver = lateResolver{&ok} // the workers are driven by hand
+	wa := r.a.workers[0]
+	wa.publish(r.clock.Now())
+	tx0 := r.peerAB.TxBytes.Load()
+	payload := make([]byte, protocol.InitiationSize)
+	payload[0] = protocol.TypeInitiation
+	send := func() {
+		t.Helper()
+		if !r.a.Send(0, ControlPacket{Dst: netip.AddrPortFrom(wanAddrB, portB), Payload: payload, Peer: r.peerAB}) {
+			t.Fatal("Send refused")
+		}
+		wa.drainMailbox(r.clock.Now())
+	}
+	txBytes := func() uint64 {
+		wa.publish(r.clock.Now())
+		return r.peerAB.TxBytes.Load() - tx0
+	}
+	send()
+	if len(wa.ctlWait) != 1 {
+		t.Fatalf("%d control packets wait for their next hop, want 1", len(wa.ctlWait))
+	}
+	if got := txBytes(); got != 0 {
+		t.Errorf("tx_bytes %d while the message waits for its next hop, want 0", got)
+	}
+	ok = true
+	wa.flushControlWait(time.Now())
+	if len(wa.ctlWait) != 0 {
+		t.Fatal("the message still waits with its next hop resolved")
+	}
+	if got, want := txBytes(), uint64(len(payload)); got != want {
+		t.Errorf("tx_bytes %d once the waiting message was sent, want %d", got, want)
+	}
+	send()
+	if got, want := txBytes(), uint64(2*len(payload)); got != want {
+		t.Errorf("tx_bytes %d after a second message sent at once, want %d", got, want)
 	}
 }
 
