@@ -348,13 +348,12 @@ type Cache struct {
 // few buffers in circulation. Where frames flow one way (one side's Cache
 // only frees, the other's only allocates, as between a receive queue and
 // the port that copies into its pool), a buffer comes round again after
-// about 2*CacheBatch frames; at 256 that was some 1,000 buffers per pool,
-// their lines in the processor's caches beside a gateway's state for
-// thousands of peers, which evicted them: BenchmarkManyPeers at 100,000
-// peers over 10,000, 64-byte packets, 22 ns more per packet than for one
-// peer with 64 against 25 with 256 (median of 4 alternating pairs; 32
-// was no better: a refill per half burst), with the one-peer rate
-// unchanged (docs/performance.md, 6 December).
+// about 2*CacheBatch frames: at 256 some 1,000 buffers per pool, whose
+// lines a gateway's state for thousands of peers evicts from the caches
+// between two uses (bench/scale's 100,000-peer rate: 0.25 s of a 6 s
+// profile more in the WAN port's copy than the one-peer gateway's, 0.07 s
+// at 64). The rates moved within a shared VM's noise (docs/performance.md,
+// 6 December); 32 was no better (a refill per half burst).
 const CacheBatch = 64
 
 const foreignBatch = 64

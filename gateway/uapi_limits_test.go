@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/testing/sockettest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -504,15 +505,7 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 	d.uapiIdle = idle // silent connections are cut after it
 	path := serveListener(t, d)
 	base := runtime.NumGoroutine()
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := func() net.Conn { return sockettest.Dial(t, path) }
 	var silent []net.Conn
 	for range uapiMaxConns {
 		silent = append(silent, dial())
@@ -527,7 +520,7 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 		silent = append(silent, dial())
 	}
 	for i := range over {
-		if c := dial(); !closedSoon(c, time.Second) {
+		if c := dial(); !sockettest.ClosedWithin(c, time.Second) {
 			t.Fatalf("connection %d over %d served and %d waiting: not closed within 1 s", i, uapiMaxConns, uapiMaxConns)
 		}
 	}
@@ -546,7 +539,7 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 		t.Errorf("get behind %d silent connections served after %v, want about %v (when they are cut)", uapiMaxConns, took, idle)
 	}
 	for i, c := range silent[:uapiMaxConns] {
-		if !closedSoon(c, 3*idle) {
+		if !sockettest.ClosedWithin(c, 3*idle) {
 			t.Errorf("silent connection %d not closed within %v", i, 3*idle)
 		}
 	}
@@ -561,16 +554,8 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 		t.Errorf("Close with %d silent connections open took %v, want it to close them at once", uapiMaxConns-1, took)
 	}
 	for i, c := range silent[uapiMaxConns:] {
-		if !closedSoon(c, time.Second) {
+		if !sockettest.ClosedWithin(c, time.Second) {
 			t.Errorf("connection %d still open after Close", uapiMaxConns+i)
 		}
 	}
-}
-
-// closedSoon reports whether the server closes c (a read ends in EOF, or
-// a reset: it was closed unread) within d.
-func closedSoon(c net.Conn, d time.Duration) bool {
-	c.SetReadDeadline(time.Now().Add(d))
-	_, err := c.Read(make([]byte, 1))
-	return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/testing/sockettest"
 )
 
 // pingServe answers each "ping\n" of c with "pong\n" until c fails: a
@@ -42,14 +44,6 @@ func ping(c net.Conn, d time.Duration) error {
 	return err
 }
 
-// closedWithin reports whether the server closed c (a read ends in EOF)
-// within d.
-func closedWithin(c net.Conn, d time.Duration) bool {
-	c.SetReadDeadline(time.Now().Add(d))
-	_, err := c.Read(make([]byte, 1))
-	return err == io.EOF
-}
-
 // TestServerBounded: clients that open many more connections than Conns
 // and send nothing cost at most 2*Conns connections' goroutines: the
 // ones over Conns wait up to Wait, and over Conns waiting are refused at
@@ -68,15 +62,7 @@ func TestServerBounded(t *testing.T) {
 	s := &Server{Conns: conns, Wait: wait, What: "test socket", Log: slog.New(slog.NewTextHandler(&logged, nil))}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln, pingServe) }()
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := func() net.Conn { return sockettest.Dial(t, ln.Addr().String()) }
 
 	// Conns served and silent, each answered once to be sure it holds
 	// its slot.
@@ -97,7 +83,7 @@ func TestServerBounded(t *testing.T) {
 		over = append(over, dial())
 	}
 	for i, c := range over {
-		if !closedWithin(c, wait/2) {
+		if !sockettest.ClosedWithin(c, wait/2) {
 			t.Fatalf("connection %d over the limit and the waiting ones: not closed within %v", i, wait/2)
 		}
 	}
@@ -117,7 +103,7 @@ func TestServerBounded(t *testing.T) {
 		t.Fatalf("the first waiting connection, once a slot freed: %v", err)
 	}
 	for i, c := range waiting[1:] {
-		if !closedWithin(c, 10*wait) {
+		if !sockettest.ClosedWithin(c, 10*wait) {
 			t.Errorf("waiting connection %d: not closed within %v (Wait %v)", i+1, 10*wait, wait)
 		}
 	}
@@ -139,7 +125,7 @@ func TestServerBounded(t *testing.T) {
 		t.Fatal("Serve did not return within 5 s of the listener's Close")
 	}
 	for i, c := range append(held[1:], waiting[0], late) {
-		if !closedWithin(c, time.Second) {
+		if !sockettest.ClosedWithin(c, time.Second) {
 			t.Errorf("connection %d still open after Serve returned", i)
 		}
 	}
