@@ -440,7 +440,7 @@ func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
 			n++
 		}
 	}
-	prefetchL2(lines[:n])
+	prefetchAhead(lines[:n])
 }
 
 // A worker reserves a peer's send counters at least leaseMin at a time

@@ -71,3 +71,14 @@ prefetchL2_one:
 
 prefetchL2_done:
 	RET
+
+// func cpuVendor() (b uint32, d uint32, c uint32)
+// Requires: CPUID
+TEXT ·cpuVendor(SB), NOSPLIT, $0-12
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	MOVL BX, b+0(FP)
+	MOVL DX, d+4(FP)
+	MOVL CX, c+8(FP)
+	RET

@@ -7,3 +7,6 @@ func prefetch(lines []uintptr) {}
 
 // prefetchL2 does nothing on this architecture (see prefetch_amd64.go).
 func prefetchL2(lines []uintptr) {}
+
+// prefetchAhead does nothing on this architecture (see prefetch_amd64.go).
+func prefetchAhead(lines []uintptr) {}

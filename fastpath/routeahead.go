@@ -82,14 +82,14 @@ func (w *worker) routeAhead(rt *routeTable, frames []dataplane.Frame) {
 	ahead := w.ahead[:len(frames)]
 	lines := w.in.lines[:len(frames)] // the look-ahead's scratch (inahead.go), free outside inbound
 	n, others := aheadSets(c, frames, ahead, lines)
-	prefetchL2(lines[:n])
+	prefetchAhead(lines[:n])
 	if others {
 		aheadOthers(frames, ahead)
 	}
 	if slow := aheadHits(c, ahead); slow || others {
 		aheadSlow(rt, c, ahead)
 	}
-	prefetchL2(w.aheadPeers(ahead, w.in.lines[:4*len(ahead)]))
+	prefetchAhead(w.aheadPeers(ahead, w.in.lines[:4*len(ahead)]))
 }
 
 // aheadSets is routeAhead's first level: for each frame, its untagged

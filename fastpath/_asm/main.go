@@ -9,12 +9,14 @@ package main
 import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
 )
 
 func main() {
 	ConstraintExpr("amd64")
 	prefetch("prefetch", "PREFETCHT0", PREFETCHT0)
 	prefetch("prefetchL2", "PREFETCHT2", PREFETCHT2)
+	cpuVendor()
 	Generate()
 }
 
@@ -52,5 +54,20 @@ func prefetch(name, mn string, op func(mem Op)) {
 	DECQ(n)
 	JMP(LabelRef(name + "_one"))
 	Label(name + "_done")
+	RET()
+}
+
+// cpuVendor emits cpuVendor, which returns what CPUID's leaf 0 leaves in
+// EBX, EDX and ECX: the processor's vendor string, four bytes each, in
+// that order ("Auth" "enti" "cAMD").
+func cpuVendor() {
+	TEXT("cpuVendor", NOSPLIT, "func() (b, d, c uint32)")
+	Doc("cpuVendor returns CPUID leaf 0's EBX, EDX and ECX: the vendor string (see prefetch_amd64.go).")
+	XORL(EAX, EAX)
+	XORL(ECX, ECX)
+	CPUID()
+	Store(EBX, Return("b"))
+	Store(EDX, Return("d"))
+	Store(ECX, Return("c"))
 	RET()
 }
