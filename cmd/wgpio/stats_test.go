@@ -47,6 +47,46 @@ func TestPrintStatsKeepalives(t *testing.T) {
 	}
 }
 
+// TestPrintStatsForHost: `wgpio stats` shows, per queue, the decrypted
+// packets to the host's own addresses ("for host", JSON exception) beside
+// those it hands the kernel to forward ("to host"). Before, the first were
+// in -json and /metrics only.
+func TestPrintStatsForHost(t *testing.T) {
+	q := make([]fastpath.QueueStats, 2)
+	q[0].ToHost, q[0].Exception = 11, 23
+	q[1].ToHost, q[1].Exception = 5, 7
+	out := capturePrintStats(t, GatewayStats{Name: "wg0", Queues: q})
+	lines := strings.Split(out, "\n")
+	for len(lines) > 0 && !strings.HasPrefix(lines[0], "queue ") {
+		lines = lines[1:]
+	}
+	if len(lines) < 3 {
+		t.Fatalf("no queue table:\n%s", out)
+	}
+	head := strings.Split(lines[0], "  ")
+	col := func(name string) int {
+		n := 0
+		for _, h := range head {
+			if h = strings.TrimSpace(h); h == "" {
+				continue
+			}
+			if h == name {
+				return n
+			}
+			n++
+		}
+		t.Fatalf("no column %q in %q", name, lines[0])
+		return -1
+	}
+	to, forHost := col("to host"), col("for host")
+	for i, want := range [][2]string{{"11", "23"}, {"5", "7"}} {
+		f := strings.Fields(lines[1+i])
+		if f[to] != want[0] || f[forHost] != want[1] {
+			t.Errorf("queue %d: to host %s, for host %s, want %s and %s:\n%s", i, f[to], f[forHost], want[0], want[1], out)
+		}
+	}
+}
+
 // capturePrintStats is what printStats prints for s.
 func capturePrintStats(t *testing.T, s GatewayStats) string {
 	t.Helper()
