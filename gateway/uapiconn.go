@@ -32,21 +32,12 @@ const (
 	// with errno EMSGSIZE.
 	uapiMaxLine    = 64 << 10
 	uapiBatchBytes = 256 << 10
-	// uapiMaxConns is how many connections are served at once: tens
-	// of `wg show` and `wg set` at the same moment (a monitoring loop
-	// per peer group, a reload, an operator), each done in milliseconds
-	// to a second, never meet it; 64 clients that hold their
-	// connections do, and cost at most the memory above.
-	uapiMaxConns = 64
-	// uapiSlotWait is how long a connection over uapiMaxConns waits for
-	// a place before it is closed unanswered (acceptloop.Server). It is
-	// longer than uapiIdleTimeout, the longest a client that makes no
-	// progress keeps its place, so that a `wg show` beside clients that
-	// hold connections open and send nothing, or stall, is served late
-	// but served; refused are those behind 64 clients that all keep
-	// making progress (64 long set requests at once), or behind 64
-	// other connections waiting already.
-	uapiSlotWait = 15 * time.Second
+	// uapiMaxConns connections are served at once, and one over them
+	// waits uapiSlotWait at most for a place before it is closed
+	// unanswered (acceptloop.Server): the bound of every mode's UAPI
+	// socket, uapiserve's MaxConns and SlotWait (why these values: there).
+	uapiMaxConns = uapiserve.MaxConns
+	uapiSlotWait = uapiserve.SlotWait
 	// uapiIdleTimeout bounds how long a request may go without a full
 	// batch (or its end) arriving, a connection without a request, and a
 	// reply without uapiWriteChunk of it being taken by the reader.

@@ -88,18 +88,10 @@ func TestExceptionTUNDownAndUp(t *testing.T) {
 // LAN host's packet of the tunnel MTU (DF) still crosses; set back to the
 // tunnel MTU, it says so at info level. A down and up is no MTU change.
 func TestExceptionTUNMTUChanged(t *testing.T) {
-	s := newSite(t, twosite.Config{NoFastPath: true})
+	testenv.Short(t, "builds namespaces and runs two gateways")
 	testenv.Tool(t, "ping", "iputils-ping")
-	fc := s.FastConfig
-	var logs testenv.LogBuffer
-	fc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	if err := s.GwA.Do(func() (err error) {
-		s.Gateway, err = fastgw.Start(fc)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mtu := cmp.Or(fc.MTU, fastpath.DefaultMTU)
+	s, _, logs := startLogged(t, "fg")
+	mtu := cmp.Or(s.FastConfig.MTU, fastpath.DefaultMTU)
 	full := mtu - 28 // ping's payload in an IPv4 packet of the tunnel MTU
 	ping(t, s.HostA, twosite.HostB4.String(), full)
 	runOK(t, s.GwA, "ip", "link", "set", s.GwName, "down")

@@ -253,16 +253,20 @@ func (o *opReader) fill(want int) error {
 	return err
 }
 
-// MaxConns and SlotWait bound the connections of a compat mode's UAPI
-// socket as the fast path's are (gateway's uapiMaxConns, uapiSlotWait):
-// MaxConns served at once (Serve on each), as many more waiting up to
-// SlotWait for a place, the rest closed unanswered and counted
-// (NewServer). Tens of `wg show` and `wg set` at once never meet the
-// bound; SlotWait is longer than idleTimeout, the longest a client that
-// makes no progress keeps its place, so that a `wg show` behind clients
-// that hold connections open is served late rather than refused. Before,
-// each connection was served in a goroutine of its own however many
-// there were.
+// MaxConns and SlotWait bound the connections of every mode's UAPI socket
+// (a compat mode's through NewServer, the fast path's in package gateway):
+// MaxConns served at once, as many more waiting up to SlotWait for a
+// place, the rest closed unanswered and counted. Tens of `wg show` and
+// `wg set` at the same moment (a monitoring loop per peer group, a reload,
+// an operator), each done in milliseconds to a second, never meet
+// MaxConns; 64 clients that hold their connections do. SlotWait is longer
+// than the idle timeout (idleTimeout here, gateway's uapiIdleTimeout), the
+// longest a client that makes no progress keeps its place, so that a `wg
+// show` beside clients that hold connections open and send nothing, or
+// stall, is served late but served; refused are those behind 64 clients
+// that all keep making progress (64 long set requests at once), or behind
+// 64 other connections waiting already. Before, each connection was served
+// in a goroutine of its own however many there were.
 const (
 	MaxConns = 64
 	SlotWait = 15 * time.Second
