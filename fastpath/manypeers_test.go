@@ -1,11 +1,13 @@
 package fastpath
 
 import (
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
 	"net/netip"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -95,6 +97,9 @@ func newManyPeersRig(b testing.TB, npeers, spread int) *peersRig {
 // the worker's outbound, then the WAN drained); with -manyqueued k, k
 // more bursts wait in each rig's LAN queue behind it all along, as on a
 // gateway at line rate (docs/performance.md, receive-ahead, 3 December).
+// Each rig's batches carry the profiler label gw=one or gw=many, as
+// bench/scale's gateways do: with -test.cpuprofile, `go tool pprof
+// -tagfocus gw=many` against gw=one shows where the extra goes.
 func BenchmarkManyPeers(b *testing.B) {
 	one := newPeersRig(b, 1)
 	many := newManyPeersRig(b, *benchManyPeers, *benchManySpread)
@@ -117,8 +122,11 @@ func BenchmarkManyPeers(b *testing.B) {
 	var sink byte
 	for done := 0; done < b.N; done += 128 {
 		evictCaches(b, evict)
+		pprof.SetGoroutineLabels(labelOne)
 		t1 := one.batch(frames)
+		pprof.SetGoroutineLabels(labelMany)
 		tm := many.batch(frames)
+		pprof.SetGoroutineLabels(context.Background())
 		tOne += t1
 		tMany += tm
 		oneR, rounds = append(oneR, t1), append(rounds, tm)
@@ -141,6 +149,13 @@ func BenchmarkManyPeers(b *testing.B) {
 	// spread of the medians (docs/performance.md, 6 December).
 	b.ReportMetric(float64(quantile(oneR, 0.1))/float64(quantile(rounds, 0.1)), "p10-many/1")
 }
+
+// The profiler labels of BenchmarkManyPeers' batches (set per batch:
+// one pointer store each, outside the batches' timing).
+var (
+	labelOne  = pprof.WithLabels(context.Background(), pprof.Labels("gw", "one"))
+	labelMany = pprof.WithLabels(context.Background(), pprof.Labels("gw", "many"))
+)
 
 func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
 
