@@ -251,7 +251,7 @@ func New(o Options) (*Device, error) {
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
 		uapiIdle:   uapiIdleTimeout,
-		uapiConns:  acceptloop.Server{Conns: uapiMaxConns, Wait: uapiSlotWait, Log: o.Logger, What: "UAPI socket"},
+		uapiConns:  acceptloop.Server{Conns: uapiMaxConns, Wait: uapiSlotWait, Refuse: uapiserve.Refuse, Log: o.Logger, What: "UAPI socket"},
 
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]int),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wgpio/wgpio/internal/testing/sockettest"
+	"github.com/wgpio/wgpio/internal/uapiserve"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -492,7 +494,8 @@ func serveListener(t *testing.T, d *Device) string {
 // TestUAPIConnectionsBounded: a client that opens many more connections
 // than uapiMaxConns and sends nothing costs at most uapiMaxConns
 // goroutines: the next uapiMaxConns wait for a place without one, the
-// rest are closed at once and counted (Stats.UAPIRefused). A get behind
+// rest are refused at once (uapiserve.RefusalGet: they sent nothing) and
+// counted (Stats.UAPIRefused). A get behind
 // the silent ones is served once they are cut (after uapiOpTimeout,
 // shortened here with uapiIdle), within uapiSlotWait; the silent ones are
 // closed; Close closes the connections still open and returns at once.
@@ -519,9 +522,15 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 	for range uapiMaxConns - 1 {
 		silent = append(silent, dial())
 	}
-	for i := range over {
-		if c := dial(); !sockettest.ClosedWithin(c, time.Second) {
-			t.Fatalf("connection %d over %d served and %d waiting: not closed within 1 s", i, uapiMaxConns, uapiMaxConns)
+	// Dialled all before any is read: each refused one is answered
+	// after RefuseTime without a request, in parallel.
+	refused := make([]net.Conn, over)
+	for i := range refused {
+		refused[i] = dial()
+	}
+	for i, c := range refused {
+		if got, ok := sockettest.RefusedWithin(c, time.Second, uapiserve.RefusalGet); !ok {
+			t.Fatalf("connection %d over %d served and %d waiting: got %q, want %q and closed within 1 s", i, uapiMaxConns, uapiMaxConns, got, uapiserve.RefusalGet)
 		}
 	}
 	if g := runtime.NumGoroutine() - base; g > uapiMaxConns+8 {
@@ -557,5 +566,46 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 		if !sockettest.ClosedWithin(c, time.Second) {
 			t.Errorf("connection %d still open after Close", uapiMaxConns+i)
 		}
+	}
+}
+
+// TestWgToolRefused: Debian's wg(8), refused by a gateway whose UAPI
+// socket has uapiMaxConns connections served and as many waiting (held
+// open by a client that sends nothing), says why: "Resource temporarily
+// unavailable" (uapiserve.RefusalGet), for `wg show` and for `wg set`, which
+// changes nothing. Closed unanswered before, the connection left wg with
+// "Protocol error". Once the held connections go, both work.
+func TestWgToolRefused(t *testing.T) {
+	testenv.Root(t)
+	wg := testenv.Tool(t, "wg", "wireguard-tools")
+	name := uniqueName("wgpio")
+	d := ourDevice(t, name)
+	path := "/var/run/wireguard/" + name + ".sock"
+	var held []net.Conn
+	for range 2 * uapiMaxConns {
+		held = append(held, sockettest.Dial(t, path))
+	}
+	// The socket accepts in order: wg's connection comes after them,
+	// with every place taken and uapiMaxConns waiting, within the 10 s
+	// (uapiIdleTimeout) the served ones are kept.
+	for _, args := range [][]string{{"show", name}, {"set", name, "listen-port", "51998"}} {
+		out, err := exec.Command(wg, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "Resource temporarily unavailable") {
+			t.Errorf("wg %s with %d connections held: %v, %q; want a failure saying \"Resource temporarily unavailable\"", strings.Join(args, " "), len(held), err, out)
+		}
+	}
+	// wg(8) connects once to see the socket is alive, and again for
+	// the request.
+	if got := d.Stats().UAPIRefused; got < 2 {
+		t.Errorf("Stats().UAPIRefused = %d, want 2 or more", got)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	if out, err := exec.Command(wg, "set", name, "listen-port", "51998").CombinedOutput(); err != nil {
+		t.Fatalf("wg set once the connections are closed: %v, %s", err, out)
+	}
+	if out, err := exec.Command(wg, "show", name, "listen-port").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "51998" {
+		t.Errorf("wg show %s listen-port: %v, %q; want 51998", name, err, out)
 	}
 }

@@ -33,8 +33,8 @@ const (
 	uapiMaxLine    = 64 << 10
 	uapiBatchBytes = 256 << 10
 	// uapiMaxConns connections are served at once, and one over them
-	// waits uapiSlotWait at most for a place before it is closed
-	// unanswered (acceptloop.Server): the bound of every mode's UAPI
+	// waits uapiSlotWait at most for a place before it is refused
+	// (uapiserve.Refuse; acceptloop.Server): the bound of every mode's UAPI
 	// socket, uapiserve's MaxConns and SlotWait (why these values: there).
 	uapiMaxConns = uapiserve.MaxConns
 	uapiSlotWait = uapiserve.SlotWait
@@ -351,8 +351,8 @@ func closeUnserved(l net.Listener) {
 
 // serveUAPI accepts and serves the connections of l, d.uapi, until Close
 // closes it, uapiMaxConns at once (d.uapiConns): a connection over them
-// waits up to uapiSlotWait for one to end, then is closed unanswered and
-// counted (Stats.UAPIRefused); it returns once every connection it
+// waits up to uapiSlotWait for one to end, then is refused
+// (uapiserve.Refuse) and counted (Stats.UAPIRefused); it returns once every connection it
 // served has ended. The caller did d.wg.Add(1) for it.
 func (d *Device) serveUAPI(l net.Listener) {
 	defer d.wg.Done()

@@ -127,8 +127,8 @@ type Stats struct {
 	// read them, e.g. for a full RX ring while wireguard-go lagged.
 	WANQueues []dataplane.Stats `json:"wan_queues"`
 	LANQueues []dataplane.Stats `json:"lan_queues"`
-	// UAPIRefused counts the connections to the UAPI socket closed
-	// unanswered: over uapiserve.MaxConns served at once, they waited
+	// UAPIRefused counts the connections to the UAPI socket refused
+	// (answered EAGAIN, uapiserve.Refuse, and closed): over uapiserve.MaxConns served at once, they waited
 	// uapiserve.SlotWait for a place, or found as many waiting already
 	// (serveUAPI).
 	UAPIRefused uint64 `json:"uapi_connections_refused"`

@@ -13,6 +13,14 @@ import (
 // with the count, not once a connection.
 const RefuseLogInterval = 10 * time.Second
 
+// RefuseTime bounds a Server's Refuse function: the read deadline of the
+// connection it is given is this much from its call, and the write
+// deadline twice that (so that a reply follows a read that ran out).
+const RefuseTime = 50 * time.Millisecond
+
+// refuseTime is RefuseTime, a variable for the tests.
+var refuseTime = RefuseTime
+
 // Server serves the connections of a listener, at most Conns at once,
 // each in its own goroutine. A connection over Conns waits in a queue up
 // to Wait for one of them to end, then is closed unserved (refused); at
@@ -20,7 +28,8 @@ const RefuseLogInterval = 10 * time.Second
 // So whatever its clients do, a server holds at most 2*Conns+1
 // connections, and Conns+2 goroutines (the waiting connections have none
 // and no buffer), where one goroutine per connection grew without bound
-// with a client that opened connections and sent nothing. How long a
+// with a client that opened connections and sent nothing; with Refuse,
+// up to Conns more of each while refused connections are answered. How long a
 // served connection lasts is the serve function's to bound (its read and
 // write deadlines).
 //
@@ -35,6 +44,15 @@ type Server struct {
 	Conns int
 	// Wait is how long a connection over Conns waits for a slot.
 	Wait time.Duration
+	// Refuse, when not nil, answers a refused connection before it is
+	// closed, with the protocol's error reply, so that the client can
+	// say why it was turned away (the UAPI socket: uapiserve.Refuse).
+	// It runs in a goroutine of its own, at most Conns at once (over
+	// them a refused connection is closed unanswered, counted all the
+	// same), on a connection whose read and write deadlines are
+	// RefuseTime and twice that away; it must not change them. Without it a refused
+	// client sees its connection closed unanswered.
+	Refuse func(net.Conn)
 	// Log, when not nil, gets the failed accepts (Accept's onErr) and
 	// the refusals; What names the socket in its lines ("UAPI socket").
 	Log  *slog.Logger
@@ -76,11 +94,40 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 		// had not, and the queue's room was one short).
 		waiting atomic.Int32
 		done    = make(chan struct{})
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		conns   = map[net.Conn]struct{}{} // served; guarded by mu
-		closing bool                      // Serve is returning; guarded by mu
+		// answering bounds the Refuse goroutines (refuse)
+		answering = make(chan struct{}, n)
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		conns     = map[net.Conn]struct{}{} // served; guarded by mu
+		closing   bool                      // Serve is returning; guarded by mu
 	)
+	// refuse closes c unserved, counts it, and logs it unless a refusal
+	// was logged within RefuseLogInterval. With s.Refuse, c is closed
+	// once Refuse answered it, in a goroutine that Serve waits for.
+	refuse := func(c net.Conn, serving, waiting int) {
+		total := s.refused.Add(1) // before the reply and the close: a client that sees either finds it counted
+		s.logRefusal(total, serving, waiting)
+		if s.Refuse == nil {
+			c.Close()
+			return
+		}
+		select {
+		case answering <- struct{}{}:
+		default:
+			c.Close() // Conns answers under way: a flood, told nothing
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-answering }()
+			defer c.Close()
+			now := time.Now()
+			c.SetReadDeadline(now.Add(refuseTime))
+			c.SetWriteDeadline(now.Add(2 * refuseTime))
+			s.Refuse(c)
+		}()
+	}
 	// run serves c in the slot it took, then frees it.
 	run := func(c net.Conn) {
 		defer wg.Done()
@@ -131,7 +178,7 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 				waiting.Add(-1)
 				start(q.c)
 			case <-t.C:
-				s.refuse(q.c, len(slots), int(waiting.Add(-1))+1)
+				refuse(q.c, len(slots), int(waiting.Add(-1))+1)
 			case <-done:
 				q.c.Close()
 				return
@@ -185,7 +232,7 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 			}
 		}
 		if w := waiting.Load(); w >= int32(n) {
-			s.refuse(c, len(slots), int(w))
+			refuse(c, len(slots), int(w))
 			continue
 		}
 		waiting.Add(1)
@@ -194,11 +241,9 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 	}
 }
 
-// refuse closes c unserved, counts it, and logs it unless a refusal was
-// logged within RefuseLogInterval.
-func (s *Server) refuse(c net.Conn, serving, waiting int) {
-	n := s.refused.Add(1) // before the close: a client that sees it closed finds it counted
-	c.Close()
+// logRefusal logs the refusal that made the total n, unless a refusal
+// was logged within RefuseLogInterval.
+func (s *Server) logRefusal(n uint64, serving, waiting int) {
 	if s.Log == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,5 +139,81 @@ func TestServerBounded(t *testing.T) {
 	// The refusals within RefuseLogInterval: one line.
 	if n := strings.Count(logged.String(), "connection refused"); n != 1 {
 		t.Errorf("%d refusals logged in one line each %v, want 1:\n%s", n, RefuseLogInterval, logged.String())
+	}
+}
+
+// TestServerRefuse: with Refuse, a refused connection is answered (here
+// "busy\n") and then closed; at most Conns answers run at once, and a
+// refused connection over them is closed unanswered, counted all the
+// same. Serve returns only once the answers under way ended.
+func TestServerRefuse(t *testing.T) {
+	const conns = 2
+	defer func(d time.Duration) { refuseTime = d }(refuseTime)
+	refuseTime = time.Minute // the answers wait for hold, not for a deadline
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	base := runtime.NumGoroutine()
+	// The answers wait for the gate's channel to be closed.
+	var gate atomic.Pointer[chan struct{}]
+	hold := make(chan struct{})
+	gate.Store(&hold)
+	s := &Server{Conns: conns, Wait: time.Hour, Refuse: func(c net.Conn) {
+		<-*gate.Load()
+		io.WriteString(c, "busy\n")
+	}}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln, pingServe) }()
+	dial := func() net.Conn { return sockettest.Dial(t, ln.Addr().String()) }
+	for range 2 * conns { // conns served, conns waiting
+		dial()
+	}
+	// conns refused, their answers held (the accept loop takes the
+	// connections in order), then more: closed at once, unanswered.
+	var answered []net.Conn
+	for range conns {
+		answered = append(answered, dial())
+	}
+	for i := range 3 {
+		if got, ok := sockettest.RefusedWithin(dial(), time.Second, nil); !ok {
+			t.Errorf("refused connection %d over %d answers under way: got %q, want nothing and closed", i, conns, got)
+		}
+	}
+	close(hold)
+	for i, c := range answered {
+		if got, ok := sockettest.RefusedWithin(c, time.Second, []byte("busy\n")); !ok {
+			t.Errorf("refused connection %d: got %q, want \"busy\\n\" and closed", i, got)
+		}
+	}
+	if got, want := s.Refused(), uint64(conns+3); got != want {
+		t.Errorf("Refused() = %d, want %d", got, want)
+	}
+	// Serve returns after the answers under way.
+	hold2 := make(chan struct{})
+	gate.Store(&hold2)
+	for range conns {
+		dial()
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.Refused() < 2*conns+3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Refused() = %d 5 s after %d more connections, want %d", s.Refused(), conns, 2*conns+3)
+		}
+	}
+	ln.Close()
+	select {
+	case <-served:
+		t.Fatal("Serve returned with answers under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold2)
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return within 5 s of the listener's Close")
+	}
+	if g := runtime.NumGoroutine() - base; g > 0 {
+		t.Errorf("%d goroutines more than before Serve after it returned", g)
 	}
 }

@@ -313,9 +313,10 @@ func TestServeStalledSetHoldsNoLock(t *testing.T) {
 // TestServeConnectionsBounded: a client that opens many more
 // connections than MaxConns to a compat mode's UAPI socket (NewServer,
 // Serve on each) and sends nothing costs at most MaxConns goroutines:
-// the next MaxConns wait without one, the rest are closed at once and
-// counted. A get behind the silent ones is answered once they are cut
-// after idleTimeout, and the silent ones are closed. Before, each
+// the next MaxConns wait without one, the rest are refused at once
+// (RefusalGet, RefusalSet to a set) and counted. A get behind the silent
+// ones is answered once they are cut after idleTimeout, and the silent
+// ones are closed. Before, each
 // connection had a goroutine and buffers of its own until idleTimeout,
 // however many a client opened.
 func TestServeConnectionsBounded(t *testing.T) {
@@ -353,9 +354,15 @@ func TestServeConnectionsBounded(t *testing.T) {
 	for range MaxConns - 1 {
 		dial()
 	}
-	for i := range over {
-		if !sockettest.ClosedWithin(dial(), time.Second) {
-			t.Fatalf("connection %d over %d served and %d waiting: not closed within 1 s", i, MaxConns, MaxConns)
+	// Dialled all before any is read: each refused one is answered
+	// after RefuseTime without a request, in parallel.
+	refused := make([]net.Conn, over)
+	for i := range refused {
+		refused[i] = dial()
+	}
+	for i, c := range refused {
+		if got, ok := sockettest.RefusedWithin(c, time.Second, RefusalGet); !ok {
+			t.Fatalf("connection %d over %d served and %d waiting: got %q, want %q and closed within 1 s", i, MaxConns, MaxConns, got, RefusalGet)
 		}
 	}
 	if g := runtime.NumGoroutine() - base; g > MaxConns+8 {
@@ -363,6 +370,14 @@ func TestServeConnectionsBounded(t *testing.T) {
 	}
 	if got := srv.Refused(); got != over {
 		t.Errorf("Refused() = %d, want %d", got, over)
+	}
+	// A refused set is answered as wg(8) reads a set's errno.
+	set := dial()
+	if _, err := io.WriteString(set, "set=1\nlisten_port=51990\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := sockettest.RefusedWithin(set, time.Second, RefusalSet); !ok {
+		t.Errorf("refused set: got %q, want %q and closed within 1 s", got, RefusalSet)
 	}
 	get.SetReadDeadline(time.Now().Add(SlotWait))
 	r := bufio.NewReader(get)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.zx2c4.com/wireguard/device"
@@ -256,7 +257,7 @@ func (o *opReader) fill(want int) error {
 // MaxConns and SlotWait bound the connections of every mode's UAPI socket
 // (a compat mode's through NewServer, the fast path's in package gateway):
 // MaxConns served at once, as many more waiting up to SlotWait for a
-// place, the rest closed unanswered and counted. Tens of `wg show` and
+// place, the rest refused (Refuse) and counted. Tens of `wg show` and
 // `wg set` at the same moment (a monitoring loop per peer group, a reload,
 // an operator), each done in milliseconds to a second, never meet
 // MaxConns; 64 clients that hold their connections do. SlotWait is longer
@@ -272,12 +273,42 @@ const (
 	SlotWait = 15 * time.Second
 )
 
+// RefusalGet and RefusalSet are the replies of every mode's UAPI socket
+// to a get and to a set it refuses (over MaxConns and SlotWait, above):
+// the errno line that ends any reply (the cross-platform userspace
+// implementation page, wireguard.com/xplatform), with EAGAIN, and the
+// empty line. wg(8) reads a get's errno as a positive number and a set's
+// as a negative one (wireguard-tools, ipc-uapi.h; wireguard-go writes
+// its codes negative, ipc.IpcError*): so answered, it fails with "Unable
+// to access interface: Resource temporarily unavailable" (or "Unable to
+// modify interface: ..."), where a connection closed unanswered gave
+// "Protocol error".
+var (
+	RefusalGet = []byte(fmt.Sprintf("errno=%d\n\n", syscall.EAGAIN))
+	RefusalSet = []byte(fmt.Sprintf("errno=%d\n\n", -int(syscall.EAGAIN)))
+)
+
+// Refuse answers a connection the UAPI socket refuses
+// (acceptloop.Server.Refuse): RefusalSet when its request begins with
+// "set=1", RefusalGet otherwise (a get, or nothing within the
+// connection's read deadline). The request is not read further: a
+// refused set changes nothing.
+func Refuse(c net.Conn) {
+	var op [6]byte
+	n, _ := io.ReadFull(c, op[:])
+	reply := RefusalGet
+	if string(op[:n]) == "set=1\n" {
+		reply = RefusalSet
+	}
+	c.Write(reply) // the client may be gone: nothing to do then
+}
+
 // NewServer returns the server of a compat mode's UAPI socket: MaxConns
 // connections at once, SlotWait, its failed accepts and refusals logged
 // on log. The caller serves each connection with Serve
 // (acceptloop.Server.Serve) and reports Refused among its counters.
 func NewServer(log *slog.Logger) *acceptloop.Server {
-	return &acceptloop.Server{Conns: MaxConns, Wait: SlotWait, Log: log, What: "UAPI socket"}
+	return &acceptloop.Server{Conns: MaxConns, Wait: SlotWait, Refuse: Refuse, Log: log, What: "UAPI socket"}
 }
 
 // Bounds on a stalled client (Serve). idleTimeout is a variable for the
