@@ -572,9 +572,10 @@ func TestUAPIConnectionsBounded(t *testing.T) {
 // TestWgToolRefused: Debian's wg(8), refused by a gateway whose UAPI
 // socket has uapiMaxConns connections served and as many waiting (held
 // open by a client that sends nothing), says why: "Resource temporarily
-// unavailable" (uapiserve.RefusalGet), for `wg show` and for `wg set`, which
+// unavailable" (uapiserve.Refuse), for `wg show` and for `wg set`, which
 // changes nothing. Closed unanswered before, the connection left wg with
-// "Protocol error". Once the held connections go, both work.
+// "Protocol error" and "Connection reset by peer". Once the held
+// connections go, both work.
 func TestWgToolRefused(t *testing.T) {
 	testenv.Root(t)
 	wg := testenv.Tool(t, "wg", "wireguard-tools")

@@ -282,7 +282,7 @@ const (
 // its codes negative, ipc.IpcError*): so answered, it fails with "Unable
 // to access interface: Resource temporarily unavailable" (or "Unable to
 // modify interface: ..."), where a connection closed unanswered gave
-// "Protocol error".
+// "Protocol error" (get) or "Connection reset by peer" (set).
 var (
 	RefusalGet = []byte(fmt.Sprintf("errno=%d\n\n", syscall.EAGAIN))
 	RefusalSet = []byte(fmt.Sprintf("errno=%d\n\n", -int(syscall.EAGAIN)))
