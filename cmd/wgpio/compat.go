@@ -112,7 +112,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	stats := func() GatewayStats {
 		ts, us := t.Stats(), udp.Stats()
 		s := compatStats(name, config.ModeCompatMQTUN, nil, &ts, &us)
-		s.UAPIRefused = uapiConns.Refused()
+		s.UAPIRefused, s.LogLinesLost = uapiConns.Refused(), logLinesLost.Load()
 		return s
 	}
 	stopStats, err := serveStats(log, name, func() any { return stats() })

@@ -88,7 +88,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 	stats := func() GatewayStats {
 		s := g.Stats()
 		gs := compatStats(name, config.ModeCompat, &s, nil, nil)
-		gs.UAPIRefused = s.UAPIRefused
+		gs.UAPIRefused, gs.LogLinesLost = s.UAPIRefused, logLinesLost.Load()
 		gs.XDP = xdpCounters(g.Ports())
 		return gs
 	}

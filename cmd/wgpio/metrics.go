@@ -56,7 +56,7 @@ type collector struct {
 	liveSessions, keypairs, unconfirmed                                                        *prometheus.Desc
 	hsSent, keepalivesSent, keepalivesIn                                                       *prometheus.Desc
 	peerCount                                                                                  *prometheus.Desc
-	hsBacklog, hsBacklogPeak, uapiRefused                                                      *prometheus.Desc
+	hsBacklog, hsBacklogPeak, uapiRefused, logLinesLost                                        *prometheus.Desc
 	controlDrops, hsInvalid, exceptionDrops                                                    *prometheus.Desc
 	tunRx, tunTx, tunDrops                                                                     *prometheus.Desc
 	tunICMPSent, tunICMPSuppressed                                                             *prometheus.Desc
@@ -121,6 +121,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		unconfirmed:          d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),
 		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
+		logLinesLost:         d("log_lines_lost_total", "Log lines the gateway could not write to its standard error (its reader gone: a broken pipe; or a write error), each line lost whole."),
 		uapiRefused:          d("uapi_connections_refused_total", "Connections to the UAPI socket (wg show, wg set) refused (answered EAGAIN, unapplied): over 64 served at once, they waited 15 s for a place, or found 64 others waiting already (a client holding connections open, or opening them without end)."),
 		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, counted here alone; that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts the other packets its mailbox refused).", "reason"),
 		hsInvalid:            d("handshake_invalid_total", "Handshake messages and cookie replies refused by the protocol's checks, by reason (bad_mac1: a handshake not made for this gateway's public key; stale_timestamp: a replayed initiation; wrong_size, ...); they add up to wgpio_control_drops_total{reason=\"handshake_invalid\"}.", "reason"),
@@ -263,6 +264,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.uapiRefused, ctr, float64(s.UAPIRefused))
+	ch <- prometheus.MustNewConstMetric(c.logLinesLost, ctr, float64(s.LogLinesLost))
 	if e := s.ExceptionDrops; e != nil {
 		ch <- prometheus.MustNewConstMetric(c.exceptionDrops, ctr, float64(*e))
 	}

@@ -89,6 +89,9 @@ func printStats(name string, s GatewayStats) {
 	if s.UAPIRefused > 0 {
 		fmt.Printf("UAPI socket: %d connections refused (64 served and 64 waiting, or no place within 15 s: a client holding connections open?)\n", s.UAPIRefused)
 	}
+	if s.LogLinesLost > 0 {
+		fmt.Printf("log: %d lines lost (the gateway's standard error could not be written: its reader gone?)\n", s.LogLinesLost)
+	}
 	if s.Mode == string(config.ModeCompatMQTUN) {
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "side\trx\ttx\tdrops")

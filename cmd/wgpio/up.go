@@ -59,7 +59,7 @@ func newLogger(level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewTextHandler(lossCountingWriter{os.Stderr, &logLinesLost}, &slog.HandlerOptions{Level: l})), nil
 }
 
 // upUsage heads `wgpio up -h`: how to watch, reload and stop a gateway.
@@ -533,6 +533,10 @@ type GatewayStats struct {
 	// others waiting already (gateway.Stats.UAPIRefused,
 	// compatgw.Stats.UAPIRefused, uapiserve.NewServer).
 	UAPIRefused uint64 `json:"uapi_connections_refused"`
+	// LogLinesLost counts the log lines the gateway could not write to
+	// its standard error (its reader gone, a broken pipe: logLinesLost),
+	// in every mode.
+	LogLinesLost uint64 `json:"log_lines_lost"`
 }
 
 // PeerStat is a peer's state without key material (the pre-shared key of
@@ -555,7 +559,7 @@ func statsOf(g *fastgw.Gateway) GatewayStats {
 // countersOf is g's counters, without the peers'.
 func countersOf(g *fastgw.Gateway) GatewayStats {
 	dev, exc := g.Device().Stats(), g.ExceptionDrops()
-	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, ExceptionDrops: &exc, UAPIRefused: dev.UAPIRefused}
+	s := GatewayStats{Queues: g.Engine().Stats(), Device: &dev, ExceptionDrops: &exc, UAPIRefused: dev.UAPIRefused, LogLinesLost: logLinesLost.Load()}
 	if ts, ok := g.ExceptionTUN(); ok {
 		s.TUN = &ts
 	}

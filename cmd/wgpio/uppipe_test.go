@@ -3,11 +3,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,8 +17,8 @@ import (
 
 // TestUpOutlivesLogReader: `wgpio up ... 2>&1 | head -1`, or a tee whose
 // reader died: the gateway's next log line (here a reload's) meets a
-// closed pipe, and the gateway runs on, answering `wgpio stats`, and ends
-// cleanly on SIGTERM. Go's default for SIGPIPE on fd 1 or 2 killed it,
+// closed pipe, and the gateway runs on, answering `wgpio stats` (which
+// counts the line lost), and ends cleanly on SIGTERM. Go's default for SIGPIPE on fd 1 or 2 killed it,
 // with its users' traffic.
 func TestUpOutlivesLogReader(t *testing.T) {
 	s := newSite(t, nil)
@@ -57,6 +59,16 @@ func TestUpOutlivesLogReader(t *testing.T) {
 	}
 	if out, err := exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput(); err != nil {
 		t.Errorf("wgpio stats %s after the log's reader went away: %v\n%s", s.GwName, err, out)
+	} else if !strings.Contains(string(out), "log: ") {
+		t.Errorf("wgpio stats %s after a log line into the broken pipe: no \"log: N lines lost\" line\n%s", s.GwName, out)
+	}
+	out, err := exec.Command(wgpioBin, "stats", "-json", s.GwName).Output()
+	var st GatewayStats
+	if err == nil {
+		err = json.Unmarshal(out, &st)
+	}
+	if err != nil || st.LogLinesLost == 0 {
+		t.Errorf("wgpio stats -json %s after a log line into the broken pipe: log_lines_lost %d (%v), want 1 or more", s.GwName, st.LogLinesLost, err)
 	}
 	s.pingBoth(t)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
