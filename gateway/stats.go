@@ -87,10 +87,11 @@ type Stats struct {
 	// (under load from Options.HandshakeBacklog / 8).
 	HandshakeBacklog     uint64 `json:"handshake_backlog"`
 	HandshakeBacklogPeak uint64 `json:"handshake_backlog_peak"`
-	// UAPIRefused counts the connections to the UAPI socket refused
-	// (answered EAGAIN, uapiserve.Refuse, and closed): over uapiMaxConns (64) served at once, they waited
-	// uapiSlotWait (15 s) for a place, or found 64 others waiting
-	// already (acceptloop.Server). Nonzero: a client holds connections
+	// UAPIRefused counts the connections to the UAPI socket refused,
+	// closed unserved (answered EAGAIN first, uapiserve.Refuse, unless 64
+	// refusals were being answered already): over uapiMaxConns (64)
+	// served at once, they waited uapiSlotWait (15 s) for a place, or
+	// found 64 others waiting already (acceptloop.Server). Nonzero: a client holds connections
 	// open, or opens them without end.
 	UAPIRefused uint64              `json:"uapi_connections_refused"`
 	Noise       noise.StatsSnapshot `json:"noise"`

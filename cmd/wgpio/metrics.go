@@ -122,7 +122,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		hsBacklog:            d("handshake_backlog", "Received handshake messages waiting for the handshake pool (under load from an eighth of its queue)."),
 		hsBacklogPeak:        d("handshake_backlog_peak", "The largest handshake backlog seen."),
 		logLinesLost:         d("log_lines_lost_total", "Log lines the gateway could not write to its standard error (its reader gone: a broken pipe; or a write error), each line lost whole."),
-		uapiRefused:          d("uapi_connections_refused_total", "Connections to the UAPI socket (wg show, wg set) refused (answered EAGAIN, unapplied): over 64 served at once, they waited 15 s for a place, or found 64 others waiting already (a client holding connections open, or opening them without end)."),
+		uapiRefused:          d("uapi_connections_refused_total", "Connections to the UAPI socket (wg show, wg set) refused, closed unserved and unapplied (answered EAGAIN first unless 64 refusals were being answered already): over 64 served at once, they waited 15 s for a place, or found 64 others waiting already (a client holding connections open, or opening them without end)."),
 		controlDrops:         d("control_drops_total", "Handshake messages the control plane dropped or could not send, by reason (mailbox_full: a worker's mailbox refused the message, counted here alone; that queue's wgpio_drops_total{reason=\"mailbox_full\"} counts the other packets its mailbox refused).", "reason"),
 		hsInvalid:            d("handshake_invalid_total", "Handshake messages and cookie replies refused by the protocol's checks, by reason (bad_mac1: a handshake not made for this gateway's public key; stale_timestamp: a replayed initiation; wrong_size, ...); they add up to wgpio_control_drops_total{reason=\"handshake_invalid\"}.", "reason"),
 		exceptionDrops:       d("exception_tun_drops_total", "Packets for the host (its tunnel, LAN or WAN addresses, or for its kernel to forward) that the exception TUN refused (its interface down, its queue full), by reason in wgpio_tun_drops_total."),
@@ -164,7 +164,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.encrypted, c.decrypted, c.encBytes, c.decBytes, c.drops, c.held,
 		c.handshakes, c.ctlSent, c.fromKernel, c.replayWidened, c.icmpSent, c.icmpSuppressed, c.fragmented, c.outerFragmented, c.outerFragments, c.fragments, c.peerToPeer, c.toHost, c.forHost, c.peerRx, c.peerTx, c.peerHandshake,
-		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.hsSent, c.keepalivesSent, c.keepalivesIn, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.peerCount,
+		c.portRx, c.portTx, c.portDrops, c.portCopies, c.kernelDrops, c.fillRingEmpty, c.xdp, c.liveSessions, c.keypairs, c.unconfirmed, c.hsSent, c.keepalivesSent, c.keepalivesIn, c.controlDrops, c.hsInvalid, c.exceptionDrops, c.hsBacklog, c.hsBacklogPeak, c.uapiRefused, c.logLinesLost, c.peerCount,
 		c.tunRx, c.tunTx, c.tunDrops, c.tunICMPSent, c.tunICMPSuppressed, c.tunICMPSendErrors,
 		c.compatRx, c.compatTx, c.compatDrops, c.compatICMPSent, c.compatICMPSuppressed, c.compatFragmented, c.compatPeerToPeer,
 		c.compatWANFragmented, c.compatWANFragments, c.compatWANFromKernel,

@@ -311,7 +311,9 @@ func TestReassemblyStats(t *testing.T) {
 // gatherText registers c alone and returns what /metrics would print.
 func gatherText(t *testing.T, c prometheus.Collector) string {
 	t.Helper()
-	reg := prometheus.NewRegistry()
+	// Pedantic: every metric collected must be of a descriptor the
+	// collector's Describe lists.
+	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
 	}

@@ -527,7 +527,8 @@ type GatewayStats struct {
 	// kernel answers them).
 	Neighbours map[string]fastgw.NeighbourStats `json:"neighbours,omitempty"`
 	// UAPIRefused counts the connections to the UAPI socket
-	// (/var/run/wireguard/NAME.sock) refused (answered EAGAIN,
+	// (/var/run/wireguard/NAME.sock) refused, closed unserved (answered
+	// EAGAIN first unless 64 refusals were being answered already,
 	// uapiserve.Refuse), in every mode:
 	// over 64 served at once, they waited 15 s for a place, or found 64
 	// others waiting already (gateway.Stats.UAPIRefused,

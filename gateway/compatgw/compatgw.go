@@ -127,10 +127,11 @@ type Stats struct {
 	// read them, e.g. for a full RX ring while wireguard-go lagged.
 	WANQueues []dataplane.Stats `json:"wan_queues"`
 	LANQueues []dataplane.Stats `json:"lan_queues"`
-	// UAPIRefused counts the connections to the UAPI socket refused
-	// (answered EAGAIN, uapiserve.Refuse, and closed): over uapiserve.MaxConns served at once, they waited
-	// uapiserve.SlotWait for a place, or found as many waiting already
-	// (serveUAPI).
+	// UAPIRefused counts the connections to the UAPI socket refused,
+	// closed unserved (answered EAGAIN first, uapiserve.Refuse, unless
+	// uapiserve.MaxConns refusals were being answered already): over
+	// uapiserve.MaxConns served at once, they waited uapiserve.SlotWait
+	// for a place, or found as many waiting already (serveUAPI).
 	UAPIRefused uint64 `json:"uapi_connections_refused"`
 }
 

@@ -14,9 +14,12 @@ import (
 const RefuseLogInterval = 10 * time.Second
 
 // RefuseTime bounds a Server's Refuse function: the read deadline of the
-// connection it is given is this much from its call, and the write
-// deadline twice that (so that a reply follows a read that ran out).
-const RefuseTime = 50 * time.Millisecond
+// connection it is given is this much from its call (a request the
+// client wrote as it connected is there long before, even on a loaded
+// machine), and its write deadline twice that; Refuse may set the write
+// deadline to RefuseTime from the moment it writes its reply (a late
+// scheduled goroutine's write would otherwise fail unattempted).
+const RefuseTime = 250 * time.Millisecond
 
 // refuseTime is RefuseTime, a variable for the tests.
 var refuseTime = RefuseTime
@@ -50,7 +53,8 @@ type Server struct {
 	// It runs in a goroutine of its own, at most Conns at once (over
 	// them a refused connection is closed unanswered, counted all the
 	// same), on a connection whose read and write deadlines are
-	// RefuseTime and twice that away; it must not change them. Without it a refused
+	// RefuseTime and twice that away; it may move the write deadline to
+	// RefuseTime from when it writes, no further. Without it a refused
 	// client sees its connection closed unanswered.
 	Refuse func(net.Conn)
 	// Log, when not nil, gets the failed accepts (Accept's onErr) and
@@ -120,8 +124,8 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-answering }()
 			defer c.Close()
+			defer func() { <-answering }() // before the close: a client that sees it closed finds the place free
 			now := time.Now()
 			c.SetReadDeadline(now.Add(refuseTime))
 			c.SetWriteDeadline(now.Add(2 * refuseTime))

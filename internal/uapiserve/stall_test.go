@@ -2,6 +2,7 @@ package uapiserve
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -314,13 +315,13 @@ func TestServeStalledSetHoldsNoLock(t *testing.T) {
 // connections than MaxConns to a compat mode's UAPI socket (NewServer,
 // Serve on each) and sends nothing costs at most MaxConns goroutines:
 // the next MaxConns wait without one, the rest are refused at once
-// (RefusalGet, RefusalSet to a set) and counted. A get behind the silent
+// (RefusalGet: they sent nothing) and counted. A get behind the silent
 // ones is answered once they are cut after idleTimeout, and the silent
 // ones are closed. Before, each
 // connection had a goroutine and buffers of its own until idleTimeout,
 // however many a client opened.
 func TestServeConnectionsBounded(t *testing.T) {
-	const idle, over = 500 * time.Millisecond, 50
+	const idle, over = 2 * time.Second, 50
 	shortIdle(t, idle)
 	dev := downdev.New()
 	t.Cleanup(dev.Close)
@@ -361,8 +362,8 @@ func TestServeConnectionsBounded(t *testing.T) {
 		refused[i] = dial()
 	}
 	for i, c := range refused {
-		if got, ok := sockettest.RefusedWithin(c, time.Second, RefusalGet); !ok {
-			t.Fatalf("connection %d over %d served and %d waiting: got %q, want %q and closed within 1 s", i, MaxConns, MaxConns, got, RefusalGet)
+		if got, ok := sockettest.RefusedWithin(c, 5*time.Second, RefusalGet); !ok {
+			t.Fatalf("connection %d over %d served and %d waiting: got %q, want %q and closed within 5 s", i, MaxConns, MaxConns, got, RefusalGet)
 		}
 	}
 	if g := runtime.NumGoroutine() - base; g > MaxConns+8 {
@@ -370,14 +371,6 @@ func TestServeConnectionsBounded(t *testing.T) {
 	}
 	if got := srv.Refused(); got != over {
 		t.Errorf("Refused() = %d, want %d", got, over)
-	}
-	// A refused set is answered as wg(8) reads a set's errno.
-	set := dial()
-	if _, err := io.WriteString(set, "set=1\nlisten_port=51990\n\n"); err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := sockettest.RefusedWithin(set, time.Second, RefusalSet); !ok {
-		t.Errorf("refused set: got %q, want %q and closed within 1 s", got, RefusalSet)
 	}
 	get.SetReadDeadline(time.Now().Add(SlotWait))
 	r := bufio.NewReader(get)
@@ -397,6 +390,57 @@ func TestServeConnectionsBounded(t *testing.T) {
 		c.SetReadDeadline(time.Now().Add(5 * idle))
 		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 			t.Errorf("silent connection %d: read %v, want EOF within %v", i, err, 5*idle)
+		}
+	}
+}
+
+// TestRefuse: a refused connection's reply follows its request's kind,
+// as wg(8) reads it: a set's errno negative (RefusalSet), a get's
+// positive (RefusalGet), and a get's when nothing or less than "set=1\n"
+// came within the read deadline. The request is read to its end first
+// (a large set is written whole, no broken pipe), applied never, and a
+// whole request's client then reads EOF, not a reset.
+func TestRefuse(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var large strings.Builder
+	large.WriteString("set=1\nreplace_peers=true\n")
+	for large.Len() < 4<<20 {
+		fmt.Fprintf(&large, "public_key=%064x\nallowed_ip=198.18.%d.%d/32\n", large.Len(), large.Len()>>8&255, large.Len()&255)
+	}
+	large.WriteString("\n")
+	for _, tc := range []struct {
+		sent  string
+		want  []byte
+		whole bool // a complete request: the client reads EOF after the reply
+	}{
+		{"set=1\nlisten_port=51990\n\n", RefusalSet, true},
+		{large.String(), RefusalSet, true},
+		{"get=1\n\n", RefusalGet, true},
+		{"", RefusalGet, false},
+		{"se", RefusalGet, false},
+		{"set=2\n\n", RefusalGet, true},
+	} {
+		c := sockettest.Dial(t, ln.Addr().String())
+		wrote := make(chan error, 1)
+		go func() { _, err := io.WriteString(c, tc.sent); wrote <- err }()
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetReadDeadline(time.Now().Add(time.Second))
+		Refuse(s)
+		s.Close()
+		if err := <-wrote; err != nil {
+			t.Errorf("request of %d bytes: the client's write: %v, want it written whole", len(tc.sent), err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c)
+		if string(got) != string(tc.want) || tc.whole && err != nil {
+			t.Errorf("request of %d bytes (%.12q...) refused: got %q, %v; want %q and EOF", len(tc.sent), tc.sent, got, err, tc.want)
 		}
 	}
 }

@@ -291,16 +291,42 @@ var (
 // Refuse answers a connection the UAPI socket refuses
 // (acceptloop.Server.Refuse): RefusalSet when its request begins with
 // "set=1", RefusalGet otherwise (a get, or nothing within the
-// connection's read deadline). The request is not read further: a
-// refused set changes nothing.
+// connection's read deadline, acceptloop.RefuseTime: a set that late
+// fails with "Unknown error -11"). The rest of the request, up to its
+// empty line, is read and discarded first (within the same deadline),
+// applied never: wg(8) writes a whole request before it reads, and a
+// set of a few KiB or more met a closed socket (SIGPIPE: wg died without
+// a word), a get a reset.
 func Refuse(c net.Conn) {
-	var op [6]byte
-	n, _ := io.ReadFull(c, op[:])
+	var buf [4096]byte
+	n, _ := io.ReadFull(c, buf[:6])
 	reply := RefusalGet
-	if string(op[:n]) == "set=1\n" {
+	if string(buf[:n]) == "set=1\n" {
 		reply = RefusalSet
 	}
+	if n == 6 {
+		discardRequest(c, buf[:], buf[5])
+	}
+	c.SetWriteDeadline(time.Now().Add(acceptloop.RefuseTime))
 	c.Write(reply) // the client may be gone: nothing to do then
+}
+
+// discardRequest reads c up to the end of a UAPI request (an empty line:
+// two line feeds in a row, the first of them possibly prev, the last
+// byte read before) or until a read fails (its deadline), into buf.
+func discardRequest(c net.Conn, buf []byte, prev byte) {
+	for {
+		n, err := c.Read(buf)
+		for _, b := range buf[:n] {
+			if b == '\n' && prev == '\n' {
+				return
+			}
+			prev = b
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // NewServer returns the server of a compat mode's UAPI socket: MaxConns
