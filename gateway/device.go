@@ -121,9 +121,8 @@ type Device struct {
 	uapi      net.Listener
 	uapiIdle  time.Duration // uapiIdleTimeout; tests shorten it before serving
 	// uapiConns serves d.uapi's connections, uapiMaxConns at once
-	// (serveUAPI); its Wait is uapiSlotWait, which tests shorten before
-	// serving.
-	uapiConns acceptloop.Server
+	// (serveUAPI; uapiserve.NewServer, as the compat modes' sockets).
+	uapiConns *acceptloop.Server
 
 	// wanDefs are the default sources (routesrc.go), read without mu.
 	wanDefs atomic.Pointer[wanDefaults]
@@ -251,7 +250,7 @@ func New(o Options) (*Device, error) {
 		allowed:    make(map[netip.Prefix]*peer),
 		done:       make(chan struct{}),
 		uapiIdle:   uapiIdleTimeout,
-		uapiConns:  acceptloop.Server{Conns: uapiMaxConns, Wait: uapiSlotWait, Refuse: uapiserve.Refuse, Log: o.Logger, What: "UAPI socket"},
+		uapiConns:  uapiserve.NewServer(o.Logger),
 
 		dirtyPeers:    make(map[*peer]struct{}),
 		dirtyPrefixes: make(map[netip.Prefix]int),

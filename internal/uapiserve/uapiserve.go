@@ -255,7 +255,7 @@ func (o *opReader) fill(want int) error {
 }
 
 // MaxConns and SlotWait bound the connections of every mode's UAPI socket
-// (a compat mode's through NewServer, the fast path's in package gateway):
+// (NewServer):
 // MaxConns served at once, as many more waiting up to SlotWait for a
 // place, the rest refused (Refuse) and counted. Tens of `wg show` and
 // `wg set` at the same moment (a monitoring loop per peer group, a reload,
@@ -329,10 +329,12 @@ func discardRequest(c net.Conn, buf []byte, prev byte) {
 	}
 }
 
-// NewServer returns the server of a compat mode's UAPI socket: MaxConns
-// connections at once, SlotWait, its failed accepts and refusals logged
-// on log. The caller serves each connection with Serve
-// (acceptloop.Server.Serve) and reports Refused among its counters.
+// NewServer returns the server of a UAPI socket (every mode's: the fast
+// path's in package gateway, the compat modes'): MaxConns connections at
+// once, SlotWait, refusals answered (Refuse), its failed accepts and
+// refusals logged on log. The caller serves the socket with its Serve (a
+// compat mode each connection with this package's Serve) and reports
+// Refused among its counters.
 func NewServer(log *slog.Logger) *acceptloop.Server {
 	return &acceptloop.Server{Conns: MaxConns, Wait: SlotWait, Refuse: Refuse, Log: log, What: "UAPI socket"}
 }
