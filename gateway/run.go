@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
 // Start runs the handshake pool (Options.HandshakeWorkers goroutines
@@ -23,7 +25,8 @@ func (d *Device) Start() error {
 		}
 		var l net.Listener
 		if d.opts.Name != "" {
-			if l, d.startErr = openUAPI(d.opts.Name); d.startErr != nil {
+			if l, d.startErr = uapiserve.Listen(d.opts.Name); d.startErr != nil {
+				d.startErr = fmt.Errorf("gateway: %w", d.startErr)
 				return
 			}
 		}
@@ -35,7 +38,7 @@ func (d *Device) Start() error {
 		if d.closed() {
 			d.mu.Unlock()
 			if l != nil {
-				closeUnserved(l)
+				l.Close()
 			}
 			d.startErr = errClosed
 			return

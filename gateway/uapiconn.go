@@ -306,63 +306,13 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 	}
 }
 
-// openUAPI opens /var/run/wireguard/<name>.sock for Start, which serves
-// it (serveUAPI).
-func openUAPI(name string) (net.Listener, error) {
-	f, err := ipc.UAPIOpen(name)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: open UAPI socket %s: %w", name, err)
-	}
-	l, err := ipc.UAPIListen(name, f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("gateway: listen on UAPI socket %s: %w", name, err)
-	}
-	return l, nil
-}
-
-// closeUnserved closes l, a UAPI listener of openUAPI that no serveUAPI
-// accepts from, and takes the two errors wireguard-go's listener then
-// reports (its accepting goroutine's and its socket watcher's, each once,
-// into a channel of one): not taken, the second sender waited for ever,
-// and when it was the watcher, its pipe's descriptors stayed open (a
-// Start that lost a race with Close leaked them: TestStartAfterClose).
-// A connection it hands over meanwhile is closed. It waits a second at
-// most (a listener that reports fewer errors does not hold it).
-func closeUnserved(l net.Listener) {
-	l.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for errs := 0; errs < 2; {
-			c, err := l.Accept()
-			if err != nil {
-				errs++
-				continue
-			}
-			c.Close()
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-	}
-}
-
-// serveUAPI accepts and serves the connections of l, d.uapi, until Close
-// closes it, uapiMaxConns at once (d.uapiConns): a connection over them
-// waits up to uapiSlotWait for one to end, then is refused
-// (uapiserve.Refuse) and counted (Stats.UAPIRefused); it returns once every connection it
+// serveUAPI accepts and serves the connections of l, d.uapi (uapiserve.Listen),
+// until Close closes it, uapiMaxConns at once (d.uapiConns): a connection
+// over them waits up to uapiSlotWait for one to end, then is refused
+// (uapiserve.Refuse) and counted (Stats.UAPIRefused); a failed accept
+// (EMFILE) is logged and tried again. It returns once every connection it
 // served has ended. The caller did d.wg.Add(1) for it.
 func (d *Device) serveUAPI(l net.Listener) {
 	defer d.wg.Done()
-	// wireguard-go's listener reports its closing twice, the second
-	// time from its socket watcher (the file gone, or EBADF): after
-	// Close, that is no failure to log.
-	d.uapiConns.AcceptErr = func(err error) {
-		if !d.closed() {
-			d.log.Warn("UAPI socket: accept failed; trying again", "err", err)
-		}
-	}
 	d.uapiConns.Serve(l, d.ServeUAPI)
 }

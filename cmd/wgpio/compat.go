@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/ipc"
 
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/internal/icmprate"
@@ -83,13 +82,9 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := addAllowedRoutes(log, name, f); err != nil {
 		return err
 	}
-	uf, err := ipc.UAPIOpen(name)
+	ln, err := uapiserve.Listen(name)
 	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	ln, err := ipc.UAPIListen(name, uf)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+		return err
 	}
 	// uapiserve.MaxConns connections at once: more wait up to
 	// uapiserve.SlotWait, then are refused and counted.

@@ -17,19 +17,15 @@ import (
 	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
-// serveUAPI serves wireguard-go's UAPI socket, so that wg(8) shows and
-// sets the device (handleUAPI), uapiserve.MaxConns connections at once
+// serveUAPI serves the device's UAPI socket (uapiserve.Listen), so that
+// wg(8) shows and sets it (handleUAPI), uapiserve.MaxConns connections at once
 // (g.uapiConns: more wait up to uapiserve.SlotWait, then are refused and
 // counted, Stats.UAPIRefused). Closing the listener (a closer) closes
 // them and ends it.
 func (g *Gateway) serveUAPI(name string) error {
-	uf, err := ipc.UAPIOpen(name)
+	ln, err := uapiserve.Listen(name)
 	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
-	}
-	ln, err := ipc.UAPIListen(name, uf)
-	if err != nil {
-		return fmt.Errorf("UAPI socket for %s: %w", name, err)
+		return err
 	}
 	g.closers = append(g.closers, ln.Close)
 	g.uapiConns = uapiserve.NewServer(g.log)

@@ -26,8 +26,9 @@ const (
 )
 
 // Accept returns the next connection of ln. An error other than the
-// listener's closing (net.ErrClosed, or os.ErrClosed: wireguard-go's UAPI
-// listener answers with its closed inotify file's error) is given to
+// listener's closing (net.ErrClosed, or os.ErrClosed, which a listener
+// built over a file may answer: wireguard-go's UAPI listener answers
+// with its closed inotify file's) is given to
 // onErr (if not nil) once per run of failures, when the run starts, and
 // Accept tries again after a delay; it returns an error only when ln is
 // closed, and that error then. Safe for concurrent use as ln.Accept is.

@@ -61,10 +61,6 @@ type Server struct {
 	// the refusals; What names the socket in its lines ("UAPI socket").
 	Log  *slog.Logger
 	What string
-	// AcceptErr, when not nil, is given the failed accepts instead of
-	// Log (Accept's onErr): a listener that may report its closing
-	// with another error first logs nothing then.
-	AcceptErr func(error)
 
 	refused atomic.Uint64
 	lastLog atomic.Int64 // unix ns of the last refusal logged
@@ -209,12 +205,9 @@ func (s *Server) Serve(ln net.Listener, serve func(net.Conn)) error {
 			(<-queue).c.Close()
 		}
 	}()
-	onErr := s.AcceptErr
-	if onErr == nil {
-		onErr = func(err error) {
-			if s.Log != nil {
-				s.Log.Warn(s.What+": accept failed; trying again", "err", err)
-			}
+	onErr := func(err error) {
+		if s.Log != nil {
+			s.Log.Warn(s.What+": accept failed; trying again", "err", err)
 		}
 	}
 	for {
