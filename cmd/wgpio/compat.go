@@ -115,7 +115,7 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		return err
 	}
 	defer stopStats()
-	reloads, err := serveCompatMetrics(metricsLn, name, stats)
+	reloads, err := serveCompatMetrics(log, metricsLn, name, stats)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 		g.Close()
 		return err
 	}
-	reloads, err := serveCompatMetrics(metricsLn, name, stats)
+	reloads, err := serveCompatMetrics(log, metricsLn, name, stats)
 	if err != nil {
 		stopStats()
 		g.Close()
@@ -160,12 +160,12 @@ func compatMetricsListener(f *config.File, w config.WGPIO) (net.Listener, error)
 // not nil, with the reload metrics of the reloadState it returns (nil
 // without ln). Compat modes export no per-peer metrics: stock
 // wireguard-go's peers are in wg show.
-func serveCompatMetrics(ln net.Listener, name string, stats func() GatewayStats) (*reloadState, error) {
+func serveCompatMetrics(log *slog.Logger, ln net.Listener, name string, stats func() GatewayStats) (*reloadState, error) {
 	if ln == nil {
 		return nil, nil
 	}
 	reloads := newReloadState(time.Now())
-	if err := serveMetrics(ln, name, stats, nil, 0, reloads); err != nil {
+	if err := serveMetrics(log, ln, name, stats, nil, 0, reloads); err != nil {
 		return nil, err
 	}
 	return reloads, nil

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/acceptloop"
 	"github.com/wgpio/wgpio/internal/reassembly"
 	"github.com/wgpio/wgpio/noise"
 	"github.com/wgpio/wgpio/tundev"
@@ -449,8 +451,11 @@ func metricsRegistry(name string, stats func() GatewayStats, peers func(max int)
 }
 
 // serveMetrics serves /metrics on ln in the background, until ln is
-// closed: metricsRegistry's metrics.
-func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) error {
+// closed: metricsRegistry's metrics. A failed accept is logged on log
+// (once per run of failures) and tried again (acceptloop.Retrying):
+// net/http's own loop ended at ENOBUFS, ENOMEM or EPROTO, the socket
+// closed until a restart, said only on stdout.
+func serveMetrics(log *slog.Logger, ln net.Listener, name string, stats func() GatewayStats, peers func(max int) ([]PeerStat, bool), maxPeers int, st *reloadState) error {
 	reg, err := metricsRegistry(name, stats, peers, maxPeers, st)
 	if err != nil {
 		return err
@@ -458,9 +463,10 @@ func serveMetrics(ln net.Listener, name string, stats func() GatewayStats, peers
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsMaxScrapes}))
 	srv := metricsServer(mux, metricsTimeout)
+	ln = acceptloop.Retrying(ln, func(err error) { log.Warn("metrics socket: accept failed; trying again", "err", err) })
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
-			fmt.Printf("wgpio: metrics server: %v\n", err)
+			log.Error("metrics server ended", "err", err)
 		}
 	}()
 	return nil

@@ -4,6 +4,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -30,7 +31,7 @@ func TestMetricsScrapesBounded(t *testing.T) {
 		<-release
 		return GatewayStats{}
 	}
-	if err := serveMetrics(ln, "wg0", stats, nil, 0, newReloadState(time.Now())); err != nil {
+	if err := serveMetrics(slog.New(slog.DiscardHandler), ln, "wg0", stats, nil, 0, newReloadState(time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String() + "/metrics"

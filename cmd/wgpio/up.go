@@ -445,7 +445,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 		if maxPeers == 0 {
 			maxPeers = config.DefaultMetricsPeers
 		}
-		if err := serveMetrics(metricsLn, name, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()), maxPeers, reloads); err != nil {
+		if err := serveMetrics(log, metricsLn, name, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()), maxPeers, reloads); err != nil {
 			stop()
 			g.Close()
 			return err

@@ -53,3 +53,21 @@ func Accept(ln net.Listener, onErr func(error)) (net.Conn, error) {
 		time.Sleep(delay)
 	}
 }
+
+// Retrying returns ln with an Accept that is Accept's: failures are given
+// to onErr (if not nil) once per run and tried again, and an error is
+// returned only once ln is closed. For a server whose own loop ends at an
+// accept error it does not take for temporary: net/http's Server.Serve
+// tries EMFILE again but closes its listener and returns at ENOBUFS,
+// ENOMEM or EPROTO, which left `/metrics` refusing every scrape until a
+// restart. Close and Addr are ln's.
+func Retrying(ln net.Listener, onErr func(error)) net.Listener {
+	return retrying{ln, onErr}
+}
+
+type retrying struct {
+	net.Listener
+	onErr func(error)
+}
+
+func (r retrying) Accept() (net.Conn, error) { return Accept(r.Listener, r.onErr) }

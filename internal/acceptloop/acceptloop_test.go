@@ -96,3 +96,28 @@ func TestAcceptClosedFile(t *testing.T) {
 		t.Errorf("Accept = %v after %d calls, %d reported; want os.ErrClosed at once, none reported", err, s.calls, reported)
 	}
 }
+
+// TestRetrying: a Retrying listener's Accept goes past the failures
+// (reported once per run) to the next connection, and returns
+// net.ErrClosed once the listener is closed.
+func TestRetrying(t *testing.T) {
+	s := &script{errs: []error{opErr(syscall.ENOBUFS), opErr(syscall.ENOMEM), nil, opErr(syscall.EPROTO), nil}}
+	var reported []error
+	ln := Retrying(s, func(err error) { reported = append(reported, err) })
+	for i := range 2 {
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	if len(reported) != 2 || !errors.Is(reported[0], syscall.ENOBUFS) || !errors.Is(reported[1], syscall.EPROTO) {
+		t.Errorf("reported %v, want the ENOBUFS and the EPROTO", reported)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("closed listener: %v, want net.ErrClosed", err)
+	}
+	if ln.Addr() != s.Addr() && ln.Addr().String() != s.Addr().String() {
+		t.Errorf("Addr = %v, want the listener's", ln.Addr())
+	}
+}
