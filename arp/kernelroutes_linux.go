@@ -36,6 +36,13 @@ import (
 //     than one route, or a route other than the one held (routeSet);
 //   - Ignore changed the interface left out.
 //
+// A listing that fails (the kernel out of memory or buffer space for the
+// dump) is reported to ErrorCallback and tried again after relistDelay,
+// doubling up to relistMaxDelay, until one succeeds: until then the table
+// may hold a route the kernel flushed. (Before 6 December a failed listing
+// was dropped, and the table kept such a route until some other change
+// made it list again.)
+//
 // Before 3 December 2026 it listed the whole table at every change and
 // every NeighbourResync (5 s) besides, to repair a lost notification; but
 // a notification is lost only with ENOBUFS, which ends the subscription
@@ -130,6 +137,20 @@ var routeRcvbuf = neighbourRcvbuf
 // (the overrun test stalls the follower with it).
 var followHook func()
 
+// listHook, if set, runs before each listing; an error it returns fails
+// the listing (the relist test fails one with it).
+var listHook func() error
+
+// A failed listing is tried again after relistDelay, doubling up to
+// relistMaxDelay while it keeps failing (each failure reported): the
+// table it would have corrected (a route the kernel flushed without a
+// notification, a notification it could not apply) is wrong until a
+// listing succeeds, and no other change may come to list it again.
+const (
+	relistDelay    = resubscribeDelay
+	relistMaxDelay = 5 * time.Second
+)
+
 // subscribe subscribes, then lists, so that no change falls between.
 func (k *KernelRoutes) subscribe() (routeSub, error) {
 	sub := routeSub{
@@ -217,6 +238,10 @@ const followDrain = 1024
 func (k *KernelRoutes) follow(sub routeSub) {
 	defer k.wg.Done()
 	defer func() { sub.close() }()
+	var (
+		retry <-chan time.Time // a failed listing's next try; nil: none due
+		delay time.Duration    // the wait before it
+	)
 	for {
 		if followHook != nil {
 			followHook()
@@ -226,6 +251,8 @@ func (k *KernelRoutes) follow(sub routeSub) {
 		case <-k.done:
 			return
 		case <-k.kick:
+			relist = true
+		case <-retry:
 			relist = true
 		case u, ok := <-sub.routes:
 			if !ok {
@@ -276,9 +303,14 @@ func (k *KernelRoutes) follow(sub routeSub) {
 				}
 				report(k.done, k.opts.ErrorCallback, err)
 			}
+			retry, delay = nil, 0 // subscribe listed
 		case relist:
 			if err := k.list(); err != nil {
 				report(k.done, k.opts.ErrorCallback, err)
+				delay = min(max(2*delay, relistDelay), relistMaxDelay)
+				retry = time.After(delay)
+			} else {
+				retry, delay = nil, 0
 			}
 		case k.snap.Load() != k.set.t:
 			k.snap.Store(k.set.t)
@@ -323,6 +355,11 @@ func (k *KernelRoutes) ignored(r *netlink.Route) bool {
 
 // list lists the main table and publishes it.
 func (k *KernelRoutes) list() error {
+	if listHook != nil {
+		if err := listHook(); err != nil {
+			return fmt.Errorf("arp: kernel routes: list: %w", err)
+		}
+	}
 	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, LinkIndex: k.opts.LinkIndex}
 	mask := uint64(netlink.RT_FILTER_TABLE)
 	if k.opts.LinkIndex != 0 {

@@ -115,6 +115,71 @@ func TestSharedRouteFlushedSilently(t *testing.T) {
 	}
 }
 
+// TestSharedRouteRelistRetried: a listing that fails (ENOBUFS or ENOMEM
+// while the kernel builds the dump) is reported and tried again, and the
+// table is right once one succeeds. Before, the failed listing was
+// dropped: a route the kernel had flushed silently (here: its gateway's
+// subnet address removed) stayed in the table, and traffic went on to the
+// dead next hop until some other change made the follower list again.
+func TestSharedRouteRelistRetried(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	errs := make(chan error, 16)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}})
+	must(t, err)
+	defer kr.Close()
+	_, n4, _ := net.ParseCIDR("198.19.9.0/24")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
+	dst := netip.MustParseAddr("198.19.9.9")
+	if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return ok }) {
+		t.Fatalf("route to %v not followed", dst)
+	}
+	// The next two listings fail.
+	var fail atomic.Int32
+	fail.Store(2)
+	listHook = func() error {
+		if fail.Add(-1) >= 0 {
+			return syscall.ENOBUFS
+		}
+		return nil
+	}
+	defer func() { listHook = nil }()
+	listings := kr.Listings.Load()
+	a, err := netlink.ParseAddr(usV4.String() + "/24")
+	must(t, err)
+	l, err := us.Handle().LinkByIndex(idx)
+	must(t, err)
+	must(t, us.Handle().AddrDel(l, a))
+	if rs, err := us.Handle().RouteGet(net.ParseIP(dst.String())); err == nil {
+		t.Fatalf("the kernel still routes %v (%v): the test does not test", dst, rs)
+	}
+	if !waitFor(3*time.Second, func() bool { _, _, ok := kr.NextHop(dst); return !ok }) {
+		nh, i, _ := kr.NextHop(dst)
+		t.Fatalf("NextHop(%v) = %v, %d 3 s after the kernel removed its route, its listings failing twice", dst, nh, i)
+	}
+	if fail.Load() >= 0 {
+		t.Errorf("%d of the 2 failing listings left: the table changed without them", fail.Load()+1)
+	}
+	if kr.Listings.Load() == listings {
+		t.Errorf("no listing counted after the two failures")
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, syscall.ENOBUFS) {
+				t.Errorf("ErrorCallback got %v, want the failed listing's ENOBUFS", err)
+			}
+		default:
+			t.Errorf("ErrorCallback not told of both failed listings")
+		}
+	}
+}
+
 // TestSharedRouteAliasOfOneNextHop: a second route of one key through
 // the same next hop, added by another proto (`ip route append` or
 // `prepend`: the kernel keeps both, their fib_info differing), and the

@@ -566,13 +566,16 @@ func CheckMTU(wanDev, lanDev string, mtu int) (wanWarn, lanWarn string, err erro
 // them, the route view fast-path mode follows) in shared address mode,
 // until Close.
 func (g *Gateway) kernelNeighbours(h *netlink.Handle, index, routeIndex int) (*arp.KernelRoutes, *arp.Table, error) {
-	routes, err := arp.NewKernelRoutes(arp.KernelOptions{LinkIndex: routeIndex})
+	// Failures (a subscription overrun, a listing that failed and is
+	// tried again) are logged, as fast-path mode does.
+	onErr := func(err error) { g.log.Warn("following the kernel's routes and neighbours", "err", err) }
+	routes, err := arp.NewKernelRoutes(arp.KernelOptions{LinkIndex: routeIndex, ErrorCallback: onErr})
 	if err != nil {
 		return nil, nil, err
 	}
 	g.closers = append(g.closers, routes.Close)
 	tbl := arp.NewTable(arp.Config{Prober: &arp.KernelProber{Handle: h, LinkIndex: index}})
-	kn, err := arp.NewKernelNeighbours(tbl, arp.KernelOptions{LinkIndex: index})
+	kn, err := arp.NewKernelNeighbours(tbl, arp.KernelOptions{LinkIndex: index, ErrorCallback: onErr})
 	if err != nil {
 		return nil, nil, err
 	}
