@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 	"github.com/wgpio/wgpio/internal/threadns"
 )
@@ -175,7 +176,7 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 // nothing falls between the listing and the notifications).
 func (k *KernelNeighbours) list() error {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		ns, err := k.h.NeighList(k.opts.LinkIndex, fam)
+		ns, err := nldump.Retry(func() ([]netlink.Neigh, error) { return k.h.NeighList(k.opts.LinkIndex, fam) })
 		if err != nil {
 			return fmt.Errorf("arp: kernel neighbours: list: %w", err)
 		}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/internal/nldump"
+	"github.com/wgpio/wgpio/internal/nlrcvbuf"
 )
 
 // KernelRoutes is the Resolver of shared mode: a snapshot of the kernel's
@@ -37,11 +39,11 @@ import (
 //   - Ignore changed the interface left out.
 //
 // A listing that fails (the kernel out of memory or buffer space for the
-// dump) is reported to ErrorCallback and tried again after relistDelay,
-// doubling up to relistMaxDelay, until one succeeds: until then the table
-// may hold a route the kernel flushed. (Before 6 December a failed listing
-// was dropped, and the table kept such a route until some other change
-// made it list again.)
+// dump) is reported to ErrorCallback and tried again after
+// nldump.AgainDelay, doubling up to nldump.AgainMaxDelay, until one
+// succeeds: until then the table may hold a route the kernel flushed.
+// (Before 6 December a failed listing was dropped, and the table kept
+// such a route until some other change made it list again.)
 //
 // Before 3 December 2026 it listed the whole table at every change and
 // every NeighbourResync (5 s) besides, to repair a lost notification; but
@@ -141,16 +143,6 @@ var followHook func()
 // the listing (the relist test fails one with it).
 var listHook func() error
 
-// A failed listing is tried again after relistDelay, doubling up to
-// relistMaxDelay while it keeps failing (each failure reported): the
-// table it would have corrected (a route the kernel flushed without a
-// notification, a notification it could not apply) is wrong until a
-// listing succeeds, and no other change may come to list it again.
-const (
-	relistDelay    = resubscribeDelay
-	relistMaxDelay = 5 * time.Second
-)
-
 // subscribe subscribes, then lists, so that no change falls between.
 func (k *KernelRoutes) subscribe() (routeSub, error) {
 	sub := routeSub{
@@ -238,10 +230,11 @@ const followDrain = 1024
 func (k *KernelRoutes) follow(sub routeSub) {
 	defer k.wg.Done()
 	defer func() { sub.close() }()
-	var (
-		retry <-chan time.Time // a failed listing's next try; nil: none due
-		delay time.Duration    // the wait before it
-	)
+	// A failed listing is tried again (each failure reported): the
+	// table it would have corrected (a route the kernel flushed without
+	// a notification, a notification it could not apply) is wrong until
+	// a listing succeeds, and no other change may come to list it again.
+	var again nldump.Again
 	for {
 		if followHook != nil {
 			followHook()
@@ -252,7 +245,8 @@ func (k *KernelRoutes) follow(sub routeSub) {
 			return
 		case <-k.kick:
 			relist = true
-		case <-retry:
+		case <-again.C:
+			again.Fired()
 			relist = true
 		case u, ok := <-sub.routes:
 			if !ok {
@@ -303,15 +297,13 @@ func (k *KernelRoutes) follow(sub routeSub) {
 				}
 				report(k.done, k.opts.ErrorCallback, err)
 			}
-			retry, delay = nil, 0 // subscribe listed
+			again.After(false) // subscribe listed
 		case relist:
-			if err := k.list(); err != nil {
+			err := k.list()
+			if err != nil {
 				report(k.done, k.opts.ErrorCallback, err)
-				delay = min(max(2*delay, relistDelay), relistMaxDelay)
-				retry = time.After(delay)
-			} else {
-				retry, delay = nil, 0
 			}
+			again.After(err != nil)
 		case k.snap.Load() != k.set.t:
 			k.snap.Store(k.set.t)
 			k.Updates.Add(1)
@@ -365,7 +357,7 @@ func (k *KernelRoutes) list() error {
 	if k.opts.LinkIndex != 0 {
 		mask |= netlink.RT_FILTER_OIF
 	}
-	routes, err := k.h.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
+	routes, err := nldump.Retry(func() ([]netlink.Route, error) { return k.h.RouteListFiltered(netlink.FAMILY_ALL, filter, mask) })
 	if err != nil {
 		return fmt.Errorf("arp: kernel routes: list: %w", err)
 	}

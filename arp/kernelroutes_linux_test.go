@@ -124,6 +124,16 @@ func TestSharedRouteFlushedSilently(t *testing.T) {
 func TestSharedRouteRelistRetried(t *testing.T) {
 	us, _, v := sharedPair(t)
 	idx := linkIndex(t, us, v.A)
+	// Installed before the follower runs, armed later: fail listings
+	// while fail is above 0.
+	var fail atomic.Int32
+	listHook = func() error {
+		if fail.Load() > 0 && fail.Add(-1) >= 0 {
+			return syscall.ENOBUFS
+		}
+		return nil
+	}
+	defer func() { listHook = nil }() // after kr.Close, deferred later
 	errs := make(chan error, 16)
 	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
 		select {
@@ -140,15 +150,7 @@ func TestSharedRouteRelistRetried(t *testing.T) {
 		t.Fatalf("route to %v not followed", dst)
 	}
 	// The next two listings fail.
-	var fail atomic.Int32
 	fail.Store(2)
-	listHook = func() error {
-		if fail.Add(-1) >= 0 {
-			return syscall.ENOBUFS
-		}
-		return nil
-	}
-	defer func() { listHook = nil }()
 	listings := kr.Listings.Load()
 	a, err := netlink.ParseAddr(usV4.String() + "/24")
 	must(t, err)
@@ -162,8 +164,8 @@ func TestSharedRouteRelistRetried(t *testing.T) {
 		nh, i, _ := kr.NextHop(dst)
 		t.Fatalf("NextHop(%v) = %v, %d 3 s after the kernel removed its route, its listings failing twice", dst, nh, i)
 	}
-	if fail.Load() >= 0 {
-		t.Errorf("%d of the 2 failing listings left: the table changed without them", fail.Load()+1)
+	if fail.Load() > 0 {
+		t.Errorf("%d of the 2 failing listings left: the table changed without them", fail.Load())
 	}
 	if kr.Listings.Load() == listings {
 		t.Errorf("no listing counted after the two failures")

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 )
 
@@ -81,14 +82,14 @@ func warnAddressOverlaps(log *slog.Logger, f *config.File, w config.WGPIO, tun s
 			}
 		}
 	}
-	links, err := netlink.LinkList()
+	links, err := nldump.Retry(netlink.LinkList)
 	if err == nil {
 		for _, l := range links {
 			a := l.Attrs()
 			if a.Name == tun || a.Flags&net.FlagLoopback != 0 {
 				continue
 			}
-			addrs, aerr := netlink.AddrList(l, netlink.FAMILY_ALL)
+			addrs, aerr := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
 			if aerr != nil {
 				err = aerr
 				continue

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // failingListener is a listener whose first Accepts fail with errs in
@@ -36,24 +37,6 @@ func (l *failingListener) Accept() (net.Conn, error) {
 	return l.Listener.Accept()
 }
 
-// syncBuffer is a log buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestMetricsOutlivesAcceptErrors: /metrics answers after accepts that
 // failed with errors net/http does not take for temporary (ENOBUFS,
 // ENOMEM, EPROTO), each logged once as a warning. Before, its server
@@ -69,7 +52,7 @@ func TestMetricsOutlivesAcceptErrors(t *testing.T) {
 			&net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)},
 		}}
 		t.Cleanup(func() { ln.Close() })
-		var logs syncBuffer
+		var logs testenv.LogBuffer
 		log := slog.New(slog.NewTextHandler(&logs, nil))
 		if err := serveMetrics(log, ln, "wg0", func() GatewayStats { return GatewayStats{} }, nil, 0, newReloadState(time.Now())); err != nil {
 			t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/kernelsock"
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/plural"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 )
@@ -245,7 +246,7 @@ func wanSources(w config.WGPIO) (dev string, v4, v6 netip.Addr, ok bool) {
 	}
 	if w.WANVLAN != 0 && w.Mode == config.ModeFastPath {
 		if v, isVLAN := l.(*netlink.Vlan); !isVLAN || v.VlanId != int(w.WANVLAN) {
-			links, err := netlink.LinkList()
+			links, err := nldump.Retry(netlink.LinkList)
 			if err != nil {
 				return "", v4, v6, false
 			}
@@ -256,7 +257,7 @@ func wanSources(w config.WGPIO) (dev string, v4, v6 netip.Addr, ok bool) {
 			l = v
 		}
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return "", v4, v6, false
 	}

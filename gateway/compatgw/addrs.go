@@ -11,6 +11,7 @@ import (
 
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/dataplane/afxdp"
+	"github.com/wgpio/wgpio/internal/nldump"
 )
 
 // resubscribeDelay is how long followAddresses waits before it
@@ -37,8 +38,11 @@ var beforeFollow func()
 // in a burst of address changes: ENOBUFS), the error is logged, and after
 // resubscribeDelay it subscribes again and re-reads both, so that what
 // changed meanwhile is not missed; the ended subscription's socket is
-// closed first (one was kept per renewal until Close). It runs until
-// Close.
+// closed first (one was kept per renewal until Close). A re-read that
+// fails (readIface: ENOBUFS, ENOMEM, a dump interrupted past
+// nldump.Retry's tries) is logged and tried again (nldump.Again) until it
+// succeeds; it was dropped, the change unfollowed until another came. It
+// runs until Close.
 func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wanIndex, lanIndex int) error {
 	updates, end, err := g.subscribeAddrs()
 	if err != nil {
@@ -67,17 +71,25 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 		// reading and the subscription sent its update before anyone
 		// listened, and no later update may come.
 		wanChanged, lanChanged := true, true
+		// A re-read that failed is tried again (again), not dropped:
+		// the change it was for would wait for another.
+		var again nldump.Again
+		wanFailed, lanFailed := false, false
 		for {
 			if wanChanged {
-				g.wanAddressesChanged(h, wanName, &warned)
+				wanFailed = !g.wanAddressesChanged(h, wanName, &warned)
 			}
 			if lanChanged {
-				g.lanAddressesChanged(h, lanName)
+				lanFailed = !g.lanAddressesChanged(h, lanName)
 			}
+			again.After(wanFailed || lanFailed)
 			wanChanged, lanChanged = false, false
 			select {
 			case <-g.stop:
 				return
+			case <-again.C:
+				again.Fired()
+				wanChanged, lanChanged = wanFailed, lanFailed
 			case u, ok := <-updates:
 				if !ok {
 					end() // its socket: netlink closes it on end only
@@ -160,11 +172,14 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 // which WireGuard is taken too and from which the bind answers a peer
 // that reached it there (bind's local.go). Its addresses and their
 // directed broadcasts are the host's (publishHostAddrs).
-func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) {
+//
+// It returns false when the interface could not be read (the follower
+// tries again: reReadDelay).
+func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) bool {
 	wan, err := readIface(h, name)
 	if err != nil {
-		g.log.Warn("re-read the WAN interface after an address change", "err", err)
-		return
+		g.log.Warn("re-read the WAN interface after an address change; trying again", "err", err)
+		return false
 	}
 	if !slices.Equal(wan.all, g.wanAll) {
 		g.wanAll = wan.all
@@ -175,7 +190,7 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	g.wanMu.Lock()
 	defer g.wanMu.Unlock()
 	if slices.Equal(addrs, g.wanAddrs) {
-		return
+		return true
 	}
 	if len(addrs) == 0 {
 		if !*warned {
@@ -194,6 +209,7 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	g.bind.SetAddrs(wan.v4, wan.v6, wan.others...)
 	g.wanAddrs = addrs
 	g.kernel.Sync(addrs...) // the kernel sockets too (listenKernel)
+	return true
 }
 
 // warnWANLeft logs the WAN addresses past the XDP match's bound, at which
@@ -245,23 +261,27 @@ func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 // ended: the addresses are the same). The last IPv4 or global IPv6
 // address removed is warned about (noteLANAddress). g.lanAddrs and
 // g.lanAddressed are the follower's alone once running.
-func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) {
+//
+// It returns false when the interface could not be read (the follower
+// tries again: reReadDelay).
+func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) bool {
 	lan, err := readIface(h, name)
 	if err != nil {
-		g.log.Warn("re-read the LAN interface after an address change", "err", err)
-		return
+		g.log.Warn("re-read the LAN interface after an address change; trying again", "err", err)
+		return false
 	}
 	g.lanDev.SetICMPSources(lan.v4, lan.v6)
 	g.lanDev.SetICMPLinkLocal(lan.ll6)
 	g.lanDev.SetICMPSubnets(lan.nets)
 	if slices.Equal(lan.all, g.lanAddrs) {
-		return
+		return true
 	}
 	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
 	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
 	g.setLANFilterHosts()
 	g.publishHostAddrs()
+	return true
 }
 
 // setLANFilterHosts gives the LAN XDP filter the host's addresses of now

@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/kernelsock"
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/internal/wglog"
@@ -259,16 +260,32 @@ func (i iface) addrs() []netip.Addr {
 	return append(out, i.others...)
 }
 
+// readIfaceHook, when not nil, runs first in readIface: an error it
+// returns is readIface's (a test's way to fail the address follower's
+// re-reads). Nil outside tests.
+var readIfaceHook func(name string) error
+
 func readIface(h *netlink.Handle, name string) (iface, error) {
-	l, err := h.LinkByName(name)
+	if readIfaceHook != nil {
+		if err := readIfaceHook(name); err != nil {
+			return iface{}, err
+		}
+	}
+	l, err := nldump.Retry(func() (netlink.Link, error) { return h.LinkByName(name) })
 	if err != nil {
-		return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+		// Only a missing interface is said to be one: a failure of
+		// the request (ENOBUFS, ENOMEM) names itself.
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+		}
+		return iface{}, fmt.Errorf("read interface %q: %w", name, err)
 	}
 	if err := afxdp.CheckEthernet(l); err != nil {
 		return iface{}, err
 	}
 	out := iface{index: l.Attrs().Index, mtu: l.Attrs().MTU}
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}

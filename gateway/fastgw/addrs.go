@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/wgpio/wgpio/internal/nldump"
 )
 
 // followAddresses follows the WAN and LAN interfaces' addresses (shared
@@ -28,7 +30,10 @@ import (
 // resubscribeDelay followAddresses subscribes again and re-reads both
 // sides, so that what changed meanwhile is not missed (as followLinks);
 // the ended subscription's socket is closed first (netlink closes it only
-// at the subscription's end: one was kept per renewal until Close).
+// at the subscription's end: one was kept per renewal until Close). A
+// re-read that fails (readLink: ENOBUFS, ENOMEM, a dump interrupted past
+// nldump.Retry's tries) is logged and tried again (nldump.Again) until it
+// succeeds; it was dropped, the change unfollowed until another came.
 // It runs until done is closed.
 func (g *Gateway) followAddresses(done <-chan struct{}) error {
 	ch, end, err := g.subscribeAddrs()
@@ -56,17 +61,25 @@ func (g *Gateway) followAddresses(done <-chan struct{}) error {
 		// reading and the subscription sent its update before anyone
 		// listened, and no later update may come.
 		wan, lan := true, true
+		// A re-read that failed is tried again (again), not dropped:
+		// the change it was for would wait for another.
+		var again nldump.Again
+		wanFailed, lanFailed := false, false
 		for {
 			if wan {
-				g.wanAddressesChanged(&warned)
+				wanFailed = !g.wanAddressesChanged(&warned)
 			}
 			if lan {
-				g.lanAddressesChanged()
+				lanFailed = !g.lanAddressesChanged()
 			}
+			again.After(wanFailed || lanFailed)
 			wan, lan = false, false
 			select {
 			case <-done:
 				return
+			case <-again.C:
+				again.Fired()
+				wan, lan = wanFailed, lanFailed
 			case u, ok := <-ch:
 				if !ok {
 					end()
@@ -146,11 +159,14 @@ func (g *Gateway) resubscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpd
 // The control plane's endpoints move after g.wanMu is released: the UAPI
 // takes the device's lock before g.wanMu (moveListenPort), so this must
 // not take them the other way round.
-func (g *Gateway) wanAddressesChanged(warned *bool) {
+//
+// It returns false when the interface could not be read (the follower
+// tries again: nldump.Again).
+func (g *Gateway) wanAddressesChanged(warned *bool) bool {
 	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
 	if err != nil {
-		g.log.Warn("re-read the WAN interface after an address change", "err", err)
-		return
+		g.log.Warn("re-read the WAN interface after an address change; trying again", "err", err)
+		return false
 	}
 	if g.moveWAN(wl, warned) {
 		if g.routeSrc != nil {
@@ -167,6 +183,7 @@ func (g *Gateway) wanAddressesChanged(warned *bool) {
 		g.setLANHostAddrs()
 		g.dp.Retake(append(slices.Clone(g.lanNets), wl.nets...)) // a connected route of the WAN's may be gone, or new
 	}
+	return true
 }
 
 // setLANHostAddrs gives the LAN XDP filter the host addresses of now
@@ -195,11 +212,14 @@ func (g *Gateway) setLANHostAddrs() {
 // those to a LAN host's link-local address from the interface's
 // link-local one (Engine.SetLANLinkLocal; shared mode only: in owned
 // mode the kernel's addresses are not the gateway's).
-func (g *Gateway) lanAddressesChanged() {
+//
+// It returns false when an interface could not be read (the follower
+// tries again: nldump.Again).
+func (g *Gateway) lanAddressesChanged() bool {
 	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
 	if err != nil {
-		g.log.Warn("re-read the LAN interface after an address change", "err", err)
-		return
+		g.log.Warn("re-read the LAN interface after an address change; trying again", "err", err)
+		return false
 	}
 	if v4, v6 := g.engine.LANAddrs(); v4 != ll.v4 || v6 != ll.v6 {
 		g.log.Info("LAN source of ICMP errors changed", "interface", g.lanSide.addrDev, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
@@ -214,19 +234,21 @@ func (g *Gateway) lanAddressesChanged() {
 		g.engine.SetLANLinkLocal(ll.ll6)
 	}
 	if slices.Equal(ll.all, g.lanAddrs) {
-		return
+		return true
+	}
+	// The WAN's addresses are the host's too: read before anything
+	// changes, so that a try again after a failure does it all.
+	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
+	if err != nil {
+		g.log.Warn("re-read the WAN interface after a LAN address change; trying again", "err", err)
+		return false
 	}
 	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
 	g.setLANHostAddrs()
-	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
-	if err != nil {
-		g.log.Warn("re-read the WAN interface after a LAN address change", "err", err)
-		g.dp.Retake(ll.nets)
-		return
-	}
 	g.dp.Retake(append(slices.Clone(ll.nets), wl.nets...)) // a connected route of the LAN's may be gone, or new
 	g.engine.SetHostAddrs(append(slices.Clone(ll.all), wl.all...))
+	return true
 }
 
 // moveWAN moves the dataplane to wl's addresses (the defaults and the

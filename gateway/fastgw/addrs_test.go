@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
 	"github.com/wgpio/wgpio/internal/twosite"
@@ -37,6 +38,27 @@ func TestLANAddressFollowed(t *testing.T) {
 		runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
 		ping(t, s.HostB, "198.19.1.2", 0)
 	})
+}
+
+// TestAddressReReadRetried: an address change whose re-reads of the
+// interface fail (ENOBUFS or ENOMEM while the kernel builds the dump, or
+// a dump interrupted again and again by more changes) is followed once a
+// re-read succeeds: the LAN address added is the host's, a LAN host's
+// ping to it answered (AllowedIPs = 0.0.0.0/0). Before, the failed
+// re-read was logged and dropped, and the address went on being sent
+// into the tunnel until another address change on the LAN.
+func TestAddressReReadRetried(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	arm, failed, restore := fastgw.FailReads()
+	t.Cleanup(restore) // after the site's Close, registered later
+	s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+	ping(t, s.HostA, "198.19.2.10", 0)
+	arm(s.LANA, 2)
+	runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
+	ping(t, s.HostA, "198.19.1.2", 0)
+	if n := failed(); n != 2 {
+		t.Errorf("%d re-reads of %s failed, want the 2 armed", n, s.LANA)
+	}
 }
 
 // TestLANAddressChurn: a burst of address changes on the LAN interface

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -121,7 +122,7 @@ func (g *Gateway) restoreMissing(l netlink.Link, name string) {
 // exceptionAddrsMissing counts the tunnel addresses (Config.Addresses) the
 // exception TUN l does not have.
 func (g *Gateway) exceptionAddrsMissing(l netlink.Link) (int, error) {
-	list, err := g.nlHandle.AddrList(l, netlink.FAMILY_ALL)
+	list, err := nldump.Retry(func() ([]netlink.Addr, error) { return g.nlHandle.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return 0, fmt.Errorf("list the addresses of %s: %w", g.cfg.Name, err)
 	}

@@ -3,8 +3,10 @@
 package fastgw
 
 import (
+	"fmt"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 
@@ -134,4 +136,38 @@ func ExceptionFile(g *Gateway) *os.File {
 		return nil
 	}
 	return g.exc.File()
+}
+
+// FailReads makes readLink fail, until restore is called (after the
+// gateway is closed), for the next n reads of interface name that arm(name,
+// n) asks for, each with ENOBUFS; failed tells how many it failed since.
+// Installed before the gateway starts, armed after.
+func FailReads() (arm func(name string, n int32), failed func() int32, restore func()) {
+	var (
+		mu    sync.Mutex
+		which string
+		left  int32
+		count int32
+	)
+	readLinkHook = func(name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if name != which || left == 0 {
+			return nil
+		}
+		left--
+		count++
+		return fmt.Errorf("list addresses of %s: %w", name, syscall.ENOBUFS)
+	}
+	arm = func(name string, n int32) {
+		mu.Lock()
+		which, left = name, n
+		mu.Unlock()
+	}
+	failed = func() int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
+	}
+	return arm, failed, func() { readLinkHook = nil }
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/logcap"
+	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/toobig"
 	"github.com/wgpio/wgpio/noise"
@@ -229,13 +230,29 @@ type link struct {
 	others, left []netip.Addr
 }
 
+// readLinkHook, when not nil, runs first in readLink: an error it returns
+// is readLink's (a test's way to fail the address follower's re-reads).
+// Nil outside tests.
+var readLinkHook func(name string) error
+
 func readLink(h *netlink.Handle, name string) (link, error) {
-	l, err := h.LinkByName(name)
+	if readLinkHook != nil {
+		if err := readLinkHook(name); err != nil {
+			return link{}, err
+		}
+	}
+	l, err := nldump.Retry(func() (netlink.Link, error) { return h.LinkByName(name) })
 	if err != nil {
-		return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+		// Only a missing interface is said to be one: a failure of
+		// the request (ENOBUFS, ENOMEM) names itself.
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
+		}
+		return link{}, fmt.Errorf("read interface %q: %w", name, err)
 	}
 	out := link{index: l.Attrs().Index, mtu: l.Attrs().MTU, mac: l.Attrs().HardwareAddr}
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
 	}

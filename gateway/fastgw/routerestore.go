@@ -15,6 +15,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/internal/nldump"
 )
 
 // restoreRoutes installs again the route into the exception TUN of every
@@ -103,7 +105,9 @@ func (d *dataplane_) yieldConnected(subnets []netip.Prefix) {
 // the exception TUN; false when the routes cannot be listed.
 func (d *dataplane_) hostHoldsKey(p netip.Prefix) bool {
 	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: d.excRoute(p).Dst}
-	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+	routes, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return d.nl.RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+	})
 	if err != nil {
 		d.warn.Warn("list the routes of an allowed-IPs prefix that is an interface's subnet", "prefix", p, "err", err)
 		return false
@@ -208,7 +212,9 @@ func (d *dataplane_) restoreLeft(want func(netip.Prefix) bool) int {
 // excRoutes lists the destinations of the main table's routes into the
 // exception TUN.
 func (d *dataplane_) excRoutes() (map[netip.Prefix]bool, error) {
-	routes, err := d.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: d.excLink.Attrs().Index}, netlink.RT_FILTER_OIF)
+	routes, err := nldump.Retry(func() ([]netlink.Route, error) {
+		return d.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: d.excLink.Attrs().Index}, netlink.RT_FILTER_OIF)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list the routes into the exception TUN: %w", err)
 	}

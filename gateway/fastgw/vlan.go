@@ -12,6 +12,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/tunnelmtu"
+	"github.com/wgpio/wgpio/internal/nldump"
 )
 
 // side is one of the gateway's two sides as the configuration names it,
@@ -81,7 +82,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	if vid == 0 {
 		return s, nil
 	}
-	links, err := h.LinkList()
+	links, err := nldump.Retry(h.LinkList)
 	if err != nil {
 		return s, fmt.Errorf("list interfaces: %w", err)
 	}
