@@ -36,6 +36,7 @@ var linuxOnly = []string{
 	"gateway/fastgw",
 	"internal/kernelsock",
 	"internal/linkfollow",
+	"internal/nldump",
 	"internal/nlrcvbuf",
 	"internal/srcaddr",
 	"internal/testing/kwg",
