@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,10 +210,9 @@ type peer struct {
 // ValidName reports whether name can name an interface (Linux
 // dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':' or white
 // space; nor '%', the kernel's name template), as wg(8) expects of a
-// device's name and a UAPI socket's file needs (Options.Name).
-func ValidName(name string) bool {
-	return name != "" && len(name) <= 15 && name != "." && name != ".." && !strings.ContainsAny(name, "/:% \t\n\v\f\r")
-}
+// device's name and a UAPI socket's file needs (Options.Name):
+// uapiserve.ValidName.
+func ValidName(name string) bool { return uapiserve.ValidName(name) }
 
 // New makes a device over o.Dataplane. It does not start anything: Start
 // runs the handshake loop, the ticker and the UAPI socket.

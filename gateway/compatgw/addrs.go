@@ -174,7 +174,7 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 // directed broadcasts are the host's (publishHostAddrs).
 //
 // It returns false when the interface could not be read (the follower
-// tries again: reReadDelay).
+// tries again: nldump.Again).
 func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) bool {
 	wan, err := readIface(h, name)
 	if err != nil {
@@ -263,7 +263,7 @@ func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 // g.lanAddressed are the follower's alone once running.
 //
 // It returns false when the interface could not be read (the follower
-// tries again: reReadDelay).
+// tries again: nldump.Again).
 func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) bool {
 	lan, err := readIface(h, name)
 	if err != nil {

@@ -47,17 +47,28 @@ func TestLANAddressFollowed(t *testing.T) {
 // ping to it answered (AllowedIPs = 0.0.0.0/0). Before, the failed
 // re-read was logged and dropped, and the address went on being sent
 // into the tunnel until another address change on the LAN.
+//
+// The LAN's change reads the WAN too (its addresses are the host's as
+// well): with that read failing, the try again redoes the whole change.
 func TestAddressReReadRetried(t *testing.T) {
 	testenv.Tool(t, "ping", "iputils-ping")
-	arm, failed, restore := fastgw.FailReads()
-	t.Cleanup(restore) // after the site's Close, registered later
-	s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
-	ping(t, s.HostA, "198.19.2.10", 0)
-	arm(s.LANA, 2)
-	runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
-	ping(t, s.HostA, "198.19.1.2", 0)
-	if n := failed(); n != 2 {
-		t.Errorf("%d re-reads of %s failed, want the 2 armed", n, s.LANA)
+	for _, side := range []string{"lan", "wan"} {
+		t.Run(side, func(t *testing.T) {
+			arm, failed, restore := fastgw.FailReads()
+			t.Cleanup(restore) // after the site's Close, registered later
+			s := newSite(t, twosite.Config{AllowedA: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+			ping(t, s.HostA, "198.19.2.10", 0)
+			dev := s.LANA
+			if side == "wan" {
+				dev = s.WANA
+			}
+			arm(dev, 2)
+			runOK(t, s.GwA, "ip", "addr", "add", "198.19.1.2/24", "dev", s.LANA)
+			ping(t, s.HostA, "198.19.1.2", 0)
+			if n := failed(); n != 2 {
+				t.Errorf("%d re-reads of %s failed, want the 2 armed", n, dev)
+			}
+		})
 	}
 }
 

@@ -3,9 +3,12 @@ package uapiserve
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +26,15 @@ const SocketDir = "/var/run/wireguard"
 // whose Close closes the socket and removes its file. As wireguard-go does,
 // it makes SocketDir (mode 0755) if it is missing, creates the socket under
 // a umask of 077 (mode 0700: only its owner, root, can connect), and
-// replaces a socket file left by a process gone; one that still accepts a
-// connection is another process's, and the name is refused.
+// replaces a socket file left by a process gone (a connection to it
+// refused, ECONNREFUSED). A socket that accepts a connection, or whose
+// backlog is full (EAGAIN: a live server that does not keep up), is
+// another's, and the name is refused; so is a path that holds anything
+// but a socket (a file or a directory), which wireguard-go removed. Close
+// removes the socket file only if it is still the one Listen made: after
+// `rm` of the file and a second gateway of the name, the first's Close
+// took the second's socket away. name must be an interface name
+// (ValidName).
 //
 // Not wireguard-go's ipc.UAPIOpen and ipc.UAPIListen. The listener of
 // UAPIListen accepts in a goroutine of its own that ends at the first
@@ -43,41 +53,114 @@ const SocketDir = "/var/run/wireguard"
 // configuration socket (README, "The configuration socket").
 //
 // The error names the socket and what failed: another process serving the
-// name, or (EACCES, EPERM) no right to create SocketDir or a socket in it.
+// name, a path that holds something else, or (EACCES, EPERM) no right to
+// create SocketDir or a socket in it.
 func Listen(name string) (net.Listener, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("UAPI socket: name %q: want an interface name, 1 to 15 bytes, no '/', ':', '%%' or white space", name)
+	}
 	path := filepath.Join(SocketDir, name+".sock")
 	if err := os.MkdirAll(SocketDir, 0o755); err != nil {
 		return nil, fmt.Errorf("UAPI socket %s: %w", path, err)
 	}
 	l, err := listenUnix(path)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		// The file exists: a live socket, or one left by a process gone.
-		if c, derr := net.DialTimeout("unix", path, time.Second); derr == nil {
-			c.Close()
-			return nil, fmt.Errorf("UAPI socket %s: in use (another process serves %s)", path, name)
-		}
-		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return nil, fmt.Errorf("UAPI socket %s: remove the stale socket: %w", path, rerr)
+		if err := removeStale(path, name); err != nil {
+			return nil, err
 		}
 		l, err = listenUnix(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("UAPI socket %s: %w", path, err)
 	}
-	return l, nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("UAPI socket %s: %w", path, err)
+	}
+	return &listener{UnixListener: l, path: path, file: fi}, nil
 }
+
+// ValidName reports whether name can name an interface (Linux
+// dev_valid_name: 1 to 15 bytes, not "." or "..", no '/', ':' or white
+// space; nor '%', the kernel's name template), as wg(8) expects of a
+// device's name and the socket's file needs: a '/' put it elsewhere
+// ("../../tmp/x" made /tmp/x.sock).
+func ValidName(name string) bool {
+	return name != "" && len(name) <= 15 && name != "." && name != ".." && !strings.ContainsAny(name, "/:% \t\n\v\f\r")
+}
+
+// removeStale removes the socket file at path, which a bind found taken,
+// if no process serves it: a connection to it is refused (ECONNREFUSED).
+// Otherwise (it accepts, its backlog is full, it is not a socket) the
+// name is another's, and the error says so.
+func removeStale(path, name string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // gone meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("UAPI socket %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("UAPI socket %s: the path holds something else (%v), not a socket: remove it, or choose another name than %s", path, fi.Mode().Type(), name)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("UAPI socket %s: in use (%s is served already, by this process or another)", path, name)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		// EAGAIN: a server whose backlog is full; a timeout: one
+		// that is slow. Alive either way.
+		return fmt.Errorf("UAPI socket %s: in use (%s is served already, and a connection to it failed: %w)", path, name, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("UAPI socket %s: remove the stale socket: %w", path, err)
+	}
+	return nil
+}
+
+// umaskMu serializes listenUnix's umask changes: two at once could leave
+// the process's umask at 077 for good (each restoring what the other
+// set).
+var umaskMu sync.Mutex
 
 // listenUnix listens on a new socket file at path with mode 0700. (The
 // umask is the process's: a file another goroutine creates meanwhile gets
 // a mode no wider than it asked for, only narrower, as with
 // wireguard-go, which does the same.)
 func listenUnix(path string) (*net.UnixListener, error) {
+	umaskMu.Lock()
+	defer umaskMu.Unlock()
 	old := unix.Umask(0o077)
 	defer unix.Umask(old)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
-	l.SetUnlinkOnClose(true) // the default for ListenUnix; said, as Close relies on it
+	l.SetUnlinkOnClose(false) // listener.Close removes it, if still ours
 	return l, nil
+}
+
+// listener is Listen's listener: its Close removes the socket file only
+// if it is still the one Listen made (file).
+type listener struct {
+	*net.UnixListener
+	path string
+	file os.FileInfo
+	once sync.Once
+}
+
+// Close removes the socket file if it is still the listener's (the same
+// file: os.SameFile), then closes the socket. Another process that
+// replaces the file between the check and the removal loses it, a window
+// of microseconds; one that replaced it before keeps it.
+func (l *listener) Close() error {
+	l.once.Do(func() {
+		if fi, err := os.Lstat(l.path); err == nil && os.SameFile(fi, l.file) {
+			os.Remove(l.path)
+		}
+	})
+	return l.UnixListener.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,5 +224,151 @@ func TestListenSocketFile(t *testing.T) {
 	}
 	if _, err := net.Dial("unix", path); err == nil {
 		t.Error("a connection after Close was taken")
+	}
+}
+
+// TestListenRefusesLive: Listen replaces only a socket no process
+// serves. A name whose socket accepts, or whose backlog is full (a live
+// server that does not keep up: EAGAIN), or whose path holds a file or
+// a directory, is refused with an error naming the path, and the path is
+// left as it was. (The full backlog was taken for a stale socket and
+// replaced; the file and an empty directory were removed.)
+func TestListenRefusesLive(t *testing.T) {
+	testenv.Root(t)
+	if err := os.MkdirAll(SocketDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := topo.UniqueName("wgul")
+	path := SocketDir + "/" + name + ".sock"
+	t.Cleanup(func() { os.RemoveAll(path) })
+	refused := func(what string) {
+		t.Helper()
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Listen(name)
+		if err == nil {
+			l.Close()
+			t.Fatalf("%s: Listen took the name", what)
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v does not name %s", what, err, path)
+		}
+		if after, err := os.Lstat(path); err != nil || !os.SameFile(before, after) {
+			t.Errorf("%s: the path changed under a refused Listen (%v)", what, err)
+		}
+	}
+	// A live server whose backlog is full: a socket listening with a
+	// backlog of 0 and a connection waiting in it.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	for range 4 {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			break // full
+		}
+		held = append(held, c)
+	}
+	refused("a socket with its backlog full")
+	for _, c := range held {
+		c.Close()
+	}
+	refused("a socket that accepts")
+	syscall.Close(fd)
+	os.Remove(path)
+	if err := os.WriteFile(path, []byte("not a socket"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused("a regular file")
+	os.Remove(path)
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	refused("an empty directory")
+}
+
+// TestListenCloseKeepsAnothersFile: Close removes the socket file only if
+// it is still the listener's. After `rm` of the file and a second
+// listener of the name, the first's Close took the second's socket away:
+// `wg` found no device while the second still ran.
+func TestListenCloseKeepsAnothersFile(t *testing.T) {
+	testenv.Root(t)
+	name := topo.UniqueName("wguk")
+	path := SocketDir + "/" + name + ".sock"
+	t.Cleanup(func() { os.Remove(path) })
+	l1, err := Listen(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l1.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Listen(name)
+	if err != nil {
+		t.Fatalf("Listen after the first's file was removed: %v", err)
+	}
+	defer l2.Close()
+	l1.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("the second listener's socket after the first's Close: %v", err)
+	}
+	c.Close()
+	l2.Close()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after the second's Close: %v, want it gone", path, err)
+	}
+}
+
+// TestListenUmask: Listen calls at once leave the process's umask as it
+// was. Each set 077 and put back what it found, and two interleaved left
+// 077 for good (a later file of the process made 0600 where 0644 was
+// meant).
+func TestListenUmask(t *testing.T) {
+	testenv.Root(t)
+	before := syscall.Umask(0o022)
+	syscall.Umask(before)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				name := fmt.Sprintf("wguu%d-%d", g, i)
+				l, err := Listen(name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	after := syscall.Umask(before)
+	if after != before {
+		t.Errorf("umask %#o after the Listens, %#o before", after, before)
+	}
+}
+
+// TestListenNames: a name that is not an interface's is refused before
+// anything is made ("../x" made /var/run/x.sock).
+func TestListenNames(t *testing.T) {
+	for _, name := range []string{"", ".", "..", "../wgux", "a/b", "x\ny", "has space", "a:b", "wg%d", "sixteen-bytes-xx"} {
+		if l, err := Listen(name); err == nil {
+			l.Close()
+			t.Errorf("Listen(%q) succeeded", name)
+		}
 	}
 }
