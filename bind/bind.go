@@ -511,9 +511,9 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // counted in Stats.Fragmented and Fragments.
 // Errors: net.ErrClosed after Close, conn.ErrWrongEndpointType,
 // ErrNoAddress, ErrNoRoute, ErrNoNeighbour (the batch is dropped and
-// counted), ErrNoBuffer (the pool ran dry: the rest of the batch, or a
-// datagram that lacked a frame for one of its fragments, is dropped and
-// counted; the others go). A datagram that cannot be sent at all (longer
+// counted), ErrNoBuffer (the pool ran dry: each datagram that found no
+// frame, or lacked one for one of its fragments, is dropped and counted;
+// the others go, in batches of BatchSize past the first short one too). A datagram that cannot be sent at all (longer
 // than a frame holds, or needing more than 64 fragments or an MTU too
 // small for any) is dropped and counted (DropTooBig) without an error.
 // Datagrams the TX ring has no room for, even after reclaiming
@@ -546,14 +546,18 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 		q.ctr.drops[reason].Add(uint64(len(bufs)))
 		return err
 	}
+	// Every batch is sent, or dropped and counted, whatever the one
+	// before met: returning at a batch short of frames left the batches
+	// after it neither sent nor counted.
+	var first error
 	for len(bufs) > 0 {
 		n := min(len(bufs), BatchSize)
-		if err := b.sendBatch(bufs[:n], mac, src, e.dst, v4); err != nil {
-			return err
+		if err := b.sendBatch(bufs[:n], mac, src, e.dst, v4); err != nil && first == nil {
+			first = err
 		}
 		bufs = bufs[n:]
 	}
-	return nil
+	return first
 }
 
 // isClosedFast reports whether the Bind is closed, without the lock: a
