@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/wgpio/wgpio/bind"
 	"github.com/wgpio/wgpio/config"
@@ -364,6 +365,16 @@ const (
 // and a person's curl fit.
 const metricsMaxScrapes = 4
 
+// metricsMaxConns is how many connections the metrics endpoint holds at
+// once (netutil.LimitListener): more wait in the listen backlog, not
+// accepted, until one ends (a silent one within metricsTimeout). Without
+// it every connection had a goroutine and a descriptor for up to
+// metricsTimeout, bounded only by how fast a client opened them: 800
+// half-open connections were 800 goroutines, and a flood could take
+// every descriptor the UAPI and kernel sockets need. The UAPI, stats and
+// capture sockets have bounds of their own.
+const metricsMaxConns = 64
+
 // metricsServer returns the HTTP server of the metrics endpoint, which
 // may listen on every address (MetricsAddress ":9586"): a client that
 // sends its headers slowly or never (slowloris), or holds a connection
@@ -451,7 +462,8 @@ func metricsRegistry(name string, stats func() GatewayStats, peers func(max int)
 }
 
 // serveMetrics serves /metrics on ln in the background, until ln is
-// closed: metricsRegistry's metrics. A failed accept is logged on log
+// closed: metricsRegistry's metrics, over at most metricsMaxConns
+// connections at once. A failed accept is logged on log
 // (once per run of failures) and tried again (acceptloop.Retrying):
 // net/http's own loop ended at ENOBUFS, ENOMEM or EPROTO, the socket
 // closed until a restart, said only on stdout.
@@ -463,7 +475,7 @@ func serveMetrics(log *slog.Logger, ln net.Listener, name string, stats func() G
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: metricsMaxScrapes}))
 	srv := metricsServer(mux, metricsTimeout)
-	ln = acceptloop.Retrying(ln, func(err error) { log.Warn("metrics socket: accept failed; trying again", "err", err) })
+	ln = netutil.LimitListener(acceptloop.Retrying(ln, func(err error) { log.Warn("metrics socket: accept failed; trying again", "err", err) }), metricsMaxConns)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 			log.Error("metrics server ended", "err", err)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -70,5 +71,53 @@ func TestMetricsOutlivesAcceptErrors(t *testing.T) {
 		if l := logs.String(); !strings.Contains(l, "metrics socket: accept failed; trying again") || !strings.Contains(l, errno.Error()) {
 			t.Errorf("%v: the failed accept not logged as a warning:\n%s", errno, l)
 		}
+	}
+}
+
+// TestMetricsConnectionsBounded: the metrics endpoint holds at most
+// metricsMaxConns connections at once: with that many open and silent, a
+// scrape waits (in the listen backlog) instead of being served, and is
+// served once they go. Before, every connection was taken, each with a
+// goroutine and a descriptor for up to metricsTimeout: 800 half-open
+// connections were 800 goroutines.
+func TestMetricsConnectionsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := serveMetrics(slog.New(slog.DiscardHandler), ln, "wg0", func() GatewayStats { return GatewayStats{} }, nil, 0, newReloadState(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	var idle []net.Conn
+	for range metricsMaxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	scrape := func(timeout time.Duration) error {
+		client := &http.Client{Timeout: timeout}
+		resp, err := client.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+	if err := scrape(time.Second); err == nil {
+		t.Errorf("a scrape beside %d silent connections was served: the connections are not bounded", metricsMaxConns)
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	if err := scrape(20 * time.Second); err != nil {
+		t.Errorf("a scrape once the silent connections went: %v", err)
 	}
 }
