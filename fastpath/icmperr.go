@@ -49,8 +49,11 @@ import (
 // interface (icmpToHost). All but the MTU errors spend the engine's rate
 // limiter (Config.ICMPRate, ICMPBurst, ICMPDestInterval: Linux's
 // icmp_msgs_per_sec, icmp_msgs_burst, icmp_ratelimit and ratemask) and
-// are counted (QueueStats.ICMP sent, ICMPSuppressed held back); the
-// packet's drop is counted by its own reason either way.
+// are counted (QueueStats.ICMP sent, ICMPSuppressed held back), but for
+// one: an error about a packet the host's kernel forwarded, to a LAN host
+// whose MAC is not known yet, spends the budget and is not sent, counted
+// as neither (icmpKernel: no frame holds the sender's MAC); the packet's
+// drop is counted by its own reason either way.
 
 // icmpKind is the error a worker sends.
 type icmpKind uint8

@@ -115,7 +115,11 @@ type nbrWaiting struct {
 type nbrEntry struct {
 	addr    netip.Addr
 	mac     [6]byte
-	waiting uint16 // at most maxNeighbourWait
+	// waiting counts the frames held for addr: those of the wait and
+	// those of the burst on its way to it (nbrHold counts them in the
+	// first pass, waitNeighbour releases what the wait has no room for:
+	// at most maxNeighbourWait plus a burst, within a uint16)
+	waiting uint16
 	expires int64
 }
 
