@@ -113,8 +113,8 @@ type nbrWaiting struct {
 // first packets to a LAN host are never overtaken by the next ones when
 // the MAC comes between them.
 type nbrEntry struct {
-	addr    netip.Addr
-	mac     [6]byte
+	addr netip.Addr
+	mac  [6]byte
 	// waiting counts the frames held for addr: those of the wait and
 	// those of the burst on its way to it (nbrHold counts them in the
 	// first pass, waitNeighbour releases what the wait has no room for:
