@@ -54,7 +54,7 @@ type Limiter struct {
 	destT      int64 // ns between messages to one destination; 0: none
 	destTol    int64
 	global     atomic.Int64
-	dests      [DestSlots]atomic.Uint64 // tag<<48 | TAT in µs since epoch
+	dests      [DestSlots]atomic.Uint64 // tag<<48 | TAT in µs since epoch, mod 2^48 (allowDest)
 	suppressed atomic.Uint64
 	allowed    atomic.Uint64
 }
@@ -164,14 +164,19 @@ func (l *Limiter) allowDest(dst netip.Addr, us int64, shift uint) bool {
 	tag := h >> 48
 	for {
 		old := slot.Load()
-		tat := int64(old & tatMask)
-		if old>>48 != tag || tat < us {
-			tat = us // a new destination, or an idle one
+		// How far the slot's TAT is ahead of now, from the low 48 bits
+		// of both, their difference sign-extended: right across the
+		// wrap of the stored time (2^48 µs, 8.9 years of the clock),
+		// where comparing the stored time with now had every slot
+		// look idle from then on, the limit off for good.
+		ahead := int64((old&tatMask-uint64(us)&tatMask)<<16) >> 16
+		if old>>48 != tag || ahead < 0 {
+			ahead = 0 // a new destination, or an idle one
 		}
-		if tat-us > destTol {
+		if ahead > destTol {
 			return false
 		}
-		if slot.CompareAndSwap(old, tag<<48|uint64(tat+destT)&tatMask) {
+		if slot.CompareAndSwap(old, tag<<48|uint64(us+ahead+destT)&tatMask) {
 			return true
 		}
 	}

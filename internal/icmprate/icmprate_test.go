@@ -189,3 +189,28 @@ func TestAllowGlobal(t *testing.T) {
 		t.Errorf("Stats() = %d, %d, want 50, 50", a, s)
 	}
 }
+
+// TestPerDestinationAcrossWrap: the per-destination limit holds the same
+// after the clock passes 2^48 µs (8.9 years of uptime), where the stored
+// times (48 bits) wrap, and across the wrap itself. Comparing the stored
+// time with the clock had every slot look idle from then on: 100 of 100
+// messages 1 ms apart allowed, where 6 are.
+func TestPerDestinationAcrossWrap(t *testing.T) {
+	count := func(start int64) int {
+		l := New(Config{Rate: -1})
+		n := 0
+		for i := range 100 {
+			if l.Allow(addr(7), start+int64(i)*int64(time.Millisecond)) {
+				n++
+			}
+		}
+		return n
+	}
+	want := count(int64(time.Hour))
+	wrap := int64(1<<48) * int64(time.Microsecond)
+	for _, start := range []int64{wrap + int64(10*time.Microsecond), wrap - int64(50*time.Millisecond), 3*wrap + int64(time.Hour)} {
+		if got := count(start); got != want {
+			t.Errorf("from %d ns: %d of 100 messages 1 ms apart allowed, want %d as from 1 h", start, got, want)
+		}
+	}
+}
