@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestSharedRoutesIncremental: changes of the main table (adds, replaces,
@@ -95,12 +96,7 @@ func TestSharedRouteFlushedSilently(t *testing.T) {
 			kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
 			must(t, err)
 			defer kr.Close()
-			_, n4, _ := net.ParseCIDR("198.19.9.0/24")
-			must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
-			dst := netip.MustParseAddr("198.19.9.9")
-			if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return ok }) {
-				t.Fatalf("route to %v not followed", dst)
-			}
+			dst := addFollowedRoute(t, us, idx, kr)
 			l, err := us.Handle().LinkByIndex(idx)
 			must(t, err)
 			must(t, tc.flush(us.Handle(), l))
@@ -134,21 +130,9 @@ func TestSharedRouteRelistRetried(t *testing.T) {
 		return nil
 	}
 	defer func() { listHook = nil }() // after kr.Close, deferred later
-	errs := make(chan error, 16)
-	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}})
-	must(t, err)
+	kr, errs := routesReporting(t, us)
 	defer kr.Close()
-	_, n4, _ := net.ParseCIDR("198.19.9.0/24")
-	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
-	dst := netip.MustParseAddr("198.19.9.9")
-	if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return ok }) {
-		t.Fatalf("route to %v not followed", dst)
-	}
+	dst := addFollowedRoute(t, us, idx, kr)
 	// The next two listings fail.
 	fail.Store(2)
 	listings := kr.Listings.Load()
@@ -291,14 +275,7 @@ func TestSharedRouteOverrunResync(t *testing.T) {
 		}
 	}
 	defer func() { routeRcvbuf, followHook = neighbourRcvbuf, nil }()
-	errs := make(chan error, 16)
-	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}})
-	must(t, err)
+	kr, errs := routesReporting(t, us)
 	defer kr.Close()
 	fds := openFDs(t)
 	gate := make(chan struct{})
@@ -409,4 +386,33 @@ func TestSharedRouteMappedPrefix(t *testing.T) {
 	if r, ok := kr.Table().Route(netip.MustParseAddr("198.19.9.1")); ok && r.Prefix.Bits() == 120 {
 		t.Errorf("Table().Route(198.19.9.1) = %+v; an IPv4 address follows IPv4 routes", r)
 	}
+}
+
+// routesReporting follows the routes of us, its ErrorCallback's errors
+// (the first 16) in errs.
+func routesReporting(t *testing.T, us *topo.NS) (kr *KernelRoutes, errs chan error) {
+	t.Helper()
+	errs = make(chan error, 16)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle(), ErrorCallback: func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}})
+	must(t, err)
+	return kr, errs
+}
+
+// addFollowedRoute adds 198.19.9.0/24 via the k side's IPv4 address out
+// of interface idx of us, waits up to a second for kr to follow it, and
+// returns an address it routes.
+func addFollowedRoute(t *testing.T, us *topo.NS, idx int, kr *KernelRoutes) netip.Addr {
+	t.Helper()
+	_, n4, _ := net.ParseCIDR("198.19.9.0/24")
+	must(t, us.Handle().RouteAdd(&netlink.Route{Dst: n4, Gw: net.ParseIP(kV4.String()), LinkIndex: idx}))
+	dst := netip.MustParseAddr("198.19.9.9")
+	if !waitFor(time.Second, func() bool { _, _, ok := kr.NextHop(dst); return ok }) {
+		t.Fatalf("route to %v not followed", dst)
+	}
+	return dst
 }

@@ -363,19 +363,7 @@ func TestSendFragmentsNoBuffer(t *testing.T) {
 	dst := netip.AddrPortFrom(peerIP4, 1234)
 	ep, _ := r.bind.ParseEndpoint(dst.String())
 	// Take every free frame of the queue's pool but three.
-	q := r.bind.txqs[0]
-	q.mu.Lock()
-	var held []dataplane.Frame
-	for buf := make([]dataplane.Frame, 256); ; {
-		n := q.tx.Alloc(buf)
-		if n == 0 {
-			break
-		}
-		held = append(held, buf[:n]...)
-	}
-	q.tx.Free(held[:3])
-	held = held[3:]
-	q.mu.Unlock()
+	giveBack := takeTXFramesBut(r.bind.txqs[0], 3)
 	big := fragPayload(true, 1500, 0)
 	err := r.bind.Send([][]byte{[]byte("before"), big, []byte("after")}, ep)
 	if !errors.Is(err, ErrNoBuffer) {
@@ -389,9 +377,7 @@ func TestSendFragmentsNoBuffer(t *testing.T) {
 	if s := r.bind.Stats(); s.TXPackets != 2 || s.Drops[DropNoBuffer] != 1 || s.Drops.Total() != 1 || s.Fragmented != 0 || s.Fragments != 0 {
 		t.Errorf("tx %d, drops %v, fragmented %d, fragments %d; want 2, no_buffer=1, 0, 0", s.TXPackets, s.Drops.List(), s.Fragmented, s.Fragments)
 	}
-	q.mu.Lock()
-	q.tx.Free(held)
-	q.mu.Unlock()
+	giveBack()
 	if err := r.bind.Send([][]byte{big}, ep); err != nil {
 		t.Fatalf("Send with frames again = %v", err)
 	}

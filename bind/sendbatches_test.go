@@ -21,25 +21,8 @@ func TestSendPastShortBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Take every frame of the TX pool but 3.
-	q := r.bind.txqs[0]
-	q.mu.Lock()
-	var held []dataplane.Frame
-	for buf := make([]dataplane.Frame, 256); ; {
-		n := q.tx.Alloc(buf)
-		if n == 0 {
-			break
-		}
-		held = append(held, buf[:n]...)
-	}
-	q.tx.Free(held[:3])
-	held = held[3:]
-	q.mu.Unlock()
-	t.Cleanup(func() {
-		q.mu.Lock()
-		q.tx.Free(held)
-		q.mu.Unlock()
-	})
+	// Take every frame of the TX pool but 3, given back with the test.
+	t.Cleanup(takeTXFramesBut(r.bind.txqs[0], 3))
 	bufs := make([][]byte, BatchSize+10)
 	for i := range bufs {
 		bufs[i] = []byte("x")
@@ -54,5 +37,27 @@ func TestSendPastShortBatch(t *testing.T) {
 	dropped := s.Drops[DropNoBuffer] - before.Drops[DropNoBuffer]
 	if sent < 3 || sent+dropped != uint64(len(bufs)) {
 		t.Errorf("%d datagrams: %d sent, %d counted no_buffer; want 3 sent or more, and every other one counted", len(bufs), sent, dropped)
+	}
+}
+
+// takeTXFramesBut takes every free frame of q's TX pool but n, and
+// returns what gives them back.
+func takeTXFramesBut(q *txQueue, n int) (giveBack func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var held []dataplane.Frame
+	for buf := make([]dataplane.Frame, 256); ; {
+		k := q.tx.Alloc(buf)
+		if k == 0 {
+			break
+		}
+		held = append(held, buf[:k]...)
+	}
+	q.tx.Free(held[:n])
+	held = held[n:]
+	return func() {
+		q.mu.Lock()
+		q.tx.Free(held)
+		q.mu.Unlock()
 	}
 }
