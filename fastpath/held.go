@@ -190,7 +190,7 @@ func (w *worker) heldToWAN(pl *peerLocal, ep *Endpoint, out []dataplane.Frame) {
 	sent := w.toWAN(out, true)
 	for j := sent; j < len(out); j++ {
 		// The refused frames are freed; their lengths are ours still.
-		pl.txBytes -= uint64(out[j].Len() - w.outerLen(ep))
+		pl.txBytes -= int32(out[j].Len() - w.outerLen(ep))
 	}
 }
 
@@ -204,6 +204,7 @@ func (w *worker) heldToWAN(pl *peerLocal, ep *Endpoint, out []dataplane.Frame) {
 func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
 	held := pl.held
 	first, granted := kp.ReserveNonces(len(held))
+	st := w.stamp(now)
 	out := w.out[:0]
 	for i := range held {
 		f := &held[i]
@@ -218,11 +219,11 @@ func (w *worker) sendHeld(pl *peerLocal, kp *Keypair, ep *Endpoint, now int64) {
 			w.lanRX.Free(held[i : i+1])
 			continue
 		}
-		pl.lastSent = now
+		pl.sentAt = st
 		if inner > 0 {
-			pl.lastDataSent = now
+			pl.dataSentAt = st
 		}
-		pl.txBytes += uint64(f.Len() - w.outerLen(ep))
+		addTx(pl, f.Len()-w.outerLen(ep))
 		w.c.encrypted.Add(1)
 		w.c.encryptedBytes.Add(uint64(inner))
 		out = append(out, *f)

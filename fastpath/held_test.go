@@ -160,10 +160,10 @@ func TestPeerStateStable(t *testing.T) {
 	w := r.a.workers[0]
 	p0 := &Peer{ID: 0}
 	pl0 := w.peerState(p0)
-	pl0.lastSent = 42
+	pl0.sentAt = 42
 	for _, id := range []int{1, 255, 256, 1000, 5000} {
 		w.peerState(&Peer{ID: id})
-		if got := w.peerState(p0); got != pl0 || got.lastSent != 42 {
+		if got := w.peerState(p0); got != pl0 || got.sentAt != 42 {
 			t.Fatalf("after peer ID %d: peer 0's state moved (%p → %p) or changed", id, pl0, got)
 		}
 	}

@@ -50,10 +50,11 @@ func TestKeypairLayout(t *testing.T) {
 }
 
 // TestPeerLocalLayout checks that outbound's per-peer state is where
-// outbound.go (warm) expects it: what pass 2 and wrap use in the first
-// two cache lines of a peerLocal (line 0 its state, line 1 the template,
-// whose IPv4 part fits a line: TestUDPTemplateIPv4Line in package header),
-// and peerLocals packed on line boundaries in their chunks.
+// outbound.go (warm) expects it: all that pass 2 and wrap use of a peer
+// whose outer headers the shared source writes (outersrc.go) in the first
+// cache line of a peerLocal, the template of the others starting the
+// second (its IPv4 part fits a line: TestUDPTemplateIPv4Line in package
+// header), and peerLocals packed on line boundaries in their chunks.
 func TestPeerLocalLayout(t *testing.T) {
 	var pl peerLocal
 	if s := unsafe.Sizeof(pl); s%64 != 0 {
@@ -68,13 +69,15 @@ func TestPeerLocalLayout(t *testing.T) {
 		{"tmplEp", unsafe.Offsetof(pl.tmplEp), unsafe.Offsetof(pl.tmplEp) + 8, 0},
 		{"nonce", unsafe.Offsetof(pl.nonce), unsafe.Offsetof(pl.nonce) + 8, 0},
 		{"leaseOf", unsafe.Offsetof(pl.leaseOf), unsafe.Offsetof(pl.leaseOf) + 8, 0},
-		{"txBytes", unsafe.Offsetof(pl.txBytes), unsafe.Offsetof(pl.txBytes) + 8, 0},
-		{"lastSent", unsafe.Offsetof(pl.lastSent), unsafe.Offsetof(pl.lastSent) + 8, 0},
-		{"lastDataSent", unsafe.Offsetof(pl.lastDataSent), unsafe.Offsetof(pl.lastDataSent) + 8, 0},
+		{"sentAt", unsafe.Offsetof(pl.sentAt), unsafe.Offsetof(pl.sentAt) + 4, 0},
+		{"dataSentAt", unsafe.Offsetof(pl.dataSentAt), unsafe.Offsetof(pl.dataSentAt) + 4, 0},
+		{"txBytes", unsafe.Offsetof(pl.txBytes), unsafe.Offsetof(pl.txBytes) + 4, 0},
+		{"dst", unsafe.Offsetof(pl.dst), unsafe.Offsetof(pl.dst) + unsafe.Sizeof(pl.dst), 0},
 		{"batchN", unsafe.Offsetof(pl.batchN), unsafe.Offsetof(pl.batchN) + 2, 0},
 		{"granted", unsafe.Offsetof(pl.granted), unsafe.Offsetof(pl.granted) + 2, 0},
 		{"slot", unsafe.Offsetof(pl.slot), unsafe.Offsetof(pl.slot) + 2, 0},
 		{"dirty", unsafe.Offsetof(pl.dirty), unsafe.Offsetof(pl.dirty) + 1, 0},
+		{"srcGen", unsafe.Offsetof(pl.srcGen), unsafe.Offsetof(pl.srcGen) + 1, 0},
 	} {
 		if f.off/64 != f.line || (f.end-1)/64 != f.line {
 			t.Errorf("peerLocal.%s at bytes %d-%d, not in line %d", f.name, f.off, f.end-1, f.line)

@@ -148,7 +148,7 @@ func (w *worker) sendControl(c *ControlPacket, now int64) {
 	}
 	if c.Peer != nil {
 		pl := w.peerState(c.Peer)
-		pl.lastSent = now
+		pl.sentAt = w.stamp(now)
 		w.markDirty(pl)
 	}
 	if !resolved {
@@ -284,14 +284,15 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 		w.lanTX.Free(fr[:])
 		return
 	}
-	pl.lastSent, pl.lastDataSent = now, now
-	msg := uint64(f.Len() - w.outerLen(ep))
-	pl.txBytes += msg
+	st := w.stamp(now)
+	pl.sentAt, pl.dataSentAt = st, st
+	msg := f.Len() - w.outerLen(ep)
+	addTx(pl, msg)
 	w.markDirty(pl)
 	w.c.encrypted.Add(1)
 	w.c.encryptedBytes.Add(uint64(len(p)))
 	if w.toWAN(fr[:], true) == 0 {
-		pl.txBytes -= msg // refused (ring_full): not sent (notSent)
+		pl.txBytes -= int32(msg) // refused (ring_full): not sent (notSent)
 	}
 }
 

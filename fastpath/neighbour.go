@@ -59,7 +59,7 @@ func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr, peer *Peer, n i
 func (w *worker) countSent(peer *Peer, n int) {
 	if peer != nil {
 		pl := w.peerState(peer)
-		pl.txBytes += uint64(n)
+		addTx(pl, n)
 		w.markDirty(pl)
 	}
 }

@@ -306,6 +306,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 	out := w.out[:0]
 	var encBytes uint64
 	var enc int
+	st := w.stamp(now) // before the loop: it may move the stamps' base
 	for k := range qm {
 		sm := &qm[k]
 		f, pl := &frames[sm.frame], sm.pl
@@ -317,11 +318,11 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 		}
 		enc++
 		encBytes += uint64(sm.inner)
-		pl.lastSent = now
+		pl.sentAt = st
 		if sm.inner > 0 {
-			pl.lastDataSent = now
+			pl.dataSentAt = st
 		}
-		pl.txBytes += uint64(protocol.TransportHeaderSize + sm.padded + protocol.TagSize)
+		addTx(pl, protocol.TransportHeaderSize+int(sm.padded)+protocol.TagSize)
 		w.markDirty(pl)
 		out = append(out, *f)
 		*f = dataplane.Frame{}
@@ -358,7 +359,7 @@ func notSent(qm []sealMeta, sent int) {
 			continue
 		}
 		if k >= sent {
-			sm.pl.txBytes -= uint64(protocol.TransportHeaderSize + sm.padded + protocol.TagSize)
+			sm.pl.txBytes -= protocol.TransportHeaderSize + sm.padded + protocol.TagSize
 		}
 		k++
 	}
@@ -407,9 +408,11 @@ func (w *worker) sendWith(peers []*peerLocal, kps []*Keypair, eps []*Endpoint, a
 // and endpoint it sends with into kps[j] and eps[j] (its Current and
 // Endpoint, for sendWith), and prefetches the cache lines that pass 2,
 // Seal and wrap use: the keypair's send line (counter, index, key, its
-// state for senders), the peerLocal's template line (its second:
-// routeAhead prefetched the first, with the lease and the stamps), and the
-// endpoint when the template was not built for it. The prefetches of
+// state for senders), the peerLocal's template line for a peer whose
+// outer headers the worker's shared source does not write (outersrc.go;
+// routeAhead prefetched its first line, with the lease, the stamps and
+// the destination of the others), and the endpoint when the headers were
+// not built for it. The prefetches of
 // different peers do not depend on each other and do not wait to retire,
 // so the processor has the misses of the whole burst in flight at once;
 // with traffic for thousands of peers, a peer's state is rarely in cache
@@ -428,13 +431,16 @@ func (w *worker) warm(peers []*peerLocal, kps []*Keypair, eps []*Endpoint) {
 			lines[n] = addrOf(kp)
 			n++
 		}
-		// The template (an IPv4 one is one line). routeAhead prefetched
-		// it already, before pass 1; again here it pays (BenchmarkManyPeers
-		// -manyevict 32 med-many/1 0.85-0.87 with, 0.83-0.84 without, 3
-		// alternating rounds), probably because a prefetch issued while
-		// the fill buffers are full of a level's misses can be dropped.
-		lines[n] = addrOf(&pl.tmpl)
-		n++
+		// A peer's own template (an IPv4 one is one line), if it has
+		// one. (When routeAhead prefetched it too, before pass 1, again
+		// here paid: BenchmarkManyPeers -manyevict 32 med-many/1
+		// 0.85-0.87 with, 0.83-0.84 without, 3 alternating rounds,
+		// probably because a prefetch issued while the fill buffers are
+		// full of a level's misses can be dropped.)
+		if pl.srcGen == 0 {
+			lines[n] = addrOf(&pl.tmpl)
+			n++
+		}
 		if ep != nil && ep != pl.tmplEp {
 			lines[n] = addrOf(ep)
 			n++
@@ -546,21 +552,20 @@ func (w *worker) pad(f *dataplane.Frame, pl *peerLocal) (data []byte, padded int
 // bytes of ciphertext, then the tag); kp and ep are what pl's peer sends
 // with.
 func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoint, c uint64, srcPort uint16, padded int, ecn uint8) bool {
-	// Outer headers from the peer's template (rebuilt when the endpoint
-	// changed): one copy and a few length and checksum patches.
-	if pl.tmplEp != ep {
-		// ep.Src, unless the WAN lost it meanwhile (wanaddrs.go).
-		t, ok := header.NewUDPTemplate(header.UDPTemplateConfig{
-			Dst: header.MAC(ep.DstMAC), Src: header.MAC(ep.SrcMAC), VLANID: w.wanTag,
-			SrcAddr: w.wan.source(ep.Src, ep.Dst.Addr()), DstAddr: ep.Dst.Addr(), DstPort: ep.Dst.Port(),
-			UDPChecksumIPv4: w.e.cfg.IPv4UDPChecksum,
-		})
-		if !ok {
+	// Outer headers from the worker's shared source and the peer's
+	// destination, or from the peer's own template (outersrc.go), built
+	// again when the endpoint changed or the source the peer's were
+	// built with was replaced: one copy and a few length and checksum
+	// patches.
+	if pl.tmplEp != ep || pl.srcGen != w.srcGen && pl.srcGen != 0 {
+		if !w.buildOuter(pl, ep) {
 			return false
 		}
-		pl.tmpl, pl.tmplEp = t, ep
 	}
-	outer := pl.tmpl.Len()
+	outer := header.EthernetLen + header.IPv4MinLen + header.UDPLen
+	if pl.srcGen == 0 {
+		outer = pl.tmpl.Len()
+	}
 	b := f.Prepend(outer + protocol.TransportHeaderSize)
 	if b == nil {
 		return false
@@ -570,9 +575,15 @@ func (w *worker) wrap(f *dataplane.Frame, pl *peerLocal, kp *Keypair, ep *Endpoi
 	binary.LittleEndian.PutUint32(t[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(t[8:16], c)
 	payload := protocol.TransportHeaderSize + padded + protocol.TagSize
-	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+w.ipStep, ecn) {
-		// The usual outer headers (untagged IPv4): as below, with the
+	if pl.srcGen != 0 {
+		// The usual outer headers (untagged IPv4): with the
 		// identification and the ECN field in the one checksum.
+		w.ipID += w.ipStep
+		w.src.Put(b, &pl.dst, srcPort, payload, w.ipID, ecn)
+		return true
+	}
+	if pl.tmpl.PutIPv4With(b, srcPort, payload, w.ipID+w.ipStep, ecn) {
+		// As above, for a peer whose source is not the shared one.
 		w.ipID += w.ipStep
 		return true
 	}

@@ -15,16 +15,15 @@ func (w *worker) publish(now int64) {
 			continue
 		}
 		pl := w.localAt(id)
+		w.foldSendStamps(pl)
 		p := pl.peer
 		if p == nil {
 			continue
 		}
-		storeMax(&p.Stamps.LastSent, pl.lastSent)
 		storeMax(&p.Stamps.LastReceived, pl.lastReceived)
-		storeMax(&p.Stamps.LastDataSent, pl.lastDataSent)
 		storeMax(&p.Stamps.LastDataReceived, pl.lastDataReceived)
-		if pl.txBytes > 0 {
-			p.TxBytes.Add(pl.txBytes)
+		if pl.txBytes != 0 {
+			p.TxBytes.Add(uint64(int64(pl.txBytes)))
 			pl.txBytes = 0
 		}
 		if pl.rxBytes > 0 {
@@ -49,6 +48,7 @@ func (w *worker) publish(now int64) {
 		w.e.stamped.push(p)
 	}
 	w.dirtyPeers = w.dirtyPeers[:0]
+	w.stampBase = now // every stamp is 0 now (sendstamps.go)
 }
 
 // Peer.endpointSeen holds a publish time (engine clock, ns) with its low

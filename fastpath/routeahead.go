@@ -187,8 +187,8 @@ func (w *worker) aheadPeers(ahead []routeAheadFrame, lines []uintptr) []uintptr 
 		}
 		if ch := id / localChunk; ch < uint(len(local)) && local[ch] != nil {
 			pl := &local[ch][id%localChunk]
-			lines[n], lines[n+1] = addrOf(pl), addrOf(&pl.tmpl)
-			n += 2
+			lines[n] = addrOf(pl)
+			n++
 		}
 	}
 	return lines[:n]

@@ -29,7 +29,7 @@ const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 // here. The rest (inbound, held frames) follows.
 type peerLocal struct {
 	peer   *Peer
-	tmplEp *Endpoint // the endpoint tmpl was built for
+	tmplEp *Endpoint // the endpoint the outer headers were built for
 
 	// The send counters this worker reserved and has not used yet
 	// (outbound.go, lease): granted of them from nonce on, of the keypair
@@ -37,12 +37,17 @@ type peerLocal struct {
 	nonce   uint64
 	leaseOf uint64
 
-	// counter not yet published
-	txBytes uint64
+	// Send stamps and bytes not yet published; dirty: listed in
+	// w.dirtyPeers. The stamps are w.stamp's (0: none since the last
+	// publish), the bytes a signed count that addTx keeps below 2^30.
+	sentAt     uint32
+	dataSentAt uint32
+	txBytes    int32
 
-	// send stamps not yet published; dirty: listed in w.dirtyPeers
-	lastSent     int64
-	lastDataSent int64
+	// The outer headers toward tmplEp when the worker's shared source
+	// (w.src) writes them: dst, with srcGen the source's generation
+	// (w.srcGen); srcGen 0: tmpl writes them (wrap).
+	dst header.UDPv4Dst
 
 	// batch grouping (outbound): the burst's frames for the peer, and the
 	// peer's place in the burst's list of peers (w.burstPeers, and the
@@ -55,8 +60,14 @@ type peerLocal struct {
 	granted int16
 	slot    int16
 	dirty   bool
+	srcGen  uint8
+
+	// (The first line, bytes 0-63, is all that outbound reads and
+	// writes of a peer whose outer headers the shared source writes:
+	// TestPeerLocalLayout.)
 
 	// outer-header template for tmplEp (rebuilt when the endpoint changes)
+	// when the shared source does not write them (srcGen 0)
 	tmpl header.UDPTemplate
 
 	// receive stamps not yet published
@@ -163,7 +174,14 @@ type worker struct {
 	// each, two queues sent one identification to a peer at once).
 	ipID, ipStep uint16
 	lastPublish  int64
-	dirtyPeers   []int
+	stampBase    int64 // what the peers' send stamps count from (sendstamps.go)
+	// The outer headers' source that the peers with srcGen == srcGen
+	// share (outersrc.go): srcGen 0 until the first is taken; srcWAN the
+	// WAN state it was taken under.
+	src        header.UDPv4Source
+	srcGen     uint8
+	srcWAN     *wanState
+	dirtyPeers []int
 	// ghost is the last throw-away state peerState made for a removed
 	// peer whose ID a new peer has (reused for that peer's next frames;
 	// dropped at publish, so that it holds the peer for a moment only).
@@ -366,6 +384,9 @@ func (w *worker) run() {
 			lastWork = t
 		}
 		w.wan = w.e.wan.Load()
+		if uint64(now-w.stampBase) >= stampRebase {
+			w.restamp(now) // the turn's send stamps in range (sendstamps.go)
+		}
 		work := w.outbound(now)
 		work += w.inbound(now)
 		work += w.drainMailbox(now)

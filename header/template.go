@@ -129,8 +129,11 @@ func (t *UDPTemplate) PutIPv4With(b []byte, srcPort uint16, payloadLen int, id u
 // untagged IPv4 one's; Put's IPv6 case copies the rest) into d in 8-byte
 // words, which compile to register moves (a memmove call costs more than
 // the copy).
-func (t *UDPTemplate) copy42(d []byte) {
-	h, d := &t.hdr, d[:42]
+func (t *UDPTemplate) copy42(d []byte) { copy42(d, t.hdr[:]) }
+
+// copy42 copies h[:42] into d[:42] in 8-byte words.
+func copy42(d, h []byte) {
+	h, d = h[:42], d[:42]
 	le := binary.LittleEndian
 	le.PutUint64(d[0:], le.Uint64(h[0:]))
 	le.PutUint64(d[8:], le.Uint64(h[8:]))
