@@ -14,11 +14,14 @@ import "github.com/wgpio/wgpio/header"
 // same bytes (header.UDPTemplate.SplitIPv4).
 //
 // The shared source is the first the worker builds with the WAN's
-// default IPv4 address. After a change of the WAN (SetWAN: its address or
-// MAC), the first peer whose headers come out with another source with
-// the new default address replaces it, once per change: srcGen moves on,
-// and every peer built with the old one builds its headers again at its
-// next message (wrap), as a peer does when its endpoint changed.
+// default IPv4 address. After a change of the WAN's addresses (SetWAN,
+// SetWANAddrs, a new wanState), the first peer whose headers are built
+// again (its endpoint replaced, as SetWANAddrs replaces those whose
+// source is gone) and come out with another source with the new default
+// address replaces it, once per change: srcGen moves on, and every peer
+// built with the old one builds its headers again at its next message
+// (wrap), as a peer does when its endpoint changed. Until then a peer's
+// headers stay as they were built, as a template's did.
 
 // buildOuter builds pl's outer headers toward ep, its peer's endpoint,
 // from ep's addresses and MACs and the WAN's source address for it

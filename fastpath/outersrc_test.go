@@ -75,8 +75,13 @@ func TestSharedOuterSource(t *testing.T) {
 	}
 	send(peers[0], ep0, addrA) // again, from the shared source
 
-	// Renumbered: A is gone, B the default.
-	w.wan = newWANState(51820, addrB, netip.Addr{}, nil)
+	// Renumbered: A is gone, B the default, F still a further address.
+	// A peer from F, built first after the change, keeps its own
+	// template: it does not take the shared source from the default's.
+	w.wan = newWANState(51820, addrB, netip.Addr{}, []netip.Addr{addrF})
+	if pl := send(peers[2], endpoint(addrF, "198.18.1.3:51821", 5), addrF); pl.srcGen != 0 || w.srcGen != gen {
+		t.Fatalf("a further address first after a change: srcGen %d (want 0), worker's %d (want %d)", pl.srcGen, w.srcGen, gen)
+	}
 	ep1 = endpoint(addrB, "198.18.1.2:1000", 2)
 	if pl := send(peers[1], ep1, addrB); pl.srcGen == gen || pl.srcGen != w.srcGen {
 		t.Fatalf("peer 1 from the new address: srcGen %d, old %d, worker's %d", pl.srcGen, gen, w.srcGen)

@@ -59,8 +59,9 @@ func (a *routeAheadFrame) addr() netip.Addr {
 // and pass 2 will need of each frame's peer, level by level in tight
 // loops of their own: the route cache sets of all frames (aheadSets),
 // then (the lookups: hits, mostly, or the prefix table) each peer's first
-// line, the worker's state for it (peerLocal's first line, with the
-// stamps, and its template) and, on a hit, the send line of the keypair
+// line, the worker's state for it (peerLocal's first line: the lease, the
+// stamps and the outer headers' destination; warm prefetches the template
+// of a peer that has one) and, on a hit, the send line of the keypair
 // the entry's hint names (routeCacheEntry.hi), which warm would
 // otherwise find only once the peer's line came. The prefetches of one
 // level do not depend on each other and, unlike loads, do not wait to

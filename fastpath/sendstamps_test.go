@@ -6,7 +6,7 @@ import (
 )
 
 // TestSendStamps: a send stamp is exact to the ns from the worker's last
-// publish to 2^32-1 ns after it; a time beyond (or before) moves the base
+// publish to 2^32-2 ns after it; a time beyond (or before) moves the base
 // first, the dirty peers' stamps going to their Peers as they were; a
 // publish folds them and clears them.
 func TestSendStamps(t *testing.T) {
@@ -19,7 +19,7 @@ func TestSendStamps(t *testing.T) {
 	if w.stampBase != base {
 		t.Fatalf("stampBase %d after a publish at %d", w.stampBase, base)
 	}
-	for _, d := range []int64{0, 1, 5e9 / 2, math.MaxUint32 - 1} {
+	for _, d := range []int64{0, 1, 5e9 / 2, math.MaxUint32 - 1} { // the last: 2^32-2
 		if s := w.stamp(base + d); w.stampBase != base || w.stampTime(s) != base+d {
 			t.Fatalf("stamp at base+%d: %d, time %d, base moved to %d", d, s, w.stampTime(s), w.stampBase)
 		}

@@ -19,12 +19,14 @@ const rejectAfterTimeNs = int64(protocol.RejectAfterTime)
 
 // peerLocal is a worker's private state for one peer, indexed by Peer.ID.
 //
-// What outbound touches for every peer of a burst is in its first two
-// cache lines (chunks of peerLocals are 64-byte aligned and a peerLocal is
-// a multiple of 64 bytes; TestPeerLocalLayout checks it): line 0 the
-// grouping, the counter lease, the byte counter and the send stamps, line
-// 1 the outer-header template (all of it an IPv4 one uses; an IPv6 one
-// runs into line 2). The keypair and endpoint a burst sends with are kept
+// What outbound touches for every peer of a burst is in its first cache
+// line (chunks of peerLocals are 64-byte aligned and a peerLocal is a
+// multiple of 64 bytes; TestPeerLocalLayout checks it): the grouping, the
+// counter lease, the byte counter, the send stamps and, for a peer reached
+// from the worker's shared source (outersrc.go), the outer headers'
+// destination; a peer reached otherwise has its outer-header template in
+// line 1 (all of it an IPv4 one uses; an IPv6 one runs into line 2),
+// which outbound reads too. The keypair and endpoint a burst sends with are kept
 // apart, per burst (worker.burstKP, burstEP), so that they take no room
 // here. The rest (inbound, held frames) follows.
 type peerLocal struct {

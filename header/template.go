@@ -17,8 +17,9 @@ import (
 // The lengths and flags come first and the header bytes after them, so
 // that Put for IPv4 (42 or 46 bytes of headers) reads the first 55 bytes
 // of the 76: one cache line when the template starts on one (a fast-path
-// worker keeps one per peer, and with traffic for thousands of peers
-// every line of it counts).
+// worker keeps one per peer it does not reach from its shared source,
+// UDPv4Source, and with traffic for thousands of peers every line of it
+// counts).
 type UDPTemplate struct {
 	sum    uint32 // IPv4: header sum without total length; IPv6: pseudo-header sum without length and ports
 	n      uint8  // bytes of headers: L2 + L3 + UDP (at most 66)
