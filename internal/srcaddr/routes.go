@@ -3,7 +3,9 @@
 package srcaddr
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,10 @@ type Routes struct {
 	wg      sync.WaitGroup
 
 	askMu sync.Mutex // one question at a time on h
+	// routeGet is h.RouteGet (a test's failures otherwise); failing says
+	// that the last question failed (ask: logged once per run of them).
+	routeGet func(net.IP) ([]netlink.Route, error)
+	failing  bool // under askMu
 
 	mu     sync.Mutex
 	gen    atomic.Uint64             // moved on (under mu) whenever the cache is emptied
@@ -80,7 +86,7 @@ const routesResubscribe = time.Second
 // calling thread's; the handle must stay open until Close) for at most
 // size cached endpoint addresses (at least 1). onErr, if not nil, receives
 // the subscription's errors (after which it subscribes again and
-// reports a change).
+// reports a change) and the first of a run of failed questions (ask).
 func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
@@ -99,6 +105,7 @@ func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) 
 		h.Close()
 		return nil, err
 	}
+	r.routeGet = h.RouteGet
 	r.wg.Add(2)
 	go r.follow(subs)
 	go r.asker()
@@ -106,8 +113,9 @@ func NewRoutes(ns netns.NsHandle, size int, onErr func(error)) (*Routes, error) 
 }
 
 // Source returns the source the kernel chooses toward dst (an IPv4-mapped
-// address as IPv4), invalid when it has no route there or the question
-// failed (cached too, until the next change). On a miss it asks the
+// address as IPv4), invalid when it has no route there (cached too, until
+// the next change) or the question failed (not cached: asked again next
+// time, see ask). On a miss it asks the
 // kernel and waits for the answer (a netlink round trip, behind any
 // question in flight): never call it holding a lock others wait on.
 func (r *Routes) Source(dst netip.Addr) netip.Addr {
@@ -126,12 +134,24 @@ func (r *Routes) Source(dst netip.Addr) netip.Addr {
 
 // ask asks the kernel for dst's source and caches the answer, unless the
 // cache was emptied meanwhile (the answer may be of before the change).
-// askMu held.
+// The kernel's verdict that there is no route (routeVerdict) is an answer
+// too; a question that failed otherwise (ENOBUFS, ENOMEM: memory short
+// for a moment) is none: cached, it kept the endpoint on the default
+// source until the next change of routes. askMu held.
 func (r *Routes) ask(dst netip.Addr) netip.Addr {
 	gen := r.gen.Load()
 	var src netip.Addr
 	r.Lookups.Add(1)
-	if rs, err := r.h.RouteGet(dst.AsSlice()); err == nil && len(rs) > 0 {
+	rs, err := r.routeGet(dst.AsSlice())
+	if err != nil && !routeVerdict(err) {
+		if !r.failing && r.onErr != nil {
+			r.onErr(fmt.Errorf("srcaddr: the route toward %v (asked again at the next send): %w", dst, err))
+		}
+		r.failing = true
+		return src
+	}
+	r.failing = false
+	if err == nil && len(rs) > 0 {
 		if a, ok := netip.AddrFromSlice(rs[0].Src); ok {
 			src = a.Unmap()
 		}
@@ -145,6 +165,19 @@ func (r *Routes) ask(dst netip.Addr) netip.Addr {
 	}
 	r.mu.Unlock()
 	return src
+}
+
+// routeVerdict reports whether err, RTM_GETROUTE's, is the kernel's
+// answer that nothing is sent there (fib_props, net/ipv4/fib_semantics.c,
+// and ip6_route_output's: no route, an unreachable, prohibit or blackhole
+// route) rather than a failure to answer.
+func routeVerdict(err error) bool {
+	for _, e := range []error{unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EACCES, unix.EPERM, unix.EINVAL} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Cached returns the cached source toward dst (as Source), ok false when

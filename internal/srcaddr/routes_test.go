@@ -3,10 +3,12 @@
 package srcaddr
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,4 +303,59 @@ func settle(t *testing.T, a *topo.NS) {
 		}
 	}
 	t.Fatalf("namespace %s: address and route notifications for 15 s", a.Name)
+}
+
+// TestRoutesFailedQuestion: a question the kernel failed to answer
+// (ENOBUFS) gives no source and is not cached: the next Source asks
+// again and gets the route's; the failure is reported once per run of
+// them. The kernel's verdict that there is no route is cached.
+func TestRoutesFailedQuestion(t *testing.T) {
+	a, v, _ := routesNS(t, "sf")
+	if err := a.AddAddr(v.A, "198.18.6.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, a)
+	var reported []error
+	var mu sync.Mutex
+	r, err := NewRoutes(a.NsHandle(), 16, func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fails := 2
+	r.askMu.Lock()
+	get := r.routeGet
+	r.routeGet = func(dst net.IP) ([]netlink.Route, error) {
+		if fails > 0 {
+			fails--
+			return nil, unix.ENOBUFS
+		}
+		return get(dst)
+	}
+	r.askMu.Unlock()
+	dst, want := netip.MustParseAddr("198.18.6.2"), netip.MustParseAddr("198.18.6.1")
+	for i := range 2 {
+		if got := r.Source(dst); got.IsValid() {
+			t.Fatalf("Source, question %d failed = %v, want none", i+1, got)
+		}
+		if got, ok := r.Cached(dst); ok {
+			t.Fatalf("Cached after a failed question = %v, true: the failure was cached", got)
+		}
+	}
+	if got := r.Source(dst); got != want || r.Lookups.Load() != 3 {
+		t.Fatalf("Source after the failures = %v in %d questions, want %v in 3", got, r.Lookups.Load(), want)
+	}
+	mu.Lock()
+	if len(reported) != 1 || !errors.Is(reported[0], unix.ENOBUFS) {
+		t.Errorf("reported %v, want one ENOBUFS", reported)
+	}
+	mu.Unlock()
+	none := netip.MustParseAddr("198.18.99.1") // no route: the kernel's verdict
+	if got := r.Source(none); got.IsValid() {
+		t.Fatalf("Source(%v), no route = %v", none, got)
+	}
+	n := r.Lookups.Load()
+	if got, ok := r.Cached(none); !ok || got.IsValid() || r.Source(none).IsValid() || r.Lookups.Load() != n {
+		t.Errorf("no route: Cached = %v, %v; asked again %d times, want none cached, none asked", got, ok, r.Lookups.Load()-n)
+	}
 }
