@@ -10,11 +10,6 @@ import "math"
 // folds them into the Peer's 64-bit Stamps and clears them; the byte
 // count is signed and moved to Peer.TxBytes before it reaches txFlush.
 
-// stampRebase is how far run lets a turn's clock get from w.stampBase
-// (2.1 s, against publish's 50 ms) before it moves the base at the start
-// of the turn (restamp), so that stamp never has to in a burst.
-const stampRebase = 1 << 31
-
 // txFlush bounds a peerLocal's unpublished byte count: reaching it, the
 // count goes to the Peer at once (some 1 GiB in one publish interval: 170
 // Gbit/s to one peer from one queue). Below it, the bytes taken back
@@ -23,9 +18,9 @@ const txFlush = 1 << 30
 
 // stamp returns now as a stamp for the peers' sentAt and dataSentAt:
 // computed once per burst and before any of them is written, since when
-// now is out of the stamps' range (2^32 ns from w.stampBase, never in
-// run's turns: stampRebase) it moves the base first (restamp). now is the
-// engine's clock.
+// now is out of the stamps' range (2^32-2 ns from w.stampBase: a worker
+// that publishes every 50 ms reaches it only after 4.3 s parked) it moves
+// the base first (restamp). now is the engine's clock.
 func (w *worker) stamp(now int64) uint32 {
 	if d := uint64(now - w.stampBase); d < math.MaxUint32 {
 		return uint32(d) + 1

@@ -386,9 +386,6 @@ func (w *worker) run() {
 			lastWork = t
 		}
 		w.wan = w.e.wan.Load()
-		if uint64(now-w.stampBase) >= stampRebase {
-			w.restamp(now) // the turn's send stamps in range (sendstamps.go)
-		}
 		work := w.outbound(now)
 		work += w.inbound(now)
 		work += w.drainMailbox(now)
