@@ -135,7 +135,7 @@ func cmdCapture(args []string) error {
 	path := filepath.Join(runDir, name+".capture")
 	c, err := net.Dial("unix", path)
 	if err != nil {
-		return fmt.Errorf("capture: gateway %s: %w (%s)", name, err, dialHint(err, fmt.Sprintf("is `wgpio up` running in fastpath mode? capture is not available in compat mode (its frames reach wireguard-go through AF_XDP, past tcpdump's tap too: only the peers' and LAN hosts' sides show them); in compat-mqtun mode use tcpdump -i %s", name)))
+		return fmt.Errorf("capture: gateway %s: %w (%s)", name, err, dialHint(err, othersRunning(fmt.Sprintf("is `wgpio up` running in fastpath mode? capture is not available in compat mode (its frames reach wireguard-go through AF_XDP, past tcpdump's tap too: only the peers' and LAN hosts' sides show them); in compat-mqtun mode use tcpdump -i %s", name))))
 	}
 	defer c.Close()
 	if err := json.NewEncoder(c).Encode(req); err != nil {

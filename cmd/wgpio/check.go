@@ -17,7 +17,7 @@ import (
 	"github.com/wgpio/wgpio/internal/plural"
 )
 
-const checkUsage = `usage: wgpio check [-system] [-name NAME] -c FILE
+const checkUsage = `usage: wgpio check [-system] [-name NAME] -c FILE (or FILE, without -c)
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
 errors (file, line and key; exit status 1) or that it is fine (exit
@@ -55,7 +55,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprint(fs.Output(), checkUsage)
 		fs.PrintDefaults()
 	}
-	conf := fs.String("c", "", "wg-quick style configuration `file` (required)")
+	conf := fs.String("c", "", "wg-quick style configuration `file` (or as the argument)")
 	system := fs.Bool("system", false, "also check the interfaces, queues and CPUs here, as up does")
 	name := fs.String("name", "", "the gateway's `name`, as up's -name (default: the file name without .conf)")
 	overrides := addOverrideFlags(fs)
@@ -65,8 +65,10 @@ func check(stdout, stderr io.Writer, args []string) error {
 	if err := overrides.check("check"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || *conf == "" {
-		err := fmt.Errorf("check takes one configuration file, after -c: wgpio check -c FILE")
+	if *conf == "" && fs.NArg() == 1 {
+		*conf = fs.Arg(0) // as strip takes it
+	} else if fs.NArg() > 0 || *conf == "" {
+		err := fmt.Errorf("check takes one configuration file: wgpio check -c FILE (or wgpio check FILE)")
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
 		return flagError{err}

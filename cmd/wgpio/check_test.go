@@ -182,6 +182,20 @@ func TestCheck(t *testing.T) {
 	if err := check(&strings.Builder{}, &stderr, nil); !errors.As(err, &fe) {
 		t.Errorf("check without -c = %v, want a flagError (usage, exit status 2)", err)
 	}
+	// The file as the argument, as strip takes it: the same verdicts.
+	good, bad := filepath.Join(dir, "flags-bad-xdp.conf"), filepath.Join(dir, "vlan-compat.conf")
+	var stdout strings.Builder
+	if err := check(&stdout, &strings.Builder{}, []string{good}); err != nil || !strings.Contains(stdout.String(), "flags-bad-xdp.conf") {
+		t.Errorf("check FILE = %v (%q), want it fine, as check -c FILE", err, stdout.String())
+	}
+	if err := check(&strings.Builder{}, &strings.Builder{}, []string{bad}); err == nil || !strings.Contains(err.Error(), `vlan-compat.conf:6: key "LANVLAN"`) {
+		t.Errorf("check FILE = %v, want the file's error, as check -c FILE", err)
+	}
+	for _, args := range [][]string{{good, bad}, {"-c", good, bad}} {
+		if err := check(&strings.Builder{}, &strings.Builder{}, args); !errors.As(err, &fe) {
+			t.Errorf("check %q = %v, want a flagError (one file only)", args, err)
+		}
+	}
 }
 
 // TestUnitChecksBeforeReload: dist/wgpio.service's ExecReload checks the

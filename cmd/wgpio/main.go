@@ -4,7 +4,7 @@
 //
 //	wgpio up -c wg0.conf        run a gateway from a wg-quick style file
 //	wgpio demo                  a throwaway topology with a stock wireguard-go peer
-//	wgpio stats [name]          a running gateway's per-queue counters
+//	wgpio stats [name...]       running gateways' per-queue counters
 //	wgpio capture NAME          what the fast path sees on a port, as pcapng
 //	wgpio strip FILE            the file's wg(8) keys, for wg syncconf
 //	wgpio check -c FILE         whether up and a reload would take the file
@@ -43,7 +43,7 @@ commands:
   up -c FILE      run a gateway from a wg-quick style configuration file
   demo            build a throwaway topology (two hosts, a wgpio gateway and a
                   stock wireguard-go gateway), send traffic, show live counters
-  stats [NAME]    print a running gateway's per-queue counters
+  stats [NAME...] print running gateways' per-queue counters (-json)
   capture NAME    write what the fast path receives and transmits as pcapng
                   (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
   strip FILE      print the file's wg(8) keys, for wg syncconf NAME <(wgpio strip FILE)

@@ -41,11 +41,7 @@ func cmdStats(args []string) error {
 		}
 	}
 	if len(names) == 0 {
-		m, _ := filepath.Glob(filepath.Join(runDir, "*.stats"))
-		for _, p := range m {
-			names = append(names, strings.TrimSuffix(filepath.Base(p), ".stats"))
-		}
-		if len(names) == 0 {
+		if names = gatewaysHere(); len(names) == 0 {
 			return fmt.Errorf("no running wgpio gateway found (no %s/*.stats socket)", runDir)
 		}
 	}
@@ -72,7 +68,7 @@ func fetchStats(name string) (GatewayStats, []byte, error) {
 	path := filepath.Join(runDir, name+".stats")
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
-		return s, nil, fmt.Errorf("gateway %s: %w (%s)", name, err, dialHint(err, "is `wgpio up` running?"))
+		return s, nil, fmt.Errorf("gateway %s: %w (%s)", name, err, dialHint(err, othersRunning("is `wgpio up` running?")))
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -287,6 +283,26 @@ func socketDrops(st dataplane.Stats) string {
 		return "none"
 	}
 	return strings.Join(l, " ")
+}
+
+// gatewaysHere returns the names of the gateways whose stats sockets are
+// in runDir (running, or left by one that was killed), in name order.
+func gatewaysHere() []string {
+	m, _ := filepath.Glob(filepath.Join(runDir, "*.stats"))
+	names := make([]string, 0, len(m))
+	for _, p := range m {
+		names = append(names, strings.TrimSuffix(filepath.Base(p), ".stats"))
+	}
+	return names
+}
+
+// othersRunning is hint, then the gateways that have sockets here, for an
+// error about a gateway that has none: a name mistyped.
+func othersRunning(hint string) string {
+	if names := gatewaysHere(); len(names) > 0 {
+		return hint + "; the gateways here: " + strings.Join(names, ", ")
+	}
+	return hint
 }
 
 // dialHint is what to say after an error connecting to a gateway's socket

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/wgpio/wgpio/config"
 	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/gateway"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/tundev"
 )
 
@@ -204,5 +206,31 @@ func TestDialHintStaleSocket(t *testing.T) {
 	}
 	if got := dialHint(err, "is `wgpio up` running?"); !strings.Contains(got, "killed with SIGKILL") || !strings.Contains(got, "remove the file") {
 		t.Errorf("dialHint(%v) = %q, want it to name a socket left by a killed gateway and what to do", err, got)
+	}
+}
+
+// TestStatsOtherNames: `wgpio stats NAME` of a gateway that has no socket
+// names the gateways that have one (a name mistyped) after "is `wgpio up`
+// running?".
+func TestStatsOtherNames(t *testing.T) {
+	name := fmt.Sprintf("t%d", os.Getpid())
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		testenv.Missing(t, runDir+" ("+err.Error()+")", "run the test as root")
+	}
+	if _, err := os.Stat(filepath.Join(runDir, name+".stats")); err == nil {
+		t.Fatalf("%s.stats exists already", name)
+	}
+	_, _, err := fetchStats(name + "x")
+	if err == nil || !strings.Contains(err.Error(), "is `wgpio up` running?") {
+		t.Fatalf("fetchStats of a name with no socket = %v, want the hint", err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(runDir, name+".stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, _, err = fetchStats(name + "x")
+	if err == nil || !strings.Contains(err.Error(), "the gateways here: ") || !strings.Contains(err.Error(), name) {
+		t.Errorf("fetchStats(%sx) = %v, want it to name %s, the gateway here", name, err, name)
 	}
 }

@@ -43,7 +43,7 @@ type UMEMConfig struct {
 	// allocating it there, for a UMEM that lives as long as its user
 	// (wgpio up): Go heap memory counts toward the garbage collector's
 	// target, which let the process's heap, and its resident memory,
-	// grow to about twice the frame memory (80 MiB a queue by default)
+	// grow to about twice the frame memory (68 MiB a queue by default in wgpio up)
 	// before each collection. UMEM.Free unmaps it.
 	Mapped bool
 }

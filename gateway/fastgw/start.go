@@ -466,12 +466,6 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 		g.log.Warn(warn, "wan", cfg.WAN, "wan_queues", wq, "lan", cfg.LAN, "lan_queues", lq, "workers", n)
 	}
 	cfg.Queues = n
-	// Frame budget per queue: each of the two ports' fill, RX, TX and
-	// completion rings can hold a ring's worth (4 × 2 × 2048), plus the
-	// four halves' caches (4 × 1024). With less, a burst that parks frames
-	// in one port's rings starves the other's fill ring (counted by the
-	// kernel as xsk_rx_fill_ring_empty_descs and dropped).
-	const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
 	frames := cfg.Frames
 	if frames == 0 {
 		frames = framesPerQueue * cfg.Queues
