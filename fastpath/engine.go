@@ -394,7 +394,7 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 		return false
 	}
 	select {
-	case w.mailbox <- mail{inner: append([]byte(nil), pkt...)}:
+	case w.mailbox <- mail{kind: mailInner, inner: append([]byte(nil), pkt...)}:
 		w.waiter.Ring()
 		return true
 	default:
@@ -421,7 +421,7 @@ func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool
 		return false
 	}
 	select {
-	case w.mailbox <- mail{wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
+	case w.mailbox <- mail{kind: mailWAN, wan: append([]byte(nil), msg...), wanSrc: src, wanDst: dst}:
 		w.waiter.Ring()
 		return true
 	default:
@@ -446,7 +446,8 @@ func (e *Engine) WorkerThreads() []int {
 // solicitation of the owned address mode) to be transmitted on the LAN
 // (lan) or WAN port by worker queue (modulo the number of workers, as in
 // Send). It copies frame and returns false, counted, if the mailbox is
-// full (mailbox_full) or the engine is closing (closed). Safe for
+// full (mailbox_full), the engine is closing (closed) or frame is shorter
+// than an Ethernet header (malformed). Safe for
 // concurrent use; never blocks.
 func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
 	w := e.workers[uint(queue)%uint(len(e.workers))]
@@ -454,8 +455,12 @@ func (e *Engine) SendFrame(lan bool, queue int, frame []byte) bool {
 		w.count(DropClosed, 1) // no worker would take it
 		return false
 	}
+	if len(frame) < header.EthernetLen {
+		w.count(DropMalformed, 1) // no frame: it would leave as a runt
+		return false
+	}
 	select {
-	case w.mailbox <- mail{raw: append([]byte(nil), frame...), rawLAN: lan}:
+	case w.mailbox <- mail{kind: mailRaw, raw: append([]byte(nil), frame...), rawLAN: lan}:
 		w.waiter.Ring()
 		return true
 	default:

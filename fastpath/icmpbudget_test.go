@@ -49,3 +49,28 @@ func TestICMPBudgetNotSpentOnForbidden(t *testing.T) {
 		r.clock.Advance(1e9) // refill the bucket for the next family
 	}
 }
+
+// TestICMPSentRingFull: icmp_sent counts the errors the LAN port took;
+// one its full ring refused counts in ring_full instead (it counted in
+// both).
+func TestICMPSentRingFull(t *testing.T) {
+	r := newRig(t, rigConfig{icmpRate: -1, icmpDest: -1})
+	const n = 640 // over the host's receive ring: it does not read meanwhile
+	for range n / 64 {
+		in := make([]dataplane.Frame, 64)
+		for i := range in {
+			in[i] = ttlFrame(t, r, hostAddrA, hostAddrB, 1472, 64, 0, true)
+		}
+		sendAll(t, r.hostA, 0, in)
+		r.a.workers[0].outbound(r.clock.Now())
+	}
+	s := r.a.Stats()[0]
+	got := uint64(len(drainPort(r.hostA)))
+	if s.Drops[DropTooBig] != n || s.Drops[DropRingFull] == 0 {
+		t.Fatalf("too_big %d, ring_full %d: want %d, and some refused", s.Drops[DropTooBig], s.Drops[DropRingFull], n)
+	}
+	if s.ICMPSent != got || s.ICMPSent+s.Drops[DropRingFull] != n {
+		t.Errorf("icmp_sent %d, ring_full %d, %d at the host: want icmp_sent = what arrived, and the two adding up to %d",
+			s.ICMPSent, s.Drops[DropRingFull], got, n)
+	}
+}

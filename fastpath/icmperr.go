@@ -290,8 +290,9 @@ func (w *worker) lanSend(p []byte, mac header.MAC, from netip.Addr, e icmpError)
 		return
 	}
 	r.SetLen(w.lanL2 + n)
-	w.c.icmp.Add(1)
-	w.transmit(w.lanTX, reply)
+	if w.transmit(w.lanTX, reply) == 1 { // else counted ring_full
+		w.c.icmp.Add(1)
+	}
 }
 
 // icmpTunnel answers the IP packet p, which came out of the tunnel, with e

@@ -8,6 +8,7 @@ import (
 )
 
 type mail struct {
+	kind   mailKind
 	ctl    ControlPacket
 	inner  []byte
 	raw    []byte // a whole frame for the LAN (rawLAN) or WAN port
@@ -17,6 +18,18 @@ type mail struct {
 	wan            []byte
 	wanSrc, wanDst netip.AddrPort
 }
+
+// mailKind says which of mail's fields a letter holds: a message may be
+// empty (a UDP datagram of no bytes through the kernel), which a nil
+// slice cannot tell from none.
+type mailKind uint8
+
+const (
+	mailControl mailKind = iota // ctl (Engine.Send, SendWait)
+	mailInner                   // inner (Engine.SendTunnel)
+	mailRaw                     // raw, rawLAN (Engine.SendFrame)
+	mailWAN                     // wan, wanSrc, wanDst (Engine.ReceiveWAN)
+)
 
 // drainMailbox sends what the control plane posted.
 func (w *worker) drainMailbox(now int64) int {
@@ -32,23 +45,20 @@ func (w *worker) drainMailbox(now int64) int {
 			w.stalled.Store(false) // taking mail again: SendWait may wait (sendwait.go)
 		}
 		done++
-		if m.wan != nil {
+		switch m.kind {
+		case mailWAN:
 			w.receiveWAN(&m, now)
-			continue
-		}
-		if m.inner != nil {
+		case mailInner:
 			w.sendInner(m.inner, true, now)
-			continue
-		}
-		if m.raw != nil {
+		case mailRaw:
 			tx, vlan := w.wanTX, w.wanVLAN
 			if m.rawLAN {
 				tx, vlan = w.lanTX, w.lanVLAN
 			}
 			w.sendRaw(tx, m.raw, vlan)
-			continue
+		default:
+			w.sendControl(&m.ctl, now)
 		}
-		w.sendControl(&m.ctl, now)
 	}
 	return done
 }

@@ -279,10 +279,13 @@ type QueueStats struct {
 	// leads out of another interface than the LAN); each also counts in
 	// Decrypted, not in Exception (the host's own packets).
 	ToHost uint64 `json:"to_host"`
-	// ICMPSent counts ICMP errors sent (to LAN hosts, into the tunnel and
-	// to the host: time exceeded, fragmentation needed / packet too big,
-	// host / address unreachable, beyond scope of source address,
-	// parameter problem; icmperr.go).
+	// ICMPSent counts ICMP errors sent (time exceeded, fragmentation
+	// needed / packet too big, host / address unreachable, beyond scope
+	// of source address, parameter problem; icmperr.go): to LAN hosts,
+	// those the LAN port took (one its full ring refused counts in
+	// ring_full instead), into the tunnel, those handed to the path of
+	// the host's packets (which counts what it then drops or holds, as
+	// for them), and to the host.
 	ICMPSent uint64 `json:"icmp_sent"`
 	// ICMPSuppressed counts time exceeded, host unreachable, beyond
 	// scope and parameter problem errors not sent because of the rate
