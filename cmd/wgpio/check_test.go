@@ -538,7 +538,8 @@ func TestUnitAllowsSocketFamilies(t *testing.T) {
 // ListenPort another socket of the host holds on the WAN's address (a wg0
 // still up), which up refuses; it said ok alone. A warning, since the
 // holder may be the gateway itself, already up. Both modes that run on
-// the WAN; a free port gives none.
+// the WAN; a free port gives none. The warning names the file's line, as
+// up's error does.
 func TestCheckSystemListenPortHeld(t *testing.T) {
 	a, wan, lan, priv, peer := checkSystemRig(t, "cp")
 	conf := func(mode string, port int) string {
@@ -559,8 +560,8 @@ func TestCheckSystemListenPortHeld(t *testing.T) {
 	dir := t.TempDir()
 	for _, mode := range []string{"fastpath", "compat"} {
 		stderr, err := checkSystemOutput(t, a, dir, mode+"held", conf(mode, 41820))
-		if err != nil || !strings.Contains(stderr, "ListenPort 41820") || !strings.Contains(stderr, "wgpio up refuses it") {
-			t.Errorf("Mode = %s, ListenPort held: check -system = %v, stderr %q; want nil and a warning that up refuses the port", mode, err, stderr)
+		if err != nil || !strings.Contains(stderr, `held.conf:3: key "ListenPort": `) || !strings.Contains(stderr, "41820") || !strings.Contains(stderr, "wgpio up refuses it") {
+			t.Errorf("Mode = %s, ListenPort held: check -system = %v, stderr %q; want nil and a warning at the key's line that up refuses the port", mode, err, stderr)
 		}
 		stderr, err = checkSystemOutput(t, a, dir, mode+"free", conf(mode, 41821))
 		if err != nil || strings.Contains(stderr, "ListenPort") {

@@ -293,8 +293,14 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 		return ""
 	}
 	if err := kernelsock.Probe(netns.None(), port, ports, v4, v6); err != nil {
-		return fmt.Sprintf("%s: [Interface] ListenPort %d: %v; wgpio up refuses it, unless that socket is this gateway's, already up",
-			f.Name, port, err)
+		msg := fmt.Sprintf("%v; wgpio up refuses it, unless that socket is this gateway's, already up", err)
+		switch {
+		case w.Mode == config.ModeFastPath && w.SourcePorts.First != 0:
+			return keyError(f.Name, f.WGPIO.Lines, "SourcePorts", "", msg).Error()
+		case f.Interface.Lines["ListenPort"] != 0:
+			return keyError(f.Name, f.Interface.Lines, "ListenPort", "", msg).Error()
+		}
+		return fmt.Sprintf("%s: [Interface] ListenPort (left out: the default, %d): %s", f.Name, port, msg)
 	}
 	return ""
 }
