@@ -166,6 +166,7 @@ type Bind struct {
 		rp header.ReasonCounts
 		n  uint64
 		k  uint64 // of n, from ReceiveKernel
+		nr uint64 // neighbour replies
 	}
 	// kq holds ReceiveKernel's datagrams for the receive functions
 	// (kernel.go); it outlives the generations.
@@ -348,6 +349,7 @@ func (b *Bind) Close() error {
 		r.ctr.parse.LoadAdd(&b.stat.rp)
 		b.stat.n += r.ctr.packets.Load()
 		b.stat.k += r.ctr.fromKernel.Load()
+		b.stat.nr += r.ctr.replies.Load()
 		r.mu.Unlock()
 	}
 	return errors.Join(errs...)
@@ -514,7 +516,8 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // counted), ErrNoBuffer (the pool ran dry: each datagram that found no
 // frame, or lacked one for one of its fragments, is dropped and counted;
 // the others go, in batches of BatchSize past the first short one too). A datagram that cannot be sent at all (longer
-// than a frame holds, or needing more than 64 fragments or an MTU too
+// than a frame holds or than UDP carries, 65,507 bytes over IPv4 and
+// 65,527 over IPv6, or needing more than 64 fragments or an MTU too
 // small for any) is dropped and counted (DropTooBig) without an error.
 // Datagrams the TX ring has no room for, even after reclaiming
 // completions, are dropped and counted (DropTXFull) without an error, as a
@@ -524,7 +527,7 @@ func (b *Bind) takeTX(dst netip.AddrPort) *txQueue {
 // endpoint with an empty send).
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
-	if !ok {
+	if !ok || e == nil {
 		return conn.ErrWrongEndpointType
 	}
 	if len(bufs) == 0 {

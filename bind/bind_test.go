@@ -303,6 +303,9 @@ func TestSendErrors(t *testing.T) {
 	if err := r.bind.Send([][]byte{{1}}, &conn.StdNetEndpoint{}); !errors.Is(err, conn.ErrWrongEndpointType) {
 		t.Errorf("Send(StdNetEndpoint) = %v, want ErrWrongEndpointType", err)
 	}
+	if err := r.bind.Send([][]byte{{1}}, (*Endpoint)(nil)); !errors.Is(err, conn.ErrWrongEndpointType) {
+		t.Errorf("Send((*Endpoint)(nil)) = %v, want ErrWrongEndpointType", err)
+	}
 }
 
 func TestReceive(t *testing.T) {
@@ -497,6 +500,35 @@ func TestOwnedARP(t *testing.T) {
 	}
 	if s := r.bind.Stats(); s.NeighbourReplies != 1 {
 		t.Errorf("NeighbourReplies = %d, want 1", s.NeighbourReplies)
+	}
+	// The same request tagged for VLAN 100: another VLAN's, counted as
+	// such (it read not_ip), and not answered.
+	tagged := append(append(append([]byte{}, req[:12]...), 0x81, 0x00, 0x00, 100), req[12:n]...)
+	before := r.bind.Stats()
+	r.inject(t, 0, tagged, udpFrame(netip.AddrPortFrom(peerIP4, 1), netip.AddrPortFrom(ourIP4, ourPort), []byte("x"), false))
+	if n, err := r.fns[0](bufs, sizes, eps); n != 1 || err != nil {
+		t.Fatalf("receive = %d, %v; want 1, nil", n, err)
+	}
+	after := r.bind.Stats()
+	if d := after.Drops[DropVLAN] - before.Drops[DropVLAN]; d != 1 || after.Drops[DropNotIP] != before.Drops[DropNotIP] || after.NeighbourReplies != 1 {
+		t.Errorf("ARP of VLAN 100: vlan +%d, not_ip +%d, replies %d; want +1, +0, 1", d, after.Drops[DropNotIP]-before.Drops[DropNotIP], after.NeighbourReplies)
+	}
+	if got := r.collect(t, 1, 50*time.Millisecond); len(got) != 0 {
+		t.Errorf("ARP of VLAN 100: %d frames sent, want none", len(got))
+	}
+	// A count since New, as the others: wireguard-go closes and opens
+	// the Bind again at each change of the listen port (it read 0).
+	if err := r.bind.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.bind.Stats(); s.NeighbourReplies != 1 {
+		t.Errorf("after Close: NeighbourReplies = %d, want 1", s.NeighbourReplies)
+	}
+	if _, _, err := r.bind.Open(ourPort); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.bind.Stats(); s.NeighbourReplies != 1 {
+		t.Errorf("opened again: NeighbourReplies = %d, want 1", s.NeighbourReplies)
 	}
 }
 

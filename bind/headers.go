@@ -65,10 +65,13 @@ func (b *Bind) template(mac header.MAC, src netip.Addr, dst netip.AddrPort, v4 b
 
 // build writes payload and the template's headers, with this datagram's
 // lengths, checksums and IPv4 identification id, into f (an empty frame).
-// It returns false if the datagram does not fit the frame. It does not
-// look at the MTU: sendBatch sends a datagram longer as fragments.
+// It returns false if the datagram does not fit the frame or is longer
+// than UDP can carry (an IPv4 total length, or an IPv6 payload length
+// and a UDP length, up to 65,535 bytes: RFC 791 §3.1, RFC 8200 §3, RFC
+// 768). It does not look at the MTU: sendBatch sends a datagram longer as
+// fragments.
 func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate, id uint16) bool {
-	if !f.SetLen(len(payload)) {
+	if len(payload) > maxPayload(t.v4) || !f.SetLen(len(payload)) {
 		return false
 	}
 	copy(f.Data(), payload)
@@ -96,4 +99,13 @@ func (b *Bind) build(f *dataplane.Frame, payload []byte, t *hdrTemplate, id uint
 	binary.BigEndian.PutUint16(u[4:6], uint16(ulen))
 	u.SetChecksum(t.sum + uint32(ulen))
 	return true
+}
+
+// maxPayload is the longest UDP payload in one datagram over IPv4 (v4)
+// or IPv6 without jumbograms: 65,507 and 65,527 bytes.
+func maxPayload(v4 bool) int {
+	if v4 {
+		return 0xffff - header.IPv4MinLen - header.UDPLen
+	}
+	return 0xffff - header.UDPLen
 }

@@ -103,6 +103,12 @@ const (
 	// the Bind never saw them. The socket's owner reports its count
 	// (CountKernelSocketDrops), which Stats adds.
 	DropKernelSocketFull
+	// DropMartian: a datagram to us from a source that Linux's IP input
+	// drops before any socket sees it (header.MartianSource: 0.0.0.0/8,
+	// 127.0.0.0/8, multicast, 255.255.255.255, ::1, IPv4-mapped IPv6;
+	// and ::): never a peer's, and wireguard-go's answer (a cookie reply,
+	// a roamed endpoint) would go nowhere or to a spoofed victim.
+	DropMartian
 
 	NumDropReasons
 )
@@ -137,6 +143,7 @@ var dropNames = [NumDropReasons]string{
 
 	DropKernelQueueFull:  "kernel_queue_full",
 	DropKernelSocketFull: "kernel_socket_full",
+	DropMartian:          "martian",
 }
 
 // String returns the reason's snake-case name.
@@ -178,6 +185,7 @@ func (b *Bind) Stats() Stats {
 	s.Parse = b.stat.rp
 	s.RXPackets = b.stat.n
 	s.FromKernel = b.stat.k
+	s.NeighbourReplies = b.stat.nr
 	if b.gen != nil {
 		for _, r := range b.gen.rxs {
 			r.ctr.drops.LoadAdd(&s.Drops)
@@ -330,7 +338,9 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 			return false
 		}
 	case header.ReasonNotIP:
-		if p.EtherType == header.EtherTypeQinQ || p.EtherType == header.EtherTypeVLAN {
+		// Another VLAN's ARP as much as its IP: only untagged and
+		// priority-tagged (VLAN 0) frames are the WAN's.
+		if p.EtherType == header.EtherTypeQinQ || p.EtherType == header.EtherTypeVLAN || p.VLANID != 0 {
 			r.ctr.drops[DropVLAN].Add(1)
 			return false
 		}
@@ -355,6 +365,10 @@ func (r *rxQueue) handle(frame, buf []byte, size *int, ep *conn.Endpoint) bool {
 	dst := p.Dst
 	if p.DstPort != r.g.port || (dst != r.local.v4 && dst != r.local.v6 && !r.local.has(dst)) {
 		r.ctr.drops[DropNotOurs].Add(1)
+		return false
+	}
+	if ip := frame[p.L3Off:]; !header.PlainUnicast(ip) && header.MartianSource(ip) {
+		r.ctr.drops[DropMartian].Add(1)
 		return false
 	}
 	u := header.UDP(frame[p.L4Off:p.L3End])

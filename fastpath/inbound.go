@@ -183,6 +183,10 @@ func (w *worker) authenticate(frames []dataplane.Frame, bad *[NumDropReasons]int
 			bad[DropNotForUs]++
 			continue
 		}
+		if ip := d[w.pkt.L3Off:]; !header.PlainUnicast(ip) && header.MartianSource(ip) {
+			bad[DropWANMartian]++
+			continue
+		}
 		msg := d[w.pkt.PayloadOff : w.pkt.PayloadOff+w.pkt.PayloadLen]
 		if routerWork {
 			// The outer ECN field (RFC 6040 decapsulation): the low bits

@@ -65,6 +65,10 @@ func (w *worker) wanFragment(d []byte, bad *[NumDropReasons]int32, lastWAN *neti
 		bad[DropNotForUs]++
 		return 0
 	}
+	if header.MartianSource(d[w.pkt.L3Off:]) {
+		bad[DropWANMartian]++
+		return 0
+	}
 	q := w.e.reasm
 	q.mu.Lock()
 	if dg, ok := q.r.Add(d[w.pkt.L3Off:w.pkt.L3End], now); ok {

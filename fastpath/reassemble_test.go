@@ -3,6 +3,7 @@ package fastpath
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -149,6 +150,19 @@ func TestReassembleWAN(t *testing.T) {
 			r.reassembleAll()
 			if d := TotalDrops(r.b.Stats()); d[DropNotForUs] != 1 {
 				t.Errorf("drops %v, want not_for_us=1", d.List())
+			}
+			// Nor is one from a martian source (loopback), never reassembled.
+			m := outerFragments(t, v6, msgs[3], 5, 96)[0]
+			if v6 {
+				copy(m[8:24], netip.IPv6Loopback().AsSlice())
+			} else {
+				m[12] = 127
+				header.IPv4(m).SetChecksum()
+			}
+			r.sendWAN(m)
+			r.reassembleAll()
+			if d := TotalDrops(r.b.Stats()); d[DropWANMartian] != 1 {
+				t.Errorf("drops %v, want wan_martian=1", d.List())
 			}
 
 			// The clock passes the timeout: the datagram of the duplicate

@@ -193,6 +193,13 @@ const (
 	// them: the socket's owner reports its count (CountKernelSocketDrops),
 	// which Stats gives as queue 0's, the sockets being no queue's.
 	DropKernelSocketFull
+	// DropWANMartian: a WAN datagram (or IP fragment) to us from a source
+	// that Linux's IP input drops before any socket sees it
+	// (header.MartianSource: 0.0.0.0/8, 127.0.0.0/8, multicast,
+	// 255.255.255.255, ::1, IPv4-mapped IPv6; and ::): never a peer's,
+	// and an answer (a cookie reply, a roamed endpoint) would go nowhere
+	// or to a spoofed victim.
+	DropWANMartian
 
 	NumDropReasons
 )
@@ -239,6 +246,7 @@ var dropNames = [NumDropReasons]string{
 	DropNoWANRoute:         "no_wan_route",
 	DropIPv6Off:            "ipv6_off",
 	DropKernelSocketFull:   "kernel_socket_full",
+	DropWANMartian:         "wan_martian",
 }
 
 // String is the reason's snake-case name (for metric labels and logs).

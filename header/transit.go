@@ -93,6 +93,28 @@ func PlainUnicast(p []byte) bool {
 	return addrClass[p[8]]&addrClass[p[24]]&plain6 != 0
 }
 
+// MartianSource reports whether the source address of the IP packet p
+// (header checked) is one that Linux's IP input drops in a packet
+// addressed to the host, as a UDP socket never sees it: IPv4 0.0.0.0/8,
+// 127.0.0.0/8, 224.0.0.0/4 and 255.255.255.255 (ip_route_input_slow's
+// martian sources), IPv6 ::1 (RFC 4291 §2.5.3), ff00::/8 (§2.7) and
+// ::ffff:0:0/96 (§2.5.5.2) (ip6_rcv_core); and the IPv6 unspecified
+// address ::, which Linux's UDP takes but to which no reply can go. A
+// packet PlainUnicast passes has none of these: the hot loops ask that
+// first.
+func MartianSource(p []byte) bool {
+	if p[0]>>4 == IPv4Version {
+		b := p[12]
+		return b == 0 || b == 127 || b>>4 == 0xe || binary.BigEndian.Uint32(p[12:16]) == 0xffffffff
+	}
+	s := p[8:24]
+	if s[0] == 0xff {
+		return true
+	}
+	hi, lo := binary.BigEndian.Uint64(s[0:8]), binary.BigEndian.Uint64(s[8:16])
+	return hi == 0 && (lo <= 1 || lo>>32 == 0xffff)
+}
+
 // addrClass holds, by the first byte of an address, plain4 (IPv4 1-126,
 // 128-223) and plain6 (IPv6 01-fd): prefixes whose every address Linux
 // forwards.
