@@ -129,11 +129,12 @@ func (d *PortDevice) fragmentLAN(pkt []byte, mac header.MAC, mtu int) {
 	}
 	copy(q.frames[0].Data()[header.EthernetLen:], pkt[:fr.PutFirst()])
 	sent := dataplane.TransmitRetry(q.tx, q.frames[:n])
-	if sent < n {
+	if sent < n { // the packet is lost: counted once, tx_full
 		d.ctr.drops[PortDropTXFull].Add(1)
 		q.tx.Free(q.frames[sent:n])
+	} else {
+		d.ctr.fragmented.Add(1)
 	}
-	d.ctr.fragmented.Add(1)
 	d.ctr.tx.Add(uint64(sent))
 	clear(q.frames[:n])
 }

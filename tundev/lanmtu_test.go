@@ -339,3 +339,24 @@ func TestPortDeviceWriteTrailingBytes(t *testing.T) {
 		t.Errorf("Stats = %+v, want 2 malformed, no other drop, no ICMP error, 1 peer to peer", s)
 	}
 }
+
+// TestPortDeviceFragmentsRingFull: a packet whose fragments the LAN's TX
+// ring takes only in part is lost, and counted once (tx_full); fragmented
+// counts the packets whose every fragment went. It counted both.
+func TestPortDeviceFragmentsRingFull(t *testing.T) {
+	r := routerRig(t, nil) // the memport LAN: MTU 1500, a ring of 2,048; nothing reads it
+	const off, n = 16, 1100 // 2 fragments each: over the ring
+	noDF := ipPacket(peerA, hostIP, bytes.Repeat([]byte{7}, 2000))
+	binary.BigEndian.PutUint16(noDF[6:8], 0)
+	header.IPv4(noDF).SetChecksum()
+	for range n {
+		if k, err := r.dev.Write([][]byte{append(make([]byte, off), noDF...)}, off); k != 1 || err != nil {
+			t.Fatalf("Write = %d, %v", k, err)
+		}
+	}
+	s := r.dev.Stats()
+	full := s.Drops[PortDropTXFull]
+	if full == 0 || s.Fragmented+full != n {
+		t.Errorf("fragmented %d, tx_full %d: want some refused, the two adding up to the %d packets", s.Fragmented, full, n)
+	}
+}

@@ -209,7 +209,7 @@ func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) 
 			p := f.q[f.head]
 			f.head++
 			if p.whole {
-				if buf := bufs[n][offset:]; len(buf) >= p.n {
+				if buf := after(bufs[n], offset); len(buf) >= p.n {
 					sizes[n] = copy(buf, f.buf[p.off:p.off+p.n])
 					n++
 				} else {
@@ -222,11 +222,12 @@ func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) 
 				continue
 			}
 			f.pend = 1
-			d.ctr.fragmented.Add(1)
 		}
 		i := f.pend - 1
-		buf := bufs[n][offset:]
+		buf := after(bufs[n], offset)
 		if len(buf) < f.fr.Len(i) {
+			// The packet is lost, the fragments before this one with
+			// it: counted once.
 			d.ctr.drops[PortDropTooBig].Add(1)
 			f.pend = 0
 			continue
@@ -241,7 +242,17 @@ func (f *fragState) next(d *PortDevice, bufs [][]byte, sizes []int, offset int) 
 		n++
 		if f.pend++; f.pend > f.fr.Count() {
 			f.pend = 0
+			d.ctr.fragmented.Add(1) // every fragment went
 		}
 	}
 	return n
+}
+
+// after is b[offset:], or nil when b is shorter than offset (a caller's
+// buffer too small for anything: the packet is counted too_big).
+func after(b []byte, offset int) []byte {
+	if offset > len(b) {
+		return nil
+	}
+	return b[offset:]
 }

@@ -273,3 +273,40 @@ func TestPortDeviceICMPSubnets(t *testing.T) {
 		}
 	}
 }
+
+// TestPortDeviceReadSmallBuffers: a packet cut into fragments for the
+// tunnel whose fragment does not fit Read's buffer is lost and counted
+// once (too_big; it counted fragmented too), and a buffer shorter than
+// the offset is such a buffer, not a panic (it panicked).
+func TestPortDeviceReadSmallBuffers(t *testing.T) {
+	r := routerRig(t, nil)
+	const off = 16
+	big := eth4(bigPacket(hostIP, peerA, 1452, false, 9)) // 1480 bytes over the tunnel MTU 1420: 2 fragments
+	r.inject(t, 0, big, eth4(ipPacket(hostIP, peerA, []byte("next"))))
+	bufs, sizes := [][]byte{make([]byte, off+600), make([]byte, off+600)}, make([]int, 2)
+	n, err := r.dev.Read(bufs, sizes, off)
+	if err != nil || n != 1 || string(bufs[0][off+sizes[0]-4:off+sizes[0]]) != "next" {
+		t.Fatalf("Read = %d, %v; want the next packet alone", n, err)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 1 || s.Fragmented != 0 {
+		t.Errorf("too_big %d, fragmented %d; want 1, 0", s.Drops[PortDropTooBig], s.Fragmented)
+	}
+	// Buffers of 8 bytes for an offset of 16: nothing fits; Read waits.
+	r.inject(t, 0, big)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.dev.Read([][]byte{make([]byte, 8)}, make([]int, 1), off)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.dev.Stats().Drops[PortDropTooBig] != 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := r.dev.Stats(); s.Drops[PortDropTooBig] != 2 || s.Fragmented != 0 {
+		t.Errorf("8-byte buffer: too_big %d, fragmented %d; want 2, 0", s.Drops[PortDropTooBig], s.Fragmented)
+	}
+	r.dev.Close()
+	if err := <-done; err == nil {
+		t.Errorf("Read after Close = nil, want an error")
+	}
+}
