@@ -344,7 +344,7 @@ func TestPortDeviceWriteTrailingBytes(t *testing.T) {
 // ring takes only in part is lost, and counted once (tx_full); fragmented
 // counts the packets whose every fragment went. It counted both.
 func TestPortDeviceFragmentsRingFull(t *testing.T) {
-	r := routerRig(t, nil) // the memport LAN: MTU 1500, a ring of 2,048; nothing reads it
+	r := routerRig(t, nil)  // the memport LAN: MTU 1500, a ring of 2,048; nothing reads it
 	const off, n = 16, 1100 // 2 fragments each: over the ring
 	noDF := ipPacket(peerA, hostIP, bytes.Repeat([]byte{7}, 2000))
 	binary.BigEndian.PutUint16(noDF[6:8], 0)
