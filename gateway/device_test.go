@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -525,6 +527,26 @@ func TestUAPIWarnsBounded(t *testing.T) {
 	r.dev.warnUAPI(refused)
 	if !strings.Contains(logs.String(), "not_logged_before=15") {
 		t.Errorf("the line a minute later does not count the 15 not logged:\n%s", logs.String())
+	}
+	// Over the socket: an unknown operation, an operation line too long,
+	// an endpoint of another interface's zone (each logged a line of its
+	// own, without bound; the last one two).
+	for _, req := range []string{"bogus=1\n\n", strings.Repeat("a", 70<<10) + "\n",
+		"set=1\npublic_key=" + strings.Repeat("ab", 32) + "\nendpoint=[fe80::1%eth9]:1\n\n"} {
+		r.f.clock.Add(int64(61 * time.Second))
+		logs.Reset()
+		for range 25 {
+			c := serve(t, r.dev)
+			go io.WriteString(c, req)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c) // the reply, if any: up to its blank line
+			for l, err := br.ReadString('\n'); err == nil && l != "\n"; l, err = br.ReadString('\n') {
+			}
+			c.Close()
+		}
+		if n := strings.Count(logs.String(), "level=WARN"); n != uapiWarnBurst {
+			t.Errorf("25 requests %.20q... within a minute logged %d times, want %d:\n%.2000s", req, n, uapiWarnBurst, logs.String())
+		}
 	}
 }
 

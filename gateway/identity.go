@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"cmp"
+	"slices"
 
 	"github.com/wgpio/wgpio/noise"
 )
@@ -114,6 +115,7 @@ func (d *Device) zeroRetired() {
 	d.hasRetired.Store(false)
 	ids := d.retiredIDs
 	d.retiredIDs = nil
+	d.zeroing = append(d.zeroing, ids...) // counted by Stats while zeroed
 	d.mu.Unlock()
 	if len(ids) == 0 {
 		return
@@ -123,4 +125,13 @@ func (d *Device) zeroRetired() {
 		id.Zero()
 	}
 	d.idMu.Unlock()
+	// Their counts go on in the device's (Stats.Noise), moved from
+	// zeroing to retiredNoise under one lock: a reader counts them once.
+	d.mu.Lock()
+	for _, id := range ids {
+		n := id.Stats().Snapshot()
+		d.retiredNoise.Add(&n)
+	}
+	d.zeroing = slices.DeleteFunc(d.zeroing, func(id *noise.StaticIdentity) bool { return slices.Contains(ids, id) })
+	d.mu.Unlock()
 }

@@ -109,8 +109,9 @@ type counters struct {
 
 func (c *counters) drop(r DropReason) { c.drops.Add(r, 1) }
 
-// Stats returns the counters; Noise is the current identity's (zero
-// without a private key).
+// Stats returns the counters; Noise is the sum of every identity's the
+// device had (each private key has its own), so that it counts since New
+// as the rest do and its drops add up to Drops[DropHandshakeInvalid].
 func (d *Device) Stats() Stats {
 	var s Stats
 	s.Drops = d.stats.drops.Load()
@@ -126,8 +127,16 @@ func (d *Device) Stats() Stats {
 	s.UAPIRefused = d.uapiConns.Refused()
 	now := d.now()
 	d.mu.RLock()
+	s.Noise = d.retiredNoise
+	for _, ids := range [2][]*noise.StaticIdentity{d.retiredIDs, d.zeroing} {
+		for _, id := range ids {
+			n := id.Stats().Snapshot()
+			s.Noise.Add(&n)
+		}
+	}
 	if d.id != nil {
-		s.Noise = d.id.Stats().Snapshot()
+		n := d.id.Stats().Snapshot()
+		s.Noise.Add(&n)
 	}
 	s.PeersConfigured = uint64(d.peers.Len())
 	for p := range d.peers.All {

@@ -428,10 +428,8 @@ func (d *Device) setPeerLineLocked(st *setState, key, value string) error {
 			// The fast path sends every packet out of the WAN port: a
 			// zone naming it (by name or index) says nothing more and is
 			// dropped; any other interface cannot be honoured.
-			if !d.isWANZone(z) {
-				d.log.Warn("endpoint refused: its zone is not the WAN interface, the only one the fast path sends on",
-					"endpoint", value, "zone", z, "wan", d.opts.WANInterface)
-				return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: zone %q is not the WAN interface %q", value, z, d.opts.WANInterface)
+			if !d.isWANZone(z) { // logged with the request's refusal (warnUAPI)
+				return uapiErrorf(ipc.IpcErrorInvalid, "set endpoint %q: zone %q is not the WAN interface %q, the only one the fast path sends on", value, z, d.opts.WANInterface)
 			}
 			ap = netip.AddrPortFrom(ap.Addr().WithZone(""), ap.Port())
 		}

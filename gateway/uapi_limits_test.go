@@ -330,7 +330,7 @@ func TestUAPIUnknownOperationLogBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if l := logs.String(); len(l) > 512 || !strings.Contains(l, "bytes=61440") {
+	if l := logs.String(); len(l) > 512 || !strings.Contains(l, "(61440 bytes)") {
 		t.Errorf("log of a 60 KiB unknown operation: %d bytes, want its start and length: %.300q", len(l), l)
 	}
 }

@@ -250,7 +250,7 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 		opb, err := readLine(rw.Reader)
 		if err != nil {
 			if err == errLineTooLong {
-				d.log.Warn("invalid UAPI operation", "err", err)
+				d.warnUAPI(fmt.Errorf("invalid UAPI operation: %w", err))
 				fmt.Fprintf(rw, "errno=%d\n\n", errLineTooLong.Code)
 				rw.Flush()
 			}
@@ -283,7 +283,7 @@ func (d *Device) ServeUAPI(conn net.Conn) {
 			err = d.ipcGet(rw.Writer, h)
 			d.getReplies.Release(h)
 		default:
-			d.log.Warn("invalid UAPI operation", "op", logStart(op), "bytes", len(op))
+			d.warnUAPI(fmt.Errorf("invalid UAPI operation %q (%d bytes)", logStart(op), len(op)))
 			return
 		}
 		var code int64
