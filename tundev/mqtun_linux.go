@@ -259,6 +259,7 @@ func (t *MultiQueueTUN) reader(i int) {
 			select {
 			case t.batches <- b:
 			case <-t.closed:
+				t.ctr.drops.Add(TUNDropClosed, uint64(b.n))
 				return
 			}
 		} else {
@@ -462,6 +463,16 @@ func (t *MultiQueueTUN) Close() error {
 			h.close()
 		}
 		t.wg.Wait()
+		// What the readers queued and no Read took (one racing this
+		// takes a batch before or returns it, never both).
+		for drained := false; !drained; {
+			select {
+			case b := <-t.batches:
+				t.ctr.drops.Add(TUNDropClosed, uint64(b.n-b.next))
+			default:
+				drained = true
+			}
+		}
 		close(t.events)
 		err = errors.Join(errs...)
 	})

@@ -1,9 +1,12 @@
 package tundev
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/topo"
@@ -182,4 +185,68 @@ func TestMultiQueueTUNKernelQueueFull(t *testing.T) {
 		t.Fatalf("Stats kernel_queue_full = %d, the interface's TX drops %d, after %d datagrams routed into a TUN nobody reads; want them equal, above 0 and at most %d", got, kernel, sent, sent)
 	}
 	t.Logf("%d of %d datagrams dropped by the kernel at the TUN's queue", got, sent)
+}
+
+// TestMultiQueueTUNClosedCounted: packets the kernel sent into the TUN
+// that no Read took before Close are counted (closed); they were lost
+// uncounted.
+func TestMultiQueueTUNClosedCounted(t *testing.T) {
+	tp := testenv.Topology(t, "mc")
+	ns := testenv.NS(t, tp, "a")
+	var dev *MultiQueueTUN
+	if err := ns.Do(func() error {
+		var err error
+		dev, err = OpenMultiQueueTUN("wgpmc0", 2, 1420)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if err := ns.AddAddr("wgpmc0", "198.18.79.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 5
+	if err := ns.Do(func() error {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(198, 18, 79, 1)})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range sent {
+			if _, err := c.WriteToUDP([]byte("x"), &net.UDPAddr{IP: net.IPv4(198, 18, 79, 2), Port: 7}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The readers take them from the kernel (batches wait for Read): the
+	// interface's TX counter counts what a reader read (tun_put_user).
+	read := func() uint64 {
+		var n uint64
+		if err := ns.Do(func() error {
+			l, err := netlink.LinkByName("wgpmc0")
+			if err == nil {
+				n = l.Attrs().Statistics.TxPackets
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for read() < sent && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	taken := read()
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// (The host's IPv6 router solicitations may come too: at least.)
+	if s := dev.Counters(); s.Drops[TUNDropClosed] < max(taken, sent) || s.RXPackets != 0 {
+		t.Errorf("closed %d, none returned by Read (%d): want every packet the readers took, %d, and at least the %d sent",
+			s.Drops[TUNDropClosed], s.RXPackets, taken, sent)
+	}
 }

@@ -49,11 +49,15 @@ const (
 	// drivers/net/tun.c). The kernel counts them as the interface's TX
 	// drops (ip -s link show); Stats reads that count.
 	TUNDropKernelQueueFull
+	// TUNDropClosed: packets read from the kernel that no Read took
+	// before Close: those a reader held and those waiting for Read (a
+	// batch Read began is still returned after Close).
+	TUNDropClosed
 
 	NumTUNDropReasons
 )
 
-var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route", "host_multicast", "kernel_queue_full"}
+var tunDropNames = [NumTUNDropReasons]string{"full", "down", "malformed", "write_error", "too_big", "no_route", "host_multicast", "kernel_queue_full", "closed"}
 
 // String returns the reason's snake-case name.
 func (r TUNDropReason) String() string { return counts.Name(tunDropNames[:], r) }
