@@ -61,19 +61,17 @@ type Device struct {
 	private    noise.PrivateKey
 	id         *noise.StaticIdentity   // nil without a private key
 	retiredIDs []*noise.StaticIdentity // replaced, to zero (zeroRetired)
-	// zeroing holds the identities a zeroRetired took from retiredIDs
-	// until it has zeroed them; retiredNoise is the counts of those it
-	// zeroed: with those of retiredIDs, zeroing and the current one's,
-	// Stats.Noise.
-	zeroing      []*noise.StaticIdentity
-	retiredNoise noise.StatsSnapshot
-	hasRetired   atomic.Bool
-	listenPort   uint16
-	fwmark       uint32
-	peers        peerList                  // configuration order
-	byKey        map[noise.PublicKey]*peer // by static public key
-	byFP         map[*fastpath.Peer]*peer  // by the fast path's peer
-	allowed      map[netip.Prefix]*peer    // masked prefix → owner
+	// noiseStats is what every identity the device had counted
+	// (Stats.Noise): one for all, so that the counts go on across a
+	// change of the private key.
+	noiseStats noise.Stats
+	hasRetired atomic.Bool
+	listenPort uint16
+	fwmark     uint32
+	peers      peerList                  // configuration order
+	byKey      map[noise.PublicKey]*peer // by static public key
+	byFP       map[*fastpath.Peer]*peer  // by the fast path's peer
+	allowed    map[netip.Prefix]*peer    // masked prefix → owner
 	// dirtyPeers and dirtyPrefixes are what changed since the last
 	// publish: peers created or forgotten, prefixes whose owner may have
 	// changed. publishLocked hands the dataplane only these.

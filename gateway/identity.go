@@ -5,7 +5,6 @@ package gateway
 
 import (
 	"cmp"
-	"slices"
 
 	"github.com/wgpio/wgpio/noise"
 )
@@ -60,7 +59,7 @@ func (d *Device) setPrivateKeyLocked(k noise.PrivateKey) {
 	d.private.Zero()
 	d.private = k
 	if !k.IsZero() {
-		d.id = noise.NewStaticIdentity(k, d.clock)
+		d.id = noise.NewStaticIdentityCounting(k, d.clock, &d.noiseStats) // counts across keys (Stats.Noise)
 	}
 	// Every peer gets a handshake of the new identity below: those
 	// waiting for the next publish to be precomputed are of the old one
@@ -115,7 +114,6 @@ func (d *Device) zeroRetired() {
 	d.hasRetired.Store(false)
 	ids := d.retiredIDs
 	d.retiredIDs = nil
-	d.zeroing = append(d.zeroing, ids...) // counted by Stats while zeroed
 	d.mu.Unlock()
 	if len(ids) == 0 {
 		return
@@ -125,13 +123,4 @@ func (d *Device) zeroRetired() {
 		id.Zero()
 	}
 	d.idMu.Unlock()
-	// Their counts go on in the device's (Stats.Noise), moved from
-	// zeroing to retiredNoise under one lock: a reader counts them once.
-	d.mu.Lock()
-	for _, id := range ids {
-		n := id.Stats().Snapshot()
-		d.retiredNoise.Add(&n)
-	}
-	d.zeroing = slices.DeleteFunc(d.zeroing, func(id *noise.StaticIdentity) bool { return slices.Contains(ids, id) })
-	d.mu.Unlock()
 }

@@ -109,9 +109,10 @@ type counters struct {
 
 func (c *counters) drop(r DropReason) { c.drops.Add(r, 1) }
 
-// Stats returns the counters; Noise is the sum of every identity's the
-// device had (each private key has its own), so that it counts since New
-// as the rest do and its drops add up to Drops[DropHandshakeInvalid].
+// Stats returns the counters; Noise counts what every identity the
+// device had did (one Stats for all its private keys), so that it counts
+// since New as the rest do and its drops add up to
+// Drops[DropHandshakeInvalid].
 func (d *Device) Stats() Stats {
 	var s Stats
 	s.Drops = d.stats.drops.Load()
@@ -127,17 +128,7 @@ func (d *Device) Stats() Stats {
 	s.UAPIRefused = d.uapiConns.Refused()
 	now := d.now()
 	d.mu.RLock()
-	s.Noise = d.retiredNoise
-	for _, ids := range [2][]*noise.StaticIdentity{d.retiredIDs, d.zeroing} {
-		for _, id := range ids {
-			n := id.Stats().Snapshot()
-			s.Noise.Add(&n)
-		}
-	}
-	if d.id != nil {
-		n := d.id.Stats().Snapshot()
-		s.Noise.Add(&n)
-	}
+	s.Noise = d.noiseStats.Snapshot()
 	s.PeersConfigured = uint64(d.peers.Len())
 	for p := range d.peers.All {
 		if kp := p.fp.Current.Load(); kp != nil && !kp.Dead() && kp.Confirmed() && now-kp.Created < int64(protocol.RejectAfterTime) {

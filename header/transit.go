@@ -111,8 +111,7 @@ func MartianSource(p []byte) bool {
 	if s[0] == 0xff {
 		return true
 	}
-	hi, lo := binary.BigEndian.Uint64(s[0:8]), binary.BigEndian.Uint64(s[8:16])
-	return hi == 0 && (lo <= 1 || lo>>32 == 0xffff)
+	return zeroOrOne(s) || binary.BigEndian.Uint64(s[0:8]) == 0 && binary.BigEndian.Uint32(s[8:12]) == 0xffff
 }
 
 // addrClass holds, by the first byte of an address, plain4 (IPv4 1-126,

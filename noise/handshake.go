@@ -116,7 +116,7 @@ const (
 // but every handshake with it fails with DropInvalidPublicKey.
 func NewHandshake(id *StaticIdentity, remote PublicKey, psk PresharedKey) *Handshake {
 	h := &Handshake{id: id, remoteStatic: remote, psk: psk, timestamp: tai64n.Now}
-	h.cookies.init(&remote, id.clock, &id.stats)
+	h.cookies.init(&remote, id.clock, id.stats)
 	return h
 }
 
@@ -153,7 +153,7 @@ func (h *Handshake) Precompute() {
 func (h *Handshake) staticStaticLocked() bool {
 	if h.ssState == ssUnknown {
 		h.ssState = ssInvalid
-		if dh(&h.staticStatic, h.id.scalar, &h.remoteStatic, &h.id.stats) == nil {
+		if dh(&h.staticStatic, h.id.scalar, &h.remoteStatic, h.id.stats) == nil {
 			h.ssState = ssOK
 		}
 	}
@@ -283,7 +283,7 @@ func (h *Handshake) newEphemeral() (PublicKey, error) {
 func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := &h.id.stats
+	st := h.id.stats
 	h.clearLocked()
 	if !h.staticStaticLocked() {
 		return DropInvalidPublicKey
@@ -347,7 +347,7 @@ func (h *Handshake) CreateInitiation(dst *[InitiationSize]byte, localIndex uint3
 // wireguard-go); its LocalIndex stays set until CreateResponse replaces it.
 // Errors are DropReasons and are counted. msg is not kept.
 func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *Handshake) (*Handshake, error) {
-	st := &id.stats
+	st := id.stats
 	if len(msg) != InitiationSize {
 		return nil, st.drop(DropWrongSize)
 	}
@@ -426,7 +426,7 @@ func (id *StaticIdentity) ConsumeInitiation(msg []byte, lookup func(PublicKey) *
 func (h *Handshake) CreateResponse(dst *[ResponseSize]byte, localIndex uint32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := &h.id.stats
+	st := h.id.stats
 	if h.state != StateInitiationConsumed {
 		return fmt.Errorf("create response in state %v: %w", h.state, ErrState)
 	}
@@ -502,7 +502,7 @@ func MessageReceiver(msg []byte) (receiver uint32, ok bool) {
 // or duplicated response is refused). Two Curve25519 operations. Errors are
 // DropReasons, counted; on error the state is unchanged.
 func (h *Handshake) ConsumeResponse(msg []byte) error {
-	st := &h.id.stats
+	st := h.id.stats
 	if len(msg) != ResponseSize {
 		return st.drop(DropWrongSize)
 	}

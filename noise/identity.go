@@ -15,7 +15,7 @@ type StaticIdentity struct {
 	scalar  *ecdh.PrivateKey // private as crypto/ecdh uses it; nil once zeroed
 	public  PublicKey
 	clock   func() time.Time
-	stats   Stats
+	stats   *Stats
 	checker CookieChecker
 }
 
@@ -24,16 +24,24 @@ type StaticIdentity struct {
 // initiation flood limit and the cookie lifetimes; nil means time.Now. The
 // identity keeps its own copy of private; Zero erases it.
 func NewStaticIdentity(private PrivateKey, clock func() time.Time) *StaticIdentity {
+	return NewStaticIdentityCounting(private, clock, new(Stats))
+}
+
+// NewStaticIdentityCounting is NewStaticIdentity counting into stats
+// (not nil), which may outlive the identity: a device whose private key
+// changes keeps one Stats for all its identities, so that its counts go
+// on across a change.
+func NewStaticIdentityCounting(private PrivateKey, clock func() time.Time, stats *Stats) *StaticIdentity {
 	if clock == nil {
 		clock = time.Now
 	}
-	id := &StaticIdentity{private: private, clock: clock}
+	id := &StaticIdentity{private: private, clock: clock, stats: stats}
 	if s, err := id.private.scalar(); err == nil { // never fails with 32 bytes
 		id.scalar = s
 		copy(id.public[:], s.PublicKey().Bytes())
 	}
 	id.stats.curve25519.Add(1)
-	id.checker.init(&id.public, clock, &id.stats)
+	id.checker.init(&id.public, clock, id.stats)
 	return id
 }
 
@@ -41,8 +49,9 @@ func NewStaticIdentity(private PrivateKey, clock func() time.Time) *StaticIdenti
 func (id *StaticIdentity) PublicKey() PublicKey { return id.public }
 
 // Stats returns the identity's counters, shared with its CookieChecker and
-// every Handshake made with it.
-func (id *StaticIdentity) Stats() *Stats { return &id.stats }
+// every Handshake made with it (and with the other identities made with
+// the same NewStaticIdentityCounting stats).
+func (id *StaticIdentity) Stats() *Stats { return id.stats }
 
 // CookieChecker returns the responder side of the cookie mechanism for
 // messages sent to this identity.

@@ -101,19 +101,6 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	return o
 }
 
-// Add adds o's counts to s's (a device's totals over the identities it
-// had: each private key has a StaticIdentity, and Stats, of its own).
-func (s *StatsSnapshot) Add(o *StatsSnapshot) {
-	s.Drops.Add(&o.Drops)
-	s.Curve25519 += o.Curve25519
-	s.InitiationsCreated += o.InitiationsCreated
-	s.InitiationsConsumed += o.InitiationsConsumed
-	s.ResponsesCreated += o.ResponsesCreated
-	s.ResponsesConsumed += o.ResponsesConsumed
-	s.CookieRepliesCreated += o.CookieRepliesCreated
-	s.CookieRepliesConsumed += o.CookieRepliesConsumed
-}
-
 // Dropped returns how many messages were dropped for reason r.
 func (s *Stats) Dropped(r DropReason) uint64 {
 	if r >= NumDropReasons {

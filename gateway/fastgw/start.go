@@ -27,6 +27,16 @@ import (
 	"github.com/wgpio/wgpio/tundev"
 )
 
+// framesPerQueue is the UMEM's frames per queue unless Config.Frames says
+// otherwise: each of the two ports' fill, RX, TX and completion rings can
+// hold a ring's worth (4 × 2 × 2048), plus the four halves' caches
+// (4 × 4 × CacheBatch: 1,024). With less, a burst that parks frames in one
+// port's rings starves the other's fill ring (counted by the kernel as
+// xsk_rx_fill_ring_empty_descs and dropped). 17,408 frames of 4 KiB, 68
+// MiB: README.md, dist/wgpio.service and examples/gateway say so
+// (TestFramesPerQueue).
+const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
+
 // Start opens the ports and runs the gateway, in steps:
 //
 //  1. withDefaults: check the configuration, fill in defaults;
