@@ -82,6 +82,19 @@ func TestOffLAN(t *testing.T) {
 	for _, d := range dests {
 		routes = append(routes, netip.MustParsePrefix(d))
 	}
+	f := &config.File{Interface: config.Interface{PrivateKey: hubKey, ListenPort: 51820}, Peers: []config.Peer{
+		{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.1.2:51820"),
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.2/32"), netip.MustParsePrefix("2001:db8:65::2/128")}},
+	}}
+	var g *Gateway
+	must(hub.Do(func() (err error) {
+		g, err = Start(Config{Name: topo.UniqueName("wgoh"), UAPI: f.UAPI(), ListenPort: 51820, WAN: wan.A, LAN: lan.A, Queues: 1,
+			SyncInterval: 50 * time.Millisecond})
+		return err
+	}))
+	t.Cleanup(func() { g.Close() })
+	// The peer starts after the hub, so that its first initiation
+	// reaches it (TestRouterStock).
 	name := topo.UniqueName("wgol")
 	d, err := wgpeer.Start(p1, wgpeer.Config{
 		Name: name, PrivateKey: k1, ListenPort: 51820,
@@ -94,18 +107,6 @@ func TestOffLAN(t *testing.T) {
 	}
 	t.Cleanup(d.Close)
 	must(p1.AddAddr(name, "2001:db8:65::2/64"))
-
-	f := &config.File{Interface: config.Interface{PrivateKey: hubKey, ListenPort: 51820}, Peers: []config.Peer{
-		{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.1.2:51820"),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.2/32"), netip.MustParsePrefix("2001:db8:65::2/128")}},
-	}}
-	var g *Gateway
-	must(hub.Do(func() (err error) {
-		g, err = Start(Config{Name: topo.UniqueName("wgoh"), UAPI: f.UAPI(), ListenPort: 51820, WAN: wan.A, LAN: lan.A, Queues: 1,
-			SyncInterval: 50 * time.Millisecond})
-		return err
-	}))
-	t.Cleanup(func() { g.Close() })
 	pingOut(t, p1, "198.19.1.10") // the session is up
 
 	capture := testenv.StartCapture(t, tcpdump, hl, lan.B, t.TempDir()+"/lan.pcap", "ip or ip6")

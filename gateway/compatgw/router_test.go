@@ -101,9 +101,6 @@ func TestRouterStock(t *testing.T) {
 		t.Cleanup(d.Close)
 		must(n.AddAddr(name, a6+"/64"))
 	}
-	warrior(p1, k1, "198.19.101.2", "2001:db8:65::2")
-	warrior(p2, k2, "198.19.101.3", "2001:db8:65::3")
-
 	f := &config.File{Interface: config.Interface{PrivateKey: hubKey, ListenPort: 51820}, Peers: []config.Peer{
 		{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.2.2:51820"),
 			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.2/32"), netip.MustParsePrefix("2001:db8:65::2/128")}},
@@ -119,6 +116,11 @@ func TestRouterStock(t *testing.T) {
 		return err
 	}))
 	t.Cleanup(func() { g.Close() })
+	// The peers start after the hub, so that their first initiations
+	// reach it: started before, they would wait 5 s (REKEY_TIMEOUT) to
+	// retry, and one retry lost would leave the pings too little time.
+	warrior(p1, k1, "198.19.101.2", "2001:db8:65::2")
+	warrior(p2, k2, "198.19.101.3", "2001:db8:65::3")
 
 	t.Run("peer to peer", func(t *testing.T) {
 		for _, c := range []struct {

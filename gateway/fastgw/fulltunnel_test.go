@@ -120,6 +120,22 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	}
 	gwKey, k1 := key(), key()
 	internet, internet6, site := netip.MustParsePrefix("198.18.200.0/24"), netip.MustParsePrefix("2001:db8:c8::/64"), netip.MustParsePrefix("198.19.1.0/24")
+	var g *fastgw.Gateway
+	excName := topo.UniqueName("wgftg")
+	must(gw.Do(func() (err error) {
+		g, err = fastgw.Start(fastgw.Config{
+			Name: excName, PrivateKey: gwKey, ListenPort: 51820,
+			WAN: wan.A, LAN: lan.A, Queues: 1,
+			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.101.1/24"), netip.MustParsePrefix("2001:db8:65::1/64")},
+			Peers: []gateway.PeerConfig{{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.2.2:51820"),
+				AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.2/32"), netip.MustParsePrefix("2001:db8:65::2/128")}}},
+		})
+		return err
+	}))
+	t.Cleanup(func() { g.Close() })
+	logOnFailure(t, g)
+	// The peer starts after the gateway, so that its first initiation
+	// reaches it (hairpin_test.go).
 	name := topo.UniqueName("wgft")
 	d, err := wgpeer.Start(p1, wgpeer.Config{
 		Name: name, PrivateKey: k1, ListenPort: 51820,
@@ -135,20 +151,6 @@ func newFullTunnelRig(t *testing.T) *fullTunnelRig {
 	}
 	t.Cleanup(d.Close)
 	must(p1.AddAddr(name, "2001:db8:65::2/64"))
-
-	var g *fastgw.Gateway
-	excName := topo.UniqueName("wgftg")
-	must(gw.Do(func() (err error) {
-		g, err = fastgw.Start(fastgw.Config{
-			Name: excName, PrivateKey: gwKey, ListenPort: 51820,
-			WAN: wan.A, LAN: lan.A, Queues: 1,
-			Addresses: []netip.Prefix{netip.MustParsePrefix("198.19.101.1/24"), netip.MustParsePrefix("2001:db8:65::1/64")},
-			Peers: []gateway.PeerConfig{{PublicKey: k1.PublicKey(), Endpoint: netip.MustParseAddrPort("198.18.2.2:51820"),
-				AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.101.2/32"), netip.MustParsePrefix("2001:db8:65::2/128")}}},
-		})
-		return err
-	}))
-	t.Cleanup(func() { g.Close() })
 
 	return &fullTunnelRig{gw: gw, inet: inet, p1: p1, hl: hl, lan: lan, wan: wan, w1: w1, g: g, name: excName}
 }

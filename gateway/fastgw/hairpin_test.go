@@ -78,9 +78,6 @@ func TestPeerToPeerStock(t *testing.T) {
 		t.Cleanup(d.Close)
 		must(n.AddAddr(name, a6+"/64"))
 	}
-	warrior(p1, k1, "198.19.101.2", "2001:db8:65::2")
-	warrior(p2, k2, "198.19.101.3", "2001:db8:65::3")
-
 	var g *fastgw.Gateway
 	must(hub.Do(func() (err error) {
 		g, err = fastgw.Start(fastgw.Config{
@@ -97,6 +94,12 @@ func TestPeerToPeerStock(t *testing.T) {
 		return err
 	}))
 	t.Cleanup(func() { g.Close() })
+	logOnFailure(t, g)
+	// The peers start after the hub, so that their first initiations
+	// reach it: started before, they would wait 5 s (REKEY_TIMEOUT) to
+	// retry, and one retry lost would leave the pings too little time.
+	warrior(p1, k1, "198.19.101.2", "2001:db8:65::2")
+	warrior(p2, k2, "198.19.101.3", "2001:db8:65::3")
 
 	for _, c := range []struct {
 		from *topo.NS

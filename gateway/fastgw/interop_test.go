@@ -53,6 +53,18 @@ func dropsString(g *fastgw.Gateway) string {
 	return b.String()
 }
 
+// logOnFailure logs g's drops and its control plane's counts at the end
+// of a test that failed, before g closes (registered after g's Close).
+func logOnFailure(t *testing.T, g *fastgw.Gateway) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			s := g.Device().Stats()
+			t.Logf("gateway at the failure: drops %s; control plane: %d initiations and %d responses sent, %d keypairs installed, %d live sessions, drops %v",
+				dropsString(g), s.InitiationsSent, s.ResponsesSent, s.KeypairsInstalledTotal, s.LiveSessions, s.Losses())
+		}
+	})
+}
+
 // ping runs ping in ns until one reply or the timeout.
 func ping(t *testing.T, ns *topo.NS, dst string, size int) {
 	t.Helper()
