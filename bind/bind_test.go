@@ -534,6 +534,34 @@ func TestOwnedARP(t *testing.T) {
 
 // TestClose: a blocked ReceiveFunc and later calls return net.ErrClosed;
 // the Bind opens again.
+// TestReceivePortClosed: ReceiveFuncs blocked when the port is closed
+// under the bind (closed before it, against its contract) return an error
+// wrapping dataplane.ErrClosed (not net.ErrClosed: the bind is open); they
+// polled the closed port, a CPU's worth, until the bind closed.
+func TestReceivePortClosed(t *testing.T) {
+	r := newRig(t, 2, nil)
+	errc := make(chan error, len(r.fns))
+	for _, fn := range r.fns {
+		go func() {
+			bufs, sizes, eps := recvBufs()
+			_, err := fn(bufs, sizes, eps)
+			errc <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	r.a.Close()
+	for range r.fns {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, dataplane.ErrClosed) || errors.Is(err, net.ErrClosed) {
+				t.Errorf("ReceiveFunc whose port closed = %v, want dataplane.ErrClosed (the bind is open)", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a ReceiveFunc whose port closed did not return in 10 s")
+		}
+	}
+}
+
 func TestClose(t *testing.T) {
 	r := newRig(t, 2, nil)
 	errc := make(chan error, 2)

@@ -2,6 +2,7 @@ package bind
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -318,7 +319,7 @@ func (r *rxQueue) receive(packets [][]byte, sizes []int, eps []conn.Endpoint) (i
 				if r.g.closed.Load() {
 					return 0, net.ErrClosed
 				}
-				return 0, err
+				return 0, fmt.Errorf("bind: wait: %w", err)
 			}
 			continue
 		}

@@ -105,6 +105,17 @@ type RX interface {
 	Arm() bool
 }
 
+// PortCloser is implemented by the RX halves that can tell that their
+// port was closed (memport's and afxdp's): a Waiter's Wait returns an error
+// wrapping ErrClosed once one of its halves' ports is closed, so that an
+// owner whose port was closed under it stops instead of polling, forever,
+// a half that can never receive.
+type PortCloser interface {
+	// PortClosed reports whether the half's port is closed. Safe for
+	// concurrent use.
+	PortClosed() bool
+}
+
 // TX is the transmit half of a queue. It has one owner goroutine at a time.
 type TX interface {
 	// Transmit queues frames for sending and returns how many it took: it

@@ -59,12 +59,12 @@ func NewWaiter() (*Waiter, error) {
 	return w, nil
 }
 
-// Add makes Wait return when rx may have frames. An RX whose WaitFD is
-// negative when added (a port closed before) is polled by Wait but never
-// wakes it; a half whose port closes after Add makes every Wait return at
-// once (its Arm fails, and its descriptor is gone): Remove it before the
-// port closes. Adding a half that is not a Notifier puts the waiter
-// (back) in poll mode.
+// Add makes Wait return when rx may have frames. A half whose port is
+// closed (before Add or after) makes every Wait return at once: with an
+// error wrapping ErrClosed if the half is a PortCloser, else as a
+// spurious return (an RX whose WaitFD is negative when added is polled but
+// never wakes it). Remove a half before its port closes. Adding a half
+// that is not a Notifier puts the waiter (back) in poll mode.
 func (w *Waiter) Add(rx RX) {
 	w.rxs = append(w.rxs, rx)
 	w.fds = append(w.fds, unix.PollFd{Fd: int32(rx.WaitFD()), Events: unix.POLLIN})
@@ -136,14 +136,19 @@ func (w *Waiter) Ring() {
 // timeout passes (Forever: no timeout; 0: just check). It returns rang = true
 // if the doorbell rang (and clears it). Spurious returns are allowed: the
 // caller polls every half after Wait returns. In channel mode it allocates
-// nothing after the first call with a timeout.
+// nothing after the first call with a timeout. After Close, or once the
+// port of a half that is a PortCloser is closed, it returns at once an
+// error wrapping ErrClosed that says which.
 func (w *Waiter) Wait(timeout time.Duration) (rang bool, err error) {
 	if w.bell.Load() < 0 {
-		return false, ErrClosed
+		return false, errWaiterClosed
 	}
 	for _, rx := range w.rxs {
 		if !rx.Arm() {
 			timeout = 0
+		}
+		if c, ok := rx.(PortCloser); ok && c.PortClosed() {
+			return false, errPortClosedUnder
 		}
 	}
 	if w.parks.Load() {
@@ -219,12 +224,19 @@ func (w *Waiter) park(timeout time.Duration) (rang bool) {
 	return rang
 }
 
+// The errors of a closed waiter's Wait and Close, and of a Wait on a half
+// whose port was closed under it.
+var (
+	errWaiterClosed    = fmt.Errorf("dataplane: waiter closed: %w", ErrClosed)
+	errPortClosedUnder = fmt.Errorf("dataplane: the port of a queue the waiter waits on was closed (close or Remove the queue's owner first): %w", ErrClosed)
+)
+
 // Close releases the doorbell. The RX halves are not touched. A second
-// Close returns ErrClosed.
+// Close returns an error wrapping ErrClosed.
 func (w *Waiter) Close() error {
 	fd := w.bell.Swap(-1)
 	if fd < 0 {
-		return ErrClosed
+		return errWaiterClosed
 	}
 	if err := wakefd.Close(int(w.fds[0].Fd), int(fd)); err != nil {
 		return fmt.Errorf("close doorbell: %w", err)

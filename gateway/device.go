@@ -333,6 +333,14 @@ func (d *Device) AddPeers(cs []PeerConfig) (err error) {
 		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
 			return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
 		}
+		for _, pfx := range c.AllowedIPs {
+			// The zero Prefix (netip.ParsePrefix never gives one),
+			// which the dataplane would refuse after the device had
+			// taken it.
+			if !pfx.IsValid() {
+				return fmt.Errorf("gateway: peer %s: allowed IP %v is not a valid prefix", c.PublicKey, pfx)
+			}
+		}
 	}
 	// Once d.mu is released: the dataplane's work of the change done
 	// out of it (dataplaneWaiter).

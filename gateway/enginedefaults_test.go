@@ -71,3 +71,31 @@ func newEngineDevice(t *testing.T) (*gateway.Device, *fastpath.Engine, [6]byte) 
 	t.Cleanup(func() { d.Close() })
 	return d, e, [6]byte(wan.MAC())
 }
+
+// TestAddPeerInvalidPrefix: a zero netip.Prefix among a peer's allowed IPs
+// is refused before anything is applied, as AddPeers promises: taken by
+// the device and then refused by the engine, the peer stayed in the
+// device alone, and every later change to it (and a replace_peers set of
+// the whole device) failed against the engine's set.
+func TestAddPeerInvalidPrefix(t *testing.T) {
+	d, _, _ := newEngineDevice(t)
+	k, _ := noise.NewPrivateKey()
+	pub := k.PublicKey()
+	if err := d.AddPeer(gateway.PeerConfig{PublicKey: pub, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/24"), {}}}); err == nil ||
+		!strings.Contains(err.Error(), "not a valid prefix") {
+		t.Errorf("AddPeer with the zero Prefix = %v, want the prefix named invalid", err)
+	}
+	if n := len(d.Peers()); n != 0 {
+		t.Fatalf("after the refused AddPeer the device has %d peers, want 0", n)
+	}
+	if err := d.AddPeer(gateway.PeerConfig{PublicKey: pub, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/24")}}); err != nil {
+		t.Errorf("AddPeer of the same key, valid: %v", err)
+	}
+	k2, _ := noise.NewPrivateKey()
+	if err := d.IpcSet(strings.NewReader("replace_peers=true\npublic_key=" + k2.PublicKey().Hex() + "\nallowed_ip=198.19.1.0/24\n")); err != nil {
+		t.Errorf("replace_peers=true afterwards: %v", err)
+	}
+	if ps := d.Peers(); len(ps) != 1 || ps[0].PublicKey != k2.PublicKey() {
+		t.Errorf("after replace_peers, peers %v, want the one set", ps)
+	}
+}

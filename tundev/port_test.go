@@ -290,6 +290,29 @@ func TestPortDeviceClose(t *testing.T) {
 	}
 }
 
+// TestPortDeviceReadPortClosed: a Read blocked when the port is closed
+// under the device (closed before it, against its contract) returns an
+// error wrapping dataplane.ErrClosed; it polled the closed port, a CPU's
+// worth, until the device closed.
+func TestPortDeviceReadPortClosed(t *testing.T) {
+	r := newPortRig(t, 2, nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.dev.Read([][]byte{make([]byte, 100)}, []int{0}, 0)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	r.a.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, dataplane.ErrClosed) || errors.Is(err, os.ErrClosed) {
+			t.Errorf("Read whose port closed = %v, want dataplane.ErrClosed (the device is open)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read whose port closed did not return in 10 s")
+	}
+}
+
 // TestPortDeviceReadNoRoom: Read given no room (no buffers or no sizes)
 // returns 0 and nil at once, leaving what waits for the next call, and
 // os.ErrClosed after Close. Before, it blocked for good, with or without

@@ -219,6 +219,11 @@ func (h *rxHalf) Free(frames []dataplane.Frame) {
 // WaitFD is the socket, which polls readable when the RX ring has frames.
 func (h *rxHalf) WaitFD() int { return h.s.fd }
 
+// PortClosed implements dataplane.PortCloser.
+func (h *rxHalf) PortClosed() bool { return h.q.port.closed.Load() }
+
+var _ dataplane.PortCloser = (*rxHalf)(nil)
+
 // Arm returns false if frames are waiting. Polling the socket also wakes
 // the driver when the fill ring needs it (need_wakeup).
 func (h *rxHalf) Arm() bool {

@@ -1,6 +1,7 @@
 package dataplanetest
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"testing"
@@ -21,7 +22,28 @@ func (s *suite) testCloseReopen(t *testing.T, queues int) {
 	if tx.Alloc(held[:]) != 1 {
 		t.Fatal("Alloc of one frame failed")
 	}
+	// A waiter on a half of a port closed under it.
+	w, err := dataplane.NewWaiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Add(p.b.Queue(0).RX())
 	p.close()
+	if c, ok := p.b.Queue(0).RX().(dataplane.PortCloser); ok && c.PortClosed() {
+		waited := make(chan error, 1)
+		go func() { _, err := w.Wait(dataplane.Forever); waited <- err }()
+		select {
+		case err := <-waited:
+			if !errors.Is(err, dataplane.ErrClosed) {
+				t.Errorf("Wait on a half whose port closed = %v, want ErrClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Wait on a half whose port closed blocked 10 s")
+		}
+	} else {
+		t.Errorf("%s: the RX half is no PortCloser, or not closed after Close", p.b.Name())
+	}
 	buf := make([]dataplane.Frame, 8)
 	for _, port := range []dataplane.Port{p.a, p.b} {
 		for qi := range port.NumQueues() {

@@ -17,6 +17,10 @@ const (
 	// maxQueues bounds Config.Queues (a TX burst tracks the rings it
 	// touched in a 64-bit mask).
 	maxQueues = 64
+	// maxPoolBytes bounds a pool's memory (PoolFrames * FrameSize, 16
+	// GiB): a Go heap allocation beyond what the machine has is a fatal
+	// error, not one NewPair could return.
+	maxPoolBytes = 16 << 30
 )
 
 // Config describes a pair of ports. The zero value is usable.
@@ -49,7 +53,8 @@ type Config struct {
 	// private cache of up to 4 * dataplane.CacheBatch buffers (of its own
 	// pool, and a TX half one of the peer's pool too), so a pool much
 	// smaller than the default can run dry while buffers sit in caches:
-	// Alloc comes up short and copies are dropped (DropNoBuffer).
+	// Alloc comes up short and copies are dropped (DropNoBuffer). A pool
+	// holds at most 16 GiB (PoolFrames * FrameSize): NewPair refuses more.
 	PoolFrames int
 	// SharedPool makes the two ports share one pool, so that frames cross
 	// the wire and move from one port's RX to the other's TX without a copy.
@@ -98,6 +103,7 @@ func (c *Config) setDefaults() error {
 			c.PoolFrames *= 2
 		}
 	}
+	makesPool := c.PoolA == nil || c.PoolB == nil
 	switch {
 	case len(c.MACA) != 6 || len(c.MACB) != 6:
 		return fmt.Errorf("memport: MAC addresses %v, %v are not 6 bytes", c.MACA, c.MACB)
@@ -105,6 +111,13 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("memport: %d queues not in [1, %d]", c.Queues, maxQueues)
 	case c.RingSize < 1 || c.RingSize > 1<<24 || c.RingSize&(c.RingSize-1) != 0:
 		return fmt.Errorf("memport: ring size %d is not a power of 2 in [1, 2^24]", c.RingSize)
+	case makesPool && (c.FrameSize < 2048 || c.FrameSize&(c.FrameSize-1) != 0):
+		return fmt.Errorf("memport: FrameSize %d is not a power of 2 of at least 2048", c.FrameSize)
+	case makesPool && (c.Headroom < dataplane.MinHeadroom || c.Headroom > c.FrameSize-dataplane.MinDataRoom):
+		return fmt.Errorf("memport: Headroom %d not in [%d, FrameSize %d - %d]", c.Headroom, dataplane.MinHeadroom, c.FrameSize, dataplane.MinDataRoom)
+	case makesPool && c.PoolFrames > maxPoolBytes/c.FrameSize:
+		return fmt.Errorf("memport: a pool of %d frames of %d bytes is more than %d GiB (PoolFrames, by default from Queues %d and RingSize %d): set fewer",
+			c.PoolFrames, c.FrameSize, maxPoolBytes>>30, c.Queues, c.RingSize)
 	case c.MTU < 68:
 		return fmt.Errorf("memport: MTU %d below the IPv4 minimum of 68", c.MTU)
 	case c.Headroom+c.MTU+ethHeaderLen+vlanTagLen+dataplane.MinTailroom > c.FrameSize:

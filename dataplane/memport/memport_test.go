@@ -95,6 +95,23 @@ func TestConfigRejects(t *testing.T) {
 			t.Errorf("NewPair(%s) = nil error, want an error", tt.name)
 		}
 	}
+	// Refused with the field named: a pool past what the process could
+	// allocate was a fatal error (out of memory) of the runtime, a bad
+	// frame size or headroom an MTU error with a negative fix.
+	for _, tt := range []struct {
+		cfg  memport.Config
+		want string
+	}{
+		{memport.Config{Queues: 64, RingSize: 1 << 16}, "a pool of 536903680 frames of 4096 bytes is more than 16 GiB"},
+		{memport.Config{RingSize: 1 << 24}, "more than 16 GiB (PoolFrames, by default from Queues 1 and RingSize 16777216)"},
+		{memport.Config{PoolFrames: 1 << 23, FrameSize: 4096}, "more than 16 GiB"},
+		{memport.Config{FrameSize: -4096}, "FrameSize -4096 is not a power of 2"},
+		{memport.Config{Headroom: 100000}, "Headroom 100000 not in"},
+	} {
+		if _, _, err := memport.NewPair(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewPair(%+v) = %v, want an error with %q", tt.cfg, err, tt.want)
+		}
+	}
 }
 
 // TestMTUErrorSaysTheFix: an MTU a frame cannot hold is refused with the

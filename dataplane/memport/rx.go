@@ -156,6 +156,11 @@ func (rx *rxHalf) WaitFD() int {
 	return rx.rfd
 }
 
+// PortClosed implements dataplane.PortCloser.
+func (rx *rxHalf) PortClosed() bool { return rx.q.port.closed.Load() }
+
+var _ dataplane.PortCloser = (*rxHalf)(nil)
+
 // Arm asks the peer's transmitters to write WaitFD when they next put frames
 // on a ring into this queue, and reports false if frames are already
 // waiting or the port is closed (so the owner must not block).
