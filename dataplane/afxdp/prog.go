@@ -247,7 +247,8 @@ func (p *program) reloadPortable() error {
 // r7 = data, r8 = data_end, r9 = L3 header, then the counter index; the
 // stack holds the lookup keys: fp-24 the LPM prefix length, fp-20..fp-4 the
 // address (also the hash key), fp-32 the counter index, fp-40 and fp-38
-// the TPID and TCI the metadata kfunc writes. kfunc is the BTF ID of
+// the TPID and TCI the metadata kfunc writes, fp-56..fp-44 the MAC
+// addresses while a priority tag is taken off (priorityTag). kfunc is the BTF ID of
 // bpf_xdp_metadata_rx_vlan_tag in vmlinux, or -1 for no metadata.
 func (p *program) instructions(f Filter, mac net.HardwareAddr, kfunc int64) asm.Instructions {
 	const (
@@ -347,6 +348,45 @@ func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instructio
 		asm.StoreMem(r7, 14, r2, asm.Half))
 }
 
+// priorityTag emits the removal of an outer tag of VID 0 that Linux reads
+// as a priority tag but parse does not step over: an 802.1ad one, or an
+// 802.1Q one in front of another tag (Linux takes any tag with VID 0 off
+// and goes on with what follows, __netif_receive_skb_core). The MAC
+// addresses move 4 bytes back over the tag and bpf_xdp_adjust_head drops
+// the 4 bytes in front, so that the socket and the kernel both see the
+// frame with the tag gone: what follows is judged as if it came so (an
+// untagged frame, or one 802.1Q tag). Passed with the tag, such a frame was
+// routed by the host's kernel, in compat mode (no exception TUN) out of
+// the default route unencrypted. Each call takes one tag off (n tells
+// its labels apart): instructions calls it twice, and a frame with a third
+// VID-0 tag that parse does not step over is passed (xdp_pass_vlan). A
+// frame too short to hold the inner EtherType goes on unchanged.
+func (p *program) priorityTag(emit func(...asm.Instruction), label func(string, asm.Instruction), n string) {
+	const (
+		r0, r1, r2, r3, r6, r7, r8, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.RFP
+		keyMAC                         = -56 // 12 bytes: the MAC addresses while the head moves
+		mdData, mdDataEnd              = 0, 4
+	)
+	emit(asm.LoadMem(r2, r7, 12, asm.Half),
+		asm.Mov.Reg(r3, r7), asm.Add.Imm(r3, 18), asm.JGT.Reg(r3, r8, "tags"+n),
+		asm.JEq.Imm(r2, be16(unix.ETH_P_8021AD), "vid0"+n),
+		asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "tags"+n),
+		asm.LoadMem(r2, r7, 16, asm.Half),
+		asm.JEq.Imm(r2, be16(unix.ETH_P_8021Q), "vid0"+n),
+		asm.JNE.Imm(r2, be16(unix.ETH_P_8021AD), "tags"+n))
+	label("vid0"+n, asm.LoadMem(r2, r7, 14, asm.Half))
+	emit(asm.And.Imm(r2, be16(vlanIDMask)), asm.JNE.Imm(r2, 0, "tags"+n),
+		asm.LoadMem(r2, r7, 0, asm.DWord), asm.StoreMem(fp, keyMAC, r2, asm.DWord),
+		asm.LoadMem(r2, r7, 8, asm.Word), asm.StoreMem(fp, keyMAC+8, r2, asm.Word),
+		asm.Mov.Reg(r1, r6), asm.Mov.Imm(r2, vlanTagLen), asm.FnXdpAdjustHead.Call(),
+		asm.JNE.Imm(r0, 0, "pass_vlan"),
+		asm.LoadMem(r7, r6, mdData, asm.Word), asm.LoadMem(r8, r6, mdDataEnd, asm.Word),
+		asm.Mov.Reg(r3, r7), asm.Add.Imm(r3, 14), asm.JGT.Reg(r3, r8, "pass"),
+		asm.LoadMem(r2, fp, keyMAC, asm.DWord), asm.StoreMem(r7, 0, r2, asm.DWord),
+		asm.LoadMem(r2, fp, keyMAC+8, asm.Word), asm.StoreMem(r7, 8, r2, asm.Word))
+	label("tags"+n, asm.Mov.Imm(r2, 0))
+}
+
 // parse emits the filter proper (see instructions).
 func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(string, asm.Instruction),
 	need func(asm.Register, int32, string), lookup func(*ebpf.Map, int32), redirect func(int32),
@@ -384,6 +424,8 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		redirect(ctrRedirectPrefix)
 	}
 
+	p.priorityTag(emit, label, "1")
+	p.priorityTag(emit, label, "2")
 	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is
 	// 0) is stepped over; an untagged frame goes on only where f.VLAN is
 	// 0; a frame with an 802.1ad tag, or with a second tag behind the

@@ -169,7 +169,7 @@ func TestFilter(t *testing.T) {
 		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
 		{"udp4 priority tag", cat(ethTag(otherMAC, 0x8100, 0xa000, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
 		{"udp4 802.1ad", cat(ethTag(otherMAC, 0x88a8, 7, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 802.1ad vid 0", cat(ethTag(otherMAC, 0x88a8, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 802.1ad vid 0", cat(ethTag(otherMAC, 0x88a8, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect}, // a priority tag (prog_vid0_test.go)
 		{"udp4 stacked tags", cat(ethTag(otherMAC, 0x8100, 0, 0x8100), []byte{0, 7, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
 		{"udp4 vlan truncated", cat(ethTag(otherMAC, 0x8100, 0, 0x0800))[:16], pass},
 		{"arp vlan", cat(ethTag(bcastMAC, 0x8100, 7, 0x0806), arp("198.18.0.1")), passVLAN},
