@@ -143,13 +143,14 @@ func putICMPError(b []byte, src netip.Addr, p []byte, e icmpError) (int, header.
 }
 
 // icmpVia is the way an error leaves: toward a LAN host, into the tunnel
-// to a peer, or to the host itself.
+// to a peer, to the host itself, or out of the WAN (icmpWAN).
 type icmpVia uint8
 
 const (
 	viaLAN icmpVia = iota
 	viaTunnel
 	viaHost
+	viaWAN
 )
 
 // icmpAllowed reports whether the error e about the IP packet p may go to
@@ -328,30 +329,34 @@ func (w *worker) icmpTunnel(p []byte, e icmpError, now int64) {
 // is sent while that MAC is unknown, its resolution asked for: Linux
 // would queue the error for the neighbour, the next one goes), a packet
 // from a peer's side (a source its allowed IPs hold, as lanRoute routes
-// it) into the tunnel from our tunnel address (icmpTunnel), the rest to
-// the host (icmpToHost).
+// it) into the tunnel from our tunnel address (icmpTunnel), the host's
+// own to the host (icmpToHost), the rest out of the WAN from our WAN
+// address (icmpWAN).
 func (w *worker) icmpKernel(p []byte, e icmpError, now int64) {
 	src := header.SourceAddr(p)
-	if rt := w.e.routes.Load(); !isOwn(rt, src) {
-		switch w.lanRoute(rt, src, now) {
-		case routeLAN:
-			from, ok := w.lanErrorFrom(p, e, now)
-			if !ok {
-				return
-			}
-			if mac, ok := w.lanNeighbour(src, now); ok {
-				w.lanSend(p, header.MAC(mac), from, e)
-			}
-			return
-		case routeTunnel:
-			// A peer's packet: the error goes into the tunnel from
-			// our tunnel address, as Linux routes it into wg0,
-			// under the per-destination limit.
-			w.icmpTunnel(p, e, now)
+	rt := w.e.routes.Load()
+	if isOwn(rt, src) {
+		w.icmpToHost(p, e, now)
+		return
+	}
+	switch w.lanRoute(rt, src, now) {
+	case routeLAN:
+		from, ok := w.lanErrorFrom(p, e, now)
+		if !ok {
 			return
 		}
+		if mac, ok := w.lanNeighbour(src, now); ok {
+			w.lanSend(p, header.MAC(mac), from, e)
+		}
+		return
+	case routeTunnel:
+		// A peer's packet: the error goes into the tunnel from
+		// our tunnel address, as Linux routes it into wg0,
+		// under the per-destination limit.
+		w.icmpTunnel(p, e, now)
+		return
 	}
-	w.icmpToHost(p, e, now)
+	w.icmpWAN(p, e, now)
 }
 
 // icmpToHost answers p, a packet of the host's own that the exception
