@@ -8,14 +8,17 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/wgpio/wgpio/config"
 )
 
 // Linux capability numbers (include/uapi/linux/capability.h).
 const (
-	capNetAdmin = 12
-	capNetRaw   = 13
-	capIPCLock  = 14
-	capBPF      = 39 // Linux 5.8+
+	capNetBindService = 10
+	capNetAdmin       = 12
+	capNetRaw         = 13
+	capIPCLock        = 14
+	capBPF            = 39 // Linux 5.8+
 )
 
 type capability struct {
@@ -85,4 +88,38 @@ func checkCaps(want []capability) error {
 	}
 	sp := strings.Join(setpriv, ",")
 	return fmt.Errorf("missing privileges: %s; run as root, or grant %s (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=%s --ambient-caps=%s ...)", strings.Join(missing, ", "), all, sp, sp)
+}
+
+// checkPortPrivilege refuses a ListenPort below the namespace's first
+// unprivileged port (net.ipv4.ip_unprivileged_port_start, 1024 by default:
+// 443 and 53 are ports WireGuard is run on to pass firewalls) to a process
+// without CAP_NET_BIND_SERVICE, in the modes whose kernel sockets bind it
+// (shared address mode's sockets for the datagrams the kernel reassembles,
+// compat-mqtun's own): the fast path came up with a warning that its
+// socket failed, and every fragmented WireGuard datagram to the port was
+// lost. If the capabilities cannot be read it returns nil and lets the
+// kernel answer.
+func checkPortPrivilege(f *config.File, w config.WGPIO) error {
+	port := int(f.Interface.ListenPort)
+	if port == 0 || w.Mode != config.ModeCompatMQTUN && w.AddressMode == config.AddressOwned {
+		return nil
+	}
+	start := 1024
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			start = n
+		}
+	}
+	if port >= start {
+		return nil
+	}
+	if eff, err := effectiveCaps(); err != nil || eff&(1<<capNetBindService) != 0 {
+		return nil
+	}
+	return keyError(f.Name, f.Interface.Lines, "ListenPort", "", fmt.Sprintf(
+		"port %d is below net.ipv4.ip_unprivileged_port_start (%d): binding it needs CAP_NET_BIND_SERVICE "+
+			"(systemd: in AmbientCapabilities= and CapabilityBoundingSet=, as dist/wgpio.service has it; "+
+			"by hand: +net_bind_service among setpriv's --inh-caps and --ambient-caps), "+
+			"or let every user bind it in the gateway's namespace: sysctl -w net.ipv4.ip_unprivileged_port_start=%d",
+		port, start, port))
 }

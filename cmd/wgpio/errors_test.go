@@ -215,6 +215,19 @@ func TestUpErrors(t *testing.T) {
 			want: "wgpio: missing privileges: CAP_NET_ADMIN (to attach XDP programs, create the exception TUN), CAP_NET_RAW (to open AF_XDP sockets), CAP_BPF (to load the XDP program and its maps); run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=+net_admin,+net_raw,+bpf --ambient-caps=+net_admin,+net_raw,+bpf ...)",
 		},
 		{
+			// A port below 1024 needs CAP_NET_BIND_SERVICE for the
+			// kernel's sockets, which the fast path's capabilities
+			// alone lack: the gateway came up, and every fragmented
+			// datagram to the port was lost.
+			name: "low-port",
+			conf: strings.Replace(good, "ListenPort = 51820", "ListenPort = 443", 1),
+			wrap: []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+				"--inh-caps=-all,+net_admin,+net_raw,+bpf", "--ambient-caps=+net_admin,+net_raw,+bpf"},
+			want: `wgpio: low-port.conf:3: key "ListenPort": port 443 is below net.ipv4.ip_unprivileged_port_start (1024): binding it needs CAP_NET_BIND_SERVICE ` +
+				"(systemd: in AmbientCapabilities= and CapabilityBoundingSet=, as dist/wgpio.service has it; by hand: +net_bind_service among setpriv's --inh-caps and --ambient-caps), " +
+				"or let every user bind it in the gateway's namespace: sysctl -w net.ipv4.ip_unprivileged_port_start=443",
+		},
+		{
 			// compat-mqtun needs CAP_NET_ADMIN alone, and says so before
 			// it touches the run directories.
 			name: "noprivs-mqtun",

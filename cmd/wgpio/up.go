@@ -147,11 +147,17 @@ func cmdUp(args []string) error {
 		if err := checkCaps(fastpathCaps); err != nil {
 			return err
 		}
+		if err := checkPortPrivilege(f, w); err != nil {
+			return err
+		}
 		hostForwards := w.Mode == config.ModeFastPath && w.AddressMode != config.AddressOwned && len(f.Interface.Addresses) > 0
 		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)}, hostForwards)
 		ifaces = []string{trunkOf(w.WAN), trunkOf(w.LAN)}
 	case config.ModeCompatMQTUN:
 		if err := checkCaps(mqtunCaps); err != nil {
+			return err
+		}
+		if err := checkPortPrivilege(f, w); err != nil {
 			return err
 		}
 	}
