@@ -301,7 +301,7 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 		}
 	}
 	for _, l := range locks {
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := openLock(l.path)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("lock %s: %w%s", l.path, err, hint(err))
@@ -319,6 +319,32 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 		}
 	}
 	return release, nil
+}
+
+// openLock opens (creating it) the lock file at path for lockInstance. A
+// file this user may not write, left by an instance of another user (a
+// root `wgpio up` killed before it removed it, under a run directory the
+// service user owns), is opened read-only: held, the caller's lock fails
+// and names its holder; free, it is stale, and is replaced while this
+// process holds it (the directory is this user's to write: a start as the
+// service user failed on it, every RestartSec, naming the directory).
+func openLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if !errors.Is(err, fs.ErrPermission) {
+		return f, err
+	}
+	old, oerr := os.Open(path)
+	if oerr != nil {
+		return nil, err
+	}
+	if unix.Flock(int(old.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return old, nil
+	}
+	defer old.Close()
+	if os.Remove(path) != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 }
 
 // lockHolder reads who holds the lock file f, as lockInstance writes it

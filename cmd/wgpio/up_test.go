@@ -335,7 +335,9 @@ loop:
 // /var/run/wireguard
 // and /var/run/wgpio are private tmpfs mounts owned by nobody (systemd's
 // RuntimeDirectory= does the same), so the host's are not touched; wg(8)
-// and `wgpio stats` run in the gateway's mount namespace.
+// and `wgpio stats` run in the gateway's mount namespace. A root-owned
+// lock file of the gateway's name that no process holds (a root instance
+// killed) is replaced: the start failed on it, naming the directory.
 func TestUpUnprivileged(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	testenv.Tool(t, "unshare", "util-linux")
@@ -346,6 +348,9 @@ mount -t tmpfs -o mode=0755 wgpio-test /var/run/wireguard
 mount -t tmpfs -o mode=0755 wgpio-test /var/run/wgpio
 chown nobody /var/run/wireguard /var/run/wgpio
 chown nobody "$2"
+# A lock file of root's, left by a root instance killed before it removed
+# it: stale, replaced.
+echo "$3 1" > /var/run/wgpio/name-$3.lock
 if [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
 	echo "test: /dev/net/tun is not world-writable on this host: a private 0666 node in the test's mount namespace" >&2
 	mount -t tmpfs -o mode=0755 wgpio-test /dev/net
@@ -365,7 +370,7 @@ exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=$caps --am
 	}
 	os.MkdirAll("/var/run/wireguard", 0o755)
 	os.MkdirAll(runDir, 0o755)
-	cmd := s.GwA.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", wgpioBin, s.conf)
+	cmd := s.GwA.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", wgpioBin, s.conf, s.GwName)
 	g := start(t, cmd)
 	// The gateway's mount namespace: enter it through its pid (ip netns
 	// exec, unshare, sh and setpriv all exec, so the pid is wgpio's).
