@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/gaissmai/bart"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 
@@ -199,11 +200,29 @@ func setMTUUp(name string, mtu int) error {
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("tundev: get flags of %s: %w", name, os.NewSyscallError("ioctl SIOCGIFFLAGS", err))
 	}
+	noLinkLocal(name)
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("tundev: bring %s up: %w", name, os.NewSyscallError("ioctl SIOCSIFFLAGS", err))
 	}
 	return nil
+}
+
+// noLinkLocal sets the IPv6 address generation mode of the interface name
+// (in the calling thread's namespace) to none (IN6_ADDR_GEN_MODE_NONE),
+// before it first comes up, when the kernel would give a TUN a random
+// link-local address: Linux's wg0 has none, and with one the host sent
+// router solicitations and MLD reports into the tunnel from it. Best
+// effort: with IPv6 off on the interface there is nothing to stop.
+func noLinkLocal(name string) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return
+	}
+	defer h.Close()
+	if l, err := h.LinkByName(name); err == nil {
+		_ = h.LinkSetIP6AddrGenMode(l, 1)
+	}
 }
 
 func (t *MultiQueueTUN) closeFDs() {

@@ -66,6 +66,13 @@ func TestFullTunnelStock(t *testing.T) {
 				family, natted, raw, rules)
 		}
 	}
+	// The exception TUN, as Linux's wg0, has no IPv6 link-local address
+	// (the host sent router solicitations and MLD reports into the
+	// tunnel from one).
+	out, err := r.gw.Run("ip", "-6", "-o", "addr", "show", "dev", r.name, "scope", "link")
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("link-local addresses on the exception TUN %s: %v\n%s", r.name, err, out)
+	}
 	t.Logf("gateway drops: %s", dropsString(g))
 }
 
