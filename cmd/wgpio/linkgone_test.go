@@ -36,8 +36,8 @@ func waitExit(t *testing.T, g *gw, after string) int {
 }
 
 // checkGone checks what `wgpio up` leaves after it stopped: no XDP
-// program on devs (the interfaces left), no TUN, none of its socket, run
-// and lock files.
+// program on devs (the interfaces left), no TUN, none of its socket, run,
+// lock and offload record files.
 func (s *site) checkGone(t *testing.T, devs ...string) {
 	t.Helper()
 	for _, dev := range devs {
@@ -58,6 +58,9 @@ func (s *site) checkGone(t *testing.T, devs ...string) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s is still there", p)
 		}
+	}
+	if recs := s.offloadRecords(t); len(recs) > 0 {
+		t.Errorf("records of RX VLAN offload changes still there: %v", recs)
 	}
 }
 

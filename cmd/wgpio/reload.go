@@ -145,12 +145,13 @@ func watchStart(log *slog.Logger, stop chan os.Signal, abort func(os.Signal)) (s
 // abortStart is watchStart's abort for `wgpio up`: it logs why and what a
 // start cut short leaves behind (as SIGKILL does: no XDP program stays
 // attached and the exception TUN goes with the process, but its socket
-// files stay until the next start replaces them and RX VLAN offload stays
-// off), and exits with status 1.
+// files stay until the next start replaces them, and RX VLAN offload
+// stays off until the next start turns it back on: restoreOffloads), and
+// exits with status 1.
 func abortStart(log *slog.Logger) func(os.Signal) {
 	return func(sig os.Signal) {
 		log.Error("second stop signal while the gateway starts: start aborted; "+
-			"its socket files stay until the next start replaces them, and RX VLAN offload stays off where it was turned off (ethtool -K DEV rxvlan on)",
+			"its socket files stay until the next start replaces them, and RX VLAN offload stays off where it was turned off until the next start turns it back on (or ethtool -K DEV rxvlan on)",
 			"signal", sig.String())
 		os.Exit(1)
 	}

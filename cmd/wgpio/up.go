@@ -169,6 +169,7 @@ func cmdUp(args []string) error {
 		return err
 	}
 	defer unlock()
+	restoreOffloads(log, runDir, ifaces)
 	if err := uapiNameFree(*name); err != nil {
 		return err
 	}
@@ -433,6 +434,7 @@ func fastgwConfig(name string, f *config.File, w config.WGPIO, csum4 bool, log *
 // failure (fastgw.Gateway.Failed), which it returns after the shutdown.
 func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, csum4 bool, sigs signals) error {
 	cfg := fastgwConfig(name, f, w, csum4, log)
+	cfg.Journal = newOffloadJournal(runDir, name)
 	if len(cfg.Addresses) > 0 && !cfg.Owned {
 		warnForwarding(log, f, name)
 	}

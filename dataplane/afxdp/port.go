@@ -81,6 +81,10 @@ type Config struct {
 	// program sees every 802.1Q tag in the frame, and Close turns back
 	// on what it turned off; see Port.StrippedTags.
 	KeepRXVLANOffload bool
+	// Journal, if not nil, records that change before it is made, and
+	// forgets it once Close has undone it, so that if the process dies
+	// first a later one can undo it (RestoreOffload).
+	Journal OffloadJournal
 }
 
 // Port is an interface driven through one AF_XDP socket per queue and an
@@ -192,7 +196,9 @@ func Open(ifname string, cfg Config) (_ *Port, err error) {
 		}
 	}
 	if !cfg.Filter.All && !cfg.KeepRXVLANOffload {
-		p.offload = disableRXVLANOffload(ifname)
+		if p.offload, err = disableRXVLANOffload(ifname, p.ifindex, p.mac, cfg.Journal); err != nil {
+			return nil, err
+		}
 	}
 	// The program reads stripped tags from the XDP metadata where the
 	// driver offers them and native XDP may be used; if the kernel
@@ -465,13 +471,14 @@ func (p *Port) Close() error {
 		if p.prog != nil {
 			errs = append(errs, p.prog.Close())
 		}
-		if p.ctl != nil {
-			p.ctl.Close()
-		}
 		if p.offload != nil {
-			if err := p.offload.restoreOffload(); err != nil {
+			// By index, through the handle of the device's namespace.
+			if err := p.offload.restoreOffload(p.ctl); err != nil {
 				errs = append(errs, fmt.Errorf("%s: turn RX VLAN offload back on: %w", p.name, err))
 			}
+		}
+		if p.ctl != nil {
+			p.ctl.Close()
 		}
 		p.closeErr = errors.Join(errs...)
 	})

@@ -3,12 +3,15 @@
 package afxdp
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
 	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
 )
 
 // IEEE 802.1Q VLAN identifiers (IEEE 802.1Q §9.6); vlanTagLen is in
@@ -103,28 +106,32 @@ func txVLANOffloadOff(name string) bool {
 // at Close.
 type vlanOffload struct {
 	e        *ethtool.Ethtool // in the device's namespace; nil if it could not be opened
-	ifname   string
-	restore  []string // features Open turned off
-	stillOn  []string // features on that could not be turned off
-	checkErr error    // why the features could not be read
+	change   OffloadChange    // Off: the features Open turned off
+	journal  OffloadJournal   // holds change since Record, or nil
+	stillOn  []string         // features on that could not be turned off
+	checkErr error            // why the features could not be read
 }
 
-// disableRXVLANOffload turns the device's RX VLAN offload features off
-// where they are on and changeable, and reports what it did.
-func disableRXVLANOffload(ifname string) *vlanOffload {
-	v := &vlanOffload{ifname: ifname}
+// disableRXVLANOffload turns the RX VLAN offload features of the device
+// ifname, of index ifindex and address mac, off where they are on and
+// changeable, and reports what it did. Before the change it records it
+// in j (if not nil): the error it returns is j's, the device left as it
+// is.
+func disableRXVLANOffload(ifname string, ifindex int, mac net.HardwareAddr, j OffloadJournal) (*vlanOffload, error) {
+	v := &vlanOffload{change: OffloadChange{Netns: threadNetns(), Ifindex: ifindex, Name: ifname, MAC: mac}}
 	e, err := ethtool.NewEthtool()
 	if err != nil {
 		v.checkErr = fmt.Errorf("ethtool socket: %w", err)
-		return v
+		return v, nil
 	}
 	v.e = e
 	fs, err := e.FeaturesWithState(ifname)
 	if err != nil {
 		v.checkErr = fmt.Errorf("%s: read features: %w", ifname, err)
-		return v
+		return v, nil
 	}
 	off := make(map[string]bool)
+	var asked []string
 	for _, name := range rxVLANFeatures {
 		switch f, ok := fs[name]; {
 		case !ok || !f.Active:
@@ -132,48 +139,65 @@ func disableRXVLANOffload(ifname string) *vlanOffload {
 			// such tags.
 		case f.Available:
 			off[name] = false
+			asked = append(asked, name)
 		default:
 			v.stillOn = append(v.stillOn, name)
 		}
 	}
 	if len(off) == 0 {
-		return v
+		return v, nil
+	}
+	// Recorded first: a process that dies between the change and
+	// the record would leave it unknown. A feature recorded and not
+	// turned off is on, and turned on again harmlessly.
+	if j != nil {
+		rec := v.change
+		rec.Off = asked
+		if err := j.Record(rec); err != nil {
+			return v, fmt.Errorf("%s: record the change of RX VLAN offload before it is made: %w", ifname, err)
+		}
+		v.journal = j
 	}
 	// The driver may keep a feature on that another depends on: read
 	// back what is off now.
 	err = e.Change(ifname, off)
 	now, rerr := e.Features(ifname)
-	for _, name := range rxVLANFeatures {
-		if _, asked := off[name]; !asked {
-			continue
-		}
+	var changed []string
+	for _, name := range asked {
 		if err == nil && rerr == nil && !now[name] {
-			v.restore = append(v.restore, name)
+			changed = append(changed, name)
 		} else {
 			v.stillOn = append(v.stillOn, name)
 		}
 	}
-	return v
+	v.change.Off = changed
+	return v, nil
 }
 
-// restoreOffload turns back on what disableRXVLANOffload turned off.
-func (v *vlanOffload) restoreOffload() error {
+// restoreOffload turns back on, through ctl (a netlink handle of the
+// device's namespace; nil: the calling thread's), what
+// disableRXVLANOffload turned off on the device of the index it had
+// then, whatever its name now, and tells the journal.
+func (v *vlanOffload) restoreOffload(ctl *netlink.Handle) error {
 	if v.e == nil {
 		return nil
 	}
 	defer func() { v.e.Close(); v.e = nil }()
-	if len(v.restore) == 0 {
+	if v.journal != nil {
+		defer v.journal.Forget(v.change)
+	}
+	if len(v.change.Off) == 0 {
 		return nil
 	}
-	on := make(map[string]bool)
-	for _, name := range v.restore {
-		on[name] = true
+	byIndex := netlink.LinkByIndex
+	if ctl != nil {
+		byIndex = ctl.LinkByIndex
 	}
-	v.restore = nil
-	if err := v.e.Change(v.ifname, on); err != nil {
-		return fmt.Errorf("set features %v on: %w", on, err)
+	err := featuresOn(v.e, byIndex, v.change)
+	if errors.Is(err, ErrNoSuchInterface) {
+		return nil // the device is gone, and its features with it
 	}
-	return nil
+	return err
 }
 
 var vlanKfunc struct {

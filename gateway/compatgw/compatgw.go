@@ -92,6 +92,9 @@ type Config struct {
 	// takes Linux's default, negative turns the limit off).
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
+	// Journal keeps the ports' changes of the interfaces' RX VLAN
+	// offload while they last (afxdp.Config.Journal; nil: none kept).
+	Journal afxdp.OffloadJournal
 }
 
 // MSSClampAuto is Config.MSSClamp's value for the tunnel MTU's MSS.
@@ -395,7 +398,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, &SettingError{Key: "ListenPort", Err: err}
 	}
 	// The encrypted side: UDP to our addresses and port goes to AF_XDP.
-	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
+	g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Journal: cfg.Journal, Filter: bind.XDPFilter(wan.addrs(), cfg.ListenPort, false)})
 	if err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
@@ -428,7 +431,7 @@ func Start(cfg Config) (_ *Gateway, err error) {
 
 	// The plaintext side: frames to the peers' allowed IPs (not to the
 	// host's own addresses) go to AF_XDP.
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all)}})
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Journal: cfg.Journal, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all)}})
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}

@@ -135,6 +135,9 @@ type Config struct {
 	ReplayWindow replay.Policy
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// Journal keeps the ports' changes of the interfaces' RX VLAN
+	// offload while they last (afxdp.Config.Journal; nil: none kept).
+	Journal afxdp.OffloadJournal
 }
 
 // Gateway is a running fast-path gateway.

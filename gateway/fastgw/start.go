@@ -490,13 +490,13 @@ func (g *Gateway) openPorts(wl, ll link) (err error) {
 	} else if g.umem, err = afxdp.NewUMEM(afxdp.UMEMConfig{NumFrames: frames, Mapped: true}); err != nil {
 		return fmt.Errorf("fastgw: %w", err)
 	}
-	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid, wl.others...)}); err != nil {
+	if g.wan, err = afxdp.Open(cfg.WAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Journal: cfg.Journal, Filter: wanFilter(*cfg, wl.v4, wl.v6, g.wanSide.vid, wl.others...)}); err != nil {
 		return fmt.Errorf("fastgw: WAN: %w", err)
 	}
 	g.wanAll = wl.all
 	host, left := lanHostAddrs(*cfg, ll.all, wl.all)
 	g.warnHostAddrsLeft(left)
-	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Filter: lanFilter(*cfg, host, g.lanSide.vid)}); err != nil {
+	if g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, UMEM: g.umem, NumFrames: private, Attach: cfg.Attach, Journal: cfg.Journal, Filter: lanFilter(*cfg, host, g.lanSide.vid)}); err != nil {
 		return fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.log.Info("ports open", "wan", cfg.WAN, "lan", cfg.LAN, "queues", cfg.Queues,

@@ -83,3 +83,45 @@ func txChecksum(e *ethtool.Ethtool, dev string) (bool, error) {
 	}
 	return false, nil
 }
+
+// Features returns the features of dev (in the namespace), on or off, by
+// the kernel's names (net/ethtool/common.c, netdev_features_strings: those
+// `ethtool -k dev` lists, "rx-vlan-hw-parse"), without the ethtool binary.
+func (n *NS) Features(dev string) (map[string]bool, error) {
+	var fs map[string]bool
+	err := n.Do(func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return fmt.Errorf("ethtool socket: %w", err)
+		}
+		defer e.Close()
+		if fs, err = e.Features(dev); err != nil {
+			return fmt.Errorf("%s: read features: %w", dev, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("in %s: %w", n.Name, err)
+	}
+	return fs, nil
+}
+
+// SetFeatures turns features of dev (in the namespace) on (true) or off,
+// by the kernel's names, as `ethtool -K dev NAME on|off` does.
+func (n *NS) SetFeatures(dev string, change map[string]bool) error {
+	err := n.Do(func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return fmt.Errorf("ethtool socket: %w", err)
+		}
+		defer e.Close()
+		if err := e.Change(dev, change); err != nil {
+			return fmt.Errorf("%s: set features %v: %w", dev, change, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("in %s: %w", n.Name, err)
+	}
+	return nil
+}
