@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,7 +159,7 @@ func start(t *testing.T, cmd *exec.Cmd) *gw {
 	return g
 }
 
-// waitUp waits until the gateway serves its stats socket under dir.
+// waitUp waits until the gateway answers on its stats socket at statsPath.
 func waitUp(t *testing.T, g *gw, statsPath string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -166,7 +167,11 @@ func waitUp(t *testing.T, g *gw, statsPath string) {
 		if g.exited() {
 			t.Fatalf("wgpio up exited: %v\n%s", g.err, g.output())
 		}
-		if _, err := os.Stat(statsPath); err == nil {
+		// Its own socket, which answers: one a killed run left behind
+		// is there, refusing (ECONNREFUSED), before this run has set
+		// up its signals.
+		if c, err := net.Dial("unix", statsPath); err == nil {
+			c.Close()
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
