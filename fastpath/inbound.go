@@ -98,6 +98,7 @@ const (
 	innerTTLExceeded                      // would leave with TTL / hop limit 0 (trimmed, no Ethernet)
 	innerOverLANMTU                       // larger than the LAN MTU (trimmed, no Ethernet)
 	innerMartian                          // an address no router forwards (transitAddrs)
+	innerNoRoute                          // to an IPv6 link-local address (scope.go; hop put back)
 	innerScope                            // from a link-local source, beyond its link (scope.go; hop put back, trimmed, no Ethernet)
 	innerMulticast                        // to a multicast or broadcast address, without an exception interface
 	innerOptions                          // options Linux does not forward (headerOptions)
@@ -515,6 +516,9 @@ func (w *worker) deliver(frames []dataplane.Frame, bad *[NumDropReasons]int32, n
 		case innerScope:
 			bad[DropMartian]++
 			w.icmpTunnel(f.Data(), icmpError{kind: icmpBeyondScope}, now)
+		case innerNoRoute:
+			bad[DropMartian]++
+			w.icmpTunnel(f.Data(), icmpError{kind: icmpNoRoute}, now)
 		case innerMulticast:
 			bad[DropMulticast]++
 		case innerOptions:
@@ -586,7 +590,8 @@ func (w *worker) undoHop(ip []byte) { header.UndoHop(ip, &w.pkt) }
 
 // notTransit returns the verdict on the decrypted packet ip (snapshot rt)
 // whose addresses or options plainUnicast and optionsPlain did not settle: innerDeliver (meaning: go on) when transitChecks passes it,
-// innerMartian, innerOptions, scopeVerdict's for a link-local source, or
+// innerMartian, innerNoRoute for a link-local destination (IPv6),
+// innerOptions, scopeVerdict's for a link-local source, or
 // for a multicast or broadcast destination
 // innerOwn (the hop undone) when the gateway has an exception interface
 // (exc), innerMulticast when it has none. Not inlined: a rare path, kept
@@ -600,6 +605,9 @@ func (w *worker) notTransit(rt *routeTable, ip []byte, exc bool, now int64) inne
 		return innerDeliver
 	case why == DropMartian && beyondScope(ip):
 		return w.scopeVerdict(rt, ip, exc, now)
+	case why == DropMartian && linkLocalDest(ip):
+		w.undoHop(ip)
+		return innerNoRoute
 	case why == DropMartian:
 		return innerMartian
 	case why == DropIPOptions:

@@ -25,6 +25,17 @@ import (
 // (header.TransitBeyondScope). A rare path.
 func beyondScope(p []byte) bool { return header.TransitAddrs(p) == header.TransitBeyondScope }
 
+// linkLocalDest reports whether the IP packet p is IPv6 to a link-local
+// address (fe80::/10). Out of the tunnel Linux answers such a packet "no
+// route to destination" (ICMPv6 type 1 code 0, RFC 4443 §3.1), from the
+// tunnel address: its route lookup keeps a link-local destination to the
+// interface the packet came in by (ip6_route_input, rt6_need_strict), and
+// wg0 has no link-local prefix. (From the LAN, whose interface has one,
+// Linux drops it unanswered.)
+func linkLocalDest(p []byte) bool {
+	return p[0]>>4 == header.IPv6Version && p[24] == 0xfe && p[25]&0xc0 == 0x80
+}
+
 // refused handles outbound's packet in f (its IP packet ip, parsed into
 // w.pkt, the Ethernet header still in front) that transitChecks refused
 // for why, as Linux does: a LAN host's packet dropped for its options
