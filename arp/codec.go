@@ -94,6 +94,7 @@ const (
 	ReasonTentative              // asks for an address still under DAD
 	ReasonMLDSource              // RFC 3810 §5.1.14: an MLD query from a source that is not link-local
 	ReasonMLDRouterAlert         // RFC 3810 §6.2: an MLD query without the Router Alert option
+	ReasonAddressConflict        // another host claims an address we own (RFC 5227 §2.4, RFC 4862 §5.4.4): counted in the address's conflicts too
 	numReasons
 )
 
@@ -102,7 +103,7 @@ var reasonNames = [numReasons]string{
 	"hop-limit", "code", "checksum", "target-multicast", "source-multicast",
 	"option", "solicited-flag", "unspecified-source", "source-mac",
 	"not-for-us", "not-our-address", "tentative", "mld-source",
-	"mld-router-alert",
+	"mld-router-alert", "address-conflict",
 }
 
 // String returns the reason's short name, as used in counters.

@@ -239,7 +239,7 @@ func (r *Responder) handleARP(frame, out []byte) (int, Reason) {
 	if a := r.own(p.SenderIP); a != nil && p.SenderMAC != r.mac {
 		// Someone else uses our address (RFC 5227 §2.4).
 		r.conflict(a, p.SenderMAC)
-		return r.drop(ReasonNotOurAddress)
+		return r.drop(ReasonAddressConflict)
 	}
 	if p.Op == ARPReply {
 		if p.EthDst != r.mac {
@@ -294,8 +294,9 @@ func (r *Responder) handleNDP(frame, out []byte) (int, Reason) {
 			}
 			if mac != r.mac {
 				r.conflict(a, mac)
+				return r.drop(ReasonAddressConflict)
 			}
-			return r.drop(ReasonNotOurAddress)
+			return r.drop(ReasonNotForUs) // our own, looped back
 		}
 		if m.EthDst != r.mac || !m.Solicited || r.own(m.Dst) == nil {
 			// Unsolicited advertisements are not learnt: no entry

@@ -79,8 +79,12 @@ func TestResponderARPReplyConfirms(t *testing.T) {
 		t.Fatalf("Handle(reply) = %d, %v, want 0, none", n, rs)
 	}
 	checkState(t, tb, ip4B, StateReachable)
-	// Another host using our address is a conflict.
-	r.Handle(arpFrame(t, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4A, TargetIP: ip4A}), out)
+	// Another host using our address is a conflict, and its frame is
+	// dropped as one (it was counted as not-our-address, which it is the
+	// opposite of).
+	if _, rs := r.Handle(arpFrame(t, ARP{EthDst: Broadcast, EthSrc: macB, Op: ARPRequest, SenderMAC: macB, SenderIP: ip4A, TargetIP: ip4A}), out); rs != ReasonAddressConflict {
+		t.Errorf("Handle(a claim of our address) = %v, want %v", rs, ReasonAddressConflict)
+	}
 	if c := r.Conflicts(); len(c) != 1 || c[0].Addr != ip4A || c[0].MAC != macB {
 		t.Errorf("Conflicts = %+v, want %v at %v", c, ip4A, macB)
 	}
@@ -171,6 +175,16 @@ func TestResponderNAConfirms(t *testing.T) {
 		t.Errorf("Handle(unsolicited NA) = %v, want not-for-us", rs)
 	}
 	checkState(t, tb, ip6B, StateNone)
+	// An NA of another host for our address: a conflict; our own
+	// looped back: not for us.
+	claim := NDP{EthDst: MulticastMAC(allNodes), EthSrc: macB, Src: ip6A, Dst: allNodes, Type: ICMPv6NA, Target: ip6A, Override: true, HasLinkAddr: true, LinkAddr: macB}
+	if _, rs := r.Handle(ndpFrame(t, claim), out); rs != ReasonAddressConflict {
+		t.Errorf("Handle(NA of another host for our address) = %v, want %v", rs, ReasonAddressConflict)
+	}
+	claim.EthSrc, claim.LinkAddr = macA, macA
+	if _, rs := r.Handle(ndpFrame(t, claim), out); rs != ReasonNotForUs {
+		t.Errorf("Handle(our own NA) = %v, want not-for-us", rs)
+	}
 }
 
 func TestResponderDAD(t *testing.T) {
