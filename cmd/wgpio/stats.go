@@ -7,10 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -34,31 +36,56 @@ func cmdStats(args []string) error {
 	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
 	}
-	names := fs.Args()
-	for _, name := range names {
+	var names []string
+	for _, name := range fs.Args() {
 		if err := checkGatewayName(name); err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
+		if !slices.Contains(names, name) { // each once
+			names = append(names, name)
+		}
 	}
-	if len(names) == 0 {
+	all := len(names) == 0
+	if all {
 		if names = gatewaysHere(); len(names) == 0 {
 			return fmt.Errorf("no running wgpio gateway found (no %s/*.stats socket)", runDir)
 		}
 	}
+	return printGateways(names, all, *asJSON, os.Stderr)
+}
+
+// printGateways prints the counters of the gateways names (all: every one whose
+// socket is here, gatewaysHere), as JSON with asJSON, and returns the
+// errors of those it could not read. Asked for all, one whose socket
+// refuses (left by a gateway that ended) is told of on stderr instead,
+// and fails it only when no gateway answered.
+func printGateways(names []string, all, asJSON bool, stderr io.Writer) error {
 	var errs []error
+	answered := 0
 	for _, name := range names {
 		s, raw, err := fetchStats(name)
 		if err != nil {
 			// A stale socket (a gateway killed with SIGKILL) must not
-			// hide the others.
+			// hide the others; asked for every gateway, it is told
+			// of, and fails the command only when no gateway answered
+			// (a gateway removed for good left its socket, and every
+			// later `wgpio stats` failed).
+			if all && errors.Is(err, syscall.ECONNREFUSED) {
+				fmt.Fprintf(stderr, "wgpio: %v\n", err)
+				continue
+			}
 			errs = append(errs, err)
 			continue
 		}
-		if *asJSON {
+		answered++
+		if asJSON {
 			os.Stdout.Write(append(raw, '\n'))
 			continue
 		}
 		printStats(name, s)
+	}
+	if all && answered == 0 && len(errs) == 0 {
+		return fmt.Errorf("no running wgpio gateway answered (only sockets left by gateways that ended, in %s)", runDir)
 	}
 	return errors.Join(errs...)
 }

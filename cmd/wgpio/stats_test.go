@@ -234,3 +234,36 @@ func TestStatsOtherNames(t *testing.T) {
 		t.Errorf("fetchStats(%sx) = %v, want it to name %s, the gateway here", name, err, name)
 	}
 }
+
+// TestStatsStaleSocket: asked for every gateway, `wgpio stats` tells of a
+// socket left by a gateway that ended (nothing listens on it) on stderr
+// and fails only when no gateway answered; it failed whenever one such
+// socket was there, though it printed the others (a gateway removed for
+// good failed every later `wgpio stats`). Named, such a gateway is an
+// error, and a name given twice is read once.
+func TestStatsStaleSocket(t *testing.T) {
+	name := fmt.Sprintf("s%d", os.Getpid())
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		testenv.Missing(t, runDir+" ("+err.Error()+")", "run the test as root")
+	}
+	path := filepath.Join(runDir, name+".stats")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // the file stays, nothing listens: stale
+	t.Cleanup(func() { os.Remove(path) })
+	var stderr strings.Builder
+	err = printGateways([]string{name}, true, true, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no running wgpio gateway answered") {
+		t.Errorf("all, only a stale socket: %v, want none answered", err)
+	}
+	if !strings.Contains(stderr.String(), "nothing listens on it") {
+		t.Errorf("all: stderr %q, want the stale socket told of", stderr.String())
+	}
+	stderr.Reset()
+	if err := printGateways([]string{name}, false, true, &stderr); err == nil || !strings.Contains(err.Error(), "nothing listens on it") {
+		t.Errorf("named: %v, want the stale socket's error", err)
+	}
+}
