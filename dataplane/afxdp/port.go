@@ -446,10 +446,13 @@ func (p *Port) Stats() dataplane.Stats {
 	return s
 }
 
-// Close detaches the program, closes the sockets and the maps, and gives
-// the frames the rings held back to the pool. It waits for a half's owner
-// that is inside a call to leave it; afterwards the halves' methods return
-// 0. Frames callers still hold stay valid (see UMEM) and may be freed.
+// Close detaches the program, closes the sockets and the maps, gives
+// the frames the rings held back to the pool, and turns back on the RX
+// VLAN offload Open turned off, on the interface of the port's index
+// (renamed since or not; none when it was deleted). It waits for a
+// half's owner that is inside a call to leave it; afterwards the halves'
+// methods return 0. Frames callers still hold stay valid (see UMEM) and
+// may be freed.
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)

@@ -243,3 +243,51 @@ func TestStrippedTagsVethPeerOffloadOff(t *testing.T) {
 		t.Errorf("a frame of VLAN 100 was taken by an untagged port: % x", got[:18])
 	}
 }
+
+// TestOffloadRestoredAfterRename: RX VLAN offload, which Open turns off,
+// is on again after Close on an interface renamed while the port was
+// open (ip link set DEV name NEW), as the port follows it by its index.
+// Close turned it back on by the name Open was given: the rename left it
+// off, and Close failed with "no such device".
+func TestOffloadRestoredAfterRename(t *testing.T) {
+	p := newVethPair(t, 1)
+	offload := func(dev string) bool {
+		var on bool
+		if err := p.b.Do(func() error {
+			e, err := ethtool.NewEthtool()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			f, err := e.Features(dev)
+			on = f["rx-vlan-hw-parse"]
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	if !offload(p.v.B) {
+		t.Fatal("veth's rx-vlan-hw-parse is off before the test; want veth's default, on")
+	}
+	port := openIn(t, p.b, p.v.B, Config{Attach: AttachGeneric, Filter: Filter{UDP: []UDPMatch{{Addr: p.ipB, PortLo: 5000, PortHi: 5000}}}})
+	if offload(p.v.B) {
+		t.Fatal("rx-vlan-hw-parse is on while the port is open")
+	}
+	renamed := p.tp.Name("r")
+	for _, args := range [][]string{
+		{"link", "set", "dev", p.v.B, "down"},
+		{"link", "set", "dev", p.v.B, "name", renamed},
+		{"link", "set", "dev", renamed, "up"},
+	} {
+		if out, err := p.b.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := port.Close(); err != nil {
+		t.Errorf("Close after %s was renamed %s: %v", p.v.B, renamed, err)
+	}
+	if !offload(renamed) {
+		t.Errorf("rx-vlan-hw-parse of %s (renamed from %s while the port was open) still off after Close", renamed, p.v.B)
+	}
+}

@@ -32,14 +32,17 @@ var beforeFollow func()
 // it logs once. When the LAN's addresses change, they are the host's
 // (lanAddressesChanged). h is a netlink handle in the gateway's namespace,
 // owned by the follower from now on (closed when it stops); wan and lan
-// are the interfaces of start (their names, indexes). The updates waiting
+// are the interfaces of start (their names, indexes), read by their
+// indexes (readIfaceIndex), as the updates name them: one renamed while
+// the gateway runs is followed as before, under its new name in the
+// messages (renamed). The updates waiting
 // when one arrives are taken with it and each interface re-read once for
 // them all. When the subscription ends on an error (its socket overflowed
 // in a burst of address changes: ENOBUFS), the error is logged, and after
 // resubscribeDelay it subscribes again and re-reads both, so that what
 // changed meanwhile is not missed; the ended subscription's socket is
 // closed first (one was kept per renewal until Close). A re-read that
-// fails (readIface: ENOBUFS, ENOMEM, a dump interrupted past
+// fails (readIfaceIndex: ENOBUFS, ENOMEM, a dump interrupted past
 // nldump.Retry's tries) is logged and tried again (nldump.Again) until it
 // succeeds; it was dropped, the change unfollowed until another came. It
 // runs until Close.
@@ -77,10 +80,10 @@ func (g *Gateway) followAddresses(h *netlink.Handle, wanName, lanName string, wa
 		wanFailed, lanFailed := false, false
 		for {
 			if wanChanged {
-				wanFailed = !g.wanAddressesChanged(h, wanName, &warned)
+				wanFailed = !g.wanAddressesChanged(h, wanIndex, &wanName, &warned)
 			}
 			if lanChanged {
-				lanFailed = !g.lanAddressesChanged(h, lanName)
+				lanFailed = !g.lanAddressesChanged(h, lanIndex, &lanName)
 			}
 			again.After(wanFailed || lanFailed)
 			wanChanged, lanChanged = false, false
@@ -171,16 +174,18 @@ func (g *Gateway) resubscribeAddrs() (<-chan netlink.AddrUpdate, func()) {
 // (listenKernel) to its addresses: the sources and the further ones, at
 // which WireGuard is taken too and from which the bind answers a peer
 // that reached it there (bind's local.go). Its addresses and their
-// directed broadcasts are the host's (publishHostAddrs).
+// directed broadcasts are the host's (publishHostAddrs). The interface
+// is index's, named *name when last read (renamed).
 //
 // It returns false when the interface could not be read (the follower
 // tries again: nldump.Again).
-func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bool) bool {
-	wan, err := readIface(h, name)
+func (g *Gateway) wanAddressesChanged(h *netlink.Handle, index int, name *string, warned *bool) bool {
+	wan, err := readIfaceIndex(h, index, *name)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change; trying again", "err", err)
 		return false
 	}
+	g.renamed("WAN", name, wan)
 	if !slices.Equal(wan.all, g.wanAll) {
 		g.wanAll = wan.all
 		g.publishHostAddrs()
@@ -194,14 +199,14 @@ func (g *Gateway) wanAddressesChanged(h *netlink.Handle, name string, warned *bo
 	}
 	if len(addrs) == 0 {
 		if !*warned {
-			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added", "interface", name)
+			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added", "interface", wan.name)
 			*warned = true
 		}
 	} else {
 		*warned = false
 	}
-	g.log.Info("WAN address changed", "interface", name, "from", g.wanAddrs, "to", addrs)
-	g.warnWANLeft(name, wan.left)
+	g.log.Info("WAN address changed", "interface", wan.name, "from", g.wanAddrs, "to", addrs)
+	g.warnWANLeft(wan.name, wan.left)
 	if err := g.wan.SetUDP(bind.XDPFilter(addrs, g.listenPort, false).UDP); err != nil {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
@@ -260,28 +265,42 @@ func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 // choice changed (an IPv6 address whose duplicate address detection
 // ended: the addresses are the same). The last IPv4 or global IPv6
 // address removed is warned about (noteLANAddress). g.lanAddrs and
-// g.lanAddressed are the follower's alone once running.
+// g.lanAddressed are the follower's alone once running. The interface is
+// index's, named *name when last read (renamed).
 //
 // It returns false when the interface could not be read (the follower
 // tries again: nldump.Again).
-func (g *Gateway) lanAddressesChanged(h *netlink.Handle, name string) bool {
-	lan, err := readIface(h, name)
+func (g *Gateway) lanAddressesChanged(h *netlink.Handle, index int, name *string) bool {
+	lan, err := readIfaceIndex(h, index, *name)
 	if err != nil {
 		g.log.Warn("re-read the LAN interface after an address change; trying again", "err", err)
 		return false
 	}
+	g.renamed("LAN", name, lan)
 	g.lanDev.SetICMPSources(lan.v4, lan.v6)
 	g.lanDev.SetICMPLinkLocal(lan.ll6)
 	g.lanDev.SetICMPSubnets(lan.nets)
 	if slices.Equal(lan.all, g.lanAddrs) {
 		return true
 	}
-	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", name, "from", g.lanAddrs, "to", lan.all)
+	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", lan.name, "from", g.lanAddrs, "to", lan.all)
 	g.lanAddrs = lan.all
-	g.lanAddressed = g.noteLANAddress(name, lan, g.lanAddressed)
+	g.lanAddressed = g.noteLANAddress(lan.name, lan, g.lanAddressed)
 	g.setLANFilterHosts()
 	g.publishHostAddrs()
 	return true
+}
+
+// renamed takes i's name as the one of the interface of the side named
+// what ("WAN", "LAN"), *name, and logs the change at info level when it
+// was renamed since last read (ip link set DEV name NEW): the gateway
+// follows it by its index all the same. On followAddresses' goroutine.
+func (g *Gateway) renamed(what string, name *string, i iface) {
+	if i.name == *name {
+		return
+	}
+	g.log.Info(what+" interface renamed; followed by its index as before", "from", *name, "to", i.name, "index", i.index)
+	*name = i.name
 }
 
 // setLANFilterHosts gives the LAN XDP filter the host's addresses of now

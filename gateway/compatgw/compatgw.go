@@ -25,7 +25,6 @@ import (
 	"github.com/wgpio/wgpio/internal/allowedips"
 	"github.com/wgpio/wgpio/internal/icmprate"
 	"github.com/wgpio/wgpio/internal/kernelsock"
-	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/threadns"
 	"github.com/wgpio/wgpio/internal/wglog"
@@ -232,72 +231,6 @@ type Gateway struct {
 	// the allowed IPs. Guarded by mu.
 	noEndpoint       map[device.NoisePublicKey]struct{}
 	noEndpointOwners uint64
-}
-
-// iface is an interface's index, MTU (bytes), first IPv4 and global IPv6
-// address and the host's own addresses on it.
-type iface struct {
-	index, mtu int
-	v4, v6     netip.Addr // the sources: srcaddr.Choose
-	ll6        netip.Addr // the IPv6 link-local source: srcaddr.LinkLocal
-	// nets are the addresses with their prefix lengths (srcaddr.Subnets):
-	// an error toward a LAN host comes from the one of its subnet.
-	nets []netip.Prefix
-	// all is every address of the interface, then its IPv4 directed
-	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
-	all []netip.Addr
-	// others are the further addresses WireGuard is taken at, left those
-	// past the XDP match's bound (srcaddr.Others).
-	others, left []netip.Addr
-}
-
-// addrs are the addresses WireGuard is taken at: the sources, then the
-// others.
-func (i iface) addrs() []netip.Addr {
-	var out []netip.Addr
-	for _, a := range []netip.Addr{i.v4, i.v6} {
-		if a.IsValid() {
-			out = append(out, a)
-		}
-	}
-	return append(out, i.others...)
-}
-
-// readIfaceHook, when not nil, runs first in readIface: an error it
-// returns is readIface's (a test's way to fail the address follower's
-// re-reads). Nil outside tests.
-var readIfaceHook func(name string) error
-
-func readIface(h *netlink.Handle, name string) (iface, error) {
-	if readIfaceHook != nil {
-		if err := readIfaceHook(name); err != nil {
-			return iface{}, err
-		}
-	}
-	l, err := nldump.Retry(func() (netlink.Link, error) { return h.LinkByName(name) })
-	if err != nil {
-		// Only a missing interface is said to be one: a failure of
-		// the request (ENOBUFS, ENOMEM) names itself.
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return iface{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
-		}
-		return iface{}, fmt.Errorf("read interface %q: %w", name, err)
-	}
-	if err := afxdp.CheckEthernet(l); err != nil {
-		return iface{}, err
-	}
-	out := iface{index: l.Attrs().Index, mtu: l.Attrs().MTU}
-	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
-	if err != nil {
-		return iface{}, fmt.Errorf("list addresses of %s: %w", name, err)
-	}
-	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
-	out.ll6 = srcaddr.LinkLocal(addrs)
-	out.nets = srcaddr.Subnets(addrs)
-	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
-	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
-	return out, nil
 }
 
 func (cfg *Config) check() error {

@@ -39,7 +39,7 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 		}
 		mtu = a.MTU
 		g.setWANMTU(a.Name, mtu)
-		if f4, f6, err := g.wanFamilies(a.Name); err == nil {
+		if f4, f6, err := g.wanFamilies(index, a.Name); err == nil {
 			v4, v6 = f4, f6
 		} else {
 			g.log.Warn("re-read the WAN interface's addresses after an MTU change: checking the families of before", "err", err)
@@ -63,16 +63,17 @@ func (g *Gateway) followWANMTU(index, tunnelMTU int, v4, v6 bool) error {
 // bind's fragments of a datagram (more: dropped as too_big).
 var wanLimits = tunnelmtu.Limits{Least: header.IPv4MinMTU, MaxFragments: bind.MaxFragments, Dropped: "the bind's too_big"}
 
-// wanFamilies says which outer families the WAN interface name has
-// addresses of now (readIface's sources), read with a netlink handle of
-// its own in the gateway's namespace.
-func (g *Gateway) wanFamilies(name string) (v4, v6 bool, err error) {
+// wanFamilies says which outer families the WAN interface (index, named
+// name when last seen) has addresses of now (readIface's sources), read
+// by its index, which a rename keeps, with a netlink handle of its own
+// in the gateway's namespace.
+func (g *Gateway) wanFamilies(index int, name string) (v4, v6 bool, err error) {
 	h, err := netlink.NewHandleAt(g.nsHandle)
 	if err != nil {
 		return false, false, err
 	}
 	defer h.Close()
-	wan, err := readIface(h, name)
+	wan, err := readIfaceIndex(h, index, name)
 	return wan.v4.IsValid(), wan.v6.IsValid(), err
 }
 

@@ -31,10 +31,13 @@ import (
 // sides, so that what changed meanwhile is not missed (as followLinks);
 // the ended subscription's socket is closed first (netlink closes it only
 // at the subscription's end: one was kept per renewal until Close). A
-// re-read that fails (readLink: ENOBUFS, ENOMEM, a dump interrupted past
+// re-read that fails (readLinkIndex: ENOBUFS, ENOMEM, a dump interrupted past
 // nldump.Retry's tries) is logged and tried again (nldump.Again) until it
 // succeeds; it was dropped, the change unfollowed until another came.
-// It runs until done is closed.
+// The interfaces are read by their indexes (readLinkIndex), as the
+// updates name them: one renamed while the gateway runs is followed as
+// before, under its new name in the messages (renamed). It runs until
+// done is closed.
 func (g *Gateway) followAddresses(done <-chan struct{}) error {
 	ch, end, err := g.subscribeAddrs()
 	if err != nil {
@@ -163,11 +166,12 @@ func (g *Gateway) resubscribeAddrs(done <-chan struct{}) (<-chan netlink.AddrUpd
 // It returns false when the interface could not be read (the follower
 // tries again: nldump.Again).
 func (g *Gateway) wanAddressesChanged(warned *bool) bool {
-	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
+	wl, err := readLinkIndex(g.nlHandle, g.wanIfindex, g.wanName)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after an address change; trying again", "err", err)
 		return false
 	}
+	g.renamed("WAN", &g.wanName, wl)
 	if g.moveWAN(wl, warned) {
 		if g.routeSrc != nil {
 			g.routeSrc.Flush() // the sources chosen among the addresses of before
@@ -216,13 +220,14 @@ func (g *Gateway) setLANHostAddrs() {
 // It returns false when an interface could not be read (the follower
 // tries again: nldump.Again).
 func (g *Gateway) lanAddressesChanged() bool {
-	ll, err := readLink(g.nlHandle, g.lanSide.addrDev)
+	ll, err := readLinkIndex(g.nlHandle, g.lanIfindex, g.lanName)
 	if err != nil {
 		g.log.Warn("re-read the LAN interface after an address change; trying again", "err", err)
 		return false
 	}
+	g.renamed("LAN", &g.lanName, ll)
 	if v4, v6 := g.engine.LANAddrs(); v4 != ll.v4 || v6 != ll.v6 {
-		g.log.Info("LAN source of ICMP errors changed", "interface", g.lanSide.addrDev, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
+		g.log.Info("LAN source of ICMP errors changed", "interface", ll.name, "from4", v4, "to4", ll.v4, "from6", v6, "to6", ll.v6)
 		g.engine.SetLANAddrs(ll.v4, ll.v6)
 	}
 	if !slices.Equal(ll.nets, g.lanNets) {
@@ -230,7 +235,7 @@ func (g *Gateway) lanAddressesChanged() bool {
 		g.engine.SetLANSubnets(ll.nets)
 	}
 	if old := g.engine.LANLinkLocal(); old != ll.ll6 {
-		g.log.Info("LAN source of ICMPv6 errors to link-local addresses changed", "interface", g.lanSide.addrDev, "from", old, "to", ll.ll6)
+		g.log.Info("LAN source of ICMPv6 errors to link-local addresses changed", "interface", ll.name, "from", old, "to", ll.ll6)
 		g.engine.SetLANLinkLocal(ll.ll6)
 	}
 	if slices.Equal(ll.all, g.lanAddrs) {
@@ -238,12 +243,13 @@ func (g *Gateway) lanAddressesChanged() bool {
 	}
 	// The WAN's addresses are the host's too: read before anything
 	// changes, so that a try again after a failure does it all.
-	wl, err := readLink(g.nlHandle, g.wanSide.addrDev)
+	wl, err := readLinkIndex(g.nlHandle, g.wanIfindex, g.wanName)
 	if err != nil {
 		g.log.Warn("re-read the WAN interface after a LAN address change; trying again", "err", err)
 		return false
 	}
-	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", g.lanSide.addrDev, "from", g.lanAddrs, "to", ll.all)
+	g.renamed("WAN", &g.wanName, wl)
+	g.log.Info("LAN addresses changed (the host's, with their subnets' directed broadcasts)", "interface", ll.name, "from", g.lanAddrs, "to", ll.all)
 	g.lanAddrs = ll.all
 	g.setLANHostAddrs()
 	g.dp.Retake(append(slices.Clone(ll.nets), wl.nets...)) // a connected route of the LAN's may be gone, or new
@@ -261,17 +267,17 @@ func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 	}
 	if !wl.v4.IsValid() && !wl.v6.IsValid() {
 		if !*warned {
-			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added (counted no_wan_address)", "interface", g.cfg.WAN)
+			g.log.Warn("the WAN interface has no usable address: nothing can be sent until one is added (counted no_wan_address)", "interface", wl.name)
 			*warned = true
 		}
 	} else {
 		*warned = false
 	}
 	if wl.v4 != g.wanV4 || wl.v6 != g.wanV6 {
-		g.log.Info("WAN address changed", "interface", g.cfg.WAN, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
+		g.log.Info("WAN address changed", "interface", wl.name, "from4", g.wanV4, "to4", wl.v4, "from6", g.wanV6, "to6", wl.v6)
 	}
 	if !slices.Equal(wl.others, g.wanOthers) {
-		g.log.Info("WAN's further addresses changed (WireGuard is taken at them too)", "interface", g.cfg.WAN, "from", g.wanOthers, "to", wl.others)
+		g.log.Info("WAN's further addresses changed (WireGuard is taken at them too)", "interface", wl.name, "from", g.wanOthers, "to", wl.others)
 		g.warnWANLeft(wl.left)
 	}
 	g.wanV4, g.wanV6, g.wanOthers = wl.v4, wl.v6, wl.others
@@ -285,4 +291,17 @@ func (g *Gateway) moveWAN(wl link, warned *bool) bool {
 		g.log.Warn("update the WAN XDP match", "err", err)
 	}
 	return true
+}
+
+// renamed takes l's name as the one of the address device of the side
+// named what ("WAN", "LAN"), *name, and logs the change at info level
+// when it was renamed since last read (ip link set DEV name NEW): the
+// gateway follows it by its index all the same. On followAddresses'
+// goroutine.
+func (g *Gateway) renamed(what string, name *string, l link) {
+	if l.name == *name {
+		return
+	}
+	g.log.Info(what+" interface renamed; followed by its index as before", "from", *name, "to", l.name, "index", l.index)
+	*name = l.name
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/wgpio/wgpio/internal/kernelsock"
 	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/logcap"
-	"github.com/wgpio/wgpio/internal/nldump"
 	"github.com/wgpio/wgpio/internal/srcaddr"
 	"github.com/wgpio/wgpio/internal/toobig"
 	"github.com/wgpio/wgpio/noise"
@@ -173,6 +172,12 @@ type Gateway struct {
 	// wanSide and lanSide are the ports' trunks, VLANs and address
 	// devices (resolveSide).
 	wanSide, lanSide side
+	// wanName and lanName are the names of the WAN's and LAN's address
+	// devices (side.addrDev) as last read, for the messages: the
+	// followers read them by their indexes (wanIfindex, lanIfindex;
+	// readLinkIndex), which a rename keeps. Set by Start, then written
+	// and read on followAddresses' goroutine alone.
+	wanName, lanName string
 	// wanMu guards the listen port (cfg.ListenPort), the WAN addresses
 	// and kernel's sockets, which change while running (listen.go).
 	wanMu        sync.Mutex
@@ -211,61 +216,6 @@ type Gateway struct {
 	// failure is the gateway's failure while it runs: an interface it
 	// runs on deleted (linkgone.go, Failed).
 	failure linkfollow.Failure
-}
-
-// link describes an interface: index, MAC and its first global IPv4 and
-// IPv6 addresses.
-type link struct {
-	index  int
-	mtu    int
-	mac    net.HardwareAddr
-	v4, v6 netip.Addr
-	ll6    netip.Addr // the IPv6 link-local source (srcaddr.LinkLocal)
-	// nets are the addresses ICMP errors may come from, with their
-	// prefix lengths (srcaddr.Subnets): one per destination.
-	nets []netip.Prefix
-	// all are the host's addresses on the interface, with their
-	// subnets' IPv4 directed broadcasts (srcaddr.AppendBroadcasts),
-	// which the host takes as its own; own are the addresses alone.
-	all, own []netip.Addr
-	// others are the further addresses WireGuard is taken at on a WAN,
-	// left those past the XDP match's bound (wanOthers).
-	others, left []netip.Addr
-}
-
-// readLinkHook, when not nil, runs first in readLink: an error it returns
-// is readLink's (a test's way to fail the address follower's re-reads).
-// Nil outside tests.
-var readLinkHook func(name string) error
-
-func readLink(h *netlink.Handle, name string) (link, error) {
-	if readLinkHook != nil {
-		if err := readLinkHook(name); err != nil {
-			return link{}, err
-		}
-	}
-	l, err := nldump.Retry(func() (netlink.Link, error) { return h.LinkByName(name) })
-	if err != nil {
-		// Only a missing interface is said to be one: a failure of
-		// the request (ENOBUFS, ENOMEM) names itself.
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return link{}, fmt.Errorf("interface %q: %w (list them with `ip link`)", name, afxdp.ErrNoSuchInterface)
-		}
-		return link{}, fmt.Errorf("read interface %q: %w", name, err)
-	}
-	out := link{index: l.Attrs().Index, mtu: l.Attrs().MTU, mac: l.Attrs().HardwareAddr}
-	addrs, err := nldump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
-	if err != nil {
-		return link{}, fmt.Errorf("list addresses of %s: %w", name, err)
-	}
-	out.v4, out.v6, out.all = srcaddr.Choose(addrs)
-	out.nets = srcaddr.Subnets(addrs)
-	out.ll6 = srcaddr.LinkLocal(addrs)
-	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
-	out.own = slices.Clip(out.all)
-	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
-	return out, nil
 }
 
 // resolver finds next-hop MACs on one interface from the kernel's routes

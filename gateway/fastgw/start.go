@@ -197,6 +197,7 @@ func (g *Gateway) readLinks() (wl, ll link, err error) {
 		return wl, ll, fmt.Errorf("fastgw: LAN: %w", err)
 	}
 	g.wanIfindex, g.lanIfindex = wl.index, ll.index
+	g.wanName, g.lanName = wl.name, ll.name
 	if mtuWarn := cfg.wanMTUWarning(g.nlHandle, wanSide, wl); mtuWarn != "" {
 		g.log.Warn("WAN MTU", "problem", mtuWarn)
 	}
@@ -453,11 +454,11 @@ func (g *Gateway) warnHostAddrsLeft(left []netip.Addr) {
 	}
 	g.lanLeft = left
 	if len(left) == 0 {
-		g.log.Info("the LAN XDP filter holds all the LAN and WAN interfaces' addresses again", "lan", g.lanSide.addrDev, "wan", g.wanSide.addrDev)
+		g.log.Info("the LAN XDP filter holds all the LAN and WAN interfaces' addresses again", "lan", g.lanName, "wan", g.wanName)
 		return
 	}
 	g.log.Warn("the LAN and WAN interfaces have more addresses than the LAN XDP filter holds: frames from LAN hosts to those left out are forwarded as to any other destination (into the tunnel when a peer's allowed IPs hold them), not delivered to this host",
-		"lan", g.lanSide.addrDev, "wan", g.wanSide.addrDev, "limit", afxdp.MaxHostAddrs, "per", "family", "left_out", len(left), "addresses", left)
+		"lan", g.lanName, "wan", g.wanName, "limit", afxdp.MaxHostAddrs, "per", "family", "left_out", len(left), "addresses", left)
 }
 
 // haveSharedUMEM is afxdp's probe; tests force its failure.

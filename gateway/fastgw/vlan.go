@@ -3,6 +3,7 @@
 package fastgw
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -118,15 +119,22 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 // (linkStates). The outer families checked are those of the WAN's
 // addresses at each change (Config.wanFamilies, re-read): the kernel
 // removes a link's IPv6 addresses when its MTU drops below 1280, and
-// they were those of start, so that IPv6 peers were still named.
+// they were those of start, so that IPv6 peers were still named. The
+// interfaces are the indexes', which a rename keeps, and named as last
+// seen.
 func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, done <-chan struct{}) error {
 	indexes := slices.Sorted(maps.Keys(mtus))
 	names := map[int]string{} // each watched index's name, as last read
 	states := g.linkStates("WAN")
 	var v4, v6 bool // the WAN's outer families, as last read
+	// The address device read by its name once, at start, then by its
+	// index, which a rename keeps (named as last seen in the messages).
+	addrIndex := g.wanIfindex // as Start read it
 	if wl, err := readLink(g.nlHandle, s.addrDev); err == nil {
 		v4, v6 = g.cfg.wanFamilies(wl)
+		addrIndex = wl.index
 	}
+	addrName := func() string { return cmp.Or(names[addrIndex], s.addrDev) }
 	return g.followLinks(ns, done, "WAN", indexes, func(a netlink.LinkAttrs, _ bool) {
 		if _, watched := mtus[a.Index]; watched {
 			states.Note(a)
@@ -148,7 +156,7 @@ func (g *Gateway) watchWANMTU(ns netns.NsHandle, s side, mtus map[int]int, done 
 			}
 		}
 		g.setWANMTU(a.Name, least)
-		if wl, err := readLink(g.nlHandle, s.addrDev); err == nil {
+		if wl, err := readLinkIndex(g.nlHandle, addrIndex, addrName()); err == nil {
 			v4, v6 = g.cfg.wanFamilies(wl)
 		} else {
 			g.log.Warn("re-read the WAN interface's addresses after an MTU change: checking the families of before", "err", err)

@@ -71,10 +71,11 @@ func (g *Gateway) wanAddrs() []netip.Addr {
 }
 
 // warnWANLeft logs the WAN addresses past the XDP match's bound, at which
-// WireGuard is not taken (the kernel drops what is sent there).
+// WireGuard is not taken (the kernel drops what is sent there), on
+// Start's goroutine, then followAddresses' (g.wanName).
 func (g *Gateway) warnWANLeft(left []netip.Addr) {
 	if len(left) > 0 {
-		g.log.Warn("the WAN has more addresses than the XDP match holds: WireGuard is not taken at these", "interface", g.cfg.WAN, "max_per_family", afxdp.MaxUDPAddrs, "left", left)
+		g.log.Warn("the WAN has more addresses than the XDP match holds: WireGuard is not taken at these", "interface", g.wanName, "max_per_family", afxdp.MaxUDPAddrs, "left", left)
 	}
 }
 
