@@ -311,9 +311,12 @@ func (p *program) instructions(f Filter, mac net.HardwareAddr, kfunc int64) asm.
 // bpf_xdp_metadata_rx_vlan_tag(ctx, &tpid, &tci) returns 0 with the tag,
 // or an error (-ENODATA: no tag stripped; -EOPNOTSUPP: the driver does not
 // say), and the frame is then judged by its bytes alone. A stripped tag of
-// another VLAN, or an 802.1ad one, passes; one of f.VLAN is put back in
-// front of the EtherType (bpf_xdp_adjust_head makes the room); a stripped
-// priority tag (VID 0) leaves an untagged frame. The kfunc's TCI is in
+// another VLAN, or an 802.1ad one of a VID other than 0, passes; one of
+// f.VLAN is put back in front of the EtherType (bpf_xdp_adjust_head makes
+// the room); a stripped priority tag (VID 0, 802.1Q or 802.1ad) is read as
+// none, and the frame's bytes decide (passed, a LAN host's frame of
+// 802.1ad VID 0 went out of compat mode's WAN unencrypted, as the in-band
+// one did: priorityTag). The kfunc's TCI is in
 // host order, its TPID in network order (Documentation/networking/
 // xdp-rx-metadata.rst).
 func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instruction), label func(string, asm.Instruction)) {
@@ -328,10 +331,12 @@ func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instructio
 		asm.Mov.Reg(r3, fp), asm.Add.Imm(r3, keyTCI),
 		asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: kfunc},
 		asm.JNE.Imm(r0, 0, "data"),
-		asm.LoadMem(r2, fp, keyTPID, asm.Half), asm.JNE.Imm(r2, be16(unix.ETH_P_8021Q), "pass_vlan"),
-		asm.LoadMem(r2, fp, keyTCI, asm.Half), asm.And.Imm(r2, vlanIDMask))
+		// A stripped tag of VID 0, of either TPID, is a priority tag
+		// (Linux reads it as none): the frame's own bytes decide.
+		asm.LoadMem(r2, fp, keyTCI, asm.Half), asm.And.Imm(r2, vlanIDMask), asm.JEq.Imm(r2, 0, "data"),
+		asm.LoadMem(r3, fp, keyTPID, asm.Half), asm.JNE.Imm(r3, be16(unix.ETH_P_8021Q), "pass_vlan"))
 	if f.VLAN == 0 {
-		emit(asm.JEq.Imm(r2, 0, "data"), asm.Ja.Label("pass_vlan"))
+		emit(asm.Ja.Label("pass_vlan"))
 		return
 	}
 	emit(asm.JNE.Imm(r2, int32(f.VLAN), "pass_vlan"),

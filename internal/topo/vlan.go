@@ -25,6 +25,12 @@ import (
 // of a veth sees it only in its XDP metadata. The programs are removed by
 // Close. Needs Linux 6.6 (TCX).
 func (t *Topology) VLANAccess(n *NS, dev string, vid uint16, inband bool) error {
+	return t.VLANAccessTPID(n, dev, unix.ETH_P_8021Q, vid, inband)
+}
+
+// VLANAccessTPID is VLANAccess with a tag of tpid: unix.ETH_P_8021AD for
+// an 802.1ad (QinQ service) tag.
+func (t *Topology) VLANAccessTPID(n *NS, dev string, tpid, vid uint16, inband bool) error {
 	be := func(v uint16) int32 {
 		var b [2]byte
 		binary.BigEndian.PutUint16(b[:], v)
@@ -38,7 +44,7 @@ func (t *Topology) VLANAccess(n *NS, dev string, vid uint16, inband bool) error 
 	)
 	egress := asm.Instructions{
 		asm.Mov.Reg(r6, r1),
-		asm.Mov.Imm(r2, be(unix.ETH_P_8021Q)), asm.Mov.Imm(r3, int32(vid)),
+		asm.Mov.Imm(r2, be(tpid)), asm.Mov.Imm(r3, int32(vid)),
 		asm.FnSkbVlanPush.Call(),
 		asm.Mov.Imm(r0, tcOK), asm.Return(),
 	}
@@ -61,10 +67,14 @@ func (t *Topology) VLANAccess(n *NS, dev string, vid uint16, inband bool) error 
 			if err != nil {
 				return fmt.Errorf("ethtool socket: %w", err)
 			}
-			err = e.Change(dev, map[string]bool{"tx-vlan-hw-insert": false})
+			feature := "tx-vlan-hw-insert"
+			if tpid == unix.ETH_P_8021AD {
+				feature = "tx-vlan-stag-hw-insert"
+			}
+			err = e.Change(dev, map[string]bool{feature: false})
 			e.Close()
 			if err != nil {
-				return fmt.Errorf("%s: turn tx-vlan-hw-insert off: %w", dev, err)
+				return fmt.Errorf("%s: turn %s off: %w", dev, feature, err)
 			}
 		}
 		for _, p := range []struct {
