@@ -408,6 +408,16 @@ exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=$caps --am
 	if err != nil || !strings.Contains(out, "queue") {
 		t.Errorf("wgpio stats: %v\n%s", err, out)
 	}
+	// A port below 1024 without CAP_NET_BIND_SERVICE is refused, the old
+	// one kept (a reload's ListenPort comes the same way): the gateway
+	// moved to it, its kernel sockets failed, and every fragmented
+	// datagram to it was lost.
+	if out, err := in("wg", "set", s.GwName, "listen-port", "443"); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("wg set listen-port 443 without CAP_NET_BIND_SERVICE: %v\n%s; want it refused (permission denied)", err, out)
+	}
+	if out, err := in("wg", "show", s.GwName, "listen-port"); err != nil || strings.TrimSpace(out) != "51820" {
+		t.Errorf("listen port after the refused move: %v %q, want 51820", err, out)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-g.done:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
 
 	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/internal/kernelsock"
@@ -48,13 +47,14 @@ func (g *Gateway) moveListenPort(port uint16) (uint16, error) {
 		// Opened in the gateway's namespace (kernelsock.Set.Open).
 		var serr error
 		socks, serr = g.kernel.Open(port, g.wanAddrs()...)
-		if errors.Is(serr, syscall.EADDRINUSE) {
-			// The host uses the port (EADDRINUSE reaches `wg` as the
-			// reply's errno): refuse, as wireguard-go does, and keep the
-			// old port. Other failures (an address still tentative) are
-			// logged by Open and the move goes on, as at start.
+		if rerr := kernelsock.Refusal(port, serr); rerr != nil {
+			// The host uses the port, or it is privileged (the errno
+			// reaches `wg` as the reply's): refuse, as wireguard-go
+			// does, and keep the old port. Other failures (an address
+			// still tentative) are logged by Open and the move goes
+			// on, as at start.
 			socks.Abort()
-			return 0, fmt.Errorf("listen port %d: %w", port, serr)
+			return 0, rerr
 		}
 	}
 	if err := g.wan.SetUDP(g.udpMatches(port)); err != nil {

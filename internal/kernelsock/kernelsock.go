@@ -231,11 +231,36 @@ func (s *Set) Listen(port uint16, addrs ...netip.Addr) error {
 	return nil
 }
 
+// Refusal returns the error of a move of the listen port to port that
+// Open failed with err (its first failure), when the port is to be
+// refused, nil when the move goes on (no failure, or an address still
+// tentative, logged by Commit): another socket of the host holds the port
+// (EADDRINUSE), as wireguard-go's sockets are refused, or this process
+// may not bind it (EACCES: a port below net.ipv4.ip_unprivileged_port_start
+// without CAP_NET_BIND_SERVICE), where the gateway came up on the port and
+// lost every fragmented datagram to it. The error wraps err (a UAPI set
+// answers with its errno).
+func Refusal(port uint16, err error) error {
+	switch {
+	case errors.Is(err, unix.EADDRINUSE):
+		return fmt.Errorf("listen port %d: %w", port, err)
+	case errors.Is(err, unix.EACCES):
+		return fmt.Errorf("listen port %d: %w (%s)", port, err, privilegedHint)
+	}
+	return nil
+}
+
+// privilegedHint is what to do about a port this process may not bind.
+const privilegedHint = "a port below net.ipv4.ip_unprivileged_port_start needs CAP_NET_BIND_SERVICE, which this process lacks: grant it, or choose another port"
+
 // inUse returns Listen's error for the first socket Open could not open
-// because another socket of the host holds its port (EADDRINUSE), nil
-// when none.
+// because another socket of the host holds its port (EADDRINUSE) or this
+// process may not bind it (EACCES), nil when none.
 func (p *Pending) inUse() error {
 	for _, f := range p.failed {
+		if errors.Is(f.err, unix.EACCES) {
+			return fmt.Errorf("%w (%s)", f.err, privilegedHint)
+		}
 		if errors.Is(f.err, unix.EADDRINUSE) {
 			hint := ""
 			if port := f.ap.Port(); p.s.ports > 1 && port >= p.ephemeral[0] && port <= p.ephemeral[1] {
