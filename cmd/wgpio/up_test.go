@@ -333,18 +333,21 @@ loop:
 // xdp_umem_account_pages), 32 MiB per queue here. The exception TUN needs
 // /dev/net/tun open to the user (mode 0666, as most distributions ship it).
 // /var/run/wireguard
-// and /var/run/wgpio are private tmpfs mounts owned by nobody (systemd's
-// RuntimeDirectory= does the same), so the host's are not touched; wg(8)
+// (a directory of the test's, bind-mounted) and /var/run/wgpio (a tmpfs)
+// are private mounts owned by nobody (systemd's RuntimeDirectory= does
+// the same), so the host's are not touched; wg(8)
 // and `wgpio stats` run in the gateway's mount namespace. A root-owned
 // lock file of the gateway's name that no process holds (a root instance
-// killed) is replaced: the start failed on it, naming the directory.
+// killed) is replaced: the start failed on it, naming the directory; and
+// so is such an instance's UAPI socket, on which it failed, saying it was
+// served.
 func TestUpUnprivileged(t *testing.T) {
 	testenv.Tool(t, "setpriv", "util-linux")
 	testenv.Tool(t, "unshare", "util-linux")
 	testenv.Tool(t, "nsenter", "util-linux")
 	s := newSite(t, nil)
 	script := `set -e
-mount -t tmpfs -o mode=0755 wgpio-test /var/run/wireguard
+mount --bind "$4" /var/run/wireguard
 mount -t tmpfs -o mode=0755 wgpio-test /var/run/wgpio
 chown nobody /var/run/wireguard /var/run/wgpio
 chown nobody "$2"
@@ -370,7 +373,20 @@ exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=$caps --am
 	}
 	os.MkdirAll("/var/run/wireguard", 0o755)
 	os.MkdirAll(runDir, 0o755)
-	cmd := s.GwA.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", wgpioBin, s.conf, s.GwName)
+	// The UAPI socket of a root gateway killed with SIGKILL: root's, mode
+	// 0755, nothing listening; the start as nobody failed on it for good
+	// ("in use").
+	wgDir := t.TempDir()
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(wgDir, s.GwName+".sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close()
+	if err := os.Chmod(filepath.Join(wgDir, s.GwName+".sock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.GwA.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", wgpioBin, s.conf, s.GwName, wgDir)
 	g := start(t, cmd)
 	// The gateway's mount namespace: enter it through its pid (ip netns
 	// exec, unshare, sh and setpriv all exec, so the pid is wgpio's).

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,7 +111,16 @@ func removeStale(path, name string) error {
 		c.Close()
 		return fmt.Errorf("UAPI socket %s: in use (%s is served already, by this process or another)", path, name)
 	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, fs.ErrPermission) && !listening(path):
+		// Another user's socket (a root gateway killed with SIGKILL,
+		// under a directory the service user owns) that no socket of
+		// this network namespace listens on: stale too. A start as
+		// that user failed on it for good, saying it was served.
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("UAPI socket %s: in use (%s is served already, by another user's process: %w)", path, name, err)
+	default:
 		// EAGAIN: a server whose backlog is full; a timeout: one
 		// that is slow. Alive either way.
 		return fmt.Errorf("UAPI socket %s: in use (%s is served already, and a connection to it failed: %w)", path, name, err)
@@ -119,6 +129,27 @@ func removeStale(path, name string) error {
 		return fmt.Errorf("UAPI socket %s: remove the stale socket: %w", path, err)
 	}
 	return nil
+}
+
+// listening reports whether a socket of the calling thread's network
+// namespace listens on the Unix socket file path (/proc/thread-self/net/unix:
+// a line whose flags have __SO_ACCEPTCON, 0x10000, and whose path is
+// path), true when the list cannot be read.
+func listening(path string) bool {
+	b, err := os.ReadFile("/proc/thread-self/net/unix")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[7] != path {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[3], 16, 32); err != nil || flags&0x10000 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // umaskMu serializes listenUnix's umask changes: two at once could leave
