@@ -165,11 +165,12 @@ func restoreOffload(log *slog.Logger, dir, path string, ours []string) {
 		// No running wgpio may use the interface meanwhile: its lock,
 		// as lockInstance takes it.
 		lpath := filepath.Join(dir, "if-"+netnsID()+"-"+rec.Name+".lock")
-		l, err := os.OpenFile(lpath, os.O_CREATE|os.O_RDWR, 0o644)
+		l, held, err := takeLock(lpath)
 		if err != nil {
+			log.Warn("a record of RX VLAN offload left by a wgpio gone: its interface's lock cannot be taken, record left", "record", path, "lock", lpath, "err", err)
 			return
 		}
-		if unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if !held {
 			l.Close()
 			log.Debug("a record of RX VLAN offload on an interface a running wgpio has: left", "record", path, "interface", rec.Name)
 			return

@@ -302,12 +302,12 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 		}
 	}
 	for _, l := range locks {
-		f, err := openLock(l.path)
+		f, held, err := takeLock(l.path)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("lock %s: %w%s", l.path, err, hint(err))
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if !held {
 			holder := lockHolder(f)
 			f.Close() // not ours: leave the file to its holder
 			release()
@@ -321,6 +321,32 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 	}
 	return release, nil
 }
+
+// takeLock opens the lock file at path (openLock) and locks it without
+// waiting: held reports whether this process holds it now (else f is the
+// file another holds, for lockHolder). A file locked after its holder
+// removed it from path (a holder removes its files while it holds them,
+// at its end) is no lock any more: the path is opened again, so that two
+// processes never both hold a file of one path.
+func takeLock(path string) (f *os.File, held bool, err error) {
+	for range 10 {
+		if f, err = openLockFile(path); err != nil {
+			return nil, false, err
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			return f, false, nil
+		}
+		var open, named unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &open) == nil && unix.Stat(path, &named) == nil && open.Ino == named.Ino && open.Dev == named.Dev {
+			return f, true, nil
+		}
+		f.Close()
+	}
+	return nil, false, fmt.Errorf("the file kept being replaced while it was locked")
+}
+
+// openLockFile is openLock, replaced by a test.
+var openLockFile = openLock
 
 // openLock opens (creating it) the lock file at path for lockInstance. A
 // file this user may not write, left by an instance of another user (a

@@ -109,8 +109,13 @@ func featuresOn(e *ethtool.Ethtool, byIndex func(int) (netlink.Link, error), c O
 	if len(c.Off) == 0 {
 		return nil
 	}
+	// Only what Open turns off: a record names features, and one edited
+	// or corrupted turned on whatever it listed (rx-gro-hw, checksums).
 	on := make(map[string]bool, len(c.Off))
 	for _, f := range c.Off {
+		if !slices.Contains(rxVLANFeatures, f) {
+			return fmt.Errorf("afxdp: %s (index %d): %q is not a feature Open turns off (%v): the change is not one of ours", a.Name, c.Ifindex, f, rxVLANFeatures)
+		}
 		on[f] = true
 	}
 	if err := e.Change(a.Name, on); err != nil {

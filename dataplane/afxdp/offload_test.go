@@ -166,6 +166,8 @@ func TestRestoreOffload(t *testing.T) {
 		{"other device", func(c *OffloadChange) { c.Name, c.MAC = "wgpio-old0", p.macA }, ErrOtherDevice},
 		{"gone", func(c *OffloadChange) { c.Ifindex = 1 << 30 }, ErrNoSuchInterface},
 		{"other namespace", func(c *OffloadChange) { c.Netns++ }, nil},
+		// A record edited or corrupted: not a change Open makes.
+		{"other features", func(c *OffloadChange) { c.Off = append(slices.Clone(c.Off), "rx-gro-hw") }, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			off()
@@ -174,7 +176,7 @@ func TestRestoreOffload(t *testing.T) {
 			err := restore(ch)
 			got := rxVLANOn(t, p.b, p.v.B)
 			switch {
-			case c.name == "other namespace":
+			case c.name == "other namespace", c.name == "other features":
 				if err == nil || len(got) > 0 {
 					t.Errorf("RestoreOffload = %v, %v on; want an error and nothing changed", err, got)
 				}
