@@ -271,27 +271,34 @@ func (w *worker) lanErrorFrom(p []byte, e icmpError, now int64) (netip.Addr, boo
 // lanSend sends e about the IP packet p to its source on the LAN, at the
 // Ethernet address mac, from from (lanErrorFrom).
 func (w *worker) lanSend(p []byte, mac header.MAC, from netip.Addr, e icmpError) {
-	v4 := p[0]>>4 == header.IPv4Version
+	w.sendICMP(w.lanTX, w.lanL2, w.lanVLAN, mac, header.MAC(w.lanMAC), p, from, e)
+}
+
+// sendICMP sends e about the IP packet p, from from, in a frame of tx's
+// pool to the Ethernet address dst from src, with an l2-byte Ethernet
+// header (tagged with vlan, 0: untagged), and counts it sent once the
+// port took it (else ring_full; no_buffer without a frame).
+func (w *worker) sendICMP(tx dataplane.TX, l2 int, vlan uint16, dst, src header.MAC, p []byte, from netip.Addr, e icmpError) {
 	reply := w.fwd.reply[:]
-	if w.lanTX.Alloc(reply) == 0 {
+	if tx.Alloc(reply) == 0 {
 		w.count(DropNoBuffer, 1)
 		return
 	}
 	r := &reply[0]
-	r.SetLen(w.lanL2 + header.ICMPv6ErrorMaxLen)
+	r.SetLen(l2 + header.ICMPv6ErrorMaxLen)
 	b := r.Data()
 	et := uint16(header.EtherTypeIPv6)
-	if v4 {
+	if p[0]>>4 == header.IPv4Version {
 		et = header.EtherTypeIPv4
 	}
-	putEthernet(b, mac, header.MAC(w.lanMAC), w.lanVLAN, et)
-	n, reason := putICMPError(b[w.lanL2:], from, p, e)
+	putEthernet(b, dst, src, vlan, et)
+	n, reason := putICMPError(b[l2:], from, p, e)
 	if reason != header.OK {
-		w.lanTX.Free(reply)
+		tx.Free(reply)
 		return
 	}
-	r.SetLen(w.lanL2 + n)
-	if w.transmit(w.lanTX, reply) == 1 { // else counted ring_full
+	r.SetLen(l2 + n)
+	if w.transmit(tx, reply) == 1 { // else counted ring_full
 		w.c.icmp.Add(1)
 	}
 }

@@ -1,10 +1,6 @@
 package fastpath
 
-import (
-	"net/netip"
-
-	"github.com/wgpio/wgpio/header"
-)
+import "github.com/wgpio/wgpio/header"
 
 // icmpWAN answers p, a packet the host's kernel forwarded into the
 // exception interface from neither the host itself, nor the LAN, nor a
@@ -36,32 +32,5 @@ func (w *worker) icmpWAN(p []byte, e icmpError, now int64) {
 	if !ok {
 		return
 	}
-	w.wanSendICMP(p, mac, from, e)
-}
-
-// wanSendICMP sends e about the IP packet p to its source out of the WAN,
-// to the Ethernet address mac, from from.
-func (w *worker) wanSendICMP(p []byte, mac [6]byte, from netip.Addr, e icmpError) {
-	reply := w.fwd.reply[:]
-	if w.wanTX.Alloc(reply) == 0 {
-		w.count(DropNoBuffer, 1)
-		return
-	}
-	r := &reply[0]
-	r.SetLen(w.wanL2 + header.ICMPv6ErrorMaxLen)
-	b := r.Data()
-	et := uint16(header.EtherTypeIPv6)
-	if from.Is4() {
-		et = header.EtherTypeIPv4
-	}
-	putEthernet(b, header.MAC(mac), header.MAC(w.wanMAC), w.wanVLAN, et)
-	n, reason := putICMPError(b[w.wanL2:], from, p, e)
-	if reason != header.OK {
-		w.wanTX.Free(reply)
-		return
-	}
-	r.SetLen(w.wanL2 + n)
-	if w.transmit(w.wanTX, reply) == 1 { // else counted ring_full
-		w.c.icmp.Add(1)
-	}
+	w.sendICMP(w.wanTX, w.wanL2, w.wanVLAN, header.MAC(mac), header.MAC(w.wanMAC), p, from, e)
 }

@@ -330,16 +330,8 @@ func (d *Device) AddPeer(c PeerConfig) error { return d.AddPeers([]PeerConfig{c}
 // lock (dataplaneWaiter), as IpcSet does.
 func (d *Device) AddPeers(cs []PeerConfig) (err error) {
 	for _, c := range cs {
-		if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
-			return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
-		}
-		for _, pfx := range c.AllowedIPs {
-			// The zero Prefix (netip.ParsePrefix never gives one),
-			// which the dataplane would refuse after the device had
-			// taken it.
-			if !pfx.IsValid() {
-				return fmt.Errorf("gateway: peer %s: allowed IP %v is not a valid prefix", c.PublicKey, pfx)
-			}
+		if err := c.check(); err != nil {
+			return err
 		}
 	}
 	// Once d.mu is released: the dataplane's work of the change done

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -112,6 +113,22 @@ type PeerConfig struct {
 	// AllowedIPs are the prefixes routed to the peer (and accepted from it).
 	// A prefix already held by another peer moves to this one.
 	AllowedIPs []netip.Prefix
+}
+
+// check refuses what AddPeers cannot apply: a persistent keepalive that is
+// not whole seconds from 0 to 65535 (the UAPI's range), and the zero
+// netip.Prefix among the allowed IPs (netip.ParsePrefix never gives one),
+// which the dataplane would refuse after the device had taken the peer.
+func (c PeerConfig) check() error {
+	if c.PersistentKeepalive < 0 || c.PersistentKeepalive > 65535*time.Second || c.PersistentKeepalive%time.Second != 0 {
+		return fmt.Errorf("gateway: peer %s: persistent keepalive %v is not whole seconds from 0 to 65535", c.PublicKey, c.PersistentKeepalive)
+	}
+	for _, pfx := range c.AllowedIPs {
+		if !pfx.IsValid() {
+			return fmt.Errorf("gateway: peer %s: allowed IP %v is not a valid prefix", c.PublicKey, pfx)
+		}
+	}
+	return nil
 }
 
 // PeerState is a peer's state without its configuration, as PeerStates
