@@ -25,7 +25,8 @@
 //	ListenPort = 51820                  # 1-65535; absent: 51820 (fastpath), a random port (compat-mqtun);
 //	                                    # required in compat mode
 //	Address    = 10.0.0.1/24, fd00::1/64 # repeatable, comma list; bare IP = /32 or /128; unicast
-//	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address; below 1280 with IPv6 AllowedIPs: a Warning)
+//	MTU        = 1420                   # 68-65535 (1280+ with an IPv6 Address; below 1280 with IPv6 AllowedIPs: a Warning);
+//	                                    # default 1420; Mode = fastpath refuses below 576 at start
 //	FwMark     = 0x1234                 # off or 0-4294967295; reported (wg show), marks only in compat-mqtun
 //	DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig:
 //	                                    # accepted, kept, not acted on: a Warning each
@@ -38,26 +39,30 @@
 //	PersistentKeepalive = 25 | off      # seconds, 0-65535; 0 = off
 //
 //	[WGPIO]                             # wgpio's own settings, all optional
-//	Mode        = fastpath | compat | compat-mqtun
+//	Mode        = fastpath | compat | compat-mqtun # default fastpath
 //	WAN         = eth0                  # interface names
 //	LAN         = eth1                  # or eth1.100, a kernel VLAN device: its VLAN on eth1
 //	WANVLAN     = 100                   # 1-4094: WAN on this 802.1Q VLAN of the trunk WAN
 //	LANVLAN     = 200                   # 1-4094: LAN likewise (default: untagged)
-//	AddressMode = shared | owned
-//	Queues      = 2                     # 1-256
+//	AddressMode = shared | owned        # default shared
+//	Queues      = 2                     # 1-256; default all the RX queues of the WAN or LAN, whichever has
+//	                                    # fewer (compat-mqtun: 1)
 //	CPUs        = 0-1,3                 # 0-8191
 //	HandshakeWorkers = 4                # 1-1024 handshake goroutines; default one per CPU
-//	SourcePorts = 51820 | 51820-51835   # outer UDP source ports
+//	SourcePorts = 51820 | 51820-51835   # outer UDP source ports; default ListenPort alone
 //	WANAddress  = 198.18.0.2/24         # owned mode only (then required)
 //	LANAddress  = 198.19.0.1/24         # owned mode only (then required)
 //	Gateway     = 198.18.0.1            # owned mode only: next-hop router
-//	XDPMode     = auto | native | generic
-//	MetricsAddress = 127.0.0.1:9586     # host:port
-//	MetricsPeers = 1000 | off           # per-peer series only up to this many peers; default 1000
-//	MSSClamp    = auto | off | 1360     # TCP SYN MSS clamp, both ways; auto = MTU − 40 (IPv4) / − 60 (IPv6); default off
-//	ICMPRate    = 1000 | off            # ICMP errors per second, all destinations (Linux icmp_msgs_per_sec)
-//	ICMPBurst   = 50                    # messages (Linux icmp_msgs_burst)
-//	ICMPDestInterval = 1000 | off       # ms between errors to one destination after 6 (Linux icmp_ratelimit);
+//	XDPMode     = auto | native | generic # default auto: native where the driver can, else generic
+//	MetricsAddress = 127.0.0.1:9586     # host:port, port 1-65535; default none (no /metrics)
+//	MetricsPeers = 1000 | off           # 1-1000000 or off: per-peer series only up to this many peers; default 1000
+//	MSSClamp    = auto | off | 1360     # 536-65495: TCP SYN MSS clamp, both ways; auto = MTU − 40 (IPv4) / − 60 (IPv6);
+//	                                    # default off
+//	ICMPRate    = 1000 | off            # 1-1000000 ICMP errors per second, all destinations (Linux icmp_msgs_per_sec);
+//	                                    # default 1000
+//	ICMPBurst   = 50                    # 1-1000000 messages (Linux icmp_msgs_burst); default 50
+//	ICMPDestInterval = 1000 | off       # 1-3600000 ms between errors to one destination after 6 (Linux
+//	                                    # icmp_ratelimit); default 1000;
 //	                                    # "fragmentation needed"/"packet too big" are never limited
 //	ReplayWindow = auto | 8128 | 131008 # counters per session's replay window (fastpath); auto (default):
 //	                                    # 8128, widened to 131008 on a second RX queue or deep reordering,

@@ -45,7 +45,7 @@ commands:
                   stock wireguard-go gateway), send traffic, show live counters
   stats [NAME...] print running gateways' per-queue counters (-json)
   capture NAME    write what the fast path receives and transmits as pcapng
-                  (-port lan|wan -dir rx|tx -proto -host -l4port -w FILE -c N)
+                  (-port lan|wan -dir rx|tx -proto -host -l4port -s BYTES -w FILE -c N)
   strip FILE      print the file's wg(8) keys, for wg syncconf NAME <(wgpio strip FILE)
   check -c FILE   report the file's errors and warnings, as up and a reload read it
   version         print the version
