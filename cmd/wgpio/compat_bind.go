@@ -37,7 +37,7 @@ func startCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO) 
 	return compatgw.Start(compatgw.Config{
 		Name: name, UAPI: f.UAPI(), ListenPort: f.Interface.ListenPort,
 		WAN: w.WAN, LAN: w.LAN, Queues: w.Queues, Attach: attach, MTU: f.Interface.MTU,
-		Logger: log, TunnelAddrs: prefixAddrs(f.Interface.Addresses), MSSClamp: compatMSSClamp(w.MSSClamp),
+		Logger: log, TunnelAddrs: prefixAddrs(f.Interface.Addresses), TunnelPrefixes: f.Interface.Addresses, MSSClamp: compatMSSClamp(w.MSSClamp),
 		ICMPRate: w.ICMPRate, ICMPBurst: w.ICMPBurst, ICMPDestInterval: w.ICMPDestInterval,
 		Journal: newOffloadJournal(runDir, name),
 	})

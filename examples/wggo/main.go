@@ -43,6 +43,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -56,16 +57,11 @@ import (
 
 // Ignored lists what wggo does not act on in f, as `wgpio up` would warn
 // of it: the file's own warnings (keys wgpio never acts on, such as DNS
-// or PostUp), the gateway's own Address (compat mode makes no exception
-// TUN), a FwMark (wgpio's bind sends through no socket to mark), and every [WGPIO] key but WAN and LAN (MetricsAddress,
+// or PostUp), a FwMark (wgpio's bind sends through no socket to mark), and every [WGPIO] key but WAN and LAN (MetricsAddress,
 // XDPMode, a Mode other than compat...: run `wgpio up` for those). A file written for `wgpio up`
 // otherwise started here without its metrics or mode, and said nothing.
 func Ignored(f *config.File) []config.Warning {
 	out := slices.Clone(f.Warnings)
-	if line, ok := f.Interface.Lines["Address"]; ok {
-		out = append(out, config.Warning{File: f.Name, Line: line, Key: "Address",
-			Msg: "ignored by wggo: stock wireguard-go on tundev has no address of its own (wgpio up -mode compat uses it as its ICMP errors' source)"})
-	}
 	if line, ok := f.Interface.Lines["FwMark"]; ok && f.Interface.FwMark != 0 {
 		out = append(out, config.Warning{File: f.Name, Line: line, Key: "FwMark",
 			Msg: "reported by wg show, but marks no packet: wggo's bind sends through no socket"})
@@ -99,7 +95,22 @@ func Start(f *config.File, name string, log *slog.Logger) (*compatgw.Gateway, er
 		LAN:        f.WGPIO.LAN,
 		MTU:        f.Interface.MTU,
 		Logger:     log,
+		// The tunnel's networks: the LAN's packets to their addresses
+		// no peer holds are dropped and answered, not routed out of
+		// the WAN in cleartext; the first address of each family is the
+		// source of the time exceeded sent into the tunnel.
+		TunnelPrefixes: f.Interface.Addresses,
+		TunnelAddrs:    tunnelAddrs(f.Interface.Addresses),
 	})
+}
+
+// tunnelAddrs are the addresses of the prefixes ps.
+func tunnelAddrs(ps []netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range ps {
+		out = append(out, p.Addr())
+	}
+	return out
 }
 
 func main() {

@@ -174,11 +174,11 @@ func TestStopsOnHangup(t *testing.T) {
 	}
 }
 
-// TestIgnoredKeys: a file written for `wgpio up` (Mode = fastpath, an
-// Address, a FwMark, MetricsAddress, a DNS line) is started by wggo with a warning
+// TestIgnoredKeys: a file written for `wgpio up` (Mode = fastpath, a
+// FwMark, MetricsAddress, a DNS line) is started by wggo with a warning
 // for each key it does not act on, where it said nothing and served no
-// metrics; WAN, LAN, Mode = compat and AddressMode = shared, which it
-// does, are not warned of.
+// metrics; WAN, LAN, Mode = compat, AddressMode = shared and Address
+// (the tunnel's networks), which it acts on, are not warned of.
 func TestIgnoredKeys(t *testing.T) {
 	const file = `[Interface]
 PrivateKey = yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=
@@ -204,15 +204,15 @@ AllowedIPs = 198.19.9.2/32
 		got = append(got, w.String())
 	}
 	all := strings.Join(got, "\n")
-	for _, want := range []string{`wg0.conf:3: key "Address": ignored by wggo`, `wg0.conf:4: key "DNS"`,
+	for _, want := range []string{`wg0.conf:4: key "DNS"`,
 		`wg0.conf:5: key "FwMark": reported by wg show, but marks no packet`,
 		`wg0.conf:7: key "Mode": ignored by wggo`, `wg0.conf:11: key "MetricsAddress": ignored by wggo`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("Ignored =\n%s\nwant a warning %q", all, want)
 		}
 	}
-	if len(got) != 5 {
-		t.Errorf("Ignored =\n%s\nwant 5 warnings (not WAN, LAN, nor AddressMode = shared)", all)
+	if len(got) != 4 {
+		t.Errorf("Ignored =\n%s\nwant 4 warnings (not WAN, LAN, AddressMode = shared nor Address)", all)
 	}
 	f.WGPIO.Mode = config.ModeCompat
 	for _, w := range Ignored(f) {

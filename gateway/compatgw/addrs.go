@@ -307,7 +307,7 @@ func (g *Gateway) renamed(what string, name *string, i iface) {
 // (lanFilterHosts of g.lanAddrs and g.wanAll). Called by the address
 // follower alone.
 func (g *Gateway) setLANFilterHosts() {
-	if err := g.lan.SetHostAddrs(lanFilterHosts(g.lanAddrs, g.wanAll)); err != nil {
+	if err := g.lan.SetHostAddrs(lanFilterHosts(g.lanAddrs, g.wanAll, g.tunnelHeld)); err != nil {
 		g.log.Warn("update the LAN XDP filter's host addresses", "err", err)
 	}
 }
@@ -315,11 +315,12 @@ func (g *Gateway) setLANFilterHosts() {
 // lanFilterHosts are the addresses the LAN XDP filter leaves to the host:
 // the LAN's, then the WAN's (a LAN host's SSH to the gateway's WAN address
 // went to wireguard-go, sealed for a peer with AllowedIPs = 0.0.0.0/0),
-// at most afxdp.MaxHostAddrs of each family, the first in that order.
-func lanFilterHosts(lan, wan []netip.Addr) []netip.Addr {
+// then the tunnel addresses the host holds (tunnelnets.go), at most
+// afxdp.MaxHostAddrs of each family, the first in that order.
+func lanFilterHosts(lan, wan, tunnel []netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	var n4, n6 int
-	for _, a := range slices.Concat(lan, wan) {
+	for _, a := range slices.Concat(lan, wan, tunnel) {
 		a = a.Unmap()
 		n := &n6
 		if a.Is4() {

@@ -81,6 +81,15 @@ type Config struct {
 	// exceeded errors the LAN's PortDevice sends into the tunnel
 	// (tundev.PortConfig.TunnelSource4/6); without one, the LAN address.
 	TunnelAddrs []netip.Addr
+	// TunnelPrefixes are the tunnel addresses with their prefix lengths
+	// (the configuration's Address as written: 10.8.0.1/24). The LAN's
+	// packets to their networks that no peer's allowed IPs hold are
+	// dropped (no_route) and answered host unreachable, as Linux's wg0,
+	// which holds the network's route, answers them; without them the
+	// host routed such packets by its other routes (a default route out
+	// of the WAN, in cleartext). A tunnel address the host holds at Start
+	// (on lo) is left to it (tunnelnets.go).
+	TunnelPrefixes []netip.Prefix
 	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway either way:
 	// MSSClampAuto (the tunnel MTU − 40 over IPv4, − 60 over IPv6), a size
 	// in bytes, or 0 (off).
@@ -166,6 +175,12 @@ type Gateway struct {
 	// follower's alone once Start returns.
 	tunnelAddrs []netip.Addr
 	wanAll      []netip.Addr
+	// tunnelNets are the networks of Config.TunnelPrefixes, kept in the
+	// LAN filter (keepTunnelNets); tunnelHeld the tunnel addresses the
+	// host held at Start, the LAN filter's host addresses with the LAN's
+	// and the WAN's (lanFilterHosts). Set before Start returns.
+	tunnelNets []netip.Prefix
+	tunnelHeld []netip.Addr
 
 	nsHandle netns.NsHandle  // the namespace Start ran in, if not the process's (threadns.Moved)
 	routeSrc *srcaddr.Routes // the kernel's source toward each configured endpoint (bind.Config.Source)
@@ -362,9 +377,11 @@ func Start(cfg Config) (_ *Gateway, err error) {
 		return nil, err
 	}
 
-	// The plaintext side: frames to the peers' allowed IPs (not to the
-	// host's own addresses) go to AF_XDP.
-	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Journal: cfg.Journal, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all)}})
+	// The plaintext side: frames to the peers' allowed IPs and the
+	// tunnel's networks (not to the host's own addresses) go to AF_XDP.
+	g.tunnelNets = tunnelNets(cfg.TunnelPrefixes)
+	g.tunnelHeld = heldAddrs(netlink.RouteGet, tunnelAddrs(cfg))
+	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Journal: cfg.Journal, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all, g.tunnelHeld)}})
 	if err != nil {
 		return nil, fmt.Errorf("LAN: %w", err)
 	}

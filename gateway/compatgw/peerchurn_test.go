@@ -27,7 +27,7 @@ func TestPeerChurnNoCleartext(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, g, wan := routedCompat(t, "cc", tcpdump)
+	s, g, wan := routedCompat(t, "cc", tcpdump, nil)
 	wg := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(wgBin, append([]string{"set", s.GwName}, args...)...).CombinedOutput(); err != nil {

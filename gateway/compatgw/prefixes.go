@@ -142,6 +142,9 @@ func (g *Gateway) syncLocked() error {
 		g.inFilter[family(p)]--
 		changed = true
 	}
+	if g.keepTunnelNets(want, &errs) {
+		changed = true
+	}
 	if unkept > 0 {
 		g.logUnkept(unkept, firstUnkept)
 	}

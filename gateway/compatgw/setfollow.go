@@ -93,6 +93,9 @@ func (g *Gateway) followSet(add, del []netip.Prefix) error {
 			}
 		}
 	}
+	if g.keepTunnelNets(want, &errs) { // one a removed 0.0.0.0/0 held
+		keptChanged = true
+	}
 	if unkept > 0 {
 		g.logUnkept(unkept, firstUnkept)
 	}

@@ -23,11 +23,13 @@ import (
 )
 
 // diffGateway is a Gateway on a wireguard-go device that stays down,
-// with a fakeFilter and a mapNoRoute, for the differential test.
-func diffGateway(t *testing.T, capacity int) *Gateway {
+// with a fakeFilter and a mapNoRoute, for the differential test, and the
+// tunnel networks nets (Config.TunnelPrefixes).
+func diffGateway(t *testing.T, capacity int, nets ...netip.Prefix) *Gateway {
 	g := newGateway(slog.New(slog.DiscardHandler))
 	g.filter, g.noRoute = &fakeFilter{set: map[netip.Prefix]bool{}}, &mapNoRoute{}
 	g.capacity = capacity
+	g.tunnelNets = nets
 	g.dev = downdev.New()
 	t.Cleanup(g.dev.Close)
 	if err := g.syncPrefixes(); err != nil {
@@ -72,6 +74,13 @@ func filterDiff(got, want *Gateway, exact bool) string {
 		fmt.Fprintf(&b, "the kept table holds %d prefixes, kept %d\n", got.keptTable.Size(), len(got.kept))
 	}
 	if exact {
+		// With room, the tunnel's networks are in the filter, or inside
+		// a prefix of it (tunnelnets.go).
+		for _, p := range got.tunnelNets {
+			if !gf[p] && !covered(p, gf) {
+				fmt.Fprintf(&b, "tunnel network %v neither in the LAN filter nor inside a prefix of it\n", p)
+			}
+		}
 		if !maps.Equal(gf, wf) {
 			fmt.Fprintf(&b, "LAN filter %v, want %v\n", sorted(gf), sorted(wf))
 		}
@@ -194,15 +203,23 @@ func TestFollowSetDifferential(t *testing.T) {
 			pubs = append(pubs, hex.EncodeToString(k.PublicKey().Bytes()))
 		}
 	}
+	// Tunnel networks (tunnelnets.go) among the sets' prefixes: one of
+	// them, one holding some, one inside some, and an IPv6 one.
+	nets := []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24"), netip.MustParsePrefix("10.1.0.0/20"),
+		netip.MustParsePrefix("10.1.2.128/25"), netip.MustParsePrefix("2001:db8:1::/64")}
 	for _, tc := range []struct {
 		name     string
 		capacity int
 		seeds    int
-	}{{"exact", 1 << 20, 20}, {"full filter", 4, 10}} {
+		nets     []netip.Prefix
+	}{{"exact", 1 << 20, 20, nil}, {"full filter", 4, 10, nil}, {"tunnel networks", 1 << 20, 20, nets}, {"tunnel networks, full filter", 6, 10, nets}} {
+		// With room for every prefix the two states are the same; in a
+		// full filter which kept prefix gives its slot is any.
+		exact := tc.capacity >= 1<<10
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range tc.seeds {
 				r := rand.New(rand.NewPCG(uint64(seed), 17))
-				inc, ref := diffGateway(t, tc.capacity), diffGateway(t, tc.capacity)
+				inc, ref := diffGateway(t, tc.capacity, tc.nets...), diffGateway(t, tc.capacity, tc.nets...)
 				own, allowedSyncs := "", 1
 				for step := range 150 {
 					body, bad := randomSet(r, pubs, sks)
@@ -210,13 +227,13 @@ func TestFollowSetDifferential(t *testing.T) {
 					before := fmt.Sprintf("prefixes %v kept %v model %v", sortedPrefixes(slices.Collect(maps.Keys(inc.prefixes))), sortedPrefixes(slices.Collect(maps.Keys(inc.kept))), inc.model != nil)
 					ierr := inc.IpcSet(body)
 					rerr := ref.dev.IpcSet(body)
-					if serr := ref.syncPrefixes(); serr != nil && tc.capacity > 4 {
+					if serr := ref.syncPrefixes(); serr != nil && exact {
 						t.Fatalf("seed %d step %d: syncPrefixes = %v", seed, step, serr)
 					}
 					if (ierr == nil) != (rerr == nil) {
 						t.Fatalf("seed %d step %d: set %q: IpcSet = %v, wireguard-go's = %v", seed, step, body, ierr, rerr)
 					}
-					if d := filterDiff(inc, ref, tc.capacity > 4); d != "" {
+					if d := filterDiff(inc, ref, exact); d != "" {
 						t.Fatalf("seed %d step %d: after set\n%s\nfollowed: %s\nbefore: %s", seed, step, body, d, before)
 					}
 					if i := strings.Index(body, "private_key="); i >= 0 { // the first line: taken before a bad one

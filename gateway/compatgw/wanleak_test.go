@@ -31,7 +31,7 @@ func TestRemovedPeerNoCleartext(t *testing.T) {
 	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
 	wgBin := testenv.Tool(t, "wg", "wireguard-tools")
 	testenv.Tool(t, "ping", "iputils-ping")
-	s, g, wan := routedCompat(t, "cl", tcpdump)
+	s, g, wan := routedCompat(t, "cl", tcpdump, nil)
 	noRoute := func() uint64 { return g.Stats().LAN.Drops[tundev.PortDropNoRoute] }
 	const n = 50
 	key := s.FastConfig.Peers[0].PublicKey
@@ -100,8 +100,9 @@ func compatFile(s *twosite.Site) *config.File {
 // gives site A's gateway host a default route toward the WAN router and
 // forwarding (so that what the LAN XDP filter leaves to the kernel could
 // leave by the WAN in cleartext), checks that host A reaches host B, and
-// starts a capture on the WAN router's side of site A's WAN.
-func routedCompat(t *testing.T, prefix, tcpdump string) (*twosite.Site, *Gateway, *testenv.Capture) {
+// starts a capture on the WAN router's side of site A's WAN. setup, if
+// not nil, runs before the gateway starts and may change its Config.
+func routedCompat(t *testing.T, prefix, tcpdump string, setup func(*twosite.Site, *Config)) (*twosite.Site, *Gateway, *testenv.Capture) {
 	t.Helper()
 	tp := testenv.Topology(t, prefix)
 	s, err := twosite.Build(tp, twosite.Config{Routed: true, NoFastPath: true})
@@ -113,10 +114,14 @@ func routedCompat(t *testing.T, prefix, tcpdump string) (*twosite.Site, *Gateway
 		t.Fatal(err)
 	}
 	fc, f := s.FastConfig, compatFile(s)
+	cfg := Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
+		SyncInterval: 50 * time.Millisecond}
+	if setup != nil {
+		setup(s, &cfg)
+	}
 	var g *Gateway
 	if err := s.GwA.Do(func() (err error) {
-		g, err = Start(Config{Name: s.GwName, UAPI: f.UAPI(), ListenPort: fc.ListenPort, WAN: s.WANA, LAN: s.LANA,
-			SyncInterval: 50 * time.Millisecond})
+		g, err = Start(cfg)
 		return err
 	}); err != nil {
 		t.Fatal(err)
