@@ -28,7 +28,8 @@ type iface struct {
 	// an error toward a LAN host comes from the one of its subnet.
 	nets []netip.Prefix
 	// all is every address of the interface, then its IPv4 directed
-	// broadcast addresses (srcaddr.AppendBroadcasts): the host's own.
+	// broadcast addresses (srcaddr.AppendBroadcasts) and IPv6
+	// subnet-router anycasts (srcaddr.AppendAnycasts): the host's own.
 	all []netip.Addr
 	// others are the further addresses WireGuard is taken at, left those
 	// past the XDP match's bound (srcaddr.Others).
@@ -109,6 +110,6 @@ func readIfaceWith(h *netlink.Handle, name string, get func() (netlink.Link, err
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.nets = srcaddr.Subnets(addrs)
 	out.others, out.left = srcaddr.Others(addrs, out.v4, out.v6, afxdp.MaxUDPAddrs)
-	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
+	out.all = srcaddr.AppendAnycasts(srcaddr.AppendBroadcasts(out.all, addrs), addrs)
 	return out, nil
 }

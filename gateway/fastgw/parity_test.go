@@ -102,3 +102,27 @@ func TestDirectedBroadcastFromTunnel(t *testing.T) {
 		t.Errorf("%d packets held, want none", after.Held)
 	}
 }
+
+// TestSubnetRouterAnycastFromTunnel: a peer's echo request to the LAN's
+// IPv6 subnet-router anycast address (2001:db8:1::, RFC 4291 §2.6.1),
+// which Linux joins on the LAN while it forwards IPv6, reaches the host's
+// kernel through the exception TUN and is answered, as through Linux's
+// wg0. Before, the fast path sent it onto the LAN as a host's, waited 3 s
+// for a neighbour that never answered and dropped it (no_neighbour).
+func TestSubnetRouterAnycastFromTunnel(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{})
+	runOK(t, s.GwA, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	ping(t, s.HostB, twosite.HostA6.String(), 0)
+	before := s.Gateway.Engine().Stats()[0]
+	if err := s.HostB.Ping(netip.MustParseAddr("2001:db8:1::"), 10*time.Second); err != nil {
+		t.Errorf("ping of the LAN's subnet-router anycast from site B: %v (drops %s)", err, dropsString(s.Gateway))
+	}
+	after := s.Gateway.Engine().Stats()[0]
+	if after.Exception == before.Exception {
+		t.Error("the exception TUN took nothing")
+	}
+	if d := fastpath.TotalDrops(s.Gateway.Engine().Stats())[fastpath.DropNoNeighbour]; d != 0 {
+		t.Errorf("%d no_neighbour drops, want none", d)
+	}
+}

@@ -32,8 +32,9 @@ type link struct {
 	// prefix lengths (srcaddr.Subnets): one per destination.
 	nets []netip.Prefix
 	// all are the host's addresses on the interface, with their
-	// subnets' IPv4 directed broadcasts (srcaddr.AppendBroadcasts),
-	// which the host takes as its own; own are the addresses alone.
+	// subnets' IPv4 directed broadcasts (srcaddr.AppendBroadcasts) and
+	// IPv6 subnet-router anycasts (srcaddr.AppendAnycasts), which the
+	// host takes as its own; own are the addresses alone.
 	all, own []netip.Addr
 	// others are the further addresses WireGuard is taken at on a WAN,
 	// left those past the XDP match's bound (wanOthers).
@@ -100,6 +101,6 @@ func readLinkWith(h *netlink.Handle, name string, get func() (netlink.Link, erro
 	out.ll6 = srcaddr.LinkLocal(addrs)
 	out.others, out.left = wanOthers(addrs, out.v4, out.v6)
 	out.own = slices.Clip(out.all)
-	out.all = srcaddr.AppendBroadcasts(out.all, addrs)
+	out.all = srcaddr.AppendAnycasts(srcaddr.AppendBroadcasts(out.all, addrs), addrs)
 	return out, nil
 }

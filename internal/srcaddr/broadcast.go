@@ -44,3 +44,33 @@ func AppendBroadcasts(all []netip.Addr, addrs []netlink.Addr) []netip.Addr {
 	}
 	return all
 }
+
+// AppendAnycasts appends to all the IPv6 subnet-router anycast addresses
+// (RFC 4291 §2.6.1: a prefix with an interface identifier of zeros) of
+// addrs (an interface's, as netlink lists them) not in it yet: Linux
+// joins one for each address's prefix while it forwards IPv6
+// (addrconf_join_anycast), none for a /127 or a /128 (RFC 6164) nor
+// for a prefix of zeros (::/n), and delivers what is sent there locally
+// (an echo request is answered). The gateways, routers, take them as
+// the host's own addresses as they take the directed broadcasts
+// (AppendBroadcasts): from the tunnel they reach the host (fastgw: the
+// exception TUN), not a LAN neighbour that never answers; from the LAN
+// the host's kernel.
+func AppendAnycasts(all []netip.Addr, addrs []netlink.Addr) []netip.Addr {
+	for _, a := range addrs {
+		if a.IPNet == nil || a.IP.To4() != nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP.To16())
+		ones, bits := a.Mask.Size()
+		if !ok || bits != 128 || ones >= 127 {
+			continue
+		}
+		p, err := ip.Prefix(ones)
+		if err != nil || p.Addr().IsUnspecified() || slices.Contains(all, p.Addr()) {
+			continue
+		}
+		all = append(all, p.Addr())
+	}
+	return all
+}

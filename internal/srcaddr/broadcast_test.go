@@ -47,3 +47,36 @@ func TestAppendBroadcasts(t *testing.T) {
 		t.Errorf("AppendBroadcasts = %v, want %v", got, want)
 	}
 }
+
+// TestAppendAnycasts: the subnet-router anycast address of every IPv6
+// prefix shorter than /127 is added once, link-local's too (fe80::, as
+// Linux joins it); a /127, a /128, a prefix of zeros and IPv4 add none.
+func TestAppendAnycasts(t *testing.T) {
+	addr := func(cidr string) netlink.Addr {
+		ip, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.IP = ip
+		return netlink.Addr{IPNet: n}
+	}
+	addrs := []netlink.Addr{
+		addr("2001:db8:1::1/64"),
+		addr("2001:db8:1::2/64"), // a second address: the same anycast
+		addr("2001:db8:2::1/127"),
+		addr("2001:db8:3::1/128"),
+		addr("2001:db8:4:5ff:6::1/56"),
+		addr("fe80::1234/64"),
+		addr("::1/0"),
+		addr("198.19.1.1/24"),
+	}
+	all := []netip.Addr{netip.MustParseAddr("2001:db8:1::1")}
+	got := AppendAnycasts(all, addrs)
+	want := []netip.Addr{
+		netip.MustParseAddr("2001:db8:1::1"), netip.MustParseAddr("2001:db8:1::"),
+		netip.MustParseAddr("2001:db8:4:500::"), netip.MustParseAddr("fe80::"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("AppendAnycasts = %v, want %v", got, want)
+	}
+}
