@@ -240,6 +240,17 @@ func (d *PortDevice) judge(pkt []byte) judgement {
 	return judgedOK
 }
 
+// linkLocalDest reports whether pkt is IPv6 to a link-local address
+// (fe80::/10), which judge drops as martian. Out of the tunnel Linux
+// answers such a packet "no route to destination" (ICMPv6 type 1 code 0,
+// RFC 4443 §3.1), whatever its hop limit: its route lookup keeps a
+// link-local destination to the interface the packet came in by
+// (ip6_route_input, rt6_need_strict), and wg0 has no link-local prefix
+// (as fastpath's linkLocalDest). From the LAN it drops it unanswered.
+func linkLocalDest(pkt []byte) bool {
+	return pkt[0]>>4 == header.IPv6Version && pkt[24] == 0xfe && pkt[25]&0xc0 == 0x80
+}
+
 // headerOK reports whether the IP header of pkt (at least 20 bytes for
 // IPv4, 40 for IPv6: destination or take checked) is within pkt, as judge
 // needs, and sound, as a router checks before it forwards (RFC 1812
@@ -320,7 +331,9 @@ func (d *PortDevice) forwardIn(eth, pkt []byte) bool {
 // forwardOut does what a router does to pkt, written by wireguard-go (a
 // decrypted packet), before it goes on: an IPv6 packet in a tunnel
 // without it (no6) dropped (PortDropIPv6Off: Linux's ipv6_rcv drops it
-// on such a wg0, before any check), judge, the host's own addresses
+// on such a wg0, before any check), judge (an IPv6 link-local
+// destination, a martian, answered "no route" into the tunnel:
+// linkLocalDest), the host's own addresses
 // (route: dropped as local), the TTL check (parameter problem, time
 // exceeded or, for a link-local source not going back into the tunnel,
 // beyond scope into the tunnel, icmpErrorTunnel), a route off the LAN
@@ -341,6 +354,9 @@ func (d *PortDevice) forwardOut(pkt []byte, dst netip.Addr, al *bart.Table[uint8
 	j := d.judge(pkt)
 	switch j {
 	case judgedDrop:
+		if linkLocalDest(pkt) { // counted martian by judge
+			d.icmpErrorTunnel(pkt, icmpError{kind: icmpNoRoute}, al)
+		}
 		return outDropped
 	case judgedOptions:
 		d.optionsErrorTunnel(pkt, al)

@@ -140,3 +140,43 @@ func TestPortDeviceLinkLocalSourceTunnel(t *testing.T) {
 		})
 	}
 }
+
+// TestPortDeviceLinkLocalDestTunnel: a decrypted packet to an IPv6
+// link-local address is dropped (martian) and answered "no route to
+// destination" (type 1 code 0) into the tunnel from our tunnel address,
+// quoting it as it came, at any hop limit, as Linux's wg0 (no link-local
+// prefix) answers it and as the fast path does. Before, compat mode
+// dropped it unanswered.
+func TestPortDeviceLinkLocalDestTunnel(t *testing.T) {
+	r := routerRig(t, nil)
+	for _, hl := range []uint8{64, 1} {
+		before := r.dev.Stats()
+		p := withTTL(ipPacket(peerA6, llHost, []byte("probe")), hl)
+		if n, err := r.dev.Write([][]byte{bytes.Clone(p)}, 0); n != 1 || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+		if f := r.collect(0); len(f) != 0 {
+			t.Errorf("hop limit %d: LAN received %x, want nothing", hl, f)
+		}
+		if n := r.dev.loop.n.Load(); n != 1 { // Read would wait for one
+			t.Fatalf("hop limit %d: %d packets wait for Read, want the error", hl, n)
+		}
+		got := r.readAll(t, 1, 4)
+		if len(got) != 1 {
+			t.Fatalf("hop limit %d: Read = %x, want the error", hl, got)
+		}
+		var e header.Packet
+		if res := header.ParseL3(got[0], &e); res != header.OK || e.Proto != header.ProtoICMPv6 {
+			t.Fatalf("hop limit %d: answer %x does not parse as ICMPv6 (%v)", hl, got[0], res)
+		}
+		m := got[0][e.L4Off:e.L3End]
+		if e.Src != tunIP6 || e.Dst != peerA6 || m[0] != 1 || m[1] != 0 || !bytes.Equal(m[8:], p) ||
+			!header.ICMPv6(m).VerifyChecksum(header.PseudoHeaderChecksum(header.ProtoICMPv6, e.Src, e.Dst, len(m))) {
+			t.Errorf("hop limit %d: ICMPv6 %v → %v type %d code %d quoting %x; want %v → %v type 1 code 0 quoting %x, checksum right",
+				hl, e.Src, e.Dst, m[0], m[1], m[8:], tunIP6, peerA6, p)
+		}
+		if s := r.dev.Stats(); s.Drops[PortDropMartian] != before.Drops[PortDropMartian]+1 || s.ICMPErrors != before.ICMPErrors+1 {
+			t.Errorf("hop limit %d: Stats = %+v, want one more martian drop and ICMP error", hl, s)
+		}
+	}
+}
