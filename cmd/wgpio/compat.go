@@ -79,9 +79,11 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 	if err := addAddresses(name, f.Interface.Addresses); err != nil {
 		return err
 	}
-	if err := addAllowedRoutes(log, name, f); err != nil {
+	routes, err := addAllowedRoutes(log, name, f)
+	if err != nil {
 		return err
 	}
+	allowed.setRoutes(routes)
 	ln, err := uapiserve.Listen(name)
 	if err != nil {
 		return err
@@ -264,42 +266,79 @@ func addAddresses(name string, addrs []netip.Prefix) error {
 	return nil
 }
 
-// addAllowedRoutes routes every peer's allowed IPs into the TUN, as
-// wg-quick does (a prefix whose key a route of the host's holds keeps
-// that route, with a warning), so that the host's traffic (forwarded or its own) to the
-// peers' networks enters the tunnel. Default routes (/0) are left out: they
-// would take the route to the peers' endpoints too (wg-quick needs policy
-// routing for that); add them by hand with a route to the endpoints.
-func addAllowedRoutes(log *slog.Logger, name string, f *config.File) error {
+// addAllowedRoutes routes every peer's allowed IPs of f into the TUN name
+// (mqtunRoutes.add) at the start, and returns the routes, which the
+// allowed IPs' follower (mqtunAllowed) extends as sets and reloads add
+// prefixes.
+func addAllowedRoutes(log *slog.Logger, name string, f *config.File) (*mqtunRoutes, error) {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
-		return fmt.Errorf("find %s: %w", name, err)
+		return nil, fmt.Errorf("find %s: %w", name, err)
 	}
-	added := make(map[netip.Prefix]bool)
+	r := &mqtunRoutes{log: log, name: name, index: l.Attrs().Index, mtu: f.Interface.MTU, routed: make(map[netip.Prefix]bool)}
 	for _, p := range f.Peers {
-		for _, a := range p.AllowedIPs {
-			if a.Bits() == 0 {
-				log.Warn("default route not installed into the TUN; route it by hand, keeping a route to the endpoints", "prefix", a)
-				continue
-			}
-			if a = a.Masked(); added[a] {
-				continue
-			}
-			added[a] = true
-			r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
-			switch err := netlink.RouteAdd(r); {
-			case errors.Is(err, unix.EEXIST):
-				// The TUN is new: the route of the key is the
-				// host's (an interface's subnet, a static
-				// route), and stays, as wg-quick would not
-				// replace it (it refuses: File exists).
-				log.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the TUN, so the host's packets to it take that route, not the tunnel", "prefix", a)
-			case err != nil:
-				return routeError(a, name, f.Interface.MTU, err)
+		if err := r.add(p.AllowedIPs); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// mqtunRoutes are compat-mqtun's routes of the allowed IPs into its TUN,
+// as wg-quick makes them (a prefix whose key a route of the host's holds
+// keeps that route, with a warning), so that the host's traffic
+// (forwarded or its own) to the peers' networks enters the tunnel. Unlike
+// wg-quick's, which routes the allowed IPs of its start alone (wg
+// syncconf and wg set add none), they follow the prefixes a UAPI set or a
+// reload adds: such a prefix took the host's other routes, out of the
+// WAN in cleartext where a default route leads there. A prefix that
+// leaves the allowed IPs keeps its route: its packets go into the TUN,
+// whose reader drops them as no_route and answers them, as Linux's wg0
+// does. Default routes (/0) are left out: they would take the route to
+// the peers' endpoints too (wg-quick needs policy routing for that); add
+// them by hand with a route to the endpoints. Not safe for concurrent
+// use (mqtunAllowed's mu).
+type mqtunRoutes struct {
+	log   *slog.Logger
+	name  string
+	index int
+	mtu   int
+	// routed are the prefixes routed into the TUN, or left to a route of
+	// the host's, or warned of (/0), each once.
+	routed map[netip.Prefix]bool
+}
+
+// add routes the prefixes of ps not routed yet into the TUN. It returns
+// the first route the kernel refused (routeError), after trying the rest;
+// a refused prefix is tried again by the next add that names it.
+func (r *mqtunRoutes) add(ps []netip.Prefix) error {
+	var first error
+	for _, a := range ps {
+		if a = a.Masked(); r.routed[a] {
+			continue
+		}
+		r.routed[a] = true
+		if a.Bits() == 0 {
+			r.log.Warn("default route not installed into the TUN; route it by hand, keeping a route to the endpoints", "prefix", a)
+			continue
+		}
+		rt := &netlink.Route{LinkIndex: r.index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
+		switch err := netlink.RouteAdd(rt); {
+		case errors.Is(err, unix.EEXIST):
+			// The route of the key is the host's (an interface's
+			// subnet, a static route), and stays, as wg-quick would
+			// not replace it (it refuses: File exists); one of ours
+			// made before (a prefix that left and came back) is
+			// found by routed.
+			r.log.Warn("an allowed-IPs prefix is the key of a route of the host's (an interface's subnet, a static route): that route stays and none is made into the TUN, so the host's packets to it take that route, not the tunnel", "prefix", a)
+		case err != nil:
+			delete(r.routed, a)
+			if first == nil {
+				first = routeError(a, r.name, r.mtu, err)
 			}
 		}
 	}
-	return nil
+	return first
 }
 
 // routeError is addAllowedRoutes' error for prefix a that the kernel

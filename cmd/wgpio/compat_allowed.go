@@ -40,6 +40,9 @@ type mqtunAllowed struct {
 	log *slog.Logger
 
 	mu sync.Mutex
+	// routes, once set (setRoutes, at the start), route the prefixes the
+	// allowed IPs gain into the TUN (nil: none routed).
+	routes *mqtunRoutes
 	// model is wireguard-go's peers and allowed IPs as the last sync read
 	// them and the sets since changed them; nil when the last sync failed
 	// (the check is off and the next set syncs whole).
@@ -85,7 +88,27 @@ func (a *mqtunAllowed) syncLocked() error {
 		allowed = append(allowed, p)
 	}
 	a.tun.SetAllowed(allowed)
+	a.route(allowed)
 	return nil
+}
+
+// setRoutes makes r the routes the allowed IPs gained from now on go
+// into.
+func (a *mqtunAllowed) setRoutes(r *mqtunRoutes) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.routes = r
+}
+
+// route routes the allowed IPs added into the TUN (mqtunRoutes.add), a
+// refusal logged. a.mu held.
+func (a *mqtunAllowed) route(added []netip.Prefix) {
+	if a.routes == nil || len(added) == 0 {
+		return
+	}
+	if err := a.routes.add(added); err != nil {
+		a.log.Warn("an allowed-IPs prefix added is not routed into the TUN: the host's packets to it take its other routes", "err", err)
+	}
 }
 
 // set applies body (a UAPI set without its "set=1" and blank lines) to
@@ -123,6 +146,7 @@ func (a *mqtunAllowed) follow(ops []allowedips.Op) bool {
 		return false
 	}
 	a.tun.UpdateAllowed(add, del)
+	a.route(add)
 	return true
 }
 

@@ -48,7 +48,8 @@ func TestAllowedRoutesKeepHostRoutes(t *testing.T) {
 	}}
 	var logged strings.Builder
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	if err := a.Do(func() error { return addAllowedRoutes(log, tun.A, f) }); err != nil {
+	var routes *mqtunRoutes
+	if err := a.Do(func() (err error) { routes, err = addAllowedRoutes(log, tun.A, f); return err }); err != nil {
 		t.Fatalf("addAllowedRoutes: %v", err)
 	}
 	if out := ip("route", "show", "exact", "198.18.0.0/24"); !strings.Contains(out, "dev "+lan.A) {
@@ -59,5 +60,18 @@ func TestAllowedRoutesKeepHostRoutes(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "route of the host's"); n != 1 {
 		t.Errorf("%d warnings of a host's route, want 1:\n%s", n, logged.String())
+	}
+	// Prefixes added later (a set, a reload) are routed too, each once:
+	// those routed or warned of before are not tried again.
+	if err := a.Do(func() error {
+		return routes.add([]netip.Prefix{pfx("198.19.9.0/24"), pfx("198.19.8.0/24"), pfx("198.18.0.0/24")})
+	}); err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if out := ip("route", "show", "exact", "198.19.9.0/24"); !strings.Contains(out, "dev "+tun.A) {
+		t.Errorf("198.19.9.0/24, added later: %q, want a route into the TUN", out)
+	}
+	if n := strings.Count(logged.String(), "route of the host's"); n != 1 {
+		t.Errorf("%d warnings of a host's route after the add, want still 1:\n%s", n, logged.String())
 	}
 }

@@ -271,11 +271,16 @@ func (p *Port) judgeStrippedTags(cfg Config, whyNoMeta string) {
 			p.stripped, p.whyTags = StrippedTagsNone, "the veth's other end, "+peer+", has TX VLAN offload off: the tags its senders add stay in the frames"
 			break
 		}
+		why := "a veth passes the tags its other end's senders add as metadata (TX VLAN offload), which only native XDP reads, and " + whyNoMeta
 		if !ok {
+			// Its features are another namespace's: not read. Off
+			// there for both tags, isolation holds; the error says
+			// so rather than claim it is on.
 			peer = "ITS-PEER"
+			why += "; the other end is in another network namespace, where its TX VLAN offload cannot be read from here: with it off there for both tags, the tags stay in the frames and isolation holds"
 		}
-		p.stripped, p.whyTags = StrippedTagsUnseen, "a veth passes the tags its other end's senders add as metadata (TX VLAN offload), which only native XDP reads, and "+whyNoMeta
-		p.fixTags = fmt.Sprintf("turn TX VLAN offload off on the veth's other end, both tags' (ethtool -K %s txvlan off tx-vlan-stag-hw-insert off; its senders' tags then stay in the frames), or use native XDP (on a veth: the MTU of both ends at most %d)", peer, vethMaxXDPMTU)
+		p.stripped, p.whyTags = StrippedTagsUnseen, why
+		p.fixTags = fmt.Sprintf("turn TX VLAN offload off on the veth's other end, both tags' (in its network namespace: ethtool -K %s txvlan off tx-vlan-stag-hw-insert off; its senders' tags then stay in the frames), or use native XDP (on a veth: the MTU of both ends at most %d)", peer, vethMaxXDPMTU)
 	case o == nil:
 		p.stripped, p.whyTags = StrippedTagsUnseen, "RX VLAN offload left as it is (KeepRXVLANOffload) and "+whyNoMeta
 	case o.checkErr != nil:
