@@ -45,6 +45,9 @@ type dataplane_ struct {
 	// rwarn logs what fails per prefix in the route worker's jobs as
 	// warn does for a change; guarded by routeMu.
 	rwarn *logcap.Log
+	// leftLog says how many routes of prefixes that left deleteLeft
+	// deleted; guarded by routeMu.
+	leftLog leftLog
 	// rq carries the route work of the changes (UpdatePeers) to the
 	// route worker, out of mu and the control plane's lock.
 	rq routeQueue

@@ -4,10 +4,10 @@ package fastgw
 
 import (
 	"errors"
-	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -173,7 +173,8 @@ func (d *dataplane_) keepHostRoutes(reqs []routeReq) []routeReq {
 
 // deleteLeft deletes the routes into the exception TUN of old, prefixes
 // that left the configuration and no longer fit (leave), in batches as
-// routeAll installs them, each logged to w (kept is how many are kept):
+// routeAll installs them, a failure logged to w, the deletions to
+// d.leftLog (kept is how many are kept):
 // the LAN's traffic to them follows the host's other routes again, as
 // after `ip route del PREFIX dev NAME`. d.routeMu held.
 func (d *dataplane_) deleteLeft(w *logcap.Log, old []netip.Prefix, kept int) {
@@ -196,8 +197,7 @@ func (d *dataplane_) deleteLeft(w *logcap.Log, old []netip.Prefix, kept int) {
 			w.Warn("delete the route into the exception TUN of a prefix that left the configuration", "prefix", p, "err", err)
 			continue
 		}
-		w.Log(slog.LevelInfo, "too many prefixes that left the configuration: the route into the exception TUN of the one that left first is deleted, the LAN's traffic to it follows the host's other routes",
-			"prefix", p, "kept", kept)
+		d.leftLog.note(d.log, p, kept, time.Now())
 	}
 }
 
