@@ -18,7 +18,9 @@ func TestLeftLog(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&b, nil))
 	var l leftLog
 	t0 := time.Unix(1_800_000_000, 0)
-	p := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 32) }
+	p := func(i int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 32)
+	}
 	l.note(log, p(0), 65536, t0)
 	for i := 1; i <= 1000; i++ {
 		l.note(log, p(i), 65536, t0.Add(time.Duration(i)*time.Millisecond*50))
