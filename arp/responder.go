@@ -233,6 +233,14 @@ func (r *Responder) handleARP(frame, out []byte) (int, Reason) {
 	if p.EthSrc.IsMulticast() || p.SenderMAC.IsMulticast() {
 		return r.drop(ReasonSourceMAC)
 	}
+	forUs := p.EthDst == r.mac || p.EthDst == Broadcast && p.Op == ARPRequest && r.own(p.TargetIP) != nil
+	if !forUs && r.table != nil && !p.SenderIP.IsUnspecified() && p.SenderMAC != r.mac && r.own(p.SenderIP) == nil &&
+		r.table.Update(p.SenderIP, p.SenderMAC) {
+		// Not for us, but RFC 826's merge updates the sender's entry
+		// if we have one: a gratuitous ARP (RFC 5227 §3), another's
+		// request or reply from a neighbour that moved.
+		return 0, ReasonNone
+	}
 	if p.EthDst != r.mac && !(p.EthDst == Broadcast && p.Op == ARPRequest) {
 		return r.drop(ReasonNotForUs)
 	}
@@ -299,9 +307,12 @@ func (r *Responder) handleNDP(frame, out []byte) (int, Reason) {
 			return r.drop(ReasonNotForUs) // our own, looped back
 		}
 		if m.EthDst != r.mac || !m.Solicited || r.own(m.Dst) == nil {
-			// Unsolicited advertisements are not learnt: no entry
-			// is made for them (RFC 4861 §7.2.5), and updating
-			// existing ones is left to the next probe.
+			// An unsolicited advertisement makes no entry (RFC 4861
+			// §7.2.5); with the Override flag and the link-layer
+			// address it updates one we have (Table.Update).
+			if m.Override && m.HasLinkAddr && r.table != nil && r.table.Update(m.Target, m.LinkAddr) {
+				return 0, ReasonNone
+			}
 			return r.drop(ReasonNotForUs)
 		}
 		if r.table != nil {

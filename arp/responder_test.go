@@ -413,3 +413,61 @@ func TestResponderRouterFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestResponderNeighbourMoved: a neighbour we have an entry for that
+// announces itself at another MAC (a gratuitous ARP, request or reply,
+// RFC 5227 §3; an unsolicited NA with the Override flag, RFC 4861
+// §7.2.6) is used at the new MAC at once, STALE (RFC 826's merge, RFC
+// 4861 §7.2.5), as Linux's table takes it; an announcement of a host we
+// have no entry for makes none, and an NA without Override changes
+// nothing. Before, every such frame was dropped and the old MAC used
+// until the entry failed (15-25 s of a router replaced or a VRRP
+// failover).
+func TestResponderNeighbourMoved(t *testing.T) {
+	tb, _, _ := newTestTable()
+	r := newTestResponder(t, tb, true)
+	out := make([]byte, 128)
+	macC := MAC{2, 0, 0, 0, 0, 0x0c}
+	macD := MAC{2, 0, 0, 0, 0, 0x0d}
+	// ip4B at macB, confirmed.
+	tb.Resolve(ip4B)
+	r.Handle(arpFrame(t, ARP{EthDst: macA, EthSrc: macB, Op: ARPReply, SenderMAC: macB, SenderIP: ip4B, TargetMAC: macA, TargetIP: ip4A}), out)
+	checkState(t, tb, ip4B, StateReachable)
+	for _, c := range []struct {
+		name string
+		op   uint16
+		mac  MAC
+	}{{"gratuitous request", ARPRequest, macC}, {"gratuitous reply", ARPReply, macD}} {
+		g := ARP{EthDst: Broadcast, EthSrc: c.mac, Op: c.op, SenderMAC: c.mac, SenderIP: ip4B, TargetIP: ip4B}
+		if n, rs := r.Handle(arpFrame(t, g), out); n != 0 || rs != ReasonNone {
+			t.Errorf("%s: Handle = %d, %v, want 0, none (used)", c.name, n, rs)
+		}
+		if st, mac := tb.State(ip4B); st != StateStale || mac != c.mac {
+			t.Errorf("%s: State(%v) = %v, %v; want stale at %v", c.name, ip4B, st, mac, c.mac)
+		}
+	}
+	// A host we have no entry for: none made.
+	unknown := netip.MustParseAddr("198.18.0.77")
+	g := ARP{EthDst: Broadcast, EthSrc: macC, Op: ARPRequest, SenderMAC: macC, SenderIP: unknown, TargetIP: unknown}
+	if _, rs := r.Handle(arpFrame(t, g), out); rs != ReasonNotOurAddress {
+		t.Errorf("gratuitous ARP of a host we do not know: Handle = %v, want not-our-address", rs)
+	}
+	checkState(t, tb, unknown, StateNone)
+
+	// IPv6: ip6B learnt at macB, then an unsolicited NA.
+	tb.Learn(ip6B, macB)
+	na := NDP{EthDst: MulticastMAC(allNodes), EthSrc: macC, Src: ip6B, Dst: allNodes, Type: ICMPv6NA, Target: ip6B, HasLinkAddr: true, LinkAddr: macC}
+	if _, rs := r.Handle(ndpFrame(t, na), out); rs != ReasonNotForUs {
+		t.Errorf("unsolicited NA without Override: Handle = %v, want not-for-us", rs)
+	}
+	if _, mac := tb.State(ip6B); mac != macB {
+		t.Errorf("after an NA without Override: %v at %v, want still %v", ip6B, mac, macB)
+	}
+	na.Override = true
+	if _, rs := r.Handle(ndpFrame(t, na), out); rs != ReasonNone {
+		t.Errorf("unsolicited NA with Override: Handle = %v, want none (used)", rs)
+	}
+	if st, mac := tb.State(ip6B); st != StateStale || mac != macC {
+		t.Errorf("after an NA with Override: State(%v) = %v, %v; want stale at %v", ip6B, st, mac, macC)
+	}
+}

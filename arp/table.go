@@ -348,25 +348,43 @@ func (t *Table) Confirm(ip netip.Addr, mac MAC) {
 // (the Responder checks that); the table bounds the entries it creates. A
 // new entry shows in Lookup from the next Tick (nothing waits for it); a
 // changed one at once.
-func (t *Table) Learn(ip netip.Addr, mac MAC) {
+func (t *Table) Learn(ip netip.Addr, mac MAC) { t.learn(ip, mac, true) }
+
+// Update is Learn for an entry the table has, and makes none: what an
+// announcement of a neighbour's not addressed to us teaches, an ARP
+// frame's sender (RFC 826's merge: a gratuitous ARP, RFC 5227 §3) or an
+// unsolicited advertisement with the Override flag (RFC 4861 §7.2.5,
+// §7.2.6), as Linux's neighbour table updates an entry from them: a
+// next hop or host that moved to another MAC (a router replaced, a VRRP
+// failover) is used at its new MAC, as STALE, at once, where it was
+// reached again only after its entry failed. It reports whether the
+// entry changed. Anyone on the link can send such a frame, as to Linux.
+func (t *Table) Update(ip netip.Addr, mac MAC) bool { return t.learn(ip, mac, false) }
+
+// learn is Learn (create) or Update; it reports whether an entry changed
+// or was made.
+func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 	if mac.IsMulticast() || mac.IsZero() {
-		return
+		return false
 	}
 	ip = key(ip)
 	// Fast path without the lock: a usable entry with the same MAC is
 	// left as it is in every state, so a busy neighbour's requests cost
 	// no lock.
 	if m, ok := t.peek(ip); ok && m == mac {
-		return
+		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
 	e := t.entries[ip]
 	if e == nil {
+		if !create {
+			return false
+		}
 		if !t.room(now, true) {
 			t.stats.Full++
-			return
+			return false
 		}
 		e = &entry{ip: ip, mac: mac, state: StateStale, since: now}
 		t.entries[ip] = e
@@ -374,26 +392,27 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) {
 		// it with the next Tick, so that a burst of new neighbours
 		// costs one snapshot, not one each.
 		t.dirty = true
-		return
+		return true
 	}
 	if e.external {
-		return
+		return false
 	}
 	switch e.state {
 	case StateIncomplete:
 		e.mac, e.state = mac, StateProbe // keep probes and nextProbe
 	case StateProbe:
 		if e.mac == mac {
-			return
+			return false
 		}
 		e.mac = mac
 	default:
 		if e.mac == mac && e.state != StateFailed {
-			return
+			return false
 		}
 		e.mac, e.state, e.since, e.wasUsed, e.probes = mac, StateStale, now, false, 0
 	}
 	t.publish() // frames may wait for this entry (incomplete, failed) or use its old MAC
+	return true
 }
 
 // Set installs ip at mac in state s as an external entry that the table

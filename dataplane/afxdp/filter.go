@@ -36,6 +36,17 @@ type Filter struct {
 	// address mode of ARCHITECTURE.md, where wgpio answers ARP/NDP itself.
 	// At most 64 of each family (Open fails with more).
 	Neighbours []netip.Addr
+	// NeighbourUpdates redirects, beside Neighbours' frames, every other
+	// ARP frame and every NDP neighbour advertisement to a multicast
+	// destination (an unsolicited one, to all nodes): the announcements
+	// (a gratuitous ARP, RFC 5227 §3; an unsolicited advertisement with
+	// the Override flag, RFC 4861 §7.2.6) from which the owned address
+	// mode's neighbour table updates an entry it has (RFC 826's merge,
+	// RFC 4861 §7.2.5), as Linux's does: a next hop or a LAN host that
+	// moved to another MAC (a router replaced, a VRRP failover without a
+	// virtual MAC) was reached again only after its entry failed. Counted
+	// as xdp_redirect_neighbor.
+	NeighbourUpdates bool
 
 	// MLDQueries redirects, on a VLAN (VLAN not 0; ignored otherwise),
 	// MLD queries (ICMPv6 type 130, RFC 3810 §5.1) behind an 8-byte

@@ -455,9 +455,11 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	// ARP: target protocol address at offset 24 of an Ethernet/IPv4 ARP
 	// packet (RFC 826).
 	need(r9, 28, "pass")
-	copyAddr(r9, 24, 1)
-	lookup(p.neigh4, keyAddr)
-	emit(asm.JEq.Imm(r0, 0, "pass"))
+	if !f.NeighbourUpdates { // with it, every ARP frame
+		copyAddr(r9, 24, 1)
+		lookup(p.neigh4, keyAddr)
+		emit(asm.JEq.Imm(r0, 0, "pass"))
+	}
 	redirect(ctrRedirectNeighbor)
 
 	// IPv4 (RFC 791). The UDP match takes only a 20-byte header that is
@@ -562,6 +564,12 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	lookup(p.neigh6, keyAddr)
 	emit(asm.JNE.Imm(r0, 0, "ndp"))
 	copyAddr(r9, 24, 4)
+	if f.NeighbourUpdates {
+		// An advertisement to a multicast destination: an
+		// unsolicited one (the frame's bounds checked above).
+		emit(asm.LoadMem(r2, r9, 40, asm.Byte), asm.JNE.Imm(r2, 136, "prefix6"),
+			asm.LoadMem(r2, r9, 24, asm.Byte), asm.JEq.Imm(r2, 0xff, "ndp"))
+	}
 	emit(asm.Ja.Label("prefix6"))
 	label("ndp", asm.Mov.Imm(r9, ctrRedirectNeighbor))
 	emit(asm.Ja.Label("redirect"))

@@ -387,6 +387,7 @@ func wanFilter(c Config, v4, v6 netip.Addr, vid uint16, others ...netip.Addr) af
 	}
 	if c.Owned {
 		f.Neighbours = []netip.Addr{c.WANAddress.Addr()}
+		f.NeighbourUpdates = true
 		f.Fragments = true
 		f.MLDQueries = vid != 0 && c.WANAddress.Addr().Is6() // answered by arp.MLDHost (ownedMode)
 	}
@@ -400,6 +401,7 @@ func lanFilter(c Config, host []netip.Addr, vid uint16) afxdp.Filter {
 	f := afxdp.Filter{Prefixes: true, PrefixCapacity: cmp.Or(c.LANPrefixCapacity, defaultLANPrefixCapacity), VLAN: vid, HostAddrs: host}
 	if c.Owned {
 		f.Neighbours = []netip.Addr{c.LANAddress.Addr()}
+		f.NeighbourUpdates = true
 		f.MLDQueries = vid != 0 && c.LANAddress.Addr().Is6()
 	}
 	return f
