@@ -440,6 +440,12 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 			def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		}
 		routes = append(routes, arp.Route{Prefix: def, Gateway: cfg.Gateway, IfIndex: wl.index})
+		if cfg.Gateway.Is6() && cfg.Gateway.IsLinkLocalUnicast() {
+			// A router's link-local address, the usual IPv6 next
+			// hop (what its advertisements name): on-link on the
+			// WAN, as Linux's fe80::/64 route of every interface.
+			routes = append(routes, arp.Route{Prefix: netip.MustParsePrefix("fe80::/64"), IfIndex: wl.index})
+		}
 	}
 	var err error
 	if g.static, err = arp.NewStaticRoutes(routes); err != nil {

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
@@ -84,4 +86,36 @@ func TestOwnedNeighbourMoved(t *testing.T) {
 	if _, err := s.HostB.Run("ping", "-c", "1", "-w", "3", twosite.HostA4.String()); err != nil {
 		t.Errorf("host A at its new MAC unreached 3 s after its gratuitous ARP (drops %s)", dropsString(s.Gateway))
 	}
+}
+
+// TestOwnedLinkLocalGateway: in the owned address mode an IPv6 Gateway
+// that is the router's link-local address (the usual IPv6 next hop, which
+// the configuration accepts) is resolved on the WAN and carries the
+// tunnel, as on Linux. Before, the start failed: "gateway ... is not
+// on-link".
+func TestOwnedLinkLocalGateway(t *testing.T) {
+	testenv.Tool(t, "ping", "iputils-ping")
+	s := newSite(t, twosite.Config{Owned: true, Routed: true, Outer6: true, NoFastPath: true})
+	out, err := s.Router.Run("ip", "-6", "-o", "addr", "show", "to", "2001:db8:f1::fe/64")
+	f := strings.Fields(out)
+	if err != nil || len(f) < 2 {
+		t.Fatalf("the router's WAN interface: %v %q", err, out)
+	}
+	out, err = s.Router.Run("ip", "-6", "-o", "addr", "show", "dev", f[1], "scope", "link")
+	f = strings.Fields(out)
+	if err != nil || len(f) < 4 {
+		t.Fatalf("the router's link-local address: %v %q", err, out)
+	}
+	ll, err := netip.ParsePrefix(f[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.FastConfig
+	cfg.Gateway = ll.Addr()
+	var g *fastgw.Gateway
+	if err := s.GwA.Do(func() (err error) { g, err = fastgw.Start(cfg); return err }); err != nil {
+		t.Fatalf("start with Gateway = %v: %v", ll.Addr(), err)
+	}
+	defer g.Close()
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
