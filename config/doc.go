@@ -52,7 +52,7 @@
 //	SourcePorts = 51820 | 51820-51835   # outer UDP source ports; default ListenPort alone
 //	WANAddress  = 198.18.0.2/24         # owned mode only (then required)
 //	LANAddress  = 198.19.0.1/24         # owned mode only (then required)
-//	Gateway     = 198.18.0.1            # owned mode only: next-hop router
+//	Gateway     = 198.18.0.1            # owned mode only: next-hop router, on WANAddress's prefix (IPv6: or its link-local address)
 //	XDPMode     = auto | native | generic # default auto: native where the driver can, else generic
 //	MetricsAddress = 127.0.0.1:9586     # host:port, port 1-65535; default none (no /metrics)
 //	MetricsPeers = 1000 | off           # 1-1000000 or off: per-peer series only up to this many peers; default 1000
