@@ -356,9 +356,11 @@ func (t *Table) Learn(ip netip.Addr, mac MAC) { t.learn(ip, mac, true) }
 // unsolicited advertisement with the Override flag (RFC 4861 §7.2.5,
 // §7.2.6), as Linux's neighbour table updates an entry from them: a
 // next hop or host that moved to another MAC (a router replaced, a VRRP
-// failover) is used at its new MAC, as STALE, at once, where it was
-// reached again only after its entry failed. It reports whether the
-// entry changed. Anyone on the link can send such a frame, as to Linux.
+// failover) is used at its new MAC, as STALE, from the next Tick (100
+// ms with Run's default), where it was reached again only after its
+// entry failed. It reports whether the entry changed. Anyone on the link
+// can send such a frame, as to Linux: a flood of them costs a snapshot a
+// Tick, not one each.
 func (t *Table) Update(ip netip.Addr, mac MAC) bool { return t.learn(ip, mac, false) }
 
 // learn is Learn (create) or Update; it reports whether an entry changed
@@ -410,6 +412,13 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 			return false
 		}
 		e.mac, e.state, e.since, e.wasUsed, e.probes = mac, StateStale, now, false, 0
+	}
+	if !create {
+		// An announcement anyone on the link can send: published
+		// with the next Tick, so that a flood of them, each with
+		// another MAC, costs a snapshot a Tick, not one each.
+		t.dirty = true
+		return true
 	}
 	t.publish() // frames may wait for this entry (incomplete, failed) or use its old MAC
 	return true

@@ -495,3 +495,36 @@ func TestSnapshotSpread(t *testing.T) {
 		t.Errorf("longest cluster = %d slots of %d, want ≤ 64", longest, len(s.slots))
 	}
 }
+
+// TestTableUpdatePublishedAtTick: Table.Update (an announcement anyone on
+// the link can send) changes an entry at once but publishes it with the
+// next Tick: a flood of announcements with changing MACs builds no
+// snapshot each, and Lookup has the last MAC after the Tick. It makes no
+// entry for an address the table does not have.
+func TestTableUpdatePublishedAtTick(t *testing.T) {
+	tb, _, _ := newTestTable()
+	tb.Learn(ip4B, macB)
+	tb.Tick()
+	snap := tb.snap.Load()
+	macs := []MAC{{2, 0, 0, 0, 0, 0x0c}, {2, 0, 0, 0, 0, 0x0d}}
+	for i := range 1000 {
+		if !tb.Update(ip4B, macs[i%2]) {
+			t.Fatalf("Update %d: no change", i)
+		}
+	}
+	if tb.snap.Load() != snap {
+		t.Error("a snapshot built before the Tick")
+	}
+	if mac, _ := tb.Lookup(ip4B); mac != macB {
+		t.Errorf("Lookup before the Tick = %v, want still %v", mac, macB)
+	}
+	tb.Tick()
+	if mac, ok := tb.Lookup(ip4B); !ok || mac != macs[1] {
+		t.Errorf("Lookup after the Tick = %v, %v; want %v", mac, ok, macs[1])
+	}
+	ip4C := netip.MustParseAddr("198.18.0.77")
+	if tb.Update(ip4C, macB) {
+		t.Error("Update made an entry")
+	}
+	checkState(t, tb, ip4C, StateNone)
+}
