@@ -13,6 +13,7 @@ import (
 	"github.com/gaissmai/bart"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/device"
 
 	"github.com/wgpio/wgpio/arp"
@@ -380,6 +381,13 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	// The plaintext side: frames to the peers' allowed IPs and the
 	// tunnel's networks (not to the host's own addresses) go to AF_XDP.
 	g.tunnelNets = tunnelNets(cfg.TunnelPrefixes)
+	if len(g.tunnelNets) > 0 {
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("list the host's routes: %w", err)
+		}
+		g.tunnelNets = apart(g.log, g.tunnelNets, routes)
+	}
 	g.tunnelHeld = heldAddrs(netlink.RouteGet, tunnelAddrs(cfg))
 	g.lan, err = afxdp.Open(cfg.LAN, afxdp.Config{Queues: cfg.Queues, Attach: cfg.Attach, Journal: cfg.Journal, Filter: afxdp.Filter{Prefixes: true, HostAddrs: lanFilterHosts(lan.all, wan.all, g.tunnelHeld)}})
 	if err != nil {

@@ -4,6 +4,7 @@ package compatgw
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -46,6 +47,41 @@ func tunnelNets(ps []netip.Prefix) []netip.Prefix {
 		if p = p.Masked(); !slices.Contains(out, p) {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// apart returns those of nets inside which routes (the host's main
+// table, netlink.RouteList) has no route of its own, and logs each left
+// out: a LAN or WAN subnet, a static route, that a tunnel network holds
+// (Address = 198.18.0.1/16 over a WAN of 198.18.1.0/24) is more specific,
+// and Linux's longest-prefix match sends its packets there, not into
+// wg0; kept whole in the LAN filter the network took them to the
+// PortDevice, which dropped them, and LAN hosts lost the WAN's subnet.
+// Read at Start: a route added later inside a kept network is not seen.
+func apart(log *slog.Logger, nets []netip.Prefix, routes []netlink.Route) []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range nets {
+		inside := netip.Prefix{}
+		for _, r := range routes {
+			if r.Dst == nil {
+				continue
+			}
+			ones, _ := r.Dst.Mask.Size()
+			a, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				continue
+			}
+			if p := netip.PrefixFrom(a.Unmap(), ones); p.Bits() > n.Bits() && n.Contains(p.Addr()) {
+				inside = p
+				break
+			}
+		}
+		if inside.IsValid() {
+			log.Warn("the tunnel's network holds a route of the host's, more specific: its free addresses are not answered host unreachable, and the LAN's packets to them follow the host's routes (out of the WAN in cleartext where a default route leads there)", "network", n, "route", inside)
+			continue
+		}
+		out = append(out, n)
 	}
 	return out
 }

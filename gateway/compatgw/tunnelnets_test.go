@@ -31,10 +31,15 @@ func TestTunnelNetworkNoCleartext(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.TunnelAddrs = []netip.Addr{tunnelAddr}
-		cfg.TunnelPrefixes = []netip.Prefix{netip.PrefixFrom(tunnelAddr, 24)}
+		// And one that holds the WAN's subnet (198.18.1.0/24): left
+		// out, the WAN's hosts the LAN's as before.
+		cfg.TunnelPrefixes = []netip.Prefix{netip.PrefixFrom(tunnelAddr, 24), netip.MustParsePrefix("198.18.0.1/16")}
 	})
 	if got := g.tunnelHeld; len(got) != 1 || got[0] != tunnelAddr {
 		t.Errorf("tunnel addresses the host holds: %v, want [%v] (on lo)", got, tunnelAddr)
+	}
+	if got := g.tunnelNets; len(got) != 1 || got[0] != netip.MustParsePrefix("198.19.77.0/24") {
+		t.Errorf("tunnel networks kept: %v, want [198.19.77.0/24] (198.18.0.0/16 holds the WAN's subnet)", got)
 	}
 	st := func() tundev.PortStats { return g.Stats().LAN }
 	before := st()
