@@ -36,8 +36,9 @@ type Filter struct {
 	// address mode of ARCHITECTURE.md, where wgpio answers ARP/NDP itself.
 	// At most 64 of each family (Open fails with more).
 	Neighbours []netip.Addr
-	// NeighbourUpdates redirects, beside Neighbours' frames, every other
-	// ARP frame and every NDP neighbour advertisement to a multicast
+	// NeighbourUpdates redirects, beside Neighbours' frames, every
+	// gratuitous ARP frame (sender and target protocol addresses the
+	// same) and every NDP neighbour advertisement to a multicast
 	// destination (an unsolicited one, to all nodes): the announcements
 	// (a gratuitous ARP, RFC 5227 §3; an unsolicited advertisement with
 	// the Override flag, RFC 4861 §7.2.6) from which the owned address

@@ -455,9 +455,17 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	// ARP: target protocol address at offset 24 of an Ethernet/IPv4 ARP
 	// packet (RFC 826).
 	need(r9, 28, "pass")
-	if !f.NeighbourUpdates { // with it, every ARP frame
-		copyAddr(r9, 24, 1)
-		lookup(p.neigh4, keyAddr)
+	copyAddr(r9, 24, 1)
+	lookup(p.neigh4, keyAddr)
+	if f.NeighbourUpdates {
+		// And a gratuitous one: sender and target protocol
+		// addresses the same (RFC 5227 §3). Other hosts' ARP stays
+		// the kernel's (its own addresses on the interface).
+		emit(asm.JNE.Imm(r0, 0, "arp_ours"),
+			asm.LoadMem(r2, r9, 14, asm.Word), asm.LoadMem(r3, r9, 24, asm.Word),
+			asm.JNE.Reg(r2, r3, "pass"))
+		label("arp_ours", asm.Mov.Imm(r2, 0))
+	} else {
 		emit(asm.JEq.Imm(r0, 0, "pass"))
 	}
 	redirect(ctrRedirectNeighbor)

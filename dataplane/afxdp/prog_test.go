@@ -96,6 +96,13 @@ func arp(target string) []byte {
 	return b
 }
 
+// garp returns a gratuitous ARP request of ip: sender and target ip.
+func garp(ip string) []byte {
+	b := arp(ip)
+	copy(b[14:18], b[24:28])
+	return b
+}
+
 // ndp returns an ICMPv6 neighbour solicitation (135) or advertisement
 // (136) for target (RFC 4861 section 4.3).
 func ndp(typ byte, target string) []byte {
@@ -904,9 +911,10 @@ func prefixPort(t *testing.T) (*Port, *program) {
 	return p, prog
 }
 
-// TestFilterNeighbourUpdates: with Filter.NeighbourUpdates, every ARP
-// frame and an NDP advertisement to a multicast destination (an
-// unsolicited one) are redirected, so that the owned mode's table hears
+// TestFilterNeighbourUpdates: with Filter.NeighbourUpdates, a gratuitous
+// ARP frame and an NDP advertisement to a multicast destination (an
+// unsolicited one) are redirected besides those for our addresses (other
+// hosts' ARP stays the kernel's), so that the owned mode's table hears
 // a neighbour that moved (a gratuitous ARP, an unsolicited NA); other
 // NDP is judged as without it. Without it (TestFilter) they are passed.
 func TestFilterNeighbourUpdates(t *testing.T) {
@@ -925,8 +933,9 @@ func TestFilterNeighbourUpdates(t *testing.T) {
 	defer prog.Close()
 	runFilter(t, prog, []filterCase{
 		{"arp for us", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), redirect},
-		{"arp for another (a gratuitous one)", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), redirect},
-		{"arp truncated", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")[:27]), pass},
+		{"arp for another", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), pass},
+		{"arp gratuitous", cat(eth(bcastMAC, 0x0806, false), garp("198.18.0.2")), redirect},
+		{"arp truncated", cat(eth(bcastMAC, 0x0806, false), garp("198.18.0.2")[:27]), pass},
 		{"arp vlan", cat(ethTag(bcastMAC, 0x8100, 7, 0x0806), arp("198.18.0.2")), passVLAN},
 		{"ndp na to all nodes", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1", 24), ndp(136, "2001:db8::5")), redirect},
 		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
