@@ -281,6 +281,7 @@ func addAllowedRoutes(log *slog.Logger, name string, f *config.File) (*mqtunRout
 			return nil, err
 		}
 	}
+	r.later = make(map[netip.Prefix]bool) // the start's stay
 	return r, nil
 }
 
@@ -291,10 +292,14 @@ func addAllowedRoutes(log *slog.Logger, name string, f *config.File) (*mqtunRout
 // wg-quick's, which routes the allowed IPs of its start alone (wg
 // syncconf and wg set add none), they follow the prefixes a UAPI set or a
 // reload adds: such a prefix took the host's other routes, out of the
-// WAN in cleartext where a default route leads there. A prefix that
-// leaves the allowed IPs keeps its route: its packets go into the TUN,
-// whose reader drops them as no_route and answers them, as Linux's wg0
-// does. Default routes (/0) are left out: they would take the route to
+// WAN in cleartext where a default route leads there. A prefix of the
+// start's that leaves the allowed IPs keeps its route, as wg-quick's:
+// its packets go into the TUN, whose reader drops them as no_route and
+// answers them, as Linux's wg0 does; one added later loses its route
+// when it leaves (remove), so that the routes stay as many as the
+// prefixes configured and a prefix set by mistake (one holding a peer's
+// endpoint, which then took wireguard-go's own datagrams into the TUN)
+// goes with it. Default routes (/0) are left out: they would take the route to
 // the peers' endpoints too (wg-quick needs policy routing for that); add
 // them by hand with a route to the endpoints. Not safe for concurrent
 // use (mqtunAllowed's mu).
@@ -304,8 +309,25 @@ type mqtunRoutes struct {
 	index int
 	mtu   int
 	// routed are the prefixes routed into the TUN, or left to a route of
-	// the host's, or warned of (/0), each once.
-	routed map[netip.Prefix]bool
+	// the host's, or warned of (/0), each once; later those of them
+	// routed after the start (nil during it), which remove takes out.
+	routed, later map[netip.Prefix]bool
+}
+
+// remove deletes the routes of the prefixes of ps added after the start
+// (later) and not in keep (nil: none kept), a failure logged.
+func (r *mqtunRoutes) remove(ps []netip.Prefix, keep map[netip.Prefix]bool) {
+	for _, a := range ps {
+		if a = a.Masked(); !r.later[a] || keep[a] {
+			continue
+		}
+		delete(r.later, a)
+		delete(r.routed, a)
+		rt := &netlink.Route{LinkIndex: r.index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
+		if err := netlink.RouteDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
+			r.log.Warn("delete the route into the TUN of an allowed-IPs prefix that left", "prefix", a, "err", err)
+		}
+	}
 }
 
 // add routes the prefixes of ps not routed yet into the TUN. It returns
@@ -323,7 +345,11 @@ func (r *mqtunRoutes) add(ps []netip.Prefix) error {
 			continue
 		}
 		rt := &netlink.Route{LinkIndex: r.index, Dst: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
-		switch err := netlink.RouteAdd(rt); {
+		err := netlink.RouteAdd(rt)
+		if err == nil && r.later != nil {
+			r.later[a] = true
+		}
+		switch {
 		case errors.Is(err, unix.EEXIST):
 			// The route of the key is the host's (an interface's
 			// subnet, a static route), and stays, as wg-quick would

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,6 +91,13 @@ func (a *mqtunAllowed) syncLocked() error {
 	}
 	a.tun.SetAllowed(allowed)
 	a.route(allowed)
+	if a.routes != nil { // the routes added since the start that left
+		keep := make(map[netip.Prefix]bool, len(allowed))
+		for _, p := range allowed {
+			keep[p.Masked()] = true
+		}
+		a.routes.remove(slices.Collect(maps.Keys(a.routes.later)), keep)
+	}
 	return nil
 }
 
@@ -147,6 +156,9 @@ func (a *mqtunAllowed) follow(ops []allowedips.Op) bool {
 	}
 	a.tun.UpdateAllowed(add, del)
 	a.route(add)
+	if a.routes != nil {
+		a.routes.remove(del, nil)
+	}
 	return true
 }
 

@@ -17,7 +17,8 @@ import (
 // allowed IPs a wg set and a reload (SIGHUP) add while it runs, as it
 // routes those of its start: before, only the start's were routed, and the
 // LAN's traffic to a prefix added later took the host's default route,
-// out of the WAN in cleartext, with nothing logged.
+// out of the WAN in cleartext, with nothing logged. Such a prefix loses
+// its route when it leaves again.
 func TestUpCompatMQTUNRoutesFollow(t *testing.T) {
 	s := newSite(t, func(f *config.File) { f.WGPIO.Mode = config.ModeCompatMQTUN })
 	if err := s.GwA.Forwarding(); err != nil {
@@ -48,9 +49,21 @@ func TestUpCompatMQTUNRoutesFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "a route of 198.19.6.0/24, added by a reload", func() bool { return routed("198.19.6.0/24") })
-	// The prefix the reload removed keeps its route (dropped as
-	// no_route in the TUN, never out of the WAN).
-	if !routed("198.19.7.0/24") {
-		t.Errorf("198.19.7.0/24, removed by the reload: its route into %s is gone", s.GwName)
+	// The prefix added while running and removed by the reload loses
+	// its route (the routes stay as many as the prefixes: one set by
+	// mistake, holding a peer's endpoint, goes with it); the start's
+	// keep theirs (TestUpCompatMQTUN).
+	waitFor(t, 10*time.Second, "198.19.7.0/24's route gone after the reload removed it", func() bool { return !routed("198.19.7.0/24") })
+	// Added and removed by wg set: the route comes and goes.
+	wg(t, s.GwA, "set", s.GwName, "peer", peer.PublicKey.String(), "allowed-ips", strings.Join(append(list, "198.19.6.0/24", "198.19.5.0/24"), ","))
+	if !routed("198.19.5.0/24") {
+		t.Errorf("198.19.5.0/24, added by wg set: no route into %s", s.GwName)
+	}
+	wg(t, s.GwA, "set", s.GwName, "peer", peer.PublicKey.String(), "allowed-ips", strings.Join(append(list, "198.19.6.0/24"), ","))
+	if routed("198.19.5.0/24") {
+		t.Errorf("198.19.5.0/24, removed by wg set: its route into %s stays", s.GwName)
+	}
+	if !routed("198.19.6.0/24") {
+		t.Errorf("198.19.6.0/24, still configured: its route into %s is gone", s.GwName)
 	}
 }
