@@ -13,15 +13,17 @@ const module = "github.com/wgpio/wgpio"
 
 // pkg is what go list says of one package (non-test imports only).
 type pkg struct {
-	ImportPath string
-	Deps       []string
+	ImportPath    string
+	Imports, Deps []string
 }
 
-// modulePackages lists the module's packages with their transitive
-// dependencies inside the module, by path relative to the module root.
-func modulePackages(t *testing.T) map[string][]string {
+// listModule lists the module's packages by path relative to the module
+// root, each with its module-internal imports (direct: Imports) and
+// dependencies (transitive: Deps), relative too, as this system builds
+// them.
+func listModule(t *testing.T) map[string]pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps", module+"/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps", module+"/...")
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -30,7 +32,16 @@ func modulePackages(t *testing.T) map[string][]string {
 		}
 		t.Fatalf("go list: %v", err)
 	}
-	pkgs := make(map[string][]string)
+	inModule := func(paths []string) []string {
+		var rel []string
+		for _, d := range paths {
+			if r, ok := strings.CutPrefix(d, module+"/"); ok {
+				rel = append(rel, r)
+			}
+		}
+		return rel
+	}
+	pkgs := make(map[string]pkg)
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
 		var p pkg
@@ -39,15 +50,21 @@ func modulePackages(t *testing.T) map[string][]string {
 		} else if err != nil {
 			t.Fatalf("go list output: %v", err)
 		}
-		var deps []string
-		for _, d := range p.Deps {
-			if rel, ok := strings.CutPrefix(d, module+"/"); ok {
-				deps = append(deps, rel)
-			}
-		}
-		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = deps
+		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		pkgs[name] = pkg{ImportPath: name, Imports: inModule(p.Imports), Deps: inModule(p.Deps)}
 	}
 	return pkgs
+}
+
+// modulePackages lists the module's packages with their transitive
+// dependencies inside the module, by path relative to the module root.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	deps := make(map[string][]string)
+	for name, p := range listModule(t) {
+		deps[name] = p.Deps
+	}
+	return deps
 }
 
 // under reports whether path is dir or inside it.

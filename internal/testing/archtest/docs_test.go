@@ -1,11 +1,7 @@
 package archtest
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -48,40 +44,16 @@ func section(t *testing.T, doc, head string) string {
 	return s
 }
 
-// directImports lists the module's library packages (by path relative to
-// the module root) with the module packages they import directly, tests
-// left out, as this system (Linux) builds them.
+// directImports lists the module's packages with the module packages
+// they import directly, tests left out, as this system (Linux) builds
+// them.
 func directImports(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-e", "-json=ImportPath,Imports", module+"/...").Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("go list: %v", err)
+	imps := make(map[string][]string)
+	for name, p := range listModule(t) {
+		imps[name] = p.Imports
 	}
-	pkgs := make(map[string][]string)
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	for {
-		var p struct {
-			ImportPath string
-			Imports    []string
-		}
-		if err := dec.Decode(&p); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("go list output: %v", err)
-		}
-		var imps []string
-		for _, d := range p.Imports {
-			if rel, ok := strings.CutPrefix(d, module+"/"); ok {
-				imps = append(imps, rel)
-			}
-		}
-		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = imps
-	}
-	return pkgs
+	return imps
 }
 
 // notLibrary selects what ARCHITECTURE.md's table of arrows leaves out:
