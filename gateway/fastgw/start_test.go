@@ -73,11 +73,12 @@ func TestFilters(t *testing.T) {
 	if diff := cmp.Diff(want, wanFilter(c, v4, v6, 0), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("wanFilter (-want +got):\n%s", diff)
 	}
-	// Owned mode: ARP for our address, and the UDP fragments to it (the
+	// Owned mode: ARP for our address and the neighbours' announcements
+	// (gratuitous ARP, unsolicited NA), and the UDP fragments to it (the
 	// engine reassembles them; the kernel has no address to).
 	owned := c
 	owned.Owned, owned.WANAddress = true, netip.PrefixFrom(v4, 24)
-	want = afxdp.Filter{UDP: want.UDP[:1], Neighbours: []netip.Addr{v4}, Fragments: true}
+	want = afxdp.Filter{UDP: want.UDP[:1], Neighbours: []netip.Addr{v4}, NeighbourUpdates: true, Fragments: true}
 	if diff := cmp.Diff(want, wanFilter(owned, v4, netip.Addr{}, 0), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("wanFilter, owned (-want +got):\n%s", diff)
 	}
