@@ -346,8 +346,11 @@ func (t *Table) Confirm(ip netip.Addr, mac MAC) {
 // request count and timer and goes on as PROBE, so the neighbour is still
 // confirmed; a probe goes on. Only frames addressed to us should be learnt
 // (the Responder checks that); the table bounds the entries it creates. A
-// new entry shows in Lookup from the next Tick (nothing waits for it); a
-// changed one at once.
+// new entry, and a new MAC for an entry Lookup already answers, show in
+// Lookup from the next Tick (100 ms with Run's default), so that a flood
+// of requests whose sender's MAC changes each time costs a snapshot a
+// Tick, not one each; an entry frames wait for (incomplete, failed) is
+// answered at once.
 func (t *Table) Learn(ip netip.Addr, mac MAC) { t.learn(ip, mac, true) }
 
 // Update is Learn for an entry the table has, and makes none: what an
@@ -399,6 +402,7 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 	if e.external {
 		return false
 	}
+	waited := !e.state.usable() // frames are held or dropped for want of it
 	switch e.state {
 	case StateIncomplete:
 		e.mac, e.state = mac, StateProbe // keep probes and nextProbe
@@ -413,14 +417,15 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 		}
 		e.mac, e.state, e.since, e.wasUsed, e.probes = mac, StateStale, now, false, 0
 	}
-	if !create {
-		// An announcement anyone on the link can send: published
+	if !create || !waited {
+		// An announcement, or a request to us, that anyone on the
+		// link can send: a new MAC for an entry in use is published
 		// with the next Tick, so that a flood of them, each with
 		// another MAC, costs a snapshot a Tick, not one each.
 		t.dirty = true
 		return true
 	}
-	t.publish() // frames may wait for this entry (incomplete, failed) or use its old MAC
+	t.publish() // frames wait for this entry (incomplete, failed)
 	return true
 }
 

@@ -528,3 +528,32 @@ func TestTableUpdatePublishedAtTick(t *testing.T) {
 	}
 	checkState(t, tb, ip4C, StateNone)
 }
+
+// TestTableLearnChangePublishedAtTick: requests to us whose sender's MAC
+// changes each time (anyone on the link can send them) cost a snapshot a
+// Tick, not one each; an entry frames wait for is answered at once.
+func TestTableLearnChangePublishedAtTick(t *testing.T) {
+	tb, _, _ := newTestTable()
+	tb.Learn(ip4B, macB)
+	tb.Tick()
+	snap := tb.snap.Load()
+	macs := []MAC{{2, 0, 0, 0, 0, 0x0c}, {2, 0, 0, 0, 0, 0x0d}}
+	for i := range 1000 {
+		tb.Learn(ip4B, macs[i%2])
+	}
+	if tb.snap.Load() != snap {
+		t.Error("a snapshot built before the Tick")
+	}
+	tb.Tick()
+	if mac, ok := tb.Lookup(ip4B); !ok || mac != macs[1] {
+		t.Errorf("Lookup after the Tick = %v, %v; want %v", mac, ok, macs[1])
+	}
+	ip4C := netip.MustParseAddr("198.18.0.78")
+	if s := tb.Resolve(ip4C); s != StateIncomplete {
+		t.Fatalf("Resolve = %v, want incomplete", s)
+	}
+	tb.Learn(ip4C, macB)
+	if mac, ok := tb.Lookup(ip4C); !ok || mac != macB {
+		t.Errorf("Lookup of an entry frames wait for, after Learn = %v, %v; want %v at once", mac, ok, macB)
+	}
+}
