@@ -224,6 +224,9 @@ type resolver struct {
 	routes  arp.Resolver
 	table   *arp.Table
 	ifindex int
+	// offWAN, the WAN's resolver's (nil on the LAN's), is told of a
+	// destination routed out of another interface.
+	offWAN *offWANLog
 }
 
 // Resolve implements fastpath.Resolver.
@@ -240,10 +243,16 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 }
 
 // HasRoute implements fastpath.WANRoutes: a route toward dst leads out
-// of r's interface.
+// of r's interface. One that leads out of another is told to r.offWAN:
+// the workers ask when they drop a control frame as no_wan_route, or
+// leave an ICMP error unsent.
 func (r *resolver) HasRoute(dst netip.Addr) bool {
 	_, ifindex, ok := r.routes.NextHop(dst)
-	return ok && (ifindex == 0 || ifindex == r.ifindex)
+	if ok && ifindex > 0 && ifindex != r.ifindex {
+		r.offWAN.note(dst, ifindex, time.Now())
+		return false
+	}
+	return ok
 }
 
 // ip6UserMetric is the metric the kernel gives an IPv6 route added
