@@ -19,6 +19,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/internal/icmprate"
 )
 
 // uapiDevice is the configuration protocol of a running gateway, whichever
@@ -459,7 +460,9 @@ func listenPort(get string) int {
 // startOnlyChanged names, in file order of sections, the keys a reload
 // does not apply whose values differ between the file the gateway
 // started with (a) and the reloaded one (b): Address, MTU and every
-// [WGPIO] key (its field names are its key names).
+// [WGPIO] key (its field names are its key names), each by the value it
+// takes (withDefaults): a key written with its default value where it
+// was unset, or the reverse, changes nothing and is not named.
 func startOnlyChanged(a, b *config.File) []string {
 	var keys []string
 	if !slices.Equal(a.Interface.Addresses, b.Interface.Addresses) {
@@ -468,7 +471,7 @@ func startOnlyChanged(a, b *config.File) []string {
 	if a.Interface.MTU != b.Interface.MTU {
 		keys = append(keys, "MTU")
 	}
-	va, vb := reflect.ValueOf(a.WGPIO), reflect.ValueOf(b.WGPIO)
+	va, vb := reflect.ValueOf(withDefaults(a.WGPIO)), reflect.ValueOf(withDefaults(b.WGPIO))
 	for i := range va.NumField() {
 		name := va.Type().Field(i).Name
 		if name != "Lines" && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
@@ -476,6 +479,43 @@ func startOnlyChanged(a, b *config.File) []string {
 		}
 	}
 	return keys
+}
+
+// withDefaults is w with the [WGPIO] keys left unset whose default is a
+// value that can be written (config's documented defaults: Mode
+// fastpath, AddressMode shared, XDPMode auto, MetricsPeers 1000,
+// MSSClamp off, ICMPRate 1000, ICMPBurst 50, ICMPDestInterval 1000 ms,
+// ReplayWindow auto) set to it. The defaults that depend on the host or
+// on other keys (Queues, HandshakeWorkers, SourcePorts) stay unset.
+func withDefaults(w config.WGPIO) config.WGPIO {
+	if w.Mode == "" {
+		w.Mode = config.ModeFastPath
+	}
+	if w.AddressMode == "" {
+		w.AddressMode = config.AddressShared
+	}
+	if w.XDPMode == "" {
+		w.XDPMode = config.XDPAuto
+	}
+	if w.MetricsPeers == 0 {
+		w.MetricsPeers = config.DefaultMetricsPeers
+	}
+	if w.MSSClamp == 0 {
+		w.MSSClamp = config.MSSClampOff
+	}
+	if w.ICMPRate == 0 {
+		w.ICMPRate = icmprate.DefaultRate
+	}
+	if w.ICMPBurst == 0 {
+		w.ICMPBurst = icmprate.DefaultBurst
+	}
+	if w.ICMPDestInterval == 0 {
+		w.ICMPDestInterval = icmprate.DefaultDestInterval
+	}
+	if w.ReplayWindow == 0 {
+		w.ReplayWindow = config.ReplayWindowAuto
+	}
+	return w
 }
 
 // reloadState is the outcome of the last reload, for /metrics: whether it

@@ -271,6 +271,13 @@ func TestReloadReports(t *testing.T) {
 		{"unchanged", text("198.18.98.1/24", 1420, 2, keys[0], keys[1]), reloaded{kept: 2}, false},
 		{"peers", text("198.18.98.1/24", 1420, 2, keys[0], keys[2]), reloaded{added: 1, removed: 1, kept: 1}, true},
 		{"start only", text("198.18.97.1/24", 1400, 1, keys[0], keys[1]), reloaded{kept: 2, restart: []string{"Address", "MTU", "Queues"}}, false},
+		// Unset keys written with their default values: nothing
+		// changes (before, each was named as needing a restart).
+		{"defaults written", withKeys(text("198.18.98.1/24", 1420, 2, keys[0], keys[1]),
+			"Mode = fastpath\nAddressMode = shared\nXDPMode = auto\nMetricsPeers = 1000\nMSSClamp = off\n"+
+				"ICMPRate = 1000\nICMPBurst = 50\nICMPDestInterval = 1000\nReplayWindow = auto\n"), reloaded{kept: 2}, false},
+		{"other values", withKeys(text("198.18.98.1/24", 1420, 2, keys[0], keys[1]), "MSSClamp = auto\nReplayWindow = 8128\n"),
+			reloaded{kept: 2, restart: []string{"MSSClamp", "ReplayWindow"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
@@ -289,6 +296,12 @@ func TestReloadReports(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withKeys is the configuration text s with lines (each ending in a
+// newline) added to its [WGPIO] section.
+func withKeys(s, lines string) string {
+	return strings.Replace(s, "[WGPIO]\n", "[WGPIO]\n"+lines, 1)
 }
 
 // TestReloadClearsDroppedKeys: a reload whose file keeps a peer but no
