@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -404,7 +405,8 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 }
 
 // ReceiveWAN hands the worker of queue (modulo the number of workers, as
-// in Send) a WireGuard message, the payload msg
+// in Send; transport data of a session a worker has received: that
+// worker's, kernelWorker) a WireGuard message, the payload msg
 // of a UDP datagram from src to dst (our address and port), that reached
 // the WAN outside the ports: one the host kernel reassembled from IP
 // fragments (the XDP program passes fragments to the kernel, which
@@ -415,7 +417,7 @@ func (e *Engine) SendTunnel(queue int, pkt []byte) bool {
 // or the engine is closing (closed: a kernel socket still read while the
 // gateway stops).
 func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool {
-	w := e.workers[uint(queue)%uint(len(e.workers))]
+	w := e.kernelWorker(queue, msg)
 	if e.closing.Load() {
 		w.count(DropClosed, 1) // no worker would take it
 		return false
@@ -428,6 +430,30 @@ func (e *Engine) ReceiveWAN(queue int, src, dst netip.AddrPort, msg []byte) bool
 		w.count(DropMailboxFull, 1)
 		return false
 	}
+}
+
+// kernelWorker is the worker for msg, a WireGuard message that came
+// through the host kernel (ReceiveWAN): for transport data of a session
+// whose counters a worker has checked, that worker (the replay window's
+// first queue), else the worker of queue. A peer whose large packets
+// arrive as IP fragments (its path MTU below them) has them reassembled
+// by the kernel and its others received on the RSS queue of their flow;
+// handed to the worker of their source port, they were checked as from a
+// second queue, which widened the session's Auto window (16 KiB instead
+// of 1 KiB) and sent the peer's next sessions out wide too. Not on the
+// fast path: the kernel's sockets call it, for the rare datagram that
+// missed the ports.
+func (e *Engine) kernelWorker(queue int, msg []byte) *worker {
+	if len(msg) >= protocol.TransportMinSize && binary.LittleEndian.Uint32(msg) == protocol.TypeTransport {
+		if kp := e.indexes.Lookup(binary.LittleEndian.Uint32(msg[protocol.TransportOffsetReceiver:])); kp != nil {
+			if r := kp.replay.Load(); r != nil {
+				if q, ok := r.FirstQueue(); ok && q < len(e.workers) {
+					return e.workers[q]
+				}
+			}
+		}
+	}
+	return e.workers[uint(queue)%uint(len(e.workers))]
 }
 
 // WorkerThreads returns the OS thread IDs of the running workers (0 for a

@@ -472,6 +472,19 @@ func (s *SharedWindow) Wide() bool {
 	return s.w.Wide()
 }
 
+// FirstQueue returns the queue of the window's first CheckBatchFrom or
+// CheckFrom (ok false: none yet), under the lock: the queue whose
+// counters the window judges as in order. A caller that hands a
+// keypair's packets to a queue other than the one they arrived on (a
+// datagram the host's kernel reassembled) hands them to this one, so that
+// they are not taken for a second queue's (which widens an Auto window).
+func (s *SharedWindow) FirstQueue() (queue int, ok bool) {
+	s.mu.Lock()
+	q := s.w.queue
+	s.mu.Unlock()
+	return int(q) - 1, q != 0
+}
+
 // Reset empties the window, as [Window.Reset].
 func (s *SharedWindow) Reset() {
 	s.mu.Lock()

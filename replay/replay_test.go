@@ -964,3 +964,21 @@ func TestNeeded(t *testing.T) {
 		t.Fatal("a narrow window is needed")
 	}
 }
+
+// TestSharedWindowFirstQueue: FirstQueue names the queue of the first
+// check that named one, and none before it or after a Reset.
+func TestSharedWindowFirstQueue(t *testing.T) {
+	var s SharedWindow
+	if q, ok := s.FirstQueue(); ok {
+		t.Fatalf("FirstQueue of a new window = %d, true; want none", q)
+	}
+	s.CheckFrom(3, 1, 1<<60)
+	s.CheckFrom(5, 2, 1<<60)
+	if q, ok := s.FirstQueue(); !ok || q != 3 {
+		t.Errorf("FirstQueue = %d, %v; want 3, true", q, ok)
+	}
+	s.Reset()
+	if q, ok := s.FirstQueue(); ok {
+		t.Errorf("FirstQueue after Reset = %d, true; want none", q)
+	}
+}

@@ -554,7 +554,9 @@ func (g *Gateway) ownedMode(wl, ll *link, wanMAC, lanMAC [6]byte) error {
 // refused (kernelsock.Set.Listen: EADDRINUSE, the start fails as Linux's
 // wg0 fails to come up); an address whose socket fails otherwise (still
 // tentative) is logged and skipped (its fragments are then lost, counted
-// by the kernel's UDP counters only). The datagrams are spread over the workers by source port; those
+// by the kernel's UDP counters only). The datagrams go to the worker of their session (transport data of a
+// session a worker has received: fastpath's Engine.ReceiveWAN), the rest
+// are spread over the workers by source port; those
 // the kernel drops at the sockets (a receive buffer full) are the
 // engine's DropKernelSocketFull (Engine.CountKernelSocketDrops).
 // Shared address mode only: in owned mode the kernel has no address to
