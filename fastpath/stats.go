@@ -321,7 +321,8 @@ type QueueStats struct {
 	FromKernel uint64 `json:"from_kernel"`
 	// ReplayWidened counts keypairs whose replay window this worker
 	// widened (Config.ReplayWindow replay.Auto: a second queue, or deep
-	// reordering).
+	// reordering), or made wide from the start (the peer's session before
+	// it needed the width: replay.Window.Needed, Keypair.newWindow).
 	ReplayWidened uint64 `json:"replay_widened"`
 	// Held is the number of packets held now for a handshake or a
 	// neighbour.

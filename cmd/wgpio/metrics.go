@@ -99,7 +99,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		keepalivesSent:       d("keepalives_sent_total", "Keepalives the control plane sent (passive and persistent keepalives, and the initiator's confirmation of a session when it has no data waiting)."),
 		ctlSent:              d("control_packets_sent_total", "Control-plane packets sent.", "queue"),
 		fromKernel:           d("wan_datagrams_from_kernel_total", "WireGuard datagrams that reached the WAN port through the host kernel (reassembled from IP fragments).", "queue"),
-		replayWidened:        d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply).", "queue"),
+		replayWidened:        d("replay_windows_widened_total", "Sessions whose replay window widened from 8,128 to 131,008 counters (ReplayWindow = auto: received on a second queue, or reordered deeply), or started wide (the peer's session before it accepted a packet more than 8,128 counters late).", "queue"),
 		icmpSent:             d("icmp_errors_sent_total", "ICMP errors sent: time exceeded, fragmentation needed, packet too big, host unreachable, parameter problem.", "queue"),
 		icmpSuppressed:       d("icmp_errors_suppressed_total", "Time exceeded, host unreachable and parameter problem errors not sent because of the ICMP rate limits (ICMPRate, ICMPBurst, ICMPDestInterval).", "queue"),
 		fragmented:           d("packets_fragmented_total", "IPv4 packets without DF over the tunnel MTU sent as fragments.", "queue"),
