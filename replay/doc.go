@@ -27,10 +27,13 @@
 //
 // Most sessions (a phone, a laptop) arrive in order on one queue and never
 // need more than the kernel's width, so a window's [Policy] is [Auto] by
-// default: it starts narrow (1 KiB) and widens, once, on a cause that
-// precedes loss — a counter accepted from a second queue, or a counter
-// accepted more than [WidenDepth] (half the narrow window) below the
-// highest — never on a rejected counter. Widening keeps the check exact: a
+// default: it starts narrow (1 KiB) and widens, once, on a counter
+// accepted from a second queue or one accepted more than [WidenDepth]
+// (half the narrow window) below the highest — never on a rejected
+// counter. Both come before loss while the queues lag each other by less
+// than the narrow window; a queue whose first counters of the session
+// come further behind loses them, as the kernel's window does, until it
+// catches up. Widening keeps the check exact: a
 // floor is set at that moment below which nothing is accepted (the narrow
 // ring may have forgotten those counters), and above it the wide ring knows
 // every counter accepted. [Narrow] and [Wide] fix the width.

@@ -36,11 +36,13 @@ type Policy uint8
 
 const (
 	// Auto starts narrow (NarrowWindowSize, about 1 KiB) and widens to
-	// WindowSize (16 KiB more, allocated once) on the first cause that
-	// precedes loss: a counter accepted from a second queue
-	// ([Window.CheckBatchFrom]), or a counter accepted more than
-	// [WidenDepth] below the highest. A rejected counter never widens the
-	// window. Widening sets a floor, so that no counter the narrow window
+	// WindowSize (16 KiB more, allocated once) on the first of two causes:
+	// a counter accepted from a second queue ([Window.CheckBatchFrom]),
+	// or a counter accepted more than [WidenDepth] below the highest. Both
+	// precede loss while the lag between queues is within the narrow
+	// window; a second queue whose first counters come further behind is
+	// rejected until it catches up, as the narrow window rejects them. A
+	// rejected counter never widens the window. Widening sets a floor, so that no counter the narrow window
 	// forgot can be accepted a second time: the start of the block (of 64
 	// counters) after the last block the narrow ring dropped with an
 	// accepted counter in it. Nothing below the floor is accepted after
