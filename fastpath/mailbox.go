@@ -5,6 +5,7 @@ import (
 
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
+	"github.com/wgpio/wgpio/replay"
 )
 
 type mail struct {
@@ -69,7 +70,9 @@ func (w *worker) drainMailbox(now int64) int {
 func (w *worker) receiveWAN(m *mail, now int64) {
 	w.c.fromKernel.Add(1)
 	if w.wrapWAN(w.injected[:], m.wanSrc, m.wanDst, m.wan) {
+		w.rxQueue = replay.AnyQueue // came on no queue
 		w.inboundBurst(w.injected[:], now)
+		w.rxQueue = w.id
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/wgpio/wgpio/dataplane"
 	"github.com/wgpio/wgpio/header"
 	"github.com/wgpio/wgpio/internal/reassembly"
+	"github.com/wgpio/wgpio/replay"
 )
 
 // ReassemblyStats are the counters of the engine's reassembler
@@ -123,7 +124,9 @@ func (w *worker) inboundReassembled(now int64) {
 	if len(w.reasmOut) > 0 {
 		out := w.reasmOut
 		w.reasmOut = w.reasmOut[:0]
+		w.rxQueue = replay.AnyQueue // a NIC hashes fragments on addresses alone
 		w.inboundBurst(out, now)
+		w.rxQueue = w.id
 	}
 }
 

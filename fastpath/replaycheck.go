@@ -18,7 +18,7 @@ func (w *worker) replayCheck(n int) {
 			same = same && meta[1+i].kp == kp
 		}
 		if same {
-			if _, widened := kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n]); widened {
+			if _, widened := kp.checkReplay(w.rxQueue, w.e.cfg.ReplayWindow, w.counters[:n], w.accepted[:n]); widened {
 				w.c.replayWidened.Add(1)
 			}
 			return
@@ -69,7 +69,7 @@ func (w *worker) replayCheck(n int) {
 			w.scratchC[m] = w.counters[j]
 			m++
 		}
-		if _, widened := g.kp.checkReplay(w.id, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m]); widened {
+		if _, widened := g.kp.checkReplay(w.rxQueue, w.e.cfg.ReplayWindow, w.scratchC[:m], w.scratchA[:m]); widened {
 			w.c.replayWidened.Add(1)
 		}
 		m = 0
@@ -104,9 +104,9 @@ func (w *worker) replayRuns(meta []rxMeta) {
 		case kp == nil: // not authentic
 			clear(accepted[i:j])
 		case j == i+1:
-			accepted[i], widened = kp.checkReplayOne(w.id, policy, counters[i])
+			accepted[i], widened = kp.checkReplayOne(w.rxQueue, policy, counters[i])
 		default:
-			_, widened = kp.checkReplay(w.id, policy, counters[i:j], accepted[i:j])
+			_, widened = kp.checkReplay(w.rxQueue, policy, counters[i:j], accepted[i:j])
 		}
 		if widened {
 			w.c.replayWidened.Add(1)

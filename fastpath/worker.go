@@ -110,6 +110,11 @@ type worker struct {
 	burst    int
 	frames   []dataplane.Frame
 	injected [1]dataplane.Frame // a datagram from the host kernel (receiveWAN)
+	// rxQueue is the queue the replay window is told the burst being
+	// checked came from: the worker's id, or replay.AnyQueue for
+	// datagrams reassembled from fragments (here or by the host's
+	// kernel), which came on no queue of their session's.
+	rxQueue int
 	// reasmOut holds the datagrams an inbound burst's fragments completed
 	// (reassemble.go; nil without Config.Reassemble).
 	reasmOut []dataplane.Frame
@@ -245,6 +250,7 @@ func newWorker(e *Engine, i int) (*worker, error) {
 	w := &worker{
 		e:       e,
 		id:      i,
+		rxQueue: i,
 		lanQ:    e.cfg.LAN.Queue(i),
 		wanQ:    e.cfg.WAN.Queue(i),
 		mailbox: make(chan mail, MailboxLen),

@@ -31,6 +31,14 @@ const (
 	WidenDepth = NarrowWindowSize / 2
 )
 
+// AnyQueue is the queue of a batch received on no queue of its own (a
+// datagram reassembled from IP fragments, which a NIC hashes on addresses
+// alone and may put on another queue than the session's whole datagrams,
+// or the host kernel reassembled): [Window.CheckBatchFrom] takes it for the
+// queue of the window's first batch, never for a second queue's, and a
+// window's first batch of AnyQueue leaves its first queue unset.
+const AnyQueue = -1
+
 // Policy chooses a window's width.
 type Policy uint8
 
@@ -324,11 +332,12 @@ func (w *Window) checkInOrder(counters []uint64, accepted []bool) int {
 // batch holds a counter the widened window accepts: a keypair decrypted on
 // two queues sees their packets interleave out of order, while a batch of
 // replays (all rejected) from another queue changes nothing. widened
-// reports whether this call widened the window (for either cause).
+// reports whether this call widened the window (for either cause). A
+// batch of AnyQueue is taken as from the first queue.
 func (w *Window) CheckBatchFrom(queue int, counters []uint64, limit uint64, accepted []bool) (n int, widened bool) {
 	narrow := w.wide == nil
 	q := uint32(queue) + 1
-	if w.queue != q {
+	if queue != AnyQueue && w.queue != q {
 		if w.queue == 0 {
 			w.queue = q
 		} else if w.policy == Auto && narrow && w.freshIfWide(counters, limit) {
