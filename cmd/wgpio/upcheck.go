@@ -208,6 +208,17 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 	}
 	switch w.Mode {
 	case config.ModeCompat:
+		// Linux's wg-quick gives Address to wg0 and routes the
+		// peers' allowed IPs into it: the host itself reaches the
+		// peers. Mode = compat has no interface into the tunnel for
+		// the host (stock wireguard-go runs on the NIC queues), so the
+		// host's own packets to the peers' networks follow its other
+		// routes: out of the WAN, in cleartext, by a default route.
+		warn(f.Interface.Lines, "Address", "given to no interface in Mode = compat, which has none into the tunnel for the host itself: "+
+			"the host's own packets to the peers' networks (a ping, an SSH or a DNS query from the gateway) follow its other routes, out of the WAN in cleartext by a default route, "+
+			"and nothing the peers send to the gateway's own addresses is answered; the LAN's traffic is not affected. "+
+			"Use Mode = fastpath (its exception TUN holds Address) or compat-mqtun for the host's own traffic, "+
+			"or keep it off the WAN with an unreachable route for Address's network and for each allowed-IPs prefix (ip route add unreachable PREFIX), added before the gateway starts")
 		warn(w.Lines, "CPUs", "ignored in Mode = compat (workers are pinned in fastpath mode only)")
 		warn(w.Lines, "SourcePorts", "ignored in Mode = compat: wireguard-go sends from the listen port only (ListenPort; a range spreads flows in fastpath mode only)")
 	case config.ModeCompatMQTUN:
