@@ -144,7 +144,7 @@ func printStats(name string, s GatewayStats) {
 	fmt.Fprintln(tw, "queue\tencrypted\tdecrypted\tkeepalives in\thandshakes in\tvia kernel\theld\tfragmented inner/outer\tpeer to peer\tto host\tfor host\ticmp sent/suppressed\tdrops")
 	for i, q := range s.Queues {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%d\t%d\t%d/%d\t%s\n", i, q.Encrypted, q.Decrypted, q.KeepalivesReceived, q.HandshakesReceived, q.FromKernel, q.Held,
-			q.Fragmented, q.OuterFragmented, q.PeerToPeer, q.ToHost, q.Exception, q.ICMPSent, q.ICMPSuppressed, strings.Join(q.Drops.List(), " "))
+			q.Fragmented, q.OuterFragmented, q.PeerToPeer, q.ToHost, q.Exception, q.ICMPSent, q.ICMPSuppressed, orNone(q.Drops.List()))
 	}
 	tw.Flush()
 	if s.Device != nil { // always, from a fast-path gateway of this version
