@@ -160,8 +160,11 @@ type Table struct {
 	mu      sync.Mutex
 	entries map[netip.Addr]*entry // guarded by mu
 	stats   TableStats            // guarded by mu
-	dirty   bool                  // guarded by mu; snapshot behind entries, publish at Tick
-	lastGC  time.Time             // guarded by mu; the last forced collection (room)
+	// dirty says the snapshot is behind the entries, to publish at
+	// Tick: written under mu, read without it by learn's shortcut,
+	// which must not take a snapshot behind for the entries' state.
+	dirty  atomic.Bool
+	lastGC time.Time // guarded by mu; the last forced collection (room)
 }
 
 // forcedGCAge is the least age of an entry a forced collection evicts.
@@ -191,7 +194,7 @@ func (t *Table) room(now time.Time, learn bool) bool {
 		}
 		delete(t.entries, ip)
 		t.stats.Evicted++
-		t.dirty = true // out of Lookup at the next Tick (or publish)
+		t.dirty.Store(true) // out of Lookup at the next Tick (or publish)
 	}
 	return len(t.entries) < limit
 }
@@ -375,9 +378,15 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 	ip = key(ip)
 	// Fast path without the lock: a usable entry with the same MAC is
 	// left as it is in every state, so a busy neighbour's requests cost
-	// no lock.
-	if m, ok := t.peek(ip); ok && m == mac {
-		return false
+	// no lock. Not while a change waits for the Tick (dirty): the
+	// snapshot may still hold the MAC the entry had before it, and a
+	// neighbour that went back to that MAC within the Tick (a failover
+	// and failback, or a spoofed request followed by the host's own)
+	// would be left at the other.
+	if !t.dirty.Load() {
+		if m, ok := t.peek(ip); ok && m == mac {
+			return false
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -396,7 +405,7 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 		// Nobody waits for a neighbour we did not ask for: publish
 		// it with the next Tick, so that a burst of new neighbours
 		// costs one snapshot, not one each.
-		t.dirty = true
+		t.dirty.Store(true)
 		return true
 	}
 	if e.external {
@@ -422,7 +431,7 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 		// link can send: a new MAC for an entry in use is published
 		// with the next Tick, so that a flood of them, each with
 		// another MAC, costs a snapshot a Tick, not one each.
-		t.dirty = true
+		t.dirty.Store(true)
 		return true
 	}
 	t.publish() // frames wait for this entry (incomplete, failed)
@@ -538,7 +547,7 @@ func (t *Table) Tick() {
 			}
 		}
 	}
-	if changed || t.dirty {
+	if changed || t.dirty.Load() {
 		t.publish()
 	}
 }
@@ -562,8 +571,8 @@ func (t *Table) Run(done <-chan struct{}, interval time.Duration) {
 
 // publish builds and swaps in a new snapshot. Caller holds mu.
 func (t *Table) publish() {
-	t.dirty = false
 	t.snap.Store(buildSnapshot(t.entries, t.seed))
+	t.dirty.Store(false)
 }
 
 // snapshot is an immutable open-addressed hash table of the usable

@@ -557,3 +557,29 @@ func TestTableLearnChangePublishedAtTick(t *testing.T) {
 		t.Errorf("Lookup of an entry frames wait for, after Learn = %v, %v; want %v at once", mac, ok, macB)
 	}
 }
+
+// TestTableFlipBackWithinTick: a neighbour whose MAC changes and changes
+// back within one Tick (a failover and failback; a spoofed request, then
+// the host's own) is left at its last MAC, by requests to us (Learn) as by
+// announcements (Update). Learn's lock-free shortcut compared the MAC with
+// the snapshot, which a change deferred to the Tick had left behind the
+// entry: the last MAC matched the stale snapshot and was dropped, and the
+// Tick published the other one (a helper counted 6 s of frames to the
+// wrong MAC before the entry failed and was resolved again).
+func TestTableFlipBackWithinTick(t *testing.T) {
+	m1, m2 := MAC{2, 0, 0, 0, 0, 1}, MAC{2, 0, 0, 0, 0, 2}
+	for name, learn := range map[string]func(*Table, netip.Addr, MAC){
+		"Learn":  (*Table).Learn,
+		"Update": func(tb *Table, ip netip.Addr, m MAC) { tb.Update(ip, m) },
+	} {
+		tb, _, _ := newTestTable()
+		tb.Learn(ip4B, m1)
+		tb.Tick()
+		learn(tb, ip4B, m2)
+		learn(tb, ip4B, m1)
+		tb.Tick()
+		if mac, ok := tb.Lookup(ip4B); !ok || mac != m1 {
+			t.Errorf("%s: Lookup after %v, %v and a Tick = %v, %v; want %v", name, m2, m1, mac, ok, m1)
+		}
+	}
+}
