@@ -216,6 +216,9 @@ type Gateway struct {
 	// failure is the gateway's failure while it runs: an interface it
 	// runs on deleted (linkgone.go, Failed).
 	failure linkfollow.Failure
+	// offWAN logs a destination routed off the WAN (offwan.go; nil
+	// before addressMode).
+	offWAN *offWANLog
 }
 
 // resolver finds next-hop MACs on one interface from the kernel's routes
@@ -621,6 +624,7 @@ func (g *Gateway) Close() error {
 		if g.engine != nil {
 			errs = append(errs, g.engine.Close())
 		}
+		g.offWAN.wait() // its line's netlink request, before nsHandle closes
 		if g.routeSrc != nil {
 			errs = append(errs, g.routeSrc.Close())
 		}

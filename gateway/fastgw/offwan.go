@@ -5,6 +5,7 @@ package fastgw
 import (
 	"log/slog"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type offWANLog struct {
 	wan  string                   // the WAN interface's name
 	name func(ifindex int) string // an interface's name ("" if unknown)
 	last atomic.Int64             // Unix ns of the last line
+	wg   sync.WaitGroup           // the line's goroutine (Gateway.Close waits for it)
 }
 
 // note records that dst's route leads out of interface ifindex (not the
@@ -44,14 +46,25 @@ func (l *offWANLog) note(dst netip.Addr, ifindex int, now time.Time) {
 	if last != 0 && t-last < int64(offWANEvery) || !l.last.CompareAndSwap(last, t) {
 		return
 	}
+	l.wg.Add(1)
 	go func() {
+		defer l.wg.Done()
 		ifname := ""
 		if l.name != nil {
 			ifname = l.name(ifindex)
 		}
-		l.log.Warn("the host routes a destination of the fast path out of another interface than the WAN: the fast path sends only out of the WAN, so what it has for that destination is dropped (a peer whose endpoint is there never connects: its handshakes count no_wan_route); route it out of the WAN (said at most once a minute)",
+		l.log.Warn("the host routes a destination of the fast path out of another interface than the WAN: the fast path sends only out of the WAN, so what it has for that destination is dropped (a peer whose configured endpoint is there is not reached: its handshakes count no_wan_route; an ICMP error to it is not sent); route it out of the WAN (said at most once a minute)",
 			"destination", dst, "route_interface", ifname, "route_ifindex", ifindex, "wan", l.wan)
 	}()
+}
+
+// wait waits for the line being written, if any (Gateway.Close, once
+// the workers that call note stopped, before the namespace handle the
+// line's netlink request uses is closed). A nil l waits for nothing.
+func (l *offWANLog) wait() {
+	if l != nil {
+		l.wg.Wait()
+	}
 }
 
 // linkName is the name of the gateway's namespace's interface of index

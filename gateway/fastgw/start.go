@@ -296,7 +296,8 @@ func (g *Gateway) addressMode(wl, ll *link) (wanRes, lanRes *resolver, err error
 		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
 		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
 	}
-	wanRes.offWAN = &offWANLog{log: g.log, wan: wl.name, name: g.linkName}
+	g.offWAN = &offWANLog{log: g.log, wan: wl.name, name: g.linkName}
+	wanRes.offWAN = g.offWAN
 	go g.wanTable.Run(g.tableDone, 0)
 	go g.lanTable.Run(g.tableDone, 0)
 	if g.cfg.Owned {
