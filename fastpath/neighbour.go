@@ -38,9 +38,17 @@ type ctlWaiting struct {
 // (ctlWaiting), counted in the peer's tx_bytes only if it is sent.
 func (w *worker) waitControl(f *dataplane.Frame, dst netip.Addr, peer *Peer, n int) {
 	if len(w.ctlWait) >= maxControlWait {
-		w.count(DropNoNeighbour, 1)
+		// As flushControlWait judges one that waited too long: a
+		// destination without a route out of the WAN is no_wan_route
+		// (and told to the WANRoutes, which may log it), not a next
+		// hop that does not answer.
+		if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(dst) {
+			w.count(DropNoWANRoute, 1)
+		} else {
+			w.count(DropNoNeighbour, 1)
+			w.countSent(peer, n)
+		}
 		w.wanTX.Free(unsafeOne(f))
-		w.countSent(peer, n)
 		return
 	}
 	w.ctlWait = append(w.ctlWait, ctlWaiting{f: *f, dst: dst, since: time.Now(), peer: peer, n: n})

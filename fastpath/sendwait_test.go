@@ -120,6 +120,20 @@ func TestControlNoWANRoute(t *testing.T) {
 			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
 				t.Errorf("tx_bytes grew by %d for a handshake message dropped as %v, want %d", got, tc.want, want)
 			}
+			// The wait full: the message over its bound is dropped at
+			// once, judged alike (it was no_neighbour whatever the
+			// route).
+			for range maxControlWait + 1 {
+				if !r.a.Send(0, ControlPacket{Dst: netip.AddrPortFrom(wanAddrB, portB), Payload: payload, Peer: r.peerAB}) {
+					t.Fatal("Send refused")
+				}
+				wa.drainMailbox(r.clock.Now())
+			}
+			d = r.a.Stats()[0].Drops
+			if len(wa.ctlWait) != maxControlWait || d[tc.want] != 2 || d[DropNoWANRoute]+d[DropNoNeighbour] != 2 {
+				t.Errorf("the wait full: %d waiting, no_wan_route %d, no_neighbour %d; want %d, one more %v",
+					len(wa.ctlWait), d[DropNoWANRoute], d[DropNoNeighbour], maxControlWait, tc.want)
+			}
 		})
 	}
 }
