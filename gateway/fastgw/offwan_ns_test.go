@@ -56,13 +56,7 @@ func TestEndpointOffWANLogged(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.Close() })
-	logOnFailure(t, g)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway's log:\n%s", logs.String())
-		}
-	})
+	closeOnCleanup(t, g, logs)
 	noRoute := func() uint64 { return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANRoute] }
 	if !testenv.PollUntil(20*time.Second, func() bool { return noRoute() >= 2 }) {
 		t.Fatalf("no_wan_route %d after 20 s, want the initiations to the LAN's endpoint counted; drops %s", noRoute(), dropsString(g))

@@ -79,13 +79,7 @@ func TestInterfaceRenamed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.Close() })
-	logOnFailure(t, g)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway's log:\n%s", logs.String())
-		}
-	})
+	closeOnCleanup(t, g, logs)
 
 	// The WAN renamed, then an address added to it.
 	wanNew := tp.Name("r")
