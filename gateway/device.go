@@ -193,14 +193,19 @@ type peer struct {
 	freshSent    int64        // LastDataSent the rekey rules on sending last acted on
 	lastHSWall   atomic.Int64 // wall time of the last completed handshake, Unix ns; 0 none
 
-	ownSent       int64 // last authenticated packet the control plane sent
-	ownRecv       int64 // last authenticated handshake message received
-	kaArmedAt     int64 // first data received since we last sent (§6.5)
-	nhArmedAt     int64 // first data sent since we last received
-	nhJitter      int64
-	nhRearm       int64 // new-handshake timer re-arms only for data after this
-	pkaBase       int64 // when persistent keepalive was turned on
-	handshakeDone bool  // a session was ever established (for logs)
+	ownSent   int64 // last authenticated packet the control plane sent
+	ownRecv   int64 // last authenticated handshake message received
+	kaArmedAt int64 // first data received since we last sent (§6.5)
+	nhArmedAt int64 // first data sent since we last received
+	nhJitter  int64
+	nhRearm   int64 // new-handshake timer re-arms only for data after this
+	pkaBase   int64 // when persistent keepalive was turned on
+	// kaStaged: a keepalive found no usable session and started a
+	// handshake; it is sent once one is usable (wireguard-go stages it
+	// with the packets sent at key confirmation), so that a responder's
+	// persistent keepalive starts with its session, not 10 s after.
+	kaStaged      bool
+	handshakeDone bool // a session was ever established (for logs)
 
 	// While NeedNeighbour stays set, endpoint nbrEP's next hop is
 	// resolved again at nbrRetryAt, then after nbrBackoff, doubled each

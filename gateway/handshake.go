@@ -434,6 +434,7 @@ func (d *Device) installLocked(p *peer, idx uint32, now int64) bool {
 // timersHandshakeComplete): the retry stops, the attempts reset, and the wall
 // time is noted for the UAPI.
 func (d *Device) completeLocked(p *peer) {
+	p.kaStaged = false // the initiator sends a keepalive at completion anyway; the responder's caller sends it
 	p.retransmitAt = 0
 	p.attempts = 0
 	p.sentLastMin = false
@@ -639,6 +640,7 @@ func (d *Device) keepaliveLocked(p *peer, now int64) {
 	kp := p.fp.Current.Load()
 	ep := p.fp.Endpoint.Load()
 	if kp == nil || kp.Dead() || now-kp.Created >= int64(protocol.RejectAfterTime) {
+		p.kaStaged = true
 		d.initiateLocked(p, now, false)
 		return
 	}

@@ -291,8 +291,14 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 	d.followNeighbourLocked(p, now)
 	if fp.Promoted.Swap(false) {
 		// Key confirmation by the first data on the responder's session
-		// (wireguard-go calls timersHandshakeComplete here too).
+		// (wireguard-go calls timersHandshakeComplete here too), and the
+		// keepalive that waited for a session goes with it (wireguard-go
+		// sends its staged packets then).
+		staged := p.kaStaged
 		d.completeLocked(p)
+		if staged {
+			d.keepaliveLocked(p, now)
+		}
 	}
 
 	// Reject after RejectAfterTime: unpublish.
@@ -321,6 +327,7 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			p.kaArmedAt = 0
 			fp.HandshakeNeeded.Store(false)
 			fp.FlushHeld.Store(true) // the workers drop the packets they hold (wireguard-go flushes its staged queue)
+			p.kaStaged = false
 			d.dropPendingLocked(p)
 			if p.hs != nil {
 				p.hs.Clear()
@@ -349,7 +356,17 @@ func (d *Device) tickPeerLocked(p *peer, now int64) {
 			fp.HandshakeNeeded.Store(false)
 		} else if p.retransmitAt != 0 {
 			// A handshake is in flight; its retries serve the need.
+			// A packet held for it starts the attempts' count again,
+			// as wireguard-go's SendHandshakeInitiation(false) and
+			// the kernel's wg_packet_send_queued_handshake_initiation
+			// do for every packet queued without a usable keypair:
+			// while data keeps coming the retries go on, and the
+			// newest packets held are sent once the peer answers,
+			// where a give-up 90 s after the first initiation dropped
+			// them (a helper's outage of two minutes: 37 of 130 pings
+			// delivered, 130 by wireguard-go).
 			fp.HandshakeNeeded.Store(false)
+			p.attempts = 0
 		} else {
 			d.initiateLocked(p, now, false)
 		}
