@@ -369,7 +369,17 @@ func apply(started, f *config.File, dev uapiDevice) (reloaded, error) {
 			}
 		}
 		r.added = len(listed)
-		return f.SyncUAPI(running), nil
+		body := f.SyncUAPI(running)
+		// Stock wireguard-go (the compat modes) rebinds its sockets on
+		// every listen_port line, even of the port it has
+		// (BindUpdate), and loses what arrives meanwhile: a reload of
+		// an unchanged file lost packets in compat-mqtun, uncounted.
+		// Linux's wg0 keeps an unchanged port; so does the reload,
+		// which leaves the line out then.
+		if p := listenPort(cur); p != 0 && p == int(f.Interface.ListenPort) {
+			body = strings.TrimPrefix(body, "listen_port="+strconv.Itoa(p)+"\n")
+		}
+		return body, nil
 	}
 	if dev.update != nil {
 		var old string

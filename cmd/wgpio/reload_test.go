@@ -258,7 +258,7 @@ func TestReloadReports(t *testing.T) {
 	var set string
 	dev := uapiDevice{
 		get: func() (string, error) {
-			return "private_key=" + priv.Hex() + "\npublic_key=" + keys[0].Hex() + "\npublic_key=" + keys[1].Hex() + "\n", nil
+			return "private_key=" + priv.Hex() + "\nlisten_port=51820\npublic_key=" + keys[0].Hex() + "\npublic_key=" + keys[1].Hex() + "\n", nil
 		},
 		set: func(body string) error { set = body; return nil },
 	}
@@ -293,6 +293,12 @@ func TestReloadReports(t *testing.T) {
 			}
 			if removed := strings.Contains(set, "public_key="+keys[1].Hex()+"\nremove=true\n"); removed != tc.removes {
 				t.Errorf("UAPI body removes %s: %v, want %v:\n%s", keys[1].Base64(), removed, tc.removes, set)
+			}
+			// The running port (51820) is not set again: stock
+			// wireguard-go rebinds its sockets on every listen_port
+			// line, losing what arrives meanwhile.
+			if strings.Contains(set, "listen_port=") {
+				t.Errorf("UAPI body sets the running listen port again:\n%s", set)
 			}
 		})
 	}
