@@ -59,6 +59,11 @@ type signals struct {
 	// at its next start, with the same flags (checkSystem): serve warns
 	// of its error when the reload changed keys only a start applies.
 	nextStart func(*config.File) error
+	// checkFile, if not nil, checks a reloaded file as `wgpio check`
+	// does, with the same flags (the file alone: checkFile): serve
+	// applies none it refuses, as `systemctl reload` (ExecReload runs
+	// wgpio check first) applies none.
+	checkFile func(*config.File) error
 }
 
 // notifySignals registers the signals of serve; for the life of the
@@ -255,7 +260,19 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 				for _, w := range l.f.Warnings {
 					log.Warn("reload: config", "warning", w.String())
 				}
-				r, err = apply(started, l.f, dev)
+				// What `wgpio check` refuses (a file cut short by
+				// an editor, fast-path mode without a LAN) is not
+				// applied: before, kill -HUP applied its peers
+				// (none, of a file cut before them) and only then
+				// said the next start would fail.
+				if sigs.checkFile != nil {
+					err = sigs.checkFile(l.f)
+				}
+				if err == nil {
+					r, err = apply(started, l.f, dev)
+				} else {
+					l.f.Interface.PrivateKey.Zero() // apply erases it
+				}
 			}
 			st.record(err, time.Now())
 			if r.waited >= reloadWaitLogged {

@@ -504,3 +504,51 @@ func TestServeReloadLogsWait(t *testing.T) {
 	kill(t, syscall.SIGTERM)
 	wantStop(t, out, 5*time.Second)
 }
+
+// TestServeReloadRefusesWhatCheckRefuses: a reloaded file that `wgpio
+// check` refuses (here cut short by an editor: a WAN and no LAN, no peers)
+// is not applied, as `systemctl reload`, whose ExecReload runs wgpio check
+// first, applies none: the gateway runs on as it was. Before, kill -HUP
+// applied it (every peer removed) and only then said that the next start
+// with it would fail. The whole file, once written, is applied.
+func TestServeReloadRefusesWhatCheckRefuses(t *testing.T) {
+	sigs := testSignals(t)
+	sigs.checkFile = func(f *config.File) error {
+		w := f.WGPIO
+		if w.Mode == "" {
+			w.Mode = config.ModeFastPath
+		}
+		return checkFile(f, w)
+	}
+	path := writeConfig(t)
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
+	k, err := noise.NewPrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[Interface]\nPrivateKey = " + k.Base64() + "\nListenPort = 51820\n[WGPIO]\nWAN = wa"
+	reload := func(text, wantLog string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kill(t, syscall.SIGHUP)
+		if !testenv.PollUntil(5*time.Second, func() bool { return strings.Contains(logBuf.String(), wantLog) }) {
+			t.Fatalf("no %q in the log after SIGHUP:\n%s", wantLog, logBuf.String())
+		}
+	}
+	reload(head+"\n", "configuration not applied")
+	if n := dev.nsets(); n != 0 {
+		t.Errorf("%d sets of a file wgpio check refuses, want 0", n)
+	}
+	if got := logBuf.String(); !strings.Contains(got, "needs WAN and LAN") {
+		t.Errorf("the refusal does not say why:\n%s", got)
+	}
+	reload(head+"n0\nLAN = lan0\n", "peers, PrivateKey, ListenPort and FwMark applied")
+	if n := dev.nsets(); n != 1 {
+		t.Errorf("%d sets of the whole file, want 1", n)
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+}

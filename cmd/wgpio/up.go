@@ -178,6 +178,11 @@ func cmdUp(args []string) error {
 	// From here a SIGTERM or SIGHUP waits for serve, once the gateway runs;
 	// a second SIGTERM or SIGINT during the start aborts it.
 	sigs := notifySignals(reload)
+	sigs.checkFile = func(f *config.File) error {
+		w := f.WGPIO
+		overrides.apply(&w)
+		return checkFile(f, w)
+	}
 	sigs.nextStart = func(f *config.File) error {
 		w := f.WGPIO
 		overrides.apply(&w)
