@@ -204,7 +204,11 @@ type peer struct {
 	// handshake; it is sent once one is usable (wireguard-go stages it
 	// with the packets sent at key confirmation), so that a responder's
 	// persistent keepalive starts with its session, not 10 s after.
-	kaStaged      bool
+	kaStaged bool
+	// routedMAC is the next hop's MAC the resolver last gave for the
+	// endpoint (followNeighbourLocked): the endpoint's MAC is taken
+	// back when the route it came from goes (Options.Routed).
+	routedMAC     [6]byte
 	handshakeDone bool // a session was ever established (for logs)
 
 	// While NeedNeighbour stays set, endpoint nbrEP's next hop is

@@ -398,6 +398,8 @@ type rigOptions struct {
 	resolve func(dst netip.Addr) (mac [6]byte, ok bool)
 	// source is the device's Options.Source (nil: none).
 	source RouteSources
+	// routed is the device's Options.Routed (nil: none).
+	routed func(dst netip.Addr) bool
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -422,7 +424,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		given[0] |= 7
 		given[31] |= 128
 	}
-	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit, Resolve: o.resolve, Source: o.source,
+	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit, Resolve: o.resolve, Routed: o.routed, Source: o.source,
 		WANAddr4: netip.MustParseAddr("198.18.0.1"), WANAddr6: netip.MustParseAddr("2001:2::1")})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,16 @@ type Options struct {
 	// the frame's source MAC (the last hop, right when the peer is on-link or
 	// behind the same router), and a configured endpoint starts unresolved.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// Routed reports whether a route toward dst leads out of the WAN
+	// (fastpath.WANRoutes.HasRoute); nil: assume so. An endpoint whose
+	// route goes (deleted, a blackhole, unreachable or prohibit route,
+	// or one out of another interface) loses its next hop's MAC at the
+	// next tick, so that the workers stop sending to the old next hop
+	// and hold its packets until a route and a neighbour come back, as
+	// Linux's route lookup on every send stops its wg0's. Without it the
+	// MAC of before was kept for as long as the session lasted (and its
+	// rekeys: through an endpoint an administrator had blackholed).
+	Routed func(dst netip.Addr) bool
 	// WANMAC is our Ethernet address on the WAN port, the source of the
 	// frames sent to the peers (Endpoint.SrcMAC). Zero with a
 	// *fastpath.Engine as Dataplane: its WAN port's.

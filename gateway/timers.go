@@ -261,6 +261,9 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return // backing off; a new endpoint is resolved at once
 	}
 	mac, ok := d.opts.Resolve(ep.Dst.Addr())
+	if ok {
+		p.routedMAC = mac
+	}
 	switch {
 	case ok && mac != ep.DstMAC:
 		n := *ep
@@ -273,6 +276,20 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		if need {
 			fp.NeedNeighbour.Store(false)
 			d.dp.Kick() // the workers send what they held
+		}
+	case ep.DstMAC != ([6]byte{}) && ep.DstMAC == p.routedMAC && d.opts.Routed != nil && !d.opts.Routed(ep.Dst.Addr()):
+		// The route the endpoint's MAC came from went (deleted, a
+		// blackhole, unreachable, out of another interface): no more
+		// to the old next hop. The workers hold what they have for
+		// the peer (no MAC: not sendable) and raise NeedNeighbour; the
+		// ticks resolve it again, backing off, until a route leads out
+		// of the WAN. A MAC that no route gave (the last hop of the
+		// peer's packets, where the route leads elsewhere) stays.
+		n := *ep
+		n.DstMAC = [6]byte{}
+		if fp.Endpoint.CompareAndSwap(ep, &n) {
+			p.routedMAC = [6]byte{}
+			d.log.Debug("peer's endpoint lost its route out of the WAN: nothing is sent to it until one comes back", "peer", p.pub, "endpoint", ep.Dst)
 		}
 	case need:
 		if ep != p.nbrEP {

@@ -366,9 +366,16 @@ func Start(cfg Config) (_ *Gateway, err error) {
 	}
 	g.closers = append(g.closers, g.routeSrc.Close)
 	bc.Source = g.routeSrc
-	if bc.Routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index, wan.index); err != nil {
+	// The whole main table, as fast-path mode reads it: a route toward
+	// an endpoint out of another interface, or an unreachable, blackhole
+	// or prohibit one, more specific than the WAN's default, is no route
+	// out of the WAN (bind's no_wan_route), where the WAN's routes alone
+	// hid it and the default sent there (wanRoutes).
+	var routes *arp.KernelRoutes
+	if routes, bc.Neighbours, err = g.kernelNeighbours(h, wan.index, 0); err != nil {
 		return nil, fmt.Errorf("WAN: %w", err)
 	}
+	bc.Routes = wanRoutes{routes, wan.index}
 	if g.bind, err = bind.New(bc); err != nil {
 		return nil, err
 	}
@@ -564,6 +571,24 @@ func (g *Gateway) kernelNeighbours(h *netlink.Handle, index, routeIndex int) (*a
 		tbl.Run(g.stop, 0)
 	}()
 	return routes, tbl, nil
+}
+
+// wanRoutes is the bind's Resolver: r's next hop toward a destination
+// whose route leads out of the WAN (ifindex), none for one whose route
+// leads out of another interface (r's NextHop already answers none for an
+// unreachable, blackhole or prohibit route).
+type wanRoutes struct {
+	r       arp.Resolver
+	ifindex int
+}
+
+// NextHop implements arp.Resolver.
+func (w wanRoutes) NextHop(dst netip.Addr) (netip.Addr, int, bool) {
+	nh, ifindex, ok := w.r.NextHop(dst)
+	if !ok || ifindex != 0 && ifindex != w.ifindex {
+		return netip.Addr{}, 0, false
+	}
+	return nh, ifindex, true
 }
 
 // Device is the wireguard-go device.
