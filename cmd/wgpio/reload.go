@@ -325,7 +325,25 @@ func reloadable(path string) error {
 	if err != nil || fi.Mode().IsRegular() {
 		return nil
 	}
-	return fmt.Errorf("%s is not a regular file (%v): a reload reads the file again, which a pipe, socket or device cannot give; make it a file", path, fi.Mode().Type())
+	return fmt.Errorf("%s is %s, not a regular file: a reload reads the file again, which only a file can give; make it a file", path, fileKind(fi.Mode()))
+}
+
+// fileKind names the kind of file of mode m, for a message: "a directory",
+// "a named pipe" ...
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
 }
 
 // reloaded is what a reload did: the peers the file added, removed (those

@@ -451,7 +451,7 @@ func TestServeReloadRefusesFIFO(t *testing.T) {
 	dev := &fakeDevice{entered: make(chan struct{}, 1)}
 	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
 	kill(t, syscall.SIGHUP)
-	const refused = "is not a regular file"
+	const refused = "is a named pipe, not a regular file"
 	for end := time.Now().Add(10 * time.Second); !strings.Contains(logBuf.String(), refused); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("no refusal of the FIFO 10 s after the SIGHUP:\n%s", logBuf.String())
