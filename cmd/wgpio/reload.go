@@ -240,9 +240,12 @@ func serve(log *slog.Logger, started *config.File, dev uapiDevice, st *reloadSta
 			return nil, err
 		case <-sigs.reload:
 			if reading {
-				if !again {
+				// Said when the read is slow (a file system that
+				// hangs), not for every SIGHUP of a storm that finds
+				// the previous read under way.
+				if d := time.Since(readSince); !again && d >= time.Second {
 					log.Warn("reload: still reading the file for an earlier SIGHUP; this one reads it again once that read ends",
-						"file", path, "reading_for", time.Since(readSince).Round(time.Millisecond))
+						"file", path, "reading_for", d.Round(time.Millisecond))
 				}
 				again = true
 				continue

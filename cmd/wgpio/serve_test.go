@@ -552,3 +552,43 @@ func TestServeReloadRefusesWhatCheckRefuses(t *testing.T) {
 	kill(t, syscall.SIGTERM)
 	wantStop(t, out, 5*time.Second)
 }
+
+// TestServeSlowReadWarned: a SIGHUP that finds the file's read of an
+// earlier one under way is warned of only when that read is slow (1 s or
+// more: a file system that hangs); a storm of SIGHUPs whose reads end at
+// once logged a warning a read, each saying reading_for=0s.
+func TestServeSlowReadWarned(t *testing.T) {
+	reloadCheck = func(string) error { return nil }
+	t.Cleanup(func() { reloadCheck = reloadable })
+	sigs := testSignals(t)
+	path := filepath.Join(t.TempDir(), "wg0.conf")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := &fakeDevice{entered: make(chan struct{}, 1)}
+	out, logBuf := serveAsync(t, path, dev.uapi(), sigs)
+	const warned = "still reading the file for an earlier SIGHUP"
+	// unblock ends the read under way (the FIFO's writer closes: an
+	// empty file, refused), and the one queued begins.
+	unblock := func() {
+		if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+	}
+	kill(t, syscall.SIGHUP)
+	time.Sleep(100 * time.Millisecond)
+	kill(t, syscall.SIGHUP) // the read under way for 100 ms: not slow
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(logBuf.String(), warned) {
+		t.Errorf("warned of a read under way for 100 ms:\n%s", logBuf.String())
+	}
+	unblock() // the queued read begins
+	time.Sleep(1200 * time.Millisecond)
+	kill(t, syscall.SIGHUP) // that read under way for over a second: slow
+	if !testenv.PollUntil(5*time.Second, func() bool { return strings.Contains(logBuf.String(), warned) }) {
+		t.Errorf("no warning of a read under way for over a second:\n%s", logBuf.String())
+	}
+	kill(t, syscall.SIGTERM)
+	wantStop(t, out, 5*time.Second)
+	unblock()
+}
