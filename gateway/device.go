@@ -205,10 +205,13 @@ type peer struct {
 	// with the packets sent at key confirmation), so that a responder's
 	// persistent keepalive starts with its session, not 10 s after.
 	kaStaged bool
-	// routedMAC is the next hop's MAC the resolver last gave for the
-	// endpoint (followNeighbourLocked): the endpoint's MAC is taken
-	// back when the route it came from goes (Options.Routed).
+	// routedMAC is the next hop's MAC the resolver last gave, for the
+	// endpoint routedDst (followNeighbourLocked): the endpoint's MAC is
+	// taken back when the route it came from goes (Options.Routed); a
+	// MAC the resolver did not give (the last hop of a roamed peer's
+	// packets, its route leading elsewhere) is kept.
 	routedMAC     [6]byte
+	routedDst     netip.AddrPort
 	handshakeDone bool // a session was ever established (for logs)
 
 	// While NeedNeighbour stays set, endpoint nbrEP's next hop is

@@ -262,7 +262,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 	}
 	mac, ok := d.opts.Resolve(ep.Dst.Addr())
 	if ok {
-		p.routedMAC = mac
+		p.routedMAC, p.routedDst = mac, ep.Dst
 	}
 	switch {
 	case ok && mac != ep.DstMAC:
@@ -277,7 +277,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 			fp.NeedNeighbour.Store(false)
 			d.dp.Kick() // the workers send what they held
 		}
-	case ep.DstMAC != ([6]byte{}) && ep.DstMAC == p.routedMAC && d.opts.Routed != nil && !d.opts.Routed(ep.Dst.Addr()):
+	case ep.DstMAC != ([6]byte{}) && ep.DstMAC == p.routedMAC && ep.Dst == p.routedDst && d.opts.Routed != nil && !d.opts.Routed(ep.Dst.Addr()):
 		// The route the endpoint's MAC came from went (deleted, a
 		// blackhole, unreachable, out of another interface): no more
 		// to the old next hop. The workers hold what they have for
