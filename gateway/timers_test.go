@@ -143,38 +143,6 @@ func TestRetryAndGiveUp(t *testing.T) {
 	}
 }
 
-// TestRetryWhileDataHeld: while packets keep being held for a handshake
-// that gets no answer (the workers raise HandshakeNeeded for each), the
-// attempts' count starts again with each, as wireguard-go's and the
-// kernel's do for every packet queued without a usable keypair: the
-// retries go on every RekeyTimeout past the 90 s of Rekey-Attempt-Time,
-// and nothing held is flushed. Before, the gateway gave up 90 s after
-// the first initiation and dropped what it held, so a peer back after a
-// two-minute outage got only what the LAN sent after the give-up.
-func TestRetryWhileDataHeld(t *testing.T) {
-	const jitter = 200 * time.Millisecond
-	r := newRig(t, rigOptions{wgEP: "198.18.0.2:51820", fixJitter: jitter})
-	r.f.drop.Store(true)
-	fp := r.fp()
-	fp.HandshakeNeeded.Store(true)
-	t0 := r.now()
-	r.dev.Tick(t0)
-	const step = 50 * time.Millisecond
-	for i := 0; r.now()-t0 < int64(150*time.Second); i++ {
-		if i%20 == 0 { // a packet held every second
-			fp.HandshakeNeeded.Store(true)
-		}
-		r.advance(step)
-		if fp.FlushHeld.Load() {
-			t.Fatalf("held packets flushed (gave up) at t0+%.1fs while packets kept coming", secs(r.now()-t0))
-		}
-	}
-	inits := ofType(r.f.sentSince(0), noise.TypeInitiation, noise.InitiationSize)
-	if least := int(150*time.Second/(protocol.RekeyTimeout+jitter+step)) - 1; len(inits) < least {
-		t.Errorf("initiations in 150 s = %d, want at least %d (one every Rekey-Timeout, past the 20 of a give-up)", len(inits), least)
-	}
-}
-
 // establishAsResponder makes wireguard-go initiate and send data, and
 // returns when the data arrived (our keypair promoted).
 func (r *rig) establishAsResponder() {
@@ -524,33 +492,6 @@ func TestLastMinuteRekeyOnKeepalive(t *testing.T) {
 	}
 }
 
-// TestStagedKeepaliveAsResponder: a keepalive that found no session (a
-// persistent keepalive at start, the peer not heard from) is sent once the
-// peer's handshake gives us a session, at its key confirmation by the
-// first data, as wireguard-go sends the keepalive it staged; the
-// persistent keepalives count from it. Before, it was forgotten: the first
-// keepalive was the passive one 10 s later, the persistent ones 10 s late,
-// and the responder had to initiate a rekey the initiator's keepalive would
-// have made at 175 s.
-func TestStagedKeepaliveAsResponder(t *testing.T) {
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", keepalive: 25 * time.Second})
-	p := r.dev.byKey[r.wgPub]
-	r.dev.mu.Lock()
-	r.dev.sendKeepaliveLocked(p, r.now()) // no session, no endpoint: a handshake that cannot leave
-	r.dev.mu.Unlock()
-	mark := r.f.nsent()
-	r.establishAsResponder()
-	t0 := r.fp().Stamps.LastDataReceived.Load()
-	r.advance(100 * time.Millisecond)
-	ka := ofType(r.f.sentSince(mark), noise.TypeTransport, noise.KeepaliveSize)
-	if len(ka) != 1 {
-		t.Fatalf("keepalives within 100 ms of the session = %d, want 1 (the staged one); %v", len(ka), types(r.f.sentSince(mark)))
-	}
-	if at := ka[0].at - t0; at < 0 || at > int64(100*time.Millisecond) {
-		t.Errorf("staged keepalive at +%.3fs, want at the session's confirmation", secs(at))
-	}
-}
-
 // TestPersistentKeepaliveAtStart: a peer configured with a persistent
 // keepalive before Start gets a keepalive when the device starts, which
 // without a session is a handshake initiation (wireguard-go's Device.Up,
@@ -610,59 +551,6 @@ func TestInitiationWithoutEndpoint(t *testing.T) {
 	p.mu.Unlock()
 	if st.Drops[DropNoEndpoint] != 1 || st.InitiationsSent != 0 || pending {
 		t.Fatalf("no_endpoint %d, initiations sent %d, pending index %v; want 1, 0, false", st.Drops[DropNoEndpoint], st.InitiationsSent, pending)
-	}
-}
-
-// TestEndpointRouteGone: a session's endpoint whose route goes (deleted,
-// a blackhole, one out of another interface: Options.Routed false, the
-// resolver without an answer) loses its next hop's MAC at the next tick,
-// so that the workers stop sending to the old next hop, as Linux's route
-// lookup on every send stops wg0's; it gets it back once the route does.
-// Before, the MAC of before was kept as long as the session and its rekeys
-// lasted (a helper blackholed an endpoint for 4 minutes: every ping still
-// answered, a rekey made through it). A MAC that no route gave (the last
-// hop of the peer's packets) is kept.
-func TestEndpointRouteGone(t *testing.T) {
-	var routed atomic.Bool
-	routed.Store(true)
-	mac := [6]byte{2, 0, 0, 0, 0, 9}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
-		resolve: func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
-		routed:  func(netip.Addr) bool { return routed.Load() },
-	})
-	fp := r.fp()
-	r.establishAsInitiator()
-	r.advance(DefaultTickInterval)
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
-		t.Fatalf("endpoint = %+v, want next hop %x", ep, mac)
-	}
-	routed.Store(false)
-	r.f.sendData(fp, ourPacket(1)) // traffic: the peer's timers are ticked
-	r.advance(DefaultTickInterval)
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
-		t.Fatalf("endpoint a tick after its route went = %+v, want no MAC (nothing sent to the old next hop)", ep)
-	}
-	routed.Store(true)
-	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
-	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
-		r.advance(DefaultTickInterval)
-	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
-		t.Errorf("endpoint after the route came back = %+v, want next hop %x", ep, mac)
-	}
-	// A MAC no route gave (the peer's last hop, the route leading
-	// elsewhere all along) is kept.
-	routed.Store(false)
-	other := [6]byte{2, 0, 0, 0, 0, 7}
-	n := *fp.Endpoint.Load()
-	n.DstMAC = other
-	fp.Endpoint.Store(&n)
-	for range 3 {
-		r.f.sendData(fp, ourPacket(1))
-		r.advance(DefaultTickInterval)
-	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != other {
-		t.Errorf("endpoint with its last hop's MAC = %+v, want it kept (%x)", ep, other)
 	}
 }
 

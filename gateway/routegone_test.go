@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestEndpointRouteGone: a session's endpoint whose route goes (deleted,
+// a blackhole, one out of another interface: Options.Routed false, the
+// resolver without an answer) loses its next hop's MAC at the next tick,
+// so that the workers stop sending to the old next hop, as Linux's route
+// lookup on every send stops wg0's; it gets it back once the route does.
+// Before, the MAC of before was kept as long as the session and its rekeys
+// lasted (a helper blackholed an endpoint for 4 minutes: every ping still
+// answered, a rekey made through it). A MAC that no route gave (the last
+// hop of the peer's packets) is kept.
+func TestEndpointRouteGone(t *testing.T) {
+	var routed atomic.Bool
+	routed.Store(true)
+	mac := [6]byte{2, 0, 0, 0, 0, 9}
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
+		resolve: func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
+		routed:  func(netip.Addr) bool { return routed.Load() },
+	})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
+		t.Fatalf("endpoint = %+v, want next hop %x", ep, mac)
+	}
+	routed.Store(false)
+	r.f.sendData(fp, ourPacket(1)) // traffic: the peer's timers are ticked
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint a tick after its route went = %+v, want no MAC (nothing sent to the old next hop)", ep)
+	}
+	routed.Store(true)
+	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
+	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
+		r.advance(DefaultTickInterval)
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
+		t.Errorf("endpoint after the route came back = %+v, want next hop %x", ep, mac)
+	}
+	// A MAC no route gave (the peer's last hop, the route leading
+	// elsewhere all along) is kept.
+	routed.Store(false)
+	other := [6]byte{2, 0, 0, 0, 0, 7}
+	n := *fp.Endpoint.Load()
+	n.DstMAC = other
+	fp.Endpoint.Store(&n)
+	for range 3 {
+		r.f.sendData(fp, ourPacket(1))
+		r.advance(DefaultTickInterval)
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != other {
+		t.Errorf("endpoint with its last hop's MAC = %+v, want it kept (%x)", ep, other)
+	}
+}
