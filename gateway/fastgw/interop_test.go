@@ -65,18 +65,6 @@ func logOnFailure(t *testing.T, g *fastgw.Gateway) {
 	})
 }
 
-// closeOnCleanup closes g at the end of the test, logging g's drops
-// (logOnFailure) and, if the test failed, its log (logs) before.
-func closeOnCleanup(t *testing.T, g *fastgw.Gateway, logs *testenv.LogBuffer) {
-	t.Cleanup(func() { g.Close() })
-	logOnFailure(t, g)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway's log:\n%s", logs.String())
-		}
-	})
-}
-
 // ping runs ping in ns until one reply or the timeout.
 func ping(t *testing.T, ns *topo.NS, dst string, size int) {
 	t.Helper()

@@ -67,3 +67,15 @@ func TestEndpointOffWANLogged(t *testing.T) {
 		t.Errorf("%d lines for the endpoint off the WAN, want 1 (once a minute):\n%s", n, logs.String())
 	}
 }
+
+// closeOnCleanup closes g at the end of the test, logging g's drops
+// (logOnFailure) and, if the test failed, its log (logs) before.
+func closeOnCleanup(t *testing.T, g *fastgw.Gateway, logs *testenv.LogBuffer) {
+	t.Cleanup(func() { g.Close() })
+	logOnFailure(t, g)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway's log:\n%s", logs.String())
+		}
+	})
+}
