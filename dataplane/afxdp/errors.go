@@ -67,42 +67,31 @@ func diagnose(err error) error {
 			"raise it with ulimit -l unlimited or systemd's LimitMEMLOCK=infinity, grant CAP_IPC_LOCK, or use fewer frames, Config.NumFrames): %w", ErrMemlock, memlockNow(), err)
 	case errors.Is(err, unix.EMFILE):
 		return fmt.Errorf("the process's open-file limit is reached (RLIMIT_NOFILE %s; a gateway holds a few descriptors a queue and a port besides its sockets and maps, and Go raises the soft limit to the hard one at start): "+
-			"raise the hard limit with ulimit -Hn or systemd's LimitNOFILE=: %w", rlimitNow(unix.RLIMIT_NOFILE), err)
+			"raise the hard limit with ulimit -Hn or systemd's LimitNOFILE=: %w", rlimitNow(unix.RLIMIT_NOFILE, 1, ""), err)
 	case errors.Is(err, unix.ENFILE):
 		return fmt.Errorf("the system's open-file limit is reached (sysctl fs.file-max, fs.file-nr): %w", err)
 	}
 	return err
 }
 
-// rlimitNow describes this process's limit of resource, soft and hard.
-func rlimitNow(resource int) string {
+// rlimitNow describes this process's limit of resource, soft and hard,
+// in units of unit named by suffix.
+func rlimitNow(resource int, unit uint64, suffix string) string {
 	var l unix.Rlimit
 	if err := unix.Getrlimit(resource, &l); err != nil {
-		return "unreadable"
-	}
-	f := func(v uint64) string {
-		if v == unix.RLIM_INFINITY {
-			return "unlimited"
-		}
-		return fmt.Sprint(v)
-	}
-	return "now " + f(l.Cur) + ", hard limit " + f(l.Max)
-}
-
-// memlockNow describes this process's RLIMIT_MEMLOCK, soft and hard.
-func memlockNow() string {
-	var l unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &l); err != nil {
 		return "its value unreadable"
 	}
 	f := func(v uint64) string {
 		if v == unix.RLIM_INFINITY {
 			return "unlimited"
 		}
-		return fmt.Sprintf("%d KiB", v/1024)
+		return fmt.Sprintf("%d%s", v/unit, suffix)
 	}
 	return "now " + f(l.Cur) + ", hard limit " + f(l.Max)
 }
+
+// memlockNow describes this process's RLIMIT_MEMLOCK, soft and hard.
+func memlockNow() string { return rlimitNow(unix.RLIMIT_MEMLOCK, 1024, " KiB") }
 
 // attachError is the error of attaching the XDP program in mode
 // ("native", "generic") to p, with its cause and fix where err's errno
