@@ -10,7 +10,9 @@ import (
 // with, or no endpoint; the endpoint's next hop's MAC (NeedNeighbour)
 // when that is unknown. A usable keypair whose endpoint only lacks the MAC
 // needs no handshake: the control plane resolves the MAC, and flushHeld
-// sends with that keypair.
+// sends with that keypair. A usable keypair whose endpoint has no source
+// (the WAN has no address of its family) is not held: f is dropped as
+// no_wan_address, as it is with the MAC known.
 func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	p := pl.peer
 	if p.Removed.Load() {
@@ -21,9 +23,19 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	}
 	p.FlushHeld.Store(false)
 	ep := p.Endpoint.Load()
-	if kp := p.Current.Load(); kp == nil || !kp.canSend(now) || ep == nil {
+	kp := p.Current.Load()
+	if kp == nil || !kp.canSend(now) || ep == nil {
 		p.HandshakeNeeded.Store(true)
 		pl.sessionAsked = true
+	} else if !ep.Src.IsValid() {
+		// A session, but the WAN has no address of the endpoint's
+		// family (its last one was removed: the connected route went
+		// with it, and the tick may have taken the MAC back for it):
+		// nothing can leave, as wg0's send fails then; counted as the
+		// worker counts such a packet with the MAC known, not held.
+		w.count(DropNoWANAddress, 1)
+		w.lanRX.Free(unsafeOne(f))
+		return
 	}
 	if ep != nil && ep.DstMAC == ([6]byte{}) {
 		p.NeedNeighbour.Store(true)

@@ -240,6 +240,36 @@ func TestHoldForNeighbourNoHandshake(t *testing.T) {
 	}
 }
 
+// TestNoWANAddressNotHeld: a packet for a peer whose keypair is usable but
+// whose endpoint has neither a MAC nor a source (the WAN's last address of
+// its family was removed, and its connected route with it, so the tick
+// took the MAC back: gateway Options.Routed) is dropped as
+// no_wan_address, as it is with the MAC known, not held waiting for a
+// neighbour that cannot help. Before, such packets were held, and a WAN
+// without an address looked like a next hop not answering
+// (fastgw TestWANAddressReplaced failed on it).
+func TestNoWANAddressNotHeld(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	tx := r.hostA.Queue(0).TX()
+	send := func(seq uint32) {
+		sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(seq, 40))})
+		r.a.workers[0].outbound(r.clock.Now())
+	}
+	send(1)
+	r.b.workers[0].inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
+		t.Fatalf("first packet delivered = %d, want 1", got)
+	}
+	gone := *r.peerAB.Endpoint.Load()
+	gone.DstMAC, gone.Src = [6]byte{}, netip.Addr{}
+	r.peerAB.Endpoint.Store(&gone)
+	send(2)
+	s := r.a.Stats()[0]
+	if d := TotalDrops(r.a.Stats())[DropNoWANAddress]; d != 1 || s.Held != 0 {
+		t.Errorf("no_wan_address = %d, held = %d; want 1, 0", d, s.Held)
+	}
+}
+
 // TestCloseFreesHeldToTheirPools: Close frees the packets a worker holds
 // for a peer without a keypair, and those waiting for a WAN neighbour,
 // whatever pool they came from: from the LAN port's RX (the LAN host's
