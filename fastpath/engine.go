@@ -192,6 +192,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.MaxHeldPerQueue = DefaultMaxHeldPerQueue
 	}
 	e := &Engine{cfg: cfg, handshakes: make(chan HandshakeMessage, HandshakeQueueLen), inAheadMin: inAheadMinIndexes}
+	e.stamped.wake = make(chan struct{}, 1)
 	e.icmpLimit = icmprate.New(icmprate.Config{Rate: cfg.ICMPRate, Burst: cfg.ICMPBurst, DestInterval: cfg.ICMPDestInterval})
 	e.lanMTU.Store(int64(cfg.LAN.MTU()))
 	e.wanMTU.Store(int64(cfg.WAN.MTU()))

@@ -1,6 +1,8 @@
 package fastpath
 
 import (
+	"sync/atomic"
+
 	"github.com/wgpio/wgpio/dataplane"
 )
 
@@ -25,7 +27,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	ep := p.Endpoint.Load()
 	kp := p.Current.Load()
 	if kp == nil || !kp.canSend(now) || ep == nil {
-		p.HandshakeNeeded.Store(true)
+		w.ask(p, &p.HandshakeNeeded)
 		pl.sessionAsked = true
 	} else if !ep.Src.IsValid() {
 		// A session, but the WAN has no address of the endpoint's
@@ -38,9 +40,8 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		return
 	}
 	if ep != nil && ep.DstMAC == ([6]byte{}) {
-		p.NeedNeighbour.Store(true)
+		w.ask(p, &p.NeedNeighbour)
 	}
-	w.e.stamped.push(p) // the control plane's next tick sees the flags
 	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		w.evictLargest(pl)
 	}
@@ -192,8 +193,20 @@ func (w *worker) askSession(pl *peerLocal, now int64) {
 		return
 	}
 	pl.sessionAsked = true
-	p.HandshakeNeeded.Store(true)
+	w.ask(p, &p.HandshakeNeeded)
+}
+
+// ask sets flag, p's HandshakeNeeded or NeedNeighbour, and lists p for the
+// control plane's next tick (stamped); a flag that was clear wakes the
+// control plane to tick now (Engine.ControlWake), not for every packet
+// while it stays set. (A load first: a flag already set, as it is for
+// every packet after the first, costs no write to its line.)
+func (w *worker) ask(p *Peer, flag *atomic.Bool) {
+	wake := !flag.Load() && !flag.Swap(true)
 	w.e.stamped.push(p)
+	if wake {
+		w.e.stamped.signal()
+	}
 }
 
 // heldToWAN transmits out, sealed held frames of pl toward ep, and takes

@@ -286,8 +286,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	first, granted := kp.ReserveNonces(1)
 	if granted == 0 {
 		w.count(DropNonceExhausted, 1)
-		peer.HandshakeNeeded.Store(true)
-		w.e.stamped.push(peer)
+		w.ask(peer, &peer.HandshakeNeeded)
 		w.lanTX.Free(fr[:])
 		return
 	}

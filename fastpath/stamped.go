@@ -10,6 +10,20 @@ import "sync/atomic"
 // the whole stack once per tick. It never allocates.
 type stampList struct {
 	head atomic.Pointer[Peer]
+	// wake holds one value when a worker asked the control plane for
+	// something that should not wait for its next tick
+	// (Engine.ControlWake); capacity 1, made by New.
+	wake chan struct{}
+}
+
+// signal makes the next receive from l.wake return at once; it never
+// blocks (a value already waiting covers this one too). Callers push the
+// peer first, so that the tick the wake brings sees it.
+func (l *stampList) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }
 
 // push adds p unless it is already in the list.
@@ -50,3 +64,18 @@ func (l *stampList) take(dst []*Peer) []*Peer {
 // received packet, whose stamp is published with it. Safe for concurrent
 // use; meant for one consumer.
 func (e *Engine) StampedPeers(dst []*Peer) []*Peer { return e.stamped.take(dst) }
+
+// ControlWake returns a channel that receives when a worker raised a flag
+// the control plane should act on at once rather than at its next tick
+// (up to PublishInterval, 50 ms, later): HandshakeNeeded on a peer whose
+// flag was clear (the first packet for a peer without a usable session,
+// or one whose sending counter ran out), or NeedNeighbour (the first
+// packet for an endpoint whose next hop has no MAC). Linux's WireGuard and
+// wireguard-go send a handshake initiation as soon as such a packet is
+// queued (wg_packet_send_staged_packets, SendStagedPackets); the gateway's
+// tick loop (gateway.Device.Start) runs a tick when this receives, at
+// most once a millisecond, so that the first packet of a session no
+// longer waits up to 50 ms for its initiation. The channel has room for
+// one value: wakes while one waits are merged. One channel per engine,
+// for one consumer.
+func (e *Engine) ControlWake() <-chan struct{} { return e.stamped.wake }

@@ -87,20 +87,51 @@ func (d *Device) keepalivesAtStart() {
 // due closer together than this fire together.
 const minTickGap = 5 * time.Millisecond
 
+// minWakeGap is the shortest wait between a tick and one a dataplane's
+// wake brings (controlWaker): under a flood of first packets for peers
+// without a session the ticks come at most this often, each taking every
+// peer the workers listed since the last.
+const minWakeGap = time.Millisecond
+
+// controlWaker is the optional side of a Dataplane whose workers say when
+// the control plane should tick at once (fastpath.Engine.ControlWake: a
+// packet waits for a handshake or a neighbour).
+type controlWaker interface {
+	ControlWake() <-chan struct{}
+}
+
 // tickLoop runs Tick until Close: every TickInterval (when the workers
-// publish their stamps), and sooner when the timer heap's earliest
-// deadline comes first (not sooner than minTickGap after the last tick),
-// so that a timer fires within a few ms of its deadline rather than up to a
-// tick late.
+// publish their stamps), sooner when the timer heap's earliest deadline
+// comes first (not sooner than minTickGap after the last tick), so that a
+// timer fires within a few ms of its deadline rather than up to a tick
+// late, and at once (not sooner than minWakeGap after the last tick) when
+// the dataplane's workers wake it (controlWaker), so that the first packet
+// for a peer without a session has its initiation sent within a
+// millisecond, as Linux's WireGuard and wireguard-go send it when the
+// packet is queued, not up to a TickInterval later.
 func (d *Device) tickLoop() {
 	defer d.wg.Done()
+	var wake <-chan struct{}
+	if w, ok := d.dp.(controlWaker); ok {
+		wake = w.ControlWake()
+	}
 	t := time.NewTimer(d.opts.TickInterval)
 	defer t.Stop()
+	last := time.Now()
+	next := last.Add(d.opts.TickInterval)
 	for {
 		select {
 		case <-d.done:
 			return
 		case <-t.C:
+		case <-wake:
+			if early := last.Add(minWakeGap); time.Now().Before(early) {
+				if early.Before(next) {
+					next = early
+					t.Reset(time.Until(early))
+				}
+				continue
+			}
 		}
 		now := d.now()
 		d.Tick(now)
@@ -110,6 +141,8 @@ func (d *Device) tickLoop() {
 		if due, ok := d.nextDeadline(); ok {
 			wait = min(wait, max(time.Duration(due-d.now()), minTickGap))
 		}
+		last = time.Now()
+		next = last.Add(wait)
 		t.Reset(wait)
 	}
 }
