@@ -79,10 +79,17 @@ func TestFullTunnelExceptionDown(t *testing.T) {
 // of the LAN added and removed. Each time the verdict follows within
 // about a second (the worker asks the routes once per destination a
 // second, README "Full tunnels"); the test logs how long it took, and
-// fails past 5 s.
+// fails past 5 s. The road warrior's endpoint keeps a route of its own
+// out of the WAN: the default route to the LAN would take it there too,
+// where Linux's wg0 would send its datagrams (to a LAN host that does
+// not route them), and the gateway sends it nothing then
+// (Options.Routed).
 func TestFullTunnelRouteChange(t *testing.T) {
 	r := newFullTunnelRig(t)
 	pingOut(t, r.p1, "198.19.1.10")
+	if out, err := r.gw.Run("ip", "route", "add", "198.18.2.0/24", "via", "198.18.1.254"); err != nil {
+		t.Fatalf("route toward the road warrior: %v\n%s", err, out)
+	}
 	for _, c := range [][]string{
 		{"ip", "addr", "add", "198.18.200.1/32", "dev", r.lan.B},
 		{"sysctl", "-qw", "net.ipv4.ip_default_ttl=50"},
@@ -205,11 +212,17 @@ func TestFullTunnelFlood(t *testing.T) {
 // table has no route toward the Internet host. The fast path cannot
 // follow it, but the kernel can: the road warrior's packet goes to the
 // host, whose kernel forwards it by its rules, as with Linux's wg0 (not
-// held for a LAN neighbour that no route names).
+// held for a LAN neighbour that no route names). The main table keeps a
+// route toward the road warrior's endpoint, as wg0 needs one: its own
+// datagrams are the host's, which the rule (iif) does not match, and
+// without one Linux's wg0 could not send the answer back (ENETUNREACH),
+// nor does the gateway (Options.Routed: the endpoint's MAC is taken back
+// when its route goes).
 func TestFullTunnelPolicyRoute(t *testing.T) {
 	r := newFullTunnelRig(t)
 	pingOut(t, r.p1, "198.18.200.1")
 	for _, c := range [][]string{
+		{"ip", "route", "add", "198.18.2.0/24", "via", "198.18.1.254"},
 		{"ip", "route", "add", "default", "via", "198.18.1.254", "table", "100"},
 		{"ip", "rule", "add", "iif", r.name, "lookup", "100"},
 		{"ip", "route", "del", "default"},
