@@ -219,14 +219,18 @@ func (d *Device) pendingPeer(recv uint32) *peer {
 func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
 	var resp [noise.ResponseSize]byte
 	p, moved, ok := d.respond(id, m, now, &resp)
+	var mac [6]byte
 	if p != nil {
+		if ok {
+			mac = d.dstMACForLocked(p, m)
+		}
 		p.mu.Unlock()
 		d.touch(p)
 	}
 	if !ok {
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: mac, Payload: resp[:], Peer: p.fp}) {
 		d.stats.responsesSent.Add(1)
 		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	}
@@ -447,11 +451,22 @@ func (d *Device) armZeroLocked(p *peer, now int64) {
 	p.zeroAt = now + 3*int64(protocol.RejectAfterTime)
 }
 
-func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
+// dstMACForLocked returns the MAC to send p's handshake messages to m's
+// source with: the next hop's the resolver gives, else the frame's source
+// (the last hop), except while p's endpoint's route is gone (routeGone)
+// and still none leads out of the WAN toward m's source: none then, so
+// that the answer waits for a route and is dropped as no_wan_route
+// without one, as wg0's send fails on its route lookup (a blackholed
+// endpoint whose peer handshakes again is not answered; before, it was,
+// and the session then ran through the blackhole). p.mu held.
+func (d *Device) dstMACForLocked(p *peer, m fastpath.HandshakeMessage) [6]byte {
 	if d.opts.Resolve != nil {
 		if mac, ok := d.opts.Resolve(m.Src.Addr()); ok {
 			return mac
 		}
+	}
+	if p.routeGone && d.opts.Routed != nil && !d.opts.Routed(m.Src.Addr()) {
+		return [6]byte{}
 	}
 	return m.SrcMAC
 }
@@ -461,7 +476,7 @@ func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 // the most recent authenticated packet) and reports whether it moved.
 func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (changed bool) {
 	old := p.fp.Endpoint.Load()
-	mac := d.dstMACFor(m)
+	mac := d.dstMACForLocked(p, m)
 	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac && !old.Routed {
 		return false
 	}

@@ -61,9 +61,14 @@ type Options struct {
 	// or one out of another interface) loses its next hop's MAC at the
 	// next tick, so that the workers stop sending to the old next hop
 	// and hold its packets until a route and a neighbour come back, as
-	// Linux's route lookup on every send stops its wg0's. Without it the
-	// MAC of before was kept for as long as the session lasted (and its
-	// rekeys: through an endpoint an administrator had blackholed).
+	// Linux's route lookup on every send stops its wg0's; while none
+	// comes back, a handshake or roam of the peer's does not bring a MAC
+	// back either (the frame's last hop is not used). With it, an
+	// endpoint whose resolver gives no MAC now (its route moved to a
+	// next hop not resolved yet) loses the old next hop's too. Without
+	// it the MAC of before was kept for as long as the session lasted
+	// (and its rekeys: through an endpoint an administrator had
+	// blackholed).
 	Routed func(dst netip.Addr) bool
 	// WANMAC is our Ethernet address on the WAN port, the source of the
 	// frames sent to the peers (Endpoint.SrcMAC). Zero with a

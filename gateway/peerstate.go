@@ -77,9 +77,15 @@ type peer struct {
 	// endpoint routedDst (followNeighbourLocked): the endpoint's MAC is
 	// taken back when the route it came from goes (Options.Routed); a
 	// MAC the resolver did not give (the last hop of a roamed peer's
-	// packets, its route leading elsewhere) is kept.
-	routedMAC     [6]byte
-	routedDst     netip.AddrPort
+	// packets, its route leading elsewhere) is kept, unless the route
+	// went (routeGone).
+	routedMAC [6]byte
+	routedDst netip.AddrPort
+	// routeGone: followNeighbourLocked took the endpoint's MAC back for
+	// its route's going, and the resolver has given none since: a MAC
+	// no route gave (a handshake's or a roam's last hop) is not used
+	// while no route leads out of the WAN toward the endpoint.
+	routeGone     bool
 	handshakeDone bool // a session was ever established (for logs)
 
 	// While NeedNeighbour stays set, endpoint nbrEP's next hop is

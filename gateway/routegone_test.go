@@ -59,3 +59,70 @@ func TestEndpointRouteGone(t *testing.T) {
 		t.Errorf("endpoint with its last hop's MAC = %+v, want it kept (%x)", ep, other)
 	}
 }
+
+// TestEndpointNextHopUnresolved: a session's endpoint whose route still
+// leads out of the WAN but whose resolver gives no MAC now (the route
+// replaced by one through another next hop not resolved yet, or its
+// neighbour failed) loses the old next hop's MAC at the next tick, as
+// Linux sends nothing more to the old next hop; the new one's is taken
+// once known. Before, the old MAC stayed while the new next hop did not
+// answer: everything went to the old router.
+func TestEndpointNextHopUnresolved(t *testing.T) {
+	var known atomic.Bool
+	known.Store(true)
+	var mac atomic.Value
+	mac.Store([6]byte{2, 0, 0, 0, 0, 9})
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
+		resolve: func(netip.Addr) ([6]byte, bool) { return mac.Load().([6]byte), known.Load() },
+		routed:  func(netip.Addr) bool { return true },
+	})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(DefaultTickInterval)
+	known.Store(false) // the route moved to a next hop not resolved yet
+	r.f.sendData(fp, ourPacket(1))
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint a tick after its next hop went unresolved = %+v, want no MAC", ep)
+	}
+	next := [6]byte{2, 0, 0, 0, 0, 10}
+	mac.Store(next)
+	known.Store(true)
+	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
+	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != next; waited += DefaultTickInterval {
+		r.advance(DefaultTickInterval)
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != next {
+		t.Errorf("endpoint once the new next hop resolved = %+v, want %x", ep, next)
+	}
+}
+
+// TestEndpointRouteGoneLastHop: once a session's endpoint lost its route,
+// a MAC no route gave (the last hop of the peer's packets: a roam, a
+// handshake) is taken back too while no route leads out of the WAN, as
+// wg0 sends nothing to such an endpoint whatever it receives from it.
+// Before, a roam of the peer made the session run through the blackhole.
+func TestEndpointRouteGoneLastHop(t *testing.T) {
+	var routed atomic.Bool
+	routed.Store(true)
+	mac := [6]byte{2, 0, 0, 0, 0, 9}
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
+		resolve: func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
+		routed:  func(netip.Addr) bool { return routed.Load() },
+	})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(DefaultTickInterval)
+	routed.Store(false)
+	r.f.sendData(fp, ourPacket(1))
+	r.advance(DefaultTickInterval)
+	// The peer roams to another address, its frames from the last hop.
+	n := *fp.Endpoint.Load()
+	n.Dst, n.DstMAC = netip.MustParseAddrPort("198.18.0.77:51820"), [6]byte{2, 0, 0, 0, 0, 7}
+	fp.Endpoint.Store(&n)
+	r.f.sendData(fp, ourPacket(1))
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Errorf("roamed endpoint without a route = %+v, want no MAC", ep)
+	}
+}

@@ -262,7 +262,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 	}
 	mac, ok := d.opts.Resolve(ep.Dst.Addr())
 	if ok {
-		p.routedMAC, p.routedDst = mac, ep.Dst
+		p.routedMAC, p.routedDst, p.routeGone = mac, ep.Dst, false
 	}
 	switch {
 	case ok && mac != ep.DstMAC:
@@ -277,19 +277,39 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 			fp.NeedNeighbour.Store(false)
 			d.dp.Kick() // the workers send what they held
 		}
-	case ep.DstMAC != ([6]byte{}) && ep.DstMAC == p.routedMAC && ep.Dst == p.routedDst && d.opts.Routed != nil && !d.opts.Routed(ep.Dst.Addr()):
-		// The route the endpoint's MAC came from went (deleted, a
-		// blackhole, unreachable, out of another interface): no more
-		// to the old next hop. The workers hold what they have for
-		// the peer (no MAC: not sendable) and raise NeedNeighbour; the
-		// ticks resolve it again, backing off, until a route leads out
-		// of the WAN. A MAC that no route gave (the last hop of the
-		// peer's packets, where the route leads elsewhere) stays.
+	case ep.DstMAC != ([6]byte{}) && d.opts.Routed != nil && (ep.DstMAC == p.routedMAC && ep.Dst == p.routedDst || p.routeGone && !d.opts.Routed(ep.Dst.Addr())):
+		// The resolver has no MAC for the endpoint now. Either the
+		// route the endpoint's MAC came from went (deleted, a
+		// blackhole, unreachable, out of another interface), or it
+		// leads to another next hop (`ip route replace ... via`)
+		// whose MAC is not known yet, or its next hop's neighbour
+		// entry failed: Linux sends nothing more to the old next hop
+		// then (its route lookup on every send finds no route, or a
+		// neighbour entry that queues the packets until it resolves,
+		// or drops them), and neither do the workers. They hold what
+		// they have for the peer (no MAC: not sendable) and raise
+		// NeedNeighbour; the ticks resolve it again, backing off,
+		// until a route leads out of the WAN and its next hop
+		// answers. Before, a next hop that never answered left the
+		// old one sent to for as long as the session lasted. Once the
+		// route went (routeGone), a MAC that no route gave (the last
+		// hop of a handshake or a roam from the peer) is taken back
+		// too while no route leads out of the WAN, as wg0 sends
+		// nothing to such an endpoint whatever it receives from it;
+		// one kept before the route ever went (the route leading
+		// elsewhere all along: the kernel's ip rules may route it by
+		// another table) stays.
 		n := *ep
 		n.DstMAC = [6]byte{}
 		if fp.Endpoint.CompareAndSwap(ep, &n) {
+			gone := !d.opts.Routed(ep.Dst.Addr())
+			if gone && !p.routeGone {
+				d.log.Debug("peer's endpoint lost its route out of the WAN: nothing is sent to it until one comes back", "peer", p.pub, "endpoint", ep.Dst)
+			} else if !gone {
+				d.log.Debug("peer's endpoint's next hop has no MAC now (its route moved, or the neighbour failed): nothing is sent to the old one", "peer", p.pub, "endpoint", ep.Dst)
+			}
 			p.routedMAC = [6]byte{}
-			d.log.Debug("peer's endpoint lost its route out of the WAN: nothing is sent to it until one comes back", "peer", p.pub, "endpoint", ep.Dst)
+			p.routeGone = p.routeGone || gone
 		}
 	case need:
 		if ep != p.nbrEP {

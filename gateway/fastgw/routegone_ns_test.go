@@ -3,10 +3,13 @@
 package fastgw_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wgpio/wgpio/fastpath"
+	"github.com/wgpio/wgpio/internal/testenv"
 	"github.com/wgpio/wgpio/internal/twosite"
 )
 
@@ -30,6 +33,87 @@ func TestEndpointBlackholed(t *testing.T) {
 	}
 	if out, err := s.GwA.Run("ip", "route", "del", "blackhole", "198.18.2.2/32"); err != nil {
 		t.Fatalf("ip route del blackhole: %v\n%s", err, out)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}
+
+// TestEndpointBlackholedPeerHandshakes: the peer whose endpoint is
+// blackholed handshakes again (as it does 15 s after its data gets no
+// answer, or at its rekey); the gateway does not answer it through the
+// blackhole: the response waits for a route and is dropped as
+// no_wan_route, as wg0's send fails on its route lookup, and nothing
+// goes through until the route is deleted. Before, the response and the
+// session after it went to the handshake frame's last hop, the route's
+// old next hop: every ping answered through the blackhole.
+func TestEndpointBlackholedPeerHandshakes(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	g := s.Gateway
+	logOnFailure(t, g)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	if out, err := s.GwA.Run("ip", "route", "add", "blackhole", "198.18.2.2/32"); err != nil {
+		t.Fatalf("ip route add blackhole: %v\n%s", err, out)
+	}
+	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANRoute]
+	// The stock peer forgets us and handshakes again at its next packet.
+	us := s.FastConfig.PrivateKey.PublicKey().String()
+	wgCmd(t, "set", s.StockName, "peer", us, "remove")
+	wgCmd(t, "set", s.StockName, "peer", us, "endpoint", "198.18.1.1:51820", "allowed-ips", "198.19.1.0/24,198.19.100.1/32")
+	out, _ := s.HostB.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostA4.String())
+	if !strings.Contains(out, " 0 received") {
+		t.Errorf("pings from the blackholed peer's site answered after its handshake:\n%s", out)
+	}
+	if !testenv.PollUntil(5*time.Second, func() bool {
+		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANRoute] > before
+	}) {
+		t.Errorf("no handshake response counted no_wan_route; drops %s", dropsString(g))
+	}
+	if out, err := s.GwA.Run("ip", "route", "del", "blackhole", "198.18.2.2/32"); err != nil {
+		t.Fatalf("ip route del blackhole: %v\n%s", err, out)
+	}
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+}
+
+// TestEndpointNextHopSilent: the endpoint's route replaced by one through
+// a next hop that does not answer ARP: the gateway stops sending to the
+// old next hop and holds the peer's packets, as Linux queues them on the
+// new next hop's neighbour entry (and drops them when it fails), until
+// the route comes back. Before, the resolver's missing MAC for the new
+// next hop left the old one's in use: everything still went to the old
+// router, for as long as the session lasted.
+func TestEndpointNextHopSilent(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	g := s.Gateway
+	logOnFailure(t, g)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.252"); err != nil {
+		t.Fatalf("ip route replace: %v\n%s", err, out)
+	}
+	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	c := testenv.StartCapture(t, testenv.Tool(t, "tcpdump", "tcpdump"), s.Router, s.RouterA, filepath.Join(t.TempDir(), "old.pcap"),
+		"udp and dst host 198.18.2.2")
+	out, _ := s.HostA.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostB4.String())
+	if !strings.Contains(out, " 0 received") {
+		t.Errorf("pings answered through the old next hop:\n%s", out)
+	}
+	var held uint64
+	for _, q := range g.Engine().Stats() {
+		held += q.Held
+	}
+	if held == 0 {
+		t.Errorf("nothing held for the new next hop; drops %s", dropsString(g))
+	}
+	var frames []string
+	for _, l := range c.Lines(t) {
+		if strings.Contains(l, "> 198.18.2.2.") { // not tcpdump's own lines
+			frames = append(frames, l)
+		}
+	}
+	if len(frames) > 0 {
+		t.Errorf("%d frames to the old next hop after the route moved, first %s", len(frames), frames[0])
+	}
+	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.254"); err != nil {
+		t.Fatalf("ip route replace: %v\n%s", err, out)
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }

@@ -85,9 +85,9 @@ type Site struct {
 	PeerGateway *fastgw.Gateway
 	// LANB and WANB are gwB's interface names (inside GwB).
 	LANB, WANB string
-	// RouterB is the router's interface toward gwB (inside Router; Routed
-	// only).
-	RouterB string
+	// RouterA and RouterB are the router's interfaces toward gwA and gwB
+	// (inside Router; Routed only).
+	RouterA, RouterB string
 	// GwName and StockName are the UAPI names (wg show NAME).
 	GwName, StockName string
 }
@@ -197,7 +197,7 @@ func Build(tp *topo.Topology, sc Config) (s *Site, err error) {
 		wanA = veth(s.GwA, s.Router, sc.Queues)
 		wanB := veth(s.Router, s.GwB, qb)
 		wanBName = wanB.B
-		s.RouterB = wanB.A
+		s.RouterA, s.RouterB = wanA.B, wanB.A
 		if sc.WANVLAN != 0 && len(errs) == 0 {
 			must(tp.VLANAccess(s.Router, wanA.B, sc.WANVLAN, true))
 		}
