@@ -196,7 +196,7 @@ func (d *Device) cookieReply(id *noise.StaticIdentity, m fastpath.HandshakeMessa
 		d.stats.drop(DropHandshakeInvalid)
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: m.SrcMAC, Payload: reply[:]}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: reply[:]}) {
 		d.stats.cookieRepliesSent.Add(1)
 	}
 }
@@ -219,18 +219,14 @@ func (d *Device) pendingPeer(recv uint32) *peer {
 func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
 	var resp [noise.ResponseSize]byte
 	p, moved, ok := d.respond(id, m, now, &resp)
-	var mac [6]byte
 	if p != nil {
-		if ok {
-			mac = d.dstMACForLocked(p, m)
-		}
 		p.mu.Unlock()
 		d.touch(p)
 	}
 	if !ok {
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: mac, Payload: resp[:], Peer: p.fp}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
 		d.stats.responsesSent.Add(1)
 		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	}
@@ -451,21 +447,25 @@ func (d *Device) armZeroLocked(p *peer, now int64) {
 	p.zeroAt = now + 3*int64(protocol.RejectAfterTime)
 }
 
-// dstMACForLocked returns the MAC to send p's handshake messages to m's
-// source with: the next hop's the resolver gives, else the frame's source
-// (the last hop), except while p's endpoint's route is gone (routeGone)
-// and still none leads out of the WAN toward m's source: none then, so
-// that the answer waits for a route and is dropped as no_wan_route
-// without one, as wg0's send fails on its route lookup (a blackholed
-// endpoint whose peer handshakes again is not answered; before, it was,
-// and the session then ran through the blackhole). p.mu held.
-func (d *Device) dstMACForLocked(p *peer, m fastpath.HandshakeMessage) [6]byte {
+// dstMACFor returns the next hop's MAC toward m's source: the route's
+// (Options.Resolve), else the last hop's (the frame's source MAC: a
+// route's next hop not resolved yet, right when the peer is on-link or
+// behind the same router), but none (zero: the workers resolve it, hold
+// what is sent, and count a handshake message no_wan_route after 3 s)
+// when the WAN has no route toward it (Options.Routed: none, a blackhole,
+// unreachable or prohibit route, one out of another interface), as
+// Linux's WireGuard sends its reply through a route lookup that fails
+// there (drivers/net/wireguard/socket.c, send4/send6). Before, the last
+// hop answered without a route too: a peer whose endpoint an operator
+// had blackholed had its tunnel back through the blackhole at its next
+// handshake (15 s after its data went unanswered, or at its rekey).
+func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
 	if d.opts.Resolve != nil {
 		if mac, ok := d.opts.Resolve(m.Src.Addr()); ok {
 			return mac
 		}
 	}
-	if p.routeGone && d.opts.Routed != nil && !d.opts.Routed(m.Src.Addr()) {
+	if d.opts.Routed != nil && !d.opts.Routed(m.Src.Addr()) {
 		return [6]byte{}
 	}
 	return m.SrcMAC
@@ -476,7 +476,7 @@ func (d *Device) dstMACForLocked(p *peer, m fastpath.HandshakeMessage) [6]byte {
 // the most recent authenticated packet) and reports whether it moved.
 func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (changed bool) {
 	old := p.fp.Endpoint.Load()
-	mac := d.dstMACForLocked(p, m)
+	mac := d.dstMACFor(m)
 	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac && !old.Routed {
 		return false
 	}

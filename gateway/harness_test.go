@@ -32,6 +32,7 @@ type sentPacket struct {
 	size    int
 	dst     netip.AddrPort
 	src     netip.Addr // ControlPacket.Src
+	dstMAC  [6]byte    // ControlPacket.DstMAC
 	payload []byte
 }
 
@@ -177,7 +178,7 @@ func (f *fakeDP) Send(queue int, pkt fastpath.ControlPacket) bool {
 	now := f.clock.Load()
 	b := append([]byte(nil), pkt.Payload...)
 	f.mu.Lock()
-	f.sent = append(f.sent, sentPacket{at: now, typ: b[0], size: len(b), dst: pkt.Dst, src: pkt.Src, payload: b})
+	f.sent = append(f.sent, sentPacket{at: now, typ: b[0], size: len(b), dst: pkt.Dst, src: pkt.Src, dstMAC: pkt.DstMAC, payload: b})
 	f.mu.Unlock()
 	if pkt.Peer != nil {
 		f.stamp(pkt.Peer)

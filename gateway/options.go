@@ -63,7 +63,11 @@ type Options struct {
 	// and hold its packets until a route and a neighbour come back, as
 	// Linux's route lookup on every send stops its wg0's; while none
 	// comes back, a handshake or roam of the peer's does not bring a MAC
-	// back either (the frame's last hop is not used). With it, an
+	// back either (the frame's last hop is not used). A handshake
+	// message from any endpoint the WAN has no route to is answered at
+	// no MAC (the workers hold the reply, then count it no_wan_route):
+	// the frame's source MAC answers only where a route leads out of
+	// the WAN and its next hop is not resolved yet. With it, an
 	// endpoint whose resolver gives no MAC now (its route moved to a
 	// next hop not resolved yet) loses the old next hop's too. Without
 	// it the MAC of before was kept for as long as the session lasted

@@ -126,3 +126,47 @@ func TestEndpointRouteGoneLastHop(t *testing.T) {
 		t.Errorf("roamed endpoint without a route = %+v, want no MAC", ep)
 	}
 }
+
+// TestHandshakeReplyWithoutRoute: a peer's handshake initiation from an
+// endpoint the WAN has no route to (Options.Routed false: none, a
+// blackhole, unreachable or prohibit route, one out of another
+// interface) is answered at no next hop's MAC (the workers hold the reply
+// and count it no_wan_route after 3 s), and the endpoint it moves the peer
+// to has none, as Linux's WireGuard's reply fails its route lookup. With
+// a route whose next hop is not resolved yet, the last hop's MAC (the
+// frame's source) answers, as before. Before, the last hop answered
+// without a route too: a peer whose endpoint an operator had blackholed
+// (`ip route add blackhole ENDPOINT`) had its tunnel back through the
+// blackhole at its next handshake, 15 s into the blackhole in namespaces.
+func TestHandshakeReplyWithoutRoute(t *testing.T) {
+	lastHop := [6]byte{2, 0, 0, 0, 0, 2} // fakeDP.deliver's SrcMAC
+	for _, c := range []struct {
+		name   string
+		routed bool
+		want   [6]byte
+	}{
+		{"no route", false, [6]byte{}},
+		{"route, next hop unresolved", true, lastHop},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{ourEP: "127.0.0.1:1",
+				resolve: func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false },
+				routed:  func(netip.Addr) bool { return c.routed },
+			})
+			r.wgSend(1)
+			var resp []sentPacket
+			if !r.pump(waitLimit, func() bool {
+				resp = ofType(r.f.sentSince(0), 2, 0)
+				return len(resp) > 0
+			}) {
+				t.Fatalf("no handshake response to wireguard-go's initiation; sent %v", types(r.f.sentSince(0)))
+			}
+			if resp[0].dstMAC != c.want {
+				t.Errorf("response sent to MAC %x, want %x", resp[0].dstMAC, c.want)
+			}
+			if ep := r.fp().Endpoint.Load(); ep == nil || ep.DstMAC != c.want {
+				t.Errorf("endpoint after the initiation = %+v, want next hop MAC %x", ep, c.want)
+			}
+		})
+	}
+}
