@@ -27,7 +27,10 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	ep := p.Endpoint.Load()
 	kp := p.Current.Load()
 	if kp == nil || !kp.canSend(now) || ep == nil {
-		w.ask(p, &p.HandshakeNeeded)
+		// Only the first packet held since pl's list was empty wakes
+		// the control plane: once it holds some, a handshake is
+		// started or in flight (ask).
+		w.ask(p, &p.HandshakeNeeded, !pl.sessionAsked)
 		pl.sessionAsked = true
 	} else if !ep.Src.IsValid() {
 		// A session, but the WAN has no address of the endpoint's
@@ -40,7 +43,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		return
 	}
 	if ep != nil && ep.DstMAC == ([6]byte{}) {
-		w.ask(p, &p.NeedNeighbour)
+		w.ask(p, &p.NeedNeighbour, true)
 	}
 	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		w.evictLargest(pl)
@@ -193,18 +196,29 @@ func (w *worker) askSession(pl *peerLocal, now int64) {
 		return
 	}
 	pl.sessionAsked = true
-	w.ask(p, &p.HandshakeNeeded)
+	w.ask(p, &p.HandshakeNeeded, true)
 }
 
 // ask sets flag, p's HandshakeNeeded or NeedNeighbour, and lists p for the
-// control plane's next tick (stamped); a flag that was clear wakes the
-// control plane to tick now (Engine.ControlWake), not for every packet
-// while it stays set. (A load first: a flag already set, as it is for
-// every packet after the first, costs no write to its line.)
-func (w *worker) ask(p *Peer, flag *atomic.Bool) {
-	wake := !flag.Load() && !flag.Swap(true)
+// control plane's next tick (stamped). When wake is set, a flag that was
+// clear also wakes the control plane to tick now (Engine.ControlWake);
+// one already set does not, so not every packet wakes it. (A load first:
+// a flag already set costs no write to its line.)
+//
+// hold passes wake only for the first packet it holds for the peer since
+// its held list was empty: while a handshake is in flight each tick
+// clears HandshakeNeeded again (gateway's Tick: a packet held restarts
+// the count of attempts) and the next packet raises it, so a wake on
+// every raise made a flood toward a peer that does not answer tick some
+// 700 times a second instead of 20 (gateway/fastgw's
+// TestFloodUnansweredTicks; the process's CPU 14-18% of a core against
+// 18-20% at 20,000 packets a second) for nothing to send at once:
+// the initiation left at the first packet, and its retries follow
+// RekeyTimeout (whitepaper §6.4), not the packets.
+func (w *worker) ask(p *Peer, flag *atomic.Bool, wake bool) {
+	raised := !flag.Load() && !flag.Swap(true)
 	w.e.stamped.push(p)
-	if wake {
+	if raised && wake {
 		w.e.stamped.signal()
 	}
 }

@@ -286,7 +286,7 @@ func (w *worker) sendInner(p []byte, fromHost bool, now int64) {
 	first, granted := kp.ReserveNonces(1)
 	if granted == 0 {
 		w.count(DropNonceExhausted, 1)
-		w.ask(peer, &peer.HandshakeNeeded)
+		w.ask(peer, &peer.HandshakeNeeded, true)
 		w.lanTX.Free(fr[:])
 		return
 	}

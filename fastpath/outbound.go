@@ -251,7 +251,7 @@ func (w *worker) outboundBurst(n int, fromLAN bool, now int64) {
 				// Out of nonces: the control plane must rekey.
 				bad[DropNonceExhausted]++
 				left++
-				w.ask(pl.peer, &pl.peer.HandshakeNeeded) // the control plane rekeys
+				w.ask(pl.peer, &pl.peer.HandshakeNeeded, true) // the control plane rekeys
 				continue
 			}
 			if ep == nil && !pl.peer.Removed.Load() { // host unreachable (unreach.go)

@@ -68,9 +68,11 @@ func (e *Engine) StampedPeers(dst []*Peer) []*Peer { return e.stamped.take(dst) 
 // ControlWake returns a channel that receives when a worker raised a flag
 // the control plane should act on at once rather than at its next tick
 // (up to PublishInterval, 50 ms, later): HandshakeNeeded on a peer whose
-// flag was clear (the first packet for a peer without a usable session,
-// or one whose sending counter ran out), or NeedNeighbour (the first
-// packet for an endpoint whose next hop has no MAC). Linux's WireGuard and
+// flag was clear for the first packet a worker holds for it (a peer
+// without a usable session; not the packets held after it while the
+// handshake is in flight, worker.ask), or for one whose sending counter
+// ran out, or NeedNeighbour (the first packet for an endpoint whose next
+// hop has no MAC). Linux's WireGuard and
 // wireguard-go send a handshake initiation as soon as such a packet is
 // queued (wg_packet_send_staged_packets, SendStagedPackets); the gateway's
 // tick loop (gateway.Device.Start) runs a tick when this receives, at

@@ -9,10 +9,13 @@ import (
 // TestHoldWakesControl: the first packet held for a peer without a
 // session wakes the control plane (ControlWake), so that its initiation
 // does not wait for the next tick; the packets after it, while
-// HandshakeNeeded stays set, do not wake it again; once the control plane
-// took the flag (a tick cleared it), the next held packet wakes it again.
-// A packet held for an endpoint's next hop alone (NeedNeighbour) wakes it
-// too.
+// HandshakeNeeded stays set, do not wake it again, nor do those held
+// after a tick cleared the flag while the first ones still wait (the
+// handshake is in flight: each tick clears it, and a wake per raise made a
+// flood tick every millisecond, gateway/fastgw's TestFloodUnansweredTicks);
+// once the held packets went (the control plane gave up: FlushHeld), the
+// next held packet wakes it again. A packet held for an endpoint's next
+// hop alone (NeedNeighbour) wakes it too.
 func TestHoldWakesControl(t *testing.T) {
 	woken := func(e *Engine) bool {
 		select {
@@ -39,13 +42,26 @@ func TestHoldWakesControl(t *testing.T) {
 	if woken(r.a) {
 		t.Error("woken again by a second packet while HandshakeNeeded stayed set")
 	}
-	r.peerAB.HandshakeNeeded.Store(false) // a tick took it
+	r.peerAB.HandshakeNeeded.Store(false) // a tick took it: in flight
 	send(3)
-	if !woken(r.a) {
-		t.Error("not woken by a packet held after the flag was taken")
+	if woken(r.a) {
+		t.Error("woken by a packet held while the first ones wait for the handshake in flight")
+	}
+	if !r.peerAB.HandshakeNeeded.Load() {
+		t.Error("HandshakeNeeded not raised again by a packet held after a tick took it")
 	}
 	if s := r.a.Stats()[0]; s.Held != 3 {
 		t.Errorf("held = %d, want 3", s.Held)
+	}
+	r.peerAB.HandshakeNeeded.Store(false)
+	r.peerAB.FlushHeld.Store(true) // the control plane gave up
+	r.a.workers[0].flushHeld(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 0 {
+		t.Fatalf("held = %d after the give-up, want 0", s.Held)
+	}
+	send(4)
+	if !woken(r.a) {
+		t.Error("not woken by the first packet held after the give-up")
 	}
 
 	r2 := newRig(t, rigConfig{})
