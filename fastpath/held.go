@@ -32,12 +32,14 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		// started or in flight (ask).
 		w.ask(p, &p.HandshakeNeeded, !pl.sessionAsked)
 		pl.sessionAsked = true
-	} else if !ep.Src.IsValid() {
+	} else if !w.wan.source(ep.Src, ep.Dst.Addr()).IsValid() {
 		// A session, but the WAN has no address of the endpoint's
 		// family (its last one was removed: the connected route went
-		// with it, and the tick may have taken the MAC back for it):
-		// nothing can leave, as wg0's send fails then; counted as the
-		// worker counts such a packet with the MAC known, not held.
+		// with it, and the tick may have taken the MAC back for it;
+		// the engine's addresses, which change before the control
+		// plane moves the endpoint's Src): nothing can leave, as
+		// wg0's send fails then; counted as the worker counts such a
+		// packet with the MAC known, not held.
 		w.count(DropNoWANAddress, 1)
 		w.lanRX.Free(unsafeOne(f))
 		return

@@ -241,8 +241,8 @@ func TestHoldForNeighbourNoHandshake(t *testing.T) {
 }
 
 // TestNoWANAddressNotHeld: a packet for a peer whose keypair is usable but
-// whose endpoint has neither a MAC nor a source (the WAN's last address of
-// its family was removed, and its connected route with it, so the tick
+// whose endpoint has no MAC while the WAN has no address of its family
+// (the last one was removed, and its connected route with it, so the tick
 // took the MAC back: gateway Options.Routed) is dropped as
 // no_wan_address, as it is with the MAC known, not held waiting for a
 // neighbour that cannot help. Before, such packets were held, and a WAN
@@ -260,8 +260,16 @@ func TestNoWANAddressNotHeld(t *testing.T) {
 	if got := recvAll(t, r.hostB, 1, time.Second, nil); got != 1 {
 		t.Fatalf("first packet delivered = %d, want 1", got)
 	}
+	// The WAN's last IPv4 address removed: the engine first (SetWAN),
+	// the tick takes the MAC (its connected route went with it), and the
+	// control plane has not moved the endpoint's Src yet.
+	port, _, a6 := r.a.WAN()
+	if err := r.a.SetWAN(port, netip.Addr{}, a6); err != nil {
+		t.Fatal(err)
+	}
+	r.a.workers[0].wan = r.a.wan.Load() // as the worker's next turn loads it
 	gone := *r.peerAB.Endpoint.Load()
-	gone.DstMAC, gone.Src = [6]byte{}, netip.Addr{}
+	gone.DstMAC = [6]byte{}
 	r.peerAB.Endpoint.Store(&gone)
 	send(2)
 	s := r.a.Stats()[0]
