@@ -96,7 +96,7 @@ func (w *worker) localMoved(p *Peer, ep *Endpoint, dst netip.Addr) {
 
 // roam makes the candidate sawSource noted for pl's peer (its source,
 // our address it was sent to, the last hop's MAC unless the WAN resolver
-// knows the source's) the peer's endpoint. publish calls it once an
+// knows the source's or has no route toward it) the peer's endpoint. publish calls it once an
 // interval in which nothing authenticated came from the current endpoint,
 // here or at another worker.
 func (w *worker) roam(pl *peerLocal) {
@@ -104,9 +104,16 @@ func (w *worker) roam(pl *peerLocal) {
 	ep := &Endpoint{Dst: pl.lastSrc, Src: w.e.wan.Load().source(pl.lastDst, pl.lastSrc.Addr()), SrcMAC: w.wanMAC}
 	if mac, ok := w.e.cfg.WANResolver.Resolve(pl.lastSrc.Addr()); ok {
 		ep.DstMAC = mac
-	} else {
+	} else if r, ok := w.e.cfg.WANResolver.(WANRoutes); !ok || r.HasRoute(pl.lastSrc.Addr()) {
 		// The frame came from this MAC: the last hop toward the source.
 		ep.DstMAC = pl.lastSrcMAC
 	}
+	// Else no route leads out of the WAN toward the source (a blackhole,
+	// an unreachable route, none): no MAC, so that the workers hold the
+	// peer's packets and the control plane resolves the endpoint once a
+	// route comes (NeedNeighbour), as wg0's route lookup on every send
+	// sends nothing there, and as the control plane answers a handshake
+	// from such a source (gateway's dstMACFor). Before, the last hop's MAC
+	// sent the packets of the interval before the next tick took it back.
 	pl.peer.Endpoint.Store(ep)
 }

@@ -158,3 +158,29 @@ func TestRoamAtOnceWhenQuiet(t *testing.T) {
 			ep.Dst, ep.Src, again, 3*PublishInterval, again, wanAddrB)
 	}
 }
+
+// TestRoamWithoutRouteNoMAC: a peer that roams to a source the WAN has no
+// route toward (WANRoutes: a blackhole, an unreachable route, none) gets
+// an endpoint without a MAC, so that nothing is sent to the frame's last
+// hop, as wg0's route lookup on every send sends nothing there; the
+// control plane resolves the MAC once a route comes. Before, the last
+// hop's MAC was taken, and the packets of the interval before the
+// control plane's next tick went out through the blackhole.
+func TestRoamWithoutRouteNoMAC(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	r.installKeys()
+	r.b.cfg.WANResolver = unresolvedRoutes{unresolved{route: false}}
+	msg := capture(t, r, 1)[0]
+	newSrc := netip.AddrPortFrom(netip.MustParseAddr("198.18.1.99"), 40000)
+	newMAC := net.HardwareAddr{2, 0, 0, 0, 0, 0x99}
+	wb := r.b.workers[0]
+	sendAll(t, r.wanA, 0, []dataplane.Frame{udpFrame(t, r.wanA.Queue(0).TX(), r.wanB.MAC(), newMAC, newSrc.Addr(), wanAddrB, newSrc.Port(), portB, msg)})
+	wb.inbound(r.clock.Now())
+	if got := recvAll(t, r.hostB, 1, 20*time.Millisecond, nil); got != 1 {
+		t.Fatalf("delivered %d, want 1; drops %v", got, TotalDrops(r.b.Stats()))
+	}
+	wb.publish(r.clock.Now())
+	if ep := r.peerBA.Endpoint.Load(); ep.Dst != newSrc || ep.DstMAC != ([6]byte{}) {
+		t.Errorf("endpoint after roaming to a source without a route = %v via %x, want %v without a MAC", ep.Dst, ep.DstMAC, newSrc)
+	}
+}
