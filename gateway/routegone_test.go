@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/fastpath"
 )
 
 // TestEndpointRouteGone: a session's endpoint whose route goes (deleted,
@@ -20,13 +22,8 @@ func TestEndpointRouteGone(t *testing.T) {
 	var routed atomic.Bool
 	routed.Store(true)
 	mac := [6]byte{2, 0, 0, 0, 0, 9}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
-		resolve: func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
-		routed:  func(netip.Addr) bool { return routed.Load() },
-	})
-	fp := r.fp()
-	r.establishAsInitiator()
-	r.advance(DefaultTickInterval)
+	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
+		func(netip.Addr) bool { return routed.Load() })
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
 		t.Fatalf("endpoint = %+v, want next hop %x", ep, mac)
 	}
@@ -37,10 +34,7 @@ func TestEndpointRouteGone(t *testing.T) {
 		t.Fatalf("endpoint a tick after its route went = %+v, want no MAC (nothing sent to the old next hop)", ep)
 	}
 	routed.Store(true)
-	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
-	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
-		r.advance(DefaultTickInterval)
-	}
+	waitMAC(r, fp, mac)
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac {
 		t.Errorf("endpoint after the route came back = %+v, want next hop %x", ep, mac)
 	}
@@ -72,13 +66,8 @@ func TestEndpointNextHopUnresolved(t *testing.T) {
 	known.Store(true)
 	var mac atomic.Value
 	mac.Store([6]byte{2, 0, 0, 0, 0, 9})
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
-		resolve: func(netip.Addr) ([6]byte, bool) { return mac.Load().([6]byte), known.Load() },
-		routed:  func(netip.Addr) bool { return true },
-	})
-	fp := r.fp()
-	r.establishAsInitiator()
-	r.advance(DefaultTickInterval)
+	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return mac.Load().([6]byte), known.Load() },
+		func(netip.Addr) bool { return true })
 	known.Store(false) // the route moved to a next hop not resolved yet
 	r.f.sendData(fp, ourPacket(1))
 	r.advance(DefaultTickInterval)
@@ -88,10 +77,7 @@ func TestEndpointNextHopUnresolved(t *testing.T) {
 	next := [6]byte{2, 0, 0, 0, 0, 10}
 	mac.Store(next)
 	known.Store(true)
-	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
-	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != next; waited += DefaultTickInterval {
-		r.advance(DefaultTickInterval)
-	}
+	waitMAC(r, fp, next)
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != next {
 		t.Errorf("endpoint once the new next hop resolved = %+v, want %x", ep, next)
 	}
@@ -106,13 +92,8 @@ func TestEndpointRouteGoneLastHop(t *testing.T) {
 	var routed atomic.Bool
 	routed.Store(true)
 	mac := [6]byte{2, 0, 0, 0, 0, 9}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
-		resolve: func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
-		routed:  func(netip.Addr) bool { return routed.Load() },
-	})
-	fp := r.fp()
-	r.establishAsInitiator()
-	r.advance(DefaultTickInterval)
+	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return mac, routed.Load() },
+		func(netip.Addr) bool { return routed.Load() })
 	routed.Store(false)
 	r.f.sendData(fp, ourPacket(1))
 	r.advance(DefaultTickInterval)
@@ -168,5 +149,27 @@ func TestHandshakeReplyWithoutRoute(t *testing.T) {
 				t.Errorf("endpoint after the initiation = %+v, want next hop MAC %x", ep, c.want)
 			}
 		})
+	}
+}
+
+// routeRig is a rig whose device has resolve and routed as its
+// Options.Resolve and Routed, with a session established (we initiated)
+// and a tick past.
+func routeRig(t *testing.T, resolve func(netip.Addr) ([6]byte, bool), routed func(netip.Addr) bool) (*rig, *fastpath.Peer) {
+	t.Helper()
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: resolve, routed: routed})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(DefaultTickInterval)
+	return r, fp
+}
+
+// waitMAC raises fp's NeedNeighbour, as a worker holding a packet for the
+// endpoint's MAC does, and ticks until the endpoint has mac or the
+// neighbour backoff's longest wait passed.
+func waitMAC(r *rig, fp *fastpath.Peer, mac [6]byte) {
+	fp.NeedNeighbour.Store(true)
+	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
+		r.advance(DefaultTickInterval)
 	}
 }
