@@ -75,10 +75,13 @@ type peer struct {
 	kaStaged bool
 	// routedMAC is the next hop's MAC the resolver last gave, for the
 	// endpoint routedDst (followNeighbourLocked): the endpoint's MAC is
-	// taken back when the route it came from goes (Options.Routed); a
-	// MAC the resolver did not give (the last hop of a roamed peer's
-	// packets, its route leading elsewhere) is kept, unless the route
-	// went (routeGone).
+	// taken back when it is that one and the resolver gives none now
+	// (the route went, Options.Routed, or moved to a next hop not
+	// resolved yet), and again whenever it comes back so (a handshake's
+	// last hop, the old router) until the resolver gives one; a MAC the
+	// resolver did not give (the last hop of a roamed peer's packets,
+	// its route leading elsewhere) is kept, unless the route went
+	// (routeGone).
 	routedMAC [6]byte
 	routedDst netip.AddrPort
 	// routeGone: followNeighbourLocked took the endpoint's MAC back for

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -149,6 +150,54 @@ func TestHandshakeReplyWithoutRoute(t *testing.T) {
 				t.Errorf("endpoint after the initiation = %+v, want next hop MAC %x", ep, c.want)
 			}
 		})
+	}
+}
+
+// TestEndpointNextHopUnresolvedLastHop: once the tick took back an
+// endpoint's MAC because its route's next hop has none now (the route
+// moved to a next hop that does not answer ARP), the old next hop's MAC
+// coming back as the last hop of a handshake from the peer (the frame's
+// source MAC, Device.dstMACFor: the route leads out of the WAN, its next
+// hop unresolved) is taken back again at the next tick, as Linux's wg0
+// sends to the route's next hop only (queued on its neighbour entry,
+// dropped when it fails). Before, the MAC taken was forgotten: the peer's
+// next handshake (15 s after its data went unanswered, or its rekey) put
+// the session back through the old router for as long as it lasted (in
+// namespaces, `ip route replace ... via` a silent next hop, then the
+// stock peer's handshake: every ping answered through the old router).
+func TestEndpointNextHopUnresolvedLastHop(t *testing.T) {
+	var known atomic.Bool
+	known.Store(true)
+	old := [6]byte{2, 0, 0, 0, 0, 2} // fakeDP.deliver's SrcMAC: the old router forwards the peer's frames
+	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return old, known.Load() },
+		func(netip.Addr) bool { return true })
+	known.Store(false) // the route moved to a next hop not resolved yet
+	r.f.sendData(fp, ourPacket(1))
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint a tick after its next hop went unresolved = %+v, want no MAC", ep)
+	}
+	// The peer forgets us and handshakes again, its frames from the old
+	// router: their last hop.
+	ourPub := r.ourKey.PublicKey()
+	if err := r.wg.IpcSet(fmt.Sprintf("public_key=%s\nremove=true\n", ourPub.Hex())); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wg.IpcSet(fmt.Sprintf("public_key=%s\nendpoint=127.0.0.1:1\nallowed_ip=%s/32\n", ourPub.Hex(), ourInner)); err != nil {
+		t.Fatal(err)
+	}
+	since := r.f.nsent()
+	r.wgSend(1)
+	if !r.pump(waitLimit, func() bool { return len(ofType(r.f.sentSince(since), 2, 0)) > 0 }) {
+		t.Fatalf("no response to the peer's new initiation; sent %v", types(r.f.sentSince(since)))
+	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != old {
+		t.Fatalf("endpoint after the peer's handshake = %+v, want its last hop %x (the route leads out of the WAN)", ep, old)
+	}
+	r.f.sendData(fp, ourPacket(2))
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Errorf("endpoint a tick after a handshake from the old next hop = %+v, want no MAC (nothing to the old next hop)", ep)
 	}
 }
 

@@ -308,7 +308,14 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 			} else if !gone {
 				d.log.Debug("peer's endpoint's next hop has no MAC now (its route moved, or the neighbour failed): nothing is sent to the old one", "peer", p.pub, "endpoint", ep.Dst)
 			}
-			p.routedMAC = [6]byte{}
+			// routedMAC stays: the old next hop's MAC coming back
+			// as the last hop of the peer's handshake (dstMACFor:
+			// the route leads out of the WAN, its next hop not
+			// resolved) is taken again at the next tick, while
+			// the resolver gives none, as Linux sends only to the
+			// route's next hop. Forgotten, the peer's next
+			// handshake put the session back through the old
+			// router for as long as it lasted.
 			p.routeGone = p.routeGone || gone
 		}
 	case need:
