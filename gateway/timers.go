@@ -240,12 +240,22 @@ func (d *Device) nextDueLocked(p *peer, now int64) int64 {
 // Config.RetransTimer), so that a MAC found is used within it.
 const maxNeighbourBackoff = int64(time.Second)
 
+// minNeighbourBackoff is the first wait before a peer's endpoint whose
+// next hop has no MAC is resolved again (then doubled each time): an ARP
+// or NDP answer takes a round trip on the WAN, some milliseconds, and
+// the packets held for it (as Linux queues them on a neighbour entry
+// being resolved) leave at the first resolution after it. It was one
+// tick (50 ms): the packets waited that long after the answer came, where
+// an entry the kernel had flushed (ip neigh flush, an owned-mode entry
+// aged out while the peer was idle) was answered in a few milliseconds.
+const minNeighbourBackoff = int64(5 * time.Millisecond)
+
 // followNeighbourLocked follows p's endpoint's next hop: a MAC not known
 // yet (the workers hold packets and raise NeedNeighbour) or changed (the
 // neighbour moved, or the route did). Resolve is a lock-free lookup (with
 // a request for a missing neighbour). While NeedNeighbour stays set and
-// the MAC is not found, it resolves again one tick later, then two, four
-// ... at most maxNeighbourBackoff apart (nbrRetryAt, which nextDueLocked
+// the MAC is not found, it resolves again minNeighbourBackoff later, then
+// twice that, four times ... at most maxNeighbourBackoff apart (nbrRetryAt, which nextDueLocked
 // files the peer under), not at every tick: 10,000 such peers cost a tick
 // some 1.5 ms of resolutions every 50 ms (BenchmarkTickNeedNeighbour). A
 // flag raised while the endpoint already has its MAC (a worker read the
@@ -322,7 +332,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		if ep != p.nbrEP {
 			p.nbrEP, p.nbrBackoff = ep, 0
 		}
-		p.nbrBackoff = min(max(2*p.nbrBackoff, int64(d.opts.TickInterval)), maxNeighbourBackoff)
+		p.nbrBackoff = min(max(2*p.nbrBackoff, minNeighbourBackoff), maxNeighbourBackoff)
 		p.nbrRetryAt = now + p.nbrBackoff
 		return
 	}
