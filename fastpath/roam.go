@@ -96,9 +96,9 @@ func (w *worker) localMoved(p *Peer, ep *Endpoint, dst netip.Addr) {
 
 // roam makes the candidate sawSource noted for pl's peer (its source,
 // our address it was sent to, the last hop's MAC unless the WAN resolver
-// knows the source's or has no route toward it) the peer's endpoint. publish calls it once an
-// interval in which nothing authenticated came from the current endpoint,
-// here or at another worker.
+// knows the source's or has no route toward it) the peer's endpoint.
+// publish calls it once an interval in which nothing authenticated came
+// from the current endpoint, here or at another worker.
 func (w *worker) roam(pl *peerLocal) {
 	// An address the WAN lost since the packet came is not sent from.
 	ep := &Endpoint{Dst: pl.lastSrc, Src: w.e.wan.Load().source(pl.lastDst, pl.lastSrc.Addr()), SrcMAC: w.wanMAC}
