@@ -255,9 +255,10 @@ const minNeighbourBackoff = int64(5 * time.Millisecond)
 // neighbour moved, or the route did). Resolve is a lock-free lookup (with
 // a request for a missing neighbour). While NeedNeighbour stays set and
 // the MAC is not found, it resolves again minNeighbourBackoff later, then
-// twice that, four times ... at most maxNeighbourBackoff apart (nbrRetryAt, which nextDueLocked
-// files the peer under), not at every tick: 10,000 such peers cost a tick
-// some 1.5 ms of resolutions every 50 ms (BenchmarkTickNeedNeighbour). A
+// twice that, four times ... at most maxNeighbourBackoff apart
+// (nbrRetryAt, which nextDueLocked files the peer under), not at every
+// tick: 10,000 such peers cost a tick some 1.5 ms of resolutions every
+// 50 ms (BenchmarkTickNeedNeighbour). A
 // flag raised while the endpoint already has its MAC (a worker read the
 // endpoint before the tick stored it) is cleared. p.mu held.
 func (d *Device) followNeighbourLocked(p *peer, now int64) {
