@@ -165,6 +165,8 @@ type Table struct {
 	// which must not take a snapshot behind for the entries' state.
 	dirty  atomic.Bool
 	lastGC time.Time // guarded by mu; the last forced collection (room)
+	// published counts the snapshots published (Changes).
+	published atomic.Uint64
 }
 
 // forcedGCAge is the least age of an entry a forced collection evicts.
@@ -573,7 +575,16 @@ func (t *Table) Run(done <-chan struct{}, interval time.Duration) {
 func (t *Table) publish() {
 	t.snap.Store(buildSnapshot(t.entries, t.seed))
 	t.dirty.Store(false)
+	t.published.Add(1)
 }
+
+// Changes counts the snapshots published: it grows whenever what Lookup
+// answers may have changed (an entry became usable or unusable, changed
+// its MAC, or went), and not for a retry of a neighbour that stays
+// unresolved, so that a caller backing off between lookups of an
+// unresolved address (gateway's followNeighbourLocked) can look again at
+// once when it moves. Safe for concurrent use.
+func (t *Table) Changes() uint64 { return t.published.Load() }
 
 // snapshot is an immutable open-addressed hash table of the usable
 // entries: power-of-two slots, at most half full, linear probing. It is

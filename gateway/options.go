@@ -55,6 +55,14 @@ type Options struct {
 	// the frame's source MAC (the last hop, right when the peer is on-link or
 	// behind the same router), and a configured endpoint starts unresolved.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// ResolveChanges, if not nil, returns a count that grows whenever
+	// Resolve's answers may have changed (a route or a next hop's
+	// neighbour entry did): a peer whose endpoint's next hop has no MAC
+	// is resolved again at its next evaluation after a change, not only
+	// when its backoff (up to 1 s) ends, as Linux sends through a
+	// route's new next hop at the next packet and sends what it queued
+	// on a neighbour entry at its answer. nil: only the backoff.
+	ResolveChanges func() uint64
 	// Routed reports whether a route toward dst leads out of the WAN
 	// (fastpath.WANRoutes.HasRoute); nil: assume so. An endpoint whose
 	// route goes (deleted, a blackhole, unreachable or prohibit route,

@@ -98,4 +98,7 @@ type peer struct {
 	nbrEP      *fastpath.Endpoint
 	nbrRetryAt int64
 	nbrBackoff int64
+	// nbrChanges is Options.ResolveChanges' count at the last
+	// resolution of nbrEP: a count grown since ends the backoff.
+	nbrChanges uint64
 }

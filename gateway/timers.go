@@ -268,8 +268,17 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return
 	}
 	need := fp.NeedNeighbour.Load()
-	if need && ep == p.nbrEP && now < p.nbrRetryAt {
-		return // backing off; a new endpoint is resolved at once
+	var changes uint64
+	if d.opts.ResolveChanges != nil {
+		changes = d.opts.ResolveChanges()
+	}
+	if need && ep == p.nbrEP && now < p.nbrRetryAt && changes == p.nbrChanges {
+		// Backing off; a new endpoint is resolved at once, and so is
+		// one whose route or neighbour changed since (the route moved
+		// back to a next hop the kernel knows, or the ARP/NDP answer
+		// came): up to maxNeighbourBackoff later, the packets held for
+		// it waited that long, where Linux sends them at the answer.
+		return
 	}
 	mac, ok := d.opts.Resolve(ep.Dst.Addr())
 	if ok {
@@ -334,7 +343,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 			p.nbrEP, p.nbrBackoff = ep, 0
 		}
 		p.nbrBackoff = min(max(2*p.nbrBackoff, minNeighbourBackoff), maxNeighbourBackoff)
-		p.nbrRetryAt = now + p.nbrBackoff
+		p.nbrRetryAt, p.nbrChanges = now+p.nbrBackoff, changes
 		return
 	}
 	p.nbrEP, p.nbrRetryAt, p.nbrBackoff = nil, 0, 0

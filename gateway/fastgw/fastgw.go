@@ -245,6 +245,19 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
+// Changes grows whenever Resolve's answers may have changed: a snapshot of
+// the kernel's routes published (shared mode; owned mode's static routes
+// do not change while running) or of the neighbour table (an entry
+// became usable or unusable, or changed its MAC). gateway.Options.
+// ResolveChanges.
+func (r *resolver) Changes() uint64 {
+	n := r.table.Changes()
+	if k, ok := r.routes.(*arp.KernelRoutes); ok {
+		n += k.Updates.Load()
+	}
+	return n
+}
+
 // HasRoute implements fastpath.WANRoutes: a route toward dst leads out
 // of r's interface. One that leads out of another is told to r.offWAN:
 // the workers ask when they drop a control frame as no_wan_route, or

@@ -3,6 +3,7 @@
 package fastgw_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,4 +117,54 @@ func TestEndpointNextHopSilent(t *testing.T) {
 		t.Fatalf("ip route replace: %v\n%s", err, out)
 	}
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}
+
+// TestEndpointNextHopBackPromptly: the endpoint's route moved back from a
+// next hop that never answered ARP (long enough for the resolutions to
+// back off to once a second) to the real router, whose MAC the kernel
+// still knows: the packets held for the peer leave, and the ping answers
+// again within a tick or two (50 ms each), as Linux's wg0 sends through
+// the route's new next hop at its next packet (its neighbour entry
+// reachable). Before, the route's change waited for the peer's next
+// resolution, up to a second later (the backoff, 1 s apart from 1.3 s
+// on): here the pings came back some 520 ms after the route did.
+func TestEndpointNextHopBackPromptly(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	logOnFailure(t, s.Gateway)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	cmd := s.HostA.Command("ping", "-D", "-i", "0.01", "-w", "8", twosite.HostB4.String())
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.252"); err != nil {
+		t.Fatalf("ip route replace: %v\n%s", err, out)
+	}
+	time.Sleep(2800 * time.Millisecond) // resolutions back off to once a second: 1.3, 2.3, 3.3 s
+	back := time.Now()
+	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.254"); err != nil {
+		t.Fatalf("ip route replace: %v\n%s", err, out)
+	}
+	time.Sleep(2 * time.Second)
+	cmd.Process.Kill()
+	cmd.Wait()
+	first := time.Duration(-1)
+	for _, l := range strings.Split(out.String(), "\n") {
+		var sec float64
+		if _, err := fmt.Sscanf(l, "[%f]", &sec); err != nil || !strings.Contains(l, "bytes from") {
+			continue
+		}
+		if at := time.Unix(0, int64(sec*1e9)); at.After(back) {
+			first = at.Sub(back)
+			break
+		}
+	}
+	if first < 0 || first > 200*time.Millisecond {
+		t.Errorf("first reply %v after the route came back, want within 200 ms", first)
+	}
+	t.Logf("first reply %v after the route came back", first)
 }

@@ -526,7 +526,8 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 	opts := gateway.Options{
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
 		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve, Routed: wanRes.HasRoute,
-		WANMAC: wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
+		ResolveChanges: wanRes.Changes,
+		WANMAC:         wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
 		SetListenPort: g.moveListenPort, HandshakeWorkers: cfg.HandshakeWorkers,
 	}
 	if g.routeSrc != nil {
