@@ -163,8 +163,8 @@ func TestEndpointNextHopBackPromptly(t *testing.T) {
 			break
 		}
 	}
-	if first < 0 || first > 200*time.Millisecond {
-		t.Errorf("first reply %v after the route came back, want within 200 ms", first)
+	if first < 0 || first > 300*time.Millisecond { // before: some 475 ms (the retry at 3.3 s)
+		t.Errorf("first reply %v after the route came back, want within 300 ms", first)
 	}
 	t.Logf("first reply %v after the route came back", first)
 }
