@@ -268,9 +268,9 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return
 	}
 	need := fp.NeedNeighbour.Load()
-	var changes uint64
-	if d.opts.ResolveChanges != nil {
-		changes = d.opts.ResolveChanges()
+	var changes uint64 // read before Resolve: a change after it ends the next backoff
+	if need && d.opts.ResolveChanges != nil {
+		changes = d.opts.ResolveChanges() // only the backoff uses it
 	}
 	if need && ep == p.nbrEP && now < p.nbrRetryAt && changes == p.nbrChanges {
 		// Backing off; a new endpoint is resolved at once, and so is

@@ -24,17 +24,13 @@ func TestEndpointBlackholed(t *testing.T) {
 	s := newSite(t, twosite.Config{Routed: true})
 	logOnFailure(t, s.Gateway)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
-	if out, err := s.GwA.Run("ip", "route", "add", "blackhole", "198.18.2.2/32"); err != nil {
-		t.Fatalf("ip route add blackhole: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "add", "blackhole", "198.18.2.2/32")
 	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
 	out, _ := s.HostA.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", twosite.HostB4.String())
 	if !strings.Contains(out, " 0 received") {
 		t.Errorf("pings through a blackholed endpoint answered:\n%s", out)
 	}
-	if out, err := s.GwA.Run("ip", "route", "del", "blackhole", "198.18.2.2/32"); err != nil {
-		t.Fatalf("ip route del blackhole: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "del", "blackhole", "198.18.2.2/32")
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
 
@@ -51,9 +47,7 @@ func TestEndpointBlackholedPeerHandshakes(t *testing.T) {
 	g := s.Gateway
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
-	if out, err := s.GwA.Run("ip", "route", "add", "blackhole", "198.18.2.2/32"); err != nil {
-		t.Fatalf("ip route add blackhole: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "add", "blackhole", "198.18.2.2/32")
 	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANRoute]
 	// The stock peer forgets us and handshakes again at its next packet.
@@ -69,9 +63,7 @@ func TestEndpointBlackholedPeerHandshakes(t *testing.T) {
 	}) {
 		t.Errorf("no handshake response counted no_wan_route; drops %s", dropsString(g))
 	}
-	if out, err := s.GwA.Run("ip", "route", "del", "blackhole", "198.18.2.2/32"); err != nil {
-		t.Fatalf("ip route del blackhole: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "del", "blackhole", "198.18.2.2/32")
 	ping(t, s.HostB, twosite.HostA4.String(), 0)
 }
 
@@ -87,9 +79,7 @@ func TestEndpointNextHopSilent(t *testing.T) {
 	g := s.Gateway
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
-	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.252"); err != nil {
-		t.Fatalf("ip route replace: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
 	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
 	c := testenv.StartCapture(t, testenv.Tool(t, "tcpdump", "tcpdump"), s.Router, s.RouterA, filepath.Join(t.TempDir(), "old.pcap"),
 		"udp and dst host 198.18.2.2")
@@ -113,9 +103,7 @@ func TestEndpointNextHopSilent(t *testing.T) {
 	if len(frames) > 0 {
 		t.Errorf("%d frames to the old next hop after the route moved, first %s", len(frames), frames[0])
 	}
-	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.254"); err != nil {
-		t.Fatalf("ip route replace: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
 
@@ -141,14 +129,10 @@ func TestEndpointNextHopBackPromptly(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	time.Sleep(500 * time.Millisecond)
-	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.252"); err != nil {
-		t.Fatalf("ip route replace: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
 	time.Sleep(2800 * time.Millisecond) // resolutions back off to once a second: 1.3, 2.3, 3.3 s
 	back := time.Now()
-	if out, err := s.GwA.Run("ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.254"); err != nil {
-		t.Fatalf("ip route replace: %v\n%s", err, out)
-	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
 	time.Sleep(2 * time.Second)
 	cmd.Process.Kill()
 	cmd.Wait()
@@ -167,4 +151,13 @@ func TestEndpointNextHopBackPromptly(t *testing.T) {
 		t.Errorf("first reply %v after the route came back, want within 300 ms", first)
 	}
 	t.Logf("first reply %v after the route came back", first)
+}
+
+// gwRoute runs `ip route ARGS...` in the gateway's namespace, failing the
+// test if it fails.
+func gwRoute(t *testing.T, s *twosite.Site, args ...string) {
+	t.Helper()
+	if out, err := s.GwA.Run("ip", append([]string{"route"}, args...)...); err != nil {
+		t.Fatalf("ip route %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
