@@ -37,7 +37,7 @@
 // Not done: 802.1Q tags (strip before, add after), IPv4 address conflict
 // detection probes (RFC 5227 §2.1; conflicts are still noticed and
 // reported), NS/NA behind IPv6 extension headers, router
-// advertisements and redirects, multipath routes beyond the first hop.
+// advertisements and redirects.
 //
 // The two address modes are those of ARCHITECTURE.md "Addresses and neighbours":
 // shared (the kernel owns the address and answers ARP/NDP; we mirror its

@@ -2,6 +2,7 @@ package arp
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,8 @@ import (
 // routes (two per peer) in the table each listing cost 24 ms of CPU at
 // 20,000 peers: 4% of a core while nothing changed.
 //
-// Multipath routes use their first next hop; routes that are not unicast
+// A multipath route spreads destinations over its next hops (Route.Path:
+// hash-threshold by weight, one next hop a destination); routes that are not unicast
 // (blackhole, unreachable, prohibit) answer ok false. NextHop is
 // lock-free and safe for concurrent use. Close stops following.
 type KernelRoutes struct {
@@ -402,25 +404,56 @@ func fromKernelRoute(r netlink.Route) (kernelRoute, bool) {
 	} else {
 		pfx = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	}
-	kr := kernelRoute{Route: Route{Prefix: pfx, IfIndex: r.LinkIndex, Metric: r.Priority}, tos: r.Tos, multipath: len(r.MultiPath) > 1}
+	kr := kernelRoute{Route: Route{Prefix: pfx, IfIndex: r.LinkIndex, Metric: r.Priority}, tos: r.Tos}
 	if r.Type != 0 && r.Type != unix.RTN_UNICAST {
 		kr.IfIndex = -1
 		return kr, true
 	}
-	gw, idx := r.Gw, r.LinkIndex
-	if gw == nil && len(r.MultiPath) > 0 {
-		gw, idx = r.MultiPath[0].Gw, r.MultiPath[0].LinkIndex
+	if len(r.MultiPath) == 0 {
+		kr.Gateway, kr.IfIndex = gatewayOf(r.Gw, r.Via, r.Family), r.LinkIndex
+		return kr, true
 	}
-	if gw != nil {
-		if a, ok := netip.AddrFromSlice(gw); ok {
-			if r.Family != netlink.FAMILY_V6 {
-				a = a.Unmap()
+	// A multipath route: its next hops that are not dead (RTNH_F_DEAD:
+	// their link is down or gone; Linux gives them no share,
+	// fib_rebalance), all of them if every one is (a moment at most: the
+	// kernel then flushes the route, fib_table_flush).
+	paths := make([]Path, 0, len(r.MultiPath))
+	for _, dead := range []bool{false, true} {
+		for _, nh := range r.MultiPath {
+			if !dead && nh.Flags&unix.RTNH_F_DEAD != 0 {
+				continue
 			}
-			kr.Gateway = a
+			paths = append(paths, Path{Gateway: gatewayOf(nh.Gw, nh.Via, r.Family), IfIndex: nh.LinkIndex, Weight: nh.Hops + 1})
+		}
+		if len(paths) > 0 {
+			break
 		}
 	}
-	kr.IfIndex = idx
+	kr.Gateway, kr.IfIndex = paths[0].Gateway, paths[0].IfIndex
+	if len(paths) > 1 {
+		kr.paths = newMultipath(paths)
+	}
 	return kr, true
+}
+
+// gatewayOf returns a route's or next hop's gateway (RTA_GATEWAY, or
+// RTA_VIA: an IPv4 route through an IPv6 next hop, `ip route add ... via
+// inet6 fe80::1`, Linux 5.2), invalid when it has none (on-link). An
+// IPv4 route's IPv4 gateway is unmapped (netlink may hand it as 16 bytes).
+func gatewayOf(gw net.IP, via netlink.Destination, family int) netip.Addr {
+	if gw == nil {
+		if v, ok := via.(*netlink.Via); ok && v != nil {
+			gw = v.Addr
+		}
+	}
+	a, ok := netip.AddrFromSlice(gw)
+	if !ok {
+		return netip.Addr{}
+	}
+	if family != netlink.FAMILY_V6 && (len(gw) == 4 || a.Is4In6()) {
+		a = a.Unmap()
+	}
+	return a
 }
 
 // NextHop implements Resolver.

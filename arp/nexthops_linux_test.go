@@ -8,7 +8,8 @@ import (
 
 // TestSharedRouteNexthopObjects: routes through nexthop objects (`ip route
 // add ... nhid N`) and multipath routes are followed when the route or
-// its nexthop changes or goes.
+// its nexthop changes or goes, and a multipath route's destinations
+// spread over its next hops.
 func TestSharedRouteNexthopObjects(t *testing.T) {
 	us, _, v := sharedPair(t)
 	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
@@ -31,6 +32,29 @@ func TestSharedRouteNexthopObjects(t *testing.T) {
 			t.Errorf("%s: NextHop(%v) = %v, %d, %v; want %v, %v (kernel: %s)", what, dst, nh, i, ok, want, wantOK, r)
 		}
 	}
+	// expectPaths: dst's route is a multipath route over next hops
+	// want, and NextHop answers the one of them the route picks for dst.
+	expectPaths := func(what string, dst netip.Addr, want ...netip.Addr) {
+		t.Helper()
+		var got []Path
+		if !waitFor(time.Second, func() bool {
+			r, ok := kr.Route(dst)
+			got = r.Paths()
+			return ok && len(got) == len(want)
+		}) {
+			t.Fatalf("%s: paths %+v, want next hops %v", what, got, want)
+		}
+		for i, p := range got {
+			if p.Gateway != want[i] || p.Weight != 1 {
+				t.Errorf("%s: path %d %+v, want via %v weight 1", what, i, p, want[i])
+			}
+		}
+		r, _ := kr.Route(dst)
+		pick, _ := r.Path(dst)
+		if nh, _, ok := kr.NextHop(dst); !ok || nh != pick {
+			t.Errorf("%s: NextHop(%v) = %v, %v; the route picks %v", what, dst, nh, ok, pick)
+		}
+	}
 	dst := netip.MustParseAddr("198.19.9.9")
 	gw2 := netip.MustParseAddr("198.18.0.3")
 	run("nexthop", "add", "id", "1", "via", kV4.String(), "dev", v.A)
@@ -46,7 +70,7 @@ func TestSharedRouteNexthopObjects(t *testing.T) {
 	run("nexthop", "add", "id", "3", "via", gw2.String(), "dev", v.A)
 	run("nexthop", "add", "id", "4", "group", "2/3")
 	run("route", "add", "198.19.7.0/24", "nhid", "4")
-	expect("route through group 4", dst7, kV4, true)
+	expectPaths("route through group 4", dst7, kV4, gw2)
 	run("nexthop", "del", "id", "2")
 	expect("group 4 without nexthop 2", dst7, gw2, true)
 	run("nexthop", "del", "id", "3")
@@ -54,8 +78,32 @@ func TestSharedRouteNexthopObjects(t *testing.T) {
 
 	dst8 := netip.MustParseAddr("198.19.8.8")
 	run("route", "add", "198.19.8.0/24", "nexthop", "via", kV4.String(), "dev", v.A, "nexthop", "via", gw2.String(), "dev", v.A)
-	expect("multipath route", dst8, kV4, true)
+	expectPaths("multipath route", dst8, kV4, gw2)
+	// The destinations of the route spread over both next hops (all 64
+	// by one: 2^-63 by chance).
+	by := map[netip.Addr]int{}
+	d := netip.MustParseAddr("198.19.8.1")
+	for range 64 {
+		nh, _, _ := kr.NextHop(d)
+		by[nh]++
+		d = d.Next()
+	}
+	if by[kV4] == 0 || by[gw2] == 0 || by[kV4]+by[gw2] != 64 {
+		t.Errorf("64 destinations of a multipath route by next hop: %v", by)
+	}
 	run("route", "del", "198.19.8.0/24")
 	expect("multipath route deleted", dst8, netip.Addr{}, false)
+
+	// IPv6: a route of the same prefix and metric appended through
+	// another gateway is a next hop more of one multipath route
+	// (rt6_qualify_for_ecmp: not learnt from an RA).
+	dst6 := netip.MustParseAddr("2001:2:99::9")
+	ll1, ll2 := netip.MustParseAddr("fe80::a1"), netip.MustParseAddr("fe80::a2")
+	run("-6", "route", "add", "2001:2:99::/64", "via", ll1.String(), "dev", v.A)
+	expect("IPv6 route", dst6, ll1, true)
+	run("-6", "route", "append", "2001:2:99::/64", "via", ll2.String(), "dev", v.A)
+	expectPaths("IPv6 route appended", dst6, ll1, ll2)
+	run("-6", "route", "del", "2001:2:99::/64", "via", ll1.String(), "dev", v.A)
+	expect("IPv6 next hop deleted", dst6, ll2, true)
 	t.Logf("listings %d", kr.Listings.Load())
 }

@@ -26,20 +26,24 @@ type Route struct {
 	// Metric is the kernel's priority of the route (`ip route`'s metric:
 	// of a prefix's routes the lowest wins); 0 for static routes.
 	Metric int
+	// paths are a multipath route's next hops (nil for a route of one):
+	// Gateway and IfIndex are then the first's, and Path and NextHop
+	// choose among them by destination (multipath.go).
+	paths *multipath
 }
 
 func (r Route) nextHop(dst netip.Addr) (netip.Addr, int, bool) {
-	return r.NextHop(dst), r.IfIndex, true
+	nh, ifindex := r.Path(dst)
+	return nh, ifindex, true
 }
 
 // NextHop is the address whose MAC a frame to dst sent by r must carry:
-// r's gateway, or dst itself when r is on-link (Resolver.NextHop's
-// answer for the route r).
+// r's gateway, or dst itself when r is on-link; of a multipath route, the
+// next hop dst hashes to (Path). Resolver.NextHop's answer for the route
+// r.
 func (r Route) NextHop(dst netip.Addr) netip.Addr {
-	if r.Gateway.IsValid() {
-		return r.Gateway
-	}
-	return dst
+	nh, _ := r.Path(dst)
+	return nh
 }
 
 // RouteView is a Resolver whose routes can be read a snapshot at a time

@@ -9,9 +9,11 @@ import "net/netip"
 // Route is what NextHop answers from it (IfIndex -1: not unicast).
 type kernelRoute struct {
 	Route
-	tos       int
-	multipath bool // more than one next hop; Route holds the first
+	tos int
 }
+
+// same reports whether a and b are the same route, next hops included.
+func (a *kernelRoute) same(b *kernelRoute) bool { return a.tos == b.tos && a.Route.equal(b.Route) }
 
 // sameKey reports whether a and b name the same route of the table.
 func (a *kernelRoute) sameKey(b *kernelRoute) bool {
@@ -96,10 +98,10 @@ func (s *routeSet) add(r kernelRoute, replace bool) bool {
 	switch {
 	case n > 1:
 		return false
-	case n == 1 && rs[at] == r && !replace:
+	case n == 1 && rs[at].same(&r) && !replace:
 		s.byPrefix[r.Prefix] = append(rs, r)
 		return true
-	case n == 1 && rs[at] == r:
+	case n == 1 && rs[at].same(&r):
 		return true
 	case n == 1 && !replace:
 		return false
@@ -133,7 +135,7 @@ func (s *routeSet) del(r kernelRoute) bool {
 	if at < 0 {
 		return true
 	}
-	if rs[at] != r {
+	if !rs[at].same(&r) {
 		return false
 	}
 	rs = append(rs[:at], rs[at+1:]...)
@@ -178,7 +180,7 @@ func (s *routeSet) changed(pfx netip.Prefix, rs []kernelRoute) {
 	switch {
 	case bp == nil && ok:
 		s.t = s.t.DeletePersist(pfx)
-	case bp == nil, ok && cur == bp.Route:
+	case bp == nil, ok && cur.equal(bp.Route):
 	default:
 		s.t = s.t.InsertPersist(pfx, bp.Route)
 	}

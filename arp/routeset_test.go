@@ -13,7 +13,7 @@ type kernelModel []kernelRoute
 
 func (m *kernelModel) add(r kernelRoute, replace bool) {
 	for i := range *m {
-		if (*m)[i] == r && !replace {
+		if (*m)[i].same(&r) && !replace {
 			return
 		}
 	}
@@ -28,7 +28,7 @@ func (m *kernelModel) add(r kernelRoute, replace bool) {
 
 func (m *kernelModel) del(r kernelRoute) bool {
 	for i := range *m {
-		if (*m)[i] == r {
+		if (*m)[i].same(&r) {
 			*m = append((*m)[:i], (*m)[i+1:]...)
 			return true
 		}
@@ -62,11 +62,18 @@ func TestRouteSetAgainstModel(t *testing.T) {
 	}
 	gws := []netip.Addr{{}, netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")}
 	random := func() kernelRoute {
-		return kernelRoute{
+		r := kernelRoute{
 			Route: Route{Prefix: pfxs[rng.IntN(len(pfxs))], Gateway: gws[rng.IntN(len(gws))], IfIndex: 1 + rng.IntN(2),
 				Metric: rng.IntN(3) * 100},
-			tos: rng.IntN(2) * 4, multipath: rng.IntN(8) == 0,
+			tos: rng.IntN(2) * 4,
 		}
+		if rng.IntN(8) == 0 {
+			// A multipath route: the first next hop is the route's, the
+			// second one of a few, each parse a new *multipath.
+			r.paths = newMultipath([]Path{{Gateway: r.Gateway, IfIndex: r.IfIndex, Weight: 1},
+				{Gateway: gws[1+rng.IntN(2)], IfIndex: 1, Weight: 1 + rng.IntN(2)}})
+		}
+		return r
 	}
 	var m kernelModel
 	s := newRouteSet(nil)
@@ -96,7 +103,7 @@ func TestRouteSetAgainstModel(t *testing.T) {
 		for _, pfx := range pfxs {
 			want, wok := m.best(pfx)
 			got, gok := s.t.Get(pfx)
-			if got != want || gok != wok {
+			if !got.equal(want) || gok != wok {
 				t.Fatalf("step %d (%s %+v): table[%v] = %+v, %v; want %+v, %v", step, what, r, pfx, got, gok, want, wok)
 			}
 		}
