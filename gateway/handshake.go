@@ -196,7 +196,7 @@ func (d *Device) cookieReply(id *noise.StaticIdentity, m fastpath.HandshakeMessa
 		d.stats.drop(DropHandshakeInvalid)
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: reply[:]}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.cookieReplyMAC(m), Payload: reply[:]}) {
 		d.stats.cookieRepliesSent.Add(1)
 	}
 }
@@ -218,7 +218,7 @@ func (d *Device) pendingPeer(recv uint32) *peer {
 // meanwhile.
 func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64) {
 	var resp [noise.ResponseSize]byte
-	p, moved, ok := d.respond(id, m, now, &resp)
+	p, mac, moved, ok := d.respond(id, m, now, &resp)
 	if p != nil {
 		p.mu.Unlock()
 		d.touch(p)
@@ -226,7 +226,7 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 	if !ok {
 		return
 	}
-	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: d.dstMACFor(m), Payload: resp[:], Peer: p.fp}) {
+	if d.sendWait(m.Queue, fastpath.ControlPacket{Dst: m.Src, Src: m.Dst.Addr(), SrcPort: m.Dst.Port(), DstMAC: mac, Payload: resp[:], Peer: p.fp}) {
 		d.stats.responsesSent.Add(1)
 		d.log.Debug("handshake response sent", "peer", p.pub, "endpoint", m.Src)
 	}
@@ -242,9 +242,10 @@ func (d *Device) consumeInitiation(id *noise.StaticIdentity, m fastpath.Handshak
 
 // respond consumes the initiation m, writes the response into resp and
 // installs the session. It returns the sending peer, locked (nil if none
-// was found), whether the peer's endpoint moved, and whether resp is to be
-// sent.
-func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (p *peer, moved, ok bool) {
+// was found), the next hop's MAC to send resp to (dstMACFor, decided under
+// the peer's lock), whether the peer's endpoint moved, and whether resp is
+// to be sent.
+func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, now int64, resp *[noise.ResponseSize]byte) (p *peer, mac [6]byte, moved, ok bool) {
 	// p is locked once the lookup found it.
 	var unknown noise.PublicKey // the initiator's static key, when no peer has it
 	hs, err := id.ConsumeInitiation(m.Data, func(k noise.PublicKey) *noise.Handshake {
@@ -273,11 +274,11 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 		} else {
 			d.stats.drop(DropHandshakeInvalid)
 		}
-		return p, false, false
+		return p, mac, false, false
 	}
 	if p == nil || p.hs != hs {
 		d.stats.drop(DropUnknownPeer)
-		return p, false, false
+		return p, mac, false, false
 	}
 	// An authenticated handshake message counts in the peer's rx_bytes,
 	// as the one we send counts in its tx_bytes (wireguard-go's
@@ -294,17 +295,18 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 	if err != nil {
 		p.hs.Clear()
 		d.stats.drop(DropIndexTableFull)
-		return p, false, false
+		return p, mac, false, false
 	}
 	if err := p.hs.CreateResponse(resp, idx); err != nil {
 		d.dp.Indexes().Free(idx)
 		d.stats.drop(DropHandshakeInvalid)
-		return p, false, false
+		return p, mac, false, false
 	}
 	if !d.installLocked(p, idx, now) {
-		return p, false, false
+		return p, mac, false, false
 	}
-	moved = d.setEndpointFromLocked(p, m)
+	mac = d.dstMACFor(m, p)
+	moved = d.setEndpointFromLocked(p, m, mac)
 	p.ownRecv = max(p.ownRecv, now)
 	d.armZeroLocked(p, now)
 	d.sentLocked(p, now)
@@ -323,7 +325,7 @@ func (d *Device) respond(id *noise.StaticIdentity, m fastpath.HandshakeMessage, 
 		// packets they hold.
 		p.fp.HandshakeNeeded.Store(true)
 	}
-	return p, moved, true
+	return p, mac, moved, true
 }
 
 // responseSentLocked applies the rule that a handshake message, response as
@@ -383,7 +385,7 @@ func (d *Device) consumeResponse(m fastpath.HandshakeMessage, now int64) {
 	if !d.installLocked(p, recv, now) {
 		return
 	}
-	d.setEndpointFromLocked(p, m)
+	d.setEndpointFromLocked(p, m, d.dstMACFor(m, p))
 	p.ownRecv = max(p.ownRecv, now)
 	d.completeLocked(p)
 	d.armZeroLocked(p, now)
@@ -445,44 +447,6 @@ func (d *Device) completeLocked(p *peer) {
 // after a session was derived (whitepaper §6.3).
 func (d *Device) armZeroLocked(p *peer, now int64) {
 	p.zeroAt = now + 3*int64(protocol.RejectAfterTime)
-}
-
-// dstMACFor returns the next hop's MAC toward m's source: the route's
-// (Options.Resolve), else the last hop's (the frame's source MAC: a
-// route's next hop not resolved yet, right when the peer is on-link or
-// behind the same router), but none (zero: the workers resolve it, hold
-// what is sent, and count a handshake message no_wan_route after 3 s)
-// when the WAN has no route toward it (Options.Routed: none, a blackhole,
-// unreachable or prohibit route, one out of another interface), as
-// Linux's WireGuard sends its reply through a route lookup that fails
-// there (drivers/net/wireguard/socket.c, send4/send6). Before, the last
-// hop answered without a route too: a peer whose endpoint an operator
-// had blackholed had its tunnel back through the blackhole at its next
-// handshake (15 s after its data went unanswered, or at its rekey).
-func (d *Device) dstMACFor(m fastpath.HandshakeMessage) [6]byte {
-	if d.opts.Resolve != nil {
-		if mac, ok := d.opts.Resolve(m.Src.Addr()); ok {
-			return mac
-		}
-	}
-	if d.opts.Routed != nil && !d.opts.Routed(m.Src.Addr()) {
-		return [6]byte{}
-	}
-	return m.SrcMAC
-}
-
-// setEndpointFromLocked roams p to the outer source of an authenticated
-// handshake message (whitepaper §2.1, endpoints and roaming: the endpoint is the source of
-// the most recent authenticated packet) and reports whether it moved.
-func (d *Device) setEndpointFromLocked(p *peer, m fastpath.HandshakeMessage) (changed bool) {
-	old := p.fp.Endpoint.Load()
-	mac := d.dstMACFor(m)
-	if old != nil && old.Dst == m.Src && old.Src == m.Dst.Addr() && old.DstMAC == mac && !old.Routed {
-		return false
-	}
-	p.fp.Endpoint.Store(&fastpath.Endpoint{Dst: m.Src, Src: m.Dst.Addr(), DstMAC: mac, SrcMAC: d.opts.WANMAC})
-	p.fp.NeedNeighbour.Store(false)
-	return true
 }
 
 // send posts pkt, counting a refusal (refused). The timers and the UAPI

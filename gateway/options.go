@@ -75,7 +75,10 @@ type Options struct {
 	// message from any endpoint the WAN has no route to is answered at
 	// no MAC (the workers hold the reply, then count it no_wan_route):
 	// the frame's source MAC answers only where a route leads out of
-	// the WAN and its next hop is not resolved yet. With it, an
+	// the WAN and its next hop is not resolved yet, and not when it is
+	// the MAC the resolver gave for the peer's endpoint's address before
+	// it had none (the route moved to a silent next hop: the peer's
+	// handshake comes through the old router). With it, an
 	// endpoint whose resolver gives no MAC now (its route moved to a
 	// next hop not resolved yet) loses the old next hop's too. Without
 	// it the MAC of before was kept for as long as the session lasted

@@ -74,16 +74,22 @@ type peer struct {
 	// persistent keepalive starts with its session, not 10 s after.
 	kaStaged bool
 	// routedMAC is the next hop's MAC the resolver last gave, for the
-	// endpoint routedDst (followNeighbourLocked): the endpoint's MAC is
-	// taken back when it is that one and the resolver gives none now
-	// (the route went, Options.Routed, or moved to a next hop not
-	// resolved yet), and again whenever it comes back so (a handshake's
-	// last hop, the old router) until the resolver gives one; a MAC the
-	// resolver did not give (the last hop of a roamed peer's packets,
-	// its route leading elsewhere) is kept, unless the route went
-	// (routeGone).
+	// endpoint's address routedDst (unmapped; any port: routes and
+	// neighbours are the address's), set by followNeighbourLocked: the
+	// endpoint's MAC is taken back when it is that one and the resolver
+	// gives none now (the route went, Options.Routed, or moved to a next
+	// hop not resolved yet), and again whenever it comes back so (a
+	// roam's last hop, the old router) until the resolver gives one; a
+	// handshake's last hop that is that one is not used while the
+	// resolver gives none (dstMACFor). A MAC the resolver did not give
+	// (the last hop of a roamed peer's packets, its route leading
+	// elsewhere) is kept, unless the route went (routeGone). It is
+	// replaced whenever the resolver gives one, never cleared: one left
+	// from an older route only applies while the resolver has none for
+	// the address, when the message waits for the route's next hop as
+	// Linux's does.
 	routedMAC [6]byte
-	routedDst netip.AddrPort
+	routedDst netip.Addr
 	// routeGone: followNeighbourLocked took the endpoint's MAC back for
 	// its route's going, and the resolver has given none since: a MAC
 	// no route gave (a handshake's or a roam's last hop) is not used

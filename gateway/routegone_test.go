@@ -153,23 +153,31 @@ func TestHandshakeReplyWithoutRoute(t *testing.T) {
 	}
 }
 
-// TestEndpointNextHopUnresolvedLastHop: once the tick took back an
-// endpoint's MAC because its route's next hop has none now (the route
-// moved to a next hop that does not answer ARP), the old next hop's MAC
-// coming back as the last hop of a handshake from the peer (the frame's
-// source MAC, Device.dstMACFor: the route leads out of the WAN, its next
-// hop unresolved) is taken back again at the next tick, as Linux's wg0
-// sends to the route's next hop only (queued on its neighbour entry,
-// dropped when it fails). Before, the MAC taken was forgotten: the peer's
-// next handshake (15 s after its data went unanswered, or its rekey) put
-// the session back through the old router for as long as it lasted (in
-// namespaces, `ip route replace ... via` a silent next hop, then the
-// stock peer's handshake: every ping answered through the old router).
+// TestEndpointNextHopUnresolvedLastHop: once the resolver has no MAC for
+// an endpoint whose route leads out of the WAN (the route moved to a next
+// hop that does not answer ARP), the old next hop's MAC, coming back as
+// the last hop of a handshake from the peer (the frame's source MAC), is
+// not used: the response waits for the route's next hop (no MAC: the
+// workers resolve it), and the endpoint gets no MAC, as Linux's wg0 sends
+// to the route's next hop only (its reply queued on that next hop's
+// neighbour entry, dropped when it fails). A roam of the workers' to
+// another port of the address through the old router is taken back at
+// the next tick. Once the new next hop resolves, its MAC is taken.
+// Before, the response and the endpoint took the last hop's MAC, the
+// session's data went to the old router until the next tick took it
+// back (up to 50 ms, at each of the peer's handshakes); and before that,
+// the MAC taken was forgotten: the peer's next handshake (15 s after its
+// data went unanswered, or its rekey) put the session back through the
+// old router for as long as it lasted (in namespaces, `ip route replace
+// ... via` a silent next hop, then the stock peer's handshake: every ping
+// answered through the old router).
 func TestEndpointNextHopUnresolvedLastHop(t *testing.T) {
 	var known atomic.Bool
 	known.Store(true)
 	old := [6]byte{2, 0, 0, 0, 0, 2} // fakeDP.deliver's SrcMAC: the old router forwards the peer's frames
-	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return old, known.Load() },
+	var mac atomic.Value
+	mac.Store(old)
+	r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return mac.Load().([6]byte), known.Load() },
 		func(netip.Addr) bool { return true })
 	known.Store(false) // the route moved to a next hop not resolved yet
 	r.f.sendData(fp, ourPacket(1))
@@ -191,13 +199,80 @@ func TestEndpointNextHopUnresolvedLastHop(t *testing.T) {
 	if !r.pump(waitLimit, func() bool { return len(ofType(r.f.sentSince(since), 2, 0)) > 0 }) {
 		t.Fatalf("no response to the peer's new initiation; sent %v", types(r.f.sentSince(since)))
 	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != old {
-		t.Fatalf("endpoint after the peer's handshake = %+v, want its last hop %x (the route leads out of the WAN)", ep, old)
+	if resp := ofType(r.f.sentSince(since), 2, 0); resp[0].dstMAC != ([6]byte{}) {
+		t.Errorf("response to a handshake from the old next hop sent to MAC %x, want none (wait for the new next hop)", resp[0].dstMAC)
 	}
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("endpoint after a handshake from the old next hop = %+v, want no MAC (nothing to the old next hop)", ep)
+	}
+	// The workers roam the peer to another port of its address, the
+	// frames through the old router (fastpath's roam: the last hop).
+	n := *fp.Endpoint.Load()
+	n.Dst, n.DstMAC = netip.MustParseAddrPort("198.18.0.2:40000"), old
+	fp.Endpoint.Store(&n)
 	r.f.sendData(fp, ourPacket(2))
 	r.advance(DefaultTickInterval)
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
-		t.Errorf("endpoint a tick after a handshake from the old next hop = %+v, want no MAC (nothing to the old next hop)", ep)
+		t.Errorf("endpoint a tick after a roam to another port through the old next hop = %+v, want no MAC", ep)
+	}
+	next := [6]byte{2, 0, 0, 0, 0, 10}
+	mac.Store(next)
+	known.Store(true)
+	waitMAC(r, fp, next)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != next {
+		t.Errorf("endpoint once the new next hop resolved = %+v, want %x", ep, next)
+	}
+}
+
+// TestResponseNextHopUnresolvedLastHop: our rekey's response from the
+// peer, come through the old router after the endpoint's route moved to a
+// next hop not resolved yet, gives the endpoint no MAC (its last hop is
+// the old next hop's MAC, which the resolver gave and has none for now),
+// and under load the cookie reply to it (whitepaper §5.4.7) waits for the
+// new next hop too, as Linux's wg0 sends only to the route's next hop.
+// Before, the session went back to the old router until the next tick,
+// and the cookie reply went to it.
+func TestResponseNextHopUnresolvedLastHop(t *testing.T) {
+	for _, underLoad := range []bool{false, true} {
+		t.Run(fmt.Sprint("under load ", underLoad), func(t *testing.T) {
+			var known atomic.Bool
+			known.Store(true)
+			old := [6]byte{2, 0, 0, 0, 0, 2} // fakeDP.deliver's SrcMAC
+			r, fp := routeRig(t, func(netip.Addr) ([6]byte, bool) { return old, known.Load() },
+				func(netip.Addr) bool { return true })
+			first := fp.Current.Load()
+			known.Store(false) // the route moved to a next hop not resolved yet
+			r.f.sendData(fp, ourPacket(1))
+			r.advance(DefaultTickInterval)
+			if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+				t.Fatalf("endpoint a tick after its next hop went unresolved = %+v, want no MAC", ep)
+			}
+			r.f.load.Store(underLoad)
+			// wireguard-go takes at most one initiation per 20 ms
+			// of real time (HandshakeInitationRate).
+			time.Sleep(50 * time.Millisecond)
+			// Data on a session past RekeyAfterTime: we initiate.
+			r.f.clock.Add(rekeyAfterTime)
+			since := r.f.nsent()
+			r.f.sendData(fp, ourPacket(2))
+			r.advance(DefaultTickInterval)
+			if underLoad {
+				var cr []sentPacket
+				if !r.pump(waitLimit, func() bool { cr = ofType(r.f.sentSince(since), 3, 0); return len(cr) > 0 }) {
+					t.Fatalf("no cookie reply to the peer's response under load; sent %v", types(r.f.sentSince(since)))
+				}
+				if cr[0].dstMAC != ([6]byte{}) {
+					t.Errorf("cookie reply to a response from the old next hop sent to MAC %x, want none", cr[0].dstMAC)
+				}
+				return
+			}
+			if !r.pump(waitLimit, func() bool { return fp.Current.Load() != first }) {
+				t.Fatalf("no new session from our rekey; sent %v", types(r.f.sentSince(since)))
+			}
+			if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
+				t.Errorf("endpoint after a response from the old next hop = %+v, want no MAC", ep)
+			}
+		})
 	}
 }
 

@@ -282,7 +282,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 	}
 	mac, ok := d.opts.Resolve(ep.Dst.Addr())
 	if ok {
-		p.routedMAC, p.routedDst, p.routeGone = mac, ep.Dst, false
+		p.routedMAC, p.routedDst, p.routeGone = mac, ep.Dst.Addr().Unmap(), false
 	}
 	switch {
 	case ok && mac != ep.DstMAC:
@@ -297,7 +297,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 			fp.NeedNeighbour.Store(false)
 			d.dp.Kick() // the workers send what they held
 		}
-	case ep.DstMAC != ([6]byte{}) && d.opts.Routed != nil && (ep.DstMAC == p.routedMAC && ep.Dst == p.routedDst || p.routeGone && !d.opts.Routed(ep.Dst.Addr())):
+	case ep.DstMAC != ([6]byte{}) && d.opts.Routed != nil && (ep.DstMAC == p.routedMAC && ep.Dst.Addr().Unmap() == p.routedDst || p.routeGone && !d.opts.Routed(ep.Dst.Addr())):
 		// The resolver has no MAC for the endpoint now. Either the
 		// route the endpoint's MAC came from went (deleted, a
 		// blackhole, unreachable, out of another interface), or it
@@ -329,10 +329,11 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 				d.log.Debug("peer's endpoint's next hop has no MAC now (its route moved, or the neighbour failed): nothing is sent to the old one", "peer", p.pub, "endpoint", ep.Dst)
 			}
 			// routedMAC stays: the old next hop's MAC coming back
-			// as the last hop of the peer's handshake (dstMACFor:
-			// the route leads out of the WAN, its next hop not
-			// resolved) is taken again at the next tick, while
-			// the resolver gives none, as Linux sends only to the
+			// as the last hop of the peer's handshake is not
+			// used while the resolver gives none (dstMACFor,
+			// lastHopTakenBack), nor as that of a roam of the
+			// workers' to another port of the address (taken
+			// again at the next tick), as Linux sends only to the
 			// route's next hop. Forgotten, the peer's next
 			// handshake put the session back through the old
 			// router for as long as it lasted.

@@ -107,6 +107,52 @@ func TestEndpointNextHopSilent(t *testing.T) {
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
 
+// TestEndpointNextHopSilentPeerHandshakes: the endpoint's route replaced
+// by one through a next hop that does not answer ARP, the peer handshakes
+// again (as it does 15 s after its data gets no answer, or at its rekey),
+// its initiation coming through the old router: the gateway sends the old
+// router nothing, neither the response (it waits for the new next hop,
+// then is dropped as no_neighbour) nor the session's data, as Linux's
+// wg0's reply queues on the new next hop's neighbour entry. Before, the
+// response went to the frame's last hop, the old router, and the
+// session's data with it until the next tick took its MAC back: the
+// peer's pings were answered through the old router.
+func TestEndpointNextHopSilentPeerHandshakes(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	g := s.Gateway
+	logOnFailure(t, g)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
+	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]
+	c := testenv.StartCapture(t, testenv.Tool(t, "tcpdump", "tcpdump"), s.Router, s.RouterA, filepath.Join(t.TempDir(), "old.pcap"),
+		"udp and dst host 198.18.2.2")
+	// The stock peer forgets us and handshakes again at its next packet.
+	us := s.FastConfig.PrivateKey.PublicKey().String()
+	wgCmd(t, "set", s.StockName, "peer", us, "remove")
+	wgCmd(t, "set", s.StockName, "peer", us, "endpoint", "198.18.1.1:51820", "allowed-ips", "198.19.1.0/24,198.19.100.1/32")
+	out, _ := s.HostB.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostA4.String())
+	if !strings.Contains(out, " 0 received") {
+		t.Errorf("pings from the peer's site answered through the old next hop after its handshake:\n%s", out)
+	}
+	if !testenv.PollUntil(5*time.Second, func() bool {
+		return fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour] > before
+	}) {
+		t.Errorf("no handshake response dropped as no_neighbour; drops %s", dropsString(g))
+	}
+	var frames []string
+	for _, l := range c.Lines(t) {
+		if strings.Contains(l, "> 198.18.2.2.") { // not tcpdump's own lines
+			frames = append(frames, l)
+		}
+	}
+	if len(frames) > 0 {
+		t.Errorf("%d frames to the old next hop after the route moved, first %s", len(frames), frames[0])
+	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
+	ping(t, s.HostB, twosite.HostA4.String(), 0)
+}
+
 // TestEndpointNextHopBackPromptly: the endpoint's route moved back from a
 // next hop that never answered ARP (long enough for the resolutions to
 // back off to once a second) to the real router, whose MAC the kernel
