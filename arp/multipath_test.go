@@ -22,11 +22,12 @@ func mpRoute(paths ...Path) Route {
 		paths: newMultipath(paths)}
 }
 
-// dsts returns n destinations, consecutive from 198.19.0.1 (peers' endpoints
-// are often consecutive: one operator's customers).
-func dsts(n int) []netip.Addr {
+// dsts returns n consecutive destinations from 198.19.0.1 (peers'
+// endpoints are often consecutive: one operator's customers).
+func dsts(n int) []netip.Addr { return consecutive(netip.MustParseAddr("198.19.0.1"), n) }
+
+func consecutive(a netip.Addr, n int) []netip.Addr {
 	out := make([]netip.Addr, n)
-	a := netip.MustParseAddr("198.19.0.1")
 	for i := range out {
 		out[i] = a
 		a = a.Next()
@@ -57,7 +58,7 @@ func TestMultipathSpreadsByWeight(t *testing.T) {
 			}
 			const n = 40000
 			got := map[netip.Addr]int{}
-			for _, d := range append(dsts(n/2), v6dsts(n/2)...) {
+			for _, d := range append(dsts(n/2), consecutive(netip.MustParseAddr("2001:2::1"), n/2)...) {
 				nh, idx := r.Path(d)
 				nh2, idx2 := again.Path(d)
 				if nh != nh2 || idx != idx2 {
@@ -86,16 +87,6 @@ func TestMultipathSpreadsByWeight(t *testing.T) {
 			t.Logf("%v", got)
 		})
 	}
-}
-
-func v6dsts(n int) []netip.Addr {
-	out := make([]netip.Addr, n)
-	a := netip.MustParseAddr("2001:2::1")
-	for i := range out {
-		out[i] = a
-		a = a.Next()
-	}
-	return out
 }
 
 // TestMultipathOnLink: a route of one next hop, and an on-link
