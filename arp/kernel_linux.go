@@ -173,17 +173,27 @@ func (k *KernelNeighbours) subscribe() (neighbourSub, error) {
 }
 
 // list applies the kernel's current entries (after subscribing, so that
-// nothing falls between the listing and the notifications).
+// nothing falls between the listing and the notifications), then deletes
+// the mirrored entries the kernel no longer lists (Table.PruneKernel):
+// one deleted while notifications were lost (an overrun, ENOBUFS) stayed
+// before, usable at its old MAC, for as long as the table lived; the
+// notifications of a change during the listing follow it, as the
+// follower reads them after.
 func (k *KernelNeighbours) list() error {
+	listed := map[netip.Addr]struct{}{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		ns, err := nldump.Retry(func() ([]netlink.Neigh, error) { return k.h.NeighList(k.opts.LinkIndex, fam) })
 		if err != nil {
 			return fmt.Errorf("arp: kernel neighbours: list: %w", err)
 		}
 		for _, n := range ns {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && (k.opts.LinkIndex == 0 || n.LinkIndex == k.opts.LinkIndex) {
+				listed[key(ip)] = struct{}{}
+			}
 			k.apply(n, false)
 		}
 	}
+	k.t.PruneKernel(listed)
 	return nil
 }
 

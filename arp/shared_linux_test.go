@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,5 +306,50 @@ func TestSharedIgnoredLinkNotFollowed(t *testing.T) {
 		if nh, i, ok := kr.NextHop(netip.MustParseAddr(dst)); !ok || i != idx {
 			t.Fatalf("NextHop(%s) = %v, %d, %v: want the /24 on %d, not ign0 (%d)", dst, nh, i, ok, idx, ign)
 		}
+	}
+}
+
+// TestSharedManyNeighbours: a link with more neighbours than the table's
+// own bound (6,000 permanent entries, as an operator adds for a large LAN,
+// or as many on a link whose gc_thresh3 is raised) is mirrored whole, and
+// an entry the kernel no longer has (its deletion's notification lost)
+// leaves at the next listing. Before, the mirror refused every entry past
+// 4,096 (Full): those neighbours were unreachable through the fast path;
+// and a lost deletion stayed, usable at its old MAC.
+func TestSharedManyNeighbours(t *testing.T) {
+	us, _, v := sharedPair(t)
+	idx := linkIndex(t, us, v.A)
+	tb, _, kn := sharedTable(t, us, idx)
+	const n = 6000
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "neigh add 198.18.%d.%d lladdr 02:00:00:00:%02x:%02x dev %s nud permanent\n", 100+i/250, 1+i%250, i/256, i%256, v.A)
+	}
+	batch := filepath.Join(t.TempDir(), "neigh")
+	must(t, os.WriteFile(batch, []byte(b.String()), 0o644))
+	if out, err := us.Run("ip", "-batch", batch); err != nil {
+		t.Fatalf("ip -batch: %v\n%s", err, out)
+	}
+	last := netip.AddrFrom4([4]byte{198, 18, 100 + (n-1)/250, 1 + (n-1)%250})
+	if !waitFor(5*time.Second, func() bool { _, ok := tb.Lookup(last); return ok }) {
+		t.Fatalf("the %dth neighbour %v is not mirrored: %d entries, %+v", n, last, tb.Len(), tb.Stats())
+	}
+	if got := tb.Len(); got < n {
+		t.Errorf("%d entries mirrored, want %d at least", got, n)
+	}
+	if s := tb.Stats(); s.Full != 0 {
+		t.Errorf("Full = %d, want 0", s.Full)
+	}
+	gone := netip.MustParseAddr("198.18.99.1")
+	tb.Set(gone, MAC{0x02, 0xbb, 0, 0, 0, 2}, StateReachable) // as if its deletion was not seen
+	resyncs := kn.Resyncs.Load()
+	if !waitFor(time.Minute, func() bool { return kn.Resyncs.Load() > resyncs }) {
+		t.Fatal("no listing within a minute")
+	}
+	if _, ok := tb.Lookup(gone); ok {
+		t.Errorf("%v, which the kernel does not have, is still found after a listing", gone)
+	}
+	if _, ok := tb.Lookup(last); !ok {
+		t.Errorf("%v left with the listing", last)
 	}
 }

@@ -74,15 +74,22 @@ type Config struct {
 	// FailedTime: a failed entry is remembered this long, and new frames
 	// for it are refused at once (default 3 s).
 	FailedTime time.Duration
-	// MaxEntries bounds the table (default 4096). Learning (Learn) fills
-	// three quarters of it at most: the last quarter is kept for the
-	// neighbours the gateway asks for (Resolve), so that senders that ask
-	// for our address from ever new addresses cannot keep a new next
-	// hop out. A table at its bound evicts, at most once a second, the
-	// entries nobody used that are stale or failed and 5 s old or more
-	// (Linux's forced collection, neigh_forced_gc, keeps those updated in
-	// the last 5 s); what still finds no room is refused and counted
-	// (TableStats.Full).
+	// MaxEntries bounds the table's own entries (default 4096): those
+	// it resolves (Resolve) and learns (Learn), the kernel's mirrored
+	// ones (Set) apart. Learning fills three quarters of it at most: the
+	// last quarter is kept for the neighbours the gateway asks for
+	// (Resolve), so that senders that ask for our address from ever new
+	// addresses cannot keep a new next hop out. A table at its bound
+	// evicts, at most once a second, the entries nobody used that are
+	// stale or failed and 5 s old or more (Linux's forced collection,
+	// neigh_forced_gc, keeps those updated in the last 5 s); what still
+	// finds no room is refused and counted (TableStats.Full). The
+	// kernel's entries are bounded by the kernel (net.ipv4.neigh.default.
+	// gc_thresh3 and IPv6's, beside the permanent entries an operator
+	// adds) and never refused: a mirror that refused them past 4,096
+	// made every further neighbour of a large LAN (or of peers on the
+	// WAN's link) unreachable through the fast path while the kernel,
+	// its thresholds raised for such a link, forwarded to them.
 	MaxEntries int
 	// Prober sends the requests; nil sends none (a table fed only by
 	// Set, Learn and Confirm).
@@ -159,7 +166,10 @@ type Table struct {
 
 	mu      sync.Mutex
 	entries map[netip.Addr]*entry // guarded by mu
-	stats   TableStats            // guarded by mu
+	// kernel counts the entries of entries that are the kernel's
+	// (external): MaxEntries bounds the others. Guarded by mu.
+	kernel int
+	stats  TableStats // guarded by mu
 	// dirty says the snapshot is behind the entries, to publish at
 	// Tick: written under mu, read without it by learn's shortcut,
 	// which must not take a snapshot behind for the entries' state.
@@ -172,8 +182,8 @@ type Table struct {
 // forcedGCAge is the least age of an entry a forced collection evicts.
 const forcedGCAge = 5 * time.Second
 
-// room reports whether one more entry fits, learnt (Learn: up to three
-// quarters of MaxEntries) or asked for (Resolve, Set: all of it), after a
+// room reports whether one more own entry fits, learnt (Learn: up to three
+// quarters of MaxEntries) or asked for (Resolve: all of it), after a
 // forced collection when the table is at that bound and none ran in the
 // last second: every entry that is not the kernel's (external), not used
 // since its last confirmation, and stale or failed for forcedGCAge or
@@ -183,7 +193,7 @@ func (t *Table) room(now time.Time, learn bool) bool {
 	if learn {
 		limit -= limit / 4
 	}
-	if len(t.entries) < limit {
+	if len(t.entries)-t.kernel < limit {
 		return true
 	}
 	if now.Sub(t.lastGC) < time.Second {
@@ -198,7 +208,7 @@ func (t *Table) room(now time.Time, learn bool) bool {
 		t.stats.Evicted++
 		t.dirty.Store(true) // out of Lookup at the next Tick (or publish)
 	}
-	return len(t.entries) < limit
+	return len(t.entries)-t.kernel < limit
 }
 
 // NewTable returns an empty table.
@@ -451,6 +461,9 @@ func (t *Table) Set(ip netip.Addr, mac MAC, s State) {
 	e := t.entries[ip]
 	if s == StateNone {
 		if e != nil {
+			if e.external {
+				t.kernel--
+			}
 			delete(t.entries, ip)
 			t.publish()
 		}
@@ -458,18 +471,42 @@ func (t *Table) Set(ip netip.Addr, mac MAC, s State) {
 	}
 	now := t.cfg.Now()
 	if e == nil {
-		if !t.room(now, false) {
-			t.stats.Full++
-			return
-		}
+		// The kernel bounds its entries (MaxEntries says how): none
+		// is refused.
 		e = &entry{ip: ip}
 		t.entries[ip] = e
+	}
+	if !e.external {
+		t.kernel++
 	}
 	changed := e.state.usable() != s.usable() || (s.usable() && e.mac != mac)
 	e.mac, e.state, e.external, e.since, e.confirmed = mac, s, true, now, now
 	if changed {
 		t.publish()
 	}
+}
+
+// PruneKernel deletes the kernel's entries (Set) whose addresses listed
+// does not hold (keyed as the table keys them: unmapped, no zone): listed
+// is a whole listing of the kernel's neighbours that the table mirrors
+// (KernelNeighbours' resync). The table's own entries stay. It returns
+// how many it deleted.
+func (t *Table) PruneKernel(listed map[netip.Addr]struct{}) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for ip, e := range t.entries {
+		if _, ok := listed[ip]; !e.external || ok {
+			continue
+		}
+		delete(t.entries, ip)
+		t.kernel--
+		n++
+	}
+	if n > 0 {
+		t.publish()
+	}
+	return n
 }
 
 // Delete removes ip's entry.

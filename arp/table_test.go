@@ -265,6 +265,73 @@ func TestTableSetExternal(t *testing.T) {
 	}
 }
 
+// TestTableKernelEntriesUnbounded: the kernel's entries (Set) are never
+// refused, however many (the kernel bounds them: gc_thresh3, permanent
+// entries), and do not take the room of the table's own: with many more
+// than MaxEntries mirrored, a next hop is still resolved and the learnt
+// ones keep their three quarters. Before, a mirror past 4,096 kernel
+// entries refused the rest (Full), and every LAN host beyond was
+// unreachable through the fast path while the kernel forwarded to it.
+func TestTableKernelEntriesUnbounded(t *testing.T) {
+	tb, _, _ := newTestTable() // MaxEntries 16
+	addr := func(a, b byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, a, b}) }
+	for i := range 100 {
+		tb.Set(addr(1, byte(i)), macB, StateReachable)
+	}
+	for i := range 100 {
+		if _, ok := tb.Lookup(addr(1, byte(i))); !ok {
+			t.Fatalf("kernel entry %d of 100 not found", i)
+		}
+	}
+	for i := range 40 {
+		tb.Learn(addr(2, byte(i)), macB)
+	}
+	if st := tb.Resolve(addr(3, 1)); st != StateIncomplete {
+		t.Errorf("Resolve beside 100 kernel entries = %v, want incomplete", st)
+	}
+	if got, want := tb.Len(), 100+12+1; got != want {
+		t.Errorf("Len = %d, want %d (100 kernel's, 12 learnt, 1 resolved)", got, want)
+	}
+	if s := tb.Stats(); s.Full != 28 {
+		t.Errorf("Full = %d, want 28 (the learnt ones past three quarters of 16)", s.Full)
+	}
+	// Own entries the kernel's listing makes its own (Set) leave the
+	// room they took; deleted, the kernel's leave none behind.
+	tb.Set(addr(3, 1), macB, StateReachable)
+	for i := range 100 {
+		tb.Delete(addr(1, byte(i)))
+	}
+	if got := tb.Len(); got != 13 {
+		t.Errorf("Len after the deletions = %d, want 13", got)
+	}
+	for i := range 4 {
+		if st := tb.Resolve(addr(4, byte(i))); st != StateIncomplete {
+			t.Fatalf("Resolve %d after = %v, want incomplete (12 own entries of 16)", i, st)
+		}
+	}
+	if st := tb.Resolve(addr(4, 9)); st != StateNone {
+		t.Errorf("Resolve with 16 own entries = %v, want none (full)", st)
+	}
+}
+
+// TestTablePruneKernel: a listing of the kernel's neighbours deletes the
+// mirrored entries it does not hold, and only those.
+func TestTablePruneKernel(t *testing.T) {
+	tb, _, _ := newTestTable()
+	tb.Set(ip4B, macB, StateReachable)
+	tb.Set(ip6B, macB, StateStale)
+	tb.Resolve(netip.MustParseAddr("198.18.9.9"))
+	if n := tb.PruneKernel(map[netip.Addr]struct{}{ip6B: {}}); n != 1 {
+		t.Errorf("PruneKernel deleted %d, want 1", n)
+	}
+	checkState(t, tb, ip4B, StateNone)
+	checkState(t, tb, ip6B, StateStale)
+	checkState(t, tb, netip.MustParseAddr("198.18.9.9"), StateIncomplete)
+	if _, ok := tb.Lookup(ip4B); ok {
+		t.Error("the pruned entry is still found")
+	}
+}
+
 func TestHolder(t *testing.T) {
 	tb, clk, _ := newTestTable()
 	h := NewHolder[int](tb, 2, 3, 0)
