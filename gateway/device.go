@@ -113,6 +113,12 @@ type Device struct {
 	tickBusy  time.Duration    // wall time in Tick, for TickStats
 	stamped   []*fastpath.Peer // scratch for Dataplane's StampedPeers
 	due       []*peer          // scratch: the peers one tick evaluates
+	// sweptChanges is Options.ResolveChanges' count at the last sweep
+	// of the next hops, sweepAt the earliest time of the next, sweep its
+	// scratch list of the peers (sweepNextHops).
+	sweptChanges uint64
+	sweepAt      int64
+	sweep        []*peer
 
 	startOnce sync.Once
 	startErr  error       // the first Start's error, returned by every later one

@@ -401,6 +401,8 @@ type rigOptions struct {
 	source RouteSources
 	// routed is the device's Options.Routed (nil: none).
 	routed func(dst netip.Addr) bool
+	// resolveChanges is the device's Options.ResolveChanges (nil: none).
+	resolveChanges func() uint64
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -426,7 +428,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		given[31] |= 128
 	}
 	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit, Resolve: o.resolve, Routed: o.routed, Source: o.source,
-		WANAddr4: netip.MustParseAddr("198.18.0.1"), WANAddr6: netip.MustParseAddr("2001:2::1")})
+		ResolveChanges: o.resolveChanges, WANAddr4: netip.MustParseAddr("198.18.0.1"), WANAddr6: netip.MustParseAddr("2001:2::1")})
 	if err != nil {
 		t.Fatal(err)
 	}

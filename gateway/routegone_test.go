@@ -297,3 +297,48 @@ func waitMAC(r *rig, fp *fastpath.Peer, mac [6]byte) {
 		r.advance(DefaultTickInterval)
 	}
 }
+
+// TestIdlePeerFollowsRouteChange: a peer that sends and receives nothing
+// while its endpoint's route moves has its next hop followed at the next
+// tick all the same (the resolver's change count grew), to the new next
+// hop's MAC or, while that one is not resolved, to none; a second change
+// within nextHopSweepGap waits for the gap. Before, such a peer was ticked
+// only at its next packet, which went to the old router.
+func TestIdlePeerFollowsRouteChange(t *testing.T) {
+	var changes atomic.Uint64
+	var known atomic.Bool
+	known.Store(true)
+	var mac atomic.Value
+	old := [6]byte{2, 0, 0, 0, 0, 9}
+	mac.Store(old)
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
+		resolve:        func(netip.Addr) ([6]byte, bool) { return mac.Load().([6]byte), known.Load() },
+		routed:         func(netip.Addr) bool { return true },
+		resolveChanges: changes.Load})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != old {
+		t.Fatalf("endpoint = %+v, want next hop %x", ep, old)
+	}
+	r.advance(2 * time.Second) // idle: nothing stamped since
+	moved := [6]byte{2, 0, 0, 0, 0, 8}
+	mac.Store(moved)
+	changes.Add(1)
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep.DstMAC != moved {
+		t.Fatalf("idle peer a tick after its route moved: next hop %x, want %x", ep.DstMAC, moved)
+	}
+	// Moved again at once, to a next hop not resolved yet: the sweep
+	// waits for its gap, then takes the MAC back.
+	known.Store(false)
+	changes.Add(1)
+	r.advance(DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep.DstMAC != moved {
+		t.Fatalf("a second sweep within %v: next hop %x", time.Duration(nextHopSweepGap), ep.DstMAC)
+	}
+	r.advance(time.Duration(nextHopSweepGap))
+	if ep := fp.Endpoint.Load(); ep.DstMAC != ([6]byte{}) {
+		t.Fatalf("idle peer after its route moved to an unresolved next hop: next hop %x, want none", ep.DstMAC)
+	}
+}

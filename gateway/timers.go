@@ -141,6 +141,7 @@ func (d *Device) Tick(now int64) {
 	if cap(d.due) > 4096 && len(touched) < 1024 {
 		d.due = nil // after a storm: give the scratch back
 	}
+	d.sweepNextHops(now, gen)
 	// Erase the keys of keypairs retired since, now that the workers
 	// have had a tick to pass a batch boundary.
 	d.dp.Reap()

@@ -142,3 +142,48 @@ func secondRouter(t *testing.T, s *twosite.Site) (r1MAC, r2MAC string) {
 	}
 	return mac.String(), m2.String()
 }
+
+// TestIdlePeerRouteMoved: the endpoint's route moves while the tunnel is
+// idle (to the second router, then to a next hop that answers no ARP);
+// the first packet after goes by the new next hop, or waits for it,
+// never to the old router, as wg0's cached route is invalidated by the
+// change. Before, an idle peer was looked at only when it sent again: its
+// first datagrams went to the old router (through the silent next hop's
+// route, the old router answered them). Found by a helper.
+func TestIdlePeerRouteMoved(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	logOnFailure(t, s.Gateway)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	r1MAC, r2MAC := secondRouter(t, s)
+	if out, err := s.GwA.Run("ping", "-c", "1", "-W", "1", "198.18.1.253"); err != nil { // R2's MAC known to the kernel
+		t.Fatalf("the second router: %v\n%s", err, out)
+	}
+	tcpdump := testenv.Tool(t, "tcpdump", "tcpdump")
+	for _, step := range []struct {
+		via, was, mac string
+		answered      bool
+	}{{"198.18.1.253", r1MAC, r2MAC, true}, {"198.18.1.252", r2MAC, "", false}} {
+		gwRoute(t, s, "replace", "198.18.2.0/24", "via", step.via)
+		time.Sleep(time.Second) // idle: several ticks, no packet
+		dir := t.TempDir()
+		old := testenv.StartCapture(t, tcpdump, s.Router, s.RouterA, filepath.Join(dir, "old.pcap"),
+			"ether dst "+step.was+" and udp and dst host 198.18.2.2")
+		var by *testenv.Capture
+		if step.mac != "" {
+			by = testenv.StartCapture(t, tcpdump, s.Router, s.RouterA, filepath.Join(dir, "new.pcap"),
+				"ether dst "+step.mac+" and udp and dst host 198.18.2.2")
+		}
+		out, _ := s.HostA.Run("ping", "-c", "1", "-W", "1", twosite.HostB4.String())
+		if answered := strings.Contains(out, " 0% packet loss"); answered != step.answered {
+			t.Errorf("via %s: ping answered %v, want %v:\n%s", step.via, answered, step.answered, out)
+		}
+		if n := frames(t, old); n != 0 {
+			t.Errorf("via %s: %d datagrams to the old router after the idle route change", step.via, n)
+		}
+		if by != nil && frames(t, by) == 0 {
+			t.Errorf("via %s: nothing sent to it", step.via)
+		}
+	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}
