@@ -132,8 +132,20 @@ func NewKernelNeighbours(t *Table, opts KernelOptions) (*KernelNeighbours, error
 }
 
 // NeighbourResync is how often KernelNeighbours lists the kernel's
-// neighbours again besides following its notifications.
+// neighbours again besides following its notifications, at least: a
+// listing that took longer than NeighbourResync/resyncShare is followed
+// by resyncShare times its own time (resyncAfter), so that listing costs
+// the follower 2% of a core at most (a listing takes some 8 µs an entry,
+// mostly netlink's decoding: 0.4 s at 50,000 neighbours, which every 5 s
+// was 8% of a core).
 const NeighbourResync = 5 * time.Second
+
+// resyncShare: a listing takes at most one resyncShare-th of the
+// follower's time.
+const resyncShare = 50
+
+// resyncAfter is the wait before the next listing after one that took d.
+func resyncAfter(d time.Duration) time.Duration { return max(NeighbourResync, resyncShare*d) }
 
 // neighbourRcvbuf is the receive buffer forced on the notification socket
 // when the process may (nlrcvbuf).
@@ -199,7 +211,7 @@ func (k *KernelNeighbours) list() error {
 
 func (k *KernelNeighbours) follow(sub neighbourSub) {
 	defer k.wg.Done()
-	resync := time.NewTicker(NeighbourResync)
+	resync := time.NewTimer(NeighbourResync)
 	defer resync.Stop()
 	defer func() { close(sub.stop) }()
 	for {
@@ -207,10 +219,12 @@ func (k *KernelNeighbours) follow(sub neighbourSub) {
 		case <-k.done:
 			return
 		case <-resync.C:
+			began := time.Now()
 			if err := k.list(); err != nil {
 				report(k.done, k.opts.ErrorCallback, err)
 			}
 			k.Resyncs.Add(1)
+			resync.Reset(resyncAfter(time.Since(began)))
 		case u, ok := <-sub.ch:
 			if ok {
 				k.apply(u.Neigh, u.Type == unix.RTM_DELNEIGH)
