@@ -237,6 +237,7 @@ func (k *KernelRoutes) follow(sub routeSub) {
 	// a notification, a notification it could not apply) is wrong until
 	// a listing succeeds, and no other change may come to list it again.
 	var again nldump.Again
+	links := linkStates{}
 	for {
 		if followHook != nil {
 			followHook()
@@ -272,7 +273,8 @@ func (k *KernelRoutes) follow(sub routeSub) {
 			}
 		case u, ok := <-sub.links:
 			failed = !ok
-			relist = ok && !k.ignoredIndex(int(u.Index)) && (u.Header.Type == unix.RTM_DELLINK || u.Flags&unix.IFF_UP == 0)
+			came := ok && links.cameUp(u)
+			relist = ok && !k.ignoredIndex(int(u.Index)) && (u.Header.Type == unix.RTM_DELLINK || u.Flags&unix.IFF_UP == 0 || came)
 		case u, ok := <-sub.addrs:
 			failed = !ok
 			relist = ok && !u.NewAddr && u.LinkAddress.IP.To4() != nil && !k.ignoredIndex(u.LinkIndex)
@@ -311,6 +313,30 @@ func (k *KernelRoutes) follow(sub routeSub) {
 			k.Updates.Add(1)
 		}
 	}
+}
+
+// linkStates are the up and carrier flags (IFF_UP, IFF_LOWER_UP) of each
+// link as its last notification gave them, for cameUp. Owned by the
+// follower; a link leaves it when deleted.
+type linkStates map[int32]uint32
+
+// cameUp records u's flags and reports whether the link came up or got
+// its carrier since its last notification (or is seen up for the first
+// time): the kernel then gives the next hops of multipath routes through
+// it their share again (fib_sync_up clears RTNH_F_DEAD and
+// RTNH_F_LINKDOWN) without a route notification, so the follower lists
+// the table. Before, such a next hop, left out while its link was down,
+// stayed out: its peers' share went to the other next hops for as long as
+// the routes did not change.
+func (l linkStates) cameUp(u netlink.LinkUpdate) bool {
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(l, u.Index)
+		return false
+	}
+	f := u.Flags & (unix.IFF_UP | unix.IFF_LOWER_UP)
+	old := l[u.Index]
+	l[u.Index] = f
+	return f&^old != 0
 }
 
 // apply applies one route notification to k.set; false: list again.

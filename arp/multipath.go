@@ -103,8 +103,8 @@ func pathHash(dst netip.Addr) uint32 {
 }
 
 // Paths returns r's next hops when r is a multipath route of the
-// kernel's (KernelRoutes; Gateway and IfIndex are the first's), nil
-// otherwise. The slice is a copy.
+// kernel's (KernelRoutes: those not dead; Gateway and IfIndex are the
+// first's), nil otherwise. The slice is a copy.
 func (r Route) Paths() []Path {
 	if r.paths == nil {
 		return nil

@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/wgpio/wgpio/internal/testenv"
+	"github.com/wgpio/wgpio/internal/topo"
 )
 
 // TestSharedRouteNexthopObjects: routes through nexthop objects (`ip route
@@ -106,4 +109,59 @@ func TestSharedRouteNexthopObjects(t *testing.T) {
 	run("-6", "route", "del", "2001:2:99::/64", "via", ll1.String(), "dev", v.A)
 	expect("IPv6 next hop deleted", dst6, ll2, true)
 	t.Logf("listings %d", kr.Listings.Load())
+}
+
+// TestSharedMultipathLinkBack: a multipath route's next hop whose link
+// goes down leaves the route's next hops (RTNH_F_DEAD), and comes back
+// when the link comes up, as the kernel's own lookups spread over both
+// again: the kernel notifies no route for either (fib_sync_down_dev,
+// fib_sync_up), the follower lists the table at the link's changes.
+// Before, the next hop stayed out after its link came back (a reviewer's
+// namespace: 15 s later, no listing).
+func TestSharedMultipathLinkBack(t *testing.T) {
+	us, _, v := sharedPair(t)
+	tp := testenv.Topology(t, "arpm")
+	k2 := testenv.NS(t, tp, "k2")
+	v2, err := tp.NewVeth(us, k2, topo.VethConfig{})
+	must(t, err)
+	// No IPv6 on it: its link-local route, made again when the link
+	// comes up, would share a key with the first link's and make the
+	// follower list the table anyway.
+	must(t, us.Sysctl("net.ipv6.conf."+v2.A+".disable_ipv6", "1"))
+	must(t, us.AddAddr(v2.A, "198.18.7.1/24"))
+	must(t, k2.AddAddr(v2.B, "198.18.7.2/24"))
+	waitUp(t, v2)
+	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
+	must(t, err)
+	defer kr.Close()
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := us.Run("ip", args...); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	dst := netip.MustParseAddr("198.19.5.5")
+	paths := func() int {
+		r, ok := kr.Route(dst)
+		if !ok {
+			return 0
+		}
+		if p := r.Paths(); p != nil {
+			return len(p)
+		}
+		return 1
+	}
+	run("route", "add", "198.19.5.0/24", "nexthop", "via", kV4.String(), "dev", v.A, "nexthop", "via", "198.18.7.2", "dev", v2.A)
+	if !waitFor(2*time.Second, func() bool { return paths() == 2 }) {
+		t.Fatalf("multipath route: %d next hops, want 2", paths())
+	}
+	run("link", "set", v2.A, "down")
+	if !waitFor(2*time.Second, func() bool { return paths() == 1 }) {
+		t.Fatalf("link of the second next hop down: %d next hops, want 1", paths())
+	}
+	run("link", "set", v2.A, "up")
+	if !waitFor(3*time.Second, func() bool { return paths() == 2 }) {
+		out, _ := us.Run("ip", "route", "show", "198.19.5.0/24")
+		t.Fatalf("link back up: %d next hops, want 2 (kernel: %s)", paths(), out)
+	}
 }

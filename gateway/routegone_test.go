@@ -342,3 +342,41 @@ func TestIdlePeerFollowsRouteChange(t *testing.T) {
 		t.Fatalf("idle peer after its route moved to an unresolved next hop: next hop %x, want none", ep.DstMAC)
 	}
 }
+
+// TestSweepAfterChangeDuringTick: a route change that lands while a tick
+// evaluates a peer (after the peer read the resolver) is swept for that
+// peer at a later tick, within nextHopSweepGap. Before, the sweep read the
+// change count after the evaluations, took the change as swept, and
+// skipped the peer the tick had evaluated: idle from then on, it kept the
+// old next hop until it sent again.
+func TestSweepAfterChangeDuringTick(t *testing.T) {
+	var changes atomic.Uint64
+	var trigger atomic.Bool
+	var mac atomic.Value
+	old, moved := [6]byte{2, 0, 0, 0, 0, 9}, [6]byte{2, 0, 0, 0, 0, 8}
+	mac.Store(old)
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820",
+		resolve: func(netip.Addr) ([6]byte, bool) {
+			m := mac.Load().([6]byte)
+			if trigger.CompareAndSwap(true, false) { // the route moves right after this lookup
+				mac.Store(moved)
+				changes.Add(1)
+			}
+			return m, true
+		},
+		routed:         func(netip.Addr) bool { return true },
+		resolveChanges: changes.Load})
+	fp := r.fp()
+	r.establishAsInitiator()
+	r.advance(2 * time.Second)
+	trigger.Store(true)
+	r.f.sendData(fp, ourPacket(1)) // the next tick evaluates the peer
+	r.advance(DefaultTickInterval)
+	if trigger.Load() {
+		t.Fatal("the peer was not evaluated")
+	}
+	r.advance(time.Duration(nextHopSweepGap) + DefaultTickInterval)
+	if ep := fp.Endpoint.Load(); ep.DstMAC != moved {
+		t.Errorf("idle peer %v after a change during its evaluation: next hop %x, want %x", time.Duration(nextHopSweepGap), ep.DstMAC, moved)
+	}
+}

@@ -82,6 +82,9 @@ func (d *Device) Tick(now int64) {
 	d.tickGen++
 	gen := d.tickGen
 	due := d.due[:0]
+	// Read before the peers' evaluations: a change after it, which an
+	// evaluation may have missed, makes the next tick sweep.
+	changes := d.resolveChanges()
 
 	// The peers the workers stamped (or all of them, for a dataplane that
 	// cannot say which).
@@ -141,7 +144,7 @@ func (d *Device) Tick(now int64) {
 	if cap(d.due) > 4096 && len(touched) < 1024 {
 		d.due = nil // after a storm: give the scratch back
 	}
-	d.sweepNextHops(now, gen)
+	d.sweepNextHops(now, gen, changes)
 	// Erase the keys of keypairs retired since, now that the workers
 	// have had a tick to pass a batch boundary.
 	d.dp.Reap()

@@ -287,8 +287,8 @@ const ip6UserMetric = 1024
 // which keeps it too (an interface's connected route); one of another
 // metric comes after ours; owned mode's static routes have no metric, and
 // come after it too; and whether the kernel's route leads off r's interface
-// (the LAN's): out of another (a multipath route: its first next hop's,
-// as NextHop), or nowhere (unreachable, blackhole, prohibit: IfIndex
+// (the LAN's): out of another (a multipath route: the next hop dst
+// hashes to, as NextHop), or nowhere (unreachable, blackhole, prohibit: IfIndex
 // -1), which the fast path leaves to the host's kernel, as it does a
 // destination the main table has no route for (-1, offLAN: the kernel's
 // ip rules may pick another table). Owned mode's static routes all lead
@@ -311,7 +311,8 @@ func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN boo
 	if rt.Prefix.Addr().Is6() {
 		before = rt.Metric <= ip6UserMetric
 	}
-	return rt.Prefix.Bits(), kernel && before, kernel && rt.IfIndex != r.ifindex
+	_, ifindex := rt.Path(dst)
+	return rt.Prefix.Bits(), kernel && before, kernel && (rt.IfIndex < 0 || ifindex != r.ifindex)
 }
 
 // route installs the route of p into the exception TUN, replacing one of
