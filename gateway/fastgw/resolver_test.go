@@ -106,6 +106,30 @@ func TestResolverPrefixLen(t *testing.T) {
 			t.Errorf("shared PrefixLen(%s) = %d, %v, %v; want %d, %v, %v", c.dst, bits, first, off, c.bits, c.first, c.off)
 		}
 	}
+	// A multipath route over the LAN and the WAN, 1:255: a destination
+	// is off the LAN when the next hop it hashes to is (Route.Path, as
+	// the LAN's Resolve answers), not by the first next hop (the LAN's).
+	if out, err := a.Run("ip", "route", "add", "198.19.8.0/24", "nexthop", "via", "198.19.1.2", "dev", v.A, "weight", "1",
+		"nexthop", "via", "198.18.9.2", "dev", w.A, "weight", "255"); err != nil {
+		t.Fatalf("ip route add multipath: %v\n%s", err, out)
+	}
+	if !testenv.PollUntil(10*time.Second, func() bool { r, _ := kr.Route(netip.MustParseAddr("198.19.8.1")); return len(r.Paths()) == 2 }) {
+		t.Fatal("the multipath route not followed")
+	}
+	offs := 0
+	for i := 1; i <= 32; i++ {
+		d := netip.AddrFrom4([4]byte{198, 19, 8, byte(i)})
+		r, _ := kr.Route(d)
+		_, ifindex := r.Path(d)
+		if _, _, off := shared.PrefixLen(d); off != (ifindex != lan.Attrs().Index) {
+			t.Errorf("PrefixLen(%v) offLAN %v, its next hop out of interface %d (the LAN is %d)", d, off, ifindex, lan.Attrs().Index)
+		} else if off {
+			offs++
+		}
+	}
+	if offs == 0 {
+		t.Error("no destination of 32 off the LAN, at 255 to 1")
+	}
 }
 
 // TestResolverHasRoute: the WAN resolver has a route toward an address
