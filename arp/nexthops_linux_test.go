@@ -18,12 +18,7 @@ func TestSharedRouteNexthopObjects(t *testing.T) {
 	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
 	must(t, err)
 	defer kr.Close()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := us.Run("ip", args...); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
+	run := func(args ...string) { t.Helper(); ipIn(t, us, args...) }
 	expect := func(what string, dst netip.Addr, want netip.Addr, wantOK bool) {
 		t.Helper()
 		if !waitFor(time.Second, func() bool {
@@ -134,12 +129,7 @@ func TestSharedMultipathLinkBack(t *testing.T) {
 	kr, err := NewKernelRoutes(KernelOptions{Namespace: us.NsHandle()})
 	must(t, err)
 	defer kr.Close()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := us.Run("ip", args...); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
+	run := func(args ...string) { t.Helper(); ipIn(t, us, args...) }
 	dst := netip.MustParseAddr("198.19.5.5")
 	paths := func() int {
 		r, ok := kr.Route(dst)
@@ -163,5 +153,13 @@ func TestSharedMultipathLinkBack(t *testing.T) {
 	if !waitFor(3*time.Second, func() bool { return paths() == 2 }) {
 		out, _ := us.Run("ip", "route", "show", "198.19.5.0/24")
 		t.Fatalf("link back up: %d next hops, want 2 (kernel: %s)", paths(), out)
+	}
+}
+
+// ipIn runs `ip ARGS...` in ns, failing the test if it fails.
+func ipIn(t *testing.T, ns *topo.NS, args ...string) {
+	t.Helper()
+	if out, err := ns.Run("ip", args...); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
 	}
 }
