@@ -65,18 +65,26 @@ func TestKernelRouter(t *testing.T) {
 		}
 	}
 
+	// The LAN host's error is counted once the port took it, after the
+	// LAN host may already have printed it: the count settles first, so
+	// that the guest's step below counts only its own.
+	lanBefore := icmpSent(gw)
 	if out, _ := lanNS.Run("ping", "-c", "1", "-W", "3", "-t", "1", guest); !strings.Contains(out, "From "+lanGateway.Addr().String()) || !strings.Contains(out, "Time to live exceeded") {
 		t.Errorf("ping -t 1 %s from the LAN: want time exceeded from %v, got:\n%s", guest, lanGateway.Addr(), out)
 	}
+	before := icmpSentAtLeast(gw, lanBefore+1)
+	if before != lanBefore+1 {
+		t.Errorf("ping -t 1 %s from the LAN: gateway ICMP sent %d → %d, want one", guest, lanBefore, before)
+	}
 	// The guest's own packet with TTL 1 expires at the gateway, which
-	// answers from its tunnel address through the tunnel: the guest's
-	// kernel counts it (busybox ping does not print it).
-	before := gw.Engine().Stats()[0].ICMPSent
+	// answers from its tunnel address through the tunnel (counted before
+	// it is sealed): the guest's kernel counts it (busybox ping does not
+	// print it).
 	te0 := guestTimeExceeded(t, g)
 	out, _ := g.Ctl(20*time.Second, "ping -c 1 -W 3 -t 1 "+lanHost.Addr().String())
-	if te := guestTimeExceeded(t, g); te != te0+1 || gw.Engine().Stats()[0].ICMPSent != before+1 {
+	if te, after := guestTimeExceeded(t, g), icmpSent(gw); te != te0+1 || after != before+1 {
 		t.Errorf("guest ping -t 1 %v: guest InTimeExcds %d → %d, gateway ICMP sent %d → %d; want one time exceeded; guest said:\n%s",
-			lanHost.Addr(), te0, te, before, gw.Engine().Stats()[0].ICMPSent, out)
+			lanHost.Addr(), te0, te, before, after, out)
 	}
 	for _, size := range []string{"1472", "4000"} {
 		if out, err := lanNS.Run("ping", "-c", "2", "-W", "3", "-M", "dont", "-s", size, guest); err != nil {
@@ -91,6 +99,28 @@ func TestKernelRouter(t *testing.T) {
 	}
 	if d := fastpath.TotalDrops(gw.Engine().Stats()); d[fastpath.DropTTLExceeded] < 2 {
 		t.Errorf("ttl_exceeded = %d, want 2; drops %s", d[fastpath.DropTTLExceeded], drops(gw))
+	}
+}
+
+// icmpSent is the number of ICMP errors the gateway's queues sent.
+func icmpSent(gw *fastgw.Gateway) uint64 {
+	var n uint64
+	for _, q := range gw.Engine().Stats() {
+		n += q.ICMPSent
+	}
+	return n
+}
+
+// icmpSentAtLeast waits up to five seconds for icmpSent to reach want and
+// returns it then (or at the deadline).
+func icmpSentAtLeast(gw *fastgw.Gateway, want uint64) uint64 {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := icmpSent(gw)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
