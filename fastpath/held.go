@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wgpio/wgpio/dataplane"
+	"github.com/wgpio/wgpio/protocol"
 )
 
 // hold keeps f (an inner IP packet) until pl's peer has a usable keypair
@@ -60,7 +61,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		w.dropOldest(pl)
 	}
 	if len(pl.held) == 0 {
-		w.heldPeers = append(w.heldPeers, p.ID)
+		w.heldPeers = append(w.heldPeers, heldPeer{id: p.ID, since: now})
 		p.holding.Add(1)
 	}
 	pl.held = append(pl.held, *f)
@@ -84,7 +85,7 @@ func (w *worker) evictLargest(pl *peerLocal) {
 	n := len(w.heldPeers)
 	for range min(n, evictScan) {
 		w.evictAt = (w.evictAt + 1) % n
-		if v := w.localAt(w.heldPeers[w.evictAt]); v != pl && (victim == nil || len(v.held) > len(victim.held)) {
+		if v := w.localAt(w.heldPeers[w.evictAt].id); v != pl && (victim == nil || len(v.held) > len(victim.held)) {
 			victim = v
 		}
 	}
@@ -131,12 +132,23 @@ func (w *worker) emptied(pl *peerLocal) {
 	pl.sessionAsked = false
 }
 
+// heldPeer is a peer whose packets a worker holds (w.heldPeers), with
+// since, the engine's clock (ns) when they began to wait for the endpoint's
+// next hop's MAC alone: when the first was held, moved on while they wait
+// for a session instead (flushHeld).
+type heldPeer struct {
+	id    int
+	since int64
+}
+
 // flushHeld sends the held packets of peers that now have a keypair, and
-// drops those of removed peers and of peers whose handshake gave up.
+// drops those of removed peers, of peers whose handshake gave up, and of
+// peers whose next hop did not answer within neighbourWaitMax
+// (expireHeld).
 func (w *worker) flushHeld(now int64) {
 	keep := w.heldPeers[:0]
-	for _, id := range w.heldPeers {
-		pl := w.localAt(id)
+	for _, h := range w.heldPeers {
+		pl := w.localAt(h.id)
 		if len(pl.held) == 0 {
 			continue
 		}
@@ -156,14 +168,78 @@ func (w *worker) flushHeld(now int64) {
 				w.emptied(pl)
 				continue
 			}
-			w.askSession(pl, now)
-			keep = append(keep, id)
+			if ep := waitsForMAC(pl.peer, now); ep != nil {
+				// The MAC alone: a session that expires later asks
+				// again (askSession).
+				pl.sessionAsked = false
+				if now-h.since > int64(neighbourWaitMax) {
+					w.expireHeld(pl, ep)
+					continue
+				}
+			} else {
+				h.since = now // for a session: no ARP/NDP wait yet
+				w.askSession(pl, now)
+			}
+			keep = append(keep, h)
 			continue
 		}
 		w.sendHeld(pl, kp, ep, now)
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// waitsForMAC returns p's endpoint when p's packets wait for its next
+// hop's MAC alone (a keypair it may send with at now, an endpoint without
+// a MAC: resolving, or taken back by the tick), else nil.
+func waitsForMAC(p *Peer, now int64) *Endpoint {
+	kp, ep := p.Current.Load(), p.Endpoint.Load()
+	if kp == nil || !kp.canSend(now) || ep == nil || ep.DstMAC != ([6]byte{}) {
+		return nil
+	}
+	return ep
+}
+
+// expireHeld drops the packets pl holds for its endpoint's next hop, whose
+// MAC did not come within neighbourWaitMax (3 s): no_neighbour, or
+// no_wan_route when the WAN has no route toward the endpoint (WANRoutes:
+// the route went, the tick took the MAC back). Linux's wg0 sends each
+// packet at once into its route's neighbour entry, which queues it while
+// it resolves and drops the queue when resolution fails, after 3 probes
+// a second apart (mcast_solicit, retrans_time; arp_error_report); a send
+// without a route fails at once. The next packet held starts a new wait,
+// as the next send starts the entry's resolution again. Those dropped
+// as no_neighbour count in the peer's tx_bytes as sealed messages (the
+// padded length, whitepaper §5.4.6), as wg0's socket took them before the
+// neighbour layer dropped them (countSent's rule for control messages).
+//
+//go:noinline
+func (w *worker) expireHeld(pl *peerLocal, ep *Endpoint) {
+	why := DropNoNeighbour
+	if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(ep.Dst.Addr()) {
+		why = DropNoWANRoute
+	}
+	if why == DropNoNeighbour {
+		for i := range pl.held {
+			addTx(pl, w.sealedLen(pl.held[i].Len()))
+		}
+		w.markDirty(pl)
+	}
+	w.count(why, len(pl.held))
+	w.lanRX.Free(pl.held)
+	w.heldTotal -= len(pl.held)
+	w.emptied(pl)
+}
+
+// sealedLen is the length of the transport data message that seals an
+// inner packet of n bytes: its header, the packet zero-padded to a
+// multiple of 16 but not past the MTU (pad), and the tag.
+func (w *worker) sealedLen(n int) int {
+	padded := (n + 15) &^ 15
+	if padded > w.e.cfg.MTU {
+		padded = max(n, w.e.cfg.MTU)
+	}
+	return protocol.TransportHeaderSize + padded + protocol.TagSize
 }
 
 // flushReason is why the packets held for p go when p.FlushHeld was

@@ -58,3 +58,91 @@ func TestHeldForNeighbourSessionExpires(t *testing.T) {
 		t.Error("a second session expired under the held packets, and no handshake asked for")
 	}
 }
+
+// TestHeldForMACExpires: packets held for the endpoint's next hop's MAC
+// alone (a usable keypair) are dropped once they waited neighbourWaitMax,
+// as Linux drops the queue of a neighbour entry whose resolution failed:
+// no_neighbour with a route toward the endpoint (counted in the peer's
+// tx_bytes as the sealed messages wg0's socket took), no_wan_route
+// without one (not counted). A wait for a session does not count toward
+// it, and the next packet held after an expiry waits anew, then leaves
+// when the MAC comes.
+func TestHeldForMACExpires(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		route bool
+		want  DropReason
+	}{
+		{"route, no answer", true, DropNoNeighbour},
+		{"no route", false, DropNoWANRoute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigConfig{noKeys: true})
+			r.a.cfg.WANResolver = unresolvedRoutes{unresolved{route: tc.route}} // the workers are driven by hand
+			tx := r.hostA.Queue(0).TX()
+			wa := r.a.workers[0]
+			wa.publish(r.clock.Now())
+			tx0 := r.peerAB.TxBytes.Load()
+			hold := func(sizes ...int) {
+				t.Helper()
+				var frames []dataplane.Frame
+				for i, n := range sizes {
+					frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(uint32(i), n)))
+				}
+				sendAll(t, r.hostA, 0, frames)
+				wa.outbound(r.clock.Now())
+			}
+			held := func() uint64 { t.Helper(); return r.a.Stats()[0].Held }
+			// Held for a session first, 5 s: no ARP/NDP wait yet.
+			hold(40, 41)
+			r.clock.Advance(5 * time.Second)
+			wa.flushHeld(r.clock.Now())
+			ep := *r.peerAB.Endpoint.Load()
+			noMAC := ep
+			noMAC.DstMAC = [6]byte{}
+			r.installKeys()
+			r.peerAB.Endpoint.Store(&noMAC)
+			wa.flushHeld(r.clock.Now())
+			if held() != 2 {
+				t.Fatalf("held = %d once the session came without the MAC, want 2 (a wait for a session is no ARP wait)", held())
+			}
+			hold(1300)
+			r.clock.Advance(neighbourWaitMax - 100*time.Millisecond)
+			wa.flushHeld(r.clock.Now())
+			if held() != 3 {
+				t.Fatalf("held = %d before 3 s of waiting for the MAC, want 3", held())
+			}
+			r.clock.Advance(200 * time.Millisecond)
+			wa.flushHeld(r.clock.Now())
+			d := r.a.Stats()[0].Drops
+			if held() != 0 || d[tc.want] != 3 || d[DropNoWANRoute]+d[DropNoNeighbour] != 3 || r.peerAB.Holding() || len(wa.heldPeers) != 0 {
+				t.Fatalf("after 3 s: held %d, no_neighbour %d, no_wan_route %d, Holding %v; want 0 and 3 %v",
+					held(), d[DropNoNeighbour], d[DropNoWANRoute], r.peerAB.Holding(), tc.want)
+			}
+			wa.publish(r.clock.Now())
+			// Sealed: 16 + 16 bytes around the inner packet (28 bytes of
+			// headers and the payload) padded to 16.
+			var want uint64
+			if tc.route {
+				for _, n := range []int{40, 41, 1300} {
+					want += uint64(32 + (28+n+15)&^15)
+				}
+			}
+			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
+				t.Errorf("tx_bytes grew by %d, want %d", got, want)
+			}
+			// The next packet waits anew, and leaves with the MAC.
+			hold(40)
+			r.clock.Advance(neighbourWaitMax - 100*time.Millisecond)
+			wa.flushHeld(r.clock.Now())
+			if held() != 1 {
+				t.Fatalf("held = %d for the next packet, want 1: a new wait", held())
+			}
+			r.peerAB.Endpoint.Store(&ep)
+			wa.flushHeld(r.clock.Now())
+			if s := r.a.Stats()[0]; s.Held != 0 || s.Encrypted != 1 {
+				t.Errorf("after the MAC came: held %d, encrypted %d; want 0 1", s.Held, s.Encrypted)
+			}
+		})
+	}
+}

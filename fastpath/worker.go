@@ -151,8 +151,8 @@ type worker struct {
 	// is nil until the worker meets one of its peers (peerState).
 	local     [][]peerLocal
 	heldTotal int
-	heldPeers []int // IDs of peers with held frames
-	evictAt   int   // evictLargest's cursor in heldPeers
+	heldPeers []heldPeer // peers with held frames
+	evictAt   int        // evictLargest's cursor in heldPeers
 
 	nbr      [nbrCacheSize]nbrEntry
 	nbrWaitN int // frames in nbrWait counted in nbr's slots (nbrHold)
@@ -323,8 +323,8 @@ func (w *worker) close() {
 	// Free held frames (of lanRX's pool, or of lanTX's: sendInner's),
 	// each back to its own pool whatever half frees it (dataplane.TX.Free;
 	// TestCloseFreesHeldToTheirPools).
-	for _, id := range w.heldPeers {
-		pl := w.localAt(id)
+	for _, h := range w.heldPeers {
+		pl := w.localAt(h.id)
 		w.count(DropClosed, len(pl.held))
 		w.lanTX.Free(pl.held)
 		w.emptied(pl)

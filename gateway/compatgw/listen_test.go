@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +123,7 @@ func (s *site) fates(t *testing.T) [3]uint64 {
 		t.Fatal(err)
 	}
 	b := s.g.Stats().Bind
-	return [3]uint64{b.RXPackets, b.Drops[bind.DropNotOurs], snmpValue(t, snmp, "Ip", "InAddrErrors") + snmpValue(t, snmp, "Udp", "NoPorts")}
+	return [3]uint64{b.RXPackets, b.Drops[bind.DropNotOurs], testenv.SNMPValue(t, snmp, "Ip", "InAddrErrors") + testenv.SNMPValue(t, snmp, "Udp", "NoPorts")}
 }
 
 // followWait bounds how long a test waits for the gateway to follow a
@@ -154,30 +153,6 @@ func (s *site) pinNeighbour(t *testing.T, addr netip.Addr) {
 	if out, err := s.peer.Run("ip", "neigh", "replace", addr.String(), "lladdr", mac.String(), "dev", s.peerDev, "nud", "permanent"); err != nil {
 		t.Fatalf("ip neigh replace %v: %v\n%s", addr, err, out)
 	}
-}
-
-// snmpValue returns the counter name of group in snmp, the text of
-// /proc/net/snmp: a line of names after "group:", then one of values.
-func snmpValue(t *testing.T, snmp []byte, group, name string) uint64 {
-	t.Helper()
-	lines := strings.Split(string(snmp), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(names) == 0 || names[0] != group+":" || len(values) != len(names) || values[0] != group+":" {
-			continue
-		}
-		for j, n := range names {
-			if n == name {
-				v, err := strconv.ParseUint(values[j], 10, 64)
-				if err != nil {
-					t.Fatalf("/proc/net/snmp %s %s: %v", group, name, err)
-				}
-				return v
-			}
-		}
-	}
-	t.Fatalf("/proc/net/snmp has no %s %s:\n%s", group, name, snmp)
-	return 0
 }
 
 // listenPeer opens the peer's socket at the gateway's endpoint for it

@@ -56,15 +56,7 @@ func TestWANMTUFollowed(t *testing.T) {
 			t.Fatalf("no line with %q logged:\n%s", parts, logs.String())
 		}
 	}
-	// snmp reads a counter of ns's kernel (/proc/net/snmp).
-	snmp := func(ns *topo.NS, group, name string) uint64 {
-		t.Helper()
-		out, err := ns.Run("cat", "/proc/net/snmp")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return snmpValue(t, []byte(out), group, name)
-	}
+	snmp := func(ns *topo.NS, group, name string) uint64 { t.Helper(); return testenv.SNMP(t, ns, group, name) }
 	ip("link", "set", "dev", s.WANA, "mtu", "1300")
 	logged("WAN MTU changed: full-size tunnel packets do not fit it whole", "mtu=1300 ", "leave as IP fragments", "fragmented")
 	before := g.Stats().Bind

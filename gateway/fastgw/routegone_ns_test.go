@@ -107,6 +107,45 @@ func TestEndpointNextHopSilent(t *testing.T) {
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
 
+// TestEndpointNextHopSilentHeldExpire: the packets held for a next hop
+// that never answers ARP go after 3 s (no_neighbour), as Linux drops the
+// queue of a neighbour entry whose resolution failed: when the route
+// comes back, none of them reaches the peer's site late. Before, the
+// last 128 waited for as long as the route stayed and left then: five
+// echo requests arrived at host B seconds after their pings gave up.
+func TestEndpointNextHopSilentHeldExpire(t *testing.T) {
+	s := newSite(t, twosite.Config{Routed: true})
+	g := s.Gateway
+	logOnFailure(t, g)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
+	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]
+	echos := testenv.SNMP(t, s.HostB, "Icmp", "InEchos")
+	out, _ := s.HostA.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostB4.String())
+	if !strings.Contains(out, " 0 received") {
+		t.Errorf("pings answered through a silent next hop:\n%s", out)
+	}
+	held := func() (n uint64) {
+		for _, q := range g.Engine().Stats() {
+			n += q.Held
+		}
+		return n
+	}
+	if !testenv.PollUntil(6*time.Second, func() bool {
+		return held() == 0 && fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]-before >= 5
+	}) {
+		t.Errorf("after 6 s: %d held, no_neighbour +%d, want 0 and 5; drops %s",
+			held(), fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]-before, dropsString(g))
+	}
+	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
+	time.Sleep(500 * time.Millisecond) // the route followed: held packets would leave now
+	if n := testenv.SNMP(t, s.HostB, "Icmp", "InEchos") - echos; n != 0 {
+		t.Errorf("host B received %d echo requests of pings that gave up seconds ago", n)
+	}
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+}
+
 // TestEndpointNextHopSilentPeerHandshakes: the endpoint's route replaced
 // by one through a next hop that does not answer ARP, the peer handshakes
 // again (as it does 15 s after its data gets no answer, or at its rekey),
