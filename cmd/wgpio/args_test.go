@@ -256,8 +256,8 @@ func TestWarnIgnored(t *testing.T) {
 		want, not []string // keys warned of, keys not
 	}{
 		{"fastpath", nil, []string{"Queues", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsAddress", "MetricsPeers"}},
-		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "WAN", "LAN", "MSSClamp", "MetricsAddress"}},
-		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow", "MetricsPeers"}, []string{"Queues", "MetricsAddress"}},
+		{"compat", []string{"CPUs", "HandshakeWorkers", "SourcePorts", "ReplayWindow"}, []string{"Queues", "WAN", "LAN", "MSSClamp", "MetricsAddress", "MetricsPeers"}},
+		{"compat-mqtun", []string{"WAN", "LAN", "CPUs", "HandshakeWorkers", "SourcePorts", "MSSClamp", "ReplayWindow"}, []string{"Queues", "MetricsAddress", "MetricsPeers"}},
 	} {
 		f, err := config.Parse("wg0.conf", strings.NewReader(fmt.Sprintf(file, tt.mode)))
 		if err != nil {

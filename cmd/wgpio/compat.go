@@ -112,12 +112,13 @@ func upCompatMQTUN(log *slog.Logger, name string, f *config.File, w config.WGPIO
 		s.UAPIRefused, s.LogLinesLost = uapiConns.Refused(), logLinesLost.Load()
 		return s
 	}
-	stopStats, err := serveStats(log, name, func() any { return stats() })
+	wg := &wgPeers{get: dev.IpcGetOperation}
+	stopStats, err := serveStats(log, name, func() any { return withPeers(log, stats(), wg, -1) })
 	if err != nil {
 		return err
 	}
 	defer stopStats()
-	reloads, err := serveCompatMetrics(log, metricsLn, name, stats)
+	reloads, err := serveCompatMetrics(log, metricsLn, name, stats, wg, metricsPeers(w))
 	if err != nil {
 		return err
 	}

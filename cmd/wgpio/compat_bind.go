@@ -65,11 +65,28 @@ func prefixAddrs(ps []netip.Prefix) []netip.Addr {
 
 // compatStats is what the stats socket of a compat mode serves: c (nil
 // for compat-mqtun), tun and udp (compat-mqtun's multi-queue TUN and UDP
-// sockets; nil for compat), queues and peers as empty lists (JSON [], as
-// the fast path's with none, not null: wg show has the peers), and no
-// control_plane or exception_tun_drops (GatewayStats).
+// sockets; nil for compat), queues as an empty list (JSON [], as the fast
+// path's with none, not null), and no control_plane or
+// exception_tun_drops (GatewayStats); withPeers adds the peers.
 func compatStats(name string, mode config.Mode, c *CompatStats, tun *tundev.TUNStats, udp *UDPStats) GatewayStats {
 	return GatewayStats{Name: name, Mode: string(mode), Queues: []fastpath.QueueStats{}, Peers: []PeerStat{}, Compat: c, TUN: tun, UDP: udp}
+}
+
+// withPeers adds to s the number of peers wg reads and the first max of
+// them (every one when max < 0); s stays without them (Peers empty,
+// PeersConfigured nil) when the read fails, logged on log.
+func withPeers(log *slog.Logger, s GatewayStats, wg *wgPeers, max int) GatewayStats {
+	ps, n, err := wg.read(max)
+	if err != nil {
+		log.Warn("read wireguard-go's peers for the stats", "err", err)
+		return s
+	}
+	count := uint64(n)
+	s.PeersConfigured = &count
+	if ps != nil {
+		s.Peers = ps
+	}
+	return s
 }
 
 // upCompat runs compat mode until SIGINT or SIGTERM, or the gateway's
@@ -93,12 +110,13 @@ func upCompat(log *slog.Logger, name string, f *config.File, w config.WGPIO, sig
 		gs.XDP = xdpCounters(g.Ports())
 		return gs
 	}
-	stopStats, err := serveStats(log, name, func() any { return stats() })
+	wg := &wgPeers{get: g.Device().IpcGetOperation}
+	stopStats, err := serveStats(log, name, func() any { return withPeers(log, stats(), wg, -1) })
 	if err != nil {
 		g.Close()
 		return err
 	}
-	reloads, err := serveCompatMetrics(log, metricsLn, name, stats)
+	reloads, err := serveCompatMetrics(log, metricsLn, name, stats, wg, metricsPeers(w))
 	if err != nil {
 		stopStats()
 		g.Close()
@@ -159,14 +177,16 @@ func compatMetricsListener(f *config.File, w config.WGPIO) (net.Listener, error)
 
 // serveCompatMetrics serves a compat mode's counters (stats) on ln, if
 // not nil, with the reload metrics of the reloadState it returns (nil
-// without ln). Compat modes export no per-peer metrics: stock
-// wireguard-go's peers are in wg show.
-func serveCompatMetrics(log *slog.Logger, ln net.Listener, name string, stats func() GatewayStats) (*reloadState, error) {
+// without ln), and wireguard-go's peers read through wg at each scrape:
+// wgpio_peers, and the per-peer metrics while there are at most
+// maxPeers ([WGPIO] MetricsPeers; 0: none).
+func serveCompatMetrics(log *slog.Logger, ln net.Listener, name string, stats func() GatewayStats, wg *wgPeers, maxPeers int) (*reloadState, error) {
 	if ln == nil {
 		return nil, nil
 	}
 	reloads := newReloadState(time.Now())
-	if err := serveMetrics(log, ln, name, stats, nil, 0, reloads); err != nil {
+	scraped := func() GatewayStats { return withPeers(log, stats(), wg, max(maxPeers, 0)) }
+	if err := serveMetrics(log, ln, name, scraped, nil, maxPeers, reloads); err != nil {
 		return nil, err
 	}
 	return reloads, nil

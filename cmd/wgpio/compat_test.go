@@ -54,6 +54,8 @@ func TestUpCompat(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "wan (bind)") || !strings.Contains(string(out), "lan (tundev)") {
 		t.Errorf("wgpio stats %s: %v\n%s", s.GwName, err, out)
 	}
+	// The JSON lists wireguard-go's peers, as the fast path's.
+	checkCompatPeersJSON(t, s.GwName, stock)
 	// The XDP programs' counters, as in fastpath mode: what they gave the
 	// bind and tundev, and what they left to the kernel (a frame that is
 	// not IP, a truncated header), which no other counter of compat mode
@@ -123,6 +125,15 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if err := s.HostA.Ping(twosite.HostB6, 5*time.Second); err != nil {
 		t.Errorf("IPv6: %v", err)
 	}
+	checkCompatPeersJSON(t, s.GwName, s.FastConfig.Peers[0].PublicKey.Base64())
+	// /metrics has the peers too (MetricsPeers: the default, 1,000).
+	body := httpGet(t, s, metricsAddr, "/metrics")
+	if want := `wgpio_peers{device="` + s.GwName + `"} 1`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, body)
+	}
+	if m := regexp.MustCompile(`wgpio_peer_last_handshake_seconds\{device="` + s.GwName + `",public_key="` + regexp.QuoteMeta(s.FastConfig.Peers[0].PublicKey.Base64()) + `"\} (\S+)`).FindStringSubmatch(body); m == nil || m[1] == "0" {
+		t.Errorf("/metrics: no last handshake of the peer:\n%s", body)
+	}
 	out, err = exec.Command(wgpioBin, "stats", s.GwName).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "lan (tun "+s.GwName+")") || !strings.Contains(string(out), "wan (udp sockets)") || !strings.Contains(string(out), "wg show "+s.GwName) {
 		t.Errorf("wgpio stats %s: %v\n%s\nwant the TUN's and the UDP sockets' counters and a pointer to wg show", s.GwName, err, out)
@@ -175,7 +186,7 @@ func TestUpCompatMQTUN(t *testing.T) {
 	if err != nil || st.TUN == nil || st.TUN.Drops[tundev.TUNDropNoRoute] < n || st.TUN.ICMPErrors != 6 || st.TUN.ICMPSuppressed < n-6 {
 		t.Errorf("wgpio stats -json %s after %d pings to the removed peer's allowed IPs: %v\n%s\nwant at least %d no_route drops of the TUN, 6 ICMP errors, %d suppressed", s.GwName, n, err, out, n, n-6)
 	}
-	body := httpGet(t, s, metricsAddr, "/metrics")
+	body = httpGet(t, s, metricsAddr, "/metrics")
 	m := regexp.MustCompile(`wgpio_tun_drops_total\{device="` + s.GwName + `",reason="no_route"\} (\d+)`).FindStringSubmatch(body)
 	got := -1 // no such series
 	if m != nil {
@@ -292,4 +303,22 @@ func (c *innerCapture) stop(t *testing.T) []string {
 		}
 	}
 	return lines
+}
+
+// checkCompatPeersJSON checks that `wgpio stats -json NAME` of a compat
+// mode lists the one peer, whose public key is peer, with its handshake
+// and bytes, and counts it in peers_configured.
+func checkCompatPeersJSON(t *testing.T, name, peer string) {
+	t.Helper()
+	out, err := exec.Command(wgpioBin, "stats", "-json", name).CombinedOutput()
+	var st GatewayStats
+	if err == nil {
+		err = json.Unmarshal(out, &st)
+	}
+	if err != nil || len(st.Peers) != 1 || st.PeersConfigured == nil || *st.PeersConfigured != 1 {
+		t.Fatalf("wgpio stats -json %s: %v\n%s\nwant one peer listed and counted", name, err, out)
+	}
+	if p := st.Peers[0]; p.PublicKey != peer || p.LastHandshake.IsZero() || p.RxBytes == 0 || p.TxBytes == 0 || p.Endpoint == "" {
+		t.Errorf("wgpio stats -json %s: peer %+v, want %s with its handshake, bytes and endpoint", name, p, peer)
+	}
 }

@@ -42,7 +42,7 @@ const fillRingEmptyKey = "xsk_rx_fill_ring_empty_descs"
 // (BenchmarkScrape100k). wgpio_peers counts them whatever their number.
 type collector struct {
 	name     string
-	stats    func() GatewayStats              // without Peers
+	stats    func() GatewayStats              // without Peers (compat modes: with MetricsPeers of them, and PeersConfigured)
 	peers    func(max int) ([]PeerStat, bool) // the peers if at most max (boundedPeerStats), called only within maxPeers
 	maxPeers int                              // 0: no per-peer metrics
 
@@ -314,6 +314,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if s.Device == nil {
+		// Compat modes: wireguard-go's peers, read with the counters
+		// (serveCompatMetrics), the first MetricsPeers of them kept.
+		if n := s.PeersConfigured; n != nil {
+			ch <- prometheus.MustNewConstMetric(c.peerCount, prometheus.GaugeValue, float64(*n))
+			if c.maxPeers > 0 && *n <= uint64(c.maxPeers) {
+				c.collectPeers(ch, s.Peers)
+			}
+		}
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.peerCount, prometheus.GaugeValue, float64(s.Device.PeersConfigured))
@@ -321,10 +329,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	// Peers added since the count: none is read past the limit.
-	ps, ok := c.peers(c.maxPeers)
-	if !ok {
-		return
+	if ps, ok := c.peers(c.maxPeers); ok {
+		c.collectPeers(ch, ps)
 	}
+}
+
+// collectPeers sends the per-peer metrics of ps.
+func (c *collector) collectPeers(ch chan<- prometheus.Metric, ps []PeerStat) {
+	ctr := prometheus.CounterValue
 	for _, p := range ps {
 		ch <- prometheus.MustNewConstMetric(c.peerRx, ctr, float64(p.RxBytes), p.PublicKey)
 		ch <- prometheus.MustNewConstMetric(c.peerTx, ctr, float64(p.TxBytes), p.PublicKey)
@@ -482,6 +494,15 @@ func serveMetrics(log *slog.Logger, ln net.Listener, name string, stats func() G
 		}
 	}()
 	return nil
+}
+
+// metricsPeers is w's MetricsPeers as the collector's maxPeers: the
+// default when unset, below 1 when off.
+func metricsPeers(w config.WGPIO) int {
+	if w.MetricsPeers == 0 {
+		return config.DefaultMetricsPeers
+	}
+	return w.MetricsPeers
 }
 
 // boundedPeerStats returns the collector's peers function for dev: the

@@ -370,11 +370,7 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 	stop := func() { stopCapture(); stopStats() }
 	reloads := newReloadState(time.Now())
 	if metricsLn != nil {
-		maxPeers := w.MetricsPeers
-		if maxPeers == 0 {
-			maxPeers = config.DefaultMetricsPeers
-		}
-		if err := serveMetrics(log, metricsLn, name, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()), maxPeers, reloads); err != nil {
+		if err := serveMetrics(log, metricsLn, name, func() GatewayStats { return countersOf(g) }, boundedPeerStats(g.Device()), metricsPeers(w), reloads); err != nil {
 			stop()
 			g.Close()
 			return err
@@ -408,14 +404,15 @@ func upFastpath(log *slog.Logger, name string, f *config.File, w config.WGPIO, c
 }
 
 // GatewayStats is what `wgpio stats` prints (-json: this struct) and the
-// metrics export. The fast path fills every field but Compat; compat
-// mode fills Name, Mode and Compat, and compat-mqtun Name and Mode only.
-// What a mode does not count is left out of the JSON, not written as
-// zeros: stock wireguard-go, which carries compat modes' handshakes and
-// keepalives, keeps no counters of them (its UAPI gives per peer only
-// bytes and the last handshake: `wg show`), so compat modes have no
-// control_plane, and no exception_tun_drops (they have no exception
-// TUN).
+// metrics export. The fast path fills every field but Compat and
+// PeersConfigured; compat mode fills Name, Mode, Compat, Peers and
+// PeersConfigured, and compat-mqtun Name, Mode, TUN, UDP, Peers and
+// PeersConfigured. What a mode does not count is left out of the JSON,
+// not written as zeros: stock wireguard-go, which carries compat modes'
+// handshakes and keepalives, keeps no counters of them (its UAPI gives
+// per peer only bytes and the last handshake: `wg show`, and Peers), so
+// compat modes have no control_plane, and no exception_tun_drops (they
+// have no exception TUN).
 type GatewayStats struct {
 	Name string `json:"name"`
 	// Mode is "" for the fast path, else the [WGPIO] Mode.
@@ -444,8 +441,8 @@ type GatewayStats struct {
 	// UDP is compat-mqtun's counters of the kernel's UDP sockets under
 	// stock wireguard-go (countingBind); nil in the other modes.
 	UDP *UDPStats `json:"udp,omitempty"`
-	// Compat holds compat mode's counters (Queues and Peers are then
-	// empty, Device and ExceptionDrops nil: wg show has the peers).
+	// Compat holds compat mode's counters (Queues is then empty, Device
+	// and ExceptionDrops nil).
 	Compat *CompatStats `json:"compat,omitempty"`
 	// Reassembly is the fast path's reassembly of the WireGuard datagrams
 	// that arrive as IP fragments (Engine.ReassemblyStats); the owned
@@ -463,6 +460,11 @@ type GatewayStats struct {
 	// others waiting already (gateway.Stats.UAPIRefused,
 	// compatgw.Stats.UAPIRefused, uapiserve.NewServer).
 	UAPIRefused uint64 `json:"uapi_connections_refused"`
+	// PeersConfigured is the number of peers of a compat mode's stock
+	// wireguard-go device (read through its UAPI: wgPeers), nil when it
+	// could not be read, and in the fast path, whose count is
+	// Device.PeersConfigured.
+	PeersConfigured *uint64 `json:"peers_configured,omitempty"`
 	// LogLinesLost counts the log lines the gateway could not write to
 	// its standard error (its reader gone, a broken pipe: logLinesLost),
 	// in every mode.

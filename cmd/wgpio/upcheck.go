@@ -202,7 +202,6 @@ func ignoredKeys(f *config.File, w config.WGPIO) []config.Warning {
 			Msg: fmt.Sprintf("reported by wg show, but marks no packet in Mode = %s, which sends through no socket (only Mode = compat-mqtun's sockets carry it)", w.Mode)})
 	}
 	if w.Mode == config.ModeCompat || w.Mode == config.ModeCompatMQTUN {
-		warn(w.Lines, "MetricsPeers", "ignored in the compat modes: they export no per-peer metrics (stock wireguard-go's peers are in wg show)")
 		warn(w.Lines, "ReplayWindow", "ignored in the compat modes: wireguard-go keeps its own 8128-counter replay window")
 		warn(w.Lines, "HandshakeWorkers", "ignored in the compat modes: wireguard-go runs its own handshake goroutines, one per CPU")
 	}
