@@ -429,6 +429,17 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 		redirect(ctrRedirectPrefix)
 	}
 
+	// A frame to another host's unicast MAC (the I/G bit clear, IEEE
+	// 802 §8.2) is not ours, whatever its addresses: passed, and the
+	// kernel drops it as on any interface (PACKET_OTHERHOST, ip_rcv), as
+	// it drops one before Linux's wg0 sees it (a switch flooding a frame
+	// for a host that took over our address, a bridge, promiscuous
+	// mode). Group addresses go on: Linux takes a unicast IP packet in
+	// a broadcast or multicast frame (drop_unicast_in_l2_multicast off
+	// by default), and they carry ARP and NDP.
+	emit(asm.LoadMem(r2, r7, 0, asm.Byte), asm.And.Imm(r2, 1), asm.JNE.Imm(r2, 0, "l2_group"))
+	checkMAC()
+	label("l2_group", asm.Mov.Imm(r2, 0))
 	p.priorityTag(emit, label, "1")
 	p.priorityTag(emit, label, "2")
 	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is

@@ -46,7 +46,7 @@ func TestFilterNeighbourUpdates(t *testing.T) {
 		{"arp vlan", cat(ethTag(bcastMAC, 0x8100, 7, 0x0806), arp("198.18.0.2")), passVLAN},
 		{"ndp na to all nodes", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1", 24), ndp(136, "2001:db8::5")), redirect},
 		{"ndp ns for another", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1:ff00:5", 24), ndp(135, "2001:db8::5")), pass},
-		{"ndp na unicast to another", cat(eth(otherMAC, 0x86dd, false), ip6hdr(58, "2001:db8::7", 24), ndp(136, "2001:db8::5")), pass},
+		{"ndp na unicast to another", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::7", 24), ndp(136, "2001:db8::5")), pass},
 		{"ndp na to us", cat(eth(ourMAC, 0x86dd, false), ip6hdr(58, "2001:db8::1", 24), ndp(136, "2001:db8::5")), redirect},
 		{"icmp6 echo to all nodes", cat(eth(bcastMAC, 0x86dd, false), ip6hdr(58, "ff02::1", 24), ndp(128, "2001:db8::5")), pass},
 	})

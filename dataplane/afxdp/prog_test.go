@@ -160,30 +160,37 @@ func TestFilter(t *testing.T) {
 		}
 	}
 	runFilter(t, prog, []filterCase{
-		{"udp4 port lo", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 port lo", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
 		{"udp4 port hi", cat(eth(bcastMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51830)), redirect},
-		{"udp4 port above", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51831)), pass},
-		{"udp4 port below", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51819)), pass},
-		{"udp4 other address", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
+		// A frame to another host's MAC is not ours (PACKET_OTHERHOST):
+		// the kernel drops it; a group address's is.
+		{"udp4 other host's mac", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"udp4 other host's mac, vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"udp6 other host's mac", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), pass},
+		{"udp6 multicast mac", cat(eth(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"arp for us, other host's mac", cat(eth(otherMAC, 0x0806, false), arp("198.18.0.1")), pass},
+		{"udp4 port above", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51831)), pass},
+		{"udp4 port below", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51819)), pass},
+		{"udp4 other address", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
 		// VLAN isolation: only untagged and priority-tagged frames.
-		{"udp4 vlan", cat(eth(otherMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 priority tag", cat(ethTag(otherMAC, 0x8100, 0xa000, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 802.1ad", cat(ethTag(otherMAC, 0x88a8, 7, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 802.1ad vid 0", cat(ethTag(otherMAC, 0x88a8, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect}, // a priority tag (prog_vid0_test.go)
-		{"udp4 stacked tags", cat(ethTag(otherMAC, 0x8100, 0, 0x8100), []byte{0, 7, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 vlan truncated", cat(ethTag(otherMAC, 0x8100, 0, 0x0800))[:16], pass},
+		{"udp4 vlan", cat(eth(ourMAC, 0x0800, true), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 priority tag", cat(ethTag(ourMAC, 0x8100, 0xa000, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 802.1ad", cat(ethTag(ourMAC, 0x88a8, 7, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 802.1ad vid 0", cat(ethTag(ourMAC, 0x88a8, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect}, // a priority tag (prog_vid0_test.go)
+		{"udp4 stacked tags", cat(ethTag(ourMAC, 0x8100, 0, 0x8100), []byte{0, 7, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan truncated", cat(ethTag(ourMAC, 0x8100, 0, 0x0800))[:16], pass},
 		{"arp vlan", cat(ethTag(bcastMAC, 0x8100, 7, 0x0806), arp("198.18.0.1")), passVLAN},
 		{"lan4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), passVLAN},
 		{"lan4 priority tag", cat(ethTag(ourMAC, 0x8100, 0x2000, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
-		{"udp4 fragment", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
-		{"udp4 fragment offset", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 185, 40), udp(51820)), pass},
-		{"udp6 fragment", cat(eth(otherMAC, 0x86dd, false), ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51820)), pass},
-		{"tcp4", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.18.0.1", 0, 40), udp(51820)), pass},
-		{"udp4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
-		{"ipv4 truncated", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40)[:19]), pass},
-		{"udp6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
-		{"udp6 other port", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51821)), pass},
-		{"udp6 vlan", cat(eth(otherMAC, 0x86dd, true), ip6hdr(17, "2001:db8::1", 40), udp(51820)), passVLAN},
+		{"udp4 fragment", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51820)), pass},
+		{"udp4 fragment offset", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 185, 40), udp(51820)), pass},
+		{"udp6 fragment", cat(eth(ourMAC, 0x86dd, false), ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51820)), pass},
+		{"tcp4", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"udp4 truncated", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)[:3]), pass},
+		{"ipv4 truncated", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40)[:19]), pass},
+		{"udp6", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), redirect},
+		{"udp6 other port", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51821)), pass},
+		{"udp6 vlan", cat(eth(ourMAC, 0x86dd, true), ip6hdr(17, "2001:db8::1", 40), udp(51820)), passVLAN},
 		{"lan6 vlan", cat(ethTag(ourMAC, 0x8100, 4094, 0x86dd), ip6hdr(6, "2001:db8:1::5", 40), udp(80)), passVLAN},
 		{"arp for us", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), redirect},
 		{"arp for another", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.2")), pass},
@@ -206,7 +213,7 @@ func TestFilter(t *testing.T) {
 		{"lan4 options host address", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.1.1", 0, 40), 4), udp(80)), host},
 		{"lan4 options outside prefix", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(6, "198.19.2.5", 0, 40), 4), udp(80)), pass},
 		{"lan4 IHL 4", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40)[:0], []byte{0x44}, ip4hdr(6, "198.19.1.5", 0, 40)[1:], udp(80)), pass},
-		{"udp4 options", cat(eth(otherMAC, 0x0800, false), ip4opts(ip4hdr(17, "198.18.0.1", 0, 40), 4), udp(51820)), pass},
+		{"udp4 options", cat(eth(ourMAC, 0x0800, false), ip4opts(ip4hdr(17, "198.18.0.1", 0, 40), 4), udp(51820)), pass},
 		{"lan4 outside prefix", cat(eth(ourMAC, 0x0800, false), ip4hdr(6, "198.19.2.5", 0, 40), udp(80)), pass},
 		{"lan4 other mac", cat(eth(otherMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
 		{"lan4 broadcast", cat(eth(bcastMAC, 0x0800, false), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), pass},
@@ -338,15 +345,15 @@ func TestFilterVLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFilter(t, prog, []filterCase{
-		{"udp4 vlan 100", cat(ethTag(otherMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 vlan 100 pcp 7", cat(ethTag(otherMAC, 0x8100, 0xe000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 vlan 100 other port", cat(ethTag(otherMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51821)), pass},
-		{"udp4 untagged", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 priority tag", cat(ethTag(otherMAC, 0x8100, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 vlan 101", cat(ethTag(otherMAC, 0x8100, 101, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 vlan 100+4096", cat(ethTag(otherMAC, 0x8100, 0x1000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
-		{"udp4 802.1ad 100", cat(ethTag(otherMAC, 0x88a8, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
-		{"udp4 stacked", cat(ethTag(otherMAC, 0x8100, 100, 0x8100), []byte{0, 5, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 vlan 100 pcp 7", cat(ethTag(ourMAC, 0x8100, 0xe000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 vlan 100 other port", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51821)), pass},
+		{"udp4 untagged", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 priority tag", cat(ethTag(ourMAC, 0x8100, 0, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan 101", cat(ethTag(ourMAC, 0x8100, 101, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 vlan 100+4096", cat(ethTag(ourMAC, 0x8100, 0x1000|100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
+		{"udp4 802.1ad 100", cat(ethTag(ourMAC, 0x88a8, 100, 0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
+		{"udp4 stacked", cat(ethTag(ourMAC, 0x8100, 100, 0x8100), []byte{0, 5, 0x08, 0}, ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), passVLAN},
 		{"arp vlan 100", cat(ethTag(bcastMAC, 0x8100, 100, 0x0806), arp("198.18.0.1")), redirect},
 		{"arp untagged", cat(eth(bcastMAC, 0x0806, false), arp("198.18.0.1")), passVLAN},
 		{"lan4 vlan 100", cat(ethTag(ourMAC, 0x8100, 100, 0x0800), ip4hdr(6, "198.19.1.5", 0, 40), udp(80)), redirect},
@@ -384,15 +391,15 @@ func TestFilterFragments(t *testing.T) {
 			defer prog.Close()
 			l2 := func(et uint16) []byte {
 				if vlan == 0 {
-					return eth(otherMAC, et, false)
+					return eth(ourMAC, et, false)
 				}
-				return ethTag(otherMAC, 0x8100, vlan, et)
+				return ethTag(ourMAC, 0x8100, vlan, et)
 			}
 			other := func(et uint16) []byte { // the wrong VLAN
 				if vlan == 0 {
-					return ethTag(otherMAC, 0x8100, 7, et)
+					return ethTag(ourMAC, 0x8100, 7, et)
 				}
-				return eth(otherMAC, et, false)
+				return eth(ourMAC, et, false)
 			}
 			runFilter(t, prog, []filterCase{
 				{"udp4", cat(l2(0x0800), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), redirect},
@@ -555,10 +562,10 @@ func TestSetUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFilter(t, prog, []filterCase{
-		{"new address and port", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51822)), redirect},
-		{"new address, old port", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
-		{"old v4 address", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), pass},
-		{"old v6 address", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), pass},
+		{"new address and port", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51822)), redirect},
+		{"new address, old port", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.2", 0, 40), udp(51820)), pass},
+		{"old v4 address", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.0.1", 0, 40), udp(51820)), pass},
+		{"old v6 address", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8::1", 40), udp(51820)), pass},
 	})
 	if err := p.SetUDP([]UDPMatch{{Addr: netip.MustParseAddr("198.18.0.2"), PortLo: 2, PortHi: 1}}); err == nil {
 		t.Error("SetUDP took an empty port range")
@@ -724,11 +731,11 @@ func TestSetUDPManyAddrs(t *testing.T) {
 	}
 	last4, last6 := renumbered[MaxUDPAddrs-1].Addr.String(), renumbered[2*MaxUDPAddrs-1].Addr.String()
 	runFilter(t, prog, []filterCase{
-		{"first new v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.2.0", 0, 40), udp(51821)), redirect},
-		{"last new v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, last4, 0, 40), udp(51820)), redirect},
-		{"last new v6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, last6, 40), udp(51820)), redirect},
-		{"old v4", cat(eth(otherMAC, 0x0800, false), ip4hdr(17, "198.18.1.5", 0, 40), udp(51820)), pass},
-		{"old v6", cat(eth(otherMAC, 0x86dd, false), ip6hdr(17, "2001:db8:1::5", 40), udp(51820)), pass},
+		{"first new v4", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.2.0", 0, 40), udp(51821)), redirect},
+		{"last new v4", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, last4, 0, 40), udp(51820)), redirect},
+		{"last new v6", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, last6, 40), udp(51820)), redirect},
+		{"old v4", cat(eth(ourMAC, 0x0800, false), ip4hdr(17, "198.18.1.5", 0, 40), udp(51820)), pass},
+		{"old v6", cat(eth(ourMAC, 0x86dd, false), ip6hdr(17, "2001:db8:1::5", 40), udp(51820)), pass},
 	})
 	tooMany := set("198.18.3.0", MaxUDPAddrs+1)
 	if err := p.SetUDP(tooMany); err == nil || !strings.Contains(err.Error(), tooMany[MaxUDPAddrs].Addr.String()) {

@@ -107,12 +107,12 @@ func FuzzFilterFragments(f *testing.F) {
 		f.Cleanup(func() { p.Close() })
 		progs[i] = p
 	}
-	for _, l2 := range [][]byte{eth(otherMAC, 0x0800, false), ethTag(otherMAC, 0x8100, 100, 0x0800)} {
+	for _, l2 := range [][]byte{eth(ourMAC, 0x0800, false), ethTag(ourMAC, 0x8100, 100, 0x0800)} {
 		f.Add(append(l2, cat(ip4hdr(17, "198.18.0.1", 0x2000, 40), udp(51821))...))
 		f.Add(append(l2, cat(ip4hdr(17, "198.18.0.1", 185, 40), udp(1))...))
 		f.Add(append(l2, cat(ip4hdr(17, "198.18.0.1", 0, 40), udp(51820))...))
 	}
-	for _, l2 := range [][]byte{eth(otherMAC, 0x86dd, false), ethTag(otherMAC, 0x8100, 100, 0x86dd)} {
+	for _, l2 := range [][]byte{eth(ourMAC, 0x86dd, false), ethTag(ourMAC, 0x8100, 100, 0x86dd)} {
 		f.Add(append(l2, cat(ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, true), udp(51820))...))
 		f.Add(append(l2, cat(ip6hdr(44, "2001:db8::1", 48), frag6(17, 0, false), udp(51820))...))
 		f.Add(append(l2, cat(ip6hdr(44, "2001:db8::1", 48), frag6(17, 1480, false), udp(1))...))
