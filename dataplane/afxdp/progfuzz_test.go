@@ -3,6 +3,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -14,7 +15,8 @@ import (
 
 // udpRedirect is what Filter.UDP and Filter.Fragments select, as their
 // doc comments say, written plainly over the frame's bytes for a filter
-// of vlan whose UDP match is udp: an IPv4 datagram with a 20-byte header
+// of vlan whose UDP match is udp, in a frame to ourMAC or a group address:
+// an IPv4 datagram with a 20-byte header
 // or an IPv6 one with UDP as the first next header, to a UDP address and
 // a port in its range; an IPv4 fragment (MF or an offset) of UDP, or an
 // IPv6 one (a Fragment header first, UDP behind it), to a UDP address, by
@@ -23,6 +25,9 @@ func udpRedirect(frame []byte, vlan uint16, udp map[netip.Addr][2]uint16) bool {
 	be := binary.BigEndian
 	if len(frame) < 14 {
 		return false
+	}
+	if frame[0]&1 == 0 && !bytes.Equal(frame[:6], ourMAC) {
+		return false // to another host's unicast MAC: the kernel's to drop
 	}
 	et, l3 := be.Uint16(frame[12:]), 14
 	if et == 0x8100 {
