@@ -33,7 +33,9 @@ net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
 gateway with an Address and of addresses the kernel keeps on the
 interfaces in owned address mode, and warnings of a ListenPort or MetricsAddress
 another socket holds and of a UAPI socket of the gateway's name (the
-file's, or -name's) that answers, which up refuses; in Mode =
+file's, or -name's) that answers, which up refuses; a WAN or LAN
+another running wgpio gateway holds is an error, naming that gateway
+and its pid, as up refuses to start on it, and in Mode =
 compat-mqtun forwarding off is an error, as up refuses it (run it where
 the gateway runs: ip netns exec NS wgpio check -system -c FILE). It
 applies nothing; the flags that override [WGPIO] keys (-mode, -wan,
@@ -96,7 +98,11 @@ func check(stdout, stderr io.Writer, args []string) error {
 		if err := checkSystem(f, w, gw); err != nil {
 			return forCheck(err)
 		}
-		for _, warning := range systemWarnings(f, w, gw) {
+		held, err := checkInterfaceLocks(f, w, gw)
+		if err != nil {
+			return forCheck(err)
+		}
+		for _, warning := range append(held, systemWarnings(f, w, gw)...) {
 			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 		}
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wgpio/wgpio/config"
 )
 
 // lockInstance makes sure one gateway runs per name and per interface of
@@ -50,7 +52,7 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 	for i, dev := range ifaces {
 		// One file locked twice by one process would conflict with itself.
 		if dev != "" && !slices.Contains(ifaces[:i], dev) {
-			locks = append(locks, lock{filepath.Join(runDir, "if-"+netnsID()+"-"+dev+".lock"), "interface " + dev})
+			locks = append(locks, lock{ifaceLockPath(dev), "interface " + dev})
 		}
 	}
 	for _, l := range locks {
@@ -126,20 +128,103 @@ func openLock(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 }
 
+// ifaceLockPath is the file lockInstance locks for interface dev of this
+// network namespace.
+func ifaceLockPath(dev string) string {
+	return filepath.Join(runDir, "if-"+netnsID()+"-"+dev+".lock")
+}
+
 // lockHolder reads who holds the lock file f, as lockInstance writes it
 // ("NAME PID"), and returns " (gateway NAME, pid PID)", or "" when the
 // file says nothing usable (a holder still writing it).
 func lockHolder(f *os.File) string {
+	name, pid := lockOwner(f)
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (gateway %s, pid %s)", name, pid)
+}
+
+// lockOwner is the gateway name and pid lockInstance wrote to the lock
+// file f, "" and "" when it says nothing usable.
+func lockOwner(f *os.File) (name, pid string) {
 	b := make([]byte, 64)
 	n, _ := f.ReadAt(b, 0)
 	fields := strings.Fields(string(b[:n]))
 	if len(fields) != 2 || checkGatewayName(fields[0]) != nil {
-		return ""
+		return "", ""
 	}
 	if _, err := strconv.Atoi(fields[1]); err != nil {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf(" (gateway %s, pid %s)", fields[0], fields[1])
+	return fields[0], fields[1]
+}
+
+// checkInterfaceLocks is `wgpio check -system`'s look at the locks `wgpio
+// up` takes for w's WAN and LAN (lockInstance: their trunks, as up takes
+// them): one another gateway holds is an error at the interface's key,
+// naming that gateway and its pid, since up refuses to start on it ("another
+// wgpio ... already runs with interface IF"), where check -system said ok;
+// one a gateway of name holds is a warning, as of its UAPI socket
+// (heldWarnings): that may be this gateway, already up. A lock is only
+// probed (lockHeld), never kept: it is not taken from a gateway starting.
+func checkInterfaceLocks(f *config.File, w config.WGPIO, name string) (warnings []string, err error) {
+	if w.Mode != config.ModeFastPath && w.Mode != config.ModeCompat {
+		return nil, nil // compat-mqtun takes no interface
+	}
+	for _, x := range []struct{ key, flag, dev string }{{"WAN", "wan", trunkOf(w.WAN)}, {"LAN", "lan", trunkOf(w.LAN)}} {
+		path := ifaceLockPath(x.dev)
+		held, holder, pid := lockHeld(path)
+		if !held {
+			continue
+		}
+		by := ""
+		if holder != "" {
+			by = fmt.Sprintf(" (gateway %s, pid %s)", holder, pid)
+		}
+		msg := fmt.Sprintf("another wgpio%s already runs with interface %s (lock %s held): wgpio up refuses to start on it", by, x.dev, path)
+		if holder == name {
+			warnings = append(warnings, forCheck(keyError(f.Name, w.Lines, x.key, x.flag, msg)).Error()+", unless that is this gateway, already up")
+			continue
+		}
+		return nil, keyError(f.Name, w.Lines, x.key, x.flag, msg+"; stop that gateway first, or name another interface")
+	}
+	return warnings, nil
+}
+
+// lockHeld reports whether a process holds the lock file at path
+// (lockInstance's), and the gateway name and pid it wrote there ("" when
+// it says nothing usable). The lock is looked up in /proc/locks (its
+// FLOCK entries, by device and inode, as Linux prints them: "MAJ:MIN:INO",
+// the numbers of the device in hex, fs/locks.c) rather than tried, since
+// trying it would refuse a start that tried it in that instant. A file
+// that is not there, or that cannot be read, is not held: up says what it
+// cannot open; so is one whose holder's pid this process's pid namespace
+// does not see, which Linux leaves out of /proc/locks.
+func lockHeld(path string) (held bool, name, pid string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, "", ""
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false, "", ""
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false, "", ""
+	}
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for _, l := range strings.Split(string(locks), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; a waiter's
+		// line has "->" before FLOCK.
+		if fields := strings.Fields(l); len(fields) >= 6 && fields[1] == "FLOCK" && fields[5] == id {
+			name, pid = lockOwner(f)
+			return true, name, pid
+		}
+	}
+	return false, "", ""
 }
 
 // netnsID names this process's network namespace by its inode.
