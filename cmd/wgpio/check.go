@@ -28,7 +28,8 @@ are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
 start, with up's warnings of a WAN MTU over which full-size tunnel
 packets would leave as IP fragments, of a LAN MTU whose full frames
-are longer than an AF_XDP frame, of forwarding off (the sysctls
+are longer than an AF_XDP frame, of a LAN without an IPv4 or global
+IPv6 address (shared address mode), of forwarding off (the sysctls
 net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
 gateway with an Address and of addresses the kernel keeps on the
 interfaces in owned address mode, and warnings of a ListenPort or MetricsAddress

@@ -549,6 +549,10 @@ func TestCheckSystemListenPortHeld(t *testing.T) {
 	if err := a.AddAddr(wan.A, "198.18.98.1/24"); err != nil {
 		t.Fatal(err)
 	}
+	// The LAN's address: without one, check -system warns of it.
+	if err := a.AddAddr(lan.A, "198.18.97.1/24"); err != nil {
+		t.Fatal(err)
+	}
 	var held *net.UDPConn
 	if err := a.Do(func() (err error) {
 		held, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 41820}) // 0.0.0.0, as wg0's socket

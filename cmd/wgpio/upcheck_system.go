@@ -116,9 +116,10 @@ func checkTUNName(f *config.File, w config.WGPIO, name string) error {
 // compatgw.CheckMTU): the tunnel MTU against the WAN's, where full-size
 // tunnel packets would leave as IP fragments ("WAN MTU: ..."), and a LAN
 // whose full frames no AF_XDP frame holds, which the kernel drops before
-// the gateway sees them ("LAN MTU: ..."), and the forwarding sysctls off
-// for a fast-path gateway with an exception TUN in shared mode
-// (warnForwarding), of the gateway name. What cannot be read here gives
+// the gateway sees them ("LAN MTU: ..."), a LAN without an IPv4 or
+// global IPv6 address in shared mode (lanAddressWarning), and the
+// forwarding sysctls off for a fast-path gateway with an exception TUN
+// in shared mode (warnForwarding), of the gateway name. What cannot be read here gives
 // none: the start reports it.
 func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 	var wan, lan string
@@ -138,6 +139,9 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 		wan, lan, _ = fastgw.CheckMTU(cfg)
 	case config.ModeCompat:
 		wan, lan, _ = compatgw.CheckMTU(w.WAN, w.LAN, f.Interface.MTU)
+	}
+	if warn := lanAddressWarning(f, w); warn != "" {
+		out = append(out, warn)
 	}
 	if warn := listenPortWarning(f, w); warn != "" {
 		out = append(out, warn)
@@ -240,17 +244,23 @@ func checkWANAddress(f *config.File, w config.WGPIO) error {
 // the device's name and its IPv4 and IPv6 sources (srcaddr.Choose); ok is
 // false when the interface or its addresses cannot be read.
 func wanSources(w config.WGPIO) (dev string, v4, v6 netip.Addr, ok bool) {
-	l, err := netlink.LinkByName(w.WAN)
+	return sideSources(w.WAN, w.WANVLAN, w.Mode)
+}
+
+// sideSources is wanSources for the interface name of either side, with
+// vid its VLAN (WANVLAN, LANVLAN; fast-path mode only) in mode.
+func sideSources(name string, vid uint16, mode config.Mode) (dev string, v4, v6 netip.Addr, ok bool) {
+	l, err := netlink.LinkByName(name)
 	if err != nil {
 		return "", v4, v6, false
 	}
-	if w.WANVLAN != 0 && w.Mode == config.ModeFastPath {
-		if v, isVLAN := l.(*netlink.Vlan); !isVLAN || v.VlanId != int(w.WANVLAN) {
+	if vid != 0 && mode == config.ModeFastPath {
+		if v, isVLAN := l.(*netlink.Vlan); !isVLAN || v.VlanId != int(vid) {
 			links, err := nldump.Retry(netlink.LinkList)
 			if err != nil {
 				return "", v4, v6, false
 			}
-			v := fastgw.VLANDevice(links, l.Attrs().Index, w.WANVLAN)
+			v := fastgw.VLANDevice(links, l.Attrs().Index, vid)
 			if v == nil {
 				return "", v4, v6, false
 			}
@@ -263,6 +273,27 @@ func wanSources(w config.WGPIO) (dev string, v4, v6 netip.Addr, ok bool) {
 	}
 	v4, v6, _ = srcaddr.Choose(addrs)
 	return l.Attrs().Name, v4, v6, true
+}
+
+// lanAddressWarning is the warning the start logs, in shared address
+// mode, of a LAN (its VLAN device in fast-path mode with LANVLAN) without
+// an IPv4 or a global IPv6 address (fastgw.NoLANAddress,
+// compatgw.NoLANAddress, in the mode's words: a start, not refused, with
+// nothing crossing from the LAN), at the LAN key, "" for none or for a
+// LAN that cannot be read (the start says).
+func lanAddressWarning(f *config.File, w config.WGPIO) string {
+	text := fastgw.NoLANAddress
+	switch {
+	case w.Mode == config.ModeCompat:
+		text = compatgw.NoLANAddress
+	case w.Mode != config.ModeFastPath || w.AddressMode == config.AddressOwned:
+		return ""
+	}
+	dev, v4, v6, ok := sideSources(w.LAN, w.LANVLAN, w.Mode)
+	if !ok || v4.IsValid() || v6.IsValid() {
+		return ""
+	}
+	return forCheck(keyError(f.Name, w.Lines, "LAN", "lan", fmt.Sprintf("%s: %s; ip addr add ADDRESS/PREFIX dev %s", dev, text, dev))).Error()
 }
 
 // listenPortWarning is the warning of `wgpio check -system` for a

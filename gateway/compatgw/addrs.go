@@ -225,8 +225,10 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 	}
 }
 
-// noLANAddress is the warning of a LAN without an IPv4 or a global IPv6
-// address (srcaddr.Choose's sources), what fails with it: the LAN's hosts
+// NoLANAddress is the warning Start logs of a LAN without an IPv4 or a
+// global IPv6 address (srcaddr.Choose's sources), with the interface and
+// the fix (`wgpio check -system` gives it before a start), and what fails
+// with it: the LAN's hosts
 // have no router address to send to (the kernel answers ARP and NDP for
 // its own addresses only, so their ARP for the address they route
 // through goes unanswered), the kernel has no route toward them out of
@@ -234,11 +236,11 @@ func (g *Gateway) warnWANLeft(name string, left []netip.Addr) {
 // (their route, if any, leads elsewhere: off_lan), unanswered, and no
 // ICMP error (fragmentation needed, time exceeded, host unreachable)
 // reaches them, for want of a source.
-const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), so nothing they send reaches the tunnel; " +
+const NoLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), so nothing they send reaches the tunnel; " +
 	"the kernel has no route toward them on the LAN, so what the tunnel sends them is dropped (off_lan, lan (tundev) in wgpio stats), and no ICMP error reaches them; " +
 	"add the address the LAN's hosts route through (followed at once)"
 
-// noteLANAddress logs noLANAddress, with the interface's name and the fix,
+// noteLANAddress logs NoLANAddress, with the interface's name and the fix,
 // when lan has neither an IPv4 nor a global IPv6 address and had one
 // before (had; true at start), so that it is said at start and once when
 // the last one is removed, not at every change while none is there; it
@@ -246,7 +248,7 @@ const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no 
 func (g *Gateway) noteLANAddress(name string, lan iface, had bool) bool {
 	has := lan.v4.IsValid() || lan.v6.IsValid()
 	if !has && had {
-		g.log.Warn(noLANAddress, "interface", name, "fix", "ip addr add ADDRESS/PREFIX dev "+name)
+		g.log.Warn(NoLANAddress, "interface", name, "fix", "ip addr add ADDRESS/PREFIX dev "+name)
 	}
 	return has
 }

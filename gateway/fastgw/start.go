@@ -306,13 +306,14 @@ func (g *Gateway) addressMode(wl, ll *link) (wanRes, lanRes *resolver, err error
 	return wanRes, lanRes, nil
 }
 
-// noLANAddress is the warning of a shared-mode LAN without an IPv4 or a
-// global IPv6 address (srcaddr.Choose's): the LAN's hosts have no router
-// address to send to (the kernel answers ARP and NDP for its own
-// addresses only), the kernel has no route toward them, so decrypted
+// NoLANAddress is the warning Start logs of a shared-mode LAN without an
+// IPv4 or a global IPv6 address (srcaddr.Choose's), with the interface
+// and the fix (`wgpio check -system` gives it before a start): the LAN's
+// hosts have no router address to send to (the kernel answers ARP and
+// NDP for its own addresses only), the kernel has no route toward them, so decrypted
 // packets for them take its other routes (to the host through the
 // exception TUN, or off_lan), and ICMP errors toward them have no source.
-const noLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), " +
+const NoLANAddress = "LAN has no IPv4 or global IPv6 address: its hosts find no router address here (the kernel answers ARP and NDP for its own addresses only), " +
 	"and the kernel no route toward them, so what the tunnel sends them is handed to the host (\"to host\" in wgpio stats) or dropped (off_lan), " +
 	"and no ICMP error reaches them; add the address the LAN's hosts route through (followed at once)"
 
@@ -325,7 +326,7 @@ func (g *Gateway) sharedMode(wl, ll link) (err error) {
 	if !ll.v4.IsValid() && !ll.v6.IsValid() {
 		// Not refused: an address added later is followed
 		// (lanAddressesChanged). Without one nothing crossed, unlogged.
-		g.log.Warn(noLANAddress, "interface", g.lanSide.addrDev, "fix", "ip addr add ADDRESS/PREFIX dev "+g.lanSide.addrDev)
+		g.log.Warn(NoLANAddress, "interface", g.lanSide.addrDev, "fix", "ip addr add ADDRESS/PREFIX dev "+g.lanSide.addrDev)
 	}
 	// When Start runs on a thread moved into another namespace than the
 	// process's (an embedder's setns, as the demo and the tests do), name
