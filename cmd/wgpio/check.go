@@ -21,8 +21,9 @@ const checkUsage = `usage: wgpio check [-system] [-name NAME] -c FILE (or FILE, 
 
 Reads FILE as wgpio up and a reload (SIGHUP) read it, and reports its
 errors (file, line and key; exit status 1) or that it is fine (exit
-status 0), with the warnings up would log: a file every user may read,
-keys wgpio does not act on, and those the file's Mode ignores. It looks
+status 0), with the warnings up would log (with an error too, as up
+logs them before it refuses): a file every user may read, keys wgpio
+does not act on, and those the file's Mode ignores. It looks
 at the file only, not at the system (the interfaces, CPUs and privileges
 are checked by up), unless -system: then also at the interfaces, their
 queues and the CPUs, in this network namespace, as up checks them at a
@@ -88,7 +89,33 @@ func check(stdout, stderr io.Writer, args []string) error {
 	defer f.Interface.PrivateKey.Zero()
 	w := f.WGPIO
 	overrides.apply(&w)
+	// The warnings of the file, given with an error too, as up logs them
+	// before it refuses the file or the system (check -system -mode
+	// compat-mqtun with forwarding off printed the error alone, without
+	// the keys that Mode ignores).
+	fileWarnings := func() {
+		// up names the gateway after the file unless -name says
+		// otherwise; a name no interface can have is refused there.
+		if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); *name == "" && checkGatewayName(n) != nil {
+			fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
+				"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
+		}
+		if perm, ok := worldAccessible(*conf); ok {
+			fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleText(perm), perm, *conf)
+		}
+		// In the file's order (the parser's warnings came first, then
+		// the keys the Mode ignores); a summary of a kind (no line)
+		// after.
+		warnings := append(slices.Clone(f.Warnings), ignoredKeys(f, w)...)
+		slices.SortStableFunc(warnings, func(a, b config.Warning) int {
+			return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
+		})
+		for _, warning := range warnings {
+			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
+		}
+	}
 	if err := checkFile(f, w); err != nil {
+		fileWarnings()
 		return forCheck(err)
 	}
 	if *system {
@@ -97,34 +124,19 @@ func check(stdout, stderr io.Writer, args []string) error {
 			gw = strings.TrimSuffix(filepath.Base(*conf), ".conf")
 		}
 		if err := checkSystem(f, w, gw); err != nil {
+			fileWarnings()
 			return forCheck(err)
 		}
 		held, err := checkInterfaceLocks(f, w, gw)
 		if err != nil {
+			fileWarnings()
 			return forCheck(err)
 		}
 		for _, warning := range append(held, systemWarnings(f, w, gw)...) {
 			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
 		}
 	}
-	// up names the gateway after the file unless -name says otherwise;
-	// a name no interface can have is refused there.
-	if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); *name == "" && checkGatewayName(n) != nil {
-		fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
-			"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
-	}
-	if perm, ok := worldAccessible(*conf); ok {
-		fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleText(perm), perm, *conf)
-	}
-	// In the file's order (the parser's warnings came first, then the
-	// keys the Mode ignores); a summary of a kind (no line) after.
-	warnings := append(slices.Clone(f.Warnings), ignoredKeys(f, w)...)
-	slices.SortStableFunc(warnings, func(a, b config.Warning) int {
-		return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
-	})
-	for _, warning := range warnings {
-		fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
-	}
+	fileWarnings()
 	what := "the file only: -system checks the interfaces too"
 	switch {
 	case *system && w.Mode == config.ModeCompatMQTUN:

@@ -85,3 +85,30 @@ func TestCheckSystemForwarding(t *testing.T) {
 		t.Errorf("fastpath, IPv4 forwarding on: check -system warnings %q, want none of forwarding", w)
 	}
 }
+
+// TestCheckSystemErrorWarns: `wgpio check -system -mode compat-mqtun`
+// with forwarding off gives the keys that Mode ignores (WAN, LAN) with
+// its error, as plain check and up give them; it printed the error alone.
+func TestCheckSystemErrorWarns(t *testing.T) {
+	priv, peer := newPrivateKey(t), newPrivateKey(t)
+	path := filepath.Join(t.TempDir(), "gw.conf")
+	conf := "[Interface]\nPrivateKey = " + priv.Base64() + "\n[WGPIO]\nWAN = h51nowan0\nLAN = h51nolan0\n" +
+		"[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.19.99.2/32\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fakeForwarding(t, "0", "0")
+	var stderr strings.Builder
+	err := check(&strings.Builder{}, &stderr, []string{"-system", "-mode", "compat-mqtun", "-c", path})
+	if err == nil || !strings.Contains(err.Error(), "compat-mqtun forwards through the kernel") {
+		t.Fatalf("-mode compat-mqtun, forwarding off: check -system = %v, want the forwarding error", err)
+	}
+	for _, want := range []string{
+		`gw.conf:4: key "WAN": ignored in Mode = compat-mqtun`,
+		`gw.conf:5: key "LAN": ignored in Mode = compat-mqtun`,
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-mode compat-mqtun, forwarding off: check -system's stderr %q, want a warning %q with the error", stderr.String(), want)
+		}
+	}
+}
