@@ -5,10 +5,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wgpio/wgpio/config"
+	"github.com/wgpio/wgpio/dataplane/afxdp"
 	"github.com/wgpio/wgpio/gateway/compatgw"
 	"github.com/wgpio/wgpio/gateway/fastgw"
 )
@@ -56,6 +60,39 @@ func TestStartErrorNamesListenPort(t *testing.T) {
 		f.Interface.Lines = nil
 		if got := startError(f, err).Error(); !strings.HasPrefix(got, "gw.conf: [Interface] ListenPort") || strings.Contains(got, "[WGPIO]") {
 			t.Errorf("%s without a ListenPort line: %q, want [Interface] ListenPort named", mode, got)
+		}
+	}
+}
+
+// TestStartErrorMemlock: a start refused for RLIMIT_MEMLOCK
+// (afxdp.MemlockError, as either mode's start wraps it) says how a user
+// of the binary makes the UMEMs smaller, fewer Queues, not afxdp's
+// Config.NumFrames, the library's API, which no key or flag sets; it is
+// still afxdp.ErrMemlock and the errno, and keeps the limit, the port and
+// the other fixes.
+func TestStartErrorMemlock(t *testing.T) {
+	inner := &afxdp.MemlockError{Limit: "now 8192 KiB, hard limit 8192 KiB",
+		Err: fmt.Errorf("eth0: register UMEM of 71303168 bytes: %w", os.NewSyscallError("setsockopt XDP_UMEM_REG", unix.ENOMEM))}
+	if !strings.Contains(inner.Error(), "Config.NumFrames") {
+		t.Fatalf("afxdp's own error %q, want its advice in its own API's terms (Config.NumFrames)", inner)
+	}
+	for mode, err := range map[string]error{
+		"fastpath": fmt.Errorf("fastgw: WAN: %w", inner),
+		"compat":   fmt.Errorf("compatgw: open WAN: %w", inner),
+	} {
+		got := startError(&config.File{Name: "gw.conf"}, err)
+		if !errors.Is(got, afxdp.ErrMemlock) || !errors.Is(got, unix.ENOMEM) {
+			t.Errorf("%s: %v is not afxdp.ErrMemlock and ENOMEM", mode, got)
+		}
+		msg := got.Error()
+		if strings.Contains(msg, "NumFrames") {
+			t.Errorf("%s: %q names afxdp's Config.NumFrames, which a user of the binary cannot set", mode, msg)
+		}
+		for _, want := range []string{strings.SplitN(err.Error(), " (", 2)[0], "now 8192 KiB, hard limit 8192 KiB", "LimitMEMLOCK=infinity",
+			"run fewer queues, with Queues in [WGPIO] or -queues", "eth0: register UMEM"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: %q lacks %q", mode, msg, want)
+			}
 		}
 	}
 }

@@ -63,8 +63,7 @@ func diagnose(err error) error {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w (AF_XDP needs root or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root or setcap cap_net_admin,cap_net_raw,cap_bpf+ep on the binary): %w", ErrPermission, err)
 	case errors.Is(err, unix.ENOBUFS), errors.Is(err, unix.ENOMEM):
-		return fmt.Errorf("%w (%s; the UMEM and BPF maps count against it unless the process has CAP_IPC_LOCK, which root in a container often lacks: "+
-			"raise it with ulimit -l unlimited or systemd's LimitMEMLOCK=infinity, grant CAP_IPC_LOCK, or use fewer frames, Config.NumFrames): %w", ErrMemlock, memlockNow(), err)
+		return &MemlockError{Limit: memlockNow(), Err: err}
 	case errors.Is(err, unix.EMFILE):
 		return fmt.Errorf("the process's open-file limit is reached (RLIMIT_NOFILE %s; a gateway holds a few descriptors a queue and a port besides its sockets and maps, and Go raises the soft limit to the hard one at start): "+
 			"raise the hard limit with ulimit -Hn or systemd's LimitNOFILE=: %w", rlimitNow(unix.RLIMIT_NOFILE, 1, ""), err)
@@ -73,6 +72,41 @@ func diagnose(err error) error {
 	}
 	return err
 }
+
+// MemlockError is the error of memory the kernel would not lock for
+// AF_XDP (ENOMEM or ENOBUFS): a UMEM's pages, which count against
+// RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK (Linux's
+// xdp_umem_account_pages), and before Linux 5.11 the BPF maps too.
+// errors.Is(err, ErrMemlock) holds, and it wraps the errno's error. Its
+// text gives the limit and the fixes, the last a smaller UMEM in afxdp's
+// terms (Config.NumFrames, UMEMConfig.NumFrames); Smaller, when set,
+// says it in the terms of a caller whose users size the UMEM otherwise
+// (a gateway's queues), which then rewrites the error with it.
+type MemlockError struct {
+	// Limit is the process's RLIMIT_MEMLOCK when it failed, soft and
+	// hard ("now 8192 KiB, hard limit 8192 KiB").
+	Limit string
+	// Smaller is how to ask for a smaller UMEM; "" is afxdp's own,
+	// fewer frames (Config.NumFrames).
+	Smaller string
+	// Err is the failed call's error, wrapping the errno.
+	Err error
+}
+
+func (e *MemlockError) Error() string {
+	smaller := e.Smaller
+	if smaller == "" {
+		smaller = "use fewer frames, Config.NumFrames"
+	}
+	return fmt.Sprintf("%v (%s; the UMEM and BPF maps count against it unless the process has CAP_IPC_LOCK, which root in a container often lacks: "+
+		"raise it with ulimit -l unlimited or systemd's LimitMEMLOCK=infinity, grant CAP_IPC_LOCK, or %s): %v", ErrMemlock, e.Limit, smaller, e.Err)
+}
+
+// Is makes errors.Is(e, ErrMemlock) hold.
+func (e *MemlockError) Is(target error) bool { return target == ErrMemlock }
+
+// Unwrap returns the failed call's error.
+func (e *MemlockError) Unwrap() error { return e.Err }
 
 // rlimitNow describes this process's limit of resource, soft and hard,
 // in units of unit named by suffix.
