@@ -46,7 +46,7 @@
 //	LANVLAN     = 200                   # 1-4094: LAN likewise (default: untagged)
 //	AddressMode = shared | owned        # default shared
 //	Queues      = 2                     # 1-256; default all the RX queues of the WAN or LAN, whichever has
-//	                                    # fewer (compat-mqtun: 1)
+//	                                    # fewer (compat: all of each side's; compat-mqtun: 1)
 //	CPUs        = 0-1,3                 # 0-8191
 //	HandshakeWorkers = 4                # 1-1024 handshake goroutines; default one per CPU
 //	SourcePorts = 51820 | 51820-51835   # outer UDP source ports; default ListenPort alone
