@@ -31,8 +31,8 @@ func TestStartMTU(t *testing.T) {
 		wantWANWarn      string // in the log when Start succeeds; "%s" is the WAN's name
 	}{
 		{name: "wan 1500", tunnel: 1480, wan: 1500, lan: 1500,
-			wantWANWarn: "tunnel MTU 1480 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1540, more than the MTU 1500 of WAN %s (sent whole, a frame of 1554 bytes with the Ethernet header): " +
-				"full-size tunnel packets to IPv4 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); " +
+			wantWANWarn: "tunnel MTU 1480 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1540, more than the MTU 1500 of WAN %s (were it sent whole, a frame of 1554 bytes with the Ethernet header): " +
+				"full-size tunnel packets to IPv4 peers leave as IP fragments, as Linux's WireGuard sends them: each is cut into 2 of at most 1500 bytes (more frames, reassembled by the peer, lost on paths that drop fragments); " +
 				"lower MTU in [Interface] to 1440 or raise the WAN MTU"},
 		{name: "afxdp frame", tunnel: 9000, wan: 9100, lan: 1500,
 			wantErr: "compatgw: tunnel MTU 9000 makes WAN frames of 9074 bytes (60 of outer IPv4, UDP and WireGuard headers, the Ethernet header), more than the 3836 an AF_XDP frame holds: " +

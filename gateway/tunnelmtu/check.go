@@ -3,6 +3,7 @@ package tunnelmtu
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/wgpio/wgpio/header"
@@ -84,8 +85,10 @@ type Limits struct {
 // none fits and the WAN MTU must be raised. A VLAN tag adds 4 bytes to
 // the frame but not to the IP packet the MTU bounds (IEEE 802.3 §3.2.7
 // allows the tagged frame 4 bytes more; Linux's VLAN devices keep their
-// parent's MTU): the message gives the frame a packet would be sent
-// whole in, with the Ethernet header and the tag.
+// parent's MTU): the message gives the frame a packet would take were it
+// sent whole, with the Ethernet header and the tag, and then the fragments
+// it is cut into instead (as many as header.IPv4Fragmenter and
+// header.IPv6Fragmenter cut, each at most wanMTU bytes).
 func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, lim Limits) (warn string) {
 	over4 := v4 && tunnelMTU+OuterOverhead4 > wanMTU
 	over6 := v6 && tunnelMTU+OuterOverhead6 > wanMTU
@@ -113,6 +116,7 @@ func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, lim
 	// What becomes of each family's full-size packets: fragmented, or
 	// dropped where the gateway cannot fragment them.
 	var fragmented []string
+	var counts []int // fragments a packet, by family fragmented
 	var dropped []string
 	for _, f := range []struct {
 		over     bool
@@ -131,12 +135,19 @@ func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, lim
 			dropped = append(dropped, fmt.Sprintf("to %s peers would need %d fragments each, more than the %d this gateway cuts a packet into", f.name, n, lim.MaxFragments))
 		default:
 			fragmented = append(fragmented, f.name)
+			counts = append(counts, n)
 		}
 	}
 	fate := ""
 	if len(fragmented) > 0 {
-		fate = "full-size tunnel packets to " + strings.Join(fragmented, " and ") + " peers leave as IP fragments, as Linux's WireGuard sends them " +
-			"(a frame more each, reassembled by the peer, lost on paths that drop fragments)"
+		// How many, so that the frame size above reads as what a
+		// packet would take whole, not as what is sent.
+		count := strconv.Itoa(counts[0])
+		if len(counts) == 2 && counts[0] != counts[1] {
+			count = fmt.Sprintf("%d (%s) or %d (%s)", counts[0], fragmented[0], counts[1], fragmented[1])
+		}
+		fate = fmt.Sprintf("full-size tunnel packets to %s peers leave as IP fragments, as Linux's WireGuard sends them: each is cut into %s of at most %d bytes "+
+			"(more frames, reassembled by the peer, lost on paths that drop fragments)", strings.Join(fragmented, " and "), count, wanMTU)
 	}
 	for _, d := range dropped {
 		if fate == "" {
@@ -147,7 +158,7 @@ func CheckWAN(tunnelMTU, wanMTU int, wanDev string, vid uint16, v4, v6 bool, lim
 		fate += ": they are dropped (" + lim.Dropped + ")"
 	}
 	return fmt.Sprintf("tunnel MTU %d + %d bytes of outer %s, UDP and WireGuard headers = %d, more than the MTU %d of WAN %s "+
-		"(sent whole, a frame of %d bytes with the Ethernet header%s)%s: %s; %s",
+		"(were it sent whole, a frame of %d bytes with the Ethernet header%s)%s: %s; %s",
 		tunnelMTU, overhead, family, tunnelMTU+overhead, wanMTU, wanDev, tunnelMTU+overhead+header.EthernetLen+tagLen(vid), tagged(vid), also,
 		fate, fix)
 }

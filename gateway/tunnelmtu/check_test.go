@@ -38,18 +38,18 @@ func TestCheckWAN(t *testing.T) {
 		{"ipv4 exactly", 1440, 1500, 0, true, false, ""},
 		{"ipv4 one over", 1441, 1500, 0, true, false, "tunnel MTU 1441 + 60 bytes of outer IPv4, UDP and WireGuard headers = 1501, more than the MTU 1500 of WAN eth0"},
 		{"ipv4 over: fragments to IPv4 peers", 1441, 1500, 0, true, false, "full-size tunnel packets to IPv4 peers leave as IP fragments"},
-		{"ipv4 over with ipv6 too", 1441, 1500, 0, true, true, "to IPv4 and IPv6 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1420"},
+		{"ipv4 over with ipv6 too", 1441, 1500, 0, true, true, "to IPv4 and IPv6 peers leave as IP fragments, as Linux's WireGuard sends them: each is cut into 2 of at most 1500 bytes (more frames, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1420"},
 		{"ipv6 only over", 1421, 1500, 0, false, true, "= 1501, more than the MTU 1500"},
 		{"both: ipv6 over", 1440, 1500, 0, true, true, "to IPv6 peers leave as IP fragments"},
-		{"pppoe", 1420, 1492, 0, true, true, "to IPv6 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1412 or raise the WAN MTU"},
+		{"pppoe", 1420, 1492, 0, true, true, "to IPv6 peers leave as IP fragments, as Linux's WireGuard sends them: each is cut into 2 of at most 1492 bytes (more frames, reassembled by the peer, lost on paths that drop fragments); lower MTU in [Interface] to 1412 or raise the WAN MTU"},
 		{"pppoe ipv4 only fits", 1420, 1492, 0, true, false, ""},
-		{"vlan frame size", 1441, 1500, 100, true, false, "(sent whole, a frame of 1519 bytes with the Ethernet header and the 802.1Q tag)"},
+		{"vlan frame size", 1441, 1500, 100, true, false, "(were it sent whole, a frame of 1519 bytes with the Ethernet header and the 802.1Q tag)"},
 		// The tag lengthens the frame, not the IP packet: 1440 + 60 fits
 		// a 1500 MTU on a VLAN too.
 		{"vlan tag does not count against the MTU", 1440, 1500, 100, true, false, ""},
-		{"vlan ipv6", 1440, 1500, 100, true, true, "= 1520, more than the MTU 1500 of WAN eth0 (sent whole, a frame of 1538 bytes"},
+		{"vlan ipv6", 1440, 1500, 100, true, true, "= 1520, more than the MTU 1500 of WAN eth0 (were it sent whole, a frame of 1538 bytes"},
 		// Both families over: both sums, since the MTU offered is IPv6's.
-		{"both over: both sums", 1420, 1400, 0, true, true, "= 1480, more than the MTU 1400 of WAN eth0 (sent whole, a frame of 1494 bytes with the Ethernet header), and + 80 bytes of outer IPv6 headers = 1500: " +
+		{"both over: both sums", 1420, 1400, 0, true, true, "= 1480, more than the MTU 1400 of WAN eth0 (were it sent whole, a frame of 1494 bytes with the Ethernet header), and + 80 bytes of outer IPv6 headers = 1500: " +
 			"full-size tunnel packets to IPv4 and IPv6 peers leave as IP fragments"},
 		// A WAN MTU so small that the MTU that fits would be below the
 		// least tunnel MTU (68): none is offered, the WAN MTU must rise.
@@ -93,7 +93,7 @@ func TestCheckWANFragments(t *testing.T) {
 		{"no room for data", 1420, 27, false, compat, "full-size tunnel packets to IPv4 peers cannot be fragmented at this MTU (no room for 8 bytes of data beside the headers): they are dropped (the bind's too_big)", false},
 		// IPv6's fragmentable 1,460 bytes in fragments of 8 (an MTU of 56): 183;
 		// IPv4's in 32: 46.
-		{"ipv6 dropped, ipv4 fragmented", 1420, 56, true, compat, "full-size tunnel packets to IPv4 peers leave as IP fragments, as Linux's WireGuard sends them (a frame more each, reassembled by the peer, lost on paths that drop fragments); " +
+		{"ipv6 dropped, ipv4 fragmented", 1420, 56, true, compat, "full-size tunnel packets to IPv4 peers leave as IP fragments, as Linux's WireGuard sends them: each is cut into 46 of at most 56 bytes (more frames, reassembled by the peer, lost on paths that drop fragments); " +
 			"those to IPv6 peers would need 183 fragments each, more than the 64 this gateway cuts a packet into: they are dropped (the bind's too_big)", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,11 +128,31 @@ func TestOuterFragments(t *testing.T) {
 }
 
 // TestCheckWANWords: the frame size reads as the frame the packet would
-// be sent whole in, not as the WAN's frames (a network engineer read
-// "frames of 1494 bytes" as the link's).
+// take were it sent whole, not as the WAN's frames (a network engineer
+// read "frames of 1494 bytes" as the link's), nor as what is sent ("sent
+// whole, a frame of 1494 bytes", then "leave as IP fragments", read as a
+// contradiction): the fragments each packet is cut into follow, as many
+// as the gateway cuts (outerFragments) and at most the WAN MTU each.
 func TestCheckWANWords(t *testing.T) {
 	w := CheckWAN(1420, 1400, "eth0", 0, true, false, compat)
-	if want := "more than the MTU 1400 of WAN eth0 (sent whole, a frame of 1494 bytes with the Ethernet header)"; !strings.Contains(w, want) {
+	for _, want := range []string{
+		"more than the MTU 1400 of WAN eth0 (were it sent whole, a frame of 1494 bytes with the Ethernet header)",
+		"leave as IP fragments, as Linux's WireGuard sends them: each is cut into 2 of at most 1400 bytes",
+	} {
+		if !strings.Contains(w, want) {
+			t.Errorf("CheckWAN = warning %q, want one containing %q", w, want)
+		}
+	}
+	if strings.Contains(w, "(sent whole") {
+		t.Errorf("CheckWAN = warning %q, saying the packet is sent whole", w)
+	}
+	// Families cut into different numbers of fragments: each's.
+	w = CheckWAN(1420, 1000, "eth0", 0, true, true, compat)
+	if want := "each is cut into 2 (IPv4) or 2 (IPv6)"; strings.Contains(w, want) {
+		t.Errorf("CheckWAN = warning %q, giving equal counts apart", w)
+	}
+	w = CheckWAN(1420, 760, "eth0", 0, true, true, compat)
+	if want := "each is cut into 2 (IPv4) or 3 (IPv6) of at most 760 bytes"; !strings.Contains(w, want) {
 		t.Errorf("CheckWAN = warning %q, want one containing %q", w, want)
 	}
 	if strings.Contains(w, "frames of") {
