@@ -95,10 +95,13 @@ func check(stdout, stderr io.Writer, args []string) error {
 	// the keys that Mode ignores).
 	fileWarnings := func() {
 		// up names the gateway after the file unless -name says
-		// otherwise; a name no interface can have is refused there.
+		// otherwise; a name no interface can have is refused there
+		// (checkName). Only a warning: the unit's reload check runs
+		// without -name, where up runs with one.
 		if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); *name == "" && checkGatewayName(n) != nil {
 			fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
-				"(1 to 15 bytes, no '/', ':' or white space): start it with -name, or rename the file\n", *conf, n)
+				"(1 to 15 bytes, no '/', ':' or white space), so `wgpio up -c %s` without -name refuses to start: "+
+				"give it -name NAME, or rename the file (under dist/wgpio.service, whose instance names both the file and the gateway, rename the file and use that instance)\n", *conf, n, *conf)
 		}
 		if perm, ok := worldAccessible(*conf); ok {
 			fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleText(perm), perm, *conf)

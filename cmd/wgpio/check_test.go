@@ -54,9 +54,12 @@ func TestCheck(t *testing.T) {
 		{name: "warning-order", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\nReplayWindow = auto\n" + peers,
 			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warning-order.conf:4: key "DNS"`},
 		// up refuses a gateway name (the file's, by default) that
-		// cannot name an interface; check said ok without a word.
+		// cannot name an interface; check said ok without a word. The
+		// warning says that up without -name refuses it, and what to
+		// pass (it said "start it with -name", and not that up fails).
 		{name: "site-frankfurt-01", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface`},
+			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface ` +
+				"(1 to 15 bytes, no '/', ':' or white space), so `wgpio up -c DIR/site-frankfurt-01.conf` without -name refuses to start: give it -name NAME, or rename the file"},
 		{name: "h35%d", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "h35%d", which cannot name an interface`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
@@ -163,8 +166,9 @@ func TestCheck(t *testing.T) {
 			if tc.stderr == "" && tc.name == "good" && stderr.Len() > 0 {
 				t.Errorf("check(%s) stderr = %q, want nothing", tc.name, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), tc.stderr) {
-				t.Errorf("check(%s) stderr = %q, want %q in it", tc.name, stderr.String(), tc.stderr)
+			// DIR/ stands for the file's directory.
+			if want := strings.ReplaceAll(tc.stderr, "DIR/", dir+"/"); !strings.Contains(stderr.String(), want) {
+				t.Errorf("check(%s) stderr = %q, want %q in it", tc.name, stderr.String(), want)
 			}
 			// The warnings come in the file's order.
 			last := 0
