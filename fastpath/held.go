@@ -147,7 +147,7 @@ type heldPeer struct {
 // (expireHeld).
 func (w *worker) flushHeld(now int64) {
 	keep := w.heldPeers[:0]
-	for _, h := range w.heldPeers {
+	for i, h := range w.heldPeers {
 		pl := w.localAt(h.id)
 		if len(pl.held) == 0 {
 			continue
@@ -173,7 +173,9 @@ func (w *worker) flushHeld(now int64) {
 				// again (askSession).
 				pl.sessionAsked = false
 				if now-h.since > int64(neighbourWaitMax) {
-					w.expireHeld(pl, ep)
+					if !w.heldLater(h.id, i) {
+						w.expireHeld(pl, ep)
+					}
 					continue
 				}
 			} else {
@@ -187,6 +189,21 @@ func (w *worker) flushHeld(now int64) {
 	}
 	w.heldPeers = keep
 	w.setHeld()
+}
+
+// heldLater reports whether w.heldPeers lists the peer id again after
+// index i: the entry at i outlived the list it was made for (emptied by
+// sendWith or dropHeld within the worker's turn, then held for again,
+// which listed the peer anew with the new wait's start), and the later
+// one is the peer's. Called only at an expiry, not each turn; flushHeld
+// has not rewritten the entries after i yet.
+func (w *worker) heldLater(id, i int) bool {
+	for _, h := range w.heldPeers[i+1:] {
+		if h.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // waitsForMAC returns p's endpoint when p's packets wait for its next

@@ -106,7 +106,7 @@ func TestHeldForMACExpires(t *testing.T) {
 			if held() != 2 {
 				t.Fatalf("held = %d once the session came without the MAC, want 2 (a wait for a session is no ARP wait)", held())
 			}
-			hold(1300)
+			hold(1387) // 1,415 bytes: padded to the MTU (1,420), not to 1,424
 			r.clock.Advance(neighbourWaitMax - 100*time.Millisecond)
 			wa.flushHeld(r.clock.Now())
 			if held() != 3 {
@@ -121,12 +121,11 @@ func TestHeldForMACExpires(t *testing.T) {
 			}
 			wa.publish(r.clock.Now())
 			// Sealed: 16 + 16 bytes around the inner packet (28 bytes of
-			// headers and the payload) padded to 16.
+			// headers and the payload) padded to 16, but not past the
+			// MTU: 68 and 69 bytes take 80 each, 1,415 take 1,420.
 			var want uint64
 			if tc.route {
-				for _, n := range []int{40, 41, 1300} {
-					want += uint64(32 + (28+n+15)&^15)
-				}
+				want = 32 + 80 + 32 + 80 + 32 + 1420
 			}
 			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
 				t.Errorf("tx_bytes grew by %d, want %d", got, want)
@@ -144,5 +143,35 @@ func TestHeldForMACExpires(t *testing.T) {
 				t.Errorf("after the MAC came: held %d, encrypted %d; want 0 1", s.Held, s.Encrypted)
 			}
 		})
+	}
+}
+
+// TestHeldForMACStaleEntry: a peer listed twice among the held peers (its
+// list emptied and held for again within one turn of the worker: the
+// first entry outlived the list it was made for) expires by the later
+// entry's wait, not by the stale one's start.
+func TestHeldForMACStaleEntry(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	tx := r.hostA.Queue(0).TX()
+	wa := r.a.workers[0]
+	ep := *r.peerAB.Endpoint.Load()
+	noMAC := ep
+	noMAC.DstMAC = [6]byte{}
+	r.peerAB.Endpoint.Store(&noMAC)
+	sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
+	wa.outbound(r.clock.Now())
+	if len(wa.heldPeers) != 1 {
+		t.Fatalf("%d held peers listed, want 1", len(wa.heldPeers))
+	}
+	r.clock.Advance(neighbourWaitMax + time.Second)
+	wa.heldPeers = append(wa.heldPeers, heldPeer{id: wa.heldPeers[0].id, since: r.clock.Now()})
+	wa.flushHeld(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 1 || len(wa.heldPeers) != 1 {
+		t.Fatalf("held %d (%d entries) after the stale entry's 4 s: want 1 (1), the later entry's wait just begun", s.Held, len(wa.heldPeers))
+	}
+	r.clock.Advance(neighbourWaitMax + time.Millisecond)
+	wa.flushHeld(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 0 || s.Drops[DropNoNeighbour] != 1 {
+		t.Errorf("after the later entry's 3 s: held %d, no_neighbour %d; want 0 1", s.Held, s.Drops[DropNoNeighbour])
 	}
 }

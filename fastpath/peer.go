@@ -28,8 +28,9 @@ type Endpoint struct {
 	Routed bool
 	// DstMAC is the Ethernet address of the next hop toward Dst (Dst itself
 	// when on-link, else its gateway's), SrcMAC the WAN port's. A zero
-	// DstMAC means "not resolved yet": workers hold packets as if there
-	// were no keypair and set NeedNeighbour.
+	// DstMAC means "not resolved yet": workers hold packets and set
+	// NeedNeighbour, and drop them after 3 s of that wait alone
+	// (expireHeld).
 	DstMAC, SrcMAC [6]byte
 }
 

@@ -26,7 +26,8 @@ type wgPeers struct {
 }
 
 // read returns how many peers the device has and the first max of them
-// (every one when max < 0), in the device's order; an error of the get
+// (every one when max < 0), in the order the device lists them (its map's:
+// not the same from one read to the next); an error of the get
 // operation, or a line it cannot parse, fails it.
 func (r *wgPeers) read(max int) ([]PeerStat, int, error) {
 	r.mu.Lock()

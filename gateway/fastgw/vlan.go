@@ -74,11 +74,7 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 			return s, fmt.Errorf("%s %s: its parent interface (index %d): %w", what, name, v.ParentIndex, err)
 		}
 		s.trunk, s.vid = parent.Attrs().Name, uint16(v.VlanId)
-		if parent.Attrs().HardwareAddr.String() != v.HardwareAddr.String() {
-			return s, setting(what, "%s %s has MAC %s, its parent %s has %s: the XDP program on %s matches the parent's; give both the same MAC (ip link set dev %s address %s)",
-				what, name, v.HardwareAddr, s.trunk, parent.Attrs().HardwareAddr, s.trunk, name, parent.Attrs().HardwareAddr)
-		}
-		return s, nil
+		return s, sameMAC(what, what, v, parent)
 	}
 	if vid == 0 {
 		return s, nil
@@ -89,13 +85,29 @@ func resolveSide(h *netlink.Handle, what, name string, vid uint16, owned bool) (
 	}
 	if v := VLANDevice(links, l.Attrs().Index, vid); v != nil {
 		s.addrDev = v.Name
-		return s, nil
+		return s, sameMAC(what, what+"VLAN", v, l)
 	}
 	if !owned {
 		return s, setting(what+"VLAN", "%sVLAN %d on %s in shared address mode needs the kernel's VLAN device for it, which holds the address and answers ARP/NDP: "+
 			"ip link add link %s name %s.%d type vlan id %d (module 8021q), or use AddressMode = owned", what, vid, name, name, name, vid, vid)
 	}
 	return s, nil
+}
+
+// sameMAC is the error of a kernel VLAN device v whose MAC is not its
+// parent's (the trunk the port opens), as a SettingError of key: the
+// kernel answers ARP/NDP for v's address with v's MAC, so that the peers'
+// or the LAN hosts' frames come to it, and the XDP program on the trunk
+// takes only frames to the trunk's MAC (or a group address): every one
+// would go to the kernel. Linux gives a VLAN device its parent's MAC
+// unless told otherwise.
+func sameMAC(what, key string, v *netlink.Vlan, parent netlink.Link) error {
+	pm := parent.Attrs().HardwareAddr
+	if pm.String() == v.HardwareAddr.String() {
+		return nil
+	}
+	return &SettingError{Key: key, Err: fmt.Errorf("%s: VLAN device %s has MAC %s, its parent %s has %s: the XDP program on %s takes frames to the parent's; give both the same MAC (ip link set dev %s address %s)",
+		what, v.Name, v.HardwareAddr, parent.Attrs().Name, pm, parent.Attrs().Name, v.Name, pm)}
 }
 
 // watchWANMTU logs every change of the WAN's MTU (the trunk's or its
