@@ -17,15 +17,8 @@ import (
 // 3 × Reject-After-Time after the session began) to be dropped, even
 // when the MAC came meanwhile.
 func TestHeldForNeighbourSessionExpires(t *testing.T) {
-	r := newRig(t, rigConfig{})
-	tx := r.hostA.Queue(0).TX()
+	r, ep, noMAC := holdForMAC(t)
 	wa := r.a.workers[0]
-	ep := *r.peerAB.Endpoint.Load()
-	noMAC := ep
-	noMAC.DstMAC = [6]byte{}
-	r.peerAB.Endpoint.Store(&noMAC)
-	sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
-	wa.outbound(r.clock.Now())
 	if s := r.a.Stats()[0]; s.Held != 1 || r.peerAB.HandshakeNeeded.Load() {
 		t.Fatalf("held = %d, HandshakeNeeded %v; want 1, false", s.Held, r.peerAB.HandshakeNeeded.Load())
 	}
@@ -151,15 +144,8 @@ func TestHeldForMACExpires(t *testing.T) {
 // first entry outlived the list it was made for) expires by the later
 // entry's wait, not by the stale one's start.
 func TestHeldForMACStaleEntry(t *testing.T) {
-	r := newRig(t, rigConfig{})
-	tx := r.hostA.Queue(0).TX()
+	r, _, _ := holdForMAC(t)
 	wa := r.a.workers[0]
-	ep := *r.peerAB.Endpoint.Load()
-	noMAC := ep
-	noMAC.DstMAC = [6]byte{}
-	r.peerAB.Endpoint.Store(&noMAC)
-	sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
-	wa.outbound(r.clock.Now())
 	if len(wa.heldPeers) != 1 {
 		t.Fatalf("%d held peers listed, want 1", len(wa.heldPeers))
 	}
@@ -174,4 +160,20 @@ func TestHeldForMACStaleEntry(t *testing.T) {
 	if s := r.a.Stats()[0]; s.Held != 0 || s.Drops[DropNoNeighbour] != 1 {
 		t.Errorf("after the later entry's 3 s: held %d, no_neighbour %d; want 0 1", s.Held, s.Drops[DropNoNeighbour])
 	}
+}
+
+// holdForMAC returns a rig whose worker 0 holds one packet for peerAB,
+// whose endpoint ep (returned) was replaced by noMAC, the same without its
+// next hop's MAC, while its keypair is usable.
+func holdForMAC(t *testing.T) (r *rig, ep, noMAC Endpoint) {
+	t.Helper()
+	r = newRig(t, rigConfig{})
+	tx := r.hostA.Queue(0).TX()
+	ep = *r.peerAB.Endpoint.Load()
+	noMAC = ep
+	noMAC.DstMAC = [6]byte{}
+	r.peerAB.Endpoint.Store(&noMAC)
+	sendAll(t, r.hostA, 0, []dataplane.Frame{udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(1, 40))})
+	r.a.workers[0].outbound(r.clock.Now())
+	return r, ep, noMAC
 }
