@@ -59,7 +59,7 @@ func explain(err error) error {
 	case errors.Is(err, afxdp.ErrMTUTooLarge):
 		return fmt.Errorf("%w\n(lower the MTU as it says, or set XDPMode = generic in [WGPIO], which has no such limit)", err)
 	case errors.Is(err, afxdp.ErrMemlock):
-		return fmt.Errorf("%w\n(each queue's AF_XDP UMEM is locked memory: without CAP_IPC_LOCK, a non-root user's or a container's root, raise RLIMIT_MEMLOCK before the start (LimitMEMLOCK=infinity in systemd, --ulimit memlock=-1 for docker) or grant CAP_IPC_LOCK)", memlockForUser(err))
+		return fmt.Errorf("%w\n(each queue's AF_XDP UMEM is locked memory: without CAP_IPC_LOCK, a non-root user's or a container's root, raise RLIMIT_MEMLOCK before the start (LimitMEMLOCK=infinity in systemd, --ulimit memlock=-1 for docker) or grant CAP_IPC_LOCK)", afxdp.MemlockInTermsOf(err, memlockQueues))
 	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):
 		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
 	}
@@ -71,31 +71,3 @@ func explain(err error) error {
 // afxdp.Config.NumFrames), which follow the queues (fast path: 17,408
 // frames of 4 KiB a queue, 68 MiB; compat mode: each port's own).
 const memlockQueues = "run fewer queues, with Queues in [WGPIO] or -queues, each of 68 MiB of frames in fast-path mode"
-
-// memlockForUser is err, an error of the AF_XDP memory the kernel would
-// not lock, with afxdp's advice of fewer frames (Config.NumFrames, the
-// library's API, which a user of the binary cannot set) given instead as
-// fewer queues (memlockQueues), the key that makes the UMEMs smaller.
-// The library's error keeps its words for the library's users.
-func memlockForUser(err error) error {
-	var me *afxdp.MemlockError
-	if !errors.As(err, &me) {
-		return err
-	}
-	ours := *me
-	ours.Smaller = memlockQueues
-	msg := err.Error()
-	if !strings.Contains(msg, me.Error()) {
-		return err
-	}
-	return &reworded{msg: strings.Replace(msg, me.Error(), ours.Error(), 1), err: err}
-}
-
-// reworded is err said in other words: errors.Is and errors.As see err.
-type reworded struct {
-	msg string
-	err error
-}
-
-func (e *reworded) Error() string { return e.msg }
-func (e *reworded) Unwrap() error { return e.err }

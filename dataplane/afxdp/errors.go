@@ -5,6 +5,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/wgpio/wgpio/dataplane"
@@ -81,7 +82,7 @@ func diagnose(err error) error {
 // text gives the limit and the fixes, the last a smaller UMEM in afxdp's
 // terms (Config.NumFrames, UMEMConfig.NumFrames); Smaller, when set,
 // says it in the terms of a caller whose users size the UMEM otherwise
-// (a gateway's queues), which then rewrites the error with it.
+// (a gateway's queues): MemlockInTermsOf gives an error its words.
 type MemlockError struct {
 	// Limit is the process's RLIMIT_MEMLOCK when it failed, soft and
 	// hard ("now 8192 KiB, hard limit 8192 KiB").
@@ -104,6 +105,43 @@ func (e *MemlockError) Error() string {
 
 // Is makes errors.Is(e, ErrMemlock) hold.
 func (e *MemlockError) Is(target error) bool { return target == ErrMemlock }
+
+// MemlockInTermsOf returns err, which may wrap a *MemlockError, with
+// that error's advice of a smaller UMEM given as smaller: the terms of
+// a caller whose users size the UMEM otherwise (a gateway's frames or
+// queues, a binary's Queues key), in place of afxdp's Config.NumFrames or
+// of an earlier caller's words. errors.Is and errors.As see err as it was;
+// an err without a MemlockError, or whose text no longer holds the
+// advice, is returned unchanged.
+func MemlockInTermsOf(err error, smaller string) error {
+	var me *MemlockError
+	if !errors.As(err, &me) {
+		return err
+	}
+	said := me.Error()
+	var earlier *memlockReworded
+	if errors.As(err, &earlier) {
+		said = earlier.said
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, said) {
+		return err
+	}
+	ours := *me
+	ours.Smaller = smaller
+	now := ours.Error()
+	return &memlockReworded{msg: strings.Replace(msg, said, now, 1), said: now, err: err}
+}
+
+// memlockReworded is err, which wraps a MemlockError, said with that
+// error's text replaced by said (MemlockInTermsOf).
+type memlockReworded struct {
+	msg, said string
+	err       error
+}
+
+func (e *memlockReworded) Error() string { return e.msg }
+func (e *memlockReworded) Unwrap() error { return e.err }
 
 // Unwrap returns the failed call's error.
 func (e *MemlockError) Unwrap() error { return e.Err }

@@ -37,6 +37,11 @@ import (
 // (TestFramesPerQueue).
 const framesPerQueue = 4*2*afxdp.DefaultRingSize + 4*4*dataplane.CacheBatch
 
+// memlockSmaller is how a user of this package makes the UMEM smaller,
+// in its terms: the frames follow Config.Queues unless Config.Frames
+// sets them (framesPerQueue a queue, 68 MiB).
+const memlockSmaller = "use fewer frames (Config.Frames, by default 17,408 of 4 KiB a queue, 68 MiB) or fewer queues (Config.Queues)"
+
 // Start opens the ports and runs the gateway, in steps:
 //
 //  1. withDefaults: check the configuration, fill in defaults;
@@ -382,6 +387,7 @@ var haveSharedUMEM = afxdp.HaveSharedUMEM
 // openPorts sizes the queues and the UMEM and opens the WAN and LAN ports
 // on it (LAN RX frames go out on WAN TX without a copy).
 func (g *Gateway) openPorts(wl, ll link) (err error) {
+	defer func() { err = afxdp.MemlockInTermsOf(err, memlockSmaller) }()
 	cfg := &g.cfg
 	wq, lq := afxdp.DeviceQueues(cfg.WAN), afxdp.DeviceQueues(cfg.LAN)
 	n, warn, err := queueCount(cfg.Queues, wq, lq, cfg.WAN, cfg.LAN)
