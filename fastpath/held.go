@@ -49,16 +49,16 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		w.ask(p, &p.NeedNeighbour, true)
 	}
 	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
-		w.evictLargest(pl)
+		w.evictLargest(pl, now)
 	}
 	if len(pl.held) >= MaxHeldPerPeer || w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		// Drop the oldest, as wireguard-go does with its staged queue.
 		if len(pl.held) == 0 {
-			w.count(DropHeldOverflow, 1)
+			w.heldOverflow(pl, f.Len(), now)
 			w.lanRX.Free(unsafeOne(f))
 			return
 		}
-		w.dropOldest(pl)
+		w.dropOldest(pl, now)
 	}
 	if len(pl.held) == 0 {
 		w.heldPeers = append(w.heldPeers, heldPeer{id: p.ID, since: now})
@@ -80,7 +80,7 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 // of the queue while they retry: they fill it, but give way.
 //
 //go:noinline
-func (w *worker) evictLargest(pl *peerLocal) {
+func (w *worker) evictLargest(pl *peerLocal, now int64) {
 	var victim *peerLocal
 	n := len(w.heldPeers)
 	for range min(n, evictScan) {
@@ -90,20 +90,44 @@ func (w *worker) evictLargest(pl *peerLocal) {
 		}
 	}
 	if victim != nil && len(victim.held) > len(pl.held)+1 {
-		w.dropOldest(victim) // it keeps one at least
+		w.dropOldest(victim, now) // it keeps one at least
 	}
 }
 
 // evictScan is how many held peers evictLargest looks at.
 const evictScan = 16
 
-// dropOldest frees the oldest packet pl holds, counted held_overflow.
-func (w *worker) dropOldest(pl *peerLocal) {
-	w.count(DropHeldOverflow, 1)
+// dropOldest frees the oldest packet pl holds, counted held_overflow
+// (heldOverflow).
+func (w *worker) dropOldest(pl *peerLocal, now int64) {
+	w.heldOverflow(pl, pl.held[0].Len(), now)
 	w.lanRX.Free(pl.held[:1])
 	copy(pl.held, pl.held[1:])
 	pl.held = pl.held[:len(pl.held)-1]
 	w.heldTotal--
+}
+
+// heldOverflow counts an inner packet of n bytes of pl's peer for which
+// the held lists had no room: held_overflow, and in the peer's tx_bytes
+// as a sealed message (sealedLen) while its packets wait for the
+// endpoint's next hop's MAC alone with a route toward it, as expireHeld
+// counts those that wait too long: Linux's wg0 sent such a packet into
+// the route's neighbour entry, whose queue drops the oldest when full
+// (unres_qlen_bytes, __neigh_event_send) after the socket counted it.
+// A packet held for a session, or without a route, wg0 never sent.
+func (w *worker) heldOverflow(pl *peerLocal, n int, now int64) {
+	w.count(DropHeldOverflow, 1)
+	if ep := waitsForMAC(pl.peer, now); ep != nil && w.wanRoute(ep) {
+		addTx(pl, w.sealedLen(n))
+		w.markDirty(pl)
+	}
+}
+
+// wanRoute reports whether the WAN has a route toward ep (WANRoutes; a
+// resolver that does not tell has one).
+func (w *worker) wanRoute(ep *Endpoint) bool {
+	r, ok := w.e.cfg.WANResolver.(WANRoutes)
+	return !ok || r.HasRoute(ep.Dst.Addr())
 }
 
 // dropHeld frees the packets held for pl's peer, whose ID a new peer
@@ -233,7 +257,7 @@ func waitsForMAC(p *Peer, now int64) *Endpoint {
 //go:noinline
 func (w *worker) expireHeld(pl *peerLocal, ep *Endpoint) {
 	why := DropNoNeighbour
-	if r, ok := w.e.cfg.WANResolver.(WANRoutes); ok && !r.HasRoute(ep.Dst.Addr()) {
+	if !w.wanRoute(ep) {
 		why = DropNoWANRoute
 	}
 	if why == DropNoNeighbour {

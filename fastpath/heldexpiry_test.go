@@ -177,3 +177,57 @@ func holdForMAC(t *testing.T) (r *rig, ep, noMAC Endpoint) {
 	r.a.workers[0].outbound(r.clock.Now())
 	return r, ep, noMAC
 }
+
+// TestHeldOverflowForMACCounted: the packets a peer's full held list (128)
+// drops while they wait for the endpoint's next hop's MAC alone, with a
+// route, count in its tx_bytes as sealed messages, as those that expire
+// do: wg0 sent each into the neighbour entry, whose full queue then
+// dropped the oldest. Held for a session, or with no route toward the
+// endpoint, they were never sent: held_overflow alone.
+func TestHeldOverflowForMACCounted(t *testing.T) {
+	const extra = 5
+	for _, tc := range []struct {
+		name         string
+		session      bool // a usable keypair
+		route, count bool
+	}{
+		{"MAC, route", true, true, true},
+		{"MAC, no route", true, false, false},
+		{"session", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigConfig{noKeys: !tc.session})
+			r.a.cfg.WANResolver = unresolvedRoutes{unresolved{route: tc.route}}
+			noMAC := *r.peerAB.Endpoint.Load()
+			noMAC.DstMAC = [6]byte{}
+			r.peerAB.Endpoint.Store(&noMAC)
+			tx := r.hostA.Queue(0).TX()
+			wa := r.a.workers[0]
+			wa.publish(r.clock.Now())
+			tx0 := r.peerAB.TxBytes.Load()
+			for sent := 0; sent < MaxHeldPerPeer+extra; sent += 10 {
+				var frames []dataplane.Frame
+				for i := range 10 {
+					frames = append(frames, udpFrame(t, tx, r.lanA.MAC(), r.hostA.MAC(), hostAddrA, hostAddrB, 1, 2, seqPayload(uint32(sent+i), 40+(sent+i)%3)))
+				}
+				sendAll(t, r.hostA, 0, frames)
+				wa.outbound(r.clock.Now())
+			}
+			total := (MaxHeldPerPeer + extra + 9) / 10 * 10
+			s := r.a.Stats()[0]
+			if s.Held != MaxHeldPerPeer || s.Drops[DropHeldOverflow] != uint64(total-MaxHeldPerPeer) {
+				t.Fatalf("held %d, held_overflow %d; want %d, %d", s.Held, s.Drops[DropHeldOverflow], MaxHeldPerPeer, total-MaxHeldPerPeer)
+			}
+			wa.publish(r.clock.Now())
+			// 68 to 70 bytes of inner packet: 80 sealed + 32 of header
+			// and tag, each.
+			var want uint64
+			if tc.count {
+				want = uint64(total-MaxHeldPerPeer) * (32 + 80)
+			}
+			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
+				t.Errorf("tx_bytes grew by %d for %d dropped as held_overflow, want %d", got, total-MaxHeldPerPeer, want)
+			}
+		})
+	}
+}
