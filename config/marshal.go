@@ -244,7 +244,8 @@ func (f *File) UAPI() string { return f.uapi(nil) }
 // lines: no replace_peers, fwmark whenever the file sets FwMark (off
 // included), a running peer's preshared key and keepalive cleared when f
 // has none, and a running peer's allowed IPs edited (syncAllowedIPs)
-// rather than replaced.
+// rather than replaced, and a new peer's prefixes that a later peer
+// takes left out.
 func (f *File) uapi(running map[string][]netip.Prefix) string {
 	sync := running != nil
 	var owners map[netip.Prefix]*Peer
@@ -293,7 +294,14 @@ func (f *File) uapi(running map[string][]netip.Prefix) string {
 		}
 		kv("replace_allowed_ips", "true")
 		for _, a := range p.AllowedIPs {
-			kv("allowed_ip", a.String())
+			// A prefix a later peer of f gets is not sent (sync): that
+			// peer already holds it when it is running and says it
+			// again when it is not, and this line, the last naming it,
+			// would give it to p (UAPI: the last peer named with a
+			// prefix takes it; the file's rule: the later peer).
+			if !sync || owners[a.Masked()] == p {
+				kv("allowed_ip", a.String())
+			}
 		}
 	}
 	return b.String()

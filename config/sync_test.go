@@ -85,6 +85,8 @@ func TestSyncUAPIKeepsRoutes(t *testing.T) {
 		{"listed twice, held by the first", []string{"a:10.0.1.0/24,10.0.9.0/24", "b:10.0.2.0/24"}, []string{"a:10.0.1.0/24,10.0.9.0/24", "b:10.0.2.0/24,10.0.9.0/24"}},
 		{"listed twice, held by the second", []string{"a:10.0.1.0/24", "b:10.0.2.0/24,10.0.9.0/24"}, []string{"a:10.0.1.0/24,10.0.9.0/24", "b:10.0.2.0/24,10.0.9.0/24"}},
 		{"peer emptied", []string{"a:10.0.1.0/24,10.0.9.0/24", "b:10.0.2.0/24"}, []string{"a:", "b:10.0.2.0/24"}},
+		{"listed twice, first new, held by the second", []string{"b:10.0.9.0/24"}, []string{"c:10.0.9.0/24", "b:10.0.9.0/24"}},
+		{"listed twice, both new", []string{"a:10.0.1.0/24"}, []string{"c:10.0.9.0/24,10.0.1.0/24", "d:10.0.9.0/24", "a:10.0.2.0/24"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
