@@ -45,9 +45,6 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		w.lanRX.Free(unsafeOne(f))
 		return
 	}
-	if ep != nil && ep.DstMAC == ([6]byte{}) {
-		w.ask(p, &p.NeedNeighbour, true)
-	}
 	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		w.evictLargest(pl, now)
 	}
@@ -60,13 +57,24 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		}
 		w.dropOldest(pl, now)
 	}
-	if len(pl.held) == 0 {
+	first := len(pl.held) == 0
+	if first {
 		w.heldPeers = append(w.heldPeers, heldPeer{id: p.ID, since: now})
 		p.holding.Add(1)
 	}
 	pl.held = append(pl.held, *f)
 	w.heldTotal++
 	w.setHeld()
+	if ep != nil && ep.DstMAC == ([6]byte{}) {
+		// After Holding: the control plane resolves while both hold
+		// (gateway's needNeighbour), and the first packet of a list
+		// wakes it even when the flag stayed raised from an earlier
+		// wait whose packets went.
+		w.ask(p, &p.NeedNeighbour, true)
+		if first {
+			w.e.stamped.signal()
+		}
+	}
 }
 
 // evictLargest makes room in a full queue budget (MaxHeldPerQueue) for a

@@ -234,6 +234,13 @@ func (p *Peer) promote(kp *Keypair) (won bool) {
 	return true
 }
 
+// AddHolding is, for dataplanes other than Engine (test doubles), what a
+// worker does when it holds its first packet for the peer (+1) and when
+// its last one leaves or is dropped (−1): Holding reports their sum. The
+// control plane resolves a next hop for held packets only while some
+// are held (gateway's needNeighbour).
+func (p *Peer) AddHolding(delta int) { p.holding.Add(int32(delta)) }
+
 // Promote is, for dataplanes other than Engine (test doubles), what a
 // worker does when authenticated data arrives on kp, a responder's
 // keypair not yet confirmed (whitepaper §5.4.6): it promotes kp if kp

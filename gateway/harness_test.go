@@ -397,6 +397,8 @@ type rigOptions struct {
 	unclamped bool // the device is given ourKey unclamped (low 3 bits and bit 255 set)
 	// resolve is the device's Options.Resolve (nil: none).
 	resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// known is the device's Options.Known (nil: none, Resolve serves).
+	known func(dst netip.Addr) (mac [6]byte, ok bool)
 	// source is the device's Options.Source (nil: none).
 	source RouteSources
 	// routed is the device's Options.Routed (nil: none).
@@ -427,7 +429,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		given[0] |= 7
 		given[31] |= 128
 	}
-	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit, Resolve: o.resolve, Routed: o.routed, Source: o.source,
+	r.dev, err = New(Options{PrivateKey: given, ListenPort: 51820, Dataplane: r.f, Jitter: jit, Resolve: o.resolve, Known: o.known, Routed: o.routed, Source: o.source,
 		ResolveChanges: o.resolveChanges, WANAddr4: netip.MustParseAddr("198.18.0.1"), WANAddr6: netip.MustParseAddr("2001:2::1")})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func (d *Device) sweepNextHops(now int64, gen, changes uint64) {
 		if ep == nil {
 			continue
 		}
-		if fp.NeedNeighbour.Load() {
+		if needNeighbour(fp) {
 			d.timers.set(p, now)
 			continue
 		}

@@ -55,6 +55,15 @@ type Options struct {
 	// the frame's source MAC (the last hop, right when the peer is on-link or
 	// behind the same router), and a configured endpoint starts unresolved.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
+	// Known is Resolve without the request: the MAC if the neighbour
+	// table has it now, and nothing sent to the network otherwise. A
+	// configured endpoint's next hop, and that of a peer whose packets
+	// no longer wait for one, are looked up with it, as Linux's wg0
+	// resolves a next hop only when it sends there (a peer configured,
+	// an idle one, sends nothing: no ARP/NDP, no neighbour entry); a
+	// packet held for the MAC, or a control message to send, asks with
+	// Resolve. nil: Resolve.
+	Known func(dst netip.Addr) (mac [6]byte, ok bool)
 	// ResolveChanges, if not nil, returns a count that grows whenever
 	// Resolve's answers may have changed (a route or a next hop's
 	// neighbour entry did): a peer whose endpoint's next hop has no MAC

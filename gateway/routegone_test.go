@@ -292,6 +292,9 @@ func routeRig(t *testing.T, resolve func(netip.Addr) ([6]byte, bool), routed fun
 // endpoint's MAC does, and ticks until the endpoint has mac or the
 // neighbour backoff's longest wait passed.
 func waitMAC(r *rig, fp *fastpath.Peer, mac [6]byte) {
+	if !fp.Holding() {
+		fp.AddHolding(1)
+	}
 	fp.NeedNeighbour.Store(true)
 	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
 		r.advance(DefaultTickInterval)

@@ -190,15 +190,16 @@ func (d *Device) sendSource(p *fastpath.Peer, pkt fastpath.ControlPacket) netip.
 // setEndpointConfigLocked sets a configured endpoint, not heard from
 // (Routed): the source its route chooses if it is cached, else one to
 // be replaced by the route's before anything is sent to it, without the
-// device's lock (configuredSource); its next hop's MAC if the resolver
-// knows it. d.mu held.
+// device's lock (configuredSource); its next hop's MAC if the neighbour
+// table has it (known: configuring a peer asks the network nothing, as
+// Linux resolves when it first sends there). d.mu held.
 func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
 	// UAPI prints back what was set, as wireguard-go does.
 	src, asked := d.configuredSource(ap, p.fp.Endpoint.Load())
 	ep := &fastpath.Endpoint{Dst: ap, Src: src, Routed: true, SrcMAC: d.opts.WANMAC}
-	if d.opts.Resolve != nil {
-		ep.DstMAC, _ = d.opts.Resolve(ap.Addr())
+	if known := d.known(); known != nil {
+		ep.DstMAC, _ = known(ap.Addr()) // nothing is sent yet: no request
 	}
 	p.fp.Endpoint.Store(ep)
 	if !asked && p.fp.Current.Load() != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -222,7 +223,7 @@ func (d *Device) nextDueLocked(p *peer, now int64) int64 {
 		// initiateLocked held back by the RekeyTimeout limit.
 		at(p.lastInitSent + rekeyTimeout)
 	}
-	if fp.NeedNeighbour.Load() && d.opts.Resolve != nil && fp.Endpoint.Load() != nil {
+	if needNeighbour(fp) && d.opts.Resolve != nil && fp.Endpoint.Load() != nil {
 		at(p.nbrRetryAt) // resolve again then (tickPeerLocked's backoff)
 	}
 	if p.kaArmedAt != 0 {
@@ -271,7 +272,7 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 	if ep == nil || d.opts.Resolve == nil {
 		return
 	}
-	need := fp.NeedNeighbour.Load()
+	need := needNeighbour(fp)
 	var changes uint64 // read before Resolve: a change after it ends the next backoff
 	if need && d.opts.ResolveChanges != nil {
 		changes = d.opts.ResolveChanges() // only the backoff uses it
@@ -284,7 +285,17 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		// it waited that long, where Linux sends them at the answer.
 		return
 	}
-	mac, ok := d.opts.Resolve(ep.Dst.Addr())
+	resolve := d.opts.Resolve
+	if !need && ep.DstMAC == ([6]byte{}) {
+		// Nothing waits for this next hop (a configured peer not
+		// sent to yet, or one whose held packets expired): look,
+		// without asking the network, as Linux asks only when it
+		// sends. Before, every such peer's evaluation sent ARP/NDP
+		// requests, and once a second for good after its packets
+		// had waited 3 s for a next hop that never answered.
+		resolve = d.known()
+	}
+	mac, ok := resolve(ep.Dst.Addr())
 	if ok {
 		p.routedMAC, p.routedDst, p.routeGone = mac, ep.Dst.Addr().Unmap(), false
 	}
@@ -352,6 +363,23 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return
 	}
 	p.nbrEP, p.nbrRetryAt, p.nbrBackoff = nil, 0, 0
+}
+
+// needNeighbour reports whether packets wait for p's endpoint's next
+// hop's MAC: a worker raised NeedNeighbour and some worker holds packets
+// for p (a flag left raised after they went, sent or dropped after their
+// 3 s, asks for nothing: the next packet held makes the worker list p
+// again, fastpath's hold).
+func needNeighbour(p *fastpath.Peer) bool {
+	return p.NeedNeighbour.Load() && p.Holding()
+}
+
+// known is Options.Known, or Resolve without one.
+func (d *Device) known() func(netip.Addr) ([6]byte, bool) {
+	if d.opts.Known != nil {
+		return d.opts.Known
+	}
+	return d.opts.Resolve
 }
 
 // tickPeerLocked applies every rule of Tick to p at now. p.mu held.

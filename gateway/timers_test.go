@@ -631,8 +631,9 @@ func TestNeedNeighbourBackoff(t *testing.T) {
 	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
 		t.Fatalf("endpoint at start = %+v, want one without a MAC", ep)
 	}
-	fp.NeedNeighbour.Store(true) // a worker held a packet for the MAC
-	const ticks = 200            // 10 s
+	fp.AddHolding(1) // a worker held a packet for the MAC
+	fp.NeedNeighbour.Store(true)
+	const ticks = 200 // 10 s
 	for range ticks {
 		r.advance(DefaultTickInterval)
 	}

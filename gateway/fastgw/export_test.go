@@ -171,3 +171,7 @@ func FailReads() (arm func(name string, n int32), failed func() int32, restore f
 	}
 	return arm, failed, func() { readLinkHook = nil }
 }
+
+// WANRequests is how many ARP/NDP requests g's WAN neighbour table made
+// (in shared mode, questions to the kernel, which then probes).
+func WANRequests(g *Gateway) uint64 { return g.wanTable.Stats().Requests }

@@ -245,6 +245,16 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 	return [6]byte{}, false
 }
 
+// Known is Resolve without the request for a missing neighbour
+// (gateway.Options.Known).
+func (r *resolver) Known(dst netip.Addr) ([6]byte, bool) {
+	nh, ifindex, ok := r.routes.NextHop(dst)
+	if !ok || (ifindex != 0 && ifindex != r.ifindex) {
+		return [6]byte{}, false
+	}
+	return r.table.Lookup(nh)
+}
+
 // Changes grows whenever Resolve's answers may have changed: a snapshot of
 // the kernel's routes published (shared mode; owned mode's static routes
 // do not change while running) or of the neighbour table (an entry

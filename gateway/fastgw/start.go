@@ -532,7 +532,7 @@ func (g *Gateway) startControlPlane(wl link, wanRes *resolver) (err error) {
 	copy(wanMAC[:], wl.mac)
 	opts := gateway.Options{
 		Name: cfg.Name, PrivateKey: cfg.PrivateKey, ListenPort: cfg.ListenPort, FixedListenPort: true,
-		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve, Routed: wanRes.HasRoute,
+		Dataplane: g.dp, Logger: g.log, Resolve: wanRes.Resolve, Known: wanRes.Known, Routed: wanRes.HasRoute,
 		ResolveChanges: wanRes.Changes,
 		WANMAC:         wanMAC, WANAddr4: wl.v4, WANAddr6: wl.v6, WANInterface: cfg.WAN, WANIndex: wl.index,
 		SetListenPort: g.moveListenPort, HandshakeWorkers: cfg.HandshakeWorkers,
