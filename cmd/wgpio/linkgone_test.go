@@ -94,10 +94,10 @@ func TestUpExitsWhenLinkGone(t *testing.T) {
 			}
 			out := g.output()
 			for _, want := range []string{
-				"level=ERROR msg=\"" + c.side + " interface " + gone + " was deleted: the gateway's " + c.side + " AF_XDP sockets and XDP program were on it",
+				"level=ERROR msg=\"" + c.side + " interface " + gone + " was deleted (or moved to another network namespace): the gateway's " + c.side + " AF_XDP sockets and XDP program were on it",
 				"stopping so that the service restarts the gateway",
 				"final counters",
-				"wgpio: " + c.side + " interface " + gone + " was deleted while the gateway ran\n",
+				"wgpio: " + c.side + " interface " + gone + " was deleted (or moved to another network namespace) while the gateway ran\n",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("wgpio up output lacks %q:\n%s", want, out)
@@ -133,8 +133,8 @@ func TestUpCompatMQTUNExitsWhenTUNGone(t *testing.T) {
 	}
 	out := g.output()
 	for _, want := range []string{
-		"level=ERROR msg=\"TUN " + s.GwName + " was deleted: stock wireguard-go read the tunnel's packets from it and closed its device",
-		"wgpio: TUN " + s.GwName + " was deleted while the gateway ran\n",
+		"level=ERROR msg=\"TUN " + s.GwName + " was deleted (or moved to another network namespace): stock wireguard-go read the tunnel's packets from it and closed its device",
+		"wgpio: TUN " + s.GwName + " was deleted (or moved to another network namespace) while the gateway ran\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("wgpio up output lacks %q:\n%s", want, out)
@@ -149,7 +149,7 @@ func TestServeReturnsFailure(t *testing.T) {
 	sigs := testSignals(t)
 	failed := make(chan error, 1)
 	sigs.failed = failed
-	want := errors.New("LAN interface lan0 was deleted while the gateway ran")
+	want := errors.New("LAN interface lan0 was deleted (or moved to another network namespace) while the gateway ran")
 	failed <- want
 	var logs testenv.LogBuffer
 	sig, err := serve(slog.New(slog.NewTextHandler(&logs, nil)), &config.File{Name: writeConfig(t)}, (&fakeDevice{}).uapi(), nil, sigs)

@@ -41,7 +41,7 @@ func TestLinkGoneFails(t *testing.T) {
 			if !errors.As(err, &gone) || gone.Name != dev || gone.What != what+" interface" {
 				t.Fatalf("Failed: %v, want a GoneError for the %s interface %s", err, what, dev)
 			}
-			want := "level=ERROR msg=\"" + what + " interface " + dev + " was deleted: the gateway's " + what + " AF_XDP sockets and XDP program were on it"
+			want := "level=ERROR msg=\"" + what + " interface " + dev + " was deleted (or moved to another network namespace): the gateway's " + what + " AF_XDP sockets and XDP program were on it"
 			if l := logs.String(); !strings.Contains(l, want) {
 				t.Errorf("log:\n%s\nwant %q", l, want)
 			}

@@ -46,7 +46,7 @@ func TestLinkGoneFails(t *testing.T) {
 			if !errors.As(err, &gone) || gone.Name != dev || gone.What != c.what {
 				t.Fatalf("Failed: %v, want a GoneError for the %s %s", err, c.what, dev)
 			}
-			waitLogged(t, logs, "level=ERROR msg=\""+c.what+" "+dev+" was deleted: "+c.means, 1)
+			waitLogged(t, logs, "level=ERROR msg=\""+c.what+" "+dev+" was deleted (or moved to another network namespace): "+c.means, 1)
 			if err := g.Close(); err != nil {
 				t.Logf("Close after the deletion: %v", err)
 			}

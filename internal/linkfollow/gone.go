@@ -24,7 +24,7 @@ type GoneError struct {
 }
 
 func (e *GoneError) Error() string {
-	return fmt.Sprintf("%s %s was deleted while the gateway ran", e.What, e.name())
+	return fmt.Sprintf("%s %s was deleted (or moved to another network namespace) while the gateway ran", e.What, e.name())
 }
 
 // name is the interface's name, or "of index N" when unknown.
@@ -69,14 +69,15 @@ func (f *Failure) C() <-chan error {
 // interface deleted meanwhile no longer matters.
 func (f *Failure) Closing() { f.closing.Store(true) }
 
-// Gone logs at error level that the interface e names was deleted, and
+// Gone logs at error level that the interface e names was deleted (the
+// kernel tells a move to another namespace alike: RTM_DELLINK), and
 // meaning: what was on it and what happens (Restart, for most), and
 // reports e (Report). Nothing is logged once Closing was called.
 func (f *Failure) Gone(log *slog.Logger, e *GoneError, meaning string) {
 	if f.closing.Load() {
 		return
 	}
-	log.Error(fmt.Sprintf("%s %s was deleted: %s", e.What, e.name(), meaning),
+	log.Error(fmt.Sprintf("%s %s was deleted (or moved to another network namespace): %s", e.What, e.name(), meaning),
 		"interface", e.Name, "index", e.Index)
 	f.Report(e)
 }
