@@ -33,7 +33,10 @@ are longer than an AF_XDP frame, of a LAN without an IPv4 or global
 IPv6 address (shared address mode), of forwarding off (the sysctls
 net.ipv4.ip_forward, net.ipv6.conf.all.forwarding) for a fast-path
 gateway with an Address and of addresses the kernel keeps on the
-interfaces in owned address mode, and warnings of a ListenPort or MetricsAddress
+interfaces in owned address mode, up's warning of the host's netfilter
+rules that the gateway's traffic skips (fastpath and compat modes: a
+rule on the WireGuard port, input or prerouting, no longer applies),
+and warnings of a ListenPort or MetricsAddress
 another socket holds and of a UAPI socket of the gateway's name (the
 file's, or -name's) that answers, which up refuses; a WAN or LAN
 another running wgpio gateway holds is an error, naming that gateway

@@ -146,8 +146,7 @@ func cmdUp(args []string) error {
 		if err := checkPortPrivilege(f, w); err != nil {
 			return err
 		}
-		hostForwards := w.Mode == config.ModeFastPath && w.AddressMode != config.AddressOwned && len(f.Interface.Addresses) > 0
-		warnNetfilter(log, []string{w.WAN, w.LAN, trunkOf(w.WAN), trunkOf(w.LAN)}, hostForwards)
+		warnNetfilter(log, f, w)
 		ifaces = []string{trunkOf(w.WAN), trunkOf(w.LAN)}
 	case config.ModeCompatMQTUN:
 		if err := checkCaps(mqtunCaps); err != nil {
@@ -203,35 +202,6 @@ func cmdUp(args []string) error {
 	default:
 		return fmt.Errorf("%s: [WGPIO] Mode %q is not available in this build (use fastpath, compat or compat-mqtun)", *conf, w.Mode)
 	}
-}
-
-// warnNetfilter logs the host's netfilter rules that the gateway's transit
-// traffic no longer passes (see forwardingRules), and what to use instead.
-// hostForwards says whether the gateway hands decrypted traffic routed out
-// of another interface than the LAN to the kernel, which passes them: the
-// fast path in shared address mode with an exception TUN (an Address).
-func warnNetfilter(log *slog.Logger, devs []string, hostForwards bool) {
-	rules, err := forwardingRules(devs)
-	if len(rules) > 0 {
-		log.Warn(netfilterWarning(hostForwards), "rules", strings.Join(rules, "; "))
-	}
-	if err != nil {
-		log.Warn("could not read all of the host's netfilter rules: those that transit traffic skips may go unreported here", "err", err)
-	}
-}
-
-// netfilterWarning is warnNetfilter's message. Only where hostForwards
-// does it say that a full tunnel's Internet traffic passes the rules:
-// without an exception TUN the fast path drops that traffic (off_lan),
-// and so does compat mode's tundev, which sends only to the LAN.
-func netfilterWarning(hostForwards bool) string {
-	msg := "the host has netfilter rules for forwarded traffic, and the traffic this gateway carries between WAN and LAN does not pass them: " +
-		"it never enters the host's IP stack (no FORWARD rules, conntrack, NAT, nor tcpdump on the host). " +
-		"Restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`."
-	if hostForwards {
-		msg += " (Decrypted traffic the host routes out of another interface than the LAN, such as a full-tunnel peer's Internet traffic, goes to the kernel through the exception TUN and passes them.)"
-	}
-	return msg
 }
 
 // warnForwarding warns when the kernel would not forward a family the

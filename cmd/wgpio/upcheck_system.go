@@ -147,6 +147,17 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 		out = append(out, warn)
 	}
 	out = append(out, heldWarnings(f, w, name)...)
+	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
+		// As up warns at start (warnNetfilter), before the rules
+		// silently stop applying.
+		msg, rules, err := netfilterCheck(f, w)
+		if len(rules) > 0 {
+			out = append(out, msg+" Rules: "+strings.Join(rules, "; "))
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", netfilterReadError, err))
+		}
+	}
 	if wan != "" {
 		out = append(out, "WAN MTU: "+wan)
 	}
@@ -305,17 +316,7 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 	if w.Mode != config.ModeFastPath && w.Mode != config.ModeCompat || w.AddressMode == config.AddressOwned {
 		return ""
 	}
-	// The ports up takes (upFastpath: SourcePorts' range, else
-	// ListenPort, fastgw's default when left out; compat mode: ListenPort).
-	port, ports := f.Interface.ListenPort, uint16(1)
-	if w.Mode == config.ModeFastPath {
-		switch {
-		case w.SourcePorts.First != 0:
-			port, ports = w.SourcePorts.First, uint16(w.SourcePorts.Len())
-		case port == 0:
-			port = fastgw.DefaultListenPort
-		}
-	}
+	port, ports := gatewayPorts(f, w)
 	if port == 0 {
 		return ""
 	}
@@ -334,6 +335,23 @@ func listenPortWarning(f *config.File, w config.WGPIO) string {
 		return fmt.Sprintf("%s: [Interface] ListenPort (left out: the default, %d): %s", f.Name, port, msg)
 	}
 	return ""
+}
+
+// gatewayPorts are the WAN's UDP ports up takes, from port on, ports of
+// them (upFastpath: SourcePorts' range, else ListenPort, fastgw's default
+// when left out; compat mode: ListenPort, which it requires: 0 when left
+// out).
+func gatewayPorts(f *config.File, w config.WGPIO) (port, ports uint16) {
+	port, ports = f.Interface.ListenPort, 1
+	if w.Mode == config.ModeFastPath {
+		switch {
+		case w.SourcePorts.First != 0:
+			port, ports = w.SourcePorts.First, uint16(w.SourcePorts.Len())
+		case port == 0:
+			port = fastgw.DefaultListenPort
+		}
+	}
+	return port, ports
 }
 
 // heldWarnings are the warnings of what up takes in every mode and
