@@ -1,0 +1,72 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckSystemRouteKey: `wgpio check -system` warns of an allowed-IPs
+// prefix whose route key a route of the host's holds already (here the
+// LAN's own subnet, and a static IPv6 route of the default metric), as
+// the start does when its route into the exception TUN meets it (the
+// host's route stays: its packets to the prefix do not take the tunnel;
+// wg-quick up refuses such a prefix); it said ok. A prefix no route of
+// that key holds (an IPv6 subnet's kernel route has metric 256), or a
+// gateway without an Address (no exception TUN), gives none.
+func TestCheckSystemRouteKey(t *testing.T) {
+	a, wan, lan, priv, peer := checkSystemRig(t, "ck")
+	for _, x := range [][2]string{{wan.A, "198.18.98.1/24"}, {lan.A, "198.18.97.1/24"}, {lan.A, "2001:2:97::1/64"}} {
+		if err := a.AddAddr(x[0], x[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := a.Run("ip", "-6", "route", "add", "2001:2:98::/64", "dev", lan.A); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	dir := t.TempDir()
+	run := func(address, mode string) string {
+		t.Helper()
+		path := filepath.Join(dir, "gw.conf")
+		conf := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n" + address + "[WGPIO]\n" + mode + "WAN = " + wan.A + "\nLAN = " + lan.A +
+			"\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24, 198.18.97.0/24, 2001:2:97::/64, 2001:2:98::/64, 0.0.0.0/0\n"
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		var cerr error
+		if err := a.Do(func() error {
+			cerr = check(&strings.Builder{}, &stderr, []string{"-system", "-c", path})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if cerr != nil {
+			t.Fatalf("check -system = %v, want a warning, not an error", cerr)
+		}
+		return stderr.String()
+	}
+	stderr := run("Address = 198.19.0.1/24\n", "")
+	for _, want := range []string{`gw.conf:8: key "AllowedIPs": 198.18.97.0/24 is the key of a route of the host's`, `gw.conf:8: key "AllowedIPs": 2001:2:98::/64 is the key of a route of the host's`, "wg-quick up refuses such a prefix"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, not := range []string{"198.18.99.0/24 is the key", "2001:2:97::/64 is the key", "0.0.0.0/0 is the key"} {
+		if strings.Contains(stderr, not) {
+			t.Errorf("stderr has %q:\n%s", not, stderr)
+		}
+	}
+	if stderr := run("", ""); strings.Contains(stderr, "is the key of a route") {
+		t.Errorf("without an Address (no exception TUN): %s", stderr)
+	}
+	if out, err := a.Run("sysctl", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if stderr := run("", "Mode = compat-mqtun\n"); !strings.Contains(stderr, "198.18.97.0/24 is the key of a route") {
+		t.Errorf("Mode = compat-mqtun (its TUN takes the routes): no warning of 198.18.97.0/24:\n%s", stderr)
+	}
+}
