@@ -240,14 +240,18 @@ func TestUpErrors(t *testing.T) {
 			first: true,
 			conf:  good,
 			args:  []string{"-name", s.GwName},
-			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with name %s (lock %s/name-%s.lock held)", s.GwName, s.GwName, runDir, s.GwName),
+			want: fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with name %s (lock %s/name-%s.lock held); "+
+				"stop that gateway first (kill -TERM {pid}; systemctl stop wgpio@%s if it runs under dist/wgpio.service), "+
+				"or start this one under another name with -name (by default the file's name without .conf)", s.GwName, s.GwName, runDir, s.GwName, s.GwName),
 		},
 		{
 			name:  "same-interface",
 			first: true,
 			conf:  good,
 			args:  []string{"-name", "wgpsecond"},
-			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held)", s.GwName, s.WANA, runDir, nsInode(t, s), s.WANA),
+			want: fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held); "+
+				"stop that gateway first (kill -TERM {pid}; systemctl stop wgpio@%s if it runs under dist/wgpio.service), or name another interface",
+				s.GwName, s.WANA, runDir, nsInode(t, s), s.WANA, s.GwName),
 		},
 		{
 			// The first instance's LAN as this one's WAN (and the other
@@ -257,7 +261,9 @@ func TestUpErrors(t *testing.T) {
 			first: true,
 			conf:  good,
 			args:  []string{"-name", "wgpsecond", "-wan", s.LANA, "-lan", s.WANA},
-			want:  fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held)", s.GwName, s.LANA, runDir, nsInode(t, s), s.LANA),
+			want: fmt.Sprintf("wgpio: another wgpio (gateway %s, pid {pid}) already runs with interface %s (lock %s/if-%s-%s.lock held); "+
+				"stop that gateway first (kill -TERM {pid}; systemctl stop wgpio@%s if it runs under dist/wgpio.service), or name another interface",
+				s.GwName, s.LANA, runDir, nsInode(t, s), s.LANA, s.GwName),
 		},
 	} {
 		if tc.first && !running {

@@ -47,12 +47,16 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 			f.Close()
 		}
 	}
-	type lock struct{ path, what string }
-	locks := []lock{{filepath.Join(runDir, "name-"+name+".lock"), "name " + name}}
+	// fix says what to do about a lock another gateway holds, besides
+	// stopping it: start this one on what that one leaves free (the
+	// name comes from -name, else from the file's name).
+	type lock struct{ path, what, fix string }
+	locks := []lock{{nameLockPath(name), "name " + name,
+		"start this one under another name with -name (by default the file's name without .conf)"}}
 	for i, dev := range ifaces {
 		// One file locked twice by one process would conflict with itself.
 		if dev != "" && !slices.Contains(ifaces[:i], dev) {
-			locks = append(locks, lock{ifaceLockPath(dev), "interface " + dev})
+			locks = append(locks, lock{ifaceLockPath(dev), "interface " + dev, "name another interface"})
 		}
 	}
 	for _, l := range locks {
@@ -63,9 +67,13 @@ func lockInstance(name string, ifaces []string) (func(), error) {
 		}
 		if !held {
 			holder := lockHolder(f)
+			stop := "stop that gateway first"
+			if gw, pid := lockOwner(f); pid != "" {
+				stop += fmt.Sprintf(" (kill -TERM %s; systemctl stop wgpio@%s if it runs under dist/wgpio.service)", pid, gw)
+			}
 			f.Close() // not ours: leave the file to its holder
 			release()
-			return nil, fmt.Errorf("another wgpio%s already runs with %s (lock %s held)", holder, l.what, l.path)
+			return nil, fmt.Errorf("another wgpio%s already runs with %s (lock %s held); %s, or %s", holder, l.what, l.path, stop, l.fix)
 		}
 		files = append(files, f)
 		// Who holds it, for the message of an instance refused.
@@ -126,6 +134,13 @@ func openLock(path string) (*os.File, error) {
 		return nil, err
 	}
 	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+}
+
+// nameLockPath is the file lockInstance locks for the gateway name: one
+// for all network namespaces, as the UAPI socket of that name is
+// (/var/run/wireguard is shared by them all).
+func nameLockPath(name string) string {
+	return filepath.Join(runDir, "name-"+name+".lock")
 }
 
 // ifaceLockPath is the file lockInstance locks for interface dev of this
