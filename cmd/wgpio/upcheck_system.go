@@ -87,27 +87,56 @@ func checkSystem(f *config.File, w config.WGPIO, name string) error {
 }
 
 // checkTUNName refuses a gateway name that an interface of this network
-// namespace other than a TUN has, where the gateway makes a TUN of that
-// name (fast path with an Address: the exception TUN; compat-mqtun): the
-// start failed there, after it had opened its ports, and check -system
-// said ok. Typically the kernel's wg0 of wg-quick, still up. A TUN of
-// that name may be the gateway's own, already up: it is left to the
-// start.
+// namespace already has, where the gateway makes a TUN of that name (fast
+// path with an Address: the exception TUN; compat-mqtun), as wg-quick
+// refuses ("`wg0' already exists"). One of another type failed the start
+// after it had opened its ports (typically the kernel's wg0 of wg-quick,
+// still up). A TUN or TAP was worse: Linux's TUNSETIFF attaches to an
+// existing TUN of the same queue kind (drivers/net/tun.c, tun_set_iff),
+// so the gateway took over a persistent one (`ip tuntap add`) silently
+// and left it after its stop with the gateway's address, the routes of
+// the allowed IPs, its MTU and offloads, to be taken over again at the
+// next start; one another program holds open it would join or fail on.
+// A gateway's own TUN is never persistent: Linux deletes it when the last
+// descriptor on it closes, at the stop or with a process killed by
+// SIGKILL, so it is no obstacle to a restart. A TUN while a gateway of
+// this name runs (its name lock held, lockHeld) is that gateway's:
+// lockInstance refuses a second one in its own words, check -system
+// warns of it (heldWarnings), and a reload checks its own.
 func checkTUNName(f *config.File, w config.WGPIO, name string) error {
 	tun := w.Mode == config.ModeCompatMQTUN || w.Mode == config.ModeFastPath && len(f.Interface.Addresses) > 0
 	if !tun || name == "" {
 		return nil
 	}
 	l, err := netlink.LinkByName(name)
-	if err != nil || l.Type() == "tuntap" {
-		return nil // none (or unreadable: the start says), or a TUN
+	if err != nil {
+		return nil // none (or unreadable: the start says)
 	}
-	hint := ""
-	if l.Type() == "wireguard" {
-		hint = fmt.Sprintf(" (the kernel's WireGuard, as wg-quick makes it: wg-quick down %s, or ip link del %s, first)", name, name)
+	fix := fmt.Sprintf("remove it (ip link del %s), or start the gateway under another name with -name (by default the file's name without .conf)", name)
+	t, ok := l.(*netlink.Tuntap)
+	if !ok {
+		hint := ""
+		if l.Type() == "wireguard" {
+			hint = fmt.Sprintf(" (the kernel's WireGuard, as wg-quick makes it: wg-quick down %s, or ip link del %s, first)", name, name)
+		}
+		return fmt.Errorf("%s: the gateway %s makes a TUN named %s, but an interface of that name, of type %s, is in this network namespace (ip -d link show %s)%s; %s",
+			f.Name, name, name, l.Type(), name, hint, fix)
 	}
-	return fmt.Errorf("%s: the gateway %s makes a TUN named %s, but an interface of that name, of type %s, is in this network namespace%s; "+
-		"choose another name with -name, or remove it (ip -d link show %s)", f.Name, name, name, l.Type(), hint, name)
+	if held, _, _ := lockHeld(nameLockPath(name)); held {
+		return nil
+	}
+	kind := "TUN"
+	if t.Mode == netlink.TUNTAP_MODE_TAP {
+		kind = "TAP"
+	}
+	if !t.NonPersist {
+		return fmt.Errorf("%s: the gateway %s makes a TUN named %s, but a persistent %s of that name is in this network namespace (ip -d link show %s), made by someone else (ip tuntap add, or another program; "+
+			"wgpio's own TUN is never persistent and goes with its process, even one killed with SIGKILL): the gateway would take it over and leave it changed after its stop "+
+			"(its address, routes, MTU); %s", f.Name, name, name, kind, name, fix)
+	}
+	return fmt.Errorf("%s: the gateway %s makes a TUN named %s, but a %s of that name, which another program holds open, is in this network namespace (ip -d link show %s; "+
+		"a wireguard-go or another VPN of that name?); stop that program, or start the gateway under another name with -name (by default the file's name without .conf)",
+		f.Name, name, name, kind, name)
 }
 
 // systemWarnings are the warnings of f (with w) against this system that
