@@ -460,18 +460,26 @@ func checkSystemRig(t *testing.T, tag string) (a *topo.NS, wan, lan *topo.Veth, 
 // -system -c` says of it in ns.
 func checkSystemIn(t *testing.T, ns *topo.NS, dir, name, text string) error {
 	t.Helper()
+	_, err := checkSystemOut(t, ns, dir, name, text)
+	return err
+}
+
+// checkSystemOut is checkSystemIn with what check printed on stderr (its
+// warnings).
+func checkSystemOut(t *testing.T, ns *topo.NS, dir, name, text string) (stderr string, err error) {
+	t.Helper()
 	path := filepath.Join(dir, name+".conf")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var cerr error
-	if err := ns.Do(func() error {
-		cerr = check(&strings.Builder{}, &strings.Builder{}, []string{"-system", "-c", path})
+	var out strings.Builder
+	if derr := ns.Do(func() error {
+		err = check(&strings.Builder{}, &out, []string{"-system", "-c", path})
 		return nil
-	}); err != nil {
-		t.Fatal(err)
+	}); derr != nil {
+		t.Fatal(derr)
 	}
-	return cerr
+	return out.String(), err
 }
 
 // TestUnitAllowsSocketFamilies: dist/wgpio.service's RestrictAddressFamilies

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,21 +29,8 @@ func TestCheckSystemNetfilter(t *testing.T) {
 	dir := t.TempDir()
 	run := func(mode string) (string, error) {
 		t.Helper()
-		path := filepath.Join(dir, mode+".conf")
-		conf := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n[WGPIO]\nMode = " + mode + "\nWAN = " + wan.A + "\nLAN = " + lan.A +
-			"\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24\n"
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		var cerr error
-		if err := a.Do(func() error {
-			cerr = check(&strings.Builder{}, &stderr, []string{"-system", "-c", path})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return stderr.String(), cerr
+		return checkSystemOut(t, a, dir, mode, "[Interface]\nPrivateKey = "+priv.Base64()+"\nListenPort = 51820\n[WGPIO]\nMode = "+mode+"\nWAN = "+wan.A+"\nLAN = "+lan.A+
+			"\n[Peer]\nPublicKey = "+peer.PublicKey().Base64()+"\nAllowedIPs = 198.18.99.0/24\n")
 	}
 	modes := []string{"fastpath", "compat", "compat-mqtun"}
 	for _, mode := range modes {

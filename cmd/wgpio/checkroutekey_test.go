@@ -3,8 +3,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,24 +28,12 @@ func TestCheckSystemRouteKey(t *testing.T) {
 	dir := t.TempDir()
 	run := func(address, mode string) string {
 		t.Helper()
-		path := filepath.Join(dir, "gw.conf")
-		conf := "[Interface]\nPrivateKey = " + priv.Base64() + "\nListenPort = 51820\n" + address + "[WGPIO]\n" + mode + "WAN = " + wan.A + "\nLAN = " + lan.A +
-			"\n[Peer]\nPublicKey = " + peer.PublicKey().Base64() + "\nAllowedIPs = 198.18.99.0/24, 198.18.97.0/24, 2001:2:97::/64, 2001:2:98::/64, 0.0.0.0/0\n"
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
+		stderr, err := checkSystemOut(t, a, dir, "gw", "[Interface]\nPrivateKey = "+priv.Base64()+"\nListenPort = 51820\n"+address+"[WGPIO]\n"+mode+"WAN = "+wan.A+"\nLAN = "+lan.A+
+			"\n[Peer]\nPublicKey = "+peer.PublicKey().Base64()+"\nAllowedIPs = 198.18.99.0/24, 198.18.97.0/24, 2001:2:97::/64, 2001:2:98::/64, 0.0.0.0/0\n")
+		if err != nil {
+			t.Fatalf("check -system = %v, want a warning, not an error", err)
 		}
-		var stderr strings.Builder
-		var cerr error
-		if err := a.Do(func() error {
-			cerr = check(&strings.Builder{}, &stderr, []string{"-system", "-c", path})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if cerr != nil {
-			t.Fatalf("check -system = %v, want a warning, not an error", cerr)
-		}
-		return stderr.String()
+		return stderr
 	}
 	stderr := run("Address = 198.19.0.1/24\n", "")
 	for _, want := range []string{`gw.conf:8: key "AllowedIPs": 198.18.97.0/24 is the key of a route of the host's`, `gw.conf:8: key "AllowedIPs": 2001:2:98::/64 is the key of a route of the host's`, "wg-quick up refuses such a prefix"} {
