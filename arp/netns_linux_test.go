@@ -490,7 +490,7 @@ func TestOwnedExpireAndRefresh(t *testing.T) {
 		clk.Add(when.Sub(clk.Now()))
 		h.tb.Tick()
 		st, _ := h.tb.State(ip)
-		mac, ok := h.tb.peek(ip)
+		mac, ok := h.tb.Peek(ip)
 		after := h.tb.Stats()
 		if want == StateProbe && st == StateReachable && after.Confirmed > before.Confirmed {
 			st = StateProbe // the answer came already; awaitConfirmed checks it

@@ -251,8 +251,10 @@ func (t *Table) Lookup(ip netip.Addr) (MAC, bool) {
 	}
 }
 
-// peek is Lookup without marking the entry used.
-func (t *Table) peek(ip netip.Addr) (MAC, bool) {
+// Peek is Lookup without marking the entry used: for a caller that
+// sends nothing to ip now, so that the table's Tick does not ask again
+// for an entry gone stale on its account. Lock-free.
+func (t *Table) Peek(ip netip.Addr) (MAC, bool) {
 	s := t.snap.Load()
 	a := ip.As16()
 	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
@@ -405,7 +407,7 @@ func (t *Table) learn(ip netip.Addr, mac MAC, create bool) bool {
 	// and failback, or a spoofed request followed by the host's own)
 	// would be left at the other.
 	if !t.dirty.Load() {
-		if m, ok := t.peek(ip); ok && m == mac {
+		if m, ok := t.Peek(ip); ok && m == mac {
 			return false
 		}
 	}

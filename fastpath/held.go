@@ -45,6 +45,13 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		w.lanRX.Free(unsafeOne(f))
 		return
 	}
+	// Whether this packet starts pl's list: taken before the overflow,
+	// which may drop pl's only packet (dropOldest) without emptying
+	// (emptied) a list that this one refills at once. Taken after, it
+	// listed the peer again and counted it holding once more for every
+	// packet while the queue's budget stayed full (Holding then true
+	// for good).
+	first := len(pl.held) == 0
 	if len(pl.held) < MaxHeldPerPeer && w.heldTotal >= w.e.cfg.MaxHeldPerQueue {
 		w.evictLargest(pl, now)
 	}
@@ -57,7 +64,6 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		}
 		w.dropOldest(pl, now)
 	}
-	first := len(pl.held) == 0
 	if first {
 		w.heldPeers = append(w.heldPeers, heldPeer{id: p.ID, since: now})
 		p.holding.Add(1)
@@ -202,8 +208,13 @@ func (w *worker) flushHeld(now int64) {
 			}
 			if ep := waitsForMAC(pl.peer, now); ep != nil {
 				// The MAC alone: a session that expires later asks
-				// again (askSession).
+				// again (askSession). Held for a session that came
+				// with an endpoint without a MAC (a handshake's last
+				// hop taken back), they wait for it now: the control
+				// plane resolves it while NeedNeighbour is raised
+				// (one load while it is).
 				pl.sessionAsked = false
+				w.ask(pl.peer, &pl.peer.NeedNeighbour, true)
 				if now-h.since > int64(neighbourWaitMax) {
 					if !w.heldLater(h.id, i) {
 						w.expireHeld(pl, ep)

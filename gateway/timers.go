@@ -286,13 +286,17 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return
 	}
 	resolve := d.opts.Resolve
-	if !need && ep.DstMAC == ([6]byte{}) {
+	if !need {
 		// Nothing waits for this next hop (a configured peer not
-		// sent to yet, or one whose held packets expired): look,
+		// sent to yet, one whose held packets expired, an idle
+		// peer swept after a route or neighbour change): look,
 		// without asking the network, as Linux asks only when it
-		// sends. Before, every such peer's evaluation sent ARP/NDP
-		// requests, and once a second for good after its packets
-		// had waited 3 s for a next hop that never answered.
+		// sends. A MAC the resolver gave and has no longer is taken
+		// back below, and the next packet, held, asks. Before, every
+		// such peer's evaluation sent ARP/NDP requests (each idle
+		// peer's after a neighbour flush), and once a second for
+		// good after its packets had waited 3 s for a next hop that
+		// never answered.
 		resolve = d.known()
 	}
 	mac, ok := resolve(ep.Dst.Addr())

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -551,109 +550,6 @@ func TestInitiationWithoutEndpoint(t *testing.T) {
 	p.mu.Unlock()
 	if st.Drops[DropNoEndpoint] != 1 || st.InitiationsSent != 0 || pending {
 		t.Fatalf("no_endpoint %d, initiations sent %d, pending index %v; want 1, 0, false", st.Drops[DropNoEndpoint], st.InitiationsSent, pending)
-	}
-}
-
-// TestEndpointWithoutNeighbourNoHandshake: an endpoint set (wg set ...
-// endpoint) while its next hop has no MAC yet, on a confirmed session,
-// starts no handshake: the data a worker holds for it (raising
-// HandshakeNeeded and NeedNeighbour, as before the fix the workers did)
-// waits for the MAC, which a later tick resolves, and leaves with the
-// session it has. Before, the tick initiated whenever the MAC was
-// unknown: one handshake more than needed.
-func TestEndpointWithoutNeighbourNoHandshake(t *testing.T) {
-	var known atomic.Bool
-	known.Store(true)
-	mac := [6]byte{2, 0, 0, 0, 0, 9}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: func(netip.Addr) ([6]byte, bool) {
-		if known.Load() {
-			return mac, true
-		}
-		return [6]byte{}, false
-	}})
-	fp := r.fp()
-	r.establishAsInitiator()
-	for range 12 { // past RekeyTimeout, which holds back an initiation after ours
-		r.advance(500 * time.Millisecond)
-	}
-	known.Store(false)
-	moved := netip.MustParseAddrPort("198.18.0.3:51820")
-	if err := r.dev.IpcSet(strings.NewReader("public_key=" + r.wgPub.Hex() + "\nendpoint=" + moved.String() + "\n")); err != nil {
-		t.Fatal(err)
-	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.Dst != moved || ep.DstMAC != ([6]byte{}) {
-		t.Fatalf("endpoint after the set = %+v, want %v without a MAC", ep, moved)
-	}
-	mark := r.f.nsent()
-	fp.HandshakeNeeded.Store(true) // a worker held data for the peer
-	fp.NeedNeighbour.Store(true)
-	for range 3 {
-		r.advance(10 * time.Millisecond)
-	}
-	known.Store(true)
-	// Resolved again within maxNeighbourBackoff (followNeighbourLocked).
-	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.Endpoint.Load().DstMAC != mac; waited += DefaultTickInterval {
-		r.advance(DefaultTickInterval)
-	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac || fp.NeedNeighbour.Load() {
-		t.Errorf("endpoint after the neighbour resolved = %+v (NeedNeighbour %v), want MAC %x", ep, fp.NeedNeighbour.Load(), mac)
-	}
-	if fp.HandshakeNeeded.Load() {
-		t.Errorf("HandshakeNeeded still set with a usable session")
-	}
-	for range 10 {
-		r.advance(500 * time.Millisecond)
-	}
-	if inits := ofType(r.f.sentSince(mark), noise.TypeInitiation, 0); len(inits) != 0 {
-		t.Errorf("%d initiations after setting an endpoint without a MAC on a confirmed session, want 0", len(inits))
-	}
-}
-
-// TestNeedNeighbourBackoff: a peer whose endpoint's next hop has no MAC
-// (NeedNeighbour) is resolved again minNeighbourBackoff (5 ms) later, then
-// twice that, four times ... at most maxNeighbourBackoff apart, not at every tick (10,000 such peers
-// cost each 50 ms tick 1.5 ms: BenchmarkTickNeedNeighbour); the MAC, once
-// known, is in the endpoint within maxNeighbourBackoff. A flag raised
-// while the endpoint already has its MAC is cleared at the next tick, no
-// longer resolved at every tick for ever.
-func TestNeedNeighbourBackoff(t *testing.T) {
-	var known atomic.Bool
-	var resolves atomic.Int64
-	mac := [6]byte{2, 0, 0, 0, 0, 9}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: func(netip.Addr) ([6]byte, bool) {
-		resolves.Add(1)
-		if known.Load() {
-			return mac, true
-		}
-		return [6]byte{}, false
-	}})
-	fp := r.fp()
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != ([6]byte{}) {
-		t.Fatalf("endpoint at start = %+v, want one without a MAC", ep)
-	}
-	fp.AddHolding(1) // a worker held a packet for the MAC
-	fp.NeedNeighbour.Store(true)
-	const ticks = 200 // 10 s
-	for range ticks {
-		r.advance(DefaultTickInterval)
-	}
-	// 5, 10, 20, 40 ms (each at the next tick here), 80, 160, 320, 640
-	// ms, then every second: 18.
-	if n := resolves.Load(); n > 20 || n < 14 {
-		t.Errorf("%d resolutions in %d ticks without a MAC, want 14 to 20 (backing off to one a second)", n, ticks)
-	}
-	known.Store(true)
-	for waited := time.Duration(0); waited <= time.Duration(maxNeighbourBackoff) && fp.NeedNeighbour.Load(); waited += DefaultTickInterval {
-		r.advance(DefaultTickInterval)
-	}
-	if ep := fp.Endpoint.Load(); ep == nil || ep.DstMAC != mac || fp.NeedNeighbour.Load() {
-		t.Fatalf("endpoint %v after the MAC became known (NeedNeighbour %v), want MAC %x", ep, fp.NeedNeighbour.Load(), mac)
-	}
-	// A worker read the endpoint before the MAC was stored in it.
-	fp.NeedNeighbour.Store(true)
-	r.advance(DefaultTickInterval)
-	if fp.NeedNeighbour.Load() {
-		t.Errorf("NeedNeighbour still set after a tick, the endpoint's MAC known")
 	}
 }
 

@@ -79,7 +79,7 @@ func netfilterWarning(port, ports uint16, hostForwards bool) string {
 		udp = fmt.Sprintf("UDP ports %d-%d", port, int(port)+int(ports)-1)
 	}
 	msg := "the host has netfilter rules that this gateway's traffic no longer passes: its XDP programs take that traffic before the host's IP stack, and it sends through AF_XDP (no conntrack, NAT, nor tcpdump on the host). " +
-		"Prerouting and input chains do not see the WireGuard datagrams to the gateway (" + udp + " at its WAN addresses: handshakes and data), nor output and postrouting chains those it sends, " +
+		"Prerouting and input chains do not see the WireGuard datagrams to the gateway (" + udp + " at its WAN addresses: handshakes and data; but for those that arrive as IP fragments, which the kernel reassembles), nor output and postrouting chains those it sends, " +
 		"so a rule on that port (a blocked or allowed source, a rate limit) does not apply to them; " +
 		"forward, prerouting and postrouting chains do not see the traffic it carries between WAN and LAN; netdev chains on its WAN and LAN see neither. " +
 		"Filter the WireGuard port in front of the gateway, or run Mode = compat-mqtun, whose datagrams pass netfilter; restrict what crosses with each peer's AllowedIPs, and look at it with `wgpio capture`."

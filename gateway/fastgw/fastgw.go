@@ -246,13 +246,15 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 }
 
 // Known is Resolve without the request for a missing neighbour
-// (gateway.Options.Known).
+// (gateway.Options.Known), and without marking the entry used (Peek):
+// the table's tick asks again for a used entry gone stale, which a
+// lookup for a peer that sends nothing must not make it do.
 func (r *resolver) Known(dst netip.Addr) ([6]byte, bool) {
 	nh, ifindex, ok := r.routes.NextHop(dst)
 	if !ok || (ifindex != 0 && ifindex != r.ifindex) {
 		return [6]byte{}, false
 	}
-	return r.table.Lookup(nh)
+	return r.table.Peek(nh)
 }
 
 // Changes grows whenever Resolve's answers may have changed: a snapshot of

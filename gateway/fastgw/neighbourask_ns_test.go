@@ -67,3 +67,32 @@ func TestNeighbourAskedOnlyToSend(t *testing.T) {
 	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.254")
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 }
+
+// TestIdleFlushAsksNothing: the WAN's neighbour entries flushed (`ip neigh
+// flush`, as the kernel's garbage collector removes entries nothing used)
+// while the peer is idle: the gateway asks for no next hop until the
+// peer's next packet, as Linux's wg0 resolves a neighbour when it sends;
+// that packet then goes through. Before, the sweep that follows a change
+// of the WAN's neighbours asked at once for the next hop of every idle
+// peer that had a MAC (100 idle on-link peers: a burst of ARP requests and
+// 100 kernel entries back).
+func TestIdleFlushAsksNothing(t *testing.T) {
+	s := newSite(t, twosite.Config{})
+	g := s.Gateway
+	logOnFailure(t, g)
+	ping(t, s.HostA, twosite.HostB4.String(), 0)
+	time.Sleep(500 * time.Millisecond) // a few ticks: the peer is idle
+	asked := fastgw.WANRequests(g)
+	if _, err := s.GwA.Run("ip", "-4", "neigh", "flush", "dev", s.WANA); err != nil {
+		t.Fatal(err)
+	}
+	// The sweep's gap is 1 s; the peer's passive keepalive is due 10 s
+	// after the reply it received.
+	time.Sleep(2 * time.Second)
+	if n := fastgw.WANRequests(g) - asked; n != 0 {
+		t.Errorf("%d ARP requests for an idle peer's next hop after a flush, nothing sent since; want 0", n)
+	}
+	if _, err := s.HostA.Run("ping", "-c", "1", "-W", "2", twosite.HostB4.String()); err != nil {
+		t.Errorf("the first packet after the flush: %v; drops %s", err, dropsString(g))
+	}
+}
