@@ -133,6 +133,8 @@ func (w *worker) heldOverflow(pl *peerLocal, n int, now int64) {
 	w.count(DropHeldOverflow, 1)
 	if ep := waitsForMAC(pl.peer, now); ep != nil && w.wanRoute(ep) {
 		addTx(pl, w.sealedLen(n))
+		st := w.stamp(now) // sent, for the timers too, as expireHeld says
+		pl.sentAt, pl.dataSentAt = st, st
 		w.markDirty(pl)
 	}
 }
@@ -217,7 +219,7 @@ func (w *worker) flushHeld(now int64) {
 				w.ask(pl.peer, &pl.peer.NeedNeighbour, true)
 				if now-h.since > int64(neighbourWaitMax) {
 					if !w.heldLater(h.id, i) {
-						w.expireHeld(pl, ep)
+						w.expireHeld(pl, ep, now)
 					}
 					continue
 				}
@@ -274,17 +276,26 @@ func waitsForMAC(p *Peer, now int64) *Endpoint {
 // neighbour layer dropped them (countSent's rule for control messages).
 //
 //go:noinline
-func (w *worker) expireHeld(pl *peerLocal, ep *Endpoint) {
+func (w *worker) expireHeld(pl *peerLocal, ep *Endpoint, now int64) {
 	why := DropNoNeighbour
 	if !w.wanRoute(ep) {
 		why = DropNoWANRoute
 	}
+	// As sent, for the peer's timers (whitepaper §6.5), at now: wg0's
+	// send path calls its timers' any-authenticated-packet-sent before
+	// the socket's answer (no passive keepalive due; the persistent
+	// keepalive's interval starts again), and data-sent when the socket
+	// took a message (a handshake 15 s later if nothing comes back),
+	// which a neighbour entry's queue is (wg_packet_create_data_done).
+	st := w.stamp(now)
+	pl.sentAt = st
 	if why == DropNoNeighbour {
+		pl.dataSentAt = st
 		for i := range pl.held {
 			addTx(pl, w.sealedLen(pl.held[i].Len()))
 		}
-		w.markDirty(pl)
 	}
+	w.markDirty(pl)
 	w.count(why, len(pl.held))
 	w.lanRX.Free(pl.held)
 	w.heldTotal -= len(pl.held)

@@ -123,6 +123,16 @@ func TestHeldForMACExpires(t *testing.T) {
 			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
 				t.Errorf("tx_bytes grew by %d, want %d", got, want)
 			}
+			// Sent, for the peer's timers, at the expiry (wg0's
+			// wg_packet_create_data_done): any authenticated packet
+			// either way, data only into a neighbour entry.
+			expired := r.clock.Now()
+			if got := r.peerAB.Stamps.LastSent.Load(); got != expired {
+				t.Errorf("LastSent %d, want the expiry's %d", got, expired)
+			}
+			if got := r.peerAB.Stamps.LastDataSent.Load(); (got == expired) != tc.route {
+				t.Errorf("LastDataSent %d (the expiry %d): stamped %v, want %v", got, expired, got == expired, tc.route)
+			}
 			// The next packet waits anew, and leaves with the MAC.
 			hold(40)
 			r.clock.Advance(neighbourWaitMax - 100*time.Millisecond)
@@ -227,6 +237,9 @@ func TestHeldOverflowForMACCounted(t *testing.T) {
 			}
 			if got := r.peerAB.TxBytes.Load() - tx0; got != want {
 				t.Errorf("tx_bytes grew by %d for %d dropped as held_overflow, want %d", got, total-MaxHeldPerPeer, want)
+			}
+			if got := r.peerAB.Stamps.LastDataSent.Load(); (got == r.clock.Now()) != tc.count {
+				t.Errorf("LastDataSent %d (now %d): stamped %v, want %v (as sent into the neighbour entry)", got, r.clock.Now(), got == r.clock.Now(), tc.count)
 			}
 		})
 	}
