@@ -80,7 +80,32 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		if first {
 			w.e.stamped.signal()
 		}
+		if waitsForMAC(p, now) != nil {
+			// wg0 sent it now, into the route's neighbour entry.
+			w.sentForTimers(pl, w.wanRoute(ep), now)
+		}
 	}
+}
+
+// sentForTimers stamps pl's peer as having sent an authenticated packet
+// at now, and data when data is set, for its timers (whitepaper §6.5),
+// as wg0's wg_packet_create_data_done does for each packet it hands to
+// its socket: any authenticated packet whatever the socket answers (no
+// passive keepalive then; the persistent keepalive's interval starts
+// again), data when the socket took it (a handshake 15 s later if
+// nothing comes back), which a neighbour entry's queue does and a send
+// without a route does not. For packets held for the endpoint's next
+// hop's MAC alone (hold, when each is held; heldOverflow; expireHeld, for
+// those held for a session that came without the MAC), which wg0 would
+// have sent into the entry. The timers take the first data sent since
+// the last receive, so a later stamp does not move them.
+func (w *worker) sentForTimers(pl *peerLocal, data bool, now int64) {
+	st := w.stamp(now)
+	pl.sentAt = st
+	if data {
+		pl.dataSentAt = st
+	}
+	w.markDirty(pl)
 }
 
 // evictLargest makes room in a full queue budget (MaxHeldPerQueue) for a
@@ -131,11 +156,12 @@ func (w *worker) dropOldest(pl *peerLocal, now int64) {
 // A packet held for a session, or without a route, wg0 never sent.
 func (w *worker) heldOverflow(pl *peerLocal, n int, now int64) {
 	w.count(DropHeldOverflow, 1)
-	if ep := waitsForMAC(pl.peer, now); ep != nil && w.wanRoute(ep) {
-		addTx(pl, w.sealedLen(n))
-		st := w.stamp(now) // sent, for the timers too, as expireHeld says
-		pl.sentAt, pl.dataSentAt = st, st
-		w.markDirty(pl)
+	if ep := waitsForMAC(pl.peer, now); ep != nil {
+		route := w.wanRoute(ep)
+		if route {
+			addTx(pl, w.sealedLen(n))
+		}
+		w.sentForTimers(pl, route, now)
 	}
 }
 
@@ -281,21 +307,12 @@ func (w *worker) expireHeld(pl *peerLocal, ep *Endpoint, now int64) {
 	if !w.wanRoute(ep) {
 		why = DropNoWANRoute
 	}
-	// As sent, for the peer's timers (whitepaper §6.5), at now: wg0's
-	// send path calls its timers' any-authenticated-packet-sent before
-	// the socket's answer (no passive keepalive due; the persistent
-	// keepalive's interval starts again), and data-sent when the socket
-	// took a message (a handshake 15 s later if nothing comes back),
-	// which a neighbour entry's queue is (wg_packet_create_data_done).
-	st := w.stamp(now)
-	pl.sentAt = st
+	w.sentForTimers(pl, why == DropNoNeighbour, now)
 	if why == DropNoNeighbour {
-		pl.dataSentAt = st
 		for i := range pl.held {
 			addTx(pl, w.sealedLen(pl.held[i].Len()))
 		}
 	}
-	w.markDirty(pl)
 	w.count(why, len(pl.held))
 	w.lanRX.Free(pl.held)
 	w.heldTotal -= len(pl.held)

@@ -80,3 +80,25 @@ func TestHeldForSessionThenMACAsks(t *testing.T) {
 		t.Errorf("held %d, NeedNeighbour %v once the session came without the MAC; want 1, true", s.Held, r.peerAB.NeedNeighbour.Load())
 	}
 }
+
+// TestHeldForMACStampedSent: a packet held for the endpoint's next hop's
+// MAC alone counts as sent for the peer's timers when it is held, as wg0
+// sent it into the neighbour entry then: no passive keepalive falls due
+// while it waits, and the new-handshake timer starts from it. It counted
+// only when its 3 s were over, and a keepalive due meanwhile left.
+func TestHeldForMACStampedSent(t *testing.T) {
+	r, _, _ := holdForMAC(t)
+	held := r.clock.Now()
+	r.clock.Advance(time.Second)
+	wa := r.a.workers[0]
+	wa.publish(r.clock.Now())
+	if s := r.a.Stats()[0]; s.Held != 1 {
+		t.Fatalf("held %d, want 1", s.Held)
+	}
+	if got := r.peerAB.Stamps.LastSent.Load(); got != held {
+		t.Errorf("LastSent %d, want the hold's %d", got, held)
+	}
+	if got := r.peerAB.Stamps.LastDataSent.Load(); got != held {
+		t.Errorf("LastDataSent %d, want the hold's %d", got, held)
+	}
+}

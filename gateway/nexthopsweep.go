@@ -56,7 +56,7 @@ func (d *Device) sweepNextHops(now int64, gen, changes uint64) {
 			continue
 		}
 		if !p.removed {
-			d.followNeighbourLocked(p, now)
+			d.followNeighbourLocked(p, now, true)
 		}
 		p.mu.Unlock()
 	}

@@ -265,8 +265,10 @@ const minNeighbourBackoff = int64(5 * time.Millisecond)
 // tick: 10,000 such peers cost a tick some 1.5 ms of resolutions every
 // 50 ms (BenchmarkTickNeedNeighbour). A
 // flag raised while the endpoint already has its MAC (a worker read the
-// endpoint before the tick stored it) is cleared. p.mu held.
-func (d *Device) followNeighbourLocked(p *peer, now int64) {
+// endpoint before the tick stored it) is cleared. idle: p is looked at
+// only because the resolver's answers changed (sweepNextHops), nothing
+// sent to it for all we know. p.mu held.
+func (d *Device) followNeighbourLocked(p *peer, now int64, idle bool) {
 	fp := p.fp
 	ep := fp.Endpoint.Load()
 	if ep == nil || d.opts.Resolve == nil {
@@ -286,17 +288,23 @@ func (d *Device) followNeighbourLocked(p *peer, now int64) {
 		return
 	}
 	resolve := d.opts.Resolve
-	if !need {
+	if !need && (idle || ep.DstMAC == ([6]byte{})) {
 		// Nothing waits for this next hop (a configured peer not
 		// sent to yet, one whose held packets expired, an idle
 		// peer swept after a route or neighbour change): look,
-		// without asking the network, as Linux asks only when it
-		// sends. A MAC the resolver gave and has no longer is taken
-		// back below, and the next packet, held, asks. Before, every
-		// such peer's evaluation sent ARP/NDP requests (each idle
-		// peer's after a neighbour flush), and once a second for
-		// good after its packets had waited 3 s for a next hop that
-		// never answered.
+		// without asking the network or marking the neighbour used,
+		// as Linux asks only when it sends. A MAC the resolver gave
+		// and has no longer is taken back below, and the next
+		// packet, held, asks. Before, every such peer's evaluation
+		// sent ARP/NDP requests (each idle peer's after a neighbour
+		// flush), and once a second for good after its packets had
+		// waited 3 s for a next hop that never answered. A peer the
+		// tick evaluates with a MAC is sending or due to: Resolve's
+		// lookup marks its neighbour used, so that the table keeps
+		// it fresh (owned mode deleted an unused one a minute after
+		// it went stale, and the peer's packets waited for an ARP
+		// round trip every 90 s; a kernel entry is reconfirmed only
+		// when used).
 		resolve = d.known()
 	}
 	mac, ok := resolve(ep.Dst.Addr())
@@ -389,7 +397,7 @@ func (d *Device) known() func(netip.Addr) ([6]byte, bool) {
 // tickPeerLocked applies every rule of Tick to p at now. p.mu held.
 func (d *Device) tickPeerLocked(p *peer, now int64) {
 	fp := p.fp
-	d.followNeighbourLocked(p, now)
+	d.followNeighbourLocked(p, now, false)
 	if fp.Promoted.Swap(false) {
 		// Key confirmation by the first data on the responder's session
 		// (wireguard-go calls timersHandshakeComplete here too), and the
