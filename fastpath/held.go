@@ -27,7 +27,8 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 	p.FlushHeld.Store(false)
 	ep := p.Endpoint.Load()
 	kp := p.Current.Load()
-	if kp == nil || !kp.canSend(now) || ep == nil {
+	session := kp != nil && kp.canSend(now) && ep != nil
+	if !session {
 		// Only the first packet held since pl's list was empty wakes
 		// the control plane: once it holds some, a handshake is
 		// started or in flight (ask).
@@ -80,8 +81,9 @@ func (w *worker) hold(pl *peerLocal, f *dataplane.Frame, now int64) {
 		if first {
 			w.e.stamped.signal()
 		}
-		if waitsForMAC(p, now) != nil {
-			// wg0 sent it now, into the route's neighbour entry.
+		if session {
+			// The MAC alone: wg0 sent it now, into the route's
+			// neighbour entry.
 			w.sentForTimers(pl, w.wanRoute(ep), now)
 		}
 	}
@@ -152,8 +154,9 @@ func (w *worker) dropOldest(pl *peerLocal, now int64) {
 // endpoint's next hop's MAC alone with a route toward it, as expireHeld
 // counts those that wait too long: Linux's wg0 sent such a packet into
 // the route's neighbour entry, whose queue drops the oldest when full
-// (unres_qlen_bytes, __neigh_event_send) after the socket counted it.
-// A packet held for a session, or without a route, wg0 never sent.
+// (unres_qlen_bytes, __neigh_event_send) after the socket counted it;
+// and, with a route or not, as sent for the timers (sentForTimers). A
+// packet held for a session wg0 never sent.
 func (w *worker) heldOverflow(pl *peerLocal, n int, now int64) {
 	w.count(DropHeldOverflow, 1)
 	if ep := waitsForMAC(pl.peer, now); ep != nil {

@@ -106,6 +106,9 @@ func (e *MemlockError) Error() string {
 // Is makes errors.Is(e, ErrMemlock) hold.
 func (e *MemlockError) Is(target error) bool { return target == ErrMemlock }
 
+// Unwrap returns the failed call's error.
+func (e *MemlockError) Unwrap() error { return e.Err }
+
 // MemlockInTermsOf returns err, which may wrap a *MemlockError, with
 // that error's advice of a smaller UMEM given as smaller: the terms of
 // a caller whose users size the UMEM otherwise (a gateway's frames or
@@ -142,9 +145,6 @@ type memlockReworded struct {
 
 func (e *memlockReworded) Error() string { return e.msg }
 func (e *memlockReworded) Unwrap() error { return e.err }
-
-// Unwrap returns the failed call's error.
-func (e *MemlockError) Unwrap() error { return e.Err }
 
 // rlimitNow describes this process's limit of resource, soft and hard,
 // in units of unit named by suffix.

@@ -234,8 +234,8 @@ type resolver struct {
 
 // Resolve implements fastpath.Resolver.
 func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
-	nh, ifindex, ok := r.routes.NextHop(dst)
-	if !ok || (ifindex != 0 && ifindex != r.ifindex) {
+	nh, ok := r.nextHop(dst)
+	if !ok {
 		return [6]byte{}, false
 	}
 	if mac, ok := r.table.Lookup(nh); ok {
@@ -250,11 +250,18 @@ func (r *resolver) Resolve(dst netip.Addr) ([6]byte, bool) {
 // the table's tick asks again for a used entry gone stale, which a
 // lookup for a peer that sends nothing must not make it do.
 func (r *resolver) Known(dst netip.Addr) ([6]byte, bool) {
-	nh, ifindex, ok := r.routes.NextHop(dst)
-	if !ok || (ifindex != 0 && ifindex != r.ifindex) {
+	nh, ok := r.nextHop(dst)
+	if !ok {
 		return [6]byte{}, false
 	}
 	return r.table.Peek(nh)
+}
+
+// nextHop is the next hop of the route toward dst, if it leads out of
+// r's interface.
+func (r *resolver) nextHop(dst netip.Addr) (netip.Addr, bool) {
+	nh, ifindex, ok := r.routes.NextHop(dst)
+	return nh, ok && (ifindex == 0 || ifindex == r.ifindex)
 }
 
 // Changes grows whenever Resolve's answers may have changed: a snapshot of
