@@ -44,7 +44,7 @@ func TestNeighbourAskedOnlyToSend(t *testing.T) {
 	}
 
 	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	s.HostA.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", twosite.HostB4.String())
 	held := func() (n uint64) {
 		for _, q := range g.Engine().Stats() {

@@ -25,7 +25,7 @@ func TestEndpointBlackholed(t *testing.T) {
 	logOnFailure(t, s.Gateway)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	gwRoute(t, s, "add", "blackhole", "198.18.2.2/32")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	out, _ := s.HostA.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", twosite.HostB4.String())
 	if !strings.Contains(out, " 0 received") {
 		t.Errorf("pings through a blackholed endpoint answered:\n%s", out)
@@ -48,7 +48,7 @@ func TestEndpointBlackholedPeerHandshakes(t *testing.T) {
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	gwRoute(t, s, "add", "blackhole", "198.18.2.2/32")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoWANRoute]
 	// The stock peer forgets us and handshakes again at its next packet.
 	us := s.FastConfig.PrivateKey.PublicKey().String()
@@ -80,7 +80,7 @@ func TestEndpointNextHopSilent(t *testing.T) {
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	c := testenv.StartCapture(t, testenv.Tool(t, "tcpdump", "tcpdump"), s.Router, s.RouterA, filepath.Join(t.TempDir(), "old.pcap"),
 		"udp and dst host 198.18.2.2")
 	out, _ := s.HostA.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostB4.String())
@@ -119,7 +119,7 @@ func TestEndpointNextHopSilentHeldExpire(t *testing.T) {
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]
 	echos := testenv.SNMP(t, s.HostB, "Icmp", "InEchos")
 	out, _ := s.HostA.Run("ping", "-c", "5", "-i", "0.2", "-W", "1", twosite.HostB4.String())
@@ -162,7 +162,7 @@ func TestEndpointNextHopSilentPeerHandshakes(t *testing.T) {
 	logOnFailure(t, g)
 	ping(t, s.HostA, twosite.HostB4.String(), 0)
 	gwRoute(t, s, "replace", "198.18.2.0/24", "via", "198.18.1.252")
-	time.Sleep(500 * time.Millisecond) // the route followed, a tick or two
+	waitNoNextHop(t, s)
 	before := fastpath.TotalDrops(g.Engine().Stats())[fastpath.DropNoNeighbour]
 	c := testenv.StartCapture(t, testenv.Tool(t, "tcpdump", "tcpdump"), s.Router, s.RouterA, filepath.Join(t.TempDir(), "old.pcap"),
 		"udp and dst host 198.18.2.2")
@@ -244,5 +244,22 @@ func gwRoute(t *testing.T, s *twosite.Site, args ...string) {
 	t.Helper()
 	if out, err := s.GwA.Run("ip", append([]string{"route"}, args...)...); err != nil {
 		t.Fatalf("ip route %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// waitNoNextHop waits until the gateway's peer in s has no next hop's MAC
+// (a route without one, or through a next hop that does not answer): the
+// control plane follows a route's change within a tick or two (50 ms
+// each), and a fixed sleep of 500 ms for it was too short on a loaded
+// machine, where the first ping then left through the old next hop.
+func waitNoNextHop(t *testing.T, s *twosite.Site) {
+	t.Helper()
+	d := s.Gateway.Device()
+	k := s.FastConfig.Peers[0].PublicKey // the stock peer of gwB
+	if !testenv.PollUntil(10*time.Second, func() bool {
+		ep := d.FastPeer(k).Endpoint.Load()
+		return ep != nil && ep.DstMAC == [6]byte{}
+	}) {
+		t.Fatalf("the peer's next hop's MAC still there 10 s after its route changed")
 	}
 }
