@@ -22,11 +22,19 @@ import (
 // prefix, and those its kernel forwards, take that route, not the tunnel;
 // wg-quick up refuses such a prefix (File exists). In fast-path mode with
 // an Address (the exception TUN) and in compat-mqtun (its TUN);
-// 0.0.0.0/0 and ::/0, which the gateway routes nowhere, are left out. A table that cannot be read gives none:
-// the start reports it.
-func routeKeyWarnings(f *config.File, w config.WGPIO) []string {
+// 0.0.0.0/0 and ::/0, which the gateway routes nowhere, are left out, and
+// so are the routes into the interface of the gateway's name: those of
+// the gateway itself, running (its TUN's; they go with it), which every
+// prefix of a running gateway's file was warned of (checkTUNName refuses
+// an interface of that name that is not a running gateway's). A table
+// that cannot be read gives none: the start reports it.
+func routeKeyWarnings(f *config.File, w config.WGPIO, name string) []string {
 	if !(w.Mode == config.ModeFastPath && len(f.Interface.Addresses) > 0 || w.Mode == config.ModeCompatMQTUN) {
 		return nil
+	}
+	own := -1
+	if l, err := netlink.LinkByName(name); err == nil {
+		own = l.Attrs().Index
 	}
 	taken := make(map[netip.Prefix]bool)
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
@@ -35,6 +43,9 @@ func routeKeyWarnings(f *config.File, w config.WGPIO) []string {
 			return nil
 		}
 		for _, r := range routes {
+			if r.LinkIndex == own {
+				continue
+			}
 			if p, ok := routeKey(r); ok {
 				taken[p] = true
 			}

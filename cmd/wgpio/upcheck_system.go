@@ -176,7 +176,7 @@ func systemWarnings(f *config.File, w config.WGPIO, name string) []string {
 		out = append(out, warn)
 	}
 	out = append(out, heldWarnings(f, w, name)...)
-	out = append(out, routeKeyWarnings(f, w)...)
+	out = append(out, routeKeyWarnings(f, w, name)...)
 	if w.Mode == config.ModeFastPath || w.Mode == config.ModeCompat {
 		// As up warns at start (warnNetfilter), before the rules
 		// silently stop applying.
