@@ -118,7 +118,7 @@ func newCollector(name string, maxPeers int, stats func() GatewayStats, peers fu
 		portCopies:           d("port_copies_total", "Frames copied between pools on transmit.", "port", "queue"),
 		kernelDrops:          d("port_kernel_drops_total", "Frames the kernel dropped at a port queue's AF_XDP socket before the workers (compat mode: the bind and tundev) saw them, by reason (XDP_STATISTICS: rx_ring_full, the workers did not keep up; rx_dropped, no free frame in the fill ring or a frame too long for one; rx_invalid_descs, tx_invalid_descs).", "port", "queue", "reason"),
 		fillRingEmpty:        d("port_fill_ring_empty_total", "Times the kernel found a port queue's fill ring empty (XDP_STATISTICS rx_fill_ring_empty_descs; in copy mode each such frame is also in port_kernel_drops_total{reason=\"rx_dropped\"}).", "port", "queue"),
-		xdp:                  d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN).", "port", "verdict"),
+		xdp:                  d("xdp_frames_total", "Frames the port's XDP program judged, by verdict (redirect_*: to the workers; pass*: to the kernel, pass_vlan: of another VLAN; drop_vlan: behind more VID-0 tags than the program takes off).", "port", "verdict"),
 		liveSessions:         d("live_sessions", "Peers with a confirmed session younger than Reject-After-Time."),
 		keypairs:             d("keypairs_installed_total", "Keypairs installed by completed handshakes, confirmed or not."),
 		unconfirmed:          d("responder_keypairs_expired_unconfirmed_total", "Responder keypairs freed without receiving data (a preshared key mismatch shows here)."),

@@ -18,6 +18,7 @@ const (
 	copyModeTXBudget = 32
 
 	// XDP actions (enum xdp_action).
+	xdpDrop     = 1
 	xdpPass     = 2
 	xdpRedirect = 4
 )

@@ -25,6 +25,7 @@ const (
 	ctrPassNoSocket
 	ctrPassVLAN
 	ctrRedirectFragment
+	ctrDropVLAN
 	numCounters
 )
 
@@ -38,6 +39,7 @@ var counterNames = [numCounters]string{
 	ctrPassNoSocket:     "xdp_pass_no_socket",
 	ctrPassVLAN:         "xdp_pass_vlan",
 	ctrRedirectFragment: "xdp_redirect_fragment",
+	ctrDropVLAN:         "xdp_drop_vlan",
 }
 
 // program is the loaded XDP program and its maps.
@@ -363,10 +365,14 @@ func (p *program) strippedTag(f Filter, kfunc int64, emit func(...asm.Instructio
 // untagged frame, or one 802.1Q tag). Passed with the tag, such a frame was
 // routed by the host's kernel, in compat mode (no exception TUN) out of
 // the default route unencrypted. Each call takes one tag off (n tells
-// its labels apart): instructions calls it twice, and a frame with a third
-// VID-0 tag that parse does not step over is passed (xdp_pass_vlan). A
-// frame too short to hold the inner EtherType goes on unchanged.
-func (p *program) priorityTag(emit func(...asm.Instruction), label func(string, asm.Instruction), n string) {
+// its labels apart): instructions calls it twice, and then once with last,
+// which drops a frame that still has such a tag (xdp_drop_vlan): Linux
+// takes off every VID-0 tag in turn, so that a frame of three or more is
+// untagged to it, and passed it was routed as the one tag was (compat
+// mode: 802.1ad VID 0 thrice, or 802.1Q VID 0 four times, to a peer's
+// prefix left the WAN unencrypted). A frame too short to hold the inner
+// EtherType goes on unchanged.
+func (p *program) priorityTag(emit func(...asm.Instruction), label func(string, asm.Instruction), n string, last bool) {
 	const (
 		r0, r1, r2, r3, r6, r7, r8, fp = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.RFP
 		keyMAC                         = -56 // 12 bytes: the MAC addresses while the head moves
@@ -380,8 +386,13 @@ func (p *program) priorityTag(emit func(...asm.Instruction), label func(string, 
 		asm.JEq.Imm(r2, be16(unix.ETH_P_8021Q), "vid0"+n),
 		asm.JNE.Imm(r2, be16(unix.ETH_P_8021AD), "tags"+n))
 	label("vid0"+n, asm.LoadMem(r2, r7, 14, asm.Half))
-	emit(asm.And.Imm(r2, be16(vlanIDMask)), asm.JNE.Imm(r2, 0, "tags"+n),
-		asm.LoadMem(r2, r7, 0, asm.DWord), asm.StoreMem(fp, keyMAC, r2, asm.DWord),
+	emit(asm.And.Imm(r2, be16(vlanIDMask)), asm.JNE.Imm(r2, 0, "tags"+n))
+	if last {
+		emit(asm.Ja.Label("drop_vlan"))
+		label("tags"+n, asm.Mov.Imm(r2, 0))
+		return
+	}
+	emit(asm.LoadMem(r2, r7, 0, asm.DWord), asm.StoreMem(fp, keyMAC, r2, asm.DWord),
 		asm.LoadMem(r2, r7, 8, asm.Word), asm.StoreMem(fp, keyMAC+8, r2, asm.Word),
 		asm.Mov.Reg(r1, r6), asm.Mov.Imm(r2, vlanTagLen), asm.FnXdpAdjustHead.Call(),
 		asm.JNE.Imm(r0, 0, "pass_vlan"),
@@ -440,8 +451,9 @@ func (p *program) parse(f Filter, emit func(...asm.Instruction), label func(stri
 	emit(asm.LoadMem(r2, r7, 0, asm.Byte), asm.And.Imm(r2, 1), asm.JNE.Imm(r2, 0, "l2_group"))
 	checkMAC()
 	label("l2_group", asm.Mov.Imm(r2, 0))
-	p.priorityTag(emit, label, "1")
-	p.priorityTag(emit, label, "2")
+	p.priorityTag(emit, label, "1", false)
+	p.priorityTag(emit, label, "2", false)
+	p.priorityTag(emit, label, "3", true)
 	// One 802.1Q tag of f.VLAN (VID 0, a priority tag, where f.VLAN is
 	// 0) is stepped over; an untagged frame goes on only where f.VLAN is
 	// 0; a frame with an 802.1ad tag, or with a second tag behind the
@@ -617,6 +629,8 @@ func (p *program) tail(emit func(...asm.Instruction), label func(string, asm.Ins
 	if vlanPass {
 		label("pass_vlan", asm.Mov.Imm(r9, ctrPassVLAN))
 		emit(asm.Mov.Imm(r7, xdpPass), asm.Ja.Label("count"))
+		label("drop_vlan", asm.Mov.Imm(r9, ctrDropVLAN))
+		emit(asm.Mov.Imm(r7, xdpDrop), asm.Ja.Label("count"))
 	}
 	label("pass", asm.Mov.Imm(r9, ctrPass))
 	emit(asm.Mov.Imm(r7, xdpPass))

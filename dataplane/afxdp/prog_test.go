@@ -275,6 +275,7 @@ const (
 	redirect = "xdp_pass_no_socket"
 	pass     = "xdp_pass"
 	passVLAN = "xdp_pass_vlan"
+	dropVLAN = "xdp_drop_vlan" // the one verdict that is XDP_DROP
 	host     = "xdp_pass_host_addr"
 )
 
@@ -285,7 +286,8 @@ type filterCase struct {
 }
 
 // runFilter runs each frame through prog (BPF_PROG_TEST_RUN) and checks
-// that it gets XDP_PASS and moves exactly its counter.
+// that it gets XDP_PASS (XDP_DROP for dropVLAN) and moves exactly its
+// counter.
 func runFilter(t *testing.T, prog *program, cases []filterCase) {
 	t.Helper()
 	for _, tt := range cases {
@@ -298,8 +300,12 @@ func runFilter(t *testing.T, prog *program, cases []filterCase) {
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
-			if ret != xdpPass {
-				t.Errorf("action = %d, want XDP_PASS (%d)", ret, xdpPass)
+			want := uint32(xdpPass)
+			if tt.want == dropVLAN {
+				want = xdpDrop
+			}
+			if ret != want {
+				t.Errorf("action = %d, want %d (XDP_PASS 2, XDP_DROP 1)", ret, want)
 			}
 			after := map[string]uint64{}
 			if err := prog.counterValues(after); err != nil {
