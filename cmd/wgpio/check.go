@@ -96,18 +96,31 @@ func check(stdout, stderr io.Writer, args []string) error {
 	// before it refuses the file or the system (check -system -mode
 	// compat-mqtun with forwarding off printed the error alone, without
 	// the keys that Mode ignores).
+	// warned counts the warnings printed, and refusing those that say
+	// up refuses to start as things stand (a port or lock held, perhaps
+	// by this gateway already up; a name no interface can have), for
+	// the summary: "ok" alone under them read as a start that would work.
+	var warned, refusing int
+	warn := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		warned++
+		if strings.Contains(msg, "refuses to start") || strings.Contains(msg, "wgpio up refuses") || strings.Contains(msg, "unless that is this gateway") {
+			refusing++
+		}
+		fmt.Fprintf(stderr, "wgpio: warning: %s\n", msg)
+	}
 	fileWarnings := func() {
 		// up names the gateway after the file unless -name says
 		// otherwise; a name no interface can have is refused there
 		// (checkName). Only a warning: the unit's reload check runs
 		// without -name, where up runs with one.
 		if n := strings.TrimSuffix(filepath.Base(*conf), ".conf"); *name == "" && checkGatewayName(n) != nil {
-			fmt.Fprintf(stderr, "wgpio: warning: %s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
+			warn("%s: wgpio up names the gateway after the file, %q, which cannot name an interface "+
 				"(1 to 15 bytes, no '/', ':' or white space), so `wgpio up -c %s` without -name refuses to start: "+
-				"give it -name NAME, or rename the file (under dist/wgpio.service, whose instance names both the file and the gateway, rename the file and use that instance)\n", *conf, n, *conf)
+				"give it -name NAME, or rename the file (under dist/wgpio.service, whose instance names both the file and the gateway, rename the file and use that instance)", *conf, n, shellQuote(*conf))
 		}
 		if perm, ok := worldAccessible(*conf); ok {
-			fmt.Fprintf(stderr, "wgpio: warning: %s: %s (mode %#o); fix: chmod o-rwx %s\n", *conf, worldAccessibleText(perm), perm, *conf)
+			warn("%s: %s (mode %#o); fix: chmod o-rwx %s", *conf, worldAccessibleText(perm), perm, shellQuote(*conf))
 		}
 		// In the file's order (the parser's warnings came first, then
 		// the keys the Mode ignores); a summary of a kind (no line)
@@ -117,7 +130,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 			return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
 		})
 		for _, warning := range warnings {
-			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
+			warn("%s", warning)
 		}
 	}
 	if err := checkFile(f, w); err != nil {
@@ -139,7 +152,7 @@ func check(stdout, stderr io.Writer, args []string) error {
 			return forCheck(err)
 		}
 		for _, warning := range append(held, systemWarnings(f, w, gw)...) {
-			fmt.Fprintf(stderr, "wgpio: warning: %s\n", warning)
+			warn("%s", warning)
 		}
 	}
 	fileWarnings()
@@ -152,7 +165,19 @@ func check(stdout, stderr io.Writer, args []string) error {
 	case *system:
 		what = "the file and this namespace's interfaces"
 	}
-	fmt.Fprintf(stdout, "%s: ok (Mode = %s, %s; %s)\n", *conf, w.Mode, plural.Count(len(f.Peers), "peer", "peers"), what)
+	ok := "ok"
+	switch {
+	case refusing > 0:
+		say := "say"
+		if refusing == 1 {
+			say = "says"
+		}
+		ok = fmt.Sprintf("ok, but %s above %s that wgpio up refuses to start as things stand",
+			plural.Count(refusing, "warning", "warnings"), say)
+	case warned > 0:
+		ok = "ok, with " + plural.Count(warned, "warning", "warnings") + " above"
+	}
+	fmt.Fprintf(stdout, "%s: %s (Mode = %s, %s; %s)\n", *conf, ok, w.Mode, plural.Count(len(f.Peers), "peer", "peers"), what)
 	return nil
 }
 

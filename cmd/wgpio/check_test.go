@@ -41,27 +41,27 @@ func TestCheck(t *testing.T) {
 		{name: "good", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "warnings", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
+			stdout: ": ok, with 2 warnings above (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warnings.conf:9: key "CPUs": ignored in Mode = compat`},
 		// up warns of a file every user may read (it holds the private
 		// key), as wg-quick does; check said nothing of it.
 		{name: "world-writable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o602,
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "it is world writable too: any user may add peers"},
+			stdout: ": ok, with 1 warning above (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "it is world writable too: any user may add peers"},
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
+			stdout: ": ok, with 1 warning above (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
 		// Warnings in the file's order: the parser's (DNS, line 4) and
 		// the Mode's (CPUs, line 9, listed after ReplayWindow, line 10) interleaved
 		// by line, where the parser's came first.
 		{name: "warning-order", text: head + "DNS = 198.18.0.53\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nCPUs = 0\nReplayWindow = auto\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warning-order.conf:4: key "DNS"`},
+			stdout: ": ok, with 3 warnings above (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `warning-order.conf:4: key "DNS"`},
 		// up refuses a gateway name (the file's, by default) that
 		// cannot name an interface; check said ok without a word. The
 		// warning says that up without -name refuses it, and what to
 		// pass (it said "start it with -name", and not that up fails).
 		{name: "site-frankfurt-01", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface ` +
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "site-frankfurt-01", which cannot name an interface ` +
 				"(1 to 15 bytes, no '/', ':' or white space), so `wgpio up -c DIR/site-frankfurt-01.conf` without -name refuses to start: give it -name NAME, or rename the file"},
 		{name: "h35%d", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "h35%d", which cannot name an interface`},
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `wgpio up names the gateway after the file, "h35%d", which cannot name an interface`},
 		{name: "typo", text: head + "ListenPrt = 1\n" + peers,
 			err: `typo.conf:4: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		// up refuses a range that does not start at the ListenPort, a
@@ -69,7 +69,7 @@ func TestCheck(t *testing.T) {
 		{name: "sourceports", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
 			err: `sourceports.conf:7: key "SourcePorts": must start at the ListenPort 51820`},
 		{name: "sourceports-compat", text: head + "[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\nSourcePorts = 51821-51824\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "SourcePorts": ignored in Mode = compat`},
 		// Refused by up before it opens anything, for what the file
 		// alone says; check said ok.
 		{name: "no-wan", text: head + peers,
@@ -94,7 +94,7 @@ func TestCheck(t *testing.T) {
 		{name: "mtu-floor", text: head + "MTU = 575\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			err: `mtu-floor.conf:4: key "MTU": 575 is below the fast path's minimum, 576`},
 		{name: "mtu-floor-compat", text: head + "MTU = 575\n[WGPIO]\nMode = compat\nWAN = eth0\nLAN = eth1\n" + peers,
-			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n"},
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "mtu-frame-fits", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "mtu-frame-vlan", text: head + "MTU = 3762\n[WGPIO]\nWAN = eth0\nLAN = eth1\nWANVLAN = 7\nAddressMode = owned\nWANAddress = 198.18.0.2/24\nLANAddress = 198.19.0.1/24\n" + peers,
@@ -113,12 +113,12 @@ func TestCheck(t *testing.T) {
 		{name: "flags-bad-name", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-name", "a/b"},
 			err: `check: gateway name "a/b"`},
 		{name: "flags-mode", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\nCPUs = 0\n" + peers, flags: []string{"-mode", "compat"},
-			stdout: ": ok (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "CPUs": ignored in Mode = compat`},
+			stdout: ": ok, with 1 warning above (Mode = compat, 1 peer; the file only: -system checks the interfaces too)\n", stderr: `key "CPUs": ignored in Mode = compat`},
 		// And up's other overrides: check took -mode, -wan and -lan
 		// only, and refused the rest of a unit's command line.
 		{name: "flags-queues-xdp-metrics", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers,
 			flags:  []string{"-queues", "2", "-xdp", "generic", "-metrics-addr", "127.0.0.1:9586"},
-			stdout: ": ok (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n"},
 		{name: "flags-bad-xdp", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, flags: []string{"-xdp", "bogus"},
 			err: `check: -xdp "bogus": want auto, native or generic`},
 		// Values up refuses on any system: check said ok of them.
