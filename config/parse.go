@@ -479,8 +479,20 @@ func (p *parser) header(n int, s string) {
 		p.peerSeen = map[string]int{}
 	default:
 		p.section = secSkip
-		p.errorf(n, "", "unknown section [%s]; want [Interface], [Peer] or [WGPIO]", truncate(name, 40))
+		p.errorf(n, "", "unknown section [%s]; want [Interface], [Peer] or [WGPIO]", shownSection(name))
 	}
+}
+
+// shownSection is an unknown section's name as its error shows it: cut
+// to 40 bytes, or "(a key)" when it holds a key's run of base64 (a key
+// pasted between brackets, or a "[PrivateKey = ...]" line), since no
+// message holds a key (Error): cut, it showed 40 of a key's 44
+// characters, 240 of its 256 bits.
+func shownSection(name string) string {
+	if looksLikeKey(name) {
+		return "(a key)"
+	}
+	return truncate(name, 40)
 }
 
 func truncate(s string, n int) string {
