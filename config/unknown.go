@@ -121,17 +121,31 @@ func isKeyName(k string) bool {
 	return true
 }
 
-// keyHint adds to a bad key's error when the value looks like a file name
-// (wg-quick files hold the key itself) or is what a key's String prints.
+// keyHint adds to a bad key's error what the value looks like: a key in
+// quotes, a key of the wrong length or with a stray character, a file
+// name (wg-quick files hold the key itself), or what a key's String
+// prints. It never shows the value: it may be most of a private key.
 func keyHint(v string) string {
 	if v == "(hidden)" {
 		return " (\"(hidden)\" is what wg show and the String of a noise.PrivateKey or PresharedKey print in a key's place: write the key itself, as wg showconf or the key's Base64 gives it)"
 	}
+	// A key in quotes, as INI files of other programs and shell
+	// assignments write values: wg(8) and wg-quick take the quotes as
+	// part of the value. Its '/' made it "the name of a file" before.
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] && isBase64(v[1:len(v)-1]) {
+		return " (without the quotes around it: wg(8) and wg-quick read a value as it stands, quotes included)"
+	}
 	// A key copied short or long (its '=' or a character lost) is base64
 	// of about a key's length, '/' among its characters: not a file name.
 	b64 := isBase64(v)
-	if b64 && len(v) != keyBase64Len && len(v) >= keyBase64Len-4 && len(v) <= keyBase64Len+4 {
+	nearKey := len(v) >= keyBase64Len-4 && len(v) <= keyBase64Len+4
+	if b64 && len(v) != keyBase64Len && nearKey {
 		return lengthHint(v)
+	}
+	// So is a key with a character or two pasted into it or beside it
+	// (a '.', a no-break space), unless it reads as a path.
+	if n := notBase64(v); !b64 && nearKey && n <= 2 && v[0] != '/' && !strings.HasSuffix(v, ".key") {
+		return fmt.Sprintf(" (%d of its characters are not base64's, letters, digits, '+', '/' and '=' padding: copy the key as `wg genkey`, `wg pubkey` and `wg genpsk` print it)", n)
 	}
 	if strings.ContainsRune(v, '/') || strings.HasSuffix(v, ".key") {
 		return " (the key itself goes here, as `wg genkey` prints it, not the name of a file holding it)"
@@ -150,6 +164,18 @@ const keyBase64Len = 44
 // may be most of a private key).
 func lengthHint(v string) string {
 	return fmt.Sprintf(" (a key is %d characters of base64, the last one '=', as `wg genkey`, `wg pubkey` and `wg genpsk` print it; this one has %d: copy it whole)", keyBase64Len, len(v))
+}
+
+// notBase64 counts the characters (runes) of v that standard base64
+// does not use.
+func notBase64(v string) int {
+	n := 0
+	for _, c := range v {
+		if !isBase64(string(c)) {
+			n++
+		}
+	}
+	return n
 }
 
 // isBase64 reports whether v is made of standard base64's characters
