@@ -274,15 +274,17 @@ type Config struct {
 	Reassemble bool
 
 	// ICMPRate (messages per second), ICMPBurst (messages) and
-	// ICMPDestInterval limit the time exceeded errors the workers send,
-	// as Linux limits its ICMP errors (net.ipv4.icmp_msgs_per_sec,
+	// ICMPDestInterval limit the ICMP errors the workers send (time
+	// exceeded, host unreachable, parameter problem, ICMPv6 beyond scope
+	// and no route: every kind but the two below, icmpError.limited), as
+	// Linux limits its ICMP errors (net.ipv4.icmp_msgs_per_sec,
 	// icmp_msgs_burst, icmp_ratelimit): one global bucket and one per
 	// destination (a burst of 6, then one per interval), shared by all
 	// workers without a lock (package internal/icmprate). Zero takes
 	// Linux's default (1000, 50, 1 s); a negative rate or interval turns
 	// that limit off. "Fragmentation needed" and "packet too big" are
-	// never limited, as Linux exempts them: path MTU discovery must not
-	// break.
+	// never limited, as Linux exempts them (icmp_ratemask): path MTU
+	// discovery must not break.
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
 	// ReplayWindow is the width policy of each keypair's replay window

@@ -10,9 +10,13 @@
 // peer, reserve one range of send counters per peer with one atomic add
 // (cut at protocol.RejectAfterMessages), pad to 16 bytes without passing the MTU,
 // seal in place (ChaCha20-Poly1305, nonce = 32 zero bits ‖ 64-bit
-// little-endian counter), stamp the outer Ethernet/IP/UDP headers from a
-// per-peer template with a source port chosen by hashing the inner
-// 5-tuple into the peer's port range, transmit. Packets larger than the
+// little-endian counter), stamp the outer Ethernet/IP/UDP headers (for
+// most peers from the worker's one shared source and 12 bytes of the
+// peer's, its next hop's MAC and its endpoint's address and port; a peer
+// reached otherwise, over IPv6, from a further WAN address, tagged or
+// with the UDP checksum, from a whole template of its own: outersrc.go)
+// with a source port chosen by hashing the inner 5-tuple into the peer's
+// port range, transmit. Packets larger than the
 // tunnel MTU get ICMP "fragmentation needed" / "packet too big", or are
 // fragmented (IPv4 without DF, RFC 791); transit packets lose one TTL or hop
 // limit and are answered with time exceeded at 0 (router.go); packets for

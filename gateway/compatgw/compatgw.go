@@ -95,10 +95,13 @@ type Config struct {
 	// MSSClampAuto (the tunnel MTU − 40 over IPv4, − 60 over IPv6), a size
 	// in bytes, or 0 (off).
 	MSSClamp int
-	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
-	// errors the PortDevice sends, as Linux's icmp_msgs_per_sec,
-	// icmp_msgs_burst and icmp_ratelimit (tundev.ICMPRate: zero
-	// takes Linux's default, negative turns the limit off).
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the ICMP errors the
+	// PortDevice sends (time exceeded, host unreachable, parameter
+	// problem, ICMPv6 beyond scope and no route; fragmentation needed /
+	// packet too big are never limited, as Linux's icmp_ratemask exempts
+	// them), as Linux's icmp_msgs_per_sec, icmp_msgs_burst and
+	// icmp_ratelimit (tundev.ICMPRate: zero takes Linux's default,
+	// negative turns the limit off).
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
 	// Journal keeps the ports' changes of the interfaces' RX VLAN

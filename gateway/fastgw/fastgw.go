@@ -120,9 +120,10 @@ type Config struct {
 	// A prefix in the map keeps its slot while it is configured; a slot
 	// that frees goes to one that waits.
 	LANPrefixCapacity int
-	// ICMPRate, ICMPBurst and ICMPDestInterval limit the time exceeded
-	// errors the gateway sends (fastpath.Config: Linux's defaults when 0,
-	// off when negative).
+	// ICMPRate, ICMPBurst and ICMPDestInterval limit the ICMP errors the
+	// gateway sends, all but fragmentation needed / packet too big, which
+	// are never limited (fastpath.Config: Linux's defaults when 0, off
+	// when negative).
 	ICMPRate, ICMPBurst int
 	ICMPDestInterval    time.Duration
 	// MSSClamp clamps the MSS of TCP SYNs crossing the gateway

@@ -39,7 +39,10 @@ func New(prefix string) *Topology {
 	return &Topology{prefix: prefix}
 }
 
-// UniqueName returns prefix + "-" + random hex, at most 15 bytes.
+// UniqueName returns prefix followed by 8 random hex digits, with no
+// separator; when that is longer than 15 bytes (IFNAMSIZ − 1, the longest
+// interface name), only its last 15 bytes, so that the random digits stay
+// whole and the prefix loses its head.
 func UniqueName(prefix string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
