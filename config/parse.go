@@ -516,12 +516,25 @@ func (p *parser) endSection() {
 	}
 }
 
+// hookKeyHint is what the error of an [Interface] without a PrivateKey
+// adds when a hook of wg-quick's sets the key instead (PostUp = wg set %i
+// private-key /etc/wireguard/wg0.key, a common way to keep the key out of
+// the file): wgpio runs no hook, so the key must be in the file.
+func (p *parser) hookKeyHint() string {
+	for _, u := range p.f.Interface.Unused {
+		if strings.HasSuffix(u.Key, "Up") && strings.Contains(u.Value, "private-key") {
+			return fmt.Sprintf(": the %s at line %d that sets it is not run (wgpio runs no commands); write the key in the file, PrivateKey = <the key's base64>, and keep the file from other users (chmod 0600, or 0640 for the unit's group)", u.Key, u.Line)
+		}
+	}
+	return ""
+}
+
 // finish checks what can be checked only at the end of the file.
 func (p *parser) finish() {
 	if p.ifLine == 0 {
 		p.errorf(0, "", "no [Interface] section")
 	} else if _, ok := p.ifSeen["PrivateKey"]; !ok {
-		p.errorf(p.ifLine, "", "[Interface] has no PrivateKey")
+		p.errorf(p.ifLine, "", "[Interface] has no PrivateKey%s", p.hookKeyHint())
 	} else if !p.f.Interface.PrivateKey.IsZero() {
 		own := p.f.Interface.PrivateKey.PublicKey()
 		for i := range p.f.Peers {

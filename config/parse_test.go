@@ -278,6 +278,7 @@ func TestParseErrors(t *testing.T) {
 		{"no interface", "[Peer]\nPublicKey = " + pub2 + "\nAllowedIPs = 10.0.0.2/32\n", `wg0.conf: no [Interface] section`},
 		{"empty file", "", `wg0.conf: no [Interface] section`},
 		{"no private key", "[Interface]\nListenPort = 51820\n", `wg0.conf:1: [Interface] has no PrivateKey`},
+		{"private key from a hook", "[Interface]\nListenPort = 51820\nPostUp = wg set %i private-key /etc/wireguard/wg0.key\n", `wg0.conf:1: [Interface] has no PrivateKey: the PostUp at line 3 that sets it is not run (wgpio runs no commands); write the key in the file, PrivateKey = <the key's base64>, and keep the file from other users (chmod 0600, or 0640 for the unit's group)`},
 		{"typo", iface + "ListenPrt = 1\n", `wg0.conf:3: key "ListenPrt": unknown key in [Interface]; did you mean "ListenPort"?`},
 		{"typo case", iface + "privatkey = 1\n", `wg0.conf:3: key "privatkey": unknown key in [Interface]; did you mean "PrivateKey"?`},
 		{"wrong section", iface + "PublicKey = " + pub2 + "\n", `wg0.conf:3: key "PublicKey": unknown key in [Interface]; it belongs in [Peer]`},

@@ -18,6 +18,7 @@ const (
 	capNetAdmin       = 12
 	capNetRaw         = 13
 	capIPCLock        = 14
+	capSysAdmin       = 21
 	capBPF            = 39 // Linux 5.8+
 )
 
@@ -42,6 +43,11 @@ var mqtunCaps = []capability{
 	{capNetAdmin, "CAP_NET_ADMIN", "create the multi-queue TUN, its addresses and routes"},
 }
 
+// demoCaps are what `wgpio demo` needs: CAP_SYS_ADMIN to create its
+// network namespaces (unshare, and the bind mounts under /run/netns, as
+// ip netns add makes them), and the fast path's for its gateway.
+var demoCaps = append([]capability{{capSysAdmin, "CAP_SYS_ADMIN", "create network namespaces under /run/netns"}}, fastpathCaps...)
+
 // effectiveCaps reads the effective capability set of this process from
 // /proc/self/status (proc(5), "CapEff").
 func effectiveCaps() (uint64, error) {
@@ -63,16 +69,7 @@ func effectiveCaps() (uint64, error) {
 // lacks. If the set cannot be read, it returns nil and lets the kernel
 // answer.
 func checkCaps(want []capability) error {
-	eff, err := effectiveCaps()
-	if err != nil {
-		return nil
-	}
-	var missing []string
-	for _, c := range want {
-		if eff&(1<<c.bit) == 0 {
-			missing = append(missing, c.name+" (to "+c.why+")")
-		}
-	}
+	missing := missingCaps(want)
 	if len(missing) == 0 {
 		return nil
 	}
@@ -88,6 +85,23 @@ func checkCaps(want []capability) error {
 	}
 	sp := strings.Join(setpriv, ",")
 	return fmt.Errorf("missing privileges: %s; run as root, or grant %s (systemd: AmbientCapabilities=, see dist/wgpio.service; by hand: setpriv --inh-caps=%s --ambient-caps=%s ...)", strings.Join(missing, ", "), all, sp, sp)
+}
+
+// missingCaps names each capability of want the process lacks, with what
+// it is for ("CAP_NET_RAW (to open AF_XDP sockets)"); none if the set
+// cannot be read, to let the kernel answer.
+func missingCaps(want []capability) []string {
+	eff, err := effectiveCaps()
+	if err != nil {
+		return nil
+	}
+	var missing []string
+	for _, c := range want {
+		if eff&(1<<c.bit) == 0 {
+			missing = append(missing, c.name+" (to "+c.why+")")
+		}
+	}
+	return missing
 }
 
 // checkPortPrivilege refuses a ListenPort below the namespace's first

@@ -65,6 +65,11 @@ it runs, wg show, wgpio stats and wgpio capture work on its wgpio gateway
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("demo: needs root: it creates network namespaces, veth pairs and XDP programs (run: sudo go run ./cmd/wgpio demo)")
 	}
+	if missing := missingCaps(demoCaps); len(missing) > 0 {
+		// Root without them (a container's root, capsh --drop) failed
+		// at its first mount with "operation not permitted".
+		return fmt.Errorf("demo: runs as root but without %s; run it where root has its capabilities (sudo on the host, a privileged container)", strings.Join(missing, ", "))
+	}
 	// Each ends the demo, which then removes what it made: Ctrl-C,
 	// SIGTERM, the terminal closing (SIGHUP), and its output's reader
 	// going away (`wgpio demo | head`, quitting less), which killed it

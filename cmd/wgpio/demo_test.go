@@ -146,3 +146,22 @@ func xdpLinks(t *testing.T) int {
 	}
 	return strings.Count(string(out), "prog/xdp")
 }
+
+// TestDemoWithoutCapabilities: `wgpio demo` as root without root's
+// capabilities (a container's root, capsh --drop) names the ones it
+// lacks and what each is for, before it makes anything; it failed at its
+// first mount with "make /run/netns a shared mount point, as ip netns add
+// does: operation not permitted", which named no capability.
+func TestDemoWithoutCapabilities(t *testing.T) {
+	testenv.Root(t)
+	setpriv := testenv.Tool(t, "setpriv", "util-linux")
+	out, err := exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", "--", wgpioBin, "demo", "-duration", "2s").CombinedOutput()
+	if err == nil {
+		t.Fatalf("demo without capabilities exited 0:\n%s", out)
+	}
+	for _, want := range []string{"demo: runs as root but without CAP_SYS_ADMIN (to create network namespaces under /run/netns), CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

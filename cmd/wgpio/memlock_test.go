@@ -38,6 +38,9 @@ func TestUpMemlockLow(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if n := strings.Count(out, "LimitMEMLOCK=infinity"); n != 1 {
+		t.Errorf("the fix given %d times, want once:\n%s", n, out)
+	}
 	for _, bad := range []string{"NumFrames", "Config.Frames", "Config.Queues"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("output names the library's %s, which no key or flag sets:\n%s", bad, out)

@@ -59,6 +59,11 @@ func explain(err error) error {
 	case errors.Is(err, afxdp.ErrMTUTooLarge):
 		return fmt.Errorf("%w\n(lower the MTU as it says, or set XDPMode = generic in [WGPIO], which has no such limit)", err)
 	case errors.Is(err, afxdp.ErrMemlock):
+		if me := (*afxdp.MemlockError)(nil); errors.As(err, &me) {
+			// Its own text gives the limit and the fixes; the fix
+			// was given twice, on two lines.
+			return fmt.Errorf("%w (docker: --ulimit memlock=-1)", afxdp.MemlockInTermsOf(err, memlockQueues))
+		}
 		return fmt.Errorf("%w\n(each queue's AF_XDP UMEM is locked memory: without CAP_IPC_LOCK, a non-root user's or a container's root, raise RLIMIT_MEMLOCK before the start (LimitMEMLOCK=infinity in systemd, --ulimit memlock=-1 for docker) or grant CAP_IPC_LOCK)", afxdp.MemlockInTermsOf(err, memlockQueues))
 	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "/dev/net/tun"):
 		return fmt.Errorf("%w\n(the exception TUN for the Address needs /dev/net/tun open to this user: mode 0666 as most distributions ship it)", err)
