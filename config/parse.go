@@ -80,17 +80,59 @@ func Parse(name string, r io.Reader) (*File, error) { return Options{}.Parse(nam
 func Load(path string) (*File, error) { return Options{}.Load(path) }
 
 // Load reads the configuration file at path; path is the name in messages.
+// A regular file that changed while it was read (its size or modification
+// time after the read not those of before: an editor saving in place, as
+// nano does, when a reload's SIGHUP came) is read again, up to loadTries
+// times in all, loadSettle apart: what was read may be a cut file, which
+// parses as a valid one with fewer peers, or with an AllowedIPs cut short
+// (10.8.0.2/3 of 10.8.0.2/32, taken with a host-bits warning).
 func (o Options) Load(path string) (*File, error) {
+	for try := 1; ; try++ {
+		f, changed, err := o.loadOnce(path)
+		if !changed {
+			return f, err
+		}
+		if try == loadTries {
+			return nil, fmt.Errorf("load config: %s changed while it was read, %d times: read it again once it is saved", path, loadTries)
+		}
+		time.Sleep(loadSettle)
+	}
+}
+
+// loadTries and loadSettle bound Load's reads of a file that keeps
+// changing.
+const (
+	loadTries  = 5
+	loadSettle = 100 * time.Millisecond
+)
+
+// afterRead, when set (tests), runs between loadOnce's read of path and
+// its second look at the file.
+var afterRead func(path string)
+
+// loadOnce is one read of Load: the file parsed, and whether it changed
+// while it was read (a regular file's size or modification time).
+func (o Options) loadOnce(path string) (_ *File, changed bool, _ error) {
 	fd, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
+		return nil, false, fmt.Errorf("load config: %w", err)
 	}
 	defer fd.Close()
-	if fi, err := fd.Stat(); err == nil && fi.IsDir() {
+	before, err := fd.Stat()
+	if err == nil && before.IsDir() {
 		// Read would fail with EISDIR, reported as line 1 of the file.
-		return nil, fmt.Errorf("load config: %s is a directory, not a configuration file", path)
+		return nil, false, fmt.Errorf("load config: %s is a directory, not a configuration file", path)
 	}
-	return o.Parse(path, fd)
+	f, perr := o.Parse(path, fd)
+	if afterRead != nil {
+		afterRead(path)
+	}
+	if err == nil && before.Mode().IsRegular() {
+		if after, err := fd.Stat(); err == nil && (after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime())) {
+			return nil, true, nil
+		}
+	}
+	return f, false, perr
 }
 
 // Parse reads a whole configuration file from r and checks it. On success it
