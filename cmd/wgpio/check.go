@@ -92,10 +92,6 @@ func check(stdout, stderr io.Writer, args []string) error {
 	defer f.Interface.PrivateKey.Zero()
 	w := f.WGPIO
 	overrides.apply(&w)
-	// The warnings of the file, given with an error too, as up logs them
-	// before it refuses the file or the system (check -system -mode
-	// compat-mqtun with forwarding off printed the error alone, without
-	// the keys that Mode ignores).
 	// warned counts the warnings printed, and refusing those that say
 	// up refuses to start as things stand (a port or lock held, perhaps
 	// by this gateway already up; a name no interface can have), for
@@ -109,6 +105,10 @@ func check(stdout, stderr io.Writer, args []string) error {
 		}
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", msg)
 	}
+	// The warnings of the file, given with an error too, as up logs them
+	// before it refuses the file or the system (check -system -mode
+	// compat-mqtun with forwarding off printed the error alone, without
+	// the keys that Mode ignores).
 	fileWarnings := func() {
 		// up names the gateway after the file unless -name says
 		// otherwise; a name no interface can have is refused there
