@@ -93,14 +93,13 @@ func check(stdout, stderr io.Writer, args []string) error {
 	w := f.WGPIO
 	overrides.apply(&w)
 	// warned counts the warnings printed, and refusing those that say
-	// up refuses to start as things stand (a port or lock held, perhaps
-	// by this gateway already up; a name no interface can have), for
-	// the summary: "ok" alone under them read as a start that would work.
+	// up refuses to start as things stand (saysUpRefuses), for the
+	// summary: "ok" alone under them read as a start that would work.
 	var warned, refusing int
 	warn := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		warned++
-		if strings.Contains(msg, "refuses to start") || strings.Contains(msg, "wgpio up refuses") || strings.Contains(msg, "unless that is this gateway") {
+		if saysUpRefuses(msg) {
 			refusing++
 		}
 		fmt.Fprintf(stderr, "wgpio: warning: %s\n", msg)
@@ -188,4 +187,25 @@ func lineOrLast(line int) int {
 		return math.MaxInt
 	}
 	return line
+}
+
+// upRefusesPhrases are the words of the warnings that say wgpio up
+// refuses to start as things stand: a port, socket or lock held, perhaps
+// by this gateway, already up (listenPortWarning, heldWarnings,
+// checkInterfaceLocks: "wgpio up refuses", "unless that is this
+// gateway"), a file name no interface can have ("refuses to start"), and
+// in compat-mqtun an MTU below 1280 with IPv6 prefixes, whose routes the
+// kernel refuses into the TUN (config's MTU warning: "stops wgpio up";
+// the summary said "ok, with 1 warning above" of it).
+var upRefusesPhrases = []string{"refuses to start", "wgpio up refuses", "unless that is this gateway", "stops wgpio up"}
+
+// saysUpRefuses reports whether the warning msg says that up refuses to
+// start (upRefusesPhrases).
+func saysUpRefuses(msg string) bool {
+	for _, p := range upRefusesPhrases {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
 }
