@@ -530,11 +530,33 @@ func (p *parser) header(n int, s string) {
 // pasted between brackets, or a "[PrivateKey = ...]" line), since no
 // message holds a key (Error): cut, it showed 40 of a key's 44
 // characters, 240 of its 256 bits.
+// A name that is not a plain one (letters, digits, spaces, '_', '-' and
+// '.', at most 32 bytes) is not shown either: a key cut short or with a
+// stray character in it is no run of 43, and cut to 40 bytes it showed
+// most of the key.
 func shownSection(name string) string {
 	if looksLikeKey(name) {
 		return "(a key)"
 	}
-	return truncate(name, 40)
+	if !plainName(name) {
+		return "(not shown: not a plain name, and it may hold a key)"
+	}
+	return name
+}
+
+// plainName reports whether s is at most 32 letters, digits, spaces, '_',
+// '-' or '.': what a section's name, misspelt, is made of.
+func plainName(s string) bool {
+	if len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == ' ' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func truncate(s string, n int) string {

@@ -33,6 +33,12 @@ func TestUnknownSectionHidesKey(t *testing.T) {
 		{"[PrivateKey = " + priv2 + "]", `wg0.conf:3: unknown section [(a key)]; want [Interface], [Peer] or [WGPIO]`},
 		{"[" + priv2 + "]", `wg0.conf:3: unknown section [(a key)]; want [Interface], [Peer] or [WGPIO]`},
 		{"[Peers]", `wg0.conf:3: unknown section [Peers]; want [Interface], [Peer] or [WGPIO]`},
+		{"[WGPIO settings]", `wg0.conf:3: unknown section [WGPIO settings]; want [Interface], [Peer] or [WGPIO]`},
+		// A key cut short, or with a stray character in it, is no
+		// run of 43 base64 characters: cut to 40 bytes, most of it
+		// was shown.
+		{"[" + priv2[:41] + "]", `wg0.conf:3: unknown section [(not shown: not a plain name, and it may hold a key)]; want [Interface], [Peer] or [WGPIO]`},
+		{"[" + priv2[:20] + "\u00a0" + priv2[20:] + "]", `wg0.conf:3: unknown section [(not shown: not a plain name, and it may hold a key)]; want [Interface], [Peer] or [WGPIO]`},
 	} {
 		_, err := parseString(iface + tt.header + "\n")
 		if err == nil || err.Error() != tt.want {

@@ -48,6 +48,12 @@ func TestCheck(t *testing.T) {
 			stdout: ": ok, with 1 warning above (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "it is world writable too: any user may add peers"},
 		{name: "world-readable", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
 			stdout: ": ok, with 1 warning above (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n", stderr: "world-readable.conf: the configuration file is world accessible, and it holds the private key (mode 0644); fix: chmod o-rwx "},
+		// A file name a shell splits: quoted in the fix, as in the
+		// name's own warning (`wgpio up -c` pasted as printed named
+		// two files).
+		{name: "world read", text: head + "[WGPIO]\nWAN = eth0\nLAN = eth1\n" + peers, mode: 0o644,
+			stdout: ": ok, but 1 warning above says that wgpio up refuses to start as things stand (Mode = fastpath, 1 peer; the file only: -system checks the interfaces too)\n",
+			stderr: "(mode 0644); fix: chmod o-rwx 'DIR/world read.conf'"},
 		// Warnings in the file's order: the parser's (DNS, line 4) and
 		// the Mode's (CPUs, line 9, listed after ReplayWindow, line 10) interleaved
 		// by line, where the parser's came first.

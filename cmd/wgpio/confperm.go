@@ -75,7 +75,7 @@ func unreadableHint(path string) string {
 	}
 	if dir := closedDir(path); dir != "" {
 		return fmt.Sprintf(" (running as %s, which may not enter the directory %s: let its group in, chgrp %s %s && chmod 0750 %s, as dist/wgpio.service's header installs /etc/wgpio)",
-			who, dir, group, dir, dir)
+			who, dir, group, shellQuote(dir), shellQuote(dir))
 	}
 	mode := ""
 	if st, err := os.Stat(path); err == nil {
@@ -85,7 +85,7 @@ func unreadableHint(path string) string {
 		}
 	}
 	return fmt.Sprintf(" (running as %s%s: let the group %s read it, not every user, chgrp %s %s && chmod 0640 %s, as dist/wgpio.service's header installs it)",
-		who, mode, group, group, path, path)
+		who, mode, group, group, shellQuote(path), shellQuote(path))
 }
 
 // closedDir returns the first directory on the way to path (absolute, from
@@ -139,7 +139,7 @@ func groupName(gid uint32) string {
 func warnWorldAccessible(log *slog.Logger, path string) {
 	if perm, ok := worldAccessible(path); ok {
 		log.Warn(worldAccessibleText(perm),
-			"file", path, "mode", fmt.Sprintf("%#o", perm), "fix", "chmod o-rwx "+path)
+			"file", path, "mode", fmt.Sprintf("%#o", perm), "fix", "chmod o-rwx "+shellQuote(path))
 	}
 }
 

@@ -223,7 +223,8 @@ func printReassembly(r *fastpath.ReassemblyStats) {
 
 // printXDP prints where the XDP programs sent frames (GatewayStats.XDP):
 // to the workers (compat mode: the bind and tundev) or the kernel
-// (xdp_pass_vlan: another VLAN's frames, never taken).
+// (xdp_pass_vlan: another VLAN's frames, never taken), or nowhere
+// (xdp_drop_vlan: behind more VID-0 tags than the program takes off).
 func printXDP(xdp map[string]map[string]uint64) {
 	for _, port := range []string{"lan", "wan"} {
 		if m, ok := xdp[port]; ok {

@@ -395,8 +395,9 @@ type GatewayStats struct {
 	// XDP holds each port's XDP program counters ("lan", "wan"), frames
 	// by verdict: xdp_redirect_* went to the workers (compat mode: the
 	// bind and tundev), xdp_pass* to the kernel (xdp_pass_vlan: of
-	// another VLAN than the port's); nil in compat-mqtun, which has no
-	// XDP program.
+	// another VLAN than the port's), xdp_drop_vlan nowhere (behind more
+	// VID-0 tags than the program takes off); nil in compat-mqtun, which
+	// has no XDP program.
 	XDP map[string]map[string]uint64 `json:"xdp,omitempty"`
 	// ExceptionDrops counts the packets for the host that the exception
 	// TUN refused (its interface down or its queue full:
