@@ -129,6 +129,9 @@ func (o Options) loadOnce(path string) (_ *File, changed bool, _ error) {
 	}
 	if err == nil && before.Mode().IsRegular() {
 		if after, err := fd.Stat(); err == nil && (after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime())) {
+			if f != nil {
+				f.Interface.PrivateKey.Zero() // not returned: its caller cannot
+			}
 			return nil, true, nil
 		}
 	}
@@ -525,15 +528,13 @@ func (p *parser) header(n int, s string) {
 	}
 }
 
-// shownSection is an unknown section's name as its error shows it: cut
-// to 40 bytes, or "(a key)" when it holds a key's run of base64 (a key
-// pasted between brackets, or a "[PrivateKey = ...]" line), since no
-// message holds a key (Error): cut, it showed 40 of a key's 44
-// characters, 240 of its 256 bits.
-// A name that is not a plain one (letters, digits, spaces, '_', '-' and
-// '.', at most 32 bytes) is not shown either: a key cut short or with a
-// stray character in it is no run of 43, and cut to 40 bytes it showed
-// most of the key.
+// shownSection is an unknown section's name as its error shows it:
+// "(a key)" when it holds a key's run of base64 (a key pasted between
+// brackets, or a "[PrivateKey = ...]" line), since no message holds a key
+// (Error; cut to 40 bytes, as names were, it showed 40 of a key's 44
+// characters, 240 of its 256 bits), and not at all when it is not a plain
+// name (plainName): a key cut short or with a stray character in it is no
+// run of 43.
 func shownSection(name string) string {
 	if looksLikeKey(name) {
 		return "(a key)"
