@@ -547,18 +547,7 @@ func shownSection(name string) string {
 
 // plainName reports whether s is at most 32 letters, digits, spaces, '_',
 // '-' or '.': what a section's name, misspelt, is made of.
-func plainName(s string) bool {
-	if len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == ' ' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+func plainName(s string) bool { return plainOf(s, " _-.") }
 
 func truncate(s string, n int) string {
 	if len(s) > n {

@@ -108,13 +108,17 @@ func looksLikeKey(s string) bool {
 // isKeyName reports whether k can be echoed in a message as a key name: at
 // most 32 letters, digits, '_' or '-'. Anything else may be key material
 // pasted on a line of its own.
-func isKeyName(k string) bool {
-	if len(k) > 32 {
+func isKeyName(k string) bool { return plainOf(k, "_-") }
+
+// plainOf reports whether s is at most 32 ASCII letters, digits or bytes
+// of extra.
+func plainOf(s, extra string) bool {
+	if len(s) > 32 {
 		return false
 	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
 			return false
 		}
 	}

@@ -10,22 +10,25 @@ import (
 	"github.com/wgpio/wgpio/noise"
 )
 
+// countedAnswer is a resolver (Options.Resolve or Known) that counts its
+// calls in n and answers mac while it is set.
+func countedAnswer(n *atomic.Int64, mac *atomic.Pointer[[6]byte]) func(netip.Addr) ([6]byte, bool) {
+	return func(netip.Addr) ([6]byte, bool) {
+		n.Add(1)
+		if m := mac.Load(); m != nil {
+			return *m, true
+		}
+		return [6]byte{}, false
+	}
+}
+
 // askRig is a rig whose configured peer's endpoint (198.18.0.2) has a next
 // hop the neighbour table does not know until mac is set, counting the
 // requests (Options.Resolve: an ARP/NDP question on the wire) apart from
 // the lookups that ask nothing (Options.Known).
 func askRig(t *testing.T) (r *rig, requests, lookups *atomic.Int64, mac *atomic.Pointer[[6]byte]) {
 	requests, lookups, mac = new(atomic.Int64), new(atomic.Int64), new(atomic.Pointer[[6]byte])
-	answer := func(n *atomic.Int64) func(netip.Addr) ([6]byte, bool) {
-		return func(netip.Addr) ([6]byte, bool) {
-			n.Add(1)
-			if m := mac.Load(); m != nil {
-				return *m, true
-			}
-			return [6]byte{}, false
-		}
-	}
-	r = newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: answer(requests), known: answer(lookups)})
+	r = newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: countedAnswer(requests, mac), known: countedAnswer(lookups, mac)})
 	return r, requests, lookups, mac
 }
 
@@ -103,16 +106,7 @@ func TestIdleSweepAsksNothing(t *testing.T) {
 	requests, lookups, mac := new(atomic.Int64), new(atomic.Int64), new(atomic.Pointer[[6]byte])
 	m := [6]byte{2, 0, 0, 0, 0, 7}
 	mac.Store(&m)
-	answer := func(n *atomic.Int64) func(netip.Addr) ([6]byte, bool) {
-		return func(netip.Addr) ([6]byte, bool) {
-			n.Add(1)
-			if m := mac.Load(); m != nil {
-				return *m, true
-			}
-			return [6]byte{}, false
-		}
-	}
-	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: answer(requests), known: answer(lookups),
+	r := newRig(t, rigOptions{ourEP: "127.0.0.1:1", wgEP: "198.18.0.2:51820", resolve: countedAnswer(requests, mac), known: countedAnswer(lookups, mac),
 		routed: func(netip.Addr) bool { return true }, resolveChanges: changes.Load})
 	fp := r.fp()
 	for range 40 {
