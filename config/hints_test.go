@@ -363,3 +363,42 @@ func TestListedTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestHookShellHint: a hook whose command needs bash (the common
+// "iptables ...; iptables ..." PostUp) is told to run through
+// /bin/bash -c, since systemd runs ExecStartPost= and the others without
+// a shell, and a failing ExecStartPost= fails the unit's start; '$' and
+// '%' (but %i, the instance's name) are told to be doubled for systemd.
+// A plain command keeps the short advice. The command is kept as
+// wg-quick reads it, up to a '#' alone: its ';' separates commands.
+func TestHookShellHint(t *testing.T) {
+	const dropIn = " in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)"
+	plain := "ignored: wgpio runs no commands (wg-quick runs them with bash); run it from "
+	shell := "ignored: wgpio runs no commands (wg-quick runs them with bash) and systemd runs them without a shell, which this one needs; run it as "
+	for _, tc := range []struct{ line, want string }{
+		{`PostUp = logger "wg up on %i"`, plain + "ExecStartPost=" + dropIn},
+		{`PreUp = tc qdisc add dev eth0 root cake bandwidth 90%`, plain + "ExecStartPre=" + dropIn + ", with each % but %i's written %%"},
+		{"PostUp = iptables -A FORWARD -i %i -j ACCEPT; iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE",
+			shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn},
+		{"PreDown = ip rule del from 10.8.0.0/24 table 200 || true", shell + "ExecStop=/bin/bash -c '<the command>'" + dropIn},
+		{"PostDown = echo $(date) %i down >> /var/log/wg.log", shell + "ExecStopPost=/bin/bash -c '<the command>'" + dropIn + ", with each $ written $$"},
+		{`PostUp = printf '%s\n' up > /run/x`, shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn +
+			", with each % but %i's written %% and its ' and \\ quoted as systemd.syntax(7) says (or put the command in a script and run that)"},
+	} {
+		f, err := parseString(iface + tc.line + " # as on the old wg0\n")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		if len(f.Warnings) != 1 {
+			t.Fatalf("%q: warnings %v, want one", tc.line, f.Warnings)
+		}
+		key, cmd, _ := strings.Cut(tc.line, " = ")
+		if got := f.Interface.Unused; len(got) != 1 || got[0].Value != cmd {
+			t.Errorf("%q: Unused = %v, want the command %q", tc.line, got, cmd)
+		}
+		want := `wg0.conf:3: key "` + key + `": ` + tc.want
+		if got := f.Warnings[0].String(); got != want {
+			t.Errorf("%q:\n got %s\nwant %s", tc.line, got, want)
+		}
+	}
+}

@@ -240,13 +240,9 @@ type keyInfo struct {
 	// "ignored: ": what wg-quick does with it that wgpio does not, and
 	// what to do instead.
 	why string
-}
-
-// hookWhy is the warning's reason for wg-quick's hook keys: run the
-// command from the unit's line that runs at the same moment.
-func hookWhy(unitKey string) string {
-	return "wgpio runs no commands (wg-quick runs them with bash); run it from " + unitKey +
-		" in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)"
+	// hook is the systemd unit directive that runs a wg-quick hook's
+	// command at the same moment (the warning's why is hookWhy's).
+	hook string
 }
 
 // keys lists every key in every section, in the documentation's spelling.
@@ -257,10 +253,10 @@ var keys = []keyInfo{
 	{name: "MTU", sec: secInterface},
 	{name: "DNS", sec: secInterface, unused: true, why: "wgpio sets no DNS resolver (wg-quick calls resolvconf); set the host's resolver yourself"},
 	{name: "Table", sec: secInterface, unused: true, why: "wgpio routes by the peers' AllowedIPs itself whatever Table says (off does not stop it, a table number puts no routes in that table); add policy routing yourself"},
-	{name: "PreUp", sec: secInterface, unused: true, why: hookWhy("ExecStartPre=")},
-	{name: "PostUp", sec: secInterface, unused: true, why: hookWhy("ExecStartPost=")},
-	{name: "PreDown", sec: secInterface, unused: true, why: hookWhy("ExecStop=")},
-	{name: "PostDown", sec: secInterface, unused: true, why: hookWhy("ExecStopPost=")},
+	{name: "PreUp", sec: secInterface, unused: true, hook: "ExecStartPre="},
+	{name: "PostUp", sec: secInterface, unused: true, hook: "ExecStartPost="},
+	{name: "PreDown", sec: secInterface, unused: true, hook: "ExecStop="},
+	{name: "PostDown", sec: secInterface, unused: true, hook: "ExecStopPost="},
 	{name: "SaveConfig", sec: secInterface, unused: true, why: "wgpio never writes the file (wg-quick saves the device's state at down); what wg set changes lasts until the next start unless you put it in the file"},
 	{name: "FwMark", sec: secInterface, unused: true},
 
@@ -461,9 +457,16 @@ func (p *parser) line(n int, raw string) {
 		p.errorf(n, ki.name, "%s after ';' would not be read: ';' starts a comment; separate several with ','", quoteShort(tail))
 		return
 	}
+	if ki.hook != "" {
+		v = hookValue(raw)
+	}
 	if ki.unused {
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
-		p.warnf(n, ki.name, "ignored: %s", ki.why)
+		why := ki.why
+		if ki.hook != "" {
+			why = hookWhy(ki.hook, v)
+		}
+		p.warnf(n, ki.name, "ignored: %s", why)
 		return
 	}
 	switch p.section {
