@@ -31,7 +31,7 @@
 //	                                    # default 1420; Mode = fastpath refuses below 576 at start
 //	FwMark     = 0x1234                 # off or 0-4294967295; reported (wg show), marks only in compat-mqtun
 //	DNS, Table, PreUp, PostUp, PreDown, PostDown, SaveConfig:
-//	                                    # accepted, kept, not acted on: a Warning each
+//	                                    # accepted, kept, not acted on: a Warning each (SaveConfig = false: none)
 //
 //	[Peer]                              # repeatable
 //	PublicKey    = <base64>             # required, unique

@@ -462,6 +462,11 @@ func (p *parser) line(n int, raw string) {
 	}
 	if ki.unused {
 		p.f.Interface.Unused = append(p.f.Interface.Unused, Setting{Line: n, Key: ki.name, Value: v})
+		if ki.name == "SaveConfig" && strings.EqualFold(v, "false") {
+			// What wgpio does anyway (it never writes the file), as
+			// wg-quick's read_bool takes it: nothing to warn of.
+			return
+		}
 		why := ki.why
 		if ki.hook != "" {
 			why = hookWhy(ki.hook, v)

@@ -532,3 +532,20 @@ func TestMarshalGateway(t *testing.T) {
 		t.Errorf("Marshal mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestSaveConfigFalseQuiet: SaveConfig = false asks for what wgpio does
+// anyway (it never writes the file), so it is kept (Marshal writes it
+// back) without a warning; SaveConfig = true still warns.
+func TestSaveConfigFalseQuiet(t *testing.T) {
+	f, err := parseString("[Interface]\nPrivateKey = " + priv1 + "\nSaveConfig = false\n")
+	if err != nil {
+		t.Fatalf("Parse = %v, want no error", err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("Warnings = %v, want none", f.Warnings)
+	}
+	want := []Setting{{Line: 3, Key: "SaveConfig", Value: "false"}}
+	if diff := cmp.Diff(want, f.Interface.Unused); diff != "" {
+		t.Errorf("Unused mismatch (-want +got):\n%s", diff)
+	}
+}
