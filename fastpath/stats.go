@@ -257,7 +257,10 @@ const _ = counts.MaxReasons - NumDropReasons // at most MaxReasons reasons
 // QueueStats are one worker's counters.
 type QueueStats struct {
 	// Encrypted / Decrypted count transport data packets sealed and
-	// accepted (keepalives included); bytes are the inner bytes of the
+	// accepted; Decrypted includes the keepalives received, Encrypted
+	// not the keepalives sent, which the control plane seals and the
+	// mailbox sends as control packets (ControlSent; gateway
+	// keepaliveLocked); bytes are the inner bytes of the
 	// same packets (each packet's IP length; a decrypted packet whose
 	// header could not be read, or from a source outside its peer's
 	// allowed IPs, as received, with the sender's padding), whatever
