@@ -20,7 +20,7 @@
 // tunnel MTU get ICMP "fragmentation needed" / "packet too big", or are
 // fragmented (IPv4 without DF, RFC 791); transit packets lose one TTL or hop
 // limit and are answered with time exceeded at 0 (router.go); packets for
-// a peer without a usable keypair are held (MaxHeldPerPeer per peer, a cap
+// a peer without a usable keypair are held (MaxHeldPerPeer per peer on each worker, a cap
 // per worker) while the control plane handshakes.
 //
 // Inbound (WAN RX → LAN TX), per burst: types 1–3 are copied to the control
