@@ -18,6 +18,23 @@ type resolver struct {
 	// offWAN, the WAN's resolver's (nil on the LAN's), is told of a
 	// destination routed out of another interface.
 	offWAN *offWANLog
+	// inner is set on the LAN's resolver, whose destinations are inner
+	// packets' (innerMapped).
+	inner bool
+}
+
+// innerMapped reports whether dst, an inner packet's destination, is an
+// IPv4-mapped IPv6 address (::ffff:0:0/96, RFC 4291 §2.5.5.2), which
+// the LAN's resolver has no route for. Linux routes an IPv6 packet by its
+// IPv6 table alone, where such an address matches no IPv4 route (none
+// at all but a default route, as a rule: ip6_route_input), while
+// arp's tables look up the IPv4 address inside it (for endpoints written
+// so, which are sent to as IPv4: README, "Behaviour as a router"): the
+// fast path put an IPv6 packet to ::ffff:198.19.1.10 from the tunnel on
+// the LAN, at the MAC of the IPv4 host 198.19.1.10, where Linux's wg0
+// answers "no route to destination" (TestMappedDestinationNS).
+func (r *resolver) innerMapped(dst netip.Addr) bool {
+	return r.inner && dst.Is4In6()
 }
 
 // Resolve implements fastpath.Resolver.
@@ -48,6 +65,9 @@ func (r *resolver) Known(dst netip.Addr) ([6]byte, bool) {
 // nextHop is the next hop of the route toward dst, if it leads out of
 // r's interface.
 func (r *resolver) nextHop(dst netip.Addr) (netip.Addr, bool) {
+	if r.innerMapped(dst) {
+		return netip.Addr{}, false
+	}
 	nh, ifindex, ok := r.routes.NextHop(dst)
 	return nh, ok && (ifindex == 0 || ifindex == r.ifindex)
 }
@@ -99,7 +119,9 @@ const ip6UserMetric = 1024
 // -1), which the fast path leaves to the host's kernel, as it does a
 // destination the main table has no route for (-1, offLAN: the kernel's
 // ip rules may pick another table). Owned mode's static routes all lead
-// to the LAN.
+// to the LAN. An IPv4-mapped destination has no route (innerMapped): in
+// shared mode the host's kernel routes it by its IPv6 table, as Linux
+// routes what its wg0 hands it.
 func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN bool) {
 	rl, ok := r.routes.(interface {
 		Route(netip.Addr) (arp.Route, bool)
@@ -108,6 +130,9 @@ func (r *resolver) PrefixLen(dst netip.Addr) (bits int, beforeTunnel, offLAN boo
 		return -1, false, false
 	}
 	_, kernel := r.routes.(*arp.KernelRoutes)
+	if r.innerMapped(dst) {
+		return -1, false, kernel
+	}
 	rt, ok := rl.Route(dst)
 	if !ok {
 		// Not in the main table: the kernel's rules may route it by

@@ -293,13 +293,13 @@ func (g *Gateway) addressMode(wl, ll *link) (wanRes, lanRes *resolver, err error
 			return nil, nil, err
 		}
 		wanRes = &resolver{routes: g.static, table: g.wanTable, ifindex: wl.index}
-		lanRes = &resolver{routes: g.static, table: g.lanTable, ifindex: ll.index}
+		lanRes = &resolver{routes: g.static, table: g.lanTable, ifindex: ll.index, inner: true}
 	} else {
 		if err := g.sharedMode(*wl, *ll); err != nil {
 			return nil, nil, err
 		}
 		wanRes = &resolver{routes: g.routes, table: g.wanTable, ifindex: wl.index}
-		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index}
+		lanRes = &resolver{routes: g.routes, table: g.lanTable, ifindex: ll.index, inner: true}
 	}
 	g.offWAN = &offWANLog{log: g.log, wan: wl.name, name: g.linkName}
 	wanRes.offWAN = g.offWAN
