@@ -46,7 +46,7 @@ func offLANRig(t *testing.T) *portRig {
 // the host's table leads out of another interface (a network behind
 // another link, by a route more specific than the LAN's default; one more
 // specific than a peer's allowed IPs), sends nowhere (unreachable) or is
-// not in the table is dropped as off_lan and never put on the LAN, where
+// not in the table (an IPv4-mapped IPv6 address among them) is dropped as off_lan and never put on the LAN, where
 // it was sent to the LAN's default router (or dropped as no_route); what
 // the LAN's routes take reaches the LAN, what a peer's allowed IPs take
 // by a longer prefix goes back into the tunnel, and one with TTL 1 toward
@@ -67,6 +67,9 @@ func TestPortDeviceOffLAN(t *testing.T) {
 		netip.MustParseAddr("198.18.50.6"),     // behind the other link, again
 		netip.MustParseAddr("198.18.51.255"),   // unreachable, again
 		netip.MustParseAddr("2001:2:0:50::ff"), // behind the other link, again
+		// IPv6 with no route, though the LAN's 198.18.11.0/24 holds the
+		// IPv4 address inside it
+		netip.MustParseAddr("::ffff:198.18.11.5"),
 	}
 	var bufs [][]byte
 	for _, dst := range offLAN {
