@@ -53,7 +53,13 @@ type Options struct {
 	// endpoint address (from the routing table), ok = false if unknown. It
 	// may be nil: then an endpoint learned from a received handshake uses
 	// the frame's source MAC (the last hop, right when the peer is on-link or
-	// behind the same router), and a configured endpoint starts unresolved.
+	// behind the same router), and a configured endpoint keeps the MAC its
+	// address had (one set again unchanged: wg syncconf), else starts
+	// unresolved, its data held until a handshake brings one: a peer's
+	// endpoint moved to a new address while its session runs gets nothing
+	// until the next handshake, up to 15 s later (KeepaliveTimeout +
+	// RekeyTimeout, whitepaper §6.5). A dataplane that resolves next hops
+	// (fastpath.Config.WANResolver) is better given here too.
 	Resolve func(dst netip.Addr) (mac [6]byte, ok bool)
 	// Known is Resolve without the request: the MAC if the neighbour
 	// table has it now, and nothing sent to the network otherwise. A

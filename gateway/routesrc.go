@@ -192,14 +192,26 @@ func (d *Device) sendSource(p *fastpath.Peer, pkt fastpath.ControlPacket) netip.
 // be replaced by the route's before anything is sent to it, without the
 // device's lock (configuredSource); its next hop's MAC if the neighbour
 // table has it (known: configuring a peer asks the network nothing, as
-// Linux resolves when it first sends there). d.mu held.
+// Linux resolves when it first sends there). Without a resolver
+// (Options.Resolve nil) the MAC the endpoint's address had is kept: the
+// last hop a handshake from it came through, the only next hop such a
+// device learns. Without it an endpoint set again to the same address
+// (wg set ... endpoint, a wg syncconf of the unchanged file, an AddPeer
+// of the same configuration) had no MAC, which nothing but the next
+// handshake gave back, and the data to the peer was dropped
+// (no_neighbour) for up to KeepaliveTimeout + RekeyTimeout (15 s, whitepaper
+// §6.5), where Linux's wg0 looks the route up again at its next send.
+// d.mu held.
 func (d *Device) setEndpointConfigLocked(p *peer, ap netip.AddrPort) {
 	// Kept as given (an IPv4-mapped IPv6 address stays one), so that the
 	// UAPI prints back what was set, as wireguard-go does.
-	src, asked := d.configuredSource(ap, p.fp.Endpoint.Load())
+	old := p.fp.Endpoint.Load()
+	src, asked := d.configuredSource(ap, old)
 	ep := &fastpath.Endpoint{Dst: ap, Src: src, Routed: true, SrcMAC: d.opts.WANMAC}
 	if known := d.known(); known != nil {
 		ep.DstMAC, _ = known(ap.Addr()) // nothing is sent yet: no request
+	} else if old != nil && old.Dst.Addr().Unmap() == ap.Addr().Unmap() {
+		ep.DstMAC = old.DstMAC
 	}
 	p.fp.Endpoint.Store(ep)
 	if !asked && p.fp.Current.Load() != nil {
