@@ -385,6 +385,12 @@ func (d *Device) setDeviceLineLocked(st *setState, key, value string) error {
 		}
 		d.removeAllPeersLocked()
 		st.changed = true
+	case "set", "get":
+		// The operation's own line, which the UAPI socket reads before
+		// the body (ServeUAPI): a Go caller of IpcSet who copied a whole
+		// request, as the protocol's page shows one, is told so, not just
+		// that the key is invalid (wireguard-go's IpcSet refuses it too).
+		return uapiErrorf(ipc.IpcErrorInvalid, "invalid device key %q: IpcSet takes the body of a set=1 operation, without its %s=1 line (config.File.UAPI's form)", key, key)
 	default:
 		return uapiErrorf(ipc.IpcErrorInvalid, "invalid device key %q", key)
 	}

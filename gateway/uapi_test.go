@@ -422,6 +422,32 @@ func TestFixedListenPort(t *testing.T) {
 	}
 }
 
+// TestIpcSetOperationLine: IpcSet given a whole request, its "set=1"
+// line included (as https://www.wireguard.com/xplatform/ shows one), is
+// refused with EINVAL, as wireguard-go refuses it, by an error that says
+// to leave that line out: "invalid device key" alone sent an embedder
+// looking for a bad key in a body it had copied from the protocol's page.
+func TestIpcSetOperationLine(t *testing.T) {
+	f := newFakeDP(t)
+	priv, _ := noise.NewPrivateKey()
+	d, err := New(Options{Dataplane: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.IpcSet(strings.NewReader("set=1\nprivate_key=" + priv.Hex() + "\n\n"))
+	var ue *UAPIError
+	if !errors.As(err, &ue) || ue.Code != ipc.IpcErrorInvalid {
+		t.Fatalf("IpcSet of set=1 and a body: %v, want errno %d", err, ipc.IpcErrorInvalid)
+	}
+	if !strings.Contains(err.Error(), "without its set=1 line") {
+		t.Errorf("IpcSet of set=1 and a body: %q does not say to leave the set=1 line out", err)
+	}
+	if d.PublicKey() != (noise.PublicKey{}) {
+		t.Errorf("the private key after the set=1 line was applied")
+	}
+}
+
 // TestEndpointZone: an endpoint with an IPv6 zone naming the WAN interface
 // (by name or index) is taken, without the zone (the fast path sends on the
 // WAN port only); another zone is refused (EINVAL) with a log line naming
