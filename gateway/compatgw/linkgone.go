@@ -13,8 +13,16 @@ type goneState struct {
 	names map[int]string
 }
 
+// GoneError is the error Failed sends when an interface the gateway
+// runs on was deleted or moved to another namespace: What names the
+// interface's role ("WAN interface", "LAN interface", ...), Name its
+// name as last seen ("" if unknown) and Index its index. Match it with
+// errors.As. (The type lives in an internal package, shared with the
+// other gateway packages; this name is how callers reach it.)
+type GoneError = linkfollow.GoneError
+
 // Failed returns the channel on which the gateway's failure while it runs
-// is sent, once (linkfollow.Failure): a *linkfollow.GoneError when the
+// is sent, once (linkfollow.Failure): a *GoneError when the
 // WAN or LAN interface its AF_XDP ports and XDP programs are on is
 // deleted or moved to another namespace (ip link del, a NIC unplugged, a
 // veth a container runtime removes and creates again). The gateway keeps

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/linkfollow"
 	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestLinkGoneFails: the LAN or the WAN veth deleted while the gateway
-// runs (ip link del) is its failure: Failed gives a *linkfollow.GoneError
+// runs (ip link del) is its failure: Failed gives a *GoneError
 // naming the interface, the deletion is logged at error level with what
 // was on it and what happens, and Close then returns. Before, nothing was
 // logged and the gateway ran on, its ports on an interface that no
@@ -37,7 +36,7 @@ func TestLinkGoneFails(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("Failed gave nothing within a minute of ip link del %s\n%s", dev, logs.String())
 			}
-			var gone *linkfollow.GoneError
+			var gone *GoneError
 			if !errors.As(err, &gone) || gone.Name != dev || gone.What != what+" interface" {
 				t.Fatalf("Failed: %v, want a GoneError for the %s interface %s", err, what, dev)
 			}

@@ -4,8 +4,16 @@ package fastgw
 
 import "github.com/wgpio/wgpio/internal/linkfollow"
 
+// GoneError is the error Failed sends when an interface the gateway
+// runs on was deleted or moved to another namespace: What names the
+// interface's role ("WAN interface", "LAN interface", ...), Name its
+// name as last seen ("" if unknown) and Index its index. Match it with
+// errors.As. (The type lives in an internal package, shared with the
+// other gateway packages; this name is how callers reach it.)
+type GoneError = linkfollow.GoneError
+
 // Failed returns the channel on which the gateway's failure while it runs
-// is sent, once (linkfollow.Failure): a *linkfollow.GoneError when an
+// is sent, once (linkfollow.Failure): a *GoneError when an
 // interface it runs on is deleted or moved to another namespace (ip link
 // del, a NIC unplugged, a VLAN device or veth a network manager or
 // container runtime removes and creates again): the WAN or LAN interface

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wgpio/wgpio/internal/linkfollow"
+	"github.com/wgpio/wgpio/gateway/fastgw"
 	"github.com/wgpio/wgpio/internal/testenv"
 )
 
 // TestLinkGoneFails: the LAN veth, the WAN veth or the exception TUN
 // deleted while the gateway runs (ip link del) is its failure: Failed
-// gives a *linkfollow.GoneError naming the interface and its role, the
+// gives a *fastgw.GoneError naming the interface and its role, the
 // deletion is logged at error level with what was on it and what happens,
 // and Close then returns. Before, nothing was logged and the gateway ran
 // on, dead, its sockets on an interface that no longer existed.
@@ -42,7 +42,7 @@ func TestLinkGoneFails(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("Failed gave nothing within a minute of ip link del %s\n%s", dev, logs.String())
 			}
-			var gone *linkfollow.GoneError
+			var gone *fastgw.GoneError
 			if !errors.As(err, &gone) || gone.Name != dev || gone.What != c.what {
 				t.Fatalf("Failed: %v, want a GoneError for the %s %s", err, c.what, dev)
 			}
