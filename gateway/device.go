@@ -194,6 +194,9 @@ func New(o Options) (*Device, error) {
 		dirtyPrefixes: make(map[netip.Prefix]int),
 	}
 	if e, ok := o.Dataplane.(*fastpath.Engine); ok {
+		if _, taken := engineDevices.LoadOrStore(e, d); taken {
+			return nil, errors.New("gateway: the engine already has a Device (one control plane an engine: two would both take its handshakes and set its peers); Close that one first")
+		}
 		if d.opts.WANMAC == ([6]byte{}) {
 			_, wan := e.Ports()
 			copy(d.opts.WANMAC[:], wan.MAC())
@@ -231,6 +234,12 @@ func New(o Options) (*Device, error) {
 	d.mu.Unlock()
 	return d, nil
 }
+
+// engineDevices maps each *fastpath.Engine a Device runs on to that
+// Device, from New to the end of Close: an engine serves one control
+// plane (its handshake queue is drained by one, its peer set is one
+// configuration's), so New refuses a second.
+var engineDevices sync.Map
 
 // clock adapts the injected ns clock to the time.Time clock of package noise
 // (flood limit, cookie lifetimes).

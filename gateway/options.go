@@ -38,7 +38,8 @@ type Options struct {
 	// the device's lock held and must not call back into the Device.
 	SetListenPort func(port uint16) (uint16, error)
 	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
-	// Required.
+	// Required. A *fastpath.Engine takes one Device at a time: New
+	// refuses a second until the first is closed.
 	Dataplane Dataplane
 	// Now is the monotonic clock of every protocol timer, in ns. Default:
 	// Dataplane.Now. It must be the clock the dataplane stamps with.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/wgpio/wgpio/fastpath"
 	"github.com/wgpio/wgpio/internal/uapiserve"
 )
 
@@ -187,6 +188,9 @@ func (d *Device) Close() error {
 		d.touchMu.Unlock()
 		for end := time.Now().Add(closeReapWait); d.dp.Reap() > 0 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
+		}
+		if e, ok := d.dp.(*fastpath.Engine); ok {
+			engineDevices.CompareAndDelete(e, d) // a new Device may take it
 		}
 	})
 	return nil
