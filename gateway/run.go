@@ -14,9 +14,10 @@ import (
 // receiving Dataplane.Handshakes and sending initiations; pool.go) and the
 // timers (Tick every TickInterval on the real clock, in a goroutine of its
 // own) and, if Options.Name is set, serves the UAPI socket. It returns an
-// error only if the socket cannot be made, or after Close (wrapping
-// net.ErrClosed); nothing runs then. Start runs once: a later call starts
-// nothing and returns the first call's result.
+// error only if the socket cannot be made, or when its first call comes
+// after Close (wrapping net.ErrClosed); nothing runs then. Start runs
+// once: a later call starts nothing and returns the first call's result
+// (nil for a device started before it was closed).
 func (d *Device) Start() error {
 	d.startOnce.Do(func() {
 		errClosed := fmt.Errorf("gateway: start: device closed: %w", net.ErrClosed)

@@ -39,7 +39,7 @@ type PortConfig struct {
 	// Name is what Name returns (default the port's name).
 	Name string
 	// MTU is what MTU returns, the largest plaintext packet in bytes
-	// (default the port's MTU): the tunnel MTU. Read enforces it as a
+	// (0: the port's MTU; negative: an error): the tunnel MTU. Read enforces it as a
 	// router in front of the tunnel would (mtu.go): a larger IPv4 packet
 	// without DF is fragmented (RFC 791), a larger IPv4 packet with DF or
 	// IPv6 packet is dropped and answered with "fragmentation needed" or
@@ -214,7 +214,10 @@ func NewPortDevice(cfg PortConfig) (*PortDevice, error) {
 	if cfg.Name == "" {
 		cfg.Name = cfg.Port.Name()
 	}
-	if cfg.MTU <= 0 {
+	if cfg.MTU < 0 {
+		return nil, fmt.Errorf("tundev: MTU %d: the tunnel MTU in bytes, or 0 for the port's", cfg.MTU)
+	}
+	if cfg.MTU == 0 {
 		cfg.MTU = cfg.Port.MTU()
 	}
 	if cfg.MTU < header.IPv4MinMTU || cfg.MTU > 65535 {

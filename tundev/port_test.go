@@ -513,7 +513,7 @@ func TestPortDeviceSendFrameErrors(t *testing.T) {
 // TestPortDeviceRefusesMTU: an MTU outside [68, 65535] is refused, as
 // SetLANMTU refuses one: it was taken and reported to wireguard-go.
 func TestPortDeviceRefusesMTU(t *testing.T) {
-	for _, mtu := range []int{10, 67, 65536, 100000} {
+	for _, mtu := range []int{-5, -1, 10, 67, 65536, 100000} {
 		func() {
 			a, b, err := memport.NewPair(memport.Config{Name: "mtu"})
 			if err != nil {
