@@ -6,8 +6,9 @@
 // [Interface], [Peer] and [WGPIO] sections holding "Key = Value" lines.
 // Section and key names are case-insensitive; a '#' or ';' starts a comment
 // that runs to the end of the line, also after a value (in a PreUp, PostUp,
-// PreDown or PostDown command only '#', as wg-quick reads it: bash takes
-// ';' between commands); blank lines and the
+// PreDown or PostDown command only a '#' that begins a word outside
+// quotes, as the bash wg-quick hands it to reads it, which takes ';'
+// between commands); blank lines and the
 // spacing around '=' and commas do not matter. Lists are separated by
 // commas: an Address or AllowedIPs line whose ';' comment starts with an
 // address ("10.0.0.0/24; 10.0.1.0/24"), or whose items are separated by

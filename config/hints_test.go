@@ -370,7 +370,8 @@ func TestListedTwice(t *testing.T) {
 // a shell, and a failing ExecStartPost= fails the unit's start; '$' and
 // '%' (but %i, the instance's name) are told to be doubled for systemd.
 // A plain command keeps the short advice. The command is kept as
-// wg-quick reads it, up to a '#' alone: its ';' separates commands.
+// wg-quick hands it to bash, without the comment bash would drop: its ';'
+// separates commands, and a '#' in quotes or inside a word is its own.
 func TestHookShellHint(t *testing.T) {
 	const dropIn = " in a drop-in of wgpio@.service (systemctl edit wgpio@NAME)"
 	plain := "ignored: wgpio runs no commands (wg-quick runs them with bash); run it from "
@@ -384,6 +385,16 @@ func TestHookShellHint(t *testing.T) {
 		{"PostDown = echo $(date) %i down >> /var/log/wg.log", shell + "ExecStopPost=/bin/bash -c '<the command>'" + dropIn + ", with each $ written $$"},
 		{`PostUp = printf '%s\n' up > /run/x`, shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn +
 			", with each % but %i's written %% and its ' and \\ quoted as systemd.syntax(7) says (or put the command in a script and run that)"},
+		// A '#' inside quotes, or inside a word, is the command's, as bash
+		// reads it; only the trailing comment goes.
+		{`PostUp = iptables -A FORWARD -m comment --comment "#wg" -j ACCEPT; echo ok`, shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn},
+		{`PostUp = logger up#%i`, plain + "ExecStartPost=" + dropIn},
+		{`PostUp = logger up\ #1`, plain + "ExecStartPost=" + dropIn +
+			", with its ' and \\ quoted as systemd.syntax(7) says (or put the command in a script and run that)"},
+		// A variable's assignment and a builtin are bash's.
+		{"PostUp = FOO=1 /usr/local/bin/up.sh", shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn},
+		{"PostUp = source /etc/wireguard/up.env", shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn},
+		{"PostUp = [[ -e /run/x ]] || touch /run/x", shell + "ExecStartPost=/bin/bash -c '<the command>'" + dropIn},
 	} {
 		f, err := parseString(iface + tc.line + " # as on the old wg0\n")
 		if err != nil {
@@ -400,5 +411,21 @@ func TestHookShellHint(t *testing.T) {
 		if got := f.Warnings[0].String(); got != want {
 			t.Errorf("%q:\n got %s\nwant %s", tc.line, got, want)
 		}
+	}
+}
+
+// TestHookEmpty: an empty hook (wg-quick runs nothing for it) is kept and
+// warned of without advice to move a command that is not there.
+func TestHookEmpty(t *testing.T) {
+	f, err := parseString(iface + "PostUp =   # nothing yet\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `wg0.conf:3: key "PostUp": ignored: wgpio runs no commands, and this one is empty (wg-quick runs nothing for it): nothing to move`
+	if len(f.Warnings) != 1 || f.Warnings[0].String() != want {
+		t.Errorf("warnings %v, want %s", f.Warnings, want)
+	}
+	if got := f.Interface.Unused; len(got) != 1 || got[0].Value != "" {
+		t.Errorf("Unused = %v, want the empty PostUp", got)
 	}
 }

@@ -374,8 +374,9 @@ func (e *Engine) Send(queue int, pkt ControlPacket) bool {
 
 // Closed reports whether Close has begun: from then on Send, SendWait,
 // SendTunnel, ReceiveWAN and SendFrame refuse everything; the
-// configuration calls (SetPeers, UpdatePeers, SetWAN, ...) still return
-// nil, their changes kept by an engine no worker runs. A caller that
+// configuration calls (SetPeers, UpdatePeers, SetWAN, ...) are not
+// refused for it (their own checks still apply), their changes kept by
+// an engine no worker runs. A caller that
 // counts Send's refusals (gateway) asks it to count a refusal closed, not
 // mailbox_full. Safe for concurrent use.
 func (e *Engine) Closed() bool { return e.closing.Load() }

@@ -39,7 +39,8 @@ type Options struct {
 	SetListenPort func(port uint16) (uint16, error)
 	// Dataplane is the fast path (a *fastpath.Engine, or a test double).
 	// Required. A *fastpath.Engine takes one Device at a time: New
-	// refuses a second until the first is closed.
+	// refuses a second until the first is closed (Close it even when its
+	// Start failed).
 	Dataplane Dataplane
 	// Now is the monotonic clock of every protocol timer, in ns. Default:
 	// Dataplane.Now. It must be the clock the dataplane stamps with.
@@ -52,11 +53,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Resolve returns the Ethernet address of the next hop toward a peer's
 	// endpoint address (from the routing table), ok = false if unknown. It
-	// may be nil: then an endpoint learned from a received handshake uses
-	// the frame's source MAC (the last hop, right when the peer is on-link or
-	// behind the same router), and a configured endpoint keeps the MAC its
-	// address had (one set again unchanged: wg syncconf), else starts
-	// unresolved, its data held until a handshake brings one: a peer's
+	// may be nil (and Known with it): then an endpoint learned from a
+	// received handshake uses the frame's source MAC (the last hop, right
+	// when the peer is on-link or behind the same router), and a
+	// configured endpoint keeps the MAC its address had (one set again
+	// unchanged: wg syncconf), else starts unresolved, its data held, then
+	// dropped as no_neighbour, until a handshake brings one: a peer's
 	// endpoint moved to a new address while its session runs gets nothing
 	// until the next handshake, up to 15 s later (KeepaliveTimeout +
 	// RekeyTimeout, whitepaper §6.5). A dataplane that resolves next hops

@@ -192,8 +192,8 @@ func (d *Device) sendSource(p *fastpath.Peer, pkt fastpath.ControlPacket) netip.
 // be replaced by the route's before anything is sent to it, without the
 // device's lock (configuredSource); its next hop's MAC if the neighbour
 // table has it (known: configuring a peer asks the network nothing, as
-// Linux resolves when it first sends there). Without a resolver
-// (Options.Resolve nil) the MAC the endpoint's address had is kept: the
+// Linux resolves when it first sends there). Without a neighbour source
+// (Options.Resolve and Known nil) the MAC the endpoint's address had is kept: the
 // last hop a handshake from it came through, the only next hop such a
 // device learns. Without it an endpoint set again to the same address
 // (wg set ... endpoint, a wg syncconf of the unchanged file, an AddPeer
