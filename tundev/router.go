@@ -172,14 +172,7 @@ func (d *PortDevice) route(al *bart.Table[uint8], hosts *hostSet, tab arp.RouteT
 			return routeLocal
 		}
 	}
-	// An IPv4-mapped destination (::ffff:0:0/96, RFC 4291 §2.5.5.2)
-	// has no route: Linux routes an IPv6 packet by its IPv6 table, where
-	// no IPv4 route holds it, while arp's tables look up the IPv4
-	// address inside it (for endpoints written so): the packet went to
-	// the LAN, at the IPv4 host's MAC.
-	if !dst.Is4In6() {
-		last.rt, last.found = tab.Route(dst)
-	}
+	last.rt, last.found = tab.Route(dst)
 	switch {
 	case al != nil && routeToTunnel(al, dst, last.rt, last.found):
 		last.to = routeTunnel
